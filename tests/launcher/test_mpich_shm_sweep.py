@@ -27,6 +27,7 @@ from waiting import wait_until
 from melissa_trainer.launcher.backends import Job, LocalBackend, MpiexecBackend, mpich_segments
 from melissa_trainer.launcher.backends.mpich_segments import (
     Segment,
+    SegmentRecord,
     SegmentWatch,
     held,
     listing,
@@ -171,6 +172,49 @@ def test_the_sweep_leaves_another_users_file(shm_dir: Path) -> None:
     theirs.write_bytes(b"\0")
     os.chown(theirs, 65534, 65534)
     assert orphans({}) == []
+
+
+def test_the_record_keeps_the_segments_seen_and_the_next_run_removes_the_free_ones(
+    shm_dir: Path,
+) -> None:
+    """What a backend's watches found is in the study's file while their jobs run; at
+    the next `begin` of the study, the files listed that are still the same (inode) and
+    that nobody holds are removed; one held stays listed; a line that is not an MPICH
+    segment is ignored. A record whose jobs all ended leaves no file."""
+    record = SegmentRecord()
+    free, held_, replaced = (shm_dir / f"mpich_shm_{n}_0" for n in ("free", "held", "repl"))
+    for path in (free, held_, replaced):
+        path.write_bytes(b"\0")
+    segments = [Segment(str(p), _dev(p), p.stat().st_ino) for p in (free, held_, replaced)]
+    watch = SegmentWatch(record=record)
+    watch.segments = [Segment(f"{shm_dir}/mpich_shm_gone_0", (0, 0), 1)]
+    watch.remove("sim-0")  # (inactive before `begin`: nothing written)
+    assert list(shm_dir.glob("melissa_trainer_*")) == []
+    record.begin("abcd1234")
+    path = Path(record.path or "")
+    assert path.parent == shm_dir and not path.exists()  # (nothing recorded yet)
+    record.update(add=segments)
+    assert [line.split()[0] for line in path.read_text().splitlines()] == [
+        str(p) for p in (free, held_, replaced)
+    ]
+    with path.open("a") as file:
+        file.write(f"{shm_dir}/not_mpich 0:0 1\ngarbage\n")
+    (shm_dir / "new").write_bytes(b"\0")
+    (shm_dir / "new").rename(replaced)  # (another file under a recorded name)
+    fd = os.open(held_, os.O_RDONLY)  # (a rank still alive)
+    try:
+        assert SegmentRecord().begin("abcd1234") == [str(free)]  # the next run
+        assert not free.exists() and held_.exists() and replaced.exists()
+        assert [line.split()[0] for line in path.read_text().splitlines()] == [str(held_)]
+    finally:
+        os.close(fd)
+    again = SegmentRecord()
+    assert again.begin("abcd1234") == [str(held_)]
+    assert not path.exists()  # (nothing left to record)
+    again.update(add=segments[2:])
+    assert path.exists()
+    again.update(remove=segments[2:])
+    assert not path.exists()
 
 
 def _dev(path: Path) -> tuple[int, int]:

@@ -76,7 +76,7 @@ from collections.abc import Mapping
 from typing import IO, Any
 
 from melissa_trainer.launcher.backends.base import Backend, Handle, Job, LaunchError
-from melissa_trainer.launcher.backends.mpich_segments import Listing, SegmentWatch, listing
+from melissa_trainer.launcher.backends.mpich_segments import SegmentRecord, SegmentWatch, listing
 from melissa_trainer.launcher.backends.placement import Placement
 from melissa_trainer.launcher.backends.placement import nice_program as _nice_program
 from melissa_trainer.launcher.backends.placement import renice_group as _renice_group
@@ -187,16 +187,13 @@ class LocalHandle(Handle):
         job: Job,
         process: subprocess.Popen[bytes],
         log: IO[bytes] | None,
-        before: Listing | None = None,
+        shm: SegmentWatch | None = None,
     ) -> None:
         self.job = job
         self.process = process
         self.log = log
         self.ended = False  # the main process was reaped and its group cleaned up
-        # an MPI singleton's segment (`mpich_segments`), named after its pid; `before`:
-        # MPICH's files before the launch (swept if the singleton fails at once)
-        only = [f"{prefix}{process.pid:x}_0" for prefix in ("mpich_shm_", "mpich_vci_")]
-        self.shm = SegmentWatch(before, only)
+        self.shm = shm or SegmentWatch()  # an MPI singleton's segment (`mpich_segments`)
 
     @property
     def pid(self) -> int:
@@ -223,6 +220,7 @@ class LocalBackend(Backend):
             )
         self.placement = placement
         self._handles: list[LocalHandle] = []
+        self._record = SegmentRecord()  # MPI singletons' segments, for a run after a SIGKILL
         self._nice = _nice_program() if placement is not None and placement.nice else None
         #: the parent-death wrapper (`pdeathsig_wrapper`), looked for at the first launch:
         #: looking starts a process (``setpriv --version``), which a backend that never
@@ -286,9 +284,14 @@ class LocalBackend(Backend):
             raise LaunchError(f"cannot start job {job.name} ({list(job.argv)}): {exc}") from exc
         if placement is not None and placement.nice and self._nice is None:
             _renice_group(process.pid, placement.nice)
-        handle = LocalHandle(job, process, log, before)
+        handle = LocalHandle(
+            job, process, log, SegmentWatch.singleton(process.pid, before, self._record)
+        )
         self._handles.append(handle)
         return handle
+
+    def begin_study(self, study: str) -> None:
+        self._record.begin(study)  # what singletons of a SIGKILLed run left
 
     def poll(self, handle: Handle) -> int | None:
         handle = self._mine(handle)

@@ -49,6 +49,7 @@ __all__ = [
     "LOOKS_AT",
     "Listing",
     "Segment",
+    "SegmentRecord",
     "SegmentWatch",
     "held",
     "listing",
@@ -105,17 +106,20 @@ def _parse(line: str) -> Segment | None:
     if len(fields) < 6:
         return None
     path = fields[5]
-    if not path.startswith(SHM_DIR):
-        return None
-    name = path[len(SHM_DIR) :]
-    # an unlinked file's path ends with " (deleted)": gone already, nothing to remove
-    if not name.startswith(PREFIXES) or "/" in name or " " in name:
+    if not _is_segment(path):
         return None
     try:
         major, minor = (int(part, 16) for part in fields[3].split(":"))
         return Segment(path, (major, minor), int(fields[4]))
     except ValueError:
         return None
+
+
+def _is_segment(path: str) -> bool:
+    """`path` names an MPICH segment (an unlinked file's path in /proc ends with
+    " (deleted)": gone already, nothing to remove)."""
+    name = path[len(SHM_DIR) :]
+    return path.startswith(SHM_DIR) and name.startswith(PREFIXES) and not {"/", " "} & set(name)
 
 
 def remove_segments(segments: Iterable[Segment]) -> list[str]:
@@ -240,12 +244,25 @@ class SegmentWatch:
     found, swept (`orphans` since `before`, the `listing` taken before its launch,
     among the names `only` if given; no sweep without `before`)."""
 
-    def __init__(self, before: Listing | None = None, only: Collection[str] | None = None):
+    def __init__(
+        self,
+        before: Listing | None = None,
+        only: Collection[str] | None = None,
+        record: SegmentRecord | None = None,
+    ) -> None:
         self.segments: list[Segment] = []
         self.launched = time.monotonic()
         self.looks = 0  # how many of `LOOKS_AT` were done
         self.before = before
         self.only = only
+        self.record = record  # where the segments found are kept until removed
+
+    @classmethod
+    def singleton(cls, pid: int, before: Listing, record: SegmentRecord) -> SegmentWatch:
+        """The watch of an MPI singleton `pid` (mpi4py without mpiexec), whose segment is
+        named after its pid: the only names its sweep may remove."""
+        only = [f"{prefix}{pid:x}_0" for prefix in PREFIXES]
+        return cls(before, only, record)
 
     @classmethod
     def off(cls) -> SegmentWatch:
@@ -268,7 +285,10 @@ class SegmentWatch:
     def add(self, pids: Iterable[int]) -> None:
         """Add what `pids` map (before a kill: the job's processes, still alive)."""
         known = {segment.path for segment in self.segments}
-        self.segments += [s for s in mapped_segments(pids) if s.path not in known]
+        found = [s for s in mapped_segments(pids) if s.path not in known]
+        self.segments += found
+        if found and self.record is not None:
+            self.record.update(add=found)
 
     def remove(self, job: str) -> list[str]:
         """Unlink the ended job `job`'s segments that it left (`remove_segments`), or,
@@ -276,9 +296,99 @@ class SegmentWatch:
         all have ended, else what they hold stays)."""
         segments, self.segments = self.segments, []
         before, self.before = self.before, None
+        if segments and self.record is not None:
+            self.record.update(remove=segments)  # (removed or left, not the job's now)
         if not segments and before is not None:
             segments = orphans(before, self.only)
         removed = remove_segments(segments)
         if removed:
             logger.debug("%s ended before MPI_Finalize: removed %s", job, ", ".join(removed))
         return removed
+
+
+class SegmentRecord:
+    """The segments seen of a backend's running jobs, kept in a file of /dev/shm named
+    after the study and the user (this node's, gone with the segments at a reboot), so
+    that the next run of the study on this node removes those that the jobs of a trainer
+    killed with SIGKILL left (`begin`: nobody else could). Inactive until `begin`.
+
+    Each change rewrites the file (a job's first look that finds its segments, its
+    end); a backend whose jobs all ended leaves no file. Only what was seen is recorded:
+    a job killed with the trainer before its first look (`LOOKS_AT`) is not."""
+
+    def __init__(self) -> None:
+        self.path: str | None = None
+        self.segments: dict[str, Segment] = {}
+        self._written = ""
+
+    def begin(self, study: str) -> list[str]:
+        """Record for `study` (`study_id`) from now on; first remove the segments that an
+        earlier run's file lists, are still the same files (inode) and that no live
+        process holds (those held stay listed). Returns the paths removed."""
+        self.path = f"{SHM_DIR}melissa_trainer_{study}_{os.geteuid()}.segments"
+        left = _read_record(self.path)
+        self._written = "?"  # (rewritten below, whatever it held)
+        removed: list[str] = []
+        busy = held([s.path for s in left]) if left else set()
+        if busy is None:  # (no /proc: nothing known to be free)
+            busy = {s.path for s in left}
+        removed = remove_segments(s for s in left if s.path not in busy)
+        self.segments = {s.path: s for s in left if s.path in busy}
+        if removed:
+            logger.info(
+                "removed %d MPI shared-memory file(s) in %s left by the jobs of an earlier run "
+                "of this study (a trainer killed before it could remove them)",
+                len(removed),
+                SHM_DIR,
+            )
+        self.update()
+        return removed
+
+    def update(self, add: Iterable[Segment] = (), remove: Iterable[Segment] = ()) -> None:
+        """Add and remove segments; rewrite the file if active and changed (no file when
+        none is left). A file that cannot be written is said in a warning, once."""
+        self.segments.update((s.path, s) for s in add)
+        for segment in remove:
+            self.segments.pop(segment.path, None)
+        text = "".join(f"{s.path} {s.dev[0]}:{s.dev[1]} {s.ino}\n" for s in self.segments.values())
+        if self.path is None or text == self._written:
+            return
+        try:
+            if text:
+                with open(self.path + ".tmp", "w") as file:
+                    file.write(text)
+                os.replace(self.path + ".tmp", self.path)
+            else:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(self.path)
+        except OSError as exc:
+            logger.warning(
+                "cannot keep the record of MPI segments %s (%s): a trainer killed with "
+                "SIGKILL leaves its jobs' segments for you to remove",
+                self.path,
+                exc,
+            )
+            self.path = None
+            return
+        self._written = text
+
+
+def _read_record(path: str) -> list[Segment]:
+    """The segments a `SegmentRecord` file lists ([] if there is none, or for a line that
+    is not one: nothing removed on a guess)."""
+    try:
+        with open(path) as file:
+            lines = file.read().splitlines()
+    except OSError:
+        return []
+    out = []
+    for line in lines:
+        try:
+            name, dev, ino = line.rsplit(" ", 2)
+            major, minor = (int(part) for part in dev.split(":"))
+            segment = Segment(name, (major, minor), int(ino))
+        except ValueError:
+            continue
+        if _is_segment(name):
+            out.append(segment)
+    return out

@@ -36,7 +36,7 @@ from pathlib import Path
 from melissa_trainer.launcher.backends.base import Backend, Handle, Job, LaunchError
 from melissa_trainer.launcher.backends.hydra_step import hydra_step_env
 from melissa_trainer.launcher.backends.local import DEFAULT_PLACEMENT, LocalBackend, LocalHandle
-from melissa_trainer.launcher.backends.mpich_segments import SegmentWatch, listing
+from melissa_trainer.launcher.backends.mpich_segments import SegmentRecord, SegmentWatch, listing
 from melissa_trainer.launcher.backends.placement import Placement
 
 __all__ = ["MpiexecBackend", "MpiexecHandle", "mpiexec_command", "process_tree"]
@@ -122,6 +122,7 @@ class MpiexecBackend(Backend):
             logger.log(logging.WARNING if warn else logging.INFO, "%s", line)
         self._local = LocalBackend(placement)
         self._running: list[MpiexecHandle] = []
+        self._record = SegmentRecord()  # the segments seen, for a run after a SIGKILL
         #: the last /proc scan of a look for segments (`poll`) and when: the jobs that
         #: look in one supervisor tick share it
         self._table: tuple[float, ProcessTable] | None = None
@@ -138,9 +139,16 @@ class MpiexecBackend(Backend):
         before = listing()  # MPICH's files: those of ranks failing at once will be new
         process = self._local.launch(dataclasses.replace(job, argv=argv, ranks=1, env=env))
         process.shm = SegmentWatch.off()  # (mpiexec maps nothing; the ranks' are below)
-        handle = MpiexecHandle(job=job, process=process, shm=SegmentWatch(before))
+        handle = MpiexecHandle(
+            job=job, process=process, shm=SegmentWatch(before, None, self._record)
+        )
         self._running.append(handle)
         return handle
+
+    def begin_study(self, study: str) -> None:
+        """Remove the MPICH segments that the jobs of an earlier run of `study`, killed
+        with its trainer (SIGKILL), left on this node (`SegmentRecord`)."""
+        self._record.begin(study)
 
     def poll(self, handle: Handle) -> int | None:
         """None while mpiexec runs, else its exit code (hydra: the largest of the ranks').

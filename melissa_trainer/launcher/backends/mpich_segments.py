@@ -27,6 +27,8 @@ and that no live process maps or holds open are removed. MPICH's creator of the 
 (``MPL_initshm_open``, 5.0.x) keeps its descriptor open until it exits, so a file that
 no process holds has lost every rank of its job: nobody can use it again, whichever job
 made it (another of ours that also failed early is cleaned too; a live one never is).
+A trainer killed with SIGKILL removes nothing: `SegmentRecord` lists what its running
+jobs were seen to hold, for the next run of its study on this node to remove.
 
 Limits: Linux only (nothing found elsewhere); the ranks on this machine only (those an
 ``mpiexec -hosts`` started on other nodes are out of reach, as are Slurm's). The sweep

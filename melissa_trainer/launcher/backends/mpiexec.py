@@ -16,7 +16,8 @@ MPICH's shared-memory file in /dev/shm, node memory that nobody frees
 (`mpich_segments`). So the backend reads which files the ranks mapped, when it kills
 them and, for a job that ends by itself, a few times in the job's first minute
 (`mpich_segments.LOOKS_AT`: a scan of /proc each), and removes those files once the job
-has ended.
+has ended; a job that ended before any was seen (a rank failing right after
+``MPI_Init``) is swept instead (`mpich_segments.orphans`).
 """
 
 from __future__ import annotations

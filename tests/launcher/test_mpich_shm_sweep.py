@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import mmap
 import os
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,11 +26,11 @@ from helpers import NO_MPI, find_mpiexec
 from waiting import wait_until
 
 from melissa_trainer.launcher.backends import Job, LocalBackend, MpiexecBackend, mpich_segments
+from melissa_trainer.launcher.backends.file_holders import dying, holders
 from melissa_trainer.launcher.backends.mpich_segments import (
     Segment,
     SegmentRecord,
     SegmentWatch,
-    held,
     listing,
     orphans,
 )
@@ -133,7 +134,11 @@ def test_the_sweep_removes_only_new_files_of_ours_that_nobody_holds(shm_dir: Pat
     with mapped.open("r+b") as file:  # MPI_Init, and one after it, that closed its fd)
         view = mmap.mmap(file.fileno(), 4096)
     try:
-        assert held([str(opened), str(mapped), str(orphan)]) == {str(opened), str(mapped)}
+        me = {os.getpid()}
+        assert holders([str(opened), str(mapped), str(orphan)]) == {
+            str(opened): me,
+            str(mapped): me,
+        }
         found = {s.path for s in orphans(before)}
         assert found == {str(orphan), str(replaced)}
         assert orphans(before, only=[orphan.name]) == [
@@ -215,6 +220,20 @@ def test_the_record_keeps_the_segments_seen_and_the_next_run_removes_the_free_on
     assert path.exists()
     again.update(remove=segments[2:])
     assert not path.exists()
+
+
+@pytest.mark.e2e
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc (Linux)")
+def test_a_process_that_ended_is_dying_and_a_running_one_is_not() -> None:
+    """`dying`: a zombie (ended, not reaped) or a process gone will hold nothing."""
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    try:
+        assert not dying(os.getpid())
+        wait_until(lambda: dying(child.pid), "the child's end (a zombie until reaped)", 30)
+        assert Path(f"/proc/{child.pid}").exists()  # (not reaped yet: a zombie)
+    finally:
+        child.wait()
+    assert dying(child.pid)
 
 
 def _dev(path: Path) -> tuple[int, int]:

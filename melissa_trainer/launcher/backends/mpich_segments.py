@@ -47,13 +47,14 @@ import time
 from collections.abc import Collection, Iterable
 from typing import NamedTuple
 
+from melissa_trainer.launcher.backends.file_holders import dying, holders, wait_gone
+
 __all__ = [
     "LOOKS_AT",
     "Listing",
     "Segment",
     "SegmentRecord",
     "SegmentWatch",
-    "held",
     "listing",
     "mapped_segments",
     "orphans",
@@ -71,6 +72,8 @@ PREFIXES = ("mpich_shm_", "mpich_vci_")
 #: job with none by the last (no MPI, another MPI) costs no more reads
 LOOKS_AT = (0.5, 1.5, 4.0, 10.0, 30.0)
 
+#: seconds `orphans` waits for dying processes to let go of a file
+DYING_WAIT = 1.0
 #: MPICH's files in /dev/shm at one moment: name -> inode
 Listing = dict[str, int]
 
@@ -168,55 +171,12 @@ def listing() -> Listing:
         return {}
 
 
-def held(paths: Collection[str]) -> set[str] | None:
-    """Those of `paths` (files in /dev/shm) that a live process holds open or maps, read
-    from /proc; None without /proc. Not root: only our processes are read (a file of
-    ours is mode 0600: nobody else opens it); root or not, those we may not read are
-    skipped (a rank of our jobs runs with our credentials: we may read it). The open
-    files of every process first (MPICH 5 keeps its descriptor), then, if some of
-    `paths` are still not found, their maps (another MPI may map the file and close it;
-    a costlier read)."""
-    uid = os.geteuid()
-    found: set[str] = set()
-    try:
-        pids = [e.name for e in os.scandir("/proc") if e.name.isdigit()]
-    except OSError:
-        return None
-    if uid != 0:
-        pids = [pid for pid in pids if _owner(pid) == uid]
-    # (a process that cannot be read has ended meanwhile, or is not ours to read: more
-    # privileged than us, or not dumpable; no rank of a job of ours)
-    for pid in pids:
-        with contextlib.suppress(FileNotFoundError, PermissionError):
-            for fd in os.listdir(f"/proc/{pid}/fd"):
-                with contextlib.suppress(FileNotFoundError):  # closed meanwhile
-                    target = os.readlink(f"/proc/{pid}/fd/{fd}")
-                    if target in paths:
-                        found.add(target)
-    for pid in pids:
-        if len(found) == len(paths):
-            break
-        with contextlib.suppress(FileNotFoundError, PermissionError):
-            with open(f"/proc/{pid}/maps", "rb") as maps:
-                text = maps.read()
-            if SHM_DIR.encode() + b"mpich_" in text:
-                lines = text.decode(errors="replace").splitlines()
-                found.update(s.path for s in map(_parse, lines) if s and s.path in paths)
-    return found
-
-
-def _owner(pid: str) -> int | None:
-    """The uid of process `pid` (None if it has ended)."""
-    try:
-        return os.stat(f"/proc/{pid}").st_uid
-    except OSError:
-        return None
-
-
 def orphans(before: Listing, only: Collection[str] | None = None) -> list[Segment]:
     """MPICH's files in /dev/shm that are not in `before` (the same name and inode), are
-    ours (owner) and that no live process holds (`held`); among the names `only` if
-    given. [] when a process could not be read."""
+    ours (owner) and that no live process holds (`file_holders.holders`); among the
+    names `only` if given. A file held only by dying processes (a job's ranks that
+    hydra has just SIGKILLed, which can outlive mpiexec by a moment) is an orphan once
+    they are gone (waited for up to `DYING_WAIT`). [] without /proc."""
     new = [
         name
         for name, ino in listing().items()
@@ -231,11 +191,16 @@ def orphans(before: Listing, only: Collection[str] | None = None) -> list[Segmen
         if stat.st_uid == os.geteuid():
             dev = (os.major(stat.st_dev), os.minor(stat.st_dev))
             candidates[SHM_DIR + name] = Segment(SHM_DIR + name, dev, stat.st_ino)
-    if not candidates:
-        return []
-    busy = held(candidates)
+    busy = holders(candidates) if candidates else {}
     if busy is None:
         return []
+    ending = [path for path, pids in busy.items() if all(dying(pid) for pid in pids)]
+    if ending:
+        wait_gone({pid for path in ending for pid in busy[path]}, DYING_WAIT)
+        still = holders(ending)
+        for path in ending:
+            if still is not None and path not in still:
+                del busy[path]
     return [segment for path, segment in candidates.items() if path not in busy]
 
 
@@ -331,7 +296,7 @@ class SegmentRecord:
         left = _read_record(self.path)
         self._written = "?"  # (rewritten below, whatever it held)
         removed: list[str] = []
-        busy = held([s.path for s in left]) if left else set()
+        busy: Collection[str] | None = holders([s.path for s in left]) if left else set()
         if busy is None:  # (no /proc: nothing known to be free)
             busy = {s.path for s in left}
         removed = remove_segments(s for s in left if s.path not in busy)

@@ -28,10 +28,12 @@ from waiting import wait_until
 from melissa_trainer.launcher.backends import Job, LocalBackend, MpiexecBackend, mpich_segments
 from melissa_trainer.launcher.backends.file_holders import dying, holders
 from melissa_trainer.launcher.backends.mpich_segments import (
+    LOOKS_AT,
     Segment,
     SegmentRecord,
     SegmentWatch,
     listing,
+    mapped_segments,
     orphans,
 )
 
@@ -168,6 +170,34 @@ def test_a_watch_that_found_segments_sweeps_nothing_else(shm_dir: Path) -> None:
     assert SegmentWatch().remove("sim-1") == []
     assert SegmentWatch.off().remove("sim-2") == [] and not SegmentWatch.off().due()
     assert theirs.exists()
+
+
+def test_a_look_that_finds_nothing_narrows_the_sweep_to_later_files(shm_dir: Path) -> None:
+    """A look that finds none of the job's files (not yet past MPI_Init) lists what
+    exists then: those files are not the job's, and its sweep leaves them (another
+    job's, e.g. a Slurm step's, killed meanwhile and left for its own cleanup)."""
+    watch = SegmentWatch(listing())
+    earlier, later = shm_dir / "mpich_shm_earlier_0", shm_dir / "mpich_shm_later_0"
+    earlier.write_bytes(b"\0")
+    watch.launched -= LOOKS_AT[0]
+    assert watch.due()
+    watch.look([2**22 + 1])  # (no such process: nothing found)
+    later.write_bytes(b"\0")
+    assert watch.remove("sim-0") == [str(later)]
+    assert earlier.exists()
+
+
+def test_a_file_a_rank_holds_open_but_has_not_mapped_is_found(shm_dir: Path) -> None:
+    """A rank inside MPI_Init, between its shm_open and its mmap: the file is the job's
+    (a kill at that moment removes it)."""
+    path = shm_dir / "mpich_shm_opening_0"
+    path.write_bytes(b"\0")
+    fd = os.open(path, os.O_RDWR)
+    try:
+        found = [s for s in mapped_segments([os.getpid()]) if s.path == str(path)]
+        assert found == [Segment(str(path), _dev(path), path.stat().st_ino)]
+    finally:
+        os.close(fd)
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give a file to another user")

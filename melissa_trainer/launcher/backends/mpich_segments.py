@@ -88,19 +88,28 @@ class Segment(NamedTuple):
 
 
 def mapped_segments(pids: Iterable[int]) -> list[Segment]:
-    """MPICH's segments (module docstring) that processes `pids` have mapped, each once;
+    """MPICH's segments (module docstring) that processes `pids` have mapped or hold open
+    (a rank inside ``MPI_Init``, between its ``shm_open`` and its ``mmap``), each once;
     [] for processes gone or unreadable (not Linux, another user's)."""
     found: dict[str, Segment] = {}
     for pid in pids:
         try:
             with open(f"/proc/{pid}/maps") as maps:
                 lines = [line for line in maps if SHM_DIR + "mpich_" in line]
+            fds = os.listdir(f"/proc/{pid}/fd")
         except OSError:  # the process ended meanwhile, or no /proc
             continue
         for line in lines:
             segment = _parse(line)
             if segment is not None:
                 found.setdefault(segment.path, segment)
+        for fd in fds:
+            with contextlib.suppress(OSError):  # closed meanwhile
+                path = os.readlink(f"/proc/{pid}/fd/{fd}")
+                if _is_segment(path) and path not in found:
+                    stat = os.stat(f"/proc/{pid}/fd/{fd}")  # (the open file itself)
+                    dev = (os.major(stat.st_dev), os.minor(stat.st_dev))
+                    found[path] = Segment(path, dev, stat.st_ino)
     return list(found.values())
 
 
@@ -245,9 +254,14 @@ class SegmentWatch:
         return time.monotonic() - self.launched >= LOOKS_AT[self.looks]
 
     def look(self, pids: Iterable[int]) -> None:
-        """The look that was `due`: read what `pids` map."""
+        """The look that was `due`: read what `pids` map or hold. None yet: the files
+        that exist now (listed before the read) are not the job's, and a sweep will
+        consider only those made since (`before`)."""
         self.looks += 1
+        now = listing() if self.before is not None else None
         self.add(pids)
+        if not self.segments and now is not None:
+            self.before = now
 
     def add(self, pids: Iterable[int]) -> None:
         """Add what `pids` map (before a kill: the job's processes, still alive)."""

@@ -22,8 +22,9 @@ even one whose name happens to be the same.
 A job that ends before anything was found (a rank that crashes, calls ``MPI_Abort`` or
 ``exit`` right after ``MPI_Init``: the usual deterministic failure, repeated by each
 restart; one killed inside ``MPI_Init``) is swept instead (`orphans`): the MPICH files
-made since its launch (absent from the `listing` taken before it) that are ours (owner)
-and that no live process maps or holds open are removed. MPICH's creator of the file
+made since its launch, or since its last look that found none (absent from the
+`listing` taken then), that are ours (owner) and that no live process maps or holds
+open are removed. MPICH's creator of the file
 (``MPL_initshm_open``, 5.0.x) keeps its descriptor open until it exits, so a file that
 no process holds has lost every rank of its job: nobody can use it again, whichever job
 made it (another of ours that also failed early is cleaned too; a live one never is).

@@ -8,8 +8,8 @@ first and the last failed with the job's file still there, on every stop path: `
 (a timeout, a refused simulation, the failure policy), ranks ignoring SIGTERM
 (SIGKILLed after the grace), a 1-rank job, the launcher's stop (the study's end, the
 trainer's SIGTERM), a job whose rank crashed. A launcher killed with SIGKILL cannot
-remove anything: its jobs' files stay (the docs give the command to remove them:
-docs/concepts/study.md, "MPI jobs' shared memory").
+remove anything: its jobs' files stayed until the next run of its study removed those
+its backend had recorded (`SegmentRecord`; the last test failed before that).
 """
 
 from __future__ import annotations
@@ -264,7 +264,7 @@ def test_an_mpi_singletons_segment_is_removed_by_the_local_backend(
             backend.kill(handle, grace=1.0)
         else:
             wait_until(
-                lambda: backend.poll(handle) is None and handle.shm.segments,  # type: ignore[attr-defined]
+                lambda: backend.poll(handle) is None and handle.shm.segments,
                 "the backend's look at the singleton's segment",
                 60,
             )
@@ -276,33 +276,56 @@ def test_an_mpi_singletons_segment_is_removed_by_the_local_backend(
     assert [f for f in files if f.exists()] == [], f"left by the singleton ({mode}): {files}"
 
 
-@mpi_test
-def test_a_sigkilled_launcher_leaves_its_jobs_segments(
-    tmp_path: Path, leftovers: set[Path]
+@needs_shm
+@pytest.mark.e2e
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("backend", ["mpiexec", "local"])
+def test_a_sigkilled_launchers_segments_are_removed_by_the_next_run_of_its_study(
+    tmp_path: Path, leftovers: set[Path], backend: str
 ) -> None:
-    """What no code of ours can remove (the docs say how to): the launcher's process is
-    SIGKILLed; its mpiexec gets SIGTERM (parent-death signal) and ends its ranks."""
+    """The launcher's process is SIGKILLed once its backend has seen its job's segment;
+    its mpiexec (or singleton) gets SIGTERM (parent-death signal) and ends its ranks,
+    and nobody is left to remove the file. The backend had recorded it
+    (`SegmentRecord`, in /dev/shm): the next run of the same study on this node
+    removes it at `begin_study`, and the record too. (Before the record, the file
+    stayed.)"""
+    pytest.importorskip("mpi4py")
+    if backend == "mpiexec" and MPIEXEC is None:
+        pytest.skip(NO_MPI)
+    study, ranks = f"t{uuid.uuid4().hex[:7]}", 2 if backend == "mpiexec" else 1
+    make = f"MpiexecBackend({MPIEXEC!r})" if backend == "mpiexec" else "LocalBackend()"
     code = textwrap.dedent(
         f"""
-        import sys, threading
+        import pathlib, threading, time
         from melissa_trainer.launcher.backends import Job, LocalBackend, MpiexecBackend
-        backend = MpiexecBackend({MPIEXEC!r})
-        backend.launch(Job("sim-0", {rank_command(tmp_path)!r}, ranks=2,
-                           log_path={str(tmp_path / "log")!r}))
+        backend = {make}
+        backend.begin_study({study!r})
+        handle = backend.launch(Job("sim-0", {rank_command(tmp_path)!r}, ranks={ranks},
+                                    log_path={str(tmp_path / "log")!r}))
+        while backend.poll(handle) is None and not handle.shm.segments:
+            time.sleep(0.05)  # (the launcher's polls)
+        pathlib.Path({str(tmp_path / "seen")!r}).touch()
         threading.Event().wait()
         """
     )
     owner = subprocess.Popen([sys.executable, "-c", code])
+    record = SHM / f"melissa_trainer_{study}_{os.geteuid()}.segments"
     try:
-        pids = started(tmp_path, 2)
-        wait_until(lambda: the_jobs_files(pids), "the ranks' MPICH segment", 30)
+        pids = started(tmp_path, ranks)
+        wait_until(lambda: (tmp_path / "seen").exists(), "the backend's look", 60, procs=[owner])
         files = the_jobs_files(pids)
         leftovers.update(files)
+        listed = {Path(line.split()[0]) for line in record.read_text().splitlines()}
+        assert files and listed == files, (listed, files)
     finally:
         owner.send_signal(signal.SIGKILL)
         owner.wait()
     wait_until(lambda: not any(_alive(pid) for pid in pids), "the ranks' end", 30)
-    assert files and all(f.exists() for f in files), files
+    after = MpiexecBackend(MPIEXEC) if backend == "mpiexec" and MPIEXEC else LocalBackend()
+    after.begin_study(study)
+    assert [f for f in files if f.exists()] == [], f"left by the killed run's job: {files}"
+    assert not record.exists()
+    after.close()
 
 
 def _alive(pid: int) -> bool:

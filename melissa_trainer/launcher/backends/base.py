@@ -20,7 +20,9 @@ Contract for every backend:
 * `begin_study` is called by the launcher once, before its first `launch`, with the
   study's identity (`study_id`). A backend whose jobs can outlive a killed trainer
   (Slurm batch jobs) names its jobs after the study and ends, there, the jobs that an
-  earlier run of the same study left behind; the others ignore it.
+  earlier run of the same study left behind; the local and mpiexec backends remove the
+  MPICH segments that an earlier run's jobs left on this node
+  (`mpich_segments.SegmentRecord`).
 
 Backends are used from one thread (the launcher's).
 """
@@ -116,7 +118,8 @@ class Backend(ABC):
     def begin_study(self, study: str) -> None:
         """Before the first `launch`: `study` (see `study_id`) is the study this backend
         runs jobs for; the jobs an earlier run of it left are ended (blocks meanwhile).
-        Default: nothing (local jobs die with the trainer, see `LocalBackend`)."""
+        Default: nothing (local jobs die with the trainer, see `LocalBackend`; which
+        removes, as `MpiexecBackend` does, the MPICH segments they left)."""
         del study
 
     def started(self, handle: Handle) -> bool:

@@ -76,7 +76,7 @@ from collections.abc import Mapping
 from typing import IO, Any
 
 from melissa_trainer.launcher.backends.base import Backend, Handle, Job, LaunchError
-from melissa_trainer.launcher.backends.mpich_segments import SegmentWatch
+from melissa_trainer.launcher.backends.mpich_segments import SegmentRecord, SegmentWatch, listing
 from melissa_trainer.launcher.backends.placement import Placement
 from melissa_trainer.launcher.backends.placement import nice_program as _nice_program
 from melissa_trainer.launcher.backends.placement import renice_group as _renice_group
@@ -182,12 +182,18 @@ def check_executable(program: Any, env: Mapping[str, str], cwd: Any) -> None:
 class LocalHandle(Handle):
     """A job started by `LocalBackend`: its process and its log file."""
 
-    def __init__(self, job: Job, process: subprocess.Popen[bytes], log: IO[bytes] | None) -> None:
+    def __init__(
+        self,
+        job: Job,
+        process: subprocess.Popen[bytes],
+        log: IO[bytes] | None,
+        shm: SegmentWatch | None = None,
+    ) -> None:
         self.job = job
         self.process = process
         self.log = log
         self.ended = False  # the main process was reaped and its group cleaned up
-        self.shm = SegmentWatch()  # an MPI singleton's segment (`mpich_segments`)
+        self.shm = shm or SegmentWatch()  # an MPI singleton's segment (`mpich_segments`)
 
     @property
     def pid(self) -> int:
@@ -214,6 +220,7 @@ class LocalBackend(Backend):
             )
         self.placement = placement
         self._handles: list[LocalHandle] = []
+        self._record = SegmentRecord()  # MPI singletons' segments, for a run after a SIGKILL
         self._nice = _nice_program() if placement is not None and placement.nice else None
         #: the parent-death wrapper (`pdeathsig_wrapper`), looked for at the first launch:
         #: looking starts a process (``setpriv --version``), which a backend that never
@@ -256,6 +263,7 @@ class LocalBackend(Backend):
         # `process_group`) a session of its own
         session: dict[str, Any] = {"process_group": 0} if group else {"start_new_session": True}
         wrapper = self._resolve_wrapper()
+        before = listing()  # (MPICH's files: what a singleton crashing at once left is new)
         log = job.open_log()
         try:
             if wrapper is not None or self._nice is not None:  # else Popen's exec
@@ -276,9 +284,14 @@ class LocalBackend(Backend):
             raise LaunchError(f"cannot start job {job.name} ({list(job.argv)}): {exc}") from exc
         if placement is not None and placement.nice and self._nice is None:
             _renice_group(process.pid, placement.nice)
-        handle = LocalHandle(job, process, log)
+        handle = LocalHandle(
+            job, process, log, SegmentWatch.singleton(process.pid, before, self._record)
+        )
         self._handles.append(handle)
         return handle
+
+    def begin_study(self, study: str) -> None:
+        self._record.begin(study)  # what singletons of a SIGKILLed run left
 
     def poll(self, handle: Handle) -> int | None:
         handle = self._mine(handle)

@@ -19,21 +19,48 @@ files the ranks have mapped (/proc/PID/maps, with the file's device and inode), 
 name is still the one the ranks mapped (same device and inode): never another job's,
 even one whose name happens to be the same.
 
+A job that ends before anything was found (a rank that crashes, calls ``MPI_Abort`` or
+``exit`` right after ``MPI_Init``: the usual deterministic failure, repeated by each
+restart; one killed inside ``MPI_Init``) is swept instead (`orphans`): the MPICH files
+made since its launch, or since its last look that found none (absent from the
+`listing` taken then), that are ours (owner) and that no live process maps or holds
+open are removed. MPICH's creator of the file
+(``MPL_initshm_open``, 5.0.x) keeps its descriptor open until it exits, so a file that
+no process holds has lost every rank of its job: nobody can use it again, whichever job
+made it (another of ours that also failed early is cleaned too; a live one never is).
+A trainer killed with SIGKILL removes nothing: `SegmentRecord` lists what its running
+jobs were seen to hold, for the next run of its study on this node to remove.
+
 Limits: Linux only (nothing found elsewhere); the ranks on this machine only (those an
-``mpiexec -hosts`` started on other nodes are out of reach, as are Slurm's); a rank
-killed between its ``shm_open`` and its ``mmap`` (inside ``MPI_Init``) has mapped
-nothing yet, and its file stays.
+``mpiexec -hosts`` started on other nodes are out of reach, as are Slurm's). The sweep
+sees the processes this /proc shows: a process of another PID namespace sharing this
+/dev/shm (a container with the host's IPC but not its PIDs) is not seen, and a file it
+holds could be taken for an orphan; so could one of a process we may not read (not
+dumpable, or more privileged than us): MPI ranks are neither.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from typing import NamedTuple
 
-__all__ = ["LOOKS_AT", "Segment", "SegmentWatch", "mapped_segments", "remove_segments"]
+from melissa_trainer.launcher.backends.file_holders import dying, holders, wait_gone
+
+__all__ = [
+    "LOOKS_AT",
+    "Listing",
+    "Segment",
+    "SegmentRecord",
+    "SegmentWatch",
+    "listing",
+    "mapped_segments",
+    "orphans",
+    "remove_segments",
+]
 
 logger = logging.getLogger("melissa_trainer.launcher")
 
@@ -46,6 +73,11 @@ PREFIXES = ("mpich_shm_", "mpich_vci_")
 #: job with none by the last (no MPI, another MPI) costs no more reads
 LOOKS_AT = (0.5, 1.5, 4.0, 10.0, 30.0)
 
+#: seconds `orphans` waits for dying processes to let go of a file
+DYING_WAIT = 1.0
+#: MPICH's files in /dev/shm at one moment: name -> inode
+Listing = dict[str, int]
+
 
 class Segment(NamedTuple):
     """A file a rank mapped: its path, and the device and inode that make it that file
@@ -57,19 +89,28 @@ class Segment(NamedTuple):
 
 
 def mapped_segments(pids: Iterable[int]) -> list[Segment]:
-    """MPICH's segments (module docstring) that processes `pids` have mapped, each once;
+    """MPICH's segments (module docstring) that processes `pids` have mapped or hold open
+    (a rank inside ``MPI_Init``, between its ``shm_open`` and its ``mmap``), each once;
     [] for processes gone or unreadable (not Linux, another user's)."""
     found: dict[str, Segment] = {}
     for pid in pids:
         try:
             with open(f"/proc/{pid}/maps") as maps:
                 lines = [line for line in maps if SHM_DIR + "mpich_" in line]
+            fds = os.listdir(f"/proc/{pid}/fd")
         except OSError:  # the process ended meanwhile, or no /proc
             continue
         for line in lines:
             segment = _parse(line)
             if segment is not None:
                 found.setdefault(segment.path, segment)
+        for fd in fds:
+            with contextlib.suppress(OSError):  # closed meanwhile
+                path = os.readlink(f"/proc/{pid}/fd/{fd}")
+                if _is_segment(path) and path not in found:
+                    stat = os.stat(f"/proc/{pid}/fd/{fd}")  # (the open file itself)
+                    dev = (os.major(stat.st_dev), os.minor(stat.st_dev))
+                    found[path] = Segment(path, dev, stat.st_ino)
     return list(found.values())
 
 
@@ -80,17 +121,20 @@ def _parse(line: str) -> Segment | None:
     if len(fields) < 6:
         return None
     path = fields[5]
-    if not path.startswith(SHM_DIR):
-        return None
-    name = path[len(SHM_DIR) :]
-    # an unlinked file's path ends with " (deleted)": gone already, nothing to remove
-    if not name.startswith(PREFIXES) or "/" in name or " " in name:
+    if not _is_segment(path):
         return None
     try:
         major, minor = (int(part, 16) for part in fields[3].split(":"))
         return Segment(path, (major, minor), int(fields[4]))
     except ValueError:
         return None
+
+
+def _is_segment(path: str) -> bool:
+    """`path` names an MPICH segment (an unlinked file's path in /proc ends with
+    " (deleted)": gone already, nothing to remove)."""
+    name = path[len(SHM_DIR) :]
+    return path.startswith(SHM_DIR) and name.startswith(PREFIXES) and not {"/", " "} & set(name)
 
 
 def remove_segments(segments: Iterable[Segment]) -> list[str]:
@@ -128,15 +172,81 @@ def remove_segments(segments: Iterable[Segment]) -> list[str]:
     return removed
 
 
+def listing() -> Listing:
+    """MPICH's files (`PREFIXES`) in /dev/shm now; {} without /dev/shm."""
+    try:
+        with os.scandir(SHM_DIR) as entries:
+            return {e.name: e.inode() for e in entries if e.name.startswith(PREFIXES)}
+    except OSError:
+        return {}
+
+
+def orphans(before: Listing, only: Collection[str] | None = None) -> list[Segment]:
+    """MPICH's files in /dev/shm that are not in `before` (the same name and inode), are
+    ours (owner) and that no live process holds (`file_holders.holders`); among the
+    names `only` if given. A file held only by dying processes (a job's ranks that
+    hydra has just SIGKILLed, which can outlive mpiexec by a moment) is an orphan once
+    they are gone (waited for up to `DYING_WAIT`). [] without /proc."""
+    new = [
+        name
+        for name, ino in listing().items()
+        if before.get(name) != ino and (only is None or name in only)
+    ]
+    candidates: dict[str, Segment] = {}
+    for name in new:
+        try:
+            stat = os.stat(SHM_DIR + name)
+        except OSError:  # gone meanwhile
+            continue
+        if stat.st_uid == os.geteuid():
+            dev = (os.major(stat.st_dev), os.minor(stat.st_dev))
+            candidates[SHM_DIR + name] = Segment(SHM_DIR + name, dev, stat.st_ino)
+    busy = holders(candidates) if candidates else {}
+    if busy is None:
+        return []
+    ending = [path for path, pids in busy.items() if all(dying(pid) for pid in pids)]
+    if ending:
+        wait_gone({pid for path in ending for pid in busy[path]}, DYING_WAIT)
+        still = holders(ending)
+        for path in ending:
+            if still is not None and path not in still:
+                del busy[path]
+    return [segment for path, segment in candidates.items() if path not in busy]
+
+
 class SegmentWatch:
     """The segments of one job: read from its processes while it runs (`due`, then
     `look`, at `LOOKS_AT`: a job whose rank crashes leaves no process to read them from)
-    and when it is killed (`add`); unlinked by `remove` once it has ended."""
+    and when it is killed (`add`); unlinked by `remove` once it has ended, or, none
+    found, swept (`orphans` since `before`, the `listing` taken before its launch,
+    among the names `only` if given; no sweep without `before`)."""
 
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        before: Listing | None = None,
+        only: Collection[str] | None = None,
+        record: SegmentRecord | None = None,
+    ) -> None:
         self.segments: list[Segment] = []
         self.launched = time.monotonic()
         self.looks = 0  # how many of `LOOKS_AT` were done
+        self.before = before
+        self.only = only
+        self.record = record  # where the segments found are kept until removed
+
+    @classmethod
+    def singleton(cls, pid: int, before: Listing, record: SegmentRecord) -> SegmentWatch:
+        """The watch of an MPI singleton `pid` (mpi4py without mpiexec), whose segment is
+        named after its pid: the only names its sweep may remove."""
+        only = [f"{prefix}{pid:x}_0" for prefix in PREFIXES]
+        return cls(before, only, record)
+
+    @classmethod
+    def off(cls) -> SegmentWatch:
+        """A watch that never looks nor sweeps (a process that is not a rank: mpiexec)."""
+        watch = cls()
+        watch.looks = len(LOOKS_AT)
+        return watch
 
     def due(self) -> bool:
         """None found yet, and the next of `LOOKS_AT` has come."""
@@ -145,19 +255,122 @@ class SegmentWatch:
         return time.monotonic() - self.launched >= LOOKS_AT[self.looks]
 
     def look(self, pids: Iterable[int]) -> None:
-        """The look that was `due`: read what `pids` map."""
+        """The look that was `due`: read what `pids` map or hold. None yet: the files
+        that exist now (listed before the read) are not the job's, and a sweep will
+        consider only those made since (`before`)."""
         self.looks += 1
+        now = listing() if self.before is not None else None
         self.add(pids)
+        if not self.segments and now is not None:
+            self.before = now
 
     def add(self, pids: Iterable[int]) -> None:
         """Add what `pids` map (before a kill: the job's processes, still alive)."""
         known = {segment.path for segment in self.segments}
-        self.segments += [s for s in mapped_segments(pids) if s.path not in known]
+        found = [s for s in mapped_segments(pids) if s.path not in known]
+        self.segments += found
+        if found and self.record is not None:
+            self.record.update(add=found)
 
     def remove(self, job: str) -> list[str]:
-        """Unlink the ended job `job`'s segments that it left (`remove_segments`)."""
+        """Unlink the ended job `job`'s segments that it left (`remove_segments`), or,
+        none found, the orphans made since its launch (once: the job's processes must
+        all have ended, else what they hold stays)."""
         segments, self.segments = self.segments, []
+        before, self.before = self.before, None
+        if segments and self.record is not None:
+            self.record.update(remove=segments)  # (removed or left, not the job's now)
+        if not segments and before is not None:
+            segments = orphans(before, self.only)
         removed = remove_segments(segments)
         if removed:
             logger.debug("%s ended before MPI_Finalize: removed %s", job, ", ".join(removed))
         return removed
+
+
+class SegmentRecord:
+    """The segments seen of a backend's running jobs, kept in a file of /dev/shm named
+    after the study and the user (this node's, gone with the segments at a reboot), so
+    that the next run of the study on this node removes those that the jobs of a trainer
+    killed with SIGKILL left (`begin`: nobody else could). Inactive until `begin`.
+
+    Each change rewrites the file (a job's first look that finds its segments, its
+    end); a backend whose jobs all ended leaves no file. Only what was seen is recorded:
+    a job killed with the trainer before its first look (`LOOKS_AT`) is not."""
+
+    def __init__(self) -> None:
+        self.path: str | None = None
+        self.segments: dict[str, Segment] = {}
+        self._written = ""
+
+    def begin(self, study: str) -> list[str]:
+        """Record for `study` (`study_id`) from now on; first remove the segments that an
+        earlier run's file lists, are still the same files (inode) and that no live
+        process holds (those held stay listed). Returns the paths removed."""
+        self.path = f"{SHM_DIR}melissa_trainer_{study}_{os.geteuid()}.segments"
+        left = _read_record(self.path)
+        self._written = "?"  # (rewritten below, whatever it held)
+        removed: list[str] = []
+        busy: Collection[str] | None = holders([s.path for s in left]) if left else set()
+        if busy is None:  # (no /proc: nothing known to be free)
+            busy = {s.path for s in left}
+        removed = remove_segments(s for s in left if s.path not in busy)
+        self.segments = {s.path: s for s in left if s.path in busy}
+        if removed:
+            logger.info(
+                "removed %d MPI shared-memory file(s) in %s left by the jobs of an earlier run "
+                "of this study (a trainer killed before it could remove them)",
+                len(removed),
+                SHM_DIR,
+            )
+        self.update()
+        return removed
+
+    def update(self, add: Iterable[Segment] = (), remove: Iterable[Segment] = ()) -> None:
+        """Add and remove segments; rewrite the file if active and changed (no file when
+        none is left). A file that cannot be written is said in a warning, once."""
+        self.segments.update((s.path, s) for s in add)
+        for segment in remove:
+            self.segments.pop(segment.path, None)
+        text = "".join(f"{s.path} {s.dev[0]}:{s.dev[1]} {s.ino}\n" for s in self.segments.values())
+        if self.path is None or text == self._written:
+            return
+        try:
+            if text:
+                with open(self.path + ".tmp", "w") as file:
+                    file.write(text)
+                os.replace(self.path + ".tmp", self.path)
+            else:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(self.path)
+        except OSError as exc:
+            logger.warning(
+                "cannot keep the record of MPI segments %s (%s): a trainer killed with "
+                "SIGKILL leaves its jobs' segments for you to remove",
+                self.path,
+                exc,
+            )
+            self.path = None
+            return
+        self._written = text
+
+
+def _read_record(path: str) -> list[Segment]:
+    """The segments a `SegmentRecord` file lists ([] if there is none, or for a line that
+    is not one: nothing removed on a guess)."""
+    try:
+        with open(path) as file:
+            lines = file.read().splitlines()
+    except OSError:
+        return []
+    out = []
+    for line in lines:
+        try:
+            name, dev, ino = line.rsplit(" ", 2)
+            major, minor = (int(part) for part in dev.split(":"))
+            segment = Segment(name, (major, minor), int(ino))
+        except ValueError:
+            continue
+        if _is_segment(name):
+            out.append(segment)
+    return out

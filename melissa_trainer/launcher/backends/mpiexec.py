@@ -16,7 +16,8 @@ MPICH's shared-memory file in /dev/shm, node memory that nobody frees
 (`mpich_segments`). So the backend reads which files the ranks mapped, when it kills
 them and, for a job that ends by itself, a few times in the job's first minute
 (`mpich_segments.LOOKS_AT`: a scan of /proc each), and removes those files once the job
-has ended.
+has ended; a job that ended before any was seen (a rank failing right after
+``MPI_Init``) is swept instead (`mpich_segments.orphans`).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from pathlib import Path
 from melissa_trainer.launcher.backends.base import Backend, Handle, Job, LaunchError
 from melissa_trainer.launcher.backends.hydra_step import hydra_step_env
 from melissa_trainer.launcher.backends.local import DEFAULT_PLACEMENT, LocalBackend, LocalHandle
-from melissa_trainer.launcher.backends.mpich_segments import SegmentWatch
+from melissa_trainer.launcher.backends.mpich_segments import SegmentRecord, SegmentWatch, listing
 from melissa_trainer.launcher.backends.placement import Placement
 
 __all__ = ["MpiexecBackend", "MpiexecHandle", "mpiexec_command", "process_tree"]
@@ -122,6 +123,7 @@ class MpiexecBackend(Backend):
             logger.log(logging.WARNING if warn else logging.INFO, "%s", line)
         self._local = LocalBackend(placement)
         self._running: list[MpiexecHandle] = []
+        self._record = SegmentRecord()  # the segments seen, for a run after a SIGKILL
         #: the last /proc scan of a look for segments (`poll`) and when: the jobs that
         #: look in one supervisor tick share it
         self._table: tuple[float, ProcessTable] | None = None
@@ -135,10 +137,19 @@ class MpiexecBackend(Backend):
             raise LaunchError(f"job {job.name}: {exc}") from exc
         # The local backend sees one process (mpiexec), which starts the ranks itself.
         env = {**self._env, **job.env} if self._env else job.env
+        before = listing()  # MPICH's files: those of ranks failing at once will be new
         process = self._local.launch(dataclasses.replace(job, argv=argv, ranks=1, env=env))
-        handle = MpiexecHandle(job=job, process=process)
+        process.shm = SegmentWatch.off()  # (mpiexec maps nothing; the ranks' are below)
+        handle = MpiexecHandle(
+            job=job, process=process, shm=SegmentWatch(before, None, self._record)
+        )
         self._running.append(handle)
         return handle
+
+    def begin_study(self, study: str) -> None:
+        """Remove the MPICH segments that the jobs of an earlier run of `study`, killed
+        with its trainer (SIGKILL), left on this node (`SegmentRecord`)."""
+        self._record.begin(study)
 
     def poll(self, handle: Handle) -> int | None:
         """None while mpiexec runs, else its exit code (hydra: the largest of the ranks').
@@ -172,6 +183,8 @@ class MpiexecBackend(Backend):
             if _start_time(pid) == started:  # still the same process, not a reused pid
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(pid, signal.SIGKILL)
+        if not handle.shm.segments:  # a sweep: what a dying rank still holds is kept
+            _wait_ended(below)
         handle.shm.remove(handle.job.name)
 
     def close(self) -> None:
@@ -245,3 +258,14 @@ def _stat_fields(pid: int) -> list[str] | None:
 def _start_time(pid: int) -> str | None:
     fields = _stat_fields(pid)
     return None if fields is None else fields[19]
+
+
+def _wait_ended(processes: list[tuple[int, str]], timeout: float = 1.0) -> None:
+    """Wait (bounded) until each of `processes` (pid, start time) has ended or is a
+    zombie (its files closed)."""
+    deadline = time.monotonic() + timeout
+    for pid, started in processes:
+        while (fields := _stat_fields(pid)) is not None and fields[19] == started:
+            if fields[0] in ("Z", "X") or time.monotonic() >= deadline:
+                break
+            time.sleep(0.005)

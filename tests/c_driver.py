@@ -116,10 +116,10 @@ class _RankOneOfTwo:
     def Get_size(self) -> int:  # noqa: N802
         return 2
 
-    def Exscan(self, local: np.ndarray, out: np.ndarray, op: Any) -> None:  # noqa: N802
+    def Exscan(self, local: np.ndarray, out: np.ndarray, op: Any = None) -> None:  # noqa: N802
         out[:] = self.other
 
-    def Allreduce(self, local: np.ndarray, out: np.ndarray, op: Any) -> None:  # noqa: N802
+    def Allreduce(self, local: np.ndarray, out: np.ndarray, op: Any = None) -> None:  # noqa: N802
         out[:] = self.other + local
 
 

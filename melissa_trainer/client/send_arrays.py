@@ -1,12 +1,14 @@
 """The arrays of one `Client.send`: checked against the declared fields, and placed
 over the ranks of a communicator at the first send.
 
-Nothing is sent before every array of a step has passed. Imports numpy only (mpi4py
-when placing over a communicator): simulations need neither torch nor accelerate.
+Nothing is sent before every array of a step has passed. Imports numpy only (never
+mpi4py itself: a real communicator has loaded it): simulations need neither torch nor
+accelerate.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -96,8 +98,12 @@ def place_parts(
     Every rank takes part even if its own arrays are invalid, and all ranks raise
     together, so that a mistake on one rank does not leave the others hanging.
     """
-    from mpi4py import MPI
-
+    # mpi4py's reductions sum by default; its module is named only when already loaded
+    # (a real mpi4py communicator loaded it): importing it here would initialise MPI in
+    # a process whose communicator is another binding's, or a stand-in (MPICH's
+    # /dev/shm segment of that process then outlives it).
+    mpi = sys.modules.get("mpi4py.MPI")
+    op: dict[str, Any] = {"op": mpi.SUM} if mpi is not None else {}
     error: Exception | None = None
     prepared: Prepared = []
     try:
@@ -113,10 +119,10 @@ def place_parts(
         local[n] = 1
     offsets = np.zeros_like(local)
     totals = np.zeros_like(local)
-    comm.Exscan(local, offsets, op=MPI.SUM)
+    comm.Exscan(local, offsets, **op)
     if rank == 0:
         offsets[:] = 0  # MPI leaves rank 0's result undefined
-    comm.Allreduce(local, totals, op=MPI.SUM)
+    comm.Allreduce(local, totals, **op)
     if error is not None:
         raise error
     if totals[n]:

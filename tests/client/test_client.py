@@ -1147,10 +1147,10 @@ class FakeComm:
     def Get_size(self) -> int:  # noqa: N802
         return 2
 
-    def Exscan(self, local: np.ndarray, out: np.ndarray, op: Any) -> None:  # noqa: N802
+    def Exscan(self, local: np.ndarray, out: np.ndarray, op: Any = None) -> None:  # noqa: N802
         out[:-1], out[-1] = 2, 0
 
-    def Allreduce(self, local: np.ndarray, out: np.ndarray, op: Any) -> None:  # noqa: N802
+    def Allreduce(self, local: np.ndarray, out: np.ndarray, op: Any = None) -> None:  # noqa: N802
         out[:-1], out[-1] = local[:-1] + 2, local[-1]
 
 

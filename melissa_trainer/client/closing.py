@@ -214,11 +214,13 @@ def close_transport(t: Closable, bye: bool, follow_in: str | None = None) -> Non
             return
         # (a receiver gone because its trainer was restarted: say so, and what to do)
         note = t.wait.restarted() if wait.refusal is None else ""
-        message_text += f".{note}" if note else "."
-        if bye and wait.refusal is None:
-            message_text += _sent_there(t, down)
-            if not note and follow_in is None:  # (a follower says what to do once it waited)
-                message_text += f" {run_again(t.simulation_id)}"
+        extra = ""  # (what was sent there, what to do; not when no connection was ever
+        # made: the endpoint is then said wrong, and a follower says it once it waited)
+        if bye and wait.refusal is None and not t.handshakes.never_connected(t.endpoints):
+            extra = _sent_there(t, down)
+            extra += f" {run_again(t.simulation_id)}" if not note and follow_in is None else ""
+        message_text += f".{note}" if note else "." if extra else ""
+        message_text += extra
         if bye:
             raise TimeoutError(message_text)
         client_logger().warning(message_text)
@@ -265,12 +267,20 @@ def waiting_notice(
     now, follow = time.monotonic(), t.tuning.follow_timeout
     clock = time.strftime("%H:%M:%S", time.localtime(time.time() - (now - since)))
     sent = sum(t.steps[i].count for i, e in enumerate(t.endpoints) if e in down)
-    text = (
-        f"simulation {t.simulation_id} rank {t.rank}: closing, the trainer's receiver at "
-        f"{', '.join(down)} is disconnected since {clock} ({now - since:.0f} s: the trainer "
-        f"died or stopped, or its node): it had been sent {sent} time step(s), and what "
-        f"ZeroMQ still holds of them and the BYE are not delivered. "
-    )
+    who, where = f"simulation {t.simulation_id} rank {t.rank}", ", ".join(down)
+    if t.handshakes.never_connected(down):  # (not a trainer gone: said as `never_note`)
+        text = (
+            f"{who}: closing, no receiver ever accepted a connection at {where} (tried "
+            f"since {clock}): check the endpoint (the trainer's rank_N.json) or start the "
+            f"trainer first. "
+        )
+    else:
+        text = (
+            f"{who}: closing, the trainer's receiver at {where} is disconnected since "
+            f"{clock} ({now - since:.0f} s: the trainer died or stopped, or its node): it had "
+            f"been sent {sent} time step(s), and what ZeroMQ still holds of them and the BYE "
+            f"are not delivered. "
+        )
     names = [bound.split(".", 1)[1].split("=", 1)[0]] if bound else []
     if left is None:
         text += "The close waits for it to reconnect, with no bound (close_timeout and "
@@ -310,8 +320,9 @@ def follow_gave_up(
     bound = (
         "no bound" if follow_timeout is None else f"ClientTuning.follow_timeout={follow_timeout} s"
     )
+    said = str(error) if str(error).endswith(".") else f"{error}."
     error.args = (
-        f"{error} Then it waited {waited:.0f} s for a restarted trainer to publish in "
+        f"{said} Then it waited {waited:.0f} s for a restarted trainer to publish in "
         f"{rendezvous} ({bound}), and none did{total}. {run_again(simulation_id)} A trainer "
         f"resumed while a client still waits (disconnected_timeout, then follow_timeout) is "
         f"followed, and nothing is lost.",

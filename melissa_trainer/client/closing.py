@@ -47,6 +47,7 @@ __all__ = [
     "follow_gave_up",
     "send_tracked",
     "waiting_notice",
+    "waits_for",
 ]
 
 
@@ -281,26 +282,45 @@ def waiting_notice(
             f"been sent {sent} time step(s), and what ZeroMQ still holds of them and the BYE "
             f"are not delivered. "
         )
+    follows = follow_in is not None
+    text += waits_for(left, bound, "reconnect", follow_in, follows, follow, now - started)
+    client_logger().warning(text)
+
+
+def waits_for(
+    left: float | None,
+    bound: str,
+    what: str,
+    rendezvous: str | None,
+    follows: bool,
+    follow: float | None,
+    elapsed: float,
+) -> str:
+    """The sentences of a close's notice (`waiting_notice`, `receipts`) that say what
+    it waits for: up to `left` more seconds (None: no bound) for the receiver to
+    `what` ("reconnect", "answer"), ended by `bound` ("ClientTuning.NAME=V s"), then,
+    if it `follows`, up to `follow` seconds (None: no bound) for a restarted trainer to
+    publish in `rendezvous`; the whole wait (`elapsed` seconds of it gone), the
+    settings that shorten it, and that nothing more is said."""
     names = [bound.split(".", 1)[1].split("=", 1)[0]] if bound else []
     if left is None:
-        text += "The close waits for it to reconnect, with no bound (close_timeout and "
+        text = f"The close waits for it to {what}, with no bound (close_timeout and "
         text += "disconnected_timeout are None)"
     else:
-        text += f"The close waits up to {left:.0f} s more for it to reconnect ({bound})"
-    if follow_in is not None and left is not None:
+        text = f"The close waits up to {left:.0f} s more for it to {what} ({bound})"
+    if follows and left is not None:
         names.append("follow_timeout")
         if follow is None:
-            text += f", then for a restarted trainer to publish in {follow_in}, with no bound "
-            text += "(ClientTuning.follow_timeout=None), and follows it"
+            text += f", then for a restarted trainer to publish in {rendezvous}, with no "
+            text += "bound (ClientTuning.follow_timeout=None), and follows it"
         else:
-            total = now - started + left + follow
             text += (
                 f", then up to {follow:.0f} s (ClientTuning.follow_timeout={follow} s) for a "
-                f"restarted trainer to publish in {follow_in}, and follows it: up to "
-                f"{left + follow:.0f} s more, {total:.0f} s in all"
+                f"restarted trainer to publish in {rendezvous}, and follows it: up to "
+                f"{left + follow:.0f} s more, {elapsed + left + follow:.0f} s in all"
             )
     shorten = f"ClientTuning({', '.join(f'{n}=...' for n in names)}) shortens it; " if names else ""
-    client_logger().warning(f"{text}. {shorten}nothing more is said until the close ends.")
+    return f"{text}. {shorten}nothing more is said until the close ends."
 
 
 def follow_gave_up(
@@ -308,15 +328,15 @@ def follow_gave_up(
     waited: float,
     follow_timeout: float | None,
     rendezvous: str,
-    started: float | None,
+    started: float,
     simulation_id: int,
 ) -> None:
     """Complete `error`'s message (in place: its type and traceback kept) once a client
     gave up on a receiver gone, then waited `waited` seconds for a restarted trainer to
     publish in `rendezvous` and none did: the whole wait (from `started`, the
-    `time.monotonic()` of the close or send, if known) and what to do (`run_again`,
+    `time.monotonic()` the close began) and what to do (`run_again`,
     or resume the trainer within `follow_timeout`)."""
-    total = "" if started is None else f": {time.monotonic() - started:.0f} s in all"
+    total = f": {time.monotonic() - started:.0f} s in all"
     bound = (
         "no bound" if follow_timeout is None else f"ClientTuning.follow_timeout={follow_timeout} s"
     )

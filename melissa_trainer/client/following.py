@@ -210,14 +210,17 @@ class Following:
         self, error: BaseException, started: float | None = None
     ) -> list[dict[str, Any]]:
         """The entries of the restarted trainer to follow, waiting `follow_timeout`
-        for it; re-raises `error` if none published in time, its message completed
-        with that wait, the whole one since `started` if given, and what to do
-        (`closing.follow_gave_up`)."""
+        for it; re-raises `error` if none published in time. Given `started` (a close
+        whose transport gave up: the `time.monotonic()` it began), its message is
+        completed with that wait, the whole one, and what to do
+        (`closing.follow_gave_up`); a receipt's error says them already (`receipts`)."""
         waiting = time.monotonic()
         entries = self.follower.wait_restarted(self._timeout)
         if entries is None:
             waited, sid = time.monotonic() - waiting, self.follower.simulation_id
-            follow_gave_up(error, waited, self._timeout, self.follower.rendezvous, started, sid)
+            if started is not None:
+                rendezvous = self.follower.rendezvous
+                follow_gave_up(error, waited, self._timeout, rendezvous, started, sid)
             raise error
         return entries
 

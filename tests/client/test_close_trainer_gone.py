@@ -20,10 +20,12 @@ its linger).
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -40,18 +42,21 @@ LOGGER = "melissa_trainer.client.client"
 
 #: The trainer's receiving side: publishes its rendezvous (argv[1]), prints "ready",
 #: drains its FIFO (printing "key SIM STEP" per sample), prints "end" once the stream
-#: ended (one simulation expected).
+#: ended (one simulation expected). With argv[2] "hold", it drains nothing: its FIFO of 2
+#: full, the rest, the BYE among it, waits unread (a trainer whose buffer is full).
 RECEIVER = """
-import sys
+import sys, threading
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.stream.receiver import Receiver, ReceiverConfig
 
-buffer = FIFOBuffer(64)
+buffer = FIFOBuffer(2 if sys.argv[2] == "hold" else 64)
 config = ReceiverConfig(expected_simulations=1, rendezvous_dir=sys.argv[1], run_id="run-g")
 receiver = Receiver(buffer, 0, 1, config)
 receiver.start()
 try:
     print("ready", flush=True)
+    if sys.argv[2] == "hold":
+        threading.Event().wait()  # (killed by the test)
     while True:
         try:
             batch = buffer.get_batch(4, timeout=0.1)
@@ -67,12 +72,17 @@ finally:
 """
 
 
-@pytest.fixture
-def trainer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[subprocess.Popen[str]]:
+@pytest.fixture(params=["drain"])
+def trainer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+) -> Iterator[subprocess.Popen[str]]:
     """The receiver's process, its rendezvous in `tmp_path`, named to the client as a
-    solver run by hand names it (external mode)."""
+    solver run by hand names it (external mode); it drains its buffer, or not ("hold",
+    by indirect parametrization)."""
     proc = subprocess.Popen(
-        [sys.executable, "-c", RECEIVER, str(tmp_path)], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", RECEIVER, str(tmp_path), request.param],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert proc.stdout is not None
@@ -178,3 +188,54 @@ def test_a_normal_close_logs_no_notice(
     assert not [r for r in caplog.records if r.name == LOGGER], caplog.records
     out, _ = trainer.communicate(timeout=60)
     assert out.splitlines()[-1:] == ["end"], out[-300:]
+
+
+def established(port: int) -> bool:
+    """Whether the kernel has a TCP connection to local port `port` (IPv4)."""
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        if int(fields[2].rsplit(":", 1)[1], 16) == port and fields[3] == "01":  # ESTABLISHED
+            return True
+    return False
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.skipif(sys.platform != "linux", reason="/proc/net/tcp")
+@pytest.mark.parametrize("trainer", ["hold"], indirect=True)
+def test_a_close_whose_bye_a_killed_trainer_never_confirms_says_what_it_waits_for(
+    trainer: subprocess.Popen[str], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The BYE delivered, unread (a full buffer), the trainer killed while the close asks
+    for its receipt (`receipts`): the same one notice, then the receipt's error."""
+    tuning = ClientTuning(disconnected_timeout=1.0, follow_timeout=1.0)
+    client = Client(simulation_id=7, fields={"u": ((4,), np.float64)}, tuning=tuning)
+    for t in range(STEPS):
+        client.send(t, u=np.full(4, t, np.float64))
+    follow = json.loads((tmp_path / "rank_0.json").read_text())["follow_endpoint"]
+    failed: list[BaseException] = []
+
+    def close() -> None:
+        try:
+            client.close()
+        except BaseException as exc:  # noqa: BLE001 - the test's oracle
+            failed.append(exc)
+
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        closing = threading.Thread(target=close, name="closing", daemon=True)
+        closing.start()
+        port = int(follow.rsplit(":", 1)[1])  # (the receipt rounds connected: then kill)
+        wait_until(lambda: established(port), "the close to ask for its receipt", 30.0)
+        trainer.kill()
+        closing.join(timeout=60)
+    assert not closing.is_alive(), "the close did not end"
+    warnings = [r.getMessage() for r in caplog.records if r.name == LOGGER]
+    notices = [w for w in warnings if "closing, its BYE is not confirmed yet" in w]
+    assert len(notices) == 1, warnings
+    assert f"the trainer's receiver 0 ({follow}) has neither answered" in notices[0]
+    assert (
+        f"(ClientTuning.follow_timeout=1.0 s) for a restarted trainer to publish in {tmp_path}"
+    ) in notices[0], notices[0]
+    assert len(failed) == 1 and isinstance(failed[0], TimeoutError), failed
+    said = str(failed[0])
+    assert "its BYE was not confirmed" in said, said
+    assert "(MELISSA_TRAINER_SIMULATION_ID=7)" in said, said

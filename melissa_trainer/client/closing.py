@@ -215,13 +215,12 @@ def close_transport(t: Closable, bye: bool, follow_in: str | None = None) -> Non
             return
         # (a receiver gone because its trainer was restarted: say so, and what to do)
         note = t.wait.restarted() if wait.refusal is None else ""
-        extra = ""  # (what was sent there, what to do; not when no connection was ever
-        # made: the endpoint is then said wrong, and a follower says it once it waited)
+        sent = fix = ""  # (what was sent there, what to do; not when no connection was
+        # ever made: the endpoint is said wrong; a follower says what to do once it waited)
         if bye and wait.refusal is None and not t.handshakes.never_connected(t.endpoints):
-            extra = _sent_there(t, down)
-            extra += f" {run_again(t.simulation_id)}" if not note and follow_in is None else ""
-        message_text += f".{note}" if note else "." if extra else ""
-        message_text += extra
+            sent = _sent_there(t, down)
+            fix = f" {run_again(t.simulation_id)}" if not note and follow_in is None else ""
+        message_text += ("." if sent or note else "") + sent + note + fix
         if bye:
             raise TimeoutError(message_text)
         client_logger().warning(message_text)
@@ -278,9 +277,9 @@ def waiting_notice(
     else:
         text = (
             f"{who}: closing, the trainer's receiver at {where} is disconnected since "
-            f"{clock} ({now - since:.0f} s: the trainer died or stopped, or its node): it had "
-            f"been sent {sent} time step(s), and what ZeroMQ still holds of them and the BYE "
-            f"are not delivered. "
+            f"{clock} ({now - since:.0f} s: the trainer died or stopped, or its node): "
+            f"{sent} time step(s) were sent to it; what ZeroMQ still holds of them and the "
+            f"BYE are not delivered. "
         )
     follows = follow_in is not None
     text += waits_for(left, bound, "reconnect", follow_in, follows, follow, now - started)

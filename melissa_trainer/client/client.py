@@ -336,7 +336,9 @@ class Client(Sending):
         if self._following is None or not bye:
             self._transport.close(bye)
         else:
-            self._following.close(lambda: self._transport.close(True), self._follow)
+            self._following.close(
+                lambda: self._transport.close(True, self._rendezvous), self._follow
+            )
         if bye and self._rendezvous is not None and not launched():
             # PUSH acknowledges nothing: return once the trainer confirms that it has the
             # BYE (and took the simulation), following it if it restarts meanwhile
@@ -356,7 +358,7 @@ class Client(Sending):
         """At close: follow the restarted trainer of `entries`, then close again."""
         assert self._following is not None
         self._follow(entries)
-        self._following.close(lambda: self._transport.close(True), self._follow)
+        self._following.close(lambda: self._transport.close(True, self._rendezvous), self._follow)
 
     def predict(self, inputs: Mapping[str, Any], timeout: float = 10.0) -> Predicted:
         """The trainer's current prediction for `inputs` and the model's version

@@ -6,7 +6,11 @@ the sockets released with what is left of the close timeout as their linger.
 (a narrow Protocol, so that this module imports nothing of the transport's). The waits
 are `patience.CloseWait`'s: as long as the trainer is there, bounded by
 `ClientTuning.close_timeout` (or `failed_close_timeout` after a failure); a receiver
-gone for `disconnected_timeout` ends them.
+gone for `disconnected_timeout` ends them. A close whose receiver has been disconnected
+a few seconds (`patience.notice_after`) logs one warning saying what it waits for and
+how long in all (`waiting_notice`), then nothing until it ends; one that gives up says
+what was sent there, and, unless it follows a restarted trainer (`following`, which
+says it then), what to do.
 """
 
 from __future__ import annotations
@@ -40,7 +44,10 @@ __all__ = [
     "TrainerStopped",
     "client_logger",
     "close_transport",
+    "follow_gave_up",
     "send_tracked",
+    "waiting_notice",
+    "waits_for",
 ]
 
 
@@ -131,10 +138,12 @@ def _closing(outbox: Outbox) -> Iterator[None]:
         yield
 
 
-def close_transport(t: Closable, bye: bool) -> None:
+def close_transport(t: Closable, bye: bool, follow_in: str | None = None) -> None:
     """Deliver what is queued, say BYE (if `bye`), and release the sockets (and the
     context, if the transport's own): `Client.close`, whose docstring states the waits;
-    once only.
+    once only. `follow_in`: the rendezvous whose restarted trainer the caller waits for
+    and follows if this close gives up (`following`; its notice and its error say so),
+    or None.
 
     Raises:
         TimeoutError: with `bye`, what could not be delivered (dropped; everything is
@@ -160,6 +169,7 @@ def close_transport(t: Closable, bye: bool) -> None:
         handshakes=t.handshakes,
         watch=t.wait.watch,  # (what a blocked send saw of the receivers)
         stopped=t.wait.stopped,  # (a trainer that stopped for good: its stop record)
+        notice=partial(waiting_notice, t, follow_in, time.monotonic()) if bye else None,
     )
     failure = why = None
     with t.lock if t.outbox is None else _closing(t.outbox):
@@ -181,6 +191,7 @@ def close_transport(t: Closable, bye: bool) -> None:
             if why is None and not t.handshakes.accepted():
                 why = wait.timed_out()  # (no connection in time: nothing delivered)
             failure = None if why is None else "queued messages"
+        down = wait.down_endpoints()  # (whose messages were not delivered, if it failed)
         wait.close()
     linger = 0 if failure is not None else wait.left_ms()  # (a failure drops what is left)
     started = time.monotonic()
@@ -204,10 +215,137 @@ def close_transport(t: Closable, bye: bool) -> None:
             return
         # (a receiver gone because its trainer was restarted: say so, and what to do)
         note = t.wait.restarted() if wait.refusal is None else ""
-        message_text += f".{note}" if note else ""
+        sent = fix = ""  # (what was sent there, what to do; not when no connection was
+        # ever made: the endpoint is said wrong; a follower says what to do once it waited)
+        if bye and wait.refusal is None and not t.handshakes.never_connected(t.endpoints):
+            sent = _sent_there(t, down)
+            fix = f" {run_again(t.simulation_id)}" if not note and follow_in is None else ""
+        message_text += ("." if sent or note else "") + sent + note + fix
         if bye:
             raise TimeoutError(message_text)
         client_logger().warning(message_text)
+
+
+def run_again(simulation_id: int) -> str:
+    """What a simulation whose close gave up on its trainer does: the one sentence its
+    errors end with."""
+    return (
+        f"This simulation's data is not all in: run it again with the same simulation id "
+        f"(MELISSA_TRAINER_SIMULATION_ID={simulation_id}) once its trainer runs (resumed: "
+        f"--resume_from_checkpoint latest): the trainer keeps the steps it holds and takes "
+        f"the others, each once. A simulation the launcher runs, it runs again itself."
+    )
+
+
+def _sent_there(t: Closable, down: Sequence[str]) -> str:
+    """What the client knows of what it did not deliver: the steps it sent to the
+    receivers `down` (all of them if none is known down). ZeroMQ does not say how many
+    of them it still held."""
+    where = [i for i, e in enumerate(t.endpoints) if e in down] or list(range(len(t.endpoints)))
+    sent = sum(t.steps[i].count for i in where)
+    to = ", ".join(t.endpoints[i] for i in where)
+    return (
+        f" It had sent {sent} time step(s) to {to}: what ZeroMQ still held of them (it does "
+        f"not say how many) and the BYE are dropped."
+    )
+
+
+def waiting_notice(
+    t: Closable,
+    follow_in: str | None,
+    started: float,
+    down: tuple[str, ...],
+    since: float,
+    left: float | None,
+    bound: str,
+) -> None:
+    """Log, once, what a close that cannot deliver waits for (`patience.Notice`: the
+    receivers `down` since `since`, the wait lasting at most `left` more seconds, ended
+    by `bound`), then, if it follows (`follow_in`), for how long it waits for a
+    restarted trainer, the whole wait counted from `started`, and which settings
+    shorten it. Nothing more is logged until the close ends."""
+    now, follow = time.monotonic(), t.tuning.follow_timeout
+    clock = time.strftime("%H:%M:%S", time.localtime(time.time() - (now - since)))
+    sent = sum(t.steps[i].count for i, e in enumerate(t.endpoints) if e in down)
+    who, where = f"simulation {t.simulation_id} rank {t.rank}", ", ".join(down)
+    if t.handshakes.never_connected(down):  # (not a trainer gone: said as `never_note`)
+        text = (
+            f"{who}: closing, no receiver ever accepted a connection at {where} (tried "
+            f"since {clock}): check the endpoint (the trainer's rank_N.json) or start the "
+            f"trainer first. "
+        )
+    else:
+        text = (
+            f"{who}: closing, the trainer's receiver at {where} is disconnected since "
+            f"{clock} ({now - since:.0f} s: the trainer died or stopped, or its node): "
+            f"{sent} time step(s) were sent to it; what ZeroMQ still holds of them and the "
+            f"BYE are not delivered. "
+        )
+    follows = follow_in is not None
+    text += waits_for(left, bound, "reconnect", follow_in, follows, follow, now - started)
+    client_logger().warning(text)
+
+
+def waits_for(
+    left: float | None,
+    bound: str,
+    what: str,
+    rendezvous: str | None,
+    follows: bool,
+    follow: float | None,
+    elapsed: float,
+) -> str:
+    """The sentences of a close's notice (`waiting_notice`, `receipts`) that say what
+    it waits for: up to `left` more seconds (None: no bound) for the receiver to
+    `what` ("reconnect", "answer"), ended by `bound` ("ClientTuning.NAME=V s"), then,
+    if it `follows`, up to `follow` seconds (None: no bound) for a restarted trainer to
+    publish in `rendezvous`; the whole wait (`elapsed` seconds of it gone), the
+    settings that shorten it, and that nothing more is said."""
+    names = [bound.split(".", 1)[1].split("=", 1)[0]] if bound else []
+    if left is None:
+        text = f"The close waits for it to {what}, with no bound (close_timeout and "
+        text += "disconnected_timeout are None)"
+    else:
+        text = f"The close waits up to {left:.0f} s more for it to {what} ({bound})"
+    if follows and left is not None:
+        names.append("follow_timeout")
+        if follow is None:
+            text += f", then for a restarted trainer to publish in {rendezvous}, with no "
+            text += "bound (ClientTuning.follow_timeout=None), and follows it"
+        else:
+            text += (
+                f", then up to {follow:.0f} s (ClientTuning.follow_timeout={follow} s) for a "
+                f"restarted trainer to publish in {rendezvous}, and follows it: up to "
+                f"{left + follow:.0f} s more, {elapsed + left + follow:.0f} s in all"
+            )
+    shorten = f"ClientTuning({', '.join(f'{n}=...' for n in names)}) shortens it; " if names else ""
+    return f"{text}. {shorten}nothing more is said until the close ends."
+
+
+def follow_gave_up(
+    error: BaseException,
+    waited: float,
+    follow_timeout: float | None,
+    rendezvous: str,
+    started: float,
+    simulation_id: int,
+) -> None:
+    """Complete `error`'s message (in place: its type and traceback kept) once a client
+    gave up on a receiver gone, then waited `waited` seconds for a restarted trainer to
+    publish in `rendezvous` and none did: the whole wait (from `started`, the
+    `time.monotonic()` the close began) and what to do (`run_again`,
+    or resume the trainer within `follow_timeout`)."""
+    total = f": {time.monotonic() - started:.0f} s in all"
+    bound = (
+        "no bound" if follow_timeout is None else f"ClientTuning.follow_timeout={follow_timeout} s"
+    )
+    said = str(error) if str(error).endswith(".") else f"{error}."
+    error.args = (
+        f"{said} Then it waited {waited:.0f} s for a restarted trainer to publish in "
+        f"{rendezvous} ({bound}), and none did{total}. {run_again(simulation_id)} A trainer "
+        f"resumed while a client still waits (disconnected_timeout, then follow_timeout) is "
+        f"followed, and nothing is lost.",
+    )
 
 
 def stop_first(

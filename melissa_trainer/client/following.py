@@ -22,7 +22,7 @@ from typing import Any, Protocol, SupportsIndex
 
 import numpy as np
 
-from melissa_trainer.client.closing import TrainerStopped
+from melissa_trainer.client.closing import TrainerStopped, follow_gave_up
 from melissa_trainer.client.config import check_time_step
 from melissa_trainer.client.follow import Follower, FollowError
 from melissa_trainer.client.replay import ReplayWindow
@@ -182,6 +182,7 @@ class Following:
         """`Client.close` with a BYE: follow a trainer restarted since the last look,
         `close`, and if it did not deliver (a receiver gone), follow a restarted
         trainer and `close` once more."""
+        started = time.monotonic()  # (its error counts the whole wait)
         entries = self.check(force=True)
         if entries is not None:
             follow(entries)
@@ -190,7 +191,7 @@ class Following:
         except TimeoutError as exc:  # (a receiver gone: a restarted trainer, followed)
             if "not delivered" not in str(exc) or isinstance(exc, TrainerStopped):
                 raise  # (one that stopped for good, its stop record says: none comes)
-            follow(self.after_gone(exc))
+            follow(self.after_gone(exc, started))
             close()
 
     @property
@@ -205,11 +206,21 @@ class Following:
             return None
         return self.follower.restarted(force=force)
 
-    def after_gone(self, error: BaseException) -> list[dict[str, Any]]:
+    def after_gone(
+        self, error: BaseException, started: float | None = None
+    ) -> list[dict[str, Any]]:
         """The entries of the restarted trainer to follow, waiting `follow_timeout`
-        for it; re-raises `error` if none published in time."""
+        for it; re-raises `error` if none published in time. Given `started` (a close
+        whose transport gave up: the `time.monotonic()` it began), its message is
+        completed with that wait, the whole one, and what to do
+        (`closing.follow_gave_up`); a receipt's error says them already (`receipts`)."""
+        waiting = time.monotonic()
         entries = self.follower.wait_restarted(self._timeout)
         if entries is None:
+            waited, sid = time.monotonic() - waiting, self.follower.simulation_id
+            if started is not None:
+                rendezvous = self.follower.rendezvous
+                follow_gave_up(error, waited, self._timeout, rendezvous, started, sid)
             raise error
         return entries
 

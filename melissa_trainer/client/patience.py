@@ -23,6 +23,8 @@ ZeroMQ allows one per socket; read only by a close that has to wait): it gives u
 a receiver refused the handshake (at once: it never reads), when one has been
 disconnected, without a new connection, for `ClientTuning.disconnected_timeout`
 seconds, or when `ClientTuning.close_timeout` has passed in all; otherwise it waits.
+Once a receiver has been disconnected for `notice_after` seconds, it calls its `notice`
+once (the close logs what it waits for and how long: a wait of minutes is not silent).
 
 Not thread-safe: used by the closing thread, holding the client's socket lock.
 """
@@ -41,7 +43,34 @@ from melissa_trainer.client.sockets import SLICE, deadline_after, ms_left
 if TYPE_CHECKING:  # pragma: no cover
     from melissa_trainer.client.closing import StopSaid
 
-__all__ = ["SLICE", "CloseWait", "PeerWatch", "never_note"]
+__all__ = [
+    "NOTICE_AFTER",
+    "SLICE",
+    "CloseWait",
+    "Notice",
+    "PeerWatch",
+    "never_note",
+    "notice_after",
+]
+
+#: seconds a receiver stays disconnected before a close waiting on it says so, once
+#: (`notice_after`): a trial's close waited 181 s for a killed trainer without a word
+NOTICE_AFTER = 5.0
+#: ``notice(endpoints down, since, seconds the wait may last still, the bound that ends
+#: it)``: what a `CloseWait` calls once (`CloseWait`'s `notice`); `since` is the
+#: `time.monotonic()` of the first disconnection, the seconds None when nothing bounds
+#: the wait, the bound "ClientTuning.disconnected_timeout=60.0 s" or its close_timeout's
+Notice = Callable[[tuple[str, ...], float, float | None, str], None]
+
+
+def notice_after(disconnected_timeout: float | None) -> float:
+    """Seconds a receiver is disconnected before a close says that it waits on it:
+    `NOTICE_AFTER`, or half `disconnected_timeout` if that is shorter (said before the
+    wait ends, whatever the setting)."""
+    if disconnected_timeout is None:
+        return NOTICE_AFTER
+    return min(NOTICE_AFTER, disconnected_timeout / 2)
+
 
 #: how to change each bound a closing client names when it gives up (`CloseWait.timed_out`)
 _HOW = {
@@ -89,7 +118,7 @@ class PeerWatch:
     def __init__(self, handshakes: Handshakes, endpoints: Sequence[str]) -> None:
         self._endpoints = list(endpoints)
         self._handshakes = handshakes
-        self._started = time.monotonic()
+        self.started = time.monotonic()
 
     def poll(self) -> None:
         """Read the events that came (never blocks)."""
@@ -107,6 +136,14 @@ class PeerWatch:
         down = self._handshakes.down_since
         return tuple(e for e, since in zip(self._endpoints, down, strict=True) if since is not None)
 
+    def down_at(self) -> tuple[tuple[str, ...], float] | None:
+        """The endpoints of the receivers disconnected now and since when the first of
+        them is (`time.monotonic()`), or None while every one is connected."""
+        self.poll()
+        down = [(e, s) for e, s in zip(self._endpoints, self._handshakes.down_since, strict=True)]
+        since = [s for _, s in down if s is not None]
+        return None if not since else (tuple(e for e, s in down if s is not None), min(since))
+
     def gone(self, after: float, bound: str | None = None) -> str | None:
         """Why a receiver counts as gone (disconnected for more than `after` seconds,
         without a new connection: "to ENDPOINT: ..."), or None while every one may
@@ -117,7 +154,7 @@ class PeerWatch:
         said = f"disconnected_timeout={after} s" if bound is None else bound
         down = self._handshakes.down_since
         for endpoint, since in zip(self._endpoints, down, strict=True):
-            if since is not None and now - max(since, self._started) > after:
+            if since is not None and now - max(since, self.started) > after:
                 never = never_note(self._handshakes, self._endpoints)
                 return (
                     f"to {endpoint}: the receiver is unreachable, disconnected for "
@@ -147,6 +184,9 @@ class CloseWait:
         stopped: while a receiver is disconnected, why its trainer is not coming back
             and the error the close raises (`RestartCheck.stopped`: its stop record), or
             None: the wait then ends at once (`stop_said`).
+        notice: called once, when a receiver has been disconnected `notice_after`
+            seconds (with what `Notice` says), before the wait gives up on it; None:
+            nothing is said (a close after a failure, which does not wait on it).
     """
 
     def __init__(
@@ -161,6 +201,7 @@ class CloseWait:
         handshakes: Handshakes | None = None,
         watch: PeerWatch | None = None,
         stopped: Callable[[], StopSaid | None] | None = None,
+        notice: Notice | None = None,
     ) -> None:
         self._sockets, self._endpoints = sockets, endpoints
         self.close_timeout, self._disconnected = close_timeout, disconnected_timeout
@@ -175,6 +216,7 @@ class CloseWait:
         #: the receivers disconnected when `stop_said` was read: those whose messages
         #: were not delivered (the record may be another receiver's)
         self.stop_down: tuple[str, ...] = ()
+        self._notice = notice
 
     def timed_out(self) -> str:
         """Why the client gave up when `close_timeout` ran out, to follow "not delivered":
@@ -219,11 +261,39 @@ class CloseWait:
                 if self.stop_said is not None:  # (the close composes its message from it)
                     self.stop_down = self._watch.down_endpoints()
                     return f"to {', '.join(self.stop_down) or self.stop_said.endpoint}"
+            if self._notice is not None and self._watch is not None:
+                self._tell(self._watch)  # (before `gone`: said before it gives up)
             if self._disconnected is not None and self._watch is not None:
                 bound = _NO_WAIT if self._after_failure else None
                 why = self._watch.gone(self._disconnected, bound)
                 if why is not None:
                     return why
+
+    def _tell(self, watch: PeerWatch) -> None:
+        """Call the notice, once, if a receiver has been down `notice_after` seconds
+        (counted from the watch's start, as `PeerWatch.gone` counts)."""
+        down = watch.down_at()
+        if down is None or self._notice is None:
+            return
+        now = time.monotonic()
+        counted = now - max(down[1], watch.started)
+        if counted < notice_after(self._disconnected):
+            return
+        left, bound = [], ""
+        if self._disconnected is not None:
+            left.append(self._disconnected - counted)
+            bound = f"ClientTuning.disconnected_timeout={self._disconnected} s"
+        if self.deadline is not None and (not left or self.deadline - now < left[0]):
+            left.append(self.deadline - now)
+            bound = f"ClientTuning.{self._setting}={self.close_timeout} s"
+        notice, self._notice = self._notice, None  # (once)
+        notice(down[0], down[1], max(min(left), 0.0) if left else None, bound)
+
+    def down_endpoints(self) -> tuple[str, ...]:
+        """The endpoints of the receivers disconnected now, as far as the wait watched
+        them (none without a watch): those whose messages a failed close did not
+        deliver."""
+        return () if self._watch is None else self._watch.down_endpoints()
 
     def left_ms(self) -> int:
         """Milliseconds left of `close_timeout` (-1: no bound), for ZeroMQ's linger."""

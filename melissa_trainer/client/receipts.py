@@ -24,7 +24,9 @@ from zmq.utils.monitor import recv_monitor_message
 
 from melissa_trainer import wire as protocol
 from melissa_trainer.client.admission import SimulationRefused, reason_with_fix
+from melissa_trainer.client.closing import client_logger, waits_for
 from melissa_trainer.client.config import ClientTuning
+from melissa_trainer.client.patience import notice_after
 from melissa_trainer.client.stopped import StopRecords
 from melissa_trainer.wire import ProtocolError
 from melissa_trainer.wire.receipt import (
@@ -121,10 +123,11 @@ class Rounds:
         one is gone (its `follow_timeout`; None: it will not), for the message.
 
         Gone: silent, with no TCP connection to its follow socket, for
-        ``disconnected_timeout`` seconds (the trainer died). A receiver whose process is
-        there but does not answer (SIGSTOP, a suspended job: the kernel keeps its
-        connections) is waited for, as the transport waits for a paused trainer
-        (`patience`), until `deadline`.
+        ``disconnected_timeout`` seconds (the trainer died); after `notice_after` of
+        them, one warning says what the close waits for and how long (`_tell`). A
+        receiver whose process is there but does not answer (SIGSTOP, a suspended job:
+        the kernel keeps its connections) is waited for, as the transport waits for a
+        paused trainer (`patience`), until `deadline`.
 
         Raises:
             SimulationRefused: a receiver refused the simulation.
@@ -132,6 +135,7 @@ class Rounds:
         """
         client = self.client
         gone_after = client.tuning.disconnected_timeout
+        began, told = time.monotonic(), False
         context = zmq.Context()
         try:
             socks = self._connect(context, monitored=True)
@@ -170,6 +174,13 @@ class Rounds:
                     return ""  # (followed by the caller: the rendezvous read again)
                 bound = math.inf if gone_after is None else gone_after
                 silent = [r for r in range(self.world) if not done[r] and now - heard[r] > bound]
+                quiet = [
+                    r for r in range(self.world)
+                    if not done[r] and now - heard[r] >= notice_after(gone_after)
+                ]  # fmt: skip
+                if quiet and not told:  # (once, before it gives up: `silent` is quieter)
+                    told = True
+                    self._tell(quiet[0], heard[quiet[0]], deadline, rendezvous, follow_wait, began)
                 if silent:
                     gone = silent[0]
                     return self._gone(gone, gone_after, rendezvous, follow_wait, not ever[gone])
@@ -186,6 +197,38 @@ class Rounds:
                 time.sleep(PAUSE)
         finally:
             context.destroy(linger=0)
+
+    def _tell(
+        self,
+        rank: int,
+        since: float,
+        deadline: float | None,
+        rendezvous: str,
+        follow_wait: float | None,
+        began: float,
+    ) -> None:
+        """Log, once per wait, that receiver `rank` has neither answered nor been
+        connected since `since` (`time.monotonic()`), and what the close waits for (as
+        the transport's close says it, `closing.waiting_notice`)."""
+        now, tuning = time.monotonic(), self.client.tuning
+        left: float | None = None
+        bound = ""
+        if tuning.disconnected_timeout is not None:
+            left = tuning.disconnected_timeout - (now - since)
+            bound = f"ClientTuning.disconnected_timeout={tuning.disconnected_timeout} s"
+        if deadline is not None and (left is None or deadline - now < left):
+            left, bound = deadline - now, f"ClientTuning.close_timeout={tuning.close_timeout} s"
+        clock = time.strftime("%H:%M:%S", time.localtime(time.time() - (now - since)))
+        text = (
+            f"{self.whose}: closing, its BYE is not confirmed yet: the trainer's receiver "
+            f"{rank} ({self.entries[rank].get('follow_endpoint')}) has neither answered nor "
+            f"been connected since {clock} ({now - since:.0f} s: the trainer died or stopped, "
+            f"or its node). "
+        )
+        left = None if left is None else max(left, 0.0)
+        follows = follow_wait is not None
+        text += waits_for(left, bound, "answer", rendezvous, follows, follow_wait, now - began)
+        client_logger().warning(text)
 
     def _refused(self, reply: ReceiptReply, rank: int) -> None:
         if reply.admission != protocol.ADMISSION_REFUSED:

@@ -299,17 +299,17 @@ class Transport:
 
     # -- closing ----------------------------------------------------------------------
 
-    def close(self, bye: bool) -> None:
+    def close(self, bye: bool, follow_in: str | None = None) -> None:
         """Deliver what is queued, say BYE (if `bye`), and release the sockets (and the
         context, if the transport's own): `Client.close`, whose docstring states the
-        waits (`closing.close_transport`); once only.
+        waits (`closing.close_transport`, and `follow_in`); once only.
 
         Raises:
             TimeoutError: with `bye`, what could not be delivered (dropped; everything
                 is released all the same). Without `bye` it is logged instead.
             ValueError: with `bye`, a receiver refused the handshake.
         """
-        close_transport(self, bye)
+        close_transport(self, bye, follow_in)
 
     def abandon(self) -> None:
         """Release everything at once, dropping what is queued (the client follows a

@@ -21,6 +21,10 @@
  *   (counted from the start of the close's wait at the earliest): MT_ETIMEDOUT naming it,
  *   c->receipt_restart 2 (with a window, the close waits the follow timeout for a
  *   restarted trainer and follows it).
+ * - a receiver disconnected NOTICE_AFTER seconds (half the disconnected timeout if
+ *   shorter), with a BYE: one line on stderr (`tell`) says what the close waits for and
+ *   how long in all, as the Python close's warning (closing.py waiting_notice); nothing
+ *   more until the close ends.
  *
  * Not thread-safe: the closing thread (the flusher stopped). */
 #define _POSIX_C_SOURCE 200809L
@@ -28,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <zmq.h>
 
 #include "internal.h"
@@ -35,6 +40,7 @@
 
 #define SLICE_S 0.5     /* (send_wait.c's, melissa_trainer/client/sockets.py SLICE) */
 #define RESTART_LOOK 1.0 /* s between two looks at the rendezvous (follow.c's interval) */
+#define NOTICE_AFTER 5.0 /* s: patience.py NOTICE_AFTER */
 
 /* The state of one close's waits. */
 typedef struct waiting {
@@ -42,6 +48,7 @@ typedef struct waiting {
     const char *what; /* what is being delivered, for the messages */
     bool bye;         /* a BYE is said (else: a close after a failure) */
     bool expired;     /* the close timeout passed (the caller's message) */
+    bool told;        /* its notice said (`tell`: once) */
     mt_stop_look *looks; /* each receiver's rendezvous file, for a stop record */
 } waiting;
 
@@ -94,6 +101,66 @@ static bool restarted(mt_client *c, char *run, size_t size) {
     snprintf(run, size, "%s", rv.run_id != NULL ? rv.run_id : "None");
     mt_rendezvous_free(&rv);
     return other;
+}
+
+/* Once, on stderr, what a close waits for on receiver `i`, disconnected since `since`
+ * (mt_now()): the words of the Python close's warning (closing.py waiting_notice, with
+ * the C setters' names). */
+static void tell(mt_client *c, waiting *w, const char *whose, size_t i, double since,
+                 double now) {
+    w->told = true;
+    double from = since > w->started ? since : w->started, left = -1;
+    const char *bound = NULL;
+    char bt[32], ft[32], clock[16], never[600];
+    if (c->disconnected_timeout >= 0) {
+        left = c->disconnected_timeout - (now - from);
+        bound = "mt_set_disconnected_timeout";
+        mt_format_double(c->disconnected_timeout, bt);
+    }
+    if (w->deadline >= 0 && (bound == NULL || w->deadline - now < left)) {
+        left = w->deadline - now;
+        bound = "mt_set_close_timeout";
+        mt_format_double(c->close_timeout, bt);
+    }
+    left = left < 0 ? 0 : left;
+    time_t wall = time(NULL) - (time_t)(now - since);
+    struct tm tm;
+    if (localtime_r(&wall, &tm) == NULL || strftime(clock, sizeof clock, "%H:%M:%S", &tm) == 0)
+        snprintf(clock, sizeof clock, "?");
+    mt_handshake_never(c, never, sizeof never);
+    mt_buf b = {0};
+    if (never[0])
+        mt_buf_printf(&b, "%s: closing, %s (tried since %s). ", whose, never, clock);
+    else
+        mt_buf_printf(&b,
+                      "%s: closing, the trainer's receiver at %s is disconnected since %s "
+                      "(%.0f s: the trainer died or stopped, or its node): %llu time step(s) "
+                      "were sent to it; what ZeroMQ still holds of them and the BYE are not "
+                      "delivered. ",
+                      whose, c->endpoints[i], clock, now - since,
+                      (unsigned long long)c->steps_per_receiver[i]);
+    if (bound == NULL)
+        mt_buf_printf(&b, "The close waits for it to reconnect, with no bound");
+    else
+        mt_buf_printf(&b, "The close waits up to %.0f s more for it to reconnect (%s=%s s)",
+                      left, bound, bt);
+    bool window = c->replay.max_bytes > 0 && c->rendezvous_used != NULL;
+    if (window && bound != NULL && c->follow_timeout < 0)
+        mt_buf_printf(&b, ", then for a restarted trainer to publish in %s, with no bound "
+                      "(mt_set_follow_timeout), and follows it", c->rendezvous_used);
+    else if (window && bound != NULL) {
+        mt_format_double(c->follow_timeout, ft);
+        mt_buf_printf(&b, ", then up to %.0f s (mt_set_follow_timeout=%s s) for a restarted "
+                      "trainer to publish in %s, and follows it: up to %.0f s more, %.0f s in "
+                      "all", c->follow_timeout, ft, c->rendezvous_used, left + c->follow_timeout,
+                      now - w->started + left + c->follow_timeout);
+    }
+    if (!b.oom)
+        fprintf(stderr, "melissa_trainer: mt_client_close: %s. %s%snothing more is said "
+                        "until the close ends\n", b.data, bound != NULL ? bound : "",
+                window && bound != NULL ? " and mt_set_follow_timeout shorten it; "
+                                        : bound != NULL ? " shortens it; " : "");
+    free(b.data);
 }
 
 /* Between two slices (module comment): MT_OK to wait on, else the close's error. */
@@ -156,6 +223,10 @@ static mt_status between(mt_client *c, waiting *w) {
         double since = mt_handshake_down_since(c, i);
         if (since < 0) continue;
         double from = since > w->started ? since : w->started;
+        double after = c->disconnected_timeout >= 0 && c->disconnected_timeout / 2 < NOTICE_AFTER
+                           ? c->disconnected_timeout / 2
+                           : NOTICE_AFTER;
+        if (w->bye && !w->told && now - from >= after) tell(c, w, whose, i, since, now);
         if (c->disconnected_timeout < 0 || now - from <= c->disconnected_timeout) continue;
         char t[32], never[600];
         mt_format_double(c->disconnected_timeout, t);
@@ -205,7 +276,8 @@ static mt_status sliced(mt_client *c, waiting *w, size_t i, try_fn try_) {
 mt_status mt_close_deliver(mt_client *c, bool bye, double deadline, const char **failure) {
     *failure = NULL;
     c->receipt_restart = 0;
-    waiting w = {deadline, mt_now(), mt_now() + RESTART_LOOK, "batched data", bye, false, NULL};
+    waiting w = {deadline, mt_now(), mt_now() + RESTART_LOOK, "batched data", bye, false, false,
+                 NULL};
     w.looks = calloc(c->n_endpoints, sizeof *w.looks); /* (NULL: no record read) */
     mt_status st = MT_OK;
     for (size_t i = 0; st == MT_OK && i < c->n_endpoints; ++i)

@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from melissa_trainer import wire as p
+from melissa_trainer.wire.messages import StudyEnd
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEC = ROOT / "docs" / "protocol.md"
@@ -439,6 +440,11 @@ def _check_valid(msg: p.Message) -> None:
         for f in msg.fields:
             assert f.dtype in p.DTYPE_CODES and all(d >= 1 for d in f.shape)
         assert all(isinstance(v, float) for v in msg.parameters.values())
+    elif isinstance(msg, p.Abandon):  # (a prefix of the right size is one: any id)
+        assert 0 <= msg.simulation_id < 1 << 64 and isinstance(msg.replaced, bool)
+    elif isinstance(msg, StudyEnd):
+        ids = [int(i) for i in msg.finished]
+        assert ids == sorted(set(ids)) and all(0 <= i < 1 << 64 for i in ids)
     else:
         assert isinstance(msg, p.Bye) and 0 <= msg.client_rank < msg.client_count
 

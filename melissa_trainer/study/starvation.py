@@ -7,11 +7,12 @@ fill (a reservoir's rate limiter holds inserts back once its draws stop), their
 simulations wait on that back-pressure, and the launcher, its job slots held by those
 simulations, starts no more; the starved rank's stream never ends, and nothing moves.
 A 2-rank trial of one-step simulations (all routed to rank 0 under the routing
-``t % W``) sat at step 0 until killed. The receivers' stall watchdog did not end it:
-it judges *messages* (the HELLOs and BYEs of the simulations that went elsewhere kept
-the starved rank's clock fresh), rank 0's receiver blocked on its full buffer makes no
-empty poll (its clock does not run), and a rank other than 0 excused its silence as the
-launcher's start-up allowance (600 s by default).
+``t % W``) sat at step 0 until killed, also with ``stall_timeout=60``. The receivers'
+stall watchdog did not end it: rank 1's receiver, silent once the last BYE came,
+excused that silence as the launcher's start-up allowance (600 s by default: a rank
+other than 0 cannot ask the launcher); rank 0's receiver, blocked on its full buffer,
+makes no empty poll, so its clock does not run; and a watchdog of messages is reset by
+HELLOs, BYEs and duplicates that bring no sample.
 
 So the starved rank judges itself on *samples*, while its training thread waits for a
 batch (`Study.wait_for` with a timeout: a read found too few): once no sample has
@@ -21,9 +22,12 @@ allowance; another rank: what rank 0 published, `study.progress`, or without it 
 start-up allowance, `other_rank_excuse`), the wait fails with `StarvedRankError`,
 naming the rank, what its buffer holds against the batch it needs, rank 0's state when
 known (its receiver back-pressured, its jobs and pending simulations), and the fixes.
-This is a stall detection, not a proof of deadlock: a solver silent longer than
-`stall_timeout` between two samples of a rank that waits for them fails too, as a
-silent stream always did (the message says to raise `stall_timeout` then).
+A silence that the receiver's own watchdog has (its socket empty and its clock
+running unexcused) is left to it: it fails the study within `stall_timeout` of the last
+message, naming the simulations it waits for, as before. This is a stall detection,
+not a proof of deadlock: a solver silent longer than `stall_timeout` between two
+samples of a rank that waits for them fails too, as a silent stream always did (the
+message says to raise `stall_timeout` then).
 
 An explained wait is logged once per wait (a WARNING saying what it waits for).
 Not thread-safe: the training thread's.
@@ -105,6 +109,10 @@ class StarvationWatch:
         put: the samples received so far by this rank's receiver (a counter read).
         stats: this rank's buffer's counters (read once, for the message).
         clock: monotonic seconds (tests give their own).
+        stream_has_it: True while the receiver's own stall watchdog has the silence (its
+            socket empty, its clock running unexcused): it fails the study within
+            `stall_timeout` of its last message, with its own message (which simulations
+            it waits for), so this watch waits for it (default: never).
     """
 
     def __init__(
@@ -117,8 +125,10 @@ class StarvationWatch:
         put: Callable[[], int],
         stats: Callable[[], BufferStats],
         clock: Callable[[], float] = time.monotonic,
+        stream_has_it: Callable[[], bool] = lambda: False,
     ) -> None:
         self.rank, self.world, self.stall_timeout = rank, world, stall_timeout
+        self._stream_has_it = stream_has_it
         self._excuse, self._peers, self._clock = excuse, peers, clock
         self._put_count, self._stats = put, stats
         self._since: float | None = None  # the wait's start, or its last sample's arrival
@@ -143,7 +153,7 @@ class StarvationWatch:
             self._since, self._put = now, put
             return
         idle = now - self._since
-        if self.stall_timeout is None or idle <= self.stall_timeout:
+        if self.stall_timeout is None or idle <= self.stall_timeout or self._stream_has_it():
             return
         why = self._excuse(idle)
         if why is not None:
@@ -214,6 +224,14 @@ def study_watch(
         receiver = stream.receiver
         return 0 if receiver is None else receiver.ingest.samples_put
 
+    fallback = other_rank_excuse(launcher.tuning)  # (the receiver's, on a rank but 0)
+    stream_excuse = launcher.silence_explained if rank == 0 else fallback
+
+    def stream_has_it() -> bool:
+        receiver = stream.receiver
+        idle = 0.0 if receiver is None else receiver.idle_seconds()
+        return idle > 0 and (stream_excuse is None or stream_excuse(idle) is None)
+
     if rank == 0:
         return StarvationWatch(
             rank, world, config.stall_timeout,
@@ -221,9 +239,8 @@ def study_watch(
             lambda: launcher_words(
                 launcher.summary(), launcher.jobs_alive(), launcher.data_backpressured()
             ),
-            put, buffer.stats,
+            put, buffer.stats, stream_has_it=stream_has_it,
         )  # fmt: skip
-    fallback = other_rank_excuse(launcher.tuning)
     read: list[Any] = [-float("inf"), None]  # (when, what) of the last read
 
     def progress() -> dict[str, Any] | None:
@@ -241,5 +258,5 @@ def study_watch(
 
     return StarvationWatch(
         rank, world, config.stall_timeout, excuse, lambda: rank0_words(progress(), rank),
-        put, buffer.stats,
+        put, buffer.stats, stream_has_it=stream_has_it,
     )  # fmt: skip

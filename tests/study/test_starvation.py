@@ -33,11 +33,17 @@ class Clock:
 
 
 def watch(
-    clock: Clock, put: list[int], excuse: str | None = None, timeout: float | None = 10.0
+    clock: Clock,
+    put: list[int],
+    excuse: str | None = None,
+    timeout: float | None = 10.0,
+    stream_has_it: list[bool] | None = None,
 ) -> StarvationWatch:
+    has = [False] if stream_has_it is None else stream_has_it
     return StarvationWatch(
         1, 2, timeout, lambda idle: excuse, lambda: "Rank 0's state. ", lambda: put[0],
         lambda: BufferStats(size=1, capacity=8, put=put[0], got=0, evicted=0), clock,
+        stream_has_it=lambda: has[0],
     )  # fmt: skip
 
 
@@ -84,6 +90,19 @@ def test_an_explained_wait_is_said_once_and_waited_for(caplog: pytest.LogCapture
     (said,) = [r.getMessage() for r in caplog.records]
     assert "rank 1 has waited 11 s for a batch of 4 samples" in said
     assert "not a stall: jobs starting up" in said
+
+
+def test_a_silence_the_receivers_watchdog_has_is_left_to_it() -> None:
+    """Its clock runs unexcused: it fails within stall_timeout of the last message,
+    naming the simulations it waits for (the message the existing tests expect)."""
+    clock, put, has = Clock(), [0], [True]
+    w = watch(clock, put, stream_has_it=has)
+    w.check(4, 0.02)
+    clock.now += 30.0
+    w.check(4, 0.02)  # left to the receiver's watchdog
+    has[0] = False  # excused there (a rank but 0: the start-up allowance), not here
+    with pytest.raises(StarvedRankError):
+        w.check(4, 0.02)
 
 
 def test_no_timeout_never_fails() -> None:

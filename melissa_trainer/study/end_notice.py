@@ -56,6 +56,7 @@ from melissa_trainer.launcher import Launcher
 from melissa_trainer.launcher.reports import LauncherError
 from melissa_trainer.stream.control import send_study_end
 from melissa_trainer.stream.endpoints import fetch_rendezvous
+from melissa_trainer.study.progress import ProgressFile
 
 __all__ = ["StudyEndNotice"]
 
@@ -75,8 +76,10 @@ class StudyEndNotice:
     """The thread that sends the STUDY_END (module docstring), once. `told` is set once
     it has been handed to every other rank's connection (or there was no other rank)."""
 
-    def __init__(self, launcher: Launcher, rendezvous: Path) -> None:
+    def __init__(self, launcher: Launcher, rendezvous: Path, run_id: str | None = None) -> None:
         self._launcher, self._rendezvous = launcher, rendezvous
+        #: what the other ranks' starvation watch reads (`study.progress`)
+        self.progress = ProgressFile(rendezvous, run_id)
         self._stop = threading.Event()
         #: set once sent (tests wait on it); `ranks` are the ranks it was sent to
         self.told = threading.Event()
@@ -88,9 +91,12 @@ class StudyEndNotice:
         self._thread = threading.Thread(target=self._run, name="melissa-study-end", daemon=True)
 
     @classmethod
-    def start(cls, launcher: Launcher, rendezvous: Path) -> StudyEndNotice:
-        """A notice for `launcher`'s study, its thread started (after `launcher.start`)."""
-        notice = cls(launcher, rendezvous)
+    def start(
+        cls, launcher: Launcher, rendezvous: Path, run_id: str | None = None
+    ) -> StudyEndNotice:
+        """A notice for `launcher`'s study, its thread started (after `launcher.start`);
+        it also keeps rank 0's progress file up to date (`study.progress`, of `run_id`)."""
+        notice = cls(launcher, rendezvous, run_id)
         notice._thread.start()
         return notice
 
@@ -129,6 +135,7 @@ class StudyEndNotice:
             entries = [e for e in fetch_rendezvous(self._rendezvous) if int(e["rank"]) != 0]
             launcher, poll = self._launcher, self._launcher.tuning.poll_interval
             while (finished := self.ended(time.monotonic())) is None:
+                self.progress.update(launcher)
                 try:
                     launcher.check()
                 except LauncherError:

@@ -1,0 +1,98 @@
+"""Rank 0's word on the study's progress, for the other ranks: a small JSON file.
+
+A rank other than 0 that waits for a batch no sample comes for (`study.starvation`)
+must tell a study still starting up (its silence explained: wait) from one that cannot
+progress (fail, saying why). Only rank 0's launcher knows, and that rank's training
+thread may be blocked in the ranks' step agreement, waiting for the very rank that
+asks. So rank 0's study-end thread (`study.end_notice`, which polls the launcher
+anyway) writes what the other ranks need into ``{rendezvous}/study_progress.json``
+(the rendezvous directory is shared by every rank and read by every client; clients
+read only ``rank_<r>.json`` there):
+
+* ``explained``: what the launcher says the stream's silence waits for
+  (`Launcher.silence_explained`: jobs queued, or within their start-up allowance), or
+  None: a silence is not explained;
+* ``backpressured_for``: None, or the seconds rank 0's receiver has waited for room in
+  its buffer (`Launcher.data_backpressured`) as of ``written``;
+* the launcher's counts: ``jobs_alive``, ``running``, ``pending``, ``finished``;
+* ``run_id`` (a file of an earlier run is not read as this one's) and ``written``
+  (wall-clock seconds).
+
+It is rewritten (write aside, then rename: a reader never sees half a file) only when
+one of these changes, or every `REFRESH` s while rank 0 is back-pressured: a few writes
+a minute at most, none per sample. A reader takes a missing, unreadable or other run's
+file as "not known".
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from melissa_trainer.launcher import Launcher
+
+__all__ = ["PROGRESS_FILE", "REFRESH", "ProgressFile", "read_progress"]
+
+#: the file's name in the rendezvous directory
+PROGRESS_FILE = "study_progress.json"
+#: seconds between two writes while nothing but the back-pressure's duration changes
+REFRESH = 5.0
+
+
+class ProgressFile:
+    """Rank 0's writer (one thread: the study-end notice's). `update` at each poll."""
+
+    def __init__(self, rendezvous: Path, run_id: str | None) -> None:
+        self.path = Path(rendezvous) / PROGRESS_FILE
+        self._run_id = run_id
+        self._said: tuple[Any, ...] | None = None  # what the file says, but for durations
+        self._written = -float("inf")
+        self._held_since: float | None = None  # (monotonic) rank 0 back-pressured since
+
+    def update(self, launcher: Launcher, now: float | None = None) -> bool:
+        """Write the file if what it says changed (module docstring); True if written.
+        `now` is monotonic seconds (default: now). Never raises for a failed write
+        (the readers then know less, and wait as they did without it)."""
+        now = time.monotonic() if now is None else now
+        held = launcher.data_backpressured()
+        if not held:
+            self._held_since = None
+        elif self._held_since is None:
+            self._held_since = now
+        counts = launcher.summary()
+        state: dict[str, Any] = {
+            "run_id": self._run_id,
+            "explained": launcher.silence_explained(),
+            "jobs_alive": launcher.jobs_alive(),
+            "running": int(counts.get("running", 0)),
+            "pending": int(counts.get("pending", 0)),
+            "finished": int(counts.get("finished", 0)),
+        }
+        said = (*state.values(), held)
+        if said == self._said and not (held and now - self._written >= REFRESH):
+            return False
+        held_for = None if self._held_since is None else round(now - self._held_since, 1)
+        state.update(backpressured_for=held_for, written=time.time())
+        aside = self.path.with_name(f".{PROGRESS_FILE}.{os.getpid()}")
+        try:
+            aside.write_text(json.dumps(state))
+            os.replace(aside, self.path)
+        except OSError:
+            return False
+        self._said, self._written = said, now
+        return True
+
+
+def read_progress(rendezvous: Path, run_id: str | None) -> dict[str, Any] | None:
+    """Rank 0's last word (module docstring), or None when not known: no file yet, an
+    unreadable one, or another run's."""
+    try:
+        state = json.loads((Path(rendezvous) / PROGRESS_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(state, dict) or state.get("run_id") != run_id:
+        return None
+    return state

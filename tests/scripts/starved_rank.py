@@ -1,0 +1,87 @@
+"""Run by tests/trainer/test_starved_rank.py under ``accelerate launch --multi_gpu
+--num_processes 2`` (gloo on CPU): a study whose every sample goes to rank 0, so that
+rank 1 starves while rank 0 is held back by it (the hang of a user trial, 2026-12-01).
+
+N simulations of one time step each; simulation s sends its step as time step
+``s % 2``, which the client routes to rank ``(s + s % 2) % 2 = 0`` (a steady-state
+solver that numbers its one output by, say, its iteration count). Two run at a time;
+the default reservoir, batch_size 4: rank 1 never gets a sample, rank 0 draws its
+window's batches and waits for rank 1 in the step agreement, its reservoir's rate
+limiter then holds its inserts back, the two running simulations wait on that
+back-pressure and the launcher starts no more. Before the starvation watch
+(`melissa_trainer.study.starvation`) nothing ended this (rank 1's stall watchdog
+excused its silence as the launcher's start-up allowance, 600 s).
+
+    python starved_rank.py OUT SOLVER N STALL_TIMEOUT
+
+Each rank writes ``OUT/../exit-<rank>.json``: how `train()` ended (the exception's
+class or "returned") and the steps trained.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from melissa_trainer import (
+    OnlineTrainer,
+    ReceiverConfig,
+    StreamSource,
+    Study,
+    TrainingArguments,
+)
+from melissa_trainer.launcher import Launcher, LauncherTuning, LocalBackend
+
+#: one time step, numbered by the parameter "t", of x = (a, 0)
+SOLVER = r"""
+import numpy as np
+from melissa_trainer.client import Client
+
+with Client({"x": ((2,), "f4")}) as c:
+    c.send(int(c.parameters["t"]), x=np.array([c.parameters["a"], 0.0], np.float32))
+"""
+
+
+def main() -> None:
+    out, solver, n, stall = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
+    torch.set_num_threads(1)
+    launcher = Launcher(
+        [sys.executable, solver],
+        [{"a": float(i), "t": float(i % 2)} for i in range(n)],
+        n,
+        job_limit=2,
+        backend=LocalBackend(),
+        tuning=LauncherTuning(poll_interval=0.05, kill_grace=2.0, max_restarts=0),
+    )
+    torch.manual_seed(0)
+    model = torch.nn.Linear(1, 1)
+
+    def process(s: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.from_numpy(s["x"][:1]), torch.from_numpy(s["x"][1:])
+
+    trainer = OnlineTrainer(
+        model,
+        TrainingArguments(
+            output_dir=out, batch_size=4, disable_progress_bar=True, report_to="none",
+        ),
+        torch.optim.SGD(model.parameters(), lr=1e-3),
+        train_source=Study(launcher, StreamSource(ReceiverConfig(stall_timeout=stall))),
+        process_sample=process,
+    )  # fmt: skip
+    ended = "returned"
+    try:
+        trainer.train()
+    except BaseException as exc:
+        ended = type(exc).__name__
+        raise
+    finally:
+        record = {"ended": ended, "steps": trainer.state.global_step}
+        (Path(out).parent / f"exit-{trainer.process_index}.json").write_text(json.dumps(record))
+
+
+if __name__ == "__main__":
+    main()

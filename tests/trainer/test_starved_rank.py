@@ -1,0 +1,55 @@
+"""A rank that starves while another is back-pressured fails, saying why, instead of
+hanging (`melissa_trainer.study.starvation`; the script: tests/scripts/starved_rank.py).
+
+A user trial of 16 one-step simulations on 2 ranks sat at step 0, with no message,
+until killed, also with ``stall_timeout=60``: rank 1 had no sample, rank 0 waited for
+it in the step agreement, its reservoir's rate limiter held its inserts back, its
+simulations waited on that back-pressure and the launcher started no more. The
+routing ``(s + t) % W`` spreads one-step simulations, but the hang stays possible
+whenever one rank gets fewer samples than a batch while the others fill: here every
+simulation's one step goes to rank 0. Before the watch this run hung until the test's
+timeout (rank 1's stall watchdog excused its silence as the start-up allowance,
+600 s); now rank 1 fails once no sample has come for ``stall_timeout`` (5 s) and rank 0
+stops with it."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from two_ranks import launch_two_ranks
+
+SCRIPT = Path(__file__).parents[1] / "scripts" / "starved_rank.py"
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(sys.platform != "linux", reason="accelerate launch with gloo"),
+]
+
+
+@pytest.mark.timeout(150)
+def test_a_starved_rank_fails_the_run_saying_why_instead_of_hanging(tmp_path: Path) -> None:
+    sys.path.insert(0, str(SCRIPT.parent))
+    try:
+        from starved_rank import SOLVER
+    finally:
+        sys.path.remove(str(SCRIPT.parent))
+    solver = tmp_path / "solver.py"
+    solver.write_text(SOLVER)
+    out = tmp_path / "out"
+    proc = launch_two_ranks(SCRIPT, str(out), str(solver), "16", "5", timeout=120)
+    said = proc.stdout[-3000:] + proc.stderr[-8000:]
+    assert proc.returncode != 0, said
+    ends = [json.loads((tmp_path / f"exit-{r}.json").read_text()) for r in range(2)]
+    assert ends == [{"ended": "RankFailed", "steps": 0}, {"ended": "SourceError", "steps": 0}]
+    (full,) = [x for x in proc.stderr.splitlines() if x.startswith("training stopped at step 0")]
+    assert "rank 1 of 2 cannot train: it waits for a batch of 4 samples" in full, said
+    assert "its buffer holds 0 samples, 0 received in all" in full, said
+    # rank 0's state, as it published it (`study.progress`): its receiver back-pressured
+    assert "Rank 0's receiver has waited for room in its buffer for" in full, said
+    assert "Fix: a smaller batch_size" in full and "buffer='fifo'" in full, said
+    (zero,) = [x for x in proc.stderr.splitlines() if x.startswith("rank 1 failed:")]
+    assert "StarvedRankError" in zero and "rank 0 stops at step 0 with it" in zero, said
+    assert not list((out / "checkpoints").glob("checkpoint-*")), said

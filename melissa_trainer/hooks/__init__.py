@@ -82,8 +82,8 @@ def default_hooks(args: TrainingArguments, has_eval: bool) -> list[Hook]:
 
     The cadence (`FlowHook`: logs every `logging_steps`, validation every `eval_steps`
     and at the end when there is an eval dataset, checkpoints every `save_steps`, every
-    `save_seconds` and with `save_at_end`) always; console logs and the progress bar (the bar only on the
-    main process, unless `disable_progress_bar`); TensorBoard when
+    `save_seconds` and with `save_at_end`) always; console logs and the progress bar (the
+    bar only on the main process, unless `disable_progress_bar`); TensorBoard when
     `report_to="tensorboard"`; early stopping when `early_stopping_patience` is set
     (with a UserWarning without `eval_steps`: `argument_checks.early_stopping_warning`);
     pseudo-epochs when `pseudo_epochs > 1`.

@@ -59,6 +59,7 @@ IGNORED = frozenset(
         "report_to",
         "logging_steps",
         "save_steps",
+        "save_seconds",
         "save_at_end",
         "max_to_keep",
         "on_save_error",

@@ -157,6 +157,13 @@ def argument_problems(
     at_least_one("max_steps", "let the stream decide when training ends")
     at_least_one("eval_steps", "validate only at the end")
     at_least_one("save_steps", "save only at the end")
+    seconds = values["save_seconds"]  # (inf and nan: refused by the conversion)
+    if ok("save_seconds") and seconds is not None and seconds <= 0:
+        p.append(
+            f"save_seconds={seconds!r} must be > 0: give the wall-clock seconds between "
+            "checkpoints (600, every 10 minutes, is the default), or None (--save_seconds "
+            "none) to checkpoint by save_steps alone"
+        )
     at_least_one("early_stopping_patience", "disable early stopping")
     losses = values["simulation_loss_steps"]
     if ok("simulation_loss_steps") and losses is not None and losses < 0:

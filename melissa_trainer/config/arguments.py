@@ -5,7 +5,9 @@ Names follow Hugging Face `transformers` / `accelerate` and Melissa (`buffer`,
 naming the field, its value and the fix. Reading files and converting values is
 `reading`'s (re-exported here); what the values become when the class is made,
 `argument_values`'; its rules, `argument_checks`' (the buffer's stated by `BufferConfig`);
-writing and reading back a file, `arguments_file`'s (`ArgumentsFile`, the base). Most of
+writing and reading back a file, `arguments_file`'s (`ArgumentsFile`, a base); what the
+fields resolve to (the logging directory, the buffer's configuration, the compile
+options), `arguments_resolved`'s (`ResolvedArguments`, the other base). Most of
 this module is the fields' documentation (the user's reference), kept next to them.
 """
 
@@ -14,7 +16,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-import os
 import typing
 import warnings
 from dataclasses import dataclass, field
@@ -25,9 +26,7 @@ from melissa_trainer.buffers.config import (
     DEFAULT_BUFFER_SIZE,
     DEFAULT_SAMPLE_TO_INSERT_RATIO,
     DEFAULT_WATERMARK,
-    BufferConfig,
 )
-from melissa_trainer.config import compile_options as compiled
 from melissa_trainer.config.argument_checks import (
     BUFFER_CHOICES,
     BUFFER_DEVICE_CHOICES,
@@ -36,8 +35,9 @@ from melissa_trainer.config.argument_checks import (
     REPORT_TO_CHOICES,
     direction_warning,
 )
-from melissa_trainer.config.argument_values import buffer_values, checked_values, compile_options_of
+from melissa_trainer.config.argument_values import checked_values
 from melissa_trainer.config.arguments_file import ARGS_FILE, ArgumentsFile
+from melissa_trainer.config.arguments_resolved import ResolvedArguments
 from melissa_trainer.config.device_checks import resolve_mixed_precision
 from melissa_trainer.config.hf_names import unknown_name_problems
 from melissa_trainer.config.reading import (
@@ -82,7 +82,7 @@ def _f(default: Any, help: str, choices: tuple[str, ...] | None = None) -> Any:
 
 
 @dataclass
-class TrainingArguments(ArgumentsFile):
+class TrainingArguments(ArgumentsFile, ResolvedArguments):
     """Options of an online training run (like `transformers.TrainingArguments`).
 
     Steps are optimizer steps: one step spans `gradient_accumulation_steps` batches.
@@ -119,7 +119,16 @@ class TrainingArguments(ArgumentsFile):
         eval_steps: validate every this many steps; None validates only at the end
             (when an eval dataset is given). Default None.
         save_steps: save a checkpoint every this many steps; None saves only at the end
-            (see `save_at_end`). Default None.
+            (see `save_at_end`) and every `save_seconds`. Default None.
+        save_seconds: save a checkpoint every this many seconds of wall time (> 0,
+            finite), by rank 0's clock, counted from the start of `train` and from each
+            save (any save: one of `save_steps` restarts it, and a timed save that one
+            already covered is dropped). Every rank saves at the same step: the request
+            travels with the stop flag, so it lands up to two stop windows late (up to
+            ``2 * stop_sync_steps`` steps; `hooks.flow.FlowHook`). None: by steps only.
+            Default 600: a ``kill -9`` loses at most 10 minutes and two windows; a run
+            shorter than that writes no timed checkpoint, and a save of a default-sized
+            buffer (about 1 s at most, docs/resume.md) costs a longer one < 0.2% of it.
         save_at_end: save a checkpoint when training ends. Default True.
         max_to_keep: number of newest checkpoints kept in `output_dir` (>= 1). Default 3.
         on_save_error: what a failed save (a full disk, say) does, on every rank:
@@ -242,6 +251,12 @@ class TrainingArguments(ArgumentsFile):
     eval_steps: int | None = _f(None, "Validate every this many steps (default: only at the end).")
     save_steps: int | None = _f(
         None, "Checkpoint every this many steps (default: only at the end)."
+    )
+    save_seconds: float | None = _f(
+        600.0,
+        "Checkpoint every this many seconds of wall time, by rank 0's clock (none: by "
+        "steps only); a kill -9 loses at most this and two stop windows. Default: 600 (a "
+        "save of a default-sized buffer takes about 1 s at most: < 0.2% of the time).",
     )
     save_at_end: bool = _f(True, "Save a checkpoint when training ends.")
     max_to_keep: int = _f(3, "Number of newest checkpoints kept.")
@@ -366,30 +381,6 @@ class TrainingArguments(ArgumentsFile):
         said = direction_warning(values)
         if said is not None:  # (allowed: a negated loss may be so named; `direction_warning`)
             warnings.warn(said, UserWarning, stacklevel=3)  # (the caller of the constructor)
-
-    def compile_options(self) -> compiled.CompileOptions | None:
-        """What `torch.compile` is given for the training step; None without
-        `torch_compile`."""
-        return compile_options_of(vars(self))
-
-    # ------------------------------------------------------------------ resolved values
-
-    @property
-    def resolved_logging_dir(self) -> str:
-        """`logging_dir`, or ``{output_dir}/runs`` when it is None."""
-        if self.logging_dir is not None:
-            return self.logging_dir
-        return os.path.join(self.output_dir, "runs")
-
-    def buffer_config(self, process_index: int = 0) -> BufferConfig:
-        """The configuration of the buffer of training rank `process_index` (each rank
-        seeds its buffer with ``seed + process_index``); `make_buffer` builds it.
-
-        Its `BufferConfig.resolved_tolerance` is the sample-to-insert tolerance in use.
-        """
-        values = buffer_values(vars(self))
-        values["seed"] = self.seed + process_index
-        return BufferConfig(**values)
 
 
 @functools.cache

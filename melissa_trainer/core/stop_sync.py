@@ -3,7 +3,7 @@
 Ranks receive different data, so one rank's stream may end long before another's,
 and a hook may ask to stop on one rank only. DDP needs every rank to run the same
 number of steps (each backward is a collective), so the ranks agree, once per window
-of `stop_sync_steps` steps, on three numbers:
+of `stop_sync_steps` steps, on four numbers:
 
 * whether any rank asked to stop,
 * how many steps the window may run: every rank takes its window's batches from its
@@ -13,13 +13,17 @@ of `stop_sync_steps` steps, on three numbers:
   last batches (`StreamDataset.pad`) and reports what it can run with them
   (``capacity``): the window is bounded by the smallest capacity (a rank that took no
   batch yet cannot pad),
+* the step at which a rank asked for a checkpoint (`request_save`; 0: none), the largest
+  wins: rank 0's clock decides when a timed save is due (`hooks.flow.FlowHook`'s
+  `save_seconds`) and every rank reads the request at the same window (`take_save_request`),
+  so that every rank saves at the same step,
 * whether any rank caught a preemption signal (`melissa_trainer.trainer.preemption`), as the
   signal's number (0: none): the largest wins, so SIGTERM (15) over SIGINT (2); or saw its
   launcher die, as a larger code that carries the launcher's pid (`trainer.stop_cause`).
 
-All travel in one small integer tensor on the accelerator device, all-reduced
+All four travel in one small integer tensor on the accelerator device, all-reduced
 with MAX (the capacity negated), so the cost is one collective per window rather than per
-step. A fourth number rides along when the caller gives one (a device scalar, reduced
+step. A fifth number rides along when the caller gives one (a device scalar, reduced
 with MAX into `extra`): the trainer's loss check (`melissa_trainer.core.loss_guard`), at no
 extra collective or sync. Every rank calls `agree` / `start` at the same windows, so no
 rank ever runs a collective that another skips.
@@ -60,17 +64,21 @@ class StopSync:
 
     def __init__(self, device: torch.device, num_processes: int) -> None:
         self.distributed = num_processes > 1 and dist.is_available() and dist.is_initialized()
-        self._flag = torch.zeros(5, dtype=torch.int64, device=device)
+        self._flag = torch.zeros(6, dtype=torch.int64, device=device)
         self._cuda = device.type == "cuda"
         # Host sides of the flag on CUDA: pinned, so that both copies are asynchronous
         # (from pageable memory, a "non-blocking" upload may wait for the stream).
         pin = self._cuda and torch.cuda.is_available()
-        self._send = torch.zeros(4, dtype=torch.int64, pin_memory=pin)
-        self._recv = torch.zeros(5, dtype=torch.int64, pin_memory=pin)
+        self._send = torch.zeros(5, dtype=torch.int64, pin_memory=pin)
+        self._recv = torch.zeros(6, dtype=torch.int64, pin_memory=pin)
         self._work: Any | None = None  # the started all-reduce (`start`), until `result`
         self._event: Any | None = None  # CUDA: recorded after the copy into `_recv`
         #: `start`'s arguments (what `result` returns undistributed), until `result`
-        self._pending: tuple[bool, int, int, bool, int] | None = None
+        self._pending: tuple[bool, int, int, bool, int, int] | None = None
+        #: this rank's save request for the next `start` (`request_save`: step + 1; 0: none)
+        self._save_asked = 0
+        #: the agreed save request not taken yet (`take_save_request`: step + 1; 0: none)
+        self._save_agreed = 0
         self.collectives = 0  # how many all-reduces were run (for tests and telemetry)
         #: the maximum over ranks of the last agreement's `extra` (None: none given)
         self.extra: int | None = None
@@ -82,6 +90,21 @@ class StopSync:
     def started(self) -> bool:
         """An agreement was `start`-ed and its `result` not read yet."""
         return self._pending is not None
+
+    def request_save(self, step: int) -> None:
+        """Ask every rank for a checkpoint: the request (`step`, this rank's step when it
+        asked) goes out with the next `start` and is read by every rank from the `result`
+        of that agreement on (`take_save_request`). Any rank may ask; the built-in policy
+        asks on rank 0 only, by its clock, so that the ranks' clocks never disagree."""
+        self._save_asked = max(self._save_asked, int(step) + 1)
+
+    def take_save_request(self) -> int | None:
+        """The step at which a rank asked for a checkpoint (the largest, if several),
+        agreed by the last `result` and not taken yet; None if none. The same on every
+        rank after the same `result`: take it at the same point on every rank (the first
+        step end after it), and save there."""
+        agreed, self._save_agreed = self._save_agreed, 0
+        return agreed - 1 if agreed else None
 
     def abandon(self) -> None:
         """Forget a `start`-ed agreement left unread (a `train()` that raised between
@@ -134,17 +157,19 @@ class StopSync:
             int(signum),
             extra is None,
             in_hand,
+            self._save_asked,
         )
+        send_save, self._save_asked = self._save_asked, 0
         if not self.distributed:
             return
         send = self._send
         send[0], send[1] = int(stop_requested), -int(batches_available)
-        send[2], send[3] = int(signum), in_hand
-        self._flag[:4].copy_(send, non_blocking=True)
+        send[2], send[3], send[4] = int(signum), in_hand, send_save
+        self._flag[:5].copy_(send, non_blocking=True)
         if extra is None:
-            self._flag[4:].zero_()
+            self._flag[5:].zero_()
         else:
-            self._flag[4:].copy_(extra.reshape(1))  # device to device: no sync
+            self._flag[5:].copy_(extra.reshape(1))  # device to device: no sync
         work = dist.all_reduce(self._flag, op=dist.ReduceOp.MAX, async_op=True)
         self.collectives += 1
         if self._cuda:
@@ -172,11 +197,12 @@ class StopSync:
         """
         if self._pending is None:
             raise RuntimeError("StopSync.result: no agreement was started")
-        stop, available, signum, no_extra, in_hand = self._pending
+        stop, available, signum, no_extra, in_hand, save = self._pending
         self._pending = None
         self.extra = None
         if not self.distributed:
             self.most = in_hand
+            self._save_agreed = max(self._save_agreed, save)
             return stop, available, signum
         if self._event is not None:
             self._event.synchronize()
@@ -186,9 +212,10 @@ class StopSync:
             self._work = None
             self._recv.copy_(self._flag)
         values = self._recv.tolist()  # host memory: no device sync
-        any_stop, neg_available, any_signum, most = values[:4]
+        any_stop, neg_available, any_signum, most, save = values[:5]
         self.most = int(most)
-        self.extra = None if no_extra else int(values[4])
+        self._save_agreed = max(self._save_agreed, int(save))
+        self.extra = None if no_extra else int(values[5])
         return bool(any_stop), -int(neg_available), int(any_signum)
 
 

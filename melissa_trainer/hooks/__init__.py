@@ -81,9 +81,9 @@ def default_hooks(args: TrainingArguments, has_eval: bool) -> list[Hook]:
     """The built-in hooks that `args` asks for, in the order they are called.
 
     The cadence (`FlowHook`: logs every `logging_steps`, validation every `eval_steps`
-    and at the end when there is an eval dataset, checkpoints every `save_steps` and
-    with `save_at_end`) always; console logs and the progress bar (the bar only on the
-    main process, unless `disable_progress_bar`); TensorBoard when
+    and at the end when there is an eval dataset, checkpoints every `save_steps`, every
+    `save_seconds` and with `save_at_end`) always; console logs and the progress bar (the
+    bar only on the main process, unless `disable_progress_bar`); TensorBoard when
     `report_to="tensorboard"`; early stopping when `early_stopping_patience` is set
     (with a UserWarning without `eval_steps`: `argument_checks.early_stopping_warning`);
     pseudo-epochs when `pseudo_epochs > 1`.
@@ -118,6 +118,7 @@ def default_hooks(args: TrainingArguments, has_eval: bool) -> list[Hook]:
             save_steps=args.save_steps,
             validate_at_end=has_eval,
             save_at_end=args.save_at_end,
+            save_seconds=args.save_seconds,
         ),
         ProgressHook(disable_bar=args.disable_progress_bar),
     ]

@@ -160,3 +160,24 @@ def test_a_startup_timeout_that_would_bound_nothing_is_refused(
         dataclasses.replace(LauncherTuning(), **tuning)  # type: ignore[arg-type]
     LauncherTuning(simulation_timeout=None, startup_timeout=None)  # (both: no bound)
     LauncherTuning(simulation_timeout=30, startup_timeout=30)  # (equal: allowed)
+
+
+def test_the_first_data_notice_names_the_bound_on_a_start_up() -> None:
+    """Rank 0's "no data yet" notice says which setting bounds the start-up (the
+    trial's said "LauncherTuning.simulation_timeout" only, with startup_timeout=60 set
+    and ignored)."""
+    from types import SimpleNamespace
+
+    from melissa_trainer.study.first_data import startup_allowance
+
+    def said(**tuning: object) -> str:
+        return startup_allowance(SimpleNamespace(tuning=LauncherTuning(**tuning)))  # type: ignore[arg-type]
+
+    unset = said(simulation_timeout=10)
+    assert "nothing for 10 s is killed as hung" in unset
+    assert "bounds the start-up too while startup_timeout is unset" in unset
+    user = said(simulation_timeout=10, startup_timeout=60)
+    assert "nothing for 60 s before its first message" in user
+    assert "max(simulation_timeout, startup_timeout)" in user
+    assert "startup_timeout=None" in said(simulation_timeout=10, startup_timeout=None)
+    assert "nothing for 600 s is killed" in said()  # "auto": as before

@@ -100,11 +100,12 @@ class StudyArgs:
                   "silence between two messages seen, if more). Raise it for solvers whose "
                   "steps take longer"},
     )  # fmt: skip
-    startup_timeout: float = field(
-        default=600.0,
-        metadata={"help": "with the derived timeout: seconds a solver may take to send its "
-                  "first message (imports, set-up, first step) before it is killed as hung "
-                  "(the stream waits at least as long for a first message)"},
+    startup_timeout: float | None = field(
+        default=None,
+        metadata={"help": "seconds a solver may take to send its first message (imports, "
+                  "set-up, first step) before it is killed as hung (the stream waits at "
+                  "least as long for a first message); default 600 with the derived "
+                  "timeout, --simulation_timeout's when that is given"},
     )  # fmt: skip
     bind: str = field(
         default="tcp://127.0.0.1:*",
@@ -138,7 +139,7 @@ class StudyArgs:
         ] + [
             f"{name}={getattr(self, name)} must be > 0 (seconds)"
             for name in ("silence_floor", "startup_timeout")
-            if not getattr(self, name) > 0
+            if getattr(self, name) is not None and not getattr(self, name) > 0
         ]
 
     def __post_init__(self) -> None:
@@ -265,7 +266,8 @@ def study_source(
         tuning=LauncherTuning(
             simulation_timeout=opts.simulation_timeout or "auto",
             silence_floor=opts.silence_floor,
-            startup_timeout=opts.startup_timeout,
+            # (unset: LauncherTuning's default, which a numeric timeout leaves out)
+            **({} if opts.startup_timeout is None else {"startup_timeout": opts.startup_timeout}),
         ),
         # numpy's BLAS threads would only fight over the cores the trainer uses
         env={"OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")},

@@ -65,7 +65,9 @@ _FIX = {
         "The C and Fortran clients have no worker mode (it needs the Python client's "
         "next_simulation()): each simulation's process pays it, so fewer, longer "
         "simulations (more time steps each) pay it less often, and a start-up longer "
-        "than LauncherTuning(startup_timeout=...) is killed as hung (see the guide's "
+        "than LauncherTuning(startup_timeout=...) is killed as hung (with a numeric "
+        "simulation_timeout, only if you set startup_timeout; unset, the timeout bounds "
+        "the start-up) (see the guide's "
         "'Stream from a C, C++ or Fortran solver' page, docs/how-to/compiled-solver.md);"
     ),
     None: (

@@ -9,8 +9,9 @@ alive is one of
 * a simulation not started by its scheduler yet (queued: Slurm's ``PENDING``), which
   the scheduler bounds (it starts the job, or ends it and the launcher sees the exit);
 * a simulation started and silent since its launch, within its start-up allowance
-  (`SilenceClock.bound` before a first message: ``max(startup_timeout, ...)`` or a
-  numeric `simulation_timeout`), which the launcher enforces: past it the job is killed
+  (`SilenceClock.bound` before a first message: ``max(startup_timeout, ...)``, a
+  numeric `simulation_timeout`, or the larger of it and a `startup_timeout` the user
+  set), which the launcher enforces: past it the job is killed
   as hung, and a restart gets a new allowance within `max_restarts`;
 * in worker mode, a worker that has not asked for a simulation yet, within that same
   allowance from its launch (no kill enforces it: past it the excuse ends and the

@@ -18,8 +18,16 @@ silence; `SilenceClock` leaves the third out:
 
 How long is too long (`LauncherTuning.simulation_timeout`):
 
-* a number: that many seconds of silence, from the attempt's start (start-up
-  included) and between two messages;
+* a number: that many seconds of silence between two messages, and before the
+  attempt's first message (and once its data is complete: its exit) as well, unless
+  the user set `startup_timeout`: then ``max(simulation_timeout, startup_timeout)``
+  there (`startup_timeout=None`: no bound there). Only a `startup_timeout` the user set
+  counts (`StartupDefault`): the default, 600 s, would lengthen to 10 minutes the
+  start-up kill of every study that set a numeric timeout of, say, 30 s to find a hung
+  start-up in 30 s; one the user set is an allowance they asked for (a trial's solver,
+  20 s to load its mesh, was killed at 10 s with `simulation_timeout=10,
+  startup_timeout=60`, and the report told them to raise the `startup_timeout` they had
+  set). Without a heartbeat no message is ever seen: all of an attempt is a start-up;
 * ``"auto"`` (the default, with a receiver's heartbeat): derived from what the study
   has seen. Once an attempt has sent its first message, ``max(silence_floor,
   silence_factor x`` the longest silence between two messages of any simulation so
@@ -47,10 +55,24 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["AUTO", "PAUSE_GAP", "SilenceClock", "Verdict"]
+__all__ = ["AUTO", "PAUSE_GAP", "STARTUP_DEFAULT", "SilenceClock", "StartupDefault", "Verdict"]
 
 #: `LauncherTuning.simulation_timeout` derived from what the study has seen
 AUTO = "auto"
+
+
+class StartupDefault(float):
+    """`LauncherTuning.startup_timeout` left at its default: a float equal to it (every
+    reader computes with it as before), told apart from the same number set by the user
+    by its type, which `dataclasses.replace` keeps (it passes the object on). The default
+    bounds a start-up under ``simulation_timeout="auto"`` only; a value the user set
+    bounds it under a numeric `simulation_timeout` too (module docstring)."""
+
+    __slots__ = ()
+
+
+#: the default of `LauncherTuning.startup_timeout` (`StartupDefault`)
+STARTUP_DEFAULT = StartupDefault(600.0)
 #: seconds between two ticks, at least, that mean the trainer's process was paused
 PAUSE_GAP = 2.0
 #: ... and at least this many poll intervals
@@ -72,7 +94,8 @@ class SilenceClock:
     Args:
         timeout: seconds, ``"auto"`` or None (`LauncherTuning.simulation_timeout`).
         floor, factor, startup: the derived bound's `silence_floor`,
-            `silence_factor` and `startup_timeout` (seconds; `startup` None: none).
+            `silence_factor` and `startup_timeout` (seconds; `startup` None: none; a
+            `StartupDefault`: the default, which a numeric `timeout` ignores).
         poll_interval: the launcher's seconds between ticks (a pause is a gap of
             `PAUSE_POLLS` of them and `PAUSE_GAP` s at least).
         heartbeat: whether the receivers report messages; without, silence is the
@@ -90,7 +113,10 @@ class SilenceClock:
         heartbeat: bool,
     ) -> None:
         self.timeout = None if timeout == AUTO and not heartbeat else timeout
-        self.floor, self.factor, self.startup = floor, factor, startup
+        self.floor, self.factor = floor, factor
+        #: whether the user set `startup` (a numeric `timeout` then honours it)
+        self.startup_set = not isinstance(startup, StartupDefault)
+        self.startup = None if startup is None else float(startup)
         self.pause_gap = max(PAUSE_GAP, PAUSE_POLLS * poll_interval)
         self._last: float | None = None  # the previous tick
         #: seconds of the trainer's pauses seen so far (for logs and tests)
@@ -133,7 +159,7 @@ class SilenceClock:
         if timeout is None:
             return None
         if timeout != AUTO:
-            return float(timeout), f"simulation_timeout={timeout}"
+            return self._fixed(float(timeout), sending, complete)
         if sending and not complete:
             # between two messages: what the study has seen of them, at least the floor
             # (none seen yet: the floor, never the start-up bound)
@@ -152,7 +178,30 @@ class SilenceClock:
         return value, (
             f"simulation_timeout='auto', {when}: "
             f"max(startup_timeout={self.startup}, silence_factor={self.factor} x the "
-            f"longest start-up seen, {self.longest_startup:.1f} s)"
+            f"longest start-up seen, {self.longest_startup:.1f} s); a slower start-up "
+            f"needs a larger startup_timeout"
+        )
+
+    def _fixed(self, timeout: float, sending: bool, complete: bool) -> tuple[float, str] | None:
+        """`bound` under a numeric `simulation_timeout` (module docstring)."""
+        rule = f"simulation_timeout={timeout}"
+        if sending and not complete:
+            return timeout, rule
+        if not self.startup_set:  # (the default startup_timeout: `StartupDefault`)
+            if sending:  # its exit, as before
+                return timeout, rule
+            return timeout, (
+                f"{rule}, before its first message: a numeric simulation_timeout bounds "
+                f"the start-up too while startup_timeout is unset; a slower start-up needs "
+                f"LauncherTuning(startup_timeout=...) (the start-up is then allowed "
+                f"max(simulation_timeout, startup_timeout)) or a larger simulation_timeout"
+            )
+        if self.startup is None:
+            return None
+        when = "after its last step, its data complete" if complete else "before its first message"
+        return max(timeout, self.startup), (
+            f"max(simulation_timeout={timeout}, startup_timeout={self.startup}), {when}; "
+            f"a slower start-up needs a larger startup_timeout"
         )
 
     def judge(self, silent: float, sending: bool, complete: bool = False) -> Verdict | None:

@@ -82,6 +82,8 @@ class SilenceWatch(FailurePolicy):
             )
             self.backend.kill(job.handle, self.settings.tuning.kill_grace)
             del self.jobs[name]
+            # (the study's report, if every attempt dies so, names this bound and its fix)
+            self.systematic.timeout_rule = verdict.rule
             self.job_killed(job, time.monotonic())
 
     def note_startups(self, now: float, beats: Mapping[int, int]) -> None:

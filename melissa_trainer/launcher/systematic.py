@@ -23,8 +23,10 @@ sets `attempts`; None turns the check off). The report blames what is at fault:
   (``field 'u' is float32 (47, 48) where the study's is float32 (48, 48)``), not the
   log of a process that was killed before it wrote anything;
 * a hang or a slow start-up, when every attempt was killed for its silence (code
-  ``"timeout"``, typically before its first message): the report names
-  `LauncherTuning.startup_timeout` beside running the command by hand;
+  ``"timeout"``, typically before its first message): the report names the bound that
+  killed the last of them and its fix (`timeout_rule`, `SilenceClock.bound`'s rule: a
+  numeric `simulation_timeout` bounds a start-up too while `startup_timeout` is unset)
+  beside running the command by hand;
 * otherwise the solver or its environment. Once any simulation has sent data, or one
 attempt failed differently, the solver demonstrably can run: the check is off for the
 rest of the study, and the ordinary failure policy decides.
@@ -167,6 +169,9 @@ class SystematicFailure:
         self.parameters = tuple(parameters)
         self._seen: list[_Attempt] = []
         self.off = attempts is None
+        #: the bound that killed the last attempt killed for its silence, with its fix
+        #: (`SilenceClock.bound`'s rule: set by the silence watch), None: none yet
+        self.timeout_rule: str | None = None
 
     def data_seen(self) -> None:
         """A simulation sent data: the solver can run; the check is off from now on."""
@@ -219,13 +224,11 @@ class SystematicFailure:
                 f"{head}each was killed as hung, silent past its timeout (exit code "
                 f"timeout), {attempt.quoted}. The solver hangs, or its start-up is "
                 f"slower than the launcher allows before a first message: run one "
-                f"simulation's command by hand and time it to its first send; a slow "
-                f"start-up needs a larger LauncherTuning(startup_timeout=...) (600 s by "
-                f"default; simulation_timeout when it is a number), and start again "
-                f"{check}. Only a Python solver (the Python client) can instead pay its "
-                f"start-up once per job, in worker mode (Launcher(..., worker=True), the "
-                f"solver looping on next_simulation()); the C and Fortran clients have no "
-                f"worker mode"
+                f"simulation's command by hand and time it to its first send; "
+                f"{self._startup_fix()}, and start again {check}. Only a Python solver "
+                f"(the Python client) can instead pay its start-up once per job, in "
+                f"worker mode (Launcher(..., worker=True), the solver looping on "
+                f"next_simulation()); the C and Fortran clients have no worker mode"
             )
         return (
             f"{head}exit code {code_text(attempt.code)}, {attempt.quoted}. The solver or its "
@@ -235,3 +238,13 @@ class SystematicFailure:
             f"that crashes at start-up for some parameters): then turn the check off, or "
             f"raise it, and narrow the parameters' bounds"
         )
+
+    def _startup_fix(self) -> str:
+        """What a slow start-up needs, as the bound that killed the last attempt says."""
+        if self.timeout_rule is None:
+            return (
+                "a slow start-up needs a larger LauncherTuning(startup_timeout=...) (with a "
+                "numeric simulation_timeout, that timeout bounds the start-up while "
+                "startup_timeout is unset)"
+            )
+        return f"the launcher's bound on the last attempt was {self.timeout_rule}"

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from melissa_trainer.common.checks import check_count
-from melissa_trainer.launcher.silence import AUTO
+from melissa_trainer.launcher.silence import AUTO, STARTUP_DEFAULT, StartupDefault
 from melissa_trainer.launcher.study_record import ON_FAILURE
 
 __all__ = ["LauncherTuning"]
@@ -47,15 +47,27 @@ class LauncherTuning:
             is found in 2 minutes by default), and before its first message (or once
             its data is complete: its exit) ``max(startup_timeout, silence_factor x the
             longest start-up seen)``; never
-            without a heartbeat (a launcher outside a `Study`). None: never.
+            without a heartbeat (a launcher outside a `Study`). A number: that many
+            seconds, between two messages and, unless you set `startup_timeout`, before
+            the first message too (and once its data is complete); with
+            `startup_timeout` set, ``max(simulation_timeout, startup_timeout)`` there.
+            Without a heartbeat no message is seen: the whole attempt is its start-up.
+            None: never.
         silence_floor: the least ``"auto"`` timeout between two messages; default 120 s.
             A solver whose messages come further apart (a step of more than 2 minutes)
             needs a higher floor: its first such silence is taken for a hang.
         silence_factor: how many times the longest silence seen ``"auto"`` allows;
             default 10.
-        startup_timeout: ``"auto"``'s least allowance before a simulation's first
-            message (imports, set-up, its first step); default 600 s, the stream's
-            `stall_timeout`. None: no bound before the first message. Under a `Study`
+        startup_timeout: the allowance before a simulation's first message (imports,
+            set-up, its first step): with ``"auto"``, the least one (default 600 s, the
+            stream's `stall_timeout`); with a numeric `simulation_timeout`, only when
+            you set it (then ``max(simulation_timeout, startup_timeout)``: a value below
+            `simulation_timeout` is refused, it would change nothing). The default is
+            told from a value you set (`silence.StartupDefault`) because honouring it
+            would have every numeric `simulation_timeout` wait 600 s for a hung
+            start-up; unset, the numeric timeout bounds the start-up as it always did.
+            None: no bound before the first message (refused with
+            ``simulation_timeout=None``, which bounds nothing). Under a `Study`
             the stream's `ReceiverConfig.stall_timeout` needs no raising with it: the
             stall watchdog waits while every job is within this allowance or queued
             (`melissa_trainer.launcher.expected_silence`). With None, a start-up
@@ -99,7 +111,7 @@ class LauncherTuning:
     kill_grace: float = 5.0
     silence_floor: float = 120.0
     silence_factor: float = 10.0
-    startup_timeout: float | None = 600.0
+    startup_timeout: float | None = STARTUP_DEFAULT
     systematic_failures: int | None = 4
 
     def __post_init__(self) -> None:
@@ -128,8 +140,11 @@ class LauncherTuning:
                 f"longest silence seen), not {self.silence_factor!r}"
             )
         object.__setattr__(self, "silence_factor", float(self.silence_factor))
-        if self.startup_timeout is not None:
+        if self.startup_timeout is not None and not isinstance(
+            self.startup_timeout, StartupDefault
+        ):
             self._seconds("startup_timeout", positive=True, none="or None for no bound")
+            self._check_startup(self.startup_timeout)
         if self.systematic_failures is not None:
             check_count(
                 "LauncherTuning.systematic_failures",
@@ -139,6 +154,43 @@ class LauncherTuning:
             )
         self._seconds("poll_interval", positive=True)
         self._seconds("kill_grace", positive=False)
+
+    @property
+    def startup_set(self) -> bool:
+        """Whether `startup_timeout` was set by the user (not left at its default)."""
+        return not isinstance(self.startup_timeout, StartupDefault)
+
+    def startup_allowance(self) -> float | None:
+        """The seconds a simulation may send nothing before its first message, as set
+        (``"auto"`` may allow more, from the start-ups it has seen); None: no bound."""
+        timeout = self.simulation_timeout
+        if timeout is None:
+            return None
+        if timeout == AUTO:
+            return self.startup_timeout
+        assert isinstance(timeout, float)
+        if not self.startup_set:
+            return timeout
+        return None if self.startup_timeout is None else max(timeout, self.startup_timeout)
+
+    def _check_startup(self, startup: float) -> None:
+        """Refuse a `startup_timeout` set by the user that would bound nothing."""
+        timeout = self.simulation_timeout
+        if timeout is None:
+            raise ValueError(
+                f"LauncherTuning.startup_timeout={startup} bounds nothing with "
+                f"simulation_timeout=None (no simulation is ever killed for its silence): "
+                f"set simulation_timeout='auto' or a number of seconds to bound the "
+                f"start-up, or leave startup_timeout unset"
+            )
+        if timeout != AUTO and startup < float(timeout):
+            raise ValueError(
+                f"LauncherTuning.startup_timeout={startup} is below simulation_timeout="
+                f"{timeout}: the start-up is allowed max(simulation_timeout, "
+                f"startup_timeout), so it would change nothing; set startup_timeout above "
+                f"simulation_timeout for a slower start-up, or leave it unset (the numeric "
+                f"simulation_timeout then bounds the start-up too)"
+            )
 
     def _seconds(self, name: str, *, positive: bool, none: str = "") -> None:
         """Check a duration field and store it as a float (the dataclass is frozen)."""

@@ -42,9 +42,20 @@ def startup_allowance(launcher: Launcher) -> str:
     if timeout is None:
         return "no simulation is killed for its silence (simulation_timeout=None)"
     if timeout != AUTO:
+        allowance = tuning.startup_allowance()
+        if allowance is None:  # (startup_timeout=None, set)
+            return "no simulation is killed before its first message (startup_timeout=None)"
+        if not tuning.startup_set:
+            return (
+                f"a simulation that sends nothing for {float(timeout):g} s is killed as hung "
+                f"(LauncherTuning.simulation_timeout, which bounds the start-up too while "
+                f"startup_timeout is unset: set startup_timeout for a slower start-up)"
+            )
         return (
-            f"a simulation that sends nothing for {float(timeout):g} s is killed as hung "
-            f"(LauncherTuning.simulation_timeout)"
+            f"a simulation that sends nothing for {allowance:g} s before its first "
+            f"message is killed as hung and restarted (max(simulation_timeout, "
+            f"startup_timeout)): raise LauncherTuning(startup_timeout=...) for a slower "
+            f"start-up"
         )
     if tuning.startup_timeout is None:
         return "no simulation is killed before its first message (startup_timeout=None)"

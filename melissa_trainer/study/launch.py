@@ -14,7 +14,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from melissa_trainer.launcher.silence import AUTO
 from melissa_trainer.launcher.tuning import LauncherTuning
 from melissa_trainer.stream.control import send_abandon
 from melissa_trainer.stream.endpoints import fetch_rendezvous
@@ -71,12 +70,11 @@ def receiver_notices(
 
 def other_rank_excuse(tuning: LauncherTuning) -> SilenceExcuse | None:
     """A rank other than 0's answer to its stall watchdog: a silence of at most the
-    launcher's start-up allowance (``startup_timeout`` under ``simulation_timeout=
-    "auto"``, else a numeric ``simulation_timeout``) is explained, since rank 0's
+    launcher's start-up allowance (`LauncherTuning.startup_allowance`) is explained,
+    since rank 0's
     launcher kills a solver silent that long; None when the allowance is unbounded
     (the watchdog applies as before: rank 0 alone knows of queued jobs)."""
-    timeout = tuning.simulation_timeout
-    allowance = tuning.startup_timeout if timeout == AUTO else timeout
+    allowance = tuning.startup_allowance()
     if allowance is None:
         return None
     seconds = float(allowance)

@@ -1,16 +1,26 @@
 """`SilenceClock`'s bound once an attempt's data is complete: its exit, bounded as a
-start-up is, not as a silence between two messages (`melissa_trainer.launcher.silence`)."""
+start-up is, not as a silence between two messages; and before its first message under
+a numeric `simulation_timeout`: the `startup_timeout` the user set is honoured
+(`melissa_trainer.launcher.silence`; `test_startup_allowance.py` runs real solvers)."""
 
 from __future__ import annotations
 
+import dataclasses
+import pickle
 from pathlib import Path
 
+import pytest
+
+from melissa_trainer.launcher import LauncherTuning
 from melissa_trainer.launcher.expected_silence import explain_silence
 from melissa_trainer.launcher.jobs import RunningJob
-from melissa_trainer.launcher.silence import SilenceClock
+from melissa_trainer.launcher.silence import STARTUP_DEFAULT, SilenceClock
+from melissa_trainer.study.launch import other_rank_excuse
 
 
-def clock(timeout: float | str | None = "auto", startup: float | None = 600.0) -> SilenceClock:
+def clock(
+    timeout: float | str | None = "auto", startup: float | None = STARTUP_DEFAULT
+) -> SilenceClock:
     return SilenceClock(
         timeout, floor=1.0, factor=10.0, startup=startup, poll_interval=0.05, heartbeat=True
     )
@@ -54,3 +64,120 @@ def test_the_stream_waiting_for_simulations_ending_is_explained_within_their_all
     assert explain_silence({"a": job(10.5, complete=True)}, c, lambda h: True, {}, 0.0) is None
     assert explain_silence({"a": job(0.5, complete=False)}, c, lambda h: True, {}, 0.0) is None
     assert RunningJob(handle=0, simulation_id=0, log_path=Path("x.log")).complete is False  # type: ignore[arg-type]
+
+
+def test_a_numeric_timeout_bounds_the_start_up_while_startup_timeout_is_unset() -> None:
+    """Left at its default, `startup_timeout` changes nothing under a numeric timeout
+    (the default, 600 s, would have every such study wait 10 minutes for a hung
+    start-up): the bound is the timeout everywhere, and before a first message the rule
+    says so and names both fixes."""
+    c = clock(10.0)
+    start = c.bound(sending=False)
+    assert start is not None and start[0] == 10.0
+    assert "simulation_timeout=10.0, before its first message" in start[1]
+    assert "bounds the start-up too while startup_timeout is unset" in start[1]
+    assert "LauncherTuning(startup_timeout=...)" in start[1]
+    assert "or a larger simulation_timeout" in start[1]
+    assert c.bound(sending=True) == (10.0, "simulation_timeout=10.0")
+    assert c.bound(sending=True, complete=True) == (10.0, "simulation_timeout=10.0")
+
+
+def test_a_startup_timeout_the_user_set_bounds_the_start_up_under_a_numeric_timeout() -> None:
+    """The trial's setting: simulation_timeout=10, startup_timeout=60. Before a first
+    message (and once the data is complete: the exit) the bound is the larger; between
+    two messages the timeout alone. The user's None: no bound before a first message."""
+    c = clock(10.0, startup=60.0)
+    start = c.bound(sending=False)
+    assert start is not None and start[0] == 60.0
+    assert start[1].startswith("max(simulation_timeout=10.0, startup_timeout=60.0), before")
+    assert "a slower start-up needs a larger startup_timeout" in start[1]
+    assert c.judge(15.0, sending=False) is None  # the trial's mesh load: survives
+    verdict = c.judge(61.0, sending=False)
+    assert verdict is not None and verdict.timeout == 60.0
+    assert c.bound(sending=True) == (10.0, "simulation_timeout=10.0")
+    ending = c.bound(sending=True, complete=True)
+    assert ending is not None and ending[0] == 60.0 and "its data complete" in ending[1]
+    assert clock(600.0, startup=600.0).bound(sending=False) is not None  # (600 set: max)
+    unbounded = clock(10.0, startup=None)
+    assert unbounded.bound(sending=False) is None
+    assert unbounded.bound(sending=True) == (10.0, "simulation_timeout=10.0")
+
+
+def test_auto_is_unchanged_whether_startup_timeout_was_set_or_not() -> None:
+    for startup in (STARTUP_DEFAULT, 600.0):
+        c = clock(startup=startup)
+        c.heard(100.0, first=True)
+        start = c.bound(sending=False)
+        assert start is not None and start[0] == 1000.0  # silence_factor x the longest
+        assert start[1].startswith("simulation_timeout='auto', before its first message")
+        between = c.bound(sending=True)
+        assert between is not None and between[0] == 1.0  # (silence_floor)
+
+
+def test_launcher_tuning_tells_a_startup_timeout_set_from_its_default() -> None:
+    """The default is a `StartupDefault` (600.0, equal to it); `dataclasses.replace` and
+    pickling keep it so; `startup_allowance` is the start-up bound as set, which the
+    other ranks' stall watchdogs use."""
+    unset = LauncherTuning(simulation_timeout=10)
+    assert unset.startup_timeout == 600.0 and not unset.startup_set
+    assert unset.startup_allowance() == 10.0
+    assert not dataclasses.replace(unset, max_restarts=0).startup_set
+    assert not pickle.loads(pickle.dumps(unset)).startup_set
+    user = LauncherTuning(simulation_timeout=10, startup_timeout=60)
+    assert user.startup_set and user.startup_allowance() == 60.0
+    assert isinstance(user.startup_timeout, float) and user.startup_timeout == 60.0
+    assert LauncherTuning(simulation_timeout=10, startup_timeout=None).startup_allowance() is None
+    assert LauncherTuning().startup_allowance() == 600.0  # "auto": its least
+    assert LauncherTuning(simulation_timeout=None).startup_allowance() is None
+    excuse = other_rank_excuse(user)
+    assert excuse is not None and excuse(59.0) is not None and excuse(61.0) is None
+
+
+@pytest.mark.parametrize(
+    ("tuning", "match"),
+    [
+        (
+            {"simulation_timeout": None, "startup_timeout": 60},
+            r"^LauncherTuning.startup_timeout=60.0 bounds nothing with simulation_timeout="
+            r"None .* set simulation_timeout='auto' or a number of seconds",
+        ),
+        (
+            {"simulation_timeout": 30, "startup_timeout": 10},
+            r"^LauncherTuning.startup_timeout=10.0 is below simulation_timeout=30.0: .* set "
+            r"startup_timeout above simulation_timeout .*, or leave it unset",
+        ),
+    ],
+)
+def test_a_startup_timeout_that_would_bound_nothing_is_refused(
+    tuning: dict[str, object], match: str
+) -> None:
+    """A setting that cannot do what it says fails when made (and by `replace`), naming
+    the field and the fix: with no timeout nothing is killed, and below a numeric
+    timeout the start-up is allowed the timeout anyway."""
+    with pytest.raises(ValueError, match=match):
+        LauncherTuning(**tuning)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=match):
+        dataclasses.replace(LauncherTuning(), **tuning)  # type: ignore[arg-type]
+    LauncherTuning(simulation_timeout=None, startup_timeout=None)  # (both: no bound)
+    LauncherTuning(simulation_timeout=30, startup_timeout=30)  # (equal: allowed)
+
+
+def test_the_first_data_notice_names_the_bound_on_a_start_up() -> None:
+    """Rank 0's "no data yet" notice says which setting bounds the start-up (the
+    trial's said "LauncherTuning.simulation_timeout" only, with startup_timeout=60 set
+    and ignored)."""
+    from types import SimpleNamespace
+
+    from melissa_trainer.study.first_data import startup_allowance
+
+    def said(**tuning: object) -> str:
+        return startup_allowance(SimpleNamespace(tuning=LauncherTuning(**tuning)))  # type: ignore[arg-type]
+
+    unset = said(simulation_timeout=10)
+    assert "nothing for 10 s is killed as hung" in unset
+    assert "bounds the start-up too while startup_timeout is unset" in unset
+    user = said(simulation_timeout=10, startup_timeout=60)
+    assert "nothing for 60 s before its first message" in user
+    assert "max(simulation_timeout, startup_timeout)" in user
+    assert "startup_timeout=None" in said(simulation_timeout=10, startup_timeout=None)
+    assert "nothing for 600 s is killed" in said()  # "auto": as before

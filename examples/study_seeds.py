@@ -1,7 +1,8 @@
 """``--seeds``, for the study examples: the whole study run once per seed, each in a
 process of its own, and the spread of its figure over the seeds (what one run's figure
-is worth), and each seed's worst held-out simulation where the example reports it. Part of `study_common` (which re-exports `run_seeds` and
-`run_seeds_if_asked`): an example imports them from there.
+is worth), and each seed's worst held-out simulation where the example reports it. Part
+of `study_common` (which re-exports `run_seeds` and `run_seeds_if_asked`): an example
+imports them from there.
 """
 
 from __future__ import annotations

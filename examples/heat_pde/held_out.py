@@ -48,7 +48,6 @@ def judging_hint(sampler: str, seed: int, num_simulations: int) -> str:
         f"--seeds 3 --output_dir outputs/ab-{sampler}\n"
         f"    python examples/heat_pde/train.py --sampler lhs{size} --seed {seed} "
         "--seeds 3 --output_dir outputs/ab-lhs\n"
-        "  (docs/concepts/study.md#your-own-ab; a benchmark of Breed's worst cases: "
-        "docs/measured.md#the-examples-breed-judged-on-the-worst-cases-and-what-the-"
-        "examples-adaptive-samplers-adapt)"
+        "  (docs/concepts/study.md, \"The heat example's A/B\"; Breed's worst cases "
+        'measured: docs/measured.md, "The examples\' Breed judged on the worst cases")'
     )

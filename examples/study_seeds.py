@@ -1,7 +1,8 @@
 """``--seeds``, for the study examples: the whole study run once per seed, each in a
 process of its own, and the spread of its figure over the seeds (what one run's figure
-is worth). Part of `study_common` (which re-exports `run_seeds` and
-`run_seeds_if_asked`): an example imports them from there.
+is worth), and each seed's worst held-out simulation where the example reports it. Part
+of `study_common` (which re-exports `run_seeds` and `run_seeds_if_asked`): an example
+imports them from there.
 """
 
 from __future__ import annotations
@@ -24,6 +25,10 @@ class SeedsOptions(Protocol):
     seeds: int
     json: bool
 
+
+#: the summary's key for the largest held-out simulation's error, reported beside the
+#: metric for each seed when the example has it (an A/B of samplers compares it per seed)
+WORST = "val_mse_max"
 
 #: flags a run of `run_seeds` sets for each seed itself (with their value, if any)
 _PER_SEED_FLAGS = {"--seeds": True, "--seed": True, "--output_dir": True, "--json": False,
@@ -52,7 +57,9 @@ def run_seeds(
     """The study `script` run once per seed (``--seeds``), each in its own process and
     ``output_dir/seed-S``, one after the other; prints each seed's `metric` and its
     spread, and returns ``{"seeds": [...], "median", "min", "max", "spread"}`` (spread:
-    max / min). A failed seed ends the program with its exit status.
+    max / min; a seed's entry also has ``val_mse_max``, its worst held-out simulation's
+    error, and its line prints it, when its summary has one). A failed seed ends the
+    program with its exit status.
 
     Each run gets ``--seed S --output_dir ... --json`` (and `argv` without those, nor
     ``--seeds`` or a plot flag); `plots`: `script` has a ``--plot`` flag, turned off in
@@ -74,8 +81,13 @@ def run_seeds(
             sys.stdout.write(done.stdout)
             raise SystemExit(f"seed {seed} failed (exit status {done.returncode}): {out}")
         summary = json.loads([ln for ln in done.stdout.splitlines() if ln.startswith("{")][-1])
-        runs.append({"seed": seed, metric: summary[metric], "output_dir": str(out)})
-        print(f"seed {seed}: {metric} {summary[metric]:.4g}", flush=True)
+        run = {"seed": seed, metric: summary[metric], "output_dir": str(out)}
+        worst = summary.get(WORST)  # (an example whose summary has the held-out tails)
+        if worst is not None:
+            run[WORST] = worst
+        runs.append(run)
+        tail = "" if worst is None else f", worst held-out simulation {worst:.4g}"
+        print(f"seed {seed}: {metric} {summary[metric]:.4g}{tail}", flush=True)
     values = [run[metric] for run in runs]
     report = {
         "seeds": runs,

@@ -16,6 +16,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 from helpers import live, permission_bits_bite, processes_with, run_group
 
@@ -25,15 +26,16 @@ pytestmark = [
 ]
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "heat_pde" / "train.py"
-SIMULATIONS, STEPS = 16, 20
+SIMULATIONS, STEPS, VALIDATION = 16, 20, 4
 TINY = [
     "--num_simulations", str(SIMULATIONS), "--time_steps", str(STEPS), "--grid_size", "10",
-    "--job_limit", "2", "--num_validation", "4", "--hidden", "64", "--learning_rate", "3e-3",
-    "--buffer_size", "400", "--watermark", "60", "--batch_size", "16",
+    "--job_limit", "2", "--num_validation", str(VALIDATION), "--hidden", "64",
+    "--learning_rate", "3e-3", "--buffer_size", "400", "--watermark", "60", "--batch_size", "16",
     "--sample_to_insert_ratio", "20", "--eval_steps", "none", "--logging_steps", "100",
     "--disable_progress_bar", "--json",
 ]  # fmt: skip
-KEYS = {"val_mse", "val_mse_p99", "val_mse_max", "mean_field_mse", "wall_seconds",
+KEYS = {"val_mse", "val_mse_p99", "val_mse_max", "val_simulations", "val_mse_per_simulation",
+        "mean_field_mse", "wall_seconds",
         "simulation_seconds", "training_seconds",
         "sequential_seconds", "samples_seen", "samples_received", "steps",
         "simulations_finished", "study", "plot", "samples_refused_nonfinite"}  # fmt: skip
@@ -59,8 +61,15 @@ def summary_of(proc: subprocess.CompletedProcess[str]) -> dict:
 
 def check_run(summary: dict, out: Path) -> None:
     assert summary["val_mse"] < 0.5 * summary["mean_field_mse"]
-    # the tails of the 4 held-out simulations (equal sizes: val_mse is their mean)
+    # the tails of the 4 held-out simulations (equal sizes: val_mse is their mean), said
+    # with their count; the example's own per-simulation errors (its model run on the
+    # set) against the trainer's validation, computed apart
     assert summary["val_mse"] <= summary["val_mse_p99"] <= summary["val_mse_max"]
+    errors = np.array(summary["val_mse_per_simulation"])
+    assert summary["val_simulations"] == len(errors) == VALIDATION
+    assert errors.max() == pytest.approx(summary["val_mse_max"], rel=1e-4)
+    assert np.percentile(errors, 99) == pytest.approx(summary["val_mse_p99"], rel=1e-4)
+    assert errors.mean() == pytest.approx(summary["val_mse"], rel=1e-4)
     study = summary["study"]
     assert study["failed"] == study["restarts"] == study["redraws"] == study["abandoned"] == 0
     # the stream ended: the source let the simulations exit before stopping the launcher
@@ -90,6 +99,8 @@ def test_heat_example_streams_from_launched_solvers_and_beats_the_mean_field(
     check_run(summary, out)
     assert summary["sampler"] is None  # a fixed design (LHS): nothing observed
     assert "overlap:" in proc.stdout and "validation MSE" in proc.stdout
+    assert f"per held-out simulation (of {VALIDATION}," in proc.stdout
+    assert "judging --sampler" not in proc.stdout  # (said to adaptive runs only)
     assert len(list((out / "study" / "logs").glob("*.log"))) >= SIMULATIONS  # one per job
 
 
@@ -115,6 +126,9 @@ def test_heat_example_samples_with_the_density_sampler(tmp_path: Path) -> None:
     assert said.count("adaptive sampler: of") == 1 and "density: of" not in said, said
     (line,) = [x for x in said.splitlines() if f"adaptive sampler: of {SIMULATIONS} draws" in x]
     assert "of them by its last draw" in line and "(the last 100 kept)" in line, line
+    # how to judge it: the A/B against the plain design on the same seeds
+    assert "judging --sampler density" in proc.stdout
+    assert f"--sampler lhs --num_simulations {SIMULATIONS} --seed 42 --seeds 3" in proc.stdout
 
 
 @pytest.mark.e2e
@@ -563,5 +577,12 @@ def test_seeds_runs_the_study_once_per_seed_and_reports_the_spread(tmp_path: Pat
             "checkpoint-*/training_args.json")).read_text())  # fmt: skip
         assert saved["seed"] == run["seed"]
     assert report["min"] == min(values) and report["max"] == max(values)
+    for run in report["seeds"]:  # each seed's worst held-out simulation, for an A/B
+        # (of 1 held-out simulation: its error, the mean's up to rounding)
+        assert run["val_mse_max"] == pytest.approx(run["val_mse"], rel=1e-5)
+        assert (
+            f"seed {run['seed']}: val_mse {run['val_mse']:.4g}, worst held-out "
+            f"simulation {run['val_mse_max']:.4g}" in proc.stdout
+        )
     assert report["spread"] == pytest.approx(max(values) / min(values))
     assert "over 2 seeds (3..4)" in proc.stdout and "max/min" in proc.stdout

@@ -43,8 +43,6 @@ from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import Any, Protocol
 
-from melissa_trainer import wire as protocol
-from melissa_trainer.client.admission import SimulationRefused, confirm_admitted
 from melissa_trainer.client.config import launched
 from melissa_trainer.stream.endpoints import fetch_rendezvous
 from melissa_trainer.wire import FieldSpec
@@ -145,6 +143,10 @@ class AdmissionWatch:
             self._thread.join()
 
     def _run(self) -> None:
+        # (imported here, by the watch's thread: a client's import and start-up do not
+        # pay for the follow socket's messages, `tests/client/test_client.py`)
+        from melissa_trainer.client.admission import SimulationRefused
+
         try:
             self.admitted = self._ask()
         except SimulationRefused as exc:
@@ -171,6 +173,8 @@ class AdmissionWatch:
             self.ended.set()
 
     def _ask(self) -> bool | None:
+        from melissa_trainer.client.admission import confirm_admitted
+
         try:
             entries = fetch_rendezvous(self._rendezvous, timeout=0.0)
         except (TimeoutError, OSError):
@@ -192,9 +196,11 @@ class AdmissionWatch:
 def _answers_admission(entry: dict[str, Any]) -> bool:
     """Whether a rendezvous entry's follow socket answers ADMISSION_QUERY (one that
     lists no ``follow_kinds`` is asked, as the close asks it)."""
+    from melissa_trainer.wire.admission import ADMISSION_QUERY
+
     kinds = entry.get("follow_kinds")
     return bool(entry.get("follow_endpoint")) and (
-        not isinstance(kinds, list) or protocol.ADMISSION_QUERY in kinds
+        not isinstance(kinds, list) or ADMISSION_QUERY in kinds
     )
 
 

@@ -151,10 +151,7 @@ class AdmissionWatch:
             self.admitted = self._ask()
         except SimulationRefused as exc:
             self.admitted = False
-            why = (
-                f"{exc}. Learnt while it ran (at its HELLO): this send, and every later "
-                f"one, raises this and sends nothing"
-            )
+            why = f"{exc}. Told while it ran: every send from now on raises this, and sends nothing"
             self._refused(why)
             from melissa_trainer.client.closing import client_logger
 

@@ -17,7 +17,8 @@ never by a send, which does not wait for it). Nothing changes where no decided a
 comes: no follow socket in the rendezvous (an older trainer), a follow socket that does
 not list ADMISSION_QUERY in ``follow_kinds``, endpoints given directly, a receiver busy
 for longer than `WATCH_TIMEOUT` (its HELLO not processed yet), or a silent one: the close
-asks as before.
+asks as before. The watch asks the run the client first streamed to: a client that
+follows a restarted trainer (`following`) is not asked again before its close.
 
 A refusal is trusted only when its reason is one this client's HELLO would get
 (`describes`): a schema or parameters difference consistent with the fields and

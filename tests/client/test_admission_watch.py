@@ -104,7 +104,7 @@ def test_a_refusal_of_an_earlier_attempt_that_declared_otherwise_is_not_trusted(
         assert right._watch.admitted is True
 
 
-@pytest.mark.parametrize("how", ["endpoints", "no_follow_socket"])
+@pytest.mark.parametrize("how", ["endpoints", "no_follow_socket", "launched"])
 def test_where_nothing_can_be_asked_nothing_changes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
 ) -> None:
@@ -114,6 +114,9 @@ def test_where_nothing_can_be_asked_nothing_changes(
         entry = json.loads((served / "rank_0.json").read_text())
         if how == "endpoints":  # (given directly: no rendezvous, no follow socket known)
             monkeypatch.setenv("MELISSA_TRAINER_ENDPOINTS", entry["endpoint"])
+        elif how == "launched":  # (the study records its refusal: its close asks nothing)
+            external(monkeypatch, served)
+            monkeypatch.setenv("MELISSA_TRAINER_ATTEMPT", "0")
         else:  # (an older trainer's rendezvous file)
             external(monkeypatch, read)
             older = {k: v for k, v in entry.items() if not k.startswith("follow_")}

@@ -19,18 +19,19 @@ admission could not be confirmed, when a receiver was asked and did not say).
 A receiver that answers the close receipt (RECEIPT_QUERY, section 17b: its rendezvous
 file lists 13 in ``follow_kinds``) is asked that instead, which carries the admission
 and whether the BYE is in (`melissa_trainer.client.confirm`); this question is for older
-receivers.
+receivers. The same question, asked while the simulation runs, is `admission_watch`'s.
 
-Not thread-safe: the closing thread. Sockets of a context of its own, ended before it
-returns.
+Not thread-safe: one thread per call (the closing thread, or the watch's own). Sockets
+of a context of its own, ended before it returns.
 """
 
 from __future__ import annotations
 
 import itertools
+import threading
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import zmq
@@ -43,6 +44,8 @@ __all__ = ["ADMISSION_TIMEOUT", "SimulationRefused", "check_admission", "confirm
 
 #: seconds a closing client waits for each receiver to say accepted or refused
 ADMISSION_TIMEOUT = 10.0
+#: seconds a reply is waited for between two looks at `stop` (a watch, `admission_watch`)
+STOP_SLICE = 0.02
 _request_ids = itertools.count(1)
 
 
@@ -90,12 +93,15 @@ def confirm_admitted(
     simulation_id: int,
     rejected: Counter[str],
     timeout: float = ADMISSION_TIMEOUT,
+    trusted: Callable[[str], bool] | None = None,
+    stop: threading.Event | None = None,
 ) -> bool | None:
     """Ask each receiver of `entries` (the rendezvous, in rank order) whether it took
     `simulation_id`; True if every one said accepted, None if they cannot be asked
     (`entries` name other `endpoints`, or a receiver names no follow socket), False if
-    one did not say within `timeout` seconds (the caller warns). Malformed replies are
-    counted in `rejected` by reason and ignored.
+    one did not say within `timeout` seconds (the caller warns), or `stop` was set.
+    Malformed replies are counted in `rejected` by reason and ignored. With `trusted`,
+    a refusal whose reason it does not trust is taken as unknown (asked again).
 
     Raises:
         SimulationRefused: a receiver refused the simulation's HELLO.
@@ -108,7 +114,7 @@ def confirm_admitted(
     try:
         for rank, (entry, endpoint) in enumerate(zip(entries, follow, strict=True)):
             reply = _ask(context, str(endpoint), entry, simulation_id, rank, len(entries),
-                         deadline, rejected)  # fmt: skip
+                         deadline, rejected, trusted, stop)  # fmt: skip
             if reply is None:
                 return False
             if reply.status == protocol.ADMISSION_REFUSED:
@@ -141,9 +147,12 @@ def _ask(
     world: int,
     deadline: float,
     rejected: Counter[str],
+    trusted: Callable[[str], bool] | None = None,
+    stop: threading.Event | None = None,
 ) -> AdmissionReply | None:
-    """Receiver `rank`'s decided ADMISSION (accepted or refused), asking again while it
-    says unknown; None at `deadline`."""
+    """Receiver `rank`'s decided ADMISSION (accepted, or refused for a reason `trusted`
+    trusts), asking again while it says unknown; None at `deadline`, or once `stop` is
+    set."""
     sock = context.socket(zmq.DEALER)
     try:
         sock.setsockopt(zmq.LINGER, 0)
@@ -153,18 +162,29 @@ def _ask(
             sock.curve_publickey, sock.curve_secretkey = zmq.curve_keypair()
         sock.connect(endpoint)
         pause = 0.01
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and not (stop is not None and stop.is_set()):
             request_id = next(_request_ids)
             sock.send(protocol.encode_admission_query(simulation_id, request_id))
-            reply = _reply(sock, simulation_id, request_id, rank, world, deadline, rejected)
-            if reply is not None and reply.status != protocol.ADMISSION_UNKNOWN:
+            reply = _reply(sock, simulation_id, request_id, rank, world, deadline, rejected,
+                           stop)  # fmt: skip
+            if reply is not None and _decided(reply, trusted):
                 return reply
             if reply is not None:  # (its HELLO not processed yet: ask again, later)
-                time.sleep(min(pause, max(deadline - time.monotonic(), 0)))
+                wait = min(pause, max(deadline - time.monotonic(), 0))
+                if stop is None:
+                    time.sleep(wait)
+                elif stop.wait(wait):
+                    return None
                 pause = min(pause * 2, 0.5)
         return None
     finally:
         sock.close(linger=0)
+
+
+def _decided(reply: AdmissionReply, trusted: Callable[[str], bool] | None) -> bool:
+    if reply.status == protocol.ADMISSION_REFUSED:
+        return trusted is None or trusted(reply.reason)
+    return reply.status != protocol.ADMISSION_UNKNOWN
 
 
 def _reply(
@@ -175,10 +195,18 @@ def _reply(
     world: int,
     deadline: float,
     rejected: Counter[str],
+    stop: threading.Event | None = None,
 ) -> AdmissionReply | None:
-    """The valid ADMISSION answering `request_id`, or None at `deadline`."""
+    """The valid ADMISSION answering `request_id`, or None at `deadline` (or within
+    `STOP_SLICE` seconds of `stop` being set)."""
     while (left := deadline - time.monotonic()) > 0:
+        if stop is not None:  # (polled in slices: a stopped watch ends soon)
+            if stop.is_set():
+                return None
+            left = min(left, STOP_SLICE)
         if not sock.poll(int(left * 1000) + 1):
+            if stop is not None:
+                continue
             return None
         frames = sock.recv_multipart()
         try:

@@ -43,6 +43,7 @@ import numpy as np
 import zmq
 
 from melissa_trainer import wire as protocol
+from melissa_trainer.client.admission_watch import AdmissionWatch
 from melissa_trainer.client.asking import Asking
 from melissa_trainer.client.config import (
     check_parameters,
@@ -222,6 +223,7 @@ class Client(Sending):
         except BaseException:
             self._closed = True
             raise
+        self._watch = AdmissionWatch.after_hello(self)  # (a refusal, told at a send)
 
     def _hello(self) -> bytes:
         return protocol.encode_hello(  # "python": worker mode is this client's (advice)
@@ -332,6 +334,7 @@ class Client(Sending):
         if self._closed:
             return
         self._closed = True
+        self._watch.stop()
         self._asking.close()
         if self._following is None or not bye:
             self._transport.close(bye)

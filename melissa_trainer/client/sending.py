@@ -39,6 +39,8 @@ class Sending:
     _transport: Transport
     _fast: FastSend | None
     _following: Following | None
+    #: why a receiver refused the simulation, once known (`admission_watch`, which sets it)
+    _refused: str | None = None
 
     def _follow(self, entries: list[dict[str, Any]]) -> None:
         """Switch to the restarted trainer of `entries` (`Client` defines it)."""
@@ -94,10 +96,19 @@ class Sending:
                 only when it cannot be (`follow.FollowError`: a step its checkpoint lacks
                 has left the window, no follow socket, no restarted trainer within
                 `follow_timeout`).
+            SimulationRefused: (a `ValueError`) in external mode, a receiver refused the
+                simulation's HELLO (other fields than the study's, its parameters
+                missing) and drops everything it sends: the message names the receiver,
+                its reason and the fix. Raised by the first send after the client learnt
+                it (its watch asks once the HELLO has left: `admission_watch`; not by a
+                first send with `comm`, which is collective), and by every later one;
+                nothing more is sent.
             RuntimeError: the client is closed.
         """
         if self._closed:
             raise RuntimeError("the client is closed")
+        if self._refused is not None and self._placed:  # (not in a collective first send)
+            self._refuse()
         if self._following is not None:  # (external mode: `following`)
             self._following.send(self._send_once, self._follow, time_step, arrays, kwargs)
             return
@@ -105,6 +116,11 @@ class Sending:
         if fast is not None and arrays is None and fast(time_step, kwargs):
             return  # the usual send, specialized (see `fast_send`)
         self._send_general(time_step, arrays, kwargs)
+
+    def _refuse(self) -> None:
+        from melissa_trainer.client.admission import SimulationRefused
+
+        raise SimulationRefused(self._refused)
 
     def _send_general(
         self, time_step: SupportsIndex, arrays: Mapping[str, Any] | None, kwargs: dict[str, Any]

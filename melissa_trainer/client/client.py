@@ -1,9 +1,8 @@
 """`Client`, the API a simulation calls to stream its fields (example: the package doc).
 
-Imports only the standard library, numpy, pyzmq, this package and the modules of
-`melissa_trainer.stream` both sides share (protocol, endpoints, step_set), and mpi4py
-when a communicator is given: a simulation needs neither torch, nor accelerate, nor the
-receiving side. The wire format is specified in `docs/protocol.md`.
+Imports only the standard library, numpy, pyzmq and the modules of this package both
+sides share (wire, endpoints, step_set): a simulation needs neither torch, nor
+accelerate, nor the receiving side. The wire format: `docs/protocol.md`.
 
 Semantics worth knowing (details in the docstrings of `Client` and `Client.send`):
 
@@ -15,8 +14,7 @@ Semantics worth knowing (details in the docstrings of `Client` and `Client.send`
   `send_timeout` bounds how long, after which `TimeoutError` is raised. A trainer that
   is gone is not waited for: `TimeoutError` after `ClientTuning.disconnected_timeout`
   (`send_wait`).
-* Tuning (buffering, batching, timeouts of the rendezvous and of `close`): one
-  `ClientTuning`, whose defaults rarely need a change.
+* Tuning (buffering, batching, the rendezvous' and `close`'s timeouts): `ClientTuning`.
 * Arrays above `INLINE_MAX_BYTES` are sent without a copy, and by default `send`
   returns only once ZeroMQ has released them, so the caller may overwrite its array as
   soon as `send` returns (`array_reuse` for double-buffered codes and for codes that

@@ -54,6 +54,7 @@ from melissa_trainer import (
 from melissa_trainer.common.json_output import to_json
 from melissa_trainer.config.arguments import ConfigError, load_config_file
 from melissa_trainer.launcher import Launcher, LauncherTuning, make_sampler
+from melissa_trainer.launcher.silence import Default
 from melissa_trainer.launcher.study_change import StudyChanged
 from melissa_trainer.launcher.worker_mode import DEFAULT_WORKER_BIND
 from melissa_trainer.trainer.output_lock import OutputDirLocked
@@ -132,7 +133,7 @@ class StudyArgs:
 
     def problems(self) -> list[str]:
         """What is wrong with these values (a subclass adds its own checks)."""
-        return [
+        problems = [
             f"{name}={getattr(self, name)} must be >= 1"
             for name in ("num_simulations", "job_limit", "seeds")
             if getattr(self, name) < 1
@@ -141,6 +142,14 @@ class StudyArgs:
             for name in ("silence_floor", "startup_timeout")
             if getattr(self, name) is not None and not getattr(self, name) > 0
         ]
+        # (unset, silence_floor is LauncherTuning's own default, a `Default`)
+        if self.simulation_timeout and not isinstance(self.silence_floor, Default):
+            problems.append(
+                f"silence_floor={self.silence_floor} changes nothing with simulation_timeout="
+                f"{self.simulation_timeout}: it shapes only the derived timeout; drop "
+                f"--silence_floor, or drop --simulation_timeout to derive the timeout"
+            )
+        return problems
 
     def __post_init__(self) -> None:
         problems = self.problems()

@@ -22,7 +22,7 @@ How long is too long (`LauncherTuning.simulation_timeout`):
   attempt's first message (and once its data is complete: its exit) as well, unless
   the user set `startup_timeout`: then ``max(simulation_timeout, startup_timeout)``
   there (`startup_timeout=None`: no bound there). Only a `startup_timeout` the user set
-  counts (`StartupDefault`): the default, 600 s, would lengthen to 10 minutes the
+  counts (`Default`): the default, 600 s, would lengthen to 10 minutes the
   start-up kill of every study that set a numeric timeout of, say, 30 s to find a hung
   start-up in 30 s; one the user set is an allowance they asked for (a trial's solver,
   20 s to load its mesh, was killed at 10 s with `simulation_timeout=10,
@@ -55,24 +55,46 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["AUTO", "PAUSE_GAP", "STARTUP_DEFAULT", "SilenceClock", "StartupDefault", "Verdict"]
+__all__ = [
+    "AUTO",
+    "FACTOR_DEFAULT",
+    "FLOOR_DEFAULT",
+    "PAUSE_GAP",
+    "STARTUP_DEFAULT",
+    "Default",
+    "SilenceClock",
+    "Verdict",
+]
 
 #: `LauncherTuning.simulation_timeout` derived from what the study has seen
 AUTO = "auto"
 
 
-class StartupDefault(float):
-    """`LauncherTuning.startup_timeout` left at its default: a float equal to it (every
-    reader computes with it as before), told apart from the same number set by the user
-    by its type, which `dataclasses.replace` keeps (it passes the object on). The default
-    bounds a start-up under ``simulation_timeout="auto"`` only; a value the user set
-    bounds it under a numeric `simulation_timeout` too (module docstring)."""
+class Default(float):
+    """A `LauncherTuning` field left at its default (`startup_timeout`, `silence_floor`,
+    `silence_factor`): a float equal to it (every reader computes with it as before),
+    told apart from the same number set by the user by its type, which
+    `dataclasses.replace` (it passes the object on), `copy`, pickling and
+    `dataclasses.asdict` keep. Its repr says so (``600.0 (default)``: the tuning's repr
+    shows which fields were set); its str and format are the float's (messages print
+    the number; ``json.dumps`` writes the number, so a tuning rebuilt from JSON has the
+    field set). The default `startup_timeout` bounds a start-up under
+    ``simulation_timeout="auto"`` only; a value the user set bounds it under a numeric
+    `simulation_timeout` too (module docstring)."""
 
     __slots__ = ()
 
+    def __repr__(self) -> str:
+        return f"{float.__repr__(self)} (default)"
 
-#: the default of `LauncherTuning.startup_timeout` (`StartupDefault`)
-STARTUP_DEFAULT = StartupDefault(600.0)
+    def __str__(self) -> str:
+        return float.__repr__(self)
+
+
+#: the defaults of `LauncherTuning.startup_timeout`, `silence_floor` and `silence_factor`
+STARTUP_DEFAULT = Default(600.0)
+FLOOR_DEFAULT = Default(120.0)
+FACTOR_DEFAULT = Default(10.0)
 #: seconds between two ticks, at least, that mean the trainer's process was paused
 PAUSE_GAP = 2.0
 #: ... and at least this many poll intervals
@@ -95,7 +117,7 @@ class SilenceClock:
         timeout: seconds, ``"auto"`` or None (`LauncherTuning.simulation_timeout`).
         floor, factor, startup: the derived bound's `silence_floor`,
             `silence_factor` and `startup_timeout` (seconds; `startup` None: none; a
-            `StartupDefault`: the default, which a numeric `timeout` ignores).
+            `Default`: the default, which a numeric `timeout` ignores).
         poll_interval: the launcher's seconds between ticks (a pause is a gap of
             `PAUSE_POLLS` of them and `PAUSE_GAP` s at least).
         heartbeat: whether the receivers report messages; without, silence is the
@@ -113,9 +135,9 @@ class SilenceClock:
         heartbeat: bool,
     ) -> None:
         self.timeout = None if timeout == AUTO and not heartbeat else timeout
-        self.floor, self.factor = floor, factor
+        self.floor, self.factor = float(floor), float(factor)
         #: whether the user set `startup` (a numeric `timeout` then honours it)
-        self.startup_set = not isinstance(startup, StartupDefault)
+        self.startup_set = not isinstance(startup, Default)
         self.startup = None if startup is None else float(startup)
         self.pause_gap = max(PAUSE_GAP, PAUSE_POLLS * poll_interval)
         self._last: float | None = None  # the previous tick
@@ -187,7 +209,7 @@ class SilenceClock:
         rule = f"simulation_timeout={timeout}"
         if sending and not complete:
             return timeout, rule
-        if not self.startup_set:  # (the default startup_timeout: `StartupDefault`)
+        if not self.startup_set:  # (the default startup_timeout: `Default`)
             if sending:  # its exit, as before
                 return timeout, rule
             return timeout, (

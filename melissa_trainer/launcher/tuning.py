@@ -15,17 +15,36 @@ production study sets a few fields once::
 
 The dataclass is frozen and checks itself when made (`dataclasses.replace` checks
 again): a bad value raises ValueError naming the field and what it accepts, before
-anything starts.
+anything starts; so does a field that would change nothing with the others
+(`silence_floor` or `silence_factor` without ``simulation_timeout="auto"``, a
+`startup_timeout` that bounds nothing).
+
+Three fields tell their default from the same number set (`silence.Default`, a float
+equal to it): `startup_timeout`, `silence_floor` and `silence_factor`. The repr marks
+the ones left at their default (``startup_timeout=600.0 (default)``), and two tunings
+are equal (and hash alike) only when the same fields were set to the same values:
+``LauncherTuning(simulation_timeout=10)`` bounds a start-up at 10 s,
+``LauncherTuning(simulation_timeout=10, startup_timeout=600)`` at 600 s, and they are
+not equal. Pickling, `copy`, `dataclasses.replace` and a tuning rebuilt from
+`dataclasses.asdict` keep the defaults as such; JSON writes plain numbers, so a tuning
+read back from JSON has every field set.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any
 
 from melissa_trainer.common.checks import check_count
-from melissa_trainer.launcher.silence import AUTO, STARTUP_DEFAULT, StartupDefault
+from melissa_trainer.launcher.silence import (
+    AUTO,
+    FACTOR_DEFAULT,
+    FLOOR_DEFAULT,
+    STARTUP_DEFAULT,
+    Default,
+)
 from melissa_trainer.launcher.study_record import ON_FAILURE
 
 __all__ = ["LauncherTuning"]
@@ -55,15 +74,18 @@ class LauncherTuning:
             None: never.
         silence_floor: the least ``"auto"`` timeout between two messages; default 120 s.
             A solver whose messages come further apart (a step of more than 2 minutes)
-            needs a higher floor: its first such silence is taken for a hang.
+            needs a higher floor: its first such silence is taken for a hang. Only
+            ``"auto"`` uses it: set with a numeric `simulation_timeout` (which is the
+            bound between two messages itself) or None, it is refused.
         silence_factor: how many times the longest silence seen ``"auto"`` allows;
-            default 10.
+            default 10. Refused, as `silence_floor` is, without ``"auto"``.
         startup_timeout: the allowance before a simulation's first message (imports,
             set-up, its first step): with ``"auto"``, the least one (default 600 s, the
             stream's `stall_timeout`); with a numeric `simulation_timeout`, only when
             you set it (then ``max(simulation_timeout, startup_timeout)``: a value below
             `simulation_timeout` is refused, it would change nothing). The default is
-            told from a value you set (`silence.StartupDefault`) because honouring it
+            told from a value you set (`silence.Default`; the repr shows
+            ``startup_timeout=600.0 (default)``) because honouring it
             would have every numeric `simulation_timeout` wait 600 s for a hung
             start-up; unset, the numeric timeout bounds the start-up as it always did.
             None: no bound before the first message (refused with
@@ -109,8 +131,8 @@ class LauncherTuning:
     min_finished_fraction: float = 0.5
     poll_interval: float = 0.2
     kill_grace: float = 5.0
-    silence_floor: float = 120.0
-    silence_factor: float = 10.0
+    silence_floor: float = FLOOR_DEFAULT
+    silence_factor: float = FACTOR_DEFAULT
     startup_timeout: float | None = STARTUP_DEFAULT
     systematic_failures: int | None = 4
 
@@ -139,10 +161,11 @@ class LauncherTuning:
                 f"LauncherTuning.silence_factor must be a finite number >= 1 (times the "
                 f"longest silence seen), not {self.silence_factor!r}"
             )
-        object.__setattr__(self, "silence_factor", float(self.silence_factor))
-        if self.startup_timeout is not None and not isinstance(
-            self.startup_timeout, StartupDefault
-        ):
+        if not isinstance(self.silence_factor, Default):
+            object.__setattr__(self, "silence_factor", float(self.silence_factor))
+        for name in ("silence_floor", "silence_factor"):
+            self._check_derived(name)
+        if self.startup_timeout is not None and self.startup_set:
             self._seconds("startup_timeout", positive=True, none="or None for no bound")
             self._check_startup(self.startup_timeout)
         if self.systematic_failures is not None:
@@ -158,7 +181,21 @@ class LauncherTuning:
     @property
     def startup_set(self) -> bool:
         """Whether `startup_timeout` was set by the user (not left at its default)."""
-        return not isinstance(self.startup_timeout, StartupDefault)
+        return not isinstance(self.startup_timeout, Default)
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self) or not isinstance(other, LauncherTuning):
+            return NotImplemented
+        return self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def _key(self) -> tuple[Any, ...]:
+        """The fields, and which were left at their default (`Default`): what makes two
+        tunings equal (the module docstring says why)."""
+        values = tuple(getattr(self, f.name) for f in dataclasses.fields(self))
+        return values + tuple(isinstance(v, Default) for v in values)
 
     def startup_allowance(self) -> float | None:
         """The seconds a simulation may send nothing before its first message, as set
@@ -172,6 +209,29 @@ class LauncherTuning:
         if not self.startup_set:
             return timeout
         return None if self.startup_timeout is None else max(timeout, self.startup_timeout)
+
+    def _check_derived(self, name: str) -> None:
+        """Refuse `silence_floor` or `silence_factor` set without ``"auto"``: nothing
+        else reads them, and a user who set one believed it bounded something."""
+        value, timeout = getattr(self, name), self.simulation_timeout
+        if isinstance(value, Default) or timeout == AUTO:
+            return
+        if timeout is None:
+            said = (
+                "bounds nothing with simulation_timeout=None (no simulation is ever "
+                "killed for its silence)"
+            )
+        else:
+            said = (
+                f"changes nothing with simulation_timeout={timeout} (a numeric timeout is "
+                f"the bound between two messages itself: a solver silent longer needs a "
+                f"larger simulation_timeout)"
+            )
+        raise ValueError(
+            f"LauncherTuning.{name}={value} {said}: silence_floor and silence_factor shape "
+            f"only the derived timeout; set simulation_timeout='auto' to use {name}, or "
+            f"leave {name} unset"
+        )
 
     def _check_startup(self, startup: float) -> None:
         """Refuse a `startup_timeout` set by the user that would bound nothing."""
@@ -207,7 +267,8 @@ class LauncherTuning:
                 f"LauncherTuning.{name} must be a finite number of seconds {bound}{hint}, "
                 f"not {value!r}"
             )
-        object.__setattr__(self, name, float(value))
+        if not isinstance(value, Default):  # (kept: it tells the default from a value set)
+            object.__setattr__(self, name, float(value))
 
 
 def _is_number(value: Any) -> bool:

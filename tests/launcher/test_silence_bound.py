@@ -115,7 +115,7 @@ def test_auto_is_unchanged_whether_startup_timeout_was_set_or_not() -> None:
 
 
 def test_launcher_tuning_tells_a_startup_timeout_set_from_its_default() -> None:
-    """The default is a `StartupDefault` (600.0, equal to it); `dataclasses.replace` and
+    """The default is a `silence.Default` (600.0, equal to it); `dataclasses.replace` and
     pickling keep it so; `startup_allowance` is the start-up bound as set, which the
     other ranks' stall watchdogs use."""
     unset = LauncherTuning(simulation_timeout=10)

@@ -1,0 +1,34 @@
+"""The examples' ``--silence_floor`` shapes only the derived timeout: with
+``--simulation_timeout`` it is a usage error naming both flags (exit 2), not a
+traceback from `LauncherTuning` once the trainer's setup has begun; left unset, it
+passes `LauncherTuning`'s own default on (`melissa_trainer.launcher.silence.Default`)."""
+
+from __future__ import annotations
+
+import pytest
+
+from melissa_trainer.launcher import LauncherTuning
+
+
+@pytest.mark.timeout(120)
+def test_silence_floor_with_a_numeric_timeout_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from heat_pde.train import parser  # the example's (examples/ is on sys.path)
+    from study_common import StudyArgs
+
+    argv = ["--simulation_timeout", "10", "--silence_floor", "5"]
+    with pytest.raises(SystemExit) as info:
+        parser(argv).parse_args_into_dataclasses(argv)
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "silence_floor=5.0 changes nothing with simulation_timeout=10.0" in err
+    assert "drop --silence_floor, or drop --simulation_timeout" in err
+    for argv in (["--simulation_timeout", "10"], ["--silence_floor", "5"]):
+        (opts,) = [
+            o for o in parser(argv).parse_args_into_dataclasses(argv) if isinstance(o, StudyArgs)
+        ]
+        LauncherTuning(  # as `study_common.study_source` makes it
+            simulation_timeout=opts.simulation_timeout or "auto",
+            silence_floor=opts.silence_floor,
+        )

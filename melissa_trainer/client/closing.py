@@ -8,9 +8,9 @@ are `patience.CloseWait`'s: as long as the trainer is there, bounded by
 `ClientTuning.close_timeout` (or `failed_close_timeout` after a failure); a receiver
 gone for `disconnected_timeout` ends them. A close whose receiver has been disconnected
 a few seconds (`patience.notice_after`) logs one warning saying what it waits for and
-how long in all (`waiting_notice`), then nothing until it ends; one that gives up says
-what was sent there, and, unless it follows a restarted trainer (`following`, which
-says it then), what to do.
+how long in all (`waiting_notice`; a blocked send's says the same, `send_wait`), then
+nothing until it ends; one that gives up says what was sent there, and, unless it
+follows a restarted trainer (`following`, which says it then), what to do.
 """
 
 from __future__ import annotations

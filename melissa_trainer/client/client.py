@@ -249,7 +249,7 @@ class Client(Sending):
             check.note,
             self.routing,
         )
-        transport.wait.stopped = check.stopped  # (a close finding the trainer gone)
+        transport.wait.follows(check.stopped, self._rendezvous if self._following else None)
         return transport
 
     # -- following a restarted trainer (`following`) -----------------------------------

@@ -8,9 +8,9 @@ are `patience.CloseWait`'s: as long as the trainer is there, bounded by
 `ClientTuning.close_timeout` (or `failed_close_timeout` after a failure); a receiver
 gone for `disconnected_timeout` ends them. A close whose receiver has been disconnected
 a few seconds (`patience.notice_after`) logs one warning saying what it waits for and
-how long in all (`waiting_notice`), then nothing until it ends; one that gives up says
-what was sent there, and, unless it follows a restarted trainer (`following`, which
-says it then), what to do.
+how long in all (`waiting_notice`; a blocked send's says the same, `send_wait`), then
+nothing until it ends; one that gives up says what was sent there, and, unless it
+follows a restarted trainer (`following`, which says it then), what to do.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from melissa_trainer.client.config import ClientTuning
 from melissa_trainer.client.handshake import Handshakes
 from melissa_trainer.client.held import HeldArrays, Released
 from melissa_trainer.client.outbox import Outbox
-from melissa_trainer.client.patience import CloseWait
+from melissa_trainer.client.patience import CloseWait, run_again, waits_for
 from melissa_trainer.client.send_wait import SendWait
 from melissa_trainer.client.sockets import arm
 from melissa_trainer.stream.step_set import StepSet
@@ -226,17 +226,6 @@ def close_transport(t: Closable, bye: bool, follow_in: str | None = None) -> Non
         client_logger().warning(message_text)
 
 
-def run_again(simulation_id: int) -> str:
-    """What a simulation whose close gave up on its trainer does: the one sentence its
-    errors end with."""
-    return (
-        f"This simulation's data is not all in: run it again with the same simulation id "
-        f"(MELISSA_TRAINER_SIMULATION_ID={simulation_id}) once its trainer runs (resumed: "
-        f"--resume_from_checkpoint latest): the trainer keeps the steps it holds and takes "
-        f"the others, each once. A simulation the launcher runs, it runs again itself."
-    )
-
-
 def _sent_there(t: Closable, down: Sequence[str]) -> str:
     """What the client knows of what it did not deliver: the steps it sent to the
     receivers `down` (all of them if none is known down). ZeroMQ does not say how many
@@ -258,68 +247,38 @@ def waiting_notice(
     since: float,
     left: float | None,
     bound: str,
+    doing: str = "closing",
 ) -> None:
     """Log, once, what a close that cannot deliver waits for (`patience.Notice`: the
     receivers `down` since `since`, the wait lasting at most `left` more seconds, ended
     by `bound`), then, if it follows (`follow_in`), for how long it waits for a
     restarted trainer, the whole wait counted from `started`, and which settings
-    shorten it. Nothing more is logged until the close ends."""
+    shorten it. Nothing more is logged until the close ends. `doing`: "closing", or
+    what a blocked send does ("sending time step 7", `send_wait`), which says the same
+    of the send."""
     now, follow = time.monotonic(), t.tuning.follow_timeout
     clock = time.strftime("%H:%M:%S", time.localtime(time.time() - (now - since)))
     sent = sum(t.steps[i].count for i, e in enumerate(t.endpoints) if e in down)
     who, where = f"simulation {t.simulation_id} rank {t.rank}", ", ".join(down)
+    closing = doing == "closing"
     if t.handshakes.never_connected(down):  # (not a trainer gone: said as `never_note`)
         text = (
-            f"{who}: closing, no receiver ever accepted a connection at {where} (tried "
+            f"{who}: {doing}, no receiver ever accepted a connection at {where} (tried "
             f"since {clock}): check the endpoint (the trainer's rank_N.json) or start the "
             f"trainer first. "
         )
     else:
         text = (
-            f"{who}: closing, the trainer's receiver at {where} is disconnected since "
+            f"{who}: {doing}, the trainer's receiver at {where} is disconnected since "
             f"{clock} ({now - since:.0f} s: the trainer died or stopped, or its node): "
-            f"{sent} time step(s) were sent to it; what ZeroMQ still holds of them and the "
-            f"BYE are not delivered. "
+            f"{sent} time step(s) were sent to it"
         )
-    follows = follow_in is not None
-    text += waits_for(left, bound, "reconnect", follow_in, follows, follow, now - started)
+        text += (
+            "; what ZeroMQ still holds of them and the BYE are not delivered. " if closing else ". "
+        )
+    action, follows = "close" if closing else "send", follow_in is not None
+    text += waits_for(left, bound, "reconnect", follow_in, follows, follow, now - started, action)
     client_logger().warning(text)
-
-
-def waits_for(
-    left: float | None,
-    bound: str,
-    what: str,
-    rendezvous: str | None,
-    follows: bool,
-    follow: float | None,
-    elapsed: float,
-) -> str:
-    """The sentences of a close's notice (`waiting_notice`, `receipts`) that say what
-    it waits for: up to `left` more seconds (None: no bound) for the receiver to
-    `what` ("reconnect", "answer"), ended by `bound` ("ClientTuning.NAME=V s"), then,
-    if it `follows`, up to `follow` seconds (None: no bound) for a restarted trainer to
-    publish in `rendezvous`; the whole wait (`elapsed` seconds of it gone), the
-    settings that shorten it, and that nothing more is said."""
-    names = [bound.split(".", 1)[1].split("=", 1)[0]] if bound else []
-    if left is None:
-        text = f"The close waits for it to {what}, with no bound (close_timeout and "
-        text += "disconnected_timeout are None)"
-    else:
-        text = f"The close waits up to {left:.0f} s more for it to {what} ({bound})"
-    if follows and left is not None:
-        names.append("follow_timeout")
-        if follow is None:
-            text += f", then for a restarted trainer to publish in {rendezvous}, with no "
-            text += "bound (ClientTuning.follow_timeout=None), and follows it"
-        else:
-            text += (
-                f", then up to {follow:.0f} s (ClientTuning.follow_timeout={follow} s) for a "
-                f"restarted trainer to publish in {rendezvous}, and follows it: up to "
-                f"{left + follow:.0f} s more, {elapsed + left + follow:.0f} s in all"
-            )
-    shorten = f"ClientTuning({', '.join(f'{n}=...' for n in names)}) shortens it; " if names else ""
-    return f"{text}. {shorten}nothing more is said until the close ends."
 
 
 def follow_gave_up(
@@ -333,7 +292,7 @@ def follow_gave_up(
     """Complete `error`'s message (in place: its type and traceback kept) once a client
     gave up on a receiver gone, then waited `waited` seconds for a restarted trainer to
     publish in `rendezvous` and none did: the whole wait (from `started`, the
-    `time.monotonic()` the close began) and what to do (`run_again`,
+    `time.monotonic()` the close or the send began) and what to do (`run_again`,
     or resume the trainer within `follow_timeout`)."""
     total = f": {time.monotonic() - started:.0f} s in all"
     bound = (

@@ -158,6 +158,7 @@ class Following:
         """`Client.send` with a replay window: `follow` a restarted trainer first if the
         rendezvous names one, or after `send_once` gave up on a receiver gone (then try
         again); then keep a copy of the step."""
+        started = time.monotonic()  # (an error after a follow wait counts the whole wait)
         if time.monotonic() >= self.follower.due_at and (entries := self.check()):
             follow(entries)
         while True:
@@ -165,17 +166,18 @@ class Following:
                 given = send_once(time_step, arrays, kwargs)
                 break
             except ReceiverGone as exc:
-                follow(self.after_gone(exc))
+                follow(self.after_gone(exc, started))
         step = time_step if type(time_step) is int else check_time_step(time_step)
         self.window.record(step, given)
 
     def flush(self, flush: Callable[[], None], follow: Follow) -> None:
         """`Client.flush`: `flush`, following a restarted trainer if it gave up on a
         receiver gone (then once more)."""
+        started = time.monotonic()
         try:
             flush()
         except ReceiverGone as exc:
-            follow(self.after_gone(exc))
+            follow(self.after_gone(exc, started))
             flush()
 
     def close(self, close: Callable[[], None], follow: Follow) -> None:
@@ -211,9 +213,10 @@ class Following:
     ) -> list[dict[str, Any]]:
         """The entries of the restarted trainer to follow, waiting `follow_timeout`
         for it; re-raises `error` if none published in time. Given `started` (a close
-        whose transport gave up: the `time.monotonic()` it began), its message is
-        completed with that wait, the whole one, and what to do
-        (`closing.follow_gave_up`); a receipt's error says them already (`receipts`)."""
+        whose transport gave up, or a blocked send's `ReceiverGone`: the
+        `time.monotonic()` it began), its message is completed with that wait, the
+        whole one, and what to do (`closing.follow_gave_up`); a receipt's error says
+        them already (`receipts`)."""
         waiting = time.monotonic()
         entries = self.follower.wait_restarted(self._timeout)
         if entries is None:

@@ -51,6 +51,9 @@ __all__ = [
     "PeerWatch",
     "never_note",
     "notice_after",
+    "notice_due",
+    "run_again",
+    "waits_for",
 ]
 
 #: seconds a receiver stays disconnected before a close waiting on it says so, once
@@ -85,6 +88,32 @@ _HOW = {
 }
 #: what bounds the wait for a disconnected receiver in a close after a failure
 _NO_WAIT = "a close after a failure does not wait for a disconnected receiver"
+
+
+def notice_due(
+    watch: PeerWatch, disconnected: float | None, deadline: float | None, deadline_bound: str
+) -> tuple[tuple[str, ...], float, float | None, str] | None:
+    """The arguments of a `Notice` (a close's, `CloseWait`, or a blocked send's,
+    `send_wait`) once a receiver has been down `notice_after` seconds (counted from the
+    watch's start, as `PeerWatch.gone` counts), else None: the wait ends when it has
+    been down `disconnected` seconds or at `deadline` (`time.monotonic()`; the bound
+    then said is `deadline_bound`, "ClientTuning.close_timeout=60.0 s"), whichever
+    comes first (None: no bound)."""
+    down = watch.down_at()
+    if down is None:
+        return None
+    now = time.monotonic()
+    counted = now - max(down[1], watch.started)
+    if counted < notice_after(disconnected):
+        return None
+    left, bound = [], ""
+    if disconnected is not None:
+        left.append(disconnected - counted)
+        bound = f"ClientTuning.disconnected_timeout={disconnected} s"
+    if deadline is not None and (not left or deadline - now < left[0]):
+        left.append(deadline - now)
+        bound = deadline_bound
+    return down[0], down[1], max(min(left), 0.0) if left else None, bound
 
 
 def never_note(handshakes: Handshakes | None, endpoints: Sequence[str]) -> str:
@@ -270,24 +299,12 @@ class CloseWait:
                     return why
 
     def _tell(self, watch: PeerWatch) -> None:
-        """Call the notice, once, if a receiver has been down `notice_after` seconds
-        (counted from the watch's start, as `PeerWatch.gone` counts)."""
-        down = watch.down_at()
-        if down is None or self._notice is None:
-            return
-        now = time.monotonic()
-        counted = now - max(down[1], watch.started)
-        if counted < notice_after(self._disconnected):
-            return
-        left, bound = [], ""
-        if self._disconnected is not None:
-            left.append(self._disconnected - counted)
-            bound = f"ClientTuning.disconnected_timeout={self._disconnected} s"
-        if self.deadline is not None and (not left or self.deadline - now < left[0]):
-            left.append(self.deadline - now)
-            bound = f"ClientTuning.{self._setting}={self.close_timeout} s"
-        notice, self._notice = self._notice, None  # (once)
-        notice(down[0], down[1], max(min(left), 0.0) if left else None, bound)
+        """Call the notice, once, if a receiver has been down `notice_after` seconds."""
+        bound = f"ClientTuning.{self._setting}={self.close_timeout} s"
+        said = notice_due(watch, self._disconnected, self.deadline, bound)
+        if said is not None and self._notice is not None:
+            notice, self._notice = self._notice, None  # (once)
+            notice(*said)
 
     def down_endpoints(self) -> tuple[str, ...]:
         """The endpoints of the receivers disconnected now, as far as the wait watched
@@ -304,3 +321,55 @@ class CloseWait:
     def close(self) -> None:
         """Forget the watch (the monitors are `Handshakes`'s, closed with the sockets)."""
         self._watch = None
+
+
+def run_again(simulation_id: int) -> str:
+    """What a simulation whose close gave up on its trainer does: the one sentence its
+    errors end with."""
+    return (
+        f"This simulation's data is not all in: run it again with the same simulation id "
+        f"(MELISSA_TRAINER_SIMULATION_ID={simulation_id}) once its trainer runs (resumed: "
+        f"--resume_from_checkpoint latest): the trainer keeps the steps it holds and takes "
+        f"the others, each once. A simulation the launcher runs, it runs again itself."
+    )
+
+
+def waits_for(
+    left: float | None,
+    bound: str,
+    what: str,
+    rendezvous: str | None,
+    follows: bool,
+    follow: float | None,
+    elapsed: float,
+    action: str = "close",
+) -> str:
+    """The sentences of a notice (`closing.waiting_notice`, `receipts`) that say what
+    the `action` ("close", or "send": a blocked send, `send_wait`) waits for: up to
+    `left` more seconds (None: no bound) for the receiver to `what` ("reconnect",
+    "answer"), ended by `bound` ("ClientTuning.NAME=V s", "Client.send_timeout=V s"),
+    then, if it `follows`, up to `follow` seconds (None: no bound) for a restarted
+    trainer to publish in `rendezvous`; the whole wait (`elapsed` seconds of it gone),
+    the settings that shorten it, and that nothing more is said."""
+    owner, names = "ClientTuning", []
+    if bound:
+        owner, setting = bound.split(".", 1)
+        names.append(setting.split("=", 1)[0])
+    if left is None:
+        text = f"The {action} waits for it to {what}, with no bound ({action}_timeout and "
+        text += "disconnected_timeout are None)"
+    else:
+        text = f"The {action} waits up to {left:.0f} s more for it to {what} ({bound})"
+    if follows and left is not None:
+        names.append("follow_timeout")
+        if follow is None:
+            text += f", then for a restarted trainer to publish in {rendezvous}, with no "
+            text += "bound (ClientTuning.follow_timeout=None), and follows it"
+        else:
+            text += (
+                f", then up to {follow:.0f} s (ClientTuning.follow_timeout={follow} s) for a "
+                f"restarted trainer to publish in {rendezvous}, and follows it: up to "
+                f"{left + follow:.0f} s more, {elapsed + left + follow:.0f} s in all"
+            )
+    shorten = f"{owner}({', '.join(f'{n}=...' for n in names)}) shortens it; " if names else ""
+    return f"{text}. {shorten}nothing more is said until the {action} ends."

@@ -23,7 +23,13 @@ connected: ZeroMQ allows one monitor per socket, which the close reads too):
   `ClientTuning.disconnected_timeout` seconds (`patience.PeerWatch`), the send raises
   `ReceiverGone` (a `TimeoutError`, the type `send` documents) naming the endpoint, how
   long it blocked, and the settings that bound the wait; and, when the rendezvous now
-  names another run (the trainer was restarted), what to do (`restart.RestartCheck`).
+  names another run (the trainer was restarted), what to do (`restart.RestartCheck`);
+  else, unless the client follows a restarted trainer (`following`, which says it
+  then, with the whole wait), to run the simulation again (`patience.run_again`).
+
+Once a receiver has been disconnected a few seconds (`patience.notice_after`), a
+blocked send logs one warning, as a close does (`closing.waiting_notice`, through
+`notice`): what it waits for, how long in all, the settings that shorten it.
 
 Not thread-safe: used by the client's thread, holding its socket lock.
 """
@@ -37,15 +43,21 @@ from typing import TYPE_CHECKING, TypeVar
 import zmq
 
 from melissa_trainer.client.handshake import Handshakes
-from melissa_trainer.client.patience import SLICE, PeerWatch
+from melissa_trainer.client.patience import SLICE, PeerWatch, notice_due, run_again
 from melissa_trainer.client.sockets import arm_slice
 
 if TYPE_CHECKING:  # pragma: no cover
     from melissa_trainer.client.closing import StopSaid
 
-__all__ = ["ReceiverGone", "SendWait"]
+__all__ = ["ReceiverGone", "SendNotice", "SendWait"]
 
 _T = TypeVar("_T")
+
+#: ``notice(follow_in, started, down, since, left, bound, doing)``: what a blocked send
+#: calls once (`closing.waiting_notice` bound to the transport): `patience.Notice`'s
+#: arguments after the rendezvous it follows in (None: none), the `time.monotonic()`
+#: its wait began, and before "sending time step 7" (what it does)
+SendNotice = Callable[[str | None, float, tuple[str, ...], float, float | None, str, str], None]
 
 
 class ReceiverGone(TimeoutError):
@@ -66,6 +78,9 @@ class SendWait:
         whose: who sends, for messages ("simulation 3 rank 0").
         restarted: what to add to the message of a receiver gone (`RestartCheck.note`:
             the trainer was restarted, run the simulation again); None: nothing.
+        notice: what a send blocked on a receiver disconnected `notice_after` seconds
+            calls once (`SendNotice`); None: nothing is said.
+        simulation_id: whose, for the fix its error states (`run_again`).
     """
 
     def __init__(
@@ -77,6 +92,8 @@ class SendWait:
         send_timeout: float | None,
         whose: str,
         restarted: Callable[[], str] | None = None,
+        notice: SendNotice | None = None,
+        simulation_id: int = 0,
     ) -> None:
         self._sockets, self._endpoints, self._handshakes = sockets, endpoints, handshakes
         #: `RestartCheck.note`, read once a receiver is found gone (close reads it too)
@@ -85,7 +102,11 @@ class SendWait:
         #: (`RestartCheck.stopped`, set by the client); None: not known
         self.stopped: Callable[[], StopSaid | None] | None = None
         self._disconnected, self._send_timeout = disconnected_timeout, send_timeout
-        self._whose = whose
+        self._whose, self._notice, self._simulation_id = whose, notice, simulation_id
+        #: the rendezvous whose restarted trainer the client waits for and follows once
+        #: a send gave up (`following`, set by the client: `follows`), or None
+        self.follow_in: str | None = None
+        self._told = False  # (the notice said, in this watch's wait)
         #: the watch of the receivers, begun when a send has blocked a slice, ended
         #: when it is through; left by a send that gave up (`close` goes on with it:
         #: the receiver found gone is not waited for again)
@@ -122,7 +143,7 @@ class SendWait:
             if deadline is not None and time.monotonic() >= deadline:
                 self.close()  # (as below: the next wait starts afresh)
                 raise self.timeout(step) from None
-            self._check(started, step)
+            self._check(started, step, deadline)
             if index is not None:
                 arm_slice(self._sockets[index], deadline)
             try:
@@ -146,29 +167,55 @@ class SendWait:
             f"{self._send_timeout} s: the trainer is not receiving (back-pressure)"
         )
 
-    def _check(self, started: float, step: int | None) -> None:
+    def follows(self, stopped: Callable[[], StopSaid | None], follow_in: str | None) -> None:
+        """Set `stopped` (`RestartCheck.stopped`) and `follow_in` (None: the client
+        follows no restarted trainer)."""
+        self.stopped, self.follow_in = stopped, follow_in
+
+    def _check(self, started: float, step: int | None, deadline: float | None) -> None:
         """Raise the ValueError of a refused handshake, or `ReceiverGone` if a receiver
-        is gone (module docstring), else return."""
+        is gone (module docstring), else return, once saying so (`_tell`) if a receiver
+        has been disconnected a while."""
         refused = self._refused(step)
         if refused is not None:
             raise refused
-        if self._disconnected is None:
+        if self._disconnected is None and self._notice is None:
             return
         if self.watch is None:
             self.watch = PeerWatch(self._handshakes, self._endpoints)
+        if not self._told:  # (before `gone`: said before it gives up)
+            self._tell(self.watch, started, step, deadline)
+        if self._disconnected is None:
+            return
         why = self.watch.gone(self._disconnected)
         if why is None:
             return
         bound = "none" if self._send_timeout is None else f"{self._send_timeout} s"
         blocked = time.monotonic() - started
+        note = self.restarted()  # (a follower says what to do once it waited: `following`)
+        fix = "" if note or self.follow_in is not None else f" {run_again(self._simulation_id)}"
         raise ReceiverGone(
             f"{self._whose}: could not send {_what(step)}, blocked {blocked:.1f} s waiting "
             f"for the trainer to take the messages queued {why}. A send waits for a trainer "
             f"that is connected, slow or paused, as long as it lasts or "
             f"Client(send_timeout=...) allows (now {bound}), and gives up on one "
             f"disconnected for ClientTuning(disconnected_timeout=...) seconds (None: never)."
-            f"{self.restarted()}"
+            f"{note}{fix}"
         )
+
+    def _tell(
+        self, watch: PeerWatch, started: float, step: int | None, deadline: float | None
+    ) -> None:
+        """Call the notice, once a receiver has been down `notice_after` seconds (the
+        words of a close's: `closing.waiting_notice`); once per watch."""
+        bound = f"Client.send_timeout={self._send_timeout} s"
+        said = notice_due(watch, self._disconnected, deadline, bound)
+        if said is None or self._notice is None:
+            return
+        self._told = True
+        # (a send that send_timeout ends raises a TimeoutError, not followed: `following`)
+        follow_in = None if said[3] == bound else self.follow_in
+        self._notice(follow_in, started, *said, f"sending {_what(step)}")
 
     def _refused(self, step: int | None) -> ValueError | None:
         """The error of a send of `step` to a receiver that refused the handshake, if
@@ -180,7 +227,7 @@ class SendWait:
 
     def close(self) -> None:
         """End the watch, if any (the monitors are `Handshakes`'s)."""
-        self.watch = None
+        self.watch, self._told = None, False
 
 
 def _what(step: int | None) -> str:

@@ -29,7 +29,7 @@ import numpy as np
 import zmq
 
 from melissa_trainer import wire as protocol
-from melissa_trainer.client.closing import client_logger, close_transport
+from melissa_trainer.client.closing import client_logger, close_transport, waiting_notice
 from melissa_trainer.client.fast_send import FastSend, SendClock, fast_large_sender, fast_sender
 from melissa_trainer.client.field_part import FieldPart
 from melissa_trainer.client.finite_check import FiniteCheck
@@ -128,6 +128,8 @@ class Transport:
             send_timeout,
             f"simulation {simulation_id} rank {rank}",
             restarted,
+            partial(waiting_notice, self),  # (a blocked send says what a close says)
+            simulation_id,
         )
 
     def open(self, hello: bytes) -> None:

@@ -101,8 +101,18 @@ def trainer(
 def killed_then_closed(
     client: Client, trainer: subprocess.Popen[str], caplog: pytest.LogCaptureFixture
 ) -> tuple[str, list[str]]:
+    """`killed`, then close: (the close's error, the client's warnings)."""
+    killed(client, trainer)
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger=LOGGER), pytest.raises(TimeoutError) as raised:
+        client.close()
+    warnings = [r.getMessage() for r in caplog.records if r.name == LOGGER]
+    return str(raised.value), warnings
+
+
+def killed(client: Client, trainer: subprocess.Popen[str]) -> None:
     """Send `STEPS` steps, SIGKILL the trainer, wait until the client's monitor saw its
-    receiver disconnected, close: (the close's error, the client's warnings)."""
+    receiver disconnected (tests/client/test_send_trainer_gone.py too)."""
     for t in range(STEPS):
         client.send(t, u=np.full(4, t, np.float64))
     client.flush()
@@ -115,11 +125,6 @@ def killed_then_closed(
         return handshakes.down_since[0] is not None
 
     wait_until(disconnected, "the client's monitor to see the receiver gone", 30.0)
-    caplog.clear()
-    with caplog.at_level(logging.WARNING, logger=LOGGER), pytest.raises(TimeoutError) as raised:
-        client.close()
-    warnings = [r.getMessage() for r in caplog.records if r.name == LOGGER]
-    return str(raised.value), warnings
 
 
 @pytest.mark.timeout(120)

@@ -7,8 +7,11 @@ however many samples the others hold. A trial run (2 ranks, 2 simulations of one
 step each: rank 0 received both samples, rank 1 none, under the routing ``t % W`` of
 the time) ended at step 0 with exit code 0, a checkpoint of the untrained model, and no
 word of why. The client now routes ``(simulation_id + t) % W`` (docs/protocol.md
-section 3), which spreads such simulations over the ranks; fewer simulations than ranks
-(or clients routing ``t % W``) can still leave a rank empty.
+section 3), which spreads such simulations over the ranks; fewer simulations than ranks,
+simulations of fewer than W steps whose ids share the ranks (0 and 2 of 2 ranks, when 1
+failed), or clients routing ``t % W``, can still leave a rank empty. The message
+(`no_training_words`) names what each rank received and from which simulations, and
+rank 0's launcher's counts under a `Study`.
 
 A run that trained no step is not a success a pipeline should go on from: once the
 ranks agree that the stream ended at step 0 (`refuse_untrained`, called by
@@ -26,12 +29,14 @@ train on).
 from __future__ import annotations
 
 import logging
+from typing import Any
 
-import torch
+from accelerate.utils import gather_object
 
 from melissa_trainer.common.refusal import elsewhere
 from melissa_trainer.core.view import TrainerView
 from melissa_trainer.sources.source import SourceError
+from melissa_trainer.trainer.no_training_words import StudyCounts, untrained_words
 
 __all__ = ["NoTrainingError", "refuse_untrained", "untrained_words"]
 
@@ -47,49 +52,45 @@ class NoTrainingError(SourceError):
         self.samples = list(samples or [])
 
 
-def untrained_words(samples: list[int]) -> str:
-    """Why no rank trained a step, given the samples each rank received (by rank), and
-    what to change: the message of rank 0's `NoTrainingError`."""
-    world, total = len(samples), sum(samples)
-    each = ", ".join(f"rank {r}: {n}" for r, n in enumerate(samples))
-    if total == 0:
-        where = "any rank" if world > 1 else "this rank"
-        return (
-            f"no training step: the stream ended with no sample on {where}, so there "
-            "was nothing to train on (did the simulations send data? their logs, and "
-            "the receivers' lines above, say what they sent and what was refused)"
-        )
-    empty = [r for r, n in enumerate(samples) if n == 0]
-    if not empty:  # (every rank had a sample, yet no step: a read never served a batch)
-        return (
-            f"no training step: the stream ended before the first step although every "
-            f"rank received samples ({each}): no batch was served before it ended"
-        )
-    names = ", ".join(str(r) for r in empty)
-    ranks = f"rank {names}" if len(empty) == 1 else f"ranks {names}"
-    # (the others' streams may still run: the count is theirs when the run ended)
-    return (
-        f"no training step: the stream of {ranks} ended with no sample (samples "
-        f"received by then: {each}). Every rank trains the same steps, and a "
-        f"rank with no sample has no batch to train on, not even one to repeat while "
-        f"the others train, so no rank trained. The library's client sends time step t "
-        f"of simulation s to rank (s + t) mod {world} (t mod {world} when given its "
-        f"endpoints instead of the rendezvous, or an older client): fewer simulations "
-        f"than ranks, each of fewer than {world} time steps, leave some ranks without "
-        f"data. Run at least {world} simulations (or give each at least {world} time "
-        f"steps), or train on fewer ranks (--num_processes {max(1, world - len(empty))})"
-    )
+def _held(trainer: TrainerView) -> dict[int, int] | None:
+    """Simulation id -> the samples this rank's receiver took from it (refused ones left
+    out), for each simulation that sent it some or finished here (0: it sent none), or
+    None when the source is not a stream of simulations (a `StreamSource`, or a
+    `Study`'s)."""
+    stream = getattr(trainer.source, "stream", trainer.source)  # (a Study's StreamSource)
+    receiver: Any = getattr(stream, "receiver", None)
+    ingest = getattr(receiver, "ingest", None)
+    if receiver is None or ingest is None:
+        return None
+    held = {int(s): 0 for s in receiver.finished_simulations()}
+    for s, (n, bad) in ingest.samples_of().items():
+        if n - bad > 0 or s in held:
+            held[int(s)] = int(n - bad)
+    return held
 
 
-def _samples_per_rank(trainer: TrainerView) -> list[int]:
-    """The samples each rank's buffer received in this run, by rank. Collective under
+def _study_counts(trainer: TrainerView) -> StudyCounts | None:
+    """The launcher's counts on rank 0 when the source is a `Study` (None elsewhere, and
+    in external mode: no launcher)."""
+    summary = getattr(getattr(trainer.source, "launcher", None), "summary", None)
+    if trainer.process_index != 0 or not callable(summary):
+        return None
+    told = summary()
+    running = int(told["running"]) + int(told["exited"])
+    return StudyCounts(int(told["finished"]), int(told["failed"]), int(told["redraws"]), running)
+
+
+def _gathered(trainer: TrainerView) -> tuple[list[int], list[dict[int, int]] | None]:
+    """The samples each rank's buffer received in this run, and the simulations they
+    came from (None when some rank's source does not know), by rank. Collective under
     several ranks."""
-    put = trainer.buffer.stats().put
-    if trainer.num_processes <= 1:
-        return [int(put)]
-    acc = trainer.accelerator
-    counts = acc.gather(torch.tensor([put], dtype=torch.int64, device=acc.device))
-    return [int(n) for n in counts.tolist()]
+    mine = (int(trainer.buffer.stats().put), _held(trainer))
+    ranks = [mine] if trainer.num_processes <= 1 else list(gather_object([mine]))
+    samples = [put for put, _ in ranks]
+    held = [h for _, h in ranks]
+    if any(h is None for h in held):
+        return samples, None
+    return samples, [h for h in held if h is not None]
 
 
 def refuse_untrained(trainer: TrainerView, signum: int) -> None:
@@ -105,9 +106,10 @@ def refuse_untrained(trainer: TrainerView, signum: int) -> None:
         return
     if not trainer.ended_by.startswith("end of stream"):
         return
-    samples = _samples_per_rank(trainer)
+    samples, held = _gathered(trainer)
     me = trainer.process_index
-    error = NoTrainingError(untrained_words(samples), samples)
+    words = untrained_words(samples, held, _study_counts(trainer), trainer.args.batch_size)
+    error = NoTrainingError(words, samples)
     if me == 0:
         logger.error("%s", error)
     elif samples[me] == 0:

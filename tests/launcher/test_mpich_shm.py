@@ -22,11 +22,12 @@ import sys
 import textwrap
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from helpers import NO_MPI, find_mpiexec
+from helpers import NO_MPI
+from mpich_shm import MPIEXEC, SHM, leftovers, needs_mpi, needs_shm, past_mpi_init  # noqa: F401
 from waiting import wait_until
 
 from melissa_trainer.launcher.backends import Job, LocalBackend, MpiexecBackend
@@ -38,10 +39,6 @@ from melissa_trainer.launcher.backends.mpich_segments import (
     remove_segments,
 )
 from melissa_trainer.launcher.launcher import Launcher, LauncherTuning
-
-MPIEXEC = find_mpiexec()
-SHM = Path("/dev/shm")
-needs_shm = pytest.mark.skipif(not SHM.is_dir(), reason="no /dev/shm (Linux only)")
 
 #: a rank: says its pid in rank<N> once past MPI_Init, then waits (SIGTERM ignored with
 #: "ignore"; the last rank SIGSEGVs itself once the file "crash" exists with "crash").
@@ -83,21 +80,7 @@ def the_jobs_files(pids: list[int]) -> set[Path]:
 
 def started(here: Path, ranks: int) -> list[int]:
     """Wait until `ranks` ranks in `here` are past MPI_Init; their pids."""
-    wait_until(
-        lambda: all((here / f"rank{r}").exists() for r in range(ranks)),
-        f"{ranks} ranks past MPI_Init in {here}",
-        60,
-    )
-    return [int((here / f"rank{r}").read_text()) for r in range(ranks)]
-
-
-@pytest.fixture
-def leftovers() -> Iterator[set[Path]]:
-    """Files a test saw its jobs map: removed after it, whatever it found."""
-    seen: set[Path] = set()
-    yield seen
-    for path in seen:
-        path.unlink(missing_ok=True)
+    return [int(pid) for pid in past_mpi_init(here, ranks)]
 
 
 def rank_command(here: Path, mode: str = "wait") -> list[str]:
@@ -157,7 +140,7 @@ def test_a_watch_looks_at_its_times_until_it_finds_a_segment() -> None:
 
 def mpi_test(test: Callable[..., None]) -> Callable[..., None]:
     """An end-to-end test with the tests' mpiexec (skipped without it, or off Linux)."""
-    marks = [needs_shm, pytest.mark.skipif(MPIEXEC is None, reason=NO_MPI)]
+    marks = [needs_shm, needs_mpi]
     for mark in [*marks, pytest.mark.e2e, pytest.mark.timeout(120)]:
         test = mark(test)
     return test
@@ -170,7 +153,10 @@ def mpi_test(test: Callable[..., None]) -> Callable[..., None]:
 )
 @mpi_test
 def test_a_killed_job_leaves_no_segment(
-    tmp_path: Path, leftovers: set[Path], ranks: int, mode: str
+    tmp_path: Path,
+    leftovers: set[Path],  # noqa: F811 - the fixture
+    ranks: int,
+    mode: str,
 ) -> None:
     """`kill` (a timeout, a refusal, the failure policy): the job's file is gone."""
     backend = MpiexecBackend(MPIEXEC or "mpiexec")
@@ -190,7 +176,10 @@ def test_a_killed_job_leaves_no_segment(
 
 
 @mpi_test
-def test_the_launchers_stop_leaves_no_segment(tmp_path: Path, leftovers: set[Path]) -> None:
+def test_the_launchers_stop_leaves_no_segment(
+    tmp_path: Path,
+    leftovers: set[Path],  # noqa: F811 - the fixture
+) -> None:
     """`Launcher.stop` (the study's end, the trainer's SIGTERM) with 2 jobs running."""
     dirs = [tmp_path / f"sim{i}" for i in range(2)]
     for here in dirs:
@@ -218,7 +207,10 @@ def test_the_launchers_stop_leaves_no_segment(tmp_path: Path, leftovers: set[Pat
 
 
 @mpi_test
-def test_a_job_whose_rank_crashed_leaves_no_segment(tmp_path: Path, leftovers: set[Path]) -> None:
+def test_a_job_whose_rank_crashed_leaves_no_segment(
+    tmp_path: Path,
+    leftovers: set[Path],  # noqa: F811 - the fixture
+) -> None:
     """Rank 1 SIGSEGVs: hydra ends the job by itself; the backend read the segment while
     the job ran (`LOOKS_AT`) and removes it when `poll` sees the end."""
     backend = MpiexecBackend(MPIEXEC or "mpiexec")
@@ -247,7 +239,9 @@ def test_a_job_whose_rank_crashed_leaves_no_segment(tmp_path: Path, leftovers: s
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("mode", ["wait", "crash"], ids=["killed", "crashed"])
 def test_an_mpi_singletons_segment_is_removed_by_the_local_backend(
-    tmp_path: Path, leftovers: set[Path], mode: str
+    tmp_path: Path,
+    leftovers: set[Path],  # noqa: F811 - the fixture
+    mode: str,
 ) -> None:
     """A Python solver with mpi4py run by the local backend (no mpiexec: an MPI
     singleton, whose segment is named after its pid) and killed, or crashed after the
@@ -281,7 +275,9 @@ def test_an_mpi_singletons_segment_is_removed_by_the_local_backend(
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("backend", ["mpiexec", "local"])
 def test_a_sigkilled_launchers_segments_are_removed_by_the_next_run_of_its_study(
-    tmp_path: Path, leftovers: set[Path], backend: str
+    tmp_path: Path,
+    leftovers: set[Path],  # noqa: F811 - the fixture
+    backend: str,
 ) -> None:
     """The launcher's process is SIGKILLed once its backend has seen its job's segment;
     its mpiexec (or singleton) gets SIGTERM (parent-death signal) and ends its ranks,

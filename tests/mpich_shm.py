@@ -5,8 +5,8 @@ stale segment and fails in MPI_Init (docs/how-to/slurm.md, "A stale MPICH segmen
 
 With the helpers of the tests of the launcher's segment removal
 (tests/launcher/test_mpich_shm.py, test_mpich_shm_sweep.py): their marks, the
-`leftovers` fixture (import it: ``from mpich_shm import leftovers  # noqa: F401``), and
-`past_mpi_init`."""
+`leftovers` fixture (imported as ``leftovers_fixture``, with ``# noqa: F401``; a test
+asks for it as ``leftovers``), and `past_mpi_init`."""
 
 from __future__ import annotations
 
@@ -63,8 +63,8 @@ def past_mpi_init(here: Path, ranks: int) -> list[str]:
     return [(here / f"rank{r}").read_text() for r in range(ranks)]
 
 
-@pytest.fixture
-def leftovers() -> Iterator[set[Path]]:
+@pytest.fixture(name="leftovers")
+def leftovers_fixture() -> Iterator[set[Path]]:
     """Files a test saw its jobs map or hold: removed after it, whatever it found."""
     seen: set[Path] = set()
     yield seen

@@ -27,7 +27,14 @@ from pathlib import Path
 
 import pytest
 from helpers import NO_MPI
-from mpich_shm import MPIEXEC, SHM, leftovers, needs_mpi, needs_shm, past_mpi_init  # noqa: F401
+from mpich_shm import (
+    MPIEXEC,
+    SHM,
+    leftovers_fixture,  # noqa: F401 (the fixture "leftovers")
+    needs_mpi,
+    needs_shm,
+    past_mpi_init,
+)
 from waiting import wait_until
 
 from melissa_trainer.launcher.backends import Job, LocalBackend, MpiexecBackend
@@ -153,10 +160,7 @@ def mpi_test(test: Callable[..., None]) -> Callable[..., None]:
 )
 @mpi_test
 def test_a_killed_job_leaves_no_segment(
-    tmp_path: Path,
-    leftovers: set[Path],  # noqa: F811 - the fixture
-    ranks: int,
-    mode: str,
+    tmp_path: Path, leftovers: set[Path], ranks: int, mode: str
 ) -> None:
     """`kill` (a timeout, a refusal, the failure policy): the job's file is gone."""
     backend = MpiexecBackend(MPIEXEC or "mpiexec")
@@ -176,10 +180,7 @@ def test_a_killed_job_leaves_no_segment(
 
 
 @mpi_test
-def test_the_launchers_stop_leaves_no_segment(
-    tmp_path: Path,
-    leftovers: set[Path],  # noqa: F811 - the fixture
-) -> None:
+def test_the_launchers_stop_leaves_no_segment(tmp_path: Path, leftovers: set[Path]) -> None:
     """`Launcher.stop` (the study's end, the trainer's SIGTERM) with 2 jobs running."""
     dirs = [tmp_path / f"sim{i}" for i in range(2)]
     for here in dirs:
@@ -207,10 +208,7 @@ def test_the_launchers_stop_leaves_no_segment(
 
 
 @mpi_test
-def test_a_job_whose_rank_crashed_leaves_no_segment(
-    tmp_path: Path,
-    leftovers: set[Path],  # noqa: F811 - the fixture
-) -> None:
+def test_a_job_whose_rank_crashed_leaves_no_segment(tmp_path: Path, leftovers: set[Path]) -> None:
     """Rank 1 SIGSEGVs: hydra ends the job by itself; the backend read the segment while
     the job ran (`LOOKS_AT`) and removes it when `poll` sees the end."""
     backend = MpiexecBackend(MPIEXEC or "mpiexec")
@@ -239,9 +237,7 @@ def test_a_job_whose_rank_crashed_leaves_no_segment(
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("mode", ["wait", "crash"], ids=["killed", "crashed"])
 def test_an_mpi_singletons_segment_is_removed_by_the_local_backend(
-    tmp_path: Path,
-    leftovers: set[Path],  # noqa: F811 - the fixture
-    mode: str,
+    tmp_path: Path, leftovers: set[Path], mode: str
 ) -> None:
     """A Python solver with mpi4py run by the local backend (no mpiexec: an MPI
     singleton, whose segment is named after its pid) and killed, or crashed after the
@@ -275,9 +271,7 @@ def test_an_mpi_singletons_segment_is_removed_by_the_local_backend(
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("backend", ["mpiexec", "local"])
 def test_a_sigkilled_launchers_segments_are_removed_by_the_next_run_of_its_study(
-    tmp_path: Path,
-    leftovers: set[Path],  # noqa: F811 - the fixture
-    backend: str,
+    tmp_path: Path, leftovers: set[Path], backend: str
 ) -> None:
     """The launcher's process is SIGKILLed once its backend has seen its job's segment;
     its mpiexec (or singleton) gets SIGTERM (parent-death signal) and ends its ranks,

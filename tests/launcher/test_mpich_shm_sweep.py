@@ -21,7 +21,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from mpich_shm import MPIEXEC, SHM, leftovers, needs_mpi, needs_shm, past_mpi_init  # noqa: F401
+from mpich_shm import (
+    MPIEXEC,
+    leftovers_fixture,  # noqa: F401 (the fixture "leftovers")
+    needs_mpi,
+    needs_shm,
+    past_mpi_init,
+)
 from waiting import wait_until
 
 from melissa_trainer.launcher.backends import Job, LocalBackend, MpiexecBackend, mpich_segments
@@ -258,9 +264,7 @@ def _dev(path: Path) -> tuple[int, int]:
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("mode", ["segv", "abort", "exit"])
 def test_an_mpiexec_job_failing_before_any_look_leaves_no_segment(
-    tmp_path: Path,
-    leftovers: set[Path],  # noqa: F811 - the fixture
-    mode: str,
+    tmp_path: Path, leftovers: set[Path], mode: str
 ) -> None:
     """2 ranks fail right after MPI_Init; hydra ends the job; the backend, which never
     looked at it while it ran, sees the end: the job's file is gone."""
@@ -284,10 +288,7 @@ def test_an_mpiexec_job_failing_before_any_look_leaves_no_segment(
 @needs_mpi
 @pytest.mark.e2e
 @pytest.mark.timeout(120)
-def test_a_running_jobs_segment_is_not_swept(
-    tmp_path: Path,
-    leftovers: set[Path],  # noqa: F811 - the fixture
-) -> None:
+def test_a_running_jobs_segment_is_not_swept(tmp_path: Path, leftovers: set[Path]) -> None:
     """Job A runs while job B, launched before it, fails before any look: B's end sweeps
     B's file, and not A's, made since B's launch but held by A's ranks."""
     backend = MpiexecBackend(MPIEXEC or "mpiexec")
@@ -318,8 +319,7 @@ def test_a_running_jobs_segment_is_not_swept(
 @pytest.mark.e2e
 @pytest.mark.timeout(120)
 def test_an_mpi_singleton_failing_before_any_look_leaves_no_segment(
-    tmp_path: Path,
-    leftovers: set[Path],  # noqa: F811 - the fixture
+    tmp_path: Path, leftovers: set[Path]
 ) -> None:
     """A Python solver with mpi4py run by the local backend (an MPI singleton, its file
     named after its pid) crashes right after MPI_Init: its file is gone."""

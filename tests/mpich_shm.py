@@ -4,14 +4,14 @@ before MPI_Finalize: named after the job's PMI key-value space, which ``srun
 stale segment and fails in MPI_Init (docs/how-to/slurm.md, "A stale MPICH segment").
 
 With the helpers of the tests of the launcher's segment removal
-(tests/launcher/test_mpich_shm.py, test_mpich_shm_sweep.py): their marks, the
+(tests/launcher/test_mpich_shm.py, test_mpich_shm_sweep.py): their marks (`mpi_test`), the
 `leftovers` fixture (imported as ``leftovers_fixture``, with ``# noqa: F401``; a test
 asks for it as ``leftovers``), and `past_mpi_init`."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -23,6 +23,16 @@ SHM = Path("/dev/shm")
 MPIEXEC = find_mpiexec()
 needs_shm = pytest.mark.skipif(not SHM.is_dir(), reason="no /dev/shm (Linux only)")
 needs_mpi = pytest.mark.skipif(MPIEXEC is None, reason=NO_MPI)
+
+
+def mpi_test(test: Callable[..., None]) -> Callable[..., None]:
+    """An end-to-end test with the tests' mpiexec (skipped without it, or off Linux)."""
+    marks = [needs_shm, needs_mpi]
+    for mark in [*marks, pytest.mark.e2e, pytest.mark.timeout(120)]:
+        test = mark(test)
+    return test
+
+
 #: step ids searched per job (a test's job runs one step, or a few)
 MAX_STEPS = 16
 

@@ -22,7 +22,6 @@ import sys
 import textwrap
 import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -31,7 +30,7 @@ from mpich_shm import (
     MPIEXEC,
     SHM,
     leftovers_fixture,  # noqa: F401 (the fixture "leftovers")
-    needs_mpi,
+    mpi_test,
     needs_shm,
     past_mpi_init,
 )
@@ -143,14 +142,6 @@ def test_a_watch_looks_at_its_times_until_it_finds_a_segment() -> None:
     found.segments = [Segment("/dev/shm/mpich_shm_0_0", (0, 0), 1)]
     found.launched = time.monotonic() - LOOKS_AT[0]
     assert not found.due()
-
-
-def mpi_test(test: Callable[..., None]) -> Callable[..., None]:
-    """An end-to-end test with the tests' mpiexec (skipped without it, or off Linux)."""
-    marks = [needs_shm, needs_mpi]
-    for mark in [*marks, pytest.mark.e2e, pytest.mark.timeout(120)]:
-        test = mark(test)
-    return test
 
 
 @pytest.mark.parametrize(

@@ -24,7 +24,7 @@ import pytest
 from mpich_shm import (
     MPIEXEC,
     leftovers_fixture,  # noqa: F401 (the fixture "leftovers")
-    needs_mpi,
+    mpi_test,
     needs_shm,
     past_mpi_init,
 )
@@ -258,11 +258,8 @@ def _dev(path: Path) -> tuple[int, int]:
 # -- real jobs -------------------------------------------------------------------------
 
 
-@needs_shm
-@needs_mpi
-@pytest.mark.e2e
-@pytest.mark.timeout(120)
 @pytest.mark.parametrize("mode", ["segv", "abort", "exit"])
+@mpi_test
 def test_an_mpiexec_job_failing_before_any_look_leaves_no_segment(
     tmp_path: Path, leftovers: set[Path], mode: str
 ) -> None:
@@ -284,10 +281,7 @@ def test_an_mpiexec_job_failing_before_any_look_leaves_no_segment(
     assert [f for f in files if f.exists()] == [], f"left by the job ({mode}): {files}"
 
 
-@needs_shm
-@needs_mpi
-@pytest.mark.e2e
-@pytest.mark.timeout(120)
+@mpi_test
 def test_a_running_jobs_segment_is_not_swept(tmp_path: Path, leftovers: set[Path]) -> None:
     """Job A runs while job B, launched before it, fails before any look: B's end sweeps
     B's file, and not A's, made since B's launch but held by A's ranks."""

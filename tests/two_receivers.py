@@ -24,17 +24,15 @@ def two_receivers(
     `stack` closes. With `curve`, each has a CURVE key pair of its own. Returns the
     buffers and the receivers, by rank."""
     buffers = [FIFOBuffer(100), FIFOBuffer(100)]
-    config = {"rendezvous_dir": str(rv), "expected_simulations": expected_simulations}
-    receivers = [
-        stack.enter_context(
-            running(
-                buffers[rank],
-                rank=rank,
-                world_size=2,
-                **config,
-                **({"curve_secret_key": zmq.curve_keypair()[1]} if curve else {}),
-            )
+    receivers = []
+    for rank in range(2):
+        receiver = running(
+            buffers[rank],
+            rank=rank,
+            world_size=2,
+            rendezvous_dir=str(rv),
+            expected_simulations=expected_simulations,
+            curve_secret_key=zmq.curve_keypair()[1] if curve else None,  # None: the default
         )
-        for rank in range(2)
-    ]
+        receivers.append(stack.enter_context(receiver))
     return buffers, receivers

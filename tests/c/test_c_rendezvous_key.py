@@ -18,9 +18,9 @@ import pytest
 import zmq
 from c_driver import payload, run_script, script_exe  # noqa: F401 (a fixture)
 from compiled import c_client  # noqa: F401 (a fixture)
-from helpers import drain, running
+from helpers import drain
+from two_receivers import two_receivers
 
-from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.stream.endpoints import fetch_rendezvous, write_rendezvous
 
 pytestmark = [
@@ -38,21 +38,8 @@ def test_a_c_solver_streams_to_curve_receivers_found_in_the_rendezvous(
     tmp_path: Path,
 ) -> None:
     rv = tmp_path / "rendezvous"
-    buffers = [FIFOBuffer(100), FIFOBuffer(100)]
     with ExitStack() as stack:
-        receivers = [
-            stack.enter_context(
-                running(
-                    buffers[rank],
-                    rank=rank,
-                    world_size=2,
-                    rendezvous_dir=str(rv),
-                    curve_secret_key=zmq.curve_keypair()[1],  # one pair per rank
-                    expected_simulations=1,
-                )
-            )
-            for rank in range(2)
-        ]
+        buffers, receivers = two_receivers(stack, rv, 1, curve=True)  # a key pair per rank
         published = fetch_rendezvous(rv, timeout=10)
         keys = [e["curve_public_key"] for e in published]
         assert keys == [r.curve_public_key for r in receivers] and keys[0] != keys[1]

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from c_driver import run_script, script_exe  # noqa: F401 (a fixture)
 from compiled import c_client  # noqa: F401 (a fixture)
-from helpers import drain, running
+from helpers import drain
+from two_receivers import two_receivers
 
-from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.stream.endpoints import fetch_rendezvous
 
 pytestmark = pytest.mark.e2e  # every test here starts processes
@@ -31,20 +31,8 @@ SCRIPT = f"close_timeout 20\nfield u {FLOAT32} 1 4\nstart\nsend 0 u {FLOAT32} 4 
 def _stream(script_exe: Path, tmp_path: Path, given: bool) -> tuple[list[list[int]], int]:  # noqa: F811
     """Each rank's simulation ids, and the messages rejected on both ranks."""
     rv = tmp_path / "rendezvous"
-    buffers = [FIFOBuffer(100), FIFOBuffer(100)]
     with ExitStack() as stack:
-        receivers = [
-            stack.enter_context(
-                running(
-                    buffers[rank],
-                    rank=rank,
-                    world_size=2,
-                    rendezvous_dir=str(rv),
-                    expected_simulations=SIMULATIONS,
-                )
-            )
-            for rank in range(2)
-        ]
+        buffers, receivers = two_receivers(stack, rv, SIMULATIONS)
         entries = fetch_rendezvous(rv, timeout=10)
         where = (
             {"MELISSA_TRAINER_ENDPOINTS": ",".join(e["endpoint"] for e in entries)}

@@ -34,14 +34,6 @@ TUNING = ClientTuning(disconnected_timeout=600.0, follow_timeout=600.0, close_ti
 FIELDS = {"u": ((4,), np.float64)}
 
 
-@pytest.fixture
-def external(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("MELISSA_TRAINER_RENDEZVOUS", str(tmp_path))
-    for name in ("MELISSA_TRAINER_ENDPOINTS", "MELISSA_TRAINER_RUN_ID", "MELISSA_TRAINER_ATTEMPT"):
-        monkeypatch.delenv(name, raising=False)
-    return tmp_path
-
-
 def until(condition: Any, what: str) -> None:
     deadline = time.monotonic() + 60
     while not condition():

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 import zmq
 from helpers import running
+from stopped_close import close_failure, stop_during_close
 
 from melissa_trainer import wire as P
 from melissa_trainer.buffers import FIFOBuffer
@@ -28,20 +29,9 @@ from melissa_trainer.client.config import ClientTuning
 from melissa_trainer.client.confirm import answers_receipts, report
 from melissa_trainer.client.receipts import confirmed
 from melissa_trainer.stream.follow_server import FollowServer, receipt_of
-from melissa_trainer.stream.receiver import Receiver
-from melissa_trainer.stream.receiver_config import ReceiverConfig
 from melissa_trainer.wire import receipt as R
 
 pytestmark = pytest.mark.timeout(120)
-
-
-@pytest.fixture
-def external(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A solver started by hand: endpoints from the rendezvous `tmp_path`."""
-    monkeypatch.setenv("MELISSA_TRAINER_RENDEZVOUS", str(tmp_path))
-    for name in ("MELISSA_TRAINER_ENDPOINTS", "MELISSA_TRAINER_RUN_ID", "MELISSA_TRAINER_ATTEMPT"):
-        monkeypatch.delenv(name, raising=False)
-    return tmp_path
 
 
 def wait_until(what: str, ready: object, timeout: float = 60.0) -> None:
@@ -237,33 +227,9 @@ def test_without_a_window_a_restart_that_lacks_the_bye_fails_the_close(external:
     # the trainer (run-a) has not read the BYE (its buffer is full) when it stops; the
     # next one (run-b, resumed from no checkpoint) lacks it: a client without a replay
     # window cannot send it again, and its close says so (before: it returned)
-    first = Receiver(FIFOBuffer(1), 0, 1, ReceiverConfig(rendezvous_dir=external, run_id="run-a"))
-    first.start()
-    try:
-        client = Client(
-            simulation_id=4, fields={"u": ((4,), np.float64)}, tuning=ClientTuning(replay_bytes=0)
-        )
-        for t in range(4):
-            client.send(t, u=np.full(4, t, np.float64))
-        failed: list[BaseException] = []
-
-        def close() -> None:
-            try:
-                client.close()
-            except BaseException as exc:  # noqa: BLE001 - the test's oracle
-                failed.append(exc)
-
-        closing = threading.Thread(target=close, daemon=True)
-        closing.start()
-        follow = first._follow
-        assert follow is not None
-        wait_until("the client's receipt query held", lambda: bool(follow._held))
-    finally:
-        first.stop()
+    closing, failed = stop_during_close(external, 4, ClientTuning(replay_bytes=0))
     with running(rendezvous_dir=external, run_id="run-b"):
-        closing.join(60)
-    assert not closing.is_alive()
-    (error,) = failed
+        error = close_failure(closing, failed)
     assert isinstance(error, TimeoutError), error
     assert "now names run run-b" in str(error) and "MELISSA_TRAINER_SIMULATION_ID=4" in str(error)
 
@@ -272,31 +238,8 @@ def test_a_trainer_gone_before_it_read_the_bye_fails_the_close(external: Path) -
     # the trainer stops (its follow socket closes) with the BYE unread, and none is
     # restarted within follow_timeout: the close fails, saying what to do (before: it
     # returned, and the simulation's last steps were lost)
-    first = Receiver(FIFOBuffer(1), 0, 1, ReceiverConfig(rendezvous_dir=external, run_id="run-a"))
-    first.start()
     tuning = ClientTuning(disconnected_timeout=0.5, follow_timeout=0.5)
-    failed: list[BaseException] = []
-    try:
-        client = Client(simulation_id=6, fields={"u": ((4,), np.float64)}, tuning=tuning)
-        for t in range(4):
-            client.send(t, u=np.full(4, t, np.float64))
-
-        def close() -> None:
-            try:
-                client.close()
-            except BaseException as exc:  # noqa: BLE001 - the test's oracle
-                failed.append(exc)
-
-        closing = threading.Thread(target=close, daemon=True)
-        closing.start()
-        follow = first._follow
-        assert follow is not None
-        wait_until("the client's receipt query held", lambda: bool(follow._held))
-    finally:
-        first.stop()
-    closing.join(60)
-    assert not closing.is_alive()
-    (error,) = failed
+    error = close_failure(*stop_during_close(external, 6, tuning))
     assert isinstance(error, TimeoutError), error
     assert "its BYE was not confirmed" in str(error) and "nor been connected" in str(error)
     assert "MELISSA_TRAINER_SIMULATION_ID=6" in str(error)

@@ -42,15 +42,6 @@ pytestmark = pytest.mark.timeout(120)
 TUNING = ClientTuning(disconnected_timeout=1.0, follow_timeout=1.0, close_timeout=60.0)
 
 
-@pytest.fixture
-def external(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A solver started by hand: endpoints from the rendezvous `tmp_path`."""
-    monkeypatch.setenv("MELISSA_TRAINER_RENDEZVOUS", str(tmp_path))
-    for name in ("MELISSA_TRAINER_ENDPOINTS", "MELISSA_TRAINER_RUN_ID", "MELISSA_TRAINER_ATTEMPT"):
-        monkeypatch.delenv(name, raising=False)
-    return tmp_path
-
-
 def stop_before_the_first_question(
     monkeypatch: pytest.MonkeyPatch,
     receiver: Receiver,

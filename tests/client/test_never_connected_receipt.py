@@ -12,19 +12,15 @@ from __future__ import annotations
 import json
 import os
 import socket
-import threading
 from pathlib import Path
 
 import numpy as np
 import pytest
 from helpers import running
-from test_close_receipt import wait_until
+from stopped_close import close_failure, stop_during_close
 
-from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.client import Client
 from melissa_trainer.client.config import ClientTuning
-from melissa_trainer.stream.receiver import Receiver
-from melissa_trainer.stream.receiver_config import ReceiverConfig
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -33,15 +29,6 @@ def refused_endpoint() -> str:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return f"tcp://127.0.0.1:{s.getsockname()[1]}"
-
-
-@pytest.fixture
-def external(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A solver started by hand: endpoints from the rendezvous `tmp_path`."""
-    monkeypatch.setenv("MELISSA_TRAINER_RENDEZVOUS", str(tmp_path))
-    for name in ("MELISSA_TRAINER_ENDPOINTS", "MELISSA_TRAINER_RUN_ID", "MELISSA_TRAINER_ATTEMPT"):
-        monkeypatch.delenv(name, raising=False)
-    return tmp_path
 
 
 def test_a_follow_socket_never_connected_is_said(external: Path) -> None:
@@ -70,30 +57,7 @@ def test_a_follow_socket_that_connected_is_not_said_never_connected(external: Pa
     """The trainer stops with the BYE unread after the client's query reached it (as
     tests/client/test_close_receipt.py's trainer gone): connected once, not "never"."""
     tuning = ClientTuning(disconnected_timeout=0.5, follow_timeout=0.5)
-    failed: list[BaseException] = []
-    first = Receiver(FIFOBuffer(1), 0, 1, ReceiverConfig(rendezvous_dir=external, run_id="run-a"))
-    first.start()
-    try:
-        client = Client(simulation_id=6, fields={"u": ((4,), np.float64)}, tuning=tuning)
-        for t in range(4):
-            client.send(t, u=np.full(4, t, np.float64))
-
-        def close() -> None:
-            try:
-                client.close()
-            except BaseException as exc:  # noqa: BLE001 - the test's oracle
-                failed.append(exc)
-
-        closing = threading.Thread(target=close, daemon=True)
-        closing.start()
-        follow = first._follow
-        assert follow is not None
-        wait_until("the client's receipt query held", lambda: bool(follow._held))
-    finally:
-        first.stop()
-    closing.join(60)
-    assert not closing.is_alive()
-    (error,) = failed
+    error = close_failure(*stop_during_close(external, 6, tuning))
     said = str(error)
     assert "its BYE was not confirmed" in said and "nor been connected" in said, said
     assert "ever accepted" not in said, said

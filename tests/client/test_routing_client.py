@@ -14,9 +14,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import drain, running
+from helpers import drain
+from two_receivers import two_receivers
 
-from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.client import Client, ClientTuning
 from melissa_trainer.client.following import steps_to_send
 from melissa_trainer.client.replay import ReplayWindow
@@ -26,21 +26,6 @@ from melissa_trainer.wire import HELD_STEPS, HeldReply
 from melissa_trainer.wire.routing import SIMULATION_STEP, receiver_of
 
 SIMULATIONS = 4
-
-
-def _receivers(stack: ExitStack, rv: Path) -> list[FIFOBuffer]:
-    buffers = [FIFOBuffer(100), FIFOBuffer(100)]
-    for rank in range(2):
-        stack.enter_context(
-            running(
-                buffers[rank],
-                rank=rank,
-                world_size=2,
-                rendezvous_dir=str(rv),
-                expected_simulations=SIMULATIONS,
-            )
-        )
-    return buffers
 
 
 def _one_step(sid: int, endpoints: list[str] | None) -> None:
@@ -65,7 +50,7 @@ def test_one_step_simulations_read_from_the_rendezvous_spread_over_both_ranks(
     launched: Path,
 ) -> None:
     with ExitStack() as stack:
-        buffers = _receivers(stack, launched)
+        buffers, _ = two_receivers(stack, launched, SIMULATIONS)
         assert {e["routing"] for e in fetch_rendezvous(launched, 10)} == {SIMULATION_STEP}
         for sid in range(SIMULATIONS):
             _one_step(sid, None)
@@ -77,7 +62,7 @@ def test_one_step_simulations_read_from_the_rendezvous_spread_over_both_ranks(
 @pytest.mark.timeout(60)
 def test_a_client_given_its_endpoints_keeps_the_old_routing(launched: Path) -> None:
     with ExitStack() as stack:
-        buffers = _receivers(stack, launched)
+        buffers, _ = two_receivers(stack, launched, SIMULATIONS)
         endpoints = [e["endpoint"] for e in fetch_rendezvous(launched, 10)]
         for sid in range(SIMULATIONS):
             _one_step(sid, endpoints)

@@ -6,6 +6,7 @@ passes `LauncherTuning`'s own default on (`melissa_trainer.launcher.silence.Defa
 from __future__ import annotations
 
 import pytest
+from usage_error import heat_usage_error
 
 from melissa_trainer.launcher import LauncherTuning
 
@@ -17,11 +18,7 @@ def test_silence_floor_with_a_numeric_timeout_is_a_usage_error(
     from heat_pde.train import parser  # the example's (examples/ is on sys.path)
     from study_common import StudyArgs
 
-    argv = ["--simulation_timeout", "10", "--silence_floor", "5"]
-    with pytest.raises(SystemExit) as info:
-        parser(argv).parse_args_into_dataclasses(argv)
-    assert info.value.code == 2
-    err = capsys.readouterr().err
+    err = heat_usage_error(["--simulation_timeout", "10", "--silence_floor", "5"], capsys)
     assert "silence_floor=5.0 changes nothing with simulation_timeout=10.0" in err
     assert "drop --silence_floor, or drop --simulation_timeout" in err
     for argv in (["--simulation_timeout", "10"], ["--silence_floor", "5"]):

@@ -22,11 +22,18 @@ import sys
 import textwrap
 import time
 import uuid
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from helpers import NO_MPI, find_mpiexec
+from helpers import NO_MPI
+from mpich_shm import (
+    MPIEXEC,
+    SHM,
+    leftovers_fixture,  # noqa: F401 (the fixture "leftovers")
+    mpi_test,
+    needs_shm,
+    past_mpi_init,
+)
 from waiting import wait_until
 
 from melissa_trainer.launcher.backends import Job, LocalBackend, MpiexecBackend
@@ -38,10 +45,6 @@ from melissa_trainer.launcher.backends.mpich_segments import (
     remove_segments,
 )
 from melissa_trainer.launcher.launcher import Launcher, LauncherTuning
-
-MPIEXEC = find_mpiexec()
-SHM = Path("/dev/shm")
-needs_shm = pytest.mark.skipif(not SHM.is_dir(), reason="no /dev/shm (Linux only)")
 
 #: a rank: says its pid in rank<N> once past MPI_Init, then waits (SIGTERM ignored with
 #: "ignore"; the last rank SIGSEGVs itself once the file "crash" exists with "crash").
@@ -83,21 +86,7 @@ def the_jobs_files(pids: list[int]) -> set[Path]:
 
 def started(here: Path, ranks: int) -> list[int]:
     """Wait until `ranks` ranks in `here` are past MPI_Init; their pids."""
-    wait_until(
-        lambda: all((here / f"rank{r}").exists() for r in range(ranks)),
-        f"{ranks} ranks past MPI_Init in {here}",
-        60,
-    )
-    return [int((here / f"rank{r}").read_text()) for r in range(ranks)]
-
-
-@pytest.fixture
-def leftovers() -> Iterator[set[Path]]:
-    """Files a test saw its jobs map: removed after it, whatever it found."""
-    seen: set[Path] = set()
-    yield seen
-    for path in seen:
-        path.unlink(missing_ok=True)
+    return [int(pid) for pid in past_mpi_init(here, ranks)]
 
 
 def rank_command(here: Path, mode: str = "wait") -> list[str]:
@@ -153,14 +142,6 @@ def test_a_watch_looks_at_its_times_until_it_finds_a_segment() -> None:
     found.segments = [Segment("/dev/shm/mpich_shm_0_0", (0, 0), 1)]
     found.launched = time.monotonic() - LOOKS_AT[0]
     assert not found.due()
-
-
-def mpi_test(test: Callable[..., None]) -> Callable[..., None]:
-    """An end-to-end test with the tests' mpiexec (skipped without it, or off Linux)."""
-    marks = [needs_shm, pytest.mark.skipif(MPIEXEC is None, reason=NO_MPI)]
-    for mark in [*marks, pytest.mark.e2e, pytest.mark.timeout(120)]:
-        test = mark(test)
-    return test
 
 
 @pytest.mark.parametrize(

@@ -18,11 +18,16 @@ import mmap
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import NO_MPI, find_mpiexec
+from mpich_shm import (
+    MPIEXEC,
+    leftovers_fixture,  # noqa: F401 (the fixture "leftovers")
+    mpi_test,
+    needs_shm,
+    past_mpi_init,
+)
 from waiting import wait_until
 
 from melissa_trainer.launcher.backends import Job, LocalBackend, MpiexecBackend, mpich_segments
@@ -36,11 +41,6 @@ from melissa_trainer.launcher.backends.mpich_segments import (
     mapped_segments,
     orphans,
 )
-
-MPIEXEC = find_mpiexec()
-SHM = Path("/dev/shm")
-needs_shm = pytest.mark.skipif(not SHM.is_dir(), reason="no /dev/shm (Linux only)")
-needs_mpi = pytest.mark.skipif(MPIEXEC is None, reason=NO_MPI)
 
 #: a rank: once past MPI_Init, reports its pid and the MPICH files it holds open (read
 #: here from /proc, independently of `mpich_segments`) in rank<N>, waits for the file
@@ -81,25 +81,9 @@ while time.monotonic() < deadline:
 
 def reported(here: Path, ranks: int) -> set[Path]:
     """Wait until `ranks` ranks in `here` are past MPI_Init; the MPICH files they hold."""
-    wait_until(
-        lambda: all((here / f"rank{r}").exists() for r in range(ranks)),
-        f"{ranks} ranks past MPI_Init in {here}",
-        60,
-    )
-    files = {
-        Path(f) for r in range(ranks) for f in json.loads((here / f"rank{r}").read_text())["files"]
-    }
+    files = {Path(f) for text in past_mpi_init(here, ranks) for f in json.loads(text)["files"]}
     assert files, f"the ranks in {here} hold no MPICH file"
     return files
-
-
-@pytest.fixture
-def leftovers() -> Iterator[set[Path]]:
-    """Files a test's jobs held: removed after it, whatever it found."""
-    seen: set[Path] = set()
-    yield seen
-    for path in seen:
-        path.unlink(missing_ok=True)
 
 
 def rank_command(here: Path, mode: str) -> list[str]:
@@ -274,11 +258,8 @@ def _dev(path: Path) -> tuple[int, int]:
 # -- real jobs -------------------------------------------------------------------------
 
 
-@needs_shm
-@needs_mpi
-@pytest.mark.e2e
-@pytest.mark.timeout(120)
 @pytest.mark.parametrize("mode", ["segv", "abort", "exit"])
+@mpi_test
 def test_an_mpiexec_job_failing_before_any_look_leaves_no_segment(
     tmp_path: Path, leftovers: set[Path], mode: str
 ) -> None:
@@ -300,10 +281,7 @@ def test_an_mpiexec_job_failing_before_any_look_leaves_no_segment(
     assert [f for f in files if f.exists()] == [], f"left by the job ({mode}): {files}"
 
 
-@needs_shm
-@needs_mpi
-@pytest.mark.e2e
-@pytest.mark.timeout(120)
+@mpi_test
 def test_a_running_jobs_segment_is_not_swept(tmp_path: Path, leftovers: set[Path]) -> None:
     """Job A runs while job B, launched before it, fails before any look: B's end sweeps
     B's file, and not A's, made since B's launch but held by A's ranks."""

@@ -98,6 +98,20 @@ def kills(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [r.getMessage() for r in caplog.records if "killing sim-" in r.getMessage()]
 
 
+def first_kill(
+    launch: Launcher, tmp_path: Path, caplog: pytest.LogCaptureFixture, what: str, timeout: float
+) -> str:
+    """Start `launch`, wait up to `timeout` s for its first kill (`what` names the wait),
+    stop it; that kill's message."""
+    with caplog.at_level(logging.WARNING, logger="melissa_trainer.launcher"):
+        start(launch, tmp_path)
+        try:
+            wait_until(lambda: kills(caplog), what, timeout)
+        finally:
+            launch.stop()
+    return kills(caplog)[0]
+
+
 @pytest.mark.timeout(60)
 def test_a_start_up_within_the_startup_timeout_the_user_set_survives(tmp_path: Path) -> None:
     """Silent 3 s before its first message, past simulation_timeout=1.5 but within the
@@ -129,13 +143,7 @@ def test_a_start_up_past_both_bounds_is_killed_naming_the_startup_timeout(
         tmp_path, 1, {"startup": 600.0, "messages": 0},
         simulation_timeout=1, startup_timeout=2.5, max_restarts=0, on_failure="abandon",
     )  # fmt: skip
-    with caplog.at_level(logging.WARNING, logger="melissa_trainer.launcher"):
-        start(launch, tmp_path)
-        try:
-            wait_until(lambda: kills(caplog), "the start-up killed", 40)
-        finally:
-            launch.stop()
-    said = kills(caplog)[0]
+    said = first_kill(launch, tmp_path, caplog, "the start-up killed", 40)
     assert "no message yet" in said, said
     assert "max(simulation_timeout=1.0, startup_timeout=2.5), before its first message" in said
     assert "a slower start-up needs a larger startup_timeout" in said, said
@@ -180,11 +188,5 @@ def test_after_its_first_message_the_numeric_timeout_applies_alone(
         tmp_path, 1, {"startup": 0.0, "messages": 1, "hang": 600.0},
         simulation_timeout=1, startup_timeout=30, max_restarts=0, on_failure="abandon",
     )  # fmt: skip
-    with caplog.at_level(logging.WARNING, logger="melissa_trainer.launcher"):
-        start(launch, tmp_path)
-        try:
-            wait_until(lambda: kills(caplog), "the silent simulation killed", 25)
-        finally:
-            launch.stop()
-    said = kills(caplog)[0]
+    said = first_kill(launch, tmp_path, caplog, "the silent simulation killed", 25)
     assert "since its last message; simulation_timeout=1.0)" in said, said

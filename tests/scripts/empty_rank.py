@@ -15,6 +15,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: helpers
 from helpers import linear_samples, small_model, xy  # noqa: E402
+from rank_study import recording_end  # noqa: E402
 
 from melissa_trainer import OnlineTrainer, TrainingArguments  # noqa: E402
 
@@ -33,14 +34,12 @@ def main() -> None:
         process_sample=xy,
     )  # fmt: skip
     rank = trainer.process_index
-    ended = "returned"
-    try:
-        trainer.train()
-    except BaseException as exc:
-        ended = type(exc).__name__
-        raise
-    finally:
+
+    def write(ended: str) -> None:
         (out.parent / f"exit-{rank}.txt").write_text(f"{ended} {trainer.state.global_step}\n")
+
+    with recording_end(write):
+        trainer.train()
 
 
 if __name__ == "__main__":

@@ -19,15 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from rank_study import recording_end, study_trainer
 
-from melissa_trainer import (
-    OnlineTrainer,
-    ReceiverConfig,
-    StreamSource,
-    Study,
-    TrainingArguments,
-)
-from melissa_trainer.launcher import Launcher, LauncherTuning, LocalBackend
+from melissa_trainer import ReceiverConfig
 
 #: one time step of x = (a, 0) through the library's client (run id, rendezvous and
 #: parameters from the launcher's environment)
@@ -43,41 +37,23 @@ with Client({"x": ((2,), "f4")}) as c:
 def main() -> None:
     out, solver, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
     torch.set_num_threads(1)
-    launcher = Launcher(
-        [sys.executable, solver],
-        [{"a": float(i)} for i in range(n)],
-        n,
-        job_limit=n,
-        backend=LocalBackend(),
-        tuning=LauncherTuning(poll_interval=0.05, kill_grace=2.0, max_restarts=0),
-    )
-    torch.manual_seed(0)
-    model = torch.nn.Linear(1, 1)
     seen: list[int] = []
 
     def process(s: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
         seen.append(int(s["simulation_id"]))
         return torch.from_numpy(s["x"][:1]), torch.from_numpy(s["x"][1:])
 
-    trainer = OnlineTrainer(
-        model,
-        TrainingArguments(
-            output_dir=out, batch_size=1, buffer="fifo", buffer_size=8, watermark=1,
-            disable_progress_bar=True, report_to="none", stop_sync_steps=1,
-        ),
-        torch.optim.SGD(model.parameters(), lr=1e-3),
-        train_source=Study(launcher, StreamSource(ReceiverConfig())),
-        process_sample=process,
+    trainer = study_trainer(
+        out, solver, [{"a": float(i)} for i in range(n)], n, ReceiverConfig(), process,
+        batch_size=1, buffer="fifo", buffer_size=8, watermark=1, stop_sync_steps=1,
     )  # fmt: skip
-    ended = "returned"
-    try:
-        trainer.train()
-    except BaseException as exc:
-        ended = type(exc).__name__
-        raise
-    finally:
+
+    def write(ended: str) -> None:
         record = {"ended": ended, "steps": trainer.state.global_step, "seen": sorted(set(seen))}
         (Path(out).parent / f"exit-{trainer.process_index}.json").write_text(json.dumps(record))
+
+    with recording_end(write):
+        trainer.train()
 
 
 if __name__ == "__main__":

@@ -26,15 +26,9 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from rank_study import recording_end, study_trainer
 
-from melissa_trainer import (
-    OnlineTrainer,
-    ReceiverConfig,
-    StreamSource,
-    Study,
-    TrainingArguments,
-)
-from melissa_trainer.launcher import Launcher, LauncherTuning, LocalBackend
+from melissa_trainer import ReceiverConfig
 
 #: one time step, numbered by the parameter "t", of x = (a, 0)
 SOLVER = r"""
@@ -49,38 +43,21 @@ with Client({"x": ((2,), "f4")}) as c:
 def main() -> None:
     out, solver, n, stall = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
     torch.set_num_threads(1)
-    launcher = Launcher(
-        [sys.executable, solver],
-        [{"a": float(i), "t": float(i % 2)} for i in range(n)],
-        n,
-        job_limit=2,
-        backend=LocalBackend(),
-        tuning=LauncherTuning(poll_interval=0.05, kill_grace=2.0, max_restarts=0),
-    )
-    torch.manual_seed(0)
-    model = torch.nn.Linear(1, 1)
 
     def process(s: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
         return torch.from_numpy(s["x"][:1]), torch.from_numpy(s["x"][1:])
 
-    trainer = OnlineTrainer(
-        model,
-        TrainingArguments(
-            output_dir=out, batch_size=4, disable_progress_bar=True, report_to="none",
-        ),
-        torch.optim.SGD(model.parameters(), lr=1e-3),
-        train_source=Study(launcher, StreamSource(ReceiverConfig(stall_timeout=stall))),
-        process_sample=process,
-    )  # fmt: skip
-    ended = "returned"
-    try:
-        trainer.train()
-    except BaseException as exc:
-        ended = type(exc).__name__
-        raise
-    finally:
+    parameters = [{"a": float(i), "t": float(i % 2)} for i in range(n)]
+    trainer = study_trainer(
+        out, solver, parameters, 2, ReceiverConfig(stall_timeout=stall), process, batch_size=4
+    )
+
+    def write(ended: str) -> None:
         record = {"ended": ended, "steps": trainer.state.global_step}
         (Path(out).parent / f"exit-{trainer.process_index}.json").write_text(json.dumps(record))
+
+    with recording_end(write):
+        trainer.train()
 
 
 if __name__ == "__main__":

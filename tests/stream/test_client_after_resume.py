@@ -8,36 +8,21 @@ from __future__ import annotations
 import json
 
 import numpy as np
+from small_ingest import small_ingest
 
-from melissa_trainer.stream.ingest import Ingest
 from melissa_trainer.wire import Data, FieldSpec, Hello
 
 FIELD = FieldSpec("u", np.dtype("<f4"), (2,))
 
 
-def ingest() -> Ingest:
-    return Ingest(
-        0,
-        1,
-        put=lambda sample: True,
-        end=lambda why: None,
-        expected=None,
-        max_field_bytes=1 << 20,
-        max_pending=8,
-        max_pending_bytes=1 << 20,
-        max_time_step=1 << 20,
-        recent_size=8,
-    )
-
-
 def test_the_resumed_attempts_hello_names_its_client_again() -> None:
-    first = ingest()
+    first = small_ingest()
     first.hello(Hello(3, 0, 1, (FIELD,), {"a": 1.0}, client="c"))
     payload = np.zeros(2, np.float32).tobytes()
     first.data(Data(3, 0, 0, 1, "u", FIELD.dtype, FIELD.shape, 0, 2, payload), True)
     assert first.client_of(3) == "c"
     state = json.loads(json.dumps(first.state_dict()))
-    resumed = ingest()
+    resumed = small_ingest()
     resumed.load_state_dict(state, buffer_put=1)
     assert resumed.client_of(3) is None  # (not in the checkpoint: the HELLO says it)
     resumed.hello(Hello(3, 0, 1, (FIELD,), {"a": 1.0}, client="c"))

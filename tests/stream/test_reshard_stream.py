@@ -18,10 +18,10 @@ from typing import Any
 
 import numpy as np
 import pytest
+from small_ingest import recording, small_ingest
 
 from melissa_trainer import Launcher
 from melissa_trainer.sources.source import IterableSource, Source
-from melissa_trainer.stream.ingest import Ingest
 from melissa_trainer.stream.receiver_config import ReceiverConfig
 from melissa_trainer.stream.reshard import reshard_states
 from melissa_trainer.stream.stream_source import StreamSource
@@ -54,22 +54,8 @@ class Rank:
 
     def __init__(self, rank: int, world: int, max_pending: int = 8) -> None:
         self.puts: list[tuple[int, int]] = []
-
-        def put(sample: dict[str, np.ndarray]) -> bool:
-            self.puts.append((int(sample["simulation_id"]), int(sample["time_step"])))
-            return True
-
-        self.ingest = Ingest(
-            rank,
-            world,
-            put=put,
-            end=lambda why: None,
-            expected=None,
-            max_field_bytes=1 << 20,
-            max_pending=max_pending,
-            max_pending_bytes=1 << 20,
-            max_time_step=1 << 20,
-            recent_size=RECENT,
+        self.ingest = small_ingest(
+            rank, world, put=recording(self.puts), max_pending=max_pending, recent_size=RECENT
         )
 
 

@@ -11,6 +11,7 @@ import json
 
 import numpy as np
 import pytest
+from small_ingest import recording, small_ingest
 
 from melissa_trainer import wire
 from melissa_trainer.stream.ingest import Ingest
@@ -26,22 +27,7 @@ FIELD = FieldSpec("u", np.dtype("<f4"), (2,))
 
 
 def ingest(rank: int, world: int, puts: list[tuple[int, int]]) -> Ingest:
-    def put(sample: dict[str, np.ndarray]) -> bool:
-        puts.append((int(sample["simulation_id"]), int(sample["time_step"])))
-        return True
-
-    return Ingest(
-        rank,
-        world,
-        put=put,
-        end=lambda why: None,
-        expected=None,
-        max_field_bytes=1 << 20,
-        max_pending=8,
-        max_pending_bytes=1 << 20,
-        max_time_step=1 << 20,
-        recent_size=4,
-    )
+    return small_ingest(rank, world, put=recording(puts), recent_size=4)
 
 
 def hello(sid: int, routing: str | None) -> Hello:

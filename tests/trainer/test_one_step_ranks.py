@@ -8,13 +8,12 @@ ranks still leaves a rank empty, and still fails saying so."""
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from two_ranks import launch_two_ranks
+from two_ranks import run_study_script
 
 SCRIPT = Path(__file__).parents[1] / "scripts" / "one_step_study.py"
 
@@ -25,17 +24,7 @@ pytestmark = [
 
 
 def run_study(tmp_path: Path, n: int) -> tuple[Any, list[dict[str, Any]], str]:
-    sys.path.insert(0, str(SCRIPT.parent))
-    try:
-        from one_step_study import SOLVER
-    finally:
-        sys.path.remove(str(SCRIPT.parent))
-    solver = tmp_path / "solver.py"
-    solver.write_text(SOLVER)
-    proc = launch_two_ranks(SCRIPT, str(tmp_path / "out"), str(solver), str(n), timeout=150)
-    said = proc.stdout[-3000:] + proc.stderr[-8000:]
-    ends = [json.loads((tmp_path / f"exit-{r}.json").read_text()) for r in range(2)]
-    return proc, ends, said
+    return run_study_script(SCRIPT, tmp_path, str(n), timeout=150)
 
 
 @pytest.mark.timeout(180)

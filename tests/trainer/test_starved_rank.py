@@ -14,12 +14,11 @@ stops with it."""
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
 import pytest
-from two_ranks import launch_two_ranks
+from two_ranks import run_study_script
 
 SCRIPT = Path(__file__).parents[1] / "scripts" / "starved_rank.py"
 
@@ -31,18 +30,8 @@ pytestmark = [
 
 @pytest.mark.timeout(150)
 def test_a_starved_rank_fails_the_run_saying_why_instead_of_hanging(tmp_path: Path) -> None:
-    sys.path.insert(0, str(SCRIPT.parent))
-    try:
-        from starved_rank import SOLVER
-    finally:
-        sys.path.remove(str(SCRIPT.parent))
-    solver = tmp_path / "solver.py"
-    solver.write_text(SOLVER)
-    out = tmp_path / "out"
-    proc = launch_two_ranks(SCRIPT, str(out), str(solver), "16", "5", timeout=120)
-    said = proc.stdout[-3000:] + proc.stderr[-8000:]
+    proc, ends, said = run_study_script(SCRIPT, tmp_path, "16", "5", timeout=120)
     assert proc.returncode != 0, said
-    ends = [json.loads((tmp_path / f"exit-{r}.json").read_text()) for r in range(2)]
     assert ends == [{"ended": "RankFailed", "steps": 0}, {"ended": "SourceError", "steps": 0}]
     (full,) = [x for x in proc.stderr.splitlines() if x.startswith("training stopped at step 0")]
     assert "rank 1 of 2 cannot train: it waits for a batch of 4 samples" in full, said
@@ -52,4 +41,4 @@ def test_a_starved_rank_fails_the_run_saying_why_instead_of_hanging(tmp_path: Pa
     assert "Fix: a smaller batch_size" in full and "buffer='fifo'" in full, said
     (zero,) = [x for x in proc.stderr.splitlines() if x.startswith("rank 1 failed:")]
     assert "StarvedRankError" in zero and "rank 0 stops at step 0 with it" in zero, said
-    assert not list((out / "checkpoints").glob("checkpoint-*")), said
+    assert not list((tmp_path / "out" / "checkpoints").glob("checkpoint-*")), said

@@ -1,14 +1,18 @@
 """A script under two real training ranks, as the tests of what a launch says once
 (tests/trainer/test_bad_flag_said_once.py, test_refused_start.py) start it:
-``accelerate launch --multi_gpu --num_processes 2``, gloo on CPU on any machine."""
+``accelerate launch --multi_gpu --num_processes 2``, gloo on CPU on any machine; and
+the study scripts of tests/scripts so (`run_study_script`)."""
 
 from __future__ import annotations
 
+import importlib
+import json
 import os
 import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from helpers import run_group
 from test_distributed import free_port
@@ -37,3 +41,24 @@ def launch_two_ranks(
     environment = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
     environment.update({"CUDA_VISIBLE_DEVICES": "", "PYTHONFAULTHANDLER": "1", **(env or {})})
     return run_group(cmd, timeout=timeout, env=environment)
+
+
+def run_study_script(
+    script: Path, tmp_path: Path, *args: str, timeout: float
+) -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]], str]:
+    """A study script of tests/scripts (``script OUT SOLVER ARGS...``, whose ``SOLVER``
+    is its solver's source) on two ranks (`launch_two_ranks`): OUT is ``tmp_path/out``,
+    the solver is written to ``tmp_path/solver.py``. Returns the process, each rank's
+    ``tmp_path/exit-<rank>.json`` (how its `train()` ended) and the tail of what the
+    launch said (for the tests' messages)."""
+    sys.path.insert(0, str(script.parent))
+    try:
+        solver_source = importlib.import_module(script.stem).SOLVER
+    finally:
+        sys.path.remove(str(script.parent))
+    solver = tmp_path / "solver.py"
+    solver.write_text(solver_source)
+    proc = launch_two_ranks(script, str(tmp_path / "out"), str(solver), *args, timeout=timeout)
+    said = proc.stdout[-3000:] + proc.stderr[-8000:]
+    ends = [json.loads((tmp_path / f"exit-{r}.json").read_text()) for r in range(2)]
+    return proc, ends, said

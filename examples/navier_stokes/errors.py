@@ -97,16 +97,23 @@ def shown_lead_times(time_steps: int) -> list[int]:
 
 def lead_time_table(errors: Mapping[str, Any], model_name: str, time_steps: int) -> list[str]:
     """The printed lines: the pooled relative L2 errors, then the errors by lead time at
-    `shown_lead_times` (the JSON summary has every time step)."""
+    `shown_lead_times` (the JSON summary has every time step; the header says how many
+    are shown when not all are)."""
     ours = errors["val_rel_l2"]
+    shown = set(shown_lead_times(time_steps))
+    present = [row["time_step"] for row in errors["by_lead_time"]]
+    some = sum(step in shown for step in present)
+    # (the table would otherwise read as every lead time: --json prints them all)
+    note = (
+        f"   ({some} of {len(present)} lead times; --json has all)" if some < len(present) else ""
+    )
     lines = [
         f"relative L2 error (mean over held-out fields of ||pred - true|| / ||true||): "
         f"{ours:.3g} vs mean field {errors['mean_field_rel_l2']:.3g} and persistence "
         f"{errors['persistence_rel_l2']:.3g}",
         f"by lead time     t   {'rel. L2 ' + model_name:>16}   mean field   persistence"
-        f"   MSE {model_name}",
+        f"   MSE {model_name}{note}",
     ]
-    shown = set(shown_lead_times(time_steps))
     for row in errors["by_lead_time"]:
         if row["time_step"] in shown:
             lines.append(

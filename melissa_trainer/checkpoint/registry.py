@@ -56,7 +56,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from melissa_trainer.core.view import CheckpointParts
 
 __all__ = ["FORMAT_FILE", "FORMAT_VERSION", "RANK_STATE", "SAVE_FIRST", "Part", "Scope",
-           "format_of", "load", "parts", "write"]  # fmt: skip
+           "format_of", "load", "parts", "training_ranks", "write"]  # fmt: skip
 
 logger = logging.getLogger(__name__)
 
@@ -296,10 +296,10 @@ def load(trainer: CheckpointParts, path: Path) -> None:
         if trainer.is_main_process:  # a warning: shown with no logging set up (a user's
             # script rarely sets any up), since the run's RNG streams change with it
             logger.warning(
-                "%s was written by %d training ranks, this run has %d: each rank takes its "
+                "%s was written by %s, this run has %d: each rank takes its "
                 "share of every per-rank part (docs/how-to/resize.md)",
                 path,
-                old,
+                training_ranks(old),
                 trainer.num_processes,
             )
     else:  # another buffer_size is taken on another number of ranks only: say so first
@@ -352,6 +352,11 @@ def _warn_past_max_steps(trainer: CheckpointParts, path: Path) -> None:
     )
 
 
+def training_ranks(n: int) -> str:
+    """``"1 training rank"``, ``"2 training ranks"``: a count as the messages say it."""
+    return f"{n} training rank" + ("" if n == 1 else "s")
+
+
 def _check_reshardable(path: Path, registered: list[Part], old: int, world_size: int) -> None:
     """Refuse, before anything is loaded, a checkpoint of `old` ranks on `world_size`
     when a per-rank part cannot be resharded (it has no ``reshard``)."""
@@ -360,7 +365,7 @@ def _check_reshardable(path: Path, registered: list[Part], old: int, world_size:
     missing = [p.name for p in registered if p.scope is Scope.PER_RANK and p.reshard is None]
     if missing:
         raise ValueError(
-            f"checkpoint {path} was written by {old} training ranks but this run has "
+            f"checkpoint {path} was written by {training_ranks(old)} but this run has "
             f"{world_size}, and the per-rank parts {missing} cannot be split or merged "
             f"over another number of ranks: resume with --num_processes {old}"
         )

@@ -302,7 +302,8 @@ def _start_afresh(trainer: OnlineTrainer) -> None:
         raise said_once(
             ConfigError(
                 f"output_dir={out!r} holds checkpoints of an earlier run ({detail}) and "
-                "resume_from_checkpoint is not set: continue that run with "
+                "resume_from_checkpoint is unset or false (a run starts afresh only in an "
+                "output_dir without checkpoints): continue that run with "
                 f"{setting('resume_from_checkpoint', 'latest')}, start afresh in another "
                 "output_dir (--output_dir on the command line), or pass "
                 f"{setting('overwrite_output_dir', True)} to move them to "

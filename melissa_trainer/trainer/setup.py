@@ -80,12 +80,25 @@ def merged_handlers(
     this Accelerator: one formed already (an earlier trainer or Accelerator in this
     process, the user's own ``init_process_group``) keeps its settings, warned of.
 
+    `given` is a list (any iterable) of handlers, as ``Accelerator(kwargs_handlers=...)``
+    requires; a single handler is refused, not wrapped, so that code moves between the
+    two unchanged.
+
     Raises:
-        TypeError: an element that is not a `KwargsHandler` (naming it).
-        ValueError: two handlers of one class (naming it; Accelerate takes one of each).
+        TypeError: a single handler rather than a list (saying to pass ``[handler]``); an
+            element that is not a `KwargsHandler` (naming it); a subclass of one of
+            Accelerate's handler classes (naming both: Accelerate looks handlers up by
+            their exact class).
+        ValueError: two handlers of one kind (naming both; Accelerate takes one of each).
     """
+    if isinstance(given, KwargsHandler):
+        raise TypeError(
+            f"kwargs_handlers: got one handler, {type(given).__name__}(...), not a list: "
+            f"pass kwargs_handlers=[{type(given).__name__}(...)] (a list, as "
+            "accelerate.Accelerator(kwargs_handlers=...) requires)"
+        )
     handlers = list(given or ())
-    seen: set[type] = set()
+    seen: dict[type, type] = {}  # Accelerate's class -> the class given for it
     for handler in handlers:
         if not isinstance(handler, KwargsHandler):
             raise TypeError(
@@ -93,12 +106,24 @@ def merged_handlers(
                 "of accelerate.utils' *Kwargs classes (InitProcessGroupKwargs(timeout=...), "
                 "DistributedDataParallelKwargs(...), GradScalerKwargs(...))"
             )
-        if type(handler) in seen:
+        given_class = type(handler)
+        kind = _accelerate_kind(given_class)
+        if kind in seen:
+            names = sorted({seen[kind].__name__, given_class.__name__})
             raise ValueError(
-                f"kwargs_handlers: two {type(handler).__name__}: give one of each class "
-                "(Accelerate takes one), with every setting in it"
+                f"kwargs_handlers: two {kind.__name__} handlers"
+                + (f" ({names[0]} and {names[1]})" if len(names) == 2 else "")
+                + ": give one of each kind (Accelerate takes one), with every setting in it"
             )
-        seen.add(type(handler))
+        seen[kind] = given_class
+    for kind, given_class in seen.items():  # after the duplicates: those name both
+        if kind is not given_class:
+            raise TypeError(
+                f"kwargs_handlers: {given_class.__name__} subclasses {kind.__name__}: "
+                f"Accelerate takes only its own classes (it looks a handler up by its exact "
+                f"class); give {kind.__name__}(...) with the settings instead"
+            )
+    for handler in handlers:
         if isinstance(handler, InitProcessGroupKwargs) and dist.is_initialized():
             logger.warning(
                 "kwargs_handlers: %r is not applied: this process's process group was "
@@ -113,6 +138,16 @@ def merged_handlers(
                 handlers[i] = dataclasses.replace(handler, find_unused_parameters=True)
             return handlers
     return [*handlers, DistributedDataParallelKwargs(find_unused_parameters=find_unused)]
+
+
+def _accelerate_kind(cls: type) -> type:
+    """The class of Accelerate's own (defined in ``accelerate``) that `cls` is or
+    derives from, nearest first; `cls` itself when none is (a user's direct
+    `KwargsHandler` subclass, refused by Accelerate as it would be given)."""
+    for base in cls.__mro__:
+        if base is not KwargsHandler and base.__module__.split(".")[0] == "accelerate":
+            return base
+    return cls
 
 
 def make_rank_buffer(

@@ -343,7 +343,8 @@ def check_resumed(
     if capacity is None:
         capacity = BUFFER_SIZE
     # said once, by the main rank, with no logging set up by the example
-    said = f"was written by {case.before} training ranks, this run has {case.after}: each rank"
+    ranks = f"{case.before} training rank{'' if case.before == 1 else 's'}"  # (1: singular)
+    said = f"was written by {ranks}, this run has {case.after}: each rank"
     times = 1 if case.before != case.after else 0  # (nothing resharded on as many ranks)
     assert Path(second.log.name).read_text().count(said) == times, second.output()
 

@@ -94,6 +94,20 @@ def test_the_table_shows_a_few_lead_times_and_the_mse_tails_are_per_simulation()
     assert tails["p99"] == pytest.approx(0.99 * tails["max"], rel=1e-6)  # linear, over [0, max]
 
 
+def test_the_table_header_says_when_it_shows_some_lead_times_only() -> None:
+    """(Before: 4 of 6 lead times printed, nothing saying the others are in --json.)"""
+    row = dict(t=1.0, val_rel_l2=0.5, mean_field_rel_l2=1.0, persistence_rel_l2=1.5, val_mse=0.1)
+    got = dict(val_rel_l2=0.5, mean_field_rel_l2=1.0, persistence_rel_l2=1.5,
+               by_lead_time=[{**row, "time_step": k} for k in range(6)])  # fmt: skip
+    lines = errors.lead_time_table(got, "fno", time_steps=6)
+    assert lines[1].startswith("by lead time") and lines[1].endswith(
+        "MSE fno   (4 of 6 lead times; --json has all)"
+    )
+    assert len(lines) == 2 + 4
+    all_shown = dict(got, by_lead_time=got["by_lead_time"][:4])
+    assert errors.lead_time_table(all_shown, "fno", time_steps=4)[1].endswith("MSE fno")
+
+
 SIMULATIONS, STEPS = 12, 5
 TINY = [
     "--num_simulations", str(SIMULATIONS), "--time_steps", str(STEPS), "--grid_size", "32",

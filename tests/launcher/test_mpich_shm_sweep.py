@@ -14,6 +14,7 @@ open or maps: a running job's file is never removed (tested with one running bes
 from __future__ import annotations
 
 import json
+import logging
 import mmap
 import os
 import subprocess
@@ -194,7 +195,7 @@ def test_the_sweep_leaves_another_users_file(shm_dir: Path) -> None:
 
 
 def test_the_record_keeps_the_segments_seen_and_the_next_run_removes_the_free_ones(
-    shm_dir: Path,
+    shm_dir: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """What a backend's watches found is in the study's file while their jobs run; at
     the next `begin` of the study, the files listed that are still the same (inode) and
@@ -222,7 +223,11 @@ def test_the_record_keeps_the_segments_seen_and_the_next_run_removes_the_free_on
     (shm_dir / "new").rename(replaced)  # (another file under a recorded name)
     fd = os.open(held_, os.O_RDONLY)  # (a rank still alive)
     try:
-        assert SegmentRecord().begin("abcd1234") == [str(free)]  # the next run
+        with caplog.at_level(logging.WARNING, logger=mpich_segments.__name__):
+            assert SegmentRecord().begin("abcd1234") == [str(free)]  # the next run
+        # a warning (shown on the console by default: a crash left them), said once
+        said = [r for r in caplog.records if "removed 1 MPI shared-memory" in r.getMessage()]
+        assert [r.levelno for r in said] == [logging.WARNING], caplog.text
         assert not free.exists() and held_.exists() and replaced.exists()
         assert [line.split()[0] for line in path.read_text().splitlines()] == [str(held_)]
     finally:

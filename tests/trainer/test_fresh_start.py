@@ -90,6 +90,16 @@ def test_a_fresh_start_beside_an_earlier_runs_checkpoints_is_refused_before_anyt
                            ):  # fmt: skip
         assert names_a_way_on in message
     assert not source.started  # nothing started
+    # "false" said on the command line (read as no resume) is not called "not set"
+    said_false = make(tmp_path, source=source, max_steps=6, resume_from_checkpoint="false")
+    with pytest.raises(ConfigError) as caught:
+        said_false.train()
+    assert "is not set" not in str(caught.value)
+    assert (
+        "resume_from_checkpoint is unset or false (a run starts afresh only in an "
+        "output_dir without checkpoints)" in " ".join(str(caught.value).split())
+    )
+    assert not source.started
     assert tree(root) == before  # nothing written, moved or deleted
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("checkpoints")) == [
         "checkpoints"

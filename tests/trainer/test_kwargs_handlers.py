@@ -8,6 +8,7 @@ built its Accelerator with its DDP handler alone). Real Accelerators, on the CPU
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
@@ -67,7 +68,9 @@ def test_without_handlers_the_trainers_own_is_there(tmp_path: Path) -> None:
 
 
 def test_two_of_one_class_are_refused_naming_it(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="two DistributedDataParallelKwargs: give one of each"):
+    with pytest.raises(
+        ValueError, match="two DistributedDataParallelKwargs handlers: give one of each kind"
+    ):
         merged_handlers(
             arguments(tmp_path),
             [DistributedDataParallelKwargs(), DistributedDataParallelKwargs(bucket_cap_mb=7)],
@@ -88,3 +91,34 @@ def test_a_timeout_for_a_group_formed_already_is_warned_of(
     with caplog.at_level(logging.WARNING, logger="melissa_trainer.trainer.setup"):
         merged_handlers(arguments(tmp_path), [InitProcessGroupKwargs(timeout=timedelta(1))])
     assert "is not applied: this process's process group was formed before" in caplog.text
+
+
+def test_one_handler_not_in_a_list_is_refused_saying_to_pass_a_list(tmp_path: Path) -> None:
+    """(As `Accelerator(kwargs_handlers=...)` requires a list. Before: "'InitProcessGroupKwargs'
+    object is not iterable".)"""
+    one = InitProcessGroupKwargs(timeout=timedelta(seconds=30))
+    with pytest.raises(
+        TypeError, match=r"got one handler.*pass kwargs_handlers=\[InitProcessGroupKwargs"
+    ):
+        merged_handlers(arguments(tmp_path), one)  # type: ignore[arg-type]
+
+
+@dataclass
+class MyTimeout(InitProcessGroupKwargs):
+    pass
+
+
+def test_a_subclass_with_its_base_class_is_refused_naming_both(tmp_path: Path) -> None:
+    """(Two handlers of one kind. Before: a raw KeyError from Accelerate.)"""
+    given = [MyTimeout(timeout=timedelta(seconds=30)), InitProcessGroupKwargs()]
+    with pytest.raises(
+        ValueError,
+        match=r"two InitProcessGroupKwargs handlers \(InitProcessGroupKwargs and MyTimeout\)",
+    ):
+        merged_handlers(arguments(tmp_path), given)
+
+
+def test_a_subclass_alone_is_refused_naming_the_class_to_give(tmp_path: Path) -> None:
+    """(Accelerate looks handlers up by exact class. Before: a raw KeyError.)"""
+    with pytest.raises(TypeError, match="MyTimeout subclasses InitProcessGroupKwargs: .*give "):
+        merged_handlers(arguments(tmp_path), [MyTimeout(timeout=timedelta(seconds=30))])

@@ -316,8 +316,8 @@ class SegmentRecord:
             busy = {s.path for s in left}
         removed = remove_segments(s for s in left if s.path not in busy)
         self.segments = {s.path: s for s in left if s.path in busy}
-        if removed:
-            logger.info(
+        if removed:  # a warning: rare (a crash left them) and worth seeing on the console
+            logger.warning(
                 "removed %d MPI shared-memory file(s) in %s left by the jobs of an earlier run "
                 "of this study (a trainer killed before it could remove them)",
                 len(removed),

@@ -88,6 +88,7 @@ static void put_list(mt_buf *b, const char *const *names, size_t n) {
     mt_buf_puts(b, "]");
 }
 
+/* (mt_buf_put leaves b.data without a NUL: its texts are compared by b.len, not this) */
 static bool starts(const char *s, const char *head) { return strncmp(s, head, strlen(head)) == 0; }
 
 /* Whether one part of a fields difference (stream/schema.py schema_difference), `part`
@@ -142,7 +143,7 @@ bool mt_admission_describes(const mt_client *c, const char *reason) {
         mt_buf_puts(&b, "HELLO carries parameters ");
         put_list(&b, names, c->n_params);
         mt_buf_puts(&b, ", the study's are ");
-        bool yes = !b.oom && starts(reason, b.data);
+        bool yes = !b.oom && strlen(reason) >= b.len && memcmp(reason, b.data, b.len) == 0;
         free(b.data), free(names);
         return yes;
     }

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -28,6 +28,7 @@ from helpers import running
 from waiting import wait_until
 
 from melissa_trainer.buffers import FIFOBuffer
+from melissa_trainer.stream.receiver import Receiver
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 
@@ -86,7 +87,8 @@ def solver(exe: Path, tmp_path: Path, sid: int, name: str, **env: str) -> Iterat
         s.end()
 
 
-def refused_here(receiver, sid: int):  # type: ignore[no-untyped-def]
+def refused_here(receiver: Receiver, sid: int) -> Callable[[], bool]:
+    """Whether the receiver's own record lists simulation `sid`'s HELLO as refused."""
     return lambda: sid in [s for s, _ in receiver.refused()]
 
 
@@ -95,17 +97,19 @@ def test_a_refused_c_solver_is_told_at_a_send_naming_the_field(
     tmp_path: Path,
 ) -> None:
     rendezvous = {"MELISSA_TRAINER_RENDEZVOUS": str(tmp_path / "rv")}
-    with running(rendezvous_dir=tmp_path / "rv", fields=STUDY, run_id="run-a") as receiver:
-        with solver(script_exe, tmp_path, 3, "v", **rendezvous) as s:
-            wait_until(refused_here(receiver, 3), "the receiver's refusal", procs=[s.proc])
-            sends = 0
-            status, told = 0, ""
-            while status == 0 and sends < MAX_SENDS:  # (before the watch: MAX_SENDS, all 0)
-                status, told = s.do(f"send {sends} v {FLOAT32} 4 {sends}")
-                sends += 1
-            assert status == MT_ESIMREFUSED, (sends, status, told)
-            assert s.do(f"send {sends} v {FLOAT32} 4 0") == (MT_ESIMREFUSED, told)  # every one
-            closed = s.do("close")
+    with (
+        running(rendezvous_dir=tmp_path / "rv", fields=STUDY, run_id="run-a") as receiver,
+        solver(script_exe, tmp_path, 3, "v", **rendezvous) as s,
+    ):
+        wait_until(refused_here(receiver, 3), "the receiver's refusal", procs=[s.proc])
+        sends = 0
+        status, told = 0, ""
+        while status == 0 and sends < MAX_SENDS:  # (before the watch: MAX_SENDS, all 0)
+            status, told = s.do(f"send {sends} v {FLOAT32} 4 {sends}")
+            sends += 1
+        assert status == MT_ESIMREFUSED, (sends, status, told)
+        assert s.do(f"send {sends} v {FLOAT32} 4 0") == (MT_ESIMREFUSED, told)  # every one
+        closed = s.do("close")
     assert "simulation 3: the trainer's receiver 0 (tcp://" in told, told
     assert "field 'v' is not one of the study's" in told, told
     assert "Run it again declaring the study's fields" in told

@@ -63,8 +63,7 @@ def asked_receipt(self, identity, query):
     marked({"kind": 13, "admission": now[0], "bye": now[1]})
     return receipt(self, identity, query)
 
-def asked_admission(self, query):
-    marked({"kind": 11})
+def asked_admission(self, query):  # (its sends' question, admission_watch.c: unmarked)
     return admission(self, query)
 
 server._hold_or_answer, server.answer_admission = asked_receipt, asked_admission

@@ -81,7 +81,8 @@ typedef enum mt_status {
     MT_EMPI = 11,       /* an MPI call failed, or ranks disagree (melissa_trainer_mpi.h) */
     MT_EREFUSED = 12,   /* mt_predict: the trainer refused (mt_predict_refusal says why) */
     MT_EREPLY = 13,     /* mt_predict: the trainer's reply broke the protocol */
-    MT_ESIMREFUSED = 14 /* mt_client_close: a receiver refused this simulation (its HELLO:
+    MT_ESIMREFUSED = 14 /* mt_client_close, mt_send (external mode, told while it runs):
+                         * a receiver refused this simulation (its HELLO:
                          * other fields than the study's, ...) and dropped all it sent,
                          * or refused every sample of it as non-finite (NaN, Inf); the
                          * message gives the receiver's reason and the fix */
@@ -191,7 +192,14 @@ mt_status mt_client_start(mt_client *c);
  * (asks which steps its checkpoint holds, reconnects, sends the others again: it may
  * take that long), or fails with MT_ETIMEDOUT saying why and to run the simulation
  * again (a step needed that left the window, a trainer that abandoned the simulation,
- * no answer within 30 s). */
+ * no answer within 30 s).
+ * A solver started by hand whose endpoints came from a rendezvous (where the close asks
+ * whether the trainer took it) is asked that while it runs too, without waiting: the
+ * first call of a step takes one non-blocking step of the question when due, and once
+ * a receiver's refusal came back (the reason holding for what this client declared),
+ * that call and every later one return MT_ESIMREFUSED with the close's sentence (the
+ * receiver, its reason, the fix; written to stderr once), sending nothing; the close
+ * returns it again (docs/protocol.md, section 17a). */
 mt_status mt_send(mt_client *c, uint64_t time_step, const char *field, mt_dtype dtype,
                   const void *data, uint64_t count);
 /* Send the batches held now (they otherwise leave within the batch delay), and wait

@@ -96,6 +96,17 @@ typedef struct mt_handshake {
     double down_since; /* (mt_now(), when the event was read) */
 } mt_handshake;
 
+/* Asking, while it runs, whether the trainer took it (admission_watch.c). */
+typedef struct mt_watch {
+    bool active;         /* mt_send calls mt_admission_watch_poll once `due` */
+    void *socket;        /* DEALER to receiver `at`'s follow socket (NULL: not dialled) */
+    size_t at;           /* the receiver asked (those before took it) */
+    uint64_t request_id; /* the query awaiting its reply (0: none) */
+    uint64_t next_id;
+    double due, pause, deadline, asked;
+    char *refused; /* a trusted refusal: what every mt_send returns (NULL: none) */
+} mt_watch;
+
 struct mt_client {
     char *error; /* the last error's message (NULL: none): errors.c, on the heap */
     char error_spare[MT_ERROR_BYTES]; /* (out of memory: the message cut into it) */
@@ -161,6 +172,7 @@ struct mt_client {
     bool step_appended;  /* some were appended */
     double step_now;
     double last_send;    /* monotonic seconds; -inf before the first */
+    mt_watch watch;      /* admission_watch.c */
     /* batching: mu guards the sockets and the groups (the flusher thread shares them) */
     pthread_mutex_t mu;
     pthread_cond_t wake; /* the flusher's timer, with mu */
@@ -257,6 +269,15 @@ typedef struct mt_spec {
  * mt_set_serve_endpoints and the serve file left. */
 void mt_predict_release(mt_client *c);
 void mt_predict_free(mt_client *c);
+
+/* admission_watch.c: started once the HELLO left (where the close would ask); polled by
+ * mt_send at a step's opening once watch.due (never blocks: MT_ESIMREFUSED on a trusted
+ * refusal); released with the transport (before zmq_ctx_term). describes: whether a
+ * receiver's refusal `reason` is one this client's HELLO gets (admission_watch.py). */
+void mt_admission_watch_start(mt_client *c);
+mt_status mt_admission_watch_poll(mt_client *c, double now);
+void mt_admission_watch_release(mt_client *c);
+bool mt_admission_describes(const mt_client *c, const char *reason);
 
 /* The declarations of the modules, one header each (each includes this one). */
 #include "json.h"

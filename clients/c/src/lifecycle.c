@@ -49,6 +49,7 @@ static mt_status check_fields(mt_client *c) {
 void mt_transport_release(mt_client *c, int linger_ms) {
     mt_outbox_stop_flusher(c);
     mt_handshake_release(c); /* (its sockets would hold zmq_ctx_term forever) */
+    mt_admission_watch_release(c); /* (so would its socket; a followed run is not asked) */
     for (size_t i = 0; c->sockets != NULL && i < c->n_endpoints; ++i) {
         if (c->sockets[i] == NULL) continue;
         zmq_setsockopt(c->sockets[i], ZMQ_LINGER, &linger_ms, sizeof linger_ms);
@@ -188,6 +189,7 @@ mt_status mt_client_start(mt_client *c) {
         }
     }
     free(hello.data);
+    if (st == MT_OK) mt_admission_watch_start(c); /* (the HELLO left: asked while it runs) */
     if (st != MT_OK) {
         char *keep = c->error; /* (taken: release_runtime may fail again) */
         c->error = NULL;
@@ -210,6 +212,7 @@ static void endpoint_list(const mt_client *c, char *out, size_t size) {
 
 static void free_client(mt_client *c) {
     release_runtime(c, 0);
+    free(c->watch.refused);
     mt_replay_free(&c->replay); /* (these two outlive the transport: a close follows) */
     mt_stepset_free(&c->steps);
     mt_predict_free(c);

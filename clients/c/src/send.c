@@ -215,6 +215,8 @@ mt_status mt_send(mt_client *c, uint64_t time_step, const char *field, mt_dtype 
     mt_clear_error(c);
     mt_status st = check_usable(c, "mt_send");
     if (st != MT_OK) return st;
+    if (c->watch.refused != NULL) /* (a receiver refused it: admission_watch.c) */
+        return mt_fail(c, MT_ESIMREFUSED, "%s", c->watch.refused);
     mt_field *f = NULL;
     for (size_t i = 0; field != NULL && i < c->n_fields; ++i)
         if (strcmp(c->fields[i].name, field) == 0) f = &c->fields[i];
@@ -289,6 +291,10 @@ mt_status mt_send(mt_client *c, uint64_t time_step, const char *field, mt_dtype 
                     return MT_EENV;
                 }
         }
+        /* was it taken: one non-blocking step of the question, when due */
+        if (c->watch.active && now >= c->watch.due &&
+            (st = mt_admission_watch_poll(c, now)) != MT_OK)
+            return st;
         c->step = time_step;
         c->step_missing = 0;
         for (size_t i = 0; i < c->n_fields; ++i) {

@@ -10,6 +10,7 @@ Deterministic: the source fills the buffer only when the trainer reads it
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import socket
@@ -18,6 +19,9 @@ from pathlib import Path
 
 import pytest
 from helpers import run_group
+
+from melissa_trainer.buffers import FIFOBuffer
+from melissa_trainer.core.data_wait import WINDOW_NOTICE, DataWait
 
 SCRIPT = Path(__file__).parents[1] / "scripts" / "first_window.py"
 BATCH, WINDOW = 2, 4
@@ -61,3 +65,29 @@ def test_two_ranks_start_after_one_window_of_batches_as_one_rank_does(
     before the fix, two ranks had each put 2 * WINDOW * BATCH samples at step 1."""
     assert _run(tmp_path, 1, buffer) == [WINDOW * BATCH]
     assert _run(tmp_path, 2, buffer) == [WINDOW * BATCH] * 2
+
+
+def test_a_wait_for_the_rest_of_a_window_is_said_once_with_the_setting(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A reader holding part of its window says, once, after WINDOW_NOTICE s, why it
+    waits and which setting shortens it (the test's clock: no sleep); not while it
+    holds nothing (the first data's wait: the source's notices)."""
+    now = [0.0]
+    wait = DataWait(clock=lambda: now[0])
+    buffer = FIFOBuffer(16)
+    caplog.set_level(logging.WARNING, "melissa_trainer.core.dataset")
+    wait.window(0, 8)  # nothing held yet
+    for now[0] in (1.0, 10.0):
+        wait.empty(buffer, BATCH)
+    wait.window(1, 8)  # the clock starts at the first batch held (10 s)
+    wait.window(3, 8)
+    now[0] = 10.0 + WINDOW_NOTICE - 0.5
+    wait.empty(buffer, BATCH)
+    assert not [r for r in caplog.records if "batches it takes" in r.getMessage()]
+    for now[0] in (10.0 + WINDOW_NOTICE, 100.0):
+        wait.empty(buffer, BATCH)
+    said = [r.getMessage() for r in caplog.records if "batches it takes" in r.getMessage()]
+    assert len(said) == 1, said
+    assert said[0].startswith("training holds 3 of the 8 batches it takes before its next")
+    assert "--stop_sync_steps" in said[0] and said[0].endswith("Said once")

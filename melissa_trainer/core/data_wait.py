@@ -12,6 +12,13 @@ holds and what ends the wait. Not before the first sample is put: that wait (a s
 start-up, simulations started by hand) is said by the source (`sources.first_data`,
 the stream's watchdog).
 
+A rank that already holds batches but waits for the rest of its window (the trainer
+takes ``stop_sync_steps`` x ``gradient_accumulation_steps`` batches before the ranks
+agree to run them; under several ranks, after the first window, the next window's
+too) says so once, after `WINDOW_NOTICE` s, with the setting that shortens it: with a
+FIFO or FIRO buffer each batch is new data, so a slow stream delays every window
+(a study's first step came after 30 s on two ranks).
+
 Not thread-safe: the training thread's (one consumer).
 """
 
@@ -23,12 +30,14 @@ from collections.abc import Callable
 
 from melissa_trainer.buffers import Buffer
 
-__all__ = ["WAIT_NOTICE", "DataWait"]
+__all__ = ["WAIT_NOTICE", "WINDOW_NOTICE", "DataWait"]
 
 logger = logging.getLogger("melissa_trainer.core.dataset")
 
 #: seconds of one wait for data before training says it waits (then at 2x, 4x...)
 WAIT_NOTICE = 60.0
+#: seconds a rank holding part of a window waits for the rest before it says why (once)
+WINDOW_NOTICE = 5.0
 
 
 class DataWait:
@@ -41,6 +50,21 @@ class DataWait:
         self._clock = clock
         self._since: float | None = None
         self._next = self.notice
+        #: as `notice`, for the wait for the rest of a window (`window`), said once
+        self.window_notice = WINDOW_NOTICE
+        self._window: tuple[int, int] = (0, 0)
+        self._window_since: float | None = None
+        self._window_said = False
+
+    def window(self, held: int, wanted: int) -> None:
+        """The reader holds `held` of the `wanted` batches it waits for (the trainer's
+        window, `StreamDataset.prefetch`): the window's clock runs from the first held
+        batch until all are held."""
+        self._window = (held, wanted)
+        if held <= 0 or held >= wanted:
+            self._window_since = None
+        elif self._window_since is None:
+            self._window_since = self._clock()
 
     def served(self) -> None:
         """Data came: the wait, if any, is over."""
@@ -50,6 +74,8 @@ class DataWait:
         """A read of `wanted` samples found none: start the clock, or say the wait
         when it has passed the next notice."""
         now = self._clock()
+        if self._window_since is not None and not self._window_said:
+            self._say_window(now - self._window_since)
         if self._since is None:
             self._since, self._next = now, self.notice
             return
@@ -72,4 +98,20 @@ class DataWait:
             "simulation silent past its timeout is killed and run again, a stream silent "
             "past its stall_timeout fails (their own lines say so). Said again at %.3g s",
             waited, wanted, stats.size, stats.capacity, stats.put, held, self._next,
+        )  # fmt: skip
+
+    def _say_window(self, waited: float) -> None:
+        if waited < self.window_notice:
+            return
+        self._window_said = True
+        held, wanted = self._window
+        logger.warning(
+            "training holds %d of the %d batches it takes before its next steps and has "
+            "waited %.3g s for the rest: each rank takes a window of stop_sync_steps x "
+            "gradient_accumulation_steps batches (under several ranks, after the first "
+            "window, the next one's too) before the ranks agree to run them. With a FIFO "
+            "or FIRO buffer each batch is new data, so a slow stream holds every window "
+            "back; a lower --stop_sync_steps starts training sooner (a reservoir re-draws "
+            "the samples it holds and waits less). Said once",
+            held, wanted, waited,
         )  # fmt: skip

@@ -248,12 +248,14 @@ class StreamDataset(IterableDataset):
         trainer passes its preemption request, so a starved rank notices a signal).
         """
         while len(self._pending) < n:
+            self.data_wait.window(len(self._pending), n)  # (a long wait for the rest is said)
             samples = self._take(interrupted, self.batch_size - len(self._carry))
             if self._carry and samples is not None:  # first the samples carried over
                 samples, self._carry = [*self._carry, *_host(samples)], []
             if not samples:  # an empty read: the end of the stream (or None: interrupted)
                 break
             self._pending.append(samples)
+        self.data_wait.window(n, n)
         return min(n, len(self._pending))
 
     @property

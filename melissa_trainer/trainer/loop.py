@@ -270,6 +270,12 @@ class OnlineTrainer(TrainerSteps):
             # never waits for the device to run what it queued. A stop or a signal
             # raised in window k then takes effect at the end of window k+1.
             ahead = sync.distributed
+            # Not on the first window of a train(): its steps would wait for the next
+            # window's batches too, and with a FIFO/FIRO buffer (each batch new data)
+            # training started only once each rank held two windows (a study's 30 s
+            # instead of 7 s; tests/trainer/test_first_window.py). The host waits for
+            # the device once, at the end of that window. Every rank decides alike.
+            first = True
             signum = 0
             self.ended_by = ""
             while True:
@@ -292,11 +298,12 @@ class OnlineTrainer(TrainerSteps):
                 steps = min(capacity, sync.most) // micro
                 self.dataset.pad(steps * micro)
                 following = window_steps(state.global_step + steps, every, state.max_steps)
-                if ahead and steps == window and following > 0:
+                if ahead and not first and steps == window and following > 0:
                     # Take the next window's batches now (they stay pending, in order,
                     # behind this window's) and start the ranks' agreement on them.
                     held = self.dataset.prefetch((steps + following) * micro, preemption.requested)
                     self._start_agreement(following * micro, held - steps * micro, preemption)
+                first = False
                 for i in range(steps):
                     self._training_step(stage_next=i + 1 < steps)
                 if steps < window:  # the data ran out on every rank (or one cannot pad)

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 
 import zmq
 
-from melissa_trainer.client.handshake import Handshakes
+from melissa_trainer.client.handshake import NOT_RECEIVER, Handshakes
 from melissa_trainer.client.sockets import SLICE, deadline_after, ms_left
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -123,12 +123,14 @@ def never_note(handshakes: Handshakes | None, endpoints: Sequence[str]) -> str:
     at E1, E2: check the endpoint (the trainer's rank_N.json) or start the trainer
     first"; "" when every one was connected once (or no monitor: `handshakes` None)."""
     never = [] if handshakes is None else handshakes.never_connected(endpoints)
-    if not never:
-        return ""
-    return (
-        f"no receiver ever accepted a connection at {', '.join(never)}: check the endpoint "
-        "(the trainer's rank_N.json) or start the trainer first"
-    )
+    other = [] if handshakes is None else handshakes.not_receivers(endpoints)
+    notes = [f"{', '.join(other)}: {NOT_RECEIVER}"] if other else []
+    if never:
+        notes.append(
+            f"no receiver ever accepted a connection at {', '.join(never)}: check the "
+            "endpoint (the trainer's rank_N.json) or start the trainer first"
+        )
+    return "; ".join(notes)
 
 
 class PeerWatch:
@@ -185,6 +187,9 @@ class PeerWatch:
         for endpoint, since in zip(self._endpoints, down, strict=True):
             if since is not None and now - max(since, self.started) > after:
                 never = never_note(self._handshakes, self._endpoints)
+                if endpoint in self._handshakes.never_connected([endpoint]):
+                    # (nothing died: no connection was ever made; the note says why)
+                    return f"to {endpoint}: tried for {now - since:.0f} s ({said}): {never}"
                 return (
                     f"to {endpoint}: the receiver is unreachable, disconnected for "
                     f"{now - since:.0f} s without a new connection ({said}; the trainer "

@@ -263,6 +263,8 @@ def waiting_notice(
     who, where = f"simulation {t.simulation_id} rank {t.rank}", ", ".join(down)
     closing = doing == "closing"
     never = bool(t.handshakes.never_connected(down))
+    # (a wait gives a receiver its timeout from its start: said when it went down before)
+    of = f", {now - started:.0f} s of them in this wait" if since < started - 0.5 else ""
     if never:  # (not a trainer gone: said as `never_note`)
         text = (
             f"{who}: {doing}, no receiver ever accepted a connection at {where} (tried "
@@ -272,7 +274,7 @@ def waiting_notice(
     else:
         text = (
             f"{who}: {doing}, the trainer's receiver at {where} is disconnected since "
-            f"{clock} ({now - since:.0f} s: the trainer died or stopped, or its node): "
+            f"{clock} ({now - since:.0f} s{of}: the trainer died or stopped, or its node): "
             f"{sent} time step(s) were sent to it"
         )
         text += (

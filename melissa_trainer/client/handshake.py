@@ -90,6 +90,10 @@ class Handshakes:
         #: per socket, when the first event saying that its connection is down was read
         #: (`time.monotonic()`), since one said it up (None: up, or not known down)
         self.down_since: list[float | None] = []
+        #: per socket, the reconnection intervals (ms) ZeroMQ announced since it went
+        #: down, all but the last (`_read`: how long ago it went down, read late)
+        self._retried_ms: list[int] = []
+        self._last_ms: list[int] = []
 
     def watch(self, sock: zmq.Socket, keyed: bool) -> None:
         """Monitor `sock` (not connected yet; `keyed`: it has a CURVE server key)."""
@@ -114,6 +118,8 @@ class Handshakes:
         self._warned.append(False)
         self._refusal.append(None)
         self.down_since.append(None)
+        self._retried_ms.append(0)
+        self._last_ms.append(0)
 
     def _read(self, index: int) -> None:
         monitor = self._monitors[index]
@@ -126,6 +132,10 @@ class Handshakes:
                     self._tcp_at[index] = time.monotonic()
             elif event in DOWN and self.down_since[index] is None:
                 self.down_since[index] = time.monotonic()
+                self._retried_ms[index] = self._last_ms[index] = 0
+            if event == zmq.EVENT_CONNECT_RETRIED and self.down_since[index] is not None:
+                self._retried_ms[index] += self._last_ms[index]
+                self._last_ms[index] = value
             if event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
                 self._accepted[index], self._undetailed[index] = True, 0
                 self._zmtp[index] = True
@@ -136,6 +146,15 @@ class Handshakes:
                     self._accepted[index], self._refusal[index] = False, (event, value)
             elif event not in UP + DOWN:  # (a failure with detail: certain at once)
                 self._accepted[index], self._refusal[index] = False, (event, value)
+
+        since = self.down_since[index]
+        if since is not None:
+            # Events carry no time, and only a wait reads them (perhaps long after a
+            # trainer was killed). ZeroMQ announces each reconnection's interval (its
+            # value), from the disconnection on: all but the last have passed, so the
+            # connection went down at the latest that long before now (at most one
+            # interval, RECONNECT_IVL with its jitter, later than it did).
+            self.down_since[index] = min(since, time.monotonic() - self._retried_ms[index] / 1000)
 
     def read(self) -> None:
         """Read every socket's events that came (never blocks)."""
@@ -151,16 +170,15 @@ class Handshakes:
             refusal = self._refusal[index]
             if refusal is None:
                 continue
-            if not self._keyed[index] and refusal[0] == zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL:
-                # (a CURVE receiver refuses a client without a key with a protocol error:
-                # a peer that drops every handshake unexplained is another program)
-                return f"to {endpoint}: {NOT_RECEIVER}; nothing sent to it was delivered"
             if not self._keyed[index]:
                 cause = (
                     "it takes CURVE (encrypted) connections only, and no CURVE key is known "
                     "for it here: set MELISSA_TRAINER_KEY to its public key, or use the "
                     "rendezvous (MELISSA_TRAINER_RENDEZVOUS: its files carry the key)"
                 )
+                if refusal[0] == zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL:  # (or no receiver:
+                    # a peer that drops every handshake unexplained may be another program)
+                    cause += f"; or it is {NOT_RECEIVER}"
             elif refusal == (
                 zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL,
                 zmq.PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH,

@@ -83,7 +83,7 @@ def test_a_close_that_gave_up_on_a_disconnected_receiver_says_it_too() -> None:
     with pytest.raises(TimeoutError) as caught:
         client.close()
     said = str(caught.value)
-    assert f"to {endpoint}: tried for " in said, said
+    assert f"to {endpoint}: the receiver is unreachable, tried for " in said, said
     assert said.endswith(f"(disconnected_timeout=0.2 s): {never(endpoint)}"), said
     assert "died" not in said and "reconnect" not in said, said  # (it never connected)
 

@@ -59,7 +59,15 @@ static void read_events(mt_client *c, size_t i) {
     for (;;) {
         uint8_t frame[6]; /* u16 event, u32 value; then a frame with the endpoint */
         int n = zmq_recv(h->monitor, frame, sizeof frame, ZMQ_DONTWAIT);
-        if (n < 0) return; /* (EAGAIN: none left) */
+        if (n < 0) { /* (EAGAIN: none left) */
+            /* Events carry no time, and are read late (a simulation computing while its
+             * trainer was killed). ZeroMQ announces each reconnection's interval, from
+             * the disconnection on: all but the last have passed, so it went down at the
+             * latest that long ago (at most one interval later than it did). */
+            double dated = mt_now() - h->retried_ms / 1000;
+            if (h->down && dated < h->down_since) h->down_since = dated;
+            return;
+        }
         char address[256];
         zmq_recv(h->monitor, address, sizeof address, 0); /* (always follows) */
         if (n < 6) continue;
@@ -71,8 +79,15 @@ static void read_events(mt_client *c, size_t i) {
             h->down = false;
             h->ever = true;
         } else if (event == ZMQ_EVENT_DISCONNECTED || event == ZMQ_EVENT_CONNECT_RETRIED) {
-            if (!h->down) h->down_since = mt_now(); /* (when read: a send reads each slice) */
+            if (!h->down) { /* (when read: dated back once all are read, above) */
+                h->down_since = mt_now();
+                h->retried_ms = h->last_ms = 0;
+            }
             h->down = true;
+            if (event == ZMQ_EVENT_CONNECT_RETRIED) {
+                h->retried_ms += h->last_ms;
+                h->last_ms = value;
+            }
         } else if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
             h->down = false;
             h->ever = true;

@@ -93,7 +93,8 @@ typedef struct mt_handshake {
     uint32_t value;
     bool down;         /* disconnected (or a connection attempt failed) since down_since */
     bool ever;         /* a connection was accepted once (CONNECTED): else a wrong endpoint? */
-    double down_since; /* (mt_now(), when the event was read) */
+    double down_since; /* (mt_now(), dated back by the reconnection intervals since) */
+    double retried_ms, last_ms; /* those announced since down (all but the last; last) */
 } mt_handshake;
 
 struct mt_client {

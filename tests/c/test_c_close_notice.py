@@ -11,6 +11,7 @@ receiver ever accepted a connection at."""
 from __future__ import annotations
 
 import re
+import socket
 import threading
 from pathlib import Path
 
@@ -136,3 +137,44 @@ def test_a_close_after_a_kill_dates_the_disconnection_and_adds_up(
         message,
     )
     assert found and int(found[1]) >= int(found[2]) + COMPUTE - 0.6, message
+
+
+NOT_RECEIVER = (
+    "not a melissa-trainer receiver (it accepted a TCP connection but no ZeroMQ handshake "
+    "completed): check the endpoint (the trainer's rank_N.json)"
+)
+
+
+@pytest.mark.timeout(120)
+def test_a_close_to_another_program_says_it_is_not_a_receiver(
+    script_exe: Path,  # noqa: F811
+) -> None:
+    """A user trial (htrial14: ``python -m http.server``, the client at its port): TCP
+    connects, no ZeroMQ handshake ever completes, and the close said nothing until its
+    timeout. Now a warning once (when a read of the monitor finds it 2 s connected with
+    no handshake) and the close's error name it (clients/c/src/handshake.c), as the
+    Python client (tests/client/test_not_a_receiver.py)."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        endpoint = f"tcp://127.0.0.1:{listener.getsockname()[1]}"
+        script = Script(script_exe)
+        try:
+            setup = (f"endpoints {endpoint}", "close_timeout 3", "replay_bytes 0")
+            sent = script.send("id 3", *setup, "field u 1 1 4", "start", "send 0 u 1 4 0")
+            assert script.wait(sent)[-1].split(" ", 1)[0] == "0", script.seen
+            listener.settimeout(30)
+            accepted, _ = listener.accept()  # (TCP connected: the close comes after)
+            with accepted:
+                closed = script.send("close")
+                lines, err = script.finish(120)
+        finally:
+            script.kill()
+    code, _, message = lines[closed][-1].partition(" ")
+    assert int(code) == MT_ETIMEDOUT, (message, err)
+    assert message.endswith(f"{endpoint}: {NOT_RECEIVER}"), message
+    warned = [line for line in err.splitlines() if NOT_RECEIVER in line]
+    assert warned == [
+        f"melissa_trainer: simulation 3 rank 0: to {endpoint}: {NOT_RECEIVER}; nothing sent "
+        "to it is delivered"
+    ], err

@@ -53,7 +53,20 @@ mt_status mt_handshake_watch(mt_client *c, size_t i) {
     return MT_OK;
 }
 
-/* Read the events that came for socket i (never blocks). */
+/* What a peer that accepted TCP but never completed a ZeroMQ handshake is (another
+ * program at the endpoint), after NOT_ZMQ_AFTER_S: a receiver's libzmq I/O thread answers
+ * in milliseconds (the Python client's words: client/handshake.py NOT_RECEIVER). */
+#define NOT_RECEIVER                                                                      \
+    "not a melissa-trainer receiver (it accepted a TCP connection but no ZeroMQ handshake " \
+    "completed): check the endpoint (the trainer's rank_N.json)"
+#define NOT_ZMQ_AFTER_S 2.0
+
+static bool not_receiver(const mt_handshake *h) {
+    return !h->zmtp && h->tcp_at > 0 && mt_now() - h->tcp_at >= NOT_ZMQ_AFTER_S;
+}
+
+/* Read the events that came for socket i (never blocks); say once, on stderr, that its
+ * peer is not a receiver when first seen. */
 static void read_events(mt_client *c, size_t i) {
     mt_handshake *h = &c->handshakes[i];
     for (;;) {
@@ -66,6 +79,13 @@ static void read_events(mt_client *c, size_t i) {
              * latest that long ago (at most one interval later than it did). */
             double dated = mt_now() - h->retried_ms / 1000;
             if (h->down && dated < h->down_since) h->down_since = dated;
+            if (!h->warned && not_receiver(h)) {
+                h->warned = true;
+                fprintf(stderr, "melissa_trainer: simulation %llu rank %d: to %s: %s; nothing "
+                                "sent to it is delivered\n",
+                        (unsigned long long)c->simulation_id, c->rank, c->endpoints[i],
+                        NOT_RECEIVER);
+            }
             return;
         }
         char address[256];
@@ -78,6 +98,7 @@ static void read_events(mt_client *c, size_t i) {
         if (event == ZMQ_EVENT_CONNECTED) {
             h->down = false;
             h->ever = true;
+            if (h->tcp_at <= 0) h->tcp_at = mt_now();
         } else if (event == ZMQ_EVENT_DISCONNECTED || event == ZMQ_EVENT_CONNECT_RETRIED) {
             if (!h->down) { /* (when read: dated back once all are read, above) */
                 h->down_since = mt_now();
@@ -93,6 +114,7 @@ static void read_events(mt_client *c, size_t i) {
             h->ever = true;
             h->state = MT_HANDSHAKE_OK;
             h->undetailed = 0;
+            h->zmtp = true;
         } else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) {
             if (++h->undetailed >= 2) h->state = MT_HANDSHAKE_REFUSED;
             h->event = event;
@@ -153,9 +175,21 @@ void mt_handshake_never(mt_client *c, char *out, size_t size) {
         at += (size_t)w;
         ++n;
     }
-    if (n > 0 && at < size)
-        snprintf(out + at, size - at, ": check the endpoint (the trainer's rank_N.json) or "
-                                      "start the trainer first");
+    if (n > 0 && at < size) {
+        int w = snprintf(out + at, size - at, ": check the endpoint (the trainer's "
+                                              "rank_N.json) or start the trainer first");
+        at = w < 0 || (size_t)w >= size - at ? size : at + (size_t)w;
+    }
+    for (size_t i = 0; c->handshakes != NULL && i < c->n_endpoints && at < size; ++i) {
+        if (c->handshakes[i].monitor == NULL || !not_receiver(&c->handshakes[i])) continue;
+        int w = snprintf(out + at, size - at, "%s%s: %s", at ? "; " : "", c->endpoints[i],
+                         NOT_RECEIVER);
+        if (w < 0 || (size_t)w >= size - at) { /* (cut: those named) */
+            out[at] = '\0';
+            break;
+        }
+        at += (size_t)w;
+    }
 }
 
 mt_status mt_handshake_wait(mt_client *c, double deadline) {

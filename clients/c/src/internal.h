@@ -95,6 +95,8 @@ typedef struct mt_handshake {
     bool ever;         /* a connection was accepted once (CONNECTED): else a wrong endpoint? */
     double down_since; /* (mt_now(), dated back by the reconnection intervals since) */
     double retried_ms, last_ms; /* those announced since down (all but the last; last) */
+    double tcp_at; /* first TCP connection (mt_now(); 0: none), while no handshake (zmtp) */
+    bool zmtp, warned; /* a handshake completed once; "not a receiver" was said (once) */
 } mt_handshake;
 
 struct mt_client {

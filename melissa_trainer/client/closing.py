@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Literal, Protocol
 import zmq
 
 from melissa_trainer import wire as protocol
+from melissa_trainer.client import patience
 from melissa_trainer.client.config import ClientTuning
 from melissa_trainer.client.handshake import Handshakes
 from melissa_trainer.client.held import HeldArrays, Released
@@ -217,7 +218,7 @@ def close_transport(t: Closable, bye: bool, follow_in: str | None = None) -> Non
         note = t.wait.restarted() if wait.refusal is None else ""
         sent = fix = ""  # (what was sent there, what to do; not when no connection was
         # ever made: the endpoint is said wrong; a follower says what to do once it waited)
-        if bye and wait.refusal is None and not t.handshakes.never_connected(t.endpoints):
+        if bye and wait.refusal is None and not patience.never_note(t.handshakes, t.endpoints):
             sent = _sent_there(t, down)
             fix = f" {run_again(t.simulation_id)}" if not note and follow_in is None else ""
         message_text += ("." if sent or note else "") + sent + note + fix
@@ -261,7 +262,10 @@ def waiting_notice(
     sent = sum(t.steps[i].count for i, e in enumerate(t.endpoints) if e in down)
     who, where = f"simulation {t.simulation_id} rank {t.rank}", ", ".join(down)
     closing = doing == "closing"
-    if t.handshakes.never_connected(down):  # (not a trainer gone: said as `never_note`)
+    never = bool(t.handshakes.never_connected(down))
+    # (a wait gives a receiver its timeout from its start: said when it went down before)
+    of = f", {now - started:.0f} s of them in this wait" if since < started - 0.5 else ""
+    if never:  # (not a trainer gone: said as `never_note`)
         text = (
             f"{who}: {doing}, no receiver ever accepted a connection at {where} (tried "
             f"since {clock}): check the endpoint (the trainer's rank_N.json) or start the "
@@ -270,14 +274,15 @@ def waiting_notice(
     else:
         text = (
             f"{who}: {doing}, the trainer's receiver at {where} is disconnected since "
-            f"{clock} ({now - since:.0f} s: the trainer died or stopped, or its node): "
+            f"{clock} ({now - since:.0f} s{of}: the trainer died or stopped, or its node): "
             f"{sent} time step(s) were sent to it"
         )
         text += (
             "; what ZeroMQ still holds of them and the BYE are not delivered. " if closing else ". "
         )
     action, follows = "close" if closing else "send", follow_in is not None
-    text += waits_for(left, bound, "reconnect", follow_in, follows, follow, now - started, action)
+    what = "connect" if never else "reconnect"  # (one never connected: no "re")
+    text += waits_for(left, bound, what, follow_in, follows, follow, now - started, action)
     client_logger().warning(text)
 
 

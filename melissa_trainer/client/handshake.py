@@ -32,7 +32,7 @@ from collections.abc import Sequence
 
 import zmq
 
-__all__ = ["DOWN", "MISMATCH", "UP", "Handshakes"]
+__all__ = ["DOWN", "MISMATCH", "NOT_RECEIVER", "NOT_ZMQ_AFTER", "UP", "Handshakes"]
 
 #: the cause and the fix of a refused key, as the C client words them
 MISMATCH = "the server key does not match: check MELISSA_TRAINER_KEY / the rendezvous file"
@@ -52,6 +52,16 @@ _WATCHED = (
 )
 for _event in UP + DOWN:
     _WATCHED |= _event
+#: what a peer that accepted TCP but never completed a ZeroMQ handshake is (another
+#: program at the endpoint: an HTTP server, a database), and the fix
+NOT_RECEIVER = (
+    "not a melissa-trainer receiver (it accepted a TCP connection but no ZeroMQ handshake "
+    "completed): check the endpoint (the trainer's rank_N.json)"
+)
+#: seconds a TCP connection may go without a completed handshake before its peer counts
+#: as `NOT_RECEIVER`: a receiver's libzmq I/O thread answers in milliseconds, even while
+#: its trainer's Python is busy
+NOT_ZMQ_AFTER = 2.0
 _EVENT = struct.Struct("=HI")  # a monitor event's first frame: the event, its value
 #: the monitors' inproc addresses, one per socket for the life of the process (an `id()`
 #: is reused once its object is freed, while a closed socket's monitor endpoint may
@@ -71,10 +81,19 @@ class Handshakes:
         self._accepted: list[bool] = []
         self._ever: list[bool] = []  # a connection was accepted once (`never_connected`)
         self._undetailed: list[int] = []
+        #: per socket, when its first TCP connection was accepted, while no handshake
+        #: ever completed (`not_receivers`); whether that was warned of (once)
+        self._tcp_at: list[float | None] = []
+        self._zmtp: list[bool] = []
+        self._warned: list[bool] = []
         self._refusal: list[tuple[int, int] | None] = []  # the failure's event, value
         #: per socket, when the first event saying that its connection is down was read
         #: (`time.monotonic()`), since one said it up (None: up, or not known down)
         self.down_since: list[float | None] = []
+        #: per socket, the reconnection intervals (ms) ZeroMQ announced since it went
+        #: down, all but the last (`_read`: how long ago it went down, read late)
+        self._retried_ms: list[int] = []
+        self._last_ms: list[int] = []
 
     def watch(self, sock: zmq.Socket, keyed: bool) -> None:
         """Monitor `sock` (not connected yet; `keyed`: it has a CURVE server key)."""
@@ -94,8 +113,13 @@ class Handshakes:
         self._accepted.append(False)
         self._ever.append(False)
         self._undetailed.append(0)
+        self._tcp_at.append(None)
+        self._zmtp.append(False)
+        self._warned.append(False)
         self._refusal.append(None)
         self.down_since.append(None)
+        self._retried_ms.append(0)
+        self._last_ms.append(0)
 
     def _read(self, index: int) -> None:
         monitor = self._monitors[index]
@@ -104,10 +128,17 @@ class Handshakes:
             if event in UP:
                 self.down_since[index] = None
                 self._ever[index] = True
+                if self._tcp_at[index] is None:
+                    self._tcp_at[index] = time.monotonic()
             elif event in DOWN and self.down_since[index] is None:
                 self.down_since[index] = time.monotonic()
+                self._retried_ms[index] = self._last_ms[index] = 0
+            if event == zmq.EVENT_CONNECT_RETRIED and self.down_since[index] is not None:
+                self._retried_ms[index] += self._last_ms[index]
+                self._last_ms[index] = value
             if event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
                 self._accepted[index], self._undetailed[index] = True, 0
+                self._zmtp[index] = True
                 self._refusal[index] = None
             elif event == zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL:
                 self._undetailed[index] += 1
@@ -115,6 +146,15 @@ class Handshakes:
                     self._accepted[index], self._refusal[index] = False, (event, value)
             elif event not in UP + DOWN:  # (a failure with detail: certain at once)
                 self._accepted[index], self._refusal[index] = False, (event, value)
+
+        since = self.down_since[index]
+        if since is not None:
+            # Events carry no time, and only a wait reads them (perhaps long after a
+            # trainer was killed). ZeroMQ announces each reconnection's interval (its
+            # value), from the disconnection on: all but the last have passed, so the
+            # connection went down at the latest that long before now (at most one
+            # interval, RECONNECT_IVL with its jitter, later than it did).
+            self.down_since[index] = min(since, time.monotonic() - self._retried_ms[index] / 1000)
 
     def read(self) -> None:
         """Read every socket's events that came (never blocks)."""
@@ -124,6 +164,7 @@ class Handshakes:
     def refused(self, endpoints: Sequence[str]) -> str | None:
         """Why a receiver refused its handshake ("to ENDPOINT: ..."), or None (events
         read without blocking). `endpoints`: the sockets' endpoints, in order."""
+        self._warn(endpoints)
         for index, endpoint in enumerate(endpoints[: len(self._monitors)]):
             self._read(index)
             refusal = self._refusal[index]
@@ -135,6 +176,9 @@ class Handshakes:
                     "for it here: set MELISSA_TRAINER_KEY to its public key, or use the "
                     "rendezvous (MELISSA_TRAINER_RENDEZVOUS: its files carry the key)"
                 )
+                if refusal[0] == zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL:  # (or no receiver:
+                    # a peer that drops every handshake unexplained may be another program)
+                    cause += f"; or it is {NOT_RECEIVER}"
             elif refusal == (
                 zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL,
                 zmq.PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH,
@@ -157,6 +201,31 @@ class Handshakes:
         self.read()
         watched = zip(endpoints, self._ever, strict=False)  # (a connect failed part-way: fewer)
         return [e for e, ever in watched if not ever and not e.startswith("inproc:")]
+
+    def not_receivers(self, endpoints: Sequence[str]) -> list[str]:
+        """The `endpoints` (the sockets', in order) whose peer accepted a TCP connection
+        `NOT_ZMQ_AFTER` seconds ago or more and never completed a ZeroMQ handshake (events
+        read without blocking; kept after `close`): not a receiver (`NOT_RECEIVER`)."""
+        self.read()
+        now, found = time.monotonic(), []
+        for index, endpoint in enumerate(endpoints[: len(self._tcp_at)]):
+            tcp_at = self._tcp_at[index]
+            if not self._zmtp[index] and tcp_at is not None and now - tcp_at >= NOT_ZMQ_AFTER:
+                found.append(endpoint)
+        return found
+
+    def _warn(self, endpoints: Sequence[str]) -> None:
+        """Log, once per socket, that its peer is not a receiver (`not_receivers`): the
+        waits that read the monitors (`refused`, each slice) say it when first seen."""
+        for endpoint in self.not_receivers(endpoints):
+            index = list(endpoints).index(endpoint)
+            if not self._warned[index]:
+                self._warned[index] = True
+                import logging  # (as `closing.client_logger`: on the rare path only)
+
+                logging.getLogger("melissa_trainer.client.client").warning(
+                    "to %s: %s; nothing sent to it is delivered", endpoint, NOT_RECEIVER
+                )
 
     def accepted(self) -> bool:
         """Whether every receiver accepted its handshake (as the events read say)."""

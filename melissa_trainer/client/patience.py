@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 
 import zmq
 
-from melissa_trainer.client.handshake import Handshakes
+from melissa_trainer.client.handshake import NOT_RECEIVER, Handshakes
 from melissa_trainer.client.sockets import SLICE, deadline_after, ms_left
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -123,12 +123,14 @@ def never_note(handshakes: Handshakes | None, endpoints: Sequence[str]) -> str:
     at E1, E2: check the endpoint (the trainer's rank_N.json) or start the trainer
     first"; "" when every one was connected once (or no monitor: `handshakes` None)."""
     never = [] if handshakes is None else handshakes.never_connected(endpoints)
-    if not never:
-        return ""
-    return (
-        f"no receiver ever accepted a connection at {', '.join(never)}: check the endpoint "
-        "(the trainer's rank_N.json) or start the trainer first"
-    )
+    other = [] if handshakes is None else handshakes.not_receivers(endpoints)
+    notes = [f"{', '.join(other)}: {NOT_RECEIVER}"] if other else []
+    if never:
+        notes.append(
+            f"no receiver ever accepted a connection at {', '.join(never)}: check the "
+            "endpoint (the trainer's rank_N.json) or start the trainer first"
+        )
+    return "; ".join(notes)
 
 
 class PeerWatch:
@@ -144,10 +146,13 @@ class PeerWatch:
         endpoints: their endpoints (for messages).
     """
 
-    def __init__(self, handshakes: Handshakes, endpoints: Sequence[str]) -> None:
+    def __init__(
+        self, handshakes: Handshakes, endpoints: Sequence[str], started: float | None = None
+    ) -> None:
         self._endpoints = list(endpoints)
         self._handshakes = handshakes
-        self.started = time.monotonic()
+        #: when the wait began (`started`, default now): what its notice counts from too
+        self.started = time.monotonic() if started is None else started
 
     def poll(self) -> None:
         """Read the events that came (never blocks)."""
@@ -185,6 +190,13 @@ class PeerWatch:
         for endpoint, since in zip(self._endpoints, down, strict=True):
             if since is not None and now - max(since, self.started) > after:
                 never = never_note(self._handshakes, self._endpoints)
+                if endpoint in self._handshakes.never_connected([endpoint]):
+                    # (nothing died: no connection was ever made; the note says why)
+                    tried = f"tried for {now - since:.0f} s ({said})"
+                    return f"to {endpoint}: the receiver is unreachable, {tried}: {never}"
+                # (counted from the wait's start: say both when it went down before)
+                if since < self.started - 0.5:
+                    said += f", counted from this wait's start {now - self.started:.0f} s ago"
                 return (
                     f"to {endpoint}: the receiver is unreachable, disconnected for "
                     f"{now - since:.0f} s without a new connection ({said}; the trainer "
@@ -246,6 +258,7 @@ class CloseWait:
         #: were not delivered (the record may be another receiver's)
         self.stop_down: tuple[str, ...] = ()
         self._notice = notice
+        self._began = time.monotonic()  # (as the notice's start: `closing`)
 
     def timed_out(self) -> str:
         """Why the client gave up when `close_timeout` ran out, to follow "not delivered":
@@ -284,7 +297,7 @@ class CloseWait:
             if self.deadline is not None and time.monotonic() >= self.deadline:
                 return self.timed_out()
             if handshakes is not None and self._watch is None:
-                self._watch = PeerWatch(handshakes, self._endpoints)
+                self._watch = PeerWatch(handshakes, self._endpoints, self._began)
             if self._watch is not None and self._stopped is not None and self._watch.down():
                 self.stop_said = self._stopped()  # (a stat of its files while one is down)
                 if self.stop_said is not None:  # (the close composes its message from it)

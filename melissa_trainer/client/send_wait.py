@@ -182,7 +182,7 @@ class SendWait:
         if self._disconnected is None and self._notice is None:
             return
         if self.watch is None:
-            self.watch = PeerWatch(self._handshakes, self._endpoints)
+            self.watch = PeerWatch(self._handshakes, self._endpoints, started)
         if not self._told:  # (before `gone`: said before it gives up)
             self._tell(self.watch, started, step, deadline)
         if self._disconnected is None:

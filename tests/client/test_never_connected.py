@@ -83,8 +83,9 @@ def test_a_close_that_gave_up_on_a_disconnected_receiver_says_it_too() -> None:
     with pytest.raises(TimeoutError) as caught:
         client.close()
     said = str(caught.value)
-    assert "the receiver is unreachable, disconnected for " in said, said
-    assert f"the trainer died, or its node); {never(endpoint)}" in said, said
+    assert f"to {endpoint}: the receiver is unreachable, tried for " in said, said
+    assert said.endswith(f"(disconnected_timeout=0.2 s): {never(endpoint)}"), said
+    assert "died" not in said and "reconnect" not in said, said  # (it never connected)
 
 
 @pytest.mark.timeout(30)
@@ -120,4 +121,24 @@ def test_a_blocked_send_says_it() -> None:
         client.close(bye=False)
     said = str(caught.value)
     assert said.startswith("simulation 6 rank 0: could not send time step "), said
-    assert f"the trainer died, or its node); {never(endpoint)}" in said, said
+    assert f"(disconnected_timeout=0.2 s): {never(endpoint)}" in said, said
+    assert "died" not in said and "reconnect" not in said, said
+
+
+@pytest.mark.timeout(30)
+def test_the_notice_says_connect_not_reconnect(caplog: pytest.LogCaptureFixture) -> None:
+    """The close's notice (said once `notice_after` s in) of a receiver never connected
+    says only that: before, it waited "for it to reconnect"."""
+    endpoint = refused_endpoint()
+    tuning = ClientTuning(close_timeout=60, disconnected_timeout=1.0)
+    client = Client(FIELDS, simulation_id=9, endpoints=endpoint, tuning=tuning)
+    client.send(0, u=np.ones(4, np.float32))
+    with (
+        caplog.at_level(logging.WARNING, logger="melissa_trainer.client.client"),
+        pytest.raises(TimeoutError),
+    ):
+        client.close()
+    notices = [r.getMessage() for r in caplog.records if "The close waits" in r.getMessage()]
+    assert len(notices) == 1, caplog.text
+    assert "for it to connect (" in notices[0], notices[0]
+    assert "died" not in notices[0] and "reconnect" not in notices[0], notices[0]

@@ -128,22 +128,27 @@ static void tell(mt_client *c, waiting *w, const char *whose, size_t i, double s
     if (localtime_r(&wall, &tm) == NULL || strftime(clock, sizeof clock, "%H:%M:%S", &tm) == 0)
         snprintf(clock, sizeof clock, "?");
     mt_handshake_never(c, never, sizeof never);
+    /* (a close gives a receiver its timeout from its start: said when it went down before) */
+    char of[48] = "";
+    if (since < w->started - 0.5)
+        snprintf(of, sizeof of, ", %.0f s of them in this close", now - w->started);
+    const char *what = never[0] ? "connect" : "reconnect"; /* (never connected: no "re") */
     mt_buf b = {0};
     if (never[0])
         mt_buf_printf(&b, "%s: closing, %s (tried since %s). ", whose, never, clock);
     else
         mt_buf_printf(&b,
                       "%s: closing, the trainer's receiver at %s is disconnected since %s "
-                      "(%.0f s: the trainer died or stopped, or its node): %llu time step(s) "
+                      "(%.0f s%s: the trainer died or stopped, or its node): %llu time step(s) "
                       "were sent to it; what ZeroMQ still holds of them and the BYE are not "
                       "delivered. ",
-                      whose, c->endpoints[i], clock, now - since,
+                      whose, c->endpoints[i], clock, now - since, of,
                       (unsigned long long)c->steps_per_receiver[i]);
     if (bound == NULL)
-        mt_buf_printf(&b, "The close waits for it to reconnect, with no bound");
+        mt_buf_printf(&b, "The close waits for it to %s, with no bound", what);
     else
-        mt_buf_printf(&b, "The close waits up to %.0f s more for it to reconnect (%s=%s s)",
-                      left, bound, bt);
+        mt_buf_printf(&b, "The close waits up to %.0f s more for it to %s (%s=%s s)", left,
+                      what, bound, bt);
     bool window = c->replay.max_bytes > 0 && c->rendezvous_used != NULL;
     if (window && bound != NULL && c->follow_timeout < 0)
         mt_buf_printf(&b, ", then for a restarted trainer to publish in %s, with no bound "
@@ -232,15 +237,24 @@ static mt_status between(mt_client *c, waiting *w) {
         mt_format_double(c->disconnected_timeout, t);
         mt_handshake_never(c, never, sizeof never);
         c->receipt_restart = 2;
+        if (!c->handshakes[i].ever) /* (nothing died: no connection was ever made) */
+            return mt_fail(c, MT_ETIMEDOUT, "%s: %s not delivered to %s: the receiver is "
+                                            "unreachable, tried for %.0f s "
+                                            "(mt_set_disconnected_timeout=%s s): %s",
+                           whose, w->what, c->endpoints[i], now - since, t, never);
+        char of[64] = ""; /* (a close counts from its start: said when it went down before) */
+        if (since < w->started - 0.5)
+            snprintf(of, sizeof of, ", counted from this close's start %.0f s ago",
+                     now - w->started);
         return mt_fail(c, MT_ETIMEDOUT,
                        "%s: %s not delivered to %s: the receiver is unreachable, disconnected "
-                       "for %.0f s without a new connection (mt_set_disconnected_timeout=%s s; "
+                       "for %.0f s without a new connection (mt_set_disconnected_timeout=%s s%s; "
                        "the trainer died, or its node)%s%s. What it sent after the trainer's "
                        "last checkpoint may be lost: once a trainer runs there again (a "
                        "preempted one: --resume_from_checkpoint latest), run it again with the "
                        "same simulation id (MELISSA_TRAINER_SIMULATION_ID=%llu): the trainer "
                        "takes the steps it lacks, each once",
-                       whose, w->what, c->endpoints[i], now - since, t, never[0] ? "; " : "",
+                       whose, w->what, c->endpoints[i], now - since, t, of, never[0] ? "; " : "",
                        never,
                        (unsigned long long)c->simulation_id);
     }

@@ -53,13 +53,41 @@ mt_status mt_handshake_watch(mt_client *c, size_t i) {
     return MT_OK;
 }
 
-/* Read the events that came for socket i (never blocks). */
+/* What a peer that accepted TCP but never completed a ZeroMQ handshake is (another
+ * program at the endpoint), after NOT_ZMQ_AFTER_S: a receiver's libzmq I/O thread answers
+ * in milliseconds (the Python client's words: client/handshake.py NOT_RECEIVER). */
+#define NOT_RECEIVER                                                                      \
+    "not a melissa-trainer receiver (it accepted a TCP connection but no ZeroMQ handshake " \
+    "completed): check the endpoint (the trainer's rank_N.json)"
+#define NOT_ZMQ_AFTER_S 2.0
+
+static bool not_receiver(const mt_handshake *h) {
+    return !h->zmtp && h->tcp_at > 0 && mt_now() - h->tcp_at >= NOT_ZMQ_AFTER_S;
+}
+
+/* Read the events that came for socket i (never blocks); say once, on stderr, that its
+ * peer is not a receiver when first seen. */
 static void read_events(mt_client *c, size_t i) {
     mt_handshake *h = &c->handshakes[i];
     for (;;) {
         uint8_t frame[6]; /* u16 event, u32 value; then a frame with the endpoint */
         int n = zmq_recv(h->monitor, frame, sizeof frame, ZMQ_DONTWAIT);
-        if (n < 0) return; /* (EAGAIN: none left) */
+        if (n < 0) { /* (EAGAIN: none left) */
+            /* Events carry no time, and are read late (a simulation computing while its
+             * trainer was killed). ZeroMQ announces each reconnection's interval, from
+             * the disconnection on: all but the last have passed, so it went down at the
+             * latest that long ago (at most one interval later than it did). */
+            double dated = mt_now() - h->retried_ms / 1000;
+            if (h->down && dated < h->down_since) h->down_since = dated;
+            if (!h->warned && not_receiver(h)) {
+                h->warned = true;
+                fprintf(stderr, "melissa_trainer: simulation %llu rank %d: to %s: %s; nothing "
+                                "sent to it is delivered\n",
+                        (unsigned long long)c->simulation_id, c->rank, c->endpoints[i],
+                        NOT_RECEIVER);
+            }
+            return;
+        }
         char address[256];
         zmq_recv(h->monitor, address, sizeof address, 0); /* (always follows) */
         if (n < 6) continue;
@@ -70,14 +98,23 @@ static void read_events(mt_client *c, size_t i) {
         if (event == ZMQ_EVENT_CONNECTED) {
             h->down = false;
             h->ever = true;
+            if (h->tcp_at <= 0) h->tcp_at = mt_now();
         } else if (event == ZMQ_EVENT_DISCONNECTED || event == ZMQ_EVENT_CONNECT_RETRIED) {
-            if (!h->down) h->down_since = mt_now(); /* (when read: a send reads each slice) */
+            if (!h->down) { /* (when read: dated back once all are read, above) */
+                h->down_since = mt_now();
+                h->retried_ms = h->last_ms = 0;
+            }
             h->down = true;
+            if (event == ZMQ_EVENT_CONNECT_RETRIED) {
+                h->retried_ms += h->last_ms;
+                h->last_ms = value;
+            }
         } else if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
             h->down = false;
             h->ever = true;
             h->state = MT_HANDSHAKE_OK;
             h->undetailed = 0;
+            h->zmtp = true;
         } else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) {
             if (++h->undetailed >= 2) h->state = MT_HANDSHAKE_REFUSED;
             h->event = event;
@@ -138,9 +175,21 @@ void mt_handshake_never(mt_client *c, char *out, size_t size) {
         at += (size_t)w;
         ++n;
     }
-    if (n > 0 && at < size)
-        snprintf(out + at, size - at, ": check the endpoint (the trainer's rank_N.json) or "
-                                      "start the trainer first");
+    if (n > 0 && at < size) {
+        int w = snprintf(out + at, size - at, ": check the endpoint (the trainer's "
+                                              "rank_N.json) or start the trainer first");
+        at = w < 0 || (size_t)w >= size - at ? size : at + (size_t)w;
+    }
+    for (size_t i = 0; c->handshakes != NULL && i < c->n_endpoints && at < size; ++i) {
+        if (c->handshakes[i].monitor == NULL || !not_receiver(&c->handshakes[i])) continue;
+        int w = snprintf(out + at, size - at, "%s%s: %s", at ? "; " : "", c->endpoints[i],
+                         NOT_RECEIVER);
+        if (w < 0 || (size_t)w >= size - at) { /* (cut: those named) */
+            out[at] = '\0';
+            break;
+        }
+        at += (size_t)w;
+    }
 }
 
 mt_status mt_handshake_wait(mt_client *c, double deadline) {

@@ -93,7 +93,10 @@ typedef struct mt_handshake {
     uint32_t value;
     bool down;         /* disconnected (or a connection attempt failed) since down_since */
     bool ever;         /* a connection was accepted once (CONNECTED): else a wrong endpoint? */
-    double down_since; /* (mt_now(), when the event was read) */
+    double down_since; /* (mt_now(), dated back by the reconnection intervals since) */
+    double retried_ms, last_ms; /* those announced since down (all but the last; last) */
+    double tcp_at; /* first TCP connection (mt_now(); 0: none), while no handshake (zmtp) */
+    bool zmtp, warned; /* a handshake completed once; "not a receiver" was said (once) */
 } mt_handshake;
 
 /* Asking, while it runs, whether the trainer took it (admission_watch.c). */

@@ -1,0 +1,104 @@
+"""A Python client pointed at an endpoint where another program listens (a user trial:
+``python -m http.server 18777``, then a client at tcp://127.0.0.1:18777): TCP connects,
+no ZeroMQ handshake ever completes. Before the change nothing was said during the wait,
+and the close's error, after the whole close_timeout, said "run it again ... once its
+trainer runs", never that the endpoint is wrong. Now a warning says it once, when first
+seen (`Handshakes.not_receivers`: connected `NOT_ZMQ_AFTER` s without a handshake), and
+the error says it instead of the trainer-died advice. A peer that answers with HTTP and
+hangs up fails every handshake without detail, as a CURVE-only receiver does to a
+client without a key: refused at once, naming both.
+
+Real sockets on 127.0.0.1; `NOT_ZMQ_AFTER` shortened so the tests are quick."""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+
+from melissa_trainer.client import Client, ClientTuning, handshake
+from melissa_trainer.client.handshake import NOT_RECEIVER
+
+FIELDS = {"u": ((4,), "float32")}
+
+
+@pytest.fixture
+def short(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(handshake, "NOT_ZMQ_AFTER", 0.3)
+
+
+@pytest.fixture
+def silent() -> Iterator[socket.socket]:
+    """A program that accepts TCP connections and never speaks ZeroMQ (nor anything)."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        yield listener
+
+
+@pytest.fixture
+def http() -> Iterator[str]:
+    """A program that answers every connection with HTTP junk and hangs up."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:  # (closed: the test is over)
+                return
+            with conn:
+                conn.recv(100)
+                conn.sendall(b"HTTP/1.0 400 Bad request\r\n\r\n<html>no</html>\n")
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield f"tcp://127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        listener.shutdown(socket.SHUT_RDWR)
+        listener.close()
+        thread.join(10)
+
+
+@pytest.mark.timeout(30)
+def test_a_silent_peer_is_warned_of_once_and_the_error_says_check_the_endpoint(
+    short: None, silent: socket.socket, caplog: pytest.LogCaptureFixture
+) -> None:
+    endpoint = f"tcp://127.0.0.1:{silent.getsockname()[1]}"
+    tuning = ClientTuning(close_timeout=2.0)
+    client = Client(FIELDS, simulation_id=7, endpoints=endpoint, tuning=tuning)
+    client.send(0, u=np.ones(4, np.float32))
+    silent.settimeout(20)
+    accepted, _ = silent.accept()  # (TCP connected: the close comes after)
+    with (
+        accepted,
+        caplog.at_level(logging.WARNING, logger="melissa_trainer.client.client"),
+        pytest.raises(TimeoutError) as caught,
+    ):
+        client.close()
+    said = str(caught.value)
+    assert said.endswith(f"connected): {endpoint}: {NOT_RECEIVER}"), said
+    assert "died" not in said and "run it again" not in said, said
+    warned = [r.getMessage() for r in caplog.records if NOT_RECEIVER in r.getMessage()]
+    assert warned == [f"to {endpoint}: {NOT_RECEIVER}; nothing sent to it is delivered"], warned
+
+
+@pytest.mark.timeout(30)
+def test_a_peer_answering_http_is_refused_as_not_a_receiver(http: str) -> None:
+    tuning = ClientTuning(close_timeout=20)
+    with (
+        pytest.raises(ValueError) as caught,
+        Client(FIELDS, simulation_id=8, endpoints=http, tuning=tuning) as client,
+    ):
+        client.send(0, u=np.ones(4, np.float32))
+    said = str(caught.value)
+    assert said.startswith(f"simulation 8 rank 0: queued messages not delivered to {http}:")
+    assert said.endswith(f"; or it is {NOT_RECEIVER}"), said  # (or a CURVE-only receiver)
+    assert "died" not in said and "run it again" not in said, said

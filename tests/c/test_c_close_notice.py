@@ -85,7 +85,7 @@ def test_a_close_to_an_endpoint_never_connected_says_no_died_nor_reconnect(
 
 #: what the solver computes after its last send, its trainer killed meanwhile: the time
 #: nothing reads the monitor (the scenario, not a synchronisation)
-COMPUTE = 2.5
+COMPUTE = 4.0
 
 
 @pytest.mark.timeout(120)
@@ -130,13 +130,13 @@ def test_a_close_after_a_kill_dates_the_disconnection_and_adds_up(
     )
     assert found, notices[0]
     total, counted, left = (int(g) for g in found.groups())
-    assert total >= counted + COMPUTE - 0.6 and abs(counted + left - 2) <= 1, notices[0]
+    assert total >= counted + COMPUTE / 2 and abs(counted + left - 2) <= 1, notices[0]
     found = re.search(
         r"disconnected for (\d+) s without a new connection \(mt_set_disconnected_timeout=2\.0 "
         r"s, counted from this close's start (\d+) s ago;",
         message,
     )
-    assert found and int(found[1]) >= int(found[2]) + COMPUTE - 0.6, message
+    assert found and int(found[1]) >= int(found[2]) + COMPUTE / 2, message
 
 
 NOT_RECEIVER = (

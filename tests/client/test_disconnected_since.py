@@ -28,7 +28,7 @@ from melissa_trainer.client import Client, ClientTuning
 FIELDS = {"u": ((4,), "float32")}
 #: what the solver computes between its last send and its close, the trainer killed
 #: meanwhile: the time the monitor is not read (the scenario, not a synchronisation)
-COMPUTE = 1.5
+COMPUTE = 3.0
 RECEIVER = (
     "import sys, zmq\n"
     "s = zmq.Context().socket(zmq.PULL)\n"
@@ -74,8 +74,11 @@ def test_the_disconnection_is_dated_from_the_kill_not_from_the_read(
         since = handshakes.down_since[0]
         assert since is not None
         # within one announced interval (at most 2 RECONNECT_IVL) of the kill, with the
-        # latency of the kill's RST; before: `read`, COMPUTE s later
-        assert killed - 0.05 <= since <= killed + 2 * ivl + 0.05, (since - killed, read - killed)
+        # latency of the kill's RST, on a quiet machine; on a busy one ZeroMQ's attempts
+        # come late and the dating errs later by their delays: half the time unread is
+        # allowed (before the change: `read`, COMPUTE s later, the whole of it)
+        late = max(2 * ivl + 0.05, (read - killed) / 2)
+        assert killed - 0.05 <= since <= killed + late, (since - killed, read - killed)
         with (
             caplog.at_level(logging.WARNING, logger="melissa_trainer.client.client"),
             pytest.raises(TimeoutError) as caught,
@@ -93,7 +96,7 @@ def test_the_disconnection_is_dated_from_the_kill_not_from_the_read(
     )
     assert found, notices[0]
     total, counted, left = (int(g) for g in found.groups())
-    assert total >= COMPUTE - 0.5 + counted and abs(counted + left - 2) <= 1, notices[0]
+    assert total >= counted + COMPUTE / 2 - 0.5 and abs(counted + left - 2) <= 1, notices[0]
     said = str(caught.value)
     found = re.search(
         r"disconnected for (\d+) s without a new connection \(disconnected_timeout=2.0 s, "

@@ -149,8 +149,9 @@ def main() -> None:
         run the loop: the launcher's death is watched)."""
 
         def on_step_end(self, trainer: Any, state: Any, control: Any) -> None:
-            if state.global_step == 1:
-                print("training", trainer.process_index, os.getpid(), flush=True)
+            if state.global_step == 1:  # one write: the two ranks share the pipe, and an
+                # unbuffered print writes word by word (the ranks' words interleaved)
+                os.write(1, f"training {trainer.process_index} {os.getpid()}\n".encode())
 
     (args,) = ArgumentParser(TrainingArguments).parse_args_into_dataclasses()
     torch.set_num_threads(1)

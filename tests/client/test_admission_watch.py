@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
 import zmq
 from helpers import running
+from waiting import wait_until
 
 from melissa_trainer.client import Client
 from melissa_trainer.client.admission import SimulationRefused
@@ -35,14 +35,6 @@ def external(monkeypatch: pytest.MonkeyPatch, rendezvous: Path) -> None:
         monkeypatch.delenv(name, raising=False)
 
 
-def until(condition: Callable[[], object], what: str) -> None:
-    """Wait for the receiver's own record of `condition` (its thread processes the HELLO)."""
-    deadline = time.monotonic() + 60
-    while not condition():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.005)
-
-
 def watch_ended(client: Client) -> None:
     """Wait until the client's watch has its answer (none to wait for before the watch)."""
     watch = getattr(client, "_watch", None)
@@ -57,7 +49,7 @@ def test_a_refused_simulation_is_told_at_its_next_send_naming_the_field(
     with running(rendezvous_dir=tmp_path, fields=STUDY, run_id="run-a") as receiver:
         client = Client(simulation_id=1, fields={"vort": ((4,), np.float64)})
         try:
-            until(receiver.refused, "the HELLO was not refused")
+            wait_until(receiver.refused, "the HELLO's refusal", interval=0.005)
             watch_ended(client)
             with pytest.raises(SimulationRefused) as caught:
                 client.send(0, vort=np.zeros(4))
@@ -95,7 +87,7 @@ def test_a_refusal_of_an_earlier_attempt_that_declared_otherwise_is_not_trusted(
     external(monkeypatch, tmp_path)
     with running(rendezvous_dir=tmp_path, fields=STUDY, run_id="run-a") as receiver:
         wrong = Client(simulation_id=5, fields={"vort": ((4,), np.float64)})
-        until(receiver.refused, "the HELLO was not refused")
+        wait_until(receiver.refused, "the HELLO's refusal", interval=0.005)
         wrong.close(bye=False)
         with Client(simulation_id=5, fields=STUDY) as right:
             watch_ended(right)
@@ -122,7 +114,7 @@ def test_where_nothing_can_be_asked_nothing_changes(
             older = {k: v for k, v in entry.items() if not k.startswith("follow_")}
             (read / "rank_0.json").write_text(json.dumps(older))
         client = Client(simulation_id=3, fields={"vort": ((4,), np.float64)})
-        until(receiver.refused, "the HELLO was not refused")
+        wait_until(receiver.refused, "the HELLO's refusal", interval=0.005)
         watch_ended(client)
         assert client._watch.admitted is None
         for t in range(5):

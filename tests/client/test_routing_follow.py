@@ -11,13 +11,13 @@ step once, each on the rank ``(7 + t) % 2``, and nothing was rejected."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
 from helpers import drain
+from waiting import wait_until
 
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.client import Client, ClientTuning, follow
@@ -27,14 +27,6 @@ from melissa_trainer.wire.routing import SIMULATION_STEP, receiver_of
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
 
 SID = 7
-
-
-def wait_until(what: str, ready: Callable[[], bool], timeout: float = 30.0) -> None:
-    """Poll `ready` (a receiver's counter: no event to wait on) until true."""
-    deadline = time.monotonic() + timeout
-    while not ready():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.01)
 
 
 def mine(rank: int, steps: range) -> int:
@@ -80,14 +72,18 @@ def test_a_client_follows_two_resumed_ranks_keeping_its_routing(rendezvous: Path
                 c.send(t, u=np.full(3, t, "<f4"))
             c.flush()
             for r in range(2):
-                wait_until("A's samples", lambda r=r: a.buffers[r].stats().put == mine(r, range(5)))
+                wait_until(
+                    lambda r=r: a.buffers[r].stats().put == mine(r, range(5)), "A's samples", 30
+                )
             records = [r.state_dict() for r in a.receivers]
             buffers = [buf.state_dict() for buf in a.buffers]
             for t in range(5, 10):  # taken by A after its checkpoint: lost with it
                 c.send(t, u=np.full(3, t, "<f4"))
             c.flush()
             for r in range(2):
-                wait_until("A's later", lambda r=r: a.buffers[r].stats().put == mine(r, range(10)))
+                wait_until(
+                    lambda r=r: a.buffers[r].stats().put == mine(r, range(10)), "A's later", 30
+                )
             a.stop()
             b = Trainer(rendezvous, "run-b")
             for r, rec in enumerate(b.receivers):

@@ -169,7 +169,7 @@ class Client(Sending):
             )
         #: `routing`: where each step goes (`wire.routing`), kept when following a restart
         self.endpoints, curve_keys, published, self.routing = resolve_receivers(
-            endpoints, tuning.rendezvous_timeout
+            endpoints, tuning.rendezvous_timeout, self.simulation_id
         )
         # (where the endpoints were read, if from a rendezvous: a trainer restarted
         # rewrites it, which a send or close that gives up then says, `restart`)

@@ -124,13 +124,16 @@ def launched() -> bool:
 
 
 def resolve_receivers(
-    endpoints: str | Sequence[str] | None, rendezvous_timeout: float
+    endpoints: str | Sequence[str] | None,
+    rendezvous_timeout: float,
+    simulation_id: int | None = None,
 ) -> tuple[list[str], list[str | None], str | None, str | None]:
     """The receiver endpoints, the CURVE server key of each (None: no CURVE), the run
     id they published (None: not read from a rendezvous, or an older trainer) and the
     routing to send with (`wire.routing.routing_of_entries`: ``"simulation_step"`` when
-    every rendezvous file advertises it; None, ``t % W``, otherwise and for endpoints
-    given directly, which may be an older trainer's):
+    every rendezvous file advertises it and none lists `simulation_id` as one that keeps
+    ``t % W``; None, ``t % W``, otherwise and for endpoints given directly, which may be
+    an older trainer's):
     `endpoints` (a list, or one comma-separated string), else
     `$MELISSA_TRAINER_ENDPOINTS`, both with the key in `$MELISSA_TRAINER_KEY` (unset or
     blank: no CURVE), else those published in `$MELISSA_TRAINER_RENDEZVOUS` with their
@@ -151,7 +154,7 @@ def resolve_receivers(
             notice = _waiting_notice(where, rendezvous_timeout)
             entries = fetch_rendezvous(where, rendezvous_timeout, notice)
             keys = [e.get("curve_public_key") for e in entries]
-            routing = routing_of_entries(entries)
+            routing = routing_of_entries(entries, simulation_id)
             return [e["endpoint"] for e in entries], keys, entries[0].get("run_id"), routing
         else:
             raise ValueError(

@@ -92,7 +92,7 @@ from melissa_trainer.stream.follow_server import (
 from melissa_trainer.stream.ingest_state import telemetry_keys
 from melissa_trainer.stream.liveness import HEADER_ALLOWANCE
 from melissa_trainer.stream.receiver_config import DEFAULT_BIND, ReceiverConfig, ReceiverTuning
-from melissa_trainer.stream.receiver_socket import bind_and_publish, pull_socket
+from melissa_trainer.stream.receiver_socket import bind_and_publish, kept_of, pull_socket
 from melissa_trainer.stream.receiver_socket import bind_error as bind_error  # (its old home)
 from melissa_trainer.stream.stop_record import StopReason, build_record, reason_of
 from melissa_trainer.stream.watchdog import SilenceExcuse, StallError
@@ -195,7 +195,7 @@ class Receiver(DataPath):
         sock = self._socket = pull_socket(
             self._context, self._rcvhwm, self._max_bytes, self._poll, self._curve
         )
-        extra: dict[str, Any] = {}
+        extra: dict[str, Any] = kept_of(self.ingest.sims, self.ingest.shifted)  # (loaded)
         if self._curve is not None:
             extra["curve_public_key"] = self.curve_public_key
         if self.config.run_id is not None:

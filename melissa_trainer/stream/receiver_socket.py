@@ -18,9 +18,12 @@ import zmq
 
 from melissa_trainer.stream.endpoints import advertised, write_rendezvous
 from melissa_trainer.stream.liveness import socket_options
-from melissa_trainer.wire.routing import SIMULATION_STEP
+from melissa_trainer.wire.routing import SIMULATION_STEP, kept_of
 
-__all__ = ["bind_and_publish", "bind_error", "pull_socket"]
+#: `kept_of` (`wire.routing`): the rendezvous member listing the simulations of a
+#: resumed receiver's ledgers that keep the routing ``t % W``, which the receiver
+#: passes in `bind_and_publish`'s `extra`
+__all__ = ["bind_and_publish", "bind_error", "kept_of", "pull_socket"]
 
 
 def pull_socket(
@@ -59,7 +62,8 @@ def bind_and_publish(
     wildcard address, or any given `advertise`, replaced by a host name), written with `extra`
     into `rendezvous` (when given) as rank `rank` of `world_size`'s, with ``"routing":
     "simulation_step"``: this receiver takes that routing (`wire.routing`), so a client
-    reading the rendezvous uses it.
+    reading the rendezvous uses it, unless `extra` lists its simulation as one that
+    keeps the routing ``t % W`` (`kept_of`).
 
     Raises:
         OSError: the bind failed (its errno; the message is `bind_error`'s), or the

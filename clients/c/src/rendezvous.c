@@ -33,6 +33,7 @@ typedef struct {
     char *follow; /* its follow socket (docs/protocol.md 17, 17a); NULL: none published */
     bool receipts; /* 13 (RECEIPT_QUERY) in its "follow_kinds" (docs/protocol.md 17b) */
     bool routing;  /* "routing": "simulation_step" (docs/protocol.md 2) */
+    char *kept;    /* "routed_t_mod_w": the raw JSON list, or NULL (docs/protocol.md 3) */
 } rank_entry;
 
 /* Whether `text`, a JSON array, lists the number 13 (RECEIPT_QUERY); false for anything
@@ -53,13 +54,43 @@ static bool lists_receipts(const char *text) {
     return found;
 }
 
+/* Whether `text`, a JSON array (a file's "routed_t_mod_w"), lists the integer `id`;
+ * false for anything else (routing.py routing_of_entries: read as listing nothing). */
+static bool lists_id(const char *text, uint64_t id) {
+    char **items = NULL;
+    size_t n = 0;
+    char err[64];
+    bool found = false;
+    if (text == NULL || !mt_json_array(text, &items, &n, err, sizeof err)) return false;
+    for (size_t i = 0; i < n && !found; ++i) {
+        const char *q = items[i];
+        while (isspace((unsigned char)*q)) ++q;
+        if (!isdigit((unsigned char)*q)) continue; /* (not a non-negative integer) */
+        char *end = NULL;
+        errno = 0;
+        unsigned long long v = strtoull(q, &end, 10);
+        while (isspace((unsigned char)*end)) ++end;
+        found = *end == '\0' && errno != ERANGE && (uint64_t)v == id;
+    }
+    mt_json_array_free(items, n);
+    return found;
+}
+
+bool mt_rendezvous_keeps(const mt_rendezvous *rv, uint64_t simulation_id) {
+    for (size_t r = 0; r < rv->n; ++r)
+        if (rv->kept != NULL && lists_id(rv->kept[r], simulation_id)) return true;
+    return false;
+}
+
 void mt_rendezvous_free(mt_rendezvous *rv) {
     for (size_t r = 0; r < rv->n; ++r) {
         if (rv->endpoints != NULL) free(rv->endpoints[r]);
         if (rv->keys != NULL) free(rv->keys[r]);
         if (rv->follows != NULL) free(rv->follows[r]);
+        if (rv->kept != NULL) free(rv->kept[r]);
     }
     free(rv->endpoints), free(rv->keys), free(rv->follows), free(rv->run_id), free(rv->receipts);
+    free(rv->kept);
     memset(rv, 0, sizeof *rv);
 }
 
@@ -107,12 +138,15 @@ mt_status mt_rendezvous_read(const char *dir, mt_rendezvous *out, mt_buf *proble
         long long version = -1, r = -1, world = -1;
         const char *endpoint = NULL, *run_id = NULL, *key = NULL, *follow = NULL;
         const char *record = NULL; /* the stop record's raw text: why it stopped */
+        const char *kept = NULL;   /* "routed_t_mod_w"'s raw text (a list, else ignored) */
         bool bad_run = false, bad_key = false, bad_follow = false, stopped = false;
         bool receipts = false, routing = false;
         for (size_t k = 0; k < n; ++k) {
             if (strcmp(m[k].key, "routing") == 0) /* (routing.py routing_of_entries) */
                 routing = m[k].kind == MT_JSON_STRING &&
                           strcmp(m[k].string, "simulation_step") == 0;
+            if (strcmp(m[k].key, "routed_t_mod_w") == 0 && m[k].kind == MT_JSON_OTHER)
+                kept = m[k].string;
             if (strcmp(m[k].key, "run_id") == 0) {
                 if (m[k].kind == MT_JSON_STRING && mt_valid_run_id(m[k].string)) run_id = m[k].string;
                 else bad_run = !(m[k].kind == MT_JSON_OTHER && strcmp(m[k].string, "null") == 0);
@@ -161,6 +195,7 @@ mt_status mt_rendezvous_read(const char *dir, mt_rendezvous *out, mt_buf *proble
             if (st == MT_OK) {
                 rank_entry *en = &entries[rank];
                 free(en->endpoint), free(en->run_id), free(en->key), free(en->follow);
+                free(en->kept);
                 en->endpoint = strdup(endpoint);
                 en->world = world;
                 en->run_id = run_id != NULL ? strdup(run_id) : NULL;
@@ -168,9 +203,11 @@ mt_status mt_rendezvous_read(const char *dir, mt_rendezvous *out, mt_buf *proble
                 en->follow = follow != NULL ? strdup(follow) : NULL;
                 en->receipts = receipts;
                 en->routing = routing;
+                en->kept = kept != NULL ? strdup(kept) : NULL;
                 out->stopped = out->stopped || stopped;
                 if (en->endpoint == NULL || (run_id != NULL && !en->run_id) ||
-                    (key != NULL && !en->key) || (follow != NULL && !en->follow))
+                    (key != NULL && !en->key) || (follow != NULL && !en->follow) ||
+                    (kept != NULL && !en->kept))
                     st = MT_ENOMEM;
             }
         }
@@ -210,8 +247,9 @@ mt_status mt_rendezvous_read(const char *dir, mt_rendezvous *out, mt_buf *proble
             out->keys = calloc((size_t)world, sizeof *out->keys);
             out->follows = calloc((size_t)world, sizeof *out->follows);
             out->receipts = calloc((size_t)world, sizeof *out->receipts);
+            out->kept = calloc((size_t)world, sizeof *out->kept);
             if (out->endpoints == NULL || out->keys == NULL || out->follows == NULL ||
-                out->receipts == NULL) {
+                out->receipts == NULL || out->kept == NULL) {
                 mt_rendezvous_free(out);
                 st = MT_ENOMEM;
                 goto done;
@@ -221,7 +259,9 @@ mt_status mt_rendezvous_read(const char *dir, mt_rendezvous *out, mt_buf *proble
                 out->keys[r] = entries[r].key;
                 out->follows[r] = entries[r].follow;
                 out->receipts[r] = entries[r].receipts;
+                out->kept[r] = entries[r].kept;
                 entries[r].endpoint = NULL, entries[r].key = NULL, entries[r].follow = NULL;
+                entries[r].kept = NULL;
             }
             out->n = (size_t)world;
             out->routing = true; /* (the new routing only when every file says so) */
@@ -236,7 +276,7 @@ mt_status mt_rendezvous_read(const char *dir, mt_rendezvous *out, mt_buf *proble
 done:
     for (size_t r = 0; r < cap; ++r)
         free(entries[r].endpoint), free(entries[r].run_id), free(entries[r].key),
-            free(entries[r].follow);
+            free(entries[r].follow), free(entries[r].kept);
     free(entries);
     return st;
 }
@@ -302,12 +342,16 @@ mt_status mt_fetch_endpoints(mt_client *c, const char *dir, double timeout) {
             c->n_endpoints = rv.n;
             free(c->run_id); /* the published run id, checked by resolve_run_id */
             c->run_id = rv.run_id;
-            c->routing = rv.routing; /* (kept when following: the receivers honour the HELLO) */
+            /* (kept when following: the receivers honour the first HELLO; t % W for a
+             * simulation the files list as begun so: docs/protocol.md 3, an upgrade) */
+            c->routing = rv.routing && !mt_rendezvous_keeps(&rv, c->simulation_id);
             c->follows = rv.follows; /* (asked at the close: receipt.c) */
             c->receipts = true;
             for (size_t r = 0; r < rv.n; ++r)
                 c->receipts = c->receipts && rv.receipts[r] && rv.follows[r] != NULL;
             free(rv.receipts);
+            for (size_t r = 0; r < rv.n; ++r) free(rv.kept[r]);
+            free(rv.kept);
             return MT_OK;
         }
         double now = mt_now(), left = deadline - now;

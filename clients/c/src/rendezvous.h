@@ -26,6 +26,7 @@ typedef struct mt_rendezvous {
     char *run_id;
     bool stopped;
     bool routing; /* every file says "routing": "simulation_step" (docs/protocol.md 2) */
+    char **kept;  /* each file's "routed_t_mod_w" raw JSON text, or NULL (docs/protocol.md 3) */
 } mt_rendezvous;
 /* One look at `dir`: MT_OK (*out filled: mt_rendezvous_free), MT_ERENDEZVOUS (not complete,
  * not consistent, or, unless `stopped_too`, a file marked stopped: what is wrong appended
@@ -33,6 +34,9 @@ typedef struct mt_rendezvous {
 mt_status mt_rendezvous_read(const char *dir, mt_rendezvous *out, mt_buf *problem,
                              bool stopped_too);
 void mt_rendezvous_free(mt_rendezvous *rv);
+/* Whether a file of `rv` lists `simulation_id` under "routed_t_mod_w": a simulation its
+ * receivers hold steps of routed t % W, which keeps that routing (routing.py KEPT). */
+bool mt_rendezvous_keeps(const mt_rendezvous *rv, uint64_t simulation_id);
 /* rendezvous.c: c->endpoints, c->curve_keys and c->run_id from the rendezvous directory
  * `dir`, polled until complete for up to `timeout` seconds (else MT_ERENDEZVOUS). */
 mt_status mt_fetch_endpoints(mt_client *c, const char *dir, double timeout);

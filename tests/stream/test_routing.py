@@ -17,8 +17,10 @@ from melissa_trainer import wire
 from melissa_trainer.stream.ingest import Ingest
 from melissa_trainer.wire import Batch, Data, FieldSpec, Hello
 from melissa_trainer.wire.routing import (
+    KEPT,
     SIMULATION_STEP,
     first_step,
+    kept_of,
     receiver_of,
     routing_of_entries,
 )
@@ -58,6 +60,18 @@ def test_the_routing_functions() -> None:
     assert routing_of_entries([{"routing": SIMULATION_STEP}, {}]) is None
     assert routing_of_entries([{"routing": "other"}]) is None
     assert routing_of_entries([]) is None
+    # ... and none lists the simulation as one that keeps t % W (`KEPT`: an upgrade)
+    kept = [{"routing": SIMULATION_STEP, KEPT: [5, 2**64 - 1]}, {"routing": SIMULATION_STEP}]
+    assert routing_of_entries(kept, 5) is None
+    assert routing_of_entries(kept, 2**64 - 1) is None
+    assert routing_of_entries(kept, 6) == SIMULATION_STEP
+    assert routing_of_entries(kept) == SIMULATION_STEP  # (no id: nothing to look up)
+    odd = [{"routing": SIMULATION_STEP, KEPT: v} for v in ("5", [True], ["5"], [5.0], None)]
+    assert all(routing_of_entries([e], 5) == SIMULATION_STEP for e in odd[:4])  # not ints
+    assert routing_of_entries([odd[4]], 1) == SIMULATION_STEP
+    # what a receiver lists: its ledgers not routed (s + t) % W, none in the usual case
+    assert kept_of({3: 0, 1: 0, 2: 0}, {2}) == {KEPT: [1, 3]}
+    assert kept_of([2], {2}) == {} and kept_of([], set()) == {}
 
 
 def test_the_hello_key_round_trips_and_an_unknown_routing_is_refused() -> None:
@@ -166,9 +180,13 @@ def test_the_record_keeps_each_simulations_routing() -> None:
 
 def test_a_record_from_before_the_routing_resumes_its_simulations_routed_t_mod_w() -> None:
     """A version-3 record (no ``"routing"``: every simulation routed ``t % W``) upgraded
-    as a receiver loads it: its running simulation's steps are taken each once, routed
-    ``t % W``; a HELLO of it naming the new routing is refused (its steps recorded here
-    were routed the old way), while a new simulation may take the new routing."""
+    as a receiver loads it: the resumed receivers list its running simulation in their
+    rendezvous files (`kept_of`, ``"routed_t_mod_w"``), so its client, restarted with the
+    current library, routes ``t % W`` again (`routing_of_entries`) and each of its steps
+    is taken once; a client that ignored the list (or a hand-written HELLO) naming the new
+    routing is still refused (the steps recorded here were routed the old way), while a
+    new simulation takes the new routing. (With real receivers and a real client:
+    test_routing_upgrade.py.)"""
     from melissa_trainer.common.migrations import upgrade
 
     puts: list[list[tuple[int, int]]] = [[], []]
@@ -187,12 +205,19 @@ def test_a_record_from_before_the_routing_resumes_its_simulations_routed_t_mod_w
     for r, state in zip(new, states, strict=True):
         r.load_state_dict(upgrade("receiver", state), len(puts[r.rank]))
         assert r.shifted == set()
-        r.hello(hello(5, None))
+    # the rendezvous files the resumed receivers write, and the restarted client's routing
+    files = [{"routing": SIMULATION_STEP, **kept_of(r.sims, r.shifted)} for r in new]
+    assert [f[KEPT] for f in files] == [[5], [5]]
+    routing = routing_of_entries(files, 5)
+    assert routing is None  # (before the list: "simulation_step", refused by both)
+    for r in new:
+        r.hello(hello(5, routing))
     for t in range(6):
-        new[t % 2].data(data(5, t), True)
+        new[receiver_of(5, t, 2, routing)].data(data(5, t), True)
     assert sorted(puts[0] + puts[1] + again[0] + again[1]) == [(5, t) for t in range(6)]
-    assert sum(r.rejected["wrong_receiver"] for r in new) == 0
+    assert sum(r.rejected["wrong_receiver"] + r.rejected["hello_mismatch"] for r in new) == 0
     new[0].hello(hello(5, SIMULATION_STEP))
     assert new[0].rejected["hello_mismatch"] == 1
+    assert routing_of_entries(files, 6) == SIMULATION_STEP
     new[0].hello(hello(6, SIMULATION_STEP))
     assert new[0].shifted == {6} and new[0].rejected["hello_mismatch"] == 1

@@ -29,7 +29,7 @@ from melissa_trainer.stream.ingest_state import IngestState
 from melissa_trainer.stream.log_summary import INCOMPLETE, REJECTED
 from melissa_trainer.stream.nonfinite import FLOAT_KINDS, all_finite
 from melissa_trainer.wire import Abandon, Batch, Bye, Data, Hello
-from melissa_trainer.wire.routing import SIMULATION_STEP
+from melissa_trainer.wire.routing import SIMULATION_STEP, shift_of
 
 logger = logging.getLogger("melissa_trainer.stream.receiver")  # the receiver's messages
 
@@ -253,6 +253,8 @@ class Ingest(IngestState):
             )
         why = self._routing_differs(hello)
         if why is not None:
+            if sid in self.sims and not self.sims[sid].finished:  # (the launcher fails it
+                self.refused.append((sid, why))  # with these words: it cannot complete)
             return self.reject("hello_mismatch", sid, why)
         if sid in self.archive:  # runs again (resumed): a ledger, finished, as before
             self.sims[sid] = self.archive.revive(hello)
@@ -286,15 +288,17 @@ class Ingest(IngestState):
         if sid not in self.sims and sid not in self.archive:
             return None  # (a first HELLO: it sets the routing)
         first = SIMULATION_STEP if sid in self.shifted else None
-        if hello.routing == first:
-            return None
+        if shift_of(sid, self.world, hello.routing) == shift_of(sid, self.world, first):
+            return None  # (the same receivers either way: s % W == 0, or W == 1)
         said = {None: "t % W (no routing key)", SIMULATION_STEP: f"{SIMULATION_STEP!r}"}
         return (
             f"HELLO says routing {said[hello.routing]}, its first HELLO here said "
             f"{said[first]}: every HELLO of a simulation must route its steps alike (a "
             f"client of another version, or given endpoints instead of the rendezvous, "
             f"rejoined it); its steps are judged by the first routing (those it sends "
-            f"elsewhere are rejected here as wrong_receiver)"
+            f"elsewhere are rejected here as wrong_receiver): run it with the current "
+            f"client library reading the rendezvous, which routes it as it began "
+            f"(docs/protocol.md section 3)"
         )
 
     def bye(self, bye: Bye) -> None:

@@ -32,7 +32,7 @@ from melissa_trainer.stream.endpoints import fetch_rendezvous
 from melissa_trainer.stream.receiver import Receiver
 from melissa_trainer.stream.receiver_config import ReceiverConfig
 from melissa_trainer.wire import Data, FieldSpec, Hello
-from melissa_trainer.wire.routing import KEPT, SIMULATION_STEP
+from melissa_trainer.wire.routing import KEPT, SIMULATION_STEP, kept_of
 
 FIELD = FieldSpec("u", np.dtype("<f4"), (2,))
 STEPS = 6
@@ -47,8 +47,7 @@ def _v3_records(sent: int) -> tuple[list[dict[str, Any]], list[list[tuple[int, i
     for r in old:
         r.hello(Hello(5, 0, 1, (FIELD,), {"a": 5.0}))
     for t in range(sent):
-        payload = np.full(2, t, np.float32).tobytes()
-        old[t % 2].data(Data(5, t, 0, 1, "u", FIELD.dtype, FIELD.shape, 0, 2, payload), True)
+        old[t % 2].data(_data(5, t), True)
     states = []
     for r in old:
         state = json.loads(json.dumps(r.state_dict()))
@@ -109,3 +108,47 @@ def test_a_simulation_running_across_an_upgrade_trains_each_step_once(launched: 
     assert trained == [(s, t) for s in (5, 7) for t in range(STEPS)]
     # simulation 5's steps went to rank t % 2 again, 7's to (7 + t) % 2
     assert all((t + (s == 7)) % 2 == r for r in range(2) for s, t in before[r] + after[r])
+
+
+def test_an_older_client_rerunning_a_simulation_begun_with_the_new_routing() -> None:
+    """The reverse: a study of the current version (simulations routed ``(s + t) % W``)
+    resumed, and a simulation rerun with a client from before the routing key (its HELLO
+    without it: ``t % W``). Where the two routings differ (s % W != 0) nothing can take
+    its steps exactly once (the receivers hold them by the first routing): its HELLO is
+    refused (``hello_mismatch``) and listed in `refused` with words naming both routings
+    and the fix, so that the launcher fails it with them at once (before, it waited for
+    the simulation's exit and said its data did not all arrive); its steps sent to
+    another receiver than the first routing's are rejected, none is taken twice. Where
+    they agree (s % W == 0) its HELLO is accepted and every step taken once (before, it
+    was refused too)."""
+    puts: list[list[tuple[int, int]]] = [[], []]
+    old = [small_ingest(r, 2, put=recording(puts[r])) for r in range(2)]
+    for sid in (4, 5):
+        for r in old:
+            r.hello(Hello(sid, 0, 1, (FIELD,), {"a": float(sid)}, routing=SIMULATION_STEP))
+        for t in range(3):
+            old[(sid + t) % 2].data(_data(sid, t), True)
+    states = [json.loads(json.dumps(r.state_dict())) for r in old]
+    again: list[list[tuple[int, int]]] = [[], []]
+    new = [small_ingest(r, 2, put=recording(again[r])) for r in range(2)]
+    for r, state in zip(new, states, strict=True):
+        r.load_state_dict(state, len(puts[r.rank]))
+        assert kept_of(r.sims, r.shifted) == {}  # (nothing listed: both began new)
+    for sid in (4, 5):
+        for r in new:
+            r.hello(Hello(sid, 0, 1, (FIELD,), {"a": float(sid)}))  # (no routing key)
+        for t in range(STEPS):
+            new[t % 2].data(_data(sid, t), True)
+    trained = sorted(puts[0] + puts[1] + again[0] + again[1])
+    assert [t for s, t in trained if s == 4] == list(range(STEPS))
+    assert [t for s, t in trained if s == 5] == [0, 1, 2]  # each once; the rest refused
+    for r in new:
+        assert r.rejected["hello_mismatch"] == 1 and r.rejected["wrong_receiver"] == 3
+        [(sid, why)] = r.refused
+        assert sid == 5 and "t % W (no routing key)" in why and "'simulation_step'" in why
+        assert "current client library" in why
+
+
+def _data(sid: int, t: int) -> Data:
+    payload = np.full(2, t, np.float32).tobytes()
+    return Data(sid, t, 0, 1, "u", FIELD.dtype, FIELD.shape, 0, 2, payload)

@@ -161,7 +161,8 @@ class ReferenceReceiver:
         if sim.finished:
             raise Unspecified("a HELLO of a finished simulation (a restart)")
         old = sim.hello
-        if old.routing != m.routing:  # (section 6: every HELLO of it routes alike)
+        shifts = [m.sim % self.world_size if r else 0 for r in (old.routing, m.routing)]
+        if shifts[0] != shifts[1]:  # (section 3: every HELLO of it routes to the same ranks)
             return "hello_mismatch"
         if (old.fields, old.parameters, old.count) == (m.fields, m.parameters, m.count):
             return None

@@ -8,9 +8,11 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
+from typing import Any
 
-__all__ = ["ReceiverProcess", "established"]
+__all__ = ["ReceiverProcess", "closing", "established"]
 
 SCRIPT = Path(__file__).parents[1] / "scripts" / "keys_receiver.py"
 
@@ -68,6 +70,22 @@ class ReceiverProcess:
             os.kill(self.proc.pid, signal.SIGCONT)
             self.proc.kill()
         self.proc.communicate(timeout=60)
+
+
+def closing(client: Any) -> tuple[threading.Thread, list[BaseException]]:
+    """`client.close()` in a thread of its own (daemon: a close that never ends is the
+    test's failure, not its hang), started; the list gets what the close raised."""
+    failed: list[BaseException] = []
+
+    def close() -> None:
+        try:
+            client.close()
+        except BaseException as exc:  # noqa: BLE001 - the test's oracle
+            failed.append(exc)
+
+    thread = threading.Thread(target=close, name="closing", daemon=True)
+    thread.start()
+    return thread, failed
 
 
 def established(port: int) -> bool:

@@ -28,7 +28,6 @@ import json
 import os
 import signal
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -36,7 +35,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import zmq
-from keys_receiver_process import ReceiverProcess, established
+from keys_receiver_process import ReceiverProcess, closing, established
 
 from melissa_trainer.client import Client, ClientTuning
 
@@ -102,23 +101,14 @@ def test_a_close_waits_for_a_paused_trainer_and_loses_nothing(
     follow = json.loads((tmp_path / "rank_0.json").read_text())["follow_endpoint"]
     monitor_after_the_connection(monkeypatch, follow)
     os.kill(trainer.pid, signal.SIGSTOP)
-    failed: list[BaseException] = []
-
-    def close() -> None:
-        try:
-            client.close()
-        except BaseException as exc:  # noqa: BLE001 - the test's oracle
-            failed.append(exc)
-
-    closing = threading.Thread(target=close, name="closing", daemon=True)
-    closing.start()
+    thread, failed = closing(client)
     # many times both timeouts: a close that took the paused trainer for a dead one
     # has failed by now (before the receipt, it had returned with its BYE unread)
-    closing.join(timeout=5.0)
+    thread.join(timeout=5.0)
     assert not failed, failed
-    assert closing.is_alive(), "the close returned while the trainer was stopped"
+    assert thread.is_alive(), "the close returned while the trainer was stopped"
     os.kill(trainer.pid, signal.SIGCONT)
     trainer.go()
-    closing.join(timeout=60)
-    assert not closing.is_alive() and not failed, failed
+    thread.join(timeout=60)
+    assert not thread.is_alive() and not failed, failed
     assert sorted(trainer.keys()) == [(4, t) for t in range(STEPS)]  # (it ended, exit 0)

@@ -24,13 +24,12 @@ import json
 import logging
 import re
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
-from keys_receiver_process import ReceiverProcess, established
+from keys_receiver_process import ReceiverProcess, closing, established
 from waiting import wait_until
 
 from melissa_trainer.client import Client, ClientTuning
@@ -169,22 +168,13 @@ def test_a_close_whose_bye_a_killed_trainer_never_confirms_says_what_it_waits_fo
     for t in range(STEPS):
         client.send(t, u=np.full(4, t, np.float64))
     follow = json.loads((tmp_path / "rank_0.json").read_text())["follow_endpoint"]
-    failed: list[BaseException] = []
-
-    def close() -> None:
-        try:
-            client.close()
-        except BaseException as exc:  # noqa: BLE001 - the test's oracle
-            failed.append(exc)
-
     with caplog.at_level(logging.WARNING, logger=LOGGER):
-        closing = threading.Thread(target=close, name="closing", daemon=True)
-        closing.start()
+        thread, failed = closing(client)
         port = int(follow.rsplit(":", 1)[1])  # (the receipt rounds connected: then kill)
         wait_until(lambda: established(port), "the close to ask for its receipt", 30.0)
         trainer.kill()
-        closing.join(timeout=60)
-    assert not closing.is_alive(), "the close did not end"
+        thread.join(timeout=60)
+    assert not thread.is_alive(), "the close did not end"
     warnings = [r.getMessage() for r in caplog.records if r.name == LOGGER]
     notices = [w for w in warnings if "closing, its BYE is not confirmed yet" in w]
     assert len(notices) == 1, warnings

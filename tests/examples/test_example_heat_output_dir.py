@@ -18,6 +18,17 @@ from helpers import permission_bits_bite
 pytestmark = MARKS
 
 
+def lock_holder(held: Path, go: Path) -> subprocess.Popen[str]:
+    """tests/scripts/hold_output_lock.py holding `held`'s lock as a running trainer does,
+    until `go` exists; it prints ``held`` on stdout once it holds it."""
+    script = Path(__file__).parents[1] / "scripts" / "hold_output_lock.py"
+    return subprocess.Popen(
+        [sys.executable, str(script), str(held), "running", str(go)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+
+
 @pytest.mark.e2e
 @pytest.mark.timeout(200)
 def test_a_refusal_to_start_is_one_error_line_and_exit_status_2(tmp_path: Path) -> None:
@@ -39,11 +50,7 @@ def test_a_refusal_to_start_is_one_error_line_and_exit_status_2(tmp_path: Path) 
     assert "Traceback" not in proc.stderr
 
     held, go = tmp_path / "held", tmp_path / "go"
-    script = Path(__file__).parents[1] / "scripts" / "hold_output_lock.py"
-    holder = subprocess.Popen(
-        [sys.executable, str(script), str(held), "running", str(go)],
-        stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
+    holder = lock_holder(held, go)
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
         proc = run(held)
@@ -65,11 +72,7 @@ def test_a_held_lock_with_an_unreadable_record_refuses_the_example(tmp_path: Pat
     flock is the truth: the second run is refused, one line, exit status 2, the holder's
     pid named from /proc/locks, and nothing written in the directory but the lock file."""
     held, go = tmp_path / "held", tmp_path / "go"
-    script = Path(__file__).parents[1] / "scripts" / "hold_output_lock.py"
-    holder = subprocess.Popen(
-        [sys.executable, str(script), str(held), "running", str(go)],
-        stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
+    holder = lock_holder(held, go)
     foreign = "\n".join([
         "import fcntl, os, sys, time",
         "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)",

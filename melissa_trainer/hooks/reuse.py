@@ -187,11 +187,21 @@ def _short_of_ratio(
 
 
 def _batch_advice(per_rank: float, ratio: float | None) -> str:
-    """The fix for a batch large against the stream, in the run's figures."""
-    tenth = max(1, int(per_rank // 10))
+    """The fix for a batch large against the stream, in the run's figures. With a ratio
+    R, each sample is drawn about ``R x (1 - batch_size / P)`` times in process (P samples
+    per rank): within 10% of R for ``batch_size <= P / 10``, said in words that read right
+    for every P (a user read "--batch_size <= 1" as nonsense; under 10 samples per rank
+    no batch size comes that near)."""
+    tenth = int(per_rank // 10)  # the largest batch size within 10% of R
+    if tenth >= 2:
+        near = f"within 10% of R for a --batch_size of {tenth} or less"
+    elif tenth == 1:
+        near = "within 10% of R only for a --batch_size of 1"
+    else:
+        near = "no --batch_size comes within 10% of R with under 10 samples per rank"
     drawn = (
         f"with a ratio R each sample is drawn about R x (1 - batch_size / {per_rank:.0f}) "
-        f"times in process, within 10% of R for --batch_size <= {tenth}"
+        f"times in process: {near}"
         if ratio is not None
         else "a batch needs that many samples held"
     )

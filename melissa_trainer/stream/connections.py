@@ -42,6 +42,17 @@ rank, `bye`) settles it as the client's own. Under a stream that never leaves th
 socket empty, a loss is counted late, at the first empty poll (the receiver keeps
 reading after the end of the stream, until `stop`), or at `close`.
 
+A connection that carried nothing after its HELLO (no DATA or BATCH of its simulation
+read here from its HELLO to the judging of its close: its ledger, given to `hello`,
+counts them) lost nothing with it: a worker's simulation that failed before its first
+send. It is counted as the others and said in one short INFO line per simulation, not
+warned of: the failure is its process's, which the launcher reports and runs again (the
+paragraph of causes told worker-mode users of a loss there was not). Its one exception,
+a first message over the frame bound, is named in the line (after an accepted HELLO,
+only a BATCH over it can be one: ``batch_bytes`` far above the receiver's bound). A count
+moved by another client rank or a later connection (the ledger is the simulation's)
+makes the close warned of as below: never said empty wrongly.
+
 Each simulation is logged once (the first of its connections lost), at WARNING (the causes
 in full for the first only, the others in a short line, their number at `close`, at
 WARNING too: that line is promised by the first, and default logging shows WARNING up;
@@ -98,7 +109,7 @@ from __future__ import annotations
 import itertools
 import logging
 from collections.abc import Callable
-from typing import cast
+from typing import Protocol, cast
 
 import zmq
 from zmq.utils.monitor import parse_monitor_message
@@ -117,6 +128,18 @@ _SHORT = "a connection closed before its BYE, its data lost until it runs again"
 #: the monitors' inproc addresses, one per socket for the process's life (not `id()`:
 #: reused once freed, while the old endpoint may still be bound in the context)
 _MONITOR_IDS = itertools.count()
+
+
+class Ledger(Protocol):
+    """What the watch reads of a simulation's ledger here (`assembly.StepLedger`)."""
+
+    #: DATA and BATCH messages of the simulation received so far
+    messages: int
+
+
+#: a connection's simulation ledger and its message count at the connection's HELLO
+#: (None: no ledger given, the close judged as one that may have carried data)
+_Since = tuple[Ledger, int] | None
 
 
 class ConnectionWatch:
@@ -144,11 +167,14 @@ class ConnectionWatch:
         self._study_stops = False  # `study_stops`: closes from now on are the study's
         self._stopped: set[int] = set()  # simulations whose close was the study's (summary)
         self._owners: dict[int, tuple[int, int]] = {}  # fd -> (simulation, client rank)
+        self._since: dict[int, _Since] = {}  # fd -> its ledger's count at its HELLO
+        self._told: set[int] = set()  # simulations said to have closed carrying nothing
         # (simulation, client rank) of the connections seen closed whose BYE was not read
         # yet, in the order of their events: judged by `settle`; with each, whether it
         # was seen as the study stopped (`_at_stop`: summarised, not warned of)
         self._closed: list[tuple[int, int]] = []
         self._at_stop: list[bool] = []
+        self._closed_since: list[_Since] = []
         self._shaking: dict[int, None] = {}  # fds accepted, in their handshake (in order)
         self._failed = 0  # HANDSHAKE_FAILED_PROTOCOL/AUTH read, their DISCONNECTED not yet
         self.closed_in_handshake = 0  # connections refused for their type (module docstring)
@@ -174,14 +200,17 @@ class ConnectionWatch:
         are counted, and summarised in one line at `close` instead of a warning each."""
         self._study_stops = True
 
-    def hello(self, frame: zmq.Frame, msg: Hello) -> None:
+    def hello(self, frame: zmq.Frame, msg: Hello, ledger: Ledger | None = None) -> None:
         """A HELLO came on `frame`'s connection (the ingester). The closes emitted before
         it was read are read first: a close of an earlier connection on the same
-        descriptor is then never taken for this one's (module docstring)."""
+        descriptor is then never taken for this one's (module docstring). `ledger`: its
+        simulation's here, once the HELLO is ingested (None: refused, or not known), whose
+        count tells a close that carried nothing after this HELLO (module docstring)."""
         self._drain()
         fd = frame.get(zmq.SRCFD)
         self._shaking.pop(fd, None)  # (its handshake succeeded: it sent a message)
         self._owners[fd] = (msg.simulation_id, msg.client_rank)
+        self._since[fd] = None if ledger is None else (ledger, ledger.messages)
 
     def owner_of(self, fd: int) -> tuple[int, int] | None:
         """(simulation, client rank) of open connection `fd`, its HELLO read and no BYE
@@ -195,10 +224,10 @@ class ConnectionWatch:
         self._drain()  # (not needed for the match: keeps the events read promptly)
         owner, fd = (msg.simulation_id, msg.client_rank), frame.get(zmq.SRCFD)
         if self._owners.get(fd) == owner:
-            del self._owners[fd]
+            del self._owners[fd], self._since[fd]
         elif owner in self._closed:
             i = self._closed.index(owner)  # (the first: the oldest such close)
-            del self._closed[i], self._at_stop[i]
+            del self._closed[i], self._at_stop[i], self._closed_since[i]
 
     def settle(self, empty: Callable[[], bool]) -> None:
         """Read the closes waiting in the monitor, then judge those read so far if
@@ -213,10 +242,13 @@ class ConnectionWatch:
             return
         lost, self._closed[:n] = self._closed[:n], []
         at_stop, self._at_stop[:n] = self._at_stop[:n], []
-        for (sid, rank), stopped in zip(lost, at_stop, strict=True):
+        since, self._closed_since[:n] = self._closed_since[:n], []
+        for (sid, rank), stopped, was in zip(lost, at_stop, since, strict=True):
             if stopped:
                 self._stopped.add(sid)
                 self._count()
+            elif was is not None and was[0].messages == was[1]:
+                self._carried_nothing(sid, rank)
             else:
                 self._judged_lost(sid, rank)
 
@@ -293,6 +325,7 @@ class ConnectionWatch:
         owner = self._owners.pop(fd, None)  # (none: its BYE was read, or no HELLO)
         if owner is None:
             return
+        self._closed_since.append(self._since.pop(fd))
         if not self._study_stops and self._announced():
             self._study_stops = True  # (latched: the file is not read again)
         self._closed.append(owner)
@@ -322,6 +355,21 @@ class ConnectionWatch:
             )
         s = "" if one else "s"
         logger.info("%d simulation%s (%s) %s%s", len(ids), s, shown, why, self._label)
+
+    def _carried_nothing(self, sid: int, rank: int) -> None:
+        # (not in `_logged`: a later close of the simulation that carried data is warned of)
+        if sid not in self._told and sid not in self._logged:
+            self._told.add(sid)
+            logger.info(
+                "simulation %d client rank %d: connection closed before its BYE with no "
+                "data since its HELLO: nothing lost with it (unless its first message was "
+                "over %d bytes)%s",
+                sid,
+                rank,
+                self._frame_bound,
+                self._label,
+            )
+        self._count()
 
     def _judged_lost(self, sid: int, rank: int) -> None:
         if sid in self._logged:

@@ -159,7 +159,8 @@ class DataPath(IngestLoop):
                 ing.batch(msg)
             elif type(msg) is Hello:
                 ing.hello(msg)
-                watch.hello(head, msg)  # (which connection is whose: see `connections`)
+                # (which connection is whose, and whether it carries data: `connections`)
+                watch.hello(head, msg, ing.sims.get(msg.simulation_id))
                 ing.twins.hello(head.get(zmq.SRCFD), msg, watch.owner_of)  # (`twin_hellos`)
                 if self._recycle:
                     self._recycle_frames_of(msg.simulation_id)

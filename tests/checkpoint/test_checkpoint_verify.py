@@ -62,7 +62,7 @@ def _checkpoint_warning(record: logging.LogRecord) -> str | None:
 
 def a_directory(path: Path) -> None:
     """The file replaced by a folder: unreadable, even to root (whom permission bits do
-    not stop; tests/examples/test_example_heat.py has them bite)."""
+    not stop; tests/examples/test_example_heat_output_dir.py has them bite)."""
     path.unlink()
     path.mkdir()
 

@@ -27,9 +27,7 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -37,6 +35,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import zmq
+from keys_receiver_process import ReceiverProcess, closing, established
 
 from melissa_trainer.client import Client, ClientTuning
 
@@ -46,44 +45,6 @@ pytestmark = [
 ]
 
 STEPS = 12
-
-#: The trainer's receiving side: publishes its rendezvous (argv[1]), says "ready", reads
-#: nothing from its FIFO until a line comes on stdin, then prints "key SIM STEP" per
-#: sample and "end" when the stream ended (one simulation expected).
-RECEIVER = """
-import sys
-from melissa_trainer.buffers import FIFOBuffer
-from melissa_trainer.stream.receiver import Receiver, ReceiverConfig
-
-buffer = FIFOBuffer(2)
-config = ReceiverConfig(expected_simulations=1, rendezvous_dir=sys.argv[1], run_id="run-p")
-receiver = Receiver(buffer, 0, 1, config)
-receiver.start()
-try:
-    print("ready", flush=True)
-    sys.stdin.readline()  # (the test's go: the BYE stays unread until then)
-    while True:
-        try:
-            batch = buffer.get_batch(1, timeout=0.1)
-        except TimeoutError:
-            continue
-        if not batch:
-            break
-        for sample in batch:
-            print("key", int(sample["simulation_id"]), int(sample["time_step"]), flush=True)
-    print("end", flush=True)
-finally:
-    receiver.stop()
-"""
-
-
-def established(port: int) -> bool:
-    """Whether the kernel has a TCP connection to local port `port` (IPv4)."""
-    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
-        fields = line.split()
-        if int(fields[2].rsplit(":", 1)[1], 16) == port and fields[3] == "01":  # ESTABLISHED
-            return True
-    return False
 
 
 def monitor_after_the_connection(monkeypatch: pytest.MonkeyPatch, endpoint: str) -> None:
@@ -111,27 +72,21 @@ def monitor_after_the_connection(monkeypatch: pytest.MonkeyPatch, endpoint: str)
 
 
 @pytest.fixture
-def trainer(tmp_path: Path) -> Iterator[subprocess.Popen[str]]:
-    proc = subprocess.Popen(
-        [sys.executable, "-c", RECEIVER, str(tmp_path)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+def trainer(tmp_path: Path) -> Iterator[ReceiverProcess]:
+    """The trainer's receiving side (`keys_receiver_process`): publishes its rendezvous in
+    `tmp_path`, reads nothing from its FIFO of 2 until the test's go (`go`), then reads
+    one sample at a time (one simulation expected)."""
+    options = ["--rendezvous", str(tmp_path), "--run_id", "run-p", "--fifo", "2"]
+    proc = ReceiverProcess(*options, "--batch", "1", "--on_stdin")
     try:
-        assert proc.stdout is not None
-        assert proc.stdout.readline().strip() == "ready"
         yield proc
     finally:
-        if proc.poll() is None:
-            os.kill(proc.pid, signal.SIGCONT)  # (a stopped process dies only once continued)
-            proc.kill()
-        proc.communicate(timeout=60)
+        proc.stop()
 
 
 @pytest.mark.timeout(120)
 def test_a_close_waits_for_a_paused_trainer_and_loses_nothing(
-    trainer: subprocess.Popen[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    trainer: ReceiverProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("MELISSA_TRAINER_RENDEZVOUS", str(tmp_path))  # (a solver run by hand)
     for name in ("MELISSA_TRAINER_ENDPOINTS", "MELISSA_TRAINER_RUN_ID", "MELISSA_TRAINER_ATTEMPT"):
@@ -146,30 +101,14 @@ def test_a_close_waits_for_a_paused_trainer_and_loses_nothing(
     follow = json.loads((tmp_path / "rank_0.json").read_text())["follow_endpoint"]
     monitor_after_the_connection(monkeypatch, follow)
     os.kill(trainer.pid, signal.SIGSTOP)
-    failed: list[BaseException] = []
-
-    def close() -> None:
-        try:
-            client.close()
-        except BaseException as exc:  # noqa: BLE001 - the test's oracle
-            failed.append(exc)
-
-    closing = threading.Thread(target=close, name="closing", daemon=True)
-    closing.start()
+    thread, failed = closing(client)
     # many times both timeouts: a close that took the paused trainer for a dead one
     # has failed by now (before the receipt, it had returned with its BYE unread)
-    closing.join(timeout=5.0)
+    thread.join(timeout=5.0)
     assert not failed, failed
-    assert closing.is_alive(), "the close returned while the trainer was stopped"
+    assert thread.is_alive(), "the close returned while the trainer was stopped"
     os.kill(trainer.pid, signal.SIGCONT)
-    assert trainer.stdin is not None
-    trainer.stdin.write("go\n")
-    trainer.stdin.flush()
-    closing.join(timeout=60)
-    assert not closing.is_alive() and not failed, failed
-    out, _ = trainer.communicate(timeout=60)
-    lines = out.splitlines()
-    assert lines[-1:] == ["end"], lines[-5:]
-    keys = [(int(w[1]), int(w[2])) for w in (line.split() for line in lines[:-1])]
-    assert sorted(keys) == [(4, t) for t in range(STEPS)]
-    assert trainer.returncode == 0
+    trainer.go()
+    thread.join(timeout=60)
+    assert not thread.is_alive() and not failed, failed
+    assert sorted(trainer.keys()) == [(4, t) for t in range(STEPS)]  # (it ended, exit 0)

@@ -23,14 +23,13 @@ from __future__ import annotations
 import json
 import logging
 import re
-import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
+from keys_receiver_process import ReceiverProcess, closing, established
 from waiting import wait_until
 
 from melissa_trainer.client import Client, ClientTuning
@@ -40,66 +39,29 @@ pytestmark = pytest.mark.e2e
 STEPS = 12
 LOGGER = "melissa_trainer.client.client"
 
-#: The trainer's receiving side: publishes its rendezvous (argv[1]), prints "ready",
-#: drains its FIFO (printing "key SIM STEP" per sample), prints "end" once the stream
-#: ended (one simulation expected). With argv[2] "hold", it drains nothing: its FIFO of 2
-#: full, the rest, the BYE among it, waits unread (a trainer whose buffer is full).
-RECEIVER = """
-import sys, threading
-from melissa_trainer.buffers import FIFOBuffer
-from melissa_trainer.stream.receiver import Receiver, ReceiverConfig
-
-buffer = FIFOBuffer(2 if sys.argv[2] == "hold" else 64)
-config = ReceiverConfig(expected_simulations=1, rendezvous_dir=sys.argv[1], run_id="run-g")
-receiver = Receiver(buffer, 0, 1, config)
-receiver.start()
-try:
-    print("ready", flush=True)
-    if sys.argv[2] == "hold":
-        threading.Event().wait()  # (killed by the test)
-    while True:
-        try:
-            batch = buffer.get_batch(4, timeout=0.1)
-        except TimeoutError:
-            continue
-        if not batch:
-            break
-        for sample in batch:
-            print("key", int(sample["simulation_id"]), int(sample["time_step"]), flush=True)
-    print("end", flush=True)
-finally:
-    receiver.stop()
-"""
-
 
 @pytest.fixture(params=["drain"])
 def trainer(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
-) -> Iterator[subprocess.Popen[str]]:
-    """The receiver's process, its rendezvous in `tmp_path`, named to the client as a
-    solver run by hand names it (external mode); it drains its buffer, or not ("hold",
-    by indirect parametrization)."""
-    proc = subprocess.Popen(
-        [sys.executable, "-c", RECEIVER, str(tmp_path), request.param],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+) -> Iterator[ReceiverProcess]:
+    """The receiver's process (`keys_receiver_process`), its rendezvous in `tmp_path`,
+    named to the client as a solver run by hand names it (external mode); it drains its
+    buffer, or not ("hold", by indirect parametrization: its FIFO of 2 full, the rest, the
+    BYE among it, waits unread: a trainer whose buffer is full)."""
+    how = ["--fifo", "2", "--hold"] if request.param == "hold" else ["--batch", "4"]
+    proc = ReceiverProcess("--rendezvous", str(tmp_path), "--run_id", "run-g", *how)
     try:
-        assert proc.stdout is not None
-        assert proc.stdout.readline().strip() == "ready"
         monkeypatch.setenv("MELISSA_TRAINER_RENDEZVOUS", str(tmp_path))
         for name in ("MELISSA_TRAINER_ENDPOINTS", "MELISSA_TRAINER_RUN_ID"):
             monkeypatch.delenv(name, raising=False)
         monkeypatch.delenv("MELISSA_TRAINER_ATTEMPT", raising=False)  # (not launched)
         yield proc
     finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.communicate(timeout=60)
+        proc.stop()
 
 
 def killed_then_closed(
-    client: Client, trainer: subprocess.Popen[str], caplog: pytest.LogCaptureFixture
+    client: Client, trainer: ReceiverProcess, caplog: pytest.LogCaptureFixture
 ) -> tuple[str, list[str]]:
     """`killed`, then close: (the close's error, the client's warnings)."""
     killed(client, trainer)
@@ -110,14 +72,13 @@ def killed_then_closed(
     return str(raised.value), warnings
 
 
-def killed(client: Client, trainer: subprocess.Popen[str]) -> None:
+def killed(client: Client, trainer: ReceiverProcess) -> None:
     """Send `STEPS` steps, SIGKILL the trainer, wait until the client's monitor saw its
     receiver disconnected (tests/client/test_send_trainer_gone.py too)."""
     for t in range(STEPS):
         client.send(t, u=np.full(4, t, np.float64))
     client.flush()
     trainer.kill()
-    trainer.wait(timeout=60)
     handshakes = client._transport.handshakes  # (its one reader: the client's thread)
 
     def disconnected() -> bool:
@@ -129,7 +90,7 @@ def killed(client: Client, trainer: subprocess.Popen[str]) -> None:
 
 @pytest.mark.timeout(120)
 def test_a_close_following_a_killed_trainer_says_what_it_waits_for_then_the_whole_wait(
-    trainer: subprocess.Popen[str], tmp_path: Path, caplog: pytest.LogCaptureFixture
+    trainer: ReceiverProcess, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     tuning = ClientTuning(disconnected_timeout=1.0, follow_timeout=1.0)
     client = Client(simulation_id=4, fields={"u": ((4,), np.float64)}, tuning=tuning)
@@ -164,7 +125,7 @@ def test_a_close_following_a_killed_trainer_says_what_it_waits_for_then_the_whol
 
 @pytest.mark.timeout(120)
 def test_a_close_without_a_window_says_what_it_waits_for_and_to_run_the_simulation_again(
-    trainer: subprocess.Popen[str], caplog: pytest.LogCaptureFixture
+    trainer: ReceiverProcess, caplog: pytest.LogCaptureFixture
 ) -> None:
     """No replay window: no follow wait is announced, and the close's own error says
     what to do."""
@@ -182,7 +143,7 @@ def test_a_close_without_a_window_says_what_it_waits_for_and_to_run_the_simulati
 
 @pytest.mark.timeout(120)
 def test_a_normal_close_logs_no_notice(
-    trainer: subprocess.Popen[str], caplog: pytest.LogCaptureFixture
+    trainer: ReceiverProcess, caplog: pytest.LogCaptureFixture
 ) -> None:
     tuning = ClientTuning(disconnected_timeout=1.0, follow_timeout=1.0)
     client = Client(simulation_id=6, fields={"u": ((4,), np.float64)}, tuning=tuning)
@@ -191,24 +152,14 @@ def test_a_normal_close_logs_no_notice(
     with caplog.at_level(logging.INFO, logger=LOGGER):
         client.close()
     assert not [r for r in caplog.records if r.name == LOGGER], caplog.records
-    out, _ = trainer.communicate(timeout=60)
-    assert out.splitlines()[-1:] == ["end"], out[-300:]
-
-
-def established(port: int) -> bool:
-    """Whether the kernel has a TCP connection to local port `port` (IPv4)."""
-    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
-        fields = line.split()
-        if int(fields[2].rsplit(":", 1)[1], 16) == port and fields[3] == "01":  # ESTABLISHED
-            return True
-    return False
+    assert trainer.keys() == [(6, t) for t in range(STEPS)]  # ("end": the stream ended)
 
 
 @pytest.mark.timeout(120)
 @pytest.mark.skipif(sys.platform != "linux", reason="/proc/net/tcp")
 @pytest.mark.parametrize("trainer", ["hold"], indirect=True)
 def test_a_close_whose_bye_a_killed_trainer_never_confirms_says_what_it_waits_for(
-    trainer: subprocess.Popen[str], tmp_path: Path, caplog: pytest.LogCaptureFixture
+    trainer: ReceiverProcess, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """The BYE delivered, unread (a full buffer), the trainer killed while the close asks
     for its receipt (`receipts`): the same one notice, then the receipt's error."""
@@ -217,22 +168,13 @@ def test_a_close_whose_bye_a_killed_trainer_never_confirms_says_what_it_waits_fo
     for t in range(STEPS):
         client.send(t, u=np.full(4, t, np.float64))
     follow = json.loads((tmp_path / "rank_0.json").read_text())["follow_endpoint"]
-    failed: list[BaseException] = []
-
-    def close() -> None:
-        try:
-            client.close()
-        except BaseException as exc:  # noqa: BLE001 - the test's oracle
-            failed.append(exc)
-
     with caplog.at_level(logging.WARNING, logger=LOGGER):
-        closing = threading.Thread(target=close, name="closing", daemon=True)
-        closing.start()
+        thread, failed = closing(client)
         port = int(follow.rsplit(":", 1)[1])  # (the receipt rounds connected: then kill)
         wait_until(lambda: established(port), "the close to ask for its receipt", 30.0)
         trainer.kill()
-        closing.join(timeout=60)
-    assert not closing.is_alive(), "the close did not end"
+        thread.join(timeout=60)
+    assert not thread.is_alive(), "the close did not end"
     warnings = [r.getMessage() for r in caplog.records if r.name == LOGGER]
     notices = [w for w in warnings if "closing, its BYE is not confirmed yet" in w]
     assert len(notices) == 1, warnings

@@ -12,56 +12,20 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import threading
 from collections.abc import Iterator
-from pathlib import Path
 
 import numpy as np
 import pytest
+from keys_receiver_process import ReceiverProcess
 from waiting import wait_until
 
 from melissa_trainer.client import Client, ClientTuning
 
 pytestmark = pytest.mark.e2e
 
-SCRIPT = Path(__file__).parents[1] / "scripts" / "keys_receiver.py"
 #: a field batched (the usual send of small fields), and one sent without a copy
 SMALL, LARGE = 4, 1 << 18  # float32 elements: 16 B, 1 MiB
-
-
-class ReceiverProcess:
-    """`keys_receiver.py` running; `keys()` reads what it received once it ended."""
-
-    def __init__(self) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, str(SCRIPT)], stdout=subprocess.PIPE, text=True
-        )
-        assert self.proc.stdout is not None
-        first = self.proc.stdout.readline().split()
-        assert first[:1] == ["endpoint"], first
-        self.endpoint = first[1]
-
-    def kill(self) -> None:
-        self.proc.kill()  # SIGKILL
-        self.proc.wait()
-
-    def keys(self) -> list[tuple[int, int]]:
-        """The (simulation, step) keys put, in order, once the stream ended."""
-        assert self.proc.stdout is not None
-        out, _ = self.proc.communicate(timeout=60)
-        lines = out.splitlines()
-        assert lines and lines[-1] == "end", lines[-5:]
-        assert self.proc.returncode == 0
-        return [(int(w[1]), int(w[2])) for w in (line.split() for line in lines[:-1])]
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGCONT)  # (a stopped process ignores SIGKILL's
-            self.kill()  # reaping otherwise: it dies, but only once continued)
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
 
 
 @pytest.fixture

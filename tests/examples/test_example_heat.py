@@ -1,88 +1,26 @@
 """The heat-PDE example (the README's first command), end to end in subprocesses, tiny:
 launched solver processes stream to the trainer under `python` and under
 `accelerate launch` with two processes (gloo on CPU), the latter with `--sampler breed`
-(both ranks' losses steer the adaptive sampler)."""
+(both ranks' losses steer the adaptive sampler); its buffer, precision and seed flags,
+and its own options refused as usage errors. Its failures and stops:
+test_example_heat_failures.py; its output directory and checkpoints refused:
+test_example_heat_output_dir.py (their shared set-up: heat_run.py)."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import shutil
-import signal
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-import numpy as np
 import pytest
-from helpers import live, permission_bits_bite, processes_with, run_group
+from example_launch import two_ranks
+from heat_run import EXAMPLE, MARKS, SIMULATIONS, TINY, VALIDATION, check_run, summary_of
+from helpers import run_group
 from usage_error import heat_usage_error
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs Linux /proc"),
-]
-
-EXAMPLE = Path(__file__).parents[2] / "examples" / "heat_pde" / "train.py"
-SIMULATIONS, STEPS, VALIDATION = 16, 20, 4
-TINY = [
-    "--num_simulations", str(SIMULATIONS), "--time_steps", str(STEPS), "--grid_size", "10",
-    "--job_limit", "2", "--num_validation", str(VALIDATION), "--hidden", "64",
-    "--learning_rate", "3e-3", "--buffer_size", "400", "--watermark", "60", "--batch_size", "16",
-    "--sample_to_insert_ratio", "20", "--eval_steps", "none", "--logging_steps", "100",
-    "--disable_progress_bar", "--json",
-]  # fmt: skip
-KEYS = {"val_mse", "val_mse_p99", "val_mse_max", "val_simulations", "val_mse_per_simulation",
-        "mean_field_mse", "wall_seconds",
-        "simulation_seconds", "training_seconds",
-        "sequential_seconds", "samples_seen", "samples_received", "steps",
-        "simulations_finished", "study", "plot", "samples_refused_nonfinite"}  # fmt: skip
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _not_json(constant: str) -> None:
-    raise ValueError(f"the --json line holds {constant}, which is not JSON")
-
-
-def summary_of(proc: subprocess.CompletedProcess[str]) -> dict:
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    last = [line for line in proc.stdout.splitlines() if line.startswith("{")][-1]
-    summary = json.loads(last, parse_constant=_not_json)  # strict: no NaN or Infinity
-    assert set(summary) >= KEYS
-    return summary
-
-
-def check_run(summary: dict, out: Path) -> None:
-    assert summary["val_mse"] < 0.5 * summary["mean_field_mse"]
-    # the tails of the 4 held-out simulations (equal sizes: val_mse is their mean), said
-    # with their count; the example's own per-simulation errors (its model run on the
-    # set) against the trainer's validation, computed apart
-    assert summary["val_mse"] <= summary["val_mse_p99"] <= summary["val_mse_max"]
-    errors = np.array(summary["val_mse_per_simulation"])
-    assert summary["val_simulations"] == len(errors) == VALIDATION
-    assert errors.max() == pytest.approx(summary["val_mse_max"], rel=1e-4)
-    assert np.percentile(errors, 99) == pytest.approx(summary["val_mse_p99"], rel=1e-4)
-    assert errors.mean() == pytest.approx(summary["val_mse"], rel=1e-4)
-    study = summary["study"]
-    assert study["failed"] == study["restarts"] == study["redraws"] == study["abandoned"] == 0
-    # the stream ended: the source let the simulations exit before stopping the launcher
-    assert study["finished"] == SIMULATIONS and study["running"] == 0, study
-    assert summary["samples_received"] == SIMULATIONS * STEPS  # each (simulation, step) once
-    assert summary["samples_refused_nonfinite"] == 0
-    assert summary["simulation_seconds"] > 0 and summary["training_seconds"] > 0
-    assert summary["samples_seen"] >= summary["samples_received"]  # each drawn at least once
-    assert Path(summary["plot"]) == out / "heat_pde_validation.png"
-    assert (out / "heat_pde_validation.png").stat().st_size > 10_000
-    assert list((out / "runs").glob("events.out.tfevents.*"))
-    assert processes_with(str(out / "rendezvous")) == []  # no simulation outlived the trainer
+pytestmark = MARKS
 
 
 # hang guards, not time limits: ~30 s alone, >100 s beside another xdist worker on a busy
@@ -135,12 +73,8 @@ def test_heat_example_samples_with_the_density_sampler(tmp_path: Path) -> None:
 @pytest.mark.e2e
 @pytest.mark.timeout(180)
 def test_heat_example_runs_under_accelerate_launch_with_two_processes(tmp_path: Path) -> None:
-    accelerate = shutil.which("accelerate", path=str(Path(sys.executable).parent)) or "accelerate"
     out = tmp_path / "out"
-    cmd = [accelerate, "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
-           "--mixed_precision", "no", "--dynamo_backend", "no",
-           "--main_process_port", str(free_port()),
-           str(EXAMPLE), *TINY, "--sampler", "breed", "--output_dir", str(out)]  # fmt: skip
+    cmd = [*two_ranks(), str(EXAMPLE), *TINY, "--sampler", "breed", "--output_dir", str(out)]
     # gloo on CPU on any machine (1 GPU cannot hold 2 ranks)
     env = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
     proc = run_group(cmd, timeout=160, cwd=tmp_path, env=env)
@@ -153,77 +87,6 @@ def test_heat_example_runs_under_accelerate_launch_with_two_processes(tmp_path: 
     # said once, by the study's account (the example's own second line is gone)
     said = proc.stdout + proc.stderr
     assert said.count(f"adaptive sampler: of {SIMULATIONS} draws") == 1, said[-3000:]
-
-
-@pytest.mark.e2e
-@pytest.mark.timeout(300)
-@pytest.mark.parametrize("sig", [signal.SIGINT])
-def test_stopping_the_trainer_leaves_no_simulation_running(tmp_path: Path, sig: int) -> None:
-    """Ctrl-C of the trainer as soon as its first solvers run: a preemption (exit code
-    128 + the signal, see `melissa_trainer.Preempted`); every solver it launched is gone
-    soon after, none is left behind. (SIGTERM, and SIGINT again, mid-training with the
-    same checks, a checkpoint and a resume: tests/checkpoint/test_preemption.py,
-    `test_heat_example_preempted_checkpoints_stops_the_solvers_and_resumes`; both
-    signals take the same path, `PreemptionHandler`.)"""
-    out = tmp_path / "out"
-    slow = ["--num_simulations", "40", "--time_steps", "1000", "--grid_size", "10",
-            "--num_validation", "1",
-            "--job_limit", "2", "--disable_progress_bar", "--eval_steps", "none",
-            "--output_dir", str(out)]  # fmt: skip
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.Popen(
-        [sys.executable, str(EXAMPLE), *slow],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    marker = str(out / "rendezvous")
-    try:
-        deadline = time.monotonic() + 150
-        while len(processes_with(marker)) < 2:  # two solvers (their environment has it)
-            assert proc.poll() is None and time.monotonic() < deadline, "no solver started"
-            time.sleep(0.1)
-        solvers = processes_with(marker)
-        proc.send_signal(sig)
-        assert proc.wait(30) == 128 + sig
-        deadline = time.monotonic() + 60
-        while [pid for pid in solvers if pid in processes_with(marker)]:
-            assert time.monotonic() < deadline, "a solver outlived the trainer"
-            time.sleep(0.1)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        for pid in processes_with(marker):
-            os.kill(pid, signal.SIGKILL)
-
-
-@pytest.mark.e2e
-@pytest.mark.timeout(120)
-def test_a_study_whose_every_solver_fails_exits_non_zero_with_the_failures(
-    tmp_path: Path,
-) -> None:
-    """Every solver fails at start-up (its environment lacks a module): the example
-    exits non-zero, its error lists the failures and the last lines of their logs, and
-    no model is saved as if the study had succeeded."""
-    out = tmp_path / "out"
-    tampered = Path(__file__).parents[1] / "scripts" / "tampered_solvers"  # a sitecustomize.py
-    path = os.pathsep.join(filter(None, [str(tampered), os.environ.get("PYTHONPATH")]))
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "SOLVER_BROKEN": "1", "PYTHONPATH": path}
-    # every attempt fails alike before any data: the study stops after 4 attempts
-    # (LauncherTuning.systematic_failures) rather than spend its failure budget
-    proc = subprocess.run(
-        [sys.executable, str(EXAMPLE), *TINY, "--num_simulations", "4",
-         "--output_dir", str(out), "--no_plot"],
-        capture_output=True, text=True, timeout=110, cwd=tmp_path, env=env,
-    )  # fmt: skip
-    assert proc.returncode != 0, proc.stdout[-2000:]
-    assert "the study stopped: every one of the study's first 4 attempts" in proc.stderr
-    assert "No module named 'mysolver'" in proc.stderr  # a log's last lines
-    assert "study of 4 simulations: 0 finished" in proc.stderr and "(= 4)" in proc.stderr
-    assert not (out / "checkpoints").exists() or not list((out / "checkpoints").iterdir())
-    assert processes_with(str(out / "rendezvous")) == []
 
 
 @pytest.mark.e2e
@@ -272,278 +135,6 @@ def test_heat_example_trains_under_bf16_with_its_buffer_on_the_accelerator(
     assert saved_args["buffer_device"] == "accelerator"
 
 
-def test_a_reservoir_option_given_with_a_fifo_names_the_flag_that_unsets_it(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    """Given explicitly, the rate limit is still refused with a FIFO: the error says
-    how to unset it on the command line."""
-    from heat_pde.train import parser  # the example's (examples/ is on sys.path)
-
-    err = heat_usage_error(["--buffer", "fifo", "--sample_to_insert_ratio", "8"], capsys)
-    assert "sample_to_insert_ratio=8.0 only applies to buffer='reservoir'" in err
-    assert "--sample_to_insert_ratio None" in err
-    args, _ = parser(["--buffer", "fifo"]).parse_args_into_dataclasses(["--buffer", "fifo"])
-    assert args.buffer == "fifo" and args.sample_to_insert_ratio is None
-    args, _ = parser([]).parse_args_into_dataclasses([])
-    assert args.buffer == "reservoir" and args.sample_to_insert_ratio == 8.0
-
-
-@pytest.mark.timeout(120)
-@pytest.mark.parametrize(
-    ("flag", "value", "message"),
-    [
-        ("--grid_size", "0", "grid_size=0 must be >= 2"),
-        ("--time_steps", "0", "time_steps=0 must be >= 1"),
-        ("--dt", "0", "dt=0.0 must be > 0"),
-    ],
-)
-def test_a_bad_solver_option_is_a_usage_error_naming_it(
-    capsys: pytest.CaptureFixture[str], flag: str, value: str, message: str
-) -> None:
-    """The solver's own options are refused by the parser (exit 2, the field named),
-    not by a traceback from `main` once the trainer's setup has begun."""
-    assert message in heat_usage_error([flag, value], capsys)
-
-
-@pytest.mark.e2e
-@pytest.mark.timeout(200)
-def test_a_refusal_to_start_is_one_error_line_and_exit_status_2(tmp_path: Path) -> None:
-    """The two refusals at start, as a user running the example sees them: an earlier
-    run's checkpoints in --output_dir, and another trainer holding it."""
-
-    def run(out: Path) -> subprocess.CompletedProcess[str]:
-        cmd = [sys.executable, str(EXAMPLE), *TINY, "--output_dir", str(out)]
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=90)
-
-    used = tmp_path / "used"
-    (used / "checkpoints" / "checkpoint-5").mkdir(parents=True)  # an earlier run's
-    proc = run(used)
-    assert proc.returncode == 2, proc.stderr[-3000:]
-    last = proc.stderr.strip().splitlines()[-1]
-    assert last.startswith("train.py: error: invalid start: output_dir=") and (
-        "--resume_from_checkpoint latest" in last and "--overwrite_output_dir" in last
-    ), proc.stderr[-3000:]
-    assert "Traceback" not in proc.stderr
-
-    held, go = tmp_path / "held", tmp_path / "go"
-    script = Path(__file__).parents[1] / "scripts" / "hold_output_lock.py"
-    holder = subprocess.Popen(
-        [sys.executable, str(script), str(held), "running", str(go)],
-        stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
-        proc = run(held)
-    finally:
-        go.touch()
-        holder.wait(30)
-    assert proc.returncode == 2, proc.stderr[-3000:]
-    last = proc.stderr.strip().splitlines()[-1]
-    assert last.startswith("train.py: error: output_dir") and "in use by another trainer" in last
-    assert "Traceback" not in proc.stderr
-
-
-@pytest.mark.e2e
-@pytest.mark.timeout(240)
-def test_a_held_lock_with_an_unreadable_record_refuses_the_example(tmp_path: Path) -> None:
-    """Issue 43, item 1: the lock file of a running trainer truncated (`> trainer.lock`),
-    or another program holding its flock with a record that is not JSON, once let a second
-    run of the example in (it resumed and rewrote the rendezvous under the first one). The
-    flock is the truth: the second run is refused, one line, exit status 2, the holder's
-    pid named from /proc/locks, and nothing written in the directory but the lock file."""
-    held, go = tmp_path / "held", tmp_path / "go"
-    script = Path(__file__).parents[1] / "scripts" / "hold_output_lock.py"
-    holder = subprocess.Popen(
-        [sys.executable, str(script), str(held), "running", str(go)],
-        stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    foreign = "\n".join([
-        "import fcntl, os, sys, time",
-        "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)",
-        "fcntl.flock(fd, fcntl.LOCK_EX)",
-        "os.ftruncate(fd, 0); os.write(fd, b'backup in progress')",
-        "print('held', flush=True); time.sleep(200)",
-    ])  # fmt: skip
-    other = tmp_path / "other"
-    other.mkdir()
-    intruder = subprocess.Popen(
-        [sys.executable, "-c", foreign, str(other / "trainer.lock")],
-        stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
-        assert intruder.stdout is not None and intruder.stdout.readline().strip() == "held"
-        os.truncate(held / "trainer.lock", 0)
-        for out, pid in ((held, holder.pid), (other, intruder.pid)):
-            cmd = [sys.executable, str(EXAMPLE), *TINY, "--output_dir", str(out)]
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=150)
-            assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-3000:]
-            last = proc.stderr.strip().splitlines()[-1]
-            assert last.startswith("train.py: error: output_dir") and "in use" in last, last
-            assert f"held by pid {pid} on this host" in last, last
-            assert "Traceback" not in proc.stderr
-            assert sorted(p.name for p in out.iterdir()) == ["trainer.lock"]
-    finally:
-        go.touch()
-        intruder.kill()
-        for proc_ in (holder, intruder):
-            proc_.wait(30)
-            assert proc_.stdout is not None
-            proc_.stdout.close()
-
-
-@pytest.mark.e2e
-@pytest.mark.timeout(300)
-def test_an_unreadable_latest_checkpoint_is_skipped_and_named_like_a_corrupt_one(
-    tmp_path: Path,
-) -> None:
-    """Issue 43, item 4: the newest checkpoint's folder made unreadable (`chmod 000`)
-    once crashed the resume with a PermissionError traceback. It is skipped with one
-    warning naming it and why, and the run resumes from the one before it and ends.
-    The resumed run meets the permission bits as a user would (`permission_bits_bite`:
-    root's capabilities to bypass them dropped)."""
-    out = tmp_path / "out"
-    cmd = [sys.executable, str(EXAMPLE), *TINY, "--output_dir", str(out), "--save_steps", "150"]
-    summary_of(subprocess.run(cmd, capture_output=True, text=True, timeout=120))
-    found = sorted((out / "checkpoints").glob("checkpoint-*"), key=lambda p: int(p.name[11:]))
-    assert len(found) >= 2, found
-    latest, before = found[-1], found[-2]
-    latest.chmod(0)
-    try:
-        proc = subprocess.run(
-            [*cmd, "--resume_from_checkpoint", "latest"],
-            capture_output=True, text=True, timeout=150, preexec_fn=permission_bits_bite,
-        )  # fmt: skip
-    finally:
-        latest.chmod(0o755)  # (so that pytest can remove it)
-    summary = summary_of(proc)
-    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
-    log = proc.stdout + proc.stderr
-    assert (
-        f"checkpoint {latest} does not verify: {latest / 'manifest.json'}: unreadable manifest "
-        "(Permission denied): skipped"
-    ) in log, log[-3000:]
-    assert summary["resumed_from"] == str(before)
-    assert summary["study"]["finished"] == SIMULATIONS
-
-
-@pytest.mark.e2e
-@pytest.mark.timeout(300)
-def test_a_refusal_to_resume_is_one_error_line_and_exit_status_2(tmp_path: Path) -> None:
-    """Issue 43, item 8: a resume that changes the study (`StudyChanged`) and one from a
-    checkpoint that does not verify (`CheckpointError`) once ended in a traceback with
-    exit status 1; like the refusals to start, they are one line naming the fix, exit
-    status 2, and nothing is trained."""
-    out = tmp_path / "out"
-    cmd = [sys.executable, str(EXAMPLE), *TINY, "--output_dir", str(out), "--save_steps", "150"]
-    summary_of(subprocess.run(cmd, capture_output=True, text=True, timeout=120))
-    found = sorted((out / "checkpoints").glob("checkpoint-*"), key=lambda p: int(p.name[11:]))
-    os.truncate(found[0] / "model.safetensors", 10)
-    cases = [
-        (["--resume_from_checkpoint", "latest", "--sampler", "uniform"],
-         "the study's sampler changed from 'lhs' to 'uniform'", "--sampler lhs"),
-        (["--resume_from_checkpoint", str(found[0])],
-         f"checkpoint {found[0]} does not verify", str(found[-1])),
-    ]  # fmt: skip
-    for flags, what, fix in cases:
-        proc = subprocess.run([*cmd, *flags], capture_output=True, text=True, timeout=120)
-        assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-3000:]
-        assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
-        last = proc.stderr.strip().splitlines()[-1]
-        assert last.startswith(f"train.py: error: {what}") and fix in last, last
-        assert sorted((out / "checkpoints").iterdir()) == sorted(found)  # nothing trained
-
-
-@pytest.mark.e2e
-@pytest.mark.timeout(240)
-def test_nonfinite_fail_names_the_nan_and_its_flag(tmp_path: Path) -> None:
-    """Issue 43, item 6: under --nonfinite fail, a solver that sends NaN in its last step
-    and exits 0 before the launcher hears of it was failed as "data incomplete ... must
-    send every step", and the summary named --nonfinite refuse. Each attempt fails for
-    its NaN ("refused", the field and step named), and the summary names the flag in
-    effect. The NaN comes from tests/scripts/tampered_solvers (SOLVER_NAN)."""
-    tampered = Path(__file__).parents[1] / "scripts" / "tampered_solvers"  # a sitecustomize.py
-    path = os.pathsep.join(filter(None, [str(tampered), os.environ.get("PYTHONPATH")]))
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "SOLVER_NAN": f"1:{STEPS - 1}", "PYTHONPATH": path}
-    proc = subprocess.run(
-        [sys.executable, str(EXAMPLE), *TINY, "--num_simulations", "4", "--nonfinite", "fail",
-         "--output_dir", str(tmp_path / "out"), "--no_plot"],
-        capture_output=True, text=True, timeout=200, cwd=tmp_path, env=env,
-    )  # fmt: skip
-    summary = summary_of(proc)
-    log = proc.stdout + proc.stderr
-    assert "data did not all arrive" not in log and "data incomplete" not in log, log[-4000:]
-    assert "simulation 1 failed 3 times (exit codes ['refused', 'refused', 'refused']" in log
-    assert f"simulation 1 time step {STEPS - 1}: field 'temperature' holds NaN or Inf" in log
-    assert (summary["study"]["failed"], summary["study"]["finished"]) == (1, 4)
-    assert summary["samples_refused_nonfinite"] == 3  # the NaN step of each attempt
-    assert "(--nonfinite fail)" in proc.stdout and "--nonfinite refuse" not in log
-
-
-@pytest.mark.e2e
-@pytest.mark.timeout(240)
-def test_a_solver_that_hangs_mid_stream_is_killed_after_the_silence_floor(
-    tmp_path: Path,
-) -> None:
-    """A solver that sent its first message and then hangs (alive, silent) is killed
-    once silent for `--silence_floor` seconds, the derived timeout's bound between two
-    messages, not the start-up bound (`--startup_timeout`, 600 s by default: a user's
-    report, a hang mid-stream found after 10 minutes per attempt); it is named, restarted,
-    and the study completes with each (simulation, step) once.
-
-    Oracle: the hang's start, written by the solver itself (the system-wide monotonic
-    clock), and the death of its process, seen here: at most the floor plus a generous
-    slack apart (a bound on an ordering of events, not a speed). With one job at a time
-    and the hang after the first message, no silence between two messages can have been
-    seen when it hangs (the case where the start-up bound applied)."""
-    out, hang = tmp_path / "out", tmp_path / "hang.json"
-    floor, slack = 3.0, 45.0  # (slack: a busy 2-core machine; the start-up bound is 600 s)
-    tampered = Path(__file__).parents[1] / "scripts" / "tampered_solvers"  # a sitecustomize.py
-    path = os.pathsep.join(filter(None, [str(tampered), os.environ.get("PYTHONPATH")]))
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": path,
-           "SOLVER_HANG": f"0:1:{hang}"}  # fmt: skip
-    n = 3
-    cmd = [sys.executable, str(EXAMPLE), *TINY, "--num_simulations", str(n), "--job_limit", "1",
-           "--silence_floor", str(floor), "--no_plot", "--output_dir", str(out)]  # fmt: skip
-    with open(tmp_path / "stdout", "w+") as stdout, open(tmp_path / "stderr", "w+") as stderr:
-        proc = subprocess.Popen(
-            cmd, cwd=tmp_path, env=env, stdout=stdout, stderr=stderr, start_new_session=True
-        )
-        try:
-            deadline = time.monotonic() + 150
-            while not hang.exists():
-                assert proc.poll() is None and time.monotonic() < deadline, "no hang"
-                time.sleep(0.05)
-            began = json.loads(hang.read_text())
-            limit = began["monotonic"] + floor + slack
-            while live(began["pid"]) and time.monotonic() < limit:
-                time.sleep(0.05)
-            killed = time.monotonic()
-            assert not live(began["pid"]), (
-                f"the hung solver still runs {killed - began['monotonic']:.0f} s after its "
-                f"hang began (silence_floor {floor} s)"
-            )
-            assert killed - began["monotonic"] <= floor + slack
-            assert proc.wait(150) == 0
-        finally:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-            with contextlib.suppress(NameError, ProcessLookupError):
-                os.kill(began["pid"], signal.SIGKILL)
-        stdout.seek(0)
-        stderr.seek(0)
-        result = subprocess.CompletedProcess(cmd, 0, stdout.read(), stderr.read())
-    summary = summary_of(result)
-    study = summary["study"]
-    assert study["finished"] == n and study["restarts"] == 1 and study["redraws"] == 0, study
-    assert summary["samples_received"] == n * STEPS  # each (simulation, step) once
-    (line,) = [x for x in result.stderr.splitlines() if "silent for" in x]
-    assert "simulation 0 (attempt 0, parameters {" in line, line
-    assert f"since its last message; simulation_timeout='auto': max(silence_floor={floor}" in line
-    assert processes_with(str(out / "rendezvous")) == []
-
-
 @pytest.mark.e2e
 @pytest.mark.slow
 @pytest.mark.timeout(240)
@@ -577,3 +168,36 @@ def test_seeds_runs_the_study_once_per_seed_and_reports_the_spread(tmp_path: Pat
         )
     assert report["spread"] == pytest.approx(max(values) / min(values))
     assert "over 2 seeds (3..4)" in proc.stdout and "max/min" in proc.stdout
+
+
+def test_a_reservoir_option_given_with_a_fifo_names_the_flag_that_unsets_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Given explicitly, the rate limit is still refused with a FIFO: the error says
+    how to unset it on the command line."""
+    from heat_pde.train import parser  # the example's (examples/ is on sys.path)
+
+    err = heat_usage_error(["--buffer", "fifo", "--sample_to_insert_ratio", "8"], capsys)
+    assert "sample_to_insert_ratio=8.0 only applies to buffer='reservoir'" in err
+    assert "--sample_to_insert_ratio None" in err
+    args, _ = parser(["--buffer", "fifo"]).parse_args_into_dataclasses(["--buffer", "fifo"])
+    assert args.buffer == "fifo" and args.sample_to_insert_ratio is None
+    args, _ = parser([]).parse_args_into_dataclasses([])
+    assert args.buffer == "reservoir" and args.sample_to_insert_ratio == 8.0
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(
+    ("flag", "value", "message"),
+    [
+        ("--grid_size", "0", "grid_size=0 must be >= 2"),
+        ("--time_steps", "0", "time_steps=0 must be >= 1"),
+        ("--dt", "0", "dt=0.0 must be > 0"),
+    ],
+)
+def test_a_bad_solver_option_is_a_usage_error_naming_it(
+    capsys: pytest.CaptureFixture[str], flag: str, value: str, message: str
+) -> None:
+    """The solver's own options are refused by the parser (exit 2, the field named),
+    not by a traceback from `main` once the trainer's setup has begun."""
+    assert message in heat_usage_error([flag, value], capsys)

@@ -18,9 +18,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from example_launch import free_port
 from heat_pde.solver import PARAMETER_NAMES, HeatConfig, solve
+from heat_run import SIMULATIONS, STEPS, TINY, check_run, summary_of
 from helpers import processes_with, run_group
-from test_example_heat import SIMULATIONS, STEPS, TINY, check_run, free_port, summary_of
 from worker_launch import run_study_to_end
 
 from melissa_trainer.launcher import LauncherTuning

@@ -9,15 +9,7 @@
 #include <string.h>
 
 #include "internal.h"
-
-static int failures = 0;
-#define CHECK(cond)                                                                  \
-    do {                                                                             \
-        if (!(cond)) {                                                               \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-            ++failures;                                                              \
-        }                                                                            \
-    } while (0)
+#include "unit_check.h"
 
 static void test_format_double(void) {
     static const struct {
@@ -364,7 +356,5 @@ int main(void) {
     test_state_rules();
     test_admission_parse();
     test_receipt_parse();
-    if (failures) fprintf(stderr, "%d failure(s)\n", failures);
-    else printf("all unit tests passed\n");
-    return failures ? 1 : 0;
+    return unit_report("all unit tests passed");
 }

@@ -8,15 +8,7 @@
 #include <stdio.h>
 
 #include "internal.h"
-
-static int failures = 0;
-#define CHECK(cond)                                                                  \
-    do {                                                                             \
-        if (!(cond)) {                                                               \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-            ++failures;                                                              \
-        }                                                                            \
-    } while (0)
+#include "unit_check.h"
 
 #define HEAD "HELLO declares other fields than the study's: "
 
@@ -61,6 +53,5 @@ int main(void) {
     CHECK(!mt_admission_describes(c, "HELLO carries parameters ['nu'], the study's are ['a']"));
     CHECK(!mt_admission_describes(c, "HELLO carries no parameters, the study's are ['a']"));
     mt_client_abort(c);
-    if (failures) fprintf(stderr, "%d failure(s)\n", failures);
-    return failures != 0;
+    return unit_report(NULL);
 }

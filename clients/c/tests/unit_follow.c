@@ -11,15 +11,7 @@
 
 #include "internal.h"
 #include "follow.h"
-
-static int failures = 0;
-#define CHECK(cond)                                                                  \
-    do {                                                                             \
-        if (!(cond)) {                                                               \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-            ++failures;                                                              \
-        }                                                                            \
-    } while (0)
+#include "unit_check.h"
 
 /* Record step t: two "fields" of 4 bytes, each byte (t + field) & 255. */
 static bool put(mt_replay *w, uint64_t t) {
@@ -180,7 +172,5 @@ int main(void) {
     test_window();
     test_held_parse();
     test_replay_bytes();
-    if (failures) fprintf(stderr, "%d failure(s)\n", failures);
-    else printf("all follow unit tests passed\n");
-    return failures ? 1 : 0;
+    return unit_report("all follow unit tests passed");
 }

@@ -13,15 +13,7 @@
 
 #include "internal.h"
 #include "follow.h" /* (mt_init_sync) */
-
-static int failures = 0;
-#define CHECK(cond)                                                                  \
-    do {                                                                             \
-        if (!(cond)) {                                                               \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-            ++failures;                                                              \
-        }                                                                            \
-    } while (0)
+#include "unit_check.h"
 
 static size_t recv_message(void *sock, unsigned char frames[][200000], size_t *sizes) {
     size_t n = 0;
@@ -234,7 +226,5 @@ int main(void) {
     test_send_after_a_pause_keeps_step_order();
     test_held_wait_looks_first();
     test_timed_waits_honour_the_moved_clock();
-    if (failures) fprintf(stderr, "%d failure(s)\n", failures);
-    else printf("all send unit tests passed\n");
-    return failures ? 1 : 0;
+    return unit_report("all send unit tests passed");
 }

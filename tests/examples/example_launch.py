@@ -1,0 +1,29 @@
+"""How the examples' end-to-end tests launch an example on two ranks: ``accelerate
+launch`` of two processes on one machine (the tests add ``CUDA_VISIBLE_DEVICES=""``:
+gloo on CPU on any machine, one GPU cannot hold two ranks)."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import sys
+from pathlib import Path
+
+__all__ = ["free_port", "two_ranks"]
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now (the kernel's pick; free until someone binds it)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def two_ranks() -> list[str]:
+    """The command line before the example's script: ``accelerate launch`` (the one beside
+    this interpreter, else on PATH) of two processes, no mixed precision nor dynamo, the
+    main process on a free port."""
+    accelerate = shutil.which("accelerate", path=str(Path(sys.executable).parent)) or "accelerate"
+    return [accelerate, "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
+            "--mixed_precision", "no", "--dynamo_backend", "no",
+            "--main_process_port", str(free_port())]  # fmt: skip

@@ -1,0 +1,124 @@
+"""The Navier–Stokes example refuses, before anything starts (exit status 2, one line
+naming the field and the fix, no traceback): a model its grid cannot hold, an option its
+device cannot run, a typo in --resume_from_checkpoint, --model neuralop without its
+package; and a longer --startup_timeout needs no longer stall_timeout."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+# examples/ is on the tests' sys.path (pyproject): the example's modules by package name
+from navier_stokes import solver, train
+
+
+def test_a_model_the_grid_cannot_hold_is_refused_before_anything_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as info:
+        train.main(["--grid_size", "16", "--modes", "12"])
+    assert info.value.code == 2
+    assert "modes=12 needs grid_size >= 24: lower --modes" in capsys.readouterr().err
+    assert not (tmp_path / "outputs").exists()
+
+
+@pytest.mark.parametrize(
+    ("flags", "said"),
+    [
+        (["--mixed_precision", "fp16"], "mixed_precision='fp16' on cpu: Accelerate runs no fp16"),
+        (
+            ["--torch_compile_mode", "reduce-overhead"],
+            "torch_compile_mode='reduce-overhead' captures CUDA graphs, but this run trains on cpu",
+        ),
+    ],  # fmt: skip
+    ids=["fp16", "cuda_graphs"],
+)
+def test_an_option_this_device_cannot_run_is_a_usage_error(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    flags: list[str],
+    said: str,
+) -> None:
+    """On a CPU, fp16 (which Accelerate ignores there: the run trained in float32) and
+    CUDA graphs end the example as a bad flag does (exit status 2, one line naming the
+    field and the fix), not with a traceback, before any simulation starts."""
+    import study_common
+
+    monkeypatch.chdir(tmp_path)
+    tiny = ["--grid_size", "16", "--modes", "4", "--width", "4", "--layers", "1",
+            "--time_steps", "2", "--dt", "0.1", "--num_validation", "1", "--no_plot"]  # fmt: skip
+    with pytest.raises(SystemExit) as info, study_common.refusals_end_the_program():
+        train.main([*tiny, *flags])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert said in err and "Traceback" not in err
+    assert not (tmp_path / "outputs" / "navier_stokes" / "rendezvous").exists()
+
+
+def test_a_typo_in_the_resume_flag_is_refused_before_anything_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--resume_from_checkpoint lates` is a usage error (exit status 2, one line naming
+    the field and 'latest'), before the validation set is solved or anything is written:
+    it was a FileNotFoundError traceback from `train()` (the user trial)."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as info:
+        train.main(["--resume_from_checkpoint", "lates"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "resume_from_checkpoint='lates' is not a directory (did you mean 'latest'?)" in err
+    assert "Traceback" not in err
+    assert not (tmp_path / "outputs").exists()
+
+
+def test_a_longer_startup_timeout_needs_no_longer_stall_timeout(tmp_path: Path) -> None:
+    """`--startup_timeout 1800` (the how-to's fix for a slow start-up) was useless past
+    600 s: with no message from any simulation for the stream's stall_timeout (600 s
+    by default), the receiver stopped the study with a StallError before the launcher's
+    allowance ran out (the user trial, scaled down: startup_timeout 60, stall_timeout
+    8, a 20 s start-up stopped at 8 s). The study's watchdog now excuses a silence
+    within the launcher's allowance (`tests/trainer/test_study_silence.py` runs the
+    repro): the example keeps the default stall_timeout, and the excuse the other
+    ranks get from the launcher's tuning covers the 1800 s."""
+    import study_common
+
+    from melissa_trainer.stream.receiver_config import STALL_TIMEOUT
+    from melissa_trainer.study.launch import other_rank_excuse
+
+    def source(**flags: float) -> Any:
+        opts = train.FlowArgs(**flags)  # type: ignore[arg-type]
+        _, study = study_common.study_source(
+            opts, ["solver.py"], solver.PARAMETER_BOUNDS, seed=0,
+            rendezvous=tmp_path / "rendezvous", fields={"x": ((2,), "float32")},
+        )  # fmt: skip
+        return study
+
+    for startup in (60.0, 1800.0):
+        study = source(startup_timeout=startup)
+        assert study.stream.config.stall_timeout == STALL_TIMEOUT == 600.0
+        excuse = other_rank_excuse(study.launcher.tuning)
+        assert excuse is not None and excuse(startup - 1) is not None
+        assert excuse(startup + 1) is None
+
+
+def test_the_neuralop_model_without_its_package_is_refused_naming_the_extra(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    try:
+        import neuralop  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        pytest.skip("neuraloperator is installed: --model neuralop trains")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as info:
+        train.main(["--model", "neuralop"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "--model neuralop needs the neuraloperator package" in err
+    assert 'pip install "melissa-trainer[neuralop]", or --model fno' in err
+    assert not (tmp_path / "outputs").exists()

@@ -60,6 +60,8 @@ logger = logging.getLogger(__name__)
 PROGRESS_FILE = "study_progress.json"
 #: a starving rank's report: this prefix, its rank, ".json" (`report_starving`)
 STARVING_PREFIX = "starving-rank-"
+#: seconds between two reads of the starving ranks' reports (at rank 0's polls)
+STARVING_READ = 1.0
 #: seconds between two writes while nothing but the back-pressure's duration changes
 REFRESH = 5.0
 
@@ -73,6 +75,9 @@ class ProgressFile:
         self._said: tuple[Any, ...] | None = None  # what the file says, but for durations
         self._written = -float("inf")
         self._held_since: float | None = None  # (monotonic) rank 0 back-pressured since
+        self._lifted = False  # the launcher's bound raised
+        self._lifts = 0  # times raised (said at INFO the first time, then at DEBUG)
+        self._starving: tuple[float, list[int]] = (-float("inf"), [])  # (read at, ranks)
 
     def update(self, launcher: Launcher, now: float | None = None) -> bool:
         """Write the file if what it says changed (module docstring); True if written.
@@ -84,9 +89,27 @@ class ProgressFile:
             self._held_since = None
         elif self._held_since is None:
             self._held_since = now
-        starving = read_starving(self.path.parent, self._run_id)
+        if now - self._starving[0] >= STARVING_READ:  # (a directory listing: not each poll)
+            self._starving = (now, read_starving(self.path.parent, self._run_id))
+        starving = self._starving[1]
         lifted = bool(starving) and held
         launcher.lift_data_bound(lifted)  # (before `held_by_data_bound`: the bound now)
+        if lifted != self._lifted:
+            self._lifted = lifted
+            if lifted:
+                self._lifts += 1
+                logger.log(
+                    logging.INFO if self._lifts == 1 else logging.DEBUG,
+                    "rank(s) %s starve while rank 0's receiver waits for room in its "
+                    "buffer: the launcher lets up to 2 x job_limit ended simulations await "
+                    "their data, so that more start and may feed them",
+                    starving,
+                )
+            else:
+                logger.debug(
+                    "the launcher's bound on ended simulations awaiting their data is "
+                    "job_limit again (no rank starves, or rank 0 takes data in)"
+                )
         by_bound, bound = launcher.held_by_data_bound()
         counts = launcher.summary()
         state: dict[str, Any] = {

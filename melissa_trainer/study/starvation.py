@@ -198,6 +198,7 @@ def study_watch(
         return f"rank 0's launcher says: {explained}" if explained else None
 
     check = DeadlockCheck(rank)
+    clear_starving(rendezvous, rank)  # (an earlier run's report, left by its failure)
 
     def report(idle: float | None) -> None:
         check.reset()

@@ -108,7 +108,7 @@ class StreamSource(Source):
         self._transform: IngestTransform | None = None
         self._excuse: SilenceExcuse | None = None
         #: a wait for a batch no sample comes for fails (`starvation_watch`): set by
-        #: `start` (external mode's words); a `Study` replaces it by its own (None here)
+        #: `start` on several ranks (external mode's words); a `Study` runs its own
         self.starvation: StarvationWatch | None = None
 
     @property
@@ -194,7 +194,8 @@ class StreamSource(Source):
             receiver.finish(self._finish)
         self._rank, self._world = rank, world_size
         excuse, stall = (lambda: self._excuse), self.config.stall_timeout
-        self.starvation = external_watch(receiver, excuse, buffer, rank, world_size, stall)
+        if world_size > 1:  # (one rank holds no other back: its watchdog is enough)
+            self.starvation = external_watch(receiver, excuse, buffer, rank, world_size, stall)
         if rank == 0 and self.first_data is not None:
             self.first_data.started(receiver.ingest.samples_put)
             self._messages_then = receiver.ingest.messages

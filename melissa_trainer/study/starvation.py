@@ -28,8 +28,9 @@ What the study does about it, in order:
   are left to start but the raised bound keeps them back; and this rank got no sample
   meanwhile. Then nothing can feed this rank: its data can only come from a new
   simulation, which needs rank 0 to take in the ended ones', which needs rank 0 to
-  train, which needs this rank's batch. (The grace covers a rank 0 still finishing the
-  steps of its window, which draw nothing, the ranks' skew within a window.)
+  train, which needs this rank's batch. (The grace covers a rank 0 still running the
+  steps of its window, which draw nothing: the ranks' skew within a window, seconds;
+  a rank 0 that far behind would draw, and its counts move, once its steps are done.)
 * With nothing left to start (the study's end) it is no deadlock: rank 0's end notice
   (`study.end_notice`) tells this rank the study ended, its stream ends and training
   ends with it, padded. Otherwise the stall watch of `stall_timeout` stands, as before:
@@ -69,7 +70,7 @@ __all__ = [
 
 #: seconds (of rank 0's clock) between two writes of rank 0's progress that must both
 #: say the deadlock, with nothing changed between them, before it is said
-DEADLOCK_GRACE = 10.0
+DEADLOCK_GRACE = 20.0
 
 
 class DeadlockCheck:

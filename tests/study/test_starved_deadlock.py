@@ -313,3 +313,9 @@ def test_a_stream_source_on_its_own_runs_the_external_watch(tmp_path: Path) -> N
         source.wait_for(4, 0.01)  # (runs it: no sample, not past the timeout)
     finally:
         source.stop()
+    alone = StreamSource(ReceiverConfig(bind="tcp://127.0.0.1:*", rendezvous_dir=str(tmp_path)))
+    alone.start(FIFOBuffer(16), 0, 1)
+    try:
+        assert alone.starvation is None  # one rank holds no other back
+    finally:
+        alone.stop()

@@ -85,6 +85,24 @@ class LauncherRecord:
         data = None if supervisor is None else supervisor.data
         return data is not None and data.backpressured()
 
+    def lift_data_bound(self, lifted: bool) -> None:
+        """Raise (True) or restore (False) the bound on ended simulations awaiting their
+        data (`Supervisor.data_bound`: 2 x `job_limit` instead of `job_limit`), for a
+        rank starved of data while rank 0 is back-pressured (`study.progress`). Any
+        thread; no effect before `start`."""
+        supervisor = self._supervisor
+        if supervisor is not None:
+            supervisor.bound_lifted = lifted
+
+    def held_by_data_bound(self) -> tuple[bool, int]:
+        """Whether simulations are left to start that the bound on ended simulations
+        awaiting their data keeps back, and that bound (`Supervisor.data_bound`);
+        (False, 0) before `start`. Any thread."""
+        supervisor = self._supervisor
+        if supervisor is None:
+            return False, 0
+        return supervisor.held_by_data_bound(), supervisor.data_bound()
+
     def jobs_alive(self) -> int:
         """The jobs started and not yet seen to end: simulations, or in worker mode the
         workers, whether or not they have taken a simulation (0 before `start`). Any

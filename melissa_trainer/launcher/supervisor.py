@@ -113,6 +113,9 @@ class Supervisor(SilenceWatch):
         self.queued: tuple[int, dict[str, int]] = (0, {})
         #: worker mode: the launch times of the workers not heard from yet
         self.launched_at: dict[str, float] = {}
+        #: a rank starves while rank 0 is back-pressured (`data_bound`): set from any
+        #: thread (rank 0's progress thread, `study.progress`), read at each launch
+        self.bound_lifted = False
 
     # -- the loop (called by the launcher's thread) ---------------------------------------
 
@@ -239,6 +242,22 @@ class Supervisor(SilenceWatch):
         with self.lock:
             return self.study.awaiting_data()
 
+    def data_bound(self) -> int:
+        """The most ended simulations awaiting their data at which one more may start
+        (`launch_jobs`): `job_limit`, or twice that while `bound_lifted`: a rank starved
+        of data holds back rank 0, whose data the bound waits for, so only more
+        simulations can feed it (`study.starvation`); the memory stays bounded, by one
+        more `job_limit` of simulations' data."""
+        limit = self.settings.job_limit
+        return 2 * limit if self.bound_lifted else limit
+
+    def held_by_data_bound(self) -> bool:
+        """Simulations are left to start and `data_bound` keeps them back (that many
+        ended simulations' data not in), whether or not a job slot is free. Any thread."""
+        with self.lock:
+            awaiting, left = self.study.awaiting_data(), self.study.work_left()
+        return left > 0 and awaiting > self.data_bound()
+
     def take_completed(self) -> None:
         """Apply the receivers' new reports of complete data (cheap: a slice of a list).
         Any thread: the launcher's, and `Launcher.state_dict`'s, so that a checkpoint
@@ -260,12 +279,12 @@ class Supervisor(SilenceWatch):
         data, which stays queued in ZeroMQ (its bound is per connection, and a closed
         connection's messages stay), and the next ones start: no bound on that memory,
         nor on what a resume must run again. With it, about 2 x `job_limit`
-        simulations' data is in flight at most; the slack keeps a simulation's end
-        (its data arrives a few ms after its process exits) from waiting for the next
-        tick, even with `job_limit` 1.
+        simulations' data is in flight at most (3 x while a rank starves:
+        `data_bound`); the slack keeps a simulation's end (its data arrives a few ms
+        after its process exits) from waiting for the next tick, even with `job_limit` 1.
         """
         limit = self.settings.job_limit
-        while len(self.jobs) < limit and self._awaiting_data() <= limit:
+        while len(self.jobs) < limit and self._awaiting_data() <= self.data_bound():
             taken = self.take(now)
             if taken is None:
                 return

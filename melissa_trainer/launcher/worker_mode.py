@@ -192,9 +192,9 @@ class WorkerSupervisor(Supervisor):
         if finished is not None:
             job.simulation_id = None
             self.end_simulation(finished, code, now, job.log_path)
-        if self._awaiting_data() > self.settings.job_limit:
+        if self._awaiting_data() > self.data_bound():
             self.take_completed()  # (the receivers may have it since the last tick)
-        if self._awaiting_data() > self.settings.job_limit:
+        if self._awaiting_data() > self.data_bound():
             # as in `Supervisor.launch_jobs`: at most job_limit ended simulations await
             # their data; ask again soon
             return _reply(simulation_id=None, retry=RETRY)

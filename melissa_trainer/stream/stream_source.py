@@ -46,6 +46,7 @@ from melissa_trainer.stream import heap
 from melissa_trainer.stream.receiver import Receiver, telemetry_keys
 from melissa_trainer.stream.receiver_config import ReceiverConfig, ReceiverTuning
 from melissa_trainer.stream.reshard import reshard_states
+from melissa_trainer.stream.starvation_watch import StarvationWatch, external_watch
 from melissa_trainer.stream.stop_record import StopReason
 from melissa_trainer.stream.watchdog import SilenceExcuse
 
@@ -106,6 +107,9 @@ class StreamSource(Source):
         self._resumed: tuple[list[int], int] | None = None
         self._transform: IngestTransform | None = None
         self._excuse: SilenceExcuse | None = None
+        #: a wait for a batch no sample comes for fails (`starvation_watch`): set by
+        #: `start` on several ranks (external mode's words); a `Study` runs its own
+        self.starvation: StarvationWatch | None = None
 
     @property
     def receiver(self) -> Receiver | None:
@@ -189,6 +193,9 @@ class StreamSource(Source):
         if self._finish is not None:
             receiver.finish(self._finish)
         self._rank, self._world = rank, world_size
+        excuse, stall = (lambda: self._excuse), self.config.stall_timeout
+        if world_size > 1:  # (one rank holds no other back: its watchdog is enough)
+            self.starvation = external_watch(receiver, excuse, buffer, rank, world_size, stall)
         if rank == 0 and self.first_data is not None:
             self.first_data.started(receiver.ingest.samples_put)
             self._messages_then = receiver.ingest.messages
@@ -216,19 +223,25 @@ class StreamSource(Source):
         if receiver is None or buffer is None:
             self.check()
             return
+        watch = self.starvation  # (after the wait: `starvation_watch`)
         if timeout <= 0:
             if not receiver.pump():
                 self.check()
+            if watch is not None:
+                watch.check(n_samples, 0.0)
             return
         self.check()
         self._notice_no_data(receiver)
-        deadline = time.monotonic() + timeout
+        deadline, wait = time.monotonic() + timeout, timeout
         need = max(n_samples, buffer.watermark)
         while receiver.pump(timeout) and not buffer.closed and len(buffer) < need:
             timeout = deadline - time.monotonic()
             if timeout <= 0:
-                return
-        self.check()
+                break
+        else:
+            self.check()
+        if watch is not None:
+            watch.check(n_samples, wait)
 
     def _notice_no_data(self, receiver: Receiver) -> None:
         """Rank 0, while training waits: log `no_data_notice` once it is due."""

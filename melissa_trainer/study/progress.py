@@ -14,7 +14,16 @@ read only ``rank_<r>.json`` there):
   None: a silence is not explained;
 * ``backpressured_for``: None, or the seconds rank 0's receiver has waited for room in
   its buffer (`Launcher.data_backpressured`) as of ``written``;
-* the launcher's counts: ``jobs_alive``, ``running``, ``pending``, ``finished``;
+* the launcher's counts: ``jobs_alive``, ``running``, ``pending``, ``exited``
+  (ended, their data not all in on rank 0), ``finished``;
+* ``starving``: the ranks that report a wait for a batch no sample comes for (each
+  writes ``starving-rank-<r>.json`` there, `report_starving`, and removes it when a
+  sample comes or its wait ends); ``lifted``: whether the launcher's bound on ended
+  simulations awaiting their data is raised for them (`Launcher.lift_data_bound`: it
+  is while a rank starves and rank 0 is back-pressured: only more simulations can
+  feed that rank, since rank 0 waits for it); ``held_by_bound`` and ``bound``:
+  whether that bound keeps simulations left to start from starting, and its value
+  (`Launcher.held_by_data_bound`);
 * ``run_id`` (a file of an earlier run is not read as this one's) and ``written``
   (wall-clock seconds).
 
@@ -27,6 +36,7 @@ file as "not known".
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 from pathlib import Path
@@ -34,10 +44,24 @@ from typing import Any
 
 from melissa_trainer.launcher import Launcher
 
-__all__ = ["PROGRESS_FILE", "REFRESH", "ProgressFile", "read_progress"]
+__all__ = [
+    "PROGRESS_FILE",
+    "REFRESH",
+    "ProgressFile",
+    "clear_starving",
+    "read_progress",
+    "read_starving",
+    "report_starving",
+]
+
+logger = logging.getLogger(__name__)
 
 #: the file's name in the rendezvous directory
 PROGRESS_FILE = "study_progress.json"
+#: a starving rank's report: this prefix, its rank, ".json" (`report_starving`)
+STARVING_PREFIX = "starving-rank-"
+#: seconds between two reads of the starving ranks' reports (at rank 0's polls)
+STARVING_READ = 1.0
 #: seconds between two writes while nothing but the back-pressure's duration changes
 REFRESH = 5.0
 
@@ -51,6 +75,9 @@ class ProgressFile:
         self._said: tuple[Any, ...] | None = None  # what the file says, but for durations
         self._written = -float("inf")
         self._held_since: float | None = None  # (monotonic) rank 0 back-pressured since
+        self._lifted = False  # the launcher's bound raised
+        self._lifts = 0  # times raised (said at INFO the first time, then at DEBUG)
+        self._starving: tuple[float, list[int]] = (-float("inf"), [])  # (read at, ranks)
 
     def update(self, launcher: Launcher, now: float | None = None) -> bool:
         """Write the file if what it says changed (module docstring); True if written.
@@ -62,6 +89,28 @@ class ProgressFile:
             self._held_since = None
         elif self._held_since is None:
             self._held_since = now
+        if now - self._starving[0] >= STARVING_READ:  # (a directory listing: not each poll)
+            self._starving = (now, read_starving(self.path.parent, self._run_id))
+        starving = self._starving[1]
+        lifted = bool(starving) and held
+        launcher.lift_data_bound(lifted)  # (before `held_by_data_bound`: the bound now)
+        if lifted != self._lifted:
+            self._lifted = lifted
+            if lifted:
+                self._lifts += 1
+                logger.log(
+                    logging.INFO if self._lifts == 1 else logging.DEBUG,
+                    "rank(s) %s starve while rank 0's receiver waits for room in its "
+                    "buffer: the launcher lets up to 2 x job_limit ended simulations await "
+                    "their data, so that more start and may feed them",
+                    starving,
+                )
+            else:
+                logger.debug(
+                    "the launcher's bound on ended simulations awaiting their data is "
+                    "job_limit again (no rank starves, or rank 0 takes data in)"
+                )
+        by_bound, bound = launcher.held_by_data_bound()
         counts = launcher.summary()
         state: dict[str, Any] = {
             "run_id": self._run_id,
@@ -69,7 +118,12 @@ class ProgressFile:
             "jobs_alive": launcher.jobs_alive(),
             "running": int(counts.get("running", 0)),
             "pending": int(counts.get("pending", 0)),
+            "exited": int(counts.get("exited", 0)),
             "finished": int(counts.get("finished", 0)),
+            "starving": starving,
+            "lifted": lifted,
+            "held_by_bound": by_bound,
+            "bound": bound,
         }
         said = (*state.values(), held)
         if said == self._said and not (held and now - self._written >= REFRESH):
@@ -96,3 +150,48 @@ def read_progress(rendezvous: Path, run_id: str | None) -> dict[str, Any] | None
     if not isinstance(state, dict) or state.get("run_id") != run_id:
         return None
     return state
+
+
+def _starving_path(rendezvous: Path, rank: int) -> Path:
+    return Path(rendezvous) / f"{STARVING_PREFIX}{rank}.json"
+
+
+def report_starving(rendezvous: Path, run_id: str | None, rank: int, since: float) -> None:
+    """Rank `rank` (not 0) waits for a batch with no sample since `since` (wall-clock
+    seconds): tell rank 0 (module docstring). Written aside, then renamed; a failed
+    write is not raised (rank 0 then lifts nothing, and the wait fails as before)."""
+    path = _starving_path(rendezvous, rank)
+    aside = path.with_name(f".{path.name}.{os.getpid()}")
+    try:
+        aside.write_text(json.dumps({"run_id": run_id, "rank": rank, "since": since}))
+        os.replace(aside, path)
+    except OSError as exc:
+        logger.warning("rank %d could not tell rank 0 that it starves (%r)", rank, exc)
+
+
+def clear_starving(rendezvous: Path, rank: int) -> None:
+    """The wait `report_starving` told of is over (a sample came, or a read)."""
+    try:
+        _starving_path(rendezvous, rank).unlink(missing_ok=True)
+    except OSError as exc:  # (rank 0 then raises its bound for a while for nothing)
+        logger.warning("rank %d could not withdraw its starvation report (%r)", rank, exc)
+
+
+def read_starving(rendezvous: Path, run_id: str | None) -> list[int]:
+    """The ranks whose report of this run says they starve (sorted); an unreadable
+    report, or another run's, is not one."""
+    ranks = []
+    try:
+        paths = list(Path(rendezvous).glob(f"{STARVING_PREFIX}*.json"))
+    except OSError:
+        return []
+    for path in paths:
+        try:
+            said = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(said, dict) and said.get("run_id") == run_id:
+            rank = said.get("rank")
+            if isinstance(rank, int) and not isinstance(rank, bool):
+                ranks.append(rank)
+    return sorted(ranks)

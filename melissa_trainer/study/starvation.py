@@ -1,182 +1,121 @@
-"""A rank that waits for a batch no sample comes for fails, saying why: no silent hang.
+"""A `Study`'s starvation watch: a rank that waits for a batch no sample comes for
+(`melissa_trainer.stream.starvation_watch`: the watch, its clock and its words) is
+told, on rank 0, by its launcher, and on another rank, by what rank 0 published
+(`study.progress`), whether the silence is explained, and what rank 0's state is.
 
-The ranks train in step: each takes its window's batches, then they agree (a
-collective) on how many steps all can run. A rank that cannot form a batch therefore
-holds every other rank in that agreement; their training draws nothing, their buffers
-fill (a reservoir's rate limiter holds inserts back once its draws stop), their
-simulations wait on that back-pressure, and the launcher, its job slots held by those
-simulations, starts no more; the starved rank's stream never ends, and nothing moves.
 A 2-rank trial of one-step simulations (all routed to rank 0 under the routing
-``t % W``) sat at step 0 until killed, also with ``stall_timeout=60``. The receivers'
-stall watchdog did not end it: rank 1's receiver, silent once the last BYE came,
-excused that silence as the launcher's start-up allowance (600 s by default: a rank
-other than 0 cannot ask the launcher); rank 0's receiver, blocked on its full buffer,
-makes no empty poll, so its clock does not run; and a watchdog of messages is reset by
-HELLOs, BYEs and duplicates that bring no sample.
+``t % W``) sat at step 0 until killed, also with ``stall_timeout=60``: rank 1 had no
+sample, rank 0 waited for it in the step agreement, its reservoir's rate limiter held
+its inserts back, and the launcher, whose bound on ended simulations awaiting their
+data (`Supervisor.data_bound`) those held inserts kept full, started no more. rank 1's
+receiver excused its silence as the launcher's start-up allowance (a rank other than 0
+cannot ask the launcher), rank 0's, blocked on its full buffer, made no empty poll.
 
-So the starved rank judges itself on *samples*, while its training thread waits for a
-batch (`Study.wait_for` with a timeout: a read found too few): once no sample has
-reached its buffer for `stall_timeout` s of one wait, and the launcher does not explain
-the silence (rank 0: `Launcher.silence_explained`, jobs queued or within their start-up
-allowance; another rank: what rank 0 published, `study.progress`, or without it the
-start-up allowance, `other_rank_excuse`), the wait fails with `StarvedRankError`,
-naming the rank, what its buffer holds against the batch it needs, rank 0's state when
-known (its receiver back-pressured, its jobs and pending simulations), and the fixes.
-A silence that the receiver's own watchdog has (its socket empty and its clock
-running unexcused) is left to it: it fails the study within `stall_timeout` of the last
-message, naming the simulations it waits for, as before. This is a stall detection,
-not a proof of deadlock: a solver silent longer than `stall_timeout` between two
-samples of a rank that waits for them fails too, as a silent stream always did (the
-message says to raise `stall_timeout` then).
+What the study does about it, in order:
 
-An explained wait is logged once per wait (a WARNING saying what it waits for).
-Not thread-safe: the training thread's.
+* **Progress first.** A rank other than 0 whose wait has had no sample for
+  `REPORT_AFTER` s tells rank 0 (`progress.report_starving`); while it does and rank
+  0's receiver is back-pressured, rank 0's launcher raises that bound from `job_limit`
+  to 2 x `job_limit` (`Launcher.lift_data_bound`): rank 0 waits for the starved rank,
+  so only a new simulation can feed it, and starting one early breaks nothing (it is a
+  simulation of the study, run once, its steps deduplicated as any; the memory of data
+  in flight stays bounded, by one more `job_limit` of simulations' data).
+* **A certain deadlock is said at once** (`DeadlockCheck`), not after `stall_timeout`:
+  rank 0 published, in two writes `DEADLOCK_GRACE` s apart with the same counts (no
+  simulation ended, finished or started meanwhile: rank 0 took in nothing), that it
+  knows of this rank's starvation and raised the bound, that no simulation runs (none
+  queued or starting either), that its receiver waits for room, and that simulations
+  are left to start but the raised bound keeps them back; and this rank got no sample
+  meanwhile. Then nothing can feed this rank: its data can only come from a new
+  simulation, which needs rank 0 to take in the ended ones', which needs rank 0 to
+  train, which needs this rank's batch. (The grace covers a rank 0 still running the
+  steps of its window, which draw nothing: the ranks' skew within a window, seconds;
+  a rank 0 that far behind would draw, and its counts move, once its steps are done.)
+* With nothing left to start (the study's end) it is no deadlock: rank 0's end notice
+  (`study.end_notice`) tells this rank the study ended, its stream ends and training
+  ends with it, padded. Otherwise the stall watch of `stall_timeout` stands, as before:
+  a silence the launcher does not explain (rank 0: `Launcher.silence_explained`, jobs
+  queued or within their start-up allowance; another rank: what rank 0 published, or
+  without it the start-up allowance, `other_rank_excuse`) fails the wait, naming rank
+  0's state when known.
 """
 
 from __future__ import annotations
 
-import logging
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from melissa_trainer.buffers import Buffer, BufferStats
+from melissa_trainer.buffers import Buffer
 from melissa_trainer.launcher import Launcher
-from melissa_trainer.sources.source import SourceError
+from melissa_trainer.stream.starvation_watch import (
+    REPORT_AFTER,
+    StarvationWatch,
+    StarvedRankError,
+    starved_words,
+)
 from melissa_trainer.stream.stream_source import StreamSource
 from melissa_trainer.study.launch import other_rank_excuse
-from melissa_trainer.study.progress import read_progress
+from melissa_trainer.study.progress import clear_starving, read_progress, report_starving
 
-__all__ = ["StarvationWatch", "StarvedRankError", "starved_words", "study_watch"]
+__all__ = [
+    "DEADLOCK_GRACE",
+    "REPORT_AFTER",
+    "DeadlockCheck",
+    "StarvationWatch",
+    "StarvedRankError",
+    "starved_words",
+    "study_watch",
+]
 
-logger = logging.getLogger(__name__)
-
-#: idle seconds -> what the silence waits for (words), or None: not explained
-Excuse = Callable[[float], str | None]
-#: what is known of the other ranks, in words ("" when nothing)
-Peers = Callable[[], str]
-
-
-class StarvedRankError(SourceError):
-    """A rank waited `stall_timeout` s for a batch with no sample coming (module docstring)."""
-
-
-def starved_words(
-    rank: int,
-    world: int,
-    idle: float,
-    stall_timeout: float,
-    wanted: int,
-    size: int,
-    put: int,
-    peers: str,
-) -> str:
-    """The error's message: the rank, what it holds against the batch it needs, what
-    is known of the others (`peers`, a sentence or ""), why it hangs, and the fixes."""
-    held = (
-        "; it holds a batch's worth, but its draws are held back (a watermark not reached, "
-        "or a reservoir's rate limiter waiting for new samples)"
-        if size >= wanted
-        else ""
-    )
-    return (
-        f"rank {rank} of {world} cannot train: it waits for a batch of {wanted} samples and "
-        f"no sample has reached its buffer for {idle:.0f} s (stall_timeout={stall_timeout:g})"
-        f": its buffer holds {size} samples, {put} received in all{held}. {peers}"
-        f"The ranks train in step, so a rank that cannot form a batch holds every other "
-        f"one back: their buffers fill, their simulations wait on that back-pressure and "
-        f"the launcher starts no more, so this rank's data would never come (time step t "
-        f"of simulation s goes to rank (s + t) mod {world}: with few simulations, or few "
-        f"time steps each, a rank may get fewer samples than a batch). Fix: a smaller "
-        f"batch_size (or watermark) than the samples each rank gets, more simulations or "
-        f"more time steps each, buffer='fifo' (a reservoir's rate limiter holds inserts "
-        f"back while its rank cannot draw), or fewer ranks (--num_processes); or raise "
-        f"ReceiverConfig(stall_timeout=...) if a solver takes longer than that between "
-        f"two samples of a rank"
-    )
+#: seconds (of rank 0's clock) between two writes of rank 0's progress that must both
+#: say the deadlock, with nothing changed between them, before it is said
+DEADLOCK_GRACE = 20.0
 
 
-class StarvationWatch:
-    """The clock of one rank's wait for a batch (module docstring).
+class DeadlockCheck:
+    """Whether what rank 0 published (`study.progress`) says that a starved rank's
+    wait can never end (module docstring); the words for its message, or None.
+    Call with each read of rank 0's progress while the wait is reported (a new wait:
+    a new check, or `reset`)."""
 
-    Args:
-        rank, world: this rank and the number of ranks.
-        stall_timeout: seconds without a sample, in one wait, before it fails (None:
-            never).
-        excuse: what the silence waits for, if explained (checked past the timeout).
-        peers: what is known of the other ranks, for the message.
-        put: the samples received so far by this rank's receiver (a counter read).
-        stats: this rank's buffer's counters (read once, for the message).
-        clock: monotonic seconds (tests give their own).
-        stream_has_it: True while the receiver's own stall watchdog has the silence (its
-            socket empty, its clock running unexcused): it fails the study within
-            `stall_timeout` of its last message, with its own message (which simulations
-            it waits for), so this watch waits for it (default: never).
-    """
+    def __init__(self, rank: int, grace: float = DEADLOCK_GRACE) -> None:
+        self.rank, self.grace = rank, grace
+        self._first: tuple[float, tuple[Any, ...]] | None = None  # (written, counts)
 
-    def __init__(
-        self,
-        rank: int,
-        world: int,
-        stall_timeout: float | None,
-        excuse: Excuse,
-        peers: Peers,
-        put: Callable[[], int],
-        stats: Callable[[], BufferStats],
-        clock: Callable[[], float] = time.monotonic,
-        stream_has_it: Callable[[], bool] = lambda: False,
-    ) -> None:
-        self.rank, self.world, self.stall_timeout = rank, world, stall_timeout
-        self._stream_has_it = stream_has_it
-        self._excuse, self._peers, self._clock = excuse, peers, clock
-        self._put_count, self._stats = put, stats
-        self._since: float | None = None  # the wait's start, or its last sample's arrival
-        self._put = -1  # samples received at that moment
-        self._told: float | None = None  # the `_since` whose excuse was said
+    def reset(self) -> None:
+        self._first = None
 
-    def check(self, wanted: int, timeout: float) -> None:
-        """At each `Study.wait_for(wanted, timeout)`: a `timeout` of 0 comes before a
-        read (no wait in progress: the next one starts afresh), a positive one while a
-        read found too few (`waiting`)."""
-        if timeout <= 0:
-            self._since = None
-        else:
-            self.waiting(wanted)
+    def __call__(self, progress: dict[str, Any] | None) -> str | None:
+        if progress is None or not self._stuck(progress):
+            self._first = None
+            return None
+        written = float(progress.get("written", 0.0))
+        counts = tuple(progress.get(k) for k in ("jobs_alive", "pending", "exited", "finished"))
+        if self._first is None or self._first[1] != counts:
+            self._first = (written, counts)
+            return None
+        if written - self._first[0] < self.grace:
+            return None
+        return (
+            f"No simulation runs; rank 0's receiver has waited for room in its buffer for "
+            f"{float(progress['backpressured_for']):.0f} s (its training waits for rank "
+            f"{self.rank} in the step agreement, so it takes nothing in), and its launcher "
+            f"starts none of the {progress.get('pending')} simulations left: "
+            f"{progress.get('exited')} that ended await their data on rank 0, more than its "
+            f"bound of {progress.get('bound')} (2 x job_limit, raised for this starved rank: "
+            f"the bound keeps short simulations' data from queueing without limit in "
+            f"memory). A deadlock, stopped now rather than "
+            f"after stall_timeout. "
+        )
 
-    def waiting(self, wanted: int) -> None:
-        """The training thread waits for a batch of `wanted` samples: raise
-        `StarvedRankError` if no sample came for `stall_timeout` s of this wait and
-        nothing explains it. Cheap (a counter and a clock read) until the timeout."""
-        now, put = self._clock(), self._put_count()
-        if self._since is None or put != self._put:
-            self._since, self._put = now, put
-            return
-        idle = now - self._since
-        if self.stall_timeout is None or idle <= self.stall_timeout or self._stream_has_it():
-            return
-        why = self._excuse(idle)
-        if why is not None:
-            if self._told != self._since:
-                self._told = self._since
-                logger.warning(
-                    "rank %d has waited %.0f s for a batch of %d samples with no sample "
-                    "coming (past stall_timeout=%g), not a stall: %s. Said once per wait",
-                    self.rank, idle, wanted, self.stall_timeout, why,
-                )  # fmt: skip
-            return
-        stats = self._stats()
-        raise StarvedRankError(
-            starved_words(
-                self.rank,
-                self.world,
-                idle,
-                self.stall_timeout,
-                wanted,
-                stats.size,
-                stats.put,
-                self._peers(),
-            )  # fmt: skip
+    def _stuck(self, progress: dict[str, Any]) -> bool:
+        return bool(
+            self.rank in (progress.get("starving") or ())
+            and progress.get("lifted")
+            and progress.get("running") == 0
+            and progress.get("backpressured_for") is not None
+            and progress.get("held_by_bound")
         )
 
 
@@ -213,10 +152,13 @@ def launcher_words(summary: dict[str, float], jobs_alive: int, backpressured: bo
 def study_watch(
     launcher: Launcher, stream: StreamSource, buffer: Buffer, rank: int, world: int
 ) -> StarvationWatch:
-    """The watch of a `Study`'s rank (after its stream's `start`): on rank 0 its
-    launcher explains a silence and describes itself; on another rank what rank 0
-    published in the rendezvous directory does (`study.progress`, read at most once a
-    second), or without it the launcher's start-up allowance (`other_rank_excuse`)."""
+    """The watch of a `Study`'s rank (after its stream's `start`, whose own watch, of
+    external mode, it replaces): on rank 0 its launcher explains a silence and
+    describes itself; on another rank what rank 0 published in the rendezvous directory
+    does (`study.progress`, read at most once a second), or without it the launcher's
+    start-up allowance (`other_rank_excuse`); that rank also reports its starvation to
+    rank 0 and fails at once on a certain deadlock (module docstring)."""
+    stream.starvation = None  # (this watch instead: `Study.wait_for` runs it)
     config = stream.config
     rendezvous, run_id = Path(config.rendezvous_dir or "."), config.run_id
 
@@ -256,7 +198,18 @@ def study_watch(
         explained = said.get("explained")
         return f"rank 0's launcher says: {explained}" if explained else None
 
+    check = DeadlockCheck(rank)
+    clear_starving(rendezvous, rank)  # (an earlier run's report, left by its failure)
+
+    def report(idle: float | None) -> None:
+        check.reset()
+        if idle is None:
+            clear_starving(rendezvous, rank)
+        else:
+            report_starving(rendezvous, run_id, rank, time.time() - idle)
+
     return StarvationWatch(
         rank, world, config.stall_timeout, excuse, lambda: rank0_words(progress(), rank),
-        put, buffer.stats, stream_has_it=stream_has_it,
+        put, buffer.stats, stream_has_it=stream_has_it, report=report,
+        deadlock=lambda idle, wanted: check(progress()),
     )  # fmt: skip

@@ -12,7 +12,12 @@ back-pressure and the launcher starts no more. Before the starvation watch
 (`melissa_trainer.study.starvation`) nothing ended this (rank 1's stall watchdog
 excused its silence as the launcher's start-up allowance, 600 s).
 
-    python starved_rank.py OUT SOLVER N STALL_TIMEOUT
+    python starved_rank.py OUT SOLVER N STALL_TIMEOUT [FOLLOW]
+
+With FOLLOW 1, a simulation that starts while rank 0's launcher has raised its bound
+for the starved rank (``lifted`` in rank 0's ``study_progress.json``) sends that rank
+16 time steps instead (as a simulation of many time steps would, under the routing):
+the one the raised bound starts can feed it (tests/trainer/test_starved_rank.py).
 
 Each rank writes ``OUT/../exit-<rank>.json``: how `train()` ended (the exception's
 class or "returned") and the steps trained.
@@ -30,13 +35,27 @@ from rank_study import recording_end, study_trainer
 
 from melissa_trainer import ReceiverConfig
 
-#: one time step, numbered by the parameter "t", of x = (a, 0)
+#: one time step, numbered by the parameter "t", of x = (a, 0); with the parameter
+#: "follow" 1 and rank 0's bound raised for a starved rank, 16 steps to rank 1 instead
 SOLVER = r"""
+import json, os
 import numpy as np
 from melissa_trainer.client import Client
 
+lifted = False
+if json.loads(os.environ["MELISSA_TRAINER_PARAMETERS"]).get("follow"):
+    try:
+        progress = os.path.join(os.environ["MELISSA_TRAINER_RENDEZVOUS"], "study_progress.json")
+        lifted = bool(json.load(open(progress)).get("lifted"))
+    except (OSError, ValueError):
+        pass
 with Client({"x": ((2,), "f4")}) as c:
-    c.send(int(c.parameters["t"]), x=np.array([c.parameters["a"], 0.0], np.float32))
+    x = np.array([c.parameters["a"], 0.0], np.float32)
+    if lifted:  # time step t goes to rank (s + t) % 2: 1
+        for i in range(16):
+            c.send((c.simulation_id + 1) % 2 + 2 * i, x=x)
+    else:
+        c.send(int(c.parameters["t"]), x=x)
 """
 
 
@@ -47,7 +66,8 @@ def main() -> None:
     def process(s: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
         return torch.from_numpy(s["x"][:1]), torch.from_numpy(s["x"][1:])
 
-    parameters = [{"a": float(i), "t": float(i % 2)} for i in range(n)]
+    follow = float(sys.argv[5]) if len(sys.argv) > 5 else 0.0
+    parameters = [{"a": float(i), "t": float(i % 2), "follow": follow} for i in range(n)]
     trainer = study_trainer(
         out, solver, parameters, 2, ReceiverConfig(stall_timeout=stall), process, batch_size=4
     )

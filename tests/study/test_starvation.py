@@ -134,6 +134,12 @@ class FakeLauncher:
     def summary(self) -> dict[str, float]:
         return {"running": 2.0, "pending": float(self.pending), "finished": 0.0}
 
+    def lift_data_bound(self, lifted: bool) -> None:
+        pass
+
+    def held_by_data_bound(self) -> tuple[bool, int]:
+        return False, 2
+
 
 def test_rank_0_writes_its_progress_on_change_and_another_rank_reads_it(tmp_path: Path) -> None:
     launcher: Any = FakeLauncher()

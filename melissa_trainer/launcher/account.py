@@ -127,7 +127,15 @@ def stop_resume_lines(
     simulation it counts finished may lack steps in another rank's checkpoint, and runs
     again (true for a resume on as many ranks and simulations as this run)."""
     resumed = [
-        o._replace(status=resumed_status(o.status, o.simulation_id in complete)) for o in saved
+        SimulationOutcome(
+            o.simulation_id,
+            resumed_status(o.status, o.simulation_id in complete),
+            o.exit_codes,
+            o.reason,
+            o.parameters,
+            o.attempts,
+        )
+        for o in saved
     ]
     return resume_lines(resumed, n_simulations, head=f"a run resumed from {checkpoint}")
 

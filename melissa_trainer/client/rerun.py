@@ -6,7 +6,8 @@ data a rank's checkpoint lacks (`StudyRecord.reconcile`). The solver computes ev
 step again, but the receivers hold some (often all: a simulation killed after its last
 step, before its BYE) and used to drop each one sent again as a duplicate: correct, and
 wasted work (a heat resume re-sent 100 such steps). So a launched attempt after the
-first (``MELISSA_TRAINER_ATTEMPT`` > 1), its endpoints from a rendezvous, asks each
+first (``MELISSA_TRAINER_ATTEMPT`` > 0: the launcher counts from 0), its endpoints from a
+rendezvous, asks each
 receiver at its first send which of its steps the receiver holds (HELD_QUERY on the
 follow socket, docs/protocol.md section 17; `follow.Follower.held`): the record the
 receiver loaded from its checkpoint. A step its receiver holds is then not sent; it is
@@ -42,12 +43,12 @@ ASK_TIMEOUT = 5.0
 
 
 def attempt() -> int:
-    """This launched simulation's attempt (``$MELISSA_TRAINER_ATTEMPT``, 1 the first);
-    0 when not launched or not a number."""
+    """This launched simulation's attempt (``$MELISSA_TRAINER_ATTEMPT``, 0 the first);
+    -1 when not launched or not a number."""
     try:
-        return int(os.environ.get(ENV_ATTEMPT, "").strip() or 0)
+        return int(os.environ.get(ENV_ATTEMPT, "").strip() or -1)
     except ValueError:
-        return 0
+        return -1
 
 
 class RerunSkip:
@@ -87,7 +88,7 @@ def rerun_skip(
     docstring), asking each receiver once; None when there is nothing to skip (a first
     attempt, not launched, no rendezvous, receivers that hold nothing of it or cannot
     be asked: then every step is sent)."""
-    if rendezvous is None or attempt() < 2:
+    if rendezvous is None or attempt() < 1:
         return None
     try:
         entries = fetch_rendezvous(rendezvous, timeout=0.0)

@@ -133,11 +133,12 @@ class Sending:
         self._send_general(time_step, arrays, kwargs)
 
     def _ask_held(self) -> None:
-        """At the first send of a launched attempt after the first: ask the receivers
+        """At the first send of a launched attempt after the first (0-based, the
+        launcher's count): ask the receivers
         which steps they hold (`rerun`; imported only then: a first attempt's start-up
         does not pay it)."""
         self._asked = True
-        if os.environ.get(ENV_ATTEMPT, "").strip() in ("", "0", "1"):
+        if os.environ.get(ENV_ATTEMPT, "").strip() in ("", "0"):  # (0: the first launch)
             return
         from melissa_trainer.client.rerun import rerun_skip
 

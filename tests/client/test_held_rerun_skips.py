@@ -2,7 +2,8 @@
 checkpoint lacks (`melissa_trainer.client.rerun`), over real sockets and in-process
 receivers: two training ranks' receivers (run A) take a first attempt's steps, which is
 killed before its BYE; their checkpoint is taken; receivers of run B resume from it; the
-second attempt (``MELISSA_TRAINER_ATTEMPT=2``) computes and sends every step again.
+second attempt (``MELISSA_TRAINER_ATTEMPT=1``: the launcher counts from 0) computes and
+sends every step again.
 
 The oracle: the DATA the resumed receivers got (their duplicates counter: each step the
 checkpoint holds that came again; their put count: each step it lacked) and their
@@ -115,11 +116,11 @@ def send(client: Client, steps: list[int]) -> None:
 def test_a_rerun_sends_only_what_the_checkpoint_lacks(
     resumed: Resumed, monkeypatch: pytest.MonkeyPatch, before: list[int], puts: list[int]
 ) -> None:
-    first = attempt(monkeypatch, 1, "run-a")
+    first = attempt(monkeypatch, 0, "run-a")
     send(first, before)
     resumed.resume(puts)  # (after the checkpoint, run A took the rest: lost with it)
     first.close(bye=False)  # killed before its BYE: the launcher runs it again
-    again = attempt(monkeypatch, 2, "run-b")
+    again = attempt(monkeypatch, 1, "run-b")
     send(again, list(range(STEPS)))  # (the solver computes every step again)
     again.close()
     assert again.bye_counts == [STEPS // 2, STEPS // 2]  # (held steps counted)

@@ -125,7 +125,9 @@ def stop_resume_lines(
     `reconcile` is given), and each status is the one the resume gives it
     (`study_record_state.resumed_status`). Rank 0's own records alone cannot say it: a
     simulation it counts finished may lack steps in another rank's checkpoint, and runs
-    again (true for a resume on as many ranks and simulations as this run)."""
+    again (true for a resume on as many ranks and simulations as this run). None when
+    that resume would have nothing to do (every simulation done or given up): a study
+    that ended says nothing of a resume."""
     resumed = [
         SimulationOutcome(
             o.simulation_id,
@@ -137,6 +139,9 @@ def stop_resume_lines(
         )
         for o in saved
     ]
+    counted = sum(o.status != "failed" for o in resumed)  # (as `resume_lines` counts)
+    if counted >= n_simulations and all(o.status != "pending" for o in resumed):
+        return []
     return resume_lines(resumed, n_simulations, head=f"a run resumed from {checkpoint}")
 
 

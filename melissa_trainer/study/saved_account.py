@@ -18,8 +18,9 @@ promised it done (a user trial on 2 ranks: "15 simulations ended" at the stop, "
   the resume does, and words what the resume will do (`account.stop_resume_lines`,
   from the launcher's records as the same checkpoint holds them);
 * `lines` (rank 0, at the stop): those words, logged (INFO); none when no checkpoint
-  of this run was written after the launcher started, or when a rank could not tell
-  (then it says so: it never guesses).
+  of this run was written after the launcher started, or when that resume would have
+  nothing to do (the study ended); when a rank could not tell, a line says so (it
+  never guesses). They hold for a resume on as many ranks and simulations.
 
 A rank that fails to compute its set still takes part in the all-gather (it sends
 None), so that no rank waits in a collective another skipped.

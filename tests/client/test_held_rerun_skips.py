@@ -133,3 +133,23 @@ def test_a_rerun_sends_only_what_the_checkpoint_lacks(
         assert receiver.completed() == [SID]
     steps = sorted(int(s["time_step"]) for rank in samples for s in rank)
     assert steps == list(range(STEPS))  # each once
+
+
+def test_a_rerun_in_the_same_run_sends_every_step(
+    resumed: Resumed, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a restart within a run (no resume): the receivers answer from the record they
+    # loaded, none, so nothing is skipped; their own dedup drops what came twice
+    first = attempt(monkeypatch, 0, "run-a")
+    send(first, [0, 1, 2, 3])
+    wait_until("the first attempt's samples", lambda: resumed.buffers[1].stats().put == 2)
+    wait_until("the first attempt's samples", lambda: resumed.buffers[0].stats().put == 2)
+    first.close(bye=False)
+    again = attempt(monkeypatch, 1, "run-a")
+    send(again, list(range(STEPS)))
+    again.close()
+    samples = [drain(b) for b in resumed.buffers]
+    figures = [r.telemetry() for r in resumed.receivers]
+    assert [f["duplicates"] for f in figures] == [2, 2], figures  # (steps 0-3 again)
+    steps = sorted(int(s["time_step"]) for rank in samples for s in rank)
+    assert steps == list(range(STEPS))

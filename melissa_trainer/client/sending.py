@@ -8,19 +8,21 @@ and places the arrays: `send_arrays`), `flush` and `steps_sent`. The seam: `Clie
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, SupportsIndex
 
 import numpy as np
 
 from melissa_trainer import wire as protocol
-from melissa_trainer.client.config import check_time_step
+from melissa_trainer.client.config import ENV_ATTEMPT, check_time_step
 from melissa_trainer.client.field_part import FieldPart
 from melissa_trainer.client.send_arrays import place_parts, prepare_arrays
 
 if TYPE_CHECKING:
     from melissa_trainer.client.fast_send import FastSend
     from melissa_trainer.client.following import Following
+    from melissa_trainer.client.rerun import RerunSkip
     from melissa_trainer.client.transport import Transport
 
 __all__ = ["Sending"]
@@ -41,6 +43,13 @@ class Sending:
     _following: Following | None
     #: why a receiver refused the simulation, once known (`admission_watch`, which sets it)
     _refused: str | None = None
+    endpoints: list[str]
+    routing: str | None
+    _rendezvous: str | None
+    #: a launched rerun's skip of the steps its receivers hold (`rerun`), asked at the
+    #: first send (`_asked`); None: every step is sent
+    _skip: RerunSkip | None = None
+    _asked = False
 
     def _follow(self, entries: list[dict[str, Any]]) -> None:
         """Switch to the restarted trainer of `entries` (`Client` defines it)."""
@@ -109,6 +118,12 @@ class Sending:
             raise RuntimeError("the client is closed")
         if self._refused is not None and self._placed:  # (not in a collective first send)
             self._refuse()
+        if not self._asked:
+            self._ask_held()
+        if self._skip is not None and self._skip(
+            time_step if type(time_step) is int else check_time_step(time_step)
+        ):
+            return  # (held by its receiver: counted in its BYE, not sent again)
         if self._following is not None:  # (external mode: `following`)
             self._following.send(self._send_once, self._follow, time_step, arrays, kwargs)
             return
@@ -116,6 +131,21 @@ class Sending:
         if fast is not None and arrays is None and fast(time_step, kwargs):
             return  # the usual send, specialized (see `fast_send`)
         self._send_general(time_step, arrays, kwargs)
+
+    def _ask_held(self) -> None:
+        """At the first send of a launched attempt after the first (0-based, the
+        launcher's count): ask the receivers
+        which steps they hold (`rerun`; imported only then: a first attempt's start-up
+        does not pay it)."""
+        self._asked = True
+        if os.environ.get(ENV_ATTEMPT, "").strip() in ("", "0"):  # (0: the first launch)
+            return
+        from melissa_trainer.client.rerun import rerun_skip
+
+        self._skip = rerun_skip(
+            self._rendezvous, self.simulation_id, self.routing, self.endpoints,
+            self._transport.steps,
+        )  # fmt: skip
 
     def _refuse(self) -> None:
         from melissa_trainer.client.admission import SimulationRefused

@@ -40,6 +40,7 @@ from melissa_trainer.launcher.sampler_account import (
 )
 from melissa_trainer.launcher.samplers import Sampler
 from melissa_trainer.launcher.steering import steered_draws, unsteered_line
+from melissa_trainer.launcher.study_record_state import resumed_status
 
 __all__ = [
     "SimulationOutcome",
@@ -50,6 +51,7 @@ __all__ = [
     "sampler_line",
     "static_sampler",
     "steered_draws",
+    "stop_resume_lines",
     "study_account",
     "unsteered_line",
     "warn_static_sampler",
@@ -85,11 +87,13 @@ def id_ranges(ids: Sequence[int], groups: int = 12) -> str:
     return ", ".join(out) + (", ..." if i < len(ids) else "")
 
 
-def resume_lines(outcomes: Sequence[SimulationOutcome], n_simulations: int) -> list[str]:
+def resume_lines(
+    outcomes: Sequence[SimulationOutcome], n_simulations: int, head: str = "study resumed"
+) -> list[str]:
     """What a resumed study does with its simulations (after `Launcher.reconcile`):
     those done (finished: their data is in the checkpoint), those that run again
     (running at the checkpoint, or their data not all in it), those given up, those
-    not started yet."""
+    not started yet. `head` begins the line (`stop_resume_lines` gives its own)."""
     done = [o.simulation_id for o in outcomes if o.status == "finished"]
     again = [o.simulation_id for o in outcomes if o.status == "pending" and o.attempts > 0]
     queued = [o for o in outcomes if o.status == "pending" and o.attempts == 0]
@@ -97,7 +101,7 @@ def resume_lines(outcomes: Sequence[SimulationOutcome], n_simulations: int) -> l
     active = sum(o.status != "failed" for o in outcomes)
     not_started = len(queued) + max(0, n_simulations - active)
     line = (
-        f"study resumed: {len(done)} of its {n_simulations} simulations are done and do "
+        f"{head}: {len(done)} of its {n_simulations} simulations are done and do "
         f"not run again" + (f" ({id_ranges(done)})" if done else "")
     )
     line += f"; {len(again)} run again" + (
@@ -109,6 +113,36 @@ def resume_lines(outcomes: Sequence[SimulationOutcome], n_simulations: int) -> l
     if given_up:
         line += f"; {len(given_up)} given up before ({id_ranges(given_up)})"
     return [line]
+
+
+def stop_resume_lines(
+    saved: Sequence[SimulationOutcome], complete: set[int], n_simulations: int, checkpoint: str
+) -> list[str]:
+    """The stop's words on what a run resumed from `checkpoint` will do, the resume's
+    own line (`resume_lines`) but for its head: `saved` are the launcher's records as
+    that checkpoint holds them (`LauncherRecord.saved_outcomes`), `complete` the ids
+    whose data every rank's checkpointed receiver holds complete (what the resume's
+    `reconcile` is given), and each status is the one the resume gives it
+    (`study_record_state.resumed_status`). Rank 0's own records alone cannot say it: a
+    simulation it counts finished may lack steps in another rank's checkpoint, and runs
+    again (true for a resume on as many ranks and simulations as this run). None when
+    that resume would have nothing to do (every simulation done or given up): a study
+    that ended says nothing of a resume."""
+    resumed = [
+        SimulationOutcome(
+            o.simulation_id,
+            resumed_status(o.status, o.simulation_id in complete),
+            o.exit_codes,
+            o.reason,
+            o.parameters,
+            o.attempts,
+        )
+        for o in saved
+    ]
+    counted = sum(o.status != "failed" for o in resumed)  # (as `resume_lines` counts)
+    if counted >= n_simulations and all(o.status != "pending" for o in resumed):
+        return []
+    return resume_lines(resumed, n_simulations, head=f"a run resumed from {checkpoint}")
 
 
 def _ids(ids: Sequence[int]) -> str:

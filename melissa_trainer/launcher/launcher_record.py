@@ -48,6 +48,9 @@ class LauncherRecord:
     _error: BaseException | None
     #: `stop` was called
     _stopped: bool
+    #: the records as the last `state_dict` saved them (status and attempts only: what
+    #: `account.stop_resume_lines` reads); None before the first
+    saved_outcomes: list[SimulationOutcome] | None = None
 
     # -- what any thread may read -----------------------------------------------------------
 
@@ -191,12 +194,19 @@ class LauncherRecord:
 
         The receivers' reports of complete data not yet applied by the launcher's
         thread (it does so every `poll_interval`) are applied first: a simulation whose
-        data the checkpointed buffer holds is recorded as finished, not as exited."""
+        data the checkpointed buffer holds is recorded as finished, not as exited. The
+        records saved are kept as `saved_outcomes` (the stop's account of a resume)."""
         supervisor = self._supervisor
         if supervisor is not None:
             supervisor.take_completed()
         with self._lock:
-            return self._study.state_dict()
+            state = self._study.state_dict()
+            # (under the same lock: the records as saved, for the stop's account)
+            self.saved_outcomes = [
+                SimulationOutcome(sid, r.status, (), "", {}, r.attempts)
+                for sid, r in sorted(self._study.records.items())
+            ]
+            return state
 
     def check_resume(self, state: Mapping[str, Any]) -> SavedStudy:
         """Raise if this launcher cannot resume the study of `state` (a `state_dict`);

@@ -28,7 +28,7 @@ from melissa_trainer.launcher.simulation_record import (
 from melissa_trainer.launcher.status_index import StatusIndex
 from melissa_trainer.launcher.study_change import past_the_end, settings_of
 
-__all__ = ["ACTIVE", "ALIVE", "STATE_VERSION", "StudyRecordState"]
+__all__ = ["ACTIVE", "ALIVE", "STATE_VERSION", "StudyRecordState", "resumed_status"]
 
 #: 3: the records as columns (one list per attribute: 10^5 simulations save and load
 #: in a fraction of a second, where one JSON object each took seconds); 2: the states
@@ -38,6 +38,21 @@ STATE_VERSION = CURRENT["launcher"]
 #: the statuses that count towards the study's goal (all but failed)
 ACTIVE = ("pending", "running", "complete", "exited", "finished", "abandoned")
 ALIVE = ("running", "complete")  # a process exists
+
+
+def resumed_status(saved: str, complete: bool) -> str:
+    """The status of a simulation saved as `saved` once a resume has loaded it
+    (`load_saved`: alive, it is pending again) and reconciled it (`reconcile`), its data
+    `complete` in every receiver's checkpoint or not: complete, a pending or exited one
+    is finished; incomplete, an exited or finished one is pending (it runs again). The
+    one rule of both: the stop's account of a checkpoint (`account.stop_resume_lines`)
+    applies it too, so that its words and the resume's agree."""
+    status = "pending" if saved in ALIVE else saved
+    if complete and status in ("pending", "exited"):
+        return "finished"
+    if not complete and status in ("exited", "finished"):
+        return "pending"
+    return status
 
 
 class StudyRecordState:
@@ -110,11 +125,12 @@ class StudyRecordState:
         requeued = False
         for sid, record in self.records.items():
             status = record.status
-            if sid in complete and status in ("pending", "exited"):
-                requeued |= status == "pending"
-                self._move(sid, "finished")
-            elif sid not in complete and status in ("exited", "finished"):
-                self._move(sid, "pending")
+            now = resumed_status(status, sid in complete)
+            if now == status:
+                continue
+            requeued |= status == "pending"  # (pending -> finished: left the queue)
+            self._move(sid, now)
+            if now == "pending":
                 rerun.append(sid)
         if requeued:  # some queued ones are finished after all
             self.queue = deque(sid for sid in self.queue if self.records[sid].status == "pending")

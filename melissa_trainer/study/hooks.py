@@ -7,7 +7,8 @@ into calls of the study's public methods:
 * `StudyEvents`: SOURCE_STARTED -> `Study.on_all_ranks_started` (rank 0 starts the
   simulations; on resume a collective), END_OF_STREAM -> `Study.on_end_of_stream`,
   PREEMPTED -> `Study.on_preempted` (how long `Study.stop` waits for the last
-  simulations), LOOP_END -> `Study.on_loop_end` (at the end of the stream, rank 0 waits
+  simulations), SAVE -> `Study.saved_account` (what a resume from it runs again),
+  LOOP_END -> `Study.on_loop_end` (at the end of the stream, rank 0 waits
   for the last simulations' exits before the final log; the source's hooks are installed
   before the built-in and user ones, whose `on_loop_end` sees a running source, as before);
 * `AdaptiveFeed`: SIMULATION_LOSSES (fired by the study's `SimulationLossTracker`) ->
@@ -21,6 +22,7 @@ thread only, as every hook.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from melissa_trainer.core.state import TrainerControl, TrainerState
@@ -59,6 +61,16 @@ class StudyEvents(Hook):
         self, trainer: TrainerView, state: TrainerState, control: TrainerControl
     ) -> None:
         self.study.on_preempted()
+
+    def on_save(
+        self, trainer: TrainerView, state: TrainerState, control: TrainerControl, path: str
+    ) -> None:
+        # every rank (a collective, as the save): rank 0 learns what a resume from `path`
+        # runs again, which `Study.stop` says (the launcher's records as `path` has them)
+        launcher = self.study.launcher
+        self.study.saved_account.saved(
+            Path(path), trainer.process_index, launcher.saved_outcomes, launcher.n_simulations
+        )
 
 
 class AdaptiveFeed(Hook):

@@ -85,11 +85,8 @@ from melissa_trainer.study.end_notice import StudyEndNotice
 from melissa_trainer.study.feedback import FeedbackCheck
 from melissa_trainer.study.first_data import FirstDataNotice
 from melissa_trainer.study.hooks import AdaptiveFeed, StudyEvents
-from melissa_trainer.study.launch import (
-    complete_on_every_rank,
-    other_rank_excuse,
-    receiver_notices,
-)
+from melissa_trainer.study.launch import complete_on_every_rank, other_rank_excuse, receiver_notices
+from melissa_trainer.study.saved_account import SavedAccount
 from melissa_trainer.study.starvation import StarvationWatch, study_watch
 
 __all__ = ["ENDED_GRACE", "STOP_WAIT", "Study"]
@@ -158,6 +155,7 @@ class Study(Source):
         #: rank 0, after `stop`: the account when not a WARNING (`ProgressHook` prints it)
         self.account_report: list[str] = []
         self._accounted = False  # the end-of-run account was logged (`stop`)
+        self.saved_account = SavedAccount()  # what a resume from the last checkpoint does
         self.feedback = FeedbackCheck()  # rank 0: did the losses steer a draw? (`stop`)
         #: rank 0: says once when training has waited long for the first data
         self.first_data = FirstDataNotice()
@@ -289,6 +287,7 @@ class Study(Source):
                     self._accounted = True
                     self.account_report = log_study_account(self.launcher, receiver, self.feedback)
                     self.account_report += self._last_exits.stopped_lines()  # (killed running)
+                    self.account_report += self.saved_account.lines()  # (its resume's words)
         finally:
             self.stream.stop()
 
@@ -358,6 +357,7 @@ class Study(Source):
     def state_dict(self) -> dict[str, Any]:
         """The stream's record, and on rank 0 the launcher's under ``"launcher"``."""
         state = self.stream.state_dict()
+        self.saved_account.taken(state)  # (what this rank's checkpoint holds: `hooks`)
         if self._started:
             return dict(state, launcher=self.launcher.state_dict())
         if self._launcher_state:  # loaded, not started yet: keep it

@@ -10,15 +10,27 @@ thread of its own that asks each receiver the same ADMISSION_QUERY
 pauses (10 ms to 0.5 s) while it says unknown, for at most `WATCH_TIMEOUT` seconds. A
 refusal sets the client's ``_refused`` (the sentence the close would raise: the
 receiver, its reason, the fix) and logs it at once; the client's next `send` raises
-`SimulationRefused` with it (`Sending.send`), and every later one, sending nothing more.
+`SimulationRefused` with it (`Sending.send`), and every later one, sending nothing more;
+so does its every `Client.predict`, asking nothing.
+
+Why a prediction is refused too, rather than answered or a `PredictionUnavailable`: the
+model serves the study it is trained on, and this simulation declared something else
+(another grid, parameters missing: the refusal says which), so an answer would be of a
+model of other data, given as if it were this simulation's; and a
+`PredictionUnavailable` is what solvers catch to fall back, so a refused solver that
+only asks (or sends rarely) would run on, its data all dropped, without hearing why. The
+same `SimulationRefused` (a `ValueError`: a mistake to fix, not to fall back from) stops
+it with the reason and the fix, as its next send would.
 
 What it costs a send: one attribute read (the question is asked by the watch's thread,
 never by a send, which does not wait for it). Nothing changes where no decided answer
 comes: no follow socket in the rendezvous (an older trainer), a follow socket that does
 not list ADMISSION_QUERY in ``follow_kinds``, endpoints given directly, a receiver busy
 for longer than `WATCH_TIMEOUT` (its HELLO not processed yet), or a silent one: the close
-asks as before. The watch asks the run the client first streamed to: a client that
-follows a restarted trainer (`following`) is not asked again before its close.
+asks as before. A client that follows a restarted trainer (`following`: its HELLO sent
+to the new receivers) stops the watch of the run gone and starts one asking the run it
+follows (`followed`), as the first: a restarted trainer that refuses the simulation (a
+study of other fields resumed in the same place) is told at a send, not at the close.
 
 A refusal is trusted only when its reason is one this client's HELLO would get
 (`describes`): a schema or parameters difference consistent with the fields and
@@ -61,6 +73,8 @@ class Watched(Protocol):
     ``_refused``)."""
 
     _rendezvous: str | None
+    _closed: bool
+    _refused: str | None
     simulation_id: int
     rank: int
 
@@ -130,6 +144,18 @@ class AdmissionWatch:
             watch.start()
         return watch
 
+    def followed(self, client: Watched) -> AdmissionWatch:
+        """The watch of `client` once it followed a restarted trainer (its HELLO sent to
+        the new receivers, its `endpoints` theirs): this one stopped (it asked the run
+        gone) and a new one asking the run followed (`after_hello`); an idle one for a
+        client closing (its close asks) or one already refused (it sends nothing)."""
+        self.stop()
+        if client._closed or client._refused is not None:
+            idle = type(self)(client._rendezvous or "", [], 0, 0, [], [], self._refused)
+            idle.ended.set()
+            return idle
+        return type(self).after_hello(client)
+
     def start(self) -> None:
         """Start asking, in the watch's thread (once)."""
         self._thread = threading.Thread(
@@ -152,7 +178,10 @@ class AdmissionWatch:
             self.admitted = self._ask()
         except SimulationRefused as exc:
             self.admitted = False
-            why = f"{exc}. Told while it ran: every send from now on raises this, and sends nothing"
+            why = (
+                f"{exc}. Told while it ran: every send and predict from now on raises this, "
+                "and sends nothing"
+            )
             self._refused(why)
             from melissa_trainer.client.closing import client_logger
 

@@ -58,9 +58,7 @@ from melissa_trainer.client.finite_check import FiniteCheck
 from melissa_trainer.client.held import HeldArrays
 from melissa_trainer.client.restart import RestartCheck
 from melissa_trainer.client.sending import Sending
-from melissa_trainer.client.transport import (
-    FAILED_CLOSE_TIMEOUT as FAILED_CLOSE_TIMEOUT,  # (re-exported: `Client.close` states it)
-)
+from melissa_trainer.client.transport import FAILED_CLOSE_TIMEOUT as FAILED_CLOSE_TIMEOUT
 from melissa_trainer.client.transport import Transport, client_logger
 from melissa_trainer.client.tuning import ClientTuning, check_field_sizes
 from melissa_trainer.common.checks import check_seconds
@@ -275,13 +273,11 @@ class Client(Sending):
         self._transport = self._following.switch(self._transport, entries, make, resend)
         self._asking.joined(self.run_id, self._transport.context)  # (asks as the new run)
         self._fast = self._transport.fast_path(list(self._fields.values()), self._comm)
+        self._watch = self._watch.followed(self)  # (asks the run followed: `admission_watch`)
         client_logger().warning(
             "simulation %d rank %d: followed the restarted trainer (run %s at %s)",
-            self.simulation_id,
-            self.rank,
-            self.run_id,
-            ", ".join(self.endpoints),
-        )
+            self.simulation_id, self.rank, self.run_id, ", ".join(self.endpoints),
+        )  # fmt: skip
 
     # -- closing ----------------------------------------------------------------------
 
@@ -363,16 +359,18 @@ class Client(Sending):
 
     def predict(self, inputs: Mapping[str, Any], timeout: float = 10.0) -> Predicted:
         """The trainer's current prediction for `inputs` and the model's version
-        (``outputs, version = client.predict({"u": u}, timeout=0.5)``); see
-        `melissa_trainer.client.predict` for where it asks and what it raises
-        (`PredictionUnavailable`: `PredictTimeout` or `PredictRefused`, to fall back
-        from). Not collective: with MPI, each rank asking sends whole inputs. Asked as
-        the run this client sends to; with a replay window, a request after failed ones
-        follows a restarted trainer first, as a `send` would (`asking`: why, and that
-        it may then raise `follow.FollowError`).
+        (``outputs, version = client.predict({"u": u}, timeout=0.5)``); see `client.predict`
+        for where it asks and what it raises (`PredictionUnavailable`: `PredictTimeout` or
+        `PredictRefused`, to fall back from). Not collective: with MPI, each rank asking sends
+        whole inputs. Asked as the run this client sends to; with a replay window, a request
+        after failed ones follows a restarted trainer first, as a `send` would (`asking`: why,
+        and that it may then raise `follow.FollowError`). Once the client knows the trainer
+        refused the simulation, raises its sends' `SimulationRefused` (`admission_watch`: why).
         """
         if self._closed:
             raise RuntimeError("the client is closed")
+        if self._refused is not None:  # (asks nothing: the study's model is not its)
+            self._refuse()
         return self._asking.predict(
             inputs, timeout, self._following, self._follow, lambda: self.run_id,
             lambda: self._transport.context,

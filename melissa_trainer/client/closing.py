@@ -11,6 +11,17 @@ a few seconds (`patience.notice_after`) logs one warning saying what it waits fo
 how long in all (`waiting_notice`; a blocked send's says the same, `send_wait`), then
 nothing until it ends; one that gives up says what was sent there, and, unless it
 follows a restarted trainer (`following`, which says it then), what to do.
+
+A close after a failure (``bye=False``) waits for nothing of a receiver disconnected:
+not while its queues drain (``disconnected_timeout`` 0), nor, once they are through, for
+its handshake, nor in the linger (`CloseWait.not_connected`: a send that gave up on it,
+an endpoint where no trainer ever listened used to wait the whole
+`failed_close_timeout` there, for nothing). Safe, because nothing is lost: the close
+sends no BYE, so the trainer does not take the simulation for complete; it is run again
+(the launcher restarts it; a solver started by hand is told to by the error it failed
+with), sends every step again, and the receivers keep one copy of each. What is dropped
+could reach only a receiver that comes back within the linger, and the run again sends
+it all the same.
 """
 
 from __future__ import annotations
@@ -186,6 +197,9 @@ def close_transport(t: Closable, bye: bool, follow_in: str | None = None) -> Non
                     break
         if failure is None:  # (the BYE's release says that all before it left)
             why = wait.until_done(t.held.release_all, zmq.NotDone)
+            failure = None if why is None else "queued messages"
+        if failure is None and not bye:  # (after a failure: a receiver not connected)
+            why = wait.not_connected()  # (is not waited for: module docstring)
             failure = None if why is None else "queued messages"
         if failure is None:  # (the linger starts once every receiver accepted)
             why = wait.refusal = t.handshakes.wait(list(t.endpoints), wait.deadline)

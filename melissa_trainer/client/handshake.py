@@ -16,8 +16,9 @@ ZeroMQ allows one monitor per socket (a second ``zmq_socket_monitor`` replaces t
 first, and the first reader hears nothing more), so this is the one reader of each data
 socket's monitor: it also keeps since when each connection is down (`down_since`), which
 the waits of a blocked send (`send_wait`) and of a close (`patience.PeerWatch`) read;
-an event read by one is thus known to all. It is read only by a wait that ran out of a
-slice, never on the usual send.
+an event read by one is thus known to all. It is read by a wait that ran out of a slice,
+and by a send that does not block at most every `send_wait.LOOK_EVERY` seconds (a
+comparison of a clock it reads anyway: `benchmarks/client_send.py` measures it).
 
 Not thread-safe: used by the client's thread only (its sends' waits and its close;
 the outbox's flusher thread never reads it).
@@ -164,7 +165,7 @@ class Handshakes:
     def refused(self, endpoints: Sequence[str]) -> str | None:
         """Why a receiver refused its handshake ("to ENDPOINT: ..."), or None (events
         read without blocking). `endpoints`: the sockets' endpoints, in order."""
-        self._warn(endpoints)
+        self.warn(endpoints)
         for index, endpoint in enumerate(endpoints[: len(self._monitors)]):
             self._read(index)
             refusal = self._refusal[index]
@@ -214,9 +215,10 @@ class Handshakes:
                 found.append(endpoint)
         return found
 
-    def _warn(self, endpoints: Sequence[str]) -> None:
+    def warn(self, endpoints: Sequence[str]) -> None:
         """Log, once per socket, that its peer is not a receiver (`not_receivers`): the
-        waits that read the monitors (`refused`, each slice) say it when first seen."""
+        waits that read the monitors (`refused`, each slice) and the sends that do not
+        block (`SendWait.look`, now and then) say it when first seen."""
         for endpoint in self.not_receivers(endpoints):
             index = list(endpoints).index(endpoint)
             if not self._warned[index]:

@@ -311,6 +311,17 @@ class CloseWait:
                 if why is not None:
                     return why
 
+    def not_connected(self) -> str | None:
+        """After a failure (`after_failure`), why a receiver disconnected now is not
+        waited for ("to ENDPOINT: ...", as `until_done` says of it), else None (never
+        blocks): the close of `closing` then waits for no handshake and lingers on
+        nothing, as its `until_done` waits for nothing of a receiver disconnected."""
+        if not self._after_failure or self._handshakes is None or self._disconnected is None:
+            return None
+        if self._watch is None:
+            self._watch = PeerWatch(self._handshakes, self._endpoints, self._began)
+        return self._watch.gone(self._disconnected, _NO_WAIT)
+
     def _tell(self, watch: PeerWatch) -> None:
         """Call the notice, once, if a receiver has been down `notice_after` seconds."""
         bound = f"ClientTuning.{self._setting}={self.close_timeout} s"

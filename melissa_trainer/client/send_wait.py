@@ -49,9 +49,12 @@ from melissa_trainer.client.sockets import arm_slice
 if TYPE_CHECKING:  # pragma: no cover
     from melissa_trainer.client.closing import StopSaid
 
-__all__ = ["ReceiverGone", "SendNotice", "SendWait"]
+__all__ = ["LOOK_EVERY", "ReceiverGone", "SendNotice", "SendWait"]
 
 _T = TypeVar("_T")
+#: seconds between two looks at the monitors by sends that do not block (`SendWait.look`):
+#: a peer that is not a receiver is said within `handshake.NOT_ZMQ_AFTER` + this
+LOOK_EVERY = 0.5
 
 #: ``notice(follow_in, started, down, since, left, bound, doing)``: what a blocked send
 #: calls once (`closing.waiting_notice` bound to the transport): `patience.Notice`'s
@@ -224,6 +227,16 @@ class SendWait:
         if why is None:
             return None
         return ValueError(f"{self._whose}: could not send {_what(step)} {why}")
+
+    def look(self, now: float) -> float:
+        """A send that does not block looks at the monitors at most every `LOOK_EVERY`
+        seconds (its clock read anyway: `fast_send.SendClock`; never blocks), so that a
+        peer that is not a receiver (an HTTP server at the endpoint: TCP accepted, no
+        ZeroMQ handshake) is warned of while the sends go through, not only once one
+        blocks (which a client sending into its queue may never do). Returns when to
+        look next."""
+        self._handshakes.warn(self._endpoints)
+        return now + LOOK_EVERY
 
     def close(self) -> None:
         """End the watch, if any (the monitors are `Handshakes`'s)."""

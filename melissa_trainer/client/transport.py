@@ -118,7 +118,6 @@ class Transport:
             self.lock = self.outbox.lock
         self.batch_delay = tuning.batch_delay
         self.batch_record_max = tuning.batch_bytes // 2  # a bigger payload gains nothing
-        self.clock = SendClock()  # when the last send was (both paths)
         #: how a call blocked past a slice waits on (`send_wait`)
         self.wait = SendWait(
             self.sockets,
@@ -131,6 +130,7 @@ class Transport:
             partial(waiting_notice, self),  # (a blocked send says what a close says)
             simulation_id,
         )
+        self.clock = SendClock(self.wait.look)  # when the last send was (both paths)
 
     def open(self, hello: bytes) -> None:
         """Send `hello` to every receiver (bounded by `send_timeout`); released if it
@@ -192,6 +192,8 @@ class Transport:
         now = time.monotonic()
         outbox = None if now - self.clock.last >= self.batch_delay else self.outbox
         self.clock.last = now
+        if now >= self.clock.look_at:  # (the monitors, now and then: `SendWait.look`)
+            self.clock.look_at = self.clock.look(now)
         queued = 0  # large arrays
         batch_heads: list[bytes] = []  # and the payloads of the step that go in batches
         batched: list[np.ndarray] = []

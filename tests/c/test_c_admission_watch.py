@@ -40,7 +40,10 @@ STUDY = {"u": ((4,), np.float32)}
 #: and asks again within 10 ms of an unknown, so a bound in time; this count is that
 #: time many times over at a send per round trip of this test's pipe
 MAX_SENDS = 20000
-SUFFIX = ". Told while it ran: every mt_send from now on returns MT_ESIMREFUSED, and sends nothing"
+SUFFIX = (
+    ". Told while it ran: every mt_send and mt_predict from now on returns MT_ESIMREFUSED, "
+    "and sends nothing"
+)
 
 
 class Solver:

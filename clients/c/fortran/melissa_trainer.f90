@@ -40,7 +40,8 @@
 !> status (MT_OK = 0 on success, else one of the MT_E* codes; mt_strerror names it,
 !> mt_error_message(client) gives the message of the client's last error). When `ierr`
 !> is absent, an error writes "melissa_trainer: <procedure>: <message>" to stderr and
-!> stops the program with `error stop <status>`.
+!> stops the program with `error stop <status>` (MT_ESIMREFUSED of mt_send: the C
+!> library wrote that line when it learnt the refusal; it is not written twice).
 module melissa_trainer
   use, intrinsic :: iso_c_binding
   use melissa_trainer_c

@@ -58,7 +58,11 @@ contains
     if (present(ierr)) then
       ierr = status
     else if (status /= MT_OK) then
-      write (error_unit, '(a)') 'melissa_trainer: ' // what // ': ' // client%message
+      ! (an mt_send told of a refusal: the C library wrote this very line when its watch
+      ! learnt it, admission_watch.c, and a program without ierr stops at the first such
+      ! send; written here too, it came twice)
+      if (status /= MT_ESIMREFUSED .or. what /= 'mt_send') &
+        write (error_unit, '(a)') 'melissa_trainer: ' // what // ': ' // client%message
       error stop status
     end if
   end subroutine

@@ -81,8 +81,8 @@ typedef enum mt_status {
     MT_EMPI = 11,       /* an MPI call failed, or ranks disagree (melissa_trainer_mpi.h) */
     MT_EREFUSED = 12,   /* mt_predict: the trainer refused (mt_predict_refusal says why) */
     MT_EREPLY = 13,     /* mt_predict: the trainer's reply broke the protocol */
-    MT_ESIMREFUSED = 14 /* mt_client_close, mt_send (external mode, told while it runs):
-                         * a receiver refused this simulation (its HELLO:
+    MT_ESIMREFUSED = 14 /* mt_client_close, mt_send, mt_predict (external mode, told
+                         * while it runs): a receiver refused this simulation (its HELLO:
                          * other fields than the study's, ...) and dropped all it sent,
                          * or refused every sample of it as non-finite (NaN, Inf); the
                          * message gives the receiver's reason and the fix */
@@ -197,9 +197,9 @@ mt_status mt_client_start(mt_client *c);
  * whether the trainer took it) is asked that while it runs too, without waiting: the
  * first call of a step takes one non-blocking step of the question when due, and once
  * a receiver's refusal came back (the reason holding for what this client declared),
- * that call and every later one return MT_ESIMREFUSED with the close's sentence (the
- * receiver, its reason, the fix; written to stderr once), sending nothing; the close
- * returns it again (docs/protocol.md, section 17a). */
+ * that call and every later one (and every mt_predict) return MT_ESIMREFUSED with the
+ * close's sentence (the receiver, its reason, the fix; written to stderr once), sending
+ * nothing; the close returns it again (docs/protocol.md, section 17a). */
 mt_status mt_send(mt_client *c, uint64_t time_step, const char *field, mt_dtype dtype,
                   const void *data, uint64_t count);
 /* Send the batches held now (they otherwise leave within the batch delay), and wait
@@ -396,6 +396,8 @@ typedef enum mt_refusal {
  *                  without one, MT_EINVAL once the trainer refused them, its detail in
  *                  mt_client_error) or bad arguments; for outputs: one not in the reply, of another
  *                  dtype, or bigger than its capacity (nothing written, *version set).
+ *   MT_ESIMREFUSED the client was told the trainer refused this simulation (mt_send):
+ *                  nothing asked; not one to fall back from.
  * The first three are the ones to fall back from: the simulation keeps running. A
  * failed exchange closes the socket (a late answer is dropped; ZMQ_IMMEDIATE: a request
  * is never queued for a trainer that is not connected). */

@@ -16,7 +16,11 @@
  * client's thread only (the header's thread-safety promise holds). A trusted refusal
  * keeps the close's sentence (mt_admission_refused) in c->watch.refused, writes it to
  * stderr once, and mt_send returns MT_ESIMREFUSED with it from then on, sending nothing
- * (the step it would have opened stays closed: the close still sends BYE and asks).
+ * (the step it would have opened stays closed: the close still sends BYE and asks), and
+ * so does every mt_predict, asking nothing: the model serves the study, which this
+ * simulation's declaration is not (an answer would be of other data), and MT_EREFUSED /
+ * MT_ETIMEDOUT are what a solver falls back from, running on, its data dropped, unaware
+ * (client/admission_watch.py says the same for Python).
  *
  * A refusal is trusted only when its reason is one this client's HELLO would get
  * (mt_admission_describes): the receiver answers from the refusals it recorded, so a
@@ -24,8 +28,10 @@
  * HELLO, would read its earlier attempt's refusal. Such an answer is taken as unknown.
  * Nothing changes where no decided answer comes (a receiver busy for WATCH_TIMEOUT, a
  * silent one, no follow socket, endpoints given): the close asks as before. A client that
- * follows a restarted trainer (follow.c) releases the watch with its transport: the new
- * run is not asked before the close, as in Python. */
+ * follows a restarted trainer (follow.c) releases the watch with its old transport and,
+ * its HELLO sent to the new receivers, starts it again: the run followed is asked as the
+ * first was (a study of other fields resumed in the same place is told at an mt_send),
+ * as in Python (AdmissionWatch.followed). */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <stdio.h>
@@ -163,8 +169,8 @@ static mt_status refused(mt_client *c, const char *reason) {
     size_t r = c->watch.at;
     mt_admission_refused(c, r, c->endpoints[r], reason);
     mt_buf b = {0};
-    mt_buf_printf(&b, "%s. Told while it ran: every mt_send from now on returns MT_ESIMREFUSED, "
-                      "and sends nothing", mt_client_error(c));
+    mt_buf_printf(&b, "%s. Told while it ran: every mt_send and mt_predict from now on returns "
+                      "MT_ESIMREFUSED, and sends nothing", mt_client_error(c));
     mt_admission_watch_release(c);
     if (b.oom) return MT_ESIMREFUSED; /* (the close's sentence, as mt_client_error) */
     c->watch.refused = b.data;

@@ -215,6 +215,7 @@ static mt_status follow(mt_client *c, mt_rendezvous *rv) {
                                  p.n_sorted);
         if (st == MT_OK && c->followed == before) { /* (else a newer run's follow said so) */
             c->followed++;
+            mt_admission_watch_start(c); /* (asks the run followed: admission_watch.c) */
             fprintf(stderr, "melissa_trainer: simulation %llu rank %d: followed the restarted "
                             "trainer (run %s at %s): %zu step(s) sent again\n",
                     (unsigned long long)c->simulation_id, c->rank, run, at, p.n_needed);

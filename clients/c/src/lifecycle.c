@@ -49,7 +49,7 @@ static mt_status check_fields(mt_client *c) {
 void mt_transport_release(mt_client *c, int linger_ms) {
     mt_outbox_stop_flusher(c);
     mt_handshake_release(c); /* (its sockets would hold zmq_ctx_term forever) */
-    mt_admission_watch_release(c); /* (so would its socket; a followed run is not asked) */
+    mt_admission_watch_release(c); /* (so would its socket; follow.c starts it again) */
     for (size_t i = 0; c->sockets != NULL && i < c->n_endpoints; ++i) {
         if (c->sockets[i] == NULL) continue;
         zmq_setsockopt(c->sockets[i], ZMQ_LINGER, &linger_ms, sizeof linger_ms);

@@ -276,6 +276,8 @@ mt_status mt_predict(mt_client *c, const mt_input *inputs, size_t n_inputs,
     mt_clear_error(c);
     c->refusal = MT_REFUSAL_NONE;
     c->refusal_retry = 0;
+    if (c->watch.refused != NULL) /* (refused: asks nothing; admission_watch.c says why) */
+        return mt_fail(c, MT_ESIMREFUSED, "%s", c->watch.refused);
     mt_status st = check_arguments(c, inputs, n_inputs, outputs, n_outputs, timeout_s);
     if (st != MT_OK) return st;
     st = mt_backoff_check(c); /* (a trainer found gone lately: not dialled again yet) */

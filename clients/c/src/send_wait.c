@@ -22,7 +22,10 @@
  * - a receiver disconnected, without a new connection, for the disconnected timeout
  *   (counted from the start of the wait at the earliest), and with a window no new run
  *   within the follow timeout after that: MT_ETIMEDOUT, naming the endpoint, the time
- *   waited, the settings and what to do. Not thread-safe: the client's thread. */
+ *   waited, the settings and what to do; for an endpoint that never accepted a connection
+ *   (a wrong port, a trainer not started: nothing died), "tried for N s" and what to
+ *   check, in the Python client's words (client/patience.py PeerWatch.gone). Not
+ *   thread-safe: the client's thread. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <stdio.h>
@@ -55,6 +58,7 @@ static mt_status gone(mt_client *c, double started, const uint64_t *step) {
         double since = mt_handshake_down_since(c, i);
         if (since < 0 || now - (since > started ? since : started) <= bound) continue;
         char what[48], after[32], sent[32], follow[32], restarted[256] = "", never[600];
+        char how[160];
         mt_handshake_never(c, never, sizeof never); /* (a wrong endpoint: said) */
         what_text(step, what);
         bound_text(c->disconnected_timeout, after);
@@ -64,13 +68,18 @@ static mt_status gone(mt_client *c, double started, const uint64_t *step) {
             snprintf(restarted, sizeof restarted, ", and no restarted trainer published in "
                                                   "the rendezvous within "
                                                   "mt_set_follow_timeout=%s s after", follow);
+        if (c->handshakes[i].ever)
+            snprintf(how, sizeof how, "disconnected for %.0f s without a new connection "
+                                      "(mt_set_disconnected_timeout=%s s; the trainer died, "
+                                      "or its node)", now - since, after);
+        else /* (nothing died: no connection was ever made; `never` says why, as Python) */
+            snprintf(how, sizeof how, "tried for %.0f s (mt_set_disconnected_timeout=%s s)",
+                     now - since, after);
         c->failed = true;
         return mt_fail(c, MT_ETIMEDOUT, "simulation %llu rank %d: could not send %s, blocked "
                                         "%.1f s waiting for the trainer to take the messages "
                                         "queued to %s: the receiver is unreachable, "
-                                        "disconnected for %.0f s without a new connection "
-                                        "(mt_set_disconnected_timeout=%s s; the trainer died, "
-                                        "or its node)%s%s%s. A send waits for a trainer that is "
+                                        "%s%s%s%s. A send waits for a trainer that is "
                                         "connected, slow or paused, as long as it lasts or "
                                         "mt_set_send_timeout allows (now %s). Close the client "
                                         "with mt_client_abort and run this simulation again, "
@@ -78,8 +87,8 @@ static mt_status gone(mt_client *c, double started, const uint64_t *step) {
                                         "(MELISSA_TRAINER_SIMULATION_ID=%llu), once a trainer "
                                         "runs there again",
                        (unsigned long long)c->simulation_id, c->rank, what, now - started,
-                       c->endpoints[i], now - since, after, restarted, never[0] ? "; " : "",
-                       never, sent,
+                       c->endpoints[i], how, restarted,
+                       never[0] ? (c->handshakes[i].ever ? "; " : ": ") : "", never, sent,
                        (unsigned long long)c->simulation_id);
     }
     return MT_OK;

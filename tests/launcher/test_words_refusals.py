@@ -91,7 +91,7 @@ def test_a_buffer_kind_change_on_resume_names_the_flag_and_the_value(tmp_path: P
         num_processes=1,
     )
     with pytest.raises(ValueError) as info:
-        check_same_ranks_buffer(tmp_path, trainer)  # type: ignore[arg-type]
+        check_same_ranks_buffer(tmp_path, trainer)  # (a stand-in: kind, capacity, flag)
     assert str(info.value) == (
         "the checkpoint's buffers are 'fifo', this run's 'reservoir' (--buffer reservoir): a "
         "buffer's samples and statistics are its kind's; resume with --buffer fifo"

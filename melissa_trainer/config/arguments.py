@@ -118,17 +118,19 @@ class TrainingArguments(ArgumentsFile, ResolvedArguments):
         logging_steps: log the training loss every this many steps. Default 50.
         eval_steps: validate every this many steps; None validates only at the end
             (when an eval dataset is given). Default None.
-        save_steps: save a checkpoint every this many steps; None saves only at the end
-            (see `save_at_end`) and every `save_seconds`. Default None.
+        save_steps: save a checkpoint every this many steps; None: none by steps (the
+            checkpoints every `save_seconds`, 600 s by default, and at the end, see
+            `save_at_end`, are written either way). Default None.
         save_seconds: save a checkpoint every this many seconds of wall time (> 0,
             finite), by rank 0's clock, counted from the start of `train` and from each
             save (any save: one of `save_steps` restarts it, and a timed save that one
             already covered is dropped). Every rank saves at the same step: the request
             travels with the stop flag, so it lands up to two stop windows late (up to
-            ``2 * stop_sync_steps`` steps; `hooks.flow.FlowHook`). None: by steps only.
-            Default 600: a ``kill -9`` loses at most 10 minutes and two windows; a run
-            shorter than that writes no timed checkpoint, and a save of a default-sized
-            buffer (about 1 s at most, docs/resume.md) costs a longer one < 0.2% of it.
+            ``2 * stop_sync_steps`` steps; `hooks.flow.FlowHook`). None: by steps and
+            at the end only. Default 600: a ``kill -9`` loses at most 10 minutes and two
+            windows; a run shorter than that writes no timed checkpoint, and a save of a
+            default-sized buffer (about 1 s at most, docs/resume.md) costs a longer one
+            < 0.2% of it.
         save_at_end: save a checkpoint when training ends. Default True.
         max_to_keep: number of newest checkpoints kept in `output_dir` (>= 1). Default 3.
         on_save_error: what a failed save (a full disk, say) does, on every rank:
@@ -250,13 +252,17 @@ class TrainingArguments(ArgumentsFile, ResolvedArguments):
     logging_steps: int = _f(50, "Log every this many optimizer steps.")
     eval_steps: int | None = _f(None, "Validate every this many steps (default: only at the end).")
     save_steps: int | None = _f(
-        None, "Checkpoint every this many steps (default: only at the end)."
+        None,
+        "Checkpoint every this many steps (default: none by steps; checkpoints still "
+        "come every --save_seconds, 600 s by default, and at the end unless "
+        "--no_save_at_end).",
     )
     save_seconds: float | None = _f(
         600.0,
-        "Checkpoint every this many seconds of wall time, by rank 0's clock (none: by "
-        "steps only); a kill -9 loses at most this and two stop windows. Default: 600 (a "
-        "save of a default-sized buffer takes about 1 s at most: < 0.2% of the time).",
+        "Checkpoint every this many seconds of wall time, by rank 0's clock, besides "
+        "those every --save_steps and at the end (none: by --save_steps and at the end "
+        "only); a kill -9 loses at most this and two stop windows (default: 600; a save "
+        "of a default-sized buffer takes about 1 s at most: < 0.2% of the time).",
     )
     save_at_end: bool = _f(True, "Save a checkpoint when training ends.")
     max_to_keep: int = _f(3, "Number of newest checkpoints kept.")

@@ -11,14 +11,25 @@ sample. `ProgressHook` shows both; this module only composes them.
 The opposite case has its own diagnosis (`data_limited`): validation stopped improving
 while the training loss kept falling. The model is then fitting the samples it has, and
 more reuse (a higher ratio, more pseudo-epochs) makes it worse; the study is limited by
-its data, and the advice is more simulations, not more reuse.
+its data, and the advice is more simulations, not more reuse. Not when the validation
+loss grew far above its best (`DIVERGED_GROWTH`: the optimisation diverged, the advice is
+the learning rate), nor when the run stopped before its stream ended (its data had not
+all arrived: the advice is to let it arrive): a user's early-stopped run was told "more
+simulations" with 174 of its 480 samples in and its validation loss up 23-fold at a
+learning rate of 2e-2 (htrial16).
 """
 
 from __future__ import annotations
 
 from melissa_trainer.core.state import TrainerState
 
-__all__ = ["DATA_LIMITED_DROP", "DATA_LIMITED_VALIDATIONS", "data_limited", "reuse_report"]
+__all__ = [
+    "DATA_LIMITED_DROP",
+    "DATA_LIMITED_VALIDATIONS",
+    "DIVERGED_GROWTH",
+    "data_limited",
+    "reuse_report",
+]
 
 #: a run that ends with its stream below this mean reuse is warned about
 REUSE_WARNING_BELOW = 1.5
@@ -26,18 +37,31 @@ REUSE_WARNING_BELOW = 1.5
 DATA_LIMITED_VALIDATIONS = 2
 #: ... while the training loss fell below this share of its value at the best one
 DATA_LIMITED_DROP = 0.8
+#: ... and a last ``eval_loss`` this many times the best is divergence, not fitting: a
+#: model fitting its samples loses validation slowly (1.04 -> 1.46 in
+#: tests/hooks/test_data_limited.py), a diverging one by orders (0.60 -> 13.7, htrial16)
+DIVERGED_GROWTH = 10.0
 
 
 def data_limited(state: TrainerState) -> str | None:
     """The warning for a run whose validation stopped improving while its training
     loss kept falling, else None; from `state.log_history` (``eval_loss`` entries and
-    training logs' ``loss``).
+    training logs' ``loss``) and `state.stream_ended`.
 
     Given when the best ``eval_loss`` was followed by at least
     `DATA_LIMITED_VALIDATIONS` validations, none better, and the last training loss
     logged is below `DATA_LIMITED_DROP` times the last one logged at or before the best
     validation's step. (The history keeps the last `TrainerState.LOG_HISTORY_LEN`
-    entries: a long run is judged on its end.)
+    entries: a long run is judged on its end.) Its advice, first match:
+
+    - the last ``eval_loss`` is at least `DIVERGED_GROWTH` times a positive best: the
+      optimisation diverged: lower the learning rate, or clip the gradients;
+    - the run stopped before its stream ended (`state.stream_ended` false: an early
+      stop or `max_steps`): its data had not all arrived, so nothing says the study
+      needs more simulations: let more of it arrive before judging;
+    - else the study is limited by its data: more simulations, not more reuse.
+
+    Only the last says "limited by its data".
     """
     history = state.log_history
     evals = [(e["step"], e["eval_loss"]) for e in history if "eval_loss" in e]
@@ -55,13 +79,37 @@ def data_limited(state: TrainerState) -> str | None:
     then, last = before[-1], losses[-1][1]
     if not last < DATA_LIMITED_DROP * then:
         return None
-    return (
+    last_step, last_eval = evals[-1]
+    if best_eval > 0 and last_eval >= DIVERGED_GROWTH * best_eval:
+        return (
+            f"validation stopped improving at step {best_step:.0f} (eval_loss "
+            f"{best_eval:.4g}) and grew to {last_eval:.4g} by step {last_step:.0f}, "
+            f"{last_eval / best_eval:.0f} times its best, while the training loss fell "
+            f"({then:.4g} -> {last:.4g}): a model fitting the samples it has loses "
+            "validation slowly, not by an order of magnitude; this looks like a diverging "
+            "optimisation, not a study short of data. Lower the learning rate (the "
+            "optimizer's lr given to OnlineTrainer; or warm it up with a scheduler), or "
+            "clip the gradients (--max_grad_norm), then judge the data"
+        )
+    fitting = (
         f"validation stopped improving at step {best_step:.0f} (eval_loss {best_eval:.4g}, "
         f"none better in the {after} validations since) while the training loss kept "
         f"falling ({then:.4g} -> {last:.4g}): the model is fitting the samples it has. "
-        f"The study is limited by its data: more simulations (the launcher's "
-        f"n_simulations), not more reuse (a higher --sample_to_insert_ratio or more "
-        f"--pseudo_epochs fit the same samples harder)"
+    )
+    if not state.stream_ended:
+        put = next((e["buffer_put"] for e in reversed(history) if "buffer_put" in e), None)
+        inserted = "" if put is None else f", with {put:.0f} samples inserted (all ranks)"
+        return fitting + (
+            f"But the run stopped before its stream ended{inserted}: its data had not all "
+            "arrived, so this does not show that the study needs more simulations. Let "
+            "more of it arrive before judging (a larger --early_stopping_patience or "
+            "--max_steps), or reuse each sample less while it streams (a lower "
+            "--sample_to_insert_ratio)"
+        )
+    return fitting + (
+        "The study is limited by its data: more simulations (the launcher's "
+        "n_simulations), not more reuse (a higher --sample_to_insert_ratio or more "
+        "--pseudo_epochs fit the same samples harder)"
     )
 
 

@@ -149,9 +149,11 @@ class Launcher(LauncherRecord):
         check_count(
             "n_simulations", n_simulations, 1, "the simulations the study runs: give 1 or more"
         )
-        check_count("job_limit", job_limit, 1)
-        check_count("ranks_per_simulation", ranks_per_simulation, 1)
-        check_count("first_simulation_id", first_simulation_id, 0)
+        check_count("job_limit", job_limit, 1, "the jobs alive at once: give 1 or more")
+        check_count(
+            "ranks_per_simulation", ranks_per_simulation, 1, "MPI ranks per job: give 1 or more"
+        )
+        check_count("first_simulation_id", first_simulation_id, 0, "give 0 or more")
         if tuning is None:
             tuning = LauncherTuning()
         elif not isinstance(tuning, LauncherTuning):

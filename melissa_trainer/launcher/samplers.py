@@ -299,7 +299,10 @@ def make_sampler(kind: str, bounds: Bounds, seed: int = 0, **options: Any) -> Sa
     kinds = {**_KINDS, **adaptive}
     cls = kinds.get(kind)
     if cls is None:
-        raise ValueError(f"unknown sampler {kind!r}; choose one of {sorted(kinds)}")
+        raise ValueError(
+            f"unknown sampler {kind!r} (make_sampler's kind): choose one of "
+            f"{sorted(kinds)}, or give Launcher(sampler=...) a Sampler of your own"
+        )
     unknown = [name for name in options if name not in _options(cls)]
     if unknown:
         raise ValueError(

@@ -32,6 +32,10 @@ ended the earlier run's jobs, whose files nobody else reads (another study's fil
 named after it, are left alone), so no later run of the study meets, or misreads, an
 earlier run's file.
 
+MPICH's segments that killed or cancelled jobs leave in /dev/shm are removed when the
+job ran on this host (`segments`); a job cancelled while still queued is said in a
+warning and in its log (`queued_end`).
+
 Used from the backend's one thread; every method may block for the Slurm commands it
 runs (bounded by `COMMAND_TIMEOUT` each).
 """

@@ -4,13 +4,15 @@ a ``scancel`` of a PENDING job was reported ``simulation 2 attempt 0 failed (exi
 running job gets srun's ``Terminated`` lines).
 
 A job that squeue never listed started (`queries.STARTED_STATES`), whose script wrote no
-exit code, and whose final state is known, never ran: Slurm writes nothing to its log
-(the ``--output`` file is opened when the job starts). `queued_end` says it in the job's
-log and, for a cancellation that is not the study's own (`SlurmHandle.cancelled`: its
-kill, its close, `begin_study`), in a warning on the console, just before the
-launcher's line about the failed attempt: who cancelled it (the study, or someone's
-``scancel``), and what the launcher does next (it counts as a failed attempt: a restart
-while some are left, else the failure policy).
+exit code, and whose final state is CANCELLED, was cancelled in the queue: Slurm writes
+nothing to its log (the ``--output`` file is opened when the job starts). Other final
+states reached between two squeue calls are not claimed (a job that ran for less than
+`poll_every` and failed before its script wrote a code would look the same).
+`queued_end` says it in the job's log and, for a cancellation that is not the study's
+own (`SlurmHandle.cancelled`: its kill, its close, `begin_study`), in a warning on the
+console, just before the launcher's line about the failed attempt: who cancelled it
+(the study, or someone's ``scancel``), and what the launcher does next (it counts as a
+failed attempt: a restart while some are left, else the failure policy).
 """
 
 from __future__ import annotations
@@ -35,11 +37,9 @@ NEXT = (
 )
 
 
-def queued_text(job: str, final: str, by_study: bool) -> str:
-    """How a job `job` (``NAME (Slurm job ID)``) that ended in state `final` before it
-    ever started is said; `by_study`: this backend cancelled it."""
-    if final != "CANCELLED":
-        return f"{job} ended while queued ({final}), never started: {NEXT}"
+def queued_text(job: str, by_study: bool) -> str:
+    """How a job `job` (``NAME (Slurm job ID)``) cancelled before it ever started is
+    said; `by_study`: this backend cancelled it."""
     if by_study:
         return f"{job} was cancelled while queued (never started), by the study"
     return (
@@ -52,12 +52,12 @@ def queued_text(job: str, final: str, by_study: bool) -> str:
 def queued_end(handle: SlurmHandle, job: str) -> str | None:
     """If `handle`'s job ended before it started (module docstring), say so in its log
     (appended, with the time) and, unless the study cancelled it, in a warning; the text,
-    or None for a job that started, a job of an earlier run (not the launcher's), or an
-    unknown final state. A log that cannot be written is said in the warning's stead."""
-    if handle.ran or handle.stale or handle.final is None:
+    or None for a job that started, a job of an earlier run (not the launcher's), or a
+    final state other than CANCELLED. A log that cannot be written is said in a warning."""
+    if handle.ran or handle.stale or handle.final != "CANCELLED":
         return None
-    text = queued_text(job, handle.final, handle.cancelled)
-    if handle.cancelled and handle.final == "CANCELLED":
+    text = queued_text(job, handle.cancelled)
+    if handle.cancelled:
         logger.debug("%s", text)
     else:
         logger.warning("%s", text)

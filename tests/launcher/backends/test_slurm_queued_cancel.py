@@ -3,7 +3,8 @@ a PENDING job was reported ``simulation 2 attempt 0 failed (exit 1, 2.0 s)``, wi
 nothing in the simulation's log for that attempt). On the one-node cluster of
 tests/slurm_cluster.py, jobs held in the queue with ``--begin``: one cancelled by a
 ``scancel`` from outside (a warning on the console, and the line in the job's log),
-one by the backend's own kill (the log only: the study knows it stopped it)."""
+one by the backend's own kill (the log only: the study knows it stopped it); and, run
+by `Launcher`, the warning just before the launcher's line of the failed attempt."""
 
 from __future__ import annotations
 
@@ -16,7 +17,9 @@ import pytest
 from slurm_cluster import SlurmCluster, slurm_cluster  # noqa: F401 - the fixture
 from waiting import wait_until
 
+from melissa_trainer.launcher import Launcher, LauncherTuning
 from melissa_trainer.launcher.backends import Handle, Job, SlurmBackend
+from melissa_trainer.launcher.backends.base import study_id
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("slurm"), pytest.mark.e2e]
 
@@ -92,3 +95,35 @@ def test_a_queued_job_the_study_kills_says_so_in_its_log_only(
     assert not [r for r in caplog.records if r.name == LOGGER]
     text = log.read_text()
     assert "cancelled while queued (never started), by the study" in text, text
+
+
+@pytest.mark.timeout(180)
+def test_the_launcher_line_of_a_queued_job_scancelled_follows_the_warning(
+    slurm_cluster: SlurmCluster,  # noqa: F811
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING)
+    launcher = Launcher(
+        [sys.executable, "-c", "raise SystemExit(3)"],
+        [{"a": 0.0}],
+        1,
+        job_limit=1,
+        backend=SlurmBackend(
+            poll_every=0.2, time_limit=5, extra_args=["--begin=now+600"], script_dir=tmp_path
+        ),
+        tuning=LauncherTuning(poll_interval=0.05, max_restarts=1),
+    )
+    launcher.start(tmp_path / "rendezvous", study_dir=tmp_path / "study")
+    name = f"mt-{study_id(tmp_path / 'study')}-sim-0"
+    try:
+        wait_until(lambda: launcher.queued() == (1, {"BeginTime": 1}), "the job queued", 60)
+        out = slurm_cluster.run("squeue", "-h", "-n", name, "-o", "%i")
+        slurm_cluster.run("scancel", out.split()[0])
+        wait_until(lambda: "attempt 0 failed" in caplog.text, "the failed attempt's line", 60)
+    finally:
+        launcher.stop()
+    said = [r.getMessage() for r in caplog.records]
+    (line,) = [i for i, text in enumerate(said) if "attempt 0 failed" in text]
+    assert "cancelled while queued" in said[line - 1], said
+    assert "exit 1" in said[line] and "restart 1 of 1" in said[line], said[line]

@@ -80,6 +80,23 @@ def test_a_running_job_cancelled_by_scancel_leaves_no_segment(
 
 
 @pytest.mark.timeout(180)
+def test_a_job_scancelled_before_the_backend_saw_it_run_leaves_no_segment(
+    slurm_cluster: SlurmCluster,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """No poll while it ran, so no look found its segment: the backend sweeps the names
+    MPICH gives its steps once it has ended (ours, held by no live process)."""
+    backend = backend_for(slurm_cluster, tmp_path)
+    try:
+        handle, ids = start(backend, tmp_path)
+        slurm_cluster.run("scancel", handle.job_id)  # type: ignore[attr-defined]
+        wait_until(lambda: backend.poll(handle) is not None, "the cancelled job's end", 60)
+        assert not mpich_segments(ids), "the scancelled job's segment is left"
+    finally:
+        backend.close()
+
+
+@pytest.mark.timeout(180)
 def test_the_trainers_close_leaves_no_segment(
     slurm_cluster: SlurmCluster,  # noqa: F811
     tmp_path: Path,

@@ -18,10 +18,20 @@ a job that runs on this host (a one-node cluster, or a trainer that runs on its 
 node). Ranks on other nodes are out of reach: their segments stay (docs/how-to/slurm.md,
 "A stale MPICH segment"). What is seen is kept in the study's `SegmentRecord`, so that
 the next run of the study on this host removes what the jobs of a trainer killed with
-SIGKILL left. Not done: the sweep of `mpiexec` jobs that end before a look found
-anything (a rank that crashes within half a second of its start).
+SIGKILL left.
 
-This module uses `mpich_segments` and `file_holders` as they are; `job_pids` is its own.
+A job that ended before a look found anything (killed or crashed in its first half
+second, or scancelled before a poll saw it running) is swept by name instead: under
+``srun --mpi=pmi2`` MPICH (5.0.x) names a node's segment after the PMI key-value space,
+``<job id>.<step id>``, as ``mpich_shm_<FNV-1a hash, hex>_<node index>``
+(`pmi2_names`). The files of those names (steps 0 to `STEPS` - 1, node indices 0 to
+`NODES` - 1) that are ours and that no live process holds or maps are removed
+(`mpich_segments.orphans`): a file no process holds has lost every rank of its job, and
+a later step of that name would attach to it and fail. Another MPI, or another naming,
+matches no file: nothing is removed then.
+
+This module uses `mpich_segments` and `file_holders` as they are; `job_pids` and
+`pmi2_names` are its own.
 """
 
 from __future__ import annotations
@@ -34,15 +44,35 @@ from collections.abc import Collection, Iterable
 from melissa_trainer.launcher.backends.file_holders import dying, holders, wait_gone
 from melissa_trainer.launcher.backends.mpich_segments import (
     DYING_WAIT,
+    PREFIXES,
     SegmentRecord,
     SegmentWatch,
+    orphans,
+    remove_segments,
 )
 
-__all__ = ["JobSegments", "job_pids"]
+__all__ = ["JobSegments", "job_pids", "pmi2_names"]
 
 logger = logging.getLogger("melissa_trainer.launcher.backends.slurm")
 
 _JOB_ID = b"SLURM_JOB_ID="
+#: job steps swept by name (the batch script's srun is step 0)
+STEPS = 4
+#: node indices swept by name (this host's index in a job of several nodes)
+NODES = 4
+
+
+def pmi2_names(job_id: str, steps: int = STEPS, nodes: int = NODES) -> list[str]:
+    """The names MPICH gives, in /dev/shm, to the segments of job `job_id`'s steps 0 to
+    `steps` - 1 under ``srun --mpi=pmi2``, on node indices 0 to `nodes` - 1: its 32-bit
+    FNV-1a hash of the key-value space's name ``<job id>.<step id>``."""
+    names = []
+    for step in range(steps):
+        value = 2166136261
+        for byte in f"{job_id}.{step}".encode():
+            value = ((value ^ byte) * 16777619) & 0xFFFFFFFF
+        names += [f"{prefix}{value:x}_{node}" for prefix in PREFIXES for node in range(nodes)]
+    return names
 
 
 def job_pids(job_ids: Collection[str]) -> dict[str, list[int]]:
@@ -112,10 +142,17 @@ class JobSegments:
     def ended(self, job_id: str, job: str) -> list[str]:
         """Job `job_id` (`job`: its name for the log) has ended: unlink the segments its
         ranks were seen to map that no live process holds (those held stay in the
-        record, for the study's next run). Returns the paths removed."""
+        record, for the study's next run), then sweep its names (`pmi2_names`: those no
+        live process holds). Returns the paths removed."""
         watch = self._watches.pop(job_id, None)
-        if watch is None or not watch.segments:
-            return []
+        removed = [] if watch is None or not watch.segments else self._seen(watch, job)
+        swept = remove_segments(orphans({}, pmi2_names(job_id)))
+        if swept:
+            logger.debug("%s ended before MPI_Finalize: removed %s", job, ", ".join(swept))
+        return removed + swept
+
+    def _seen(self, watch: SegmentWatch, job: str) -> list[str]:
+        """Remove the segments `watch` found that no live process holds."""
         free = self._free([segment.path for segment in watch.segments])
         held = [segment for segment in watch.segments if segment.path not in free]
         if held:

@@ -7,6 +7,7 @@ fail (test_slurm.py::test_two_task_mpi_job on a CI machine, 2026-11-30)."""
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 
@@ -14,8 +15,6 @@ import pytest
 from mpich_shm import mpich_segments
 from slurm_cluster import FIRST_JOB_IDS, SlurmCluster, slurm_cluster  # noqa: F401 - the fixture
 from waiting import wait_until
-
-from melissa_trainer.launcher.backends import Job, SlurmBackend
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("slurm"), pytest.mark.e2e]
 
@@ -27,34 +26,54 @@ time.sleep(300)
 """
 
 
+#: the 2-task job, submitted with sbatch directly: the backend would remove its segment
+#: (test_slurm_killed_segments.py), and the cluster's own removal is what is tested here
+BATCH = """#!/bin/bash
+#SBATCH --ntasks=2
+#SBATCH --output=job.log
+srun --mpi=pmi2 {python} ranks.py
+"""
+
+
 @pytest.mark.timeout(120)
 def test_a_killed_mpi_job_leaves_a_segment_that_the_cluster_removes(
     slurm_cluster: SlurmCluster,  # noqa: F811
     tmp_path: Path,
 ) -> None:
     """The cluster's job ids start at a random one, not at 1 in every session; the
-    segment of a killed 2-rank job outlives it; the cluster's stop removes it."""
+    segment of a killed 2-rank job outlives it (when nothing removes it: a job of no
+    SlurmBackend); the cluster's stop removes it."""
     if slurm_cluster.cpus < 2:
         pytest.skip(f"the node has {slurm_cluster.cpus} CPU; a 2-task job needs 2")
     pytest.importorskip("mpi4py")
     (tmp_path / "ranks.py").write_text(WAITING_RANKS)
-    backend = SlurmBackend(poll_every=0.2, srun_args=["--mpi=pmi2"], script_dir=tmp_path)
-    job = Job("mpiwait", [sys.executable, "ranks.py"], cwd=tmp_path, ranks=2)
+    (tmp_path / "job.sbatch").write_text(BATCH.format(python=sys.executable))
+    out = slurm_cluster.run(
+        "sbatch", "--parsable", f"--chdir={tmp_path}", str(tmp_path / "job.sbatch")
+    )
+    job_id = int(out.strip().split(";")[0])
+    assert FIRST_JOB_IDS[0] <= slurm_cluster.first_job_id <= job_id
+    ids = range(job_id, job_id + 1)
     try:
-        handle = backend.launch(job)
-        job_id = int(handle.job_id)  # type: ignore[attr-defined]
-        assert FIRST_JOB_IDS[0] <= slurm_cluster.first_job_id <= job_id
         wait_until(
             lambda: (tmp_path / "rank0").exists() and (tmp_path / "rank1").exists(),
             "both ranks past MPI_Init",
             60,
             interval=0.1,
         )
-        ids = range(job_id, job_id + 1)
         assert mpich_segments(ids), "no MPICH segment named after the job's step"
-        backend.kill(handle, grace=1)
     finally:
-        backend.close()
+        slurm_cluster.run("scancel", "--full", "--signal=KILL", str(job_id))
+    wait_until(
+        lambda: (
+            not subprocess.run(
+                ["squeue", "-h", "-j", str(job_id)], capture_output=True, text=True
+            ).stdout.strip()
+        ),
+        "the killed job to leave the queue",
+        60,
+        interval=0.1,
+    )
     # what made later sessions fail; if a newer MPICH removes it, revisit the docs
     assert mpich_segments(ids), "the killed job's segment is gone"
     slurm_cluster.remove_mpich_segments()

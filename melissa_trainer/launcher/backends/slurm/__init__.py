@@ -4,6 +4,9 @@
 * `batch`: ``mode="sbatch"``, each job a batch job (scripts, squeue polling, exit codes,
   kill);
 * `steps`: ``mode="srun"``, each job a step of the current allocation;
+* `segments`: MPICH's /dev/shm segments of the batch jobs that ran on this host, removed
+  once they ended;
+* `queued_end`: what is said of a batch job cancelled while still queued;
 * `commands`: running Slurm's commands (timeouts, failures);
 * `script`: the batch scripts and job steps, pure functions;
 * `queries`: what Slurm is asked of a job, pure functions: the ``sbatch``, ``squeue``,

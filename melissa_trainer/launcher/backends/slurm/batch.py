@@ -32,6 +32,10 @@ ended the earlier run's jobs, whose files nobody else reads (another study's fil
 named after it, are left alone), so no later run of the study meets, or misreads, an
 earlier run's file.
 
+MPICH's segments that killed or cancelled jobs leave in /dev/shm are removed when the
+job ran on this host (`segments`); a job cancelled while still queued is said in a
+warning and in its log (`queued_end`).
+
 Used from the backend's one thread; every method may block for the Slurm commands it
 runs (bounded by `COMMAND_TIMEOUT` each).
 """
@@ -52,6 +56,8 @@ from melissa_trainer.launcher.backends.lease import Lease
 from melissa_trainer.launcher.backends.slurm import queries as sq
 from melissa_trainer.launcher.backends.slurm import script as ss
 from melissa_trainer.launcher.backends.slurm.commands import SlurmCommands, failure
+from melissa_trainer.launcher.backends.slurm.queued_end import queued_end
+from melissa_trainer.launcher.backends.slurm.segments import JobSegments
 from melissa_trainer.launcher.exit_cause import exit_text
 
 __all__ = ["CLOSE_GRACE", "FORCE_WAIT", "BatchJobs", "SlurmHandle"]
@@ -80,6 +86,9 @@ class SlurmHandle(Handle):
     queried: bool = False  # squeue has answered at least once since the submission
     code: int | None = None  # exit code once the job has ended
     stale: bool = False  # a job of an earlier run of the study (see begin_study)
+    ran: bool = False  # squeue listed it started (`STARTED_STATES`) at least once
+    cancelled: bool = False  # this backend cancelled it (kill, close, begin_study)
+    final: str | None = None  # its final state, as squeue or the record gave it
 
 
 class BatchJobs:
@@ -111,6 +120,7 @@ class BatchJobs:
         self._run_token = f"{os.getpid()}{secrets.token_hex(4)}"
         self._lease_name = f"{ss.JOB_PREFIX}{self._run_token}.lease"
         self._swept: set[Path] = set()  # directories rid of earlier runs' exit files
+        self._shm = JobSegments()  # MPICH segments of the jobs that run on this host
 
     def poll(self, handle: SlurmHandle) -> int | None:
         """None while the job is queued or running, else its exit code. Runs squeue
@@ -118,6 +128,8 @@ class BatchJobs:
         if handle.code is None:
             self._refresh()
             self._settle(handle)
+        if handle.code is None and handle.state == "RUNNING":
+            self._shm.running(handle.job_id)  # reads its ranks' segments when due
         return handle.code
 
     def kill(self, handle: SlurmHandle, grace: float) -> None:
@@ -138,6 +150,7 @@ class BatchJobs:
         earlier run's), logging them; blocks until they ended. A failing squeue is
         logged and nothing is cancelled."""
         prefix = self._prefix = ss.study_prefix(study)
+        self._shm.begin(study)  # what a run killed with SIGKILL left on this host
         self._lease_name = f"{prefix}{self._run_token}.lease"
         jobs = self._commands.own_jobs()
         if isinstance(jobs, str):
@@ -263,6 +276,7 @@ class BatchJobs:
         for job_id, handle in self._live.items():
             handle.state, handle.queried = states.get(job_id), True
             handle.reason = reasons.get(job_id)
+            handle.ran = handle.ran or (handle.state in sq.STARTED_STATES - sq.TERMINAL_STATES)
 
     def _settle(self, handle: SlurmHandle) -> None:
         """Set the exit code of a job that squeue reports ended (or no longer lists)."""
@@ -270,8 +284,11 @@ class BatchJobs:
             handle.state is not None and handle.state not in sq.TERMINAL_STATES
         ):
             return
+        handle.final = handle.state
         handle.code = self._final_code(handle)
         self._live.pop(handle.job_id, None)
+        self._shm.ended(handle.job_id, self.describe(handle))
+        queued_end(handle, self.describe(handle))
         logger.debug(
             "%s ended (%s): %s", self.describe(handle), handle.state, exit_text(handle.code)
         )
@@ -288,6 +305,7 @@ class BatchJobs:
             logger.warning("cannot read the exit code of %s: %s", self.describe(handle), exc)
             text = ""
         if text:
+            handle.ran = True  # its script wrote the code: the job started
             path.unlink(missing_ok=True)
             try:
                 return int(text)
@@ -295,6 +313,7 @@ class BatchJobs:
                 logger.warning("%s holds %r, not an exit code", path, text)
         record = self._commands.record(handle.job_id)
         if record is not None:
+            handle.final = record[0]
             return sq.exit_code(*record)
         if handle.state is not None:
             return sq.exit_code(handle.state)
@@ -314,6 +333,9 @@ class BatchJobs:
             self._settle(handle)
         live = [h for h in handles if h.code is None]
         running = [h.job_id for h in live if h.state == "RUNNING"]
+        self._shm.before_kill(h.job_id for h in live if h.state != "PENDING")
+        for handle in live:
+            handle.cancelled = True
         others = [h.job_id for h in live if h.state != "RUNNING"]
         # Signal, not cancel, the running ones: the job goes on, so its script writes
         # the exit code once the command has ended.

@@ -1,0 +1,73 @@
+"""What the log says of a batch job that ended while still queued (trial htrial15, s6:
+a ``scancel`` of a PENDING job was reported ``simulation 2 attempt 0 failed (exit 1,
+2.0 s)`` with nothing in the simulation's log for that attempt, whereas a cancelled
+running job gets srun's ``Terminated`` lines).
+
+A job that squeue never listed started (`queries.STARTED_STATES`), whose script wrote no
+exit code, and whose final state is CANCELLED, was cancelled in the queue: Slurm writes
+nothing to its log (the ``--output`` file is opened when the job starts). Other final
+states reached between two squeue calls are not claimed (a job that ran for less than
+`poll_every` and failed before its script wrote a code would look the same).
+`queued_end` says it in the job's log and, for a cancellation that is not the study's
+own (`SlurmHandle.cancelled`: its kill, its close, `begin_study`), in a warning on the
+console, just before the launcher's line about the failed attempt: who cancelled it
+(the study, or someone's ``scancel``), and what the launcher does next (it counts as a
+failed attempt: a restart while some are left, else the failure policy).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # (batch imports this module)
+    from melissa_trainer.launcher.backends.slurm.batch import SlurmHandle
+
+__all__ = ["queued_end", "queued_text"]
+
+logger = logging.getLogger("melissa_trainer.launcher.backends.slurm")
+
+#: what the launcher does with the attempt (its restarts and failure policy decide)
+NEXT = (
+    "the launcher counts it as a failed attempt: it runs the simulation again while "
+    "restarts are left (LauncherTuning.max_restarts), then applies "
+    "LauncherTuning.on_failure"
+)
+
+
+def queued_text(job: str, by_study: bool) -> str:
+    """How a job `job` (``NAME (Slurm job ID)``) cancelled before it ever started is
+    said; `by_study`: this backend cancelled it."""
+    if by_study:
+        return f"{job} was cancelled while queued (never started), by the study"
+    return (
+        f"{job} was cancelled while queued (squeue last listed it PENDING; it never "
+        "started), not by the study (it cancels only the jobs it stops): by a scancel, "
+        f"yours or an administrator's; {NEXT}"
+    )
+
+
+def queued_end(handle: SlurmHandle, job: str) -> str | None:
+    """If `handle`'s job ended before it started (module docstring), say so in its log
+    (appended, with the time) and, unless the study cancelled it, in a warning; the text,
+    or None for a job that started, a job of an earlier run (not the launcher's), or a
+    final state other than CANCELLED. A log that cannot be written is said in a warning."""
+    if handle.ran or handle.stale or handle.final != "CANCELLED":
+        return None
+    text = queued_text(job, handle.cancelled)
+    if handle.cancelled:
+        logger.debug("%s", text)
+    else:
+        logger.warning("%s", text)
+    if handle.job.log_path is not None:
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
+        try:
+            path = Path(handle.job.log_path)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with open(path, "a") as log:
+                log.write(f"melissa-trainer: {stamp}: {text}\n")
+        except OSError as exc:
+            logger.warning("cannot write to %s (%s): %s", handle.job.log_path, exc, text)
+    return text

@@ -41,17 +41,20 @@ WHEN: list[tuple[str, str]] = [
     ("on_batch_ready", "each micro-batch: collated, on the device, before the forward"),
     ("on_sample_losses", "each micro-batch, after backward; only if a hook overrides it"),
     ("on_after_backward", "each micro-batch, after backward"),
-    ("on_simulation_losses", "every `simulation_loss_steps` steps, before your `on_step_end`"),
+    (
+        "on_simulation_losses",
+        "every `simulation_loss_steps` steps (before your `on_step_end`), at the end",
+    ),
     ("on_step_end", "after the optimizer step (`state.global_step` counts it)"),
     ("on_log", "**action point** after `on_step_end`: every `logging_steps`"),
-    ("on_validation_start", "action point: every `eval_steps`, before the pass"),
+    ("on_validation_start", "action point: every `eval_steps` and at the end, before the pass"),
     ("on_validation_end", "after the pass: the metrics"),
     ("on_save", "action point: a checkpoint is complete"),
     ("on_end_of_stream", "**the data ran out on every rank**; `control.should_rewind` replays"),
     ("on_pseudo_epoch_end", "a rewind asked for (then an action point)"),
     ("on_pseudo_epoch_start", "the replay starts (`state.pseudo_epoch` advanced)"),
     ("on_loop_end", "**the end**: after the last step; the last requests here"),
-    ("on_preempted", "a signal: the checkpoint is written"),
+    ("on_preempted", "preempted (a signal, the launcher gone): its checkpoint written"),
     ("on_train_end", "last, the source stopped (requests ignored)"),
 ]
 

@@ -34,7 +34,7 @@ import torch
 from helpers import linear_samples, small_model, xy
 
 from melissa_trainer import Hook, OnlineTrainer, TrainingArguments
-from melissa_trainer.buffers import make_buffer
+from melissa_trainer.buffers import SampleBlock, make_buffer
 from melissa_trainer.core.dataset import StreamDataset
 
 pytestmark = pytest.mark.timeout(120)
@@ -71,6 +71,8 @@ class Reader(Hook):
         self.ids_match: list[bool] = []
         self.after_backward: list[list[int]] = []
         self.at_step_end: list[list[int]] = []
+        self.at_step_start: list[list[int]] = []  # but the first
+        self.blocks: list[bool] = []  # per micro-batch: served as a block
         self.at_validation_end: list[list[int]] = []
 
     @staticmethod
@@ -80,14 +82,18 @@ class Reader(Hook):
     def on_step_start(self, trainer: Any, state: Any, control: Any) -> None:
         if self.at_first_step_start is None:
             self.at_first_step_start = len(trainer.dataset.last_samples)
+        else:
+            self.at_step_start.append(self.indices(trainer))
         self.steps.append([])
 
     def on_batch_ready(self, trainer: Any, state: Any, control: Any, batch: Any) -> None:
         last = trainer.dataset.last_samples
         self.steps[-1].append(self.indices(trainer))
+        self.blocks.append(isinstance(last, SampleBlock))
         self.pseudo_epochs.append(state.pseudo_epoch)
         inputs = torch.from_numpy(np.stack([s["x"] for s in last]))
-        self.rows_match.append(bool(torch.equal(batch[0].cpu(), inputs)))
+        rows = batch["x"] if isinstance(batch, dict) else batch[0]  # (default batching: dict)
+        self.rows_match.append(bool(torch.equal(rows.cpu(), inputs)))
 
     def on_sample_losses(
         self, trainer: Any, state: Any, control: Any, losses: Any, simulation_ids: Any
@@ -108,28 +114,40 @@ class Reader(Hook):
         self.at_validation_end.append(self.indices(trainer))
 
 
+def xy_of(batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    return batch["x"], batch["y"]
+
+
+class DefaultBatching(OnlineTrainer):
+    """No `process_sample`: the buffer serves blocks, the batch is the dict of fields."""
+
+    def compute_loss(self, model: torch.nn.Module, batch: Any) -> torch.Tensor:
+        return super().compute_loss(model, xy_of(batch))
+
+    def compute_sample_losses(self, model: torch.nn.Module, batch: Any) -> torch.Tensor:
+        return super().compute_sample_losses(model, xy_of(batch))
+
+
 def train(
-    out: Path, n: int, hooks: tuple[Hook, ...] = (), **over: Any
+    out: Path, n: int, hooks: tuple[Hook, ...] = (), blocks: bool = False, **over: Any
 ) -> tuple[OnlineTrainer, Reader]:
-    args = TrainingArguments(
-        output_dir=str(out),
-        batch_size=BATCH,
-        buffer="fifo",  # each sample once, in order: the oracle
-        buffer_size=64,
-        report_to="none",
-        disable_progress_bar=True,
-        save_at_end=False,
-        stop_sync_steps=4,
-        **over,
-    )
+    options: dict[str, Any] = {
+        "buffer": "fifo",  # each sample once, in order: the oracle (but where replaced)
+        "buffer_size": 64,
+        "report_to": "none",
+        "disable_progress_bar": True,
+        "save_at_end": False,
+        "stop_sync_steps": 4,
+    }
+    args = TrainingArguments(output_dir=str(out), batch_size=BATCH, **{**options, **over})
     reader = Reader()
     model = small_model(0)
-    trainer = OnlineTrainer(
+    trainer = (DefaultBatching if blocks else OnlineTrainer)(
         model,
         args,
         torch.optim.SGD(model.parameters(), lr=1e-3),
         train_source=lambda rank, world: samples(n),
-        process_sample=xy,
+        process_sample=None if blocks else xy,
         eval_dataset=list(samples(16)),
         hooks=[reader, *hooks],
     )
@@ -137,14 +155,16 @@ def train(
     return trainer, reader
 
 
-@pytest.mark.parametrize("stage", [True, False])
+@pytest.mark.parametrize(("stage", "blocks"), [(True, False), (False, False), (True, True)])
 def test_each_micro_batch_names_its_own_samples_and_a_step_end_its_last(
-    tmp_path: Path, stage: bool
+    tmp_path: Path, stage: bool, blocks: bool
 ) -> None:
     trainer, reader = train(
-        tmp_path, 96, gradient_accumulation_steps=3, eval_steps=2, stage_batches=stage
-    )
+        tmp_path, 96, blocks=blocks, gradient_accumulation_steps=3, eval_steps=2,
+        stage_batches=stage,
+    )  # fmt: skip
     fifo = [list(range(j, j + BATCH)) for j in range(0, 96, BATCH)]  # 12 micro-batches
+    assert reader.blocks == [blocks] * 12  # (the default batching's path: blocks)
     assert reader.at_first_step_start == 0  # nothing before the first micro-batch
     assert reader.steps == [fifo[0:3], fifo[3:6], fifo[6:9], fifo[9:12]]
     assert all(reader.rows_match) and len(reader.rows_match) == 12  # row i is sample i
@@ -152,6 +172,7 @@ def test_each_micro_batch_names_its_own_samples_and_a_step_end_its_last(
     assert reader.after_backward == fifo  # the same micro-batch through its backward
     # a step's end (and its actions) sees the step's last micro-batch only
     assert reader.at_step_end == [fifo[2], fifo[5], fifo[8], fifo[11]]
+    assert reader.at_step_start == [fifo[2], fifo[5], fifo[8]]  # (the next one's batch staged)
     # validations at steps 2 and 4 (and none at the end: the last was at step 4) leave it
     assert reader.at_validation_end == [fifo[5], fifo[11]]
     assert trainer.state.global_step == 4
@@ -207,3 +228,11 @@ def test_the_pages_example_logs_the_latest_time_step_trained(tmp_path: Path) -> 
     expected = [(step, float(max(i % 10 for i in batches[step - 1]))) for step in range(1, 13)]
     assert 7.0 in dict(expected).values()  # (not 9 everywhere: samples 0-7, 40-47, 80-87)
     assert logged == expected
+
+
+def test_a_reservoirs_batches_name_their_samples_in_order(tmp_path: Path) -> None:
+    # drawn at random, served again: the rows and the ids still match, micro-batch by
+    # micro-batch
+    _, reader = train(tmp_path, 64, buffer="reservoir", sample_to_insert_ratio=2, max_steps=10)
+    assert len(reader.rows_match) == 10 and all(reader.rows_match)
+    assert len(reader.ids_match) == 10 and all(reader.ids_match)

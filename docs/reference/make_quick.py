@@ -315,7 +315,9 @@ TAIL = """
 - **A batch** is what `collate_fn` makes of `batch_size` processed samples (default: the
   fields stacked, samples on axis 0), or what `process_batch` makes of a block; the last
   batch of a stream may be smaller. A step is `gradient_accumulation_steps` batches.
-- The default loss takes a batch `(inputs, targets)`: `model(inputs)` against `targets`
+- The default loss takes a batch `(inputs, targets)`: `loss_fn(model(inputs), targets)`,
+  mean squared error unless `loss_fn` is given; any other layout: override
+  `compute_loss(model, batch)`
   ([the loss and the batch](../concepts/loop.md#the-loss-and-the-batch)).
 
 """

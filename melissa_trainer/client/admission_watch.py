@@ -8,8 +8,8 @@ endpoints from a rendezvous, not started by the launcher) starts an `AdmissionWa
 thread of its own that asks each receiver the same ADMISSION_QUERY
 (`admission.confirm_admitted`, docs/protocol.md section 17a), asking again with growing
 pauses (10 ms to 0.5 s) while it says unknown, for at most `WATCH_TIMEOUT` seconds. A
-refusal sets the client's ``_refused`` (the sentence the close would raise: the
-receiver, its reason, the fix) and logs it at once; the client's next `send` raises
+refusal calls the client's ``_set_refused`` with the sentence the close would raise
+(the receiver, its reason, the fix) and logs it at once; the client's next `send` raises
 `SimulationRefused` with it (`Sending.send`), and every later one, sending nothing more;
 so does its every `Client.predict`, asking nothing.
 
@@ -69,14 +69,16 @@ _FIELDS_HEAD = "HELLO declares other fields than the study's: "
 
 
 class Watched(Protocol):
-    """What `AdmissionWatch.after_hello` reads of a `Client` (and the attribute it sets:
-    ``_refused``)."""
+    """What `AdmissionWatch.after_hello` reads of a `Client` (and what it calls on a
+    refusal: ``_set_refused``, which sets ``_refused``)."""
 
     _rendezvous: str | None
     _closed: bool
     _refused: str | None
     simulation_id: int
     rank: int
+
+    def _set_refused(self, why: str) -> None: ...
 
     @property
     def endpoints(self) -> Sequence[str]: ...
@@ -136,7 +138,7 @@ class AdmissionWatch:
             client.rank,
             client.fields,
             list(client.parameters),
-            partial(setattr, client, "_refused"),
+            client._set_refused,
         )
         if client._rendezvous is None or launched():
             watch.ended.set()

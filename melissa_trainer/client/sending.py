@@ -50,6 +50,9 @@ class Sending:
     #: first send (`_asked`); None: every step is sent
     _skip: RerunSkip | None = None
     _asked = False
+    #: whether `send` must look at the above before sending (the first send, a refusal
+    #: known, a rerun's skip): one test on the usual path instead of three
+    _gate = True
 
     def _follow(self, entries: list[dict[str, Any]]) -> None:
         """Switch to the restarted trainer of `entries` (`Client` defines it)."""
@@ -116,13 +119,7 @@ class Sending:
         """
         if self._closed:
             raise RuntimeError("the client is closed")
-        if self._refused is not None and self._placed:  # (not in a collective first send)
-            self._refuse()
-        if not self._asked:
-            self._ask_held()
-        if self._skip is not None and self._skip(
-            time_step if type(time_step) is int else check_time_step(time_step)
-        ):
+        if self._gate and self._gated(time_step):
             return  # (held by its receiver: counted in its BYE, not sent again)
         if self._following is not None:  # (external mode: `following`)
             self._following.send(self._send_once, self._follow, time_step, arrays, kwargs)
@@ -131,6 +128,30 @@ class Sending:
         if fast is not None and arrays is None and fast(time_step, kwargs):
             return  # the usual send, specialized (see `fast_send`)
         self._send_general(time_step, arrays, kwargs)
+
+    def _gated(self, time_step: SupportsIndex) -> bool:
+        """`send`'s checks before sending while `_gate` is up: raises for a known refusal
+        (not in a collective first send), asks a rerun's receivers what they hold at the
+        first send, and says whether this step is held (not to be sent)."""
+        if self._refused is not None and self._placed:
+            self._refuse()
+        if not self._asked:
+            self._ask_held()
+        # Lowered only while nothing is left to look at; then raised again if the watch
+        # set `_refused` meanwhile (it sets `_refused`, then `_gate`: `_set_refused`), so a
+        # refusal racing this write is never lost.
+        self._gate = self._skip is not None or self._refused is not None
+        if not self._gate and self._refused is not None:
+            self._gate = True
+        return self._skip is not None and self._skip(
+            time_step if type(time_step) is int else check_time_step(time_step)
+        )
+
+    def _set_refused(self, why: str) -> None:
+        """Record that a receiver refused the simulation (`admission_watch`, any thread):
+        the next send (not a collective first one) raises `SimulationRefused`."""
+        self._refused = why
+        self._gate = True
 
     def _ask_held(self) -> None:
         """At the first send of a launched attempt after the first (0-based, the

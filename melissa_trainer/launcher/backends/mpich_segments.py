@@ -28,8 +28,9 @@ open are removed. MPICH's creator of the file
 (``MPL_initshm_open``, 5.0.x) keeps its descriptor open until it exits, so a file that
 no process holds has lost every rank of its job: nobody can use it again, whichever job
 made it (another of ours that also failed early is cleaned too; a live one never is).
-A trainer killed with SIGKILL removes nothing: `SegmentRecord` lists what its running
-jobs were seen to hold, for the next run of its study on this node to remove.
+A trainer killed with SIGKILL removes nothing: `mpich_record.SegmentRecord` lists what
+its running jobs were seen to hold, and the launches of those not looked at yet, for the
+next run of its study on this node to remove.
 
 Limits: Linux only (nothing found elsewhere); the ranks on this machine only (those an
 ``mpiexec -hosts`` started on other nodes are out of reach, as are Slurm's). The sweep
@@ -46,16 +47,19 @@ import logging
 import os
 import time
 from collections.abc import Collection, Iterable
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from melissa_trainer.launcher.backends.file_holders import dying, holders, wait_gone
+
+if TYPE_CHECKING:  # (mpich_record imports this module)
+    from melissa_trainer.launcher.backends.mpich_record import SegmentRecord
 
 __all__ = [
     "LOOKS_AT",
     "Listing",
     "Segment",
-    "SegmentRecord",
     "SegmentWatch",
+    "is_segment",
     "listing",
     "mapped_segments",
     "orphans",
@@ -107,7 +111,7 @@ def mapped_segments(pids: Iterable[int]) -> list[Segment]:
         for fd in fds:
             with contextlib.suppress(OSError):  # closed meanwhile
                 path = os.readlink(f"/proc/{pid}/fd/{fd}")
-                if _is_segment(path) and path not in found:
+                if is_segment(path) and path not in found:
                     stat = os.stat(f"/proc/{pid}/fd/{fd}")  # (the open file itself)
                     dev = (os.major(stat.st_dev), os.minor(stat.st_dev))
                     found[path] = Segment(path, dev, stat.st_ino)
@@ -121,7 +125,7 @@ def _parse(line: str) -> Segment | None:
     if len(fields) < 6:
         return None
     path = fields[5]
-    if not _is_segment(path):
+    if not is_segment(path):
         return None
     try:
         major, minor = (int(part, 16) for part in fields[3].split(":"))
@@ -130,7 +134,7 @@ def _parse(line: str) -> Segment | None:
         return None
 
 
-def _is_segment(path: str) -> bool:
+def is_segment(path: str) -> bool:
     """`path` names an MPICH segment (an unlinked file's path in /proc ends with
     " (deleted)": gone already, nothing to remove)."""
     name = path[len(SHM_DIR) :]
@@ -219,13 +223,16 @@ class SegmentWatch:
     `look`, at `LOOKS_AT`: a job whose rank crashes leaves no process to read them from)
     and when it is killed (`add`); unlinked by `remove` once it has ended, or, none
     found, swept (`orphans` since `before`, the `listing` taken before its launch,
-    among the names `only` if given; no sweep without `before`)."""
+    among the names `only` if given; no sweep without `before`). `launch`: the job's
+    entry in `record` (`SegmentRecord.launching`), dropped once segments are found or
+    the job has ended."""
 
     def __init__(
         self,
         before: Listing | None = None,
         only: Collection[str] | None = None,
         record: SegmentRecord | None = None,
+        launch: int | None = None,
     ) -> None:
         self.segments: list[Segment] = []
         self.launched = time.monotonic()
@@ -233,6 +240,7 @@ class SegmentWatch:
         self.before = before
         self.only = only
         self.record = record  # where the segments found are kept until removed
+        self.launch = launch
 
     @classmethod
     def singleton(cls, pid: int, before: Listing, record: SegmentRecord) -> SegmentWatch:
@@ -269,8 +277,9 @@ class SegmentWatch:
         known = {segment.path for segment in self.segments}
         found = [s for s in mapped_segments(pids) if s.path not in known]
         self.segments += found
-        if found and self.record is not None:
-            self.record.update(add=found)
+        if found and self.record is not None:  # (listed now: the launch's entry is done)
+            self.record.update(add=found, done=self.launch)
+            self.launch = None
 
     def remove(self, job: str) -> list[str]:
         """Unlink the ended job `job`'s segments that it left (`remove_segments`), or,
@@ -278,99 +287,13 @@ class SegmentWatch:
         all have ended, else what they hold stays)."""
         segments, self.segments = self.segments, []
         before, self.before = self.before, None
-        if segments and self.record is not None:
-            self.record.update(remove=segments)  # (removed or left, not the job's now)
+        if (segments or self.launch is not None) and self.record is not None:
+            # (removed or left, not the job's now; its own sweep follows)
+            self.record.update(remove=segments, done=self.launch)
+        self.launch = None
         if not segments and before is not None:
             segments = orphans(before, self.only)
         removed = remove_segments(segments)
         if removed:
             logger.debug("%s ended before MPI_Finalize: removed %s", job, ", ".join(removed))
         return removed
-
-
-class SegmentRecord:
-    """The segments seen of a backend's running jobs, kept in a file of /dev/shm named
-    after the study and the user (this node's, gone with the segments at a reboot), so
-    that the next run of the study on this node removes those that the jobs of a trainer
-    killed with SIGKILL left (`begin`: nobody else could). Inactive until `begin`.
-
-    Each change rewrites the file (a job's first look that finds its segments, its
-    end); a backend whose jobs all ended leaves no file. Only what was seen is recorded:
-    a job killed with the trainer before its first look (`LOOKS_AT`) is not."""
-
-    def __init__(self) -> None:
-        self.path: str | None = None
-        self.segments: dict[str, Segment] = {}
-        self._written = ""
-
-    def begin(self, study: str) -> list[str]:
-        """Record for `study` (`study_id`) from now on; first remove the segments that an
-        earlier run's file lists, are still the same files (inode) and that no live
-        process holds (those held stay listed). Returns the paths removed."""
-        self.path = f"{SHM_DIR}melissa_trainer_{study}_{os.geteuid()}.segments"
-        left = _read_record(self.path)
-        self._written = "?"  # (rewritten below, whatever it held)
-        removed: list[str] = []
-        busy: Collection[str] | None = holders([s.path for s in left]) if left else set()
-        if busy is None:  # (no /proc: nothing known to be free)
-            busy = {s.path for s in left}
-        removed = remove_segments(s for s in left if s.path not in busy)
-        self.segments = {s.path: s for s in left if s.path in busy}
-        if removed:  # a warning: rare (a crash left them) and worth seeing on the console
-            logger.warning(
-                "removed %d MPI shared-memory file(s) in %s left by the jobs of an earlier run "
-                "of this study (a trainer killed before it could remove them)",
-                len(removed),
-                SHM_DIR,
-            )
-        self.update()
-        return removed
-
-    def update(self, add: Iterable[Segment] = (), remove: Iterable[Segment] = ()) -> None:
-        """Add and remove segments; rewrite the file if active and changed (no file when
-        none is left). A file that cannot be written is said in a warning, once."""
-        self.segments.update((s.path, s) for s in add)
-        for segment in remove:
-            self.segments.pop(segment.path, None)
-        text = "".join(f"{s.path} {s.dev[0]}:{s.dev[1]} {s.ino}\n" for s in self.segments.values())
-        if self.path is None or text == self._written:
-            return
-        try:
-            if text:
-                with open(self.path + ".tmp", "w") as file:
-                    file.write(text)
-                os.replace(self.path + ".tmp", self.path)
-            else:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(self.path)
-        except OSError as exc:
-            logger.warning(
-                "cannot keep the record of MPI segments %s (%s): a trainer killed with "
-                "SIGKILL leaves its jobs' segments for you to remove",
-                self.path,
-                exc,
-            )
-            self.path = None
-            return
-        self._written = text
-
-
-def _read_record(path: str) -> list[Segment]:
-    """The segments a `SegmentRecord` file lists ([] if there is none, or for a line that
-    is not one: nothing removed on a guess)."""
-    try:
-        with open(path) as file:
-            lines = file.read().splitlines()
-    except OSError:
-        return []
-    out = []
-    for line in lines:
-        try:
-            name, dev, ino = line.rsplit(" ", 2)
-            major, minor = (int(part) for part in dev.split(":"))
-            segment = Segment(name, (major, minor), int(ino))
-        except ValueError:
-            continue
-        if _is_segment(name):
-            out.append(segment)
-    return out

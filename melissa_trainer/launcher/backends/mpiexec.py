@@ -37,7 +37,8 @@ from pathlib import Path
 from melissa_trainer.launcher.backends.base import Backend, Handle, Job, LaunchError
 from melissa_trainer.launcher.backends.hydra_step import hydra_step_env
 from melissa_trainer.launcher.backends.local import DEFAULT_PLACEMENT, LocalBackend, LocalHandle
-from melissa_trainer.launcher.backends.mpich_segments import SegmentRecord, SegmentWatch, listing
+from melissa_trainer.launcher.backends.mpich_record import SegmentRecord
+from melissa_trainer.launcher.backends.mpich_segments import SegmentWatch, listing
 from melissa_trainer.launcher.backends.placement import Placement
 
 __all__ = ["MpiexecBackend", "MpiexecHandle", "mpiexec_command", "process_tree"]
@@ -138,17 +139,24 @@ class MpiexecBackend(Backend):
         # The local backend sees one process (mpiexec), which starts the ranks itself.
         env = {**self._env, **job.env} if self._env else job.env
         before = listing()  # MPICH's files: those of ranks failing at once will be new
-        process = self._local.launch(dataclasses.replace(job, argv=argv, ranks=1, env=env))
+        # recorded before the start: a trainer SIGKILLed before the job's first look
+        # leaves files that the next run of the study finds by this launch's time
+        launch = self._record.launching()
+        try:
+            process = self._local.launch(dataclasses.replace(job, argv=argv, ranks=1, env=env))
+        except BaseException:
+            self._record.update(done=launch)
+            raise
         process.shm = SegmentWatch.off()  # (mpiexec maps nothing; the ranks' are below)
-        handle = MpiexecHandle(
-            job=job, process=process, shm=SegmentWatch(before, None, self._record)
-        )
+        watch = SegmentWatch(before, None, self._record, launch)
+        handle = MpiexecHandle(job=job, process=process, shm=watch)
         self._running.append(handle)
         return handle
 
     def begin_study(self, study: str) -> None:
         """Remove the MPICH segments that the jobs of an earlier run of `study`, killed
-        with its trainer (SIGKILL), left on this node (`SegmentRecord`)."""
+        with its trainer (SIGKILL), left on this node (`SegmentRecord`: those seen, and
+        for jobs killed before their first look, the orphans made since their launch)."""
         self._record.begin(study)
 
     def poll(self, handle: Handle) -> int | None:

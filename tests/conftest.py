@@ -48,6 +48,24 @@ def _one_thread():
     torch.set_num_threads(1)
 
 
+@pytest.fixture(scope="session")
+def _shm_guard():  # type: ignore[no-untyped-def]
+    from mpich_shm import ShmGuard  # (tests/ is on sys.path once this file is imported)
+
+    guard = ShmGuard()
+    yield guard
+    guard.finish()
+
+
+@pytest.fixture(autouse=True)
+def _no_mpich_file_left(_shm_guard, request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
+    """A warning names the test during which an MPICH file that nobody holds appeared in
+    /dev/shm (a job ended before MPI_Finalize: tests/mpich_shm.py, `ShmGuard`)."""
+    before = _shm_guard.before()
+    yield
+    _shm_guard.after(before, request.node.nodeid)
+
+
 # -- the tiers: a test that starts a process is end-to-end (marker ``e2e``) -------------
 #
 # ``pytest -m "not e2e"`` is the inner tier: it starts no process (no torch interpreter,

@@ -24,8 +24,10 @@ A job that ends before anything was found (a rank that crashes, calls ``MPI_Abor
 restart; one killed inside ``MPI_Init``) is swept instead (`orphans`): the MPICH files
 made since its launch, or since its last look that found none (absent from the
 `listing` taken then), that are ours (owner) and that no live process maps or holds
-open are removed. MPICH's creator of the file
-(``MPL_initshm_open``, 5.0.x) keeps its descriptor open until it exits, so a file that
+open are removed; those still held then (ranks that hydra kills after mpiexec has
+ended, slow to end on a loaded machine) are looked at again later
+(`SegmentWatch.retry`). MPICH's creator of the file (``MPL_initshm_open``, 5.0.x)
+keeps its descriptor open until it exits, so a file that
 no process holds has lost every rank of its job: nobody can use it again, whichever job
 made it (another of ours that also failed early is cleaned too; a live one never is).
 A trainer killed with SIGKILL removes nothing: `mpich_record.SegmentRecord` lists what
@@ -64,6 +66,7 @@ __all__ = [
     "mapped_segments",
     "orphans",
     "remove_segments",
+    "sweep",
 ]
 
 logger = logging.getLogger("melissa_trainer.launcher")
@@ -79,6 +82,10 @@ LOOKS_AT = (0.5, 1.5, 4.0, 10.0, 30.0)
 
 #: seconds `orphans` waits for dying processes to let go of a file
 DYING_WAIT = 1.0
+#: seconds from a job's end to the first `SegmentWatch.retry` of the files its sweep
+#: found held, then between the next ones: hydra's SIGKILL can reach the ranks after
+#: mpiexec has ended, and a loaded machine can take seconds to end them
+RETRY_AFTER = (0.5, 1.5, 3.0, 10.0, 45.0)
 #: MPICH's files in /dev/shm at one moment: name -> inode
 Listing = dict[str, int]
 
@@ -191,6 +198,14 @@ def orphans(before: Listing, only: Collection[str] | None = None) -> list[Segmen
     names `only` if given. A file held only by dying processes (a job's ranks that
     hydra has just SIGKILLed, which can outlive mpiexec by a moment) is an orphan once
     they are gone (waited for up to `DYING_WAIT`). [] without /proc."""
+    return sweep(before, only)[0]
+
+
+def sweep(
+    before: Listing, only: Collection[str] | None = None
+) -> tuple[list[Segment], list[Segment]]:
+    """`orphans`, and the other candidates: those still held (by a live job, or by
+    processes still ending: on a loaded machine a SIGKILLed rank can take seconds)."""
     new = [
         name
         for name, ino in listing().items()
@@ -207,7 +222,7 @@ def orphans(before: Listing, only: Collection[str] | None = None) -> list[Segmen
             candidates[SHM_DIR + name] = Segment(SHM_DIR + name, dev, stat.st_ino)
     busy = holders(candidates) if candidates else {}
     if busy is None:
-        return []
+        return [], []
     ending = [path for path, pids in busy.items() if all(dying(pid) for pid in pids)]
     if ending:
         wait_gone({pid for path in ending for pid in busy[path]}, DYING_WAIT)
@@ -215,7 +230,16 @@ def orphans(before: Listing, only: Collection[str] | None = None) -> list[Segmen
         for path in ending:
             if still is not None and path not in still:
                 del busy[path]
-    return [segment for path, segment in candidates.items() if path not in busy]
+    free = [segment for path, segment in candidates.items() if path not in busy]
+    return free, [segment for path, segment in candidates.items() if path in busy]
+
+
+def _still_free(segments: list[Segment]) -> tuple[list[Segment], list[Segment]]:
+    """`segments` that no live process holds now, and the others (all, without /proc)."""
+    busy = holders([s.path for s in segments])
+    if busy is None:
+        return [], segments
+    return [s for s in segments if s.path not in busy], [s for s in segments if s.path in busy]
 
 
 class SegmentWatch:
@@ -241,6 +265,9 @@ class SegmentWatch:
         self.only = only
         self.record = record  # where the segments found are kept until removed
         self.launch = launch
+        #: what the sweep found still held at the job's end (`retry`), and when to retry
+        self.pending: list[Segment] = []
+        self.retries, self.retry_at = 0, 0.0
 
     @classmethod
     def singleton(cls, pid: int, before: Listing, record: SegmentRecord) -> SegmentWatch:
@@ -283,17 +310,35 @@ class SegmentWatch:
 
     def remove(self, job: str) -> list[str]:
         """Unlink the ended job `job`'s segments that it left (`remove_segments`), or,
-        none found, the orphans made since its launch (once: the job's processes must
-        all have ended, else what they hold stays)."""
+        none found, the orphans made since its launch (`sweep`); the candidates still
+        held then are `pending`, for `retry`."""
         segments, self.segments = self.segments, []
         before, self.before = self.before, None
-        if (segments or self.launch is not None) and self.record is not None:
-            # (removed or left, not the job's now; its own sweep follows)
-            self.record.update(remove=segments, done=self.launch)
-        self.launch = None
+        if segments and self.record is not None:
+            self.record.update(remove=segments)  # (removed or left, not the job's now)
         if not segments and before is not None:
-            segments = orphans(before, self.only)
-        removed = remove_segments(segments)
+            segments, self.pending = sweep(before, self.only)
+            self.retries, self.retry_at = 0, time.monotonic() + RETRY_AFTER[0]
+        return self._removed(job, remove_segments(segments))
+
+    def retry(self, job: str, now: bool = False) -> bool:
+        """Once its time has come (`RETRY_AFTER`), or `now`: unlink the `pending` files
+        (`remove`) that nobody holds now. True when none is left pending: those still
+        held after the last retry are left (another job's, running)."""
+        if self.pending and (now or time.monotonic() >= self.retry_at):
+            free, self.pending = _still_free(self.pending)
+            self.retries += 1
+            if self.retries >= len(RETRY_AFTER):
+                self.pending = []  # (held all along: a live job's)
+            else:
+                self.retry_at = time.monotonic() + RETRY_AFTER[self.retries]
+            self._removed(job, remove_segments(free))
+        return not self.pending
+
+    def _removed(self, job: str, removed: list[str]) -> list[str]:
         if removed:
             logger.debug("%s ended before MPI_Finalize: removed %s", job, ", ".join(removed))
+        if not self.pending and self.record is not None and self.launch is not None:
+            self.record.update(done=self.launch)  # (swept: nothing of it left to find)
+            self.launch = None
         return removed

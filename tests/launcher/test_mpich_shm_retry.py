@@ -125,3 +125,31 @@ def test_close_retries_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
         backend.close()
         if holder is not None and _alive(holder):
             os.kill(holder, 9)
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc (Linux)")
+def test_retries_stop_after_the_last_and_never_remove_a_held_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file held all along (a live job's) is never removed: after `RETRY_AFTER`'s
+    retries it is no longer pending. `close`'s retries (``now``) are not counted among
+    them; a file let go of is removed at the next retry."""
+    monkeypatch.setattr(mpich_segments, "SHM_DIR", f"{tmp_path}/")
+    monkeypatch.setattr(mpich_segments, "RETRY_AFTER", (0.0,) * 3)
+    watch = mpich_segments.SegmentWatch(mpich_segments.listing())
+    held, freed = tmp_path / "mpich_shm_held_0", tmp_path / "mpich_shm_freed_0"
+    for file in (held, freed):
+        file.write_bytes(b"\0")
+    fds = {file: os.open(file, os.O_RDONLY) for file in (held, freed)}
+    try:
+        assert watch.remove("sim-0") == [] and len(watch.pending) == 2
+        for _ in range(5):
+            assert not watch.retry("sim-0", now=True)  # (not counted)
+        os.close(fds.pop(freed))
+        assert not watch.retry("sim-0") and not freed.exists()  # (1st)
+        assert not watch.retry("sim-0")  # (2nd)
+        assert watch.retry("sim-0") and watch.pending == []  # (3rd, the last)
+        assert held.exists()
+    finally:
+        for fd in fds.values():
+            os.close(fd)

@@ -322,16 +322,17 @@ class SegmentWatch:
         return self._removed(job, remove_segments(segments))
 
     def retry(self, job: str, now: bool = False) -> bool:
-        """Once its time has come (`RETRY_AFTER`), or `now`: unlink the `pending` files
-        (`remove`) that nobody holds now. True when none is left pending: those still
-        held after the last retry are left (another job's, running)."""
+        """Once its time has come (`RETRY_AFTER`), or `now` (not counted among them):
+        unlink the `pending` files (`remove`) that nobody holds now. True when none is
+        left pending: those still held after the last retry are left (a live job's)."""
         if self.pending and (now or time.monotonic() >= self.retry_at):
             free, self.pending = _still_free(self.pending)
-            self.retries += 1
-            if self.retries >= len(RETRY_AFTER):
-                self.pending = []  # (held all along: a live job's)
-            else:
-                self.retry_at = time.monotonic() + RETRY_AFTER[self.retries]
+            if not now:
+                self.retries += 1
+                if self.retries >= len(RETRY_AFTER):
+                    self.pending = []  # (held all along: a live job's)
+                else:
+                    self.retry_at = time.monotonic() + RETRY_AFTER[self.retries]
             self._removed(job, remove_segments(free))
         return not self.pending
 

@@ -1,5 +1,6 @@
-"""Shared fixtures: a clean Accelerate state per test, one torch thread; the number of
-pytest-xdist workers that ``-n auto`` (pyproject's addopts) starts.
+"""Shared fixtures: a clean Accelerate state per test, one torch thread, a warning for an
+MPICH file left in /dev/shm (`mpich_shm.ShmGuard`); the number of pytest-xdist workers
+that ``-n auto`` (pyproject's addopts) starts.
 
 The test files are in folders that mirror the package (docs/concepts/architecture.md,
 "Tests"); this file stays at the top of tests/: imported in pytest's default (prepend)

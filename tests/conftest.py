@@ -1,5 +1,6 @@
-"""Shared fixtures: a clean Accelerate state per test, one torch thread; the number of
-pytest-xdist workers that ``-n auto`` (pyproject's addopts) starts.
+"""Shared fixtures: a clean Accelerate state per test, one torch thread, a warning for an
+MPICH file left in /dev/shm (`mpich_shm.ShmGuard`); the number of pytest-xdist workers
+that ``-n auto`` (pyproject's addopts) starts.
 
 The test files are in folders that mirror the package (docs/concepts/architecture.md,
 "Tests"); this file stays at the top of tests/: imported in pytest's default (prepend)
@@ -46,6 +47,28 @@ def _fresh_accelerate_state():
 @pytest.fixture(autouse=True, scope="session")
 def _one_thread():
     torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="session")
+def _shm_guard():  # type: ignore[no-untyped-def]
+    try:  # (tests/ is on sys.path once this file is imported; not this file's copies')
+        from mpich_shm import ShmGuard
+    except ImportError:  # (a copy of this file beside a test's own suite: no guard)
+        yield None
+        return
+    guard = ShmGuard()
+    yield guard
+    guard.finish()
+
+
+@pytest.fixture(autouse=True)
+def _no_mpich_file_left(_shm_guard, request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
+    """A warning names the test during which an MPICH file that nobody holds appeared in
+    /dev/shm (a job ended before MPI_Finalize: tests/mpich_shm.py, `ShmGuard`)."""
+    before = _shm_guard.before() if _shm_guard else {}
+    yield
+    if _shm_guard:
+        _shm_guard.after(before, request.node.nodeid)
 
 
 # -- the tiers: a test that starts a process is end-to-end (marker ``e2e``) -------------

@@ -6,17 +6,22 @@ stale segment and fails in MPI_Init (docs/how-to/slurm.md, "A stale MPICH segmen
 With the helpers of the tests of the launcher's segment removal
 (tests/launcher/test_mpich_shm.py, test_mpich_shm_sweep.py): their marks (`mpi_test`), the
 `leftovers` fixture (imported as ``leftovers_fixture``, with ``# noqa: F401``; a test
-asks for it as ``leftovers``), and `past_mpi_init`."""
+asks for it as ``leftovers``), and `past_mpi_init`. And the guard of every test
+(`ShmGuard`, run by conftest.py): a warning names the test during which an MPICH file
+appeared that nobody holds."""
 
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from helpers import NO_MPI, find_mpiexec
 from waiting import wait_until
+
+from melissa_trainer.launcher.backends.file_holders import holders
 
 SHM = Path("/dev/shm")
 #: the tests' mpiexec (`helpers.find_mpiexec`), None without one
@@ -80,3 +85,69 @@ def leftovers_fixture() -> Iterator[set[Path]]:
     yield seen
     for path in seen:
         path.unlink(missing_ok=True)
+
+
+# -- the guard: MPICH files that appear during a test and that nobody holds --------------
+
+
+class LeakWarning(UserWarning):
+    """An MPICH file appeared in /dev/shm during a test and nobody holds it: a job that
+    ended before ``MPI_Finalize`` left it (about 1 MB of the node's memory per rank)."""
+
+
+def _mpich_files() -> dict[str, int]:
+    """MPICH's files in the real /dev/shm (not a test's stand-in): name -> inode."""
+    try:
+        with os.scandir(SHM) as entries:
+            return {e.name: e.inode() for e in entries if e.name.startswith("mpich_")}
+    except OSError:
+        return {}
+
+
+class ShmGuard:
+    """Says (`LeakWarning`) the MPICH files that appear in /dev/shm during a test and that
+    no live process holds, naming the test: at its end (`after`), or, for a file a
+    dying process still held then, at the end of the worker's session (`finish`).
+
+    Nothing on a file names the process that made it, and /dev/shm is the machine's: a
+    file that another xdist worker's test, another pytest or any MPI job of the machine
+    left during the test is named too. So it warns, never fails: a test must not fail
+    for another program's file (a warning names the test to rerun alone, under
+    ``unshare -m`` with a tmpfs on /dev/shm, to be sure)."""
+
+    def __init__(self) -> None:
+        #: files new at a test's end that a live process held: path -> (inode, test)
+        self.held: dict[str, tuple[int, str]] = {}
+
+    @staticmethod
+    def before() -> dict[str, int]:
+        return _mpich_files()
+
+    def after(self, before: dict[str, int], test: str) -> None:
+        new = {f"{SHM}/{n}": i for n, i in _mpich_files().items() if before.get(n) != i}
+        busy = holders(list(new)) if new else {}
+        for path, ino in new.items():
+            if busy is None or path in busy:
+                self.held[path] = (ino, test)
+            else:
+                _warn(path, test, "at its end")
+
+    def finish(self) -> None:
+        held, self.held = self.held, {}
+        now = _mpich_files()
+        left = {p: t for p, (i, t) in held.items() if now.get(Path(p).name) == i}
+        busy = holders(list(left)) if left else {}
+        for path, test in left.items():
+            if busy is not None and path not in busy:
+                _warn(path, test, "at the session's end (a process held it at the test's end)")
+
+
+def _warn(path: str, test: str, when: str) -> None:
+    warnings.warn(
+        LeakWarning(
+            f"{path} appeared during {test} and nobody holds it {when}: an MPI job ended "
+            "before MPI_Finalize left it (or another program of this machine did: rerun "
+            "the test alone to be sure); its cleanup must remove it"
+        ),
+        stacklevel=2,
+    )

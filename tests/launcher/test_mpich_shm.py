@@ -316,3 +316,44 @@ def _alive(pid: int) -> bool:
     except OSError:
         return False
     return state not in ("Z", "X")
+
+
+@mpi_test
+def test_a_job_killed_with_its_launcher_before_any_look_leaves_no_segment(
+    tmp_path: Path, leftovers: set[Path]
+) -> None:
+    """The launcher's process is SIGKILLed before its backend ever looked at its job
+    (its first look comes 0.5 s after the launch; here the job is never polled): no
+    segment of it was recorded, but its launch was, before the job started. The next
+    run of the study sweeps the files of ours made since that nobody holds: the job's.
+    (Before the launch was recorded, its file stayed.)"""
+    study = f"t{uuid.uuid4().hex[:7]}"
+    code = textwrap.dedent(
+        f"""
+        import threading
+        from melissa_trainer.launcher.backends import Job, MpiexecBackend
+        backend = MpiexecBackend({MPIEXEC!r})
+        backend.begin_study({study!r})
+        backend.launch(Job("sim-0", {rank_command(tmp_path)!r}, ranks=2,
+                           log_path={str(tmp_path / "log")!r}))
+        threading.Event().wait()  # (no poll: no look)
+        """
+    )
+    owner = subprocess.Popen([sys.executable, "-c", code])
+    record = SHM / f"melissa_trainer_{study}_{os.geteuid()}.segments"
+    try:
+        pids = started(tmp_path, 2)
+        files = the_jobs_files(pids)
+        leftovers.update(files)
+        assert files, f"the ranks {pids} map no MPICH file"
+        listed = [line.split()[0] for line in record.read_text().splitlines()]
+        assert listed == ["launch"], listed  # (no segment seen)
+    finally:
+        owner.send_signal(signal.SIGKILL)
+        owner.wait()
+    wait_until(lambda: not any(_alive(pid) for pid in pids), "the ranks' end", 30)
+    after = MpiexecBackend(MPIEXEC or "mpiexec")
+    after.begin_study(study)
+    assert [f for f in files if f.exists()] == [], f"left by the killed run's job: {files}"
+    assert not record.exists()
+    after.close()

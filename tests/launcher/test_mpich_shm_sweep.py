@@ -19,6 +19,7 @@ import mmap
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -33,10 +34,10 @@ from waiting import wait_until
 
 from melissa_trainer.launcher.backends import Job, LocalBackend, MpiexecBackend, mpich_segments
 from melissa_trainer.launcher.backends.file_holders import dying, holders
+from melissa_trainer.launcher.backends.mpich_record import SegmentRecord
 from melissa_trainer.launcher.backends.mpich_segments import (
     LOOKS_AT,
     Segment,
-    SegmentRecord,
     SegmentWatch,
     listing,
     mapped_segments,
@@ -239,6 +240,48 @@ def test_the_record_keeps_the_segments_seen_and_the_next_run_removes_the_free_on
     assert path.exists()
     again.update(remove=segments[2:])
     assert not path.exists()
+
+
+def test_the_next_run_sweeps_since_a_launch_that_no_look_followed(shm_dir: Path) -> None:
+    """A job killed with its trainer (SIGKILL: the record is left as it is) before its
+    first look has no segment listed, but its launch is, written before the job
+    started. The next `begin` of the study removes the MPICH files of ours modified since
+    then that nobody holds: not one held open (a live job's), not an older one, not
+    another user's. A launch whose job ended, or whose segments were found, is dropped.
+    (Before the launches were recorded, the file made after the launch stayed.)"""
+    record = SegmentRecord()
+    record.begin("abcd1234")
+    path = Path(record.path or "")
+    watch = SegmentWatch(record=record, launch=record.launching())
+    assert path.read_text().startswith("launch 1 ")
+    watch.remove("sim-0")  # (ended: no launch left, no file)
+    assert not path.exists()
+    old = shm_dir / "mpich_shm_old_0"
+    old.write_bytes(b"\0")
+    os.utime(old, (time.time() - 3600,) * 2)  # (a file made before the launch)
+    record.launching()  # (the trainer is SIGKILLed during this job's first 0.5 s)
+    free, held_, theirs = (shm_dir / f"mpich_shm_{n}_0" for n in ("free", "held", "theirs"))
+    for file in (free, held_, theirs):
+        file.write_bytes(b"\0")
+    if os.geteuid() == 0:
+        os.chown(theirs, 65534, 65534)
+    mine = [theirs] if os.geteuid() != 0 else []  # (ours, free: swept too)
+    assert {line.split()[0] for line in path.read_text().splitlines()} == {"launch"}
+    fd = os.open(held_, os.O_RDONLY)  # (a rank of a live job)
+    try:
+        assert sorted(SegmentRecord().begin("abcd1234")) == sorted(map(str, [free, *mine]))
+        assert old.exists() and held_.exists() and theirs.exists() == (not mine)
+    finally:
+        os.close(fd)
+    assert not path.exists()  # (the launches are the killed run's: none left)
+    again = SegmentRecord()
+    again.begin("abcd1234")
+    seen = SegmentWatch(record=again, launch=again.launching())
+    with held_.open("rb"):  # (a rank of the job, at its first look)
+        seen.add([os.getpid()])
+    assert path.read_text().splitlines() == [f"{held_} {_dev(held_)[0]}:{_dev(held_)[1]} "
+                                             f"{held_.stat().st_ino}"]  # fmt: skip
+    assert seen.remove("sim-1") == [str(held_)] and not path.exists()
 
 
 @pytest.mark.e2e

@@ -22,7 +22,7 @@ Contract for every backend:
   (Slurm batch jobs) names its jobs after the study and ends, there, the jobs that an
   earlier run of the same study left behind; the local and mpiexec backends remove the
   MPICH segments that an earlier run's jobs left on this node
-  (`mpich_segments.SegmentRecord`).
+  (`mpich_record.SegmentRecord`).
 
 Backends are used from one thread (the launcher's).
 """

@@ -76,7 +76,8 @@ from collections.abc import Mapping
 from typing import IO, Any
 
 from melissa_trainer.launcher.backends.base import Backend, Handle, Job, LaunchError
-from melissa_trainer.launcher.backends.mpich_segments import SegmentRecord, SegmentWatch, listing
+from melissa_trainer.launcher.backends.mpich_record import SegmentRecord
+from melissa_trainer.launcher.backends.mpich_segments import SegmentWatch, listing
 from melissa_trainer.launcher.backends.placement import Placement
 from melissa_trainer.launcher.backends.placement import nice_program as _nice_program
 from melissa_trainer.launcher.backends.placement import renice_group as _renice_group

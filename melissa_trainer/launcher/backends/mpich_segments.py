@@ -24,12 +24,15 @@ A job that ends before anything was found (a rank that crashes, calls ``MPI_Abor
 restart; one killed inside ``MPI_Init``) is swept instead (`orphans`): the MPICH files
 made since its launch, or since its last look that found none (absent from the
 `listing` taken then), that are ours (owner) and that no live process maps or holds
-open are removed. MPICH's creator of the file
-(``MPL_initshm_open``, 5.0.x) keeps its descriptor open until it exits, so a file that
+open are removed; those still held then (ranks that hydra kills after mpiexec has
+ended, slow to end on a loaded machine) are looked at again later
+(`SegmentWatch.retry`). MPICH's creator of the file (``MPL_initshm_open``, 5.0.x)
+keeps its descriptor open until it exits, so a file that
 no process holds has lost every rank of its job: nobody can use it again, whichever job
 made it (another of ours that also failed early is cleaned too; a live one never is).
-A trainer killed with SIGKILL removes nothing: `SegmentRecord` lists what its running
-jobs were seen to hold, for the next run of its study on this node to remove.
+A trainer killed with SIGKILL removes nothing: `mpich_record.SegmentRecord` lists what
+its running jobs were seen to hold, and the launches of those not looked at yet, for the
+next run of its study on this node to remove.
 
 Limits: Linux only (nothing found elsewhere); the ranks on this machine only (those an
 ``mpiexec -hosts`` started on other nodes are out of reach, as are Slurm's). The sweep
@@ -46,20 +49,24 @@ import logging
 import os
 import time
 from collections.abc import Collection, Iterable
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from melissa_trainer.launcher.backends.file_holders import dying, holders, wait_gone
+
+if TYPE_CHECKING:  # (mpich_record imports this module)
+    from melissa_trainer.launcher.backends.mpich_record import SegmentRecord
 
 __all__ = [
     "LOOKS_AT",
     "Listing",
     "Segment",
-    "SegmentRecord",
     "SegmentWatch",
+    "is_segment",
     "listing",
     "mapped_segments",
     "orphans",
     "remove_segments",
+    "sweep",
 ]
 
 logger = logging.getLogger("melissa_trainer.launcher")
@@ -75,6 +82,10 @@ LOOKS_AT = (0.5, 1.5, 4.0, 10.0, 30.0)
 
 #: seconds `orphans` waits for dying processes to let go of a file
 DYING_WAIT = 1.0
+#: seconds from a job's end to the first `SegmentWatch.retry` of the files its sweep
+#: found held, then between the next ones: hydra's SIGKILL can reach the ranks after
+#: mpiexec has ended, and a loaded machine can take seconds to end them
+RETRY_AFTER = (0.5, 1.5, 3.0, 10.0, 45.0)
 #: MPICH's files in /dev/shm at one moment: name -> inode
 Listing = dict[str, int]
 
@@ -107,7 +118,7 @@ def mapped_segments(pids: Iterable[int]) -> list[Segment]:
         for fd in fds:
             with contextlib.suppress(OSError):  # closed meanwhile
                 path = os.readlink(f"/proc/{pid}/fd/{fd}")
-                if _is_segment(path) and path not in found:
+                if is_segment(path) and path not in found:
                     stat = os.stat(f"/proc/{pid}/fd/{fd}")  # (the open file itself)
                     dev = (os.major(stat.st_dev), os.minor(stat.st_dev))
                     found[path] = Segment(path, dev, stat.st_ino)
@@ -121,7 +132,7 @@ def _parse(line: str) -> Segment | None:
     if len(fields) < 6:
         return None
     path = fields[5]
-    if not _is_segment(path):
+    if not is_segment(path):
         return None
     try:
         major, minor = (int(part, 16) for part in fields[3].split(":"))
@@ -130,7 +141,7 @@ def _parse(line: str) -> Segment | None:
         return None
 
 
-def _is_segment(path: str) -> bool:
+def is_segment(path: str) -> bool:
     """`path` names an MPICH segment (an unlinked file's path in /proc ends with
     " (deleted)": gone already, nothing to remove)."""
     name = path[len(SHM_DIR) :]
@@ -187,6 +198,14 @@ def orphans(before: Listing, only: Collection[str] | None = None) -> list[Segmen
     names `only` if given. A file held only by dying processes (a job's ranks that
     hydra has just SIGKILLed, which can outlive mpiexec by a moment) is an orphan once
     they are gone (waited for up to `DYING_WAIT`). [] without /proc."""
+    return sweep(before, only)[0]
+
+
+def sweep(
+    before: Listing, only: Collection[str] | None = None
+) -> tuple[list[Segment], list[Segment]]:
+    """`orphans`, and the other candidates: those still held (by a live job, or by
+    processes still ending: on a loaded machine a SIGKILLed rank can take seconds)."""
     new = [
         name
         for name, ino in listing().items()
@@ -203,7 +222,7 @@ def orphans(before: Listing, only: Collection[str] | None = None) -> list[Segmen
             candidates[SHM_DIR + name] = Segment(SHM_DIR + name, dev, stat.st_ino)
     busy = holders(candidates) if candidates else {}
     if busy is None:
-        return []
+        return [], []
     ending = [path for path, pids in busy.items() if all(dying(pid) for pid in pids)]
     if ending:
         wait_gone({pid for path in ending for pid in busy[path]}, DYING_WAIT)
@@ -211,7 +230,16 @@ def orphans(before: Listing, only: Collection[str] | None = None) -> list[Segmen
         for path in ending:
             if still is not None and path not in still:
                 del busy[path]
-    return [segment for path, segment in candidates.items() if path not in busy]
+    free = [segment for path, segment in candidates.items() if path not in busy]
+    return free, [segment for path, segment in candidates.items() if path in busy]
+
+
+def _still_free(segments: list[Segment]) -> tuple[list[Segment], list[Segment]]:
+    """`segments` that no live process holds now, and the others (all, without /proc)."""
+    busy = holders([s.path for s in segments])
+    if busy is None:
+        return [], segments
+    return [s for s in segments if s.path not in busy], [s for s in segments if s.path in busy]
 
 
 class SegmentWatch:
@@ -219,13 +247,16 @@ class SegmentWatch:
     `look`, at `LOOKS_AT`: a job whose rank crashes leaves no process to read them from)
     and when it is killed (`add`); unlinked by `remove` once it has ended, or, none
     found, swept (`orphans` since `before`, the `listing` taken before its launch,
-    among the names `only` if given; no sweep without `before`)."""
+    among the names `only` if given; no sweep without `before`). `launch`: the job's
+    entry in `record` (`SegmentRecord.launching`), dropped once segments are found or
+    the job has ended."""
 
     def __init__(
         self,
         before: Listing | None = None,
         only: Collection[str] | None = None,
         record: SegmentRecord | None = None,
+        launch: int | None = None,
     ) -> None:
         self.segments: list[Segment] = []
         self.launched = time.monotonic()
@@ -233,6 +264,10 @@ class SegmentWatch:
         self.before = before
         self.only = only
         self.record = record  # where the segments found are kept until removed
+        self.launch = launch
+        #: what the sweep found still held at the job's end (`retry`), and when to retry
+        self.pending: list[Segment] = []
+        self.retries, self.retry_at = 0, 0.0
 
     @classmethod
     def singleton(cls, pid: int, before: Listing, record: SegmentRecord) -> SegmentWatch:
@@ -269,108 +304,42 @@ class SegmentWatch:
         known = {segment.path for segment in self.segments}
         found = [s for s in mapped_segments(pids) if s.path not in known]
         self.segments += found
-        if found and self.record is not None:
-            self.record.update(add=found)
+        if found and self.record is not None:  # (listed now: the launch's entry is done)
+            self.record.update(add=found, done=self.launch)
+            self.launch = None
 
     def remove(self, job: str) -> list[str]:
         """Unlink the ended job `job`'s segments that it left (`remove_segments`), or,
-        none found, the orphans made since its launch (once: the job's processes must
-        all have ended, else what they hold stays)."""
+        none found, the orphans made since its launch (`sweep`); the candidates still
+        held then are `pending`, for `retry`."""
         segments, self.segments = self.segments, []
         before, self.before = self.before, None
         if segments and self.record is not None:
             self.record.update(remove=segments)  # (removed or left, not the job's now)
         if not segments and before is not None:
-            segments = orphans(before, self.only)
-        removed = remove_segments(segments)
+            segments, self.pending = sweep(before, self.only)
+            self.retries, self.retry_at = 0, time.monotonic() + RETRY_AFTER[0]
+        return self._removed(job, remove_segments(segments))
+
+    def retry(self, job: str, now: bool = False) -> bool:
+        """Once its time has come (`RETRY_AFTER`), or `now` (not counted among them):
+        unlink the `pending` files (`remove`) that nobody holds now. True when none is
+        left pending: those still held after the last retry are left (a live job's)."""
+        if self.pending and (now or time.monotonic() >= self.retry_at):
+            free, self.pending = _still_free(self.pending)
+            if not now:
+                self.retries += 1
+                if self.retries >= len(RETRY_AFTER):
+                    self.pending = []  # (held all along: a live job's)
+                else:
+                    self.retry_at = time.monotonic() + RETRY_AFTER[self.retries]
+            self._removed(job, remove_segments(free))
+        return not self.pending
+
+    def _removed(self, job: str, removed: list[str]) -> list[str]:
         if removed:
             logger.debug("%s ended before MPI_Finalize: removed %s", job, ", ".join(removed))
+        if not self.pending and self.record is not None and self.launch is not None:
+            self.record.update(done=self.launch)  # (swept: nothing of it left to find)
+            self.launch = None
         return removed
-
-
-class SegmentRecord:
-    """The segments seen of a backend's running jobs, kept in a file of /dev/shm named
-    after the study and the user (this node's, gone with the segments at a reboot), so
-    that the next run of the study on this node removes those that the jobs of a trainer
-    killed with SIGKILL left (`begin`: nobody else could). Inactive until `begin`.
-
-    Each change rewrites the file (a job's first look that finds its segments, its
-    end); a backend whose jobs all ended leaves no file. Only what was seen is recorded:
-    a job killed with the trainer before its first look (`LOOKS_AT`) is not."""
-
-    def __init__(self) -> None:
-        self.path: str | None = None
-        self.segments: dict[str, Segment] = {}
-        self._written = ""
-
-    def begin(self, study: str) -> list[str]:
-        """Record for `study` (`study_id`) from now on; first remove the segments that an
-        earlier run's file lists, are still the same files (inode) and that no live
-        process holds (those held stay listed). Returns the paths removed."""
-        self.path = f"{SHM_DIR}melissa_trainer_{study}_{os.geteuid()}.segments"
-        left = _read_record(self.path)
-        self._written = "?"  # (rewritten below, whatever it held)
-        removed: list[str] = []
-        busy: Collection[str] | None = holders([s.path for s in left]) if left else set()
-        if busy is None:  # (no /proc: nothing known to be free)
-            busy = {s.path for s in left}
-        removed = remove_segments(s for s in left if s.path not in busy)
-        self.segments = {s.path: s for s in left if s.path in busy}
-        if removed:  # a warning: rare (a crash left them) and worth seeing on the console
-            logger.warning(
-                "removed %d MPI shared-memory file(s) in %s left by the jobs of an earlier run "
-                "of this study (a trainer killed before it could remove them)",
-                len(removed),
-                SHM_DIR,
-            )
-        self.update()
-        return removed
-
-    def update(self, add: Iterable[Segment] = (), remove: Iterable[Segment] = ()) -> None:
-        """Add and remove segments; rewrite the file if active and changed (no file when
-        none is left). A file that cannot be written is said in a warning, once."""
-        self.segments.update((s.path, s) for s in add)
-        for segment in remove:
-            self.segments.pop(segment.path, None)
-        text = "".join(f"{s.path} {s.dev[0]}:{s.dev[1]} {s.ino}\n" for s in self.segments.values())
-        if self.path is None or text == self._written:
-            return
-        try:
-            if text:
-                with open(self.path + ".tmp", "w") as file:
-                    file.write(text)
-                os.replace(self.path + ".tmp", self.path)
-            else:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(self.path)
-        except OSError as exc:
-            logger.warning(
-                "cannot keep the record of MPI segments %s (%s): a trainer killed with "
-                "SIGKILL leaves its jobs' segments for you to remove",
-                self.path,
-                exc,
-            )
-            self.path = None
-            return
-        self._written = text
-
-
-def _read_record(path: str) -> list[Segment]:
-    """The segments a `SegmentRecord` file lists ([] if there is none, or for a line that
-    is not one: nothing removed on a guess)."""
-    try:
-        with open(path) as file:
-            lines = file.read().splitlines()
-    except OSError:
-        return []
-    out = []
-    for line in lines:
-        try:
-            name, dev, ino = line.rsplit(" ", 2)
-            major, minor = (int(part) for part in dev.split(":"))
-            segment = Segment(name, (major, minor), int(ino))
-        except ValueError:
-            continue
-        if _is_segment(name):
-            out.append(segment)
-    return out

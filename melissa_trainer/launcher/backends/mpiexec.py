@@ -17,7 +17,9 @@ MPICH's shared-memory file in /dev/shm, node memory that nobody frees
 them and, for a job that ends by itself, a few times in the job's first minute
 (`mpich_segments.LOOKS_AT`: a scan of /proc each), and removes those files once the job
 has ended; a job that ended before any was seen (a rank failing right after
-``MPI_Init``) is swept instead (`mpich_segments.orphans`).
+``MPI_Init``) is swept instead (`mpich_segments.orphans`), and what the sweep found
+still held is looked at again at later polls and at `close`. Each launch is recorded
+before the job starts (`mpich_record`), for the next run of the study after a SIGKILL.
 """
 
 from __future__ import annotations
@@ -37,13 +39,16 @@ from pathlib import Path
 from melissa_trainer.launcher.backends.base import Backend, Handle, Job, LaunchError
 from melissa_trainer.launcher.backends.hydra_step import hydra_step_env
 from melissa_trainer.launcher.backends.local import DEFAULT_PLACEMENT, LocalBackend, LocalHandle
-from melissa_trainer.launcher.backends.mpich_segments import SegmentRecord, SegmentWatch, listing
+from melissa_trainer.launcher.backends.mpich_record import SegmentRecord
+from melissa_trainer.launcher.backends.mpich_segments import SegmentWatch, listing
 from melissa_trainer.launcher.backends.placement import Placement
 
 __all__ = ["MpiexecBackend", "MpiexecHandle", "mpiexec_command", "process_tree"]
 
 logger = logging.getLogger("melissa_trainer.launcher")
 
+#: seconds `close` waits for the holders of files that ended jobs' sweeps found held
+CLOSE_WAIT = 2.0
 #: seconds a /proc scan serves further looks (the polls of one supervisor tick): a scan
 #: reads the stat file of every process on the machine
 TABLE_REUSE = 0.1
@@ -123,6 +128,7 @@ class MpiexecBackend(Backend):
             logger.log(logging.WARNING if warn else logging.INFO, "%s", line)
         self._local = LocalBackend(placement)
         self._running: list[MpiexecHandle] = []
+        self._ending: list[MpiexecHandle] = []  # ended; files of theirs still held
         self._record = SegmentRecord()  # the segments seen, for a run after a SIGKILL
         #: the last /proc scan of a look for segments (`poll`) and when: the jobs that
         #: look in one supervisor tick share it
@@ -138,23 +144,31 @@ class MpiexecBackend(Backend):
         # The local backend sees one process (mpiexec), which starts the ranks itself.
         env = {**self._env, **job.env} if self._env else job.env
         before = listing()  # MPICH's files: those of ranks failing at once will be new
-        process = self._local.launch(dataclasses.replace(job, argv=argv, ranks=1, env=env))
+        # recorded before the start: a trainer SIGKILLed before the job's first look
+        # leaves files that the next run of the study finds by this launch's time
+        launch = self._record.launching()
+        try:
+            process = self._local.launch(dataclasses.replace(job, argv=argv, ranks=1, env=env))
+        except BaseException:
+            self._record.update(done=launch)
+            raise
         process.shm = SegmentWatch.off()  # (mpiexec maps nothing; the ranks' are below)
-        handle = MpiexecHandle(
-            job=job, process=process, shm=SegmentWatch(before, None, self._record)
-        )
+        watch = SegmentWatch(before, None, self._record, launch)
+        handle = MpiexecHandle(job=job, process=process, shm=watch)
         self._running.append(handle)
         return handle
 
     def begin_study(self, study: str) -> None:
         """Remove the MPICH segments that the jobs of an earlier run of `study`, killed
-        with its trainer (SIGKILL), left on this node (`SegmentRecord`)."""
+        with its trainer (SIGKILL), left on this node (`SegmentRecord`: those seen, and
+        for jobs killed before their first look, the orphans made since their launch)."""
         self._record.begin(study)
 
     def poll(self, handle: Handle) -> int | None:
         """None while mpiexec runs, else its exit code (hydra: the largest of the ranks').
         A job that has ended leaves no MPICH segment its ranks were seen to map."""
         handle = self._own(handle)
+        self._retry()
         code = self._local.poll(handle.process)
         if code is None:
             if handle.shm.due():  # the jobs looking in one tick share one /proc scan
@@ -165,7 +179,7 @@ class MpiexecBackend(Backend):
                 handle.shm.look(pid for pid, _ in below)
         elif handle in self._running:
             self._running.remove(handle)
-            handle.shm.remove(handle.job.name)
+            self._end(handle)
         return code
 
     def kill(self, handle: Handle, grace: float = 5.0) -> None:
@@ -185,13 +199,34 @@ class MpiexecBackend(Backend):
                     os.kill(pid, signal.SIGKILL)
         if not handle.shm.segments:  # a sweep: what a dying rank still holds is kept
             _wait_ended(below)
-        handle.shm.remove(handle.job.name)
+        self._end(handle)
 
     def close(self) -> None:
-        """Kill every job still running (as `kill` does); idempotent."""
+        """Kill every job still running (as `kill` does); retry at once the sweeps that
+        found files still held (`mpich_segments.SegmentWatch.retry`, waiting up to
+        `CLOSE_WAIT` for their holders to end); idempotent."""
         for handle in list(self._running):
             self.kill(handle)
+        deadline = time.monotonic() + CLOSE_WAIT
+        while self._ending:
+            self._retry(now=True)
+            if not self._ending or time.monotonic() >= deadline:
+                break
+            time.sleep(0.1)
+        self._ending.clear()  # (what is still held is a live job's; or the next run's)
         self._local.close()
+
+    def _end(self, handle: MpiexecHandle) -> None:
+        """Remove the segments of `handle`'s job, which has ended (`SegmentWatch.remove`);
+        keep it for retries if its sweep found files still held."""
+        handle.shm.remove(handle.job.name)
+        if handle.shm.pending and handle not in self._ending:
+            self._ending.append(handle)
+
+    def _retry(self, now: bool = False) -> None:
+        """The retries that are due (`SegmentWatch.retry`) of the ended jobs' sweeps."""
+        if self._ending:
+            self._ending = [h for h in self._ending if not h.shm.retry(h.job.name, now)]
 
     def describe(self, handle: Handle) -> str:
         process = self._own(handle).process

@@ -42,10 +42,10 @@ import os
 from collections.abc import Collection, Iterable
 
 from melissa_trainer.launcher.backends.file_holders import dying, holders, wait_gone
+from melissa_trainer.launcher.backends.mpich_record import SegmentRecord
 from melissa_trainer.launcher.backends.mpich_segments import (
     DYING_WAIT,
     PREFIXES,
-    SegmentRecord,
     SegmentWatch,
     orphans,
     remove_segments,

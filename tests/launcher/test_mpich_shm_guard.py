@@ -1,0 +1,63 @@
+"""The tests' guard (`mpich_shm.ShmGuard`, run around every test by conftest.py): an
+MPICH file that appears in /dev/shm during a test and that nobody holds is named in a
+warning (a test whose job ended before MPI_Finalize and whose cleanup forgot the file).
+Here in a directory of its own, as the guard's /dev/shm."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import mpich_shm
+import pytest
+from mpich_shm import LeakWarning, ShmGuard
+
+
+@pytest.fixture
+def shm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setattr(mpich_shm, "SHM", tmp_path)
+    return tmp_path
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc (Linux)")
+def test_a_new_file_nobody_holds_is_named_with_its_test(shm: Path) -> None:
+    """Named: a new MPICH file free at the test's end (at once), one a process still held
+    then and that is free at the session's end (then). Not named: one that existed
+    before (same inode), one removed, one still held, a file that is not MPICH's."""
+    old, replaced = shm / "mpich_shm_old_0", shm / "mpich_shm_replaced_0"
+    for path in (old, replaced):
+        path.write_bytes(b"\0")
+    guard = ShmGuard()
+    before = guard.before()
+    (shm / "new").write_bytes(b"\0")
+    (shm / "new").rename(replaced)  # (another file under an old name: new)
+    left, held, kept, gone = (shm / f"mpich_shm_{n}_0" for n in ("left", "held", "kept", "gone"))
+    for path in (left, held, kept, gone, shm / "other_0"):
+        path.write_bytes(b"\0")
+    gone.unlink()
+    fds = [os.open(held, os.O_RDONLY), os.open(kept, os.O_RDONLY)]
+    try:
+        with pytest.warns(LeakWarning) as said:
+            guard.after(before, "tests/x.py::test_x")
+        assert sorted(str(w.message).split()[0] for w in said) == [str(left), str(replaced)]
+        assert all("during tests/x.py::test_x and nobody holds it" in str(w.message) for w in said)
+        os.close(fds.pop(0))  # (the held file's last process ends after the test)
+        with pytest.warns(LeakWarning) as said:
+            guard.finish()
+        assert [str(w.message).split()[0] for w in said] == [str(held)]
+        assert "at the session's end" in str(said[0].message)
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def test_a_test_that_leaves_nothing_is_not_named(
+    shm: Path, recwarn: pytest.WarningsRecorder
+) -> None:
+    guard = ShmGuard()
+    before = guard.before()
+    (shm / "mpich_shm_made_0").write_bytes(b"\0")
+    (shm / "mpich_shm_made_0").unlink()  # (the test's cleanup)
+    guard.after(before, "tests/x.py::test_x")
+    guard.finish()
+    assert [w for w in recwarn if issubclass(w.category, LeakWarning)] == []

@@ -72,6 +72,7 @@ def sample_keys(samples: Sequence[Sample]) -> np.ndarray:
         samples = samples.samples()  # (its host samples: the ids stay on the host)
     columns: list[Any] = []
     for name in ("simulation_id", "time_step"):
+        column: Any
         if isinstance(samples, SampleBlock):
             column = samples.fields.get(name)
         elif type(samples) is BlockViews:

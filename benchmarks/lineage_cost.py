@@ -4,8 +4,10 @@ Two measures, each row with its baseline from the same run:
 
 * ``trainer_b{B}``: an in-process trainer (an MLP of width 256 on 64 inputs, fifo
   buffer, batch B) run `--rounds` times without and with the ledger, interleaved
-  (A B, then B A, ...); each run's median step time (perf_counter between
-  `on_step_end`s), then the median over runs. ``ratio`` = without / with (1: free).
+  (A B, then B A, ...); each run's median step time, then the median over runs.
+  ``ratio`` = without / with (1: free). The step time is the training thread's CPU
+  time between `on_step_end`s (`time.thread_time`, torch on one thread): on a shared
+  machine, wall time measures the other processes more than the hook.
 * ``hook_b{B}_{block|samples}``: the hook's own work per step (`on_batch_ready` on a
   batch of B samples as a block or as per-sample dicts, then `on_step_end`'s write),
   median of `--calls` calls; ``ratio`` = that over the trainer's median step without
@@ -38,7 +40,7 @@ class StepClock(Hook):
         self.times: list[float] = []
 
     def on_step_end(self, trainer: Any, state: Any, control: Any) -> None:
-        self.times.append(time.perf_counter())
+        self.times.append(time.thread_time())
 
 
 def samples(n: int, width: int = 64) -> Any:
@@ -96,6 +98,7 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help='last line: {"rows": [...]}')
     parser.add_argument("--rounds", type=int, default=None)
     opts = parser.parse_args()
+    torch.set_num_threads(1)  # (all the step's compute on the thread the clock reads)
     rounds = opts.rounds or (3 if opts.quick else 7)
     steps, calls = (150, 300) if opts.quick else (400, 2000)
     rows: list[dict[str, Any]] = []

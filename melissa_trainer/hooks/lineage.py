@@ -48,7 +48,7 @@ from melissa_trainer.hooks.base import Hook
 if TYPE_CHECKING:  # pragma: no cover - annotations only
     from melissa_trainer.core.view import TrainerView
 
-__all__ = ["FORMAT", "LEDGER_DIR", "SampleLedger", "ledger_file", "sample_keys"]
+__all__ = ["FORMAT", "LEDGER_DIR", "SampleLedger", "format_keys", "ledger_file", "sample_keys"]
 
 #: the folder of the output directory that holds the ledger
 LEDGER_DIR = "lineage"
@@ -80,8 +80,8 @@ def sample_keys(samples: Sequence[Sample]) -> np.ndarray:
         else:
             column = None
         if column is None:
-            try:
-                column = [int(s[name]) for s in samples]
+            try:  # (fromiter: half the time of a list of int()s)
+                column = np.fromiter((s[name] for s in samples), np.int64, len(samples))
             except KeyError:
                 raise ValueError(
                     f"SampleLedger records each sample's simulation_id and time_step, but a "
@@ -90,6 +90,18 @@ def sample_keys(samples: Sequence[Sample]) -> np.ndarray:
                 ) from None
         columns.append(np.asarray(column, dtype=np.int64).reshape(-1))
     return np.stack(columns, axis=1) if columns[0].size else np.zeros((0, 2), np.int64)
+
+
+#: the format of a batch of n keys, by n: "%d:%d %d:%d ..."
+_FORMATS: dict[int, str] = {}
+
+
+def format_keys(keys: np.ndarray) -> str:
+    """``"SIM:T SIM:T ..."`` of `sample_keys`' array: one %-format of the whole batch
+    (half the time of a join of f-strings: `benchmarks/lineage_cost.py`)."""
+    n = len(keys)
+    fmt = _FORMATS.get(n) or _FORMATS.setdefault(n, " ".join(["%d:%d"] * n))
+    return fmt % tuple(keys.ravel().tolist())
 
 
 class SampleLedger(Hook):
@@ -144,8 +156,9 @@ class SampleLedger(Hook):
         dataset = trainer.dataset
         keys = sample_keys(dataset.last_samples)
         pad = 1 if getattr(dataset, "last_padded", False) else 0
-        pairs = " ".join(f"{s}:{t}" for s, t in keys.tolist())
-        self._lines.append(f"B {state.global_step + 1} {state.pseudo_epoch} {pad} {pairs}\n")
+        self._lines.append(
+            f"B {state.global_step + 1} {state.pseudo_epoch} {pad} {format_keys(keys)}\n"
+        )
 
     def on_step_end(
         self, trainer: TrainerView, state: TrainerState, control: TrainerControl

@@ -143,7 +143,7 @@ def check(
     docstring); `simulations` and `steps` state the study's size, to find missing
     samples. Raises FileNotFoundError when there is no ledger."""
     runs = read_runs(path)
-    strict = all(r.buffer in ONCE_BUFFERS for r in runs)
+    strict = all(r.buffer.lower() in ONCE_BUFFERS for r in runs)
     lines = [f"ledger {ledger_folder(path)}: {len(runs)} run(s)"]
     seen: dict[Key, list[tuple[int, str, int]]] = collections.defaultdict(list)
     padding = replays = 0

@@ -194,6 +194,8 @@ def check(
     if missing:
         some = ", ".join(f"simulation {s} time step {t}" for s, t in missing[:10])
         lines.append(f"MISSING: {len(missing)} sample(s) never trained on: {some}")
+    elif steps is not None:
+        lines.append("missing: none")
     violated = bool(duplicates or missing or absent)
     if not strict:
         lines.append(

@@ -203,6 +203,8 @@ class StreamDataset(IterableDataset):
         #: the raw samples of the last `next_batch` (the trainer's loss check names
         #: their simulations; one batch held, no copy)
         self.last_samples: Sequence[Sample] = ()
+        #: `last_samples` is a copy `pad` re-served (a sample trained already), by id
+        self.last_padded, self._pads = False, set[int]()
 
     # -- raw samples ---------------------------------------------------------------
 
@@ -283,7 +285,9 @@ class StreamDataset(IterableDataset):
         # the pending ones, which the window trains on first)
         recent = list(self._recent) or list(self._pending)
         added = max(0, n - len(self._pending)) if recent else 0
-        self._pending.extend(_copy_of(recent[i % len(recent)]) for i in range(added))
+        copies = [_copy_of(recent[i % len(recent)]) for i in range(added)]
+        self._pads.update(map(id, copies))  # (held in _pending until taken: ids unique)
+        self._pending.extend(copies)
         return added
 
     # -- batches -------------------------------------------------------------------
@@ -313,6 +317,8 @@ class StreamDataset(IterableDataset):
         Raises IndexError when nothing is pending.
         """
         samples = self.last_samples = self._pending.popleft()
+        self.last_padded = id(samples) in self._pads
+        self._pads.discard(id(samples))
         # (a device block's host samples: its device tensors are not held for padding)
         self._recent.append(_host(samples))
         if self.track_simulation_ids:
@@ -363,7 +369,7 @@ class StreamDataset(IterableDataset):
         shares; the new ranks pad from what they take)."""
         self._pending.clear()
         self._recent.clear()
-        self._carry = []
+        self._carry, self._pads = [], set()
 
     def load(self, directory: str | os.PathLike[str]) -> None:
         """Restore the pending batches and the last batches taken, written by `save`
@@ -372,6 +378,7 @@ class StreamDataset(IterableDataset):
         `batch_size`, the rest topped up by the next batch taken (`restore_pending`)."""
         pending, self._carry, recent = restore_pending(directory, self.batch_size)
         self._pending.clear()
+        self._pads.clear()
         self._pending.extend(pending)
         self._recent.clear()
         self._recent.extend(recent)

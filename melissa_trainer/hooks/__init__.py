@@ -10,6 +10,7 @@ from melissa_trainer.config.arguments import TrainingArguments
 from melissa_trainer.hooks.base import Event, Hook, HookList
 from melissa_trainer.hooks.early_stopping import EarlyStoppingHook
 from melissa_trainer.hooks.flow import FlowHook
+from melissa_trainer.hooks.lineage import SampleLedger
 from melissa_trainer.hooks.loss_tracker import SimulationLossTracker
 from melissa_trainer.hooks.progress import ProgressHook
 from melissa_trainer.hooks.pseudo_epochs import PseudoEpochHook
@@ -25,6 +26,7 @@ __all__ = [
     "HookList",
     "ProgressHook",
     "PseudoEpochHook",
+    "SampleLedger",
     "ServingHook",
     "SimulationLossTracker",
     "TensorBoardHook",

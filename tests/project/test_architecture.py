@@ -63,7 +63,12 @@ LAYERS: tuple[str, ...] = (
     "trainer",  # OnlineTrainer: the loop, its checkpoints, reports, preemption
 )
 #: the modules at the package root (above every layer: they may import any)
-ROOT_MODULES = {"melissa_trainer", "melissa_trainer._moved", "melissa_trainer.build_c_client"}
+ROOT_MODULES = {
+    "melissa_trainer",
+    "melissa_trainer._moved",
+    "melissa_trainer.build_c_client",
+    "melissa_trainer.lineage",  # `python -m melissa_trainer.lineage check`
+}
 
 
 #: which packages (or modules) promise not to load which top-level packages

@@ -1,0 +1,260 @@
+"""Check a `SampleLedger`: was every (simulation, time step) trained on exactly once?
+
+    python -m melissa_trainer.lineage check OUTPUT_DIR [--simulations N] [--steps S]
+
+(`melissa_trainer.lineage`, the entry point, runs `main` here.)
+
+exits 0 when the ledger passes, 1 on a violation (duplicates, missing samples), 2 when
+there is no ledger to read; it prints what it found, in words. `check` does the same
+from Python and returns a `LineageReport`.
+
+**The resume rule.** The runs in the ledger are ordered by their start. A run's records
+of steps after the step a later run resumed from are work that run redid: they are
+discarded. Run k keeps its steps ``<= min(start_step of every later run)`` (a later run
+started afresh discards everything before it); the last run keeps all. Several ranks,
+and another number of ranks from one run to the next, are one run's records whatever
+rank wrote them.
+
+**What "exactly once" means, per buffer.**
+
+* ``fifo`` and ``firo`` use each inserted sample once: in the kept records of
+  pseudo-epoch 0, every (simulation, time step) is trained on exactly once. Not counted:
+  replays of the retained samples (pseudo-epochs 1 and on, `--pseudo_epochs`), and the
+  batches a rank whose stream ended first re-serves while the others finish
+  (`StreamDataset.pad`, marked in the ledger): draws of samples inserted once.
+* ``reservoir`` draws a sample several times, and may evict one never drawn: its
+  records say how often each sample was drawn, not whether it was inserted once.
+  Duplicates and samples never drawn are reported, not violations.
+
+With ``--simulations N --steps S``, every one of N simulations is expected with time
+steps 0..S-1 (the ids need not be 0..N-1: a failed simulation's replacement has a new
+one); without them, only duplicates are checked. A line cut by a kill (the last of a
+run on a rank) is skipped and said.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from melissa_trainer.hooks.lineage import LEDGER_DIR
+
+__all__ = ["LineageReport", "Run", "check", "main", "read_runs"]
+
+#: buffers that use each inserted sample once (exactly once is checked)
+ONCE_BUFFERS = frozenset({"fifo", "firo"})
+Key = tuple[int, int]
+#: (step, pseudo-epoch, padding, rank, keys) of one micro-batch
+Record = tuple[int, int, bool, int, list[Key]]
+
+
+@dataclass
+class Run:
+    """One `train()` of the ledger, all ranks together."""
+
+    run: str
+    time: float
+    start_step: int
+    buffer: str
+    ranks: int
+    records: list[Record] = field(default_factory=list)
+    end_step: int | None = None  # its E line's step: None when it did not end (killed)
+    torn: int = 0  # lines cut by a kill, skipped
+
+
+@dataclass
+class LineageReport:
+    ok: bool
+    lines: list[str]
+    duplicates: dict[Key, list[tuple[int, str, int]]]  # key -> (step, run, rank) of each
+    missing: list[Key]
+    runs: list[Run]
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines)
+
+
+def ledger_folder(path: str | Path) -> Path:
+    """`path` if it holds rank files, else its ``lineage`` folder (an output directory)."""
+    path = Path(path)
+    return path if list(path.glob("rank-*.log")) else path / LEDGER_DIR
+
+
+def read_runs(path: str | Path) -> list[Run]:
+    """Every run of the ledger at `path` (an output directory or its ledger folder), in
+    the order they started.
+
+    Raises:
+        FileNotFoundError: no rank file there.
+    """
+    folder = ledger_folder(path)
+    files = sorted(folder.glob("rank-*.log"))
+    if not files:
+        raise FileNotFoundError(
+            f"no ledger in {folder} (no rank-*.log): train with "
+            "hooks=[melissa_trainer.hooks.SampleLedger()] to write one"
+        )
+    runs: dict[str, Run] = {}
+    for file in files:
+        run: Run | None = None
+        rank = int(file.stem.split("-")[1])
+        for line in file.read_text(errors="replace").split("\n"):
+            if not line:
+                continue
+            kind, _, rest = line.partition(" ")
+            try:
+                if kind == "R":
+                    head = json.loads(rest)
+                    run = runs.setdefault(
+                        head["run"],
+                        Run(head["run"], head["time"], head["start_step"],
+                            head.get("buffer", ""), head["ranks"]),
+                    )  # fmt: skip
+                    run.time = min(run.time, head["time"])
+                    rank = head["rank"]
+                elif kind == "E" and run is not None:
+                    run.end_step = json.loads(rest)["step"]
+                elif kind == "B" and run is not None:
+                    step, epoch, pad, *pairs = rest.split(" ")
+                    keys = [_key(p) for p in pairs]
+                    run.records.append((int(step), int(epoch), pad == "1", rank, keys))
+                else:
+                    raise ValueError(line)
+            except (ValueError, KeyError, IndexError):
+                if run is not None:
+                    run.torn += 1  # a line cut by a kill (or damaged): not a record
+    return sorted(runs.values(), key=lambda r: r.time)
+
+
+def _key(pair: str) -> Key:
+    sid, t = pair.split(":")
+    return int(sid), int(t)
+
+
+def check(
+    path: str | Path, simulations: int | None = None, steps: int | None = None
+) -> LineageReport:
+    """Apply the resume rule to the ledger at `path` and check exactly-once (module
+    docstring); `simulations` and `steps` state the study's size, to find missing
+    samples. Raises FileNotFoundError when there is no ledger."""
+    runs = read_runs(path)
+    strict = all(r.buffer.lower() in ONCE_BUFFERS for r in runs)
+    lines = [f"ledger {ledger_folder(path)}: {len(runs)} run(s)"]
+    seen: dict[Key, list[tuple[int, str, int]]] = collections.defaultdict(list)
+    padding = replays = 0
+    for k, run in enumerate(runs):
+        later = [r.start_step for r in runs[k + 1 :]]
+        upto = min(later) if later else None
+        kept = [r for r in run.records if upto is None or r[0] <= upto]
+        trained = {r[0] for r in run.records}
+        last = max(trained, default=run.start_step)
+        words = f"steps {run.start_step + 1}-{last}" if trained else "no step"
+        if upto is None:
+            fate = "kept" if run.end_step is not None else "kept (it did not end: killed?)"
+        elif upto >= last:
+            fate = "kept"
+        else:
+            fate = f"kept up to step {upto}, where a later run resumed (after: redone)"
+        lines.append(
+            f"run {k + 1} ({run.run}, {run.ranks} rank(s), buffer {run.buffer or '?'}): "
+            f"started at step {run.start_step}, trained {words}; {fate}"
+        )
+        if run.torn:
+            lines.append(f"  {run.torn} line(s) cut by a kill or damaged: skipped")
+        for step, epoch, pad, rank, keys in kept:
+            if pad:
+                padding += len(keys)
+            elif epoch:
+                replays += len(keys)
+            else:
+                for key in keys:
+                    seen[key].append((step, run.run, rank))
+    counted = sum(len(v) for v in seen.values())
+    lines.append(
+        f"samples trained (kept, first pass): {counted}, distinct {len(seen)}; not counted: "
+        f"{padding} padding draws, {replays} replay draws"
+    )
+    duplicates = {k: v for k, v in sorted(seen.items()) if len(v) > 1}
+    missing, absent = _missing(seen, simulations, steps, lines)
+    if duplicates:
+        some = "; ".join(
+            f"simulation {s} time step {t} at " + ", ".join(
+                f"step {st} (run {_index(runs, r)}, rank {rk})" for st, r, rk in where
+            )
+            for (s, t), where in list(duplicates.items())[:10]
+        )  # fmt: skip
+        lines.append(f"DUPLICATES: {len(duplicates)} sample(s) trained more than once: {some}")
+    else:
+        lines.append("duplicates: none")
+    if missing:
+        some = ", ".join(f"simulation {s} time step {t}" for s, t in missing[:10])
+        lines.append(f"MISSING: {len(missing)} sample(s) never trained on: {some}")
+    elif steps is not None:
+        lines.append("missing: none")
+    violated = bool(duplicates or missing or absent)
+    if not strict:
+        lines.append(
+            "a reservoir buffer draws samples several times and may evict some undrawn: "
+            "duplicates and missing samples above are draws, not violations"
+        )
+        violated = False
+    if not seen:
+        lines.append("NO SAMPLES: the ledger records no training step")
+        violated = True
+    lines.append("EXACTLY ONCE: " + ("VIOLATED" if violated else "OK" if strict else "n/a"))
+    return LineageReport(not violated, lines, duplicates, missing, runs)
+
+
+def _index(runs: list[Run], run_id: str) -> int:
+    return next(i + 1 for i, r in enumerate(runs) if r.run == run_id)
+
+
+def _missing(
+    seen: dict[Key, list[tuple[int, str, int]]],
+    simulations: int | None,
+    steps: int | None,
+    lines: list[str],
+) -> tuple[list[Key], int]:
+    """The samples expected and never counted (time steps 0..steps-1 of each simulation
+    seen), and the number of simulations expected and never seen (said in `lines`)."""
+    sims = sorted({s for s, _ in seen})
+    absent = 0
+    if simulations is not None:
+        absent = max(0, simulations - len(sims))
+        lines.append(f"simulations: {len(sims)} seen, {simulations} expected")
+        if absent:
+            lines.append(f"MISSING: {absent} simulation(s) never trained on (seen: {sims[:20]})")
+    if steps is None:
+        if simulations is None:
+            lines.append("(give --simulations and --steps to look for missing samples)")
+        return [], absent
+    return [(s, t) for s in sims for t in range(steps) if (s, t) not in seen], absent
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m melissa_trainer.lineage",
+        description="Check a SampleLedger: every (simulation, time step) trained once.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    cmd = sub.add_parser("check", help="apply the resume rule and check exactly-once")
+    cmd.add_argument("output_dir", help="the training's output directory (or its lineage/)")
+    cmd.add_argument("--simulations", type=int, help="the study's number of simulations")
+    cmd.add_argument("--steps", type=int, help="time steps per simulation (0..S-1)")
+    args = parser.parse_args(argv)
+    try:
+        report = check(args.output_dir, args.simulations, args.steps)
+    except FileNotFoundError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(report)
+    return 0 if report.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

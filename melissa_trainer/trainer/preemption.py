@@ -60,8 +60,7 @@ from collections.abc import Callable, Iterable
 from types import FrameType, TracebackType
 from typing import Any
 
-from melissa_trainer.trainer import launcher_watch
-from melissa_trainer.trainer.launcher_watch import launcher_parent
+from melissa_trainer.trainer.launcher_watch import hand_over, launcher_parent
 from melissa_trainer.trainer.preempted import Preempted, exit_code
 from melissa_trainer.trainer.stop_cause import StopCause, launcher_kind
 
@@ -308,7 +307,7 @@ class PreemptionHandler:
         """Start the thread that watches the launcher, if there is one to watch: with
         ``parent="auto"``, the one the start-up watch watched (`launcher_watch.hand_over`:
         it may be gone already, which the first poll sees), or else `launcher_parent`."""
-        handed = launcher_watch.hand_over() if self._parent == "auto" else None
+        handed = hand_over() if self._parent == "auto" else None
         if handed is not None:
             parent: int | str | None = handed.launcher
         elif self._parent == "auto":

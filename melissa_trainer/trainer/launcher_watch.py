@@ -5,24 +5,26 @@ each rank in a session of its own (``start_new_session``), its parent the launch
 process itself (the elastic agent runs in it), so a ``kill -9`` of the launcher does
 not reach the ranks. The launcher also hosts the rendezvous store (the agent's
 ``TCPStore``: ``TORCHELASTIC_USE_AGENT_STORE``), so a rank that was forming the process
-group (``Accelerator()``) retries a store that is gone, in C++, for the group's timeout
-(30 minutes), and a rank still in the user's code before its trainer waits for
-nothing: left alone, both lived on for many minutes (a user trial's ``kill -9`` at 6-8 s
-of the start-up). `preemption`'s watch (a stop with a checkpoint) starts only in
-`train()`.
+group (``Accelerator()``) retries a store that is gone, in C++, until the group's
+timeout (10 to 30 minutes by default), and a rank still in the user's code before its
+trainer waits for nothing: left alone, both lived on for many minutes (a user trial's
+``kill -9`` at 6-8 s of the start-up). `preemption`'s watch (a stop with a checkpoint)
+starts only in `train()`.
 
-So from the import of `melissa_trainer.trainer` (`arm`, before torch's own import), a
-rank under a launcher (`launcher_parent`) runs a daemon thread that checks every
-`STARTUP_POLL` s that its parent is still that launcher. When it is not (init or a
-subreaper adopted the rank), the thread writes one line on stderr (`said`) and exits
+So from the import of `melissa_trainer.trainer` (`arm`, before the trainer imports
+torch), a rank under a launcher (`launcher_parent`) runs a daemon thread that checks
+every `STARTUP_POLL` s that its parent is still that launcher. When it is not (init or
+a subreaper adopted the rank), the thread writes one line on stderr (`said`) and exits
 the process (`os._exit`, 143 as for a SIGTERM: nothing is trained yet, so nothing is
 checkpointed, and the output directory's lock, an ``flock``, goes with the process).
-A thread, not ``PR_SET_PDEATHSIG``: it can say why it exits; it exits whatever the main
-thread is blocked in, since torch's store connect, gloo's setup and collectives release
-the GIL (tests/trainer/test_launcher_gone_at_start.py kills a launcher while one rank is
-in the rendezvous); a death signal would be a SIGTERM that `train()`'s handler takes for
-a preemption by SIGTERM, fires when the launcher's *thread* that forked the rank ends,
-and is Linux only.
+
+A thread, not ``PR_SET_PDEATHSIG``: it can say why it exits; a death signal would be a
+SIGTERM that `train()`'s handler takes for a preemption by SIGTERM (or one more signal
+to tell apart), it fires when the launcher's *thread* that forked the rank ends, not
+the launcher, and it is Linux only. A thread needs the GIL, which torch's blocking
+calls release: the store's connect does (test_launcher_gone_watch.py kills the parent
+of a process blocked in it), and so does the rendezvous
+(test_launcher_gone_at_start.py, one rank held before its trainer).
 
 `train()` takes the watch over (`hand_over`, from `PreemptionHandler.install`): this
 thread ends, and `preemption`'s own watches the same launcher (one owner at a time). A

@@ -17,6 +17,9 @@ every `STARTUP_POLL` s that its parent is still that launcher. When it is not (i
 a subreaper adopted the rank), the thread writes one line on stderr (`said`) and exits
 the process (`os._exit`, 143 as for a SIGTERM: nothing is trained yet, so nothing is
 checkpointed, and the output directory's lock, an ``flock``, goes with the process).
+A launcher that died before `arm` (during the rank's first imports: the trainer is
+imported after torch) is seen there (`orphaned`: adopted by init, the launcher's store
+refuses connections), with the same exit.
 
 A thread, not ``PR_SET_PDEATHSIG``: it can say why it exits; a death signal would be a
 SIGTERM that `train()`'s handler takes for a preemption by SIGTERM (or one more signal
@@ -40,6 +43,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
 import sys
 import threading
 from collections.abc import Callable
@@ -47,13 +51,25 @@ from typing import Any
 
 from melissa_trainer.trainer.stop_cause import StopCause, launcher_kind
 
-__all__ = ["STARTUP_POLL", "StartupWatch", "arm", "armed", "hand_over", "launcher_parent", "said"]
+__all__ = [
+    "STARTUP_POLL",
+    "StartupWatch",
+    "arm",
+    "armed",
+    "hand_over",
+    "launcher_parent",
+    "leave",
+    "orphaned",
+    "said",
+]
 
 #: Seconds between two checks, before `train()`, that the launcher is alive.
 STARTUP_POLL = 1.0
 #: Seconds the exit waits for Python's buffered stdout and stderr to be flushed (the
 #: main thread may hold a stream's lock, blocked in a write: the exit does not wait).
 FLUSH_TIMEOUT = 1.0
+#: Seconds `orphaned` waits for the launcher's store to answer.
+PROBE_TIMEOUT = 2.0
 #: The exit status of a rank whose launcher is gone before training (as a SIGTERM's).
 EXIT_CODE = 128 + signal.SIGTERM
 
@@ -73,12 +89,37 @@ def launcher_parent() -> int | None:
     return parent if launcher_kind(parent) == "accelerate launch" else None
 
 
-def said(cause: StopCause) -> str:
+def said(cause: StopCause | None) -> str:
     """The line a rank writes when its launcher (`cause`) is gone before training:
     "the launcher (accelerate launch, pid N) is gone before training started: rank R
-    exits; nothing to checkpoint" (R: the global rank, ``RANK``; 0 without one)."""
+    exits; nothing to checkpoint" (R: the global rank, ``RANK``; 0 without one); "the
+    launcher is gone..." when it died before the watch was armed (`cause` None: its pid
+    is unknown then)."""
     rank = os.environ.get("RANK", "0")
-    return f"{cause} before training started: rank {rank} exits; nothing to checkpoint"
+    gone = "the launcher is gone" if cause is None else str(cause)
+    return f"{gone} before training started: rank {rank} exits; nothing to checkpoint"
+
+
+def orphaned() -> bool:
+    """Whether this process is a torch elastic worker whose launcher died before `arm`
+    (a kill during the rank's first imports): its parent is init (pid 1, which adopts
+    orphans), and the launcher's store (``MASTER_ADDR:MASTER_PORT``, the agent's:
+    ``TORCHELASTIC_USE_AGENT_STORE``) refuses connections. The store tells apart a
+    launcher that is pid 1 itself (a container's entrypoint), whose store answers.
+    False when it cannot tell (no agent store, an address that does not answer within
+    `PROBE_TIMEOUT` s): then nothing is watched, as before."""
+    if os.environ.get("TORCHELASTIC_RUN_ID") is None or os.getppid() != 1:
+        return False
+    if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True":
+        return False
+    try:
+        address = (os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]))
+        with socket.create_connection(address, timeout=PROBE_TIMEOUT):
+            return False  # (a store answers: the launcher lives)
+    except ConnectionRefusedError:
+        return True
+    except (KeyError, ValueError, OSError):  # no address, or no answer: cannot tell
+        return False
 
 
 class StartupWatch:
@@ -152,13 +193,17 @@ class StartupWatch:
         return self.parent
 
     def _leave(self) -> None:
-        """Say why, flush what Python buffered (bounded), exit."""
-        with contextlib.suppress(OSError):  # (a reader gone with the launcher: nobody to tell)
-            os.write(self._fd, f"{said(self.cause)}\n".encode())
-        flusher = threading.Thread(target=_flush, name="melissa-startup-flush", daemon=True)
-        flusher.start()
-        flusher.join(FLUSH_TIMEOUT)
-        self._exit(EXIT_CODE)
+        leave(self.cause, self._exit, self._fd)
+
+
+def leave(cause: StopCause | None, exit: Callable[[int], Any] = os._exit, fd: int = 2) -> None:
+    """Say why (`said`, on `fd`), flush what Python buffered (bounded), `exit`."""
+    with contextlib.suppress(OSError):  # (a reader gone with the launcher: nobody to tell)
+        os.write(fd, f"{said(cause)}\n".encode())
+    flusher = threading.Thread(target=_flush, name="melissa-startup-flush", daemon=True)
+    flusher.start()
+    flusher.join(FLUSH_TIMEOUT)
+    exit(EXIT_CODE)
 
 
 def _flush() -> None:
@@ -173,12 +218,15 @@ _arming = threading.Lock()
 
 def arm() -> StartupWatch | None:
     """Start this process's start-up watch when it runs under a launcher
-    (`launcher_parent`) and none was armed; idempotent. Returns the watch (None: none,
+    (`launcher_parent`) and none was armed; idempotent; exit now, as the watch would,
+    when the launcher is gone already (`orphaned`). Returns the watch (None: none,
     and in a child forked from a process that armed: it inherited no thread, and its
     parent is a rank, not a launcher)."""
     global _watch
     with _arming:
         if _watch is None:
+            if orphaned():  # (the launcher died before this watch could see it)
+                leave(None)
             parent = launcher_parent()
             _watch = None if parent is None else StartupWatch(parent).start()
         return _watch if _watch is not None and _watch._owner == os.getpid() else None

@@ -126,6 +126,47 @@ def test_a_forked_child_neither_watches_nor_arms(monkeypatch: pytest.MonkeyPatch
     assert launcher_watch.hand_over() is None and watch.hand_over() is None
 
 
+@pytest.fixture
+def elastic(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    """A torch elastic worker's environment, its store on a port nobody serves, its
+    parent init."""
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "x")
+    monkeypatch.setenv("TORCHELASTIC_USE_AGENT_STORE", "True")
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", str(_free_port()))
+    monkeypatch.setattr(os, "getppid", lambda: 1)
+    return monkeypatch
+
+
+def test_a_worker_adopted_by_init_whose_store_refuses_is_orphaned(
+    elastic: pytest.MonkeyPatch,
+) -> None:
+    assert launcher_watch.orphaned()
+
+
+def test_a_worker_whose_store_answers_is_not_orphaned(elastic: pytest.MonkeyPatch) -> None:
+    """(a launcher that is pid 1 itself, a container's entrypoint, answers)"""
+    with socket.socket() as store:
+        store.bind(("127.0.0.1", 0))
+        store.listen()
+        elastic.setenv("MASTER_PORT", str(store.getsockname()[1]))
+        assert not launcher_watch.orphaned()
+
+
+@pytest.mark.parametrize(
+    "change",
+    ["TORCHELASTIC_RUN_ID", "TORCHELASTIC_USE_AGENT_STORE", "MASTER_PORT", "parent"],
+)
+def test_orphaned_says_no_when_it_cannot_tell(elastic: pytest.MonkeyPatch, change: str) -> None:
+    """No torch elastic, no agent store, no store's address: nothing to tell by; a
+    parent other than init: the launcher, or a subreaper (then nothing is watched)."""
+    if change == "parent":
+        elastic.setattr(os, "getppid", lambda: 4242)
+    else:
+        elastic.delenv(change)
+    assert not launcher_watch.orphaned()
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -4,6 +4,11 @@ and evaluation (`reporting`), preemption (`preemption`) and the lock of its outp
 directory (`output_lock`).
 """
 
-from melissa_trainer.trainer.loop import OnlineTrainer
+from melissa_trainer.trainer import launcher_watch
+
+# first, before torch's import: a rank whose launcher dies during its start-up exits
+launcher_watch.arm()
+
+from melissa_trainer.trainer.loop import OnlineTrainer  # noqa: E402
 
 __all__ = ["OnlineTrainer"]

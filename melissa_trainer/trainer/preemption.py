@@ -29,7 +29,10 @@ whose `code` the ranks agree on): every rank says "the launcher (accelerate laun
 N) is gone", not a SIGTERM nobody sent. A rank still alive `ORPHAN_GRACE` s (10 minutes)
 after its launcher died (a collective that hangs) exits as a second signal makes it:
 simulations killed, no checkpoint. A plain ``python train.py`` is never watched: its
-parent is a shell, which may go (``nohup``) without the training going with it.
+parent is a shell, which may go (``nohup``) without the training going with it. Before
+`train()`, from the import of `melissa_trainer.trainer`, `launcher_watch` watches the
+same launcher and exits the rank at once (nothing trained, nothing to checkpoint);
+`install` takes the watch over from it (`launcher_watch.hand_over`).
 
 How it works: the handler is installed in the main thread (Python runs signal handlers
 there only). Its Python-level handler does nothing; the signal's number reaches a
@@ -57,6 +60,7 @@ from collections.abc import Callable, Iterable
 from types import FrameType, TracebackType
 from typing import Any
 
+from melissa_trainer.trainer.launcher_watch import hand_over, launcher_parent
 from melissa_trainer.trainer.preempted import Preempted, exit_code
 from melissa_trainer.trainer.stop_cause import StopCause, launcher_kind
 
@@ -88,21 +92,6 @@ PARENT_POLL = 1.0
 #: Seconds a rank whose launcher died has to stop with a checkpoint before it exits
 #: without one (its simulations killed), as a second signal makes it.
 ORPHAN_GRACE = 600.0
-
-
-def launcher_parent() -> int | None:
-    """The pid of the launcher whose death stops this process (its parent), when it runs
-    under one: torch elastic's agent (``accelerate launch`` with several processes,
-    torchrun: ``TORCHELASTIC_RUN_ID`` is in the environment it gives its workers), or
-    ``accelerate launch``'s single-process launcher (the parent's command line, read
-    from ``/proc``: `stop_cause.launcher_kind`); None otherwise, and when the parent is
-    gone already (init's pid 1)."""
-    parent = os.getppid()
-    if parent <= 1:
-        return None
-    if os.environ.get("TORCHELASTIC_RUN_ID") is not None:
-        return parent
-    return parent if launcher_kind(parent) == "accelerate launch" else None
 
 
 class PreemptionHandler:
@@ -315,17 +304,24 @@ class PreemptionHandler:
     # -- the launcher -------------------------------------------------------------------
 
     def _watch_parent(self) -> None:
-        """Start the thread that watches the launcher, if there is one to watch."""
-        parent = launcher_parent() if self._parent == "auto" else self._parent
-        if parent is None:
-            return
-        if not isinstance(parent, int) or parent != os.getppid():
+        """Start the thread that watches the launcher, if there is one to watch: with
+        ``parent="auto"``, the one the start-up watch watched (`launcher_watch.hand_over`:
+        it may be gone already, which the first poll sees), or else `launcher_parent`."""
+        handed = hand_over() if self._parent == "auto" else None
+        if handed is not None:
+            parent: int | str | None = handed.launcher
+        elif self._parent == "auto":
+            parent = launcher_parent()
+        elif (parent := self._parent) is not None and parent != os.getppid():
             raise ValueError(
                 f"PreemptionHandler(parent={parent!r}): the launcher watched must be this "
                 f"process's parent ({os.getppid()}), or 'auto' or None"
             )
+        if not isinstance(parent, int):
+            return
         self._unwatch.clear()
-        gone = StopCause(signal.SIGTERM, parent, launcher_kind(parent))  # (named while alive)
+        # (named while alive: the start-up watch named it at the rank's start)
+        gone = handed or StopCause(signal.SIGTERM, parent, launcher_kind(parent))
         watch, name = self._parent_watch, "melissa-launcher-watch"
         self._watching = threading.Thread(target=watch, args=(parent, gone), name=name, daemon=True)
         self._watching.start()

@@ -23,8 +23,8 @@ Rows: ``ours`` (with the ledger) and ``baseline`` (without) in microseconds per 
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -37,6 +37,9 @@ import torch
 from melissa_trainer import Hook, OnlineTrainer, TrainingArguments
 from melissa_trainer.buffers.block import SampleBlock
 from melissa_trainer.hooks import SampleLedger
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from report import finish  # noqa: E402
 
 #: steps per block of the in-run A/B: the ledger on in every other block
 BLOCK = 8
@@ -152,11 +155,8 @@ def main() -> None:
                 kind = "block" if block else "samples"
                 # the hook's own work added in full to the step without it
                 rows.append(row(f"hook_b{batch}_{kind}", without + cost, without))
-    for r in rows:
-        print(f"{r['case']}: {r['ours']} us/step with the ledger, {r['baseline']} without, "
-              f"ratio {r['ratio']}")  # fmt: skip
-    if opts.json:
-        print(json.dumps({"rows": rows}))
+    finish(rows, "SampleLedger's cost per step: with the ledger (ours) vs without",
+           as_json=opts.json, table_too=True)  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -105,6 +105,8 @@ mt_status mt_follow_reconnect(mt_client *c, mt_rendezvous *rv, uint64_t **counts
     for (size_t r = 0; r < rv->n; ++r)
         c->receipts = c->receipts && rv->receipts[r] && rv->follows[r] != NULL;
     free(rv->receipts);
+    for (size_t r = 0; r < rv->n; ++r) free(rv->kept[r]); /* (read at start only) */
+    free(rv->kept);
     memset(rv, 0, sizeof *rv);
     c->steps_per_receiver = *counts; /* (moved) */
     *counts = NULL;

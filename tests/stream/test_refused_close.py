@@ -36,9 +36,7 @@ def test_a_connection_refused_at_its_hello_closing_without_bye_is_not_a_lost_one
             wait_until(lambda: 1 in rec.ingest.sims, "simulation 1's HELLO read", 30)
             refused.connect(rec.endpoint)
             refused.send(R.encode_hello(0, 0, 1, R.hello_body([V], {})))
-            wait_until(
-                lambda: rec.telemetry()["rejected_schema_mismatch"] >= 1, "the refusal", 30
-            )
+            wait_until(lambda: rec.telemetry()["rejected_schema_mismatch"] >= 1, "the refusal", 30)
             refused.close(linger=-1)  # close(bye=False) after the refusal
 
             def judged() -> bool:  # (the close read: said, or counted as it was before)

@@ -52,6 +52,7 @@ __all__ = [
     "static_sampler",
     "steered_draws",
     "stop_resume_lines",
+    "stopped_line",
     "study_account",
     "unsteered_line",
     "warn_static_sampler",
@@ -143,6 +144,37 @@ def stop_resume_lines(
     if counted >= n_simulations and all(o.status != "pending" for o in resumed):
         return []
     return resume_lines(resumed, n_simulations, head=f"a run resumed from {checkpoint}")
+
+
+def stopped_line(stopped: Sequence[int], saved: Sequence[SimulationOutcome] | None) -> str:
+    """The stop's line on the simulations it killed as they ran (`stopped`, ids), in the
+    words of a run resumed from the last checkpoint, whose launcher records are `saved`
+    (`LauncherRecord.saved_outcomes`; None: none saved this run, the line says "runs them
+    again"). One launched after that checkpoint (no record there, or no launch yet) is not
+    started for the resume (`resume_lines` counts it so: it starts it as new): said apart,
+    not as one run again (a user trial read "running ... a resumed run runs them again
+    (9-10)" then the resume's "1 run again (9); 14 not started yet")."""
+    n = len(stopped)
+    ids, s = id_ranges(stopped), "s" if n > 1 else ""
+    line = (
+        f"study: {n} simulation{s} still running when training stopped "
+        f"{'were' if n > 1 else 'was'} stopped (simulation{s} {ids})"
+    )
+    begun = {o.simulation_id for o in saved or () if o.attempts > 0}
+    new = [] if saved is None else sorted(set(stopped) - begun)
+    again = sorted(set(stopped) - set(new))
+    if not new:
+        return f"{line}: a resumed run runs {'them' if n > 1 else 'it'} again"
+    if again:
+        line += f": a resumed run runs {id_ranges(again)} again; {id_ranges(new)}"
+    else:
+        line += ": " + ("they" if len(new) > 1 else "it")
+    one = len(new) == 1
+    return (
+        f"{line} {'was' if one else 'were'} launched after the last checkpoint, which counts "
+        f"{'it' if one else 'them'} not started: a resumed run starts "
+        f"{'it' if one else 'them'} as new"
+    )
 
 
 def _ids(ids: Sequence[int]) -> str:

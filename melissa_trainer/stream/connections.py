@@ -1,107 +1,97 @@
 """Connections that close before their BYE: counted and logged, naming the simulation.
 
-ZeroMQ closes a connection itself, in its I/O thread, when a frame announces more than
-the socket's ``ZMQ_MAXMSGSIZE`` (the receiver's ``max_message_bytes`` +
-`liveness.HEADER_ALLOWANCE`: the bound on what one frame may make the receiver
-allocate). The message never reaches the receiver, nor do the messages the peer had
-queued behind it on that connection; the peer reconnects and goes on. No error, and
-the only trace is the socket monitor's ``DISCONNECTED`` event, the same one a peer's
-own close gives (measured with libzmq 4.3.5: no event tells the two apart). So a
-message of 2 GiB to a receiver of the default 1 GiB bound vanished without a trace,
-where one of 1 GiB (under the frame bound, over the field bound) is decoded, rejected
-(``too_large``) and logged.
+ZeroMQ closes a connection itself, in its I/O thread, when a frame announces more than the socket's
+``ZMQ_MAXMSGSIZE`` (the receiver's ``max_message_bytes`` + `liveness.HEADER_ALLOWANCE`: the bound
+on what one frame may make the receiver allocate). The message never reaches the receiver, nor do
+the messages the peer had queued behind it on that connection; the peer reconnects and goes on. No
+error, and the only trace is the socket monitor's ``DISCONNECTED`` event, the same one a peer's own
+close gives (measured with libzmq 4.3.5: no event tells the two apart). So a message of 2 GiB to a
+receiver of the default 1 GiB bound vanished without a trace, where one of 1 GiB (under the frame
+bound, over the field bound) is decoded, rejected (``too_large``) and logged.
 
-`ConnectionWatch` reads the monitor's ``DISCONNECTED`` events in the receiver's ingester
-(below: why not in a thread of its own). The receiver tells it, from each HELLO and
-BYE (rare messages: nothing is added to the data path), which simulation's client rank
-sends on which connection (ZeroMQ's ``SRCFD``, the descriptor of the connection a
-message came on). A connection that closes after a HELLO and before that rank's BYE
-is counted (telemetry ``connections_lost``) and logged with the simulation, the rank
-and both causes: the process ended without its BYE (killed, crashed, or exited without
-closing its client: the launcher sees those too), or it sent a frame over the bound.
-Either way what it had queued on that connection is lost; a restart of the simulation
+`ConnectionWatch` reads the monitor's ``DISCONNECTED`` events in the receiver's ingester (below:
+why not in a thread of its own). The receiver tells it, from each HELLO and BYE (rare messages:
+nothing is added to the data path), which simulation's client rank sends on which connection
+(ZeroMQ's ``SRCFD``, the descriptor of the connection a message came on). A connection that closes
+after a HELLO and before that rank's BYE is counted (telemetry ``connections_lost``) and logged
+with the simulation, the rank and both causes: the process ended without its BYE (killed, crashed,
+or exited without closing its client: the launcher sees those too), or it sent a frame over the
+bound. Either way what it had queued on that connection is lost; a restart of the simulation
 re-sends it (exactly once holds). A sender that connects without a HELLO cannot be named: its
-closes are not counted; nor are those of a connection that closes before the receiver
-has read its HELLO (an oversized frame right behind the HELLO, read by ZeroMQ's I/O
-thread while the receiver is busy): the simulation's data is then still in the
-socket's queue or lost with the connection, and the launcher's record of its exit
-is what tells.
+closes are not counted; nor those of a connection whose HELLO was refused (`hello`'s `refused`:
+every message of a simulation unknown here is rejected, nothing of the study's is lost; a DEBUG
+line, the refusal warned of already; a user trial was warned of a loss); nor those of a connection
+that closes before the receiver has read its HELLO (an oversized frame right behind the HELLO, read
+by ZeroMQ's I/O thread while the receiver is busy): the simulation's data is then still in the
+socket's queue or lost with the connection, and the launcher's record of its exit is what tells.
 
-A close is judged only once the receiver has read what came before it. ZeroMQ's I/O
-thread reads a connection ahead of the receiver: a simulation that said BYE and
-exited normally has its close seen while its BYE (and the data before it) may still
-wait in the socket's queue, for as long as the receiver is busy or waits for room in
-the buffer. Judged at once, as it was, that close counted as lost and was warned of.
-The messages a connection delivered are in the socket's queue before its
-``DISCONNECTED`` event is emitted (libzmq flushes what it decoded before reading
-further; the queue keeps them after the close, up to its end marker). So a close
-awaits (`pending`, logged at DEBUG) until the receiver finds its socket empty
-(`settle`, from its idle path: no cost per message): by then every message that
-connection sent has been read, and a BYE read in between (matched by simulation and
-rank, `bye`) settles it as the client's own. Under a stream that never leaves the
-socket empty, a loss is counted late, at the first empty poll (the receiver keeps
-reading after the end of the stream, until `stop`), or at `close`.
+A close is judged only once the receiver has read what came before it. ZeroMQ's I/O thread reads a
+connection ahead of the receiver: a simulation that said BYE and exited normally has its close seen
+while its BYE (and the data before it) may still wait in the socket's queue, for as long as the
+receiver is busy or waits for room in the buffer. Judged at once, as it was, that close counted as
+lost and was warned of. The messages a connection delivered are in the socket's queue before its
+``DISCONNECTED`` event is emitted (libzmq flushes what it decoded before reading further; the queue
+keeps them after the close, up to its end marker). So a close awaits (`pending`, logged at DEBUG)
+until the receiver finds its socket empty (`settle`, from its idle path: no cost per message): by
+then every message that connection sent has been read, and a BYE read in between (matched by
+simulation and rank, `bye`) settles it as the client's own. Under a stream that never leaves the
+socket empty, a loss is counted late, at the first empty poll (the receiver keeps reading after the
+end of the stream, until `stop`), or at `close`.
 
-A connection that carried nothing after its HELLO (no DATA or BATCH of its simulation
-read here from its HELLO to the judging of its close: its ledger, given to `hello`,
-counts them) lost nothing with it: a worker's simulation that failed before its first
-send. It is counted as the others and said in one short INFO line per simulation, not
-warned of: the failure is its process's, which the launcher reports and runs again (the
-paragraph of causes told worker-mode users of a loss there was not). Its one exception,
-a first message over the frame bound, is named in the line (after an accepted HELLO,
-only a BATCH over it can be one: ``batch_bytes`` far above the receiver's bound). A count
-moved by another client rank or a later connection (the ledger is the simulation's)
-makes the close warned of as below: never said empty wrongly.
+A connection that carried nothing after its HELLO (no DATA or BATCH of its simulation read here
+from its HELLO to the judging of its close: its ledger, given to `hello`, counts them) lost nothing
+with it: a worker's simulation that failed before its first send. It is counted as the others and
+said in one short INFO line per simulation, not warned of: the failure is its process's, which the
+launcher reports and runs again (the paragraph of causes told worker-mode users of a loss there was
+not). Its one exception, a first message over the frame bound, is named in the line (after an
+accepted HELLO, only a BATCH over it can be one: ``batch_bytes`` far above the receiver's bound). A
+count moved by another client rank or a later connection (the ledger is the simulation's) makes the
+close warned of as below: never said empty wrongly.
 
-Each simulation is logged once (the first of its connections lost), at WARNING (the causes
-in full for the first only, the others in a short line, their number at `close`, at
-WARNING too: that line is promised by the first, and default logging shows WARNING up;
-under several ranks each line ends naming its receiver's rank, `label`), unless
-its close was seen once the receiver had ended or was stopping, or once the study had
-begun to stop its simulations (`study_stops`, called by `Study.stop` before its launcher
-kills them, while the receiver still runs: a user's preempted run had a WARNING per
-simulation it killed itself). Those closes are the study's own doing: their simulations
-are recorded unfinished by the launcher and a resume runs them again, so nothing is lost
-in the sense of the warning; they are counted as before and summarised in one INFO line
-at `close` (the project's rule for many like events). Whether a close is the study's is
-decided when its event is read (below), not when it is judged: a solver that died on
-its own before the stop, its close read before it and judged after it, is still warned
-of.
+Each simulation is logged once (the first of its connections lost), at WARNING (the causes in full
+for the first only, the others in a short line, their number at `close`, at WARNING too: that line
+is promised by the first, and default logging shows WARNING up; under several ranks each line ends
+naming its receiver's rank, `label`), unless its close was seen once the receiver had ended or was
+stopping, or once the study had begun to stop its simulations (`study_stops`, called by
+`Study.stop` before its launcher kills them, while the receiver still runs: a user's preempted run
+had a WARNING per simulation it killed itself). Those closes are the study's own doing: their
+simulations are recorded unfinished by the launcher and a resume runs them again, so nothing is
+lost in the sense of the warning; they are counted as before and summarised in one INFO line at
+`close` (the project's rule for many like events). Whether a close is the study's is decided when
+its event is read (below), not when it is judged: a solver that died on its own before the stop,
+its close read before it and judged after it, is still warned of.
 
-Every rank hears the kills; rank 0 alone runs the launcher: how a rank's watch knows that a
-close it reads is one of the study's kills: `stream.study_stops`.
+Every rank hears the kills; rank 0 alone runs the launcher: how a rank's watch knows that a close
+it reads is one of the study's kills: `stream.study_stops`.
 
-Events and HELLOs are ordered in one thread. An event names a connection by its
-descriptor, which the kernel gives to the next connection once ZeroMQ has closed it.
-When the events were read by a thread of the watch's own, a simulation that said BYE
-and exited, and the next one, accepted on the same descriptor, whose HELLO was read
-before that thread read the first one's close, had that close taken for its own: it
-was judged lost at the next empty socket (a user trial: a false WARNING and
-``connections_lost`` 1 in 2 of 20 studies on a busy machine, every sample received).
-Nor can a HELLO tell a new connection on a reused descriptor from the same connection
-said HELLO on again (a worker's next simulation). libzmq emits a connection's
-``DISCONNECTED`` before it closes its descriptor, so before any reuse, and a new
-connection's messages are readable only after that. So the ingester reads every event
-waiting in the monitor (`_drain`: without waiting) before it registers a HELLO, at a
-BYE, and before it judges (`settle`, at each empty poll: one ``ZMQ_EVENTS`` read when
-no event waits): a close read after a HELLO on its descriptor is then that HELLO's
-connection's, or a later one's. Whether a close is the study's is decided when the
-ingester reads its event: at the first HELLO, BYE or empty poll after it (the
-receiver's poll interval at most while the socket is empty, later while it is kept
-busy). The monitor's queue has no bound (``RCVHWM`` 0: events left unread while the
-ingester is busy never stall the socket; one small message per close).
+Events and HELLOs are ordered in one thread. An event names a connection by its descriptor, which
+the kernel gives to the next connection once ZeroMQ has closed it. When the events were read by a
+thread of the watch's own, a simulation that said BYE and exited, and the next one, accepted on the
+same descriptor, whose HELLO was read before that thread read the first one's close, had that close
+taken for its own: it was judged lost at the next empty socket (a user trial: a false WARNING and
+``connections_lost`` 1 in 2 of 20 studies on a busy machine, every sample received). Nor can a
+HELLO tell a new connection on a reused descriptor from the same connection said HELLO on again (a
+worker's next simulation). libzmq emits a connection's ``DISCONNECTED`` before it closes its
+descriptor, so before any reuse, and a new connection's messages are readable only after that. So
+the ingester reads every event waiting in the monitor (`_drain`: without waiting) before it
+registers a HELLO, at a BYE, and before it judges (`settle`, at each empty poll: one ``ZMQ_EVENTS``
+read when no event waits): a close read after a HELLO on its descriptor is then that HELLO's
+connection's, or a later one's. Whether a close is the study's is decided when the ingester reads
+its event: at the first HELLO, BYE or empty poll after it (the receiver's poll interval at most
+while the socket is empty, later while it is kept busy). The monitor's queue has no bound
+(``RCVHWM`` 0: events left unread while the ingester is busy never stall the socket; one small
+message per close).
 
-A peer whose socket cannot send to a PULL (a REQ or DEALER: a prediction request sent to
-the stream endpoint) is closed in its handshake: ``ACCEPTED`` then ``DISCONNECTED``, with
-no event between or ``HANDSHAKE_FAILED_NO_DETAIL`` (libzmq 4.3.5: which side saw it first),
-as a peer not ZeroMQ (a port probe). ``HANDSHAKE_SUCCEEDED`` names no descriptor: taken as
-the oldest handshake's (a HELLO proves its own: concurrent handshakes may leave one
-uncounted, never count a PUSH that said HELLO). One WARNING, then one line at `close`.
+A peer whose socket cannot send to a PULL (a REQ or DEALER: a prediction request sent to the stream
+endpoint) is closed in its handshake: ``ACCEPTED`` then ``DISCONNECTED``, with no event between or
+``HANDSHAKE_FAILED_NO_DETAIL`` (libzmq 4.3.5: which side saw it first), as a peer not ZeroMQ (a
+port probe). ``HANDSHAKE_SUCCEEDED`` names no descriptor: taken as the oldest handshake's (a HELLO
+proves its own: concurrent handshakes may leave one uncounted, never count a PUSH that said HELLO).
+One WARNING, then one line at `close`.
 
-Thread-safety: `hello`, `bye`, `settle` and `owner_of` are called by the receiver's
-ingester (whoever holds its lock, which orders its use of the monitor socket across
-threads), `close` once it has ended; `pending` and `study_stops` by any thread (a read,
-a flag).
+Thread-safety: `hello`, `bye`, `settle` and `owner_of` are called by the receiver's ingester
+(whoever holds its lock, which orders its use of the monitor socket across threads), `close` once
+it has ended; `pending` and `study_stops` by any thread (a read, a flag).
 """
 
 from __future__ import annotations
@@ -159,8 +149,7 @@ class ConnectionWatch:
         label: str = "",
     ) -> None:
         self._socket, self._frame_bound = socket, frame_bound
-        # (at the end of each line: " (receiver of rank N)" under several ranks, whose
-        # receivers may say the same words; at the end, as lines are read by their start)
+        # (ending each line: " (receiver of rank N)" under several ranks: same words)
         self._label = label
         self._count, self._quiet, self._announced = count, quiet, announced
         self._logged: set[int] = set()  # simulations already named (once each)
@@ -168,6 +157,7 @@ class ConnectionWatch:
         self._stopped: set[int] = set()  # simulations whose close was the study's (summary)
         self._owners: dict[int, tuple[int, int]] = {}  # fd -> (simulation, client rank)
         self._since: dict[int, _Since] = {}  # fd -> its ledger's count at its HELLO
+        self._refused: dict[int, tuple[int, int]] = {}  # fd -> owner of a refused HELLO
         self._told: set[int] = set()  # simulations said to have closed carrying nothing
         # (simulation, client rank) of the connections seen closed whose BYE was not read
         # yet, in the order of their events: judged by `settle`; with each, whether it
@@ -200,15 +190,23 @@ class ConnectionWatch:
         are counted, and summarised in one line at `close` instead of a warning each."""
         self._study_stops = True
 
-    def hello(self, frame: zmq.Frame, msg: Hello, ledger: Ledger | None = None) -> None:
+    def hello(
+        self, frame: zmq.Frame, msg: Hello, ledger: Ledger | None = None, refused: bool = False
+    ) -> None:
         """A HELLO came on `frame`'s connection (the ingester). The closes emitted before
         it was read are read first: a close of an earlier connection on the same
         descriptor is then never taken for this one's (module docstring). `ledger`: its
-        simulation's here, once the HELLO is ingested (None: refused, or not known), whose
-        count tells a close that carried nothing after this HELLO (module docstring)."""
+        simulation's here, once the HELLO is ingested (None: not known), whose count tells a
+        close that carried nothing after this HELLO. `refused`: the HELLO was refused, its
+        simulation has no ledger here: its close is not counted (module docstring)."""
         self._drain()
         fd = frame.get(zmq.SRCFD)
         self._shaking.pop(fd, None)  # (its handshake succeeded: it sent a message)
+        if refused:  # (a connection already named keeps its name)
+            if fd not in self._owners:
+                self._refused[fd] = (msg.simulation_id, msg.client_rank)
+            return
+        self._refused.pop(fd, None)
         self._owners[fd] = (msg.simulation_id, msg.client_rank)
         self._since[fd] = None if ledger is None else (ledger, ledger.messages)
 
@@ -324,6 +322,9 @@ class ConnectionWatch:
         # (a close read before, judged after, is the simulation's own: warned of)
         owner = self._owners.pop(fd, None)  # (none: its BYE was read, or no HELLO)
         if owner is None:
+            if fd in self._refused:  # (not counted: module docstring)
+                said = "simulation %d client rank %d: connection closed; its HELLO was refused%s"
+                logger.debug(said, *self._refused.pop(fd), self._label)
             return
         self._closed_since.append(self._since.pop(fd))
         if not self._study_stops and self._announced():

@@ -159,8 +159,10 @@ class DataPath(IngestLoop):
                 ing.batch(msg)
             elif type(msg) is Hello:
                 ing.hello(msg)
-                # (which connection is whose, and whether it carries data: `connections`)
-                watch.hello(head, msg, ing.sims.get(msg.simulation_id))
+                # (which connection is whose, and whether it carries data: `connections`;
+                # no ledger once ingested: refused, each message of it rejected, none lost)
+                ledger = ing.sims.get(msg.simulation_id)
+                watch.hello(head, msg, ledger, refused=ledger is None)
                 ing.twins.hello(head.get(zmq.SRCFD), msg, watch.owner_of)  # (`twin_hellos`)
                 if self._recycle:
                     self._recycle_frames_of(msg.simulation_id)

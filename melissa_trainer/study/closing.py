@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 
 from melissa_trainer.launcher import Launcher
-from melissa_trainer.launcher.account import id_ranges, log_account
+from melissa_trainer.launcher.account import SimulationOutcome, log_account, stopped_line
 from melissa_trainer.launcher.reports import LauncherError
 from melissa_trainer.sources.source import SourceError
 from melissa_trainer.stream.receiver import Receiver
@@ -38,6 +38,7 @@ class LastExits:
     def __init__(self) -> None:
         self._deadline: float | None = None
         self._stopped: list[int] = []  # (`stop`: those it killed while they ran)
+        self._saved: list[SimulationOutcome] | None = None  # (`stop`: the checkpoint's)
 
     def left(self, seconds: float) -> float:
         """Seconds left of a bound of `seconds` (starting it now if not started)."""
@@ -81,6 +82,7 @@ class LastExits:
         launcher.stop(wait=self.left(seconds) if closing else 0.0, before_kill=before_kill)
         again = {o.simulation_id for o in launcher.outcomes() if o.status == "pending"}
         self._stopped = [sid for sid in self._stopped if sid in again]  # (not those ended)
+        self._saved = launcher.saved_outcomes  # (what a resume runs again: `stopped_line`)
 
     def stopped_lines(self) -> list[str]:
         """The account's line, logged, on the simulations `stop` killed as they ran (a
@@ -88,12 +90,7 @@ class LastExits:
         final log, before that stop, counted them running; none: no line."""
         if not self._stopped:
             return []
-        n = len(self._stopped)
-        line = (
-            f"study: {n} simulation{'s' if n > 1 else ''} still running when training "
-            f"stopped {'were' if n > 1 else 'was'} stopped (simulation{'s' if n > 1 else ''} "
-            f"{id_ranges(self._stopped)}): a resumed run runs {'them' if n > 1 else 'it'} again"
-        )
+        line = stopped_line(self._stopped, self._saved)
         logger.info("%s", line)
         return [line]
 

@@ -261,8 +261,10 @@ class TrainingArguments(ArgumentsFile, ResolvedArguments):
         600.0,
         "Checkpoint every this many seconds of wall time, by rank 0's clock, besides "
         "those every --save_steps and at the end (none: by --save_steps and at the end "
-        "only); a kill -9 loses at most this and two stop windows (default: 600; a save "
-        "of a default-sized buffer takes about 1 s at most: < 0.2% of the time).",
+        "only); a kill -9 loses at most this much training, plus the steps the ranks "
+        "take to agree on the save: up to 2 x --stop_sync_steps, 16 by default (default: "
+        "600; a save of a default-sized buffer takes about 1 s at most: < 0.2% of the "
+        "time).",
     )
     save_at_end: bool = _f(True, "Save a checkpoint when training ends.")
     max_to_keep: int = _f(3, "Number of newest checkpoints kept.")

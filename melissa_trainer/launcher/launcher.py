@@ -64,7 +64,7 @@ from melissa_trainer.launcher.backends.base import Backend, study_id
 from melissa_trainer.launcher.job_logs import set_aside_earlier_logs
 from melissa_trainer.launcher.launcher_record import LauncherRecord
 from melissa_trainer.launcher.reports import DataReport, LauncherError
-from melissa_trainer.launcher.samplers import ListSampler, Sampler
+from melissa_trainer.launcher.samplers import ListSampler, Sampler, as_sampler
 from melissa_trainer.launcher.study_record import SavedStudy, StudyRecord
 from melissa_trainer.launcher.supervisor import Settings, Supervisor
 from melissa_trainer.launcher.templates import SimulationProgram
@@ -166,8 +166,7 @@ class Launcher(LauncherRecord):
         ):
             raise ValueError("env must map variable names (str) to values (str)")
 
-        if not isinstance(sampler, Sampler):
-            sampler = ListSampler(sampler)
+        sampler = as_sampler(sampler)  # (a str or a mapping refused, naming the fix)
         if isinstance(sampler, ListSampler) and len(sampler) < n_simulations:
             raise ValueError(
                 f"the sampler lists {len(sampler)} parameter sets, fewer than "

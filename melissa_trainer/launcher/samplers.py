@@ -212,8 +212,11 @@ class ListSampler(Sampler):
     kind = "list"
 
     def __init__(self, parameters: Sequence[Mapping[str, float]]) -> None:
-        if isinstance(parameters, Mapping) or not isinstance(parameters, Sequence):
-            raise ValueError("parameters must be a sequence of {name: value} mappings")
+        if isinstance(parameters, (Mapping, str)) or not isinstance(parameters, Sequence):
+            raise ValueError(
+                "parameters must be a sequence of {name: value} mappings, not "
+                f"{_given(parameters)}"
+            )
         if not parameters:
             raise ValueError("ListSampler needs at least one parameter set")
         super().__init__(list(parameters[0]))
@@ -291,16 +294,14 @@ def make_sampler(kind: str, bounds: Bounds, seed: int = 0, **options: Any) -> Sa
 
     `options` go to the class (`batch` for "lhs", `scramble` for "halton"/"sobol").
     """
-    adaptive: dict[str, type[BoxSampler]] = {
-        "breed": BreedSampler,
-        "surrogate": SurrogateSampler,
-        "density": DensitySampler,
-    }
-    kinds = {**_KINDS, **adaptive}
+    kinds = _all_kinds()
     cls = kinds.get(kind)
     if cls is None:
+        close = _close_kind(kind) if isinstance(kind, str) else None
+        # ("LHS" was refused with the list alone, its lowercase name in it: htrial17)
+        hint = f"did you mean {close!r}? (the names are lowercase) " if close else ""
         raise ValueError(
-            f"unknown sampler {kind!r} (make_sampler's kind): choose one of "
+            f"unknown sampler {kind!r} (make_sampler's kind): {hint}choose one of "
             f"{sorted(kinds)}, or give Launcher(sampler=...) a Sampler of your own"
         )
     unknown = [name for name in options if name not in _options(cls)]
@@ -312,6 +313,60 @@ def make_sampler(kind: str, bounds: Bounds, seed: int = 0, **options: Any) -> Sa
         return cls(bounds, seed, **options)
     except TypeError as exc:
         raise ValueError(f"bad option for the {kind!r} sampler: {exc}") from None
+
+
+def _all_kinds() -> dict[str, type[BoxSampler]]:
+    """`make_sampler`'s kinds: the box samplers and the adaptive ones."""
+    adaptive: dict[str, type[BoxSampler]] = {
+        "breed": BreedSampler,
+        "surrogate": SurrogateSampler,
+        "density": DensitySampler,
+    }
+    return {**_KINDS, **adaptive}
+
+
+def _close_kind(name: str) -> str | None:
+    """The kind `name` likely means: itself lowercased, else a close spelling; or None."""
+    kinds = _all_kinds()
+    if name.lower() in kinds:
+        return name.lower()
+    close = difflib.get_close_matches(name.lower(), kinds, n=1)
+    return close[0] if close else None
+
+
+def as_sampler(sampler: object) -> Sampler:
+    """`Launcher`'s `sampler` argument as a `Sampler`: a Sampler as it is, a sequence of
+    parameter sets as a `ListSampler`. A str (a sampler's name: ``Launcher(cmd, "lhs")``
+    used to say "parameter set 0 must map exactly ['l'] to numbers", htrial17) or a
+    mapping (the bounds) is refused with a ValueError naming the argument and the
+    `make_sampler` call that gives a sampler."""
+    if isinstance(sampler, Sampler):
+        return sampler
+    what = "Launcher's `sampler` (its second argument) is a Sampler or a list of parameter sets"
+    example = "make_sampler('lhs', {'a': (0.0, 1.0)}, seed=0)"
+    if isinstance(sampler, str):
+        kind = _close_kind(sampler)
+        call = (
+            f"make_sampler({kind!r}, bounds, seed=0)"
+            if kind
+            else f"make_sampler(kind, bounds, seed=0) with a kind of {sorted(_all_kinds())}"
+        )
+        raise ValueError(
+            f"{what} ({{name: value}} mappings), not the str {sampler!r}: for a sampler "
+            f"by name give {call}, e.g. Launcher(simulation, {example}, n_simulations)"
+        )
+    if isinstance(sampler, Mapping):
+        raise ValueError(
+            f"{what} ({{name: value}} mappings), not one mapping {dict(sampler)!r}: for "
+            f"a sampler of these bounds give make_sampler(kind, bounds, seed=0), e.g. "
+            f"{example}; for one simulation of these values, a list of it: [{{...}}]"
+        )
+    return ListSampler(sampler)  # type: ignore[arg-type]  # (it refuses a non-sequence)
+
+
+def _given(value: object) -> str:
+    """`value` in a refusal: a str or mapping as itself, else its type."""
+    return f"{value!r}" if isinstance(value, (str, Mapping)) else type(value).__name__
 
 
 def _options(cls: type[BoxSampler]) -> list[str]:

@@ -66,9 +66,56 @@ def test_a_run_whose_stream_ended_is_limited_by_its_data() -> None:
 
 def test_no_diagnosis_while_validation_improves_or_training_loss_does_not_fall() -> None:
     assert data_limited(state([3.0, 2.0, 1.0], [5.0, 1.0, 0.5], stream_ended=False)) is None
-    assert data_limited(state([1.0, 30.0, 40.0], [1.0, 1.0, 1.0], stream_ended=True)) is None
+    assert data_limited(state([1.0, 3.0, 4.0], [1.0, 1.0, 1.0], stream_ended=True)) is None
 
 
 def test_a_best_of_zero_is_not_divided_by() -> None:
     told = data_limited(state([0.0, 1.0, 2.0], [5.0, 1.0, 0.5], stream_ended=True))
     assert told is not None and LIMITED in told
+
+
+def test_the_htrial17_run_without_a_training_loss_before_its_best_is_told_divergence() -> None:
+    # heat example, --learning_rate 5e-2, the default --logging_steps 50 and
+    # --eval_steps 10, early-stopped at step 40: its only training log is the last
+    history: list[dict[str, float]] = [
+        {"step": 10.0, "eval_loss": 129.6},
+        {"step": 20.0, "eval_loss": 0.5495},
+        {"step": 30.0, "eval_loss": 6.14},
+        {"step": 40.0, "loss": 5.88, "buffer_put": 500.0},
+        {"step": 40.0, "eval_loss": 16.51},
+    ]
+    told = data_limited(TrainerState(global_step=40, log_history=history))
+    assert told is not None and LIMITED not in told and "more simulations" not in told
+    assert "grew to 16.51 by step 40, 30 times its best" in told
+    assert "training loss fell" not in told  # (nothing logged says so)
+    assert "Lower the learning rate" in told and "--max_grad_norm" in told
+
+
+def test_validation_alone_growing_tenfold_is_divergence_whatever_the_training_loss() -> None:
+    flat = data_limited(state([1.0, 30.0, 40.0], [1.0, 1.0, 1.0], stream_ended=True))
+    assert flat is not None and "40 times its best" in flat and "learning rate" in flat
+    # one validation after the best is enough (an early stop with patience 1)
+    once = data_limited(state([1.0, 12.0], [1.0, 1.0], stream_ended=False))
+    assert once is not None and "12 times its best" in once
+
+
+def test_a_training_loss_growing_with_validation_is_divergence_and_both_are_named() -> None:
+    told = data_limited(state([1.0, 2.0, 30.0], [0.5, 1.0, 6.0], stream_ended=True))
+    assert told is not None and LIMITED not in told
+    assert "30 times its best" in told
+    assert "the training loss grew from 0.5 (step 20) to 6 (step 60), 12 times its lowest" in told
+    assert "training loss fell" not in told and "learning rate" in told
+
+
+def test_a_training_loss_growing_tenfold_alone_is_divergence() -> None:
+    # validation still improving: only the training loss says it
+    told = data_limited(state([1.0, 0.9, 0.8], [2.0, 0.5, 5.0], stream_ended=True))
+    assert told is not None and LIMITED not in told and "validation stopped" not in told
+    assert told.startswith("the training loss grew from 0.5 (step 40) to 5 (step 60), 10 times")
+    assert "Lower the learning rate" in told
+
+
+def test_growth_just_under_the_threshold_is_not_divergence() -> None:
+    below = 0.99 * DIVERGED_GROWTH
+    assert data_limited(state([1.0, 0.9, 0.8], [2.0, 0.5, 0.5 * below], stream_ended=True)) is None
+    assert data_limited(state([1.0, 2.0, below], [1.0, 1.0, 1.0], stream_ended=True)) is None

@@ -96,3 +96,52 @@ def test_a_buffer_kind_change_on_resume_names_the_flag_and_the_value(tmp_path: P
         "the checkpoint's buffers are 'fifo', this run's 'reservoir' (--buffer reservoir): a "
         "buffer's samples and statistics are its kind's; resume with --buffer fifo"
     )
+
+
+@pytest.mark.parametrize("name", ["lhs", "LHS"])
+def test_a_sampler_name_in_launchers_second_argument_names_it_and_make_sampler(name: str) -> None:
+    # (htrial17: "parameter set 0 must map exactly ['l'] to numbers, got 'l'")
+    with pytest.raises(ValueError) as info:
+        Launcher(COMMAND, name, n_simulations=2)
+    assert str(info.value) == (
+        "Launcher's `sampler` (its second argument) is a Sampler or a list of parameter "
+        f"sets ({{name: value}} mappings), not the str {name!r}: for a sampler by name "
+        "give make_sampler('lhs', bounds, seed=0), e.g. Launcher(simulation, "
+        "make_sampler('lhs', {'a': (0.0, 1.0)}, seed=0), n_simulations)"
+    )
+
+
+def test_an_unknown_name_there_lists_the_kinds() -> None:
+    with pytest.raises(ValueError) as info:
+        Launcher(COMMAND, "nosuch", n_simulations=2)
+    words = str(info.value)
+    assert "not the str 'nosuch': for a sampler by name give make_sampler(kind, bounds, " in words
+    assert "seed=0) with a kind of ['breed', 'density', 'halton', 'lhs', 'sobol'" in words
+
+
+def test_bounds_in_launchers_second_argument_name_make_sampler_and_a_list() -> None:
+    with pytest.raises(ValueError) as info:
+        Launcher(COMMAND, {"a": (0.0, 1.0)}, n_simulations=2)  # type: ignore[arg-type]
+    words = str(info.value)
+    assert "not one mapping {'a': (0.0, 1.0)}: for a sampler of these bounds give " in words
+    assert "make_sampler(kind, bounds, seed=0)" in words and "a list of it: [{...}]" in words
+
+
+def test_parameter_sets_and_samplers_are_still_a_launchers_sampler() -> None:
+    from melissa_trainer.launcher.samplers import ListSampler, as_sampler
+
+    listed = as_sampler([{"a": 0.5}, {"a": 0.7}])
+    assert isinstance(listed, ListSampler) and len(listed) == 2
+    sampler = make_sampler("lhs", BOUNDS)
+    assert as_sampler(sampler) is sampler
+
+
+def test_an_uppercase_sampler_name_is_told_its_lowercase_one() -> None:
+    with pytest.raises(ValueError) as info:
+        make_sampler("LHS", BOUNDS)
+    assert str(info.value).startswith(
+        "unknown sampler 'LHS' (make_sampler's kind): did you mean 'lhs'? (the names are "
+        "lowercase) choose one of ['breed', "
+    )
+    with pytest.raises(ValueError, match=r"did you mean 'sobol'\?"):
+        make_sampler("sobel", BOUNDS)

@@ -16,7 +16,9 @@ A close after a failure (``bye=False``) waits for nothing of a receiver disconne
 not while its queues drain (``disconnected_timeout`` 0), nor, once they are through, for
 its handshake, nor in the linger (`CloseWait.not_connected`: a send that gave up on it,
 an endpoint where no trainer ever listened used to wait the whole
-`failed_close_timeout` there, for nothing). Safe, because nothing is lost: the close
+`failed_close_timeout` there, for nothing), nor of a peer that is not a receiver (another
+program at the endpoint, an HTTP server: TCP accepted, no ZeroMQ handshake in
+`handshake.NOT_ZMQ_AFTER` s; it can take nothing). Safe, because nothing is lost: the close
 sends no BYE, so the trainer does not take the simulation for complete; it is run again
 (the launcher restarts it; a solver started by hand is told to by the error it failed
 with), sends every step again, and the receivers keep one copy of each. What is dropped
@@ -198,8 +200,8 @@ def close_transport(t: Closable, bye: bool, follow_in: str | None = None) -> Non
         if failure is None:  # (the BYE's release says that all before it left)
             why = wait.until_done(t.held.release_all, zmq.NotDone)
             failure = None if why is None else "queued messages"
-        if failure is None and not bye:  # (after a failure: a receiver not connected)
-            why = wait.not_connected()  # (is not waited for: module docstring)
+        if failure is None and not bye:  # (after a failure: a receiver not connected,
+            why = wait.not_connected()  # (or no receiver, is not waited for: docstring)
             failure = None if why is None else "queued messages"
         if failure is None:  # (the linger starts once every receiver accepted)
             why = wait.refusal = t.handshakes.wait(list(t.endpoints), wait.deadline)

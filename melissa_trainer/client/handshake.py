@@ -33,7 +33,16 @@ from collections.abc import Sequence
 
 import zmq
 
-__all__ = ["DOWN", "MISMATCH", "NOT_RECEIVER", "NOT_ZMQ_AFTER", "UP", "Handshakes"]
+__all__ = [
+    "DOWN",
+    "MISMATCH",
+    "NOT_RECEIVER",
+    "NOT_ZMQ_AFTER",
+    "UP",
+    "Handshakes",
+    "down_note",
+    "never_note",
+]
 
 #: the cause and the fix of a refused key, as the C client words them
 MISMATCH = "the server key does not match: check MELISSA_TRAINER_KEY / the rendezvous file"
@@ -255,3 +264,39 @@ class Handshakes:
                 sock.disable_monitor()
             monitor.close(linger=0)
         self._monitors, self._sockets = [], []
+
+
+def never_note(handshakes: Handshakes | None, endpoints: Sequence[str]) -> str:
+    """What a wait that gave up adds when no connection to a receiver was ever accepted
+    (`Handshakes.never_connected`: a wrong endpoint, a trainer not started), as the C
+    client words it (clients/c/src/handshake.c): "no receiver ever accepted a connection
+    at E1, E2: check the endpoint (the trainer's rank_N.json) or start the trainer
+    first"; and when a peer is not a receiver (`Handshakes.not_receivers`): "E:
+    `NOT_RECEIVER`"; "" when neither (or no monitor: `handshakes` None). The words of a
+    close that gave up (`patience`) and of a send (`send_wait.SendWait.timeout`)."""
+    never = [] if handshakes is None else handshakes.never_connected(endpoints)
+    other = [] if handshakes is None else handshakes.not_receivers(endpoints)
+    notes = [f"{', '.join(other)}: {NOT_RECEIVER}"] if other else []
+    if never:
+        notes.append(
+            f"no receiver ever accepted a connection at {', '.join(never)}: check the "
+            "endpoint (the trainer's rank_N.json) or start the trainer first"
+        )
+    return "; ".join(notes)
+
+
+def down_note(handshakes: Handshakes, endpoints: Sequence[str]) -> str:
+    """What a wait that gave up adds when a receiver once connected is disconnected now
+    (`Handshakes.down_since`; not one `never_note` speaks of): "the trainer's receiver at
+    E is disconnected for N s without a new connection (the trainer died or was
+    restarted, or its node)", one clause per receiver joined by "; "; "" when none is."""
+    other = set(handshakes.not_receivers(endpoints))  # (reads the events)
+    ever = set(endpoints) - set(handshakes.never_connected(endpoints)) - other
+    now, notes = time.monotonic(), []
+    for endpoint, since in zip(endpoints, handshakes.down_since, strict=False):
+        if since is not None and endpoint in ever:
+            notes.append(
+                f"the trainer's receiver at {endpoint} is disconnected for {now - since:.0f} s "
+                "without a new connection (the trainer died or was restarted, or its node)"
+            )
+    return "; ".join(notes)

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 
 import zmq
 
-from melissa_trainer.client.handshake import NOT_RECEIVER, Handshakes
+from melissa_trainer.client.handshake import NOT_RECEIVER, Handshakes, never_note
 from melissa_trainer.client.sockets import SLICE, deadline_after, ms_left
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -114,23 +114,6 @@ def notice_due(
         left.append(deadline - now)
         bound = deadline_bound
     return down[0], down[1], max(min(left), 0.0) if left else None, bound
-
-
-def never_note(handshakes: Handshakes | None, endpoints: Sequence[str]) -> str:
-    """What a wait that gave up adds when no connection to a receiver was ever accepted
-    (`Handshakes.never_connected`: a wrong endpoint, a trainer not started), as the C
-    client words it (clients/c/src/handshake.c): "no receiver ever accepted a connection
-    at E1, E2: check the endpoint (the trainer's rank_N.json) or start the trainer
-    first"; "" when every one was connected once (or no monitor: `handshakes` None)."""
-    never = [] if handshakes is None else handshakes.never_connected(endpoints)
-    other = [] if handshakes is None else handshakes.not_receivers(endpoints)
-    notes = [f"{', '.join(other)}: {NOT_RECEIVER}"] if other else []
-    if never:
-        notes.append(
-            f"no receiver ever accepted a connection at {', '.join(never)}: check the "
-            "endpoint (the trainer's rank_N.json) or start the trainer first"
-        )
-    return "; ".join(notes)
 
 
 class PeerWatch:
@@ -294,6 +277,8 @@ class CloseWait:
             if handshakes is not None and (why := handshakes.refused(self._endpoints)):
                 self.refusal = why
                 return why
+            if (other := self._no_receiver()) is not None:
+                return other
             if self.deadline is not None and time.monotonic() >= self.deadline:
                 return self.timed_out()
             if handshakes is not None and self._watch is None:
@@ -316,11 +301,26 @@ class CloseWait:
         waited for ("to ENDPOINT: ...", as `until_done` says of it), else None (never
         blocks): the close of `closing` then waits for no handshake and lingers on
         nothing, as its `until_done` waits for nothing of a receiver disconnected."""
+        if (other := self._no_receiver()) is not None:
+            return other
         if not self._after_failure or self._handshakes is None or self._disconnected is None:
             return None
         if self._watch is None:
             self._watch = PeerWatch(self._handshakes, self._endpoints, self._began)
         return self._watch.gone(self._disconnected, _NO_WAIT)
+
+    def _no_receiver(self) -> str | None:
+        """After a failure, why a peer that is not a receiver is not waited for ("to E:
+        `NOT_RECEIVER`; ..."), else None (never blocks). It accepted TCP, so it looks
+        connected, but no handshake completed in `NOT_ZMQ_AFTER` s (a receiver's takes
+        milliseconds): what is queued for it can never be delivered, a wait only spent
+        `failed_close_timeout`. Safe as for a receiver disconnected (`closing`): no BYE
+        is sent; the simulation is run again and sends every step again."""
+        if not self._after_failure or self._handshakes is None:
+            return None
+        other = ", ".join(self._handshakes.not_receivers(self._endpoints))
+        said = f"to {other}: {NOT_RECEIVER}; a close after a failure does not wait for it"
+        return said if other else None
 
     def _tell(self, watch: PeerWatch) -> None:
         """Call the notice, once, if a receiver has been down `notice_after` seconds."""

@@ -27,6 +27,12 @@ connected: ZeroMQ allows one monitor per socket, which the close reads too):
   else, unless the client follows a restarted trainer (`following`, which says it
   then, with the whole wait), to run the simulation again (`patience.run_again`).
 
+A send that `send_timeout` ended (`SendWait.timeout`) says what the monitors know, in
+a close's words (`handshake.never_note`, `handshake.down_note`): no connection ever
+accepted or a peer that is not a receiver (check the endpoint), a receiver disconnected
+for N s (the trainer died or was restarted: what to do), and back-pressure only while
+every receiver is connected (a user trial read "back-pressure" in all three cases).
+
 Once a receiver has been disconnected a few seconds (`patience.notice_after`), a
 blocked send logs one warning, as a close does (`closing.waiting_notice`, through
 `notice`): what it waits for, how long in all, the settings that shorten it.
@@ -42,7 +48,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 import zmq
 
-from melissa_trainer.client.handshake import Handshakes
+from melissa_trainer.client.handshake import Handshakes, down_note, never_note
 from melissa_trainer.client.patience import SLICE, PeerWatch, notice_due, run_again
 from melissa_trainer.client.sockets import arm_slice
 
@@ -161,14 +167,24 @@ class SendWait:
     def timeout(self, step: int | None) -> TimeoutError | ValueError:
         """The error of a send (of `step`, or of a message) that `send_timeout` ended: a
         ValueError naming the key if a receiver refused the handshake (it never reads:
-        not back-pressure), as the C client's MT_EENV."""
+        not back-pressure), as the C client's MT_EENV; else a TimeoutError saying what
+        the monitors know: no connection ever accepted, a peer not a receiver (check
+        the endpoint), a receiver disconnected for N s (the trainer died or was
+        restarted: run the simulation again), or, all connected, back-pressure."""
         refused = self._refused(step)
         if refused is not None:
             return refused
-        return TimeoutError(
-            f"{self._whose}: could not send {_what(step)} within send_timeout="
-            f"{self._send_timeout} s: the trainer is not receiving (back-pressure)"
-        )
+        ended = f"{self._whose}: could not send {_what(step)} within send_timeout="
+        ended += f"{self._send_timeout} s: "
+        # What the monitors know, in a close's words (`never_note`: the endpoint is
+        # wrong; `down_note`: the trainer died or was restarted, and what to do then).
+        # Back-pressure only while every receiver is connected: the one cause left.
+        known = [never_note(self._handshakes, self._endpoints)]
+        down = down_note(self._handshakes, self._endpoints)
+        if down:  # (not followed, a send that send_timeout ended: `_tell`)
+            known.append(f"{down}. {self.restarted().strip() or run_again(self._simulation_id)}")
+        said = "; ".join(k for k in known if k)
+        return TimeoutError(ended + (said or "the trainer is not receiving (back-pressure)"))
 
     def follows(self, stopped: Callable[[], StopSaid | None], follow_in: str | None) -> None:
         """Set `stopped` (`RestartCheck.stopped`) and `follow_in` (None: the client

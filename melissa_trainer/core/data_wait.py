@@ -15,7 +15,7 @@ the stream's watchdog).
 A rank that already holds batches but waits for the rest of its window (the trainer
 takes ``stop_sync_steps`` x ``gradient_accumulation_steps`` batches before the ranks
 agree to run them; under several ranks, from the second window on, the next window's
-too; a train()'s first window is one step, so the first step waits for one step's
+too; a run's first window is one step, so its first step waits for one step's
 batches only) says so once, after `WINDOW_NOTICE` s, with the setting that shortens
 it: with a FIFO or FIRO buffer each batch is new data, so a slow stream delays every
 window.

@@ -1,7 +1,9 @@
-"""A train()'s first window is one step (`OnlineTrainer.train`), at a start and at a
-resume from a checkpoint at any step: the windows then realign on the multiples of
-`stop_sync_steps`, a resume trains each sample exactly once, as the uninterrupted run
-did, and a window shorter than asked still means the end of the stream, nothing else.
+"""A run's first window is one step (`OnlineTrainer.train`), then the windows realign
+on the multiples of `stop_sync_steps`; a resume from a checkpoint at any step keeps
+the windows of the checkpointed run (its first runs to the next multiple: what it
+takes from the buffer at each step is the run's, tests/checkpoint/test_resume_kill.py)
+and trains each sample exactly once, as the uninterrupted run did; a window shorter
+than asked still means the end of the stream, nothing else.
 
 One process (in-process, FIFO: the data order does not depend on timing); the two-rank
 resume inside a window is tests/trainer/test_rank_counters.py's."""
@@ -75,8 +77,8 @@ def test_a_resume_at_any_step_trains_each_sample_once_in_the_same_windows(
 ) -> None:
     """From a checkpoint at step k (on a multiple of WINDOW or not): the resumed run
     trains at steps k+1.. exactly the samples the uninterrupted run did; its windows
-    start at k (one step), at k + 1, then at the multiples of WINDOW as the
-    uninterrupted run's (whose own first window is step 1 alone)."""
+    start at k, then at the multiples of WINDOW, as the uninterrupted run's (whose own
+    first window is step 1 alone, then steps 2 to WINDOW)."""
     out = tmp_path / "full"
     full, trained, starts = _train(out, 10**4, save_steps=1, max_to_keep=STEPS)
     assert full.state.global_step == STEPS
@@ -90,7 +92,7 @@ def test_a_resume_at_any_step_trains_each_sample_once_in_the_same_windows(
         )
         assert resumed.state.global_step == STEPS
         assert again.by_step == {s: trained.by_step[s] for s in range(k + 1, STEPS + 1)}, k
-        assert starts == [k, k + 1, *(m for m in multiples if m > k + 1)], k
+        assert starts == [k, *(m for m in multiples if m > k)], k
 
 
 @pytest.mark.parametrize("samples", [BATCH, 3 * BATCH, 2 * BATCH + 1, 5 * BATCH])

@@ -1,5 +1,5 @@
 """Training starts once each rank holds one step's batches, on one rank and on several:
-the first window of a train() is one step, then the windows realign on the multiples of
+a run's first window is one step, then the windows realign on the multiples of
 `stop_sync_steps` (`OnlineTrainer.train`). Under several ranks the agreement on the
 next window is started a window ahead, but not before the first multiple, which would
 wait for two windows of data first. With a FIFO/FIRO buffer, where each batch is new

@@ -14,10 +14,11 @@ the stream's watchdog).
 
 A rank that already holds batches but waits for the rest of its window (the trainer
 takes ``stop_sync_steps`` x ``gradient_accumulation_steps`` batches before the ranks
-agree to run them; under several ranks, after the first window, the next window's
-too) says so once, after `WINDOW_NOTICE` s, with the setting that shortens it: with a
-FIFO or FIRO buffer each batch is new data, so a slow stream delays every window
-(a study's first step came after 30 s on two ranks).
+agree to run them; under several ranks, from the second window on, the next window's
+too; a run's first window is one step, so its first step waits for one step's
+batches only) says so once, after `WINDOW_NOTICE` s, with the setting that shortens
+it: with a FIFO or FIRO buffer each batch is new data, so a slow stream delays every
+window.
 
 Not thread-safe: the training thread's (one consumer).
 """
@@ -108,10 +109,10 @@ class DataWait:
         logger.warning(
             "training holds %d of the %d batches it takes before its next steps and has "
             "waited %.3g s for the rest: each rank takes a window of stop_sync_steps x "
-            "gradient_accumulation_steps batches (under several ranks, after the first "
-            "window, the next one's too) before the ranks agree to run them. With a FIFO "
-            "or FIRO buffer each batch is new data, so a slow stream holds every window "
-            "back; a lower --stop_sync_steps starts training sooner (a reservoir re-draws "
-            "the samples it holds and waits less). Said once",
+            "gradient_accumulation_steps batches (under several ranks, from the second "
+            "window on, the next one's too) before the ranks agree to run them. With a "
+            "FIFO or FIRO buffer each batch is new data, so a slow stream holds every "
+            "window back; a lower --stop_sync_steps makes windows shorter (a reservoir "
+            "re-draws the samples it holds and waits less). Said once",
             held, wanted, waited,
         )  # fmt: skip

@@ -32,8 +32,8 @@ Two ways to agree:
 
 * `agree`: issue the all-reduce and wait for its result (the host blocks until the
   device has run everything queued before it: on a GPU, the queue drains). The trainer
-  uses it for a window that nothing was agreed ahead for (the first one, the one after
-  an end of stream).
+  uses it for a window that nothing was agreed ahead for (a run's first step, alone,
+  and the rest of its first window; a resume's first; the one after an end of stream).
 * `start`, then `result` one window later: the all-reduce is issued without waiting
   (``async_op=True``) and, on CUDA, its result copied into pinned host memory behind
   a CUDA event; `result` waits for that event only (off CUDA, gloo's all-reduce is
@@ -223,7 +223,9 @@ def window_steps(step: int, every: int, max_steps: int | None) -> int:
     """The steps of the stop-sync window that starts at `step`: up to the next multiple
     of `every` (``stop_sync_steps``: windows are aligned on them, so that a resume knows
     where the window of its checkpoint ends, whatever batches were taken ahead), fewer
-    if `max_steps` is nearer; <= 0: no more steps."""
+    if `max_steps` is nearer; <= 0: no more steps. A window that starts off a multiple
+    (after a run's first window, one step; after an end of stream; at a resume)
+    runs to the next multiple: the windows realign."""
     window = every - step % every
     if max_steps is not None:
         window = min(window, max_steps - step)

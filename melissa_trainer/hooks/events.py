@@ -27,7 +27,7 @@ class Event(str, Enum):
         TRAIN_START
         while True:
             window = up to the next multiple of stop_sync_steps, fewer if max_steps is
-                     nearer; none: stop
+                     nearer; none: stop; 1 step before a run's first step
             if nothing was agreed ahead on this window:
                 take the window's batches         # a rank waiting for data also looks
                                                   # for a signal, and stops waiting

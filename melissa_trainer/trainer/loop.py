@@ -270,12 +270,19 @@ class OnlineTrainer(TrainerSteps):
             # never waits for the device to run what it queued. A stop or a signal
             # raised in window k then takes effect at the end of window k+1.
             ahead = sync.distributed
-            # Not on the first window of a train(): its steps would wait for the next
-            # window's batches too, and with a FIFO/FIRO buffer (each batch new data)
-            # training started only once each rank held two windows (a study's 30 s
-            # instead of 7 s; tests/trainer/test_first_window.py). The host waits for
-            # the device once, at the end of that window. Every rank decides alike.
-            first = True
+            # A run's first window is one step: the ranks agree once each holds one
+            # step's batches, so training starts as soon as data exists (with a
+            # FIFO/FIRO buffer, where each batch is new data, a window of stop_sync_steps
+            # batches per rank took 16-32 samples / 7-19 s of a slow study before step 1;
+            # tests/trainer/test_first_window.py). The windows then realign on the
+            # multiples of stop_sync_steps (`window_steps`): one more agreement per run,
+            # none per window. Not at a resume (nor a later train()): its windows, and
+            # what it takes from the buffer at each step, fall where the checkpointed
+            # run's did (tests/checkpoint/test_resume_kill.py). Until the first multiple
+            # (`aligned`), no window's batches are taken ahead: its steps would wait for
+            # the next window's batches too (the host waits for the device at these
+            # agreements only). Every rank decides alike (the same steps).
+            aligned = state.global_step + window_steps(state.global_step, every, state.max_steps)
             signum = 0
             self.ended_by = ""
             while True:
@@ -283,6 +290,8 @@ class OnlineTrainer(TrainerSteps):
                 if window <= 0:
                     self.ended_by = f"max_steps {state.max_steps} reached"
                     break
+                if state.global_step == 0:  # (a run's first step; a checkpoint of step 0's too)
+                    window = 1
                 if not sync.started:  # nothing agreed ahead: agree now (the host waits)
                     # Take the window's batches first: the ranks then agree on what all can do.
                     in_hand = self.dataset.prefetch(window * micro, preemption.requested)
@@ -298,12 +307,11 @@ class OnlineTrainer(TrainerSteps):
                 steps = min(capacity, sync.most) // micro
                 self.dataset.pad(steps * micro)
                 following = window_steps(state.global_step + steps, every, state.max_steps)
-                if ahead and not first and steps == window and following > 0:
+                if ahead and state.global_step >= aligned and steps == window and following > 0:
                     # Take the next window's batches now (they stay pending, in order,
                     # behind this window's) and start the ranks' agreement on them.
                     held = self.dataset.prefetch((steps + following) * micro, preemption.requested)
                     self._start_agreement(following * micro, held - steps * micro, preemption)
-                first = False
                 for i in range(steps):
                     self._training_step(stage_next=i + 1 < steps)
                 if steps < window:  # the data ran out on every rank (or one cannot pad)

@@ -21,14 +21,16 @@ from melissa_trainer import ArgumentParser, Hook, OnlineTrainer, TrainingArgumen
 
 
 class PutAtFirstStep(Hook):
-    """Records the samples put into this rank's buffer when step 1 ends."""
+    """Records the samples put into this rank's buffer when each step ends."""
 
     def __init__(self) -> None:
         self.put: int | None = None
+        self.at_step: dict[int, int] = {}
 
     def on_step_end(self, trainer: Any, state: Any, control: Any) -> None:
+        self.at_step[state.global_step] = trainer.buffer.stats().put
         if state.global_step == 1:
-            self.put = trainer.buffer.stats().put
+            self.put = self.at_step[1]
 
 
 def main() -> None:
@@ -45,7 +47,12 @@ def main() -> None:
         model, args, optimizer, train_source=source, process_sample=xy, hooks=[hook]
     )
     trainer.train()
-    result = {"world_size": trainer.num_processes, "put_at_step_1": hook.put}
+    result = {
+        "world_size": trainer.num_processes,
+        "put_at_step_1": hook.put,
+        "put_at_step": hook.at_step,
+        "collectives": trainer.stop_sync.collectives,
+    }
     out = Path(args.output_dir) / f"rank_{trainer.process_index}.json"
     out.write_text(json.dumps(result))
 

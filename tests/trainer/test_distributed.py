@@ -86,9 +86,10 @@ def test_uneven_streams_end_every_rank_at_the_same_step(tmp_path: Path) -> None:
     assert results[1]["distinct_seen"] == 60 * 8  # each of rank 1's samples once
     assert results[0]["distinct_seen"] == 10 * 8  # rank 0: its own, some several times
     assert len(results[0]["seen_again"]) == 8 * 8  # its last 8 batches, in turn
-    # one stop all-reduce per window of 4 steps: 15 windows and the one that finds no
-    # data left on any rank, never one per step
-    assert results[0]["collectives"] == results[1]["collectives"] == 16
+    # one stop all-reduce per window of 4 steps: the first window's two (its first
+    # step alone: training starts at the first batch), 14 windows and the one that
+    # finds no data left on any rank, never one per step
+    assert results[0]["collectives"] == results[1]["collectives"] == 17
     # DDP kept the replicas identical; reduced figures are identical on both ranks
     assert results[0]["param_sum"] == results[1]["param_sum"]
     assert results[0]["eval_loss"] == results[1]["eval_loss"] and results[0]["eval_loss"]

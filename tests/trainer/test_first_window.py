@@ -1,11 +1,13 @@
-"""Training starts after one stop-sync window of batches per rank, on one rank and on
-several: under several ranks the agreement on the next window is started a window
-ahead (`OnlineTrainer.train`), but not before the first window's steps, which would
-wait for two windows of data first (with a FIFO/FIRO buffer, where each batch is new
-data, a study's first step came at 30 s instead of 7 s on two ranks).
+"""Training starts once each rank holds one step's batches, on one rank and on several:
+a run's first window is one step, then the windows realign on the multiples of
+`stop_sync_steps` (`OnlineTrainer.train`). Under several ranks the agreement on the
+next window is started a window ahead, but not before the first multiple, which would
+wait for two windows of data first. With a FIFO/FIRO buffer, where each batch is new
+data, a study's first step came at 30 s instead of 7 s on two ranks (two windows), then
+after a whole window per rank (16 samples on one rank, 32 on two: 7-19 s).
 
 Deterministic: the source fills the buffer only when the trainer reads it
-(`IterableSource`), so the samples put when step 1 ends are what training waited for."""
+(`IterableSource`), so the samples put when a step ends are what training waited for."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ import shutil
 import socket
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers import run_group
@@ -24,7 +27,7 @@ from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.core.data_wait import WINDOW_NOTICE, DataWait
 
 SCRIPT = Path(__file__).parents[1] / "scripts" / "first_window.py"
-BATCH, WINDOW = 2, 4
+BATCH, WINDOW, STEPS = 2, 4, 12
 
 
 def _port() -> str:
@@ -33,8 +36,9 @@ def _port() -> str:
         return str(s.getsockname()[1])
 
 
-def _run(tmp_path: Path, ranks: int, buffer: str) -> list[int]:
-    """The samples put into each rank's buffer when step 1 ended."""
+def _run(tmp_path: Path, ranks: int, buffer: str) -> list[dict[str, Any]]:
+    """Each rank's record: the samples put into its buffer when each step ended
+    (``put_at_step``, keys as strings), the stop agreements run (``collectives``)."""
     out = tmp_path / f"out_{ranks}_{buffer}"
     out.mkdir()
     cmd = [sys.executable, str(SCRIPT)]
@@ -44,27 +48,53 @@ def _run(tmp_path: Path, ranks: int, buffer: str) -> list[int]:
         cmd += ["--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no"]
         cmd += ["--main_process_port", _port(), str(SCRIPT)]
     cmd += ["--output_dir", str(out), "--batch_size", str(BATCH), "--buffer", buffer]
-    cmd += ["--buffer_size", str(BATCH), "--stop_sync_steps", str(WINDOW), "--max_steps", "12"]
-    cmd += ["--report_to", "none", "--disable_progress_bar", "--save_at_end", "false"]
+    cmd += ["--buffer_size", str(BATCH), "--stop_sync_steps", str(WINDOW)]
+    cmd += ["--max_steps", str(STEPS), "--report_to", "none", "--disable_progress_bar"]
+    cmd += ["--save_at_end", "false"]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(Path(__file__).parents[2])}
     env["CUDA_VISIBLE_DEVICES"] = ""  # gloo on CPU on any machine
     proc = run_group(cmd, timeout=200, env=env)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     results = [json.loads((out / f"rank_{r}.json").read_text()) for r in range(ranks)]
     assert [r["world_size"] for r in results] == [ranks] * ranks
-    return [r["put_at_step_1"] for r in results]
+    return results
+
+
+def _put(result: dict[str, Any], step: int) -> int:
+    return int(result["put_at_step"][str(step)])
 
 
 @pytest.mark.e2e
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("buffer", ["fifo", "firo"])
-def test_two_ranks_start_after_one_window_of_batches_as_one_rank_does(
+def test_the_first_step_comes_once_each_rank_holds_one_batch_on_one_rank_and_two(
     tmp_path: Path, buffer: str
 ) -> None:
-    """Each rank's first step comes once it holds one window (WINDOW batches), not two:
-    before the fix, two ranks had each put 2 * WINDOW * BATCH samples at step 1."""
-    assert _run(tmp_path, 1, buffer) == [WINDOW * BATCH]
-    assert _run(tmp_path, 2, buffer) == [WINDOW * BATCH] * 2
+    """Step 1 comes once each rank holds one batch (before: a whole window, WINDOW
+    batches, on one rank and on two; before that, two windows on two). The rest of
+    the first window then takes the rest of its batches, and from the first multiple
+    of WINDOW on nothing changed: under two ranks a window's steps run once the next
+    window's batches are held too (its agreement started ahead), one agreement per
+    window, plus the one of the first step."""
+    one = _run(tmp_path, 1, buffer)[0]
+    assert _put(one, 1) == BATCH
+    # the rest of the first window, then each window's batches at its start
+    assert [_put(one, s) for s in range(2, STEPS + 1)] == [
+        WINDOW * BATCH * (1 + (s - 1) // WINDOW) for s in range(2, STEPS + 1)
+    ]
+    for rank in _run(tmp_path, 2, buffer):
+        assert _put(rank, 1) == BATCH
+        assert [_put(rank, s) for s in range(2, WINDOW + 1)] == [WINDOW * BATCH] * (WINDOW - 1)
+        # from the second window on: this window's batches and the next one's (the
+        # last window has no next one: max_steps)
+        windows = [
+            min(2 + (s - 1) // WINDOW, STEPS // WINDOW) for s in range(WINDOW + 1, STEPS + 1)
+        ]
+        assert [_put(rank, s) for s in range(WINDOW + 1, STEPS + 1)] == [
+            WINDOW * BATCH * w for w in windows
+        ]
+        # the first step's agreement, then one per window of WINDOW steps
+        assert rank["collectives"] == 1 + STEPS // WINDOW
 
 
 def test_a_wait_for_the_rest_of_a_window_is_said_once_with_the_setting(

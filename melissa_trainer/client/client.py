@@ -271,6 +271,7 @@ class Client(Sending):
 
         self._asking.before_switch()  # (its socket is of the context the switch ends)
         self._transport = self._following.switch(self._transport, entries, make, resend)
+        self._followed()  # (drops a rerun's skip: it answers for the old trainer)
         self._asking.joined(self.run_id, self._transport.context)  # (asks as the new run)
         self._fast = self._transport.fast_path(list(self._fields.values()), self._comm)
         self._watch = self._watch.followed(self)  # (asks the run followed: `admission_watch`)

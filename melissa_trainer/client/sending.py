@@ -147,6 +147,17 @@ class Sending:
             time_step if type(time_step) is int else check_time_step(time_step)
         )
 
+    def _followed(self) -> None:
+        """After a switch to a restarted trainer (`Client._follow`): drop a rerun's skip.
+        Its HELD replies are the old trainer's, and it counts what it skips in the old
+        transport's `steps`: kept, each step it called held would be neither sent nor
+        counted in the new transport's BYE, and a trainer resumed from a checkpoint
+        lacking them would accept that short BYE and lose them. Every later step is sent
+        (the receivers drop what they hold); `_asked` stays True (not asked again), and
+        `_gated` lowers `_gate` at the next send (raising is always safe)."""
+        self._skip = None
+        self._gate = True
+
     def _set_refused(self, why: str) -> None:
         """Record that a receiver refused the simulation (`admission_watch`, any thread):
         the next send (not a collective first one) raises `SimulationRefused`."""

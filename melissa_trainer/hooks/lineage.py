@@ -179,9 +179,10 @@ class SampleLedger(Hook):
             self._write(text)
 
     def close(self) -> None:
-        # an exception ends train(): the records of the steps done are kept
-        if self._fd is not None:
-            self.flush()
+        # An exception ends train(): the records of the steps done are kept (each was
+        # written at its on_step_end). What is held is the micro-batches of the step it
+        # interrupted, whose optimizer never stepped: dropped, not recorded as trained
+        # (a resume redoes that step; writing them would count its samples twice).
         self._lines = []
         self._close_fd()
 

@@ -180,9 +180,11 @@ def samples(simulations: int, steps: int, time_step: bool = True) -> Iterator[di
             yield sample
 
 
-def trainer(tmp_path: Path, data: Any, hook: SampleLedger, **args: Any) -> OnlineTrainer:
+def trainer(
+    tmp_path: Path, data: Any, hook: SampleLedger, model: torch.nn.Module | None = None, **args: Any
+) -> OnlineTrainer:
     torch.manual_seed(0)
-    model = torch.nn.Linear(3, 1)
+    model = model or torch.nn.Linear(3, 1)
     options: dict[str, Any] = {
         "output_dir": str(tmp_path / "out"), "batch_size": 4, "buffer": "fifo",
         "buffer_size": 16, "report_to": "none", "disable_progress_bar": True,
@@ -225,3 +227,30 @@ def test_samples_without_a_time_step_are_refused_naming_the_field(tmp_path: Path
     run = trainer(tmp_path, samples(2, 4, time_step=False), SampleLedger())
     with pytest.raises(ValueError, match="no 'time_step' field"):
         run.train()
+
+
+class FailsAtCall(torch.nn.Linear):
+    """A model whose forward raises at its `fail_at`-th call (1-based)."""
+
+    def __init__(self, fail_at: int) -> None:
+        super().__init__(3, 1)
+        self.calls, self.fail_at = 0, fail_at
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.calls += 1
+        if self.calls == self.fail_at:
+            raise RuntimeError("the model failed")
+        return super().forward(x)
+
+
+@pytest.mark.timeout(120)
+def test_an_exception_drops_the_micro_batches_of_its_unfinished_step(tmp_path: Path) -> None:
+    # step 2's first micro-batch is drawn (on_batch_ready), then its forward raises: the
+    # optimizer never stepped on it, so the ledger must not record it as trained
+    hook, model = SampleLedger(), FailsAtCall(fail_at=3)
+    run = trainer(tmp_path, samples(3, 8), hook, model, gradient_accumulation_steps=2)
+    with pytest.raises(RuntimeError, match="the model failed"):
+        run.train()
+    text = (tmp_path / "out" / "lineage" / "rank-0.log").read_text()
+    records = [line.split() for line in text.splitlines() if line[0] == "B"]
+    assert [r[1] for r in records] == ["1", "1"]  # (step 1's two; none of step 2)

@@ -85,24 +85,31 @@ def ledger_folder(path: str | Path) -> Path:
     return path if list(path.glob("rank-*.log")) else path / LEDGER_DIR
 
 
-def read_runs(path: str | Path) -> list[Run]:
+def read_runs(path: str | Path, notes: list[str] | None = None) -> list[Run]:
     """Every run of the ledger at `path` (an output directory or its ledger folder), in
-    the order they started.
+    the order they started. What is skipped is said in `notes` (appended): a file whose
+    name is not ``rank-N.log`` (a copy kept by hand), and the lines outside a readable
+    run (after a damaged run header, or before the first: not attributed to a run).
 
     Raises:
         FileNotFoundError: no rank file there.
     """
     folder = ledger_folder(path)
-    files = sorted(folder.glob("rank-*.log"))
+    files = []
+    for file in sorted(folder.glob("rank-*.log")):
+        if file.stem[len("rank-") :].isdigit():
+            files.append(file)
+        elif notes is not None:
+            notes.append(f"{file.name}: not a rank file (rank-N.log): skipped")
     if not files:
         raise FileNotFoundError(
-            f"no ledger in {folder} (no rank-*.log): train with "
+            f"no ledger in {folder} (no rank-N.log): train with "
             "hooks=[melissa_trainer.hooks.SampleLedger()] to write one"
         )
     runs: dict[str, Run] = {}
     for file in files:
         run: Run | None = None
-        rank = int(file.stem.split("-")[1])
+        rank, outside = int(file.stem[len("rank-") :]), 0
         for line in file.read_text(errors="replace").split("\n"):
             if not line:
                 continue
@@ -126,8 +133,17 @@ def read_runs(path: str | Path) -> list[Run]:
                 else:
                     raise ValueError(line)
             except (ValueError, KeyError, IndexError):
+                if kind == "R":  # (its records are not the run before's: none until the next)
+                    run = None
                 if run is not None:
                     run.torn += 1  # a line cut by a kill (or damaged): not a record
+                else:
+                    outside += 1
+        if outside and notes is not None:
+            notes.append(
+                f"{file.name}: {outside} line(s) outside a readable run (a damaged run "
+                "header): skipped"
+            )
     return sorted(runs.values(), key=lambda r: r.time)
 
 
@@ -142,9 +158,11 @@ def check(
     """Apply the resume rule to the ledger at `path` and check exactly-once (module
     docstring); `simulations` and `steps` state the study's size, to find missing
     samples. Raises FileNotFoundError when there is no ledger."""
-    runs = read_runs(path)
+    notes: list[str] = []
+    runs = read_runs(path, notes)
     strict = all(r.buffer.lower() in ONCE_BUFFERS for r in runs)
     lines = [f"ledger {ledger_folder(path)}: {len(runs)} run(s)"]
+    lines += [f"warning: {note}" for note in notes]
     seen: dict[Key, list[tuple[int, str, int]]] = collections.defaultdict(list)
     padding = replays = 0
     for k, run in enumerate(runs):

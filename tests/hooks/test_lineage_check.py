@@ -163,6 +163,31 @@ def test_a_line_cut_by_a_kill_is_skipped_and_said(tmp_path: Path, capsys: Any) -
     assert "1 line(s) cut by a kill or damaged: skipped" in capsys.readouterr().out
 
 
+def test_a_stray_file_is_skipped_with_a_warning(tmp_path: Path, capsys: Any) -> None:
+    folder = tmp_path / "lineage"
+    write(folder, 0, run_lines("a.1", 0, numbered(study(2, 4, 2)), end=4))
+    (folder / "rank-old.log").write_text("anything\n")  # (a copy kept by hand)
+    assert main(["check", str(tmp_path), "--simulations", "2", "--steps", "4"]) == 0
+    out = capsys.readouterr().out
+    assert "rank-old.log: not a rank file (rank-N.log): skipped" in out, out
+    assert "EXACTLY ONCE: OK" in out
+
+
+def test_the_records_after_a_damaged_run_header_are_not_the_run_before(
+    tmp_path: Path, capsys: Any
+) -> None:
+    # run a.1 trained steps 1-4 and was killed; run b.1 resumed from step 2 and trained
+    # steps 3-4 again, but its header is damaged: its records belong to no readable run
+    batches = numbered(study(2, 4, 2))
+    text = run_lines("a.1", 0, batches, time=1.0)
+    damaged = run_lines("b.1", 2, batches[2:], time=2.0, end=4).replace('"run"', '"ru', 1)
+    write(tmp_path / "lineage", 0, text + damaged)
+    assert main(["check", str(tmp_path), "--simulations", "2", "--steps", "4"]) == 0
+    out = capsys.readouterr().out
+    assert "rank-0.log: 4 line(s) outside a readable run (a damaged run header): skipped" in out
+    assert "duplicates: none" in out  # (not added to a.1: they were counted twice)
+
+
 def test_no_ledger_is_exit_status_2_naming_the_hook(tmp_path: Path, capsys: Any) -> None:
     assert main(["check", str(tmp_path)]) == 2
     assert "hooks=[melissa_trainer.hooks.SampleLedger()]" in capsys.readouterr().err

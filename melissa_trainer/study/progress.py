@@ -35,6 +35,7 @@ file as "not known".
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -130,10 +131,8 @@ class ProgressFile:
             return False
         held_for = None if self._held_since is None else round(now - self._held_since, 1)
         state.update(backpressured_for=held_for, written=time.time())
-        aside = self.path.with_name(f".{PROGRESS_FILE}.{os.getpid()}")
         try:
-            aside.write_text(json.dumps(state))
-            os.replace(aside, self.path)
+            _write_renamed(self.path, json.dumps(state))
         except OSError:
             return False
         self._said, self._written = said, now
@@ -152,6 +151,20 @@ def read_progress(rendezvous: Path, run_id: str | None) -> dict[str, Any] | None
     return state
 
 
+def _write_renamed(path: Path, text: str) -> None:
+    """Write `text` to `path` aside (``.NAME.PID``), then rename it: a reader sees the
+    old file or the new one, whole. On OSError the aside file is removed (not left in
+    the rendezvous, one more per process that failed), and the error raised."""
+    aside = path.with_name(f".{path.name}.{os.getpid()}")
+    try:
+        aside.write_text(text)
+        os.replace(aside, path)
+    except OSError:
+        with contextlib.suppress(OSError):  # (the first error is raised: it says what failed)
+            aside.unlink(missing_ok=True)
+        raise
+
+
 def _starving_path(rendezvous: Path, rank: int) -> Path:
     return Path(rendezvous) / f"{STARVING_PREFIX}{rank}.json"
 
@@ -160,11 +173,9 @@ def report_starving(rendezvous: Path, run_id: str | None, rank: int, since: floa
     """Rank `rank` (not 0) waits for a batch with no sample since `since` (wall-clock
     seconds): tell rank 0 (module docstring). Written aside, then renamed; a failed
     write is not raised (rank 0 then lifts nothing, and the wait fails as before)."""
-    path = _starving_path(rendezvous, rank)
-    aside = path.with_name(f".{path.name}.{os.getpid()}")
+    said = json.dumps({"run_id": run_id, "rank": rank, "since": since})
     try:
-        aside.write_text(json.dumps({"run_id": run_id, "rank": rank, "since": since}))
-        os.replace(aside, path)
+        _write_renamed(_starving_path(rendezvous, rank), said)
     except OSError as exc:
         logger.warning("rank %d could not tell rank 0 that it starves (%r)", rank, exc)
 

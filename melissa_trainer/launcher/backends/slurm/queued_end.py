@@ -4,8 +4,10 @@ a ``scancel`` of a PENDING job was reported ``simulation 2 attempt 0 failed (exi
 running job gets srun's ``Terminated`` lines).
 
 A job that squeue never listed started (`queries.STARTED_STATES`), whose script wrote no
-exit code, and whose final state is CANCELLED, was cancelled in the queue: Slurm writes
-nothing to its log (the ``--output`` file is opened when the job starts). Other final
+exit code, and whose final state is CANCELLED, was cancelled in the queue (Slurm writes
+nothing to its log: the ``--output`` file is opened when the job starts), or just after
+it started, within one poll, before its script wrote a code: the words say only what
+is known (the last state squeue listed, no exit code), not "never started". Other final
 states reached between two squeue calls are not claimed (a job that ran for less than
 `poll_every` and failed before its script wrote a code would look the same).
 `queued_end` says it in the job's log and, for a cancellation that is not the study's
@@ -38,19 +40,21 @@ NEXT = (
 
 
 def queued_text(job: str, by_study: bool) -> str:
-    """How a job `job` (``NAME (Slurm job ID)``) cancelled before it ever started is
-    said; `by_study`: this backend cancelled it."""
+    """How a job `job` (``NAME (Slurm job ID)``) cancelled without having been seen
+    started is said; `by_study`: this backend cancelled it. Only what is known: it may
+    have started and been cancelled within one poll, before its script wrote a code."""
+    known = "squeue last listed it PENDING; it wrote no exit code"
     if by_study:
-        return f"{job} was cancelled while queued (never started), by the study"
+        return f"{job} was cancelled while queued or just as it started ({known}), by the study"
     return (
-        f"{job} was cancelled while queued (squeue last listed it PENDING; it never "
-        "started), not by the study (it cancels only the jobs it stops): by a scancel, "
-        f"yours or an administrator's; {NEXT}"
+        f"{job} was cancelled while queued or just as it started ({known}), not by the "
+        "study (it cancels only the jobs it stops): by a scancel, yours or an "
+        f"administrator's; {NEXT}"
     )
 
 
 def queued_end(handle: SlurmHandle, job: str) -> str | None:
-    """If `handle`'s job ended before it started (module docstring), say so in its log
+    """If `handle`'s job ended before it was seen started (module docstring), say so in its log
     (appended, with the time) and, unless the study cancelled it, in a warning; the text,
     or None for a job that started, a job of an earlier run (not the launcher's), or a
     final state other than CANCELLED. A log that cannot be written is said in a warning."""

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from data_reports import Quiet
 
 from melissa_trainer.launcher import LauncherTuning, UniformSampler, make_sampler
 from melissa_trainer.launcher.backends.base import Backend, Handle, Job
@@ -291,31 +292,6 @@ class Silent(Backend):
 
     def close(self) -> None:
         pass
-
-
-class Quiet:
-    """A data report where nothing happens."""
-
-    def completed(self, start: int = 0) -> list[int]:
-        return []
-
-    def refused(self, start: int = 0) -> list[tuple[int, str]]:
-        return []
-
-    def idle_seconds(self) -> float:
-        return 0.0
-
-    def backpressured(self) -> bool:
-        return False
-
-    def describe(self, simulation_id: int) -> str:
-        return ""
-
-    def first_message_at(self, simulation_id: int) -> float | None:
-        return None
-
-    def client_of(self, simulation_id: int) -> str | None:
-        return None
 
 
 class Ending(Silent):

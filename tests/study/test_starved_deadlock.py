@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from data_reports import Quiet
 
 from melissa_trainer import ReceiverConfig, StreamSource
 from melissa_trainer.buffers import BufferStats, FIFOBuffer
@@ -63,29 +64,11 @@ class Ending(Backend):
         pass
 
 
-class HeldBack:
+class HeldBack(Quiet):
     """Rank 0's receiver, back-pressured: no simulation's data comes in."""
-
-    def completed(self, start: int = 0) -> list[int]:
-        return []
-
-    def refused(self, start: int = 0) -> list[tuple[int, str]]:
-        return []
-
-    def idle_seconds(self) -> float:
-        return 0.0
 
     def backpressured(self) -> bool:
         return True
-
-    def describe(self, simulation_id: int) -> str:
-        return ""
-
-    def first_message_at(self, simulation_id: int) -> float | None:
-        return None
-
-    def client_of(self, simulation_id: int) -> str | None:
-        return None
 
 
 def test_a_starved_rank_raises_the_bound_on_ended_simulations_awaiting_data(

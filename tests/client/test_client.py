@@ -1038,7 +1038,10 @@ def test_close_after_an_error_still_logs_with_logging_imported_late(
     c.send(0, u=np.ones((2, 3), np.float32))
     with caplog.at_level("WARNING", logger="melissa_trainer.client.client"):
         c.close(bye=False)
-    assert "not delivered within close_timeout=0.2" in caplog.text
+    # (which bound ended it depends on whether ZeroMQ saw the refused connect within
+    # the 0.2 s: either the close_timeout or "unreachable"; the oracle is that it logged)
+    assert "simulation 3 rank 0: queued messages not delivered" in caplog.text, caplog.text
+    assert "close_timeout=0.2" in caplog.text or "unreachable" in caplog.text, caplog.text
 
 
 def test_advertised_names_this_host_for_a_wildcard_address() -> None:

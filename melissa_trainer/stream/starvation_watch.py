@@ -29,14 +29,20 @@ user's simulations must); a `Study` replaces it by its own (`study.starvation`).
 A wait past `REPORT_AFTER` s with no sample is told to `report` (a `Study` tells rank
 0, whose launcher may then start more: `study.progress`), and its end too. An explained
 wait is logged once per wait (a WARNING saying what it waits for).
-Not thread-safe: the training thread's.
+
+The watch also keeps the cadence of its training thread's reads (`ReadClock`): rank 0
+publishes it, so that another rank tells a rank 0 busy with its own steps from one
+blocked in the step agreement, which reads nothing (`study.starvation`).
+Not thread-safe: the training thread's (but `ReadClock.published`: any thread).
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections import deque
 from collections.abc import Callable
+from typing import Any
 
 from melissa_trainer.buffers import Buffer, BufferStats
 from melissa_trainer.sources.source import SourceError
@@ -44,7 +50,9 @@ from melissa_trainer.stream.receiver import Receiver
 from melissa_trainer.stream.watchdog import SilenceExcuse
 
 __all__ = [
+    "READ_HISTORY",
     "REPORT_AFTER",
+    "ReadClock",
     "StarvationWatch",
     "StarvedRankError",
     "external_watch",
@@ -59,6 +67,9 @@ Excuse = Callable[[float], str | None]
 Peers = Callable[[], str]
 #: seconds of a wait with no sample before it is told to `report`
 REPORT_AFTER = 2.0
+#: the reads over which `ReadClock` keeps the longest time away: several windows' worth
+#: (a window reads stop_sync_steps x gradient_accumulation_steps batches, 8 by default)
+READ_HISTORY = 1024
 
 
 class StarvedRankError(SourceError):
@@ -127,8 +138,57 @@ def holds(size: int, put: int, wanted: int) -> str:
     return f"its buffer holds {size} samples, {put} received in all{held}"
 
 
+class ReadClock:
+    """The cadence of a rank's reads of its buffer (module docstring), told by its
+    training thread at each `wait_for` (`came`): how many reads it began, when it last
+    came to its source (a read, or a wait for one), and the longest it stayed away
+    between two reads over its last `READ_HISTORY` reads (what its steps and actions
+    take: the ranks read a window's batches, then run its steps, which read nothing).
+    A wait for data is not time away. `came` is the training thread's; `published`
+    reads one tuple that `came` replaces whole, so any thread may call it."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._away: deque[float] = deque(maxlen=READ_HISTORY)
+        self._last: float | None = None  # when the training thread last came
+        #: (reads begun, when it last came or None, longest away or None)
+        self._said: tuple[int, float | None, float | None] = (0, None, None)
+
+    def came(self, read: bool) -> None:
+        """The training thread came to its source: to `read` (a read begins), or to
+        wait for data (a read found too few)."""
+        now = self._clock()
+        reads, _, longest = self._said
+        if read:
+            reads += 1
+            if self._last is not None:
+                away = now - self._last
+                full = len(self._away) == self._away.maxlen
+                dropped = self._away[0] if full else None
+                self._away.append(away)
+                if longest is None or away >= longest:
+                    longest = away
+                elif dropped is not None and dropped >= longest:  # (the longest forgotten)
+                    longest = max(self._away)
+        self._last = now
+        self._said = (reads, now, longest)
+
+    def published(self, now: float) -> dict[str, Any]:
+        """What rank 0 publishes (`study.progress`) as of `now` (the clock's seconds):
+        ``reads``, ``away_for`` (seconds since it last came, None before the first
+        read) and ``away_max`` (None before the second read)."""
+        reads, came, longest = self._said
+        away = None if came is None else round(max(0.0, now - came), 1)
+        return {
+            "reads": reads,
+            "away_for": away,
+            "away_max": None if longest is None else round(longest, 1),
+        }
+
+
 class StarvationWatch:
-    """The clock of one rank's wait for a batch (module docstring).
+    """The clock of one rank's wait for a batch (module docstring), and of its reads
+    (`reads`, the same clock's).
 
     Args:
         rank, world: this rank and the number of ranks.
@@ -174,11 +234,14 @@ class StarvationWatch:
         self._put = -1  # samples received at that moment
         self._told: float | None = None  # the `_since` whose excuse was said
         self._reported = False  # this wait (since `_since`) was told to `report`
+        #: the training thread's reads (`ReadClock`): rank 0 publishes them
+        self.reads = ReadClock(clock)
 
     def check(self, wanted: int, timeout: float) -> None:
         """At each `wait_for(wanted, timeout)`: a `timeout` of 0 comes before a read (no
         wait in progress: the next one starts afresh), a positive one while a read found
         too few (`waiting`)."""
+        self.reads.came(read=timeout <= 0)
         if timeout <= 0:
             self._since = None
             self._unreport()

@@ -25,12 +25,17 @@ read only ``rank_<r>.json`` there):
   whether that bound keeps simulations left to start from starting, and its value
   (`Launcher.held_by_data_bound`);
 * ``run_id`` (a file of an earlier run is not read as this one's) and ``written``
-  (wall-clock seconds).
+  (wall-clock seconds);
+* once the study gives rank 0's training thread's reads of its buffer (`reads`: its
+  starvation watch's `ReadClock`): ``reads`` (how many it began), ``away_for`` (seconds
+  since it last came to its source, a read or a wait for one, as of ``written``) and
+  ``away_max`` (the longest it stayed away between two recent reads: its window's
+  steps). A file without them (an older rank 0's) is read as before (`study.starvation`).
 
 It is rewritten (write aside, then rename: a reader never sees half a file) only when
-one of these changes, or every `REFRESH` s while rank 0 is back-pressured: a few writes
-a minute at most, none per sample. A reader takes a missing, unreadable or other run's
-file as "not known".
+one of these changes (but the reads, which are only carried along), or every `REFRESH`
+s while rank 0 is back-pressured: a few writes a minute at most, none per sample. A
+reader takes a missing, unreadable or other run's file as "not known".
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from melissa_trainer.launcher import Launcher
+from melissa_trainer.stream.starvation_watch import ReadClock
 
 __all__ = [
     "PROGRESS_FILE",
@@ -79,6 +85,9 @@ class ProgressFile:
         self._lifted = False  # the launcher's bound raised
         self._lifts = 0  # times raised (said at INFO the first time, then at DEBUG)
         self._starving: tuple[float, list[int]] = (-float("inf"), [])  # (read at, ranks)
+        #: rank 0's training thread's reads, published once set (`Study`: its
+        #: starvation watch's, whose clock is `update`'s `now`'s, monotonic)
+        self.reads: ReadClock | None = None
 
     def update(self, launcher: Launcher, now: float | None = None) -> bool:
         """Write the file if what it says changed (module docstring); True if written.
@@ -131,6 +140,9 @@ class ProgressFile:
             return False
         held_for = None if self._held_since is None else round(now - self._held_since, 1)
         state.update(backpressured_for=held_for, written=time.time())
+        reads = self.reads  # (not in `said`: a read alone does not write the file)
+        if reads is not None:
+            state.update(reads.published(now))
         try:
             _write_renamed(self.path, json.dumps(state))
         except OSError:

@@ -28,9 +28,26 @@ What the study does about it, in order:
   are left to start but the raised bound keeps them back; and this rank got no sample
   meanwhile. Then nothing can feed this rank: its data can only come from a new
   simulation, which needs rank 0 to take in the ended ones', which needs rank 0 to
-  train, which needs this rank's batch. (The grace covers a rank 0 still running the
-  steps of its window, which draw nothing: the ranks' skew within a window, seconds;
-  a rank 0 that far behind would draw, and its counts move, once its steps are done.)
+  train, which needs this rank's batch. The grace covers a rank 0 still busy with
+  work of its own, which draws nothing (its window's steps, the actions and hooks after
+  them): a rank 0 behind would draw, and its counts move, once done. So it scales with
+  what rank 0's training does (`stale`): rank 0 publishes its training thread's reads
+  of its buffer (`ReadClock`: it reads a window's batches, then runs the window's steps,
+  which read nothing), and the deadlock needs too that rank 0 has made no read in those
+  writes and has stayed away from its buffer (no read, no wait for data) for
+  max(`DEADLOCK_GRACE`, `AWAY_FACTOR` x the longest it stayed away between two of its
+  recent reads). A rank 0 making steps, slow ones too, reads once a window and waits
+  for data when it has none: never called deadlocked, unless one pause of its own,
+  between two collectives this rank waits in too, lasts past both (checkpoint saves
+  and validations are collectives: a rank in one waits there, not for a batch). In the
+  real deadlock rank 0 holds its window's batches, blocked in the agreement (or its
+  first step's backward) on this rank: it reads nothing. The deadlock is then said at
+  most max(t_s + `DEADLOCK_GRACE`, t_r + max(`DEADLOCK_GRACE`, `AWAY_FACTOR` x
+  ``away_max``)) + `REFRESH` + 1 s after it begins, t_s being when rank 0 first
+  published the state above, t_r its training thread's last read or wait, `REFRESH`
+  its rewrites while held, 1 s this rank's reads of the file (e.g. 20 s with steps of
+  milliseconds; 60 s after rank 0's last read with windows of one 30 s step). An older
+  rank 0's progress, without the reads: the two writes `DEADLOCK_GRACE` s apart alone.
 * With nothing left to start (the study's end) it is no deadlock: rank 0's end notice
   (`study.end_notice`) tells this rank the study ended, its stream ends and training
   ends with it, padded. Otherwise the stall watch of `stall_timeout` stands, as before:
@@ -59,6 +76,7 @@ from melissa_trainer.study.launch import other_rank_excuse
 from melissa_trainer.study.progress import clear_starving, read_progress, report_starving
 
 __all__ = [
+    "AWAY_FACTOR",
     "DEADLOCK_GRACE",
     "REPORT_AFTER",
     "DeadlockCheck",
@@ -71,6 +89,12 @@ __all__ = [
 #: seconds (of rank 0's clock) between two writes of rank 0's progress that must both
 #: say the deadlock, with nothing changed between them, before it is said
 DEADLOCK_GRACE = 20.0
+#: times the longest that rank 0's training thread recently stayed away from its buffer
+#: between two reads (its window's steps) that it must have stayed away now, when its
+#: progress says (module docstring): its current window may take longer than the last
+AWAY_FACTOR = 2.0
+#: rank 0's counts that must not move in the deadlock ("reads": None in an older file)
+COUNTS = ("jobs_alive", "pending", "exited", "finished", "reads")
 
 
 class DeadlockCheck:
@@ -91,11 +115,11 @@ class DeadlockCheck:
             self._first = None
             return None
         written = float(progress.get("written", 0.0))
-        counts = tuple(progress.get(k) for k in ("jobs_alive", "pending", "exited", "finished"))
+        counts = tuple(progress.get(k) for k in COUNTS)
         if self._first is None or self._first[1] != counts:
             self._first = (written, counts)
             return None
-        if written - self._first[0] < self.grace:
+        if written - self._first[0] < self.grace or not self.stale(progress):
             return None
         return (
             f"No simulation runs; rank 0's receiver has waited for room in its buffer for "
@@ -109,6 +133,15 @@ class DeadlockCheck:
             f"after stall_timeout. "
         )
 
+    def stale(self, progress: dict[str, Any]) -> bool:
+        """Whether rank 0's training thread has stayed away from its buffer long enough
+        (module docstring): ``away_for`` >= max(grace, `AWAY_FACTOR` x ``away_max``);
+        True when its progress does not say (an older rank 0's, or no read yet)."""
+        away, longest = _seconds(progress.get("away_for")), _seconds(progress.get("away_max"))
+        if away is None:
+            return True
+        return away >= max(self.grace, AWAY_FACTOR * (longest or 0.0))
+
     def _stuck(self, progress: dict[str, Any]) -> bool:
         return bool(
             self.rank in (progress.get("starving") or ())
@@ -117,6 +150,13 @@ class DeadlockCheck:
             and progress.get("backpressured_for") is not None
             and progress.get("held_by_bound")
         )
+
+
+def _seconds(value: Any) -> float | None:
+    """`value` as seconds, or None when it is no number (None, or a bool)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
 
 
 def rank0_words(progress: dict[str, Any] | None, rank: int) -> str:
@@ -157,7 +197,8 @@ def study_watch(
     describes itself; on another rank what rank 0 published in the rendezvous directory
     does (`study.progress`, read at most once a second), or without it the launcher's
     start-up allowance (`other_rank_excuse`); that rank also reports its starvation to
-    rank 0 and fails at once on a certain deadlock (module docstring)."""
+    rank 0 and fails at once on a certain deadlock (module docstring). Rank 0's watch
+    counts its reads (`StarvationWatch.reads`), which `Study` has its progress publish."""
     stream.starvation = None  # (this watch instead: `Study.wait_for` runs it)
     config = stream.config
     rendezvous, run_id = Path(config.rendezvous_dir or "."), config.run_id

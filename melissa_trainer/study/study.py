@@ -227,6 +227,7 @@ class Study(Source):
             run_id=self.stream.config.run_id,
         )
         self._end_notice = StudyEndNotice.start(launcher, rendezvous, self.stream.config.run_id)
+        self._end_notice.progress.reads = self._starvation.reads if self._starvation else None
         logs = self.launcher.log_dir  # the user's log_dir: the notice names it, not ours
         self.first_data.started(receiver.ingest.samples_put, logs or study_dir / "logs")
         # the stall watchdog asks the launcher before it fails a silent stream

@@ -41,13 +41,14 @@ What the study does about it, in order:
   between two collectives this rank waits in too, lasts past both (checkpoint saves
   and validations are collectives: a rank in one waits there, not for a batch). In the
   real deadlock rank 0 holds its window's batches, blocked in the agreement (or its
-  first step's backward) on this rank: it reads nothing. The deadlock is then said at
-  most max(t_s + `DEADLOCK_GRACE`, t_r + max(`DEADLOCK_GRACE`, `AWAY_FACTOR` x
-  ``away_max``)) + `REFRESH` + 1 s after it begins, t_s being when rank 0 first
-  published the state above, t_r its training thread's last read or wait, `REFRESH`
-  its rewrites while held, 1 s this rank's reads of the file (e.g. 20 s with steps of
-  milliseconds; 60 s after rank 0's last read with windows of one 30 s step). An older
-  rank 0's progress, without the reads: the two writes `DEADLOCK_GRACE` s apart alone.
+  first step's backward) on this rank: it reads nothing. The deadlock is then said by
+  max(t_s + `DEADLOCK_GRACE`, t_r + max(`DEADLOCK_GRACE`, `AWAY_FACTOR` x
+  ``away_max``)) + `REFRESH` + 1 s, where t_s is when rank 0 first published the state
+  above, t_r its training thread's last read or wait for data, `REFRESH` the period of
+  its rewrites while held and 1 s that of this rank's reads of the file: with steps
+  of milliseconds, by the later of t_s + 26 s and t_r + 26 s; with windows of one 30 s
+  step, by the later of t_s + 26 s and t_r + 66 s. An older rank 0's progress, without
+  the reads: the two writes alone, by t_s + 26 s.
 * With nothing left to start (the study's end) it is no deadlock: rank 0's end notice
   (`study.end_notice`) tells this rank the study ended, its stream ends and training
   ends with it, padded. Otherwise the stall watch of `stall_timeout` stands, as before:

@@ -7,7 +7,7 @@ buffer first, so that every rank knows how many steps it can run before the rank
 agree on when to stop; they are processed and collated one batch at a time. Batches
 taken but not yet trained on are part of the checkpoint (`save` / `load`), so a resume
 loses nothing. A rank whose data ran out before another's re-serves its last batches
-(`pad`) until every rank's has; those are in the checkpoint too, so a resume pads alike.
+(`pad`) until every rank's has; those are in the checkpoint, marked: a resume pads alike.
 
 Used alone, `StreamDataset` is a `torch.utils.data.IterableDataset` yielding collated
 batches until the end of the stream (do not wrap it in a multi-worker DataLoader: the
@@ -361,7 +361,8 @@ class StreamDataset(IterableDataset):
         """Write the pending (taken, untrained) batches to `directory`, and the last
         batches taken (what `pad` would re-serve: a resume pads as the run would)."""
         carried = [self._carry] if self._carry else []  # (after the pending ones, in order)
-        write_pending(directory, self.batch_size, [*self._pending, *carried], self._recent)
+        pads = [i for i, batch in enumerate(self._pending) if id(batch) in self._pads]
+        write_pending(directory, self.batch_size, [*self._pending, *carried], self._recent, pads)
 
     def clear_pending(self) -> None:
         """Forget the pending batches and those `pad` would re-serve (a resume on
@@ -375,10 +376,12 @@ class StreamDataset(IterableDataset):
         """Restore the pending batches and the last batches taken, written by `save`
         (replacing any now; a checkpoint written before the latter were kept has none).
         A checkpoint of another batch size: its batches regrouped into batches of
-        `batch_size`, the rest topped up by the next batch taken (`restore_pending`)."""
-        pending, self._carry, recent = restore_pending(directory, self.batch_size)
+        `batch_size`, the rest topped up by the next batch taken (`restore_pending`).
+        The pending padding batches stay padding (`last_padded`; a checkpoint written
+        before they were said: none is)."""
+        pending, self._carry, recent, padded = restore_pending(directory, self.batch_size)
         self._pending.clear()
-        self._pads.clear()
+        self._pads = {id(pending[i]) for i in padded}  # (held in _pending: ids unique)
         self._pending.extend(pending)
         self._recent.clear()
         self._recent.extend(recent)

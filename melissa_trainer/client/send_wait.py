@@ -25,7 +25,7 @@ connected: ZeroMQ allows one monitor per socket, which the close reads too):
   long it blocked, and the settings that bound the wait; and, when the rendezvous now
   names another run (the trainer was restarted), what to do (`restart.RestartCheck`);
   else, unless the client follows a restarted trainer (`following`, which says it
-  then, with the whole wait), to run the simulation again (`patience.run_again`).
+  then, with the whole wait), to run the simulation again (`gave_up.run_again`).
 
 A send that gave up says what the client knows, in a close's words. When a receiver
 is disconnected and its trainer's stop record says that the run ended or failed
@@ -115,7 +115,8 @@ class SendWait:
         #: `RestartCheck.note`, read once a receiver is found gone (close reads it too)
         self.restarted: Callable[[], str] = restarted or str
         #: why the trainer stopped for good, read by a close while a receiver is down
-        #: (`RestartCheck.stopped`, set by the client); None: not known
+        #: and by a send that gives up with one down (`RestartCheck.stopped`, set by the
+        #: client); None: not known
         self.stopped: Callable[[], StopSaid | None] | None = None
         self._disconnected, self._send_timeout = disconnected_timeout, send_timeout
         self._whose, self._notice, self._simulation_id = whose, notice, simulation_id

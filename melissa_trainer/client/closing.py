@@ -32,19 +32,19 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import zmq
 
 from melissa_trainer import wire as protocol
 from melissa_trainer.client import patience
 from melissa_trainer.client.config import ClientTuning
+from melissa_trainer.client.gave_up import StopSaid, run_again, stop_sentence, waits_for
 from melissa_trainer.client.handshake import Handshakes
 from melissa_trainer.client.held import HeldArrays, Released
 from melissa_trainer.client.outbox import Outbox
-from melissa_trainer.client.patience import CloseWait, run_again, waits_for
+from melissa_trainer.client.patience import CloseWait
 from melissa_trainer.client.send_wait import SendWait
 from melissa_trainer.client.sockets import arm
 from melissa_trainer.stream.step_set import StepSet
@@ -68,33 +68,6 @@ __all__ = [
 class TrainerStopped(TimeoutError):
     """A close gave up on a receiver whose trainer stopped for good (its stop record:
     the run ended, or failed): no restarted trainer is waited for (`following`)."""
-
-
-@dataclass(frozen=True)
-class StopSaid:
-    """Why a receiver's trainer is not coming back, read from its stop record
-    (`stopped.StopRecords.for_good`), in the parts a close whose messages could not be
-    delivered composes its one sentence from (`close_transport`: the reason first).
-
-    Attributes:
-        endpoint: the receiver's, that the messages were queued to.
-        kind: ``not_needed`` (the stream ended on ``expected_simulations`` without this
-            simulation), ``refused`` (this simulation's non-finite sample stopped the
-            trainer) or ``ended`` (the trainer ended or failed otherwise).
-        reason: ``not_needed`` and ``refused``: the clause the sentence opens with ("the
-            study ended without needing this simulation", "the trainer stopped on its
-            time step 3"); ``ended``: the record's reason and where it is ("end: max_steps
-            9 reached; its stop record in DIR").
-        detail: what follows: the record's facts (counts, what was taken) and what to do.
-        error: what the close raises (`SimulationNotNeeded`, `SimulationRefused`,
-            `TrainerStopped`).
-    """
-
-    endpoint: str
-    kind: Literal["not_needed", "refused", "ended"]
-    reason: str
-    detail: str
-    error: type[Exception]
 
 
 def client_logger() -> logging.Logger:
@@ -336,25 +309,13 @@ def stop_first(
     sentence, the record's reason first, then what was not delivered and where (`down`:
     the receivers disconnected, whose messages those are; the record's receiver if
     none is given), with the receiver whose record said why if it is another, then
-    the record's facts and what to do (`said`'s fields; no text is parsed). The C
-    client says the same words (clients/c/src/stop_said.c)."""
+    the record's facts and what to do (`gave_up.stop_sentence`, a send's words too).
+    The C client says the same words (clients/c/src/stop_said.c)."""
     what = (
         "queued messages (the BYE among them)" if bye and failure == "queued messages" else failure
     )
     what, verb = f"its {what}", "was" if failure == "BYE" else "were"
-    who = f"simulation {t.simulation_id} rank {t.rank}"
-    where, whose = said.endpoint, ""
-    if down and list(down) != [said.endpoint]:  # (a receiver connected may hold the record)
-        where = ", ".join(down)
-        whose = f"disconnected; its receiver at {said.endpoint} recorded why"
-    if said.kind == "ended":
-        why = f"{whose}: {said.reason}" if whose else said.reason
-        return (
-            f"{who}: the trainer stopped before it read {what}, which {verb} not delivered "
-            f"to {where} ({why}). {said.detail}"
-        )
-    where += f" ({whose})" if whose else ""
-    return f"{who}: {said.reason}, so {what} {verb} not delivered to {where}: {said.detail}"
+    return stop_sentence(f"simulation {t.simulation_id} rank {t.rank}", what, verb, said, down)
 
 
 def send_tracked(held: HeldArrays, sock: zmq.Socket, frame: bytes, deadline: float) -> None:

@@ -42,6 +42,7 @@ __all__ = [
     "Handshakes",
     "down_note",
     "never_note",
+    "pending_note",
 ]
 
 #: the cause and the fix of a refused key, as the C client words them
@@ -94,6 +95,8 @@ class Handshakes:
         #: per socket, when its first TCP connection was accepted, while no handshake
         #: ever completed (`not_receivers`); whether that was warned of (once)
         self._tcp_at: list[float | None] = []
+        #: per socket, when it was watched (just before its connect: `pending`'s words)
+        self._watched_at: list[float] = []
         self._zmtp: list[bool] = []
         self._warned: list[bool] = []
         self._refusal: list[tuple[int, int] | None] = []  # the failure's event, value
@@ -124,6 +127,7 @@ class Handshakes:
         self._ever.append(False)
         self._undetailed.append(0)
         self._tcp_at.append(None)
+        self._watched_at.append(time.monotonic())
         self._zmtp.append(False)
         self._warned.append(False)
         self._refusal.append(None)
@@ -224,6 +228,23 @@ class Handshakes:
                 found.append(endpoint)
         return found
 
+    def pending(self, endpoints: Sequence[str]) -> list[tuple[str, float]]:
+        """The `endpoints` (the sockets', in order) whose peer accepted a TCP connection
+        less than `NOT_ZMQ_AFTER` seconds ago, is connected now, and never completed a
+        ZeroMQ handshake, each with the seconds since the client connected its socket
+        (events read without blocking): not known yet to be `not_receivers`. (Since
+        the client's connect, not the TCP connection's: its event, read only now and
+        then, carries no time.)"""
+        self.read()
+        now, found = time.monotonic(), []
+        for index, endpoint in enumerate(endpoints[: len(self._tcp_at)]):
+            tcp_at = self._tcp_at[index]
+            if self._zmtp[index] or tcp_at is None or self.down_since[index] is not None:
+                continue
+            if now - tcp_at < NOT_ZMQ_AFTER:
+                found.append((endpoint, now - self._watched_at[index]))
+        return found
+
     def warn(self, endpoints: Sequence[str]) -> None:
         """Log, once per socket, that its peer is not a receiver (`not_receivers`): the
         waits that read the monitors (`refused`, each slice) and the sends that do not
@@ -300,3 +321,22 @@ def down_note(handshakes: Handshakes, endpoints: Sequence[str]) -> str:
                 "without a new connection (the trainer died or was restarted, or its node)"
             )
     return "; ".join(notes)
+
+
+def pending_note(handshakes: Handshakes, endpoints: Sequence[str]) -> str:
+    """What a wait that gave up adds when a peer accepted TCP but no ZeroMQ handshake
+    completed yet, sooner than `NOT_ZMQ_AFTER` decides that it is not a receiver
+    (`Handshakes.pending`: a `send_timeout` or `close_timeout` shorter than that): "E
+    is connected at the TCP level, but no ZeroMQ handshake completed yet (N s after
+    this client connected; a receiver's completes in milliseconds): if this persists,
+    it is not a trainer's receiver: check the endpoint (the trainer's rank_N.json)", one
+    clause per peer joined by "; "; "" when none is. Not back-pressure, which only a
+    receiver that completed its handshake can exert."""
+    return "; ".join(
+        f"{endpoint} is connected at the TCP level, but no ZeroMQ handshake completed yet "
+        f"({waited:.1f} s after this client connected; a receiver's completes in "
+        "milliseconds): "
+        "if this persists, it is not a trainer's receiver: check the endpoint (the "
+        "trainer's rank_N.json)"
+        for endpoint, waited in handshakes.pending(endpoints)
+    )

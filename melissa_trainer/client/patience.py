@@ -37,11 +37,18 @@ from typing import TYPE_CHECKING
 
 import zmq
 
-from melissa_trainer.client.handshake import NOT_RECEIVER, Handshakes, never_note
+from melissa_trainer.client.gave_up import run_again, waits_for
+from melissa_trainer.client.handshake import (
+    NOT_RECEIVER,
+    Handshakes,
+    down_note,
+    never_note,
+    pending_note,
+)
 from melissa_trainer.client.sockets import SLICE, deadline_after, ms_left
 
 if TYPE_CHECKING:  # pragma: no cover
-    from melissa_trainer.client.closing import StopSaid
+    from melissa_trainer.client.gave_up import StopSaid
 
 __all__ = [
     "NOTICE_AFTER",
@@ -245,11 +252,18 @@ class CloseWait:
 
     def timed_out(self) -> str:
         """Why the client gave up when `close_timeout` ran out, to follow "not delivered":
-        "within SETTING=... s to [...] (how to change it)", and what `never_note` says."""
-        never = never_note(self._handshakes, self._endpoints)
+        "within SETTING=... s to [...] (how to change it)", and what the monitors know
+        (a send's words, `send_wait.SendWait.timeout`): `never_note`, `pending_note` (a
+        peer without a handshake yet), `down_note` (a receiver disconnected for N s:
+        the trainer died or was restarted)."""
+        known = [never_note(self._handshakes, self._endpoints)]
+        if self._handshakes is not None:
+            known.append(pending_note(self._handshakes, self._endpoints))
+            known.append(down_note(self._handshakes, self._endpoints))
+        said = "; ".join(k for k in known if k)
         return (
             f"within {self._setting}={self.close_timeout} s to {list(self._endpoints)} "
-            f"({_HOW[self._setting]}){': ' if never else ''}{never}"
+            f"({_HOW[self._setting]}){': ' if said else ''}{said}"
         )
 
     def until_done(
@@ -279,15 +293,17 @@ class CloseWait:
                 return why
             if (other := self._no_receiver()) is not None:
                 return other
-            if self.deadline is not None and time.monotonic() >= self.deadline:
-                return self.timed_out()
             if handshakes is not None and self._watch is None:
                 self._watch = PeerWatch(handshakes, self._endpoints, self._began)
+            # (before the deadline: a close_timeout ending as a receiver went down says
+            # why its trainer stopped for good, not only that it ran out)
             if self._watch is not None and self._stopped is not None and self._watch.down():
                 self.stop_said = self._stopped()  # (a stat of its files while one is down)
                 if self.stop_said is not None:  # (the close composes its message from it)
                     self.stop_down = self._watch.down_endpoints()
                     return f"to {', '.join(self.stop_down) or self.stop_said.endpoint}"
+            if self.deadline is not None and time.monotonic() >= self.deadline:
+                return self.timed_out()
             if self._notice is not None and self._watch is not None:
                 self._tell(self._watch)  # (before `gone`: said before it gives up)
             if self._disconnected is not None and self._watch is not None:
@@ -345,55 +361,3 @@ class CloseWait:
     def close(self) -> None:
         """Forget the watch (the monitors are `Handshakes`'s, closed with the sockets)."""
         self._watch = None
-
-
-def run_again(simulation_id: int) -> str:
-    """What a simulation whose close gave up on its trainer does: the one sentence its
-    errors end with."""
-    return (
-        f"This simulation's data is not all in: run it again with the same simulation id "
-        f"(MELISSA_TRAINER_SIMULATION_ID={simulation_id}) once its trainer runs (resumed: "
-        f"--resume_from_checkpoint latest): the trainer keeps the steps it holds and takes "
-        f"the others, each once. A simulation the launcher runs, it runs again itself."
-    )
-
-
-def waits_for(
-    left: float | None,
-    bound: str,
-    what: str,
-    rendezvous: str | None,
-    follows: bool,
-    follow: float | None,
-    elapsed: float,
-    action: str = "close",
-) -> str:
-    """The sentences of a notice (`closing.waiting_notice`, `receipts`) that say what
-    the `action` ("close", or "send": a blocked send, `send_wait`) waits for: up to
-    `left` more seconds (None: no bound) for the receiver to `what` ("reconnect",
-    "answer"), ended by `bound` ("ClientTuning.NAME=V s", "Client.send_timeout=V s"),
-    then, if it `follows`, up to `follow` seconds (None: no bound) for a restarted
-    trainer to publish in `rendezvous`; the whole wait (`elapsed` seconds of it gone),
-    the settings that shorten it, and that nothing more is said."""
-    owner, names = "ClientTuning", []
-    if bound:
-        owner, setting = bound.split(".", 1)
-        names.append(setting.split("=", 1)[0])
-    if left is None:
-        text = f"The {action} waits for it to {what}, with no bound ({action}_timeout and "
-        text += "disconnected_timeout are None)"
-    else:
-        text = f"The {action} waits up to {left:.0f} s more for it to {what} ({bound})"
-    if follows and left is not None:
-        names.append("follow_timeout")
-        if follow is None:
-            text += f", then for a restarted trainer to publish in {rendezvous}, with no "
-            text += "bound (ClientTuning.follow_timeout=None), and follows it"
-        else:
-            text += (
-                f", then up to {follow:.0f} s (ClientTuning.follow_timeout={follow} s) for a "
-                f"restarted trainer to publish in {rendezvous}, and follows it: up to "
-                f"{left + follow:.0f} s more, {elapsed + left + follow:.0f} s in all"
-            )
-    shorten = f"{owner}({', '.join(f'{n}=...' for n in names)}) shortens it; " if names else ""
-    return f"{text}. {shorten}nothing more is said until the {action} ends."

@@ -25,13 +25,19 @@ connected: ZeroMQ allows one monitor per socket, which the close reads too):
   long it blocked, and the settings that bound the wait; and, when the rendezvous now
   names another run (the trainer was restarted), what to do (`restart.RestartCheck`);
   else, unless the client follows a restarted trainer (`following`, which says it
-  then, with the whole wait), to run the simulation again (`patience.run_again`).
+  then, with the whole wait), to run the simulation again (`gave_up.run_again`).
 
-A send that `send_timeout` ended (`SendWait.timeout`) says what the monitors know, in
-a close's words (`handshake.never_note`, `handshake.down_note`): no connection ever
-accepted or a peer that is not a receiver (check the endpoint), a receiver disconnected
-for N s (the trainer died or was restarted: what to do), and back-pressure only while
-every receiver is connected (a user trial read "back-pressure" in all three cases).
+A send that gave up says what the client knows, in a close's words. When a receiver
+is disconnected and its trainer's stop record says that the run ended or failed
+(`RestartCheck.stopped`), that first, in the close's sentence (`gave_up.stop_sentence`):
+no trainer comes back there. Else a send that `send_timeout` ended (`SendWait.timeout`)
+says what the monitors know (`handshake.never_note`, `pending_note`, `down_note`): no
+connection ever accepted or a peer that is not a receiver (check the endpoint), a peer
+connected at the TCP level whose handshake has not come yet (a `send_timeout` shorter
+than `handshake.NOT_ZMQ_AFTER`: if it persists, not a receiver), a receiver
+disconnected for N s (the trainer died or was restarted: what to do), and
+back-pressure only while every receiver is connected past its handshake (a user trial
+read "back-pressure" in all these cases).
 
 Once a receiver has been disconnected a few seconds (`patience.notice_after`), a
 blocked send logs one warning, as a close does (`closing.waiting_notice`, through
@@ -48,12 +54,13 @@ from typing import TYPE_CHECKING, TypeVar
 
 import zmq
 
-from melissa_trainer.client.handshake import Handshakes, down_note, never_note
-from melissa_trainer.client.patience import SLICE, PeerWatch, notice_due, run_again
+from melissa_trainer.client.gave_up import run_again, stop_sentence
+from melissa_trainer.client.handshake import Handshakes, down_note, never_note, pending_note
+from melissa_trainer.client.patience import SLICE, PeerWatch, notice_due
 from melissa_trainer.client.sockets import arm_slice
 
 if TYPE_CHECKING:  # pragma: no cover
-    from melissa_trainer.client.closing import StopSaid
+    from melissa_trainer.client.gave_up import StopSaid
 
 __all__ = ["LOOK_EVERY", "ReceiverGone", "SendNotice", "SendWait"]
 
@@ -108,7 +115,8 @@ class SendWait:
         #: `RestartCheck.note`, read once a receiver is found gone (close reads it too)
         self.restarted: Callable[[], str] = restarted or str
         #: why the trainer stopped for good, read by a close while a receiver is down
-        #: (`RestartCheck.stopped`, set by the client); None: not known
+        #: and by a send that gives up with one down (`RestartCheck.stopped`, set by the
+        #: client); None: not known
         self.stopped: Callable[[], StopSaid | None] | None = None
         self._disconnected, self._send_timeout = disconnected_timeout, send_timeout
         self._whose, self._notice, self._simulation_id = whose, notice, simulation_id
@@ -168,23 +176,48 @@ class SendWait:
         """The error of a send (of `step`, or of a message) that `send_timeout` ended: a
         ValueError naming the key if a receiver refused the handshake (it never reads:
         not back-pressure), as the C client's MT_EENV; else a TimeoutError saying what
-        the monitors know: no connection ever accepted, a peer not a receiver (check
-        the endpoint), a receiver disconnected for N s (the trainer died or was
-        restarted: run the simulation again), or, all connected, back-pressure."""
+        is known: the trainer stopped for good, as its stop record says (`stopped`),
+        first; else what the monitors know: no connection ever accepted, a peer not a
+        receiver, or not one yet (check the endpoint), a receiver disconnected for N s
+        (the trainer died or was restarted: run the simulation again), or, all connected
+        and past their handshakes, back-pressure."""
         refused = self._refused(step)
         if refused is not None:
             return refused
+        stop = self._stop_said(step)
+        if stop is not None:  # (no trainer comes back: what its stop record says, first)
+            return TimeoutError(f"{stop} (send_timeout={self._send_timeout} s ended the send)")
         ended = f"{self._whose}: could not send {_what(step)} within send_timeout="
         ended += f"{self._send_timeout} s: "
         # What the monitors know, in a close's words (`never_note`: the endpoint is
-        # wrong; `down_note`: the trainer died or was restarted, and what to do then).
+        # wrong; `pending_note`: no handshake yet, sooner than `never_note` can say it is
+        # not a receiver; `down_note`: the trainer died or was restarted, what to do).
         # Back-pressure only while every receiver is connected: the one cause left.
-        known = [never_note(self._handshakes, self._endpoints)]
+        known = [
+            never_note(self._handshakes, self._endpoints),
+            pending_note(self._handshakes, self._endpoints),
+        ]
         down = down_note(self._handshakes, self._endpoints)
         if down:  # (not followed, a send that send_timeout ended: `_tell`)
             known.append(f"{down}. {self.restarted().strip() or run_again(self._simulation_id)}")
         said = "; ".join(k for k in known if k)
         return TimeoutError(ended + (said or "the trainer is not receiving (back-pressure)"))
+
+    def _stop_said(self, step: int | None) -> str | None:
+        """What a send of `step` that gave up says when a receiver is disconnected now
+        and a stop record says that its trainer stopped for good (`stopped`): the close's
+        sentence (`gave_up.stop_sentence`), the record's reason first; else None. A stat
+        of the rendezvous files, on a give-up only."""
+        if self.stopped is None:
+            return None
+        self._handshakes.read()
+        since = zip(self._endpoints, self._handshakes.down_since, strict=False)
+        down = [endpoint for endpoint, at in since if at is not None]
+        said = self.stopped() if down else None
+        if said is None:
+            return None
+        what = f"{_what(step)} and those queued before it"
+        return stop_sentence(self._whose, what, "were", said, down)
 
     def follows(self, stopped: Callable[[], StopSaid | None], follow_in: str | None) -> None:
         """Set `stopped` (`RestartCheck.stopped`) and `follow_in` (None: the client
@@ -211,6 +244,10 @@ class SendWait:
             return
         bound = "none" if self._send_timeout is None else f"{self._send_timeout} s"
         blocked = time.monotonic() - started
+        stop = self._stop_said(step)
+        if stop is not None:  # (no trainer comes back: what its stop record says, first)
+            gave_up = f"disconnected_timeout={self._disconnected} s"
+            raise ReceiverGone(f"{stop} (the send gave up after {blocked:.1f} s, {gave_up})")
         note = self.restarted()  # (a follower says what to do once it waited: `following`)
         fix = "" if note or self.follow_in is not None else f" {run_again(self._simulation_id)}"
         raise ReceiverGone(

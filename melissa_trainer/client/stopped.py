@@ -38,7 +38,8 @@ from pathlib import Path
 
 from melissa_trainer import wire as protocol
 from melissa_trainer.client.admission import SimulationRefused
-from melissa_trainer.client.closing import StopSaid, TrainerStopped, client_logger
+from melissa_trainer.client.closing import TrainerStopped, client_logger
+from melissa_trainer.client.gave_up import StopSaid
 from melissa_trainer.stream.stop_record import RECORD_KEY, StopRecord, parse_record
 from melissa_trainer.wire.receipt import RECEIPT_BYE, RECEIPT_FINISHED, ReceiptReply
 
@@ -170,7 +171,7 @@ class StopRecords:
 
     def for_good(self) -> StopSaid | None:
         """Why the trainer is not coming back, if a receiver's record says that it ended
-        or failed (not preempted): its parts (`closing.StopSaid`), from which a close
+        or failed (not preempted): its parts (`gave_up.StopSaid`), from which a close
         whose messages cannot be delivered composes what it raises (the error:
         `SimulationRefused` if this simulation's non-finite sample stopped it,
         `SimulationNotNeeded` if the study ended without it, else `TrainerStopped`);

@@ -5,6 +5,12 @@ words a close uses (`handshake.never_note`): no connection ever accepted (check 
 endpoint), a peer that is not a receiver (check the endpoint), a receiver disconnected
 for N s (the trainer died or was restarted: run the simulation again), and back-pressure
 only while every receiver is connected (tests/client/test_client.py guards that one).
+Before `handshake.NOT_ZMQ_AFTER` has decided that a peer is not a receiver (a
+`send_timeout` shorter than it), a peer connected at the TCP level says that no
+handshake came yet, not "back-pressure" (back-pressure is a receiver, past its
+handshake, that is full). A trainer whose stop record says it stopped for good (the run
+ended, or failed) is said first, in the close's sentence (`gave_up.stop_sentence`), not
+"the trainer died or was restarted"; both failed before the change.
 
 Real sockets on 127.0.0.1; `disconnected_timeout` None, so that only `send_timeout`
 ends the sends (a `ReceiverGone` would otherwise come first)."""
@@ -13,6 +19,7 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -23,6 +30,7 @@ from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.client import Client, ClientTuning, handshake
 from melissa_trainer.client.handshake import NOT_RECEIVER
 from melissa_trainer.client.send_wait import ReceiverGone
+from melissa_trainer.stream.stop_record import StopReason
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -100,3 +108,83 @@ def test_a_receiver_gone_says_disconnected_and_run_again() -> None:
     assert "the trainer died or was restarted" in said, said
     assert "MELISSA_TRAINER_SIMULATION_ID=3" in said, said  # (what to do: run it again)
     assert "back-pressure" not in said and "ever accepted" not in said, said
+
+
+def test_a_peer_without_a_handshake_yet_is_not_called_back_pressure(
+    silent: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A send_timeout (1 s) shorter than NOT_ZMQ_AFTER (made 60 s: however slow the
+    machine, "not a receiver" is not decided yet when the send gives up)."""
+    monkeypatch.setattr(handshake, "NOT_ZMQ_AFTER", 60.0)
+    client = Client(FIELDS, simulation_id=6, endpoints=silent, send_timeout=1.0, tuning=TUNING)
+    try:  # (the TCP connection seen first: else "never accepted", true too)
+        handshakes = client._transport.handshakes
+        wait_until(lambda: not handshakes.never_connected([silent]), "the TCP connection")
+        said = give_up(client)
+    finally:
+        client.close(bye=False)
+    assert said.startswith("simulation 6 rank 0: could not send time step "), said
+    assert (
+        f"{silent} is connected at the TCP level, but no ZeroMQ handshake completed yet (" in said
+    ), said
+    assert "if this persists, it is not a trainer's receiver: check the endpoint" in said, said
+    assert "back-pressure" not in said and NOT_RECEIVER not in said, said
+
+
+def stopped_for_good(rendezvous: Path, tuning: ClientTuning, send_timeout: float | None) -> Client:
+    """A client (simulation 5, external mode: endpoints and run id from `rendezvous`)
+    whose receiver took its step 0 and then stopped, its stop record saying that the
+    run ended (max_steps reached), as a trainer's receiver writes it; once the client
+    saw the disconnection."""
+    room = FIFOBuffer(10)
+    with running(room, rendezvous_dir=rendezvous, run_id="run-a") as receiver:
+        receiver.note_stop(StopReason("end", "max_steps 7 reached"))
+        client = Client(FIELDS, simulation_id=5, send_timeout=send_timeout, tuning=tuning)
+        client.send(0, u=np.zeros(COUNT, np.float32))
+        client.flush()
+        wait_until(lambda: room.stats().put == 1, "the receiver's sample")
+    handshakes = client._transport.handshakes
+
+    def down() -> bool:
+        handshakes.read()
+        return handshakes.down_since[0] is not None
+
+    wait_until(down, "the client to see the receiver gone")
+    return client
+
+
+def test_a_send_timeout_says_first_that_the_trainer_stopped_for_good(external: Path) -> None:
+    tuning = ClientTuning(
+        disconnected_timeout=None, sndhwm=1, failed_close_timeout=1.0, replay_bytes=0
+    )
+    client = stopped_for_good(external, tuning, send_timeout=1.0)
+    try:
+        said = give_up(client)
+    finally:
+        client.close(bye=False)
+    assert said.startswith("simulation 5 rank 0: the trainer stopped before it read time step "), (
+        said
+    )
+    assert "(end: max_steps 7 reached; its stop record in " in said, said
+    assert "MELISSA_TRAINER_SIMULATION_ID=5" in said and "send_timeout=1.0 s" in said, said
+    assert "died" not in said and "back-pressure" not in said, said
+
+
+def test_a_receiver_gone_says_first_that_the_trainer_stopped_for_good(external: Path) -> None:
+    tuning = ClientTuning(
+        disconnected_timeout=0.5, sndhwm=1, failed_close_timeout=1.0, replay_bytes=0
+    )
+    client = stopped_for_good(external, tuning, send_timeout=None)
+    u = np.ones(COUNT, np.float32)
+    try:
+        with pytest.raises(ReceiverGone) as caught:
+            for t in range(1, 1000):
+                client.send(t, u=u)
+    finally:
+        client.close(bye=False)
+    said = str(caught.value)
+    assert said.startswith("simulation 5 rank 0: the trainer stopped before it read time step "), (
+        said
+    )
+    assert "(end: max_steps 7 reached; its stop record in " in said, said
+    assert "disconnected_timeout=0.5 s" in said and "died" not in said, said

@@ -1,0 +1,119 @@
+"""What a client says when it waits on its trainer or gives up on it: the parts of a
+stop record (`StopSaid`) and the one sentence composed from them (`stop_sentence`), the
+fix its errors end with (`run_again`), and what a notice says it waits for (`waits_for`).
+
+One implementation for the close (`closing`, `patience`) and the blocked send
+(`send_wait`), so that both say the same words. Imports only the standard library:
+`send_wait` imports it with the client.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = ["StopSaid", "run_again", "stop_sentence", "waits_for"]
+
+
+@dataclass(frozen=True)
+class StopSaid:
+    """Why a receiver's trainer is not coming back, read from its stop record
+    (`stopped.StopRecords.for_good`), in the parts `stop_sentence` composes its one
+    sentence from: a close whose messages could not be delivered (`closing`) or a send
+    that gave up (`send_wait`), the reason first.
+
+    Attributes:
+        endpoint: the receiver's, that the messages were queued to.
+        kind: ``not_needed`` (the stream ended on ``expected_simulations`` without this
+            simulation), ``refused`` (this simulation's non-finite sample stopped the
+            trainer) or ``ended`` (the trainer ended or failed otherwise).
+        reason: ``not_needed`` and ``refused``: the clause the sentence opens with ("the
+            study ended without needing this simulation", "the trainer stopped on its
+            time step 3"); ``ended``: the record's reason and where it is ("end: max_steps
+            9 reached; its stop record in DIR").
+        detail: what follows: the record's facts (counts, what was taken) and what to do.
+        error: what the close raises (`SimulationNotNeeded`, `SimulationRefused`,
+            `TrainerStopped`); a send raises its own (`send_wait`).
+    """
+
+    endpoint: str
+    kind: Literal["not_needed", "refused", "ended"]
+    reason: str
+    detail: str
+    error: type[Exception]
+
+
+def stop_sentence(who: str, what: str, verb: str, said: StopSaid, down: Sequence[str] = ()) -> str:
+    """What a client says when a receiver's stop record explains why `what` ("its
+    queued messages", "time step 7 and those queued before it"; `verb`: "was" or
+    "were") was not delivered: one sentence, after `who` ("simulation 4 rank 1"), the
+    record's reason first, then what was not delivered and where (`down`: the
+    receivers disconnected, whose messages those are; the record's receiver if none is
+    given), with the receiver whose record said why if it is another, then the record's
+    facts and what to do (`said`'s fields; no text is parsed). The C client's close
+    says the same words (clients/c/src/stop_said.c)."""
+    where, whose = said.endpoint, ""
+    if down and list(down) != [said.endpoint]:  # (a receiver connected may hold the record)
+        where = ", ".join(down)
+        whose = f"disconnected; its receiver at {said.endpoint} recorded why"
+    if said.kind == "ended":
+        why = f"{whose}: {said.reason}" if whose else said.reason
+        return (
+            f"{who}: the trainer stopped before it read {what}, which {verb} not delivered "
+            f"to {where} ({why}). {said.detail}"
+        )
+    where += f" ({whose})" if whose else ""
+    return f"{who}: {said.reason}, so {what} {verb} not delivered to {where}: {said.detail}"
+
+
+def run_again(simulation_id: int) -> str:
+    """What a simulation whose close gave up on its trainer does: the one sentence its
+    errors end with."""
+    return (
+        f"This simulation's data is not all in: run it again with the same simulation id "
+        f"(MELISSA_TRAINER_SIMULATION_ID={simulation_id}) once its trainer runs (resumed: "
+        f"--resume_from_checkpoint latest): the trainer keeps the steps it holds and takes "
+        f"the others, each once. A simulation the launcher runs, it runs again itself."
+    )
+
+
+def waits_for(
+    left: float | None,
+    bound: str,
+    what: str,
+    rendezvous: str | None,
+    follows: bool,
+    follow: float | None,
+    elapsed: float,
+    action: str = "close",
+) -> str:
+    """The sentences of a notice (`closing.waiting_notice`, `receipts`) that say what
+    the `action` ("close", or "send": a blocked send, `send_wait`) waits for: up to
+    `left` more seconds (None: no bound) for the receiver to `what` ("reconnect",
+    "answer"), ended by `bound` ("ClientTuning.NAME=V s", "Client.send_timeout=V s"),
+    then, if it `follows`, up to `follow` seconds (None: no bound) for a restarted
+    trainer to publish in `rendezvous`; the whole wait (`elapsed` seconds of it gone),
+    the settings that shorten it, and that nothing more is said."""
+    owner, names = "ClientTuning", []
+    if bound:
+        owner, setting = bound.split(".", 1)
+        names.append(setting.split("=", 1)[0])
+    if left is None:
+        text = f"The {action} waits for it to {what}, with no bound ({action}_timeout and "
+        text += "disconnected_timeout are None)"
+    else:
+        text = f"The {action} waits up to {left:.0f} s more for it to {what} ({bound})"
+    if follows and left is not None:
+        names.append("follow_timeout")
+        if follow is None:
+            text += f", then for a restarted trainer to publish in {rendezvous}, with no "
+            text += "bound (ClientTuning.follow_timeout=None), and follows it"
+        else:
+            text += (
+                f", then up to {follow:.0f} s (ClientTuning.follow_timeout={follow} s) for a "
+                f"restarted trainer to publish in {rendezvous}, and follows it: up to "
+                f"{left + follow:.0f} s more, {elapsed + left + follow:.0f} s in all"
+            )
+    shorten = f"{owner}({', '.join(f'{n}=...' for n in names)}) shortens it; " if names else ""
+    return f"{text}. {shorten}nothing more is said until the {action} ends."

@@ -1,0 +1,49 @@
+"""What a close that `close_timeout` ended says of a receiver disconnected then (the
+trainer died or was restarted): the words of a send that gave up
+(`handshake.down_note`, tests/client/test_give_up_words.py), after "not delivered within
+close_timeout=X s" (which users and tests grep). Before the change it said only that
+the time ran out, as if the trainer were there and slow.
+
+Real sockets on 127.0.0.1: a receiver started, sent to, and stopped (its port then
+refuses the reconnections). `disconnected_timeout` is 600 s, so only `close_timeout`
+can end the close: the outcome does not depend on when ZeroMQ saw the refusals."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from helpers import running
+from waiting import wait_until
+
+from melissa_trainer.buffers import FIFOBuffer
+from melissa_trainer.client import Client, ClientTuning
+
+pytestmark = pytest.mark.timeout(60)
+
+FIELDS = {"u": ((4,), "float32")}
+
+
+def test_a_close_timeout_says_the_receiver_is_disconnected() -> None:
+    room = FIFOBuffer(10)
+    tuning = ClientTuning(close_timeout=1.0, disconnected_timeout=600.0)
+    with running(room) as receiver:
+        endpoint = str(receiver.endpoint)
+        client = Client(FIELDS, simulation_id=7, endpoints=endpoint, tuning=tuning)
+        client.send(0, u=np.zeros(4, np.float32))
+        client.flush()
+        wait_until(lambda: room.stats().put == 1, "the receiver's sample")
+    handshakes = client._transport.handshakes
+
+    def down() -> bool:
+        handshakes.read()
+        return handshakes.down_since[0] is not None
+
+    wait_until(down, "the client to see the receiver gone")  # (what the close then knows)
+    with pytest.raises(TimeoutError) as caught:
+        client.close()  # (its BYE cannot leave: nobody takes it)
+    said = str(caught.value)
+    assert "queued messages not delivered within close_timeout=1.0 s" in said, said
+    assert f"the trainer's receiver at {endpoint} is disconnected for " in said, said
+    assert "the trainer died or was restarted" in said, said
+    assert "MELISSA_TRAINER_SIMULATION_ID=7" in said, said  # (what to do: run it again)
+    assert "back-pressure" not in said and "ever accepted" not in said, said

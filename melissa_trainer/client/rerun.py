@@ -6,11 +6,12 @@ data a rank's checkpoint lacks (`StudyRecord.reconcile`). The solver computes ev
 step again, but the receivers hold some (often all: a simulation killed after its last
 step, before its BYE) and used to drop each one sent again as a duplicate: correct, and
 wasted work (a heat resume re-sent 100 such steps). So a launched attempt after the
-first (``MELISSA_TRAINER_ATTEMPT`` > 0: the launcher counts from 0), its endpoints from a
-rendezvous, asks each
-receiver at its first send which of its steps the receiver holds (HELD_QUERY on the
-follow socket, docs/protocol.md section 17; `follow.Follower.held`): the record the
-receiver loaded from its checkpoint. A step its receiver holds is then not sent; it is
+first (``MELISSA_TRAINER_ATTEMPT`` > 0: the launcher counts from 0), or a worker's
+simulation given again (`worker.given_attempt` > 0: the launcher's answer to the
+worker carries the attempt), its endpoints from a rendezvous, asks each receiver at
+its first send which of its steps the receiver holds (HELD_QUERY on the follow socket,
+docs/protocol.md section 17; `follow.Follower.held`): the record the receiver loaded
+from its checkpoint. A step its receiver holds is then not sent; it is
 counted in that receiver's BYE (`Transport.steps`), as after a follow, so that the
 receiver finds the simulation complete.
 
@@ -29,6 +30,7 @@ from collections.abc import Sequence
 
 from melissa_trainer.client.config import ENV_ATTEMPT
 from melissa_trainer.client.follow import Follower, FollowError
+from melissa_trainer.client.worker import given_attempt
 from melissa_trainer.stream.endpoints import fetch_rendezvous
 from melissa_trainer.stream.step_set import StepSet
 from melissa_trainer.wire import HELD_FINISHED, HELD_STEPS, HeldReply
@@ -42,11 +44,16 @@ logger = logging.getLogger("melissa_trainer.client")
 ASK_TIMEOUT = 5.0
 
 
-def attempt() -> int:
-    """This launched simulation's attempt (``$MELISSA_TRAINER_ATTEMPT``, 0 the first);
-    -1 when not launched or not a number."""
+def attempt(simulation_id: int | None = None) -> int:
+    """This launched simulation's attempt (``$MELISSA_TRAINER_ATTEMPT``, 0 the first),
+    else, in a worker, the attempt the launcher gave `simulation_id`
+    (`worker.given_attempt`); -1 when neither or not a number."""
+    value = os.environ.get(ENV_ATTEMPT, "").strip()
+    if not value:
+        given = None if simulation_id is None else given_attempt(simulation_id)
+        return -1 if given is None else given
     try:
-        return int(os.environ.get(ENV_ATTEMPT, "").strip() or -1)
+        return int(value)
     except ValueError:
         return -1
 
@@ -88,7 +95,7 @@ def rerun_skip(
     docstring), asking each receiver once; None when there is nothing to skip (a first
     attempt, not launched, no rendezvous, receivers that hold nothing of it or cannot
     be asked: then every step is sent)."""
-    if rendezvous is None or attempt() < 1:
+    if rendezvous is None or attempt(simulation_id) < 1:
         return None
     try:
         entries = fetch_rendezvous(rendezvous, timeout=0.0)
@@ -100,7 +107,7 @@ def rerun_skip(
             "simulation %d (attempt %d): could not ask its receivers which steps they hold "
             "(%s): it sends every step, their duplicates dropped",
             simulation_id,
-            attempt(),
+            attempt(simulation_id),
             exc,
         )
         return None

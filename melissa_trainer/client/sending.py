@@ -166,12 +166,15 @@ class Sending:
 
     def _ask_held(self) -> None:
         """At the first send of a launched attempt after the first (0-based, the
-        launcher's count): ask the receivers
+        launcher's count; a worker's: `worker.given_attempt`): ask the receivers
         which steps they hold (`rerun`; imported only then: a first attempt's start-up
         does not pay it)."""
         self._asked = True
         if os.environ.get(ENV_ATTEMPT, "").strip() in ("", "0"):  # (0: the first launch)
-            return
+            from melissa_trainer.client.worker import given_attempt  # (light: zmq, stdlib)
+
+            if not given_attempt(self.simulation_id):  # (a worker's rerun asks too)
+                return
         from melissa_trainer.client.rerun import rerun_skip
 
         self._skip = rerun_skip(

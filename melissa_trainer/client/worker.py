@@ -31,8 +31,20 @@ The launcher passes its endpoint in ``MELISSA_TRAINER_LAUNCHER``, the worker's n
 in ``MELISSA_TRAINER_WORKER`` and, when it listens beyond loopback, its CURVE public key
 in ``MELISSA_TRAINER_LAUNCHER_KEY`` (requests are then encrypted, and only peers that
 know the key get answers). Messages are JSON over a ZeroMQ REQ socket (never
-pickle). This module imports only the standard library and pyzmq (the `client`
-package imports its names on first use).
+pickle), each with ``"version"`` (`PROTOCOL_VERSION`). A request is ``{"worker": NAME,
+"finished": ID or null}``, with ``"exit_code"`` when that simulation failed. The answer
+is ``{"simulation_id": ID, "parameters": {...}, "attempt": N}`` (N the launcher's
+count, 0 the first; absent, from an older launcher: 0), ``{"simulation_id": null}``
+(nothing left), ``{"simulation_id": null, "retry": SECONDS}`` (ask again) or
+``{"error": TEXT}``. This module imports only the standard library and pyzmq (the
+`client` package imports its names on first use).
+
+A simulation a worker is given again after a resume (attempt above 0, as for a
+launched process's ``MELISSA_TRAINER_ATTEMPT``) sends only the time steps its
+receivers' checkpoint lacks: its `Client` reads the attempt with `given_attempt`
+(`melissa_trainer.client.rerun`). Only in the process that asked: an MPI worker's
+other ranks, given the simulation by rank 0, send every step (their receivers drop
+what they hold).
 """
 
 from __future__ import annotations
@@ -53,6 +65,7 @@ __all__ = [
     "PROTOCOL_VERSION",
     "REFUSED_EXIT_CODE",
     "WorkerClient",
+    "given_attempt",
     "next_simulation",
     "serve_simulations",
 ]
@@ -65,6 +78,19 @@ ENV_LAUNCHER_KEY = "MELISSA_TRAINER_LAUNCHER_KEY"
 ENV_WORKER = "MELISSA_TRAINER_WORKER"
 #: Version of the JSON messages.
 PROTOCOL_VERSION = 1
+
+#: (simulation id, attempt) of the simulation this process was last given (any
+#: `WorkerClient`), None before the first or after "nothing left"
+_given: tuple[int, int] | None = None
+
+
+def given_attempt(simulation_id: int) -> int | None:
+    """The launcher's attempt (0 the first) of `simulation_id` when it is the simulation
+    this process's worker was last given (`WorkerClient.next_simulation`); None
+    otherwise (not a worker, or another simulation)."""
+    if _given is None or _given[0] != simulation_id:
+        return None
+    return _given[1]
 
 
 class WorkerClient:
@@ -106,6 +132,8 @@ class WorkerClient:
             )
         self.endpoint, self.name, self.timeout = endpoint, name, timeout
         self.current: int | None = None  # the simulation being run, reported on the next call
+        #: the launcher's attempt of `current` (0 the first), None without one
+        self.attempt: int | None = None
         self._exhausted = False
         self._context: zmq.Context | None = None
         self._socket: zmq.Socket | None = None
@@ -114,7 +142,8 @@ class WorkerClient:
         """Report the current simulation as finished (`exit_code` 0) or failed (any other
         code: what its process would have exited with); return the next one's
         ``(simulation_id, parameters)``, or None when nothing is left. Blocks until the
-        launcher answers.
+        launcher answers. The launcher's attempt of the simulation returned is then
+        `attempt` (and `given_attempt`'s, for its `Client`).
 
         A failed simulation is a failed attempt, as if the worker had exited with that
         code (restarted, then redrawn, as `LauncherTuning` says), but the worker lives
@@ -136,7 +165,7 @@ class WorkerClient:
             reply = self._request(message)
             if "error" in reply:
                 raise RuntimeError(f"the launcher refused worker {self.name}: {reply['error']}")
-            self.current = None
+            self._give(None, None)
             retry = reply.get("retry")
             if retry is None:
                 break
@@ -149,8 +178,20 @@ class WorkerClient:
             self.close()
             return None
         parameters = {str(k): float(v) for k, v in reply["parameters"].items()}
-        self.current = int(simulation_id)
-        return self.current, parameters
+        attempt = reply.get("attempt", 0)  # (absent: a launcher older than the field)
+        if isinstance(attempt, bool) or not isinstance(attempt, int) or attempt < 0:
+            raise RuntimeError(
+                f"worker {self.name}: the launcher gave simulation {simulation_id} "
+                f"attempt={attempt!r}, not an int >= 0"
+            )
+        self._give(int(simulation_id), attempt)
+        return int(simulation_id), parameters
+
+    def _give(self, simulation_id: int | None, attempt: int | None) -> None:
+        """Record the simulation this worker runs now (None: none) and its attempt."""
+        global _given
+        self.current, self.attempt = simulation_id, attempt
+        _given = None if simulation_id is None or attempt is None else (simulation_id, attempt)
 
     def _request(self, message: dict[str, Any]) -> dict[str, Any]:
         if self._socket is None:

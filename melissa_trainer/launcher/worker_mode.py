@@ -5,8 +5,9 @@ Up to `job_limit` *workers* run the simulation command, each in a slot
 `melissa_trainer.client.worker.next_simulation()`, a JSON request on the launcher's
 ZeroMQ REP socket (bound on loopback unless the launcher says otherwise, passed in
 ``MELISSA_TRAINER_LAUNCHER``), which
-reports its previous simulation as finished and gets the next one, or None when nothing
-is left. The policy of `Supervisor` applies to each simulation:
+reports its previous simulation as finished and gets the next one (its id, parameters
+and attempt: the messages, `melissa_trainer.client.worker`), or None when nothing is
+left. The policy of `Supervisor` applies to each simulation:
 
 * success: the worker asked for more (reporting it finished), or exited 0 while
   running it;

@@ -278,7 +278,11 @@ class OnlineTrainer(TrainerSteps):
             # multiples of stop_sync_steps (`window_steps`): one more agreement per run,
             # none per window. Not at a resume (nor a later train()): its windows, and
             # what it takes from the buffer at each step, fall where the checkpointed
-            # run's did (tests/checkpoint/test_resume_kill.py). Until the first multiple
+            # run's did (tests/checkpoint/test_resume_kill.py). So a resume on a multiple
+            # with nothing pending waits for a whole window: one step there would shift
+            # the logged buffer counters and, under several ranks, a starved rank's pads,
+            # and "nothing pending" can differ between ranks (docs/concepts/loop.md; the
+            # test: tests/trainer/test_first_step_resume.py). Until the first multiple
             # (`aligned`), no window's batches are taken ahead: its steps would wait for
             # the next window's batches too (the host waits for the device at these
             # agreements only). Every rank decides alike (the same steps).

@@ -25,14 +25,18 @@ BATCH, WINDOW, STEPS = 4, 4, 12
 
 
 class Trained(Hook):
-    """The samples (their ``index``) each step trained on, by step."""
+    """The samples (their ``index``) each step trained on, by step, and the buffer's
+    draws when it ended (what training had taken from the buffer by then: its logs'
+    ``buffer_got``)."""
 
     def __init__(self) -> None:
         self.by_step: dict[int, list[int]] = {}
+        self.got_by_step: dict[int, int] = {}
 
     def on_step_end(self, trainer: Any, state: Any, control: Any) -> None:
         samples = trainer.dataset.last_samples
         self.by_step[state.global_step] = [int(s["index"]) for s in samples]
+        self.got_by_step[state.global_step] = trainer.buffer.stats().got
 
 
 def _train(out: Path, samples: int, **overrides: Any) -> tuple[OnlineTrainer, Trained, list[int]]:
@@ -78,7 +82,15 @@ def test_a_resume_at_any_step_trains_each_sample_once_in_the_same_windows(
     """From a checkpoint at step k (on a multiple of WINDOW or not): the resumed run
     trains at steps k+1.. exactly the samples the uninterrupted run did; its windows
     start at k, then at the multiples of WINDOW, as the uninterrupted run's (whose own
-    first window is step 1 alone, then steps 2 to WINDOW)."""
+    first window is step 1 alone, then steps 2 to WINDOW), and by each step's end it has
+    taken from the buffer what that run had (its logged buffer counters are the run's).
+
+    So a resume on a multiple (k = 4, 8), nothing pending, takes a whole window before
+    its first step, as the uninterrupted run did there: a first window of one step
+    trains the same samples on one rank, but its logs' buffer counters differ from the
+    run's (buffer_got at step k + 1: (k + 1) x BATCH, not (k + WINDOW) x BATCH), and
+    under several ranks a rank whose data ends in that window would pad with other
+    batches (docs/concepts/loop.md)."""
     out = tmp_path / "full"
     full, trained, starts = _train(out, 10**4, save_steps=1, max_to_keep=STEPS)
     assert full.state.global_step == STEPS
@@ -86,13 +98,15 @@ def test_a_resume_at_any_step_trains_each_sample_once_in_the_same_windows(
     assert starts == [0, 1, *multiples]
     every = [i for s in range(1, STEPS + 1) for i in trained.by_step[s]]
     assert sorted(set(every)) == list(range(STEPS * BATCH))  # each sample once, in order
-    for k in (1, 2, 3, 4, 6):
+    for k in (1, 2, 3, 4, 6, 8):
         resumed, again, starts = _train(
             out, 10**4, resume_from_checkpoint=str(out / "checkpoints" / f"checkpoint-{k}")
         )
         assert resumed.state.global_step == STEPS
         assert again.by_step == {s: trained.by_step[s] for s in range(k + 1, STEPS + 1)}, k
         assert starts == [k, *(m for m in multiples if m > k)], k
+        after = {s: trained.got_by_step[s] for s in range(k + 1, STEPS + 1)}
+        assert again.got_by_step == after, k
 
 
 @pytest.mark.parametrize("samples", [BATCH, 3 * BATCH, 2 * BATCH + 1, 5 * BATCH])

@@ -160,16 +160,24 @@ def test_a_watch_that_found_segments_sweeps_nothing_else(shm_dir: Path) -> None:
 
 def test_a_look_that_finds_nothing_narrows_the_sweep_to_later_files(shm_dir: Path) -> None:
     """A look that finds none of the job's files (not yet past MPI_Init) lists what
-    exists then: those files are not the job's, and its sweep leaves them (another
-    job's, e.g. a Slurm step's, killed meanwhile and left for its own cleanup)."""
+    exists then: those a live process holds are not the job's, and its sweep leaves
+    them even once free (another job's, e.g. a Slurm step's, killed meanwhile and left
+    for its own cleanup). One that nobody holds then may be the job's, its ranks dead
+    before the look (tests/launcher/test_mpich_shm_look.py): it is swept."""
     watch = SegmentWatch(listing())
     earlier, later = shm_dir / "mpich_shm_earlier_0", shm_dir / "mpich_shm_later_0"
-    earlier.write_bytes(b"\0")
+    dead = shm_dir / "mpich_shm_dead_0"
+    for path in (earlier, dead):
+        path.write_bytes(b"\0")
     watch.launched -= LOOKS_AT[0]
     assert watch.due()
-    watch.look([2**22 + 1])  # (no such process: nothing found)
+    held = os.open(earlier, os.O_RDONLY)  # (this process: another job's live rank)
+    try:
+        watch.look([2**22 + 1])  # (no such process: nothing found)
+    finally:
+        os.close(held)
     later.write_bytes(b"\0")
-    assert watch.remove("sim-0") == [str(later)]
+    assert sorted(watch.remove("sim-0")) == [str(dead), str(later)]
     assert earlier.exists()
 
 

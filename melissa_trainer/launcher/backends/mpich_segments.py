@@ -22,13 +22,13 @@ even one whose name happens to be the same.
 A job that ends before anything was found (a rank that crashes, calls ``MPI_Abort`` or
 ``exit`` right after ``MPI_Init``: the usual deterministic failure, repeated by each
 restart; one killed inside ``MPI_Init``) is swept instead (`orphans`): the MPICH files
-made since its launch, or since its last look that found none (absent from the
-`listing` taken then), that are ours (owner) and that no live process maps or holds
-open are removed; those still held then (ranks that hydra kills after mpiexec has
-ended, slow to end on a loaded machine) are looked at again later
+made since its launch (and, after a look that found none, not held then by a live
+process: another job's, `SegmentWatch.look`), that are ours (owner) and that no live
+process maps or holds open are removed; those still held then (ranks that hydra kills
+after mpiexec has ended, slow to end on a loaded machine) are looked at again later
 (`SegmentWatch.retry`). MPICH's creator of the file (``MPL_initshm_open``, 5.0.x)
-keeps its descriptor open until it exits, so a file that
-no process holds has lost every rank of its job: nobody can use it again, whichever job
+keeps its descriptor open until it exits, so a file that no process holds has lost
+every rank of its job: nobody can use it again, whichever job
 made it (another of ours that also failed early is cleaned too; a live one never is).
 A trainer killed with SIGKILL removes nothing: `mpich_record.SegmentRecord` lists what
 its running jobs were seen to hold, and the launches of those not looked at yet, for the
@@ -234,6 +234,22 @@ def sweep(
     return free, [segment for path, segment in candidates.items() if path in busy]
 
 
+def _others(before: Listing, now: Listing) -> Listing:
+    """The files of `now` that a look which found none of its job's takes for others':
+    those of `before`, and those made since that a live process holds (not only dying
+    ones). A file that nobody holds may be the job's own, its ranks dead before the look
+    (a rank killed, hydra ending the others, mpiexec still running: the C solver of
+    tests/examples/test_c_examples.py that SIGKILLs itself about when the first look
+    comes left its file so, 1 run in 2 to 10): it stays a candidate, removed by the
+    sweep if nobody holds it then. All of `now` without /proc."""
+    made = {SHM_DIR + name: name for name, ino in now.items() if before.get(name) != ino}
+    busy = holders(made) if made else {}
+    if busy is None:
+        return now
+    held = {made[path] for path, pids in busy.items() if not all(dying(p) for p in pids)}
+    return {name: ino for name, ino in now.items() if before.get(name) == ino or name in held}
+
+
 def _still_free(segments: list[Segment]) -> tuple[list[Segment], list[Segment]]:
     """`segments` that no live process holds now, and the others (all, without /proc)."""
     busy = holders([s.path for s in segments])
@@ -247,7 +263,8 @@ class SegmentWatch:
     `look`, at `LOOKS_AT`: a job whose rank crashes leaves no process to read them from)
     and when it is killed (`add`); unlinked by `remove` once it has ended, or, none
     found, swept (`orphans` since `before`, the `listing` taken before its launch,
-    among the names `only` if given; no sweep without `before`). `launch`: the job's
+    narrowed by its looks that found none, among the names `only` if given; no sweep
+    without `before`). `launch`: the job's
     entry in `record` (`SegmentRecord.launching`), dropped once segments are found or
     the job has ended."""
 
@@ -289,15 +306,24 @@ class SegmentWatch:
             return False
         return time.monotonic() - self.launched >= LOOKS_AT[self.looks]
 
-    def look(self, pids: Iterable[int]) -> None:
-        """The look that was `due`: read what `pids` map or hold. None yet: the files
-        that exist now (listed before the read) are not the job's, and a sweep will
-        consider only those made since (`before`)."""
+    def look(self, pids: Iterable[int], listed: Listing | None = None) -> None:
+        """The look that was `due`: read what `pids` map or hold. None yet: the files of
+        `listed` that a live process holds are not the job's, and a sweep will leave
+        them (`before`, `_others`). `listed`: MPICH's files listed before `pids` were
+        found (before the process table they come from was read, and after the launch);
+        default: listed now, for `pids` known beforehand (a singleton's own pid).
+
+        Why before: the rank that made a file holds it open until it exits (module
+        docstring), so a file of the job listed before the table has a rank that the
+        table shows, whose read finds it. A listing taken after the table can hold the
+        file of ranks started in between (hydra starts them late on a loaded machine;
+        `MpiexecBackend` shares a table between the jobs that look in one poll): their
+        file was taken for another job's and the job's sweep left it."""
         self.looks += 1
-        now = listing() if self.before is not None else None
+        now = None if self.before is None else listing() if listed is None else listed
         self.add(pids)
-        if not self.segments and now is not None:
-            self.before = now
+        if not self.segments and now is not None and self.before is not None:
+            self.before = _others(self.before, now)
 
     def add(self, pids: Iterable[int]) -> None:
         """Add what `pids` map (before a kill: the job's processes, still alive)."""

@@ -40,7 +40,7 @@ from melissa_trainer.launcher.backends.base import Backend, Handle, Job, LaunchE
 from melissa_trainer.launcher.backends.hydra_step import hydra_step_env
 from melissa_trainer.launcher.backends.local import DEFAULT_PLACEMENT, LocalBackend, LocalHandle
 from melissa_trainer.launcher.backends.mpich_record import SegmentRecord
-from melissa_trainer.launcher.backends.mpich_segments import SegmentWatch, listing
+from melissa_trainer.launcher.backends.mpich_segments import Listing, SegmentWatch, listing
 from melissa_trainer.launcher.backends.placement import Placement
 
 __all__ = ["MpiexecBackend", "MpiexecHandle", "mpiexec_command", "process_tree"]
@@ -130,9 +130,9 @@ class MpiexecBackend(Backend):
         self._running: list[MpiexecHandle] = []
         self._ending: list[MpiexecHandle] = []  # ended; files of theirs still held
         self._record = SegmentRecord()  # the segments seen, for a run after a SIGKILL
-        #: the last /proc scan of a look for segments (`poll`) and when: the jobs that
-        #: look in one supervisor tick share it
-        self._table: tuple[float, ProcessTable] | None = None
+        #: the last /proc scan of a look for segments (`poll`), when, and MPICH's files
+        #: listed just before it: the jobs that look in one supervisor tick share it
+        self._table: tuple[float, Listing, ProcessTable] | None = None
 
     def launch(self, job: Job) -> Handle:
         """Start ``mpiexec -n job.ranks ...``; returns at once (LaunchError if it cannot
@@ -173,10 +173,13 @@ class MpiexecBackend(Backend):
         if code is None:
             if handle.shm.due():  # the jobs looking in one tick share one /proc scan
                 now = time.monotonic()
-                if self._table is None or now - self._table[0] > TABLE_REUSE:
-                    self._table = (now, process_table())
-                below = process_tree(handle.process.pid, self._table[1])
-                handle.shm.look(pid for pid, _ in below)
+                table = self._table
+                if table is None or now - table[0] > TABLE_REUSE or table[0] < handle.shm.launched:
+                    # listed first: a file listed then whose ranks the scan misses would
+                    # be taken for another job's (`SegmentWatch.look`)
+                    table = self._table = (now, listing(), process_table())
+                below = process_tree(handle.process.pid, table[2])
+                handle.shm.look((pid for pid, _ in below), listed=table[1])
         elif handle in self._running:
             self._running.remove(handle)
             self._end(handle)

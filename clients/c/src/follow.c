@@ -160,6 +160,13 @@ static mt_status cannot_follow(mt_client *c, const char *why) {
 
 /* Follow the restarted trainer of *rv (freed here). */
 static mt_status follow(mt_client *c, mt_rendezvous *rv) {
+    /* A launched rerun's skip (rerun.c) is dropped: its HELD were the old trainer's;
+     * kept, a later step it called held would not be sent to the new trainer, whose
+     * checkpoint may lack it. The steps skipped so far are in c->steps, as the sent
+     * ones: the plan below counts them in the new BYE and sends again those the new
+     * trainer lacks from the window (never kept there, one lacked fails as a step that
+     * left it: as Python's). Every later step is sent (sending.py _followed). */
+    mt_rerun_drop(c);
     mt_held *held = calloc(rv->n, sizeof *held);
     plan p = {held, rv->n, c->simulation_id, c->routing, &c->replay, NULL, 0, NULL, 0, 0, 0,
               {0}, NULL, false};

@@ -31,6 +31,18 @@ void mt_held_query(uint8_t out[24], uint64_t simulation_id, uint64_t request_id)
 mt_status mt_held_ask(mt_client *c, const mt_rendezvous *rv, double timeout, mt_held *held);
 void mt_held_free(mt_held *h);
 
+/* rerun.c: a launched rerun skips the steps its receivers hold (docs/protocol.md 17). */
+/* $MELISSA_TRAINER_ATTEMPT (0 the first launch), or -1 when unset or not a number. */
+long mt_rerun_attempt(void);
+/* At the first send (sets c->rerun_asked): on an attempt > 0 with a rendezvous, ask each
+ * receiver which steps it holds (at most 5 s each) and keep the answers if any holds
+ * some; never fails (no answer: every step is sent, one line on stderr says why). */
+void mt_rerun_ask(mt_client *c);
+/* Whether step `step` is held by its receiver (not to be sent; counted in its BYE). */
+bool mt_rerun_holds(const mt_client *c, uint64_t step);
+/* Forget the answers (after a follow: they were the old trainer's; at the free). */
+void mt_rerun_drop(mt_client *c);
+
 /* follow.c: a trainer restarted (a new run in the rendezvous) followed. */
 /* The window's bound and row, from mt_set_replay_bytes, MELISSA_TRAINER_REPLAY_BYTES or
  * the default (external mode only); after the headers are built. MT_EENV on a bad value. */

@@ -176,6 +176,13 @@ struct mt_client {
     double step_now;
     double last_send;    /* monotonic seconds; -inf before the first */
     mt_watch watch;      /* admission_watch.c */
+    /* a launched rerun's skip of the steps its receivers hold (rerun.c): asked at the
+     * first send; each receiver's HELD (NULL: every step is sent), and whether the open
+     * step is one of them (its fields checked, not sent; counted in its receiver's BYE) */
+    bool rerun_asked;
+    struct mt_held *rerun_held;
+    size_t rerun_n;
+    bool step_skipped;
     /* batching: mu guards the sockets and the groups (the flusher thread shares them) */
     pthread_mutex_t mu;
     pthread_cond_t wake; /* the flusher's timer, with mu */

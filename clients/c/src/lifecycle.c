@@ -215,6 +215,7 @@ static void free_client(mt_client *c) {
     free(c->watch.refused);
     mt_replay_free(&c->replay); /* (these two outlive the transport: a close follows) */
     mt_stepset_free(&c->steps);
+    mt_rerun_drop(c); /* (a launched rerun's answers: rerun.c) */
     mt_predict_free(c);
     free(c->endpoints_arg);
     free(c->rendezvous_dir);

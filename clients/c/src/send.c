@@ -272,10 +272,14 @@ mt_status mt_send(mt_client *c, uint64_t time_step, const char *field, mt_dtype 
     st = mt_wait_sent(c, deadline, &time_step);
     if (st != MT_OK) return st;
     if (!c->step_open) {
+        /* a launched rerun: its receivers asked at the first send which steps they hold
+         * (rerun.c); a step held is taken, not sent, and nothing else is done for it */
+        if (!c->rerun_asked) mt_rerun_ask(c);
+        bool skipped = c->rerun_held != NULL && mt_rerun_holds(c, time_step);
         double now = mt_now();
         /* a trainer restarted (a new run in the rendezvous): followed before this step
          * (follow.c; a clock read unless a second has passed) */
-        if (c->replay.max_bytes > 0 && now >= c->follow_due) {
+        if (!skipped && c->replay.max_bytes > 0 && now >= c->follow_due) {
             st = mt_follow_poll(c, false);
             if (st != MT_OK) return st;
         }
@@ -283,7 +287,7 @@ mt_status mt_send(mt_client *c, uint64_t time_step, const char *field, mt_dtype 
          * queued into the void (or blocked for ever once its queue is full). Its monitor
          * is read at most every HANDSHAKE_CHECK_S (a read per step doubled the CPU time
          * of a 1 KB send: benchmarks/c_client.py). */
-        if (now - c->handshake_checked >= HANDSHAKE_CHECK_S) {
+        if (!skipped && now - c->handshake_checked >= HANDSHAKE_CHECK_S) {
             c->handshake_checked = now;
             for (size_t i = 0; i < c->n_endpoints; ++i)
                 if (mt_handshake_check(c, i) != MT_OK) {
@@ -292,7 +296,7 @@ mt_status mt_send(mt_client *c, uint64_t time_step, const char *field, mt_dtype 
                 }
         }
         /* was it taken: one non-blocking step of the question, when due */
-        if (c->watch.active && now >= c->watch.due &&
+        if (!skipped && c->watch.active && now >= c->watch.due &&
             (st = mt_admission_watch_poll(c, now)) != MT_OK)
             return st;
         c->step = time_step;
@@ -302,9 +306,10 @@ mt_status mt_send(mt_client *c, uint64_t time_step, const char *field, mt_dtype 
             c->step_missing += c->fields[i].count > 0;
         }
         /* As the Python client: sends further apart than batch_delay are not batched. */
-        c->step_batched = c->batch_bytes > 0 && now - c->last_send < c->batch_delay;
+        c->step_batched = !skipped && c->batch_bytes > 0 && now - c->last_send < c->batch_delay;
+        c->step_skipped = skipped;
         c->step_now = now;
-        c->last_send = now;
+        if (!skipped) c->last_send = now;
         pthread_mutex_lock(&c->mu); /* (the flusher reads these three) */
         c->step_open = true;
         c->step_receiver = mt_receiver_of(c->simulation_id, time_step, c->n_endpoints, c->routing);
@@ -312,7 +317,9 @@ mt_status mt_send(mt_client *c, uint64_t time_step, const char *field, mt_dtype 
         pthread_mutex_unlock(&c->mu);
     }
     f->sent = true;
-    if (count > 0) {
+    if (count > 0 && c->step_skipped) {
+        --c->step_missing; /* (held by its receiver: not sent, nor kept for a follow) */
+    } else if (count > 0) {
         /* (a copy, for a trainer restarted: follow.c; before the send, so that a follow
          * while it waits sends this part again) */
         if (c->replay.max_bytes > 0)

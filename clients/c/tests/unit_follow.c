@@ -2,8 +2,9 @@
  * on: the replay window (its bound in bytes, the oldest step overwritten, a step sent
  * again taking its row again, the sorted look-up, a step larger than the bound kept not
  * at all), the parsing of a HELD reply (what is rejected) and which steps it says held,
- * and the window's bound from MELISSA_TRAINER_REPLAY_BYTES (external mode only).
- * Exits non-zero on failure. */
+ * and the window's bound from MELISSA_TRAINER_REPLAY_BYTES (external mode only); a
+ * launched rerun's attempt number, and what it asks without a rendezvous or on a first
+ * attempt (nothing: rerun.c). Exits non-zero on failure. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
@@ -168,9 +169,37 @@ static void test_replay_bytes(void) {
     mt_client_abort(c);
 }
 
+/* MELISSA_TRAINER_ATTEMPT read as Python's int() (spaces around, a sign); not a number:
+ * -1 (nothing asked). A first attempt, or none with a rendezvous, asks nothing. */
+static void test_rerun_attempt(void) {
+    const char *cases[][2] = {{" 1 ", "1"}, {"+2", "2"}, {"0", "0"}, {"", "-1"},
+                              {"  ", "-1"}, {"x", "-1"}, {"1x", "-1"}, {"-", "-1"}};
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; ++k) {
+        setenv("MELISSA_TRAINER_ATTEMPT", cases[k][0], 1);
+        CHECK(mt_rerun_attempt() == atol(cases[k][1]));
+    }
+    unsetenv("MELISSA_TRAINER_ATTEMPT");
+    CHECK(mt_rerun_attempt() == -1);
+    mt_client *c = NULL;
+    CHECK(mt_client_create(&c) == MT_OK);
+    setenv("MELISSA_TRAINER_ATTEMPT", "1", 1);
+    mt_rerun_ask(c); /* (no rendezvous: endpoints given) */
+    CHECK(c->rerun_asked && c->rerun_held == NULL && !mt_rerun_holds(c, 0));
+    c->rendezvous_used = strdup("/nonexistent");
+    setenv("MELISSA_TRAINER_ATTEMPT", "0", 1); /* (a first attempt: the rendezvous unread) */
+    mt_rerun_ask(c);
+    CHECK(c->rerun_held == NULL);
+    setenv("MELISSA_TRAINER_ATTEMPT", "1", 1); /* (no rendezvous there: said on stderr) */
+    mt_rerun_ask(c);
+    CHECK(c->rerun_held == NULL && mt_client_error(c)[0] == '\0');
+    unsetenv("MELISSA_TRAINER_ATTEMPT");
+    mt_client_abort(c);
+}
+
 int main(void) {
     test_window();
     test_held_parse();
     test_replay_bytes();
+    test_rerun_attempt();
     return unit_report("all follow unit tests passed");
 }

@@ -1,0 +1,118 @@
+/* rerun.c: a simulation the launcher runs again sends only the time steps its receivers'
+ * checkpoint lacks, as the Python client does (melissa_trainer/client/rerun.py RerunSkip,
+ * sending.py; docs/protocol.md section 17).
+ *
+ * A resumed study runs again each simulation that was running at the checkpoint, or whose
+ * data a rank's checkpoint lacks. The solver computes every step again, but the receivers
+ * hold some (often all: a simulation killed after its last step, before its BYE) and
+ * dropped each one sent again as a duplicate: correct, and wasted work. So a launched
+ * attempt after the first (MELISSA_TRAINER_ATTEMPT > 0: the launcher counts from 0), its
+ * endpoints from a rendezvous, asks each receiver at its first send which of its steps
+ * the receiver holds (HELD_QUERY on the follow socket: held.c), the record the receiver
+ * loaded from its checkpoint. A step its receiver holds is then not sent (mt_send takes
+ * its fields and checks them as any step's); it is counted in that receiver's BYE
+ * (c->steps_per_receiver, c->steps), as after a follow, so that the receiver finds the
+ * simulation complete.
+ *
+ * Only an optimisation: the answer is asked once, at most ASK_TIMEOUT s each; a receiver
+ * without a follow socket (an older trainer), a rendezvous naming other receivers than
+ * the client's, or no answer in time: every step is sent, as before, and one line on
+ * stderr says why. A first attempt asks nothing (nothing of it can be held). A follow of
+ * a restarted trainer drops the skip (mt_rerun_drop, follow.c): its answers were the old
+ * trainer's, and every later step is sent. Not thread-safe: the client's thread. */
+#define _POSIX_C_SOURCE 200809L
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "follow.h"
+
+#define ENV_ATTEMPT "MELISSA_TRAINER_ATTEMPT"
+#define ASK_TIMEOUT 5.0 /* s for each receiver's HELD (rerun.py ASK_TIMEOUT) */
+
+long mt_rerun_attempt(void) {
+    const char *v = getenv(ENV_ATTEMPT);
+    if (v == NULL) return -1;
+    while (isspace((unsigned char)*v)) ++v;
+    const char *digits = *v == '+' || *v == '-' ? v + 1 : v;
+    if (!isdigit((unsigned char)*digits)) return -1; /* (also: unset, or spaces only) */
+    char *end = NULL;
+    errno = 0;
+    long n = strtol(v, &end, 10);
+    while (end != NULL && isspace((unsigned char)*end)) ++end;
+    return errno != 0 || end == NULL || *end != '\0' ? -1 : n; /* (not a number: -1) */
+}
+
+/* Every step is sent: say why (the message of mt_held_ask, or `why`), as rerun.py does. */
+static void say_not_asked(mt_client *c, const char *why) {
+    fprintf(stderr, "melissa_trainer: simulation %llu rank %d (attempt %ld): could not ask "
+                    "its receivers which steps they hold (%s): it sends every step, their "
+                    "duplicates dropped\n",
+            (unsigned long long)c->simulation_id, c->rank, mt_rerun_attempt(), why);
+}
+
+/* Each receiver's HELD into held (rv->n of them): true, or false (said on stderr). */
+static bool ask(mt_client *c, mt_rendezvous *rv, mt_held *held) {
+    bool same = rv->n == c->n_endpoints;
+    for (size_t r = 0; same && r < rv->n; ++r)
+        same = strcmp(rv->endpoints[r], c->endpoints[r]) == 0;
+    if (!same) {
+        say_not_asked(c, "the rendezvous names other receivers than the client's");
+        return false;
+    }
+    char *kept = c->error; /* (mt_send's: cleared as it began; taken back after) */
+    c->error = NULL;
+    mt_status st = mt_held_ask(c, rv, ASK_TIMEOUT, held);
+    if (st != MT_OK) say_not_asked(c, c->error != NULL ? c->error : "no answer");
+    mt_clear_error(c);
+    c->error = kept;
+    return st == MT_OK;
+}
+
+void mt_rerun_ask(mt_client *c) {
+    c->rerun_asked = true;
+    if (c->rendezvous_used == NULL || mt_rerun_attempt() < 1) return;
+    mt_rendezvous rv;
+    mt_buf problem = {0};
+    mt_status st = mt_rendezvous_read(c->rendezvous_used, &rv, &problem, false);
+    if (st != MT_OK) {
+        char why[640];
+        snprintf(why, sizeof why, "%s", st == MT_ENOMEM || problem.oom ? "out of memory"
+                                        : problem.data != NULL ? problem.data
+                                        : "the rendezvous cannot be read");
+        say_not_asked(c, why);
+        free(problem.data);
+        return;
+    }
+    free(problem.data);
+    mt_held *held = calloc(rv.n > 0 ? rv.n : 1, sizeof *held);
+    bool useful = false;
+    if (held == NULL) say_not_asked(c, "out of memory");
+    else if (ask(c, &rv, held))
+        for (size_t r = 0; r < rv.n; ++r)
+            useful = useful || held[r].status == MT_HELD_STEPS ||
+                     held[r].status == MT_HELD_FINISHED;
+    if (useful) { /* (else nothing held: every step is sent, nothing kept) */
+        c->rerun_held = held, c->rerun_n = rv.n;
+    } else {
+        for (size_t r = 0; held != NULL && r < rv.n; ++r) mt_held_free(&held[r]);
+        free(held);
+    }
+    mt_rendezvous_free(&rv);
+}
+
+bool mt_rerun_holds(const mt_client *c, uint64_t step) {
+    if (c->rerun_held == NULL) return false;
+    size_t r = mt_receiver_of(c->simulation_id, step, c->rerun_n, c->routing);
+    return mt_held_holds(&c->rerun_held[r], step, c->simulation_id, c->routing);
+}
+
+void mt_rerun_drop(mt_client *c) {
+    for (size_t r = 0; c->rerun_held != NULL && r < c->rerun_n; ++r)
+        mt_held_free(&c->rerun_held[r]);
+    free(c->rerun_held);
+    c->rerun_held = NULL, c->rerun_n = 0;
+}

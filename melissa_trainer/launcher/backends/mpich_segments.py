@@ -35,7 +35,8 @@ its running jobs were seen to hold, and the launches of those not looked at yet,
 next run of its study on this node to remove.
 
 Limits: Linux only (nothing found elsewhere); the ranks on this machine only (those an
-``mpiexec -hosts`` started on other nodes are out of reach, as are Slurm's). The sweep
+``mpiexec -hosts`` started on other nodes are out of reach, as are those of Slurm's
+jobs and steps there: `slurm.segments`, `slurm.steps` sweep this node's). The sweep
 sees the processes this /proc shows: a process of another PID namespace sharing this
 /dev/shm (a container with the host's IPC but not its PIDs) is not seen, and a file it
 holds could be taken for an orphan; so could one of a process we may not read (not

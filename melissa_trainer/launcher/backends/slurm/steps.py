@@ -66,8 +66,9 @@ logger = logging.getLogger("melissa_trainer.launcher.backends.slurm")
 #: what `SrunSteps.poll` reports for a step it killed whose srun exited with 0 (see the
 #: module docstring): srun's own code for tasks it ended with SIGKILL
 KILLED = 128 + signal.SIGKILL
-#: seconds between two ``squeue --steps`` while a running step's id is unknown
-LIST_EVERY = 0.5
+#: seconds between two ``squeue --steps`` while a running step's id is unknown (each
+#: asks slurmctld: at most one a second per trainer)
+LIST_EVERY = 1.0
 #: step ids swept past the highest listed, for a step whose id was never listed
 SPAN = 16
 
@@ -127,7 +128,7 @@ class SrunSteps:
         code = self._local.poll(step.process)
         due = time.monotonic() - self._listed >= LIST_EVERY
         if code is None and step.step_id is None and due:
-            self._list()
+            self._list(warn=False)  # (a failure, said at each try, would flood the log)
         if code is not None and step in self._running:
             self._running.remove(step)
             self._sweep(step)
@@ -178,15 +179,17 @@ class SrunSteps:
             )
             self._commands.run([self._commands.path("scancel"), *steps])
 
-    def _list(self) -> dict[str, str] | None:
-        """The allocation's steps (``squeue --steps``): id -> name; None (said in a
-        warning) if squeue fails. Notes the ids of the running steps by their names."""
+    def _list(self, warn: bool = True) -> dict[str, str] | None:
+        """The allocation's steps (``squeue --steps``): id -> name; None if squeue fails
+        (said in a warning, or at debug level unless `warn`). Notes the ids of the
+        running steps by their names."""
         self._listed = time.monotonic()
         squeue = self._commands.path("squeue")
         result = self._commands.run([squeue, "-h", "-s", "-j", self._allocation, "-o", "%i|%j"])
         why = failure(result)
         if why is not None or isinstance(result, str):
-            logger.warning("cannot list the steps of job %s: %s", self._allocation, why)
+            level = logging.WARNING if warn else logging.DEBUG
+            logger.log(level, "cannot list the steps of job %s: %s", self._allocation, why)
             return None
         listed = sq.parse_squeue(result.stdout)
         ids: dict[str, int] = {}

@@ -87,6 +87,7 @@ for case in ("killed", "crashed"):
         (here / "crash").touch()
     seen["code"] = until(lambda: backend.poll(handle), "the step's end")
     seen["at_end"] = present(step)
+    seen["learnt"] = handle.step_id  # (the backend's, from squeue; None: never listed)
     # files still held when the end was handled are retried by later polls (up to 60 s)
     deadline = time.monotonic() + 60
     while present(step) and time.monotonic() < deadline:
@@ -123,3 +124,6 @@ def test_killed_and_crashed_srun_steps_leave_no_segment(
         assert seen["before"], f"{case}: no MPICH segment named after step {seen['step']}"
         assert seen["code"] not in (None, 0), (case, seen, log)
         assert not seen["left"], f"{case}: step {seen['step']} left {seen['left']}: {seen}"
+    # the kill lists the steps first: the killed step's own id was swept, not a range
+    killed = out["killed"]
+    assert killed["step"].split(".")[1] == str(killed["learnt"]), killed

@@ -35,7 +35,8 @@ its running jobs were seen to hold, and the launches of those not looked at yet,
 next run of its study on this node to remove.
 
 Limits: Linux only (nothing found elsewhere); the ranks on this machine only (those an
-``mpiexec -hosts`` started on other nodes are out of reach, as are Slurm's). The sweep
+``mpiexec -hosts`` started on other nodes are out of reach, as are those of Slurm's
+jobs and steps there: `slurm.segments`, `slurm.steps` sweep this node's). The sweep
 sees the processes this /proc shows: a process of another PID namespace sharing this
 /dev/shm (a container with the host's IPC but not its PIDs) is not seen, and a file it
 holds could be taken for an orphan; so could one of a process we may not read (not
@@ -62,6 +63,8 @@ __all__ = [
     "Segment",
     "SegmentWatch",
     "is_segment",
+    "kvs_hash",
+    "kvs_segments",
     "listing",
     "mapped_segments",
     "orphans",
@@ -190,6 +193,24 @@ def listing() -> Listing:
             return {e.name: e.inode() for e in entries if e.name.startswith(PREFIXES)}
     except OSError:
         return {}
+
+
+def kvs_hash(kvs: str) -> str:
+    """The ``<hash>`` of MPICH's names for the segments of the PMI key-value space `kvs`
+    (``srun --mpi=pmi2`` calls a step's ``<job id>.<step id>``): its 32-bit FNV-1a, hex."""
+    value = 2166136261
+    for byte in kvs.encode():
+        value = ((value ^ byte) * 16777619) & 0xFFFFFFFF
+    return f"{value:x}"
+
+
+def kvs_segments(spaces: Iterable[str]) -> list[str]:
+    """The names of MPICH's files in /dev/shm now that belong to the key-value spaces
+    `spaces`, on any node index (``<prefix><hash>_<node>``): a Slurm step's, known by its
+    id. Whose they are, and whether a live process holds them, is for `sweep` to say."""
+    hashes = {kvs_hash(kvs) for kvs in spaces}
+    size = len(PREFIXES[0])  # (both prefixes are as long)
+    return [name for name in listing() if name[size:].rpartition("_")[0] in hashes]
 
 
 def orphans(before: Listing, only: Collection[str] | None = None) -> list[Segment]:

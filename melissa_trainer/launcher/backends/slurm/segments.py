@@ -47,6 +47,7 @@ from melissa_trainer.launcher.backends.mpich_segments import (
     DYING_WAIT,
     PREFIXES,
     SegmentWatch,
+    kvs_hash,
     orphans,
     remove_segments,
 )
@@ -68,10 +69,8 @@ def pmi2_names(job_id: str, steps: int = STEPS, nodes: int = NODES) -> list[str]
     FNV-1a hash of the key-value space's name ``<job id>.<step id>``."""
     names = []
     for step in range(steps):
-        value = 2166136261
-        for byte in f"{job_id}.{step}".encode():
-            value = ((value ^ byte) * 16777619) & 0xFFFFFFFF
-        names += [f"{prefix}{value:x}_{node}" for prefix in PREFIXES for node in range(nodes)]
+        value = kvs_hash(f"{job_id}.{step}")
+        names += [f"{prefix}{value}_{node}" for prefix in PREFIXES for node in range(nodes)]
     return names
 
 

@@ -16,6 +16,30 @@ slurmstepd slow to answer, on a loaded node, or a step aborted before its launch
 complete) it exits with 0, having heard of no task. That 0 says nothing about the job:
 `poll` reports `KILLED` for it instead.
 
+MPICH segments. A step whose ranks end without ``MPI_Finalize`` (killed, crashed) leaves
+its node's file in /dev/shm (`mpich_segments`), named after the step's PMI key-value
+space ``<allocation>.<step id>`` under ``srun --mpi=pmi2``. The ranks run under
+slurmstepd, not below srun, so the local watch of the srun process finds nothing; the
+step's id is learnt from ``squeue --steps`` by the step's name (listed from its creation
+by slurmctld, before any task starts, until it completes; asked at most every
+`LIST_EVERY` s while a step's id is unknown, and before a kill). Once the step has ended
+(`poll` sees srun's end, `kill`, `close`), the files of that name on any node index
+that are ours and that no live process holds are removed (`mpich_segments.sweep`);
+those still held then (ranks that slurmstepd is still ending) are retried by later
+polls (`SegmentWatch.retry`). A step that ended before squeue listed it is swept over
+the step ids it may have had: above the highest listed before its launch, up to
+`SPAN` past the highest listed by its end (any file of this allocation's steps that is
+ours and unheld has lost every rank: nobody can use it again).
+
+Why squeue: sacct needs accounting (often off, and off in the test cluster); ``srun
+--verbose`` writes its lines into the job's log, which users read and `exit_cause`
+parses; a rank's ``SLURM_STEP_ID`` is readable only on a node where a rank runs and
+while it lives (a crash right after ``MPI_Init`` leaves nothing to read).
+
+Only this node's /dev/shm can be swept: the files that a step leaves on the other nodes
+of the allocation are for Slurm's epilog, or the user, to remove (docs/how-to/slurm.md).
+Another MPI, or MPICH without pmi2, names no file so: nothing is removed then.
+
 Used from the backend's one thread.
 """
 
@@ -24,11 +48,13 @@ from __future__ import annotations
 import dataclasses
 import logging
 import signal
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from melissa_trainer.launcher.backends.base import Handle, Job
 from melissa_trainer.launcher.backends.local import LocalBackend
+from melissa_trainer.launcher.backends.mpich_segments import SegmentWatch, kvs_segments
 from melissa_trainer.launcher.backends.slurm import queries as sq
 from melissa_trainer.launcher.backends.slurm import script as ss
 from melissa_trainer.launcher.backends.slurm.commands import SlurmCommands, failure
@@ -40,6 +66,11 @@ logger = logging.getLogger("melissa_trainer.launcher.backends.slurm")
 #: what `SrunSteps.poll` reports for a step it killed whose srun exited with 0 (see the
 #: module docstring): srun's own code for tasks it ended with SIGKILL
 KILLED = 128 + signal.SIGKILL
+#: seconds between two ``squeue --steps`` while a running step's id is unknown (each
+#: asks slurmctld: at most one a second per trainer)
+LIST_EVERY = 1.0
+#: step ids swept past the highest listed, for a step whose id was never listed
+SPAN = 16
 
 
 @dataclass(eq=False)
@@ -50,6 +81,8 @@ class SrunHandle(Handle):
     process: Handle  # LocalBackend's handle of the srun process
     step_name: str  # the step's Slurm name (``--job-name``)
     killed: bool = False  # `SrunSteps.kill` signalled its srun while it ran
+    step_id: int | None = None  # its id in the allocation, once squeue has listed it
+    floor: int = 0  # the lowest id it can have: above every id listed before its launch
 
 
 class SrunSteps:
@@ -68,6 +101,10 @@ class SrunSteps:
         # is not: the srun process is started as the trainer is, nothing changed
         self._local = LocalBackend(placement=None)
         self._running: list[SrunHandle] = []  # steps not known ended
+        self._top = -1  # the highest step id of the allocation listed so far
+        self._listed = -LIST_EVERY  # when the steps were last listed (monotonic)
+        #: sweeps of ended steps that found files still held, and the steps' names
+        self._pending: list[tuple[SegmentWatch, str]] = []
 
     def launch(self, job: Job, step_name: str) -> SrunHandle:
         """Start the srun process of `job`, its step named `step_name`; at once."""
@@ -81,7 +118,7 @@ class SrunSteps:
         )
         # the local backend sees one process (srun), which starts the ranks itself
         process = self._local.launch(dataclasses.replace(job, argv=argv, ranks=1))
-        step = SrunHandle(job=job, process=process, step_name=step_name)
+        step = SrunHandle(job=job, process=process, step_name=step_name, floor=self._top + 1)
         self._running.append(step)
         return step
 
@@ -89,45 +126,97 @@ class SrunSteps:
         """None while srun runs, else its exit code; `KILLED` for a step that `kill`
         ended whose srun exited with 0 (it heard of no task's end: module docstring)."""
         code = self._local.poll(step.process)
+        due = time.monotonic() - self._listed >= LIST_EVERY
+        if code is None and step.step_id is None and due:
+            self._list(warn=False)  # (a failure, said at each try, would flood the log)
         if code is not None and step in self._running:
             self._running.remove(step)
+            self._sweep(step)
+        self._retry()
         if code == 0 and step.killed:
             return KILLED
         return code
 
     def kill(self, step: SrunHandle, grace: float) -> None:
         if step in self._running:  # still running: its step may outlive srun
+            if step.step_id is None:
+                self._list()  # (while it is among the running: its id is noted)
             self._running.remove(step)
             # (an srun that had ended on its own keeps its code: it was not killed)
             step.killed = self._local.poll(step.process) is None
             self._local.kill(step.process, grace)
             self.cancel({step.step_name}.__contains__)
+            self._sweep(step)
 
     def close(self) -> None:
-        names = {step.step_name for step in self._running}
-        self._running.clear()
+        """Kill every running step; sweep the segments of all (`_sweep`: those still
+        held by ranks that are ending are retried once, after the kills)."""
+        if any(step.step_id is None for step in self._running):
+            self._list()
+        running, self._running = self._running, []
         self._local.close()
+        names = {step.step_name for step in running}
         if names:
             self.cancel(names.__contains__)
+        for step in running:
+            self._sweep(step)
+        for watch, name in self._pending:
+            watch.retry(name, now=True)
+        self._pending.clear()
 
     def describe(self, step: SrunHandle) -> str:
         return f"{self._local.describe(step.process)} (srun step {step.step_name})"
 
     def cancel(self, match: Callable[[str], bool]) -> None:
         """scancel the steps of the allocation whose name `match`-es, logging them."""
-        squeue = self._commands.path("squeue")
-        result = self._commands.run([squeue, "-h", "-s", "-j", self._allocation, "-o", "%i|%j"])
-        why = failure(result)
-        if why is not None or isinstance(result, str):
-            logger.warning("cannot list the steps of job %s: %s", self._allocation, why)
+        listed = self._list()
+        if listed is None:
             return
-        steps = [
-            step_id
-            for step_id, name in sq.parse_squeue(result.stdout).items()
-            if match(name) and "." in step_id
-        ]
+        steps = [step_id for step_id, name in listed.items() if match(name) and "." in step_id]
         if steps:
             logger.info(
                 "cancelling steps (of killed srun processes, or of an earlier run): %s", steps
             )
             self._commands.run([self._commands.path("scancel"), *steps])
+
+    def _list(self, warn: bool = True) -> dict[str, str] | None:
+        """The allocation's steps (``squeue --steps``): id -> name; None if squeue fails
+        (said in a warning, or at debug level unless `warn`). Notes the ids of the
+        running steps by their names."""
+        self._listed = time.monotonic()
+        squeue = self._commands.path("squeue")
+        result = self._commands.run([squeue, "-h", "-s", "-j", self._allocation, "-o", "%i|%j"])
+        why = failure(result)
+        if why is not None or isinstance(result, str):
+            level = logging.WARNING if warn else logging.DEBUG
+            logger.log(level, "cannot list the steps of job %s: %s", self._allocation, why)
+            return None
+        listed = sq.parse_squeue(result.stdout)
+        ids: dict[str, int] = {}
+        for step_id, name in listed.items():
+            job_id, _, number = step_id.partition(".")
+            if job_id == self._allocation and number.isdigit():
+                self._top = max(self._top, int(number))
+                ids[name] = max(ids.get(name, -1), int(number))  # (the newest of a name)
+        for step in self._running:
+            if step.step_id is None and ids.get(step.step_name, -1) >= step.floor:
+                step.step_id = ids[step.step_name]
+        return listed
+
+    def _sweep(self, step: SrunHandle) -> None:
+        """Remove the MPICH files that ended `step` left on this node (module
+        docstring); keep those still held for `_retry`."""
+        if step.step_id is None:  # ended before squeue listed it: the ids it may have had
+            numbers = range(step.floor, self._top + 1 + SPAN)
+        else:
+            numbers = range(step.step_id, step.step_id + 1)
+        names = kvs_segments(f"{self._allocation}.{number}" for number in numbers)
+        if names:
+            watch = SegmentWatch({}, names)
+            watch.remove(step.step_name)
+            if watch.pending:
+                self._pending.append((watch, step.step_name))
+
+    def _retry(self) -> None:
+        """The retries that are due of the sweeps that found files still held."""
+        self._pending = [(w, name) for w, name in self._pending if not w.retry(name)]

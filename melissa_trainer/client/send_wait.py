@@ -263,8 +263,8 @@ class SendWait:
             self._stop_look = now + SLICE  # (a close's cadence: once a slice at most)
             stop = self._stop_said(step)
             if stop is not None:  # (no trainer comes back: nothing to wait for, or follow)
-                blocked = f"the send gave up after {now - started:.1f} s blocked"
-                raise StoppedForGood(f"{stop[0]} ({blocked}: no trainer comes back there)", stop[1])
+                after = f"the send gave up after {now - started:.1f} s blocked"
+                raise StoppedForGood(f"{stop[0]} ({after}: no trainer comes back there)", stop[1])
         if self._disconnected is None and self._notice is None:
             return
         if self.watch is None:

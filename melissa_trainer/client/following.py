@@ -5,7 +5,10 @@ The client's `send`, `flush` and `close` go through `send`, `flush` and `close` 
 a send looks at the rendezvous first (cheap unless `follow.CHECK_INTERVAL` has
 passed) and keeps a copy of its step after; one that gives up on a receiver gone
 (`send_wait.ReceiverGone`; a close's "not delivered") waits for a restarted trainer
-(`after_gone`), follows it, and tries again. A follow (`switch`) asks the new
+(`after_gone`), follows it, and tries again; unless its trainer's stop record said that
+it stopped for good (`send_wait.StoppedForGood`, `closing.TrainerStopped`: read by the
+send's wait and the close, `RestartCheck.stopped`): no trainer comes back, and the error
+is raised at once, not after `follow_timeout`. A follow (`switch`) asks the new
 receivers what they hold, releases the old transport (what it had queued is dropped:
 the window has what is needed), makes the new one (its HELLO carries the new run id,
 its BYE counts every step routed to each receiver) and sends again, from the window,
@@ -26,7 +29,7 @@ from melissa_trainer.client.closing import TrainerStopped, follow_gave_up
 from melissa_trainer.client.config import check_time_step
 from melissa_trainer.client.follow import Follower, FollowError
 from melissa_trainer.client.replay import ReplayWindow
-from melissa_trainer.client.send_wait import ReceiverGone
+from melissa_trainer.client.send_wait import ReceiverGone, StoppedForGood
 from melissa_trainer.stream.step_set import StepSet
 from melissa_trainer.wire import HELD_ABANDONED, HeldReply
 from melissa_trainer.wire.routing import receiver_of
@@ -191,8 +194,8 @@ class Following:
         try:
             close()
         except TimeoutError as exc:  # (a receiver gone: a restarted trainer, followed)
-            if "not delivered" not in str(exc) or isinstance(exc, TrainerStopped):
-                raise  # (one that stopped for good, its stop record says: none comes)
+            if "not delivered" not in str(exc):
+                raise
             follow(self.after_gone(exc, started))
             close()
 
@@ -212,11 +215,16 @@ class Following:
         self, error: BaseException, started: float | None = None
     ) -> list[dict[str, Any]]:
         """The entries of the restarted trainer to follow, waiting `follow_timeout`
-        for it; re-raises `error` if none published in time. Given `started` (a close
+        for it; re-raises `error` if none published in time, or at once if it says that
+        its trainer's stop record said it stopped for good (`StoppedForGood`, a send's;
+        `TrainerStopped`, a close's, `SimulationNotNeeded` among them): no trainer comes
+        back there. Given `started` (a close
         whose transport gave up, or a blocked send's `ReceiverGone`: the
         `time.monotonic()` it began), its message is completed with that wait, the
         whole one, and what to do (`closing.follow_gave_up`); a receipt's error says
         them already (`receipts`)."""
+        if isinstance(error, (StoppedForGood, TrainerStopped)):
+            raise error  # (its stop record said why, read first: nothing to wait for)
         waiting = time.monotonic()
         entries = self.follower.wait_restarted(self._timeout)
         if entries is None:

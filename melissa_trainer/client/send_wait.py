@@ -30,7 +30,11 @@ connected: ZeroMQ allows one monitor per socket, which the close reads too):
 A send that gave up says what the client knows, in a close's words. When a receiver
 is disconnected and its trainer's stop record says that the run ended or failed
 (`RestartCheck.stopped`), that first, in the close's sentence (`gave_up.stop_sentence`):
-no trainer comes back there. Else a send that `send_timeout` ended (`SendWait.timeout`)
+no trainer comes back there. A blocked send reads that record as a close does, once a
+slice (`SLICE`) while a receiver is disconnected, and gives up as soon as it says so
+(`StoppedForGood`, a `ReceiverGone`), rather than wait out `disconnected_timeout` or
+`send_timeout`; a client that follows restarted trainers does not wait for one then
+(`following`). Else a send that `send_timeout` ended (`SendWait.timeout`)
 says what the monitors know (`handshake.never_note`, `pending_note`, `down_note`): no
 connection ever accepted or a peer that is not a receiver (check the endpoint), a peer
 connected at the TCP level whose handshake has not come yet (a `send_timeout` shorter
@@ -62,7 +66,7 @@ from melissa_trainer.client.sockets import arm_slice
 if TYPE_CHECKING:  # pragma: no cover
     from melissa_trainer.client.gave_up import StopSaid
 
-__all__ = ["LOOK_EVERY", "ReceiverGone", "SendNotice", "SendWait"]
+__all__ = ["LOOK_EVERY", "ReceiverGone", "SendNotice", "SendWait", "StoppedForGood"]
 
 _T = TypeVar("_T")
 #: seconds between two looks at the monitors by sends that do not block (`SendWait.look`):
@@ -79,6 +83,22 @@ SendNotice = Callable[[str | None, float, tuple[str, ...], float, float | None, 
 class ReceiverGone(TimeoutError):
     """A blocked send gave up: a receiver stayed disconnected for `disconnected_timeout`
     seconds (the trainer died, or its node). A `TimeoutError`, as `send` documents."""
+
+
+class StoppedForGood(ReceiverGone):
+    """A blocked send gave up on a receiver disconnected whose trainer's stop record says
+    that the run ended or failed (`StopRecords.for_good`): no trainer comes back there,
+    so a client that follows restarted trainers raises it at once rather than wait
+    `follow_timeout` for one (`following`). The message is the close's sentence
+    (`gave_up.stop_sentence`).
+
+    Attributes:
+        said: the record's parts.
+    """
+
+    def __init__(self, message: str, said: StopSaid) -> None:
+        super().__init__(message)
+        self.said = said
 
 
 class SendWait:
@@ -124,6 +144,9 @@ class SendWait:
         #: a send gave up (`following`, set by the client: `follows`), or None
         self.follow_in: str | None = None
         self._told = False  # (the notice said, in this watch's wait)
+        #: when a blocked send may next read the stop record (`time.monotonic()`): once
+        #: a slice at most, as a close does (`patience.CloseWait.until_done`)
+        self._stop_look = 0.0
         #: the watch of the receivers, begun when a send has blocked a slice, ended
         #: when it is through; left by a send that gave up (`close` goes on with it:
         #: the receiver found gone is not waited for again)
@@ -152,6 +175,8 @@ class SendWait:
 
         Raises:
             ValueError: a receiver refused the handshake (`Handshakes.refused`).
+            StoppedForGood: a receiver is disconnected and its trainer's stop record
+                says that it stopped for good (read once a slice at most).
             ReceiverGone: a receiver has been disconnected for `disconnected_timeout`.
             TimeoutError: `deadline` passed (`timeout`).
         """
@@ -186,7 +211,7 @@ class SendWait:
             return refused
         stop = self._stop_said(step)
         if stop is not None:  # (no trainer comes back: what its stop record says, first)
-            return TimeoutError(f"{stop} (send_timeout={self._send_timeout} s ended the send)")
+            return TimeoutError(f"{stop[0]} (send_timeout={self._send_timeout} s ended the send)")
         ended = f"{self._whose}: could not send {_what(step)} within send_timeout="
         ended += f"{self._send_timeout} s: "
         # What the monitors know, in a close's words (`never_note`: the endpoint is
@@ -203,11 +228,11 @@ class SendWait:
         said = "; ".join(k for k in known if k)
         return TimeoutError(ended + (said or "the trainer is not receiving (back-pressure)"))
 
-    def _stop_said(self, step: int | None) -> str | None:
-        """What a send of `step` that gave up says when a receiver is disconnected now
+    def _stop_said(self, step: int | None) -> tuple[str, StopSaid] | None:
+        """What a send of `step` that gives up says when a receiver is disconnected now
         and a stop record says that its trainer stopped for good (`stopped`): the close's
-        sentence (`gave_up.stop_sentence`), the record's reason first; else None. A stat
-        of the rendezvous files, on a give-up only."""
+        sentence (`gave_up.stop_sentence`), the record's reason first, and the record's
+        parts; else None. A stat of the rendezvous files while a receiver is down."""
         if self.stopped is None:
             return None
         self._handshakes.read()
@@ -217,7 +242,7 @@ class SendWait:
         if said is None:
             return None
         what = f"{_what(step)} and those queued before it"
-        return stop_sentence(self._whose, what, "were", said, down)
+        return stop_sentence(self._whose, what, "were", said, down), said
 
     def follows(self, stopped: Callable[[], StopSaid | None], follow_in: str | None) -> None:
         """Set `stopped` (`RestartCheck.stopped`) and `follow_in` (None: the client
@@ -225,12 +250,21 @@ class SendWait:
         self.stopped, self.follow_in = stopped, follow_in
 
     def _check(self, started: float, step: int | None, deadline: float | None) -> None:
-        """Raise the ValueError of a refused handshake, or `ReceiverGone` if a receiver
-        is gone (module docstring), else return, once saying so (`_tell`) if a receiver
-        has been disconnected a while."""
+        """Raise the ValueError of a refused handshake, `StoppedForGood` if a receiver
+        is disconnected and a stop record says its trainer stopped for good (whatever
+        `disconnected_timeout`), or `ReceiverGone` if a receiver is gone (module
+        docstring), else return, once saying so (`_tell`) if a receiver has been
+        disconnected a while."""
         refused = self._refused(step)
         if refused is not None:
             raise refused
+        now = time.monotonic()
+        if self.stopped is not None and now >= self._stop_look:
+            self._stop_look = now + SLICE  # (a close's cadence: once a slice at most)
+            stop = self._stop_said(step)
+            if stop is not None:  # (no trainer comes back: nothing to wait for, or follow)
+                after = f"the send gave up after {now - started:.1f} s blocked"
+                raise StoppedForGood(f"{stop[0]} ({after}: no trainer comes back there)", stop[1])
         if self._disconnected is None and self._notice is None:
             return
         if self.watch is None:
@@ -247,7 +281,9 @@ class SendWait:
         stop = self._stop_said(step)
         if stop is not None:  # (no trainer comes back: what its stop record says, first)
             gave_up = f"disconnected_timeout={self._disconnected} s"
-            raise ReceiverGone(f"{stop} (the send gave up after {blocked:.1f} s, {gave_up})")
+            raise StoppedForGood(
+                f"{stop[0]} (the send gave up after {blocked:.1f} s, {gave_up})", stop[1]
+            )
         note = self.restarted()  # (a follower says what to do once it waited: `following`)
         fix = "" if note or self.follow_in is not None else f" {run_again(self._simulation_id)}"
         raise ReceiverGone(

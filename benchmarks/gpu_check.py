@@ -193,8 +193,8 @@ def stage_rows(out: Path, name: str) -> list[dict[str, Any]]:
 class Outputs:
     """What the check hands back, under `out`, rewritten after every stage (a command
     killed from outside keeps what was done): ``summary.json``, ``gpu_check.log`` (every
-    stage's output, in order) and the example's PNG: 3 files (the device tool brings back
-    8 at most). The stages work in `work`, a scratch folder."""
+    stage's output, in order) and the example's PNG: 3 files, so that a folder collected
+    after the run holds little. The stages work in `work`, a scratch folder."""
 
     def __init__(self, out: Path, work: Path, env: dict[str, Any]) -> None:
         self.out, self.work = out, work

@@ -1,5 +1,5 @@
 """The GPU path (issues 34 and 42), measured in one run on one GPU (its first five rows took
-2.5 minutes on an H100; with the FNO and compile cases an estimated 6 to 8).
+2.5 minutes on an H100; with the FNO and compile cases an estimated 6 to 8 minutes).
 
 Run it as is on a machine with a CUDA GPU; every baseline is measured in the same run,
 interleaved with ours (A B A B ...), and medians are compared. Rows (``ratio``: higher
@@ -198,7 +198,8 @@ CASES: dict[str, Callable[[Bench], dict[str, Any] | list[dict[str, Any]] | None]
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    # (the docstring's whole first paragraph: its first line alone stops mid-sentence)
+    parser = argparse.ArgumentParser(description=" ".join((__doc__ or "").split("\n\n")[0].split()))
     add_flags(parser)
     parser.add_argument("--smoke", action="store_true", help="every case, a few steps, on CPU")
     parser.add_argument(
@@ -224,7 +225,12 @@ def main(argv: list[str] | None = None) -> int:
         heat_worker(opts.heat_worker, opts.smoke)
         return 0
     if not (opts.smoke or opts.cpu) and not torch.cuda.is_available():
-        print("no GPU is present: benchmarks/gpu.py measures nothing here", file=sys.stderr)
+        print(
+            "no GPU is present: benchmarks/gpu.py measures nothing here (no rows, exit 0). "
+            "--smoke runs every case a few steps on this CPU: a check that they run, "
+            "whose figures mean nothing",
+            file=sys.stderr,
+        )
         if opts.json:
             print_json([])
         return 0

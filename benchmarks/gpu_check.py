@@ -1,5 +1,5 @@
 """The prepared GPU check (issue 42): every row of `benchmarks/gpu.py` and the Navier–Stokes
-example at 256^2 for 2 minutes, in one command that fits a 10-minute limit.
+example at 256^2 for 2 minutes, in one command of at most 9 minutes (``--budget``).
 
     python benchmarks/gpu_check.py                  # writes under $OUT, else a temp dir
     python benchmarks/gpu_check.py --budget 300     # what fits in 5 minutes, in order
@@ -21,15 +21,16 @@ A stage out of time is stopped (SIGTERM to its process group, SIGKILL 15 s later
 rows it printed so far (each case prints its row on stderr as it comes) are kept. A case
 that fails does not stop its stage (``gpu.py --keep_going``: its traceback in the log).
 
-The output folder gets three files, rewritten after each stage (`Outputs`; the device
-tool brings back 8 at most): ``summary.json`` (the card, driver, torch, CPU, commit and
-`sources_digest`, which names the code where the copy has no .git; every row; the
+The output folder gets three files, rewritten after each stage (`Outputs`: a run cut
+short keeps what its finished stages wrote): ``summary.json`` (the card, driver, torch,
+CPU, commit and `sources_digest`, which names the code where the copy has no .git; every row; the
 example's figures; each stage's status and seconds), ``gpu_check.log``
 (each stage's output) and ``navier_stokes_validation.png``; a table is printed last.
 The stages import `melissa_trainer` from this checkout (the repository on PYTHONPATH)
-and the packages it needs are checked first: pyzmq is not in the device machines'
-image, so carry its wheel (docs/measured.md says how). Without a GPU (and without
-``--smoke``) it says so and exits 0, as `gpu.py` does.
+and the packages it needs are checked first (on a GPU node without network, carry the
+wheel of what is missing, pyzmq most often: docs/measured.md says how). Without a GPU
+(and without ``--smoke``) it says so, names ``--smoke``, and exits 0 with no files, as
+`gpu.py` does.
 """
 
 from __future__ import annotations
@@ -192,8 +193,8 @@ def stage_rows(out: Path, name: str) -> list[dict[str, Any]]:
 class Outputs:
     """What the check hands back, under `out`, rewritten after every stage (a command
     killed from outside keeps what was done): ``summary.json``, ``gpu_check.log`` (every
-    stage's output, in order) and the example's PNG: 3 files (the device tool brings back
-    8 at most). The stages work in `work`, a scratch folder."""
+    stage's output, in order) and the example's PNG: 3 files, so that a folder collected
+    after the run holds little. The stages work in `work`, a scratch folder."""
 
     def __init__(self, out: Path, work: Path, env: dict[str, Any]) -> None:
         self.out, self.work = out, work
@@ -235,7 +236,8 @@ def preflight(child_env: dict[str, str]) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    # (the docstring's whole first paragraph: its first line alone stops mid-sentence)
+    parser = argparse.ArgumentParser(description=" ".join((__doc__ or "").split("\n\n")[0].split()))
     parser.add_argument("--out", default=None, help="output folder (default $OUT, else a temp dir)")
     parser.add_argument("--budget", type=float, default=540.0, help="seconds for everything")
     parser.add_argument("--example_seconds", type=float, default=120.0)
@@ -254,7 +256,12 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     if not opts.smoke and not torch.cuda.is_available():
-        print("no GPU is present: benchmarks/gpu_check.py measures nothing here", file=sys.stderr)
+        print(
+            "no GPU is present: benchmarks/gpu_check.py measures nothing here (exit 0, no "
+            "files). --smoke runs the same stages tiny on this CPU, about a minute and a "
+            "half: a check that they run, whose figures mean nothing",
+            file=sys.stderr,
+        )
         return 0
     # the stages import melissa_trainer from this checkout, installed or not
     child_env = dict(os.environ)
@@ -265,8 +272,8 @@ def main(argv: list[str] | None = None) -> int:
     if missing is not None:
         print(
             f"gpu_check: a package the stages need is missing ({missing}): install it, or on "
-            "a machine without network carry its wheel (pyzmq is not in the device image: "
-            "docs/measured.md, 'The FNO cases and the prepared check')",
+            "a machine without network carry its wheel (docs/measured.md, 'The FNO cases "
+            "and the prepared check')",
             file=sys.stderr,
         )
         return 2

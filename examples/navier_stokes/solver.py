@@ -80,6 +80,21 @@ ENV_PARAMETERS = "MELISSA_TRAINER_PARAMETERS"
 ENV_RENDEZVOUS = "MELISSA_TRAINER_RENDEZVOUS"
 
 
+def config_problems(grid_size: int, time_steps: int, interval: float, dt: float) -> list[str]:
+    """What `FlowConfig` refuses in these values, one line each, each starting with the
+    field's ``name=value`` (the example's parser names the flag from it)."""
+    problems = []
+    if grid_size < 8 or grid_size % 2:
+        problems.append(f"grid_size={grid_size} must be even and >= 8")
+    if time_steps < 1:
+        problems.append(f"time_steps={time_steps} must be >= 1")
+    if not interval > 0:
+        problems.append(f"interval={interval} must be > 0")
+    if not 0 < dt <= interval:
+        problems.append(f"dt={dt} must be > 0 and <= interval={interval}")
+    return problems
+
+
 @dataclass(frozen=True)
 class FlowConfig:
     """The discretisation, shared by every simulation of a study.
@@ -99,15 +114,7 @@ class FlowConfig:
     dt: float = 0.025
 
     def __post_init__(self) -> None:
-        problems = []
-        if self.grid_size < 8 or self.grid_size % 2:
-            problems.append(f"grid_size={self.grid_size} must be even and >= 8")
-        if self.time_steps < 1:
-            problems.append(f"time_steps={self.time_steps} must be >= 1")
-        if not self.interval > 0:
-            problems.append(f"interval={self.interval} must be > 0")
-        if not 0 < self.dt <= self.interval:
-            problems.append(f"dt={self.dt} must be > 0 and <= interval={self.interval}")
+        problems = config_problems(self.grid_size, self.time_steps, self.interval, self.dt)
         if problems:
             raise ValueError("invalid Navier-Stokes configuration: " + "; ".join(problems))
 

@@ -42,7 +42,6 @@ lead time (`errors.py`; the JSON summary's ``by_lead_time`` has every time step)
 
 from __future__ import annotations
 
-import argparse
 import math
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -64,7 +63,8 @@ import study_common as common  # noqa: E402
 # a name of this module, which benchmarks/gpu_fno_busy.py replaces with a timer of its own
 from study_common import StepTimer  # noqa: E402
 
-from melissa_trainer import ArgumentParser, OnlineTrainer, TrainingArguments  # noqa: E402
+from melissa_trainer import ArgumentParser, ConfigError, OnlineTrainer, TrainingArguments  # noqa: E402
+from navier_stokes.cli import ShortUsageParser, add_notes  # noqa: E402
 from navier_stokes.errors import field_errors, lead_time_table, mse_tails  # noqa: E402
 from navier_stokes.models import MODELS, make_model  # noqa: E402
 from navier_stokes.plot import plot_comparison, predict  # noqa: E402
@@ -72,6 +72,7 @@ from navier_stokes.solver import (  # noqa: E402
     PARAMETER_BOUNDS,
     PARAMETER_NAMES,
     FlowConfig,
+    config_problems,
     initial_vorticity,
     solve,
 )
@@ -117,11 +118,13 @@ class FlowArgs(common.WorkerStudyArgs):
             )
         if self.model == "unet" and self.grid_size % 4:
             problems.append(f"grid_size={self.grid_size} must be a multiple of 4 for the U-Net")
-        try:  # the solver's own rules, so that a bad value is a usage error, not a traceback
-            _ = self.config
-        except ValueError as e:
-            problems.append(str(e))
-        return problems
+        # the solver's own rules, so that a bad value is a usage error, not a traceback
+        return problems + config_problems(self.grid_size, self.time_steps, self.interval, self.dt)
+
+    def __post_init__(self) -> None:
+        problems = self.problems()
+        if problems:  # one line each, which the parser prefixes with its flag
+            raise ConfigError(problems)
 
     @property
     def config(self) -> FlowConfig:
@@ -235,28 +238,15 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
-#: what ``--help`` adds to the library's words on ``--torch_compile`` (a user trial: a
-#: small CPU study trained 17 steps instead of 73, its stream over while it compiled)
-COMPILE_NOTE = (
-    " On a CPU at this example's small sizes the first step's compilation (30 s on 2 "
-    "busy cores, 8 s with inductor's cache warm) can outlast the study: training then "
-    "ends with the stream after far fewer steps (a 32^2 study of 8 simulations: 17 "
-    "instead of 73). The end-of-run line's 'each sample trained on N times' shows it "
-    "(against --sample_to_insert_ratio); stream more (--num_simulations, --time_steps) "
-    "or leave compilation to a GPU."
-)
-
-
 def parser(argv: Sequence[str] | None = None) -> ArgumentParser:
     """The command line `argv`: TrainingArguments and FlowArgs, with this example's
-    defaults (the reservoir's rate limit only with ``--buffer reservoir``), and
-    `COMPILE_NOTE` in ``--torch_compile``'s help."""
-    made = ArgumentParser(
+    defaults (the reservoir's rate limit only with ``--buffer reservoir``), `cli.NOTES`
+    in the help of ``--torch_compile`` and ``--json``, and a one-line usage before an
+    error (`cli.ShortUsageParser`)."""
+    made = ShortUsageParser(
         TrainingArguments, FlowArgs, defaults=common.buffer_defaults(DEFAULTS, argv)
     )
-    for action in made._actions:  # argparse keeps no public list of a parser's actions
-        if action.dest == "torch_compile" and action.help not in (None, argparse.SUPPRESS):
-            action.help = action.help.replace(" (default:", COMPILE_NOTE + " (default:", 1)
+    add_notes(made)
     return made
 
 

@@ -41,7 +41,7 @@ def test_without_a_gpu_it_says_so_and_exits_0_without_rows(
     capsys.readouterr()
     assert gpu.main(["--json"]) == 0
     out = capsys.readouterr()
-    assert "no GPU is present" in out.err
+    assert "no GPU is present" in out.err and "--smoke runs every case" in out.err
     assert json.loads(out.out.strip().splitlines()[-1]) == {"rows": []}
 
 
@@ -233,7 +233,9 @@ def test_the_check_without_a_gpu_says_so_and_exits_0(
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert gpu_check.main(["--out", str(tmp_path / "out")]) == 0
-    assert "no GPU is present" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    # (a user trial: it said "measures nothing here" and nothing of --smoke)
+    assert "no GPU is present" in err and "--smoke runs the same stages" in err
     assert not (tmp_path / "out").exists()
 
 
@@ -298,7 +300,7 @@ def test_a_stage_out_of_time_is_stopped_and_its_rows_so_far_kept(tmp_path: Path)
 def test_the_check_runs_its_stages_on_cpu_under_smoke(tmp_path: Path) -> None:
     """gpu_check --smoke: the gpu.py stages and the example (16^2, stopped after 3 s of
     training, then validated against its baselines and plotted); the folder given gets
-    three files (the device tool brings back 8 at most): summary.json with every row and
+    three files: summary.json with every row and
     the example's figures, the stages' log, the PNG."""
     out = tmp_path / "out"
     proc = subprocess.run(
@@ -352,3 +354,19 @@ def test_the_sources_digest_names_the_code_without_git(tmp_path: Path) -> None:
     (tmp_path / "melissa_trainer" / "core" / "step.py").write_bytes(b"x = 2\n")
     assert gpu_check.sources_digest(tmp_path) != digest
     assert len(gpu_check.sources_digest()) == 64  # the repository's own
+
+
+@pytest.mark.parametrize("script", ["gpu", "gpu_check"])
+def test_help_describes_the_command_in_whole_sentences(
+    script: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--help's description is the docstring's first paragraph, not its first line (a
+    user trial: both stopped mid-sentence)."""
+    module = _gpu_module() if script == "gpu" else _check_module()
+    with pytest.raises(SystemExit) as info:
+        module.main(["--help"])
+    assert info.value.code == 0
+    description = " ".join(capsys.readouterr().out.split("\n\n")[1].split())
+    # whole sentences: both docstrings' first sentence ends on their second line
+    assert description.startswith("The ") and description.endswith("."), description
+    assert "minutes" in description, description

@@ -122,3 +122,65 @@ def test_the_neuralop_model_without_its_package_is_refused_naming_the_extra(
     assert "--model neuralop needs the neuraloperator package" in err
     assert 'pip install "melissa-trainer[neuralop]", or --model fno' in err
     assert not (tmp_path / "outputs").exists()
+
+
+@pytest.mark.parametrize(
+    ("flags", "said"),
+    [
+        (["--num_simulations", "0"], "argument --num_simulations: num_simulations=0 must be >= 1"),
+        (
+            ["--grid_size", "30", "--modes", "4", "--model", "unet"],
+            "argument --grid_size: grid_size=30 must be a multiple of 4 for the U-Net",
+        ),
+        (["--modes", "40"], "argument --modes: modes=40 needs grid_size >= 80: lower --modes"),
+        (["--batch_size", "abc"], "argument --batch_size: 'abc' is not an integer"),
+    ],  # fmt: skip
+    ids=["study", "unet", "model", "library"],
+)
+def test_a_refused_flag_is_one_line_of_usage_and_the_error_naming_it(
+    capsys: pytest.CaptureFixture[str], flags: list[str], said: str
+) -> None:
+    """A user trial: every refusal printed ~45 lines of usage before its one good line,
+    which said "invalid FlowArgs:" (a class of the example's code). Now: one line of
+    usage, then the error naming the flag, as the library's own refusals do."""
+    with pytest.raises(SystemExit) as info:
+        train.parser(flags).parse_args_into_dataclasses(flags)
+    assert info.value.code == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 2, lines
+    assert lines[0].startswith("usage: ") and "--help" in lines[0]
+    assert lines[1].endswith(said) or said in lines[1], lines
+    assert "FlowArgs" not in lines[1]
+
+
+def test_json_promises_no_summary_from_a_stopped_run_and_a_stopped_run_prints_none(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """--json's help (a user trial: it promised "a JSON summary as the last line", but a
+    run stopped by Ctrl-C ends with the preemption's line and exit status 130): the help
+    says a stopped run prints no summary and exits 128 + the signal, and the example
+    does so when its training is preempted (the trainer raises `Preempted`)."""
+    import signal
+
+    import study_common
+
+    from melissa_trainer import Preempted
+
+    said = " ".join(train.parser([]).format_help().split())
+    assert "A run stopped before its end (Ctrl-C, SIGTERM, its launcher's death) prints no" in said
+    assert "130 for Ctrl-C, 143 for SIGTERM" in said
+
+    def preempted(trainer: Any) -> Any:
+        raise Preempted(signal.SIGINT, 80, str(tmp_path / "checkpoint-80"))
+
+    monkeypatch.setattr(study_common, "train_timed", preempted)
+    tiny = ["--grid_size", "16", "--modes", "4", "--width", "4", "--layers", "1",
+            "--time_steps", "2", "--dt", "0.1", "--num_validation", "1", "--no_plot",
+            "--num_simulations", "2", "--output_dir", str(tmp_path / "out"), "--json"]  # fmt: skip
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as info:
+        train.main(tiny)
+    assert info.value.code == 130 == 128 + signal.SIGINT
+    assert "{" not in capsys.readouterr().out  # no JSON line: nothing to read as a summary

@@ -30,7 +30,6 @@ from melissa_trainer.client.tuning import (
     check_field_sizes,
     check_socket_options,
 )
-from melissa_trainer.client.worker import given_attempt
 from melissa_trainer.stream.endpoints import fetch_rendezvous
 from melissa_trainer.wire.routing import routing_of_entries
 
@@ -130,7 +129,12 @@ def launched(simulation_id: int | None = None) -> bool:
     in a process that is no worker) is not launched: as in external mode."""
     if os.environ.get(ENV_ATTEMPT, "").strip():
         return True
-    return simulation_id is not None and given_attempt(simulation_id) is not None
+    if simulation_id is None:
+        return False
+    # (imported here: a launched process, most simulations, does not load it)
+    from melissa_trainer.client.worker import given_attempt  # (light: zmq, stdlib)
+
+    return given_attempt(simulation_id) is not None
 
 
 def resolve_receivers(

@@ -140,7 +140,7 @@ class AdmissionWatch:
             list(client.parameters),
             client._set_refused,
         )
-        if client._rendezvous is None or launched():
+        if client._rendezvous is None or launched(client.simulation_id):
             watch.ended.set()
         else:
             watch.start()

@@ -173,7 +173,7 @@ class Client(Sending):
         # rewrites it, which a send or close that gives up then says, `restart`)
         rendezvous = None if endpoints is not None else rendezvous_dir()
         #: the run this simulation belongs to, sent in its HELLO (None: unchecked)
-        self.run_id = resolve_run_id(run_id, published)
+        self.run_id = resolve_run_id(run_id, published, self.simulation_id)
         self._specs = specs
         hello = self._hello()
         if len(hello) > protocol.PREFIX.size + protocol.HELLO_FIXED.size + protocol.MAX_HELLO_BYTES:
@@ -192,7 +192,7 @@ class Client(Sending):
         #: the replay window and the follower of a restarted trainer (external mode:
         #: `following`), or None (`ClientTuning.replay_bytes` 0)
         self._following: Following | None = None
-        window = replay_bytes_for(tuning, rendezvous)
+        window = replay_bytes_for(tuning, rendezvous, self.simulation_id)
         if window and rendezvous is not None:
             # imported here: a launched simulation (no window) does not pay its import
             # at start-up (`benchmarks/client_startup.py`)
@@ -337,7 +337,7 @@ class Client(Sending):
             self._following.close(
                 lambda: self._transport.close(True, self._rendezvous), self._follow
             )
-        if bye and self._rendezvous is not None and not launched():
+        if bye and self._rendezvous is not None and not launched(self.simulation_id):
             # PUSH acknowledges nothing: return once the trainer confirms that it has the
             # BYE (and took the simulation), following it if it restarts meanwhile
             # (external mode only: a launched simulation is run again by the launcher,

@@ -92,10 +92,13 @@ def _but(note: str) -> str:
     return f"; but {note}" if note else ""
 
 
-def replay_bytes_for(tuning: ClientTuning, rendezvous: str | None) -> int:
+def replay_bytes_for(
+    tuning: ClientTuning, rendezvous: str | None, simulation_id: int | None = None
+) -> int:
     """The replay window of a client (`ClientTuning.replay_bytes`): as set, else
     ``$MELISSA_TRAINER_REPLAY_BYTES``, else `DEFAULT_REPLAY_BYTES` when the endpoints
-    came from `rendezvous` and the launcher did not start the simulation, else 0.
+    came from `rendezvous` and the launcher did not start the simulation
+    (`launched(simulation_id)`), else 0.
 
     Raises:
         ValueError: ``$MELISSA_TRAINER_REPLAY_BYTES`` is not a non-negative integer.
@@ -111,16 +114,27 @@ def replay_bytes_for(tuning: ClientTuning, rendezvous: str | None) -> int:
         if number < 0:
             raise ValueError(f"{ENV_REPLAY_BYTES}={value!r} is not a number of bytes >= 0")
         return number
-    if rendezvous is None or launched():
+    if rendezvous is None or launched(simulation_id):
         return 0
     return DEFAULT_REPLAY_BYTES
 
 
-def launched() -> bool:
-    """Whether the launcher started this simulation (``$MELISSA_TRAINER_ATTEMPT`` set):
-    the launcher restarts it and the study records its refusal, so it neither keeps a
-    replay window nor asks for its admission at close (external mode does both)."""
-    return bool(os.environ.get(ENV_ATTEMPT, "").strip())
+def launched(simulation_id: int | None = None) -> bool:
+    """Whether the launcher started this simulation: this process is one it launched
+    (``$MELISSA_TRAINER_ATTEMPT`` set), or `simulation_id` is the one it gave this
+    process's worker last (`worker.given_attempt`: worker mode, where workers get no
+    attempt variable). Either way the launcher restarts it and the study records its
+    refusal, so it neither keeps a replay window nor asks for its admission at close
+    (external mode does both). Another simulation id, or none, in a worker (or any id
+    in a process that is no worker) is not launched: as in external mode."""
+    if os.environ.get(ENV_ATTEMPT, "").strip():
+        return True
+    if simulation_id is None:
+        return False
+    # (imported here: a launched process, most simulations, does not load it)
+    from melissa_trainer.client.worker import given_attempt  # (light: zmq, stdlib)
+
+    return given_attempt(simulation_id) is not None
 
 
 def resolve_receivers(
@@ -213,10 +227,13 @@ def rendezvous_dir() -> str | None:
     return os.environ.get(ENV_RENDEZVOUS, "").strip() or None
 
 
-def resolve_run_id(run_id: str | None, published: str | None) -> str | None:
+def resolve_run_id(
+    run_id: str | None, published: str | None, simulation_id: int | None = None
+) -> str | None:
     """The run id the HELLO carries: `run_id`, else `$MELISSA_TRAINER_RUN_ID` (what the
     launcher says this simulation belongs to), else the one the rendezvous published,
-    else None (no check: any receiver accepts the HELLO).
+    else None (no check: any receiver accepts the HELLO). `simulation_id` only words
+    the error (`launched`).
 
     Raises:
         ValueError: a malformed run id (named).
@@ -238,7 +255,7 @@ def resolve_run_id(run_id: str | None, published: str | None) -> str | None:
             "another trainer has taken over that output directory since this simulation "
             "was launched. Its data would go to the wrong trainer: nothing is sent. Give "
             "each trainer its own --output_dir"
-            if launched()
+            if launched(simulation_id)
             else f"nothing is sent. A solver started by hand need not name its run: unset "
             f"{ENV_RUN_ID} (or pass no run_id) and it streams to the run the rendezvous "
             f"names; if that run is not yours, another trainer has taken over that output "

@@ -44,7 +44,10 @@ launched process's ``MELISSA_TRAINER_ATTEMPT``) sends only the time steps its
 receivers' checkpoint lacks: its `Client` reads the attempt with `given_attempt`
 (`melissa_trainer.client.rerun`). Only in the process that asked: an MPI worker's
 other ranks, given the simulation by rank 0, send every step (their receivers drop
-what they hold).
+what they hold). Likewise that `Client` counts as launched (`config.launched`): the
+launcher runs its simulation again if it fails, so it keeps no replay window and does
+not ask for its admission at close, as a launched process's; a `Client` of another
+simulation id (or an MPI worker's other ranks) does both, as in external mode.
 """
 
 from __future__ import annotations

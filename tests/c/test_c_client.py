@@ -231,7 +231,9 @@ def test_a_send_timeout_leaves_the_client_for_abort_only(script_exe: Path, tmp_p
     assert sends[first] == (
         8,
         f"simulation 1 rank 0: could not send time step {first} within send_timeout=0.2 s: "
-        "the trainer is not receiving (back-pressure); close the client with mt_client_abort",
+        "no receiver ever accepted a connection at tcp://127.0.0.1:9: check the endpoint (the "
+        "trainer's rank_N.json) or start the trainer first; close the client with "
+        "mt_client_abort",
     )
     for status, message in sends[first + 1 :]:
         assert (status, message) == (

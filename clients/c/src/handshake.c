@@ -65,6 +65,8 @@ static bool not_receiver(const mt_handshake *h) {
     return !h->zmtp && h->tcp_at > 0 && mt_now() - h->tcp_at >= NOT_ZMQ_AFTER_S;
 }
 
+bool mt_handshake_not_receiver(const mt_handshake *h) { return not_receiver(h); }
+
 /* Read the events that came for socket i (never blocks); say once, on stderr, that its
  * peer is not a receiver when first seen. */
 static void read_events(mt_client *c, size_t i) {

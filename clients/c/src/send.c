@@ -34,24 +34,6 @@ int mt_ms(double seconds) {
     return ms > 0 ? ms < (double)INT_MAX ? (int)ms : INT_MAX : 0; /* (NaN: 0) */
 }
 
-/* A failed send: the client is usable for mt_client_abort only from now on. */
-mt_status mt_send_fail(mt_client *c, int err, const char *what) {
-    c->failed = true;
-    if (err == EAGAIN) {
-        /* (a receiver that refused the handshake never reads: that, not back-pressure) */
-        for (size_t i = 0; i < c->n_endpoints; ++i)
-            if (mt_handshake_check(c, i) != MT_OK) return MT_EENV;
-        char t[32];
-        mt_format_double(c->send_timeout, t);
-        return mt_fail(c, MT_ETIMEDOUT, "simulation %llu rank %d: could not send %s within "
-                                        "send_timeout=%s s: the trainer is not receiving "
-                                        "(back-pressure); close the client with mt_client_abort",
-                       (unsigned long long)c->simulation_id, c->rank, what, t);
-    }
-    return mt_fail(c, MT_EZMQ, "simulation %llu rank %d: sending %s failed: %s",
-                   (unsigned long long)c->simulation_id, c->rank, what, zmq_strerror(err));
-}
-
 /* ZeroMQ's I/O thread is done with a payload sent without a copy. */
 static void released(void *data, void *hint) {
     (void)data;

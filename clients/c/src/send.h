@@ -39,6 +39,9 @@ double mt_handshake_down_since(mt_client *c, size_t i);
  * trainer first" for the sockets no connection of which was ever accepted (events read
  * without blocking: a wrong endpoint, or a trainer not started), else "". */
 void mt_handshake_never(mt_client *c, char *out, size_t size);
+/* Whether `h`'s peer is known not to be a receiver (TCP accepted a while ago, no
+ * handshake: what mt_handshake_never says of it), as the events read last say. */
+bool mt_handshake_not_receiver(const mt_handshake *h);
 /* Stop the monitors and close their sockets (before the data sockets, and the context). */
 void mt_handshake_release(mt_client *c);
 
@@ -56,6 +59,10 @@ bool mt_held_none(mt_client *c);
 #ifdef MT_TESTING
 extern _Atomic unsigned mt_testing_held_waits; /* condition waits of mt_wait_held */
 #endif
+/* send_words.c. A failed send (errno `err` of sending `what`): the client is for
+ * mt_client_abort only from now on. EAGAIN (the send timeout passed): MT_EENV if a
+ * receiver refused the handshake, else MT_ETIMEDOUT saying what the monitors know, and
+ * back-pressure only when they know nothing else; another errno: MT_EZMQ. */
 mt_status mt_send_fail(mt_client *c, int err, const char *what);
 
 /* send_wait.c. One try of a send on a socket (c->mu held): 0, or the errno (EAGAIN:

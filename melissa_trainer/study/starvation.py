@@ -145,18 +145,17 @@ class DeadlockCheck:
     def stale(self, progress: dict[str, Any]) -> bool:
         """Whether rank 0's training thread has stayed away from its buffer long enough,
         out of work of its own (module docstring): False while it is in such work
-        (``own_work_for`` given); else ``away_for``, or ``own_work_ago`` when less, >=
-        max(grace, `AWAY_FACTOR` x ``away_max``); True when its progress does not say
-        (an older rank 0's, or no read yet)."""
+        (``own_work_for`` given); else the least of ``away_for`` and ``own_work_ago``
+        (those given) >= max(grace, `AWAY_FACTOR` x ``away_max``); True when its
+        progress gives neither (an older rank 0's, or no read nor own work yet)."""
         if _seconds(progress.get("own_work_for")) is not None:
             return False  # (a hook, an action: it comes back by itself)
         away, longest = _seconds(progress.get("away_for")), _seconds(progress.get("away_max"))
-        if away is None:
+        out = _seconds(progress.get("own_work_ago"))  # (no read yet: since its own work)
+        times = [t for t in (away, out) if t is not None]
+        if not times:
             return True
-        out = _seconds(progress.get("own_work_ago"))
-        if out is not None:
-            away = min(away, out)
-        return away >= max(self.grace, AWAY_FACTOR * (longest or 0.0))
+        return min(times) >= max(self.grace, AWAY_FACTOR * (longest or 0.0))
 
     def _stuck(self, progress: dict[str, Any]) -> bool:
         return bool(

@@ -54,6 +54,23 @@ def test_a_rank_0_that_leaves_its_hook_and_stays_away_is_called_deadlocked() -> 
     assert when is not None and HOOK + bound <= when < HOOK + bound + REFRESH
 
 
+def test_a_rank_0_that_leaves_its_hook_before_its_first_read_gets_the_grace() -> None:
+    """A slow `on_train_start`: no read yet (before, a deadlock at once, the grace only
+    from the two writes). Once out, the grace counts from its end: a write between its
+    end and its first read (milliseconds later) says no deadlock."""
+
+    def rank0(t: float) -> dict[str, Any]:
+        left = t >= HOOK
+        return stuck(
+            t, reads=0, away_for=None, away_max=None,
+            own_work_for=None if left else t, own_work_ago=t - HOOK if left else None,
+        )  # fmt: skip
+
+    check = DeadlockCheck(1)
+    assert said_at(check, rank0, HOOK + DEADLOCK_GRACE - REFRESH) is None
+    assert check(rank0(HOOK + DEADLOCK_GRACE)) is not None
+
+
 def test_an_older_rank_0s_progress_without_own_work_is_read_as_before() -> None:
     def rank0(t: float) -> dict[str, Any]:
         return stuck(t, reads=40, away_for=t, away_max=AWAY_MAX)

@@ -184,12 +184,19 @@ def rank0_words(progress: dict[str, Any] | None, rank: int) -> str:
         f"{progress.get('jobs_alive', '?')} jobs alive, {progress.get('pending', '?')} "
         f"simulations pending, {progress.get('finished', '?')} finished"
     )
+    own = _seconds(progress.get("own_work_for"))
+    busy = (
+        ""
+        if own is None
+        else f"Rank 0's training has been in a hook or an action (a log, a validation, a "
+        f"save) for {own:.0f} s. "
+    )
     if held is None:
-        return f"Rank 0's launcher: {counts}. "
+        return f"Rank 0's launcher: {counts}. {busy}"
     return (
         f"Rank 0's receiver has waited for room in its buffer for {float(held):.0f} s "
         f"(back-pressure: it waits for rank {rank}, in the step agreement), and its launcher "
-        f"starts no more: {counts}. "
+        f"starts no more: {counts}. {busy}"
     )
 
 

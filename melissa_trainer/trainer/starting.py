@@ -14,6 +14,7 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from melissa_trainer.hooks import Event
+from melissa_trainer.stream.starvation_watch import ReadClock
 from melissa_trainer.trainer import checkpointing
 from melissa_trainer.trainer.preemption import PreemptionHandler
 
@@ -72,8 +73,8 @@ def start_training(trainer: OnlineTrainer, release: Callable[[], None]) -> Preem
         trainer.source.start(trainer.buffer, trainer.process_index, trainer.num_processes)
         # the hooks' calls and the actions are the training thread's own work, which a
         # source's starvation watch (a stream's, a study's) publishes: `study.starvation`
-        watch = getattr(trainer.source, "starvation", None)
-        trainer.hooks.work = None if watch is None else watch.reads
+        reads = getattr(getattr(trainer.source, "starvation", None), "reads", None)
+        trainer.hooks.work = reads if isinstance(reads, ReadClock) else None
     except BaseException:
         try:
             if starting:

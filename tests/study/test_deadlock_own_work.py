@@ -19,7 +19,7 @@ from test_deadlock_grace import Clock, Held, said_at, stuck
 from melissa_trainer.hooks import Event, Hook, HookList
 from melissa_trainer.stream.starvation_watch import ReadClock
 from melissa_trainer.study.progress import REFRESH, ProgressFile, read_progress
-from melissa_trainer.study.starvation import AWAY_FACTOR, DEADLOCK_GRACE, DeadlockCheck
+from melissa_trainer.study.starvation import AWAY_FACTOR, DEADLOCK_GRACE, DeadlockCheck, rank0_words
 
 HOOK = 120.0  # seconds rank 0 spends in its slow hook
 AWAY_MAX = 1.0  # its longest time away between two reads before (fast steps)
@@ -135,3 +135,12 @@ def test_rank_0_publishes_its_own_work_at_each_write(tmp_path: Path) -> None:
     said = read_progress(tmp_path, "r")
     assert said is not None and (said["own_work_for"], said["own_work_ago"]) == (3.0, None)
     assert DeadlockCheck(1).stale(said) is False
+
+
+def test_a_starved_ranks_message_says_rank_0_is_in_its_own_work() -> None:
+    """A hook that waits in a collective for the starved rank is taken for own work:
+    its deadlock is left to stall_timeout, whose message says where rank 0 is."""
+    words = rank0_words(stuck(0.0, own_work_for=312.4), 1)
+    assert "Rank 0's training has been in a hook or an action" in words
+    assert "for 312 s" in words
+    assert "hook" not in rank0_words(stuck(0.0, own_work_for=None, own_work_ago=3.0), 1)

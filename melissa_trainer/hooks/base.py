@@ -27,6 +27,7 @@ if TYPE_CHECKING:  # pragma: no cover - import for annotations only
 
     from melissa_trainer.core.loss_per_simulation import SimulationLoss
     from melissa_trainer.core.view import TrainerView
+    from melissa_trainer.stream.starvation_watch import ReadClock
 
 
 class HookStateMismatch(ValueError):
@@ -251,6 +252,9 @@ class HookList:
         self._figures: list[Hook] = []  # the hooks that give log figures
         self._eval_figures: list[Hook] = []  # ... and validation metrics
         self._added = AddedKeys()  # keys hooks add to `logs` / `metrics`: warned about
+        #: told of every dispatch to a listener, work of the training thread's own (set
+        #: by the trainer: its source's starvation watch's, `study.starvation`), or None
+        self.work: ReadClock | None = None
         for hook in hooks:
             self.add(hook)
 
@@ -313,13 +317,23 @@ class HookList:
 
     def fire(self, event: Event, *args: Any) -> None:
         """Call `event`'s method of every listening hook with `args`; a key a hook
-        adds to LOG's `logs` or VALIDATION_END's `metrics` is warned about (`AddedKeys`)."""
-        watch = event in (Event.LOG, Event.VALIDATION_END)
-        for method in self._listeners[event]:
-            before = set(args[-1]) if watch else None
-            method(*args)
-            if before is not None and not before.issuperset(args[-1]):
-                self._added.warn(method, event, set(args[-1]) - before)
+        adds to LOG's `logs` or VALIDATION_END's `metrics` is warned about (`AddedKeys`).
+        `work` is told when the calls begin and end (none: nothing told)."""
+        listeners = self._listeners[event]
+        if not listeners:
+            return
+        work = self.work
+        outer = None if work is None else work.work_began()
+        try:
+            watch = event in (Event.LOG, Event.VALIDATION_END)
+            for method in listeners:
+                before = set(args[-1]) if watch else None
+                method(*args)
+                if before is not None and not before.issuperset(args[-1]):
+                    self._added.warn(method, event, set(args[-1]) - before)
+        finally:
+            if work is not None:
+                work.work_ended(outer)
 
     def close(self) -> None:
         """Close every hook; the first exception is raised after all were closed."""

@@ -32,8 +32,12 @@ wait is logged once per wait (a WARNING saying what it waits for).
 
 The watch also keeps the cadence of its training thread's reads (`ReadClock`): rank 0
 publishes it, so that another rank tells a rank 0 busy with its own steps from one
-blocked in the step agreement, which reads nothing (`study.starvation`).
-Not thread-safe: the training thread's (but `ReadClock.published`: any thread).
+blocked in the step agreement, which reads nothing (`study.starvation`). The same
+clock is told by the trainer when its training thread is in work of its own, between
+the collectives of a step (a hook call, an action point: `work_began`): a rank 0 there,
+a slow hook on its main process alone, say, comes back by itself.
+Not thread-safe: the training thread's (but `ReadClock.published` and `own_work`: any
+thread).
 """
 
 from __future__ import annotations
@@ -144,8 +148,10 @@ class ReadClock:
     came to its source (a read, or a wait for one), and the longest it stayed away
     between two reads over its last `READ_HISTORY` reads (what its steps and actions
     take: the ranks read a window's batches, then run its steps, which read nothing).
-    A wait for data is not time away. `came` is the training thread's; `published`
-    reads one tuple that `came` replaces whole, so any thread may call it."""
+    A wait for data is not time away. Also told by the trainer when its training thread
+    is in work of its own (`work_began`, `work_ended`: module docstring). `came` and
+    those are the training thread's; `published` and `own_work` read tuples that they
+    replace whole, so any thread may call them."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
@@ -153,6 +159,23 @@ class ReadClock:
         self._last: float | None = None  # when the training thread last came
         #: (reads begun, when it last came or None, longest away or None)
         self._said: tuple[int, float | None, float | None] = (0, None, None)
+        #: (in work of its own since, or None; when it last left such work, or None)
+        self._work: tuple[float | None, float | None] = (None, None)
+
+    def work_began(self) -> float | None:
+        """The training thread begins work of its own (a hook call, an action point);
+        returns what `work_ended` is given at its end: the start of the work it is
+        already in, or None (nested work is one: the outermost's start is kept). Costs a
+        clock read and a tuple, once per hook dispatch (several times a step)."""
+        since, left = self._work
+        if since is None:
+            self._work = (self._clock(), left)
+        return since
+
+    def work_ended(self, outer: float | None) -> None:
+        """The work whose `work_began` returned `outer` is done (in a ``finally``)."""
+        if outer is None:
+            self._work = (None, self._clock())
 
     def came(self, read: bool) -> None:
         """The training thread came to its source: to `read` (a read begins), or to
@@ -174,16 +197,27 @@ class ReadClock:
         self._said = (reads, now, longest)
 
     def published(self, now: float) -> dict[str, Any]:
-        """What rank 0 publishes (`study.progress`) as of `now` (the clock's seconds):
-        ``reads``, ``away_for`` (seconds since it last came, None before the first
-        read) and ``away_max`` (None before the second read)."""
+        """What rank 0 publishes (`study.progress`) of its reads as of `now` (the
+        clock's seconds): ``reads``, ``away_for`` (seconds since it last came, None
+        before the first read) and ``away_max`` (None before the second read)."""
         reads, came, longest = self._said
-        away = None if came is None else round(max(0.0, now - came), 1)
         return {
             "reads": reads,
-            "away_for": away,
+            "away_for": _ago(now, came),
             "away_max": None if longest is None else round(longest, 1),
         }
+
+    def own_work(self, now: float) -> dict[str, Any]:
+        """What rank 0 publishes of its own work as of `now`: ``own_work_for`` (seconds
+        it has been in it, None when it is not) and ``own_work_ago`` (seconds since it
+        last left it, None before). Any thread, as `published`."""
+        since, left = self._work
+        return {"own_work_for": _ago(now, since), "own_work_ago": _ago(now, left)}
+
+
+def _ago(now: float, then: float | None) -> float | None:
+    """Seconds from `then` to `now`, to a tenth (None for None)."""
+    return None if then is None else round(max(0.0, now - then), 1)
 
 
 class StarvationWatch:

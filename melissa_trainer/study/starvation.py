@@ -37,18 +37,26 @@ What the study does about it, in order:
   writes and has stayed away from its buffer (no read, no wait for data) for
   max(`DEADLOCK_GRACE`, `AWAY_FACTOR` x the longest it stayed away between two of its
   recent reads). A rank 0 making steps, slow ones too, reads once a window and waits
-  for data when it has none: never called deadlocked, unless one pause of its own,
-  between two collectives this rank waits in too, lasts past both (checkpoint saves
-  and validations are collectives: a rank in one waits there, not for a batch). In the
-  real deadlock rank 0 holds its window's batches, blocked in the agreement (or its
-  first step's backward) on this rank: it reads nothing. The deadlock is then said by
+  for data when it has none: never called deadlocked. Nor while it is in work of its
+  own, which a pause on rank 0 alone is (a hook on its main process only, plotting or
+  uploading in `on_log`; the rank-0 part of a save, its rotation): its trainer tells
+  the same clock of every hook dispatch and action point (`ReadClock.work_began`,
+  published as ``own_work_for``), and the time away counts from the later of its last
+  read and the end of its last own work (``own_work_ago``). Such work between two
+  collectives lies behind this rank: if this rank waits for a batch, it has passed
+  them, so rank 0 comes out by itself. In the real deadlock rank 0 holds its window's
+  batches, blocked in the agreement (or its first step's backward) on this rank, out
+  of any hook: it reads nothing. A hook that itself waits in a collective for this
+  rank (a user's all-reduce in `on_step_start`) is taken for own work: that deadlock
+  is left to `stall_timeout`, as before these checks. The deadlock is then said by
   max(t_s + `DEADLOCK_GRACE`, t_r + max(`DEADLOCK_GRACE`, `AWAY_FACTOR` x
   ``away_max``)) + `REFRESH` + 1 s, where t_s is when rank 0 first published the state
-  above, t_r its training thread's last read or wait for data, `REFRESH` the period of
-  its rewrites while held and 1 s that of this rank's reads of the file: with steps
-  of milliseconds, by the later of t_s + 26 s and t_r + 26 s; with windows of one 30 s
-  step, by the later of t_s + 26 s and t_r + 66 s. An older rank 0's progress, without
-  the reads: the two writes alone, by t_s + 26 s.
+  above, t_r the later of its training thread's last read or wait for data and its
+  last own work's end, `REFRESH` the period of its rewrites while held and 1 s that of
+  this rank's reads of the file: with steps of milliseconds, by the later of t_s + 26 s
+  and t_r + 26 s; with windows of one 30 s step, by the later of t_s + 26 s and t_r +
+  66 s. An older rank 0's progress, without the reads: the two writes alone, by t_s +
+  26 s.
 * With nothing left to start (the study's end) it is no deadlock: rank 0's end notice
   (`study.end_notice`) tells this rank the study ended, its stream ends and training
   ends with it, padded. Otherwise the stall watch of `stall_timeout` stands, as before:
@@ -135,13 +143,19 @@ class DeadlockCheck:
         )
 
     def stale(self, progress: dict[str, Any]) -> bool:
-        """Whether rank 0's training thread has stayed away from its buffer long enough
-        (module docstring): ``away_for`` >= max(grace, `AWAY_FACTOR` x ``away_max``);
-        True when its progress does not say (an older rank 0's, or no read yet)."""
+        """Whether rank 0's training thread has stayed away from its buffer long enough,
+        out of work of its own (module docstring): False while it is in such work
+        (``own_work_for`` given); else the least of ``away_for`` and ``own_work_ago``
+        (those given) >= max(grace, `AWAY_FACTOR` x ``away_max``); True when its
+        progress gives neither (an older rank 0's, or no read nor own work yet)."""
+        if _seconds(progress.get("own_work_for")) is not None:
+            return False  # (a hook, an action: it comes back by itself)
         away, longest = _seconds(progress.get("away_for")), _seconds(progress.get("away_max"))
-        if away is None:
+        out = _seconds(progress.get("own_work_ago"))  # (no read yet: since its own work)
+        times = [t for t in (away, out) if t is not None]
+        if not times:
             return True
-        return away >= max(self.grace, AWAY_FACTOR * (longest or 0.0))
+        return min(times) >= max(self.grace, AWAY_FACTOR * (longest or 0.0))
 
     def _stuck(self, progress: dict[str, Any]) -> bool:
         return bool(
@@ -170,12 +184,19 @@ def rank0_words(progress: dict[str, Any] | None, rank: int) -> str:
         f"{progress.get('jobs_alive', '?')} jobs alive, {progress.get('pending', '?')} "
         f"simulations pending, {progress.get('finished', '?')} finished"
     )
+    own = _seconds(progress.get("own_work_for"))
+    busy = (
+        ""
+        if own is None
+        else f"Rank 0's training has been in a hook or an action (a log, a validation, a "
+        f"save) for {own:.0f} s. "
+    )
     if held is None:
-        return f"Rank 0's launcher: {counts}. "
+        return f"Rank 0's launcher: {counts}. {busy}"
     return (
         f"Rank 0's receiver has waited for room in its buffer for {float(held):.0f} s "
         f"(back-pressure: it waits for rank {rank}, in the step agreement), and its launcher "
-        f"starts no more: {counts}. "
+        f"starts no more: {counts}. {busy}"
     )
 
 

@@ -149,7 +149,7 @@ class Study(Source):
         self._stream_over = False  # on_end_of_stream: the last simulations are closing
         self._last_exits = LastExits()  # (at most STOP_WAIT s for them, in all)
         self._end_notice: StudyEndNotice | None = None  # rank 0: tells the ranks the end
-        self._starvation: StarvationWatch | None = None  # a wait for a batch never served
+        self.starvation: StarvationWatch | None = None  # a wait for a batch never served
         #: rank 0, resumed: which simulations are done, which run again (`ProgressHook`)
         self.resume_report: list[str] = []
         #: rank 0, after `stop`: the account when not a WARNING (`ProgressHook` prints it)
@@ -191,7 +191,7 @@ class Study(Source):
             self.stream.excuse_silence(other_rank_excuse(self.launcher.tuning))
         self.stream.start(buffer, rank, world_size)
         self._rank = rank
-        self._starvation = study_watch(self.launcher, self.stream, buffer, rank, world_size)
+        self.starvation = study_watch(self.launcher, self.stream, buffer, rank, world_size)
 
     def on_all_ranks_started(self) -> None:
         """Rank 0 starts the simulations (on resume, a collective: every rank calls it)."""
@@ -227,7 +227,7 @@ class Study(Source):
             run_id=self.stream.config.run_id,
         )
         self._end_notice = StudyEndNotice.start(launcher, rendezvous, self.stream.config.run_id)
-        self._end_notice.progress.reads = self._starvation.reads if self._starvation else None
+        self._end_notice.progress.reads = self.starvation.reads if self.starvation else None
         logs = self.launcher.log_dir  # the user's log_dir: the notice names it, not ours
         self.first_data.started(receiver.ingest.samples_put, logs or study_dir / "logs")
         # the stall watchdog asks the launcher before it fails a silent stream
@@ -248,8 +248,8 @@ class Study(Source):
                 failures = self.launcher.failures()
                 raise SourceError(f"{exc}\n{failures}") from exc.__cause__ or exc
             self._check_launcher()
-            if self._starvation is not None:  # (`study.starvation`)
-                self._starvation.check(n_samples, timeout)
+            if self.starvation is not None:  # (`study.starvation`)
+                self.starvation.check(n_samples, timeout)
             if timeout > 0:
                 receiver = self.stream.receiver
                 if self._started and receiver is not None:  # (every simulation ended?)

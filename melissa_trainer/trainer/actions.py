@@ -50,8 +50,20 @@ class TrainerActions(RefusesHFKeywords):
         later, or at the next action point otherwise; never dropped.
         """
         control = self.control
-        if control.should_log or control.should_validate or control.should_save:
-            self._loss_guard.check()  # nothing logged, validated or saved past a NaN loss
+        if not (control.should_log or control.should_validate or control.should_save):
+            return
+        # the training thread's own work (a rank-0 part: a save's rotation; its hooks):
+        # another rank's starvation watch does not call a rank 0 in it deadlocked
+        work = self._as_trainer().hooks.work
+        outer = None if work is None else work.work_began()
+        try:
+            self._act(control)
+        finally:
+            if work is not None:
+                work.work_ended(outer)
+
+    def _act(self, control: TrainerControl) -> None:
+        self._loss_guard.check()  # nothing logged, validated or saved past a NaN loss
         if control.should_log:
             control.should_log = False
             self.log()

@@ -14,6 +14,7 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from melissa_trainer.hooks import Event
+from melissa_trainer.stream.starvation_watch import ReadClock
 from melissa_trainer.trainer import checkpointing
 from melissa_trainer.trainer.preemption import PreemptionHandler
 
@@ -50,7 +51,8 @@ def forced_stop(trainer: OnlineTrainer, preemption: PreemptionHandler | None = N
 
 def start_training(trainer: OnlineTrainer, release: Callable[[], None]) -> PreemptionHandler:
     """Install the preemption handler (stopping the source on a forced exit), resume
-    the checkpoint `args.resume_from_checkpoint` names, fire LOAD, start the source;
+    the checkpoint `args.resume_from_checkpoint` names, fire LOAD, start the source
+    (its starvation watch's clock, if any, told of the hooks' work: `HookList.work`);
     returns the handler, installed (the caller restores it when training ends).
 
     On any exception (a refused resume, a failed start): the source is stopped if its
@@ -69,6 +71,10 @@ def start_training(trainer: OnlineTrainer, release: Callable[[], None]) -> Preem
             trainer.hooks.fire(Event.LOAD, trainer, trainer.state, trainer.control, str(resume))
         starting = True
         trainer.source.start(trainer.buffer, trainer.process_index, trainer.num_processes)
+        # the hooks' calls and the actions are the training thread's own work, which a
+        # source's starvation watch (a stream's, a study's) publishes: `study.starvation`
+        reads = getattr(getattr(trainer.source, "starvation", None), "reads", None)
+        trainer.hooks.work = reads if isinstance(reads, ReadClock) else None
     except BaseException:
         try:
             if starting:

@@ -27,8 +27,9 @@ reach (the mmap threshold rises to each mapped block freed, up to 32 MiB, the tr
 threshold to twice it), so no block glibc would serve from its heap is mapped instead.
 A fixed mmap threshold of twice the frame (as until 2026-12-01) was lower than where
 glibc had settled in a training process, whose tensors are larger than a frame: each of
-them was mapped and faulted in again at every step (the field surrogate's FNO at 256^2:
-twice the page faults, 0.63 -> 0.89 CPU-s a step, with no message received). Without it,
+them was mapped and faulted in again at every step, a cost to training with no message
+received (`benchmarks/field_surrogate.py --rounds 1`, whose baseline runs before the
+first stream; tests/stream/test_heap.py shows the faults). Without it,
 1 MiB frames held in a buffer of 64 and freed by the reader left glibc trimming the top
 of ZeroMQ's I/O thread's heap at each burst of frees (`madvise`, a TLB shootdown) and
 faulting every page in again on the next frames (5 to 70 faults per 1 MiB message, run

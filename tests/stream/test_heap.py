@@ -101,8 +101,8 @@ def test_recycle_frames_keeps_freed_frames_up_to_its_bound() -> None:
 # under numpy's 4 MiB hugepage advice), freed and allocated again each step after a
 # receiver of 256 KiB frames set its thresholds: glibc's dynamic threshold had risen to
 # them at their first free, so they came from the heap; a threshold fixed at twice the
-# frame mapped and faulted each one in again (field_surrogate.py's FNO at 256^2: 137k
-# -> 307k faults and 0.63 -> 0.89 CPU-s a step, no message received).
+# frame mapped and faulted each one in again (field_surrogate.py's FNO at 256^2: its
+# steps cost more CPU with no message received).
 OWN_BLOCKS = r"""
 import resource, sys
 import numpy as np

@@ -19,10 +19,17 @@ socket's high-water mark) instead of returning it. That is why it is opt-in:
 
 `recycle_frames` is the bounded form a receiver applies by default (issue 42), once a
 simulation declares a field that travels as a frame of its own (above
-`FRAME_MIN_BYTES`): blocks up to twice the largest such field come from the heap (what
-glibc's own dynamic threshold settles on once a frame has been freed), and freed memory
+`FRAME_MIN_BYTES`): blocks up to `MMAP_THRESHOLD` come from the heap, and freed memory
 goes back to the system beyond what that stream's frames may hold at once (the buffer's
-capacity and the socket's queue, in samples; at most `TRIM_THRESHOLD`). Without it,
+capacity and the socket's queue, in samples), or twice `MMAP_THRESHOLD` if more (at
+most `TRIM_THRESHOLD`). Those are the highest values glibc's own dynamic thresholds
+reach (the mmap threshold rises to each mapped block freed, up to 32 MiB, the trim
+threshold to twice it), so no block glibc would serve from its heap is mapped instead.
+A fixed mmap threshold of twice the frame (as until 2026-12-01) was lower than where
+glibc had settled in a training process, whose tensors are larger than a frame: each of
+them was mapped and faulted in again at every step, a cost to training with no message
+received (`benchmarks/field_surrogate.py --rounds 1`, whose baseline runs before the
+first stream; tests/stream/test_heap.py shows the faults). Without it,
 1 MiB frames held in a buffer of 64 and freed by the reader left glibc trimming the top
 of ZeroMQ's I/O thread's heap at each burst of frees (`madvise`, a TLB shootdown) and
 faulting every page in again on the next frames (5 to 70 faults per 1 MiB message, run
@@ -49,15 +56,14 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-#: Blocks up to this many bytes come from malloc's heap (glibc accepts up to 32 MiB).
+#: Blocks up to this many bytes come from malloc's heap (glibc accepts up to 32 MiB,
+#: the ceiling of its own dynamic threshold).
 MMAP_THRESHOLD = 32 << 20
 #: Free memory at the top of the heap is returned to the system beyond this many bytes.
 TRIM_THRESHOLD = 1 << 30
 #: Fields above this many bytes travel as frames of their own (the clients'
 #: `INLINE_MAX_BYTES`: smaller ones are batched and copied out of their frames).
 FRAME_MIN_BYTES = 1 << 16
-#: glibc's default mmap threshold (below it, blocks always come from the heap)
-_GLIBC_MMAP_THRESHOLD = 128 << 10
 
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters
 _lock = threading.Lock()
@@ -81,9 +87,9 @@ def keep_freed_memory() -> bool:
 
 def recycle_frames(frame_bytes: int, peak_bytes: int) -> bool:
     """Let malloc recycle received frames of up to `frame_bytes` each, keeping up to
-    `peak_bytes` of them freed (module docstring); thresholds only ever rise (an earlier
-    `keep_freed_memory` or larger call stands). Nothing for frames of `FRAME_MIN_BYTES`
-    or less.
+    `peak_bytes` of them freed, or twice `MMAP_THRESHOLD` if more (module docstring);
+    thresholds only ever rise (an earlier `keep_freed_memory` or larger call stands).
+    Nothing for frames of `FRAME_MIN_BYTES` or less.
 
     Returns True if the thresholds now cover such frames, False where malloc is not
     glibc's or refused, or frames are larger than glibc will take from its heap
@@ -91,7 +97,9 @@ def recycle_frames(frame_bytes: int, peak_bytes: int) -> bool:
     """
     if frame_bytes <= FRAME_MIN_BYTES:
         return True
-    mmap = min(max(2 * frame_bytes, _GLIBC_MMAP_THRESHOLD), MMAP_THRESHOLD)
+    # glibc's dynamic ceilings, not twice the frame: setting a threshold turns the dynamic
+    # ones off, and the process's own larger blocks must stay on the heap (docstring)
+    mmap = MMAP_THRESHOLD
     trim = min(max(peak_bytes, 2 * mmap), TRIM_THRESHOLD)
     with _lock:
         return _raise_thresholds(mmap, trim) and frame_bytes < MMAP_THRESHOLD

@@ -89,10 +89,12 @@ class ReceiverConfig:
         recycle_frames: on glibc, once a simulation declares a field of more than
             64 KiB (such fields stay in the frames they arrive in), let malloc keep
             the freed memory of those frames, up to what the buffer and the socket's
-            queue may hold of them at once, instead of giving it back at each burst
-            and faulting it in again (`melissa_trainer.stream.heap.recycle_frames`:
-            process-wide, thresholds that only rise). True by default; False leaves
-            malloc as it is.
+            queue may hold of them at once (64 MiB at least: glibc's own ceiling),
+            instead of giving it back at each burst and faulting it in again
+            (`melissa_trainer.stream.heap.recycle_frames`: process-wide, thresholds
+            that only rise, never below where glibc's dynamic ones could settle, so
+            the model's own blocks are not mapped anew each step). True by default;
+            False leaves malloc as it is.
 
     Raises:
         ValueError: a value out of its range (named), or malformed CURVE keys.

@@ -97,6 +97,46 @@ def test_recycle_frames_keeps_freed_frames_up_to_its_bound() -> None:
     assert faults("keep") < 64 * 256 // 4
 
 
+# A training process's own blocks, larger than twice a frame (a model's activations: 3 MiB,
+# under numpy's 4 MiB hugepage advice), freed and allocated again each step after a
+# receiver of 256 KiB frames set its thresholds: glibc's dynamic threshold had risen to
+# them at their first free, so they came from the heap; a threshold fixed at twice the
+# frame mapped and faulted each one in again (field_surrogate.py's FNO at 256^2: its
+# steps cost more CPU with no message received).
+OWN_BLOCKS = r"""
+import resource, sys
+import numpy as np
+from melissa_trainer.stream.heap import recycle_frames
+def step():
+    block = np.ones(3 << 17)
+    del block
+step()  # (glibc's dynamic threshold rises to the block at its first free)
+if sys.argv[1] == "recycle":
+    assert recycle_frames(1 << 18, 70 << 19)  # 256 KiB frames, a buffer of 64 and the queue
+step()
+before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+for _ in range(4):
+    step()
+print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+"""
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(120)
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc malloc only")
+def test_recycle_frames_maps_no_block_glibc_kept_on_its_heap() -> None:
+    def faults(mode: str) -> int:
+        out = subprocess.run(
+            [sys.executable, "-c", OWN_BLOCKS, mode], capture_output=True, text=True, timeout=60
+        )
+        assert out.returncode == 0, out.stderr
+        return int(out.stdout)
+
+    pages = (3 << 20) // 4096  # one block's
+    assert faults("default") < pages // 4  # glibc's own: kept on the heap
+    assert faults("recycle") < pages // 4  # (was 4 x pages: mapped at each step)
+
+
 def test_recycle_frames_leaves_small_frames_and_higher_thresholds_alone(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -106,9 +146,12 @@ def test_recycle_frames_leaves_small_frames_and_higher_thresholds_alone(
     assert heap.recycle_frames(heap.FRAME_MIN_BYTES, 1 << 30)  # batched fields: nothing
     assert calls == []
     assert heap.recycle_frames(1 << 20, 100 << 20)
-    assert calls == [(-3, 2 << 20), (-1, 100 << 20)]  # mmap, trim: both at once
+    # mmap, trim: both at once; mmap at glibc's own ceiling, not twice the frame
+    # (`test_recycle_frames_maps_no_block_glibc_kept_on_its_heap`)
+    assert calls == [(-3, heap.MMAP_THRESHOLD), (-1, 100 << 20)]
     calls.clear()
     assert heap.recycle_frames(1 << 19, 10 << 20)  # lower: the higher ones stand
+    assert heap.recycle_frames(1 << 20, 20 << 20)  # (trim: twice mmap at least)
     assert heap.recycle_frames(1 << 20, 100 << 20)
     assert calls == []
     # beyond what glibc takes from its heap: capped, and said so

@@ -44,6 +44,17 @@ def _fresh_accelerate_state():
     GradientState._reset_state()
 
 
+@pytest.fixture(autouse=True)
+def _release_held_ports():  # type: ignore[no-untyped-def]
+    """The ports `held_ports.refused_endpoint` held for the test are released."""
+    yield
+    try:  # (as `_shm_guard`: a copy of this file elsewhere has no held_ports beside it)
+        from held_ports import release
+    except ImportError:
+        return
+    release()
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _one_thread():
     torch.set_num_threads(1)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import resource
-import socket
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import zmq
+from held_ports import refused_endpoint
 
 #: the C client's status codes (melissa_trainer.h) these tests name
 MT_ESHAPE, MT_EFIELD, MT_EDTYPE, MT_ETIMEDOUT, MT_EREFUSED, MT_EREPLY = 4, 2, 3, 8, 12, 13
@@ -110,11 +110,9 @@ def sink(zctx: zmq.Context) -> str:
 
 
 def dead_endpoint() -> str:
-    """A loopback endpoint where nothing listens (a port bound, then closed: refused
-    at once, as a dead trainer's)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return f"tcp://127.0.0.1:{s.getsockname()[1]}"
+    """A loopback endpoint where nothing listens (refused at once, as a dead trainer's),
+    held until the test ends (`held_ports`: a port closed at once may be taken meanwhile)."""
+    return refused_endpoint()
 
 
 def start_lines(sink: str, sim: int = 7) -> list[str]:

@@ -6,7 +6,7 @@ close_timeout=60.0 s to ['tcp://127.0.0.1:1']", a minute later, nothing about th
 endpoint. Before the change the note was in no message here (each test failed).
 
 A receiver that accepted the connection is not said to be one never connected. Nothing
-listens on `dead_endpoint` (a port bound, then closed): every connection is refused at
+listens on `dead_endpoint` (a port bound and held, `held_ports`): every connection is refused at
 once, deterministically."""
 
 from __future__ import annotations

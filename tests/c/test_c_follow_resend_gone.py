@@ -7,7 +7,7 @@ published within the follow timeout), and following a newer run published meanwh
 The trainers are played by the test, deterministically: the solver streams STEPS steps to
 run-a; the test publishes run-b, whose follow socket answers HELD "none held" (every step
 is to be sent again) and whose data endpoint refuses connections (a trainer that died
-right after it answered: the port bound, then closed); the solver's close looks at the
+right after it answered: a port bound and held); the solver's close looks at the
 rendezvous (docs/protocol.md 17), follows run-b, and its sends again block on the queue
 to it (sndhwm 1).
 
@@ -32,6 +32,7 @@ import pytest
 import zmq
 from c_driver import script_exe  # noqa: F401 (a fixture)
 from compiled import SANITIZER_ENV, CClient, c_client, sanitized_c_client  # noqa: F401
+from held_ports import refused_endpoint
 from predict_script import Script, zctx  # noqa: F401 (a fixture)
 from test_c_close_follow import HELD, resumed_receiver
 from test_c_close_receipt import STEPS, publish
@@ -45,13 +46,10 @@ MT_ETIMEDOUT = 8
 
 
 def dead_endpoint(ctx: zmq.Context) -> str:
-    """A TCP endpoint that refuses connections: a port bound, then closed (a trainer that
-    died)."""
-    pull = ctx.socket(zmq.PULL)
-    pull.bind("tcp://127.0.0.1:*")
-    endpoint = str(pull.getsockopt_string(zmq.LAST_ENDPOINT))
-    pull.close(linger=0)
-    return endpoint
+    """A TCP endpoint that refuses connections (a trainer that died): its port held until
+    the test ends (`held_ports`: one bound then closed here was taken by another socket
+    on a busy machine); `ctx` is not used."""
+    return refused_endpoint()
 
 
 @contextmanager

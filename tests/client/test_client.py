@@ -859,14 +859,16 @@ def stalled_pair(zctx: zmq.Context, shape: tuple[int, ...], **client_args: Any) 
 def test_send_timeout_under_backpressure_loses_nothing(
     zctx: zmq.Context, shape: tuple[int, ...]
 ) -> None:
-    receiver, c = stalled_pair(zctx, shape, send_timeout=0.3)
+    # 2 s, not 0.3: a 1 MiB send that goes through crosses 4 KiB socket buffers (the
+    # first one the connection too), which took over 0.3 s on a loaded machine
+    receiver, c = stalled_pair(zctx, shape, send_timeout=2.0)
     sent = []
     with c:
         for step in range(1000):
             try:
                 c.send(step, u=np.full(shape, step, float))
             except TimeoutError as exc:
-                assert "back-pressure" in str(exc) and "send_timeout=0.3" in str(exc)
+                assert "back-pressure" in str(exc) and "send_timeout=2.0" in str(exc)
                 timed_out = step
                 break
             sent.append(step)

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 
 import numpy as np
 import pytest
+from held_ports import refused_endpoint
 
 from melissa_trainer.client import Client, ClientTuning
 
@@ -29,13 +30,6 @@ def paused() -> Iterator[str]:
         listener.bind(("127.0.0.1", 0))
         listener.listen(8)
         yield f"tcp://127.0.0.1:{listener.getsockname()[1]}"
-
-
-def refused_endpoint() -> str:
-    """An endpoint nobody listens on (the trainer died): connections are refused."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return f"tcp://127.0.0.1:{s.getsockname()[1]}"
 
 
 @pytest.mark.timeout(30)

@@ -113,8 +113,10 @@ def test_a_close_following_a_killed_trainer_says_what_it_waits_for_then_the_whol
     assert said.startswith(f"simulation 4 rank 0: queued messages not delivered to {endpoint}")
     assert re.search(r"disconnected for \d+ s without a new connection", said), said
     assert f"It had sent {STEPS} time step(s) to {endpoint}" in said, said
+    # (the follow wait's own clock: 1.0 s, or more where a loaded machine woke it late)
     assert re.search(
-        rf"Then it waited 1 s for a restarted trainer to publish in {re.escape(str(tmp_path))} "
+        rf"Then it waited [1-9]\d* s for a restarted trainer to publish in "
+        rf"{re.escape(str(tmp_path))} "
         r"\(ClientTuning.follow_timeout=1.0 s\), and none did: \d+ s in all\.",
         said,
     ), said

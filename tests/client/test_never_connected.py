@@ -6,7 +6,7 @@ does (tests/c/test_c_endpoint_never.py). A user trial found the close saying onl
 Before the change the note was in no message here.
 
 A receiver that accepted the connection is not said to be one never connected. Real
-sockets on 127.0.0.1: port 1 and a port bound then closed refuse every connection at
+sockets on 127.0.0.1: port 1 and a port bound and held (`held_ports`) refuse every connection at
 once; the "paused trainer" is a TCP listener that accepts and never speaks ZeroMQ."""
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from collections.abc import Iterator
 
 import numpy as np
 import pytest
+from held_ports import refused_endpoint
 
 from melissa_trainer.client import Client, ClientTuning
 
@@ -37,12 +38,6 @@ def paused() -> Iterator[socket.socket]:
         listener.bind(("127.0.0.1", 0))
         listener.listen(8)
         yield listener
-
-
-def refused_endpoint() -> str:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return f"tcp://127.0.0.1:{s.getsockname()[1]}"
 
 
 @pytest.mark.timeout(30)

@@ -5,17 +5,17 @@ to check, as a data socket never connected is said (`patience.never_note`). Befo
 "the trainer died, or its node", though the trainer's receiver had just read the BYE.
 
 A real `Receiver` with its rendezvous; its ``rank_0.json`` is then made to name, as its
-follow endpoint, a port bound then closed (every connection refused at once)."""
+follow endpoint, a port bound and held (`held_ports`: every connection refused at once)."""
 
 from __future__ import annotations
 
 import json
 import os
-import socket
 from pathlib import Path
 
 import numpy as np
 import pytest
+from held_ports import refused_endpoint
 from helpers import running
 from stopped_close import close_failure, stop_during_close
 
@@ -23,12 +23,6 @@ from melissa_trainer.client import Client
 from melissa_trainer.client.config import ClientTuning
 
 pytestmark = pytest.mark.timeout(120)
-
-
-def refused_endpoint() -> str:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return f"tcp://127.0.0.1:{s.getsockname()[1]}"
 
 
 def test_a_follow_socket_never_connected_is_said(external: Path) -> None:

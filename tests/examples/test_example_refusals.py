@@ -7,7 +7,9 @@ error naming the flag, as the library's own refusals do; not ~45 lines of usage 
 from __future__ import annotations
 
 import importlib
+import subprocess
 import sys
+from pathlib import Path
 from types import ModuleType
 
 import pytest
@@ -58,3 +60,19 @@ def test_the_examples_share_one_parser_whose_help_still_lists_every_flag(
     said = parser.format_help()
     assert said.startswith(f"usage: {parser.prog} [-h]") and "[--num_simulations" in said
     assert "--num_simulations NUM_SIMULATIONS" in said and "--FLAG VALUE" not in said
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(120)
+def test_the_program_says_the_words_the_configuration_how_to_quotes(tmp_path: Path) -> None:
+    """docs/how-to/configuration.md's two lines, as a user running the example sees them
+    (``train.py`` the program's name, nothing else on stderr, nothing started)."""
+    script = Path(__file__).parents[2] / "examples" / "navier_stokes" / "train.py"
+    cmd = [sys.executable, str(script), "--num_simulations", "0"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=100, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert proc.stderr.splitlines() == [
+        "usage: train.py [-h] [--FLAG VALUE ...] (--help lists them)",
+        "train.py: error: argument --num_simulations: num_simulations=0 must be >= 1",
+    ]
+    assert proc.stdout == "" and not list(tmp_path.iterdir())

@@ -1,10 +1,11 @@
 """What the study examples (`heat_pde/`, `lorenz/`, `navier_stokes/`; `heat_c/` some of
 it) share: the study's options (`StudyArgs`; `WorkerStudyArgs` with ``--worker``), the
-study (or, with --external, the stream source) built from them, the steps of an
-example's `main` that do not depend on its problem (`sample_or_batch`, `train_timed`,
-`print_run_end`), and, re-exported here, ``--seeds`` (`run_seeds_if_asked`, from
-`study_seeds`) and the timings of the JSON summary and what a run prints (from
-`study_report`).
+parser of their command line (`ShortUsageParser`: a refusal is one line of usage and
+the error naming the flag), the study (or, with --external, the stream source) built
+from them, the steps of an example's `main` that do not depend on its problem
+(`sample_or_batch`, `train_timed`, `print_run_end`), and, re-exported here, ``--seeds``
+(`run_seeds_if_asked`, from `study_seeds`) and the timings of the JSON summary and what
+a run prints (from `study_report`).
 
 An example imports it after adding this folder (its parent folder) to `sys.path`; a
 copy of an example needs this file, study_report.py and study_seeds.py one folder up.
@@ -22,7 +23,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import torch
 
@@ -43,6 +44,7 @@ from study_report import (  # noqa: F401
 from study_seeds import run_seeds, run_seeds_if_asked  # noqa: F401
 
 from melissa_trainer import (
+    ArgumentParser,
     CheckpointError,
     OnlineTrainer,
     ReceiverConfig,
@@ -153,8 +155,8 @@ class StudyArgs:
 
     def __post_init__(self) -> None:
         problems = self.problems()
-        if problems:
-            raise ValueError(f"invalid {type(self).__name__}: " + "; ".join(problems))
+        if problems:  # one line each, which `ShortUsageParser` prefixes with its flag
+            raise ConfigError(problems)
 
 
 @dataclass
@@ -170,6 +172,19 @@ class WorkerStudyArgs(StudyArgs):
         if self.worker and self.external:  # (workers ask the launcher, which --external lacks)
             problems.append("--worker runs the launcher's workers: not with --external")
         return problems
+
+
+class ShortUsageParser(ArgumentParser):
+    """The examples' parser: the library's `ArgumentParser` (its errors name the flag:
+    ``argument --num_simulations: num_simulations=0 must be >= 1``), whose refusals print
+    one line of usage before that error, not the ~45 lines of every flag (``--help``
+    still lists them)."""
+
+    def print_usage(self, file: IO[str] | None = None) -> None:
+        # (argparse's error() prints the usage, then "PROG: error: MESSAGE", exit 2)
+        self._print_message(
+            f"usage: {self.prog} [-h] [--FLAG VALUE ...] (--help lists them)\n", file
+        )
 
 
 #: TrainingArguments fields that only a reservoir buffer takes (FIFO and FIRO refuse them)

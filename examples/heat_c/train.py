@@ -38,6 +38,7 @@ sys.path.insert(0, str(HERE))  # reference.py
 sys.path.insert(1, str(HERE.parent))  # study_common.py
 from reference import DEFAULT_R, PARAMETER_BOUNDS, PARAMETER_NAMES, TEMPERATURE_RANGE, solve  # noqa: E402
 from study_common import (  # noqa: E402
+    ShortUsageParser,
     StepTimer,
     StudyArgs,
     buffer_defaults,
@@ -52,7 +53,6 @@ from study_common import (  # noqa: E402
 )
 
 from melissa_trainer import (  # noqa: E402
-    ArgumentParser,
     OnlineTrainer,
     ReceiverConfig,
     StreamSource,
@@ -178,10 +178,11 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
-def parser(argv: Sequence[str] | None = None) -> ArgumentParser:
+def parser(argv: Sequence[str] | None = None) -> ShortUsageParser:
     """The command line `argv`: TrainingArguments and HeatCArgs, with this example's
-    defaults (the reservoir's rate limit only with ``--buffer reservoir``)."""
-    return ArgumentParser(TrainingArguments, HeatCArgs, defaults=buffer_defaults(DEFAULTS, argv))
+    defaults (the reservoir's rate limit only with ``--buffer reservoir``), a refusal
+    one line of usage and the error naming the flag (`ShortUsageParser`)."""
+    return ShortUsageParser(TrainingArguments, HeatCArgs, defaults=buffer_defaults(DEFAULTS, argv))
 
 
 def make_source(opts: HeatCArgs, seed: int, rendezvous: Path) -> tuple[Launcher | None, Any]:

@@ -58,7 +58,7 @@ from study_common import StepTimer  # noqa: E402
 
 from heat_pde.held_out import ADAPTIVE, held_out_parameters, judging_hint  # noqa: E402
 from heat_pde.solver import PARAMETER_BOUNDS, PARAMETER_NAMES, TEMPERATURE_RANGE, HeatConfig, solve  # noqa: E402
-from melissa_trainer import ArgumentParser, OnlineTrainer, TrainingArguments  # noqa: E402
+from melissa_trainer import OnlineTrainer, TrainingArguments  # noqa: E402
 
 SOLVER = Path(__file__).resolve().parent / "solver.py"
 #: Affine map of kelvin onto [-1, 1], from the known range (no data needed online).
@@ -302,10 +302,10 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
-def parser(argv: Sequence[str] | None = None) -> ArgumentParser:
-    """The command line `argv`: TrainingArguments and HeatArgs, with this example's
-    defaults (the reservoir's rate limit only with ``--buffer reservoir``)."""
-    return ArgumentParser(
+def parser(argv: Sequence[str] | None = None) -> common.ShortUsageParser:
+    """The command line `argv` (`common.ShortUsageParser`): TrainingArguments and HeatArgs,
+    with this example's defaults (the reservoir's rate limit only with ``--buffer reservoir``)."""
+    return common.ShortUsageParser(
         TrainingArguments, HeatArgs, defaults=common.buffer_defaults(DEFAULTS, argv)
     )
 

@@ -40,7 +40,7 @@ if str(Path(__file__).resolve().parents[1]) not in sys.path:
 import study_common as common  # noqa: E402
 
 from lorenz.solver import PARAMETER_BOUNDS, PARAMETER_NAMES, trajectory  # noqa: E402
-from melissa_trainer import ArgumentParser, OnlineTrainer, TrainingArguments  # noqa: E402
+from melissa_trainer import OnlineTrainer, TrainingArguments  # noqa: E402
 from melissa_trainer.launcher import make_sampler  # noqa: E402
 
 SOLVER = Path(__file__).resolve().parent / "solver.py"
@@ -225,10 +225,11 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
-def parser(argv: Sequence[str] | None = None) -> ArgumentParser:
+def parser(argv: Sequence[str] | None = None) -> common.ShortUsageParser:
     """The command line `argv`: TrainingArguments and LorenzArgs, with this example's
-    defaults (the reservoir's rate limit only with ``--buffer reservoir``)."""
-    return ArgumentParser(
+    defaults (the reservoir's rate limit only with ``--buffer reservoir``), a refusal
+    one line of usage and the error naming the flag (`common.ShortUsageParser`)."""
+    return common.ShortUsageParser(
         TrainingArguments, LorenzArgs, defaults=common.buffer_defaults(DEFAULTS, argv)
     )
 

@@ -1,15 +1,13 @@
 """The Navier–Stokes example's command line beyond its fields (`train.FlowArgs`): what
-``--help`` adds to the library's words (`NOTES`) and a parser whose refusals print a
-one-line usage before the error (`ShortUsageParser`)."""
+``--help`` adds to the library's words (`NOTES`). Its parser, whose refusals print a
+one-line usage before the error, is every study example's
+(`study_common.ShortUsageParser`)."""
 
 from __future__ import annotations
 
 import argparse
-from typing import IO
 
-from melissa_trainer import ArgumentParser
-
-__all__ = ["COMPILE_NOTE", "JSON_NOTE", "NOTES", "ShortUsageParser", "add_notes"]
+__all__ = ["COMPILE_NOTE", "JSON_NOTE", "NOTES", "add_notes"]
 
 #: what ``--help`` adds to the library's words on ``--torch_compile`` (a user trial: a
 #: small CPU study trained 17 steps instead of 73, its stream over while it compiled)
@@ -39,15 +37,3 @@ def add_notes(parser: argparse.ArgumentParser) -> None:
         note = NOTES.get(action.dest)
         if note is not None and action.help not in (None, argparse.SUPPRESS):
             action.help = action.help.replace(" (default:", note + " (default:", 1)
-
-
-class ShortUsageParser(ArgumentParser):
-    """The library's `ArgumentParser` (its errors name the flag: ``argument --modes:
-    modes=40 needs grid_size >= 80 ...``), whose refusals print one line of usage
-    before that error, not the ~45 lines of every flag (``--help`` still lists them)."""
-
-    def print_usage(self, file: IO[str] | None = None) -> None:
-        # (argparse's error() prints the usage, then "PROG: error: MESSAGE", exit 2)
-        self._print_message(
-            f"usage: {self.prog} [-h] [--FLAG VALUE ...] (--help lists them)\n", file
-        )

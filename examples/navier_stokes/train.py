@@ -63,8 +63,8 @@ import study_common as common  # noqa: E402
 # a name of this module, which benchmarks/gpu_fno_busy.py replaces with a timer of its own
 from study_common import StepTimer  # noqa: E402
 
-from melissa_trainer import ArgumentParser, ConfigError, OnlineTrainer, TrainingArguments  # noqa: E402
-from navier_stokes.cli import ShortUsageParser, add_notes  # noqa: E402
+from melissa_trainer import OnlineTrainer, TrainingArguments  # noqa: E402
+from navier_stokes.cli import add_notes  # noqa: E402
 from navier_stokes.errors import field_errors, lead_time_table, mse_tails  # noqa: E402
 from navier_stokes.models import MODELS, make_model  # noqa: E402
 from navier_stokes.plot import plot_comparison, predict  # noqa: E402
@@ -120,11 +120,6 @@ class FlowArgs(common.WorkerStudyArgs):
             problems.append(f"grid_size={self.grid_size} must be a multiple of 4 for the U-Net")
         # the solver's own rules, so that a bad value is a usage error, not a traceback
         return problems + config_problems(self.grid_size, self.time_steps, self.interval, self.dt)
-
-    def __post_init__(self) -> None:
-        problems = self.problems()
-        if problems:  # one line each, which the parser prefixes with its flag
-            raise ConfigError(problems)
 
     @property
     def config(self) -> FlowConfig:
@@ -238,12 +233,12 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
-def parser(argv: Sequence[str] | None = None) -> ArgumentParser:
+def parser(argv: Sequence[str] | None = None) -> common.ShortUsageParser:
     """The command line `argv`: TrainingArguments and FlowArgs, with this example's
     defaults (the reservoir's rate limit only with ``--buffer reservoir``), `cli.NOTES`
     in the help of ``--torch_compile`` and ``--json``, and a one-line usage before an
-    error (`cli.ShortUsageParser`)."""
-    made = ShortUsageParser(
+    error (`common.ShortUsageParser`, as every study example's)."""
+    made = common.ShortUsageParser(
         TrainingArguments, FlowArgs, defaults=common.buffer_defaults(DEFAULTS, argv)
     )
     add_notes(made)

@@ -17,15 +17,13 @@ from __future__ import annotations
 
 import json
 import struct
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 import zmq
 from c_driver import script_exe  # noqa: F401 (a fixture)
 from compiled import SANITIZER_ENV, CClient, c_client, sanitized_c_client  # noqa: F401
+from played_receiver import played_receiver
 from predict_script import zctx  # noqa: F401 (a fixture)
 from test_c_close_receipt import (
     STEPS,
@@ -46,59 +44,18 @@ MT_ETIMEDOUT = 8
 HELD = [0]  # (run-b's checkpoint holds step 0 of the solver's STEPS)
 
 
-@contextmanager
-def resumed_receiver(ctx: zmq.Context) -> Iterator[tuple[str, str, list[bytes], list[int]]]:
-    """Run-b's receiver: a PULL endpoint (its frames collected), and a follow socket
-    answering HELD (the steps of `HELD`) and RECEIPT (the BYE in once one came with the
-    count asked about). Yields both endpoints, the frames and the kinds asked."""
-    pull, router = ctx.socket(zmq.PULL), ctx.socket(zmq.ROUTER)
-    for s in (pull, router):
-        s.setsockopt(zmq.LINGER, 0)
-        s.bind("tcp://127.0.0.1:*")
-    frames: list[bytes] = []
-    kinds: list[int] = []
-    stop = threading.Event()
-
-    def run() -> None:
-        poller = zmq.Poller()
-        poller.register(pull, zmq.POLLIN)
-        poller.register(router, zmq.POLLIN)
-        while not stop.is_set():
-            ready = dict(poller.poll(20))
-            if pull in ready:
-                frames.append(pull.recv_multipart()[0])
-            if router not in ready:
-                continue
-            identity, frame = router.recv_multipart()
-            kinds.append(frame[P.KIND_AT])
-            if frame[P.KIND_AT] == P.HELD_QUERY:
-                sid, request_id = decode_held_query(frame)
-                bits = bytes([sum(1 << t for t in HELD)])
-                router.send_multipart(
-                    [identity, encode_held(sid, request_id, 0, 1, HELD_STEPS, STEPS, bits)]
-                )
-                continue
-            query = decode_receipt_query(frame)
-            byes = [f for f in frames if f[P.KIND_AT] == P.BYE]
-            bye = RECEIPT_BYE if byes else RECEIPT_NO_BYE
-            steps = query.bye_steps if byes else 0
-            router.send_multipart(
-                [
-                    identity,
-                    receipt(query, P.ADMISSION_ACCEPTED, bye, steps=steps, bye_steps=steps),
-                ]  # fmt: skip
-            )
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    try:
-        yield (str(pull.getsockopt_string(zmq.LAST_ENDPOINT)),
-               str(router.getsockopt_string(zmq.LAST_ENDPOINT)), frames, kinds)  # fmt: skip
-    finally:
-        stop.set()
-        thread.join()
-        pull.close()
-        router.close()
+def answer_as_run_b(frame: bytes, frames: list[bytes]) -> bytes:
+    """Run-b's follow socket: HELD (the steps of `HELD`) and RECEIPT (the BYE in once one
+    came, among the `frames` its PULL socket took, with the count asked about)."""
+    if frame[P.KIND_AT] == P.HELD_QUERY:
+        sid, request_id = decode_held_query(frame)
+        bits = bytes([sum(1 << t for t in HELD)])
+        return encode_held(sid, request_id, 0, 1, HELD_STEPS, STEPS, bits)
+    query = decode_receipt_query(frame)
+    byes = [f for f in frames if f[P.KIND_AT] == P.BYE]
+    bye = RECEIPT_BYE if byes else RECEIPT_NO_BYE
+    steps = query.bye_steps if byes else 0
+    return receipt(query, P.ADMISSION_ACCEPTED, bye, steps=steps, bye_steps=steps)
 
 
 def run_close(
@@ -111,7 +68,7 @@ def run_close(
     sink_a = ctx.socket(zmq.PULL)
     sink_a.bind("tcp://127.0.0.1:*")
     try:
-        with resumed_receiver(ctx) as (sink_b, follow_b, frames, kinds):
+        with played_receiver(ctx, answer_as_run_b) as (sink_b, follow_b, frames, kinds):
 
             def answer(query: ReceiptQuery, before: int) -> bytes:
                 if before == 0:  # (the question came: the trainer restarts)

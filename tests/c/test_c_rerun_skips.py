@@ -16,23 +16,21 @@ from __future__ import annotations
 
 import json
 import struct
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import pytest
 import zmq
 from c_driver import script_exe  # noqa: F401 (a fixture)
 from compiled import SANITIZER_ENV, CClient, c_client, sanitized_c_client  # noqa: F401
 from helpers import drain
+from played_receiver import played_receiver
 from predict_script import Script, zctx  # noqa: F401 (a fixture)
+from resumed_runs import CHECKPOINTS, Run
 from waiting import wait_until
 
 from melissa_trainer import wire as P
-from melissa_trainer.buffers import FIFOBuffer
-from melissa_trainer.stream.receiver import Receiver, ReceiverConfig
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]  # (each test starts processes)
 
@@ -40,38 +38,6 @@ SID = 4  # (even: step t to rank t % 2 under either routing, docs/protocol.md 3)
 STEPS = 10  # steps 0, 2, ... to rank 0; 1, 3, ... to rank 1
 SETUP = (f"id {SID}", "field u 1 1 3", "start")  # (one float32 field of 3)
 NOT_ASKED = "could not ask its receivers which steps they hold"
-
-
-class Run:
-    """Two receivers in `rendezvous` under `run_id`, optionally from a checkpoint."""
-
-    def __init__(self, rendezvous: Path, run_id: str, checkpoint: Any = None) -> None:
-        self.buffers = [FIFOBuffer(100), FIFOBuffer(100)]
-        config = ReceiverConfig(
-            expected_simulations=1, bind="tcp://127.0.0.1:*", rendezvous_dir=str(rendezvous),
-            run_id=run_id,
-        )  # fmt: skip
-        self.receivers = [Receiver(self.buffers[r], r, 2, config) for r in range(2)]
-        if checkpoint is not None:
-            records, states = checkpoint
-            for r in range(2):
-                self.buffers[r].load_state_dict(*states[r])
-                self.receivers[r].load_state_dict(records[r])
-        for receiver in self.receivers:
-            receiver.start()
-
-    def checkpoint(self, puts: list[int]) -> Any:
-        """Once rank r has put `puts[r]` samples: each rank's record and buffer."""
-        wait_until(lambda: [b.stats().put for b in self.buffers] == puts, "the samples", 30)
-        return [r.state_dict() for r in self.receivers], [b.state_dict() for b in self.buffers]
-
-    def complete(self) -> None:
-        """Wait until both receivers found the simulation complete (its BYE in)."""
-        wait_until(lambda: all(r.completed() == [SID] for r in self.receivers), "the BYEs", 30)
-
-    def stop(self) -> None:
-        for receiver in self.receivers:
-            receiver.stop()
 
 
 @pytest.fixture
@@ -140,12 +106,7 @@ def killed(script: Script) -> None:
         script.kill()
 
 
-@pytest.mark.parametrize(
-    ("before", "puts"),
-    [(list(range(STEPS)), [5, 5]), ([0, 1, 2, 3, 4, 5, 6, 8], [5, 3])],
-    # (the second: rank 0's checkpoint holds it all, rank 1's lacks steps 7 and 9)
-    ids=["all_held", "rank_1_lacks_two"],
-)
+@CHECKPOINTS
 def test_a_c_rerun_sends_only_what_the_checkpoint_lacks(
     script_exe: Path,  # noqa: F811
     tmp_path: Path,
@@ -166,7 +127,7 @@ def test_a_c_rerun_sends_only_what_the_checkpoint_lacks(
         first.kill()
     again = attempt(script_exe, rendezvous, 1, "run-b")
     _, err = run_to_the_end(again, *sends(list(range(STEPS))))  # (every step computed)
-    runs[1].complete()  # (the BYEs count the held steps: else the simulation is not)
+    runs[1].complete(SID)  # (the BYEs count the held steps: else the simulation is not)
     assert NOT_ASKED not in err, err
     for rank, receiver in enumerate(runs[1].receivers):
         figures = receiver.telemetry()
@@ -195,7 +156,7 @@ def test_a_c_rerun_in_the_same_run_sends_every_step(
         first.kill()
     again = attempt(script_exe, rendezvous, 1, "run-a")
     _, err = run_to_the_end(again, *sends(list(range(STEPS))))
-    runs[0].complete()
+    runs[0].complete(SID)
     assert NOT_ASKED not in err, err  # (asked: the answer was "none held")
     figures = [r.telemetry() for r in runs[0].receivers]
     assert [f["duplicates"] for f in figures] == [2, 2], figures  # (steps 0-3 again)
@@ -210,41 +171,14 @@ def older_trainer(
     """One receiver played by the test: a PULL socket (its frames collected) published in
     `rendezvous` without a follow socket (an older trainer), or with one that reads each
     query and never answers (`follow`). Yields the frames and the kinds asked."""
-    pull, router = ctx.socket(zmq.PULL), ctx.socket(zmq.ROUTER)
-    for s in (pull, router):
-        s.setsockopt(zmq.LINGER, 0)
-        s.bind("tcp://127.0.0.1:*")
-    entry = {"version": 1, "rank": 0, "world_size": 1, "run_id": "run-b",
-             "endpoint": str(pull.getsockopt_string(zmq.LAST_ENDPOINT))}  # fmt: skip
-    if follow:
-        entry["follow_endpoint"] = str(router.getsockopt_string(zmq.LAST_ENDPOINT))
-        entry["follow_kinds"] = [9]
-    rendezvous.mkdir()
-    (rendezvous / "rank_0.json").write_text(json.dumps(entry))
-    frames: list[bytes] = []
-    kinds: list[int] = []
-    stop = threading.Event()
-
-    def run() -> None:
-        poller = zmq.Poller()
-        poller.register(pull, zmq.POLLIN)
-        poller.register(router, zmq.POLLIN)
-        while not stop.is_set():
-            ready = dict(poller.poll(20))
-            if pull in ready:
-                frames.append(pull.recv_multipart()[0])
-            if router in ready:
-                kinds.append(router.recv_multipart()[1][P.KIND_AT])  # (never answered)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    try:
+    with played_receiver(ctx, lambda frame, frames: None) as (sink, follow_at, frames, kinds):
+        entry = {"version": 1, "rank": 0, "world_size": 1, "run_id": "run-b", "endpoint": sink}
+        if follow:
+            entry["follow_endpoint"] = follow_at
+            entry["follow_kinds"] = [9]
+        rendezvous.mkdir()
+        (rendezvous / "rank_0.json").write_text(json.dumps(entry))
         yield frames, kinds
-    finally:
-        stop.set()
-        thread.join()
-        pull.close()
-        router.close()
 
 
 @pytest.mark.parametrize("follow", [False, True], ids=["no_follow_socket", "no_answer"])
@@ -313,7 +247,7 @@ def test_a_c_rerun_that_follows_a_restarted_trainer_sends_every_later_step(
     # (the look at the rendezvous is due a second after the last: then step 1 follows C)
     _, err = run_to_the_end(again, "sleep 1.1", *sends(list(range(1, STEPS))))
     assert "followed the restarted trainer (run run-c at " in err, err
-    runs[2].complete()
+    runs[2].complete(SID)
     figures = [r.telemetry() for r in runs[2].receivers]
     # (the checkpoint's step 0 counted: its record keeps the count; none came twice)
     assert [f["samples_put"] for f in figures] == [5, 5], figures
@@ -345,6 +279,6 @@ def test_a_c_rerun_under_sanitizers(
         first.kill()
     again = attempt(exe, rendezvous, 1, "run-b", **SANITIZER_ENV)
     _, err = run_to_the_end(again, *sends(list(range(STEPS))))
-    runs[1].complete()
+    runs[1].complete(SID)
     assert [r.telemetry()["duplicates"] for r in runs[1].receivers] == [0, 0]
     assert "ERROR" not in err and "runtime error" not in err, err

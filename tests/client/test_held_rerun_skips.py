@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from helpers import drain
+from resumed_runs import CHECKPOINTS
 
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.client import Client
@@ -106,13 +107,7 @@ def send(client: Client, steps: list[int]) -> None:
     client.flush()
 
 
-@pytest.mark.parametrize(
-    ("before", "puts"),
-    [(list(range(STEPS)), [5, 5]), ([0, 1, 2, 3, 4, 5, 6, 8], [5, 3])],
-    # (the second: rank 0's checkpoint holds it all, rank 1's lacks steps 7 and 9, which
-    # it took after its checkpoint: the trial's simulation that another rank lacked)
-    ids=["all_held", "rank_1_lacks_two"],
-)
+@CHECKPOINTS
 def test_a_rerun_sends_only_what_the_checkpoint_lacks(
     resumed: Resumed, monkeypatch: pytest.MonkeyPatch, before: list[int], puts: list[int]
 ) -> None:

@@ -15,50 +15,19 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
 from helpers import drain
-from waiting import wait_until
+from resumed_runs import Run
 
-from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.client import Client, ClientTuning, follow
-from melissa_trainer.stream.receiver import Receiver, ReceiverConfig
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
 
 SID = 4  # (even: step t to rank t % 2 under either routing, `wire.routing`)
 FIELDS = {"u": ((3,), "<f4")}
 STEPS = 10
-
-
-class Run:
-    """Two receivers in `rendezvous` under `run_id`, optionally from a checkpoint."""
-
-    def __init__(self, rendezvous: Path, run_id: str, checkpoint: Any = None) -> None:
-        self.buffers = [FIFOBuffer(100), FIFOBuffer(100)]
-        config = ReceiverConfig(
-            expected_simulations=1, bind="tcp://127.0.0.1:*", rendezvous_dir=str(rendezvous),
-            run_id=run_id,
-        )  # fmt: skip
-        self.receivers = [Receiver(self.buffers[r], r, 2, config) for r in range(2)]
-        if checkpoint is not None:
-            records, states = checkpoint
-            for r in range(2):
-                self.buffers[r].load_state_dict(*states[r])
-                self.receivers[r].load_state_dict(records[r])
-        for receiver in self.receivers:
-            receiver.start()
-
-    def checkpoint(self, puts: list[int]) -> Any:
-        """Once rank r has put `puts[r]` samples: each rank's record and buffer."""
-        wait_until(lambda: [b.stats().put for b in self.buffers] == puts, "the samples", 30)
-        return [r.state_dict() for r in self.receivers], [b.state_dict() for b in self.buffers]
-
-    def stop(self) -> None:
-        for receiver in self.receivers:
-            receiver.stop()
 
 
 @pytest.fixture

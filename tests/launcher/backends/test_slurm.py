@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from slurm_cluster import SlurmCluster, slurm_cluster  # noqa: F401 - the fixture
+from test_slurm_srun_segments import in_allocation
 from waiting import wait_until
 
 from melissa_trainer.buffers import FIFOBuffer
@@ -281,22 +282,13 @@ def test_srun_mode_runs_steps_in_an_allocation(slurm_cluster: SlurmCluster, tmp_
     """A driver run by salloc (so inside an allocation) uses mode="srun"; a backend that
     begins the same study cancels the steps of the earlier one."""
     marker = f"melissa-srun-step-{os.getpid()}"
-    (tmp_path / "driver.py").write_text(SRUN_DRIVER)
-    result = subprocess.run(
-        ["salloc", "--ntasks=1", "--time=5", PYTHON, str(tmp_path / "driver.py"), marker],
-        capture_output=True,
-        text=True,
-        timeout=80,
-        cwd=tmp_path,
-    )
-    assert result.returncode == 0, result.stderr
-    out = json.loads(result.stdout.strip().splitlines()[-1])
+    out, stderr = in_allocation(tmp_path, SRUN_DRIVER, 1, marker, timeout=80)
     assert out["exit"] == 5 and out["running"] is None
     assert out["killed"] not in (None, 0)
     # srun said 0, having heard of no task (its log says why); the kill is reported
     assert "Timed out waiting for job step to complete" in out["mute_log"], out["mute_log"]
     assert out["mute_srun"] == 0 and out["mute_killed"] == 128 + signal.SIGKILL
-    assert out["reaped"] not in (None, 0), result.stderr
+    assert out["reaped"] not in (None, 0), stderr
     assert not pgrep(marker)
 
 

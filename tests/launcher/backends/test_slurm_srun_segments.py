@@ -13,6 +13,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from slurm_cluster import SlurmCluster, slurm_cluster  # noqa: F401 - the fixture
@@ -100,6 +101,24 @@ print(json.dumps(out))
 """
 
 
+def in_allocation(
+    cwd: Path, driver: str, tasks: int, *args: str, timeout: float
+) -> tuple[Any, str]:
+    """Run the Python source `driver` (as cwd/driver.py, with `args`) by salloc in an
+    allocation of `tasks` tasks (5 minutes at most), within `timeout` s: the JSON of
+    the last line it prints, and its stderr. Fails with that stderr unless it exits 0."""
+    (cwd / "driver.py").write_text(driver)
+    result = subprocess.run(
+        ["salloc", f"--ntasks={tasks}", "--time=5", sys.executable, "driver.py", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
+    )
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout.strip().splitlines()[-1]), result.stderr
+
+
 @pytest.mark.timeout(300)
 def test_killed_and_crashed_srun_steps_leave_no_segment(
     slurm_cluster: SlurmCluster,  # noqa: F811
@@ -108,16 +127,7 @@ def test_killed_and_crashed_srun_steps_leave_no_segment(
     if slurm_cluster.cpus < 2:
         pytest.skip(f"the node has {slurm_cluster.cpus} CPU; a 2-task step needs 2")
     pytest.importorskip("mpi4py")
-    (tmp_path / "driver.py").write_text(DRIVER)
-    result = subprocess.run(
-        ["salloc", "--ntasks=2", "--time=5", sys.executable, "driver.py", RANKS],
-        capture_output=True,
-        text=True,
-        timeout=280,
-        cwd=tmp_path,
-    )
-    assert result.returncode == 0, result.stderr
-    out = json.loads(result.stdout.strip().splitlines()[-1])
+    out, _ = in_allocation(tmp_path, DRIVER, 2, RANKS, timeout=280)
     for case in ("killed", "crashed"):
         seen = out[case]
         log = (tmp_path / case / "log").read_text()

@@ -20,7 +20,8 @@ left to it: it fails within `stall_timeout` of the last message, naming the
 simulations it waits for. This is a stall detection: a solver silent longer than
 `stall_timeout` between two samples of a rank that waits for them fails too (the
 message says to raise `stall_timeout` then). A caller that knows more may say sooner
-that the wait can never end (`deadlock`: a `Study`, from rank 0's launcher).
+that the wait can never end (`deadlock`: a `Study`, from rank 0's launcher), or that
+the study it waits on has failed (`failed`: the wait ends with the study's error).
 
 Where it runs: a `StreamSource` on its own (external mode: the user starts the
 simulations) runs `external_watch`, whose words say that no launcher starts more (the
@@ -242,6 +243,10 @@ class StarvationWatch:
             s, and None when that wait ends (a sample came, or a read).
         deadlock: given the idle seconds of a reported wait and the batch wanted, the
             message of a wait known never to end, or None; checked at each wait.
+        failed: given the batch wanted, the message of a study known to have failed
+            (a `Study`'s rank other than 0: rank 0's launcher gave up), or None; checked
+            first at each wait, samples coming or not: the wait ends with a `SourceError`
+            of that message (not a starvation: no fixes of one).
     """
 
     def __init__(
@@ -258,12 +263,13 @@ class StarvationWatch:
         external: bool = False,
         report: Callable[[float | None], None] | None = None,
         deadlock: Callable[[float, int], str | None] | None = None,
+        failed: Callable[[int], str | None] | None = None,
     ) -> None:
         self.rank, self.world, self.stall_timeout = rank, world, stall_timeout
         self._stream_has_it, self._external = stream_has_it, external
         self._excuse, self._peers, self._clock = excuse, peers, clock
         self._put_count, self._stats = put, stats
-        self._report, self._deadlock = report, deadlock
+        self._report, self._deadlock, self._failed = report, deadlock, failed
         self._since: float | None = None  # the wait's start, or its last sample's arrival
         self._put = -1  # samples received at that moment
         self._told: float | None = None  # the `_since` whose excuse was said
@@ -292,7 +298,10 @@ class StarvationWatch:
         """The training thread waits for a batch of `wanted` samples: raise
         `StarvedRankError` if no sample came for `stall_timeout` s of this wait and
         nothing explains it, or if `deadlock` says it never ends. Cheap (a counter and
-        a clock read) until `REPORT_AFTER`."""
+        a clock read) until `REPORT_AFTER`; before that, `failed` (module docstring)."""
+        said = None if self._failed is None else self._failed(wanted)
+        if said is not None:  # (its own story: no `__cause__`, no starvation advice)
+            raise SourceError(said)
         now, put = self._clock(), self._put_count()
         if self._since is None or put != self._put:
             self._since, self._put = now, put

@@ -138,8 +138,9 @@ class StudyEndNotice:
                 self.progress.update(launcher)
                 try:
                     launcher.check()
-                except LauncherError:
-                    return  # (the study failed: its error says so on rank 0)
+                except LauncherError as exc:  # (its error says so on rank 0)
+                    self.progress.failed(launcher, exc)  # (and to the others: `progress`)
+                    return
                 if self._stop.wait(poll):
                     return
             if self._stop.is_set():

@@ -24,8 +24,12 @@ read only ``rank_<r>.json`` there):
   feed that rank, since rank 0 waits for it); ``held_by_bound`` and ``bound``:
   whether that bound keeps simulations left to start from starting, and its value
   (`Launcher.held_by_data_bound`);
+* ``failed``: None, or the launcher's error once the study has failed for good
+  (`ProgressFile.failed`, written at once): another rank's wait for a batch then ends
+  with it (`study.starvation`), since rank 0, blocked in the step agreement on that
+  rank, may never read its source, which raises it;
 * ``run_id`` (a file of an earlier run is not read as this one's) and ``written``
-  (wall-clock seconds);
+  (wall-clock seconds: a reader says how old what it quotes is);
 * once the study gives rank 0's training thread's reads of its buffer (`reads`: its
   starvation watch's `ReadClock`): ``reads`` (how many it began), ``away_for`` (seconds
   since it last came to its source, a read or a wait for one, as of ``written``) and
@@ -74,6 +78,8 @@ STARVING_PREFIX = "starving-rank-"
 STARVING_READ = 1.0
 #: seconds between two writes while nothing but the back-pressure's duration changes
 REFRESH = 5.0
+#: the most characters of the launcher's error that ``failed`` keeps (its report)
+FAILED_CHARS = 8000
 
 
 class ProgressFile:
@@ -91,6 +97,22 @@ class ProgressFile:
         #: rank 0's training thread's reads, published once set (`Study`: its
         #: starvation watch's, whose clock is `update`'s `now`'s, monotonic)
         self.reads: ReadClock | None = None
+        self._failed: str | None = None  # the launcher's error (`failed`)
+
+    def failed(self, launcher: Launcher, error: BaseException) -> bool:
+        """The study failed for good with `error` (the launcher's, `Launcher.check`):
+        write it at once, as ``failed`` (module docstring), beside the last counts; True
+        if written. A failed write is said at WARNING (the other ranks then wait for
+        their stall_timeout, as before), never raised."""
+        self._failed = str(error)[:FAILED_CHARS]
+        if self.update(launcher):
+            return True
+        logger.warning(
+            "could not tell the other ranks in %s that the study failed: a rank that "
+            "waits for a batch waits for its stall_timeout instead",
+            self.path,
+        )
+        return False
 
     def update(self, launcher: Launcher, now: float | None = None) -> bool:
         """Write the file if what it says changed (module docstring); True if written.
@@ -137,6 +159,7 @@ class ProgressFile:
             "lifted": lifted,
             "held_by_bound": by_bound,
             "bound": bound,
+            "failed": self._failed,
         }
         said = (*state.values(), held)
         if said == self._said and not (held and now - self._written >= REFRESH):

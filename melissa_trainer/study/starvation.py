@@ -57,6 +57,14 @@ What the study does about it, in order:
   and t_r + 26 s; with windows of one 30 s step, by the later of t_s + 26 s and t_r +
   66 s. An older rank 0's progress, without the reads: the two writes alone, by t_s +
   26 s.
+* **A failed study is said at once**, by its launcher's words (`failed_words`): once
+  rank 0's launcher gives up (its failure policy), rank 0 publishes its error
+  (``failed``, `study.progress`), and another rank's wait for a batch, starved or not,
+  ends with it at its next read of the file (at most 1 s): rank 0, blocked in the step
+  agreement on that rank, would never read its source, which raises it, and its
+  progress file, no longer rewritten, would never show a deadlock either.
+* What another rank quotes of rank 0's state says how old it is (``written``) when
+  older than a rewrite's period (`rank0_words`).
 * With nothing left to start (the study's end) it is no deadlock: rank 0's end notice
   (`study.end_notice`) tells this rank the study ended, its stream ends and training
   ends with it, padded. Otherwise the stall watch of `stall_timeout` stands, as before:
@@ -82,7 +90,12 @@ from melissa_trainer.stream.starvation_watch import (
 )
 from melissa_trainer.stream.stream_source import StreamSource
 from melissa_trainer.study.launch import other_rank_excuse
-from melissa_trainer.study.progress import clear_starving, read_progress, report_starving
+from melissa_trainer.study.progress import (
+    REFRESH,
+    clear_starving,
+    read_progress,
+    report_starving,
+)
 
 __all__ = [
     "AWAY_FACTOR",
@@ -91,6 +104,7 @@ __all__ = [
     "DeadlockCheck",
     "StarvationWatch",
     "StarvedRankError",
+    "failed_words",
     "starved_words",
     "study_watch",
 ]
@@ -174,11 +188,50 @@ def _seconds(value: Any) -> float | None:
     return float(value)
 
 
-def rank0_words(progress: dict[str, Any] | None, rank: int) -> str:
+def _age(progress: dict[str, Any], now: float | None = None) -> float | None:
+    """Seconds since rank 0 wrote `progress` (its ``written``, wall-clock), as of `now`
+    (default: now); None when the file gives no time."""
+    written = _seconds(progress.get("written"))
+    return None if written is None else max(0.0, (time.time() if now is None else now) - written)
+
+
+def failed_words(
+    progress: dict[str, Any] | None, rank: int, world: int, wanted: int, now: float | None = None
+) -> str | None:
+    """The message of a rank other than 0 whose wait for a batch of `wanted` samples
+    ends because rank 0 published the study's failure (``failed``, `study.progress`),
+    led by the launcher's words as rank 0's own error says them ("the simulation study
+    failed: ..."), or None when it did not. `now`: wall-clock seconds (default: now)."""
+    failure = None if progress is None else progress.get("failed")
+    if not isinstance(failure, str) or not failure:
+        return None
+    assert progress is not None
+    age = _age(progress, now)
+    when = "" if age is None else f", {age:.0f} s ago"
+    return (
+        f"the simulation study failed: {failure}\n(rank {rank} of {world} was told by rank "
+        f"0's progress file{when}, while it waited for a batch of {wanted} samples that the "
+        f"failed study will not send; rank 0, which waits for this rank in the step "
+        f"agreement, stops with it)"
+    )
+
+
+def rank0_words(progress: dict[str, Any] | None, rank: int, now: float | None = None) -> str:
     """What rank 0 published (`study.progress`), as a sentence for another rank's
-    message ("" on rank 0 itself, whose own launcher `launcher_words` says)."""
+    message ("" on rank 0 itself, whose own launcher `launcher_words` says), said as of
+    how long ago when older than a rewrite's period (`REFRESH` + 1 s: rank 0 rewrites
+    it that often while held back, else at each change; a failed or stuck rank 0's
+    last word may be minutes old). `now`: wall-clock seconds (default: now)."""
     if progress is None:
         return "Rank 0's state is not known here. "
+    age = _age(progress, now)
+    if age is not None and age > REFRESH + 1.0:
+        return f"As rank 0 last published it, {age:.0f} s ago: {_state_words(progress, rank)}"
+    return _state_words(progress, rank)
+
+
+def _state_words(progress: dict[str, Any], rank: int) -> str:
+    """What `rank0_words` says of rank 0's state, as of its file's ``written``."""
     held = progress.get("backpressured_for")
     counts = (
         f"{progress.get('jobs_alive', '?')} jobs alive, {progress.get('pending', '?')} "
@@ -275,4 +328,5 @@ def study_watch(
         rank, world, config.stall_timeout, excuse, lambda: rank0_words(progress(), rank),
         put, buffer.stats, stream_has_it=stream_has_it, report=report,
         deadlock=lambda idle, wanted: check(progress()),
+        failed=lambda wanted: failed_words(progress(), rank, world, wanted),
     )  # fmt: skip

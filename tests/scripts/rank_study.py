@@ -30,20 +30,22 @@ def study_trainer(
     job_limit: int,
     receiver: ReceiverConfig,
     process: Callable[[dict[str, Any]], tuple[torch.Tensor, torch.Tensor]],
+    tuning: LauncherTuning | None = None,
     **arguments: Any,
 ) -> OnlineTrainer:
     """A trainer of ``Linear(1, 1)`` (seed 0, SGD at lr 1e-3) on a study of one
     simulation per entry of `parameters`, `job_limit` at a time, each this interpreter
     running the script `solver` on the local backend (no restart), streamed to a
     `StreamSource` of `receiver`; `TrainingArguments(output_dir=out, **arguments)`, with
-    no progress bar and no report."""
+    no progress bar and no report. `tuning` replaces the launcher's (default: a poll of
+    0.05 s, no restart)."""
     launcher = Launcher(
         [sys.executable, solver],
         parameters,
         len(parameters),
         job_limit=job_limit,
         backend=LocalBackend(),
-        tuning=LauncherTuning(poll_interval=0.05, kill_grace=2.0, max_restarts=0),
+        tuning=tuning or LauncherTuning(poll_interval=0.05, kill_grace=2.0, max_restarts=0),
     )
     torch.manual_seed(0)
     model = torch.nn.Linear(1, 1)

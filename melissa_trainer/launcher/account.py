@@ -28,6 +28,7 @@ this module gives them under its own name too.
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
@@ -291,7 +292,9 @@ def _partway_line(partway: Sequence[SimulationOutcome]) -> str:
     ids, one's exit codes and parameters (the parameter set to look at), what became of
     their samples, and what to do if the failures are the solver's."""
     first = partway[0]
-    what = "redrawn" if first.status == "failed" else "abandoned"
+    # each one's own fate (a study may hold both: its policy changed on a resume)
+    fates = Counter("redrawn" if o.status == "failed" else "abandoned" for o in partway)
+    what = ", ".join(k if len(fates) == 1 else f"{n} {k}" for k, n in sorted(fates.items()))
     return (
         f"  {len(partway)} given up part-way ({what}), after sending some samples: simulations "
         f"{_ids([o.simulation_id for o in partway])}; e.g. simulation {first.simulation_id}, "

@@ -98,14 +98,25 @@ class LauncherError(RuntimeError):
 def study_counts(counts: Mapping[str, float], n_simulations: int, attempts: int) -> str:
     """One line of a study's counts (`StudyRecord.summary`) that adds up: the places of
     the study (finished, abandoned, running, exited, pending: `n_simulations` in all),
-    then the simulations that failed for good, each replaced by a new draw."""
+    then the simulations that failed for good (status "failed": under "redraw", each
+    replaced by a new draw, `counts["redraws"]` of them, but for the one that failed the
+    study; under "raise", that one; under "abandon" none: counted abandoned)."""
     places = ("finished", "abandoned", "running", "exited", "pending")
     total = sum(int(counts[k]) for k in places)
     parts = ", ".join(f"{int(counts[k])} {k}" for k in places)
+    failed = int(counts["failed"])
+    replaced = min(failed, int(counts.get("redraws", 0)))
+    if not failed:
+        fate = ""
+    elif replaced == failed:
+        fate = ", each replaced by a new draw"
+    elif not replaced:
+        fate = ", not replaced"
+    else:
+        fate = f", {replaced} of them replaced by a new draw"
     return (
         f"study of {n_simulations} simulations: {parts} (= {total}); besides, "
-        f"{int(counts['failed'])} failed for good, each replaced by a new draw; "
-        f"{attempts} attempts in all"
+        f"{failed} failed for good{fate}; {attempts} attempts in all"
     )
 
 

@@ -29,7 +29,10 @@ A simulation's states::
 * **failed**: given up after `max_restarts` restarts and replaced by a redraw (a new id,
   new parameters; a failed id is never reused). The sampler is told (`Sampler.failed`)
   before the replacement's draw, as it is of an abandoned one.
-* **abandoned**: given up (``on_failure="abandon"``); the study goes on without it.
+  Not replaced when it makes the study fail (``on_failure="raise"``, or the failure
+  budget or the redraws used up): `reports.study_counts` tells those apart by `redraws`.
+* **abandoned**: given up (``on_failure="abandon"``); the study goes on without it, or
+  fails if it used up the failure budget (abandoned all the same: nothing replaces it).
 
 Without a data report (a `Launcher` used on its own) "exit 0" is all there is to go by:
 an exiting simulation goes straight to finished.
@@ -277,6 +280,9 @@ class StudyRecord(StudyRecordState):
                 f"{self.max_given_up} that LauncherTuning.min_finished_fraction="
                 f"{self.min_finished_fraction} allows in a study of {self.n_simulations}"
             )
+            if self.on_failure == "abandon":
+                # never replaced: counted abandoned, as its study's error and account say
+                self._move(sid, "abandoned")
         elif self.on_failure == "abandon":
             self._move(sid, "abandoned")
             self.sampler.failed(sid, dict(record.parameters))

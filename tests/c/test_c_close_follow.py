@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import struct
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import pytest
@@ -56,6 +57,14 @@ def answer_as_run_b(frame: bytes, frames: list[bytes]) -> bytes:
     bye = RECEIPT_BYE if byes else RECEIPT_NO_BYE
     steps = query.bye_steps if byes else 0
     return receipt(query, P.ADMISSION_ACCEPTED, bye, steps=steps, bye_steps=steps)
+
+
+def resumed_receiver(
+    ctx: zmq.Context,
+) -> AbstractContextManager[tuple[str, str, list[bytes], list[int]]]:
+    """Run-b's receiver (`played_receiver` answering as `answer_as_run_b`), which
+    tests/c/test_c_follow_resend_gone.py plays too."""
+    return played_receiver(ctx, answer_as_run_b)
 
 
 def run_close(

@@ -203,6 +203,20 @@ class StopRecords:
             )
         return None
 
+    def preempted(self) -> str | None:
+        """What a receiver's record says when its trainer was preempted (``preempted``:
+        a resumed trainer may follow, so the close still waits): "the trainer was
+        preempted (MESSAGE; its stop record in DIR)", the words a close's notice and
+        its error say in place of "the trainer died" (`closing`); else None."""
+        for rank in range(len(self.endpoints)):
+            record = self.record(rank)
+            if record is not None and record.reason.code == "preempted":
+                return (
+                    f"the trainer was preempted ({record.reason.message}; its stop record in "
+                    f"{self.rendezvous})"
+                )
+        return None
+
     def decide(self, rank: int, count: int) -> ReceiptReply | None:
         """What receiver `rank`'s record says of this rank's BYE, which carried `count`
         (module docstring): the receipt it confirms, or None (undecided).

@@ -302,6 +302,8 @@ class CloseWait:
                 self.refusal = why
                 return why
             if (other := self._no_receiver()) is not None:
+                if not self._after_failure:  # (a close with a BYE raises it as a refusal)
+                    self.refusal = other
                 return other
             if handshakes is not None and self._watch is None:
                 self._watch = PeerWatch(handshakes, self._endpoints, self._began)
@@ -338,16 +340,22 @@ class CloseWait:
         return self._watch.gone(self._disconnected, _NO_WAIT)
 
     def _no_receiver(self) -> str | None:
-        """After a failure, why a peer that is not a receiver is not waited for ("to E:
-        `NOT_RECEIVER`; ..."), else None (never blocks). It accepted TCP, so it looks
-        connected, but no handshake completed in `NOT_ZMQ_AFTER` s (a receiver's takes
-        milliseconds): what is queued for it can never be delivered, a wait only spent
-        `failed_close_timeout`. Safe as for a receiver disconnected (`closing`): no BYE
-        is sent; the simulation is run again and sends every step again."""
-        if not self._after_failure or self._handshakes is None:
+        """Why a peer that is not a receiver is not waited for ("to E: `NOT_RECEIVER`;
+        ..."), else None (never blocks). It accepted TCP, so it looks connected, but no
+        handshake completed in `NOT_ZMQ_AFTER` s (a receiver's takes milliseconds):
+        what is queued for it can never be delivered, a wait only spent
+        `failed_close_timeout` (after a failure) or `close_timeout` (a close with a BYE,
+        whose error, a `ValueError` as for a refused handshake, says to check the
+        endpoint: a user trial's waited its whole 60 s). After a failure, safe as for a
+        receiver disconnected (`closing`): no BYE is sent; the simulation is run again
+        and sends every step again."""
+        if self._handshakes is None:
             return None
         other = ", ".join(self._handshakes.not_receivers(self._endpoints))
-        said = f"to {other}: {NOT_RECEIVER}; a close after a failure does not wait for it"
+        if self._after_failure:
+            said = f"to {other}: {NOT_RECEIVER}; a close after a failure does not wait for it"
+        else:
+            said = f"to {other}: {NOT_RECEIVER}; nothing sent to it can be delivered"
         return said if other else None
 
     def _tell(self, watch: PeerWatch) -> None:

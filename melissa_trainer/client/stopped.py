@@ -252,15 +252,15 @@ class StopRecords:
         if self._not_needed(record):
             raise SimulationNotNeeded(f"{self.whose}: {self.not_needed(rank, record)}")
         if record.complete and reason.code in _FINAL:
-            said = (
+            stop = (
                 f"{self.whose}: its BYE was not confirmed: the trainer's receiver {rank} "
                 f"({self.endpoints[rank]}) stopped before it read it ({reason.code}: "
                 f"{reason.message}; its stop record in {self.rendezvous} lacks this BYE). "
             )
             if reason.code == "end":  # (no resume: a trainer resumed from an end stops)
-                raise TimeoutError(said + ENDED)
+                raise TimeoutError(stop + ENDED)
             raise TimeoutError(
-                f"{said}What this simulation sent after the trainer's last checkpoint is not "
+                f"{stop}What this simulation sent after the trainer's last checkpoint is not "
                 f"trained on: once a trainer runs there again (--resume_from_checkpoint "
                 f"latest), run this simulation again with the same simulation id "
                 f"(MELISSA_TRAINER_SIMULATION_ID={sid}): the trainer takes the steps it "

@@ -247,7 +247,9 @@ class Client(Sending):
             check.note,
             self.routing,
         )
-        transport.wait.follows(check.stopped, self._rendezvous if self._following else None)
+        transport.wait.follows(
+            check.stopped, self._rendezvous if self._following else None, check.preempted
+        )
         return transport
 
     # -- following a restarted trainer (`following`) -----------------------------------

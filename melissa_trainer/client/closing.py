@@ -55,6 +55,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = [
     "Closable",
     "StopSaid",
+    "TrainerPreempted",
     "TrainerStopped",
     "client_logger",
     "close_transport",
@@ -68,6 +69,12 @@ __all__ = [
 class TrainerStopped(TimeoutError):
     """A close gave up on a receiver whose trainer stopped for good (its stop record:
     the run ended, or failed): no restarted trainer is waited for (`following`)."""
+
+
+class TrainerPreempted(TimeoutError):
+    """A close gave up on a receiver gone whose trainer's stop record says it was
+    preempted: a resumed trainer is waited for and followed (`following`), and if
+    none comes, the error says that no resume came (`follow_gave_up`)."""
 
 
 def client_logger() -> logging.Logger:
@@ -157,6 +164,7 @@ def close_transport(t: Closable, bye: bool, follow_in: str | None = None) -> Non
         watch=t.wait.watch,  # (what a blocked send saw of the receivers)
         stopped=t.wait.stopped,  # (a trainer that stopped for good: its stop record)
         notice=partial(waiting_notice, t, follow_in, time.monotonic()) if bye else None,
+        preempted=t.wait.preempted if bye else None,  # (said in place of "died")
     )
     failure = why = None
     with t.lock if t.outbox is None else _closing(t.outbox):
@@ -212,7 +220,7 @@ def close_transport(t: Closable, bye: bool, follow_in: str | None = None) -> Non
             fix = f" {run_again(t.simulation_id)}" if not note and follow_in is None else ""
         message_text += ("." if sent or note else "") + sent + note + fix
         if bye:
-            raise TimeoutError(message_text)
+            raise (TrainerPreempted if wait.preempted_said else TimeoutError)(message_text)
         client_logger().warning(message_text)
 
 
@@ -252,6 +260,7 @@ def waiting_notice(
     who, where = f"simulation {t.simulation_id} rank {t.rank}", ", ".join(down)
     closing = doing == "closing"
     never = bool(t.handshakes.never_connected(down))
+    preempted = None if never else t.wait.preempted()  # (its stop record: not "died")
     # (a wait gives a receiver its timeout from its start: said when it went down before)
     of = f", {now - started:.0f} s of them in this wait" if since < started - 0.5 else ""
     if never:  # (not a trainer gone: said as `never_note`)
@@ -263,7 +272,8 @@ def waiting_notice(
     else:
         text = (
             f"{who}: {doing}, the trainer's receiver at {where} is disconnected since "
-            f"{clock} ({now - since:.0f} s{of}: the trainer died or stopped, or its node): "
+            f"{clock} ({now - since:.0f} s{of}: "
+            f"{preempted or 'the trainer died or stopped, or its node'}): "
             f"{sent} time step(s) were sent to it"
         )
         text += (
@@ -271,7 +281,8 @@ def waiting_notice(
         )
     action, follows = "close" if closing else "send", follow_in is not None
     what = "connect" if never else "reconnect"  # (one never connected: no "re")
-    text += waits_for(left, bound, what, follow_in, follows, follow, now - started, action)
+    resumed = preempted is not None
+    text += waits_for(left, bound, what, follow_in, follows, follow, now - started, action, resumed)
     client_logger().warning(text)
 
 
@@ -293,6 +304,18 @@ def follow_gave_up(
         "no bound" if follow_timeout is None else f"ClientTuning.follow_timeout={follow_timeout} s"
     )
     said = str(error) if str(error).endswith(".") else f"{error}."
+    if isinstance(error, TrainerPreempted):  # (its stop record said: a resume was due)
+        error.args = (
+            f"{said} Then it waited {waited:.0f} s for the trainer to be resumed and publish "
+            f"in {rendezvous}: no resume came within {bound}{total}. Resume it "
+            f"(--resume_from_checkpoint latest), then run this simulation again with the "
+            f"same simulation id (MELISSA_TRAINER_SIMULATION_ID={simulation_id}): the trainer "
+            f"keeps the steps it holds and takes the others, each once. A simulation the "
+            f"launcher runs, it runs again itself. A trainer resumed while a client still "
+            f"waits (disconnected_timeout, then follow_timeout) is followed, and nothing is "
+            f"lost.",
+        )
+        return
     error.args = (
         f"{said} Then it waited {waited:.0f} s for a restarted trainer to publish in "
         f"{rendezvous} ({bound}), and none did{total}. {run_again(simulation_id)} A trainer "

@@ -87,14 +87,22 @@ def waits_for(
     follow: float | None,
     elapsed: float,
     action: str = "close",
+    resumed: bool = False,
 ) -> str:
     """The sentences of a notice (`closing.waiting_notice`, `receipts`) that say what
     the `action` ("close", or "send": a blocked send, `send_wait`) waits for: up to
     `left` more seconds (None: no bound) for the receiver to `what` ("reconnect",
     "answer"), ended by `bound` ("ClientTuning.NAME=V s", "Client.send_timeout=V s"),
     then, if it `follows`, up to `follow` seconds (None: no bound) for a restarted
-    trainer to publish in `rendezvous`; the whole wait (`elapsed` seconds of it gone),
-    the settings that shorten it, and that nothing more is said."""
+    trainer to publish in `rendezvous` (`resumed`: a stop record said the trainer was
+    preempted: for it to be resumed, --resume_from_checkpoint latest); the whole wait
+    (`elapsed` seconds of it gone), the settings that shorten it, and that nothing more
+    is said."""
+    who = (
+        "the trainer to be resumed (--resume_from_checkpoint latest) and"
+        if resumed
+        else "a restarted trainer to"
+    )
     owner, names = "ClientTuning", []
     if bound:
         owner, setting = bound.split(".", 1)
@@ -107,12 +115,12 @@ def waits_for(
     if follows and left is not None:
         names.append("follow_timeout")
         if follow is None:
-            text += f", then for a restarted trainer to publish in {rendezvous}, with no "
+            text += f", then for {who} publish in {rendezvous}, with no "
             text += "bound (ClientTuning.follow_timeout=None), and follows it"
         else:
             text += (
-                f", then up to {follow:.0f} s (ClientTuning.follow_timeout={follow} s) for a "
-                f"restarted trainer to publish in {rendezvous}, and follows it: up to "
+                f", then up to {follow:.0f} s (ClientTuning.follow_timeout={follow} s) for "
+                f"{who} publish in {rendezvous}, and follows it: up to "
                 f"{left + follow:.0f} s more, {elapsed + left + follow:.0f} s in all"
             )
     shorten = f"{owner}({', '.join(f'{n}=...' for n in names)}) shortens it; " if names else ""

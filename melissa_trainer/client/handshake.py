@@ -37,6 +37,7 @@ __all__ = [
     "DOWN",
     "MISMATCH",
     "NOT_RECEIVER",
+    "NOT_RECEIVER_DROPS",
     "NOT_ZMQ_AFTER",
     "UP",
     "Handshakes",
@@ -68,6 +69,13 @@ for _event in UP + DOWN:
 NOT_RECEIVER = (
     "not a melissa-trainer receiver (it accepted a TCP connection but no ZeroMQ handshake "
     "completed): check the endpoint (the trainer's rank_N.json)"
+)
+#: what a peer that ended every ZeroMQ handshake without a detail is, to a client
+#: without a CURVE key (a CURVE-only receiver says mechanism mismatch), and the fix
+NOT_RECEIVER_DROPS = (
+    "not a melissa-trainer receiver (it accepted TCP connections but ended every ZeroMQ "
+    "handshake without completing one): check the endpoint (the trainer's rank_N.json); "
+    "nothing sent to it was delivered"
 )
 #: seconds a TCP connection may go without a completed handshake before its peer counts
 #: as `NOT_RECEIVER`: a receiver's libzmq I/O thread answers in milliseconds, even while
@@ -184,15 +192,17 @@ class Handshakes:
             refusal = self._refusal[index]
             if refusal is None:
                 continue
+            if not self._keyed[index] and refusal[0] == zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL:
+                # (a CURVE-only receiver refuses a client without a key with a mechanism
+                # mismatch, a detail; a peer that ends every handshake without one, and
+                # never completed one, is another program: an HTTP server answering junk)
+                return f"to {endpoint}: {NOT_RECEIVER_DROPS}"
             if not self._keyed[index]:
                 cause = (
                     "it takes CURVE (encrypted) connections only, and no CURVE key is known "
                     "for it here: set MELISSA_TRAINER_KEY to its public key, or use the "
                     "rendezvous (MELISSA_TRAINER_RENDEZVOUS: its files carry the key)"
                 )
-                if refusal[0] == zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL:  # (or no receiver:
-                    # a peer that drops every handshake unexplained may be another program)
-                    cause += f"; or it is {NOT_RECEIVER}"
             elif refusal == (
                 zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL,
                 zmq.PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH,
@@ -265,7 +275,8 @@ class Handshakes:
 
     def wait(self, endpoints: Sequence[str], deadline: float | None) -> str | None:
         """Wait until every receiver accepted its handshake (None), one refused it (why,
-        as `refused`), or `deadline` passed (None, and `accepted` is false)."""
+        as `refused`), a peer is found not a receiver (`not_receivers`: why, "to E:
+        `NOT_RECEIVER`; ..."), or `deadline` passed (None, and `accepted` is false)."""
         poller = zmq.Poller()
         for monitor in self._monitors:
             poller.register(monitor, zmq.POLLIN)
@@ -273,10 +284,12 @@ class Handshakes:
             why = self.refused(endpoints)
             if why is not None or all(self._accepted):
                 return why
+            if other := self.not_receivers(endpoints):  # (decided by time, not an event)
+                return f"to {', '.join(other)}: {NOT_RECEIVER}; nothing sent to it is delivered"
             left = 1.0 if deadline is None else deadline - time.monotonic()
             if left <= 0:
                 return None
-            poller.poll(int(min(left, 1.0) * 1000) + 1)
+            poller.poll(int(min(left, NOT_ZMQ_AFTER / 4, 1.0) * 1000) + 1)
 
     def close(self) -> None:
         """Stop the monitors and close their sockets (before the data sockets)."""

@@ -168,11 +168,13 @@ class PeerWatch:
         since = [s for _, s in down if s is not None]
         return None if not since else (tuple(e for e, s in down if s is not None), min(since))
 
-    def gone(self, after: float, bound: str | None = None) -> str | None:
+    def gone(self, after: float, bound: str | None = None, cause: str | None = None) -> str | None:
         """Why a receiver counts as gone (disconnected for more than `after` seconds,
         without a new connection: "to ENDPOINT: ..."), or None while every one may
         still be reading. `bound`: what set `after`, as the message says it (default:
-        ``disconnected_timeout=AFTER s``, the setting a user changes)."""
+        ``disconnected_timeout=AFTER s``, the setting a user changes). `cause`: why it
+        went, if a stop record says ("the trainer was preempted (...)"); default "the
+        trainer died, or its node"."""
         self.poll()
         now = time.monotonic()
         said = f"disconnected_timeout={after} s" if bound is None else bound
@@ -189,8 +191,8 @@ class PeerWatch:
                     said += f", counted from this wait's start {now - self.started:.0f} s ago"
                 return (
                     f"to {endpoint}: the receiver is unreachable, disconnected for "
-                    f"{now - since:.0f} s without a new connection ({said}; the trainer "
-                    f"died, or its node){'; ' if never else ''}{never}"
+                    f"{now - since:.0f} s without a new connection ({said}; "
+                    f"{cause or 'the trainer died, or its node'}){'; ' if never else ''}{never}"
                 )
         return None
 
@@ -218,6 +220,9 @@ class CloseWait:
         notice: called once, when a receiver has been disconnected `notice_after`
             seconds (with what `Notice` says), before the wait gives up on it; None:
             nothing is said (a close after a failure, which does not wait on it).
+        preempted: while a receiver is disconnected, "the trainer was preempted (...)"
+            if its stop record says so (`RestartCheck.preempted`), else None: what the
+            wait says of the receiver gone (`preempted_said`) instead of "died".
     """
 
     def __init__(
@@ -233,6 +238,7 @@ class CloseWait:
         watch: PeerWatch | None = None,
         stopped: Callable[[], StopSaid | None] | None = None,
         notice: Notice | None = None,
+        preempted: Callable[[], str | None] | None = None,
     ) -> None:
         self._sockets, self._endpoints = sockets, endpoints
         self.close_timeout, self._disconnected = close_timeout, disconnected_timeout
@@ -248,6 +254,10 @@ class CloseWait:
         #: were not delivered (the record may be another receiver's)
         self.stop_down: tuple[str, ...] = ()
         self._notice = notice
+        self._preempted = preempted
+        #: why a wait gave up on a receiver gone, if a stop record says its trainer was
+        #: preempted ("the trainer was preempted (...)"; `preempted`): a resume may follow
+        self.preempted_said: str | None = None
         self._began = time.monotonic()  # (as the notice's start: `closing`)
 
     def timed_out(self) -> str:
@@ -292,6 +302,8 @@ class CloseWait:
                 self.refusal = why
                 return why
             if (other := self._no_receiver()) is not None:
+                if not self._after_failure:  # (a close with a BYE raises it as a refusal)
+                    self.refusal = other
                 return other
             if handshakes is not None and self._watch is None:
                 self._watch = PeerWatch(handshakes, self._endpoints, self._began)
@@ -308,8 +320,10 @@ class CloseWait:
                 self._tell(self._watch)  # (before `gone`: said before it gives up)
             if self._disconnected is not None and self._watch is not None:
                 bound = _NO_WAIT if self._after_failure else None
-                why = self._watch.gone(self._disconnected, bound)
+                cause = None if self._preempted is None else self._preempted()
+                why = self._watch.gone(self._disconnected, bound, cause)
                 if why is not None:
+                    self.preempted_said = cause
                     return why
 
     def not_connected(self) -> str | None:
@@ -326,16 +340,22 @@ class CloseWait:
         return self._watch.gone(self._disconnected, _NO_WAIT)
 
     def _no_receiver(self) -> str | None:
-        """After a failure, why a peer that is not a receiver is not waited for ("to E:
-        `NOT_RECEIVER`; ..."), else None (never blocks). It accepted TCP, so it looks
-        connected, but no handshake completed in `NOT_ZMQ_AFTER` s (a receiver's takes
-        milliseconds): what is queued for it can never be delivered, a wait only spent
-        `failed_close_timeout`. Safe as for a receiver disconnected (`closing`): no BYE
-        is sent; the simulation is run again and sends every step again."""
-        if not self._after_failure or self._handshakes is None:
+        """Why a peer that is not a receiver is not waited for ("to E: `NOT_RECEIVER`;
+        ..."), else None (never blocks). It accepted TCP, so it looks connected, but no
+        handshake completed in `NOT_ZMQ_AFTER` s (a receiver's takes milliseconds):
+        what is queued for it can never be delivered, a wait only spent
+        `failed_close_timeout` (after a failure) or `close_timeout` (a close with a BYE,
+        whose error, a `ValueError` as for a refused handshake, says to check the
+        endpoint: a user trial's waited its whole 60 s). After a failure, safe as for a
+        receiver disconnected (`closing`): no BYE is sent; the simulation is run again
+        and sends every step again."""
+        if self._handshakes is None:
             return None
         other = ", ".join(self._handshakes.not_receivers(self._endpoints))
-        said = f"to {other}: {NOT_RECEIVER}; a close after a failure does not wait for it"
+        if self._after_failure:
+            said = f"to {other}: {NOT_RECEIVER}; a close after a failure does not wait for it"
+        else:
+            said = f"to {other}: {NOT_RECEIVER}; nothing sent to it can be delivered"
         return said if other else None
 
     def _tell(self, watch: PeerWatch) -> None:

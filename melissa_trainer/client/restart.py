@@ -61,12 +61,22 @@ class RestartCheck:
         self._simulation_id = simulation_id
         self._records: Any = None  # (`stopped.StopRecords`, made when first needed)
 
+    def preempted(self) -> str | None:
+        """ "the trainer was preempted (MESSAGE; ...)" if a receiver's stop record of this
+        client's run says so (`StopRecords.preempted`), else None; never raises."""
+        return None if self._records_of() is None else self._records.preempted()
+
     def stopped(self) -> StopSaid | None:
         """Why the trainer is not coming back, if a receiver's rendezvous file is marked
         stopped with a stop record of this client's run that says it ended or failed,
         and the error a close raises (`StopRecords.for_good`);
         else None (no rendezvous, none stopped, preempted). A stat per file while none
         changes; never raises."""
+        return None if self._records_of() is None else self._records.for_good()
+
+    def _records_of(self) -> Any:
+        """The `stopped.StopRecords` of the rendezvous (made when first needed), or
+        None (no rendezvous)."""
         if self._rendezvous is None:
             return None
         if self._records is None:  # (imported here: a failure path, not the start-up)
@@ -76,7 +86,7 @@ class RestartCheck:
             self._records = StopRecords(
                 self._rendezvous, self._endpoints, self._run_id, self._simulation_id, 0, whose
             )
-        return self._records.for_good()
+        return self._records
 
     def note(self) -> str:
         """A sentence (with a leading space) saying that the trainer was restarted and

@@ -138,6 +138,9 @@ class SendWait:
         #: and by a send that gives up with one down (`RestartCheck.stopped`, set by the
         #: client); None: not known
         self.stopped: Callable[[], StopSaid | None] | None = None
+        #: "the trainer was preempted (...)" if a stop record says so, read by a close
+        #: while a receiver is down (`RestartCheck.preempted`, set by the client)
+        self.preempted: Callable[[], str | None] = _unknown
         self._disconnected, self._send_timeout = disconnected_timeout, send_timeout
         self._whose, self._notice, self._simulation_id = whose, notice, simulation_id
         #: the rendezvous whose restarted trainer the client waits for and follows once
@@ -244,10 +247,16 @@ class SendWait:
         what = f"{_what(step)} and those queued before it"
         return stop_sentence(self._whose, what, "were", said, down), said
 
-    def follows(self, stopped: Callable[[], StopSaid | None], follow_in: str | None) -> None:
-        """Set `stopped` (`RestartCheck.stopped`) and `follow_in` (None: the client
-        follows no restarted trainer)."""
+    def follows(
+        self,
+        stopped: Callable[[], StopSaid | None],
+        follow_in: str | None,
+        preempted: Callable[[], str | None] | None = None,
+    ) -> None:
+        """Set `stopped` (`RestartCheck.stopped`), `follow_in` (None: the client
+        follows no restarted trainer) and `preempted` (`RestartCheck.preempted`)."""
         self.stopped, self.follow_in = stopped, follow_in
+        self.preempted = preempted or _unknown
 
     def _check(self, started: float, step: int | None, deadline: float | None) -> None:
         """Raise the ValueError of a refused handshake, `StoppedForGood` if a receiver
@@ -330,6 +339,11 @@ class SendWait:
     def close(self) -> None:
         """End the watch, if any (the monitors are `Handshakes`'s)."""
         self.watch, self._told = None, False
+
+
+def _unknown() -> str | None:
+    """No stop record is read (`SendWait.preempted` of a client without a rendezvous)."""
+    return None
 
 
 def _what(step: int | None) -> str:

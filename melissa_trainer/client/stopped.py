@@ -43,11 +43,20 @@ from melissa_trainer.client.gave_up import StopSaid
 from melissa_trainer.stream.stop_record import RECORD_KEY, StopRecord, parse_record
 from melissa_trainer.wire.receipt import RECEIPT_BYE, RECEIPT_FINISHED, ReceiptReply
 
-__all__ = ["SimulationNotNeeded", "StopRecords"]
+__all__ = ["ENDED", "SimulationNotNeeded", "StopRecords"]
 
 _FINAL = ("end", "error", "nonfinite")
 #: the opening of what a simulation the study ended without is told
 _NOT_NEEDED = "the study ended without needing this simulation"
+#: what a simulation whose run ended normally (``end``: max_steps, end of stream, a
+#: hook) before it read its BYE is told instead of resume advice: a trainer resumed
+#: from an end stops at once (a user trial, htrial19 Xa). The C client's words too
+#: (clients/c/src/stop_said.c)
+ENDED = (
+    "The run ended, so the rest of this simulation was not needed, and not taken: "
+    "nothing is to be resumed or run again for this run (a trainer resumed from its end "
+    "stops at once)"
+)
 
 
 class SimulationNotNeeded(TrainerStopped):
@@ -195,12 +204,28 @@ class StopRecords:
                 endpoint,
                 "ended",
                 f"{reason.code}: {reason.message}; its stop record in {self.rendezvous}",
-                f"Once a trainer runs there again (--resume_from_checkpoint latest), run "
+                ENDED
+                if reason.code == "end"
+                else f"Once a trainer runs there again (--resume_from_checkpoint latest), run "
                 f"this simulation again with the same simulation id "
                 f"(MELISSA_TRAINER_SIMULATION_ID={self.simulation_id}): the trainer takes "
                 f"the steps it lacks, each once",
                 TrainerStopped,
             )
+        return None
+
+    def preempted(self) -> str | None:
+        """What a receiver's record says when its trainer was preempted (``preempted``:
+        a resumed trainer may follow, so the close still waits): "the trainer was
+        preempted (MESSAGE; its stop record in DIR)", the words a close's notice and
+        its error say in place of "the trainer died" (`closing`); else None."""
+        for rank in range(len(self.endpoints)):
+            record = self.record(rank)
+            if record is not None and record.reason.code == "preempted":
+                return (
+                    f"the trainer was preempted ({record.reason.message}; its stop record in "
+                    f"{self.rendezvous})"
+                )
         return None
 
     def decide(self, rank: int, count: int) -> ReceiptReply | None:
@@ -227,11 +252,15 @@ class StopRecords:
         if self._not_needed(record):
             raise SimulationNotNeeded(f"{self.whose}: {self.not_needed(rank, record)}")
         if record.complete and reason.code in _FINAL:
-            raise TimeoutError(
+            stop = (
                 f"{self.whose}: its BYE was not confirmed: the trainer's receiver {rank} "
                 f"({self.endpoints[rank]}) stopped before it read it ({reason.code}: "
                 f"{reason.message}; its stop record in {self.rendezvous} lacks this BYE). "
-                f"What this simulation sent after the trainer's last checkpoint is not "
+            )
+            if reason.code == "end":  # (no resume: a trainer resumed from an end stops)
+                raise TimeoutError(stop + ENDED)
+            raise TimeoutError(
+                f"{stop}What this simulation sent after the trainer's last checkpoint is not "
                 f"trained on: once a trainer runs there again (--resume_from_checkpoint "
                 f"latest), run this simulation again with the same simulation id "
                 f"(MELISSA_TRAINER_SIMULATION_ID={sid}): the trainer takes the steps it "

@@ -12,6 +12,13 @@
 
 #include "internal.h"
 
+/* What a simulation whose run ended normally (code "end") is told instead of resume
+ * advice: stopped.py's ENDED (a trainer resumed from an end stops at once). */
+#define ENDED_WORDS                                                                       \
+    "The run ended, so the rest of this simulation was not needed, and not taken: "       \
+    "nothing is to be resumed or run again for this run (a trainer resumed from its end " \
+    "stops at once)"
+
 /* What stopped the trainer, for this simulation: stopped.py's StopSaid.kind. */
 typedef enum { SAID_REFUSED, SAID_NOT_NEEDED, SAID_ENDED } said_kind;
 
@@ -47,6 +54,10 @@ static void detail_of(const mt_client *c, said_kind k, const mt_stop_said *s, si
                       "simulation again with the same simulation id "
                       "(MELISSA_TRAINER_SIMULATION_ID=%llu)",
                       rank, s->message, sid);
+        return;
+    }
+    if (k == SAID_ENDED && strcmp(s->code, "end") == 0) {
+        mt_buf_printf(b, "%s", ENDED_WORDS);
         return;
     }
     if (k == SAID_ENDED) {
@@ -92,6 +103,14 @@ mt_status mt_stop_record_fail(mt_client *c, mt_stop_outcome o, const mt_stop_sai
                               size_t rank, const char *endpoint, const char *whose) {
     said_kind k = kind_of(o, s);
     mt_buf text = {0};
+    if (k == SAID_ENDED && strcmp(s->code, "end") == 0) { /* (decide: no resume advice) */
+        mt_buf_printf(&text,
+                      "%s: its BYE was not confirmed: the trainer's receiver %zu (%s) stopped "
+                      "before it read it (%s: %s; its stop record in %s lacks this BYE). %s",
+                      whose, rank, endpoint, s->code, s->message, c->rendezvous_used,
+                      ENDED_WORDS);
+        return said(c, MT_ETIMEDOUT, &text);
+    }
     if (k == SAID_ENDED) { /* (StopRecords.decide: the BYE the receipt lacks, named) */
         mt_buf_printf(&text,
                       "%s: its BYE was not confirmed: the trainer's receiver %zu (%s) stopped "

@@ -1,0 +1,94 @@
+"""A close with a BYE (``close()``) gives up on a peer that is not a receiver once that
+is known (`handshake.NOT_ZMQ_AFTER` s after it accepted TCP without a ZeroMQ
+handshake), not at `close_timeout` (a user trial, htrial19 wrongport: a client pointed
+at ``python -m http.server``; its close took its whole 60 s close_timeout, and its
+ValueError led with "it takes CURVE (encrypted) connections only ... set
+MELISSA_TRAINER_KEY", only then "or it is not a melissa-trainer receiver"). A peer that
+accepted TCP and never spoke ZMTP is said to be not a receiver (check the endpoint),
+first and alone: a CURVE-only receiver refuses a client without a key with a mechanism
+mismatch (ZeroMQ's HANDSHAKE_FAILED_PROTOCOL), which keeps the CURVE advice
+(tests/client/test_refused_handshake.py). close_timeout is 30 s here; before the change
+these closes took 30 s (the silent peer) or raised the CURVE words first (the peer
+answering HTTP, whose handshakes libzmq ends without detail).
+
+Real sockets on 127.0.0.1; `NOT_ZMQ_AFTER` shortened so the tests are quick."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+
+from melissa_trainer.client import Client, ClientTuning, handshake
+
+pytestmark = pytest.mark.timeout(120)
+
+FIELDS = {"u": ((4,), "float32")}
+CLOSE_TIMEOUT = 30.0
+QUICK = 10.0  # (before: CLOSE_TIMEOUT; after: NOT_ZMQ_AFTER, a margin for a busy machine)
+
+
+@pytest.fixture(autouse=True)
+def short(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(handshake, "NOT_ZMQ_AFTER", 0.3)
+
+
+@pytest.fixture
+def silent() -> Iterator[str]:
+    """A program that accepts TCP connections and never speaks ZeroMQ (nor anything),
+    as ``python -m http.server`` to a ZeroMQ greeting (it waits for a line)."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        yield f"tcp://127.0.0.1:{listener.getsockname()[1]}"
+
+
+@pytest.fixture
+def http() -> Iterator[str]:
+    """A program that answers every connection with HTTP junk and hangs up."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:  # (closed: the test is over)
+                return
+            with conn:
+                conn.recv(100)
+                conn.sendall(b"HTTP/1.0 400 Bad request\r\n\r\n<html>no</html>\n")
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield f"tcp://127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        listener.shutdown(socket.SHUT_RDWR)
+        listener.close()
+        thread.join(10)
+
+
+@pytest.mark.parametrize("peer", ["silent", "http"])
+def test_a_close_gives_up_on_a_peer_not_a_receiver_and_says_check_the_endpoint(
+    peer: str, request: pytest.FixtureRequest
+) -> None:
+    endpoint = str(request.getfixturevalue(peer))
+    tuning = ClientTuning(close_timeout=CLOSE_TIMEOUT)
+    client = Client(FIELDS, simulation_id=9, endpoints=endpoint, tuning=tuning)
+    client.send(0, u=np.ones(4, np.float32))
+    started = time.monotonic()
+    with pytest.raises(ValueError) as caught:
+        client.close()
+    took = time.monotonic() - started
+    assert took < QUICK, f"close() took {took:.1f} s"
+    said = str(caught.value)
+    assert said.startswith(f"simulation 9 rank 0: queued messages not delivered to {endpoint}: ")
+    assert "not a melissa-trainer receiver" in said and "check the endpoint" in said, said
+    assert "CURVE" not in said and "MELISSA_TRAINER_KEY" not in said, said
+    assert "died" not in said and "run it again" not in said, said

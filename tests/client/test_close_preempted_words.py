@@ -1,0 +1,77 @@
+"""What a close says of a trainer whose stop record says it was preempted (a user trial,
+htrial19 Xb: an external trainer SIGTERMed, not restarted). The close waits for it by
+design (`stopped`: a resumed trainer is followed), but its notice said "the trainer died
+or stopped, or its node" and its error "the trainer died, or its node", not what the
+record says. Now both say that the trainer was preempted (the record's message), the
+notice that the client waits up to follow_timeout for it to be resumed
+(--resume_from_checkpoint latest), the error that no resume came within it and what to
+do. Failed before the change.
+
+Real sockets on 127.0.0.1; a receiver of run ``run-a`` that takes step 0 and stops, its
+stop record written as a trainer's receiver writes it on SIGTERM."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+import pytest
+from helpers import running
+from waiting import wait_until
+
+from melissa_trainer.buffers import FIFOBuffer
+from melissa_trainer.client import Client, ClientTuning
+from melissa_trainer.client.closing import TrainerStopped
+from melissa_trainer.stream.stop_record import StopReason
+
+pytestmark = pytest.mark.timeout(60)
+
+FIELDS = {"u": ((4,), "float32")}
+
+
+def preempted_client(rendezvous: Path, tuning: ClientTuning) -> Client:
+    """Simulation 8 (external mode), its step 0 taken by a receiver that then stopped,
+    preempted; once the client saw the disconnection."""
+    room = FIFOBuffer(10)
+    with running(room, rendezvous_dir=rendezvous, run_id="run-a") as receiver:
+        receiver.note_stop(StopReason("preempted", "stopped by SIGTERM"))
+        client = Client(FIELDS, simulation_id=8, tuning=tuning)
+        client.send(0, u=np.zeros(4, np.float32))
+        client.flush()
+        wait_until(lambda: room.stats().put == 1, "the receiver's sample")
+    handshakes = client._transport.handshakes
+
+    def down() -> bool:
+        handshakes.read()
+        return handshakes.down_since[0] is not None
+
+    wait_until(down, "the client to see the receiver gone")
+    return client
+
+
+def test_a_close_says_the_trainer_was_preempted_and_waits_for_its_resume(
+    external: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    tuning = ClientTuning(disconnected_timeout=0.6, follow_timeout=0.5)
+    client = preempted_client(external, tuning)
+    with (
+        caplog.at_level(logging.WARNING, "melissa_trainer.client.client"),
+        pytest.raises(TimeoutError) as caught,
+    ):
+        client.close()
+    assert not isinstance(caught.value, TrainerStopped)  # (waited for: a resume may come)
+    notices = [r.getMessage() for r in caplog.records if "closing, " in r.getMessage()]
+    assert len(notices) == 1, notices
+    notice = notices[0]
+    assert "the trainer was preempted (stopped by SIGTERM" in notice, notice
+    assert "(ClientTuning.follow_timeout=0.5 s) for the trainer to be resumed" in notice, notice
+    assert "--resume_from_checkpoint latest" in notice, notice
+    assert "died" not in notice, notice
+    said = str(caught.value)
+    assert said.startswith("simulation 8 rank 0: "), said
+    assert "the trainer was preempted (stopped by SIGTERM" in said, said
+    assert "no resume came within ClientTuning.follow_timeout=0.5 s" in said, said
+    assert "--resume_from_checkpoint latest" in said, said
+    assert "MELISSA_TRAINER_SIMULATION_ID=8" in said, said
+    assert "died" not in said, said

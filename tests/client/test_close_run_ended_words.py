@@ -1,0 +1,92 @@
+"""What a close says when its trainer's stop record says the run ended (``end``:
+max_steps reached, end of stream, a hook) without this simulation's BYE (a user trial,
+htrial19 Xa: a trainer that ended at max_steps 30). It advised to run the simulation
+again "once a trainer runs there again (--resume_from_checkpoint latest)", which does
+not fit an end: a trainer resumed from it stops at once. Now it says that the run ended
+(the record's words) and that the rest of this simulation was not needed, so not
+taken: no resume advice. A failure (``error``) keeps it. Failed before the change.
+
+Real sockets on 127.0.0.1; receivers of run ``run-a`` writing their stop record as a
+trainer's do."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from helpers import running
+from test_close_stop_record import stop_before_the_first_question
+from waiting import wait_until
+
+from melissa_trainer.buffers import FIFOBuffer
+from melissa_trainer.client import Client, ClientTuning
+from melissa_trainer.client.closing import TrainerStopped
+from melissa_trainer.stream.stop_record import StopReason
+
+pytestmark = pytest.mark.timeout(60)
+
+FIELDS = {"u": ((4,), "float32")}
+ENDED = "The run ended, so the rest of this simulation was not needed, and not taken"
+
+
+def close_after(rendezvous: Path, reason: StopReason) -> str:
+    """Simulation 6 (external mode, no replay window) sends step 0, taken by a receiver
+    that then stops with `reason`; once the client saw it gone, it sends step 1 and
+    closes: what the close raises (`TrainerStopped`, the record read while down)."""
+    tuning = ClientTuning(disconnected_timeout=30.0, replay_bytes=0)
+    room = FIFOBuffer(10)
+    with running(room, rendezvous_dir=rendezvous, run_id="run-a") as receiver:
+        receiver.note_stop(reason)
+        client = Client(FIELDS, simulation_id=6, tuning=tuning)
+        client.send(0, u=np.zeros(4, np.float32))
+        client.flush()
+        wait_until(lambda: room.stats().put == 1, "the receiver's sample")
+    handshakes = client._transport.handshakes
+
+    def down() -> bool:
+        handshakes.read()
+        return handshakes.down_since[0] is not None
+
+    wait_until(down, "the client to see the receiver gone")
+    client.send(1, u=np.zeros(4, np.float32))
+    with pytest.raises(TrainerStopped) as caught:
+        client.close()
+    return str(caught.value)
+
+
+def test_a_close_to_a_run_that_ended_says_it_ended_without_resume_advice(
+    external: Path,
+) -> None:
+    said = close_after(external, StopReason("end", "max_steps 30 reached"))
+    assert said.startswith("simulation 6 rank 0: the trainer stopped before it read "), said
+    assert "(end: max_steps 30 reached; its stop record in " in said, said
+    assert ENDED in said, said
+    assert "resume_from_checkpoint" not in said and "runs there again" not in said, said
+
+
+def test_a_close_to_a_run_that_failed_keeps_the_resume_advice(external: Path) -> None:
+    said = close_after(external, StopReason("error", "CUDA out of memory"))
+    assert "(error: CUDA out of memory; its stop record in " in said, said
+    assert "--resume_from_checkpoint latest" in said and ENDED not in said, said
+
+
+def test_a_receipt_of_a_run_that_ended_says_it_ended_without_resume_advice(
+    external: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The receipt's path (`StopRecords.decide`): the receiver took the HELLO and step
+    0 and stopped, its record lacking this BYE (tests/client/test_close_stop_record.py)."""
+    full = FIFOBuffer(1)
+    with running(buffer=full, rendezvous_dir=external, run_id="run-a") as receiver:
+        receiver.note_stop(StopReason("end", "max_steps 30 reached"))
+        stop_before_the_first_question(monkeypatch, receiver, lambda r: r.backpressured())
+        tuning = ClientTuning(disconnected_timeout=600.0, follow_timeout=1.0)
+        client = Client(simulation_id=4, fields={"u": ((4,), np.float64)}, tuning=tuning)
+        for t in range(3):
+            client.send(t, u=np.zeros(4))
+        with pytest.raises(TimeoutError) as caught:
+            client.close()
+    said = str(caught.value)
+    assert "stopped before it read it (end: max_steps 30 reached" in said, said
+    assert ENDED in said, said
+    assert "resume_from_checkpoint" not in said and "runs there again" not in said, said

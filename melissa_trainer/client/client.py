@@ -247,9 +247,8 @@ class Client(Sending):
             check.note,
             self.routing,
         )
-        transport.wait.follows(
-            check.stopped, self._rendezvous if self._following else None, check.preempted
-        )
+        follow_in = self._rendezvous if self._following else None
+        transport.wait.follows(check.stopped, follow_in, check.preempted)
         return transport
 
     # -- following a restarted trainer (`following`) -----------------------------------

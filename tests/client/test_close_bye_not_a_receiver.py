@@ -16,12 +16,12 @@ Real sockets on 127.0.0.1; `NOT_ZMQ_AFTER` shortened so the tests are quick."""
 from __future__ import annotations
 
 import socket
-import threading
 import time
 from collections.abc import Iterator
 
 import numpy as np
 import pytest
+from test_not_a_receiver import http  # noqa: F401 (a fixture: the peer answering HTTP)
 
 from melissa_trainer.client import Client, ClientTuning, handshake
 
@@ -45,33 +45,6 @@ def silent() -> Iterator[str]:
         listener.bind(("127.0.0.1", 0))
         listener.listen(8)
         yield f"tcp://127.0.0.1:{listener.getsockname()[1]}"
-
-
-@pytest.fixture
-def http() -> Iterator[str]:
-    """A program that answers every connection with HTTP junk and hangs up."""
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(8)
-
-    def serve() -> None:
-        while True:
-            try:
-                conn, _ = listener.accept()
-            except OSError:  # (closed: the test is over)
-                return
-            with conn:
-                conn.recv(100)
-                conn.sendall(b"HTTP/1.0 400 Bad request\r\n\r\n<html>no</html>\n")
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    try:
-        yield f"tcp://127.0.0.1:{listener.getsockname()[1]}"
-    finally:
-        listener.shutdown(socket.SHUT_RDWR)
-        listener.close()
-        thread.join(10)
 
 
 @pytest.mark.parametrize("peer", ["silent", "http"])

@@ -15,12 +15,9 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-import numpy as np
 import pytest
-from helpers import running
-from waiting import wait_until
+from stopped_receiver import sent_then_stopped
 
-from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.client import Client, ClientTuning
 from melissa_trainer.client.closing import TrainerStopped
 from melissa_trainer.stream.stop_record import StopReason
@@ -33,20 +30,8 @@ FIELDS = {"u": ((4,), "float32")}
 def preempted_client(rendezvous: Path, tuning: ClientTuning) -> Client:
     """Simulation 8 (external mode), its step 0 taken by a receiver that then stopped,
     preempted; once the client saw the disconnection."""
-    room = FIFOBuffer(10)
-    with running(room, rendezvous_dir=rendezvous, run_id="run-a") as receiver:
-        receiver.note_stop(StopReason("preempted", "stopped by SIGTERM"))
-        client = Client(FIELDS, simulation_id=8, tuning=tuning)
-        client.send(0, u=np.zeros(4, np.float32))
-        client.flush()
-        wait_until(lambda: room.stats().put == 1, "the receiver's sample")
-    handshakes = client._transport.handshakes
-
-    def down() -> bool:
-        handshakes.read()
-        return handshakes.down_since[0] is not None
-
-    wait_until(down, "the client to see the receiver gone")
+    reason = StopReason("preempted", "stopped by SIGTERM")
+    client, _ = sent_then_stopped(FIELDS, 8, tuning, rendezvous=rendezvous, reason=reason)
     return client
 
 

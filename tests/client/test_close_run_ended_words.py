@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from helpers import running
+from stopped_receiver import sent_then_stopped
 from test_close_stop_record import stop_before_the_first_question
-from waiting import wait_until
 
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.client import Client, ClientTuning
@@ -35,20 +35,7 @@ def close_after(rendezvous: Path, reason: StopReason) -> str:
     that then stops with `reason`; once the client saw it gone, it sends step 1 and
     closes: what the close raises (`TrainerStopped`, the record read while down)."""
     tuning = ClientTuning(disconnected_timeout=30.0, replay_bytes=0)
-    room = FIFOBuffer(10)
-    with running(room, rendezvous_dir=rendezvous, run_id="run-a") as receiver:
-        receiver.note_stop(reason)
-        client = Client(FIELDS, simulation_id=6, tuning=tuning)
-        client.send(0, u=np.zeros(4, np.float32))
-        client.flush()
-        wait_until(lambda: room.stats().put == 1, "the receiver's sample")
-    handshakes = client._transport.handshakes
-
-    def down() -> bool:
-        handshakes.read()
-        return handshakes.down_since[0] is not None
-
-    wait_until(down, "the client to see the receiver gone")
+    client, _ = sent_then_stopped(FIELDS, 6, tuning, rendezvous=rendezvous, reason=reason)
     client.send(1, u=np.zeros(4, np.float32))
     with pytest.raises(TrainerStopped) as caught:
         client.close()

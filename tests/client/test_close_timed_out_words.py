@@ -10,13 +10,10 @@ can end the close: the outcome does not depend on when ZeroMQ saw the refusals."
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
-from helpers import running
-from waiting import wait_until
+from stopped_receiver import sent_then_stopped
 
-from melissa_trainer.buffers import FIFOBuffer
-from melissa_trainer.client import Client, ClientTuning
+from melissa_trainer.client import ClientTuning
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -24,21 +21,9 @@ FIELDS = {"u": ((4,), "float32")}
 
 
 def test_a_close_timeout_says_the_receiver_is_disconnected() -> None:
-    room = FIFOBuffer(10)
     tuning = ClientTuning(close_timeout=1.0, disconnected_timeout=600.0)
-    with running(room) as receiver:
-        endpoint = str(receiver.endpoint)
-        client = Client(FIELDS, simulation_id=7, endpoints=endpoint, tuning=tuning)
-        client.send(0, u=np.zeros(4, np.float32))
-        client.flush()
-        wait_until(lambda: room.stats().put == 1, "the receiver's sample")
-    handshakes = client._transport.handshakes
-
-    def down() -> bool:
-        handshakes.read()
-        return handshakes.down_since[0] is not None
-
-    wait_until(down, "the client to see the receiver gone")  # (what the close then knows)
+    # (returned once the client saw the receiver gone: what the close then knows)
+    client, endpoint = sent_then_stopped(FIELDS, 7, tuning)
     with pytest.raises(TimeoutError) as caught:
         client.close()  # (its BYE cannot leave: nobody takes it)
     said = str(caught.value)

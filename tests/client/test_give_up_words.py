@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from helpers import running
+from stopped_receiver import sent_then_stopped
 from waiting import wait_until
 
 from melissa_trainer.buffers import FIFOBuffer
@@ -137,20 +138,10 @@ def stopped_for_good(rendezvous: Path, tuning: ClientTuning, send_timeout: float
     whose receiver took its step 0 and then stopped, its stop record saying that the
     run ended (max_steps reached), as a trainer's receiver writes it; once the client
     saw the disconnection."""
-    room = FIFOBuffer(10)
-    with running(room, rendezvous_dir=rendezvous, run_id="run-a") as receiver:
-        receiver.note_stop(StopReason("end", "max_steps 7 reached"))
-        client = Client(FIELDS, simulation_id=5, send_timeout=send_timeout, tuning=tuning)
-        client.send(0, u=np.zeros(COUNT, np.float32))
-        client.flush()
-        wait_until(lambda: room.stats().put == 1, "the receiver's sample")
-    handshakes = client._transport.handshakes
-
-    def down() -> bool:
-        handshakes.read()
-        return handshakes.down_since[0] is not None
-
-    wait_until(down, "the client to see the receiver gone")
+    reason = StopReason("end", "max_steps 7 reached")
+    client, _ = sent_then_stopped(
+        FIELDS, 5, tuning, rendezvous=rendezvous, reason=reason, send_timeout=send_timeout
+    )
     return client
 
 

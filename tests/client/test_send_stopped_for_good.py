@@ -24,10 +24,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import running
-from waiting import wait_until
+from stopped_receiver import sent_then_stopped
 
-from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.client import Client, ClientTuning
 from melissa_trainer.client.send_wait import ReceiverGone, StoppedForGood
 from melissa_trainer.client.stopped import ENDED
@@ -48,20 +46,9 @@ def stopped(
     """A client (simulation 5, external mode: endpoints and run id from `rendezvous`)
     whose receiver took its step 0 and then stopped with `reason` in its stop record;
     once the client saw the disconnection."""
-    room = FIFOBuffer(10)
-    with running(room, rendezvous_dir=rendezvous, run_id="run-a") as receiver:
-        receiver.note_stop(reason)
-        client = Client(FIELDS, simulation_id=5, send_timeout=send_timeout, tuning=tuning)
-        client.send(0, u=np.zeros(COUNT, np.float32))
-        client.flush()
-        wait_until(lambda: room.stats().put == 1, "the receiver's sample")
-    handshakes = client._transport.handshakes
-
-    def down() -> bool:
-        handshakes.read()
-        return handshakes.down_since[0] is not None
-
-    wait_until(down, "the client to see the receiver gone")
+    client, _ = sent_then_stopped(
+        FIELDS, 5, tuning, rendezvous=rendezvous, reason=reason, send_timeout=send_timeout
+    )
     return client
 
 

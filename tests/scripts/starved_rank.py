@@ -59,18 +59,15 @@ with Client({"x": ((2,), "f4")}) as c:
 """
 
 
-def main() -> None:
-    out, solver, n, stall = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
-    torch.set_num_threads(1)
+def process(s: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
+    """A sample's ``x = (a, 0)`` as (input a, target 0)."""
+    return torch.from_numpy(s["x"][:1]), torch.from_numpy(s["x"][1:])
 
-    def process(s: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
-        return torch.from_numpy(s["x"][:1]), torch.from_numpy(s["x"][1:])
 
-    follow = float(sys.argv[5]) if len(sys.argv) > 5 else 0.0
-    parameters = [{"a": float(i), "t": float(i % 2), "follow": follow} for i in range(n)]
-    trainer = study_trainer(
-        out, solver, parameters, 2, ReceiverConfig(stall_timeout=stall), process, batch_size=4
-    )
+def train_recording_exit(trainer: Any, out: str) -> None:
+    """Train `trainer`; this rank then writes ``OUT/../exit-<rank>.json`` (`out` is
+    OUT): how `train()` ended (the exception's class or "returned", `recording_end`)
+    and the steps trained. Shared by the starved_rank*.py scripts."""
 
     def write(ended: str) -> None:
         record = {"ended": ended, "steps": trainer.state.global_step}
@@ -78,6 +75,18 @@ def main() -> None:
 
     with recording_end(write):
         trainer.train()
+
+
+def main() -> None:
+    out, solver, n, stall = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
+    torch.set_num_threads(1)
+
+    follow = float(sys.argv[5]) if len(sys.argv) > 5 else 0.0
+    parameters = [{"a": float(i), "t": float(i % 2), "follow": follow} for i in range(n)]
+    trainer = study_trainer(
+        out, solver, parameters, 2, ReceiverConfig(stall_timeout=stall), process, batch_size=4
+    )
+    train_recording_exit(trainer, out)
 
 
 if __name__ == "__main__":

@@ -12,15 +12,18 @@ Each rank writes ``OUT/../exit-<rank>.json``, as starved_rank.py's.
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import torch
-from rank_study import recording_end, study_trainer
-from starved_rank import SOLVER  # noqa: F401 (the test reads it from this module)
+from rank_study import study_trainer
+from starved_rank import (
+    SOLVER,  # noqa: F401 (the test reads it from this module)
+    process,
+    train_recording_exit,
+)
 
 from melissa_trainer import Hook, ReceiverConfig
 
@@ -47,22 +50,13 @@ def main() -> None:
     out, solver, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
     torch.set_num_threads(1)
 
-    def process(s: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
-        return torch.from_numpy(s["x"][:1]), torch.from_numpy(s["x"][1:])
-
     parameters = [{"a": float(i), "t": float(i % 2), "follow": 0.0} for i in range(n)]
     trainer = study_trainer(
         out, solver, parameters, 2, ReceiverConfig(stall_timeout=600), process, batch_size=4
     )
     if trainer.process_index == 0:
         trainer.hooks.add(SlowOnMainProcess(Path(out).parent))
-
-    def write(ended: str) -> None:
-        record = {"ended": ended, "steps": trainer.state.global_step}
-        (Path(out).parent / f"exit-{trainer.process_index}.json").write_text(json.dumps(record))
-
-    with recording_end(write):
-        trainer.train()
+    train_recording_exit(trainer, out)
 
 
 if __name__ == "__main__":

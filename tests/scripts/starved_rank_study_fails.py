@@ -18,13 +18,11 @@ Each rank writes ``OUT/../exit-<rank>.json``: how `train()` ended and the steps 
 
 from __future__ import annotations
 
-import json
 import sys
-from pathlib import Path
-from typing import Any
 
 import torch
-from rank_study import recording_end, study_trainer
+from rank_study import study_trainer
+from starved_rank import process, train_recording_exit
 
 from melissa_trainer import ReceiverConfig
 from melissa_trainer.launcher import LauncherTuning
@@ -54,9 +52,6 @@ def main() -> None:
     out, solver, n, stall = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
     torch.set_num_threads(1)
 
-    def process(s: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
-        return torch.from_numpy(s["x"][:1]), torch.from_numpy(s["x"][1:])
-
     parameters = [{"a": float(i), "t": float(i % 2)} for i in range(n)]
     tuning = LauncherTuning(
         poll_interval=0.05,
@@ -69,13 +64,7 @@ def main() -> None:
         out, solver, parameters, 2, ReceiverConfig(stall_timeout=stall), process,
         tuning=tuning, batch_size=4,
     )  # fmt: skip
-
-    def write(ended: str) -> None:
-        record = {"ended": ended, "steps": trainer.state.global_step}
-        (Path(out).parent / f"exit-{trainer.process_index}.json").write_text(json.dumps(record))
-
-    with recording_end(write):
-        trainer.train()
+    train_recording_exit(trainer, out)
 
 
 if __name__ == "__main__":

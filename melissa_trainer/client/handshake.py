@@ -275,8 +275,11 @@ class Handshakes:
 
     def wait(self, endpoints: Sequence[str], deadline: float | None) -> str | None:
         """Wait until every receiver accepted its handshake (None), one refused it (why,
-        as `refused`), a peer is found not a receiver (`not_receivers`: why, "to E:
-        `NOT_RECEIVER`; ..."), or `deadline` passed (None, and `accepted` is false)."""
+        as `refused`: a peer that ends every handshake is said not a receiver at once),
+        or `deadline` passed (None, and `accepted` is false). A peer that accepted TCP
+        and is silent (`not_receivers`, said by time alone) is waited for: a receiver
+        whose trainer is stopped (SIGSTOP, a suspended job) is silent too, and delivers
+        everything once continued (tests/launcher/test_pause.py)."""
         poller = zmq.Poller()
         for monitor in self._monitors:
             poller.register(monitor, zmq.POLLIN)
@@ -284,8 +287,6 @@ class Handshakes:
             why = self.refused(endpoints)
             if why is not None or all(self._accepted):
                 return why
-            if other := self.not_receivers(endpoints):  # (decided by time, not an event)
-                return f"to {', '.join(other)}: {NOT_RECEIVER}; nothing sent to it is delivered"
             left = 1.0 if deadline is None else deadline - time.monotonic()
             if left <= 0:
                 return None

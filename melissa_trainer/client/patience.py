@@ -341,21 +341,18 @@ class CloseWait:
 
     def _no_receiver(self) -> str | None:
         """Why a peer that is not a receiver is not waited for ("to E: `NOT_RECEIVER`;
-        ..."), else None (never blocks). It accepted TCP, so it looks connected, but no
-        handshake completed in `NOT_ZMQ_AFTER` s (a receiver's takes milliseconds):
-        what is queued for it can never be delivered, a wait only spent
-        `failed_close_timeout` (after a failure) or `close_timeout` (a close with a BYE,
-        whose error, a `ValueError` as for a refused handshake, says to check the
-        endpoint: a user trial's waited its whole 60 s). After a failure, safe as for a
-        receiver disconnected (`closing`): no BYE is sent; the simulation is run again
-        and sends every step again."""
-        if self._handshakes is None:
+        ..."), else None (never blocks): after a failure only. It accepted TCP, so it
+        looks connected, but no handshake completed in `NOT_ZMQ_AFTER` s (a receiver's
+        takes milliseconds). Safe as for a receiver disconnected (`closing`): no BYE is
+        sent; the simulation is run again and sends every step again. A close with a
+        BYE waits for it (until `close_timeout`): silence alone is what a receiver
+        whose trainer is stopped (SIGSTOP, a suspended job) shows too, and it delivers
+        everything once continued (tests/launcher/test_pause.py); a peer that ends every
+        handshake (an HTTP server) is refused at once (`Handshakes.refused`)."""
+        if not self._after_failure or self._handshakes is None:
             return None
         other = ", ".join(self._handshakes.not_receivers(self._endpoints))
-        if self._after_failure:
-            said = f"to {other}: {NOT_RECEIVER}; a close after a failure does not wait for it"
-        else:
-            said = f"to {other}: {NOT_RECEIVER}; nothing sent to it can be delivered"
+        said = f"to {other}: {NOT_RECEIVER}; a close after a failure does not wait for it"
         return said if other else None
 
     def _tell(self, watch: PeerWatch) -> None:

@@ -1,15 +1,13 @@
 """A close with a BYE (``close()``) gives up on a peer that is not a receiver once that
 is known (it ended every ZeroMQ handshake), not at `close_timeout`; a silent peer (TCP
 accepted, nothing said) is waited for: it may be a stopped trainer. (A user trial,
-htrial19 wrongport: a client pointed at ``python -m http.server``; its close took its whole 60 s close_timeout, and its
-ValueError led with "it takes CURVE (encrypted) connections only ... set
-MELISSA_TRAINER_KEY", only then "or it is not a melissa-trainer receiver"). A peer that
-ended every ZeroMQ handshake is said to be not a receiver (check the endpoint),
-first and alone: a CURVE-only receiver refuses a client without a key with a mechanism
-mismatch (ZeroMQ's HANDSHAKE_FAILED_PROTOCOL), which keeps the CURVE advice
-(tests/client/test_refused_handshake.py). close_timeout is 30 s here; before the change
-the close to the peer answering HTTP (whose handshakes libzmq ends without detail)
-raised the CURVE words first.
+htrial19 wrongport: a client pointed at ``python -m http.server``; its close took its
+whole 60 s close_timeout, and its ValueError led with "it takes CURVE (encrypted)
+connections only ... set MELISSA_TRAINER_KEY", only then "or it is not a
+melissa-trainer receiver".) A peer that ended every ZeroMQ handshake is said to be not a
+receiver (check the endpoint), first and alone: a CURVE-only receiver refuses a client
+without a key with a mechanism mismatch (ZeroMQ's HANDSHAKE_FAILED_PROTOCOL), which
+keeps the CURVE advice (tests/client/test_refused_handshake.py).
 
 Real sockets on 127.0.0.1; `NOT_ZMQ_AFTER` shortened so the tests are quick."""
 

@@ -13,23 +13,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from test_starved_deadlock import stuck  # (rank 0's progress in the deadlock's state)
+
 from melissa_trainer.buffers import BufferStats
 from melissa_trainer.stream.starvation_watch import READ_HISTORY, ReadClock, StarvationWatch
 from melissa_trainer.study.progress import REFRESH, ProgressFile, read_progress
 from melissa_trainer.study.starvation import AWAY_FACTOR, DEADLOCK_GRACE, DeadlockCheck
 
 STEP = 30.0  # seconds of one of rank 0's steps: more than the fixed grace
-
-
-def stuck(written: float, **change: Any) -> dict[str, Any]:
-    """Rank 0's progress in the deadlock's state (as `ProgressFile` writes it)."""
-    said = {
-        "run_id": "r", "explained": None, "jobs_alive": 0, "running": 0, "pending": 11,
-        "exited": 5, "finished": 0, "starving": [1], "lifted": True, "held_by_bound": True,
-        "bound": 4, "backpressured_for": 30.0, "written": written,
-    }  # fmt: skip
-    said.update(change)
-    return said
 
 
 def said_at(check: DeadlockCheck, rank0: Any, until: float) -> float | None:

@@ -179,10 +179,10 @@ def _env(**extra: str) -> dict[str, str]:
 
 
 def _gone(pid: int) -> bool:
-    """No such process, or a zombie (exited; init has not reaped it yet)."""
+    """No such process, or a zombie or dead one (exited; init has not reaped it yet)."""
     try:
         with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
     except OSError:
         return True
 
@@ -192,6 +192,8 @@ def test_a_rank_in_a_c_store_connect_exits_when_its_launcher_dies() -> None:
     """The child (torch elastic's environment, rank 1) is in ``TCPStore``'s constructor,
     retrying a store nobody serves (for 300 s), when its launcher (``sh``) is killed -9:
     it exits within seconds with 143, its line on stderr."""
+    from waiting import wait_until  # (here: this file is also the child's script)
+
     shell = subprocess.Popen(
         ["sh", "-c", f'"{sys.executable}" "{__file__}" connect {_free_port()} & wait'],
         stdout=subprocess.PIPE,
@@ -208,8 +210,11 @@ def test_a_rank_in_a_c_store_connect_exits_when_its_launcher_dies() -> None:
         child = int(said[1])
         os.kill(shell.pid, signal.SIGKILL)  # the launcher alone
         shell.wait(30)
-        # to EOF: the child, which holds the pipes, has exited (before: 300 s of retries)
+        # to EOF: the child, which holds the pipes, is exiting (before: 300 s of retries)
         out, err = shell.communicate(timeout=30)
+        # EOF comes when its files close, a moment before it is a zombie (a loaded
+        # machine stretches that moment): wait for its end before the kill below
+        wait_until(lambda: _gone(child), f"the end of the child {child}", timeout=30)
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.kill(shell.pid, signal.SIGKILL)
@@ -217,7 +222,6 @@ def test_a_rank_in_a_c_store_connect_exits_when_its_launcher_dies() -> None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(child, signal.SIGKILL)
         shell.wait(30)
-    assert _gone(child)
     assert (
         f"the launcher (pid {shell.pid}) is gone before training started: rank 1 exits; "
         "nothing to checkpoint" in err

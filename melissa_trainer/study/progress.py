@@ -41,8 +41,11 @@ read only ``rank_<r>.json`` there):
 
 It is rewritten (write aside, then rename: a reader never sees half a file) only when
 one of these changes (but the reads, which are only carried along), or every `REFRESH`
-s while rank 0 is back-pressured: a few writes a minute at most, none per sample. A
-reader takes a missing, unreadable or other run's file as "not known".
+s while rank 0 is back-pressured or its ``explained`` is set: a few writes a minute at
+most, none per sample. A reader takes a missing, unreadable or other run's file as
+"not known", and an ``explained`` older than `EXCUSE_AGE` (by ``written``) as not
+known either: a rank 0 that stopped writing, or an earlier run's file, excuses no
+silence (`study.starvation.rank0_excuse`).
 """
 
 from __future__ import annotations
@@ -60,6 +63,7 @@ from melissa_trainer.stream.starvation_watch import ReadClock
 
 __all__ = [
     "PROGRESS_FILE",
+    "EXCUSE_AGE",
     "REFRESH",
     "ProgressFile",
     "clear_starving",
@@ -78,6 +82,11 @@ STARVING_PREFIX = "starving-rank-"
 STARVING_READ = 1.0
 #: seconds between two writes while nothing but the back-pressure's duration changes
 REFRESH = 5.0
+#: the oldest (seconds, by its ``written``) that a reader takes rank 0's ``explained``
+#: for (`study.starvation.rank0_excuse`): rank 0 rewrites it every `REFRESH` s while
+#: set, so an older one is a rank 0 that no longer writes (stopped, gone) or an earlier
+#: run's file; three rewrites' room, for a busy rank 0 and the nodes' clocks
+EXCUSE_AGE = 3 * REFRESH
 #: the most characters of the launcher's error that ``failed`` keeps (its report)
 FAILED_CHARS = 8000
 
@@ -162,7 +171,10 @@ class ProgressFile:
             "failed": self._failed,
         }
         said = (*state.values(), held)
-        if said == self._said and not (held and now - self._written >= REFRESH):
+        # (rewritten while held, to carry its duration, and while the silence is
+        # explained: a reader trusts an excuse only as fresh as `EXCUSE_AGE`)
+        refresh = held or state["explained"] is not None
+        if said == self._said and not (refresh and now - self._written >= REFRESH):
             return False
         held_for = None if self._held_since is None else round(now - self._held_since, 1)
         state.update(backpressured_for=held_for, written=time.time())

@@ -69,9 +69,9 @@ What the study does about it, in order:
   (`study.end_notice`) tells this rank the study ended, its stream ends and training
   ends with it, padded. Otherwise the stall watch of `stall_timeout` stands, as before:
   a silence the launcher does not explain (rank 0: `Launcher.silence_explained`, jobs
-  queued or within their start-up allowance; another rank: what rank 0 published, or
-  without it the start-up allowance, `other_rank_excuse`) fails the wait, naming rank
-  0's state when known.
+  queued or within their start-up allowance; another rank: what rank 0 published, if
+  at most `EXCUSE_AGE` old, or else the start-up allowance, `other_rank_excuse`:
+  `rank0_excuse`) fails the wait, naming rank 0's state when known.
 """
 
 from __future__ import annotations
@@ -89,8 +89,10 @@ from melissa_trainer.stream.starvation_watch import (
     starved_words,
 )
 from melissa_trainer.stream.stream_source import StreamSource
+from melissa_trainer.stream.watchdog import SilenceExcuse
 from melissa_trainer.study.launch import other_rank_excuse
 from melissa_trainer.study.progress import (
+    EXCUSE_AGE,
     REFRESH,
     clear_starving,
     read_progress,
@@ -105,6 +107,7 @@ __all__ = [
     "StarvationWatch",
     "StarvedRankError",
     "failed_words",
+    "rank0_excuse",
     "starved_words",
     "study_watch",
 ]
@@ -216,6 +219,27 @@ def failed_words(
     )
 
 
+def rank0_excuse(
+    progress: dict[str, Any] | None,
+    idle: float,
+    fallback: SilenceExcuse | None,
+    now: float | None = None,
+) -> str | None:
+    """What explains another rank's silence of `idle` s, from what rank 0 published
+    (`study.progress`), or None: rank 0's ``explained`` while at most `EXCUSE_AGE` old
+    (its ``written``, aged as `rank0_words` ages it: rank 0 rewrites it every `REFRESH`
+    s while set); a file not known (None), or one without a time or older than that (a
+    rank 0 that stopped writing, an earlier run's file), is answered by `fallback` (the
+    launcher's start-up allowance, bounded by `idle`; None: nothing explains it). `now`:
+    wall-clock seconds (default: now)."""
+    if progress is not None:
+        age = _age(progress, now)
+        if age is not None and age <= EXCUSE_AGE:
+            explained = progress.get("explained")
+            return f"rank 0's launcher says: {explained}" if explained else None
+    return None if fallback is None else fallback(idle)
+
+
 def rank0_words(progress: dict[str, Any] | None, rank: int, now: float | None = None) -> str:
     """What rank 0 published (`study.progress`), as a sentence for another rank's
     message ("" on rank 0 itself, whose own launcher `launcher_words` says), said as of
@@ -308,11 +332,7 @@ def study_watch(
         return read[1]
 
     def excuse(idle: float) -> str | None:
-        said = progress()
-        if said is None:
-            return None if fallback is None else fallback(idle)
-        explained = said.get("explained")
-        return f"rank 0's launcher says: {explained}" if explained else None
+        return rank0_excuse(progress(), idle, fallback)
 
     check = DeadlockCheck(rank)
     clear_starving(rendezvous, rank)  # (an earlier run's report, left by its failure)

@@ -163,6 +163,11 @@ class ReadClock:
         #: (in work of its own since, or None; when it last left such work, or None)
         self._work: tuple[float | None, float | None] = (None, None)
 
+    @property
+    def count(self) -> int:
+        """The reads begun so far (the one in progress, or waited in, counted)."""
+        return self._said[0]
+
     def work_began(self) -> float | None:
         """The training thread begins work of its own (a hook call, an action point);
         returns what `work_ended` is given at its end: the start of the work it is

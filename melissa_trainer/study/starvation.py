@@ -42,13 +42,20 @@ What the study does about it, in order:
   uploading in `on_log`; the rank-0 part of a save, its rotation): its trainer tells
   the same clock of every hook dispatch and action point (`ReadClock.work_began`,
   published as ``own_work_for``), and the time away counts from the later of its last
-  read and the end of its last own work (``own_work_ago``). Such work between two
-  collectives lies behind this rank: if this rank waits for a batch, it has passed
-  them, so rank 0 comes out by itself. In the real deadlock rank 0 holds its window's
-  batches, blocked in the agreement (or its first step's backward) on this rank, out
-  of any hook: it reads nothing. A hook that itself waits in a collective for this
-  rank (a user's all-reduce in `on_step_start`) is taken for own work: that deadlock
-  is left to `stall_timeout`, as before these checks. The deadlock is then said by
+  read and the end of its last own work (``own_work_ago``). Own work excuses a rank 0
+  behind this rank only (its ``reads`` fewer than this rank's, the read this rank
+  waits in counted: `ahead`), which reads once done. One that has begun as many reads
+  holds its batches of the window this rank waits in (each rank takes one read per
+  batch, as many batches per window as the others, and the ranks agree on a window
+  before any rank reads the next), so it reads nothing before that agreement, which
+  needs this rank's batch: its own work, a slow hook or a user's collective in a hook
+  that waits for this rank, is not excused. On CPU (gloo) the agreement's start waits
+  for every rank, so rank 0 blocks there, out of any hook
+  (tests/trainer/test_starved_hook_collective.py); on CUDA it does not block the host,
+  and rank 0 runs on into the steps of the window in hand (which this rank runs only
+  once it holds the next window's batches), where a hook's collective whose result it
+  reads (an all-reduce in `on_step_start`, then ``.item()``) is where it waits
+  (tests/study/test_starvation_ahead.py). The deadlock is then said by
   max(t_s + `DEADLOCK_GRACE`, t_r + max(`DEADLOCK_GRACE`, `AWAY_FACTOR` x
   ``away_max``)) + `REFRESH` + 1 s, where t_s is when rank 0 first published the state
   above, t_r the later of its training thread's last read or wait for data and its
@@ -105,6 +112,7 @@ __all__ = [
     "REPORT_AFTER",
     "DeadlockCheck",
     "StarvationWatch",
+    "ahead",
     "StarvedRankError",
     "failed_words",
     "rank0_excuse",
@@ -136,7 +144,9 @@ class DeadlockCheck:
     def reset(self) -> None:
         self._first = None
 
-    def __call__(self, progress: dict[str, Any] | None) -> str | None:
+    def __call__(self, progress: dict[str, Any] | None, mine: int | None = None) -> str | None:
+        """`mine`: the reads this rank began (its `ReadClock.count`: the one it waits
+        in counted), or None when not known (`stale`)."""
         if progress is None or not self._stuck(progress):
             self._first = None
             return None
@@ -145,7 +155,7 @@ class DeadlockCheck:
         if self._first is None or self._first[1] != counts:
             self._first = (written, counts)
             return None
-        if written - self._first[0] < self.grace or not self.stale(progress):
+        if written - self._first[0] < self.grace or not self.stale(progress, mine):
             return None
         return (
             f"No simulation runs; rank 0's receiver has waited for room in its buffer for "
@@ -159,14 +169,15 @@ class DeadlockCheck:
             f"after stall_timeout. "
         )
 
-    def stale(self, progress: dict[str, Any]) -> bool:
+    def stale(self, progress: dict[str, Any], mine: int | None = None) -> bool:
         """Whether rank 0's training thread has stayed away from its buffer long enough,
         out of work of its own (module docstring): False while it is in such work
-        (``own_work_for`` given); else the least of ``away_for`` and ``own_work_ago``
-        (those given) >= max(grace, `AWAY_FACTOR` x ``away_max``); True when its
-        progress gives neither (an older rank 0's, or no read nor own work yet)."""
-        if _seconds(progress.get("own_work_for")) is not None:
-            return False  # (a hook, an action: it comes back by itself)
+        (``own_work_for`` given) and behind this rank (`ahead`: not known, or not);
+        else the least of ``away_for`` and ``own_work_ago`` (those given) >= max(grace,
+        `AWAY_FACTOR` x ``away_max``); True when its progress gives neither (an older
+        rank 0's, or no read nor own work yet)."""
+        if _seconds(progress.get("own_work_for")) is not None and not ahead(progress, mine):
+            return False  # (a hook, an action: it comes back by itself, then reads)
         away, longest = _seconds(progress.get("away_for")), _seconds(progress.get("away_max"))
         out = _seconds(progress.get("own_work_ago"))  # (no read yet: since its own work)
         times = [t for t in (away, out) if t is not None]
@@ -182,6 +193,23 @@ class DeadlockCheck:
             and progress.get("backpressured_for") is not None
             and progress.get("held_by_bound")
         )
+
+
+def ahead(progress: dict[str, Any], mine: int | None) -> bool:
+    """Whether rank 0 has begun at least `mine` reads (its published ``reads``): this
+    rank's count, the read it waits in counted. Every rank takes one read per batch and
+    as many batches per window as the others (one window's agreement before the next
+    window's reads), so rank 0 then holds its batches of the window this rank waits in
+    and reads no more before the ranks' agreement on that window, which needs this
+    rank's batch: whatever work of its own it is in (a slow hook, or one waiting in a
+    collective for this rank) ends with no read. False when either count is not known
+    (an older rank 0's file, or no count given). Both counts run from their process's
+    start: alike on every rank, which resumes with as many pending batches as the
+    others (none after a resize)."""
+    reads = progress.get("reads")
+    if mine is None or isinstance(reads, bool) or not isinstance(reads, int):
+        return False
+    return mine > 0 and reads >= mine
 
 
 def _seconds(value: Any) -> float | None:
@@ -344,9 +372,10 @@ def study_watch(
         else:
             report_starving(rendezvous, run_id, rank, time.time() - idle)
 
-    return StarvationWatch(
+    watch = StarvationWatch(
         rank, world, config.stall_timeout, excuse, lambda: rank0_words(progress(), rank),
         put, buffer.stats, stream_has_it=stream_has_it, report=report,
-        deadlock=lambda idle, wanted: check(progress()),
+        deadlock=lambda idle, wanted: check(progress(), watch.reads.count),
         failed=lambda wanted: failed_words(progress(), rank, world, wanted),
     )  # fmt: skip
+    return watch

@@ -157,10 +157,15 @@ class DeadlockCheck:
             return None
         if written - self._first[0] < self.grace or not self.stale(progress, mine):
             return None
+        where = (
+            "in the step agreement"
+            if _seconds(progress.get("own_work_for")) is None
+            else "in a hook or an action, a collective in it or after it waiting for every rank"
+        )
         return (
             f"No simulation runs; rank 0's receiver has waited for room in its buffer for "
             f"{float(progress['backpressured_for']):.0f} s (its training waits for rank "
-            f"{self.rank} in the step agreement, so it takes nothing in), and its launcher "
+            f"{self.rank} {where}, so it takes nothing in), and its launcher "
             f"starts none of the {progress.get('pending')} simulations left: "
             f"{progress.get('exited')} that ended await their data on rank 0, more than its "
             f"bound of {progress.get('bound')} (2 x job_limit, raised for this starved rank: "

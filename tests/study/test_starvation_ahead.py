@@ -58,6 +58,10 @@ def test_a_rank_0_ahead_in_a_hook_is_called_deadlocked_after_the_grace() -> None
     bound = max(DEADLOCK_GRACE, AWAY_FACTOR * AWAY_MAX)
     assert deadlock_at(mine=READS - 1) == bound
     assert deadlock_at(mine=READS) == bound  # (its last read: the same window)
+    check, rank0 = DeadlockCheck(1), in_a_hook_after_reading(READS)
+    assert check(rank0(0.0), READS) is None
+    words = check(rank0(bound), READS)
+    assert words is not None and "waits for rank 1 in a hook or an action" in words
 
 
 def test_a_rank_0_behind_in_a_hook_is_still_excused() -> None:

@@ -277,8 +277,9 @@ def rank0_words(progress: dict[str, Any] | None, rank: int, now: float | None = 
     """What rank 0 published (`study.progress`), as a sentence for another rank's
     message ("" on rank 0 itself, whose own launcher `launcher_words` says), said as of
     how long ago when older than a rewrite's period (`REFRESH` + 1 s: rank 0 rewrites
-    it that often while held back, else at each change; a failed or stuck rank 0's
-    last word may be minutes old). `now`: wall-clock seconds (default: now)."""
+    it that often while held back or a silence is explained, else at each change; a
+    failed or stuck rank 0's last word may be minutes old). `now`: wall-clock seconds
+    (default: now)."""
     if progress is None:
         return "Rank 0's state is not known here. "
     age = _age(progress, now)

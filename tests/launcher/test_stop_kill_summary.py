@@ -124,4 +124,4 @@ def test_a_job_killed_for_its_own_silence_still_gets_its_own_line(
     assert "killing sim-0 (pid " in said, said
     for record in killing()[1:]:  # (its restarts' own lines, and the stop's summary)
         text = record.getMessage()
-        assert "killing sim-0-r" in text or text.startswith("stopping: killing 1 job(s)"), text
+        assert "killing sim-0-r" in text or text.startswith("stopping: killing 1 job "), text

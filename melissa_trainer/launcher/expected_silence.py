@@ -92,8 +92,7 @@ def explain_silence(
         if ending:
             parts.append(
                 f"{plural(ending, 'simulation')} ending, {_their(ending)} data complete, within "
-                f"the same "
-                f"allowance ({seconds:g} s; killed past it)"
+                f"the same allowance ({seconds:g} s; killed past it)"
             )
     if queued:
         parts.append(f"{plural(queued, 'job')} queued by the scheduler (not started yet)")

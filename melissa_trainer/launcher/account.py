@@ -42,6 +42,7 @@ from melissa_trainer.launcher.sampler_account import (
 from melissa_trainer.launcher.samplers import Sampler
 from melissa_trainer.launcher.steering import steered_draws, unsteered_line
 from melissa_trainer.launcher.study_record_state import resumed_status
+from melissa_trainer.launcher.words import plural
 
 __all__ = [
     "SimulationOutcome",
@@ -103,7 +104,7 @@ def resume_lines(
     active = sum(o.status != "failed" for o in outcomes)
     not_started = len(queued) + max(0, n_simulations - active)
     line = (
-        f"{head}: {len(done)} of its {n_simulations} simulations are done and do "
+        f"{head}: {len(done)} of its {plural(n_simulations, 'simulation')} are done and do "
         f"not run again" + (f" ({id_ranges(done)})" if done else "")
     )
     line += f"; {len(again)} run again" + (

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from melissa_trainer.launcher.exploration import Exploration
+from melissa_trainer.launcher.words import plural
 
 __all__ = ["load_replacements", "replacement", "replacement_state", "replacing", "unit_points"]
 
@@ -91,7 +92,8 @@ def load_replacements(state: Mapping[str, Any], width: int) -> tuple[list[list[f
     points = unit_points("failed", failed, width)
     if replaced > len(points):
         raise ValueError(
-            f"sampler state has {replaced} replacements for {len(points)} simulations given up"
+            f"sampler state has {plural(replaced, 'replacement')} for "
+            f"{plural(len(points), 'simulation')} given up"
         )
     return points, replaced
 

@@ -41,6 +41,7 @@ from collections.abc import Callable, Mapping
 from melissa_trainer.launcher.backends.base import Handle
 from melissa_trainer.launcher.jobs import RunningJob
 from melissa_trainer.launcher.silence import SilenceClock
+from melissa_trainer.launcher.words import plural
 
 __all__ = ["explain_silence", "queued_jobs"]
 
@@ -82,19 +83,25 @@ def explain_silence(
         seconds, rule = bound
         if starting:
             parts.append(
-                f"{starting} simulation(s) before their first message, within their "
-                f"start-up allowance ({seconds:g} s, {rule}; killed as hung past it)"
+                f"{plural(starting, 'simulation')} before {_their(starting)} first message, "
+                f"within {_their(starting)} start-up allowance ({seconds:g} s, {rule}; killed "
+                f"as hung past it)"
             )
         if workers:
-            parts.append(f"{workers} worker(s) starting up (allowed {seconds:g} s each)")
+            parts.append(f"{plural(workers, 'worker')} starting up (allowed {seconds:g} s each)")
         if ending:
             parts.append(
-                f"{ending} simulation(s) ending, their data complete, within the same "
-                f"allowance ({seconds:g} s; killed past it)"
+                f"{plural(ending, 'simulation')} ending, {_their(ending)} data complete, within "
+                f"the same allowance ({seconds:g} s; killed past it)"
             )
     if queued:
-        parts.append(f"{queued} job(s) queued by the scheduler (not started yet)")
+        parts.append(f"{plural(queued, 'job')} queued by the scheduler (not started yet)")
     return "the launcher waits for " + "; ".join(parts)
+
+
+def _their(count: int) -> str:
+    """The possessive for `count` simulations: "its" for one."""
+    return "its" if count == 1 else "their"
 
 
 def queued_jobs(

@@ -69,6 +69,7 @@ from melissa_trainer.launcher.study_record import SavedStudy, StudyRecord
 from melissa_trainer.launcher.supervisor import Settings, Supervisor
 from melissa_trainer.launcher.templates import SimulationProgram
 from melissa_trainer.launcher.tuning import LauncherTuning
+from melissa_trainer.launcher.words import plural
 from melissa_trainer.launcher.worker_mode import (
     DEFAULT_WORKER_BIND,
     WorkerSupervisor,
@@ -169,7 +170,7 @@ class Launcher(LauncherRecord):
         sampler = as_sampler(sampler)  # (a str or a mapping refused, naming the fix)
         if isinstance(sampler, ListSampler) and len(sampler) < n_simulations:
             raise ValueError(
-                f"the sampler lists {len(sampler)} parameter sets, fewer than "
+                f"the sampler lists {plural(len(sampler), 'parameter set')}, fewer than "
                 f"n_simulations={n_simulations}"
             )
         sampler.plan(n_simulations)
@@ -272,10 +273,12 @@ class Launcher(LauncherRecord):
             cancelled = self._study.cancel_past_the_end()  # (resumed with fewer)
         if cancelled:
             logger.info(
-                "resume: n_simulations=%d is fewer than the study's record: simulation(s) %s, "
-                "unfinished, are cancelled (not run again, not counted as failed)",
+                "resume: n_simulations=%d is fewer than the study's record: %s %s, "
+                "unfinished, %s cancelled (not run again, not counted as failed)",
                 self.n_simulations,
+                "simulation" if len(cancelled) == 1 else "simulations",
                 cancelled,
+                "is" if len(cancelled) == 1 else "are",
             )
         common = (settings, self._study, self._lock, self.backend, command, heartbeat, abandon)
         if self.worker:
@@ -297,8 +300,8 @@ class Launcher(LauncherRecord):
         atexit.register(self.stop)
         self._thread.start()
         logger.info(
-            "launcher started: %d simulations, job_limit=%d, %s backend, logs in %s",
-            self.n_simulations,
+            "launcher started: %s, job_limit=%d, %s backend, logs in %s",
+            plural(self.n_simulations, "simulation"),
             self._job_limit,
             self.backend.name,
             settings.log_dir,

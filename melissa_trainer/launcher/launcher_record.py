@@ -25,6 +25,7 @@ from melissa_trainer.launcher.account import SimulationOutcome
 from melissa_trainer.launcher.samplers import Sampler
 from melissa_trainer.launcher.study_change import check_resume
 from melissa_trainer.launcher.study_record import SavedStudy, StudyRecord
+from melissa_trainer.launcher.words import plural
 
 if TYPE_CHECKING:  # pragma: no cover
     from melissa_trainer.launcher.supervisor import Supervisor
@@ -62,7 +63,9 @@ class LauncherRecord:
 
     def summary(self) -> dict[str, float]:
         """Counts: finished, running (a process alive), exited (exit 0, data still due),
-        pending (queued or not drawn yet), failed, abandoned, restarts, redraws; and
+        pending (queued or not drawn yet), failed (given up for good), not_replaced (of
+        those, the ones that failed the study: each holds its place, never pending),
+        abandoned, restarts, redraws (each place counted once: `StudyRecord.summary`); and
         simulation_seconds, the wall time of all jobs so far, of which startup_seconds
         from the attempts' launch to their first message (with a heartbeat; this run's
         attempts only, not saved in a checkpoint): to the first DATA message's arrival
@@ -182,8 +185,8 @@ class LauncherRecord:
         with self._lock:
             observed, skipped = self._study.observe(losses)
         if skipped:
-            logger.info("%d loss(es) not observed (non-finite, or unknown ids): %s",
-                        len(skipped), skipped[:8])  # fmt: skip
+            logger.info("%s not observed (non-finite, or unknown ids): %s",
+                        plural(len(skipped), "loss"), skipped[:8])  # fmt: skip
         return observed
 
     # -- checkpoint -----------------------------------------------------------------------
@@ -259,9 +262,10 @@ class LauncherRecord:
             rerun = self._study.reconcile(complete)
         if rerun:
             logger.info(
-                "resume: %d simulation(s) had exited but the checkpoint lacks some of their "
-                "data; they run again: %s",
-                len(rerun),
+                "resume: %s had exited but the checkpoint lacks some of %s data; %s again: %s",
+                plural(len(rerun), "simulation"),
+                "its" if len(rerun) == 1 else "their",
+                "it runs" if len(rerun) == 1 else "they run",
                 rerun,
             )
         return rerun

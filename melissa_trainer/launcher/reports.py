@@ -17,6 +17,7 @@ from typing import NamedTuple, Protocol
 from melissa_trainer.launcher.exit_cause import codes_text
 from melissa_trainer.launcher.log_lines import log_lines
 from melissa_trainer.launcher.systematic import last_log_line
+from melissa_trainer.launcher.words import plural
 
 __all__ = [
     "LOG_TAIL_LINES",
@@ -97,26 +98,25 @@ class LauncherError(RuntimeError):
 
 def study_counts(counts: Mapping[str, float], n_simulations: int, attempts: int) -> str:
     """One line of a study's counts (`StudyRecord.summary`) that adds up: the places of
-    the study (finished, abandoned, running, exited, pending: `n_simulations` in all),
-    then the simulations that failed for good (status "failed": under "redraw", each
-    replaced by a new draw, `counts["redraws"]` of them, but for the one that failed the
-    study; under "raise", that one; under "abandon" none: counted abandoned)."""
-    places = ("finished", "abandoned", "running", "exited", "pending")
-    total = sum(int(counts[k]) for k in places)
-    parts = ", ".join(f"{int(counts[k])} {k}" for k in places)
-    failed = int(counts["failed"])
-    replaced = min(failed, int(counts.get("redraws", 0)))
-    if not failed:
-        fate = ""
-    elif replaced == failed:
-        fate = ", each replaced by a new draw"
-    elif not replaced:
-        fate = ", not replaced"
+    the study (finished, abandoned, failed and not replaced: the failure that failed the
+    study, said only when there is one; running, exited, pending: `n_simulations` in
+    all), then those that failed for good and were replaced by a new draw (under
+    "redraw", `counts["redraws"]` of them; said unless some failed and none was)."""
+    kept = int(counts.get("not_replaced", 0))
+    places = [(k, int(counts[k])) for k in ("finished", "abandoned")]
+    if kept:
+        places.append(("failed (not replaced)", kept))
+    places += [(k, int(counts[k])) for k in ("running", "exited", "pending")]
+    total = sum(n for _, n in places)
+    parts = ", ".join(f"{n} {k}" for k, n in places)
+    replaced = max(0, int(counts["failed"]) - kept)
+    if replaced:
+        besides = f"besides, {replaced} failed for good, each replaced by a new draw; "
     else:
-        fate = f", {replaced} of them replaced by a new draw"
+        besides = "" if kept else "besides, 0 failed for good; "
     return (
-        f"study of {n_simulations} simulations: {parts} (= {total}); besides, "
-        f"{failed} failed for good{fate}; {attempts} attempts in all"
+        f"study of {plural(n_simulations, 'simulation')}: {parts} (= {total}); {besides}"
+        f"{plural(attempts, 'attempt')} in all"
     )
 
 
@@ -170,7 +170,7 @@ def repeated_failures(failed: Sequence[tuple[int, str, tuple[int | str, ...]]]) 
         return []
     shown = ", ".join(map(str, ids[:10])) + (", ..." if len(ids) > 10 else "")
     return [
-        f"  {len(ids)} simulation(s) ({shown}) failed the same way on every attempt: "
+        f"  {plural(len(ids), 'simulation')} ({shown}) failed the same way on every attempt: "
         f"restarts did not help. For a deterministic solver, "
         f"LauncherTuning(max_restarts=0) gives a simulation up at its first failure and "
         f"draws new parameters in its place (on_failure='redraw')"
@@ -206,5 +206,6 @@ def kills_report(names: Sequence[str], grace: float) -> str:
     """The one line a stopping supervisor logs for the jobs it kills (`MAX_SHOWN` named)."""
     shown = ", ".join(names[:MAX_SHOWN]) + (", ..." if len(names) > MAX_SHOWN else "")
     return (
-        f"stopping: killing {len(names)} job(s) ({shown}), each given kill_grace={grace} s to exit"
+        f"stopping: killing {plural(len(names), 'job')} ({shown}), each given "
+        f"kill_grace={grace} s to exit"
     )

@@ -28,6 +28,7 @@ from melissa_trainer.launcher.density import DensitySampler
 from melissa_trainer.launcher.density_warp import UNIT_GRID, beta_cdf
 from melissa_trainer.launcher.samplers import Sampler
 from melissa_trainer.launcher.surrogate import SurrogateSampler
+from melissa_trainer.launcher.words import plural
 
 __all__ = ["drawn_by", "sampler_line", "static_sampler", "warn_static_sampler"]
 
@@ -61,7 +62,8 @@ def drawn_by(sampler: AdaptiveSampler) -> str:
     draws = sampler.position
     if isinstance(sampler, BreedSampler):
         text = (
-            f"of {draws} draws, {sampler.explored} explored, {draws - sampler.explored} bred "
+            f"of {plural(draws, 'draw')}, {sampler.explored} explored, "
+            f"{draws - sampler.explored} bred "
             f"from the worst-trained simulations"
         )
         if sampler.replaced:  # (of the explored: `BreedSampler.failed`)
@@ -78,12 +80,12 @@ def drawn_by(sampler: AdaptiveSampler) -> str:
         return text
     if isinstance(sampler, SurrogateSampler):
         return (
-            f"of {draws} draws, {sampler.explored} explored, {draws - sampler.explored} "
-            f"chosen by the loss predictor"
+            f"of {plural(draws, 'draw')}, {sampler.explored} explored, "
+            f"{draws - sampler.explored} chosen by the loss predictor"
         )
     if isinstance(sampler, DensitySampler):
         return _density_drawn(sampler)
-    return f"{draws} draws"
+    return plural(draws, "draw")
 
 
 def static_sampler(sampler: Sampler, n_simulations: int) -> str | None:
@@ -109,9 +111,11 @@ def static_sampler(sampler: Sampler, n_simulations: int) -> str | None:
         least = max(least, math.ceil(sampler.evidence**2 + 1) if sampler.evidence > 0 else 0)
     if most < least:
         return (
-            f"it needs {least} losses kept before a draw can use them (min_observations"
+            f"it needs {plural(least, 'loss', 'losses')} kept before a draw can use them "
+            f"(min_observations"
             f"{', and the evidence' if isinstance(sampler, DensitySampler) else ''}), and a "
-            f"study of {n_simulations} simulations has at most {most} before its last draw"
+            f"study of {plural(n_simulations, 'simulation')} has at most {most} before its "
+            f"last draw"
         )
     return None
 
@@ -135,8 +139,9 @@ def _density_drawn(sampler: DensitySampler) -> str:
     `evidence` to be bent; which ones the loss bends now is read off its `warp`."""
     draws, warped, bent_draws = sampler.position, sampler.warped, sampler.bent
     text = (
-        f"of {draws} draws, {draws - warped} before min_observations={sampler.min_observations} "
-        f"losses were kept, {warped} with the high-loss warp"
+        f"of {plural(draws, 'draw')}, {draws - warped} before "
+        f"min_observations={sampler.min_observations} losses were kept, {warped} with the "
+        f"high-loss warp"
     )
     if bent_draws is not None and warped:  # (None: resumed from a state that did not count)
         text += (
@@ -165,7 +170,8 @@ def _density_drawn(sampler: DensitySampler) -> str:
     design = "as it is (edge=1)" if sampler.edge == 1.0 else "bent towards the bounds alone (edge)"
     return text + (
         f"; the loss bends no parameter now: with evidence={sampler.evidence:g}, one needs a "
-        f"rank correlation with the loss of at least {needed:.2f} over the {kept} losses kept "
+        f"rank correlation with the loss of at least {needed:.2f} over the "
+        f"{plural(kept, 'loss')} kept "
         f"(evidence / sqrt(n - 1){', above 1: impossible' if needed > 1 else ''}); the draws "
         f"follow the design {design}; lower evidence, or give the study more simulations "
         f"(a rank correlation sees a loss that grows with a parameter, not one high at both "

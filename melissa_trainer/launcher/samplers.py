@@ -40,6 +40,7 @@ from melissa_trainer.launcher.sampler_base import (
     qmc_engine,
 )
 from melissa_trainer.launcher.surrogate import SurrogateSampler
+from melissa_trainer.launcher.words import plural
 
 __all__ = [
     "CallableSampler",
@@ -230,7 +231,8 @@ class ListSampler(Sampler):
     def _draw(self, index: int) -> dict[str, float]:
         if index >= len(self._sets):
             raise SamplerExhausted(
-                f"the {len(self._sets)} parameter sets of the ListSampler are all used; give "
+                f"the {plural(len(self._sets), 'parameter set')} of the ListSampler "
+                f"{'is' if len(self._sets) == 1 else 'are all'} used; give "
                 f"more (spares for redraws), or set on_failure='abandon'"
             )
         return dict(self._sets[index])

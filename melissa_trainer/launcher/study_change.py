@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 from melissa_trainer.launcher.samplers import Sampler
 from melissa_trainer.launcher.simulation_record import SavedStudy, read_saved
+from melissa_trainer.launcher.words import plural
 
 if TYPE_CHECKING:  # records imports this module
     from melissa_trainer.launcher.study_record import StudyRecord
@@ -88,8 +89,8 @@ def check_resume(state: Mapping[str, Any], study: StudyRecord) -> SavedStudy:
         if ended >= before:
             raise StudyChanged(
                 f"the study's n_simulations changed from {before} to {n_simulations}, but "
-                f"the study of the checkpoint had ended (its {ended} simulations finished "
-                f"or abandoned, its stream closed): a study cannot grow after its end; "
+                f"the study of the checkpoint had ended (its {plural(ended, 'simulation')} "
+                f"finished or abandoned, its stream closed): a study cannot grow after its end; "
                 f"{_resume_with(before)}, {_NEW_STUDY}"
             )
     return saved

@@ -30,7 +30,8 @@ A simulation's states::
   new parameters; a failed id is never reused). The sampler is told (`Sampler.failed`)
   before the replacement's draw, as it is of an abandoned one.
   Not replaced when it makes the study fail (``on_failure="raise"``, or the failure
-  budget or the redraws used up): `reports.study_counts` tells those apart by `redraws`.
+  budget or the redraws used up): counted in `not_replaced`, it holds its place in the
+  study (not "pending": nothing is drawn in its place), as `reports.study_counts` says.
 * **abandoned**: given up (``on_failure="abandon"``); the study goes on without it, or
   fails if it used up the failure budget (abandoned all the same: nothing replaces it).
 
@@ -78,6 +79,7 @@ from melissa_trainer.launcher.study_record_state import (
     STATE_VERSION,
     StudyRecordState,
 )
+from melissa_trainer.launcher.words import plural
 
 __all__ = [
     "ON_FAILURE",
@@ -133,6 +135,9 @@ class StudyRecord(StudyRecordState):
         self.redraws = 0
         #: why the last outcome "raise" was returned: the policy or the budget used up
         self.failure = ""
+        #: simulations failed for good and not replaced: those that failed the study
+        #: ("raise"); each holds its place (never counted pending, never redrawn)
+        self.not_replaced = 0
         #: losses noted by `observe`, not yet given to the sampler
         self._losses = PendingLosses()
 
@@ -163,10 +168,15 @@ class StudyRecord(StudyRecordState):
         they hold a job slot (see `Supervisor.launch_jobs`). O(1)."""
         return self._index.count("exited")
 
+    def undrawn(self) -> int:
+        """The study's places not drawn yet: all but those of the active simulations and
+        of those that failed the study (`not_replaced`: no redraw takes theirs). O(1)."""
+        taken = self._index.count(*ACTIVE) + self.not_replaced
+        return max(0, self.n_simulations - taken)
+
     def work_left(self) -> int:
         """Simulations still to start: queued ones plus those not drawn yet."""
-        undrawn = self.n_simulations - self._index.count(*ACTIVE)
-        return len(self.queue) + max(0, undrawn)
+        return len(self.queue) + self.undrawn()
 
     @property
     def done(self) -> bool:
@@ -276,7 +286,7 @@ class StudyRecord(StudyRecordState):
             )
         elif given_up >= self.max_given_up:
             self.failure = (
-                f"and {given_up + 1} simulations failed for good, more than the "
+                f"and {plural(given_up + 1, 'simulation')} failed for good, more than the "
                 f"{self.max_given_up} that LauncherTuning.min_finished_fraction="
                 f"{self.min_finished_fraction} allows in a study of {self.n_simulations}"
             )
@@ -291,21 +301,27 @@ class StudyRecord(StudyRecordState):
             self.redraws += 1
             self.sampler.failed(sid, dict(record.parameters))  # before its replacement's draw
             return "redraw"
+        if record.status == "failed":  # it failed the study: not replaced
+            self.not_replaced += 1
         return "raise"
 
     # -- reports and state --------------------------------------------------------------
 
     def summary(self, now: float) -> dict[str, float]:
+        """Counts of the study's simulations (`LauncherRecord.summary` has the keys),
+        each in one place: finished, abandoned, not_replaced (failed the study), running,
+        exited and pending (queued, or not drawn yet) add up to `n_simulations`; "failed"
+        counts every record given up for good, `redraws` of them replaced by a new draw."""
         counts = self.counts()
         alive = (self.records[sid] for status in ALIVE for sid in self._index.ids(status))
         running_time = sum(now - r.started for r in alive if r.started is not None)
-        undrawn = max(0, self.n_simulations - self._index.count(*ACTIVE))
         return {
             "finished": counts["finished"],
             "running": counts["running"] + counts["complete"],
             "exited": counts["exited"],
-            "pending": counts["pending"] + undrawn,
+            "pending": counts["pending"] + self.undrawn(),  # (never one that failed)
             "failed": counts["failed"],
+            "not_replaced": self.not_replaced,
             "abandoned": counts["abandoned"],
             "restarts": self._index.restarts,
             "redraws": self.redraws,

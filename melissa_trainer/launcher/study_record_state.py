@@ -65,6 +65,7 @@ class StudyRecordState:
     queue: deque[int]
     next_id: int
     redraws: int
+    not_replaced: int
     _index: StatusIndex
     _losses: PendingLosses
 
@@ -110,6 +111,7 @@ class StudyRecordState:
         saved.applied = True
         self._losses.clear()  # losses of the records replaced
         self.records, self.next_id, self.redraws = saved.records, saved.next_id, saved.redraws
+        self.not_replaced = 0  # (a resume draws in place of any failed one not replaced)
         for record in self.records.values():
             if record.status in ALIVE:  # interrupted: run it again (not a failure)
                 record.status = "pending"

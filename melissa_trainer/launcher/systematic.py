@@ -52,6 +52,7 @@ from pathlib import Path
 
 from melissa_trainer.launcher.exit_cause import code_text
 from melissa_trainer.launcher.log_lines import log_lines
+from melissa_trainer.launcher.words import plural
 
 __all__ = [
     "SystematicFailure",
@@ -198,7 +199,7 @@ class SystematicFailure:
         if len(self._seen) < self.attempts or len(ids) < 2:
             return None
         head = (
-            f"every one of the study's first {len(self._seen)} attempts (simulations "
+            f"every one of the study's first {plural(len(self._seen), 'attempt')} (simulations "
             f"{ids}, different parameters) failed the same way before any simulation sent "
             f"data: "
         )

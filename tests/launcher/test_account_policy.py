@@ -81,7 +81,10 @@ def test_the_failure_that_fails_a_redraw_study_is_not_said_replaced() -> None:
     study = make(2, "redraw", 1.0)
     assert fail_one(study) == "raise"  # (no redraw: the study failed first)
     line = study_counts(study.summary(2.0), 2, 2)
-    assert "besides, 1 failed for good, not replaced;" in line, line
+    # it holds its place, failed (not pending: test_account_buckets.py), and is the only
+    # one failed for good: no "besides"
+    said = "1 finished, 0 abandoned, 1 failed (not replaced), 0 running, 0 exited, 0 pending"
+    assert f"{said} (= 2); 2 attempts in all" in line, line
 
 
 def test_a_part_way_account_names_each_fate() -> None:

@@ -60,7 +60,7 @@ def test_the_stream_waiting_for_simulations_ending_is_explained_within_their_all
 
     c = clock(startup=10.0)
     why = explain_silence({"a": job(9.0, complete=True)}, c, lambda h: True, {}, 0.0)
-    assert why is not None and "1 simulation(s) ending, their data complete" in why
+    assert why is not None and "1 simulation ending, its data complete" in why
     assert explain_silence({"a": job(10.5, complete=True)}, c, lambda h: True, {}, 0.0) is None
     assert explain_silence({"a": job(0.5, complete=False)}, c, lambda h: True, {}, 0.0) is None
     assert RunningJob(handle=0, simulation_id=0, log_path=Path("x.log")).complete is False  # type: ignore[arg-type]

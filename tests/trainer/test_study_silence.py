@@ -156,7 +156,7 @@ def test_a_start_up_within_the_launchers_allowance_is_not_a_stall(tmp_path: Path
     assert got == [(s, t) for s in range(2) for t in range(3)]
     (said,) = release.excused  # once per silence
     assert "past stall_timeout=1" in said
-    assert "2 simulation(s) before their first message, within their start-up allowance" in said
+    assert "2 simulations before their first message, within their start-up allowance" in said
     assert "60 s" in said and "startup_timeout=60" in said
 
 
@@ -170,7 +170,7 @@ def test_workers_starting_up_within_the_allowance_are_not_a_stall(tmp_path: Path
     got = sorted((int(s["simulation_id"]), int(s["time_step"])) for s in samples)
     assert got == [(s, t) for s in range(3) for t in range(3)]
     (said,) = release.excused
-    assert "3 worker(s) starting up (allowed 60 s each)" in said, said
+    assert "3 workers starting up (allowed 60 s each)" in said, said
 
 
 @pytest.mark.e2e
@@ -229,7 +229,7 @@ def always(_: Any) -> bool:
 def test_the_launcher_explains_only_start_ups_it_bounds_and_queued_jobs() -> None:
     starting = {"a": job(0, silent=9.0), "b": job(1, silent=1.0)}
     why = explain_silence(starting, clock(), always, {}, now=0.0)
-    assert why is not None and "2 simulation(s) before their first message" in why
+    assert why is not None and "2 simulations before their first message" in why
     assert "10 s" in why
     # one past its allowance (about to be killed), one sending: not explained
     assert explain_silence({"a": job(0, silent=10.5)}, clock(), always, {}, 0.0) is None
@@ -244,11 +244,11 @@ def test_the_launcher_explains_only_start_ups_it_bounds_and_queued_jobs() -> Non
     assert explain_silence({"a": job(0, silent=4.0)}, clock(timeout=5.0), always, {}, 0.0)
     # queued by a scheduler (startup_timeout=None on Slurm): the scheduler bounds it
     queued = explain_silence({"a": job(0)}, clock(startup=None), lambda h: False, {}, 0.0)
-    assert queued is not None and "1 job(s) queued by the scheduler" in queued
+    assert queued is not None and "1 job queued by the scheduler" in queued
     # worker mode: a worker not heard from yet, within the allowance from its launch
     workers = {"w": job(None)}
     why = explain_silence(workers, clock(), always, {"w": 100.0}, now=105.0)
-    assert why is not None and "1 worker(s) starting up" in why
+    assert why is not None and "1 worker starting up" in why
     assert explain_silence(workers, clock(), always, {"w": 100.0}, now=111.0) is None
     assert explain_silence(workers, clock(), always, {}, now=105.0) is None  # between two
 

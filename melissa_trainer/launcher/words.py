@@ -1,0 +1,22 @@
+"""`plural`: a count and its noun, in the number the count asks for ("1 simulation",
+"2 simulations", "1 loss", "0 losses"), for the launcher's words to the user.
+
+A user trial read "1 simulations" in a study's error; every count the launcher prints
+before a noun goes through here (tests/launcher/test_words_plural.py pins the singular).
+Imports nothing of the package.
+"""
+
+from __future__ import annotations
+
+__all__ = ["plural"]
+
+
+def plural(count: int, noun: str, many: str | None = None) -> str:
+    """``f"{count} {noun}"``, the noun singular for a count of 1 (and -1), else plural:
+    `many` when given (an irregular plural, or one of several words: "parameter sets"),
+    else `noun` + "es" after s, x, z, ch, sh ("loss" -> "losses"), else + "s"."""
+    if abs(count) == 1:
+        return f"{count} {noun}"
+    if many is None:
+        many = noun + ("es" if noun.endswith(("s", "x", "z", "ch", "sh")) else "s")
+    return f"{count} {many}"

@@ -1,0 +1,122 @@
+"""A failed study counts each simulation once, in the bucket it is in: the simulation
+whose failure failed the study (``on_failure="raise"``, or a "redraw" study out of its
+redraws) is "failed, not replaced", never "pending" (`StudyRecord.summary`, and the
+study's error, `reports.study_counts`).
+
+Before, a user trial of a 3-simulation study under "raise" read "1 finished, 0
+abandoned, 0 running, 0 exited, 2 pending (= 3); besides, 1 failed for good, not
+replaced": the failed simulation held its place as one "pending" (undrawn) as well.
+
+The invariant, checked at every tick of a real `Launcher` run: the summary's places
+(finished, abandoned, failed and not replaced, running, exited, pending) add up to the
+study's size, and each one's count is that of the records in its status (pending: the
+queued ones plus the places not drawn yet; failed: every record given up for good).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from waiting import wait_until
+
+from melissa_trainer.launcher import Launcher, LauncherTuning, UniformSampler
+from melissa_trainer.launcher.backends.local import LocalBackend
+from melissa_trainer.launcher.reports import LauncherError
+
+#: the study's size
+N = 3
+
+
+def buckets_agree(launch: Launcher) -> None:
+    """The invariant (module docstring) on `launch`'s summary and records now."""
+    summary = launch.summary()
+    outcomes = launch.outcomes()
+    statuses = Counter(o.status for o in outcomes)
+    failed = statuses["failed"]
+    replaced = int(summary["redraws"])
+    kept = failed - replaced  # failed for good and not replaced: it holds its place
+    assert summary["not_replaced"] == kept >= 0, (summary, statuses)
+    # the places drawn, and those not drawn yet (pending, as a queued one is)
+    undrawn = N - (len(outcomes) - replaced)
+    assert undrawn >= 0, (summary, statuses)
+    assert summary["finished"] == statuses["finished"]
+    assert summary["abandoned"] == statuses["abandoned"]
+    assert summary["failed"] == failed
+    assert summary["exited"] == statuses["exited"]
+    assert summary["running"] == statuses["running"] + statuses["complete"]
+    assert summary["pending"] == statuses["pending"] + undrawn, (summary, statuses)
+    places = ("finished", "abandoned", "not_replaced", "running", "exited", "pending")
+    assert sum(summary[k] for k in places) == N, (summary, statuses)
+
+
+def run_to_failure(tmp_path: Path, failing: set[int], **tuning: object) -> tuple[Launcher, str]:
+    """A real study of `N` simulations, one at a time, where those with an id in
+    `failing` exit 3; checks `buckets_agree` at every tick until the study fails.
+    Returns the launcher (stopped) and its error's message."""
+    code = (
+        "import os, sys; "
+        f"sys.exit(3 if int(os.environ['MELISSA_TRAINER_SIMULATION_ID']) in {sorted(failing)} "
+        "else 0)"
+    )
+    settings = LauncherTuning(
+        poll_interval=0.02, kill_grace=2.0, max_restarts=0, systematic_failures=None,
+        **tuning,  # type: ignore[arg-type]
+    )  # fmt: skip
+    sampler = UniformSampler({"x": (0.0, 1.0)}, seed=0)
+    launch = Launcher(
+        [sys.executable, "-c", code], sampler, N, job_limit=1, backend=LocalBackend(),
+        tuning=settings, log_dir=tmp_path / "logs",
+    )  # fmt: skip
+    errors: list[LauncherError] = []
+
+    def failed() -> bool:
+        buckets_agree(launch)
+        try:
+            launch.check()
+        except LauncherError as exc:
+            errors.append(exc)
+        return bool(errors)
+
+    launch.start(tmp_path / "rendezvous")
+    try:
+        wait_until(failed, "the study to fail", 30.0)
+        buckets_agree(launch)  # (after its failure, as the user reads it)
+    finally:
+        launch.stop()
+    buckets_agree(launch)  # and after the stop
+    return launch, str(errors[0])
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(60)
+def test_raise_counts_the_failed_simulation_failed_not_pending(tmp_path: Path) -> None:
+    launch, message = run_to_failure(tmp_path, {1}, on_failure="raise")
+    summary = launch.summary()
+    assert (summary["finished"], summary["failed"], summary["not_replaced"]) == (1, 1, 1)
+    assert summary["pending"] == 1, summary  # simulation 2, never drawn: not simulation 1
+    assert {o.simulation_id: o.status for o in launch.outcomes()} == {0: "finished", 1: "failed"}
+    assert (
+        "study of 3 simulations: 1 finished, 0 abandoned, 1 failed (not replaced), 0 running, "
+        "0 exited, 1 pending (= 3); 2 attempts in all"
+    ) in message, message
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(60)
+def test_a_redraw_study_out_of_redraws_counts_its_last_failure_failed(tmp_path: Path) -> None:
+    # 1 fails: redrawn (the one redraw allowed); 2 fails: the study fails on it
+    launch, message = run_to_failure(
+        tmp_path, {1, 2}, on_failure="redraw", max_redraws=1, min_finished_fraction=0.1
+    )
+    summary = launch.summary()
+    assert (summary["finished"], summary["failed"], summary["redraws"]) == (1, 2, 1)
+    assert summary["not_replaced"] == 1 and summary["pending"] == 1, summary  # 1's replacement
+    assert "max_redraws=1 redraws are used up" in message, message
+    assert (
+        "study of 3 simulations: 1 finished, 0 abandoned, 1 failed (not replaced), 0 running, "
+        "0 exited, 1 pending (= 3); besides, 1 failed for good, each replaced by a new draw; "
+        "3 attempts in all"
+    ) in message, message

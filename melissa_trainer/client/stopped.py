@@ -40,10 +40,18 @@ from melissa_trainer import wire as protocol
 from melissa_trainer.client.admission import SimulationRefused
 from melissa_trainer.client.closing import TrainerStopped, client_logger
 from melissa_trainer.client.gave_up import StopSaid
+from melissa_trainer.client.send_wait import StoppedForGood
 from melissa_trainer.stream.stop_record import RECORD_KEY, StopRecord, parse_record
 from melissa_trainer.wire.receipt import RECEIPT_BYE, RECEIPT_FINISHED, ReceiptReply
 
-__all__ = ["ENDED", "SimulationNotNeeded", "StopRecords"]
+__all__ = [
+    "ENDED",
+    "NotNeededWhileSending",
+    "RefusedWhileSending",
+    "SimulationNotNeeded",
+    "StopRecords",
+    "StoppedWhileSending",
+]
 
 _FINAL = ("end", "error", "nonfinite")
 #: the opening of what a simulation the study ended without is told
@@ -66,6 +74,27 @@ class SimulationNotNeeded(TrainerStopped):
     does not return as confirmed. Uncaught, the solver exits 1; a script that starts
     spare solvers on purpose catches it (docs/how-to/own-solver.md). A `TrainerStopped`,
     so a `TimeoutError`, as this close's error was before."""
+
+
+# What a blocked send raises (`send_wait.StoppedForGood.of`), per kind of stop: also the
+# close's error of that kind (`StopSaid.error`), so that one ``except`` catches both (a
+# spare solver's ``except SimulationNotNeeded`` missed a send's plain StoppedForGood and
+# it exited 1). Made once, here, where each `StopSaid` is made.
+
+
+class NotNeededWhileSending(StoppedForGood, SimulationNotNeeded):
+    """A blocked send gave up: the study ended without this simulation (a
+    `SimulationNotNeeded` and a `send_wait.StoppedForGood`)."""
+
+
+class RefusedWhileSending(StoppedForGood, SimulationRefused):
+    """A blocked send gave up: this simulation's non-finite sample stopped the trainer (a
+    `SimulationRefused`, so a ValueError, and a `send_wait.StoppedForGood`)."""
+
+
+class StoppedWhileSending(StoppedForGood, TrainerStopped):
+    """A blocked send gave up: the trainer ended or failed otherwise (a `TrainerStopped`
+    and a `send_wait.StoppedForGood`)."""
 
 
 class StopRecords:

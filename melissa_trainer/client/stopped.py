@@ -57,13 +57,17 @@ _FINAL = ("end", "error", "nonfinite")
 #: the opening of what a simulation the study ended without is told
 _NOT_NEEDED = "the study ended without needing this simulation"
 #: what a simulation whose run ended normally (``end``: max_steps, end of stream, a
-#: hook) before it read its BYE is told instead of resume advice: a trainer resumed
-#: from an end stops at once (a user trial, htrial19 Xa). The C client's words too
-#: (clients/c/src/stop_said.c)
+#: hook) before it read its BYE is told instead of the resume advice of a failure. An
+#: end on max_steps is not final: a trainer resumed with a larger --max_steps trains on
+#: (`checkpoint.registry`'s advice), and takes the steps it lacks; an end of stream or
+#: a hook's stop is. The record says which only in its reason's sentence, so both, each
+#: with its condition. The C client's words too (clients/c/src/stop_said.c)
 ENDED = (
-    "The run ended, so the rest of this simulation was not needed, and not taken: "
-    "nothing is to be resumed or run again for this run (a trainer resumed from its end "
-    "stops at once)"
+    "The run ended, so the rest of this simulation was not needed, and not taken. If it "
+    'ended on max_steps (its reason: "max_steps N reached"), a trainer resumed from its '
+    "last checkpoint with a larger --max_steps trains on: run this simulation again then, "
+    "with the same simulation id, to have the rest of it trained on. If it ended at its "
+    "stream's end or on a hook's stop, nothing is to be resumed or run again for this run"
 )
 
 
@@ -286,7 +290,7 @@ class StopRecords:
                 f"({self.endpoints[rank]}) stopped before it read it ({reason.code}: "
                 f"{reason.message}; its stop record in {self.rendezvous} lacks this BYE). "
             )
-            if reason.code == "end":  # (no resume: a trainer resumed from an end stops)
+            if reason.code == "end":  # (a resume only after a max_steps end: `ENDED`)
                 raise TimeoutError(stop + ENDED)
             raise TimeoutError(
                 f"{stop}What this simulation sent after the trainer's last checkpoint is not "

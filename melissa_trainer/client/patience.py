@@ -320,8 +320,8 @@ class CloseWait:
                 bound = _NO_WAIT if self._after_failure else None
                 # (a stat of each rendezvous file: only while a receiver is down, which
                 # alone a record can explain; not each slice of a wait on a slow trainer)
-                down = self._preempted is not None and self._watch.down()
-                cause = self._preempted() if down and self._preempted is not None else None
+                preempted = self._preempted if self._watch.down() else None
+                cause = None if preempted is None else preempted()
                 why = self._watch.gone(self._disconnected, bound, cause)
                 if why is not None:
                     self.preempted_said = cause

@@ -65,10 +65,14 @@ _WATCHED = (
 for _event in UP + DOWN:
     _WATCHED |= _event
 #: what a peer that accepted TCP but never completed a ZeroMQ handshake is (another
-#: program at the endpoint: an HTTP server, a database), and the fix
+#: program at the endpoint: an HTTP server, a database), and the fix; or, silent, a
+#: trainer whose process is stopped: the kernel accepts its TCP connections, its libzmq
+#: I/O thread says nothing until it is continued (tests/launcher/test_pause.py). The C
+#: client's words too (clients/c/src/handshake.c)
 NOT_RECEIVER = (
     "not a melissa-trainer receiver (it accepted a TCP connection but no ZeroMQ handshake "
-    "completed): check the endpoint (the trainer's rank_N.json)"
+    "completed): check the endpoint (the trainer's rank_N.json); unless it is a trainer "
+    "whose process is stopped (SIGSTOP, a suspended job), which answers once continued"
 )
 #: what a peer that ended every ZeroMQ handshake without a detail is, to a client
 #: without a CURVE key (a CURVE-only receiver says mechanism mismatch), and the fix
@@ -164,7 +168,11 @@ class Handshakes:
                 self._refusal[index] = None
             elif event == zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL:
                 self._undetailed[index] += 1
-                if self._undetailed[index] >= 2:
+                # (without a key, failures without detail after a completed handshake are
+                # a receiver's trainer dying, not a refusal: `refused` would call it "not
+                # a receiver"; PeerWatch reads its disconnection. With a key they are a
+                # refusal: a trainer restarted there with another key)
+                if self._undetailed[index] >= 2 and (self._keyed[index] or not self._zmtp[index]):
                     self._accepted[index], self._refusal[index] = False, (event, value)
             elif event not in UP + DOWN:  # (a failure with detail: certain at once)
                 self._accepted[index], self._refusal[index] = False, (event, value)
@@ -195,7 +203,8 @@ class Handshakes:
             if not self._keyed[index] and refusal[0] == zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL:
                 # (a CURVE-only receiver refuses a client without a key with a mechanism
                 # mismatch, a detail; a peer that ends every handshake without one, and
-                # never completed one, is another program: an HTTP server answering junk)
+                # never completed one (`_read`: else no refusal), is another program: an
+                # HTTP server answering junk)
                 return f"to {endpoint}: {NOT_RECEIVER_DROPS}"
             if not self._keyed[index]:
                 cause = (

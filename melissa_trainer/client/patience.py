@@ -301,9 +301,7 @@ class CloseWait:
             if handshakes is not None and (why := handshakes.refused(self._endpoints)):
                 self.refusal = why
                 return why
-            if (other := self._no_receiver()) is not None:
-                if not self._after_failure:  # (a close with a BYE raises it as a refusal)
-                    self.refusal = other
+            if (other := self._no_receiver()) is not None:  # (after a failure only)
                 return other
             if handshakes is not None and self._watch is None:
                 self._watch = PeerWatch(handshakes, self._endpoints, self._began)
@@ -320,7 +318,10 @@ class CloseWait:
                 self._tell(self._watch)  # (before `gone`: said before it gives up)
             if self._disconnected is not None and self._watch is not None:
                 bound = _NO_WAIT if self._after_failure else None
-                cause = None if self._preempted is None else self._preempted()
+                # (a stat of each rendezvous file: only while a receiver is down, which
+                # alone a record can explain; not each slice of a wait on a slow trainer)
+                preempted = self._preempted if self._watch.down() else None
+                cause = None if preempted is None else preempted()
                 why = self._watch.gone(self._disconnected, bound, cause)
                 if why is not None:
                     self.preempted_said = cause

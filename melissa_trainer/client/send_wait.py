@@ -100,6 +100,17 @@ class StoppedForGood(ReceiverGone):
         super().__init__(message)
         self.said = said
 
+    @classmethod
+    def of(cls, said: StopSaid) -> type[StoppedForGood]:
+        """The subclass to raise for `said`: the one whose other base is ``said.error``
+        (its kind's, defined once in `stopped`, which made `said`: `SimulationNotNeeded`,
+        `SimulationRefused`, `TrainerStopped`), so that what catches a close's error
+        catches a send's too; this class if none is."""
+        for kind in cls.__subclasses__():
+            if said.error in kind.__bases__:  # (not issubclass: SimulationNotNeeded is a
+                return kind  # TrainerStopped, whose kind is another)
+        return cls
+
 
 class SendWait:
     """The waits of the sends of one client that ran out of a slice (module docstring).
@@ -273,7 +284,9 @@ class SendWait:
             stop = self._stop_said(step)
             if stop is not None:  # (no trainer comes back: nothing to wait for, or follow)
                 after = f"the send gave up after {now - started:.1f} s blocked"
-                raise StoppedForGood(f"{stop[0]} ({after}: no trainer comes back there)", stop[1])
+                raise StoppedForGood.of(stop[1])(
+                    f"{stop[0]} ({after}: no trainer comes back there)", stop[1]
+                )
         if self._disconnected is None and self._notice is None:
             return
         if self.watch is None:
@@ -290,7 +303,7 @@ class SendWait:
         stop = self._stop_said(step)
         if stop is not None:  # (no trainer comes back: what its stop record says, first)
             gave_up = f"disconnected_timeout={self._disconnected} s"
-            raise StoppedForGood(
+            raise StoppedForGood.of(stop[1])(
                 f"{stop[0]} (the send gave up after {blocked:.1f} s, {gave_up})", stop[1]
             )
         note = self.restarted()  # (a follower says what to do once it waited: `following`)

@@ -40,22 +40,34 @@ from melissa_trainer import wire as protocol
 from melissa_trainer.client.admission import SimulationRefused
 from melissa_trainer.client.closing import TrainerStopped, client_logger
 from melissa_trainer.client.gave_up import StopSaid
+from melissa_trainer.client.send_wait import StoppedForGood
 from melissa_trainer.stream.stop_record import RECORD_KEY, StopRecord, parse_record
 from melissa_trainer.wire.receipt import RECEIPT_BYE, RECEIPT_FINISHED, ReceiptReply
 
-__all__ = ["ENDED", "SimulationNotNeeded", "StopRecords"]
+__all__ = [
+    "ENDED",
+    "NotNeededWhileSending",
+    "RefusedWhileSending",
+    "SimulationNotNeeded",
+    "StopRecords",
+    "StoppedWhileSending",
+]
 
 _FINAL = ("end", "error", "nonfinite")
 #: the opening of what a simulation the study ended without is told
 _NOT_NEEDED = "the study ended without needing this simulation"
 #: what a simulation whose run ended normally (``end``: max_steps, end of stream, a
-#: hook) before it read its BYE is told instead of resume advice: a trainer resumed
-#: from an end stops at once (a user trial, htrial19 Xa). The C client's words too
-#: (clients/c/src/stop_said.c)
+#: hook) before it read its BYE is told instead of the resume advice of a failure. An
+#: end on max_steps is not final: a trainer resumed with a larger --max_steps trains on
+#: (`checkpoint.registry`'s advice), and takes the steps it lacks; an end of stream or
+#: a hook's stop is. The record says which only in its reason's sentence, so both, each
+#: with its condition. The C client's words too (clients/c/src/stop_said.c)
 ENDED = (
-    "The run ended, so the rest of this simulation was not needed, and not taken: "
-    "nothing is to be resumed or run again for this run (a trainer resumed from its end "
-    "stops at once)"
+    "The run ended, so the rest of this simulation was not needed, and not taken. If it "
+    'ended on max_steps (its reason: "max_steps N reached"), a trainer resumed from its '
+    "last checkpoint with a larger --max_steps trains on: run this simulation again then, "
+    "with the same simulation id, to have the rest of it trained on. If it ended at its "
+    "stream's end or on a hook's stop, nothing is to be resumed or run again for this run"
 )
 
 
@@ -66,6 +78,27 @@ class SimulationNotNeeded(TrainerStopped):
     does not return as confirmed. Uncaught, the solver exits 1; a script that starts
     spare solvers on purpose catches it (docs/how-to/own-solver.md). A `TrainerStopped`,
     so a `TimeoutError`, as this close's error was before."""
+
+
+# What a blocked send raises (`send_wait.StoppedForGood.of`), per kind of stop: also the
+# close's error of that kind (`StopSaid.error`), so that one ``except`` catches both (a
+# spare solver's ``except SimulationNotNeeded`` missed a send's plain StoppedForGood and
+# it exited 1). Made once, here, where each `StopSaid` is made.
+
+
+class NotNeededWhileSending(StoppedForGood, SimulationNotNeeded):
+    """A blocked send gave up: the study ended without this simulation (a
+    `SimulationNotNeeded` and a `send_wait.StoppedForGood`)."""
+
+
+class RefusedWhileSending(StoppedForGood, SimulationRefused):
+    """A blocked send gave up: this simulation's non-finite sample stopped the trainer (a
+    `SimulationRefused`, so a ValueError, and a `send_wait.StoppedForGood`)."""
+
+
+class StoppedWhileSending(StoppedForGood, TrainerStopped):
+    """A blocked send gave up: the trainer ended or failed otherwise (a `TrainerStopped`
+    and a `send_wait.StoppedForGood`)."""
 
 
 class StopRecords:
@@ -257,7 +290,7 @@ class StopRecords:
                 f"({self.endpoints[rank]}) stopped before it read it ({reason.code}: "
                 f"{reason.message}; its stop record in {self.rendezvous} lacks this BYE). "
             )
-            if reason.code == "end":  # (no resume: a trainer resumed from an end stops)
+            if reason.code == "end":  # (a resume only after a max_steps end: `ENDED`)
                 raise TimeoutError(stop + ENDED)
             raise TimeoutError(
                 f"{stop}What this simulation sent after the trainer's last checkpoint is not "

@@ -130,6 +130,21 @@ class StudyEndNotice:
     def _exited_0(self) -> list[int]:
         return [o.simulation_id for o in self._launcher.outcomes() if o.status in EXITED_0]
 
+    def _failed(self, error: LauncherError) -> None:
+        """Tell the other ranks that the study failed with `error` (`progress.failed`);
+        if that raises, say so, in those words (not the "has ended" of `_run`), never
+        raised (a daemon thread)."""
+        try:
+            self.progress.failed(self._launcher, error)
+        except Exception as exc:
+            logger.warning(
+                "could not tell the other ranks that the study failed (%r; the launcher's "
+                "error: %s): a rank that waits for a batch waits for its stall_timeout "
+                "instead",
+                exc,
+                error,
+            )
+
     def _run(self) -> None:
         try:
             entries = [e for e in fetch_rendezvous(self._rendezvous) if int(e["rank"]) != 0]
@@ -139,7 +154,7 @@ class StudyEndNotice:
                 try:
                     launcher.check()
                 except LauncherError as exc:  # (its error says so on rank 0)
-                    self.progress.failed(launcher, exc)  # (and to the others: `progress`)
+                    self._failed(exc)  # (and to the others: `progress`)
                     return
                 if self._stop.wait(poll):
                     return

@@ -27,6 +27,8 @@ from test_c_close_dead_trainer import MT_ETIMEDOUT, close_to_dead
 from test_c_close_receipt import publish
 from test_c_follow_resend_gone import dead_endpoint
 
+from melissa_trainer.client.handshake import NOT_RECEIVER  # (the C words: the same)
+
 pytestmark = pytest.mark.e2e  # every test here starts a process
 
 PREFIX = "melissa_trainer: mt_client_close: simulation 3 rank 0: closing, "
@@ -137,12 +139,6 @@ def test_a_close_after_a_kill_dates_the_disconnection_and_adds_up(
         message,
     )
     assert found and int(found[1]) >= int(found[2]) + COMPUTE / 2, message
-
-
-NOT_RECEIVER = (
-    "not a melissa-trainer receiver (it accepted a TCP connection but no ZeroMQ handshake "
-    "completed): check the endpoint (the trainer's rank_N.json)"
-)
 
 
 @pytest.mark.timeout(120)

@@ -17,12 +17,10 @@ from c_driver import script_exe  # noqa: F401 (a fixture)
 from compiled import c_client  # noqa: F401 (a fixture)
 from test_c_admission_watch import FLOAT32, solver
 
+from melissa_trainer.client.handshake import NOT_RECEIVER  # (the C words: the same)
+
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
 
-NOT_RECEIVER = (
-    "not a melissa-trainer receiver (it accepted a TCP connection but no ZeroMQ handshake "
-    "completed): check the endpoint (the trainer's rank_N.json)"
-)
 #: seconds of sends the solver gets to be warned (2 s without a handshake, then a look)
 BOUND = 30.0
 CHECK_EVERY = 200  # sends between two reads of the solver's stderr

@@ -31,15 +31,12 @@ from predict_script import Script
 from waiting import wait_until
 
 from melissa_trainer.buffers import FIFOBuffer
+from melissa_trainer.client.handshake import NOT_RECEIVER  # (the C words: the same)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]  # (each starts a process)
 
 MT_ETIMEDOUT = 8
 COUNT = 1 << 18  # float32 per step: 1 MiB, sent without a copy
-NOT_RECEIVER = (
-    "not a melissa-trainer receiver (it accepted a TCP connection but no ZeroMQ handshake "
-    "completed): check the endpoint (the trainer's rank_N.json)"
-)
 BACK_PRESSURE = "the trainer is not receiving (back-pressure)"
 
 

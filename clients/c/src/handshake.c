@@ -54,12 +54,22 @@ mt_status mt_handshake_watch(mt_client *c, size_t i) {
 }
 
 /* What a peer that accepted TCP but never completed a ZeroMQ handshake is (another
- * program at the endpoint), after NOT_ZMQ_AFTER_S: a receiver's libzmq I/O thread answers
+ * program at the endpoint; or, silent, a trainer whose process is stopped: its kernel
+ * accepts TCP), after NOT_ZMQ_AFTER_S: a receiver's libzmq I/O thread answers
  * in milliseconds (the Python client's words: client/handshake.py NOT_RECEIVER). */
-#define NOT_RECEIVER                                                                      \
-    "not a melissa-trainer receiver (it accepted a TCP connection but no ZeroMQ handshake " \
-    "completed): check the endpoint (the trainer's rank_N.json)"
+#define NOT_RECEIVER                                                                       \
+    "not a melissa-trainer receiver (it accepted a TCP connection but no ZeroMQ handshake "  \
+    "completed): check the endpoint (the trainer's rank_N.json); unless it is a trainer "    \
+    "whose process is stopped (SIGSTOP, a suspended job), which answers once continued"
 #define NOT_ZMQ_AFTER_S 2.0
+/* What a peer that ended every ZeroMQ handshake without a detail (and never completed
+ * one) is, to a client without a CURVE key: another program (an HTTP server answering
+ * junk); a CURVE-only receiver refuses such a client with a mechanism mismatch, a detail
+ * (client/handshake.py NOT_RECEIVER_DROPS, word for word). */
+#define NOT_RECEIVER_DROPS                                                                \
+    "not a melissa-trainer receiver (it accepted TCP connections but ended every ZeroMQ " \
+    "handshake without completing one): check the endpoint (the trainer's rank_N.json); " \
+    "nothing sent to it was delivered"
 
 static bool not_receiver(const mt_handshake *h) {
     return !h->zmtp && h->tcp_at > 0 && mt_now() - h->tcp_at >= NOT_ZMQ_AFTER_S;
@@ -118,7 +128,10 @@ static void read_events(mt_client *c, size_t i) {
             h->undetailed = 0;
             h->zmtp = true;
         } else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) {
-            if (++h->undetailed >= 2) h->state = MT_HANDSHAKE_REFUSED;
+            /* (without a key, failures without detail after a completed handshake are
+             * a receiver's trainer dying, not a refusal: handshake.py's _read) */
+            if (++h->undetailed >= 2 && (c->curve_keys[i] != NULL || !h->zmtp))
+                h->state = MT_HANDSHAKE_REFUSED;
             h->event = event;
         } else {
             h->state = MT_HANDSHAKE_REFUSED;
@@ -132,6 +145,9 @@ static void read_events(mt_client *c, size_t i) {
 static mt_status refused(mt_client *c, size_t i) {
     const mt_handshake *h = &c->handshakes[i];
     const char *cause;
+    if (c->curve_keys[i] == NULL && h->event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL)
+        return mt_fail(c, MT_EENV, "simulation %llu rank %d: to %s: " NOT_RECEIVER_DROPS,
+                       (unsigned long long)c->simulation_id, c->rank, c->endpoints[i]);
     if (c->curve_keys[i] == NULL)
         cause = "it takes CURVE (encrypted) connections only, and no CURVE key is known for it "
                 "here: set MELISSA_TRAINER_KEY to its public key, or use the rendezvous "

@@ -12,12 +12,16 @@
 
 #include "internal.h"
 
-/* What a simulation whose run ended normally (code "end") is told instead of resume
- * advice: stopped.py's ENDED (a trainer resumed from an end stops at once). */
-#define ENDED_WORDS                                                                       \
-    "The run ended, so the rest of this simulation was not needed, and not taken: "       \
-    "nothing is to be resumed or run again for this run (a trainer resumed from its end " \
-    "stops at once)"
+/* What a simulation whose run ended normally (code "end") is told instead of the resume
+ * advice of a failure: stopped.py's ENDED, word for word (an end on max_steps is not
+ * final: a resume with a larger --max_steps trains on; an end of stream or a hook's stop
+ * is; the record says which only in its reason's sentence, so both, conditionally). */
+#define ENDED_WORDS                                                                         \
+    "The run ended, so the rest of this simulation was not needed, and not taken. If it "   \
+    "ended on max_steps (its reason: \"max_steps N reached\"), a trainer resumed from its " \
+    "last checkpoint with a larger --max_steps trains on: run this simulation again then, " \
+    "with the same simulation id, to have the rest of it trained on. If it ended at its "   \
+    "stream's end or on a hook's stop, nothing is to be resumed or run again for this run"
 
 /* What stopped the trainer, for this simulation: stopped.py's StopSaid.kind. */
 typedef enum { SAID_REFUSED, SAID_NOT_NEEDED, SAID_ENDED } said_kind;
@@ -103,7 +107,7 @@ mt_status mt_stop_record_fail(mt_client *c, mt_stop_outcome o, const mt_stop_sai
                               size_t rank, const char *endpoint, const char *whose) {
     said_kind k = kind_of(o, s);
     mt_buf text = {0};
-    if (k == SAID_ENDED && strcmp(s->code, "end") == 0) { /* (decide: no resume advice) */
+    if (k == SAID_ENDED && strcmp(s->code, "end") == 0) { /* (decide: ENDED_WORDS) */
         mt_buf_printf(&text,
                       "%s: its BYE was not confirmed: the trainer's receiver %zu (%s) stopped "
                       "before it read it (%s: %s; its stop record in %s lacks this BYE). %s",

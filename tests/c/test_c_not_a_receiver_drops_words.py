@@ -1,0 +1,79 @@
+"""A C client without a CURVE key whose peer ends every ZeroMQ handshake without a
+detail (another program at the endpoint: an HTTP server that answers the ZeroMQ
+greeting with "400 Bad request" and hangs up) is told that the peer is not a receiver,
+check the endpoint, as the Python client is (client/handshake.py `NOT_RECEIVER_DROPS`,
+tests/client/test_close_bye_not_a_receiver.py). Before, clients/c/src/handshake.c said
+"it takes CURVE (encrypted) connections only ... set MELISSA_TRAINER_KEY": false advice,
+since a CURVE-only receiver refuses a client without a key with a mechanism mismatch (a
+detail), which keeps that advice.
+
+(``python -m http.server`` itself waits for a line that the ZeroMQ greeting never
+ends, so it is a silent peer: tests/c/test_c_close_notice.py. The peer here answers as
+an HTTP server does to a line it cannot parse, with `http.server`'s own status line.)"""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Iterator
+from http import HTTPStatus
+from pathlib import Path
+
+import pytest
+from c_driver import script_exe  # noqa: F401 (a fixture)
+from compiled import c_client  # noqa: F401 (a fixture)
+from predict_script import MT_EENV, Script
+
+from melissa_trainer.client.handshake import NOT_RECEIVER_DROPS
+
+pytestmark = pytest.mark.e2e  # (a process)
+
+
+@pytest.fixture
+def http_junk() -> Iterator[str]:
+    """An endpoint whose program answers each connection as an HTTP server answers a bad
+    request line, and hangs up."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    status = HTTPStatus.BAD_REQUEST
+    answer = f"HTTP/1.0 {status.value} {status.phrase}\r\n\r\n".encode()
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:  # (closed: the test is over)
+                return
+            with conn:
+                conn.recv(100)
+                conn.sendall(answer)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield f"tcp://127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        listener.shutdown(socket.SHUT_RDWR)
+        listener.close()
+        thread.join(10)
+
+
+@pytest.mark.timeout(120)
+def test_a_keyless_c_close_to_a_peer_ending_every_handshake_says_not_a_receiver(
+    script_exe: Path,  # noqa: F811
+    http_junk: str,
+) -> None:
+    script = Script(script_exe)
+    try:
+        setup = (f"endpoints {http_junk}", "close_timeout 60", "replay_bytes 0")
+        sent = script.send("id 3", *setup, "field u 1 1 4", "start", "send 0 u 1 4 0")
+        script.wait(sent)
+        closed = script.send("close")
+        lines, err = script.finish(120)
+    finally:
+        script.kill()
+    code, _, message = lines[closed][-1].partition(" ")
+    assert int(code) == MT_EENV, (message, err)
+    assert message == f"simulation 3 rank 0: to {http_junk}: {NOT_RECEIVER_DROPS}", message
+    assert "CURVE" not in message and "MELISSA_TRAINER_KEY" not in message, message

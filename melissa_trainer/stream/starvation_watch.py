@@ -147,10 +147,10 @@ class ReadClock:
     """The cadence of a rank's reads of its buffer (module docstring), told by its
     training thread at each `wait_for` (`came`): how many reads it began, when it last
     came to its source (a read, or a wait for one), and the longest it stayed away
-    between two reads over its last `READ_HISTORY` reads (what its steps and actions
-    take: the ranks read a window's batches, then run its steps, which read nothing).
-    A wait for data is not time away. Also told by the trainer when its training thread
-    is in work of its own (`work_began`, `work_ended`: module docstring). `came` and
+    between two reads over its last `READ_HISTORY` reads (what its steps take: the
+    ranks read a window's batches, then run its steps, which read nothing). A wait for
+    data is not time away, nor is work of its own, which the trainer tells it of
+    (`work_began`, `work_ended`: module docstring; excused on its own). `came` and
     those are the training thread's; `published` and `own_work` read tuples that they
     replace whole, so any thread may call them."""
 
@@ -162,6 +162,8 @@ class ReadClock:
         self._said: tuple[int, float | None, float | None] = (0, None, None)
         #: (in work of its own since, or None; when it last left such work, or None)
         self._work: tuple[float | None, float | None] = (None, None)
+        self._own = 0.0  # seconds of own work ended so far (outermost spans)
+        self._own_then = 0.0  # seconds of own work, ended or not, as of `_last`
 
     @property
     def count(self) -> int:
@@ -181,17 +183,21 @@ class ReadClock:
     def work_ended(self, outer: float | None) -> None:
         """The work whose `work_began` returned `outer` is done (in a ``finally``)."""
         if outer is None:
-            self._work = (None, self._clock())
+            now, since = self._clock(), self._work[0]
+            self._own += 0.0 if since is None else now - since
+            self._work = (None, now)
 
     def came(self, read: bool) -> None:
         """The training thread came to its source: to `read` (a read begins), or to
-        wait for data (a read found too few)."""
-        now = self._clock()
+        wait for data (a read found too few). The time away between two reads leaves
+        out the own work between them (excused on its own: `study.starvation`)."""
+        now, since = self._clock(), self._work[0]
+        own = self._own + (0.0 if since is None else now - since)
         reads, _, longest = self._said
         if read:
             reads += 1
             if self._last is not None:
-                away = now - self._last
+                away = max(0.0, now - self._last - (own - self._own_then))
                 full = len(self._away) == self._away.maxlen
                 dropped = self._away[0] if full else None
                 self._away.append(away)
@@ -199,7 +205,7 @@ class ReadClock:
                     longest = away
                 elif dropped is not None and dropped >= longest:  # (the longest forgotten)
                     longest = max(self._away)
-        self._last = now
+        self._last, self._own_then = now, own
         self._said = (reads, now, longest)
 
     def published(self, now: float) -> dict[str, Any]:

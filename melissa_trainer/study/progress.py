@@ -34,10 +34,10 @@ read only ``rank_<r>.json`` there):
   starvation watch's `ReadClock`): ``reads`` (how many it began), ``away_for`` (seconds
   since it last came to its source, a read or a wait for one, as of ``written``) and
   ``away_max`` (the longest it stayed away between two recent reads: its window's
-  steps); ``own_work_for`` (seconds it has been in work of its own, a hook call or an
-  action point, None when not) and ``own_work_ago`` (seconds since it last left such
-  work, None before). A file without them (an older rank 0's) is read as before
-  (`study.starvation`).
+  steps, its own work left out); ``own_work_for`` (seconds it has been in work of its
+  own, a hook call or an action point, None when not) and ``own_work_ago`` (seconds
+  since it last left such work, None before). A file without them (an older rank 0's)
+  is read as before (`study.starvation`).
 
 It is rewritten (write aside, then rename: a reader never sees half a file) only when
 one of these changes (but the reads, which are only carried along), or every `REFRESH`

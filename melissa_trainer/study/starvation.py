@@ -36,13 +36,15 @@ What the study does about it, in order:
   which read nothing), and the deadlock needs too that rank 0 has made no read in those
   writes and has stayed away from its buffer (no read, no wait for data) for
   max(`DEADLOCK_GRACE`, `AWAY_FACTOR` x the longest it stayed away between two of its
-  recent reads). A rank 0 making steps, slow ones too, reads once a window and waits
-  for data when it has none: never called deadlocked. Nor while it is in work of its
-  own, which a pause on rank 0 alone is (a hook on its main process only, plotting or
-  uploading in `on_log`; the rank-0 part of a save, its rotation): its trainer tells
-  the same clock of every hook dispatch and action point (`ReadClock.work_began`,
-  published as ``own_work_for``), and the time away counts from the later of its last
-  read and the end of its last own work (``own_work_ago``). Own work excuses a rank 0
+  recent reads, ``away_max``). A rank 0 making steps, slow ones too, reads once a window
+  and waits for data when it has none: never called deadlocked. Nor while it is in work
+  of its own, which a pause on rank 0 alone is (a hook on its main process only,
+  plotting or uploading in `on_log`; the rank-0 part of a save, its rotation): its
+  trainer tells the same clock of every hook dispatch and action point
+  (`ReadClock.work_began`, published as ``own_work_for``), and the time away counts
+  from the later of its last read and the end of its last own work (``own_work_ago``);
+  ``away_max`` leaves such work out too (else a 5-minute evaluation among its recent
+  reads would scale the grace to 10 minutes: excused twice). Own work excuses a rank 0
   behind this rank only (its ``reads`` fewer than this rank's, the read this rank
   waits in counted: `ahead`), which reads once done. One that has begun as many reads
   holds its batches of the window this rank waits in (each rank takes one read per
@@ -61,9 +63,10 @@ What the study does about it, in order:
   above, t_r the later of its training thread's last read or wait for data and its
   last own work's end, `REFRESH` the period of its rewrites while held and 1 s that of
   this rank's reads of the file: with steps of milliseconds, by the later of t_s + 26 s
-  and t_r + 26 s; with windows of one 30 s step, by the later of t_s + 26 s and t_r +
-  66 s. An older rank 0's progress, without the reads: the two writes alone, by t_s +
-  26 s.
+  and t_r + 26 s, however long its hooks and actions among them
+  (tests/study/test_starvation_away_own_work.py); with windows of one 30 s step, by
+  the later of t_s + 26 s and t_r + 66 s. An older rank 0's progress, without the
+  reads: the two writes alone, by t_s + 26 s.
 * **A failed study is said at once**, by its launcher's words (`failed_words`): once
   rank 0's launcher gives up (its failure policy), rank 0 publishes its error
   (``failed``, `study.progress`), and another rank's wait for a batch, starved or not,

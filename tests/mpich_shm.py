@@ -13,6 +13,7 @@ appeared that nobody holds."""
 from __future__ import annotations
 
 import os
+import re
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -142,12 +143,45 @@ class ShmGuard:
                 _warn(path, test, "at the session's end (a process held it at the test's end)")
 
 
+def _pid_max() -> int:
+    try:
+        return int(Path("/proc/sys/kernel/pid_max").read_text())
+    except (OSError, ValueError):
+        return 4_194_304  # (Linux's largest)
+
+
+def origin(name: str) -> str:
+    """What the name of MPICH's file `name` says of the job that made it (MPICH 5.0.x),
+    for tracing a leak: "" when nothing.
+
+    ``mpich_shar_tmpXXXXXX`` (mkstemp): a communicator's segment other than MPI_Init's
+    (``MPI_Comm_split_type``, a shared window, node collectives), unlinked by MPICH once
+    every rank has attached; this suite's jobs and the package make none (no sub-
+    communicator in tests/ nor melissa_trainer/). ``mpich_shm_<hex>_<node>``: ``<hex>``
+    is the job's world id: the pid for a singleton (``MPI_Init`` without mpiexec), else
+    the FNV-1a hash of its key-value space's name (`segment_names`: "<job>.<step>" for
+    ``srun --mpi=pmi2``, random for hydra's), above the largest pid but for 1 in 10^5."""
+    if name.startswith("mpich_shar_tmp"):
+        return (
+            "a communicator's segment (MPI_Comm_split_type, a shared window), which this "
+            "suite's jobs never make: another program's"
+        )
+    world = re.fullmatch(r"mpich_(?:shm|vci)_([0-9a-f]+)_\d+", name)
+    if world and int(world[1], 16) <= _pid_max():
+        return f"an MPI singleton's, pid {int(world[1], 16)} (MPI_Init without mpiexec)"
+    if world:
+        return 'a job\'s, named after its key-value space (srun --mpi=pmi2: "<job>.<step>")'
+    return ""
+
+
 def _warn(path: str, test: str, when: str) -> None:
+    said = origin(Path(path).name)
     warnings.warn(
         LeakWarning(
             f"{path} appeared during {test} and nobody holds it {when}: an MPI job ended "
             "before MPI_Finalize left it (or another program of this machine did: rerun "
             "the test alone to be sure); its cleanup must remove it"
+            + (f"; by its name, {said}" if said else "")
         ),
         stacklevel=2,
     )

@@ -8,7 +8,9 @@ With the helpers of the tests of the launcher's segment removal
 `leftovers` fixture (imported as ``leftovers_fixture``, with ``# noqa: F401``; a test
 asks for it as ``leftovers``), and `past_mpi_init`. And the guard of every test
 (`ShmGuard`, run by conftest.py): a warning names the test during which an MPICH file
-appeared that nobody holds."""
+appeared that nobody holds, what its name tells of its maker (`origin`), and the files
+of a Slurm test cluster's steps that nobody holds when its module's tests are done
+(`warn_unheld_steps`, run by tests/slurm_cluster.py before its stop removes them)."""
 
 from __future__ import annotations
 

@@ -8,11 +8,14 @@ With the helpers of the tests of the launcher's segment removal
 `leftovers` fixture (imported as ``leftovers_fixture``, with ``# noqa: F401``; a test
 asks for it as ``leftovers``), and `past_mpi_init`. And the guard of every test
 (`ShmGuard`, run by conftest.py): a warning names the test during which an MPICH file
-appeared that nobody holds."""
+appeared that nobody holds, what its name tells of its maker (`origin`), and the files
+of a Slurm test cluster's steps that nobody holds when its module's tests are done
+(`warn_unheld_steps`, run by tests/slurm_cluster.py before its stop removes them)."""
 
 from __future__ import annotations
 
 import os
+import re
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -142,12 +145,58 @@ class ShmGuard:
                 _warn(path, test, "at the session's end (a process held it at the test's end)")
 
 
+def warn_unheld_steps(job_ids: range, who: str) -> None:
+    """Say (`LeakWarning`) the files of these Slurm jobs' steps (`mpich_segments`) that
+    exist now and that no live process holds, naming `who` (a test module): called when
+    its tests are done, before its cluster's stop removes them with those of the jobs
+    the stop itself kills. A file still held at a test's end and left after (by the
+    product, or the test) was removed so, unsaid, as the guard's `finish` came later."""
+    paths = [str(path) for path in mpich_segments(job_ids)]
+    busy = holders(paths) if paths else {}
+    for path in paths:
+        if busy is not None and path not in busy:
+            _warn(path, who, "when its tests were done (the cluster's stop removes it)")
+
+
+def _pid_max() -> int:
+    try:
+        return int(Path("/proc/sys/kernel/pid_max").read_text())
+    except (OSError, ValueError):
+        return 4_194_304  # (Linux's largest)
+
+
+def origin(name: str) -> str:
+    """What the name of MPICH's file `name` says of the job that made it (MPICH 5.0.x),
+    for tracing a leak: "" when nothing.
+
+    ``mpich_shar_tmpXXXXXX`` (mkstemp): a communicator's segment other than MPI_Init's
+    (``MPI_Comm_split_type``, a shared window, node collectives), unlinked by MPICH once
+    every rank has attached; this suite's jobs and the package make none (no sub-
+    communicator in tests/ nor melissa_trainer/). ``mpich_shm_<hex>_<node>``: ``<hex>``
+    is the job's world id: the pid for a singleton (``MPI_Init`` without mpiexec), else
+    the FNV-1a hash of its key-value space's name (`segment_names`: "<job>.<step>" for
+    ``srun --mpi=pmi2``, random for hydra's), above the largest pid but for 1 in 10^5."""
+    if name.startswith("mpich_shar_tmp"):
+        return (
+            "a communicator's segment (MPI_Comm_split_type, a shared window), which this "
+            "suite's jobs never make: another program's"
+        )
+    world = re.fullmatch(r"mpich_(?:shm|vci)_([0-9a-f]+)_\d+", name)
+    if world and int(world[1], 16) <= _pid_max():
+        return f"an MPI singleton's, pid {int(world[1], 16)} (MPI_Init without mpiexec)"
+    if world:
+        return 'a job\'s, named after its key-value space (srun --mpi=pmi2: "<job>.<step>")'
+    return ""
+
+
 def _warn(path: str, test: str, when: str) -> None:
+    said = origin(Path(path).name)
     warnings.warn(
         LeakWarning(
             f"{path} appeared during {test} and nobody holds it {when}: an MPI job ended "
             "before MPI_Finalize left it (or another program of this machine did: rerun "
             "the test alone to be sure); its cleanup must remove it"
+            + (f"; by its name, {said}" if said else "")
         ),
         stacklevel=2,
     )

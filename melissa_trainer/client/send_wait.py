@@ -100,6 +100,11 @@ class StoppedForGood(ReceiverGone):
         super().__init__(message)
         self.said = said
 
+    def __reduce__(self) -> tuple[type[StoppedForGood], tuple[str, StopSaid]]:
+        # Exceptions pickle as ``type(*args)``: without this, one raised in a
+        # multiprocessing/concurrent.futures worker could not be sent back to its parent
+        return type(self), (str(self.args[0]), self.said)
+
     @classmethod
     def of(cls, said: StopSaid) -> type[StoppedForGood]:
         """The subclass to raise for `said`: the one whose other base is ``said.error``

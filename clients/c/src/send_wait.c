@@ -24,7 +24,7 @@
  *   within the follow timeout after that: MT_ETIMEDOUT, naming the endpoint, the time
  *   waited, the settings and what to do, and why it went: "the trainer was preempted
  *   (MESSAGE; its stop record in DIR)" when a receiver's stop record of this run says so
- *   (stop_said.c mt_stop_gone_words, read once, as it gives up; the Python client's
+ *   (stop_said.c mt_stop_preempted_words, read once, as it gives up; the Python client's
  *   SendWait says the same), else "the trainer died, or its node"; for an endpoint that
  *   never accepted a connection (a wrong port, a trainer not started: nothing died),
  *   "tried for N s" and what to check, in the Python client's words (client/patience.py
@@ -72,7 +72,8 @@ static mt_status gone(mt_client *c, double started, const uint64_t *step) {
                                                   "the rendezvous within "
                                                   "mt_set_follow_timeout=%s s after", follow);
         if (c->handshakes[i].ever) {
-            mt_stop_gone_words(c, cause, sizeof cause); /* (preempted, its record says?) */
+            if (!mt_stop_preempted_words(c, cause, sizeof cause)) /* (its record says?) */
+                snprintf(cause, sizeof cause, "the trainer died, or its node");
             snprintf(how, sizeof how, "disconnected for %.0f s without a new connection "
                                       "(mt_set_disconnected_timeout=%s s; %s)",
                      now - since, after, cause);

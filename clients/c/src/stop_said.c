@@ -174,12 +174,11 @@ mt_status mt_stop_record_undelivered(mt_client *c, mt_stop_outcome o, const mt_s
     return status;
 }
 
-void mt_stop_gone_words(mt_client *c, char *out, size_t size) {
-    snprintf(out, size, "the trainer died, or its node");
+bool mt_stop_preempted_words(mt_client *c, char *out, size_t size) {
     for (size_t r = 0; c->rendezvous_used != NULL && r < c->n_endpoints; ++r) {
-        mt_stop_look look = {0}; /* (read afresh: once, when a wait gives up) */
+        mt_stop_look look = {0}; /* (read afresh: once, when a wait gives up or tells) */
         mt_stop_said *s = calloc(1, sizeof *s); /* (16 KiB: its reason's message whole) */
-        if (s == NULL) return;                  /* (the words without the record) */
+        if (s == NULL) return false;            /* (the words without the record) */
         mt_stop_record_for_good(c->rendezvous_used, r, c->endpoints[r], c->run_id,
                                 c->simulation_id, &look, s);
         bool preempted = s->preempted;
@@ -187,6 +186,7 @@ void mt_stop_gone_words(mt_client *c, char *out, size_t size) {
             snprintf(out, size, "the trainer was preempted (%.200s; its stop record in %s)",
                      s->message, c->rendezvous_used);
         free(s);
-        if (preempted) return;
+        if (preempted) return true;
     }
+    return false;
 }

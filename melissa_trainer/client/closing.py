@@ -40,7 +40,13 @@ import zmq
 from melissa_trainer import wire as protocol
 from melissa_trainer.client import patience
 from melissa_trainer.client.config import ClientTuning
-from melissa_trainer.client.gave_up import StopSaid, run_again, stop_sentence, waits_for
+from melissa_trainer.client.gave_up import (
+    Preempted,
+    StopSaid,
+    run_again,
+    stop_sentence,
+    waits_for,
+)
 from melissa_trainer.client.handshake import Handshakes
 from melissa_trainer.client.held import HeldArrays, Released
 from melissa_trainer.client.outbox import Outbox
@@ -71,7 +77,7 @@ class TrainerStopped(TimeoutError):
     the run ended, or failed): no restarted trainer is waited for (`following`)."""
 
 
-class TrainerPreempted(TimeoutError):
+class TrainerPreempted(Preempted):
     """A close gave up on a receiver gone whose trainer's stop record says it was
     preempted: a resumed trainer is waited for and followed (`following`), and if
     none comes, the error says that no resume came (`follow_gave_up`)."""
@@ -164,7 +170,7 @@ def close_transport(t: Closable, bye: bool, follow_in: str | None = None) -> Non
         watch=t.wait.watch,  # (what a blocked send saw of the receivers)
         stopped=t.wait.stopped,  # (a trainer that stopped for good: its stop record)
         notice=partial(waiting_notice, t, follow_in, time.monotonic()) if bye else None,
-        preempted=t.wait.preempted if bye else None,  # (said in place of "died")
+        preempted=t.wait.preempted,  # (said in place of "died", with a BYE or without)
     )
     failure = why = None
     with t.lock if t.outbox is None else _closing(t.outbox):
@@ -304,7 +310,8 @@ def follow_gave_up(
         "no bound" if follow_timeout is None else f"ClientTuning.follow_timeout={follow_timeout} s"
     )
     said = str(error) if str(error).endswith(".") else f"{error}."
-    if isinstance(error, TrainerPreempted):  # (its stop record said: a resume was due)
+    if isinstance(error, Preempted):  # (its stop record said: a resume was due; a close's
+        # `TrainerPreempted` or a blocked send's `send_wait.SendPreempted`)
         error.args = (
             f"{said} Then it waited {waited:.0f} s for the trainer to be resumed and publish "
             f"in {rendezvous}: no resume came within {bound}{total}. Resume it "

@@ -13,7 +13,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["StopSaid", "run_again", "stop_sentence", "waits_for"]
+__all__ = ["Preempted", "StopSaid", "run_again", "stop_sentence", "waits_for"]
+
+
+class Preempted(TimeoutError):
+    """A client gave up on a receiver gone whose trainer's stop record says it was
+    preempted (`RestartCheck.preempted`): a close's (`closing.TrainerPreempted`) or a
+    blocked send's (`send_wait.SendPreempted`). Its message says so in place of "the
+    trainer died"; a client that follows restarted trainers completes it, if no resume
+    came, with what to do (`closing.follow_gave_up`)."""
 
 
 @dataclass(frozen=True)

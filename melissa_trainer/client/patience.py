@@ -338,7 +338,8 @@ class CloseWait:
             return None
         if self._watch is None:
             self._watch = PeerWatch(self._handshakes, self._endpoints, self._began)
-        return self._watch.gone(self._disconnected, _NO_WAIT)
+        cause = None if self._preempted is None else self._preempted()  # (not "died")
+        return self._watch.gone(self._disconnected, _NO_WAIT, cause)
 
     def _no_receiver(self) -> str | None:
         """Why a peer that is not a receiver is not waited for ("to E: `NOT_RECEIVER`;

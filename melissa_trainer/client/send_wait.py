@@ -58,7 +58,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 import zmq
 
-from melissa_trainer.client.gave_up import run_again, stop_sentence
+from melissa_trainer.client.gave_up import Preempted, run_again, stop_sentence
 from melissa_trainer.client.handshake import Handshakes, down_note, never_note, pending_note
 from melissa_trainer.client.patience import SLICE, PeerWatch, notice_due
 from melissa_trainer.client.sockets import arm_slice
@@ -66,7 +66,14 @@ from melissa_trainer.client.sockets import arm_slice
 if TYPE_CHECKING:  # pragma: no cover
     from melissa_trainer.client.gave_up import StopSaid
 
-__all__ = ["LOOK_EVERY", "ReceiverGone", "SendNotice", "SendWait", "StoppedForGood"]
+__all__ = [
+    "LOOK_EVERY",
+    "ReceiverGone",
+    "SendNotice",
+    "SendPreempted",
+    "SendWait",
+    "StoppedForGood",
+]
 
 _T = TypeVar("_T")
 #: seconds between two looks at the monitors by sends that do not block (`SendWait.look`):
@@ -83,6 +90,14 @@ SendNotice = Callable[[str | None, float, tuple[str, ...], float, float | None, 
 class ReceiverGone(TimeoutError):
     """A blocked send gave up: a receiver stayed disconnected for `disconnected_timeout`
     seconds (the trainer died, or its node). A `TimeoutError`, as `send` documents."""
+
+
+class SendPreempted(ReceiverGone, Preempted):
+    """A blocked send gave up on a receiver gone whose trainer's stop record says it was
+    preempted (`SendWait.preempted`): its message says so where a `ReceiverGone`'s says
+    "the trainer died, or its node", in a close's words (`closing.TrainerPreempted`). A
+    client that follows restarted trainers waits for the resumed one, and if none comes
+    says so and what to do (`closing.follow_gave_up`)."""
 
 
 class StoppedForGood(ReceiverGone):
@@ -155,7 +170,8 @@ class SendWait:
         #: client); None: not known
         self.stopped: Callable[[], StopSaid | None] | None = None
         #: "the trainer was preempted (...)" if a stop record says so, read by a close
-        #: while a receiver is down (`RestartCheck.preempted`, set by the client)
+        #: while a receiver is down and by a send that gives up on one gone, said in
+        #: place of "died" (`RestartCheck.preempted`, set by the client)
         self.preempted: Callable[[], str | None] = _unknown
         self._disconnected, self._send_timeout = disconnected_timeout, send_timeout
         self._whose, self._notice, self._simulation_id = whose, notice, simulation_id
@@ -303,6 +319,10 @@ class SendWait:
         why = self.watch.gone(self._disconnected)
         if why is None:
             return
+        # (its stop record, read once one is gone: said in place of "died", as a close does)
+        cause = self.preempted()
+        if cause is not None:
+            why = self.watch.gone(self._disconnected, cause=cause) or why
         bound = "none" if self._send_timeout is None else f"{self._send_timeout} s"
         blocked = time.monotonic() - started
         stop = self._stop_said(step)
@@ -313,7 +333,7 @@ class SendWait:
             )
         note = self.restarted()  # (a follower says what to do once it waited: `following`)
         fix = "" if note or self.follow_in is not None else f" {run_again(self._simulation_id)}"
-        raise ReceiverGone(
+        raise (SendPreempted if cause else ReceiverGone)(
             f"{self._whose}: could not send {_what(step)}, blocked {blocked:.1f} s waiting "
             f"for the trainer to take the messages queued {why}. A send waits for a trainer "
             f"that is connected, slow or paused, as long as it lasts or "

@@ -26,10 +26,23 @@ rank wrote them.
   records say how often each sample was drawn, not whether it was inserted once.
   Duplicates and samples never drawn are reported, not violations.
 
-With ``--simulations N --steps S``, every one of N simulations is expected with time
-steps 0..S-1 (the ids need not be 0..N-1: a failed simulation's replacement has a new
-one); without them, only duplicates are checked. A line cut by a kill (the last of a
-run on a rank) is skipped and said.
+**Missing samples.** ``--simulations N`` expects N simulations (the ids need not be
+0..N-1: a failed simulation's replacement has a new one). ``--steps`` says how long
+each simulation is, in one of three forms (`Steps`):
+
+* ``--steps S`` (a number): every simulation seen has time steps 0..S-1 (a study whose
+  simulations all run S steps);
+* ``--steps FILE`` (a JSON object, ``{"SIMULATION_ID": STEPS, ...}``): simulation
+  ``SIMULATION_ID`` has time steps 0..STEPS-1, the exact check for simulations of
+  different lengths; one it names and the ledger lacks is missing whole, one seen that
+  it does not name is checked as with ``seen`` (and said);
+* ``--steps seen``: each simulation has time steps 0..its last step seen, for
+  simulations of different lengths whose lengths you do not have: a gap is missing,
+  but the last steps of a simulation never trained on at all cannot be seen.
+
+Without ``--steps``, only duplicates (and, with ``--simulations``, simulations never
+seen) are checked. A line cut by a kill (the last of a run on a rank) is skipped and
+said.
 """
 
 from __future__ import annotations
@@ -38,9 +51,10 @@ import argparse
 import collections
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from melissa_trainer.hooks.lineage import LEDGER_DIR
 
@@ -51,6 +65,9 @@ ONCE_BUFFERS = frozenset({"fifo", "firo"})
 Key = tuple[int, int]
 #: (step, pseudo-epoch, padding, rank, keys) of one micro-batch
 Record = tuple[int, int, bool, int, list[Key]]
+#: how long each simulation is (module docstring, "Missing samples"): S steps each;
+#: simulation id -> its steps; "seen": up to its last step seen; None: not checked
+Steps = int | Mapping[int, int] | Literal["seen"] | None
 
 
 @dataclass
@@ -152,12 +169,11 @@ def _key(pair: str) -> Key:
     return int(sid), int(t)
 
 
-def check(
-    path: str | Path, simulations: int | None = None, steps: int | None = None
-) -> LineageReport:
+def check(path: str | Path, simulations: int | None = None, steps: Steps = None) -> LineageReport:
     """Apply the resume rule to the ledger at `path` and check exactly-once (module
-    docstring); `simulations` and `steps` state the study's size, to find missing
-    samples. Raises FileNotFoundError when there is no ledger."""
+    docstring); `simulations` and `steps` (`Steps`: one length for all, one per
+    simulation, or "seen") state the study's size, to find missing samples. Raises
+    FileNotFoundError when there is no ledger."""
     notes: list[str] = []
     runs = read_runs(path, notes)
     strict = all(r.buffer.lower() in ONCE_BUFFERS for r in runs)
@@ -235,12 +251,16 @@ def _index(runs: list[Run], run_id: str) -> int:
 def _missing(
     seen: dict[Key, list[tuple[int, str, int]]],
     simulations: int | None,
-    steps: int | None,
+    steps: Steps,
     lines: list[str],
 ) -> tuple[list[Key], int]:
-    """The samples expected and never counted (time steps 0..steps-1 of each simulation
+    """The samples expected and never counted (`Steps`: time steps 0..S-1 of each
+    simulation seen, 0..its length-1 of each one `steps` names, or 0..its last step
     seen), and the number of simulations expected and never seen (said in `lines`)."""
-    sims = sorted({s for s, _ in seen})
+    last: dict[int, int] = {}
+    for s, t in seen:
+        last[s] = max(last.get(s, t), t)
+    sims = sorted(last)
     absent = 0
     if simulations is not None:
         absent = max(0, simulations - len(sims))
@@ -251,7 +271,44 @@ def _missing(
         if simulations is None:
             lines.append("(give --simulations and --steps to look for missing samples)")
         return [], absent
-    return [(s, t) for s in sims for t in range(steps) if (s, t) not in seen], absent
+    if isinstance(steps, int):
+        lengths = dict.fromkeys(sims, steps)
+    elif steps == "seen":
+        lengths = {s: t + 1 for s, t in last.items()}
+        lines.append("steps: each simulation's up to its last step seen (--steps seen)")
+    else:
+        lengths = {s: t + 1 for s, t in last.items() if s not in steps} | dict(steps)
+        if unnamed := sorted(set(sims) - set(steps)):
+            lines.append(
+                f"warning: {len(unnamed)} simulation(s) seen that --steps does not name, "
+                f"checked up to their last step seen: {unnamed[:20]}"
+            )
+    return [
+        (s, t) for s in sorted(lengths) for t in range(lengths[s]) if (s, t) not in seen
+    ], absent
+
+
+def _steps(value: str) -> int | dict[int, int] | Literal["seen"]:
+    """`--steps`'s value (`Steps`): a number, ``seen``, or a JSON file of lengths.
+
+    Raises:
+        argparse.ArgumentTypeError: none of them, naming the three forms.
+    """
+    if value == "seen":
+        return "seen"
+    try:
+        return int(value)
+    except ValueError:
+        pass
+    forms = 'a number S, "seen", or a JSON file {"SIMULATION_ID": STEPS, ...}'
+    try:
+        raw = json.loads(Path(value).read_text())
+        lengths = {int(s): int(n) for s, n in raw.items()}
+    except (OSError, ValueError, AttributeError, TypeError) as exc:
+        raise argparse.ArgumentTypeError(f"--steps {value!r}: expected {forms} ({exc})") from None
+    if any(n < 0 for n in lengths.values()):
+        raise argparse.ArgumentTypeError(f"--steps {value!r}: a negative length")
+    return lengths
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -263,7 +320,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     cmd = sub.add_parser("check", help="apply the resume rule and check exactly-once")
     cmd.add_argument("output_dir", help="the training's output directory (or its lineage/)")
     cmd.add_argument("--simulations", type=int, help="the study's number of simulations")
-    cmd.add_argument("--steps", type=int, help="time steps per simulation (0..S-1)")
+    cmd.add_argument(
+        "--steps",
+        type=_steps,
+        metavar="S|FILE|seen",
+        help="how long each simulation is, to find missing samples: S, time steps 0..S-1 "
+        'of every simulation; FILE, a JSON object {"SIMULATION_ID": STEPS, ...} of each '
+        "simulation's length (simulations of different lengths; one it names and the "
+        "ledger lacks is missing whole); seen, each simulation's steps 0..its last step "
+        "seen (gaps only: a simulation's last steps, if never trained on, are not seen). "
+        "Without it, only duplicates are checked",
+    )
     args = parser.parse_args(argv)
     try:
         report = check(args.output_dir, args.simulations, args.steps)

@@ -197,6 +197,9 @@ class FollowServer:
             on the receiver's ingest); None: every ADMISSION says unknown.
         receipt: a RECEIPT_QUERY -> what its RECEIPT says, live (`receipt_of` on the
             receiver's ingest and run id); None: every RECEIPT says unknown, no BYE.
+        told: called with (simulation id, steps held) when a HELD says that `record`
+            holds steps of it (a rerun skips them: `IngestState.rerun_held`, logged at
+            its finish); None: nothing.
     """
 
     def __init__(
@@ -209,8 +212,9 @@ class FollowServer:
         curve: tuple[bytes, bytes] | None = None,
         admission: Callable[[int], tuple[int, str]] | None = None,
         receipt: Callable[[ReceiptQuery], Receipt] | None = None,
+        told: Callable[[int, int], None] | None = None,
     ) -> None:
-        self._record = dict(record)
+        self._record, self._told = dict(record), told
         self._admission, self._receipt = admission, receipt
         self._rank, self._world = rank, world_size
         self._bind, self._advertise, self._curve = bind, advertise, curve
@@ -268,6 +272,8 @@ class FollowServer:
         """
         simulation_id, request_id = protocol.decode_held_query(query)
         status, nbits, bits = self._record.get(simulation_id, (protocol.HELD_NONE, 0, b""))
+        if status == protocol.HELD_STEPS and self._told is not None:  # (bits past nbits: 0)
+            self._told(simulation_id, int.from_bytes(bits, "little").bit_count())
         return protocol.encode_held(
             simulation_id, request_id, self._rank, self._world, status, nbits, bits
         )

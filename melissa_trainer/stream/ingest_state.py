@@ -162,6 +162,8 @@ class IngestState:
         #: `refused`: the launcher must not act on another run's ids. Written by the
         #: ingester (`refuse_other_run`), read by the follow thread (one `get`).
         self.wrong_runs: dict[int, str] = {}
+        #: simulation id -> steps a rerun is told held (HELD), logged at finish (follow thread)
+        self.rerun_held: dict[int, int] = {}
         #: logs rejections and drops; the receiver ticks it when idle, flushes it at the end
         self.log = LogSummary(logger, f"receiver of rank {rank}", log_interval)
         self.messages = self.bytes = self.samples_put = self.duplicates = 0
@@ -258,6 +260,12 @@ class IngestState:
         self.finished_ids.append(sim.simulation_id)
         self.drop_pending([k for k, a in self.pending.items() if a.record is sim])
         logger.info("simulation %d finished (%d time steps)", sim.simulation_id, n)
+        if held := self.rerun_held.pop(sim.simulation_id, 0):  # (summarised: once, not per step)
+            logger.info(
+                "simulation %d: its rerun skipped %d time step(s) the receiver of rank %d "
+                "already held (from its checkpoint) and sent %d new",
+                *(sim.simulation_id, held, self.rank, max(sim.completed - held, 0)),
+            )
         self.archive.finished(sim.simulation_id, self.marked)
         self.archive_due()
         self.check_expected()

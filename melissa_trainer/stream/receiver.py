@@ -206,14 +206,14 @@ class Receiver(DataPath):
                 # only with a rendezvous, the one way a client finds the restarted trainer
                 self._follow = FollowServer(
                     self.ingest.held_record() if self._loaded is not None else {},
-                    self._rank,
-                    self._world,
+                    *(self._rank, self._world),
                     follow_bind(self._bind, self._rank),
                     self._advertise,
                     self._curve,
                     # (what a closing client asks: taken or refused, its BYE in? `client.confirm`)
                     partial(admission_of, self.ingest),
                     partial(receipt_of, self.ingest, self.config.run_id),
+                    self.ingest.rerun_held.__setitem__,  # (logged at its finish)
                 )
                 extra["follow_endpoint"] = self._follow.start()
                 extra["follow_kinds"] = list(FOLLOW_KINDS)

@@ -88,6 +88,7 @@ typedef struct mt_stop_said {
     /* MT_STOP_ENDED on expected_simulations (the record's expected_end) before this
      * simulation was needed: steps and nonfinite are then what the receiver took of it */
     bool not_needed;
+    bool preempted; /* the record is this run's and its code "preempted" (a resume may come) */
     uint64_t steps, bye_steps, nonfinite, time_step;
     uint64_t expected, finished, abandoned; /* not_needed: the record's expected_end */
     char code[16];
@@ -125,6 +126,12 @@ mt_stop_outcome mt_stop_record_for_good(const char *dir, size_t rank, const char
  * a warning on stderr, c's error kept. */
 mt_status mt_stop_record_fail(mt_client *c, mt_stop_outcome o, const mt_stop_said *s,
                               size_t rank, const char *endpoint, const char *whose);
+/* stop_said.c: whether a receiver's stop record of this run says that the trainer was
+ * preempted (client/stopped.py StopRecords.preempted), and then, into `out`, what a
+ * receiver gone is said to be gone for in place of "the trainer died": "the trainer was
+ * preempted (MESSAGE; its stop record in DIR)", the words of the Python client's blocked
+ * send and close. A read of each receiver's rendezvous file (none without a rendezvous). */
+bool mt_stop_preempted_words(mt_client *c, char *out, size_t size);
 mt_status mt_stop_record_undelivered(mt_client *c, mt_stop_outcome o, const mt_stop_said *s,
                                      size_t rank, const char *endpoint, const char *down,
                                      const char *what, bool bye);

@@ -20,7 +20,9 @@
  * - a receiver disconnected, without a new connection, for the disconnected timeout
  *   (counted from the start of the close's wait at the earliest): MT_ETIMEDOUT naming it,
  *   c->receipt_restart 2 (with a window, the close waits the follow timeout for a
- *   restarted trainer and follows it).
+ *   restarted trainer and follows it). It, and the notice below, say "the trainer was
+ *   preempted (MESSAGE; its stop record in DIR)" where a stop record of this run says so
+ *   (stop_said.c mt_stop_preempted_words; closing.py's `preempted`), not that it died.
  * - a receiver disconnected NOTICE_AFTER seconds (half the disconnected timeout if
  *   shorter), with a BYE: one line on stderr (`tell`) says what the close waits for and
  *   how long in all, as the Python close's warning (closing.py waiting_notice); nothing
@@ -134,15 +136,17 @@ static void tell(mt_client *c, waiting *w, const char *whose, size_t i, double s
         snprintf(of, sizeof of, ", %.0f s of them in this close", now - w->started);
     const char *what = never[0] ? "connect" : "reconnect"; /* (never connected: no "re") */
     mt_buf b = {0};
+    char cause[1024] = "the trainer died or stopped, or its node";
+    if (!never[0]) mt_stop_preempted_words(c, cause, sizeof cause); /* (its record says?) */
     if (never[0])
         mt_buf_printf(&b, "%s: closing, %s (tried since %s). ", whose, never, clock);
     else
         mt_buf_printf(&b,
                       "%s: closing, the trainer's receiver at %s is disconnected since %s "
-                      "(%.0f s%s: the trainer died or stopped, or its node): %llu time step(s) "
-                      "were sent to it; what ZeroMQ still holds of them and the BYE are not "
-                      "delivered. ",
+                      "(%.0f s%s: %s): %llu time step(s) were sent to it; what ZeroMQ still "
+                      "holds of them and the BYE are not delivered. ",
                       whose, c->endpoints[i], clock, now - since, of,
+                      cause,
                       (unsigned long long)c->steps_per_receiver[i]);
     if (bound == NULL)
         mt_buf_printf(&b, "The close waits for it to %s, with no bound", what);
@@ -243,18 +247,21 @@ static mt_status between(mt_client *c, waiting *w) {
                                             "(mt_set_disconnected_timeout=%s s): %s",
                            whose, w->what, c->endpoints[i], now - since, t, never);
         char of[64] = ""; /* (a close counts from its start: said when it went down before) */
+        char cause[1024] = "the trainer died, or its node"; /* (preempted, its record says?) */
+        mt_stop_preempted_words(c, cause, sizeof cause);
         if (since < w->started - 0.5)
             snprintf(of, sizeof of, ", counted from this close's start %.0f s ago",
                      now - w->started);
         return mt_fail(c, MT_ETIMEDOUT,
                        "%s: %s not delivered to %s: the receiver is unreachable, disconnected "
                        "for %.0f s without a new connection (mt_set_disconnected_timeout=%s s%s; "
-                       "the trainer died, or its node)%s%s. What it sent after the trainer's "
+                       "%s)%s%s. What it sent after the trainer's "
                        "last checkpoint may be lost: once a trainer runs there again (a "
                        "preempted one: --resume_from_checkpoint latest), run it again with the "
                        "same simulation id (MELISSA_TRAINER_SIMULATION_ID=%llu): the trainer "
                        "takes the steps it lacks, each once",
-                       whose, w->what, c->endpoints[i], now - since, t, of, never[0] ? "; " : "",
+                       whose, w->what, c->endpoints[i], now - since, t, of, cause,
+                       never[0] ? "; " : "",
                        never,
                        (unsigned long long)c->simulation_id);
     }

@@ -22,10 +22,13 @@
  * - a receiver disconnected, without a new connection, for the disconnected timeout
  *   (counted from the start of the wait at the earliest), and with a window no new run
  *   within the follow timeout after that: MT_ETIMEDOUT, naming the endpoint, the time
- *   waited, the settings and what to do; for an endpoint that never accepted a connection
- *   (a wrong port, a trainer not started: nothing died), "tried for N s" and what to
- *   check, in the Python client's words (client/patience.py PeerWatch.gone). Not
- *   thread-safe: the client's thread. */
+ *   waited, the settings and what to do, and why it went: "the trainer was preempted
+ *   (MESSAGE; its stop record in DIR)" when a receiver's stop record of this run says so
+ *   (stop_said.c mt_stop_preempted_words, read once, as it gives up; the Python client's
+ *   SendWait says the same), else "the trainer died, or its node"; for an endpoint that
+ *   never accepted a connection (a wrong port, a trainer not started: nothing died),
+ *   "tried for N s" and what to check, in the Python client's words (client/patience.py
+ *   PeerWatch.gone). Not thread-safe: the client's thread. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <stdio.h>
@@ -58,7 +61,7 @@ static mt_status gone(mt_client *c, double started, const uint64_t *step) {
         double since = mt_handshake_down_since(c, i);
         if (since < 0 || now - (since > started ? since : started) <= bound) continue;
         char what[48], after[32], sent[32], follow[32], restarted[256] = "", never[600];
-        char how[160];
+        char how[1536], cause[1024];
         mt_handshake_never(c, never, sizeof never); /* (a wrong endpoint: said) */
         what_text(step, what);
         bound_text(c->disconnected_timeout, after);
@@ -68,10 +71,13 @@ static mt_status gone(mt_client *c, double started, const uint64_t *step) {
             snprintf(restarted, sizeof restarted, ", and no restarted trainer published in "
                                                   "the rendezvous within "
                                                   "mt_set_follow_timeout=%s s after", follow);
-        if (c->handshakes[i].ever)
+        if (c->handshakes[i].ever) {
+            if (!mt_stop_preempted_words(c, cause, sizeof cause)) /* (its record says?) */
+                snprintf(cause, sizeof cause, "the trainer died, or its node");
             snprintf(how, sizeof how, "disconnected for %.0f s without a new connection "
-                                      "(mt_set_disconnected_timeout=%s s; the trainer died, "
-                                      "or its node)", now - since, after);
+                                      "(mt_set_disconnected_timeout=%s s; %s)",
+                     now - since, after, cause);
+        }
         else /* (nothing died: no connection was ever made; `never` says why, as Python) */
             snprintf(how, sizeof how, "tried for %.0f s (mt_set_disconnected_timeout=%s s)",
                      now - since, after);

@@ -204,7 +204,7 @@ static mt_stop_outcome decide_record(const char *text, const char *run_id, uint6
     /* valid: now what it says (the run first: another run's record says nothing) */
     if (null_run != (run_id == NULL) || (!null_run && strcmp(run->string, run_id) != 0))
         said = MT_STOP_UNDECIDED;
-    else if (strcmp(code->string, "preempted") == 0)
+    else if ((out->preempted = strcmp(code->string, "preempted") == 0))
         said = MT_STOP_UNDECIDED; /* (a resumed trainer follows: the waits decide) */
     else if (nonfinite && failed_sid == sid)
         said = MT_STOP_REFUSED;

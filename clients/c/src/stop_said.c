@@ -177,3 +177,20 @@ mt_status mt_stop_record_undelivered(mt_client *c, mt_stop_outcome o, const mt_s
     free(text.data);
     return status;
 }
+
+bool mt_stop_preempted_words(mt_client *c, char *out, size_t size) {
+    for (size_t r = 0; c->rendezvous_used != NULL && r < c->n_endpoints; ++r) {
+        mt_stop_look look = {0}; /* (read afresh: once, when a wait gives up or tells) */
+        mt_stop_said *s = calloc(1, sizeof *s); /* (16 KiB: its reason's message whole) */
+        if (s == NULL) return false;            /* (the words without the record) */
+        mt_stop_record_for_good(c->rendezvous_used, r, c->endpoints[r], c->run_id,
+                                c->simulation_id, &look, s);
+        bool preempted = s->preempted;
+        if (preempted) /* (a message's first 200 bytes: the line stays readable) */
+            snprintf(out, size, "the trainer was preempted (%.200s; its stop record in %s)",
+                     s->message, c->rendezvous_used);
+        free(s);
+        if (preempted) return true;
+    }
+    return false;
+}

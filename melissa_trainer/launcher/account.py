@@ -32,6 +32,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
+from melissa_trainer.common.words import plural
 from melissa_trainer.launcher.exit_cause import codes_text
 from melissa_trainer.launcher.sampler_account import (
     drawn_by,
@@ -42,7 +43,6 @@ from melissa_trainer.launcher.sampler_account import (
 from melissa_trainer.launcher.samplers import Sampler
 from melissa_trainer.launcher.steering import steered_draws, unsteered_line
 from melissa_trainer.launcher.study_record_state import resumed_status
-from melissa_trainer.launcher.words import plural
 
 __all__ = [
     "SimulationOutcome",

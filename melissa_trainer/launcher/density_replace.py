@@ -31,8 +31,8 @@ from typing import Any
 
 import numpy as np
 
+from melissa_trainer.common.words import plural
 from melissa_trainer.launcher.exploration import Exploration
-from melissa_trainer.launcher.words import plural
 
 __all__ = ["load_replacements", "replacement", "replacement_state", "replacing", "unit_points"]
 

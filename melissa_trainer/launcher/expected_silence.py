@@ -38,10 +38,10 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Mapping
 
+from melissa_trainer.common.words import plural
 from melissa_trainer.launcher.backends.base import Handle
 from melissa_trainer.launcher.jobs import RunningJob
 from melissa_trainer.launcher.silence import SilenceClock
-from melissa_trainer.launcher.words import plural
 
 __all__ = ["explain_silence", "queued_jobs"]
 

@@ -58,6 +58,7 @@ from pathlib import Path
 
 from melissa_trainer.client import ENV_RUN_ID
 from melissa_trainer.common.checks import check_count
+from melissa_trainer.common.words import plural
 from melissa_trainer.launcher.account import warn_static_sampler
 from melissa_trainer.launcher.backends import backend_of
 from melissa_trainer.launcher.backends.base import Backend, study_id
@@ -69,7 +70,6 @@ from melissa_trainer.launcher.study_record import SavedStudy, StudyRecord
 from melissa_trainer.launcher.supervisor import Settings, Supervisor
 from melissa_trainer.launcher.templates import SimulationProgram
 from melissa_trainer.launcher.tuning import LauncherTuning
-from melissa_trainer.launcher.words import plural
 from melissa_trainer.launcher.worker_mode import (
     DEFAULT_WORKER_BIND,
     WorkerSupervisor,

@@ -21,11 +21,11 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from melissa_trainer.common.words import plural
 from melissa_trainer.launcher.account import SimulationOutcome
 from melissa_trainer.launcher.samplers import Sampler
 from melissa_trainer.launcher.study_change import check_resume
 from melissa_trainer.launcher.study_record import SavedStudy, StudyRecord
-from melissa_trainer.launcher.words import plural
 
 if TYPE_CHECKING:  # pragma: no cover
     from melissa_trainer.launcher.supervisor import Supervisor

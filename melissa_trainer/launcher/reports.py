@@ -14,10 +14,10 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import NamedTuple, Protocol
 
+from melissa_trainer.common.words import plural
 from melissa_trainer.launcher.exit_cause import codes_text
 from melissa_trainer.launcher.log_lines import log_lines
 from melissa_trainer.launcher.systematic import last_log_line
-from melissa_trainer.launcher.words import plural
 
 __all__ = [
     "LOG_TAIL_LINES",

@@ -22,13 +22,13 @@ import math
 
 import numpy as np
 
+from melissa_trainer.common.words import plural
 from melissa_trainer.launcher.adaptive import AdaptiveSampler
 from melissa_trainer.launcher.breed import BreedSampler
 from melissa_trainer.launcher.density import DensitySampler
 from melissa_trainer.launcher.density_warp import UNIT_GRID, beta_cdf
 from melissa_trainer.launcher.samplers import Sampler
 from melissa_trainer.launcher.surrogate import SurrogateSampler
-from melissa_trainer.launcher.words import plural
 
 __all__ = ["drawn_by", "sampler_line", "static_sampler", "warn_static_sampler"]
 

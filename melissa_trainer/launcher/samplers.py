@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from melissa_trainer.common.checks import check_positive_int
+from melissa_trainer.common.words import plural
 from melissa_trainer.launcher.breed import BreedSampler
 from melissa_trainer.launcher.density import DensitySampler
 from melissa_trainer.launcher.density_replace import (
@@ -40,7 +41,6 @@ from melissa_trainer.launcher.sampler_base import (
     qmc_engine,
 )
 from melissa_trainer.launcher.surrogate import SurrogateSampler
-from melissa_trainer.launcher.words import plural
 
 __all__ = [
     "CallableSampler",

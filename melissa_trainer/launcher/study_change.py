@@ -41,9 +41,9 @@ import copy
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from melissa_trainer.common.words import plural
 from melissa_trainer.launcher.samplers import Sampler
 from melissa_trainer.launcher.simulation_record import SavedStudy, read_saved
-from melissa_trainer.launcher.words import plural
 
 if TYPE_CHECKING:  # records imports this module
     from melissa_trainer.launcher.study_record import StudyRecord

@@ -63,6 +63,7 @@ import math
 from collections import Counter, deque
 from collections.abc import Mapping
 
+from melissa_trainer.common.words import plural
 from melissa_trainer.launcher.pending_losses import PendingLosses
 from melissa_trainer.launcher.samplers import Sampler
 from melissa_trainer.launcher.simulation_record import (
@@ -79,7 +80,6 @@ from melissa_trainer.launcher.study_record_state import (
     STATE_VERSION,
     StudyRecordState,
 )
-from melissa_trainer.launcher.words import plural
 
 __all__ = [
     "ON_FAILURE",

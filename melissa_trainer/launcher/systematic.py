@@ -50,9 +50,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from melissa_trainer.common.words import plural
 from melissa_trainer.launcher.exit_cause import code_text
 from melissa_trainer.launcher.log_lines import log_lines
-from melissa_trainer.launcher.words import plural
 
 __all__ = [
     "SystematicFailure",

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import pytest
 
+from melissa_trainer.common.words import plural
 from melissa_trainer.launcher import UniformSampler
 from melissa_trainer.launcher.reports import kills_report, repeated_failures, study_counts
 from melissa_trainer.launcher.study_change import StudyChanged, check_resume
 from melissa_trainer.launcher.study_record import StudyRecord
-from melissa_trainer.launcher.words import plural
 
 
 def test_plural_is_singular_for_one_only() -> None:

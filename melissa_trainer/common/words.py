@@ -1,5 +1,6 @@
 """`plural`: a count and its noun, in the number the count asks for ("1 simulation",
-"2 simulations", "1 loss", "0 losses"), for the launcher's words to the user.
+"2 simulations", "1 loss", "0 losses"), for the words a user reads (the launcher's, the
+receiver's, the study's).
 
 A user trial read "1 simulations" in a study's error; every count the launcher prints
 before a noun goes through here (tests/launcher/test_words_plural.py pins the singular).

@@ -5,7 +5,8 @@ the error naming the flag), the study (or, with --external, the stream source) b
 from them, the steps of an example's `main` that do not depend on its problem
 (`sample_or_batch`, `train_timed`, `print_run_end`), and, re-exported here, ``--seeds``
 (`run_seeds_if_asked`, from `study_seeds`) and the timings of the JSON summary and what
-a run prints (from `study_report`).
+a run prints (from `study_report`), and the library's `refusals_end_the_program`
+(``melissa_trainer.trainer.refusals``: a refused start is one line, exit status 2).
 
 An example imports it after adding this folder (its parent folder) to `sys.path`; a
 copy of an example needs this file, study_report.py and study_seeds.py one folder up.
@@ -20,7 +21,7 @@ import os
 import shutil
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -43,23 +44,22 @@ from study_report import (  # noqa: F401
 )
 from study_seeds import run_seeds, run_seeds_if_asked  # noqa: F401
 
-from melissa_trainer import (
+from melissa_trainer import (  # noqa: F401 (the refusals: the library's, re-exported)
+    REFUSALS,
     ArgumentParser,
-    CheckpointError,
     OnlineTrainer,
     ReceiverConfig,
     Source,
     StreamSource,
     Study,
     TrainingArguments,
+    refusals_end_the_program,
 )
 from melissa_trainer.common.json_output import to_json
 from melissa_trainer.config.arguments import ConfigError, load_config_file
 from melissa_trainer.launcher import Launcher, LauncherTuning, make_sampler
 from melissa_trainer.launcher.silence import Default
-from melissa_trainer.launcher.study_change import StudyChanged
 from melissa_trainer.launcher.worker_mode import DEFAULT_WORKER_BIND
-from melissa_trainer.trainer.output_lock import OutputDirLocked
 
 #: the options the examples give a sampler: Breed breeds 30% of its draws (its own
 #: default, exploration 1.0, explores only: docs/measured.md, "Active sampling"), so that
@@ -221,27 +221,6 @@ def check_matplotlib(plot: bool) -> None:
             sys.exit(
                 '--plot needs matplotlib: pip install "melissa-trainer[examples]", or --no_plot'
             )
-
-
-#: what refuses to start a run, each naming the fix: a `ConfigError` (such as an earlier
-#: run's checkpoints in `output_dir`), `OutputDirLocked` (another trainer using it),
-#: `StudyChanged` (a resume with other study settings: sampler, bounds, a number of
-#: simulations the design cannot take) and `CheckpointError` (no checkpoint to resume from
-#: verifies or loads)
-REFUSALS = (ConfigError, OutputDirLocked, StudyChanged, CheckpointError)
-
-
-@contextlib.contextmanager
-def refusals_end_the_program() -> Iterator[None]:
-    """Around an example's `main()`: a refusal to start (`REFUSALS`) ends the program
-    with its message on one line and exit status 2, as a bad option does, instead of a
-    traceback (on each rank that raised it). Anything else propagates."""
-    try:
-        yield
-    except REFUSALS as exc:
-        message = " ".join(str(exc).split("\n"))
-        print(f"{Path(sys.argv[0]).name}: error: {message}", file=sys.stderr)
-        sys.exit(2)
 
 
 def study_source(

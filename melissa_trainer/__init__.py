@@ -77,6 +77,7 @@ if TYPE_CHECKING:  # pragma: no cover - the eager imports, for type checkers
     from melissa_trainer.study.study import Study
     from melissa_trainer.trainer.loop import OnlineTrainer
     from melissa_trainer.trainer.preemption import Preempted, PreemptionHandler
+    from melissa_trainer.trainer.refusals import REFUSALS, refusals_end_the_program
 
 __version__ = "0.1.0"
 
@@ -119,6 +120,7 @@ __all__ = [
     "RateLimiter",
     "ReceiverConfig",
     "ReceiverTuning",
+    "REFUSALS",
     "ReservoirBuffer",
     "Sample",
     "SampleBlock",
@@ -144,6 +146,7 @@ __all__ = [
     "make_backend",
     "make_buffer",
     "make_sampler",
+    "refusals_end_the_program",
     "to_tensors",
 ]
 
@@ -217,6 +220,8 @@ _MODULES = {
     "MpiexecBackend": "launcher.backends",
     "SlurmBackend": "launcher.backends",
     "OnlineTrainer": "trainer.loop",
+    "REFUSALS": "trainer.refusals",
+    "refusals_end_the_program": "trainer.refusals",
 }
 
 

@@ -17,8 +17,9 @@ takes ``stop_sync_steps`` x ``gradient_accumulation_steps`` batches before the r
 agree to run them; under several ranks, from the second window on, the next window's
 too; a run's first window is one step, so its first step waits for one step's
 batches only) says so once, after `WINDOW_NOTICE` s, with the setting that shortens
-it: with a FIFO or FIRO buffer each batch is new data, so a slow stream delays every
-window.
+it and what holds a window back in the buffer in use (`Buffer.kind`): with a FIFO or
+FIRO buffer each batch is new data, so a slow stream delays every window; a reservoir
+waits only while it holds its draws back (its watermark, its sample_to_insert_ratio).
 
 Not thread-safe: the training thread's (one consumer).
 """
@@ -76,7 +77,7 @@ class DataWait:
         when it has passed the next notice."""
         now = self._clock()
         if self._window_since is not None and not self._window_said:
-            self._say_window(now - self._window_since)
+            self._say_window(now - self._window_since, buffer.kind)
         if self._since is None:
             self._since, self._next = now, self.notice
             return
@@ -101,7 +102,10 @@ class DataWait:
             waited, wanted, stats.size, stats.capacity, stats.put, held, self._next,
         )  # fmt: skip
 
-    def _say_window(self, waited: float) -> None:
+    def _say_window(self, waited: float, kind: str) -> None:
+        """Say the wait for the rest of a window (once, past `window_notice`), with what
+        holds a window back in a buffer of this `kind` (`Buffer.kind`: "fifo", "firo",
+        "reservoir"; any other, a user's buffer, gets the words that hold for all)."""
         if waited < self.window_notice:
             return
         self._window_said = True
@@ -110,9 +114,22 @@ class DataWait:
             "training holds %d of the %d batches it takes before its next steps and has "
             "waited %.3g s for the rest: each rank takes a window of stop_sync_steps x "
             "gradient_accumulation_steps batches (under several ranks, from the second "
-            "window on, the next one's too) before the ranks agree to run them. With a "
-            "FIFO or FIRO buffer each batch is new data, so a slow stream holds every "
-            "window back; a lower --stop_sync_steps makes windows shorter (a reservoir "
-            "re-draws the samples it holds and waits less). Said once",
-            held, wanted, waited,
+            "window on, the next one's too) before the ranks agree to run them. %s; a "
+            "lower --stop_sync_steps makes windows shorter. Said once",
+            held, wanted, waited, _WINDOW_CAUSE.get(kind, _WINDOW_CAUSE[""]),
         )  # fmt: skip
+
+
+#: buffer kind -> what holds its window back (`DataWait._say_window`)
+_WINDOW_CAUSE = {
+    **dict.fromkeys(
+        ("fifo", "firo"),
+        "With a FIFO or FIRO buffer each batch is new data, so a slow stream holds every "
+        "window back (a reservoir, --buffer reservoir, re-draws the samples it holds and "
+        "waits less)",
+    ),
+    "reservoir": "The reservoir re-draws the samples it holds, so it waits only while it "
+    "holds back draws: its --watermark not reached yet, or its --sample_to_insert_ratio "
+    "waiting for new samples (a slow stream holds every window back then)",
+    "": "A slow stream holds every window back",
+}

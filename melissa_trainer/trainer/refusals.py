@@ -1,0 +1,81 @@
+"""A refusal to start, said as one line: `refusals_end_the_program`, around a script's
+trainer.
+
+When the trainer refuses to start (`REFUSALS`: another trainer holds `output_dir`, an
+earlier run's checkpoints are there, a resume with other study settings, no checkpoint
+to resume from verifies), the exception's message names the cause and the fix. Uncaught,
+Python prints it under a traceback through the trainer's internals (17 lines with
+``python train.py``; under ``accelerate launch``, a ``[rank0]:`` traceback too). Inside
+``with refusals_end_the_program():`` the program instead ends with that message on one
+line of stderr, ``train.py: error: ...`` (as a bad command-line flag does), and exit
+status 2::
+
+    from melissa_trainer import OnlineTrainer, refusals_end_the_program
+
+    with refusals_end_the_program():
+        trainer = OnlineTrainer(model, args, optimizer, train_source=..., process_sample=...)
+        trainer.train()
+
+Only those refusals: any other exception (a bug, a failed simulation, a non-finite loss)
+propagates with its traceback. Under several ranks, rank 0 says the refusal and the
+others end with the same status without repeating it (their copy of the error is
+`common.refusal.elsewhere`'s). What the launcher prints after a non-zero exit is its
+own: ``accelerate launch`` (torchrun) still follows the line with its
+``ChildFailedError`` summary of the failed ranks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+from melissa_trainer.checkpoint.errors import CheckpointError
+from melissa_trainer.common.refusal import SaidOnRankZero
+from melissa_trainer.config.arguments import ConfigError
+from melissa_trainer.launcher.study_change import StudyChanged
+from melissa_trainer.trainer.lock_holder import OutputDirLocked
+
+__all__ = ["REFUSALS", "REFUSED_STATUS", "refusals_end_the_program"]
+
+#: what refuses to start a run, each naming the fix: a `ConfigError` (such as an earlier
+#: run's checkpoints in `output_dir`), `OutputDirLocked` (another trainer using it),
+#: `StudyChanged` (a resume with other study settings: sampler, bounds, a number of
+#: simulations the design cannot take) and `CheckpointError` (no checkpoint to resume
+#: from verifies or loads)
+REFUSALS: tuple[type[Exception], ...] = (
+    ConfigError,
+    OutputDirLocked,
+    StudyChanged,
+    CheckpointError,
+)
+#: the exit status of a refused start: argparse's for a bad flag, which it resembles
+REFUSED_STATUS = 2
+
+
+def said_elsewhere(error: BaseException) -> bool:
+    """Whether `error` is the quiet copy of a refusal that rank 0 says itself (a rank
+    other than 0's, `common.refusal.elsewhere`); `said_once`'s copy on rank 0 carries
+    its text as exit code and is said here."""
+    return isinstance(error, SaidOnRankZero) and not isinstance(error.code, str)
+
+
+@contextlib.contextmanager
+def refusals_end_the_program() -> Iterator[None]:
+    """Around a script's trainer (its construction and `train()`): a refusal to start
+    (`REFUSALS`) ends the program with ``PROGRAM: error: MESSAGE`` on one line of stderr
+    (PROGRAM the script's name, the message's lines joined) and exit status 2
+    (`REFUSED_STATUS`), instead of a traceback; a rank other than 0 exits with that
+    status without printing (rank 0 said it). Anything else propagates unchanged.
+
+    Raises:
+        SystemExit: with code 2, on a refusal.
+    """
+    try:
+        yield
+    except REFUSALS as exc:
+        if not said_elsewhere(exc):
+            message = " ".join(str(exc).split("\n"))
+            print(f"{Path(sys.argv[0]).name}: error: {message}", file=sys.stderr, flush=True)
+        raise SystemExit(REFUSED_STATUS) from None

@@ -1,0 +1,50 @@
+"""The wait for the rest of a window (`DataWait`, `core.data_wait`) says what holds a
+window back in the buffer in use: a FIFO or FIRO buffer's new data each batch, a
+reservoir's held-back draws (its watermark, its sample_to_insert_ratio). Before, a
+reservoir run was told the FIFO/FIRO words ("each batch is new data ... a reservoir
+re-draws the samples it holds and waits less"; user trial htrial20)."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from melissa_trainer.buffers import FIFOBuffer, FIROBuffer, ReservoirBuffer
+from melissa_trainer.buffers.base import Buffer
+from melissa_trainer.core.data_wait import WINDOW_NOTICE, DataWait
+
+pytestmark = pytest.mark.timeout(30)
+
+
+def window_notice(buffer: Buffer, caplog: pytest.LogCaptureFixture) -> str:
+    """The window notice a reader holding 3 of 8 batches says with `buffer` (the test's
+    clock: no sleep)."""
+    now = [0.0]
+    wait = DataWait(clock=lambda: now[0])
+    caplog.clear()
+    caplog.set_level(logging.WARNING, "melissa_trainer.core.dataset")
+    wait.window(3, 8)
+    now[0] = WINDOW_NOTICE + 1
+    wait.empty(buffer, 4)
+    (said,) = [r.getMessage() for r in caplog.records if "batches it takes" in r.getMessage()]
+    assert "--stop_sync_steps" in said and said.endswith("Said once"), said
+    return said
+
+
+@pytest.mark.parametrize("make", [FIFOBuffer, FIROBuffer])
+def test_a_fifo_or_firo_run_is_told_each_batch_is_new_data(
+    make: type[Buffer], caplog: pytest.LogCaptureFixture
+) -> None:
+    said = window_notice(make(16), caplog)
+    assert "With a FIFO or FIRO buffer each batch is new data" in said, said
+    assert "--watermark" not in said
+
+
+def test_a_reservoir_run_is_told_what_holds_a_reservoirs_draws_back(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    said = window_notice(ReservoirBuffer(16), caplog)
+    assert "FIFO" not in said and "each batch is new data" not in said, said
+    assert "The reservoir re-draws the samples it holds" in said
+    assert "--watermark" in said and "--sample_to_insert_ratio" in said

@@ -16,6 +16,13 @@ import threading
 import pytest
 import torch
 
+# the line saying how many tests ``-m`` deselected (pytest-xdist hides pytest's own count)
+from deselected_summary import (  # noqa: F401 (hooks: pytest finds them by name here)
+    pytest_deselected,
+    pytest_terminal_summary,
+    pytest_testnodedown,
+)
+
 #: xdist workers per core for ``-n auto``. One: the suite is mostly CPU-bound (its
 #: end-to-end tests train and start several processes each: ~1,180 CPU seconds), and
 #: its tests' timeouts were set for one test at a time (two workers per core timed four

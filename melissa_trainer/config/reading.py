@@ -32,6 +32,7 @@ __all__ = [
     "ConfigError",
     "ConversionError",
     "UnknownArgumentError",
+    "closest_name",
     "convert_value",
     "load_config_file",
     "unknown_key_problems",
@@ -61,7 +62,8 @@ class ConfigError(ValueError):
 
 
 class UnknownArgumentError(ConfigError, TypeError):
-    """`TrainingArguments(...)` called with a name that is not one of its fields.
+    """`TrainingArguments(...)` (or `ReceiverConfig(...)`) called with a name that is
+    not one of its fields.
 
     A `TypeError`, as Python raises for any unexpected keyword argument (code that
     catches that keeps working), and a `ConfigError` whose problems suggest the
@@ -77,15 +79,23 @@ def unknown_key_problems(
     valid = sorted(valid)
     problems = []
     for key in sorted(unknown, key=str):
-        probe = str(key).lower().replace("-", "_")
-        close = difflib.get_close_matches(probe, valid, n=1, cutoff=0.6)
-        if close:
-            problems.append(f"unknown {what} {key!r}: did you mean {close[0]!r}?")
+        close = closest_name(str(key), valid)
+        if close is not None:
+            problems.append(f"unknown {what} {key!r}: did you mean {close!r}?")
         else:
             problems.append(
                 f"unknown {what} {key!r}: remove it (valid {what}s: {', '.join(valid)})"
             )
     return problems
+
+
+def closest_name(name: str, valid: Iterable[str]) -> str | None:
+    """The name of `valid` closest to `name` (difflib's, cutoff 0.6; `name` lowercased,
+    its dashes read as underscores), or None: the one "did you mean ...?" of the
+    package's configuration errors (`unknown_key_problems`; `ReceiverConfig`'s dtypes)."""
+    probe = name.lower().replace("-", "_")
+    close = difflib.get_close_matches(probe, sorted(valid), n=1, cutoff=0.6)
+    return close[0] if close else None
 
 
 def load_config_file(path: str | os.PathLike[str], fmt: str | None = None) -> dict[str, Any]:

@@ -2,6 +2,9 @@
 "2 simulations", "1 loss", "0 losses"), for the words a user reads (the launcher's, the
 receiver's, the study's).
 
+`closest_name`: the one "did you mean ...?" of the package's errors (configuration keys,
+`ReceiverConfig`'s keywords, a field's dtype name).
+
 A user trial read "1 simulations" in a study's error; every count the launcher prints
 before a noun goes through here (tests/launcher/test_words_plural.py pins the singular).
 Imports nothing of the package.
@@ -9,7 +12,10 @@ Imports nothing of the package.
 
 from __future__ import annotations
 
-__all__ = ["plural"]
+import difflib
+from collections.abc import Iterable
+
+__all__ = ["closest_name", "plural"]
 
 
 def plural(count: int, noun: str, many: str | None = None) -> str:
@@ -21,3 +27,13 @@ def plural(count: int, noun: str, many: str | None = None) -> str:
     if many is None:
         many = noun + ("es" if noun.endswith(("s", "x", "z", "ch", "sh")) else "s")
     return f"{count} {many}"
+
+
+def closest_name(name: str, valid: Iterable[str]) -> str | None:
+    """The name of `valid` closest to `name` (difflib's, cutoff 0.6; `name` lowercased,
+    its dashes read as underscores), or None: the one "did you mean ...?" of the
+    package's errors (`config.reading.unknown_key_problems`; `ReceiverConfig`'s keywords;
+    `wire.field_specs`'s dtype names)."""
+    probe = name.lower().replace("-", "_")
+    close = difflib.get_close_matches(probe, sorted(valid), n=1, cutoff=0.6)
+    return close[0] if close else None

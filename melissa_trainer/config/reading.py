@@ -15,7 +15,6 @@ where users import them.
 from __future__ import annotations
 
 import contextlib
-import difflib
 import json
 import math
 import os
@@ -25,6 +24,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from melissa_trainer.common.words import closest_name
+
 __all__ = [
     "FALSE_WORDS",
     "NONE_WORDS",
@@ -32,7 +33,6 @@ __all__ = [
     "ConfigError",
     "ConversionError",
     "UnknownArgumentError",
-    "closest_name",
     "convert_value",
     "load_config_file",
     "unknown_key_problems",
@@ -87,15 +87,6 @@ def unknown_key_problems(
                 f"unknown {what} {key!r}: remove it (valid {what}s: {', '.join(valid)})"
             )
     return problems
-
-
-def closest_name(name: str, valid: Iterable[str]) -> str | None:
-    """The name of `valid` closest to `name` (difflib's, cutoff 0.6; `name` lowercased,
-    its dashes read as underscores), or None: the one "did you mean ...?" of the
-    package's configuration errors (`unknown_key_problems`; `ReceiverConfig`'s dtypes)."""
-    probe = name.lower().replace("-", "_")
-    close = difflib.get_close_matches(probe, sorted(valid), n=1, cutoff=0.6)
-    return close[0] if close else None
 
 
 def load_config_file(path: str | os.PathLike[str], fmt: str | None = None) -> dict[str, Any]:

@@ -9,28 +9,22 @@ ReceiverConfig(...))` take them; both are frozen, so one config may serve every 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 import os
-import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
-
-import numpy as np
 
 from melissa_trainer import wire as protocol
 from melissa_trainer.common.checks import as_count
 from melissa_trainer.config.reading import (
     UnknownArgumentError,
-    closest_name,
     unknown_key_problems,
 )
 from melissa_trainer.stream.endpoints import curve_keys
 from melissa_trainer.stream.nonfinite import check_policy
 from melissa_trainer.stream.watchdog import check_stall_timeout
 from melissa_trainer.wire import FieldSpec, field_specs
-from melissa_trainer.wire.checks import dtype_code
 
 __all__ = ["DEFAULT_BIND", "STALL_TIMEOUT", "ReceiverConfig", "ReceiverTuning"]
 
@@ -38,45 +32,6 @@ __all__ = ["DEFAULT_BIND", "STALL_TIMEOUT", "ReceiverConfig", "ReceiverTuning"]
 DEFAULT_BIND = "tcp://127.0.0.1:*"
 #: the default `ReceiverConfig.stall_timeout`, in seconds
 STALL_TIMEOUT = 600.0
-
-
-@functools.cache
-def _streamable_dtype_names() -> frozenset[str]:
-    """numpy's names of the dtypes the stream carries ("float32", "double", "uint8"...)."""
-    names = set()
-    with warnings.catch_warnings():  # (numpy 2 warns of its deprecated aliases: 'a')
-        warnings.simplefilter("ignore", DeprecationWarning)
-        for name in np.sctypeDict:
-            if isinstance(name, str):
-                try:
-                    dtype_code(name)
-                except (TypeError, ValueError):
-                    continue
-                names.add(name)
-    return frozenset(names)
-
-
-def _check_dtype_names(fields: Mapping[str, tuple[Any, Any]] | Sequence[FieldSpec]) -> None:
-    """Raise ValueError for a field of `fields` (a schema as `ReceiverConfig` takes it)
-    whose dtype is a name numpy does not know, naming the field and the closest of
-    numpy's dtype names the stream carries (``field 'u': 'flaot32' is not a dtype: did
-    you mean 'float32'?``); `field_specs` checks everything else."""
-    if not isinstance(fields, Mapping):
-        return
-    for name, declared in fields.items():
-        dtype = declared[1] if isinstance(declared, tuple | list) and len(declared) == 2 else None
-        if not isinstance(dtype, str):
-            continue
-        try:
-            np.dtype(dtype)
-        except TypeError:
-            close = closest_name(dtype, _streamable_dtype_names())
-            hint = (
-                f"did you mean {close!r}?"
-                if close
-                else f"give one of numpy's names: {', '.join(sorted(_streamable_dtype_names()))}"
-            )
-            raise ValueError(f"field {name!r}: {dtype!r} is not a dtype: {hint}") from None
 
 
 @dataclass(frozen=True)
@@ -195,7 +150,6 @@ class ReceiverConfig:
                 f"fields must be a mapping, FieldSpecs, 'first' or None, not {self.fields!r}"
             )
         if self.fields is not None and not isinstance(self.fields, str):
-            _check_dtype_names(self.fields)
             field_specs(self.fields)  # raises on a malformed schema
         # frozen: the normalized value is set past the dataclass's guard
         object.__setattr__(self, "stall_timeout", check_stall_timeout(self.stall_timeout))

@@ -6,12 +6,15 @@ sends its HELLO, the receiver's configuration for its study's schema. They raise
 
 from __future__ import annotations
 
+import functools
 import operator
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
+from melissa_trainer.common.words import closest_name
 from melissa_trainer.wire.layout import (
     DTYPE_CODES,
     DTYPES,
@@ -92,7 +95,7 @@ def field_specs(fields: Mapping[str, tuple[Any, Any]] | Sequence[FieldSpec]) -> 
                 raise TypeError
             code = dtype_code(dtype)
         except TypeError:
-            raise ValueError(f"field {name!r}: {dtype!r} is not a dtype") from None
+            raise ValueError(f"field {name!r}: {dtype!r} is not a dtype{_hint(dtype)}") from None
         except ValueError as exc:
             raise ValueError(f"field {name!r}: {exc}") from None
         specs.append(FieldSpec(name, DTYPES[code], dims))
@@ -101,3 +104,31 @@ def field_specs(fields: Mapping[str, tuple[Any, Any]] | Sequence[FieldSpec]) -> 
     if len({s.name for s in specs}) != len(specs):
         raise ValueError(f"field names must be unique: {[s.name for s in specs]}")
     return specs
+
+
+@functools.cache
+def streamable_dtype_names() -> frozenset[str]:
+    """numpy's names of the dtypes the stream carries ("float32", "double", "uint8"...)."""
+    names = set()
+    with warnings.catch_warnings():  # (numpy 2 warns of its deprecated aliases: 'a')
+        warnings.simplefilter("ignore", DeprecationWarning)
+        for name in np.sctypeDict:
+            if isinstance(name, str):
+                try:
+                    dtype_code(name)
+                except (TypeError, ValueError):
+                    continue
+                names.add(name)
+    return frozenset(names)
+
+
+def _hint(dtype: object) -> str:
+    """What follows "is not a dtype" for a name numpy does not know: the closest of
+    `streamable_dtype_names` (``: did you mean 'float32'?``), else all of them; nothing
+    for what is not a name."""
+    if not isinstance(dtype, str):
+        return ""
+    close = closest_name(dtype, streamable_dtype_names())
+    if close:
+        return f": did you mean {close!r}?"
+    return f": give one of numpy's names: {', '.join(sorted(streamable_dtype_names()))}"

@@ -1,5 +1,5 @@
 """A misspelt name given to `ReceiverConfig` is answered with the closest right one, as
-`TrainingArguments` answers its own (`config.reading.closest_name`, one implementation):
+`TrainingArguments` answers its own (`common.words.closest_name`, one implementation):
 an unknown keyword (``feilds=``: before, a bare TypeError, "got an unexpected keyword
 argument 'feilds'") and a dtype name numpy does not know (``"flaot32"``: before,
 "'flaot32' is not a dtype" and no suggestion; user trial htrial20)."""
@@ -12,6 +12,7 @@ import pickle
 import pytest
 
 from melissa_trainer import ConfigError, ReceiverConfig, TrainingArguments
+from melissa_trainer.client import Client
 from melissa_trainer.config.reading import UnknownArgumentError
 
 pytestmark = pytest.mark.timeout(30)
@@ -60,3 +61,11 @@ def test_a_dtype_name_far_from_any_lists_numpys_names_and_good_ones_pass() -> No
     assert dataclasses.replace(config, stall_timeout=5.0).stall_timeout == 5.0
     with pytest.raises(ValueError, match="cannot be streamed"):  # a dtype, not streamable
         ReceiverConfig(fields={"u": ((64,), "complex64")})
+
+
+def test_a_client_s_misspelt_dtype_is_told_the_same() -> None:
+    """The hint lives in `wire.field_specs`, which the client checks its schema with too:
+    a solver's ``Client(fields=...)`` is told as the trainer's `ReceiverConfig` is."""
+    with pytest.raises(ValueError) as info:
+        Client({"u": ((64,), "flaot32")}, simulation_id=0, endpoints="tcp://127.0.0.1:9")
+    assert str(info.value) == "field 'u': 'flaot32' is not a dtype: did you mean 'float32'?"

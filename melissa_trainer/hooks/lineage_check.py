@@ -306,8 +306,11 @@ def _steps(value: str) -> int | dict[int, int] | Literal["seen"]:
         lengths = {int(s): int(n) for s, n in raw.items()}
     except (OSError, ValueError, AttributeError, TypeError) as exc:
         raise argparse.ArgumentTypeError(f"--steps {value!r}: expected {forms} ({exc})") from None
-    if any(n < 0 for n in lengths.values()):
-        raise argparse.ArgumentTypeError(f"--steps {value!r}: a negative length")
+    if any(type(n) is not int or n < 0 for n in raw.values()):  # (not 1.5 read as 1)
+        bad = next(n for n in raw.values() if type(n) is not int or n < 0)
+        raise argparse.ArgumentTypeError(
+            f"--steps {value!r}: the length {bad!r} is not a whole number of time steps >= 0"
+        )
     return lengths
 
 

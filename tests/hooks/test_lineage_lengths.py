@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from test_lineage_check import numbered, run_lines, write
 
 from melissa_trainer.lineage import check, main
@@ -82,3 +83,18 @@ def test_a_bad_steps_value_names_the_three_forms(tmp_path: Path, capsys: Any) ->
         raise AssertionError("a --steps that is no number, no 'seen', no file was taken")
     said = capsys.readouterr().err
     assert 'expected a number S, "seen", or a JSON file {"SIMULATION_ID": STEPS' in said, said
+
+
+@pytest.mark.parametrize("length", [1.5, -1, "4", True])
+def test_a_length_that_is_no_whole_number_is_refused(
+    tmp_path: Path, capsys: Any, length: object
+) -> None:
+    """Not read as another length (before, 1.5 was taken as 1 and "4" as 4, silently)."""
+    ledger(tmp_path / "out", KEYS)
+    file = tmp_path / "lengths.json"
+    file.write_text(json.dumps({"0": 4, "1": length}))
+    with pytest.raises(SystemExit) as info:
+        main(["check", str(tmp_path / "out"), "--steps", str(file)])
+    assert info.value.code == 2
+    said = capsys.readouterr().err
+    assert f"the length {length!r} is not a whole number of time steps >= 0" in said, said

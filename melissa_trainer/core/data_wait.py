@@ -77,7 +77,8 @@ class DataWait:
         when it has passed the next notice."""
         now = self._clock()
         if self._window_since is not None and not self._window_said:
-            self._say_window(now - self._window_since, buffer.kind)
+            # (getattr: a duck-typed buffer of a user may have no kind: neutral words)
+            self._say_window(now - self._window_since, getattr(buffer, "kind", ""))
         if self._since is None:
             self._since, self._next = now, self.notice
             return

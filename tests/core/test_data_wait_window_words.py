@@ -48,3 +48,18 @@ def test_a_reservoir_run_is_told_what_holds_a_reservoirs_draws_back(
     assert "FIFO" not in said and "each batch is new data" not in said, said
     assert "The reservoir re-draws the samples it holds" in said
     assert "--watermark" in said and "--sample_to_insert_ratio" in said
+
+
+class _OwnBuffer:
+    """A user's duck-typed buffer: `empty()` needs its `stats()` only (no `kind`)."""
+
+    def stats(self) -> object:
+        return ReservoirBuffer(4).stats()
+
+
+def test_a_user_s_buffer_without_a_kind_gets_the_words_that_hold_for_all(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    said = window_notice(_OwnBuffer(), caplog)  # type: ignore[arg-type]
+    assert "A slow stream holds every window back" in said, said
+    assert "FIFO" not in said and "reservoir" not in said.lower()

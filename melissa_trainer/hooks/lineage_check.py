@@ -268,8 +268,10 @@ def _missing(
         if absent:
             lines.append(f"MISSING: {absent} simulation(s) never trained on (seen: {sims[:20]})")
     if steps is None:
-        if simulations is None:
-            lines.append("(give --simulations and --steps to look for missing samples)")
+        lines.append(
+            "(no missing samples looked for: give --steps S, a lengths FILE or seen; "
+            "--simulations N also counts simulations never seen)"
+        )
         return [], absent
     if isinstance(steps, int):
         lengths = dict.fromkeys(sims, steps)
@@ -297,9 +299,13 @@ def _steps(value: str) -> int | dict[int, int] | Literal["seen"]:
     if value == "seen":
         return "seen"
     try:
-        return int(value)
+        number = int(value)
     except ValueError:
         pass
+    else:
+        if number < 1:  # (0 or less looks for nothing, and would say "missing: none")
+            raise argparse.ArgumentTypeError(f"--steps {value}: give a number of steps >= 1")
+        return number
     forms = 'a number S, "seen", or a JSON file {"SIMULATION_ID": STEPS, ...}'
     try:
         raw = json.loads(Path(value).read_text())

@@ -98,3 +98,22 @@ def test_a_length_that_is_no_whole_number_is_refused(
     assert info.value.code == 2
     said = capsys.readouterr().err
     assert f"the length {length!r} is not a whole number of time steps >= 0" in said, said
+
+
+@pytest.mark.parametrize("steps", ["0", "-3"])
+def test_a_number_of_steps_below_one_is_refused(tmp_path: Path, capsys: Any, steps: str) -> None:
+    """Before, ``--steps 0`` and ``--steps -3`` looked for nothing and said "missing: none",
+    "EXACTLY ONCE: OK" (user trial htrial21)."""
+    ledger(tmp_path / "out", KEYS)
+    with pytest.raises(SystemExit) as info:
+        main(["check", str(tmp_path / "out"), "--steps", steps])
+    assert info.value.code == 2
+    assert "give a number of steps >= 1" in capsys.readouterr().err
+
+
+def test_simulations_alone_says_no_missing_sample_was_looked_for(tmp_path: Path) -> None:
+    """Before, ``--simulations N`` alone said "EXACTLY ONCE: OK" with no word that no
+    missing sample was looked for."""
+    ledger(tmp_path / "out", KEYS)
+    said = str(check(tmp_path / "out", simulations=len({s for s, _ in KEYS})))
+    assert "(no missing samples looked for: give --steps S, a lengths FILE or seen" in said

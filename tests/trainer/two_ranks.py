@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from held_ports import held_port
 from helpers import run_group
-from test_distributed import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -36,7 +36,7 @@ def launch_two_ranks(
     cmd = [
         sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu",
         "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no",
-        "--dynamo_backend", "no", "--main_process_port", str(free_port()), str(script), *args,
+        "--dynamo_backend", "no", "--main_process_port", str(held_port()), str(script), *args,
     ]  # fmt: skip
     environment = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
     environment.update({"CUDA_VISIBLE_DEVICES": "", "PYTHONFAULTHANDLER": "1", **(env or {})})

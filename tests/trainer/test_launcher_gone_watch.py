@@ -231,6 +231,7 @@ def test_a_rank_in_a_c_store_connect_exits_when_its_launcher_dies() -> None:
 
 
 @pytest.mark.e2e
+@pytest.mark.timeout(180)  # (two children of 60 s each at most: more than the module's 90)
 def test_a_plain_process_arms_no_watch() -> None:
     """Without torch elastic, under a parent that is not ``accelerate launch`` (here
     pytest): the trainer's import arms nothing; under torch elastic it does."""

@@ -60,5 +60,8 @@ def run_study_script(
     solver.write_text(solver_source)
     proc = launch_two_ranks(script, str(tmp_path / "out"), str(solver), *args, timeout=timeout)
     said = proc.stdout[-3000:] + proc.stderr[-8000:]
+    # (a launch killed at `timeout` writes none: say so, not a bare FileNotFoundError)
+    missing = [r for r in range(2) if not (tmp_path / f"exit-{r}.json").exists()]
+    assert not missing, f"no exit record of rank(s) {missing}, code {proc.returncode}: {said}"
     ends = [json.loads((tmp_path / f"exit-{r}.json").read_text()) for r in range(2)]
     return proc, ends, said

@@ -14,7 +14,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -22,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from held_ports import held_port
 from helpers import run_group
 from resume_scenario import run
 
@@ -88,16 +88,10 @@ def run_script(
         launch = [accelerate or "accelerate", "launch", "--multi_gpu",
                   "--num_processes", str(ranks), "--num_machines", "1",
                   "--mixed_precision", "no", "--dynamo_backend", "no",
-                  "--main_process_port", str(free_port())]  # fmt: skip
+                  "--main_process_port", str(held_port())]  # fmt: skip
     env = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
     env["PYTHONPATH"] = str(Path(__file__).parents[2])
     return run_group([*launch, str(SCRIPT), str(path)], timeout=240, env=env)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def test_a_full_disk_is_named_stops_training_and_the_resume_after_making_room_is_exact(

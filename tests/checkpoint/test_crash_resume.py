@@ -17,7 +17,6 @@ import random
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -25,6 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from held_ports import held_port
 from helpers import processes_with, sigkill_between_launches, simulation_of
 from waiting import wait_until
 
@@ -85,7 +85,7 @@ class Run:
             launch = [accelerate or "accelerate", "launch", "--multi_gpu",
                       "--num_processes", str(ranks), "--num_machines", "1",
                       "--mixed_precision", "no", "--dynamo_backend", "no",
-                      "--main_process_port", str(free_port())]  # fmt: skip
+                      "--main_process_port", str(held_port())]  # fmt: skip
         self.proc = subprocess.Popen(
             [*launch, str(DRIVER), *FLAGS, "--output_dir", str(self.out), *extra],
             cwd=tmp,
@@ -138,12 +138,6 @@ class Run:
 
     def output(self) -> str:
         return Path(self.stderr.name).read_text()[-4000:]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def solvers_alive(out: Path) -> list[int]:

@@ -15,7 +15,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -26,6 +25,7 @@ from typing import Any
 
 import pytest
 import torch
+from held_ports import held_port
 from helpers import linear_samples, processes_with, small_model, xy
 from waiting import wait_until
 
@@ -557,12 +557,6 @@ def test_heat_example_preempted_checkpoints_stops_the_solvers_and_resumes(
         resume_completes(out, step)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def children(pid: int) -> list[int]:
     found: list[int] = []
     for task in Path(f"/proc/{pid}/task").iterdir():
@@ -589,7 +583,7 @@ def test_sigterm_to_one_of_two_ranks_stops_both_at_one_step_with_one_checkpoint(
     def launch() -> list[str]:
         return [accelerate, "launch", "--multi_gpu", "--num_processes", "2",
                 "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
-                "--main_process_port", str(free_port())]  # fmt: skip
+                "--main_process_port", str(held_port())]  # fmt: skip
 
     out = tmp_path / "out"
     proc = heat(out, launch=launch())
@@ -686,7 +680,7 @@ def test_the_readme_slurm_script_requeues_at_the_time_limit_and_the_job_complete
     command = " ".join(
         [accelerate, "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
          "--mixed_precision", "no", "--dynamo_backend", "no",
-         "--main_process_port", str(free_port()), str(HEAT), *HEAT_FLAGS,
+         "--main_process_port", str(held_port()), str(HEAT), *HEAT_FLAGS,
          # HEAT_FLAGS' 10 simulations: the signal follows the first logged step (about
          # 3 simulations in), the requeued run has the other 7 or so to resume
          "--output_dir", str(out), "--resume_from_checkpoint", "latest"]

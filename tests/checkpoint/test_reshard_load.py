@@ -353,8 +353,8 @@ def launch(out: Path, ranks: int, tag: str, *flags: str) -> None:
     import os
     import sys
 
+    from held_ports import held_port
     from helpers import run_group
-    from test_preemption import free_port  # this folder's (test_distributed's is in trainer/)
 
     if ranks == 1:
         cmd = [sys.executable, str(SCRIPT)]
@@ -363,7 +363,7 @@ def launch(out: Path, ranks: int, tag: str, *flags: str) -> None:
         cmd = [
             accelerate or "accelerate", "launch", "--multi_gpu", "--num_processes", str(ranks),
             "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
-            "--main_process_port", str(free_port()), str(SCRIPT),
+            "--main_process_port", str(held_port()), str(SCRIPT),
         ]  # fmt: skip
     cmd += [
         "--output_dir", str(out), "--batch_size", "4", "--buffer", "fifo", "--buffer_size",

@@ -18,12 +18,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from held_ports import held_port
 from test_preemption import (
     HEAT,
     HEAT_FLAGS,
     HEAT_SIMULATIONS,
     HEAT_STEPS,
-    free_port,
     requeued_on_a_test_cluster,
 )
 
@@ -49,7 +49,7 @@ def resize_job_script(out: Path, ranks_file: Path) -> str:
         (r"accelerate launch --multi_gpu",
          f"{accelerate or 'accelerate'} launch --multi_gpu --mixed_precision no "
          "--dynamo_backend no"),
-        (r"--main_process_port 29500", f"--main_process_port {free_port()}"),
+        (r"--main_process_port 29500", f"--main_process_port {held_port()}"),
         (r'train\.py --output_dir "\$SCRATCH/surrogate"', f"{HEAT} {flags}"),
     ]  # fmt: skip
     for pattern, replacement in edits:  # each once: a change of the page shows here

@@ -38,13 +38,13 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from held_ports import held_port
 from helpers import live, processes_with, sigkill_between_launches
 from safetensors.numpy import load_file
 from waiting import wait_until
@@ -100,12 +100,6 @@ CASES = {
 }
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 class Run:
     """One trainer run (`python`, or `accelerate launch` of `ranks` gloo processes) of
     the driver, with its records under `tmp` (the output directory is shared by the
@@ -140,7 +134,7 @@ class Run:
             launch = [accelerate or "accelerate", "launch", "--multi_gpu",
                       "--num_processes", str(ranks), "--num_machines", "1",
                       "--mixed_precision", "no", "--dynamo_backend", "no",
-                      "--main_process_port", str(free_port())]  # fmt: skip
+                      "--main_process_port", str(held_port())]  # fmt: skip
         self.log = open(tmp / f"{name}.out", "w")  # noqa: SIM115 - closed in wait
         self.proc = subprocess.Popen(
             [*launch, str(DRIVER), *FLAGS, "--output_dir", str(self.out), *extra],

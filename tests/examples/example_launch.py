@@ -5,25 +5,19 @@ gloo on CPU on any machine, one GPU cannot hold two ranks)."""
 from __future__ import annotations
 
 import shutil
-import socket
 import sys
 from pathlib import Path
 
-__all__ = ["free_port", "two_ranks"]
+from held_ports import held_port
 
-
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 now (the kernel's pick; free until someone binds it)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+__all__ = ["two_ranks"]
 
 
 def two_ranks() -> list[str]:
     """The command line before the example's script: ``accelerate launch`` (the one beside
     this interpreter, else on PATH) of two processes, no mixed precision nor dynamo, the
-    main process on a free port."""
+    main process on a port held for it (held_ports.held_port)."""
     accelerate = shutil.which("accelerate", path=str(Path(sys.executable).parent)) or "accelerate"
     return [accelerate, "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
             "--mixed_precision", "no", "--dynamo_backend", "no",
-            "--main_process_port", str(free_port())]  # fmt: skip
+            "--main_process_port", str(held_port())]  # fmt: skip

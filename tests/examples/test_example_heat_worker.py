@@ -18,9 +18,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from example_launch import free_port
 from heat_pde.solver import PARAMETER_NAMES, HeatConfig, solve
 from heat_run import SIMULATIONS, STEPS, TINY, check_run, summary_of
+from held_ports import held_port
 from helpers import processes_with, run_group
 from worker_launch import run_study_to_end
 
@@ -127,7 +127,7 @@ def test_heat_example_worker_mode_runs_under_accelerate_launch_with_two_processe
     out = tmp_path / "out"
     cmd = [accelerate, "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
            "--mixed_precision", "no", "--dynamo_backend", "no",
-           "--main_process_port", str(free_port()),
+           "--main_process_port", str(held_port()),
            str(EXAMPLE), *TINY, "--worker", "--output_dir", str(out)]  # fmt: skip
     # gloo on CPU on any machine (1 GPU cannot hold 2 ranks)
     env = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}

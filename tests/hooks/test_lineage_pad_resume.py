@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import sys
 from pathlib import Path
 
 import pytest
+from held_ports import held_port
 from helpers import run_group
 
 from melissa_trainer.checkpoint.paths import latest_checkpoint
@@ -31,17 +31,11 @@ BATCH, SHORT, LONG = 4, 3, 9
 SAVE = 5  # mid-window (5-6), after rank 0's data ended at step SHORT
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def launch(out: Path, *extra: str) -> None:
     accelerate = shutil.which("accelerate", path=str(Path(sys.executable).parent)) or "accelerate"
     cmd = [accelerate, "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
            "--mixed_precision", "no", "--dynamo_backend", "no",
-           "--main_process_port", str(free_port()), str(DRIVER), "--output_dir", str(out),
+           "--main_process_port", str(held_port()), str(DRIVER), "--output_dir", str(out),
            "--batch_size", str(BATCH), "--buffer", "fifo", "--buffer_size", "16",
            "--report_to", "none", "--disable_progress_bar", "--save_at_end", "false",
            "--save_steps", str(SAVE), "--stop_sync_steps", "2",

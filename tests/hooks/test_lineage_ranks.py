@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import sys
 from pathlib import Path
 
 import pytest
+from held_ports import held_port
 from helpers import run_group
 
 from melissa_trainer.lineage import check, read_runs
@@ -22,18 +22,12 @@ DRIVER = Path(__file__).with_name("lineage_ranks_driver.py")
 BATCH, SHORT, LONG = 4, 3, 9
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_padding_on_a_rank_whose_stream_ended_is_marked_and_not_counted(tmp_path: Path) -> None:
     accelerate = shutil.which("accelerate", path=str(Path(sys.executable).parent)) or "accelerate"
     out = tmp_path / "out"
     cmd = [accelerate, "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
            "--mixed_precision", "no", "--dynamo_backend", "no",
-           "--main_process_port", str(free_port()), str(DRIVER), "--output_dir", str(out),
+           "--main_process_port", str(held_port()), str(DRIVER), "--output_dir", str(out),
            "--batch_size", str(BATCH), "--buffer", "fifo", "--buffer_size", "16",
            "--report_to", "none", "--disable_progress_bar", "--save_at_end", "false",
            "--stop_sync_steps", "2", "--short", str(SHORT), "--long", str(LONG)]  # fmt: skip

@@ -8,11 +8,11 @@ that fails says which rank, which endpoint and what to do. Real sockets, real re
 from __future__ import annotations
 
 import errno
-import socket
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from held_ports import held_port
 
 from melissa_trainer.client import Predictor, PredictRefused
 from melissa_trainer.hooks.serving_socket import rank_server
@@ -22,29 +22,14 @@ from melissa_trainer.wire import field_specs
 INPUTS = field_specs({"x": ((3,), "float32")})
 
 
-def _free_pair() -> int:
-    """A TCP port p of loopback with p + 1 free too (held until the function returns:
-    checked, not guessed)."""
-    for _ in range(50):
-        with socket.socket() as a:
-            a.bind(("127.0.0.1", 0))
-            port = a.getsockname()[1]
-            with socket.socket() as b:
-                try:
-                    b.bind(("127.0.0.1", port + 1))
-                except OSError:
-                    continue
-        return port
-    raise RuntimeError("no two consecutive free ports")
-
-
 def _trainer(rank: int, world_size: int) -> SimpleNamespace:
     """What `rank_server` reads of a trainer (no stream source: the explicit bind)."""
     return SimpleNamespace(source=None, process_index=rank, num_processes=world_size, run_id=None)
 
 
 def test_the_ranks_of_one_host_bind_the_port_offset_by_their_rank() -> None:
-    port = _free_pair()
+    port = held_port(2)  # (p and p + 1 held till the end: bound and closed, either was
+    # free for any other test's socket to take before the ranks bind them)
     servers: list[PredictServer] = []
     try:
         for rank in (0, 1):

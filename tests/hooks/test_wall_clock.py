@@ -8,13 +8,13 @@ import json
 import math
 import os
 import shutil
-import socket
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
+from held_ports import held_port
 from helpers import linear_samples, run_group, small_model, xy
 
 from melissa_trainer import Hook, OnlineTrainer, TrainingArguments
@@ -131,12 +131,6 @@ def test_bad_arguments_and_a_scheduler_beside_it_are_refused(tmp_path: Path) -> 
         trainer.train()
 
 
-def _port() -> str:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return str(s.getsockname()[1])
-
-
 @pytest.mark.e2e
 @pytest.mark.slow
 @pytest.mark.timeout(240)
@@ -150,7 +144,8 @@ def test_two_ranks_whose_clocks_disagree_run_at_the_same_rates_and_stop_together
     out = tmp_path / "out"
     out.mkdir()
     cmd = [accelerate, "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1"]
-    cmd += ["--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", _port()]
+    cmd += ["--mixed_precision", "no", "--dynamo_backend", "no"]
+    cmd += ["--main_process_port", str(held_port())]
     cmd += [str(SCRIPT), "--budget", "100", "--output_dir", str(out), "--batch_size", "8"]
     cmd += ["--buffer", "fifo", "--buffer_size", "64", "--report_to", "none"]
     cmd += ["--disable_progress_bar", "--stop_sync_steps", "4", "--save_at_end", "false"]

@@ -9,12 +9,12 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from held_ports import held_port
 from helpers import run_group
 
 pytestmark = pytest.mark.e2e  # every test here starts a process
@@ -74,11 +74,9 @@ def test_the_accelerate_line_runs_as_printed_and_its_hook_stops_every_rank(tmp_p
     script.write_text(first_script())
     out = tmp_path / "out"
     accelerate = shutil.which("accelerate", path=str(Path(sys.executable).parent)) or "accelerate"
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = str(s.getsockname()[1])
+    port = str(held_port())
     _, launch, *rest = accelerate_line()
-    # as printed, but this venv's accelerate, a free port (tests run side by side) and
+    # as printed, but this venv's accelerate, a port held for it (tests run side by side) and
     # this test's output folder
     cmd = [accelerate, launch, "--main_process_port", port, *rest,
            "--output_dir", str(out), "--disable_progress_bar"]  # fmt: skip

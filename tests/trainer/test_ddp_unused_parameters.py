@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import sys
 from pathlib import Path
 
 import pytest
+from held_ports import held_port
 from helpers import run_group
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300), pytest.mark.e2e]
@@ -20,18 +20,12 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(300), pytest.mark.e2e]
 SCRIPT = Path(__file__).parent / "ddp_unused_script.py"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _launch(tmp_path: Path, *flags: str) -> tuple[int, str]:
     accelerate = shutil.which("accelerate", path=str(Path(sys.executable).parent)) or "accelerate"
     cmd = [
         accelerate, "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
         "--mixed_precision", "no", "--dynamo_backend", "no",
-        "--main_process_port", str(_free_port()), str(SCRIPT),
+        "--main_process_port", str(held_port()), str(SCRIPT),
         "--output_dir", str(tmp_path / "out"), "--batch_size", "4", "--buffer", "fifo",
         "--buffer_size", "64", "--report_to", "none", "--disable_progress_bar",
         "--save_at_end", "false", *flags,

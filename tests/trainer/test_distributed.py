@@ -8,25 +8,19 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from held_ports import held_port
 from helpers import run_group
 from waiting import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240), pytest.mark.e2e]
 
 SCRIPT = Path(__file__).parents[1] / "scripts" / "uneven_streams.py"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def launch(tmp_path: Path, *flags: str, ok: bool = True) -> list[dict]:
@@ -46,7 +40,7 @@ def launch(tmp_path: Path, *flags: str, ok: bool = True) -> list[dict]:
         "--dynamo_backend",
         "no",
         "--main_process_port",
-        str(free_port()),
+        str(held_port()),
         str(SCRIPT),
         "--output_dir",
         str(out),

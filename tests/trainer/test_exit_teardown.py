@@ -13,11 +13,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import sys
 from pathlib import Path
 
 import pytest
+from held_ports import held_port
 from helpers import run_group
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e, pytest.mark.timeout(240)]
@@ -26,16 +26,11 @@ SCRIPT = Path(__file__).parents[1] / "scripts" / "exit_teardown.py"
 ABORT = "terminate called without an active exception"
 
 
-def _port() -> str:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return str(s.getsockname()[1])
-
-
 def _launch(out: Path, *flags: str) -> tuple[int, str]:
     accelerate = shutil.which("accelerate", path=str(Path(sys.executable).parent)) or "accelerate"
     cmd = [accelerate, "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1"]
-    cmd += ["--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", _port()]
+    cmd += ["--mixed_precision", "no", "--dynamo_backend", "no"]
+    cmd += ["--main_process_port", str(held_port())]
     cmd += [str(SCRIPT), "--output_dir", str(out), "--batch_size", "8", "--buffer", "fifo"]
     cmd += ["--buffer_size", "64", "--report_to", "none", "--disable_progress_bar"]
     cmd += ["--stop_sync_steps", "4", "--max_steps", "8", "--save_at_end", "false", *flags]

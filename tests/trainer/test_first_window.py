@@ -15,12 +15,12 @@ import json
 import logging
 import os
 import shutil
-import socket
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from held_ports import held_port
 from helpers import run_group
 
 from melissa_trainer.buffers import FIFOBuffer
@@ -28,12 +28,6 @@ from melissa_trainer.core.data_wait import WINDOW_NOTICE, DataWait
 
 SCRIPT = Path(__file__).parents[1] / "scripts" / "first_window.py"
 BATCH, WINDOW, STEPS = 2, 4, 12
-
-
-def _port() -> str:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return str(s.getsockname()[1])
 
 
 def _run(tmp_path: Path, ranks: int, buffer: str) -> list[dict[str, Any]]:
@@ -46,7 +40,7 @@ def _run(tmp_path: Path, ranks: int, buffer: str) -> list[dict[str, Any]]:
         accelerate = shutil.which("accelerate", path=str(Path(sys.executable).parent))
         cmd = [accelerate or "accelerate", "launch", "--multi_gpu", "--num_processes", str(ranks)]
         cmd += ["--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no"]
-        cmd += ["--main_process_port", _port(), str(SCRIPT)]
+        cmd += ["--main_process_port", str(held_port()), str(SCRIPT)]
     cmd += ["--output_dir", str(out), "--batch_size", str(BATCH), "--buffer", buffer]
     cmd += ["--buffer_size", str(BATCH), "--stop_sync_steps", str(WINDOW)]
     cmd += ["--max_steps", str(STEPS), "--report_to", "none", "--disable_progress_bar"]

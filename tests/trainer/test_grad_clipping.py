@@ -11,7 +11,6 @@ import json
 import math
 import os
 import shutil
-import socket
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -21,6 +20,7 @@ import pytest
 import torch
 from accelerate import Accelerator
 from accelerate.utils import DistributedType
+from held_ports import held_port
 from helpers import Recorder, linear_samples, run_group, small_model, xy
 from sync_counter import StepSyncs, SyncCounter
 
@@ -246,12 +246,6 @@ def test_the_flag_and_its_default() -> None:
     assert args.max_grad_norm is None and TrainingArguments().max_grad_norm is None
 
 
-def _port() -> str:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return str(s.getsockname()[1])
-
-
 TWO_RANKS = """
 import json, sys
 import torch
@@ -283,7 +277,8 @@ def test_two_ranks_clip_the_same_synced_gradients(tmp_path: Path) -> None:
     out = tmp_path / "out"
     accelerate = shutil.which("accelerate", path=str(Path(sys.executable).parent)) or "accelerate"
     cmd = [accelerate, "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1"]
-    cmd += ["--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", _port()]
+    cmd += ["--mixed_precision", "no", "--dynamo_backend", "no"]
+    cmd += ["--main_process_port", str(held_port())]
     cmd += [str(script), "--output_dir", str(out), "--batch_size", "8", "--buffer", "fifo"]
     cmd += ["--report_to", "none", "--disable_progress_bar", "--max_steps", "6"]
     cmd += ["--logging_steps", "2", "--save_at_end", "false", "--max_grad_norm", str(CLIP)]

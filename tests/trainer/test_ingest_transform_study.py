@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import sys
 from pathlib import Path
 
 import pytest
+from held_ports import held_port
 from helpers import run_group
 from waiting import wait_until
 
@@ -46,12 +46,6 @@ def alive(pid: int) -> bool:
         return False
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("ranks", [1, 2])
 def test_a_failing_ingest_transform_fails_the_run_naming_it_and_stops_the_study(
@@ -68,7 +62,7 @@ def test_a_failing_ingest_transform_fails_the_run_naming_it_and_stops_the_study(
         accelerate = shutil.which("accelerate", path=str(Path(sys.executable).parent))
         cmd = [accelerate or "accelerate", "launch", "--multi_gpu", "--num_processes", "2",
                "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
-               "--main_process_port", str(free_port()), *argv]  # fmt: skip
+               "--main_process_port", str(held_port()), *argv]  # fmt: skip
     env = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
     env["PYTHONPATH"] = os.pathsep.join(
         filter(None, [str(SCRIPT.parents[2]), env.get("PYTHONPATH")])

@@ -38,12 +38,12 @@ pytestmark = [
 def _launch(out: Path, *flags: str) -> subprocess.Popen[str]:
     """This file on two ranks, in a session of its own, stdout and stderr in one pipe."""
     sys.path.insert(0, str(HERE))
-    from test_distributed import free_port  # (tests/trainer: the rank script needs no pytest)
+    from held_ports import held_port  # (here: this file is also the rank script)
 
     cmd = [
         sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu",
         "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no",
-        "--dynamo_backend", "no", "--main_process_port", str(free_port()), str(Path(__file__)),
+        "--dynamo_backend", "no", "--main_process_port", str(held_port()), str(Path(__file__)),
         "--output_dir", str(out), "--batch_size", "4", "--report_to", "none",
         "--disable_progress_bar", "--logging_steps", "1000", "--save_steps", "100000",
         "--stop_sync_steps", "2", *flags,

@@ -133,7 +133,7 @@ def elastic(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
     monkeypatch.setenv("TORCHELASTIC_RUN_ID", "x")
     monkeypatch.setenv("TORCHELASTIC_USE_AGENT_STORE", "True")
     monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
-    monkeypatch.setenv("MASTER_PORT", str(_free_port()))
+    monkeypatch.setenv("MASTER_PORT", str(_refused_port()))
     monkeypatch.setattr(os, "getppid", lambda: 1)
     return monkeypatch
 
@@ -167,10 +167,12 @@ def test_orphaned_says_no_when_it_cannot_tell(elastic: pytest.MonkeyPatch, chang
     assert not launcher_watch.orphaned()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def _refused_port() -> int:
+    """A port that refuses connections until the test ends (held: one bound and closed
+    could be any other test's listener by the time the store is asked)."""
+    from held_ports import held_port  # (here: this file is also the child's script)
+
+    return held_port()
 
 
 def _env(**extra: str) -> dict[str, str]:
@@ -195,7 +197,7 @@ def test_a_rank_in_a_c_store_connect_exits_when_its_launcher_dies() -> None:
     from waiting import wait_until  # (here: this file is also the child's script)
 
     shell = subprocess.Popen(
-        ["sh", "-c", f'"{sys.executable}" "{__file__}" connect {_free_port()} & wait'],
+        ["sh", "-c", f'"{sys.executable}" "{__file__}" connect {_refused_port()} & wait'],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -229,6 +231,7 @@ def test_a_rank_in_a_c_store_connect_exits_when_its_launcher_dies() -> None:
 
 
 @pytest.mark.e2e
+@pytest.mark.timeout(180)  # (two children of 60 s each at most: more than the module's 90)
 def test_a_plain_process_arms_no_watch() -> None:
     """Without torch elastic, under a parent that is not ``accelerate launch`` (here
     pytest): the trainer's import arms nothing; under torch elastic it does."""

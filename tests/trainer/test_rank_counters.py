@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from held_ports import held_port
 from helpers import run_group
-from test_distributed import free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -24,7 +24,7 @@ def launch(out: Path, *flags: str) -> str:
     cmd = [
         accelerate, "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
         "--mixed_precision", "no", "--dynamo_backend", "no",
-        "--main_process_port", str(free_port()), str(SCRIPT),
+        "--main_process_port", str(held_port()), str(SCRIPT),
         "--output_dir", str(out), "--batch_size", "8", "--buffer", "fifo", "--buffer_size", "16",
         "--report_to", "none", "--disable_progress_bar", "--logging_steps", "4",
         "--stop_sync_steps", "4", "--save_steps", "5", *flags,

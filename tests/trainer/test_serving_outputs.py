@@ -21,11 +21,14 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 import torch
+from waiting import wait_until
 
 from melissa_trainer.client import Predictor, PredictRefused
 
@@ -96,9 +99,39 @@ def start_trainer(tmp_path: Path, mode: str) -> subprocess.Popen[str]:
     )  # fmt: skip
 
 
+def serving(proc: subprocess.Popen[str], tmp_path: Path) -> None:
+    """Return once the trainer has published its endpoint in the rendezvous directory.
+    Its start-up (torch's import) is waited for here, not in the first request's
+    `timeout` (60 s at load 24 was not enough: the directory did not exist yet)."""
+    rendezvous = tmp_path / "rv"
+    wait_until(
+        lambda: rendezvous.is_dir() and any(rendezvous.iterdir()),
+        "the trainer's serving entry",
+        timeout=180,
+        procs=[proc],
+    )
+
+
+def served(client: Predictor, inputs: dict[str, np.ndarray]) -> Any:
+    """`client.predict(inputs)` once the trainer serves: a request refused as
+    ``not_serving`` (before its first step: the trainer publishes its endpoint at its
+    start) is sent again, for 120 s at most. Under load the first request came before
+    the first step, and its refusal was taken for the test's."""
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            return client.predict(inputs, timeout=60)
+        except PredictRefused as refused:
+            if refused.reason != "not_serving" or time.monotonic() > deadline:
+                raise
+        time.sleep(0.05)  # (a poll: nothing tells a client of the first step)
+
+
 def finish(proc: subprocess.Popen[str], tmp_path: Path) -> str:
     """Ask the trainer to stop, and return its output once it exited (killed if it
     does not within the bound: the test then fails on its output)."""
+    # (made if the trainer has not yet: a failure before it started then reads as itself)
+    (tmp_path / "out").mkdir(parents=True, exist_ok=True)
     (tmp_path / "out" / "stop").touch()
     try:
         out, _ = proc.communicate(timeout=120)
@@ -120,10 +153,11 @@ def test_a_strided_output_is_answered_and_training_goes_on(tmp_path: Path) -> No
     trainer = start_trainer(tmp_path, "strided")
     answers = []
     try:
+        serving(trainer, tmp_path)
         with Predictor(0, rendezvous_dir=tmp_path / "rv") as client:
             for i in range(5):  # (the idle thread and the step ends answer alike)
                 x = np.array([i, -1.0, 0.5], np.float32)
-                answers.append((x, client.predict({"x": x}, timeout=60)))
+                answers.append((x, served(client, {"x": x})))
     finally:
         out = finish(trainer, tmp_path)
     assert trainer.returncode == 0, out
@@ -139,16 +173,17 @@ def test_an_output_the_wire_cannot_carry_is_refused_failed_and_training_goes_on(
     trainer = start_trainer(tmp_path, "long_name")
     refusals = []
     try:
+        serving(trainer, tmp_path)
         with Predictor(0, rendezvous_dir=tmp_path / "rv") as client:
             for _ in range(3):
                 with pytest.raises(PredictRefused) as refused:
-                    client.predict({"x": np.ones(3, np.float32)}, timeout=60)
+                    served(client, {"x": np.ones(3, np.float32)})
                 refusals.append(refused.value)
     finally:
         out = finish(trainer, tmp_path)
     assert trainer.returncode == 0, out
     for exc in refusals:
-        assert exc.reason == "failed"
+        assert exc.reason == "failed", (exc.reason, exc.detail)
         assert "process_outputs: the outputs cannot be sent" in exc.detail
         assert "name of 1 to 255 bytes" in exc.detail
     assert "'refused_failed': 3" in out

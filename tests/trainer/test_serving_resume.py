@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_serving_study import free_port
+from held_ports import held_port
 from waiting import wait_until
 
 pytestmark = [
@@ -83,7 +83,7 @@ def start(run: Path, rendezvous: Path, ranks: int, *flags: str) -> subprocess.Po
         accelerate = shutil.which("accelerate", path=str(Path(sys.executable).parent))
         cmd = [accelerate or "accelerate", "launch", "--multi_gpu", "--num_processes",
                str(ranks), "--num_machines", "1", "--mixed_precision", "no",
-               "--dynamo_backend", "no", "--main_process_port", str(free_port()),
+               "--dynamo_backend", "no", "--main_process_port", str(held_port()),
                str(SCRIPT)]  # fmt: skip
     cmd += ["--output_dir", str(run), "--batch_size", "4", "--buffer", "fifo",
             "--buffer_size", "64", "--watermark", "4", "--report_to", "none",

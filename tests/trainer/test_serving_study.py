@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import sys
 import threading
 from pathlib import Path
@@ -23,6 +22,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from held_ports import held_port
 from helpers import run_group
 from serving_parts import Weights, linear, python_simulation, serving_hook, serving_study
 
@@ -102,12 +102,6 @@ def test_simulations_get_the_model_of_the_version_they_are_told(tmp_path: Path) 
 SCRIPT = Path(__file__).parents[1] / "scripts" / "serving_study.py"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.mark.timeout(240)
 def test_each_rank_serves_its_simulations(tmp_path: Path) -> None:
     """Two ranks (gloo on CPU): both publish a serve file; simulation `id` is answered
@@ -118,7 +112,7 @@ def test_each_rank_serves_its_simulations(tmp_path: Path) -> None:
     accelerate = shutil.which("accelerate", path=str(Path(sys.executable).parent)) or "accelerate"
     cmd = [accelerate, "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
            "--mixed_precision", "no", "--dynamo_backend", "no",
-           "--main_process_port", str(free_port()),
+           "--main_process_port", str(held_port()),
            str(SCRIPT), str(tmp_path), str(script), str(n)]  # fmt: skip
     env = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
     env["PYTHONPATH"] = str(Path(__file__).parents[2])

@@ -9,7 +9,6 @@ import json
 import math
 import os
 import shutil
-import socket
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from held_ports import held_port
 from helpers import run_group
 
 from melissa_trainer import (
@@ -354,12 +354,6 @@ def test_an_adaptive_study_turns_the_losses_on_and_refuses_them_off(tmp_path: Pa
 SCRIPT = Path(__file__).parents[1] / "scripts" / "adaptive_study.py"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.mark.e2e
 @pytest.mark.slow
 @pytest.mark.timeout(180)
@@ -373,7 +367,7 @@ def test_a_breed_study_in_worker_mode_on_two_ranks_observes_both_ranks_losses(
     cmd = [
         accelerate, "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
         "--mixed_precision", "no", "--dynamo_backend", "no",
-        "--main_process_port", str(free_port()), str(SCRIPT),
+        "--main_process_port", str(held_port()), str(SCRIPT),
         "--output_dir", str(out), "--batch_size", "2", "--buffer", "fifo", "--buffer_size", "16",
         "--report_to", "none", "--disable_progress_bar", "--stop_sync_steps", "2",
         "--simulation_loss_steps", "2", "--simulations", str(simulations),

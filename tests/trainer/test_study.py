@@ -8,6 +8,7 @@ launcher's telemetry and its state in checkpoints are checked through the traine
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from pathlib import Path
@@ -35,6 +36,7 @@ from melissa_trainer.launcher import (
 )
 from melissa_trainer.launcher.study_record import records_of
 from melissa_trainer.stream import watchdog
+from melissa_trainer.study import starvation
 
 pytestmark = [
     pytest.mark.slow,
@@ -266,7 +268,13 @@ def test_a_silent_simulation_without_timeout_stops_training_with_the_watchdogs_e
             and receiver.activity().get(1, 0) >= 2
         )
 
-    monkeypatch.setattr(watchdog, "time", HeldIdleClock(can_stall))
+    held = HeldIdleClock(can_stall)
+    monkeypatch.setattr(watchdog, "time", held)
+    # and rank 0's starvation watch, on the same held clock: on its own (the real one) it
+    # failed first, with its own words, while simulation 2 was still starting (at load
+    # 18): the receiver's clock held reads as no silence there, so it did not defer
+    held_watch = functools.partial(starvation.StarvationWatch, clock=held.monotonic)
+    monkeypatch.setattr(starvation, "StarvationWatch", held_watch)
     with pytest.raises(SourceError) as info:
         t.train()
     message = str(info.value)

@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import sys
 import warnings
 from pathlib import Path
@@ -26,6 +25,7 @@ from typing import Any
 
 import pytest
 import torch
+from held_ports import held_port
 from helpers import linear_samples, run_group, small_model, xy
 from sync_counter import StepSyncs, SyncCounter
 
@@ -35,12 +35,6 @@ pytestmark = pytest.mark.timeout(120)
 
 SCRIPT = Path(__file__).parents[1] / "scripts" / "sync_count.py"
 WINDOW, LOG_EVERY, STEPS = 4, 6, 16
-
-
-def _port() -> str:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return str(s.getsockname()[1])
 
 
 def _args(tmp_path: Path, **overrides: Any) -> TrainingArguments:
@@ -160,7 +154,8 @@ def test_two_ranks_wait_once_a_window_for_an_agreement_started_a_window_earlier(
     out = tmp_path / "out"
     out.mkdir()
     cmd = [accelerate, "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1"]
-    cmd += ["--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", _port()]
+    cmd += ["--mixed_precision", "no", "--dynamo_backend", "no"]
+    cmd += ["--main_process_port", str(held_port())]
     cmd += [str(SCRIPT), "--output_dir", str(out), "--batch_size", "8", "--buffer", "fifo"]
     cmd += ["--buffer_size", "64", "--report_to", "none", "--disable_progress_bar"]
     cmd += ["--logging_steps", str(LOG_EVERY), "--stop_sync_steps", str(WINDOW)]

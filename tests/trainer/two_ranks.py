@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from held_ports import held_port
 from helpers import run_group
-from test_distributed import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -36,7 +36,7 @@ def launch_two_ranks(
     cmd = [
         sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu",
         "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no",
-        "--dynamo_backend", "no", "--main_process_port", str(free_port()), str(script), *args,
+        "--dynamo_backend", "no", "--main_process_port", str(held_port()), str(script), *args,
     ]  # fmt: skip
     environment = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
     environment.update({"CUDA_VISIBLE_DEVICES": "", "PYTHONFAULTHANDLER": "1", **(env or {})})
@@ -60,5 +60,8 @@ def run_study_script(
     solver.write_text(solver_source)
     proc = launch_two_ranks(script, str(tmp_path / "out"), str(solver), *args, timeout=timeout)
     said = proc.stdout[-3000:] + proc.stderr[-8000:]
+    # (a launch killed at `timeout` writes none: say so, not a bare FileNotFoundError)
+    missing = [r for r in range(2) if not (tmp_path / f"exit-{r}.json").exists()]
+    assert not missing, f"no exit record of rank(s) {missing}, code {proc.returncode}: {said}"
     ends = [json.loads((tmp_path / f"exit-{r}.json").read_text()) for r in range(2)]
     return proc, ends, said

@@ -69,7 +69,7 @@ def test_a_second_trainer_on_the_same_output_dir_is_refused(tmp_path: Path) -> N
         started = time.monotonic()  # (what any second trainer does first: the lock)
         with pytest.raises(OutputDirLocked, match=f"pid {first.proc.pid}"):
             OutputDirLock(out, "probe").acquire()
-        assert time.monotonic() - started < 2.0
+        assert time.monotonic() - started < 30.0  # (not STOPPING_WAIT's 120 s)
 
         second = Run(tmp_path, "second", paced=False)
         code = second.wait(120)

@@ -82,7 +82,7 @@ def test_a_second_taker_is_refused_at_once_naming_the_holder(
     started = time.monotonic()
     with pytest.raises(OutputDirLocked) as refused:
         OutputDirLock(out, "second").acquire()
-    assert time.monotonic() - started < 2.0
+    assert time.monotonic() - started < 30.0  # (not STOPPING_WAIT's 120 s; a loaded machine)
     message = str(refused.value)
     assert f"pid {holder.proc.pid}" in message
     assert f"host {socket.gethostname()}" in message and "since 20" in message
@@ -157,7 +157,7 @@ def test_a_sigkilled_holder_does_not_block_the_next_run(
     started = time.monotonic()
     lock = OutputDirLock(out, "requeued")
     lock.acquire(stopping_wait=0.0)
-    assert time.monotonic() - started < 1.0
+    assert time.monotonic() - started < 30.0  # (no wait for the dead holder; a loaded machine)
     assert f'"pid": {os.getpid()}' in (out / LOCK_FILE).read_text()
     lock.release()
 

@@ -11,6 +11,7 @@ real processes streaming with `melissa_trainer.client.Client`.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import sys
@@ -32,6 +33,7 @@ from melissa_trainer import (
 from melissa_trainer.launcher import Launcher, LauncherTuning, LocalBackend, UniformSampler
 from melissa_trainer.launcher.study_record import records_of
 from melissa_trainer.stream import watchdog
+from melissa_trainer.study import starvation
 
 pytestmark = [
     pytest.mark.slow,
@@ -185,7 +187,12 @@ def test_a_simulation_that_never_said_hello_is_named_with_its_log(
         receiver = study.stream.receiver  # type: ignore[attr-defined]
         return receiver is not None and len(receiver.completed()) == 2
 
-    monkeypatch.setattr(watchdog, "time", HeldIdleClock(can_stall))
+    held = HeldIdleClock(can_stall)
+    monkeypatch.setattr(watchdog, "time", held)
+    # rank 0's starvation watch on the same held clock (as in tests/trainer/test_study.py:
+    # on the real one it may fail first, in its own words, while a start-up is slow)
+    held_watch = functools.partial(starvation.StarvationWatch, clock=held.monotonic)
+    monkeypatch.setattr(starvation, "StarvationWatch", held_watch)
     with pytest.raises(SourceError) as info:
         trainer.train()
     message = str(info.value)

@@ -75,7 +75,9 @@ typedef enum mt_status {
     MT_ERENDEZVOUS = 7, /* the rendezvous directory was not complete in time */
     MT_ETIMEDOUT = 8,   /* a send or the close did not complete in time; or (external
                          * mode) the close found the trainer gone or restarted before it
-                         * confirmed this rank's BYE: its last steps may be lost */
+                         * confirmed this rank's BYE: its last steps may be lost; or a
+                         * send or the close found the trainer stopped for good (its stop
+                         * record: ended or failed), at once */
     MT_EZMQ = 9,        /* a ZeroMQ call failed (the message has zmq_strerror's text) */
     MT_ENOMEM = 10,     /* out of memory */
     MT_EMPI = 11,       /* an MPI call failed, or ranks disagree (melissa_trainer_mpi.h) */
@@ -84,8 +86,9 @@ typedef enum mt_status {
     MT_ESIMREFUSED = 14 /* mt_client_close, mt_send, mt_predict (external mode, told
                          * while it runs): a receiver refused this simulation (its HELLO:
                          * other fields than the study's, ...) and dropped all it sent,
-                         * or refused every sample of it as non-finite (NaN, Inf); the
-                         * message gives the receiver's reason and the fix */
+                         * or refused every sample of it as non-finite (NaN, Inf), or
+                         * (its stop record; mt_send, mt_client_close) stopped on one of
+                         * its non-finite samples; the message gives the reason and fix */
 } mt_status;
 
 /* Element types: the protocol's dtype codes (docs/protocol.md, section 9). */
@@ -176,7 +179,13 @@ mt_status mt_client_start(mt_client *c);
  * missing field. Blocks on back-pressure (see mt_set_send_timeout), as long as the
  * receiver stays connected (a trainer slow or paused); a receiver disconnected for the
  * disconnected timeout (a trainer killed, its node lost) makes it fail, MT_ETIMEDOUT,
- * and with a replay window a restarted trainer is followed from within the send.
+ * and with a replay window a restarted trainer is followed from within the send. While a
+ * receiver is disconnected, a blocked send reads the receivers' stop records (external
+ * mode): one of this run saying that the trainer ended or failed (not preempted) fails
+ * the send at once, whatever the disconnected and follow timeouts, in the close's words
+ * (the reason first; "... (the send gave up after S s blocked: no trainer comes back
+ * there)"): MT_ESIMREFUSED if it stopped on this simulation's non-finite sample, else
+ * MT_ETIMEDOUT; only mt_client_abort may follow.
  * Fields of a step may come in any order; the same field twice in a step, or another
  * step before this one is complete, is MT_EFIELD (nothing sent, the client usable). A
  * step may be sent again later (BYE counts distinct steps). For a field whose part on

@@ -15,6 +15,13 @@
  * monitors (handshake.c) and the rendezvous:
  *
  * - a receiver that refused the handshake never reads: MT_EENV naming it, at once;
+ * - a receiver disconnected, and a receiver's stop record of this run says that the
+ *   trainer stopped for good (stop_record.c mt_stop_record_for_good: it ended or failed,
+ *   "end", "error", "nonfinite"; not "preempted" nor "stopped"): no trainer comes back, so
+ *   nothing is waited for nor followed: at once, the close's sentence (stop_said.c; the
+ *   Python client's SendWait._check, StoppedForGood), MT_ESIMREFUSED if this simulation's
+ *   non-finite sample stopped it, else MT_ETIMEDOUT. The record is read while a receiver
+ *   is down, once a slice at most and again only once its file changed;
  * - with a replay window (external mode), a new run in the rendezvous is followed (follow.c,
  *   at most once a second): the follow sends again the steps its checkpoint lacks and the
  *   open step's fields sent so far, this send's included (its part is in the window
@@ -32,12 +39,21 @@
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <zmq.h>
 
 #include "internal.h"
 #include "follow.h"
 
 #define SLICE_S 0.5 /* (melissa_trainer/client/sockets.py SLICE) */
+
+/* One blocked send's wait: when its first slice began, and each receiver's rendezvous
+ * file as last read for a stop record (allocated at the first look, freed at the end). */
+typedef struct waiting {
+    double started;
+    mt_stop_look *looks;
+} waiting;
 
 /* What a failed wait names: "time step N", or "a message". */
 static void what_text(const uint64_t *step, char out[48]) {
@@ -100,19 +116,59 @@ static mt_status gone(mt_client *c, double started, const uint64_t *step) {
     return MT_OK;
 }
 
+/* While a receiver is disconnected, every receiver's stop record (the receivers are one
+ * trainer's; send_wait.py _stop_said): the send's error if one says the trainer stopped
+ * for good (module comment), else MT_OK. */
+static mt_status stopped_for_good(mt_client *c, waiting *w, const uint64_t *step) {
+    if (c->rendezvous_used == NULL) return MT_OK;
+    mt_buf down = {0}; /* (the disconnected receivers: whose messages were not delivered) */
+    for (size_t i = 0; i < c->n_endpoints; ++i)
+        if (mt_handshake_down_since(c, i) >= 0)
+            mt_buf_printf(&down, "%s%s", down.len > 0 ? ", " : "", c->endpoints[i]);
+    if (down.len == 0 && !down.oom) return MT_OK;
+    if (w->looks == NULL) w->looks = calloc(c->n_endpoints, sizeof *w->looks);
+    mt_stop_said *s = calloc(1, sizeof *s); /* (16 KiB: its reason's message whole) */
+    mt_status st = MT_OK;
+    if (s == NULL || w->looks == NULL || down.oom) st = mt_fail(c, MT_ENOMEM, "out of memory");
+    for (size_t r = 0; st == MT_OK && r < c->n_endpoints; ++r) {
+        mt_stop_outcome o = mt_stop_record_for_good(c->rendezvous_used, r, c->endpoints[r],
+                                                    c->run_id, c->simulation_id,
+                                                    &w->looks[r], s);
+        if (o == MT_STOP_REFUSED || o == MT_STOP_ENDED) {
+            st = mt_stop_record_send_gave_up(c, o, s, r, down.data, step,
+                                             mt_now() - w->started);
+            break;
+        }
+        memset(s, 0, sizeof *s); /* (the next receiver's record read afresh) */
+    }
+    free(s);
+    free(down.data);
+    if (st != MT_OK) c->failed = true; /* (only mt_client_abort may follow, as gone) */
+    return st;
+}
+
 /* Between two slices (c->mu not held): the checks of the module comment. */
-static mt_status between(mt_client *c, double started, const uint64_t *step) {
+static mt_status between(mt_client *c, waiting *w, const uint64_t *step) {
     for (size_t i = 0; i < c->n_endpoints; ++i)
         if (mt_handshake_check(c, i) != MT_OK) {
             c->failed = true;
             return MT_EENV;
         }
+    mt_status stop = stopped_for_good(c, w, step); /* (first: Python's order) */
+    if (stop != MT_OK) return stop;
     if (c->replay.max_bytes > 0) {
         unsigned followed = c->followed;
         mt_status st = mt_follow_poll(c, false); /* (a look at most once a second) */
         if (st != MT_OK || c->followed != followed) return st;
     }
-    return gone(c, started, step);
+    return gone(c, w->started, step);
+}
+
+/* The wait's end: its looks freed, `st` returned. */
+static mt_status done(waiting *w, mt_status st) {
+    free(w->looks);
+    w->looks = NULL;
+    return st;
 }
 
 /* The send timeout passed: its error (mt_send_fail's, with EAGAIN). */
@@ -125,7 +181,7 @@ static mt_status timed_out(mt_client *c, const uint64_t *step) {
 mt_status mt_send_sliced(mt_client *c, size_t index, double deadline, mt_try try_, void *arg,
                          const uint64_t *step) {
     unsigned followed = c->followed;
-    double started = -1.0;
+    waiting w = {-1.0, NULL};
     pthread_mutex_lock(&c->mu);
     for (;;) {
         double slice = SLICE_S, now = mt_now();
@@ -137,16 +193,16 @@ mt_status mt_send_sliced(mt_client *c, size_t index, double deadline, mt_try try
             err = try_(c, arg);
         if (err != EAGAIN) {
             pthread_mutex_unlock(&c->mu);
-            if (err == 0) return MT_OK;
+            if (err == 0) return done(&w, MT_OK);
             char what[48];
             what_text(step, what);
-            return mt_send_fail(c, err, what);
+            return done(&w, mt_send_fail(c, err, what));
         }
         pthread_mutex_unlock(&c->mu);
-        if (deadline >= 0 && mt_now() >= deadline) return timed_out(c, step);
-        if (started < 0) started = now; /* (the first slice began then) */
-        mt_status st = between(c, started, step);
-        if (st != MT_OK || c->followed != followed) return st;
+        if (deadline >= 0 && mt_now() >= deadline) return done(&w, timed_out(c, step));
+        if (w.started < 0) w.started = now; /* (the first slice began then) */
+        mt_status st = between(c, &w, step);
+        if (st != MT_OK || c->followed != followed) return done(&w, st);
         pthread_mutex_lock(&c->mu);
     }
 }
@@ -159,14 +215,14 @@ mt_status mt_wait_sent(mt_client *c, double deadline, const uint64_t *step) {
      * thread's CPU time: benchmarks/c_client.py, unit_send.c counts the waits). */
     if (mt_held_none(c)) return MT_OK;
     unsigned followed = c->followed;
-    double started = mt_now();
+    waiting w = {mt_now(), NULL};
     for (;;) {
         double until = mt_now() + SLICE_S;
         if (deadline >= 0 && deadline < until) until = deadline;
-        if (mt_wait_held(c, until) == MT_OK) return MT_OK;
-        if (deadline >= 0 && mt_now() >= deadline) return timed_out(c, step);
-        mt_status st = between(c, started, step);
+        if (mt_wait_held(c, until) == MT_OK) return done(&w, MT_OK);
+        if (deadline >= 0 && mt_now() >= deadline) return done(&w, timed_out(c, step));
+        mt_status st = between(c, &w, step);
         /* (a follow released the old transport: ZeroMQ let go of every array then) */
-        if (st != MT_OK || c->followed != followed) return st;
+        if (st != MT_OK || c->followed != followed) return done(&w, st);
     }
 }

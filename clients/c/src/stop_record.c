@@ -5,10 +5,12 @@
  * A receiver that stops writes, into its rendezvous file and in the rename that marks it
  * stopped, the receipts it would have given (its ingest had stopped: the record is
  * final) and why it stopped. receipt.c asks mt_stop_record_decide for each receiver not
- * confirmed yet, before each round: a record is read only when the file is marked
- * stopped by the endpoint the client streamed to and names the client's run; one that
- * does not parse is ignored (a warning on stderr, once per receiver). Plain JSON (json.c),
- * every field checked, the file read up to MAX_FILE bytes. */
+ * confirmed yet, before each round (and close_wait.c and a blocked send, send_wait.c,
+ * mt_stop_record_for_good while a receiver is disconnected): a record is read only when
+ * the file is marked stopped by the endpoint the client streamed to and names the
+ * client's run; one that does not parse is ignored (a warning on stderr, once per
+ * receiver and wait). Plain JSON (json.c), every field checked, the file read up to
+ * MAX_FILE bytes. */
 #define _POSIX_C_SOURCE 200809L
 #include <ctype.h>
 #include <errno.h>

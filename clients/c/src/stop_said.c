@@ -4,7 +4,8 @@
  * clause a sentence opens with, then the record's facts and what to do,
  * client/stopped.py StopRecords.for_good), composed as the receipt says them
  * (StopRecords.decide) or as a delivery that failed on them does (closing.py
- * stop_first: one sentence, the reason first). */
+ * stop_first: one sentence, the reason first), a close's or a blocked send's
+ * (send_wait.c; gave_up.py stop_sentence, send_wait.py SendWait._check): one builder. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,7 +47,7 @@ static void reason_of(const mt_client *c, said_kind k, const mt_stop_said *s, mt
 /* StopSaid.detail: the record's facts and what to do. Where the Python client names the
  * exception to catch (SimulationNotNeeded), the C client names its status. */
 static void detail_of(const mt_client *c, said_kind k, const mt_stop_said *s, size_t rank,
-                      mt_buf *b) {
+                      const char *fn, mt_buf *b) {
     unsigned long long sid = (unsigned long long)c->simulation_id;
     if (k == SAID_REFUSED) {
         mt_buf_printf(b,
@@ -89,10 +90,11 @@ static void detail_of(const mt_client *c, said_kind k, const mt_stop_said *s, si
                          "non-finite) and ignored the rest",
                       (unsigned long long)s->steps, (unsigned long long)s->nonfinite);
     mt_buf_printf(b, ". Nothing failed: if you started more solvers than the trainer needed, "
-                     "there is nothing to do (this close returns MT_ETIMEDOUT: exit 0 on it if "
+                     "there is nothing to do (this %s returns MT_ETIMEDOUT: exit 0 on it if "
                      "you start spare solvers on purpose). To train on every solver you "
                      "start, give the trainer expected_simulations equal to their number "
-                     "(ReceiverConfig(expected_simulations=N)) before you start them");
+                     "(ReceiverConfig(expected_simulations=N)) before you start them",
+                  fn);
 }
 
 /* c's error becomes `text` (status), or "out of memory" if composing it ran out. */
@@ -134,8 +136,42 @@ mt_status mt_stop_record_fail(mt_client *c, mt_stop_outcome o, const mt_stop_sai
         mt_buf_printf(&text, "%s: ", whose);
     reason_of(c, k, s, &text);
     mt_buf_puts(&text, ": ");
-    detail_of(c, k, s, rank, &text);
+    detail_of(c, k, s, rank, "close", &text);
     return said(c, k == SAID_REFUSED ? MT_ESIMREFUSED : MT_ETIMEDOUT, &text);
+}
+
+/* One sentence (closing.py's gave_up.stop_sentence, a close's and a blocked send's): the
+ * reason first, then `what` (the whole phrase: "its BYE", "time step 7 and those queued
+ * before it"; `verb` "was" or "were") not delivered to `down` (the disconnected receivers;
+ * NULL or "": `endpoint`), naming `endpoint` (the record's receiver) too if it is
+ * another, then the facts and what to do (`fn`: "close" or "send", which returns
+ * MT_ETIMEDOUT to a spare solver). Appended to `text`. */
+static void undelivered_text(const mt_client *c, said_kind k, const mt_stop_said *s,
+                             size_t rank, const char *endpoint, const char *down,
+                             const char *what, const char *verb, const char *fn,
+                             mt_buf *text) {
+    mt_buf reason = {0}, whose = {0};
+    reason_of(c, k, s, &reason);
+    mt_buf_printf(text, "simulation %llu rank %d: ", (unsigned long long)c->simulation_id,
+                  c->rank);
+    /* (the disconnected receivers, whose messages those are, and the record's receiver
+     * if it is another, connected perhaps) */
+    bool other = down != NULL && down[0] != '\0' && strcmp(down, endpoint) != 0;
+    if (other) mt_buf_printf(&whose, "disconnected; its receiver at %s recorded why", endpoint);
+    const char *where = other ? down : endpoint, *note = whose.oom ? "" : whose.data;
+    if (k == SAID_ENDED)
+        mt_buf_printf(text, "the trainer stopped before it read %s, which %s not delivered to "
+                            "%s (%s%s%s). ",
+                      what, verb, where, other ? note : "", other ? ": " : "",
+                      reason.oom ? "" : reason.data);
+    else
+        mt_buf_printf(text, "%s, so %s %s not delivered to %s%s%s%s: ",
+                      reason.oom ? "" : reason.data, what, verb, where, other ? " (" : "",
+                      other ? note : "", other ? ")" : "");
+    if (whose.oom || reason.oom) text->oom = true;
+    free(whose.data);
+    free(reason.data);
+    detail_of(c, k, s, rank, fn, text);
 }
 
 mt_status mt_stop_record_undelivered(mt_client *c, mt_stop_outcome o, const mt_stop_said *s,
@@ -144,31 +180,12 @@ mt_status mt_stop_record_undelivered(mt_client *c, mt_stop_outcome o, const mt_s
     said_kind k = kind_of(o, s);
     bool queued = strcmp(what, "queued messages") == 0;
     const char *verb = strcmp(what, "BYE") == 0 ? "was" : "were";
-    const char *among = bye && queued ? " (the BYE among them)" : "";
-    mt_buf text = {0}, reason = {0};
-    reason_of(c, k, s, &reason);
-    mt_buf_printf(&text, "simulation %llu rank %d: ", (unsigned long long)c->simulation_id,
-                  c->rank);
-    /* (closing.py stop_first: the disconnected receivers, whose messages those are, and
-     * the record's receiver if it is another, connected perhaps) */
-    bool other = down != NULL && down[0] != '\0' && strcmp(down, endpoint) != 0;
-    mt_buf whose = {0};
-    if (other) mt_buf_printf(&whose, "disconnected; its receiver at %s recorded why", endpoint);
-    const char *where = other ? down : endpoint, *note = whose.oom ? "" : whose.data;
-    if (k == SAID_ENDED)
-        mt_buf_printf(&text, "the trainer stopped before it read its %s%s, which %s not "
-                             "delivered to %s (%s%s%s). ",
-                      what, among, verb, where, other ? note : "", other ? ": " : "",
-                      reason.oom ? "" : reason.data);
-    else
-        mt_buf_printf(&text, "%s, so its %s%s %s not delivered to %s%s%s%s: ",
-                      reason.oom ? "" : reason.data, what, among, verb, where,
-                      other ? " (" : "", other ? note : "", other ? ")" : "");
-    if (whose.oom) text.oom = true;
-    free(whose.data);
-    free(reason.data);
-    detail_of(c, k, s, rank, &text);
-    if (reason.oom) text.oom = true;
+    const char *among = bye && queued ? " (the BYE among them)" : ""; /* (closing.py stop_first) */
+    mt_buf text = {0}, phrase = {0};
+    mt_buf_printf(&phrase, "its %s%s", what, among);
+    if (phrase.oom) text.oom = true;
+    else undelivered_text(c, k, s, rank, endpoint, down, phrase.data, verb, "close", &text);
+    free(phrase.data);
     mt_status status = k == SAID_REFUSED ? MT_ESIMREFUSED : MT_ETIMEDOUT;
     if (bye) return said(c, status, &text);
     /* (no BYE: the close reports the failure it had; this is said, as Python logs it) */
@@ -176,6 +193,21 @@ mt_status mt_stop_record_undelivered(mt_client *c, mt_stop_outcome o, const mt_s
         fprintf(stderr, "melissa_trainer: mt_client_close: %s\n", text.data);
     free(text.data);
     return status;
+}
+
+mt_status mt_stop_record_send_gave_up(mt_client *c, mt_stop_outcome o, const mt_stop_said *s,
+                                      size_t rank, const char *down, const uint64_t *step,
+                                      double blocked) {
+    said_kind k = kind_of(o, s);
+    char what[80]; /* (send_wait.py _stop_said: the step and those queued before it) */
+    if (step == NULL) snprintf(what, sizeof what, "a message and those queued before it");
+    else snprintf(what, sizeof what, "time step %llu and those queued before it",
+                  (unsigned long long)*step);
+    mt_buf text = {0};
+    undelivered_text(c, k, s, rank, c->endpoints[rank], down, what, "were", "send", &text);
+    mt_buf_printf(&text, " (the send gave up after %.1f s blocked: no trainer comes back "
+                         "there)", blocked);
+    return said(c, k == SAID_REFUSED ? MT_ESIMREFUSED : MT_ETIMEDOUT, &text);
 }
 
 bool mt_stop_preempted_words(mt_client *c, char *out, size_t size) {

@@ -212,11 +212,10 @@ class ProgressFile:
         """Rewrite ``explained`` (`Launcher.silence_explained` now: an attribute read,
         never the launcher's lock) and ``alive`` in the file as last written, the rest
         unchanged (its counts as of its ``written``), when it is set and `period` s (the
-        beats' period) have passed since the last ``alive`` (module docstring), or it
-        changed; True if
-        written. Nothing before the first `update`, nor while no silence is explained
-        (a withdrawn excuse is written once). `now`: monotonic seconds (default: now).
-        Never raises for a failed write."""
+        beats' period) have passed since the last ``alive`` (module docstring), or when
+        it changed; True if written. Nothing before the first `update`, nor while no
+        silence is explained (a withdrawn excuse is written once). `now`: monotonic
+        seconds (default: now). Never raises for a failed write."""
         now = time.monotonic() if now is None else now
         with self._lock:
             last = self._state

@@ -145,6 +145,8 @@ class SavedStudy:
         next_id: the id of the next draw.
         redraws: how many failed simulations were replaced.
         sampler: the sampler's own state (its owner's to load and check).
+        not_replaced: how many failed simulations failed the study and hold their place
+            unreplaced (`StudyRecord.not_replaced`; 0 in a state saved before it was).
         applied: set once a study has taken the records (a second apply is refused).
     """
 
@@ -152,6 +154,7 @@ class SavedStudy:
     next_id: int
     redraws: int
     sampler: Mapping[str, Any]
+    not_replaced: int = 0
     applied: bool = False
 
 
@@ -169,11 +172,17 @@ def read_saved(state: Mapping[str, Any], names: Sequence[str]) -> SavedStudy:
             records = _records_from(state, names)
         next_id, redraws = int(state["next_id"]), int(state["redraws"])
         sampler = state["sampler"]
+        not_replaced = int(state.get("not_replaced", 0))  # (an older state: none saved)
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"invalid launcher state: {exc!r}") from exc
     if records and max(records) >= next_id:
         raise ValueError(f"simulation {max(records)} in the launcher state is >= next_id {next_id}")
-    return SavedStudy(records, next_id, redraws, sampler)
+    if not 0 <= not_replaced <= len(records):
+        raise ValueError(
+            f"invalid launcher state: not_replaced={not_replaced} is not between 0 and the "
+            f"{len(records)} simulations it records"
+        )
+    return SavedStudy(records, next_id, redraws, sampler, not_replaced)
 
 
 def _records_from(state: Mapping[str, Any], names: Sequence[str]) -> dict[int, SimulationRecord]:

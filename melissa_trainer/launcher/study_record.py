@@ -31,7 +31,8 @@ A simulation's states::
   before the replacement's draw, as it is of an abandoned one.
   Not replaced when it makes the study fail (``on_failure="raise"``, or the failure
   budget or the redraws used up): counted in `not_replaced`, it holds its place in the
-  study (not "pending": nothing is drawn in its place), as `reports.study_counts` says.
+  study (not "pending": nothing is drawn in its place, on resume too: the count is in
+  the checkpoint), as `reports.study_counts` says.
 * **abandoned**: given up (``on_failure="abandon"``); the study goes on without it, or
   fails if it used up the failure budget (abandoned all the same: nothing replaces it).
 

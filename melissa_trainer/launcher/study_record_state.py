@@ -85,6 +85,7 @@ class StudyRecordState:
             "next_id": self.next_id,
             "simulations": columns(self.records, self.sampler.names),
             "redraws": self.redraws,
+            "not_replaced": self.not_replaced,  # (a resume keeps their places: load_saved)
             "settings": settings_of(self.sampler, self.n_simulations),  # study_change's
         }
 
@@ -111,7 +112,10 @@ class StudyRecordState:
         saved.applied = True
         self._losses.clear()  # losses of the records replaced
         self.records, self.next_id, self.redraws = saved.records, saved.next_id, saved.redraws
-        self.not_replaced = 0  # (a resume draws in place of any failed one not replaced)
+        # (a failure that failed the study keeps its place unreplaced, as its policy
+        # said, on resume too: a resumed study draws what the uninterrupted one would
+        # have, never past max_redraws; a state saved before the field: 0, as before)
+        self.not_replaced = saved.not_replaced
         for record in self.records.values():
             if record.status in ALIVE:  # interrupted: run it again (not a failure)
                 record.status = "pending"

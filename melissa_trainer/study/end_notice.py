@@ -43,6 +43,11 @@ study starts after the ranks' barrier), not at the end, when a rank whose stream
 ended may have stopped its receiver and marked its file stopped. A receiver that has
 stopped gets nothing (the message is dropped after a short linger); one whose stream has
 ended ignores it. `stop` (from `Study.stop`) ends the wait; the thread is a daemon.
+
+The same thread updates rank 0's progress file at each poll (`study.progress`); a second
+daemon thread beats it (`ProgressFile.beat`) every `REFRESH` s, so that the excuse it
+carries stays fresh while this one waits for its next poll (``poll_interval``, maybe
+30 s) or in `Launcher.summary` (the launcher's lock, held through a slow ``squeue``).
 """
 
 from __future__ import annotations
@@ -56,7 +61,7 @@ from melissa_trainer.launcher import Launcher
 from melissa_trainer.launcher.reports import LauncherError
 from melissa_trainer.stream.control import send_study_end
 from melissa_trainer.stream.endpoints import fetch_rendezvous
-from melissa_trainer.study.progress import ProgressFile
+from melissa_trainer.study.progress import REFRESH, ProgressFile
 
 __all__ = ["StudyEndNotice"]
 
@@ -76,7 +81,13 @@ class StudyEndNotice:
     """The thread that sends the STUDY_END (module docstring), once. `told` is set once
     it has been handed to every other rank's connection (or there was no other rank)."""
 
-    def __init__(self, launcher: Launcher, rendezvous: Path, run_id: str | None = None) -> None:
+    def __init__(
+        self,
+        launcher: Launcher,
+        rendezvous: Path,
+        run_id: str | None = None,
+        beat_period: float = REFRESH,
+    ) -> None:
         self._launcher, self._rendezvous = launcher, rendezvous
         #: what the other ranks' starvation watch reads (`study.progress`)
         self.progress = ProgressFile(rendezvous, run_id)
@@ -89,15 +100,24 @@ class StudyEndNotice:
         #: since when the held condition has been met at every poll (None: it is not)
         self._held_since: float | None = None
         self._thread = threading.Thread(target=self._run, name="melissa-study-end", daemon=True)
+        self._beats = threading.Thread(target=self._beat, name="melissa-progress-beat", daemon=True)
+        #: seconds between two beats of the progress file (`REFRESH`; tests shorten it)
+        self.beat_period = beat_period
 
     @classmethod
     def start(
-        cls, launcher: Launcher, rendezvous: Path, run_id: str | None = None
+        cls,
+        launcher: Launcher,
+        rendezvous: Path,
+        run_id: str | None = None,
+        beat_period: float = REFRESH,
     ) -> StudyEndNotice:
-        """A notice for `launcher`'s study, its thread started (after `launcher.start`);
-        it also keeps rank 0's progress file up to date (`study.progress`, of `run_id`)."""
-        notice = cls(launcher, rendezvous, run_id)
+        """A notice for `launcher`'s study, its threads started (after `launcher.start`);
+        it also keeps rank 0's progress file up to date (`study.progress`, of `run_id`),
+        beating it every `beat_period` s (module docstring)."""
+        notice = cls(launcher, rendezvous, run_id, beat_period)
         notice._thread.start()
+        notice._beats.start()
         return notice
 
     def stop(self) -> None:
@@ -144,6 +164,21 @@ class StudyEndNotice:
                 exc,
                 error,
             )
+
+    def _beat(self) -> None:
+        """Beat the progress file every `beat_period` s until `stop` (module docstring).
+        An error is said once at WARNING, and ends the beats (the other ranks then take
+        the excuse as stale once `EXCUSE_AGE` passes without a poll's write)."""
+        while not self._stop.wait(self.beat_period):
+            try:
+                self.progress.beat(self._launcher, period=self.beat_period)
+            except Exception as exc:  # (a daemon thread: said, never lost)
+                logger.warning(
+                    "rank 0 stopped refreshing its progress file's excuse (%r): another rank "
+                    "may take a long queued job's silence as not explained",
+                    exc,
+                )
+                return
 
     def _run(self) -> None:
         try:

@@ -30,6 +30,14 @@ read only ``rank_<r>.json`` there):
   rank, may never read its source, which raises it;
 * ``run_id`` (a file of an earlier run is not read as this one's) and ``written``
   (wall-clock seconds: a reader says how old what it quotes is);
+* ``alive`` (wall-clock seconds): when rank 0 last wrote ``explained``, taken then from
+  `Launcher.silence_explained` (an attribute read, as of the launcher's last tick: what
+  rank 0's own watch reads). `ProgressFile.beat` rewrites these two alone every
+  `REFRESH` s while ``explained`` is set (or was, to withdraw it), from a thread of its
+  own (`study.end_notice`): the full `update` comes once per launcher poll
+  (``poll_interval``, unbounded: 30 s on a busy Slurm) and waits for
+  `Launcher.summary`, which waits for the launcher's lock (a slow ``squeue``), so it
+  alone would let a true excuse read stale. The counts stay as of ``written``;
 * once the study gives rank 0's training thread's reads of its buffer (`reads`: its
   starvation watch's `ReadClock`): ``reads`` (how many it began), ``away_for`` (seconds
   since it last came to its source, a read or a wait for one, as of ``written``) and
@@ -40,12 +48,14 @@ read only ``rank_<r>.json`` there):
   is read as before (`study.starvation`).
 
 It is rewritten (write aside, then rename: a reader never sees half a file) only when
-one of these changes (but the reads, which are only carried along), or every `REFRESH`
-s while rank 0 is back-pressured or its ``explained`` is set: a few writes a minute at
-most, none per sample. A reader takes a missing, unreadable or other run's file as
-"not known", and an ``explained`` older than `EXCUSE_AGE` (by ``written``) as not
-known either: a rank 0 that stopped writing, or an earlier run's file, excuses no
-silence (`study.starvation.rank0_excuse`).
+one of these changes (but the reads, which are only carried along), or at a poll at
+least `REFRESH` s after the last while rank 0 is back-pressured or its ``explained`` is
+set, and by `beat` as said: a few writes a minute at most, none per sample. A reader
+takes a missing, unreadable or other run's file as "not known", and an ``explained``
+older than `EXCUSE_AGE` (by ``alive``; by ``written`` in an older rank 0's file without
+it) as not known either: a dead or stopped rank 0, which no longer beats, or an
+earlier run's file, excuses no silence (`study.starvation.rank0_excuse`); a live one's
+true excuse stays fresh whatever its poll_interval and however slow its summary.
 """
 
 from __future__ import annotations
@@ -54,7 +64,9 @@ import contextlib
 import json
 import logging
 import os
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -82,21 +94,29 @@ STARVING_PREFIX = "starving-rank-"
 STARVING_READ = 1.0
 #: seconds between two writes while nothing but the back-pressure's duration changes
 REFRESH = 5.0
-#: the oldest (seconds, by its ``written``) that a reader takes rank 0's ``explained``
-#: for (`study.starvation.rank0_excuse`): rank 0 rewrites it every `REFRESH` s while
-#: set, so an older one is a rank 0 that no longer writes (stopped, gone) or an earlier
-#: run's file; three rewrites' room, for a busy rank 0 and the nodes' clocks
+#: the oldest (seconds, by its ``alive``) that a reader takes rank 0's ``explained``
+#: for (`study.starvation.rank0_excuse`): rank 0 beats every `REFRESH` s while set,
+#: whatever its poll_interval (`ProgressFile.beat`), so an older one is a rank 0 that
+#: no longer beats (stopped, gone) or an earlier run's file; three beats' room, for a
+#: busy rank 0's node and the nodes' clocks
 EXCUSE_AGE = 3 * REFRESH
 #: the most characters of the launcher's error that ``failed`` keeps (its report)
 FAILED_CHARS = 8000
 
 
 class ProgressFile:
-    """Rank 0's writer (one thread: the study-end notice's). `update` at each poll."""
+    """Rank 0's writer: `update` at each poll (the study-end notice's thread), `beat`
+    every `REFRESH` s (a thread of its own); their writes are serialized. `wall`: the
+    wall clock of ``written`` and ``alive`` (tests give a fake one)."""
 
-    def __init__(self, rendezvous: Path, run_id: str | None) -> None:
+    def __init__(
+        self, rendezvous: Path, run_id: str | None, wall: Callable[[], float] = time.time
+    ) -> None:
         self.path = Path(rendezvous) / PROGRESS_FILE
-        self._run_id = run_id
+        self._run_id, self._wall = run_id, wall
+        self._lock = threading.Lock()  # (two writers; one aside file name per process)
+        self._state: dict[str, Any] | None = None  # the file as last written
+        self._alive = -float("inf")  # (monotonic) ``alive`` last written
         self._said: tuple[Any, ...] | None = None  # what the file says, but for durations
         self._written = -float("inf")
         self._held_since: float | None = None  # (monotonic) rank 0 back-pressured since
@@ -177,15 +197,48 @@ class ProgressFile:
         if said == self._said and not (refresh and now - self._written >= REFRESH):
             return False
         held_for = None if self._held_since is None else round(now - self._held_since, 1)
-        state.update(backpressured_for=held_for, written=time.time())
+        wall = self._wall()
+        state.update(backpressured_for=held_for, written=wall, alive=wall)
         reads = self.reads  # (not in `said`: a read alone does not write the file)
         if reads is not None:
             state.update(reads.published(now), **reads.own_work(now))
+        with self._lock:
+            if not self._write(state):
+                return False
+            self._said, self._written, self._alive = said, now, now
+        return True
+
+    def beat(self, launcher: Launcher, now: float | None = None, period: float = REFRESH) -> bool:
+        """Rewrite ``explained`` (`Launcher.silence_explained` now: an attribute read,
+        never the launcher's lock) and ``alive`` in the file as last written, the rest
+        unchanged (its counts as of its ``written``), when it is set and `period` s (the
+        beats' period) have passed since the last ``alive`` (module docstring), or when
+        it changed; True if written. Nothing before the first `update`, nor while no
+        silence is explained (a withdrawn excuse is written once). `now`: monotonic
+        seconds (default: now). Never raises for a failed write."""
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            last = self._state
+            if last is None:
+                return False
+            explained = launcher.silence_explained()
+            changed = explained != last.get("explained")
+            if not changed and (explained is None or now - self._alive < period):
+                return False
+            if not self._write({**last, "explained": explained, "alive": self._wall()}):
+                return False
+            self._alive = now
+            if changed:  # (the next `update` writes its counts too)
+                self._said = None
+        return True
+
+    def _write(self, state: dict[str, Any]) -> bool:
+        """Write `state` as the file (under `_lock`); False when that failed."""
         try:
             _write_renamed(self.path, json.dumps(state))
         except OSError:
             return False
-        self._said, self._written = said, now
+        self._state = state
         return True
 
 

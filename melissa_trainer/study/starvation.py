@@ -80,7 +80,8 @@ What the study does about it, in order:
   ends with it, padded. Otherwise the stall watch of `stall_timeout` stands, as before:
   a silence the launcher does not explain (rank 0: `Launcher.silence_explained`, jobs
   queued or within their start-up allowance; another rank: what rank 0 published, if
-  at most `EXCUSE_AGE` old, or else the start-up allowance, `other_rank_excuse`:
+  at most `EXCUSE_AGE` old by its ``alive``, rewritten every `REFRESH` s whatever the
+  launcher's poll_interval, or else the start-up allowance, `other_rank_excuse`:
   `rank0_excuse`) fails the wait, naming rank 0's state when known.
 """
 
@@ -227,10 +228,10 @@ def _seconds(value: Any) -> float | None:
     return float(value)
 
 
-def _age(progress: dict[str, Any], now: float | None = None) -> float | None:
-    """Seconds since rank 0 wrote `progress` (its ``written``, wall-clock), as of `now`
-    (default: now); None when the file gives no time."""
-    written = _seconds(progress.get("written"))
+def _age(progress: dict[str, Any], now: float | None = None, key: str = "written") -> float | None:
+    """Seconds since rank 0 wrote `progress` (its ``written``, or the time `key` names:
+    wall-clock), as of `now` (default: now); None when the file gives no time."""
+    written = _seconds(progress.get(key))
     return None if written is None else max(0.0, (time.time() if now is None else now) - written)
 
 
@@ -263,13 +264,15 @@ def rank0_excuse(
 ) -> str | None:
     """What explains another rank's silence of `idle` s, from what rank 0 published
     (`study.progress`), or None: rank 0's ``explained`` while at most `EXCUSE_AGE` old
-    (its ``written``, aged as `rank0_words` ages it: rank 0 rewrites it every `REFRESH`
-    s while set); a file not known (None), or one without a time or older than that (a
-    rank 0 that stopped writing, an earlier run's file), is answered by `fallback` (the
+    by its ``alive`` (rank 0 beats it every `REFRESH` s while set, whatever its poll:
+    `ProgressFile.beat`; ``written`` in an older rank 0's file); a file not known
+    (None), or one without a time or older than that (a rank 0 that stopped beating,
+    an earlier run's file), is answered by `fallback` (the
     launcher's start-up allowance, bounded by `idle`; None: nothing explains it). `now`:
     wall-clock seconds (default: now)."""
     if progress is not None:
-        age = _age(progress, now)
+        beat = "alive" if _seconds(progress.get("alive")) is not None else "written"
+        age = _age(progress, now, beat)
         if age is not None and age <= EXCUSE_AGE:
             explained = progress.get("explained")
             return f"rank 0's launcher says: {explained}" if explained else None

@@ -39,6 +39,7 @@ from melissa_trainer.common.refusal import elsewhere, said_once
 from melissa_trainer.common.setting import setting
 from melissa_trainer.config.reading import ConfigError
 from melissa_trainer.hooks import Event, Hook
+from melissa_trainer.trainer.refusals import in_training
 
 if TYPE_CHECKING:  # pragma: no cover
     from melissa_trainer.trainer.loop import OnlineTrainer
@@ -131,7 +132,7 @@ def _after_hooks(trainer: OnlineTrainer, watch: after_save.Watch, hooks: list[st
     spoiled = [found for rank in _agree(trainer, watch.spoiled()) for found in rank]
     if spoiled:
         message = after_save.describe_spoiled(watch.checkpoint, spoiled, hooks)
-        raise CheckpointError(message, watch.checkpoint, spoiled[0].split(": ")[0])
+        raise in_training(CheckpointError(message, watch.checkpoint, spoiled[0].split(": ")[0]))
     added = watch.foreign()
     if added and trainer not in _SAID_HOOK_FILES:
         _SAID_HOOK_FILES.add(trainer)
@@ -231,7 +232,7 @@ def resolve_resume(trainer: OnlineTrainer) -> Path | None:
     a manifest (an earlier version's) is taken with a warning that it is unverified;
     None (start afresh, with a warning) when there is no checkpoint; `CheckpointError`
     when there are some but none verifies (starting afresh would silently discard them).
-    A path: `CheckpointError` naming the files when it does not verify.
+    A path: `CheckpointError` naming the files when it does not verify. (Both: said once.)
     """
     arg, root = trainer.args.resume_from_checkpoint, trainer.checkpoint_root
     if arg is None:
@@ -242,9 +243,8 @@ def resolve_resume(trainer: OnlineTrainer) -> Path | None:
         assert path is not None
         problems = verify(trainer, path)
         if problems:
-            raise CheckpointError(
-                f"{describe_verification(path, problems)}; {others(path)}", path, problems[0].file
-            )
+            text = f"{describe_verification(path, problems)}; {others(path)}"
+            raise said_once(CheckpointError(text, path, problems[0].file), trainer.process_index)
         if trainer.is_main_process:
             ckpt.warn_of_newer(path, root)
         return path
@@ -260,7 +260,8 @@ def resolve_resume(trainer: OnlineTrainer) -> Path | None:
         seen += problems
         if trainer.is_main_process:
             logger.warning("%s: skipped", describe_verification(path, problems))
-    raise CheckpointError(none_verifies(Path(root), seen), Path(root))
+    refused = CheckpointError(none_verifies(Path(root), seen), Path(root))
+    raise said_once(refused, trainer.process_index)
 
 
 def _start_afresh(trainer: OnlineTrainer) -> None:
@@ -373,7 +374,9 @@ def verify(trainer: OnlineTrainer, path: Path) -> list[manifest.Problem]:
 
 def load_checkpoint(trainer: OnlineTrainer, path: Path) -> None:
     """See `OnlineTrainer.load_checkpoint`. Collective: a load error on any rank is
-    raised on every rank (`CheckpointError`, naming the file), never a hang. A
+    raised on every rank, never a hang, said once: rank 0 raises its own (`StudyChanged`,
+    a `CheckpointError` naming the file...) or one with the first failed rank's text,
+    the others quiet copies (`elsewhere`; a rank's own error of another text as it is). A
     checkpoint of another number of ranks is resharded (`checkpoint.registry.load`).
     The optimizer's hyperparameters and the scheduler's settings that the load changed
     from those the script built are named in a warning (`resumed_args.changes`)."""
@@ -384,11 +387,13 @@ def load_checkpoint(trainer: OnlineTrainer, path: Path) -> None:
         registry.load(trainer, path)
     except Exception as exc:  # (also a study's refusal: every rank must hear of it)
         failure = exc
-    errors = [e for e in _agree(trainer, str(failure) if failure else None) if e]
-    if failure is not None:
-        raise failure
-    if errors:
-        raise CheckpointError(f"another rank could not load {path}: {errors[0]}", path)
+    failed = [(r, e) for r, e in enumerate(_agree(trainer, str(failure) if failure else None)) if e]
+    if failed:
+        first, text = failed[0]
+        error = failure or CheckpointError(f"rank {first} could not load {path}: {text}", path)
+        if trainer.process_index == 0 or (failure is not None and str(error) != text):
+            raise error  # (rank 0 says it; another rank's error of another text, as it is)
+        raise elsewhere(error, trainer.process_index)
     if trainer.is_main_process:
         changes = resumed_args.changes(built, trainer.optimizer.param_groups, scheduler)
         resumed_args.warn_changed_hyperparameters(path, changes)

@@ -16,9 +16,11 @@ status 2::
         trainer = OnlineTrainer(model, args, optimizer, train_source=..., process_sample=...)
         trainer.train()
 
-Only those refusals: any other exception (a bug, a failed simulation, a non-finite loss)
-propagates with its traceback. Under several ranks, rank 0 says the refusal and the
-others end with the same status without repeating it (their copy of the error is
+Only those refusals, and only before training starts: any other exception (a bug, a
+failed simulation, a non-finite loss), and one of those classes raised once training
+has run (`in_training`'s mark: a save whose checkpoint a hook's on_save spoiled, a
+`CheckpointError`), propagates with its traceback. Under several ranks, rank 0 says
+the refusal and the others end with the same status without repeating it (their copy of the error is
 `common.refusal.elsewhere`'s). What the launcher prints after a non-zero exit is its
 own: ``accelerate launch`` (torchrun) still follows the line with its
 ``ChildFailedError`` summary of the failed ranks.
@@ -30,6 +32,7 @@ import contextlib
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TypeVar
 
 from melissa_trainer.checkpoint.errors import CheckpointError
 from melissa_trainer.common.refusal import SaidOnRankZero
@@ -37,7 +40,9 @@ from melissa_trainer.config.arguments import ConfigError
 from melissa_trainer.launcher.study_change import StudyChanged
 from melissa_trainer.trainer.lock_holder import OutputDirLocked
 
-__all__ = ["REFUSALS", "REFUSED_STATUS", "refusals_end_the_program"]
+__all__ = ["REFUSALS", "REFUSED_STATUS", "in_training", "refusals_end_the_program"]
+
+E = TypeVar("E", bound=BaseException)
 
 #: what refuses to start a run, each naming the fix: a `ConfigError` (such as an earlier
 #: run's checkpoints in `output_dir`), `OutputDirLocked` (another trainer using it),
@@ -54,6 +59,14 @@ REFUSALS: tuple[type[Exception], ...] = (
 REFUSED_STATUS = 2
 
 
+def in_training(error: E) -> E:
+    """`error`, marked as raised once training has run: not a refusal to start, whatever
+    its class (a `CheckpointError` of a save, not of a resume), so that
+    `refusals_end_the_program` lets it propagate with its traceback."""
+    error.in_training = True  # type: ignore[attr-defined]  # (read back by getattr)
+    return error
+
+
 def said_elsewhere(error: BaseException) -> bool:
     """Whether `error` is the quiet copy of a refusal that rank 0 says itself (a rank
     other than 0's, `common.refusal.elsewhere`); `said_once`'s copy on rank 0 carries
@@ -67,7 +80,8 @@ def refusals_end_the_program() -> Iterator[None]:
     (`REFUSALS`) ends the program with ``PROGRAM: error: MESSAGE`` on one line of stderr
     (PROGRAM the script's name, the message's lines joined) and exit status 2
     (`REFUSED_STATUS`), instead of a traceback; a rank other than 0 exits with that
-    status without printing (rank 0 said it). Anything else propagates unchanged.
+    status without printing (rank 0 said it). Anything else propagates unchanged, a
+    refusal's class raised once training has run (marked `in_training`) too.
 
     Raises:
         SystemExit: with code 2, on a refusal.
@@ -75,6 +89,8 @@ def refusals_end_the_program() -> Iterator[None]:
     try:
         yield
     except REFUSALS as exc:
+        if getattr(exc, "in_training", False):  # (a save's, mid-training: a bug to trace)
+            raise
         if not said_elsewhere(exc):
             message = " ".join(str(exc).split("\n"))
             print(f"{Path(sys.argv[0]).name}: error: {message}", file=sys.stderr, flush=True)

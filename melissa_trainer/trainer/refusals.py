@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TypeVar
@@ -57,6 +58,9 @@ REFUSALS: tuple[type[Exception], ...] = (
 )
 #: the exit status of a refused start: argparse's for a bad flag, which it resembles
 REFUSED_STATUS = 2
+#: seconds a rank other than 0 waits, refused, before it exits: rank 0 says the refusal
+#: and ends first (`refusals_end_the_program`)
+QUIET_RANK_GRACE = 15.0
 
 
 def in_training(error: E) -> E:
@@ -80,8 +84,10 @@ def refusals_end_the_program() -> Iterator[None]:
     (`REFUSALS`) ends the program with ``PROGRAM: error: MESSAGE`` on one line of stderr
     (PROGRAM the script's name, the message's lines joined) and exit status 2
     (`REFUSED_STATUS`), instead of a traceback; a rank other than 0 exits with that
-    status without printing (rank 0 said it). Anything else propagates unchanged, a
-    refusal's class raised once training has run (marked `in_training`) too.
+    status without printing (rank 0 says it), after waiting up to `QUIET_RANK_GRACE`
+    seconds for rank 0 to end first (blocks: under torchrun, rank 0's exit ends it).
+    Anything else propagates unchanged, a refusal's class raised once training has run
+    (marked `in_training`) too.
 
     Raises:
         SystemExit: with code 2, on a refusal.
@@ -91,7 +97,13 @@ def refusals_end_the_program() -> Iterator[None]:
     except REFUSALS as exc:
         if getattr(exc, "in_training", False):  # (a save's, mid-training: a bug to trace)
             raise
-        if not said_elsewhere(exc):
+        if said_elsewhere(exc):
+            # Rank 0 says it, after its own clean-up (the source stopped, the lock
+            # released). A quiet rank that exited at once could make the launcher
+            # (torchrun) SIGTERM rank 0 before its line: give rank 0 the time to end
+            # first, bounded (the launcher ends this rank then; without one, it exits)
+            threading.Event().wait(QUIET_RANK_GRACE)
+        else:
             message = " ".join(str(exc).split("\n"))
             print(f"{Path(sys.argv[0]).name}: error: {message}", file=sys.stderr, flush=True)
         raise SystemExit(REFUSED_STATUS) from None

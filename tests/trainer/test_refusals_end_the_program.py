@@ -21,6 +21,7 @@ import pytest
 import melissa_trainer
 from melissa_trainer import REFUSALS, ConfigError, refusals_end_the_program
 from melissa_trainer.common.refusal import elsewhere, said_once
+from melissa_trainer.trainer import refusals
 from melissa_trainer.trainer.lock_holder import OutputDirLocked
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,12 +43,21 @@ def test_a_refusal_is_one_error_line_and_status_2(capsys: pytest.CaptureFixture[
 
 @pytest.mark.timeout(30)
 def test_another_ranks_quiet_copy_exits_2_silently_rank_0s_said_once_speaks(
-    capsys: pytest.CaptureFixture[str],
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    waits: list[float | None] = []
+
+    class Grace:  # (the quiet rank's wait for rank 0 to end first, recorded, not waited)
+        def wait(self, timeout: float | None = None) -> bool:
+            waits.append(timeout)
+            return False
+
+    monkeypatch.setattr(refusals.threading, "Event", Grace)
     locked = OutputDirLocked("/tmp/out", None)
     with pytest.raises(SystemExit) as info, refusals_end_the_program():
         raise elsewhere(locked, 1)
     assert info.value.code == 2 and capsys.readouterr().err == ""
+    assert waits == [refusals.QUIET_RANK_GRACE]  # rank 0 ends first: its line is not lost
     with pytest.raises(SystemExit) as info, refusals_end_the_program():
         raise said_once(ConfigError(["no checkpoint verifies"]), 0)
     assert info.value.code == 2

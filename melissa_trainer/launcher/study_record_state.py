@@ -66,6 +66,7 @@ class StudyRecordState:
     next_id: int
     redraws: int
     not_replaced: int
+    not_replaced_ids: set[int]
     _index: StatusIndex
     _losses: PendingLosses
 
@@ -111,7 +112,8 @@ class StudyRecordState:
         saved.applied = True
         self._losses.clear()  # losses of the records replaced
         self.records, self.next_id, self.redraws = saved.records, saved.next_id, saved.redraws
-        self.not_replaced = 0  # (a resume draws in place of any failed one not replaced)
+        # (a resume draws in place of any failed one not replaced)
+        self.not_replaced, self.not_replaced_ids = 0, set()
         for record in self.records.values():
             if record.status in ALIVE:  # interrupted: run it again (not a failure)
                 record.status = "pending"

@@ -11,8 +11,9 @@ nothing: a solver blown up to NaN sends samples the receiver refuses (``nonfinit
 The reasons, in order: every sample non-finite (finished, all refused); every HELLO
 refused (the receiver's reason quoted); failed or abandoned with no sample received
 (exit codes). One that failed after sending some samples (kept and trained on) is
-listed apart, given up part-way, with its exit codes and parameters (a WARNING). Last,
-those that exited 0 with their data not all in when the run stopped: a resume reruns them.
+listed apart, given up part-way (redrawn or abandoned), or "failed, not replaced" when
+the study stopped on it, with its exit codes and parameters (a WARNING). Last, those
+that exited 0 with their data not all in when the run stopped: a resume reruns them.
 
 What a receiver saw is rank 0's (a simulation's steps are shared among the ranks: one
 whose rank-0 share was all refused is counted); non-finite counts are this run's. Pure
@@ -74,6 +75,9 @@ class SimulationOutcome(NamedTuple):
     reason: str
     parameters: Mapping[str, float]
     attempts: int = 0  # launches so far
+    #: failed for good and not replaced: the failure the study stopped on (status
+    #: "failed", as a redrawn one's: `StudyRecord.not_replaced_ids` tells them apart)
+    not_replaced: bool = False
 
 
 def id_ranges(ids: Sequence[int], groups: int = 12) -> str:
@@ -180,7 +184,9 @@ def stopped_line(stopped: Sequence[int], saved: Sequence[SimulationOutcome] | No
 
 
 def _ids(ids: Sequence[int]) -> str:
-    return ", ".join(map(str, ids[:_SHOWN])) + (", ..." if len(ids) > _SHOWN else "")
+    """ "simulation 3" or "simulations 1, 3" (at most `_SHOWN` ids, then "...")."""
+    shown = ", ".join(map(str, ids[:_SHOWN])) + (", ..." if len(ids) > _SHOWN else "")
+    return f"{'simulation' if len(ids) == 1 else 'simulations'} {shown}"
 
 
 def study_account(
@@ -190,10 +196,12 @@ def study_account(
 ) -> tuple[list[str], bool]:
     """The account's lines, and whether some simulation contributed no sample (then
     the caller logs it as a WARNING). The head's percentage names its denominator
-    (`_share_of`): "of the study" once the whole study was drawn and every simulation
-    drawn has ended; "of the N drawn" when all drawn have ended but the run stopped
-    before drawing the rest; "of the M ended" when some drawn had not ended (a study
-    stopped part-way).
+    (`_share_of`): "of the study" when the simulations ended are the study's, each
+    place once; "of the N drawn" when all drawn have ended but the run stopped before
+    drawing the rest; "of the M ended" otherwise (some drawn had not ended: a study
+    stopped part-way; or more ended than the study has places: those redrawn). A
+    simulation the study stopped on is said "failed, not replaced" (its `not_replaced`),
+    one given up and redrawn or abandoned "given up".
 
     Args:
         outcomes: every simulation drawn in the study, ended or not (those pending or
@@ -239,27 +247,32 @@ def study_account(
     if nonfinite:
         first = nonfinite[0]
         lines.append(
-            f"  {len(nonfinite)} sent only NaN or Inf (all their samples refused, "
-            f"nonfinite='refuse'): simulations {_ids([o.simulation_id for o in nonfinite])}; "
-            f"e.g. simulation {first.simulation_id}, parameters {dict(first.parameters)}. "
+            f"  {len(nonfinite)} sent only NaN or Inf (all "
+            f"{'their' if len(nonfinite) > 1 else 'its'} samples refused, nonfinite='refuse'): "
+            f"{_first_of(nonfinite)}, parameters {dict(first.parameters)}. "
             f"The solver blows up there: check its time step or stability for these "
             f"parameters, or narrow the sampler's bounds"
         )
     if refused:
         lines.append(
-            f"  {len(refused)} refused by the receiver: simulations "
+            f"  {len(refused)} refused by the receiver: "
             f"{_ids([o.simulation_id for o in refused])}: {refused[0].reason or 'see the log'}"
         )
     if failed:
         first = failed[0]
+        kept = [o.simulation_id for o in failed if o.not_replaced]
         lines.append(
-            f"  {len(failed)} failed with no sample received: simulations "
-            f"{_ids([o.simulation_id for o in failed])}; e.g. simulation "
-            f"{first.simulation_id}, exit codes {codes_text(first.exit_codes)}"
+            f"  {len(failed)} failed with no sample received: {_first_of(failed)}, exit codes "
+            f"{codes_text(first.exit_codes)}"
             + (f" ({first.reason})" if first.reason else "")
+            + (f"; failed, not replaced ({_stopped_on(len(kept))}): {_ids(kept)}" if kept else "")
         )
-    if partway:
-        lines.append(_partway_line(partway))
+    given_up = [o for o in partway if not o.not_replaced]
+    stopped_on = [o for o in partway if o.not_replaced]
+    if given_up:  # (the advice once, on the last of the two lines)
+        lines.append(_partway_line(given_up, 0 if stopped_on else len(partway)))
+    if stopped_on:
+        lines.append(_partway_line(stopped_on, len(partway)))
     return [*lines, *exited], True
 
 
@@ -279,30 +292,57 @@ def _share_of(outcomes: Sequence[SimulationOutcome], ended: int, n_simulations: 
     """What the account's percentage is of (`study_account`): a run stopped before the
     end of its study (max_steps, a hook) has not drawn it all, or not seen it all end.
     Undrawn, as `resume_lines` counts them: the study's size less the simulations drawn
-    that count towards it (all but those given up and redrawn, "failed")."""
+    that count towards it (all but those given up and redrawn: "failed", unless not
+    replaced). "Of the study" only when each simulation ended holds one of its places:
+    a redraw's replacement ended too (a user trial's redraw study of 8 read "3 (27% of
+    the study)" of its 11 ended)."""
     if ended < len(outcomes):
         return f"of the {ended} ended"
-    counted = sum(o.status != "failed" for o in outcomes)
+    counted = sum(o.status != "failed" or o.not_replaced for o in outcomes)
     if n_simulations is not None and counted < n_simulations:
         return f"of the {ended} drawn"
+    if ended > counted:  # (some redrawn: their places ended twice)
+        return f"of the {ended} ended"
     return "of the study"
 
 
-def _partway_line(partway: Sequence[SimulationOutcome]) -> str:
-    """The account's line for simulations given up after sending some samples: their
-    ids, one's exit codes and parameters (the parameter set to look at), what became of
-    their samples, and what to do if the failures are the solver's."""
+def _first_of(group: Sequence[SimulationOutcome]) -> str:
+    """A bucket's ids, then the one its example is of: "simulation 3" alone, or
+    "simulations 1, 3; e.g. simulation 1"."""
+    ids = _ids([o.simulation_id for o in group])
+    return ids if len(group) == 1 else f"{ids}; e.g. simulation {group[0].simulation_id}"
+
+
+def _stopped_on(count: int) -> str:
+    """Why a simulation that failed for good was not replaced, in its number."""
+    return f"the study stopped on {'them' if count > 1 else 'it'}"
+
+
+def _partway_line(partway: Sequence[SimulationOutcome], advised: int) -> str:
+    """The account's line for simulations that failed after sending some samples, all
+    given up (redrawn or abandoned) or all not replaced (the study stopped on them):
+    their ids, one's exit codes and parameters (the parameter set to look at); then,
+    when `advised` (the part-way ones it speaks for; 0: none, another line says it),
+    what became of their samples and what to do if the failures are the solver's."""
     first = partway[0]
-    # each one's own fate (a study may hold both: its policy changed on a resume)
-    fates = Counter("redrawn" if o.status == "failed" else "abandoned" for o in partway)
-    what = ", ".join(k if len(fates) == 1 else f"{n} {k}" for k, n in sorted(fates.items()))
-    return (
-        f"  {len(partway)} given up part-way ({what}), after sending some samples: simulations "
-        f"{_ids([o.simulation_id for o in partway])}; e.g. simulation {first.simulation_id}, "
+    if first.not_replaced:
+        heading = f"failed, not replaced ({_stopped_on(len(partway))})"
+    else:
+        # each one's own fate (a study may hold both: its policy changed on a resume)
+        fates = Counter("redrawn" if o.status == "failed" else "abandoned" for o in partway)
+        what = ", ".join(k if len(fates) == 1 else f"{n} {k}" for k, n in sorted(fates.items()))
+        heading = f"given up part-way ({what})"
+    line = (
+        f"  {len(partway)} {heading}, after sending some samples: {_first_of(partway)}, "
         f"exit codes {codes_text(first.exit_codes)}, parameters {dict(first.parameters)}"
         + (f" ({first.reason})" if first.reason else "")
-        + ". The samples they sent before failing were trained on; if the solver fails "
-        "there for these parameters, narrow the sampler's bounds (each simulation's log, "
+    )
+    if not advised:
+        return line
+    they, these = ("they", "these") if advised > 1 else ("it", "its")
+    return line + (
+        f". The samples {they} sent before failing were trained on; if the solver fails "
+        f"there for {these} parameters, narrow the sampler's bounds (each simulation's log, "
         "and Launcher.outcomes(), have the rest)"
     )
 

@@ -156,7 +156,8 @@ class FailurePolicy:
             ]
             counts = self.study.summary(time.monotonic())
             attempts = sum(len(r.exit_codes) for r in self.study.records.values())
-        lines = [study_counts(counts, self.study.n_simulations, attempts)]
+            launched = sum(r.attempts for r in self.study.records.values())
+        lines = [study_counts(counts, self.study.n_simulations, attempts, launched)]
         lines += failure_report(failed, self.log_of, self.settings.log_dir)
         lines += repeated_failures(failed)
         return "\n".join(lines + self.running())
@@ -176,8 +177,17 @@ class FailurePolicy:
             if job.simulation_id is not None
         ]
         running.sort(key=lambda pair: pair[0])  # (by id only: jobs do not compare)
+        # the heartbeat now: `job.sending` is as of the last tick, and an attempt that
+        # sent since (then failed the study within the tick) read "no message received"
+        beats = {} if self.heartbeat is None else self.heartbeat()
         shown = [
-            RunningSimulation(sid, self.attempt_of(sid), job.sending, job.silent, job.log_path)
+            RunningSimulation(
+                sid,
+                self.attempt_of(sid),
+                job.sending or beats.get(sid, job.beat) != job.beat,
+                job.silent,
+                job.log_path,
+            )
             for sid, job in running[:MAX_SHOWN]
         ]
         return running_report(shown, len(running), self.settings.log_dir)

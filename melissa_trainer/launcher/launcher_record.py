@@ -146,11 +146,18 @@ class LauncherRecord:
 
     def outcomes(self) -> list[SimulationOutcome]:
         """Every simulation drawn, in id order: its status, exit codes, the reason it
-        was refused or failed, its parameters (`account`). Any thread."""
+        was refused or failed, its parameters, its launches, and whether it failed the
+        study, not replaced (`account`). Any thread."""
         with self._lock:
             return [
                 SimulationOutcome(
-                    sid, r.status, list(r.exit_codes), r.reason, dict(r.parameters), r.attempts
+                    sid,
+                    r.status,
+                    list(r.exit_codes),
+                    r.reason,
+                    dict(r.parameters),
+                    r.attempts,
+                    sid in self._study.not_replaced_ids,
                 )
                 for sid, r in sorted(self._study.records.items())
             ]

@@ -96,12 +96,17 @@ class LauncherError(RuntimeError):
     redraws ran out), a job could not be started, or the launcher's thread died."""
 
 
-def study_counts(counts: Mapping[str, float], n_simulations: int, attempts: int) -> str:
+def study_counts(
+    counts: Mapping[str, float], n_simulations: int, attempts: int, launched: int | None = None
+) -> str:
     """One line of a study's counts (`StudyRecord.summary`) that adds up: the places of
     the study (finished, abandoned, failed and not replaced: the failure that failed the
     study, said only when there is one; running, exited, pending: `n_simulations` in
     all), then those that failed for good and were replaced by a new draw (under
-    "redraw", `counts["redraws"]` of them; said unless some failed and none was)."""
+    "redraw", `counts["redraws"]` of them; said unless some failed and none was), then
+    the attempts: `launched` (None: `attempts`), and of them the `attempts` that ended
+    (with an exit code) when some have not (they run: a user trial read "2 attempts in
+    all" of a study that had launched 3)."""
     kept = int(counts.get("not_replaced", 0))
     places = [(k, int(counts[k])) for k in ("finished", "abandoned")]
     if kept:
@@ -111,13 +116,15 @@ def study_counts(counts: Mapping[str, float], n_simulations: int, attempts: int)
     parts = ", ".join(f"{n} {k}" for k, n in places)
     replaced = max(0, int(counts["failed"]) - kept)
     if replaced:
-        besides = f"besides, {replaced} failed for good, each replaced by a new draw; "
+        each = "each replaced by a new draw" if replaced > 1 else "replaced by a new draw"
+        besides = f"besides, {replaced} failed for good, {each}; "
     else:
         besides = "" if kept else "besides, 0 failed for good; "
-    return (
-        f"study of {plural(n_simulations, 'simulation')}: {parts} (= {total}); {besides}"
-        f"{plural(attempts, 'attempt')} in all"
-    )
+    if launched is None or launched <= attempts:
+        tried = f"{plural(attempts, 'attempt')} in all"
+    else:
+        tried = f"{plural(launched, 'attempt')} launched in all, {attempts} of them ended"
+    return f"study of {plural(n_simulations, 'simulation')}: {parts} (= {total}); {besides}{tried}"
 
 
 def failure_report(

@@ -147,6 +147,8 @@ class SavedStudy:
         sampler: the sampler's own state (its owner's to load and check).
         not_replaced: how many failed simulations failed the study and hold their place
             unreplaced (`StudyRecord.not_replaced`; 0 in a state saved before it was).
+        not_replaced_ids: which ones, where the state says (the account names them;
+            empty in a state saved before it did).
         applied: set once a study has taken the records (a second apply is refused).
     """
 
@@ -155,6 +157,7 @@ class SavedStudy:
     redraws: int
     sampler: Mapping[str, Any]
     not_replaced: int = 0
+    not_replaced_ids: frozenset[int] = frozenset()
     applied: bool = False
 
 
@@ -173,6 +176,7 @@ def read_saved(state: Mapping[str, Any], names: Sequence[str]) -> SavedStudy:
         next_id, redraws = int(state["next_id"]), int(state["redraws"])
         sampler = state["sampler"]
         not_replaced = int(state.get("not_replaced", 0))  # (an older state: none saved)
+        named = frozenset(int(i) for i in state.get("not_replaced_ids", ()))
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"invalid launcher state: {exc!r}") from exc
     if records and max(records) >= next_id:
@@ -182,7 +186,12 @@ def read_saved(state: Mapping[str, Any], names: Sequence[str]) -> SavedStudy:
             f"invalid launcher state: not_replaced={not_replaced} is not between 0 and the "
             f"{len(records)} simulations it records"
         )
-    return SavedStudy(records, next_id, redraws, sampler, not_replaced)
+    if len(named) > not_replaced or not named <= records.keys():
+        raise ValueError(
+            f"invalid launcher state: not_replaced_ids={sorted(named)} are not among the "
+            f"{not_replaced} failed simulations not replaced that it records"
+        )
+    return SavedStudy(records, next_id, redraws, sampler, not_replaced, named)
 
 
 def _records_from(state: Mapping[str, Any], names: Sequence[str]) -> dict[int, SimulationRecord]:

@@ -139,6 +139,7 @@ class StudyRecord(StudyRecordState):
         #: simulations failed for good and not replaced: those that failed the study
         #: ("raise"); each holds its place (never counted pending, never redrawn)
         self.not_replaced = 0
+        self.not_replaced_ids: set[int] = set()  # which ones (`Launcher.outcomes` says)
         #: losses noted by `observe`, not yet given to the sampler
         self._losses = PendingLosses()
 
@@ -304,6 +305,7 @@ class StudyRecord(StudyRecordState):
             return "redraw"
         if record.status == "failed":  # it failed the study: not replaced
             self.not_replaced += 1
+            self.not_replaced_ids.add(sid)
         return "raise"
 
     # -- reports and state --------------------------------------------------------------

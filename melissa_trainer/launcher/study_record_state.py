@@ -66,6 +66,7 @@ class StudyRecordState:
     next_id: int
     redraws: int
     not_replaced: int
+    not_replaced_ids: set[int]
     _index: StatusIndex
     _losses: PendingLosses
 
@@ -86,6 +87,7 @@ class StudyRecordState:
             "simulations": columns(self.records, self.sampler.names),
             "redraws": self.redraws,
             "not_replaced": self.not_replaced,  # (a resume keeps their places: load_saved)
+            "not_replaced_ids": sorted(self.not_replaced_ids),  # (the account names them)
             "settings": settings_of(self.sampler, self.n_simulations),  # study_change's
         }
 
@@ -115,7 +117,7 @@ class StudyRecordState:
         # (a failure that failed the study keeps its place unreplaced, as its policy
         # said, on resume too: a resumed study draws what the uninterrupted one would
         # have, never past max_redraws; a state saved before the field: 0, as before)
-        self.not_replaced = saved.not_replaced
+        self.not_replaced, self.not_replaced_ids = saved.not_replaced, set(saved.not_replaced_ids)
         for record in self.records.values():
             if record.status in ALIVE:  # interrupted: run it again (not a failure)
                 record.status = "pending"

@@ -117,6 +117,6 @@ def test_a_redraw_study_out_of_redraws_counts_its_last_failure_failed(tmp_path: 
     assert "max_redraws=1 redraws are used up" in message, message
     assert (
         "study of 3 simulations: 1 finished, 0 abandoned, 1 failed (not replaced), 0 running, "
-        "0 exited, 1 pending (= 3); besides, 1 failed for good, each replaced by a new draw; "
+        "0 exited, 1 pending (= 3); besides, 1 failed for good, replaced by a new draw; "
         "3 attempts in all"
     ) in message, message

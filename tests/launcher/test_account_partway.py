@@ -83,7 +83,7 @@ def test_simulations_given_up_part_way_are_named_at_the_end(
     assert records[0].levelno == logging.WARNING
     lines = records[0].getMessage().splitlines()
     assert lines[0] == (
-        "study account: 6 simulations ended, 6 contributed samples; 2 (33% of the study) "
+        "study account: 6 simulations ended, 6 contributed samples; 2 (33% of the 6 ended) "
         "failed part-way:"
     ), lines
     assert (
@@ -115,9 +115,9 @@ def test_part_way_failures_are_listed_beside_those_that_sent_nothing() -> None:
     ]
     lines, warn = study_account(outcomes, {0: (3, 0), 1: (1, 0)})
     assert warn
-    assert lines[0].endswith("1 (33% of the study) contributed none:")
-    assert "1 failed with no sample received: simulations 2;" in lines[1]
-    assert "1 given up part-way (redrawn), after sending some samples: simulations 1;" in lines[2]
+    assert lines[0].endswith("1 (33% of the 3 ended) contributed none:")
+    assert "1 failed with no sample received: simulation 2, exit codes" in lines[1]
+    assert "1 given up part-way (redrawn), after sending some samples: simulation 1, " in lines[2]
     assert "parameters {'x': 0.9}" in lines[2]
 
 

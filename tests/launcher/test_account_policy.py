@@ -72,7 +72,7 @@ def test_redrawn_is_counted_failed_and_replaced() -> None:
     assert study.records[1].status == "failed"
     line = study_counts(study.summary(2.0), 2, 2)
     assert "1 finished, 0 abandoned, 0 running, 0 exited, 1 pending (= 2)" in line
-    assert "besides, 1 failed for good, each replaced by a new draw;" in line
+    assert "besides, 1 failed for good, replaced by a new draw;" in line
     lines, _ = study_account(outcomes(study), {0: (3, 0), 1: (1, 0)}, 2)
     assert "1 given up part-way (redrawn)" in lines[1], lines
 

@@ -30,11 +30,17 @@ def test_a_run_stopped_between_draws_gives_the_share_of_those_drawn() -> None:
     ), lines
 
 
-def test_the_whole_study_drawn_and_ended_is_of_the_study_redraws_not_counted() -> None:
-    """4 in the study; simulation 1 failed and was redrawn as 4: 5 drawn, 4 counted."""
+def test_the_whole_study_drawn_and_ended_with_a_redraw_is_of_those_ended() -> None:
+    """4 in the study; simulation 1 failed and was redrawn as 4: 5 drawn and ended, 4
+    places. The share is of the 5 (2 of them), not of the study's 4 (a user trial read
+    "3 (27% of the study)" of a study of 8 that had 11 ended: test_account_words_counts)."""
     outcomes = [_outcome(i, "failed" if i == 1 else "finished") for i in range(5)]
     outcomes[0] = _outcome(0, "abandoned")
     lines, _ = study_account(outcomes, {i: (20, 0) for i in (2, 3, 4)}, n_simulations=4)
+    assert lines[0].endswith("; 2 (40% of the 5 ended) contributed none:"), lines
+    # without the redraw (1 abandoned too), the same 5 are the study's own
+    whole = [o._replace(status="abandoned") if o.status == "failed" else o for o in outcomes]
+    lines, _ = study_account(whole, {i: (20, 0) for i in (2, 3, 4)}, n_simulations=5)
     assert lines[0].endswith("; 2 (40% of the study) contributed none:"), lines
 
 

@@ -335,8 +335,8 @@ def test_the_end_of_a_study_says_which_simulations_contributed_nothing_and_why(
         "contributed none:"
     )
     assert "2 sent only NaN or Inf" in lines[1] and "simulations 1, 2;" in lines[1]
-    assert "1 refused by the receiver: simulations 4:" in lines[2] and "(5,)" in lines[2]
-    assert "1 failed with no sample received: simulations 3;" in lines[3]
+    assert "1 refused by the receiver: simulation 4:" in lines[2] and "(5,)" in lines[2]
+    assert "1 failed with no sample received: simulation 3, exit codes" in lines[3]
     warned = [r for r in caplog.records if "study account" in r.getMessage()]
     assert warned[0].levelno == logging.WARNING
 

@@ -65,13 +65,14 @@ def test_a_resume_keeps_the_failure_unreplaced(policy: dict[str, Any]) -> None:
     resumed.load_state_dict(state)
     summary = resumed.summary(2.0)
     assert summary["not_replaced"] == 1 and summary["pending"] == 2  # (as before the stop)
+    assert resumed.not_replaced_ids == {0}  # (the account names it after a resume too)
 
 
 def test_a_state_saved_before_the_field_loads_as_none_kept() -> None:
     """Backward compatible: an older checkpoint (no ``not_replaced``) resumes as before."""
     policy = {"on_failure": "raise", "max_redraws": 3}
     _, state = failed_the_study(**policy)
-    del state["not_replaced"]
+    del state["not_replaced"], state["not_replaced_ids"]
     assert drawn_after_resume(state, **policy) == [1, 2, 3]
 
 
@@ -83,4 +84,12 @@ def test_a_malformed_count_is_refused_naming_the_field() -> None:
         make(3, **policy).load_state_dict(state)
     state["not_replaced"] = "many"
     with pytest.raises(ValueError, match="invalid launcher state"):
+        make(3, **policy).load_state_dict(state)
+
+
+def test_ids_that_are_not_among_the_failures_not_replaced_are_refused() -> None:
+    policy = {"on_failure": "raise", "max_redraws": 3}
+    _, state = failed_the_study(**policy)
+    state["not_replaced_ids"] = [0, 7]
+    with pytest.raises(ValueError, match=r"not_replaced_ids=\[0, 7\]"):
         make(3, **policy).load_state_dict(state)

@@ -80,6 +80,6 @@ def test_the_account_of_a_study_with_a_crash_is_said_once_and_names_it(
     assert len(said) == 1, [r.getMessage() for r in said]
     assert said[0].levelno == logging.WARNING
     lines = said[0].getMessage().splitlines()
-    assert lines[0].endswith("1 (25% of the study) failed part-way:"), lines
+    assert lines[0].endswith("1 (25% of the 4 ended) failed part-way:"), lines
     parameters = json.loads(crashed.read_text())
     assert f"simulation 1, exit codes [1], parameters {parameters}" in lines[1], lines

@@ -13,8 +13,6 @@ an HTTP server does to a line it cannot parse, with `http.server`'s own status l
 
 from __future__ import annotations
 
-import socket
-import threading
 from collections.abc import Iterator
 from http import HTTPStatus
 from pathlib import Path
@@ -22,6 +20,7 @@ from pathlib import Path
 import pytest
 from c_driver import script_exe  # noqa: F401 (a fixture)
 from compiled import c_client  # noqa: F401 (a fixture)
+from http_peer import http_peer
 from predict_script import MT_EENV, Script
 
 from melissa_trainer.client.handshake import NOT_RECEIVER_DROPS
@@ -33,30 +32,9 @@ pytestmark = pytest.mark.e2e  # (a process)
 def http_junk() -> Iterator[str]:
     """An endpoint whose program answers each connection as an HTTP server answers a bad
     request line, and hangs up."""
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(8)
     status = HTTPStatus.BAD_REQUEST
-    answer = f"HTTP/1.0 {status.value} {status.phrase}\r\n\r\n".encode()
-
-    def serve() -> None:
-        while True:
-            try:
-                conn, _ = listener.accept()
-            except OSError:  # (closed: the test is over)
-                return
-            with conn:
-                conn.recv(100)
-                conn.sendall(answer)
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    try:
-        yield f"tcp://127.0.0.1:{listener.getsockname()[1]}"
-    finally:
-        listener.shutdown(socket.SHUT_RDWR)
-        listener.close()
-        thread.join(10)
+    with http_peer(f"HTTP/1.0 {status.value} {status.phrase}\r\n\r\n".encode()) as endpoint:
+        yield endpoint
 
 
 @pytest.mark.timeout(120)

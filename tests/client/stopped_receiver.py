@@ -1,7 +1,9 @@
 """A client whose receiver took its step 0 and then stopped, once the client saw the
 disconnection: the set-up of the tests of what a send or a close says of a trainer gone
 (tests/client/test_close_preempted_words.py, test_close_run_ended_words.py,
-test_close_timed_out_words.py, test_give_up_words.py, test_send_stopped_for_good.py)."""
+test_close_timed_out_words.py, test_give_up_words.py, test_send_stopped_for_good.py), and
+the sends that then block until their receiver counts as gone (`send_until_gone`:
+test_give_up_words.py, test_send_preempted_words.py)."""
 
 from __future__ import annotations
 
@@ -9,14 +11,16 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 from helpers import running
 from waiting import wait_until
 
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.client import Client, ClientTuning
+from melissa_trainer.client.send_wait import ReceiverGone
 from melissa_trainer.stream.stop_record import StopReason
 
-__all__ = ["sent_then_stopped"]
+__all__ = ["send_until_gone", "sent_then_stopped"]
 
 
 def sent_then_stopped(
@@ -62,3 +66,16 @@ def sent_then_stopped(
 
     wait_until(down, "the client to see the receiver gone")
     return client, endpoint
+
+
+def send_until_gone(client: Client, **arrays: np.ndarray) -> ReceiverGone:
+    """Send `arrays` as time steps 1, 2, ... (999 at most) until a send raises
+    `ReceiverGone` (the test fails if none does, or if it raises another error); that
+    error. The client is closed without a BYE either way."""
+    try:
+        with pytest.raises(ReceiverGone) as caught:
+            for t in range(1, 1000):
+                client.send(t, **arrays)
+    finally:
+        client.close(bye=False)
+    return caught.value

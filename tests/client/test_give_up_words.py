@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from helpers import running
-from stopped_receiver import sent_then_stopped
+from stopped_receiver import send_until_gone, sent_then_stopped
 from waiting import wait_until
 
 from melissa_trainer.buffers import FIFOBuffer
@@ -169,14 +169,7 @@ def test_a_receiver_gone_says_first_that_the_trainer_stopped_for_good(external: 
         disconnected_timeout=0.5, sndhwm=1, failed_close_timeout=1.0, replay_bytes=0
     )
     client = stopped_for_good(external, tuning, send_timeout=None)
-    u = np.ones(COUNT, np.float32)
-    try:
-        with pytest.raises(ReceiverGone) as caught:
-            for t in range(1, 1000):
-                client.send(t, u=u)
-    finally:
-        client.close(bye=False)
-    said = str(caught.value)
+    said = str(send_until_gone(client, u=np.ones(COUNT, np.float32)))
     assert said.startswith("simulation 5 rank 0: the trainer stopped before it read time step "), (
         said
     )

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import logging
 import socket
-import threading
 from collections.abc import Iterator
 
 import numpy as np
 import pytest
+from http_peer import http_peer
 
 from melissa_trainer.client import Client, ClientTuning, handshake
 from melissa_trainer.client.handshake import NOT_RECEIVER, NOT_RECEIVER_DROPS
@@ -45,28 +45,8 @@ def silent() -> Iterator[socket.socket]:
 @pytest.fixture
 def http() -> Iterator[str]:
     """A program that answers every connection with HTTP junk and hangs up."""
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(8)
-
-    def serve() -> None:
-        while True:
-            try:
-                conn, _ = listener.accept()
-            except OSError:  # (closed: the test is over)
-                return
-            with conn:
-                conn.recv(100)
-                conn.sendall(b"HTTP/1.0 400 Bad request\r\n\r\n<html>no</html>\n")
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    try:
-        yield f"tcp://127.0.0.1:{listener.getsockname()[1]}"
-    finally:
-        listener.shutdown(socket.SHUT_RDWR)
-        listener.close()
-        thread.join(10)
+    with http_peer(b"HTTP/1.0 400 Bad request\r\n\r\n<html>no</html>\n") as endpoint:
+        yield endpoint
 
 
 @pytest.mark.timeout(30)

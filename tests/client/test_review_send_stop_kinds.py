@@ -51,6 +51,19 @@ def send_until_it_gives_up(client: Client, first: int) -> BaseException:
     return caught.value
 
 
+def stopped_send_error(rendezvous: Path, reason: StopReason) -> BaseException:
+    """Simulation 5 (external mode), its step 0 taken by a receiver that then stopped
+    with `reason` in its stop record; what its next sends raised (`send_until_it_gives_up`
+    from step 1), the client closed without a BYE."""
+    client, _ = sent_then_stopped(
+        FIELDS, 5, TUNING, rendezvous=rendezvous, reason=reason, send_timeout=LONG
+    )
+    try:
+        return send_until_it_gives_up(client, 1)
+    finally:
+        client.close(bye=False)
+
+
 def test_a_spare_solver_s_blocked_send_raises_simulation_not_needed(external: Path) -> None:
     """Simulation 7 streams, simulations 0 and 1 finish (the trainer was given 2), the
     stream ends and the receiver stops: 7's next sends fill its queue and give up."""
@@ -88,28 +101,16 @@ def test_a_spare_solver_s_blocked_send_raises_simulation_not_needed(external: Pa
 def test_a_send_refused_by_its_non_finite_sample_raises_simulation_refused(
     external: Path,
 ) -> None:
-    reason = StopReason("nonfinite", "time step 3 of simulation 5 holds NaN", 5, 3)
-    client, _ = sent_then_stopped(
-        FIELDS, 5, TUNING, rendezvous=external, reason=reason, send_timeout=LONG
+    error = stopped_send_error(
+        external, StopReason("nonfinite", "time step 3 of simulation 5 holds NaN", 5, 3)
     )
-    try:
-        error = send_until_it_gives_up(client, 1)
-    finally:
-        client.close(bye=False)
     assert isinstance(error, SimulationRefused) and isinstance(error, ValueError), repr(error)
     assert isinstance(error, StoppedForGood) and error.said.kind == "refused"
     assert "the trainer stopped on its time step 3" in str(error), str(error)
 
 
 def test_a_send_whose_trainer_ended_raises_trainer_stopped(external: Path) -> None:
-    reason = StopReason("end", "max_steps 7 reached")
-    client, _ = sent_then_stopped(
-        FIELDS, 5, TUNING, rendezvous=external, reason=reason, send_timeout=LONG
-    )
-    try:
-        error = send_until_it_gives_up(client, 1)
-    finally:
-        client.close(bye=False)
+    error = stopped_send_error(external, StopReason("end", "max_steps 7 reached"))
     assert isinstance(error, TrainerStopped) and isinstance(error, StoppedForGood), repr(error)
     assert not isinstance(error, SimulationNotNeeded)
     assert error.said.kind == "ended"

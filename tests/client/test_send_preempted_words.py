@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from stopped_receiver import sent_then_stopped
+from stopped_receiver import send_until_gone, sent_then_stopped
 
 from melissa_trainer.client import ClientTuning
 from melissa_trainer.client.send_wait import ReceiverGone, StoppedForGood
@@ -34,15 +34,9 @@ def blocked_send_error(rendezvous: Path, tuning: ClientTuning) -> ReceiverGone:
     """Simulation 6 (external mode), its step 0 taken by a receiver that then stopped,
     preempted; the error of the send that then blocked and gave up."""
     client, _ = sent_then_stopped(FIELDS, 6, tuning, rendezvous=rendezvous, reason=PREEMPTED)
-    u = np.ones(COUNT, np.float32)
-    try:
-        with pytest.raises(ReceiverGone) as caught:
-            for t in range(1, 1000):
-                client.send(t, u=u)
-    finally:
-        client.close(bye=False)
-    assert not isinstance(caught.value, StoppedForGood)  # (preempted: waited for)
-    return caught.value
+    error = send_until_gone(client, u=np.ones(COUNT, np.float32))
+    assert not isinstance(error, StoppedForGood)  # (preempted: waited for)
+    return error
 
 
 def says_preempted(said: str) -> None:

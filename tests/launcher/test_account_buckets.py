@@ -15,16 +15,13 @@ queued ones plus the places not drawn yet; failed: every record given up for goo
 
 from __future__ import annotations
 
-import sys
 from collections import Counter
 from pathlib import Path
 
 import pytest
-from waiting import wait_until
+from failing_studies import exits_3, failure, launcher_of
 
-from melissa_trainer.launcher import Launcher, LauncherTuning, UniformSampler
-from melissa_trainer.launcher.backends.local import LocalBackend
-from melissa_trainer.launcher.reports import LauncherError
+from melissa_trainer.launcher import Launcher
 
 #: the study's size
 N = 3
@@ -56,38 +53,15 @@ def run_to_failure(tmp_path: Path, failing: set[int], **tuning: object) -> tuple
     """A real study of `N` simulations, one at a time, where those with an id in
     `failing` exit 3; checks `buckets_agree` at every tick until the study fails.
     Returns the launcher (stopped) and its error's message."""
-    code = (
-        "import os, sys; "
-        f"sys.exit(3 if int(os.environ['MELISSA_TRAINER_SIMULATION_ID']) in {sorted(failing)} "
-        "else 0)"
-    )
-    settings = LauncherTuning(
-        poll_interval=0.02, kill_grace=2.0, max_restarts=0, systematic_failures=None,
-        **tuning,  # type: ignore[arg-type]
-    )  # fmt: skip
-    sampler = UniformSampler({"x": (0.0, 1.0)}, seed=0)
-    launch = Launcher(
-        [sys.executable, "-c", code], sampler, N, job_limit=1, backend=LocalBackend(),
-        tuning=settings, log_dir=tmp_path / "logs",
-    )  # fmt: skip
-    errors: list[LauncherError] = []
-
-    def failed() -> bool:
-        buckets_agree(launch)
-        try:
-            launch.check()
-        except LauncherError as exc:
-            errors.append(exc)
-        return bool(errors)
-
+    launch = launcher_of(exits_3(failing), N, log_dir=tmp_path / "logs", **tuning)
     launch.start(tmp_path / "rendezvous")
     try:
-        wait_until(failed, "the study to fail", 30.0)
+        error = failure(launch, 30.0, tick=lambda: buckets_agree(launch))
         buckets_agree(launch)  # (after its failure, as the user reads it)
     finally:
         launch.stop()
     buckets_agree(launch)  # and after the stop
-    return launch, str(errors[0])
+    return launch, str(error)
 
 
 @pytest.mark.e2e

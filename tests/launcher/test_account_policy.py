@@ -9,16 +9,14 @@ status "failed" (a redraw's), though nothing was, or would be, drawn in its plac
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
-from waiting import wait_until
+from failing_studies import launcher_of, run_until_failed
 
-from melissa_trainer.launcher import Launcher, LauncherTuning, UniformSampler
+from melissa_trainer.launcher import UniformSampler
 from melissa_trainer.launcher.account import SimulationOutcome, study_account
-from melissa_trainer.launcher.backends.local import LocalBackend
-from melissa_trainer.launcher.reports import LauncherError, study_counts
+from melissa_trainer.launcher.reports import study_counts
 from melissa_trainer.launcher.study_record import StudyRecord
 
 
@@ -103,29 +101,10 @@ def test_a_launcher_that_abandons_says_abandoned_in_its_error(tmp_path: Path) ->
     code = (
         "import os, sys; sys.exit(3 if os.environ['MELISSA_TRAINER_SIMULATION_ID'] == '1' else 0)"
     )
-    tuning = LauncherTuning(
-        poll_interval=0.05, kill_grace=2.0, max_restarts=0, on_failure="abandon",
-        min_finished_fraction=1.0, systematic_failures=None,
-    )  # fmt: skip
-    sampler = UniformSampler({"x": (0.0, 1.0)}, seed=0)
-    launch = Launcher(
-        [sys.executable, "-c", code], sampler, 2, backend=LocalBackend(), tuning=tuning
+    launch = launcher_of(
+        code, 2, poll_interval=0.05, on_failure="abandon", min_finished_fraction=1.0
     )
-    errors: list[LauncherError] = []
-
-    def failed() -> bool:
-        try:
-            launch.check()
-        except LauncherError as exc:
-            errors.append(exc)
-        return bool(errors)
-
-    launch.start(tmp_path / "rendezvous")
-    try:
-        wait_until(failed, "the study to fail", 30.0)
-    finally:
-        launch.stop()
-    message = str(errors[0])
+    message = str(run_until_failed(launch, tmp_path))
     assert "simulation 1 failed once" in message and "min_finished_fraction=1.0" in message
     assert "1 finished, 1 abandoned, 0 running, 0 exited, 0 pending (= 2)" in message, message
     assert "replaced by a new draw" not in message, message

@@ -9,16 +9,13 @@ a new draw", "The samples they sent" of one simulation."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
-from waiting import wait_until
+from failing_studies import launcher_of, run_until_failed
 
-from melissa_trainer.launcher import Launcher, LauncherTuning, UniformSampler
 from melissa_trainer.launcher.account import SimulationOutcome, study_account
-from melissa_trainer.launcher.backends.local import LocalBackend
-from melissa_trainer.launcher.reports import LauncherError, study_counts
+from melissa_trainer.launcher.reports import study_counts
 
 COUNTS = {
     "finished": 1, "abandoned": 0, "not_replaced": 1, "running": 1, "exited": 0,
@@ -87,29 +84,9 @@ def test_a_raised_study_counts_the_attempt_still_running(tmp_path: Path) -> None
         "sid = int(os.environ['MELISSA_TRAINER_SIMULATION_ID']); "
         "sys.exit(3) if sid == 1 else time.sleep(60)"
     )
-    tuning = LauncherTuning(
-        poll_interval=0.02, kill_grace=2.0, max_restarts=0, on_failure="raise",
-        systematic_failures=None,
-    )  # fmt: skip
-    launch = Launcher(
-        [sys.executable, "-c", code], UniformSampler({"x": (0.0, 1.0)}, seed=0), 3,
-        job_limit=2, backend=LocalBackend(), tuning=tuning, log_dir=tmp_path / "logs",
-    )  # fmt: skip
-    errors: list[LauncherError] = []
-
-    def failed() -> bool:
-        try:
-            launch.check()
-        except LauncherError as exc:
-            errors.append(exc)
-        return bool(errors)
-
-    launch.start(tmp_path / "rendezvous")
-    try:
-        wait_until(failed, "the study to fail", 30.0)
-    finally:
-        launch.stop()
-    counts = str(errors[0]).splitlines()[1]
+    launch = launcher_of(code, 3, job_limit=2, log_dir=tmp_path / "logs", on_failure="raise")
+    error = run_until_failed(launch, tmp_path)
+    counts = str(error).splitlines()[1]
     assert counts == (
         "study of 3 simulations: 0 finished, 0 abandoned, 1 failed (not replaced), 1 running, "
         "0 exited, 1 pending (= 3); 2 attempts launched in all, 1 of them ended"

@@ -14,17 +14,13 @@ sends none: the counts stand for a receiver's)."""
 from __future__ import annotations
 
 import re
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
-from waiting import wait_until
+from failing_studies import exits_3, launcher_of, run_until_failed
 
-from melissa_trainer.launcher import Launcher, LauncherTuning, UniformSampler
 from melissa_trainer.launcher.account import SimulationOutcome, study_account
-from melissa_trainer.launcher.backends.local import LocalBackend
-from melissa_trainer.launcher.reports import LauncherError
 
 #: the study's size
 N = 4
@@ -37,33 +33,8 @@ def run_to_failure(tmp_path: Path, failing: set[int], **tuning: object) -> list[
     """A real study of `N` simulations, one at a time, where those with an id in
     `failing` exit 3 (the others 0); returns its outcomes once it has failed and
     stopped."""
-    code = (
-        "import os, sys; "
-        f"sys.exit(3 if int(os.environ['MELISSA_TRAINER_SIMULATION_ID']) in {sorted(failing)} "
-        "else 0)"
-    )
-    settings = LauncherTuning(
-        poll_interval=0.02, kill_grace=2.0, max_restarts=0, systematic_failures=None,
-        **tuning,  # type: ignore[arg-type]
-    )  # fmt: skip
-    launch = Launcher(
-        [sys.executable, "-c", code], UniformSampler({"x": (0.0, 1.0)}, seed=0), N,
-        job_limit=1, backend=LocalBackend(), tuning=settings, log_dir=tmp_path / "logs",
-    )  # fmt: skip
-    errors: list[LauncherError] = []
-
-    def failed() -> bool:
-        try:
-            launch.check()
-        except LauncherError as exc:
-            errors.append(exc)
-        return bool(errors)
-
-    launch.start(tmp_path / "rendezvous")
-    try:
-        wait_until(failed, "the study to fail", 30.0)
-    finally:
-        launch.stop()
+    launch = launcher_of(exits_3(failing), N, log_dir=tmp_path / "logs", **tuning)
+    run_until_failed(launch, tmp_path)
     return launch.outcomes()
 
 

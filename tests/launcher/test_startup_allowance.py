@@ -25,11 +25,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from failing_studies import failure
 from waiting import wait_until
 
 from melissa_trainer.launcher import (
     Launcher,
-    LauncherError,
     LauncherTuning,
     ListSampler,
     LocalBackend,
@@ -77,21 +77,6 @@ def heartbeat(tmp_path: Path) -> Mapping[int, int]:
 
 def start(launch: Launcher, tmp_path: Path) -> None:
     launch.start(tmp_path / "rendezvous", heartbeat=lambda: heartbeat(tmp_path))
-
-
-def failure(launch: Launcher, timeout: float) -> LauncherError:
-    """Wait for the study to fail; the error `check()` raises."""
-    errors: list[LauncherError] = []
-
-    def failed() -> bool:
-        try:
-            launch.check()
-        except LauncherError as exc:
-            errors.append(exc)
-        return bool(errors)
-
-    wait_until(failed, "the study to fail", timeout)
-    return errors[0]
 
 
 def kills(caplog: pytest.LogCaptureFixture) -> list[str]:

@@ -1,6 +1,7 @@
 """Helpers of the Slurm backend's tests against the one-node test cluster
 (tests/slurm_cluster.py): test_slurm.py (batch jobs and steps) and test_slurm_study.py
-(studies, and the jobs of a trainer that was SIGKILLed)."""
+(studies, and the jobs of a trainer that was SIGKILLed); `finish` and `pgrep` serve
+every backend's tests (test_backends.py too)."""
 
 from __future__ import annotations
 
@@ -8,13 +9,13 @@ import subprocess
 import sys
 import time
 
-from melissa_trainer.launcher.backends import SlurmBackend
+from melissa_trainer.launcher.backends import Backend
 
 PYTHON = sys.executable
 POLL = 0.2  # squeue at most every 0.2 s: fast tests on a private cluster
 
 
-def finish(backend: SlurmBackend, handle, timeout: float = 60.0) -> int:  # type: ignore[no-untyped-def]
+def finish(backend: Backend, handle, timeout: float = 60.0) -> int:  # type: ignore[no-untyped-def]
     """Poll `handle` until its job ends (`timeout` seconds at most): its exit code."""
     deadline = time.monotonic() + timeout
     while (code := backend.poll(handle)) is None:

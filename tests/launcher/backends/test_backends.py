@@ -10,18 +10,17 @@ import signal
 import stat
 import subprocess
 import sys
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 import pytest
 from helpers import NO_MPI, find_mpiexec, mpich_wheel_mpiexec
+from slurm_jobs import finish, pgrep
 from waiting import wait_until
 
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.launcher.backends import (
-    Backend,
     Job,
     LaunchError,
     LocalBackend,
@@ -40,20 +39,6 @@ PYTHON = sys.executable
 MPIEXEC = find_mpiexec()
 HAVE_MPI = MPIEXEC is not None
 needs_mpi = pytest.mark.skipif(not HAVE_MPI, reason=NO_MPI)
-
-
-def finish(backend: Backend, handle, timeout: float = 60.0) -> int:  # type: ignore[no-untyped-def]
-    """Poll until the job ends; its exit code."""
-    deadline = time.monotonic() + timeout
-    while (code := backend.poll(handle)) is None:
-        assert time.monotonic() < deadline, f"{backend.describe(handle)} did not end"
-        time.sleep(0.05)
-    return code
-
-
-def pgrep(marker: str) -> list[str]:
-    out = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout
-    return out.split()
 
 
 def mpi_backend() -> MpiexecBackend:

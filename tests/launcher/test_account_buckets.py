@@ -19,7 +19,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from failing_studies import exits_3, failure, launcher_of
+from account_studies import exits_3, failure, launcher_of
 
 from melissa_trainer.launcher import Launcher
 

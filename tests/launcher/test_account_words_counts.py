@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from failing_studies import launcher_of, run_until_failed
+from account_studies import launcher_of, run_until_failed
 
 from melissa_trainer.launcher.account import SimulationOutcome, study_account
 from melissa_trainer.launcher.reports import study_counts

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
-from failing_studies import exits_3, launcher_of, run_until_failed
+from account_studies import exits_3, launcher_of, run_until_failed
 
 from melissa_trainer.launcher.account import SimulationOutcome, study_account
 

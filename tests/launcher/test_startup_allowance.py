@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from failing_studies import failure
+from account_studies import failure
 from waiting import wait_until
 
 from melissa_trainer.launcher import (

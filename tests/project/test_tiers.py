@@ -44,7 +44,8 @@ TESTS = textwrap.dedent(
 
 
 def run_suite(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    shutil.copy(Path(__file__).parents[1] / "conftest.py", tmp_path / "conftest.py")
+    for name in ("conftest.py", "deselected_summary.py"):  # (the conftest imports it)
+        shutil.copy(Path(__file__).parents[1] / name, tmp_path / name)
     (tmp_path / "test_fake.py").write_text(TESTS)
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-n", "0", "-p", "no:cacheprovider",

@@ -172,8 +172,14 @@ class Handshakes:
                 # a receiver's trainer dying, not a refusal: `refused` would call it "not
                 # a receiver"; PeerWatch reads its disconnection. With a key they are a
                 # refusal: a trainer restarted there with another key)
+                # (a refusal with detail already read is kept: a mechanism mismatch's
+                # words must not become "not a receiver" on the reconnections that follow)
+                had = self._refusal[index]
+                detailed = had is not None and had[0] != event
                 if self._undetailed[index] >= 2 and (self._keyed[index] or not self._zmtp[index]):
-                    self._accepted[index], self._refusal[index] = False, (event, value)
+                    self._accepted[index] = False
+                    if not detailed:
+                        self._refusal[index] = (event, value)
             elif event not in UP + DOWN:  # (a failure with detail: certain at once)
                 self._accepted[index], self._refusal[index] = False, (event, value)
 

@@ -130,9 +130,14 @@ static void read_events(mt_client *c, size_t i) {
         } else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) {
             /* (without a key, failures without detail after a completed handshake are
              * a receiver's trainer dying, not a refusal: handshake.py's _read) */
+            bool detailed = h->state == MT_HANDSHAKE_REFUSED &&
+                            h->event != ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL;
+            /* (a refusal with detail, such as a CURVE receiver's mechanism mismatch, is
+             * kept: the reconnections' failures without detail that may follow it must
+             * not turn its words into "not a receiver") */
             if (++h->undetailed >= 2 && (c->curve_keys[i] != NULL || !h->zmtp))
                 h->state = MT_HANDSHAKE_REFUSED;
-            h->event = event;
+            if (!detailed) h->event = event;
         } else {
             h->state = MT_HANDSHAKE_REFUSED;
             h->event = event;

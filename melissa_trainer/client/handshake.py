@@ -75,11 +75,19 @@ NOT_RECEIVER = (
     "whose process is stopped (SIGSTOP, a suspended job), which answers once continued"
 )
 #: what a peer that ended every ZeroMQ handshake without a detail is, to a client
-#: without a CURVE key (a CURVE-only receiver says mechanism mismatch), and the fix
+#: without a CURVE key, and the fixes: another program (an HTTP server answering junk),
+#: or a CURVE-only receiver. Such a receiver refuses a key-less client with a mechanism
+#: mismatch, a detail, but the detail can be lost: it closes the connection as soon as it
+#: reads the client's greeting, before the rest of its own is flushed, and the client
+#: (seen with libzmq 4.3.4's, under load: tests/c/test_c_curve_mismatch.py) then reads a
+#: failure without detail on every reconnection. The C client's words too.
 NOT_RECEIVER_DROPS = (
-    "not a melissa-trainer receiver (it accepted TCP connections but ended every ZeroMQ "
-    "handshake without completing one): check the endpoint (the trainer's rank_N.json); "
-    "nothing sent to it was delivered"
+    "not a melissa-trainer receiver, or a receiver that takes CURVE (encrypted) connections "
+    "only (it accepted TCP connections but ended every ZeroMQ handshake without completing "
+    "one): check the endpoint (the trainer's rank_N.json); if it is a receiver, no CURVE "
+    "key is known for it here: set MELISSA_TRAINER_KEY to its public key, or use the "
+    "rendezvous (MELISSA_TRAINER_RENDEZVOUS: its files carry the key); nothing sent to it "
+    "was delivered"
 )
 #: seconds a TCP connection may go without a completed handshake before its peer counts
 #: as `NOT_RECEIVER`: a receiver's libzmq I/O thread answers in milliseconds, even while
@@ -207,10 +215,10 @@ class Handshakes:
             if refusal is None:
                 continue
             if not self._keyed[index] and refusal[0] == zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL:
-                # (a CURVE-only receiver refuses a client without a key with a mechanism
-                # mismatch, a detail; a peer that ends every handshake without one, and
-                # never completed one (`_read`: else no refusal), is another program: an
-                # HTTP server answering junk)
+                # (a peer that ends every handshake without a detail, and never completed
+                # one (`_read`: else no refusal), is another program, an HTTP server
+                # answering junk, or a CURVE-only receiver whose mechanism mismatch was
+                # lost: `NOT_RECEIVER_DROPS` names both)
                 return f"to {endpoint}: {NOT_RECEIVER_DROPS}"
             if not self._keyed[index]:
                 cause = (

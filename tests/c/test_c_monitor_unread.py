@@ -97,7 +97,7 @@ def test_reconnections_go_on_while_nothing_reads_the_c_monitor(
             out, err = proc.communicate("close\n", timeout=60)
             status, message = out.split(" ", 2)[1:]
             # (a key-less client whose peer ends every handshake without detail is told
-            # it is not a receiver, as the Python client is, not the CURVE advice)
+            # it is not a receiver, as the Python client is, the CURVE advice after)
             assert status == "6" and "not a melissa-trainer receiver" in message, (out, err)
             assert "ended every ZeroMQ handshake without completing one" in message, (out, err)
             assert proc.returncode == 0, err

@@ -24,15 +24,17 @@ import json
 import logging
 import re
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 from keys_receiver_process import ReceiverProcess, closing, established
 from waiting import wait_until
 
-from melissa_trainer.client import Client, ClientTuning
+from melissa_trainer.client import Client, ClientTuning, confirm
 
 pytestmark = pytest.mark.e2e
 
@@ -161,7 +163,10 @@ def test_a_normal_close_logs_no_notice(
 @pytest.mark.skipif(sys.platform != "linux", reason="/proc/net/tcp")
 @pytest.mark.parametrize("trainer", ["hold"], indirect=True)
 def test_a_close_whose_bye_a_killed_trainer_never_confirms_says_what_it_waits_for(
-    trainer: ReceiverProcess, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    trainer: ReceiverProcess,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The BYE delivered, unread (a full buffer), the trainer killed while the close asks
     for its receipt (`receipts`): the same one notice, then the receipt's error."""
@@ -170,8 +175,20 @@ def test_a_close_whose_bye_a_killed_trainer_never_confirms_says_what_it_waits_fo
     for t in range(STEPS):
         client.send(t, u=np.full(4, t, np.float64))
     follow = json.loads((tmp_path / "rank_0.json").read_text())["follow_endpoint"]
+    # (the kill must come once the transport delivered the BYE, when the confirmation
+    # starts: the follow endpoint's connection alone is no such sign, it may come while
+    # the BYE is still queued, whose close then says "BYE not delivered": a CI flake)
+    confirming = threading.Event()
+    original = confirm.confirm_close
+
+    def confirm_close(*args: Any, **kwargs: Any) -> None:
+        confirming.set()
+        original(*args, **kwargs)
+
+    monkeypatch.setattr(confirm, "confirm_close", confirm_close)
     with caplog.at_level(logging.WARNING, logger=LOGGER):
         thread, failed = closing(client)
+        assert confirming.wait(30.0), "the close's transport did not deliver its BYE"
         port = int(follow.rsplit(":", 1)[1])  # (the receipt rounds connected: then kill)
         wait_until(lambda: established(port), "the close to ask for its receipt", 30.0)
         trainer.kill()

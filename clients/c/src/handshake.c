@@ -64,11 +64,17 @@ mt_status mt_handshake_watch(mt_client *c, size_t i) {
 #define NOT_ZMQ_AFTER_S 2.0
 /* What a peer that ended every ZeroMQ handshake without a detail (and never completed
  * one) is, to a client without a CURVE key: another program (an HTTP server answering
- * junk); a CURVE-only receiver refuses such a client with a mechanism mismatch, a detail
+ * junk), or a CURVE-only receiver: it refuses such a client with a mechanism mismatch, a
+ * detail, but closes the connection as soon as it reads the client's greeting, and the
+ * rest of its own may not be flushed by then: this client's libzmq (4.3.4, under load)
+ * then reads a failure without detail on every reconnection
  * (client/handshake.py NOT_RECEIVER_DROPS, word for word). */
-#define NOT_RECEIVER_DROPS                                                                \
-    "not a melissa-trainer receiver (it accepted TCP connections but ended every ZeroMQ " \
-    "handshake without completing one): check the endpoint (the trainer's rank_N.json); " \
+#define NOT_RECEIVER_DROPS                                                                 \
+    "not a melissa-trainer receiver, or a receiver that takes CURVE (encrypted) "         \
+    "connections only (it accepted TCP connections but ended every ZeroMQ handshake "     \
+    "without completing one): check the endpoint (the trainer's rank_N.json); if it is a " \
+    "receiver, no CURVE key is known for it here: set MELISSA_TRAINER_KEY to its public " \
+    "key, or use the rendezvous (MELISSA_TRAINER_RENDEZVOUS: its files carry the key); "  \
     "nothing sent to it was delivered"
 
 static bool not_receiver(const mt_handshake *h) {

@@ -7,6 +7,8 @@ stops the study if every attempt so far failed alike before any data (`systemati
 else is restarted (up to `max_restarts`), then redrawn, abandoned or raised as the
 study's `on_failure` says (`supervisor`'s module docstring has the policy in full;
 `study_record` the states). The receivers hear of a simulation given up (`give_up`).
+Before a failed study's error is written, the jobs that have exited meanwhile are
+recorded ended (`reap_exited`), so that its counts hold no dead process as running.
 
 Runs on the launcher's thread; the `StudyRecord` is read and changed under the shared
 lock only. `failures`, `attempt_of` and `running` may be called from any thread.
@@ -21,6 +23,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from melissa_trainer.launcher.advice import Advice
+from melissa_trainer.launcher.backends.base import Backend
 from melissa_trainer.launcher.exit_cause import codes_text, exit_text
 from melissa_trainer.launcher.jobs import RunningJob, Settings
 from melissa_trainer.launcher.reports import (
@@ -45,6 +48,7 @@ class FailurePolicy:
     the attributes declared here)."""
 
     settings: Settings
+    backend: Backend
     study: StudyRecord
     lock: threading.Lock
     heartbeat: Callable[[], Mapping[int, int]] | None
@@ -95,6 +99,7 @@ class FailurePolicy:
             return
         why = self.systematic_cause(sid, codes[-1], log_path)
         if why is not None:
+            self.reap_exited()
             raise LauncherError(f"the study stopped: {why}\n{self.failures()}")
         if outcome == "restart":
             logger.warning(
@@ -128,7 +133,46 @@ class FailurePolicy:
             logger.error("%s: abandoned (LauncherTuning.on_failure='abandon')", failed)
             self.give_up(sid, redraw=False)
         else:
-            raise LauncherError(f"{failed}, {study.failure}\n{self.failures()}")
+            failure = study.failure
+            self.reap_exited()
+            raise LauncherError(f"{failed}, {failure}\n{self.failures()}")
+
+    def reap_exited(self) -> None:
+        """Record the end of every job whose process has exited, before the study's
+        error counts the study and lists the simulations running: the poll (or the
+        data check, or the silence watch) that fails the study stops at its failure,
+        and the jobs after it may have exited since the last poll, to be counted
+        "running" and killed dead by the stop (recorded "pending": a finished one run
+        again on resume). No failure policy is applied to them
+        (`StudyRecord.ended_as_study_failed`); a worker holding no simulation is left
+        to the stop."""
+        now = time.monotonic()
+        for name, job in list(self.jobs.items()):
+            sid = job.simulation_id
+            if sid is None:
+                continue
+            try:
+                code = self.backend.poll(job.handle)
+            except Exception as exc:  # (the study's error comes first: the stop kills it)
+                logger.warning(
+                    "simulation %d: its job's poll failed as the study failed: %r", sid, exc
+                )
+                continue
+            if code is None:
+                continue
+            del self.jobs[name]
+            self.log_paths[sid] = job.log_path
+            with self.lock:
+                number = self.study.records[sid].attempts - 1
+                status = self.study.ended_as_study_failed(sid, now, code)
+            logger.info(
+                "simulation %d attempt %d had ended too when the study failed (%s): "
+                "recorded %s, no failure policy applied",
+                sid,
+                number,
+                exit_text(code, job.log_path),
+                status,
+            )
 
     def systematic_cause(self, sid: int, code: int | str, log_path: Path) -> str | None:
         """Why the study must stop now because every attempt so far failed alike before

@@ -128,7 +128,11 @@ class SilenceWatch(FailurePolicy):
         return self._beats
 
     def beat_of(self, sid: int) -> int:
-        """The heartbeat value now (the baseline of a simulation that starts)."""
-        if self.heartbeat is None or self.settings.tuning.simulation_timeout is None:
+        """The heartbeat value now: the baseline of an attempt that starts, so that only
+        its own messages count as heard from it (a restart's earlier attempts' count is
+        in the heartbeat). Read with any `simulation_timeout`, None too: the start-up
+        timing and a failed study's list of those running read it (with a baseline of 0
+        a restart that had sent nothing read "messages received")."""
+        if self.heartbeat is None:
             return 0
         return self.refresh_beats().get(sid, 0)

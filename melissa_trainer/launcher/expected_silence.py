@@ -30,7 +30,9 @@ a job that its scheduler keeps queued forever (the log line says "queued").
 
 Used by the supervisor's thread at the end of each tick; the answer is a plain string,
 read from any thread (`Launcher.silence_explained`), as of the last tick: late by a
-tick at most, or by the time a tick spends killing a job (`kill_grace`).
+tick at most, or by the time a tick spends killing a job (`kill_grace`); a tick that
+has not completed for `launcher_record.EXCUSE_LIFETIME` s beyond the poll interval (the
+thread hung in a backend call) leaves no excuse.
 """
 
 from __future__ import annotations

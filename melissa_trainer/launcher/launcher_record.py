@@ -30,9 +30,17 @@ from melissa_trainer.launcher.study_record import SavedStudy, StudyRecord
 if TYPE_CHECKING:  # pragma: no cover
     from melissa_trainer.launcher.supervisor import Supervisor
 
-__all__ = ["LauncherRecord"]
+__all__ = ["EXCUSE_LIFETIME", "LauncherRecord"]
 
 logger = logging.getLogger("melissa_trainer.launcher")
+
+#: seconds, beyond `LauncherTuning.poll_interval`, that the launcher's excuse for the
+#: stream's silence (`LauncherRecord.silence_explained`) holds after its thread's last
+#: completed poll. A thread hung alive in a backend call (a Slurm ``squeue`` that never
+#: returns) no longer excuses the silence past it, and the stall watchdog judges it.
+#: Longer than a poll that waits on a slow scheduler or kills a few jobs (`kill_grace`
+#: each), shorter than the receiver's default `stall_timeout` (600 s).
+EXCUSE_LIFETIME = 120.0
 
 
 class LauncherRecord:
@@ -132,11 +140,32 @@ class LauncherRecord:
         within its start-up allowance), else None; None too before `start`, after
         `stop` and once the launcher's thread ended. A `Study` gives it to the
         receiver's stall watchdog (`StreamSource.excuse_silence`); `idle` (the
-        stream's idle seconds) is not needed here. Any thread; an attribute read."""
+        stream's idle seconds) is not needed here. Any thread; attribute reads.
+
+        The excuse is the last completed poll's: None too once that poll is more than
+        `EXCUSE_LIFETIME` s beyond `poll_interval` old (the thread hung: logged once
+        per hang)."""
         supervisor, thread = self._supervisor, self._thread
         if supervisor is None or thread is None or not thread.is_alive() or self._stopped:
             return None
-        return supervisor.silence_explained
+        excuse, at = supervisor.silence_explained, supervisor.explained_at
+        if excuse is None:
+            return None
+        age = time.monotonic() - at
+        if age <= supervisor.settings.tuning.poll_interval + EXCUSE_LIFETIME:
+            return excuse
+        if not supervisor.expiry_said:
+            supervisor.expiry_said = True
+            logger.warning(
+                "the launcher's thread has not completed a poll for %.0f s (a backend call "
+                "that does not return?): its excuse for the stream's silence (%s) no longer "
+                "holds (EXCUSE_LIFETIME=%g s beyond poll_interval in "
+                "melissa_trainer.launcher.launcher_record)",
+                age,
+                excuse,
+                EXCUSE_LIFETIME,
+            )
+        return None
 
     def failures(self) -> str:
         """The study's failures as text: each failed simulation, its exit codes and the

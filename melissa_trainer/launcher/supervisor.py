@@ -108,6 +108,12 @@ class Supervisor(SilenceWatch):
         #: what the stream's silence waits for, or None (`expected_silence`): set at
         #: each tick by the launcher's thread, read from any thread
         self.silence_explained: str | None = None
+        #: `time.monotonic()` when the last tick completed, with that excuse: an excuse
+        #: older than `launcher_record.EXCUSE_LIFETIME` excuses nothing (a hung thread)
+        self.explained_at = 0.0
+        #: the expiry of the excuse was logged (`Launcher.silence_explained`): once per
+        #: hang, said again after a tick completes
+        self.expiry_said = False
         #: the jobs their scheduler still queues and their count by its reason
         #: (`expected_silence.queued_jobs`): set at each tick, read from any thread
         self.queued: tuple[int, dict[str, int]] = (0, {})
@@ -135,6 +141,7 @@ class Supervisor(SilenceWatch):
             self.jobs, self.silence, self.backend.started, self.launched_at, now
         )
         self.queued = queued_jobs(self.jobs, self.backend.started, self.backend.queue_reason)
+        self.explained_at, self.expiry_said = time.monotonic(), False
 
     def wait(self, stop: threading.Event) -> None:
         """Sleep until the next tick (or `stop`)."""

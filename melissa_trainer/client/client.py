@@ -1,8 +1,8 @@
 """`Client`, the API a simulation calls to stream its fields (example: the package doc).
 
 Imports only the standard library, numpy, pyzmq and the modules of this package both
-sides share (wire, endpoints, step_set): a simulation needs neither torch, nor
-accelerate, nor the receiving side. The wire format: `docs/protocol.md`.
+sides share (wire, endpoints, step_set, config.reading): a simulation needs neither
+torch, nor accelerate, nor the receiving side. The wire format: `docs/protocol.md`.
 
 Semantics worth knowing (details in the docstrings of `Client` and `Client.send`):
 
@@ -60,7 +60,7 @@ from melissa_trainer.client.restart import RestartCheck
 from melissa_trainer.client.sending import Sending
 from melissa_trainer.client.transport import FAILED_CLOSE_TIMEOUT as FAILED_CLOSE_TIMEOUT
 from melissa_trainer.client.transport import Transport, client_logger
-from melissa_trainer.client.tuning import ClientTuning, check_field_sizes
+from melissa_trainer.client.tuning import ClientTuning, check_field_sizes, named_keywords
 from melissa_trainer.common.checks import check_seconds
 from melissa_trainer.wire import FieldSpec, field_specs
 
@@ -71,6 +71,7 @@ if TYPE_CHECKING:
 __all__ = ["Client"]
 
 
+@named_keywords
 class Client(Sending):
     """Streams the fields of one simulation (or of one rank of an MPI simulation).
 
@@ -124,6 +125,8 @@ class Client(Sending):
     Raises:
         ValueError: a bad field declaration, parameter, simulation id, endpoint,
             timeout or run id, or no endpoint configured.
+        UnknownArgumentError: a keyword that is none of these (a `TypeError`) naming
+            the closest ("did you mean 'fields'?"; `tuning.named_keywords`).
         TimeoutError: the rendezvous directory stayed incomplete.
         RuntimeError: the rendezvous was published by another run than `run_id`
             (another trainer took over the output directory): nothing is sent.
@@ -199,14 +202,9 @@ class Client(Sending):
             from melissa_trainer.client.following import Following
 
             self._following = Following.made_for(
-                rendezvous,
-                window,
-                tuning.follow_timeout,
-                self.simulation_id,
-                self.rank,
-                self.run_id,
-                self.endpoints,
-            )
+                rendezvous, window, tuning.follow_timeout, self.simulation_id, self.rank,
+                self.run_id, self.endpoints,
+            )  # fmt: skip
         #: the sockets and what they carry; the check of float fields before they leave
         #: with FLAG_FINITE, and its warning, goes with them
         self._transport = self._new_transport(curve_keys, held)

@@ -343,11 +343,17 @@ def never_note(handshakes: Handshakes | None, endpoints: Sequence[str]) -> str:
     return "; ".join(notes)
 
 
-def down_note(handshakes: Handshakes, endpoints: Sequence[str]) -> str:
+#: why a receiver went, when no stop record says (`down_note`)
+_DOWN_CAUSE = "the trainer died or was restarted, or its node"
+
+
+def down_note(handshakes: Handshakes, endpoints: Sequence[str], cause: str | None = None) -> str:
     """What a wait that gave up adds when a receiver once connected is disconnected now
     (`Handshakes.down_since`; not one `never_note` speaks of): "the trainer's receiver at
     E is disconnected for N s without a new connection (the trainer died or was
-    restarted, or its node)", one clause per receiver joined by "; "; "" when none is."""
+    restarted, or its node)", `cause` in the parentheses when a stop record says why
+    ("the trainer was preempted (...)"), one clause per receiver joined by "; "; ""
+    when none is."""
     other = set(handshakes.not_receivers(endpoints))  # (reads the events)
     ever = set(endpoints) - set(handshakes.never_connected(endpoints)) - other
     now, notes = time.monotonic(), []
@@ -355,7 +361,7 @@ def down_note(handshakes: Handshakes, endpoints: Sequence[str]) -> str:
         if since is not None and endpoint in ever:
             notes.append(
                 f"the trainer's receiver at {endpoint} is disconnected for {now - since:.0f} s "
-                "without a new connection (the trainer died or was restarted, or its node)"
+                f"without a new connection ({cause or _DOWN_CAUSE})"
             )
     return "; ".join(notes)
 

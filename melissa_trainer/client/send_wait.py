@@ -39,7 +39,8 @@ says what the monitors know (`handshake.never_note`, `pending_note`, `down_note`
 connection ever accepted or a peer that is not a receiver (check the endpoint), a peer
 connected at the TCP level whose handshake has not come yet (a `send_timeout` shorter
 than `handshake.NOT_ZMQ_AFTER`: if it persists, not a receiver), a receiver
-disconnected for N s (the trainer died or was restarted: what to do), and
+disconnected for N s (the trainer died or was restarted, or was preempted when its stop
+record says so, as the send `disconnected_timeout` ends says: what to do), and
 back-pressure only while every receiver is connected past its handshake (a user trial
 read "back-pressure" in all these cases).
 
@@ -239,8 +240,9 @@ class SendWait:
         is known: the trainer stopped for good, as its stop record says (`stopped`),
         first; else what the monitors know: no connection ever accepted, a peer not a
         receiver, or not one yet (check the endpoint), a receiver disconnected for N s
-        (the trainer died or was restarted: run the simulation again), or, all connected
-        and past their handshakes, back-pressure."""
+        (the trainer died or was restarted, or was preempted if its stop record says so:
+        `preempted`; run the simulation again), or, all connected and past their
+        handshakes, back-pressure."""
         refused = self._refused(step)
         if refused is not None:
             return refused
@@ -259,6 +261,10 @@ class SendWait:
         ]
         down = down_note(self._handshakes, self._endpoints)
         if down:  # (not followed, a send that send_timeout ended: `_tell`)
+            # (its stop record, read once one is down: said in place of "died", as the
+            # send that disconnected_timeout ends says it)
+            if (cause := self.preempted()) is not None:
+                down = down_note(self._handshakes, self._endpoints, cause) or down
             known.append(f"{down}. {self.restarted().strip() or run_again(self._simulation_id)}")
         said = "; ".join(k for k in known if k)
         return TimeoutError(ended + (said or "the trainer is not receiving (back-pressure)"))

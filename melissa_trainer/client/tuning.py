@@ -6,20 +6,24 @@ error that names it and says how to fix it.
 
 What the environment and the arguments tell a client (its simulation id, the receivers,
 its parameters, whether the launcher started it) is `melissa_trainer.client.config`'s,
-which re-exports these names. Imports the standard library and pyzmq only (through
-`wire` and `common.checks`): no torch."""
+which re-exports these names. `named_keywords`: a misspelled keyword of `ClientTuning`
+or `Client` names the closest valid one. Imports the standard library and pyzmq only
+(through `wire`, `common.checks` and `config.reading`): no torch."""
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import zmq
 
 from melissa_trainer import wire as protocol
 from melissa_trainer.common.checks import check_non_negative_int, check_seconds
+from melissa_trainer.config.reading import UnknownArgumentError, unknown_key_problems
 from melissa_trainer.wire import FieldSpec
 
 __all__ = [
@@ -34,7 +38,10 @@ __all__ = [
     "ClientTuning",
     "check_field_sizes",
     "check_socket_options",
+    "named_keywords",
 ]
+
+_Class = TypeVar("_Class", bound=type)
 
 #: Default send high-water mark, in messages, of each socket.
 DEFAULT_SNDHWM = 1000
@@ -57,11 +64,38 @@ DEFAULT_FOLLOW_TIMEOUT = 120.0
 DEFAULT_FAILED_CLOSE_TIMEOUT = 10.0
 
 
+def named_keywords(cls: _Class) -> _Class:
+    """`cls`, whose ``__init__`` called with a keyword it does not take raises
+    `UnknownArgumentError` naming the closest valid one ("unknown argument 'feilds':
+    did you mean 'fields'?", `config.reading.unknown_key_problems`) where Python would
+    raise its bare "unexpected keyword argument" (a `TypeError` too: code that catches
+    Python's keeps working). The keywords checked are those of `cls`'s own ``__init__``
+    (a subclass's ``super().__init__(...)`` is checked against them); one that takes
+    ``**kwargs`` is left as it is. The signature `inspect` and `help` show is kept."""
+    init: Callable[..., None] = cls.__init__  # type: ignore[misc]
+    params = list(inspect.signature(init).parameters.values())[1:]  # (not self)
+    if any(p.kind is p.VAR_KEYWORD for p in params):
+        return cls
+    valid = {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+
+    @functools.wraps(init)
+    def checked(self: Any, *args: Any, **kwargs: Any) -> None:
+        if unknown := [key for key in kwargs if key not in valid]:
+            problems = unknown_key_problems(unknown, valid, what="argument")
+            raise UnknownArgumentError(problems, context=type(self).__name__)
+        init(self, *args, **kwargs)
+
+    cls.__init__ = checked  # type: ignore[misc]
+    return cls
+
+
+@named_keywords
 @dataclass(frozen=True)
 class ClientTuning:
     """How a `Client` sends: buffering, batching and timeouts. The defaults suit a
     simulation on the trainer's node or cluster; change one when a measurement says so.
-    Checked when created (a `ValueError` names the field and the fix). A timeout of
+    Checked when created (a `ValueError` names the field and the fix; a misspelled
+    keyword, `UnknownArgumentError`, the closest field: `named_keywords`). A timeout of
     ``math.inf`` is stored as None (no bound); a finite one past 24.8 days bounds each
     of ZeroMQ's waits at 24.8 days (its C int of milliseconds: `sockets.MAX_MS`).
 

@@ -56,6 +56,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from melissa_trainer.common.words import plural
 from melissa_trainer.hooks.lineage import LEDGER_DIR
 
 __all__ = ["LineageReport", "Run", "check", "main", "read_runs"]
@@ -158,7 +159,7 @@ def read_runs(path: str | Path, notes: list[str] | None = None) -> list[Run]:
                     outside += 1
         if outside and notes is not None:
             notes.append(
-                f"{file.name}: {outside} line(s) outside a readable run (a damaged run "
+                f"{file.name}: {plural(outside, 'line')} outside a readable run (a damaged run "
                 "header): skipped"
             )
     return sorted(runs.values(), key=lambda r: r.time)
@@ -177,7 +178,7 @@ def check(path: str | Path, simulations: int | None = None, steps: Steps = None)
     notes: list[str] = []
     runs = read_runs(path, notes)
     strict = all(r.buffer.lower() in ONCE_BUFFERS for r in runs)
-    lines = [f"ledger {ledger_folder(path)}: {len(runs)} run(s)"]
+    lines = [f"ledger {ledger_folder(path)}: {plural(len(runs), 'run')}"]
     lines += [f"warning: {note}" for note in notes]
     seen: dict[Key, list[tuple[int, str, int]]] = collections.defaultdict(list)
     padding = replays = 0
@@ -195,11 +196,11 @@ def check(path: str | Path, simulations: int | None = None, steps: Steps = None)
         else:
             fate = f"kept up to step {upto}, where a later run resumed (after: redone)"
         lines.append(
-            f"run {k + 1} ({run.run}, {run.ranks} rank(s), buffer {run.buffer or '?'}): "
+            f"run {k + 1} ({run.run}, {plural(run.ranks, 'rank')}, buffer {run.buffer or '?'}): "
             f"started at step {run.start_step}, trained {words}; {fate}"
         )
         if run.torn:
-            lines.append(f"  {run.torn} line(s) cut by a kill or damaged: skipped")
+            lines.append(f"  {plural(run.torn, 'line')} cut by a kill or damaged: skipped")
         for step, epoch, pad, rank, keys in kept:
             if pad:
                 padding += len(keys)
@@ -222,12 +223,14 @@ def check(path: str | Path, simulations: int | None = None, steps: Steps = None)
             )
             for (s, t), where in list(duplicates.items())[:10]
         )  # fmt: skip
-        lines.append(f"DUPLICATES: {len(duplicates)} sample(s) trained more than once: {some}")
+        lines.append(
+            f"DUPLICATES: {plural(len(duplicates), 'sample')} trained more than once: {some}"
+        )
     else:
         lines.append("duplicates: none")
     if missing:
         some = ", ".join(f"simulation {s} time step {t}" for s, t in missing[:10])
-        lines.append(f"MISSING: {len(missing)} sample(s) never trained on: {some}")
+        lines.append(f"MISSING: {plural(len(missing), 'sample')} never trained on: {some}")
     elif steps is not None:
         lines.append("missing: none")
     violated = bool(duplicates or missing or absent)
@@ -266,7 +269,9 @@ def _missing(
         absent = max(0, simulations - len(sims))
         lines.append(f"simulations: {len(sims)} seen, {simulations} expected")
         if absent:
-            lines.append(f"MISSING: {absent} simulation(s) never trained on (seen: {sims[:20]})")
+            lines.append(
+                f"MISSING: {plural(absent, 'simulation')} never trained on (seen: {sims[:20]})"
+            )
     if steps is None:
         lines.append(
             "(no missing samples looked for: give --steps S, a lengths FILE or seen; "
@@ -282,7 +287,7 @@ def _missing(
         lengths = {s: t + 1 for s, t in last.items() if s not in steps} | dict(steps)
         if unnamed := sorted(set(sims) - set(steps)):
             lines.append(
-                f"warning: {len(unnamed)} simulation(s) seen that --steps does not name, "
+                f"warning: {plural(len(unnamed), 'simulation')} seen that --steps does not name, "
                 f"checked up to their last step seen: {unnamed[:20]}"
             )
     return [

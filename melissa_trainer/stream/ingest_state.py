@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from melissa_trainer.buffers import Sample
+from melissa_trainer.common.words import plural
 from melissa_trainer.stream.archive import Archive
 from melissa_trainer.stream.assembly import REJECT_REASONS, Assembly, StepLedger
 from melissa_trainer.stream.ingest_record import STATE_VERSION, held_of, load_record, record_of
@@ -262,9 +263,10 @@ class IngestState:
         logger.info("simulation %d finished (%d time steps)", sim.simulation_id, n)
         if held := self.rerun_held.pop(sim.simulation_id, 0):  # (summarised: once, not per step)
             logger.info(
-                "simulation %d: its rerun skipped %d time step(s) the receiver of rank %d "
-                "already held (from its checkpoint) and sent %d new",
-                *(sim.simulation_id, held, self.rank, max(sim.completed - held, 0)),
+                "simulation %d: its rerun skipped %s the receiver of rank %d already held "
+                "(from its checkpoint) and sent %d new",
+                *(sim.simulation_id, plural(held, "time step"), self.rank),
+                max(sim.completed - held, 0),
             )
         self.archive.finished(sim.simulation_id, self.marked)
         self.archive_due()
@@ -299,16 +301,13 @@ class IngestState:
         samples = sum(rec.completed for s in unfinished if (rec := self.sims.get(s)))
         logger.warning(
             "receiver of rank %d: the stream ends with expected_simulations=%d ended "
-            "(%d finished, %d abandoned) while %d other simulation(s) had begun here and not "
+            "(%d finished, %d abandoned) while %s had begun here and not "
             "finished (%s): %d of their samples were put into the buffer (and trained on); "
             "what they send from now on is ignored (ignored_after_end) and their close is "
             "not confirmed. If you started more simulations than expected_simulations "
             "(external mode), raise ReceiverConfig.expected_simulations",
-            self.rank,
-            expected,
-            self.simulations_finished,
-            len(self.abandoned),
-            len(unfinished),
+            *(self.rank, expected, self.simulations_finished, len(self.abandoned)),
+            plural(len(unfinished), "other simulation"),
             shown,
             samples,
         )

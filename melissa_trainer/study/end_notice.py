@@ -57,6 +57,7 @@ import threading
 import time
 from pathlib import Path
 
+from melissa_trainer.common.words import plural
 from melissa_trainer.launcher import Launcher
 from melissa_trainer.launcher.reports import LauncherError
 from melissa_trainer.stream.control import send_study_end
@@ -210,10 +211,10 @@ class StudyEndNotice:
                     else ""
                 )
                 logger.info(
-                    "the study has ended: ranks %s told which %d simulations ended with "
+                    "the study has ended: ranks %s told which %s ended with "
                     "exit 0%s (a rank that lacks one of them stops, naming it)",
                     self.ranks,
-                    len(finished),
+                    plural(len(finished), "simulation"),
                     held,
                 )
             self.told.set()

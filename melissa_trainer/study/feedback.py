@@ -40,6 +40,7 @@ at all if it drew nothing after its resume.
 
 from __future__ import annotations
 
+from melissa_trainer.common.words import plural
 from melissa_trainer.launcher.account import static_sampler
 from melissa_trainer.launcher.adaptive import AdaptiveSampler
 from melissa_trainer.launcher.samplers import Sampler
@@ -102,9 +103,10 @@ def unfed_line(
         return None
     draws = sampler.position
     return (
-        f"  the adaptive sampler steered none of its draws: of {draws} draws, 0 adaptive and "
-        f"{draws} exploratory, as a fixed design would draw them. At its last draw it held "
-        f"the training losses of {held} simulations, and it adapts from {least} on "
+        f"  the adaptive sampler steered none of its draws: of {plural(draws, 'draw')}, 0 "
+        f"adaptive and {draws} exploratory, as a fixed design would draw them. At its last "
+        f"draw it held the training losses of {plural(held, 'simulation')}, and it adapts "
+        f"from {least} on "
         f"(min_observations): the losses reach it {_cadence(loss_steps)} "
         f"(simulation_loss_steps), and the study drew its last simulation before enough "
         f"had arrived. {_FIXES}"
@@ -130,7 +132,7 @@ def few_line(
         return None
     return (
         f"  the adaptive sampler steered few of its draws: of {draws} draws, {adaptive} "
-        f"adaptive (drawn holding the training losses of at least {least} simulations, "
+        f"adaptive (drawn holding the training losses of at least {plural(least, 'simulation')}, "
         f"min_observations) and {draws - adaptive} exploratory (drawn before, as a fixed "
         f"design would), where {most} could have adapted (a draw holds the losses of the "
         f"simulations drawn before it at most): fewer than {FEW_SHARE:.0%} of them, only the "

@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from melissa_trainer.common.words import plural
 from melissa_trainer.launcher import Launcher
 from melissa_trainer.launcher.silence import AUTO
 from melissa_trainer.sources.first_data import FIRST_DATA_NOTICE, FirstDataWait
@@ -69,14 +70,14 @@ def startup_allowance(launcher: Launcher) -> str:
 def in_queue(queued: int, reasons: dict[str, int], what: str) -> str:
     """ ", N queued by the scheduler (...)" for the notice, or "" when none is queued:
     `queued` jobs not started by their scheduler, `reasons` its reasons with their
-    counts (`Launcher.queued`), `what` the jobs' kind ("simulations", "workers")."""
+    counts (`Launcher.queued`), `what` the jobs' kind ("simulation", "worker")."""
     if not queued:
         return ""
     why = ", ".join(f"{reason} x{n}" if n > 1 else reason for reason, n in sorted(reasons.items()))
-    text = f", {queued} {what} queued by the scheduler, not started yet"
+    text = f", {plural(queued, what)} queued by the scheduler, not started yet"
     if why:
         text += f" (the scheduler's reason: {why})"
-    if what == "simulations":  # (`supervisor.note_startups`: queued is not silent)
+    if what == "simulation":  # (`supervisor.note_startups`: queued is not silent)
         text += " and not timed: their start-up allowance begins when they run"
     return text
 
@@ -125,7 +126,7 @@ class FirstDataNotice:
         if launcher.worker:  # workers pay their start-up before they take a simulation
             logger.warning(
                 "no data yet, %.0f s after the first workers were launched (worker mode): "
-                "%d workers started%s, %d simulations taken and running, %d restarted so "
+                "%s started%s, %s taken and running, %d restarted so "
                 "far; training waits for their first samples. A worker's start-up (imports, JIT "
                 "compilation, reading a mesh) counts here and no timeout of the "
                 "launcher bounds it (they start once a worker has taken a simulation, "
@@ -136,9 +137,9 @@ class FirstDataNotice:
                 "launcher's log_dir (%s). "
                 "Said once per study.",
                 waited,
-                max(0, launcher.jobs_alive() - queued),  # (two moments: never below 0)
-                in_queue(queued, reasons, "workers"),
-                summary["running"],
+                plural(max(0, launcher.jobs_alive() - queued), "worker"),  # (never below 0)
+                in_queue(queued, reasons, "worker"),
+                plural(int(summary["running"]), "simulation"),
                 summary["restarts"],
                 self._logs,
             )
@@ -150,7 +151,7 @@ class FirstDataNotice:
             "Their output: the launcher's log_dir (%s). Said once per study.",
             waited,
             max(0, int(summary["running"]) - queued),  # (a queued job's simulation is "running")
-            in_queue(queued, reasons, "simulations"),
+            in_queue(queued, reasons, "simulation"),
             summary["restarts"],
             startup_allowance(launcher),
             self._logs,

@@ -164,10 +164,12 @@ class ProgressFile:
                 self._lifts += 1
                 logger.log(
                     logging.INFO if self._lifts == 1 else logging.DEBUG,
-                    "rank(s) %s starve while rank 0's receiver waits for room in its "
-                    "buffer: the launcher lets up to 2 x job_limit ended simulations await "
-                    "their data, so that more start and may feed them",
-                    starving,
+                    "%s while rank 0's receiver waits for room in its buffer: the "
+                    "launcher lets up to 2 x job_limit ended simulations await their data, "
+                    "so that more start and may feed them",
+                    f"rank {starving[0]} starves"
+                    if len(starving) == 1
+                    else f"ranks {', '.join(map(str, starving))} starve",
                 )
             else:
                 logger.debug(

@@ -92,6 +92,7 @@ from pathlib import Path
 from typing import Any
 
 from melissa_trainer.buffers import Buffer
+from melissa_trainer.common.words import plural
 from melissa_trainer.launcher import Launcher
 from melissa_trainer.stream.starvation_watch import (
     REPORT_AFTER,
@@ -170,12 +171,11 @@ class DeadlockCheck:
             f"No simulation runs; rank 0's receiver has waited for room in its buffer for "
             f"{float(progress['backpressured_for']):.0f} s (its training waits for rank "
             f"{self.rank} {where}, so it takes nothing in), and its launcher "
-            f"starts none of the {progress.get('pending')} simulations left: "
+            f"starts none of the {_counted(progress.get('pending'), 'simulation')} left: "
             f"{progress.get('exited')} that ended await their data on rank 0, more than its "
             f"bound of {progress.get('bound')} (2 x job_limit, raised for this starved rank: "
             f"the bound keeps short simulations' data from queueing without limit in "
-            f"memory). A deadlock, stopped now rather than "
-            f"after stall_timeout. "
+            f"memory). A deadlock, stopped now rather than after stall_timeout. "
         )
 
     def stale(self, progress: dict[str, Any], mine: int | None = None) -> bool:
@@ -294,12 +294,18 @@ def rank0_words(progress: dict[str, Any] | None, rank: int, now: float | None = 
     return _state_words(progress, rank)
 
 
+def _counted(value: Any, noun: str) -> str:
+    """`plural` of a count of rank 0's file; else as read (absent: "?"), nouns plural."""
+    return plural(value, noun) if type(value) is int else f"{value} {noun}s"
+
+
 def _state_words(progress: dict[str, Any], rank: int) -> str:
     """What `rank0_words` says of rank 0's state, as of its file's ``written``."""
     held = progress.get("backpressured_for")
     counts = (
-        f"{progress.get('jobs_alive', '?')} jobs alive, {progress.get('pending', '?')} "
-        f"simulations pending, {progress.get('finished', '?')} finished"
+        f"{_counted(progress.get('jobs_alive', '?'), 'job')} alive, "
+        f"{_counted(progress.get('pending', '?'), 'simulation')} pending, "
+        f"{progress.get('finished', '?')} finished"
     )
     own = _seconds(progress.get("own_work_for"))
     busy = (
@@ -321,8 +327,9 @@ def launcher_words(summary: dict[str, float], jobs_alive: int, backpressured: bo
     """Rank 0's own launcher, as a sentence for its message."""
     held = "its receiver waits for room in its buffer; " if backpressured else ""
     return (
-        f"Rank 0's launcher: {held}{jobs_alive} jobs alive, {int(summary.get('pending', 0))} "
-        f"simulations pending, {int(summary.get('finished', 0))} finished (the other ranks' "
+        f"Rank 0's launcher: {held}{plural(jobs_alive, 'job')} alive, "
+        f"{plural(int(summary.get('pending', 0)), 'simulation')} pending, "
+        f"{int(summary.get('finished', 0))} finished (the other ranks' "
         f"state is not known here: one whose buffer is full waits for this one in the step "
         f"agreement). "
     )

@@ -44,9 +44,9 @@ def test_each_receiver_logs_once_what_the_rerun_skipped(
         finished(resumed.receivers)
     said = [r.getMessage() for r in caplog.records if "rerun skipped" in r.getMessage()]
     assert sorted(said) == [
-        "simulation 4: its rerun skipped 3 time step(s) the receiver of rank 1 already "
+        "simulation 4: its rerun skipped 3 time steps the receiver of rank 1 already "
         "held (from its checkpoint) and sent 2 new",
-        "simulation 4: its rerun skipped 5 time step(s) the receiver of rank 0 already "
+        "simulation 4: its rerun skipped 5 time steps the receiver of rank 0 already "
         "held (from its checkpoint) and sent 0 new",
     ], said
     levels = {r.levelno for r in caplog.records if "rerun skipped" in r.getMessage()}

@@ -65,7 +65,7 @@ def test_a_duplicate_fails_naming_the_sample_and_where(tmp_path: Path, capsys: A
     write(tmp_path / "lineage", 0, run_lines("a.1", 0, batches, end=5))
     assert main(["check", str(tmp_path), "--simulations", "2", "--steps", "4"]) == 1
     out = capsys.readouterr().out
-    assert "DUPLICATES: 2 sample(s) trained more than once" in out
+    assert "DUPLICATES: 2 samples trained more than once" in out
     assert "simulation 1 time step 2 at step 3 (run 1, rank 0), step 5 (run 1, rank 0)" in out
     assert "EXACTLY ONCE: VIOLATED" in out
 
@@ -76,9 +76,9 @@ def test_a_missing_step_and_a_missing_simulation_fail(tmp_path: Path) -> None:
     write(tmp_path / "lineage", 0, run_lines("a.1", 0, batches))
     report = check(tmp_path, simulations=2, steps=4)
     assert not report.ok and report.missing == [(0, 1), (1, 1)]
-    assert "MISSING: 2 sample(s) never trained on: simulation 0 time step 1" in str(report)
+    assert "MISSING: 2 samples never trained on: simulation 0 time step 1" in str(report)
     report = check(tmp_path, simulations=3, steps=4)  # one simulation never seen
-    assert not report.ok and "MISSING: 1 simulation(s) never trained on" in str(report)
+    assert not report.ok and "MISSING: 1 simulation never trained on" in str(report)
     assert check(tmp_path).ok  # without the study's size: duplicates only
 
 
@@ -132,7 +132,7 @@ def test_two_ranks_then_one(tmp_path: Path) -> None:
     write(folder, 0, run_lines("b.1", 2, [(3, halves[4]), (4, halves[5])], time=2.0, end=4))
     report = check(tmp_path, simulations=2, steps=6)
     assert report.ok, report
-    assert "run 1 (a.1, 2 rank(s)" in str(report) and "run 2 (b.1, 1 rank(s)" in str(report)
+    assert "run 1 (a.1, 2 ranks," in str(report) and "run 2 (b.1, 1 rank," in str(report)
 
 
 def test_padding_and_replays_are_not_counted_but_a_reservoir_is_not_judged(
@@ -160,7 +160,7 @@ def test_a_line_cut_by_a_kill_is_skipped_and_said(tmp_path: Path, capsys: Any) -
     write(folder, 0, cut + "\n")
     write(folder, 0, run_lines("b.1", 3, batches[3:], time=2.0, end=4))
     assert main(["check", str(tmp_path / "lineage"), "--simulations", "2", "--steps", "4"]) == 0
-    assert "1 line(s) cut by a kill or damaged: skipped" in capsys.readouterr().out
+    assert "1 line cut by a kill or damaged: skipped" in capsys.readouterr().out
 
 
 def test_a_stray_file_is_skipped_with_a_warning(tmp_path: Path, capsys: Any) -> None:
@@ -184,7 +184,7 @@ def test_the_records_after_a_damaged_run_header_are_not_the_run_before(
     write(tmp_path / "lineage", 0, text + damaged)
     assert main(["check", str(tmp_path), "--simulations", "2", "--steps", "4"]) == 0
     out = capsys.readouterr().out
-    assert "rank-0.log: 4 line(s) outside a readable run (a damaged run header): skipped" in out
+    assert "rank-0.log: 4 lines outside a readable run (a damaged run header): skipped" in out
     assert "duplicates: none" in out  # (not added to a.1: they were counted twice)
 
 

@@ -114,4 +114,4 @@ def test_a_sigkilled_and_resumed_study_passes_and_a_doctored_ledger_fails(tmp_pa
     report = check(no_rule, SIMULATIONS, STEPS)  # the redone steps counted twice
     assert not report.ok and len(report.duplicates) == BATCH * (killed_at - saved), report
     cut = subprocess.run([*cli[:4], str(twice), *cli[5:]], capture_output=True, text=True)
-    assert cut.returncode == 1 and "DUPLICATES: 4 sample(s)" in cut.stdout, cut.stdout
+    assert cut.returncode == 1 and "DUPLICATES: 4 samples" in cut.stdout, cut.stdout

@@ -42,7 +42,7 @@ def test_a_lengths_file_checks_each_simulation_to_its_own_length(
     assert "missing: none" in said and "EXACTLY ONCE: OK" in said, said
     # one length for all is still one length for all: simulation 7 lacks steps 2-3
     assert main(["check", str(tmp_path / "out"), "--simulations", "2", "--steps", "4"]) == 1
-    assert "MISSING: 2 sample(s) never trained on: simulation 7 time step 2, simulation 7 " in (
+    assert "MISSING: 2 samples never trained on: simulation 7 time step 2, simulation 7 " in (
         capsys.readouterr().out
     )
 
@@ -70,7 +70,7 @@ def test_a_simulation_the_file_does_not_name_is_checked_as_seen_and_said(
     ledger(tmp_path / "out", [k for k in KEYS if k != (7, 0)])
     report = check(tmp_path / "out", steps={0: 4})
     assert report.missing == [(7, 0)], report.missing
-    assert any("simulation(s) seen that --steps does not name" in line for line in report.lines)
+    assert any("simulation seen that --steps does not name" in line for line in report.lines)
 
 
 def test_a_bad_steps_value_names_the_three_forms(tmp_path: Path, capsys: Any) -> None:

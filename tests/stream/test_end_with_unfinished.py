@@ -56,7 +56,7 @@ def test_a_simulation_part_way_at_the_end_is_named(caplog: pytest.LogCaptureFixt
     (warning,) = warnings_of(caplog)
     assert "expected_simulations=2" in warning
     assert (
-        "1 other simulation(s) had begun here and not finished (7)" in warning
+        "1 other simulation had begun here and not finished (7)" in warning
         and "3 of their samples" in warning
     )
     assert "raise ReceiverConfig.expected_simulations" in warning

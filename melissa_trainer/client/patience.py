@@ -265,11 +265,16 @@ class CloseWait:
         "within SETTING=... s to [...] (how to change it)", and what the monitors know
         (a send's words, `send_wait.SendWait.timeout`): `never_note`, `pending_note` (a
         peer without a handshake yet), `down_note` (a receiver disconnected for N s:
-        the trainer died or was restarted)."""
+        the trainer died or was restarted; or was preempted, as its stop record says)."""
         known = [never_note(self._handshakes, self._endpoints)]
         if self._handshakes is not None:
             known.append(pending_note(self._handshakes, self._endpoints))
-            known.append(down_note(self._handshakes, self._endpoints))
+            down = down_note(self._handshakes, self._endpoints)
+            # (a stop record that says preempted, read once one is down: said in place
+            # of "died", as a send's timeout says it; the error stays a TimeoutError)
+            if down and self._preempted is not None and (cause := self._preempted()):
+                down = down_note(self._handshakes, self._endpoints, cause) or down
+            known.append(down)
         said = "; ".join(k for k in known if k)
         return (
             f"within {self._setting}={self.close_timeout} s to {list(self._endpoints)} "

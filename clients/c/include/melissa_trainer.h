@@ -139,7 +139,12 @@ mt_status mt_set_parameter(mt_client *c, const char *name, double value); /* in 
 /* Seconds an mt_send may block on back-pressure (< 0 or +inf: forever, the default). A
  * bound past ZeroMQ's int milliseconds (24.8 days) is capped there, as the close's.
  * Whatever it is, a send blocked on a receiver disconnected for the disconnected timeout
- * fails (mt_set_disconnected_timeout): a trainer gone is not back-pressure. */
+ * fails (mt_set_disconnected_timeout): a trainer gone is not back-pressure. A send that
+ * it ends (MT_ETIMEDOUT) says why: a stop record of this run saying the trainer ended or
+ * failed first (the close's sentence, then "(send_timeout=T s ended the send)"; its
+ * status, MT_ESIMREFUSED if this simulation's non-finite sample stopped it), else what
+ * the connections tell (a receiver disconnected: "the trainer was preempted (...)" if
+ * its record says so), back-pressure only when every receiver is connected. */
 mt_status mt_set_send_timeout(mt_client *c, double seconds);
 /* Seconds mt_client_close waits for delivery (default 60; < 0 or +inf: forever). */
 mt_status mt_set_close_timeout(mt_client *c, double seconds);
@@ -185,7 +190,10 @@ mt_status mt_client_start(mt_client *c);
  * the send at once, whatever the disconnected and follow timeouts, in the close's words
  * (the reason first; "... (the send gave up after S s blocked: no trainer comes back
  * there)"): MT_ESIMREFUSED if it stopped on this simulation's non-finite sample, else
- * MT_ETIMEDOUT; only mt_client_abort may follow.
+ * MT_ETIMEDOUT; only mt_client_abort may follow. A send that gives up otherwise (the
+ * send or disconnected timeout) reads the records again as it does, and one saying so
+ * leads its message too ("(send_timeout=T s ended the send)", "(the send gave up after
+ * S s, disconnected_timeout=D s)").
  * Fields of a step may come in any order; the same field twice in a step, or another
  * step before this one is complete, is MT_EFIELD (nothing sent, the client usable). A
  * step may be sent again later (BYE counts distinct steps). For a field whose part on

@@ -135,13 +135,15 @@ bool mt_stop_preempted_words(mt_client *c, char *out, size_t size);
 mt_status mt_stop_record_undelivered(mt_client *c, mt_stop_outcome o, const mt_stop_said *s,
                                      size_t rank, const char *endpoint, const char *down,
                                      const char *what, bool bye);
-/* stop_said.c: a blocked send's error (send_wait.c; client/send_wait.py SendWait._check)
- * when a receiver is disconnected and receiver `rank`'s record says MT_STOP_REFUSED or
- * MT_STOP_ENDED: the close's sentence on "time step N (`step`; NULL: a message) and those
- * queued before it", then "(the send gave up after S s blocked: no trainer comes back
- * there)"; the close's status for that kind (MT_ESIMREFUSED, MT_ETIMEDOUT). */
+/* stop_said.c: a blocked send's error (send_wait.c; client/send_wait.py SendWait._check
+ * and timeout) when a receiver is disconnected and receiver `rank`'s record says
+ * MT_STOP_REFUSED or MT_STOP_ENDED: the close's sentence on "time step N (`step`; NULL: a
+ * message) and those queued before it", then `after` in parentheses, what ended the send
+ * ("the send gave up after S s blocked: no trainer comes back there", "send_timeout=T s
+ * ended the send", "the send gave up after S s, disconnected_timeout=D s"); the close's
+ * status for that kind (MT_ESIMREFUSED, MT_ETIMEDOUT). */
 mt_status mt_stop_record_send_gave_up(mt_client *c, mt_stop_outcome o, const mt_stop_said *s,
                                       size_t rank, const char *down, const uint64_t *step,
-                                      double blocked);
+                                      const char *after);
 
 #endif

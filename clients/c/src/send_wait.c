@@ -35,7 +35,17 @@
  *   SendWait says the same), else "the trainer died, or its node"; for an endpoint that
  *   never accepted a connection (a wrong port, a trainer not started: nothing died),
  *   "tried for N s" and what to check, in the Python client's words (client/patience.py
- *   PeerWatch.gone). Not thread-safe: the client's thread. */
+ *   PeerWatch.gone).
+ *
+ * A send that gives up, by the send timeout or the disconnected timeout, reads every
+ * receiver's stop record afresh as it does (stop_first; the Python client's
+ * SendWait.timeout and _check): a record written since the wait's last look (a slice
+ * before, or none: a send timeout shorter than a slice) that says the trainer stopped
+ * for good leads its message, the close's sentence then "(send_timeout=T s ended the
+ * send)" or "(the send gave up after S s, disconnected_timeout=D s)", Python's words,
+ * with that kind's status. A send timeout's message says a preempted record in its
+ * clause of a receiver disconnected (send_words.c). Not thread-safe: the client's
+ * thread. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <stdio.h>
@@ -67,6 +77,55 @@ static void bound_text(double seconds, char out[32]) {
     else mt_format_double(seconds, out);
 }
 
+/* While a receiver is disconnected, every receiver's stop record (the receivers are one
+ * trainer's; send_wait.py _stop_said): the send's error if one says the trainer stopped
+ * for good (module comment), the close's sentence then "(`after`)" (NULL: "the send gave
+ * up after S s blocked: no trainer comes back there", the wait's own look), else MT_OK. */
+static mt_status stopped_for_good(mt_client *c, waiting *w, const uint64_t *step,
+                                  const char *after) {
+    if (c->rendezvous_used == NULL) return MT_OK;
+    mt_buf down = {0}; /* (the disconnected receivers: whose messages were not delivered) */
+    for (size_t i = 0; i < c->n_endpoints; ++i)
+        if (mt_handshake_down_since(c, i) >= 0)
+            mt_buf_printf(&down, "%s%s", down.len > 0 ? ", " : "", c->endpoints[i]);
+    if (down.len == 0 && !down.oom) return MT_OK;
+    if (w->looks == NULL) w->looks = calloc(c->n_endpoints, sizeof *w->looks);
+    mt_stop_said *s = calloc(1, sizeof *s); /* (16 KiB: its reason's message whole) */
+    mt_status st = MT_OK;
+    if (s == NULL || w->looks == NULL || down.oom) st = mt_fail(c, MT_ENOMEM, "out of memory");
+    char blocked[96];
+    if (after == NULL)
+        snprintf(blocked, sizeof blocked, "the send gave up after %.1f s blocked: no trainer "
+                                          "comes back there", mt_now() - w->started);
+    for (size_t r = 0; st == MT_OK && r < c->n_endpoints; ++r) {
+        mt_stop_outcome o = mt_stop_record_for_good(c->rendezvous_used, r, c->endpoints[r],
+                                                    c->run_id, c->simulation_id,
+                                                    &w->looks[r], s);
+        if (o == MT_STOP_REFUSED || o == MT_STOP_ENDED) {
+            st = mt_stop_record_send_gave_up(c, o, s, r, down.data, step,
+                                             after != NULL ? after : blocked);
+            break;
+        }
+        memset(s, 0, sizeof *s); /* (the next receiver's record read afresh) */
+    }
+    free(s);
+    free(down.data);
+    if (st != MT_OK) c->failed = true; /* (only mt_client_abort may follow, as gone) */
+    return st;
+}
+
+/* A send that gives up (the send timeout, the disconnected timeout) says a stop record
+ * first, as Python's (SendWait.timeout, _check): every receiver's file read afresh now
+ * (one written since the wait's last look, which a slice may have preceded by 0.5 s, or
+ * a send timeout shorter than a slice, which made none), the error stopped_for_good's
+ * with `after`; MT_OK if none says the trainer stopped for good (or none is down). */
+static mt_status stop_first(mt_client *c, const uint64_t *step, const char *after) {
+    waiting fresh = {mt_now(), NULL};
+    mt_status st = stopped_for_good(c, &fresh, step, after);
+    free(fresh.looks);
+    return st;
+}
+
 /* MT_ETIMEDOUT if a receiver has been down too long (module comment), else MT_OK. */
 static mt_status gone(mt_client *c, double started, const uint64_t *step) {
     if (c->disconnected_timeout < 0) return MT_OK;
@@ -77,10 +136,14 @@ static mt_status gone(mt_client *c, double started, const uint64_t *step) {
         double since = mt_handshake_down_since(c, i);
         if (since < 0 || now - (since > started ? since : started) <= bound) continue;
         char what[48], after[32], sent[32], follow[32], restarted[256] = "", never[600];
-        char how[1536], cause[1024];
+        char how[1536], cause[1024], ended[96];
+        bound_text(c->disconnected_timeout, after);
+        snprintf(ended, sizeof ended, "the send gave up after %.1f s, disconnected_timeout=%s s",
+                 now - started, after);
+        mt_status stop = stop_first(c, step, ended); /* (the record's sentence first) */
+        if (stop != MT_OK) return stop;
         mt_handshake_never(c, never, sizeof never); /* (a wrong endpoint: said) */
         what_text(step, what);
-        bound_text(c->disconnected_timeout, after);
         bound_text(c->send_timeout, sent);
         bound_text(c->follow_timeout, follow);
         if (window)
@@ -116,37 +179,6 @@ static mt_status gone(mt_client *c, double started, const uint64_t *step) {
     return MT_OK;
 }
 
-/* While a receiver is disconnected, every receiver's stop record (the receivers are one
- * trainer's; send_wait.py _stop_said): the send's error if one says the trainer stopped
- * for good (module comment), else MT_OK. */
-static mt_status stopped_for_good(mt_client *c, waiting *w, const uint64_t *step) {
-    if (c->rendezvous_used == NULL) return MT_OK;
-    mt_buf down = {0}; /* (the disconnected receivers: whose messages were not delivered) */
-    for (size_t i = 0; i < c->n_endpoints; ++i)
-        if (mt_handshake_down_since(c, i) >= 0)
-            mt_buf_printf(&down, "%s%s", down.len > 0 ? ", " : "", c->endpoints[i]);
-    if (down.len == 0 && !down.oom) return MT_OK;
-    if (w->looks == NULL) w->looks = calloc(c->n_endpoints, sizeof *w->looks);
-    mt_stop_said *s = calloc(1, sizeof *s); /* (16 KiB: its reason's message whole) */
-    mt_status st = MT_OK;
-    if (s == NULL || w->looks == NULL || down.oom) st = mt_fail(c, MT_ENOMEM, "out of memory");
-    for (size_t r = 0; st == MT_OK && r < c->n_endpoints; ++r) {
-        mt_stop_outcome o = mt_stop_record_for_good(c->rendezvous_used, r, c->endpoints[r],
-                                                    c->run_id, c->simulation_id,
-                                                    &w->looks[r], s);
-        if (o == MT_STOP_REFUSED || o == MT_STOP_ENDED) {
-            st = mt_stop_record_send_gave_up(c, o, s, r, down.data, step,
-                                             mt_now() - w->started);
-            break;
-        }
-        memset(s, 0, sizeof *s); /* (the next receiver's record read afresh) */
-    }
-    free(s);
-    free(down.data);
-    if (st != MT_OK) c->failed = true; /* (only mt_client_abort may follow, as gone) */
-    return st;
-}
-
 /* Between two slices (c->mu not held): the checks of the module comment. */
 static mt_status between(mt_client *c, waiting *w, const uint64_t *step) {
     for (size_t i = 0; i < c->n_endpoints; ++i)
@@ -154,7 +186,7 @@ static mt_status between(mt_client *c, waiting *w, const uint64_t *step) {
             c->failed = true;
             return MT_EENV;
         }
-    mt_status stop = stopped_for_good(c, w, step); /* (first: Python's order) */
+    mt_status stop = stopped_for_good(c, w, step, NULL); /* (first: Python's order) */
     if (stop != MT_OK) return stop;
     if (c->replay.max_bytes > 0) {
         unsigned followed = c->followed;
@@ -171,9 +203,20 @@ static mt_status done(waiting *w, mt_status st) {
     return st;
 }
 
-/* The send timeout passed: its error (mt_send_fail's, with EAGAIN). */
+/* The send timeout passed: its error. A receiver that refused the handshake first
+ * (MT_EENV), then a stop record saying the trainer stopped for good ("... (send_timeout=T
+ * s ended the send)": SendWait.timeout's words), else mt_send_fail's, with EAGAIN. */
 static mt_status timed_out(mt_client *c, const uint64_t *step) {
-    char what[48];
+    for (size_t i = 0; i < c->n_endpoints; ++i)
+        if (mt_handshake_check(c, i) != MT_OK) {
+            c->failed = true;
+            return MT_EENV;
+        }
+    char what[48], t[32], ended[64];
+    mt_format_double(c->send_timeout, t);
+    snprintf(ended, sizeof ended, "send_timeout=%s s ended the send", t);
+    mt_status stop = stop_first(c, step, ended);
+    if (stop != MT_OK) return stop;
     what_text(step, what);
     return mt_send_fail(c, EAGAIN, what);
 }

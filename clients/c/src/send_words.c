@@ -9,7 +9,9 @@
  * (check the endpoint: mt_handshake_never); a peer connected at the TCP level whose
  * handshake has not come yet (sooner than handshake.c decides it is not a receiver: a
  * send timeout shorter than that); a receiver once connected, disconnected for N s (the
- * trainer died or was restarted: run the simulation again); and back-pressure only when
+ * trainer died or was restarted: run the simulation again; "the trainer was preempted
+ * (MESSAGE; its stop record in DIR)" instead when a stop record says so,
+ * mt_stop_preempted_words); and back-pressure only when
  * none of these is known: every receiver connected past its handshake, the one cause
  * left. It said "(back-pressure)" in all these cases before. */
 #define _POSIX_C_SOURCE 200809L
@@ -40,15 +42,18 @@ static bool known(mt_client *c, mt_buf *b) {
                       b->len ? "; " : "", c->endpoints[i], now - h->tcp_at);
     }
     bool down = false;
+    char cause[1024] = ""; /* (a preempted trainer's stop record, read once: not "died") */
     for (size_t i = 0; c->handshakes != NULL && i < c->n_endpoints; ++i) {
         const mt_handshake *h = &c->handshakes[i];
         /* (once connected, and a receiver: never_note speaks of the others) */
         if (h->monitor == NULL || !h->ever || mt_handshake_not_receiver(h)) continue;
         double since = mt_handshake_down_since(c, i);
         if (since < 0) continue;
+        if (!cause[0] && !mt_stop_preempted_words(c, cause, sizeof cause))
+            snprintf(cause, sizeof cause, "the trainer died or was restarted, or its node");
         mt_buf_printf(b, "%sthe trainer's receiver at %s is disconnected for %.0f s without a "
-                         "new connection (the trainer died or was restarted, or its node)",
-                      b->len ? "; " : "", c->endpoints[i], now - since);
+                         "new connection (%s)",
+                      b->len ? "; " : "", c->endpoints[i], now - since, cause);
         down = true;
     }
     return down;

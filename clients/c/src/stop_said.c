@@ -197,7 +197,7 @@ mt_status mt_stop_record_undelivered(mt_client *c, mt_stop_outcome o, const mt_s
 
 mt_status mt_stop_record_send_gave_up(mt_client *c, mt_stop_outcome o, const mt_stop_said *s,
                                       size_t rank, const char *down, const uint64_t *step,
-                                      double blocked) {
+                                      const char *after) {
     said_kind k = kind_of(o, s);
     char what[80]; /* (send_wait.py _stop_said: the step and those queued before it) */
     if (step == NULL) snprintf(what, sizeof what, "a message and those queued before it");
@@ -205,8 +205,7 @@ mt_status mt_stop_record_send_gave_up(mt_client *c, mt_stop_outcome o, const mt_
                   (unsigned long long)*step);
     mt_buf text = {0};
     undelivered_text(c, k, s, rank, c->endpoints[rank], down, what, "were", "send", &text);
-    mt_buf_printf(&text, " (the send gave up after %.1f s blocked: no trainer comes back "
-                         "there)", blocked);
+    mt_buf_printf(&text, " (%s)", after); /* (what ended the send: send_wait.c) */
     return said(c, k == SAID_REFUSED ? MT_ESIMREFUSED : MT_ETIMEDOUT, &text);
 }
 

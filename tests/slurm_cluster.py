@@ -1,5 +1,5 @@
 """A real single-node Slurm cluster for tests: munged, slurmctld and slurmd under a
-temporary directory, on free (non-default) ports.
+temporary directory, on free (non-default) ports held for them (`held_ports.held_port`).
 
 Usage (pytest), in the xdist group "slurm" (pyproject's ``--dist loadgroup`` runs the
 group on one worker, so that two clusters never run at once)::
@@ -41,6 +41,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from held_ports import held_port
 from mpich_shm import mpich_segments, warn_unheld_steps
 from tooling import missing_tool
 
@@ -83,12 +84,6 @@ def tools_missing() -> str | None:
     except KeyError:
         return f"no 'munge' user (the munge package creates it): apt-get install {PACKAGES}"
     return None
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("", 0))
-        return int(sock.getsockname()[1])
 
 
 def _die_with_parent() -> None:
@@ -195,9 +190,10 @@ class SlurmCluster:
         for name in ("state", "spool", "log"):
             (self.root / name).mkdir()
         (self.root / "plugstack.conf").write_text("")  # not the host's /etc/slurm one
-        ctld_port, slurmd_port = _free_port(), _free_port()
-        while slurmd_port == ctld_port:
-            slurmd_port = _free_port()
+        # held until the test ends, not bound and closed (another test's bind to port 0
+        # could take one before the daemon binds it): slurmctld and slurmd set
+        # SO_REUSEADDR before their bind to 0.0.0.0 (strace, Slurm 22.05), as held_port needs
+        ctld_port, slurmd_port = held_port(), held_port()
         r = self.root
         self.conf.write_text(
             f"""# single-node test cluster written by tests/slurm_cluster.py

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from held_ports import held_port
-from test_preemption import (
+from preemption_runs import (
     HEAT,
     HEAT_FLAGS,
     HEAT_SIMULATIONS,

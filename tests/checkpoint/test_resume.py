@@ -130,7 +130,7 @@ def test_loaded_checkpoint_restores_state_buffer_optimizer_rng(tmp_path: Path) -
 
 
 def test_resume_from_missing_path_is_a_clear_error(tmp_path: Path) -> None:
-    # a path that does not exist: refused with the arguments (test_arguments.py)
+    # a path that does not exist: refused with the arguments (test_arguments_paths.py)
     with pytest.raises(ConfigError, match="is not a directory: give 'latest'"):
         run(tmp_path, "fifo", max_steps=3, resume_from_checkpoint=str(tmp_path / "nope"))
     # a directory that is not a checkpoint: refused by train()

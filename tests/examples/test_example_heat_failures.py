@@ -29,7 +29,7 @@ def test_stopping_the_trainer_leaves_no_simulation_running(tmp_path: Path, sig: 
     """Ctrl-C of the trainer as soon as its first solvers run: a preemption (exit code
     128 + the signal, see `melissa_trainer.Preempted`); every solver it launched is gone
     soon after, none is left behind. (SIGTERM, and SIGINT again, mid-training with the
-    same checks, a checkpoint and a resume: tests/checkpoint/test_preemption.py,
+    same checks, a checkpoint and a resume: tests/checkpoint/test_preemption_heat.py,
     `test_heat_example_preempted_checkpoints_stops_the_solvers_and_resumes`; both
     signals take the same path, `PreemptionHandler`.)"""
     out = tmp_path / "out"

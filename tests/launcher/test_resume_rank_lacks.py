@@ -1,6 +1,6 @@
 """A resumed study runs again a simulation that one rank's checkpoint lacks, even when
 rank 0's receiver has all its data (hhang, stop 65: the 2-rank resume of
-tests/checkpoint/test_preemption.py hung about once in 40 cases).
+tests/checkpoint/test_preemption_heat.py hung about once in 40 cases).
 
 At the SIGTERM rank 1's receiver lagged: the checkpoint had simulation 3 finished on
 rank 0 and nothing of it on rank 1. `reconcile` (complete on every rank: 0-2) queued 3

@@ -3,7 +3,7 @@ checkpoint its run resumed from, which rotation (``max_to_keep``) may have delet
 since. `TrainingArguments.from_file` / `from_dict` keep that value without looking for
 the path (reading the arguments to inspect or reproduce the run must not fail for it);
 the constructor and the command line still refuse a path that is not a directory at
-once (tests/trainer/test_arguments.py), and `train()` checks the path in every case
+once (tests/trainer/test_arguments_paths.py), and `train()` checks the path in every case
 (`resolve_resume`)."""
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Helpers of the Slurm backend's tests against the one-node test cluster
 (tests/slurm_cluster.py): test_slurm.py (batch jobs and steps) and test_slurm_study.py
 (studies, and the jobs of a trainer that was SIGKILLed); `finish` and `pgrep` serve
-every backend's tests (test_backends.py too)."""
+every backend's tests (test_mpiexec_backend.py, test_slurm_stand_ins.py and
+test_slurm_lease.py too)."""
 
 from __future__ import annotations
 

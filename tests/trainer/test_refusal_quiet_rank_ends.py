@@ -120,8 +120,9 @@ def test_the_rank_of_another_launcher_ends_at_rank_0s_line(
             try:
                 left = max(1.0, deadline - time.monotonic())
                 outputs.append(launcher.communicate(timeout=left)[0])
-            except subprocess.TimeoutExpired:
-                outputs.append("")
+            except subprocess.TimeoutExpired:  # (what it said, then killed below)
+                os.killpg(launcher.pid, signal.SIGKILL)
+                outputs.append(launcher.communicate()[0] + f"\n(killed at {LAUNCH_BOUND} s)")
     finally:
         for launcher in launchers:  # (a launch that did not end: its group, and its ranks)
             if launcher.poll() is None:

@@ -7,9 +7,9 @@ Rank 0, once it has printed its line, `leave` s the line in the store of
 node 0: ``TORCHELASTIC_USE_AGENT_STORE``, at ``MASTER_ADDR:MASTER_PORT``), which
 outlives the ranks. Another rank `await_mark` s it: a rank holding the quiet copy of
 the refusal (`common.refusal.elsewhere`) ends as soon as it is there, without waiting
-out its grace for a launcher that may never end it (a launcher on another node, whose
-rank 0 refused, does not: its agent watches its own workers only); a rank whose own
-code raised a refusal compares the mark with its own line and stays silent only when
+out its grace for a launcher that may never end it (the launcher of another machine,
+``--num_machines 2``, watches its own workers only, and they did not fail); a rank whose
+own code raised a refusal compares the mark with its own line and stays silent only when
 they are the same (the user's own `ConfigError`, raised alike on every rank).
 
 Without an agent store (``python train.py``, another launcher), or when it cannot be

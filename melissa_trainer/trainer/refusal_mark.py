@@ -10,7 +10,10 @@ the refusal (`common.refusal.elsewhere`) ends as soon as it is there, without wa
 out its grace for a launcher that may never end it (the launcher of another machine,
 ``--num_machines 2``, watches its own workers only, and they did not fail); a rank whose
 own code raised a refusal compares the mark with its own line and stays silent only when
-they are the same (the user's own `ConfigError`, raised alike on every rank).
+they are the same (the user's own `ConfigError`, raised alike on every rank). Each
+rank that read the mark says so (`read`), and rank 0 waits for them (at most
+`READ_WAIT` s) before it exits: under a single launcher, rank 0's exit makes it end
+the other ranks, which could cut short a rank about to say a refusal of its own.
 
 Without an agent store (``python train.py``, another launcher), or when it cannot be
 reached (node 0's launcher ended: its rank 0 has ended too), there is no mark:
@@ -36,15 +39,20 @@ __all__ = [
     "GONE",
     "MARK_POLL",
     "NO_STORE",
+    "READ_WAIT",
     "await_mark",
     "launch_store",
     "leave",
+    "read",
 ]
 
 #: seconds to reach the launcher's store (it is up before any rank starts: a store
 #: that does not answer within them is taken as gone)
 CONNECT_TIMEOUT = 5.0
-#: seconds between two looks for the mark (`await_mark`)
+#: at most, seconds rank 0 waits for the other ranks to have read its mark (`leave`): a
+#: rank that raised no refusal (one of rank 0's alone) never reads it
+READ_WAIT = 5.0
+#: seconds between two looks for the mark (`await_mark`), or for its readers (`leave`)
 MARK_POLL = 0.05
 #: `await_mark`'s answer when the store is gone: node 0's launcher ended (after its
 #: rank 0), so no mark can come
@@ -91,13 +99,33 @@ def launch_store() -> TCPStore | str | None:
 
 
 def leave(line: str) -> None:
-    """Rank 0, its refusal said as `line`: leave the mark for the other ranks (nothing
-    without a store: they wait out their grace, or their launcher ends them)."""
+    """Rank 0, its refusal said as `line`: leave the mark for the other ranks, then wait
+    up to `READ_WAIT` s for each to have read it and said its own line if another
+    (`read`), so that rank 0's exit, after which a launcher ends the others, does not
+    cut one short. Nothing without a store: the others wait out their grace, or their
+    launcher ends them."""
     store = launch_store()
-    if not isinstance(store, str) and store is not None:
-        # (a store gone meanwhile: the others learn it from its absence)
+    if store is None or isinstance(store, str):
+        return
+    try:
+        world = int(os.environ.get("WORLD_SIZE", "1"))
+    except ValueError:  # (launch_store read it: an integer)
+        return
+    deadline = time.monotonic() + READ_WAIT
+    # (a store gone meanwhile: the others learn it from its absence)
+    with contextlib.suppress(RuntimeError):
+        store.set(_key(), line)
+        while store.add(f"{_key()}/read", 0) < world - 1 and time.monotonic() < deadline:
+            threading.Event().wait(MARK_POLL)
+
+
+def read() -> None:
+    """Another rank, done with rank 0's mark (its own line said, if another): tell rank
+    0, which waits for it (`leave`). Nothing without a store."""
+    store = launch_store()
+    if store is not None and not isinstance(store, str):
         with contextlib.suppress(RuntimeError):
-            store.set(_key(), line)
+            store.add(f"{_key()}/read", 1)
 
 
 def await_mark(timeout: float) -> str | None:

@@ -99,7 +99,8 @@ def refusals_end_the_program() -> Iterator[None]:
     refusal's class raised once training has run (marked `in_training`) too.
 
     Under several ranks the line is said once, by rank 0, which then leaves it in the
-    launcher's store (`refusal_mark`; ``accelerate launch``'s). A rank other than 0:
+    launcher's store (`refusal_mark`; ``accelerate launch``'s) and waits up to
+    `refusal_mark.READ_WAIT` s for the other ranks to have read it. A rank other than 0:
 
     * holding the quiet copy of a refusal rank 0 says (`common.refusal.elsewhere`),
       exits 2 without printing as soon as rank 0's mark is there (or the store is
@@ -129,11 +130,14 @@ def refusals_end_the_program() -> Iterator[None]:
             # blind: the launcher ends this rank when rank 0 has ended, or the grace does
             if refusal_mark.await_mark(QUIET_RANK_GRACE) == refusal_mark.NO_STORE:
                 threading.Event().wait(QUIET_RANK_GRACE)
+            refusal_mark.read()
         else:
             line = _line(exc)
             if launch_rank() == 0:
                 print(line, file=sys.stderr, flush=True)
-                refusal_mark.leave(line)
-            elif refusal_mark.await_mark(QUIET_RANK_GRACE) != line:
-                print(line, file=sys.stderr, flush=True)  # (not what rank 0 said)
+                refusal_mark.leave(line)  # (then waits, briefly, for the others to read it)
+            else:
+                if refusal_mark.await_mark(QUIET_RANK_GRACE) != line:
+                    print(line, file=sys.stderr, flush=True)  # (not what rank 0 said)
+                refusal_mark.read()
         raise SystemExit(REFUSED_STATUS) from None

@@ -5,7 +5,9 @@ under ``accelerate launch --num_processes 2`` it was said once per rank (two ide
 lines). A refusal of another rank alone, or another text, is still said, by that rank.
 
 How: rank 0 leaves the line it said in the launcher's store (`refusal_mark`); another
-rank says its own line unless rank 0's is the same (`refusals.refusals_end_the_program`).
+rank says its own line unless rank 0's is the same (`refusals.refusals_end_the_program`),
+then tells rank 0 it has read it: rank 0 exits after that (its exit would make the
+launcher end the others, before their own lines).
 The unit tests play the store with a `TCPStore` of their own; the end-to-end ones run a
 user-like script (written here) on two real ranks (gloo on CPU)."""
 
@@ -47,6 +49,7 @@ def store(monkeypatch: pytest.MonkeyPatch) -> Iterator[TCPStore]:
     env.update({"TORCHELASTIC_RUN_ID": "test", "TORCHELASTIC_RESTART_COUNT": "0"})
     for name, value in env.items():
         monkeypatch.setenv(name, value)
+    monkeypatch.setattr(refusal_mark, "READ_WAIT", 0.0)  # (no other rank here to read)
     yield server
     del server  # (closes the listening socket)
 
@@ -86,6 +89,19 @@ def test_another_text_or_no_word_from_rank_0_is_said_by_this_rank(
         raise ConfigError(["my_steps=-2 must be positive"])
     said = capsys.readouterr().err
     assert said.count(": error: my_steps=-1") == 1 and said.count(": error: my_steps=-2") == 1
+
+
+@pytest.mark.timeout(60)
+def test_rank_0_ends_once_the_other_ranks_have_read_its_mark(
+    store: TCPStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under one launcher, rank 0's exit ends the others: it waits for them to have
+    read its line (and said theirs, if another). Here rank 1 has: rank 0 does not wait
+    out its (huge) wait."""
+    monkeypatch.setattr(refusal_mark, "READ_WAIT", 1e6)
+    refusal_mark.read()  # (rank 1, done)
+    refusal_mark.leave("train.py: error: my_steps=-1 must be positive")
+    assert refusal_mark.await_mark(0) == "train.py: error: my_steps=-1 must be positive"
 
 
 @pytest.mark.timeout(60)

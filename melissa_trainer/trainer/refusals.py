@@ -25,8 +25,8 @@ the quiet copy of rank 0's (`common.refusal.elsewhere`'s) as soon as rank 0 has 
 (its mark in the launcher's store: `refusal_mark`), those whose own code raised one (a
 `ConfigError` of the script's, raised alike on every rank) when rank 0 said the same
 line; a refusal of another rank alone is said by that rank. What the launcher prints
-after a non-zero exit is its own: ``accelerate launch`` (torchrun) still follows the line with its
-``ChildFailedError`` summary of the failed ranks.
+after a non-zero exit is its own: ``accelerate launch`` (torchrun) still follows the
+line with its ``ChildFailedError`` summary of the failed ranks.
 """
 
 from __future__ import annotations
@@ -112,7 +112,7 @@ def refusals_end_the_program() -> Iterator[None]:
       silent when rank 0 said the same line; otherwise (rank 0 said another, or nothing:
       a refusal of this rank alone) it says its own, then exits 2.
 
-    Blocks for those waits only (in the store's client: a launcher's SIGTERM ends it).
+    Blocks for those waits only (polling the store: a launcher's SIGTERM ends them).
 
     Raises:
         SystemExit: with code 2, on a refusal.

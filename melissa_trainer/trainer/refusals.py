@@ -20,10 +20,13 @@ Only those refusals, and only before training starts: any other exception (a bug
 failed simulation, a non-finite loss), and one of those classes raised once training
 has run (`in_training`'s mark: a save whose checkpoint a hook's on_save spoiled, a
 `CheckpointError`), propagates with its traceback. Under several ranks, rank 0 says
-the refusal and the others end with the same status without repeating it (their copy of the error is
-`common.refusal.elsewhere`'s). What the launcher prints after a non-zero exit is its
-own: ``accelerate launch`` (torchrun) still follows the line with its
-``ChildFailedError`` summary of the failed ranks.
+the refusal and the others end with the same status without repeating it: those holding
+the quiet copy of rank 0's (`common.refusal.elsewhere`'s) as soon as rank 0 has said it
+(its mark in the launcher's store: `refusal_mark`), those whose own code raised one (a
+`ConfigError` of the script's, raised alike on every rank) when rank 0 said the same
+line; a refusal of another rank alone is said by that rank. What the launcher prints
+after a non-zero exit is its own: ``accelerate launch`` (torchrun) still follows the
+line with its ``ChildFailedError`` summary of the failed ranks.
 """
 
 from __future__ import annotations
@@ -36,9 +39,10 @@ from pathlib import Path
 from typing import TypeVar
 
 from melissa_trainer.checkpoint.errors import CheckpointError
-from melissa_trainer.common.refusal import SaidOnRankZero
+from melissa_trainer.common.refusal import SaidOnRankZero, launch_rank
 from melissa_trainer.config.arguments import ConfigError
 from melissa_trainer.launcher.study_change import StudyChanged
+from melissa_trainer.trainer import refusal_mark
 from melissa_trainer.trainer.lock_holder import OutputDirLocked
 
 __all__ = ["REFUSALS", "REFUSED_STATUS", "in_training", "refusals_end_the_program"]
@@ -58,8 +62,10 @@ REFUSALS: tuple[type[Exception], ...] = (
 )
 #: the exit status of a refused start: argparse's for a bad flag, which it resembles
 REFUSED_STATUS = 2
-#: seconds a rank other than 0 waits, refused, before it exits: rank 0 says the refusal
-#: and ends first (`refusals_end_the_program`)
+#: at most, seconds a rank other than 0 waits, refused, for rank 0's word (its mark:
+#: `refusal_mark`) before it exits (quiet) or says its own refusal; without a launcher's
+#: store to carry the mark, the whole of it, for the launcher to end the rank first
+#: (`refusals_end_the_program`). Read at each refusal: a test may raise it
 QUIET_RANK_GRACE = 15.0
 
 
@@ -78,16 +84,35 @@ def said_elsewhere(error: BaseException) -> bool:
     return isinstance(error, SaidOnRankZero) and not isinstance(error.code, str)
 
 
+def _line(error: BaseException) -> str:
+    """The line a refusal is said as: ``PROGRAM: error: MESSAGE``, its lines joined."""
+    message = " ".join(str(error).split("\n"))
+    return f"{Path(sys.argv[0]).name}: error: {message}"
+
+
 @contextlib.contextmanager
 def refusals_end_the_program() -> Iterator[None]:
     """Around a script's trainer (its construction and `train()`): a refusal to start
     (`REFUSALS`) ends the program with ``PROGRAM: error: MESSAGE`` on one line of stderr
     (PROGRAM the script's name, the message's lines joined) and exit status 2
-    (`REFUSED_STATUS`), instead of a traceback; a rank other than 0 exits with that
-    status without printing (rank 0 says it), after waiting up to `QUIET_RANK_GRACE`
-    seconds for rank 0 to end first (blocks: under torchrun, rank 0's exit ends it).
-    Anything else propagates unchanged, a refusal's class raised once training has run
-    (marked `in_training`) too.
+    (`REFUSED_STATUS`), instead of a traceback. Anything else propagates unchanged, a
+    refusal's class raised once training has run (marked `in_training`) too.
+
+    Under several ranks the line is said once, by rank 0, which then leaves it in the
+    launcher's store (`refusal_mark`; ``accelerate launch``'s) and waits up to
+    `refusal_mark.READ_WAIT` s for the other ranks to have read it. A rank other than 0:
+
+    * holding the quiet copy of a refusal rank 0 says (`common.refusal.elsewhere`),
+      exits 2 without printing as soon as rank 0's mark is there (or the store is
+      gone: rank 0 has ended), at the latest after `QUIET_RANK_GRACE` s (no store to
+      tell it: the launcher, which ends this rank once rank 0 has ended, usually comes
+      first);
+    * whose own code raised the refusal (a `ConfigError` of the user's, raised alike
+      on every rank), waits up to `QUIET_RANK_GRACE` s for rank 0's mark and stays
+      silent when rank 0 said the same line; otherwise (rank 0 said another, or nothing:
+      a refusal of this rank alone) it says its own, then exits 2.
+
+    Blocks for those waits only (polling the store: a launcher's SIGTERM ends them).
 
     Raises:
         SystemExit: with code 2, on a refusal.
@@ -100,10 +125,19 @@ def refusals_end_the_program() -> Iterator[None]:
         if said_elsewhere(exc):
             # Rank 0 says it, after its own clean-up (the source stopped, the lock
             # released). A quiet rank that exited at once could make the launcher
-            # (torchrun) SIGTERM rank 0 before its line: give rank 0 the time to end
-            # first, bounded (the launcher ends this rank then; without one, it exits)
-            threading.Event().wait(QUIET_RANK_GRACE)
+            # (torchrun) SIGTERM rank 0 before its line: wait for rank 0's mark, left
+            # once its line is out; bounded. Without a store to tell it, wait the grace
+            # blind: the launcher ends this rank when rank 0 has ended, or the grace does
+            if refusal_mark.await_mark(QUIET_RANK_GRACE) == refusal_mark.NO_STORE:
+                threading.Event().wait(QUIET_RANK_GRACE)
+            refusal_mark.read()
         else:
-            message = " ".join(str(exc).split("\n"))
-            print(f"{Path(sys.argv[0]).name}: error: {message}", file=sys.stderr, flush=True)
+            line = _line(exc)
+            if launch_rank() == 0:
+                print(line, file=sys.stderr, flush=True)
+                refusal_mark.leave(line)  # (then waits, briefly, for the others to read it)
+            else:
+                if refusal_mark.await_mark(QUIET_RANK_GRACE) != line:
+                    print(line, file=sys.stderr, flush=True)  # (not what rank 0 said)
+                refusal_mark.read()
         raise SystemExit(REFUSED_STATUS) from None

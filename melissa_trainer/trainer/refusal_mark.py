@@ -1,0 +1,153 @@
+"""Rank 0's mark of a refusal it said, in the launcher's store: how the other ranks
+learn, without a collective (a peer may have gone), that rank 0 has said a refusal and
+which one (`refusals.refusals_end_the_program`).
+
+Rank 0, once it has printed its line, `leave` s the line in the store of
+``accelerate launch`` (torch elastic's agent ``TCPStore``, hosted by the launcher of
+node 0: ``TORCHELASTIC_USE_AGENT_STORE``, at ``MASTER_ADDR:MASTER_PORT``), which
+outlives the ranks. Another rank `await_mark` s it: a rank holding the quiet copy of
+the refusal (`common.refusal.elsewhere`) ends as soon as it is there, without waiting
+out its grace for a launcher that may never end it (the launcher of another machine,
+``--num_machines 2``, watches its own workers only, and they did not fail); a rank whose
+own code raised a refusal compares the mark with its own line and stays silent only when
+they are the same (the user's own `ConfigError`, raised alike on every rank). Each
+rank that read the mark says so (`read`), and rank 0 waits for them (at most
+`READ_WAIT` s) before it exits: under a single launcher, rank 0's exit makes it end
+the other ranks, which could cut short a rank about to say a refusal of its own.
+
+Without an agent store (``python train.py``, another launcher), or when it cannot be
+reached (node 0's launcher ended: its rank 0 has ended too), there is no mark:
+`await_mark` says so at once (`NO_STORE`, `GONE`); a mark that does not come within its
+timeout, None.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import os
+import socket
+import threading
+import time
+from typing import TYPE_CHECKING, Final
+
+if TYPE_CHECKING:
+    from torch.distributed import TCPStore
+
+__all__ = [
+    "CONNECT_TIMEOUT",
+    "GONE",
+    "MARK_POLL",
+    "NO_STORE",
+    "READ_WAIT",
+    "await_mark",
+    "launch_store",
+    "leave",
+    "read",
+]
+
+#: seconds to reach the launcher's store (it is up before any rank starts: a store
+#: that does not answer within them is taken as gone)
+CONNECT_TIMEOUT = 5.0
+#: at most, seconds rank 0 waits for the other ranks to have read its mark (`leave`): a
+#: rank that raised no refusal (one of rank 0's alone) never reads it
+READ_WAIT = 5.0
+#: seconds between two looks for the mark (`await_mark`), or for its readers (`leave`)
+MARK_POLL = 0.05
+#: `await_mark`'s answer when the store is gone: node 0's launcher ended (after its
+#: rank 0), so no mark can come
+GONE: Final = "<gone>"
+#: `await_mark`'s answer when this process has no store to ask (no torch elastic agent)
+NO_STORE: Final = "<no store>"
+_PREFIX = "melissa_trainer/refused"
+
+
+def _key() -> str:
+    # (a restart of the workers by the same agent, same store, must not read an old mark)
+    run = os.environ.get("TORCHELASTIC_RUN_ID", "")
+    return f"{_PREFIX}/{run}/{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}"
+
+
+def launch_store() -> TCPStore | str | None:
+    """A client of the launcher's store (a ``torch.distributed.TCPStore``); None when
+    this process has none (one process, no torch elastic agent store); `GONE` when the
+    store refuses connections or does not answer (its launcher has ended)."""
+    try:
+        world = int(os.environ.get("WORLD_SIZE", "1"))
+    except ValueError:
+        return None
+    if world <= 1 or os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True":
+        return None
+    try:
+        host, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
+    except (KeyError, ValueError):
+        return None
+    # A plain connection first: a store that is gone refuses it at once, where the
+    # store's client would retry (and log each try) for its whole timeout
+    try:
+        with socket.create_connection((host, port), timeout=CONNECT_TIMEOUT):
+            pass
+    except OSError:
+        return GONE
+    from torch.distributed import TCPStore
+
+    timeout = datetime.timedelta(seconds=CONNECT_TIMEOUT)
+    try:
+        return TCPStore(host, port, None, False, timeout=timeout, wait_for_workers=False)
+    except RuntimeError:  # (torch's DistError: it went between the two connections)
+        return GONE
+
+
+def leave(line: str) -> None:
+    """Rank 0, its refusal said as `line`: leave the mark for the other ranks, then wait
+    up to `READ_WAIT` s for each to have read it and said its own line if another
+    (`read`), so that rank 0's exit, after which a launcher ends the others, does not
+    cut one short. Nothing without a store: the others wait out their grace, or their
+    launcher ends them."""
+    store = launch_store()
+    if store is None or isinstance(store, str):
+        return
+    try:
+        world = int(os.environ.get("WORLD_SIZE", "1"))
+    except ValueError:  # (launch_store read it: an integer)
+        return
+    deadline = time.monotonic() + READ_WAIT
+    # (a store gone meanwhile: the others learn it from its absence)
+    with contextlib.suppress(RuntimeError):
+        store.set(_key(), line)
+        while store.add(f"{_key()}/read", 0) < world - 1 and time.monotonic() < deadline:
+            threading.Event().wait(MARK_POLL)
+
+
+def read() -> None:
+    """Another rank, done with rank 0's mark (its own line said, if another): tell rank
+    0, which waits for it (`leave`). Nothing without a store."""
+    store = launch_store()
+    if store is not None and not isinstance(store, str):
+        with contextlib.suppress(RuntimeError):
+            store.add(f"{_key()}/read", 1)
+
+
+def await_mark(timeout: float) -> str | None:
+    """Another rank: the line rank 0 said, as soon as its mark is in the store, waiting
+    up to `timeout` s for it; `GONE` when the store is, or goes while waiting (rank 0's
+    launcher ended, so rank 0 did); `NO_STORE` at once without one; None without a
+    mark by `timeout` (rank 0 refused nothing: it trains, or waits for this rank).
+    Blocks (a launcher's SIGTERM ends it)."""
+    store = launch_store()
+    if store is None:
+        return NO_STORE
+    if isinstance(store, str):
+        return store
+    # Polled, not the store's blocking wait: its timeout (rank 0 refused nothing) logs
+    # two lines of C++ warnings on stderr, beside the line this rank then says
+    deadline = time.monotonic() + timeout
+    try:
+        while not store.check([_key()]):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            threading.Event().wait(min(MARK_POLL, left))
+        return bytes(store.get(_key())).decode("utf-8", "replace")
+    except RuntimeError:  # (torch's DistError: the connection closed, the store went)
+        return GONE

@@ -92,12 +92,15 @@ def kill_a(c: Client, a: ReceiverProcess) -> None:
 
 def blocked(caplog: pytest.LogCaptureFixture) -> None:
     """Wait for the notice that a send or close waits on the receiver gone (said once
-    it has been down `patience.notice_after` s): the wait is under way."""
-    wait_until(
-        lambda: any(NOTICE.search(r.getMessage()) for r in caplog.records if r.name == LOGGER),
-        "the wait's notice",
-        60.0,
-    )
+    it has been down `patience.notice_after` s): the wait is under way. It says that a
+    restarted trainer is followed as soon as it publishes (`gave_up.waits_for`)."""
+
+    def notices() -> list[str]:
+        said = (r.getMessage() for r in caplog.records if r.name == LOGGER)
+        return [m for m in said if NOTICE.search(m)]
+
+    wait_until(notices, "the wait's notice", 60.0)
+    assert "and follows it (at once if it publishes sooner): up to " in notices()[0]
 
 
 def start_b(trainers: list[ReceiverProcess], rendezvous: Path) -> float:

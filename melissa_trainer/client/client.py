@@ -245,8 +245,9 @@ class Client(Sending):
             check.note,
             self.routing,
         )
+        seen = self._following.seen if self._following else None  # (follows at once)
         follow_in = self._rendezvous if self._following else None
-        transport.wait.follows(check.stopped, follow_in, check.preempted)
+        transport.wait.follows(check.stopped, follow_in, check.preempted, seen)
         return transport
 
     # -- following a restarted trainer (`following`) -----------------------------------

@@ -171,6 +171,7 @@ def close_transport(t: Closable, bye: bool, follow_in: str | None = None) -> Non
         stopped=t.wait.stopped,  # (a trainer that stopped for good: its stop record)
         notice=partial(waiting_notice, t, follow_in, time.monotonic()) if bye else None,
         preempted=t.wait.preempted,  # (said in place of "died", with a BYE or without)
+        seen=t.wait.seen if bye else None,  # (a restarted trainer: followed at once)
     )
     failure = why = None
     with t.lock if t.outbox is None else _closing(t.outbox):

@@ -5,7 +5,9 @@ The client's `send`, `flush` and `close` go through `send`, `flush` and `close` 
 a send looks at the rendezvous first (cheap unless `follow.CHECK_INTERVAL` has
 passed) and keeps a copy of its step after; one that gives up on a receiver gone
 (`send_wait.ReceiverGone`; a close's "not delivered") waits for a restarted trainer
-(`after_gone`), follows it, and tries again; unless its trainer's stop record said that
+(`after_gone`), follows it, and tries again. A send or close blocked on a receiver
+disconnected gives up as soon as the rendezvous names a restarted trainer (`seen`), not
+only after `disconnected_timeout`; unless its trainer's stop record said that
 it stopped for good (`send_wait.StoppedForGood`, `closing.TrainerStopped`: read by the
 send's wait and the close, `RestartCheck.stopped`): no trainer comes back, and the error
 is raised at once, not after `follow_timeout`. A follow (`switch`) asks the new
@@ -210,6 +212,22 @@ class Following:
         if not force and not self.follower.due():
             return None
         return self.follower.restarted(force=force)
+
+    def seen(self) -> str | None:
+        """What a wait on a receiver disconnected (a blocked send's, `send_wait`; a
+        close's, `patience.CloseWait`) reads, at most once a slice: "a restarted trainer
+        published in DIR (run R): followed at once" if the rendezvous names another
+        complete run now, else None. A ``stat`` of rank 0's file, read only once
+        rewritten or every `follow.CHECK_INTERVAL` s (`Follower.rewritten`): the client's
+        own trainer's file, unchanged or marked stopped, and a rendezvous half rewritten
+        are not followed. The wait then gives up on the receiver at once and the client
+        follows (`after_gone` finds the run), as the C client does, rather than after
+        `disconnected_timeout` (a user trial: ~50 s after the C solver)."""
+        entries = self.follower.rewritten()
+        if entries is None:
+            return None
+        rendezvous, run = self.follower.rendezvous, entries[0].get("run_id")
+        return f"a restarted trainer published in {rendezvous} (run {run}): followed at once"
 
     def after_gone(
         self, error: BaseException, started: float | None = None

@@ -103,7 +103,8 @@ def waits_for(
     "answer"), ended by `bound` ("ClientTuning.NAME=V s", "Client.send_timeout=V s"),
     then, if it `follows`, up to `follow` seconds (None: no bound) for a restarted
     trainer to publish in `rendezvous` (`resumed`: a stop record said the trainer was
-    preempted: for it to be resumed, --resume_from_checkpoint latest); the whole wait
+    preempted: for it to be resumed, --resume_from_checkpoint latest), followed at once
+    if it publishes sooner (`following.Following.seen`); the whole wait
     (`elapsed` seconds of it gone), the settings that shorten it, and that nothing more
     is said."""
     who = (
@@ -118,17 +119,21 @@ def waits_for(
     if left is None:
         text = f"The {action} waits for it to {what}, with no bound ({action}_timeout and "
         text += "disconnected_timeout are None)"
+        if follows:  # (`following.Following.seen`: read while the receiver is down)
+            text += f", and follows a restarted trainer as soon as one publishes in {rendezvous}"
     else:
         text = f"The {action} waits up to {left:.0f} s more for it to {what} ({bound})"
     if follows and left is not None:
         names.append("follow_timeout")
         if follow is None:
             text += f", then for {who} publish in {rendezvous}, with no "
-            text += "bound (ClientTuning.follow_timeout=None), and follows it"
+            text += "bound (ClientTuning.follow_timeout=None), and follows it (at once if it "
+            text += "publishes sooner)"
         else:
             text += (
                 f", then up to {follow:.0f} s (ClientTuning.follow_timeout={follow} s) for "
-                f"{who} publish in {rendezvous}, and follows it: up to "
+                f"{who} publish in {rendezvous}, and follows it (at once if it publishes "
+                f"sooner): up to "
                 f"{left + follow:.0f} s more, {elapsed + left + follow:.0f} s in all"
             )
     shorten = f"{owner}({', '.join(f'{n}=...' for n in names)}) shortens it; " if names else ""

@@ -223,6 +223,8 @@ class CloseWait:
         preempted: while a receiver is disconnected, "the trainer was preempted (...)"
             if its stop record says so (`RestartCheck.preempted`), else None: what the
             wait says of the receiver gone (`preempted_said`) instead of "died".
+        seen: while a receiver is disconnected, why a restarted trainer is followed at
+            once (`Following.seen`), or None: the wait then gives up on it at once.
     """
 
     def __init__(
@@ -239,6 +241,7 @@ class CloseWait:
         stopped: Callable[[], StopSaid | None] | None = None,
         notice: Notice | None = None,
         preempted: Callable[[], str | None] | None = None,
+        seen: Callable[[], str | None] | None = None,
     ) -> None:
         self._sockets, self._endpoints = sockets, endpoints
         self.close_timeout, self._disconnected = close_timeout, disconnected_timeout
@@ -246,7 +249,7 @@ class CloseWait:
         self._setting, self._after_failure = setting, after_failure
         self._watch, self._handshakes = watch, handshakes
         self.refusal: str | None = None  # why a wait ended on a refused handshake
-        self._stopped = stopped
+        self._stopped, self._seen = stopped, seen
         #: why a wait ended on a trainer that stopped for good, and the error to raise
         #: (`SimulationRefused` when the simulation's non-finite sample stopped it)
         self.stop_said: StopSaid | None = None
@@ -317,6 +320,9 @@ class CloseWait:
                 if self.stop_said is not None:  # (the close composes its message from it)
                     self.stop_down = self._watch.down_endpoints()
                     return f"to {', '.join(self.stop_down) or self.stop_said.endpoint}"
+            watch, seen = self._watch, self._seen  # (the caller follows it: `following`)
+            if seen is not None and watch is not None and watch.down() and (said := seen()):
+                return f"to {', '.join(watch.down_endpoints())}: {said}"
             if self.deadline is not None and time.monotonic() >= self.deadline:
                 return self.timed_out()
             if self._notice is not None and self._watch is not None:

@@ -27,22 +27,23 @@ connected: ZeroMQ allows one monitor per socket, which the close reads too):
   else, unless the client follows a restarted trainer (`following`, which says it
   then, with the whole wait), to run the simulation again (`gave_up.run_again`).
 
-A send that gave up says what the client knows, in a close's words. When a receiver
-is disconnected and its trainer's stop record says that the run ended or failed
-(`RestartCheck.stopped`), that first, in the close's sentence (`gave_up.stop_sentence`):
-no trainer comes back there. A blocked send reads that record as a close does, once a
-slice (`SLICE`) while a receiver is disconnected, and gives up as soon as it says so
+A send that gave up says what the client knows, in a close's words. When a receiver is
+disconnected and its trainer's stop record says that the run ended or failed
+(`RestartCheck.stopped`), that first, in the close's sentence (`gave_up.stop_sentence`): no
+trainer comes back there. A blocked send reads that record as a close does, once a slice
+(`SLICE`) while a receiver is disconnected, and gives up as soon as it says so
 (`StoppedForGood`, a `ReceiverGone`), rather than wait out `disconnected_timeout` or
 `send_timeout`; a client that follows restarted trainers does not wait for one then
-(`following`). Else a send that `send_timeout` ended (`SendWait.timeout`)
-says what the monitors know (`handshake.never_note`, `pending_note`, `down_note`): no
-connection ever accepted or a peer that is not a receiver (check the endpoint), a peer
-connected at the TCP level whose handshake has not come yet (a `send_timeout` shorter
-than `handshake.NOT_ZMQ_AFTER`: if it persists, not a receiver), a receiver
-disconnected for N s (the trainer died or was restarted, or was preempted when its stop
-record says so, as the send `disconnected_timeout` ends says: what to do), and
-back-pressure only while every receiver is connected past its handshake (a user trial
-read "back-pressure" in all these cases).
+(`following`), and gives up (`ReceiverGone`) as soon as the rendezvous names a restarted
+trainer (`Following.seen`, read at that pace), to follow it. Else a send that `send_timeout`
+ended (`SendWait.timeout`) says what the monitors know (`handshake.never_note`,
+`pending_note`, `down_note`): no connection ever accepted or a peer that is not a receiver
+(check the endpoint), a peer connected at the TCP level whose handshake has not come yet (a
+`send_timeout` shorter than `handshake.NOT_ZMQ_AFTER`: if it persists, not a receiver), a
+receiver disconnected for N s (the trainer died or was restarted, or was preempted when its
+stop record says so, as the send `disconnected_timeout` ends says: what to do), and
+back-pressure only while every receiver is connected past its handshake (a user trial read
+"back-pressure" in all these cases).
 
 Once a receiver has been disconnected a few seconds (`patience.notice_after`), a
 blocked send logs one warning, as a close does (`closing.waiting_notice`, through
@@ -179,6 +180,7 @@ class SendWait:
         #: the rendezvous whose restarted trainer the client waits for and follows once
         #: a send gave up (`following`, set by the client: `follows`), or None
         self.follow_in: str | None = None
+        self.seen: Callable[[], str | None] | None = None  # (`Following.seen`: `follows`)
         self._told = False  # (the notice said, in this watch's wait)
         #: when a blocked send may next read the stop record (`time.monotonic()`): once
         #: a slice at most, as a close does (`patience.CloseWait.until_done`)
@@ -290,10 +292,11 @@ class SendWait:
         stopped: Callable[[], StopSaid | None],
         follow_in: str | None,
         preempted: Callable[[], str | None] | None = None,
+        seen: Callable[[], str | None] | None = None,
     ) -> None:
         """Set `stopped` (`RestartCheck.stopped`), `follow_in` (None: the client
-        follows no restarted trainer) and `preempted` (`RestartCheck.preempted`)."""
-        self.stopped, self.follow_in = stopped, follow_in
+        follows no restarted trainer), `preempted` (`RestartCheck.preempted`) and `seen`."""
+        self.stopped, self.follow_in, self.seen = stopped, follow_in, seen
         self.preempted = preempted or _unknown
 
     def _check(self, started: float, step: int | None, deadline: float | None) -> None:
@@ -314,6 +317,9 @@ class SendWait:
                 raise StoppedForGood.of(stop[1])(
                     f"{stop[0]} ({after}: no trainer comes back there)", stop[1]
                 )
+            down = any(at is not None for at in self._handshakes.down_since)  # (just read)
+            if self.seen is not None and down and (seen := self.seen()) is not None:
+                raise ReceiverGone(f"{self._whose}: sending {_what(step)}: {seen}")
         if self._disconnected is None and self._notice is None:
             return
         if self.watch is None:

@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 from helpers import drain
 from resumed_runs import Run
+from waiting import wait_until
 
 from melissa_trainer.client import Client, ClientTuning, follow
 
@@ -80,6 +81,13 @@ def test_a_rerun_that_follows_a_restarted_trainer_sends_every_later_step(
         again.close()
         assert again.run_id == "run-c"
         assert again.bye_counts == [STEPS // 2, STEPS // 2]
+
+        # (a launched close does not wait for the trainer's receipt: what it delivered
+        # may still be on its way into C's buffers, which a CI run once read as [1, 5])
+        def put() -> list[int]:
+            return [r.telemetry()["samples_put"] for r in runs[2].receivers]
+
+        wait_until(lambda: put() == [5, 5], lambda: f"C's receivers to put 5 each: {put()}", 30.0)
         figures = [r.telemetry() for r in runs[2].receivers]
         # (the checkpoint's step 0 counted: its record keeps the count; none came twice)
         assert [f["samples_put"] for f in figures] == [5, 5], figures

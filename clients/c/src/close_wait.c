@@ -16,7 +16,7 @@
  *   (stop_said.c; no restarted trainer is waited for);
  * - with a replay window, a rendezvous that names a new run (a restarted trainer; looked
  *   at once a second at most): MT_ETIMEDOUT, c->receipt_restart 1 (the close follows it at
- *   once, follow.c). The Python close notices it only through the receiver's silence;
+ *   once, follow.c), as the Python close does (patience.py, `seen`);
  * - a receiver disconnected, without a new connection, for the disconnected timeout
  *   (counted from the start of the close's wait at the earliest): MT_ETIMEDOUT naming it,
  *   c->receipt_restart 2 (with a window, the close waits the follow timeout for a

@@ -15,6 +15,7 @@ its own that the test stops, each with the client's handshake interval shortened
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -31,7 +32,7 @@ from keys_receiver_process import closing
 from waiting import wait_until
 
 from melissa_trainer.client import ENV_KEY, ENV_RENDEZVOUS, Client, ClientTuning
-from melissa_trainer.client.handshake import _EVENT, MISMATCH, NOT_RECEIVER, Handshakes
+from melissa_trainer.client.handshake import _EVENT, MISMATCH, NOT_RECEIVER, PLAIN, Handshakes
 
 ENDPOINT = "tcp://127.0.0.1:9"
 FIELDS = {"u": ((4,), "float32")}
@@ -50,10 +51,13 @@ def context() -> Iterator[zmq.Context]:
         ctx.destroy(linger=0)
 
 
-def read_late(context: zmq.Context, keyed: bool, connections: int, quiet_for: float) -> str | None:
+def read_late(
+    context: zmq.Context, keyed: bool, connections: int, quiet_for: float, value: int = 0
+) -> str | None:
     """What `Handshakes.refused` says when it reads, at once, `connections` connections
     that each failed without detail, `quiet_for` s after the last read of the monitor
-    (a send after a computation)."""
+    (a send after a computation); with `value`, one that failed with a mechanism
+    mismatch of that value instead."""
     handshakes = Handshakes()
     handshakes.watch(context.socket(zmq.PUSH), keyed)
     feed, monitor = context.socket(zmq.PAIR), context.socket(zmq.PAIR)
@@ -62,8 +66,11 @@ def read_late(context: zmq.Context, keyed: bool, connections: int, quiet_for: fl
     handshakes._monitors[0].close(linger=0)
     handshakes._monitors[0] = monitor  # (the stand-in: the watched socket never connects)
     handshakes._drained[0] = time.monotonic() - quiet_for  # (its last read, long ago)
-    for event in CONNECTION * connections:
-        feed.send_multipart([_EVENT.pack(event, 0), ENDPOINT.encode()])
+    events = [(e, 0) for e in CONNECTION * connections]
+    if value:
+        events = [(zmq.EVENT_CONNECTED, 0), (zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL, value)]
+    for event, its in events:
+        feed.send_multipart([_EVENT.pack(event, its), ENDPOINT.encode()])
     assert monitor.poll(5000)  # (inproc: every event is queued once the first is)
     return handshakes.refused([ENDPOINT])
 
@@ -79,6 +86,16 @@ def test_a_key_refused_at_each_reconnection_read_late_still_is(context: zmq.Cont
     # (the guard: 10 s of reconnections every 100 ms; at most one per NOT_ZMQ_AFTER let off)
     said = read_late(context, True, 100, 10.0)
     assert said is not None and MISMATCH in said, said
+
+
+def test_a_key_for_a_plain_receiver_says_unset_it(context: zmq.Context) -> None:
+    said = read_late(context, True, 1, 0.0, zmq.PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH)
+    refused = f"to {ENDPOINT}: the receiver refused this client's handshake, nothing sent to it "
+    assert said == f"{refused}was delivered: {PLAIN}", said  # (before: "does not use CURVE")
+    assert PLAIN.startswith("the receiver takes plain (unencrypted) connections and this")
+    # the C client's words, its string literals joined (clients/c/src/handshake.c)
+    source = (Path(__file__).parents[2] / "clients" / "c" / "src" / "handshake.c").read_text()
+    assert PLAIN in re.sub(r'"\s*"', "", source)
 
 
 @pytest.fixture

@@ -12,6 +12,19 @@ what to fix, as the C client does (clients/c/src/handshake.c). As the serving so
 (`melissa_trainer.client.predict`): a failure without detail counts as a refusal when it
 comes twice in a row (once may be a receiver that stopped mid-handshake).
 
+Not one that ends a silent connection: libzmq ends a handshake its peer never answers
+after ``ZMQ_HANDSHAKE_IVL`` (30 s) without a detail too: two (a minute) were a refused
+key against a silent peer (``python -m http.server``) or a stopped trainer's receiver
+(SIGSTOP: it delivers once continued). A receiver refuses a key in milliseconds, so a
+failure that may end a connection `NOT_ZMQ_AFTER` s old or more is not counted
+(`NOT_RECEIVER` and the waits apply). Limits: events carry no time and may be read late
+(a send after a long computation): a connection began after the last read that found
+the monitor empty before its CONNECTED, ended before the read of its failure, and each
+failure let off puts later events `NOT_ZMQ_AFTER` later; so at most one per
+`NOT_ZMQ_AFTER` s is let off: a key refused at each reconnection (RECONNECT_IVL, 100 ms)
+is still refused (one retried far less often, by a close, which reads events as they
+come); a ``ZMQ_HANDSHAKE_IVL`` below `NOT_ZMQ_AFTER` is misread as before.
+
 ZeroMQ allows one monitor per socket (a second ``zmq_socket_monitor`` replaces the
 first, and the first reader hears nothing more), so this is the one reader of each data
 socket's monitor: it also keeps since when each connection is down (`down_since`), which
@@ -39,6 +52,7 @@ __all__ = [
     "NOT_RECEIVER",
     "NOT_RECEIVER_DROPS",
     "NOT_ZMQ_AFTER",
+    "PLAIN",
     "UP",
     "Handshakes",
     "down_note",
@@ -48,6 +62,13 @@ __all__ = [
 
 #: the cause and the fix of a refused key, as the C client words them
 MISMATCH = "the server key does not match: check MELISSA_TRAINER_KEY / the rendezvous file"
+#: why a receiver without CURVE refused a client with a key, and the fix (the C client's
+#: words too)
+PLAIN = (
+    "the receiver takes plain (unencrypted) connections and this client has a CURVE key "
+    "for it: unset MELISSA_TRAINER_KEY (or check the endpoint / the rendezvous file if "
+    "that receiver should use CURVE)"
+)
 #: events that say a connection is up, and that it is down (or not up yet): `down_since`
 UP = (zmq.EVENT_CONNECTED, zmq.EVENT_HANDSHAKE_SUCCEEDED)
 DOWN = (
@@ -56,19 +77,12 @@ DOWN = (
     zmq.EVENT_CLOSED,
     zmq.EVENT_CONNECT_DELAYED,
 )
-_WATCHED = (
-    zmq.EVENT_HANDSHAKE_SUCCEEDED
-    | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
-    | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
-    | zmq.EVENT_HANDSHAKE_FAILED_AUTH
-)
-for _event in UP + DOWN:
+_WATCHED = zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL | zmq.EVENT_HANDSHAKE_FAILED_AUTH
+for _event in (*UP, *DOWN, zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL):
     _WATCHED |= _event
 #: what a peer that accepted TCP but never completed a ZeroMQ handshake is (another
-#: program at the endpoint: an HTTP server, a database), and the fix; or, silent, a
-#: trainer whose process is stopped: the kernel accepts its TCP connections, its libzmq
-#: I/O thread says nothing until it is continued (tests/launcher/test_pause.py). The C
-#: client's words too (clients/c/src/handshake.c)
+#: program: an HTTP server), and the fix; or a trainer whose process is stopped, silent
+#: until continued (tests/launcher/test_pause.py). The C client's words too
 NOT_RECEIVER = (
     "not a melissa-trainer receiver (it accepted a TCP connection but no ZeroMQ handshake "
     "completed): check the endpoint (the trainer's rank_N.json); unless it is a trainer "
@@ -76,11 +90,9 @@ NOT_RECEIVER = (
 )
 #: what a peer that ended every ZeroMQ handshake without a detail is, to a client
 #: without a CURVE key, and the fixes: another program (an HTTP server answering junk),
-#: or a CURVE-only receiver. Such a receiver refuses a key-less client with a mechanism
-#: mismatch, a detail, but the detail can be lost: it closes the connection as soon as it
-#: reads the client's greeting, before the rest of its own is flushed, and the client
-#: (seen with libzmq 4.3.4's, under load: tests/c/test_c_curve_mismatch.py) then reads a
-#: failure without detail on every reconnection. The C client's words too.
+#: or a CURVE-only receiver, whose mechanism mismatch (a detail) is lost when it closes
+#: before its greeting is flushed (libzmq 4.3.4, under load: tests/c/
+#: test_c_curve_mismatch.py). The C client's words too.
 NOT_RECEIVER_DROPS = (
     "not a melissa-trainer receiver, or a receiver that takes CURVE (encrypted) connections "
     "only (it accepted TCP connections but ended every ZeroMQ handshake without completing "
@@ -94,9 +106,8 @@ NOT_RECEIVER_DROPS = (
 #: its trainer's Python is busy
 NOT_ZMQ_AFTER = 2.0
 _EVENT = struct.Struct("=HI")  # a monitor event's first frame: the event, its value
-#: the monitors' inproc addresses, one per socket for the life of the process (an `id()`
-#: is reused once its object is freed, while a closed socket's monitor endpoint may
-#: still be bound in a shared context: tests/client/test_handshake_monitor_names.py)
+#: the monitors' inproc addresses, one per socket for the process's life (an `id()` is
+#: reused, a closed socket's may stay bound: tests/client/test_handshake_monitor_names.py)
 _MONITOR_IDS = itertools.count()
 
 
@@ -123,18 +134,19 @@ class Handshakes:
         #: per socket, when the first event saying that its connection is down was read
         #: (`time.monotonic()`), since one said it up (None: up, or not known down)
         self.down_since: list[float | None] = []
-        #: per socket, the reconnection intervals (ms) ZeroMQ announced since it went
-        #: down, all but the last (`_read`: how long ago it went down, read late)
+        #: per socket, the reconnection intervals (ms) announced since it went down, all
+        #: but the last (`_read`: how long ago it went down, read late)
         self._retried_ms: list[int] = []
         self._last_ms: list[int] = []
+        #: when a read last found each monitor empty; since when its connection may be up
+        self._drained: list[float] = []
+        self._opened: list[float | None] = []
 
     def watch(self, sock: zmq.Socket, keyed: bool) -> None:
         """Monitor `sock` (not connected yet; `keyed`: it has a CURVE server key)."""
-        # A monitor's queue full blocks libzmq's I/O thread (its reconnections, every
-        # socket of the context: tests/client/test_monitor_unread.py), and only a wait
-        # reads this one; unbounded instead (RCVHWM 0 before connecting: the inproc
-        # pipe then has no bound): the events of a receiver down while nothing reads,
-        # a few per reconnection (every 100 ms by default), hundreds of bytes each.
+        # A monitor's queue full blocks libzmq's I/O thread (every socket of the
+        # context: tests/client/test_monitor_unread.py): unbounded instead (RCVHWM 0
+        # before connecting), a few small events per reconnection while nothing reads.
         address = f"inproc://melissa-trainer.handshake.{next(_MONITOR_IDS)}"
         sock.monitor(address, _WATCHED)
         monitor = sock.context.socket(zmq.PAIR)
@@ -143,22 +155,31 @@ class Handshakes:
         self._monitors.append(monitor)
         self._sockets.append(sock)
         self._keyed.append(keyed)
-        self._accepted.append(False)
-        self._ever.append(False)
-        self._undetailed.append(0)
-        self._tcp_at.append(None)
         self._watched_at.append(time.monotonic())
-        self._zmtp.append(False)
-        self._warned.append(False)
-        self._refusal.append(None)
-        self.down_since.append(None)
-        self._retried_ms.append(0)
-        self._last_ms.append(0)
+        self._drained.append(self._watched_at[-1])
+        for flags in (self._accepted, self._ever, self._zmtp, self._warned):
+            flags.append(False)
+        for unknown in (self._tcp_at, self._refusal, self.down_since, self._opened):
+            unknown.append(None)
+        for count in (self._undetailed, self._retried_ms, self._last_ms):
+            count.append(0)
 
     def _read(self, index: int) -> None:
         monitor = self._monitors[index]
-        while monitor.poll(0):
+        floor = self._drained[index]  # (the earliest time of the next event read)
+        while True:
+            before = time.monotonic()
+            if not monitor.poll(0):
+                self._drained[index] = before
+                break
             event, value = _EVENT.unpack_from(monitor.recv_multipart()[0])
+            if event == zmq.EVENT_CONNECTED:
+                self._opened[index] = floor
+            elif event == zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL:
+                opened, self._opened[index] = self._opened[index], None
+                if opened is not None and time.monotonic() - opened >= NOT_ZMQ_AFTER:
+                    floor = max(floor, opened + NOT_ZMQ_AFTER)  # (a timeout: not counted)
+                    continue
             if event in UP:
                 self.down_since[index] = None
                 self._ever[index] = True
@@ -172,16 +193,12 @@ class Handshakes:
                 self._last_ms[index] = value
             if event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
                 self._accepted[index], self._undetailed[index] = True, 0
-                self._zmtp[index] = True
-                self._refusal[index] = None
+                self._zmtp[index], self._refusal[index], self._opened[index] = True, None, None
             elif event == zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL:
                 self._undetailed[index] += 1
-                # (without a key, failures without detail after a completed handshake are
-                # a receiver's trainer dying, not a refusal: `refused` would call it "not
-                # a receiver"; PeerWatch reads its disconnection. With a key they are a
-                # refusal: a trainer restarted there with another key)
-                # (a refusal with detail already read is kept: a mechanism mismatch's
-                # words must not become "not a receiver" on the reconnections that follow)
+                # (without a key, after a completed handshake: a trainer dying, which
+                # PeerWatch reads; with one, a trainer restarted with another key. A
+                # refusal with detail is kept: a mismatch is not "not a receiver")
                 had = self._refusal[index]
                 detailed = had is not None and had[0] != event
                 if self._undetailed[index] >= 2 and (self._keyed[index] or not self._zmtp[index]):
@@ -193,11 +210,9 @@ class Handshakes:
 
         since = self.down_since[index]
         if since is not None:
-            # Events carry no time, and only a wait reads them (perhaps long after a
-            # trainer was killed). ZeroMQ announces each reconnection's interval (its
-            # value), from the disconnection on: all but the last have passed, so the
-            # connection went down at the latest that long before now (at most one
-            # interval, RECONNECT_IVL with its jitter, later than it did).
+            # Events carry no time, and are read late. ZeroMQ announces each
+            # reconnection's interval from the disconnection on: all but the last have
+            # passed (at most one interval, RECONNECT_IVL with its jitter, late).
             self.down_since[index] = min(since, time.monotonic() - self._retried_ms[index] / 1000)
 
     def read(self) -> None:
@@ -230,7 +245,7 @@ class Handshakes:
                 zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL,
                 zmq.PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH,
             ):
-                cause = f"it does not use CURVE, and this client has a CURVE key for it: {MISMATCH}"
+                cause = PLAIN
             else:
                 cause = (
                     f"{MISMATCH} (the receiver's curve_public_key, that of the trainer running now)"

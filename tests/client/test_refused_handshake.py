@@ -24,8 +24,23 @@ pytestmark = pytest.mark.skipif(not zmq.has("curve"), reason="libzmq built witho
 
 STEPS = 6
 MISMATCH = "the server key does not match: check MELISSA_TRAINER_KEY / the rendezvous file"
+#: a key for a receiver without CURVE (before: "it does not use CURVE ... the server key
+#: does not match", a contradiction). Under load its mechanism mismatch can lose its
+#: detail (the receiver closes before its greeting is flushed, as a CURVE-only one's:
+#: `NOT_RECEIVER_DROPS`): then MISMATCH, the words of a refusal without detail (`named`);
+#: these words exactly: tests/client/test_handshake_silent_keyed.py, on fed events
+PLAIN = (
+    "the receiver takes plain (unencrypted) connections and this client has a CURVE key "
+    "for it: unset MELISSA_TRAINER_KEY (or check the endpoint / the rendezvous file if "
+    "that receiver should use CURVE)"
+)
 #: no bound but the refusal: a close that does not see it waits for ever (the test's timeout)
 UNBOUNDED = ClientTuning(close_timeout=None, disconnected_timeout=None)
+
+
+def named(said: str, text: str) -> bool:
+    """Whether `text` has the words `said` (MISMATCH for PLAIN: its detail lost)."""
+    return said in text or (said == PLAIN and MISMATCH in text)
 
 
 @pytest.fixture(autouse=True)
@@ -50,7 +65,7 @@ def stream(endpoint: str) -> None:
     ("server_curve", "client_key", "said"),
     [
         (True, True, MISMATCH),  # another receiver's key, or a stale one
-        (False, True, MISMATCH),  # a key for a receiver without CURVE
+        (False, True, PLAIN),  # a key for a receiver without CURVE
         (True, False, "no CURVE key is known for it here: set MELISSA_TRAINER_KEY"),
     ],
     ids=["wrong_key", "key_for_plain_receiver", "no_key_for_curve_receiver"],
@@ -67,7 +82,7 @@ def test_a_refused_handshake_is_an_error_at_close_naming_the_key(
         with pytest.raises(ValueError) as error:
             stream(receiver.endpoint)
         text = str(error.value)
-        assert said in text and receiver.endpoint in text, text
+        assert named(said, text) and receiver.endpoint in text, text
         assert "nothing sent to it was delivered" in text, text
         assert len(buffer) == 0  # (the oracle: nothing arrived, as the message says)
 
@@ -113,7 +128,8 @@ def test_a_send_that_send_timeout_ends_names_the_refused_key_not_back_pressure(
         finally:
             client.close(bye=False)
         text = str(error.value)
-        assert MISMATCH in text and receiver.endpoint in text and "could not send" in text
+        said = MISMATCH if server_curve else PLAIN
+        assert named(said, text) and receiver.endpoint in text and "could not send" in text
         assert len(buffer) == 0
 
 
@@ -145,5 +161,6 @@ def test_a_blocked_send_without_send_timeout_names_the_refused_key(
             client.close(bye=False)
         text = str(error.value)
         assert text.startswith("simulation 7 rank 0: could not send time step "), text
-        assert MISMATCH in text and receiver.endpoint in text, text
+        said = MISMATCH if server_curve else PLAIN
+        assert named(said, text) and receiver.endpoint in text, text
         assert len(buffer) == 0

@@ -9,7 +9,14 @@
  * handshake before it lingers, and a refused one is MT_EENV, naming the endpoint and
  * the fix. As the Python client's serving socket (client/predict_link.py): a failure without
  * detail counts as a refusal when it comes twice in a row (once may be a receiver that
- * stopped mid-handshake). */
+ * stopped mid-handshake). Not one that may end a connection NOT_ZMQ_AFTER_S old or more:
+ * libzmq ends a handshake its peer never answers (ZMQ_HANDSHAKE_IVL, 30 s) so too, and a
+ * silent peer, or a receiver whose trainer is stopped (SIGSTOP), is not a refused key
+ * (NOT_RECEIVER and the waits apply). Events carry no time and may be read late: a
+ * connection began after the last read that found the monitor empty before its
+ * CONNECTED, and each failure let off puts later events NOT_ZMQ_AFTER_S later, so that at
+ * most one per NOT_ZMQ_AFTER_S is let off: a key refused at each reconnection (100 ms)
+ * still is (the limits: client/handshake.py's module docstring). */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <stdio.h>
@@ -32,6 +39,8 @@ mt_status mt_handshake_watch(mt_client *c, size_t i) {
         if (c->handshakes == NULL) return mt_fail(c, MT_ENOMEM, "out of memory");
     }
     mt_handshake *h = &c->handshakes[i];
+    h->drained = mt_now();
+    h->opened = -1.0;
     char address[64];
     snprintf(address, sizeof address, "inproc://mt-handshake-%p-%zu", (void *)c, i);
     if (zmq_socket_monitor(c->sockets[i], address, WATCHED) != 0)
@@ -87,10 +96,13 @@ bool mt_handshake_not_receiver(const mt_handshake *h) { return not_receiver(h); 
  * peer is not a receiver when first seen. */
 static void read_events(mt_client *c, size_t i) {
     mt_handshake *h = &c->handshakes[i];
+    double earliest = h->drained; /* (the earliest time of the next event read) */
     for (;;) {
         uint8_t frame[6]; /* u16 event, u32 value; then a frame with the endpoint */
+        double before = mt_now();
         int n = zmq_recv(h->monitor, frame, sizeof frame, ZMQ_DONTWAIT);
         if (n < 0) { /* (EAGAIN: none left) */
+            h->drained = before;
             /* Events carry no time, and are read late (a simulation computing while its
              * trainer was killed). ZeroMQ announces each reconnection's interval, from
              * the disconnection on: all but the last have passed, so it went down at the
@@ -113,7 +125,17 @@ static void read_events(mt_client *c, size_t i) {
         uint32_t value;
         memcpy(&event, frame, sizeof event);
         memcpy(&value, frame + 2, sizeof value);
+        if (event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) {
+            double opened = h->opened;
+            h->opened = -1.0;
+            if (opened >= 0 && mt_now() - opened >= NOT_ZMQ_AFTER_S) {
+                double after = opened + NOT_ZMQ_AFTER_S; /* (a handshake timeout: not counted) */
+                if (after > earliest) earliest = after;
+                continue;
+            }
+        }
         if (event == ZMQ_EVENT_CONNECTED) {
+            h->opened = earliest;
             h->down = false;
             h->ever = true;
             if (h->tcp_at <= 0) h->tcp_at = mt_now();
@@ -133,6 +155,7 @@ static void read_events(mt_client *c, size_t i) {
             h->state = MT_HANDSHAKE_OK;
             h->undetailed = 0;
             h->zmtp = true;
+            h->opened = -1.0;
         } else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) {
             /* (without a key, failures without detail after a completed handshake are
              * a receiver's trainer dying, not a refusal: handshake.py's _read) */
@@ -165,8 +188,9 @@ static mt_status refused(mt_client *c, size_t i) {
                 "(MELISSA_TRAINER_RENDEZVOUS: its files carry the key)";
     else if (h->event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL &&
              h->value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH)
-        cause = "it does not use CURVE, and this client has a CURVE key for it: the server key "
-                "does not match: check MELISSA_TRAINER_KEY / the rendezvous file";
+        cause = "the receiver takes plain (unencrypted) connections and this client has a CURVE "
+                "key for it: unset MELISSA_TRAINER_KEY (or check the endpoint / the rendezvous "
+                "file if that receiver should use CURVE)";
     else
         cause = "the server key does not match: check MELISSA_TRAINER_KEY / the rendezvous "
                 "file (the receiver's curve_public_key, that of the trainer running now)";

@@ -97,6 +97,7 @@ typedef struct mt_handshake {
     double retried_ms, last_ms; /* those announced since down (all but the last; last) */
     double tcp_at; /* first TCP connection (mt_now(); 0: none), while no handshake (zmtp) */
     bool zmtp, warned; /* a handshake completed once; "not a receiver" was said (once) */
+    double drained, opened; /* last read that found none; since when up, no handshake (<0) */
 } mt_handshake;
 
 /* Asking, while it runs, whether the trainer took it (admission_watch.c). */

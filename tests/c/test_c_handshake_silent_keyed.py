@@ -1,0 +1,125 @@
+"""The C client with a CURVE key, pointed at a peer that accepts TCP and never answers
+(``python -m http.server`` waits for a line the ZeroMQ greeting never sends): libzmq
+ends each such handshake after ``ZMQ_HANDSHAKE_IVL`` (30 s) with a failure without
+detail, and clients/c/src/handshake.c counted two of them as a refused key (MT_EENV, "the
+server key does not match"), a wrong diagnosis that also ended the close to a receiver
+whose trainer is stopped (SIGSTOP) instead of waiting for it. A failure that may end a
+connection NOT_ZMQ_AFTER_S old is not counted now, as in the Python client
+(tests/client/test_handshake_silent_keyed.py): the close waits out its close_timeout and
+says the peer is not a receiver unless a stopped trainer (`NOT_RECEIVER`).
+
+A shim preloaded into the driver (LD_PRELOAD) sets ZMQ_HANDSHAKE_IVL to `IVL_MS` on each
+socket before it connects over TCP (the C client has no setter for it); nothing else
+changes. Failed before the change (MT_EENV at the second timeout)."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import zmq
+from c_driver import run_script, script_exe  # noqa: F401 (a fixture)
+from compiled import CClient, c_client  # noqa: F401 (a fixture)
+
+from melissa_trainer.client.handshake import MISMATCH, NOT_RECEIVER
+
+pytestmark = [
+    pytest.mark.e2e,  # a compiled driver, and seconds of handshake intervals
+    pytest.mark.skipif(not zmq.has("curve"), reason="pyzmq's libzmq was built without CURVE"),
+]
+
+MT_ETIMEDOUT = 8
+IVL_MS = 2500
+SHIM = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <string.h>
+#include <zmq.h>
+int zmq_connect(void *s, const char *address) {
+    static int (*real)(void *, const char *);
+    if (real == NULL) real = (int (*)(void *, const char *))dlsym(RTLD_NEXT, "zmq_connect");
+    if (strncmp(address, "tcp://", 6) == 0) {
+        int ivl = IVL_MS;
+        zmq_setsockopt(s, ZMQ_HANDSHAKE_IVL, &ivl, sizeof ivl);
+    }
+    return real(s, address);
+}
+""".replace("IVL_MS", str(IVL_MS))
+
+
+@pytest.fixture(scope="module")
+def short_handshake(tmp_path_factory: pytest.TempPathFactory, c_client: CClient) -> str:  # noqa: F811
+    """LD_PRELOAD for the shim (after ASan's runtime, which must come first, when the
+    driver is built with it: MT_TEST_SANITIZE)."""
+    compiler = shutil.which("gcc") or "cc"
+    out = tmp_path_factory.mktemp("shim")
+    (out / "shim.c").write_text(SHIM)
+    subprocess.run(
+        [compiler, "-shared", "-fPIC", str(out / "shim.c"), "-o", str(out / "shim.so"), "-ldl"],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    if not c_client.sanitize:
+        return str(out / "shim.so")
+    asan = subprocess.run(
+        [compiler, "-print-file-name=libasan.so"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    return f"{asan} {out / 'shim.so'}"
+
+
+@pytest.fixture
+def silent() -> Iterator[tuple[str, list[socket.socket]]]:
+    """A program that accepts TCP connections and never writes: its endpoint, and the
+    connections it accepted so far."""
+    accepted: list[socket.socket] = []
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        listener.settimeout(0.1)
+        done = threading.Event()
+
+        def accept() -> None:
+            while not done.is_set():
+                try:
+                    accepted.append(listener.accept()[0])
+                except TimeoutError:
+                    continue
+
+        thread = threading.Thread(target=accept, daemon=True)
+        thread.start()
+        try:
+            yield f"tcp://127.0.0.1:{listener.getsockname()[1]}", accepted
+        finally:
+            done.set()
+            thread.join(timeout=10)
+            for conn in accepted:
+                conn.close()
+
+
+@pytest.mark.timeout(120)
+def test_a_keyed_c_close_to_a_silent_peer_says_not_a_receiver_not_the_key(
+    script_exe: Path,  # noqa: F811
+    tmp_path: Path,
+    short_handshake: str,
+    silent: tuple[str, list[socket.socket]],
+) -> None:
+    endpoint, accepted = silent
+    close_timeout = 5 * IVL_MS / 1000  # (four handshakes time out before it)
+    script = f"close_timeout {close_timeout}\nfield u 1 1 4\nstart\nsend 0 u 1 4 0\nclose\n"
+    env = {
+        "MELISSA_TRAINER_ENDPOINTS": endpoint,
+        "MELISSA_TRAINER_SIMULATION_ID": "7",
+        "MELISSA_TRAINER_KEY": zmq.curve_keypair()[0].decode(),
+        "LD_PRELOAD": short_handshake,
+    }
+    result = run_script(script_exe, script, tmp_path, env, timeout=90)
+    code, message = result[max(result)]  # (the close's)
+    assert MISMATCH not in message, message  # (before: MT_EENV, the server key ...)
+    assert len(accepted) >= 4, (len(accepted), result)  # (three timed out, at least)
+    assert code == MT_ETIMEDOUT and f"{endpoint}: {NOT_RECEIVER}" in message, result

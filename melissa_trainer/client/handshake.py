@@ -46,6 +46,15 @@ from collections.abc import Sequence
 
 import zmq
 
+from melissa_trainer.client.handshake_words import (
+    MISMATCH,
+    NO_KEY,
+    NOT_RECEIVER,
+    NOT_RECEIVER_DROPS,
+    PLAIN,
+    UNDETAILED_PLAIN,
+)
+
 __all__ = [
     "DOWN",
     "MISMATCH",
@@ -53,6 +62,7 @@ __all__ = [
     "NOT_RECEIVER_DROPS",
     "NOT_ZMQ_AFTER",
     "PLAIN",
+    "UNDETAILED_PLAIN",
     "UP",
     "Handshakes",
     "down_note",
@@ -60,15 +70,6 @@ __all__ = [
     "pending_note",
 ]
 
-#: the cause and the fix of a refused key, as the C client words them
-MISMATCH = "the server key does not match: check MELISSA_TRAINER_KEY / the rendezvous file"
-#: why a receiver without CURVE refused a client with a key, and the fix (the C client's
-#: words too)
-PLAIN = (
-    "the receiver takes plain (unencrypted) connections and this client has a CURVE key "
-    "for it: unset MELISSA_TRAINER_KEY (or check the endpoint / the rendezvous file if "
-    "that receiver should use CURVE)"
-)
 #: events that say a connection is up, and that it is down (or not up yet): `down_since`
 UP = (zmq.EVENT_CONNECTED, zmq.EVENT_HANDSHAKE_SUCCEEDED)
 DOWN = (
@@ -80,27 +81,6 @@ DOWN = (
 _WATCHED = zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL | zmq.EVENT_HANDSHAKE_FAILED_AUTH
 for _event in (*UP, *DOWN, zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL):
     _WATCHED |= _event
-#: what a peer that accepted TCP but never completed a ZeroMQ handshake is (another
-#: program: an HTTP server), and the fix; or a trainer whose process is stopped, silent
-#: until continued (tests/launcher/test_pause.py). The C client's words too
-NOT_RECEIVER = (
-    "not a melissa-trainer receiver (it accepted a TCP connection but no ZeroMQ handshake "
-    "completed): check the endpoint (the trainer's rank_N.json); unless it is a trainer "
-    "whose process is stopped (SIGSTOP, a suspended job), which answers once continued"
-)
-#: what a peer that ended every ZeroMQ handshake without a detail is, to a client
-#: without a CURVE key, and the fixes: another program (an HTTP server answering junk),
-#: or a CURVE-only receiver, whose mechanism mismatch (a detail) is lost when it closes
-#: before its greeting is flushed (libzmq 4.3.4, under load: tests/c/
-#: test_c_curve_mismatch.py). The C client's words too.
-NOT_RECEIVER_DROPS = (
-    "not a melissa-trainer receiver, or a receiver that takes CURVE (encrypted) connections "
-    "only (it accepted TCP connections but ended every ZeroMQ handshake without completing "
-    "one): check the endpoint (the trainer's rank_N.json); if it is a receiver, no CURVE "
-    "key is known for it here: set MELISSA_TRAINER_KEY to its public key, or use the "
-    "rendezvous (MELISSA_TRAINER_RENDEZVOUS: its files carry the key); nothing sent to it "
-    "was delivered"
-)
 #: seconds a TCP connection may go without a completed handshake before its peer counts
 #: as `NOT_RECEIVER`: a receiver's libzmq I/O thread answers in milliseconds, even while
 #: its trainer's Python is busy
@@ -236,20 +216,18 @@ class Handshakes:
                 # lost: `NOT_RECEIVER_DROPS` names both)
                 return f"to {endpoint}: {NOT_RECEIVER_DROPS}"
             if not self._keyed[index]:
-                cause = (
-                    "it takes CURVE (encrypted) connections only, and no CURVE key is known "
-                    "for it here: set MELISSA_TRAINER_KEY to its public key, or use the "
-                    "rendezvous (MELISSA_TRAINER_RENDEZVOUS: its files carry the key)"
-                )
+                cause = NO_KEY
             elif refusal == (
                 zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL,
                 zmq.PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH,
             ):
                 cause = PLAIN
-            else:
+            else:  # (without detail, it may be a plain receiver's lost mismatch too)
                 cause = (
                     f"{MISMATCH} (the receiver's curve_public_key, that of the trainer running now)"
                 )
+                if refusal[0] == zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL:
+                    cause += f"; or {UNDETAILED_PLAIN}"
             return (
                 f"to {endpoint}: the receiver refused this client's handshake, nothing sent "
                 f"to it was delivered: {cause}"

@@ -191,6 +191,10 @@ static mt_status refused(mt_client *c, size_t i) {
         cause = "the receiver takes plain (unencrypted) connections and this client has a CURVE "
                 "key for it: unset MELISSA_TRAINER_KEY (or check the endpoint / the rendezvous "
                 "file if that receiver should use CURVE)";
+    else if (h->event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) /* (handshake.py UNDETAILED_PLAIN) */
+        cause = "the server key does not match: check MELISSA_TRAINER_KEY / the rendezvous "
+                "file (the receiver's curve_public_key, that of the trainer running now); or "
+                "the receiver takes plain (unencrypted) connections: unset MELISSA_TRAINER_KEY";
     else
         cause = "the server key does not match: check MELISSA_TRAINER_KEY / the rendezvous "
                 "file (the receiver's curve_public_key, that of the trainer running now)";

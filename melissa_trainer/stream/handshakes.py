@@ -17,11 +17,13 @@ detail tells the cause:
 - ``HANDSHAKE_FAILED_AUTH``, or ``HANDSHAKE_FAILED_PROTOCOL`` with
   ``ZMQ_PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC`` (the receiver cannot open the client's CURVE
   HELLO: no ZAP handler here, so a wrong key is this one): a client with another key.
-- ``HANDSHAKE_FAILED_NO_DETAIL``, or no event at all: the peer closed first. A client with
-  no key or the wrong key that saw the mismatch before the receiver did (about one attempt
-  in four, racing), a socket that cannot send to a PULL (a REQ or DEALER: a prediction
-  request given the stream endpoint), or no ZeroMQ peer at all (a port probe). Other
-  protocol errors are counted with these.
+- ``HANDSHAKE_FAILED_NO_DETAIL``, or no event at all: the peer closed first. A client
+  without a key that saw the mismatch before the receiver did (racing: about one attempt
+  in two, measured; a wrong key was always the receiver's to see, with its detail, but
+  the words allow either), a client with a key for a receiver without CURVE (the same
+  race), a socket that cannot send to a PULL (a REQ or DEALER: a prediction request
+  given the stream endpoint), or no ZeroMQ peer at all (a port probe). Other protocol
+  errors are counted with these.
 
 So on a receiver with CURVE the words put the key first. What is counted is connection
 attempts, not clients: a refused client dials again at each reconnect interval (100 ms by
@@ -85,7 +87,7 @@ _WORDS = {
     + ", else not ZeroMQ (a port probe)",
     (False, A_KEY): "a client with a CURVE key (this receiver takes plain connections): "
     "unset the client's MELISSA_TRAINER_KEY, or give this trainer's ReceiverConfig the "
-    "curve_secret_key of the client's key",
+    "curve_secret_key whose public key the client has",
     (False, UNKNOWN): "likely "
     + _WRONG_TYPE
     + ", or a client with a CURVE key (this receiver takes plain connections) that closed "
@@ -95,12 +97,12 @@ _WORDS = {
 
 class HandshakeWatch:
     """Counts and logs the connection attempts of `socket` refused in their handshake
-    (module docstring). `curve`: the socket is a CURVE server (read from the socket
-    unless given); `label` ends each line (the receiver's rank under several)."""
+    (module docstring), worded for its mechanism (a CURVE server or not, read from the
+    socket: set before this watch is made); `label` ends each line (the receiver's rank
+    under several)."""
 
-    def __init__(self, socket: zmq.Socket, label: str = "", curve: bool | None = None) -> None:
-        mechanism = socket.getsockopt(zmq.MECHANISM) if curve is None else None
-        self._curve = curve if curve is not None else mechanism == zmq.CURVE
+    def __init__(self, socket: zmq.Socket, label: str = "") -> None:
+        self._curve = socket.getsockopt(zmq.MECHANISM) == zmq.CURVE
         self._label = label
         self._shaking: dict[int, None] = {}  # fds accepted, in their handshake (in order)
         self._failed: deque[str] = deque()  # causes read, their DISCONNECTED not yet

@@ -88,8 +88,9 @@ def test_a_client_without_a_key_is_named_on_a_curve_receiver(
     with running(curve_secret_key=secret) as rec:
         assert rec.endpoint is not None
         for tries in range(1, 41):
-            push(context, rec.endpoint, None, once=True).close()  # (its attempt made)
+            client = push(context, rec.endpoint, None, once=True)
             wait_until(lambda: refused() >= tries, lambda: warnings(caplog), 30)  # noqa: B023
+            client.close()  # (once its attempt is seen: a close before would cancel it)
             if any(NO_KEY in m for m in warnings(caplog)):
                 break
         said = wait_for_warning(caplog, NO_KEY)

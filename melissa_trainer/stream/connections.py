@@ -82,12 +82,8 @@ while the socket is empty, later while it is kept busy). The monitor's queue has
 (``RCVHWM`` 0: events left unread while the ingester is busy never stall the socket; one small
 message per close).
 
-A peer whose socket cannot send to a PULL (a REQ or DEALER: a prediction request sent to the stream
-endpoint) is closed in its handshake: ``ACCEPTED`` then ``DISCONNECTED``, with no event between or
-``HANDSHAKE_FAILED_NO_DETAIL`` (libzmq 4.3.5: which side saw it first), as a peer not ZeroMQ (a
-port probe). ``HANDSHAKE_SUCCEEDED`` names no descriptor: taken as the oldest handshake's (a HELLO
-proves its own: concurrent handshakes may leave one uncounted, never count a PUSH that said HELLO).
-One WARNING, then one line at `close`.
+Connection attempts refused in their handshake (a client without the receiver's CURVE key, a
+socket that cannot send to a PULL, a port probe) are the monitor's too: `handshakes`.
 
 Thread-safety: `hello`, `bye`, `settle` and `owner_of` are called by the receiver's ingester
 (whoever holds its lock, which orders its use of the monitor socket across threads), `close` once
@@ -104,6 +100,8 @@ from typing import Protocol, cast
 import zmq
 from zmq.utils.monitor import parse_monitor_message
 
+from melissa_trainer.stream.handshakes import EVENTS as HANDSHAKE_EVENTS
+from melissa_trainer.stream.handshakes import HandshakeWatch
 from melissa_trainer.wire import Bye, Hello
 
 __all__ = ["ConnectionWatch"]
@@ -111,8 +109,7 @@ __all__ = ["ConnectionWatch"]
 logger = logging.getLogger("melissa_trainer.stream.receiver")  # the receiver's messages
 
 _POLLIN = int(zmq.POLLIN)
-_FAILED = zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL | zmq.EVENT_HANDSHAKE_FAILED_AUTH  # (CURVE...)
-_EVENTS = _FAILED | zmq.EVENT_DISCONNECTED | zmq.EVENT_ACCEPTED | zmq.EVENT_HANDSHAKE_SUCCEEDED
+_EVENTS = HANDSHAKE_EVENTS | zmq.EVENT_DISCONNECTED
 #: a lost connection, after the first (said in full)
 _SHORT = "a connection closed before its BYE, its data lost until it runs again"
 #: the monitors' inproc addresses, one per socket for the process's life (not `id()`:
@@ -165,9 +162,8 @@ class ConnectionWatch:
         self._closed: list[tuple[int, int]] = []
         self._at_stop: list[bool] = []
         self._closed_since: list[_Since] = []
-        self._shaking: dict[int, None] = {}  # fds accepted, in their handshake (in order)
-        self._failed = 0  # HANDSHAKE_FAILED_PROTOCOL/AUTH read, their DISCONNECTED not yet
-        self.closed_in_handshake = 0  # connections refused for their type (module docstring)
+        #: connection attempts refused in their handshake (`handshakes`)
+        self.handshakes = HandshakeWatch(socket, label)
         # (`Socket.get_monitor_socket`'s, with RCVHWM 0 on the reading end: libzmq then
         # leaves the inproc pipe unbounded. With the default HWMs, about 2000 closes left
         # unread stalled the receiver's socket (libzmq 4.3.5, measured: 1500 read, 2100
@@ -201,7 +197,7 @@ class ConnectionWatch:
         simulation has no ledger here: its close is not counted (module docstring)."""
         self._drain()
         fd = frame.get(zmq.SRCFD)
-        self._shaking.pop(fd, None)  # (its handshake succeeded: it sent a message)
+        self.handshakes.hello(fd)  # (its handshake succeeded: it sent a message)
         if refused:  # (a connection already named keeps its name)
             if fd not in self._owners:
                 self._refused[fd] = (msg.simulation_id, msg.client_rank)
@@ -275,10 +271,7 @@ class ConnectionWatch:
         if len(self._logged) > 1:
             said = "%d simulations warned of: %s%s"
             logger.warning(said, len(self._logged), _SHORT, self._label)
-        if self.closed_in_handshake > 1:
-            logger.warning("%d connections closed in their handshake in all (a wrong socket "
-                           "type, as warned of above)%s", self.closed_in_handshake,
-                           self._label)  # fmt: skip
+        self.handshakes.close()
 
     def _drain(self) -> None:
         """Read every event waiting in the monitor, without waiting (the ingester)."""
@@ -293,28 +286,10 @@ class ConnectionWatch:
             event = parse_monitor_message(frames)  # (ZeroMQ's, not ours)
             kind, value = event["event"], int(event["value"])  # (a descriptor, or an errno)
             if kind == zmq.EVENT_DISCONNECTED:
-                self._handshake_ended(value, event["endpoint"])
+                self.handshakes.disconnected(value, event["endpoint"])
                 self._disconnected(value)
-            elif kind == zmq.EVENT_ACCEPTED:
-                self._shaking[value] = None
-            elif kind == zmq.EVENT_HANDSHAKE_SUCCEEDED and self._shaking:
-                del self._shaking[next(iter(self._shaking))]  # (the oldest: no descriptor)
-            elif kind & _FAILED:  # (its DISCONNECTED comes next: another cause)
-                self._failed += 1
-
-    def _handshake_ended(self, fd: int, endpoint: bytes) -> None:
-        shaking = self._shaking.pop(fd, 0) is None  # (accepted, its handshake not seen)
-        if self._failed:
-            self._failed -= 1
-        elif shaking:
-            self.closed_in_handshake += 1
-            (logger.warning if self.closed_in_handshake == 1 else logger.debug)(
-                "a peer connected to %s was closed in its ZeroMQ handshake: likely a socket "
-                "that cannot send to a PULL (a REQ or DEALER: mt_predict or Predictor given "
-                "the stream endpoint of rank_N.json: give it serve_N.json's), else not ZeroMQ "
-                "(a port probe); nothing it sent arrives (%d such; the next summed up at the "
-                "end)%s", endpoint.decode(errors="replace"), self.closed_in_handshake,
-                self._label)  # fmt: skip
+            else:
+                self.handshakes.event(kind, value)
 
     def _disconnected(self, fd: int) -> None:
         # the study's own stop (this rank's `study_stops`, or rank 0's word read for a

@@ -6,7 +6,8 @@ libzmq 4.3.5 gives the receiver an ``ACCEPTED`` then a ``DISCONNECTED``, with no
 between or a ``HANDSHAKE_FAILED_NO_DETAIL`` (whichever side saw the mismatch first: each
 in about half the tries), as for a peer that is not ZeroMQ (`stream.connections`): the
 receiver now warns of the first such close, naming the likely cause and the fix, and
-sums the others up in one line at its end. A PUSH that closes is not counted.
+sums the others up in one line at its end (`stream.handshakes`: connection attempts, by
+cause). A PUSH that closes is not counted.
 
 Real sockets: a real `Receiver` (its PULL socket), pyzmq REQ, DEALER and PUSH peers in a
 context of their own (their own I/O thread, as a process of their own). Waits on the
@@ -25,7 +26,8 @@ import zmq
 from helpers import running
 
 LOGGER = "melissa_trainer.stream.receiver"
-WRONG = "was closed in its ZeroMQ handshake: likely a socket that cannot send to a PULL"
+CLOSED = "was closed in its ZeroMQ handshake"  # (the first of a cause in full, then short)
+WRONG = CLOSED + ": likely a socket that cannot send to a PULL"
 
 
 class Lines(logging.Handler):
@@ -43,7 +45,7 @@ class Lines(logging.Handler):
 
     def wrong(self) -> list[logging.LogRecord]:
         with self._changed:
-            return [r for r in self.records if WRONG in r.getMessage()]
+            return [r for r in self.records if CLOSED in r.getMessage()]
 
     def wait(self, n: int, timeout: float = 30.0) -> None:
         with self._changed:
@@ -93,12 +95,12 @@ def test_req_and_dealer_peers_are_warned_of_once_then_summed_up(lines: Lines) ->
     assert len(wrong) >= 3 and wrong[0].levelno == logging.WARNING
     assert {r.levelno for r in wrong[1:]} == {logging.DEBUG}, [r.getMessage() for r in wrong]
     first = wrong[0].getMessage()
-    assert rec.endpoint in first and "REQ or DEALER" in first, first
+    assert WRONG in first and rec.endpoint in first and "REQ or DEALER" in first, first
     assert "serve_N.json" in first and "rank_N.json" in first, first  # the fix, the cause
     # (at WARNING, as the warning that promised it: default logging hid an INFO)
     summary = [r.getMessage() for r in lines.records if r.levelno == logging.WARNING]
-    want = f"{len(wrong)} connections closed in their handshake in all"
-    assert any(m.startswith(want) for m in summary), summary
+    want = f"{len(wrong)} connection attempts refused in their ZeroMQ handshake in all "
+    assert any(m.startswith(want + f"({len(wrong)} without detail;") for m in summary), summary
 
 
 @pytest.mark.timeout(60)

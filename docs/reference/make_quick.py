@@ -293,7 +293,8 @@ EXIT_CODES: list[tuple[str, str]] = [
     (
         "2",
         "the command-line parser refused a flag or a value (argparse's status; a "
-        "`ConfigError` raised in your own code exits 1); the study examples' refusals to "
+        "`ConfigError` raised in your own code exits 1, or 2 inside "
+        "`refusals_end_the_program`, said once by rank 0); the study examples' refusals to "
         "start or resume (an earlier run's checkpoints in `output_dir`, a locked "
         "`output_dir`, a changed study) ([configuration](../how-to/configuration.md))",
     ),

@@ -96,7 +96,10 @@ class Handshakes:
     monitor set up before it connects (`watch`, in connection order; module docstring).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, whose: str = "") -> None:
+        """`whose`: "simulation S rank R", which its warning leads with (the C client's
+        does), or "" for none."""
+        self._whose = f"{whose}: " if whose else ""
         self._monitors: list[zmq.Socket] = []
         self._sockets: list[zmq.Socket] = []
         self._keyed: list[bool] = []
@@ -282,7 +285,10 @@ class Handshakes:
                 import logging  # (as `closing.client_logger`: on the rare path only)
 
                 logging.getLogger("melissa_trainer.client.client").warning(
-                    "to %s: %s; nothing sent to it is delivered", endpoint, NOT_RECEIVER
+                    "%sto %s: %s; nothing sent to it is delivered",
+                    self._whose,
+                    endpoint,
+                    NOT_RECEIVER,
                 )
 
     def accepted(self) -> bool:

@@ -103,7 +103,7 @@ class Transport:
         self.own_context = context is None
         self.context = zmq.Context() if context is None else context
         self.sockets: list[zmq.Socket] = []
-        self.handshakes = Handshakes()  # (a refused key is silent otherwise)
+        self.handshakes = Handshakes(f"simulation {simulation_id} rank {rank}")
         try:
             self.sockets = connect(
                 self.context, self.endpoints, tuning, curve_keys, self.handshakes

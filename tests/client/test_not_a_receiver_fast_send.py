@@ -58,7 +58,8 @@ def test_a_client_sending_fast_into_a_program_that_is_not_a_receiver_is_warned(
         with pytest.raises((TimeoutError, ValueError)):  # (nothing can be delivered)
             client.close()
     # (said while it sent, before the close, which says it too; before: only the close)
-    assert warned == [f"to {silent}: {NOT_RECEIVER}; nothing sent to it is delivered"], (
+    said = f"simulation 9 rank 0: to {silent}: {NOT_RECEIVER}; nothing sent to it is delivered"
+    assert warned == [said], (
         sends,
         warned,
     )

@@ -91,7 +91,9 @@ def test_a_solver_that_cannot_run_stops_the_study_after_a_few_launches_with_one_
     assert sum(counted[1:]) == 64 and "(= 64)" in report[0]  # the places add up
     # the 4 ended, and those launched meanwhile (still running: counted launched)
     tried = report[0].rpartition("; ")[2]
-    assert tried == "4 attempts in all" or (
+    # (or all ended: one launched meanwhile that exited before the study's error was
+    # written is recorded ended too, `FailurePolicy.reap_exited`: "5 attempts in all")
+    assert (tried.endswith(" attempts in all") and 4 <= int(tried.split()[0]) <= 6) or (
         tried.endswith(" attempts launched in all, 4 of them ended")
         and int(tried.split()[0]) >= len(started)
     ), tried

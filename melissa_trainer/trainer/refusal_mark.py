@@ -18,7 +18,12 @@ the other ranks, which could cut short a rank about to say a refusal of its own.
 Without an agent store (``python train.py``, another launcher), or when it cannot be
 reached (node 0's launcher ended: its rank 0 has ended too), there is no mark:
 `await_mark` says so at once (`NO_STORE`, `GONE`); a mark that does not come within its
-timeout, None.
+timeout, None. A store that goes while a rank waits (``--num_machines 2``: rank 0 ended
+without its mark, node 0's launcher with it) is `GONE` too, and said by nothing: a plain
+connection kept beside the store's client (`StoreLink`) reads its end before the client
+is asked again, whose look at a closed connection logs a C++ warning and its stack (about
+twenty lines on stderr, from a rank that promised none). Only a store that ends in the
+instant between the two still makes torch log it.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 import os
+import select
 import socket
 import threading
 import time
@@ -40,6 +46,7 @@ __all__ = [
     "MARK_POLL",
     "NO_STORE",
     "READ_WAIT",
+    "StoreLink",
     "await_mark",
     "launch_store",
     "leave",
@@ -68,10 +75,43 @@ def _key() -> str:
     return f"{_PREFIX}/{run}/{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}"
 
 
-def launch_store() -> TCPStore | str | None:
-    """A client of the launcher's store (a ``torch.distributed.TCPStore``); None when
-    this process has none (one process, no torch elastic agent store); `GONE` when the
-    store refuses connections or does not answer (its launcher has ended)."""
+class StoreLink:
+    """A client of the launcher's store (`store`, a ``torch.distributed.TCPStore``) and
+    the plain TCP connection made to the store first, kept open beside it: it carries
+    nothing, and the store's end closes it, which `gone` reads without asking the store
+    (the client's request on a closed connection logs a C++ warning with its stack on
+    stderr before it raises). A context manager: `close` on exit."""
+
+    def __init__(self, store: TCPStore, probe: socket.socket) -> None:
+        self.store = store
+        self._probe = probe
+
+    def gone(self) -> bool:
+        """Whether the store has closed the plain connection: its process ended (or
+        reset it). Never blocks."""
+        try:
+            readable, _, _ = select.select([self._probe], [], [], 0)
+            # (the store never writes to it: readable is its end, b"" read)
+            return bool(readable) and self._probe.recv(1, socket.MSG_PEEK) == b""
+        except (OSError, ValueError):  # (reset, or closed here: gone either way)
+            return True
+
+    def close(self) -> None:
+        """Close the plain connection (the store's client closes when dropped)."""
+        self._probe.close()
+
+    def __enter__(self) -> StoreLink:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def launch_store() -> StoreLink | str | None:
+    """A link to the launcher's store (`StoreLink`: its client, a
+    ``torch.distributed.TCPStore``); None when this process has none (one process, no
+    torch elastic agent store); `GONE` when the store refuses connections or does not
+    answer (its launcher has ended). The caller closes the link."""
     try:
         world = int(os.environ.get("WORLD_SIZE", "1"))
     except ValueError:
@@ -83,19 +123,21 @@ def launch_store() -> TCPStore | str | None:
     except (KeyError, ValueError):
         return None
     # A plain connection first: a store that is gone refuses it at once, where the
-    # store's client would retry (and log each try) for its whole timeout
+    # store's client would retry (and log each try) for its whole timeout. Kept open:
+    # its end says the store went (`StoreLink.gone`)
     try:
-        with socket.create_connection((host, port), timeout=CONNECT_TIMEOUT):
-            pass
+        probe = socket.create_connection((host, port), timeout=CONNECT_TIMEOUT)
     except OSError:
         return GONE
     from torch.distributed import TCPStore
 
     timeout = datetime.timedelta(seconds=CONNECT_TIMEOUT)
     try:
-        return TCPStore(host, port, None, False, timeout=timeout, wait_for_workers=False)
+        store = TCPStore(host, port, None, False, timeout=timeout, wait_for_workers=False)
     except RuntimeError:  # (torch's DistError: it went between the two connections)
+        probe.close()
         return GONE
+    return StoreLink(store, probe)
 
 
 def leave(line: str) -> None:
@@ -104,50 +146,56 @@ def leave(line: str) -> None:
     (`read`), so that rank 0's exit, after which a launcher ends the others, does not
     cut one short. Nothing without a store: the others wait out their grace, or their
     launcher ends them."""
-    store = launch_store()
-    if store is None or isinstance(store, str):
-        return
     try:
         world = int(os.environ.get("WORLD_SIZE", "1"))
-    except ValueError:  # (launch_store read it: an integer)
+    except ValueError:  # (no store then: `launch_store`)
+        return
+    link = launch_store()
+    if link is None or isinstance(link, str):
         return
     deadline = time.monotonic() + READ_WAIT
     # (a store gone meanwhile: the others learn it from its absence)
-    with contextlib.suppress(RuntimeError):
-        store.set(_key(), line)
-        while store.add(f"{_key()}/read", 0) < world - 1 and time.monotonic() < deadline:
+    with link, contextlib.suppress(RuntimeError):
+        link.store.set(_key(), line)
+        while time.monotonic() < deadline and not link.gone():
+            if link.store.add(f"{_key()}/read", 0) >= world - 1:
+                break
             threading.Event().wait(MARK_POLL)
 
 
 def read() -> None:
     """Another rank, done with rank 0's mark (its own line said, if another): tell rank
-    0, which waits for it (`leave`). Nothing without a store."""
-    store = launch_store()
-    if store is not None and not isinstance(store, str):
-        with contextlib.suppress(RuntimeError):
-            store.add(f"{_key()}/read", 1)
+    0, which waits for it (`leave`). Nothing without a store, or once it is gone."""
+    link = launch_store()
+    if link is not None and not isinstance(link, str):
+        with link, contextlib.suppress(RuntimeError):
+            if not link.gone():
+                link.store.add(f"{_key()}/read", 1)
 
 
 def await_mark(timeout: float) -> str | None:
     """Another rank: the line rank 0 said, as soon as its mark is in the store, waiting
     up to `timeout` s for it; `GONE` when the store is, or goes while waiting (rank 0's
-    launcher ended, so rank 0 did); `NO_STORE` at once without one; None without a
-    mark by `timeout` (rank 0 refused nothing: it trains, or waits for this rank).
-    Blocks (a launcher's SIGTERM ends it)."""
-    store = launch_store()
-    if store is None:
+    launcher ended, so rank 0 did: said by nothing, `StoreLink.gone`); `NO_STORE` at
+    once without one; None without a mark by `timeout` (rank 0 refused nothing: it
+    trains, or waits for this rank). Blocks (a launcher's SIGTERM ends it)."""
+    link = launch_store()
+    if link is None:
         return NO_STORE
-    if isinstance(store, str):
-        return store
+    if isinstance(link, str):
+        return link
     # Polled, not the store's blocking wait: its timeout (rank 0 refused nothing) logs
     # two lines of C++ warnings on stderr, beside the line this rank then says
     deadline = time.monotonic() + timeout
-    try:
-        while not store.check([_key()]):
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return None
-            threading.Event().wait(min(MARK_POLL, left))
-        return bytes(store.get(_key())).decode("utf-8", "replace")
-    except RuntimeError:  # (torch's DistError: the connection closed, the store went)
+    with link:
+        try:
+            while not link.gone():
+                if link.store.check([_key()]):
+                    return bytes(link.store.get(_key())).decode("utf-8", "replace")
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                threading.Event().wait(min(MARK_POLL, left))
+        except RuntimeError:  # (torch's DistError: the connection closed, the store went)
+            pass
         return GONE

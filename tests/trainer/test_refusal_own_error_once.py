@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from agent_store import as_rank
 from torch.distributed import TCPStore
 
 from melissa_trainer import ConfigError, refusals_end_the_program
@@ -44,11 +45,7 @@ with refusals_end_the_program():
 def store(monkeypatch: pytest.MonkeyPatch) -> Iterator[TCPStore]:
     """A store as torch elastic's agent hosts one, this process rank 1 of 2 under it."""
     server = TCPStore("127.0.0.1", 0, None, True, timeout=datetime.timedelta(seconds=10))
-    env = {"TORCHELASTIC_USE_AGENT_STORE": "True", "WORLD_SIZE": "2", "RANK": "1"}
-    env.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(server.port)})
-    env.update({"TORCHELASTIC_RUN_ID": "test", "TORCHELASTIC_RESTART_COUNT": "0"})
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
+    as_rank(monkeypatch, server.port)
     monkeypatch.setattr(refusal_mark, "READ_WAIT", 0.0)  # (no other rank here to read)
     yield server
     del server  # (closes the listening socket)

@@ -1,0 +1,37 @@
+"""The handshake's words (`client.handshake_words`) are the C client's too, word for word
+(its module docstring promises it; clients/c/src/handshake.c): every one of them, and the
+sentence a key refused without a detail ends with, are in handshake.c's string literals.
+Before, only `PLAIN` (tests/client/test_handshake_silent_keyed.py) and
+`NOT_RECEIVER_DROPS` (tests/c/test_c_not_a_receiver_drops_words.py, a C build) were
+compared: an edit of one side of `NO_KEY`, `MISMATCH`, `NOT_RECEIVER` or
+`UNDETAILED_PLAIN` went unseen. Reads the source: no build."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from melissa_trainer.client import handshake_words
+
+SOURCE = Path(__file__).resolve().parents[2] / "clients" / "c" / "src" / "handshake.c"
+
+
+def literals() -> str:
+    """handshake.c with its adjacent string literals joined, as the C compiler joins
+    them (across line ends, and a macro's continuation backslashes)."""
+    return re.sub(r'"(?:\s|\\\n)*"', "", SOURCE.read_text())
+
+
+@pytest.mark.parametrize("name", handshake_words.__all__)
+def test_each_handshake_word_is_the_c_client_s(name: str) -> None:
+    words = getattr(handshake_words, name)
+    assert words in literals(), f"{name} is not in {SOURCE.name}: {words!r}"
+
+
+def test_a_key_refused_without_detail_ends_alike() -> None:
+    """`Handshakes.refused`'s cause for a keyed client's failure without a detail."""
+    mismatch = f"{handshake_words.MISMATCH} (the receiver's curve_public_key, that of the"
+    ending = f"trainer running now); or {handshake_words.UNDETAILED_PLAIN}"
+    assert f"{mismatch} {ending}" in literals()

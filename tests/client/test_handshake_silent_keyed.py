@@ -21,34 +21,24 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
 import zmq
+from fed_monitor import ENDPOINT, fed
 from keys_receiver_process import closing
 from waiting import wait_until
 
 from melissa_trainer.client import ENV_KEY, ENV_RENDEZVOUS, Client, ClientTuning
-from melissa_trainer.client.handshake import _EVENT, MISMATCH, NOT_RECEIVER, PLAIN, Handshakes
+from melissa_trainer.client.handshake import MISMATCH, NOT_RECEIVER, PLAIN
 
-ENDPOINT = "tcp://127.0.0.1:9"
 FIELDS = {"u": ((4,), "float32")}
 #: the client's handshake interval in the tests on real sockets (above NOT_ZMQ_AFTER)
 IVL_MS = 2500
 TUNING = {"socket_options": {zmq.HANDSHAKE_IVL: IVL_MS}}
 CONNECTION = (zmq.EVENT_CONNECTED, zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL, zmq.EVENT_DISCONNECTED)
-
-
-@pytest.fixture
-def context() -> Iterator[zmq.Context]:
-    ctx = zmq.Context()
-    try:
-        yield ctx
-    finally:
-        ctx.destroy(linger=0)
 
 
 def read_late(
@@ -58,21 +48,10 @@ def read_late(
     that each failed without detail, `quiet_for` s after the last read of the monitor
     (a send after a computation); with `value`, one that failed with a mechanism
     mismatch of that value instead."""
-    handshakes = Handshakes()
-    handshakes.watch(context.socket(zmq.PUSH), keyed)
-    feed, monitor = context.socket(zmq.PAIR), context.socket(zmq.PAIR)
-    feed.bind("inproc://fed-events")
-    monitor.connect("inproc://fed-events")
-    handshakes._monitors[0].close(linger=0)
-    handshakes._monitors[0] = monitor  # (the stand-in: the watched socket never connects)
-    handshakes._drained[0] = time.monotonic() - quiet_for  # (its last read, long ago)
     events = [(e, 0) for e in CONNECTION * connections]
     if value:
         events = [(zmq.EVENT_CONNECTED, 0), (zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL, value)]
-    for event, its in events:
-        feed.send_multipart([_EVENT.pack(event, its), ENDPOINT.encode()])
-    assert monitor.poll(5000)  # (inproc: every event is queued once the first is)
-    return handshakes.refused([ENDPOINT])
+    return fed(context, keyed, events, quiet_for).refused([ENDPOINT])
 
 
 @pytest.mark.parametrize("keyed", [True, False], ids=["keyed", "keyless"])

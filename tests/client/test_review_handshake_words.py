@@ -17,40 +17,18 @@ the order of events is the test's, not a race's."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
 import zmq
+from fed_monitor import ENDPOINT, fed
 
-from melissa_trainer.client.handshake import _EVENT, NOT_RECEIVER, NOT_RECEIVER_DROPS, Handshakes
+from melissa_trainer.client.handshake import NOT_RECEIVER, NOT_RECEIVER_DROPS
 
-ENDPOINT = "tcp://127.0.0.1:9"
 FAILED = zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
-
-
-@pytest.fixture
-def context() -> Iterator[zmq.Context]:
-    ctx = zmq.Context()
-    try:
-        yield ctx
-    finally:
-        ctx.destroy(linger=0)
 
 
 def after(context: zmq.Context, keyed: bool, *events: int) -> str | None:
     """What `Handshakes.refused` says of a socket (`keyed`: with a CURVE server key)
     whose monitor reported `events`, in order."""
-    handshakes = Handshakes()
-    handshakes.watch(context.socket(zmq.PUSH), keyed)
-    feed, monitor = context.socket(zmq.PAIR), context.socket(zmq.PAIR)
-    feed.bind("inproc://fed-events")
-    monitor.connect("inproc://fed-events")
-    handshakes._monitors[0].close(linger=0)
-    handshakes._monitors[0] = monitor  # (the stand-in: the watched socket never connects)
-    for event in events:
-        feed.send_multipart([_EVENT.pack(event, 0), ENDPOINT.encode()])
-    assert monitor.poll(5000)  # (inproc: every event is queued once the first is)
-    return handshakes.refused([ENDPOINT])
+    return fed(context, keyed, [(event, 0) for event in events]).refused([ENDPOINT])
 
 
 def test_a_keyless_receiver_that_completed_a_handshake_is_not_called_not_a_receiver(

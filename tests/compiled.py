@@ -144,6 +144,23 @@ def compile_fortran_program(client: CClient, source: str, out_dir: Path, name: s
     return binary
 
 
+def preload_shim(client: CClient, source: str, out_dir: Path) -> str:
+    """The LD_PRELOAD value for the C `source` of a shim (one that wraps a libzmq call
+    of the driver's: ``dlsym(RTLD_NEXT, ...)``) built as a shared library into
+    `out_dir`: the shim alone, or after ASan's runtime, which must come first, when
+    `client` is built with it (MT_TEST_SANITIZE)."""
+    compiler = shutil.which("gcc") or "cc"
+    (out_dir / "shim.c").write_text(source)
+    shim = out_dir / "shim.so"
+    _run([compiler, "-shared", "-fPIC", out_dir / "shim.c", "-o", shim, "-ldl"], "the shim", 120)
+    if not client.sanitize:
+        return str(shim)
+    asan = subprocess.run(
+        [compiler, "-print-file-name=libasan.so"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    return f"{asan} {shim}"
+
+
 def find_mpicc() -> str | None:
     """The MPI C compiler wrapper of the tests' mpiexec (the mpich wheel's), or None."""
     mpiexec = find_mpiexec()

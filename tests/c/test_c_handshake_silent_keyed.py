@@ -14,17 +14,15 @@ changes. Failed before the change (MT_EENV at the second timeout)."""
 
 from __future__ import annotations
 
-import shutil
 import socket
-import subprocess
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import zmq
 from c_driver import run_script, script_exe  # noqa: F401 (a fixture)
-from compiled import CClient, c_client  # noqa: F401 (a fixture)
+from compiled import CClient, c_client, preload_shim  # noqa: F401 (a fixture)
+from silent_peer import silent_peer
 
 from melissa_trainer.client.handshake import MISMATCH, NOT_RECEIVER
 
@@ -54,52 +52,16 @@ int zmq_connect(void *s, const char *address) {
 
 @pytest.fixture(scope="module")
 def short_handshake(tmp_path_factory: pytest.TempPathFactory, c_client: CClient) -> str:  # noqa: F811
-    """LD_PRELOAD for the shim (after ASan's runtime, which must come first, when the
-    driver is built with it: MT_TEST_SANITIZE)."""
-    compiler = shutil.which("gcc") or "cc"
-    out = tmp_path_factory.mktemp("shim")
-    (out / "shim.c").write_text(SHIM)
-    subprocess.run(
-        [compiler, "-shared", "-fPIC", str(out / "shim.c"), "-o", str(out / "shim.so"), "-ldl"],
-        check=True,
-        capture_output=True,
-        timeout=120,
-    )
-    if not c_client.sanitize:
-        return str(out / "shim.so")
-    asan = subprocess.run(
-        [compiler, "-print-file-name=libasan.so"], capture_output=True, text=True, check=True
-    ).stdout.strip()
-    return f"{asan} {out / 'shim.so'}"
+    """LD_PRELOAD for the shim (`compiled.preload_shim`: after ASan's runtime when the
+    driver is built with it, MT_TEST_SANITIZE)."""
+    return preload_shim(c_client, SHIM, tmp_path_factory.mktemp("shim"))
 
 
 @pytest.fixture
 def silent() -> Iterator[tuple[str, list[socket.socket]]]:
-    """A program that accepts TCP connections and never writes: its endpoint, and the
-    connections it accepted so far."""
-    accepted: list[socket.socket] = []
-    with socket.socket() as listener:
-        listener.bind(("127.0.0.1", 0))
-        listener.listen(8)
-        listener.settimeout(0.1)
-        done = threading.Event()
-
-        def accept() -> None:
-            while not done.is_set():
-                try:
-                    accepted.append(listener.accept()[0])
-                except TimeoutError:
-                    continue
-
-        thread = threading.Thread(target=accept, daemon=True)
-        thread.start()
-        try:
-            yield f"tcp://127.0.0.1:{listener.getsockname()[1]}", accepted
-        finally:
-            done.set()
-            thread.join(timeout=10)
-            for conn in accepted:
-                conn.close()
+    """A program that accepts TCP connections and never writes (`silent_peer`)."""
+    with silent_peer() as peer:
+        yield peer
 
 
 @pytest.mark.timeout(120)

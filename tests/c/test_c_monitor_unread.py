@@ -15,13 +15,12 @@ to 1 ms on each socket before it connects over TCP; nothing else changes."""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 from c_driver import script_exe  # noqa: F401 (fixture)
-from compiled import CClient, c_client  # noqa: F401
+from compiled import CClient, c_client, preload_shim  # noqa: F401 (a fixture)
 from refusing_listener import refusing_listener
 
 pytestmark = pytest.mark.e2e  # starts a compiled driver
@@ -48,23 +47,9 @@ int zmq_connect(void *s, const char *address) {
 
 @pytest.fixture(scope="module")
 def fast_reconnect(tmp_path_factory: pytest.TempPathFactory, c_client: CClient) -> str:  # noqa: F811
-    """LD_PRELOAD for the shim, built as a shared library (after ASan's runtime, which
-    must come first, when the driver is built with it: MT_TEST_SANITIZE)."""
-    compiler = shutil.which("gcc") or "cc"
-    out = tmp_path_factory.mktemp("shim")
-    (out / "shim.c").write_text(SHIM)
-    subprocess.run(
-        [compiler, "-shared", "-fPIC", str(out / "shim.c"), "-o", str(out / "shim.so"), "-ldl"],
-        check=True,
-        capture_output=True,
-        timeout=120,
-    )
-    if not c_client.sanitize:
-        return str(out / "shim.so")
-    asan = subprocess.run(
-        [compiler, "-print-file-name=libasan.so"], capture_output=True, text=True, check=True
-    ).stdout.strip()
-    return f"{asan} {out / 'shim.so'}"
+    """LD_PRELOAD for the shim (`compiled.preload_shim`: after ASan's runtime when the
+    driver is built with it, MT_TEST_SANITIZE)."""
+    return preload_shim(c_client, SHIM, tmp_path_factory.mktemp("shim"))
 
 
 @pytest.mark.timeout(120, method="thread")  # (a hang inside libzmq ignores signals)

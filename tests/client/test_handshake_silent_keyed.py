@@ -20,7 +20,6 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -29,6 +28,7 @@ import pytest
 import zmq
 from fed_monitor import ENDPOINT, fed
 from keys_receiver_process import closing
+from silent_peer import silent_peer
 from waiting import wait_until
 
 from melissa_trainer.client import ENV_KEY, ENV_RENDEZVOUS, Client, ClientTuning
@@ -79,31 +79,9 @@ def test_a_key_for_a_plain_receiver_says_unset_it(context: zmq.Context) -> None:
 
 @pytest.fixture
 def silent() -> Iterator[tuple[str, list[socket.socket]]]:
-    """A program that accepts TCP connections and never writes (nor reads): its
-    endpoint, and the connections it accepted so far."""
-    accepted: list[socket.socket] = []
-    with socket.socket() as listener:
-        listener.bind(("127.0.0.1", 0))
-        listener.listen(8)
-        listener.settimeout(0.1)
-        done = threading.Event()
-
-        def accept() -> None:
-            while not done.is_set():
-                try:
-                    accepted.append(listener.accept()[0])
-                except TimeoutError:
-                    continue
-
-        thread = threading.Thread(target=accept, daemon=True)
-        thread.start()
-        try:
-            yield f"tcp://127.0.0.1:{listener.getsockname()[1]}", accepted
-        finally:
-            done.set()
-            thread.join(timeout=10)
-            for conn in accepted:
-                conn.close()
+    """A program that accepts TCP connections and never writes (`silent_peer`)."""
+    with silent_peer() as peer:
+        yield peer
 
 
 @pytest.mark.e2e

@@ -40,9 +40,17 @@ PLAIN = (
 )
 
 
+#: what a refusal without detail adds for a client with a key (client/handshake.py
+#: UNDETAILED_PLAIN): the plain receiver's advice, when its mismatch lost its detail
+UNDETAILED_PLAIN = (
+    "; or the receiver takes plain (unencrypted) connections: unset MELISSA_TRAINER_KEY"
+)
+
+
 def named(said: str, text: str) -> bool:
-    """Whether `text` has the words `said` (MISMATCH for PLAIN: its detail lost)."""
-    return said in text or (said == PLAIN and MISMATCH in text)
+    """Whether `text` has the words `said` (for PLAIN, its detail lost: MISMATCH with
+    the plain receiver's advice after it, which the user needs either way)."""
+    return said in text or (said == PLAIN and MISMATCH in text and UNDETAILED_PLAIN in text)
 
 
 def stream(exe: Path, tmp_path: Path, endpoint: str, key: str | None) -> dict:

@@ -90,9 +90,14 @@ class StoreLink:
         """Whether the store has closed the plain connection: its process ended (or
         reset it). Never blocks."""
         try:
-            readable, _, _ = select.select([self._probe], [], [], 0)
+            # (poll, not select: a descriptor past FD_SETSIZE, in a process with many
+            # files open, is out of select's range)
+            watch = select.poll()
+            watch.register(self._probe, select.POLLIN)
+            if not watch.poll(0):
+                return False
             # (the store never writes to it: readable is its end, b"" read)
-            return bool(readable) and self._probe.recv(1, socket.MSG_PEEK) == b""
+            return self._probe.recv(1, socket.MSG_PEEK) == b""
         except (OSError, ValueError):  # (reset, or closed here: gone either way)
             return True
 

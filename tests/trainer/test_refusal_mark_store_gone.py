@@ -11,10 +11,14 @@ Connection was likely closed"), beside the rank's exit that promised no output
 client says the store went (its end read), before the client is asked again.
 
 The store: a real ``TCPStore`` in a process of its own (`agent_store.store_process`),
-ended right after the rank connected to it, before its first look for the mark."""
+ended right after the rank connected to it, before its first look for the mark. The
+plain connection is watched with ``poll``: in a process with more than 1024 descriptors
+open, ``select`` raised and the live store read as gone (the last test)."""
 
 from __future__ import annotations
 
+import os
+import resource
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -82,3 +86,34 @@ def test_a_rank_s_own_refusal_is_its_one_line_when_the_store_goes(
         raise ConfigError(["my_steps=-2 must be positive"])
     lines = capfd.readouterr().err.splitlines()
     assert len(lines) == 1 and lines[0].endswith(": error: my_steps=-2 must be positive"), lines
+
+
+@pytest.fixture
+def many_files() -> Iterator[None]:
+    """This process with more than FD_SETSIZE (1024) descriptors open, so that the next
+    socket's is past `select`'s range; closed after."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < 1200:
+        pytest.skip(f"RLIMIT_NOFILE {soft}: too few descriptors to pass 1024")
+    held: list[int] = []
+    try:
+        while not held or held[-1] < 1100:
+            held.append(os.open(os.devnull, os.O_RDONLY))
+        yield
+    finally:
+        for fd in held:
+            os.close(fd)
+
+
+@pytest.mark.usefixtures("many_files")
+def test_a_mark_is_read_in_a_process_with_many_files_open(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The store's end is watched by poll, not select: a descriptor past 1024 (a trainer
+    with many files and sockets open) made select raise, read as the store gone."""
+    with store_process() as (port, _):
+        as_rank(monkeypatch, port, rank=0)
+        monkeypatch.setattr(refusal_mark, "READ_WAIT", 0.0)  # (no other rank reads it)
+        refusal_mark.leave("train.py: error: my_steps=-1 must be positive")
+        as_rank(monkeypatch, port, rank=1)
+        assert refusal_mark.await_mark(0) == "train.py: error: my_steps=-1 must be positive"

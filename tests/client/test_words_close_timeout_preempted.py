@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from stopped_receiver import sent_then_stopped
+from stopped_receiver import GONE_CAUSES, sent_then_stopped
 
 from melissa_trainer.client import ClientTuning
 from melissa_trainer.stream.stop_record import StopReason
@@ -24,17 +24,7 @@ pytestmark = pytest.mark.timeout(60)
 FIELDS = {"u": ((4,), "float32")}
 
 
-@pytest.mark.parametrize(
-    ("reason", "cause"),
-    [
-        (
-            StopReason("preempted", "stopped by SIGTERM"),
-            "without a new connection (the trainer was preempted (stopped by SIGTERM; its "
-            "stop record in ",
-        ),
-        (None, "without a new connection (the trainer died or was restarted, or its node)"),
-    ],
-)
+@pytest.mark.parametrize(("reason", "cause"), GONE_CAUSES)
 def test_a_close_timeout_says_why_the_receiver_went(
     external: Path, reason: StopReason | None, cause: str
 ) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from stopped_receiver import sent_then_stopped
+from stopped_receiver import GONE_CAUSES, sent_then_stopped
 
 from melissa_trainer.client import ClientTuning
 from melissa_trainer.client.send_wait import ReceiverGone
@@ -26,17 +26,7 @@ COUNT = 1 << 18  # 1 MiB of float32: sent without a copy, held until ZeroMQ lets
 FIELDS = {"u": ((COUNT,), "float32")}
 
 
-@pytest.mark.parametrize(
-    ("reason", "cause"),
-    [
-        (
-            StopReason("preempted", "stopped by SIGTERM"),
-            "without a new connection (the trainer was preempted (stopped by SIGTERM; its "
-            "stop record in ",
-        ),
-        (None, "without a new connection (the trainer died or was restarted, or its node)"),
-    ],
-)
+@pytest.mark.parametrize(("reason", "cause"), GONE_CAUSES)
 def test_a_send_timeout_says_why_the_receiver_went(
     external: Path, reason: StopReason | None, cause: str
 ) -> None:

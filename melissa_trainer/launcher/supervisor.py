@@ -155,8 +155,12 @@ class Supervisor(SilenceWatch):
     def shutdown(self) -> None:
         """Kill every job (no orphans) and close the backend; their simulations are
         pending again (or finished, if their data was complete), so that a resumed study
-        runs them again and the summary counts no dead process as running."""
+        runs them again and the summary counts no dead process as running. The jobs
+        that exited since the last poll are recorded ended first, not killed
+        (`reap_exited`): a simulation that exited 0 is finished (or awaits its data),
+        not pending, and a resumed study does not run it again."""
         self.unheard_summary()
+        self.reap_exited("before the stop")
         if self.jobs:  # (one line for them all, not one a job: hundreds may be in flight)
             logger.info(kills_report(list(self.jobs), self.settings.tuning.kill_grace))
         for name, job in list(self.jobs.items()):

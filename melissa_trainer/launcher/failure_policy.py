@@ -7,8 +7,9 @@ stops the study if every attempt so far failed alike before any data (`systemati
 else is restarted (up to `max_restarts`), then redrawn, abandoned or raised as the
 study's `on_failure` says (`supervisor`'s module docstring has the policy in full;
 `study_record` the states). The receivers hear of a simulation given up (`give_up`).
-Before a failed study's error is written, the jobs that have exited meanwhile are
-recorded ended (`reap_exited`), so that its counts hold no dead process as running.
+Before a failed study's error is written, and before a stop kills the jobs, the jobs
+that have exited meanwhile are recorded ended (`reap_exited`), so that its counts hold
+no dead process as running and no finished simulation is run again on resume.
 
 Runs on the launcher's thread; the `StudyRecord` is read and changed under the shared
 lock only. `failures`, `attempt_of` and `running` may be called from any thread.
@@ -137,15 +138,17 @@ class FailurePolicy:
             self.reap_exited()
             raise LauncherError(f"{failed}, {failure}\n{self.failures()}")
 
-    def reap_exited(self) -> None:
+    def reap_exited(self, when: str = "when the study failed") -> None:
         """Record the end of every job whose process has exited, before the study's
-        error counts the study and lists the simulations running: the poll (or the
-        data check, or the silence watch) that fails the study stops at its failure,
-        and the jobs after it may have exited since the last poll, to be counted
-        "running" and killed dead by the stop (recorded "pending": a finished one run
-        again on resume). No failure policy is applied to them
-        (`StudyRecord.ended_as_study_failed`); a worker holding no simulation is left
-        to the stop."""
+        error counts the study and lists the simulations running, and before a stop
+        kills the jobs (`Supervisor.shutdown`; `when` says which, in the log line): the
+        poll (or the data check, or the silence watch) that fails the study stops at
+        its failure, and a stop comes between two polls, so the jobs may have exited
+        since the last poll, to be counted "running" and killed dead by the stop
+        (recorded "pending": a finished one run again on resume, its work done twice).
+        No failure policy is applied to them (`StudyRecord.ended_as_study_failed`:
+        exit 0 ends it, any other code leaves it pending with that code kept); a
+        worker holding no simulation is left to the stop."""
         now = time.monotonic()
         for name, job in list(self.jobs.items()):
             sid = job.simulation_id
@@ -153,10 +156,8 @@ class FailurePolicy:
                 continue
             try:
                 code = self.backend.poll(job.handle)
-            except Exception as exc:  # (the study's error comes first: the stop kills it)
-                logger.warning(
-                    "simulation %d: its job's poll failed as the study failed: %r", sid, exc
-                )
+            except Exception as exc:  # (the study's error, or the stop, comes first: it kills it)
+                logger.warning("simulation %d: its job's poll failed %s: %r", sid, when, exc)
                 continue
             if code is None:
                 continue
@@ -166,10 +167,11 @@ class FailurePolicy:
                 number = self.study.records[sid].attempts - 1
                 status = self.study.ended_as_study_failed(sid, now, code)
             logger.info(
-                "simulation %d attempt %d had ended too when the study failed (%s): "
-                "recorded %s, no failure policy applied",
+                "simulation %d attempt %d had ended too %s (%s): recorded %s, no failure "
+                "policy applied",
                 sid,
                 number,
+                when,
                 exit_text(code, job.log_path),
                 status,
             )

@@ -45,19 +45,21 @@ class SilenceWatch(FailurePolicy):
 
     def check_timeouts(self, now: float) -> None:
         """Kill the simulations silent past their bound (`silence`: only their own
-        silence counts, not the trainer's pauses nor its back-pressure)."""
+        silence counts, not the trainer's pauses nor its back-pressure). With a
+        heartbeat, each job's `sending` and `silent` are kept whatever the timeout
+        (`simulation_timeout=None` too: only the kills are off)."""
         reading = self.data is None or not self.data.backpressured()
         elapsed = self.silence.tick(now, reading)
         if not self.silence.enabled and self.heartbeat is None:
             return
         beats = self.refresh_beats()
         self.note_startups(now, beats)
-        if not self.silence.enabled:
-            return
         for name, job in list(self.jobs.items()):
             sid = job.simulation_id
             if sid is None:
                 continue
+            # (whatever the timeout: `sending` and `silent` are what the stream's excuse,
+            # the failed study's list of those running and the start-up timing read)
             if self.heartbeat is not None and beats.get(sid, 0) != job.beat:
                 self.silence.heard(job.silent + elapsed, first=not job.sending)
                 job.beat, job.silent, job.sending = beats.get(sid, 0), 0.0, True
@@ -65,6 +67,8 @@ class SilenceWatch(FailurePolicy):
             if not job.sending and not self.backend.started(job.handle):
                 continue  # queued by a scheduler: waiting, not silent
             job.silent += elapsed
+            if not self.silence.enabled:
+                continue  # (no bound to judge: `simulation_timeout=None`)
             with self.lock:  # (its data complete: it is ending, `silence` says how long)
                 job.complete = self.study.records[sid].status == "complete"
             verdict = self.silence.judge(job.silent, job.sending, job.complete)

@@ -230,12 +230,12 @@ class StudyRecord(StudyRecordState):
 
     def ended_as_study_failed(self, sid: int, now: float, code: int | str) -> str:
         """Record the end of an attempt's process found when the study had already
-        failed (`FailurePolicy.reap_exited`), with no failure policy applied (nothing
-        is restarted, redrawn or told to the sampler: the study stops). Its exit code
-        is kept; exit 0 (or its data complete) ends it as `process_ended` says
-        ("finished", or "exited" awaiting its data); any other code leaves it
-        "pending", as a stop's kill does (`interrupted`): a resumed study runs it
-        again. Returns its status."""
+        failed, or as the launcher stops (`FailurePolicy.reap_exited`), with no
+        failure policy applied (nothing is restarted, redrawn or told to the sampler:
+        the study stops). Its exit code is kept; exit 0 (or its data complete) ends
+        it as `process_ended` says ("finished", or "exited" awaiting its data); any
+        other code leaves it "pending", as a stop's kill does (`interrupted`): a
+        resumed study runs it again. Returns its status."""
         record = self.records[sid]
         if code == 0 or record.status == "complete":
             self.process_ended(sid, now, code)

@@ -155,8 +155,12 @@ class Supervisor(SilenceWatch):
     def shutdown(self) -> None:
         """Kill every job (no orphans) and close the backend; their simulations are
         pending again (or finished, if their data was complete), so that a resumed study
-        runs them again and the summary counts no dead process as running."""
+        runs them again and the summary counts no dead process as running. The jobs
+        that exited since the last poll are recorded ended first, not killed
+        (`reap_exited`): a simulation that exited 0 is finished (or awaits its data),
+        not pending, and a resumed study does not run it again."""
         self.unheard_summary()
+        self.reap_exited("before the stop")
         if self.jobs:  # (one line for them all, not one a job: hundreds may be in flight)
             logger.info(kills_report(list(self.jobs), self.settings.tuning.kill_grace))
         for name, job in list(self.jobs.items()):
@@ -251,12 +255,19 @@ class Supervisor(SilenceWatch):
 
     def data_bound(self) -> int:
         """The most ended simulations awaiting their data at which one more may start
-        (`launch_jobs`): `job_limit`, or twice that while `bound_lifted`: a rank starved
-        of data holds back rank 0, whose data the bound waits for, so only more
-        simulations can feed it (`study.starvation`); the memory stays bounded, by one
-        more `job_limit` of simulations' data."""
+        (`launch_jobs`): `job_limit`, or twice that while `bound_lifted` and the
+        receiver that reports data waits for room now: a rank starved of data holds
+        back rank 0, whose data the bound waits for, so only more simulations can feed
+        it (`study.starvation`); the memory stays bounded, by one more `job_limit` of
+        simulations' data. The back-pressure is read here, at each launch, not taken
+        from `bound_lifted`, which its setter refreshes once per poll of its own: a
+        rank 0 whose training caught up takes data in again, and the bound is
+        `job_limit` again at once (before, up to that poll later: on a Slurm study's
+        30 s poll, simulations went on starting past `job_limit`'s bound meanwhile)."""
         limit = self.settings.job_limit
-        return 2 * limit if self.bound_lifted else limit
+        if not self.bound_lifted or self.data is None or not self.data.backpressured():
+            return limit
+        return 2 * limit
 
     def held_by_data_bound(self) -> bool:
         """Simulations are left to start and `data_bound` keeps them back (that many

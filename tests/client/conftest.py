@@ -1,10 +1,18 @@
-"""Fixtures of the client tests: `external`, the rendezvous of a solver started by hand."""
+"""Fixtures of the client tests: `external`, the rendezvous of a solver started by hand;
+`zctx`, a ZeroMQ context, and `receiver`, a PULL socket bound on it (client_runs.Receiver);
+`_clean_environment`, none of the client's endpoint variables set (test_client_*.py use it,
+by ``pytestmark = pytest.mark.usefixtures(...)``)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import zmq
+from client_runs import Receiver
+
+from melissa_trainer.client import ENV_ENDPOINTS, ENV_RENDEZVOUS, ENV_SIMULATION_ID
 
 
 @pytest.fixture
@@ -15,3 +23,21 @@ def external(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     for name in ("MELISSA_TRAINER_ENDPOINTS", "MELISSA_TRAINER_RUN_ID", "MELISSA_TRAINER_ATTEMPT"):
         monkeypatch.delenv(name, raising=False)
     return tmp_path
+
+
+@pytest.fixture
+def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in (ENV_SIMULATION_ID, ENV_ENDPOINTS, ENV_RENDEZVOUS):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def zctx() -> Iterator[zmq.Context]:
+    ctx = zmq.Context()
+    yield ctx
+    ctx.destroy(linger=0)
+
+
+@pytest.fixture
+def receiver(zctx: zmq.Context) -> Receiver:
+    return Receiver(zctx)

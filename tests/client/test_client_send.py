@@ -24,7 +24,7 @@ from melissa_trainer.client import (
 from melissa_trainer.client import held as held_module
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "stream"))
-from test_protocol import spec_dump  # noqa: E402  (tests/stream/: the spec's hex dumps)
+from protocol_messages import spec_dump  # noqa: E402  (tests/stream/: the spec's hex dumps)
 
 pytestmark = pytest.mark.usefixtures("_clean_environment")
 

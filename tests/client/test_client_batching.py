@@ -14,10 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from melissa_trainer import wire as p
-from melissa_trainer.client import (
-    Client,
-    ClientTuning,
-)
+from melissa_trainer.client import Client, ClientTuning
 from melissa_trainer.stream.step_set import StepSet
 
 pytestmark = pytest.mark.usefixtures("_clean_environment")

@@ -15,10 +15,7 @@ import pytest
 from client_runs import GOOD, Receiver, free_port
 
 from melissa_trainer import wire as p
-from melissa_trainer.client import (
-    Client,
-    ClientTuning,
-)
+from melissa_trainer.client import Client, ClientTuning
 
 pytestmark = pytest.mark.usefixtures("_clean_environment")
 

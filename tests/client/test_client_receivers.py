@@ -10,10 +10,7 @@ import zmq
 from client_runs import Receiver
 
 from melissa_trainer import wire as p
-from melissa_trainer.client import (
-    Client,
-    ClientTuning,
-)
+from melissa_trainer.client import Client, ClientTuning
 
 pytestmark = pytest.mark.usefixtures("_clean_environment")
 

@@ -16,11 +16,7 @@ import zmq
 from client_runs import GOOD, TWO_FRAME_SHAPE, Receiver, free_port
 
 from melissa_trainer import wire as p
-from melissa_trainer.client import (
-    INLINE_MAX_BYTES,
-    Client,
-    ClientTuning,
-)
+from melissa_trainer.client import INLINE_MAX_BYTES, Client, ClientTuning
 from melissa_trainer.client import held as held_module
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "stream"))

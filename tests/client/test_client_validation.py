@@ -13,10 +13,7 @@ import zmq
 from client_runs import GOOD, Receiver
 
 from melissa_trainer import wire as p
-from melissa_trainer.client import (
-    Client,
-    ClientTuning,
-)
+from melissa_trainer.client import Client, ClientTuning
 
 pytestmark = pytest.mark.usefixtures("_clean_environment")
 

@@ -19,9 +19,7 @@ import zmq
 from melissa_trainer import wire as P
 from melissa_trainer.buffers import Sample
 from melissa_trainer.stream.ingest import Ingest
-from melissa_trainer.stream.receiver import (
-    Receiver,
-)
+from melissa_trainer.stream.receiver import Receiver
 
 SCRIPTS = Path(__file__).parents[1] / "scripts"
 sys.path.insert(0, str(SCRIPTS))

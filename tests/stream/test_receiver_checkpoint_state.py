@@ -17,10 +17,7 @@ from waiting import wait_until
 
 from melissa_trainer import wire as P
 from melissa_trainer.buffers import FIFOBuffer
-from melissa_trainer.stream.receiver import (
-    Receiver,
-    ReceiverConfig,
-)
+from melissa_trainer.stream.receiver import Receiver, ReceiverConfig
 
 
 @pytest.mark.timeout(30)

@@ -21,10 +21,7 @@ from zmq.utils.monitor import recv_monitor_message
 
 from melissa_trainer import wire as P
 from melissa_trainer.buffers import FIFOBuffer
-from melissa_trainer.stream.receiver import (
-    Receiver,
-    ReceiverConfig,
-)
+from melissa_trainer.stream.receiver import Receiver, ReceiverConfig
 
 
 @contextmanager

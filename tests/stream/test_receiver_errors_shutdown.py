@@ -18,10 +18,7 @@ from waiting import wait_until
 from melissa_trainer import wire as P
 from melissa_trainer.buffers import FIFOBuffer, Sample
 from melissa_trainer.sources.source import SourceError
-from melissa_trainer.stream.receiver import (
-    Receiver,
-    ReceiverTuning,
-)
+from melissa_trainer.stream.receiver import Receiver, ReceiverTuning
 
 
 def settled(read: Callable[[], int], quiet: float, timeout: float = 10.0) -> int:

@@ -21,9 +21,7 @@ from waiting import wait_until
 
 from melissa_trainer import wire as P
 from melissa_trainer.buffers import FIFOBuffer, Sample, SampleBlock
-from melissa_trainer.stream.receiver import (
-    telemetry_keys,
-)
+from melissa_trainer.stream.receiver import telemetry_keys
 
 SCRIPTS = Path(__file__).parents[1] / "scripts"
 sys.path.insert(0, str(SCRIPTS))

@@ -19,10 +19,7 @@ from waiting import wait_until
 from melissa_trainer import wire as P
 from melissa_trainer.buffers import FIFOBuffer, Sample
 from melissa_trainer.sources.source import SourceError
-from melissa_trainer.stream.receiver import (
-    Receiver,
-    ReceiverTuning,
-)
+from melissa_trainer.stream.receiver import Receiver, ReceiverTuning
 
 
 class ThreadRecordingFIFO(FIFOBuffer):

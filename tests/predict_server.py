@@ -1,4 +1,4 @@
-"""The trainer's side of the serving tests (tests/stream/test_serving.py, and the C and
+"""The trainer's side of the serving tests (tests/stream/test_serving_*.py, and the C and
 Fortran `mt_predict` tests: tests/c/test_c_predict*.py, test_c_serve_key.py): a real
 `PredictServer` of `INPUTS` whose requests a thread answers with ``y = 2 u + VERSION``
 (the model stand-in: an oracle a test computes itself), started and stopped in one place.

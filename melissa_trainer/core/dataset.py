@@ -26,7 +26,6 @@ import torch
 from torch.utils.data import IterableDataset, default_collate
 
 from melissa_trainer.buffers import Buffer, Sample, SampleBlock
-from melissa_trainer.buffers.block import BlockViews
 from melissa_trainer.core.data_wait import DataWait
 from melissa_trainer.core.device_buffer import DeviceBlock
 
@@ -37,6 +36,10 @@ from melissa_trainer.core.pending_file import PENDING_META as PENDING_META
 from melissa_trainer.core.pending_file import RECENT_ARRAYS as RECENT_ARRAYS
 from melissa_trainer.core.pending_file import read_pending as read_pending
 from melissa_trainer.core.pending_file import restore_pending, write_pending
+
+# (the samples' simulation ids, imported from here before they were a module of their own)
+from melissa_trainer.core.simulation_ids import simulation_ids as simulation_ids
+from melissa_trainer.core.simulation_ids import simulation_ids_or_none as simulation_ids_or_none
 from melissa_trainer.sources.source import Source
 
 #: how many of the last batches taken a rank whose data ran out first re-serves (`pad`)
@@ -100,38 +103,6 @@ def check_device_buffer(process_sample: ProcessSample | None, collate_fn: Collat
             f"no {' or '.join(given)}: pass process_batch (it receives a DeviceBlock whose "
             f"fields are device tensors) or nothing, or use buffer_device='host'"
         )
-
-
-def simulation_ids(samples: Sequence[Sample]) -> np.ndarray:
-    """The ``simulation_id`` of each sample (int64, in order), which the receiver adds
-    to every sample it puts.
-
-    Raises:
-        ValueError: a sample has no ``simulation_id`` (a source other than the stream's).
-    """
-    try:
-        if isinstance(samples, SampleBlock) and not isinstance(samples, DeviceBlock):
-            return np.asarray(samples.fields["simulation_id"], dtype=np.int64).reshape(-1)
-        if type(samples) is BlockViews:  # views of one gathered batch: its column (issue 42:
-            # the trainer reads the ids of every batch; per sample, 64 reads of 0-d arrays)
-            column = samples.column("simulation_id")
-            if column is not None:
-                return np.asarray(column, dtype=np.int64).reshape(-1)
-        return np.array([int(s["simulation_id"]) for s in samples], dtype=np.int64)
-    except KeyError:
-        raise ValueError(
-            "per-simulation losses need a 'simulation_id' field in every sample, which the "
-            "stream's receiver adds and this source's samples lack: add it, or set "
-            "simulation_loss_steps=0"
-        ) from None
-
-
-def simulation_ids_or_none(samples: Sequence[Sample]) -> np.ndarray | None:
-    """`simulation_ids(samples)`, or None when a sample has no ``simulation_id``."""
-    try:
-        return simulation_ids(samples)
-    except ValueError:  # (simulation_ids' only ValueError: a sample without the field)
-        return None
 
 
 class StreamDataset(IterableDataset):

@@ -11,7 +11,8 @@ record itself (`state_dict`, `load_state_dict`). What it does with each message 
 changes it; the readers from other threads are named in their docstrings.
 
 The record itself (what it holds, how a resume forgets the samples the buffer's
-snapshot lacks, its version `STATE_VERSION`) is `ingest_record`'s.
+snapshot lacks, its version `STATE_VERSION`) is `ingest_record`'s; the counters' names
+and the telemetry keys (`COUNTERS`, `TAIL_COUNTERS`, `telemetry_keys`), `ingest_counters`'.
 """
 
 from __future__ import annotations
@@ -24,6 +25,11 @@ from melissa_trainer.buffers import Sample
 from melissa_trainer.common.words import plural
 from melissa_trainer.stream.archive import Archive
 from melissa_trainer.stream.assembly import REJECT_REASONS, Assembly, StepLedger
+
+# (the counters' names, imported from here before they were a module of their own)
+from melissa_trainer.stream.ingest_counters import COUNTERS as COUNTERS
+from melissa_trainer.stream.ingest_counters import TAIL_COUNTERS as TAIL_COUNTERS
+from melissa_trainer.stream.ingest_counters import telemetry_keys as telemetry_keys
 from melissa_trainer.stream.ingest_record import STATE_VERSION, held_of, load_record, record_of
 from melissa_trainer.stream.log_summary import LogSummary
 from melissa_trainer.stream.nonfinite import NonFiniteGuard
@@ -44,26 +50,9 @@ __all__ = [
 
 logger = logging.getLogger("melissa_trainer.stream.receiver")  # the receiver's messages
 
-#: the ingest's counters, in telemetry order: these, the rejections, then the tail
-COUNTERS = ("messages", "bytes", "samples_put", "duplicates")
-TAIL_COUNTERS = (
-    "simulations_finished",
-    "simulations_abandoned",
-    "incomplete_dropped",
-    "ignored_after_end",
-    "nonfinite_refused",
-    "connections_lost",
-)
-
 #: how many simulations refused as another run's `IngestState.wrong_runs` remembers (any
 #: number of ids may come from other runs: the oldest is forgotten first)
 WRONG_RUNS_KEPT = 1024
-
-
-def telemetry_keys() -> list[str]:
-    """The fixed telemetry keys of every receiver (the same on every rank)."""
-    reasons = [f"rejected_{r}" for r in REJECT_REASONS]
-    return [*COUNTERS, "rejected", *reasons, *TAIL_COUNTERS]
 
 
 def wrong_run_reason(theirs: str, ours: str | None) -> str:

@@ -10,7 +10,8 @@ manifest `checkpoint.manifest`'s, the errors `checkpoint.errors`'; the layout is
 
 No rank ever waits in a collective that another rank skipped: where a step may fail on
 one rank (a write, a load), every rank reports its outcome in one all-gather
-(`_agree`) instead of a barrier, and all go on, or all raise, together.
+(`agree`) instead of a barrier, and all go on, or all raise, together (those collectives
+are `rank_reports`').
 """
 
 from __future__ import annotations
@@ -18,9 +19,8 @@ from __future__ import annotations
 import logging
 import time
 import weakref
-from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -39,6 +39,7 @@ from melissa_trainer.common.refusal import elsewhere, said_once
 from melissa_trainer.common.setting import setting
 from melissa_trainer.config.reading import ConfigError
 from melissa_trainer.hooks import Event, Hook
+from melissa_trainer.trainer.rank_reports import agree, attempt, from_main
 from melissa_trainer.trainer.refusals import in_training
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -46,13 +47,11 @@ if TYPE_CHECKING:  # pragma: no cover
 
 logger = logging.getLogger(__name__)
 
-T = TypeVar("T")
-
 
 def save_checkpoint(trainer: OnlineTrainer) -> Path | None:
     """See `OnlineTrainer.save_checkpoint`. Collective.
 
-    Steps, each ended by every rank reporting its outcome (`_agree`): the main rank
+    Steps, each ended by every rank reporting its outcome (`agree`): the main rank
     creates the staging directory; every rank writes its files; every rank hashes and
     fsyncs what it wrote (the entries gathered on every rank); the main rank writes the
     manifest, renames the directory and rotates. A failure at any step on any rank
@@ -91,9 +90,9 @@ def save_checkpoint(trainer: OnlineTrainer) -> Path | None:
         (lambda: _commit(trainer, staging, final, hasher.entries)) if acc.is_main_process else None,
     )
     for index, action in enumerate(steps):
-        failure = _attempt(action)
+        failure = attempt(action)
         hashed = hasher.entries if index == 2 else {}  # this rank's files, once
-        reports = _agree(trainer, (fail(failure) if failure else None, hashed))
+        reports = agree(trainer, (fail(failure) if failure else None, hashed))
         errors = [error for error, _ in reports if error]
         if errors:
             break
@@ -129,7 +128,7 @@ def _after_hooks(trainer: OnlineTrainer, watch: after_save.Watch, hooks: list[st
     """After the `hooks`' on_save: `CheckpointError` on every rank when they changed the
     checkpoint so that it no longer verifies; else the main rank warns, once per run,
     of the files they added to it (`checkpoint.after_save`). Collective."""
-    spoiled = [found for rank in _agree(trainer, watch.spoiled()) for found in rank]
+    spoiled = [found for rank in agree(trainer, watch.spoiled()) for found in rank]
     if spoiled:
         message = after_save.describe_spoiled(watch.checkpoint, spoiled, hooks)
         raise in_training(CheckpointError(message, watch.checkpoint, spoiled[0].split(": ")[0]))
@@ -189,34 +188,6 @@ def _save_failed(
         logger.error("rank %d's save error", trainer.process_index, exc_info=failure)
 
 
-def _attempt(action: Callable[[], object] | None) -> BaseException | None:
-    """Run `action` (None: nothing to do on this rank); its exception, or None."""
-    try:
-        if action is not None:
-            action()
-    except Exception as exc:  # reported to every rank by the caller, then raised or logged
-        return exc
-    return None
-
-
-def _agree(trainer: OnlineTrainer, report: T) -> list[T]:
-    """Every rank's `report`, in rank order, on every rank (one all-gather; a barrier)."""
-    if not trainer.stop_sync.distributed:
-        return [report]
-    reports: list[Any] = [None] * trainer.num_processes
-    torch.distributed.all_gather_object(reports, report)
-    return reports
-
-
-def _from_main(trainer: OnlineTrainer, value: T) -> T:
-    """The main rank's `value`, on every rank (one broadcast)."""
-    if not trainer.stop_sync.distributed:
-        return value
-    box = [value]
-    torch.distributed.broadcast_object_list(box, src=0)
-    return box[0]
-
-
 # -- choosing the checkpoint to resume from ----------------------------------------------
 
 
@@ -248,7 +219,7 @@ def resolve_resume(trainer: OnlineTrainer) -> Path | None:
         if trainer.is_main_process:
             ckpt.warn_of_newer(path, root)
         return path
-    found = _from_main(trainer, [str(p) for p in ckpt.list_checkpoints(root)])
+    found = from_main(trainer, [str(p) for p in ckpt.list_checkpoints(root)])
     if not found:
         return ckpt.resolve_resume(arg, root)  # None, with its warning
     seen: list[manifest.Problem] = []
@@ -297,7 +268,7 @@ def _start_afresh(trainer: OnlineTrainer) -> None:
                 verdict = ("moved", " and ".join(moved)) if moved else verdict
             except OSError as exc:
                 verdict = ("failed", f"{type(exc).__name__}: {exc}")
-    kind, detail = _from_main(trainer, verdict)
+    kind, detail = from_main(trainer, verdict)
     if kind == "refused":  # (said by rank 0 only, its message alone: `refusal`)
         out = args.output_dir
         raise said_once(
@@ -338,7 +309,7 @@ def verify(trainer: OnlineTrainer, path: Path) -> list[manifest.Problem]:
             read = (manifest.read(path), None)
         except ValueError as exc:
             read = (None, str(exc))
-    entries, unreadable = _from_main(trainer, read)
+    entries, unreadable = from_main(trainer, read)
     if unreadable is not None:  # (its message names the file: the Problem does)
         what = unreadable.removeprefix(f"{path / manifest.MANIFEST}: ")
         return [manifest.Problem(manifest.MANIFEST, what)]
@@ -360,10 +331,10 @@ def verify(trainer: OnlineTrainer, path: Path) -> list[manifest.Problem]:
                 foreign.append(problem.file)
             else:
                 local.append(problem)
-    problems = [p for found in _agree(trainer, local) for p in found]
+    problems = [p for found in agree(trainer, local) for p in found]
     if not problems:  # the sizes are right: read every file
         hashes = manifest.check_hashes(path, mine)
-        problems = [p for found in _agree(trainer, hashes) for p in found]
+        problems = [p for found in agree(trainer, hashes) for p in found]
     if not problems and foreign:
         logger.warning("%s", describe_foreign(path, foreign))
     return sorted(problems, key=lambda p: p.file)
@@ -387,7 +358,7 @@ def load_checkpoint(trainer: OnlineTrainer, path: Path) -> None:
         registry.load(trainer, path)
     except Exception as exc:  # (also a study's refusal: every rank must hear of it)
         failure = exc
-    failed = [(r, e) for r, e in enumerate(_agree(trainer, str(failure) if failure else None)) if e]
+    failed = [(r, e) for r, e in enumerate(agree(trainer, str(failure) if failure else None)) if e]
     if failed:
         first, text = failed[0]
         error = failure or CheckpointError(f"rank {first} could not load {path}: {text}", path)

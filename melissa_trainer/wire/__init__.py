@@ -43,9 +43,9 @@ machine-readable `reason`; the receiver checks the rest against the HELLO.
 
 Modules, each importable alone; every public name is re-exported here, and callers use
 this package (``from melissa_trainer import wire``). The names of `held`, `admission`,
-`receipt` and `predict` are imported on first use (PEP 562, `_LAZY`): a launched
-simulation's client never asks a follow socket or a prediction, and its start-up should
-not pay for their modules.
+`receipt` and `predict` are imported on first use (PEP 562, `_LAZY`, the table of
+`lazy_names`): a launched simulation's client never asks a follow socket or a
+prediction, and its start-up should not pay for their modules.
 
 * `layout`: the bytes: constants, limits, dtypes, header `Struct`s, the `*_AT` offsets
   (the wire layout's one home: no other module of `stream` or `client` packs bytes);
@@ -55,6 +55,7 @@ not pay for their modules.
 * `held`, `admission`, `receipt`: the follow socket's messages (as above);
 * `predict`: the serving channel's messages, their encoding and validation;
 * `checks`: `field_specs`, `dtype_code`, `check_run_id`, shared by both sides.
+* `lazy_names`: which module defines each name imported on first use.
 * `routing`: which receiver gets a time step (`receiver_of`; import it from its module).
 """
 
@@ -134,6 +135,7 @@ from melissa_trainer.wire.layout import (
     U64_LIMIT,
     VERSION,
 )
+from melissa_trainer.wire.lazy_names import LAZY as _LAZY
 from melissa_trainer.wire.messages import (
     Abandon,
     Batch,
@@ -201,64 +203,6 @@ if TYPE_CHECKING:  # pragma: no cover - the lazy modules' names, for type checke
         encode_receipt_query,
     )
 
-#: module -> the public names imported from it on first use (each module's `__all__`;
-#: tests/stream/test_wire_lazy.py holds the two equal)
-_LAZY: dict[str, tuple[str, ...]] = {
-    "melissa_trainer.wire.admission": (
-        "ADMISSION_ACCEPTED",
-        "ADMISSION_QUERY_BYTES",
-        "ADMISSION_REFUSED",
-        "ADMISSION_STATUSES",
-        "ADMISSION_UNKNOWN",
-        "MAX_REASON_BYTES",
-        "AdmissionReply",
-        "decode_admission",
-        "decode_admission_query",
-        "encode_admission",
-        "encode_admission_query",
-    ),
-    "melissa_trainer.wire.held": (
-        "HELD_ABANDONED",
-        "HELD_FINISHED",
-        "HELD_NONE",
-        "HELD_QUERY_BYTES",
-        "HELD_STATUSES",
-        "HELD_STEPS",
-        "HeldReply",
-        "checked_prefix",
-        "decode_held",
-        "decode_held_query",
-        "encode_held",
-        "encode_held_query",
-    ),
-    "melissa_trainer.wire.predict": (
-        "REFUSAL_CODES",
-        "REFUSAL_REASONS",
-        "PredictRequest",
-        "Prediction",
-        "Refusal",
-        "decode_predict",
-        "decode_reply",
-        "encode_predict",
-        "encode_prediction",
-        "encode_refused",
-        "peek_request_id",
-    ),
-    "melissa_trainer.wire.receipt": (
-        "MAX_RECEIPT_QUERY_BYTES",
-        "RECEIPT_BYE",
-        "RECEIPT_BYE_STATUSES",
-        "RECEIPT_FINISHED",
-        "RECEIPT_NO_BYE",
-        "ReceiptQuery",
-        "ReceiptReply",
-        "confirms",
-        "decode_receipt",
-        "decode_receipt_query",
-        "encode_receipt",
-        "encode_receipt_query",
-    ),
-}
 #: name -> the module (absolute) that defines it
 _WHERE = {name: module for module, names in _LAZY.items() for name in names}
 

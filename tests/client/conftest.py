@@ -1,5 +1,7 @@
 """Fixtures of the client tests: `external`, the rendezvous of a solver started by hand;
-`context`, a ZeroMQ context of the test's own."""
+`context` (also `zctx`), a ZeroMQ context of the test's own, and `receiver`, a PULL socket
+bound on it (client_runs.Receiver); `_clean_environment`, none of the client's endpoint
+variables set (test_client_*.py use it, by ``pytestmark = pytest.mark.usefixtures(...)``)."""
 
 from __future__ import annotations
 
@@ -8,6 +10,9 @@ from pathlib import Path
 
 import pytest
 import zmq
+from client_runs import Receiver
+
+from melissa_trainer.client import ENV_ENDPOINTS, ENV_RENDEZVOUS, ENV_SIMULATION_ID
 
 
 @pytest.fixture
@@ -28,3 +33,20 @@ def context() -> Iterator[zmq.Context]:
         yield ctx
     finally:
         ctx.destroy(linger=0)
+
+
+@pytest.fixture
+def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in (ENV_SIMULATION_ID, ENV_ENDPOINTS, ENV_RENDEZVOUS):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def zctx(context: zmq.Context) -> zmq.Context:
+    """`context`, by the name the split test_client_*.py files use."""
+    return context
+
+
+@pytest.fixture
+def receiver(zctx: zmq.Context) -> Receiver:
+    return Receiver(zctx)

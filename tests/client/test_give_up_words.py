@@ -4,7 +4,7 @@ receiver. Now it says what the sockets' monitors (`handshake.Handshakes`) know, 
 words a close uses (`handshake.never_note`): no connection ever accepted (check the
 endpoint), a peer that is not a receiver (check the endpoint), a receiver disconnected
 for N s (the trainer died or was restarted: run the simulation again), and back-pressure
-only while every receiver is connected (tests/client/test_client.py guards that one).
+only while every receiver is connected (tests/client/test_client_backpressure.py guards that one).
 Before `handshake.NOT_ZMQ_AFTER` has decided that a peer is not a receiver (a
 `send_timeout` shorter than it), a peer connected at the TCP level says that no
 handshake came yet, not "back-pressure" (back-pressure is a receiver, past its

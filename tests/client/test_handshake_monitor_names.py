@@ -4,7 +4,7 @@ was gone, a later one could be allocated at the same address (CPython reuses a f
 object's memory) while the first socket's monitor endpoint was still bound in the
 shared context (worker mode: one context for every simulation of a worker,
 `serve_simulations`), and the new client's constructor failed with "Address already in
-use" (tests/client/test_client.py's one-context worker test, once, under load). The
+use" (tests/client/test_client_backpressure.py's one-context worker test, once, under load). The
 receiver's monitor (`ConnectionWatch`) had the same address rule.
 
 The tests build the second watcher in the first one's memory (`__init__` run again on

@@ -1,5 +1,5 @@
 """Run as `mpiexec -n 2 python tests/scripts/mpi_client.py ENDPOINT [mistakes]` by
-tests/client/test_client.py.
+tests/client/test_client_mpi.py.
 
 An MPI simulation (id 42) of two ranks: each rank sends its part of two fields for
 STEPS time steps, then BYE. `u` (6, 5) float64 is cut in halves; `mask` (7,) int32 is

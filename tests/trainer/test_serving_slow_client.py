@@ -11,7 +11,7 @@ serving socket with requests and never reads a reply. Held, end to end:
   replies the slow client never read are dropped, not waited for).
 
 The same rules against the serving socket alone, to the request, are in
-tests/stream/test_serving.py.
+tests/stream/test_serving_load.py.
 """
 
 from __future__ import annotations

@@ -12,11 +12,12 @@ import json
 import math
 import operator
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from melissa_trainer import wire as protocol
 from melissa_trainer.client.env_names import unknown_note
+from melissa_trainer.client.rendezvous_words import missing_note, waiting_notice
 from melissa_trainer.client.tuning import (
     DEFAULT_BATCH_BYTES,
     DEFAULT_BATCH_DELAY,
@@ -165,8 +166,11 @@ def resolve_receivers(
             endpoints = value
         elif os.environ.get(ENV_RENDEZVOUS, "").strip():
             where = os.environ[ENV_RENDEZVOUS].strip()
-            notice = _waiting_notice(where, rendezvous_timeout)
-            entries = fetch_rendezvous(where, rendezvous_timeout, notice)
+            notice = waiting_notice(where, rendezvous_timeout)
+            try:
+                entries = fetch_rendezvous(where, rendezvous_timeout, notice)
+            except TimeoutError as exc:  # (with the warning's typo hint, read again now)
+                raise TimeoutError(f"{exc}{missing_note(where)}") from None
             keys = [e.get("curve_public_key") for e in entries]
             routing = routing_of_entries(entries, simulation_id)
             return [e["endpoint"] for e in entries], keys, entries[0].get("run_id"), routing
@@ -187,35 +191,6 @@ def resolve_receivers(
             f"key, not {key!r}"
         )
     return out, [key] * len(out), None, None
-
-
-def _waiting_notice(where: str, timeout: float) -> Callable[[str], None]:
-    """What a client still waiting for the rendezvous `where` says, once, early
-    (`fetch_rendezvous`'s notice): a WARNING naming the path, the variable and the wait,
-    and, when not even the directory's parent exists, that a typo is likely. A solver
-    may start before its trainer has created the directory, so it keeps waiting."""
-
-    def notice(problem: str) -> None:
-        import logging  # (a rare path: not at every simulation's start-up)
-
-        path = os.path.abspath(where)
-        parent = os.path.dirname(path)
-        missing = not os.path.isdir(path)
-        typo = (
-            f"; its parent {parent} does not exist either: a typo in {ENV_RENDEZVOUS} is "
-            f"likely, unless its trainer has not started yet (the trainer creates "
-            f"{{output_dir}}/rendezvous, its files rank_<r>.json)"
-            if missing and not os.path.isdir(parent)
-            else ""
-        )
-        logging.getLogger("melissa_trainer.client.client").warning(
-            "%s=%s: %s%s; waiting up to %g s in all (ClientTuning.rendezvous_timeout) for "
-            "the trainer to %s",
-            ENV_RENDEZVOUS, path, problem, typo, timeout,
-            "create it" if missing else "publish there",
-        )  # fmt: skip
-
-    return notice
 
 
 def rendezvous_dir() -> str | None:

@@ -117,6 +117,7 @@ mt_status mt_rendezvous_read(const char *dir, mt_rendezvous *out, mt_buf *proble
     size_t cap = 0;
     mt_status st = MT_OK;
     struct dirent *e;
+    bool rank_files = false; /* (a file of a rank, taken or not: endpoints.py) */
     while ((e = readdir(d)) != NULL && st == MT_OK) {
         const char *name = e->d_name;
         size_t len = strlen(name);
@@ -126,6 +127,7 @@ mt_status mt_rendezvous_read(const char *dir, mt_rendezvous *out, mt_buf *proble
         for (size_t k = 5; k < len - 5; ++k) digits = digits && isdigit((unsigned char)name[k]);
         if (!digits || len - 10 > 9) continue;
         long long rank = atoll(name + 5);
+        rank_files = true;
         char path[4096];
         snprintf(path, sizeof path, "%s/%s", dir, name);
         char *text = mt_read_file(path); /* (whole: a stop record can be 500 KiB) */
@@ -225,8 +227,8 @@ mt_status mt_rendezvous_read(const char *dir, mt_rendezvous *out, mt_buf *proble
         else if (entries[r].world != world) other = entries[r].world;
         else if (strcmp(this_run, run) != 0) other_run = this_run;
     }
-    if (world < 0) {
-        SAY("no rank_{r}.json file yet"); /* (endpoints.py, word for word) */
+    if (world < 0) { /* (a stopped or unreadable file said why: not "no file yet" too) */
+        if (!rank_files) SAY("no rank_{r}.json file yet"); /* (endpoints.py, word for word) */
     } else if (other >= 0) {
         SAY("files disagree on world_size: [%lld, %lld]", world < other ? world : other,
             world < other ? other : world);

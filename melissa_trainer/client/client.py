@@ -93,7 +93,8 @@ class Client(FollowsTrainer):
             directory `$MELISSA_TRAINER_RENDEZVOUS` (see `fetch_rendezvous`), whose
             CURVE keys the client then uses. Endpoints given here or by
             `$MELISSA_TRAINER_ENDPOINTS` take the receivers' CURVE public key from
-            `$MELISSA_TRAINER_KEY` (unset: no CURVE; not 40 characters: ValueError).
+            `curve_server_key`, else `$MELISSA_TRAINER_KEY` (unset: no CURVE; not 40
+            characters: ValueError).
         comm: an mpi4py communicator: each rank then sends its own part of each field
             (see `send`); `None` for a simulation that sends whole fields.
         send_timeout: the longest, in seconds, one `send` may block on back-pressure
@@ -120,10 +121,16 @@ class Client(FollowsTrainer):
         run_id: the run this simulation belongs to, sent in the HELLO (a receiver of
             another run refuses it); default `$MELISSA_TRAINER_RUN_ID` (the launcher
             sets it), else the run id the rendezvous published, else none.
+        curve_server_key: the receivers' CURVE public key (Z85, 40 characters; str or
+            the bytes of `zmq.curve_keypair`) for the endpoints given here or by
+            `$MELISSA_TRAINER_ENDPOINTS`: it takes precedence over
+            `$MELISSA_TRAINER_KEY`. With a rendezvous, whose files publish the running
+            trainer's key (a restarted one's, when followed), it must be that key.
+            Not Z85, or not the rendezvous' key: `ConfigError` naming it.
 
     Raises:
         ValueError: a bad field declaration, parameter, simulation id, endpoint,
-            timeout or run id, or no endpoint configured.
+            timeout, run id or CURVE key, or no endpoint configured.
         UnknownArgumentError: a keyword that is none of these (a `TypeError`) naming
             the closest ("did you mean 'fields'?"; `tuning.named_keywords`).
         TimeoutError: the rendezvous directory stayed incomplete.
@@ -144,6 +151,7 @@ class Client(FollowsTrainer):
         tuning: ClientTuning | None = None,
         context: zmq.Context | None = None,
         run_id: str | None = None,
+        curve_server_key: str | bytes | None = None,
     ) -> None:
         self._closed = True  # until fully constructed: close() is then a no-op
         tuning = ClientTuning() if tuning is None else tuning
@@ -169,7 +177,7 @@ class Client(FollowsTrainer):
             )
         #: `routing`: where each step goes (`wire.routing`), kept when following a restart
         self.endpoints, curve_keys, published, self.routing = resolve_receivers(
-            endpoints, tuning.rendezvous_timeout, self.simulation_id
+            endpoints, tuning.rendezvous_timeout, self.simulation_id, curve_server_key
         )
         # (where the endpoints were read, if from a rendezvous: a trainer restarted
         # rewrites it, which a send or close that gives up then says, `restart`)

@@ -37,12 +37,12 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import zmq
 
 from melissa_trainer import wire as protocol
 from melissa_trainer.client.admission_watch import AdmissionWatch
 from melissa_trainer.client.asking import Asking
+from melissa_trainer.client.client_follow import FollowsTrainer
 from melissa_trainer.client.config import (
     check_parameters,
     check_simulation_id,
@@ -57,7 +57,6 @@ from melissa_trainer.client.field_part import FieldPart
 from melissa_trainer.client.finite_check import FiniteCheck
 from melissa_trainer.client.held import HeldArrays
 from melissa_trainer.client.restart import RestartCheck
-from melissa_trainer.client.sending import Sending
 from melissa_trainer.client.transport import FAILED_CLOSE_TIMEOUT as FAILED_CLOSE_TIMEOUT
 from melissa_trainer.client.transport import Transport, client_logger
 from melissa_trainer.client.tuning import ClientTuning, check_field_sizes, named_keywords
@@ -72,7 +71,7 @@ __all__ = ["Client"]
 
 
 @named_keywords
-class Client(Sending):
+class Client(FollowsTrainer):
     """Streams the fields of one simulation (or of one rank of an MPI simulation).
 
     Use it as a context manager, or call `close()` at the end: only `close` sends BYE
@@ -94,7 +93,8 @@ class Client(Sending):
             directory `$MELISSA_TRAINER_RENDEZVOUS` (see `fetch_rendezvous`), whose
             CURVE keys the client then uses. Endpoints given here or by
             `$MELISSA_TRAINER_ENDPOINTS` take the receivers' CURVE public key from
-            `$MELISSA_TRAINER_KEY` (unset: no CURVE; not 40 characters: ValueError).
+            `curve_server_key`, else `$MELISSA_TRAINER_KEY` (unset: no CURVE; not 40
+            characters: ValueError).
         comm: an mpi4py communicator: each rank then sends its own part of each field
             (see `send`); `None` for a simulation that sends whole fields.
         send_timeout: the longest, in seconds, one `send` may block on back-pressure
@@ -121,10 +121,16 @@ class Client(Sending):
         run_id: the run this simulation belongs to, sent in the HELLO (a receiver of
             another run refuses it); default `$MELISSA_TRAINER_RUN_ID` (the launcher
             sets it), else the run id the rendezvous published, else none.
+        curve_server_key: the receivers' CURVE public key (Z85, 40 characters; str or
+            the bytes of `zmq.curve_keypair`) for the endpoints given here or by
+            `$MELISSA_TRAINER_ENDPOINTS`: it takes precedence over
+            `$MELISSA_TRAINER_KEY`. With a rendezvous, whose files publish the running
+            trainer's key (a restarted one's, when followed), it must be that key.
+            Not Z85, or not the rendezvous' key: `ConfigError` naming it.
 
     Raises:
         ValueError: a bad field declaration, parameter, simulation id, endpoint,
-            timeout or run id, or no endpoint configured.
+            timeout, run id or CURVE key, or no endpoint configured.
         UnknownArgumentError: a keyword that is none of these (a `TypeError`) naming
             the closest ("did you mean 'fields'?"; `tuning.named_keywords`).
         TimeoutError: the rendezvous directory stayed incomplete.
@@ -145,6 +151,7 @@ class Client(Sending):
         tuning: ClientTuning | None = None,
         context: zmq.Context | None = None,
         run_id: str | None = None,
+        curve_server_key: str | bytes | None = None,
     ) -> None:
         self._closed = True  # until fully constructed: close() is then a no-op
         tuning = ClientTuning() if tuning is None else tuning
@@ -170,7 +177,7 @@ class Client(Sending):
             )
         #: `routing`: where each step goes (`wire.routing`), kept when following a restart
         self.endpoints, curve_keys, published, self.routing = resolve_receivers(
-            endpoints, tuning.rendezvous_timeout, self.simulation_id
+            endpoints, tuning.rendezvous_timeout, self.simulation_id, curve_server_key
         )
         # (where the endpoints were read, if from a rendezvous: a trainer restarted
         # rewrites it, which a send or close that gives up then says, `restart`)
@@ -250,36 +257,6 @@ class Client(Sending):
         transport.wait.follows(check.stopped, follow_in, check.preempted, seen)
         return transport
 
-    # -- following a restarted trainer (`following`) -----------------------------------
-
-    def _follow(self, entries: list[dict[str, Any]]) -> None:
-        """Switch to the restarted trainer of `entries` (`Following.switch`)."""
-        assert self._following is not None
-
-        def make(entries: list[dict[str, Any]]) -> Transport:
-            self.endpoints = [str(e["endpoint"]) for e in entries]
-            self.run_id = entries[0].get("run_id")
-            keys = [e.get("curve_public_key") for e in entries]
-            transport = self._new_transport(keys, HeldArrays(self._array_reuse))
-            transport.open(self._hello())
-            return transport
-
-        def resend(transport: Transport, step: int, arrays: dict[str, np.ndarray]) -> None:
-            # (copies: the window's rows are overwritten by the next steps, and ZeroMQ
-            # may still hold an array sent without a copy)
-            transport.send_step(step, self._prepare({k: v.copy() for k, v in arrays.items()}))
-
-        self._asking.before_switch()  # (its socket is of the context the switch ends)
-        self._transport = self._following.switch(self._transport, entries, make, resend)
-        self._followed()  # (drops a rerun's skip: it answers for the old trainer)
-        self._asking.joined(self.run_id, self._transport.context)  # (asks as the new run)
-        self._fast = self._transport.fast_path(list(self._fields.values()), self._comm)
-        self._watch = self._watch.followed(self)  # (asks the run followed: `admission_watch`)
-        client_logger().warning(
-            "simulation %d rank %d: followed the restarted trainer (run %s at %s)",
-            self.simulation_id, self.rank, self.run_id, ", ".join(self.endpoints),
-        )  # fmt: skip
-
     # -- closing ----------------------------------------------------------------------
 
     def close(self, *, bye: bool = True) -> None:
@@ -351,12 +328,6 @@ class Client(Sending):
     def bye_counts(self) -> list[int]:
         """The steps each receiver's BYE counts (sent to it, or held by it after a follow)."""
         return [steps.count for steps in self._transport.steps]
-
-    def _follow_and_close(self, entries: list[dict[str, Any]]) -> None:
-        """At close: follow the restarted trainer of `entries`, then close again."""
-        assert self._following is not None
-        self._follow(entries)
-        self._following.close(lambda: self._transport.close(True, self._rendezvous), self._follow)
 
     def predict(self, inputs: Mapping[str, Any], timeout: float = 10.0) -> Predicted:
         """The trainer's current prediction for `inputs` and the model's version

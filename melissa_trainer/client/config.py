@@ -12,11 +12,13 @@ import json
 import math
 import operator
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from melissa_trainer import wire as protocol
 from melissa_trainer.client.env_names import unknown_note
+from melissa_trainer.client.rendezvous_words import missing_note, waiting_notice
+from melissa_trainer.client.server_key import check_server_key
 from melissa_trainer.client.tuning import (
     DEFAULT_BATCH_BYTES,
     DEFAULT_BATCH_DELAY,
@@ -30,6 +32,7 @@ from melissa_trainer.client.tuning import (
     check_field_sizes,
     check_socket_options,
 )
+from melissa_trainer.config.reading import ConfigError
 from melissa_trainer.stream.endpoints import fetch_rendezvous
 from melissa_trainer.wire.routing import routing_of_entries
 
@@ -141,6 +144,7 @@ def resolve_receivers(
     endpoints: str | Sequence[str] | None,
     rendezvous_timeout: float,
     simulation_id: int | None = None,
+    curve_server_key: str | bytes | None = None,
 ) -> tuple[list[str], list[str | None], str | None, str | None]:
     """The receiver endpoints, the CURVE server key of each (None: no CURVE), the run
     id they published (None: not read from a rendezvous, or an older trainer) and the
@@ -149,25 +153,41 @@ def resolve_receivers(
     ``t % W``; None, ``t % W``, otherwise and for endpoints given directly, which may be
     an older trainer's):
     `endpoints` (a list, or one comma-separated string), else
-    `$MELISSA_TRAINER_ENDPOINTS`, both with the key in `$MELISSA_TRAINER_KEY` (unset or
-    blank: no CURVE), else those published in `$MELISSA_TRAINER_RENDEZVOUS` with their
-    keys and run id (waiting up to `rendezvous_timeout` seconds for them;
-    `$MELISSA_TRAINER_KEY` is not read then).
+    `$MELISSA_TRAINER_ENDPOINTS`, both with the key `curve_server_key` (checked by
+    `check_server_key`), else the one in `$MELISSA_TRAINER_KEY` (unset or blank: no
+    CURVE), else those published in `$MELISSA_TRAINER_RENDEZVOUS` with their keys and
+    run id (waiting up to `rendezvous_timeout` seconds for them; `$MELISSA_TRAINER_KEY`
+    is not read then, and a `curve_server_key` given must be the key they publish: the
+    running trainer's, which a restarted one changes).
 
     Raises:
         ValueError: no endpoint, one not like ``tcp://HOST:PORT``, or a key in
             `$MELISSA_TRAINER_KEY` that is not 40 characters (a Z85 key): said before
             anything is sent, as the serving key's (`predict`).
+        ConfigError: (a ValueError) `curve_server_key` not a Z85 public key, or not the
+            one the rendezvous publishes.
     """
+    key = None if curve_server_key is None else check_server_key(curve_server_key)
     if endpoints is None:
         value = os.environ.get(ENV_ENDPOINTS, "").strip()
         if value:
             endpoints = value
         elif os.environ.get(ENV_RENDEZVOUS, "").strip():
             where = os.environ[ENV_RENDEZVOUS].strip()
-            notice = _waiting_notice(where, rendezvous_timeout)
-            entries = fetch_rendezvous(where, rendezvous_timeout, notice)
+            notice = waiting_notice(where, rendezvous_timeout)
+            try:
+                entries = fetch_rendezvous(where, rendezvous_timeout, notice)
+            except TimeoutError as exc:  # (with the warning's typo hint, read again now)
+                raise TimeoutError(f"{exc}{missing_note(where)}") from None
             keys = [e.get("curve_public_key") for e in entries]
+            if key is not None and any(k != key for k in keys):
+                raise ConfigError(
+                    f"curve_server_key={key!r} is not the key the rendezvous {where} "
+                    f"publishes ({', '.join(sorted({str(k) for k in keys}))}; None: its "
+                    "receivers take plain connections): the rendezvous gives the running "
+                    "trainer's key, so drop curve_server_key= (or pass endpoints= for "
+                    "receivers that take this key)"
+                )
             routing = routing_of_entries(entries, simulation_id)
             return [e["endpoint"] for e in entries], keys, entries[0].get("run_id"), routing
         else:
@@ -180,6 +200,8 @@ def resolve_receivers(
     out = [str(e).strip() for e in items]
     if not out or any("://" not in e for e in out):
         raise ValueError(f"endpoints must be like tcp://HOST:PORT, got {endpoints!r}")
+    if key is not None:
+        return out, [key] * len(out), None, None
     key = os.environ.get(ENV_KEY, "").strip() or None
     if key is not None and len(key) != 40:
         raise ValueError(
@@ -187,35 +209,6 @@ def resolve_receivers(
             f"key, not {key!r}"
         )
     return out, [key] * len(out), None, None
-
-
-def _waiting_notice(where: str, timeout: float) -> Callable[[str], None]:
-    """What a client still waiting for the rendezvous `where` says, once, early
-    (`fetch_rendezvous`'s notice): a WARNING naming the path, the variable and the wait,
-    and, when not even the directory's parent exists, that a typo is likely. A solver
-    may start before its trainer has created the directory, so it keeps waiting."""
-
-    def notice(problem: str) -> None:
-        import logging  # (a rare path: not at every simulation's start-up)
-
-        path = os.path.abspath(where)
-        parent = os.path.dirname(path)
-        missing = not os.path.isdir(path)
-        typo = (
-            f"; its parent {parent} does not exist either: a typo in {ENV_RENDEZVOUS} is "
-            f"likely, unless its trainer has not started yet (the trainer creates "
-            f"{{output_dir}}/rendezvous, its files rank_<r>.json)"
-            if missing and not os.path.isdir(parent)
-            else ""
-        )
-        logging.getLogger("melissa_trainer.client.client").warning(
-            "%s=%s: %s%s; waiting up to %g s in all (ClientTuning.rendezvous_timeout) for "
-            "the trainer to %s",
-            ENV_RENDEZVOUS, path, problem, typo, timeout,
-            "create it" if missing else "publish there",
-        )  # fmt: skip
-
-    return notice
 
 
 def rendezvous_dir() -> str | None:

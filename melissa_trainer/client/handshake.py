@@ -85,6 +85,9 @@ for _event in (*UP, *DOWN, zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL):
 #: as `NOT_RECEIVER`: a receiver's libzmq I/O thread answers in milliseconds, even while
 #: its trainer's Python is busy
 NOT_ZMQ_AFTER = 2.0
+#: a silent peer's silence (s) at which `warn` says it again, then at each doubling (the
+#: wait goes on: a stopped trainer's is as silent; tests/client/test_silent_peer_repeats.py)
+REPEAT_AFTER = 15.0
 _EVENT = struct.Struct("=HI")  # a monitor event's first frame: the event, its value
 #: the monitors' inproc addresses, one per socket for the process's life (an `id()` is
 #: reused, a closed socket's may stay bound: tests/client/test_handshake_monitor_names.py)
@@ -112,7 +115,9 @@ class Handshakes:
         #: per socket, when it was watched (just before its connect: `pending`'s words)
         self._watched_at: list[float] = []
         self._zmtp: list[bool] = []
-        self._warned: list[bool] = []
+        #: per socket, the silence (s since `_tcp_at`) at which `warn` speaks next
+        #: (0: not warned yet)
+        self._warn_due: list[float] = []
         self._refusal: list[tuple[int, int] | None] = []  # the failure's event, value
         #: per socket, when the first event saying that its connection is down was read
         #: (`time.monotonic()`), since one said it up (None: up, or not known down)
@@ -140,8 +145,9 @@ class Handshakes:
         self._keyed.append(keyed)
         self._watched_at.append(time.monotonic())
         self._drained.append(self._watched_at[-1])
-        for flags in (self._accepted, self._ever, self._zmtp, self._warned):
+        for flags in (self._accepted, self._ever, self._zmtp):
             flags.append(False)
+        self._warn_due.append(0.0)
         for unknown in (self._tcp_at, self._refusal, self.down_since, self._opened):
             unknown.append(None)
         for count in (self._undetailed, self._retried_ms, self._last_ms):
@@ -275,21 +281,24 @@ class Handshakes:
         return found
 
     def warn(self, endpoints: Sequence[str]) -> None:
-        """Log, once per socket, that its peer is not a receiver (`not_receivers`): the
-        waits that read the monitors (`refused`, each slice) and the sends that do not
-        block (`SendWait.look`, now and then) say it when first seen."""
+        """Log that a socket's peer is not a receiver (`not_receivers`) when first seen,
+        and how long it is silent at `REPEAT_AFTER` s and each doubling: said by the
+        waits that read the monitors (`refused`, each slice) and by the sends that do not
+        block (`SendWait.look`). The wait goes on (`wait`: a stopped trainer is silent)."""
+        now = time.monotonic()
         for endpoint in self.not_receivers(endpoints):
             index = list(endpoints).index(endpoint)
-            if not self._warned[index]:
-                self._warned[index] = True
-                import logging  # (as `closing.client_logger`: on the rare path only)
+            silent, due = now - (self._tcp_at[index] or now), self._warn_due[index]
+            if silent < due:
+                continue
+            self._warn_due[index] = max(REPEAT_AFTER, 2 * silent)
+            import logging  # (as `closing.client_logger`: on the rare path only)
 
-                logging.getLogger("melissa_trainer.client.client").warning(
-                    "%sto %s: %s; nothing sent to it is delivered",
-                    self._whose,
-                    endpoint,
-                    NOT_RECEIVER,
-                )
+            still = f"still no ZeroMQ handshake {silent:.0f} s after TCP connected: " if due else ""
+            logging.getLogger("melissa_trainer.client.client").warning(
+                "%sto %s: %s%s; nothing sent to it is delivered%s", self._whose, endpoint, still,
+                NOT_RECEIVER, "; waiting on until send_timeout or close_timeout" if due else "",
+            )  # fmt: skip
 
     def accepted(self) -> bool:
         """Whether every receiver accepted its handshake (as the events read say)."""

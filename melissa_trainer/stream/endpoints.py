@@ -203,10 +203,12 @@ def _read_rendezvous(directory: Path) -> tuple[list[dict[str, Any]] | None, str]
         return None, "it is not a directory"
     entries: dict[int, dict[str, Any]] = {}
     problems = []
+    rank_files = False  # (a file of a rank, taken or not)
     for name in names:
         match = _RANK_FILE.fullmatch(name)
         if match is None:
             continue  # a temporary file, or anything else
+        rank_files = True
         try:
             entry = json.loads((directory / name).read_text())
             rank = entry["rank"]
@@ -235,7 +237,11 @@ def _read_rendezvous(directory: Path) -> tuple[list[dict[str, Any]] | None, str]
     sizes = {e["world_size"] for e in entries.values()}
     runs = {str(e.get("run_id")) for e in entries.values()}
     if not entries:
-        problems.append("no rank_{r}.json file yet")
+        # (only when there is none: a stopped or unreadable one said why it is not taken,
+        # and "no file yet" beside "its trainer ended" read as two contradicting stories;
+        # the C client's words too, clients/c/src/rendezvous.c)
+        if not rank_files:
+            problems.append("no rank_{r}.json file yet")
     elif len(sizes) > 1:
         problems.append(f"files disagree on world_size: {sorted(sizes)}")
     elif len(runs) > 1:

@@ -117,6 +117,7 @@ mt_status mt_rendezvous_read(const char *dir, mt_rendezvous *out, mt_buf *proble
     size_t cap = 0;
     mt_status st = MT_OK;
     struct dirent *e;
+    bool rank_files = false; /* (a file of a rank, taken or not: endpoints.py) */
     while ((e = readdir(d)) != NULL && st == MT_OK) {
         const char *name = e->d_name;
         size_t len = strlen(name);
@@ -126,6 +127,7 @@ mt_status mt_rendezvous_read(const char *dir, mt_rendezvous *out, mt_buf *proble
         for (size_t k = 5; k < len - 5; ++k) digits = digits && isdigit((unsigned char)name[k]);
         if (!digits || len - 10 > 9) continue;
         long long rank = atoll(name + 5);
+        rank_files = true;
         char path[4096];
         snprintf(path, sizeof path, "%s/%s", dir, name);
         char *text = mt_read_file(path); /* (whole: a stop record can be 500 KiB) */
@@ -225,8 +227,8 @@ mt_status mt_rendezvous_read(const char *dir, mt_rendezvous *out, mt_buf *proble
         else if (entries[r].world != world) other = entries[r].world;
         else if (strcmp(this_run, run) != 0) other_run = this_run;
     }
-    if (world < 0) {
-        SAY("no rank_{r}.json file yet"); /* (endpoints.py, word for word) */
+    if (world < 0) { /* (a stopped or unreadable file said why: not "no file yet" too) */
+        if (!rank_files) SAY("no rank_{r}.json file yet"); /* (endpoints.py, word for word) */
     } else if (other >= 0) {
         SAY("files disagree on world_size: [%lld, %lld]", world < other ? world : other,
             world < other ? other : world);
@@ -283,17 +285,17 @@ done:
 
 #define NOTICE_AFTER 3.0 /* seconds: endpoints.py NOTICE_AFTER */
 
-/* Said once on stderr by a client still waiting for `dir` NOTICE_AFTER seconds in, as
- * the Python client's warning (client/config.py _waiting_notice): the path, where it
- * came from, what is wrong, and a likely typo when not even the parent directory exists
- * (a solver may start before its trainer creates the directory: it keeps waiting). */
-static void waiting_notice(const mt_client *c, const char *dir, const char *problem,
-                           double timeout) {
-    char path[4096], cwd[2048], t[32];
+/* `dir` made absolute into `path` (its trailing slashes dropped); and, when it is not a
+ * directory and not even its parent is, the typo hint into `typo` (else ""), as the
+ * Python client's (client/rendezvous_words.py missing_note, without its guess of the
+ * directory meant): said by the notice and by the final error alike (a user trial's
+ * final error had dropped it). Returns whether `dir` is missing (not a directory). */
+static bool missing_note(const char *dir, char *path, size_t size, char *typo, size_t tsize) {
+    char cwd[2048];
     if (dir[0] == '/' || getcwd(cwd, sizeof cwd) == NULL)
-        snprintf(path, sizeof path, "%s", dir);
+        snprintf(path, size, "%s", dir);
     else
-        snprintf(path, sizeof path, "%s/%s", cwd, dir);
+        snprintf(path, size, "%s/%s", cwd, dir);
     size_t n = strlen(path);
     while (n > 1 && path[n - 1] == '/') path[--n] = '\0';
     struct stat st;
@@ -302,18 +304,31 @@ static void waiting_notice(const mt_client *c, const char *dir, const char *prob
     snprintf(parent, sizeof parent, "%s", path);
     char *slash = strrchr(parent, '/');
     if (slash != NULL) *(slash == parent ? slash + 1 : slash) = '\0';
-    bool typo = missing && (stat(parent, &st) != 0 || !S_ISDIR(st.st_mode));
+    typo[0] = '\0';
+    if (missing && (stat(parent, &st) != 0 || !S_ISDIR(st.st_mode)))
+        snprintf(typo, tsize,
+                 "; its parent %s does not exist either: a typo in the path is likely, unless "
+                 "its trainer has not started yet (the trainer creates "
+                 "{output_dir}/rendezvous, its files rank_<r>.json)",
+                 parent);
+    return missing;
+}
+
+/* Said once on stderr by a client still waiting for `dir` NOTICE_AFTER seconds in, as
+ * the Python client's warning (client/rendezvous_words.py waiting_notice): the path,
+ * where it came from, what is wrong, and a likely typo when not even the parent
+ * directory exists (a solver may start before its trainer creates the directory: it
+ * keeps waiting). */
+static void waiting_notice(const mt_client *c, const char *dir, const char *problem,
+                           double timeout) {
+    char path[4096], typo[4300], t[32];
+    bool missing = missing_note(dir, path, sizeof path, typo, sizeof typo);
     mt_format_double(timeout, t);
     const char *from = dir == c->rendezvous_dir ? "mt_set_rendezvous" : "MELISSA_TRAINER_RENDEZVOUS";
     fprintf(stderr,
-            "melissa_trainer: %s=%s: %s%s%s%s; waiting up to %s s in all (the rendezvous "
+            "melissa_trainer: %s=%s: %s%s; waiting up to %s s in all (the rendezvous "
             "timeout) for the trainer to %s\n",
-            from, path, problem, typo ? "; its parent " : "", typo ? parent : "",
-            typo ? " does not exist either: a typo in the path is likely, unless its "
-                   "trainer has not started yet (the trainer "
-                   "creates {output_dir}/rendezvous, its files rank_<r>.json)"
-                 : "",
-            t, missing ? "create it" : "publish there");
+            from, path, problem, typo, t, missing ? "create it" : "publish there");
 }
 
 mt_status mt_fetch_endpoints(mt_client *c, const char *dir, double timeout) {
@@ -360,12 +375,13 @@ mt_status mt_fetch_endpoints(mt_client *c, const char *dir, double timeout) {
             waiting_notice(c, dir, said, timeout);
         }
         if (left <= 0) {
-            char t[32];
+            char t[32], path[4096], typo[4300];
             mt_format_double(timeout, t);
+            missing_note(dir, path, sizeof path, typo, sizeof typo); /* (read again now) */
             mt_fail(c, MT_ERENDEZVOUS,
                     "rendezvous directory '%s' incomplete after %s s: %s (is the trainer "
-                    "running, with this output directory?)",
-                    dir, t, said);
+                    "running, with this output directory?)%s",
+                    dir, t, said, typo);
             free(problem.data);
             return MT_ERENDEZVOUS;
         }

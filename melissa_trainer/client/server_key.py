@@ -1,0 +1,51 @@
+"""`check_server_key`: a CURVE server key given to a client as an argument
+(``Client(curve_server_key=...)``), checked before anything connects: a wrong one is
+otherwise known only when the receiver refuses the handshake, or never (a key that is
+not Z85 at all makes libzmq raise a bare "Invalid argument" at the socket option).
+Imports the package's `ConfigError` only."""
+
+from __future__ import annotations
+
+from melissa_trainer.config.reading import ConfigError
+
+__all__ = ["Z85_ALPHABET", "check_server_key"]
+
+#: the characters of a Z85 key, in the order of their values (ZeroMQ's RFC 32)
+Z85_ALPHABET = (
+    "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
+)
+
+
+def check_server_key(key: object, name: str = "curve_server_key") -> str:
+    """`key` (a str, or the bytes `zmq.curve_keypair` gives) as the receivers'
+    40-character Z85 CURVE public key, checked: 40 characters of the Z85 alphabet, each
+    5 of them a 32-bit word.
+
+    Raises:
+        ConfigError: (a ValueError) naming `name`, what is wrong and where the key is.
+    """
+    text = key.decode("ascii", "replace") if isinstance(key, bytes) else key
+    wrong = None
+    if not isinstance(text, str):
+        wrong = f"a str (or bytes), not {type(key).__name__}"
+    elif len(text) != 40:
+        wrong = f"40 characters, not {len(text)}"
+    elif set(text) - set(Z85_ALPHABET):
+        wrong = f"Z85 characters only, not {''.join(sorted(set(text) - set(Z85_ALPHABET)))!r}"
+    elif any(_word(text[i : i + 5]) >= 2**32 for i in range(0, 40, 5)):
+        wrong = "Z85 (each 5 characters encode a 32-bit word)"
+    if wrong is None:
+        return str(text)
+    raise ConfigError(
+        f"{name}={key!r} must be {wrong}: the trainer's CURVE public key in Z85, as its "
+        "rendezvous files publish it (curve_public_key in rank_N.json) or "
+        "zmq.curve_keypair()[0] gives it; or None for receivers without CURVE"
+    )
+
+
+def _word(chars: str) -> int:
+    """The number 5 Z85 characters encode (base 85, the most significant first)."""
+    value = 0
+    for char in chars:
+        value = value * 85 + Z85_ALPHABET.index(char)
+    return value

@@ -173,7 +173,7 @@ class AdmissionWatch:
 
     def _run(self) -> None:
         # (imported here, by the watch's thread: a client's import and start-up do not
-        # pay for the follow socket's messages, `tests/client/test_client.py`)
+        # pay for the follow socket's messages, `tests/client/test_client_imports.py`)
         from melissa_trainer.client.admission import SimulationRefused
 
         try:

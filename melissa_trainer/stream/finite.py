@@ -3,7 +3,8 @@ FLAG_FINITE, `melissa_trainer.client`) and the receiver (`nonfinite`, for the
 messages that come without the flag).
 
 Imports only `math` and numpy: a simulation's client loads it without the receiver's
-logging and without torch (`tests/project/test_architecture.py`, `tests/client/test_client.py`).
+logging and without torch (`tests/project/test_architecture.py`,
+`tests/client/test_client_imports.py`).
 """
 
 from __future__ import annotations

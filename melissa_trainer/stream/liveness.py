@@ -35,7 +35,8 @@ messages were lost (2 of 2,000 with the timeout on the client's PUSH socket only
 with the `Receiver` held back 4 s, the process aborted (``Assertion failed: !_io_error
 (src/stream_engine_base.cpp:310)``, libzmq issues 4364, 3937: open). Back-pressure
 without loss is the stream's contract; a stalled peer costs one bounded frame.
-``tests/stream/test_receiver_hardening.py`` checks that this is still so.
+``tests/stream/test_receiver_back_pressure.py`` and ``test_receiver_stalled_peers.py`` check
+that this is still so.
 
 After a connection is closed, ZeroMQ frees its partial message. A peer that lives on
 (behind a network partition that heals) reconnects and goes on with its next message,

@@ -1,7 +1,7 @@
 """The wire's bytes: magic, version, kinds, flags, limits, the dtype allow-list, the
 header `Struct`s and the byte offsets of the fields read without a full decode.
 
-The only home of the wire layout (`tests/stream/test_protocol.py` checks that no other module
+The only home of the wire layout (`tests/stream/test_protocol_layout.py` checks that no other module
 of `stream` or `client` packs or unpacks bytes by hand): the client's prebuilt headers,
 the receiver's peeks at a frame's kind and flags and the inline decoder's memo key use
 the `*_AT` offsets and `U64` below, never literal offsets. Standard library and numpy.

@@ -11,6 +11,7 @@ from typing import NamedTuple
 import numpy as np
 
 __all__ = [
+    "SILENT",
     "PredictRefused",
     "PredictTimeout",
     "Predicted",
@@ -24,6 +25,15 @@ __all__ = [
 _SERVE_FILE = (
     "the serving endpoint is the `endpoint` of serve_{rank}.json in the rendezvous "
     "directory, not that of rank_{rank}.json (the stream receiver's)"
+)
+
+#: what a serving peer that accepted TCP and never completed a ZeroMQ handshake is (a
+#: request's timeout, `predict_events`), and the fix; the C client's words too
+#: (clients/c/src/predict_watch.c)
+SILENT = (
+    "a trainer whose process is stopped (SIGSTOP, a suspended job) answers once "
+    "continued; else it is not a serving socket: check the endpoint (the `endpoint` of "
+    "serve_N.json in the rendezvous directory)"
 )
 
 

@@ -95,6 +95,7 @@ def timeout_bound(sock: zmq.Socket) -> float:
     ivl = 0 if sock.closed else int(sock.getsockopt(zmq.HANDSHAKE_IVL))
     return NOT_ZMQ_AFTER if ivl <= 0 else min(NOT_ZMQ_AFTER, ivl / 2000)
 
+
 _EVENT = struct.Struct("=HI")  # a monitor event's first frame: the event, its value
 #: the monitors' inproc addresses, one per socket for the process's life (an `id()` is
 #: reused, a closed socket's may stay bound: tests/client/test_handshake_monitor_names.py)

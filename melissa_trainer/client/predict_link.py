@@ -376,4 +376,5 @@ class PredictLink:
     def _refused_handshake(self) -> ValueError:
         endpoint, key = self.connected
         self.reset()
-        return handshake_refused(endpoint, key, ENV_RENDEZVOUS, ENV_SERVE_KEY)
+        given, rank = self._key_given, self._rank
+        return handshake_refused(endpoint, key, ENV_RENDEZVOUS, ENV_SERVE_KEY, given, rank)

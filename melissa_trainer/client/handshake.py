@@ -16,14 +16,13 @@ Not one that ends a silent connection: libzmq ends a handshake its peer never an
 after ``ZMQ_HANDSHAKE_IVL`` (30 s) without a detail too: two (a minute) were a refused
 key against a silent peer (``python -m http.server``) or a stopped trainer's receiver
 (SIGSTOP: it delivers once continued). A receiver refuses a key in milliseconds, so a
-failure that may end a connection `NOT_ZMQ_AFTER` s old or more is not counted
-(`NOT_RECEIVER` and the waits apply). Limits: events carry no time and may be read late
-(a send after a long computation): a connection began after the last read that found
-the monitor empty before its CONNECTED, ended before the read of its failure, and each
-failure let off puts later events `NOT_ZMQ_AFTER` later; so at most one per
-`NOT_ZMQ_AFTER` s is let off: a key refused at each reconnection (RECONNECT_IVL, 100 ms)
-is still refused (one retried far less often, by a close, which reads events as they
-come); a ``ZMQ_HANDSHAKE_IVL`` below `NOT_ZMQ_AFTER` is misread as before.
+failure that may end a connection `timeout_bound` s old (2 s, less for a shorter
+``ZMQ_HANDSHAKE_IVL``) is not counted (`NOT_RECEIVER` and the waits apply; the serving
+socket's `predict_link` too). Limits: events carry no time and may be read late (a send
+after a computation): a connection began after the last read that found the monitor
+empty before its CONNECTED, ended before the read of its failure, and each failure let
+off puts later events the bound later; so at most one per bound is let off: a key
+refused at each reconnection (RECONNECT_IVL, 100 ms) still is.
 
 ZeroMQ allows one monitor per socket (a second ``zmq_socket_monitor`` replaces the
 first, and the first reader hears nothing more), so this is the one reader of each data
@@ -46,6 +45,7 @@ from collections.abc import Sequence
 
 import zmq
 
+from melissa_trainer.client.handshake_timing import NOT_ZMQ_AFTER, REPEAT_AFTER, timeout_bound
 from melissa_trainer.client.handshake_words import (
     MISMATCH,
     NO_KEY,
@@ -68,6 +68,7 @@ __all__ = [
     "down_note",
     "never_note",
     "pending_note",
+    "timeout_bound",
 ]
 
 #: events that say a connection is up, and that it is down (or not up yet): `down_since`
@@ -81,13 +82,6 @@ DOWN = (
 _WATCHED = zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL | zmq.EVENT_HANDSHAKE_FAILED_AUTH
 for _event in (*UP, *DOWN, zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL):
     _WATCHED |= _event
-#: seconds a TCP connection may go without a completed handshake before its peer counts
-#: as `NOT_RECEIVER`: a receiver's libzmq I/O thread answers in milliseconds, even while
-#: its trainer's Python is busy
-NOT_ZMQ_AFTER = 2.0
-#: a silent peer's silence (s) at which `warn` says it again, then at each doubling (the
-#: wait goes on: a stopped trainer's is as silent; tests/client/test_silent_peer_repeats.py)
-REPEAT_AFTER = 15.0
 _EVENT = struct.Struct("=HI")  # a monitor event's first frame: the event, its value
 #: the monitors' inproc addresses, one per socket for the process's life (an `id()` is
 #: reused, a closed socket's may stay bound: tests/client/test_handshake_monitor_names.py)
@@ -129,6 +123,8 @@ class Handshakes:
         #: when a read last found each monitor empty; since when its connection may be up
         self._drained: list[float] = []
         self._opened: list[float | None] = []
+        #: per socket, `timeout_bound` as read at its last CONNECTED
+        self._bound: list[float] = []
 
     def watch(self, sock: zmq.Socket, keyed: bool) -> None:
         """Monitor `sock` (not connected yet; `keyed`: it has a CURVE server key)."""
@@ -152,6 +148,7 @@ class Handshakes:
             unknown.append(None)
         for count in (self._undetailed, self._retried_ms, self._last_ms):
             count.append(0)
+        self._bound.append(NOT_ZMQ_AFTER)
 
     def _read(self, index: int) -> None:
         monitor = self._monitors[index]
@@ -164,10 +161,12 @@ class Handshakes:
             event, value = _EVENT.unpack_from(monitor.recv_multipart()[0])
             if event == zmq.EVENT_CONNECTED:
                 self._opened[index] = floor
+                self._bound[index] = timeout_bound(self._sockets[index])
             elif event == zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL:
                 opened, self._opened[index] = self._opened[index], None
-                if opened is not None and time.monotonic() - opened >= NOT_ZMQ_AFTER:
-                    floor = max(floor, opened + NOT_ZMQ_AFTER)  # (a timeout: not counted)
+                bound = self._bound[index]
+                if opened is not None and time.monotonic() - opened >= bound:
+                    floor = max(floor, opened + bound)  # (a timeout: not counted)
                     continue
             if event in UP:
                 self.down_since[index] = None

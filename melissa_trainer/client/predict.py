@@ -29,7 +29,10 @@ except PredictionUnavailable:          # busy, not serving yet, restarting, gone
   trainer whose process is gone is not waited for: a request whose connection drops
   while it waits, and one whose endpoint refuses the connection (nothing listens there:
   a dead trainer's serve file), raise `PredictTimeout` at once (the socket's monitor
-  says so); only an unreachable host (a node gone) takes the whole timeout.
+  says so); only an unreachable host (a node gone) and a peer that accepts the
+  connection and never answers its handshake (a trainer whose process is stopped, which
+  answers once continued; another program: `predict_events`, whose timeout says so)
+  take the whole timeout.
 * A server that refuses this client's handshake (it takes CURVE connections only and
   the key is missing, or is not its key) raises ValueError naming the endpoint and the
   fix, as soon as the handshake fails: a mistake to fix, not a fallback. So do an

@@ -11,6 +11,7 @@ from typing import NamedTuple
 import numpy as np
 
 __all__ = [
+    "SILENT",
     "PredictRefused",
     "PredictTimeout",
     "Predicted",
@@ -24,6 +25,15 @@ __all__ = [
 _SERVE_FILE = (
     "the serving endpoint is the `endpoint` of serve_{rank}.json in the rendezvous "
     "directory, not that of rank_{rank}.json (the stream receiver's)"
+)
+
+#: what a serving peer that accepted TCP and never completed a ZeroMQ handshake is (a
+#: request's timeout, `predict_events`), and the fix; the C client's words too
+#: (clients/c/src/predict_watch.c)
+SILENT = (
+    "a trainer whose process is stopped (SIGSTOP, a suspended job) answers once "
+    "continued; else it is not a serving socket: check the endpoint (the `endpoint` of "
+    "serve_N.json in the rendezvous directory)"
 )
 
 
@@ -64,11 +74,18 @@ class Predicted(NamedTuple):
 
 
 def handshake_refused(
-    endpoint: str, key: str | None, env_rendezvous: str, env_key: str
+    endpoint: str,
+    key: str | None,
+    env_rendezvous: str,
+    env_key: str,
+    given: bool = True,
+    rank: int | None = None,
 ) -> ValueError:
     """The error of a serving endpoint that refused the client's handshake: CURVE only
-    and no key known here (`key` None), or a key that is not the server's; names the
-    endpoint and the fix (`env_rendezvous`, `env_key`: the variables that give it)."""
+    and no key known here (`key` None), or a key that is not the server's, `given` (an
+    argument, `env_key`) or read from its serve file (the C client's words:
+    predict_watch.c); names the endpoint and the fix (`env_rendezvous`, `env_key`: the
+    variables that give it), and the serve file of `rank` (None: not known here)."""
     fix = (
         f"read it from the rendezvous directory ({env_rendezvous}: the serve files "
         f"carry it), or pass curve_server_key= (or set {env_key}) to the "
@@ -80,10 +97,15 @@ def handshake_refused(
             f"takes CURVE (encrypted) connections only, and no CURVE key is known for "
             f"it here: {fix}"
         )
+    whose = (
+        f"the key given (curve_server_key or {env_key})"
+        if given
+        else "the key of its serve file (curve_public_key)"
+    )
     return ValueError(
-        f"the serving endpoint {endpoint} refused this client's CURVE handshake: the "
-        f"key given (curve_server_key or {env_key}) is not its public key, or it "
-        f"takes no CURVE: {fix}; or it is not a serving socket: {_SERVE_FILE}"
+        f"the serving endpoint {endpoint} refused this client's CURVE handshake: {whose} "
+        f"is not its public key, or it takes no CURVE: {fix}; or it is not a serving "
+        f"socket: {_SERVE_FILE.format(rank='{rank}' if rank is None else rank)}"
     )
 
 

@@ -14,18 +14,19 @@ from __future__ import annotations
 
 import os
 import socket
-import struct
 import time
 
 import zmq
 
 from melissa_trainer.client.config import ENV_RENDEZVOUS
 from melissa_trainer.client.predict_errors import (
+    SILENT,
     PredictTimeout,
     handshake_refused,
     not_serving,
     unresolved,
 )
+from melissa_trainer.client.predict_events import TIMED_OUT, ServeEvents
 from melissa_trainer.stream.serving_rendezvous import read_serving
 from melissa_trainer.wire import FieldSpec
 
@@ -110,6 +111,7 @@ class PredictLink:
         self._context = context
         self.socket: zmq.Socket | None = None
         self.monitor: zmq.Socket | None = None  # the socket's handshake failures
+        self._events: ServeEvents | None = None  # its events read (handshakes timed out)
         self.connected: tuple[str, str | None] = ("", None)  # its endpoint and key
         self._key_given = False  # that key was given (argument, environment), not read
         self._served_there = False  # a serve file was found in the rendezvous before
@@ -183,7 +185,7 @@ class PredictLink:
                 )
             sock.curve_serverkey = key.encode("ascii")
             sock.curve_publickey, sock.curve_secretkey = zmq.curve_keypair()
-        monitor = sock.get_monitor_socket(_HANDSHAKE_FAILED | _GONE)
+        monitor = sock.get_monitor_socket(_HANDSHAKE_FAILED | _GONE | zmq.EVENT_CONNECTED)
         try:
             sock.connect(endpoint)
         except zmq.ZMQError as exc:
@@ -192,6 +194,7 @@ class PredictLink:
             sock.close(linger=0)
             raise ValueError(f"cannot connect to serving endpoint {endpoint!r}: {exc}") from None
         self.socket, self.monitor, self.connected = sock, monitor, (endpoint, key)
+        self._events = ServeEvents(sock, monitor)
         self._key_given = key is not None and given
         self._endpoint_given = given
         return sock
@@ -200,7 +203,9 @@ class PredictLink:
         """Block until `sock` has a connection to send on (``ZMQ_IMMEDIATE``), up to
         `deadline`; a handshake the server refused, a socket that is not a serving one
         and a host name that does not resolve raise ValueError at once (the last two
-        `PredictTimeout` when the endpoint was read from a serve file: a stale one)."""
+        `PredictTimeout` when the endpoint was read from a serve file: a stale one). A
+        peer that accepts TCP and never answers (`predict_events`: a trainer stopped,
+        another program) is waited for, and its `PredictTimeout` says so (`SILENT`)."""
         poller = zmq.Poller()
         poller.register(sock, zmq.POLLOUT)
         if self.monitor is not None:
@@ -208,6 +213,7 @@ class PredictLink:
         undetailed = 0
         refused = False  # a connection attempt failed (and no handshake was refused)
         dropped = 0.0  # when a connection closed before it served, not dialled again yet
+        timed_out = self._events.timed_out if self._events is not None else 0
         while True:
             now = time.monotonic()
             left = deadline - now
@@ -215,8 +221,9 @@ class PredictLink:
             ready = dict(poller.poll(poll_ms(wait))) if wait > 0 else {}
             if sock in ready:
                 return
-            while self.monitor is not None and self.monitor.poll(0):
-                event = self._event()
+            for event in self._events.read() if self._events is not None else ():
+                if event in (TIMED_OUT, zmq.EVENT_CONNECTED):  # (the peer is there)
+                    continue
                 if event == zmq.EVENT_DISCONNECTED:
                     dropped = time.monotonic()
                     continue
@@ -253,7 +260,14 @@ class PredictLink:
                     "connection: nothing listens there (the trainer is gone or restarting)"
                 )
             if left <= 0:
+                silent = self._events is not None and self._events.silent(timed_out)
+                endpoint = self.connected[0]
                 self.reset()
+                if silent:
+                    raise PredictTimeout(
+                        f"the trainer's serving endpoint {endpoint} accepted a TCP connection "
+                        f"but no ZeroMQ handshake completed within {timeout} s: {SILENT}"
+                    )
                 raise PredictTimeout(
                     f"no connection to the trainer's serving endpoint within {timeout} s "
                     "(the trainer is gone or restarting)"
@@ -261,10 +275,8 @@ class PredictLink:
 
     def lost(self) -> bool:
         """Whether the monitor's waiting events say the connection dropped."""
-        lost = False
-        while self.monitor is not None and self.monitor.poll(0):
-            lost = self._event() == zmq.EVENT_DISCONNECTED or lost
-        return lost
+        events = self._events.read() if self._events is not None else []
+        return zmq.EVENT_DISCONNECTED in events
 
     def gone(self, why: str) -> PredictTimeout:
         """The trainer is gone (`why`): close the socket, and fail the requests of the
@@ -282,7 +294,7 @@ class PredictLink:
             if self.monitor is not None:
                 self.socket.disable_monitor()
                 self.monitor.close(linger=0)
-                self.monitor = None
+                self.monitor, self._events = None, None
             self.socket.close(linger=0)
             self.socket = None
 
@@ -361,13 +373,8 @@ class PredictLink:
             ) from None
         self._resolved.add(host)
 
-    def _event(self) -> int:
-        """The next event of the socket's monitor (parsed here: zmq.utils.monitor
-        imports asyncio into a solver)."""
-        assert self.monitor is not None
-        return int(struct.unpack("=H", self.monitor.recv_multipart()[0][:2])[0])
-
     def _refused_handshake(self) -> ValueError:
         endpoint, key = self.connected
         self.reset()
-        return handshake_refused(endpoint, key, ENV_RENDEZVOUS, ENV_SERVE_KEY)
+        given, rank = self._key_given, self._rank
+        return handshake_refused(endpoint, key, ENV_RENDEZVOUS, ENV_SERVE_KEY, given, rank)

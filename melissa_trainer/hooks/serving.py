@@ -79,6 +79,7 @@ from melissa_trainer.hooks.serving_budget import ServingBudget
 from melissa_trainer.hooks.serving_in_process import InProcessPrediction, queued
 from melissa_trainer.hooks.serving_report import LOG_MAXIMA, log_figures, summary
 from melissa_trainer.hooks.serving_socket import rank_server
+from melissa_trainer.stream.handshakes import log_bound
 from melissa_trainer.stream.log_summary import FAILED, LogSummary
 from melissa_trainer.stream.serving import DEFAULT_MAX_QUEUE, Pending, PredictServer, ServingRefused
 from melissa_trainer.stream.serving_rendezvous import check_inputs
@@ -185,6 +186,9 @@ class ServingHook(Hook):
         self._server = server
         self._server.start()
         logger.info("rank %d serves predictions at %s", trainer.process_index, self.endpoint)
+        where = f"serving socket of rank {trainer.process_index}"  # (its public key)
+        key = self._server.curve_public_key
+        log_bound(logger, where, str(self.endpoint), key, "MELISSA_TRAINER_SERVE_KEY")
 
     def on_train_start(
         self, trainer: TrainerView, state: TrainerState, control: TrainerControl

@@ -45,7 +45,9 @@ from collections import Counter, deque
 
 import zmq
 
-__all__ = ["EVENTS", "HandshakeWatch"]
+from melissa_trainer.stream.endpoints import is_loopback
+
+__all__ = ["EVENTS", "HandshakeWatch", "log_bound"]
 
 logger = logging.getLogger("melissa_trainer.stream.receiver")  # the receiver's messages
 
@@ -56,6 +58,28 @@ _FAILED = (
 )
 #: the monitor events this watch reads (besides ``DISCONNECTED``, `disconnected`'s)
 EVENTS = _FAILED | zmq.EVENT_ACCEPTED | zmq.EVENT_HANDSHAKE_SUCCEEDED
+
+
+def log_bound(
+    log: logging.Logger, what: str, endpoint: str, public_key: str | None, variable: str
+) -> None:
+    """Say at INFO where `what` (a receiver, a serving socket) is bound: with CURVE,
+    naming its public key (the Z85 text, never the secret) for an operator to hand to
+    solvers started by hand, in `variable` (MELISSA_TRAINER_KEY, _SERVE_KEY; the
+    rendezvous files carry it to the others); without CURVE beyond loopback, that any
+    peer may send (on loopback: nothing, the default)."""
+    if public_key is not None:
+        log.info(
+            "%s bound to %s with CURVE; its public key: %s (%s for a solver given the "
+            "endpoint; the rendezvous files carry it)",
+            what,
+            endpoint,
+            public_key,
+            variable,
+        )
+    elif not is_loopback(endpoint):
+        log.info("%s bound to %s without CURVE: any peer may send", what, endpoint)
+
 
 # the causes, as counted (`counts`) and named in the summary
 NO_KEY, OTHER_KEY, A_KEY, UNKNOWN = (

@@ -81,7 +81,7 @@ from melissa_trainer.stream import connections as conn
 from melissa_trainer.stream import study_stops
 from melissa_trainer.stream.data_decoder import DataDecoder
 from melissa_trainer.stream.data_path import DataPath
-from melissa_trainer.stream.endpoints import curve_keys, is_loopback, mark_stopped
+from melissa_trainer.stream.endpoints import curve_keys, mark_stopped
 from melissa_trainer.stream.follow_server import (
     FOLLOW_KINDS,
     FollowServer,
@@ -89,6 +89,7 @@ from melissa_trainer.stream.follow_server import (
     follow_bind,
     receipt_of,
 )
+from melissa_trainer.stream.handshakes import log_bound
 from melissa_trainer.stream.ingest_state import telemetry_keys
 from melissa_trainer.stream.liveness import HEADER_ALLOWANCE
 from melissa_trainer.stream.receiver_config import DEFAULT_BIND, ReceiverConfig, ReceiverTuning
@@ -156,10 +157,9 @@ class Receiver(DataPath):
         self.config, self.tuning = config, tuning
         self._bind, self._rendezvous = config.bind, config.rendezvous_dir
         self._max_bytes, self._rcvhwm = config.max_message_bytes, config.rcvhwm
-        self._advertise = config.advertise_host
+        self._advertise, self._recycle = config.advertise_host, config.recycle_frames
         self._curve = curve_keys(config.curve_secret_key, config.curve_public_key)
         self._decode = DataDecoder(self._max_bytes)
-        self._recycle = config.recycle_frames
         self._loaded: dict[str, Any] | None = None
         self._context: zmq.Context | None = None
         self._endpoint: str | None = None
@@ -234,8 +234,8 @@ class Receiver(DataPath):
             partial(study_stops.study_stops_announced, self._rendezvous, self.config.run_id),
             f" (receiver of rank {self._rank})" if self._world > 1 else "",  # (whose words)
         )
-        if self._curve is None and not is_loopback(self._endpoint):
-            logger.info("receiver bound to %s without CURVE: any peer may send", self._endpoint)
+        where, key = f"receiver of rank {self._rank}", self.curve_public_key  # (and its key)
+        log_bound(logger, where, self._endpoint, key, "MELISSA_TRAINER_KEY")
         self._thread = threading.Thread(
             target=self._run, name=f"melissa-receiver-{self._rank}", daemon=True
         )

@@ -188,6 +188,11 @@ class PredictServer:
         self._thread.start()
 
     @property
+    def curve_public_key(self) -> str | None:
+        """The Z85 CURVE public key clients need, or None without CURVE."""
+        return None if self._curve is None else self._curve[1].decode("ascii")
+
+    @property
     def version(self) -> int:
         """The model version now (the trainer's global step; set by the drainer:
         `RequestQueue.version` says how it orders with the requests stamped)."""

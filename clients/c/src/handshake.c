@@ -9,13 +9,14 @@
  * handshake before it lingers, and a refused one is MT_EENV, naming the endpoint and
  * the fix. As the Python client's serving socket (client/predict_link.py): a failure without
  * detail counts as a refusal when it comes twice in a row (once may be a receiver that
- * stopped mid-handshake). Not one that may end a connection NOT_ZMQ_AFTER_S old or more:
+ * stopped mid-handshake). Not one that may end a connection mt_timeout_bound old or more
+ * (NOT_ZMQ_AFTER_S, or half a shorter ZMQ_HANDSHAKE_IVL):
  * libzmq ends a handshake its peer never answers (ZMQ_HANDSHAKE_IVL, 30 s) so too, and a
  * silent peer, or a receiver whose trainer is stopped (SIGSTOP), is not a refused key
  * (NOT_RECEIVER and the waits apply). Events carry no time and may be read late: a
  * connection began after the last read that found the monitor empty before its
- * CONNECTED, and each failure let off puts later events NOT_ZMQ_AFTER_S later, so that at
- * most one per NOT_ZMQ_AFTER_S is let off: a key refused at each reconnection (100 ms)
+ * CONNECTED, and each failure let off puts later events the bound later, so that at
+ * most one per bound is let off: a key refused at each reconnection (100 ms)
  * still is (the limits: client/handshake.py's module docstring). */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
@@ -25,6 +26,19 @@
 #include <zmq.h>
 
 #include "internal.h"
+
+/* seconds a TCP connection may go without a completed handshake before its peer counts
+ * as NOT_RECEIVER (a receiver's libzmq I/O thread answers in milliseconds); and the most
+ * of mt_timeout_bound */
+#define NOT_ZMQ_AFTER_S 2.0
+
+double mt_timeout_bound(void *s) {
+    int ivl = 0;
+    size_t size = sizeof ivl;
+    if (s == NULL || zmq_getsockopt(s, ZMQ_HANDSHAKE_IVL, &ivl, &size) != 0 || ivl <= 0)
+        return NOT_ZMQ_AFTER_S;
+    return ivl / 2000.0 < NOT_ZMQ_AFTER_S ? ivl / 2000.0 : NOT_ZMQ_AFTER_S;
+}
 
 /* (and whether the connection is up: a blocked send gives up on a receiver down for the
  * disconnected timeout, send_wait.c; CONNECT_RETRIED: an attempt that failed) */
@@ -41,6 +55,7 @@ mt_status mt_handshake_watch(mt_client *c, size_t i) {
     mt_handshake *h = &c->handshakes[i];
     h->drained = mt_now();
     h->opened = -1.0;
+    h->bound = NOT_ZMQ_AFTER_S;
     char address[64];
     snprintf(address, sizeof address, "inproc://mt-handshake-%p-%zu", (void *)c, i);
     if (zmq_socket_monitor(c->sockets[i], address, WATCHED) != 0)
@@ -70,7 +85,6 @@ mt_status mt_handshake_watch(mt_client *c, size_t i) {
     "not a melissa-trainer receiver (it accepted a TCP connection but no ZeroMQ handshake "  \
     "completed): check the endpoint (the trainer's rank_N.json); unless it is a trainer "    \
     "whose process is stopped (SIGSTOP, a suspended job), which answers once continued"
-#define NOT_ZMQ_AFTER_S 2.0
 /* What a peer that ended every ZeroMQ handshake without a detail (and never completed
  * one) is, to a client without a CURVE key: another program (an HTTP server answering
  * junk), or a CURVE-only receiver: it refuses such a client with a mechanism mismatch, a
@@ -128,14 +142,15 @@ static void read_events(mt_client *c, size_t i) {
         if (event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) {
             double opened = h->opened;
             h->opened = -1.0;
-            if (opened >= 0 && mt_now() - opened >= NOT_ZMQ_AFTER_S) {
-                double after = opened + NOT_ZMQ_AFTER_S; /* (a handshake timeout: not counted) */
+            if (opened >= 0 && mt_now() - opened >= h->bound) {
+                double after = opened + h->bound; /* (a handshake timeout: not counted) */
                 if (after > earliest) earliest = after;
                 continue;
             }
         }
         if (event == ZMQ_EVENT_CONNECTED) {
             h->opened = earliest;
+            h->bound = mt_timeout_bound(c->sockets[i]);
             h->down = false;
             h->ever = true;
             if (h->tcp_at <= 0) h->tcp_at = mt_now();

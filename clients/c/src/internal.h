@@ -98,6 +98,7 @@ typedef struct mt_handshake {
     double tcp_at; /* first TCP connection (mt_now(); 0: none), while no handshake (zmtp) */
     bool zmtp, warned; /* a handshake completed once; "not a receiver" was said (once) */
     double drained, opened; /* last read that found none; since when up, no handshake (<0) */
+    double bound; /* mt_timeout_bound of the socket, read at its last CONNECTED */
 } mt_handshake;
 
 /* Asking, while it runs, whether the trainer took it (admission_watch.c). */
@@ -216,6 +217,13 @@ struct mt_client {
     bool predict_given;         /* its endpoint given (not read from a serve file) */
     long long predict_rank;     /* the training rank it is (for messages) */
     char predict_resolved[256]; /* a host name found to resolve ("": none yet) */
+    /* its monitor read by handshake.c's rule (predict_watch.c): the last read that found
+     * it empty, since when its connection may be up without a handshake (<0: none), the
+     * bound, whether a handshake timed out last (its DISCONNECTED, CONNECT_RETRIED are
+     * left out), and how many did */
+    double predict_drained, predict_opened, predict_bound;
+    bool predict_after_timeout;
+    unsigned predict_timed_out;
     bool served_there;
     char gone_why[640];
     double retry_at, backoff;
@@ -231,6 +239,10 @@ const char *mt_dtype_str(mt_dtype dtype);
 /* The enumerator's name ("MT_FLOAT32"): the fix a wrong dtype's message names. */
 const char *mt_dtype_constant(mt_dtype dtype);
 double mt_now(void); /* monotonic seconds */
+/* handshake.c: seconds from which a handshake failure without detail of socket s may be
+ * libzmq's timeout (ZMQ_HANDSHAKE_IVL: a silent peer), not a refusal (client/handshake.py
+ * timeout_bound: 2 s, or half the interval when less; 0: none) */
+double mt_timeout_bound(void *s);
 #ifdef MT_TESTING
 void mt_testing_advance_clock(double seconds); /* (tests only: see errors.c) */
 #endif

@@ -11,7 +11,12 @@
  * that refuses the handshake (a CURVE key that is not its own) is MT_EENV as soon as
  * that is certain: a mistake to fix, not a fallback (the Python client's ValueError); so
  * are an endpoint given that answers but is not a serving socket (the receiver's, of
- * rank_{r}.json) and a host name that does not resolve. */
+ * rank_{r}.json) and a host name that does not resolve. A peer that accepts TCP and never
+ * answers the greeting (a trainer whose process is stopped, another program) is not a
+ * refusal: libzmq ends such a handshake after ZMQ_HANDSHAKE_IVL with a failure without
+ * detail, which is read by handshake.c's rule (one that may end a connection
+ * mt_timeout_bound old is a timeout: next_kept), and the request's MT_ETIMEDOUT says what
+ * was seen (SILENT; client/predict_events.py). */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <netdb.h>
@@ -29,6 +34,14 @@
      ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
 /* a connection attempt that failed (refused), an established connection dropped */
 #define GONE (ZMQ_EVENT_CONNECT_RETRIED | ZMQ_EVENT_DISCONNECTED)
+/* what next_kept gives for a handshake failure that libzmq's timeout may have caused */
+#define TIMED_OUT 0x10000
+/* what a serving peer that accepted TCP and never completed a ZeroMQ handshake is, and
+ * the fix (client/predict_errors.py SILENT, word for word) */
+#define SILENT                                                                            \
+    "a trainer whose process is stopped (SIGSTOP, a suspended job) answers once "         \
+    "continued; else it is not a serving socket: check the endpoint (the `endpoint` of "  \
+    "serve_N.json in the rendezvous directory)"
 #define BACKOFF_FIRST 0.05
 #define BACKOFF_MOST 1.0
 /* Seconds a connection closed at the handshake may wait for ZeroMQ to dial again
@@ -48,7 +61,7 @@ mt_status mt_watch_start(mt_client *c, void *s) {
     int zero = 0;
     snprintf(address, sizeof address, "inproc://mt-predict-%p-%u", (void *)c,
              c->predict_monitors++); /* (an address is freed only once its socket is reaped) */
-    if (zmq_socket_monitor(s, address, HANDSHAKE_FAILED | GONE) != 0)
+    if (zmq_socket_monitor(s, address, HANDSHAKE_FAILED | GONE | ZMQ_EVENT_CONNECTED) != 0)
         return mt_fail(c, MT_EZMQ, "zmq_socket_monitor: %s", zmq_strerror(errno));
     void *m = zmq_socket(c->zctx, ZMQ_PAIR);
     /* RCVHWM 0 (unbounded), as handshake.c's: the monitor is read only during a request,
@@ -63,6 +76,11 @@ mt_status mt_watch_start(mt_client *c, void *s) {
         return st;
     }
     c->predict_monitor = m;
+    c->predict_drained = mt_now();
+    c->predict_opened = -1.0;
+    c->predict_bound = mt_timeout_bound(s);
+    c->predict_after_timeout = false;
+    c->predict_timed_out = 0;
     return MT_OK;
 }
 
@@ -89,11 +107,53 @@ static uint16_t next_event(mt_client *c) {
     return event;
 }
 
+/* The next event kept (0: none waiting), by handshake.c's rule (client/predict_events.py
+ * ServeEvents.read, the same): a failure without detail that may end a connection
+ * mt_timeout_bound old or more is TIMED_OUT (libzmq's handshake timeout: a silent peer),
+ * and the DISCONNECTED and CONNECT_RETRIED that follow it are left out (the peer is
+ * there: not a refusal, not a trainer gone). Events carry no time: a connection began
+ * no earlier than the last read that found the monitor empty before its CONNECTED, and
+ * each failure let off puts later events the bound later (`*floor`, from
+ * predict_drained at the first read of a burst). */
+static uint32_t next_kept(mt_client *c, double *floor) {
+    for (;;) {
+        double before = mt_now();
+        uint16_t event = c->predict_monitor == NULL ? 0 : next_event(c);
+        if (event == 0) {
+            c->predict_drained = before;
+            return 0;
+        }
+        if (event == ZMQ_EVENT_CONNECTED) {
+            c->predict_opened = *floor;
+            c->predict_bound = mt_timeout_bound(c->predict_socket);
+            c->predict_after_timeout = false;
+        } else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) {
+            double opened = c->predict_opened;
+            c->predict_opened = -1.0;
+            if (opened >= 0 && mt_now() - opened >= c->predict_bound) {
+                if (opened + c->predict_bound > *floor) *floor = opened + c->predict_bound;
+                c->predict_timed_out++;
+                c->predict_after_timeout = true;
+                return TIMED_OUT;
+            }
+        } else if (event == ZMQ_EVENT_DISCONNECTED) {
+            c->predict_opened = -1.0;
+            if (c->predict_after_timeout) continue;
+        } else if (event == ZMQ_EVENT_CONNECT_RETRIED && c->predict_after_timeout) {
+            c->predict_after_timeout = false;
+            continue;
+        } else {
+            c->predict_opened = -1.0; /* (a failure with detail ends the connection) */
+        }
+        return event;
+    }
+}
+
 bool mt_watch_lost(mt_client *c) {
     bool lost = false;
-    uint16_t event;
-    while (c->predict_monitor != NULL && (event = next_event(c)) != 0)
-        lost = lost || event == ZMQ_EVENT_DISCONNECTED;
+    uint32_t event;
+    double floor = c->predict_drained;
+    while ((event = next_kept(c, &floor)) != 0) lost = lost || event == ZMQ_EVENT_DISCONNECTED;
     return lost;
 }
 
@@ -202,6 +262,7 @@ mt_status mt_watch_connected(mt_client *c, double deadline, const char *timeout)
     bool refused = false; /* a connection attempt failed (and no handshake was refused) */
     int undetailed = 0;
     double dropped = 0; /* when a connection closed before it served, not dialled again yet */
+    unsigned timed_out = c->predict_timed_out; /* (a handshake timed out since: SILENT) */
     for (;;) {
         double now = mt_now(), left = deadline - now;
         double wait = dropped && dropped + NO_REDIAL - now < left ? dropped + NO_REDIAL - now
@@ -220,8 +281,10 @@ mt_status mt_watch_connected(mt_client *c, double deadline, const char *timeout)
             return st;
         }
         if (items[0].revents & ZMQ_POLLOUT) return MT_OK;
-        uint16_t event;
-        while ((event = next_event(c)) != 0) {
+        uint32_t event;
+        double floor = c->predict_drained;
+        while ((event = next_kept(c, &floor)) != 0) {
+            if (event == TIMED_OUT || event == ZMQ_EVENT_CONNECTED) continue; /* (it is there) */
             if (event == ZMQ_EVENT_DISCONNECTED) {
                 dropped = mt_now();
                 continue;
@@ -262,6 +325,17 @@ mt_status mt_watch_connected(mt_client *c, double deadline, const char *timeout)
                            c->predict_endpoint);
         }
         if (left <= 0) {
+            bool silent = c->predict_timed_out > timed_out ||
+                          (c->predict_opened >= 0 &&
+                           mt_now() - c->predict_opened >= c->predict_bound);
+            if (silent) {
+                mt_status st = mt_fail(c, MT_ETIMEDOUT, "the trainer's serving endpoint %s "
+                                                        "accepted a TCP connection but no ZeroMQ "
+                                                        "handshake completed within %s s: " SILENT,
+                                       c->predict_endpoint, timeout);
+                mt_predict_release(c);
+                return st;
+            }
             mt_predict_release(c);
             return mt_fail(c, MT_ETIMEDOUT, "no connection to the trainer's serving endpoint "
                                             "within %s s (the trainer is gone or restarting)",

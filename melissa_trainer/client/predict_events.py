@@ -1,0 +1,86 @@
+"""The monitor events of a `Predictor`'s socket to its serving rank (`predict_link`),
+read without blocking, with the handshakes that libzmq timed out told apart.
+
+libzmq ends a handshake that its peer never answers after ``ZMQ_HANDSHAKE_IVL`` (30 s
+by default) with a failure WITHOUT a detail, as a server closing on a key it does not
+hold does in milliseconds: a peer that accepts TCP and never speaks (another program,
+``python -m http.server``) or a serving trainer whose process is stopped (SIGSTOP, a
+suspended job: its kernel accepts, its libzmq is frozen) is not a refusal. As the data
+sockets' rule (`client.handshake`, whose `timeout_bound` this uses): a failure that may
+end a connection `timeout_bound` s old or more is a timeout (`TIMED_OUT` here). Events
+carry no time: a connection began no earlier than the last read that found the monitor
+empty before its CONNECTED, and each failure let off puts later events the bound later,
+so at most one per bound is let off (a key refused at each reconnection still counts).
+The C client's predict_watch.c reads its events by the same rule. Imports pyzmq and
+`client.handshake` only.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+
+import zmq
+
+from melissa_trainer.client.handshake import timeout_bound
+
+__all__ = ["TIMED_OUT", "ServeEvents"]
+
+#: what `ServeEvents.read` gives for a handshake failure that libzmq's timeout may have
+#: caused (not a monitor event: ZeroMQ's are bit flags > 0)
+TIMED_OUT = -1
+
+
+class ServeEvents:
+    """The events of `monitor`, the monitor of `sock` (watching CONNECTED too), from
+    before `sock` connected; `timed_out`: how many handshakes were let off."""
+
+    def __init__(self, sock: zmq.Socket, monitor: zmq.Socket) -> None:
+        self._sock, self._monitor = sock, monitor
+        self._drained = time.monotonic()  # when a read last found the monitor empty
+        self._opened: float | None = None  # since when the connection may be up
+        self._bound = timeout_bound(sock)
+        self._after_timeout = False  # (its DISCONNECTED, CONNECT_RETRIED: left out)
+        self.timed_out = 0
+
+    def silent(self, timed_out: int) -> bool:
+        """Whether the peer looks silent: a handshake timed out since `self.timed_out`
+        was `timed_out`, or the connection up now (as `read` left it) may be
+        `timeout_bound` s old without a handshake."""
+        opened = self._opened
+        late = opened is not None and time.monotonic() - opened >= self._bound
+        return self.timed_out > timed_out or late
+
+    def read(self) -> list[int]:
+        """The events that came (never blocks), in order; a handshake failure without
+        detail that may be libzmq's timeout is `TIMED_OUT`, and the DISCONNECTED and
+        CONNECT_RETRIED that follow it are left out (the peer is there: not a refusal,
+        not a trainer gone). A CONNECTED is kept; it opens a connection (`silent`)."""
+        floor, events = self._drained, list[int]()
+        while True:
+            before = time.monotonic()
+            if not self._monitor.poll(0):
+                self._drained = before
+                return events
+            event = int(struct.unpack("=H", self._monitor.recv_multipart()[0][:2])[0])
+            if event == zmq.EVENT_CONNECTED:
+                self._opened, self._bound = floor, timeout_bound(self._sock)
+                self._after_timeout = False
+            elif event == zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL:
+                opened, self._opened = self._opened, None
+                if opened is not None and time.monotonic() - opened >= self._bound:
+                    floor = max(floor, opened + self._bound)
+                    self.timed_out += 1
+                    events.append(TIMED_OUT)
+                    self._after_timeout = True
+                    continue
+            elif event == zmq.EVENT_DISCONNECTED:
+                self._opened = None
+                if self._after_timeout:
+                    continue
+            elif event == zmq.EVENT_CONNECT_RETRIED and self._after_timeout:
+                self._after_timeout = False
+                continue
+            else:
+                self._opened = None  # (a failure with detail ends the connection)
+            events.append(event)

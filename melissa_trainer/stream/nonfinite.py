@@ -164,6 +164,7 @@ class NonFiniteGuard:
         self._log.event(NONFINITE, name, sid, f"refused a sample of {why}")
         if sid not in self._failed:
             self._failed.add(sid)
+            sim.nonfinite_failures += 1  # (before the launcher hears of it: `connections` reads it)
             self.failures.append((sid, t, why))
             self._refused.append((sid, why))
         return False

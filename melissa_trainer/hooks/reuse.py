@@ -23,6 +23,7 @@ one with no training loss logged before its best validation (the default
 
 from __future__ import annotations
 
+from melissa_trainer.core.figures import SOURCE_PREFIX
 from melissa_trainer.core.state import TrainerState
 
 __all__ = [
@@ -199,6 +200,8 @@ def reuse_report(
     the data ran out (`state.stream_ended`), not at `max_steps`, by a hook's stop or by
     preemption: those runs chose their length. `ended` says how the run ended, at the
     head of the line (a preempted run is not at its end: the progress hook says so).
+    When the receivers refused samples holding NaN or Inf (the log's
+    ``source_nonfinite_refused``), the warning says so first (`_refused_first`).
     """
     last = next((logs for logs in reversed(state.log_history) if "buffer_put" in logs), None)
     if last is None or last["buffer_put"] <= 0:
@@ -216,8 +219,12 @@ def reuse_report(
     if not state.stream_ended or (reuse >= REUSE_WARNING_BELOW and not short):
         return line, None
     warning = (
-        f"training ended with the stream after {state.global_step} steps, having used "
-        f"each sample {reuse:.1f} times on average: the model may be far from trained. "
+        f"training ended with the stream after {state.global_step} steps"
+        + (
+            _refused_first(last.get(f"{SOURCE_PREFIX}nonfinite_refused", 0.0), put, reuse)
+            or f", having used each sample {reuse:.1f} times on average"
+        )
+        + ": the model may be far from trained. "
     )
     per_rank = put / num_processes
     if batch_size is not None and batch_size > (watermark or 1) and per_rank < batch_size:
@@ -264,6 +271,25 @@ def reuse_report(
         "stream with --pseudo_epochs N"
     )
     return line, warning
+
+
+def _refused_first(refused: float, put: float, reuse: float) -> str:
+    """The reuse warning's first words when the stream's receivers refused samples
+    holding NaN or Inf (`refused`, all ranks; `put`, the samples inserted, each used
+    `reuse` times): their count and share, and that the solver is the cause, before any
+    training setting (a user trial's warning, 60 of 80 samples refused, named only the
+    batch size). "" if none."""
+    if refused <= 0:
+        return ""
+    received = refused + put
+    return (
+        f", and {refused:.0f} of the {received:.0f} samples received "
+        f"({refused / received:.0%}) were refused for holding NaN or Inf "
+        "(nonfinite_refused): the solver's output is the first cause, not the training "
+        "settings. Fix its blow-up (the receiver's log, and a study's account, name the "
+        "simulations and time steps), or narrow the sampler's bounds. Then, on the "
+        f"{put:.0f} samples left, training used each {reuse:.1f} times on average"
+    )
 
 
 def _short_of_ratio(

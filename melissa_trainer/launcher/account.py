@@ -10,10 +10,13 @@ nothing: a solver blown up to NaN sends samples the receiver refuses (``nonfinit
 
 The reasons, in order: every sample non-finite (finished, all refused); every HELLO
 refused (the receiver's reason quoted); failed or abandoned with no sample received
-(exit codes). One that failed after sending some samples (kept and trained on) is
-listed apart, given up part-way (redrawn or abandoned), or "failed, not replaced" when
-the study stopped on it, with its exit codes and parameters (a WARNING). Last, those
-that exited 0 with their data not all in when the run stopped: a resume reruns them.
+(exit codes). Those that sent finite samples, then NaN or Inf (refused), get a line
+of their own (`account_nonfinite`), and one more when most samples were refused: a
+study that "contributed" yet lost them. One that failed after sending some samples
+(kept and trained on) is listed apart, given up part-way (redrawn or abandoned), or
+"failed, not replaced" when the study stopped on it, with its exit codes and parameters
+(a WARNING). Last, those that exited 0 with their data not all in when the run stopped:
+a resume reruns them.
 
 What a receiver saw is rank 0's (a simulation's steps are shared among the ranks: one
 whose rank-0 share was all refused is counted); non-finite counts are this run's. Pure
@@ -34,6 +37,7 @@ from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
 from melissa_trainer.common.words import plural
+from melissa_trainer.launcher.account_nonfinite import most_refused_line, partway_line
 from melissa_trainer.launcher.exit_cause import codes_text
 from melissa_trainer.launcher.sampler_account import (
     drawn_by,
@@ -193,9 +197,11 @@ def study_account(
     outcomes: Sequence[SimulationOutcome],
     samples: Mapping[int, tuple[int, int]],
     n_simulations: int | None = None,
+    first_refused: Mapping[int, int] | None = None,
 ) -> tuple[list[str], bool]:
-    """The account's lines, and whether some simulation contributed no sample (then
-    the caller logs it as a WARNING). The head's percentage names its denominator
+    """The account's lines, and whether some simulation contributed no sample, failed
+    part-way or had samples refused as NaN or Inf (then the caller logs it as a
+    WARNING). The head's percentage names its denominator
     (`_share_of`): "of the study" when the simulations ended are the study's, each
     place once; "of the N drawn" when all drawn have ended but the run stopped before
     drawing the rest; "of the M ended" otherwise (some drawn had not ended: a study
@@ -210,15 +216,21 @@ def study_account(
             receiver has them (`IngestState.samples_of`).
         n_simulations: the study's size (`Launcher.n_simulations`): the simulations it
             runs, redraws not counted; None: `outcomes` are the whole study.
+        first_refused: id -> the first time step refused for NaN or Inf, as rank 0's
+            receiver has it (`NonFiniteGuard.first_step`): the line on those that turned
+            non-finite part-way (`account_nonfinite`) says from which step on.
     """
     ended = [o for o in outcomes if o.status in ("finished", "failed", "abandoned")]
     nonfinite: list[SimulationOutcome] = []
     refused: list[SimulationOutcome] = []
     failed: list[SimulationOutcome] = []
     partway: list[SimulationOutcome] = []  # given up after sending some samples
+    tainted: list[SimulationOutcome] = []  # some samples finite, some refused
     for o in ended:
         steps, bad = samples.get(o.simulation_id, (0, 0))
         if steps - bad > 0:
+            if bad > 0:
+                tainted.append(o)
             if o.status != "finished":
                 partway.append(o)
             continue  # contributed
@@ -235,15 +247,18 @@ def study_account(
     noun = "simulation" if len(ended) == 1 else "simulations"
     head = f"study account: {len(ended)} {noun} ended, {contributed} contributed samples"
     exited = _exited_line([o.simulation_id for o in outcomes if o.status == "exited"])
-    if not none and not partway:  # ("every one" of none ended says nothing: say that)
+    if not none and not partway and not tainted:  # ("every one" of none ended: say that)
         done = f"{head}; every one contributed." if ended else "study account: none ended."
         return [done, *exited], False
     of = _share_of(outcomes, len(ended), n_simulations)
     if none:
         lines = [f"{head}; {none} ({none / len(ended):.0%} {of}) contributed none:"]
-    else:
+    elif partway:
         share = len(partway) / len(ended)
         lines = [f"{head}; {len(partway)} ({share:.0%} {of}) failed part-way:"]
+    else:  # (they contributed, but not all they sent: never "every one contributed")
+        share = len(tainted) / len(ended)
+        lines = [f"{head}; {len(tainted)} ({share:.0%} {of}) turned NaN or Inf part-way:"]
     if nonfinite:
         first = nonfinite[0]
         lines.append(
@@ -253,6 +268,9 @@ def study_account(
             f"The solver blows up there: check its time step or stability for these "
             f"parameters, or narrow the sampler's bounds"
         )
+    if tainted:
+        ids = [o.simulation_id for o in tainted]
+        lines.append(partway_line(ids, samples, first_refused or {}, tainted[0].parameters))
     if refused:
         lines.append(
             f"  {len(refused)} refused by the receiver: "
@@ -273,7 +291,8 @@ def study_account(
         lines.append(_partway_line(given_up, 0 if stopped_on else len(partway)))
     if stopped_on:
         lines.append(_partway_line(stopped_on, len(partway)))
-    return [*lines, *exited], True
+    most = most_refused_line(samples, [o.simulation_id for o in ended])
+    return [*lines, *([] if most is None else [most]), *exited], True
 
 
 def _exited_line(ids: Sequence[int]) -> list[str]:
@@ -353,15 +372,16 @@ def log_account(
     sampler: Sampler | None = None,
     warnings: Sequence[str] = (),
     n_simulations: int | None = None,
+    first_refused: Mapping[int, int] | None = None,
 ) -> tuple[list[str], bool]:
     """Log `study_account` (and `sampler_line`, then the caller's `warnings` lines: an
     adaptive sampler that steered none or few of its draws because its losses came
     late, `melissa_trainer.study.feedback`; then `unsteered_line`: one whose losses
     came in time and steered none all the same), as one record: a WARNING (shown by
-    Python's default logging) when some simulation contributed no sample or there are
-    such lines, else INFO (`n_simulations`: the study's size, see `study_account`).
+    Python's default logging) when `study_account` says so or there are such lines,
+    else INFO (`n_simulations`, `first_refused`: see `study_account`).
     Returns the lines and whether they were a WARNING."""
-    lines, some_none = study_account(outcomes, samples, n_simulations)
+    lines, some_none = study_account(outcomes, samples, n_simulations, first_refused)
     extra = None if sampler is None else sampler_line(sampler)
     if extra is not None:
         lines.append(extra)

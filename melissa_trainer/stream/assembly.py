@@ -122,6 +122,7 @@ class StepLedger:
         "first_data_at",
         "client",
         "frontier",
+        "nonfinite_failures",
     )
 
     def __init__(
@@ -162,6 +163,9 @@ class StepLedger:
         #: the client library its first HELLO named (`Hello.client`; None: it did not say,
         #: or a ledger loaded from a checkpoint): the launcher's advice (`Receiver.client_of`)
         self.client: str | None = None
+        #: its attempts failed here for NaN or Inf (``nonfinite="fail"``, `NonFiniteGuard`):
+        #: a close after one is the launcher's kill (`connections.ConnectionWatch`)
+        self.nonfinite_failures = 0
 
     @classmethod
     def from_hello(cls, hello: Hello) -> StepLedger:

@@ -48,6 +48,10 @@ accepted HELLO, only a BATCH over it can be one: ``batch_bytes`` far above the r
 count moved by another client rank or a later connection (the ledger is the simulation's) makes the
 close warned of as below: never said empty wrongly.
 
+A close read after this receiver failed its simulation for NaN or Inf (``nonfinite="fail"``: its
+ledger's ``nonfinite_failures`` grew since its HELLO) is the launcher's kill, which it logs: an INFO
+line names that cause (a user trial read the paragraph below as a second, unrelated problem).
+
 Each simulation is logged once (the first of its connections lost), at WARNING (the causes in full
 for the first only, the others in a short line, their number at `close`, at WARNING too: that line
 is promised by the first, and default logging shows WARNING up; under several ranks each line ends
@@ -122,11 +126,13 @@ class Ledger(Protocol):
 
     #: DATA and BATCH messages of the simulation received so far
     messages: int
+    #: its attempts failed here for NaN or Inf (a launcher kills each)
+    nonfinite_failures: int
 
 
-#: a connection's simulation ledger and its message count at the connection's HELLO
+#: a connection's simulation ledger, its message and failure counts at the connection's HELLO
 #: (None: no ledger given, the close judged as one that may have carried data)
-_Since = tuple[Ledger, int] | None
+_Since = tuple[Ledger, int, int] | None
 
 
 class ConnectionWatch:
@@ -158,9 +164,10 @@ class ConnectionWatch:
         self._told: set[int] = set()  # simulations said to have closed carrying nothing
         # (simulation, client rank) of the connections seen closed whose BYE was not read
         # yet, in the order of their events: judged by `settle`; with each, whether it
-        # was seen as the study stopped (`_at_stop`: summarised, not warned of)
+        # was seen as the study stopped (`_at_stop`: "stop", summarised, not warned of),
+        # after a failure for NaN or Inf ("nonfinite": the kill, one line), or neither ("")
         self._closed: list[tuple[int, int]] = []
-        self._at_stop: list[bool] = []
+        self._at_stop: list[str] = []
         self._closed_since: list[_Since] = []
         #: connection attempts refused in their handshake (`handshakes`)
         self.handshakes = HandshakeWatch(socket, label)
@@ -204,7 +211,9 @@ class ConnectionWatch:
             return
         self._refused.pop(fd, None)
         self._owners[fd] = (msg.simulation_id, msg.client_rank)
-        self._since[fd] = None if ledger is None else (ledger, ledger.messages)
+        self._since[fd] = (
+            None if ledger is None else (ledger, ledger.messages, ledger.nonfinite_failures)
+        )
 
     def owner_of(self, fd: int) -> tuple[int, int] | None:
         """(simulation, client rank) of open connection `fd`, its HELLO read and no BYE
@@ -238,9 +247,11 @@ class ConnectionWatch:
         at_stop, self._at_stop[:n] = self._at_stop[:n], []
         since, self._closed_since[:n] = self._closed_since[:n], []
         for (sid, rank), stopped, was in zip(lost, at_stop, since, strict=True):
-            if stopped:
+            if stopped == "stop":
                 self._stopped.add(sid)
                 self._count()
+            elif stopped:
+                self._killed_for_nonfinite(sid, rank)
             elif was is not None and was[0].messages == was[1]:
                 self._carried_nothing(sid, rank)
             else:
@@ -301,11 +312,14 @@ class ConnectionWatch:
                 said = "simulation %d client rank %d: connection closed; its HELLO was refused%s"
                 logger.debug(said, *self._refused.pop(fd), self._label)
             return
-        self._closed_since.append(self._since.pop(fd))
+        since = self._since.pop(fd)
+        self._closed_since.append(since)
         if not self._study_stops and self._announced():
             self._study_stops = True  # (latched: the file is not read again)
         self._closed.append(owner)
-        self._at_stop.append(self._study_stops or self._quiet())
+        failed = since is not None and since[0].nonfinite_failures > since[2]
+        at_stop = self._study_stops or self._quiet()
+        self._at_stop.append("stop" if at_stop else "nonfinite" if failed else "")
         logger.debug(
             "simulation %d client rank %d: connection closed; lost unless its BYE "
             "is still queued (judged once the socket is found empty)",
@@ -331,6 +345,17 @@ class ConnectionWatch:
             )
         s = "" if one else "s"
         logger.info("%d simulation%s (%s) %s%s", len(ids), s, shown, why, self._label)
+
+    def _killed_for_nonfinite(self, sid: int, rank: int) -> None:
+        # (the launcher logged its kill, and why: one line naming the cause, no paragraph)
+        logger.info(
+            "simulation %d client rank %d: connection closed before its BYE: killed by the "
+            "launcher, this receiver having failed it for NaN or Inf (nonfinite='fail')%s",
+            sid,
+            rank,
+            self._label,
+        )
+        self._count()
 
     def _carried_nothing(self, sid: int, rank: int) -> None:
         # (not in `_logged`: a later close of the simulation that carried data is warned of)

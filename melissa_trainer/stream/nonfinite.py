@@ -114,6 +114,9 @@ class NonFiniteGuard:
         #: those dropped under "refuse" (their steps marked), per simulation id (this
         #: run's, not saved: for the study's end-of-run account)
         self.by_simulation: dict[int, int] = {}
+        #: the first time step refused under "refuse", per simulation id (this run's: the
+        #: account's "from time step T"; this rank's share of its steps only)
+        self.first_step: dict[int, int] = {}
         #: (simulation id, time step, why) of each simulation failed under "fail", in
         #: order (append-only: read from other threads)
         self.failures: list[tuple[int, int, str]] = []
@@ -143,6 +146,7 @@ class NonFiniteGuard:
         what = f"simulation {sid} time step {t}: field {name!r} holds NaN or Inf"
         if self.policy == "refuse":
             self.by_simulation[sid] = self.by_simulation.get(sid, 0) + 1  # (marked: counted)
+            self.first_step[sid] = min(t, self.first_step.get(sid, t))  # (steps may reorder)
             sim.mark(local)  # received: a re-send is a duplicate (module docstring)
             self._log.event(
                 NONFINITE, name, sid, f"refused a sample of {what} (nonfinite='refuse')"
@@ -160,6 +164,7 @@ class NonFiniteGuard:
         self._log.event(NONFINITE, name, sid, f"refused a sample of {why}")
         if sid not in self._failed:
             self._failed.add(sid)
+            sim.nonfinite_failures += 1  # (before the launcher hears of it: `connections` reads it)
             self.failures.append((sid, t, why))
             self._refused.append((sid, why))
         return False

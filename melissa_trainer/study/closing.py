@@ -141,9 +141,10 @@ def log_study_account(
     late to steer). Returns its lines when they were an INFO (`Study.account_report`,
     which `ProgressHook` prints), else none (a WARNING: logged already)."""
     samples = receiver.ingest.samples_of() if receiver else {}
+    first = dict(receiver.ingest.nonfinite.first_step) if receiver else {}
     sampler = launcher.sampler
     late = feedback.lines(sampler)  # (none or few steered: a WARNING)
     lines, warned = log_account(
-        launcher.outcomes(), samples, sampler, late, n_simulations=launcher.n_simulations
+        launcher.outcomes(), samples, sampler, late, launcher.n_simulations, first
     )
     return [] if warned else lines

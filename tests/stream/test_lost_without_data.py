@@ -68,6 +68,7 @@ class Ledger:
     """A simulation's ledger as the watch reads it (`connections.Ledger`)."""
 
     messages: int = 0
+    nonfinite_failures: int = 0
 
 
 @pytest.mark.timeout(60)

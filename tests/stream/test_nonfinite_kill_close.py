@@ -1,0 +1,93 @@
+"""Under ``nonfinite="fail"`` the launcher kills a simulation on the receiver's report,
+and the receiver then reads its connection closing before its BYE. That close was
+warned of in the paragraph of causes and loss ("its connection closed before its BYE:
+the process ended without it ... or it sent a message over 1074791424 bytes ..."),
+which a user trial read as a second, unrelated problem. It is now said in one INFO line
+naming the cause (and counted, as every close before a BYE is): a real study, its
+solver a subprocess killed by a real launcher, its connection a real socket."""
+
+from __future__ import annotations
+
+import logging
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from helpers import drain
+
+from melissa_trainer import StreamSource, Study
+from melissa_trainer.buffers import FIFOBuffer
+from melissa_trainer.launcher import Launcher, LauncherTuning
+from melissa_trainer.launcher.backends.local import LocalBackend
+from melissa_trainer.stream.receiver import ReceiverConfig
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(sys.platform != "linux", reason="uses PDEATHSIG"),
+]
+
+#: its first attempt sends NaN from step 2 on, then waits to be killed (a solver that
+#: runs on after its blow-up); its restart sends 4 finite steps and closes
+SOLVER = r"""
+import os, time
+import numpy as np
+from melissa_trainer.client import Client, ClientTuning
+
+attempt = int(os.environ["MELISSA_TRAINER_ATTEMPT"])
+with Client({"u": ((4,), "float32")}, tuning=ClientTuning(batch_bytes=0)) as client:
+    for t in range(4):
+        u = np.full(4, t, np.float32)
+        if attempt == 0 and t >= 2:
+            u[:] = np.nan
+        client.send(t, u=u)
+    if attempt == 0:
+        time.sleep(120)  # still running when the launcher hears of its NaN: killed
+"""
+
+LOGGER = "melissa_trainer.stream.receiver"
+
+
+@pytest.mark.timeout(150)
+def test_a_simulation_killed_for_nan_has_its_close_said_in_one_line_naming_that_cause(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, LOGGER)
+    (tmp_path / "solver.py").write_text(textwrap.dedent(SOLVER))
+    launch = Launcher(
+        [sys.executable, str(tmp_path / "solver.py")],
+        [{"x": 0.5}],
+        1,
+        backend=LocalBackend(),
+        tuning=LauncherTuning(poll_interval=0.05, kill_grace=2.0, max_restarts=1),
+    )
+    config = ReceiverConfig(rendezvous_dir=tmp_path / "rdv", nonfinite="fail")
+    source = Study(launch, StreamSource(config))
+    buffer = FIFOBuffer(1000)
+    source.start(buffer, 0, 1)
+    try:
+        source.on_all_ranks_started()
+        samples = drain(buffer, timeout=90)
+        deadline = time.monotonic() + 60
+        while not (launch.check() is None and launch.done):
+            assert time.monotonic() < deadline, "the study did not end"
+            time.sleep(0.02)
+        telemetry = source.telemetry()
+    finally:
+        source.stop()
+    # the oracle: attempt 0 was killed (its exit "refused"), attempt 1 sent all 4 steps
+    (outcome,) = launch.outcomes()
+    assert (outcome.status, list(outcome.exit_codes)) == ("finished", ["refused", 0])
+    assert sorted(int(s["time_step"]) for s in samples) == [0, 1, 2, 3]
+    assert telemetry["connections_lost"] == 1  # (counted, as before)
+    said = [
+        (r.levelno, r.getMessage()) for r in caplog.records if "before its BYE" in r.getMessage()
+    ]
+    assert said == [
+        (
+            logging.INFO,
+            "simulation 0 client rank 0: connection closed before its BYE: killed by the "
+            "launcher, this receiver having failed it for NaN or Inf (nonfinite='fail')",
+        )
+    ], said

@@ -134,8 +134,16 @@ class StudyArgs:
     )  # fmt: skip
 
     def problems(self) -> list[str]:
-        """What is wrong with these values (a subclass adds its own checks)."""
-        problems = [
+        """What is wrong with these values, one line each: every option's own range first
+        (`range_problems`), then what must hold between options (`cross_problems`). A
+        subclass extends those two, not this: a user trial's ``--grid_size -8`` led with
+        "modes=12 needs grid_size >= 24", a check against a grid that cannot exist,
+        before the grid size's own error."""
+        return self.range_problems() + self.cross_problems()
+
+    def range_problems(self) -> list[str]:
+        """Each option's own range (a subclass adds its options')."""
+        return [
             f"{name}={getattr(self, name)} must be >= 1"
             for name in ("num_simulations", "job_limit", "seeds")
             if getattr(self, name) < 1
@@ -144,6 +152,13 @@ class StudyArgs:
             for name in ("silence_floor", "startup_timeout")
             if getattr(self, name) is not None and not getattr(self, name) > 0
         ]
+
+    def cross_problems(self) -> list[str]:
+        """What must hold between options (a subclass adds its own), each left out where
+        it means nothing: a bound derived from a value out of its own range (the grid
+        size that 12 modes need, against a grid of -8 points) says nothing that the
+        range's error does not, and misleads (it names the other option's fix)."""
+        problems = []
         # (unset, silence_floor is LauncherTuning's own default, a `Default`)
         if self.simulation_timeout and not isinstance(self.silence_floor, Default):
             problems.append(
@@ -167,8 +182,8 @@ class WorkerStudyArgs(StudyArgs):
     worker: bool = field(default=False, metadata={"help": "worker mode: job_limit solvers "
                          "pay the start-up once each, run simulations in turn"})  # fmt: skip
 
-    def problems(self) -> list[str]:
-        problems = super().problems()
+    def cross_problems(self) -> list[str]:
+        problems = super().cross_problems()
         if self.worker and self.external:  # (workers ask the launcher, which --external lacks)
             problems.append("--worker runs the launcher's workers: not with --external")
         return problems

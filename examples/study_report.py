@@ -211,24 +211,29 @@ def print_overlap(
     job_limit: int,
     resumed_from: str | None = None,
 ) -> None:
-    """Print how much simulation and training overlapped (nothing without a launcher;
-    after a resume, why not: the study's times span the earlier run too)."""
+    """Print how much simulation and training overlapped: the run's wall time against
+    the least the same work would take one stage after the other, simulating first
+    (`job_limit` at a time: the runs' summed wall times over `job_limit`) and training
+    after (`sequential_seconds`, the JSON summary's figure). Nothing without a
+    launcher; after a resume, why not: the study's times span the earlier run too.
+    (A user trial could not read the line it replaces, which gave two sequential totals,
+    simulation + training with the runs one at a time and with them `job_limit` at a
+    time, and said which neither was.)"""
     simulation = study.get("simulation_seconds")
     if simulation is None:
         return
+    runs = f"{study.get('finished', 0):.0f} runs"
     if resumed_from is not None:
         print(
             f"overlap: not measured for a run resumed from {resumed_from}: the study's "
-            f"{simulation:.1f} s of simulation ({study.get('finished', 0):.0f} runs) span "
-            "the earlier run too"
+            f"{simulation:.1f} s of simulation ({runs}) span the earlier run too"
         )
         return
+    sequential = sequential_seconds(simulation, training_seconds, job_limit)
     print(
-        f"overlap: {wall:.1f} s wall for {simulation:.1f} s of simulation "
-        f"({study.get('finished', 0):.0f} runs, {job_limit} at a time) + "
-        f"{training_seconds:.1f} s of training = "
-        f"{simulation + training_seconds:.1f} s; one after the other they would "
-        f"take at least {sequential_seconds(simulation, training_seconds, job_limit):.1f} s"
+        f"overlap: {wall:.1f} s wall, against at least {sequential:.1f} s one stage after "
+        f"the other: {simulation / job_limit:.1f} s to simulate ({runs} of {simulation:.1f} s "
+        f"in all, {job_limit} at a time), then {training_seconds:.1f} s to train"
     )
 
 

@@ -89,16 +89,21 @@ class HeatCArgs(StudyArgs):
     hidden: int = field(default=256, metadata={"help": "MLP width"})
     learning_rate: float = field(default=1e-3, metadata={"help": "Adam learning rate"})
 
-    def problems(self) -> list[str]:
-        problems = super().problems() + [
+    def range_problems(self) -> list[str]:
+        problems = super().range_problems() + [
             f"{name}={getattr(self, name)} must be >= 1"
-            for name in ("ranks", "nx", "time_steps", "num_validation", "hidden")
+            for name in ("ranks", "nx", "ny", "time_steps", "num_validation", "hidden")
             if getattr(self, name) < 1
         ]
-        if self.ny < self.ranks:
-            problems.append(f"ny={self.ny} must be >= ranks={self.ranks}")
         if not 0 < self.r <= 0.25:
             problems.append(f"r={self.r} must be in (0, 0.25] (stability)")
+        return problems
+
+    def cross_problems(self) -> list[str]:
+        problems = super().cross_problems()
+        # (each rank holds rows of y; with either out of its range this means nothing)
+        if 1 <= self.ny < self.ranks:
+            problems.append(f"ny={self.ny} must be >= ranks={self.ranks}")
         return problems
 
     def command(self) -> list[str]:

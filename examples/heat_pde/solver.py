@@ -82,6 +82,26 @@ ENV_PARAMETERS = "MELISSA_TRAINER_PARAMETERS"
 ENV_RENDEZVOUS = "MELISSA_TRAINER_RENDEZVOUS"
 
 
+def config_problems(
+    grid_size: int, time_steps: int, dt: float, alpha: float = 1.0, substeps: int = 1
+) -> list[str]:
+    """What `HeatConfig` refuses in these values (each on its own: none relates two), one
+    line each, each starting with the field's ``name=value`` (the example's parser names
+    the flag from it)."""
+    problems = []
+    if grid_size < 2:
+        problems.append(f"grid_size={grid_size} must be >= 2")
+    if time_steps < 1:
+        problems.append(f"time_steps={time_steps} must be >= 1")
+    if not dt > 0:
+        problems.append(f"dt={dt} must be > 0")
+    if not alpha > 0:
+        problems.append(f"alpha={alpha} must be > 0")
+    if substeps < 1:
+        problems.append(f"substeps={substeps} must be >= 1")
+    return problems
+
+
 @dataclass(frozen=True)
 class HeatConfig:
     """The discretisation, shared by every simulation of a study.
@@ -105,17 +125,9 @@ class HeatConfig:
     substeps: int = 1
 
     def __post_init__(self) -> None:
-        problems = []
-        if self.grid_size < 2:
-            problems.append(f"grid_size={self.grid_size} must be >= 2")
-        if self.time_steps < 1:
-            problems.append(f"time_steps={self.time_steps} must be >= 1")
-        if not self.dt > 0:
-            problems.append(f"dt={self.dt} must be > 0")
-        if not self.alpha > 0:
-            problems.append(f"alpha={self.alpha} must be > 0")
-        if self.substeps < 1:
-            problems.append(f"substeps={self.substeps} must be >= 1")
+        problems = config_problems(
+            self.grid_size, self.time_steps, self.dt, self.alpha, self.substeps
+        )
         if problems:
             raise ValueError("invalid heat-equation configuration: " + "; ".join(problems))
 

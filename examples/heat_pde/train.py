@@ -57,7 +57,14 @@ import study_common as common  # noqa: E402
 from study_common import StepTimer  # noqa: E402
 
 from heat_pde.held_out import ADAPTIVE, held_out_parameters, judging_hint  # noqa: E402
-from heat_pde.solver import PARAMETER_BOUNDS, PARAMETER_NAMES, TEMPERATURE_RANGE, HeatConfig, solve  # noqa: E402
+from heat_pde.solver import (  # noqa: E402
+    PARAMETER_BOUNDS,
+    PARAMETER_NAMES,
+    TEMPERATURE_RANGE,
+    HeatConfig,
+    config_problems,
+    solve,
+)
 from melissa_trainer import OnlineTrainer, TrainingArguments  # noqa: E402
 
 SOLVER = Path(__file__).resolve().parent / "solver.py"
@@ -98,19 +105,17 @@ class HeatArgs(common.WorkerStudyArgs):
     learning_rate: float = field(default=1e-3, metadata={"help": "Adam learning rate"})
     plot: bool = field(default=True, metadata={"help": "write a PNG of prediction vs truth"})
 
-    def problems(self) -> list[str]:
-        problems = super().problems() + [
+    def range_problems(self) -> list[str]:
+        problems = super().range_problems() + [
             f"{name}={getattr(self, name)} must be >= 1"
             for name in ("num_validation", "hidden")
             if getattr(self, name) < 1
         ]
         if not self.learning_rate > 0:
             problems.append(f"learning_rate={self.learning_rate} must be > 0")
-        try:  # the solver's own rules, so that a bad value is a usage error, not a traceback
-            _ = self.config
-        except ValueError as e:
-            problems.append(str(e))
-        return problems
+        # the solver's own rules, so that a bad value is a usage error naming its flag,
+        # not a traceback
+        return problems + config_problems(self.grid_size, self.time_steps, self.dt)
 
     @property
     def config(self) -> HeatConfig:

@@ -65,17 +65,22 @@ class LorenzArgs(common.WorkerStudyArgs):
     learning_rate: float = field(default=2e-3, metadata={"help": "Adam learning rate"})
     plot: bool = field(default=True, metadata={"help": "write a PNG of rollouts vs truth"})
 
-    def problems(self) -> list[str]:
-        problems = super().problems() + [
+    def range_problems(self) -> list[str]:
+        problems = super().range_problems() + [
             f"{name}={getattr(self, name)} must be >= 1"
-            for name in ("time_steps", "num_validation", "hidden")
+            for name in ("time_steps", "num_validation", "horizon", "hidden")
             if getattr(self, name) < 1
         ]
-        if not 1 <= self.horizon <= self.time_steps:
-            problems.append(f"horizon={self.horizon} must be in [1, time_steps={self.time_steps}]")
         for name in ("dt", "learning_rate"):
             if not getattr(self, name) > 0:
                 problems.append(f"{name}={getattr(self, name)} must be > 0")
+        return problems
+
+    def cross_problems(self) -> list[str]:
+        problems = super().cross_problems()
+        # (against time_steps out of its range, a bound on horizon means nothing)
+        if 1 <= self.time_steps < self.horizon:
+            problems.append(f"horizon={self.horizon} must be <= time_steps={self.time_steps}")
         return problems
 
 

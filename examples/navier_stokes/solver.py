@@ -80,19 +80,40 @@ ENV_PARAMETERS = "MELISSA_TRAINER_PARAMETERS"
 ENV_RENDEZVOUS = "MELISSA_TRAINER_RENDEZVOUS"
 
 
-def config_problems(grid_size: int, time_steps: int, interval: float, dt: float) -> list[str]:
-    """What `FlowConfig` refuses in these values, one line each, each starting with the
-    field's ``name=value`` (the example's parser names the flag from it)."""
+def grid_size_ok(grid_size: int) -> bool:
+    """Whether the solver takes `grid_size` points per side (even and >= 8)."""
+    return grid_size >= 8 and grid_size % 2 == 0
+
+
+def range_problems(grid_size: int, time_steps: int, interval: float, dt: float) -> list[str]:
+    """What `FlowConfig` refuses in each of these values on its own, one line each,
+    each starting with the field's ``name=value`` (the example's parser names the flag
+    from it)."""
     problems = []
-    if grid_size < 8 or grid_size % 2:
+    if not grid_size_ok(grid_size):
         problems.append(f"grid_size={grid_size} must be even and >= 8")
     if time_steps < 1:
         problems.append(f"time_steps={time_steps} must be >= 1")
     if not interval > 0:
         problems.append(f"interval={interval} must be > 0")
-    if not 0 < dt <= interval:
-        problems.append(f"dt={dt} must be > 0 and <= interval={interval}")
+    if not dt > 0:
+        problems.append(f"dt={dt} must be > 0")
     return problems
+
+
+def cross_problems(interval: float, dt: float) -> list[str]:
+    """What `FlowConfig` refuses between its values (dt above interval), as
+    `range_problems` says it; nothing where either is out of its own range (its error
+    says it)."""
+    if interval > 0 and dt > 0 and dt > interval:
+        return [f"dt={dt} must be <= interval={interval}"]
+    return []
+
+
+def config_problems(grid_size: int, time_steps: int, interval: float, dt: float) -> list[str]:
+    """Everything `FlowConfig` refuses in these values: `range_problems`, then
+    `cross_problems`."""
+    return range_problems(grid_size, time_steps, interval, dt) + cross_problems(interval, dt)
 
 
 @dataclass(frozen=True)

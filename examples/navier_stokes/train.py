@@ -72,10 +72,12 @@ from navier_stokes.solver import (  # noqa: E402
     PARAMETER_BOUNDS,
     PARAMETER_NAMES,
     FlowConfig,
-    config_problems,
+    grid_size_ok,
     initial_vorticity,
     solve,
 )
+from navier_stokes.solver import cross_problems as solver_cross_problems  # noqa: E402
+from navier_stokes.solver import range_problems as solver_range_problems  # noqa: E402
 
 SOLVER = Path(__file__).resolve().parent / "solver.py"
 #: input channels: omega(0), forcing, log(nu), t
@@ -104,22 +106,34 @@ class FlowArgs(common.WorkerStudyArgs):
     learning_rate: float = field(default=3e-3, metadata={"help": "Adam learning rate"})
     plot: bool = field(default=True, metadata={"help": "write a PNG of prediction vs truth"})
 
-    def problems(self) -> list[str]:
-        problems = super().problems() + [
+    def range_problems(self) -> list[str]:
+        problems = super().range_problems() + [
             f"{name}={getattr(self, name)} must be >= 1"
             for name in ("num_validation", "width", "modes", "layers")
             if getattr(self, name) < 1
         ]
         if not self.learning_rate > 0:
             problems.append(f"learning_rate={self.learning_rate} must be > 0")
-        if self.model in ("fno", "neuralop") and 2 * self.modes > self.grid_size:
+        # the solver's own rules, so that a bad value is a usage error, not a traceback
+        return problems + solver_range_problems(
+            self.grid_size, self.time_steps, self.interval, self.dt
+        )
+
+    def cross_problems(self) -> list[str]:
+        problems = super().cross_problems() + solver_cross_problems(self.interval, self.dt)
+        if not grid_size_ok(self.grid_size):  # (its own error says it: nothing to add)
+            return problems
+        if (
+            self.model in ("fno", "neuralop")
+            and self.modes >= 1
+            and 2 * self.modes > self.grid_size
+        ):
             problems.append(
                 f"modes={self.modes} needs grid_size >= {2 * self.modes}: lower --modes"
             )
         if self.model == "unet" and self.grid_size % 4:
             problems.append(f"grid_size={self.grid_size} must be a multiple of 4 for the U-Net")
-        # the solver's own rules, so that a bad value is a usage error, not a traceback
-        return problems + config_problems(self.grid_size, self.time_steps, self.interval, self.dt)
+        return problems
 
     @property
     def config(self) -> FlowConfig:

@@ -2,7 +2,8 @@
 where it was measured: after a resume the launcher's simulation time spans both runs,
 so "sequential_seconds" (simulating first, then training) is not this run's figure and
 is None, as the printed line says ("overlap: not measured for a run resumed from ...").
-A user trial read 1.49 s in a resumed run's JSON against 3.04 s in the first."""
+A user trial read 1.49 s in a resumed run's JSON against 3.04 s in the first. The
+printed line (`print_overlap`) says that same figure and what it is made of."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from study_report import run_summary
+from study_report import print_overlap, run_summary
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -32,3 +33,26 @@ def test_a_resumed_run_does_not() -> None:
     assert got["sequential_seconds"] is None
     assert got["simulation_seconds"] == 6.0  # (the launcher's, spanning both runs: said)
     assert got["resumed_from"] == "/out/checkpoints/checkpoint-40"
+
+
+def test_the_overlap_line_is_one_comparison_whose_sum_it_shows(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A user trial could not read "123.0 s wall for 156.0 s of simulation (48 runs, 2 at
+    a time) + 117.9 s of training = 273.9 s; one after the other they would take at least
+    195.9 s": two sequential totals (the runs one at a time, then 2 at a time), neither
+    said. Now one: the wall time against simulating first, 2 at a time, then training,
+    whose two terms it prints (78.0 + 117.9 = 195.9, the JSON's sequential_seconds)."""
+    study = {"simulation_seconds": 156.0, "finished": 48}
+    print_overlap(study, 123.0, 117.9, 2)
+    assert capsys.readouterr().out == (
+        "overlap: 123.0 s wall, against at least 195.9 s one stage after the other: 78.0 s "
+        "to simulate (48 runs of 156.0 s in all, 2 at a time), then 117.9 s to train\n"
+    )
+    print_overlap(study, 123.0, 117.9, 2, resumed_from="/out/checkpoints/checkpoint-40")
+    assert capsys.readouterr().out == (
+        "overlap: not measured for a run resumed from /out/checkpoints/checkpoint-40: the "
+        "study's 156.0 s of simulation (48 runs) span the earlier run too\n"
+    )
+    print_overlap({}, 123.0, 117.9, 2)  # external mode: no launcher, no line
+    assert capsys.readouterr().out == ""

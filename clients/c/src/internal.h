@@ -96,7 +96,8 @@ typedef struct mt_handshake {
     double down_since; /* (mt_now(), dated back by the reconnection intervals since) */
     double retried_ms, last_ms; /* those announced since down (all but the last; last) */
     double tcp_at; /* first TCP connection (mt_now(); 0: none), while no handshake (zmtp) */
-    bool zmtp, warned; /* a handshake completed once; "not a receiver" was said (once) */
+    bool zmtp;       /* a handshake completed once */
+    double warn_due; /* silence (s) at which "not a receiver" is said next (0: not yet) */
     double drained, opened; /* last read that found none; since when up, no handshake (<0) */
     double bound; /* mt_timeout_bound of the socket, read at its last CONNECTED */
 } mt_handshake;

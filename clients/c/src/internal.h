@@ -255,6 +255,9 @@ int mt_cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, double deadline)
 /* The Python repr of a double (shortest round trip: 300.0, 1e-05, 1e+16) into out. */
 void mt_format_double(double v, char out[32]);
 bool mt_utf8_valid(const char *s, size_t n);
+/* Whether `key` is not a 40-character Z85 CURVE key, and then what it must be, into `out`
+ * (env.c; melissa_trainer/client/server_key.py z85_fault, word for word). */
+bool mt_z85_fault(const char *key, char *out, size_t size);
 
 /* encode.c */
 typedef struct mt_buf {

@@ -18,7 +18,7 @@ from typing import Any
 from melissa_trainer import wire as protocol
 from melissa_trainer.client.env_names import unknown_note
 from melissa_trainer.client.rendezvous_words import missing_note, waiting_notice
-from melissa_trainer.client.server_key import check_server_key
+from melissa_trainer.client.server_key import check_server_key, z85_fault
 from melissa_trainer.client.tuning import (
     DEFAULT_BATCH_BYTES,
     DEFAULT_BATCH_DELAY,
@@ -203,10 +203,12 @@ def resolve_receivers(
     if key is not None:
         return out, [key] * len(out), None, None
     key = os.environ.get(ENV_KEY, "").strip() or None
-    if key is not None and len(key) != 40:
+    fault = None if key is None else z85_fault(key)  # (else libzmq's bare "Invalid argument")
+    if fault is not None:
         raise ValueError(
             f"the receivers' CURVE key ({ENV_KEY}) must be the 40-character Z85 public "
-            f"key, not {key!r}"
+            f"key, not {key!r} (it must be {fault}): the trainer's curve_public_key, as its "
+            "rendezvous files publish it (rank_N.json); or unset it for receivers without CURVE"
         )
     return out, [key] * len(out), None, None
 

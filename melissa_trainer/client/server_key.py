@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from melissa_trainer.config.reading import ConfigError
 
-__all__ = ["Z85_ALPHABET", "check_server_key"]
+__all__ = ["Z85_ALPHABET", "check_server_key", "z85_fault"]
 
 #: the characters of a Z85 key, in the order of their values (ZeroMQ's RFC 32)
 Z85_ALPHABET = (
@@ -25,15 +25,10 @@ def check_server_key(key: object, name: str = "curve_server_key") -> str:
         ConfigError: (a ValueError) naming `name`, what is wrong and where the key is.
     """
     text = key.decode("ascii", "replace") if isinstance(key, bytes) else key
-    wrong = None
     if not isinstance(text, str):
-        wrong = f"a str (or bytes), not {type(key).__name__}"
-    elif len(text) != 40:
-        wrong = f"40 characters, not {len(text)}"
-    elif set(text) - set(Z85_ALPHABET):
-        wrong = f"Z85 characters only, not {''.join(sorted(set(text) - set(Z85_ALPHABET)))!r}"
-    elif any(_word(text[i : i + 5]) >= 2**32 for i in range(0, 40, 5)):
-        wrong = "Z85 (each 5 characters encode a 32-bit word)"
+        wrong: str | None = f"a str (or bytes), not {type(key).__name__}"
+    else:
+        wrong = z85_fault(text)
     if wrong is None:
         return str(text)
     raise ConfigError(
@@ -41,6 +36,19 @@ def check_server_key(key: object, name: str = "curve_server_key") -> str:
         "rendezvous files publish it (curve_public_key in rank_N.json) or "
         "zmq.curve_keypair()[0] gives it; or None for receivers without CURVE"
     )
+
+
+def z85_fault(text: str) -> str | None:
+    """What `text` must be and is not to be a 40-character Z85 CURVE key (None: it is
+    one): the words of `check_server_key` and of the env key's check (`config`), which
+    the C client's (clients/c/src/env.c key_fault) says alike."""
+    if len(text) != 40:
+        return f"40 characters, not {len(text)}"
+    if set(text) - set(Z85_ALPHABET):
+        return f"Z85 characters only, not {''.join(sorted(set(text) - set(Z85_ALPHABET)))!r}"
+    if any(_word(text[i : i + 5]) >= 2**32 for i in range(0, 40, 5)):
+        return "Z85 (each 5 characters encode a 32-bit word)"
+    return None
 
 
 def _word(chars: str) -> int:

@@ -10,7 +10,7 @@
  * (MELISSA_TRAINER_SIMULATION_ID, MELISSA_TRAINER_PARAMETERS,
  * MELISSA_TRAINER_ENDPOINTS or MELISSA_TRAINER_RENDEZVOUS). Receivers with CURVE keys:
  * their public key in MELISSA_TRAINER_KEY, with MELISSA_TRAINER_ENDPOINTS or
- * mt_set_endpoints (a key not 40 characters long: MT_EENV at mt_client_start); with a
+ * mt_set_endpoints (a key not 40 Z85 characters: MT_EENV at mt_client_start); with a
  * rendezvous directory, the key each rank_{r}.json file publishes (as the Python client:
  * MELISSA_TRAINER_KEY is not read then).
  *

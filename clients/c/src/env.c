@@ -34,6 +34,36 @@ bool mt_valid_run_id(const char *s) {
     return alnum;
 }
 
+/* The characters of a Z85 key, in the order of their values (ZeroMQ's RFC 32). */
+static const char Z85[] =
+    "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#";
+
+bool mt_z85_fault(const char *key, char *out, size_t size) {
+    size_t n = strlen(key);
+    if (n != 40) {
+        snprintf(out, size, "40 characters, not %zu", n);
+        return true;
+    }
+    char wrong[256]; /* (each byte outside Z85 once, in the order of their values) */
+    size_t w = 0;
+    for (int ch = 1; ch < 256; ++ch)
+        if (strchr(key, ch) != NULL && strchr(Z85, ch) == NULL) wrong[w++] = (char)ch;
+    wrong[w] = '\0';
+    if (w > 0) {
+        snprintf(out, size, "Z85 characters only, not '%s'", wrong);
+        return true;
+    }
+    for (size_t i = 0; i < 40; i += 5) {
+        unsigned long long word = 0; /* (5 digits base 85: at most 85^5 - 1 < 2^33) */
+        for (size_t j = i; j < i + 5; ++j) word = word * 85 + (size_t)(strchr(Z85, key[j]) - Z85);
+        if (word >= 1ULL << 32) {
+            snprintf(out, size, "Z85 (each 5 characters encode a 32-bit word)");
+            return true;
+        }
+    }
+    return false;
+}
+
 /* `s` without leading and trailing whitespace, as a new string (NULL: no memory). */
 static char *strip(const char *s, size_t n) {
     while (n && isspace((unsigned char)*s)) ++s, --n;
@@ -234,15 +264,20 @@ mt_status mt_resolve_config(mt_client *c) {
 
 /* $MELISSA_TRAINER_KEY, stripped, into c->curve_keys (unset or blank: none), for
  * endpoints given without a rendezvous (melissa_trainer/client/config.py
- * resolve_receivers: the same rule and message); MT_EENV unless 40 characters long. */
+ * resolve_receivers: the same rule and message); MT_EENV unless a 40-character Z85 key
+ * (mt_z85_fault: else libzmq's bare "Invalid argument" at the socket option). */
 static mt_status receivers_key(mt_client *c) {
     const char *v = getenv(ENV_KEY);
     if (blank(v)) return MT_OK;
     char *key = strip(v, strlen(v));
     if (key == NULL) return mt_fail(c, MT_ENOMEM, "out of memory");
-    if (strlen(key) != 40) {
+    char fault[320];
+    if (mt_z85_fault(key, fault, sizeof fault)) {
         mt_status st = mt_fail(c, MT_EENV, "the receivers' CURVE key (" ENV_KEY ") must be the "
-                                           "40-character Z85 public key, not '%s'", key);
+                                           "40-character Z85 public key, not '%s' (it must be "
+                                           "%s): the trainer's curve_public_key, as its "
+                                           "rendezvous files publish it (rank_N.json); or unset "
+                                           "it for receivers without CURVE", key, fault);
         free(key);
         return st;
     }

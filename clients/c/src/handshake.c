@@ -31,6 +31,9 @@
  * as NOT_RECEIVER (a receiver's libzmq I/O thread answers in milliseconds); and the most
  * of mt_timeout_bound */
 #define NOT_ZMQ_AFTER_S 2.0
+/* a silent peer's silence (s) at which warn says it again, then at each doubling
+ * (client/handshake_timing.py REPEAT_AFTER) */
+#define REPEAT_AFTER_S 15.0
 
 double mt_timeout_bound(void *s) {
     int ivl = 0;
@@ -106,8 +109,28 @@ static bool not_receiver(const mt_handshake *h) {
 
 bool mt_handshake_not_receiver(const mt_handshake *h) { return not_receiver(h); }
 
-/* Read the events that came for socket i (never blocks); say once, on stderr, that its
- * peer is not a receiver when first seen. */
+/* Say on stderr that socket i's peer is not a receiver (not_receiver) when first seen,
+ * and how long it is silent at REPEAT_AFTER_S and each doubling: the wait goes on (a
+ * stopped trainer is as silent), ended by the send or close timeout only. The Python
+ * client's words (client/handshake.py warn), word for word. */
+static void warn(mt_client *c, size_t i) {
+    mt_handshake *h = &c->handshakes[i];
+    if (!not_receiver(h)) return;
+    double silent = mt_now() - h->tcp_at, due = h->warn_due;
+    if (silent < due) return;
+    h->warn_due = 2 * silent > REPEAT_AFTER_S ? 2 * silent : REPEAT_AFTER_S;
+    char still[96] = "";
+    if (due > 0)
+        snprintf(still, sizeof still, "still no ZeroMQ handshake %.0f s after TCP connected: ",
+                 silent);
+    fprintf(stderr, "melissa_trainer: simulation %llu rank %d: to %s: %s%s; nothing sent to it "
+                    "is delivered%s\n",
+            (unsigned long long)c->simulation_id, c->rank, c->endpoints[i], still, NOT_RECEIVER,
+            due > 0 ? "; waiting on until send_timeout or close_timeout" : "");
+}
+
+/* Read the events that came for socket i (never blocks); say on stderr that its peer is
+ * not a receiver (warn). */
 static void read_events(mt_client *c, size_t i) {
     mt_handshake *h = &c->handshakes[i];
     double earliest = h->drained; /* (the earliest time of the next event read) */
@@ -123,13 +146,7 @@ static void read_events(mt_client *c, size_t i) {
              * latest that long ago (at most one interval later than it did). */
             double dated = mt_now() - h->retried_ms / 1000;
             if (h->down && dated < h->down_since) h->down_since = dated;
-            if (!h->warned && not_receiver(h)) {
-                h->warned = true;
-                fprintf(stderr, "melissa_trainer: simulation %llu rank %d: to %s: %s; nothing "
-                                "sent to it is delivered\n",
-                        (unsigned long long)c->simulation_id, c->rank, c->endpoints[i],
-                        NOT_RECEIVER);
-            }
+            warn(c, i);
             return;
         }
         char address[256];

@@ -96,7 +96,8 @@ typedef struct mt_handshake {
     double down_since; /* (mt_now(), dated back by the reconnection intervals since) */
     double retried_ms, last_ms; /* those announced since down (all but the last; last) */
     double tcp_at; /* first TCP connection (mt_now(); 0: none), while no handshake (zmtp) */
-    bool zmtp, warned; /* a handshake completed once; "not a receiver" was said (once) */
+    bool zmtp;       /* a handshake completed once */
+    double warn_due; /* silence (s) at which "not a receiver" is said next (0: not yet) */
     double drained, opened; /* last read that found none; since when up, no handshake (<0) */
     double bound; /* mt_timeout_bound of the socket, read at its last CONNECTED */
 } mt_handshake;
@@ -254,6 +255,9 @@ int mt_cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, double deadline)
 /* The Python repr of a double (shortest round trip: 300.0, 1e-05, 1e+16) into out. */
 void mt_format_double(double v, char out[32]);
 bool mt_utf8_valid(const char *s, size_t n);
+/* Whether `key` is not a 40-character Z85 CURVE key, and then what it must be, into `out`
+ * (env.c; melissa_trainer/client/server_key.py z85_fault, word for word). */
+bool mt_z85_fault(const char *key, char *out, size_t size);
 
 /* encode.c */
 typedef struct mt_buf {

@@ -1,8 +1,9 @@
 """A C solver sending fast into a program that is not a receiver (TCP accepted, no
 ZeroMQ handshake: an HTTP server's port), no send blocking, is warned of it while it
 sends: `mt_send` reads the sockets' monitors at most every HANDSHAKE_CHECK_S (0.05 s) at
-a step's opening (clients/c/src/send.c, handshake.c read_events), and says it once on
-stderr after NOT_ZMQ_AFTER_S (2 s) without a handshake, as the Python client now does
+a step's opening (clients/c/src/send.c, handshake.c read_events), and says it on
+stderr after NOT_ZMQ_AFTER_S (2 s) without a handshake (again at 15 s and each doubling:
+tests/c/test_c_silent_peer_repeats.py), as the Python client now does
 (tests/client/test_not_a_receiver_fast_send.py). A guard of what the C client did
 already (this passed before that change): the solver sends until stderr says it."""
 

@@ -1,7 +1,8 @@
 """The C client's `MELISSA_TRAINER_KEY`, as the Python client's
 (`melissa_trainer.client.config.resolve_receivers`): the receivers' CURVE public key for
 endpoints given by `mt_set_endpoints` or `MELISSA_TRAINER_ENDPOINTS`; a key that is not
-40 characters is `MT_EENV` at `mt_client_start`, with the Python client's message. The
+40 Z85 characters is `MT_EENV` at `mt_client_start`, with the Python client's message
+(tests/c/test_c_stream_key_z85.py: each fault). The
 oracle: a CURVE PULL server receives (and the wire codec decodes) the messages only of
 a client that holds its public key."""
 

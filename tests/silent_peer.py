@@ -1,7 +1,8 @@
 """A program that accepts TCP connections and never writes nor reads (as
 ``python -m http.server`` is to a ZeroMQ peer: it waits for a line the ZeroMQ greeting
 never ends), for the tests of what a client says of a peer that is not a receiver
-(tests/client/test_handshake_silent_keyed.py, tests/c/test_c_handshake_silent_keyed.py)."""
+(tests/client/test_handshake_silent_keyed.py, tests/c/test_c_handshake_silent_keyed.py, and
+the short-interval, predict and repeat tests beside them)."""
 
 from __future__ import annotations
 

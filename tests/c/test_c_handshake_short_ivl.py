@@ -10,7 +10,6 @@ and half the socket's interval, as the Python client's
 from __future__ import annotations
 
 import socket
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +18,7 @@ import zmq
 from c_driver import run_script, script_exe  # noqa: F401 (a fixture)
 from compiled import CClient, c_client  # noqa: F401 (a fixture)
 from handshake_shim import build_shim
+from silent_peer import silent_peer
 
 from melissa_trainer.client.handshake import MISMATCH, NOT_RECEIVER, NOT_RECEIVER_DROPS
 
@@ -40,29 +40,8 @@ def short_handshake(tmp_path_factory: pytest.TempPathFactory, c_client: CClient)
 def silent() -> Iterator[tuple[str, list[socket.socket]]]:
     """A program that accepts TCP connections and never writes: its endpoint, and the
     connections it accepted so far."""
-    accepted: list[socket.socket] = []
-    with socket.socket() as listener:
-        listener.bind(("127.0.0.1", 0))
-        listener.listen(8)
-        listener.settimeout(0.1)
-        done = threading.Event()
-
-        def accept() -> None:
-            while not done.is_set():
-                try:
-                    accepted.append(listener.accept()[0])
-                except TimeoutError:
-                    continue
-
-        thread = threading.Thread(target=accept, daemon=True)
-        thread.start()
-        try:
-            yield f"tcp://127.0.0.1:{listener.getsockname()[1]}", accepted
-        finally:
-            done.set()
-            thread.join(timeout=10)
-            for conn in accepted:
-                conn.close()
+    with silent_peer() as peer:
+        yield peer
 
 
 @pytest.mark.timeout(120)

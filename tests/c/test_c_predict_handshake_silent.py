@@ -20,7 +20,6 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -30,6 +29,7 @@ from c_driver import script_exe  # noqa: F401 (a fixture)
 from compiled import CClient, c_client  # noqa: F401 (a fixture)
 from handshake_shim import build_shim
 from predict_script import MT_ETIMEDOUT, Script, sink, start_lines, status, zctx  # noqa: F401
+from silent_peer import silent_peer
 from waiting import wait_until
 
 from melissa_trainer.client.predict_errors import SILENT
@@ -67,29 +67,8 @@ def shim(
 def silent() -> Iterator[tuple[str, list[socket.socket]]]:
     """A program that accepts TCP connections and never writes: its endpoint, and the
     connections it accepted so far."""
-    accepted: list[socket.socket] = []
-    with socket.socket() as listener:
-        listener.bind(("127.0.0.1", 0))
-        listener.listen(8)
-        listener.settimeout(0.1)
-        done = threading.Event()
-
-        def accept() -> None:
-            while not done.is_set():
-                try:
-                    accepted.append(listener.accept()[0])
-                except TimeoutError:
-                    continue
-
-        thread = threading.Thread(target=accept, daemon=True)
-        thread.start()
-        try:
-            yield f"tcp://127.0.0.1:{listener.getsockname()[1]}", accepted
-        finally:
-            done.set()
-            thread.join(timeout=10)
-            for conn in accepted:
-                conn.close()
+    with silent_peer() as peer:
+        yield peer
 
 
 def ask(exe: Path, sink: str, env: dict[str, str], timeouts: list[float]) -> list[tuple[int, str]]:  # noqa: F811

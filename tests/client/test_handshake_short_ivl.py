@@ -14,7 +14,6 @@ Real sockets on 127.0.0.1: a silent TCP peer (accepts, never writes)."""
 from __future__ import annotations
 
 import socket
-import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -22,6 +21,7 @@ import numpy as np
 import pytest
 import zmq
 from keys_receiver_process import closing
+from silent_peer import silent_peer
 from waiting import wait_until
 
 from melissa_trainer.client import ENV_KEY, ENV_RENDEZVOUS, Client, ClientTuning, Predictor
@@ -61,29 +61,8 @@ def test_the_bound_follows_the_sockets_handshake_interval() -> None:
 def silent() -> Iterator[tuple[str, list[socket.socket]]]:
     """A program that accepts TCP connections and never writes (nor reads): its
     endpoint, and the connections it accepted so far."""
-    accepted: list[socket.socket] = []
-    with socket.socket() as listener:
-        listener.bind(("127.0.0.1", 0))
-        listener.listen(8)
-        listener.settimeout(0.1)
-        done = threading.Event()
-
-        def accept() -> None:
-            while not done.is_set():
-                try:
-                    accepted.append(listener.accept()[0])
-                except TimeoutError:
-                    continue
-
-        thread = threading.Thread(target=accept, daemon=True)
-        thread.start()
-        try:
-            yield f"tcp://127.0.0.1:{listener.getsockname()[1]}", accepted
-        finally:
-            done.set()
-            thread.join(timeout=10)
-            for conn in accepted:
-                conn.close()
+    with silent_peer() as peer:
+        yield peer
 
 
 @pytest.mark.timeout(60)

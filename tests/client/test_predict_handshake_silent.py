@@ -23,7 +23,6 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -31,6 +30,7 @@ from typing import Any
 import numpy as np
 import pytest
 import zmq
+from silent_peer import silent_peer
 from waiting import wait_until
 
 from melissa_trainer.client import Predictor, PredictTimeout
@@ -82,29 +82,8 @@ def context() -> Iterator[zmq.Context]:
 def silent() -> Iterator[tuple[str, list[socket.socket]]]:
     """A program that accepts TCP connections and never writes (nor reads): its
     endpoint, and the connections it accepted so far."""
-    accepted: list[socket.socket] = []
-    with socket.socket() as listener:
-        listener.bind(("127.0.0.1", 0))
-        listener.listen(8)
-        listener.settimeout(0.1)
-        done = threading.Event()
-
-        def accept() -> None:
-            while not done.is_set():
-                try:
-                    accepted.append(listener.accept()[0])
-                except TimeoutError:
-                    continue
-
-        thread = threading.Thread(target=accept, daemon=True)
-        thread.start()
-        try:
-            yield f"tcp://127.0.0.1:{listener.getsockname()[1]}", accepted
-        finally:
-            done.set()
-            thread.join(timeout=10)
-            for conn in accepted:
-                conn.close()
+    with silent_peer() as peer:
+        yield peer
 
 
 @pytest.mark.timeout(60)

@@ -1,17 +1,15 @@
 """A shim preloaded into a C client's process (LD_PRELOAD) that sets
 ``ZMQ_HANDSHAKE_IVL`` on each socket just before it connects over TCP (the C client has
-no setter for it), so that handshake timeouts come in seconds, not 30 s: `build_shim`.
-(tests/c/test_c_handshake_silent_keyed.py has its own, at 2.5 s.)"""
+no setter for it), so that handshake timeouts come in seconds, not 30 s: `build_shim`,
+`shim_source`."""
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from pathlib import Path
 
-from compiled import CClient
+from compiled import CClient, preload_shim
 
-__all__ = ["build_shim"]
+__all__ = ["build_shim", "shim_source"]
 
 SHIM = r"""
 #define _GNU_SOURCE
@@ -30,20 +28,13 @@ int zmq_connect(void *s, const char *address) {
 """
 
 
+def shim_source(ivl_ms: int) -> str:
+    """The shim's C source, setting `ivl_ms` ms."""
+    return SHIM.replace("IVL_MS", str(ivl_ms))
+
+
 def build_shim(out: Path, ivl_ms: int, c_client: CClient) -> str:
-    """The LD_PRELOAD value for a shim of `ivl_ms` built in `out` (after ASan's runtime,
-    which must come first, when the C client is built with it: MT_TEST_SANITIZE)."""
-    compiler = shutil.which("gcc") or "cc"
-    (out / "shim.c").write_text(SHIM.replace("IVL_MS", str(ivl_ms)))
-    subprocess.run(
-        [compiler, "-shared", "-fPIC", str(out / "shim.c"), "-o", str(out / "shim.so"), "-ldl"],
-        check=True,
-        capture_output=True,
-        timeout=120,
-    )
-    if not c_client.sanitize:
-        return str(out / "shim.so")
-    asan = subprocess.run(
-        [compiler, "-print-file-name=libasan.so"], capture_output=True, text=True, check=True
-    ).stdout.strip()
-    return f"{asan} {out / 'shim.so'}"
+    """The LD_PRELOAD value for a shim of `ivl_ms` built in `out` (`compiled.preload_shim`:
+    after ASan's runtime, which must come first, when the C client is built with it:
+    MT_TEST_SANITIZE)."""
+    return preload_shim(c_client, shim_source(ivl_ms), out)

@@ -22,6 +22,7 @@ import pytest
 import zmq
 from c_driver import run_script, script_exe  # noqa: F401 (a fixture)
 from compiled import CClient, c_client, preload_shim  # noqa: F401 (a fixture)
+from handshake_shim import shim_source
 from silent_peer import silent_peer
 
 from melissa_trainer.client.handshake import MISMATCH, NOT_RECEIVER
@@ -33,28 +34,13 @@ pytestmark = [
 
 MT_ETIMEDOUT = 8
 IVL_MS = 2500
-SHIM = r"""
-#define _GNU_SOURCE
-#include <dlfcn.h>
-#include <string.h>
-#include <zmq.h>
-int zmq_connect(void *s, const char *address) {
-    static int (*real)(void *, const char *);
-    if (real == NULL) real = (int (*)(void *, const char *))dlsym(RTLD_NEXT, "zmq_connect");
-    if (strncmp(address, "tcp://", 6) == 0) {
-        int ivl = IVL_MS;
-        zmq_setsockopt(s, ZMQ_HANDSHAKE_IVL, &ivl, sizeof ivl);
-    }
-    return real(s, address);
-}
-""".replace("IVL_MS", str(IVL_MS))
 
 
 @pytest.fixture(scope="module")
 def short_handshake(tmp_path_factory: pytest.TempPathFactory, c_client: CClient) -> str:  # noqa: F811
     """LD_PRELOAD for the shim (`compiled.preload_shim`: after ASan's runtime when the
     driver is built with it, MT_TEST_SANITIZE)."""
-    return preload_shim(c_client, SHIM, tmp_path_factory.mktemp("shim"))
+    return preload_shim(c_client, shim_source(IVL_MS), tmp_path_factory.mktemp("shim"))
 
 
 @pytest.fixture

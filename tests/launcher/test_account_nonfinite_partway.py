@@ -10,18 +10,14 @@ from __future__ import annotations
 import logging
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
-from helpers import drain
+from launcher_runs import study_to_its_end
 
-from melissa_trainer import StreamSource, Study
-from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.launcher import Launcher, LauncherTuning
 from melissa_trainer.launcher.account import SimulationOutcome, study_account
 from melissa_trainer.launcher.backends.local import LocalBackend
-from melissa_trainer.stream.receiver import ReceiverConfig
 
 #: sends 8 steps; from the step its parameter `nan_from` names on (if below 8) the field
 #: is NaN: the test's oracle for which steps are refused
@@ -53,18 +49,7 @@ def run_study(tmp_path: Path, nan_from: list[float]) -> None:
         backend=LocalBackend(),
         tuning=LauncherTuning(poll_interval=0.05, kill_grace=2.0, max_restarts=0),
     )
-    source = Study(launch, StreamSource(ReceiverConfig(rendezvous_dir=tmp_path / "rdv")))
-    buffer = FIFOBuffer(1000)
-    source.start(buffer, 0, 1)
-    try:
-        source.on_all_ranks_started()
-        drain(buffer, timeout=90)
-        deadline = time.monotonic() + 60
-        while not (launch.check() is None and launch.done):
-            assert time.monotonic() < deadline, "the study did not end"
-            time.sleep(0.02)
-    finally:
-        source.stop()
+    study_to_its_end(launch, tmp_path / "rdv")
 
 
 @pytest.mark.e2e

@@ -9,18 +9,14 @@ import json
 import logging
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
-from helpers import drain
+from launcher_runs import study_to_its_end
 
-from melissa_trainer import StreamSource, Study
-from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.launcher import Launcher, LauncherTuning
 from melissa_trainer.launcher.account import SimulationOutcome, study_account
 from melissa_trainer.launcher.backends.local import LocalBackend
-from melissa_trainer.stream.receiver import ReceiverConfig
 
 #: sends one step, then crashes when its parameter x is above 0.5 (recording what it
 #: was given: the test's oracle), else sends two more and closes
@@ -64,18 +60,7 @@ def test_simulations_given_up_part_way_are_named_at_the_end(
         backend=LocalBackend(),
         tuning=LauncherTuning(poll_interval=0.05, kill_grace=2.0, max_restarts=0),
     )
-    source = Study(launch, StreamSource(ReceiverConfig(rendezvous_dir=tmp_path / "rdv")))
-    buffer = FIFOBuffer(1000)
-    source.start(buffer, 0, 1)
-    try:
-        source.on_all_ranks_started()
-        drain(buffer, timeout=90)
-        deadline = time.monotonic() + 60
-        while not (launch.check() is None and launch.done):
-            assert time.monotonic() < deadline, "the study did not end"
-            time.sleep(0.02)
-    finally:
-        source.stop()
+    study_to_its_end(launch, tmp_path / "rdv")
     crashed = {int(p.stem.split("-")[1]): json.loads(p.read_text()) for p in crashes.iterdir()}
     assert sorted(crashed) == [1, 3]  # the oracle: what the solver saw
     records = [r for r in caplog.records if r.getMessage().startswith("study account")]

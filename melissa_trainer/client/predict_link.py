@@ -27,6 +27,7 @@ from melissa_trainer.client.predict_errors import (
     unresolved,
 )
 from melissa_trainer.client.predict_events import TIMED_OUT, ServeEvents
+from melissa_trainer.client.server_key import z85_fault
 from melissa_trainer.stream.serving_rendezvous import read_serving
 from melissa_trainer.wire import FieldSpec
 
@@ -177,11 +178,12 @@ class PredictLink:
         sock.setsockopt(zmq.LINGER, 0)
         sock.setsockopt(zmq.IMMEDIATE, 1)  # never queue a request for a peer not there
         if key is not None:
-            if len(key) != 40:
+            fault = z85_fault(key)  # (else libzmq's bare "Invalid argument" below)
+            if fault is not None:
                 sock.close(linger=0)
                 raise ValueError(
                     f"the serving endpoint's CURVE key (curve_server_key or {ENV_SERVE_KEY}) "
-                    f"must be the 40-character Z85 public key, not {key!r}"
+                    f"must be the 40-character Z85 public key, not {key!r} (it must be {fault})"
                 )
             sock.curve_serverkey = key.encode("ascii")
             sock.curve_publickey, sock.curve_secretkey = zmq.curve_keypair()

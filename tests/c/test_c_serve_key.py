@@ -1,7 +1,8 @@
 """The C client's `MELISSA_TRAINER_SERVE_KEY`, as the Python client's
 (`melissa_trainer.client.predict`): the serving sockets' CURVE key for the endpoints of
 `MELISSA_TRAINER_SERVE_ENDPOINTS` (a serve file brings its own key, and the variable is
-ignored then); a key that is not 40 Z85 characters is an error naming the variable
+ignored then); a key that is not 40 Z85 characters (all checked: `mt_z85_fault`, as the
+stream key) is an error naming the variable
 (`MT_EENV`), as the Python client's `ValueError` is, not a timeout. The oracle: the
 real `PredictServer` with CURVE keys answers only a client that has its public key."""
 
@@ -76,3 +77,36 @@ def test_serve_key_from_the_environment_as_the_python_client(
     assert said in str(python_error.value)
     assert from_file[0] == 0 and from_file[2] == VERSION, from_file
     assert server.telemetry() == {"requests": 2, "answered": 2}
+
+
+#: one character outside Z85 (a 40-character key libzmq refused with a bare "Invalid
+#: argument"), and groups over 2**32 (taken as some other key): as test_c_stream_key_z85's
+OUTSIDE = 'rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf"'
+OVERFLOW = "#" * 40
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("key", [OUTSIDE, OVERFLOW], ids=["outside", "overflow"])
+def test_a_serve_key_that_is_not_z85_is_refused_in_the_python_clients_words(
+    script_exe: Path,  # noqa: F811
+    sink: str,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+    key: str,
+) -> None:
+    """Checked as the stream key is (`server_key.z85_fault`, C `mt_z85_fault`): before,
+    only its length was, in both clients."""
+    env = {"MELISSA_TRAINER_SERVE_ENDPOINTS": "tcp://127.0.0.1:9", "MELISSA_TRAINER_SERVE_KEY": key}
+    code, message, _ = ask(script_exe, sink, env, 0.5)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    predictor = Predictor(simulation_id=7)
+    try:
+        with pytest.raises(ValueError) as python_error:
+            predictor.predict({"u": np.arange(4, dtype=np.float32)}, timeout=0.5)
+    finally:
+        predictor.close()
+    # (the C client has no argument for the key: it names the variable alone)
+    assert message.startswith("the serving endpoint's CURVE key (MELISSA_TRAINER_SERVE_KEY)")
+    tail = ") must be the 40-character Z85 public key, not "
+    assert (code, message.split(tail)[1]) == (MT_EENV, str(python_error.value).split(tail)[1])
+    assert "(it must be Z85" in message, message

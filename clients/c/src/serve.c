@@ -247,18 +247,26 @@ static char *pick(const char *list, uint64_t sim) {
 }
 
 /* $MELISSA_TRAINER_SERVE_KEY, stripped, into e->curve_key (unset or blank: none), for
- * endpoints given without a serve file; MT_EENV unless it is a 40-character Z85 key. */
+ * endpoints given without a serve file; MT_EENV unless it is a 40-character Z85 key
+ * (mt_z85_fault, the stream key's check). */
 static mt_status serve_key(mt_client *c, mt_serve_entry *e) {
     const char *v = getenv(ENV_SERVE_KEY);
     if (blank(v)) return MT_OK;
     while (isspace((unsigned char)*v)) ++v;
     size_t n = strlen(v);
     while (n > 0 && isspace((unsigned char)v[n - 1])) --n;
-    if (n != 40)
-        return mt_fail(c, MT_EENV, "the serving endpoint's CURVE key (" ENV_SERVE_KEY ") must be "
-                                   "the 40-character Z85 public key, not '%.*s'", (int)n, v);
-    e->curve_key = strndup(v, n);
-    return e->curve_key != NULL ? MT_OK : mt_fail(c, MT_ENOMEM, "out of memory");
+    char *key = strndup(v, n);
+    if (key == NULL) return mt_fail(c, MT_ENOMEM, "out of memory");
+    char fault[320];
+    if (mt_z85_fault(key, fault, sizeof fault)) { /* (else libzmq's bare EINVAL) */
+        mt_status st = mt_fail(c, MT_EENV, "the serving endpoint's CURVE key (" ENV_SERVE_KEY
+                                           ") must be the 40-character Z85 public key, not "
+                                           "'%s' (it must be %s)", key, fault);
+        free(key);
+        return st;
+    }
+    e->curve_key = key;
+    return MT_OK;
 }
 
 mt_status mt_serve_resolve(mt_client *c, double deadline, double timeout, mt_serve_entry *out) {

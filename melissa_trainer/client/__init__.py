@@ -21,6 +21,10 @@ arrays, checked and placed over MPI ranks), `field_part` (prebuilt headers), `ou
 copy, `array_reuse`), `fast_send` (the usual send, specialized), `predict`
 (`Client.predict`, `Predictor`: the trainer's current model asked for a prediction),
 `predict_link` (a `Predictor`'s connection to its serving rank, and a trainer gone),
+`predict_events` (that connection's handshake, read by `handshake`'s rule),
+`handshake` (whether each receiver accepted the handshake; its words in
+`handshake_words`, its time bounds in `handshake_timing`), `server_key` (a CURVE key
+checked as Z85), `rendezvous_words` (what a wait on a missing rendezvous says),
 `asking` (`Client.predict`'s predictor, and its following of a restarted trainer),
 `worker` (the job side of the launcher's worker mode: `worker.serve_simulations`, its
 loop, on `worker.next_simulation`),

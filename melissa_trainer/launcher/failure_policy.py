@@ -100,6 +100,8 @@ class FailurePolicy:
             return
         why = self.systematic_cause(sid, codes[-1], log_path)
         if why is not None:
+            with self.lock:  # `done` is False from here: the study failed
+                self.study.failure = f"the study stopped: {why}"
             self.reap_exited()
             raise LauncherError(f"the study stopped: {why}\n{self.failures()}")
         if outcome == "restart":

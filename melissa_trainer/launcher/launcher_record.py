@@ -65,9 +65,14 @@ class LauncherRecord:
 
     @property
     def done(self) -> bool:
-        """Every simulation finished or was given up (False once the study failed)."""
+        """Every simulation finished or was given up (False once the study failed).
+
+        False from the moment the supervisor's thread judges the study failed (its
+        record's `failure`, set under the lock with the last record's move), not only
+        once its error is stored: a loop ``while not launcher.done: launcher.check()``
+        (and the end-of-study notice) never takes a failed study for a complete one."""
         with self._lock:
-            return self._error is None and self._study.done
+            return self._error is None and not self._study.failure and self._study.done
 
     def summary(self) -> dict[str, float]:
         """Counts: finished, running (a process alive), exited (exit 0, data still due),

@@ -134,7 +134,8 @@ class StudyRecord(StudyRecordState):
         self.queue: deque[int] = deque()  # pending ids, in launch order
         self.next_id = first_simulation_id
         self.redraws = 0
-        #: why the last outcome "raise" was returned: the policy or the budget used up
+        #: why the study failed (empty while it has not): the policy or the budget used
+        #: up of the last outcome "raise", or a systematic failure (`FailurePolicy`)
         self.failure = ""
         #: simulations failed for good and not replaced: those that failed the study
         #: ("raise"); each holds its place (never counted pending, never redrawn)

@@ -55,11 +55,23 @@ def held_launcher(
     "tuning, n",
     [
         # the policy: the one simulation given up is more than min_finished_fraction allows
-        (LauncherTuning(max_restarts=0, on_failure="abandon", systematic_failures=None,
-                        poll_interval=0.01), 1),  # fmt: skip
+        (
+            LauncherTuning(
+                max_restarts=0, on_failure="abandon", systematic_failures=None, poll_interval=0.01
+            ),
+            1,
+        ),  # fmt: skip
         # a systematic failure (the same end twice before any data), at the last one
-        (LauncherTuning(max_restarts=0, on_failure="abandon", systematic_failures=2,
-                        min_finished_fraction=0.01, poll_interval=0.01), 2),  # fmt: skip
+        (
+            LauncherTuning(
+                max_restarts=0,
+                on_failure="abandon",
+                systematic_failures=2,
+                min_finished_fraction=0.01,
+                poll_interval=0.01,
+            ),
+            2,
+        ),  # fmt: skip
     ],
     ids=["policy", "systematic"],
 )

@@ -36,7 +36,9 @@ poll for `HELD` seconds. Why that is safe:
   that the count did not (what a rerun sends it, it has).
 
 It is sent once (the first of the two conditions met); a receiver uses only the first
-it reads (`stream.study_end`), so a second one would change nothing.
+it reads (`stream.study_end`), so a second one would change nothing. Never for a study
+whose launcher has failed: its error, read again just before (the held condition reads
+counts only), is told instead (`_failed`).
 
 The endpoints are read when the thread starts (the receivers have all published: the
 study starts after the ranks' barrier), not at the end, when a rank whose stream has
@@ -195,6 +197,11 @@ class StudyEndNotice:
                 if self._stop.wait(poll):
                     return
             if self._stop.is_set():
+                return
+            try:  # (`ended` reads counts, not the error: a study failed since the last poll)
+                launcher.check()
+            except LauncherError as exc:
+                self._failed(exc)
                 return
             send_study_end(
                 [str(e["endpoint"]) for e in entries],

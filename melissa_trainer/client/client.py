@@ -93,7 +93,7 @@ class Client(FollowsTrainer):
             directory `$MELISSA_TRAINER_RENDEZVOUS` (see `fetch_rendezvous`), whose
             CURVE keys the client then uses. Endpoints given here or by
             `$MELISSA_TRAINER_ENDPOINTS` take the receivers' CURVE public key from
-            `curve_server_key`, else `$MELISSA_TRAINER_KEY` (unset: no CURVE; not 40
+            `curve_server_key`, else `$MELISSA_TRAINER_KEY` (unset: no CURVE; not 40 Z85
             characters: ValueError).
         comm: an mpi4py communicator: each rank then sends its own part of each field
             (see `send`); `None` for a simulation that sends whole fields.

@@ -162,7 +162,7 @@ def resolve_receivers(
 
     Raises:
         ValueError: no endpoint, one not like ``tcp://HOST:PORT``, or a key in
-            `$MELISSA_TRAINER_KEY` that is not 40 characters (a Z85 key): said before
+            `$MELISSA_TRAINER_KEY` that is not a 40-character Z85 key: said before
             anything is sent, as the serving key's (`predict`).
         ConfigError: (a ValueError) `curve_server_key` not a Z85 public key, or not the
             one the rendezvous publishes.

@@ -37,8 +37,9 @@ poll for `HELD` seconds. Why that is safe:
 
 It is sent once (the first of the two conditions met); a receiver uses only the first
 it reads (`stream.study_end`), so a second one would change nothing. Never for a study
-whose launcher has failed: its error, read again just before (the held condition reads
-counts only), is told instead (`_failed`).
+whose launcher has failed: the held condition reads counts only (`done` is False once
+the study failed), so the launcher's error is read again before such a notice goes, and
+told instead (`_failed`).
 
 The endpoints are read when the thread starts (the receivers have all published: the
 study starts after the ranks' barrier), not at the end, when a rank whose stream has
@@ -198,11 +199,14 @@ class StudyEndNotice:
                     return
             if self._stop.is_set():
                 return
-            try:  # (`ended` reads counts, not the error: a study failed since the last poll)
-                launcher.check()
-            except LauncherError as exc:
-                self._failed(exc)
-                return
+            # (`done` is False for a failed study; the held path reads counts only: a
+            # study that failed since the last poll's check must not read as ended)
+            if self.held:
+                try:
+                    launcher.check()
+                except LauncherError as exc:
+                    self._failed(exc)
+                    return
             send_study_end(
                 [str(e["endpoint"]) for e in entries],
                 finished,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import struct
 import tempfile
 import time
 from collections.abc import Callable
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import zmq
+from zmq.utils import z85
 
 from melissa_trainer import wire as protocol
 
@@ -105,14 +107,27 @@ def curve_keys(
         return None
     if not zmq.has("curve"):
         raise RuntimeError("this libzmq was built without CURVE: cannot use curve keys")
-    sk = secret.encode("ascii") if isinstance(secret, str) else bytes(secret)
-    if len(sk) != 40:
-        raise ValueError("CURVE keys must be 40-character Z85 strings (zmq.curve_keypair())")
-    pk = zmq.curve_public(sk) if public is None else public
-    pk = pk.encode("ascii") if isinstance(pk, str) else bytes(pk)
-    if len(pk) != 40:
-        raise ValueError("CURVE keys must be 40-character Z85 strings (zmq.curve_keypair())")
+    sk = _z85(secret, "curve_secret_key")
+    pk = zmq.curve_public(sk) if public is None else _z85(public, "curve_public_key")
     return sk, pk
+
+
+def _z85(key: str | bytes, name: str) -> bytes:
+    """`key` as the ASCII bytes of a 40-character Z85 key. ValueError naming `name`,
+    never the value (it may be the secret), if it is not one: checked as the clients'
+    keys are (`client.server_key.z85_fault`), not for its length only, which let a
+    40-character key outside Z85 reach libzmq's bare "Invalid argument" (or, a public
+    one, the rendezvous files, where every client refused it)."""
+    try:
+        raw = key.encode("ascii") if isinstance(key, str) else bytes(key)
+        ok = len(raw) == 40 and len(z85.decode(raw)) == 32
+    except (KeyError, ValueError, struct.error):  # (outside Z85, not ASCII; over 2**32)
+        ok = False
+    if not ok:
+        raise ValueError(
+            f"CURVE keys must be 40-character Z85 strings (zmq.curve_keypair()): {name} is not one"
+        )
+    return raw
 
 
 def advertised(endpoint: str, host: str | None) -> str:

@@ -61,7 +61,10 @@ def held_launcher(
             ),
             1,
         ),  # fmt: skip
-        # a systematic failure (the same end twice before any data), at the last one
+        # a systematic failure (the same end twice before any data) at the last one: its
+        # error raised by the systematic check; the policy judged the study failed too
+        # (at the last simulation it always has: the systematic path's own mark of the
+        # failure, in FailurePolicy.apply_policy, is a guard this case does not isolate)
         (
             LauncherTuning(
                 max_restarts=0,

@@ -38,32 +38,16 @@ simulation and rank, `bye`) settles it as the client's own. Under a stream that 
 socket empty, a loss is counted late, at the first empty poll (the receiver keeps reading after the
 end of the stream, until `stop`), or at `close`.
 
-A connection that carried nothing after its HELLO (no DATA or BATCH of its simulation read here
-from its HELLO to the judging of its close: its ledger, given to `hello`, counts them) lost nothing
-with it: a worker's simulation that failed before its first send. It is counted as the others and
-said in one short INFO line per simulation, not warned of: the failure is its process's, which the
-launcher reports and runs again (the paragraph of causes told worker-mode users of a loss there was
-not). Its one exception, a first message over the frame bound, is named in the line (after an
-accepted HELLO, only a BATCH over it can be one: ``batch_bytes`` far above the receiver's bound). A
-count moved by another client rank or a later connection (the ledger is the simulation's) makes the
-close warned of as below: never said empty wrongly.
-
-A close read after this receiver failed its simulation for NaN or Inf (``nonfinite="fail"``: its
-ledger's ``nonfinite_failures`` grew since its HELLO) is the launcher's kill, which it logs: an INFO
-line names that cause (a user trial read the paragraph below as a second, unrelated problem).
-
-Each simulation is logged once (the first of its connections lost), at WARNING (the causes in full
-for the first only, the others in a short line, their number at `close`, at WARNING too: that line
-is promised by the first, and default logging shows WARNING up; under several ranks each line ends
-naming its receiver's rank, `label`), unless its close was seen once the receiver had ended or was
-stopping, or once the study had begun to stop its simulations (`study_stops`, called by
-`Study.stop` before its launcher kills them, while the receiver still runs: a user's preempted run
-had a WARNING per simulation it killed itself). Those closes are the study's own doing: their
-simulations are recorded unfinished by the launcher and a resume runs them again, so nothing is
-lost in the sense of the warning; they are counted as before and summarised in one INFO line at
-`close` (the project's rule for many like events). Whether a close is the study's is decided when
-its event is read (below), not when it is judged: a solver that died on its own before the stop,
-its close read before it and judged after it, is still warned of.
+How each judged close is said (and counted): `connection_lines`. In short: the study's
+own kills (`study_stops`, called by `Study.stop` before its launcher kills them, while
+the receiver still runs), and the closes once the receiver has ended or is stopping, are
+summarised in one INFO line at `close`; a close after this receiver failed its
+simulation for NaN or Inf (``nonfinite="fail"``: its ledger's ``nonfinite_failures``
+grew since its HELLO) is the launcher's kill, one INFO line; one that carried nothing
+since its HELLO, one INFO line; any other is warned of (the causes in full once). Whether
+a close is the study's is decided when its event is read (below), not when it is judged:
+a solver that died on its own before the stop, its close read before it and judged after
+it, is still warned of.
 
 Every rank hears the kills; rank 0 alone runs the launcher: how a rank's watch knows that a close
 it reads is one of the study's kills: `stream.study_stops`.
@@ -104,6 +88,7 @@ from typing import Protocol, cast
 import zmq
 from zmq.utils.monitor import parse_monitor_message
 
+from melissa_trainer.stream.connection_lines import CloseLines
 from melissa_trainer.stream.handshakes import EVENTS as HANDSHAKE_EVENTS
 from melissa_trainer.stream.handshakes import HandshakeWatch
 from melissa_trainer.wire import Bye, Hello
@@ -114,8 +99,6 @@ logger = logging.getLogger("melissa_trainer.stream.receiver")  # the receiver's 
 
 _POLLIN = int(zmq.POLLIN)
 _EVENTS = HANDSHAKE_EVENTS | zmq.EVENT_DISCONNECTED
-#: a lost connection, after the first (said in full)
-_SHORT = "a connection closed before its BYE, its data lost until it runs again"
 #: the monitors' inproc addresses, one per socket for the process's life (not `id()`:
 #: reused once freed, while the old endpoint may still be bound in the context)
 _MONITOR_IDS = itertools.count()
@@ -151,17 +134,14 @@ class ConnectionWatch:
         announced: Callable[[], bool] = lambda: False,
         label: str = "",
     ) -> None:
-        self._socket, self._frame_bound = socket, frame_bound
-        # (ending each line: " (receiver of rank N)" under several ranks: same words)
-        self._label = label
-        self._count, self._quiet, self._announced = count, quiet, announced
-        self._logged: set[int] = set()  # simulations already named (once each)
+        self._socket, self._quiet, self._announced = socket, quiet, announced
+        self._label = label  # (" (receiver of rank N)" under several ranks: whose words)
+        # what is said of each judged close, and its count (`connection_lines`)
+        self._lines = CloseLines(frame_bound, count, label)
         self._study_stops = False  # `study_stops`: closes from now on are the study's
-        self._stopped: set[int] = set()  # simulations whose close was the study's (summary)
         self._owners: dict[int, tuple[int, int]] = {}  # fd -> (simulation, client rank)
         self._since: dict[int, _Since] = {}  # fd -> its ledger's count at its HELLO
         self._refused: dict[int, tuple[int, int]] = {}  # fd -> owner of a refused HELLO
-        self._told: set[int] = set()  # simulations said to have closed carrying nothing
         # (simulation, client rank) of the connections seen closed whose BYE was not read
         # yet, in the order of their events: judged by `settle`; with each, whether it
         # was seen as the study stopped (`_at_stop`: "stop", summarised, not warned of),
@@ -248,14 +228,13 @@ class ConnectionWatch:
         since, self._closed_since[:n] = self._closed_since[:n], []
         for (sid, rank), stopped, was in zip(lost, at_stop, since, strict=True):
             if stopped == "stop":
-                self._stopped.add(sid)
-                self._count()
+                self._lines.stopped(sid)
             elif stopped:
-                self._killed_for_nonfinite(sid, rank)
+                self._lines.killed(sid, rank)
             elif was is not None and was[0].messages == was[1]:
-                self._carried_nothing(sid, rank)
+                self._lines.carried_nothing(sid, rank)
             else:
-                self._judged_lost(sid, rank)
+                self._lines.lost(sid, rank)
 
     def close(self, empty: Callable[[], bool] | None = None) -> None:
         """Read the closes waiting, stop and close the monitor (before the socket is
@@ -275,13 +254,7 @@ class ConnectionWatch:
         monitor.close(linger=0)
         if empty is not None:
             self.settle(empty)
-        if self._stopped:
-            self._summary()
-        # (at WARNING, as the first one was: its warning promised this line, which
-        # default logging, from WARNING up, would otherwise hide)
-        if len(self._logged) > 1:
-            said = "%d simulations warned of: %s%s"
-            logger.warning(said, len(self._logged), _SHORT, self._label)
+        self._lines.close(self._study_stops)
         self.handshakes.close()
 
     def _drain(self) -> None:
@@ -325,76 +298,3 @@ class ConnectionWatch:
             "is still queued (judged once the socket is found empty)",
             *owner,
         )
-
-    def _summary(self) -> None:
-        ids = sorted(self._stopped)
-        one = len(ids) == 1
-        shown = ", ".join(map(str, ids[:12])) + (", ..." if len(ids) > 12 else "")
-        if self._study_stops:  # (the launcher's kills: rank 0's, heard on every rank)
-            why = (
-                "killed as the study stopped (the trainer's end, a preemption or an "
-                "error) closed without a BYE: no data lost, the launcher records "
-                f"{'it' if one else 'them'} unfinished and a run resumed from a checkpoint "
-                f"runs {'it' if one else 'them'} again (steps already received are not "
-                "taken twice)"
-            )
-        else:  # (external mode: no launcher)
-            why = (
-                "closed without a BYE once this receiver had ended or was stopping: "
-                "counted (connections_lost), not warned of"
-            )
-        s = "" if one else "s"
-        logger.info("%d simulation%s (%s) %s%s", len(ids), s, shown, why, self._label)
-
-    def _killed_for_nonfinite(self, sid: int, rank: int) -> None:
-        # (the launcher logged its kill, and why: one line naming the cause, no paragraph)
-        logger.info(
-            "simulation %d client rank %d: connection closed before its BYE: killed by the "
-            "launcher, this receiver having failed it for NaN or Inf (nonfinite='fail')%s",
-            sid,
-            rank,
-            self._label,
-        )
-        self._count()
-
-    def _carried_nothing(self, sid: int, rank: int) -> None:
-        # (not in `_logged`: a later close of the simulation that carried data is warned of)
-        if sid not in self._told and sid not in self._logged:
-            self._told.add(sid)
-            logger.info(
-                "simulation %d client rank %d: connection closed before its BYE with no "
-                "data since its HELLO: nothing lost with it (unless its first message was "
-                "over %d bytes)%s",
-                sid,
-                rank,
-                self._frame_bound,
-                self._label,
-            )
-        self._count()
-
-    def _judged_lost(self, sid: int, rank: int) -> None:
-        if sid in self._logged:
-            self._count()
-            return
-        self._logged.add(sid)
-        if len(self._logged) > 1:  # (the cause in full once per run: trial htrial10 F7)
-            said = "simulation %d client rank %d: %s (as above)%s"
-            logger.warning(said, sid, rank, _SHORT, self._label)
-            self._count()
-            return
-        logger.warning(
-            "simulation %d client rank %d: its connection closed before its BYE: the "
-            "process ended without it (killed, crashed, or exited without closing its "
-            "client), its client was left by an exception (which sends no BYE: a worker's "
-            "failed simulation, the worker living on), or it sent a message over %d bytes (the "
-            "receiver's max_message_bytes + header allowance), which ZeroMQ drops with "
-            "the connection and what was queued behind it; that data is lost until the "
-            "simulation runs again (a launcher restarts it; a solver you started yourself: "
-            "run it again with the same simulation id). Said in full once; the others "
-            "in one line each, counted at the end%s",
-            sid,
-            rank,
-            self._frame_bound,
-            self._label,
-        )
-        self._count()  # after the log: a reader of the count finds the line written

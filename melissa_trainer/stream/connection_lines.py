@@ -18,7 +18,11 @@ simulation's) makes the close warned of as below: never said empty wrongly.
 
 A close read after a receiver failed its simulation for NaN or Inf (``nonfinite="fail"``)
 is the launcher's kill, which it logs: an INFO line names that cause (a user trial read
-the paragraph below as a second, unrelated problem).
+the paragraph below as a second, unrelated problem). This receiver's failure (`killed`,
+``here``), or rank 0's heard on another rank (``here=False``: `stream.nonfinite_kills`);
+a close on another rank of a simulation that rank 0 failed so earlier, its count not
+grown since the connection's HELLO, is warned of (below) naming that possible cause
+(`lost`'s ``failed_before``: the kill of an attempt whose HELLO was read there late).
 
 Each simulation is logged once (the first of its connections lost), at WARNING (the
 causes in full for the first only, the others in a short line, their number at `close`,
@@ -64,14 +68,16 @@ class CloseLines:
         self._stopped.add(sid)
         self._count()
 
-    def killed(self, sid: int, rank: int) -> None:
-        """A close after this receiver failed its simulation for NaN or Inf."""
+    def killed(self, sid: int, rank: int, here: bool = True) -> None:
+        """A close after a failure of its simulation for NaN or Inf: this receiver's
+        (`here`), or rank 0's receiver's, heard through the rendezvous directory."""
         # (the launcher logged its kill, and why: one line naming the cause, no paragraph)
         logger.info(
             "simulation %d client rank %d: connection closed before its BYE: killed by the "
-            "launcher, this receiver having failed it for NaN or Inf (nonfinite='fail')%s",
+            "launcher, %s having failed it for NaN or Inf (nonfinite='fail')%s",
             sid,
             rank,
+            "this receiver" if here else "rank 0's receiver",
             self._label,
         )
         self._count()
@@ -92,15 +98,24 @@ class CloseLines:
             )
         self._count()
 
-    def lost(self, sid: int, rank: int) -> None:
-        """A close none of the others explains: warned of (module docstring)."""
+    def lost(self, sid: int, rank: int, failed_before: bool = False) -> None:
+        """A close none of the others explains: warned of (module docstring); with
+        `failed_before`, rank 0's receiver failed its simulation for NaN or Inf before
+        (on another rank: the close may be that attempt's kill, said as a cause)."""
         if sid in self._logged:
             self._count()
             return
         self._logged.add(sid)
+        maybe = (
+            "; rank 0's receiver failed this simulation for NaN or Inf earlier in the run "
+            "(nonfinite='fail'), and the launcher kills an attempt so failed: this close "
+            "may be that kill (its HELLO read here after that failure)"
+            if failed_before
+            else ""
+        )
         if len(self._logged) > 1:  # (the cause in full once per run: trial htrial10 F7)
-            said = "simulation %d client rank %d: %s (as above)%s"
-            logger.warning(said, sid, rank, SHORT, self._label)
+            said = "simulation %d client rank %d: %s (as above%s)%s"
+            logger.warning(said, sid, rank, SHORT, maybe, self._label)
             self._count()
             return
         logger.warning(
@@ -111,11 +126,12 @@ class CloseLines:
             "receiver's max_message_bytes + header allowance), which ZeroMQ drops with "
             "the connection and what was queued behind it; that data is lost until the "
             "simulation runs again (a launcher restarts it; a solver you started yourself: "
-            "run it again with the same simulation id). Said in full once; the others "
+            "run it again with the same simulation id)%s. Said in full once; the others "
             "in one line each, counted at the end%s",
             sid,
             rank,
             self._frame_bound,
+            maybe,
             self._label,
         )
         self._count()  # after the log: a reader of the count finds the line written

@@ -43,8 +43,10 @@ own kills (`study_stops`, called by `Study.stop` before its launcher kills them,
 the receiver still runs), and the closes once the receiver has ended or is stopping, are
 summarised in one INFO line at `close`; a close after this receiver failed its
 simulation for NaN or Inf (``nonfinite="fail"``: its ledger's ``nonfinite_failures``
-grew since its HELLO) is the launcher's kill, one INFO line; one that carried nothing
-since its HELLO, one INFO line; any other is warned of (the causes in full once). Whether
+grew since its HELLO) is the launcher's kill, one INFO line, as is one after rank 0's
+receiver failed it so (on another rank, `heard_kills`: `stream.nonfinite_kills`); one that
+carried nothing since its HELLO, one INFO line; any other is warned of (the causes in
+full once; naming rank 0's failure for NaN of its simulation before, if any). Whether
 a close is the study's is decided when its event is read (below), not when it is judged:
 a solver that died on its own before the stop, its close read before it and judged after
 it, is still warned of.
@@ -123,7 +125,10 @@ class ConnectionWatch:
     HELLO and its BYE (module docstring). `count` is called with each one (from the
     ingester, in `settle`); `frame_bound` is the socket's ``ZMQ_MAXMSGSIZE``, for the
     log. `quiet` says the receiver ends or stops, `announced` that rank 0 said its study
-    stops (`study_stops_announced`): a close read while either is true is the study's."""
+    stops (`study_stops_announced`): a close read while either is true is the study's.
+    `heard_kills` (a rank other than 0, under ``nonfinite="fail"``): how many times rank
+    0's receiver failed a simulation for NaN or Inf (`NonfiniteKills.failures`), read at
+    a HELLO and at its connection's close: grown, the close is the launcher's kill."""
 
     def __init__(
         self,
@@ -133,9 +138,12 @@ class ConnectionWatch:
         quiet: Callable[[], bool] = lambda: False,
         announced: Callable[[], bool] = lambda: False,
         label: str = "",
+        heard_kills: Callable[[int], int] | None = None,
     ) -> None:
         self._socket, self._quiet, self._announced = socket, quiet, announced
         self._label = label  # (" (receiver of rank N)" under several ranks: whose words)
+        self._heard_kills = heard_kills
+        self._heard_at: dict[int, int] = {}  # fd -> rank 0's failures of its sim at HELLO
         # what is said of each judged close, and its count (`connection_lines`)
         self._lines = CloseLines(frame_bound, count, label)
         self._study_stops = False  # `study_stops`: closes from now on are the study's
@@ -145,7 +153,9 @@ class ConnectionWatch:
         # (simulation, client rank) of the connections seen closed whose BYE was not read
         # yet, in the order of their events: judged by `settle`; with each, whether it
         # was seen as the study stopped (`_at_stop`: "stop", summarised, not warned of),
-        # after a failure for NaN or Inf ("nonfinite": the kill, one line), or neither ("")
+        # after a failure for NaN or Inf here ("nonfinite": the kill, one line) or on rank
+        # 0 ("rank 0"), of a simulation rank 0 failed so before ("before": warned of,
+        # naming it), or none of these ("")
         self._closed: list[tuple[int, int]] = []
         self._at_stop: list[str] = []
         self._closed_since: list[_Since] = []
@@ -194,6 +204,8 @@ class ConnectionWatch:
         self._since[fd] = (
             None if ledger is None else (ledger, ledger.messages, ledger.nonfinite_failures)
         )
+        if self._heard_kills is not None:  # (a stat; the file read only when it changed)
+            self._heard_at[fd] = self._heard_kills(msg.simulation_id)
 
     def owner_of(self, fd: int) -> tuple[int, int] | None:
         """(simulation, client rank) of open connection `fd`, its HELLO read and no BYE
@@ -208,6 +220,7 @@ class ConnectionWatch:
         owner, fd = (msg.simulation_id, msg.client_rank), frame.get(zmq.SRCFD)
         if self._owners.get(fd) == owner:
             del self._owners[fd], self._since[fd]
+            self._heard_at.pop(fd, None)
         elif owner in self._closed:
             i = self._closed.index(owner)  # (the first: the oldest such close)
             del self._closed[i], self._at_stop[i], self._closed_since[i]
@@ -229,12 +242,12 @@ class ConnectionWatch:
         for (sid, rank), stopped, was in zip(lost, at_stop, since, strict=True):
             if stopped == "stop":
                 self._lines.stopped(sid)
-            elif stopped:
-                self._lines.killed(sid, rank)
+            elif stopped in ("nonfinite", "rank 0"):
+                self._lines.killed(sid, rank, here=stopped == "nonfinite")
             elif was is not None and was[0].messages == was[1]:
                 self._lines.carried_nothing(sid, rank)
             else:
-                self._lines.lost(sid, rank)
+                self._lines.lost(sid, rank, failed_before=stopped == "before")
 
     def close(self, empty: Callable[[], bool] | None = None) -> None:
         """Read the closes waiting, stop and close the monitor (before the socket is
@@ -293,6 +306,10 @@ class ConnectionWatch:
         failed = since is not None and since[0].nonfinite_failures > since[2]
         at_stop = self._study_stops or self._quiet()
         self._at_stop.append("stop" if at_stop else "nonfinite" if failed else "")
+        heard = self._heard_at.pop(fd, None)
+        if self._heard_kills is not None and heard is not None and not self._at_stop[-1]:
+            now = self._heard_kills(owner[0])  # (written before the kill: seen after it)
+            self._at_stop[-1] = "rank 0" if now > heard else "before" if now else ""
         logger.debug(
             "simulation %d client rank %d: connection closed; lost unless its BYE "
             "is still queued (judged once the socket is found empty)",

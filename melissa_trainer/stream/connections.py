@@ -38,32 +38,18 @@ simulation and rank, `bye`) settles it as the client's own. Under a stream that 
 socket empty, a loss is counted late, at the first empty poll (the receiver keeps reading after the
 end of the stream, until `stop`), or at `close`.
 
-A connection that carried nothing after its HELLO (no DATA or BATCH of its simulation read here
-from its HELLO to the judging of its close: its ledger, given to `hello`, counts them) lost nothing
-with it: a worker's simulation that failed before its first send. It is counted as the others and
-said in one short INFO line per simulation, not warned of: the failure is its process's, which the
-launcher reports and runs again (the paragraph of causes told worker-mode users of a loss there was
-not). Its one exception, a first message over the frame bound, is named in the line (after an
-accepted HELLO, only a BATCH over it can be one: ``batch_bytes`` far above the receiver's bound). A
-count moved by another client rank or a later connection (the ledger is the simulation's) makes the
-close warned of as below: never said empty wrongly.
-
-A close read after this receiver failed its simulation for NaN or Inf (``nonfinite="fail"``: its
-ledger's ``nonfinite_failures`` grew since its HELLO) is the launcher's kill, which it logs: an INFO
-line names that cause (a user trial read the paragraph below as a second, unrelated problem).
-
-Each simulation is logged once (the first of its connections lost), at WARNING (the causes in full
-for the first only, the others in a short line, their number at `close`, at WARNING too: that line
-is promised by the first, and default logging shows WARNING up; under several ranks each line ends
-naming its receiver's rank, `label`), unless its close was seen once the receiver had ended or was
-stopping, or once the study had begun to stop its simulations (`study_stops`, called by
-`Study.stop` before its launcher kills them, while the receiver still runs: a user's preempted run
-had a WARNING per simulation it killed itself). Those closes are the study's own doing: their
-simulations are recorded unfinished by the launcher and a resume runs them again, so nothing is
-lost in the sense of the warning; they are counted as before and summarised in one INFO line at
-`close` (the project's rule for many like events). Whether a close is the study's is decided when
-its event is read (below), not when it is judged: a solver that died on its own before the stop,
-its close read before it and judged after it, is still warned of.
+How each judged close is said (and counted): `connection_lines`. In short: the study's
+own kills (`study_stops`, called by `Study.stop` before its launcher kills them, while
+the receiver still runs), and the closes once the receiver has ended or is stopping, are
+summarised in one INFO line at `close`; a close after this receiver failed its
+simulation for NaN or Inf (``nonfinite="fail"``: its ledger's ``nonfinite_failures``
+grew since its HELLO) is the launcher's kill, one INFO line, as is one after rank 0's
+receiver failed it so (on another rank, `heard_kills`: `stream.nonfinite_kills`); one that
+carried nothing since its HELLO, one INFO line; any other is warned of (the causes in
+full once; naming rank 0's failure for NaN of its simulation before, if any). Whether
+a close is the study's is decided when its event is read (below), not when it is judged:
+a solver that died on its own before the stop, its close read before it and judged after
+it, is still warned of.
 
 Every rank hears the kills; rank 0 alone runs the launcher: how a rank's watch knows that a close
 it reads is one of the study's kills: `stream.study_stops`.
@@ -104,6 +90,7 @@ from typing import Protocol, cast
 import zmq
 from zmq.utils.monitor import parse_monitor_message
 
+from melissa_trainer.stream.connection_lines import CloseLines
 from melissa_trainer.stream.handshakes import EVENTS as HANDSHAKE_EVENTS
 from melissa_trainer.stream.handshakes import HandshakeWatch
 from melissa_trainer.wire import Bye, Hello
@@ -114,8 +101,6 @@ logger = logging.getLogger("melissa_trainer.stream.receiver")  # the receiver's 
 
 _POLLIN = int(zmq.POLLIN)
 _EVENTS = HANDSHAKE_EVENTS | zmq.EVENT_DISCONNECTED
-#: a lost connection, after the first (said in full)
-_SHORT = "a connection closed before its BYE, its data lost until it runs again"
 #: the monitors' inproc addresses, one per socket for the process's life (not `id()`:
 #: reused once freed, while the old endpoint may still be bound in the context)
 _MONITOR_IDS = itertools.count()
@@ -140,7 +125,10 @@ class ConnectionWatch:
     HELLO and its BYE (module docstring). `count` is called with each one (from the
     ingester, in `settle`); `frame_bound` is the socket's ``ZMQ_MAXMSGSIZE``, for the
     log. `quiet` says the receiver ends or stops, `announced` that rank 0 said its study
-    stops (`study_stops_announced`): a close read while either is true is the study's."""
+    stops (`study_stops_announced`): a close read while either is true is the study's.
+    `heard_kills` (a rank other than 0, under ``nonfinite="fail"``): how many times rank
+    0's receiver failed a simulation for NaN or Inf (`NonfiniteKills.failures`), read at
+    a HELLO and at its connection's close: grown, the close is the launcher's kill."""
 
     def __init__(
         self,
@@ -150,22 +138,24 @@ class ConnectionWatch:
         quiet: Callable[[], bool] = lambda: False,
         announced: Callable[[], bool] = lambda: False,
         label: str = "",
+        heard_kills: Callable[[int], int] | None = None,
     ) -> None:
-        self._socket, self._frame_bound = socket, frame_bound
-        # (ending each line: " (receiver of rank N)" under several ranks: same words)
-        self._label = label
-        self._count, self._quiet, self._announced = count, quiet, announced
-        self._logged: set[int] = set()  # simulations already named (once each)
+        self._socket, self._quiet, self._announced = socket, quiet, announced
+        self._label = label  # (" (receiver of rank N)" under several ranks: whose words)
+        self._heard_kills = heard_kills
+        self._heard_at: dict[int, int] = {}  # fd -> rank 0's failures of its sim at HELLO
+        # what is said of each judged close, and its count (`connection_lines`)
+        self._lines = CloseLines(frame_bound, count, label)
         self._study_stops = False  # `study_stops`: closes from now on are the study's
-        self._stopped: set[int] = set()  # simulations whose close was the study's (summary)
         self._owners: dict[int, tuple[int, int]] = {}  # fd -> (simulation, client rank)
         self._since: dict[int, _Since] = {}  # fd -> its ledger's count at its HELLO
         self._refused: dict[int, tuple[int, int]] = {}  # fd -> owner of a refused HELLO
-        self._told: set[int] = set()  # simulations said to have closed carrying nothing
         # (simulation, client rank) of the connections seen closed whose BYE was not read
         # yet, in the order of their events: judged by `settle`; with each, whether it
         # was seen as the study stopped (`_at_stop`: "stop", summarised, not warned of),
-        # after a failure for NaN or Inf ("nonfinite": the kill, one line), or neither ("")
+        # after a failure for NaN or Inf here ("nonfinite": the kill, one line) or on rank
+        # 0 ("rank 0"), of a simulation rank 0 failed so before ("before": warned of,
+        # naming it), or none of these ("")
         self._closed: list[tuple[int, int]] = []
         self._at_stop: list[str] = []
         self._closed_since: list[_Since] = []
@@ -214,6 +204,8 @@ class ConnectionWatch:
         self._since[fd] = (
             None if ledger is None else (ledger, ledger.messages, ledger.nonfinite_failures)
         )
+        if self._heard_kills is not None:  # (a stat; the file read only when it changed)
+            self._heard_at[fd] = self._heard_kills(msg.simulation_id)
 
     def owner_of(self, fd: int) -> tuple[int, int] | None:
         """(simulation, client rank) of open connection `fd`, its HELLO read and no BYE
@@ -228,6 +220,7 @@ class ConnectionWatch:
         owner, fd = (msg.simulation_id, msg.client_rank), frame.get(zmq.SRCFD)
         if self._owners.get(fd) == owner:
             del self._owners[fd], self._since[fd]
+            self._heard_at.pop(fd, None)
         elif owner in self._closed:
             i = self._closed.index(owner)  # (the first: the oldest such close)
             del self._closed[i], self._at_stop[i], self._closed_since[i]
@@ -248,14 +241,13 @@ class ConnectionWatch:
         since, self._closed_since[:n] = self._closed_since[:n], []
         for (sid, rank), stopped, was in zip(lost, at_stop, since, strict=True):
             if stopped == "stop":
-                self._stopped.add(sid)
-                self._count()
-            elif stopped:
-                self._killed_for_nonfinite(sid, rank)
+                self._lines.stopped(sid)
+            elif stopped in ("nonfinite", "rank 0"):
+                self._lines.killed(sid, rank, here=stopped == "nonfinite")
             elif was is not None and was[0].messages == was[1]:
-                self._carried_nothing(sid, rank)
+                self._lines.carried_nothing(sid, rank)
             else:
-                self._judged_lost(sid, rank)
+                self._lines.lost(sid, rank, failed_before=stopped == "before")
 
     def close(self, empty: Callable[[], bool] | None = None) -> None:
         """Read the closes waiting, stop and close the monitor (before the socket is
@@ -275,13 +267,7 @@ class ConnectionWatch:
         monitor.close(linger=0)
         if empty is not None:
             self.settle(empty)
-        if self._stopped:
-            self._summary()
-        # (at WARNING, as the first one was: its warning promised this line, which
-        # default logging, from WARNING up, would otherwise hide)
-        if len(self._logged) > 1:
-            said = "%d simulations warned of: %s%s"
-            logger.warning(said, len(self._logged), _SHORT, self._label)
+        self._lines.close(self._study_stops)
         self.handshakes.close()
 
     def _drain(self) -> None:
@@ -320,81 +306,12 @@ class ConnectionWatch:
         failed = since is not None and since[0].nonfinite_failures > since[2]
         at_stop = self._study_stops or self._quiet()
         self._at_stop.append("stop" if at_stop else "nonfinite" if failed else "")
+        heard = self._heard_at.pop(fd, None)
+        if self._heard_kills is not None and heard is not None and not self._at_stop[-1]:
+            now = self._heard_kills(owner[0])  # (written before the kill: seen after it)
+            self._at_stop[-1] = "rank 0" if now > heard else "before" if now else ""
         logger.debug(
             "simulation %d client rank %d: connection closed; lost unless its BYE "
             "is still queued (judged once the socket is found empty)",
             *owner,
         )
-
-    def _summary(self) -> None:
-        ids = sorted(self._stopped)
-        one = len(ids) == 1
-        shown = ", ".join(map(str, ids[:12])) + (", ..." if len(ids) > 12 else "")
-        if self._study_stops:  # (the launcher's kills: rank 0's, heard on every rank)
-            why = (
-                "killed as the study stopped (the trainer's end, a preemption or an "
-                "error) closed without a BYE: no data lost, the launcher records "
-                f"{'it' if one else 'them'} unfinished and a run resumed from a checkpoint "
-                f"runs {'it' if one else 'them'} again (steps already received are not "
-                "taken twice)"
-            )
-        else:  # (external mode: no launcher)
-            why = (
-                "closed without a BYE once this receiver had ended or was stopping: "
-                "counted (connections_lost), not warned of"
-            )
-        s = "" if one else "s"
-        logger.info("%d simulation%s (%s) %s%s", len(ids), s, shown, why, self._label)
-
-    def _killed_for_nonfinite(self, sid: int, rank: int) -> None:
-        # (the launcher logged its kill, and why: one line naming the cause, no paragraph)
-        logger.info(
-            "simulation %d client rank %d: connection closed before its BYE: killed by the "
-            "launcher, this receiver having failed it for NaN or Inf (nonfinite='fail')%s",
-            sid,
-            rank,
-            self._label,
-        )
-        self._count()
-
-    def _carried_nothing(self, sid: int, rank: int) -> None:
-        # (not in `_logged`: a later close of the simulation that carried data is warned of)
-        if sid not in self._told and sid not in self._logged:
-            self._told.add(sid)
-            logger.info(
-                "simulation %d client rank %d: connection closed before its BYE with no "
-                "data since its HELLO: nothing lost with it (unless its first message was "
-                "over %d bytes)%s",
-                sid,
-                rank,
-                self._frame_bound,
-                self._label,
-            )
-        self._count()
-
-    def _judged_lost(self, sid: int, rank: int) -> None:
-        if sid in self._logged:
-            self._count()
-            return
-        self._logged.add(sid)
-        if len(self._logged) > 1:  # (the cause in full once per run: trial htrial10 F7)
-            said = "simulation %d client rank %d: %s (as above)%s"
-            logger.warning(said, sid, rank, _SHORT, self._label)
-            self._count()
-            return
-        logger.warning(
-            "simulation %d client rank %d: its connection closed before its BYE: the "
-            "process ended without it (killed, crashed, or exited without closing its "
-            "client), its client was left by an exception (which sends no BYE: a worker's "
-            "failed simulation, the worker living on), or it sent a message over %d bytes (the "
-            "receiver's max_message_bytes + header allowance), which ZeroMQ drops with "
-            "the connection and what was queued behind it; that data is lost until the "
-            "simulation runs again (a launcher restarts it; a solver you started yourself: "
-            "run it again with the same simulation id). Said in full once; the others "
-            "in one line each, counted at the end%s",
-            sid,
-            rank,
-            self._frame_bound,
-            self._label,
-        )
-        self._count()  # after the log: a reader of the count finds the line written

@@ -26,6 +26,7 @@ import math
 import threading
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from typing import Any
 
 import zmq
@@ -36,6 +37,7 @@ from melissa_trainer.sources.source import SourceError
 from melissa_trainer.stream.feeder import Feeder
 from melissa_trainer.stream.ingest import Ingest
 from melissa_trainer.stream.nonfinite import NonFiniteDataError
+from melissa_trainer.stream.nonfinite_kills import NonfiniteKills
 from melissa_trainer.stream.receiver_config import ReceiverConfig, ReceiverTuning
 from melissa_trainer.stream.study_end import StudyEndCheck, StudyLacksError
 from melissa_trainer.stream.watchdog import IdleClock, StallError
@@ -99,6 +101,12 @@ class IngestLoop(ABC):
             nonfinite=config.nonfinite,
         )
 
+        #: rank 0's word to the other ranks of the simulations its receiver failed for
+        #: NaN or Inf (`nonfinite_kills`; None where no other rank needs it): told on rank
+        #: 0 (`report_refusals_to_launcher`), read on the others (`heard_kills`)
+        self.nonfinite_kills = NonfiniteKills.for_receiver(
+            config.rendezvous_dir, config.run_id, world_size, config.nonfinite
+        )
         #: rank 0's word that the study has ended (a STUDY_END), judged when idle
         self.study_end = StudyEndCheck(rank, tuning.study_end_grace)
         self._lock = threading.Lock()  # who ingests: the thread, or a pump
@@ -137,8 +145,19 @@ class IngestLoop(ABC):
         """A launcher reads `refused` (a `Study` calls this on rank 0 before it starts
         the simulations): a simulation that sends non-finite data under
         ``nonfinite="fail"`` is then listed there for the launcher to fail, instead of
-        failing the stream (see `melissa_trainer.stream.nonfinite`)."""
+        failing the stream (see `melissa_trainer.stream.nonfinite`), and, under several
+        ranks, said to the other ranks' receivers (`nonfinite_kills`)."""
         self.ingest.nonfinite.launcher = True
+        if self.nonfinite_kills is not None:
+            self.ingest.nonfinite.announce = self.nonfinite_kills.announce
+
+    @property
+    def heard_kills(self) -> Callable[[int], int] | None:
+        """On a rank other than 0, rank 0's count of failures for NaN or Inf of a
+        simulation (`NonfiniteKills.failures`, for its `ConnectionWatch`); None on rank
+        0 (its own ledger tells) and where no word is kept (`nonfinite_kills`)."""
+        kills = self.nonfinite_kills
+        return None if kills is None or self._rank == 0 else kills.failures
 
     def finish(self, wait: bool = True) -> None:
         """No more simulations will come. With `wait`, the stream ends once every

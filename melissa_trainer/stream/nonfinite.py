@@ -41,7 +41,7 @@ trainer's core (its cost: docs/measured.md, issue 28; docs/concepts/stream.md).
 
 from __future__ import annotations
 
-from collections.abc import Container, Mapping
+from collections.abc import Callable, Container, Mapping
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -109,6 +109,9 @@ class NonFiniteGuard:
         #: a launcher reads `refused` (`IngestLoop.report_refusals_to_launcher`);
         #: otherwise "fail" raises `NonFiniteDataError`
         self.launcher = False
+        #: called with each simulation failed under "fail", before the launcher can read
+        #: it (so before its kill): rank 0's word to the other ranks (`nonfinite_kills`)
+        self.announce: Callable[[int], None] | None = None
         #: samples dropped for non-finite values (the telemetry's ``nonfinite_refused``)
         self.refused = 0
         #: those dropped under "refuse" (their steps marked), per simulation id (this
@@ -166,6 +169,8 @@ class NonFiniteGuard:
             self._failed.add(sid)
             sim.nonfinite_failures += 1  # (before the launcher hears of it: `connections` reads it)
             self.failures.append((sid, t, why))
+            if self.announce is not None:
+                self.announce(sid)
             self._refused.append((sid, why))
         return False
 

@@ -23,9 +23,8 @@ Decisions (the logic is in :mod:`.ingest`, reassembly in :mod:`.assembly`):
 * A simulation has finished when all its client ranks said BYE (``steps_sent``: the
   largest of their counts of steps sent to this receiver) and that many distinct
   steps are completed here, whatever their numbering. A simulation that died without
-  BYE never finishes here: the
-  launcher restarts it (it re-sends everything; duplicates are dropped) or gives up
-  and calls ``finish``.
+  BYE never finishes here: the launcher restarts it (it re-sends everything;
+  duplicates are dropped) or gives up and calls ``finish``.
 * End of stream: once ``expected_simulations`` have finished, or after ``finish()``,
   the buffer is closed (every complete sample was put before). The thread then keeps
   reading and discarding (``ignored_after_end``) so that late clients do not block,
@@ -233,6 +232,7 @@ class Receiver(DataPath):
             lambda: self._ended or self._stopping,
             partial(study_stops.study_stops_announced, self._rendezvous, self.config.run_id),
             f" (receiver of rank {self._rank})" if self._world > 1 else "",  # (whose words)
+            self.heard_kills,  # (rank 0's word of its failures for NaN: `nonfinite_kills`)
         )
         where, key = f"receiver of rank {self._rank}", self.curve_public_key  # (and its key)
         log_bound(logger, where, self._endpoint, key, "MELISSA_TRAINER_KEY")

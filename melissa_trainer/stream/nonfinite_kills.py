@@ -1,0 +1,131 @@
+"""Rank 0's word to the other ranks that its receiver failed a simulation for NaN or Inf.
+
+Under ``nonfinite="fail"`` rank 0's receiver fails a simulation that sends NaN or Inf
+(`nonfinite`: the failure is listed for the launcher), and rank 0's launcher kills it.
+Every rank that had a connection of it reads that connection close before its BYE.
+Rank 0's receiver knows why (its ledger's ``nonfinite_failures`` grew:
+`connection_lines`); another rank's did not, and warned of a loss with the paragraph of
+causes, which a user read as a second, unexplained failure. So rank 0's receiver also
+says it in the rendezvous directory, as rank 0 says that the study stops
+(`study_stops`): a file ``nonfinite_kills``, its first line the run id (``-`` for
+none), then one line per failure, the simulation's id (`NonfiniteKills.announce`),
+written by the ingester before it lists the failure for the launcher, so before the
+kill. Another rank's watch reads the simulation's count there when it reads a HELLO
+(`NonfiniteKills.failures`), and again when it reads that connection's close without
+its BYE: grown in between, the close is the kill of the attempt that HELLO began, said
+in one INFO line naming rank 0's failure. A close whose count did not grow, of a
+simulation failed before (a restart that died on its own; or the killed attempt
+itself, its HELLO read here only after rank 0 had failed it: a rank kept busy), is
+warned of as before, the warning naming that kill as a possible cause. No time is
+waited on either side: the file is written before the kill, the close read after it.
+
+Cost: rank 0 writes a line per failed attempt (rare: each is a failed attempt of the
+study's budget). Another rank ``stat``s the file at each HELLO and each close without a
+BYE (rare messages: nothing on the data path), and reads it only when it changed; all
+of it only under ``nonfinite="fail"`` with a rendezvous directory and several ranks
+(`for_receiver`). On a shared file system whose clients cache a missing name (NFS), a
+rank on another node may not see the file at once: that close is then warned of, as
+before. An earlier run's file is another run's (its run id), or removed by rank 0
+before it launches anything (`clear_nonfinite_kills`: a study outside a trainer has no
+run id). Never raises: a file that cannot be written or read is what it was before the
+file (the other ranks warn).
+
+Thread-safety: `announce` from rank 0's ingester (one thread at a time: whoever holds
+its lock), `failures` from another rank's; one object per receiver.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+__all__ = ["NONFINITE_KILLS_FILE", "NonfiniteKills", "clear_nonfinite_kills"]
+
+logger = logging.getLogger("melissa_trainer.stream.receiver")  # the receiver's messages
+
+#: rank 0's word to every rank of the simulations its receiver failed for NaN or Inf
+NONFINITE_KILLS_FILE = "nonfinite_kills"
+
+
+class NonfiniteKills:
+    """``{directory}/nonfinite_kills`` of run `run_id` (module docstring): rank 0 writes
+    it (`announce`), the other ranks read it (`failures`)."""
+
+    def __init__(self, directory: str | os.PathLike[str], run_id: str | None) -> None:
+        self._path = Path(directory) / NONFINITE_KILLS_FILE
+        self._run = run_id or "-"
+        self._written = False  # rank 0: this run's file made (then appended to)
+        self._seen: tuple[int, int, int] | None = None  # (inode, size, mtime) last read
+        self._counts: Counter[int] = Counter()  # failures per simulation, as last read
+
+    @classmethod
+    def for_receiver(
+        cls, directory: str | os.PathLike[str] | None, run_id: str | None, world: int, policy: str
+    ) -> NonfiniteKills | None:
+        """The word for a receiver of `world` ranks under the `policy` for NaN (its
+        ``nonfinite``), or None where no other rank needs it: one rank, no rendezvous
+        directory, or a policy that fails no simulation."""
+        if world < 2 or directory is None or policy != "fail":
+            return None
+        return cls(directory, run_id)
+
+    def announce(self, simulation_id: int) -> None:
+        """Rank 0: its receiver failed `simulation_id` for NaN or Inf, and the launcher
+        will kill it. The run's first failure makes the file (written aside then
+        renamed: never read half-written, an earlier one replaced); the next ones
+        append a line (a reader ignores an unfinished last line). An OSError is logged:
+        the other ranks then warn of that kill as of a loss, as before the file."""
+        line = f"{simulation_id}\n"
+        tmp = None
+        try:
+            if self._written:
+                with self._path.open("a") as f:
+                    f.write(line)
+                return
+            fd, tmp = tempfile.mkstemp(prefix=f".{NONFINITE_KILLS_FILE}.", dir=self._path.parent)
+            with os.fdopen(fd, "w") as f:
+                f.write(f"{self._run}\n{line}")
+            os.replace(tmp, self._path)
+            self._written = True
+        except OSError as exc:
+            if tmp is not None:
+                with contextlib.suppress(OSError):
+                    Path(tmp).unlink(missing_ok=True)
+            logger.info(
+                "could not tell the other ranks that simulation %d was failed for NaN or "
+                "Inf (%s): they may warn of its kill as of data lost",
+                simulation_id,
+                exc,
+            )
+
+    def failures(self, simulation_id: int) -> int:
+        """Another rank: how many times rank 0's receiver failed `simulation_id` for NaN
+        or Inf in this run, as its file says now (0 when it is missing, unreadable or
+        another run's). Reads the file only when it changed since the last call."""
+        try:
+            st = os.stat(self._path)
+        except OSError:  # (none yet: no failure; or removed)
+            self._seen, self._counts = None, Counter()
+            return 0
+        key = (st.st_ino, st.st_size, st.st_mtime_ns)
+        if key != self._seen:
+            try:
+                lines = self._path.read_text().split("\n")[:-1]  # (the last: unfinished)
+            except (OSError, UnicodeDecodeError):
+                return 0  # (read again next time)
+            self._seen = key
+            mine = bool(lines) and lines[0] == self._run
+            self._counts = Counter(int(s) for s in lines[1:] if s.isdigit()) if mine else Counter()
+        return self._counts[simulation_id]
+
+
+def clear_nonfinite_kills(directory: str | os.PathLike[str]) -> None:
+    """Remove an earlier run's ``nonfinite_kills`` (rank 0, before it launches anything)."""
+    try:
+        (Path(directory) / NONFINITE_KILLS_FILE).unlink(missing_ok=True)
+    except OSError as exc:  # (its run id still tells it apart, where there is one)
+        logger.debug("removing %s: %s", NONFINITE_KILLS_FILE, exc)

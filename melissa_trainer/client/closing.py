@@ -300,17 +300,26 @@ def follow_gave_up(
     rendezvous: str,
     started: float,
     simulation_id: int,
+    announced: str | None = None,
 ) -> None:
     """Complete `error`'s message (in place: its type and traceback kept) once a client
     gave up on a receiver gone, then waited `waited` seconds for a restarted trainer to
     publish in `rendezvous` and none did: the whole wait (from `started`, the
     `time.monotonic()` the close or the send began) and what to do (`run_again`,
-    or resume the trainer within `follow_timeout`)."""
+    or resume the trainer within `follow_timeout`). `announced`: the run the error said
+    was to be followed at once (`Following.seen`), gone from the rendezvous when read
+    again to follow it: said first, and the wait is for another."""
     total = f": {time.monotonic() - started:.0f} s in all"
     bound = (
         "no bound" if follow_timeout is None else f"ClientTuning.follow_timeout={follow_timeout} s"
     )
     said = str(error) if str(error).endswith(".") else f"{error}."
+    if announced is not None:
+        said += (
+            f" But run {announced} was gone from {rendezvous} when the client came to follow "
+            "it (its files marked stopped, or being rewritten: a trainer that stopped as it "
+            "started?): not followed."
+        )
     if isinstance(error, Preempted):  # (its stop record said: a resume was due; a close's
         # `TrainerPreempted` or a blocked send's `send_wait.SendPreempted`)
         error.args = (
@@ -324,8 +333,9 @@ def follow_gave_up(
             f"lost.",
         )
         return
+    a = "another" if announced is not None else "a"
     error.args = (
-        f"{said} Then it waited {waited:.0f} s for a restarted trainer to publish in "
+        f"{said} Then it waited {waited:.0f} s for {a} restarted trainer to publish in "
         f"{rendezvous} ({bound}), and none did{total}. {run_again(simulation_id)} A trainer "
         f"resumed while a client still waits (disconnected_timeout, then follow_timeout) is "
         f"followed, and nothing is lost.",

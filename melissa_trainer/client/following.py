@@ -122,6 +122,9 @@ class Following:
     ) -> None:
         self.follower, self.window = follower, window
         self._timeout, self._whose, self._advice = follow_timeout, whose, advice
+        #: the run a wait was told to follow at once (`seen`), until `after_gone` reads
+        #: the rendezvous again to follow it: said if that read no longer finds it
+        self._announced: str | None = None
 
     @classmethod
     def made_for(
@@ -222,12 +225,18 @@ class Following:
         own trainer's file, unchanged or marked stopped, and a rendezvous half rewritten
         are not followed. The wait then gives up on the receiver at once and the client
         follows (`after_gone` finds the run), as the C client does, rather than after
-        `disconnected_timeout` (a user trial: ~50 s after the C solver)."""
+        `disconnected_timeout` (a user trial: ~50 s after the C solver).
+
+        The run is read again when followed (`after_gone`): the rendezvous may have
+        changed in between (that trainer stopped as it started, a newer one rewriting
+        it). The words say what is to come, not that it was done, and the run is kept
+        for `after_gone` to say what became of it."""
         entries = self.follower.rewritten()
         if entries is None:
             return None
         rendezvous, run = self.follower.rendezvous, entries[0].get("run_id")
-        return f"a restarted trainer published in {rendezvous} (run {run}): followed at once"
+        self._announced = str(run)
+        return f"a restarted trainer published in {rendezvous} (run {run}), to be followed at once"
 
     def after_gone(
         self, error: BaseException, started: float | None = None
@@ -240,7 +249,11 @@ class Following:
         whose transport gave up, or a blocked send's `ReceiverGone`: the
         `time.monotonic()` it began), its message is completed with that wait, the
         whole one, and what to do (`closing.follow_gave_up`); a receipt's error says
-        them already (`receipts`)."""
+        them already (`receipts`). An `error` that a wait raised on a run `seen`
+        announced, which the rendezvous no longer names complete when read here (it
+        stopped as it started, or is being rewritten), says so before that wait: the
+        run seen is never said followed when it was not."""
+        announced, self._announced = self._announced, None  # (this error's, if any)
         if isinstance(error, (StoppedForGood, TrainerStopped)):
             raise error  # (its stop record said why, read first: nothing to wait for)
         waiting = time.monotonic()
@@ -249,7 +262,7 @@ class Following:
             waited, sid = time.monotonic() - waiting, self.follower.simulation_id
             if started is not None:
                 rendezvous = self.follower.rendezvous
-                follow_gave_up(error, waited, self._timeout, rendezvous, started, sid)
+                follow_gave_up(error, waited, self._timeout, rendezvous, started, sid, announced)
             raise error
         return entries
 
@@ -278,6 +291,7 @@ class Following:
         for t in every:
             new.steps[receiver_of(sid, t, world, routing)].add(t)
         self.follower.adopt(entries)
+        self._announced = None  # (followed: what a wait said before is moot)
         for t in needed:
             resend(new, t, self.window[t])
         return new

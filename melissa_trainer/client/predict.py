@@ -21,9 +21,11 @@ except PredictionUnavailable:          # busy, not serving yet, restarting, gone
   stopped): then the request fails at once, and the next one looks again.
 * Failures a simulation falls back from, all `PredictionUnavailable`:
   `PredictTimeout` (also a `TimeoutError`: no answer in time; the trainer is busy
-  beyond the timeout, restarting or gone) and `PredictRefused` (the trainer said no:
-  `reason` ``busy`` when requests outpace the model, ``not_serving`` before its first
-  step or after its last, ``wrong_run``, ``bad_request``, ``failed``). A request is never
+  beyond the timeout, stopped (a suspended job: its connection stays up, which the
+  timeout says: `predict_errors.UNANSWERED`), restarting or gone) and
+  `PredictRefused` (the trainer said no: `reason` ``busy`` when requests outpace the
+  model, ``not_serving`` before its first step or after its last, ``wrong_run``,
+  ``bad_request``, ``failed``). A request is never
   left queued behind a dead trainer: the socket sends only over a live connection
   (``ZMQ_IMMEDIATE``), and is closed after a failure (a late answer is dropped). A
   trainer whose process is gone is not waited for: a request whose connection drops
@@ -65,6 +67,7 @@ import zmq
 
 from melissa_trainer import wire as protocol
 from melissa_trainer.client.predict_errors import (
+    UNANSWERED,
     Predicted,
     PredictionUnavailable,
     PredictRefused,
@@ -180,18 +183,22 @@ class Predictor:
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
+                # (what the monitor says: a drop, even one of the last instant, is a
+                # trainer gone; else the connection is up: `UNANSWERED`)
+                if link.lost():
+                    raise _lost(link)
+                endpoint = link.connected[0]
                 link.reset()
-                raise PredictTimeout(f"no prediction within {timeout} s (the trainer busy or gone)")
+                raise PredictTimeout(
+                    f"no prediction from the trainer's serving endpoint {endpoint} within "
+                    f"{timeout} s: {UNANSWERED}"
+                )
             ready = dict(poller.poll(poll_ms(left)))
             if sock not in ready:
                 if link.monitor in ready and link.lost():
                     # The connection the request went on is gone: its answer cannot
                     # come (a new connection is another peer to the trainer's socket).
-                    raise link.gone(
-                        f"the connection to the trainer's serving endpoint "
-                        f"{link.connected[0]} was lost while the request waited for its "
-                        "answer (the trainer stopped or died)"
-                    )
+                    raise _lost(link)
                 continue  # (a long wait, polled in parts: `poll_ms`)
             reply = sock.recv_multipart(copy=False)
             try:
@@ -262,3 +269,11 @@ class Predictor:
             if problem is not None:
                 raise ValueError(f"predict(): {problem}")
         return out
+
+
+def _lost(link: PredictLink) -> PredictTimeout:
+    """The error of a request whose connection dropped while it waited (`link.gone`)."""
+    return link.gone(
+        f"the connection to the trainer's serving endpoint {link.connected[0]} was lost "
+        "while the request waited for its answer (the trainer stopped or died)"
+    )

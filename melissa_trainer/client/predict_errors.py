@@ -11,7 +11,9 @@ from typing import NamedTuple
 import numpy as np
 
 __all__ = [
+    "PLAIN_SERVE",
     "SILENT",
+    "UNANSWERED",
     "PredictRefused",
     "PredictTimeout",
     "Predicted",
@@ -34,6 +36,23 @@ SILENT = (
     "a trainer whose process is stopped (SIGSTOP, a suspended job) answers once "
     "continued; else it is not a serving socket: check the endpoint (the `endpoint` of "
     "serve_N.json in the rendezvous directory)"
+)
+
+#: why a request sent on a connection that is still up got no answer in time (its
+#: `PredictTimeout`, after "no prediction from the trainer's serving endpoint E within
+#: T s: "): the monitor saw no drop, so the trainer's process holds the connection
+#: (busy, or stopped: a suspended Slurm job, a debugger) or its node went without a word;
+#: the C client's words too (clients/c/src/predict.c)
+UNANSWERED = (
+    "its connection is still up: the trainer is busy, or its process is stopped (SIGSTOP, "
+    "a suspended job: it answers once continued), or its node is unreachable (a trainer "
+    "whose process died closes the connection, which fails a request at once)"
+)
+#: why a serving socket refused a client with a CURVE key with ZeroMQ's detail of a
+#: mechanism mismatch: it takes no CURVE; the C client's words too (predict_watch.c)
+PLAIN_SERVE = (
+    "the serving socket is not encrypted (it takes plain connections: ZeroMQ reports a "
+    "mechanism mismatch), and this client has a CURVE key for it"
 )
 
 
@@ -80,12 +99,15 @@ def handshake_refused(
     env_key: str,
     given: bool = True,
     rank: int | None = None,
+    plain: bool = False,
 ) -> ValueError:
     """The error of a serving endpoint that refused the client's handshake: CURVE only
     and no key known here (`key` None), or a key that is not the server's, `given` (an
     argument, `env_key`) or read from its serve file (the C client's words:
     predict_watch.c); names the endpoint and the fix (`env_rendezvous`, `env_key`: the
-    variables that give it), and the serve file of `rank` (None: not known here)."""
+    variables that give it), and the serve file of `rank` (None: not known here).
+    `plain`: ZeroMQ said why (a mechanism mismatch) and a key was given: the server
+    takes no CURVE (`PLAIN_SERVE`), and the fix is to drop the key."""
     fix = (
         f"read it from the rendezvous directory ({env_rendezvous}: the serve files "
         f"carry it), or pass curve_server_key= (or set {env_key}) to the "
@@ -96,6 +118,12 @@ def handshake_refused(
             f"the serving endpoint {endpoint} refused this client's handshake: it "
             f"takes CURVE (encrypted) connections only, and no CURVE key is known for "
             f"it here: {fix}"
+        )
+    if plain and given:  # (certain: a mismatch's detail, not a key that may be stale)
+        return ValueError(
+            f"the serving endpoint {endpoint} refused this client's CURVE handshake: "
+            f"{PLAIN_SERVE}: drop the key given (curve_server_key or {env_key}), or check "
+            "the endpoint if that serving socket should use CURVE"
         )
     whose = (
         f"the key given (curve_server_key or {env_key})"

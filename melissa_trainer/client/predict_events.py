@@ -42,6 +42,9 @@ class ServeEvents:
         self._bound = timeout_bound(sock)
         self._after_timeout = False  # (its DISCONNECTED, CONNECT_RETRIED: left out)
         self.timed_out = 0
+        #: a handshake failed with ZeroMQ's detail of a mechanism mismatch (CURVE on one
+        #: side only): with a key here, the server takes no CURVE (`predict_errors`)
+        self.mismatched = False
 
     def silent(self, timed_out: int) -> bool:
         """Whether the peer looks silent: a handshake timed out since `self.timed_out`
@@ -55,14 +58,15 @@ class ServeEvents:
         """The events that came (never blocks), in order; a handshake failure without
         detail that may be libzmq's timeout is `TIMED_OUT`, and the DISCONNECTED and
         CONNECT_RETRIED that follow it are left out (the peer is there: not a refusal,
-        not a trainer gone). A CONNECTED is kept; it opens a connection (`silent`)."""
+        not a trainer gone). A CONNECTED is kept; it opens a connection (`silent`). A
+        failure with the detail of a mechanism mismatch sets `mismatched`."""
         floor, events = self._drained, list[int]()
         while True:
             before = time.monotonic()
             if not self._monitor.poll(0):
                 self._drained = before
                 return events
-            event = int(struct.unpack("=H", self._monitor.recv_multipart()[0][:2])[0])
+            event, value = struct.unpack("=HI", self._monitor.recv_multipart()[0][:6])
             if event == zmq.EVENT_CONNECTED:
                 self._opened, self._bound = floor, timeout_bound(self._sock)
                 self._after_timeout = False
@@ -83,4 +87,7 @@ class ServeEvents:
                 continue
             else:
                 self._opened = None  # (a failure with detail ends the connection)
+                if event == zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL:
+                    mismatch = value == zmq.PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH
+                    self.mismatched = self.mismatched or mismatch
             events.append(event)

@@ -376,7 +376,10 @@ class PredictLink:
         self._resolved.add(host)
 
     def _refused_handshake(self) -> ValueError:
+        """The error of the handshake refused (`handshake_refused`: with ZeroMQ's
+        detail of a mechanism mismatch, a key given to a server without CURVE)."""
         endpoint, key = self.connected
+        plain = self._events is not None and self._events.mismatched
         self.reset()
         given, rank = self._key_given, self._rank
-        return handshake_refused(endpoint, key, ENV_RENDEZVOUS, ENV_SERVE_KEY, given, rank)
+        return handshake_refused(endpoint, key, ENV_RENDEZVOUS, ENV_SERVE_KEY, given, rank, plain)

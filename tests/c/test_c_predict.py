@@ -44,6 +44,7 @@ from predict_script import (  # noqa: F401 (fixtures)
 from predict_server import INPUTS, VERSION, answering_server
 
 from melissa_trainer import wire as P
+from melissa_trainer.client.predict_errors import UNANSWERED
 from melissa_trainer.stream.serving import PredictServer
 
 pytestmark = pytest.mark.e2e  # every test here starts a process
@@ -140,9 +141,9 @@ def test_request_and_replies_through_the_python_codec(
     assert code == MT_EREPLY and "magic" in message
     assert outputs_of(lines, again)[0] == 125
     code, message = status(lines, unanswered)
-    assert (
-        code == MT_ETIMEDOUT and message == "no prediction within 0.3 s (the trainer busy or gone)"
-    )
+    where = f"the trainer's serving endpoint {serve}"
+    assert code == MT_ETIMEDOUT
+    assert message == f"no prediction from {where} within 0.3 s: {UNANSWERED}"
     assert outputs_of(lines, after)[0] == 127  # (the late answer went to the closed socket)
 
 

@@ -225,6 +225,9 @@ struct mt_client {
     double predict_drained, predict_opened, predict_bound;
     bool predict_after_timeout;
     unsigned predict_timed_out;
+    /* a handshake failed with the detail of a mechanism mismatch (CURVE on one side only):
+     * with a key here, the server takes no CURVE (predict_watch.c refused_handshake) */
+    bool predict_mismatched;
     bool served_there;
     char gone_why[640];
     double retry_at, backoff;

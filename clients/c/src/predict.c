@@ -19,6 +19,12 @@
 #include "internal.h"
 #include "serve.h"
 
+/* why a request sent on a connection still up got no answer in time (its MT_ETIMEDOUT;
+ * client/predict_errors.py UNANSWERED, word for word) */
+#define UNANSWERED                                                                        \
+    "its connection is still up: the trainer is busy, or its process is stopped (SIGSTOP, " \
+    "a suspended job: it answers once continued), or its node is unreachable (a trainer "  \
+    "whose process died closes the connection, which fails a request at once)"
 #define KIND_PREDICT 6
 #define PREDICT_FIXED 30u /* prefix + request id, timeout, count, run id length */
 
@@ -269,6 +275,13 @@ static int send_request(mt_client *c, const mt_input *in, size_t n_in, double ti
     return err;
 }
 
+/* A request whose connection dropped while it waited for its answer (mt_gone). */
+static mt_status lost(mt_client *c) {
+    return mt_gone(c, "the connection to the trainer's serving endpoint %s was lost while the "
+                      "request waited for its answer (the trainer stopped or died)",
+                   c->predict_endpoint);
+}
+
 mt_status mt_predict(mt_client *c, const mt_input *inputs, size_t n_inputs,
                      mt_output *outputs, size_t n_outputs, double timeout_s,
                      uint64_t *version) {
@@ -317,18 +330,24 @@ mt_status mt_predict(mt_client *c, const mt_input *inputs, size_t n_inputs,
             if (mt_watch_lost(c)) {
                 /* The connection the request went on is gone: its answer cannot come (a
                  * new connection is another peer to the trainer's socket). */
-                st = mt_gone(c, "the connection to the trainer's serving endpoint %s was lost "
-                                "while the request waited for its answer (the trainer "
-                                "stopped or died)", c->predict_endpoint);
+                st = lost(c);
                 break;
             }
             continue; /* (other events) */
         }
         if (ready < 0 || (err = ready > 0 ? mt_reply_receive(c->predict_socket, r) : EAGAIN) != 0) {
             if (ready < 0) err = errno;
-            st = err == EAGAIN ? mt_fail(c, MT_ETIMEDOUT, "no prediction within %s s (the trainer "
-                                                         "busy or gone)", t)
-                               : mt_fail(c, MT_EZMQ, "receiving the reply: %s", zmq_strerror(err));
+            /* (at the deadline, what the monitor says: a drop, even one of the last
+             * instant, is a trainer gone; else the connection is up: UNANSWERED) */
+            if (err == EAGAIN && mt_watch_lost(c)) {
+                st = lost(c);
+                break;
+            }
+            st = err == EAGAIN
+                     ? mt_fail(c, MT_ETIMEDOUT, "no prediction from the trainer's serving "
+                                                "endpoint %s within %s s: " UNANSWERED,
+                               c->predict_endpoint, t)
+                     : mt_fail(c, MT_EZMQ, "receiving the reply: %s", zmq_strerror(err));
             mt_predict_release(c);
             break;
         }

@@ -42,6 +42,11 @@
     "a trainer whose process is stopped (SIGSTOP, a suspended job) answers once "         \
     "continued; else it is not a serving socket: check the endpoint (the `endpoint` of "  \
     "serve_N.json in the rendezvous directory)"
+/* why a serving socket refused a client with a CURVE key with the detail of a mechanism
+ * mismatch (client/predict_errors.py PLAIN_SERVE, word for word) */
+#define PLAIN_SERVE                                                                       \
+    "the serving socket is not encrypted (it takes plain connections: ZeroMQ reports a "  \
+    "mechanism mismatch), and this client has a CURVE key for it"
 #define BACKOFF_FIRST 0.05
 #define BACKOFF_MOST 1.0
 /* Seconds a connection closed at the handshake may wait for ZeroMQ to dial again
@@ -81,6 +86,7 @@ mt_status mt_watch_start(mt_client *c, void *s) {
     c->predict_bound = mt_timeout_bound(s);
     c->predict_after_timeout = false;
     c->predict_timed_out = 0;
+    c->predict_mismatched = false;
     return MT_OK;
 }
 
@@ -91,7 +97,8 @@ void mt_watch_stop(mt_client *c) {
     c->predict_monitor = NULL;
 }
 
-/* The next waiting event of the monitor (0: none). */
+/* The next waiting event of the monitor (0: none); a mechanism mismatch's detail sets
+ * predict_mismatched. */
 static uint16_t next_event(mt_client *c) {
     uint8_t frame[6]; /* u16 event, u32 value; then a frame with the endpoint */
     int n;
@@ -103,7 +110,12 @@ static uint16_t next_event(mt_client *c) {
     while (zmq_recv(c->predict_monitor, address, sizeof address, 0) < 0 && errno == EINTR)
         continue; /* (always follows) */
     uint16_t event = 0;
+    uint32_t value = 0;
     if (n >= 2) memcpy(&event, frame, sizeof event);
+    if (n >= 6) memcpy(&value, frame + 2, sizeof value);
+    if (event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL &&
+        value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH)
+        c->predict_mismatched = true; /* (ServeEvents.mismatched) */
     return event;
 }
 
@@ -179,8 +191,17 @@ mt_status mt_backoff_check(mt_client *c) {
 
 /* The error of a handshake the server refused (client/predict_errors.py
  * handshake_refused: the same causes and fix, in the C client's names); the socket is
- * released, and no backoff follows (the server is there: its key is the mistake). */
+ * released, and no backoff follows (the server is there: its key is the mistake). A key
+ * given that the server refused with a mechanism mismatch's detail is certain: the
+ * server takes no CURVE (PLAIN_SERVE), and the fix is to drop the key. */
 static mt_status refused_handshake(mt_client *c) {
+    if (c->predict_mismatched && c->predict_key == MT_KEY_GIVEN) {
+        mt_predict_release(c);
+        return mt_fail(c, MT_EENV, "mt_predict: the serving endpoint %s refused this client's "
+                                   "CURVE handshake: " PLAIN_SERVE ": drop the key given "
+                                   "(MELISSA_TRAINER_SERVE_KEY), or check the endpoint if that "
+                                   "serving socket should use CURVE", c->predict_endpoint);
+    }
     static const char fix[] = "read it from the rendezvous directory (MELISSA_TRAINER_RENDEZVOUS: "
                               "the serve files carry it), or set MELISSA_TRAINER_SERVE_KEY to "
                               "the stream's ReceiverConfig.curve_public_key";

@@ -1,0 +1,133 @@
+"""The C client's `mt_predict` words, as the Python client's
+(tests/client/test_predict_unanswered_words.py: the oracle, run against the same server):
+
+1. A trainer stopped (SIGSTOP: a suspended Slurm job, a debugger) after the request's
+   connection was up: the request's MT_ETIMEDOUT said "no prediction within T s (the
+   trainer busy or gone)"; it names the endpoint now and says what the monitor saw (the
+   connection still up: busy, stopped, or its node unreachable; `UNANSWERED`), word for
+   word as the Python client; once continued, the trainer answers.
+2. A key given (MELISSA_TRAINER_SERVE_KEY) for a serving socket without CURVE, refused
+   with ZeroMQ's detail of a mechanism mismatch: MT_EENV saying the socket is not
+   encrypted and to drop the key (`PLAIN_SERVE`), not the generic "the key given ... is
+   not its public key, or it takes no CURVE".
+
+Both failed before (the old words). Real processes and sockets: the C client is
+`mt_script`, the server a `PredictServer` in a process of its own."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zmq
+from c_driver import script_exe  # noqa: F401 (a fixture)
+from compiled import c_client  # noqa: F401 (a fixture)
+from predict_script import (  # noqa: F401 (fixtures)
+    MT_EENV,
+    MT_ETIMEDOUT,
+    Script,
+    outputs_of,
+    sink,
+    start_lines,
+    status,
+    zctx,
+)
+from predict_server import answering_server
+from server_process import kill_all, start_server
+from waiting import wait_until
+
+from melissa_trainer.client import Predictor, PredictTimeout
+from melissa_trainer.client.predict_errors import PLAIN_SERVE, UNANSWERED
+
+pytestmark = pytest.mark.e2e  # every test here starts a process
+
+ASK = ["input u 1 1 4 : 1 1 1 1", "output y 1 4"]
+#: the unanswered request's seconds (a connection is up already: no wait for one)
+TIMEOUT = 1.5
+
+
+def stopped(pid: int) -> bool:
+    """Whether every thread of process `pid` is stopped."""
+    tasks = Path(f"/proc/{pid}/task")
+    states = [(t / "stat").read_text().rsplit(")", 1)[1].split()[0] for t in tasks.iterdir()]
+    return all(state in "tT" for state in states)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.skipif(sys.platform != "linux", reason="SIGSTOP")
+def test_a_trainer_stopped_once_connected_is_said_stopped_as_the_python_client(
+    script_exe: Path,  # noqa: F811
+    sink: str,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    proc, endpoint = start_server(tmp_path, 3, hold=False)
+    script = Script(script_exe, {"MELISSA_TRAINER_RENDEZVOUS": str(tmp_path / "rv")})
+    predictor = Predictor(0, rendezvous_dir=tmp_path / "rv")
+    inputs = {"u": np.ones(4, np.float32)}
+    try:
+        script.send(*start_lines(sink, sim=0), *ASK)
+        first = script.send("predict 30")
+        script.wait(first)
+        assert predictor.predict(inputs, timeout=30).version == 3  # (both connected)
+        os.kill(proc.pid, signal.SIGSTOP)
+        wait_until(lambda: stopped(proc.pid), "every thread of the server stopped")
+        unanswered = script.send(f"predict {TIMEOUT}")
+        script.wait(unanswered)
+        with pytest.raises(PredictTimeout) as python_error:
+            predictor.predict(inputs, timeout=TIMEOUT)
+        os.kill(proc.pid, signal.SIGCONT)
+        again = script.send("predict 30")
+        lines, _ = script.finish(timeout=60)
+        assert predictor.predict(inputs, timeout=30).version == 3  # (continued: answers)
+    finally:
+        script.kill()
+        predictor.close()
+        os.kill(proc.pid, signal.SIGCONT)
+        kill_all(proc)
+    assert status(lines, first)[0] == 0 and outputs_of(lines, first)[0] == 3
+    said = (
+        f"no prediction from the trainer's serving endpoint {endpoint} within {TIMEOUT} s: "
+        f"{UNANSWERED}"
+    )
+    # (before: "no prediction within 1.5 s (the trainer busy or gone)", in both)
+    assert status(lines, unanswered) == (MT_ETIMEDOUT, said), lines[unanswered]
+    assert str(python_error.value) == said
+    assert status(lines, again)[0] == 0 and outputs_of(lines, again)[0] == 3
+
+
+@pytest.mark.timeout(120)
+def test_a_key_given_to_a_plain_serving_socket_says_to_drop_it(
+    script_exe: Path,  # noqa: F811
+    sink: str,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """ZeroMQ may lose the mismatch's detail under load (then the generic words, after
+    two failures without detail): 5 requests, each on a new socket; one at least has it."""
+    if not zmq.has("curve"):
+        pytest.skip("pyzmq's libzmq was built without CURVE")
+    with answering_server(tmp_path, curve=False) as (server, _):
+        env = {
+            "MELISSA_TRAINER_SERVE_ENDPOINTS": str(server.endpoint),
+            "MELISSA_TRAINER_SERVE_KEY": zmq.curve_keypair()[0].decode("ascii"),
+        }
+        script = Script(script_exe, env)
+        try:
+            script.send(*start_lines(sink), *ASK)
+            asked = [script.send("predict 60") for _ in range(5)]
+            lines, _ = script.finish(timeout=100)
+        finally:
+            script.kill()
+    results = [status(lines, n) for n in asked]
+    if any("built without" in message for _, message in results):
+        pytest.skip(f"the C client's libzmq: {results}")
+    assert all(code == MT_EENV for code, _ in results), results
+    said = (
+        f"mt_predict: the serving endpoint {server.endpoint} refused this client's CURVE "
+        f"handshake: {PLAIN_SERVE}: drop the key given (MELISSA_TRAINER_SERVE_KEY), or "
+        "check the endpoint if that serving socket should use CURVE"
+    )
+    assert said in [message for _, message in results], results  # (before: none)

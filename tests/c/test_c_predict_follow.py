@@ -94,6 +94,11 @@ def test_a_c_solver_is_answered_by_the_resumed_trainer_after_its_next_send(
         ask = ["input x 1 1 3 : 0.5 -0.25 0", "output y 1 1"]
         status(script, script.send("id 0", "field x 1 1 3", "field y 1 1 1", "start", *ask))
         status(script, script.send(*sends(0, FIRST)))
+        # trained before the preemption (as test_serving_follow waits): a trainer stopped
+        # before its first step saves none, and the resumed model's version has no floor
+        wait_until(
+            lambda: len(run.steps("first")) >= FIRST, "the first steps trained", 180, procs=[first]
+        )
         wait_until(
             lambda: serves(run.rendezvous, old_run), "the first trainer serving", 180, procs=[first]
         )

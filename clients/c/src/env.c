@@ -38,19 +38,117 @@ bool mt_valid_run_id(const char *s) {
 static const char Z85[] =
     "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#";
 
+/* The next character of `s` (at `*i`, advanced past it) as Python reads a str from
+ * UTF-8: its code point, or, for a byte that does not start a valid UTF-8 sequence,
+ * 0xDC00 + the byte (os.environ's surrogateescape): lengths and the characters named
+ * are then Python's. */
+static unsigned long next_char(const unsigned char *s, size_t *i) {
+    unsigned char b = s[*i];
+    size_t n = b < 0x80 ? 1 : (b & 0xE0) == 0xC0 ? 2 : (b & 0xF0) == 0xE0 ? 3
+             : (b & 0xF8) == 0xF0 ? 4 : 0;
+    unsigned long cp = n == 1 ? b : n == 2 ? b & 0x1Fu : n == 3 ? b & 0x0Fu : b & 0x07u;
+    for (size_t k = 1; k < n; ++k) {
+        if ((s[*i + k] & 0xC0) != 0x80) n = 0; /* (a NUL stops here too) */
+        if (n == 0) break;
+        cp = cp << 6 | (s[*i + k] & 0x3Fu);
+    }
+    static const unsigned long least[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (n == 0 || cp < least[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
+        ++*i; /* (overlong, a surrogate, past Unicode: one byte escaped) */
+        return 0xDC00 + b;
+    }
+    *i += n;
+    return cp;
+}
+
+/* Append code point `cp` to `out` (at `*at`) as UTF-8. */
+static void put_utf8(char *out, size_t *at, unsigned long cp) {
+    if (cp < 0x80) {
+        out[(*at)++] = (char)cp;
+    } else if (cp < 0x800) {
+        out[(*at)++] = (char)(0xC0 | cp >> 6);
+        out[(*at)++] = (char)(0x80 | (cp & 0x3F));
+    } else if (cp < 0x10000) {
+        out[(*at)++] = (char)(0xE0 | cp >> 12);
+        out[(*at)++] = (char)(0x80 | (cp >> 6 & 0x3F));
+        out[(*at)++] = (char)(0x80 | (cp & 0x3F));
+    } else {
+        out[(*at)++] = (char)(0xF0 | cp >> 18);
+        out[(*at)++] = (char)(0x80 | (cp >> 12 & 0x3F));
+        out[(*at)++] = (char)(0x80 | (cp >> 6 & 0x3F));
+        out[(*at)++] = (char)(0x80 | (cp & 0x3F));
+    }
+}
+
+/* Whether Python's repr shows `cp` as itself: not the control and format characters,
+ * separators and surrogates a key pasted from elsewhere may carry (no-break and
+ * zero-width spaces, the byte-order mark, line separators, an escaped byte); the rest of
+ * Unicode's few non-printable characters are shown as they are. */
+static bool printable(unsigned long cp) {
+    return !(cp < 0x20 || (cp >= 0x7F && cp <= 0xA0) || cp == 0xAD || cp == 0x1680 ||
+             (cp >= 0x2000 && cp <= 0x200F) || (cp >= 0x2028 && cp <= 0x202F) ||
+             (cp >= 0x205F && cp <= 0x2064) || cp == 0x3000 || (cp >= 0xD800 && cp <= 0xDFFF) ||
+             cp == 0xFEFF);
+}
+
+char *mt_py_repr(const char *s) {
+    const unsigned char *u = (const unsigned char *)s;
+    size_t n = strlen(s);
+    char *out = malloc(n * 10 + 3); /* (at most \UXXXXXXXX per byte, the quotes) */
+    if (out == NULL) return NULL;
+    char quote = strchr(s, '\'') != NULL && strchr(s, '"') == NULL ? '"' : '\'';
+    size_t at = 0;
+    out[at++] = quote;
+    for (size_t i = 0; i < n;) {
+        unsigned long cp = next_char(u, &i);
+        const char *esc = cp == '\\' ? "\\\\" : cp == '\n' ? "\\n" : cp == '\r' ? "\\r"
+                        : cp == '\t' ? "\\t" : NULL;
+        if (esc != NULL) {
+            memcpy(out + at, esc, 2), at += 2;
+        } else if (cp == (unsigned long)quote) {
+            out[at++] = '\\', out[at++] = quote;
+        } else if (!printable(cp)) {
+            at += (size_t)sprintf(out + at, cp < 0x100 ? "\\x%02lx" : "\\u%04lx", cp);
+        } else {
+            put_utf8(out, &at, cp);
+        }
+    }
+    out[at++] = quote;
+    out[at] = '\0';
+    return out;
+}
+
 bool mt_z85_fault(const char *key, char *out, size_t size) {
-    size_t n = strlen(key);
+    const unsigned char *u = (const unsigned char *)key;
+    size_t n = 0, len = strlen(key);
+    for (size_t i = 0; i < len; ++n) next_char(u, &i); /* (characters, as Python's len) */
     if (n != 40) {
         snprintf(out, size, "40 characters, not %zu", n);
         return true;
     }
-    char wrong[256]; /* (each byte outside Z85 once, in the order of their values) */
+    /* each character outside Z85 once, in the order of their code points (Python's
+     * sorted set); 40 characters at most */
+    unsigned long wrong[40];
     size_t w = 0;
-    for (int ch = 1; ch < 256; ++ch)
-        if (strchr(key, ch) != NULL && strchr(Z85, ch) == NULL) wrong[w++] = (char)ch;
-    wrong[w] = '\0';
+    for (size_t i = 0; i < len;) {
+        unsigned long cp = next_char(u, &i);
+        bool known = cp < 128 && cp != 0 && strchr(Z85, (int)cp) != NULL;
+        for (size_t k = 0; k < w && !known; ++k) known = wrong[k] == cp;
+        if (known) continue;
+        size_t k = w++;
+        for (; k > 0 && wrong[k - 1] > cp; --k) wrong[k] = wrong[k - 1];
+        wrong[k] = cp;
+    }
     if (w > 0) {
-        snprintf(out, size, "Z85 characters only, not '%s'", wrong);
+        char chars[40 * 4 + 1];
+        size_t at = 0;
+        for (size_t k = 0; k < w; ++k) /* (an escaped byte as itself: repr escapes it) */
+            if (wrong[k] >= 0xDC80 && wrong[k] <= 0xDCFF) chars[at++] = (char)(wrong[k] - 0xDC00);
+            else put_utf8(chars, &at, wrong[k]);
+        chars[at] = '\0';
+        char *shown = mt_py_repr(chars);
+        snprintf(out, size, "Z85 characters only, not %s", shown != NULL ? shown : chars);
+        free(shown);
         return true;
     }
     for (size_t i = 0; i < 40; i += 5) {
@@ -262,22 +360,31 @@ mt_status mt_resolve_config(mt_client *c) {
     return st == MT_OK ? resolve_run_id(c, rendezvous) : st;
 }
 
-/* $MELISSA_TRAINER_KEY, stripped, into c->curve_keys (unset or blank: none), for
- * endpoints given without a rendezvous (melissa_trainer/client/config.py
- * resolve_receivers: the same rule and message); MT_EENV unless a 40-character Z85 key
- * (mt_z85_fault: else libzmq's bare "Invalid argument" at the socket option). */
+/* The receivers' CURVE key into c->curve_keys, for endpoints given without a rendezvous
+ * (melissa_trainer/client/config.py resolve_receivers: the same rule and message): the
+ * key of mt_set_curve_server_key (checked there; the variable is not read then), else
+ * $MELISSA_TRAINER_KEY, stripped (unset or blank: none), MT_EENV unless a 40-character
+ * Z85 key (mt_z85_fault: else libzmq's bare "Invalid argument" at the socket option). */
 static mt_status receivers_key(mt_client *c) {
-    const char *v = getenv(ENV_KEY);
-    if (blank(v)) return MT_OK;
-    char *key = strip(v, strlen(v));
+    char *key;
+    if (c->curve_key_arg != NULL) {
+        key = strdup(c->curve_key_arg);
+    } else {
+        const char *v = getenv(ENV_KEY);
+        if (blank(v)) return MT_OK;
+        key = strip(v, strlen(v));
+    }
     if (key == NULL) return mt_fail(c, MT_ENOMEM, "out of memory");
     char fault[320];
-    if (mt_z85_fault(key, fault, sizeof fault)) {
+    if (c->curve_key_arg == NULL && mt_z85_fault(key, fault, sizeof fault)) {
+        char *shown = mt_py_repr(key);
         mt_status st = mt_fail(c, MT_EENV, "the receivers' CURVE key (" ENV_KEY ") must be the "
-                                           "40-character Z85 public key, not '%s' (it must be "
+                                           "40-character Z85 public key, not %s (it must be "
                                            "%s): the trainer's curve_public_key, as its "
                                            "rendezvous files publish it (rank_N.json); or unset "
-                                           "it for receivers without CURVE", key, fault);
+                                           "it for receivers without CURVE",
+                               shown != NULL ? shown : key, fault);
+        free(shown);
         free(key);
         return st;
     }
@@ -285,7 +392,50 @@ static mt_status receivers_key(mt_client *c) {
         c->curve_keys[i] = i == 0 ? key : strdup(key);
         if (c->curve_keys[i] == NULL) return mt_fail(c, MT_ENOMEM, "out of memory");
     }
+    if (c->n_endpoints == 0) free(key);
     return MT_OK;
+}
+
+static int by_text(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* MT_OK unless mt_set_curve_server_key gave a key and a receiver of the rendezvous `dir`
+ * (just read into c->curve_keys) has another or none: then MT_EINVAL before anything
+ * connects, naming the keys the files publish and the fix (client/config.py: the same
+ * words, with the C names for Python's: drop mt_set_curve_server_key, NULL for None).
+ * The files give the running trainer's key; a key given may be an old run's. */
+static mt_status given_key_agrees(mt_client *c, const char *dir) {
+    const char *given = c->curve_key_arg;
+    bool same = true;
+    for (size_t i = 0; given != NULL && i < c->n_endpoints; ++i)
+        same = same && c->curve_keys[i] != NULL && strcmp(c->curve_keys[i], given) == 0;
+    if (same) return MT_OK;
+    const char **keys = malloc(c->n_endpoints * sizeof *keys);
+    mt_buf listed = {0};
+    char *shown = mt_py_repr(given);
+    if (keys == NULL || shown == NULL) {
+        free(keys), free(shown);
+        return mt_fail(c, MT_ENOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < c->n_endpoints; ++i)
+        keys[i] = c->curve_keys[i] != NULL ? c->curve_keys[i] : "NULL";
+    qsort(keys, c->n_endpoints, sizeof *keys, by_text); /* (sorted, each once: a set's) */
+    for (size_t i = 0; i < c->n_endpoints; ++i) {
+        if (i > 0 && strcmp(keys[i], keys[i - 1]) == 0) continue;
+        if (listed.len > 0) mt_buf_put(&listed, ", ", 2);
+        mt_buf_put(&listed, keys[i], strlen(keys[i]));
+    }
+    mt_buf_put(&listed, "", 1);
+    mt_status st = listed.oom ? mt_fail(c, MT_ENOMEM, "out of memory")
+                 : mt_fail(c, MT_EINVAL,
+                           "curve_server_key=%s is not the key the rendezvous %s publishes (%s; "
+                           "NULL: its receivers take plain connections): the rendezvous gives "
+                           "the running trainer's key, so drop mt_set_curve_server_key (or call "
+                           "mt_set_endpoints for receivers that take this key)",
+                           shown, dir, listed.data);
+    free(keys), free(shown), free(listed.data);
+    return st;
 }
 
 /* The endpoints (and, from a rendezvous directory, the CURVE key of each and the run id
@@ -298,7 +448,8 @@ static mt_status resolve_receivers(mt_client *c, const char **rendezvous) {
     }
     if (c->rendezvous_dir != NULL) {
         *rendezvous = c->rendezvous_dir;
-        return mt_fetch_endpoints(c, c->rendezvous_dir, c->rendezvous_timeout);
+        st = mt_fetch_endpoints(c, c->rendezvous_dir, c->rendezvous_timeout);
+        return st == MT_OK ? given_key_agrees(c, c->rendezvous_dir) : st;
     }
     const char *value = getenv(ENV_ENDPOINTS);
     if (!blank(value)) {
@@ -314,6 +465,7 @@ static mt_status resolve_receivers(mt_client *c, const char **rendezvous) {
         if (s == NULL) return mt_fail(c, MT_ENOMEM, "out of memory");
         *rendezvous = value; /* (the environment's string outlives this call) */
         st = mt_fetch_endpoints(c, s, c->rendezvous_timeout);
+        if (st == MT_OK) st = given_key_agrees(c, s);
         free(s);
         return st;
     }

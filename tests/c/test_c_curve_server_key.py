@@ -154,7 +154,9 @@ def test_a_key_other_than_the_rendezvous_errs_naming_the_fix(
 ) -> None:
     rv = tmp_path / "rendezvous"
     theirs = zmq.curve_keypair()[0].decode()
-    write_rendezvous(rv, 0, 1, "tcp://127.0.0.1:9", {"curve_public_key": theirs} if published else {})
+    write_rendezvous(
+        rv, 0, 1, "tcp://127.0.0.1:9", {"curve_public_key": theirs} if published else {}
+    )
     mine = zmq.curve_keypair()[0].decode()
     env = {"MELISSA_TRAINER_RENDEZVOUS": str(rv)} if rendezvous == "variable" else {}
     where = "" if env else f"rendezvous {rv} 10\n"
@@ -165,7 +167,10 @@ def test_a_key_other_than_the_rendezvous_errs_naming_the_fix(
     with pytest.raises(ConfigError) as python_error:
         Client(FIELDS, simulation_id=1, curve_server_key=mine)
     assert (code, message) == (MT_EINVAL, in_c_names(str(python_error.value))), result
-    assert "so drop mt_set_curve_server_key" in message and (theirs if published else "NULL") in message
+    assert (
+        "so drop mt_set_curve_server_key" in message
+        and (theirs if published else "NULL") in message
+    )
 
 
 @pytest.mark.timeout(120)
@@ -177,9 +182,7 @@ def test_the_published_key_given_again_streams(
     public, secret = zmq.curve_keypair()
     rv = tmp_path / "rendezvous"
     buffer = FIFOBuffer(16)
-    with running(
-        buffer=buffer, expected_simulations=1, curve_secret_key=secret, rendezvous_dir=rv
-    ):
+    with running(buffer=buffer, expected_simulations=1, curve_secret_key=secret, rendezvous_dir=rv):
         env = {"MELISSA_TRAINER_RENDEZVOUS": str(rv), "MELISSA_TRAINER_ATTEMPT": "1"}
         result = stream(script_exe, tmp_path, env, f"curve_key {public.decode()}")
         assert all(code == 0 for code, _ in result.values()), result

@@ -311,7 +311,8 @@ static mt_status given_key_agrees(mt_client *c, const char *dir) {
 }
 
 /* The endpoints (and, from a rendezvous directory, the CURVE key of each and the run id
- * it published); given endpoints take the CURVE key of $MELISSA_TRAINER_KEY. */
+ * it published, which a key given must be); given endpoints take the key given
+ * (mt_set_curve_server_key), else that of $MELISSA_TRAINER_KEY. */
 static mt_status resolve_receivers(mt_client *c, const char **rendezvous) {
     mt_status st;
     if (c->endpoints_arg != NULL) {

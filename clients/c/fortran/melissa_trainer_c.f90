@@ -18,7 +18,8 @@ module melissa_trainer_c
             mt_client_close_c, mt_client_close_message_c, mt_client_abort_c, mt_client_simulation_id_c, &
             mt_client_receivers_c, mt_client_parameter_c, mt_field_count_c, &
             mt_field_name_c, mt_field_size_c, mt_field_part_count_c, mt_set_part_offset_c, &
-            mt_predict_c, mt_predict_refusal_c, mt_set_serve_endpoints_c
+            mt_predict_c, mt_predict_refusal_c, mt_set_serve_endpoints_c, &
+            mt_set_curve_server_key_c
 
   !> mt_input and mt_output of melissa_trainer.h (mt_predict's arrays).
   type, bind(C), public :: mt_input_c
@@ -283,6 +284,13 @@ module melissa_trainer_c
       import :: c_ptr, c_int, c_char
       type(c_ptr), value :: c
       character(kind=c_char), intent(in) :: endpoints(*)
+      integer(c_int) :: status
+    end function
+    function mt_set_curve_server_key_c(c, key) bind(C, name="mt_set_curve_server_key") &
+        result(status)
+      import :: c_ptr, c_int, c_char
+      type(c_ptr), value :: c
+      character(kind=c_char), intent(in) :: key(*)
       integer(c_int) :: status
     end function
     function c_strlen(s) bind(C, name="strlen") result(n)

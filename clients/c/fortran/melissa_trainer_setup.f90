@@ -12,7 +12,7 @@ module melissa_trainer_setup
             mt_set_parameter, mt_set_send_timeout, mt_set_close_timeout, mt_set_batching, &
             mt_set_sndhwm, mt_set_reuse, mt_set_rank, mt_declare_field, mt_declare_part, &
             mt_declare_part_count, mt_start, mt_set_disconnected_timeout, &
-            mt_set_replay_bytes, mt_set_follow_timeout
+            mt_set_replay_bytes, mt_set_follow_timeout, mt_set_curve_server_key
 
   interface mt_declare_field
     module procedure declare_field_i32, declare_field_i64
@@ -124,6 +124,19 @@ contains
     integer, intent(out), optional :: ierr
     call mt_finish(client, int(mt_set_follow_timeout_c(client%handle, seconds)), &
                    'mt_set_follow_timeout', ierr)
+  end subroutine
+
+  !> The receivers' CURVE public key, 40 Z85 characters (mt_set_curve_server_key of
+  !> melissa_trainer.h): for endpoints given (mt_set_endpoints, MELISSA_TRAINER_ENDPOINTS)
+  !> it takes precedence over MELISSA_TRAINER_KEY; with a rendezvous it must be the key its
+  !> files publish (else MT_EINVAL at mt_start). A key that is not Z85: MT_EINVAL here.
+  !> Trailing blanks are dropped (a Fortran string's padding).
+  subroutine mt_set_curve_server_key(client, key, ierr)
+    type(mt_client_t), intent(inout) :: client
+    character(len=*), intent(in) :: key
+    integer, intent(out), optional :: ierr
+    call mt_finish(client, int(mt_set_curve_server_key_c(client%handle, c_string(key))), &
+                   'mt_set_curve_server_key', ierr)
   end subroutine
 
   !> Batching: payloads of at most bytes/2 are coalesced into messages of about `bytes`,

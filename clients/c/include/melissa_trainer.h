@@ -9,8 +9,9 @@
  * its id, parameters and the receivers' endpoints come from the environment
  * (MELISSA_TRAINER_SIMULATION_ID, MELISSA_TRAINER_PARAMETERS,
  * MELISSA_TRAINER_ENDPOINTS or MELISSA_TRAINER_RENDEZVOUS). Receivers with CURVE keys:
- * their public key in MELISSA_TRAINER_KEY, with MELISSA_TRAINER_ENDPOINTS or
- * mt_set_endpoints (a key not 40 Z85 characters: MT_EENV at mt_client_start); with a
+ * their public key by mt_set_curve_server_key or in MELISSA_TRAINER_KEY, with
+ * MELISSA_TRAINER_ENDPOINTS or mt_set_endpoints (a key not 40 Z85 characters: MT_EINVAL
+ * from mt_set_curve_server_key, MT_EENV at mt_client_start from the variable); with a
  * rendezvous directory, the key each rank_{r}.json file publishes (as the Python client:
  * MELISSA_TRAINER_KEY is not read then).
  *
@@ -132,7 +133,8 @@ mt_status mt_client_create(mt_client **out);
 
 /* Optional settings, before mt_client_start (each overrides the environment). */
 mt_status mt_set_simulation_id(mt_client *c, uint64_t simulation_id);
-/* comma-separated; with CURVE, the receivers' key in MELISSA_TRAINER_KEY */
+/* comma-separated; with CURVE, the receivers' key by mt_set_curve_server_key or in
+ * MELISSA_TRAINER_KEY */
 mt_status mt_set_endpoints(mt_client *c, const char *endpoints);
 mt_status mt_set_rendezvous(mt_client *c, const char *directory, double timeout_s);
 mt_status mt_set_parameter(mt_client *c, const char *name, double value); /* in order */
@@ -306,6 +308,21 @@ mt_status mt_set_replay_bytes(mt_client *c, uint64_t bytes);
  * in the rendezvous before it gives up (default 120, as the Python client's
  * follow_timeout; < 0 or +inf: no bound). */
 mt_status mt_set_follow_timeout(mt_client *c, double seconds);
+
+/* The receivers' CURVE public key, 40 Z85 characters (as zmq_curve_keypair writes it;
+ * the Python client's Client(curve_server_key=...)), before mt_client_start: for the
+ * endpoints of mt_set_endpoints or MELISSA_TRAINER_ENDPOINTS it takes precedence over
+ * MELISSA_TRAINER_KEY (not read then). Checked here, as the Python client checks it: a
+ * key of another length, with a character outside Z85, or whose 5-character groups
+ * overflow a 32-bit word is MT_EINVAL, nothing kept, the message in the Python client's
+ * words ("curve_server_key='...' must be 40 characters, not 39: the trainer's CURVE
+ * public key in Z85, ..."). With a rendezvous directory (mt_set_rendezvous,
+ * MELISSA_TRAINER_RENDEZVOUS), whose files publish the running trainer's key (a restarted
+ * one's, when followed), it must be the key every file publishes: another (or a
+ * receiver without CURVE) is MT_EINVAL at mt_client_start, before anything connects, the
+ * message naming the published keys and saying to drop mt_set_curve_server_key. NULL:
+ * none (the default). */
+mt_status mt_set_curve_server_key(mt_client *c, const char *key);
 
 /* For melissa_trainer_mpi.h (and other front ends), before mt_client_start: the
  * declared fields by index (declaration order), each field's global element count,

@@ -189,6 +189,29 @@ mt_status mt_set_max_message_bytes(mt_client *c, uint64_t bytes) {
     return MT_OK;
 }
 
+mt_status mt_set_curve_server_key(mt_client *c, const char *key) {
+    CHECK_SETUP(c);
+    char *copy = NULL, fault[320];
+    if (key != NULL && mt_z85_fault(key, fault, sizeof fault)) {
+        /* (now, not at the connect: libzmq would say only "Invalid argument"; the Python
+         * client's words, server_key.py check_server_key, with NULL and zmq_curve_keypair
+         * for its None and zmq.curve_keypair()[0]) */
+        char *shown = mt_py_repr(key);
+        if (shown == NULL) return mt_fail(c, MT_ENOMEM, "out of memory");
+        mt_status st = mt_fail(c, MT_EINVAL, "curve_server_key=%s must be %s: the trainer's "
+                                             "CURVE public key in Z85, as its rendezvous files "
+                                             "publish it (curve_public_key in rank_N.json) or "
+                                             "zmq_curve_keypair() gives it; or NULL for "
+                                             "receivers without CURVE", shown, fault);
+        free(shown);
+        return st;
+    }
+    if (key != NULL && (copy = strdup(key)) == NULL) return mt_fail(c, MT_ENOMEM, "out of memory");
+    free(c->curve_key_arg);
+    c->curve_key_arg = copy;
+    return MT_OK;
+}
+
 static mt_field *find_field(const mt_client *c, const char *name) {
     for (size_t i = 0; i < c->n_fields; ++i)
         if (strcmp(c->fields[i].name, name) == 0) return &c->fields[i];

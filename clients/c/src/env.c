@@ -34,36 +34,6 @@ bool mt_valid_run_id(const char *s) {
     return alnum;
 }
 
-/* The characters of a Z85 key, in the order of their values (ZeroMQ's RFC 32). */
-static const char Z85[] =
-    "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#";
-
-bool mt_z85_fault(const char *key, char *out, size_t size) {
-    size_t n = strlen(key);
-    if (n != 40) {
-        snprintf(out, size, "40 characters, not %zu", n);
-        return true;
-    }
-    char wrong[256]; /* (each byte outside Z85 once, in the order of their values) */
-    size_t w = 0;
-    for (int ch = 1; ch < 256; ++ch)
-        if (strchr(key, ch) != NULL && strchr(Z85, ch) == NULL) wrong[w++] = (char)ch;
-    wrong[w] = '\0';
-    if (w > 0) {
-        snprintf(out, size, "Z85 characters only, not '%s'", wrong);
-        return true;
-    }
-    for (size_t i = 0; i < 40; i += 5) {
-        unsigned long long word = 0; /* (5 digits base 85: at most 85^5 - 1 < 2^33) */
-        for (size_t j = i; j < i + 5; ++j) word = word * 85 + (size_t)(strchr(Z85, key[j]) - Z85);
-        if (word >= 1ULL << 32) {
-            snprintf(out, size, "Z85 (each 5 characters encode a 32-bit word)");
-            return true;
-        }
-    }
-    return false;
-}
-
 /* `s` without leading and trailing whitespace, as a new string (NULL: no memory). */
 static char *strip(const char *s, size_t n) {
     while (n && isspace((unsigned char)*s)) ++s, --n;
@@ -262,22 +232,31 @@ mt_status mt_resolve_config(mt_client *c) {
     return st == MT_OK ? resolve_run_id(c, rendezvous) : st;
 }
 
-/* $MELISSA_TRAINER_KEY, stripped, into c->curve_keys (unset or blank: none), for
- * endpoints given without a rendezvous (melissa_trainer/client/config.py
- * resolve_receivers: the same rule and message); MT_EENV unless a 40-character Z85 key
- * (mt_z85_fault: else libzmq's bare "Invalid argument" at the socket option). */
+/* The receivers' CURVE key into c->curve_keys, for endpoints given without a rendezvous
+ * (melissa_trainer/client/config.py resolve_receivers: the same rule and message): the
+ * key of mt_set_curve_server_key (checked there; the variable is not read then), else
+ * $MELISSA_TRAINER_KEY, stripped (unset or blank: none), MT_EENV unless a 40-character
+ * Z85 key (mt_z85_fault: else libzmq's bare "Invalid argument" at the socket option). */
 static mt_status receivers_key(mt_client *c) {
-    const char *v = getenv(ENV_KEY);
-    if (blank(v)) return MT_OK;
-    char *key = strip(v, strlen(v));
+    char *key;
+    if (c->curve_key_arg != NULL) {
+        key = strdup(c->curve_key_arg);
+    } else {
+        const char *v = getenv(ENV_KEY);
+        if (blank(v)) return MT_OK;
+        key = strip(v, strlen(v));
+    }
     if (key == NULL) return mt_fail(c, MT_ENOMEM, "out of memory");
     char fault[320];
-    if (mt_z85_fault(key, fault, sizeof fault)) {
+    if (c->curve_key_arg == NULL && mt_z85_fault(key, fault, sizeof fault)) {
+        char *shown = mt_py_repr(key);
         mt_status st = mt_fail(c, MT_EENV, "the receivers' CURVE key (" ENV_KEY ") must be the "
-                                           "40-character Z85 public key, not '%s' (it must be "
+                                           "40-character Z85 public key, not %s (it must be "
                                            "%s): the trainer's curve_public_key, as its "
                                            "rendezvous files publish it (rank_N.json); or unset "
-                                           "it for receivers without CURVE", key, fault);
+                                           "it for receivers without CURVE",
+                               shown != NULL ? shown : key, fault);
+        free(shown);
         free(key);
         return st;
     }
@@ -285,11 +264,55 @@ static mt_status receivers_key(mt_client *c) {
         c->curve_keys[i] = i == 0 ? key : strdup(key);
         if (c->curve_keys[i] == NULL) return mt_fail(c, MT_ENOMEM, "out of memory");
     }
+    if (c->n_endpoints == 0) free(key);
     return MT_OK;
 }
 
+static int by_text(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* MT_OK unless mt_set_curve_server_key gave a key and a receiver of the rendezvous `dir`
+ * (just read into c->curve_keys) has another or none: then MT_EINVAL before anything
+ * connects, naming the keys the files publish and the fix (client/config.py: the same
+ * words, with the C names for Python's: drop mt_set_curve_server_key, NULL for None).
+ * The files give the running trainer's key; a key given may be an old run's. */
+static mt_status given_key_agrees(mt_client *c, const char *dir) {
+    const char *given = c->curve_key_arg;
+    bool same = true;
+    for (size_t i = 0; given != NULL && i < c->n_endpoints; ++i)
+        same = same && c->curve_keys[i] != NULL && strcmp(c->curve_keys[i], given) == 0;
+    if (same) return MT_OK;
+    const char **keys = malloc(c->n_endpoints * sizeof *keys);
+    mt_buf listed = {0};
+    char *shown = mt_py_repr(given);
+    if (keys == NULL || shown == NULL) {
+        free(keys), free(shown);
+        return mt_fail(c, MT_ENOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < c->n_endpoints; ++i)
+        keys[i] = c->curve_keys[i] != NULL ? c->curve_keys[i] : "NULL";
+    qsort(keys, c->n_endpoints, sizeof *keys, by_text); /* (sorted, each once: a set's) */
+    for (size_t i = 0; i < c->n_endpoints; ++i) {
+        if (i > 0 && strcmp(keys[i], keys[i - 1]) == 0) continue;
+        if (listed.len > 0) mt_buf_put(&listed, ", ", 2);
+        mt_buf_put(&listed, keys[i], strlen(keys[i]));
+    }
+    mt_buf_put(&listed, "", 1);
+    mt_status st = listed.oom ? mt_fail(c, MT_ENOMEM, "out of memory")
+                 : mt_fail(c, MT_EINVAL,
+                           "curve_server_key=%s is not the key the rendezvous %s publishes (%s; "
+                           "NULL: its receivers take plain connections): the rendezvous gives "
+                           "the running trainer's key, so drop mt_set_curve_server_key (or call "
+                           "mt_set_endpoints for receivers that take this key)",
+                           shown, dir, listed.data);
+    free(keys), free(shown), free(listed.data);
+    return st;
+}
+
 /* The endpoints (and, from a rendezvous directory, the CURVE key of each and the run id
- * it published); given endpoints take the CURVE key of $MELISSA_TRAINER_KEY. */
+ * it published, which a key given must be); given endpoints take the key given
+ * (mt_set_curve_server_key), else that of $MELISSA_TRAINER_KEY. */
 static mt_status resolve_receivers(mt_client *c, const char **rendezvous) {
     mt_status st;
     if (c->endpoints_arg != NULL) {
@@ -298,7 +321,8 @@ static mt_status resolve_receivers(mt_client *c, const char **rendezvous) {
     }
     if (c->rendezvous_dir != NULL) {
         *rendezvous = c->rendezvous_dir;
-        return mt_fetch_endpoints(c, c->rendezvous_dir, c->rendezvous_timeout);
+        st = mt_fetch_endpoints(c, c->rendezvous_dir, c->rendezvous_timeout);
+        return st == MT_OK ? given_key_agrees(c, c->rendezvous_dir) : st;
     }
     const char *value = getenv(ENV_ENDPOINTS);
     if (!blank(value)) {
@@ -314,6 +338,7 @@ static mt_status resolve_receivers(mt_client *c, const char **rendezvous) {
         if (s == NULL) return mt_fail(c, MT_ENOMEM, "out of memory");
         *rendezvous = value; /* (the environment's string outlives this call) */
         st = mt_fetch_endpoints(c, s, c->rendezvous_timeout);
+        if (st == MT_OK) st = given_key_agrees(c, s);
         free(s);
         return st;
     }

@@ -121,6 +121,7 @@ struct mt_client {
     uint64_t simulation_id;
     char *endpoints_arg;      /* mt_set_endpoints, comma-separated */
     char *rendezvous_dir;     /* mt_set_rendezvous */
+    char *curve_key_arg;      /* mt_set_curve_server_key, checked (NULL: none) */
     char *rendezvous_used;    /* the directory the endpoints came from (NULL: given) */
     double rendezvous_timeout;
     char *run_id;             /* the run the HELLO names (NULL: none), set at start */
@@ -259,8 +260,12 @@ int mt_cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, double deadline)
 void mt_format_double(double v, char out[32]);
 bool mt_utf8_valid(const char *s, size_t n);
 /* Whether `key` is not a 40-character Z85 CURVE key, and then what it must be, into `out`
- * (env.c; melissa_trainer/client/server_key.py z85_fault, word for word). */
+ * (z85.c; melissa_trainer/client/server_key.py z85_fault, word for word). */
 bool mt_z85_fault(const char *key, char *out, size_t size);
+/* Python's repr of the UTF-8 string `s` ('...', or "..." when it holds ' and no "; \\,
+ * \n, \t, control characters escaped; a byte not UTF-8 as \udcXX), in a new string (to
+ * free; NULL: no memory): the messages that quote a key as the Python client's do (z85.c). */
+char *mt_py_repr(const char *s);
 
 /* encode.c */
 typedef struct mt_buf {

@@ -219,6 +219,7 @@ static void free_client(mt_client *c) {
     mt_predict_free(c);
     free(c->endpoints_arg);
     free(c->rendezvous_dir);
+    free(c->curve_key_arg);
     free(c->rendezvous_used);
     free(c->run_id);
     for (size_t i = 0; i < c->n_params; ++i) free(c->params[i].name);

@@ -4,6 +4,7 @@
  * send with seed s is (s * 31 + j * 7) & 255 (bool: (s + j) & 1), the same in Python.
  *
  *   id N | endpoints E | rendezvous DIR TIMEOUT | param NAME VALUE | batching BYTES DELAY
+ *   curve_key KEY (mt_set_curve_server_key; NULL: none)
  *   sndhwm N | reuse immediate|next | send_timeout S | close_timeout S | rank R SIZE
  *   disconnected_timeout S | follow_timeout S | replay_bytes N
  *   max_bytes N | field NAME DTYPE NDIM D0 .. | part NAME OFFSET COUNT
@@ -111,6 +112,8 @@ int main(int argc, char **argv) {
             st = mt_set_simulation_id(c, strtoull(rest, NULL, 10));
         } else if (strcmp(cmd, "endpoints") == 0) {
             st = mt_set_endpoints(c, rest);
+        } else if (strcmp(cmd, "curve_key") == 0) { /* (NULL: none) */
+            st = mt_set_curve_server_key(c, strcmp(rest, "NULL") == 0 ? NULL : rest);
         } else if (strcmp(cmd, "rendezvous") == 0) {
             double t = 0;
             sscanf(rest, "%1023s %lf", a, &t);

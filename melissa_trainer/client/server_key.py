@@ -41,7 +41,7 @@ def check_server_key(key: object, name: str = "curve_server_key") -> str:
 def z85_fault(text: str) -> str | None:
     """What `text` must be and is not to be a 40-character Z85 CURVE key (None: it is
     one): the words of `check_server_key` and of the env key's check (`config`), which
-    the C client's (clients/c/src/env.c key_fault) says alike."""
+    the C client's (clients/c/src/z85.c mt_z85_fault) says alike."""
     if len(text) != 40:
         return f"40 characters, not {len(text)}"
     if set(text) - set(Z85_ALPHABET):

@@ -145,7 +145,7 @@ def test_close_gives_up_on_a_dead_receiver_within_the_disconnected_timeout() -> 
         with pytest.raises(TimeoutError) as info:
             client.close()
         took = time.monotonic() - started
-    assert took < 10  # close_timeout is 1800 s
+    assert took < 30  # close_timeout is 1800 s (30 s: a loaded machine's slow close)
     message = str(info.value)
     assert f"to {endpoint}: the receiver is unreachable, disconnected for" in message
     assert "simulation 2 rank 0: " in message and "disconnected_timeout=1.0 s" in message

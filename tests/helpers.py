@@ -321,6 +321,17 @@ def running(
         rec.stop()
 
 
+def handled(receiver: Receiver) -> int:
+    """The messages `receiver` has read and handled: the count as of its ingester's
+    last empty poll (its idle clock's, `watchdog.IdleClock`), which comes only once
+    every message read before it was decoded and handled. ``telemetry()["messages"]``
+    counts a message as it is read, before that (its sample put, its duplicate or its
+    rejection counted): a test that waits for that count and then reads the other
+    counters may read them one message short. Once this count reaches N, the
+    telemetry of those N messages is final (0 before the first empty poll)."""
+    return max(receiver._idle._messages, 0)
+
+
 class Keys:
     """`process_sample` for samples with fields ``x`` and ``y`` that records the
     (simulation, step) of each sample trained on, in order (`seen`): the oracle of the

@@ -1,16 +1,15 @@
 """What the client API's tests against real PULL sockets share (test_client_*.py): `Receiver`,
-a PULL socket bound on 127.0.0.1 that decodes what it receives with `wire.decode`; a free
-port with nothing listening (`free_port`); a valid field specification (`GOOD`); the
-shapes of a one-frame and a two-frame array. The fixtures `zctx` and `receiver` are in
+a PULL socket bound on 127.0.0.1 that decodes what it receives with `wire.decode`; a
+port with nothing listening, held for the test (`free_port`); a valid field specification
+(`GOOD`); the shapes of a one-frame and a two-frame array. The fixtures `zctx` and `receiver` are in
 conftest.py.
 """
 
 from __future__ import annotations
 
-import socket
-
 import numpy as np
 import zmq
+from held_ports import held_port
 
 from melissa_trainer import wire as p
 
@@ -75,9 +74,13 @@ class Receiver:
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A port of 127.0.0.1 where connections are refused until a zmq socket binds it
+    (`held_ports.held_port`: held until the test ends). Not one bound and closed: its
+    clients connect to it for seconds before the test binds it (or never do), and a
+    port merely freed may meanwhile be taken by another test's bind to port 0 (the
+    test's bind then fails, or its client talks to that test's socket) or picked as
+    the local port of a connect (a client connected to itself)."""
+    return held_port()
 
 
 GOOD = {"u": ((2, 3), "float32")}

@@ -141,7 +141,9 @@ def test_a_silent_follow_socket_changes_nothing_and_the_watch_stops_at_once(
         assert silent.poll(30_000), "the watch did not ask"
         started = time.monotonic()
         watch.stop()
-        assert time.monotonic() - started < 1.0
+        # at once: within its STOP_SLICE, not its ask's WATCH_TIMEOUT of 60 s (bounded at
+        # 30 s: a loaded machine may take seconds to wake and join the thread)
+        assert time.monotonic() - started < 30.0
         assert watch.ended.is_set() and watch.admitted is None and told == []
     finally:
         silent.close(linger=0)

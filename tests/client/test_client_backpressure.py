@@ -111,7 +111,9 @@ def test_close_reports_undelivered_messages() -> None:
     started = time.monotonic()
     with pytest.raises(TimeoutError, match="not delivered within close_timeout=0.3"):
         c.close()
-    assert time.monotonic() - started < 3
+    # its close_timeout, not disconnected_timeout's 60 s (bounded at 20 s: a loaded
+    # machine may take seconds to close)
+    assert time.monotonic() - started < 20
 
 
 @pytest.mark.timeout(30)
@@ -133,7 +135,7 @@ def test_close_with_the_callers_context_says_when_nothing_was_delivered() -> Non
         began = time.monotonic()
         with pytest.raises(TimeoutError, match="not delivered within close_timeout=0.5"):
             client.close()
-        assert time.monotonic() - began < 5
+        assert time.monotonic() - began < 20  # (as above: not 60 s)
     finally:
         context.term()
 

@@ -141,7 +141,8 @@ def test_fetch_endpoints_errors(tmp_path: Path) -> None:
     started = time.monotonic()
     with pytest.raises(TimeoutError, match=r"world_size 2, ranks \[1\] missing"):
         fetch_endpoints(tmp_path, timeout=0.3)
-    assert 0.3 <= time.monotonic() - started < 2
+    # its timeout, not the default 60 s (bounded at 30 s: a loaded machine is slow)
+    assert 0.3 <= time.monotonic() - started < 30
     write_rank_file(tmp_path, 1, 3, "tcp://b:1")  # a stale file of another run
     with pytest.raises(TimeoutError, match="disagree on world_size"):
         fetch_endpoints(tmp_path, timeout=0.05)

@@ -145,7 +145,7 @@ def test_close_gives_up_on_a_dead_receiver_within_the_disconnected_timeout() -> 
         with pytest.raises(TimeoutError) as info:
             client.close()
         took = time.monotonic() - started
-    assert took < 10  # close_timeout is 1800 s
+    assert took < 30  # close_timeout is 1800 s (30 s: a loaded machine's slow close)
     message = str(info.value)
     assert f"to {endpoint}: the receiver is unreachable, disconnected for" in message
     assert "simulation 2 rank 0: " in message and "disconnected_timeout=1.0 s" in message
@@ -223,8 +223,11 @@ SIMULATIONS, STEPS = 4, 12
 @pytest.mark.parametrize(
     "launcher",
     [
-        {"simulation_timeout": 2.0},
-        {"silence_floor": 1.0, "startup_timeout": 2.0},  # "auto"
+        # (the start-up bounded apart, at 60 s: a solver's imports and connect took over
+        # 2 s at load 16, and every attempt was killed before its first message; the
+        # pause comes mid-stream, where the 2 s and the derived bounds apply)
+        {"simulation_timeout": 2.0, "startup_timeout": 60.0},
+        {"silence_floor": 1.0, "startup_timeout": 60.0},  # "auto"
     ],
     ids=["explicit-timeout", "derived-timeout"],
 )

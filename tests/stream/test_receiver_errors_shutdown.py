@@ -152,7 +152,9 @@ def test_stop_while_blocked_in_put_is_prompt_and_releases_the_socket() -> None:
             wait_until(lambda: tel(rec, "messages") >= 3 and len(buf) == 1, "the condition", 10.0)
             t0 = time.monotonic()
             rec.stop()
-            assert time.monotonic() - t0 < 2.0
+            # prompt: within put_timeout, not stop_timeout's 10 s join of a thread blocked
+            # in put (bounded at 8 s: a loaded machine may take seconds to close)
+            assert time.monotonic() - t0 < 8.0
             assert rec._thread is not None and not rec._thread.is_alive()
             assert rec._socket is None and rec._context is None
             rec.stop()  # idempotent

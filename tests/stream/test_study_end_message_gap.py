@@ -113,7 +113,9 @@ def test_a_rank_that_lacks_a_finished_simulation_fails_naming_it_and_the_fix() -
         send_study_end([rec.endpoint], [0, 1, 2])
         wait_until(lambda: failure(rec) is not None, "rank 1's failure", 20.0)
         message = failure(rec)
-        assert buf.closed  # the reader is woken: `check` tells it why
+        # the reader is woken: `check` tells it why (the error is stored first, then the
+        # buffer closed, so that a reader woken by the close finds it: a wait, not a read)
+        wait_until(lambda: buf.closed, "the buffer closed", 20.0)
     assert message is not None
     assert "the stream receiver of rank 1 failed: the study has ended" in message
     assert "rank 1 lacks the data of 1 of the 3 simulations whose process ended" in message

@@ -166,8 +166,16 @@ def test_a_launch_that_times_out_is_killed_with_its_children(tmp_path: Path) -> 
     too, as `accelerate launch`'s ranks must (killing the launcher alone left them)."""
     pid_file = tmp_path / "child.pid"
     script = f"sleep 60 & echo $! > {pid_file}.tmp && mv {pid_file}.tmp {pid_file}; wait"
-    with pytest.raises(subprocess.TimeoutExpired):
-        run_group(["sh", "-c", script], timeout=2)
+    timeout = 2.0
+    while True:
+        with pytest.raises(subprocess.TimeoutExpired):
+            run_group(["sh", "-c", script], timeout=timeout)
+        if pid_file.exists():
+            break
+        # the timeout came before the shell had started its child and written its pid (a
+        # loaded machine: two process starts in 2 s): again, with twice the time
+        assert timeout < 32, f"the shell wrote no pid within {timeout:g} s"
+        timeout *= 2
     child = int(pid_file.read_text())
     wait_until(
         lambda: not Path(f"/proc/{child}").exists() or b"Z" in _state(child),

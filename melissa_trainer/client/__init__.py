@@ -15,7 +15,8 @@ standard library only) with it. Modules: `client` (`Client`), `config` (what a c
 is told: its simulation id, receivers, parameters), `tuning` (how it sends:
 `ClientTuning`), `sending` (`Client.send` and `flush`), `transport` (how its
 messages reach the receivers: the sockets, a step's send, `flush`, the BYE and
-`close`'s waits), `send_arrays` (a send's
+`close`'s waits), `send_wait` (how a blocked send waits; the errors it gives up with
+in `send_errors`), `send_arrays` (a send's
 arrays, checked and placed over MPI ranks), `field_part` (prebuilt headers), `outbox`
 (small payloads coalesced into BATCH messages), `held` (large arrays sent without a
 copy, `array_reuse`), `fast_send` (the usual send, specialized), `predict`

@@ -49,6 +49,8 @@ Once a receiver has been disconnected a few seconds (`patience.notice_after`), a
 blocked send logs one warning, as a close does (`closing.waiting_notice`, through
 `notice`): what it waits for, how long in all, the settings that shorten it.
 
+The errors a send gives up with are defined in `send_errors` (importable from here).
+
 Not thread-safe: used by the client's thread, holding its socket lock.
 """
 
@@ -60,9 +62,10 @@ from typing import TYPE_CHECKING, TypeVar
 
 import zmq
 
-from melissa_trainer.client.gave_up import Preempted, run_again, stop_sentence
+from melissa_trainer.client.gave_up import run_again, stop_sentence
 from melissa_trainer.client.handshake import Handshakes, down_note, never_note, pending_note
 from melissa_trainer.client.patience import SLICE, PeerWatch, notice_due
+from melissa_trainer.client.send_errors import ReceiverGone, SendPreempted, StoppedForGood
 from melissa_trainer.client.sockets import arm_slice
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -87,51 +90,6 @@ LOOK_EVERY = 0.5
 #: arguments after the rendezvous it follows in (None: none), the `time.monotonic()`
 #: its wait began, and before "sending time step 7" (what it does)
 SendNotice = Callable[[str | None, float, tuple[str, ...], float, float | None, str, str], None]
-
-
-class ReceiverGone(TimeoutError):
-    """A blocked send gave up: a receiver stayed disconnected for `disconnected_timeout`
-    seconds (the trainer died, or its node). A `TimeoutError`, as `send` documents."""
-
-
-class SendPreempted(ReceiverGone, Preempted):
-    """A blocked send gave up on a receiver gone whose trainer's stop record says it was
-    preempted (`SendWait.preempted`): its message says so where a `ReceiverGone`'s says
-    "the trainer died, or its node", in a close's words (`closing.TrainerPreempted`). A
-    client that follows restarted trainers waits for the resumed one, and if none comes
-    says so and what to do (`closing.follow_gave_up`)."""
-
-
-class StoppedForGood(ReceiverGone):
-    """A blocked send gave up on a receiver disconnected whose trainer's stop record says
-    that the run ended or failed (`StopRecords.for_good`): no trainer comes back there,
-    so a client that follows restarted trainers raises it at once rather than wait
-    `follow_timeout` for one (`following`). The message is the close's sentence
-    (`gave_up.stop_sentence`).
-
-    Attributes:
-        said: the record's parts.
-    """
-
-    def __init__(self, message: str, said: StopSaid) -> None:
-        super().__init__(message)
-        self.said = said
-
-    def __reduce__(self) -> tuple[type[StoppedForGood], tuple[str, StopSaid]]:
-        # Exceptions pickle as ``type(*args)``: without this, one raised in a
-        # multiprocessing/concurrent.futures worker could not be sent back to its parent
-        return type(self), (str(self.args[0]), self.said)
-
-    @classmethod
-    def of(cls, said: StopSaid) -> type[StoppedForGood]:
-        """The subclass to raise for `said`: the one whose other base is ``said.error``
-        (its kind's, defined once in `stopped`, which made `said`: `SimulationNotNeeded`,
-        `SimulationRefused`, `TrainerStopped`), so that what catches a close's error
-        catches a send's too; this class if none is."""
-        for kind in cls.__subclasses__():
-            if said.error in kind.__bases__:  # (not issubclass: SimulationNotNeeded is a
-                return kind  # TrainerStopped, whose kind is another)
-        return cls
 
 
 class SendWait:

@@ -83,6 +83,8 @@ What the study does about it, in order:
   at most `EXCUSE_AGE` old by its ``alive``, rewritten every `REFRESH` s whatever the
   launcher's poll_interval, or else the start-up allowance, `other_rank_excuse`:
   `rank0_excuse`) fails the wait, naming rank 0's state when known.
+
+What another rank says of rank 0's state, from its progress file, is `progress_words`'s.
 """
 
 from __future__ import annotations
@@ -92,7 +94,6 @@ from pathlib import Path
 from typing import Any
 
 from melissa_trainer.buffers import Buffer
-from melissa_trainer.common.words import plural
 from melissa_trainer.launcher import Launcher
 from melissa_trainer.stream.starvation_watch import (
     REPORT_AFTER,
@@ -101,14 +102,19 @@ from melissa_trainer.stream.starvation_watch import (
     starved_words,
 )
 from melissa_trainer.stream.stream_source import StreamSource
-from melissa_trainer.stream.watchdog import SilenceExcuse
 from melissa_trainer.study.launch import other_rank_excuse
 from melissa_trainer.study.progress import (
-    EXCUSE_AGE,
-    REFRESH,
     clear_starving,
     read_progress,
     report_starving,
+)
+from melissa_trainer.study.progress_words import (
+    counted,
+    failed_words,
+    launcher_words,
+    rank0_excuse,
+    rank0_words,
+    seconds,
 )
 
 __all__ = [
@@ -164,14 +170,14 @@ class DeadlockCheck:
             return None
         where = (
             "in the step agreement"
-            if _seconds(progress.get("own_work_for")) is None
+            if seconds(progress.get("own_work_for")) is None
             else "in a hook or an action, a collective in it or after it waiting for every rank"
         )
         return (
             f"No simulation runs; rank 0's receiver has waited for room in its buffer for "
             f"{float(progress['backpressured_for']):.0f} s (its training waits for rank "
             f"{self.rank} {where}, so it takes nothing in), and its launcher "
-            f"starts none of the {_counted(progress.get('pending'), 'simulation')} left: "
+            f"starts none of the {counted(progress.get('pending'), 'simulation')} left: "
             f"{progress.get('exited')} that ended await their data on rank 0, more than its "
             f"bound of {progress.get('bound')} (2 x job_limit, raised for this starved rank: "
             f"the bound keeps short simulations' data from queueing without limit in "
@@ -185,10 +191,10 @@ class DeadlockCheck:
         else the least of ``away_for`` and ``own_work_ago`` (those given) >= max(grace,
         `AWAY_FACTOR` x ``away_max``); True when its progress gives neither (an older
         rank 0's, or no read nor own work yet)."""
-        if _seconds(progress.get("own_work_for")) is not None and not ahead(progress, mine):
+        if seconds(progress.get("own_work_for")) is not None and not ahead(progress, mine):
             return False  # (a hook, an action: it comes back by itself, then reads)
-        away, longest = _seconds(progress.get("away_for")), _seconds(progress.get("away_max"))
-        out = _seconds(progress.get("own_work_ago"))  # (no read yet: since its own work)
+        away, longest = seconds(progress.get("away_for")), seconds(progress.get("away_max"))
+        out = seconds(progress.get("own_work_ago"))  # (no read yet: since its own work)
         times = [t for t in (away, out) if t is not None]
         if not times:
             return True
@@ -219,120 +225,6 @@ def ahead(progress: dict[str, Any], mine: int | None) -> bool:
     if mine is None or isinstance(reads, bool) or not isinstance(reads, int):
         return False
     return mine > 0 and reads >= mine
-
-
-def _seconds(value: Any) -> float | None:
-    """`value` as seconds, or None when it is no number (None, or a bool)."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value)
-
-
-def _age(progress: dict[str, Any], now: float | None = None, key: str = "written") -> float | None:
-    """Seconds since rank 0 wrote `progress` (its ``written``, or the time `key` names:
-    wall-clock), as of `now` (default: now); None when the file gives no time."""
-    written = _seconds(progress.get(key))
-    return None if written is None else max(0.0, (time.time() if now is None else now) - written)
-
-
-def failed_words(
-    progress: dict[str, Any] | None, rank: int, world: int, wanted: int, now: float | None = None
-) -> str | None:
-    """The message of a rank other than 0 whose wait for a batch of `wanted` samples
-    ends because rank 0 published the study's failure (``failed``, `study.progress`),
-    led by the launcher's words as rank 0's own error says them ("the simulation study
-    failed: ..."), or None when it did not. `now`: wall-clock seconds (default: now)."""
-    failure = None if progress is None else progress.get("failed")
-    if not isinstance(failure, str) or not failure:
-        return None
-    assert progress is not None
-    age = _age(progress, now)
-    when = "" if age is None else f", {age:.0f} s ago"
-    return (
-        f"the simulation study failed: {failure}\n(rank {rank} of {world} was told by rank "
-        f"0's progress file{when}, while it waited for a batch of {wanted} samples that the "
-        f"failed study will not send; rank 0, which waits for this rank in the step "
-        f"agreement, stops with it)"
-    )
-
-
-def rank0_excuse(
-    progress: dict[str, Any] | None,
-    idle: float,
-    fallback: SilenceExcuse | None,
-    now: float | None = None,
-) -> str | None:
-    """What explains another rank's silence of `idle` s, from what rank 0 published
-    (`study.progress`), or None: rank 0's ``explained`` while at most `EXCUSE_AGE` old
-    by its ``alive`` (rank 0 beats it every `REFRESH` s while set, whatever its poll:
-    `ProgressFile.beat`; ``written`` in an older rank 0's file); a file not known
-    (None), or one without a time or older than that (a rank 0 that stopped beating,
-    an earlier run's file), is answered by `fallback` (the
-    launcher's start-up allowance, bounded by `idle`; None: nothing explains it). `now`:
-    wall-clock seconds (default: now)."""
-    if progress is not None:
-        beat = "alive" if _seconds(progress.get("alive")) is not None else "written"
-        age = _age(progress, now, beat)
-        if age is not None and age <= EXCUSE_AGE:
-            explained = progress.get("explained")
-            return f"rank 0's launcher says: {explained}" if explained else None
-    return None if fallback is None else fallback(idle)
-
-
-def rank0_words(progress: dict[str, Any] | None, rank: int, now: float | None = None) -> str:
-    """What rank 0 published (`study.progress`), as a sentence for another rank's
-    message ("" on rank 0 itself, whose own launcher `launcher_words` says), said as of
-    how long ago when older than a rewrite's period (`REFRESH` + 1 s: rank 0 rewrites
-    it that often while held back or a silence is explained, else at each change; a
-    failed or stuck rank 0's last word may be minutes old). `now`: wall-clock seconds
-    (default: now)."""
-    if progress is None:
-        return "Rank 0's state is not known here. "
-    age = _age(progress, now)
-    if age is not None and age > REFRESH + 1.0:
-        return f"As rank 0 last published it, {age:.0f} s ago: {_state_words(progress, rank)}"
-    return _state_words(progress, rank)
-
-
-def _counted(value: Any, noun: str) -> str:
-    """`plural` of a count of rank 0's file; else as read (absent: "?"), nouns plural."""
-    return plural(value, noun) if type(value) is int else f"{value} {noun}s"
-
-
-def _state_words(progress: dict[str, Any], rank: int) -> str:
-    """What `rank0_words` says of rank 0's state, as of its file's ``written``."""
-    held = progress.get("backpressured_for")
-    counts = (
-        f"{_counted(progress.get('jobs_alive', '?'), 'job')} alive, "
-        f"{_counted(progress.get('pending', '?'), 'simulation')} pending, "
-        f"{progress.get('finished', '?')} finished"
-    )
-    own = _seconds(progress.get("own_work_for"))
-    busy = (
-        ""
-        if own is None
-        else f"Rank 0's training has been in a hook or an action (a log, a validation, a "
-        f"save) for {own:.0f} s. "
-    )
-    if held is None:
-        return f"Rank 0's launcher: {counts}. {busy}"
-    return (
-        f"Rank 0's receiver has waited for room in its buffer for {float(held):.0f} s "
-        f"(back-pressure: it waits for rank {rank}, in the step agreement), and its launcher "
-        f"starts no more: {counts}. {busy}"
-    )
-
-
-def launcher_words(summary: dict[str, float], jobs_alive: int, backpressured: bool) -> str:
-    """Rank 0's own launcher, as a sentence for its message."""
-    held = "its receiver waits for room in its buffer; " if backpressured else ""
-    return (
-        f"Rank 0's launcher: {held}{plural(jobs_alive, 'job')} alive, "
-        f"{plural(int(summary.get('pending', 0)), 'simulation')} pending, "
-        f"{int(summary.get('finished', 0))} finished (the other ranks' "
-        f"state is not known here: one whose buffer is full waits for this one in the step "
-        f"agreement). "
-    )
 
 
 def study_watch(

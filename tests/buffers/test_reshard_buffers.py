@@ -1,91 +1,29 @@
 """Resharding buffer snapshots from k ranks to m (`melissa_trainer.buffers.reshard`).
 
 Each sample carries a unique ``uid``; the oracle is the set of uids each old rank held,
-retained and had pending, tracked here, independently of the function under test.
+retained and had pending, tracked here, independently of the function under test
+(tests/buffers/reshard_snapshots.py). Capacity and a reservoir's draws:
+test_reshard_capacity.py; snapshots read from files: test_reshard_files.py.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from safetensors import SafetensorError
+from reshard_snapshots import KINDS, make, old_rank, reservoir_draws, sample, uids
 
-from melissa_trainer.buffers import (
-    Buffer,
-    FIFOBuffer,
-    FIROBuffer,
-    RateLimiter,
-    ReservoirBuffer,
-    read_snapshot,
-)
-from melissa_trainer.buffers._state import LazyArrays, write_files
-from melissa_trainer.buffers.reshard import ShareTooSmall, share
-from melissa_trainer.core.dataset import StreamDataset, read_pending
+from melissa_trainer.buffers import FIFOBuffer, FIROBuffer, RateLimiter, ReservoirBuffer
+from melissa_trainer.buffers.reshard import share
 
 pytestmark = pytest.mark.timeout(120)
 
 RESIZES = [(1, 2), (2, 1), (2, 3), (3, 2), (3, 1), (1, 3)]
-CAPACITY = 100  # holds what 3 old ranks held (the capacity tests use SMALL)
-SMALL = 40
-
-#: name -> (class, keyword arguments, rate limited)
-KINDS: dict[str, tuple[type[Buffer], dict[str, Any], bool]] = {
-    "fifo": (FIFOBuffer, {}, False),
-    "firo": (FIROBuffer, {}, False),
-    "reservoir": (ReservoirBuffer, {}, False),
-    "fifo-retain": (FIFOBuffer, {"retain": True}, False),
-    "firo-retain": (FIROBuffer, {"retain": True}, False),
-    "reservoir-limited": (ReservoirBuffer, {}, True),
-    "reservoir-max-reuse": (ReservoirBuffer, {"max_sample_reuse": 3}, False),
-    "reservoir-choices": (ReservoirBuffer, {"draw_choices": 2, "evict_choices": 3}, False),
-    "fifo-limited": (FIFOBuffer, {}, True),
-}
-
-
-def make(name: str, seed: int = 0, capacity: int = CAPACITY) -> Buffer:
-    cls, kwargs, limited = KINDS[name]
-    limiter = RateLimiter(2.0, 10_000.0, 4) if limited else None
-    return cls(capacity, 2, seed=seed, rate_limiter=limiter, **kwargs)
-
-
-def sample(uid: int) -> dict[str, np.ndarray]:
-    return {"x": np.full(32, uid, np.float32), "uid": np.array(uid, np.int64)}  # x: "large"
-
-
-def old_rank(
-    name: str,
-    r: int,
-    n: int = 30,
-    trained: int = 3,
-    pending: int = 2,
-    batch: int = 4,
-    capacity: int = CAPACITY,
-) -> tuple[tuple[dict[str, np.ndarray], dict[str, Any]], list[list[dict[str, np.ndarray]]]]:
-    """A buffer of old rank `r` after `n` puts, `trained` batches trained and `pending`
-    batches taken: its snapshot and pending batches."""
-    buf = make(name, seed=100 + r, capacity=capacity)
-    for i in range(n):
-        buf.put(sample(1000 * r + i))
-    for _ in range(trained):
-        buf.get_batch(batch)
-    taken = [buf.get_batch(batch) for _ in range(pending)]
-    return buf.state_dict(), taken
-
-
-def uids(arrays: dict[str, np.ndarray], prefix: str = "s") -> list[int]:
-    return [int(v) for k, v in arrays.items() if k.startswith(prefix) and k.endswith("/uid")]
-
-
-def reservoir_draws(meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> dict[int, int]:
-    c = meta["contents"]
-    return {int(arrays[f"s{s}/uid"]): c["draws"][s] for s in c["undrawn"] + c["drawn"]}
 
 
 def totals(metas: list[dict[str, Any]]) -> dict[str, Any]:
@@ -214,80 +152,6 @@ def test_the_same_world_size_undoes_each_ranks_own_pending_batches() -> None:
     assert meta["rng"] == snaps[1][1]["rng"]  # its own stream
 
 
-def test_a_fifo_share_over_capacity_overfills_as_a_rewind_does() -> None:
-    olds = [old_rank("fifo", r, n=35, trained=0, pending=0, capacity=SMALL) for r in range(3)]
-    arrays, meta = share([s for s, _ in olds], [[], [], []], 0, 1)
-    buf = make("fifo", capacity=SMALL)
-    buf.load_state_dict(arrays, meta)
-    assert len(buf) == 105 > buf.capacity
-    with pytest.raises(TimeoutError):  # full: a put waits until reads make room
-        buf.put(sample(-1), timeout=0)
-
-
-def test_a_reservoir_share_over_capacity_evicts_drawn_samples_oldest_first() -> None:
-    olds = [old_rank("reservoir", r, n=30, trained=6, pending=0, capacity=SMALL) for r in range(2)]
-    snaps = [s for s, _ in olds]
-    held = sum(len(uids(a)) for a, _ in snaps)
-    arrays, meta = share(snaps, [[], []], 0, 1)
-    assert len(uids(arrays)) == SMALL < held
-    assert meta["evicted"] == sum(s[1]["evicted"] for s in snaps) + held - SMALL
-    draws = reservoir_draws(meta, arrays)
-    old = {}
-    for a, m in snaps:
-        old.update(reservoir_draws(m, a))
-    undrawn = {u for u, d in old.items() if d == 0}
-    assert undrawn <= set(draws)  # no never-drawn sample is dropped
-    evicted = set(old) - set(draws)
-    age = {u: 29 - u % 1000 for u in old}  # 30 puts on each old rank, uid = its insert id
-    assert min(age[u] for u in evicted) >= max(age[u] for u in set(draws) - undrawn)
-    buf = make("reservoir", capacity=SMALL)
-    buf.load_state_dict(arrays, meta)
-
-
-def test_a_reservoir_share_of_too_many_undrawn_samples_is_refused_naming_a_size_that_fits() -> None:
-    olds = [old_rank("reservoir", r, n=30, trained=0, pending=0, capacity=SMALL) for r in range(2)]
-    snaps = [s for s, _ in olds]
-    refused = "60 never-drawn samples, more than its buffer_size 40.*resume with buffer_size 60 "
-    with pytest.raises(ShareTooSmall, match=refused + "or more, or on more ranks") as info:
-        share(snaps, [[], []], 0, 1)
-    assert info.value.needed == 60
-    # the advice works: every sample held, none dropped
-    arrays, meta = share(snaps, [[], []], 0, 1, capacity=info.value.needed)
-    assert sorted(uids(arrays)) == sorted(u for a, _ in snaps for u in uids(a))
-    buf = make("reservoir", capacity=60)
-    buf.load_state_dict(arrays, meta)
-    assert len(buf) == 60
-
-
-def test_the_refusal_of_a_share_is_the_same_on_every_new_rank() -> None:
-    """3 -> 2: every new rank refuses alike, naming the size the fullest share needs
-    (so that the advice works for all), counting the draws that pending batches took
-    as given back (a sample drawn only by a pending batch is owed its draw again)."""
-    olds = [old_rank("reservoir", r, n=35, trained=1, pending=2, capacity=SMALL) for r in range(3)]
-    snaps, pend = [s for s, _ in olds], [p for _, p in olds]
-    errors = []
-    for j in range(2):
-        with pytest.raises(ShareTooSmall) as info:
-            share(snaps, pend, j, 2)
-        errors.append((str(info.value), info.value.needed, info.value.undrawn))
-    assert errors[0] == errors[1]
-    # the oracle: never drawn, or drawn by the pending batches alone (their draws undone)
-    pending_draws = Counter(int(s["uid"]) for _, p in olds for b in p for s in b)
-    owed = 0
-    for arrays, meta in snaps:
-        for uid, draws in reservoir_draws(meta, arrays).items():
-            owed += draws - pending_draws.get(uid, 0) == 0
-    gone = set(pending_draws) - {u for a, _ in snaps for u in uids(a)}  # held again, undrawn
-    assert sum(errors[0][2]) == owed + len(gone)
-    needed = errors[0][1]
-    shares = [share(snaps, pend, j, 2, capacity=needed) for j in range(2)]
-    got = Counter(u for arrays, _ in shares for u in uids(arrays))
-    assert max(got.values()) == 1
-    for arrays, meta in shares:
-        buf = make("reservoir", capacity=needed)
-        buf.load_state_dict(arrays, meta)
-
-
 def test_snapshots_of_different_buffers_are_refused() -> None:
     a, _ = old_rank("fifo", 0)
     b, _ = old_rank("firo", 1)
@@ -297,107 +161,6 @@ def test_snapshots_of_different_buffers_are_refused() -> None:
         share([a], [[]], 2, 2)
     with pytest.raises(ValueError, match="pending batches of 0 ranks"):
         share([a], [], 0, 1)
-
-
-def test_a_reservoir_pending_draw_of_a_sample_drawn_once_makes_it_undrawn_again() -> None:
-    buf = make("reservoir")
-    for i in range(10):
-        buf.put(sample(i))
-    taken = [buf.get_batch(3)]
-    arrays, meta = buf.state_dict()
-    new_arrays, new_meta = share([(arrays, meta)], [taken], 0, 2)
-    other = share([(arrays, meta)], [taken], 1, 2)
-    draws = reservoir_draws(new_meta, new_arrays) | reservoir_draws(other[1], other[0])
-    assert all(d == 0 for d in draws.values())  # every draw was the pending batch's
-    assert new_meta["got"] + other[1]["got"] == 0
-    for a, m in (
-        (new_arrays, new_meta),
-        other,
-    ):  # closed after the resume, each new rank serves all of its samples once
-        b = make("reservoir")
-        b.load_state_dict(a, m)
-        b.close()
-        assert len(b.get_batch(CAPACITY)) == len(uids(a))
-
-
-def test_snapshots_and_pending_batches_read_back_from_files(tmp_path: Path) -> None:
-    buf = make("firo", seed=3)
-    for i in range(12):
-        buf.put(sample(i))
-    dataset = StreamDataset(buf, 4, process_sample=lambda s: s["x"])
-    assert dataset.prefetch(2) == 2
-    buf.save(tmp_path / "buffer")
-    dataset.save(tmp_path / "dataset")
-    arrays, meta = read_snapshot(tmp_path / "buffer")
-    pending = read_pending(tmp_path / "dataset")
-    taken = [dataset.take_pending() for _ in range(2)]
-    assert [[int(s["uid"]) for s in b] for b in pending] == [
-        [int(s["uid"]) for s in b] for b in taken
-    ]
-    a, m = share([(arrays, meta)], [pending], 0, 2)
-    b, n = share([(arrays, meta)], [pending], 1, 2)
-    assert sorted(uids(a) + uids(b)) == list(range(12))
-    again = StreamDataset(make("firo"), 4, process_sample=lambda s: s["x"])
-    again.load(tmp_path / "dataset")  # the dataset's own load reads the same way
-    assert again.num_pending == 2
-
-
-@pytest.mark.parametrize("name", ["reservoir", "fifo-retain"])
-def test_a_new_rank_reads_from_the_files_only_the_large_arrays_of_its_share(
-    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    olds = [old_rank(name, r) for r in range(2)]
-    for r, ((arrays, meta), _) in enumerate(olds):
-        write_files(tmp_path / f"rank_{r}", dict(arrays), meta)
-    read: list[str] = []
-    get = LazyArrays.__getitem__
-
-    def counting(self: LazyArrays, key: str) -> np.ndarray:
-        read.append(key)
-        return get(self, key)
-
-    monkeypatch.setattr(LazyArrays, "__getitem__", counting)
-    snaps = [read_snapshot(tmp_path / f"rank_{r}") for r in range(2)]
-    pend = [p for _, p in olds]
-    arrays, meta = share(snaps, pend, 1, 3)
-    want = share([s for s, _ in olds], pend, 1, 3)  # the same share from memory
-    assert meta == want[1]
-    assert arrays.keys() == want[0].keys()
-    assert all(np.array_equal(arrays[key], want[0][key]) for key in arrays)
-    # the large field "x" (128 bytes: not part of a sample's key) is read for this
-    # share's samples and the candidates of pending samples only
-    large = [key for key in read if key.endswith("/x")]
-    share_size = len(uids(arrays)) + len(uids(arrays, "r"))
-    assert len(large) <= share_size + sum(len(b) for p in pend for b in p)
-    total = sum(len(uids(a)) + len(uids(a, "r")) for (a, _), _ in olds)
-    assert len(large) < total
-
-
-def test_a_reservoir_pending_sample_that_left_is_held_again_undrawn() -> None:
-    # samples with one large field only: no small field narrows, contents are compared
-    buf = ReservoirBuffer(4, 1, seed=5)
-    for i in range(4):
-        buf.put({"x": np.full(32, i, np.float32)})
-    taken = [buf.get_batch(3)]
-    for i in range(4, 6):  # evicts two drawn samples, some perhaps of the pending batch
-        buf.put({"x": np.full(32, i, np.float32)})
-    arrays, meta = buf.state_dict()
-    held = {int(v[0]) for k, v in arrays.items()}
-    c = meta["contents"]
-    old_draws = {int(arrays[f"s{s}/x"][0]): c["draws"][s] for s in c["undrawn"] + c["drawn"]}
-    shares = [share([(arrays, meta)], [taken], j, 2) for j in range(2)]
-    draws: dict[int, int] = {}
-    for a, m in shares:
-        cs = m["contents"]
-        draws |= {int(a[f"s{s}/x"][0]): cs["draws"][s] for s in cs["undrawn"] + cs["drawn"]}
-    taken_ids = Counter(int(s["x"][0]) for s in taken[0])
-    gone = set(taken_ids) - held  # evicted after their draw: held again, undrawn
-    assert set(draws) == held | gone
-    assert draws == {
-        **{u: d - taken_ids[u] for u, d in old_draws.items()},
-        **dict.fromkeys(gone, 0),
-    }
-    assert sum(m["got"] for _, m in shares) == meta["got"] - 3  # every pending draw undone
 
 
 def test_a_new_rank_is_closed_only_if_every_old_rank_was() -> None:
@@ -447,39 +210,6 @@ def test_fewer_ranks_owe_no_draws_the_old_ones_did_not(k: int, m: int) -> None:
         loaded = RateLimiter(8.0, 8.0 + 64, 500)
         loaded.load_state_dict(lim)
         assert loaded.can_insert(), (k, m, j, lim)
-
-
-def test_a_device_reservoir_loads_its_share() -> None:
-    from melissa_trainer.core.device_buffer import DeviceReservoirBuffer
-
-    olds = [old_rank("reservoir", r) for r in range(2)]
-    arrays, meta = share([s for s, _ in olds], [p for _, p in olds], 2, 3)
-    buf = DeviceReservoirBuffer(CAPACITY, 2, device="cpu")
-    buf.load_state_dict(arrays, meta)
-    block = buf.get_block(4)
-    assert set(block.fields["uid"].tolist()) <= set(uids(arrays))
-
-
-def test_lazy_arrays_read_what_the_file_holds(tmp_path: Path) -> None:
-    arrays = {
-        "s0/b": np.array([True, False]),
-        "s0/i": np.arange(6, dtype=np.int16).reshape(2, 3),
-        "s0/f": np.array(2.5, np.float64),
-        "s0/e": np.zeros((0, 4), np.float32),
-        "s1/u": np.array([7], np.uint64),
-    }
-    write_files(tmp_path, arrays, {})
-    lazy = LazyArrays(tmp_path / "buffer.safetensors")
-    assert sorted(lazy) == sorted(arrays) and len(lazy) == 5 and "s0/b" in lazy
-    for key, value in arrays.items():
-        got = lazy[key]
-        assert got.dtype == value.dtype and got.shape == value.shape
-        assert np.array_equal(got, value) and got.flags.writeable
-    with pytest.raises(KeyError):
-        lazy["s2/x"]
-    (tmp_path / "junk").write_bytes(b"\x05\x00\x00\x00\x00\x00\x00\x00{nope")
-    with pytest.raises(SafetensorError):  # as `read_files` (safetensors' own load)
-        LazyArrays(tmp_path / "junk")
 
 
 # -- property: random puts, draws and evictions with pending batches ---------------------

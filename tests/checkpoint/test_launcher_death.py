@@ -1,7 +1,7 @@
 """A rank whose launcher died stops as if preempted (`melissa_trainer.trainer.preemption`): the
 handler in a real child process whose parent, standing for the launcher, is killed -9.
 The whole path through `accelerate launch` and the heat example is in
-`test_resume_resize.py` (the launcher killed -9, then a resume).
+`test_resume_launcher_killed.py` (the launcher killed -9, then a resume).
 
 Each child runs this file as a script (`child`): it installs a `PreemptionHandler`,
 says ``ready``, and reports what the handler did on its stdout (a pipe the test reads:

@@ -1,12 +1,11 @@
-"""A checkpoint written by k ranks resumes on m != k ranks (`checkpoint_reshard`):
-each owner's share function (sums over ranks kept, nothing lost or counted twice), the
-RNG seeds, the manifest's verification on another number of ranks, what is refused;
-then real gloo ranks resumed 1 -> 2 -> 3 -> 2 -> 1, each rank's loaded state checked
-against the checkpoint's files read here."""
+"""A checkpoint written by k ranks resumes on m != k ranks (`checkpoint_reshard`), in
+process: a checkpoint of two ranks loaded on one, every sample once, and what is refused
+before anything is loaded. Each owner's share as pure functions:
+test_reshard_shares.py; real gloo ranks resumed 1 -> 2 -> 3 -> 2 -> 1:
+test_reshard_real_ranks.py."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -15,118 +14,15 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from checkpoint_samples import held
 from safetensors.numpy import load_file
 
 from melissa_trainer import Source
-from melissa_trainer.checkpoint.manifest import HASH, MANIFEST, hash_file, owned_by
+from melissa_trainer.checkpoint.manifest import HASH, MANIFEST, hash_file
 from melissa_trainer.checkpoint.manifest import write as write_manifest
-from melissa_trainer.checkpoint.reshard import RESHARD_SEED_TAG, reshard_seed, seed_everything
-from melissa_trainer.core.figures import LogFigures
-from melissa_trainer.core.loss_per_simulation import SimulationLosses
-from melissa_trainer.core.state import share_samples_seen
+from melissa_trainer.checkpoint.reshard import reshard_seed
 
 pytestmark = pytest.mark.timeout(60)
-
-SCRIPT = Path(__file__).parents[1] / "scripts" / "reshard_run.py"
-CHANGES = [(1, 2), (2, 1), (2, 3), (3, 2), (3, 1), (1, 3), (4, 3)]
-
-
-# -- each owner's share: pure functions ---------------------------------------------------
-
-
-@pytest.mark.parametrize(("old", "new"), CHANGES)
-def test_samples_seen_are_dealt_out_their_sum_kept(old: int, new: int) -> None:
-    counts = [83 + 5 * r for r in range(old)]
-    shares = [share_samples_seen(counts, r, new) for r in range(new)]
-    assert sum(shares) == sum(counts)
-    assert max(shares) - min(shares) <= 1
-    assert shares == sorted(shares, reverse=True)  # the lower ranks take the remainder
-    with pytest.raises(ValueError, match="rank 3 is not one of 3"):
-        share_samples_seen(counts, 3, 3)
-
-
-def test_the_loss_since_the_last_log_is_held_by_rank_0() -> None:
-    states = [{"loss_sum": 1.5, "loss_count": 3}, {"loss_sum": 0.25, "loss_count": 1}]
-    assert LogFigures.reshard_state(states, 0) == {"loss_sum": 1.75, "loss_count": 4}
-    assert LogFigures.reshard_state(states, 1) == {"loss_sum": 0.0, "loss_count": 0}
-    figures = LogFigures(torch.device("cpu"))
-    figures.load_state_dict(LogFigures.reshard_state(states, 0))
-    assert (float(figures.loss_sum), figures.loss_count) == (1.75, 4)
-
-
-def losses_state(rank: int, unreduced: int) -> dict[str, np.ndarray]:
-    """A `SimulationLosses.state_dict()` of old rank `rank`: shared statistics, and
-    `unreduced` samples of its own (ids and losses unique to it)."""
-    ids = np.arange(unreduced, dtype=np.int64) + 1000 * rank
-    return {
-        "ids": np.array([3, 5], np.int64),
-        "draws": np.array([4, 2], np.int64),
-        "loss_sum": np.array([1.0, 0.5]),
-        "relative_sum": np.array([4.2, 1.9]),
-        "step": np.array([6, 6], np.int64),
-        "reference_sums": np.array([1.5]),
-        "reference_counts": np.array([6], np.int64),
-        "unreduced_ids": ids,
-        "unreduced_losses": ids.astype(np.float64) / 7,
-    }
-
-
-@pytest.mark.parametrize(("old", "new"), CHANGES)
-def test_simulation_losses_keep_the_statistics_and_every_unreduced_sample_once(
-    old: int, new: int
-) -> None:
-    states = [losses_state(r, 3 + r) for r in range(old)]
-    shares = [SimulationLosses.reshard_state(states, r, new) for r in range(new)]
-    for shared in shares:
-        for name in ("ids", "draws", "loss_sum", "relative_sum", "step", "reference_sums"):
-            assert np.array_equal(shared[name], states[0][name])
-
-    def pairs(shares: list[dict[str, np.ndarray]]) -> list[tuple[int, float]]:
-        ids = np.concatenate([s["unreduced_ids"] for s in shares]).tolist()
-        values = np.concatenate([s["unreduced_losses"] for s in shares]).tolist()
-        return sorted(zip(ids, values, strict=True))
-
-    before, after = pairs(states), pairs(shares)
-    assert after == before  # none lost, none twice, each with its own loss
-    # and a trainer loads its share
-    losses = SimulationLosses(torch.device("cpu"), distributed=False)
-    losses.load_state_dict(shares[0])
-    assert losses.unreduced == len(shares[0]["unreduced_ids"])
-    assert losses[3].draws == 4
-
-
-def test_simulation_losses_that_differ_between_ranks_are_refused() -> None:
-    states = [losses_state(0, 2), {**losses_state(1, 2), "draws": np.array([4, 3])}]
-    with pytest.raises(ValueError, match="old ranks 0 and 1 differ in 'draws'"):
-        SimulationLosses.reshard_state(states, 0, 1)
-
-
-def test_the_seed_of_a_resharded_rank_is_the_documented_hash() -> None:
-    state = torch.get_rng_state().numpy().tobytes()
-    seeds = {(m, r): reshard_seed(state, m, r) for m in (1, 2, 3) for r in range(m)}
-    assert len(set(seeds.values())) == len(seeds)  # every rank of every world size its own
-    assert reshard_seed(state, 2, 1) == seeds[(2, 1)]  # deterministic
-    expected = hashlib.sha256(RESHARD_SEED_TAG + state + b"2:1").digest()
-    assert seeds[(2, 1)] == int.from_bytes(expected[:8], "big") & (2**63 - 1)
-    other = bytearray(state)
-    other[100] ^= 1
-    assert reshard_seed(bytes(other), 2, 1) != seeds[(2, 1)]  # another checkpoint
-    seed_everything(seeds[(2, 1)])
-    drawn = (torch.rand(3), np.random.rand(3))
-    torch.manual_seed(seeds[(2, 1)])
-    np.random.seed(seeds[(2, 1)] % 2**32)
-    assert torch.equal(drawn[0], torch.rand(3)) and np.array_equal(drawn[1], np.random.rand(3))
-
-
-@pytest.mark.parametrize(("old", "new"), [*CHANGES, (2, 2), (1, 1)])
-def test_every_file_is_verified_by_exactly_one_rank(old: int, new: int) -> None:
-    entries = {f"rank_{r}/{name}": {"rank": r} for r in range(old) for name in ("a", "b")}
-    entries |= {"model.safetensors": {"rank": 0}, f"random_states_{old - 1}.pkl": {"rank": old - 1}}
-    shares = [owned_by(entries, r, new) for r in range(new)]
-    verified = [rel for share in shares for rel in share]
-    assert sorted(verified) == sorted(entries)  # each once
-    if old == new:  # each rank its own files, as before
-        assert all(e["rank"] == r for r, share in enumerate(shares) for e in share.values())
 
 
 # -- in process: a checkpoint of two ranks loaded on one ---------------------------------
@@ -158,11 +54,6 @@ def make(out: Path, offset: int, source: Any = None, **overrides: Any) -> Any:
         train_source=source if source is not None else (lambda r, w: stream(200, offset)),
         process_sample=lambda s: (torch.from_numpy(s["x"]), torch.from_numpy(s["y"])),
     )
-
-
-def held(arrays: dict[str, np.ndarray]) -> list[int]:
-    """The ``index`` of every sample of a buffer snapshot's (or pending file's) arrays."""
-    return [int(v) for k, v in arrays.items() if k.endswith("/index")]
 
 
 @pytest.fixture(scope="module")
@@ -343,120 +234,6 @@ def test_a_per_rank_part_without_reshard_is_refused_naming_it(
     with pytest.raises(ValueError, match=r"2 training ranks .* 1.*\['pending'\] cannot be split"):
         trainer.load_checkpoint(two_ranks)
     nothing_loaded(trainer, before)
-
-
-# -- real ranks (gloo): 1 -> 2 -> 3 -> 2 -> 1 ---------------------------------------------
-
-
-def launch(out: Path, ranks: int, tag: str, *flags: str) -> None:
-    """One run of `SCRIPT` on `ranks` ranks (one: plain `python`, as a user may)."""
-    import os
-    import sys
-
-    from held_ports import held_port
-    from helpers import run_group
-
-    if ranks == 1:
-        cmd = [sys.executable, str(SCRIPT)]
-    else:
-        accelerate = shutil.which("accelerate", path=str(Path(sys.executable).parent))
-        cmd = [
-            accelerate or "accelerate", "launch", "--multi_gpu", "--num_processes", str(ranks),
-            "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
-            "--main_process_port", str(held_port()), str(SCRIPT),
-        ]  # fmt: skip
-    cmd += [
-        "--output_dir", str(out), "--batch_size", "4", "--buffer", "fifo", "--buffer_size",
-        "16", "--watermark", "4", "--report_to", "none", "--disable_progress_bar",
-        "--logging_steps", "3", "--stop_sync_steps", "4", "--save_steps", "5",
-        "--simulation_loss_steps", "6", "--max_to_keep", "10", "--tag", tag,
-        "--offset", str(ord(tag) * 1_000_000),
-        *flags,
-    ]  # fmt: skip
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(Path(__file__).parents[2])}
-    if ranks > 1:  # gloo on CPU on any machine; one rank takes a GPU where there is one
-        env["CUDA_VISIBLE_DEVICES"] = ""
-    env["PYTHONFAULTHANDLER"] = "1"  # every thread's Python stack on a fatal signal
-    proc = run_group(cmd, timeout=240, env=env)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-
-
-def digest_file(path: Path) -> str:
-    from safetensors.torch import load_file as load_tensors
-
-    tensors = load_tensors(str(path))
-    h = hashlib.sha256()
-    for name in sorted(tensors):
-        h.update(tensors[name].contiguous().numpy().tobytes())
-    return h.hexdigest()
-
-
-def check_share(checkpoint: Path, loaded: list[dict[str, Any]]) -> None:
-    """Each new rank's loaded state against the old ranks' files of `checkpoint`."""
-    old = sorted(int(p.name.split("_")[1]) for p in checkpoint.glob("rank_*"))
-    m = len(loaded)
-    assert old != list(range(m)), "not a resize"
-    assert [d["world_size"] for d in loaded] == [m] * m
-
-    def per_rank(name: str) -> list[Any]:
-        return [checkpoint / f"rank_{r}" / name for r in old]
-
-    samples = [i for f in per_rank("buffer.safetensors") for i in held(load_file(str(f)))]
-    pending = [i for f in per_rank("pending.safetensors") for i in held(load_file(str(f)))]
-    assert pending, "a checkpoint with pending batches"
-    assert sorted(i for d in loaded for i in d["held"]) == sorted(samples + pending)
-    assert all(d["pending"] == 0 for d in loaded)
-    figures = [json.loads(f.read_text()) for f in per_rank("trainer_rank.json")]
-    assert sum(d["samples_seen"] for d in loaded) == sum(f["samples_seen"] for f in figures)
-    assert sum(d["loss_count"] for d in loaded) == sum(f["loss_count"] for f in figures)
-    assert sum(d["loss_sum"] for d in loaded) == pytest.approx(sum(f["loss_sum"] for f in figures))
-    losses = [load_file(str(f)) for f in per_rank("simulation_losses.safetensors")]
-    unreduced = [i for s in losses for i in s["unreduced_ids"].tolist()]
-    assert unreduced, "a checkpoint with unreduced per-simulation losses"
-    assert sorted(i for d in loaded for i in d["unreduced_ids"]) == sorted(unreduced)
-    for d in loaded:
-        assert d["loss_ids"] == losses[0]["ids"].tolist()
-        assert d["loss_draws"] == losses[0]["draws"].tolist()
-    state = json.loads((checkpoint / "trainer_state.json").read_text())
-    assert {d["global_step"] for d in loaded} == {state["global_step"]}
-    assert {d["total_samples_seen"] for d in loaded} == {state["total_samples_seen"]}
-    assert {d["model"] for d in loaded} == {digest_file(checkpoint / "model.safetensors")}
-    rng = torch.load(checkpoint / "random_states_0.pkl", weights_only=False)
-    assert {d["accelerate_step"] for d in loaded} == {rng["step"]}
-    torch_state = rng["torch_manual_seed"].numpy().tobytes()
-    for r, d in enumerate(loaded):
-        torch.manual_seed(reshard_seed(torch_state, m, r))
-        expected = hashlib.sha256(torch.get_rng_state().numpy().tobytes()).hexdigest()
-        assert d["torch_rng"] == expected, f"rank {r}'s RNG"
-        if d.get("cuda_rng") is not None:  # a one-rank run on a GPU: seeded alike
-            cuda = hashlib.sha256(torch.cuda.get_rng_state().numpy().tobytes()).hexdigest()
-            assert d["cuda_rng"] == cuda, f"rank {r}'s CUDA RNG"
-
-
-@pytest.mark.e2e
-@pytest.mark.slow
-@pytest.mark.timeout(900)
-def test_real_ranks_resume_on_another_number_of_ranks(tmp_path: Path) -> None:
-    out = tmp_path / "out"
-    out.mkdir()
-    checkpoints = out / "checkpoints"
-    # (ranks, its run's last step, the mid-window checkpoint the next run resumes from)
-    chain = [(1, 7, 5), (2, 12, 10), (3, 17, 15), (2, 22, 20), (1, 25, None)]
-    resume_from: int | None = None
-    for n, (ranks, last, saved) in enumerate(chain):
-        tag = "abcde"[n]
-        flags = ["--max_steps", str(last)]
-        if resume_from is not None:
-            flags += ["--resume_from_checkpoint", str(checkpoints / f"checkpoint-{resume_from}")]
-        launch(out, ranks, tag, *flags)
-        ends = [json.loads((out / f"{tag}end_rank_{r}.json").read_text()) for r in range(ranks)]
-        assert {e["global_step"] for e in ends} == {last}  # it trained on, to its end
-        assert {e["total_samples_seen"] for e in ends} == {sum(e["samples_seen"] for e in ends)}
-        if resume_from is not None:
-            loaded = [json.loads((out / f"{tag}load_rank_{r}.json").read_text())
-                      for r in range(ranks)]  # fmt: skip
-            check_share(checkpoints / f"checkpoint-{resume_from}", loaded)
-        resume_from = saved
 
 
 class KeepsCount(Source):

@@ -1,5 +1,6 @@
-"""Run under `accelerate launch --num_processes N` by tests/checkpoint/test_reshard_load.py: a run
-that may resume from a checkpoint of another number of ranks.
+"""Run under `accelerate launch --num_processes N` by
+tests/checkpoint/test_reshard_real_ranks.py: a run that may resume from a checkpoint of
+another number of ranks.
 
 Each rank streams `--samples` samples whose ``index`` is unique across ranks and
 launches (``--offset + rank * 100000 + i``) and whose ``simulation_id`` is

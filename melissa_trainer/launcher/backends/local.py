@@ -198,6 +198,7 @@ class LocalHandle(Handle):
         self.process = process
         self.log = log
         self.ended = False  # the main process was reaped and its group cleaned up
+        self.signalled = False  # `kill` signalled its group while its main process ran
         self.shm = shm or SegmentWatch()  # an MPI singleton's segment (`mpich_segments`)
 
     @property
@@ -309,12 +310,20 @@ class LocalBackend(Backend):
             handle.shm.look([handle.pid])
         return code
 
-    def kill(self, handle: Handle, grace: float = 5.0) -> None:
+    def kill(self, handle: Handle, grace: float = 5.0) -> int | None:
+        """SIGTERM to the job's process group, SIGKILL after `grace` s. Its exit code
+        if it had ended on its own (`Backend`'s contract): the reap just before the
+        signal (``Popen.poll``) sees an end since the caller's last poll exactly; after
+        the signal, a status 0 counts as its own (the signal hit a zombie, or it ended
+        itself well on SIGTERM), any other (-15, -9, or its SIGTERM handler's code) as
+        the kill's. What remains: a job that ends with a non-zero code of its own in
+        the microseconds between that reap and the signal counts as killed."""
         handle = self._mine(handle)
         if handle.ended:  # its group id may belong to someone else by now
-            return
+            return self._own_code(handle)
         if handle.process.poll() is None:
             handle.shm.add(group_members(handle.pid))  # (alive: what they map)
+            handle.signalled = True
             signal_group(handle.pid, signal.SIGTERM)
             try:
                 handle.process.wait(timeout=max(grace, 0.0))
@@ -322,6 +331,15 @@ class LocalBackend(Backend):
                 signal_group(handle.pid, signal.SIGKILL)
                 handle.process.wait()
         self._finish(handle)
+        return self._own_code(handle)
+
+    @staticmethod
+    def _own_code(handle: LocalHandle) -> int | None:
+        """The exit code of an ended job if it ended on its own (`kill`), else None."""
+        code = handle.process.returncode
+        if handle.signalled and code != 0:
+            return None
+        return code
 
     def close(self) -> None:
         for handle in list(self._handles):

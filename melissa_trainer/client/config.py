@@ -162,7 +162,8 @@ def resolve_receivers(
 
     Raises:
         ValueError: no endpoint, one not like ``tcp://HOST:PORT``, or a key in
-            `$MELISSA_TRAINER_KEY` that is not a 40-character Z85 key: said before
+            `$MELISSA_TRAINER_KEY` that is not a Z85 public key (`server_key.z85_fault`:
+            40 characters of the Z85 alphabet, each 5 of them a 32-bit word): said before
             anything is sent, as the serving key's (`predict`).
         ConfigError: (a ValueError) `curve_server_key` not a Z85 public key, or not the
             one the rendezvous publishes.

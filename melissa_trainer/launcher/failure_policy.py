@@ -164,19 +164,28 @@ class FailurePolicy:
             if code is None:
                 continue
             del self.jobs[name]
-            self.log_paths[sid] = job.log_path
-            with self.lock:
-                number = self.study.records[sid].attempts - 1
-                status = self.study.ended_as_study_failed(sid, now, code)
-            logger.info(
-                "simulation %d attempt %d had ended too %s (%s): recorded %s, no failure "
-                "policy applied",
-                sid,
-                number,
-                when,
-                exit_text(code, job.log_path),
-                status,
-            )
+            self.record_ended(job, code, now, when)
+
+    def record_ended(self, job: RunningJob, code: int | str, now: float, when: str) -> None:
+        """Record the end of `job`'s attempt found as the study failed or stopped
+        (`reap_exited`; a stop's kill that found it ended, `Supervisor.shutdown`), with
+        no failure policy applied (`StudyRecord.ended_as_study_failed`); `when` says
+        which, in the log line. The job holds a simulation and is out of `jobs`."""
+        sid = job.simulation_id
+        assert sid is not None
+        self.log_paths[sid] = job.log_path
+        with self.lock:
+            number = self.study.records[sid].attempts - 1
+            status = self.study.ended_as_study_failed(sid, now, code)
+        logger.info(
+            "simulation %d attempt %d had ended too %s (%s): recorded %s, no failure "
+            "policy applied",
+            sid,
+            number,
+            when,
+            exit_text(code, job.log_path),
+            status,
+        )
 
     def systematic_cause(self, sid: int, code: int | str, log_path: Path) -> str | None:
         """Why the study must stop now because every attempt so far failed alike before

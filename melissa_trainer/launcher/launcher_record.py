@@ -74,6 +74,15 @@ class LauncherRecord:
         with self._lock:
             return self._error is None and not self._study.failure and self._study.done
 
+    @property
+    def failed(self) -> bool:
+        """The study failed, or the launcher's thread did: its error is stored (`check`
+        raises it), or the thread has judged the study failed and is about to store it
+        (the record's `failure`, as `done` reads it). What decides that the study ended
+        without `done` (the end-of-study notice's held branch) reads this first."""
+        with self._lock:
+            return self._error is not None or bool(self._study.failure)
+
     def summary(self) -> dict[str, float]:
         """Counts: finished, running (a process alive), exited (exit 0, data still due),
         pending (queued or not drawn yet), failed (given up for good), not_replaced (of

@@ -158,15 +158,25 @@ class Supervisor(SilenceWatch):
         runs them again and the summary counts no dead process as running. The jobs
         that exited since the last poll are recorded ended first, not killed
         (`reap_exited`): a simulation that exited 0 is finished (or awaits its data),
-        not pending, and a resumed study does not run it again."""
+        not pending, and a resumed study does not run it again. One that exits between
+        that reap and its kill is recorded so too when the kill says it ended on its
+        own (`Backend.kill` returns its exit code: the backends' own look just before
+        their signal, or an exit 0 after it). What remains is the backend's: a job
+        that fails with a code of its own in the instant between that look and the
+        signal, or any end a backend cannot tell from its kill (one whose `kill`
+        returns None), is recorded killed, pending: run again on resume."""
         self.unheard_summary()
         self.reap_exited("before the stop")
         if self.jobs:  # (one line for them all, not one a job: hundreds may be in flight)
             logger.info(kills_report(list(self.jobs), self.settings.tuning.kill_grace))
         for name, job in list(self.jobs.items()):
-            self.backend.kill(job.handle, self.settings.tuning.kill_grace)
+            code = self.backend.kill(job.handle, self.settings.tuning.kill_grace)
             del self.jobs[name]
-            if job.simulation_id is not None:
+            if job.simulation_id is None:
+                continue
+            if code is not None:  # it ended on its own after the reap, before the kill
+                self.record_ended(job, code, time.monotonic(), "before the stop's kill")
+            else:
                 with self.lock:
                     self.study.interrupted(job.simulation_id, time.monotonic())
         self.backend.close()

@@ -19,7 +19,10 @@ room, its last simulations' data waits in its socket, and its launcher never cou
 finished ("exited": exit 0, data not all in), so `done` never comes. So the notice also
 goes when no job is alive, nothing is pending (no first run, no restart, nothing left to
 draw), and rank 0's receiver has waited for room (`Launcher.data_backpressured`) at every
-poll for `HELD` seconds. Why that is safe:
+poll for `HELD` seconds, unless the study has failed (`Launcher.failed`, from the moment
+the launcher's thread judges it so: a simulation refused after its exit 0, given up for
+good, leaves the others exited and held; the ranks are then told the failure). Why that
+is safe:
 
 * Exit 0 of a launched simulation guarantees only that its client's messages left its
   process (its close waits for no receipt: `client.confirm`), not that a receiver read
@@ -142,6 +145,9 @@ class StudyEndNotice:
             self._held_since = None
             return None
         if not launcher.data_backpressured():
+            self._held_since = None
+            return None
+        if launcher.failed:  # (not ended, failed: the loop tells the ranks so, `_failed`)
             self._held_since = None
             return None
         if self._held_since is None:

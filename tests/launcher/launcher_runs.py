@@ -25,7 +25,6 @@ import numpy as np
 from helpers import drain
 from waiting import wait_until
 
-from melissa_trainer import StreamSource, Study
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.launcher import (
     Launcher,
@@ -198,18 +197,3 @@ def keys(samples: list[dict[str, np.ndarray]]) -> Counter[tuple[int, int]]:
 
 def statuses(launch: Launcher) -> dict[int, str]:
     return {int(k): v["status"] for k, v in records_of(launch.state_dict()).items()}
-
-
-def study_to_its_end(launch: Launcher, rendezvous: Path) -> None:
-    """Run `launch` as the `Study` of a `StreamSource` on one rank, every sample taken,
-    to its end, then stop it (its account is logged as it stops). 90 s bound on the
-    stream, 60 s on the study's end."""
-    source = Study(launch, StreamSource(ReceiverConfig(rendezvous_dir=rendezvous)))
-    buffer = FIFOBuffer(1000)
-    source.start(buffer, 0, 1)
-    try:
-        source.on_all_ranks_started()
-        drain(buffer, timeout=90)
-        run_study(launch, 60.0)
-    finally:
-        source.stop()

@@ -12,7 +12,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from launcher_runs import study_to_its_end
+from study_runs import study_to_its_end
 
 from melissa_trainer.launcher import Launcher, LauncherTuning
 from melissa_trainer.launcher.account import SimulationOutcome, study_account

@@ -9,17 +9,13 @@ from __future__ import annotations
 import logging
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
-from helpers import drain
+from study_runs import study_to_its_end
 
-from melissa_trainer import StreamSource, Study
-from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.launcher import Launcher, LauncherTuning
 from melissa_trainer.launcher.backends.local import LocalBackend
-from melissa_trainer.stream.receiver import ReceiverConfig
 
 pytestmark = [
     pytest.mark.skipif(sys.platform != "linux", reason="the local backend uses /proc"),
@@ -65,20 +61,8 @@ def run_study(tmp_path: Path, worker: str) -> tuple[list[list[str]], dict, list]
         backend=LocalBackend(),
         tuning=LauncherTuning(poll_interval=0.05, kill_grace=2.0, max_restarts=1),
     )
-    source = Study(launch, StreamSource(ReceiverConfig(rendezvous_dir=tmp_path / "rdv")))
-    buffer = FIFOBuffer(1000)
-    source.start(buffer, 0, 1)
-    try:
-        source.on_all_ranks_started()
-        samples = drain(buffer, timeout=90)
-        deadline = time.monotonic() + 60
-        while not (launch.check() is None and launch.done):
-            assert time.monotonic() < deadline, "the study did not end"
-            time.sleep(0.02)
-        outcomes = {o.simulation_id: o for o in launch.outcomes()}
-    finally:
-        source.stop()
-    return [line.split() for line in runs.read_text().splitlines()], outcomes, samples
+    end = study_to_its_end(launch, tmp_path / "rdv")
+    return [line.split() for line in runs.read_text().splitlines()], end.outcomes, end.samples
 
 
 @pytest.mark.timeout(120)

@@ -11,17 +11,13 @@ from __future__ import annotations
 import logging
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
-from helpers import drain
+from study_runs import study_to_its_end
 
-from melissa_trainer import StreamSource, Study
-from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.launcher import Launcher, LauncherTuning
 from melissa_trainer.launcher.backends.local import LocalBackend
-from melissa_trainer.stream.receiver import ReceiverConfig
 
 pytestmark = [
     pytest.mark.e2e,
@@ -62,20 +58,8 @@ def test_a_simulation_killed_for_nan_has_its_close_said_in_one_line_naming_that_
         backend=LocalBackend(),
         tuning=LauncherTuning(poll_interval=0.05, kill_grace=2.0, max_restarts=1),
     )
-    config = ReceiverConfig(rendezvous_dir=tmp_path / "rdv", nonfinite="fail")
-    source = Study(launch, StreamSource(config))
-    buffer = FIFOBuffer(1000)
-    source.start(buffer, 0, 1)
-    try:
-        source.on_all_ranks_started()
-        samples = drain(buffer, timeout=90)
-        deadline = time.monotonic() + 60
-        while not (launch.check() is None and launch.done):
-            assert time.monotonic() < deadline, "the study did not end"
-            time.sleep(0.02)
-        telemetry = source.telemetry()
-    finally:
-        source.stop()
+    end = study_to_its_end(launch, tmp_path / "rdv", nonfinite="fail")
+    samples, telemetry = end.samples, end.telemetry
     # the oracle: attempt 0 was killed (its exit "refused"), attempt 1 sent all 4 steps
     (outcome,) = launch.outcomes()
     assert (outcome.status, list(outcome.exit_codes)) == ("finished", ["refused", 0])

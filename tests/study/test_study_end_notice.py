@@ -113,6 +113,7 @@ class States:
 
     def __init__(self) -> None:
         self.done, self.alive, self.backpressured = False, 0, True
+        self.failed = False  # (`Launcher.failed`: a failed study is never told ended)
         self.counts = {"running": 0, "pending": 0, "exited": 1}
         self.records = [SimulationOutcome(0, "finished", [0], "", {}),
                         SimulationOutcome(1, "exited", [0], "", {}),
@@ -144,6 +145,7 @@ def notice_of(states: States) -> StudyEndNotice:
         ({"counts": {"running": 0, "pending": 1, "exited": 1}}, "a restart is due"),
         ({"counts": {"running": 0, "pending": 0, "exited": 0}}, "nothing is held"),
         ({"backpressured": False}, "rank 0 is not held back"),
+        ({"failed": True}, "the study failed (test_end_notice_failed_held.py)"),
     ],
 )
 def test_not_sent_while(change: dict[str, Any], why: str) -> None:

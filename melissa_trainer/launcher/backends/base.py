@@ -14,7 +14,16 @@ Contract for every backend:
   cancelled batch job, is a failure).
 * `kill` ends the whole process tree of the job (the job's own children included),
   asks politely first (SIGTERM, ``scancel``), waits up to ``grace`` seconds, then
-  forces; it is idempotent and safe on a job that already ended.
+  forces; it is idempotent and safe on a job that already ended. It returns the job's
+  exit code (as `poll` gives it) when the job had ended on its own, not by the kill:
+  ended before the kill signalled it (since the caller's last `poll`), or ended with
+  0 after the signal (it exited 0 in the instant before the signal landed, or it ended
+  itself well on SIGTERM: either way it says it ended well, as an exit 0 does to
+  `poll`). None when the kill ended it: any other status after the signal (a death by
+  the kill's signals, or the code a SIGTERM handler chose, which is no failure of the
+  job's own), or when the backend cannot tell (a backend that returns nothing says
+  that: its jobs count as killed). What remains: a job that ended with a non-zero
+  code of its own between the backend's last look and its signal counts as killed.
 * `close` kills every job still running; after it, no process started by this
   backend is left. It is idempotent.
 * `begin_study` is called by the launcher once, before its first `launch`, with the
@@ -108,8 +117,10 @@ class Backend(ABC):
         """None while the job runs, else its exit code."""
 
     @abstractmethod
-    def kill(self, handle: Handle, grace: float = 5.0) -> None:
-        """End the job's whole process tree (polite, then forced after `grace` s)."""
+    def kill(self, handle: Handle, grace: float = 5.0) -> int | None:
+        """End the job's whole process tree (polite, then forced after `grace` s). Its
+        exit code if it had ended on its own, None if the kill ended it or the backend
+        cannot tell (the module docstring says which)."""
 
     @abstractmethod
     def close(self) -> None:

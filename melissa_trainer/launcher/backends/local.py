@@ -71,7 +71,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Mapping
 from typing import IO, Any
 
@@ -81,6 +80,11 @@ from melissa_trainer.launcher.backends.mpich_segments import SegmentWatch, listi
 from melissa_trainer.launcher.backends.placement import Placement
 from melissa_trainer.launcher.backends.placement import nice_program as _nice_program
 from melissa_trainer.launcher.backends.placement import renice_group as _renice_group
+from melissa_trainer.launcher.backends.process_group import (
+    group_members,
+    signal_group,
+    wait_group_gone,
+)
 
 __all__ = ["DEFAULT_PLACEMENT", "LocalBackend", "LocalHandle"]
 
@@ -194,6 +198,7 @@ class LocalHandle(Handle):
         self.process = process
         self.log = log
         self.ended = False  # the main process was reaped and its group cleaned up
+        self.signalled = False  # `kill` signalled its group while its main process ran
         self.shm = shm or SegmentWatch()  # an MPI singleton's segment (`mpich_segments`)
 
     @property
@@ -305,19 +310,36 @@ class LocalBackend(Backend):
             handle.shm.look([handle.pid])
         return code
 
-    def kill(self, handle: Handle, grace: float = 5.0) -> None:
+    def kill(self, handle: Handle, grace: float = 5.0) -> int | None:
+        """SIGTERM to the job's process group, SIGKILL after `grace` s. Its exit code
+        if it had ended on its own (`Backend`'s contract): the reap just before the
+        signal (``Popen.poll``) sees an end since the caller's last poll exactly; after
+        the signal, a status 0 counts as its own (the signal hit a zombie, or it ended
+        itself well on SIGTERM), any other (-15, -9, or its SIGTERM handler's code) as
+        the kill's. What remains: a job that ends with a non-zero code of its own in
+        the microseconds between that reap and the signal counts as killed."""
         handle = self._mine(handle)
         if handle.ended:  # its group id may belong to someone else by now
-            return
+            return self._own_code(handle)
         if handle.process.poll() is None:
-            handle.shm.add(_group_members(handle.pid))  # (alive: what they map)
-            _signal_group(handle.pid, signal.SIGTERM)
+            handle.shm.add(group_members(handle.pid))  # (alive: what they map)
+            handle.signalled = True
+            signal_group(handle.pid, signal.SIGTERM)
             try:
                 handle.process.wait(timeout=max(grace, 0.0))
             except subprocess.TimeoutExpired:
-                _signal_group(handle.pid, signal.SIGKILL)
+                signal_group(handle.pid, signal.SIGKILL)
                 handle.process.wait()
         self._finish(handle)
+        return self._own_code(handle)
+
+    @staticmethod
+    def _own_code(handle: LocalHandle) -> int | None:
+        """The exit code of an ended job if it ended on its own (`kill`), else None."""
+        code = handle.process.returncode
+        if handle.signalled and code != 0:
+            return None
+        return code
 
     def close(self) -> None:
         for handle in list(self._handles):
@@ -334,8 +356,8 @@ class LocalBackend(Backend):
         # The group outlives its leader only through processes the job left behind; they
         # belong to an ended job, so they are orphans by definition. (Done right after
         # the leader is reaped: its id cannot have been reused for another group yet.)
-        if _signal_group(handle.pid, signal.SIGKILL):
-            _wait_group_gone(handle.pid, timeout=1.0)
+        if signal_group(handle.pid, signal.SIGKILL):
+            wait_group_gone(handle.pid, timeout=1.0)
         handle.shm.remove(handle.job.name)  # what ranks killed before MPI_Finalize left
         if handle.log is not None:
             handle.log.close()
@@ -351,46 +373,3 @@ class LocalBackend(Backend):
 
     def __repr__(self) -> str:
         return f"LocalBackend({len(self._handles)} running, placement={self.placement})"
-
-
-def _signal_group(pgid: int, sig: int) -> bool:
-    """Signal a process group; False if it no longer exists (which is fine)."""
-    try:
-        os.killpg(pgid, sig)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # pragma: no cover - the id was reused by someone else's group
-        return False
-    return True
-
-
-def _wait_group_gone(pgid: int, timeout: float) -> None:
-    """Wait (Linux; bounded) until no live process is left in group `pgid`, so that a
-    killed job is really gone when `kill` returns. SIGKILL is not instantaneous: a
-    process may still be exiting when the signal call returns. Zombies count as gone."""
-    if not sys.platform.startswith("linux"):
-        return
-    deadline = time.monotonic() + timeout
-    while _group_members(pgid):
-        if time.monotonic() >= deadline:
-            logger.warning("processes %s of a killed job are still alive", _group_members(pgid))
-            return
-        time.sleep(0.005)
-
-
-def _group_members(pgid: int) -> list[int]:
-    """Live (not zombie) processes of process group `pgid`, from /proc ([] off Linux)."""
-    if not sys.platform.startswith("linux"):
-        return []
-    members = []
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/stat", "rb") as file:
-                fields = file.read().rsplit(b")", 1)[1].split()
-        except OSError:  # the process ended meanwhile
-            continue
-        if int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
-            members.append(int(entry.name))
-    return members

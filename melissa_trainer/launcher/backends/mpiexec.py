@@ -185,15 +185,18 @@ class MpiexecBackend(Backend):
             self._end(handle)
         return code
 
-    def kill(self, handle: Handle, grace: float = 5.0) -> None:
+    def kill(self, handle: Handle, grace: float = 5.0) -> int | None:
         """SIGTERM to mpiexec's process group, SIGKILL after `grace`; then SIGKILL to
         what was below mpiexec when the kill began (ranks in sessions of their own); then
-        unlink the MPICH segments those ranks had mapped (`mpich_segments`)."""
+        unlink the MPICH segments those ranks had mapped (`mpich_segments`). mpiexec's
+        exit code if it had ended on its own, as `LocalBackend.kill` tells it (mpiexec
+        forwards SIGTERM and exits with its ranks' status: 0 after the signal is ranks
+        that ended well, counted as their own; any other code as the kill's)."""
         handle = self._own(handle)
         process = handle.process
         below = process_tree(process.pid) if process.process.poll() is None else []
         handle.shm.add(pid for pid, _ in below)
-        self._local.kill(process, grace)
+        code = self._local.kill(process, grace)
         if handle in self._running:
             self._running.remove(handle)
         for pid, started in below:
@@ -203,6 +206,7 @@ class MpiexecBackend(Backend):
         if not handle.shm.segments:  # a sweep: what a dying rank still holds is kept
             _wait_ended(below)
         self._end(handle)
+        return code
 
     def close(self) -> None:
         """Kill every job still running (as `kill` does); retry at once the sweeps that

@@ -187,16 +187,17 @@ class SlurmBackend(Backend):
             return handle.reason
         return None
 
-    def kill(self, handle: Handle, grace: float = 5.0) -> None:
+    def kill(self, handle: Handle, grace: float = 5.0) -> int | None:
         """SIGTERM to every process of the job (a queued job is just cancelled), wait up
         to `grace` s, then ``scancel --signal=KILL`` (a cancellation: Slurm SIGKILLs what
         is left after its KillWait) and wait up to FORCE_WAIT s more for the job to end
-        (else a warning; a later `poll` reports its end). Blocks meanwhile."""
+        (else a warning; a later `poll` reports its end). Blocks meanwhile. The job's
+        exit code if it had ended on its own (`Backend`'s contract; `BatchJobs.kill`,
+        `SrunSteps.kill` say how each mode tells), else None."""
         if isinstance(handle, SrunHandle) and self._steps is not None:
-            self._steps.kill(handle, grace)
-            return
+            return self._steps.kill(handle, grace)
         batch, job = self._own(handle)
-        batch.kill(job, grace)
+        return batch.kill(job, grace)
 
     def close(self) -> None:
         """Cancel every job still queued or running (waits up to CLOSE_GRACE s, then

@@ -137,7 +137,12 @@ class SrunSteps:
             return KILLED
         return code
 
-    def kill(self, step: SrunHandle, grace: float) -> None:
+    def kill(self, step: SrunHandle, grace: float) -> int | None:
+        """End a running step (its srun process, then ``scancel`` of the step by name).
+        srun's exit code if it had ended on its own before the kill's signal (the local
+        poll just before it), else None: what srun says after a kill is no news of the
+        job (module docstring: 137, or 0 having heard of no task), so a step that ends
+        in the instant between that poll and the signal counts as killed."""
         if step in self._running:  # still running: its step may outlive srun
             if step.step_id is None:
                 self._list()  # (while it is among the running: its id is noted)
@@ -147,6 +152,7 @@ class SrunSteps:
             self._local.kill(step.process, grace)
             self.cancel({step.step_name}.__contains__)
             self._sweep(step)
+        return None if step.killed else self._local.poll(step.process)
 
     def close(self) -> None:
         """Kill every running step; sweep the segments of all (`_sweep`: those still

@@ -205,14 +205,6 @@ class StudyEndNotice:
                     return
             if self._stop.is_set():
                 return
-            # (`done` is False for a failed study; the held path reads counts only: a
-            # study that failed since the last poll's check must not read as ended)
-            if self.held:
-                try:
-                    launcher.check()
-                except LauncherError as exc:
-                    self._failed(exc)
-                    return
             send_study_end(
                 [str(e["endpoint"]) for e in entries],
                 finished,

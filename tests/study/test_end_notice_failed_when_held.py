@@ -39,6 +39,11 @@ class HeldLauncher:
         self.error: str | None = None
         self.tuning = type("Tuning", (), {"poll_interval": 0.01})()
 
+    @property
+    def failed(self) -> bool:
+        """As `Launcher.failed` reads a stored error."""
+        return self.error is not None
+
     def check(self) -> None:
         if self.error is not None:
             raise LauncherError(self.error)

@@ -313,11 +313,12 @@ class LocalBackend(Backend):
     def kill(self, handle: Handle, grace: float = 5.0) -> int | None:
         """SIGTERM to the job's process group, SIGKILL after `grace` s. Its exit code
         if it had ended on its own (`Backend`'s contract): the reap just before the
-        signal (``Popen.poll``) sees an end since the caller's last poll exactly; after
-        the signal, a status 0 counts as its own (the signal hit a zombie, or it ended
-        itself well on SIGTERM), any other (-15, -9, or its SIGTERM handler's code) as
-        the kill's. What remains: a job that ends with a non-zero code of its own in
-        the microseconds between that reap and the signal counts as killed."""
+        signal (``Popen.poll``) sees an end since the caller's last poll exactly; any
+        end after the signal counts as the kill's, status 0 included: a solver that
+        catches SIGTERM and exits 0 (having written a restart file, say) did not finish
+        its simulation, and a study without data reports would take it for finished
+        and never run it again. What remains: a job that ends on its own in the
+        microseconds between that reap and the signal counts as killed (run again)."""
         handle = self._mine(handle)
         if handle.ended:  # its group id may belong to someone else by now
             return self._own_code(handle)
@@ -336,10 +337,7 @@ class LocalBackend(Backend):
     @staticmethod
     def _own_code(handle: LocalHandle) -> int | None:
         """The exit code of an ended job if it ended on its own (`kill`), else None."""
-        code = handle.process.returncode
-        if handle.signalled and code != 0:
-            return None
-        return code
+        return None if handle.signalled else handle.process.returncode
 
     def close(self) -> None:
         for handle in list(self._handles):

@@ -135,17 +135,14 @@ class BatchJobs:
     def kill(self, handle: SlurmHandle, grace: float) -> int | None:
         """See `SlurmBackend.kill`. The job's exit code if it had ended on its own: the
         squeue asked just before the first scancel listed it ended (or no more), its code
-        read as `poll` reads it; or, after the scancel, its code is 0 (its script wrote 0
-        for its command: it exited 0 before the signal landed, or ended itself well on
-        SIGTERM; without the file, sacct's or squeue's COMPLETED). Else None: a job
-        killed (143 from the file, CANCELLED), or still listed after the waits. What
-        remains: a job that fails on its own between that squeue and the scancel
-        counts as killed."""
+        read as `poll` reads it. Else None, whatever its end after the scancel, 0
+        included: a solver that catches SIGTERM and exits 0 did not finish its
+        simulation (a study without data reports would never run it again). What
+        remains: a job that ends on its own between that squeue and the scancel counts
+        as killed (run again)."""
         if handle.code is None:
             self._cancel([handle], grace)
-        if handle.cancelled and handle.code != 0:
-            return None
-        return handle.code
+        return None if handle.cancelled else handle.code
 
     def close(self) -> None:
         """Cancel every job still queued or running (waits up to CLOSE_GRACE s, then

@@ -178,17 +178,39 @@ with Client({{"u": ((4,), "float32")}}, simulation_id=0,
 
 
 def test_a_pause_of_the_trainer_counts_as_no_ones_silence() -> None:
-    """The silence clock: a gap between ticks of more than `pause_gap` counts nothing,
-    nor a tick at which the receiver waits for buffer room."""
+    """The silence clock: a tick counts at most `tick_cap` (2 poll intervals + 0.1 s)
+    since the previous one, nothing at which the receiver waits for buffer room."""
     clock = SilenceClock(
         3.0, floor=1.0, factor=10.0, startup=5.0, poll_interval=0.2, heartbeat=True
     )
-    assert clock.pause_gap == 2.0
+    assert clock.tick_cap == pytest.approx(0.5)
     assert clock.tick(100.0, reading=True) == 0.0  # (the first tick)
     assert clock.tick(100.2, reading=True) == pytest.approx(0.2)
-    assert clock.tick(160.2, reading=True) == 0.0 and clock.paused == pytest.approx(60.0)
+    assert clock.tick(160.2, reading=True) == pytest.approx(0.5)  # a 60 s SIGSTOP
+    assert clock.paused == pytest.approx(59.5)
     assert clock.tick(160.4, reading=False) == 0.0  # back-pressure
     assert clock.judge(3.5, sending=True) is not None and clock.judge(2.9, sending=True) is None
+
+
+def test_a_starved_trainers_late_tick_is_not_the_simulations_silence() -> None:
+    """The trainer's process not scheduled for 1.5 s (a loaded node): its receiver
+    counted no message and its launcher's tick comes late. Before, a tick late by less
+    than 2 s counted in full, and a simulation streaming every 0.1 s was killed past a
+    1 s bound; now that tick counts `tick_cap`, and a real hang (ticks on time) is still
+    killed once its silence passes the bound."""
+    clock = SilenceClock(
+        "auto", floor=1.0, factor=10.0, startup=60.0, poll_interval=0.05, heartbeat=True
+    )
+    clock.tick(100.0, reading=True)
+    silent = clock.tick(100.05, reading=True)  # a message came just before this tick
+    silent = clock.tick(101.55, reading=True)  # the late tick: no message counted since
+    assert silent == pytest.approx(0.2) and clock.paused == pytest.approx(1.3)
+    assert clock.judge(silent, sending=True) is None  # (killed before: 1.5 s > 1 s)
+    now = 101.55
+    while clock.judge(silent, sending=True) is None:  # a hang: ticks on time
+        now += 0.05
+        silent += clock.tick(now, reading=True)
+    assert now == pytest.approx(101.55 + 0.85)  # 0.2 + 17 x 0.05 > 1 s
 
 
 def test_the_derived_timeout_follows_the_longest_silence_seen() -> None:

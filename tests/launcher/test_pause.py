@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import zmq
+from held_ports import held_port, refused_endpoint
 
 from melissa_trainer.client import Client, ClientTuning
 from melissa_trainer.launcher.silence import SilenceClock
@@ -33,7 +33,8 @@ pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="uses /proc and 
 
 DRIVER = Path(__file__).parents[1] / "scripts" / "paused_study.py"
 
-#: a receiver in a process of its own: reads until the BYE, then prints the time steps
+#: a receiver in a process of its own, listening on port argv[1] (held by the test):
+#: reads until the BYE, then prints the time steps
 PEER = r"""
 import json, sys, zmq
 from melissa_trainer import wire as protocol
@@ -41,7 +42,8 @@ ctx = zmq.Context()
 sock = ctx.socket(zmq.PULL)
 sock.setsockopt(zmq.RCVHWM, 2)
 sock.setsockopt(zmq.RCVBUF, 65536)
-print(sock.bind_to_random_port("tcp://127.0.0.1"), flush=True)
+sock.bind(f"tcp://127.0.0.1:{sys.argv[1]}")  # (libzmq sets SO_REUSEADDR: see held_port)
+print(sys.argv[1], flush=True)
 steps = []
 while True:
     frames = sock.recv_multipart()
@@ -70,8 +72,12 @@ def wait_until(condition: object, timeout: float, what: str) -> None:
 
 @contextlib.contextmanager
 def peer() -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """The receiver's process and endpoint. Its port is held for the test
+    (`held_port`): once the process is killed, the client's reconnections are refused,
+    never accepted by another test's socket given the freed port."""
+    port = held_port()
     proc = subprocess.Popen(
-        [sys.executable, "-c", PEER], stdout=subprocess.PIPE, text=True, env=os.environ
+        [sys.executable, "-c", PEER, str(port)], stdout=subprocess.PIPE, text=True, env=os.environ
     )
     try:
         assert proc.stdout is not None
@@ -157,14 +163,13 @@ def test_an_error_in_a_solver_without_a_trainer_ends_it_at_once(tmp_path: Path) 
     """A solver started by hand, no trainer listening, fails in its `with Client` block
     (a missing parameter): its own error comes out at once, not after the client's
     timeouts (here 300 s and 120 s, far beyond this test's own timeout)."""
-    with zmq.Context() as ctx, ctx.socket(zmq.PULL) as probe:
-        port = probe.bind_to_random_port("tcp://127.0.0.1")
+    endpoint = refused_endpoint()  # (held: no other test's socket takes it)
     source = f"""
 import numpy as np
 from melissa_trainer.client import Client, ClientTuning
 tuning = ClientTuning(close_timeout=300, disconnected_timeout=120)
 with Client({{"u": ((4,), "float32")}}, simulation_id=0,
-            endpoints="tcp://127.0.0.1:{port}", tuning=tuning) as client:
+            endpoints="{endpoint}", tuning=tuning) as client:
     client.send(0, u=np.zeros(4, np.float32))
     client.parameters["diffusivity"]
 """

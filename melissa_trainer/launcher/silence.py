@@ -5,11 +5,18 @@ for three reasons: the simulation hangs (what `simulation_timeout` is for), it c
 a long step, or the trainer is not reading. Only the first two are the simulation's
 silence; `SilenceClock` leaves the third out:
 
-* **A paused trainer** (SIGSTOP, a suspended job, a swapped node): the launcher's
-  thread runs in the trainer's process and stops with it, and on resume finds that
-  `time.monotonic()` jumped. A tick that comes more than `pause_gap` seconds after the
-  previous one (a tick's own work takes milliseconds; a pause, or the process starved
-  that long, is the only way to miss ticks by seconds) counts none of that time.
+* **A paused or starved trainer** (SIGSTOP, a suspended job, a swapped node, a node
+  so loaded that the trainer's process waits for a core): the launcher's thread runs
+  in the trainer's process and stops with it, as does the receiver whose count is the
+  heartbeat, and on resume finds that `time.monotonic()` jumped. A tick counts at most
+  `tick_cap` seconds (``TICK_POLLS`` poll intervals plus ``TICK_SLACK``: a tick's own
+  work takes milliseconds) since the previous one; the rest is the launcher's own
+  lateness, not the simulation's silence (`paused` sums it). Before, a tick late by
+  less than 2 s counted in full: on a loaded 2-core machine a simulation streaming
+  every 0.1 s, with a 1 s bound, was killed as silent when the trainer's process was
+  not scheduled for 1.5 s. A hang is still found: the ticks that come on time count in
+  full, and each late one counts `tick_cap`, so its silence is counted later, never
+  sooner, the more the trainer is starved.
 * **Back-pressure**: the receiver waits for room in the buffer (training is slower
   than the stream, or busy with a validation or a checkpoint), and the simulations
   wait for the receiver. A tick at which the receiver is found waiting counts none of
@@ -59,8 +66,9 @@ __all__ = [
     "AUTO",
     "FACTOR_DEFAULT",
     "FLOOR_DEFAULT",
-    "PAUSE_GAP",
     "STARTUP_DEFAULT",
+    "TICK_POLLS",
+    "TICK_SLACK",
     "Default",
     "SilenceClock",
     "Verdict",
@@ -95,10 +103,11 @@ class Default(float):
 STARTUP_DEFAULT = Default(600.0)
 FLOOR_DEFAULT = Default(120.0)
 FACTOR_DEFAULT = Default(10.0)
-#: seconds between two ticks, at least, that mean the trainer's process was paused
-PAUSE_GAP = 2.0
-#: ... and at least this many poll intervals
-PAUSE_POLLS = 5
+#: a tick counts as silence at most this many poll intervals since the previous one ...
+TICK_POLLS = 2
+#: ... plus these seconds (the tick's own work, a scheduler's jitter); the rest is the
+#: trainer's lateness (module docstring)
+TICK_SLACK = 0.1
 
 
 @dataclass(frozen=True)
@@ -118,8 +127,8 @@ class SilenceClock:
         floor, factor, startup: the derived bound's `silence_floor`,
             `silence_factor` and `startup_timeout` (seconds; `startup` None: none; a
             `Default`: the default, which a numeric `timeout` ignores).
-        poll_interval: the launcher's seconds between ticks (a pause is a gap of
-            `PAUSE_POLLS` of them and `PAUSE_GAP` s at least).
+        poll_interval: the launcher's seconds between ticks (a tick counts at most
+            `TICK_POLLS` of them plus `TICK_SLACK` s: `tick_cap`).
         heartbeat: whether the receivers report messages; without, silence is the
             time since the attempt started, and ``"auto"`` is never.
     """
@@ -139,9 +148,10 @@ class SilenceClock:
         #: whether the user set `startup` (a numeric `timeout` then honours it)
         self.startup_set = not isinstance(startup, Default)
         self.startup = None if startup is None else float(startup)
-        self.pause_gap = max(PAUSE_GAP, PAUSE_POLLS * poll_interval)
+        #: the most seconds one tick counts as silence (module docstring)
+        self.tick_cap = TICK_POLLS * poll_interval + TICK_SLACK
         self._last: float | None = None  # the previous tick
-        #: seconds of the trainer's pauses seen so far (for logs and tests)
+        #: seconds of the trainer's pauses and lateness left out so far (logs, tests)
         self.paused = 0.0
         self.longest_gap = 0.0  # the longest silence between two messages, seen
         self.longest_startup = 0.0  # the longest time to a first message, seen
@@ -152,16 +162,16 @@ class SilenceClock:
         return self.timeout is not None
 
     def tick(self, now: float, reading: bool) -> float:
-        """The seconds since the previous tick that count as silence: none across a
-        pause of the trainer, none while the receiver waits for buffer room."""
+        """The seconds since the previous tick that count as silence: at most
+        `tick_cap` (the rest is the trainer's pause or lateness: `paused`), none while
+        the receiver waits for buffer room (`reading` False)."""
         last, self._last = self._last, now
         if last is None:
             return 0.0
-        elapsed = now - last
-        if elapsed > self.pause_gap:
-            self.paused += elapsed
-            return 0.0
-        return elapsed if reading else 0.0
+        elapsed = max(0.0, now - last)
+        counted = min(elapsed, self.tick_cap)
+        self.paused += elapsed - counted
+        return counted if reading else 0.0
 
     def heard(self, silent: float, first: bool) -> None:
         """A message came after `silent` seconds of silence (`first`: the attempt's

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import zmq
+from held_ports import held_port, refused_endpoint
 
 from melissa_trainer.client import Client, ClientTuning
 from melissa_trainer.launcher.silence import SilenceClock
@@ -33,7 +33,8 @@ pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="uses /proc and 
 
 DRIVER = Path(__file__).parents[1] / "scripts" / "paused_study.py"
 
-#: a receiver in a process of its own: reads until the BYE, then prints the time steps
+#: a receiver in a process of its own, listening on port argv[1] (held by the test):
+#: reads until the BYE, then prints the time steps
 PEER = r"""
 import json, sys, zmq
 from melissa_trainer import wire as protocol
@@ -41,7 +42,8 @@ ctx = zmq.Context()
 sock = ctx.socket(zmq.PULL)
 sock.setsockopt(zmq.RCVHWM, 2)
 sock.setsockopt(zmq.RCVBUF, 65536)
-print(sock.bind_to_random_port("tcp://127.0.0.1"), flush=True)
+sock.bind(f"tcp://127.0.0.1:{sys.argv[1]}")  # (libzmq sets SO_REUSEADDR: see held_port)
+print(sys.argv[1], flush=True)
 steps = []
 while True:
     frames = sock.recv_multipart()
@@ -70,8 +72,12 @@ def wait_until(condition: object, timeout: float, what: str) -> None:
 
 @contextlib.contextmanager
 def peer() -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """The receiver's process and endpoint. Its port is held for the test
+    (`held_port`): once the process is killed, the client's reconnections are refused,
+    never accepted by another test's socket given the freed port."""
+    port = held_port()
     proc = subprocess.Popen(
-        [sys.executable, "-c", PEER], stdout=subprocess.PIPE, text=True, env=os.environ
+        [sys.executable, "-c", PEER, str(port)], stdout=subprocess.PIPE, text=True, env=os.environ
     )
     try:
         assert proc.stdout is not None
@@ -157,14 +163,13 @@ def test_an_error_in_a_solver_without_a_trainer_ends_it_at_once(tmp_path: Path) 
     """A solver started by hand, no trainer listening, fails in its `with Client` block
     (a missing parameter): its own error comes out at once, not after the client's
     timeouts (here 300 s and 120 s, far beyond this test's own timeout)."""
-    with zmq.Context() as ctx, ctx.socket(zmq.PULL) as probe:
-        port = probe.bind_to_random_port("tcp://127.0.0.1")
+    endpoint = refused_endpoint()  # (held: no other test's socket takes it)
     source = f"""
 import numpy as np
 from melissa_trainer.client import Client, ClientTuning
 tuning = ClientTuning(close_timeout=300, disconnected_timeout=120)
 with Client({{"u": ((4,), "float32")}}, simulation_id=0,
-            endpoints="tcp://127.0.0.1:{port}", tuning=tuning) as client:
+            endpoints="{endpoint}", tuning=tuning) as client:
     client.send(0, u=np.zeros(4, np.float32))
     client.parameters["diffusivity"]
 """
@@ -178,17 +183,39 @@ with Client({{"u": ((4,), "float32")}}, simulation_id=0,
 
 
 def test_a_pause_of_the_trainer_counts_as_no_ones_silence() -> None:
-    """The silence clock: a gap between ticks of more than `pause_gap` counts nothing,
-    nor a tick at which the receiver waits for buffer room."""
+    """The silence clock: a tick counts at most `tick_cap` (2 poll intervals + 0.1 s)
+    since the previous one, nothing at which the receiver waits for buffer room."""
     clock = SilenceClock(
         3.0, floor=1.0, factor=10.0, startup=5.0, poll_interval=0.2, heartbeat=True
     )
-    assert clock.pause_gap == 2.0
+    assert clock.tick_cap == pytest.approx(0.5)
     assert clock.tick(100.0, reading=True) == 0.0  # (the first tick)
     assert clock.tick(100.2, reading=True) == pytest.approx(0.2)
-    assert clock.tick(160.2, reading=True) == 0.0 and clock.paused == pytest.approx(60.0)
+    assert clock.tick(160.2, reading=True) == pytest.approx(0.5)  # a 60 s SIGSTOP
+    assert clock.paused == pytest.approx(59.5)
     assert clock.tick(160.4, reading=False) == 0.0  # back-pressure
     assert clock.judge(3.5, sending=True) is not None and clock.judge(2.9, sending=True) is None
+
+
+def test_a_starved_trainers_late_tick_is_not_the_simulations_silence() -> None:
+    """The trainer's process not scheduled for 1.5 s (a loaded node): its receiver
+    counted no message and its launcher's tick comes late. Before, a tick late by less
+    than 2 s counted in full, and a simulation streaming every 0.1 s was killed past a
+    1 s bound; now that tick counts `tick_cap`, and a real hang (ticks on time) is still
+    killed once its silence passes the bound."""
+    clock = SilenceClock(
+        "auto", floor=1.0, factor=10.0, startup=60.0, poll_interval=0.05, heartbeat=True
+    )
+    clock.tick(100.0, reading=True)
+    silent = clock.tick(100.05, reading=True)  # a message came just before this tick
+    silent = clock.tick(101.55, reading=True)  # the late tick: no message counted since
+    assert silent == pytest.approx(0.2) and clock.paused == pytest.approx(1.3)
+    assert clock.judge(silent, sending=True) is None  # (killed before: 1.5 s > 1 s)
+    now = 101.55
+    while clock.judge(silent, sending=True) is None:  # a hang: ticks on time
+        now += 0.05
+        silent += clock.tick(now, reading=True)
+    assert now == pytest.approx(101.55 + 0.85)  # 0.2 + 17 x 0.05 > 1 s
 
 
 def test_the_derived_timeout_follows_the_longest_silence_seen() -> None:

@@ -18,7 +18,10 @@ except PredictionUnavailable:          # busy, not serving yet, restarting, gone
   first request, and again after a failure (a restarted trainer publishes another
   endpoint); until it is published a request waits, up to its timeout (a trainer
   starting), unless a trainer served there before and has removed its file (it
-  stopped): then the request fails at once, and the next one looks again.
+  stopped): then the request fails at once, and the next one looks again; so does one
+  that finds only serve files of another run than its ``run_id``. A rendezvous path
+  that is not a directory is warned of once (a typo likely, the directory likely meant:
+  the `Client`'s words), and each timeout's message says so too.
 * Failures a simulation falls back from, all `PredictionUnavailable`:
   `PredictTimeout` (also a `TimeoutError`: no answer in time; the trainer is busy
   beyond the timeout, stopped (a suspended job: its connection stays up, which the
@@ -66,6 +69,7 @@ import numpy as np
 import zmq
 
 from melissa_trainer import wire as protocol
+from melissa_trainer.client.config import check_simulation_id
 from melissa_trainer.client.predict_errors import (
     UNANSWERED,
     Predicted,
@@ -104,12 +108,14 @@ class Predictor:
     """Asks the trainer's serving socket for predictions (module docstring).
 
     Args:
-        simulation_id: sent with each request; it chooses the rank (``id % W``).
+        simulation_id: sent with each request; it chooses the rank (``id % W``). An
+            integer in [0, 2**64) (the wire's u64), else ValueError at once.
         endpoint: the serving endpoint to use; default: `$MELISSA_TRAINER_SERVE_ENDPOINTS`,
             else the rendezvous directory.
         rendezvous_dir: default `$MELISSA_TRAINER_RENDEZVOUS`.
         run_id: sent with each request (a trainer of another run refuses it), and serve
-            files of another run are ignored.
+            files of another run are ignored: when only such files are there, a request
+            fails at once (`PredictTimeout`, naming both runs), not at its timeout.
         curve_server_key: the Z85 CURVE key of `endpoint` and of the endpoints of
             `$MELISSA_TRAINER_SERVE_ENDPOINTS`; default `$MELISSA_TRAINER_SERVE_KEY` (a
             rendezvous gives its own).
@@ -126,7 +132,7 @@ class Predictor:
         curve_server_key: str | None = None,
         context: zmq.Context | None = None,
     ) -> None:
-        self.simulation_id = simulation_id
+        self.simulation_id = _checked_id(simulation_id)
         self.run_id = None if run_id is None else protocol.check_run_id(run_id, "run_id")
         self._own_context = context is None
         self._context = zmq.Context() if context is None else context
@@ -269,6 +275,28 @@ class Predictor:
             if problem is not None:
                 raise ValueError(f"predict(): {problem}")
         return out
+
+
+def _checked_id(value: Any) -> int:
+    """`value` as a simulation id, an integer in [0, 2**64) (a u64 on the wire, as the
+    `Client`'s and the C client's), else ValueError naming `simulation_id` and the fix:
+    a bad one failed at the first request with a bare `struct.error` ("argument out of
+    range"), a string with a TypeError of a log format, and a float waited its whole
+    timeout for "rank 0.5 of 1" (a user trial)."""
+    if value is None or isinstance(value, str | bytes):
+        fix = (
+            "give the id as an int (int(...) of a value read from the environment or the "
+            "command line)"
+            if value is not None
+            else "give this simulation's id, an int"
+        )
+        raise ValueError(f"Predictor: simulation_id must be an integer, not {value!r}: {fix}")
+    try:
+        return check_simulation_id(value)
+    except ValueError as exc:
+        raise ValueError(
+            f"Predictor: {exc}: give this simulation's id, an integer >= 0 (a u64)"
+        ) from None
 
 
 def _lost(link: PredictLink) -> PredictTimeout:

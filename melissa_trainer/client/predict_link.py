@@ -27,6 +27,7 @@ from melissa_trainer.client.predict_errors import (
     unresolved,
 )
 from melissa_trainer.client.predict_events import TIMED_OUT, ServeEvents
+from melissa_trainer.client.predict_lookup import MissingDirectory, other_run
 from melissa_trainer.client.server_key import z85_fault
 from melissa_trainer.stream.serving_rendezvous import read_serving
 from melissa_trainer.wire import FieldSpec
@@ -109,6 +110,7 @@ class PredictLink:
         self.simulation_id, self.run_id = simulation_id, run_id
         self._endpoint, self._key = endpoint, curve_server_key
         self._rendezvous = rendezvous_dir
+        self._missing = MissingDirectory("rendezvous_dir" if rendezvous_dir else ENV_RENDEZVOUS)
         self._context = context
         self.socket: zmq.Socket | None = None
         self.monitor: zmq.Socket | None = None  # the socket's handshake failures
@@ -327,12 +329,17 @@ class PredictLink:
                 self.inputs, self._rank = entry["inputs"], entry.get("rank")
                 self._served_there = True
                 return entry["endpoint"], entry.get("curve_public_key"), False
+            other = other_run(why, self.run_id)  # (only another run's files: at once)
+            if other is not None:
+                raise self.gone(f"no serving endpoint in {str(directory)!r}: {why}{other}")
+            self._missing.check(directory, why)  # (a typo? warned once)
             left = deadline - time.monotonic()
             if left <= 0 or self._served_there:
                 # (Waiting for a serve file is for a trainer not started yet. One that
                 # served this simulation and removed its file has stopped: fall back
                 # now, and look again at the next request, for a trainer resumed.)
                 message = f"no serving endpoint in {str(directory)!r}: {why}"
+                message += self._missing.note(directory)
                 if self._served_there:
                     raise self.gone(f"{message} (the trainer that served this simulation stopped)")
                 raise PredictTimeout(message)

@@ -16,18 +16,20 @@ ENV_RENDEZVOUS = "MELISSA_TRAINER_RENDEZVOUS"
 __all__ = ["missing_note", "waiting_notice"]
 
 
-def missing_note(where: str) -> str:
+def missing_note(where: str | os.PathLike[str], source: str = ENV_RENDEZVOUS) -> str:
     """What a rendezvous path `where` that is not a directory adds to the client's words
     (`waiting_notice`'s warning and the final TimeoutError: a user trial's error had lost
     it): when not even its parent exists, that a typo in the variable is likely; and
     the directory likely meant, where one of its first missing component's siblings is
-    close ("did you mean /w/out/rendezvous?"); "" when it is a directory."""
+    close ("did you mean /w/out/rendezvous?"); "" when it is a directory. `source`:
+    where the path was given (the variable, or an argument: a `Predictor`'s
+    ``rendezvous_dir``)."""
     path = os.path.abspath(where)
     if os.path.isdir(path):
         return ""
     parent = os.path.dirname(path)
     note = (
-        f"; its parent {parent} does not exist either: a typo in {ENV_RENDEZVOUS} is "
+        f"; its parent {parent} does not exist either: a typo in {source} is "
         f"likely, unless its trainer has not started yet (the trainer creates "
         f"{{output_dir}}/rendezvous, its files rank_<r>.json)"
         if not os.path.isdir(parent)

@@ -76,6 +76,7 @@ from melissa_trainer.core.state import TrainerControl, TrainerState
 from melissa_trainer.hooks.base import Hook
 from melissa_trainer.hooks.inference import Inference
 from melissa_trainer.hooks.serving_budget import ServingBudget
+from melissa_trainer.hooks.serving_checks import check_serving
 from melissa_trainer.hooks.serving_in_process import InProcessPrediction, queued
 from melissa_trainer.hooks.serving_report import LOG_MAXIMA, log_figures, summary
 from melissa_trainer.hooks.serving_socket import rank_server
@@ -132,7 +133,7 @@ class ServingHook(Hook):
         bind: str | None = None,
         rendezvous_dir: str | None = None,
     ) -> None:
-        # (the server checks `inputs` and `max_queue`; built here so bad ones fail now)
+        check_serving(inputs, process_inputs, process_outputs, max_queue, bind)  # (now)
         self._server = PredictServer(inputs, max_queue=max_queue)
         self.inputs = self._server.inputs
         self._inference = Inference(self.inputs, process_inputs, process_outputs)

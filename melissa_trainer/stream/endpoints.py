@@ -146,6 +146,28 @@ def advertised(endpoint: str, host: str | None) -> str:
     return f"tcp://{host}:{port}"
 
 
+def bind_fault(bind: Any) -> str | None:
+    """What is wrong with `bind` as a ZeroMQ endpoint a socket of the trainer binds, or
+    None: ``tcp://HOST:PORT`` (a host, an interface, ``*`` or a bracketed IPv6
+    address; a port 0 to 65535 or ``*``, random) or ``ipc://PATH``. Checked where the
+    bind is given: ZeroMQ's "Invalid argument" came only when the trainer bound, after
+    its start-up (a user trial: ``bind="junk"`` failed training 31 s in)."""
+    if not isinstance(bind, str):
+        return f"a string like tcp://HOST:PORT, not {type(bind).__name__}"
+    if bind.startswith("ipc://"):
+        return None if len(bind) > len("ipc://") else "ipc:// needs a path"
+    if not bind.startswith("tcp://"):
+        return "like tcp://HOST:PORT (or ipc://PATH)"
+    host, colon, port = bind[len("tcp://") :].rpartition(":")
+    if not colon:
+        return "like tcp://HOST:PORT: it has no port (PORT: a number, or * for a random one)"
+    if not host or host.startswith("[") != host.endswith("]"):
+        return f"like tcp://HOST:PORT, HOST an address, an interface or *, not {host!r}"
+    if port != "*" and not (port.isascii() and port.isdigit() and int(port) <= 65535):
+        return f"like tcp://HOST:PORT, PORT a number 0 to 65535 or *, not {port!r}"
+    return None
+
+
 def is_loopback(endpoint: str) -> bool:
     """True if only this machine can reach the endpoint."""
     if not endpoint.startswith("tcp://"):

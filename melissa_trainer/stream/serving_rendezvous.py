@@ -22,6 +22,7 @@ from melissa_trainer import wire as protocol
 from melissa_trainer.wire import FieldSpec
 
 __all__ = [
+    "OTHER_RUN",
     "SERVE_VERSION",
     "check_inputs",
     "read_serving",
@@ -89,6 +90,11 @@ def remove_serving(directory: str | os.PathLike[str], rank: int, endpoint: str) 
         return
 
 
+#: how `read_serving`'s why begins when only serve files of another run are there (a
+#: client fails at once then: `client.predict_lookup.other_run`)
+OTHER_RUN = "the trainer serving there belongs to another run"
+
+
 def read_serving(
     directory: str | os.PathLike[str], simulation_id: int, run_id: str | None
 ) -> tuple[dict[str, Any] | None, str]:
@@ -141,7 +147,7 @@ def read_serving(
     if len(sizes) > 1:
         return None, f"serve files disagree on world_size: {sorted(sizes)}"
     if other_runs:
-        return None, f"the trainer serving there belongs to another run ({sorted(other_runs)})"
+        return None, f"{OTHER_RUN} ({sorted(other_runs)})"
     return None, "no trainer serves predictions there (yet)"
 
 

@@ -1,0 +1,79 @@
+"""What a `Predictor` says when the lookup of its serving endpoint in a rendezvous
+directory finds none (`predict_link.PredictLink._resolve`), beyond `read_serving`'s
+why: the fix when only another run's serve files are there (`other_run`: that request
+fails at once), and a path that is not a directory (`MissingDirectory`: the typo hint
+and the directory likely meant, the `Client`'s words, `rendezvous_words`). A user trial
+found both silent: each request waited its whole timeout, and a solver that falls back
+on `PredictionUnavailable` fell back for ever without a word. Imports the standard
+library and the shared `stream` modules only.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+
+from melissa_trainer.client.rendezvous_words import missing_note
+from melissa_trainer.stream.endpoints import NOTICE_AFTER
+from melissa_trainer.stream.serving_rendezvous import OTHER_RUN
+
+__all__ = ["MissingDirectory", "other_run"]
+
+logger = logging.getLogger("melissa_trainer.client.predict")
+
+
+def other_run(why: str, run_id: str | None) -> str | None:
+    """What a lookup whose why (`read_serving`'s) is that only serve files of another
+    run than `run_id` are there adds to its error: the run asked as and the fix; None
+    for any other why. The request fails at once (its trainer is known not to be this
+    run's: waiting the timeout would not change it, unless a trainer of this run comes,
+    which the next request's lookup sees)."""
+    if run_id is None or not why.startswith(OTHER_RUN):
+        return None
+    return (
+        f", not run {run_id!r} that this predictor asks as (run_id): give run_id the "
+        "trainer's run id (the run_id of its serve files), or None to ask any run's "
+        f"trainer, or use the rendezvous directory of run {run_id!r} (a Client follows a "
+        "restarted trainer at its next request)"
+    )
+
+
+class MissingDirectory:
+    """The words of a rendezvous path that is not a directory (a typo, or a trainer that
+    has not created it yet): `note` for each timeout's message, and a WARNING once
+    (`check`), at a lookup `NOTICE_AFTER` seconds or more after the first one that found
+    it missing, counted over requests (a solver may start before its trainer: a quiet
+    wait at first; its requests may each time out sooner than that).
+
+    Args:
+        source: where the path was given (``rendezvous_dir``, or the variable).
+    """
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self._since: float | None = None  # when a lookup first found it missing
+        self._warned = False
+
+    def check(self, directory: str | os.PathLike[str], why: str) -> None:
+        """After a lookup in `directory` found no endpoint (`why`): warn once when it
+        has not been a directory for `NOTICE_AFTER` seconds (one ``stat``)."""
+        if os.path.isdir(directory):
+            self._since = None
+            return
+        now = time.monotonic()
+        if self._since is None:
+            self._since = now
+        if self._warned or now - self._since < NOTICE_AFTER:
+            return
+        self._warned = True
+        logger.warning(
+            "Predictor: %s=%s: %s%s; each request waits up to its timeout for the trainer "
+            "to create it (then fails: PredictTimeout)",
+            self.source, os.path.abspath(directory), why, self.note(directory),
+        )  # fmt: skip
+
+    def note(self, directory: str | os.PathLike[str]) -> str:
+        """`missing_note` of `directory` (a typo likely, the directory likely meant; ""
+        when it is a directory)."""
+        return missing_note(directory, self.source)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import socket
 import time
+from pathlib import Path
 
 import zmq
 
@@ -23,6 +24,7 @@ from melissa_trainer.client.predict_errors import (
     SILENT,
     PredictTimeout,
     handshake_refused,
+    malformed_serve_key,
     not_serving,
     unresolved,
 )
@@ -126,6 +128,7 @@ class PredictLink:
         #: (an argument, the environment) rather than read from a serve file
         self._rank: int | None = None
         self._endpoint_given = False
+        self._serve_file: str | None = None  # the serve file last read (None: given)
         self._resolved: set[str] = set()  # host names found to resolve (`_unresolved`)
 
     def check_backoff(self, now: float) -> None:
@@ -178,13 +181,11 @@ class PredictLink:
         sock.setsockopt(zmq.LINGER, 0)
         sock.setsockopt(zmq.IMMEDIATE, 1)  # never queue a request for a peer not there
         if key is not None:
-            fault = z85_fault(key)  # (else libzmq's bare "Invalid argument" below)
+            # (else libzmq's bare "Invalid argument" below; a serve file may hold anything)
+            fault = z85_fault(key) if isinstance(key, str) else f"a str, not {type(key).__name__}"
             if fault is not None:
                 sock.close(linger=0)
-                raise ValueError(
-                    f"the serving endpoint's CURVE key (curve_server_key or {ENV_SERVE_KEY}) "
-                    f"must be the 40-character Z85 public key, not {key!r} (it must be {fault})"
-                )
+                raise malformed_serve_key(key, fault, ENV_SERVE_KEY, self._serve_file)
             sock.curve_serverkey = key.encode("ascii")
             sock.curve_publickey, sock.curve_secretkey = zmq.curve_keypair()
         monitor = sock.get_monitor_socket(_HANDSHAKE_FAILED | _GONE | zmq.EVENT_CONNECTED)
@@ -304,6 +305,7 @@ class PredictLink:
         """The endpoint of the rank that serves this simulation, its CURVE key, and
         whether that key was given (an argument, the environment; else the rendezvous)."""
         key = self._key or os.environ.get(ENV_SERVE_KEY, "").strip() or None
+        self._serve_file = None
         if self._endpoint is not None:
             self._rank = None  # (the trainer's number of ranks is not known here)
             return self._endpoint, key, True
@@ -326,6 +328,7 @@ class PredictLink:
             if entry is not None:
                 self.inputs, self._rank = entry["inputs"], entry.get("rank")
                 self._served_there = True
+                self._serve_file = str(Path(directory) / f"serve_{self._rank}.json")
                 return entry["endpoint"], entry.get("curve_public_key"), False
             left = deadline - time.monotonic()
             if left <= 0 or self._served_there:

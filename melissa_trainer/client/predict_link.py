@@ -29,7 +29,7 @@ from melissa_trainer.client.predict_errors import (
     unresolved,
 )
 from melissa_trainer.client.predict_events import TIMED_OUT, ServeEvents
-from melissa_trainer.client.server_key import z85_fault
+from melissa_trainer.client.server_key import not_the_served_key, z85_fault
 from melissa_trainer.stream.serving_rendezvous import read_serving
 from melissa_trainer.wire import FieldSpec
 
@@ -88,8 +88,9 @@ class PredictLink:
         endpoint: the serving endpoint; default `$MELISSA_TRAINER_SERVE_ENDPOINTS`, else
             the rendezvous directory.
         rendezvous_dir: default `$MELISSA_TRAINER_RENDEZVOUS`.
-        curve_server_key: the CURVE key of `endpoint` and of the environment's endpoints;
-            default `$MELISSA_TRAINER_SERVE_KEY`.
+        curve_server_key: the CURVE key of `endpoint` and of the environment's endpoints
+            (checked: `Predictor`); default `$MELISSA_TRAINER_SERVE_KEY`. With a serve
+            file, the first one read must publish it (else `ConfigError`); then unused.
         context: the ZeroMQ context of the sockets (the caller's to end).
 
     Attributes:
@@ -329,7 +330,11 @@ class PredictLink:
                 self.inputs, self._rank = entry["inputs"], entry.get("rank")
                 self._served_there = True
                 self._serve_file = str(Path(directory) / f"serve_{self._rank}.json")
-                return entry["endpoint"], entry.get("curve_public_key"), False
+                published = entry.get("curve_public_key")
+                if self._key is not None and published != self._key:  # (as a Client's)
+                    raise not_the_served_key(self._key, published, self._serve_file)
+                self._key = None  # (a restarted trainer's new key is its serve file's)
+                return entry["endpoint"], published, False
             left = deadline - time.monotonic()
             if left <= 0 or self._served_there:
                 # (Waiting for a serve file is for a trainer not started yet. One that

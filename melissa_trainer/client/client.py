@@ -55,6 +55,7 @@ from melissa_trainer.client.config import (
 from melissa_trainer.client.env_names import warn_unknown_once
 from melissa_trainer.client.field_part import FieldPart
 from melissa_trainer.client.finite_check import FiniteCheck
+from melissa_trainer.client.handshake_words import ARGUMENT, ENV, RENDEZVOUS
 from melissa_trainer.client.held import HeldArrays
 from melissa_trainer.client.restart import RestartCheck
 from melissa_trainer.client.transport import FAILED_CLOSE_TIMEOUT as FAILED_CLOSE_TIMEOUT
@@ -182,6 +183,10 @@ class Client(FollowsTrainer):
         # (where the endpoints were read, if from a rendezvous: a trainer restarted
         # rewrites it, which a send or close that gives up then says, `restart`)
         rendezvous = None if endpoints is not None else rendezvous_dir()
+        #: where the CURVE keys came from, which a refused handshake's words name
+        self._key_from = (
+            RENDEZVOUS if rendezvous else ARGUMENT if curve_server_key is not None else ENV
+        )
         #: the run this simulation belongs to, sent in its HELLO (None: unchecked)
         self.run_id = resolve_run_id(run_id, published, self.simulation_id)
         self._specs = specs
@@ -251,6 +256,7 @@ class Client(FollowsTrainer):
             self.ranks,
             check.note,
             self.routing,
+            self._key_from,
         )
         seen = self._following.seen if self._following else None  # (follows at once)
         follow_in = self._rendezvous if self._following else None

@@ -47,6 +47,8 @@ import zmq
 
 from melissa_trainer.client.handshake_timing import NOT_ZMQ_AFTER, REPEAT_AFTER, timeout_bound
 from melissa_trainer.client.handshake_words import (
+    ENV,
+    KEYED,
     MISMATCH,
     NO_KEY,
     NOT_RECEIVER,
@@ -93,10 +95,12 @@ class Handshakes:
     monitor set up before it connects (`watch`, in connection order; module docstring).
     """
 
-    def __init__(self, whose: str = "") -> None:
+    def __init__(self, whose: str = "", key_from: str = ENV) -> None:
         """`whose`: "simulation S rank R", which its warning leads with (the C client's
-        does), or "" for none."""
+        does), or "" for none. `key_from`: where the sockets' CURVE key came from
+        (`handshake_words.KEYED`'s keys), which a refusal's words name with its fix."""
         self._whose = f"{whose}: " if whose else ""
+        self._keyed_words = KEYED[key_from]
         self._monitors: list[zmq.Socket] = []
         self._sockets: list[zmq.Socket] = []
         self._keyed: list[bool] = []
@@ -223,19 +227,20 @@ class Handshakes:
                 # answering junk, or a CURVE-only receiver whose mechanism mismatch was
                 # lost: `NOT_RECEIVER_DROPS` names both)
                 return f"to {endpoint}: {NOT_RECEIVER_DROPS}"
+            mismatch, plain, undetailed_plain = self._keyed_words  # (named the key's source)
             if not self._keyed[index]:
                 cause = NO_KEY
             elif refusal == (
                 zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL,
                 zmq.PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH,
             ):
-                cause = PLAIN
+                cause = plain
             else:  # (without detail, it may be a plain receiver's lost mismatch too)
                 cause = (
-                    f"{MISMATCH} (the receiver's curve_public_key, that of the trainer running now)"
+                    f"{mismatch} (the receiver's curve_public_key, that of the trainer running now)"
                 )
                 if refusal[0] == zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL:
-                    cause += f"; or {UNDETAILED_PLAIN}"
+                    cause += f"; or {undetailed_plain}"
             return (
                 f"to {endpoint}: the receiver refused this client's handshake, nothing sent "
                 f"to it was delivered: {cause}"

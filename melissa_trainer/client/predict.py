@@ -83,6 +83,7 @@ from melissa_trainer.client.predict_link import (
     PredictLink,
     poll_ms,
 )
+from melissa_trainer.client.server_key import check_server_key
 from melissa_trainer.stream.serving_rendezvous import check_inputs
 from melissa_trainer.wire import Prediction, ProtocolError
 
@@ -117,9 +118,17 @@ class Predictor:
             files of another run are ignored: when only such files are there, a request
             fails at once (`PredictTimeout`, naming both runs), not at its timeout.
         curve_server_key: the Z85 CURVE key of `endpoint` and of the endpoints of
-            `$MELISSA_TRAINER_SERVE_ENDPOINTS`; default `$MELISSA_TRAINER_SERVE_KEY` (a
-            rendezvous gives its own).
+            `$MELISSA_TRAINER_SERVE_ENDPOINTS` (str, or the bytes of
+            `zmq.curve_keypair`); default `$MELISSA_TRAINER_SERVE_KEY`. A rendezvous
+            gives its own: one given must be the key of the first serve file read (the
+            running trainer's), as ``Client(curve_server_key=...)`` must be the
+            rendezvous', and is not used after it (a restarted trainer's key is read).
         context: a ZeroMQ context to use (default: one of its own, ended by `close`).
+
+    Raises:
+        ConfigError: (a ValueError) `curve_server_key` not a 40-character Z85 key, here
+            (`server_key.check_server_key`, as `Client`'s); or, at the first request,
+            not the key of the serve file read then.
     """
 
     def __init__(
@@ -129,16 +138,17 @@ class Predictor:
         endpoint: str | None = None,
         rendezvous_dir: str | os.PathLike[str] | None = None,
         run_id: str | None = None,
-        curve_server_key: str | None = None,
+        curve_server_key: str | bytes | None = None,
         context: zmq.Context | None = None,
     ) -> None:
         self.simulation_id = _checked_id(simulation_id)
         self.run_id = None if run_id is None else protocol.check_run_id(run_id, "run_id")
+        key = None if curve_server_key is None else check_server_key(curve_server_key)
         self._own_context = context is None
         self._context = zmq.Context() if context is None else context
         # where the serving rank is, the socket to it, and whether its trainer is gone
         self._link = PredictLink(
-            simulation_id, self.run_id, endpoint, rendezvous_dir, curve_server_key, self._context
+            simulation_id, self.run_id, endpoint, rendezvous_dir, key, self._context
         )
         self._ids = itertools.count(1)
         self._closed = False

@@ -12,6 +12,7 @@ import numpy as np
 
 __all__ = [
     "PLAIN_SERVE",
+    "PLAIN_SERVE_FILE",
     "SILENT",
     "UNANSWERED",
     "PredictRefused",
@@ -19,6 +20,7 @@ __all__ = [
     "Predicted",
     "PredictionUnavailable",
     "handshake_refused",
+    "malformed_serve_key",
     "not_serving",
     "unresolved",
 ]
@@ -53,6 +55,14 @@ UNANSWERED = (
 PLAIN_SERVE = (
     "the serving socket is not encrypted (it takes plain connections: ZeroMQ reports a "
     "mechanism mismatch), and this client has a CURVE key for it"
+)
+#: what `PLAIN_SERVE` goes on with when that key was read from the serve file of rank
+#: `{rank}` (no one gave it: a stale file, its port another socket's since), and where
+#: to look; the C client's words too (predict_watch.c)
+PLAIN_SERVE_FILE = (
+    ", read from its serve file (the curve_public_key of serve_{rank}.json): a stale "
+    "serve file? (its trainer gone, its port another's that serves without CURVE): check "
+    "the rendezvous directory ({env_rendezvous}) and the trainer serving there"
 )
 
 
@@ -106,8 +116,9 @@ def handshake_refused(
     argument, `env_key`) or read from its serve file (the C client's words:
     predict_watch.c); names the endpoint and the fix (`env_rendezvous`, `env_key`: the
     variables that give it), and the serve file of `rank` (None: not known here).
-    `plain`: ZeroMQ said why (a mechanism mismatch) and a key was given: the server
-    takes no CURVE (`PLAIN_SERVE`), and the fix is to drop the key."""
+    `plain`: ZeroMQ said why (a mechanism mismatch): the server takes no CURVE
+    (`PLAIN_SERVE`); the fix is to drop a key given, and a serve file's key says the
+    file is stale (`PLAIN_SERVE_FILE`)."""
     fix = (
         f"read it from the rendezvous directory ({env_rendezvous}: the serve files "
         f"carry it), or pass curve_server_key= (or set {env_key}) to the "
@@ -125,6 +136,12 @@ def handshake_refused(
             f"{PLAIN_SERVE}: drop the key given (curve_server_key or {env_key}), or check "
             "the endpoint if that serving socket should use CURVE"
         )
+    if plain:  # (a serve file's key: no one gave it, a stale file says it)
+        where = PLAIN_SERVE_FILE.format(rank=rank, env_rendezvous=env_rendezvous)
+        return ValueError(
+            f"the serving endpoint {endpoint} refused this client's CURVE handshake: "
+            f"{PLAIN_SERVE}{where}"
+        )
     whose = (
         f"the key given (curve_server_key or {env_key})"
         if given
@@ -134,6 +151,23 @@ def handshake_refused(
         f"the serving endpoint {endpoint} refused this client's CURVE handshake: {whose} "
         f"is not its public key, or it takes no CURVE: {fix}; or it is not a serving "
         f"socket: {_SERVE_FILE.format(rank='{rank}' if rank is None else rank)}"
+    )
+
+
+def malformed_serve_key(key: str, fault: str, env_key: str, serve_file: str | None) -> ValueError:
+    """The error of a serving CURVE key that is not a 40-character Z85 key (`fault`:
+    what it must be, `server_key.z85_fault`), given (`env_key`, or the argument:
+    `serve_file` None) or read from the serve file `serve_file` (its curve_public_key:
+    no one gave it, so the words name the file; the C client's too, serve.c)."""
+    if serve_file is None:
+        return ValueError(
+            f"the serving endpoint's CURVE key (curve_server_key or {env_key}) must be the "
+            f"40-character Z85 public key, not {key!r} (it must be {fault})"
+        )
+    return ValueError(
+        f"the curve_public_key of the serve file {serve_file} must be the 40-character Z85 "
+        f"public key, not {key!r} (it must be {fault}): the trainer writes its own there; "
+        "is that file the trainer's?"
     )
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import socket
 import time
+from pathlib import Path
 
 import zmq
 
@@ -23,12 +24,13 @@ from melissa_trainer.client.predict_errors import (
     SILENT,
     PredictTimeout,
     handshake_refused,
+    malformed_serve_key,
     not_serving,
     unresolved,
 )
 from melissa_trainer.client.predict_events import TIMED_OUT, ServeEvents
 from melissa_trainer.client.predict_lookup import MissingDirectory, other_run
-from melissa_trainer.client.server_key import z85_fault
+from melissa_trainer.client.server_key import not_the_served_key, z85_fault
 from melissa_trainer.stream.serving_rendezvous import read_serving
 from melissa_trainer.wire import FieldSpec
 
@@ -87,8 +89,9 @@ class PredictLink:
         endpoint: the serving endpoint; default `$MELISSA_TRAINER_SERVE_ENDPOINTS`, else
             the rendezvous directory.
         rendezvous_dir: default `$MELISSA_TRAINER_RENDEZVOUS`.
-        curve_server_key: the CURVE key of `endpoint` and of the environment's endpoints;
-            default `$MELISSA_TRAINER_SERVE_KEY`.
+        curve_server_key: the CURVE key of `endpoint` and of the environment's endpoints
+            (checked: `Predictor`); default `$MELISSA_TRAINER_SERVE_KEY`. With a serve
+            file, the first one read must publish it (else `ConfigError`); then unused.
         context: the ZeroMQ context of the sockets (the caller's to end).
 
     Attributes:
@@ -128,6 +131,7 @@ class PredictLink:
         #: (an argument, the environment) rather than read from a serve file
         self._rank: int | None = None
         self._endpoint_given = False
+        self._serve_file: str | None = None  # the serve file last read (None: given)
         self._resolved: set[str] = set()  # host names found to resolve (`_unresolved`)
 
     def check_backoff(self, now: float) -> None:
@@ -180,13 +184,11 @@ class PredictLink:
         sock.setsockopt(zmq.LINGER, 0)
         sock.setsockopt(zmq.IMMEDIATE, 1)  # never queue a request for a peer not there
         if key is not None:
-            fault = z85_fault(key)  # (else libzmq's bare "Invalid argument" below)
+            # (else libzmq's bare "Invalid argument" below; a serve file may hold anything)
+            fault = z85_fault(key) if isinstance(key, str) else f"a str, not {type(key).__name__}"
             if fault is not None:
                 sock.close(linger=0)
-                raise ValueError(
-                    f"the serving endpoint's CURVE key (curve_server_key or {ENV_SERVE_KEY}) "
-                    f"must be the 40-character Z85 public key, not {key!r} (it must be {fault})"
-                )
+                raise malformed_serve_key(key, fault, ENV_SERVE_KEY, self._serve_file)
             sock.curve_serverkey = key.encode("ascii")
             sock.curve_publickey, sock.curve_secretkey = zmq.curve_keypair()
         monitor = sock.get_monitor_socket(_HANDSHAKE_FAILED | _GONE | zmq.EVENT_CONNECTED)
@@ -306,6 +308,7 @@ class PredictLink:
         """The endpoint of the rank that serves this simulation, its CURVE key, and
         whether that key was given (an argument, the environment; else the rendezvous)."""
         key = self._key or os.environ.get(ENV_SERVE_KEY, "").strip() or None
+        self._serve_file = None
         if self._endpoint is not None:
             self._rank = None  # (the trainer's number of ranks is not known here)
             return self._endpoint, key, True
@@ -328,7 +331,12 @@ class PredictLink:
             if entry is not None:
                 self.inputs, self._rank = entry["inputs"], entry.get("rank")
                 self._served_there = True
-                return entry["endpoint"], entry.get("curve_public_key"), False
+                self._serve_file = str(Path(directory) / f"serve_{self._rank}.json")
+                published = entry.get("curve_public_key")
+                if self._key is not None and published != self._key:  # (as a Client's)
+                    raise not_the_served_key(self._key, published, self._serve_file)
+                self._key = None  # (a restarted trainer's new key is its serve file's)
+                return entry["endpoint"], published, False
             other = other_run(why, self.run_id)  # (only another run's files: at once)
             if other is not None:
                 raise self.gone(f"no serving endpoint in {str(directory)!r}: {why}{other}")

@@ -1,14 +1,15 @@
 """`check_server_key`: a CURVE server key given to a client as an argument
 (``Client(curve_server_key=...)``), checked before anything connects: a wrong one is
 otherwise known only when the receiver refuses the handshake, or never (a key that is
-not Z85 at all makes libzmq raise a bare "Invalid argument" at the socket option).
+not Z85 at all makes libzmq raise a bare "Invalid argument" at the socket option);
+`Predictor(curve_server_key=...)` is checked alike, and against its serve file's key.
 Imports the package's `ConfigError` only."""
 
 from __future__ import annotations
 
 from melissa_trainer.config.reading import ConfigError
 
-__all__ = ["Z85_ALPHABET", "check_server_key", "z85_fault"]
+__all__ = ["Z85_ALPHABET", "check_server_key", "not_the_served_key", "z85_fault"]
 
 #: the characters of a Z85 key, in the order of their values (ZeroMQ's RFC 32)
 Z85_ALPHABET = (
@@ -35,6 +36,19 @@ def check_server_key(key: object, name: str = "curve_server_key") -> str:
         f"{name}={key!r} must be {wrong}: the trainer's CURVE public key in Z85, as its "
         "rendezvous files publish it (curve_public_key in rank_N.json) or "
         "zmq.curve_keypair()[0] gives it; or None for receivers without CURVE"
+    )
+
+
+def not_the_served_key(key: str, published: object, serve_file: str) -> ConfigError:
+    """The error of a `Predictor`'s ``curve_server_key`` that is not the key its serve
+    file `serve_file` publishes (`published`; None: it serves plain connections): the
+    serve file gives the running trainer's key, as the rendezvous does to a `Client`
+    (`config.resolve_receivers`: the same rule, in the same words)."""
+    return ConfigError(
+        f"curve_server_key={key!r} is not the key the serve file {serve_file} publishes "
+        f"({published}; None: it serves plain connections): the serve file gives the "
+        "running trainer's key, so drop curve_server_key= (or pass endpoint= for a serving "
+        "socket that takes this key)"
     )
 
 

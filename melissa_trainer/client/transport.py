@@ -34,6 +34,7 @@ from melissa_trainer.client.fast_send import FastSend, SendClock, fast_large_sen
 from melissa_trainer.client.field_part import FieldPart
 from melissa_trainer.client.finite_check import FiniteCheck
 from melissa_trainer.client.handshake import Handshakes
+from melissa_trainer.client.handshake_words import ENV
 from melissa_trainer.client.held import HeldArrays
 from melissa_trainer.client.outbox import Outbox
 from melissa_trainer.client.send_wait import ReceiverGone, SendWait
@@ -74,6 +75,8 @@ class Transport:
             message (`restart.RestartCheck.note`); None: nothing.
         routing: which receiver gets a step (`wire.routing`: None, ``t % W``; or
             ``"simulation_step"``, ``(simulation_id + t) % W``), as the HELLO says.
+        key_from: where `curve_keys` came from (`handshake_words.KEYED`): the words of
+            a refused handshake name it.
     """
 
     def __init__(
@@ -90,6 +93,7 @@ class Transport:
         ranks: int,
         restarted: Callable[[], str] | None = None,
         routing: str | None = None,
+        key_from: str = ENV,
     ) -> None:
         self.endpoints, self.tuning = endpoints, tuning
         self.routing = routing
@@ -103,7 +107,7 @@ class Transport:
         self.own_context = context is None
         self.context = zmq.Context() if context is None else context
         self.sockets: list[zmq.Socket] = []
-        self.handshakes = Handshakes(f"simulation {simulation_id} rank {rank}")
+        self.handshakes = Handshakes(f"simulation {simulation_id} rank {rank}", key_from)
         try:
             self.sockets = connect(
                 self.context, self.endpoints, tuning, curve_keys, self.handshakes

@@ -3,8 +3,11 @@ detail (a mechanism mismatch: the file says CURVE, the socket takes plain connec
 named the key's source wrongly: "the key given (curve_server_key or
 MELISSA_TRAINER_SERVE_KEY) is not its public key", where none was given (a user looks
 for a variable they never set). It names the serve file now, in the C client's words
-(clients/c/src/predict_watch.c: "the key of its serve file (curve_public_key)"). Failed
-before. (A key given still says "the key given": tests/c/test_c_predict_curve_refused.py.)
+(clients/c/src/predict_watch.c). Failed before. That detail says the serving socket is
+plain: the words are now `PLAIN_SERVE` with the serve file's (`PLAIN_SERVE_FILE`: a
+stale serve file?), not the generic "is not its public key, or it takes no CURVE"
+(tests/client/test_predict_serve_file_key_words.py). (A key given still says "the key
+given": tests/c/test_c_predict_curve_refused.py.)
 
 Real sockets: a real `PredictServer` without CURVE, its serve file given a key."""
 
@@ -20,15 +23,14 @@ import zmq
 from predict_server import answering_server
 
 from melissa_trainer.client import Predictor, PredictTimeout
+from melissa_trainer.client.predict_errors import PLAIN_SERVE, PLAIN_SERVE_FILE
 from melissa_trainer.client.predict_link import ENV_SERVE_ENDPOINTS, ENV_SERVE_KEY
 
 pytestmark = pytest.mark.skipif(not zmq.has("curve"), reason="libzmq built without CURVE")
 
-#: the C client's words for the key's source (predict_watch.c refused_handshake)
-SERVE_FILE_KEY = (
-    "refused this client's CURVE handshake: the key of its serve file (curve_public_key) "
-    "is not its public key, or it takes no CURVE"
-)
+#: the words of a serve file's key refused by a plain serving socket (predict_watch.c
+#: refused_handshake: "%lld" for the rank, its variable for `{env_rendezvous}`)
+SERVE_FILE_KEY = f"refused this client's CURVE handshake: {PLAIN_SERVE}{PLAIN_SERVE_FILE}"
 
 
 @pytest.mark.timeout(120)
@@ -38,7 +40,8 @@ def test_a_serve_files_key_refused_with_a_detail_names_the_serve_file(
     for name in (ENV_SERVE_ENDPOINTS, ENV_SERVE_KEY, "MELISSA_TRAINER_RENDEZVOUS"):
         monkeypatch.delenv(name, raising=False)
     source = Path(__file__).parents[2] / "clients" / "c" / "src" / "predict_watch.c"
-    assert SERVE_FILE_KEY.split(": ", 1)[1] in re.sub(r'"\s*"', "", source.read_text())
+    in_c = PLAIN_SERVE_FILE.format(rank="%lld", env_rendezvous="MELISSA_TRAINER_RENDEZVOUS")
+    assert in_c in re.sub(r'"(?:\s|\\\n)*"', "", source.read_text())
     said: list[str] = []
     with answering_server(tmp_path / "rv") as (server, _):
         entry = json.loads((tmp_path / "rv" / "serve_0.json").read_text())
@@ -57,7 +60,7 @@ def test_a_serve_files_key_refused_with_a_detail_names_the_serve_file(
                     said.append(str(error))
                     break
     assert said, "no request saw the mismatch's detail in 10"
-    assert f"the serving endpoint {server.endpoint} {SERVE_FILE_KEY}" in said[0], said
+    words = SERVE_FILE_KEY.format(rank=0, env_rendezvous="MELISSA_TRAINER_RENDEZVOUS")
+    assert said[0] == f"the serving endpoint {server.endpoint} {words}", said
     assert "the key given" not in said[0], said  # (before)
-    # (before: "serve_{rank}.json", unformatted, where the C client says the rank's)
-    assert "the `endpoint` of serve_0.json" in said[0] and "{rank}" not in said[0], said
+    assert "{rank}" not in said[0], said  # (before: "serve_{rank}.json", unformatted)

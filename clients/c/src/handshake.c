@@ -207,6 +207,48 @@ static void read_events(mt_client *c, size_t i) {
     }
 }
 
+/* By where the CURVE key came from (key_source), the words of a key refused: not the
+ * receiver's; for a receiver without CURVE; without a detail (either: its mismatch lost).
+ * client/handshake_words.py KEYED, word for word (tests/client/
+ * test_handshake_words_by_source.py): mt_set_curve_server_key's key is "the
+ * curve_server_key given", as its check names it (client.c). */
+static const char *const KEYED[3][3] = {
+    {/* MELISSA_TRAINER_KEY */
+     "the server key does not match: check MELISSA_TRAINER_KEY / the rendezvous file (the "
+     "receiver's curve_public_key, that of the trainer running now)",
+     "the receiver takes plain (unencrypted) connections and this client has a CURVE key for "
+     "it: unset MELISSA_TRAINER_KEY (or check the endpoint / the rendezvous file if that "
+     "receiver should use CURVE)",
+     "the server key does not match: check MELISSA_TRAINER_KEY / the rendezvous file (the "
+     "receiver's curve_public_key, that of the trainer running now); or the receiver takes "
+     "plain (unencrypted) connections: unset MELISSA_TRAINER_KEY"},
+    {/* mt_set_curve_server_key */
+     "the server key does not match: check the curve_server_key given (the receiver's "
+     "curve_public_key, that of the trainer running now)",
+     "the receiver takes plain (unencrypted) connections and this client has a CURVE key for "
+     "it: drop the curve_server_key given (or check the endpoint if that receiver should use "
+     "CURVE)",
+     "the server key does not match: check the curve_server_key given (the receiver's "
+     "curve_public_key, that of the trainer running now); or the receiver takes plain "
+     "(unencrypted) connections: drop the curve_server_key given"},
+    {/* the rendezvous file */
+     "the server key does not match: check the rendezvous file (the receiver's "
+     "curve_public_key, that of the trainer running now)",
+     "the receiver takes plain (unencrypted) connections and this client has a CURVE key for "
+     "it, the curve_public_key of its rendezvous file: check the rendezvous file (a stale "
+     "one?) and the endpoint",
+     "the server key does not match: check the rendezvous file (the receiver's "
+     "curve_public_key, that of the trainer running now); or the receiver takes plain "
+     "(unencrypted) connections: check the rendezvous file (a stale one?)"},
+};
+
+/* Where the receivers' CURVE keys came from (KEYED's row): a rendezvous file (they
+ * were read there; mt_set_curve_server_key's key, if any, is the same), else
+ * mt_set_curve_server_key, else MELISSA_TRAINER_KEY (env.c resolve_receivers). */
+static int key_source(const mt_client *c) {
+    return c->rendezvous_used != NULL ? 2 : c->curve_key_arg != NULL ? 1 : 0;
+}
+
 /* The error of socket i's refused handshake: its endpoint, the cause and the fix. */
 static mt_status refused(mt_client *c, size_t i) {
     const mt_handshake *h = &c->handshakes[i];
@@ -220,16 +262,9 @@ static mt_status refused(mt_client *c, size_t i) {
                 "(MELISSA_TRAINER_RENDEZVOUS: its files carry the key)";
     else if (h->event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL &&
              h->value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH)
-        cause = "the receiver takes plain (unencrypted) connections and this client has a CURVE "
-                "key for it: unset MELISSA_TRAINER_KEY (or check the endpoint / the rendezvous "
-                "file if that receiver should use CURVE)";
-    else if (h->event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) /* (handshake.py UNDETAILED_PLAIN) */
-        cause = "the server key does not match: check MELISSA_TRAINER_KEY / the rendezvous "
-                "file (the receiver's curve_public_key, that of the trainer running now); or "
-                "the receiver takes plain (unencrypted) connections: unset MELISSA_TRAINER_KEY";
-    else
-        cause = "the server key does not match: check MELISSA_TRAINER_KEY / the rendezvous "
-                "file (the receiver's curve_public_key, that of the trainer running now)";
+        cause = KEYED[key_source(c)][1];
+    else /* (without detail: maybe a plain receiver's lost mismatch, handshake.py's words) */
+        cause = KEYED[key_source(c)][h->event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL ? 2 : 0];
     return mt_fail(c, MT_EENV, "simulation %llu rank %d: the receiver %s refused this client's "
                                "handshake, nothing sent to it was delivered: %s",
                    (unsigned long long)c->simulation_id, c->rank, c->endpoints[i], cause);

@@ -47,6 +47,13 @@
 #define PLAIN_SERVE                                                                       \
     "the serving socket is not encrypted (it takes plain connections: ZeroMQ reports a "  \
     "mechanism mismatch), and this client has a CURVE key for it"
+/* what PLAIN_SERVE goes on with when that key was read from the serve file of rank %lld
+ * (no one gave it: a stale file; client/predict_errors.py PLAIN_SERVE_FILE, word for
+ * word, its {env_rendezvous} MELISSA_TRAINER_RENDEZVOUS) */
+#define PLAIN_SERVE_FILE                                                                  \
+    ", read from its serve file (the curve_public_key of serve_%lld.json): a stale "      \
+    "serve file? (its trainer gone, its port another's that serves without CURVE): check " \
+    "the rendezvous directory (MELISSA_TRAINER_RENDEZVOUS) and the trainer serving there"
 #define BACKOFF_FIRST 0.05
 #define BACKOFF_MOST 1.0
 /* Seconds a connection closed at the handshake may wait for ZeroMQ to dial again
@@ -193,7 +200,8 @@ mt_status mt_backoff_check(mt_client *c) {
  * handshake_refused: the same causes and fix, in the C client's names); the socket is
  * released, and no backoff follows (the server is there: its key is the mistake). A key
  * given that the server refused with a mechanism mismatch's detail is certain: the
- * server takes no CURVE (PLAIN_SERVE), and the fix is to drop the key. */
+ * server takes no CURVE (PLAIN_SERVE), and the fix is to drop the key; a serve file's
+ * key so refused says the file is stale (PLAIN_SERVE_FILE). */
 static mt_status refused_handshake(mt_client *c) {
     if (c->predict_mismatched && c->predict_key == MT_KEY_GIVEN) {
         mt_predict_release(c);
@@ -201,6 +209,12 @@ static mt_status refused_handshake(mt_client *c) {
                                    "CURVE handshake: " PLAIN_SERVE ": drop the key given "
                                    "(MELISSA_TRAINER_SERVE_KEY), or check the endpoint if that "
                                    "serving socket should use CURVE", c->predict_endpoint);
+    }
+    if (c->predict_mismatched && c->predict_key == MT_KEY_SERVE_FILE) { /* (a stale file) */
+        mt_predict_release(c);
+        return mt_fail(c, MT_EENV, "mt_predict: the serving endpoint %s refused this client's "
+                                   "CURVE handshake: " PLAIN_SERVE PLAIN_SERVE_FILE,
+                       c->predict_endpoint, c->predict_rank);
     }
     static const char fix[] = "read it from the rendezvous directory (MELISSA_TRAINER_RENDEZVOUS: "
                               "the serve files carry it), or set MELISSA_TRAINER_SERVE_KEY to "

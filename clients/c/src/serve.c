@@ -269,6 +269,24 @@ static mt_status serve_key(mt_client *c, mt_serve_entry *e) {
     return MT_OK;
 }
 
+/* MT_OK unless the key of the serve file just read into `e` (from `dir`) is not a
+ * 40-character Z85 key: then MT_EENV naming the file (else libzmq's bare EINVAL at the
+ * socket option, "CURVE keys for ..."), `e` freed; client/predict_errors.py
+ * malformed_serve_key, word for word. */
+static mt_status file_key(mt_client *c, const char *dir, mt_serve_entry *e) {
+    char fault[320];
+    if (e->curve_key == NULL || !mt_z85_fault(e->curve_key, fault, sizeof fault)) return MT_OK;
+    char *shown = mt_py_repr(e->curve_key);
+    mt_status st = mt_fail(c, MT_EENV, "the curve_public_key of the serve file %s/serve_%lld.json "
+                                       "must be the 40-character Z85 public key, not %s (it "
+                                       "must be %s): the trainer writes its own there; is that "
+                                       "file the trainer's?",
+                           dir, e->rank, shown != NULL ? shown : e->curve_key, fault);
+    free(shown);
+    mt_serve_entry_free(e);
+    return st;
+}
+
 mt_status mt_serve_resolve(mt_client *c, double deadline, double timeout, mt_serve_entry *out) {
     memset(out, 0, sizeof *out);
     const char *listed = c->serve_endpoints_arg;
@@ -312,6 +330,7 @@ mt_status mt_serve_resolve(mt_client *c, double deadline, double timeout, mt_ser
         if (got != 0) {
             st = got > 0 ? MT_OK : mt_fail(c, MT_ENOMEM, "out of memory");
             c->served_there = c->served_there || got > 0;
+            if (got > 0) st = file_key(c, dir, out);
             break;
         }
         if (c->served_there) {

@@ -116,6 +116,8 @@ class IngestLoop(ABC):
         )
         if self.nonfinite_handoff is not None and rank != 0:
             self.ingest.nonfinite.hand = self.nonfinite_handoff.hand
+            if self.nonfinite_kills is not None:  # (the same conditions: always)
+                self.ingest.nonfinite.heard_kills = self.nonfinite_kills.failures
         self._hearing = False  # rank 0: a launcher reads `refused`, and others hand theirs
         self._next_hearing = -math.inf
         #: rank 0's word that the study has ended (a STUDY_END), judged when idle
@@ -318,8 +320,8 @@ class IngestLoop(ABC):
             return
         self._next_hearing = clock + HEAR_EVERY
         ing = self.ingest
-        for sid, t, why in handoff.heard():
-            if ing.nonfinite.failed_elsewhere(ing.sims.get(sid), sid, t, why):
+        for sid, t, seen, why in handoff.heard():
+            if ing.nonfinite.failed_elsewhere(ing.sims.get(sid), sid, t, why, seen):
                 logger.info("simulation %d failed: %s; reported to the launcher", sid, why)
 
     def _on_idle(self) -> None:

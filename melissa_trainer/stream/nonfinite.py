@@ -118,7 +118,13 @@ class NonFiniteGuard:
         #: on a rank other than 0: hands a simulation failed under "fail" (its id, time
         #: step, why) to rank 0's receiver, True if handed (`nonfinite_handoff`); else,
         #: or where None, "fail" raises `NonFiniteDataError` here (no launcher hears)
-        self.hand: Callable[[int, int, str], bool] | None = None
+        self.hand: Callable[[int, int, str, int], bool] | None = None
+        #: on a rank other than 0: rank 0's count of failures of a simulation for NaN or
+        #: Inf (`NonfiniteKills.failures`), read at each HELLO and handed with a failure
+        #: (rank 0 then tells whether it failed that attempt already)
+        self.heard_kills: Callable[[int], int] | None = None
+        self._kills_at_hello: dict[int, int] = {}
+        self._count: dict[int, int] = {}  # attempts failed per simulation (rank 0's word)
         #: samples dropped for non-finite values (the telemetry's ``nonfinite_refused``)
         self.refused = 0
         #: those dropped under "refuse" (their steps marked), per simulation id (this
@@ -164,7 +170,10 @@ class NonFiniteGuard:
             return True
         why = f"{what} (nonfinite='fail')"
         failed = sid in self._failed  # (this attempt already failed: reported once)
-        if not (self.launcher or failed or (self.hand is not None and self.hand(sid, t, why))):
+        seen = self._kills_at_hello.get(sid, 0)
+        if not (
+            self.launcher or failed or (self.hand is not None and self.hand(sid, t, why, seen))
+        ):
             raise NonFiniteDataError(
                 f"{why}; no launcher restarts simulations here (external mode: no "
                 "study's launcher on rank 0 to hand it to): fix the simulation, or set "
@@ -177,12 +186,17 @@ class NonFiniteGuard:
             self._fail(sim, sid, t, why)
         return False
 
-    def failed_elsewhere(self, sim: StepLedger | None, sid: int, t: int, why: str) -> bool:
+    def failed_elsewhere(
+        self, sim: StepLedger | None, sid: int, t: int, why: str, seen: int
+    ) -> bool:
         """Rank 0: another rank's receiver failed simulation `sid` (ledger `sim`, None if
-        unknown here) at step `t` for `why` and handed it here (`nonfinite_handoff`):
-        failed as if here, for the launcher, unless this attempt was failed already
-        (here, or handed by another rank: counted once). True if it was failed now."""
-        if sid in self._failed:
+        unknown here) at step `t` for `why` and handed it here (`nonfinite_handoff`),
+        having read at that attempt's HELLO `seen` failures of it here: failed as if
+        here, for the launcher, unless this attempt was failed already (here, or handed
+        by another rank: counted once), which is when it is still failed here (no HELLO
+        since) or was failed more than `seen` times (a hand-off read only after the
+        restart's HELLO). True if it was failed now."""
+        if sid in self._failed or self._count.get(sid, 0) > seen:
             return False
         self._fail(sim, sid, t, why)
         return True
@@ -191,6 +205,7 @@ class NonFiniteGuard:
         """Fail this attempt of `sid`: listed once for the launcher, said to the other
         ranks (`announce`)."""
         self._failed.add(sid)
+        self._count[sid] = self._count.get(sid, 0) + 1
         if sim is not None:  # (before the launcher hears of it: `connections` reads it)
             sim.nonfinite_failures += 1
         self.failures.append((sid, t, why))
@@ -203,3 +218,5 @@ class NonFiniteGuard:
         it again. (Messages of a killed attempt still queued behind the new HELLO may
         fail the new attempt: a failed attempt too many, never one lost.)"""
         self._failed.discard(simulation_id)
+        if self.heard_kills is not None:  # (a stat: a HELLO is rare)
+            self._kills_at_hello[simulation_id] = self.heard_kills(simulation_id)

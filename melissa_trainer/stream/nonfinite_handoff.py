@@ -13,7 +13,8 @@ reverse of `nonfinite_kills` (rank 0's word to the others):
   its run id (``-`` for none): the word that it hears. A rank k that fails a simulation
   (`hand`) reads it; it is there (this run's), so k appends a line to its own
   ``nonfinite_fails.{k}`` (made written aside then renamed, its first line the run id;
-  then one line per failure: simulation id, time step, why, tab-separated) and goes on
+  then one line per failure: simulation id, time step, rank 0's failures of it that k
+  read at the attempt's HELLO in `nonfinite_kills`, why; tab-separated) and goes on
   as rank 0 does: that sample, and the attempt's later non-finite ones here, dropped and
   not marked. It is not there (no launcher: external mode; or a file that could not be
   written): k raises `NonFiniteDataError` as before, since no one would fail the
@@ -24,12 +25,13 @@ reverse of `nonfinite_kills` (rank 0's word to the others):
   failure handed before that kill is heard before the restart is admitted), and fails
   each simulation heard of as its own (`NonFiniteGuard.failed_elsewhere`): listed once
   per attempt for the launcher, whichever ranks failed it (rank 0's own failure of the
-  same attempt, or two ranks' hand-offs, counted once), and said to the other ranks
-  (`nonfinite_kills`).
+  same attempt, or two ranks' hand-offs, counted once: rank 0 has failed it since
+  rank k's HELLO, its count grew), and said to the other ranks (`nonfinite_kills`).
 
-Limits: a hand-off written after rank 0 read the simulation's next HELLO (a rank k kept
-busy for a whole kill and restart) fails the restart too: a failed attempt too many,
-never a failure lost (as for rank 0's own queued messages, `NonFiniteGuard.hello`). On a
+Limits: a hand-off of an attempt that rank 0 did not fail (it died on its own, or was
+killed for another cause), written after rank 0 read the restart's HELLO (rank k kept
+busy for a whole restart), fails the restart too: a failed attempt too many, never a
+failure lost (as for rank 0's own queued messages, `NonFiniteGuard.hello`). On a
 shared file system whose clients cache a missing name (NFS), rank k may not see rank 0's
 word at once, and fails as before. A receiver outside a trainer has no run id: an earlier
 study's word, if rank 0 did not clear it (`clear_nonfinite_handoffs`, before it launches
@@ -97,10 +99,11 @@ class NonfiniteHandoff:
                 self._dir,
             )
 
-    def hand(self, simulation_id: int, time_step: int, why: str) -> bool:
-        """Rank k: hand the failure of `simulation_id` (at `time_step`, for `why`) to
-        rank 0; False where it cannot (rank 0 does not hear this run, or the line could
-        not be written: the caller raises `NonFiniteDataError`)."""
+    def hand(self, simulation_id: int, time_step: int, why: str, seen: int) -> bool:
+        """Rank k: hand the failure of `simulation_id` (at `time_step`, for `why`; rank 0
+        having failed it `seen` times when k read that attempt's HELLO) to rank 0; False
+        where it cannot (rank 0 does not hear this run, or the line could not be
+        written: the caller raises `NonFiniteDataError`)."""
         try:
             heard = (self._dir / HANDOFF_FILE).read_text().split("\n")[0] == self._run
         except (OSError, UnicodeDecodeError):
@@ -108,7 +111,7 @@ class NonfiniteHandoff:
         if not heard:
             return False
         text = " ".join(why.split())  # (one line, no tab)
-        line = f"{simulation_id}\t{time_step}\t{text}\n"
+        line = f"{simulation_id}\t{time_step}\t{seen}\t{text}\n"
         path = self._dir / f"{HANDOFF_FILE}.{self._rank}"
         if self._written:
             try:
@@ -121,10 +124,11 @@ class NonfiniteHandoff:
         self._written = self._write(path, f"{self._run}\n{line}")
         return self._written
 
-    def heard(self) -> list[tuple[int, int, str]]:
-        """Rank 0: (simulation id, time step, why) of each failure handed by another rank
-        since the last call, in each rank's order; ``why`` names the rank."""
-        new: list[tuple[int, int, str]] = []
+    def heard(self) -> list[tuple[int, int, int, str]]:
+        """Rank 0: (simulation id, time step, seen, why) of each failure handed by
+        another rank since the last call (`hand`), in each rank's order; ``why`` names
+        the rank."""
+        new: list[tuple[int, int, int, str]] = []
         for rank in range(1, self._world):
             path = self._dir / f"{HANDOFF_FILE}.{rank}"
             try:
@@ -146,9 +150,9 @@ class NonfiniteHandoff:
             if not lines or lines[0] != self._run:
                 continue  # another run's
             for line in lines[done:]:
-                sid, t, why = (line.split("\t", 2) + ["", ""])[:3]
-                if sid.isdigit() and t.lstrip("-").isdigit():
-                    new.append((int(sid), int(t), f"{why} (receiver of rank {rank})"))
+                sid, t, kills, why = (line.split("\t", 3) + ["", "", ""])[:4]
+                if sid.isdigit() and t.lstrip("-").isdigit() and kills.isdigit():
+                    new.append((int(sid), int(t), int(kills), f"{why} (receiver of rank {rank})"))
         return new
 
     def _write(self, path: Path, text: str) -> bool:

@@ -149,6 +149,38 @@ def test_a_failure_received_by_both_ranks_is_reported_once(tmp_path: Path) -> No
 
 
 @pytest.mark.timeout(90)
+def test_a_hand_off_read_after_the_restarts_hello_does_not_fail_the_restart(
+    tmp_path: Path,
+) -> None:
+    """Rank 0 fails an attempt itself; the launcher restarts it; rank 1, kept busy,
+    hands its failure of the killed attempt only after rank 0 read the restart's
+    HELLO. Rank 0 had failed the simulation since rank 1 read that attempt's HELLO
+    (the count rank 1 hands with it): the restart is not failed for it."""
+    ctx = zmq.Context()
+    try:
+        with two_ranks(tmp_path) as ranks:
+            rank0, rank1 = ranks
+            bad = connect(ctx, ranks, BAD)
+            wait_until(lambda: BAD in rank1.ingest.sims, "rank 1's HELLO")
+            bad[0].send(step(BAD, 0, float("nan")))
+            wait_until(lambda: len(rank0.refused()) == 1, "rank 0's failure")
+            restart = ctx.socket(zmq.PUSH)  # (the restart's HELLO, to rank 0 only yet)
+            restart.connect(str(rank0.endpoint))
+            restart.send(R.encode_hello(BAD, 0, 1, R.hello_body([U], {})))
+            restart.send(step(BAD, 2, 2.0))
+            wait_until(lambda: put(rank0) == 1, "the restart's step on rank 0")
+            bad[1].send(step(BAD, 1, float("nan")))  # the killed attempt's, late
+            handed = tmp_path / f"{HANDOFF_FILE}.1"
+            wait_until(handed.exists, "rank 1's hand-off")
+            connect(ctx, ranks, GOOD)
+            wait_until(lambda: GOOD in rank0.ingest.sims, "rank 0's HELLO of GOOD")
+            assert len(rank0.refused()) == 1  # (it was 2: the restart failed too)
+            rank1.check()
+    finally:
+        ctx.destroy(linger=0)  # (its sockets closed, a test failed or not)
+
+
+@pytest.mark.timeout(90)
 def test_without_a_launcher_on_rank_0_rank_1_still_fails(tmp_path: Path) -> None:
     """No launcher reads rank 0's failures (external mode): no one to hand it to."""
     ctx = zmq.Context()
@@ -180,22 +212,23 @@ def test_the_hand_off_files(tmp_path: Path) -> None:
     zero = NonfiniteHandoff.for_receiver(tmp_path, "r", 0, 3, "fail")
     one, two = NonfiniteHandoff(tmp_path, "r", 1, 3), NonfiniteHandoff(tmp_path, "r", 2, 3)
     assert zero is not None
-    assert not one.hand(3, 7, "why")  # rank 0 does not hear: the caller fails
+    assert not one.hand(3, 7, "why", 0)  # rank 0 does not hear: the caller fails
     assert zero.heard() == []
     zero.listen()
-    assert not NonfiniteHandoff(tmp_path, "other run", 1, 3).hand(3, 7, "why")
-    assert one.hand(3, 7, "nan\tthere\n") and two.hand(4, 8, "b") and one.hand(5, 9, "c")
+    assert not NonfiniteHandoff(tmp_path, "other run", 1, 3).hand(3, 7, "why", 0)
+    assert one.hand(3, 7, "nan\tthere\n", 0) and two.hand(4, 8, "b", 2)
+    assert one.hand(5, 9, "c", 1)
     assert zero.heard() == [
-        (3, 7, "nan there (receiver of rank 1)"),
-        (5, 9, "c (receiver of rank 1)"),
-        (4, 8, "b (receiver of rank 2)"),
+        (3, 7, 0, "nan there (receiver of rank 1)"),
+        (5, 9, 1, "c (receiver of rank 1)"),
+        (4, 8, 2, "b (receiver of rank 2)"),
     ]
     assert zero.heard() == []  # (each once)
     with (tmp_path / f"{HANDOFF_FILE}.1").open("a") as f:
         f.write("6\t1")  # a line being written: not read until it ends
     assert zero.heard() == []
     with (tmp_path / f"{HANDOFF_FILE}.1").open("a") as f:
-        f.write("0\tx\n")
-    assert zero.heard() == [(6, 10, "x (receiver of rank 1)")]
+        f.write("0\t0\tx\n")
+    assert zero.heard() == [(6, 10, 0, "x (receiver of rank 1)")]
     receiver_notices(tmp_path)  # an earlier run's files removed before a study launches
     assert sorted(p.name for p in tmp_path.iterdir()) == []

@@ -32,8 +32,13 @@ Limits: a hand-off of an attempt that rank 0 did not fail (it died on its own, o
 killed for another cause), written after rank 0 read the restart's HELLO (rank k kept
 busy for a whole restart), fails the restart too: a failed attempt too many, never a
 failure lost (as for rank 0's own queued messages, `NonFiniteGuard.hello`). On a
-shared file system whose clients cache a missing name (NFS), rank k may not see rank 0's
-word at once, and fails as before. A receiver outside a trainer has no run id: an earlier
+shared file system whose clients cache a missing name or a file's attributes (NFS),
+rank k may not see rank 0's word at once, and fails as before; or may read at a
+restart's HELLO a count of rank 0's failures from before the kill, so that its hand-off
+of that restart is taken for one of the failed attempt and dropped: the restart is not
+killed for it, and, its step never marked on rank k, ends as a simulation whose data
+did not all arrive (the launcher's ``exit 0, data incomplete``, its failure policy
+applied then). A receiver outside a trainer has no run id: an earlier
 study's word, if rank 0 did not clear it (`clear_nonfinite_handoffs`, before it launches
 anything), is taken as this run's. Cost: nothing on the data path; files only under
 ``nonfinite="fail"`` with a rendezvous directory and several ranks (`for_receiver`).

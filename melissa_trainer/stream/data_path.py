@@ -158,6 +158,9 @@ class DataPath(IngestLoop):
             elif type(msg) is Batch:
                 ing.batch(msg)
             elif type(msg) is Hello:
+                # (first: a failure handed before the kill of its attempt is heard
+                # before the restart's HELLO, `nonfinite_handoff`)
+                self._hear_handoffs(now=True)
                 ing.hello(msg)
                 # (which connection is whose, and whether it carries data: `connections`;
                 # no ledger once ingested: refused, each message of it rejected, none lost)

@@ -37,6 +37,7 @@ from melissa_trainer.sources.source import SourceError
 from melissa_trainer.stream.feeder import Feeder
 from melissa_trainer.stream.ingest import Ingest
 from melissa_trainer.stream.nonfinite import NonFiniteDataError
+from melissa_trainer.stream.nonfinite_handoff import HEAR_EVERY, NonfiniteHandoff
 from melissa_trainer.stream.nonfinite_kills import NonfiniteKills
 from melissa_trainer.stream.receiver_config import ReceiverConfig, ReceiverTuning
 from melissa_trainer.stream.study_end import StudyEndCheck, StudyLacksError
@@ -107,6 +108,18 @@ class IngestLoop(ABC):
         self.nonfinite_kills = NonfiniteKills.for_receiver(
             config.rendezvous_dir, config.run_id, world_size, config.nonfinite
         )
+        #: the other ranks' failures for NaN or Inf, handed to rank 0 for its launcher
+        #: (`nonfinite_handoff`; None where there is none): rank 0 hears them once it
+        #: `report_refusals_to_launcher` (`_hear_handoffs`), the others hand theirs
+        self.nonfinite_handoff = NonfiniteHandoff.for_receiver(
+            config.rendezvous_dir, config.run_id, rank, world_size, config.nonfinite
+        )
+        if self.nonfinite_handoff is not None and rank != 0:
+            self.ingest.nonfinite.hand = self.nonfinite_handoff.hand
+            if self.nonfinite_kills is not None:  # (the same conditions: always)
+                self.ingest.nonfinite.heard_kills = self.nonfinite_kills.failures
+        self._hearing = False  # rank 0: a launcher reads `refused`, and others hand theirs
+        self._next_hearing = -math.inf
         #: rank 0's word that the study has ended (a STUDY_END), judged when idle
         self.study_end = StudyEndCheck(rank, tuning.study_end_grace)
         self._lock = threading.Lock()  # who ingests: the thread, or a pump
@@ -146,10 +159,14 @@ class IngestLoop(ABC):
         the simulations): a simulation that sends non-finite data under
         ``nonfinite="fail"`` is then listed there for the launcher to fail, instead of
         failing the stream (see `melissa_trainer.stream.nonfinite`), and, under several
-        ranks, said to the other ranks' receivers (`nonfinite_kills`)."""
+        ranks, said to the other ranks' receivers (`nonfinite_kills`), whose own such
+        failures are handed here and listed likewise (`nonfinite_handoff`)."""
         self.ingest.nonfinite.launcher = True
         if self.nonfinite_kills is not None:
             self.ingest.nonfinite.announce = self.nonfinite_kills.announce
+        if self.nonfinite_handoff is not None and self._rank == 0:
+            self.nonfinite_handoff.listen()
+            self._hearing = True
 
     @property
     def heard_kills(self) -> Callable[[int], int] | None:
@@ -291,8 +308,25 @@ class IngestLoop(ABC):
             self._snapshot = self.ingest.state_dict()
             self._snapshot_ready.set()
 
+    def _hear_handoffs(self, now: bool = False) -> None:
+        """Rank 0, once it hears: fail, for the launcher, each simulation another rank
+        handed here (`nonfinite_handoff`); at most every `HEAR_EVERY` seconds unless
+        `now` (before a HELLO). The ingester's (holding `_lock`)."""
+        handoff = self.nonfinite_handoff
+        if not self._hearing or handoff is None:
+            return
+        clock = time.monotonic()
+        if not now and clock < self._next_hearing:
+            return
+        self._next_hearing = clock + HEAR_EVERY
+        ing = self.ingest
+        for sid, t, seen, why in handoff.heard():
+            if ing.nonfinite.failed_elsewhere(ing.sims.get(sid), sid, t, why, seen):
+                logger.info("simulation %d failed: %s; reported to the launcher", sid, why)
+
     def _on_idle(self) -> None:
         idle = self._idle.empty_poll(self.ingest.messages)  # (no cost per message)
+        self._hear_handoffs()
         if self.ingest.log.pending:  # the summary of a flood that stopped
             self.ingest.log.tick()
         if self._finish == "wait" and not self._ended and self.ingest.all_finished():

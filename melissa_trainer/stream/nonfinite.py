@@ -20,9 +20,12 @@ hold NaN: never checked) and applies `ReceiverConfig.nonfinite`:
   listed in `Ingest.refused` (once per attempt: until its next HELLO), which rank 0's
   receiver reports to a study's launcher, which kills it and counts a failed attempt
   (then restarts it, or applies its ``on_failure``), as it does for a HELLO refused for
-  its fields. Where no launcher reads that list (external mode, or the receivers of
-  ranks other than 0 in a study), the receiver fails instead (`NonFiniteDataError`):
-  training stops with a `SourceError` naming the simulation, the step and the field.
+  its fields. The receiver of another rank of a study hands the failure to rank 0's
+  (`nonfinite_handoff`, through the rendezvous directory), which lists it as its own:
+  the launcher kills the simulation once, whichever ranks received its NaN. Where no
+  launcher reads that list (external mode: no one to hand it to), the receiver fails
+  instead (`NonFiniteDataError`): training stops with a `SourceError` naming the
+  simulation, the step and the field.
 
 Where the check runs: a message carrying FLAG_FINITE (`protocol`) was checked by its
 sender, on the simulation's core: the Python client checks every float field it sends
@@ -112,6 +115,16 @@ class NonFiniteGuard:
         #: called with each simulation failed under "fail", before the launcher can read
         #: it (so before its kill): rank 0's word to the other ranks (`nonfinite_kills`)
         self.announce: Callable[[int], None] | None = None
+        #: on a rank other than 0: hands a simulation failed under "fail" (its id, time
+        #: step, why) to rank 0's receiver, True if handed (`nonfinite_handoff`); else,
+        #: or where None, "fail" raises `NonFiniteDataError` here (no launcher hears)
+        self.hand: Callable[[int, int, str, int], bool] | None = None
+        #: on a rank other than 0: rank 0's count of failures of a simulation for NaN or
+        #: Inf (`NonfiniteKills.failures`), read at each HELLO and handed with a failure
+        #: (rank 0 then tells whether it failed that attempt already)
+        self.heard_kills: Callable[[int], int] | None = None
+        self._kills_at_hello: dict[int, int] = {}
+        self._count: dict[int, int] = {}  # attempts failed per simulation (rank 0's word)
         #: samples dropped for non-finite values (the telemetry's ``nonfinite_refused``)
         self.refused = 0
         #: those dropped under "refuse" (their steps marked), per simulation id (this
@@ -156,26 +169,54 @@ class NonFiniteGuard:
             )
             return True
         why = f"{what} (nonfinite='fail')"
-        if not self.launcher:
+        failed = sid in self._failed  # (this attempt already failed: reported once)
+        seen = self._kills_at_hello.get(sid, 0)
+        if not (
+            self.launcher or failed or (self.hand is not None and self.hand(sid, t, why, seen))
+        ):
             raise NonFiniteDataError(
-                f"{why}; no launcher restarts simulations here (external mode, or a "
-                f"training rank other than 0 of a study): fix the simulation, or set "
+                f"{why}; no launcher restarts simulations here (external mode: no "
+                "study's launcher on rank 0 to hand it to): fix the simulation, or set "
                 "nonfinite='refuse' to drop such samples and go on",
                 sid,
                 t,
             )
         self._log.event(NONFINITE, name, sid, f"refused a sample of {why}")
-        if sid not in self._failed:
-            self._failed.add(sid)
-            sim.nonfinite_failures += 1  # (before the launcher hears of it: `connections` reads it)
-            self.failures.append((sid, t, why))
-            if self.announce is not None:
-                self.announce(sid)
-            self._refused.append((sid, why))
+        if not failed:
+            self._fail(sim, sid, t, why)
         return False
+
+    def failed_elsewhere(
+        self, sim: StepLedger | None, sid: int, t: int, why: str, seen: int
+    ) -> bool:
+        """Rank 0: another rank's receiver failed simulation `sid` (ledger `sim`, None if
+        unknown here) at step `t` for `why` and handed it here (`nonfinite_handoff`),
+        having read at that attempt's HELLO `seen` failures of it here: failed as if
+        here, for the launcher, unless this attempt was failed already (here, or handed
+        by another rank: counted once), which is when it is still failed here (no HELLO
+        since) or was failed more than `seen` times (a hand-off read only after the
+        restart's HELLO). True if it was failed now."""
+        if sid in self._failed or self._count.get(sid, 0) > seen:
+            return False
+        self._fail(sim, sid, t, why)
+        return True
+
+    def _fail(self, sim: StepLedger | None, sid: int, t: int, why: str) -> None:
+        """Fail this attempt of `sid`: listed once for the launcher, said to the other
+        ranks (`announce`)."""
+        self._failed.add(sid)
+        self._count[sid] = self._count.get(sid, 0) + 1
+        if sim is not None:  # (before the launcher hears of it: `connections` reads it)
+            sim.nonfinite_failures += 1
+        self.failures.append((sid, t, why))
+        if self.announce is not None:
+            self.announce(sid)
+        self._refused.append((sid, why))
 
     def hello(self, simulation_id: int) -> None:
         """A HELLO of `simulation_id` (a new attempt): its next non-finite sample fails
         it again. (Messages of a killed attempt still queued behind the new HELLO may
         fail the new attempt: a failed attempt too many, never one lost.)"""
         self._failed.discard(simulation_id)
+        if self.heard_kills is not None:  # (a stat: a HELLO is rare)
+            self._kills_at_hello[simulation_id] = self.heard_kills(simulation_id)

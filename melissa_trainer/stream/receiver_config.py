@@ -89,8 +89,9 @@ class ReceiverConfig:
             "refuse" (the default: dropped, counted as ``nonfinite_refused`` and logged;
             its step counts as received), "accept" (no check: for data that holds NaN
             on purpose) or "fail" (dropped, and its simulation fails: a study's
-            launcher kills it and counts a failed attempt; without a launcher, the
-            stream fails). See `melissa_trainer.stream.nonfinite`.
+            launcher kills it and counts a failed attempt, whichever rank received it,
+            `nonfinite_handoff`; without a launcher, the stream fails). See
+            `melissa_trainer.stream.nonfinite`.
         recycle_frames: on glibc, once a simulation declares a field of more than
             64 KiB (such fields stay in the frames they arrive in), let malloc keep
             the freed memory of those frames, up to what the buffer and the socket's

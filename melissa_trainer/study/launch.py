@@ -17,6 +17,7 @@ from typing import Any
 from melissa_trainer.launcher.tuning import LauncherTuning
 from melissa_trainer.stream.control import send_abandon
 from melissa_trainer.stream.endpoints import fetch_rendezvous
+from melissa_trainer.stream.nonfinite_handoff import clear_nonfinite_handoffs
 from melissa_trainer.stream.nonfinite_kills import clear_nonfinite_kills
 from melissa_trainer.stream.study_stops import clear_study_stops
 from melissa_trainer.stream.watchdog import SilenceExcuse
@@ -52,9 +53,11 @@ def receiver_notices(
     a file in `rendezvous`), is cleared here of an earlier run's (`clear_study_stops`:
     its run id tells it apart, but a study outside a trainer has none), before this
     run launches anything; so is the fourth, rank 0's receiver's failures for NaN or
-    Inf (`stream.nonfinite_kills`)."""
+    Inf (`stream.nonfinite_kills`), and the other ranks' hand-offs of theirs to rank 0
+    (`stream.nonfinite_handoff`)."""
     clear_study_stops(rendezvous)
     clear_nonfinite_kills(rendezvous)
+    clear_nonfinite_handoffs(rendezvous)
 
     def tell(simulation_id: int, replaced: bool) -> None:
         entries = fetch_rendezvous(rendezvous, timeout=60.0)

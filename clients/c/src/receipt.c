@@ -18,8 +18,8 @@
  * pauses, as long as it makes progress (the steps its answers say it holds grow: a
  * trainer ingesting at its sample-to-insert pace, a resumed one taking a replay), and up
  * to the close timeout without progress (mt_set_close_timeout, counted from the question
- * and from each progress), then MT_ETIMEDOUT (receipts.py `unconfirmed`'s words); a receiver silent with no connection to its follow socket (its monitor
- * says so) for the disconnected timeout (mt_set_disconnected_timeout) is gone, and a
+ * and from each progress), then MT_ETIMEDOUT (receipts.py `unconfirmed`'s words); a
+ * receiver silent with no connection to its follow socket (its monitor says so) for the disconnected timeout (mt_set_disconnected_timeout) is gone, and a
  * rendezvous rewritten by a new run (a restarted trainer) is followed only with a replay
  * window (c->receipt_restart set, follow.c): else both MT_ETIMEDOUT, saying that the steps may be lost and to run the simulation again with
  * the same MELISSA_TRAINER_SIMULATION_ID. A confirmed receipt also says how many samples

@@ -28,8 +28,10 @@ trainer whose checkpoint lacks this rank's BYE fails the close, with that advice
 
 The waits: a receiver that answers "not yet" (training paused, a full buffer: back-
 pressure; it holds the question up to half a second and answers as soon as the BYE is
-in) is waited for, at most ``ClientTuning.close_timeout`` seconds (None: as long as it
-answers), and so is one whose process keeps its connections but does not answer
+in) is waited for as long as it makes progress (the steps it says it holds grow: a
+trainer ingesting at its sample-to-insert pace, a resumed one taking a replay), and
+gives up after ``ClientTuning.close_timeout`` seconds without progress (None: as long as
+it answers); so is one whose process keeps its connections but does not answer
 (SIGSTOP); one silent with no connection for ``disconnected_timeout`` seconds is gone,
 and a restarted trainer is then waited for ``follow_timeout`` seconds (with a window).
 Each ends in a `TimeoutError` that says what was not confirmed and what to do. A
@@ -106,7 +108,6 @@ def confirm_close(
     """
     whose = f"simulation {client.simulation_id} rank {client.rank}"
     tuning = client.tuning
-    deadline = None if tuning.close_timeout is None else time.monotonic() + tuning.close_timeout
     entries = entries_of(rendezvous, client)
     found: list[list[dict[str, Any]]] = []  # (a restarted trainer's entries)
 
@@ -135,6 +136,9 @@ def confirm_close(
             return None
 
         follow_wait = None if following is None else tuning.follow_timeout
+        # (from each question on: a restarted trainer followed is asked afresh, as C's)
+        timeout = tuning.close_timeout
+        deadline = None if timeout is None else time.monotonic() + timeout
         outcome = Rounds(client, entries, whose).wait(deadline, rendezvous, restarted, follow_wait)
         if isinstance(outcome, list):
             return report(outcome, client.bye_counts, client.ranks, whose)

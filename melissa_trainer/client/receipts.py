@@ -129,6 +129,12 @@ class Rounds:
         the kernel keeps its connections) is waited for, as the transport waits for a
         paused trainer (`patience`), until `deadline`.
 
+        Progress moves `deadline`: a receiver whose answer holds more of the
+        simulation's steps than it said before (it ingests them, at its
+        sample-to-insert pace: a resumed trainer taking a replay), or one that confirms,
+        puts it ``close_timeout`` seconds from then. So ``close_timeout`` bounds a wait
+        *without progress*, not the whole wait (`unconfirmed`: the message).
+
         Raises:
             SimulationRefused: a receiver refused the simulation.
             TimeoutError: `deadline` passed, receivers alive and the BYE not in.
@@ -144,6 +150,7 @@ class Rounds:
             ever = [False] * self.world  # (none: a wrong follow endpoint, said by `_gone`)
             heard = [time.monotonic()] * self.world
             done: list[ReceiptReply | None] = [None] * self.world
+            held = [-1] * self.world  # (the most steps each said it holds; -1: no answer)
             records = StopRecords(
                 rendezvous, [str(e.get("endpoint")) for e in self.entries], client.run_id,
                 client.simulation_id, client.rank, self.whose,
@@ -161,15 +168,20 @@ class Rounds:
                     ever[rank] = ever[rank] or made
                     if linked[rank]:
                         heard[rank] = now  # (its process is there: paused, not gone)
+                progressed = False
                 for rank, reply in enumerate(answers):
                     if reply is None:
                         continue
                     heard[rank] = now
                     self._refused(reply, rank)
+                    progressed = progressed or 0 <= held[rank] < reply.steps
+                    held[rank] = max(held[rank], reply.steps)
                     if confirmed(reply, client.bye_counts[rank]):
-                        done[rank] = reply
+                        done[rank], progressed = reply, True
                 if all(d is not None for d in done):
                     return done  # type: ignore[return-value]
+                if progressed and deadline is not None and client.tuning.close_timeout is not None:
+                    deadline = max(deadline, now + client.tuning.close_timeout)
                 if restarted():
                     return ""  # (followed by the caller: the rendezvous read again)
                 bound = math.inf if gone_after is None else gone_after
@@ -185,18 +197,32 @@ class Rounds:
                     gone = silent[0]
                     return self._gone(gone, gone_after, rendezvous, follow_wait, not ever[gone])
                 if deadline is not None and now >= deadline:
-                    waiting = [r for r in range(self.world) if done[r] is None]
-                    raise TimeoutError(
-                        f"{self.whose}: the trainer did not confirm this simulation's BYE "
-                        f"within ClientTuning.close_timeout={client.tuning.close_timeout} s "
-                        f"(its receivers {waiting} answer that they have not ingested it "
-                        f"yet: a trainer paused that long?); raise close_timeout, or run "
-                        f"it again with the same simulation id if the trainer does not "
-                        f"name it finished"
-                    )
+                    raise TimeoutError(self.unconfirmed(done, held))
                 time.sleep(PAUSE)
         finally:
             context.destroy(linger=0)
+
+    def unconfirmed(self, done: Sequence[ReceiptReply | None], held: Sequence[int]) -> str:
+        """Why the close gives up: the receivers not `done` made no progress for
+        ``close_timeout`` seconds; how many of the steps this rank sent them are not
+        confirmed (`held`: the most steps each said it holds, -1 if it never answered),
+        that exiting loses those still queued here, and the fixes (clients/c/src/
+        receipt.c says it in the same words)."""
+        client, waiting = self.client, [r for r in range(self.world) if done[r] is None]
+        sent = sum(client.bye_counts[r] for r in waiting)
+        have = sum(min(max(held[r], 0), client.bye_counts[r]) for r in waiting)
+        return (
+            f"{self.whose}: the trainer did not confirm this simulation's BYE: its receivers "
+            f"{waiting} ingested none of its steps for "
+            f"ClientTuning.close_timeout={client.tuning.close_timeout} s (no progress; "
+            f"{sent - have} of the {sent} steps this rank sent them not confirmed). Exiting "
+            f"now loses those still queued here. A trainer alive but slower than that "
+            f"(loaded, a high sample-to-insert ratio): raise the close timeout "
+            f"(ClientTuning.close_timeout; it bounds a wait without progress); a trainer "
+            f"paused or stuck: once it runs again, run this simulation again with the same "
+            f"simulation id (MELISSA_TRAINER_SIMULATION_ID={client.simulation_id}) if the "
+            f"trainer does not name it finished"
+        )
 
     def _tell(
         self,

@@ -122,8 +122,11 @@ class ClientTuning:
         rendezvous_timeout: seconds to wait for the rendezvous directory to be complete.
         close_timeout: on `close`, the longest wait in seconds, in all, for queued
             messages and the BYE to be delivered (default 1800: a trainer paused or busy
-            that long, its connections open, is waited for); `None` waits for as long as
-            the receivers are there.
+            that long, its connections open, is waited for); then, in external mode,
+            for the receivers' receipts of the BYE: at most this long *without
+            progress* (the steps they hold not growing), counted from the question and
+            again from each progress (`melissa_trainer.client.confirm`). `None` waits
+            for as long as the receivers are there.
         disconnected_timeout: seconds a receiver may stay disconnected without a new
             connection (the trainer died, or its node) before `close`, or a `send`
             blocked on a full queue, gives up (default 60; a send raises

@@ -317,9 +317,10 @@ def test_the_close_timeout_bounds_a_receiver_that_keeps_saying_not_yet(
     assert len(asked) >= 2  # (asked again)
     assert code == MT_ETIMEDOUT, message
     assert message.startswith(
-        "simulation 3 rank 0: the trainer did not confirm this simulation's BYE within "
-        "close_timeout=1.0 s (its receivers [0] did not say that they ingested it"
-    ), message
+        "simulation 3 rank 0: the trainer did not confirm this simulation's BYE: its "
+        "receivers [0] ingested none of its steps for close_timeout=1.0 s (no progress; "
+        f"{STEPS} of the {STEPS} steps this rank sent them not confirmed)"
+    ), message  # (tests/c/test_c_close_progress.py: a receiver that progresses is waited for)
 
 
 @pytest.mark.timeout(60)

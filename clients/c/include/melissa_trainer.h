@@ -244,7 +244,8 @@ mt_status mt_flush(mt_client *c);
  * its checkpoint lacks sent again, BYE again) and asked in turn; MT_ETIMEDOUT if a
  * receiver is gone and no new run came, one came and the solver has no window (or the
  * window lacks a step, the message naming mt_set_replay_bytes), or the receivers kept
- * saying "not yet" for the close timeout (counted again from the question): the message
+ * saying "not yet" with no progress (the steps they hold not growing) for the close
+ * timeout (counted from the question and from each progress): the message
  * says the BYE was not confirmed, that the steps may be lost, and to run the simulation
  * again with the same MELISSA_TRAINER_SIMULATION_ID once the trainer is back.
  * A trainer whose receivers do not list 13 in their rendezvous files' "follow_kinds" (an

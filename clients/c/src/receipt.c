@@ -15,9 +15,11 @@
  *
  * Outcomes: refused (its HELLO): MT_ESIMREFUSED with the reason; "not yet" (a full buffer:
  * back-pressure; the receiver holds the query up to 0.5 s) is asked again, with growing
- * pauses, up to the close timeout (mt_set_close_timeout, counted from here), then
- * MT_ETIMEDOUT; a receiver silent with no connection to its follow socket (its monitor
- * says so) for the disconnected timeout (mt_set_disconnected_timeout) is gone, and a
+ * pauses, as long as it makes progress (the steps its answers say it holds grow: a
+ * trainer ingesting at its sample-to-insert pace, a resumed one taking a replay), and up
+ * to the close timeout without progress (mt_set_close_timeout, counted from the question
+ * and from each progress), then MT_ETIMEDOUT (receipts.py `unconfirmed`'s words); a
+ * receiver silent with no connection to its follow socket (its monitor says so) for the disconnected timeout (mt_set_disconnected_timeout) is gone, and a
  * rendezvous rewritten by a new run (a restarted trainer) is followed only with a replay
  * window (c->receipt_restart set, follow.c): else both MT_ETIMEDOUT, saying that the steps may be lost and to run the simulation again with
  * the same MELISSA_TRAINER_SIMULATION_ID. A confirmed receipt also says how many samples
@@ -55,6 +57,7 @@ typedef struct peer {
     double asked_at;
     bool done;         /* confirmed */
     uint64_t steps, nonfinite, bye_steps;
+    int64_t held;      /* the most steps its answers said it holds (-1: none yet) */
     int bye;
     mt_stop_look look; /* its rendezvous file, for a stop record (stop_record.c) */
 } peer;
@@ -85,6 +88,7 @@ typedef struct asking {
     unsigned bad;
     const char *bad_last;
     uint8_t *buf;
+    bool progressed;   /* since the last look: a receiver holds more steps, or confirmed */
 } asking;
 
 static const size_t BUF_CAP = RECEIPT_HEAD + MAX_REASON_BYTES + 64;
@@ -143,6 +147,8 @@ static mt_status collect(asking *a, double until) {
             }
             p->asked = 0;
             p->heard = mt_now();
+            if (p->held >= 0 && (uint64_t)p->held < got.steps) a->progressed = true;
+            if (p->held < 0 || (uint64_t)p->held < got.steps) p->held = (int64_t)got.steps;
             int decided = mt_receipt_decides(&got, a->bye_steps[r]);
             if (decided < 0) {
                 char reason[MAX_REASON_BYTES + 1];
@@ -150,6 +156,7 @@ static mt_status collect(asking *a, double until) {
                 st = mt_admission_refused(a->c, r, a->rv->endpoints[r], reason);
             } else if (decided > 0) {
                 p->done = true;
+                a->progressed = true;
                 p->steps = got.steps, p->nonfinite = got.nonfinite;
                 p->bye = got.bye, p->bye_steps = got.bye_steps;
             }
@@ -253,6 +260,9 @@ static mt_status wait_receipts(asking *a, const char *whose) {
         mt_status st = collect(a, until < deadline ? until : deadline);
         if (st != MT_OK) return st;
         double now = mt_now();
+        if (a->progressed && timeout >= 0 && now + timeout > deadline)
+            deadline = now + timeout; /* (it bounds a wait without progress) */
+        a->progressed = false;
         size_t done = 0, silent = n, waiting = 0;
         for (size_t r = 0; r < n; ++r) {
             peer *p = &a->peers[r];
@@ -297,22 +307,33 @@ static mt_status wait_receipts(asking *a, const char *whose) {
             char t[32], list[256] = "", ignored[96] = "";
             mt_format_double(timeout, t);
             size_t used = 0;
+            uint64_t sent = 0, have = 0;
             for (size_t r = 0; r < n && used < sizeof list; ++r) {
-                if (a->peers[r].done) continue;
+                const peer *p = &a->peers[r];
+                if (p->done) continue;
                 used += (size_t)snprintf(list + used, sizeof list - used, "%s%zu",
                                          waiting++ ? ", " : "", r);
+                uint64_t held = p->held < 0 ? 0 : (uint64_t)p->held;
+                sent += a->bye_steps[r];
+                have += held < a->bye_steps[r] ? held : a->bye_steps[r];
             }
             if (a->bad > 0)
                 snprintf(ignored, sizeof ignored, "; malformed replies ignored: %u, the last %s",
                          a->bad, a->bad_last);
             return mt_fail(c, MT_ETIMEDOUT,
-                           "%s: the trainer did not confirm this simulation's BYE within "
-                           "close_timeout=%s s (its receivers [%s] did not say that they "
-                           "ingested it: a trainer paused that long?%s); raise the close "
-                           "timeout (mt_set_close_timeout), or run it again with the same "
-                           "simulation id (MELISSA_TRAINER_SIMULATION_ID=%llu) if the trainer "
-                           "does not name it finished",
-                           whose, t, list, ignored, (unsigned long long)c->simulation_id);
+                           "%s: the trainer did not confirm this simulation's BYE: its "
+                           "receivers [%s] ingested none of its steps for close_timeout=%s s "
+                           "(no progress; %llu of the %llu steps this rank sent them not "
+                           "confirmed%s). Exiting now loses those still queued here. A trainer "
+                           "alive but slower than that (loaded, a high sample-to-insert "
+                           "ratio): raise the close timeout (mt_set_close_timeout; it bounds a "
+                           "wait without progress); a trainer paused or stuck: once it runs "
+                           "again, run this simulation again with the same simulation id "
+                           "(MELISSA_TRAINER_SIMULATION_ID=%llu) if the trainer does not name "
+                           "it finished",
+                           whose, list, t, (unsigned long long)(sent - have),
+                           (unsigned long long)sent, ignored,
+                           (unsigned long long)c->simulation_id);
         }
         double left = deadline - mt_now();
         nap(pause < left ? pause : left);
@@ -325,7 +346,7 @@ mt_status mt_receipt_check(mt_client *c, const mt_rendezvous *rv, const uint64_t
     char whose[96];
     snprintf(whose, sizeof whose, "simulation %llu rank %d", (unsigned long long)c->simulation_id,
              c->rank);
-    asking a = {c, rv, bye_steps, calloc(n, sizeof(peer)), 0, 0, NULL, malloc(BUF_CAP)};
+    asking a = {c, rv, bye_steps, calloc(n, sizeof(peer)), 0, 0, NULL, malloc(BUF_CAP), false};
     void *ctx = zmq_ctx_new();
     mt_status st = MT_OK;
     if (a.peers == NULL || a.buf == NULL || ctx == NULL)
@@ -336,6 +357,7 @@ mt_status mt_receipt_check(mt_client *c, const mt_rendezvous *rv, const uint64_t
         snprintf(address, sizeof address, "inproc://mt-receipt-%p-%zu", (void *)c, r);
         peer *p = &a.peers[r];
         p->heard = now;
+        p->held = -1;
         p->s = mt_follow_dial(ctx, rv->follows[r], rv->keys[r], address, &p->monitor);
         if (p->s == NULL)
             st = mt_fail(c, MT_EZMQ, "the close's receipt: cannot ask the trainer's receiver %zu "

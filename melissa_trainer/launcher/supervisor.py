@@ -161,10 +161,10 @@ class Supervisor(SilenceWatch):
         not pending, and a resumed study does not run it again. One that exits between
         that reap and its kill is recorded so too when the kill says it ended on its
         own (`Backend.kill` returns its exit code: the backends' own look just before
-        their signal, or an exit 0 after it). What remains is the backend's: a job
-        that fails with a code of its own in the instant between that look and the
-        signal, or any end a backend cannot tell from its kill (one whose `kill`
-        returns None), is recorded killed, pending: run again on resume."""
+        their signal; any end after it is the kill's, exit 0 included). What remains
+        is the backend's: a job that ends on its own in the instant between that look
+        and the signal, or any end a backend cannot tell from its kill (one whose
+        `kill` returns None), is recorded killed, pending: run again on resume."""
         self.unheard_summary()
         self.reap_exited("before the stop")
         if self.jobs:  # (one line for them all, not one a job: hundreds may be in flight)

@@ -100,7 +100,8 @@ def mark_stopped(
 def curve_keys(
     secret: str | bytes | None, public: str | bytes | None
 ) -> tuple[bytes, bytes] | None:
-    """Validated Z85 (secret, public) CURVE server keys, or None without CURVE."""
+    """Validated Z85 (secret, public) CURVE server keys, or None without CURVE; a
+    `public` given must be `secret`'s pair (ValueError otherwise: never published)."""
     if secret is None:
         if public is not None:
             raise ValueError("curve_public_key needs curve_secret_key")
@@ -108,7 +109,15 @@ def curve_keys(
     if not zmq.has("curve"):
         raise RuntimeError("this libzmq was built without CURVE: cannot use curve keys")
     sk = _z85(secret, "curve_secret_key")
-    pk = zmq.curve_public(sk) if public is None else _z85(public, "curve_public_key")
+    pk = zmq.curve_public(sk)
+    if public is not None and _z85(public, "curve_public_key") != pk:
+        # (published as is, every client's handshake would fail: the server answers
+        # with its secret key's pair; neither key echoed)
+        raise ValueError(
+            "curve_public_key is not the public key of curve_secret_key (another key "
+            "pair's): give the pair's own, zmq.curve_public(curve_secret_key), or leave "
+            "curve_public_key None to have it derived"
+        )
     return sk, pk
 
 

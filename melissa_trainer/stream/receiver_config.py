@@ -76,7 +76,8 @@ class ReceiverConfig:
             the oldest is dropped and counted).
         max_time_step: DATA with a larger time step is rejected (bounds the bit arrays).
         curve_secret_key, curve_public_key: Z85 CURVE server keys (from
-            ``zmq.curve_keypair()``; the public one is derived if omitted). Clients
+            ``zmq.curve_keypair()``; the public one is derived if omitted, and must
+            be the secret one's pair if given: ValueError otherwise). Clients
             must then set ``curve_serverkey`` to the public key (also written to the
             rendezvous file). This encrypts and authenticates the server; any client
             that knows the public key may send.

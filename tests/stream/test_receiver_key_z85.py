@@ -41,3 +41,17 @@ def test_a_public_key_that_is_not_z85_is_refused_not_published() -> None:
         with pytest.raises(ValueError) as caught:
             ReceiverConfig(curve_secret_key=secret, curve_public_key=bad)
         assert str(caught.value) == f"{BEGINNING}curve_public_key is not one", caught.value
+
+
+@pytest.mark.timeout(30)
+def test_a_public_key_not_of_the_secret_key_is_refused_not_published() -> None:
+    """A Z85 `curve_public_key` of another key pair was taken, logged and published in
+    the rendezvous files, and every client then failed its CURVE handshake (the server
+    answers with its secret key's pair). Failed before: DID NOT RAISE."""
+    _, secret = zmq.curve_keypair()
+    other, _ = zmq.curve_keypair()
+    with pytest.raises(ValueError) as caught:
+        ReceiverConfig(curve_secret_key=secret, curve_public_key=other)
+    said = str(caught.value)
+    assert "curve_public_key is not the public key of curve_secret_key" in said, said
+    assert secret.decode() not in said and other.decode() not in said

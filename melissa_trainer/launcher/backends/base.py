@@ -16,14 +16,13 @@ Contract for every backend:
   asks politely first (SIGTERM, ``scancel``), waits up to ``grace`` seconds, then
   forces; it is idempotent and safe on a job that already ended. It returns the job's
   exit code (as `poll` gives it) when the job had ended on its own, not by the kill:
-  ended before the kill signalled it (since the caller's last `poll`), or ended with
-  0 after the signal (it exited 0 in the instant before the signal landed, or it ended
-  itself well on SIGTERM: either way it says it ended well, as an exit 0 does to
-  `poll`). None when the kill ended it: any other status after the signal (a death by
-  the kill's signals, or the code a SIGTERM handler chose, which is no failure of the
-  job's own), or when the backend cannot tell (a backend that returns nothing says
-  that: its jobs count as killed). What remains: a job that ended with a non-zero
-  code of its own between the backend's last look and its signal counts as killed.
+  ended before the kill signalled it (since the caller's last `poll`: the backend's
+  own look just before its signal tells). None when the kill ended it: any end after
+  the signal, exit 0 included (a solver that catches SIGTERM and exits 0 has not
+  finished its simulation, and a study without data reports would never run it
+  again), or when the backend cannot tell (a backend that returns nothing says that:
+  its jobs count as killed). What remains: a job that ended on its own between the
+  backend's last look and its signal counts as killed (run again).
 * `close` kills every job still running; after it, no process started by this
   backend is left. It is idempotent.
 * `begin_study` is called by the launcher once, before its first `launch`, with the

@@ -189,9 +189,9 @@ class MpiexecBackend(Backend):
         """SIGTERM to mpiexec's process group, SIGKILL after `grace`; then SIGKILL to
         what was below mpiexec when the kill began (ranks in sessions of their own); then
         unlink the MPICH segments those ranks had mapped (`mpich_segments`). mpiexec's
-        exit code if it had ended on its own, as `LocalBackend.kill` tells it (mpiexec
-        forwards SIGTERM and exits with its ranks' status: 0 after the signal is ranks
-        that ended well, counted as their own; any other code as the kill's)."""
+        exit code if it had ended on its own, as `LocalBackend.kill` tells it (its
+        reap just before the signal; any end after it is the kill's, exit 0 included:
+        mpiexec forwards SIGTERM, and ranks that catch it and exit 0 did not finish)."""
         handle = self._own(handle)
         process = handle.process
         below = process_tree(process.pid) if process.process.poll() is None else []

@@ -13,9 +13,7 @@ test's UNBATCHED)."""
 
 from __future__ import annotations
 
-import contextlib
 import threading
-import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -25,11 +23,11 @@ from c_driver import script_exe  # noqa: F401 (a fixture)
 from compiled import c_client  # noqa: F401 (a fixture)
 from helpers import running
 from predict_script import Script
+from slow_drain import drain_slowly
 
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.client.config import ClientTuning
 from melissa_trainer.client.receipts import Rounds
-from melissa_trainer.stream.receiver import Receiver
 
 pytestmark = pytest.mark.e2e  # every test here starts a process
 
@@ -47,32 +45,6 @@ def closed_script(exe: Path, rendezvous: Path, close_timeout: float) -> Script:
     return script
 
 
-def drain_slowly(
-    receiver: Receiver,
-    buffer: FIFOBuffer,
-    taken: list[tuple[int, int]],
-    closed: threading.Event,
-) -> threading.Thread:
-    """One sample taken per two receipt questions answered, all at once after `closed`."""
-    follow = receiver._follow
-    assert follow is not None
-
-    def run() -> None:
-        mark, until = follow.answered, time.monotonic() + 150
-        while len(taken) < STEPS and time.monotonic() < until:
-            if follow.answered < mark + 2 and not closed.is_set():
-                time.sleep(0.005)
-                continue
-            mark = follow.answered
-            with contextlib.suppress(TimeoutError):
-                for sample in buffer.get_batch(1, timeout=0.05):
-                    taken.append((int(sample["simulation_id"]), int(sample["time_step"])))
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    return thread
-
-
 @pytest.mark.timeout(180)
 def test_the_close_waits_on_while_the_trainer_ingests_slowly(
     script_exe: Path,  # noqa: F811
@@ -84,7 +56,7 @@ def test_the_close_waits_on_while_the_trainer_ingests_slowly(
                  nonfinite="accept") as receiver:  # fmt: skip
         script = closed_script(script_exe, rendezvous, 4.0)
         try:
-            drainer = drain_slowly(receiver, buffer, taken, closed)  # type: ignore[arg-type]
+            drainer = drain_slowly(receiver, buffer, taken, closed, STEPS)  # type: ignore[arg-type]
             done = script.send("close")
             lines, err = script.finish(timeout=150)
         finally:

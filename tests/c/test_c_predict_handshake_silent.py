@@ -30,7 +30,7 @@ from compiled import CClient, c_client  # noqa: F401 (a fixture)
 from handshake_shim import build_shim
 from predict_script import MT_ETIMEDOUT, Script, sink, start_lines, status, zctx  # noqa: F401
 from silent_peer import silent_peer
-from waiting import wait_until
+from stopped_process import stop
 
 from melissa_trainer.client.predict_errors import SILENT
 
@@ -121,13 +121,6 @@ while True:
 """
 
 
-def stopped(pid: int) -> bool:
-    """Whether every thread of process `pid` is stopped."""
-    tasks = Path(f"/proc/{pid}/task")
-    states = [(t / "stat").read_text().rsplit(")", 1)[1].split()[0] for t in tasks.iterdir()]
-    return all(state in "tT" for state in states)
-
-
 @pytest.mark.timeout(120)
 @pytest.mark.skipif(sys.platform != "linux", reason="SIGSTOP")
 def test_a_stopped_curve_trainer_is_mt_etimedout_then_answers_once_continued(
@@ -144,8 +137,7 @@ def test_a_stopped_curve_trainer_is_mt_etimedout_then_answers_once_continued(
     try:
         assert proc.stdout is not None
         endpoint, key = proc.stdout.readline().split()
-        os.kill(proc.pid, signal.SIGSTOP)  # (before the client connects: no handshake)
-        wait_until(lambda: stopped(proc.pid), "every thread of the server stopped")
+        stop(proc.pid)  # (before the client connects: no handshake)
         timeout = 4 * ivl / 1000
         script = Script(
             script_exe,

@@ -38,7 +38,7 @@ from predict_script import (  # noqa: F401 (fixtures)
 )
 from predict_server import answering_server
 from server_process import kill_all, start_server
-from waiting import wait_until
+from stopped_process import stop
 
 from melissa_trainer.client import Predictor, PredictTimeout
 from melissa_trainer.client.predict_errors import PLAIN_SERVE, UNANSWERED
@@ -48,13 +48,6 @@ pytestmark = pytest.mark.e2e  # every test here starts a process
 ASK = ["input u 1 1 4 : 1 1 1 1", "output y 1 4"]
 #: the unanswered request's seconds (a connection is up already: no wait for one)
 TIMEOUT = 1.5
-
-
-def stopped(pid: int) -> bool:
-    """Whether every thread of process `pid` is stopped."""
-    tasks = Path(f"/proc/{pid}/task")
-    states = [(t / "stat").read_text().rsplit(")", 1)[1].split()[0] for t in tasks.iterdir()]
-    return all(state in "tT" for state in states)
 
 
 @pytest.mark.timeout(120)
@@ -73,8 +66,7 @@ def test_a_trainer_stopped_once_connected_is_said_stopped_as_the_python_client(
         first = script.send("predict 30")
         script.wait(first)
         assert predictor.predict(inputs, timeout=30).version == 3  # (both connected)
-        os.kill(proc.pid, signal.SIGSTOP)
-        wait_until(lambda: stopped(proc.pid), "every thread of the server stopped")
+        stop(proc.pid)
         unanswered = script.send(f"predict {TIMEOUT}")
         script.wait(unanswered)
         with pytest.raises(PredictTimeout) as python_error:

@@ -21,54 +21,22 @@ a close whose last steps came as one BATCH sees no progress while that batch dra
 
 from __future__ import annotations
 
-import contextlib
 import threading
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 from helpers import running
+from slow_drain import drain_slowly
 
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.client import Client
 from melissa_trainer.client.config import ClientTuning
-from melissa_trainer.stream.receiver import Receiver
 
 pytestmark = pytest.mark.timeout(180)
 
 STEPS = 12
 SID = 5
-
-
-def drain_slowly(
-    receiver: Receiver,
-    buffer: FIFOBuffer,
-    taken: list[tuple[int, int]],
-    closed: threading.Event,
-    every: int = 2,
-) -> threading.Thread:
-    """A thread that takes one sample from `buffer` each time the receiver's follow socket
-    has answered `every` more receipt questions (the trainer's pace, tied to the close's
-    questions), and at once once `closed` is set, until STEPS were taken; what it took
-    goes to `taken`."""
-    follow = receiver._follow
-    assert follow is not None
-
-    def run() -> None:
-        mark, until = follow.answered, time.monotonic() + 150
-        while len(taken) < STEPS and time.monotonic() < until:
-            if follow.answered < mark + every and not closed.is_set():
-                time.sleep(0.005)
-                continue
-            mark = follow.answered
-            with contextlib.suppress(TimeoutError):
-                for sample in buffer.get_batch(1, timeout=0.05):
-                    taken.append((int(sample["simulation_id"]), int(sample["time_step"])))
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    return thread
 
 
 def test_a_close_waits_on_while_the_trainer_ingests_slowly(external: Path) -> None:
@@ -80,7 +48,7 @@ def test_a_close_waits_on_while_the_trainer_ingests_slowly(external: Path) -> No
         for t in range(STEPS):
             client.send(t, u=np.full(4, t, np.float64))
         closed = threading.Event()
-        drainer = drain_slowly(receiver, buffer, taken, closed)
+        drainer = drain_slowly(receiver, buffer, taken, closed, STEPS)
         client.close()  # (before: TimeoutError "... a trainer paused that long?")
         answered = receiver._follow.answered  # type: ignore[union-attr]
         closed.set()  # (the rest, the last ones the receiver holds: taken at once)

@@ -24,14 +24,13 @@ import socket
 import subprocess
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 import zmq
 from silent_peer import silent_peer
-from waiting import wait_until
+from stopped_process import stop
 
 from melissa_trainer.client import Predictor, PredictTimeout
 from melissa_trainer.client.predict_errors import SILENT
@@ -101,14 +100,6 @@ def test_a_silent_peer_is_a_timeout_that_says_so_not_a_refusal(
     assert said == silent_words(endpoint), said
 
 
-def stopped(pid: int) -> bool:
-    """Whether every thread of process `pid` is stopped (a signal is delivered
-    asynchronously: its libzmq I/O thread may complete a handshake meanwhile)."""
-    tasks = Path(f"/proc/{pid}/task")
-    states = [(t / "stat").read_text().rsplit(")", 1)[1].split()[0] for t in tasks.iterdir()]
-    return all(state in "tT" for state in states)
-
-
 SERVER = """
 import sys
 import zmq
@@ -143,8 +134,7 @@ def test_a_stopped_serving_trainer_is_a_timeout_then_answers_once_continued(
     try:
         assert proc.stdout is not None
         endpoint, key = proc.stdout.readline().split()
-        os.kill(proc.pid, signal.SIGSTOP)  # (before the predictor connects: no handshake)
-        wait_until(lambda: stopped(proc.pid), "every thread of the server stopped")
+        stop(proc.pid)  # (before the predictor connects: no handshake)
         with Predictor(
             0, endpoint=endpoint, curve_server_key=key if keyed else None, context=context
         ) as predictor:

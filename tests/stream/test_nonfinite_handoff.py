@@ -15,18 +15,15 @@ a real launcher and solver."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import numpy as np
 import pytest
 import reference_protocol as R
 import zmq
-from helpers import running
+from nonfinite_runs import two_fail_ranks
 from waiting import wait_until
 
-from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.sources.source import SourceError
 from melissa_trainer.stream.nonfinite import NonFiniteDataError
 from melissa_trainer.stream.nonfinite_handoff import HANDOFF_FILE, NonfiniteHandoff
@@ -43,30 +40,6 @@ def step(sid: int, t: int, value: float) -> bytes:
     (the receiver checks it)."""
     values = np.full(4, value, np.float32).tobytes()
     return R.part_header(R.DATA, sid, t, 0, 1, U, 0, U.size, True) + values
-
-
-@contextmanager
-def two_ranks(directory: Path, launcher: bool = True) -> Iterator[tuple[Receiver, Receiver]]:
-    """Rank 0 and rank 1 of 2 under ``nonfinite="fail"``, one rendezvous directory and
-    run; with `launcher`, rank 0's failures are read by one (as a Study makes them)."""
-    with ExitStack() as stack:
-        ranks = [
-            stack.enter_context(
-                running(
-                    FIFOBuffer(100),
-                    rank,
-                    2,
-                    rendezvous_dir=directory,
-                    run_id="r1",
-                    nonfinite="fail",
-                )
-            )
-            for rank in (0, 1)
-        ]
-        if launcher:
-            receiver_notices(directory)  # (a Study clears an earlier run's files first)
-            ranks[0].report_refusals_to_launcher()
-        yield ranks[0], ranks[1]
 
 
 def connect(ctx: zmq.Context, ranks: tuple[Receiver, Receiver], sid: int) -> list[zmq.Socket]:
@@ -88,7 +61,7 @@ def test_a_nan_sent_only_to_rank_1_fails_the_simulation_for_rank_0s_launcher(
 ) -> None:
     ctx = zmq.Context()
     try:
-        with two_ranks(tmp_path) as ranks:
+        with two_fail_ranks(tmp_path) as ranks:
             rank0, rank1 = ranks
             bad = connect(ctx, ranks, BAD)
             bad[0].send(step(BAD, 0, 0.0))
@@ -121,7 +94,7 @@ def test_a_nan_sent_only_to_rank_1_fails_the_simulation_for_rank_0s_launcher(
 def test_a_failure_received_by_both_ranks_is_reported_once(tmp_path: Path) -> None:
     ctx = zmq.Context()
     try:
-        with two_ranks(tmp_path) as ranks:
+        with two_fail_ranks(tmp_path) as ranks:
             rank0, rank1 = ranks
             # rank 1 first, then rank 0's own NaN of the same attempt
             bad = connect(ctx, ranks, BAD)
@@ -158,7 +131,7 @@ def test_a_hand_off_read_after_the_restarts_hello_does_not_fail_the_restart(
     (the count rank 1 hands with it): the restart is not failed for it."""
     ctx = zmq.Context()
     try:
-        with two_ranks(tmp_path) as ranks:
+        with two_fail_ranks(tmp_path) as ranks:
             rank0, rank1 = ranks
             bad = connect(ctx, ranks, BAD)
             wait_until(lambda: BAD in rank1.ingest.sims, "rank 1's HELLO")
@@ -185,7 +158,7 @@ def test_without_a_launcher_on_rank_0_rank_1_still_fails(tmp_path: Path) -> None
     """No launcher reads rank 0's failures (external mode): no one to hand it to."""
     ctx = zmq.Context()
     try:
-        with two_ranks(tmp_path, launcher=False) as ranks:
+        with two_fail_ranks(tmp_path, launcher=False) as ranks:
             rank1 = ranks[1]
             bad = connect(ctx, ranks, BAD)
             bad[1].send(step(BAD, 1, float("nan")))

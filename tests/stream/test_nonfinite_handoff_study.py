@@ -15,19 +15,11 @@ The in-process variant, with raw sockets: tests/stream/test_nonfinite_handoff.py
 from __future__ import annotations
 
 import sys
-import textwrap
-import time
 from pathlib import Path
 
 import pytest
-from helpers import running
+from nonfinite_runs import restarting_launcher, two_rank_study, wait_study_end
 from waiting import wait_until
-
-from melissa_trainer import StreamSource, Study
-from melissa_trainer.buffers import FIFOBuffer
-from melissa_trainer.launcher import Launcher, LauncherTuning
-from melissa_trainer.launcher.backends.local import LocalBackend
-from melissa_trainer.stream.receiver import ReceiverConfig
 
 pytestmark = [
     pytest.mark.e2e,
@@ -59,33 +51,14 @@ with Client({"u": ((4,), "float32")}, tuning=ClientTuning(batch_bytes=0)) as cli
 def test_a_nan_sent_only_to_rank_1_fails_the_simulation_and_training_goes_on(
     tmp_path: Path,
 ) -> None:
-    (tmp_path / "solver.py").write_text(textwrap.dedent(SOLVER))
-    launch = Launcher(
-        [sys.executable, str(tmp_path / "solver.py")],
-        [{"x": 0.5}, {"x": 0.7}],
-        2,
-        backend=LocalBackend(),
-        tuning=LauncherTuning(poll_interval=0.05, kill_grace=2.0, max_restarts=1),
-    )
-    rdv = tmp_path / "rdv"
-    rdv.mkdir()
-    config = ReceiverConfig(rendezvous_dir=rdv, nonfinite="fail")
-    with running(FIFOBuffer(100), 1, 2, rendezvous_dir=rdv, nonfinite="fail") as rank1:
-        source = Study(launch, StreamSource(config))
-        source.start(FIFOBuffer(100), 0, 2)
-        try:
-            source.on_all_ranks_started()
-            deadline = time.monotonic() + 120
-            while not (launch.check() is None and launch.done):
-                rank1.check()  # (it used to fail here: NonFiniteDataError)
-                assert time.monotonic() < deadline, "the study did not end"
-                time.sleep(0.02)
-            # rank 1's share: steps 1 and 3 of simulation 1 and of the restart
-            wait_until(lambda: rank1.telemetry()["samples_put"] == 4, "rank 1's samples", 60.0)
-            rank1.check()
-            assert rank1.telemetry()["nonfinite_refused"] == 1
-        finally:
-            source.stop()
+    launch = restarting_launcher(tmp_path, SOLVER, [{"x": 0.5}, {"x": 0.7}])
+    with two_rank_study(launch, tmp_path / "rdv") as rank1:
+        # (rank 1 used to fail here: NonFiniteDataError)
+        wait_study_end(launch, 120.0, rank1.check)
+        # rank 1's share: steps 1 and 3 of simulation 1 and of the restart
+        wait_until(lambda: rank1.telemetry()["samples_put"] == 4, "rank 1's samples", 60.0)
+        rank1.check()
+        assert rank1.telemetry()["nonfinite_refused"] == 1
     # the oracle: simulation 0's first attempt was killed for its NaN (its exit
     # "refused", once), its restart finished; simulation 1 finished untouched
     outcomes = {o.simulation_id: o for o in launch.outcomes()}

@@ -10,14 +10,11 @@ from __future__ import annotations
 
 import logging
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
+from nonfinite_runs import restarting_launcher
 from study_runs import study_to_its_end
-
-from melissa_trainer.launcher import Launcher, LauncherTuning
-from melissa_trainer.launcher.backends.local import LocalBackend
 
 pytestmark = [
     pytest.mark.e2e,
@@ -50,14 +47,7 @@ def test_a_simulation_killed_for_nan_has_its_close_said_in_one_line_naming_that_
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, LOGGER)
-    (tmp_path / "solver.py").write_text(textwrap.dedent(SOLVER))
-    launch = Launcher(
-        [sys.executable, str(tmp_path / "solver.py")],
-        [{"x": 0.5}],
-        1,
-        backend=LocalBackend(),
-        tuning=LauncherTuning(poll_interval=0.05, kill_grace=2.0, max_restarts=1),
-    )
+    launch = restarting_launcher(tmp_path, SOLVER, [{"x": 0.5}])
     end = study_to_its_end(launch, tmp_path / "rdv", nonfinite="fail")
     samples, telemetry = end.samples, end.telemetry
     # the oracle: attempt 0 was killed (its exit "refused"), attempt 1 sent all 4 steps

@@ -19,18 +19,15 @@ solver."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import numpy as np
 import pytest
 import reference_protocol as R
 import zmq
-from helpers import running
+from nonfinite_runs import two_fail_ranks
 from waiting import wait_until
 
-from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.stream.nonfinite_kills import (
     NONFINITE_KILLS_FILE,
     NonfiniteKills,
@@ -53,28 +50,6 @@ def step(t: int, value: float) -> bytes:
     (the receiver checks it)."""
     values = np.full(4, value, np.float32).tobytes()
     return R.part_header(R.DATA, SID, t, 0, 1, U, 0, U.size, True) + values
-
-
-@contextmanager
-def two_ranks(directory: Path) -> Iterator[tuple[Receiver, Receiver]]:
-    """Rank 0 and rank 1 of 2 under ``nonfinite="fail"``, one rendezvous directory and
-    run; rank 0's failures are read by a launcher (`report_refusals_to_launcher`)."""
-    with ExitStack() as stack:
-        ranks = [
-            stack.enter_context(
-                running(
-                    FIFOBuffer(100),
-                    rank,
-                    2,
-                    rendezvous_dir=directory,
-                    run_id="r1",
-                    nonfinite="fail",
-                )
-            )
-            for rank in (0, 1)
-        ]
-        ranks[0].report_refusals_to_launcher()  # (a Study does it on rank 0)
-        yield ranks[0], ranks[1]
 
 
 def attempt(ctx: zmq.Context, ranks: tuple[Receiver, Receiver], first: int = 0) -> list[zmq.Socket]:
@@ -101,7 +76,7 @@ def test_rank_1_says_the_kill_of_a_simulation_rank_0_failed_for_nan_in_one_line(
     caplog.set_level(logging.INFO, LOGGER)
     ctx = zmq.Context()
     try:
-        with two_ranks(tmp_path) as ranks:
+        with two_fail_ranks(tmp_path) as ranks:
             rank0, rank1 = ranks
             socks = attempt(ctx, ranks)
             socks[0].send(step(2, float("nan")))  # rank 0's share: it fails the simulation
@@ -136,7 +111,7 @@ def test_a_later_attempt_dead_on_its_own_is_warned_of_naming_the_kill_as_a_possi
     caplog.set_level(logging.INFO, LOGGER)
     ctx = zmq.Context()
     try:
-        with two_ranks(tmp_path) as ranks:
+        with two_fail_ranks(tmp_path) as ranks:
             rank1 = ranks[1]
             first = attempt(ctx, ranks)
             first[0].send(step(2, float("nan")))

@@ -5,10 +5,8 @@ attempt's other connection, says that close in one INFO line naming rank 0's fai
 closed before its BYE: the process ended without it ... that data is lost"), which a
 user read as a second, unexplained failure.
 
-Real parts: rank 0 a `Study` with a real launcher (local backend), its solver a
-subprocess with the real client, which reads both ranks' endpoints in the rendezvous
-directory and sends step t to rank t % 2; rank 1 a real receiver of rank 1 of 2 (the
-same process: the ranks share nothing but the rendezvous directory and the sockets).
+Real parts, as in tests/stream/test_nonfinite_handoff_study.py (`two_rank_study`): a
+real launcher and its solver with the real client on rank 0, a real receiver of rank 1.
 The in-process variant, with raw sockets: tests/stream/test_nonfinite_kill_other_rank.py.
 """
 
@@ -16,19 +14,11 @@ from __future__ import annotations
 
 import logging
 import sys
-import textwrap
-import time
 from pathlib import Path
 
 import pytest
-from helpers import running
+from nonfinite_runs import restarting_launcher, two_rank_study, wait_study_end
 from waiting import wait_until
-
-from melissa_trainer import StreamSource, Study
-from melissa_trainer.buffers import FIFOBuffer
-from melissa_trainer.launcher import Launcher, LauncherTuning
-from melissa_trainer.launcher.backends.local import LocalBackend
-from melissa_trainer.stream.receiver import ReceiverConfig
 
 pytestmark = [
     pytest.mark.e2e,
@@ -68,35 +58,15 @@ def test_rank_1_says_the_launchers_kill_of_a_simulation_rank_0_failed_for_nan(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, LOGGER)
-    (tmp_path / "solver.py").write_text(textwrap.dedent(SOLVER))
     go = tmp_path / "go"
-    launch = Launcher(
-        [sys.executable, str(tmp_path / "solver.py")],
-        [{"x": 0.5}],
-        1,
-        backend=LocalBackend(),
-        tuning=LauncherTuning(poll_interval=0.05, kill_grace=2.0, max_restarts=1),
-        env={"GO_FILE": str(go)},
-    )
-    rdv = tmp_path / "rdv"
-    rdv.mkdir()
-    config = ReceiverConfig(rendezvous_dir=rdv, nonfinite="fail")
-    with running(FIFOBuffer(100), 1, 2, rendezvous_dir=rdv, nonfinite="fail") as rank1:
-        source = Study(launch, StreamSource(config))
-        source.start(FIFOBuffer(100), 0, 2)
-        try:
-            source.on_all_ranks_started()
-            wait_until(lambda: rank1.activity().get(0, 0) >= 1, "rank 1's step 1", 90.0)
-            go.write_text("")  # rank 1 has the first attempt's HELLO: now its NaN
-            deadline = time.monotonic() + 90
-            while not (launch.check() is None and launch.done):
-                assert time.monotonic() < deadline, "the study did not end"
-                time.sleep(0.02)
-            # the kill's close, and steps 1 and 3 of the restart (step 1 a duplicate)
-            wait_until(lambda: rank1.telemetry()["connections_lost"] == 1, "its close", 60.0)
-            wait_until(lambda: rank1.telemetry()["samples_put"] == 2, "step 3", 60.0)
-        finally:
-            source.stop()
+    launch = restarting_launcher(tmp_path, SOLVER, [{"x": 0.5}], env={"GO_FILE": str(go)})
+    with two_rank_study(launch, tmp_path / "rdv") as rank1:
+        wait_until(lambda: rank1.activity().get(0, 0) >= 1, "rank 1's step 1", 90.0)
+        go.write_text("")  # rank 1 has the first attempt's HELLO: now its NaN
+        wait_study_end(launch, 90.0)
+        # the kill's close, and steps 1 and 3 of the restart (step 1 a duplicate)
+        wait_until(lambda: rank1.telemetry()["connections_lost"] == 1, "its close", 60.0)
+        wait_until(lambda: rank1.telemetry()["samples_put"] == 2, "step 3", 60.0)
     # the oracle: attempt 0 was killed (its exit "refused"), attempt 1 finished
     (outcome,) = launch.outcomes()
     assert (outcome.status, list(outcome.exit_codes)) == ("finished", ["refused", 0])

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+from data_reports import Held
 from waiting import wait_until
 
 from melissa_trainer import Launcher, LauncherTuning
@@ -29,34 +29,17 @@ from melissa_trainer.study.end_notice import HELD, StudyEndNotice
 pytestmark = pytest.mark.e2e  # (its solvers run as processes)
 
 
-class HeldThenRefused:
+class HeldThenRefused(Held):
     """Rank 0's `DataReport`: no simulation's data all in, held behind a full buffer,
     never idle; simulation 0 refused once `refuse` is set (after its exit 0)."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.refuse = threading.Event()
 
-    def completed(self, start: int = 0) -> Sequence[int]:
-        return []
-
-    def refused(self, start: int = 0) -> Sequence[tuple[int, str]]:
+    def refused(self, start: int = 0) -> list[tuple[int, str]]:
         said = [(0, "its steps 2-3 hold NaN (nonfinite='fail')")] if self.refuse.is_set() else []
         return said[start:]
-
-    def idle_seconds(self) -> float:
-        return 0.0
-
-    def backpressured(self) -> bool:
-        return True
-
-    def describe(self, simulation_id: int) -> str:
-        return "held"
-
-    def first_message_at(self, simulation_id: int) -> float | None:
-        return None
-
-    def client_of(self, simulation_id: int) -> str | None:
-        return None
 
 
 def raised(launcher: Launcher) -> bool:

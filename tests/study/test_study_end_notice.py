@@ -13,46 +13,17 @@ itself). `ended` takes the time, so the held condition is tested without waiting
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
+from data_reports import Held
 from waiting import wait_until
 
 from melissa_trainer import Launcher, LauncherTuning
 from melissa_trainer.launcher import LocalBackend
 from melissa_trainer.launcher.account import SimulationOutcome
 from melissa_trainer.study.end_notice import HELD, StudyEndNotice
-
-
-class Held:
-    """A `DataReport` of rank 0's receiver: no simulation's data all in, held behind a
-    full buffer (`backpressured`), never idle (so never judged incomplete)."""
-
-    def __init__(self, backpressured: bool = True) -> None:
-        self.waits = backpressured
-
-    def completed(self, start: int = 0) -> Sequence[int]:
-        return []
-
-    def refused(self, start: int = 0) -> Sequence[tuple[int, str]]:
-        return []
-
-    def idle_seconds(self) -> float:
-        return 0.0
-
-    def backpressured(self) -> bool:
-        return self.waits
-
-    def describe(self, simulation_id: int) -> str:
-        return "held"
-
-    def first_message_at(self, simulation_id: int) -> float | None:
-        return None
-
-    def client_of(self, simulation_id: int) -> str | None:
-        return None
 
 
 def exited_study(tmp_path: Path, data: Held) -> Launcher:

@@ -137,6 +137,7 @@ class NonFiniteGuard:
         #: order (append-only: read from other threads)
         self.failures: list[tuple[int, int, str]] = []
         self._failed: set[int] = set()  # failed since their last HELLO (reported once)
+        self._helloed: set[int] = set()  # those of which this receiver read a HELLO
 
     def suspect(self, dtype: np.dtype, rows: np.ndarray) -> bool:
         """Whether a batch of steps of one field (`rows`) holds a non-finite value, and
@@ -186,6 +187,13 @@ class NonFiniteGuard:
             self._fail(sim, sid, t, why)
         return False
 
+    def helloed(self, simulation_id: int) -> bool:
+        """Whether this receiver has read a HELLO of `simulation_id`: rank 0 holds back
+        another rank's hand-off of a simulation until then (`IngestLoop`), since the
+        HELLO of the very attempt handed, read after its failure, would be taken for a
+        restart's, and that attempt's NaN here would fail it a second time."""
+        return simulation_id in self._helloed
+
     def failed_elsewhere(
         self, sim: StepLedger | None, sid: int, t: int, why: str, seen: int
     ) -> bool:
@@ -218,5 +226,6 @@ class NonFiniteGuard:
         it again. (Messages of a killed attempt still queued behind the new HELLO may
         fail the new attempt: a failed attempt too many, never one lost.)"""
         self._failed.discard(simulation_id)
+        self._helloed.add(simulation_id)
         if self.heard_kills is not None:  # (a stat: a HELLO is rare)
             self._kills_at_hello[simulation_id] = self.heard_kills(simulation_id)

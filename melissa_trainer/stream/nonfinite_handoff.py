@@ -26,7 +26,10 @@ reverse of `nonfinite_kills` (rank 0's word to the others):
   each simulation heard of as its own (`NonFiniteGuard.failed_elsewhere`): listed once
   per attempt for the launcher, whichever ranks failed it (rank 0's own failure of the
   same attempt, or two ranks' hand-offs, counted once: rank 0 has failed it since
-  rank k's HELLO, its count grew), and said to the other ranks (`nonfinite_kills`).
+  rank k's HELLO, its count grew), and said to the other ranks (`nonfinite_kills`). A
+  hand-off of a simulation whose HELLO rank 0 has not read yet (rank 0 behind on its
+  socket) is held until it has (`NonFiniteGuard.helloed`): else that attempt's HELLO,
+  read after its failure, would be taken for a restart's.
 
 Limits: a hand-off of an attempt that rank 0 did not fail (it died on its own, or was
 killed for another cause), written after rank 0 read the restart's HELLO (rank k kept

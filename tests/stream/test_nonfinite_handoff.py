@@ -122,6 +122,39 @@ def test_a_failure_received_by_both_ranks_is_reported_once(tmp_path: Path) -> No
 
 
 @pytest.mark.timeout(90)
+def test_a_hand_off_heard_before_rank_0_read_that_attempts_hello_is_counted_once(
+    tmp_path: Path,
+) -> None:
+    """Rank 1 hands its failure before rank 0 has read the attempt's HELLO (rank 0
+    behind on its socket): rank 0 holds the hand-off until that HELLO, so that the HELLO
+    is not taken for a restart's and the attempt's own NaN on rank 0 does not fail it a
+    second time (before: 2 failures listed for one attempt; the order forced here, seen
+    at random in test_a_failure_received_by_both_ranks_is_reported_once)."""
+    ctx = zmq.Context()
+    try:
+        with two_fail_ranks(tmp_path) as ranks:
+            rank0, rank1 = ranks
+            to_rank1 = ctx.socket(zmq.PUSH)
+            to_rank1.connect(str(rank1.endpoint))
+            to_rank1.send(R.encode_hello(BAD, 0, 1, R.hello_body([U], {})))
+            to_rank1.send(step(BAD, 1, float("nan")))
+            handed = tmp_path / f"{HANDOFF_FILE}.1"
+            wait_until(handed.exists, "rank 1's hand-off")
+            to_rank0 = ctx.socket(zmq.PUSH)  # the same attempt's HELLO, then its NaN
+            to_rank0.connect(str(rank0.endpoint))
+            to_rank0.send(R.encode_hello(BAD, 0, 1, R.hello_body([U], {})))
+            to_rank0.send(step(BAD, 0, float("nan")))
+            wait_until(lambda: rank0.telemetry()["nonfinite_refused"] == 1, "rank 0's NaN")
+            connect(ctx, ranks, GOOD)  # (a HELLO after it: every hand-off heard by then)
+            wait_until(lambda: GOOD in rank0.ingest.sims, "rank 0's HELLO of GOOD")
+            wait_until(lambda: len(rank0.refused()) >= 1, "the failure listed")
+            assert [sid for sid, _ in rank0.refused()] == [BAD]
+            rank1.check()
+    finally:
+        ctx.destroy(linger=0)
+
+
+@pytest.mark.timeout(90)
 def test_a_hand_off_read_after_the_restarts_hello_does_not_fail_the_restart(
     tmp_path: Path,
 ) -> None:

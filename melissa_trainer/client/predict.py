@@ -83,6 +83,7 @@ from melissa_trainer.client.predict_link import (
     PredictLink,
     poll_ms,
 )
+from melissa_trainer.client.predict_lookup import checked_endpoint
 from melissa_trainer.client.server_key import check_server_key
 from melissa_trainer.stream.serving_rendezvous import check_inputs
 from melissa_trainer.wire import Prediction, ProtocolError
@@ -126,6 +127,9 @@ class Predictor:
         context: a ZeroMQ context to use (default: one of its own, ended by `close`).
 
     Raises:
+        ValueError: `endpoint` not of a form to connect to (`checked_endpoint`: "has no
+            port", as the C client says), here; one of
+            `$MELISSA_TRAINER_SERVE_ENDPOINTS`, at the first request.
         ConfigError: (a ValueError) `curve_server_key` not a 40-character Z85 key, here
             (`server_key.check_server_key`, as `Client`'s); or, at the first request,
             not the key of the serve file read then.
@@ -144,6 +148,8 @@ class Predictor:
         self.simulation_id = _checked_id(simulation_id)
         self.run_id = None if run_id is None else protocol.check_run_id(run_id, "run_id")
         key = None if curve_server_key is None else check_server_key(curve_server_key)
+        if endpoint is not None:  # (else libzmq's bare "Invalid argument" at a request)
+            checked_endpoint(endpoint, "Predictor(endpoint=...)")
         self._own_context = context is None
         self._context = zmq.Context() if context is None else context
         # where the serving rank is, the socket to it, and whether its trainer is gone

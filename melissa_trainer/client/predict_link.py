@@ -29,7 +29,7 @@ from melissa_trainer.client.predict_errors import (
     unresolved,
 )
 from melissa_trainer.client.predict_events import TIMED_OUT, ServeEvents
-from melissa_trainer.client.predict_lookup import MissingDirectory, other_run
+from melissa_trainer.client.predict_lookup import MissingDirectory, checked_endpoint, other_run
 from melissa_trainer.client.server_key import not_the_served_key, z85_fault
 from melissa_trainer.stream.serving_rendezvous import read_serving
 from melissa_trainer.wire import FieldSpec
@@ -316,7 +316,7 @@ class PredictLink:
         if listed:
             endpoints = [e.strip() for e in listed.split(",")]
             self._rank = self.simulation_id % len(endpoints)
-            return endpoints[self._rank], key, True
+            return checked_endpoint(endpoints[self._rank], ENV_SERVE_ENDPOINTS), key, True
         directory = self._rendezvous or os.environ.get(ENV_RENDEZVOUS, "").strip()
         if not directory:
             raise ValueError(

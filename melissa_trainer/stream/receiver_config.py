@@ -21,7 +21,7 @@ from melissa_trainer.config.reading import (
     UnknownArgumentError,
     unknown_key_problems,
 )
-from melissa_trainer.stream.endpoints import curve_keys
+from melissa_trainer.stream.endpoints import bind_fault, curve_keys
 from melissa_trainer.stream.nonfinite import check_policy
 from melissa_trainer.stream.watchdog import check_stall_timeout
 from melissa_trainer.wire import FieldSpec, field_specs
@@ -104,7 +104,8 @@ class ReceiverConfig:
             False leaves malloc as it is.
 
     Raises:
-        ValueError: a value out of its range (named), a dtype name numpy does not know
+        ValueError: a value out of its range (named), a `bind` not shaped like an
+            endpoint (`endpoints.bind_fault`), a dtype name numpy does not know
             (with the closest of its names: "did you mean 'float32'?"), or malformed
             CURVE keys.
         UnknownArgumentError: a keyword that is no field (a `TypeError`, as Python's
@@ -143,6 +144,14 @@ class ReceiverConfig:
 
     def __post_init__(self) -> None:
         check_policy(self.nonfinite)  # raises, naming the field and the choices
+        # checked here: ZeroMQ's bare "Invalid argument" came only when the receiver bound
+        fault = bind_fault(self.bind)
+        if fault is not None:
+            raise ValueError(
+                f"ReceiverConfig.bind must be {fault}; got {self.bind!r}: e.g. "
+                f"{DEFAULT_BIND} (loopback, a random port) or tcp://*:5555 (every "
+                "interface, rank r binds port 5555 + r)"
+            )
         if not isinstance(self.recycle_frames, bool):
             raise ValueError(f"recycle_frames must be True or False, not {self.recycle_frames!r}")
         if self.expected_simulations is not None and self.expected_simulations < 0:

@@ -239,8 +239,8 @@ def test_another_runs_trainer_refuses_or_is_ignored(
     tmp_path: Path,
 ) -> None:
     """A simulation of run-b: told the endpoint, the trainer of run-a refuses it
-    ``wrong_run``; through the rendezvous, run-a's serve file is ignored (a timeout
-    that says so)."""
+    ``wrong_run``; through the rendezvous, run-a's serve file is ignored: the request
+    fails at once, naming both runs (the words: test_c_predict_other_run.py)."""
     server = PredictServer(INPUTS, rendezvous_dir=tmp_path, run_id="run-a")
     server.start()
     server.serving = True
@@ -258,7 +258,7 @@ def test_another_runs_trainer_refuses_or_is_ignored(
         env = {"MELISSA_TRAINER_RUN_ID": "run-b", "MELISSA_TRAINER_RENDEZVOUS": str(tmp_path)}
         script = Script(script_exe, env)
         script.send(*start_lines(sink), *ask)
-        looked = script.send("predict 0.3")
+        looked = script.send("predict 300")  # (past the test's timeout: at once, or fail)
         lines2, _ = script.finish()
         script.kill()
     finally:
@@ -266,7 +266,7 @@ def test_another_runs_trainer_refuses_or_is_ignored(
     assert lines[told][0].startswith("refusal 3 ")
     assert status(lines, told)[0] == MT_EREFUSED
     code, message = status(lines2, looked)
-    assert code == MT_ETIMEDOUT and "belongs to another run (['run-a'])" in message
+    assert code == MT_ETIMEDOUT and "belongs to another run (['run-a']), not run 'run-b'" in message
 
 
 def test_curve_key_of_the_serve_file_is_used(

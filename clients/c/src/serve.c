@@ -19,7 +19,11 @@
 #define ENV_SERVE "MELISSA_TRAINER_SERVE_ENDPOINTS"
 #define ENV_SERVE_KEY "MELISSA_TRAINER_SERVE_KEY"
 #define ENV_RENDEZVOUS "MELISSA_TRAINER_RENDEZVOUS"
+#define ENV_RUN_ID "MELISSA_TRAINER_RUN_ID"
 #define MAX_SERVE_FILE 65536
+/* how read_serving's why begins when only serve files of another run are there (the
+ * request fails at once: serving_rendezvous.py OTHER_RUN, predict_lookup.py other_run) */
+#define OTHER_RUN "the trainer serving there belongs to another run"
 
 void mt_specs_free(mt_spec *specs, size_t n) {
     for (size_t i = 0; specs != NULL && i < n; ++i) free(specs[i].name);
@@ -215,8 +219,7 @@ static int read_serving(const char *dir, uint64_t sim, const char *run_id, mt_se
         return 0;
     }
     if (other_run)
-        snprintf(why, size, "the trainer serving there belongs to another run (['%s'])",
-                 other_run_id);
+        snprintf(why, size, OTHER_RUN " (['%s'])", other_run_id);
     else
         snprintf(why, size, "no trainer serves predictions there (yet)");
     return 0;
@@ -331,6 +334,17 @@ mt_status mt_serve_resolve(mt_client *c, double deadline, double timeout, mt_ser
             st = got > 0 ? MT_OK : mt_fail(c, MT_ENOMEM, "out of memory");
             c->served_there = c->served_there || got > 0;
             if (got > 0) st = file_key(c, dir, out);
+            break;
+        }
+        if (c->run_id != NULL && strncmp(why, OTHER_RUN, strlen(OTHER_RUN)) == 0) {
+            /* Its trainer is known not to be this run's: waiting the timeout would not
+             * change it (a trainer of this run, if one comes, the next lookup sees). */
+            st = mt_gone(c, "no serving endpoint in '%s': %s, not run '%s' that this predictor "
+                            "asks as (" ENV_RUN_ID "): give " ENV_RUN_ID " the trainer's run id "
+                            "(the run_id of its serve files), or unset it to ask any run's "
+                            "trainer, or use the rendezvous directory of run '%s' (a Client "
+                            "follows a restarted trainer at its next request)",
+                         dir, why, c->run_id, c->run_id);
             break;
         }
         if (c->served_there) {

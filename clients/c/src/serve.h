@@ -24,7 +24,8 @@ typedef struct mt_serve_entry {
  * the rendezvous directory (its serve file's key), polled until
  * `deadline` (monotonic seconds; `timeout` for the message). MT_ETIMEDOUT when none was
  * published in time, or at once (mt_gone) when one was found there before (its trainer
- * removed it: it stopped), MT_EENV when nothing says where to look. */
+ * removed it: it stopped, or only another run's serve files are there), MT_EENV when
+ * nothing says where to look. */
 mt_status mt_serve_resolve(mt_client *c, double deadline, double timeout, mt_serve_entry *out);
 void mt_serve_entry_free(mt_serve_entry *e);
 void mt_specs_free(mt_spec *specs, size_t n);

@@ -1,0 +1,81 @@
+"""The C client's `mt_predict` through a rendezvous that holds only another run's serve
+files fails at once, in the Python `Predictor`'s words (client/predict_lookup.py
+`other_run`, tests/client/test_predictor_checks.py), the run id's names the C client's
+(``MELISSA_TRAINER_RUN_ID``, unset for None): `MT_ETIMEDOUT` naming the serve files'
+run, the one asked as and the fix; the next request, in the backoff, at once too.
+
+Before the fix each request waited its whole timeout (`LONG`, past the test's own:
+the test failed), then said only "belongs to another run (['run-a'])".
+
+No trainer: a serve file written by hand (`write_serving`); nothing listens there.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from c_driver import script_exe  # noqa: F401 (a fixture)
+from compiled import c_client  # noqa: F401 (a fixture)
+from predict_script import (  # noqa: F401 (fixtures)
+    MT_ETIMEDOUT,
+    Script,
+    sink,
+    start_lines,
+    status,
+    zctx,
+)
+
+from melissa_trainer.client.predict import Predictor, PredictTimeout
+from melissa_trainer.stream.serving_rendezvous import write_serving
+from melissa_trainer.wire import field_specs
+
+pytestmark = pytest.mark.e2e  # every test here starts a process
+
+#: longer than the test's own timeout: a request that waits for it fails the test
+LONG = 120
+#: the Python names of the run id -> the C client's
+C_NAMES = {
+    "(run_id): give run_id ": "(MELISSA_TRAINER_RUN_ID): give MELISSA_TRAINER_RUN_ID ",
+    ", or None to ask any run's trainer": ", or unset it to ask any run's trainer",
+}
+
+
+def python_words(rendezvous: Path, sim: int) -> str:
+    """The Python `Predictor`'s message for the same lookup, in the C client's names."""
+    with (
+        Predictor(sim, rendezvous_dir=rendezvous, run_id="run-b") as predictor,
+        pytest.raises(PredictTimeout) as raised,
+    ):
+        predictor.predict({"u": np.zeros(4, np.float32)}, timeout=LONG)
+    words = str(raised.value)
+    for python, c in C_NAMES.items():
+        assert python in words, (python, words)  # (the mapping still fits Python's words)
+        words = words.replace(python, c)
+    return words
+
+
+@pytest.mark.timeout(60)
+def test_only_another_runs_serve_files_fail_at_once_in_pythons_words(
+    script_exe: Path,  # noqa: F811
+    sink: str,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    write_serving(tmp_path, 0, 1, "tcp://127.0.0.1:1", field_specs({"u": ((4,), "float32")}),
+                  "run-a", None)  # fmt: skip
+    env = {"MELISSA_TRAINER_RUN_ID": "run-b", "MELISSA_TRAINER_RENDEZVOUS": str(tmp_path)}
+    script = Script(script_exe, env)
+    try:
+        script.send(*start_lines(sink), "input u 1 1 4 : 1 2 3 4", "output y 1 4")
+        asked = [script.send(f"predict {LONG}") for _ in range(2)]
+        lines, _ = script.finish()
+    finally:
+        script.kill()
+    (first, first_words), (second, second_words) = (status(lines, n) for n in asked)
+    assert first == MT_ETIMEDOUT, first_words
+    assert first_words == python_words(tmp_path, 7), first_words
+    assert "belongs to another run (['run-a']), not run 'run-b'" in first_words
+    # (the second, in the backoff: at once, the same why)
+    assert second == MT_ETIMEDOUT, second_words
+    assert "not run 'run-b' that this predictor asks as" in second_words, second_words

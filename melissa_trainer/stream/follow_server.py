@@ -167,6 +167,7 @@ def receipt_of(ingest: Admissions, run_id: str | None, query: ReceiptQuery) -> R
     status, reason = admission_of(ingest, sid, other_runs=False)
     if ledger is None:
         return status, RECEIPT_NO_BYE, reason, 0, 0, 0
+    ledger.asked.add(query.client_rank)  # (its close asked: `connection_lines.lost`)
     steps = int(ledger.completed)
     if ledger.finished:
         return status, RECEIPT_FINISHED, "", steps, 0, min(nonfinite, steps)

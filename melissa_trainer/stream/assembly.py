@@ -123,6 +123,7 @@ class StepLedger:
         "client",
         "frontier",
         "nonfinite_failures",
+        "asked",
     )
 
     def __init__(
@@ -149,6 +150,7 @@ class StepLedger:
         self.completed = 0  # number of bits set
         self.frontier = 0  # no local step >= this is completed (an upper bound)
         self.byes: dict[int, int] = {}  # client rank -> steps_sent
+        self.asked: set[int] = set()  # client ranks that asked a receipt (`receipt_of`)
         self.finished = False
         #: local steps whose partial assembly was dropped (pending bound exceeded);
         #: they count as done for finishing, and are accepted if re-sent.

@@ -98,10 +98,13 @@ class CloseLines:
             )
         self._count()
 
-    def lost(self, sid: int, rank: int, failed_before: bool = False) -> None:
+    def lost(self, sid: int, rank: int, failed_before: bool = False, asked: bool = False) -> None:
         """A close none of the others explains: warned of (module docstring); with
         `failed_before`, rank 0's receiver failed its simulation for NaN or Inf before
-        (on another rank: the close may be that attempt's kill, said as a cause)."""
+        (on another rank: the close may be that attempt's kill, said as a cause); with
+        `asked`, that client rank asked this receiver a receipt (its close sent its BYE
+        and waited: it may have given up at ``close_timeout`` and exited, its BYE and
+        what was queued before it lost with the process, said as a cause)."""
         if sid in self._logged:
             self._count()
             return
@@ -113,23 +116,29 @@ class CloseLines:
             if failed_before
             else ""
         )
+        gave_up = "its close gave up waiting for this trainer's receipt (close_timeout)"
+        ended = "killed, crashed, or exited without closing its client"
+        if asked:  # (the receipt it waited for: `client.receipts`)
+            ended = f"killed, crashed, exited without closing its client, or {gave_up}"
         if len(self._logged) > 1:  # (the cause in full once per run: trial htrial10 F7)
-            said = "simulation %d client rank %d: %s (as above%s)%s"
-            logger.warning(said, sid, rank, SHORT, maybe, self._label)
+            gave_up = f"; or {gave_up}" if asked else ""
+            said = "simulation %d client rank %d: %s (as above%s%s)%s"
+            logger.warning(said, sid, rank, SHORT, maybe, gave_up, self._label)
             self._count()
             return
         logger.warning(
             "simulation %d client rank %d: its connection closed before its BYE: the "
-            "process ended without it (killed, crashed, or exited without closing its "
-            "client), its client was left by an exception (which sends no BYE: a worker's "
-            "failed simulation, the worker living on), or it sent a message over %d bytes (the "
-            "receiver's max_message_bytes + header allowance), which ZeroMQ drops with "
-            "the connection and what was queued behind it; that data is lost until the "
-            "simulation runs again (a launcher restarts it; a solver you started yourself: "
-            "run it again with the same simulation id)%s. Said in full once; the others "
-            "in one line each, counted at the end%s",
+            "process ended without it (%s), its client was left by an exception (which "
+            "sends no BYE: a worker's failed simulation, the worker living on), or it "
+            "sent a message over %d bytes (the receiver's max_message_bytes + header "
+            "allowance), which ZeroMQ drops with the connection and what was queued "
+            "behind it; that data is lost until the simulation runs again (a launcher "
+            "restarts it; a solver you started yourself: run it again with the same "
+            "simulation id)%s. Said in full once; the others in one line each, counted "
+            "at the end%s",
             sid,
             rank,
+            ended,
             self._frame_bound,
             maybe,
             self._label,

@@ -113,6 +113,8 @@ class Ledger(Protocol):
     messages: int
     #: its attempts failed here for NaN or Inf (a launcher kills each)
     nonfinite_failures: int
+    #: its client ranks that asked a receipt (a close waiting for its BYE's confirmation)
+    asked: set[int]
 
 
 #: a connection's simulation ledger, its message and failure counts at the connection's HELLO
@@ -247,7 +249,8 @@ class ConnectionWatch:
             elif was is not None and was[0].messages == was[1]:
                 self._lines.carried_nothing(sid, rank)
             else:
-                self._lines.lost(sid, rank, failed_before=stopped == "before")
+                asked = was is not None and rank in was[0].asked
+                self._lines.lost(sid, rank, failed_before=stopped == "before", asked=asked)
 
     def close(self, empty: Callable[[], bool] | None = None) -> None:
         """Read the closes waiting, stop and close the monitor (before the socket is

@@ -72,6 +72,8 @@ class Feeder:
         self.pumping = False
         #: a put waits for room (read by other threads: `Receiver.backpressured`)
         self.waiting = False
+        #: samples put into the buffer so far (read by the follow thread: `ingested`)
+        self.put_count = 0
 
     def flush(self, block: bool) -> bool:
         """Put the samples a pump could not, in order (blocking for room if `block`);
@@ -86,6 +88,7 @@ class Feeder:
             except BufferClosedError:
                 overflow.clear()
                 return self._closed()
+            self.put_count += n
             self._drop_front(run, n)
             if n < len(run):  # full
                 if not block:
@@ -137,6 +140,7 @@ class Feeder:
             return True
         try:
             self._buffer.put(sample, 0.0)  # the usual case: room at once
+            self.put_count += 1
             return True
         except TimeoutError:
             if self.pumping:
@@ -174,6 +178,7 @@ class Feeder:
             except BufferClosedError:
                 self._closed()
                 return 0
+            self.put_count += n
         if self.pumping:  # the buffer is full: what is left waits, in order
             if type(samples) is SampleBlock:
                 if n < len(samples):
@@ -195,6 +200,7 @@ class Feeder:
                 serve_requests()
                 try:
                     put(sample, self._put_timeout)
+                    self.put_count += 1
                     return True
                 except TimeoutError:
                     continue

@@ -120,6 +120,8 @@ class Admissions(Protocol):
     def archive(self) -> Any: ...  # (its ``steps``: id -> steps, of the finished)
     @property
     def nonfinite(self) -> Any: ...  # (its ``by_simulation``: id -> samples refused)
+    @property
+    def draining(self) -> Any: ...  # (its ``steps``: of those marked, in the buffer)
 
 
 def admission_of(
@@ -147,10 +149,10 @@ def receipt_of(ingest: Admissions, run_id: str | None, query: ReceiptQuery) -> R
     """What a RECEIPT says of `query`'s simulation at `ingest` (a receiver serving
     `run_id`): the admission (`admission_of`; refused ``wrong_run`` when the query names
     another run and the receiver holds nothing of the simulation: its HELLO was
-    dropped), the BYE status of the asking client rank, the steps held, the count its
-    BYE carried and the samples refused as non-finite. From the follow thread while the
-    ingester runs: single reads (the ledger first, then the archive, which a finished
-    ledger moves to), as `admission_of`."""
+    dropped), the BYE status of the asking client rank, the steps held (unfinished: those
+    in the buffer, `ingested`), the count its BYE carried and the samples refused as
+    non-finite. From the follow thread while the ingester runs: single reads (the ledger
+    first, then the archive, which a finished ledger moves to), as `admission_of`."""
     sid = query.simulation_id
     ledger = ingest.sims.get(sid)
     archived = ingest.archive.steps.get(sid) if ledger is None else None
@@ -165,9 +167,11 @@ def receipt_of(ingest: Admissions, run_id: str | None, query: ReceiptQuery) -> R
     status, reason = admission_of(ingest, sid, other_runs=False)
     if ledger is None:
         return status, RECEIPT_NO_BYE, reason, 0, 0, 0
+    ledger.asked.add(query.client_rank)  # (its close asked: `connection_lines.lost`)
     steps = int(ledger.completed)
     if ledger.finished:
         return status, RECEIPT_FINISHED, "", steps, 0, min(nonfinite, steps)
+    steps = ingest.draining.steps(sid, steps)  # (in the buffer: a batch drains, `ingested`)
     count = ledger.byes.get(query.client_rank)
     bye = RECEIPT_NO_BYE if count is None else RECEIPT_BYE
     return status, bye, reason, steps, int(count or 0), min(nonfinite, steps)

@@ -181,6 +181,7 @@ class Ingest(IngestState):
             and not (self.pending and any((sid, t) in self.pending for t in st))
         ):
             sim.count_message()
+            self.draining.start(sid, sim.completed)  # (before the marks: `ingested`)
             # Recorded before the puts, in put order (see `data`), all at once.
             sim.mark_range(first // w, first // w + k)
             self.recent.extend_steps(sid, st)
@@ -223,6 +224,7 @@ class Ingest(IngestState):
         del done  # mark_many may resize the bytearray: no export may be alive
         new = np.flatnonzero(~seen)
         self.duplicates += steps.size - new.size
+        self.draining.start(sid, sim.completed)  # (before the marks: `ingested`)
         # Recorded before the puts, in put order (see `data`), all at once.
         sim.mark_many(local[new])
         new_steps = steps[new].tolist()

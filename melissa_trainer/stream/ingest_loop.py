@@ -36,6 +36,7 @@ from melissa_trainer.sources.ingest_transform import IngestTransform, IngestTran
 from melissa_trainer.sources.source import SourceError
 from melissa_trainer.stream.feeder import Feeder
 from melissa_trainer.stream.ingest import Ingest
+from melissa_trainer.stream.ingested import Draining
 from melissa_trainer.stream.nonfinite import NonFiniteDataError
 from melissa_trainer.stream.nonfinite_handoff import HEAR_EVERY, NonfiniteHandoff
 from melissa_trainer.stream.nonfinite_kills import NonfiniteKills
@@ -101,6 +102,8 @@ class IngestLoop(ABC):
             run_id=config.run_id,
             nonfinite=config.nonfinite,
         )
+        # (receipts count a batch's steps as they reach the buffer, not at decode)
+        self.ingest.draining = Draining(lambda: self._feeder.put_count)
 
         #: rank 0's word to the other ranks of the simulations its receiver failed for
         #: NaN or Inf (`nonfinite_kills`; None where no other rank needs it): told on rank

@@ -31,6 +31,7 @@ from melissa_trainer.stream.ingest_counters import COUNTERS as COUNTERS
 from melissa_trainer.stream.ingest_counters import TAIL_COUNTERS as TAIL_COUNTERS
 from melissa_trainer.stream.ingest_counters import telemetry_keys as telemetry_keys
 from melissa_trainer.stream.ingest_record import STATE_VERSION, held_of, load_record, record_of
+from melissa_trainer.stream.ingested import Draining
 from melissa_trainer.stream.log_summary import LogSummary
 from melissa_trainer.stream.nonfinite import NonFiniteGuard
 from melissa_trainer.stream.recent_keys import RecentKeys
@@ -138,6 +139,8 @@ class IngestState:
         #: `samples_put` only once it does, but a snapshot taken while it blocks (on a
         #: full buffer) must count them, as it records them (see `state_dict`)
         self.in_flight = 0
+        #: the steps of a batch draining into the buffer, for receipts (`ingested`)
+        self.draining = Draining()
         self.finished_ids: list[int] = []
         self.abandoned: set[int] = set()  # given up by the launcher, not finished
         self.replaced: set[int] = set()  # given up and redrawn: not counted as ended

@@ -14,10 +14,8 @@ that exiting loses those still queued, and the fix. The C client: tests/c/
 test_c_close_progress.py.
 
 UNBATCHED: each step its own DATA message (``batch_bytes=0``). The receipts' progress is
-the steps the receiver holds (`ReceiptReply.steps`), counted as a message is decoded:
-a BATCH counts all its steps at once, before its samples wait for room in the buffer, so
-a close whose last steps came as one BATCH sees no progress while that batch drains
-(known, left: the report of this change)."""
+the steps the receiver holds (`ReceiptReply.steps`); those of a BATCH, counted once put
+into the buffer as it drains (`stream.ingested`): test_close_batched_progress.py."""
 
 from __future__ import annotations
 

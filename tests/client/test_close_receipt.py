@@ -29,6 +29,7 @@ from melissa_trainer.client.config import ClientTuning
 from melissa_trainer.client.confirm import answers_receipts, report
 from melissa_trainer.client.receipts import confirmed
 from melissa_trainer.stream.follow_server import FollowServer, receipt_of
+from melissa_trainer.stream.ingested import Draining
 from melissa_trainer.wire import receipt as R
 
 pytestmark = pytest.mark.timeout(120)
@@ -144,11 +145,12 @@ def ingest(**sims: object) -> SimpleNamespace:
         refused=sims.get("refused", []),
         archive=SimpleNamespace(steps=sims.get("archive", {})),
         nonfinite=SimpleNamespace(by_simulation=sims.get("nonfinite", {})),
+        draining=Draining(),  # (no put count: the steps marked are the steps held)
     )
 
 
 def test_receipt_of_reads_the_ledger_the_archive_and_the_run() -> None:
-    ledger = SimpleNamespace(completed=4, finished=False, byes={0: 6})
+    ledger = SimpleNamespace(completed=4, finished=False, byes={0: 6}, asked=set())
     state = ingest(sims={3: ledger}, archive={4: 10}, nonfinite={3: 1, 4: 2})
     ask = lambda sid, rank=0, run="run-a": R.ReceiptQuery(sid, 1, 6, rank, 2, run)  # noqa: E731
     assert receipt_of(state, "run-a", ask(3)) == (1, R.RECEIPT_BYE, "", 4, 6, 1)

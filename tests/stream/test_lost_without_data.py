@@ -7,7 +7,7 @@ so is one whose simulation's ledger the watch was not given."""
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pytest
 import reference_protocol as R
@@ -69,6 +69,7 @@ class Ledger:
 
     messages: int = 0
     nonfinite_failures: int = 0
+    asked: set[int] = field(default_factory=set)  # (client ranks that asked a receipt)
 
 
 @pytest.mark.timeout(60)

@@ -21,6 +21,11 @@ still to come of their data is in flight, milliseconds; the grace is far more):
   `check` raises it on this rank's training thread within the grace, not at the stall
   timeout.
 
+The word is "no more data", not "the study succeeded": a stream that ends so ends no
+training by itself. The rank trains on (padding its window) until every rank agrees to
+stop, so a study that fails later on rank 0 (its held data refused) fails this rank too
+(`melissa_trainer.study.end_notice`, "A failure after a held notice").
+
 A STUDY_END read after the stream ended (the common case: every rank had everything) is
 not counted as ``ignored_after_end`` (`DataPath`): it is expected there. Only the first
 one read is used (rank 0 sends one; a second would change nothing). A rank whose socket

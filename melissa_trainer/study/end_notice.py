@@ -38,6 +38,22 @@ is safe:
   simulation judged incomplete on rank 0 later, and run again, changes nothing there
   that the count did not (what a rerun sends it, it has).
 
+A failure after a held notice. The held notice goes while rank 0 still has data of
+exited simulations to read, and reading it may yet fail the study (a NaN refused under
+``nonfinite="fail"`` after the simulation's exit 0, with ``on_failure="raise"``; any
+late refusal that fails it). No second word follows, and none is needed: the notice ends
+a rank's stream, never its training. A rank whose stream has ended leaves its training
+loop only at a stop every rank agrees on (`core.stop_sync`); until rank 0's own data has
+run out it trains on its last batches again (`StreamDataset.pad`), in lockstep with rank
+0. Rank 0 reads its launcher before each read of its buffer (`Study.wait_for`), so the
+failure is raised on rank 0's training thread (a `SourceError`), and every other rank's
+next collective breaks and raises `RankFailed`, naming rank 0's error
+(`trainer.rank_failure`): no rank exits 0 or writes its end-of-training checkpoint
+(tests/study/test_end_notice_then_failure.py: two ranks, real solvers; with the padding
+removed, both ranks returned and saved at the end, rank 0's NaN unread). Rank 0's
+progress file is not marked failed then (this thread has returned): a rank told the end
+waits for data no longer than its grace (`stream.study_end`), so none reads it for that.
+
 It is sent once (the first of the two conditions met); a receiver uses only the first
 it reads (`stream.study_end`), so a second one would change nothing. Never for a study
 whose launcher has failed: the held condition reads counts only (`done` is False once

@@ -1,0 +1,55 @@
+"""A study that fails after rank 0's held end-of-study notice went out (`study.end_notice`):
+every rank fails with it, none saves a checkpoint at the end or exits 0.
+
+The reviewer's worry: the held notice tells rank 1 "the study has ended" while rank 0
+still has data of exited simulations unread; if that data then fails the study (a NaN
+under ``nonfinite="fail"``, ``on_failure="raise"``), could rank 1 finish and exit 0 as
+if the study had completed? No: a rank whose stream has ended leaves its training loop
+only when every rank agrees (the stop agreement, `core.stop_sync`); until then it pads
+(`StreamDataset.pad`) in lockstep with rank 0, whose `train()` then raises the study's
+`SourceError`; rank 1's next collective breaks and it raises `RankFailed`, naming rank
+0's error (`trainer.rank_failure`). The contract is stated in `study.end_notice`.
+
+The run: tests/scripts/held_end_then_nan.py on two real ranks (``accelerate launch``,
+gloo on CPU), real solvers and sockets; rank 0 holds its training until its STUDY_END
+has gone to rank 1 (held: both simulations exited, their data not all in on rank 0;
+an event, no sleep), then trains on, reads simulation 1's NaN and the study fails. The
+oracle is each rank's exit record and the launch's words."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).parents[1] / "scripts" / "held_end_then_nan.py"
+
+
+@pytest.mark.e2e
+@pytest.mark.slow
+@pytest.mark.skipif(sys.platform != "linux", reason="the local backend uses /proc")
+@pytest.mark.timeout(400)
+def test_a_study_failed_after_its_held_notice_fails_every_rank(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.syspath_prepend(str(Path(__file__).parents[1] / "trainer"))
+    from two_ranks import run_study_script
+
+    proc, (zero, one), said = run_study_script(SCRIPT, tmp_path, timeout=360)
+    # the scenario: the held notice went to rank 1, which read it and whose stream then
+    # ended, steps before rank 0 read the NaN
+    assert zero["told"] and zero["held"], (zero, one, said)
+    assert one["study_end"] == [0, 1], (zero, one, said)
+    assert one["stream_ended_at"] is not None, (zero, one, said)
+    assert one["stream_ended_at"] < one["steps"], (zero, one, said)
+    # the study failed on rank 0, and rank 1 failed with it, at the same step
+    assert zero["ended"] == "SourceError" and one["ended"] == "RankFailed", (zero, one, said)
+    assert zero["steps"] == one["steps"], (zero, one, said)
+    assert "simulation 1 failed once (exit codes ['refused']" in said, said
+    (rank1,) = [x for x in proc.stderr.splitlines() if x.startswith("rank 0 failed:")]
+    assert "SourceError: the simulation study failed" in rank1, said
+    # no checkpoint at the end (save_at_end), no exit 0
+    assert zero["last_save_step"] is None and one["last_save_step"] is None, (zero, one)
+    assert not list((tmp_path / "out" / "checkpoints").glob("checkpoint-*")), said
+    assert proc.returncode != 0, said

@@ -15,7 +15,11 @@ ends (it has every simulation) and it pads; rank 0 reads the NaN (``nonfinite="f
 the launcher fails simulation 1 (no restart) and, under ``on_failure="raise"``, the
 study: rank 0's `train()` raises.
 
-    python held_end_then_nan.py OUT SOLVER
+    python held_end_then_nan.py OUT SOLVER ON
+
+With ON 1 the NaN is simulation 1's last step to rank 1 instead, refused there after the
+notice (its failure handed to rank 0), with one restart allowed, which starts 8 s late:
+the known gap of tests/study/test_end_notice_then_failure.py's second test.
 
 Each rank writes ``OUT/../exit-<rank>.json``: how its `train()` ended (the exception's
 class or "returned"), the steps trained, whether a checkpoint was saved at the end, and
@@ -41,18 +45,25 @@ WAIT = 120.0
 
 #: simulation s sends time steps 2i + s (to rank 0, i < 12) and 2i + s + 1 (to rank 1,
 #: i < 4), in increasing order, one message each (no batch: the NaN is read in its turn,
-#: not with the steps batched before it); simulation 1's last step, 23 (to rank 0), is NaN
+#: not with the steps batched before it). Its first attempt's step NAN is NaN: 23, its
+#: last to rank 0 (parameter "on" 0), or 8, its last to rank 1 ("on" 1); a restart sends
+#: no NaN and starts 8 s late (a loaded node, a big solver: longer than rank 1's grace)
 SOLVER = r"""
-import os
+import json, os, time
 import numpy as np
 from melissa_trainer.client import Client, ClientTuning
 
 sid = int(os.environ["MELISSA_TRAINER_SIMULATION_ID"])
+first = os.environ["MELISSA_TRAINER_ATTEMPT"] == "0"
+on = json.loads(os.environ["MELISSA_TRAINER_PARAMETERS"])["on"]
+if not first:
+    time.sleep(8)
 steps = sorted({2 * i + sid for i in range(12)} | {2 * i + sid + 1 for i in range(4)})
+nan = 8 if on else 23
 with Client({"x": ((2,), "f4")}, tuning=ClientTuning(batch_bytes=0)) as c:
     for t in steps:
         x = np.array([c.parameters["a"], float(t)], np.float32)
-        if sid == 1 and t == steps[-1]:
+        if sid == 1 and t == nan and first:
             x[:] = np.nan
         c.send(t, x=x)
 """
@@ -86,10 +97,10 @@ class Watch(Hook):
 
 
 def main() -> None:
-    out, solver = sys.argv[1], sys.argv[2]
+    out, solver, on = sys.argv[1], sys.argv[2], int(sys.argv[3])
     torch.set_num_threads(1)
-    parameters = [{"a": float(i)} for i in range(2)]
-    tuning = LauncherTuning(poll_interval=0.05, kill_grace=2.0, max_restarts=0, on_failure="raise")
+    parameters = [{"a": float(i), "on": float(on)} for i in range(2)]
+    tuning = LauncherTuning(poll_interval=0.05, kill_grace=2.0, max_restarts=on, on_failure="raise")
     trainer = study_trainer(
         out, solver, parameters, 2, ReceiverConfig(nonfinite="fail"), process,
         tuning=tuning, batch_size=1, buffer="fifo", buffer_size=2, watermark=1,

@@ -14,7 +14,17 @@ The run: tests/scripts/held_end_then_nan.py on two real ranks (``accelerate laun
 gloo on CPU), real solvers and sockets; rank 0 holds its training until its STUDY_END
 has gone to rank 1 (held: both simulations exited, their data not all in on rank 0;
 an event, no sleep), then trains on, reads simulation 1's NaN and the study fails. The
-oracle is each rank's exit record and the launch's words."""
+oracle is each rank's exit record and the launch's words.
+
+The second test is a known gap, left open (strict xfail): the NaN of an exited simulation
+refused on rank 1 after the held notice (its failure handed to rank 0), with a restart
+allowed. Rank 1 judges it lacking after its grace (2 s of silence) and fails with
+`StudyLacksError` ("none is run again ... No simulation runs any more"), while the study
+would complete: rank 0's receiver, held, hears the hand-off only when idle
+(`IngestLoop._hear_handoffs`), so its launcher has not restarted it yet. A fix needs
+rank 1 not to judge a simulation it refused itself (`stream.study_end`), rank 0 to hear
+hand-offs while held (`stream.ingest_loop`), and rank 0's progress file to say a failure
+after the notice (`study.end_notice`), which a rank waiting for data reads."""
 
 from __future__ import annotations
 
@@ -36,7 +46,7 @@ def test_a_study_failed_after_its_held_notice_fails_every_rank(
     monkeypatch.syspath_prepend(str(Path(__file__).parents[1] / "trainer"))
     from two_ranks import run_study_script
 
-    proc, (zero, one), said = run_study_script(SCRIPT, tmp_path, timeout=360)
+    proc, (zero, one), said = run_study_script(SCRIPT, tmp_path, "0", timeout=360)
     # the scenario: the held notice went to rank 1, which read it and whose stream then
     # ended, steps before rank 0 read the NaN
     assert zero["told"] and zero["held"], (zero, one, said)
@@ -53,3 +63,26 @@ def test_a_study_failed_after_its_held_notice_fails_every_rank(
     assert zero["last_save_step"] is None and one["last_save_step"] is None, (zero, one)
     assert not list((tmp_path / "out" / "checkpoints").glob("checkpoint-*")), said
     assert proc.returncode != 0, said
+
+
+@pytest.mark.e2e
+@pytest.mark.slow
+@pytest.mark.skipif(sys.platform != "linux", reason="the local backend uses /proc")
+@pytest.mark.timeout(400)
+@pytest.mark.xfail(
+    strict=True,
+    reason="known gap: rank 1 judges a simulation it refused for NaN after the held "
+    "notice as lacking (StudyLacksError) before rank 0's launcher restarts it",
+)
+def test_a_nan_refused_on_rank_1_after_the_held_notice_is_run_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.syspath_prepend(str(Path(__file__).parents[1] / "trainer"))
+    from two_ranks import run_study_script
+
+    proc, (zero, one), said = run_study_script(SCRIPT, tmp_path, "1", timeout=360)
+    assert zero["told"] and zero["held"], (zero, one, said)
+    assert "refused a sample of simulation 1 time step 8" in said, said
+    # today: rank 1 "lacks" simulation 1 (StudyLacksError, a SourceError) within its grace
+    assert (zero["ended"], one["ended"]) == ("returned", "returned"), (zero, one, said)
+    assert proc.returncode == 0, said

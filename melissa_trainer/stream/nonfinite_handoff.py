@@ -57,6 +57,8 @@ import os
 import tempfile
 from pathlib import Path
 
+from melissa_trainer.stream.nonfinite_kills import FileKey, fresh_lines
+
 __all__ = ["HANDOFF_FILE", "HEAR_EVERY", "NonfiniteHandoff", "clear_nonfinite_handoffs"]
 
 logger = logging.getLogger("melissa_trainer.stream.receiver")  # the receiver's messages
@@ -76,8 +78,8 @@ class NonfiniteHandoff:
     ) -> None:
         self._dir, self._run, self._rank, self._world = Path(directory), run_id or "-", rank, world
         self._written = False  # rank k: this run's file made (then appended to)
-        #: rank 0: per other rank, (inode, size, mtime) last read, and lines consumed
-        self._seen: dict[int, tuple[tuple[int, int, int], int, int]] = {}
+        #: rank 0: per other rank, (inode, size, mtime) last read, lines consumed, inode
+        self._seen: dict[int, tuple[FileKey, int, int]] = {}
 
     @classmethod
     def for_receiver(
@@ -107,19 +109,17 @@ class NonfiniteHandoff:
                 self._dir,
             )
 
-    def hand(self, simulation_id: int, time_step: int, why: str, seen: int) -> bool:
-        """Rank k: hand the failure of `simulation_id` (at `time_step`, for `why`; rank 0
+    def hand(self, simulation_id: int, time_step: int, why: str, seen: int, attempt: int) -> bool:
+        """Rank k: hand the failure of attempt `attempt` (as k counts them:
+        `NonFiniteGuard.attempt`) of `simulation_id` (at `time_step`, for `why`; rank 0
         having failed it `seen` times when k read that attempt's HELLO) to rank 0; False
         where it cannot (rank 0 does not hear this run, or the line could not be
         written: the caller raises `NonFiniteDataError`)."""
-        try:
-            heard = (self._dir / HANDOFF_FILE).read_text().split("\n")[0] == self._run
-        except (OSError, UnicodeDecodeError):
-            heard = False
-        if not heard:
+        _, lines = fresh_lines(self._dir / HANDOFF_FILE, None)  # (NFS: `fresh_lines`)
+        if not lines or lines[0] != self._run:
             return False
         text = " ".join(why.split())  # (one line, no tab)
-        line = f"{simulation_id}\t{time_step}\t{seen}\t{text}\n"
+        line = f"{simulation_id}\t{time_step}\t{seen}\t{attempt}\t{text}\n"
         path = self._dir / f"{HANDOFF_FILE}.{self._rank}"
         if self._written:
             try:
@@ -132,35 +132,35 @@ class NonfiniteHandoff:
         self._written = self._write(path, f"{self._run}\n{line}")
         return self._written
 
-    def heard(self) -> list[tuple[int, int, int, str]]:
-        """Rank 0: (simulation id, time step, seen, why) of each failure handed by
-        another rank since the last call (`hand`), in each rank's order; ``why`` names
-        the rank."""
-        new: list[tuple[int, int, int, str]] = []
+    def heard(self) -> list[tuple[int, int, int, int, str]]:
+        """Rank 0: (simulation id, time step, seen, attempt, why) of each failure handed
+        by another rank since the last call (`hand`), in each rank's order; ``why``
+        names the rank."""
+        new: list[tuple[int, int, int, int, str]] = []
+        try:  # (one listing for all: NFS, `fresh_lines`; the names, for no open in vain)
+            names = set(os.listdir(self._dir))
+        except OSError:
+            names = None  # (each file tried)
         for rank in range(1, self._world):
             path = self._dir / f"{HANDOFF_FILE}.{rank}"
-            try:
-                st = os.stat(path)
-            except OSError:  # (none yet: no failure there; or removed)
-                self._seen.pop(rank, None)
+            if names is not None and path.name not in names:
+                self._seen.pop(rank, None)  # (none yet: no failure there; or removed)
                 continue
-            key = (st.st_ino, st.st_size, st.st_mtime_ns)
             seen = self._seen.get(rank)
-            if seen is not None and seen[0] == key:
+            key, lines = fresh_lines(path, seen[0] if seen is not None else None, listed=True)
+            if key is None or lines is None:  # (unreadable: read again next time; unchanged)
                 continue
-            try:
-                lines = path.read_text().split("\n")[:-1]  # (the last: unfinished)
-            except (OSError, UnicodeDecodeError):
-                continue  # (read again next time)
             # a new file (its inode) is read from its first failure on
-            done = seen[1] if seen is not None and seen[2] == st.st_ino else 1
-            self._seen[rank] = (key, max(done, len(lines)), st.st_ino)
+            done = seen[1] if seen is not None and seen[2] == key[0] else 1
+            self._seen[rank] = (key, max(done, len(lines)), key[0])
             if not lines or lines[0] != self._run:
                 continue  # another run's
             for line in lines[done:]:
-                sid, t, kills, why = (line.split("\t", 3) + ["", "", ""])[:4]
-                if sid.isdigit() and t.lstrip("-").isdigit() and kills.isdigit():
-                    new.append((int(sid), int(t), int(kills), f"{why} (receiver of rank {rank})"))
+                sid, t, kills, attempt, why = (line.split("\t", 4) + [""] * 4)[:5]
+                numbers = (sid, t.removeprefix("-"), kills, attempt)
+                if all(n.isdigit() for n in numbers):
+                    why = f"{why} (receiver of rank {rank})"
+                    new.append((int(sid), int(t), int(kills), int(attempt), why))
         return new
 
     def _write(self, path: Path, text: str) -> bool:

@@ -17,12 +17,14 @@ hold NaN: never checked) and applies `ReceiverConfig.nonfinite`:
   finite (`melissa_trainer.core.loss_guard`).
 * ``"fail"``: the sample is dropped and counted, its step is *not* marked (a restarted
   simulation sends it again, and it is checked again), and the simulation fails: it is
-  listed in `Ingest.refused` (once per attempt: until its next HELLO), which rank 0's
+  listed in `Ingest.refused` (once per attempt: until a HELLO of its next attempt,
+  `NonFiniteGuard.attempt`), which rank 0's
   receiver reports to a study's launcher, which kills it and counts a failed attempt
   (then restarts it, or applies its ``on_failure``), as it does for a HELLO refused for
   its fields. The receiver of another rank of a study hands the failure to rank 0's
-  (`nonfinite_handoff`, through the rendezvous directory), which lists it as its own:
-  the launcher kills the simulation once, whichever ranks received its NaN. Where no
+  (`nonfinite_handoff`, through the rendezvous directory, naming the attempt), which
+  lists it as its own once it has read that attempt's HELLO: the launcher kills each
+  attempt once, whichever ranks received its NaN. Where no
   launcher reads that list (external mode: no one to hand it to), the receiver fails
   instead (`NonFiniteDataError`): training stops with a `SourceError` naming the
   simulation, the step and the field.

@@ -13,38 +13,70 @@ reverse of `nonfinite_kills` (rank 0's word to the others):
   its run id (``-`` for none): the word that it hears. A rank k that fails a simulation
   (`hand`) reads it; it is there (this run's), so k appends a line to its own
   ``nonfinite_fails.{k}`` (made written aside then renamed, its first line the run id;
-  then one line per failure: simulation id, time step, rank 0's failures of it that k
-  read at the attempt's HELLO in `nonfinite_kills`, why; tab-separated) and goes on
-  as rank 0 does: that sample, and the attempt's later non-finite ones here, dropped and
-  not marked. It is not there (no launcher: external mode; or a file that could not be
-  written): k raises `NonFiniteDataError` as before, since no one would fail the
-  simulation.
-* Rank 0's ingester reads the other ranks' files (`heard`: a ``stat`` per rank, the file
-  read only when it changed) at its empty polls, at most every `HEAR_EVERY` seconds,
-  and at each HELLO (before it: the new attempt's HELLO comes after the kill, so a
-  failure handed before that kill is heard before the restart is admitted), and fails
-  each simulation heard of as its own (`NonFiniteGuard.failed_elsewhere`): listed once
-  per attempt for the launcher, whichever ranks failed it (rank 0's own failure of the
-  same attempt, or two ranks' hand-offs, counted once: rank 0 has failed it since
-  rank k's HELLO, its count grew), and said to the other ranks (`nonfinite_kills`). A
-  hand-off of a simulation whose HELLO rank 0 has not read yet (rank 0 behind on its
-  socket) is held until it has (`NonFiniteGuard.helloed`): else that attempt's HELLO,
-  read after its failure, would be taken for a restart's.
+  then one line per failure, tab-separated: simulation id, time step, rank 0's
+  failures of it that k read at the attempt's HELLO in `nonfinite_kills`, the attempt
+  as k counts them (`NonFiniteGuard.attempt`: HELLOs read; HELLO carries no attempt
+  number), why) and goes on as rank 0 does: that sample, and the attempt's later
+  non-finite ones here, dropped and not marked. It is not there (no launcher: external
+  mode; or a file that could not be written): k raises `NonFiniteDataError` as
+  before, since no one would fail the simulation.
+* Rank 0's ingester reads the other ranks' files (`heard`: a listing of the directory,
+  then a file read only when it changed) at its empty polls, at most every
+  `HEAR_EVERY` seconds, and at each HELLO (before it: the new attempt's HELLO comes
+  after the kill, so a failure handed before that kill is heard before the restart
+  is admitted), and fails each simulation heard of as its own
+  (`NonFiniteGuard.failed_elsewhere`): listed once per attempt for the launcher,
+  whichever ranks failed it (rank 0's own failure of the same attempt, or two ranks'
+  hand-offs, counted once: rank 0 has failed it since rank k's HELLO, its count grew;
+  or it is still failed), and said to the other ranks (`nonfinite_kills`).
+* A hand-off of an attempt whose HELLO rank 0 has not read yet (its own count of the
+  simulation's attempts below the one handed: rank 0 behind on its socket) is held
+  until it has (`NonFiniteGuard.helloed`), then judged. Judged at once it was taken,
+  of a first attempt, for a failure before that attempt's HELLO (the HELLO, read
+  after, was taken for a restart's, and the attempt failed twice); of a restart,
+  while rank 0 was still on the attempt before, which it had failed, for that
+  attempt's late echo, and dropped: the restart was never killed, its NaN step never
+  marked on rank k, and it ended as a simulation whose data did not all arrive (work
+  lost). A rank k that reads an attempt's HELLO only after rank 0 failed it (kept
+  busy) hands the same count of rank 0's failures as for the restart; the attempt
+  number tells the two apart: that hand-off is of the attempt rank 0 is on and has
+  failed, dropped.
 
-Limits: a hand-off of an attempt that rank 0 did not fail (it died on its own, or was
-killed for another cause), written after rank 0 read the restart's HELLO (rank k kept
-busy for a whole restart), fails the restart too: a failed attempt too many, never a
-failure lost (as for rank 0's own queued messages, `NonFiniteGuard.hello`). On a
-shared file system whose clients cache a missing name or a file's attributes (NFS),
-rank k may not see rank 0's word at once, and fails as before; or may read at a
-restart's HELLO a count of rank 0's failures from before the kill, so that its hand-off
-of that restart is taken for one of the failed attempt and dropped: the restart is not
-killed for it, and, its step never marked on rank k, ends as a simulation whose data
-did not all arrive (the launcher's ``exit 0, data incomplete``, its failure policy
-applied then). A receiver outside a trainer has no run id: an earlier
-study's word, if rank 0 did not clear it (`clear_nonfinite_handoffs`, before it launches
-anything), is taken as this run's. Cost: nothing on the data path; files only under
-``nonfinite="fail"`` with a rendezvous directory and several ranks (`for_receiver`).
+Rank 0 and rank k count alike since every attempt says HELLO to every receiver, each
+client rank once (the count is the most HELLOs of one client rank, so a client rank's
+HELLO read after another's of the same attempt does not count again). Limits: where an
+attempt's HELLOs reached some ranks and not others (a process killed while it
+connected), the counts differ from then on for that simulation. Rank k's count behind:
+a hand-off is judged as before the attempt numbers (a restart's handed while rank 0
+is on the failed attempt before it is dropped). Rank k's count ahead: a hand-off is
+held until rank 0 reads one more HELLO of the simulation (a restart's), so the attempt
+handed is not killed for it and ends as a simulation whose data did not all arrive
+(the launcher's ``exit 0, data incomplete``, its failure policy applied then), and the
+hand-off then fails the restart too; so does a late hand-off of an attempt that rank 0
+failed itself. A hand-off of an attempt
+that rank 0 did not fail (it died on its own, or was killed for another cause),
+written after rank 0 read the restart's HELLO (rank k kept busy for a whole restart),
+fails the restart too: a failed attempt too many, never a failure lost (as for rank
+0's own queued messages, `NonFiniteGuard.hello`). A receiver outside a trainer has no
+run id: an earlier study's word, if rank 0 did not clear it (`clear_nonfinite_handoffs`,
+before it launches anything), is taken as this run's.
+
+Shared file systems: the ranks may run on other nodes, whose clients cache a file's
+attributes and a missing name (NFS). Every read of these files is a listing of the
+directory then a fresh open (`nonfinite_kills.fresh_lines`), not a ``stat``: the open
+is revalidated with the server (close-to-open: rank 0's line, appended and closed
+before the kill, is read by rank k at the restart's HELLO, after the kill), and the
+listing revalidates the directory, so a name made on another node is found (rank 0's
+word, once written, is seen by rank k, which does not fail the training for want of
+it). A file is made aside then renamed, and appended to with its writer's close
+before anyone is told (no fsync: the other nodes read it through the server, not the
+disk; a crashed node's lines are lost with its receiver). Untested on NFS here: a
+server or mount that breaks close-to-open (``nocto``) brings back stale counts (a
+restart's hand-off dropped, its data incomplete as above) and a missed word (rank k
+fails as before). Cost: nothing on the data path; files only under
+``nonfinite="fail"`` with a rendezvous directory and several ranks (`for_receiver`);
+a listing and an open at rank 0's idle polls (at most every `HEAR_EVERY` seconds),
+rank k's HELLOs and its failures.
 
 Thread-safety: one object per receiver, used by its ingester only (one thread at a time).
 """

@@ -20,15 +20,18 @@ warned of as before, the warning naming that kill as a possible cause. No time i
 waited on either side: the file is written before the kill, the close read after it.
 
 Cost: rank 0 writes a line per failed attempt (rare: each is a failed attempt of the
-study's budget). Another rank ``stat``s the file at each HELLO and each close without a
-BYE (rare messages: nothing on the data path), and reads it only when it changed; all
-of it only under ``nonfinite="fail"`` with a rendezvous directory and several ranks
-(`for_receiver`). On a shared file system whose clients cache a missing name (NFS), a
-rank on another node may not see the file at once: that close is then warned of, as
-before. An earlier run's file is another run's (its run id), or removed by rank 0
-before it launches anything (`clear_nonfinite_kills`: a study outside a trainer has no
-run id). Never raises: a file that cannot be written or read is what it was before the
-file (the other ranks warn).
+study's budget). Another rank lists the directory and opens the file at each HELLO and
+each close without a BYE (rare messages: nothing on the data path), and reads it only
+when it changed; all of it only under ``nonfinite="fail"`` with a rendezvous directory
+and several ranks (`for_receiver`). On a shared file system whose clients cache a
+missing name or a file's attributes (NFS), a rank on another node reads it through a
+listing of the directory then a fresh open (`fresh_lines`: close-to-open consistency),
+not a ``stat``, so it sees a line written before the kill at the close or HELLO it
+reads after it (where the mount keeps close-to-open: not ``nocto``). An earlier run's
+file is another run's (its run id), or removed by rank 0 before it launches anything
+(`clear_nonfinite_kills`: a study outside a trainer has no run id). Never raises: a
+file that cannot be written or read is what it was before the file (the other ranks
+warn).
 
 Thread-safety: `announce` from rank 0's ingester (one thread at a time: whoever holds
 its lock), `failures` from another rank's; one object per receiver.

@@ -21,6 +21,7 @@ forced by sending each rank its messages only once the other's effect is seen.""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -30,7 +31,10 @@ import zmq
 from nonfinite_runs import two_fail_ranks
 from waiting import wait_until
 
+from melissa_trainer.stream.log_summary import LogSummary
+from melissa_trainer.stream.nonfinite import NonFiniteGuard
 from melissa_trainer.stream.nonfinite_handoff import HANDOFF_FILE
+from melissa_trainer.stream.nonfinite_kills import fresh_lines
 from melissa_trainer.stream.receiver import Receiver
 
 U = R.Field("u", "<f4", (4,))
@@ -136,3 +140,38 @@ def test_a_failed_attempts_echo_read_late_by_rank_1_does_not_fail_the_restart(
             rank1.check()
     finally:
         ctx.destroy(linger=0)  # (its sockets closed, a test failed or not)
+
+
+def test_attempts_are_counted_by_the_hellos_of_one_client_rank() -> None:
+    """A simulation of two client ranks: each attempt's two HELLOs are one attempt, and
+    client rank 1's HELLO read after the attempt failed leaves it failed (it cleared the
+    failure: a second failure of the same attempt listed for the launcher)."""
+    refused: list[tuple[int, str]] = []
+    guard = NonFiniteGuard("fail", LogSummary(logging.getLogger("t"), "r", 30.0), refused)
+    guard.launcher = True
+    assert (guard.attempt(BAD), guard.helloed(BAD)) == (0, False)
+    guard.hello(BAD, 0)
+    assert (guard.attempt(BAD), guard.helloed(BAD), guard.helloed(BAD, 2)) == (1, True, False)
+    assert guard.failed_elsewhere(None, BAD, 1, "why", 0)  # attempt 1 failed
+    guard.hello(BAD, 1)  # its other client rank's HELLO, read late
+    assert guard.attempt(BAD) == 1
+    assert not guard.failed_elsewhere(None, BAD, 3, "why", 1)  # (still attempt 1's)
+    guard.hello(BAD, 1)  # attempt 2: client rank 1 first
+    guard.hello(BAD, 0)
+    assert (guard.attempt(BAD), guard.helloed(BAD, 2)) == (2, True)
+    assert guard.failed_elsewhere(None, BAD, 5, "why", 1)
+    assert [sid for sid, _ in refused] == [BAD, BAD]
+
+
+def test_fresh_lines(tmp_path: Path) -> None:
+    """The complete lines of a file through a fresh open, unread while unchanged."""
+    path = tmp_path / "f"
+    assert fresh_lines(path, None) == (None, None)  # (missing)
+    path.write_text("a\nb")
+    key, lines = fresh_lines(path, None)
+    assert key is not None and lines == ["a"]  # (an unfinished last line left out)
+    assert fresh_lines(path, key) == (key, None)  # (unchanged: not read)
+    with path.open("a") as f:
+        f.write("\nc\n")
+    key2, lines = fresh_lines(path, key)
+    assert key2 != key and lines == ["a", "b", "c"]

@@ -142,6 +142,7 @@ def test_a_failed_attempts_echo_read_late_by_rank_1_does_not_fail_the_restart(
         ctx.destroy(linger=0)  # (its sockets closed, a test failed or not)
 
 
+@pytest.mark.timeout(30)
 def test_attempts_are_counted_by_the_hellos_of_one_client_rank() -> None:
     """A simulation of two client ranks: each attempt's two HELLOs are one attempt, and
     client rank 1's HELLO read after the attempt failed leaves it failed (it cleared the
@@ -163,6 +164,7 @@ def test_attempts_are_counted_by_the_hellos_of_one_client_rank() -> None:
     assert [sid for sid, _ in refused] == [BAD, BAD]
 
 
+@pytest.mark.timeout(30)
 def test_fresh_lines(tmp_path: Path) -> None:
     """The complete lines of a file through a fresh open, unread while unchanged."""
     path = tmp_path / "f"

@@ -223,8 +223,10 @@ class NonFiniteGuard:
         having read at that attempt's HELLO `seen` failures of it here: failed as if
         here, for the launcher, unless this attempt was failed already (here, or handed
         by another rank: counted once), which is when it is still failed here (no HELLO
-        since) or was failed more than `seen` times (a hand-off read only after the
-        restart's HELLO). True if it was failed now."""
+        of a later attempt since) or was failed more than `seen` times (a hand-off read
+        only after the restart's HELLO). The caller holds a hand-off until this receiver
+        has read the HELLO of the attempt handed (`helloed`): still failed here is then
+        that attempt, or a later one. True if it was failed now."""
         if sid in self._failed or self._count.get(sid, 0) > seen:
             return False
         self._fail(sim, sid, t, why)

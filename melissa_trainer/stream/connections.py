@@ -206,7 +206,7 @@ class ConnectionWatch:
         self._since[fd] = (
             None if ledger is None else (ledger, ledger.messages, ledger.nonfinite_failures)
         )
-        if self._heard_kills is not None:  # (a stat; the file read only when it changed)
+        if self._heard_kills is not None:  # (an open; the file read only when it changed)
             self._heard_at[fd] = self._heard_kills(msg.simulation_id)
 
     def owner_of(self, fd: int) -> tuple[int, int] | None:

@@ -267,7 +267,7 @@ class Ingest(IngestState):
         if why is not None:
             self.refused.append((hello.simulation_id, why))
             return self.reject("schema_mismatch", hello.simulation_id, why)
-        self.nonfinite.hello(sid)  # a new attempt: checked afresh
+        self.nonfinite.hello(sid, hello.client_rank)  # a new attempt: checked afresh
         if sim is None:
             self.sims[hello.simulation_id] = StepLedger.from_hello(hello)
             if hello.routing == SIMULATION_STEP:

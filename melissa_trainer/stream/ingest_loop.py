@@ -123,8 +123,8 @@ class IngestLoop(ABC):
                 self.ingest.nonfinite.heard_kills = self.nonfinite_kills.failures
         self._hearing = False  # rank 0: a launcher reads `refused`, and others hand theirs
         self._next_hearing = -math.inf
-        #: hand-offs of simulations whose HELLO this rank has not read yet (`_hear_handoffs`)
-        self._held_handoffs: list[tuple[int, int, int, str]] = []
+        #: hand-offs of attempts whose HELLO this rank has not read yet (`_hear_handoffs`)
+        self._held_handoffs: list[tuple[int, int, int, int, str]] = []
         #: rank 0's word that the study has ended (a STUDY_END), judged when idle
         self.study_end = StudyEndCheck(rank, tuning.study_end_grace)
         self._lock = threading.Lock()  # who ingests: the thread, or a pump
@@ -326,9 +326,9 @@ class IngestLoop(ABC):
         self._next_hearing = clock + HEAR_EVERY
         ing = self.ingest
         handed, self._held_handoffs = [*self._held_handoffs, *handoff.heard()], []
-        for sid, t, seen, why in handed:
-            if not ing.nonfinite.helloed(sid):  # (held until its HELLO: `helloed`)
-                self._held_handoffs.append((sid, t, seen, why))
+        for sid, t, seen, attempt, why in handed:
+            if not ing.nonfinite.helloed(sid, attempt):  # (held until its HELLO: `helloed`)
+                self._held_handoffs.append((sid, t, seen, attempt, why))
             elif ing.nonfinite.failed_elsewhere(ing.sims.get(sid), sid, t, why, seen):
                 logger.info("simulation %d failed: %s; reported to the launcher", sid, why)
 

@@ -17,12 +17,14 @@ hold NaN: never checked) and applies `ReceiverConfig.nonfinite`:
   finite (`melissa_trainer.core.loss_guard`).
 * ``"fail"``: the sample is dropped and counted, its step is *not* marked (a restarted
   simulation sends it again, and it is checked again), and the simulation fails: it is
-  listed in `Ingest.refused` (once per attempt: until its next HELLO), which rank 0's
+  listed in `Ingest.refused` (once per attempt: until a HELLO of its next attempt,
+  `NonFiniteGuard.attempt`), which rank 0's
   receiver reports to a study's launcher, which kills it and counts a failed attempt
   (then restarts it, or applies its ``on_failure``), as it does for a HELLO refused for
   its fields. The receiver of another rank of a study hands the failure to rank 0's
-  (`nonfinite_handoff`, through the rendezvous directory), which lists it as its own:
-  the launcher kills the simulation once, whichever ranks received its NaN. Where no
+  (`nonfinite_handoff`, through the rendezvous directory, naming the attempt), which
+  lists it as its own once it has read that attempt's HELLO: the launcher kills each
+  attempt once, whichever ranks received its NaN. Where no
   launcher reads that list (external mode: no one to hand it to), the receiver fails
   instead (`NonFiniteDataError`): training stops with a `SourceError` naming the
   simulation, the step and the field.
@@ -116,9 +118,10 @@ class NonFiniteGuard:
         #: it (so before its kill): rank 0's word to the other ranks (`nonfinite_kills`)
         self.announce: Callable[[int], None] | None = None
         #: on a rank other than 0: hands a simulation failed under "fail" (its id, time
-        #: step, why) to rank 0's receiver, True if handed (`nonfinite_handoff`); else,
-        #: or where None, "fail" raises `NonFiniteDataError` here (no launcher hears)
-        self.hand: Callable[[int, int, str, int], bool] | None = None
+        #: step, why, `heard_kills` at its HELLO, its `attempt` here) to rank 0's
+        #: receiver, True if handed (`nonfinite_handoff`); else, or where None, "fail"
+        #: raises `NonFiniteDataError` here (no launcher hears)
+        self.hand: Callable[[int, int, str, int, int], bool] | None = None
         #: on a rank other than 0: rank 0's count of failures of a simulation for NaN or
         #: Inf (`NonfiniteKills.failures`), read at each HELLO and handed with a failure
         #: (rank 0 then tells whether it failed that attempt already)
@@ -136,8 +139,9 @@ class NonFiniteGuard:
         #: (simulation id, time step, why) of each simulation failed under "fail", in
         #: order (append-only: read from other threads)
         self.failures: list[tuple[int, int, str]] = []
-        self._failed: set[int] = set()  # failed since their last HELLO (reported once)
-        self._helloed: set[int] = set()  # those of which this receiver read a HELLO
+        self._failed: set[int] = set()  # failed in their current attempt (reported once)
+        #: HELLOs read per simulation and client rank (`attempt`: their most)
+        self._hellos: dict[int, dict[int, int]] = {}
 
     def suspect(self, dtype: np.dtype, rows: np.ndarray) -> bool:
         """Whether a batch of steps of one field (`rows`) holds a non-finite value, and
@@ -171,9 +175,11 @@ class NonFiniteGuard:
             return True
         why = f"{what} (nonfinite='fail')"
         failed = sid in self._failed  # (this attempt already failed: reported once)
-        seen = self._kills_at_hello.get(sid, 0)
+        seen, attempt = self._kills_at_hello.get(sid, 0), self.attempt(sid)
         if not (
-            self.launcher or failed or (self.hand is not None and self.hand(sid, t, why, seen))
+            self.launcher
+            or failed
+            or (self.hand is not None and self.hand(sid, t, why, seen, attempt))
         ):
             raise NonFiniteDataError(
                 f"{why}; no launcher restarts simulations here (external mode: no "
@@ -187,12 +193,27 @@ class NonFiniteGuard:
             self._fail(sim, sid, t, why)
         return False
 
-    def helloed(self, simulation_id: int) -> bool:
-        """Whether this receiver has read a HELLO of `simulation_id`: rank 0 holds back
-        another rank's hand-off of a simulation until then (`IngestLoop`), since the
-        HELLO of the very attempt handed, read after its failure, would be taken for a
-        restart's, and that attempt's NaN here would fail it a second time."""
-        return simulation_id in self._helloed
+    def attempt(self, simulation_id: int) -> int:
+        """The attempt of `simulation_id` this receiver is on, as it counts them: the
+        most HELLOs it read of one client rank of it (1 at its first HELLO; 0 before).
+        Every attempt says HELLO to every receiver, each of its client ranks once, so
+        the ranks count alike: a hand-off names its attempt by this count (rank k's),
+        which rank 0 compares with its own (`helloed`). A client rank's HELLO read
+        after another's of the same attempt does not count again (the most, not the
+        sum). Counts differ only where an attempt's HELLOs reached some ranks and not
+        others (a process killed while it connected): see `nonfinite_handoff`."""
+        counts = self._hellos.get(simulation_id)
+        return max(counts.values()) if counts else 0
+
+    def helloed(self, simulation_id: int, attempt: int = 1) -> bool:
+        """Whether this receiver has read the HELLO of attempt `attempt` (`attempt`) of
+        `simulation_id`: rank 0 holds back another rank's hand-off of that attempt until
+        then (`IngestLoop`). Read before it, the hand-off was misjudged: of a first
+        attempt, its HELLO read after its failure was taken for a restart's (and its
+        NaN here failed it a second time); of a restart, while this receiver was still
+        on the attempt before, failed here, it was taken for that attempt's echo, and
+        dropped (the restart never failed: its data incomplete, its work lost)."""
+        return self.attempt(simulation_id) >= attempt
 
     def failed_elsewhere(
         self, sim: StepLedger | None, sid: int, t: int, why: str, seen: int
@@ -202,8 +223,10 @@ class NonFiniteGuard:
         having read at that attempt's HELLO `seen` failures of it here: failed as if
         here, for the launcher, unless this attempt was failed already (here, or handed
         by another rank: counted once), which is when it is still failed here (no HELLO
-        since) or was failed more than `seen` times (a hand-off read only after the
-        restart's HELLO). True if it was failed now."""
+        of a later attempt since) or was failed more than `seen` times (a hand-off read
+        only after the restart's HELLO). The caller holds a hand-off until this receiver
+        has read the HELLO of the attempt handed (`helloed`): still failed here is then
+        that attempt, or a later one. True if it was failed now."""
         if sid in self._failed or self._count.get(sid, 0) > seen:
             return False
         self._fail(sim, sid, t, why)
@@ -221,11 +244,16 @@ class NonFiniteGuard:
             self.announce(sid)
         self._refused.append((sid, why))
 
-    def hello(self, simulation_id: int) -> None:
-        """A HELLO of `simulation_id` (a new attempt): its next non-finite sample fails
-        it again. (Messages of a killed attempt still queued behind the new HELLO may
-        fail the new attempt: a failed attempt too many, never one lost.)"""
-        self._failed.discard(simulation_id)
-        self._helloed.add(simulation_id)
-        if self.heard_kills is not None:  # (a stat: a HELLO is rare)
+    def hello(self, simulation_id: int, client_rank: int = 0) -> None:
+        """A HELLO of `simulation_id` from its `client_rank`. Of a new attempt (`attempt`
+        grew): its next non-finite sample fails it again. (Messages of a killed attempt
+        still queued behind the new HELLO may fail the new attempt: a failed attempt too
+        many, never one lost.) Another client rank's HELLO of the same attempt leaves a
+        failed attempt failed."""
+        counts = self._hellos.setdefault(simulation_id, {})
+        before = max(counts.values()) if counts else 0
+        counts[client_rank] = counts.get(client_rank, 0) + 1
+        if counts[client_rank] > before:
+            self._failed.discard(simulation_id)
+        if self.heard_kills is not None:  # (a file read: a HELLO is rare)
             self._kills_at_hello[simulation_id] = self.heard_kills(simulation_id)

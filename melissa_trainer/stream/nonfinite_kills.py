@@ -20,15 +20,18 @@ warned of as before, the warning naming that kill as a possible cause. No time i
 waited on either side: the file is written before the kill, the close read after it.
 
 Cost: rank 0 writes a line per failed attempt (rare: each is a failed attempt of the
-study's budget). Another rank ``stat``s the file at each HELLO and each close without a
-BYE (rare messages: nothing on the data path), and reads it only when it changed; all
-of it only under ``nonfinite="fail"`` with a rendezvous directory and several ranks
-(`for_receiver`). On a shared file system whose clients cache a missing name (NFS), a
-rank on another node may not see the file at once: that close is then warned of, as
-before. An earlier run's file is another run's (its run id), or removed by rank 0
-before it launches anything (`clear_nonfinite_kills`: a study outside a trainer has no
-run id). Never raises: a file that cannot be written or read is what it was before the
-file (the other ranks warn).
+study's budget). Another rank lists the directory and opens the file at each HELLO and
+each close without a BYE (rare messages: nothing on the data path), and reads it only
+when it changed; all of it only under ``nonfinite="fail"`` with a rendezvous directory
+and several ranks (`for_receiver`). On a shared file system whose clients cache a
+missing name or a file's attributes (NFS), a rank on another node reads it through a
+listing of the directory then a fresh open (`fresh_lines`: close-to-open consistency),
+not a ``stat``, so it sees a line written before the kill at the close or HELLO it
+reads after it (where the mount keeps close-to-open: not ``nocto``). An earlier run's
+file is another run's (its run id), or removed by rank 0 before it launches anything
+(`clear_nonfinite_kills`: a study outside a trainer has no run id). Never raises: a
+file that cannot be written or read is what it was before the file (the other ranks
+warn).
 
 Thread-safety: `announce` from rank 0's ingester (one thread at a time: whoever holds
 its lock), `failures` from another rank's; one object per receiver.
@@ -43,7 +46,7 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
-__all__ = ["NONFINITE_KILLS_FILE", "NonfiniteKills", "clear_nonfinite_kills"]
+__all__ = ["NONFINITE_KILLS_FILE", "NonfiniteKills", "clear_nonfinite_kills", "fresh_lines"]
 
 logger = logging.getLogger("melissa_trainer.stream.receiver")  # the receiver's messages
 
@@ -59,7 +62,7 @@ class NonfiniteKills:
         self._path = Path(directory) / NONFINITE_KILLS_FILE
         self._run = run_id or "-"
         self._written = False  # rank 0: this run's file made (then appended to)
-        self._seen: tuple[int, int, int] | None = None  # (inode, size, mtime) last read
+        self._seen: FileKey | None = None  # (inode, size, mtime) last read
         self._counts: Counter[int] = Counter()  # failures per simulation, as last read
 
     @classmethod
@@ -106,21 +109,50 @@ class NonfiniteKills:
         """Another rank: how many times rank 0's receiver failed `simulation_id` for NaN
         or Inf in this run, as its file says now (0 when it is missing, unreadable or
         another run's). Reads the file only when it changed since the last call."""
-        try:
-            st = os.stat(self._path)
-        except OSError:  # (none yet: no failure; or removed)
+        key, lines = fresh_lines(self._path, self._seen)
+        if key is None:  # (none yet: no failure; or removed; or unreadable: read again)
             self._seen, self._counts = None, Counter()
             return 0
-        key = (st.st_ino, st.st_size, st.st_mtime_ns)
-        if key != self._seen:
-            try:
-                lines = self._path.read_text().split("\n")[:-1]  # (the last: unfinished)
-            except (OSError, UnicodeDecodeError):
-                return 0  # (read again next time)
+        if lines is not None:
             self._seen = key
             mine = bool(lines) and lines[0] == self._run
             self._counts = Counter(int(s) for s in lines[1:] if s.isdigit()) if mine else Counter()
         return self._counts[simulation_id]
+
+
+#: what tells a file's versions apart: (inode, size, modification time in ns)
+FileKey = tuple[int, int, int]
+
+
+def fresh_lines(
+    path: Path, last: FileKey | None, listed: bool = False
+) -> tuple[FileKey | None, list[str] | None]:
+    """`path`'s key and its complete lines (an unfinished last line left out), read
+    through a fresh open; the lines None where the key is `last` (unchanged: not read
+    again); both None where the file is missing or cannot be read (nothing said: read
+    again next time).
+
+    Written for a shared file system whose clients cache what they looked up (NFS): a
+    ``stat`` of a path answers from the cached attributes (for seconds), and a lookup
+    of a name from a cached miss; a fresh open is revalidated with the server
+    (close-to-open consistency: the writer's appends, made before its close, are seen),
+    and a listing of the directory first revalidates it, a name made on another node
+    since then found (the caller lists it once for several files: `listed`). Cost: a
+    listing and an open per call, where a ``stat`` was: these files are read at HELLOs,
+    at a failure's hand-off and at rank 0's idle polls only."""
+    if not listed:
+        with contextlib.suppress(OSError):  # (the open below says what is wrong)
+            os.listdir(path.parent)
+    try:
+        with path.open("rb") as f:
+            st = os.fstat(f.fileno())
+            key = (st.st_ino, st.st_size, st.st_mtime_ns)
+            if key == last:
+                return key, None
+            text = f.read().decode()
+    except (OSError, UnicodeDecodeError):
+        return None, None
+    return key, text.split("\n")[:-1]
 
 
 def clear_nonfinite_kills(directory: str | os.PathLike[str]) -> None:

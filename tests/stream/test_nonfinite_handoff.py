@@ -218,23 +218,23 @@ def test_the_hand_off_files(tmp_path: Path) -> None:
     zero = NonfiniteHandoff.for_receiver(tmp_path, "r", 0, 3, "fail")
     one, two = NonfiniteHandoff(tmp_path, "r", 1, 3), NonfiniteHandoff(tmp_path, "r", 2, 3)
     assert zero is not None
-    assert not one.hand(3, 7, "why", 0)  # rank 0 does not hear: the caller fails
+    assert not one.hand(3, 7, "why", 0, 1)  # rank 0 does not hear: the caller fails
     assert zero.heard() == []
     zero.listen()
-    assert not NonfiniteHandoff(tmp_path, "other run", 1, 3).hand(3, 7, "why", 0)
-    assert one.hand(3, 7, "nan\tthere\n", 0) and two.hand(4, 8, "b", 2)
-    assert one.hand(5, 9, "c", 1)
+    assert not NonfiniteHandoff(tmp_path, "other run", 1, 3).hand(3, 7, "why", 0, 1)
+    assert one.hand(3, 7, "nan\tthere\n", 0, 1) and two.hand(4, 8, "b", 2, 3)
+    assert one.hand(5, 9, "c", 1, 2)
     assert zero.heard() == [
-        (3, 7, 0, "nan there (receiver of rank 1)"),
-        (5, 9, 1, "c (receiver of rank 1)"),
-        (4, 8, 2, "b (receiver of rank 2)"),
+        (3, 7, 0, 1, "nan there (receiver of rank 1)"),
+        (5, 9, 1, 2, "c (receiver of rank 1)"),
+        (4, 8, 2, 3, "b (receiver of rank 2)"),
     ]
     assert zero.heard() == []  # (each once)
     with (tmp_path / f"{HANDOFF_FILE}.1").open("a") as f:
         f.write("6\t1")  # a line being written: not read until it ends
     assert zero.heard() == []
     with (tmp_path / f"{HANDOFF_FILE}.1").open("a") as f:
-        f.write("0\t0\tx\n")
-    assert zero.heard() == [(6, 10, 0, "x (receiver of rank 1)")]
+        f.write("0\t0\t2\tx\n")
+    assert zero.heard() == [(6, 10, 0, 2, "x (receiver of rank 1)")]
     receiver_notices(tmp_path)  # an earlier run's files removed before a study launches
     assert sorted(p.name for p in tmp_path.iterdir()) == []

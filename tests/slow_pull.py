@@ -49,14 +49,14 @@ class SlowPull:
                 self.hurry.wait(self.pace)  # (the trainer's pace: one message per tick)
             if not poller.poll(100):
                 continue
-            frames = self.sock.recv_multipart(copy=False)
-            message = protocol.decode(
-                frames[0].buffer, frames[1].buffer if len(frames) > 1 else None, 1 << 30
-            )
-            if isinstance(message, protocol.Data):
-                self.keys.append((message.simulation_id, message.time_step))
-            elif isinstance(message, protocol.Bye):
-                self.byes.append(message)
+            frames = [bytes(f.buffer) for f in self.sock.recv_multipart(copy=False)]
+            first = protocol.decode(frames[0], frames[1] if len(frames) == 2 else None, 1 << 30)
+            if isinstance(first, protocol.Data):
+                self.keys.append((first.simulation_id, first.time_step))
+            elif isinstance(first, protocol.Bye):
+                self.byes.append(first)
+            elif isinstance(first, protocol.Batch):  # (a frame per field: the first's steps)
+                self.keys += [(first.simulation_id, int(t)) for t in first.steps]
 
     def until_byes(self, count: int, timeout: float = 60.0) -> None:
         """Read at once until `count` BYEs came (at most `timeout` s)."""

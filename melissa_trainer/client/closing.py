@@ -176,9 +176,9 @@ def close_transport(t: Closable, bye: bool, follow_in: str | None = None) -> Non
         seen=t.wait.seen if bye else None,  # (a restarted trainer: followed at once)
         simulation_id=t.simulation_id,
     )
-    wait.watch_progress(t.held, t.outbox)
     failure = why = None
     with t.lock if t.outbox is None else _closing(t.outbox):
+        wait.watch_progress(t.held, t.outbox)  # (the flusher stopped: its batches counted)
         if t.outbox is not None:
             why = wait.until_done(t.outbox.flush, TimeoutError)
             failure = None if why is None else "batched data"

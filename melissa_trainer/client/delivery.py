@@ -8,21 +8,25 @@ a close bounded in all gave up on it, and the solver's exit lost what was still 
 though the trainer was making progress. So `DeliveryWait` moves its deadline
 ``close_timeout`` seconds past each progress, and gives up only after ``close_timeout``
 seconds in which nothing moved (then in the receipt phase's words, `DeliveryWait.timed_out`).
+A close after a failure (no BYE) stays bounded in all by ``failed_close_timeout``: the
+simulation is run again and sends everything again, and its exit is not held up.
 
 Progress is what the client sees of its queue without a new wire message:
 
 * a message the socket accepted (a batch of the outbox, a BYE): room was made in
   ZeroMQ's queue, so the trainer read something;
-* a frame sent without a copy that ZeroMQ let go of (`held.HeldArrays`: an array larger
-  than `field_part.INLINE_MAX_BYTES`, a BYE): it was written to the connection.
+* a frame sent without a copy that ZeroMQ let go of: it was written to the connection.
+  Those are the arrays larger than `field_part.INLINE_MAX_BYTES` and the BYE
+  (`held.HeldArrays`), and every batch (`outbox.Outbox.in_flight`: its last frame is a
+  copy ZeroMQ holds without one more, tracked), the usual way small steps leave.
 
-What this does not see: small messages that ZeroMQ copied into its queue (inline DATA,
-batches sent before the close) leave without a sign of their own. Between two signs the
-wait is bounded by ``close_timeout`` as before: a queue of such messages (at most
-``sndhwm``) must move a sign within it (the BYE's acceptance, then its release), which a
-trainer reading at all does, unless it is slower than ``sndhwm`` messages per
-``close_timeout``: the default 1800 s (`tuning.DEFAULT_CLOSE_TIMEOUT`) leaves it 1.8 s
-per message. The C client's close does the same (clients/c/src/close_wait.c).
+What this does not see: small steps sent unbatched (``batch_bytes=0``), which ZeroMQ
+copies into its queue, leave without a sign of their own. Between two signs the wait is
+bounded by ``close_timeout`` as before: a queue of such messages (at most ``sndhwm``)
+must move a sign within it (the BYE's acceptance, then its release), which a trainer
+reading at all does unless it is slower than about ``sndhwm`` messages per
+``close_timeout`` (the default 1800 s, `tuning.DEFAULT_CLOSE_TIMEOUT`, leaves it 1.8 s
+a message). The C client's close does the same (clients/c/src/close_wait.c).
 """
 
 from __future__ import annotations
@@ -60,7 +64,8 @@ def no_progress_words(setting: str, timeout: float | None, setter: str, simulati
 class DeliveryWait(CloseWait):
     """A `patience.CloseWait` whose deadline moves ``close_timeout`` seconds past each
     progress of the delivery (module docstring): `watch_progress` names what to look at,
-    `until_done` looks after each try. Its `timed_out` says that nothing moved.
+    `until_done` looks after each try. Its `timed_out` says that nothing moved. A close
+    after a failure (``after_failure``) stays bounded in all (``failed_close_timeout``).
 
     Same arguments as `CloseWait`, and `simulation_id` (for the message).
     """
@@ -81,8 +86,11 @@ class DeliveryWait(CloseWait):
         self._last = self._look()
 
     def _look(self) -> tuple[int, int]:
-        sent = 0 if self._outbox is None else self._outbox.messages_sent
-        return sent, 0 if self._held is None else len(self._held)
+        """(batches the sockets accepted, frames ZeroMQ still holds: arrays, BYEs and
+        batches sent without a copy)."""
+        box = self._outbox
+        sent, flying = (0, 0) if box is None else (box.messages_sent, box.in_flight())
+        return sent, flying + (0 if self._held is None else len(self._held))
 
     def moved(self, accepted: bool = False) -> bool:
         """Whether the delivery progressed since the last look (`accepted`: a try just
@@ -91,7 +99,11 @@ class DeliveryWait(CloseWait):
         before_sent, before_held = self._last
         self._last = (sent, held)
         progressed = accepted or sent > before_sent or held < before_held
-        if progressed and self.deadline is not None and self.close_timeout is not None:
+        # (a close after a failure stays bounded in all by failed_close_timeout: what it
+        # delivers is sent again by the run again, its exit not held by a slow trainer)
+        if self._after_failure or not progressed:
+            return progressed
+        if self.deadline is not None and self.close_timeout is not None:
             self.deadline = max(self.deadline, time.monotonic() + self.close_timeout)
             self.progressed += 1
         return progressed
@@ -123,7 +135,7 @@ class DeliveryWait(CloseWait):
             or bool(shakes.not_receivers(endpoints))
             or any(note(shakes, endpoints) for note in (never_note, pending_note, down_note))
         )
-        if not known:  # (no receiver down, silent, or never connected: it is not reading)
+        if not known and not self._after_failure:  # (all connected, none reading)
             setting = self._setting
             words = no_progress_words(
                 setting, self.close_timeout, f"ClientTuning.{setting}", self._simulation_id

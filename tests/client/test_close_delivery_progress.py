@@ -58,6 +58,29 @@ def test_a_close_waits_on_while_the_trainer_takes_its_messages_slowly() -> None:
     assert [b.steps_sent for b in receiver.byes] == [STEPS]
 
 
+def test_a_batched_close_waits_on_while_the_trainer_takes_its_batches_slowly() -> None:
+    """The usual solver: small steps, batched (each batch a copy ZeroMQ holds without
+    one more, tracked: `Outbox.in_flight`), 8 MiB in 32 batches queued in ZeroMQ."""
+    steps, count = 2048, 512  # (4 KiB a step, 64 a batch of 256 KiB)
+    with slow_pull(PACE) as receiver:
+        tuning = ClientTuning(close_timeout=2.0, batch_bytes=1 << 18, batch_delay=60.0)
+        client = Client(
+            {"u": ((count,), np.float64)}, simulation_id=SID, endpoints=receiver.endpoint,
+            tuning=tuning,
+        )  # fmt: skip
+        for t in range(steps):
+            client.send(t, u=np.full(count, t, np.float64))
+        receiver.start()
+        began = time.monotonic()
+        client.close()  # (before: TimeoutError "... not delivered within close_timeout=2.0 s")
+        took = time.monotonic() - began
+        receiver.until_byes(1)
+        keys = list(receiver.keys)
+    assert took > 2.0, took
+    assert sorted(keys) == [(SID, t) for t in range(steps)], keys[:8]  # each once
+    assert [b.steps_sent for b in receiver.byes] == [steps]
+
+
 def test_a_stuck_trainer_still_ends_the_close_at_close_timeout_in_the_receipt_words() -> None:
     with slow_pull(PACE) as receiver:  # (never started: connected, reads nothing)
         client = queued(receiver.endpoint, close_timeout=1.0)

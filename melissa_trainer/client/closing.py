@@ -4,8 +4,10 @@ the sockets released with what is left of the close timeout as their linger.
 
 `close_transport` works on a `Closable`: the parts of a `transport.Transport` it reads
 (a narrow Protocol, so that this module imports nothing of the transport's). The waits
-are `patience.CloseWait`'s: as long as the trainer is there, bounded by
-`ClientTuning.close_timeout` (or `failed_close_timeout` after a failure); a receiver
+are `delivery.DeliveryWait`'s (a `patience.CloseWait`): as long as the trainer is there,
+bounded by `ClientTuning.close_timeout` *without progress* (or `failed_close_timeout`
+after a failure; progress: a message the sockets accepted, a frame ZeroMQ let go of,
+`delivery`); a receiver
 gone for `disconnected_timeout` ends them. A close whose receiver has been disconnected
 a few seconds (`patience.notice_after`) logs one warning saying what it waits for and
 how long in all (`waiting_notice`; a blocked send's says the same, `send_wait`), then
@@ -40,6 +42,7 @@ import zmq
 from melissa_trainer import wire as protocol
 from melissa_trainer.client import patience
 from melissa_trainer.client.config import ClientTuning
+from melissa_trainer.client.delivery import DeliveryWait
 from melissa_trainer.client.gave_up import (
     Preempted,
     StopSaid,
@@ -50,7 +53,6 @@ from melissa_trainer.client.gave_up import (
 from melissa_trainer.client.handshake import Handshakes
 from melissa_trainer.client.held import HeldArrays, Released
 from melissa_trainer.client.outbox import Outbox
-from melissa_trainer.client.patience import CloseWait
 from melissa_trainer.client.send_wait import SendWait
 from melissa_trainer.client.sockets import arm
 from melissa_trainer.stream.step_set import StepSet
@@ -159,7 +161,7 @@ def close_transport(t: Closable, bye: bool, follow_in: str | None = None) -> Non
         # the lower bound is the one that ends the wait: the one a message names
         if failed is not None and (close_timeout is None or failed < close_timeout):
             close_timeout, setting = failed, "failed_close_timeout"
-    wait = CloseWait(
+    wait = DeliveryWait(  # (bounded by close_timeout without progress: `delivery`)
         t.sockets,
         t.endpoints,
         close_timeout,
@@ -172,9 +174,11 @@ def close_transport(t: Closable, bye: bool, follow_in: str | None = None) -> Non
         notice=partial(waiting_notice, t, follow_in, time.monotonic()) if bye else None,
         preempted=t.wait.preempted,  # (said in place of "died", with a BYE or without)
         seen=t.wait.seen if bye else None,  # (a restarted trainer: followed at once)
+        simulation_id=t.simulation_id,
     )
     failure = why = None
     with t.lock if t.outbox is None else _closing(t.outbox):
+        wait.watch_progress(t.held, t.outbox)  # (the flusher stopped: its batches counted)
         if t.outbox is not None:
             why = wait.until_done(t.outbox.flush, TimeoutError)
             failure = None if why is None else "batched data"

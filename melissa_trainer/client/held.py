@@ -196,11 +196,15 @@ class HeldArrays:
         # raises zmq.NotDone, and the client looks whether its receivers are still
         # there before it waits again (`send_wait`). A tracker already done (the usual
         # send) returns at once whatever the bound.
-        for tracker, _ in self._held[:count]:
-            if deadline is None:
-                tracker.wait(SLICE)
-            else:
-                tracker.wait(min(max(deadline - time.monotonic(), 0.0), SLICE))
+        try:
+            for tracker, _ in self._held[:count]:
+                if deadline is None:
+                    tracker.wait(SLICE)
+                else:
+                    tracker.wait(min(max(deadline - time.monotonic(), 0.0), SLICE))
+        except zmq.NotDone:
+            self._drop_sent()  # (those that left go: a close counts them as progress)
+            raise
         for _, nbytes in self._held[:count]:
             self._bytes -= nbytes
         del self._held[:count]

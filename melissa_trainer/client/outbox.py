@@ -33,6 +33,7 @@ import zmq
 
 from melissa_trainer import wire as protocol
 from melissa_trainer.client.finite_check import FiniteCheck, checked_dtype
+from melissa_trainer.client.held import Released
 from melissa_trainer.client.sockets import arm
 from melissa_trainer.stream.finite import all_finite
 from melissa_trainer.wire import FLAG_FINITE, FLAGS_AT, NAME_LEN_AT, U64
@@ -128,6 +129,9 @@ class Outbox:
         self._closing = threading.Event()
         self._flusher: threading.Thread | None = None
         self.messages_sent = 0
+        #: the trackers of the batches sent that ZeroMQ may still hold, oldest first
+        #: (`in_flight`: what a close sees leave, `delivery`)
+        self._sent: list[Released] = []
 
     def mark(self, index: int) -> list[tuple[_Batch, int]]:
         """Where the batches bound for receiver `index` end now (for `rollback`)."""
@@ -220,10 +224,37 @@ class Outbox:
         sock = self._sockets[index]
         arm(sock, deadline)
         try:
-            sock.send_multipart(frames)  # copies the frames: the batches can be reused
+            self._send_tracked(sock, frames, 0)
         except zmq.Again:
             raise TimeoutError("back-pressure") from None
         self._clear(group)
+
+    def in_flight(self) -> int:
+        """How many batches sent ZeroMQ still holds (call with `lock` held): a close
+        that sees it fall sees the trainer take its messages (`delivery`). ZeroMQ copies
+        nothing else it could count: a batch's release is the one sign that it left."""
+        self._sent = [r for r in self._sent if not r.done]
+        return len(self._sent)
+
+    def _send_tracked(self, sock: zmq.Socket, frames: list[bytearray], flags: int) -> None:
+        """Send `frames` as one message, its last frame a copy ZeroMQ holds without one
+        more (pyzmq's copy of `send_multipart` costs the same), tracked (`in_flight`):
+        the batches can be reused at once. Raises `zmq.Again` as the socket says."""
+        for frame in frames[:-1]:  # (copied: the batches are reused)
+            sock.send(frame, flags | zmq.SNDMORE)  # (once the first is in, all are: atomic)
+        view = memoryview(bytes(frames[-1]))  # (a fresh object: its death is the release)
+        released = Released(view)
+        threshold = sock.copy_threshold
+        sock.copy_threshold = 0  # (pyzmq would copy a frame under it: nothing to track)
+        try:
+            sock.send(view, flags, copy=False)
+        finally:
+            sock.copy_threshold = threshold
+        del view
+        sent = self._sent
+        while sent and sent[0].done:  # (the front only: a send stays cheap)
+            del sent[0]
+        sent.append(released)
 
     def flush(self, deadline: float | None) -> None:
         """Send every non-empty group."""
@@ -277,7 +308,7 @@ class Outbox:
                     if not self.due(index, now):
                         continue
                     try:
-                        self._sockets[index].send_multipart(self._frames(group), zmq.NOBLOCK)
+                        self._send_tracked(self._sockets[index], self._frames(group), zmq.NOBLOCK)
                     except zmq.Again:
                         continue  # back-pressure: the next round retries
                     self._clear(group)

@@ -49,8 +49,14 @@ DEFAULT_SNDHWM = 1000
 DEFAULT_BATCH_BYTES = 65536
 #: Default longest wait of a small payload in a batch, in seconds.
 DEFAULT_BATCH_DELAY = 0.02
-#: Default bound, in seconds, on `Client.close` while the trainer's connections are open
-#: (a paused trainer is waited for that long: 30 minutes).
+#: Default bound, in seconds, on each wait of `Client.close` *without progress* while the
+#: trainer's connections are open: 30 minutes. Progress (messages leaving the queue, the
+#: receipts' steps growing: `delivery`, `confirm`) counts it again, so a long bound costs
+#: nothing with a trainer alive, however slow, and a trainer paused that long (SIGSTOP,
+#: a suspended job, a long checkpoint) is waited for rather than losing the steps still
+#: queued; a trainer stuck still ends the close after it. The C client's default too
+#: (clients/c/include/melissa_trainer.h MT_DEFAULT_CLOSE_TIMEOUT; tests/c/
+#: test_c_close_default.py keeps them equal).
 DEFAULT_CLOSE_TIMEOUT = 1800.0
 #: Default seconds a closing client waits for a receiver whose connection is lost.
 DEFAULT_DISCONNECTED_TIMEOUT = 60.0
@@ -120,11 +126,13 @@ class ClientTuning:
             positive RECONNECT_IVL, RECONNECT_IVL_MAX, buffers, keep-alives and the
             like are kept as given.
         rendezvous_timeout: seconds to wait for the rendezvous directory to be complete.
-        close_timeout: on `close`, the longest wait in seconds, in all, for queued
-            messages and the BYE to be delivered (default 1800: a trainer paused or busy
+        close_timeout: on `close`, the longest wait in seconds *without progress*
+            for queued messages and the BYE to be delivered (progress: a message the
+            sockets accepted, a frame ZeroMQ let go of, `melissa_trainer.client.
+            delivery`; default 1800, `DEFAULT_CLOSE_TIMEOUT`: a trainer paused or busy
             that long, its connections open, is waited for); then, in external mode,
-            for the receivers' receipts of the BYE: at most this long *without
-            progress* (the steps they hold not growing), counted from the question and
+            for the receivers' receipts of the BYE: at most this long without
+            progress (the steps they hold not growing), counted from the question and
             again from each progress (`melissa_trainer.client.confirm`). `None` waits
             for as long as the receivers are there.
         disconnected_timeout: seconds a receiver may stay disconnected without a new

@@ -55,7 +55,7 @@ def named(said: str, text: str) -> bool:
 
 def stream(exe: Path, tmp_path: Path, endpoint: str, key: str | None) -> dict:
     """The C client's statuses of STEPS steps to `endpoint` with CURVE key `key`;
-    close_timeout 60 s (the default): a refusal must be said at once, not time out."""
+    close_timeout 1800 s (the default): a refusal must be said at once, not time out."""
     sends = "".join(f"send {t} u {FLOAT32} 4 {t}\n" for t in range(STEPS))
     script = f"close_timeout 60\nfield u {FLOAT32} 1 4\nstart\n{sends}close\n"
     env = {"MELISSA_TRAINER_ENDPOINTS": endpoint, "MELISSA_TRAINER_SIMULATION_ID": "7"}

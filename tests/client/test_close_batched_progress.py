@@ -38,7 +38,7 @@ def test_a_batched_close_waits_on_while_its_batch_drains(external: Path) -> None
         for t in range(STEPS):
             client.send(t, u=np.full(4, t, np.float64))
         closed = threading.Event()
-        drainer = drain_slowly(receiver, buffer, taken, closed)
+        drainer = drain_slowly(receiver, buffer, taken, closed, STEPS)
         client.close()  # (before: TimeoutError "... ingested none of its steps for ...")
         answered = receiver._follow.answered  # type: ignore[union-attr]
         closed.set()

@@ -79,7 +79,8 @@ contains
                    'mt_set_send_timeout', ierr)
   end subroutine
 
-  !> Seconds mt_close waits for delivery (default 60; < 0: forever).
+  !> Seconds mt_close waits without progress (default MT_DEFAULT_CLOSE_TIMEOUT, 1800, the
+  !> Python client's; < 0: forever): each progress of the delivery or the receipts counts it again.
   subroutine mt_set_close_timeout(client, seconds, ierr)
     type(mt_client_t), intent(inout) :: client
     real(c_double), intent(in) :: seconds

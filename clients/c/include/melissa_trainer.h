@@ -148,7 +148,19 @@ mt_status mt_set_parameter(mt_client *c, const char *name, double value); /* in 
  * the connections tell (a receiver disconnected: "the trainer was preempted (...)" if
  * its record says so), back-pressure only when every receiver is connected. */
 mt_status mt_set_send_timeout(mt_client *c, double seconds);
-/* Seconds mt_client_close waits for delivery (default 60; < 0 or +inf: forever). */
+/* The default of mt_set_close_timeout, in seconds: the Python client's too
+ * (melissa_trainer/client/tuning.py DEFAULT_CLOSE_TIMEOUT; tests/c/
+ * test_c_close_default.py checks that they are equal). Every wait it bounds is one
+ * *without progress*: a trainer taking the close's messages, or its receipts showing it
+ * ingest more steps, moves the deadline; so a long bound costs nothing with a trainer
+ * alive and keeps a trainer paused that long (SIGSTOP, a suspended job, a long
+ * checkpoint) from losing the steps still queued, while a trainer stuck still ends the
+ * close after it. */
+#define MT_DEFAULT_CLOSE_TIMEOUT 1800.0
+/* Seconds mt_client_close waits without progress (default MT_DEFAULT_CLOSE_TIMEOUT; < 0
+ * or +inf: forever): for the delivery of what is queued and the BYE (progress: a message
+ * the socket accepted, a frame ZeroMQ let go of), then for the trainer's receipts (the
+ * steps it holds growing). Each progress counts it again from then. */
 mt_status mt_set_close_timeout(mt_client *c, double seconds);
 /* Batching: payloads of at most bytes/2 are coalesced into BATCH messages of about
  * `bytes` per field and receiver, held at most `delay_s` (defaults 65536 and 0.02,

@@ -15,7 +15,7 @@ mt_status mt_client_create(mt_client **out) {
     if (c == NULL) return MT_ENOMEM;
     c->rendezvous_timeout = 60.0;
     c->send_timeout = -1.0;
-    c->close_timeout = 60.0;
+    c->close_timeout = MT_DEFAULT_CLOSE_TIMEOUT; /* (ClientTuning.close_timeout's) */
     c->disconnected_timeout = 60.0;
     c->follow_timeout = 120.0; /* ClientTuning.follow_timeout's default */
     c->batch_bytes = 65536;

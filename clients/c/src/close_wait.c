@@ -1,7 +1,15 @@
 /* close_wait.c: how mt_client_close delivers what is left (the batches, the BYE, the
  * arrays ZeroMQ still reads, the handshakes), waiting as the Python client's close does
  * (melissa_trainer/client/closing.py, patience.CloseWait): in slices of SLICE_S seconds,
- * as long as the trainer is there, up to the close timeout.
+ * as long as the trainer is there, up to the close timeout *without progress*
+ * (melissa_trainer/client/delivery.py): each progress puts the deadline a close timeout
+ * from then, a message the socket accepted (a batch, a BYE) or a frame ZeroMQ let go of
+ * (c->pending falling: an array sent without a copy, a BYE; c->batches_flying: a batch,
+ * outbox.c). Small steps sent unbatched (ZeroMQ's copies) show no sign of their own: the
+ * BYE's acceptance, then its release, are theirs (delivery.py). A trainer alive but slow (a
+ * resumed one ingesting a replay) is waited for; one stuck, connected but reading
+ * nothing, ends the close after the close timeout (`stuck`: the caller says so in the
+ * receipt's words). A close after a failure sends nothing here.
  *
  * The BYE goes without a copy and is held until ZeroMQ lets go of it (closing.py
  * send_tracked): a socket's messages leave in order, so its release says that everything
@@ -47,10 +55,13 @@
 /* The state of one close's waits. */
 typedef struct waiting {
     double deadline, started, look_due;
+    double timeout;   /* the close timeout: how far each progress puts the deadline */
+    uint64_t pending; /* c->pending at the last look (`progress`) */
     const char *what; /* what is being delivered, for the messages */
     bool bye;         /* a BYE is said (else: a close after a failure) */
     bool expired;     /* the close timeout passed (the caller's message) */
     bool told;        /* its notice said (`tell`: once) */
+    bool stuck;       /* expired with every receiver connected, its handshake done */
     mt_stop_look *looks; /* each receiver's rendezvous file, for a stop record */
 } waiting;
 
@@ -268,8 +279,29 @@ static mt_status between(mt_client *c, waiting *w) {
     return MT_OK;
 }
 
-static mt_status expired(waiting *w) {
+/* Whether the delivery progressed since the last look (`accepted`: a try just queued a
+ * message; else c->pending fell): if so, the deadline is put a close timeout from now. */
+static void progress(mt_client *c, waiting *w, bool accepted) {
+    uint64_t pending = 0;
+    if (c->held_init) {
+        pthread_mutex_lock(&c->held_mu);
+        pending = c->pending + c->batches_flying;
+        pthread_mutex_unlock(&c->held_mu);
+    }
+    bool moved = accepted || pending < w->pending;
+    w->pending = pending;
+    double until = mt_now() + w->timeout;
+    /* (a close after a failure stays bounded in all, as the Python one: delivery.py) */
+    if (moved && w->bye && w->deadline >= 0 && until > w->deadline) w->deadline = until;
+}
+
+static mt_status expired(mt_client *c, waiting *w) {
     w->expired = true;
+    bool all = c->handshakes != NULL; /* (connected, handshake done: it is not reading) */
+    for (size_t i = 0; all && i < c->n_endpoints; ++i)
+        all = c->handshakes[i].state == MT_HANDSHAKE_OK && c->handshakes[i].ever &&
+              mt_handshake_down_since(c, i) < 0;
+    w->stuck = all;
     return MT_ETIMEDOUT;
 }
 
@@ -286,19 +318,23 @@ static mt_status sliced(mt_client *c, waiting *w, size_t i, try_fn try_) {
         else
             err = try_(c, i);
         pthread_mutex_unlock(&c->mu);
+        if (err != 0 && err != EAGAIN) return mt_send_fail(c, err, w->what);
+        progress(c, w, err == 0);
         if (err == 0) return MT_OK;
-        if (err != EAGAIN) return mt_send_fail(c, err, w->what);
-        if (w->deadline >= 0 && mt_now() >= w->deadline) return expired(w);
+        if (w->deadline >= 0 && mt_now() >= w->deadline) return expired(c, w);
         mt_status st = between(c, w);
         if (st != MT_OK) return st;
     }
 }
 
-mt_status mt_close_deliver(mt_client *c, bool bye, double deadline, const char **failure) {
+mt_status mt_close_deliver(mt_client *c, bool bye, double *deadline, const char **failure,
+                           bool *stuck) {
     *failure = NULL;
+    *stuck = false;
     c->receipt_restart = 0;
-    waiting w = {deadline, mt_now(), mt_now() + RESTART_LOOK, "batched data", bye, false, false,
-                 NULL};
+    waiting w = {*deadline, mt_now(), mt_now() + RESTART_LOOK, c->close_timeout, 0,
+                 "batched data", bye, false, false, false, NULL};
+    progress(c, &w, false); /* (what is pending now: the first look) */
     w.looks = calloc(c->n_endpoints, sizeof *w.looks); /* (NULL: no record read) */
     mt_status st = MT_OK;
     for (size_t i = 0; st == MT_OK && i < c->n_endpoints; ++i)
@@ -309,20 +345,23 @@ mt_status mt_close_deliver(mt_client *c, bool bye, double deadline, const char *
     if (st == MT_OK) w.what = "queued messages";
     while (st == MT_OK) { /* (the BYE's release: all before it left) */
         double until = mt_now() + SLICE_S;
-        if (deadline >= 0 && deadline < until) until = deadline;
+        if (w.deadline >= 0 && w.deadline < until) until = w.deadline;
         if (mt_wait_held(c, until) == MT_OK) break;
-        st = deadline >= 0 && mt_now() >= deadline ? expired(&w) : between(c, &w);
+        progress(c, &w, false); /* (an array or a BYE let go of: written to the connection) */
+        st = w.deadline >= 0 && mt_now() >= w.deadline ? expired(c, &w) : between(c, &w);
     }
     while (st == MT_OK) { /* (the linger starts once every receiver accepted) */
         double until = mt_now() + SLICE_S;
-        if (deadline >= 0 && deadline < until) until = deadline;
+        if (w.deadline >= 0 && w.deadline < until) until = w.deadline;
         st = mt_handshake_wait(c, until);
         if (st != MT_ETIMEDOUT) break;
-        st = deadline >= 0 && mt_now() >= deadline ? expired(&w) : between(c, &w);
+        st = w.deadline >= 0 && mt_now() >= w.deadline ? expired(c, &w) : between(c, &w);
     }
     free(w.looks);
+    *deadline = w.deadline; /* (moved by progress: the linger is what is left of it) */
     if (st == MT_ETIMEDOUT && w.expired) {
         *failure = w.what; /* (the deadline: the caller says "not delivered within ...") */
+        *stuck = w.stuck && bye;
         return MT_OK;
     }
     if (st != MT_OK) *failure = "";

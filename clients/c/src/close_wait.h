@@ -6,13 +6,17 @@
 #include "internal.h"
 
 /* Send the batches and (with `bye`) each receiver's BYE, wait until ZeroMQ let go of
- * every array and BYE and every receiver accepted the handshake, in slices, by `deadline`
- * (< 0: none). MT_OK with *failure NULL: delivered; MT_OK with *failure "batched data",
- * "BYE" or "queued messages": the deadline passed there (the caller's message); else the
+ * every array and BYE and every receiver accepted the handshake, in slices, by *deadline
+ * (< 0: none), which each progress puts c->close_timeout from then (close_wait.c); on
+ * return, *deadline is where it ended. MT_OK with *failure NULL: delivered; MT_OK with
+ * *failure "batched data", "BYE" or "queued messages": the deadline passed there (the
+ * caller's message; *stuck: every receiver connected, its handshake done, none reading,
+ * said in the receipt's words, mt_close_no_progress); else the
  * error, its message set, *failure "" (nothing more is waited for): a refused handshake
  * (MT_EENV), a stop record that ends the close (MT_ETIMEDOUT, MT_ESIMREFUSED), a restarted
  * trainer or a receiver gone (MT_ETIMEDOUT, c->receipt_restart 1 or 2: follow.c follows a
  * new run with a window), ZeroMQ's. */
-mt_status mt_close_deliver(mt_client *c, bool bye, double deadline, const char **failure);
+mt_status mt_close_deliver(mt_client *c, bool bye, double *deadline, const char **failure,
+                           bool *stuck);
 
 #endif

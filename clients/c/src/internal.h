@@ -200,6 +200,7 @@ struct mt_client {
     pthread_cond_t held_cv;
     bool held_init;
     uint64_t pending;
+    uint64_t batches_flying; /* batches ZeroMQ still holds (outbox.c; a close's progress) */
     /* predictions (predict.c): the client's thread only */
     char *serve_endpoints_arg; /* mt_set_serve_endpoints */
     void *predict_socket;      /* DEALER; NULL until the first request, after a failure */

@@ -264,12 +264,13 @@ mt_status mt_client_close_message(mt_client *c, char *message, size_t size) {
         double timeout = c->close_timeout;
         double deadline = timeout < 0 ? -1.0 : mt_now() + timeout;
         const char *failure = NULL;
+        bool stuck = false; /* (expired, every receiver connected: none reading) */
         mt_outbox_stop_flusher(c); /* what it held is sent here */
         /* (in slices: a trainer dead, restarted or stopped is noticed as it happens, not at
          * the close timeout, close_wait.c; after a failure nothing is sent nor waited for:
          * linger 0 drops what is queued) */
         if (!c->failed) {
-            mt_status ds = mt_close_deliver(c, bye, deadline, &failure);
+            mt_status ds = mt_close_deliver(c, bye, &deadline, &failure, &stuck);
             if (ds != MT_OK && st == MT_OK) st = ds;
         }
         int linger = 0; /* a failure drops what is left */
@@ -320,10 +321,22 @@ mt_status mt_client_close_message(mt_client *c, char *message, size_t size) {
             char t[32];
             if (timeout < 0) snprintf(t, sizeof t, "None");
             else mt_format_double(timeout, t);
+            char why[700]; /* (no progress: the receipt's words, receipt.c; delivery.py's) */
+            if (stuck && !never[0])
+                snprintf(why, sizeof why, ": the receivers took none of them for "
+                         "close_timeout=%s s (no progress: ZeroMQ handed nothing on, the "
+                         "receivers connected but not reading). A trainer alive but slower "
+                         "than that (loaded, a high sample-to-insert ratio): raise the close "
+                         "timeout (mt_set_close_timeout; it bounds a wait without progress); a "
+                         "trainer paused or stuck: once it runs again, run this simulation "
+                         "again with the same simulation id (MELISSA_TRAINER_SIMULATION_ID=%llu)",
+                         t, (unsigned long long)c->simulation_id);
+            else
+                snprintf(why, sizeof why, "%s%s", never[0] ? ": " : "", never);
             st = mt_fail(c, MT_ETIMEDOUT, "simulation %llu rank %d: %s not delivered within "
-                                          "close_timeout=%s s to %s%s%s",
+                                          "close_timeout=%s s to %s%s",
                          (unsigned long long)c->simulation_id, c->rank, failure, t, endpoints,
-                         never[0] ? ": " : "", never);
+                         why);
         }
         if (asked != NULL && st == MT_OK) st = mt_admission_check(c, asked, n_asked);
         /* (not delivered: a trainer gone, perhaps restarted, as a receipt's gone) */

@@ -14,6 +14,42 @@
 
 #include "internal.h"
 
+/* A batch's last frame let go of by ZeroMQ (written to the connection, or dropped). */
+static void batch_released(void *data, void *hint) {
+    free(data);
+    mt_client *c = hint;
+    pthread_mutex_lock(&c->held_mu);
+    --c->batches_flying;
+    pthread_mutex_unlock(&c->held_mu);
+}
+
+/* Send `len` bytes of `buf` as the last frame of a message, a copy ZeroMQ holds without
+ * one more (zmq_send's copy costs the same), counted in c->batches_flying until ZeroMQ
+ * lets go of it: what a close sees leave (close_wait.c `progress`; outbox.py
+ * in_flight). -1 and errno as zmq_send. */
+static int send_tracked(mt_client *c, void *sock, const uint8_t *buf, size_t len, int flags) {
+    void *copy = c->held_init ? malloc(len ? len : 1) : NULL;
+    if (copy == NULL) return zmq_send(sock, buf, len, flags); /* (untracked, not lost) */
+    memcpy(copy, buf, len);
+    pthread_mutex_lock(&c->held_mu);
+    ++c->batches_flying;
+    pthread_mutex_unlock(&c->held_mu);
+    zmq_msg_t msg;
+    if (zmq_msg_init_data(&msg, copy, len, batch_released, c) != 0) {
+        int err = errno;
+        batch_released(copy, c);
+        errno = err;
+        return -1;
+    }
+    int rc = zmq_msg_send(&msg, sock, flags);
+    if (rc < 0) {
+        int err = errno;
+        zmq_msg_close(&msg); /* (calls batch_released) */
+        errno = err;
+    }
+    return rc;
+}
+
 mt_status mt_outbox_init(mt_client *c) {
     if (c->batch_bytes == 0) return MT_OK;
     c->groups = calloc(c->n_endpoints, sizeof *c->groups);
@@ -88,7 +124,8 @@ int mt_outbox_send(mt_client *c, size_t index, int flags) {
         int rc;
         /* Once the first frame is queued, the others are accepted at once (the
          * high-water mark counts whole messages), so EAGAIN can only mean nothing was sent. */
-        while ((rc = zmq_send(c->sockets[index], b->buf, b->len, flags | more)) < 0 &&
+        while ((rc = more ? zmq_send(c->sockets[index], b->buf, b->len, flags | more)
+                          : send_tracked(c, c->sockets[index], b->buf, b->len, flags)) < 0 &&
                errno == EINTR)
             continue;
         if (rc < 0) return first || errno != EAGAIN ? errno : EIO;

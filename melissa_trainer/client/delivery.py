@@ -1,0 +1,144 @@
+"""The delivery phase of a close (`closing.close_transport`: what the outbox holds, the
+BYE, the arrays ZeroMQ still reads) bounded by ``close_timeout`` *without progress*, as
+the receipt phase is (`receipts.Rounds.wait`), not in all.
+
+A trainer alive and reading slowly (a resumed trainer ingesting hundreds of replayed
+steps at its sample-to-insert pace, a loaded node) takes the close's messages one by one;
+a close bounded in all gave up on it, and the solver's exit lost what was still queued
+though the trainer was making progress. So `DeliveryWait` moves its deadline
+``close_timeout`` seconds past each progress, and gives up only after ``close_timeout``
+seconds in which nothing moved (then in the receipt phase's words, `DeliveryWait.timed_out`).
+A close after a failure (no BYE) stays bounded in all by ``failed_close_timeout``: the
+simulation is run again and sends everything again, and its exit is not held up.
+
+Progress is what the client sees of its queue without a new wire message:
+
+* a message the socket accepted (a batch of the outbox, a BYE): room was made in
+  ZeroMQ's queue, so the trainer read something;
+* a frame sent without a copy that ZeroMQ let go of: it was written to the connection.
+  Those are the arrays larger than `field_part.INLINE_MAX_BYTES` and the BYE
+  (`held.HeldArrays`), and every batch (`outbox.Outbox.in_flight`: its last frame is a
+  copy ZeroMQ holds without one more, tracked), the usual way small steps leave.
+
+What this does not see: small steps sent unbatched (``batch_bytes=0``), which ZeroMQ
+copies into its queue, leave without a sign of their own. Between two signs the wait is
+bounded by ``close_timeout`` as before: a queue of such messages (at most ``sndhwm``)
+must move a sign within it (the BYE's acceptance, then its release), which a trainer
+reading at all does unless it is slower than about ``sndhwm`` messages per
+``close_timeout`` (the default 1800 s, `tuning.DEFAULT_CLOSE_TIMEOUT`, leaves it 1.8 s
+a message). The C client's close does the same (clients/c/src/close_wait.c).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from melissa_trainer.client.handshake import down_note, never_note, pending_note
+from melissa_trainer.client.patience import CloseWait
+
+if TYPE_CHECKING:  # pragma: no cover
+    from melissa_trainer.client.held import HeldArrays
+    from melissa_trainer.client.outbox import Outbox
+
+__all__ = ["DeliveryWait", "no_progress_words"]
+
+
+def no_progress_words(setting: str, timeout: float | None, setter: str, simulation_id: int) -> str:
+    """What a close says when its delivery made no progress for `timeout` seconds while
+    every receiver was connected (the receipt phase's words, adapted: `receipts.Rounds.
+    unconfirmed`): `setting` as the message names it ("close_timeout"), `setter` what
+    changes it ("ClientTuning.close_timeout"; C: "mt_set_close_timeout"). The C client
+    says the same (clients/c/src/lifecycle.c)."""
+    return (
+        f"the receivers took none of them for {setting}={timeout} s (no progress: ZeroMQ "
+        f"handed nothing on, the receivers connected but not reading). A trainer alive but "
+        f"slower than that (loaded, a high sample-to-insert ratio): raise the close timeout "
+        f"({setter}; it bounds a wait without progress); a trainer paused or stuck: once it "
+        f"runs again, run this simulation again with the same simulation id "
+        f"(MELISSA_TRAINER_SIMULATION_ID={simulation_id})"
+    )
+
+
+class DeliveryWait(CloseWait):
+    """A `patience.CloseWait` whose deadline moves ``close_timeout`` seconds past each
+    progress of the delivery (module docstring): `watch_progress` names what to look at,
+    `until_done` looks after each try. Its `timed_out` says that nothing moved. A close
+    after a failure (``after_failure``) stays bounded in all (``failed_close_timeout``).
+
+    Same arguments as `CloseWait`, and `simulation_id` (for the message).
+    """
+
+    def __init__(self, *args: object, simulation_id: int, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self._simulation_id = simulation_id
+        self._held: HeldArrays | None = None
+        self._outbox: Outbox | None = None
+        self._last = (0, 0)  # (messages accepted, frames still held) at the last look
+        #: how many times the deadline moved (for the tests and the curious)
+        self.progressed = 0
+
+    def watch_progress(self, held: HeldArrays, outbox: Outbox | None) -> None:
+        """Count progress in `held` (its frames let go of) and `outbox` (its batches the
+        sockets accepted)."""
+        self._held, self._outbox = held, outbox
+        self._last = self._look()
+
+    def _look(self) -> tuple[int, int]:
+        """(batches the sockets accepted, frames ZeroMQ still holds: arrays, BYEs and
+        batches sent without a copy)."""
+        box = self._outbox
+        sent, flying = (0, 0) if box is None else (box.messages_sent, box.in_flight())
+        return sent, flying + (0 if self._held is None else len(self._held))
+
+    def moved(self, accepted: bool = False) -> bool:
+        """Whether the delivery progressed since the last look (`accepted`: a try just
+        queued a message); if so, the deadline is put ``close_timeout`` from now."""
+        sent, held = self._look()
+        before_sent, before_held = self._last
+        self._last = (sent, held)
+        progressed = accepted or sent > before_sent or held < before_held
+        # (a close after a failure stays bounded in all by failed_close_timeout: what it
+        # delivers is sent again by the run again, its exit not held by a slow trainer)
+        if self._after_failure or not progressed:
+            return progressed
+        if self.deadline is not None and self.close_timeout is not None:
+            self.deadline = max(self.deadline, time.monotonic() + self.close_timeout)
+            self.progressed += 1
+        return progressed
+
+    def until_done(
+        self, attempt: Callable[[float], None], *timed_out: type[BaseException]
+    ) -> str | None:
+        """`CloseWait.until_done`, looking for progress after each try (before the
+        deadline is read): a try that returned queued its message (progress)."""
+
+        def looked(end: float) -> None:
+            try:
+                attempt(end)
+            except timed_out:
+                self.moved()
+                raise
+            self.moved(accepted=True)
+
+        return super().until_done(looked, *timed_out)
+
+    def timed_out(self) -> str:
+        """`CloseWait.timed_out`, then, when it knows nothing else (every receiver
+        connected, its handshake done), that nothing moved for ``close_timeout``
+        seconds and what to do (`no_progress_words`)."""
+        said = super().timed_out()
+        shakes, endpoints = self._handshakes, self._endpoints
+        known = (
+            shakes is None
+            or bool(shakes.not_receivers(endpoints))
+            or any(note(shakes, endpoints) for note in (never_note, pending_note, down_note))
+        )
+        if not known and not self._after_failure:  # (all connected, none reading)
+            setting = self._setting
+            words = no_progress_words(
+                setting, self.close_timeout, f"ClientTuning.{setting}", self._simulation_id
+            )
+            said += f": {words}"
+        return said

@@ -2,7 +2,8 @@
 ``python -m http.server`` is to a ZeroMQ peer: it waits for a line the ZeroMQ greeting
 never ends), for the tests of what a client says of a peer that is not a receiver
 (tests/client/test_handshake_silent_keyed.py, tests/c/test_c_handshake_silent_keyed.py, and
-the short-interval, predict and repeat tests beside them)."""
+the short-interval, predict and repeat tests beside them); or, given a `greeting`, one
+that writes it first and nothing after (tests/c/predict_runs.py `plain_zmtp_peer`)."""
 
 from __future__ import annotations
 
@@ -13,10 +14,10 @@ from collections.abc import Iterator
 
 
 @contextlib.contextmanager
-def silent_peer() -> Iterator[tuple[str, list[socket.socket]]]:
+def silent_peer(greeting: bytes = b"") -> Iterator[tuple[str, list[socket.socket]]]:
     """The silent program on 127.0.0.1: its endpoint (``tcp://``), and the connections
-    it accepted so far (appended by its thread). Its listener and connections are closed
-    on exit."""
+    it accepted so far (appended by its thread), each sent `greeting` (if any) when
+    accepted. Its listener and connections are closed on exit."""
     accepted: list[socket.socket] = []
     with socket.socket() as listener:
         listener.bind(("127.0.0.1", 0))
@@ -27,9 +28,12 @@ def silent_peer() -> Iterator[tuple[str, list[socket.socket]]]:
         def accept() -> None:
             while not done.is_set():
                 try:
-                    accepted.append(listener.accept()[0])
+                    conn = listener.accept()[0]
                 except TimeoutError:
                     continue
+                accepted.append(conn)
+                if greeting:
+                    conn.sendall(greeting)
 
         thread = threading.Thread(target=accept, daemon=True)
         thread.start()

@@ -45,6 +45,8 @@ from collections.abc import Sequence
 
 import zmq
 
+# (the notes re-exported: their import path before `handshake_notes`)
+from melissa_trainer.client.handshake_notes import down_note, never_note, pending_note
 from melissa_trainer.client.handshake_timing import NOT_ZMQ_AFTER, REPEAT_AFTER, timeout_bound
 from melissa_trainer.client.handshake_words import (
     ENV,
@@ -334,64 +336,3 @@ class Handshakes:
                 sock.disable_monitor()
             monitor.close(linger=0)
         self._monitors, self._sockets = [], []
-
-
-def never_note(handshakes: Handshakes | None, endpoints: Sequence[str]) -> str:
-    """What a wait that gave up adds when no connection to a receiver was ever accepted
-    (`Handshakes.never_connected`: a wrong endpoint, a trainer not started), as the C
-    client words it (clients/c/src/handshake.c): "no receiver ever accepted a connection
-    at E1, E2: check the endpoint (the trainer's rank_N.json) or start the trainer
-    first"; and when a peer is not a receiver (`Handshakes.not_receivers`): "E:
-    `NOT_RECEIVER`"; "" when neither (or no monitor: `handshakes` None). The words of a
-    close that gave up (`patience`) and of a send (`send_wait.SendWait.timeout`)."""
-    never = [] if handshakes is None else handshakes.never_connected(endpoints)
-    other = [] if handshakes is None else handshakes.not_receivers(endpoints)
-    notes = [f"{', '.join(other)}: {NOT_RECEIVER}"] if other else []
-    if never:
-        notes.append(
-            f"no receiver ever accepted a connection at {', '.join(never)}: check the "
-            "endpoint (the trainer's rank_N.json) or start the trainer first"
-        )
-    return "; ".join(notes)
-
-
-#: why a receiver went, when no stop record says (`down_note`)
-_DOWN_CAUSE = "the trainer died or was restarted, or its node"
-
-
-def down_note(handshakes: Handshakes, endpoints: Sequence[str], cause: str | None = None) -> str:
-    """What a wait that gave up adds when a receiver once connected is disconnected now
-    (`Handshakes.down_since`; not one `never_note` speaks of): "the trainer's receiver at
-    E is disconnected for N s without a new connection (the trainer died or was
-    restarted, or its node)", `cause` in the parentheses when a stop record says why
-    ("the trainer was preempted (...)"), one clause per receiver joined by "; "; ""
-    when none is."""
-    other = set(handshakes.not_receivers(endpoints))  # (reads the events)
-    ever = set(endpoints) - set(handshakes.never_connected(endpoints)) - other
-    now, notes = time.monotonic(), []
-    for endpoint, since in zip(endpoints, handshakes.down_since, strict=False):
-        if since is not None and endpoint in ever:
-            notes.append(
-                f"the trainer's receiver at {endpoint} is disconnected for {now - since:.0f} s "
-                f"without a new connection ({cause or _DOWN_CAUSE})"
-            )
-    return "; ".join(notes)
-
-
-def pending_note(handshakes: Handshakes, endpoints: Sequence[str]) -> str:
-    """What a wait that gave up adds when a peer accepted TCP but no ZeroMQ handshake
-    completed yet, sooner than `NOT_ZMQ_AFTER` decides that it is not a receiver
-    (`Handshakes.pending`: a `send_timeout` or `close_timeout` shorter than that): "E
-    is connected at the TCP level, but no ZeroMQ handshake completed yet (N s after
-    this client connected; a receiver's completes in milliseconds): if this persists,
-    it is not a trainer's receiver: check the endpoint (the trainer's rank_N.json)", one
-    clause per peer joined by "; "; "" when none is. Not back-pressure, which only a
-    receiver that completed its handshake can exert."""
-    return "; ".join(
-        f"{endpoint} is connected at the TCP level, but no ZeroMQ handshake completed yet "
-        f"({waited:.1f} s after this client connected; a receiver's completes in "
-        "milliseconds): "
-        "if this persists, it is not a trainer's receiver: check the endpoint (the "
-        "trainer's rank_N.json)"
-        for endpoint, waited in handshakes.pending(endpoints)
-    )

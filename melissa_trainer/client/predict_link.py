@@ -1,9 +1,10 @@
 """The connection of a `Predictor` (`melissa_trainer.client.predict`) to the training
-rank that serves its simulation: where that rank serves (an endpoint given, the
-environment, the rendezvous directory's serve files), the DEALER socket to it and the
-socket's monitor (a handshake the server refused, a trainer gone), and the backoff after
-a trainer was found gone. The module docstring of `predict` states the rules; the C
-client's serve.c, handshake.c and predict_watch.c follow the same ones.
+rank that serves its simulation: the DEALER socket to it, to the endpoint looked up
+where that rank serves (`predict_endpoint`: an endpoint given, the environment, the
+rendezvous directory's serve files), the socket's monitor (a handshake the server
+refused, a trainer gone), and the backoff after a trainer was found gone. The module
+docstring of `predict` states the rules; the C client's serve.c, handshake.c and
+predict_watch.c follow the same ones.
 
 A `Predictor` asks (encodes a request, sends it, waits for its answer); this module
 finds the server and says when it is not there. Imports the standard library, numpy,
@@ -15,11 +16,15 @@ from __future__ import annotations
 import os
 import socket
 import time
-from pathlib import Path
 
 import zmq
 
 from melissa_trainer.client.config import ENV_RENDEZVOUS
+from melissa_trainer.client.predict_endpoint import (
+    ENV_SERVE_ENDPOINTS,
+    ENV_SERVE_KEY,
+    EndpointLookup,
+)
 from melissa_trainer.client.predict_errors import (
     SILENT,
     PredictTimeout,
@@ -29,17 +34,12 @@ from melissa_trainer.client.predict_errors import (
     unresolved,
 )
 from melissa_trainer.client.predict_events import TIMED_OUT, ServeEvents
-from melissa_trainer.client.predict_lookup import MissingDirectory, checked_endpoint, other_run
-from melissa_trainer.client.server_key import not_the_served_key, z85_fault
-from melissa_trainer.stream.serving_rendezvous import read_serving
+from melissa_trainer.client.server_key import z85_fault
 from melissa_trainer.wire import FieldSpec
 
+# (the variables re-exported: their import path before `predict_endpoint`)
 __all__ = ["ENV_SERVE_ENDPOINTS", "ENV_SERVE_KEY", "PredictLink", "poll_ms"]
 
-#: Comma-separated serving endpoints, in training-rank order (else the rendezvous).
-ENV_SERVE_ENDPOINTS = "MELISSA_TRAINER_SERVE_ENDPOINTS"
-#: The serving sockets' CURVE public key (Z85) for endpoints not read from a rendezvous.
-ENV_SERVE_KEY = "MELISSA_TRAINER_SERVE_KEY"
 #: the monitor events of a handshake the server refused (a missing or wrong CURVE key)
 _HANDSHAKE_FAILED = (
     zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
@@ -63,15 +63,6 @@ _BACKOFF = (0.05, 1.0)
 _NO_REDIAL = 0.5
 
 
-def _stamp(path: str | os.PathLike[str]) -> tuple[int, int] | None:
-    """The inode and modification time of `path` (None if it cannot be read)."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return st.st_ino, st.st_mtime_ns
-
-
 def poll_ms(left: float) -> int:
     """Milliseconds for one ZeroMQ poll of a wait of `left` seconds: at least 1, at
     most an hour (a poll's timeout is a C int: 24.8 days overflow it; the callers poll
@@ -83,22 +74,16 @@ class PredictLink:
     """The socket of a `Predictor` to its serving rank, opened at the first request and
     again after a failure (`reset`), and what is known of the trainer there.
 
-    Args (those of `Predictor`):
-        simulation_id: chooses the rank (``id % W``).
-        run_id: serve files of another run are ignored (None: any run's).
-        endpoint: the serving endpoint; default `$MELISSA_TRAINER_SERVE_ENDPOINTS`, else
-            the rendezvous directory.
-        rendezvous_dir: default `$MELISSA_TRAINER_RENDEZVOUS`.
-        curve_server_key: the CURVE key of `endpoint` and of the environment's endpoints
-            (checked: `Predictor`); default `$MELISSA_TRAINER_SERVE_KEY`. With a serve
-            file, the first one read must publish it (else `ConfigError`); then unused.
-        context: the ZeroMQ context of the sockets (the caller's to end).
+    Args (those of `Predictor`): `simulation_id`, `run_id`, `endpoint`,
+        `rendezvous_dir` and `curve_server_key` (checked: `Predictor`), where the
+        serving rank is (`predict_endpoint.EndpointLookup`'s); `context`, the ZeroMQ
+        context of the sockets (the caller's to end).
 
     Attributes:
         socket: the DEALER to the serving rank, None until `connect` and after `reset`.
         monitor: its monitor socket (handshake failures, connections refused or lost).
         connected: the endpoint and CURVE key of `socket`.
-        inputs: the inputs the serving rank takes, when read from its serve file.
+        lookup: where the serving rank is (`EndpointLookup`), looked up at `connect`.
     """
 
     def __init__(
@@ -110,29 +95,28 @@ class PredictLink:
         curve_server_key: str | None,
         context: zmq.Context,
     ) -> None:
-        self.simulation_id, self.run_id = simulation_id, run_id
-        self._endpoint, self._key = endpoint, curve_server_key
-        self._rendezvous = rendezvous_dir
-        self._missing = MissingDirectory("rendezvous_dir" if rendezvous_dir else ENV_RENDEZVOUS)
+        self.simulation_id = simulation_id
+        #: where the serving rank is (looked up at each `connect`)
+        self.lookup = EndpointLookup(
+            simulation_id, run_id, endpoint, rendezvous_dir, curve_server_key
+        )
         self._context = context
         self.socket: zmq.Socket | None = None
         self.monitor: zmq.Socket | None = None  # the socket's handshake failures
         self._events: ServeEvents | None = None  # its events read (handshakes timed out)
         self.connected: tuple[str, str | None] = ("", None)  # its endpoint and key
         self._key_given = False  # that key was given (argument, environment), not read
-        self._served_there = False  # a serve file was found in the rendezvous before
         # a trainer found gone: why, when to dial again, and the backoff (`gone`)
         self._gone_why, self._retry_at, self._backoff = "", 0.0, 0.0
-        #: the rendezvous directory and its stamp when the endpoint was last looked up
-        #: there (`check_backoff`), None when the endpoint is given
-        self._looked_at: tuple[str, tuple[int, int] | None] | None = None
-        self.inputs: list[FieldSpec] | None = None
-        #: the rank of the endpoint connected to when known, and whether it was given
-        #: (an argument, the environment) rather than read from a serve file
-        self._rank: int | None = None
+        #: whether the endpoint connected to was given (an argument, the environment)
+        #: rather than read from a serve file
         self._endpoint_given = False
-        self._serve_file: str | None = None  # the serve file last read (None: given)
         self._resolved: set[str] = set()  # host names found to resolve (`_unresolved`)
+
+    @property
+    def inputs(self) -> list[FieldSpec] | None:
+        """The inputs the serving rank takes, when read from its serve file."""
+        return self.lookup.inputs
 
     def check_backoff(self, now: float) -> None:
         """Raise `PredictTimeout` at once while the backoff after a trainer found gone
@@ -144,7 +128,7 @@ class PredictLink:
         backoff (the lookup records the directory as it read it), so a trainer away
         costs no more lookups than it makes changes there."""
         if self.socket is None and now < self._retry_at:
-            if self._looked_at is not None and _stamp(self._looked_at[0]) != self._looked_at[1]:
+            if self.lookup.changed():
                 self._retry_at = 0.0
                 return
             raise PredictTimeout(
@@ -160,7 +144,7 @@ class PredictLink:
         here is kept (a request while the new run publishes no serve file yet fails at
         once, as after a trainer that stopped, instead of waiting its timeout)."""
         self.reset()
-        self.run_id, self._context = run_id, context
+        self.lookup.run_id, self._context = run_id, context
         self._retry_at, self._backoff = 0.0, 0.0
 
     def answered(self) -> None:
@@ -179,7 +163,7 @@ class PredictLink:
         """
         if self.socket is not None:
             return self.socket
-        endpoint, key, given = self._resolve(deadline)
+        endpoint, key, given = self.lookup.find(deadline, self.gone)
         sock = self._context.socket(zmq.DEALER)
         sock.setsockopt(zmq.LINGER, 0)
         sock.setsockopt(zmq.IMMEDIATE, 1)  # never queue a request for a peer not there
@@ -188,7 +172,7 @@ class PredictLink:
             fault = z85_fault(key) if isinstance(key, str) else f"a str, not {type(key).__name__}"
             if fault is not None:
                 sock.close(linger=0)
-                raise malformed_serve_key(key, fault, ENV_SERVE_KEY, self._serve_file)
+                raise malformed_serve_key(key, fault, ENV_SERVE_KEY, self.lookup.serve_file)
             sock.curve_serverkey = key.encode("ascii")
             sock.curve_publickey, sock.curve_secretkey = zmq.curve_keypair()
         monitor = sock.get_monitor_socket(_HANDSHAKE_FAILED | _GONE | zmq.EVENT_CONNECTED)
@@ -304,62 +288,12 @@ class PredictLink:
             self.socket.close(linger=0)
             self.socket = None
 
-    def _resolve(self, deadline: float) -> tuple[str, str | None, bool]:
-        """The endpoint of the rank that serves this simulation, its CURVE key, and
-        whether that key was given (an argument, the environment; else the rendezvous)."""
-        key = self._key or os.environ.get(ENV_SERVE_KEY, "").strip() or None
-        self._serve_file = None
-        if self._endpoint is not None:
-            self._rank = None  # (the trainer's number of ranks is not known here)
-            return self._endpoint, key, True
-        listed = os.environ.get(ENV_SERVE_ENDPOINTS, "").strip()
-        if listed:
-            endpoints = [e.strip() for e in listed.split(",")]
-            self._rank = self.simulation_id % len(endpoints)
-            return checked_endpoint(endpoints[self._rank], ENV_SERVE_ENDPOINTS), key, True
-        directory = self._rendezvous or os.environ.get(ENV_RENDEZVOUS, "").strip()
-        if not directory:
-            raise ValueError(
-                f"no serving endpoint: set {ENV_RENDEZVOUS} (the trainer's rendezvous "
-                f"directory) or {ENV_SERVE_ENDPOINTS}, or pass endpoint="
-            )
-        pause = 0.01
-        while True:
-            # (stamped before the read: a change after it ends the next backoff)
-            self._looked_at = (str(directory), _stamp(directory))
-            entry, why = read_serving(directory, self.simulation_id, self.run_id)
-            if entry is not None:
-                self.inputs, self._rank = entry["inputs"], entry.get("rank")
-                self._served_there = True
-                self._serve_file = str(Path(directory) / f"serve_{self._rank}.json")
-                published = entry.get("curve_public_key")
-                if self._key is not None and published != self._key:  # (as a Client's)
-                    raise not_the_served_key(self._key, published, self._serve_file)
-                self._key = None  # (a restarted trainer's new key is its serve file's)
-                return entry["endpoint"], published, False
-            other = other_run(why, self.run_id)  # (only another run's files: at once)
-            if other is not None:
-                raise self.gone(f"no serving endpoint in {str(directory)!r}: {why}{other}")
-            self._missing.check(directory, why)  # (a typo? warned once)
-            left = deadline - time.monotonic()
-            if left <= 0 or self._served_there:
-                # (Waiting for a serve file is for a trainer not started yet. One that
-                # served this simulation and removed its file has stopped: fall back
-                # now, and look again at the next request, for a trainer resumed.)
-                message = f"no serving endpoint in {str(directory)!r}: {why}"
-                message += self._missing.note(directory)
-                if self._served_there:
-                    raise self.gone(f"{message} (the trainer that served this simulation stopped)")
-                raise PredictTimeout(message)
-            time.sleep(min(pause, left))
-            pause = min(pause * 2, 0.25)
-
     def _not_serving(self, curve_too: bool = False) -> Exception:
         """The error of an endpoint that answers but is not a serving socket: a
         ValueError when given; a trainer gone (`gone`) when read from a serve file (a
         stale one: its port taken by another socket since). `curve_too`: handshakes
         failed without detail, no key known: or a CURVE-only serving socket (said too)."""
-        endpoint, rank = self.connected[0], self._rank
+        endpoint, rank = self.connected[0], self.lookup.rank
         self.reset()
         if not self._endpoint_given:
             return self.gone(
@@ -396,5 +330,5 @@ class PredictLink:
         endpoint, key = self.connected
         plain = self._events is not None and self._events.mismatched
         self.reset()
-        given, rank = self._key_given, self._rank
+        given, rank = self._key_given, self.lookup.rank
         return handshake_refused(endpoint, key, ENV_RENDEZVOUS, ENV_SERVE_KEY, given, rank, plain)

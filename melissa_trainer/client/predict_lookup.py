@@ -1,5 +1,5 @@
 """What a `Predictor` says when the lookup of its serving endpoint in a rendezvous
-directory finds none (`predict_link.PredictLink._resolve`), beyond `read_serving`'s
+directory finds none (`predict_endpoint.EndpointLookup.find`), beyond `read_serving`'s
 why: the fix when only another run's serve files are there (`other_run`: that request
 fails at once), and a path that is not a directory (`MissingDirectory`: the typo hint
 and the directory likely meant, the `Client`'s words, `rendezvous_words`). A user trial

@@ -62,7 +62,6 @@ Not checkpointed: serving holds no state worth a restart (clients time out and a
 
 from __future__ import annotations
 
-import collections
 import logging
 import threading
 import time
@@ -75,13 +74,13 @@ import torch
 from melissa_trainer.core.state import TrainerControl, TrainerState
 from melissa_trainer.hooks.base import Hook
 from melissa_trainer.hooks.inference import Inference
+from melissa_trainer.hooks.serving_batches import ServedBatches
 from melissa_trainer.hooks.serving_budget import ServingBudget
 from melissa_trainer.hooks.serving_checks import check_serving
 from melissa_trainer.hooks.serving_in_process import InProcessPrediction, queued
 from melissa_trainer.hooks.serving_report import LOG_MAXIMA, log_figures, summary
 from melissa_trainer.hooks.serving_socket import rank_server
 from melissa_trainer.stream.handshakes import log_bound
-from melissa_trainer.stream.log_summary import FAILED, LogSummary
 from melissa_trainer.stream.serving import DEFAULT_MAX_QUEUE, Pending, PredictServer, ServingRefused
 from melissa_trainer.stream.serving_rendezvous import check_inputs
 
@@ -92,7 +91,6 @@ __all__ = ["DEFAULT_MAX_LATENCY_STEPS", "InProcessPrediction", "ServingHook", "S
 
 logger = logging.getLogger(__name__)
 
-_LATENCIES = 10_000  # latencies kept for the percentiles (the most recent)
 #: default `ServingHook.max_latency_steps`
 DEFAULT_MAX_LATENCY_STEPS = 16
 
@@ -157,15 +155,9 @@ class ServingHook(Hook):
         self._last_end: float | None = None  # (perf_counter seconds)
         self._served = 0.0  # seconds serving since `_last_end`
         self._step_started: float | None = None  # (perf_counter: this step's STEP_START)
-        self._latency_steps: collections.deque[int] = collections.deque(maxlen=_LATENCIES)
-        self._latency_ms: collections.deque[float] = collections.deque(maxlen=_LATENCIES)
-        # failed inferences: the first of each exception type in full, then a summary at
-        # most every 30 s, as the server's rejected requests (`LogSummary`; its calls
-        # serialised by `_failures_lock`: the training and the idle thread serve)
+        # the batches served, their latencies, and the failed inferences logged
         self._failures_clock: Callable[[], float] = time.monotonic  # (tests inject one)
-        self._failures = LogSummary(logger, "serving", clock=self._failures_clock)
-        self._failures_lock = threading.Lock()
-        self._batches = 0  # model runs that served requests
+        self._runs = ServedBatches(self._inference, logger, self._failures_clock)
         # the model, held by the training thread (a step, a validation: reentrant) or by
         # the idle thread (one batch)
         self._model = threading.RLock()
@@ -178,9 +170,7 @@ class ServingHook(Hook):
         self, trainer: TrainerView, state: TrainerState, control: TrainerControl
     ) -> None:
         self._trainer, self._thread = trainer, threading.get_ident()
-        with self._failures_lock:
-            who = f"serving of rank {trainer.process_index}"
-            self._failures = LogSummary(logger, who, clock=self._failures_clock)
+        self._runs.name(f"serving of rank {trainer.process_index}", self._failures_clock)
         server = rank_server(self.inputs, trainer, self._bind, self._rendezvous, self.max_queue)
         if server is None:
             return  # in-process serving only (`predict` from another thread still queues)
@@ -248,7 +238,7 @@ class ServingHook(Hook):
             self._served += spent
         self._last_end = time.perf_counter()
         self._release_model()
-        self._tick_failures()
+        self._runs.tick()
 
     def on_loop_end(
         self, trainer: TrainerView, state: TrainerState, control: TrainerControl
@@ -261,8 +251,7 @@ class ServingHook(Hook):
         if self._idle is not None:
             self._idle.join()
             self._idle = None
-        with self._failures_lock:
-            self._failures.flush()  # (the failures not logged in full, counted)
+        self._runs.flush()  # (the failures not logged in full, counted)
         self._server.stop()
         if self._trainer is not None and self.telemetry().get("requests"):
             logger.info("%s", summary(self._trainer.process_index, self.telemetry()))
@@ -320,12 +309,9 @@ class ServingHook(Hook):
         the batches run, the serving share of training time and latency percentiles
         (steps, ms) of the most recent answers."""
         out: dict[str, float] = dict(self._server.telemetry())
-        out["batches"] = self._batches
+        out["batches"] = self._runs.batches
         out["serving_share"] = self.budget.used_share
-        for name, values in (("steps", self._latency_steps), ("ms", self._latency_ms)):
-            if values:
-                p50, p99 = np.percentile(np.fromiter(values, float), [50, 99])
-                out[f"latency_{name}_p50"], out[f"latency_{name}_p99"] = float(p50), float(p99)
+        out.update(self._runs.latencies())
         return out
 
     # -- internals -------------------------------------------------------------------
@@ -345,7 +331,7 @@ class ServingHook(Hook):
         """The idle thread: serve while no step has run for a while (module docstring)."""
         server = self._server
         while not self._stop.is_set():
-            self._tick_failures()  # (a summary due while training waits is not held back)
+            self._runs.tick()  # (a summary due while training waits is not held back)
             if not server.wait_pending(0.1):
                 continue
             last = self._last_end
@@ -361,10 +347,6 @@ class ServingHook(Hook):
             finally:
                 self._model.release()
 
-    def _tick_failures(self) -> None:
-        with self._failures_lock:
-            self._failures.tick()
-
     def _stop_serving(self) -> None:
         server = self._server
         server.serving = False
@@ -372,27 +354,4 @@ class ServingHook(Hook):
             server.refuse(pending, "not_serving", "the trainer stopped serving")
 
     def _serve(self, batch: list[Pending], version: int) -> None:
-        if not batch:
-            return
-        server = self._server
-        self._batches += 1
-        try:
-            outputs = self._inference.run(self._trainer, [p.request.arrays for p in batch])
-        except Exception as exc:  # the user's functions or model on these inputs
-            detail = f"{type(exc).__name__}: {exc}"
-            with self._failures_lock:  # (`refused_failed` counts them all)
-                self._failures.event(
-                    FAILED,
-                    type(exc).__name__,
-                    None,
-                    f"serving: the inference of {len(batch)} requests failed",
-                    exc_info=True,
-                )
-            for pending in batch:
-                server.refuse(pending, "failed", detail)
-            return
-        now = time.monotonic()
-        for pending, arrays in zip(batch, outputs, strict=True):
-            server.answer(pending, arrays, version)
-            self._latency_steps.append(version - pending.version)
-            self._latency_ms.append((now - pending.received) * 1000)
+        self._runs.serve(self._server, self._trainer, batch, version)

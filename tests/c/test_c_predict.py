@@ -24,9 +24,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import zmq
-from c_driver import script_exe  # noqa: F401 (a fixture)
-from compiled import c_client  # noqa: F401 (a fixture)
-from predict_script import (  # noqa: F401 (fixtures)
+from predict_runs import CPredict
+from predict_script import (
     MT_EDTYPE,
     MT_EENV,
     MT_EFIELD,
@@ -34,12 +33,8 @@ from predict_script import (  # noqa: F401 (fixtures)
     MT_EREPLY,
     MT_ESHAPE,
     MT_ETIMEDOUT,
-    Script,
     outputs_of,
-    sink,
-    start_lines,
     status,
-    zctx,
 )
 from predict_server import INPUTS, VERSION, answering_server
 
@@ -57,17 +52,13 @@ def recv_request(router: zmq.Socket) -> tuple[bytes, list[bytes]]:
 
 
 def test_request_and_replies_through_the_python_codec(
-    script_exe: Path,  # noqa: F811
-    zctx: zmq.Context,  # noqa: F811
-    sink: str,  # noqa: F811
+    c_predict: CPredict, zctx: zmq.Context
 ) -> None:
     router = zctx.socket(zmq.ROUTER)
     router.setsockopt(zmq.LINGER, 0)
     router.bind("tcp://127.0.0.1:*")
     serve = router.getsockopt_string(zmq.LAST_ENDPOINT)
-    script = Script(script_exe, {"MELISSA_TRAINER_RUN_ID": "run-7"})
-    try:
-        script.send(*start_lines(sink, sim=7), f"serve {serve}")
+    with c_predict.script({"MELISSA_TRAINER_RUN_ID": "run-7"}, ask=[f"serve {serve}"]) as script:
         u = np.array([1.5, -2.0, 0.25, 3.0], np.float32)
         k = np.array([[1, 2, 3], [4, 5, 6]], np.int64)
         ask = script.send(
@@ -124,8 +115,6 @@ def test_request_and_replies_through_the_python_codec(
         router.send_multipart([identity3, *P.encode_prediction(7, 6, 126, {"y": y, "n": n})])
         router.send_multipart([identity4, *P.encode_prediction(7, 7, 127, {"y": y, "n": n})])
         lines, _ = script.finish()
-    finally:
-        script.kill()
     assert status(lines, ask) == (0, "")
     version, outs = outputs_of(lines, ask)
     assert version == 120
@@ -147,26 +136,24 @@ def test_request_and_replies_through_the_python_codec(
     assert outputs_of(lines, after)[0] == 127  # (the late answer went to the closed socket)
 
 
-def test_against_the_serving_socket(script_exe: Path, sink: str, tmp_path: Path) -> None:  # noqa: F811
+def test_against_the_serving_socket(c_predict: CPredict, tmp_path: Path) -> None:
     """Round trips through the rendezvous; bad inputs and outputs refused before
     anything is sent (the server counts only the good requests)."""
     env = {"MELISSA_TRAINER_RUN_ID": "run-a", "MELISSA_TRAINER_RENDEZVOUS": str(tmp_path / "rv")}
-    with answering_server(tmp_path / "rv", run_id="run-a", max_queue=4) as (server, _):
-        script = Script(script_exe, env)
-        try:
-            script.send(*start_lines(sink, sim=3))
-            good = script.send("input u 1 1 4 : 1 2 3 4", "output y 1 4", "predict 20")
-            shape = script.send("unstage", "input u 1 1 3 : 1 2 3", "output y 1 4", "predict 20")
-            dtype = script.send("unstage", "input u 2 1 4 : 1 2 3 4", "output y 1 4", "predict 20")
-            name = script.send("unstage", "input v 1 1 4 : 1 2 3 4", "output y 1 4", "predict 20")
-            extra = script.send("input u 1 1 4 : 1 2 3 4", "predict 20")
-            small = script.send("unstage", "input u 1 1 4 : 5 6 7 8", "output y 1 2", "predict 20")
-            other = script.send("unstage", "input u 1 1 4 : 5 6 7 8", "output z 1 4", "predict 20")
-            kind = script.send("unstage", "input u 1 1 4 : 5 6 7 8", "output y 2 4", "predict 20")
-            last = script.send("unstage", "input u 1 1 4 : 0 0 0 1", "output y 1 4", "predict 20")
-            lines, _ = script.finish()
-        finally:
-            script.kill()
+    with (
+        answering_server(tmp_path / "rv", run_id="run-a", max_queue=4) as (server, _),
+        c_predict.script(env, 3, ask=[]) as script,
+    ):
+        good = script.send("input u 1 1 4 : 1 2 3 4", "output y 1 4", "predict 20")
+        shape = script.send("unstage", "input u 1 1 3 : 1 2 3", "output y 1 4", "predict 20")
+        dtype = script.send("unstage", "input u 2 1 4 : 1 2 3 4", "output y 1 4", "predict 20")
+        name = script.send("unstage", "input v 1 1 4 : 1 2 3 4", "output y 1 4", "predict 20")
+        extra = script.send("input u 1 1 4 : 1 2 3 4", "predict 20")
+        small = script.send("unstage", "input u 1 1 4 : 5 6 7 8", "output y 1 2", "predict 20")
+        other = script.send("unstage", "input u 1 1 4 : 5 6 7 8", "output z 1 4", "predict 20")
+        kind = script.send("unstage", "input u 1 1 4 : 5 6 7 8", "output y 2 4", "predict 20")
+        last = script.send("unstage", "input u 1 1 4 : 0 0 0 1", "output y 1 4", "predict 20")
+        lines, _ = script.finish()
     version, outs = outputs_of(lines, good)
     assert version == VERSION and status(lines, good) == (0, "")
     np.testing.assert_array_equal(outs["y"], [19, 21, 23, 25])
@@ -199,68 +186,41 @@ def test_against_the_serving_socket(script_exe: Path, sink: str, tmp_path: Path)
     assert server.telemetry() == {"requests": 5, "answered": 5}
 
 
-def test_before_serving_a_timeout_then_not_serving(
-    script_exe: Path,  # noqa: F811
-    sink: str,  # noqa: F811
-    tmp_path: Path,
-) -> None:
+def test_before_serving_a_timeout_then_not_serving(c_predict: CPredict, tmp_path: Path) -> None:
     """No serve file yet: MT_ETIMEDOUT (the simulation falls back); a socket bound but
     not serving: refused ``not_serving``. Neither blocks past its timeout."""
     env = {"MELISSA_TRAINER_RENDEZVOUS": str(tmp_path)}
-    ask = ["input u 1 1 4 : 1 2 3 4", "output y 1 4"]
-    script = Script(script_exe, env)
-    try:
-        script.send(*start_lines(sink, sim=0), *ask)
-        early = script.send("predict 0.3")
-        lines, _ = script.finish()
-    finally:
-        script.kill()
+    lines, [early] = c_predict.replies(env, 0.3, sim=0)
     code, message = status(lines, early)
     assert code == MT_ETIMEDOUT
     assert message.endswith("within 0.3 s: no trainer serves predictions there (yet)")
     server = PredictServer(INPUTS, rendezvous_dir=tmp_path)
     server.start()
-    script = Script(script_exe, env)
     try:
-        script.send(*start_lines(sink, sim=0), *ask)
-        refused = script.send("predict 20")
-        lines, _ = script.finish()
+        lines, [refused] = c_predict.replies(env, 20, sim=0)
     finally:
-        script.kill()
         server.stop()
     assert lines[refused][0].startswith("refusal 2 ")
     code, message = status(lines, refused)
     assert code == MT_EREFUSED and "(not_serving)" in message
 
 
-def test_another_runs_trainer_refuses_or_is_ignored(
-    script_exe: Path,  # noqa: F811
-    sink: str,  # noqa: F811
-    tmp_path: Path,
-) -> None:
+def test_another_runs_trainer_refuses_or_is_ignored(c_predict: CPredict, tmp_path: Path) -> None:
     """A simulation of run-b: told the endpoint, the trainer of run-a refuses it
     ``wrong_run``; through the rendezvous, run-a's serve file is ignored: the request
     fails at once, naming both runs (the words: test_c_predict_other_run.py)."""
     server = PredictServer(INPUTS, rendezvous_dir=tmp_path, run_id="run-a")
     server.start()
     server.serving = True
-    ask = ["input u 1 1 4 : 1 2 3 4", "output y 1 4"]
     try:
         env = {
             "MELISSA_TRAINER_RUN_ID": "run-b",
             "MELISSA_TRAINER_SERVE_ENDPOINTS": server.endpoint or "",
         }
-        script = Script(script_exe, env)
-        script.send(*start_lines(sink), *ask)
-        told = script.send("predict 20")
-        lines, _ = script.finish()
-        script.kill()
+        lines, [told] = c_predict.replies(env, 20)
         env = {"MELISSA_TRAINER_RUN_ID": "run-b", "MELISSA_TRAINER_RENDEZVOUS": str(tmp_path)}
-        script = Script(script_exe, env)
-        script.send(*start_lines(sink), *ask)
-        looked = script.send("predict 300")  # (past the test's timeout: at once, or fail)
-        lines2, _ = script.finish()
-        script.kill()
+        # (past the test's timeout: at once, or fail)
+        lines2, [looked] = c_predict.replies(env, 300)
     finally:
         server.stop()
     assert lines[told][0].startswith("refusal 3 ")
@@ -269,31 +229,15 @@ def test_another_runs_trainer_refuses_or_is_ignored(
     assert code == MT_ETIMEDOUT and "belongs to another run (['run-a']), not run 'run-b'" in message
 
 
-def test_curve_key_of_the_serve_file_is_used(
-    script_exe: Path,  # noqa: F811
-    sink: str,  # noqa: F811
-    tmp_path: Path,
-) -> None:
+def test_curve_key_of_the_serve_file_is_used(c_predict: CPredict, tmp_path: Path) -> None:
     """A serving socket with CURVE keys: the C client that reads the serve file (its
     public key) is answered; one given the endpoint without the key gets no answer, and
     never a reply it cannot trust: MT_EENV as soon as the handshake fails, naming the
     missing key (as the Python client's ValueError; test_c_predict_curve_refused.py)."""
-    ask = ["input u 1 1 4 : 1 2 3 4", "output y 1 4"]
     with answering_server(tmp_path, curve=True) as (server, _):
-        script = Script(script_exe, {"MELISSA_TRAINER_RENDEZVOUS": str(tmp_path)})
-        try:
-            script.send(*start_lines(sink), *ask)
-            keyed = script.send("predict 20")
-            lines, _ = script.finish()
-        finally:
-            script.kill()
-        script = Script(script_exe, {"MELISSA_TRAINER_SERVE_ENDPOINTS": server.endpoint or ""})
-        try:
-            script.send(*start_lines(sink), *ask)
-            plain = script.send("predict 60")  # (said at once: not waited out)
-            lines2, _ = script.finish()
-        finally:
-            script.kill()
+        lines, [keyed] = c_predict.replies({"MELISSA_TRAINER_RENDEZVOUS": str(tmp_path)}, 20)
+        listed = {"MELISSA_TRAINER_SERVE_ENDPOINTS": server.endpoint or ""}
+        lines2, [plain] = c_predict.replies(listed, 60)  # (said at once: not waited out)
     code, message = status(lines, keyed)
     if code != 0 and "built without" in message:
         pytest.skip(f"the C client's libzmq: {message}")

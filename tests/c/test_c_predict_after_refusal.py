@@ -9,8 +9,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from c_driver import script_exe  # noqa: F401 (a fixture)
-from compiled import c_client  # noqa: F401 (a fixture)
 from helpers import running
 from predict_server import answering_server
 from test_c_admission_watch import FLOAT32, MAX_SENDS, MT_ESIMREFUSED, STUDY, refused_here, solver
@@ -20,7 +18,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 
 
 def test_a_refused_c_solver_asking_for_a_prediction_gets_the_refusal(
-    script_exe: Path,  # noqa: F811
+    script_exe: Path,
     tmp_path: Path,
 ) -> None:
     rendezvous = {"MELISSA_TRAINER_RENDEZVOUS": str(tmp_path / "rv")}

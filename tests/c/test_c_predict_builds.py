@@ -11,23 +11,20 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from compiled import (  # noqa: F401 (fixtures)
+from compiled import (  # noqa: F401 (a fixture)
     SANITIZER_ENV,
     CClient,
-    c_client,
     compile_fortran_program,
     sanitized_c_client,
 )
-from predict_script import (  # noqa: F401 (fixtures)
+from predict_script import (
     MT_EDTYPE,
     MT_ESHAPE,
     MT_ETIMEDOUT,
     Script,
     dead_endpoint,
-    sink,
     start_lines,
     status,
-    zctx,
 )
 from predict_server import VERSION, answering_server
 
@@ -75,8 +72,8 @@ end program
 
 
 def test_fortran_predict_answers_and_errors(
-    c_client: CClient,  # noqa: F811
-    sink: str,  # noqa: F811
+    c_client: CClient,
+    sink: str,
     tmp_path: Path,
 ) -> None:
     """The Fortran module's mt_predict: an answer (any rank of output with the right
@@ -112,7 +109,7 @@ def test_fortran_predict_answers_and_errors(
 @pytest.mark.timeout(300)
 def test_predict_paths_under_sanitizers(
     sanitized_c_client: CClient,  # noqa: F811
-    sink: str,  # noqa: F811
+    sink: str,
     tmp_path: Path,
 ) -> None:
     """Every path of mt_predict (answer, refusals, bad inputs and outputs, a trainer

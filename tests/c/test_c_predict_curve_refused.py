@@ -24,17 +24,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import zmq
-from c_driver import script_exe  # noqa: F401 (a fixture)
-from compiled import c_client  # noqa: F401 (a fixture)
-from predict_script import (  # noqa: F401 (fixtures)
-    MT_EENV,
-    MT_ETIMEDOUT,
-    Script,
-    sink,
-    start_lines,
-    status,
-    zctx,
-)
+from predict_runs import CPredict
+from predict_script import MT_EENV, MT_ETIMEDOUT
 from predict_server import answering_server
 
 from melissa_trainer.client.predict import Predictor
@@ -43,26 +34,7 @@ pytestmark = pytest.mark.e2e  # every test here starts a process
 
 #: longer than the tests' own timeouts: a request that waits for it fails the test
 LONG = 120
-ASK = ["input u 1 1 4 : 1 2 3 4", "output y 1 4"]
 FIX = "set MELISSA_TRAINER_SERVE_KEY to the stream's ReceiverConfig.curve_public_key"
-
-
-def two_requests(
-    exe: Path,
-    sink: str,  # noqa: F811
-    env: dict[str, str],
-    timeout: float,
-) -> list[tuple[int, str]]:
-    """The statuses and messages of two requests of `timeout` seconds in a row."""
-    script = Script(exe, env)
-    try:
-        script.send(*start_lines(sink), *ASK)
-        first = script.send(f"predict {timeout}")
-        second = script.send(f"predict {timeout}")
-        lines, _ = script.finish()
-    finally:
-        script.kill()
-    return [status(lines, first), status(lines, second)]
 
 
 @pytest.mark.timeout(60)
@@ -78,8 +50,7 @@ def two_requests(
     ids=["wrong_key", "no_key_for_curve_server", "key_for_plain_server"],
 )
 def test_a_refused_handshake_fails_the_request_at_once_naming_the_key(
-    script_exe: Path,  # noqa: F811
-    sink: str,  # noqa: F811
+    c_predict: CPredict,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     server_curve: bool,
@@ -93,7 +64,7 @@ def test_a_refused_handshake_fails_the_request_at_once_naming_the_key(
         env = {"MELISSA_TRAINER_SERVE_ENDPOINTS": server.endpoint}
         if client_key is not None:
             env["MELISSA_TRAINER_SERVE_KEY"] = zmq.curve_keypair()[0].decode("ascii")
-        results = two_requests(script_exe, sink, env, LONG)
+        results = c_predict.statuses(env, LONG, LONG)
         # the oracle: the Python client, same server and variables, raises at once
         for name, value in env.items():
             monkeypatch.setenv(name, value)
@@ -119,9 +90,7 @@ def test_a_refused_handshake_fails_the_request_at_once_naming_the_key(
 
 @pytest.mark.timeout(60)
 def test_a_stale_serve_files_key_waits_its_timeout_as_the_python_client(
-    script_exe: Path,  # noqa: F811
-    sink: str,  # noqa: F811
-    tmp_path: Path,
+    c_predict: CPredict, tmp_path: Path
 ) -> None:
     """A serve file whose CURVE key is not the server's (the file of an earlier trainer
     at that endpoint): not certain to be a mistake, so the request waits its timeout
@@ -134,7 +103,7 @@ def test_a_stale_serve_files_key_waits_its_timeout_as_the_python_client(
         (tmp_path / "stale").mkdir()
         (tmp_path / "stale" / "serve_0.json").write_text(json.dumps(entry))
         env = {"MELISSA_TRAINER_RENDEZVOUS": str(tmp_path / "stale")}
-        results = two_requests(script_exe, sink, env, 1)
+        results = c_predict.statuses(env, 1, 1)
         requests = server.telemetry().get("requests", 0)
     if any("built without" in message for _, message in results):
         pytest.skip(f"the C client's libzmq: {results}")

@@ -19,8 +19,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from c_driver import script_exe  # noqa: F401 (a fixture)
-from compiled import c_client  # noqa: F401 (a fixture)
 from predict_script import Script
 
 pytestmark = [
@@ -78,7 +76,7 @@ def version(said: list[str]) -> int:
 
 @pytest.mark.timeout(400)
 def test_a_c_solver_is_answered_by_the_resumed_trainer_after_its_next_send(
-    script_exe: Path,  # noqa: F811
+    script_exe: Path,
     tmp_path: Path,
 ) -> None:
     run = Run(tmp_path)

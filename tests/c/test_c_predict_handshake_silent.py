@@ -21,14 +21,13 @@ import socket
 import subprocess
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 import zmq
-from c_driver import script_exe  # noqa: F401 (a fixture)
-from compiled import CClient, c_client  # noqa: F401 (a fixture)
+from compiled import CClient
 from handshake_shim import build_shim
-from predict_script import MT_ETIMEDOUT, Script, sink, start_lines, status, zctx  # noqa: F401
+from predict_runs import CPredict
+from predict_script import MT_ETIMEDOUT, status
 from silent_peer import silent_peer
 from stopped_process import stop
 
@@ -42,7 +41,6 @@ pytestmark = [
 IVL_MS = 2500
 #: below the 2 s bound (NOT_ZMQ_AFTER): half of it is the bound now
 SHORT_MS = 600
-ASK = ["input u 1 1 4 : 0 1 2 3", "output y 1 4"]
 
 
 def silent_words(endpoint: str, timeout: float) -> str:
@@ -56,7 +54,7 @@ def silent_words(endpoint: str, timeout: float) -> str:
 def shim(
     request: pytest.FixtureRequest,
     tmp_path_factory: pytest.TempPathFactory,
-    c_client: CClient,  # noqa: F811
+    c_client: CClient,
 ) -> tuple[int, str]:
     """The shim's interval (ms) and its LD_PRELOAD value."""
     ivl = int(request.param)
@@ -71,23 +69,10 @@ def silent() -> Iterator[tuple[str, list[socket.socket]]]:
         yield peer
 
 
-def ask(exe: Path, sink: str, env: dict[str, str], timeouts: list[float]) -> list[tuple[int, str]]:  # noqa: F811
-    """The statuses and messages of requests of `timeouts` seconds in a row."""
-    script = Script(exe, env)
-    try:
-        script.send(*start_lines(sink), *ASK)
-        lines_at = [script.send(f"predict {t}") for t in timeouts]
-        lines, _ = script.finish(timeout=120)
-    finally:
-        script.kill()
-    return [status(lines, n) for n in lines_at]
-
-
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("keyed", [True, False], ids=["keyed", "keyless"])
 def test_a_silent_peer_is_mt_etimedout_that_says_so(
-    script_exe: Path,  # noqa: F811
-    sink: str,  # noqa: F811
+    c_predict: CPredict,
     shim: tuple[int, str],
     silent: tuple[str, list[socket.socket]],
     keyed: bool,
@@ -98,7 +83,7 @@ def test_a_silent_peer_is_mt_etimedout_that_says_so(
     env = {"MELISSA_TRAINER_SERVE_ENDPOINTS": endpoint, "LD_PRELOAD": preload}
     if keyed:
         env["MELISSA_TRAINER_SERVE_KEY"] = zmq.curve_keypair()[0].decode()
-    [(code, message)] = ask(script_exe, sink, env, [timeout])
+    [(code, message)] = c_predict.statuses(env, timeout, finish=120)
     if "built without" in message:
         pytest.skip(f"the C client's libzmq: {message}")
     assert len(accepted) >= 3, (len(accepted), message)  # (two timed out, at least)
@@ -124,8 +109,7 @@ while True:
 @pytest.mark.timeout(120)
 @pytest.mark.skipif(sys.platform != "linux", reason="SIGSTOP")
 def test_a_stopped_curve_trainer_is_mt_etimedout_then_answers_once_continued(
-    script_exe: Path,  # noqa: F811
-    sink: str,  # noqa: F811
+    c_predict: CPredict,
     shim: tuple[int, str],
 ) -> None:
     ivl, preload = shim
@@ -133,32 +117,26 @@ def test_a_stopped_curve_trainer_is_mt_etimedout_then_answers_once_continued(
     proc = subprocess.Popen(
         [sys.executable, "-c", SERVER], stdout=subprocess.PIPE, text=True, env=env
     )
-    script = None
     try:
         assert proc.stdout is not None
         endpoint, key = proc.stdout.readline().split()
         stop(proc.pid)  # (before the client connects: no handshake)
         timeout = 4 * ivl / 1000
-        script = Script(
-            script_exe,
-            {
-                "MELISSA_TRAINER_SERVE_ENDPOINTS": endpoint,
-                "MELISSA_TRAINER_SERVE_KEY": key,
-                "LD_PRELOAD": preload,
-            },
-        )
-        script.send(*start_lines(sink), *ASK)
-        first = script.send(f"predict {timeout}")
-        said = script.wait(first)[-1]
-        os.kill(proc.pid, signal.SIGCONT)
-        second = script.send("predict 30")
-        lines, _ = script.finish(timeout=120)
+        env = {
+            "MELISSA_TRAINER_SERVE_ENDPOINTS": endpoint,
+            "MELISSA_TRAINER_SERVE_KEY": key,
+            "LD_PRELOAD": preload,
+        }
+        with c_predict.script(env) as script:
+            first = script.send(f"predict {timeout}")
+            said = script.wait(first)[-1]
+            os.kill(proc.pid, signal.SIGCONT)
+            second = script.send("predict 30")
+            lines, _ = script.finish(timeout=120)
         assert status(lines, first) == (MT_ETIMEDOUT, silent_words(endpoint, timeout)), said
         assert status(lines, second)[0] == 0, lines[second]
         assert "version 5" in lines[second], lines[second]
     finally:
-        if script is not None:
-            script.kill()
         os.kill(proc.pid, signal.SIGCONT)
         proc.kill()
         proc.communicate(timeout=60)

@@ -24,8 +24,6 @@ from pathlib import Path
 
 import pytest
 import zmq
-from c_driver import script_exe  # noqa: F401 (a fixture)
-from compiled import c_client  # noqa: F401 (a fixture)
 
 from melissa_trainer.stream.serving import PredictServer
 
@@ -61,7 +59,7 @@ def serve(server: PredictServer, stop: threading.Event) -> threading.Thread:
 
 @pytest.mark.timeout(120)
 def test_inputs_the_trainer_refuses_are_einval_not_a_fallback(
-    script_exe: Path,  # noqa: F811
+    script_exe: Path,
     sink: str,
 ) -> None:
     server = PredictServer({"u": ((4,), "float32")})

@@ -16,16 +16,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from c_driver import script_exe  # noqa: F401 (a fixture)
-from compiled import c_client  # noqa: F401 (a fixture)
-from predict_script import (  # noqa: F401 (fixtures)
-    MT_ETIMEDOUT,
-    Script,
-    sink,
-    start_lines,
-    status,
-    zctx,
-)
+from predict_runs import CPredict
+from predict_script import MT_ETIMEDOUT
 
 from melissa_trainer.client.predict import Predictor, PredictTimeout
 from melissa_trainer.stream.serving_rendezvous import write_serving
@@ -58,21 +50,12 @@ def python_words(rendezvous: Path, sim: int) -> str:
 
 @pytest.mark.timeout(60)
 def test_only_another_runs_serve_files_fail_at_once_in_pythons_words(
-    script_exe: Path,  # noqa: F811
-    sink: str,  # noqa: F811
-    tmp_path: Path,
+    c_predict: CPredict, tmp_path: Path
 ) -> None:
     write_serving(tmp_path, 0, 1, "tcp://127.0.0.1:1", field_specs({"u": ((4,), "float32")}),
                   "run-a", None)  # fmt: skip
     env = {"MELISSA_TRAINER_RUN_ID": "run-b", "MELISSA_TRAINER_RENDEZVOUS": str(tmp_path)}
-    script = Script(script_exe, env)
-    try:
-        script.send(*start_lines(sink), "input u 1 1 4 : 1 2 3 4", "output y 1 4")
-        asked = [script.send(f"predict {LONG}") for _ in range(2)]
-        lines, _ = script.finish()
-    finally:
-        script.kill()
-    (first, first_words), (second, second_words) = (status(lines, n) for n in asked)
+    (first, first_words), (second, second_words) = c_predict.statuses(env, LONG, LONG)
     assert first == MT_ETIMEDOUT, first_words
     assert first_words == python_words(tmp_path, 7), first_words
     assert "belongs to another run (['run-a']), not run 'run-b'" in first_words

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from compiled import CClient, c_client, compile_fortran_program  # noqa: F401 (a fixture)
+from compiled import CClient, compile_fortran_program
 from serving_parts import Weights, linear, serving_hook, serving_study
 
 pytestmark = [
@@ -157,7 +157,7 @@ def simulations(client: CClient, tmp_path: Path) -> tuple[Path, bool]:
 
 @pytest.mark.timeout(240)
 def test_c_and_fortran_simulations_get_the_model_of_the_version_they_are_told(
-    c_client: CClient,  # noqa: F811
+    c_client: CClient,
     tmp_path: Path,
 ) -> None:
     command, fortran = simulations(c_client, tmp_path)

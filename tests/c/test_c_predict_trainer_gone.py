@@ -25,17 +25,8 @@ import signal
 from pathlib import Path
 
 import pytest
-from c_driver import script_exe  # noqa: F401 (a fixture)
-from compiled import c_client  # noqa: F401 (a fixture)
-from predict_script import (  # noqa: F401 (fixtures)
-    MT_ETIMEDOUT,
-    Script,
-    dead_endpoint,
-    outputs_of,
-    sink,
-    start_lines,
-    zctx,
-)
+from predict_runs import ASK, CPredict
+from predict_script import MT_ETIMEDOUT, Script, dead_endpoint, outputs_of
 from server_process import kill_all, start_server
 from waiting import wait_until
 
@@ -45,7 +36,6 @@ pytestmark = pytest.mark.e2e  # every test here starts a process
 
 #: longer than the tests' own timeouts: a request that waits for it fails the test
 LONG = 120
-ASK = ["input u 1 1 4 : 1 1 1 1", "output y 1 4"]
 
 
 def ask(script: Script) -> tuple[int, str, list[str]]:
@@ -67,49 +57,44 @@ def answered_again(script: Script) -> int:
 
 @pytest.mark.timeout(60)
 def test_a_request_waiting_when_the_trainer_is_killed_falls_back_at_once(
-    script_exe: Path,  # noqa: F811
-    sink: str,  # noqa: F811
-    tmp_path: Path,
+    c_predict: CPredict, tmp_path: Path
 ) -> None:
     first, endpoint = start_server(tmp_path, 1, hold=True)
     second = None
-    script = Script(script_exe, {"MELISSA_TRAINER_RENDEZVOUS": str(tmp_path / "rv")})
+    rendezvous = {"MELISSA_TRAINER_RENDEZVOUS": str(tmp_path / "rv")}
     try:
-        script.send(*start_lines(sink, sim=0), *ASK)
-        code, message, lines = ask(script)
-        assert (code, outputs_of({0: lines}, 0)[0]) == (0, 1), message
-        waiting = script.send(f"predict {LONG}")
-        assert first.stdout is not None and first.stdout.readline().strip() == "holding"
-        first.send_signal(signal.SIGKILL)  # while the request waits for its answer
-        first.wait()
-        held, _, message = script.wait(waiting)[-1].partition(" ")
-        # (before the fix: LONG seconds, past the test's timeout)
-        assert int(held) == MT_ETIMEDOUT, message
-        assert "was lost while the request waited" in message and endpoint in message
+        with c_predict.script(rendezvous, 0) as script:
+            code, message, lines = ask(script)
+            assert (code, outputs_of({0: lines}, 0)[0]) == (0, 1), message
+            waiting = script.send(f"predict {LONG}")
+            assert first.stdout is not None and first.stdout.readline().strip() == "holding"
+            first.send_signal(signal.SIGKILL)  # while the request waits for its answer
+            first.wait()
+            held, _, message = script.wait(waiting)[-1].partition(" ")
+            # (before the fix: LONG seconds, past the test's timeout)
+            assert int(held) == MT_ETIMEDOUT, message
+            assert "was lost while the request waited" in message and endpoint in message
 
-        # The dead trainer's serve file stays (SIGKILL): its port refuses the
-        # connection; the next requests fail at once (the backoff's, or the refusal's).
-        entry, _ = read_serving(tmp_path / "rv", 0, None)
-        assert entry is not None and entry["endpoint"] == endpoint
-        for _ in range(3):
-            code, message, _ = ask(script)
-            assert code == MT_ETIMEDOUT, message
-            assert "at an earlier request" in message or "refused the connection" in message
+            # The dead trainer's serve file stays (SIGKILL): its port refuses the
+            # connection; the next requests fail at once (the backoff's, or the refusal's).
+            entry, _ = read_serving(tmp_path / "rv", 0, None)
+            assert entry is not None and entry["endpoint"] == endpoint
+            for _ in range(3):
+                code, message, _ = ask(script)
+                assert code == MT_ETIMEDOUT, message
+                assert "at an earlier request" in message or "refused the connection" in message
 
-        second, endpoint2 = start_server(tmp_path, 2, hold=False)  # a trainer again
-        assert endpoint2 != endpoint
-        assert answered_again(script) == 2
-        script.finish()
+            second, endpoint2 = start_server(tmp_path, 2, hold=False)  # a trainer again
+            assert endpoint2 != endpoint
+            assert answered_again(script) == 2
+            script.finish()
     finally:
-        script.kill()
         kill_all(first, second)
 
 
 @pytest.mark.timeout(60)
 def test_after_a_trainer_that_served_stops_cleanly_requests_fall_back_at_once(
-    script_exe: Path,  # noqa: F811
-    sink: str,  # noqa: F811
-    tmp_path: Path,
+    c_predict: CPredict, tmp_path: Path
 ) -> None:
     """SIGTERM: the trainer removes its serve file and closes its socket. The requests
     after that had each waited their whole timeout (for a connection, then for a serve
@@ -117,27 +102,26 @@ def test_after_a_trainer_that_served_stops_cleanly_requests_fall_back_at_once(
     better: it falls back at once, and finds a trainer that comes back."""
     first, endpoint = start_server(tmp_path, 1, hold=False)
     second = None
-    script = Script(script_exe, {"MELISSA_TRAINER_RENDEZVOUS": str(tmp_path / "rv")})
+    rendezvous = {"MELISSA_TRAINER_RENDEZVOUS": str(tmp_path / "rv")}
     try:
-        script.send(*start_lines(sink, sim=0), *ASK)
-        assert ask(script)[0] == 0
-        first.send_signal(signal.SIGTERM)
-        assert first.wait() == 143
-        assert read_serving(tmp_path / "rv", 0, None)[0] is None  # its file removed
-        code, message, _ = ask(script)  # the socket's connection was dropped: refused
-        assert code == MT_ETIMEDOUT and "refused the connection" in message, message
-        assert endpoint in message
-        while True:  # (the backoff's requests, then one that looks at the rendezvous)
-            code, message, _ = ask(script)
-            assert code == MT_ETIMEDOUT, message
-            if "at an earlier request" not in message:
-                break
-        assert "the trainer that served this simulation stopped" in message, message
-        second, _ = start_server(tmp_path, 2, hold=False)
-        assert answered_again(script) == 2
-        script.finish()
+        with c_predict.script(rendezvous, 0) as script:
+            assert ask(script)[0] == 0
+            first.send_signal(signal.SIGTERM)
+            assert first.wait() == 143
+            assert read_serving(tmp_path / "rv", 0, None)[0] is None  # its file removed
+            code, message, _ = ask(script)  # the socket's connection was dropped: refused
+            assert code == MT_ETIMEDOUT and "refused the connection" in message, message
+            assert endpoint in message
+            while True:  # (the backoff's requests, then one that looks at the rendezvous)
+                code, message, _ = ask(script)
+                assert code == MT_ETIMEDOUT, message
+                if "at an earlier request" not in message:
+                    break
+            assert "the trainer that served this simulation stopped" in message, message
+            second, _ = start_server(tmp_path, 2, hold=False)
+            assert answered_again(script) == 2
+            script.finish()
     finally:
-        script.kill()
         kill_all(first, second)
 
 
@@ -170,31 +154,25 @@ def assert_backoff_held(loop: list[str]) -> None:
 
 @pytest.mark.timeout(120)
 def test_setting_the_same_serve_endpoints_at_every_step_keeps_the_backoff(
-    script_exe: Path,  # noqa: F811
-    sink: str,  # noqa: F811
+    c_predict: CPredict,
 ) -> None:
     """A solver that sets its serving endpoints before every request (they may change)
     while the trainer is gone: the same endpoints again (blanks aside) do not end the
     backoff. Before the fix each mt_set_serve_endpoints ended it, and every request
     dialled (a socket and a monitor each, thousands a second)."""
     gone = dead_endpoint()
-    script = Script(script_exe, max_files=256)
-    try:
-        script.send(*start_lines(sink, sim=0), *ASK)
+    with c_predict.script(sim=0, max_files=256) as script:
         first = script.line + 2
         spelled = [f"serve {gone}", f"serve  {gone} "]  # (the same list, spaced otherwise)
         asked = script.send(*[x for n in range(1000) for x in (spelled[n % 2], f"predict {LONG}")])
         lines, _ = script.finish()
-    finally:
-        script.kill()
     assert all(lines[n][-1].split() == ["0"] for n in range(first - 1, asked, 2))
     assert_backoff_held([lines[n][-1] for n in range(first, asked + 1, 2)])
 
 
 @pytest.mark.timeout(120)
 def test_while_the_trainer_is_gone_requests_fail_without_a_socket_each(
-    script_exe: Path,  # noqa: F811
-    sink: str,  # noqa: F811
+    c_predict: CPredict,
 ) -> None:
     """A solver asking in a loop while its trainer is gone. After a failure that found
     the trainer gone, the requests of the backoff fail at once without dialling (their
@@ -204,9 +182,7 @@ def test_while_the_trainer_is_gone_requests_fail_without_a_socket_each(
     ends a backoff: here lists that differ, whose entry for simulation 0 is the same dead
     endpoint) all fall back, none fails for want of a descriptor."""
     gone = dead_endpoint()
-    script = Script(script_exe, max_files=256)
-    try:
-        script.send(*start_lines(sink, sim=0), f"serve {gone}", *ASK)
+    with c_predict.script(sim=0, ask=[f"serve {gone}", *ASK], max_files=256) as script:
         first = script.line + 1
         asked = script.send(*[f"predict {LONG}"] * 1000)
         script.wait(asked)
@@ -223,8 +199,6 @@ def test_while_the_trainer_is_gone_requests_fail_without_a_socket_each(
             wait_for_files(script, settled + 8)
         redialled = script.line
         lines, _ = script.finish()
-    finally:
-        script.kill()
     loop = [lines[n][-1] for n in range(first, asked + 1)]
     assert_backoff_held(loop)
     each = [lines[n][-1] for n in range(dialled, redialled + 1, 2)]

@@ -23,18 +23,9 @@ from pathlib import Path
 
 import pytest
 import zmq
-from c_driver import script_exe  # noqa: F401 (a fixture)
-from compiled import c_client  # noqa: F401 (a fixture)
 from helpers import running
-from predict_script import (  # noqa: F401 (fixtures)
-    MT_EENV,
-    MT_ETIMEDOUT,
-    Script,
-    sink,
-    start_lines,
-    status,
-    zctx,
-)
+from predict_runs import CPredict
+from predict_script import MT_EENV, MT_ETIMEDOUT
 
 from melissa_trainer.stream.serving_rendezvous import write_serving
 from melissa_trainer.wire import field_specs
@@ -43,19 +34,6 @@ pytestmark = pytest.mark.e2e  # every test here starts a process
 
 #: longer than the tests' own timeouts: a request that waits for it fails the test
 LONG = 120
-ASK = ["input u 1 1 4 : 1 2 3 4", "output y 1 4"]
-
-
-def requests(exe: Path, sink: str, env: dict[str, str], n: int) -> list[tuple[int, str]]:  # noqa: F811
-    """The statuses and messages of `n` requests of `LONG` seconds in a row."""
-    script = Script(exe, env)
-    try:
-        script.send(*start_lines(sink), *ASK)
-        asked = [script.send(f"predict {LONG}") for _ in range(n)]
-        lines, _ = script.finish()
-    finally:
-        script.kill()
-    return [status(lines, line) for line in asked]
 
 
 class Warnings(logging.Handler):
@@ -70,10 +48,7 @@ class Warnings(logging.Handler):
 
 
 @pytest.mark.timeout(60)
-def test_the_receivers_endpoint_is_an_error_at_once_naming_the_fix(
-    script_exe: Path,  # noqa: F811
-    sink: str,  # noqa: F811
-) -> None:
+def test_the_receivers_endpoint_is_an_error_at_once_naming_the_fix(c_predict: CPredict) -> None:
     """...and the receiver warns of it once (`stream.connections`: closed in its
     handshake), naming the serve file: it said nothing before."""
     log, warnings = logging.getLogger("melissa_trainer.stream.receiver"), Warnings()
@@ -82,7 +57,7 @@ def test_the_receivers_endpoint_is_an_error_at_once_naming_the_fix(
         with running(expected_simulations=1) as receiver:
             assert receiver.endpoint is not None
             env = {"MELISSA_TRAINER_SERVE_ENDPOINTS": receiver.endpoint}
-            results = requests(script_exe, sink, env, 3)
+            results = c_predict.statuses(env, LONG, LONG, LONG)
     finally:
         log.removeHandler(warnings)
     (warning,) = [w for w in warnings.lines if "closed in its ZeroMQ handshake" in w]
@@ -103,16 +78,14 @@ def test_the_receivers_endpoint_is_an_error_at_once_naming_the_fix(
 
 @pytest.mark.timeout(60)
 def test_a_serve_file_naming_a_receiver_falls_back_at_once(
-    script_exe: Path,  # noqa: F811
-    sink: str,  # noqa: F811
-    tmp_path: Path,
+    c_predict: CPredict, tmp_path: Path
 ) -> None:
     with running(expected_simulations=1) as receiver:
         assert receiver.endpoint is not None
         rv = tmp_path / "rv"
         specs = field_specs({"u": ((4,), "float32")})
         write_serving(rv, 0, 1, receiver.endpoint, specs, None, None)
-        results = requests(script_exe, sink, {"MELISSA_TRAINER_RENDEZVOUS": str(rv)}, 1)
+        results = c_predict.statuses({"MELISSA_TRAINER_RENDEZVOUS": str(rv)}, LONG)
     code, message = results[0]
     assert code == MT_ETIMEDOUT, message
     assert message.startswith(
@@ -123,8 +96,7 @@ def test_a_serve_file_naming_a_receiver_falls_back_at_once(
 
 @pytest.mark.timeout(60)
 def test_a_curve_receivers_endpoint_with_its_key_names_the_serve_file_too(
-    script_exe: Path,  # noqa: F811
-    sink: str,  # noqa: F811
+    c_predict: CPredict,
 ) -> None:
     """With CURVE, ZeroMQ reports the closed handshake as a refusal without detail, the
     same as a wrong key: the error says both."""
@@ -136,7 +108,7 @@ def test_a_curve_receivers_endpoint_with_its_key_names_the_serve_file_too(
             "MELISSA_TRAINER_SERVE_ENDPOINTS": receiver.endpoint,
             "MELISSA_TRAINER_SERVE_KEY": receiver.curve_public_key,
         }
-        results = requests(script_exe, sink, env, 1)
+        results = c_predict.statuses(env, LONG)
     code, message = results[0]
     if "built without" in message:
         pytest.skip(f"the C client's libzmq: {message}")
@@ -147,12 +119,9 @@ def test_a_curve_receivers_endpoint_with_its_key_names_the_serve_file_too(
 
 
 @pytest.mark.timeout(60)
-def test_a_host_name_that_does_not_resolve_is_an_error_naming_it(
-    script_exe: Path,  # noqa: F811
-    sink: str,  # noqa: F811
-) -> None:
+def test_a_host_name_that_does_not_resolve_is_an_error_naming_it(c_predict: CPredict) -> None:
     endpoint = "tcp://no-such-host.invalid:5000"  # (.invalid never resolves: RFC 6761)
-    results = requests(script_exe, sink, {"MELISSA_TRAINER_SERVE_ENDPOINTS": endpoint}, 2)
+    results = c_predict.statuses({"MELISSA_TRAINER_SERVE_ENDPOINTS": endpoint}, LONG, LONG)
     for code, message in results:
         # (before the fix: MT_ETIMEDOUT, "refused the connection: nothing listens there")
         assert code == MT_EENV, message

@@ -12,53 +12,35 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from c_driver import script_exe  # noqa: F401 (a fixture)
-from compiled import c_client  # noqa: F401 (a fixture)
-from predict_script import (  # noqa: F401 (fixtures)
-    Script,
-    outputs_of,
-    sink,
-    start_lines,
-    status,
-    zctx,
-)
+from predict_runs import CPredict
+from predict_script import MT_EENV, outputs_of, status
 from predict_server import VERSION, answering_server
 
 from melissa_trainer.client.predict import Predictor
 
 pytestmark = pytest.mark.e2e  # every test here starts a process
 
-MT_EENV = 6
-ASK = ["input u 1 1 4 : 1 2 3 4", "output y 1 4"]
 
-
-def ask(exe: Path, sink: str, env: dict[str, str], timeout: float) -> tuple[int, str, int]:  # noqa: F811
+def ask(c_predict: CPredict, env: dict[str, str], timeout: float) -> tuple[int, str, int]:
     """One prediction by an mt_script with `env`: its status, message and version."""
-    script = Script(exe, env)
-    try:
-        script.send(*start_lines(sink), *ASK)
-        line = script.send(f"predict {timeout}")
-        lines, _ = script.finish()
-    finally:
-        script.kill()
+    lines, [line] = c_predict.replies(env, timeout)
     code, message = status(lines, line)
     return code, message, outputs_of(lines, line)[0]
 
 
 @pytest.mark.timeout(180)
 def test_serve_key_from_the_environment_as_the_python_client(
-    script_exe: Path,  # noqa: F811
-    sink: str,  # noqa: F811
+    c_predict: CPredict,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     with answering_server(tmp_path, curve=True) as (server, public):
         listed = {"MELISSA_TRAINER_SERVE_ENDPOINTS": server.endpoint or ""}
-        keyed = ask(script_exe, sink, {**listed, "MELISSA_TRAINER_SERVE_KEY": f" {public} "}, 20)
-        bad = ask(script_exe, sink, {**listed, "MELISSA_TRAINER_SERVE_KEY": "not-a-key"}, 0.5)
+        keyed = ask(c_predict, {**listed, "MELISSA_TRAINER_SERVE_KEY": f" {public} "}, 20)
+        bad = ask(c_predict, {**listed, "MELISSA_TRAINER_SERVE_KEY": "not-a-key"}, 0.5)
         # a serve file has its own key: the variable is not read then (even a bad one)
         filed = {"MELISSA_TRAINER_RENDEZVOUS": str(tmp_path), "MELISSA_TRAINER_SERVE_KEY": "x"}
-        from_file = ask(script_exe, sink, filed, 20)
+        from_file = ask(c_predict, filed, 20)
         # the Python client's error, the oracle of the C client's
         for name, value in {**listed, "MELISSA_TRAINER_SERVE_KEY": "not-a-key"}.items():
             monkeypatch.setenv(name, value)
@@ -88,15 +70,14 @@ OVERFLOW = "#" * 40
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("key", [OUTSIDE, OVERFLOW], ids=["outside", "overflow"])
 def test_a_serve_key_that_is_not_z85_is_refused_in_the_python_clients_words(
-    script_exe: Path,  # noqa: F811
-    sink: str,  # noqa: F811
+    c_predict: CPredict,
     monkeypatch: pytest.MonkeyPatch,
     key: str,
 ) -> None:
     """Checked as the stream key is (`server_key.z85_fault`, C `mt_z85_fault`): before,
     only its length was, in both clients."""
     env = {"MELISSA_TRAINER_SERVE_ENDPOINTS": "tcp://127.0.0.1:9", "MELISSA_TRAINER_SERVE_KEY": key}
-    code, message, _ = ask(script_exe, sink, env, 0.5)
+    code, message, _ = ask(c_predict, env, 0.5)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     predictor = Predictor(simulation_id=7)

@@ -16,7 +16,7 @@ import zmq
 from c_driver import script_exe  # noqa: F401 (a fixture)
 from compiled import c_client  # noqa: F401 (a fixture)
 from helpers import curve_pull_server
-from test_c_predict import Script, status
+from predict_script import Script, status
 
 from melissa_trainer import wire as p
 from melissa_trainer.client import Client

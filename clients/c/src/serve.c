@@ -2,7 +2,7 @@
  * endpoint of training rank simulation_id % W and the inputs it takes, from
  * mt_set_serve_endpoints, $MELISSA_TRAINER_SERVE_ENDPOINTS (with the servers' CURVE key
  * in $MELISSA_TRAINER_SERVE_KEY), or serve_{r}.json in the rendezvous directory (melissa_trainer/stream/serving_rendezvous.py read_serving and
- * melissa_trainer/client/predict_link.py PredictLink._resolve: the same rules, the same
+ * melissa_trainer/client/predict_endpoint.py EndpointLookup.find: the same rules, the same
  * messages). */
 #define _POSIX_C_SOURCE 200809L
 #include <ctype.h>

@@ -1,0 +1,148 @@
+"""Where the training rank that serves a `Predictor`'s simulation is (`EndpointLookup`):
+the endpoint given (an argument), the environment's list, else the rendezvous
+directory's serve files, waited for while no trainer published one yet; and the CURVE
+key of that endpoint. The connection to it and what says the trainer is gone are
+`predict_link`'s (`PredictLink`, which looks the endpoint up here at each connection);
+the words of a lookup that finds nothing are `predict_lookup`'s. The C client's serve.c
+(``mt_serve_resolve``) follows the same rules. Imports the standard library and the
+shared `stream` modules only.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from melissa_trainer.client.config import ENV_RENDEZVOUS
+from melissa_trainer.client.predict_errors import PredictTimeout
+from melissa_trainer.client.predict_lookup import MissingDirectory, checked_endpoint, other_run
+from melissa_trainer.client.server_key import not_the_served_key
+from melissa_trainer.stream.serving_rendezvous import read_serving
+from melissa_trainer.wire import FieldSpec
+
+__all__ = ["ENV_SERVE_ENDPOINTS", "ENV_SERVE_KEY", "EndpointLookup", "stamp"]
+
+#: Comma-separated serving endpoints, in training-rank order (else the rendezvous).
+ENV_SERVE_ENDPOINTS = "MELISSA_TRAINER_SERVE_ENDPOINTS"
+#: The serving sockets' CURVE public key (Z85) for endpoints not read from a rendezvous.
+ENV_SERVE_KEY = "MELISSA_TRAINER_SERVE_KEY"
+
+
+def stamp(path: str | os.PathLike[str]) -> tuple[int, int] | None:
+    """The inode and modification time of `path` (None if it cannot be read)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_ino, st.st_mtime_ns
+
+
+class EndpointLookup:
+    """The endpoint of the rank that serves a simulation, looked up again at each
+    connection (`find`), and what the last lookup learnt.
+
+    Args (those of `Predictor`):
+        simulation_id: chooses the rank (``id % W``).
+        run_id: serve files of another run are ignored (None: any run's).
+        endpoint: the serving endpoint; default `$MELISSA_TRAINER_SERVE_ENDPOINTS`, else
+            the rendezvous directory.
+        rendezvous_dir: default `$MELISSA_TRAINER_RENDEZVOUS`.
+        curve_server_key: the CURVE key of `endpoint` and of the environment's endpoints;
+            default `$MELISSA_TRAINER_SERVE_KEY`. With a serve file, the first one read
+            must publish it (else `ConfigError`); then unused.
+
+    Attributes:
+        run_id: the run asked as (`PredictLink.join` changes it).
+        inputs: the inputs the serving rank takes, when read from its serve file.
+        rank: the rank of the endpoint found, when known (None: the endpoint given).
+        serve_file: the serve file last read (None: the endpoint given).
+        looked_at: the rendezvous directory and its `stamp` when the endpoint was last
+            looked up there (`changed`), None when the endpoint is given.
+        served_there: a serve file was found in the rendezvous before.
+    """
+
+    def __init__(
+        self,
+        simulation_id: int,
+        run_id: str | None,
+        endpoint: str | None,
+        rendezvous_dir: str | os.PathLike[str] | None,
+        curve_server_key: str | None,
+    ) -> None:
+        self.simulation_id, self.run_id = simulation_id, run_id
+        self._endpoint, self._key = endpoint, curve_server_key
+        self._rendezvous = rendezvous_dir
+        self._missing = MissingDirectory("rendezvous_dir" if rendezvous_dir else ENV_RENDEZVOUS)
+        self.inputs: list[FieldSpec] | None = None
+        self.rank: int | None = None
+        self.serve_file: str | None = None
+        self.looked_at: tuple[str, tuple[int, int] | None] | None = None
+        self.served_there = False
+
+    def changed(self) -> bool:
+        """Whether the rendezvous directory changed since the endpoint was last looked
+        up there (one ``stat``; False when it was not looked up there)."""
+        return self.looked_at is not None and stamp(self.looked_at[0]) != self.looked_at[1]
+
+    def find(
+        self, deadline: float, gone: Callable[[str], PredictTimeout]
+    ) -> tuple[str, str | None, bool]:
+        """The endpoint of the rank that serves this simulation, its CURVE key, and
+        whether that key was given (an argument, the environment; else the rendezvous),
+        waiting for a serve file up to `deadline`. `gone(why)`: the error of a trainer
+        found gone (`PredictLink.gone`: its backoff starts), raised for a rendezvous of
+        only another run's serve files, and after a trainer that served here stopped.
+
+        Raises:
+            PredictTimeout: no endpoint published in time, or the trainer gone.
+            ValueError: no endpoint configured, or one of a form not to connect to.
+            ConfigError: the key given is not the one the serve file publishes.
+        """
+        key = self._key or os.environ.get(ENV_SERVE_KEY, "").strip() or None
+        self.serve_file = None
+        if self._endpoint is not None:
+            self.rank = None  # (the trainer's number of ranks is not known here)
+            return self._endpoint, key, True
+        listed = os.environ.get(ENV_SERVE_ENDPOINTS, "").strip()
+        if listed:
+            endpoints = [e.strip() for e in listed.split(",")]
+            self.rank = self.simulation_id % len(endpoints)
+            return checked_endpoint(endpoints[self.rank], ENV_SERVE_ENDPOINTS), key, True
+        directory = self._rendezvous or os.environ.get(ENV_RENDEZVOUS, "").strip()
+        if not directory:
+            raise ValueError(
+                f"no serving endpoint: set {ENV_RENDEZVOUS} (the trainer's rendezvous "
+                f"directory) or {ENV_SERVE_ENDPOINTS}, or pass endpoint="
+            )
+        pause = 0.01
+        while True:
+            # (stamped before the read: a change after it ends the next backoff)
+            self.looked_at = (str(directory), stamp(directory))
+            entry, why = read_serving(directory, self.simulation_id, self.run_id)
+            if entry is not None:
+                self.inputs, self.rank = entry["inputs"], entry.get("rank")
+                self.served_there = True
+                self.serve_file = str(Path(directory) / f"serve_{self.rank}.json")
+                published = entry.get("curve_public_key")
+                if self._key is not None and published != self._key:  # (as a Client's)
+                    raise not_the_served_key(self._key, published, self.serve_file)
+                self._key = None  # (a restarted trainer's new key is its serve file's)
+                return entry["endpoint"], published, False
+            other = other_run(why, self.run_id)  # (only another run's files: at once)
+            if other is not None:
+                raise gone(f"no serving endpoint in {str(directory)!r}: {why}{other}")
+            self._missing.check(directory, why)  # (a typo? warned once)
+            left = deadline - time.monotonic()
+            if left <= 0 or self.served_there:
+                # (Waiting for a serve file is for a trainer not started yet. One that
+                # served this simulation and removed its file has stopped: fall back
+                # now, and look again at the next request, for a trainer resumed.)
+                message = f"no serving endpoint in {str(directory)!r}: {why}"
+                message += self._missing.note(directory)
+                if self.served_there:
+                    raise gone(f"{message} (the trainer that served this simulation stopped)")
+                raise PredictTimeout(message)
+            time.sleep(min(pause, left))
+            pause = min(pause * 2, 0.25)

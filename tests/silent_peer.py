@@ -3,7 +3,8 @@
 never ends), for the tests of what a client says of a peer that is not a receiver
 (tests/client/test_handshake_silent_keyed.py, tests/c/test_c_handshake_silent_keyed.py, and
 the short-interval, predict and repeat tests beside them); or, given a `greeting`, one
-that writes it first and nothing after (tests/c/predict_runs.py `plain_zmtp_peer`)."""
+that writes it first and nothing after (`plain_zmtp_peer`: a serving socket without
+CURVE, as a CURVE client sees it)."""
 
 from __future__ import annotations
 
@@ -44,3 +45,24 @@ def silent_peer(greeting: bytes = b"") -> Iterator[tuple[str, list[socket.socket
             thread.join(timeout=10)
             for conn in accepted:
                 conn.close()
+
+
+#: the greeting of a ZMTP 3.1 peer with the NULL mechanism (no CURVE): signature,
+#: version, mechanism, as-server, filler (64 bytes; ZeroMQ RFC 23)
+NULL_GREETING = b"\xff" + bytes(8) + b"\x7f" + b"\x03\x01" + b"NULL".ljust(20, b"\0") + bytes(32)
+
+
+@contextlib.contextmanager
+def plain_zmtp_peer() -> Iterator[str]:
+    """A serving socket without CURVE, as a CURVE client sees it: on 127.0.0.1, it
+    answers each TCP connection with a ZMTP greeting of the NULL mechanism
+    (`NULL_GREETING`) and never closes it. Its endpoint (``tcp://``).
+
+    A real socket without CURVE (a `PredictServer`) closes the connection as soon as it
+    read the client's CURVE greeting: the client sees the mismatch (ZeroMQ's
+    ``HANDSHAKE_FAILED_PROTOCOL``, ``ZMTP_MECHANISM_MISMATCH``) only when it read that
+    socket's greeting before the close, which a loaded host may reorder (then a failure
+    without detail). Here nothing closes before the client: it reads the whole greeting,
+    and its handshake fails with the mismatch's detail every time."""
+    with silent_peer(NULL_GREETING) as (endpoint, _):  # (what the client sends: unread)
+        yield endpoint

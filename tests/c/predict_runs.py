@@ -1,9 +1,8 @@
 """The preamble the C client's `mt_predict` tests share (tests/c/test_c_predict*.py,
 test_c_serve_key.py): an mt_script started with an environment, its stream to the
 `sink` (`start_lines`) and one request's arrays declared (`ASK`), asked for
-predictions (`CPredict`, the fixture ``c_predict`` of tests/c/conftest.py); and a
-serving socket without CURVE whose refusal of a CURVE client always carries ZeroMQ's
-detail of a mechanism mismatch (`plain_zmtp_peer`).
+predictions (`CPredict`, the fixture ``c_predict`` of tests/c/conftest.py). A serving
+socket without CURVE that always refuses with ZeroMQ's detail: `silent_peer.plain_zmtp_peer`.
 """
 
 from __future__ import annotations
@@ -13,13 +12,9 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from predict_script import Script, start_lines, status
-from silent_peer import silent_peer
 
 #: one request's arrays, as the serving sockets of these tests take them (u: 4 float32)
 ASK = ["input u 1 1 4 : 1 2 3 4", "output y 1 4"]
-#: the greeting of a ZMTP 3.1 peer with the NULL mechanism (no CURVE): signature,
-#: version, mechanism, as-server, filler (64 bytes; ZeroMQ RFC 23)
-NULL_GREETING = b"\xff" + bytes(8) + b"\x7f" + b"\x03\x01" + b"NULL".ljust(20, b"\0") + bytes(32)
 
 
 class CPredict:
@@ -73,19 +68,3 @@ class CPredict:
         """The status and message of each request of `replies`, in order."""
         lines, asked = self.replies(env, *timeouts, sim=sim, ask=ask, finish=finish)
         return [status(lines, n) for n in asked]
-
-
-@contextlib.contextmanager
-def plain_zmtp_peer() -> Iterator[str]:
-    """A serving socket without CURVE, as a CURVE client sees it: on 127.0.0.1, it
-    answers each TCP connection with a ZMTP greeting of the NULL mechanism
-    (`NULL_GREETING`) and never closes it. Its endpoint (``tcp://``).
-
-    A real socket without CURVE (a `PredictServer`) closes the connection as soon as it
-    read the client's CURVE greeting: the client sees the mismatch (ZeroMQ's
-    ``HANDSHAKE_FAILED_PROTOCOL``, ``ZMTP_MECHANISM_MISMATCH``) only when it read that
-    socket's greeting before the close, which a loaded host may reorder (then a failure
-    without detail). Here nothing closes before the client: it reads the whole greeting,
-    and its handshake fails with the mismatch's detail every time."""
-    with silent_peer(NULL_GREETING) as (endpoint, _):  # (what the client sends: unread)
-        yield endpoint

@@ -21,9 +21,10 @@ from pathlib import Path
 
 import pytest
 import zmq
-from predict_runs import CPredict, plain_zmtp_peer
+from predict_runs import CPredict
 from predict_script import MT_EENV
 from predict_server import answering_server
+from silent_peer import plain_zmtp_peer
 
 from melissa_trainer.client.predict_errors import (
     PLAIN_SERVE,

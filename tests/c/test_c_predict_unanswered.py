@@ -28,9 +28,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import zmq
-from predict_runs import CPredict, plain_zmtp_peer
+from predict_runs import CPredict
 from predict_script import MT_EENV, MT_ETIMEDOUT, outputs_of, status
 from server_process import kill_all, start_server
+from silent_peer import plain_zmtp_peer
 from stopped_process import stop
 
 from melissa_trainer.client import Predictor, PredictTimeout

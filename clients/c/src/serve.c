@@ -249,22 +249,26 @@ static char *pick(const char *list, uint64_t sim) {
     return out;
 }
 
-/* $MELISSA_TRAINER_SERVE_KEY, stripped, into e->curve_key (unset or blank: none), for
- * endpoints given without a serve file; MT_EENV unless it is a 40-character Z85 key
- * (mt_z85_fault, the stream key's check). */
+/* $MELISSA_TRAINER_SERVE_KEY, stripped as Python's str.strip (mt_py_strip), into
+ * e->curve_key (unset or blank: none), for endpoints given without a serve file; MT_EENV
+ * unless it is a 40-character Z85 key (mt_z85_fault, the stream key's check), quoting it
+ * as Python's repr (client/predict_errors.py malformed_serve_key). */
 static mt_status serve_key(mt_client *c, mt_serve_entry *e) {
     const char *v = getenv(ENV_SERVE_KEY);
-    if (blank(v)) return MT_OK;
-    while (isspace((unsigned char)*v)) ++v;
-    size_t n = strlen(v);
-    while (n > 0 && isspace((unsigned char)v[n - 1])) --n;
-    char *key = strndup(v, n);
+    if (v == NULL) return MT_OK;
+    char *key = mt_py_strip(v), fault[320];
     if (key == NULL) return mt_fail(c, MT_ENOMEM, "out of memory");
-    char fault[320];
+    if (*key == '\0') {
+        free(key);
+        return MT_OK;
+    }
     if (mt_z85_fault(key, fault, sizeof fault)) { /* (else libzmq's bare EINVAL) */
-        mt_status st = mt_fail(c, MT_EENV, "the serving endpoint's CURVE key (" ENV_SERVE_KEY
-                                           ") must be the 40-character Z85 public key, not "
-                                           "'%s' (it must be %s)", key, fault);
+        char *shown = mt_py_repr(key);
+        mt_status st = shown == NULL ? mt_fail(c, MT_ENOMEM, "out of memory")
+                     : mt_fail(c, MT_EENV, "the serving endpoint's CURVE key (" ENV_SERVE_KEY
+                                           ") must be the 40-character Z85 public key, not %s "
+                                           "(it must be %s)", shown, fault);
+        free(shown);
         free(key);
         return st;
     }

@@ -1,9 +1,9 @@
 /* serve.c: where a prediction request goes (docs/protocol.md, section 16): the serving
  * endpoint of training rank simulation_id % W and the inputs it takes, from
- * mt_set_serve_endpoints, $MELISSA_TRAINER_SERVE_ENDPOINTS (with the servers' CURVE key
- * in $MELISSA_TRAINER_SERVE_KEY), or serve_{r}.json in the rendezvous directory (melissa_trainer/stream/serving_rendezvous.py read_serving and
- * melissa_trainer/client/predict_link.py PredictLink._resolve: the same rules, the same
- * messages). */
+ * mt_set_serve_endpoints or $MELISSA_TRAINER_SERVE_ENDPOINTS (serve_given.c), or
+ * serve_{r}.json in the rendezvous directory (melissa_trainer/stream/serving_rendezvous.py
+ * read_serving and melissa_trainer/client/predict_link.py PredictLink._resolve: the same
+ * rules, the same messages). */
 #define _POSIX_C_SOURCE 200809L
 #include <ctype.h>
 #include <dirent.h>
@@ -17,7 +17,6 @@
 #include "serve.h"
 
 #define ENV_SERVE "MELISSA_TRAINER_SERVE_ENDPOINTS"
-#define ENV_SERVE_KEY "MELISSA_TRAINER_SERVE_KEY"
 #define ENV_RENDEZVOUS "MELISSA_TRAINER_RENDEZVOUS"
 #define ENV_RUN_ID "MELISSA_TRAINER_RUN_ID"
 #define MAX_SERVE_FILE 65536
@@ -231,51 +230,6 @@ static bool blank(const char *s) {
     return *s == '\0';
 }
 
-/* Item sim % n of the comma-separated `list`, stripped, as a new string. */
-static char *pick(const char *list, uint64_t sim) {
-    size_t n = 1;
-    for (const char *q = list; *q; ++q) n += *q == ',';
-    const char *start = list;
-    for (uint64_t i = sim % n; i > 0; --i) start = strchr(start, ',') + 1;
-    const char *end = strchr(start, ',');
-    if (end == NULL) end = start + strlen(start);
-    while (start < end && isspace((unsigned char)*start)) ++start;
-    while (end > start && isspace((unsigned char)end[-1])) --end;
-    char *out = malloc((size_t)(end - start) + 1);
-    if (out != NULL) {
-        memcpy(out, start, (size_t)(end - start));
-        out[end - start] = '\0';
-    }
-    return out;
-}
-
-/* $MELISSA_TRAINER_SERVE_KEY, stripped as Python's str.strip (mt_py_strip), into
- * e->curve_key (unset or blank: none), for endpoints given without a serve file; MT_EENV
- * unless it is a 40-character Z85 key (mt_z85_fault, the stream key's check), quoting it
- * as Python's repr (client/predict_errors.py malformed_serve_key). */
-static mt_status serve_key(mt_client *c, mt_serve_entry *e) {
-    const char *v = getenv(ENV_SERVE_KEY);
-    if (v == NULL) return MT_OK;
-    char *key = mt_py_strip(v), fault[320];
-    if (key == NULL) return mt_fail(c, MT_ENOMEM, "out of memory");
-    if (*key == '\0') {
-        free(key);
-        return MT_OK;
-    }
-    if (mt_z85_fault(key, fault, sizeof fault)) { /* (else libzmq's bare EINVAL) */
-        char *shown = mt_py_repr(key);
-        mt_status st = shown == NULL ? mt_fail(c, MT_ENOMEM, "out of memory")
-                     : mt_fail(c, MT_EENV, "the serving endpoint's CURVE key (" ENV_SERVE_KEY
-                                           ") must be the 40-character Z85 public key, not %s "
-                                           "(it must be %s)", shown, fault);
-        free(shown);
-        free(key);
-        return st;
-    }
-    e->curve_key = key;
-    return MT_OK;
-}
-
 /* MT_OK unless the key of the serve file just read into `e` (from `dir`) is not a
  * 40-character Z85 key: then MT_EENV naming the file (else libzmq's bare EINVAL at the
  * socket option, "CURVE keys for ..."), `e` freed; client/predict_errors.py
@@ -298,22 +252,7 @@ mt_status mt_serve_resolve(mt_client *c, double deadline, double timeout, mt_ser
     memset(out, 0, sizeof *out);
     const char *listed = c->serve_endpoints_arg;
     if (listed == NULL && !blank(getenv(ENV_SERVE))) listed = getenv(ENV_SERVE);
-    if (listed != NULL) {
-        out->endpoint = pick(listed, c->simulation_id);
-        if (out->endpoint == NULL) return mt_fail(c, MT_ENOMEM, "out of memory");
-        uint64_t n = 1;
-        for (const char *q = listed; *q; ++q) n += *q == ',';
-        out->rank = (long long)(c->simulation_id % n);
-        if (strstr(out->endpoint, "://") == NULL) {
-            mt_status st = mt_fail(c, MT_EENV, "serving endpoints must be like tcp://HOST:PORT, "
-                                               "got '%s'", listed);
-            mt_serve_entry_free(out);
-            return st;
-        }
-        mt_status st = serve_key(c, out);
-        if (st != MT_OK) mt_serve_entry_free(out);
-        return st;
-    }
+    if (listed != NULL) return mt_serve_given(c, listed, out); /* (serve_given.c) */
     const char *dir = c->rendezvous_dir;
     char *stripped = NULL;
     if (dir == NULL && !blank(getenv(ENV_RENDEZVOUS))) {

@@ -32,6 +32,7 @@ void mt_specs_free(mt_spec *specs, size_t n) {
 void mt_serve_entry_free(mt_serve_entry *e) {
     free(e->endpoint);
     free(e->curve_key);
+    free(e->key_repr);
     mt_specs_free(e->inputs, e->n_inputs);
     memset(e, 0, sizeof *e);
 }
@@ -88,6 +89,7 @@ static bool parse_serve(const char *text, long long rank, mt_serve_entry *e, lon
     if (!mt_json_object(text, &m, &n, err, sizeof err)) return false;
     long long version = -1, r = -1;
     const char *endpoint = NULL, *inputs = NULL, *key = NULL, *run_id = NULL;
+    const mt_json_member *key_member = NULL;
     bool ok = true;
     *world = -1;
     for (size_t k = 0; k < n; ++k) {
@@ -98,10 +100,7 @@ static bool parse_serve(const char *text, long long rank, mt_serve_entry *e, lon
         if (strcmp(m[k].key, "endpoint") == 0 && m[k].kind == MT_JSON_STRING)
             endpoint = m[k].string;
         if (strcmp(m[k].key, "inputs") == 0 && m[k].kind == MT_JSON_OTHER) inputs = m[k].string;
-        if (strcmp(m[k].key, "curve_public_key") == 0) {
-            if (m[k].kind == MT_JSON_STRING) key = m[k].string;
-            else ok = m[k].kind == MT_JSON_OTHER && strcmp(m[k].string, "null") == 0;
-        }
+        if (strcmp(m[k].key, "curve_public_key") == 0) key_member = &m[k]; /* (the last) */
         if (strcmp(m[k].key, "run_id") == 0) {
             if (m[k].kind == MT_JSON_STRING && mt_valid_run_id(m[k].string)) run_id = m[k].string;
             else ok = ok && m[k].kind == MT_JSON_OTHER && strcmp(m[k].string, "null") == 0;
@@ -109,6 +108,14 @@ static bool parse_serve(const char *text, long long rank, mt_serve_entry *e, lon
     }
     ok = ok && version == 1 && r == rank && *world > r && r >= 0 && endpoint != NULL &&
          inputs != NULL;
+    /* A key that is not a string (nor null: no CURVE) is kept as Python shows it, for
+     * file_key to say so at once, as the Python Predictor raises (a file that is otherwise
+     * a serve file is not one being replaced: waiting would not change it). */
+    if (key_member != NULL && key_member->kind == MT_JSON_STRING)
+        key = key_member->string;
+    else if (ok && key_member != NULL &&
+             !(key_member->kind == MT_JSON_OTHER && strcmp(key_member->string, "null") == 0))
+        ok = (e->key_repr = mt_json_member_repr(text, "curve_public_key", &e->key_type)) != NULL;
     char **items = NULL;
     size_t ni = 0;
     if (ok) ok = mt_json_array(inputs, &items, &ni, err, sizeof err) && ni >= 1 && ni <= 255;
@@ -231,18 +238,23 @@ static bool blank(const char *s) {
 }
 
 /* MT_OK unless the key of the serve file just read into `e` (from `dir`) is not a
- * 40-character Z85 key: then MT_EENV naming the file (else libzmq's bare EINVAL at the
- * socket option, "CURVE keys for ..."), `e` freed; client/predict_errors.py
- * malformed_serve_key, word for word. */
+ * 40-character Z85 key, or not a string: then MT_EENV naming the file (else libzmq's bare
+ * EINVAL at the socket option, "CURVE keys for ..."; or, not a string, a wait for a file
+ * that will not change), `e` freed; client/predict_errors.py malformed_serve_key, word for
+ * word (a value that is not a string as Python shows it, "(it must be a str, not int)"). */
 static mt_status file_key(mt_client *c, const char *dir, mt_serve_entry *e) {
     char fault[320];
-    if (e->curve_key == NULL || !mt_z85_fault(e->curve_key, fault, sizeof fault)) return MT_OK;
-    char *shown = mt_py_repr(e->curve_key);
-    mt_status st = mt_fail(c, MT_EENV, "the curve_public_key of the serve file %s/serve_%lld.json "
+    if (e->key_repr != NULL)
+        snprintf(fault, sizeof fault, "a str, not %s", e->key_type);
+    else if (e->curve_key == NULL || !mt_z85_fault(e->curve_key, fault, sizeof fault))
+        return MT_OK;
+    char *shown = e->key_repr != NULL ? NULL : mt_py_repr(e->curve_key);
+    const char *said = e->key_repr != NULL ? e->key_repr : shown;
+    mt_status st = said == NULL ? mt_fail(c, MT_ENOMEM, "out of memory")
+                 : mt_fail(c, MT_EENV, "the curve_public_key of the serve file %s/serve_%lld.json "
                                        "must be the 40-character Z85 public key, not %s (it "
                                        "must be %s): the trainer writes its own there; is that "
-                                       "file the trainer's?",
-                           dir, e->rank, shown != NULL ? shown : e->curve_key, fault);
+                                       "file the trainer's?", dir, e->rank, said, fault);
     free(shown);
     mt_serve_entry_free(e);
     return st;

@@ -16,8 +16,12 @@ typedef struct members {
 } members;
 
 static void members_free(members *m) {
-    for (size_t i = 0; i < m->n; ++i) free(m->keys[i]), free(m->values[i]);
-    free(m->keys), free(m->values);
+    for (size_t i = 0; i < m->n; ++i) {
+        free(m->keys[i]);
+        free(m->values[i]);
+    }
+    free(m->keys);
+    free(m->values);
 }
 
 static bool value_repr(mt_json_parser *p, mt_buf *out, int depth, const char **type);
@@ -36,6 +40,35 @@ static char *repr_alone(mt_json_parser *p, int depth, const char **type) {
     return b.data;
 }
 
+/* Add member `key` (taken) with the repr `value` (taken) to `m`; false: no memory (both
+ * freed). */
+static bool put_member(members *m, char *key, char *value) {
+    size_t k = 0;
+    while (k < m->n && strcmp(m->keys[k], key) != 0) ++k;
+    if (k < m->n) { /* (repeated: the last value, at the first place) */
+        free(m->values[k]);
+        free(key);
+        m->values[k] = value;
+        return true;
+    }
+    if (m->n == m->cap) {
+        size_t cap = m->cap ? 2 * m->cap : 8;
+        char **keys = realloc(m->keys, cap * sizeof *keys);
+        if (keys != NULL) m->keys = keys; /* (bigger: harmless if values cannot follow) */
+        char **values = keys != NULL ? realloc(m->values, cap * sizeof *values) : NULL;
+        if (values == NULL) {
+            free(key);
+            free(value);
+            return false;
+        }
+        m->values = values;
+        m->cap = cap;
+    }
+    m->keys[m->n] = key;
+    m->values[m->n++] = value;
+    return true;
+}
+
 /* The object at p->i (its '{'): its members into `m`. */
 static bool object_members(mt_json_parser *p, members *m, int depth) {
     ++p->i;
@@ -43,27 +76,16 @@ static bool object_members(mt_json_parser *p, members *m, int depth) {
         char *key = NULL, *value = NULL;
         const char *type;
         mt_json_skip_ws(p);
-        if (p->s[p->i] != '"' || !mt_json_string(p, &key)) return free(key), false;
-        mt_json_skip_ws(p);
-        if (p->s[p->i] != ':') return free(key), mt_json_fail(p, "expected ':'");
-        ++p->i;
-        if ((value = repr_alone(p, depth + 1, &type)) == NULL) return free(key), false;
-        size_t k = 0;
-        while (k < m->n && strcmp(m->keys[k], key) != 0) ++k;
-        if (k < m->n) { /* (repeated: the last value, at the first place) */
-            free(m->values[k]), free(key);
-            m->values[k] = value;
-        } else {
-            if (m->n == m->cap) {
-                size_t cap = m->cap ? 2 * m->cap : 8;
-                char **keys = realloc(m->keys, cap * sizeof *keys);
-                if (keys != NULL) m->keys = keys;
-                char **values = keys != NULL ? realloc(m->values, cap * sizeof *values) : NULL;
-                if (values == NULL) return free(key), free(value), mt_json_fail(p, "no memory");
-                m->values = values, m->cap = cap;
-            }
-            m->keys[m->n] = key, m->values[m->n++] = value;
+        bool ok = p->s[p->i] == '"' && mt_json_string(p, &key);
+        if (ok) mt_json_skip_ws(p);
+        if (ok && p->s[p->i] != ':') ok = mt_json_fail(p, "expected ':'");
+        if (ok) ++p->i;
+        if (ok) ok = (value = repr_alone(p, depth + 1, &type)) != NULL;
+        if (!ok) {
+            free(key);
+            return false;
         }
+        if (!put_member(m, key, value)) return mt_json_fail(p, "out of memory");
         mt_json_skip_ws(p);
         if (p->s[p->i] == ',') ++p->i;
         else if (p->s[p->i] != '}') return mt_json_fail(p, "expected ',' or '}'");
@@ -84,8 +106,8 @@ static bool number_repr(mt_json_parser *p, mt_buf *out, const char **type) {
     if (integer) {
         const char *digits = p->s + start;
         size_t n = p->i - start;
-        if (n == 2 && strncmp(digits, "-0", 2) == 0) digits = "0", n = 1;
-        mt_buf_put(out, digits, n);
+        bool minus_zero = n == 2 && strncmp(digits, "-0", 2) == 0; /* (Python's int: 0) */
+        mt_buf_put(out, minus_zero ? "0" : digits, minus_zero ? 1 : n);
         return true;
     }
     char text[32];
@@ -120,8 +142,12 @@ static bool value_repr(mt_json_parser *p, mt_buf *out, int depth, const char **t
             const char *item;
             if (!value_repr(p, out, depth + 1, &item)) return false;
             mt_json_skip_ws(p);
-            if (p->s[p->i] == ',') ++p->i, mt_buf_puts(out, ", ");
-            else if (p->s[p->i] != ']') return mt_json_fail(p, "expected ',' or ']'");
+            if (p->s[p->i] == ',') {
+                ++p->i;
+                mt_buf_puts(out, ", ");
+            } else if (p->s[p->i] != ']') {
+                return mt_json_fail(p, "expected ',' or ']'");
+            }
         }
         ++p->i;
         mt_buf_puts(out, "]");

@@ -69,10 +69,14 @@ typedef enum mt_status {
     MT_EDTYPE = 3,      /* a dtype other than the field's declared one */
     MT_ESHAPE = 4,      /* a count other than the field's (part's) element count */
     MT_ESTATE = 5,      /* called in the wrong state (declare after start, send before) */
-    MT_EENV = 6,        /* a MELISSA_TRAINER_* variable missing or malformed, or a CURVE
-                         * key (MELISSA_TRAINER_KEY, a rendezvous file) a receiver refused,
-                         * or (mt_predict) one a serving endpoint refused, an endpoint
-                         * not a serving one, a host name that does not resolve */
+    MT_EENV = 6,        /* configuration to fix (mt_strerror: "a MELISSA_TRAINER_*
+                         * variable, an endpoint or a CURVE key missing, malformed or
+                         * refused"): a variable missing or malformed, a CURVE key
+                         * (MELISSA_TRAINER_KEY, a rendezvous file) a receiver refused, or
+                         * (mt_predict) one a serving endpoint refused or a serve file's
+                         * that is not one, an endpoint of the variable not of a form to
+                         * connect to or not a serving one, a host name that does not
+                         * resolve */
     MT_ERENDEZVOUS = 7, /* the rendezvous directory was not complete in time */
     MT_ETIMEDOUT = 8,   /* a send or the close did not complete in time; or (external
                          * mode) the close found the trainer gone or restarted before it
@@ -434,7 +438,11 @@ typedef enum mt_refusal {
  *                  receiver's, the `endpoint` of rank_{r}.json, not serve_{r}.json's; a
  *                  serve file's such endpoint, a stale one, is MT_ETIMEDOUT at once), and
  *                  a host name that does not resolve; the message names the endpoint and
- *                  the fix.
+ *                  the fix. Also at once: an endpoint of
+ *                  MELISSA_TRAINER_SERVE_ENDPOINTS (this simulation's) not of a form to
+ *                  connect to (as mt_set_serve_endpoints checks it), and a serve file's
+ *                  curve_public_key that is not a 40-character Z85 key (or not a string:
+ *                  "not 123 (it must be a str, not int)"), the message naming the file.
  *   MT_EREFUSED    the trainer refused: mt_predict_refusal gives the reason and the
  *                  wait it suggests, mt_client_error the trainer's detail.
  *   MT_EREPLY      a reply that breaks the protocol (nothing written).
@@ -459,7 +467,10 @@ mt_refusal mt_predict_refusal(const mt_client *c, double *retry_after_s);
  * endpoints than the ones set before: the next mt_predict dials them (a backoff after a
  * trainer gone ended). The same ones again (blanks around each aside; a solver may set
  * them at every step) change nothing: the backoff goes on. Their CURVE key, if any:
- * MELISSA_TRAINER_SERVE_KEY. */
+ * MELISSA_TRAINER_SERVE_KEY. Each is checked here, as the Python Predictor checks its
+ * endpoint=: tcp://[SOURCE;]HOST:PORT (HOST not *, PORT 1 to 65535), ipc://PATH or
+ * inproc://NAME (other transports are ZeroMQ's to judge, at the request); else MT_EINVAL, nothing kept, in its words ("mt_set_serve_endpoints:
+ * endpoint 'tcp://h' has no port: give tcp://HOST:PORT (the trainer's serve_N.json)"). */
 mt_status mt_set_serve_endpoints(mt_client *c, const char *endpoints);
 
 #ifdef __cplusplus

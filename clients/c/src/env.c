@@ -235,16 +235,20 @@ mt_status mt_resolve_config(mt_client *c) {
 /* The receivers' CURVE key into c->curve_keys, for endpoints given without a rendezvous
  * (melissa_trainer/client/config.py resolve_receivers: the same rule and message): the
  * key of mt_set_curve_server_key (checked there; the variable is not read then), else
- * $MELISSA_TRAINER_KEY, stripped (unset or blank: none), MT_EENV unless a 40-character
+ * $MELISSA_TRAINER_KEY, stripped as Python's str.strip (unset or blank: none), MT_EENV unless a 40-character
  * Z85 key (mt_z85_fault: else libzmq's bare "Invalid argument" at the socket option). */
 static mt_status receivers_key(mt_client *c) {
     char *key;
     if (c->curve_key_arg != NULL) {
         key = strdup(c->curve_key_arg);
     } else {
-        const char *v = getenv(ENV_KEY);
-        if (blank(v)) return MT_OK;
-        key = strip(v, strlen(v));
+        const char *v = getenv(ENV_KEY); /* (stripped as Python strips: mt_py_strip) */
+        if (v == NULL) return MT_OK;
+        key = mt_py_strip(v);
+        if (key != NULL && *key == '\0') {
+            free(key);
+            return MT_OK;
+        }
     }
     if (key == NULL) return mt_fail(c, MT_ENOMEM, "out of memory");
     char fault[320];

@@ -17,7 +17,9 @@ const char *mt_strerror(int status) {
     case MT_EDTYPE: return "MT_EDTYPE: wrong dtype";
     case MT_ESHAPE: return "MT_ESHAPE: wrong element count";
     case MT_ESTATE: return "MT_ESTATE: called in the wrong state";
-    case MT_EENV: return "MT_EENV: MELISSA_TRAINER_* environment variable missing or malformed";
+    case MT_EENV: /* (not the environment's only: an endpoint or a key given, a serve file's) */
+        return "MT_EENV: configuration to fix: a MELISSA_TRAINER_* variable, an endpoint or a "
+               "CURVE key missing, malformed or refused";
     case MT_ERENDEZVOUS: return "MT_ERENDEZVOUS: rendezvous directory incomplete in time";
     case MT_ETIMEDOUT: return "MT_ETIMEDOUT: timed out";
     case MT_EZMQ: return "MT_EZMQ: ZeroMQ call failed";

@@ -264,9 +264,17 @@ bool mt_utf8_valid(const char *s, size_t n);
  * (z85.c; melissa_trainer/client/server_key.py z85_fault, word for word). */
 bool mt_z85_fault(const char *key, char *out, size_t size);
 /* Python's repr of the UTF-8 string `s` ('...', or "..." when it holds ' and no "; \\,
- * \n, \t, control characters escaped; a byte not UTF-8 as \udcXX), in a new string (to
- * free; NULL: no memory): the messages that quote a key as the Python client's do (z85.c). */
+ * \n, \r, \t and what str.isprintable refuses escaped, as \xhh, \uhhhh or \Uhhhhhhhh; a
+ * byte not UTF-8 as \udcXX), in a new string (to free; NULL: no memory): the messages
+ * that quote a key as the Python client's do (z85.c). */
 char *mt_py_repr(const char *s);
+/* Python's str.isprintable of one code point (py_printable.c, generated from Python's
+ * unicodedata by clients/c/tools/make_py_printable.py). */
+bool mt_py_printable(unsigned long cp);
+/* `s` without the leading and trailing white space Python's str.strip takes off (its
+ * str.isspace: also \x1c-\x1f, U+0085, the no-break and other Unicode spaces), in a new
+ * string (NULL: no memory): a key read from a variable, as the Python client reads it. */
+char *mt_py_strip(const char *s);
 
 /* encode.c */
 typedef struct mt_buf {

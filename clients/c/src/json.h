@@ -30,4 +30,11 @@ bool mt_json_valid(const char *text);
 bool mt_json_array(const char *text, char ***items, size_t *n, char *err, size_t err_size);
 void mt_json_array_free(char **items, size_t n);
 
+/* json_repr.c: the value of the last member `name` of the JSON object `object` as Python's
+ * repr shows it once json.loads read it (True, None, 1.5, inf, [1, 'a'], {'k': None}; an
+ * integer's digits as written), in a new string (NULL: no such member, or no memory), and
+ * the name of its Python type in *type ("int", "float", "bool", "NoneType", "str", "list",
+ * "dict"). */
+char *mt_json_member_repr(const char *object, const char *name, const char **type);
+
 #endif

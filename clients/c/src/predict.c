@@ -67,9 +67,12 @@ static bool same_endpoints(const char *a, const char *b) {
 mt_status mt_set_serve_endpoints(mt_client *c, const char *endpoints) {
     if (c == NULL) return MT_EINVAL;
     mt_clear_error(c);
-    if (endpoints == NULL || strstr(endpoints, "://") == NULL)
-        return mt_fail(c, MT_EINVAL, "serving endpoints must be like tcp://HOST:PORT, got '%s'",
-                       endpoints == NULL ? "(null)" : endpoints);
+    if (endpoints == NULL)
+        return mt_fail(c, MT_EINVAL, "mt_set_serve_endpoints: endpoints NULL: give "
+                                     "tcp://HOST:PORT (the trainer's serve_N.json)");
+    /* (their form, each, now: as Predictor(endpoint=...) at its construction) */
+    mt_status st = mt_serve_endpoints_check(c, endpoints);
+    if (st != MT_OK) return st;
     /* The same endpoints again (a solver that sets them at every step, in case they
      * changed) change nothing: not the socket, and not the backoff after a trainer found
      * gone there, which keeps a solver asking in a loop from dialling at every request
@@ -200,9 +203,12 @@ static mt_status connect_serving(mt_client *c, double deadline, double timeout) 
             st = mt_fail(c, MT_EZMQ, "CURVE keys for '%s': %s", e.endpoint, zmq_strerror(errno));
     }
     if (st == MT_OK) st = mt_watch_start(c, s); /* (before connecting: no event missed) */
-    if (st == MT_OK && zmq_connect(s, e.endpoint) != 0)
-        st = mt_fail(c, MT_EINVAL, "cannot connect to serving endpoint '%s': %s", e.endpoint,
-                     zmq_strerror(errno));
+    if (st == MT_OK && zmq_connect(s, e.endpoint) != 0) { /* (an unknown transport, ...) */
+        char *shown = mt_py_repr(e.endpoint);
+        st = mt_fail(c, MT_EINVAL, "cannot connect to serving endpoint %s: %s",
+                     shown != NULL ? shown : e.endpoint, zmq_strerror(errno));
+        free(shown);
+    }
     c->predict_socket = s;
     if (st != MT_OK) {
         mt_predict_release(c); /* (its monitor too, if started) */

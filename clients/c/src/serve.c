@@ -1,9 +1,9 @@
 /* serve.c: where a prediction request goes (docs/protocol.md, section 16): the serving
  * endpoint of training rank simulation_id % W and the inputs it takes, from
- * mt_set_serve_endpoints, $MELISSA_TRAINER_SERVE_ENDPOINTS (with the servers' CURVE key
- * in $MELISSA_TRAINER_SERVE_KEY), or serve_{r}.json in the rendezvous directory (melissa_trainer/stream/serving_rendezvous.py read_serving and
- * melissa_trainer/client/predict_endpoint.py EndpointLookup.find: the same rules, the same
- * messages). */
+ * mt_set_serve_endpoints or $MELISSA_TRAINER_SERVE_ENDPOINTS (serve_given.c), or
+ * serve_{r}.json in the rendezvous directory (melissa_trainer/stream/serving_rendezvous.py
+ * read_serving and melissa_trainer/client/predict_endpoint.py EndpointLookup.find: the
+ * same rules, the same messages). */
 #define _POSIX_C_SOURCE 200809L
 #include <ctype.h>
 #include <dirent.h>
@@ -17,7 +17,6 @@
 #include "serve.h"
 
 #define ENV_SERVE "MELISSA_TRAINER_SERVE_ENDPOINTS"
-#define ENV_SERVE_KEY "MELISSA_TRAINER_SERVE_KEY"
 #define ENV_RENDEZVOUS "MELISSA_TRAINER_RENDEZVOUS"
 #define ENV_RUN_ID "MELISSA_TRAINER_RUN_ID"
 #define MAX_SERVE_FILE 65536
@@ -33,6 +32,7 @@ void mt_specs_free(mt_spec *specs, size_t n) {
 void mt_serve_entry_free(mt_serve_entry *e) {
     free(e->endpoint);
     free(e->curve_key);
+    free(e->key_repr);
     mt_specs_free(e->inputs, e->n_inputs);
     memset(e, 0, sizeof *e);
 }
@@ -89,6 +89,7 @@ static bool parse_serve(const char *text, long long rank, mt_serve_entry *e, lon
     if (!mt_json_object(text, &m, &n, err, sizeof err)) return false;
     long long version = -1, r = -1;
     const char *endpoint = NULL, *inputs = NULL, *key = NULL, *run_id = NULL;
+    const mt_json_member *key_member = NULL;
     bool ok = true;
     *world = -1;
     for (size_t k = 0; k < n; ++k) {
@@ -99,10 +100,7 @@ static bool parse_serve(const char *text, long long rank, mt_serve_entry *e, lon
         if (strcmp(m[k].key, "endpoint") == 0 && m[k].kind == MT_JSON_STRING)
             endpoint = m[k].string;
         if (strcmp(m[k].key, "inputs") == 0 && m[k].kind == MT_JSON_OTHER) inputs = m[k].string;
-        if (strcmp(m[k].key, "curve_public_key") == 0) {
-            if (m[k].kind == MT_JSON_STRING) key = m[k].string;
-            else ok = m[k].kind == MT_JSON_OTHER && strcmp(m[k].string, "null") == 0;
-        }
+        if (strcmp(m[k].key, "curve_public_key") == 0) key_member = &m[k]; /* (the last) */
         if (strcmp(m[k].key, "run_id") == 0) {
             if (m[k].kind == MT_JSON_STRING && mt_valid_run_id(m[k].string)) run_id = m[k].string;
             else ok = ok && m[k].kind == MT_JSON_OTHER && strcmp(m[k].string, "null") == 0;
@@ -110,6 +108,14 @@ static bool parse_serve(const char *text, long long rank, mt_serve_entry *e, lon
     }
     ok = ok && version == 1 && r == rank && *world > r && r >= 0 && endpoint != NULL &&
          inputs != NULL;
+    /* A key that is not a string (nor null: no CURVE) is kept as Python shows it, for
+     * file_key to say so at once, as the Python Predictor raises (a file that is otherwise
+     * a serve file is not one being replaced: waiting would not change it). */
+    if (key_member != NULL && key_member->kind == MT_JSON_STRING)
+        key = key_member->string;
+    else if (ok && key_member != NULL &&
+             !(key_member->kind == MT_JSON_OTHER && strcmp(key_member->string, "null") == 0))
+        ok = (e->key_repr = mt_json_member_repr(text, "curve_public_key", &e->key_type)) != NULL;
     char **items = NULL;
     size_t ni = 0;
     if (ok) ok = mt_json_array(inputs, &items, &ni, err, sizeof err) && ni >= 1 && ni <= 255;
@@ -231,60 +237,24 @@ static bool blank(const char *s) {
     return *s == '\0';
 }
 
-/* Item sim % n of the comma-separated `list`, stripped, as a new string. */
-static char *pick(const char *list, uint64_t sim) {
-    size_t n = 1;
-    for (const char *q = list; *q; ++q) n += *q == ',';
-    const char *start = list;
-    for (uint64_t i = sim % n; i > 0; --i) start = strchr(start, ',') + 1;
-    const char *end = strchr(start, ',');
-    if (end == NULL) end = start + strlen(start);
-    while (start < end && isspace((unsigned char)*start)) ++start;
-    while (end > start && isspace((unsigned char)end[-1])) --end;
-    char *out = malloc((size_t)(end - start) + 1);
-    if (out != NULL) {
-        memcpy(out, start, (size_t)(end - start));
-        out[end - start] = '\0';
-    }
-    return out;
-}
-
-/* $MELISSA_TRAINER_SERVE_KEY, stripped, into e->curve_key (unset or blank: none), for
- * endpoints given without a serve file; MT_EENV unless it is a 40-character Z85 key
- * (mt_z85_fault, the stream key's check). */
-static mt_status serve_key(mt_client *c, mt_serve_entry *e) {
-    const char *v = getenv(ENV_SERVE_KEY);
-    if (blank(v)) return MT_OK;
-    while (isspace((unsigned char)*v)) ++v;
-    size_t n = strlen(v);
-    while (n > 0 && isspace((unsigned char)v[n - 1])) --n;
-    char *key = strndup(v, n);
-    if (key == NULL) return mt_fail(c, MT_ENOMEM, "out of memory");
-    char fault[320];
-    if (mt_z85_fault(key, fault, sizeof fault)) { /* (else libzmq's bare EINVAL) */
-        mt_status st = mt_fail(c, MT_EENV, "the serving endpoint's CURVE key (" ENV_SERVE_KEY
-                                           ") must be the 40-character Z85 public key, not "
-                                           "'%s' (it must be %s)", key, fault);
-        free(key);
-        return st;
-    }
-    e->curve_key = key;
-    return MT_OK;
-}
-
 /* MT_OK unless the key of the serve file just read into `e` (from `dir`) is not a
- * 40-character Z85 key: then MT_EENV naming the file (else libzmq's bare EINVAL at the
- * socket option, "CURVE keys for ..."), `e` freed; client/predict_errors.py
- * malformed_serve_key, word for word. */
+ * 40-character Z85 key, or not a string: then MT_EENV naming the file (else libzmq's bare
+ * EINVAL at the socket option, "CURVE keys for ..."; or, not a string, a wait for a file
+ * that will not change), `e` freed; client/predict_errors.py malformed_serve_key, word for
+ * word (a value that is not a string as Python shows it, "(it must be a str, not int)"). */
 static mt_status file_key(mt_client *c, const char *dir, mt_serve_entry *e) {
     char fault[320];
-    if (e->curve_key == NULL || !mt_z85_fault(e->curve_key, fault, sizeof fault)) return MT_OK;
-    char *shown = mt_py_repr(e->curve_key);
-    mt_status st = mt_fail(c, MT_EENV, "the curve_public_key of the serve file %s/serve_%lld.json "
+    if (e->key_repr != NULL)
+        snprintf(fault, sizeof fault, "a str, not %s", e->key_type);
+    else if (e->curve_key == NULL || !mt_z85_fault(e->curve_key, fault, sizeof fault))
+        return MT_OK;
+    char *shown = e->key_repr != NULL ? NULL : mt_py_repr(e->curve_key);
+    const char *said = e->key_repr != NULL ? e->key_repr : shown;
+    mt_status st = said == NULL ? mt_fail(c, MT_ENOMEM, "out of memory")
+                 : mt_fail(c, MT_EENV, "the curve_public_key of the serve file %s/serve_%lld.json "
                                        "must be the 40-character Z85 public key, not %s (it "
                                        "must be %s): the trainer writes its own there; is that "
-                                       "file the trainer's?",
-                           dir, e->rank, shown != NULL ? shown : e->curve_key, fault);
+                                       "file the trainer's?", dir, e->rank, said, fault);
     free(shown);
     mt_serve_entry_free(e);
     return st;
@@ -294,22 +264,7 @@ mt_status mt_serve_resolve(mt_client *c, double deadline, double timeout, mt_ser
     memset(out, 0, sizeof *out);
     const char *listed = c->serve_endpoints_arg;
     if (listed == NULL && !blank(getenv(ENV_SERVE))) listed = getenv(ENV_SERVE);
-    if (listed != NULL) {
-        out->endpoint = pick(listed, c->simulation_id);
-        if (out->endpoint == NULL) return mt_fail(c, MT_ENOMEM, "out of memory");
-        uint64_t n = 1;
-        for (const char *q = listed; *q; ++q) n += *q == ',';
-        out->rank = (long long)(c->simulation_id % n);
-        if (strstr(out->endpoint, "://") == NULL) {
-            mt_status st = mt_fail(c, MT_EENV, "serving endpoints must be like tcp://HOST:PORT, "
-                                               "got '%s'", listed);
-            mt_serve_entry_free(out);
-            return st;
-        }
-        mt_status st = serve_key(c, out);
-        if (st != MT_OK) mt_serve_entry_free(out);
-        return st;
-    }
+    if (listed != NULL) return mt_serve_given(c, listed, out); /* (serve_given.c) */
     const char *dir = c->rendezvous_dir;
     char *stripped = NULL;
     if (dir == NULL && !blank(getenv(ENV_RENDEZVOUS))) {

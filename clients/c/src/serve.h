@@ -16,6 +16,9 @@ typedef struct mt_serve_entry {
     char *curve_key;
     mt_spec *inputs;
     size_t n_inputs;
+    char *key_repr;       /* a serve file's curve_public_key that is not a string (nor
+                           * null): as Python's repr shows it (else NULL) */
+    const char *key_type; /* and its Python type's name ("int", "list", ...) */
 } mt_serve_entry;
 
 /* The entry of the rank serving c's simulation: from mt_set_serve_endpoints, else
@@ -27,6 +30,20 @@ typedef struct mt_serve_entry {
  * removed it: it stopped, or only another run's serve files are there), MT_EENV when
  * nothing says where to look. */
 mt_status mt_serve_resolve(mt_client *c, double deadline, double timeout, mt_serve_entry *out);
+/* serve_given.c: endpoints given (mt_set_serve_endpoints, the variable). Whether the
+ * endpoint `e` (stripped) is not of a form to connect to: 1 with *why (to free) saying so
+ * in the Python Predictor's words ("endpoint 'tcp://h' has no port: give tcp://HOST:PORT
+ * (the trainer's serve_N.json)"; client/predict_lookup.py endpoint_fault), 0 (it is; other
+ * transports are ZeroMQ's to judge) or -1 (no memory). */
+int mt_serve_endpoint_fault(const char *e, char **why);
+/* MT_OK, or MT_EINVAL "mt_set_serve_endpoints: endpoint ..." for the first endpoint of the
+ * comma-separated `list` not of a form to connect to. */
+mt_status mt_serve_endpoints_check(mt_client *c, const char *list);
+/* The entry of rank simulation_id % n of the n endpoints `listed` (c->serve_endpoints_arg,
+ * checked already, or the variable's, whose picked endpoint is checked here: MT_EENV
+ * "MELISSA_TRAINER_SERVE_ENDPOINTS: endpoint ..."), with the key of
+ * $MELISSA_TRAINER_SERVE_KEY (MT_EENV when it is not a 40-character Z85 key). */
+mt_status mt_serve_given(mt_client *c, const char *listed, mt_serve_entry *out);
 void mt_serve_entry_free(mt_serve_entry *e);
 void mt_specs_free(mt_spec *specs, size_t n);
 

@@ -1,8 +1,10 @@
 /* z85.c: a CURVE key checked as a Z85 one (mt_z85_fault), in the Python client's words
- * (melissa_trainer/client/server_key.py z85_fault), and Python's repr of a string
+ * (melissa_trainer/client/server_key.py z85_fault), Python's repr of a string
  * (mt_py_repr) for the messages that quote a key as that client does: the argument's
- * (client.c mt_set_curve_server_key), the variables' (env.c, serve.c). Characters are
- * counted and named as Python's str holds them (UTF-8 code points), not bytes. */
+ * (client.c mt_set_curve_server_key), the variables' (env.c, serve.c), a serve file's
+ * (serve.c), and Python's str.strip (mt_py_strip) for a key read from a variable.
+ * Characters are counted and named as Python's str holds them (UTF-8 code points), not
+ * bytes. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,17 +57,6 @@ static void put_utf8(char *out, size_t *at, unsigned long cp) {
     }
 }
 
-/* Whether Python's repr shows `cp` as itself: not the control and format characters,
- * separators and surrogates a key pasted from elsewhere may carry (no-break and
- * zero-width spaces, the byte-order mark, line separators, an escaped byte); the rest of
- * Unicode's few non-printable characters are shown as they are. */
-static bool printable(unsigned long cp) {
-    return !(cp < 0x20 || (cp >= 0x7F && cp <= 0xA0) || cp == 0xAD || cp == 0x1680 ||
-             (cp >= 0x2000 && cp <= 0x200F) || (cp >= 0x2028 && cp <= 0x202F) ||
-             (cp >= 0x205F && cp <= 0x2064) || cp == 0x3000 || (cp >= 0xD800 && cp <= 0xDFFF) ||
-             cp == 0xFEFF);
-}
-
 char *mt_py_repr(const char *s) {
     const unsigned char *u = (const unsigned char *)s;
     size_t n = strlen(s);
@@ -82,14 +73,41 @@ char *mt_py_repr(const char *s) {
             memcpy(out + at, esc, 2), at += 2;
         } else if (cp == (unsigned long)quote) {
             out[at++] = '\\', out[at++] = quote;
-        } else if (!printable(cp)) {
-            at += (size_t)sprintf(out + at, cp < 0x100 ? "\\x%02lx" : "\\u%04lx", cp);
+        } else if (!mt_py_printable(cp)) { /* (py_printable.c: Python's str.isprintable) */
+            at += (size_t)sprintf(out + at, cp < 0x100      ? "\\x%02lx"
+                                            : cp < 0x10000 ? "\\u%04lx"
+                                                           : "\\U%08lx", cp);
         } else {
             put_utf8(out, &at, cp);
         }
     }
     out[at++] = quote;
     out[at] = '\0';
+    return out;
+}
+
+/* Whether Python's str.isspace says `cp` is white space (what str.strip takes off). */
+static bool py_space(unsigned long cp) {
+    return (cp >= 0x09 && cp <= 0x0D) || (cp >= 0x1C && cp <= 0x20) || cp == 0x85 ||
+           cp == 0xA0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 ||
+           cp == 0x2029 || cp == 0x202F || cp == 0x205F || cp == 0x3000;
+}
+
+char *mt_py_strip(const char *s) {
+    const unsigned char *u = (const unsigned char *)s;
+    size_t n = strlen(s), start = n, end = 0;
+    for (size_t i = 0; i < n;) {
+        size_t at = i;
+        if (py_space(next_char(u, &i))) continue;
+        if (start == n) start = at;
+        end = i;
+    }
+    if (start == n) start = end = 0; /* (all white space: empty) */
+    char *out = malloc(end - start + 1);
+    if (out != NULL) {
+        memcpy(out, s + start, end - start);
+        out[end - start] = '\0';
+    }
     return out;
 }
 

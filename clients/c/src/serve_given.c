@@ -1,0 +1,136 @@
+/* serve_given.c: serving endpoints given rather than read from a serve file
+ * (mt_set_serve_endpoints, $MELISSA_TRAINER_SERVE_ENDPOINTS, with the servers' CURVE key in
+ * $MELISSA_TRAINER_SERVE_KEY): their form checked as the Python Predictor checks it
+ * (melissa_trainer/client/predict_lookup.py endpoint_fault, checked_endpoint: the same
+ * rules, the same words), the one of this simulation's rank picked. Serve files: serve.c. */
+#define _POSIX_C_SOURCE 200809L
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "serve.h"
+
+#define ENV_SERVE "MELISSA_TRAINER_SERVE_ENDPOINTS"
+#define ENV_SERVE_KEY "MELISSA_TRAINER_SERVE_KEY"
+#define SERVE_FORM "give tcp://HOST:PORT (the trainer's serve_N.json)"
+
+/* Whether `port` (up to its end) is a number 1 to 65535 in ASCII digits (leading zeros
+ * allowed, as Python's int()). */
+static bool port_number(const char *port) {
+    size_t n = strlen(port);
+    if (n == 0 || strspn(port, "0123456789") != n) return false;
+    while (*port == '0') ++port; /* (then at most 5 digits: no overflow) */
+    return strlen(port) >= 1 && strlen(port) <= 5 && atol(port) <= 65535;
+}
+
+int mt_serve_endpoint_fault(const char *e, char **why) {
+    const char *rest = strstr(e, "://"), *what = NULL, *form = SERVE_FORM;
+    *why = NULL;
+    if (rest == NULL) {
+        what = "is not like tcp://HOST:PORT";
+    } else {
+        size_t scheme = (size_t)(rest - e);
+        rest += 3;
+        if (scheme == 3 && strncmp(e, "tcp", 3) == 0) {
+            const char *at = strrchr(rest, ';'); /* (a source address before it) */
+            if (at != NULL) rest = at + 1;
+            const char *colon = strrchr(rest, ':');
+            if (colon == NULL || strchr(colon, ']') != NULL || colon[1] == '\0')
+                what = *rest == '\0' ? "has no host and no port" : "has no port";
+            else if (colon == rest)
+                what = "has no host";
+            else if (colon == rest + 1 && *rest == '*')
+                what = "has a host * (a bind's, not a connection's)";
+            else if (!port_number(colon + 1))
+                what = "has a port that is not a number 1 to 65535";
+        } else if (scheme == 3 && strncmp(e, "ipc", 3) == 0 && *rest == '\0') {
+            what = "has no path", form = "give ipc://PATH";
+        } else if (scheme == 6 && strncmp(e, "inproc", 6) == 0 && *rest == '\0') {
+            what = "has no name", form = "give inproc://NAME";
+        } /* (other transports: ZeroMQ's to judge, at the connect) */
+    }
+    if (what == NULL) return 0;
+    char *shown = mt_py_repr(e);
+    size_t size = shown != NULL ? strlen(shown) + strlen(what) + strlen(form) + 16 : 0;
+    *why = shown != NULL ? malloc(size) : NULL;
+    if (*why != NULL) snprintf(*why, size, "endpoint %s %s: %s", shown, what, form);
+    free(shown);
+    return *why != NULL ? 1 : -1;
+}
+
+/* `len` bytes of `s` without the blanks around them, as a new string (NULL: no memory). */
+static char *stripped(const char *s, size_t len) {
+    while (len > 0 && isspace((unsigned char)*s)) ++s, --len;
+    while (len > 0 && isspace((unsigned char)s[len - 1])) --len;
+    return strndup(s, len);
+}
+
+/* MT_OK, or `status` naming the endpoint `e` (its form: mt_serve_endpoint_fault) after
+ * `source` (where it was given, as Python's checked_endpoint names it). */
+static mt_status check_one(mt_client *c, const char *e, mt_status status, const char *source) {
+    char *why;
+    int fault = mt_serve_endpoint_fault(e, &why);
+    if (fault == 0) return MT_OK;
+    mt_status st = fault < 0 ? mt_fail(c, MT_ENOMEM, "out of memory")
+                             : mt_fail(c, status, "%s: %s", source, why);
+    free(why);
+    return st;
+}
+
+mt_status mt_serve_endpoints_check(mt_client *c, const char *list) {
+    for (const char *start = list;;) {
+        size_t len = strcspn(start, ",");
+        char *e = stripped(start, len);
+        mt_status st = e == NULL ? mt_fail(c, MT_ENOMEM, "out of memory")
+                                 : check_one(c, e, MT_EINVAL, "mt_set_serve_endpoints");
+        free(e);
+        if (st != MT_OK || start[len] == '\0') return st;
+        start += len + 1;
+    }
+}
+
+/* $MELISSA_TRAINER_SERVE_KEY, stripped as Python's str.strip (mt_py_strip), into
+ * e->curve_key (unset or blank: none), for endpoints given without a serve file; MT_EENV
+ * unless it is a 40-character Z85 key (mt_z85_fault, the stream key's check), quoting it
+ * as Python's repr (client/predict_errors.py malformed_serve_key). */
+static mt_status serve_key(mt_client *c, mt_serve_entry *e) {
+    const char *v = getenv(ENV_SERVE_KEY);
+    if (v == NULL) return MT_OK;
+    char *key = mt_py_strip(v), fault[320];
+    if (key == NULL) return mt_fail(c, MT_ENOMEM, "out of memory");
+    if (*key == '\0') {
+        free(key);
+        return MT_OK;
+    }
+    if (mt_z85_fault(key, fault, sizeof fault)) { /* (else libzmq's bare EINVAL) */
+        char *shown = mt_py_repr(key);
+        mt_status st = shown == NULL ? mt_fail(c, MT_ENOMEM, "out of memory")
+                     : mt_fail(c, MT_EENV, "the serving endpoint's CURVE key (" ENV_SERVE_KEY
+                                           ") must be the 40-character Z85 public key, not %s "
+                                           "(it must be %s)", shown, fault);
+        free(shown);
+        free(key);
+        return st;
+    }
+    e->curve_key = key;
+    return MT_OK;
+}
+
+mt_status mt_serve_given(mt_client *c, const char *listed, mt_serve_entry *out) {
+    uint64_t n = 1;
+    for (const char *q = listed; *q; ++q) n += *q == ',';
+    const char *start = listed;
+    for (uint64_t i = c->simulation_id % n; i > 0; --i) start = strchr(start, ',') + 1;
+    out->endpoint = stripped(start, strcspn(start, ","));
+    if (out->endpoint == NULL) return mt_fail(c, MT_ENOMEM, "out of memory");
+    out->rank = (long long)(c->simulation_id % n);
+    /* (the argument's were checked by mt_set_serve_endpoints; the variable's, this
+     * rank's only, here: Python's _resolve checks the one it picks) */
+    mt_status st = listed == c->serve_endpoints_arg ? MT_OK
+                 : check_one(c, out->endpoint, MT_EENV, ENV_SERVE);
+    if (st == MT_OK) st = serve_key(c, out);
+    if (st != MT_OK) mt_serve_entry_free(out);
+    return st;
+}

@@ -15,8 +15,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from c_driver import run_script, script_exe  # noqa: F401 (a fixture)
-from compiled import CClient, c_client  # noqa: F401 (a fixture)
+from c_driver import run_script
+from compiled import CClient
 
 from melissa_trainer.stream.serving_rendezvous import write_serving
 from melissa_trainer.wire import field_specs
@@ -37,7 +37,7 @@ ASK = "input u 1 1 4 : 1 2 3 4\noutput y 1 4\npredict 20\nabort\n"
 
 
 @pytest.fixture(scope="module")
-def eenv_text(c_client: CClient, tmp_path_factory: pytest.TempPathFactory) -> str:  # noqa: F811
+def eenv_text(c_client: CClient, tmp_path_factory: pytest.TempPathFactory) -> str:
     """mt_strerror(MT_EENV), from a program built against the library."""
     out = tmp_path_factory.mktemp("strerror")
     (out / "strerror.c").write_text(PROGRAM)
@@ -47,7 +47,7 @@ def eenv_text(c_client: CClient, tmp_path_factory: pytest.TempPathFactory) -> st
 
 @pytest.mark.timeout(60)
 def test_an_endpoint_whose_host_does_not_resolve(
-    script_exe: Path,  # noqa: F811
+    script_exe: Path,
     tmp_path: Path,
     eenv_text: str,
 ) -> None:
@@ -58,7 +58,7 @@ def test_an_endpoint_whose_host_does_not_resolve(
 
 @pytest.mark.timeout(60)
 def test_a_serve_files_key_that_is_not_one(
-    script_exe: Path,  # noqa: F811
+    script_exe: Path,
     tmp_path: Path,
     eenv_text: str,
 ) -> None:
@@ -73,7 +73,7 @@ def test_a_serve_files_key_that_is_not_one(
 
 @pytest.mark.timeout(60)
 def test_a_missing_variable(
-    script_exe: Path,  # noqa: F811
+    script_exe: Path,
     tmp_path: Path,
     eenv_text: str,
 ) -> None:

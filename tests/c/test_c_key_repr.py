@@ -24,8 +24,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import zmq
-from c_driver import run_script, script_exe  # noqa: F401 (a fixture)
-from compiled import C_SOURCE, c_client  # noqa: F401 (a fixture)
+from c_driver import run_script
+from compiled import C_SOURCE
 
 from melissa_trainer.client import Client
 from melissa_trainer.client.predict import Predictor
@@ -111,7 +111,7 @@ PREDICT += "output y 1 4\npredict 0.5\nabort\n"
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("key", [*BAD.values(), *BYTES.values()], ids=[*BAD, *BYTES])
 def test_the_stream_key_variable_is_quoted_as_python(
-    script_exe: Path,  # noqa: F811
+    script_exe: Path,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     by_hand: None,
@@ -129,7 +129,7 @@ def test_the_stream_key_variable_is_quoted_as_python(
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("key", [*BAD.values(), *BYTES.values()], ids=[*BAD, *BYTES])
 def test_the_serve_key_variable_is_quoted_as_python(
-    script_exe: Path,  # noqa: F811
+    script_exe: Path,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     by_hand: None,
@@ -145,7 +145,7 @@ def test_the_serve_key_variable_is_quoted_as_python(
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("key", list(BAD.values()), ids=list(BAD))
 def test_a_serve_files_key_is_quoted_as_python(
-    script_exe: Path,  # noqa: F811
+    script_exe: Path,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     by_hand: None,
@@ -161,7 +161,7 @@ def test_a_serve_files_key_is_quoted_as_python(
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("key", [*BAD.values(), WRAPPED], ids=[*BAD, "wrapped"])
 def test_the_key_argument_is_quoted_as_python(
-    script_exe: Path,  # noqa: F811
+    script_exe: Path,
     tmp_path: Path,
     by_hand: None,
     key: str,
@@ -174,7 +174,7 @@ def test_the_key_argument_is_quoted_as_python(
 
 @pytest.mark.timeout(60)
 def test_a_variables_key_is_stripped_as_python(
-    script_exe: Path,  # noqa: F811
+    script_exe: Path,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     by_hand: None,

@@ -22,8 +22,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from c_driver import run_script, script_exe  # noqa: F401 (a fixture)
-from compiled import c_client  # noqa: F401 (a fixture)
+from c_driver import run_script
 
 from melissa_trainer.client.predict import Predictor
 
@@ -81,7 +80,7 @@ def python_request(sim: int) -> str:
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("endpoint", BAD)
 def test_a_malformed_endpoint_of_the_variable_is_said_at_the_request(
-    script_exe: Path,  # noqa: F811
+    script_exe: Path,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     by_hand: None,
@@ -96,7 +95,7 @@ def test_a_malformed_endpoint_of_the_variable_is_said_at_the_request(
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("endpoint", BAD)
 def test_a_malformed_endpoint_is_refused_by_mt_set_serve_endpoints(
-    script_exe: Path,  # noqa: F811
+    script_exe: Path,
     tmp_path: Path,
     by_hand: None,
     endpoint: str,
@@ -123,7 +122,7 @@ def test_a_malformed_endpoint_is_refused_by_mt_set_serve_endpoints(
     ],
 )
 def test_well_formed_endpoints_are_dialled(
-    script_exe: Path,  # noqa: F811
+    script_exe: Path,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     by_hand: None,
@@ -139,7 +138,7 @@ def test_well_formed_endpoints_are_dialled(
 
 @pytest.mark.timeout(60)
 def test_an_unknown_transport_is_zeromqs_to_judge_in_both_clients(
-    script_exe: Path,  # noqa: F811
+    script_exe: Path,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     by_hand: None,

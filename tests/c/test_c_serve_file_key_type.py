@@ -17,8 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from c_driver import run_script, script_exe  # noqa: F401 (a fixture)
-from compiled import c_client  # noqa: F401 (a fixture)
+from c_driver import run_script
 
 from melissa_trainer.client.predict import Predictor
 from melissa_trainer.stream.serving_rendezvous import write_serving
@@ -71,7 +70,7 @@ def serve_file_with_key(directory: Path, raw: str) -> None:
 @pytest.mark.timeout(WAIT + 60)
 @pytest.mark.parametrize("raw", KEYS)
 def test_a_serve_files_key_of_another_type_fails_at_once_in_pythons_words(
-    script_exe: Path,  # noqa: F811
+    script_exe: Path,
     tmp_path: Path,
     by_hand: None,
     raw: str,
@@ -92,7 +91,7 @@ def test_a_serve_files_key_of_another_type_fails_at_once_in_pythons_words(
 
 @pytest.mark.timeout(60)
 def test_a_null_key_is_no_curve(
-    script_exe: Path,  # noqa: F811
+    script_exe: Path,
     tmp_path: Path,
     by_hand: None,
 ) -> None:

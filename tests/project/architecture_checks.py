@@ -1,15 +1,11 @@
 """The checkers of the package's structure that tests/project/test_architecture.py runs on the
 package and tests/project/test_architecture_checkers.py on a package made to break them:
-its modules and import graph (parsed with `ast`), import cycles, layers, each module
-imported first in a fresh interpreter, and reaches into private attributes."""
+its modules and import graph (parsed with `ast`), import cycles, layers, and reaches into
+private attributes (each module imported first in a fresh interpreter: import_first.py)."""
 
 from __future__ import annotations
 
 import ast
-import json
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -189,58 +185,6 @@ def import_cycles(known: dict[str, Module]) -> list[list[str]]:
             path.append(nxt)
             seen.add(nxt)
     return cycles
-
-
-# -- importing each module first --------------------------------------------------------
-
-IMPORT_EACH = """
-import importlib, json, sys, traceback
-package, names, blocked = sys.argv[1], json.loads(sys.argv[2]), set(json.loads(sys.argv[3]))
-
-class Block:  # refuses the top-level packages a promise excludes
-    def find_spec(self, name, path=None, target=None):
-        if name.partition(".")[0] in blocked:
-            raise ImportError(f"{name} is blocked: this module promised not to need it")
-        return None
-
-sys.meta_path.insert(0, Block())
-failures = {}
-for name in names:
-    # Forget every module of the package: `name` is imported first, as in a fresh
-    # interpreter (third-party modules stay loaded: they are not what is checked).
-    for loaded in [m for m in sys.modules if m == package or m.startswith(package + ".")]:
-        del sys.modules[loaded]
-    try:
-        importlib.import_module(name)
-    except BaseException:
-        failures[name] = traceback.format_exc(limit=-4)
-print(json.dumps(failures))
-"""
-
-
-def import_each_first(
-    names: list[str],
-    package: str,
-    blocked: tuple[str, ...] = (),
-    path: Path | None = None,
-    timeout: float = 150,
-) -> dict[str, str]:
-    """Import each of `names` first, in one fresh interpreter with `blocked` top-level
-    packages refused: the traceback of each that fails, by name (`timeout` s: a hang's
-    bound, not a speed check)."""
-    env = None
-    if path is not None:
-        env = {**os.environ, "PYTHONPATH": f"{path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    result = subprocess.run(
-        [sys.executable, "-c", IMPORT_EACH, package, json.dumps(names), json.dumps(blocked)],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=env,
-    )
-    assert result.returncode == 0, result.stderr
-    failures: dict[str, str] = json.loads(result.stdout.strip().splitlines()[-1])
-    return failures
 
 
 # -- private attributes -----------------------------------------------------------------

@@ -11,10 +11,10 @@ import pytest
 from architecture_checks import (
     back_edges,
     import_cycles,
-    import_each_first,
     modules,
     private_reaches,
 )
+from import_first import import_each_first
 
 # -- the checkers can fail ----------------------------------------------------------------
 
@@ -64,9 +64,12 @@ def test_checkers_find_what_they_look_for(tmp_path: Path) -> None:
                         print(fake.d._secret)        # another module's
                         setattr(other, "_count", 0)  # the same, by name
             """,
-            "t.py": "import torch\n",
+            # a top-level package a promise may exclude (torch's stand-in: ~1 s lighter)
+            "t.py": "import heavy\n",
         },
     )
+    (tmp_path / "heavy").mkdir()
+    (tmp_path / "heavy" / "__init__.py").write_text("")
     known = modules(package, "fake")
     cycles = {frozenset(c) for c in import_cycles(known)}
     assert cycles == {frozenset({"fake.a", "fake.b"}), frozenset({"fake.c", "fake.d"})}
@@ -99,5 +102,35 @@ def test_checkers_find_what_they_look_for(tmp_path: Path) -> None:
     assert homeless == ["fake.other"]
     assert edges == ["fake.low.a:4 -> fake.high.b (low below high)"]
 
-    blocked = import_each_first(["fake.t", "fake.e"], "fake", ("torch",), path=tmp_path)
-    assert list(blocked) == ["fake.t"] and "torch is blocked" in blocked["fake.t"]
+    blocked = import_each_first(["fake.t", "fake.e"], "fake", ("heavy",), path=tmp_path)
+    assert list(blocked) == ["fake.t"] and "heavy is blocked" in blocked["fake.t"]
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(120)
+def test_importing_first_reports_a_hang_by_cpu_time_not_by_the_wall_clock(tmp_path: Path) -> None:
+    """`import_each_first` has no wall-clock bound (its callers' failed under load): a
+    module that loops at import is caught by the CPU time it spends, one blocked at import
+    by the CPU time the interpreter does not spend; the modules after it are not checked,
+    those before it are reported as usual."""
+    write_package(
+        tmp_path,
+        {
+            "bad.py": "raise RuntimeError('bad at import')\n",
+            # the lines the importing interpreter writes are not forged by a module's print
+            "loud.py": 'print(\'import-first: failed ["fake.x", "a forged line"]\')\n',
+            "spin.py": "while True:\n    pass\n",
+            "wait.py": "import threading\nthreading.Event().wait()\n",
+            "after.py": "raise RuntimeError('never imported')\n",
+        },
+    )
+    names = ["fake.bad", "fake.loud", "fake.spin", "fake.after"]
+    looped = import_each_first(names, "fake", path=tmp_path, cpu_limit=1.0)
+    assert list(looped) == ["fake.bad", "fake.spin"], looped
+    assert "bad at import" in looped["fake.bad"]
+    assert "still importing after" in looped["fake.spin"] and "a loop?" in looped["fake.spin"]
+
+    names = ["fake.loud", "fake.wait", "fake.after"]
+    waited = import_each_first(names, "fake", path=tmp_path, stall=5.0)
+    assert list(waited) == ["fake.wait"], waited
+    assert "no CPU time used for" in waited["fake.wait"] and "blocked?" in waited["fake.wait"]

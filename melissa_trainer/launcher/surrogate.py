@@ -235,8 +235,8 @@ class SurrogateSampler(AdaptiveSampler):
         bans nothing). From now on:
 
         - no draw, acquired or explored, lands in its no-go zone
-          (`launcher.failed_zones`): within `avoid` of it, or nearer to it than to any
-          point that did not fail. An acquisition takes the best-scored candidate
+          (`launcher.failed_zones`): within `avoid` of it, or nearer to it than to every
+          success observed. An acquisition takes the best-scored candidate
           outside every zone, an exploration point inside one is replaced by the
           candidate outside them farthest from every draw; when the whole pool is
           banned, the candidate farthest from every failure;

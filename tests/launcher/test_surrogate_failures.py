@@ -71,11 +71,7 @@ def test_the_next_draws_avoid_the_failed_corner() -> None:
 
 def test_without_failures_the_acquisition_goes_to_the_corner() -> None:
     """The control: the same losses, nobody given up: the corner is where it aims."""
-    sampler = SurrogateSampler(BOX, seed=7, exploration=0.0, min_observations=4)
-    rng = np.random.default_rng(0)
-    for sid, eps in enumerate(np.geomspace(1.02e-3, 1e-1, 15)):
-        parameters = {"eps": float(eps), "a": float(rng.random())}
-        sampler.observe(sid, parameters, loss_of(parameters))
+    sampler = corner_losses()
     assert sum(sampler.draw()["eps"] < FAILS_BELOW for _ in range(6)) >= 3
 
 

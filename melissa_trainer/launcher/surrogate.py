@@ -21,8 +21,16 @@ training loss, `melissa_trainer.core.loss_per_simulation`, fed by the `Study` th
   by the predicted mean plus `kappa` times the predicted standard deviation (an upper
   confidence bound) and takes the best. The deviation is that of a process conditioned
   on *every* point drawn so far, those still running (not observed yet) included: a
-  launched simulation is no longer unknown, so consecutive draws do not pile onto the
-  same spot before their losses come in (the "kriging believer" for the variance);
+  launched simulation is no longer unknown (the "kriging believer" for the variance).
+  That lowers the score next to a running draw by at most `kappa` times about 0.7 of a
+  deviation (noise 0.1: a known point keeps sqrt(0.1/1.1) of it), which a high
+  predicted loss can outweigh: consecutive draws then do pile onto one spot, a
+  boundary corner above all, until their losses come in. `spacing` > 0 forbids it: an
+  acquisition then keeps that distance from every draw remembered (yielding only where
+  no candidate outside the failures' zones can);
+- the simulations given up (`failed`) are **no-go zones**: no draw lands within `avoid`
+  of one, or nearer to one than to every success observed (`launcher.failed_zones`),
+  and their losses (of the samples trained before they failed) are dropped;
 - with probability `exploration` (and while fewer than `min_observations` are kept) an
   **exploration draw** instead, the gap-filling scrambled Sobol' sequence of
   `exploration.Exploration` (16 candidates: the sequence's point farthest from every
@@ -57,8 +65,8 @@ loses"). Its cost on a small MLP's steps per CPU-second of the step and the samp
 ``benchmarks/results/surrogate_cost_gp_2026-11-30.txt``).
 
 Deterministic (draw `i` depends on the seed, `i`, the observations made before it and
-the draws so far) and resumable: the state holds the observations and the exploration's
-state (the points drawn). Not thread-safe (the launcher's lock).
+the draws so far) and resumable: the state holds the observations, the exploration's
+state (the points drawn) and the simulations given up. Not thread-safe (the launcher's lock).
 """
 
 from __future__ import annotations
@@ -72,6 +80,7 @@ import numpy as np
 from melissa_trainer.common.checks import check_positive_int
 from melissa_trainer.launcher.adaptive import AdaptiveSampler
 from melissa_trainer.launcher.exploration import GAP_CANDIDATES, Exploration
+from melissa_trainer.launcher.failed_zones import FailedZones
 from melissa_trainer.launcher.sampler_base import Bounds, bounded_number
 
 __all__ = ["LossPredictor", "SurrogateSampler"]
@@ -158,6 +167,12 @@ class SurrogateSampler(AdaptiveSampler):
             points (> 0).
         memory: how many draws (the newest) the exploration keeps away from and the
             deviation is conditioned on; None: all.
+        avoid: the no-go radius around each simulation given up (`failed`), in the
+            unit cube over the varying parameters (>= 0; default 0.1; see `failed`).
+        spacing: the least distance (same unit) from an acquisition draw to every
+            draw remembered, running or observed (>= 0; default 0: none, the
+            deviation alone spreads the draws, which a high predicted loss at a
+            boundary can outweigh).
 
     Raises:
         ValueError: an option out of range (the message names it).
@@ -178,6 +193,8 @@ class SurrogateSampler(AdaptiveSampler):
         noise: float = 0.1,
         length: float = 1.0,
         memory: int | None = 1000,
+        avoid: float = 0.1,
+        spacing: float = 0.0,
     ) -> None:
         super().__init__(bounds, seed, window)
         self.exploration = bounded_number("exploration", exploration, 0.0, 1.0)
@@ -193,7 +210,11 @@ class SurrogateSampler(AdaptiveSampler):
         self.noise = bounded_number("noise", noise, 0.0, math.inf, low_open=True)
         self.length = bounded_number("length", length, 0.0, math.inf, low_open=True)
         self.memory = memory
+        self.avoid = bounded_number("avoid", avoid, 0.0, math.sqrt(len(self.names)))
+        self.spacing = bounded_number("spacing", spacing, 0.0, math.sqrt(len(self.names)))
         self._varying = self._span > 0
+        #: the simulations given up, the acquisition's no-go zones (`failed`)
+        self._failed = FailedZones(int(self._varying.sum()), self.avoid)
         self._explorer = self._new_exploration()  # checks memory
         #: acquisition draws made so far (the others explored)
         self.acquired = 0
@@ -207,6 +228,41 @@ class SurrogateSampler(AdaptiveSampler):
     def explored(self) -> int:
         """How many of the draws so far were exploration draws."""
         return self._explorer.explored
+
+    def failed(self, simulation_id: int, parameters: Mapping[str, float]) -> None:
+        """A simulation given up for good (`Sampler.failed`: its restarts used up; a
+        failed attempt that a restart got through is never told, so a transient failure
+        bans nothing). From now on:
+
+        - no draw, acquired or explored, lands in its no-go zone
+          (`launcher.failed_zones`): within `avoid` of it, or nearer to it than to every
+          success observed. An acquisition takes the best-scored candidate
+          outside every zone, an exploration point inside one is replaced by the
+          candidate outside them farthest from every draw; when the whole pool is
+          banned, the candidate farthest from every failure;
+        - its loss no longer steers the predictor: its observation is dropped and later
+          ones ignored. The samples it sent before failing were trained on with a high
+          loss (the start of a run is what the surrogate knows least), so the predictor
+          would aim right back at the region where the solver fails; the zone says
+          what is known there instead.
+        """
+        self._failed.add(simulation_id, self._unit(parameters)[self._varying])
+        if simulation_id in self._losses:
+            del self._losses[simulation_id], self._parameters[simulation_id]
+            self._view = None
+            self._changes += 1
+
+    @property
+    def failures(self) -> tuple[int, ...]:
+        """The ids of the simulations given up so far (`failed`), oldest first."""
+        return tuple(self._failed.ids)
+
+    def observe(self, simulation_id: int, parameters: Mapping[str, float], loss: float) -> None:
+        """`AdaptiveSampler.observe`, except that a simulation given up (`failed`) is
+        not observed (its reports of samples trained before it failed are ignored)."""
+        if simulation_id in self._failed.ids:
+            return
+        super().observe(simulation_id, parameters, loss)
 
     def predictor(self) -> LossPredictor | None:
         """The loss predictor of the observations kept (None below `min_observations`)."""
@@ -228,24 +284,61 @@ class SurrogateSampler(AdaptiveSampler):
         predictor = None if explore else self.predictor()
         if predictor is None:
             unit = self._explorer.draw()
+            known = self._known() if len(self._failed) else None
+            if known is not None and not self._failed.allowed(unit[None, self._varying], known)[0]:
+                # not next to a failure: of the pool, the allowed one farthest from every draw
+                points = self._full(rng.random((self.pool, int(self._varying.sum()))))
+                gaps = self._explorer.gaps(points)
+                unit = points[self._failed.choose(points[:, self._varying], gaps, known)]
         else:
             candidates = rng.random((self.pool, int(self._varying.sum())))
             score = predictor.mean(candidates) + self.kappa * predictor.std(candidates)
-            unit = np.zeros(len(self.names))
-            unit[self._varying] = candidates[int(np.argmax(score))]
+            best = self._acquire(candidates, score)
+            unit = self._full(candidates[best : best + 1])[0]
             self.acquired += 1
         self._explorer.remember(unit)  # every draw: exploration and deviation know it
         return self._scale(unit)
 
+    def _acquire(self, candidates: np.ndarray, score: np.ndarray) -> int:
+        """The index of the acquisition's candidate: the best-scored one outside every
+        no-go zone (`failed`) and at least `spacing` from every draw remembered (the
+        spacing yields where no candidate outside the zones keeps it); when every
+        candidate is in a zone, the one farthest from every failure."""
+        mask = np.ones(len(candidates), dtype=bool)
+        if len(self._failed):
+            mask = self._failed.allowed(candidates, self._known())
+        if self.spacing > 0:
+            spaced = mask & (self._explorer.gaps(self._full(candidates)) >= self.spacing)
+            mask = spaced if spaced.any() else mask
+        if not mask.any():
+            return int(np.argmax(self._failed.distance(candidates)))
+        return int(np.argmax(np.where(mask, score, -np.inf)))
+
+    def _full(self, candidates: np.ndarray) -> np.ndarray:
+        """Rows over the varying parameters as points of the whole unit cube (0 fixed)."""
+        out = np.zeros((len(candidates), len(self.names)))
+        out[:, self._varying] = candidates
+        return out
+
+    def _known(self) -> np.ndarray:
+        """The points observed (varying parameters): what the no-go zones'
+        nearest-point rule weighs a failure against. Not the draws still running: a
+        draw is no evidence that a point does not fail until its samples come in (the
+        draws next to a failure would otherwise wear its zone away)."""
+        kept = [self._unit(p)[self._varying] for p in self._parameters.values()]
+        return np.reshape(np.asarray(kept, dtype=np.float64), (-1, int(self._varying.sum())))
+
     def _options(self) -> dict[str, Any]:
         names = ("exploration", "min_observations", "pool", "kappa", "noise", "length", "memory")
-        return {name: getattr(self, name) for name in names}
+        added = {"avoid": self.avoid, "spacing": self.spacing}  # (`load_state_dict`)
+        return {**{name: getattr(self, name) for name in names}, **added}
 
     def state_dict(self) -> dict[str, Any]:
         return {
             **super().state_dict(),
             "acquired": self.acquired,
             "exploration_state": self._explorer.state_dict(),
+            "failed": self._failed.state_dict(),
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -255,7 +348,13 @@ class SurrogateSampler(AdaptiveSampler):
             ValueError: a state of another kind or options, or a malformed part; nothing
                 changes then.
         """
+        if "avoid" not in state and "failed" not in state:
+            # saved before failures were kept (none were then) and spacing existed (the
+            # draws had none): the state of a run with the defaults
+            state = {**state, "avoid": self.avoid, "failed": [], "spacing": 0.0}
         self._refuse_other(state)
+        failed = FailedZones(self._failed.dims, self.avoid)
+        failed.load_state_dict(state.get("failed"))
         acquired, exploration_state = state.get("acquired"), state.get("exploration_state")
         if isinstance(acquired, bool) or not isinstance(acquired, int) or acquired < 0:
             raise ValueError(f"sampler state has an invalid acquired count {acquired!r}")
@@ -269,4 +368,4 @@ class SurrogateSampler(AdaptiveSampler):
                 f"draws, not its position {state.get('position')!r}"
             )
         super().load_state_dict(state)
-        self._explorer, self.acquired = explorer, acquired
+        self._explorer, self.acquired, self._failed = explorer, acquired, failed

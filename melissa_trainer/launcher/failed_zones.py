@@ -1,0 +1,135 @@
+"""`FailedZones`: where a sampler's simulations were given up, as no-go zones of its
+unit cube (the surrogate sampler's failure handling, `launcher.surrogate`).
+
+A solver that fails for some parameters (it exits 1, hangs, or writes NaN) usually
+fails in a *region* of them, and a region the surrogate trains badly in is the region an
+acquisition aims at: a given-up simulation's first samples were trained on with a high
+loss, and the uncertainty next to an unknown corner is high. Left alone, an acquisition
+sampler draws into the failing region again and again, until the study runs out of
+`LauncherTuning.min_finished_fraction`.
+
+A candidate point is **banned** when
+
+- it lies within `radius` (Euclidean distance in the unit cube over the varying
+  parameters, the sampler's normalised space: a log-scale parameter in its log) of a
+  point given up, or
+- it is nearer to a point given up than to every known success (the sampler's
+  observed points: simulations whose samples came in and that were not given up): it
+  is on the failure's side of the boundary (`launcher.density_replace` replaces a
+  design's failures by the same rule). With no success known, the radius alone.
+
+Only failures *for good* count (`Sampler.failed`: the restarts used up): a failed
+attempt whose restart succeeded is never told to a sampler, so a transient failure
+bans nothing. Deterministic, pure numpy; the points are in the sampler's state.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+__all__ = ["FailedZones"]
+
+
+class FailedZones:
+    """The points of the simulations given up (rows over the `dims` varying parameters
+    of the unit cube) and the no-go rule around them (module docstring).
+
+    Args:
+        dims: the varying parameters' count.
+        radius: the no-go radius around each point given up (unit-cube distance, >= 0;
+            0: only the nearest-known-point rule).
+    """
+
+    def __init__(self, dims: int, radius: float) -> None:
+        self.dims, self.radius = dims, radius
+        #: the ids given up, in the order told
+        self.ids: list[int] = []
+        self._points: list[list[float]] = []
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @property
+    def points(self) -> np.ndarray:
+        """The points given up, oldest first (rows over the varying parameters)."""
+        return np.asarray(self._points, dtype=np.float64).reshape(len(self._points), self.dims)
+
+    def add(self, simulation_id: int, unit: np.ndarray) -> None:
+        """Record simulation `simulation_id`, given up at `unit` (varying parameters);
+        a simulation told twice is recorded once."""
+        if simulation_id in self.ids:
+            return
+        self.ids.append(int(simulation_id))
+        self._points.append([float(v) for v in np.clip(unit, 0.0, 1.0)])
+
+    def distance(self, candidates: np.ndarray) -> np.ndarray:
+        """Each candidate's distance to its nearest point given up (inf: none)."""
+        return _nearest(candidates, self.points)
+
+    def allowed(self, candidates: np.ndarray, known: np.ndarray) -> np.ndarray:
+        """Which `candidates` are not banned (module docstring), given the `known`
+        points (rows as the candidates'; the points given up among them, or not, alike:
+        a known point at a point given up is that failure, not a success)."""
+        if not self.ids:
+            return np.ones(len(candidates), dtype=bool)
+        failed = self.points
+        to_failed = _nearest(candidates, failed)
+        out: np.ndarray = to_failed >= self.radius
+        if len(known):
+            known = known[_nearest(known, failed) > 1e-6]  # the successes (so far)
+        if len(known):  # with none to weigh against, the radius alone
+            out &= to_failed >= _nearest(candidates, known)
+        return out
+
+    def choose(self, candidates: np.ndarray, score: np.ndarray, known: np.ndarray) -> int:
+        """The index of the best-scored allowed candidate (the first of equals); when
+        every candidate is banned, the one farthest from every point given up."""
+        mask = self.allowed(candidates, known)
+        if not mask.any():
+            return int(np.argmax(self.distance(candidates)))
+        return int(np.argmax(np.where(mask, score, -np.inf)))
+
+    def state_dict(self) -> list[list[Any]]:
+        """JSON-serializable: ``[[id, [unit...]], ...]``, oldest first."""
+        return [[sid, list(point)] for sid, point in zip(self.ids, self._points, strict=True)]
+
+    def load_state_dict(self, state: Any) -> None:
+        """Restore a `state_dict()`.
+
+        Raises:
+            ValueError: a malformed state (nothing changes then).
+        """
+        ids: list[int] = []
+        points: list[list[float]] = []
+        if not isinstance(state, list):
+            raise ValueError(f"sampler state's failed must be a list, not {state!r}")
+        for entry in state:
+            ok = isinstance(entry, list | tuple) and len(entry) == 2
+            sid, point = entry if ok else (None, None)
+            if (
+                isinstance(sid, bool)
+                or not isinstance(sid, int)
+                or not isinstance(point, list | tuple)
+                or len(point) != self.dims
+                or not all(isinstance(v, int | float) and 0.0 <= v <= 1.0 for v in point)
+            ):
+                raise ValueError(
+                    f"sampler state's failed entry {entry!r} is not [simulation id, "
+                    f"[{self.dims} unit coordinates]]"
+                )
+            ids.append(sid)
+            points.append([float(v) for v in point])
+        self.ids, self._points = ids, points
+
+
+def _nearest(points: np.ndarray, others: np.ndarray) -> np.ndarray:
+    """Each row of `points`' distance to its nearest row of `others` (inf: none)."""
+    if not len(others):
+        return np.full(len(points), np.inf)
+    # |a|^2 + |b|^2 - 2ab: a (points x others) matrix, not (points x others x dims)
+    squared = np.sum(points * points, 1)[:, None] + np.sum(others * others, 1)[None, :]
+    squared -= 2.0 * points @ others.T
+    out: np.ndarray = np.sqrt(np.clip(np.min(squared, axis=1), 0.0, None))
+    return out

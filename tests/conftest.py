@@ -1,5 +1,6 @@
 """Shared fixtures: a clean Accelerate state per test, one torch thread, a warning for an
-MPICH file left in /dev/shm (`mpich_shm.ShmGuard`); the number of pytest-xdist workers
+MPICH file left in /dev/shm (`mpich_shm.ShmGuard`), a failure for a `SegmentRecord` of
+the test's study left there (`_no_segment_record_left`); the number of pytest-xdist workers
 that ``-n auto`` (pyproject's addopts) starts.
 
 The test files are in folders that mirror the package (docs/concepts/architecture.md,
@@ -87,6 +88,41 @@ def _no_mpich_file_left(_shm_guard, request: pytest.FixtureRequest):  # type: ig
     yield
     if _shm_guard:
         _shm_guard.after(before, request.node.nodeid)
+
+
+def _records() -> set[str]:
+    """The `SegmentRecord` files in /dev/shm now (melissa_trainer/launcher/backends)."""
+    try:
+        return {n for n in os.listdir("/dev/shm") if n.startswith("melissa_trainer_")}
+    except OSError:
+        return set()
+
+
+@pytest.fixture(autouse=True)
+def _no_segment_record_left(request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
+    """Fails a test that leaves the `SegmentRecord` of a study run in its tmp_path (or a
+    folder of it, 3 deep) in /dev/shm, and removes it. Known by the study's id in the
+    name (`study_id`), not by a diff of /dev/shm alone: other tests run meanwhile."""
+    from melissa_trainer.launcher.backends.base import study_id
+
+    tmp = request.getfixturevalue("tmp_path") if "tmp_path" in request.fixturenames else None
+    before = _records() if tmp else set()
+    yield
+    new = _records() - before if tmp else set()
+    if not new:
+        return
+    dirs = [tmp, *(d for glob in ("*/", "*/*/", "*/*/*/") for d in tmp.glob(glob))]
+    ids = {study_id(d) for d in dirs if d.is_dir()}
+    left = sorted(n for n in new if n[len("melissa_trainer_") :].rsplit("_", 1)[0] in ids)
+    for name in left:
+        os.unlink(f"/dev/shm/{name}")
+    if left:
+        pytest.fail(
+            f"this test left /dev/shm/{left[0]} (removed now): a backend's record of MPI "
+            "segments for the study's next run, which a test's study never has; close the "
+            "backend (a study that ends leaves none), or remove it after a SIGKILL",
+            pytrace=False,
+        )
 
 
 # -- the tiers: a test that starts a process is end-to-end (marker ``e2e``) -------------

@@ -368,13 +368,18 @@ class SegmentWatch:
             self.retries, self.retry_at = 0, time.monotonic() + RETRY_AFTER[0]
         return self._removed(job, remove_segments(segments))
 
-    def retry(self, job: str, now: bool = False) -> bool:
+    def retry(self, job: str, now: bool = False, last: bool = False) -> bool:
         """Once its time has come (`RETRY_AFTER`), or `now` (not counted among them):
         unlink the `pending` files (`remove`) that nobody holds now. True when none is
-        left pending: those still held after the last retry are left (a live job's)."""
-        if self.pending and (now or time.monotonic() >= self.retry_at):
+        left pending: those still held after the last retry are left (a live job's), as
+        are those still held at a `last` one (the backend's close, after its wait: the
+        job's ranks have ended, so a live holder is another job's; its launch leaves the
+        record, which a study ended normally must not leave behind)."""
+        if self.pending and (now or last or time.monotonic() >= self.retry_at):
             free, self.pending = _still_free(self.pending)
-            if not now:
+            if last:
+                self.pending = []
+            elif not now:
                 self.retries += 1
                 if self.retries >= len(RETRY_AFTER):
                     self.pending = []  # (held all along: a live job's)

@@ -216,11 +216,11 @@ class MpiexecBackend(Backend):
             self.kill(handle)
         deadline = time.monotonic() + CLOSE_WAIT
         while self._ending:
-            self._retry(now=True)
-            if not self._ending or time.monotonic() >= deadline:
-                break
-            time.sleep(0.1)
-        self._ending.clear()  # (what is still held is a live job's; or the next run's)
+            # the last: what is still held is a live job's, and the record drops the
+            # launches (a study ended normally leaves none for its next run)
+            self._retry(now=True, last=time.monotonic() >= deadline)
+            if self._ending:
+                time.sleep(0.1)
         self._local.close()
 
     def _end(self, handle: MpiexecHandle) -> None:
@@ -230,10 +230,10 @@ class MpiexecBackend(Backend):
         if handle.shm.pending and handle not in self._ending:
             self._ending.append(handle)
 
-    def _retry(self, now: bool = False) -> None:
+    def _retry(self, now: bool = False, last: bool = False) -> None:
         """The retries that are due (`SegmentWatch.retry`) of the ended jobs' sweeps."""
         if self._ending:
-            self._ending = [h for h in self._ending if not h.shm.retry(h.job.name, now)]
+            self._ending = [h for h in self._ending if not h.shm.retry(h.job.name, now, last)]
 
     def describe(self, handle: Handle) -> str:
         process = self._own(handle).process

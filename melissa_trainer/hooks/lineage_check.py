@@ -266,7 +266,7 @@ def _draw_buffers(runs: list[Run]) -> str:
     )
 
 
-def _draws(duplicates: Mapping[Key, list[object]], missing: list[Key], absent: int) -> str:
+def _draws(duplicates: Mapping[Key, Sequence[object]], missing: list[Key], absent: int) -> str:
     """One line on a drawing buffer's records: what a list of them would say, counted."""
     most = max((len(v) for v in duplicates.values()), default=1)
     line = f"draws: {plural(len(duplicates), 'sample')} drawn more than once (up to {most} times)"

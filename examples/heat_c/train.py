@@ -53,6 +53,7 @@ from study_common import (  # noqa: E402
 )
 
 from melissa_trainer import (  # noqa: E402
+    Hook,
     OnlineTrainer,
     ReceiverConfig,
     StreamSource,
@@ -213,7 +214,11 @@ def make_source(opts: HeatCArgs, seed: int, rendezvous: Path) -> tuple[Launcher 
     return launcher, Study(launcher, StreamSource(config))
 
 
-def main(argv: list[str] | None = None) -> dict[str, Any]:
+def main(argv: list[str] | None = None, hooks: Sequence[Hook] = ()) -> dict[str, Any]:
+    """Run the example with the command line `argv` (None: `sys.argv`) and return its
+    summary (what ``--json`` prints).
+    `hooks`: your own `Hook` instances (a `SampleLedger`, say), given to the trainer
+    after the example's own, so that no one has to patch the example to add one."""
     args, opts = parser(argv).parse_args_into_dataclasses(argv)
     report = run_seeds_if_asked(Path(__file__), argv, args, opts, plots=False)  # (no --plot)
     if report is not None:  # --seeds: the whole study once per seed, each in its own process
@@ -242,7 +247,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         train_source=source,
         **sample_or_batch(args, process_sample(opts.time_steps), process_batch(opts.time_steps)),
         eval_dataset=validation,
-        hooks=[timer],
+        hooks=[timer, *hooks],
     )
     prepare_rendezvous(
         trainer,

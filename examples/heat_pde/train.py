@@ -65,7 +65,7 @@ from heat_pde.solver import (  # noqa: E402
     config_problems,
     solve,
 )
-from melissa_trainer import OnlineTrainer, TrainingArguments  # noqa: E402
+from melissa_trainer import Hook, OnlineTrainer, TrainingArguments  # noqa: E402
 
 SOLVER = Path(__file__).resolve().parent / "solver.py"
 #: Affine map of kelvin onto [-1, 1], from the known range (no data needed online).
@@ -315,7 +315,11 @@ def parser(argv: Sequence[str] | None = None) -> common.ShortUsageParser:
     )
 
 
-def main(argv: list[str] | None = None) -> dict[str, Any]:
+def main(argv: list[str] | None = None, hooks: Sequence[Hook] = ()) -> dict[str, Any]:
+    """Run the example with the command line `argv` (None: `sys.argv`) and return its
+    summary (what ``--json`` prints).
+    `hooks`: your own `Hook` instances (a `SampleLedger`, say), given to the trainer
+    after the example's own, so that no one has to patch the example to add one."""
     args, opts = parser(argv).parse_args_into_dataclasses(argv)
     report = common.run_seeds_if_asked(Path(__file__), argv, args, opts)
     if report is not None:  # --seeds: the whole study once per seed, each in its own process
@@ -350,7 +354,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         ingest_block=make_ingest_block(opts.time_steps),
         process_batch=gather_batch,
         eval_dataset=validation,
-        hooks=[timer],
+        hooks=[timer, *hooks],
     )
     common.prepare_rendezvous(trainer, opts, rendezvous, solver_command, PARAMETER_BOUNDS)
 

@@ -40,7 +40,7 @@ if str(Path(__file__).resolve().parents[1]) not in sys.path:
 import study_common as common  # noqa: E402
 
 from lorenz.solver import PARAMETER_BOUNDS, PARAMETER_NAMES, trajectory  # noqa: E402
-from melissa_trainer import OnlineTrainer, TrainingArguments  # noqa: E402
+from melissa_trainer import Hook, OnlineTrainer, TrainingArguments  # noqa: E402
 from melissa_trainer.launcher import make_sampler  # noqa: E402
 
 SOLVER = Path(__file__).resolve().parent / "solver.py"
@@ -239,7 +239,11 @@ def parser(argv: Sequence[str] | None = None) -> common.ShortUsageParser:
     )
 
 
-def main(argv: list[str] | None = None) -> dict[str, Any]:
+def main(argv: list[str] | None = None, hooks: Sequence[Hook] = ()) -> dict[str, Any]:
+    """Run the example with the command line `argv` (None: `sys.argv`) and return its
+    summary (what ``--json`` prints).
+    `hooks`: your own `Hook` instances (a `SampleLedger`, say), given to the trainer
+    after the example's own, so that no one has to patch the example to add one."""
     args, opts = parser(argv).parse_args_into_dataclasses(argv)
     report = common.run_seeds_if_asked(Path(__file__), argv, args, opts, "rollout_mse")
     if report is not None:  # --seeds: the whole study once per seed, each in its own process
@@ -271,7 +275,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         train_source=source,
         **common.sample_or_batch(args, Transitions(opts.dt), Transitions(opts.dt).batch),
         eval_dataset=one_step_samples(validation),
-        hooks=[timer],
+        hooks=[timer, *hooks],
     )
     common.prepare_rendezvous(trainer, opts, rendezvous, solver_command, PARAMETER_BOUNDS)
 

@@ -63,7 +63,7 @@ import study_common as common  # noqa: E402
 # a name of this module, which benchmarks/gpu_fno_busy.py replaces with a timer of its own
 from study_common import StepTimer  # noqa: E402
 
-from melissa_trainer import OnlineTrainer, TrainingArguments  # noqa: E402
+from melissa_trainer import Hook, OnlineTrainer, TrainingArguments  # noqa: E402
 from navier_stokes.cli import add_notes  # noqa: E402
 from navier_stokes.errors import field_errors, lead_time_table, mse_tails  # noqa: E402
 from navier_stokes.models import MODELS, make_model  # noqa: E402
@@ -96,7 +96,12 @@ class FlowArgs(common.WorkerStudyArgs):
     time_steps: int = field(default=10, metadata={"help": "fields sent per simulation"})
     interval: float = field(default=0.5, metadata={"help": "time units between fields sent"})
     dt: float = field(
-        default=0.025, metadata={"help": "solver time step (scale it with 64 / grid_size)"}
+        default=0.025,
+        metadata={
+            "help": "solver time step: the default stays stable and accurate up to 256^2 "
+            "for this example's parameter ranges, so a finer grid needs no smaller one "
+            "(a smaller one costs solver time: docs/how-to/neural-operator.md)"
+        },
     )
     num_validation: int = field(default=4, metadata={"help": "held-out simulations"})
     model: str = field(default="fno", metadata={"help": "surrogate", "choices": MODELS})
@@ -264,6 +269,7 @@ def main(
     model: torch.nn.Module | None = None,
     optimizer: Callable[[torch.nn.Module], torch.optim.Optimizer] | None = None,
     loss_fn: Callable[..., torch.Tensor] | None = None,
+    hooks: Sequence[Hook] = (),
 ) -> dict[str, Any]:
     """Run the example with the command line `argv` (None: `sys.argv`) and return its
     summary (what ``--json`` prints).
@@ -279,6 +285,8 @@ def main(
     ``reduction="none"`` as torch's losses do gives that validation per-simulation
     tails. The summary's ``val_mse`` (and its tails) is then the MSE of the final
     model's predictions, computed here, so that it stays comparable with the baselines.
+    `hooks`: your own `Hook` instances (a `SampleLedger`, say), given to the trainer
+    after the example's own (its step timer), so they see every event it sees.
     docs/how-to/neural-operator.md, "Your own model"."""
     args, opts = parser(argv).parse_args_into_dataclasses(argv)
     report = common.run_seeds_if_asked(Path(__file__), argv, args, opts)
@@ -328,7 +336,7 @@ def main(
         ),
         loss_fn=loss_fn,
         eval_dataset=validation,
-        hooks=[timer],
+        hooks=[timer, *hooks],
     )
     common.prepare_rendezvous(trainer, opts, rendezvous, solver_command, PARAMETER_BOUNDS)
 

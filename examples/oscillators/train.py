@@ -15,14 +15,14 @@ predicting the mean state (the error to beat).
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import torch
 
-from melissa_trainer import ArgumentParser, OnlineTrainer, TrainingArguments
+from melissa_trainer import ArgumentParser, Hook, OnlineTrainer, TrainingArguments
 from melissa_trainer.common.json_output import to_json
 
 
@@ -111,7 +111,11 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
-def main(argv: list[str] | None = None) -> dict[str, float]:
+def main(argv: list[str] | None = None, hooks: Sequence[Hook] = ()) -> dict[str, float]:
+    """Run the example with the command line `argv` (None: `sys.argv`) and return its
+    summary (what ``--json`` prints).
+    `hooks`: your own `Hook` instances (a `SampleLedger`, say), given to the trainer
+    so that no one has to patch the example to add one."""
     parser = ArgumentParser(TrainingArguments, OscillatorArgs, defaults=DEFAULTS)
     args, opts = parser.parse_args_into_dataclasses(argv)
     torch.manual_seed(args.seed)
@@ -141,6 +145,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
             else {"process_sample": process_sample}
         ),
         eval_dataset=validation,
+        hooks=list(hooks),
     )
     start = time.perf_counter()
     state = trainer.train()

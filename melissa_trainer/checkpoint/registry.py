@@ -40,6 +40,7 @@ from melissa_trainer.checkpoint.format import (
     write_format,
 )
 from melissa_trainer.checkpoint.reshard import Reshard, check_same_ranks_buffer
+from melissa_trainer.checkpoint.resume_end import warn_nothing_to_train
 from melissa_trainer.checkpoint.resumed_args import warn_changed_settings
 from melissa_trainer.common.migrations import trainer_rank_of, upgrade
 from melissa_trainer.config.arguments import ARGS_FILE
@@ -48,7 +49,6 @@ from melissa_trainer.core.dataset import PENDING_FILES
 from melissa_trainer.core.loss_per_simulation import SimulationLosses
 from melissa_trainer.core.state import RANK_STATE_FILE
 from melissa_trainer.core.state import STATE_FILE as TRAINER_STATE_FILE
-from melissa_trainer.core.train_on import train_on_advice
 from melissa_trainer.hooks.base import STATE_FILE as HOOKS_FILE
 from melissa_trainer.sources.source import STATE_FILE as SOURCE_FILE
 
@@ -325,31 +325,7 @@ def load(trainer: CheckpointParts, path: Path) -> None:
         with naming_file(path, files):
             action()
     if trainer.is_main_process:  # (after the buffer: the advice depends on what it holds)
-        _warn_past_max_steps(trainer, path)
-
-
-def _warn_past_max_steps(trainer: CheckpointParts, path: Path) -> None:
-    """Warn when the loaded checkpoint is at or past the new run's `max_steps` (a run
-    that trains nothing: say why). A larger `max_steps` trains on only while the stream
-    has not ended; after its end the advice is the end-of-run line's (`train_on_advice`)."""
-    state, limit = trainer.state, trainer.state.max_steps
-    if limit is None or state.global_step < limit:
-        return
-    if state.stream_ended:
-        advice = (
-            "its stream had ended (a larger --max_steps trains on only through the "
-            "pseudo-epochs left); to train on past the stream's end: "
-            + train_on_advice(trainer.buffer, state.pseudo_epoch + 1)
-        )
-    else:
-        advice = "resume with a larger --max_steps (or none: until the stream ends)"
-    logger.warning(
-        "%s is at step %d, at or past max_steps=%d: nothing is left to train; %s",
-        path,
-        state.global_step,
-        limit,
-        advice,
-    )
+        warn_nothing_to_train(trainer, path)
 
 
 def training_ranks(n: int) -> str:

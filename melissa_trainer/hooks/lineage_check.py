@@ -179,6 +179,12 @@ def check(path: str | Path, simulations: int | None = None, steps: Steps = None)
     runs = read_runs(path, notes)
     strict = all(r.buffer.lower() in ONCE_BUFFERS for r in runs)
     lines = [f"ledger {ledger_folder(path)}: {plural(len(runs), 'run')}"]
+    if not strict:  # said first: what follows is not an exactly-once record
+        lines.append(
+            f"buffer {_draw_buffers(runs)}: its records are draws (a sample drawn several "
+            "times, some evicted undrawn), so exactly-once is not checked; for an "
+            "exactly-once check, train the study once with --buffer fifo"
+        )
     lines += [f"warning: {note}" for note in notes]
     seen: dict[Key, list[tuple[int, str, int]]] = collections.defaultdict(list)
     padding = replays = 0
@@ -216,30 +222,26 @@ def check(path: str | Path, simulations: int | None = None, steps: Steps = None)
     )
     duplicates = {k: v for k, v in sorted(seen.items()) if len(v) > 1}
     missing, absent = _missing(seen, simulations, steps, lines)
-    if duplicates:
+    if not strict:  # draws: a count, not a list (a reservoir's would run to kilobytes)
+        lines.append(_draws(duplicates, missing, absent))
+    elif duplicates:
         some = "; ".join(
-            f"simulation {s} time step {t} at " + ", ".join(
-                f"step {st} (run {_index(runs, r)}, rank {rk})" for st, r, rk in where
-            )
+            f"simulation {s} time step {t} at " + _where(runs, where)
             for (s, t), where in list(duplicates.items())[:10]
-        )  # fmt: skip
+        )
+        more = f"; {len(duplicates) - 10} more" if len(duplicates) > 10 else ""
         lines.append(
-            f"DUPLICATES: {plural(len(duplicates), 'sample')} trained more than once: {some}"
+            f"DUPLICATES: {plural(len(duplicates), 'sample')} trained more than once: {some}{more}"
         )
     else:
         lines.append("duplicates: none")
-    if missing:
+    if missing and strict:
         some = ", ".join(f"simulation {s} time step {t}" for s, t in missing[:10])
-        lines.append(f"MISSING: {plural(len(missing), 'sample')} never trained on: {some}")
-    elif steps is not None:
+        more = f", {len(missing) - 10} more" if len(missing) > 10 else ""
+        lines.append(f"MISSING: {plural(len(missing), 'sample')} never trained on: {some}{more}")
+    elif steps is not None and strict:
         lines.append("missing: none")
-    violated = bool(duplicates or missing or absent)
-    if not strict:
-        lines.append(
-            "a reservoir buffer draws samples several times and may evict some undrawn: "
-            "duplicates and missing samples above are draws, not violations"
-        )
-        violated = False
+    violated = strict and bool(duplicates or missing or absent)
     if not seen:
         lines.append("NO SAMPLES: the ledger records no training step")
         violated = True
@@ -249,6 +251,28 @@ def check(path: str | Path, simulations: int | None = None, steps: Steps = None)
 
 def _index(runs: list[Run], run_id: str) -> int:
     return next(i + 1 for i, r in enumerate(runs) if r.run == run_id)
+
+
+def _where(runs: list[Run], where: list[tuple[int, str, int]]) -> str:
+    """A duplicate's trainings, the first 3 and how many more."""
+    said = ", ".join(f"step {st} (run {_index(runs, r)}, rank {rk})" for st, r, rk in where[:3])
+    return said + (f" and {len(where) - 3} more" if len(where) > 3 else "")
+
+
+def _draw_buffers(runs: list[Run]) -> str:
+    """The buffers of the runs that draw (not fifo or firo), e.g. ``reservoir``."""
+    return ", ".join(
+        sorted({r.buffer or "?" for r in runs if r.buffer.lower() not in ONCE_BUFFERS})
+    )
+
+
+def _draws(duplicates: Mapping[Key, Sequence[object]], missing: list[Key], absent: int) -> str:
+    """One line on a drawing buffer's records: what a list of them would say, counted."""
+    most = max((len(v) for v in duplicates.values()), default=1)
+    line = f"draws: {plural(len(duplicates), 'sample')} drawn more than once (up to {most} times)"
+    if missing or absent:
+        line += f"; {plural(len(missing), 'sample')} and {plural(absent, 'simulation')} never drawn"
+    return line + ": draws, not violations"
 
 
 def _missing(

@@ -43,7 +43,7 @@ class Holder:
     pid: int
     since: str  # local time, ISO 8601
     run_id: str
-    state: str  # "running" or "stopping"
+    state: str  # "running", "stopping", or "ended" (released: no longer held)
 
     def describe(self) -> str:
         return (

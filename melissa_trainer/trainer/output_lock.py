@@ -37,8 +37,9 @@ What the lock relies on:
   superseded: the new one takes the lock, and the old one's `train()` would refuse.
 
 A holder that is shutting down (its loop has ended: it writes its last checkpoint and
-stops its simulations) says so in the file (`OutputDirLock.stopping`). A trainer that
-finds the lock held by a stopping holder waits for it, up to `STOPPING_WAIT` seconds,
+stops its simulations) says so in the file (`OutputDirLock.stopping`), ``ended`` as
+it lets go (`release`). A trainer that finds the lock held by a stopping (or ending)
+holder waits for it, up to `STOPPING_WAIT` seconds,
 instead of failing: a requeued or relaunched run that starts while the old one writes
 its preemption checkpoint then resumes from that checkpoint. A running holder refuses
 at once.
@@ -155,7 +156,8 @@ class OutputDirLock:
             # state is unknown: refused at once, never taken (the flock is the truth)
             if holder is None:
                 raise OutputDirLocked(self.output_dir, None, lockers=flock_holders(self.path))
-            if holder.state != "stopping" or waited >= stopping_wait:
+            # "ended": a holder between its last record and its unlock (`release`)
+            if holder.state not in ("stopping", "ended") or waited >= stopping_wait:
                 raise OutputDirLocked(self.output_dir, holder, waited)
             if not warned:
                 warned = True
@@ -222,10 +224,15 @@ class OutputDirLock:
             self._write("stopping")
 
     def release(self) -> None:
-        """Give the lock back (the file stays, naming the last holder). Idempotent."""
-        fd, self._fd = self._fd, None
-        if fd is None:
+        """Give the lock back; the file stays, naming the last holder, ``ended`` (not
+        ``stopping``, which reads as a holder about to exit). Idempotent."""
+        if self._fd is None:
             return
+        try:
+            self._write("ended")
+        except OSError as exc:  # the unlock matters more than the record: said, not raised
+            logger.warning("output_dir %r: lock's end not recorded: %s", self.output_dir, exc)
+        fd, self._fd = self._fd, None
         with _held_lock:
             if self._key is not None:
                 _held.pop(self._key, None)

@@ -1,8 +1,8 @@
 """What both clients tell a simulation whose trainer's run ended (stop record ``end``)
 before it read this simulation's messages (client/stopped.py `ENDED`, the C client's
 clients/c/src/stop_said.c `ENDED_WORDS`): an end on max_steps is not final, a trainer
-resumed with a larger --max_steps trains on (checkpoint/registry.py
-`_warn_past_max_steps` advises it), so the simulation should be run again then; an end
+resumed with a larger --max_steps trains on (checkpoint/resume_end.py
+`warn_nothing_to_train` advises it), so the simulation should be run again then; an end
 of stream or a hook's stop leaves nothing to do. The record does not say which (its
 reason is a sentence): the words say both, each with its condition.
 

@@ -167,9 +167,12 @@ def test_a_sigkilled_holder_does_not_block_the_next_run(
 
 
 @pytest.mark.timeout(2 * ONE_HOLDER_TIMEOUT)  # (two holders)
-def test_a_stopping_holder_is_waited_for(tmp_path: Path, holders: list[Holder]) -> None:
+@pytest.mark.parametrize("state", ["stopping", "ended"])
+def test_a_stopping_holder_is_waited_for(tmp_path: Path, holders: list[Holder], state: str) -> None:
+    """A holder that says it is stopping, or that it has ended (`release` writes it
+    just before its unlock), is waited for rather than refused."""
     out = tmp_path / "out"
-    holder = Holder(tmp_path, out, state="stopping")
+    holder = Holder(tmp_path, out, state=state)
     holders.append(holder)
     lock = OutputDirLock(out, "next")
     errors: list[BaseException] = []
@@ -235,8 +238,10 @@ def test_trainers_lock_their_output_dir_until_train_ends(
     first.hooks.add(Intruder())
     first.train()
     assert len(refused) == 1
-    assert '"state": "stopping"' in (out / LOCK_FILE).read_text()
-    _trainer(out).train()  # released when train() returned
+    # released when train() returned, saying so: not "stopping", which reads as a holder
+    # about to exit (a user trial read the finished run's file so)
+    assert '"state": "ended"' in (out / LOCK_FILE).read_text()
+    _trainer(out).train()
     # a trainer built and not trained (a notebook cell run again) is superseded
     dropped = _trainer(out)
     again = _trainer(out)

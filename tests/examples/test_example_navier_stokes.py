@@ -25,6 +25,9 @@ from helpers import processes_with, run_group
 # examples/ is on the tests' sys.path (pyproject): the example's modules by package name
 from navier_stokes import train
 
+from melissa_trainer.hooks import SampleLedger
+from melissa_trainer.lineage import check
+
 EXAMPLE = Path(__file__).parents[2] / "examples" / "navier_stokes" / "train.py"
 
 SIMULATIONS, STEPS = 16, 5
@@ -141,10 +144,11 @@ class MyOperator(torch.nn.Module):
 def test_your_own_model_and_optimizer_train_in_the_example(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`main(model=..., optimizer=...)`, the how-to's way to bring a model: the study
-    streams into it, trained by the optimizer made for it (a fused Adam), and the
-    summary names it; a model of the wrong shape stops at the first step, naming both
-    shapes, and leaves no solver running."""
+    """`main(model=..., optimizer=..., hooks=...)`, the how-to's way to bring a model:
+    the study streams into it, trained by the optimizer made for it (a fused Adam), the
+    user's hook (a `SampleLedger`) sees every step, and the summary names it; a model of
+    the wrong shape stops at the first step, naming both shapes, and leaves no solver
+    running."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     made: list[torch.optim.Optimizer] = []
@@ -155,9 +159,12 @@ def test_your_own_model_and_optimizer_train_in_the_example(
 
     out = tmp_path / "own"
     flags = [*TINY, "--no_plot", "--output_dir", str(out)]
-    summary = train.main(flags, model=MyOperator(), optimizer=fused_adam)
+    summary = train.main(flags, model=MyOperator(), optimizer=fused_adam, hooks=[SampleLedger()])
     assert summary["model"] == "MyOperator" and summary["steps"] > 0
     assert summary["samples_received"] == SIMULATIONS * STEPS
+    # the user's hook, beside the example's own: its ledger has every step trained
+    ledger = check(out, simulations=SIMULATIONS, steps=STEPS)
+    assert {r[0] for r in ledger.runs[0].records} == set(range(1, summary["steps"] + 1))
     assert np.isfinite(summary["val_mse"])
     assert len(made) == 1 and made[0].state  # the run's optimizer, and it stepped
     assert processes_with(str(out / "rendezvous")) == []

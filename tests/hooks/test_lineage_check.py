@@ -279,3 +279,33 @@ def test_an_exception_drops_the_micro_batches_of_its_unfinished_step(tmp_path: P
     text = (tmp_path / "out" / "lineage" / "rank-0.log").read_text()
     records = [line.split() for line in text.splitlines() if line[0] == "B"]
     assert [r[1] for r in records] == ["1", "1"]  # (step 1's two; none of step 2)
+
+
+def test_a_reservoir_ledger_is_summed_up_in_a_line_after_the_fifo_hint(
+    tmp_path: Path, capsys: Any
+) -> None:
+    """A reservoir's records are draws: the check says so, and how to check exactly-once
+    (--buffer fifo), before anything else, and counts its duplicates in one line instead
+    of listing them (12 simulations of 5 steps drawn 16 times each listed ~15 KB)."""
+    keys = [key for batch in study(12, 5, 4) for key in batch]
+    draws = numbered([keys[i : i + 4] for i in range(0, len(keys), 4)] * 16)
+    write(tmp_path / "lineage", 0, run_lines("a.1", 0, draws, buffer="reservoir", end=240))
+    assert main(["check", str(tmp_path), "--simulations", "13", "--steps", "6"]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert "train the study once with --buffer fifo" in lines[1], out
+    assert "draws: 60 samples drawn more than once (up to 16 times)" in out, out
+    assert "12 samples and 1 simulation never drawn: draws, not violations" in out, out
+    assert "DUPLICATES" not in out and lines[-1] == "EXACTLY ONCE: n/a"
+    assert len(out) < 1500, out
+
+
+def test_a_sample_trained_many_times_is_listed_with_its_first_three(tmp_path: Path) -> None:
+    keys = study(2, 2, 2)
+    write(tmp_path / "lineage", 0, run_lines("a.1", 0, numbered(keys * 6), end=12))
+    report = check(tmp_path, simulations=2, steps=2)
+    assert not report.ok
+    assert "simulation 0 time step 0 at step 1 (run 1, rank 0), step 3 (run 1, rank 0), " in str(
+        report
+    )
+    assert "step 5 (run 1, rank 0) and 3 more; simulation 0 time step 1" in str(report), report

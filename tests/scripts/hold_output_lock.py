@@ -2,9 +2,10 @@
 
     python tests/scripts/hold_output_lock.py OUTPUT_DIR STATE GO_FILE
 
-Takes the lock of OUTPUT_DIR (run id ``holder``), says STATE in it (``running`` or
-``stopping``), prints ``held`` on stdout, then waits for GO_FILE to exist (at most
-120 s) and exits, which releases the lock (the kernel does, or SIGKILL does).
+Takes the lock of OUTPUT_DIR (run id ``holder``), says STATE in it (``running``,
+``stopping``, or ``ended``: what a holder writes as it lets go), prints ``held`` on
+stdout, then waits for GO_FILE to exist (at most 120 s) and exits, which releases the
+lock (the kernel does, or SIGKILL does).
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ lock = OutputDirLock(output_dir, "holder")
 lock.acquire(stopping_wait=0.0)
 if state == "stopping":
     lock.stopping()
+elif state == "ended":  # the moment between `release`'s record and its unlock
+    lock._write("ended")
 print("held", flush=True)
 deadline = time.monotonic() + 120
 while not go.exists() and time.monotonic() < deadline:

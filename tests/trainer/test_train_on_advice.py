@@ -56,6 +56,7 @@ def test_a_fifo_run_that_kept_nothing_is_not_promised_a_replay_on_resume(
     assert "also on resume" not in line, line
     assert "keeps no sample to replay" in line and "--buffer reservoir" in line, line
     # what the line says: a replay on resume trains on nothing here, and says so
+    caplog.clear()  # (the resume above warned that it trains nothing, naming it too)
     with caplog.at_level(logging.WARNING, logger="melissa_trainer"):
         replayed = run(out, resume_from_checkpoint="latest", max_steps=1000, pseudo_epochs=2)
     assert replayed.state.global_step == ended
@@ -122,3 +123,29 @@ def test_replayable_is_what_a_rewind_would_serve_again(
     assert buffer.replayable == replayable
     if kind != "fifo":  # (a fifo without retain refuses to rewind)
         assert buffer.rewind() == replayable
+
+
+@pytest.mark.parametrize("buffer", ["fifo", "reservoir"])
+def test_resuming_a_run_whose_stream_ended_says_it_trains_nothing(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, buffer: str
+) -> None:
+    """A requeued job resuming a finished run (no max_steps) trains nothing and exits 0:
+    it says so at WARNING, naming the checkpoint and how to train on (a user trial saw
+    only `end of stream (pseudo-epoch 0)`). The oracle: the resumed run's steps."""
+    out = tmp_path / "out"
+    ended = run(out, buffer=buffer).state.global_step
+    with caplog.at_level(logging.WARNING, logger="melissa_trainer"):
+        resumed = run(out, buffer=buffer, resume_from_checkpoint="latest")
+    assert resumed.state.global_step == ended  # what it says: nothing trained
+    (said,) = [r.getMessage() for r in caplog.records if "stream had already ended" in r.message]
+    assert f"checkpoint-{ended} is of a run whose stream had already ended" in said, said
+    assert f"(at step {ended}, pseudo-epoch 0 of 1): this resume trains nothing" in said, said
+    assert "another --output_dir" in said, said
+    if buffer == "reservoir":
+        assert "--pseudo_epochs 2 or more replays the buffer (also on resume)" in said, said
+    else:
+        assert "keeps no sample to replay" in said, said
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="melissa_trainer"):  # a replay left: silent
+        run(out, buffer=buffer, resume_from_checkpoint="latest", pseudo_epochs=2)
+    assert not [r for r in caplog.records if "stream had already ended" in r.message]

@@ -40,6 +40,10 @@ STATE_FILE = "source.json"
 class SourceError(RuntimeError):
     """The producer of a source failed; the original exception is the `__cause__`."""
 
+    #: what resuming from a checkpoint does after this failure, in words, which the
+    #: trainer's line appends ("": nothing to add; a study's: `Study`)
+    resume_note: str = ""
+
 
 class Source(ABC):
     """Fills one rank's buffer. Methods are called from the training thread."""

@@ -24,6 +24,11 @@ a close on another rank of a simulation that rank 0 failed so earlier, its count
 grown since the connection's HELLO, is warned of (below) naming that possible cause
 (`lost`'s ``failed_before``: the kill of an attempt whose HELLO was read there late).
 
+A close is judged at the receiver's first empty poll after it, before the launcher has
+read the process's exit and applied its failure policy: whether the simulation runs again
+or is given up is not known yet, so the lines say its data is lost *unless* it runs
+again (never "until": a user trial's given-up simulations were promised a rerun).
+
 Each simulation is logged once (the first of its connections lost), at WARNING (the
 causes in full for the first only, the others in a short line, their number at `close`,
 at WARNING too: that line is promised by the first, and default logging shows WARNING
@@ -49,7 +54,7 @@ __all__ = ["SHORT", "CloseLines"]
 logger = logging.getLogger("melissa_trainer.stream.receiver")  # the receiver's messages
 
 #: a lost connection, after the first (said in full)
-SHORT = "a connection closed before its BYE, its data lost until it runs again"
+SHORT = "a connection closed before its BYE, its data lost unless it runs again"
 
 
 class CloseLines:
@@ -132,10 +137,10 @@ class CloseLines:
             "sends no BYE: a worker's failed simulation, the worker living on), or it "
             "sent a message over %d bytes (the receiver's max_message_bytes + header "
             "allowance), which ZeroMQ drops with the connection and what was queued "
-            "behind it; that data is lost until the simulation runs again (a launcher "
-            "restarts it; a solver you started yourself: run it again with the same "
-            "simulation id)%s. Said in full once; the others in one line each, counted "
-            "at the end%s",
+            "behind it; that data is lost unless the simulation runs again (a launcher "
+            "restarts it up to max_restarts times, then gives it up; a solver you started "
+            "yourself: run it again with the same simulation id)%s. Said in full once; "
+            "the others in one line each, counted at the end%s",
             sid,
             rank,
             ended,

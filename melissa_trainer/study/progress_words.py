@@ -2,7 +2,8 @@
 file (`study.progress`), for the starvation watch of a `Study` (`study.starvation`):
 rank 0's state, said as of how long ago when older than a rewrite's period
 (`rank0_words`); what excuses a silence (`rank0_excuse`); the study's failure, in its
-launcher's words (`failed_words`); and, on rank 0, its own launcher (`launcher_words`).
+launcher's words (`failed_words`); and, on rank 0, its own launcher (`launcher_words`),
+and the error its study raises when its launcher failed (`study_failed`).
 `seconds` and `counted` read the file's values (absent, or of an older rank 0).
 """
 
@@ -12,6 +13,7 @@ import time
 from typing import Any
 
 from melissa_trainer.common.words import plural
+from melissa_trainer.sources.source import SourceError
 from melissa_trainer.stream.watchdog import SilenceExcuse
 from melissa_trainer.study.progress import EXCUSE_AGE, REFRESH
 
@@ -22,7 +24,25 @@ __all__ = [
     "rank0_excuse",
     "rank0_words",
     "seconds",
+    "study_failed",
 ]
+
+#: what a resume does after the study failed (its checkpoint's record keeps what
+#: `study_record` says: the simulations given up, and the failures counted)
+RESUME_NOTE = (
+    "a resume keeps the simulations given up (they do not run again; those the failure "
+    "interrupted do), and what failed the study holds: one more simulation failing for "
+    "good fails it again, so fix the solver first, or raise LauncherTuning.max_restarts "
+    "or lower min_finished_fraction (docs/how-to/own-solver.md, When a solver fails)"
+)
+
+
+def study_failed(error: BaseException) -> SourceError:
+    """The `SourceError` of a study whose launcher failed with `error` (`Launcher.check`),
+    its `resume_note` saying what a resume does (`RESUME_NOTE`)."""
+    failed = SourceError(f"the simulation study failed: {error}")
+    failed.resume_note = RESUME_NOTE
+    return failed
 
 
 def seconds(value: Any) -> float | None:

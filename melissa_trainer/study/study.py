@@ -86,6 +86,7 @@ from melissa_trainer.study.feedback import FeedbackCheck
 from melissa_trainer.study.first_data import FirstDataNotice
 from melissa_trainer.study.hooks import AdaptiveFeed, StudyEvents
 from melissa_trainer.study.launch import complete_on_every_rank, other_rank_excuse, receiver_notices
+from melissa_trainer.study.progress_words import study_failed
 from melissa_trainer.study.saved_account import SavedAccount
 from melissa_trainer.study.starvation import StarvationWatch, study_watch
 
@@ -266,7 +267,7 @@ class Study(Source):
         try:
             self.launcher.check()
         except Exception as exc:  # (`from None`: chained, its report would print twice)
-            raise SourceError(f"the simulation study failed: {exc}") from None
+            raise study_failed(exc) from None
 
     def stop(self) -> None:
         """End the simulations (none outlives the trainer), then the receivers."""

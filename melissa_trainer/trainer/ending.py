@@ -17,6 +17,7 @@ from typing import Protocol
 from melissa_trainer.checkpoint import paths as ckpt
 from melissa_trainer.common.refusal import SaidOnRankZero
 from melissa_trainer.common.setting import setting
+from melissa_trainer.core.loss_guard import NonFiniteLossError
 from melissa_trainer.core.state import TrainerControl
 from melissa_trainer.core.view import TrainerView
 from melissa_trainer.hooks import Event
@@ -25,7 +26,14 @@ from melissa_trainer.trainer.no_training import refuse_untrained
 from melissa_trainer.trainer.preemption import Preempted, StopCause
 from melissa_trainer.trainer.rank_failure import error_line, peer_failure, write_note
 
-__all__ = ["EndingTrainer", "end_training", "failed", "source_failed", "stop_words"]
+__all__ = [
+    "EndingTrainer",
+    "end_training",
+    "failed",
+    "save_at_failure",
+    "source_failed",
+    "stop_words",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -168,28 +176,86 @@ class _SaidSourceError(SourceError, SaidOnRankZero):
 _SaidSourceError.__name__ = _SaidSourceError.__qualname__ = "SourceError"  # (as printed)
 
 
-def source_failed(trainer: TrainerView, error: SourceError) -> SourceError:
+def source_failed(
+    trainer: EndingTrainer, error: SourceError, check_losses: Callable[[], None] = lambda: None
+) -> SourceError:
     """What `train()` raises when its source failed with `error`: with no `__cause__`
-    (the message says it all), an ERROR line at the step training stopped, naming how to
-    resume once the cause is fixed (the latest checkpoint, or none), and a quiet copy of
-    `error` (`_SaidSourceError`); with one (a failure in the user's code, in the
-    receiver's thread...), `error` itself, whose traceback is the user's to read. Either
-    way, under several ranks, `error` is noted for the others (`rank_failure.write_note`),
-    whose collective breaks as this rank leaves."""
+    (the message says it all), an ERROR line at the step training stopped, naming the
+    checkpoint to resume from and what a resume does (`error.resume_note`, the source's
+    words: a study's), and a quiet copy of `error` (`_SaidSourceError`); with one (a
+    failure in the user's code, in the receiver's thread...), `error` itself, whose
+    traceback is the user's to read. Either way, under several ranks, `error` is noted
+    for the others (`rank_failure.write_note`), whose collective breaks as this rank
+    leaves.
+
+    Only the data failed, not the model: with no `__cause__`, a single process writes a
+    checkpoint of the step it stopped at (`save_at_failure`), as a preemption does, so
+    that the training since the last periodic save is kept, once `check_losses` (the
+    loss guard's check of the last window) passed; the exit status stays 1."""
     write_note(trainer, error)  # (for the other ranks, whose collective breaks)
     trainer.source.note_stop(
         "error", f"training stopped at step {trainer.state.global_step}: {error}"
     )
     if error.__cause__ is not None or isinstance(error, SaidOnRankZero):
         return error
+    written, why = save_at_failure(trainer, check_losses)
+    resume = setting("resume_from_checkpoint", "latest")
+    note = f"; {error.resume_note}" if error.resume_note else ""
     latest = ckpt.latest_checkpoint(trainer.checkpoint_root)
-    resume = (
-        f"once the cause is fixed, resume from {latest} with "
-        f"{setting('resume_from_checkpoint', 'latest')}"
-        if latest is not None
-        else "no checkpoint was written: once the cause is fixed, run it again"
+    if written is not None:
+        how = f"checkpoint {written} holds this step: once the cause is fixed, "
+        how += f"resume with {resume}"
+    elif latest is not None:
+        how = (
+            f"no checkpoint at this stop ({why}): once the cause is fixed, resume from "
+            f"{latest} with {resume}; {SAVES}"
+        )
+    elif trainer.state.global_step == 0:
+        how, note = "no checkpoint was written: once the cause is fixed, run it again", ""
+    else:
+        how = f"no checkpoint was written ({why}): once the cause is fixed, run it again; {SAVES}"
+    sep = "\n" if "\n" in str(error) else "; "  # (after a study's report: a line of its own)
+    logger.error(
+        "training stopped at step %d: %s%s%s%s", trainer.state.global_step, error, sep, how, note
     )
-    logger.error("training stopped at step %d: %s; %s", trainer.state.global_step, error, resume)
     quiet = _SaidSourceError(*error.args)
     quiet.code = 1  # (SystemExit's: the exit status)
     return quiet
+
+
+#: what sets how much training a failure that cannot be checkpointed loses
+SAVES = "save_steps or save_seconds set how often a checkpoint is written"
+
+
+def save_at_failure(
+    trainer: EndingTrainer, check_losses: Callable[[], None] = lambda: None
+) -> tuple[Path | None, str]:
+    """The checkpoint of the step at which a source failed (this step's, written now or
+    by the loop), or None and why not. Written only by a single process, and only
+    after some training: the loop stops at a window's start when its source fails (it
+    waits for data only in `StreamDataset.prefetch`), so model, optimizer and pending
+    batches are those of a step, as at a preemption. Under several ranks the failure
+    reaches each rank at a step of its own (rank 0 in its read, the others in a
+    collective that breaks, or from rank 0's progress file), with no agreed step at
+    which all could save together (a preemption's `core.stop_sync` agreement), so none
+    is written; nor when `check_losses` raises (a non-finite loss since the last check:
+    no checkpoint holds one). A failed save is logged, never raised: the source's error
+    is the one to raise."""
+    state = trainer.state
+    if trainer.num_processes > 1:
+        return None, "the ranks met the failure at different steps: they cannot save together"
+    if state.global_step == 0:
+        return None, "nothing trained yet"
+    if state.last_save_step == state.global_step:
+        return ckpt.checkpoint_path(trainer.checkpoint_root, state.global_step), ""
+    try:
+        check_losses()
+    except NonFiniteLossError as exc:
+        logger.error("%s", exc)
+        return None, "a loss since the last check is not finite, see above"
+    try:
+        written = trainer.save_checkpoint()  # (None: its save failed, said, "continue")
+    except Exception as exc:  # (on_save_error="stop", a hook's: the source's error wins)
+        logger.error("the checkpoint at the failure could not be written: %s", exc)
+        return None, "its save failed, see above"
+    return written, "" if written is not None else "its save failed, see above"

@@ -343,7 +343,7 @@ class OnlineTrainer(TrainerSteps):
                 self.preempted_by = StopCause.signal_of(signum)  # (the code's signal)
             end_training(self, signum, self._perform_requested_actions)  # (`ending`)
         except SourceError as exc:  # said once, in one line, with how to resume (`ending`)
-            raise source_failed(self, exc) from exc.__cause__
+            raise source_failed(self, exc, self._loss_guard.check) from exc.__cause__
         except (Exception, KeyboardInterrupt) as exc:  # (a hook, process_sample...: `failed`)
             failed(self, exc)
             raise

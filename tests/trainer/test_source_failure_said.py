@@ -105,9 +105,9 @@ def test_the_line_names_the_checkpoint_to_resume_and_the_error_is_still_caught(
     (message,) = [r.getMessage() for r in caplog.records if "training stopped" in r.getMessage()]
     checkpoint = tmp_path / "out" / "checkpoints" / "checkpoint-2"
     assert message == (
-        f"training stopped at step 2: the producer failed; once the cause is fixed, resume "
-        f"from {checkpoint} with resume_from_checkpoint='latest' (--resume_from_checkpoint "
-        "latest on the command line)"
+        f"training stopped at step 2: the producer failed; checkpoint {checkpoint} holds "
+        "this step: once the cause is fixed, resume with resume_from_checkpoint='latest' "
+        "(--resume_from_checkpoint latest on the command line)"
     )
 
 

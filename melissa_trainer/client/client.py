@@ -269,10 +269,14 @@ class Client(FollowsTrainer):
         """Say BYE to every receiver, deliver what is queued, release the sockets.
 
         Waits while the trainer is there, reading or not (a paused or busy trainer is
-        back-pressure, not a failure), at most `close_timeout` seconds in all, and gives
-        up sooner on a receiver disconnected for `disconnected_timeout` seconds (see
-        `melissa_trainer.client.patience`). With a replay window, a trainer found gone
-        (or restarted) is followed first (`melissa_trainer.client.follow`). Idempotent.
+        back-pressure, not a failure), giving up after `close_timeout` seconds *without
+        progress* (the deadline moves whenever the receivers take a message or hold more
+        of this simulation's steps: `melissa_trainer.client.delivery`,
+        `melissa_trainer.client.receipts`; so not a bound in all: a trainer that keeps
+        taking messages keeps the close waiting), and sooner on a receiver disconnected
+        for `disconnected_timeout` seconds (see `melissa_trainer.client.patience`). With a
+        replay window, a trainer found gone (or restarted) is followed first
+        (`melissa_trainer.client.follow`). Idempotent.
 
         In external mode (endpoints from a rendezvous, not started by the launcher) it
         returns only once every receiver confirms that it ingested this rank's BYE,

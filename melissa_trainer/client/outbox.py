@@ -132,6 +132,10 @@ class Outbox:
         #: the trackers of the batches sent that ZeroMQ may still hold, oldest first
         #: (`in_flight`: what a close sees leave, `delivery`)
         self._sent: list[Released] = []
+        #: `_sent`'s length at which a send prunes it all (twice what a prune kept,
+        #: + 64): a batch held on one socket keeps the front, and the other sockets'
+        #: batches, done meanwhile, pile up behind it (amortised O(1) a send)
+        self._prune_at = 64
 
     def mark(self, index: int) -> list[tuple[_Batch, int]]:
         """Where the batches bound for receiver `index` end now (for `rollback`)."""
@@ -252,8 +256,11 @@ class Outbox:
             sock.copy_threshold = threshold
         del view
         sent = self._sent
-        while sent and sent[0].done:  # (the front only: a send stays cheap)
+        while sent and sent[0].done:  # (the front: the usual case, one socket)
             del sent[0]
+        if len(sent) >= self._prune_at:
+            sent[:] = [r for r in sent if not r.done]
+            self._prune_at = 2 * len(sent) + 64
         sent.append(released)
 
     def flush(self, deadline: float | None) -> None:

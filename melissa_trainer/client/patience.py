@@ -22,7 +22,9 @@ each socket's monitor (the one `handshake.Handshakes` set up when the socket con
 ZeroMQ allows one per socket; read only by a close that has to wait): it gives up when
 a receiver refused the handshake (at once: it never reads), when one has been
 disconnected, without a new connection, for `ClientTuning.disconnected_timeout`
-seconds, or when `ClientTuning.close_timeout` has passed in all; otherwise it waits.
+seconds, or when its deadline has passed (`ClientTuning.close_timeout` after the
+start: `CloseWait` itself is a bound in all; the close's phases move it whenever they
+see progress, `delivery.DeliveryWait` and `receipts`); otherwise it waits.
 Once a receiver has been disconnected for `notice_after` seconds, it calls its `notice`
 once (the close logs what it waits for and how long: a wait of minutes is not silent).
 

@@ -272,7 +272,10 @@ mt_status mt_flush(mt_client *c);
  * a failed one again; its refusal is the study's record).
  * Closing with a step incomplete returns MT_EFIELD and sends no BYE (what was sent is
  * delivered). The message of an error is written to stderr (c is gone); use
- * mt_client_close_message to get it instead. Blocks up to the close timeout. */
+ * mt_client_close_message to get it instead. Blocks until delivered and confirmed, or
+ * until the close timeout passes without progress (its deadline moves whenever the
+ * receivers take a message or hold more of this simulation's steps: not a bound in
+ * all), or sooner on a receiver disconnected (mt_set_disconnected_timeout). */
 mt_status mt_client_close(mt_client *c);
 /* Free c at once without BYE (the run failed: the trainer must not count it as
  * finished). NULL is a no-op. */

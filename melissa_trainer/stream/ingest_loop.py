@@ -126,7 +126,7 @@ class IngestLoop(ABC):
         #: hand-offs of attempts whose HELLO this rank has not read yet (`_hear_handoffs`)
         self._held_handoffs: list[tuple[int, int, int, int, str]] = []
         #: rank 0's word that the study has ended (a STUDY_END), judged when idle
-        self.study_end = StudyEndCheck(rank, tuning.study_end_grace)
+        self.study_end = StudyEndCheck(rank, tuning.study_end_grace, self.ingest.nonfinite)
         self._lock = threading.Lock()  # who ingests: the thread, or a pump
         self._last_pump = -math.inf
         self._socket: zmq.Socket | None = None
@@ -271,6 +271,7 @@ class IngestLoop(ABC):
             return False
         self._feeder.pumping = True
         try:
+            self._hear_handoffs()  # (also while the buffer is full: no idle poll comes)
             self._serve(pump=True, wait=wait)  # (no wait while samples wait for room)
         except (KeyboardInterrupt, SystemExit):
             raise  # Ctrl-C or an exit in this thread: the caller's to handle, not a failure
@@ -299,6 +300,9 @@ class IngestLoop(ABC):
         return False
 
     def _serve_requests(self) -> None:
+        """Between the tries of a put blocked on a full buffer (`Feeder`): the requests,
+        and other ranks' hand-offs (no empty poll comes while rank 0 is held)."""
+        self._hear_handoffs()
         if self._attention:
             self._on_request()
 
@@ -315,8 +319,8 @@ class IngestLoop(ABC):
 
     def _hear_handoffs(self, now: bool = False) -> None:
         """Rank 0, once it hears: fail, for the launcher, each simulation another rank
-        handed here (`nonfinite_handoff`); at most every `HEAR_EVERY` seconds unless
-        `now` (before a HELLO). The ingester's (holding `_lock`)."""
+        handed here (`nonfinite_handoff`), at empty polls, pumps and blocked puts (a held
+        rank 0 too); at most every `HEAR_EVERY` s unless `now` (before a HELLO)."""
         handoff = self.nonfinite_handoff
         if not self._hearing or handoff is None:
             return

@@ -205,6 +205,11 @@ class NonFiniteGuard:
         counts = self._hellos.get(simulation_id)
         return max(counts.values()) if counts else 0
 
+    def failed_now(self, simulation_id: int) -> bool:
+        """Whether this receiver failed the attempt of `simulation_id` it is on (no HELLO
+        of a later one since): on a rank other than 0, refused and handed to rank 0."""
+        return simulation_id in self._failed
+
     def helloed(self, simulation_id: int, attempt: int = 1) -> bool:
         """Whether this receiver has read the HELLO of attempt `attempt` (`attempt`) of
         `simulation_id`: rank 0 holds back another rank's hand-off of that attempt until

@@ -21,7 +21,8 @@ reverse of `nonfinite_kills` (rank 0's word to the others):
   mode; or a file that could not be written): k raises `NonFiniteDataError` as
   before, since no one would fail the simulation.
 * Rank 0's ingester reads the other ranks' files (`heard`: a listing of the directory,
-  then a file read only when it changed) at its empty polls, at most every
+  then a file read only when it changed) at its empty polls, its pumps and its puts
+  blocked on a full buffer (a rank 0 held back hears too), at most every
   `HEAR_EVERY` seconds, and at each HELLO (before it: the new attempt's HELLO comes
   after the kill, so a failure handed before that kill is heard before the restart
   is admitted), and fails each simulation heard of as its own
@@ -75,7 +76,7 @@ server or mount that breaks close-to-open (``nocto``) brings back stale counts (
 restart's hand-off dropped, its data incomplete as above) and a missed word (rank k
 fails as before). Cost: nothing on the data path; files only under
 ``nonfinite="fail"`` with a rendezvous directory and several ranks (`for_receiver`);
-a listing and an open at rank 0's idle polls (at most every `HEAR_EVERY` seconds),
+a listing and an open at rank 0's polls (at most every `HEAR_EVERY` seconds),
 rank k's HELLOs and its failures.
 
 Thread-safety: one object per receiver, used by its ingester only (one thread at a time).

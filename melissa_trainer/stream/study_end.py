@@ -26,6 +26,19 @@ training by itself. The rank trains on (padding its window) until every rank agr
 stop, so a study that fails later on rank 0 (its held data refused) fails this rank too
 (`melissa_trainer.study.end_notice`, "A failure after a held notice").
 
+A simulation run again is not judged (awaited, not lacked): one this rank refused under
+``nonfinite="fail"`` and handed to rank 0 (`nonfinite_handoff`: no HELLO of a later
+attempt since), or one whose later attempt said HELLO here after the STUDY_END. The
+notice may have gone, held, before that failure (`study.end_notice`): rank 0's launcher
+restarts it (this rank then gets the restart's data), gives it up (an ABANDON: given
+up, not lacked) or fails the study (rank 0's progress file says so, and this rank's
+wait for a batch ends with it, `study.starvation`). Judged lacking at once, it failed a
+study allowed a restart (tests/study/test_end_notice_then_failure.py). The wait is
+bounded as any silence: the stall watchdog runs on (`stall_timeout`, excused only by
+what rank 0 publishes of its launcher), and the judgment is made again at each empty
+poll, so a simulation no longer awaited (given up, or run again and still lacking once
+its restart ended) is judged then.
+
 A STUDY_END read after the stream ended (the common case: every rank had everything) is
 not counted as ``ignored_after_end`` (`DataPath`): it is expected there. Only the first
 one read is used (rank 0 sends one; a second would change nothing). A rank whose socket
@@ -44,6 +57,7 @@ from melissa_trainer.wire.messages import StudyEnd
 
 if TYPE_CHECKING:
     from melissa_trainer.stream.ingest import Ingest
+    from melissa_trainer.stream.nonfinite import NonFiniteGuard
 
 __all__ = ["StudyEndCheck", "StudyLacksError"]
 
@@ -60,18 +74,25 @@ class StudyLacksError(RuntimeError):
 
 class StudyEndCheck:
     """A receiver's record of the STUDY_END it read (`told`), and the judgment made at
-    each empty poll once `grace` idle seconds have passed since it (`check`)."""
+    each empty poll once `grace` idle seconds have passed since it (`check`). `guard`:
+    the receiver's `NonFiniteGuard` (its attempts and failures: what is run again, module
+    docstring); None judges every listed simulation."""
 
-    def __init__(self, rank: int, grace: float) -> None:
-        self.rank, self.grace = rank, grace
+    def __init__(self, rank: int, grace: float, guard: NonFiniteGuard | None = None) -> None:
+        self.rank, self.grace, self._guard = rank, grace, guard
         #: the ids whose process ended with exit 0, once told (None: not told)
         self.finished: list[int] | None = None
+        #: each listed simulation's attempt here when told (a later one runs again)
+        self._attempts: dict[int, int] = {}
+        self._said: set[int] = set()  # the awaited simulations said once
 
     def told(self, msg: StudyEnd, ended: bool) -> None:
         """Record `msg` (the first one only); nothing once the stream has `ended`."""
         if self.finished is not None or ended:
             return
         self.finished = [int(s) for s in msg.finished]
+        if self._guard is not None:
+            self._attempts = {s: self._guard.attempt(s) for s in self.finished}
         logger.info(
             "receiver of rank %d: rank 0 says the study has ended (%d simulations ended with "
             "exit 0); this rank's stream ends or fails after %g s of silence",
@@ -101,8 +122,11 @@ class StudyEndCheck:
         """
         if self.finished is None or idle < self.grace:
             return
-        lacked = self.lacked(ingest)
+        lacked, awaited = self._split(self.lacked(ingest))
         n = len(self.finished)
+        if not lacked and awaited:
+            self._say(awaited, ingest)
+            return
         if not lacked:
             end(f"rank 0 says the study has ended, and this rank has the data of the {n} "
                 f"simulations that ended with exit 0")  # fmt: skip
@@ -118,3 +142,32 @@ class StudyEndCheck:
             f"wait for stall_timeout. A run resumed from a checkpoint runs it again (a "
             f"resumed study runs every simulation that some rank's checkpoint lacks)"
         )
+
+    def _split(self, lacked: list[int]) -> tuple[list[int], list[int]]:
+        """`lacked` as (those lacked for good, those run again: module docstring)."""
+        guard = self._guard
+        if guard is None:
+            return lacked, []
+        attempts = self._attempts
+        again = {s for s in lacked if guard.failed_now(s) or guard.attempt(s) > attempts.get(s, 0)}
+        return [s for s in lacked if s not in again], [s for s in lacked if s in again]
+
+    def _say(self, awaited: list[int], ingest: Ingest) -> None:
+        """Say once per simulation that this rank waits for it (module docstring)."""
+        new = [s for s in awaited if s not in self._said]
+        if not new:
+            return
+        self._said.update(new)
+        logger.info(
+            "receiver of rank %d: rank 0 says the study has ended, but %s: this rank "
+            "waits for rank 0's launcher to run it again, give it up or fail the study "
+            "(bounded by stall_timeout)",
+            self.rank,
+            "; ".join(f"simulation {s} {self._again(s)} ({ingest.describe(s)})" for s in new),
+        )
+
+    def _again(self, s: int) -> str:
+        """Why simulation `s` is awaited, in words."""
+        if self._guard is not None and self._guard.failed_now(s):
+            return "was refused here, its failure handed to rank 0"
+        return "said HELLO again after the notice"

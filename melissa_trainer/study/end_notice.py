@@ -50,13 +50,15 @@ failure is raised on rank 0's training thread (a `SourceError`), and every other
 next collective breaks and raises `RankFailed`, naming rank 0's error
 (`trainer.rank_failure`): no rank exits 0 or writes its end-of-training checkpoint
 (tests/study/test_end_notice_then_failure.py: two ranks, real solvers; with the padding
-removed, both ranks returned and saved at the end, rank 0's NaN unread). Rank 0's
-progress file is not marked failed then (this thread has returned): a rank told the end
-waits for data no longer than its grace (`stream.study_end`), so none reads it for that.
-Known gap (tests/study/test_end_notice_then_failure.py, a strict xfail): a NaN of an
-exited simulation refused on another rank after the notice is judged there as lacking
-(`StudyLacksError`) before rank 0's launcher, whose held receiver hears hand-offs only
-when idle, can run it again.
+removed, both ranks returned and saved at the end, rank 0's NaN unread). A simulation
+refused on another rank after the notice (its failure handed to rank 0,
+`nonfinite_handoff`) is not judged lacking there but awaited (`stream.study_end`):
+rank 0's launcher, whose receiver hears hand-offs also while held, runs it again, gives
+it up or fails the study. So after the notice this thread goes on polling until `stop`
+or the study fails: it keeps rank 0's progress file current (a restart that runs; the
+failure, `_failed`), which the waiting rank reads (`study.starvation`). Before, it
+returned once it had sent: that rank judged the simulation lacking within its grace
+and failed a study allowed a restart (tests/study/test_end_notice_then_failure.py).
 
 It is sent once (the first of the two conditions met); a receiver uses only the first
 it reads (`stream.study_end`), so a second one would change nothing. Never for a study
@@ -70,10 +72,11 @@ ended may have stopped its receiver and marked its file stopped. A receiver that
 stopped gets nothing (the message is dropped after a short linger); one whose stream has
 ended ignores it. `stop` (from `Study.stop`) ends the wait; the thread is a daemon.
 
-The same thread updates rank 0's progress file at each poll (`study.progress`); a second
-daemon thread beats it (`ProgressFile.beat`) every `REFRESH` s, so that the excuse it
-carries stays fresh while this one waits for its next poll (``poll_interval``, maybe
-30 s) or in `Launcher.summary` (the launcher's lock, held through a slow ``squeue``).
+The same thread updates rank 0's progress file at each poll, before and after the
+notice (`study.progress`); a second daemon thread beats it (`ProgressFile.beat`) every
+`REFRESH` s, so that the excuse it carries stays fresh while this one waits for its
+next poll (``poll_interval``, maybe 30 s) or in `Launcher.summary` (the launcher's
+lock, held through a slow ``squeue``).
 """
 
 from __future__ import annotations
@@ -81,6 +84,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from melissa_trainer.common.words import plural
@@ -210,20 +214,27 @@ class StudyEndNotice:
                 )
                 return
 
+    def _watch(self, until: Callable[[], list[int] | None]) -> list[int] | None:
+        """Poll the launcher, updating rank 0's progress file, until `until` returns ids
+        (returned) or `stop` or the study fails (told to the other ranks: `_failed`),
+        then None."""
+        launcher, poll = self._launcher, self._launcher.tuning.poll_interval
+        while (finished := until()) is None:
+            self.progress.update(launcher)
+            try:
+                launcher.check()
+            except LauncherError as exc:  # (its error says so on rank 0)
+                self._failed(exc)  # (and to the others: `progress`)
+                return None
+            if self._stop.wait(poll):
+                return None
+        return None if self._stop.is_set() else finished
+
     def _run(self) -> None:
         try:
             entries = [e for e in fetch_rendezvous(self._rendezvous) if int(e["rank"]) != 0]
-            launcher, poll = self._launcher, self._launcher.tuning.poll_interval
-            while (finished := self.ended(time.monotonic())) is None:
-                self.progress.update(launcher)
-                try:
-                    launcher.check()
-                except LauncherError as exc:  # (its error says so on rank 0)
-                    self._failed(exc)  # (and to the others: `progress`)
-                    return
-                if self._stop.wait(poll):
-                    return
-            if self._stop.is_set():
+            finished = self._watch(lambda: self.ended(time.monotonic()))
+            if finished is None:
                 return
             send_study_end(
                 [str(e["endpoint"]) for e in entries],
@@ -251,5 +262,19 @@ class StudyEndNotice:
             logger.warning(
                 "could not tell the other ranks that the study has ended (%r): a rank that "
                 "lacks a simulation's data waits for its stall_timeout instead",
+                exc,
+            )
+        self._after()
+
+    def _after(self) -> None:
+        """After the notice: keep rank 0's progress file current until `stop` or the
+        study fails (module docstring, "A failure after a held notice")."""
+        try:
+            self._watch(lambda: None)
+        except Exception as exc:  # (a daemon thread: said, never lost)
+            logger.warning(
+                "rank 0 stopped updating its progress file after the end-of-study notice "
+                "(%r): a rank that waits for a simulation run again waits for its "
+                "stall_timeout instead",
                 exc,
             )

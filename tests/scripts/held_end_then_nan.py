@@ -18,13 +18,14 @@ study: rank 0's `train()` raises.
     python held_end_then_nan.py OUT SOLVER ON
 
 With ON 1 the NaN is simulation 1's last step to rank 1 instead, refused there after the
-notice (its failure handed to rank 0), with one restart allowed, which starts 8 s late:
-the known gap of tests/study/test_end_notice_then_failure.py's second test.
+notice (its failure handed to rank 0), with one restart allowed, which starts 8 s late
+(longer than rank 1's grace): rank 1 awaits it, and the study completes.
 
 Each rank writes ``OUT/../exit-<rank>.json``: how its `train()` ended (the exception's
 class or "returned"), the steps trained, whether a checkpoint was saved at the end, and
 what the notice did (rank 0: told, held; rank 1: the ids its receiver was told ended, and
-the first step end at which its stream had ended).
+the first step end at which its stream had ended), and the attempts of simulation 1 its
+receiver read (HELLOs: 2 once the restart ran).
 """
 
 from __future__ import annotations
@@ -123,6 +124,7 @@ def main() -> None:
             "stream_ended_at": watch.ended_at,
             "held": bool(notice and notice.held),
             "study_end": None if receiver is None else receiver.study_end.finished,
+            "attempts_1": None if receiver is None else receiver.ingest.nonfinite.attempt(1),
         }
         (Path(out).parent / f"exit-{rank}.json").write_text(json.dumps(record))
 

@@ -16,15 +16,15 @@ has gone to rank 1 (held: both simulations exited, their data not all in on rank
 an event, no sleep), then trains on, reads simulation 1's NaN and the study fails. The
 oracle is each rank's exit record and the launch's words.
 
-The second test is a known gap, left open (strict xfail): the NaN of an exited simulation
-refused on rank 1 after the held notice (its failure handed to rank 0), with a restart
-allowed. Rank 1 judges it lacking after its grace (2 s of silence) and fails with
-`StudyLacksError` ("none is run again ... No simulation runs any more"), while the study
-would complete: rank 0's receiver, held, hears the hand-off only when idle
-(`IngestLoop._hear_handoffs`), so its launcher has not restarted it yet. A fix needs
-rank 1 not to judge a simulation it refused itself (`stream.study_end`), rank 0 to hear
-hand-offs while held (`stream.ingest_loop`), and rank 0's progress file to say a failure
-after the notice (`study.end_notice`), which a rank waiting for data reads."""
+The second test: the NaN of an exited simulation refused on rank 1 after the held
+notice (its failure handed to rank 0), with a restart allowed, which starts late. It
+was a known gap (a strict xfail): rank 1 judged the simulation lacking after its grace
+(2 s of silence) and failed with `StudyLacksError` ("none is run again ... No
+simulation runs any more"), rank 0 with it, while the study would complete: rank 0's
+receiver, held, heard the hand-off only when idle, so its launcher had not restarted it.
+Now rank 1 awaits a simulation it refused itself (`stream.study_end`), rank 0 hears
+hand-offs while held too (`stream.ingest_loop`), and rank 0's progress file stays
+current after the notice (`study.end_notice`): the restart runs and both ranks return."""
 
 from __future__ import annotations
 
@@ -69,11 +69,6 @@ def test_a_study_failed_after_its_held_notice_fails_every_rank(
 @pytest.mark.slow
 @pytest.mark.skipif(sys.platform != "linux", reason="the local backend uses /proc")
 @pytest.mark.timeout(400)
-@pytest.mark.xfail(
-    strict=True,
-    reason="known gap: rank 1 judges a simulation it refused for NaN after the held "
-    "notice as lacking (StudyLacksError) before rank 0's launcher restarts it",
-)
 def test_a_nan_refused_on_rank_1_after_the_held_notice_is_run_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -83,6 +78,8 @@ def test_a_nan_refused_on_rank_1_after_the_held_notice_is_run_again(
     proc, (zero, one), said = run_study_script(SCRIPT, tmp_path, "1", timeout=360)
     assert zero["told"] and zero["held"], (zero, one, said)
     assert "refused a sample of simulation 1 time step 8" in said, said
-    # today: rank 1 "lacks" simulation 1 (StudyLacksError, a SourceError) within its grace
+    # rank 1 waited for the restart (before the fix: StudyLacksError within its grace)
+    # ... and read the restart's HELLO (its attempt 2), as rank 0 did
+    assert zero["attempts_1"] == one["attempts_1"] == 2, (zero, one, said)
     assert (zero["ended"], one["ended"]) == ("returned", "returned"), (zero, one, said)
     assert proc.returncode == 0, said

@@ -23,6 +23,7 @@ from melissa_trainer.launcher.exploration import (
     candidates_for,
     engine_for,
 )
+from melissa_trainer.launcher.failed_zones import FailedZones
 from melissa_trainer.launcher.sampler_base import Bounds, bounded_number
 
 __all__ = ["BreedSampler"]
@@ -71,6 +72,10 @@ class BreedSampler(AdaptiveSampler):
     which the first redraw past the design optimised on the launcher's thread under its
     lock before. A bred draw is no replacement. With a sequence explorer the next point
     of the sequence costs nothing and is the replacement, as before (nothing kept).
+    Whatever the explorer, a simulation given up is a **no-go zone** of the bred draws
+    and no parent (`failed`): its observation is dropped, and a child is not bred
+    within `avoid` of it or nearer to it than to every success observed
+    (`launcher.failed_zones`, the surrogate sampler's rule).
 
     The exploration share is `exploration`, or decays linearly from `exploration` (draw
     0) to `exploration_final` (draw `decay_draws` and after). `decay_draws=None` takes
@@ -116,6 +121,9 @@ class BreedSampler(AdaptiveSampler):
             state then grows with the study). 1000: every draw of a study of that size,
             with a bounded state (1000 x the varying parameters floats) and cost (K x
             1000 distances per exploration draw).
+        avoid: the no-go radius of the bred draws around each simulation given up
+            (`failed`), in the unit cube over the varying parameters (>= 0; default
+            0.1, as the surrogate sampler's).
     """
 
     kind = "breed"
@@ -136,6 +144,7 @@ class BreedSampler(AdaptiveSampler):
         explorer: str = "auto",
         candidates: int | None = None,
         memory: int | None = 1000,
+        avoid: float = 0.1,
     ) -> None:
         super().__init__(bounds, seed, window)
         self.exploration = bounded_number("exploration", exploration, 0.0, 1.0)
@@ -171,6 +180,9 @@ class BreedSampler(AdaptiveSampler):
         #: the unit cube; and how many replacement draws were made for them
         self._failed: list[list[float]] = []
         self.replaced = 0
+        self.avoid = bounded_number("avoid", avoid, 0.0, math.sqrt(len(self.names)))
+        #: the simulations given up, the bred draws' no-go zones (`failed`)
+        self._zones = FailedZones(int((self._span > 0).sum()), self.avoid)
 
     @property
     def explored(self) -> int:
@@ -210,10 +222,38 @@ class BreedSampler(AdaptiveSampler):
             self._explorer.prepare()
 
     def failed(self, simulation_id: int, parameters: Mapping[str, float]) -> None:
-        """A simulation given up (`Sampler.failed`). With the "lhs" explorer one more
-        replacement is due (class docstring); with a sequence, ignored."""
+        """A simulation given up for good (`Sampler.failed`: its restarts used up; a
+        failed attempt that a restart got through is never told). From now on:
+
+        - no child is bred in its no-go zone (`launcher.failed_zones`): within `avoid`
+          of it, or nearer to it than to every success observed (`_breed`);
+        - it is no parent: its observation is dropped and its later loss reports are
+          ignored (also after a resume: its id is in the state). The samples it sent
+          before failing were trained on with a high loss, the weight of a parent
+          the breeding would have drawn right back into the region where the solver
+          fails;
+        - with the "lhs" explorer one more replacement is due (class docstring).
+        """
+        unit = self._unit(parameters)[self._span > 0]
         if self.engine == "lhs":
-            self._failed.append(self._unit(parameters)[self._span > 0].tolist())
+            self._failed.append(unit.tolist())
+        self._zones.add(simulation_id, unit)
+        if simulation_id in self._losses:
+            del self._losses[simulation_id], self._parameters[simulation_id]
+            self._view = None
+            self._changes += 1
+
+    @property
+    def failures(self) -> tuple[int, ...]:
+        """The ids of the simulations given up so far (`failed`), oldest first."""
+        return tuple(self._zones.ids)
+
+    def observe(self, simulation_id: int, parameters: Mapping[str, float], loss: float) -> None:
+        """`AdaptiveSampler.observe`, except that a simulation given up (`failed`) is
+        not observed (its reports of samples trained before it failed are ignored)."""
+        if simulation_id in self._zones.ids:
+            return
+        super().observe(simulation_id, parameters, loss)
 
     def _explore(self, index: int) -> np.ndarray:
         """Draw `index`'s exploration point: the explorer's next, or a replacement."""
@@ -255,11 +295,29 @@ class BreedSampler(AdaptiveSampler):
         else:
             parents = list(self._observed.values())
             parent = parents[int(rng.choice(len(parents), p=self.parent_weights()))]
-            unit = self._unit(parent.parameters) + rng.normal(0.0, self.sigma, len(self.names))
-            unit = np.abs((unit + 1.0) % 2.0 - 1.0)  # reflected into [0, 1], also twice or more
+            unit = self._breed(self._unit(parent.parameters), rng)
             self.last_parent = parent.simulation_id
         self._explorer.remember(unit)  # every draw: gap-filling keeps away from all of them
         return self._scale(unit)
+
+    def _breed(self, parent: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """A child of `parent` (its unit point), moved and reflected (class docstring).
+        With simulations given up: a child in a no-go zone (`failed`) is replaced by
+        the first of `BRED_TRIES` more children of the same parent outside every zone,
+        or, when all of them are in one, by the one farthest from every failure. The
+        same generator draws them after the first child: without failures, or with a
+        first child outside the zones, the draws are the same as without zones."""
+        dims, varying = len(self.names), self._span > 0
+        unit = _reflected(parent + rng.normal(0.0, self.sigma, dims))
+        if not len(self._zones):
+            return unit
+        known = [self._unit(p)[varying] for p in self._parameters.values()]
+        known_points = np.reshape(np.asarray(known, dtype=np.float64), (-1, int(varying.sum())))
+        if self._zones.allowed(unit[None, varying], known_points)[0]:
+            return unit
+        children = _reflected(parent + rng.normal(0.0, self.sigma, (BRED_TRIES, dims)))
+        order = -np.arange(BRED_TRIES, dtype=np.float64)  # the first allowed one
+        return children[self._zones.choose(children[:, varying], order, known_points)]
 
     def _options(self) -> dict[str, Any]:
         names = ("exploration", "exploration_final", "min_observations", "sigma", "power",
@@ -269,6 +327,7 @@ class BreedSampler(AdaptiveSampler):
         # saved with explorer "sobol" (the default before "auto") resumes in a box where
         # "auto" explores with the same Sobol' sequence
         options["explorer"] = self.engine
+        options["avoid"] = self.avoid  # (`load_state_dict`: absent from older states)
         return options
 
     def _differs(self, key: str, saved: Any) -> str:
@@ -293,12 +352,18 @@ class BreedSampler(AdaptiveSampler):
             "exploration_state": self._explorer.state_dict(),
             # (none without failures: such a state is as it was before replacements)
             **replacement_state(self._failed, self.replaced),
+            # (none without failures, as the replacements')
+            **({"zones": self._zones.state_dict()} if len(self._zones) else {}),
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Also a state saved before gap-filling, with ``candidates=1`` (see
-        `common.migrations`, "breed_sampler")."""
+        `common.migrations`, "breed_sampler"), and one saved before the no-go zones
+        (`failed`; without `avoid`): it resumes with none, its failures were not told
+        with their ids (a given-up simulation's observation kept then stays)."""
         state = upgrade("breed_sampler", state, candidates=self.candidates, memory=self.memory)
+        if "avoid" not in state:
+            state = {**state, "avoid": self.avoid}
         self._refuse_other(state)  # first: its messages name the option that differs
         saved = state.get("decay_draws")
         # (a fixed share, exploration_final None, does not use it: the saved one is kept)
@@ -313,9 +378,21 @@ class BreedSampler(AdaptiveSampler):
         explorer = self._new_exploration()
         explorer.load_state_dict(exploration_state)  # checked before anything changes
         failed, replaced = load_replacements(state, int((self._span > 0).sum()))
+        zones = FailedZones(self._zones.dims, self.avoid)
+        zones.load_state_dict(state.get("zones", []), "zones")
         super().load_state_dict(state)
-        self._explorer = explorer
+        self._explorer, self._zones = explorer, zones
         self._failed, self.replaced = failed, replaced
         if saved is not None:
             self.decay_draws = int(saved)
         self.last_parent = None
+
+
+#: the children `BreedSampler._breed` tries more when the first is in a no-go zone
+BRED_TRIES = 16
+
+
+def _reflected(unit: np.ndarray) -> np.ndarray:
+    """`unit` reflected into [0, 1] at the bounds (also twice or more)."""
+    out: np.ndarray = np.abs((unit + 1.0) % 2.0 - 1.0)
+    return out

@@ -95,8 +95,9 @@ class FailedZones:
         """JSON-serializable: ``[[id, [unit...]], ...]``, oldest first."""
         return [[sid, list(point)] for sid, point in zip(self.ids, self._points, strict=True)]
 
-    def load_state_dict(self, state: Any) -> None:
-        """Restore a `state_dict()`.
+    def load_state_dict(self, state: Any, key: str = "failed") -> None:
+        """Restore a `state_dict()`, saved under the sampler state's `key` (the name
+        its messages give it).
 
         Raises:
             ValueError: a malformed state (nothing changes then).
@@ -104,7 +105,7 @@ class FailedZones:
         ids: list[int] = []
         points: list[list[float]] = []
         if not isinstance(state, list):
-            raise ValueError(f"sampler state's failed must be a list, not {state!r}")
+            raise ValueError(f"sampler state's {key} must be a list, not {state!r}")
         for entry in state:
             ok = isinstance(entry, list | tuple) and len(entry) == 2
             sid, point = entry if ok else (None, None)
@@ -116,7 +117,7 @@ class FailedZones:
                 or not all(isinstance(v, int | float) and 0.0 <= v <= 1.0 for v in point)
             ):
                 raise ValueError(
-                    f"sampler state's failed entry {entry!r} is not [simulation id, "
+                    f"sampler state's {key} entry {entry!r} is not [simulation id, "
                     f"[{self.dims} unit coordinates]]"
                 )
             ids.append(sid)

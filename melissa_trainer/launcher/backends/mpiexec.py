@@ -52,8 +52,9 @@ logger = logging.getLogger("melissa_trainer.launcher")
 
 #: the variable, set to a value unique to the job, in the environment of each job's
 #: mpiexec (hydra passes it on to the ranks, and they to their children): what tells a
-#: process the job left behind from another job's (`SegmentWatch.retry`)
-JOB_MARK = "MELISSA_TRAINER_MPI_JOB"
+#: process the job left behind from another job's (`SegmentWatch.retry`). Not of the
+#: client's prefix: a client warns about a ``MELISSA_TRAINER_*`` it does not read
+JOB_MARK = "MT_MPIEXEC_JOB"
 #: seconds `close` waits for the holders of files that ended jobs' sweeps found held
 CLOSE_WAIT = 2.0
 #: seconds a /proc scan serves further looks (the polls of one supervisor tick): a scan

@@ -16,6 +16,7 @@ which makes an MPICH-named file and leaves a process of its own session holding 
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -153,3 +154,49 @@ def test_retries_stop_after_the_last_and_never_remove_a_held_file(
     finally:
         for fd in fds.values():
             os.close(fd)
+
+
+#: holds the files argv[1:] open until its stdin closes; says "held" once it does
+HOLD = (
+    "import sys; fs = [open(p, 'rb') for p in sys.argv[1:]]; "
+    "print('held', flush=True); sys.stdin.read()"
+)
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(60)
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs /proc (Linux)")
+def test_the_last_retry_removes_only_what_the_jobs_own_processes_alone_hold(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After `RETRY_AFTER`'s retries, a file held only by processes carrying the job's
+    mark (left behind by the ended job) is unlinked; one that another job's process
+    (another mark, or none) holds, also or alone, is left."""
+    monkeypatch.setattr(mpich_segments, "SHM_DIR", f"{tmp_path}/")
+    monkeypatch.setattr(mpich_segments, "RETRY_AFTER", (0.0,) * 2)
+    watch = mpich_segments.SegmentWatch(mpich_segments.listing(), mark="MT_TEST_JOB=ours")
+    ours, shared, theirs = (tmp_path / f"mpich_shm_{n}_0" for n in ("ours", "shared", "theirs"))
+    for file in (ours, shared, theirs):
+        file.write_bytes(b"\0")
+    holders = [
+        subprocess.Popen(
+            [sys.executable, "-c", HOLD, *map(str, files)],
+            env={**os.environ, "MT_TEST_JOB": mark},
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for mark, files in (("ours", (ours, shared)), ("other", (shared, theirs)))
+    ]
+    try:
+        for holder in holders:
+            assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        assert watch.remove("sim-0") == [] and len(watch.pending) == 3
+        assert not watch.retry("sim-0")  # (1st: nothing removed)
+        assert ours.exists()
+        assert watch.retry("sim-0") and watch.pending == []  # (2nd, the last)
+        assert not ours.exists(), "the file only the job's own process held was left"
+        assert shared.exists() and theirs.exists(), "another job's file was removed"
+    finally:
+        for holder in holders:
+            holder.communicate(timeout=30)

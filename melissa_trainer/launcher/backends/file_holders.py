@@ -1,6 +1,6 @@
 """Which live processes hold a file open or map it, read from /proc (Linux), and
-whether those are dying: what `mpich_segments` asks before it removes a file that no
-job of ours was seen to use.
+whether those are dying or were started with a job's mark in their environment: what
+`mpich_segments` asks before it removes a file that no job of ours was seen to use.
 
 A process that cannot be read is skipped: it has ended meanwhile, or it is not ours to
 read (more privileged than us, or not dumpable), and so is no rank of a job of ours,
@@ -15,7 +15,7 @@ import os
 import time
 from collections.abc import Collection, Iterable
 
-__all__ = ["dying", "holders", "wait_gone"]
+__all__ = ["dying", "holders", "released", "wait_gone"]
 
 #: the kernel's flag of a process that has begun to exit (PF_EXITING, /proc/PID/stat)
 PF_EXITING = 0x4
@@ -53,6 +53,29 @@ def holders(paths: Collection[str]) -> dict[str, set[int]] | None:
                     if len(fields) == 6 and fields[5] in paths:
                         found.setdefault(fields[5], set()).add(pid)
     return found
+
+
+def released(paths: Collection[str], mark: str | None = None) -> set[str] | None:
+    """Those of `paths` that no live process holds now (`holders`), or, given `mark`
+    (``NAME=VALUE``), only processes started with `mark` in their environment (what they
+    inherited: /proc/PID/environ; one that cannot be read does not carry it). None
+    without /proc."""
+    busy = holders(paths)
+    if busy is None:
+        return None
+    return {
+        path
+        for path in paths
+        if not busy.get(path) or mark is not None and all(_carries(p, mark) for p in busy[path])
+    }
+
+
+def _carries(pid: int, mark: str) -> bool:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as environ:
+            return mark.encode() in environ.read().split(b"\0")
+    except OSError:  # (ended meanwhile: it holds nothing now, but is not known to be ours)
+        return False
 
 
 def dying(pid: int) -> bool:

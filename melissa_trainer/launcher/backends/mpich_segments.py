@@ -26,10 +26,11 @@ made since its launch (and, after a look that found none, not held then by a liv
 process: another job's, `SegmentWatch.look`), that are ours (owner) and that no live
 process maps or holds open are removed; those still held then (ranks that hydra kills
 after mpiexec has ended, slow to end on a loaded machine) are looked at again later
-(`SegmentWatch.retry`). MPICH's creator of the file (``MPL_initshm_open``, 5.0.x)
-keeps its descriptor open until it exits, so a file that no process holds has lost
-every rank of its job: nobody can use it again, whichever job
-made it (another of ours that also failed early is cleaned too; a live one never is).
+(`SegmentWatch.retry`; at the last, also those held only by processes carrying the
+job's mark: its own, left behind). MPICH's creator of the file (``MPL_initshm_open``,
+5.0.x) keeps its descriptor open until it exits, so a file that no process holds has
+lost every rank of its job: nobody can use it again, whichever job made it (another
+of ours that also failed early is cleaned too; a live one never is).
 A trainer killed with SIGKILL removes nothing: `mpich_record.SegmentRecord` lists what
 its running jobs were seen to hold, and the launches of those not looked at yet, for the
 next run of its study on this node to remove.
@@ -52,7 +53,7 @@ import time
 from collections.abc import Collection, Iterable
 from typing import TYPE_CHECKING, NamedTuple
 
-from melissa_trainer.launcher.backends.file_holders import dying, holders, wait_gone
+from melissa_trainer.launcher.backends.file_holders import dying, holders, released, wait_gone
 
 if TYPE_CHECKING:  # (mpich_record imports this module)
     from melissa_trainer.launcher.backends.mpich_record import SegmentRecord
@@ -271,12 +272,13 @@ def _others(before: Listing, now: Listing) -> Listing:
     return {name: ino for name, ino in now.items() if before.get(name) == ino or name in held}
 
 
-def _still_free(segments: list[Segment]) -> tuple[list[Segment], list[Segment]]:
-    """`segments` that no live process holds now, and the others (all, without /proc)."""
-    busy = holders([s.path for s in segments])
-    if busy is None:
+def _still_free(segments: list[Segment], mark: str | None) -> tuple[list[Segment], list[Segment]]:
+    """`segments` that no live process holds now (or only processes marked `mark`:
+    `file_holders.released`), and the others (all, without /proc)."""
+    free = released([s.path for s in segments], mark)
+    if free is None:
         return [], segments
-    return [s for s in segments if s.path not in busy], [s for s in segments if s.path in busy]
+    return [s for s in segments if s.path in free], [s for s in segments if s.path not in free]
 
 
 class SegmentWatch:
@@ -285,9 +287,9 @@ class SegmentWatch:
     and when it is killed (`add`); unlinked by `remove` once it has ended, or, none
     found, swept (`orphans` since `before`, the `listing` taken before its launch,
     narrowed by its looks that found none, among the names `only` if given; no sweep
-    without `before`). `launch`: the job's
-    entry in `record` (`SegmentRecord.launching`), dropped once segments are found or
-    the job has ended."""
+    without `before`). `launch`: the job's entry in `record` (`SegmentRecord.launching`),
+    dropped once segments are found or the job has ended. `mark`: ``NAME=VALUE`` in the
+    environment of each of the job's processes (`retry`)."""
 
     def __init__(
         self,
@@ -295,14 +297,13 @@ class SegmentWatch:
         only: Collection[str] | None = None,
         record: SegmentRecord | None = None,
         launch: int | None = None,
+        mark: str | None = None,
     ) -> None:
         self.segments: list[Segment] = []
         self.launched = time.monotonic()
         self.looks = 0  # how many of `LOOKS_AT` were done
-        self.before = before
-        self.only = only
+        self.before, self.only, self.launch, self.mark = before, only, launch, mark
         self.record = record  # where the segments found are kept until removed
-        self.launch = launch
         #: what the sweep found still held at the job's end (`retry`), and when to retry
         self.pending: list[Segment] = []
         self.retries, self.retry_at = 0, 0.0
@@ -371,20 +372,21 @@ class SegmentWatch:
     def retry(self, job: str, now: bool = False, last: bool = False) -> bool:
         """Once its time has come (`RETRY_AFTER`), or `now` (not counted among them):
         unlink the `pending` files (`remove`) that nobody holds now. True when none is
-        left pending: those still held after the last retry are left (a live job's), as
-        are those still held at a `last` one (the backend's close, after its wait: the
-        job's ranks have ended, so a live holder is another job's; its launch leaves the
-        record, which a study ended normally must not leave behind)."""
+        left pending. At the last (`RETRY_AFTER`'s, or `last`: the backend's close) a
+        file that only processes carrying the job's `mark` hold (a rank or a rank's child
+        left behind) is unlinked too: nobody can join the ended job, its holders keep
+        their mappings, the memory is freed when they end. One that another live process
+        holds is another job's, left; the launch leaves the record (a study ended
+        normally must leave none)."""
         if self.pending and (now or last or time.monotonic() >= self.retry_at):
-            free, self.pending = _still_free(self.pending)
-            if last:
-                self.pending = []
-            elif not now:
+            if not now and not last:
                 self.retries += 1
-                if self.retries >= len(RETRY_AFTER):
-                    self.pending = []  # (held all along: a live job's)
-                else:
+                last = self.retries >= len(RETRY_AFTER)
+                if not last:
                     self.retry_at = time.monotonic() + RETRY_AFTER[self.retries]
+            free, self.pending = _still_free(self.pending, self.mark if last else None)
+            if last:
+                self.pending = []  # (held by another job's live processes: not ours)
             self._removed(job, remove_segments(free))
         return not self.pending
 

@@ -18,7 +18,9 @@ them and, for a job that ends by itself, a few times in the job's first minute
 (`mpich_segments.LOOKS_AT`: a scan of /proc each), and removes those files once the job
 has ended; a job that ended before any was seen (a rank failing right after
 ``MPI_Init``) is swept instead (`mpich_segments.orphans`), and what the sweep found
-still held is looked at again at later polls and at `close`. Each launch is recorded
+still held is looked at again at later polls and at `close` (each job's environment
+carries `JOB_MARK`, unique to it: at the last look, a file held only by processes that
+carry it, left behind by the ended job, is removed too). Each launch is recorded
 before the job starts (`mpich_record`), for the next run of the study after a SIGKILL.
 """
 
@@ -32,6 +34,7 @@ import shutil
 import signal
 import sys
 import time
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,10 +46,15 @@ from melissa_trainer.launcher.backends.mpich_record import SegmentRecord
 from melissa_trainer.launcher.backends.mpich_segments import Listing, SegmentWatch, listing
 from melissa_trainer.launcher.backends.placement import Placement
 
-__all__ = ["MpiexecBackend", "MpiexecHandle", "mpiexec_command", "process_tree"]
+__all__ = ["JOB_MARK", "MpiexecBackend", "MpiexecHandle", "mpiexec_command", "process_tree"]
 
 logger = logging.getLogger("melissa_trainer.launcher")
 
+#: the variable, set to a value unique to the job, in the environment of each job's
+#: mpiexec (hydra passes it on to the ranks, and they to their children): what tells a
+#: process the job left behind from another job's (`SegmentWatch.retry`). Not of the
+#: client's prefix: a client warns about a ``MELISSA_TRAINER_*`` it does not read
+JOB_MARK = "MT_MPIEXEC_JOB"
 #: seconds `close` waits for the holders of files that ended jobs' sweeps found held
 CLOSE_WAIT = 2.0
 #: seconds a /proc scan serves further looks (the polls of one supervisor tick): a scan
@@ -142,7 +150,8 @@ class MpiexecBackend(Backend):
         except ValueError as exc:
             raise LaunchError(f"job {job.name}: {exc}") from exc
         # The local backend sees one process (mpiexec), which starts the ranks itself.
-        env = {**self._env, **job.env} if self._env else job.env
+        token = uuid.uuid4().hex  # (the job's mark: `JOB_MARK`)
+        env = {**self._env, **job.env, JOB_MARK: token}
         before = listing()  # MPICH's files: those of ranks failing at once will be new
         # recorded before the start: a trainer SIGKILLed before the job's first look
         # leaves files that the next run of the study finds by this launch's time
@@ -153,7 +162,7 @@ class MpiexecBackend(Backend):
             self._record.update(done=launch)
             raise
         process.shm = SegmentWatch.off()  # (mpiexec maps nothing; the ranks' are below)
-        watch = SegmentWatch(before, None, self._record, launch)
+        watch = SegmentWatch(before, None, self._record, launch, f"{JOB_MARK}={token}")
         handle = MpiexecHandle(job=job, process=process, shm=watch)
         self._running.append(handle)
         return handle
@@ -216,8 +225,9 @@ class MpiexecBackend(Backend):
             self.kill(handle)
         deadline = time.monotonic() + CLOSE_WAIT
         while self._ending:
-            # the last: what is still held is a live job's, and the record drops the
-            # launches (a study ended normally leaves none for its next run)
+            # the last: what is held by the job's own processes is removed, what another
+            # job's hold is left, and the record drops the launches (a study ended
+            # normally leaves none for its next run)
             self._retry(now=True, last=time.monotonic() >= deadline)
             if self._ending:
                 time.sleep(0.1)

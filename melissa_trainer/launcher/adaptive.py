@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from melissa_trainer.common.checks import check_non_negative_int, check_positive_int
+from melissa_trainer.launcher.failed_zones import FailedZones
 from melissa_trainer.launcher.sampler_base import Bounds, BoxSampler, parameter_values
 
 __all__ = ["AdaptiveSampler", "Observation"]
@@ -98,6 +99,10 @@ class AdaptiveSampler(BoxSampler):
         #: simulation id -> the parameters it was observed with (checked; the same ids)
         self._parameters: dict[int, dict[str, float]] = {}
         self._view: OrderedDict[int, Observation] | None = None
+        #: the simulations given up and their no-go zones, in a sampler that learns from
+        #: failures (its `failed` sets it and calls `_forget`; None: one that does not):
+        #: their later reports are not observed (`observe`)
+        self._zones: FailedZones | None = None
         #: how many times the observations kept changed (a new one, a re-observation, a
         #: loaded state): what a subclass computes from them alone is valid while it stays
         self._changes = 0
@@ -123,6 +128,15 @@ class AdaptiveSampler(BoxSampler):
             )
         return view
 
+    def _forget(self, simulation_id: int) -> None:
+        """Drop `simulation_id`'s observation, if kept (a simulation given up: the loss
+        of the samples it sent before it failed, the start of a run, would steer the
+        draws right back at the region where the solver fails)."""
+        if simulation_id in self._losses:
+            del self._losses[simulation_id], self._parameters[simulation_id]
+            self._view = None
+            self._changes += 1
+
     @property
     def observations(self) -> tuple[Observation, ...]:
         """The observations kept, oldest first (at most `window`)."""
@@ -131,11 +145,17 @@ class AdaptiveSampler(BoxSampler):
     def observe(self, simulation_id: int, parameters: Mapping[str, float], loss: float) -> None:
         """Record a simulation's loss statistic (not thread-safe: under the launcher's lock).
 
+        A simulation given up (in `_zones`) is not observed: its reports of samples
+        trained before it failed are ignored.
+
         Raises:
             ValueError: a negative or non-int id, parameters with other names, non-finite
                 or outside the bounds, a non-finite loss, or other parameters than those
                 this simulation was observed with before.
         """
+        zones = self._zones
+        if zones is not None and simulation_id in zones:
+            return
         earlier = self._parameters.get(simulation_id) if type(simulation_id) is int else None
         if (
             earlier is not None

@@ -182,7 +182,7 @@ class BreedSampler(AdaptiveSampler):
         self.replaced = 0
         self.avoid = bounded_number("avoid", avoid, 0.0, math.sqrt(len(self.names)))
         #: the simulations given up, the bred draws' no-go zones (`failed`)
-        self._zones = FailedZones(int((self._span > 0).sum()), self.avoid)
+        self._zones: FailedZones = FailedZones(int((self._span > 0).sum()), self.avoid)
 
     @property
     def explored(self) -> int:
@@ -238,22 +238,12 @@ class BreedSampler(AdaptiveSampler):
         if self.engine == "lhs":
             self._failed.append(unit.tolist())
         self._zones.add(simulation_id, unit)
-        if simulation_id in self._losses:
-            del self._losses[simulation_id], self._parameters[simulation_id]
-            self._view = None
-            self._changes += 1
+        self._forget(simulation_id)  # (its later reports ignored: `observe`)
 
     @property
     def failures(self) -> tuple[int, ...]:
         """The ids of the simulations given up so far (`failed`), oldest first."""
         return tuple(self._zones.ids)
-
-    def observe(self, simulation_id: int, parameters: Mapping[str, float], loss: float) -> None:
-        """`AdaptiveSampler.observe`, except that a simulation given up (`failed`) is
-        not observed (its reports of samples trained before it failed are ignored)."""
-        if simulation_id in self._zones.ids:
-            return
-        super().observe(simulation_id, parameters, loss)
 
     def _explore(self, index: int) -> np.ndarray:
         """Draw `index`'s exploration point: the explorer's next, or a replacement."""

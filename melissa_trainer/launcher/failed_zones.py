@@ -46,10 +46,15 @@ class FailedZones:
         self.dims, self.radius = dims, radius
         #: the ids given up, in the order told
         self.ids: list[int] = []
+        self._id_set: set[int] = set()  # (the same: `in`, once per loss report)
         self._points: list[list[float]] = []
 
     def __len__(self) -> int:
         return len(self.ids)
+
+    def __contains__(self, simulation_id: object) -> bool:
+        """Whether `simulation_id` was given up (O(1): a sampler asks at each report)."""
+        return simulation_id in self._id_set
 
     @property
     def points(self) -> np.ndarray:
@@ -59,9 +64,10 @@ class FailedZones:
     def add(self, simulation_id: int, unit: np.ndarray) -> None:
         """Record simulation `simulation_id`, given up at `unit` (varying parameters);
         a simulation told twice is recorded once."""
-        if simulation_id in self.ids:
+        if simulation_id in self._id_set:
             return
         self.ids.append(int(simulation_id))
+        self._id_set.add(int(simulation_id))
         self._points.append([float(v) for v in np.clip(unit, 0.0, 1.0)])
 
     def distance(self, candidates: np.ndarray) -> np.ndarray:
@@ -122,7 +128,7 @@ class FailedZones:
                 )
             ids.append(sid)
             points.append([float(v) for v in point])
-        self.ids, self._points = ids, points
+        self.ids, self._id_set, self._points = ids, set(ids), points
 
 
 def _nearest(points: np.ndarray, others: np.ndarray) -> np.ndarray:

@@ -214,7 +214,7 @@ class SurrogateSampler(AdaptiveSampler):
         self.spacing = bounded_number("spacing", spacing, 0.0, math.sqrt(len(self.names)))
         self._varying = self._span > 0
         #: the simulations given up, the acquisition's no-go zones (`failed`)
-        self._failed = FailedZones(int(self._varying.sum()), self.avoid)
+        self._zones: FailedZones = FailedZones(int(self._varying.sum()), self.avoid)
         self._explorer = self._new_exploration()  # checks memory
         #: acquisition draws made so far (the others explored)
         self.acquired = 0
@@ -246,23 +246,13 @@ class SurrogateSampler(AdaptiveSampler):
           would aim right back at the region where the solver fails; the zone says
           what is known there instead.
         """
-        self._failed.add(simulation_id, self._unit(parameters)[self._varying])
-        if simulation_id in self._losses:
-            del self._losses[simulation_id], self._parameters[simulation_id]
-            self._view = None
-            self._changes += 1
+        self._zones.add(simulation_id, self._unit(parameters)[self._varying])
+        self._forget(simulation_id)  # (its later reports ignored: `observe`)
 
     @property
     def failures(self) -> tuple[int, ...]:
         """The ids of the simulations given up so far (`failed`), oldest first."""
-        return tuple(self._failed.ids)
-
-    def observe(self, simulation_id: int, parameters: Mapping[str, float], loss: float) -> None:
-        """`AdaptiveSampler.observe`, except that a simulation given up (`failed`) is
-        not observed (its reports of samples trained before it failed are ignored)."""
-        if simulation_id in self._failed.ids:
-            return
-        super().observe(simulation_id, parameters, loss)
+        return tuple(self._zones.ids)
 
     def predictor(self) -> LossPredictor | None:
         """The loss predictor of the observations kept (None below `min_observations`)."""
@@ -284,12 +274,12 @@ class SurrogateSampler(AdaptiveSampler):
         predictor = None if explore else self.predictor()
         if predictor is None:
             unit = self._explorer.draw()
-            known = self._known() if len(self._failed) else None
-            if known is not None and not self._failed.allowed(unit[None, self._varying], known)[0]:
+            known = self._known() if len(self._zones) else None
+            if known is not None and not self._zones.allowed(unit[None, self._varying], known)[0]:
                 # not next to a failure: of the pool, the allowed one farthest from every draw
                 points = self._full(rng.random((self.pool, int(self._varying.sum()))))
                 gaps = self._explorer.gaps(points)
-                unit = points[self._failed.choose(points[:, self._varying], gaps, known)]
+                unit = points[self._zones.choose(points[:, self._varying], gaps, known)]
         else:
             candidates = rng.random((self.pool, int(self._varying.sum())))
             score = predictor.mean(candidates) + self.kappa * predictor.std(candidates)
@@ -305,13 +295,13 @@ class SurrogateSampler(AdaptiveSampler):
         spacing yields where no candidate outside the zones keeps it); when every
         candidate is in a zone, the one farthest from every failure."""
         mask = np.ones(len(candidates), dtype=bool)
-        if len(self._failed):
-            mask = self._failed.allowed(candidates, self._known())
+        if len(self._zones):
+            mask = self._zones.allowed(candidates, self._known())
         if self.spacing > 0:
             spaced = mask & (self._explorer.gaps(self._full(candidates)) >= self.spacing)
             mask = spaced if spaced.any() else mask
         if not mask.any():
-            return int(np.argmax(self._failed.distance(candidates)))
+            return int(np.argmax(self._zones.distance(candidates)))
         return int(np.argmax(np.where(mask, score, -np.inf)))
 
     def _full(self, candidates: np.ndarray) -> np.ndarray:
@@ -338,7 +328,7 @@ class SurrogateSampler(AdaptiveSampler):
             **super().state_dict(),
             "acquired": self.acquired,
             "exploration_state": self._explorer.state_dict(),
-            "failed": self._failed.state_dict(),
+            "failed": self._zones.state_dict(),
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -353,7 +343,7 @@ class SurrogateSampler(AdaptiveSampler):
             # draws had none): the state of a run with the defaults
             state = {**state, "avoid": self.avoid, "failed": [], "spacing": 0.0}
         self._refuse_other(state)
-        failed = FailedZones(self._failed.dims, self.avoid)
+        failed = FailedZones(self._zones.dims, self.avoid)
         failed.load_state_dict(state.get("failed"))
         acquired, exploration_state = state.get("acquired"), state.get("exploration_state")
         if isinstance(acquired, bool) or not isinstance(acquired, int) or acquired < 0:
@@ -368,4 +358,4 @@ class SurrogateSampler(AdaptiveSampler):
                 f"draws, not its position {state.get('position')!r}"
             )
         super().load_state_dict(state)
-        self._explorer, self.acquired, self._failed = explorer, acquired, failed
+        self._explorer, self.acquired, self._zones = explorer, acquired, failed

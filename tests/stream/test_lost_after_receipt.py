@@ -81,9 +81,9 @@ def test_a_close_lost_after_a_receipt_question_names_a_close_that_gave_up(
     ), lost[0]
     assert lost[1] == (
         "simulation 4 client rank 0: a connection closed before its BYE, its data lost "
-        "until it runs again (as above)"
+        "unless it runs again (as above)"
     )
     assert lost[2] == (
         "simulation 5 client rank 0: a connection closed before its BYE, its data lost "
-        f"until it runs again (as above; or {GAVE_UP})"
+        f"unless it runs again (as above; or {GAVE_UP})"
     )

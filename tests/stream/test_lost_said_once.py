@@ -67,10 +67,10 @@ def test_the_causes_are_said_in_full_once_then_one_line_each_and_counted(
     for sid, line in zip((9, 10), warned[1:3], strict=True):
         assert line == (
             f"simulation {sid} client rank 0: a connection closed before its BYE, its data "
-            f"lost until it runs again (as above){label}"
+            f"lost unless it runs again (as above){label}"
         )
     assert warned[3] == (
-        f"3 simulations warned of: a connection closed before its BYE, its data lost until "
+        f"3 simulations warned of: a connection closed before its BYE, its data lost unless "
         f"it runs again{label}"
     ), warned
 

@@ -1,6 +1,6 @@
 """A connection that carried no data after its HELLO lost nothing with it (a worker's
 simulation that failed before its first send): it was warned of in the ~600-character
-paragraph of causes and loss ("its data lost until it runs again"). It is now counted
+paragraph of causes and loss ("its data lost until it runs again", now "unless"). It is now counted
 as before and said in one short INFO line; a close after data is still warned of, and
 so is one whose simulation's ledger the watch was not given."""
 
@@ -120,11 +120,11 @@ def test_only_a_close_whose_ledger_did_not_move_is_said_empty(
     assert said[0] == (logging.INFO, quiet_line(1, BOUND))
     assert said[1][0] == logging.WARNING
     assert said[1][1].startswith("simulation 2 client rank 0: its connection closed before")
-    assert "that data is lost until the simulation runs again" in said[1][1]
+    assert "that data is lost unless the simulation runs again" in said[1][1]
     assert said[2] == (
         logging.WARNING,
         "simulation 3 client rank 0: a connection closed before its BYE, its data lost "
-        "until it runs again (as above)",
+        "unless it runs again (as above)",
     )
     assert said[3][0] == logging.WARNING and said[3][1].startswith("2 simulations warned of")
     assert len(said) == 4, said

@@ -275,6 +275,7 @@ class Ingest(IngestState):
         if why is not None:
             self.refused.append((hello.simulation_id, why))
             return self.reject("schema_mismatch", hello.simulation_id, why)
+        attempt = self.nonfinite.attempt(sid)
         self.nonfinite.hello(sid, hello.client_rank)  # a new attempt: checked afresh
         if sim is None:
             self.sims[hello.simulation_id] = StepLedger.from_hello(hello)
@@ -284,6 +285,8 @@ class Ingest(IngestState):
         elif not sim.same_declaration(hello):
             self.reject("hello_mismatch", hello.simulation_id, "HELLO differs from the first")
         else:
+            if self.nonfinite.attempt(sid) > attempt:  # (a receipt asked by the last one
+                sim.asked.clear()  # is not this one's: `connection_lines.lost`)
             sim.order_parameters_as(hello.parameters)
             if hello.client is not None:  # (a ledger loaded from a checkpoint knew none)
                 sim.client = hello.client

@@ -143,8 +143,9 @@ class NonFiniteGuard:
         #: the attempt of each simulation (`attempt`): its running most of `_hellos`
         self._attempts: dict[int, int] = {}
         #: HELLOs read per client rank, of the simulations not finished here only
-        #: (`finished` drops them: ~2 KB for 64 client ranks, 1e5 simulations a run)
-        self._hellos: dict[int, dict[int, int]] = {}
+        #: (`finished` drops them: ~2 KB for 64 client ranks, 1e5 simulations a run),
+        #: with the count of a client rank not in it (0; the attempt once finished)
+        self._hellos: dict[int, tuple[int, dict[int, int]]] = {}
 
     def suspect(self, dtype: np.dtype, rows: np.ndarray) -> bool:
         """Whether a batch of steps of one field (`rows`) holds a non-finite value, and
@@ -257,8 +258,10 @@ class NonFiniteGuard:
         still queued behind the new HELLO may fail the new attempt: a failed attempt too
         many, never one lost.) Another client rank's HELLO of the same attempt leaves a
         failed attempt failed."""
-        counts = self._hellos.setdefault(simulation_id, {})
-        counts[client_rank] = n = counts.get(client_rank, 0) + 1
+        base, counts = self._hellos.setdefault(
+            simulation_id, (self._attempts.get(simulation_id, 0), {})
+        )
+        counts[client_rank] = n = counts.get(client_rank, base) + 1
         if n > self._attempts.get(simulation_id, 0):  # (a running most: O(1) a HELLO)
             self._attempts[simulation_id] = n
             self._failed.discard(simulation_id)
@@ -269,7 +272,8 @@ class NonFiniteGuard:
         """`simulation_id` finished here: its per-client-rank HELLO counts are dropped,
         its `attempt` kept (a few bytes: a hand-off of it, `helloed`, and the study's
         end, `study_end`, still read it). A HELLO of it read later (a finished ledger
-        not archived yet; an archived one revived says none here) counts its client
-        ranks from 0 again: `attempt` grows only past the attempt kept (never twice
-        for one attempt; a restart after that HELLO-less gap counted late at most)."""
+        not archived yet, or revived: it runs again) counts its client ranks from that
+        attempt on, as if each had said HELLO to each attempt (the usual case: a
+        client rank's HELLO that never came here counts as come; its next is of a
+        later attempt anyway)."""
         self._hellos.pop(simulation_id, None)

@@ -37,8 +37,10 @@ def test_attempt_is_the_most_per_rank_and_survives_the_finish() -> None:
     assert guard.attempt(7) == 2
     guard.finished(7)
     assert guard.attempt(7) == 2 and not guard.helloed(7, 3)
-    guard.hello(7, 0)  # (a late HELLO after the finish: not a new attempt)
-    assert guard.attempt(7) == 2
+    guard.hello(7, 1)  # (it runs again: a new attempt, as before the finish's prune)
+    assert guard.attempt(7) == 3 and not guard.failed_now(7)
+    guard.hello(7, 0)  # (the same attempt's other client rank)
+    assert guard.attempt(7) == 3
 
 
 def test_an_ingest_drops_the_counts_of_each_simulation_it_finishes() -> None:

@@ -150,7 +150,9 @@ class StepLedger:
         self.completed = 0  # number of bits set
         self.frontier = 0  # no local step >= this is completed (an upper bound)
         self.byes: dict[int, int] = {}  # client rank -> steps_sent
-        self.asked: set[int] = set()  # client ranks that asked a receipt (`receipt_of`)
+        #: client ranks that asked a receipt (`receipt_of`), of the attempt it is on (a
+        #: new attempt's HELLO clears it: `Ingest.hello`)
+        self.asked: set[int] = set()
         self.finished = False
         #: local steps whose partial assembly was dropped (pending bound exceeded);
         #: they count as done for finishing, and are accepted if re-sent.

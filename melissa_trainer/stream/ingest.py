@@ -85,8 +85,8 @@ class Ingest(IngestState):
                 and arr.dtype.kind in FLOAT_KINDS
                 and not all_finite(arr)
             ):
-                if self.nonfinite.refuse(sim, t, i, name) and len(sim.byes) >= sim.client_count:
-                    self.check_finished(sim)  # (its last step may be the one refused)
+                if self.nonfinite.refuse(sim, t, i, name):
+                    self._refused_step(sim)
                 return None
             arrays = {
                 name: arr,
@@ -114,8 +114,8 @@ class Ingest(IngestState):
             if self._check_finite:
                 bad = self.nonfinite.bad_field(arrays, asm.unflagged)
                 if bad is not None:
-                    if self.nonfinite.refuse(sim, t, i, bad) and len(sim.byes) >= sim.client_count:
-                        self.check_finished(sim)  # (its last step may be the one refused)
+                    if self.nonfinite.refuse(sim, t, i, bad):
+                        self._refused_step(sim)
                     return None
             arrays["simulation_id"] = sim.id_array.copy()
             arrays["time_step"] = np.array(t, np.int64)
@@ -132,6 +132,13 @@ class Ingest(IngestState):
         if len(sim.byes) >= sim.client_count:
             self.check_finished(sim)
         return None
+
+    def _refused_step(self, sim: StepLedger) -> None:
+        """A step of `sim` refused and marked (never put): counted as put for receipts
+        (`ingested`); `sim` finished if it was its last step awaited."""
+        self.draining.refused(sim.simulation_id)
+        if len(sim.byes) >= sim.client_count:
+            self.check_finished(sim)
 
     def batch(self, msg: Batch) -> None:
         """One BATCH: several time steps of one field part.
@@ -166,6 +173,7 @@ class Ingest(IngestState):
         if rows is None or (
             self._check_finite and not msg.finite and self.nonfinite.suspect(msg.dtype, rows)
         ):
+            self.draining.start(sid, sim.completed)  # (its puts, its refusals: `ingested`)
             for i in range(msg.records):
                 self.data(msg.record(i), True)
             return None
@@ -267,6 +275,7 @@ class Ingest(IngestState):
         if why is not None:
             self.refused.append((hello.simulation_id, why))
             return self.reject("schema_mismatch", hello.simulation_id, why)
+        attempt = self.nonfinite.attempt(sid)
         self.nonfinite.hello(sid, hello.client_rank)  # a new attempt: checked afresh
         if sim is None:
             self.sims[hello.simulation_id] = StepLedger.from_hello(hello)
@@ -276,6 +285,8 @@ class Ingest(IngestState):
         elif not sim.same_declaration(hello):
             self.reject("hello_mismatch", hello.simulation_id, "HELLO differs from the first")
         else:
+            if self.nonfinite.attempt(sid) > attempt:  # (a receipt asked by the last one
+                sim.asked.clear()  # is not this one's: `connection_lines.lost`)
             sim.order_parameters_as(hello.parameters)
             if hello.client is not None:  # (a ledger loaded from a checkpoint knew none)
                 sim.client = hello.client

@@ -251,6 +251,7 @@ class IngestState:
         self.replaced.discard(sim.simulation_id)
         self.simulations_finished += 1
         self.finished_ids.append(sim.simulation_id)
+        self.nonfinite.finished(sim.simulation_id)  # (its HELLO counts per client rank)
         self.drop_pending([k for k, a in self.pending.items() if a.record is sim])
         logger.info("simulation %d finished (%d time steps)", sim.simulation_id, n)
         if held := self.rerun_held.pop(sim.simulation_id, 0):  # (summarised: once, not per step)

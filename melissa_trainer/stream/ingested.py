@@ -14,7 +14,10 @@ follow thread then counts those steps plus what the feeder has put since (`steps
 Exact because samples reach the buffer in order and a message is decoded only once
 everything before it is in the buffer (`Feeder`; the receiver's loop flushes first):
 the samples not in the buffer are always those of the last message. A message of one
-step (DATA) is not told: it counts at decode, one step early at most.
+step (DATA) is not told: it counts at decode, one step early at most. A step refused
+for NaN or Inf under ``nonfinite="refuse"`` is marked and never put: the ingester says
+so (`refused`), and it counts as put from then on (else the count stayed short by it
+until the next start; a batch that goes record by record is started too).
 
 Threads: `start` by the ingester, `steps` by the follow thread, without a lock: one
 tuple store and single reads, in an order that can under-count for a moment (a
@@ -58,3 +61,13 @@ class Draining:
         # what was put since the start is this simulation's first (the rest of its
         # message, in order), then later messages' (of any simulation: capped)
         return min(completed, last[1] + count() - last[2])
+
+    def refused(self, simulation_id: int) -> None:
+        """A step of `simulation_id` was marked and will never be put (refused for NaN
+        or Inf): counted as put (the ingester, when it marks it). Of the message
+        started last only; any other simulation's steps count once marked already.
+        Counted as of that moment: ahead of the samples before it in its message that
+        still wait for room in the buffer (early by the steps refused, at most)."""
+        last = self._last
+        if last is not None and last[0] == simulation_id:
+            self._last = (simulation_id, last[1], last[2] - 1)

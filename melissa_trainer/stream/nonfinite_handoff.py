@@ -189,7 +189,10 @@ class NonfiniteHandoff:
             if not lines or lines[0] != self._run:
                 continue  # another run's
             for line in lines[done:]:
-                sid, t, kills, attempt, why = (line.split("\t", 4) + [""] * 4)[:5]
+                fields = line.split("\t", 4)
+                if len(fields) == 4:  # an older receiver's (no attempt: `helloed` of any)
+                    fields.insert(3, "1")
+                sid, t, kills, attempt, why = (fields + [""] * 4)[:5]
                 numbers = (sid, t.removeprefix("-"), kills, attempt)
                 if all(n.isdigit() for n in numbers):
                     why = f"{why} (receiver of rank {rank})"

@@ -46,7 +46,13 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
-__all__ = ["NONFINITE_KILLS_FILE", "NonfiniteKills", "clear_nonfinite_kills", "fresh_lines"]
+__all__ = [
+    "NONFINITE_KILLS_FILE",
+    "NonfiniteKills",
+    "clear_nonfinite_kills",
+    "fresh_lines",
+    "read_lines",
+]
 
 logger = logging.getLogger("melissa_trainer.stream.receiver")  # the receiver's messages
 
@@ -107,10 +113,15 @@ class NonfiniteKills:
 
     def failures(self, simulation_id: int) -> int:
         """Another rank: how many times rank 0's receiver failed `simulation_id` for NaN
-        or Inf in this run, as its file says now (0 when it is missing, unreadable or
-        another run's). Reads the file only when it changed since the last call."""
-        key, lines = fresh_lines(self._path, self._seen)
-        if key is None:  # (none yet: no failure; or removed; or unreadable: read again)
+        or Inf in this run, as its file says now (0 when it is missing or another
+        run's; as last read when a read fails: a transient error is no file removed).
+        Reads the file only when it changed since the last call."""
+        try:
+            key, lines = read_lines(self._path, self._seen)
+        except (OSError, UnicodeDecodeError) as exc:  # (transient, NFS: read again next time)
+            logger.debug("reading %s: %s; its counts as last read", self._path, exc)
+            return self._counts[simulation_id]
+        if key is None:  # (none yet: no failure; or removed)
             self._seen, self._counts = None, Counter()
             return 0
         if lines is not None:
@@ -140,6 +151,18 @@ def fresh_lines(
     since then found (the caller lists it once for several files: `listed`). Cost: a
     listing and an open per call, where a ``stat`` was: these files are read at HELLOs,
     at a failure's hand-off and at rank 0's idle polls only."""
+    try:
+        return read_lines(path, last, listed)
+    except (OSError, UnicodeDecodeError):
+        return None, None
+
+
+def read_lines(
+    path: Path, last: FileKey | None, listed: bool = False
+) -> tuple[FileKey | None, list[str] | None]:
+    """`fresh_lines`, but only a missing file answers (None, None): any other OSError
+    or a UnicodeDecodeError is raised (a reader that keeps what it read last, rather
+    than take a transient error for a file removed: `NonfiniteKills.failures`)."""
     if not listed:
         with contextlib.suppress(OSError):  # (the open below says what is wrong)
             os.listdir(path.parent)
@@ -150,7 +173,7 @@ def fresh_lines(
             if key == last:
                 return key, None
             text = f.read().decode()
-    except (OSError, UnicodeDecodeError):
+    except FileNotFoundError:
         return None, None
     return key, text.split("\n")[:-1]
 

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from melissa_trainer.common.checks import check_non_negative_int, check_positive_int
+from melissa_trainer.launcher.exploration import nearest_gaps
 from melissa_trainer.launcher.failed_zones import FailedZones
 from melissa_trainer.launcher.sampler_base import Bounds, BoxSampler, parameter_values
 
@@ -136,6 +137,37 @@ class AdaptiveSampler(BoxSampler):
             del self._losses[simulation_id], self._parameters[simulation_id]
             self._view = None
             self._changes += 1
+
+    def _known(self) -> np.ndarray:
+        """The points observed (rows over the varying parameters of the unit cube): what
+        the no-go zones' nearest-point rule weighs a failure against. Not the draws
+        still running: a draw is no evidence that a point does not fail until its
+        samples come in (the draws next to a failure would otherwise wear its zone away)."""
+        varying = self._span > 0
+        kept = [self._unit(p)[varying] for p in self._parameters.values()]
+        return np.reshape(np.asarray(kept, dtype=np.float64), (-1, int(varying.sum())))
+
+    def _explored_outside(
+        self, unit: np.ndarray, rng: np.random.Generator, pool: int, drawn: np.ndarray
+    ) -> np.ndarray:
+        """Exploration point `unit` (the whole unit cube), or, when it lies in a no-go
+        zone (`_zones`), of `pool` uniform points drawn from `rng` the one outside every
+        zone farthest from every row of `drawn` (the draws to keep away from, over the
+        varying parameters); when all are inside, the one farthest from every failure
+        (`FailedZones.choose`). Without zones, or with `unit` outside them, `unit`
+        itself and `rng` untouched: the draws are the same as without failures."""
+        zones = self._zones
+        if zones is None or not len(zones):
+            return unit
+        varying = self._span > 0
+        known = self._known()
+        if zones.allowed(unit[None, varying], known)[0]:
+            return unit
+        points = np.zeros((pool, len(self.names)))
+        points[:, varying] = rng.random((pool, int(varying.sum())))
+        gaps = nearest_gaps(points[:, varying], drawn)
+        out: np.ndarray = points[zones.choose(points[:, varying], gaps, known)]
+        return out
 
     @property
     def observations(self) -> tuple[Observation, ...]:

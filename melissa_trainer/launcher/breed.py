@@ -72,10 +72,10 @@ class BreedSampler(AdaptiveSampler):
     which the first redraw past the design optimised on the launcher's thread under its
     lock before. A bred draw is no replacement. With a sequence explorer the next point
     of the sequence costs nothing and is the replacement, as before (nothing kept).
-    Whatever the explorer, a simulation given up is a **no-go zone** of the bred draws
-    and no parent (`failed`): its observation is dropped, and a child is not bred
-    within `avoid` of it or nearer to it than to every success observed
-    (`launcher.failed_zones`, the surrogate sampler's rule).
+    Whatever the explorer, a simulation given up is a **no-go zone** of every later
+    draw and no parent (`failed`): its observation is dropped, and no draw, bred or
+    explored, lands within `avoid` of it or nearer to it than to every success observed
+    (`launcher.failed_zones`, the surrogate sampler's rule and code).
 
     The exploration share is `exploration`, or decays linearly from `exploration` (draw
     0) to `exploration_final` (draw `decay_draws` and after). `decay_draws=None` takes
@@ -121,7 +121,7 @@ class BreedSampler(AdaptiveSampler):
             state then grows with the study). 1000: every draw of a study of that size,
             with a bounded state (1000 x the varying parameters floats) and cost (K x
             1000 distances per exploration draw).
-        avoid: the no-go radius of the bred draws around each simulation given up
+        avoid: the no-go radius of the draws around each simulation given up
             (`failed`), in the unit cube over the varying parameters (>= 0; default
             0.1, as the surrogate sampler's).
     """
@@ -226,7 +226,10 @@ class BreedSampler(AdaptiveSampler):
         failed attempt that a restart got through is never told). From now on:
 
         - no child is bred in its no-go zone (`launcher.failed_zones`): within `avoid`
-          of it, or nearer to it than to every success observed (`_breed`);
+          of it, or nearer to it than to every success observed (`_breed`); an
+          exploration point in one is moved to the point outside every zone farthest
+          from every draw, of `EXPLORATION_POOL` uniform ones (the surrogate sampler's
+          `AdaptiveSampler._explored_outside`; the same draws while none is inside);
         - it is no parent: its observation is dropped and its later loss reports are
           ignored (also after a resume: its id is in the state). The samples it sent
           before failing were trained on with a high loss, the weight of a parent
@@ -281,7 +284,9 @@ class BreedSampler(AdaptiveSampler):
         explore = rng.random() < self.exploration_share(index)  # drawn first, always
         if explore or len(self._observed) < self.min_observations:
             self.last_parent = None
-            unit = self._explore(index)
+            explorer = self._explorer  # (out of the failures' zones, as the surrogate's)
+            drawn = np.concatenate([explorer.design_drawn(), explorer.drawn])
+            unit = self._explored_outside(self._explore(index), rng, EXPLORATION_POOL, drawn)
         else:
             parents = list(self._observed.values())
             parent = parents[int(rng.choice(len(parents), p=self.parent_weights()))]
@@ -301,8 +306,7 @@ class BreedSampler(AdaptiveSampler):
         unit = _reflected(parent + rng.normal(0.0, self.sigma, dims))
         if not len(self._zones):
             return unit
-        known = [self._unit(p)[varying] for p in self._parameters.values()]
-        known_points = np.reshape(np.asarray(known, dtype=np.float64), (-1, int(varying.sum())))
+        known_points = self._known()
         if self._zones.allowed(unit[None, varying], known_points)[0]:
             return unit
         children = _reflected(parent + rng.normal(0.0, self.sigma, (BRED_TRIES, dims)))
@@ -380,6 +384,9 @@ class BreedSampler(AdaptiveSampler):
 
 #: the children `BreedSampler._breed` tries more when the first is in a no-go zone
 BRED_TRIES = 16
+#: the uniform points an exploration draw in a no-go zone is moved to the best of
+#: (`AdaptiveSampler._explored_outside`; the surrogate sampler's default `pool`)
+EXPLORATION_POOL = 1024
 
 
 def _reflected(unit: np.ndarray) -> np.ndarray:

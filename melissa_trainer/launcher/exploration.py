@@ -43,6 +43,7 @@ __all__ = [
     "away_from",
     "candidates_for",
     "engine_for",
+    "nearest_gaps",
 ]
 
 #: the low-discrepancy sequences an exploration can follow (scrambled, seeded like
@@ -88,6 +89,16 @@ def engine_for(explorer: str, varying: int) -> str:
     if explorer not in EXPLORERS:
         raise ValueError(f"explorer must be one of {('auto', *EXPLORERS)}, not {explorer!r}")
     return explorer
+
+
+def nearest_gaps(points: np.ndarray, drawn: np.ndarray) -> np.ndarray:
+    """Each row of `points`' distance to its nearest row of `drawn` (rows over the same
+    dimensions; inf: none drawn): the gap-filling criterion."""
+    if not len(drawn):
+        return np.full(len(points), math.inf)
+    diff = points[:, None, :] - drawn[None, :, :]
+    out: np.ndarray = np.sqrt(np.min(np.sum(diff * diff, axis=2), axis=1))
+    return out
 
 
 class Exploration:
@@ -269,11 +280,7 @@ class Exploration:
         return self._gaps_varying(points[:, self._varying])
 
     def _gaps_varying(self, points: np.ndarray) -> np.ndarray:
-        drawn = self._held()  # the order does not matter for the nearest one
-        if not len(drawn):
-            return np.full(len(points), math.inf)
-        diff = points[:, None, :] - drawn[None, :, :]
-        return np.sqrt(np.min(np.sum(diff * diff, axis=2), axis=1))
+        return nearest_gaps(points, self._held())  # (the order does not matter)
 
     def remember(self, unit: np.ndarray) -> None:
         """Record a draw of the sampler (a point of the unit cube), bred or explored.

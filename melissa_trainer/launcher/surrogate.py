@@ -273,13 +273,10 @@ class SurrogateSampler(AdaptiveSampler):
         explore = rng.random() < self.exploration  # drawn first, always
         predictor = None if explore else self.predictor()
         if predictor is None:
-            unit = self._explorer.draw()
-            known = self._known() if len(self._zones) else None
-            if known is not None and not self._zones.allowed(unit[None, self._varying], known)[0]:
-                # not next to a failure: of the pool, the allowed one farthest from every draw
-                points = self._full(rng.random((self.pool, int(self._varying.sum()))))
-                gaps = self._explorer.gaps(points)
-                unit = points[self._zones.choose(points[:, self._varying], gaps, known)]
+            # not in a failure's zone: of the pool, the allowed one farthest from every draw
+            unit = self._explored_outside(
+                self._explorer.draw(), rng, self.pool, self._explorer.drawn
+            )
         else:
             candidates = rng.random((self.pool, int(self._varying.sum())))
             score = predictor.mean(candidates) + self.kappa * predictor.std(candidates)
@@ -309,14 +306,6 @@ class SurrogateSampler(AdaptiveSampler):
         out = np.zeros((len(candidates), len(self.names)))
         out[:, self._varying] = candidates
         return out
-
-    def _known(self) -> np.ndarray:
-        """The points observed (varying parameters): what the no-go zones'
-        nearest-point rule weighs a failure against. Not the draws still running: a
-        draw is no evidence that a point does not fail until its samples come in (the
-        draws next to a failure would otherwise wear its zone away)."""
-        kept = [self._unit(p)[self._varying] for p in self._parameters.values()]
-        return np.reshape(np.asarray(kept, dtype=np.float64), (-1, int(self._varying.sum())))
 
     def _options(self) -> dict[str, Any]:
         names = ("exploration", "min_observations", "pool", "kappa", "noise", "length", "memory")

@@ -74,8 +74,8 @@ class BreedSampler(AdaptiveSampler):
     of the sequence costs nothing and is the replacement, as before (nothing kept).
     Whatever the explorer, a simulation given up is a **no-go zone** of every later
     draw and no parent (`failed`): its observation is dropped, and no draw, bred or
-    explored, lands within `avoid` of it or nearer to it than to every success observed
-    (`launcher.failed_zones`, the surrogate sampler's rule and code).
+    explored, lands in its zone (`launcher.failed_zones`: within `avoid` of it, nearer
+    to it than to every success, or at a risk over 1/4; the surrogate sampler's code).
 
     The exploration share is `exploration`, or decays linearly from `exploration` (draw
     0) to `exploration_final` (draw `decay_draws` and after). `decay_draws=None` takes
@@ -225,8 +225,7 @@ class BreedSampler(AdaptiveSampler):
         """A simulation given up for good (`Sampler.failed`: its restarts used up; a
         failed attempt that a restart got through is never told). From now on:
 
-        - no child is bred in its no-go zone (`launcher.failed_zones`): within `avoid`
-          of it, or nearer to it than to every success observed (`_breed`); an
+        - no child is bred in its no-go zone (`launcher.failed_zones`) (`_breed`); an
           exploration point in one is moved to the point outside every zone farthest
           from every draw, of `EXPLORATION_POOL` uniform ones (the surrogate sampler's
           `AdaptiveSampler._explored_outside`; the same draws while none is inside);

@@ -16,7 +16,20 @@ A candidate point is **banned** when
 - it is nearer to a point given up than to every known success (the sampler's
   observed points: simulations whose samples came in and that were not given up): it
   is on the failure's side of the boundary (`launcher.density_replace` replaces a
-  design's failures by the same rule). With no success known, the radius alone.
+  design's failures by the same rule). With no success known, the radius alone;
+- or it is within `REACH` radii of a point given up and less than `(1 - RISK) / RISK`
+  (3) times nearer to a success than to it: its **failure risk** is above `RISK`
+  (1/4). Between a failure at distance `d_F` and a success at `d_S`, a boundary
+  anywhere along the way is as likely, and the point fails with a probability of
+  about ``d_S / (d_S + d_F)``: the rule above bans a risk over 1/2, this one over 1/4
+  where a failure is near enough to tell (farther, both distances are large and their
+  ratio says little: banning there would take regions never drawn from the study).
+  An acquisition aims at the edge of what is allowed (the loss is highest next to a
+  failing region): at risk 1/2 every other probe of a boundary failed, a long failing
+  boundary cost about one failure per `radius` of its length, and the study of
+  `benchmarks/failing_boundary.py` ended with no margin of
+  `LauncherTuning.min_finished_fraction`; at 1/4, about half the failures, the same
+  coverage of the region that succeeds (figures there).
 
 Only failures *for good* count (`Sampler.failed`: the restarts used up): a failed
 attempt whose restart succeeded is never told to a sampler, so a transient failure
@@ -29,7 +42,12 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["FailedZones"]
+__all__ = ["REACH", "RISK", "FailedZones"]
+
+#: the most failure risk a candidate near a failure may take (module docstring)
+RISK = 0.25
+#: where the risk rule holds: within this many `FailedZones.radius` of a failure
+REACH = 3.0
 
 
 class FailedZones:
@@ -40,10 +58,12 @@ class FailedZones:
         dims: the varying parameters' count.
         radius: the no-go radius around each point given up (unit-cube distance, >= 0;
             0: only the nearest-known-point rule).
+        risk: the most failure risk within `REACH` radii of a failure (in (0, 1/2];
+            1/2: the nearest-known-point rule alone, the rule before the risk's).
     """
 
-    def __init__(self, dims: int, radius: float) -> None:
-        self.dims, self.radius = dims, radius
+    def __init__(self, dims: int, radius: float, risk: float = RISK) -> None:
+        self.dims, self.radius, self.risk = dims, radius, risk
         #: the ids given up, in the order told
         self.ids: list[int] = []
         self._id_set: set[int] = set()  # (the same: `in`, once per loss report)
@@ -86,7 +106,11 @@ class FailedZones:
         if len(known):
             known = known[_nearest(known, failed) > 1e-6]  # the successes (so far)
         if len(known):  # with none to weigh against, the radius alone
-            out &= to_failed >= _nearest(candidates, known)
+            to_known = _nearest(candidates, known)
+            out &= to_failed >= to_known
+            if self.risk < 0.5:  # (1/2: the line above says it all)
+                near = to_failed < REACH * self.radius
+                out &= ~near | (to_failed >= (1.0 - self.risk) / self.risk * to_known)
         return out
 
     def choose(self, candidates: np.ndarray, score: np.ndarray, known: np.ndarray) -> int:

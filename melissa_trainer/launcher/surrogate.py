@@ -29,8 +29,9 @@ training loss, `melissa_trainer.core.loss_per_simulation`, fed by the `Study` th
   acquisition then keeps that distance from every draw remembered (yielding only where
   no candidate outside the failures' zones can);
 - the simulations given up (`failed`) are **no-go zones**: no draw lands within `avoid`
-  of one, or nearer to one than to every success observed (`launcher.failed_zones`),
-  and their losses (of the samples trained before they failed) are dropped;
+  of one, nearer to one than to every success observed, or at a failure risk over 1/4
+  within 3 `avoid` of one (`launcher.failed_zones`), and their losses (of the samples
+  trained before they failed) are dropped;
 - with probability `exploration` (and while fewer than `min_observations` are kept) an
   **exploration draw** instead, the gap-filling scrambled Sobol' sequence of
   `exploration.Exploration` (16 candidates: the sequence's point farthest from every
@@ -235,11 +236,11 @@ class SurrogateSampler(AdaptiveSampler):
         bans nothing). From now on:
 
         - no draw, acquired or explored, lands in its no-go zone
-          (`launcher.failed_zones`): within `avoid` of it, or nearer to it than to every
-          success observed. An acquisition takes the best-scored candidate
-          outside every zone, an exploration point inside one is replaced by the
-          candidate outside them farthest from every draw; when the whole pool is
-          banned, the candidate farthest from every failure;
+          (`launcher.failed_zones`): within `avoid` of it, nearer to it than to every
+          success observed, or at a risk over 1/4 near it. An acquisition takes the
+          best-scored candidate outside every zone, an exploration point inside one
+          is replaced by the candidate outside them farthest from every draw; when the
+          whole pool is banned, the candidate farthest from every failure;
         - its loss no longer steers the predictor: its observation is dropped and later
           ones ignored. The samples it sent before failing were trained on with a high
           loss (the start of a run is what the surrogate knows least), so the predictor

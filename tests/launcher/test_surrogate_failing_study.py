@@ -57,8 +57,9 @@ def test_a_surrogate_study_stops_drawing_where_the_solver_fails(tmp_path: Path) 
     summary = launcher.summary()
     assert summary["finished"] == N
     assert sampler.failures == tuple(o.simulation_id for o in failed)
-    # before: 7 of the first 9 draws failed and the study stopped; now each failure's
-    # zone moves the edge along the failing boundary (6 here, the 6 the study allows)
+    # before the zones: 7 of the first 9 draws failed and the study stopped; with them
+    # each failure's zone moves the edge along the failing boundary: 6 here (the 6 the
+    # study allows) at risk 1/2, 4 with the risk rule (`launcher.failed_zones`)
     assert len(failed) <= N // 2, [o.parameters for o in failed]
     # no draw after a failure lands within `avoid` of it
     for f in failed:

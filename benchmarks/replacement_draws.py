@@ -94,7 +94,7 @@ def main() -> None:
                                    ("cpu", "s", statistics.median)):  # fmt: skip
                 a, b = agg(r[key] for r in ours), agg(r[key] for r in base)
                 case = f"{name}, n={n}: {key}"
-                ratio = a / b if b else None
+                ratio = b / a if a else None  # lower is better: baseline/ours
                 rows.append({"case": case, "ours": a, "baseline": b, "unit": unit,
                              "ratio": ratio, "target": None})  # fmt: skip
     title = f"{opts.sampler} replacement draws ({seeds} seeds; busy shared machine: CPU times move)"

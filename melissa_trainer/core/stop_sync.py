@@ -3,7 +3,7 @@
 Ranks receive different data, so one rank's stream may end long before another's,
 and a hook may ask to stop on one rank only. DDP needs every rank to run the same
 number of steps (each backward is a collective), so the ranks agree, once per window
-of `stop_sync_steps` steps, on four numbers:
+of `stop_sync_steps` steps, on five numbers:
 
 * whether any rank asked to stop,
 * how many steps the window may run: every rank takes its window's batches from its
@@ -19,11 +19,16 @@ of `stop_sync_steps` steps, on four numbers:
   so that every rank saves at the same step,
 * whether any rank caught a preemption signal (`melissa_trainer.trainer.preemption`), as the
   signal's number (0: none): the largest wins, so SIGTERM (15) over SIGINT (2); or saw its
-  launcher die, as a larger code that carries the launcher's pid (`trainer.stop_cause`).
+  launcher die, as a larger code that carries the launcher's pid (`trainer.stop_cause`),
+* whether a rank's source failed (`SourceError`), as that rank + 1 (0: none; the largest
+  wins): each rank meets such a failure at a step of its own (rank 0 in its read, the
+  others from rank 0's progress file, or never), so the failing rank holds it and says
+  it here, and every rank learns it at the same window, where all save a checkpoint
+  together before they fail (`melissa_trainer.trainer.source_failure`).
 
-All four travel in one small integer tensor on the accelerator device, all-reduced
+All five travel in one small integer tensor on the accelerator device, all-reduced
 with MAX (the capacity negated), so the cost is one collective per window rather than per
-step. A fifth number rides along when the caller gives one (a device scalar, reduced
+step. A sixth number rides along when the caller gives one (a device scalar, reduced
 with MAX into `extra`): the trainer's loss check (`melissa_trainer.core.loss_guard`), at no
 extra collective or sync. Every rank calls `agree` / `start` at the same windows, so no
 rank ever runs a collective that another skips.
@@ -52,7 +57,8 @@ import torch
 import torch.distributed as dist
 
 #: what `agree` and `result` return: (any rank asked to stop, the smallest capacity,
-#: signal); the largest number of batches in hand is `StopSync.most`
+#: signal); the largest number of batches in hand is `StopSync.most`, the failed source's
+#: rank `StopSync.source_failed`
 Agreement = tuple[bool, int, int]
 
 
@@ -64,17 +70,17 @@ class StopSync:
 
     def __init__(self, device: torch.device, num_processes: int) -> None:
         self.distributed = num_processes > 1 and dist.is_available() and dist.is_initialized()
-        self._flag = torch.zeros(6, dtype=torch.int64, device=device)
+        self._flag = torch.zeros(7, dtype=torch.int64, device=device)
         self._cuda = device.type == "cuda"
         # Host sides of the flag on CUDA: pinned, so that both copies are asynchronous
         # (from pageable memory, a "non-blocking" upload may wait for the stream).
         pin = self._cuda and torch.cuda.is_available()
-        self._send = torch.zeros(5, dtype=torch.int64, pin_memory=pin)
-        self._recv = torch.zeros(6, dtype=torch.int64, pin_memory=pin)
+        self._send = torch.zeros(6, dtype=torch.int64, pin_memory=pin)
+        self._recv = torch.zeros(7, dtype=torch.int64, pin_memory=pin)
         self._work: Any | None = None  # the started all-reduce (`start`), until `result`
         self._event: Any | None = None  # CUDA: recorded after the copy into `_recv`
         #: `start`'s arguments (what `result` returns undistributed), until `result`
-        self._pending: tuple[bool, int, int, bool, int, int] | None = None
+        self._pending: tuple[bool, int, int, bool, int, int, int] | None = None
         #: this rank's save request for the next `start` (`request_save`: step + 1; 0: none)
         self._save_asked = 0
         #: the agreed save request not taken yet (`take_save_request`: step + 1; 0: none)
@@ -85,6 +91,9 @@ class StopSync:
         #: the largest number of batches any rank had in hand at the last agreement
         #: (its `batches_in_hand`): the window runs that many where every capacity allows
         self.most = 0
+        #: the largest rank whose source failed, as the last agreement says (its
+        #: `source_failed`); None: no rank's. The same on every rank after the same `result`
+        self.source_failed: int | None = None
 
     @property
     def started(self) -> bool:
@@ -119,6 +128,7 @@ class StopSync:
         signum: int = 0,
         extra: torch.Tensor | None = None,
         batches_in_hand: int | None = None,
+        source_failed: int = 0,
     ) -> Agreement:
         """Return `(any rank asked to stop, smallest capacity over ranks, signal)`.
 
@@ -128,10 +138,12 @@ class StopSync:
         `most`. `signum` is the preemption signal this rank caught (0: none); the
         returned one is the largest over ranks, 0 if no rank caught one. `extra`, an
         int64 device scalar, is reduced with MAX into `self.extra` (None without a
-        process group). Blocks until every rank has called it (a collective) and the
-        result is on the host. Raises RuntimeError while a `start`-ed agreement is unread.
+        process group). `source_failed` is this rank's rank + 1 when its source failed
+        (0: not); the largest rank whose did is set as `source_failed`. Blocks until
+        every rank has called it (a collective) and the result is on the host. Raises
+        RuntimeError while a `start`-ed agreement is unread.
         """
-        self.start(stop_requested, batches_available, signum, extra, batches_in_hand)
+        self.start(stop_requested, batches_available, signum, extra, batches_in_hand, source_failed)
         return self.result()
 
     def start(
@@ -141,6 +153,7 @@ class StopSync:
         signum: int = 0,
         extra: torch.Tensor | None = None,
         batches_in_hand: int | None = None,
+        source_failed: int = 0,
     ) -> None:
         """Issue `agree`'s all-reduce without waiting for it; `result` returns it.
 
@@ -158,6 +171,7 @@ class StopSync:
             extra is None,
             in_hand,
             self._save_asked,
+            int(source_failed),
         )
         send_save, self._save_asked = self._save_asked, 0
         if not self.distributed:
@@ -165,11 +179,12 @@ class StopSync:
         send = self._send
         send[0], send[1] = int(stop_requested), -int(batches_available)
         send[2], send[3], send[4] = int(signum), in_hand, send_save
-        self._flag[:5].copy_(send, non_blocking=True)
+        send[5] = int(source_failed)
+        self._flag[:6].copy_(send, non_blocking=True)
         if extra is None:
-            self._flag[5:].zero_()
+            self._flag[6:].zero_()
         else:
-            self._flag[5:].copy_(extra.reshape(1))  # device to device: no sync
+            self._flag[6:].copy_(extra.reshape(1))  # device to device: no sync
         work = dist.all_reduce(self._flag, op=dist.ReduceOp.MAX, async_op=True)
         self.collectives += 1
         if self._cuda:
@@ -197,11 +212,12 @@ class StopSync:
         """
         if self._pending is None:
             raise RuntimeError("StopSync.result: no agreement was started")
-        stop, available, signum, no_extra, in_hand, save = self._pending
+        stop, available, signum, no_extra, in_hand, save, failed = self._pending
         self._pending = None
         self.extra = None
         if not self.distributed:
             self.most = in_hand
+            self.source_failed = failed - 1 if failed else None
             self._save_agreed = max(self._save_agreed, save)
             return stop, available, signum
         if self._event is not None:
@@ -212,10 +228,11 @@ class StopSync:
             self._work = None
             self._recv.copy_(self._flag)
         values = self._recv.tolist()  # host memory: no device sync
-        any_stop, neg_available, any_signum, most, save = values[:5]
+        any_stop, neg_available, any_signum, most, save, failed = values[:6]
         self.most = int(most)
+        self.source_failed = int(failed) - 1 if failed else None
         self._save_agreed = max(self._save_agreed, int(save))
-        self.extra = None if no_extra else int(values[5])
+        self.extra = None if no_extra else int(values[6])
         return bool(any_stop), -int(neg_available), int(any_signum)
 
 

@@ -46,9 +46,10 @@ a rank's stream, never its training. A rank whose stream has ended leaves its tr
 loop only at a stop every rank agrees on (`core.stop_sync`); until rank 0's own data has
 run out it trains on its last batches again (`StreamDataset.pad`), in lockstep with rank
 0. Rank 0 reads its launcher before each read of its buffer (`Study.wait_for`), so the
-failure is raised on rank 0's training thread (a `SourceError`), and every other rank's
-next collective breaks and raises `RankFailed`, naming rank 0's error
-(`trainer.rank_failure`): no rank exits 0 or writes its end-of-training checkpoint
+failure is met on rank 0's training thread (a `SourceError`), which every rank learns at
+the same step's agreement: all save that step together, then rank 0 raises it and every
+other rank `RankFailed`, naming rank 0's error (`trainer.source_failure`): no rank exits
+0 or writes its end-of-training checkpoint
 (tests/study/test_end_notice_then_failure.py: two ranks, real solvers; with the padding
 removed, both ranks returned and saved at the end, rank 0's NaN unread). A simulation
 refused on another rank after the notice (its failure handed to rank 0,

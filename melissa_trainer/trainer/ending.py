@@ -30,6 +30,8 @@ __all__ = [
     "EndingTrainer",
     "end_training",
     "failed",
+    "failure_words",
+    "keeps_training",
     "save_at_failure",
     "source_failed",
     "stop_words",
@@ -176,31 +178,57 @@ class _SaidSourceError(SourceError, SaidOnRankZero):
 _SaidSourceError.__name__ = _SaidSourceError.__qualname__ = "SourceError"  # (as printed)
 
 
-def source_failed(
-    trainer: EndingTrainer, error: SourceError, check_losses: Callable[[], None] = lambda: None
-) -> SourceError:
-    """What `train()` raises when its source failed with `error`: with no `__cause__`
-    (the message says it all), an ERROR line at the step training stopped, naming the
-    checkpoint to resume from and what a resume does (`error.resume_note`, the source's
-    words: a study's), and a quiet copy of `error` (`_SaidSourceError`); with one (a
-    failure in the user's code, in the receiver's thread...), `error` itself, whose
-    traceback is the user's to read. Either way, under several ranks, `error` is noted
-    for the others (`rank_failure.write_note`), whose collective breaks as this rank
-    leaves.
+def keeps_training(error: SourceError) -> bool:
+    """Whether the training is kept when a source fails with `error`: a checkpoint of
+    the step it stopped at is written (`save_at_failure`). Only when the message says it
+    all (a study that failed, a stream that stalled): not with a `__cause__` (a failure in
+    the user's code, in the receiver's thread...), whose traceback is the user's to read,
+    nor for an error another rank said already (`SaidOnRankZero`)."""
+    return error.__cause__ is None and not isinstance(error, SaidOnRankZero)
 
-    Only the data failed, not the model: with no `__cause__`, a single process writes a
-    checkpoint of the step it stopped at (`save_at_failure`), as a preemption does, so
-    that the training since the last periodic save is kept, once `check_losses` (the
-    loss guard's check of the last window) passed; the exit status stays 1."""
-    write_note(trainer, error)  # (for the other ranks, whose collective breaks)
+
+def source_failed(
+    trainer: EndingTrainer,
+    error: SourceError,
+    check_losses: Callable[[], None] = lambda: None,
+    together: bool = False,
+) -> SourceError:
+    """What `train()` raises when its source failed with `error`: when the training is
+    kept (`keeps_training`), an ERROR line at the step training stopped, naming the
+    checkpoint to resume from and what a resume does (`failure_words`, with
+    `error.resume_note`, the source's words: a study's), and a quiet copy of `error`
+    (`_SaidSourceError`); otherwise `error` itself, whose traceback is the user's to
+    read. Either way, under several ranks, `error` is noted for the others
+    (`rank_failure.write_note`).
+
+    Only the data failed, not the model: when it is kept, a checkpoint of the step
+    training stopped at is written (`save_at_failure`), as a preemption does, so that the
+    training since the last periodic save is kept, once `check_losses` (the loss guard's
+    check of the last window) passed: by a single process, or by every rank together
+    when they agreed on the failure (`together`: `source_failure`); the exit status
+    stays 1."""
+    write_note(trainer, error)  # (for the other ranks)
     trainer.source.note_stop(
         "error", f"training stopped at step {trainer.state.global_step}: {error}"
     )
-    if error.__cause__ is not None or isinstance(error, SaidOnRankZero):
+    if not keeps_training(error):
         return error
-    written, why = save_at_failure(trainer, check_losses)
+    written, why = save_at_failure(trainer, check_losses, together)
+    how = failure_words(trainer, written, why, error.resume_note)
+    sep = "\n" if "\n" in str(error) else "; "  # (after a study's report: a line of its own)
+    logger.error("training stopped at step %d: %s%s%s", trainer.state.global_step, error, sep, how)
+    quiet = _SaidSourceError(*error.args)
+    quiet.code = 1  # (SystemExit's: the exit status)
+    return quiet
+
+
+def failure_words(trainer: TrainerView, written: Path | None, why: str, resume_note: str) -> str:
+    """What a resume after a source's failure does, for the failure's ERROR line: the
+    checkpoint `written` at the failure (`save_at_failure`), or why none was (`why`) and
+    the latest one to resume from, or that the run starts again; then `resume_note` (the
+    source's words: what a resume keeps), unless nothing was trained."""
     resume = setting("resume_from_checkpoint", "latest")
-    note = f"; {error.resume_note}" if error.resume_note else ""
+    note = f"; {resume_note}" if resume_note else ""
     latest = ckpt.latest_checkpoint(trainer.checkpoint_root)
     if written is not None:
         how = f"checkpoint {written} holds this step: once the cause is fixed, "
@@ -214,13 +242,7 @@ def source_failed(
         how, note = "no checkpoint was written: once the cause is fixed, run it again", ""
     else:
         how = f"no checkpoint was written ({why}): once the cause is fixed, run it again; {SAVES}"
-    sep = "\n" if "\n" in str(error) else "; "  # (after a study's report: a line of its own)
-    logger.error(
-        "training stopped at step %d: %s%s%s%s", trainer.state.global_step, error, sep, how, note
-    )
-    quiet = _SaidSourceError(*error.args)
-    quiet.code = 1  # (SystemExit's: the exit status)
-    return quiet
+    return how + note
 
 
 #: what sets how much training a failure that cannot be checkpointed loses
@@ -228,22 +250,23 @@ SAVES = "save_steps or save_seconds set how often a checkpoint is written"
 
 
 def save_at_failure(
-    trainer: EndingTrainer, check_losses: Callable[[], None] = lambda: None
+    trainer: EndingTrainer, check_losses: Callable[[], None] = lambda: None, together: bool = False
 ) -> tuple[Path | None, str]:
     """The checkpoint of the step at which a source failed (this step's, written now or
-    by the loop), or None and why not. Written only by a single process, and only
-    after some training: the loop stops at a window's start when its source fails (it
-    waits for data only in `StreamDataset.prefetch`), so model, optimizer and pending
-    batches are those of a step, as at a preemption. Under several ranks the failure
-    reaches each rank at a step of its own (rank 0 in its read, the others in a
-    collective that breaks, or from rank 0's progress file), with no agreed step at
-    which all could save together (a preemption's `core.stop_sync` agreement), so none
-    is written; nor when `check_losses` raises (a non-finite loss since the last check:
-    no checkpoint holds one). A failed save is logged, never raised: the source's error
-    is the one to raise."""
+    by the loop), or None and why not. Written only after some training: the loop stops
+    at a window's start when its source fails (it waits for data only in
+    `StreamDataset.prefetch`), so model, optimizer and pending batches are those of a
+    step, as at a preemption. Under several ranks, only when `together`: the ranks
+    agreed on the failure (`source_failure`, through the `core.stop_sync` agreement, as
+    a preemption's) and every rank calls this at the same step (collective: the checks
+    and the save); otherwise the failure reached each rank at a step of its own (raised
+    elsewhere than in a read of data, or an agreement that broke), and none is written.
+    Nor when `check_losses` raises (a non-finite loss since the last check: no
+    checkpoint holds one). A failed save is logged, never raised: the source's error is
+    the one to raise."""
     state = trainer.state
-    if trainer.num_processes > 1:
-        return None, "the ranks met the failure at different steps: they cannot save together"
+    if trainer.num_processes > 1 and not together:
+        return None, "the ranks could not agree on a step to save at"
     if state.global_step == 0:
         return None, "nothing trained yet"
     if state.last_save_step == state.global_step:

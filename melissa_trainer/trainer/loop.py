@@ -48,6 +48,7 @@ from melissa_trainer.trainer.losses import LossFn
 from melissa_trainer.trainer.preemption import PreemptionHandler, StopCause
 from melissa_trainer.trainer.setup import claim_output_dir, make_accelerator, make_rank_buffer
 from melissa_trainer.trainer.simulation_errors import check_best_metric
+from melissa_trainer.trainer.source_failure import SourceFailure
 from melissa_trainer.trainer.starting import start_training
 from melissa_trainer.trainer.stepping import TrainerSteps
 
@@ -255,6 +256,7 @@ class OnlineTrainer(TrainerSteps):
         # SIGTERM/SIGINT from here on, resume and source start included: preemption (`starting`)
         preemption = start_training(self, self._output_hold.release)
         self.preempted_by = None
+        failure = SourceFailure(self)  # (a source's failure held until agreed: `source_failure`)
         try:
             if self.num_processes > 1:
                 self.accelerator.wait_for_everyone()  # every rank's source has started
@@ -298,9 +300,11 @@ class OnlineTrainer(TrainerSteps):
                     window = 1
                 if not sync.started:  # nothing agreed ahead: agree now (the host waits)
                     # Take the window's batches first: the ranks then agree on what all can do.
-                    in_hand = self.dataset.prefetch(window * micro, preemption.requested)
-                    self._start_agreement(window * micro, in_hand, preemption)
+                    in_hand = failure.prefetch(window * micro, preemption.requested)
+                    self._start_agreement(window * micro, in_hand, preemption, failure.code)
                 stop, capacity, signum = sync.result()
+                if sync.source_failed is not None:  # every rank saves at this step, and fails
+                    raise failure.agreed_on(sync.source_failed, guard.check)
                 guard.settle(sync.extra)  # a non-finite loss: raises on every rank
                 if stop or signum:
                     self.ended_by = stop_words(signum, control)
@@ -314,8 +318,9 @@ class OnlineTrainer(TrainerSteps):
                 if ahead and state.global_step >= aligned and steps == window and following > 0:
                     # Take the next window's batches now (they stay pending, in order,
                     # behind this window's) and start the ranks' agreement on them.
-                    held = self.dataset.prefetch((steps + following) * micro, preemption.requested)
-                    self._start_agreement(following * micro, held - steps * micro, preemption)
+                    held = failure.prefetch((steps + following) * micro, preemption.requested)
+                    in_hand = held - steps * micro
+                    self._start_agreement(following * micro, in_hand, preemption, failure.code)
                 for i in range(steps):
                     self._training_step(stage_next=i + 1 < steps)
                 if steps < window:  # the data ran out on every rank (or one cannot pad)
@@ -343,8 +348,11 @@ class OnlineTrainer(TrainerSteps):
                 self.preempted_by = StopCause.signal_of(signum)  # (the code's signal)
             end_training(self, signum, self._perform_requested_actions)  # (`ending`)
         except SourceError as exc:  # said once, in one line, with how to resume (`ending`)
-            raise source_failed(self, exc, self._loss_guard.check) from exc.__cause__
+            check = self._loss_guard.check
+            raise source_failed(self, exc, check, failure.agreed) from exc.__cause__
         except (Exception, KeyboardInterrupt) as exc:  # (a hook, process_sample...: `failed`)
+            if isinstance(exc, Exception) and (own := failure.unagreed(exc)) is not None:
+                raise own from None  # (its source failed; another rank is gone)
             failed(self, exc)
             raise
         finally:
@@ -357,9 +365,12 @@ class OnlineTrainer(TrainerSteps):
                 self._output_hold.release()  # the run is over: output_dir is free
         return state
 
-    def _start_agreement(self, wanted: int, in_hand: int, preemption: PreemptionHandler) -> None:
+    def _start_agreement(
+        self, wanted: int, in_hand: int, preemption: PreemptionHandler, source_failed: int
+    ) -> None:
         """Start the ranks' agreement on a window of `wanted` batches, of which this rank
-        has `in_hand` of its own: it can run them all if it can pad (`StreamDataset.pad`)."""
+        has `in_hand` of its own: it can run them all if it can pad (`StreamDataset.pad`);
+        `source_failed`: `SourceFailure.code`."""
         capacity = wanted if in_hand < wanted and self.dataset.can_pad else in_hand
         self.stop_sync.start(
             self.control.should_stop,
@@ -367,4 +378,5 @@ class OnlineTrainer(TrainerSteps):
             preemption.code,  # (its cause with it: `StopCause`)
             self._loss_guard.window_code(),
             batches_in_hand=in_hand,
+            source_failed=source_failed,
         )

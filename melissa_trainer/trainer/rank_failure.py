@@ -41,6 +41,7 @@ __all__ = [
     "RankFailed",
     "from_the_backend",
     "lost_a_peer",
+    "note_of",
     "peer_failure",
     "write_note",
 ]
@@ -143,10 +144,11 @@ def lost_a_peer(error: BaseException) -> bool:
     return any(w in words for w in _PEER_GONE)
 
 
-def _read(trainer: TrainerView) -> tuple[int, str] | None:
-    """The earliest note of another rank of this run: (its rank, its error line)."""
+def _read(trainer: TrainerView, rank: int | None = None) -> tuple[int, str] | None:
+    """The earliest note of another rank of this run (of `rank`, when given): (its
+    rank, its error line)."""
     found: list[tuple[float, int, str]] = []
-    for path in _notes(trainer).glob("rank-*"):
+    for path in _notes(trainer).glob("rank-*" if rank is None else f"rank-{rank}"):
         named = path.name.removeprefix("rank-")
         if not named.isdigit() or int(named) == trainer.process_index:
             continue
@@ -161,6 +163,18 @@ def _read(trainer: TrainerView) -> tuple[int, str] | None:
         return None
     _, rank, words = min(found)
     return rank, words
+
+
+def note_of(trainer: TrainerView, rank: int) -> str | None:
+    """The error line that `rank`'s note of this run says (waiting up to `NOTE_WAIT` s
+    for it to show), or None when it left none: for a rank that knows `rank` failed
+    without a collective's breaking (`source_failure`: the ranks agreed on it)."""
+    deadline = time.monotonic() + NOTE_WAIT
+    while True:
+        note = _read(trainer, rank)
+        if note is not None or time.monotonic() >= deadline:
+            return None if note is None else note[1]
+        time.sleep(0.05)  # (a shared file system may show the note late)
 
 
 def peer_failure(trainer: TrainerView, error: BaseException) -> RankFailed | None:

@@ -1,5 +1,6 @@
 """A study that fails after rank 0's held end-of-study notice went out (`study.end_notice`):
-every rank fails with it, none saves a checkpoint at the end or exits 0.
+every rank fails with it, none exits 0 or saves a checkpoint as at an end: the ranks
+agree on the failure and save its step together (`trainer.source_failure`), then fail.
 
 The reviewer's worry: the held notice tells rank 1 "the study has ended" while rank 0
 still has data of exited simulations unread; if that data then fails the study (a NaN
@@ -7,8 +8,9 @@ under ``nonfinite="fail"``, ``on_failure="raise"``), could rank 1 finish and exi
 if the study had completed? No: a rank whose stream has ended leaves its training loop
 only when every rank agrees (the stop agreement, `core.stop_sync`); until then it pads
 (`StreamDataset.pad`) in lockstep with rank 0, whose `train()` then raises the study's
-`SourceError`; rank 1's next collective breaks and it raises `RankFailed`, naming rank
-0's error (`trainer.rank_failure`). The contract is stated in `study.end_notice`.
+`SourceError`; rank 1 learns it at the same step's agreement, saves that step with rank
+0 and raises `RankFailed`, naming rank 0's error (`trainer.source_failure`). The contract
+is stated in `study.end_notice`.
 
 The run: tests/scripts/held_end_then_nan.py on two real ranks (``accelerate launch``,
 gloo on CPU), real solvers and sockets; rank 0 holds its training until its STUDY_END
@@ -59,9 +61,12 @@ def test_a_study_failed_after_its_held_notice_fails_every_rank(
     assert "simulation 1 failed once (exit codes ['refused']" in said, said
     (rank1,) = [x for x in proc.stderr.splitlines() if x.startswith("rank 0 failed:")]
     assert "SourceError: the simulation study failed" in rank1, said
-    # no checkpoint at the end (save_at_end), no exit 0
-    assert zero["last_save_step"] is None and one["last_save_step"] is None, (zero, one)
-    assert not list((tmp_path / "out" / "checkpoints").glob("checkpoint-*")), said
+    # no exit 0; the one checkpoint is the failure's step, saved by both ranks together
+    # (`trainer.source_failure`; before, none: the ranks met the failure at steps of their own)
+    step = zero["steps"]
+    assert zero["last_save_step"] == one["last_save_step"] == step, (zero, one)
+    saved = [p.name for p in (tmp_path / "out" / "checkpoints").glob("checkpoint-*")]
+    assert saved == [f"checkpoint-{step}"], said
     assert proc.returncode != 0, said
 
 

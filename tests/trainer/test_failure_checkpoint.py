@@ -3,8 +3,9 @@ model is fine, only its data failed, so a single process writes a checkpoint of 
 it stopped at, as a preemption does, and the line says where it is and how to resume
 (a user trial: a study failed at step 288 before the first periodic save, at
 save_seconds=600, and ended with "no checkpoint was written"). The exit status stays 1.
-Under several ranks the failure reaches the ranks at steps of their own: no checkpoint,
-and the line says why and what sets how often one is written."""
+Under several ranks the ranks agree on the failure first (`trainer.source_failure`) and
+save together; one that they could not agree on writes none, and the line says why and
+what sets how often one is written."""
 
 from __future__ import annotations
 
@@ -103,11 +104,66 @@ def test_the_checkpoint_written_at_the_failure_resumes(tmp_path: Path) -> None:
     assert state.global_step == 3  # (from step 2: the checkpoint of the failure)
 
 
-def test_several_ranks_write_none_and_say_why(tmp_path: Path) -> None:
-    """Under several ranks no collective save is tried (the ranks are at steps of their
-    own); the reason names it."""
+def test_several_ranks_write_none_unless_they_agreed_and_say_why(tmp_path: Path) -> None:
+    """Under several ranks no collective save is tried unless the ranks agreed on the
+    failure (`source_failure`: then every rank calls it at the same step); the reason
+    names it."""
     state = SimpleNamespace(global_step=5, last_save_step=0)
     view = SimpleNamespace(num_processes=2, state=state, checkpoint_root=tmp_path)
-    view.save_checkpoint = lambda: pytest.fail("a collective save under several ranks")
+    view.save_checkpoint = lambda: pytest.fail("a collective save the ranks did not agree on")
     written, why = save_at_failure(view)  # type: ignore[arg-type]
-    assert written is None and "different steps" in why
+    assert written is None and "could not agree on a step" in why
+    checked: list[int] = []
+    view.save_checkpoint = lambda: tmp_path / "checkpoint-5"
+    written, why = save_at_failure(view, lambda: checked.append(5), together=True)  # type: ignore[arg-type]
+    assert (written, why, checked) == (tmp_path / "checkpoint-5", "", [5])
+
+
+class Distributed(SimpleNamespace):
+    """What `SourceFailure` reads of a trainer, under two ranks: its dataset's `prefetch`
+    raises `error` once `fail` is set, with two batches pending."""
+
+    def __init__(self, tmp_path: Path, error: SourceError) -> None:
+        self.fail = False
+
+        def prefetch(n: int, interrupted: Any = None) -> int:
+            if self.fail:
+                raise error
+            return n
+
+        super().__init__(
+            num_processes=2, process_index=1, run_id="run",
+            args=SimpleNamespace(output_dir=str(tmp_path)),
+            stop_sync=SimpleNamespace(distributed=True), state=SimpleNamespace(global_step=7),
+            dataset=SimpleNamespace(prefetch=prefetch, num_pending=2),
+        )  # fmt: skip
+
+
+def test_a_rank_holds_its_source_failure_for_the_agreement(tmp_path: Path) -> None:
+    from melissa_trainer.trainer.rank_failure import NOTES_DIR
+    from melissa_trainer.trainer.source_failure import SourceFailure
+
+    error = SourceError("the simulation study failed: 3 simulations failed")
+    trainer = Distributed(tmp_path, error)
+    failure = SourceFailure(trainer)  # type: ignore[arg-type]
+    assert failure.prefetch(4) == 4 and failure.code == 0
+    trainer.fail = True
+    assert failure.prefetch(4) == 2  # the batches pending, not the error
+    assert failure.code == 2  # (rank 1, as rank + 1)
+    assert failure.prefetch(1) == 1  # no more reads
+    note = (tmp_path / NOTES_DIR / "rank-1").read_text()
+    assert note == "run\nSourceError: the simulation study failed: 3 simulations failed\n"
+    assert failure.agreed_on(1, lambda: None) is error and failure.agreed
+
+
+def test_a_failure_with_a_cause_is_raised_at_once_under_several_ranks(tmp_path: Path) -> None:
+    from melissa_trainer.trainer.source_failure import SourceFailure
+
+    error = SourceError("the receiver's thread failed")
+    error.__cause__ = ValueError("a bug")  # (its traceback is the user's: not held)
+    trainer = Distributed(tmp_path, error)
+    trainer.fail = True
+    failure = SourceFailure(trainer)  # type: ignore[arg-type]
+    with pytest.raises(SourceError):
+        failure.prefetch(4)
+    assert failure.error is None and failure.code == 0

@@ -35,10 +35,14 @@ def test_a_hooks_collective_does_not_hold_the_deadlocks_report_under_gloo(
 ) -> None:
     proc, ends, said = run_study_script(SCRIPT, tmp_path, "48", timeout=240)
     assert proc.returncode != 0, said
-    assert ends == [{"ended": "RankFailed", "steps": 2}, {"ended": "SourceError", "steps": 2}]
+    # rank 1 holds its failure (`trainer.source_failure`): both run the window agreed
+    # before it (steps 2-3, their hooks' collectives included), learn it at the next
+    # agreement, save step 4 together and fail (before, rank 1 raised at once: step 2)
+    assert ends == [{"ended": "RankFailed", "steps": 4}, {"ended": "SourceError", "steps": 4}]
     hooks = [json.loads((tmp_path / f"hook-{r}.json").read_text()) for r in range(2)]
-    assert hooks == [{"done": 2}, {"done": 2}], said  # (rank 0 entered no step-2 hook)
-    (full,) = [x for x in proc.stderr.splitlines() if x.startswith("training stopped at step 2")]
+    assert hooks == [{"done": 4}, {"done": 4}], said
+    assert (tmp_path / "out" / "checkpoints" / "checkpoint-4").is_dir(), said
+    (full,) = [x for x in proc.stderr.splitlines() if x.startswith("training stopped at step 4")]
     assert "rank 1 of 2 cannot train, and nothing can change that" in full, said
     assert "its buffer holds 0 samples, 16 received in all" in full, said
     assert "A deadlock, stopped now rather than after stall_timeout" in full, said

@@ -1,0 +1,130 @@
+"""A source's failure under several ranks, agreed by every rank at one step, so that
+every rank writes a checkpoint of that step together, as a single process does
+(`ending.save_at_failure`) and as every rank does at a preemption.
+
+The ranks meet a source's failure at steps of their own: rank 0 reads its study's
+failure, another rank learns it from rank 0's progress file (`study.progress`), or
+never. A rank that raised at once left the others to fail at their next collective
+(`rank_failure.RankFailed`), and no rank could save: a save is collective. So a rank
+whose read of data (`StreamDataset.prefetch`, the one place the loop waits for its
+source) raises a `SourceError` whose training is kept (`ending.keeps_training`) holds
+it (`SourceFailure.prefetch`): it notes it for the others (`rank_failure.write_note`),
+reads no more data, and says it in the next agreement of the loop (`core.stop_sync`:
+``source_failed``, its rank + 1), which every rank reads at the same window. There,
+before the window's steps, every rank stops (`SourceFailure.agreed_on`): the failing
+rank raises its error, which `ending.source_failed` turns into the checkpoint and the
+line; another rank writes the same checkpoint with it (`peer_source_failed`) and raises
+`RankFailed` naming the failing rank and its error. The checkpoint holds every rank's
+pending batches (taken from the buffer, not trained), as at a preemption: a resume
+trains each once.
+
+A failure that cannot be agreed on is said as before: raised elsewhere (a hook, the
+source's start), with a `__cause__` (the user's traceback), or when the agreement
+itself breaks (another rank crashed: `SourceFailure.unagreed`): the failing rank raises
+its error with no checkpoint, the others `RankFailed` at their next collective.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from melissa_trainer.sources.source import SourceError
+from melissa_trainer.trainer.ending import (
+    EndingTrainer,
+    failure_words,
+    keeps_training,
+    save_at_failure,
+    source_failed,
+)
+from melissa_trainer.trainer.rank_failure import (
+    RankFailed,
+    lost_a_peer,
+    note_of,
+    peer_failure,
+    write_note,
+)
+
+__all__ = ["SourceFailure", "peer_source_failed"]
+
+logger = logging.getLogger(__name__)
+
+
+class SourceFailure:
+    """This rank's source failure, held until the ranks agree on it (module docstring);
+    one per `train()`. Training thread only."""
+
+    def __init__(self, trainer: EndingTrainer) -> None:
+        self._trainer = trainer
+        #: this rank's source error, held (None: its source has not failed)
+        self.error: SourceError | None = None
+        #: the ranks agreed on a failure (`agreed_on`): they save together
+        self.agreed = False
+
+    def prefetch(self, n: int, interrupted: Callable[[], bool] | None = None) -> int:
+        """`StreamDataset.prefetch`, but under several ranks a `SourceError` whose
+        training is kept is held, not raised: this returns the batches already pending
+        (at most `n`), and so does every later call (no data is read any more)."""
+        trainer = self._trainer
+        if self.error is None:
+            try:
+                return trainer.dataset.prefetch(n, interrupted)
+            except SourceError as exc:
+                if not trainer.stop_sync.distributed or not keeps_training(exc):
+                    raise
+                self.error = exc
+                write_note(trainer, exc)  # (before the agreement: the others name it)
+                logger.info(
+                    "rank %d: its source failed at step %d; every rank stops at the next "
+                    "stop synchronisation, to write a checkpoint there",
+                    trainer.process_index,
+                    trainer.state.global_step,
+                )
+        return min(n, trainer.dataset.num_pending)
+
+    @property
+    def code(self) -> int:
+        """What this rank says in the agreement (`StopSync.start`'s ``source_failed``):
+        its rank + 1 when its source failed, else 0."""
+        return 0 if self.error is None else self._trainer.process_index + 1
+
+    def agreed_on(self, rank: int, check_losses: Callable[[], None]) -> Exception:
+        """What to raise once the agreement said that `rank`'s source failed (the
+        largest such rank): this rank's own error (for `ending.source_failed`, with
+        ``together``), or, on a rank whose source did not fail, `peer_source_failed`'s
+        `RankFailed`, once the checkpoint is written with the others'."""
+        self.agreed = True
+        if self.error is not None:
+            return self.error
+        return peer_source_failed(self._trainer, rank, check_losses)
+
+    def unagreed(self, error: Exception) -> SourceError | None:
+        """When this rank's source failed and its agreement broke with `error` because
+        another rank is gone (`rank_failure.lost_a_peer`): that rank's note is said
+        (`rank_failure.peer_failure`), and this returns what to raise, this rank's own
+        error as `ending.source_failed` says it, with no checkpoint (the ranks cannot
+        save together). None in any other case (`error` is this rank's to raise)."""
+        if self.error is None or self.agreed or not lost_a_peer(error):
+            return None
+        peer_failure(self._trainer, error)  # (says which rank, if it left a note)
+        return source_failed(self._trainer, self.error)
+
+
+def peer_source_failed(
+    trainer: EndingTrainer, rank: int, check_losses: Callable[[], None]
+) -> RankFailed:
+    """On a rank whose source did not fail, at the step every rank agreed that `rank`'s
+    did: the checkpoint written with every rank (`ending.save_at_failure`, collective),
+    an ERROR line naming `rank`, its error (its note: `rank_failure.note_of`) and what a
+    resume does (`ending.failure_words`), and the `RankFailed` to raise (exit code 1)."""
+    words = note_of(trainer, rank) or "its source failed (it left no note of why)"
+    written, why = save_at_failure(trainer, check_losses, together=True)
+    failure = RankFailed(rank, words)
+    logger.error(
+        "%s; rank %d stops at step %d with it, as every rank; %s",
+        failure,
+        trainer.process_index,
+        trainer.state.global_step,
+        failure_words(trainer, written, why, ""),
+    )
+    return failure

@@ -1,0 +1,157 @@
+"""Run by tests/study/test_failed_study_checkpoint_ranks.py under ``accelerate launch
+--multi_gpu --num_processes 2`` (gloo on CPU): a study that fails on rank 0 after some
+training, then its resume from the checkpoint written at the failure
+(`trainer.source_failure`: every rank agrees on the failure and saves together).
+
+Three simulations (as tests/study/test_failed_study_checkpoint.py's, one process):
+simulation 0 sends 24 time steps (time step t to rank t % 2: 12 each) and exits 0;
+simulation 1 waits until rank 0 has trained 2 steps (FLAG), then exits 1: with no
+restart and ``on_failure="raise"`` the study fails, on rank 0 (its launcher), which
+waits in that step's end until its launcher knows (so that the failure comes while
+data is left); simulation 2 sleeps until the study's stop kills it, and in a resumed
+run (RESUMED 1) exits 1 once rank 0 has trained 3 steps more (FLAG2): the resumed study
+fails again, as the failure's line says. Batch size 1, a FIFO, an agreement every
+step: at the failure, samples of simulation 0 wait in the buffers and in the batches
+taken ahead (pending), which the checkpoint holds and the resume trains.
+
+    python study_fails_two_ranks.py OUT SOLVER RESUMED
+
+Each rank writes ``OUT/../exit-<rank>.json``: how its `train()` ended (the exception's
+class or "returned"), the step it stopped at, its last save's step, the step it started
+from, and the (simulation, time step) of each sample it trained on (padded copies left
+out); every launch appends the simulation's id to ``OUT/../launches``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from rank_study import recording_end
+
+from melissa_trainer import (
+    Hook,
+    OnlineTrainer,
+    ReceiverConfig,
+    StreamSource,
+    Study,
+    TrainingArguments,
+)
+from melissa_trainer.launcher import Launcher, LauncherTuning, LocalBackend
+
+SOLVER = r"""
+import os, sys, time
+from pathlib import Path
+import numpy as np
+from melissa_trainer.client import Client, ClientTuning
+
+sid = int(os.environ["MELISSA_TRAINER_SIMULATION_ID"])
+with open(os.environ["LAUNCHES"], "a") as f:
+    f.write(f"{sid}\n")
+if sid == 1:
+    while not Path(os.environ["FLAG"]).exists():
+        time.sleep(0.05)
+    sys.exit(1)
+if sid == 2:
+    if os.environ.get("RESUMED") == "1":
+        while not Path(os.environ["FLAG2"]).exists():
+            time.sleep(0.05)
+        sys.exit(1)
+    time.sleep(3600)
+with Client({"x": ((2,), "f4")}, tuning=ClientTuning(batch_bytes=0)) as c:
+    for t in range(24):  # (time step t goes to rank (0 + t) % 2)
+        c.send(t, x=np.array([c.parameters["a"], float(t)], np.float32))
+"""
+
+
+def process(s: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
+    """A sample's ``x = (a, t)`` as (input a, target t)."""
+    return torch.from_numpy(s["x"][:1]), torch.from_numpy(s["x"][1:])
+
+
+class Trained(Hook):
+    """Notes the step training started from and the (simulation, time step) of each
+    sample trained on (not a pad's copy). On rank 0: in a first run, writes `flag` once
+    2 steps are trained and waits there until its launcher has failed; in a resumed one,
+    writes `flag2` once 3 steps more are trained."""
+
+    def __init__(self, here: Path, rank: int, resumed: bool) -> None:
+        self.flag = here / ("flag2" if resumed else "flag")
+        self.rank, self.resumed = rank, resumed
+        self.pairs: list[tuple[int, int]] = []
+        self.started: int | None = None
+
+    def on_train_start(self, trainer: Any, state: Any, control: Any) -> None:
+        self.started = state.global_step
+
+    def on_step_end(self, trainer: Any, state: Any, control: Any) -> None:
+        dataset = trainer.dataset
+        if not dataset.last_padded:
+            for s in dataset.last_samples:
+                self.pairs.append((int(s["simulation_id"]), int(s["time_step"])))
+        assert self.started is not None
+        if self.rank != 0 or self.flag.exists():
+            return
+        if state.global_step >= self.started + (3 if self.resumed else 2):
+            self.flag.write_text("")
+            deadline = time.monotonic() + 120
+            while not self.resumed and not trainer.source.launcher.failed:
+                assert time.monotonic() < deadline, "simulation 1's failure was not seen"
+                time.sleep(0.02)
+
+
+def main() -> None:
+    out, solver, resumed = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
+    torch.set_num_threads(1)
+    here = Path(out).parent
+    env = {"FLAG": str(here / "flag"), "FLAG2": str(here / "flag2")}
+    env["LAUNCHES"] = str(here / "launches")
+    launcher = Launcher(
+        [sys.executable, solver],
+        [{"a": 0.1}, {"a": 0.7}, {"a": 0.2}],
+        3,
+        job_limit=3,
+        backend=LocalBackend(),
+        env={**env, "RESUMED": "1" if resumed else "0"},
+        tuning=LauncherTuning(
+            poll_interval=0.05, kill_grace=2.0, max_restarts=0, on_failure="raise"
+        ),
+    )
+    torch.manual_seed(0)
+    model = torch.nn.Linear(1, 1)
+    args = TrainingArguments(
+        output_dir=out, batch_size=1, buffer="fifo", buffer_size=20, watermark=1,
+        stop_sync_steps=1, logging_steps=100, disable_progress_bar=True, report_to="none",
+        resume_from_checkpoint="latest" if resumed else None,
+    )  # fmt: skip
+    trainer = OnlineTrainer(
+        model,
+        args,
+        torch.optim.SGD(model.parameters(), lr=1e-3),
+        train_source=Study(launcher, StreamSource(ReceiverConfig())),
+        process_sample=process,
+    )
+    rank = trainer.process_index
+    trained = Trained(here, rank, resumed)
+    trainer.hooks.add(trained)
+
+    def write(ended: str) -> None:
+        record = {
+            "ended": ended,
+            "steps": trainer.state.global_step,
+            "last_save_step": trainer.state.last_save_step,
+            "started": trained.started,
+            "trained": trained.pairs,
+        }
+        (here / f"exit-{rank}.json").write_text(json.dumps(record))
+
+    with recording_end(write):
+        trainer.train()
+
+
+if __name__ == "__main__":
+    main()

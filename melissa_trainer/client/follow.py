@@ -47,6 +47,7 @@ from typing import Any
 import zmq
 
 from melissa_trainer import wire as protocol
+from melissa_trainer.client.sockets import control_dealer
 from melissa_trainer.stream.endpoints import fetch_rendezvous, stamp
 from melissa_trainer.wire import HeldReply, ProtocolError
 
@@ -188,13 +189,8 @@ class Follower:
         world: int,
         timeout: float,
     ) -> HeldReply:
-        sock = context.socket(zmq.DEALER)
+        sock = control_dealer(context, entry)
         try:
-            sock.setsockopt(zmq.LINGER, 0)
-            key = entry.get("curve_public_key")
-            if key:
-                sock.curve_serverkey = str(key).encode("ascii")
-                sock.curve_publickey, sock.curve_secretkey = zmq.curve_keypair()
             sock.connect(endpoint)
             request_id = next(_request_ids)
             sock.send(protocol.encode_held_query(self.simulation_id, request_id))

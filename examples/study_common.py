@@ -1,32 +1,42 @@
 """What the study examples (`heat_pde/`, `lorenz/`, `navier_stokes/`; `heat_c/` some of
-it) share: the study's options (`StudyArgs`; `WorkerStudyArgs` with ``--worker``), the
-parser of their command line (`ShortUsageParser`: a refusal is one line of usage and
-the error naming the flag), the study (or, with --external, the stream source) built
-from them, the steps of an example's `main` that do not depend on its problem
-(`sample_or_batch`, `train_timed`, `print_run_end`), and, re-exported here, ``--seeds``
-(`run_seeds_if_asked`, from `study_seeds`) and the timings of the JSON summary and what
-a run prints (from `study_report`), and the library's `refusals_end_the_program`
+it) share: re-exported from `study_args` (which imports no torch, so that an example
+parses its command line before its heavy imports), the study's options (`StudyArgs`;
+`WorkerStudyArgs` with ``--worker``) and the parser of their command line
+(`ShortUsageParser`: a refusal is one line of usage and the error naming the flag);
+the study (or, with --external, the stream source) built from them, the steps of an
+example's `main` that do not depend on its problem (`sample_or_batch`, `train_timed`,
+`print_run_end`), and, re-exported here, ``--seeds`` (`run_seeds_if_asked`, from
+`study_seeds`) and the timings of the JSON summary and what a run prints (from
+`study_report`), and the library's `refusals_end_the_program`
 (``melissa_trainer.trainer.refusals``: a refused start is one line, exit status 2).
 
 An example imports it after adding this folder (its parent folder) to `sys.path`; a
-copy of an example needs this file, study_report.py and study_seeds.py one folder up.
+copy of an example needs this file, study_args.py, study_report.py and study_seeds.py
+one folder up.
 """
 
 from __future__ import annotations
 
-import argparse
-import contextlib
 import json
 import os
 import shutil
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import torch
+
+# the command line's (no torch): re-exported, the examples and their tests import every
+# name from study_common
+from study_args import (  # noqa: F401
+    RESERVOIR_ONLY,
+    ShortUsageParser,
+    StudyArgs,
+    WorkerStudyArgs,
+    buffer_defaults,
+)
 
 # what the examples report after a run: its own module, re-exported here (the examples
 # and their tests import every name from study_common)
@@ -56,9 +66,7 @@ from melissa_trainer import (  # noqa: F401 (the refusals: the library's, re-exp
     refusals_end_the_program,
 )
 from melissa_trainer.common.json_output import to_json
-from melissa_trainer.config.arguments import ConfigError, load_config_file
 from melissa_trainer.launcher import Launcher, LauncherTuning, make_sampler
-from melissa_trainer.launcher.silence import Default
 from melissa_trainer.launcher.worker_mode import DEFAULT_WORKER_BIND
 
 #: the options the examples give a sampler: Breed breeds 30% of its draws (its own
@@ -73,158 +81,6 @@ from melissa_trainer.launcher.worker_mode import DEFAULT_WORKER_BIND
 SAMPLER_OPTIONS: dict[str, dict[str, Any]] = {"breed": {"exploration": 0.7, "explorer": "sobol"}}
 #: Parameter name -> (low, high), as `make_sampler` takes it.
 Bounds = Mapping[str, tuple[float, float]]
-
-
-@dataclass
-class StudyArgs:
-    """The study's options; an example's own dataclass extends them."""
-
-    num_simulations: int = field(default=64, metadata={"help": "simulations in the study"})
-    job_limit: int = field(default=2, metadata={"help": "simulations running at once"})
-    backend: str = field(
-        default="local",
-        metadata={"help": "where simulations run", "choices": ("local", "mpiexec", "slurm")},
-    )
-    sampler: str = field(
-        default="lhs",
-        metadata={"help": "parameter sampler", "choices": ("lhs", "uniform", "halton", "sobol")},
-    )
-    simulation_timeout: float | None = field(
-        default=None,
-        metadata={
-            "help": "seconds of a solver's silence before it is killed and restarted "
-            "(default: derived from the study, LauncherTuning's 'auto')"
-        },
-    )
-    silence_floor: float = field(
-        default=LauncherTuning.silence_floor,
-        metadata={"help": "with the derived timeout: seconds a solver that has sent a message "
-                  "may stay silent before it is killed as hung (at least; 10 x the longest "
-                  "silence between two messages seen, if more). Raise it for solvers whose "
-                  "steps take longer"},
-    )  # fmt: skip
-    startup_timeout: float | None = field(
-        default=None,
-        metadata={"help": "seconds a solver may take to send its first message (imports, "
-                  "set-up, first step) before it is killed as hung (the stream waits at "
-                  "least as long for a first message); default 600 with the derived "
-                  "timeout, --simulation_timeout's when that is given"},
-    )  # fmt: skip
-    bind: str = field(
-        default="tcp://127.0.0.1:*",
-        metadata={"help": "receiver endpoint (loopback; e.g. tcp://*:* for simulations on "
-                  "other nodes, behind a firewall)"},
-    )  # fmt: skip
-    external: bool = field(
-        default=False,
-        metadata={"help": "launch nothing: wait for NUM_SIMULATIONS solvers started by hand"},
-    )
-    nonfinite: str = field(
-        default="refuse",
-        metadata={"help": "samples holding NaN or Inf: refuse (drop and count), accept "
-                  "(train on them), fail (fail their simulation)",
-                  "choices": ("refuse", "accept", "fail")},
-    )  # fmt: skip
-    json: bool = field(default=False, metadata={"help": "print a JSON summary as the last line"})
-    seeds: int = field(
-        default=1,
-        metadata={"help": "run the whole study this many times, with seeds SEED, SEED+1, ... "
-                  "(each in OUTPUT_DIR/seed-S, one after the other), and report the spread "
-                  "of the validation error: what one run's figure is worth"},
-    )  # fmt: skip
-
-    def problems(self) -> list[str]:
-        """What is wrong with these values, one line each: every option's own range first
-        (`range_problems`), then what must hold between options (`cross_problems`). A
-        subclass extends those two, not this: a user trial's ``--grid_size -8`` led with
-        "modes=12 needs grid_size >= 24", a check against a grid that cannot exist,
-        before the grid size's own error."""
-        return self.range_problems() + self.cross_problems()
-
-    def range_problems(self) -> list[str]:
-        """Each option's own range (a subclass adds its options')."""
-        return [
-            f"{name}={getattr(self, name)} must be >= 1"
-            for name in ("num_simulations", "job_limit", "seeds")
-            if getattr(self, name) < 1
-        ] + [
-            f"{name}={getattr(self, name)} must be > 0 (seconds)"
-            for name in ("silence_floor", "startup_timeout")
-            if getattr(self, name) is not None and not getattr(self, name) > 0
-        ]
-
-    def cross_problems(self) -> list[str]:
-        """What must hold between options (a subclass adds its own), each left out where
-        it means nothing: a bound derived from a value out of its own range (the grid
-        size that 12 modes need, against a grid of -8 points) says nothing that the
-        range's error does not, and misleads (it names the other option's fix)."""
-        problems = []
-        # (unset, silence_floor is LauncherTuning's own default, a `Default`)
-        if self.simulation_timeout and not isinstance(self.silence_floor, Default):
-            problems.append(
-                f"silence_floor={self.silence_floor} changes nothing with simulation_timeout="
-                f"{self.simulation_timeout}: it shapes only the derived timeout; drop "
-                f"--silence_floor, or drop --simulation_timeout to derive the timeout"
-            )
-        return problems
-
-    def __post_init__(self) -> None:
-        problems = self.problems()
-        if problems:  # one line each, which `ShortUsageParser` prefixes with its flag
-            raise ConfigError(problems)
-
-
-@dataclass
-class WorkerStudyArgs(StudyArgs):
-    """The study's options and ``--worker``, for an example whose solver has a worker
-    mode of its own (its ``--worker``, `melissa_trainer.client.worker.serve_simulations`)."""
-
-    worker: bool = field(default=False, metadata={"help": "worker mode: job_limit solvers "
-                         "pay the start-up once each, run simulations in turn"})  # fmt: skip
-
-    def cross_problems(self) -> list[str]:
-        problems = super().cross_problems()
-        if self.worker and self.external:  # (workers ask the launcher, which --external lacks)
-            problems.append("--worker runs the launcher's workers: not with --external")
-        return problems
-
-
-class ShortUsageParser(ArgumentParser):
-    """The examples' parser: the library's `ArgumentParser` (its errors name the flag:
-    ``argument --num_simulations: num_simulations=0 must be >= 1``), whose refusals print
-    one line of usage before that error, not the ~45 lines of every flag (``--help``
-    still lists them)."""
-
-    def print_usage(self, file: IO[str] | None = None) -> None:
-        # (argparse's error() prints the usage, then "PROG: error: MESSAGE", exit 2)
-        self._print_message(
-            f"usage: {self.prog} [-h] [--FLAG VALUE ...] (--help lists them)\n", file
-        )
-
-
-#: TrainingArguments fields that only a reservoir buffer takes (FIFO and FIRO refuse them)
-RESERVOIR_ONLY = ("max_sample_reuse", "sample_to_insert_ratio", "sample_to_insert_tolerance")
-
-
-def buffer_defaults(defaults: Mapping[str, Any], argv: Sequence[str] | None) -> dict[str, Any]:
-    """An example's `defaults` for the buffer its command line chooses (``--buffer``,
-    else its ``--config`` file's, else the default's): with a FIFO or FIRO, the
-    example's reservoir-only defaults (its rate limit, `sample_to_insert_ratio`) are
-    left out, since those buffers refuse them; given explicitly they are still refused,
-    by an error that names the fix. `argv` None: ``sys.argv[1:]``."""
-    peek = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
-    peek.add_argument("--buffer")
-    peek.add_argument("--config")
-    known, _ = peek.parse_known_args(argv)
-    buffer = known.buffer
-    if buffer is None and known.config:
-        # a bad file: the example's own parse reports it
-        with contextlib.suppress(ConfigError):
-            buffer = load_config_file(known.config).get("buffer")
-    buffer = str(buffer if buffer is not None else defaults.get("buffer", "reservoir"))
-    if buffer.strip().lower() == "reservoir":
-        return dict(defaults)
-    return {k: v for k, v in defaults.items() if k not in RESERVOIR_ONLY}
 
 
 def check_matplotlib(plot: bool) -> None:

@@ -1,24 +1,27 @@
 """A `Launcher` run as the `Study` of a `StreamSource` on one rank, to its end
-(`study_to_its_end`): what the tests of a real study share, from every folder
-(tests/launcher's account and worker tests, tests/stream's)."""
+(`study_to_its_end`), or trained on by an `OnlineTrainer` (`study_trainer`): what the
+tests of a real study share, from every folder (tests/launcher's account and worker
+tests, tests/stream's, tests/study's and tests/trainer's)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from helpers import drain
+import torch
+from helpers import Keys, drain
 from waiting import wait_until
 
-from melissa_trainer import StreamSource, Study
+from melissa_trainer import Hook, OnlineTrainer, StreamSource, Study, TrainingArguments
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.launcher import Launcher
 from melissa_trainer.launcher.account import SimulationOutcome
 from melissa_trainer.stream.receiver import ReceiverConfig
 
-__all__ = ["StudyEnd", "study_to_its_end"]
+__all__ = ["StudyEnd", "study_to_its_end", "study_trainer"]
 
 
 @dataclass(frozen=True)
@@ -55,3 +58,35 @@ def study_to_its_end(launch: Launcher, rendezvous: Path, **config: Any) -> Study
         return StudyEnd(samples, source.telemetry(), outcomes)
     finally:
         source.stop()
+
+
+def study_trainer(
+    launch: Launcher,
+    output_dir: Path,
+    process_sample: Callable[[Any], Any] | None = None,
+    hooks: Sequence[Hook] = (),
+    **args: Any,
+) -> OnlineTrainer:
+    """An `OnlineTrainer` of a linear model (3 inputs, 1 output; SGD at 1e-3) on the
+    `Study` of `launch` (a `StreamSource` of the default `ReceiverConfig`), writing to
+    `output_dir`: batches of 1 from a FIFO of 20, no progress bar, no tracker, a log
+    every 100 steps, unless `args` (more `TrainingArguments`) say otherwise.
+    `process_sample`: a `Keys()` of its own by default (the samples' (simulation, time
+    step) trained on). Seed torch before, for the model's initial weights."""
+    model = torch.nn.Linear(3, 1)
+    options: dict[str, Any] = {
+        "batch_size": 1,
+        "buffer": "fifo",
+        "buffer_size": 20,
+        "logging_steps": 100,
+        "disable_progress_bar": True,
+        "report_to": "none",
+    }
+    return OnlineTrainer(
+        model,
+        TrainingArguments(output_dir=str(output_dir), **(options | args)),
+        torch.optim.SGD(model.parameters(), lr=1e-3),
+        train_source=Study(launch, StreamSource(ReceiverConfig())),
+        process_sample=Keys() if process_sample is None else process_sample,
+        hooks=list(hooks),
+    )

@@ -26,22 +26,25 @@ import json
 import os
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import torch
-
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))  # reference.py
+sys.path.insert(0, str(HERE))  # reference.py, heat_c_cli.py
 sys.path.insert(1, str(HERE.parent))  # study_common.py
-from reference import DEFAULT_R, PARAMETER_BOUNDS, PARAMETER_NAMES, TEMPERATURE_RANGE, solve  # noqa: E402
+# (HeatCArgs, DEFAULTS, parser, SOLVERS: the command line's, train.X to tests)
+from heat_c_cli import DEFAULTS, SOLVERS, HeatCArgs, parser  # noqa: E402, F401
+
+if __name__ == "__main__":
+    # --help and a refused flag answer before torch's import below (16-29 s on a loaded
+    # machine); main parses again, cheaply
+    parser().parse_args_into_dataclasses()
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+from reference import PARAMETER_BOUNDS, PARAMETER_NAMES, TEMPERATURE_RANGE, solve  # noqa: E402
 from study_common import (  # noqa: E402
-    ShortUsageParser,
     StepTimer,
-    StudyArgs,
-    buffer_defaults,
     final_eval_loss,
     prepare_rendezvous,
     print_overlap,
@@ -58,7 +61,6 @@ from melissa_trainer import (  # noqa: E402
     ReceiverConfig,
     StreamSource,
     Study,
-    TrainingArguments,
 )
 from melissa_trainer.common.json_output import to_json  # noqa: E402
 from melissa_trainer.launcher import Launcher, LauncherTuning, make_sampler  # noqa: E402
@@ -66,57 +68,6 @@ from melissa_trainer.launcher.backends.mpiexec import MpiexecBackend  # noqa: E4
 
 CENTER = 0.5 * (TEMPERATURE_RANGE[0] + TEMPERATURE_RANGE[1])
 SCALE = 0.5 * (TEMPERATURE_RANGE[1] - TEMPERATURE_RANGE[0])
-SOLVERS = {"c": "heat_c", "fortran": "heat_fortran"}
-
-
-@dataclass
-class HeatCArgs(StudyArgs):
-    solver: str = field(
-        default="c", metadata={"help": "which solver runs", "choices": tuple(SOLVERS)}
-    )
-    build_dir: str = field(
-        default=str(HERE / "build"), metadata={"help": "where CMake built the solvers"}
-    )
-    mpiexec: str = field(
-        default="mpiexec",
-        metadata={"help": "the MPI launcher (a name on PATH or a path) of the mpiexec backend"},
-    )
-    ranks: int = field(default=2, metadata={"help": "MPI ranks per simulation"})
-    nx: int = field(default=16, metadata={"help": "interior grid points along x"})
-    ny: int = field(default=16, metadata={"help": "interior grid points along y"})
-    time_steps: int = field(default=80, metadata={"help": "explicit steps per simulation"})
-    r: float = field(default=DEFAULT_R, metadata={"help": "alpha dt / h^2, in (0, 1/4]"})
-    num_validation: int = field(default=4, metadata={"help": "held-out simulations"})
-    hidden: int = field(default=256, metadata={"help": "MLP width"})
-    learning_rate: float = field(default=1e-3, metadata={"help": "Adam learning rate"})
-
-    def range_problems(self) -> list[str]:
-        problems = super().range_problems() + [
-            f"{name}={getattr(self, name)} must be >= 1"
-            for name in ("ranks", "nx", "ny", "time_steps", "num_validation", "hidden")
-            if getattr(self, name) < 1
-        ]
-        if not 0 < self.r <= 0.25:
-            problems.append(f"r={self.r} must be in (0, 0.25] (stability)")
-        return problems
-
-    def cross_problems(self) -> list[str]:
-        problems = super().cross_problems()
-        # (each rank holds rows of y; with either out of its range this means nothing)
-        if 1 <= self.ny < self.ranks:
-            problems.append(f"ny={self.ny} must be >= ranks={self.ranks}")
-        return problems
-
-    def command(self) -> list[str]:
-        """The solver's argv; SystemExit naming the fix if it was not built."""
-        binary = Path(self.build_dir) / SOLVERS[self.solver]
-        if not binary.is_file():
-            sys.exit(
-                f"{binary} not found: build the examples first (cmake -S {HERE} -B "
-                f"{self.build_dir} -DCMAKE_PREFIX_PATH=<the client's install prefix> && "
-                f"cmake --build {self.build_dir}), or pass --build_dir"
-            )
-        return [str(binary), str(self.nx), str(self.ny), str(self.time_steps), repr(self.r)]
 
 
 def process_sample(time_steps: int) -> Any:
@@ -168,27 +119,6 @@ def validation_set(opts: HeatCArgs, seed: int) -> list[dict[str, np.ndarray]]:
                 }
             )
     return samples
-
-
-DEFAULTS: dict[str, Any] = {
-    "output_dir": "outputs/heat_c",
-    "buffer": "reservoir",
-    "buffer_size": 4000,
-    "watermark": 400,
-    "sample_to_insert_ratio": 8.0,
-    "batch_size": 32,
-    "logging_steps": 200,
-    "eval_steps": 500,
-    "backend": "mpiexec",
-    "num_simulations": 32,
-}
-
-
-def parser(argv: Sequence[str] | None = None) -> ShortUsageParser:
-    """The command line `argv`: TrainingArguments and HeatCArgs, with this example's
-    defaults (the reservoir's rate limit only with ``--buffer reservoir``), a refusal
-    one line of usage and the error naming the flag (`ShortUsageParser`)."""
-    return ShortUsageParser(TrainingArguments, HeatCArgs, defaults=buffer_defaults(DEFAULTS, argv))
 
 
 def make_source(opts: HeatCArgs, seed: int, rendezvous: Path) -> tuple[Launcher | None, Any]:

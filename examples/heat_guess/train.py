@@ -36,7 +36,6 @@ and reports the work saved over the second half of the study.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -45,12 +44,19 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import torch
-
 if str(Path(__file__).resolve().parents[1]) not in sys.path:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from heat_guess.solver import METHODS, PARAMETER_BOUNDS, GuessConfig, Work, steps  # noqa: E402
+from heat_guess.cli import check_kernel, parse  # noqa: E402
+
+if __name__ == "__main__":
+    # --help and a refused flag answer before torch's import below (16-29 s on a loaded
+    # machine); main parses again, cheaply
+    parse(None, __doc__)
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+from heat_guess.solver import PARAMETER_BOUNDS, GuessConfig, Work, steps  # noqa: E402
 from melissa_trainer import (  # noqa: E402
     OnlineTrainer,
     ServingHook,
@@ -73,8 +79,7 @@ class OddConv(torch.nn.Module):
 
     def __init__(self, kernel: int = 11) -> None:
         super().__init__()
-        if kernel < 3 or kernel % 2 == 0:
-            raise ValueError(f"kernel must be odd and >= 3, not {kernel}")
+        check_kernel(kernel)
         self.half = kernel // 2
         self.conv = torch.nn.Conv2d(1, 1, kernel, bias=False)
 
@@ -261,37 +266,7 @@ def _steps(count: float) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        # the docstring's first paragraph, whole (its first line stopped mid-sentence)
-        description=" ".join((__doc__ or "").split("\n\n")[0].split()).replace("`", ""),
-        epilog="The training itself is fixed by the example (run_study's TrainingArguments: "
-        "a reservoir buffer, batches of 16, Adam at 3e-3): it takes only the flags above, "
-        "not the TrainingArguments flags of the heat_pde and lorenz examples.",
-    )
-    d = GuessConfig()
-    parser.add_argument("--num_simulations", type=int, default=6)
-    parser.add_argument("--job_limit", type=int, default=2)
-    parser.add_argument("--grid_size", type=int, default=d.grid_size)
-    parser.add_argument("--time_steps", type=int, default=d.time_steps)
-    parser.add_argument("--dt", type=float, default=d.dt)
-    parser.add_argument("--tol", type=float, default=d.tol)
-    parser.add_argument("--method", choices=METHODS, default=d.method)
-    parser.add_argument("--kernel", type=int, default=11, help="the convolution's width (odd)")
-    parser.add_argument("--no_surrogate", action="store_true", help="the simulations never ask")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--output_dir", default=None, help=(
-        "default: a temporary directory; on several ranks outputs/heat_guess (the ranks' "
-        "temporary directories would differ)"))  # fmt: skip
-    parser.add_argument("--json", action="store_true", help="last line: a JSON summary")
-    opts = parser.parse_args(argv)
-    try:
-        config = GuessConfig(opts.grid_size, opts.time_steps, opts.dt, opts.tol, opts.method)
-        for name in ("num_simulations", "job_limit"):
-            if getattr(opts, name) < 1:
-                raise ValueError(f"--{name} must be >= 1, not {getattr(opts, name)}")
-        OddConv(opts.kernel)
-    except ValueError as exc:
-        parser.error(str(exc))
+    opts, config = parse(argv, __doc__)
     torch.set_num_threads(1)  # the cores are the simulations'
     if opts.output_dir is None and _world_size() > 1:
         opts.output_dir = "outputs/heat_guess"

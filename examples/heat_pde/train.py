@@ -40,18 +40,24 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import numpy as np
-import torch
 
 # examples/ on the path: study_common.py, and this folder as the package `heat_pde`, whose
 # solver is `heat_pde.solver`: never a bare `solver`, which other examples have too
 if str(Path(__file__).resolve().parents[1]) not in sys.path:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# (HeatArgs, DEFAULTS, parser: the command line's, train.X to tests and benchmarks)
+from heat_pde.cli import DEFAULTS, HeatArgs, parser  # noqa: E402, F401
+
+if __name__ == "__main__":
+    # --help and a refused flag answer before torch's import below (16-29 s on a loaded
+    # machine); main parses again, cheaply
+    parser().parse_args_into_dataclasses()
+
+import numpy as np  # noqa: E402
 import study_common as common  # noqa: E402
+import torch  # noqa: E402
 
 # a name of this module, which benchmarks/gpu.py replaces with a timer of its own
 from study_common import StepTimer  # noqa: E402
@@ -61,65 +67,14 @@ from heat_pde.solver import (  # noqa: E402
     PARAMETER_BOUNDS,
     PARAMETER_NAMES,
     TEMPERATURE_RANGE,
-    HeatConfig,
-    config_problems,
     solve,
 )
-from melissa_trainer import Hook, OnlineTrainer, TrainingArguments  # noqa: E402
+from melissa_trainer import Hook, OnlineTrainer  # noqa: E402
 
 SOLVER = Path(__file__).resolve().parent / "solver.py"
 #: Affine map of kelvin onto [-1, 1], from the known range (no data needed online).
 CENTER = 0.5 * (TEMPERATURE_RANGE[0] + TEMPERATURE_RANGE[1])
 SCALE = 0.5 * (TEMPERATURE_RANGE[1] - TEMPERATURE_RANGE[0])
-
-
-@dataclass
-class HeatArgs(common.WorkerStudyArgs):
-    sampler: str = field(
-        default="lhs",
-        metadata={"help": "parameter sampler; breed: adaptive, 30% of the draws bred from "
-                  "the simulations trained worst (exploration 0.7; no gain measured on "
-                  "held-out seeds, see docs/measured.md), the others gap-filling Sobol'; "
-                  "density: adaptive, the optimised Latin hypercube of the study bent "
-                  "towards the parameters trained worst (the guide's choice for 6 "
-                  "parameters and more: docs/concepts/study.md; this example's loss "
-                  "bends none of its draws at the defaults, its account says so: "
-                  "docs/measured.md); surrogate: adaptive, the surrogate acquisition "
-                  "(the guide's choice for the worst cases at 2-3 parameters; this "
-                  "example has 5)",
-                  "choices": ("lhs", "uniform", "halton", "sobol", "breed", "density",
-                              "surrogate")},
-    )  # fmt: skip
-    grid_size: int = field(default=32, metadata={"help": "interior grid points per side"})
-    time_steps: int = field(default=100, metadata={"help": "time steps per simulation"})
-    dt: float = field(default=1e-3, metadata={"help": "time step (implicit: any dt is stable)"})
-    num_validation: int = field(
-        default=32,
-        metadata={"help": "held-out simulations, the same set whatever --seed: a quarter "
-                  "at corners of the parameter box, the rest spread over it (the worst "
-                  "case is the largest of their errors: with 4 it means little; each "
-                  "costs a solve and its share of each validation, a fraction of a "
-                  "second in all at the defaults)"},
-    )  # fmt: skip
-    hidden: int = field(default=256, metadata={"help": "MLP width"})
-    learning_rate: float = field(default=1e-3, metadata={"help": "Adam learning rate"})
-    plot: bool = field(default=True, metadata={"help": "write a PNG of prediction vs truth"})
-
-    def range_problems(self) -> list[str]:
-        problems = super().range_problems() + [
-            f"{name}={getattr(self, name)} must be >= 1"
-            for name in ("num_validation", "hidden")
-            if getattr(self, name) < 1
-        ]
-        if not self.learning_rate > 0:
-            problems.append(f"learning_rate={self.learning_rate} must be > 0")
-        # the solver's own rules, so that a bad value is a usage error naming its flag,
-        # not a traceback
-        return problems + config_problems(self.grid_size, self.time_steps, self.dt)
-
-    @property
-    def config(self) -> HeatConfig:
-        return HeatConfig(self.grid_size, self.time_steps, self.dt)
 
 
 def make_process_sample(time_steps: int) -> Callable[[dict[str, np.ndarray]], Any]:
@@ -292,27 +247,6 @@ def plot_comparison(
     fig.suptitle(f"held-out simulation ({values} K)")
     fig.savefig(path, dpi=90)
     plt.close(fig)
-
-
-#: what this example runs with unless told otherwise (shown by --help)
-DEFAULTS: dict[str, Any] = {
-    "output_dir": "outputs/heat_pde",
-    "buffer": "reservoir",
-    "buffer_size": 4000,
-    "watermark": 500,
-    "sample_to_insert_ratio": 8.0,
-    "batch_size": 32,
-    "logging_steps": 200,
-    "eval_steps": 500,
-}
-
-
-def parser(argv: Sequence[str] | None = None) -> common.ShortUsageParser:
-    """The command line `argv` (`common.ShortUsageParser`): TrainingArguments and HeatArgs,
-    with this example's defaults (the reservoir's rate limit only with ``--buffer reservoir``)."""
-    return common.ShortUsageParser(
-        TrainingArguments, HeatArgs, defaults=common.buffer_defaults(DEFAULTS, argv)
-    )
 
 
 def main(argv: list[str] | None = None, hooks: Sequence[Hook] = ()) -> dict[str, Any]:

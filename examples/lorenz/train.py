@@ -26,21 +26,27 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import numpy as np
-import torch
 
 # examples/ on the path: study_common.py, and this folder as the package `lorenz`, whose
 # solver is `lorenz.solver`: never a bare `solver`, which other examples have too
 if str(Path(__file__).resolve().parents[1]) not in sys.path:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# (LorenzArgs, DEFAULTS, parser: the command line's, train.X to tests and benchmarks)
+from lorenz.cli import DEFAULTS, LorenzArgs, parser  # noqa: E402, F401
+
+if __name__ == "__main__":
+    # --help and a refused flag answer before torch's import below (16-29 s on a loaded
+    # machine); main parses again, cheaply
+    parser().parse_args_into_dataclasses()
+
+import numpy as np  # noqa: E402
 import study_common as common  # noqa: E402
+import torch  # noqa: E402
 
 from lorenz.solver import PARAMETER_BOUNDS, PARAMETER_NAMES, trajectory  # noqa: E402
-from melissa_trainer import Hook, OnlineTrainer, TrainingArguments  # noqa: E402
+from melissa_trainer import Hook, OnlineTrainer  # noqa: E402
 from melissa_trainer.launcher import make_sampler  # noqa: E402
 
 SOLVER = Path(__file__).resolve().parent / "solver.py"
@@ -53,35 +59,6 @@ _HIGH = np.array([PARAMETER_BOUNDS[n][1] for n in COEFFICIENTS])
 STATE_CENTER = np.array([0.0, 0.0, 25.0])
 STATE_SCALE = 10.0
 RATE_SCALE = 60.0
-
-
-@dataclass
-class LorenzArgs(common.WorkerStudyArgs):
-    time_steps: int = field(default=1000, metadata={"help": "transitions per simulation"})
-    dt: float = field(default=0.01, metadata={"help": "RK4 time step"})
-    num_validation: int = field(default=8, metadata={"help": "held-out trajectories"})
-    horizon: int = field(default=50, metadata={"help": "rollout steps of the validation"})
-    hidden: int = field(default=128, metadata={"help": "MLP width"})
-    learning_rate: float = field(default=2e-3, metadata={"help": "Adam learning rate"})
-    plot: bool = field(default=True, metadata={"help": "write a PNG of rollouts vs truth"})
-
-    def range_problems(self) -> list[str]:
-        problems = super().range_problems() + [
-            f"{name}={getattr(self, name)} must be >= 1"
-            for name in ("time_steps", "num_validation", "horizon", "hidden")
-            if getattr(self, name) < 1
-        ]
-        for name in ("dt", "learning_rate"):
-            if not getattr(self, name) > 0:
-                problems.append(f"{name}={getattr(self, name)} must be > 0")
-        return problems
-
-    def cross_problems(self) -> list[str]:
-        problems = super().cross_problems()
-        # (against time_steps out of its range, a bound on horizon means nothing)
-        if 1 <= self.time_steps < self.horizon:
-            problems.append(f"horizon={self.horizon} must be <= time_steps={self.time_steps}")
-        return problems
 
 
 def model_inputs(coefficients: np.ndarray, state: np.ndarray) -> np.ndarray:
@@ -215,28 +192,6 @@ def plot_rollouts(
     fig.suptitle(f"held-out trajectory ({values})")
     fig.savefig(path, dpi=90)
     plt.close(fig)
-
-
-#: what this example runs with unless told otherwise (shown by --help)
-DEFAULTS: dict[str, Any] = {
-    "output_dir": "outputs/lorenz",
-    "buffer": "reservoir",
-    "buffer_size": 20_000,
-    "watermark": 2000,
-    "sample_to_insert_ratio": 4.0,
-    "batch_size": 128,
-    "logging_steps": 200,
-    "eval_steps": 500,
-}
-
-
-def parser(argv: Sequence[str] | None = None) -> common.ShortUsageParser:
-    """The command line `argv`: TrainingArguments and LorenzArgs, with this example's
-    defaults (the reservoir's rate limit only with ``--buffer reservoir``), a refusal
-    one line of usage and the error naming the flag (`common.ShortUsageParser`)."""
-    return common.ShortUsageParser(
-        TrainingArguments, LorenzArgs, defaults=common.buffer_defaults(DEFAULTS, argv)
-    )
 
 
 def main(argv: list[str] | None = None, hooks: Sequence[Hook] = ()) -> dict[str, Any]:

@@ -1,13 +1,39 @@
-"""The Navier–Stokes example's command line beyond its fields (`train.FlowArgs`): what
-``--help`` adds to the library's words (`NOTES`). Its parser, whose refusals print a
-one-line usage before the error, is every study example's
-(`study_common.ShortUsageParser`)."""
+"""The Navier–Stokes example's command line: its options (`FlowArgs`), its defaults
+(`DEFAULTS`), what ``--help`` adds to the library's words (`NOTES`) and its `parser`,
+whose refusals print a one-line usage before the error, as every study example's
+(`study_args.ShortUsageParser`).
+
+It imports no torch (numpy and the library's arguments only), so that train.py answers
+``--help`` and refuses a bad flag before its heavy imports: torch's took 16-29 s on a
+loaded machine, before the refusal's one line."""
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
-__all__ = ["COMPILE_NOTE", "JSON_NOTE", "NOTES", "add_notes"]
+from study_args import ShortUsageParser, WorkerStudyArgs, buffer_defaults
+
+from melissa_trainer.config.arguments import TrainingArguments
+from navier_stokes.solver import FlowConfig, grid_size_ok
+from navier_stokes.solver import cross_problems as solver_cross_problems
+from navier_stokes.solver import range_problems as solver_range_problems
+
+__all__ = [
+    "COMPILE_NOTE",
+    "DEFAULTS",
+    "JSON_NOTE",
+    "MODELS",
+    "NOTES",
+    "FlowArgs",
+    "add_notes",
+    "parser",
+]
+
+#: the models ``--model`` selects (`models.make_model` builds them)
+MODELS = ("fno", "unet", "neuralop")
 
 #: what ``--help`` adds to the library's words on ``--torch_compile`` (a user trial: a
 #: small CPU study trained 17 steps instead of 73, its stream over while it compiled)
@@ -37,3 +63,82 @@ def add_notes(parser: argparse.ArgumentParser) -> None:
         note = NOTES.get(action.dest)
         if note is not None and action.help not in (None, argparse.SUPPRESS):
             action.help = action.help.replace(" (default:", note + " (default:", 1)
+
+
+@dataclass
+class FlowArgs(WorkerStudyArgs):
+    num_simulations: int = field(default=48, metadata={"help": "simulations in the study"})
+    grid_size: int = field(default=64, metadata={"help": "grid points per side (256 on a GPU)"})
+    time_steps: int = field(default=10, metadata={"help": "fields sent per simulation"})
+    interval: float = field(default=0.5, metadata={"help": "time units between fields sent"})
+    dt: float = field(
+        default=0.025,
+        metadata={
+            "help": "solver time step: the default stays stable and accurate up to 256^2 "
+            "for this example's parameter ranges, so a finer grid needs no smaller one "
+            "(a smaller one costs solver time: docs/how-to/neural-operator.md)"
+        },
+    )
+    num_validation: int = field(default=4, metadata={"help": "held-out simulations"})
+    model: str = field(default="fno", metadata={"help": "surrogate", "choices": MODELS})
+    width: int = field(default=16, metadata={"help": "channels of the model's hidden layers"})
+    modes: int = field(default=12, metadata={"help": "FNO: Fourier modes kept per direction"})
+    layers: int = field(default=4, metadata={"help": "FNO: Fourier layers"})
+    learning_rate: float = field(default=3e-3, metadata={"help": "Adam learning rate"})
+    plot: bool = field(default=True, metadata={"help": "write a PNG of prediction vs truth"})
+
+    def range_problems(self) -> list[str]:
+        problems = super().range_problems() + [
+            f"{name}={getattr(self, name)} must be >= 1"
+            for name in ("num_validation", "width", "modes", "layers")
+            if getattr(self, name) < 1
+        ]
+        if not self.learning_rate > 0:
+            problems.append(f"learning_rate={self.learning_rate} must be > 0")
+        # the solver's own rules, so that a bad value is a usage error, not a traceback
+        return problems + solver_range_problems(
+            self.grid_size, self.time_steps, self.interval, self.dt
+        )
+
+    def cross_problems(self) -> list[str]:
+        problems = super().cross_problems() + solver_cross_problems(self.interval, self.dt)
+        if not grid_size_ok(self.grid_size):  # (its own error says it: nothing to add)
+            return problems
+        if (
+            self.model in ("fno", "neuralop")
+            and self.modes >= 1
+            and 2 * self.modes > self.grid_size
+        ):
+            problems.append(
+                f"modes={self.modes} needs grid_size >= {2 * self.modes}: lower --modes"
+            )
+        if self.model == "unet" and self.grid_size % 4:
+            problems.append(f"grid_size={self.grid_size} must be a multiple of 4 for the U-Net")
+        return problems
+
+    @property
+    def config(self) -> FlowConfig:
+        return FlowConfig(self.grid_size, self.time_steps, self.interval, self.dt)
+
+
+#: what this example runs with unless told otherwise (shown by --help)
+DEFAULTS: dict[str, Any] = {
+    "output_dir": "outputs/navier_stokes",
+    "buffer": "reservoir",
+    "buffer_size": 480,
+    "watermark": 64,
+    "sample_to_insert_ratio": 16.0,
+    "batch_size": 16,
+    "logging_steps": 50,
+    "eval_steps": 200,
+}
+
+
+def parser(argv: Sequence[str] | None = None) -> ShortUsageParser:
+    """The command line `argv`: TrainingArguments and FlowArgs, with this example's
+    defaults (the reservoir's rate limit only with ``--buffer reservoir``), `cli.NOTES`
+    in the help of ``--torch_compile`` and ``--json``, and a one-line usage before an
+    error (`ShortUsageParser`, as every study example's)."""
+    made = ShortUsageParser(TrainingArguments, FlowArgs, defaults=buffer_defaults(DEFAULTS, argv))
+    add_notes(made)
+    return made

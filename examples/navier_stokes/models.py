@@ -25,8 +25,7 @@ from typing import Any
 import torch
 from torch import nn
 
-#: the models ``--model`` selects
-MODELS = ("fno", "unet", "neuralop")
+from navier_stokes.cli import MODELS  # (the command line's: it imports no torch)
 
 
 class SpectralConv2d(nn.Module):

@@ -45,12 +45,8 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import numpy as np
-import torch
 
 # examples/ on the path: study_common.py, and this folder as the package `navier_stokes`,
 # so that its modules are `navier_stokes.solver` and `navier_stokes.models`, never a bare
@@ -58,26 +54,31 @@ import torch
 # in a process that imports both (a test, a benchmark)
 if str(Path(__file__).resolve().parents[1]) not in sys.path:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# (DEFAULTS, FlowArgs, parser: the command line's, train.X to tests and benchmarks)
+from navier_stokes.cli import DEFAULTS, FlowArgs, parser  # noqa: E402, F401
+
+if __name__ == "__main__":
+    # --help and a refused flag answer before torch's import below (16-29 s on a loaded
+    # machine); main parses again, cheaply
+    parser().parse_args_into_dataclasses()
+
+import numpy as np  # noqa: E402
 import study_common as common  # noqa: E402
+import torch  # noqa: E402
 
 # a name of this module, which benchmarks/gpu_fno_busy.py replaces with a timer of its own
 from study_common import StepTimer  # noqa: E402
 
-from melissa_trainer import Hook, OnlineTrainer, TrainingArguments  # noqa: E402
-from navier_stokes.cli import add_notes  # noqa: E402
+from melissa_trainer import Hook, OnlineTrainer  # noqa: E402
 from navier_stokes.errors import field_errors, lead_time_table, mse_tails  # noqa: E402
-from navier_stokes.models import MODELS, make_model  # noqa: E402
+from navier_stokes.models import make_model  # noqa: E402
 from navier_stokes.plot import plot_comparison, predict  # noqa: E402
 from navier_stokes.solver import (  # noqa: E402
     PARAMETER_BOUNDS,
     PARAMETER_NAMES,
-    FlowConfig,
-    grid_size_ok,
     initial_vorticity,
     solve,
 )
-from navier_stokes.solver import cross_problems as solver_cross_problems  # noqa: E402
-from navier_stokes.solver import range_problems as solver_range_problems  # noqa: E402
 
 SOLVER = Path(__file__).resolve().parent / "solver.py"
 #: input channels: omega(0), forcing, log(nu), t
@@ -87,62 +88,6 @@ CHANNELS = 4
 VALIDATION_SEED = 1_000_000
 _LOG_NU = tuple(math.log(v) for v in PARAMETER_BOUNDS["nu"])
 _AMPLITUDE_MAX = PARAMETER_BOUNDS["amplitude"][1]
-
-
-@dataclass
-class FlowArgs(common.WorkerStudyArgs):
-    num_simulations: int = field(default=48, metadata={"help": "simulations in the study"})
-    grid_size: int = field(default=64, metadata={"help": "grid points per side (256 on a GPU)"})
-    time_steps: int = field(default=10, metadata={"help": "fields sent per simulation"})
-    interval: float = field(default=0.5, metadata={"help": "time units between fields sent"})
-    dt: float = field(
-        default=0.025,
-        metadata={
-            "help": "solver time step: the default stays stable and accurate up to 256^2 "
-            "for this example's parameter ranges, so a finer grid needs no smaller one "
-            "(a smaller one costs solver time: docs/how-to/neural-operator.md)"
-        },
-    )
-    num_validation: int = field(default=4, metadata={"help": "held-out simulations"})
-    model: str = field(default="fno", metadata={"help": "surrogate", "choices": MODELS})
-    width: int = field(default=16, metadata={"help": "channels of the model's hidden layers"})
-    modes: int = field(default=12, metadata={"help": "FNO: Fourier modes kept per direction"})
-    layers: int = field(default=4, metadata={"help": "FNO: Fourier layers"})
-    learning_rate: float = field(default=3e-3, metadata={"help": "Adam learning rate"})
-    plot: bool = field(default=True, metadata={"help": "write a PNG of prediction vs truth"})
-
-    def range_problems(self) -> list[str]:
-        problems = super().range_problems() + [
-            f"{name}={getattr(self, name)} must be >= 1"
-            for name in ("num_validation", "width", "modes", "layers")
-            if getattr(self, name) < 1
-        ]
-        if not self.learning_rate > 0:
-            problems.append(f"learning_rate={self.learning_rate} must be > 0")
-        # the solver's own rules, so that a bad value is a usage error, not a traceback
-        return problems + solver_range_problems(
-            self.grid_size, self.time_steps, self.interval, self.dt
-        )
-
-    def cross_problems(self) -> list[str]:
-        problems = super().cross_problems() + solver_cross_problems(self.interval, self.dt)
-        if not grid_size_ok(self.grid_size):  # (its own error says it: nothing to add)
-            return problems
-        if (
-            self.model in ("fno", "neuralop")
-            and self.modes >= 1
-            and 2 * self.modes > self.grid_size
-        ):
-            problems.append(
-                f"modes={self.modes} needs grid_size >= {2 * self.modes}: lower --modes"
-            )
-        if self.model == "unet" and self.grid_size % 4:
-            problems.append(f"grid_size={self.grid_size} must be a multiple of 4 for the U-Net")
-        return problems
-
-    @property
-    def config(self) -> FlowConfig:
-        return FlowConfig(self.grid_size, self.time_steps, self.interval, self.dt)
 
 
 def features(
@@ -237,31 +182,6 @@ def baselines(samples: Sequence[Mapping[str, np.ndarray]]) -> dict[str, float]:
         "mean_field_mse": float(((truth - truth.mean(axis=0)) ** 2).mean()),
         "persistence_mse": float(((truth - initial) ** 2).mean()),
     }
-
-
-#: what this example runs with unless told otherwise (shown by --help)
-DEFAULTS: dict[str, Any] = {
-    "output_dir": "outputs/navier_stokes",
-    "buffer": "reservoir",
-    "buffer_size": 480,
-    "watermark": 64,
-    "sample_to_insert_ratio": 16.0,
-    "batch_size": 16,
-    "logging_steps": 50,
-    "eval_steps": 200,
-}
-
-
-def parser(argv: Sequence[str] | None = None) -> common.ShortUsageParser:
-    """The command line `argv`: TrainingArguments and FlowArgs, with this example's
-    defaults (the reservoir's rate limit only with ``--buffer reservoir``), `cli.NOTES`
-    in the help of ``--torch_compile`` and ``--json``, and a one-line usage before an
-    error (`common.ShortUsageParser`, as every study example's)."""
-    made = common.ShortUsageParser(
-        TrainingArguments, FlowArgs, defaults=common.buffer_defaults(DEFAULTS, argv)
-    )
-    add_notes(made)
-    return made
 
 
 def main(

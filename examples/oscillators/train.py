@@ -19,11 +19,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-import torch
-
-from melissa_trainer import ArgumentParser, Hook, OnlineTrainer, TrainingArguments
-from melissa_trainer.common.json_output import to_json
+from melissa_trainer.config.arguments import TrainingArguments
+from melissa_trainer.config.parser import ArgumentParser
 
 
 @dataclass
@@ -36,6 +33,35 @@ class OscillatorArgs:
     hidden: int = field(default=128, metadata={"help": "MLP width"})
     learning_rate: float = field(default=3e-3, metadata={"help": "Adam learning rate"})
     json: bool = field(default=False, metadata={"help": "print a JSON summary as the last line"})
+
+
+#: what this example runs with unless told otherwise (shown by --help)
+DEFAULTS: dict[str, Any] = {
+    "output_dir": "outputs/oscillators",
+    "buffer": "firo",
+    "buffer_size": 2048,
+    "watermark": 512,
+    "batch_size": 64,
+    "logging_steps": 50,
+    "eval_steps": 100,
+}
+
+
+def parser() -> ArgumentParser:
+    """The command line: TrainingArguments and OscillatorArgs, with `DEFAULTS`."""
+    return ArgumentParser(TrainingArguments, OscillatorArgs, defaults=DEFAULTS)
+
+
+if __name__ == "__main__":
+    # --help and a refused flag answer before torch's import below (16-29 s on a loaded
+    # machine); main parses again, cheaply. (What comes above imports no torch.)
+    parser().parse_args_into_dataclasses()
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+from melissa_trainer import Hook, OnlineTrainer  # noqa: E402
+from melissa_trainer.common.json_output import to_json  # noqa: E402
 
 
 def draw_parameters(rng: np.random.Generator) -> np.ndarray:
@@ -99,25 +125,12 @@ def process_batch(block: Any) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.cat([params, t.reshape(-1, 1)], 1), torch.as_tensor(fields["state"])
 
 
-#: what this example runs with unless told otherwise (shown by --help)
-DEFAULTS: dict[str, Any] = {
-    "output_dir": "outputs/oscillators",
-    "buffer": "firo",
-    "buffer_size": 2048,
-    "watermark": 512,
-    "batch_size": 64,
-    "logging_steps": 50,
-    "eval_steps": 100,
-}
-
-
 def main(argv: list[str] | None = None, hooks: Sequence[Hook] = ()) -> dict[str, float]:
     """Run the example with the command line `argv` (None: `sys.argv`) and return its
     summary (what ``--json`` prints).
     `hooks`: your own `Hook` instances (a `SampleLedger`, say), given to the trainer
     so that no one has to patch the example to add one."""
-    parser = ArgumentParser(TrainingArguments, OscillatorArgs, defaults=DEFAULTS)
-    args, opts = parser.parse_args_into_dataclasses(argv)
+    args, opts = parser().parse_args_into_dataclasses(argv)
     torch.manual_seed(args.seed)
     model = torch.nn.Sequential(
         torch.nn.Linear(4, opts.hidden),

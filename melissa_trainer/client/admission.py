@@ -37,6 +37,7 @@ from typing import Any
 import zmq
 
 from melissa_trainer import wire as protocol
+from melissa_trainer.client.sockets import control_dealer
 from melissa_trainer.stream.endpoints import fetch_rendezvous
 from melissa_trainer.wire import AdmissionReply, ProtocolError
 
@@ -153,13 +154,8 @@ def _ask(
     """Receiver `rank`'s decided ADMISSION (accepted, or refused for a reason `trusted`
     trusts), asking again while it says unknown; None at `deadline`, or once `stop` is
     set."""
-    sock = context.socket(zmq.DEALER)
+    sock = control_dealer(context, entry)
     try:
-        sock.setsockopt(zmq.LINGER, 0)
-        key = entry.get("curve_public_key")
-        if key:
-            sock.curve_serverkey = str(key).encode("ascii")
-            sock.curve_publickey, sock.curve_secretkey = zmq.curve_keypair()
         sock.connect(endpoint)
         pause = 0.01
         while time.monotonic() < deadline and not (stop is not None and stop.is_set()):

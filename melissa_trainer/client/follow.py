@@ -38,7 +38,6 @@ Not thread-safe: the client's thread.
 from __future__ import annotations
 
 import itertools
-import os
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -48,7 +47,8 @@ from typing import Any
 import zmq
 
 from melissa_trainer import wire as protocol
-from melissa_trainer.stream.endpoints import fetch_rendezvous
+from melissa_trainer.client.sockets import control_dealer
+from melissa_trainer.stream.endpoints import fetch_rendezvous, stamp
 from melissa_trainer.wire import HeldReply, ProtocolError
 
 __all__ = ["CHECK_INTERVAL", "QUERY_TIMEOUT", "Follower", "FollowError"]
@@ -64,14 +64,6 @@ class FollowError(TimeoutError):
     """The client cannot follow its restarted trainer (the message says why and what to
     do: run the simulation again with the same simulation id). A `TimeoutError`, as a
     send or close that gives up on a trainer gone raises."""
-
-
-def _stamp(path: Path) -> tuple[int, int] | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return st.st_ino, st.st_mtime_ns
 
 
 class Follower:
@@ -91,7 +83,7 @@ class Follower:
         self.simulation_id = simulation_id
         self.run_id, self.endpoints = run_id, list(endpoints)
         self._rank0 = Path(rendezvous) / "rank_0.json"
-        self._stamp = _stamp(self._rank0)
+        self._stamp = stamp(self._rank0)
         #: the stamp of rank 0's file at the last look (`rewritten`)
         self._looked = self._stamp
         #: when a send should next look at the rendezvous (`time.monotonic()`)
@@ -110,14 +102,14 @@ class Follower:
         looked at (or `force`), complete, and names another run or other endpoints;
         else None. Never blocks."""
         self.due_at = time.monotonic() + CHECK_INTERVAL
-        stamp = self._looked = _stamp(self._rank0)
-        if stamp == self._stamp and not force:
+        now = self._looked = stamp(self._rank0)
+        if now == self._stamp and not force:
             return None
         try:
             entries = fetch_rendezvous(self.rendezvous, timeout=0.0)
         except (TimeoutError, OSError):
             return None  # (stopped, or the new trainer is still writing: look again later)
-        self._stamp = stamp
+        self._stamp = now
         return entries if self._is_new(entries) else None
 
     def rewritten(self) -> list[dict[str, Any]] | None:
@@ -129,7 +121,7 @@ class Follower:
 
         For `Client.predict` while its requests fail: it notices a restarted trainer as
         soon as that trainer publishes itself, not up to `CHECK_INTERVAL` s later."""
-        if _stamp(self._rank0) == self._looked and not self.due():
+        if stamp(self._rank0) == self._looked and not self.due():
             return None
         return self.restarted()
 
@@ -158,7 +150,7 @@ class Follower:
         """Stream to the run of `entries` from now on."""
         self.endpoints = [str(e["endpoint"]) for e in entries]
         self.run_id = entries[0].get("run_id")
-        self._stamp = _stamp(self._rank0)
+        self._stamp = stamp(self._rank0)
         self.followed += 1
 
     def held(
@@ -197,13 +189,8 @@ class Follower:
         world: int,
         timeout: float,
     ) -> HeldReply:
-        sock = context.socket(zmq.DEALER)
+        sock = control_dealer(context, entry)
         try:
-            sock.setsockopt(zmq.LINGER, 0)
-            key = entry.get("curve_public_key")
-            if key:
-                sock.curve_serverkey = str(key).encode("ascii")
-                sock.curve_publickey, sock.curve_secretkey = zmq.curve_keypair()
             sock.connect(endpoint)
             request_id = next(_request_ids)
             sock.send(protocol.encode_held_query(self.simulation_id, request_id))

@@ -70,6 +70,7 @@ import zmq
 
 from melissa_trainer import wire as protocol
 from melissa_trainer.client.config import check_simulation_id
+from melissa_trainer.client.predict_endpoint import EndpointLookup
 from melissa_trainer.client.predict_errors import (
     UNANSWERED,
     Predicted,
@@ -153,9 +154,8 @@ class Predictor:
         self._own_context = context is None
         self._context = zmq.Context() if context is None else context
         # where the serving rank is, the socket to it, and whether its trainer is gone
-        self._link = PredictLink(
-            simulation_id, self.run_id, endpoint, rendezvous_dir, key, self._context
-        )
+        lookup = EndpointLookup(self.simulation_id, self.run_id, endpoint, rendezvous_dir, key)
+        self._link = PredictLink(lookup, self._context)
         self._ids = itertools.count(1)
         self._closed = False
 

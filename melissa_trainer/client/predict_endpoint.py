@@ -19,6 +19,7 @@ from melissa_trainer.client.config import ENV_RENDEZVOUS
 from melissa_trainer.client.predict_errors import PredictTimeout
 from melissa_trainer.client.predict_lookup import MissingDirectory, checked_endpoint, other_run
 from melissa_trainer.client.server_key import not_the_served_key
+from melissa_trainer.stream.endpoints import stamp
 from melissa_trainer.stream.serving_rendezvous import read_serving
 from melissa_trainer.wire import FieldSpec
 
@@ -28,15 +29,6 @@ __all__ = ["ENV_SERVE_ENDPOINTS", "ENV_SERVE_KEY", "EndpointLookup", "stamp"]
 ENV_SERVE_ENDPOINTS = "MELISSA_TRAINER_SERVE_ENDPOINTS"
 #: The serving sockets' CURVE public key (Z85) for endpoints not read from a rendezvous.
 ENV_SERVE_KEY = "MELISSA_TRAINER_SERVE_KEY"
-
-
-def stamp(path: str | os.PathLike[str]) -> tuple[int, int] | None:
-    """The inode and modification time of `path` (None if it cannot be read)."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return st.st_ino, st.st_mtime_ns
 
 
 class EndpointLookup:

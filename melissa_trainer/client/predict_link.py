@@ -13,7 +13,6 @@ pyzmq and the shared `stream` modules only.
 
 from __future__ import annotations
 
-import os
 import socket
 import time
 
@@ -74,10 +73,9 @@ class PredictLink:
     """The socket of a `Predictor` to its serving rank, opened at the first request and
     again after a failure (`reset`), and what is known of the trainer there.
 
-    Args (those of `Predictor`): `simulation_id`, `run_id`, `endpoint`,
-        `rendezvous_dir` and `curve_server_key` (checked: `Predictor`), where the
-        serving rank is (`predict_endpoint.EndpointLookup`'s); `context`, the ZeroMQ
-        context of the sockets (the caller's to end).
+    Args: `lookup`, where the serving rank is (`predict_endpoint.EndpointLookup`, of
+        `Predictor`'s arguments, checked there), looked up again at each `connect`;
+        `context`, the ZeroMQ context of the sockets (the caller's to end).
 
     Attributes:
         socket: the DEALER to the serving rank, None until `connect` and after `reset`.
@@ -86,20 +84,10 @@ class PredictLink:
         lookup: where the serving rank is (`EndpointLookup`), looked up at `connect`.
     """
 
-    def __init__(
-        self,
-        simulation_id: int,
-        run_id: str | None,
-        endpoint: str | None,
-        rendezvous_dir: str | os.PathLike[str] | None,
-        curve_server_key: str | None,
-        context: zmq.Context,
-    ) -> None:
-        self.simulation_id = simulation_id
+    def __init__(self, lookup: EndpointLookup, context: zmq.Context) -> None:
+        self.simulation_id = lookup.simulation_id
         #: where the serving rank is (looked up at each `connect`)
-        self.lookup = EndpointLookup(
-            simulation_id, run_id, endpoint, rendezvous_dir, curve_server_key
-        )
+        self.lookup = lookup
         self._context = context
         self.socket: zmq.Socket | None = None
         self.monitor: zmq.Socket | None = None  # the socket's handshake failures

@@ -27,6 +27,7 @@ from melissa_trainer.client.admission import SimulationRefused, reason_with_fix
 from melissa_trainer.client.closing import client_logger, waits_for
 from melissa_trainer.client.config import ClientTuning
 from melissa_trainer.client.patience import notice_after
+from melissa_trainer.client.sockets import control_dealer
 from melissa_trainer.client.stopped import StopRecords
 from melissa_trainer.wire import ProtocolError
 from melissa_trainer.wire.receipt import (
@@ -326,12 +327,7 @@ class Rounds:
         a paused trainer would then look gone (`wait`)."""
         socks: list[tuple[zmq.Socket, list[int]]] = []
         for entry in self.entries:
-            sock = context.socket(zmq.DEALER)
-            sock.setsockopt(zmq.LINGER, 0)
-            key = entry.get("curve_public_key")
-            if key:
-                sock.curve_serverkey = str(key).encode("ascii")
-                sock.curve_publickey, sock.curve_secretkey = zmq.curve_keypair()
+            sock = control_dealer(context, entry)
             if monitored:
                 sock.get_monitor_socket(_LINK_EVENTS)
             sock.connect(str(entry["follow_endpoint"]))

@@ -1,4 +1,5 @@
-"""The client's PUSH sockets: connected as its tuning says, sends bounded by deadlines.
+"""The client's PUSH sockets: connected as its tuning says, sends bounded by deadlines;
+and the DEALER of its requests to a receiver's control endpoint (`control_dealer`).
 
 A deadline is a `time.monotonic()` instant, or None for no bound. ZeroMQ's SNDTIMEO
 bounds one call, and never more than `SLICE`: a blocked call then returns (``zmq.Again``)
@@ -12,14 +13,25 @@ the usual send. Not thread-safe: the sockets are used under the client's lock.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import zmq
 
 from melissa_trainer.client.handshake import Handshakes
 from melissa_trainer.client.tuning import ClientTuning
 
-__all__ = ["MAX_MS", "SLICE", "arm", "arm_slice", "connect", "deadline_after", "ms_left", "to_ms"]
+__all__ = [
+    "MAX_MS",
+    "SLICE",
+    "arm",
+    "arm_slice",
+    "connect",
+    "control_dealer",
+    "deadline_after",
+    "ms_left",
+    "to_ms",
+]
 
 #: seconds of one blocking call of a client's socket (or wait for a tracker) between
 #: two looks at its receivers; ZeroMQ's SNDTIMEO is at most this
@@ -109,3 +121,22 @@ def connect(
             sock.close(linger=0)
         raise
     return sockets
+
+
+def control_dealer(context: zmq.Context, entry: Mapping[str, Any]) -> zmq.Socket:
+    """A DEALER of `context` for requests to a receiver's control endpoint (ADMISSION,
+    HELD, RECEIPT queries), not connected yet (a caller may monitor it first): LINGER 0
+    (a request unanswered at close is dropped), CURVE with the public key that the
+    receiver's rendezvous `entry` publishes (a key pair of its own), plain when it
+    publishes none. Closed again if that set-up fails."""
+    sock = context.socket(zmq.DEALER)
+    try:
+        sock.setsockopt(zmq.LINGER, 0)
+        key = entry.get("curve_public_key")
+        if key:
+            sock.curve_serverkey = str(key).encode("ascii")
+            sock.curve_publickey, sock.curve_secretkey = zmq.curve_keypair()
+    except BaseException:
+        sock.close()
+        raise
+    return sock

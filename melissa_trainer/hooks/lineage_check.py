@@ -58,6 +58,7 @@ from typing import Literal
 
 from melissa_trainer.common.words import plural
 from melissa_trainer.hooks.lineage import LEDGER_DIR
+from melissa_trainer.hooks.lineage_words import missing_line, spans
 
 __all__ = ["LineageReport", "Run", "check", "main", "read_runs"]
 
@@ -236,9 +237,7 @@ def check(path: str | Path, simulations: int | None = None, steps: Steps = None)
     else:
         lines.append("duplicates: none")
     if missing and strict:
-        some = ", ".join(f"simulation {s} time step {t}" for s, t in missing[:10])
-        more = f", {len(missing) - 10} more" if len(missing) > 10 else ""
-        lines.append(f"MISSING: {plural(len(missing), 'sample')} never trained on: {some}{more}")
+        lines.append(missing_line(missing))
     elif steps is not None and strict:
         lines.append("missing: none")
     violated = strict and bool(duplicates or missing or absent)
@@ -294,7 +293,7 @@ def _missing(
         lines.append(f"simulations: {len(sims)} seen, {simulations} expected")
         if absent:
             lines.append(
-                f"MISSING: {plural(absent, 'simulation')} never trained on (seen: {sims[:20]})"
+                f"MISSING: {plural(absent, 'simulation')} never trained on (seen: {spans(sims)})"
             )
     if steps is None:
         lines.append(
@@ -312,7 +311,7 @@ def _missing(
         if unnamed := sorted(set(sims) - set(steps)):
             lines.append(
                 f"warning: {plural(len(unnamed), 'simulation')} seen that --steps does not name, "
-                f"checked up to their last step seen: {unnamed[:20]}"
+                f"checked up to their last step seen: {spans(unnamed)}"
             )
     return [
         (s, t) for s in sorted(lengths) for t in range(lengths[s]) if (s, t) not in seen

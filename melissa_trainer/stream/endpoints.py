@@ -185,6 +185,17 @@ def is_loopback(endpoint: str) -> bool:
     return addr in ("localhost", "::1") or addr.startswith("127.")
 
 
+def stamp(path: str | os.PathLike[str]) -> tuple[int, int] | None:
+    """The inode and modification time of `path` (None if it cannot be read): what a
+    client compares to notice a rendezvous rewritten (a file replaced by a rename, a
+    directory whose files changed) without reading it."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_ino, st.st_mtime_ns
+
+
 def fetch_endpoints(rendezvous_dir: str | os.PathLike[str], timeout: float = 60.0) -> list[str]:
     """The receiver endpoints published in a rendezvous directory, in rank order
     (`fetch_rendezvous`'s endpoints).

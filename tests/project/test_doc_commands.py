@@ -32,8 +32,10 @@ def pages() -> list[Path]:
 
 def writes_to_a_fixed_folder(example: str) -> bool:
     """Whether `example`'s runs save checkpoints in a fixed default folder (its DEFAULTS
-    name an ``outputs/`` folder; heat_guess defaults to a temporary one)."""
-    source = (ROOT / "examples" / example / "train.py").read_text()
+    name an ``outputs/`` folder; heat_guess defaults to a temporary one), in its train.py
+    or the modules beside it (its command line's, where the DEFAULTS are)."""
+    folder = ROOT / "examples" / example
+    source = "".join(path.read_text() for path in sorted(folder.glob("*.py")))
     return '"output_dir": "outputs/' in source
 
 

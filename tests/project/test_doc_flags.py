@@ -5,10 +5,11 @@ defines.
 A flag renamed or removed leaves the page's command failing at its first word
 (argparse's exit 2). This reads the sources instead of running each script's `--help`
 (thirty-odd interpreters importing torch): a benchmark's flags are the strings it (or a
-sibling module it imports) gives `add_argument`; an example's are its own, the shared
-`examples/study_common.py`'s and the fields of `TrainingArguments`, which its
-`ArgumentParser` turns into flags. (A user's trial ran every such script's `--help` on
-2026-11-30: all 130 flags named in the guide were there.)
+sibling module it imports) gives `add_argument`; an example's are its own (its
+command-line module's too), the shared `examples/study_args.py`'s and the fields of
+`TrainingArguments`, which its `ArgumentParser` turns into flags. (A user's trial ran
+every such script's `--help` on 2026-11-30: all 130 flags named in the guide were
+there.)
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ _RUN = re.compile(r"\b((?:benchmarks|examples)/[\w/]+\.py)([^\n`|]*)")
 _FLAG = re.compile(r"(?<![\w-])--([A-Za-z][\w-]*)")
 #: a name the source defines as a flag: an argparse string or a dataclass field
 _DEFINED = re.compile(r"""["']--([\w-]+)["']|^\s+(\w+)\s*:\s*[\w\[\]| .,"']+=""", re.M)
-_IMPORT = re.compile(r"^\s*(?:from|import)\s+(\w+)", re.M)
+_IMPORT = re.compile(r"^\s*(?:from|import)\s+([\w.]+)", re.M)
 
 
 def pages() -> list[Path]:
@@ -53,11 +54,15 @@ def defined(script: Path) -> set[str]:
     modules of its folder that it imports, and, for an example, TrainingArguments'."""
     sources = [script]
     for name in _IMPORT.findall(script.read_text()):
+        # a bare module of its folder, or one of the folder as a package (an example's
+        # ``from navier_stokes.cli import ...``, where its flags are)
+        head, _, tail = name.partition(".")
+        name = tail if head == script.parent.name and tail else head
         if (script.parent / f"{name}.py").is_file():
             sources.append(script.parent / f"{name}.py")
     names = {f.name for f in dataclasses.fields(TrainingArguments)} | {"config", "help"}
     if script.parts[-3] == "examples":
-        sources.append(ROOT / "examples" / "study_common.py")
+        sources += [ROOT / "examples" / "study_common.py", ROOT / "examples" / "study_args.py"]
     else:
         names = set()
     for source in sources:

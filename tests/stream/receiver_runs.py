@@ -1,8 +1,9 @@
-"""What the stream receiver's tests over real sockets share (test_receiver_*.py): raw pyzmq
-PUSH sockets (`pushes`), messages built with the wire encoder (`data`, `batch`, `send`,
-`value`), the receiver's telemetry (`tel`), the check that every step arrived exactly once
-bit-exact (`check_stream`), and an `Ingest` fed messages directly (`_ingest`, `_feed`).
-Nothing here depends on `melissa_trainer.client`.
+"""What the stream receiver's tests over real sockets share (test_receiver_*.py, the
+STUDY_END and hand-off tests): raw pyzmq PUSH sockets (`pushes`; `push`, messages sent
+and out), messages built with the wire encoder (`data`, `batch`, `send`, `value`), the
+receiver's telemetry (`tel`) and failure (`failure`), the check that every step
+arrived exactly once bit-exact (`check_stream`), and an `Ingest` fed messages directly
+(`_ingest`, `_feed`). Nothing here depends on `melissa_trainer.client`.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import zmq
 
 from melissa_trainer import wire as P
 from melissa_trainer.buffers import Sample
+from melissa_trainer.sources.source import SourceError
 from melissa_trainer.stream.ingest import Ingest
 from melissa_trainer.stream.receiver import Receiver
 
@@ -88,12 +90,33 @@ def send(sock: zmq.Socket, frames: list[bytes]) -> None:
     sock.send_multipart(frames)
 
 
+def push(endpoint: str, frames: list[bytes]) -> None:
+    """Send `frames`, a message each, to `endpoint` on a PUSH socket of its own, and
+    wait until they are out (its linger): the receiver has them to read on return."""
+    ctx = zmq.Context()
+    sock = ctx.socket(zmq.PUSH)
+    sock.connect(endpoint)
+    for frame in frames:
+        sock.send(frame)
+    sock.close(linger=-1)
+    ctx.term()
+
+
 def value(sim: int, t: int, spec: P.FieldSpec, index: int = 0) -> np.ndarray:
     return sc.field_value(sim, t, index, spec)
 
 
 def tel(rec: Receiver, key: str) -> float:
     return rec.telemetry()[key]
+
+
+def failure(rec: Receiver) -> str | None:
+    """The receiver's failure as `check` raises it, or None while it runs."""
+    try:
+        rec.check()
+    except SourceError as exc:
+        return str(exc)
+    return None
 
 
 def check_stream(

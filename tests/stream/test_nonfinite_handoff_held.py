@@ -16,8 +16,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import zmq
 from helpers import running
+from receiver_runs import push
 from waiting import wait_until
 
 from melissa_trainer import wire as P
@@ -35,17 +35,6 @@ def messages(sid: int, steps: list[int], nan_at: int | None = None) -> list[byte
         x = np.array([sid, t], "<f4") if t != nan_at else np.full(2, np.nan, "<f4")
         out.append(head + x.tobytes())
     return out
-
-
-def push(endpoint: str, frames: list[bytes]) -> None:
-    """Send `frames` to `endpoint` and wait until they are out (linger)."""
-    ctx = zmq.Context()
-    sock = ctx.socket(zmq.PUSH)
-    sock.connect(endpoint)
-    for frame in frames:
-        sock.send(frame)
-    sock.close(linger=-1)
-    ctx.term()
 
 
 @pytest.mark.timeout(60)

@@ -17,13 +17,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import zmq
 from helpers import running
+from receiver_runs import failure, push
 from waiting import wait_until
 
 from melissa_trainer import wire as P
 from melissa_trainer.buffers import FIFOBuffer
-from melissa_trainer.sources.source import SourceError
 from melissa_trainer.stream.control import send_study_end
 from melissa_trainer.stream.nonfinite_handoff import HANDOFF_FILE, NonfiniteHandoff
 from melissa_trainer.stream.receiver import Receiver, ReceiverTuning
@@ -43,26 +42,6 @@ def frames(sid: int, nan_at: int | None = None) -> list[bytes]:
         out.append(head + x.tobytes())
     out.append(P.encode_bye(sid, 0, 1, 2))
     return out
-
-
-def push(endpoint: str, messages: list[bytes]) -> None:
-    """Send `messages` to `endpoint` and wait until they are out (linger)."""
-    ctx = zmq.Context()
-    sock = ctx.socket(zmq.PUSH)
-    sock.connect(endpoint)
-    for message in messages:
-        sock.send(message)
-    sock.close(linger=-1)
-    ctx.term()
-
-
-def failure(rec: Receiver) -> str | None:
-    """The receiver's failure as `check` raises it, or None while it runs."""
-    try:
-        rec.check()
-    except SourceError as exc:
-        return str(exc)
-    return None
 
 
 def refused_then_told(rec: Receiver, directory: Path) -> None:

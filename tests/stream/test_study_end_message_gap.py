@@ -12,15 +12,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import zmq
 from helpers import drain, running
+from receiver_runs import failure, push
 from waiting import wait_until
 
 from melissa_trainer import wire as P
 from melissa_trainer.buffers import FIFOBuffer
-from melissa_trainer.sources.source import SourceError
 from melissa_trainer.stream.control import send_study_end
-from melissa_trainer.stream.receiver import Receiver, ReceiverTuning
+from melissa_trainer.stream.receiver import ReceiverTuning
 from melissa_trainer.wire.messages import StudyEnd
 from melissa_trainer.wire.study_end import STUDY_END, decode_study_end, encode_study_end
 
@@ -39,26 +38,6 @@ def simulation(sid: int, rank: int, world: int, steps: int = 4) -> list[bytes]:
         frames.append(head + np.array([sid, t], "<f4").tobytes())
     frames.append(P.encode_bye(sid, 0, 1, len(mine)))
     return frames
-
-
-def push(endpoint: str, frames: list[bytes]) -> None:
-    """Send `frames` to `endpoint` and wait until they are out (linger)."""
-    ctx = zmq.Context()
-    sock = ctx.socket(zmq.PUSH)
-    sock.connect(endpoint)
-    for frame in frames:
-        sock.send(frame)
-    sock.close(linger=-1)
-    ctx.term()
-
-
-def failure(rec: Receiver) -> str | None:
-    """The receiver's failure as `check` raises it, or None while it runs."""
-    try:
-        rec.check()
-    except SourceError as exc:
-        return str(exc)
-    return None
 
 
 def test_the_message_round_trips_and_its_ids_are_sorted_once() -> None:

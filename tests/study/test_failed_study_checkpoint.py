@@ -15,10 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import torch
-from helpers import Keys
+from study_runs import study_trainer
 
-from melissa_trainer import OnlineTrainer, ReceiverConfig, StreamSource, Study, TrainingArguments
+from melissa_trainer import OnlineTrainer
 from melissa_trainer.checkpoint import paths as ckpt
 from melissa_trainer.hooks import Hook
 from melissa_trainer.launcher import Launcher, LauncherTuning, LocalBackend
@@ -86,20 +85,10 @@ def run(tmp_path: Path, resumed: bool) -> OnlineTrainer:
             poll_interval=0.05, kill_grace=2.0, max_restarts=0, on_failure="raise"
         ),
     )
-    model = torch.nn.Linear(3, 1)
-    args = TrainingArguments(
-        output_dir=str(tmp_path / "out"), batch_size=1, buffer="fifo", buffer_size=20,
-        watermark=1, stop_sync_steps=1, logging_steps=100, disable_progress_bar=True,
-        report_to="none", resume_from_checkpoint="latest" if resumed else None,
+    return study_trainer(
+        launcher, tmp_path / "out", hooks=[Flag(tmp_path / "flag")], watermark=1,
+        stop_sync_steps=1, resume_from_checkpoint="latest" if resumed else None,
     )  # fmt: skip
-    return OnlineTrainer(
-        model,
-        args,
-        torch.optim.SGD(model.parameters(), lr=1e-3),
-        train_source=Study(launcher, StreamSource(ReceiverConfig())),
-        process_sample=Keys(),
-        hooks=[Flag(tmp_path / "flag")],
-    )
 
 
 @pytest.mark.timeout(240)

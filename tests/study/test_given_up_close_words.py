@@ -11,10 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
-from helpers import Keys
+from study_runs import study_trainer
 
-from melissa_trainer import OnlineTrainer, ReceiverConfig, StreamSource, Study, TrainingArguments
 from melissa_trainer.launcher import Launcher, LauncherTuning, LocalBackend
 
 pytestmark = [
@@ -55,22 +53,7 @@ def test_a_given_up_simulation_is_not_promised_a_rerun(
             poll_interval=0.05, kill_grace=2.0, max_restarts=0, min_finished_fraction=0.2
         ),
     )
-    model = torch.nn.Linear(3, 1)
-    OnlineTrainer(
-        model,
-        TrainingArguments(
-            output_dir=str(tmp_path / "out"),
-            batch_size=1,
-            buffer="fifo",
-            buffer_size=20,
-            logging_steps=100,
-            disable_progress_bar=True,
-            report_to="none",
-        ),  # fmt: skip
-        torch.optim.SGD(model.parameters(), lr=1e-3),
-        train_source=Study(launcher, StreamSource(ReceiverConfig())),
-        process_sample=Keys(),
-    ).train()
+    study_trainer(launcher, tmp_path / "out").train()
     receiver = [
         r.getMessage() for r in caplog.records if r.name == "melissa_trainer.stream.receiver"
     ]

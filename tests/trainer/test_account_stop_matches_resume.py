@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import Keys
+from study_runs import study_trainer
 
-from melissa_trainer import OnlineTrainer, ReceiverConfig, StreamSource, Study, TrainingArguments
+from melissa_trainer import OnlineTrainer
 from melissa_trainer.launcher import Launcher, LauncherTuning, LocalBackend, UniformSampler
 
 pytestmark = [
@@ -50,24 +50,7 @@ def trainer(tmp_path: Path, **args: object) -> OnlineTrainer:
         tuning=LauncherTuning(poll_interval=0.05, kill_grace=2.0),
     )
     torch.manual_seed(0)
-    model = torch.nn.Linear(3, 1)
-    return OnlineTrainer(
-        model,
-        TrainingArguments(
-            output_dir=str(tmp_path / "out"),
-            batch_size=1,
-            buffer="fifo",
-            buffer_size=3,
-            logging_steps=100,
-            disable_progress_bar=True,
-            report_to="none",
-            stop_sync_steps=2,
-            **args,  # type: ignore[arg-type]
-        ),  # fmt: skip
-        torch.optim.SGD(model.parameters(), lr=1e-3),
-        train_source=Study(launcher, StreamSource(ReceiverConfig())),
-        process_sample=Keys(),
-    )
+    return study_trainer(launcher, tmp_path / "out", buffer_size=3, stop_sync_steps=2, **args)
 
 
 @pytest.mark.timeout(180)

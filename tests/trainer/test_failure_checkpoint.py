@@ -15,6 +15,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from failing_source import Failing
 from helpers import linear_samples, small_model, xy
 
 from melissa_trainer import OnlineTrainer, TrainingArguments
@@ -22,30 +23,6 @@ from melissa_trainer.buffers import Buffer
 from melissa_trainer.checkpoint import paths as ckpt
 from melissa_trainer.sources.source import Source, SourceError
 from melissa_trainer.trainer.ending import save_at_failure
-
-
-class Failing(Source):
-    """Puts 16 samples, then fails (no `__cause__`) once training has drawn them all (two
-    steps of 8)."""
-
-    def __init__(self, note: str = "") -> None:
-        self.note = note
-        self.buffer: Buffer | None = None
-
-    def start(self, buffer: Buffer, rank: int, world_size: int) -> None:
-        self.buffer = buffer
-        for sample in linear_samples(16):
-            buffer.put(sample)
-
-    def wait_for(self, n_samples: int, timeout: float) -> None:
-        assert self.buffer is not None
-        if self.buffer.stats().got >= 16:
-            error = SourceError("the producer failed")
-            error.resume_note = self.note
-            raise error
-
-    def stop(self) -> None:
-        pass
 
 
 def trainer(tmp_path: Path, source: Source, **kwargs: Any) -> OnlineTrainer:
@@ -69,7 +46,7 @@ def test_a_source_failure_before_any_periodic_save_writes_a_checkpoint(
     tmp_path: Path, caplog: Any
 ) -> None:
     caplog.set_level(logging.ERROR, "melissa_trainer")
-    run = trainer(tmp_path, Failing("what a resume does"))  # (save_seconds=600: none yet)
+    run = trainer(tmp_path, Failing(note="what a resume does"))  # (save_seconds=600: none yet)
     with pytest.raises(SourceError) as info:
         run.train()
     assert isinstance(info.value, SystemExit) and info.value.code == 1  # (never 0)

@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import linear_samples, small_model, xy
+from failing_source import Failing
+from helpers import small_model, xy
 
 from melissa_trainer import OnlineTrainer, TrainingArguments
-from melissa_trainer.buffers import Buffer
 from melissa_trainer.sources.source import Source, SourceError
 
 SCRIPT = """
@@ -52,28 +52,6 @@ def test_a_failed_study_ends_the_program_in_one_line_with_exit_code_1(tmp_path: 
     (line,) = [ln for ln in done.stderr.splitlines() if ln.startswith("training stopped")]
     assert line.startswith("training stopped at step 0: the simulation study failed: ")
     assert "no checkpoint was written: once the cause is fixed, run it again" in done.stderr
-
-
-class Failing(Source):
-    """Puts 16 samples, then fails (with `cause` as the `__cause__`, or none) once
-    training has drawn them all (two steps of 8)."""
-
-    def __init__(self, cause: BaseException | None) -> None:
-        self.cause = cause
-        self.buffer: Buffer | None = None
-
-    def start(self, buffer: Buffer, rank: int, world_size: int) -> None:
-        self.buffer = buffer
-        for sample in linear_samples(16):
-            buffer.put(sample)
-
-    def wait_for(self, n_samples: int, timeout: float) -> None:
-        assert self.buffer is not None
-        if self.buffer.stats().got >= 16:
-            raise SourceError("the producer failed") from self.cause
-
-    def stop(self) -> None:
-        pass
 
 
 def train(tmp_path: Path, source: Source) -> None:

@@ -11,10 +11,9 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
 from helpers import Keys
+from study_runs import study_trainer
 
-from melissa_trainer import OnlineTrainer, ReceiverConfig, StreamSource, Study, TrainingArguments
 from melissa_trainer.launcher import Launcher, LauncherTuning, LocalBackend
 
 pytestmark = [
@@ -58,23 +57,8 @@ def test_the_account_of_a_study_with_a_crash_is_said_once_and_names_it(
         env={"CRASHED": str(crashed)},
         tuning=LauncherTuning(poll_interval=0.05, kill_grace=2.0, max_restarts=0),
     )
-    model = torch.nn.Linear(3, 1)
     keys = Keys()
-    OnlineTrainer(
-        model,
-        TrainingArguments(
-            output_dir=str(tmp_path / "out"),
-            batch_size=1,
-            buffer="fifo",
-            buffer_size=20,
-            logging_steps=100,
-            disable_progress_bar=True,
-            report_to="none",
-        ),
-        torch.optim.SGD(model.parameters(), lr=1e-3),
-        train_source=Study(launcher, StreamSource(ReceiverConfig())),
-        process_sample=keys,
-    ).train()
+    study_trainer(launcher, tmp_path / "out", keys).train()
     assert (1, 0) in keys.seen  # the crashed simulation's step was trained on
     said = [r for r in caplog.records if r.getMessage().startswith("study account")]
     assert len(said) == 1, [r.getMessage() for r in said]

@@ -28,6 +28,7 @@ from melissa_trainer.client import Client, ClientTuning
 
 pytestmark = pytest.mark.e2e  # every test here starts a process
 
+MT_EENV, MT_EZMQ = 6, 9
 FIELDS = {"u": ((4,), "float32")}
 OK = "tcp://127.0.0.1:9"  # (nothing listens: a start is taken, its close given no time)
 #: (name, the endpoint list): each given as the variable and as the argument
@@ -135,13 +136,16 @@ def test_the_argument_is_judged_as_python_judges_it(
     assert c_verdict(run_script(script_exe, script, tmp_path)) == python_verdict(value)
 
 
-#: what each refused input is refused for (a promise of docs/how-to/compiled-solver.md)
+#: what the C client says at the start for some of them (status, words: a promise of
+#: docs/how-to/compiled-solver.md, "What the C client refuses"); (0, ""): taken
 WHY = {
-    "double-quoted": "has a quote mark at its start or end",
-    "leading-zeros-past-5-digits": None,
-    "port-0": "has a port that is not a number 1 to 65535",
-    "host-star": "has a host * (a bind's, not a connection's)",
-    "wrapped-unicode-space": None,
+    "double-quoted": (MT_EENV, "has a quote mark at its start or end"),
+    "leading-zeros-past-5-digits": (0, ""),
+    "port-0": (MT_EENV, "has a port that is not a number 1 to 65535"),
+    "host-star": (MT_EENV, "has a host * (a bind's, not a connection's)"),
+    "no-scheme": (MT_EENV, "endpoints must be like tcp://HOST:PORT, got 'localhost:5'"),
+    "wrapped-unicode-space": (0, ""),
+    "unknown-transport": (MT_EZMQ, "cannot connect to endpoint 'TCP://127.0.0.1:9': "),
 }
 
 
@@ -154,9 +158,7 @@ def test_what_the_c_client_says(
 ) -> None:
     value = dict(TABLE + ENV_ONLY)[name]
     env = {"MELISSA_TRAINER_ENDPOINTS": value}
-    got = run_script(script_exe, "id 1\nfield u 1 1 4\nstart\nabort\n", tmp_path, env)[3]
-    if WHY[name] is None:
-        assert got == (0, ""), got
-    else:
-        assert got[0] == 6 and got[1].startswith("MELISSA_TRAINER_ENDPOINTS: endpoint "), got
-        assert WHY[name] in got[1], got
+    code, words = run_script(script_exe, "id 1\nfield u 1 1 4\nstart\nabort\n", tmp_path, env)[3]
+    assert code == WHY[name][0] and WHY[name][1] in words, (code, words)
+    if code == MT_EENV:
+        assert words.startswith("MELISSA_TRAINER_ENDPOINTS: "), words

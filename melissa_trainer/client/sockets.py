@@ -105,7 +105,7 @@ def connect(
             except zmq.ZMQError as exc:
                 # (zmq.strerror: pyzmq's message adds "(addr='...')", the endpoint said
                 # again; the C client's words are these, clients/c/src/lifecycle.c)
-                why = zmq.strerror(exc.errno)
+                why = str(exc) if exc.errno is None else zmq.strerror(exc.errno)
                 raise ValueError(f"cannot connect to endpoint {endpoint!r}: {why}") from None
     except BaseException:
         for sock in sockets:

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from melissa_trainer import wire as protocol
+from melissa_trainer.client.endpoint_form import RECEIVER_FORM, endpoint_fault
 from melissa_trainer.client.env_names import unknown_note
 from melissa_trainer.client.rendezvous_words import missing_note, waiting_notice
 from melissa_trainer.client.server_key import check_server_key, z85_fault
@@ -161,7 +162,9 @@ def resolve_receivers(
     running trainer's, which a restarted one changes).
 
     Raises:
-        ValueError: no endpoint, one not like ``tcp://HOST:PORT``, or a key in
+        ValueError: no endpoint, one not like ``tcp://HOST:PORT``
+            (`endpoint_form.endpoint_fault`: "endpoint 'X' has no port: give ...",
+            after "MELISSA_TRAINER_ENDPOINTS: " when read from it), or a key in
             `$MELISSA_TRAINER_KEY` that is not a Z85 public key (`server_key.z85_fault`:
             40 characters of the Z85 alphabet, each 5 of them a 32-bit word): said before
             anything is sent, as the serving key's (`predict`).
@@ -169,10 +172,11 @@ def resolve_receivers(
             one the rendezvous publishes.
     """
     key = None if curve_server_key is None else check_server_key(curve_server_key)
+    source = ""  # (where the endpoints came from, in their errors)
     if endpoints is None:
         value = os.environ.get(ENV_ENDPOINTS, "").strip()
         if value:
-            endpoints = value
+            endpoints, source = value, f"{ENV_ENDPOINTS}: "
         elif os.environ.get(ENV_RENDEZVOUS, "").strip():
             where = os.environ[ENV_RENDEZVOUS].strip()
             notice = waiting_notice(where, rendezvous_timeout)
@@ -200,7 +204,11 @@ def resolve_receivers(
     items = endpoints.split(",") if isinstance(endpoints, str) else list(endpoints)
     out = [str(e).strip() for e in items]
     if not out or any("://" not in e for e in out):
-        raise ValueError(f"endpoints must be like tcp://HOST:PORT, got {endpoints!r}")
+        raise ValueError(f"{source}endpoints must be like tcp://HOST:PORT, got {endpoints!r}")
+    for e in out:  # (their form, now: libzmq's connect would say "Invalid argument")
+        fault = endpoint_fault(e, RECEIVER_FORM)
+        if fault is not None:
+            raise ValueError(f"{source}{fault}")
     if key is not None:
         return out, [key] * len(out), None, None
     key = os.environ.get(ENV_KEY, "").strip() or None

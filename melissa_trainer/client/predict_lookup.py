@@ -4,10 +4,10 @@ why: the fix when only another run's serve files are there (`other_run`: that re
 fails at once), and a path that is not a directory (`MissingDirectory`: the typo hint
 and the directory likely meant, the `Client`'s words, `rendezvous_words`). A user trial
 found both silent: each request waited its whole timeout, and a solver that falls back
-on `PredictionUnavailable` fell back for ever without a word. Also `endpoint_fault`,
-what is wrong with the form of an endpoint given (`Predictor(endpoint=...)`,
-``$MELISSA_TRAINER_SERVE_ENDPOINTS``). Imports the standard library and the shared
-`stream` modules only.
+on `PredictionUnavailable` fell back for ever without a word. Also `checked_endpoint`,
+the form of an endpoint given (`Predictor(endpoint=...)`,
+``$MELISSA_TRAINER_SERVE_ENDPOINTS``: `endpoint_form.endpoint_fault`). Imports the
+standard library and the shared `stream` modules only.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import logging
 import os
 import time
 
+from melissa_trainer.client.endpoint_form import endpoint_fault
 from melissa_trainer.client.rendezvous_words import missing_note
 from melissa_trainer.stream.endpoints import NOTICE_AFTER
 from melissa_trainer.stream.serving_rendezvous import OTHER_RUN
@@ -41,39 +42,9 @@ def other_run(why: str, run_id: str | None) -> str | None:
     )
 
 
-def endpoint_fault(endpoint: object) -> str | None:
-    """What is wrong with the form of `endpoint`, a serving endpoint to connect to, in
-    the C client's words (clients/c/src/env.c ``endpoint_problem``: "endpoint 'X' has no
-    port: give tcp://HOST:PORT ..."), or None: ``tcp://[SOURCE;]HOST:PORT`` (HOST a
-    name, an address or a bracketed IPv6 one, not ``*``; PORT 1 to 65535),
-    ``ipc://PATH`` or ``inproc://NAME``; other transports are ZeroMQ's to judge. Not
-    `endpoints.bind_fault`: a bind takes ``*`` and port 0, a connection neither. Before,
-    ``tcp://127.0.0.1`` got only libzmq's "Invalid argument"."""
-    form = "give tcp://HOST:PORT (the trainer's serve_N.json)"
-    if not isinstance(endpoint, str):
-        return f"endpoint {endpoint!r} is not a string: {form}"
-    scheme, sep, rest = endpoint.partition("://")
-    if not sep:
-        return f"endpoint {endpoint!r} is not like tcp://HOST:PORT: {form}"
-    what = None
-    if scheme == "tcp":
-        rest = rest.rpartition(";")[2]  # (a source address before it)
-        host, colon, port = rest.rpartition(":")
-        if not colon or "]" in port or not port:
-            what = "has no host and no port" if not rest else "has no port"
-        elif not host or host == "*":
-            what = "has no host" if not host else "has a host * (a bind's, not a connection's)"
-        elif not (port.isascii() and port.isdigit() and 0 < int(port) <= 65535):
-            what = "has a port that is not a number 1 to 65535"
-    elif scheme in ("ipc", "inproc") and not rest:
-        what, form = ("has no path", "give ipc://PATH") if scheme == "ipc" else (
-            "has no name", "give inproc://NAME")  # fmt: skip
-    return None if what is None else f"endpoint {endpoint!r} {what}: {form}"
-
-
 def checked_endpoint(endpoint: str, source: str) -> str:
     """`endpoint`, given at `source` (the argument, the variable), if its form is one
-    to connect to (`endpoint_fault`).
+    to connect to (`endpoint_form.endpoint_fault`, with the serve files' fix).
 
     Raises:
         ValueError: "{source}: endpoint 'X' has no port: give tcp://HOST:PORT ...".

@@ -115,7 +115,10 @@ def connect(
             try:
                 sock.connect(endpoint)
             except zmq.ZMQError as exc:
-                raise ValueError(f"cannot connect to endpoint {endpoint!r}: {exc}") from None
+                # (zmq.strerror: pyzmq's message adds "(addr='...')", the endpoint said
+                # again; the C client's words are these, clients/c/src/lifecycle.c)
+                why = str(exc) if exc.errno is None else zmq.strerror(exc.errno)
+                raise ValueError(f"cannot connect to endpoint {endpoint!r}: {why}") from None
     except BaseException:
         for sock in sockets:
             sock.close(linger=0)

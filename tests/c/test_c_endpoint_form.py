@@ -18,6 +18,7 @@ pytestmark = pytest.mark.e2e  # every test here starts a process
 
 MT_EINVAL, MT_EENV = 1, 6
 FORM = "give tcp://HOST:PORT (the trainer's rank_N.json)"
+NOT_A_PORT = "a port that is not a number 1 to 65535"
 
 BAD = {
     "tcp://localhost": f"endpoint 'tcp://localhost' has no port: {FORM}",
@@ -25,8 +26,8 @@ BAD = {
     "tcp://[::1]": f"endpoint 'tcp://[::1]' has no port: {FORM}",
     "tcp://:5555": f"endpoint 'tcp://:5555' has no host: {FORM}",
     "tcp://": f"endpoint 'tcp://' has no host and no port: {FORM}",
-    "tcp://host:55x": f"endpoint 'tcp://host:55x' has a port that is not a number: {FORM}",
-    "tcp://host:70000": f"endpoint 'tcp://host:70000' has a port that is not a number: {FORM}",
+    "tcp://host:55x": f"endpoint 'tcp://host:55x' has {NOT_A_PORT}: {FORM}",
+    "tcp://host:70000": f"endpoint 'tcp://host:70000' has {NOT_A_PORT}: {FORM}",
     "ipc://": "endpoint 'ipc://' has no path: give ipc://PATH",
     "inproc://": "endpoint 'inproc://' has no name: give inproc://NAME",
 }

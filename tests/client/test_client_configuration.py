@@ -215,7 +215,8 @@ def test_a_client_uses_the_curve_key_its_rendezvous_publishes(
         ({"simulation_id": True}, ValueError, "must be an integer"),
         ({"endpoints": "127.0.0.1:5555"}, ValueError, "tcp://HOST:PORT"),
         ({"endpoints": []}, ValueError, "tcp://HOST:PORT"),
-        ({"endpoints": "tcp://no host here"}, ValueError, "cannot connect"),
+        ({"endpoints": "tcp://no host here"}, ValueError, "has no port"),  # (endpoint_form)
+        ({"endpoints": "nosuch://x"}, ValueError, "cannot connect to endpoint 'nosuch://x'"),
         ({"send_timeout": -1}, ValueError, "send_timeout"),
     ],
 )

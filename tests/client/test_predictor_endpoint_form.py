@@ -1,5 +1,5 @@
 """A serving endpoint given to a `Predictor` is checked for its form, in the C client's
-words (clients/c/src/env.c ``endpoint_problem``, tests/c/test_c_endpoint_form.py):
+words (client/endpoint_form.py, clients/c/src/serve_given.c ``mt_endpoint_fault``):
 ``Predictor(0, endpoint="tcp://127.0.0.1")`` (no port) raised libzmq's bare "Invalid
 argument" at the first request, where the C client says "has no port". Now: at
 construction for the argument, at the first request for

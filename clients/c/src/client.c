@@ -55,9 +55,7 @@ mt_status mt_set_endpoints(mt_client *c, const char *endpoints) {
         size_t len = end ? (size_t)(end - start) : strlen(start);
         bool scheme = false;
         for (size_t i = 0; i + 3 <= len; ++i) scheme = scheme || strncmp(start + i, "://", 3) == 0;
-        if (!scheme)
-            return mt_fail(c, MT_EINVAL, "endpoints must be like tcp://HOST:PORT, got '%s'",
-                           endpoints);
+        if (!scheme) return mt_endpoints_not_like(c, endpoints, MT_EINVAL, "");
         if (end == NULL) break;
         start = end + 1;
     }

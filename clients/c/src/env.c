@@ -19,6 +19,7 @@
 #define ENV_PARAMETERS "MELISSA_TRAINER_PARAMETERS"
 #define ENV_RUN_ID "MELISSA_TRAINER_RUN_ID"
 #define MAX_RUN_ID_CHARS 64
+#define RECEIVER_FORM "give tcp://HOST:PORT (the trainer's rank_N.json)"
 
 /* A run id: 1 to 64 ASCII letters, digits, '-' or '_', at least one alphanumeric
  * (melissa_trainer/wire/checks.py check_run_id). */
@@ -34,22 +35,24 @@ bool mt_valid_run_id(const char *s) {
     return alnum;
 }
 
-/* `s` without leading and trailing whitespace, as a new string (NULL: no memory). */
-static char *strip(const char *s, size_t n) {
-    while (n && isspace((unsigned char)*s)) ++s, --n;
-    while (n && isspace((unsigned char)s[n - 1])) --n;
-    char *out = malloc(n + 1);
-    if (out != NULL) {
-        memcpy(out, s, n);
-        out[n] = '\0';
-    }
+/* `n` bytes of `s` stripped as Python's str.strip strips (mt_py_strip: also \x1c-\x1f,
+ * U+0085, the no-break and other Unicode spaces), as a new string (NULL: no memory): the
+ * endpoints and the directory the Python client reads with os.environ[...].strip(). */
+static char *py_strip_n(const char *s, size_t n) {
+    char *item = strndup(s, n), *out = item != NULL ? mt_py_strip(item) : NULL;
+    free(item);
     return out;
 }
 
-static bool blank(const char *s) {
+/* Whether `s` is unset, or white space only to Python's str.strip (`*no_memory` set
+ * when it could not tell). */
+static bool py_blank(const char *s, bool *no_memory) {
     if (s == NULL) return true;
-    while (*s && isspace((unsigned char)*s)) ++s;
-    return *s == '\0';
+    char *out = mt_py_strip(s);
+    *no_memory = out == NULL;
+    bool empty = out == NULL || *out == '\0';
+    free(out);
+    return empty;
 }
 
 static mt_status resolve_id(mt_client *c) {
@@ -62,7 +65,7 @@ static mt_status resolve_id(mt_client *c) {
         free(but);
         return st;
     }
-    char *s = strip(value, strlen(value));
+    char *s = mt_py_strip(value); /* (as Python's int(value.strip()) */
     if (s == NULL) return mt_fail(c, MT_ENOMEM, "out of memory");
     const char *d = s[0] == '+' ? s + 1 : s;
     bool digits = *d != '\0';
@@ -86,7 +89,9 @@ static mt_status resolve_id(mt_client *c) {
 
 static mt_status resolve_parameters(mt_client *c) {
     const char *value = getenv(ENV_PARAMETERS);
-    if (c->params_set || blank(value)) return MT_OK;
+    bool no_memory = false;
+    if (c->params_set || py_blank(value, &no_memory))
+        return no_memory ? mt_fail(c, MT_ENOMEM, "out of memory") : MT_OK;
     mt_json_member *m;
     size_t n;
     char err[160];
@@ -112,55 +117,32 @@ static mt_status resolve_parameters(mt_client *c) {
     return st;
 }
 
-/* Why an endpoint `e` (stripped) cannot be connected to, in a new string (NULL: it can, as
- * far as its form goes, or no memory): ZeroMQ's connect says only "Invalid argument".
- * tcp:// takes [SOURCE;]HOST:PORT (PORT digits, or *; HOST a name, an address or [IPv6]),
- * ipc:// a path, inproc:// a name; other transports are ZeroMQ's to judge. */
-static char *endpoint_problem(const char *e) {
-    const char *rest = strstr(e, "://"), *form = NULL, *what = NULL;
-    if (rest == NULL) return NULL; /* (the caller's check) */
-    rest += 3;
-    size_t scheme = (size_t)(rest - 3 - e);
-    if (scheme == 3 && strncmp(e, "tcp", 3) == 0) {
-        form = "tcp://HOST:PORT (the trainer's rank_N.json)";
-        const char *at = strrchr(rest, ';'); /* (a source address before it) */
-        if (at != NULL) rest = at + 1;
-        const char *colon = strrchr(rest, ':'), *bracket = strrchr(rest, ']');
-        if (colon == NULL || (bracket != NULL && bracket > colon) || colon[1] == '\0')
-            what = *rest == '\0' ? "has no host and no port" : "has no port";
-        else if (colon == rest)
-            what = "has no host";
-        else if (strcmp(colon + 1, "*") != 0) {
-            size_t n = strlen(colon + 1);
-            bool digits = n <= 5 && strspn(colon + 1, "0123456789") == n;
-            if (!digits || atol(colon + 1) > 65535) what = "has a port that is not a number";
-        }
-    } else if ((scheme == 3 && strncmp(e, "ipc", 3) == 0) ||
-               (scheme == 6 && strncmp(e, "inproc", 6) == 0)) {
-        form = scheme == 3 ? "ipc://PATH" : "inproc://NAME";
-        if (*rest == '\0') what = scheme == 3 ? "has no path" : "has no name";
-    }
-    if (what == NULL) return NULL;
-    size_t size = strlen(e) + strlen(what) + strlen(form) + 32;
-    char *out = malloc(size);
-    if (out != NULL) snprintf(out, size, "endpoint '%s' %s: give %s", e, what, form);
-    return out;
-}
-
 mt_status mt_check_endpoints(mt_client *c, const char *text, mt_status bad, const char *prefix) {
     for (const char *start = text;;) {
         const char *end = strchr(start, ',');
         size_t len = end != NULL ? (size_t)(end - start) : strlen(start);
-        char *e = strip(start, len), *why = e != NULL ? endpoint_problem(e) : NULL;
+        char *e = py_strip_n(start, len), *why = NULL;
+        int fault = e != NULL ? mt_endpoint_fault(e, RECEIVER_FORM, &why) : -1;
         free(e);
-        if (why != NULL) {
-            mt_status st = mt_fail(c, bad, "%s%s", prefix, why);
+        if (fault != 0) {
+            mt_status st = fault < 0 ? mt_fail(c, MT_ENOMEM, "out of memory")
+                                     : mt_fail(c, bad, "%s%s", prefix, why);
             free(why);
             return st;
         }
         if (end == NULL) return MT_OK;
         start = end + 1;
     }
+}
+
+mt_status mt_endpoints_not_like(mt_client *c, const char *text, mt_status bad,
+                                const char *prefix) {
+    char *shown = mt_py_repr(text); /* (quoted as Python's repr, as its message) */
+    mt_status st = shown == NULL ? mt_fail(c, MT_ENOMEM, "out of memory")
+                 : mt_fail(c, bad, "%sendpoints must be like tcp://HOST:PORT, got %s", prefix,
+                           shown);
+    free(shown);
+    return st;
 }
 
 /* Split comma-separated endpoints into c->endpoints; MT_OK or `bad` with a message
@@ -177,12 +159,10 @@ static mt_status split_endpoints(mt_client *c, const char *text, mt_status bad,
     for (size_t i = 0; i < n; ++i) {
         const char *end = strchr(start, ',');
         if (end == NULL) end = start + strlen(start);
-        c->endpoints[i] = strip(start, (size_t)(end - start));
+        c->endpoints[i] = py_strip_n(start, (size_t)(end - start));
         if (c->endpoints[i] == NULL) return mt_fail(c, MT_ENOMEM, "out of memory");
         c->n_endpoints = i + 1;
-        if (strstr(c->endpoints[i], "://") == NULL)
-            return mt_fail(c, bad, "%sendpoints must be like tcp://HOST:PORT, got '%s'", prefix,
-                           text);
+        if (strstr(c->endpoints[i], "://") == NULL) return mt_endpoints_not_like(c, text, bad, prefix);
         start = end + 1;
     }
     return mt_check_endpoints(c, text, bad, prefix);
@@ -193,9 +173,13 @@ static mt_status split_endpoints(mt_client *c, const char *text, mt_status bad,
  * resolve_run_id): a rendezvous of another run means another trainer took over. */
 static mt_status resolve_run_id(mt_client *c, const char *rendezvous) {
     const char *value = getenv(ENV_RUN_ID);
-    if (blank(value)) return MT_OK;
-    char *s = strip(value, strlen(value));
+    if (value == NULL) return MT_OK;
+    char *s = mt_py_strip(value); /* (unset or blank to Python's str.strip: no run id) */
     if (s == NULL) return mt_fail(c, MT_ENOMEM, "out of memory");
+    if (*s == '\0') {
+        free(s);
+        return MT_OK;
+    }
     mt_status st = MT_OK;
     if (!mt_valid_run_id(s)) {
         st = mt_fail(c, MT_EENV,
@@ -329,16 +313,17 @@ static mt_status resolve_receivers(mt_client *c, const char **rendezvous) {
         return st == MT_OK ? given_key_agrees(c, c->rendezvous_dir) : st;
     }
     const char *value = getenv(ENV_ENDPOINTS);
-    if (!blank(value)) {
-        char *s = strip(value, strlen(value));
+    bool no_memory = false;
+    if (!py_blank(value, &no_memory)) {
+        char *s = mt_py_strip(value);
         if (s == NULL) return mt_fail(c, MT_ENOMEM, "out of memory");
         st = split_endpoints(c, s, MT_EENV, ENV_ENDPOINTS ": ");
         free(s);
         return st == MT_OK ? receivers_key(c) : st;
     }
     value = getenv(ENV_RENDEZVOUS);
-    if (!blank(value)) {
-        char *s = strip(value, strlen(value));
+    if (!no_memory && !py_blank(value, &no_memory)) {
+        char *s = mt_py_strip(value);
         if (s == NULL) return mt_fail(c, MT_ENOMEM, "out of memory");
         *rendezvous = value; /* (the environment's string outlives this call) */
         st = mt_fetch_endpoints(c, s, c->rendezvous_timeout);
@@ -346,6 +331,7 @@ static mt_status resolve_receivers(mt_client *c, const char **rendezvous) {
         free(s);
         return st;
     }
+    if (no_memory) return mt_fail(c, MT_ENOMEM, "out of memory");
     char *but = mt_env_but(); /* (a misspelt variable, the likely cause: env_names.c) */
     st = mt_fail(c, MT_EENV,
                  "no receiver endpoint: call mt_set_endpoints, or set " ENV_ENDPOINTS

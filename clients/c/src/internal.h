@@ -275,6 +275,13 @@ bool mt_py_printable(unsigned long cp);
  * str.isspace: also \x1c-\x1f, U+0085, the no-break and other Unicode spaces), in a new
  * string (NULL: no memory): a key read from a variable, as the Python client reads it. */
 char *mt_py_strip(const char *s);
+/* serve_given.c: whether the endpoint `e` (stripped) is not of a form to connect to: 1
+ * with *why (to free) saying so in the Python client's words ("endpoint 'tcp://h' has no
+ * port: " then `form`, the fix; a quote mark at its start or end, a port not 1 to 65535,
+ * the host *; melissa_trainer/client/endpoint_form.py endpoint_fault), 0 (it is; other
+ * transports are ZeroMQ's to judge) or -1 (no memory). The receivers' (env.c) and the
+ * serving endpoints' (serve_given.c) check. */
+int mt_endpoint_fault(const char *e, const char *form, char **why);
 
 /* encode.c */
 typedef struct mt_buf {

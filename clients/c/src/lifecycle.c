@@ -150,9 +150,15 @@ mt_status mt_connect_all(mt_client *c) {
                            zmq_strerror(errno));
         mt_status st = mt_handshake_watch(c, i); /* (a refused key is silent otherwise) */
         if (st != MT_OK) return st;
-        if (zmq_connect(s, c->endpoints[i]) != 0)
-            return mt_fail(c, MT_EZMQ, "cannot connect to endpoint '%s': %s", c->endpoints[i],
-                           zmq_strerror(errno));
+        if (zmq_connect(s, c->endpoints[i]) != 0) { /* (an unknown transport: its form is
+                                                     * checked, mt_endpoint_fault) */
+            const char *why = zmq_strerror(errno);
+            char *shown = mt_py_repr(c->endpoints[i]); /* (as Python's client quotes it) */
+            st = shown == NULL ? mt_fail(c, MT_ENOMEM, "out of memory")
+               : mt_fail(c, MT_EZMQ, "cannot connect to endpoint %s: %s", shown, why);
+            free(shown);
+            return st;
+        }
     }
     return MT_OK;
 }

@@ -56,7 +56,12 @@ void mt_stop_record_words(const char *record, char *out, size_t size);
 /* 1 to 64 ASCII letters, digits, '-' or '_', one alphanumeric at least (a run id). */
 bool mt_valid_run_id(const char *s);
 /* MT_OK, or `bad` with "PREFIXendpoint 'E' has no port: give tcp://HOST:PORT (...)" for
- * the first of the comma-separated `text` whose form ZeroMQ would refuse (env.c). */
+ * the first of the comma-separated `text` (each stripped as Python's str.strip) not of a
+ * form to connect to (mt_endpoint_fault, env.c). */
 mt_status mt_check_endpoints(mt_client *c, const char *text, mt_status bad, const char *prefix);
+/* `bad` with "PREFIXendpoints must be like tcp://HOST:PORT, got 'TEXT'" (TEXT quoted as
+ * Python's repr, as client/config.py resolve_receivers says it): an item without "://". */
+mt_status mt_endpoints_not_like(mt_client *c, const char *text, mt_status bad,
+                                const char *prefix);
 
 #endif

@@ -30,12 +30,8 @@ typedef struct mt_serve_entry {
  * removed it: it stopped, or only another run's serve files are there), MT_EENV when
  * nothing says where to look. */
 mt_status mt_serve_resolve(mt_client *c, double deadline, double timeout, mt_serve_entry *out);
-/* serve_given.c: endpoints given (mt_set_serve_endpoints, the variable). Whether the
- * endpoint `e` (stripped) is not of a form to connect to: 1 with *why (to free) saying so
- * in the Python Predictor's words ("endpoint 'tcp://h' has no port: give tcp://HOST:PORT
- * (the trainer's serve_N.json)"; client/predict_lookup.py endpoint_fault), 0 (it is; other
- * transports are ZeroMQ's to judge) or -1 (no memory). */
-int mt_serve_endpoint_fault(const char *e, char **why);
+/* serve_given.c: endpoints given (mt_set_serve_endpoints, the variable); their form:
+ * mt_endpoint_fault (internal.h). */
 /* MT_OK, or MT_EINVAL "mt_set_serve_endpoints: endpoint ..." for the first endpoint of the
  * comma-separated `list` not of a form to connect to. */
 mt_status mt_serve_endpoints_check(mt_client *c, const char *list);

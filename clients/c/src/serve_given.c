@@ -1,10 +1,10 @@
 /* serve_given.c: serving endpoints given rather than read from a serve file
  * (mt_set_serve_endpoints, $MELISSA_TRAINER_SERVE_ENDPOINTS, with the servers' CURVE key in
  * $MELISSA_TRAINER_SERVE_KEY): their form checked as the Python Predictor checks it
- * (melissa_trainer/client/predict_lookup.py endpoint_fault, checked_endpoint: the same
- * rules, the same words), the one of this simulation's rank picked. Serve files: serve.c. */
+ * (melissa_trainer/client/endpoint_form.py endpoint_fault, predict_lookup.py
+ * checked_endpoint: the same rules, the same words), the one of this simulation's rank
+ * picked. Serve files: serve.c. mt_endpoint_fault is the receivers' check too (env.c). */
 #define _POSIX_C_SOURCE 200809L
-#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,10 +25,14 @@ static bool port_number(const char *port) {
     return strlen(port) >= 1 && strlen(port) <= 5 && atol(port) <= 65535;
 }
 
-int mt_serve_endpoint_fault(const char *e, char **why) {
-    const char *rest = strstr(e, "://"), *what = NULL, *form = SERVE_FORM;
+int mt_endpoint_fault(const char *e, const char *form, char **why) {
+    const char *rest = strstr(e, "://"), *what = NULL;
+    size_t n = strlen(e);
     *why = NULL;
-    if (rest == NULL) {
+    if (n > 0 && (strchr("'\"", e[0]) != NULL || strchr("'\"", e[n - 1]) != NULL)) {
+        what = "has a quote mark at its start or end (a shell's or a batch script's quoting "
+               "left in the value)";
+    } else if (rest == NULL) {
         what = "is not like tcp://HOST:PORT";
     } else {
         size_t scheme = (size_t)(rest - e);
@@ -60,18 +64,19 @@ int mt_serve_endpoint_fault(const char *e, char **why) {
     return *why != NULL ? 1 : -1;
 }
 
-/* `len` bytes of `s` without the blanks around them, as a new string (NULL: no memory). */
+/* `len` bytes of `s` without the white space around them that Python's str.strip takes
+ * off (mt_py_strip), as a new string (NULL: no memory). */
 static char *stripped(const char *s, size_t len) {
-    while (len > 0 && isspace((unsigned char)*s)) ++s, --len;
-    while (len > 0 && isspace((unsigned char)s[len - 1])) --len;
-    return strndup(s, len);
+    char *item = strndup(s, len), *out = item != NULL ? mt_py_strip(item) : NULL;
+    free(item);
+    return out;
 }
 
-/* MT_OK, or `status` naming the endpoint `e` (its form: mt_serve_endpoint_fault) after
+/* MT_OK, or `status` naming the endpoint `e` (its form: mt_endpoint_fault) after
  * `source` (where it was given, as Python's checked_endpoint names it). */
 static mt_status check_one(mt_client *c, const char *e, mt_status status, const char *source) {
     char *why;
-    int fault = mt_serve_endpoint_fault(e, &why);
+    int fault = mt_endpoint_fault(e, SERVE_FORM, &why);
     if (fault == 0) return MT_OK;
     mt_status st = fault < 0 ? mt_fail(c, MT_ENOMEM, "out of memory")
                              : mt_fail(c, status, "%s: %s", source, why);

@@ -7,8 +7,11 @@ tests/client/test_send_stopped_for_good.py), in the same words: the close's sent
 step N and those queued before it", then "(the send gave up after S s blocked: no
 trainer comes back there)"; the C close's status for that kind (MT_ETIMEDOUT,
 MT_ESIMREFUSED). Before (clients/c/src/send_wait.c), the C send read the record only as
-it gave up after its disconnected timeout (here 120 s, and with a replay window the
-follow timeout, 120 s, more): these tests timed out.
+it gave up after its disconnected timeout (and with a replay window the follow timeout
+more): these tests timed out. Both are set here to an hour (`LONG`), far beyond the
+tests' own timeout, so that a send that waited for either fails the test by its timeout
+marker, never by a figure of the machine's speed: the words say which path was taken
+(the stop record's, not "disconnected_timeout" nor "follow_timeout").
 
 The oracle: the Python words composed from the same rendezvous (its record read by
 `StopRecords.for_good`, the sentence by `stop_sentence`), word for word but for the
@@ -21,7 +24,6 @@ import json
 import os
 import re
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -41,15 +43,16 @@ from melissa_trainer.stream.stop_record import RECORD_KEY, StopReason, build_rec
 
 pytestmark = [
     pytest.mark.e2e,  # a process of its own (the solver)
-    pytest.mark.timeout(90),  # (far below the 120 s + 120 s a send waited before)
+    pytest.mark.timeout(90),  # (far below the LONG + LONG a send waited before)
     pytest.mark.skipif(sys.platform != "linux", reason="the C client's tests: Linux"),
 ]
 
 MT_ETIMEDOUT, MT_ESIMREFUSED = 8, 14
 SID, RUN = 3, "run-a"
 COUNT = 262144  # float32: 1 MiB, sent without a copy (held until ZeroMQ lets go)
-#: a send that gave up well within this (a few slices, a loaded machine): far below 120 s
-PROMPT = 20.0
+#: the disconnected and follow timeouts: a send that waits for them fails the test by
+#: its timeout marker (90 s), whatever the machine's load
+LONG = 3600
 WHOSE = f"simulation {SID} rank 0"
 
 #: kind -> (the stop reason, the C status)
@@ -72,11 +75,12 @@ def blocked_send(
     window: bool,
     env: dict[str, str],
     record: dict[str, Any] | None = None,
-) -> tuple[int, str, float, str]:
+) -> tuple[int, str, str]:
     """Simulation 3 sends step 0 to a receiver (run ``run-a``) that then stops with
     `reason` in its stop record (replaced by `record` if given, before the solver sends
-    on); then sends on until a send fails. Returns that send's status and message, the
-    seconds from the receiver's stop to the solver's end, and the receiver's endpoint."""
+    on); then sends on until a send fails. Returns that send's status and message and
+    the receiver's endpoint. A send that waited for its disconnected or follow timeout
+    (`LONG`) is still blocked when the test's timeout marker ends it."""
     buffer = FIFOBuffer(100)
     config = ReceiverConfig(
         rendezvous_dir=str(rendezvous), fields={"u": ((COUNT,), np.float32)}, run_id=RUN
@@ -87,7 +91,7 @@ def blocked_send(
     try:
         receiver.note_stop(reason)
         solver = Script(exe, {"MELISSA_TRAINER_RENDEZVOUS": str(rendezvous), **env})
-        setup = ["disconnected_timeout 120", "follow_timeout 120", "sndhwm 1"]
+        setup = [f"disconnected_timeout {LONG}", f"follow_timeout {LONG}", "sndhwm 1"]
         setup += [] if window else ["replay_bytes 0"]
         started = solver.send(f"id {SID}", f"field u 1 1 {COUNT}", *setup, "start",
                               f"send 0 u 1 {COUNT} 0", "flush")  # fmt: skip
@@ -98,10 +102,8 @@ def blocked_send(
             entry = json.loads((rendezvous / "rank_0.json").read_text())
             (rendezvous / "new.json").write_text(json.dumps({**entry, RECORD_KEY: record}))
             os.replace(rendezvous / "new.json", rendezvous / "rank_0.json")
-        stopped_at = time.monotonic()
         last = solver.send(*(f"send {t} u 1 {COUNT} {t}" for t in range(1, 60)), "abort")
         lines, err = solver.finish(80)
-        took = time.monotonic() - stopped_at
     finally:
         if solver is not None:
             solver.kill()
@@ -110,7 +112,7 @@ def blocked_send(
     failed = [s for s in statuses if s[0] != "0"]
     assert failed, "every send went through: nothing blocked"
     endpoint = json.loads((rendezvous / "rank_0.json").read_text())["endpoint"]
-    return int(failed[0][0]), (failed[0] + [""])[1], took, endpoint
+    return int(failed[0][0]), (failed[0] + [""])[1], endpoint
 
 
 #: how each client tells a spare solver to exit 0 (the one difference: the Python
@@ -143,12 +145,11 @@ def test_a_blocked_send_gives_up_at_once_in_the_python_words(
     tmp_path: Path,
     kind: str,
 ) -> None:
-    """No replay window: only the disconnected timeout (120 s) bounded the wait."""
+    """No replay window: only the disconnected timeout (`LONG`) bounded the wait."""
     reason, status = KINDS[kind]
     rendezvous = tmp_path / "rv"
-    code, message, took, endpoint = blocked_send(script_exe, rendezvous, reason, False, {})
+    code, message, endpoint = blocked_send(script_exe, rendezvous, reason, False, {})
     says_what_python_says(code, message, status, rendezvous, endpoint)
-    assert took < PROMPT, (took, message)
     assert "died" not in message and "disconnected_timeout" not in message, message
     if kind == "end":
         assert message.startswith(f"{WHOSE}: the trainer stopped before it read time step ")
@@ -165,11 +166,10 @@ def test_a_spare_solver_is_told_the_study_did_not_need_it(
     reason = StopReason("end", "end of stream")
     record = build_record(ended_ingest(1), RUN, reason)
     rendezvous = tmp_path / "rv"
-    code, message, took, endpoint = blocked_send(script_exe, rendezvous, reason, False, {}, record)
+    code, message, endpoint = blocked_send(script_exe, rendezvous, reason, False, {}, record)
     says_what_python_says(code, message, MT_ETIMEDOUT, rendezvous, endpoint)
     assert message.startswith(f"{WHOSE}: the study ended without needing this simulation, so ")
     assert C_EXIT in message, message
-    assert took < PROMPT, (took, message)
 
 
 def test_a_following_send_does_not_wait_for_a_restart(
@@ -177,12 +177,11 @@ def test_a_following_send_does_not_wait_for_a_restart(
     tmp_path: Path,
 ) -> None:
     """A replay window (external mode's default): the send would wait the follow timeout
-    (120 s) more for a restarted trainer; a trainer that ended never restarts."""
+    (`LONG`) more for a restarted trainer; a trainer that ended never restarts."""
     reason, status = KINDS["end"]
     rendezvous = tmp_path / "rv"
-    code, message, took, endpoint = blocked_send(script_exe, rendezvous, reason, True, {})
+    code, message, endpoint = blocked_send(script_exe, rendezvous, reason, True, {})
     says_what_python_says(code, message, status, rendezvous, endpoint)
-    assert took < PROMPT, (took, message)
     assert "follow_timeout" not in message, message
 
 
@@ -194,5 +193,5 @@ def test_sanitized(
     exe = sanitized_c_client.build_dir / "tests" / "mt_script"
     reason, status = KINDS["end"]
     rendezvous = tmp_path / "rv"
-    code, message, _, endpoint = blocked_send(exe, rendezvous, reason, False, dict(SANITIZER_ENV))
+    code, message, endpoint = blocked_send(exe, rendezvous, reason, False, dict(SANITIZER_ENV))
     says_what_python_says(code, message, status, rendezvous, endpoint)

@@ -106,14 +106,13 @@ def test_backpressure_blocks_until_the_receiver_reads(zctx: zmq.Context) -> None
 @pytest.mark.timeout(30)
 def test_close_reports_undelivered_messages() -> None:
     endpoint = f"tcp://127.0.0.1:{free_port()}"  # nobody listens there
-    c = Client(GOOD, simulation_id=1, endpoints=endpoint, tuning=ClientTuning(close_timeout=0.3))
+    # (disconnected_timeout far beyond this test's timeout: a close that waited for it
+    # fails by the timeout marker; the words say close_timeout ended it, no clock read)
+    tuning = ClientTuning(close_timeout=0.3, disconnected_timeout=3600.0)
+    c = Client(GOOD, simulation_id=1, endpoints=endpoint, tuning=tuning)
     c.send(0, u=np.ones((2, 3), np.float32))
-    started = time.monotonic()
     with pytest.raises(TimeoutError, match="not delivered within close_timeout=0.3"):
         c.close()
-    # its close_timeout, not disconnected_timeout's 60 s (bounded at 20 s: a loaded
-    # machine may take seconds to close)
-    assert time.monotonic() - started < 20
 
 
 @pytest.mark.timeout(30)
@@ -128,14 +127,12 @@ def test_close_with_the_callers_context_says_when_nothing_was_delivered() -> Non
             {"u": ((4,), "float32")},
             simulation_id=1,
             endpoints=f"tcp://127.0.0.1:{free_port()}",  # nobody listens there
-            tuning=ClientTuning(close_timeout=0.5),
+            tuning=ClientTuning(close_timeout=0.5, disconnected_timeout=3600.0),  # (as above)
             context=context,
         )
         client.send(0, u=np.zeros(4, np.float32))
-        began = time.monotonic()
         with pytest.raises(TimeoutError, match="not delivered within close_timeout=0.5"):
             client.close()
-        assert time.monotonic() - began < 20  # (as above: not 60 s)
     finally:
         context.term()
 

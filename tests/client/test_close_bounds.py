@@ -11,7 +11,6 @@ the kernel's buffers hold."""
 from __future__ import annotations
 
 import socket
-import time
 from collections.abc import Iterator
 
 import numpy as np
@@ -36,11 +35,11 @@ def paused() -> Iterator[str]:
 def test_a_close_after_a_failure_names_failed_close_timeout_not_close_timeout(
     paused: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """The user set close_timeout=60; the wait after the solver's exception is bounded by
-    failed_close_timeout: the warning must name that one (before: "close_timeout=...",
-    a setting whose change does nothing to this wait)."""
-    tuning = ClientTuning(close_timeout=60, failed_close_timeout=0.3)
-    started = time.monotonic()
+    """The user set close_timeout=3600 (far beyond this test's timeout: a close that
+    waited for it fails by the timeout marker); the wait after the solver's exception is
+    bounded by failed_close_timeout: the warning must name that one (before:
+    "close_timeout=...", a setting whose change does nothing to this wait)."""
+    tuning = ClientTuning(close_timeout=3600, failed_close_timeout=0.3)
     with (
         caplog.at_level("WARNING", logger="melissa_trainer.client.client"),
         pytest.raises(RuntimeError, match="solver diverged"),
@@ -48,11 +47,10 @@ def test_a_close_after_a_failure_names_failed_close_timeout_not_close_timeout(
     ):
         client.send(0, u=np.ones(4, np.float32))
         raise RuntimeError("solver diverged")
-    assert time.monotonic() - started < 10  # the 0.3 s bound, not close_timeout's 60
-    said = caplog.text
+    said = caplog.text  # (the 0.3 s bound ended it: its words, not close_timeout's)
     assert "not delivered within failed_close_timeout=0.3 s" in said, said
     assert "ClientTuning(failed_close_timeout=...)" in said, said
-    assert "close_timeout=60" not in said, said
+    assert "close_timeout=3600" not in said, said
 
 
 @pytest.mark.timeout(30)
@@ -87,9 +85,10 @@ def test_a_close_after_a_failure_does_not_name_a_disconnected_timeout_nobody_set
 ) -> None:
     """The trainer is gone (refused connections) and a large array is still queued: a
     close after a failure gives up at once, and says so, instead of naming
-    "disconnected_timeout=0.0 s" (the user's is 60)."""
+    "disconnected_timeout=0.0 s" (the user's is 3600). Every bound is an hour, far beyond
+    this test's timeout: a close that waited for any fails by the timeout marker."""
     large = np.ones(1 << 16, np.float32)  # 256 KiB: sent without a copy, held until sent
-    tuning = ClientTuning(close_timeout=20, failed_close_timeout=20, disconnected_timeout=60)
+    tuning = ClientTuning(close_timeout=3600, failed_close_timeout=3600, disconnected_timeout=3600)
     client = Client(
         {"u": (large.shape, "float32")},
         simulation_id=4,
@@ -99,10 +98,8 @@ def test_a_close_after_a_failure_does_not_name_a_disconnected_timeout_nobody_set
     )
     with pytest.raises(TimeoutError, match="time step 0"):
         client.send(0, u=large)  # nobody takes it
-    started = time.monotonic()
     with caplog.at_level("WARNING", logger="melissa_trainer.client.client"):
-        client.close(bye=False)
-    assert time.monotonic() - started < 15  # given up on the gone receiver, not after 20 s
+        client.close(bye=False)  # (given up on the gone receiver: its words below)
     said = caplog.text
     assert "the receiver is unreachable" in said, said
     assert "a close after a failure does not wait for a disconnected receiver" in said, said

@@ -27,8 +27,9 @@ from melissa_trainer.client import Client, ClientTuning, handshake
 pytestmark = pytest.mark.timeout(120)
 
 FIELDS = {"u": ((4,), "float32")}
-CLOSE_TIMEOUT = 30.0
-QUICK = 10.0  # (before: CLOSE_TIMEOUT; after: NOT_ZMQ_AFTER, a margin for a busy machine)
+#: far beyond the tests' timeout (120 s): a close that waits for it (before the change)
+#: fails by the timeout marker; the words say it gave up on a peer not a receiver
+CLOSE_TIMEOUT = 3600.0
 
 
 @pytest.fixture(autouse=True)
@@ -54,11 +55,8 @@ def test_a_close_gives_up_on_a_peer_not_a_receiver_and_says_check_the_endpoint(
     tuning = ClientTuning(close_timeout=CLOSE_TIMEOUT)
     client = Client(FIELDS, simulation_id=9, endpoints=endpoint, tuning=tuning)
     client.send(0, u=np.ones(4, np.float32))
-    started = time.monotonic()
     with pytest.raises(ValueError) as caught:
         client.close()
-    took = time.monotonic() - started
-    assert took < QUICK, f"close() took {took:.1f} s"
     said = str(caught.value)
     assert said.startswith(f"simulation 9 rank 0: queued messages not delivered to {endpoint}: ")
     assert "not a melissa-trainer receiver" in said and "check the endpoint" in said, said
@@ -79,7 +77,10 @@ def test_a_close_waits_for_a_silent_peer_until_close_timeout(silent: str) -> Non
     started = time.monotonic()
     with pytest.raises(TimeoutError) as caught:
         client.close()
-    assert time.monotonic() - started >= 1.4  # (waited: not given up on silence)
+    # (waited: not given up on silence; its words say so below. A lower bound on the
+    # close's own deadline, set on the monotonic clock after `started`: deterministic
+    # under load; 0.1 s below close_timeout for ZeroMQ's whole-ms poll timeouts)
+    assert time.monotonic() - started >= 1.4
     said = str(caught.value)
     assert "not delivered within close_timeout=1.5 s" in said, said
     assert "CURVE" not in said and "MELISSA_TRAINER_KEY" not in said, said

@@ -46,13 +46,14 @@ def queued(endpoint: str, close_timeout: float) -> Client:
 def test_a_close_waits_on_while_the_trainer_takes_its_messages_slowly() -> None:
     with slow_pull(PACE) as receiver:
         client = queued(receiver.endpoint, close_timeout=2.0)
+        began = time.monotonic()  # (before the receiver's first read: see `took` below)
         receiver.start()
-        began = time.monotonic()
         client.close()  # (before: TimeoutError "... not delivered within close_timeout=2.0 s")
         took = time.monotonic() - began
         receiver.until_byes(1)
         keys = list(receiver.keys)
-    # (a lower bound, set by the receiver's pace: the close outlived its close_timeout)
+    # (a lower bound, set by the receiver's own pace, every read of which came after
+    # `began`: the close outlived its close_timeout; deterministic under load)
     assert took > 2.0, took
     assert sorted(keys) == [(SID, t) for t in range(STEPS)], keys  # each once
     assert [b.steps_sent for b in receiver.byes] == [STEPS]
@@ -70,13 +71,13 @@ def test_a_batched_close_waits_on_while_the_trainer_takes_its_batches_slowly() -
         )  # fmt: skip
         for t in range(steps):
             client.send(t, u=np.full(count, t, np.float64))
+        began = time.monotonic()  # (before the receiver's first read, as above)
         receiver.start()
-        began = time.monotonic()
         client.close()  # (before: TimeoutError "... not delivered within close_timeout=2.0 s")
         took = time.monotonic() - began
         receiver.until_byes(1)
         keys = list(receiver.keys)
-    assert took > 2.0, took
+    assert took > 2.0, took  # (the receiver's pace: as above)
     assert sorted(keys) == [(SID, t) for t in range(steps)], keys[:8]  # each once
     assert [b.steps_sent for b in receiver.byes] == [steps]
 

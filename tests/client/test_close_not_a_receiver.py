@@ -2,8 +2,9 @@
 a receiver (a user trial, htrial17 e3: a client pointed at ``python -m http.server``;
 its close waited the whole `failed_close_timeout`, 10 s, though it had warned that the
 peer was "not a melissa-trainer receiver"). The peer accepts TCP, so it looks connected:
-`CloseWait.not_connected` let it through. These tests set failed_close_timeout to 30 s;
-before the change they took 30 s.
+`CloseWait.not_connected` let it through. These tests set failed_close_timeout to an
+hour, far beyond their timeout: before the change they waited it out, and would fail by
+their timeout marker; the close's words say it waited for nothing (no clock is read).
 
 Real sockets on 127.0.0.1; `NOT_ZMQ_AFTER` shortened so the tests are quick."""
 
@@ -11,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import socket
-import time
 from collections.abc import Iterator
 
 import numpy as np
@@ -23,8 +23,8 @@ from melissa_trainer.client.handshake import NOT_RECEIVER
 
 pytestmark = pytest.mark.timeout(120)
 
-FAILED_CLOSE_TIMEOUT = 30.0
-QUICK = 10.0  # (before: FAILED_CLOSE_TIMEOUT; after: no wait, a margin for a busy machine)
+#: far beyond the tests' timeout (120 s): a close that waits for it fails by the marker
+FAILED_CLOSE_TIMEOUT = 3600.0
 
 
 @pytest.fixture
@@ -68,11 +68,8 @@ def test_a_close_after_a_failure_does_not_wait_for_a_peer_not_a_receiver(
         # (the close knows what the client knows: once the peer counts as no receiver)
         wait_until(lambda: bool(client._transport.handshakes.not_receivers([silent])), "seen")
     finally:
-        started = time.monotonic()
         with caplog.at_level(logging.WARNING, logger="melissa_trainer.client.client"):
             client.close(bye=False)
-        took = time.monotonic() - started
-    assert took < QUICK, f"close(bye=False) took {took:.1f} s"
     said = [r.getMessage() for r in caplog.records if "not delivered" in r.getMessage()]
     assert len(said) == 1, said
     assert f"not delivered to {silent}: {NOT_RECEIVER}" in said[0], said

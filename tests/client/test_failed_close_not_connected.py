@@ -4,13 +4,13 @@ waits for nothing of a receiver that is not connected, as `Client.close` promise
 gone, or on an endpoint where no trainer ever listened, it returns at once and logs what
 it dropped and why. Before, it waited the whole `failed_close_timeout` (10 s by default)
 for the handshake of a receiver that could not come, for nothing: these tests set it to
-30 s and took 30 s."""
+an hour, far beyond their timeout, so that such a wait fails them by the timeout marker;
+the close's words say it waited for nothing (no clock is read)."""
 
 from __future__ import annotations
 
 import logging
 import socket
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -27,10 +27,8 @@ pytestmark = pytest.mark.timeout(120)
 
 COUNT = 1 << 18  # 1 MiB of float32: sent without a copy, held until ZeroMQ lets go
 FIELDS = {"u": ((COUNT,), "float32")}
-FAILED_CLOSE_TIMEOUT = 30.0
-#: what the close may take at most (before: FAILED_CLOSE_TIMEOUT; after: no wait at all,
-#: a margin for a busy machine)
-QUICK = 10.0
+#: far beyond the tests' timeout (120 s): a close that waits for it fails by the marker
+FAILED_CLOSE_TIMEOUT = 3600.0
 
 
 def tuning(batch_bytes: int | None = None) -> ClientTuning:
@@ -59,11 +57,8 @@ def dead_endpoint() -> Iterator[str]:
 
 
 def closed_at_once(client: Client, caplog: pytest.LogCaptureFixture, endpoint: str) -> None:
-    started = time.monotonic()
     with caplog.at_level(logging.WARNING, logger="melissa_trainer.client.client"):
-        client.close(bye=False)
-    took = time.monotonic() - started
-    assert took < QUICK, f"close(bye=False) took {took:.1f} s"
+        client.close(bye=False)  # (a wait for FAILED_CLOSE_TIMEOUT: past the test's timeout)
     said = [r.getMessage() for r in caplog.records if "not delivered" in r.getMessage()]
     assert len(said) == 1, said
     assert f" not delivered to {endpoint}: the receiver is unreachable" in said[0], said

@@ -6,8 +6,11 @@ a receiver is disconnected).
 A user trial (2026-12-01): a trainer killed with ``kill -9`` mid-stream and resumed
 with ``--resume_from_checkpoint latest``. The C solver followed it at once; the Python
 solver waited out its `disconnected_timeout` first (~50 s later), and only then looked
-at the rendezvous. Here `disconnected_timeout` and `follow_timeout` are 300 s: a client
-that followed within `FOLLOWED_WITHIN` (a bound far below them) did not wait them out.
+at the rendezvous. Here `disconnected_timeout` and `follow_timeout` are an hour (`LONG`),
+far beyond the tests' timeout: a client that waited them out before following never
+ends its send (or close) within the test, which its timeout marker then fails (the
+stack shows it in the join of the client's thread); one that followed ends on B
+(`run_id` "run-b"). No clock is read.
 
 The trainers are real `Receiver`s in processes of their own (`keys_receiver_process`):
 A killed, B started on the same rendezvous under another run id, with no checkpoint
@@ -21,7 +24,6 @@ import json
 import logging
 import re
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -38,9 +40,9 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 
 STEPS = 12
 LOGGER = "melissa_trainer.client.client"
-#: seconds a blocked send or close may take to follow B once B has published: far
-#: below the 300 s of `disconnected_timeout` (a loaded machine may be slow to ask B)
-FOLLOWED_WITHIN = 60.0
+#: the client's disconnected and follow timeouts: far beyond this module's timeout
+#: (180 s), so that a wait for them fails a test by its timeout marker, whatever the load
+LONG = 3600.0
 #: what the notice of a wait on the receiver gone says (`closing.waiting_notice`)
 NOTICE = re.compile(r"(sending time step \d+|closing), the trainer's receiver at ")
 
@@ -66,7 +68,7 @@ def trainers(rendezvous: Path) -> Iterator[list[ReceiverProcess]]:
 
 
 def client() -> Client:
-    tuning = ClientTuning(disconnected_timeout=300.0, follow_timeout=300.0, sndhwm=2, batch_bytes=0)
+    tuning = ClientTuning(disconnected_timeout=LONG, follow_timeout=LONG, sndhwm=2, batch_bytes=0)
     return Client(simulation_id=3, fields={"u": ((4,), np.float64)}, tuning=tuning)
 
 
@@ -103,11 +105,9 @@ def blocked(caplog: pytest.LogCaptureFixture) -> None:
     assert "and follows it (at once if it publishes sooner): up to " in notices()[0]
 
 
-def start_b(trainers: list[ReceiverProcess], rendezvous: Path) -> float:
-    """Start B on A's rendezvous (published before its endpoint is printed); the
-    `time.monotonic()` it published by."""
+def start_b(trainers: list[ReceiverProcess], rendezvous: Path) -> None:
+    """Start B on A's rendezvous (published before its endpoint is printed)."""
     trainers.append(ReceiverProcess("--rendezvous", str(rendezvous), "--run_id", "run-b"))
-    return time.monotonic()
 
 
 def test_a_send_blocked_on_a_killed_trainer_follows_its_restart_at_once(
@@ -129,15 +129,12 @@ def test_a_send_blocked_on_a_killed_trainer_follows_its_restart_at_once(
         with caplog.at_level(logging.WARNING, logger=LOGGER):
             thread.start()
             blocked(caplog)
-            published = start_b(trainers, rendezvous)
-            thread.join(FOLLOWED_WITHIN)
-        assert not thread.is_alive(), (
-            f"the blocked send did not follow B within {FOLLOWED_WITHIN} s of its publishing "
-            f"(it waits out disconnected_timeout=300 s)"
-        )
+            start_b(trainers, rendezvous)
+            # (a send that waits out disconnected_timeout=LONG before following B is
+            # still here when the timeout marker ends the test)
+            thread.join()
         assert not failed, failed
-        assert time.monotonic() - published < FOLLOWED_WITHIN
-        assert c.run_id == "run-b"
+        assert c.run_id == "run-b"  # it followed B
     finally:
         if not thread.is_alive():  # (else stuck in its send: the failure said so)
             c.close(bye=not failed)
@@ -154,13 +151,11 @@ def test_a_close_waiting_on_a_killed_trainer_follows_its_restart_at_once(
         thread, failed = closing(c)
         blocked(caplog)
         start_b(trainers, rendezvous)
-        thread.join(FOLLOWED_WITHIN)
-    assert not thread.is_alive(), (
-        f"the close did not follow B within {FOLLOWED_WITHIN} s of its publishing (it "
-        f"waits out disconnected_timeout=300 s)"
-    )
+        # (a close that waits out disconnected_timeout=LONG before following B is still
+        # here when the timeout marker ends the test)
+        thread.join()
     assert not failed, failed
-    assert c.run_id == "run-b"
+    assert c.run_id == "run-b"  # it followed B
     taken = trainers[1].keys()  # (once B ended: the BYE came)
     assert sorted(s for _, s in taken) == list(range(STEPS))  # each once
 

@@ -15,7 +15,6 @@ record written as a trainer's receiver writes it)."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import numpy as np
@@ -35,8 +34,9 @@ pytestmark = pytest.mark.timeout(60)
 
 COUNT = 1 << 18  # 1 MiB of float32: sent without a copy, held until ZeroMQ lets go
 FIELDS = {"u": ((COUNT,), "float32")}
+#: only the stop record ends a blocked send: every other bound is far beyond the tests'
+#: timeout (60 s), so that a send that waited for one fails by the timeout marker
 LONG = 600.0
-#: only the stop record ends a blocked send: every other bound is far away
 TUNING = ClientTuning(
     disconnected_timeout=LONG, follow_timeout=LONG, sndhwm=1, failed_close_timeout=1.0
 )
@@ -83,9 +83,7 @@ def test_a_spare_solver_s_blocked_send_raises_simulation_not_needed(external: Pa
         receiver.note_stop(StopReason("end", "end of stream"))
         receiver.stop()
     try:
-        began = time.monotonic()
-        error = send_until_it_gives_up(spare, 1)
-        took = time.monotonic() - began
+        error = send_until_it_gives_up(spare, 1)  # (a wait for LONG: past the timeout)
     finally:
         spare.close(bye=False)
     # (what the docs tell a spare solver to catch: before, a plain StoppedForGood)
@@ -95,7 +93,6 @@ def test_a_spare_solver_s_blocked_send_raises_simulation_not_needed(external: Pa
     said = str(error)
     assert "the study ended without needing this simulation" in said, said
     assert "catch SimulationNotNeeded to exit 0" in said, said
-    assert took < LONG / 10, took
 
 
 def test_a_send_refused_by_its_non_finite_sample_raises_simulation_refused(

@@ -19,7 +19,6 @@ Real sockets on 127.0.0.1; the receiver writes its stop record as a trainer's do
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import numpy as np
@@ -35,9 +34,10 @@ pytestmark = pytest.mark.timeout(30)  # (far below the 600 s a wait before the c
 
 COUNT = 1 << 18  # 1 MiB of float32: sent without a copy, held until ZeroMQ lets go
 FIELDS = {"u": ((COUNT,), "float32")}
+#: the waits a send must not sit out: far beyond the tests' timeout (30 s), so that a
+#: send that waited for them fails the test by its timeout marker, whatever the load;
+#: the error's type and words say which path ended the wait
 LONG = 600.0
-#: a gave-up send well within this (a few slices, a slow machine): far below `LONG`
-PROMPT = 10.0
 
 
 def stopped(
@@ -52,14 +52,13 @@ def stopped(
     return client
 
 
-def send_until_it_gives_up(client: Client) -> tuple[TimeoutError, float]:
-    """Send until a send raises; the error and how long the sends took."""
+def send_until_it_gives_up(client: Client) -> TimeoutError:
+    """Send until a send raises; the error."""
     u = np.ones(COUNT, np.float32)
-    began = time.monotonic()
     with pytest.raises(TimeoutError) as caught:
         for t in range(1, 1000):
             client.send(t, u=u)
-    return caught.value, time.monotonic() - began
+    return caught.value
 
 
 END = StopReason("end", "max_steps 7 reached")
@@ -85,13 +84,12 @@ def test_a_following_client_does_not_wait_for_a_trainer_that_stopped_for_good(
     client = stopped(external, END, tuning, send_timeout=None)
     try:
         assert client._following is not None  # (it follows: the case of the finding)
-        error, took = send_until_it_gives_up(client)
+        error = send_until_it_gives_up(client)
     finally:
         client.close(bye=False)
     assert isinstance(error, StoppedForGood), repr(error)
     assert error.said.kind == "ended"
     says_the_stop_first(str(error))
-    assert took < PROMPT, took
 
 
 def test_a_blocked_send_gives_up_as_soon_as_the_stop_record_says_for_good(
@@ -103,14 +101,13 @@ def test_a_blocked_send_gives_up_as_soon_as_the_stop_record_says_for_good(
     )
     client = stopped(external, END, tuning, send_timeout=LONG)
     try:
-        error, took = send_until_it_gives_up(client)
+        error = send_until_it_gives_up(client)
     finally:
         client.close(bye=False)
     assert isinstance(error, StoppedForGood), repr(error)
     said = str(error)
     says_the_stop_first(said)
     assert "s blocked: no trainer comes back there)" in said, said
-    assert took < PROMPT, took
 
 
 def test_a_preempted_trainer_is_still_waited_for(external: Path) -> None:
@@ -122,7 +119,7 @@ def test_a_preempted_trainer_is_still_waited_for(external: Path) -> None:
     reason = StopReason("preempted", "SIGTERM: checkpoint saved")
     client = stopped(external, reason, tuning, send_timeout=1.5)
     try:
-        error, _ = send_until_it_gives_up(client)
+        error = send_until_it_gives_up(client)
     finally:
         client.close(bye=False)
     assert not isinstance(error, ReceiverGone), repr(error)

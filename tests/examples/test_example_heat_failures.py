@@ -126,17 +126,19 @@ def test_a_solver_that_hangs_mid_stream_is_killed_after_the_silence_floor(
     report, a hang mid-stream found after 10 minutes per attempt); it is named, restarted,
     and the study completes with each (simulation, step) once.
 
-    Oracle: the hang's start, written by the solver itself (the system-wide monotonic
-    clock), and the death of its process, seen here: at most the floor plus a generous
-    slack apart (a bound on an ordering of events, not a speed). With one job at a time
+    Oracle: the launcher's line on the kill, which names the rule that applied (the
+    silence floor, "since its last message"), and the hung process's death; the start-up
+    bound is set to an hour, far beyond this test's timeout, so that a kill by it cannot
+    come within the test (no clock read: a busy 2-core machine). With one job at a time
     and the hang after the first message, no silence between two messages can have been
     seen when it hangs (the case where the start-up bound applied)."""
     out, hang = tmp_path / "out", tmp_path / "hang.json"
-    floor, slack = 3.0, 45.0  # (slack: a busy 2-core machine; the start-up bound is 600 s)
+    floor = 3.0
     env = tampered_env(SOLVER_HANG=f"0:1:{hang}")
     n = 3
     cmd = [sys.executable, str(EXAMPLE), *TINY, "--num_simulations", str(n), "--job_limit", "1",
-           "--silence_floor", str(floor), "--no_plot", "--output_dir", str(out)]  # fmt: skip
+           "--silence_floor", str(floor), "--startup_timeout", "3600", "--no_plot",
+           "--output_dir", str(out)]  # fmt: skip
     with open(tmp_path / "stdout", "w+") as stdout, open(tmp_path / "stderr", "w+") as stderr:
         proc = subprocess.Popen(
             cmd, cwd=tmp_path, env=env, stdout=stdout, stderr=stderr, start_new_session=True
@@ -147,15 +149,10 @@ def test_a_solver_that_hangs_mid_stream_is_killed_after_the_silence_floor(
                 assert proc.poll() is None and time.monotonic() < deadline, "no hang"
                 time.sleep(0.05)
             began = json.loads(hang.read_text())
-            limit = began["monotonic"] + floor + slack
-            while live(began["pid"]) and time.monotonic() < limit:
+            # (killed by the silence floor: a kill by the start-up bound, an hour, would
+            # come after the timeout marker ended this test)
+            while live(began["pid"]):
                 time.sleep(0.05)
-            killed = time.monotonic()
-            assert not live(began["pid"]), (
-                f"the hung solver still runs {killed - began['monotonic']:.0f} s after its "
-                f"hang began (silence_floor {floor} s)"
-            )
-            assert killed - began["monotonic"] <= floor + slack
             assert proc.wait(150) == 0
         finally:
             if proc.poll() is None:

@@ -51,6 +51,11 @@ first = attempt == 0
 
 if mode == "overlap":  # its lifetime, on the system-wide monotonic clock
     start = time.monotonic()
+    together = options.get("together", 0)
+    if sid < together:  # the first wave runs at once: each waits for the others' start
+        open(os.path.join(out, f"{sid}.started"), "w").close()
+        while sum(n.endswith(".started") for n in os.listdir(out)) < together:
+            time.sleep(0.01)
     time.sleep(options["sleep"])
     with open(os.path.join(out, f"{sid}.span"), "w") as f:
         f.write(f"{start} {time.monotonic()}")

@@ -16,7 +16,6 @@ record: the test failed on its missing file)."""
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -32,11 +31,11 @@ pytestmark = [
 
 @pytest.mark.timeout(180)
 def test_a_study_that_fails_while_a_rank_starves_fails_the_run_at_once(tmp_path: Path) -> None:
-    began = time.monotonic()
+    # (stall_timeout 600 s, far beyond the launch's 150 s: a run that waited for it is
+    # killed without exit records, which `run_study_script` reports; the records and
+    # words below say which path ended it, no clock read)
     proc, ends, said = run_study_script(SCRIPT, tmp_path, "16", "600", timeout=150)
-    took = time.monotonic() - began
     assert proc.returncode != 0, said
-    assert took < 120, f"{took:.0f} s: {said}"  # (stall_timeout is 600 s)
     assert ends == [{"ended": "RankFailed", "steps": 0}, {"ended": "SourceError", "steps": 0}]
     lines = proc.stderr.splitlines()
     (full,) = [x for x in lines if x.startswith("training stopped at step 0")]

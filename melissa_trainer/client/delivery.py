@@ -20,13 +20,14 @@ Progress is what the client sees of its queue without a new wire message:
   (`held.HeldArrays`), and every batch (`outbox.Outbox.in_flight`: its last frame is a
   copy ZeroMQ holds without one more, tracked), the usual way small steps leave.
 
-What this does not see: small steps sent unbatched (``batch_bytes=0``), which ZeroMQ
-copies into its queue, leave without a sign of their own. Between two signs the wait is
-bounded by ``close_timeout`` as before: a queue of such messages (at most ``sndhwm``)
-must move a sign within it (the BYE's acceptance, then its release), which a trainer
-reading at all does unless it is slower than about ``sndhwm`` messages per
-``close_timeout`` (the default 1800 s, `tuning.DEFAULT_CLOSE_TIMEOUT`, leaves it 1.8 s
-a message). The C client's close does the same (clients/c/src/close_wait.c).
+* one in `marks.MARK_EVERY` small steps sent unbatched (``batch_bytes=0``, a send after
+  a pause), which ZeroMQ would copy and let go of without a sign: sent without a copy,
+  tracked (`marks.Marks`). Before, a queue of them showed nothing until the BYE's
+  release, and a trainer slower than ``sndhwm`` messages per ``close_timeout`` failed
+  the close though it read them; now it must be slower than `marks.MARK_EVERY` (16)
+  messages per ``close_timeout``.
+
+The C client's close does the same (clients/c/src/close_wait.c).
 
 In all, the phase lasts at most `CLOSE_CAP_FACTOR` times ``close_timeout`` from the
 close's start: progress moves the deadline no further. A receiver that takes a message
@@ -48,6 +49,7 @@ from melissa_trainer.client.patience import CloseWait
 
 if TYPE_CHECKING:  # pragma: no cover
     from melissa_trainer.client.held import HeldArrays
+    from melissa_trainer.client.marks import Marks
     from melissa_trainer.client.outbox import Outbox
 
 __all__ = ["CLOSE_CAP_FACTOR", "DeliveryWait", "capped_words", "no_progress_words"]
@@ -101,6 +103,7 @@ class DeliveryWait(CloseWait):
         self._simulation_id = simulation_id
         self._held: HeldArrays | None = None
         self._outbox: Outbox | None = None
+        self._marks: Marks | None = None
         self._last = (0, 0)  # (messages accepted, frames still held) at the last look
         #: how many times the deadline moved (for the tests and the curious)
         self.progressed = 0
@@ -112,10 +115,12 @@ class DeliveryWait(CloseWait):
         #: whether the cap held the deadline back at the last progress (`timed_out`)
         self.capped = False
 
-    def watch_progress(self, held: HeldArrays, outbox: Outbox | None) -> None:
-        """Count progress in `held` (its frames let go of) and `outbox` (its batches the
-        sockets accepted)."""
-        self._held, self._outbox = held, outbox
+    def watch_progress(
+        self, held: HeldArrays, outbox: Outbox | None, marks: Marks | None = None
+    ) -> None:
+        """Count progress in `held` (its frames let go of), `outbox` (its batches the
+        sockets accepted) and `marks` (the small messages sent unbatched it tracks)."""
+        self._held, self._outbox, self._marks = held, outbox, marks
         self._last = self._look()
 
     def _look(self) -> tuple[int, int]:
@@ -123,6 +128,7 @@ class DeliveryWait(CloseWait):
         batches sent without a copy)."""
         box = self._outbox
         sent, flying = (0, 0) if box is None else (box.messages_sent, box.in_flight())
+        flying += 0 if self._marks is None else self._marks.in_flight()
         return sent, flying + (0 if self._held is None else len(self._held))
 
     def moved(self, accepted: bool = False) -> bool:

@@ -5,8 +5,8 @@
  * (melissa_trainer/client/delivery.py): each progress puts the deadline a close timeout
  * from then, a message the socket accepted (a batch, a BYE) or a frame ZeroMQ let go of
  * (c->pending falling: an array sent without a copy, a BYE; c->batches_flying: a batch,
- * outbox.c). Small steps sent unbatched (ZeroMQ's copies) show no sign of their own: the
- * BYE's acceptance, then its release, are theirs (delivery.py). A trainer alive but slow (a
+ * outbox.c; c->marks_flying: one small step sent unbatched in MT_MARK_EVERY, send.c, as
+ * delivery.py's marks). A trainer alive but slow (a
  * resumed one ingesting a replay) is waited for; one stuck, connected but reading
  * nothing, ends the close after the close timeout (`stuck`: the caller says so in the
  * receipt's words). In all, progress moves the deadline no further than
@@ -289,7 +289,7 @@ static void progress(mt_client *c, waiting *w, bool accepted) {
     uint64_t pending = 0;
     if (c->held_init) {
         pthread_mutex_lock(&c->held_mu);
-        pending = c->pending + c->batches_flying;
+        pending = c->pending + c->batches_flying + c->marks_flying;
         pthread_mutex_unlock(&c->held_mu);
     }
     bool moved = accepted || pending < w->pending;

@@ -60,6 +60,8 @@ from melissa_trainer.stream.step_set import StepSet
 if TYPE_CHECKING:  # pragma: no cover
     import logging
 
+    from melissa_trainer.client.marks import Marks
+
 __all__ = [
     "Closable",
     "StopSaid",
@@ -111,6 +113,8 @@ class Closable(Protocol):
     def held(self) -> HeldArrays: ...
     @property
     def outbox(self) -> Outbox | None: ...
+    @property
+    def marks(self) -> Marks: ...
     @property
     def lock(self) -> threading.Lock: ...
     @property
@@ -178,7 +182,7 @@ def close_transport(t: Closable, bye: bool, follow_in: str | None = None) -> Non
     )
     failure = why = None
     with t.lock if t.outbox is None else _closing(t.outbox):
-        wait.watch_progress(t.held, t.outbox)  # (the flusher stopped: its batches counted)
+        wait.watch_progress(t.held, t.outbox, t.marks)  # (the flusher stopped: counted)
         if t.outbox is not None:
             why = wait.until_done(t.outbox.flush, TimeoutError)
             failure = None if why is None else "batched data"

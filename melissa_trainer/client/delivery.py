@@ -20,13 +20,22 @@ Progress is what the client sees of its queue without a new wire message:
   (`held.HeldArrays`), and every batch (`outbox.Outbox.in_flight`: its last frame is a
   copy ZeroMQ holds without one more, tracked), the usual way small steps leave.
 
-What this does not see: small steps sent unbatched (``batch_bytes=0``), which ZeroMQ
-copies into its queue, leave without a sign of their own. Between two signs the wait is
-bounded by ``close_timeout`` as before: a queue of such messages (at most ``sndhwm``)
-must move a sign within it (the BYE's acceptance, then its release), which a trainer
-reading at all does unless it is slower than about ``sndhwm`` messages per
-``close_timeout`` (the default 1800 s, `tuning.DEFAULT_CLOSE_TIMEOUT`, leaves it 1.8 s
-a message). The C client's close does the same (clients/c/src/close_wait.c).
+* one in `marks.MARK_EVERY` small steps sent unbatched (``batch_bytes=0``, a send after
+  a pause), which ZeroMQ would copy and let go of without a sign: sent without a copy,
+  tracked (`marks.Marks`). Before, a queue of them showed nothing until the BYE's
+  release, and a trainer slower than ``sndhwm`` messages per ``close_timeout`` failed
+  the close though it read them; now it must be slower than `marks.MARK_EVERY` (16)
+  messages per ``close_timeout``.
+
+The C client's close does the same (clients/c/src/close_wait.c).
+
+In all, the phase lasts at most `CLOSE_CAP_FACTOR` times ``close_timeout`` from the
+close's start: progress moves the deadline no further. A receiver that takes a message
+now and then (a trickle: a trainer stuck but for a retry loop, a node swapping) kept a
+close, and the solver's exit, alive for ever; past the cap the close gives up in
+`capped_words` (`DeliveryWait.capped`). A trainer that slow is raised for by raising
+``close_timeout``, which moves both bounds. The C client's cap is the same
+(``MT_CLOSE_CAP_FACTOR``).
 """
 
 from __future__ import annotations
@@ -40,9 +49,28 @@ from melissa_trainer.client.patience import CloseWait
 
 if TYPE_CHECKING:  # pragma: no cover
     from melissa_trainer.client.held import HeldArrays
+    from melissa_trainer.client.marks import Marks
     from melissa_trainer.client.outbox import Outbox
 
-__all__ = ["DeliveryWait", "no_progress_words"]
+__all__ = ["CLOSE_CAP_FACTOR", "DeliveryWait", "capped_words", "no_progress_words"]
+
+#: a close's delivery phase lasts at most this many ``close_timeout`` in all, progress or
+#: not (module docstring; clients/c/include/melissa_trainer.h MT_CLOSE_CAP_FACTOR)
+CLOSE_CAP_FACTOR = 10
+
+
+def capped_words(setting: str, timeout: float | None, setter: str, simulation_id: int) -> str:
+    """What a close says when its delivery progressed but outlasted `CLOSE_CAP_FACTOR`
+    times `timeout` in all, to follow "not delivered within N x SETTING=T s in all to
+    [...]": `setter` as `no_progress_words`'s. The C client says the same (lifecycle.c)."""
+    return (
+        f"the receivers took some of them, too slowly to take all (a close waits "
+        f"{setting} without progress, and {CLOSE_CAP_FACTOR} times it in all: a receiver "
+        f"that takes a message now and then does not hold the exit for ever). A trainer "
+        f"alive but this slow: raise the close timeout ({setter}; it moves both bounds); "
+        f"then, or for a trainer stuck, run this simulation again with the same simulation "
+        f"id (MELISSA_TRAINER_SIMULATION_ID={simulation_id})"
+    )
 
 
 def no_progress_words(setting: str, timeout: float | None, setter: str, simulation_id: int) -> str:
@@ -75,14 +103,24 @@ class DeliveryWait(CloseWait):
         self._simulation_id = simulation_id
         self._held: HeldArrays | None = None
         self._outbox: Outbox | None = None
+        self._marks: Marks | None = None
         self._last = (0, 0)  # (messages accepted, frames still held) at the last look
         #: how many times the deadline moved (for the tests and the curious)
         self.progressed = 0
+        #: the deadline progress cannot pass (`CLOSE_CAP_FACTOR`; None: no bound)
+        deadline, timeout = self.deadline, self.close_timeout
+        self._cap: float | None = None
+        if deadline is not None and timeout is not None and not self._after_failure:
+            self._cap = deadline + (CLOSE_CAP_FACTOR - 1) * timeout
+        #: whether the cap held the deadline back at the last progress (`timed_out`)
+        self.capped = False
 
-    def watch_progress(self, held: HeldArrays, outbox: Outbox | None) -> None:
-        """Count progress in `held` (its frames let go of) and `outbox` (its batches the
-        sockets accepted)."""
-        self._held, self._outbox = held, outbox
+    def watch_progress(
+        self, held: HeldArrays, outbox: Outbox | None, marks: Marks | None = None
+    ) -> None:
+        """Count progress in `held` (its frames let go of), `outbox` (its batches the
+        sockets accepted) and `marks` (the small messages sent unbatched it tracks)."""
+        self._held, self._outbox, self._marks = held, outbox, marks
         self._last = self._look()
 
     def _look(self) -> tuple[int, int]:
@@ -90,6 +128,7 @@ class DeliveryWait(CloseWait):
         batches sent without a copy)."""
         box = self._outbox
         sent, flying = (0, 0) if box is None else (box.messages_sent, box.in_flight())
+        flying += 0 if self._marks is None else self._marks.in_flight()
         return sent, flying + (0 if self._held is None else len(self._held))
 
     def moved(self, accepted: bool = False) -> bool:
@@ -104,7 +143,9 @@ class DeliveryWait(CloseWait):
         if self._after_failure or not progressed:
             return progressed
         if self.deadline is not None and self.close_timeout is not None:
-            self.deadline = max(self.deadline, time.monotonic() + self.close_timeout)
+            until, cap = time.monotonic() + self.close_timeout, self._cap
+            self.capped = cap is not None and until > cap
+            self.deadline = max(self.deadline, cap if cap is not None and self.capped else until)
             self.progressed += 1
         return progressed
 
@@ -127,7 +168,16 @@ class DeliveryWait(CloseWait):
     def timed_out(self) -> str:
         """`CloseWait.timed_out`, then, when it knows nothing else (every receiver
         connected, its handshake done), that nothing moved for ``close_timeout``
-        seconds and what to do (`no_progress_words`)."""
+        seconds and what to do (`no_progress_words`); or, when the cap ended a wait
+        that progressed (`capped`), "within N x SETTING=T s in all to [...]: "
+        `capped_words`."""
+        if self.capped:
+            setting, timeout = self._setting, self.close_timeout
+            words = capped_words(setting, timeout, f"ClientTuning.{setting}", self._simulation_id)
+            return (
+                f"within {CLOSE_CAP_FACTOR} x {setting}={timeout} s in all to "
+                f"{list(self._endpoints)}: {words}"
+            )
         said = super().timed_out()
         shakes, endpoints = self._handshakes, self._endpoints
         known = (

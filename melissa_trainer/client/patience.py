@@ -181,10 +181,14 @@ class PeerWatch:
         now = time.monotonic()
         said = f"disconnected_timeout={after} s" if bound is None else bound
         down = self._handshakes.down_since
-        for endpoint, since in zip(self._endpoints, down, strict=True):
+        for index, endpoint in enumerate(self._endpoints):
+            since = down[index]
             if since is not None and now - max(since, self.started) > after:
                 never = never_note(self._handshakes, self._endpoints)
-                if endpoint in self._handshakes.never_connected([endpoint]):
+                unreached = self._handshakes.never_connected(self._endpoints)
+                if down[index] is None:  # (the notes read: it connected meanwhile; was
+                    continue  # "disconnected for 0 s without a new connection" after a failure)
+                if endpoint in unreached:
                     # (nothing died: no connection was ever made; the note says why)
                     tried = f"tried for {now - since:.0f} s ({said})"
                     return f"to {endpoint}: the receiver is unreachable, {tried}: {never}"

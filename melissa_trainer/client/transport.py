@@ -36,6 +36,7 @@ from melissa_trainer.client.finite_check import FiniteCheck
 from melissa_trainer.client.handshake import Handshakes
 from melissa_trainer.client.handshake_words import ENV
 from melissa_trainer.client.held import HeldArrays
+from melissa_trainer.client.marks import Marks
 from melissa_trainer.client.outbox import Outbox
 from melissa_trainer.client.send_wait import ReceiverGone, SendWait
 from melissa_trainer.client.sockets import arm, connect, deadline_after
@@ -103,6 +104,7 @@ class Transport:
         self.send_timeout = send_timeout
         self.steps = [StepSet() for _ in self.endpoints]  # per receiver (for its BYE)
         self.held = held  # the large arrays ZeroMQ may still read
+        self.marks = Marks()  # the small messages sent unbatched (a close's progress)
         self.finite = finite
         self.own_context = context is None
         self.context = zmq.Context() if context is None else context
@@ -294,16 +296,16 @@ class Transport:
     def _push(
         self,
         sock: zmq.Socket,
-        frame: bytes | bytearray,
+        frame: bytes,
         deadline: float | None,
         step: int | None,
         index: int,
     ) -> None:
         arm(sock, deadline)
         try:
-            sock.send(frame)
+            self.marks.send(sock, frame)  # (one in MARK_EVERY tracked: `marks`)
         except zmq.Again as exc:
-            self.wait.retry(partial(sock.send, frame), exc, step, index, deadline)
+            self.wait.retry(partial(self.marks.send, sock, frame), exc, step, index, deadline)
 
     # -- closing ----------------------------------------------------------------------
 

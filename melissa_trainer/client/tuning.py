@@ -130,7 +130,8 @@ class ClientTuning:
             for queued messages and the BYE to be delivered (progress: a message the
             sockets accepted, a frame ZeroMQ let go of, `melissa_trainer.client.
             delivery`; default 1800, `DEFAULT_CLOSE_TIMEOUT`: a trainer paused or busy
-            that long, its connections open, is waited for); then, in external mode,
+            that long, its connections open, is waited for), and at most
+            `delivery.CLOSE_CAP_FACTOR` (10) times it in all; then, in external mode,
             for the receivers' receipts of the BYE: at most this long without
             progress (the steps they hold not growing), counted from the question and
             again from each progress (`melissa_trainer.client.confirm`). `None` waits

@@ -21,6 +21,14 @@ def fed(
     """A `Handshakes` watching one socket (`keyed`: with a CURVE server key) that never
     connects, whose monitor reported `events` ((event, value) pairs, in order), all
     queued; its monitor last read `quiet_for` s ago (a send after a computation)."""
+    return fed_and_feed(context, keyed, events, quiet_for)[0]
+
+
+def fed_and_feed(
+    context: zmq.Context, keyed: bool, events: Iterable[tuple[int, int]], quiet_for: float = 0.0
+) -> tuple[Handshakes, zmq.Socket]:
+    """`fed`, and the socket that feeds its monitor (`feed_event` queues one more event
+    there: one that comes while the client reads, at a point the test chooses)."""
     handshakes = Handshakes()
     handshakes.watch(context.socket(zmq.PUSH), keyed)
     feed, monitor = context.socket(zmq.PAIR), context.socket(zmq.PAIR)
@@ -32,4 +40,9 @@ def fed(
     for event, value in events:
         feed.send_multipart([_EVENT.pack(event, value), ENDPOINT.encode()])
     assert monitor.poll(5000)  # (inproc: every event is queued once the first is)
-    return handshakes
+    return handshakes, feed
+
+
+def feed_event(feed: zmq.Socket, event: int, value: int = 0) -> None:
+    """Queue `event` on a `fed_and_feed` monitor (inproc: readable once sent)."""
+    feed.send_multipart([_EVENT.pack(event, value), ENDPOINT.encode()])

@@ -5,11 +5,13 @@
  * (melissa_trainer/client/delivery.py): each progress puts the deadline a close timeout
  * from then, a message the socket accepted (a batch, a BYE) or a frame ZeroMQ let go of
  * (c->pending falling: an array sent without a copy, a BYE; c->batches_flying: a batch,
- * outbox.c). Small steps sent unbatched (ZeroMQ's copies) show no sign of their own: the
- * BYE's acceptance, then its release, are theirs (delivery.py). A trainer alive but slow (a
+ * outbox.c; c->marks_flying: one small step sent unbatched in MT_MARK_EVERY, send.c, as
+ * delivery.py's marks). A trainer alive but slow (a
  * resumed one ingesting a replay) is waited for; one stuck, connected but reading
  * nothing, ends the close after the close timeout (`stuck`: the caller says so in the
- * receipt's words). A close after a failure sends nothing here.
+ * receipt's words). In all, progress moves the deadline no further than
+ * MT_CLOSE_CAP_FACTOR close timeouts from the start (`capped`: a trickle, delivery.py's
+ * cap, in its words). A close after a failure sends nothing here.
  *
  * The BYE goes without a copy and is held until ZeroMQ lets go of it (closing.py
  * send_tracked): a socket's messages leave in order, so its release says that everything
@@ -56,6 +58,8 @@
 typedef struct waiting {
     double deadline, started, look_due;
     double timeout;   /* the close timeout: how far each progress puts the deadline */
+    double cap;       /* the deadline progress cannot pass (< 0: none) */
+    bool capped;      /* the cap held the deadline back at the last progress */
     uint64_t pending; /* c->pending at the last look (`progress`) */
     const char *what; /* what is being delivered, for the messages */
     bool bye;         /* a BYE is said (else: a close after a failure) */
@@ -285,14 +289,17 @@ static void progress(mt_client *c, waiting *w, bool accepted) {
     uint64_t pending = 0;
     if (c->held_init) {
         pthread_mutex_lock(&c->held_mu);
-        pending = c->pending + c->batches_flying;
+        pending = c->pending + c->batches_flying + c->marks_flying;
         pthread_mutex_unlock(&c->held_mu);
     }
     bool moved = accepted || pending < w->pending;
     w->pending = pending;
     double until = mt_now() + w->timeout;
     /* (a close after a failure stays bounded in all, as the Python one: delivery.py) */
-    if (moved && w->bye && w->deadline >= 0 && until > w->deadline) w->deadline = until;
+    if (!moved || !w->bye || w->deadline < 0) return;
+    w->capped = w->cap >= 0 && until > w->cap;
+    if (w->capped) until = w->cap;
+    if (until > w->deadline) w->deadline = until;
 }
 
 static mt_status expired(mt_client *c, waiting *w) {
@@ -328,12 +335,13 @@ static mt_status sliced(mt_client *c, waiting *w, size_t i, try_fn try_) {
 }
 
 mt_status mt_close_deliver(mt_client *c, bool bye, double *deadline, const char **failure,
-                           bool *stuck) {
+                           bool *stuck, bool *capped) {
     *failure = NULL;
-    *stuck = false;
+    *stuck = *capped = false;
     c->receipt_restart = 0;
-    waiting w = {*deadline, mt_now(), mt_now() + RESTART_LOOK, c->close_timeout, 0,
-                 "batched data", bye, false, false, false, NULL};
+    double cap = *deadline < 0 ? -1.0 : *deadline + (MT_CLOSE_CAP_FACTOR - 1) * c->close_timeout;
+    waiting w = {*deadline, mt_now(), mt_now() + RESTART_LOOK, c->close_timeout, cap, false,
+                 0, "batched data", bye, false, false, false, NULL};
     progress(c, &w, false); /* (what is pending now: the first look) */
     w.looks = calloc(c->n_endpoints, sizeof *w.looks); /* (NULL: no record read) */
     mt_status st = MT_OK;
@@ -362,6 +370,7 @@ mt_status mt_close_deliver(mt_client *c, bool bye, double *deadline, const char 
     if (st == MT_ETIMEDOUT && w.expired) {
         *failure = w.what; /* (the deadline: the caller says "not delivered within ...") */
         *stuck = w.stuck && bye;
+        *capped = w.capped && bye;
         return MT_OK;
     }
     if (st != MT_OK) *failure = "";

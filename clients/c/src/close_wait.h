@@ -17,6 +17,6 @@
  * trainer or a receiver gone (MT_ETIMEDOUT, c->receipt_restart 1 or 2: follow.c follows a
  * new run with a window), ZeroMQ's. */
 mt_status mt_close_deliver(mt_client *c, bool bye, double *deadline, const char **failure,
-                           bool *stuck);
+                           bool *stuck, bool *capped);
 
 #endif

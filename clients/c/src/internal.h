@@ -14,6 +14,11 @@
 #define MT_MAX_NDIM 8
 #define MT_MAX_NAME_BYTES 255
 #define MT_INLINE_MAX_BYTES 65536u
+/* One DATA sent alone with a copy (a small payload, unbatched) in this many is sent as a
+ * copy ZeroMQ holds without one more, counted in marks_flying until it lets go: a close
+ * sees the trainer take such messages (send.c; melissa_trainer/client/marks.py
+ * MARK_EVERY, the same) */
+#define MT_MARK_EVERY 16u
 #define MT_MAX_HELLO_BODY (1u << 20)
 #define MT_MAX_CLIENT_RANKS 65535
 #define MT_PREFIX_BYTES 16u
@@ -201,6 +206,8 @@ struct mt_client {
     bool held_init;
     uint64_t pending;
     uint64_t batches_flying; /* batches ZeroMQ still holds (outbox.c; a close's progress) */
+    uint64_t marks_flying;   /* marked DATA ZeroMQ still holds (send.c; a close's too) */
+    uint64_t marks;          /* DATA sent alone with a copy (one in MT_MARK_EVERY marked) */
     /* predictions (predict.c): the client's thread only */
     char *serve_endpoints_arg; /* mt_set_serve_endpoints */
     void *predict_socket;      /* DEALER; NULL until the first request, after a failure */

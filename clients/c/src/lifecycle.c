@@ -271,12 +271,13 @@ mt_status mt_client_close_message(mt_client *c, char *message, size_t size) {
         double deadline = timeout < 0 ? -1.0 : mt_now() + timeout;
         const char *failure = NULL;
         bool stuck = false; /* (expired, every receiver connected: none reading) */
+        bool capped = false; /* (expired at the cap, with progress: close_wait.c) */
         mt_outbox_stop_flusher(c); /* what it held is sent here */
         /* (in slices: a trainer dead, restarted or stopped is noticed as it happens, not at
          * the close timeout, close_wait.c; after a failure nothing is sent nor waited for:
          * linger 0 drops what is queued) */
         if (!c->failed) {
-            mt_status ds = mt_close_deliver(c, bye, &deadline, &failure, &stuck);
+            mt_status ds = mt_close_deliver(c, bye, &deadline, &failure, &stuck, &capped);
             if (ds != MT_OK && st == MT_OK) st = ds;
         }
         int linger = 0; /* a failure drops what is left */
@@ -328,7 +329,20 @@ mt_status mt_client_close_message(mt_client *c, char *message, size_t size) {
             if (timeout < 0) snprintf(t, sizeof t, "None");
             else mt_format_double(timeout, t);
             char why[700]; /* (no progress: the receipt's words, receipt.c; delivery.py's) */
-            if (stuck && !never[0])
+            if (capped) { /* (delivery.py capped_words, word for word) */
+                st = mt_fail(c, MT_ETIMEDOUT, "simulation %llu rank %d: %s not delivered "
+                             "within %d x close_timeout=%s s in all to %s: the receivers took "
+                             "some of them, too slowly to take all (a close waits "
+                             "close_timeout without progress, and %d times it in all: a "
+                             "receiver that takes a message now and then does not hold the "
+                             "exit for ever). A trainer alive but this slow: raise the close "
+                             "timeout (mt_set_close_timeout; it moves both bounds); then, or "
+                             "for a trainer stuck, run this simulation again with the same "
+                             "simulation id (MELISSA_TRAINER_SIMULATION_ID=%llu)",
+                             (unsigned long long)c->simulation_id, c->rank, failure,
+                             MT_CLOSE_CAP_FACTOR, t, endpoints, MT_CLOSE_CAP_FACTOR,
+                             (unsigned long long)c->simulation_id);
+            } else if (stuck && !never[0])
                 snprintf(why, sizeof why, ": the receivers took none of them for "
                          "close_timeout=%s s (no progress: ZeroMQ handed nothing on, the "
                          "receivers connected but not reading). A trainer alive but slower "
@@ -339,10 +353,11 @@ mt_status mt_client_close_message(mt_client *c, char *message, size_t size) {
                          t, (unsigned long long)c->simulation_id);
             else
                 snprintf(why, sizeof why, "%s%s", never[0] ? ": " : "", never);
-            st = mt_fail(c, MT_ETIMEDOUT, "simulation %llu rank %d: %s not delivered within "
-                                          "close_timeout=%s s to %s%s",
-                         (unsigned long long)c->simulation_id, c->rank, failure, t, endpoints,
-                         why);
+            if (!capped)
+                st = mt_fail(c, MT_ETIMEDOUT, "simulation %llu rank %d: %s not delivered "
+                                              "within close_timeout=%s s to %s%s",
+                             (unsigned long long)c->simulation_id, c->rank, failure, t,
+                             endpoints, why);
         }
         if (asked != NULL && st == MT_OK) st = mt_admission_check(c, asked, n_asked);
         /* (not delivered: a trainer gone, perhaps restarted, as a receipt's gone) */

@@ -43,6 +43,15 @@ static void released(void *data, void *hint) {
     pthread_mutex_unlock(&c->held_mu);
 }
 
+/* ZeroMQ's I/O thread let go of a marked DATA (written to the connection, or dropped). */
+static void mark_released(void *data, void *hint) {
+    free(data);
+    mt_client *c = hint;
+    pthread_mutex_lock(&c->held_mu);
+    --c->marks_flying;
+    pthread_mutex_unlock(&c->held_mu);
+}
+
 #ifdef MT_TESTING
 _Atomic unsigned mt_testing_held_waits = 0;
 #endif
@@ -117,17 +126,32 @@ static int send_data(mt_client *c, mt_field *f, void *sock, const void *data) {
     f->header[MT_FLAGS_AT] = (uint8_t)((f->inline_ ? MT_FLAG_INLINE : 0) |
                                        (finite ? MT_FLAG_FINITE : 0));
     if (f->inline_) {
+        /* (one in MT_MARK_EVERY tracked: a close's sign that the trainer takes them, as
+         * the Python client's marks.py; the others ZeroMQ's own copies) */
+        size_t len = f->header_len + f->nbytes;
+        uint8_t *mark = c->held_init && c->marks % MT_MARK_EVERY == 0 ? malloc(len) : NULL;
         zmq_msg_t msg;
-        if (zmq_msg_init_size(&msg, f->header_len + f->nbytes) != 0) return errno;
+        if (mark != NULL) {
+            pthread_mutex_lock(&c->held_mu);
+            ++c->marks_flying;
+            pthread_mutex_unlock(&c->held_mu);
+            if (zmq_msg_init_data(&msg, mark, len, mark_released, c) != 0) {
+                int err = errno;
+                mark_released(mark, c);
+                return err;
+            }
+        } else if (zmq_msg_init_size(&msg, len) != 0)
+            return errno;
         memcpy(zmq_msg_data(&msg), f->header, f->header_len);
         memcpy((char *)zmq_msg_data(&msg) + f->header_len, data, f->nbytes);
         int rc;
         while ((rc = zmq_msg_send(&msg, sock, 0)) < 0 && errno == EINTR) continue;
         if (rc < 0) {
             int err = errno;
-            zmq_msg_close(&msg);
+            zmq_msg_close(&msg); /* (a mark: calls mark_released) */
             return err;
         }
+        ++c->marks; /* (after the send: a retry after EAGAIN marks it again) */
         return 0;
     }
     int err = send_frame(sock, f->header, f->header_len, ZMQ_SNDMORE);

@@ -1,0 +1,66 @@
+"""The C client's close behind a queue of small steps sent unbatched sees the trainer
+take them, as the Python client's (tests/client/test_close_unbatched_progress.py, whose
+rule this is): one DATA sent alone with a copy in ``MT_MARK_EVERY`` is tracked
+(clients/c/src/send.c, ``c->marks_flying``), so its release is progress.
+
+Before, ZeroMQ copied each and let go of it without a sign: mt_client_close saw nothing
+from the BYE's acceptance to its release and failed with MT_ETIMEDOUT ("queued messages
+not delivered within close_timeout=2.0 s ... took none of them") though the trainer was
+reading. A real PULL socket (`slow_pull`) reads one message every PACE s; the solver
+(batching off) queued STEPS steps of 56 KB, more than the kernel holds. The close
+returns MT_OK, and every (simulation, step) arrived exactly once."""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+import pytest
+from c_driver import script_exe  # noqa: F401 (a fixture)
+from compiled import c_client  # noqa: F401 (a fixture)
+from predict_script import Script
+from slow_pull import slow_pull
+
+from melissa_trainer.client.marks import MARK_EVERY
+
+pytestmark = pytest.mark.e2e  # every test here starts a process
+
+SID, STEPS, COUNT = 10, 300, 7000  # (float64: 56 KB a step, one frame, copied)
+PACE = 0.05  # s between two reads: 15 s for all, a sign every MARK_EVERY reads (0.8 s)
+CLOSE_TIMEOUT = 2.0
+INTERNAL = Path(__file__).resolve().parents[2] / "clients" / "c" / "src" / "internal.h"
+
+
+def test_the_c_marks_are_the_python_ones() -> None:
+    found = re.findall(r"^#define MT_MARK_EVERY\s+([0-9]+)u\s*$", INTERNAL.read_text(), re.M)
+    assert found == [str(MARK_EVERY)], found
+
+
+@pytest.mark.timeout(180)
+def test_the_close_waits_while_the_trainer_reads_small_unbatched_steps(
+    script_exe: Path,  # noqa: F811
+) -> None:
+    assert MARK_EVERY * PACE < CLOSE_TIMEOUT / 2
+    with slow_pull(PACE) as receiver:
+        script = Script(script_exe)
+        try:
+            sends = [f"send {t} u 2 {COUNT} {t % 200}" for t in range(STEPS)]
+            last = script.send(f"id {SID}", f"endpoints {receiver.endpoint}", "batching 0 0",
+                               f"close_timeout {CLOSE_TIMEOUT}", "disconnected_timeout 600",
+                               f"field u 2 1 {COUNT}", "start", *sends)  # fmt: skip
+            assert script.wait(last)[-1].strip() == "0", script.seen[last]
+            receiver.start()
+            began = time.monotonic()
+            done = script.send("close")
+            status = script.wait(done)[-1]
+            took = time.monotonic() - began
+            assert status.strip() == "0", status  # (before: 8, MT_ETIMEDOUT)
+            receiver.until_byes(1)
+            script.finish(60)
+        finally:
+            script.kill()
+        keys = list(receiver.keys)
+    assert took > CLOSE_TIMEOUT, took  # (set by the receiver's pace)
+    assert sorted(keys) == [(SID, t) for t in range(STEPS)], keys[:8]  # each once
+    assert [b.steps_sent for b in receiver.byes] == [STEPS]

@@ -32,11 +32,6 @@ def _trainer(model: torch.nn.Module) -> Any:
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.xfail(
-    strict=True,
-    reason="Inference.run calls named.items() unchecked: a tensor or tuple returned by "
-    "process_outputs raises AttributeError naming neither process_outputs nor the fix",
-)
 @pytest.mark.parametrize("process_outputs", [lambda y: y, lambda y: (y,)], ids=["tensor", "tuple"])
 def test_outputs_that_are_not_named_tensors_name_process_outputs(process_outputs: Any) -> None:
     inference = Inference([FieldSpec("u", np.dtype("float32"), (4,))], None, process_outputs)

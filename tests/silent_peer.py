@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
+import time
 from collections.abc import Iterator
 
 
@@ -66,3 +67,44 @@ def plain_zmtp_peer() -> Iterator[str]:
     and its handshake fails with the mismatch's detail every time."""
     with silent_peer(NULL_GREETING) as (endpoint, _):  # (what the client sends: unread)
         yield endpoint
+
+
+@contextlib.contextmanager
+def silent_on_port(port: int, wait: float = 30) -> Iterator[list[socket.socket]]:
+    """`silent_peer`'s kind on 127.0.0.1:`port`, which a socket held until now (a
+    closed ROUTER's: libzmq lets its listener go after `close` returns, so the bind is
+    tried again until it succeeds, up to `wait` s): a serving trainer whose process was
+    stopped once its clients were connected, as its kernel is to a new connection. The
+    connections it accepted so far (appended by its thread); all closed on exit."""
+    accepted: list[socket.socket] = []
+    done = threading.Event()
+    with socket.socket() as listener:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                listener.bind(("127.0.0.1", port))
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)  # (the ROUTER's I/O thread closes it: no event to wait on)
+        listener.listen(8)
+        listener.settimeout(0.1)
+
+        def accept() -> None:
+            while not done.is_set():
+                try:
+                    accepted.append(listener.accept()[0])
+                except TimeoutError:
+                    continue
+
+        thread = threading.Thread(target=accept, daemon=True)
+        thread.start()
+        try:
+            yield accepted
+        finally:
+            done.set()
+            thread.join(timeout=10)
+            for conn in accepted:
+                conn.close()

@@ -210,6 +210,7 @@ class Predictor:
                 if link.lost():
                     raise _lost(link)
                 endpoint = link.connected[0]
+                link.went_silent()  # (the next requests' connections: `SILENT`)
                 link.reset()
                 raise PredictTimeout(
                     f"no prediction from the trainer's serving endpoint {endpoint} within "

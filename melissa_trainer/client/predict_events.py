@@ -46,12 +46,15 @@ class ServeEvents:
         #: side only): with a key here, the server takes no CURVE (`predict_errors`)
         self.mismatched = False
 
-    def silent(self, timed_out: int) -> bool:
+    def silent(self, timed_out: int, went_silent: bool = False) -> bool:
         """Whether the peer looks silent: a handshake timed out since `self.timed_out`
-        was `timed_out`, or the connection up now (as `read` left it) may be
-        `timeout_bound` s old without a handshake."""
+        was `timed_out`, or a connection is up now (as `read` left it) without a
+        handshake and is `timeout_bound` s old, or younger but to a peer that
+        `went_silent` at an earlier request (its connection up, no answer: a stopped
+        trainer; a request's timeout under the bound never ages a connection that
+        far, and each failure closes it)."""
         opened = self._opened
-        late = opened is not None and time.monotonic() - opened >= self._bound
+        late = opened is not None and (went_silent or time.monotonic() - opened >= self._bound)
         return self.timed_out > timed_out or late
 
     def read(self) -> list[int]:

@@ -100,6 +100,10 @@ class PredictLink:
         #: rather than read from a serve file
         self._endpoint_given = False
         self._resolved: set[str] = set()  # host names found to resolve (`_unresolved`)
+        # The endpoint whose peer went silent at an earlier request (accepted TCP, never
+        # answered: a trainer stopped by SIGSTOP), "" if none or it answered since: kept
+        # across `reset`, which closes the connection whose age said it (`went_silent`).
+        self._silent_at = ""
 
     @property
     def inputs(self) -> list[FieldSpec] | None:
@@ -133,11 +137,20 @@ class PredictLink:
         once, as after a trainer that stopped, instead of waiting its timeout)."""
         self.reset()
         self.lookup.run_id, self._context = run_id, context
-        self._retry_at, self._backoff = 0.0, 0.0
+        self._retry_at, self._backoff, self._silent_at = 0.0, 0.0, ""
 
     def answered(self) -> None:
-        """A trainer answered there: the next one found gone starts the backoff anew."""
-        self._backoff = 0.0
+        """A trainer answered there: the next one found gone starts the backoff anew,
+        and it is silent no more (`went_silent`)."""
+        self._backoff, self._silent_at = 0.0, ""
+
+    def went_silent(self) -> None:
+        """The peer connected to holds the connection and did not answer in time (a
+        request's `UNANSWERED` timeout): a later connection to it that is up with no
+        handshake at the timeout is said silent (`SILENT`), whatever its age. Without
+        this, after a short timeout's first failure (which closes the socket), every
+        request to a stopped trainer said "no connection ... gone or restarting"."""
+        self._silent_at = self.connected[0]
 
     def connect(self, deadline: float) -> zmq.Socket:
         """The socket to the serving rank: the open one, else a new one to the endpoint
@@ -238,10 +251,12 @@ class PredictLink:
                     "connection: nothing listens there (the trainer is gone or restarting)"
                 )
             if left <= 0:
-                silent = self._events is not None and self._events.silent(timed_out)
                 endpoint = self.connected[0]
+                was = bool(endpoint) and endpoint == self._silent_at
+                silent = self._events is not None and self._events.silent(timed_out, was)
                 self.reset()
                 if silent:
+                    self._silent_at = endpoint  # (still silent: the next one says so too)
                     raise PredictTimeout(
                         f"the trainer's serving endpoint {endpoint} accepted a TCP connection "
                         f"but no ZeroMQ handshake completed within {timeout} s: {SILENT}"

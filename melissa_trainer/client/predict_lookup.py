@@ -91,5 +91,14 @@ class MissingDirectory:
 
     def note(self, directory: str | os.PathLike[str]) -> str:
         """`missing_note` of `directory` (a typo likely, the directory likely meant; ""
-        when it is a directory)."""
-        return missing_note(directory, self.source)
+        when it is a directory); when that has nothing to say (its parent exists, no
+        name there is close), what makes it exist and where the path came from: a
+        request's words had only "cannot list ...: No such file or directory" at
+        every timeout (user trial htrial27)."""
+        note = missing_note(directory, self.source)
+        if note or os.path.isdir(directory):
+            return note
+        return (
+            "; the trainer creates it at its start ({output_dir}/rendezvous): until then "
+            f"each request waits its whole timeout; check {self.source} if one runs"
+        )

@@ -45,10 +45,20 @@ WINDOW_NOTICE = 5.0
 class DataWait:
     """The clock of the current wait for data. `empty` at each read that found none,
     `served` at each that found some; `notice` (seconds, default `WAIT_NOTICE` when
-    constructed) may be changed at any time."""
+    constructed) may be changed at any time. `launched`: a launcher runs the simulations
+    (a `Study`), which kills one silent past its timeout and runs it again; False in
+    external mode (simulations started by hand) and with an in-process source, where
+    nothing does, and the notice says so instead (a user trial read the launcher's words
+    in external mode)."""
 
-    def __init__(self, notice: float | None = None, clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        notice: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        launched: bool = True,
+    ):
         self.notice = WAIT_NOTICE if notice is None else float(notice)
+        self.launched = launched
         self._clock = clock
         self._since: float | None = None
         self._next = self.notice
@@ -97,10 +107,10 @@ class DataWait:
         )
         logger.warning(
             "training has waited %.3g s for data (a batch of %d samples): the buffer holds "
-            "%d samples of %d, %d put so far%s. Training goes on when data comes; a "
-            "simulation silent past its timeout is killed and run again, a stream silent "
-            "past its stall_timeout fails (their own lines say so). Said again at %.3g s",
-            waited, wanted, stats.size, stats.capacity, stats.put, held, self._next,
+            "%d samples of %d, %d put so far%s. Training goes on when data comes; %s. Said "
+            "again at %.3g s",
+            waited, wanted, stats.size, stats.capacity, stats.put, held,
+            _ENDS[self.launched], self._next,
         )  # fmt: skip
 
     def _say_window(self, waited: float, kind: str) -> None:
@@ -120,6 +130,15 @@ class DataWait:
             held, wanted, waited, _WINDOW_CAUSE.get(kind, _WINDOW_CAUSE[""]),
         )  # fmt: skip
 
+
+#: launched (`DataWait.launched`) -> what ends a wait for data that never ends
+_ENDS = {
+    True: "a simulation silent past its timeout is killed and run again, a stream silent "
+    "past its stall_timeout fails (their own lines say so)",
+    False: "no launcher runs the simulations here (started by hand: external mode), so "
+    "none is killed or run again: start again one that stopped or hangs; a stream silent "
+    "past its stall_timeout fails (its own line says so)",
+}
 
 #: buffer kind -> what holds its window back (`DataWait._say_window`)
 _WINDOW_CAUSE = {

@@ -160,7 +160,8 @@ class StreamDataset(IterableDataset):
         self.source = source
         self.poll_interval = poll_interval
         #: says when training has waited long for data (`data_wait`)
-        self.data_wait = DataWait()
+        # (a `Study` has a launcher, which kills and reruns silent simulations: its words)
+        self.data_wait = DataWait(launched=hasattr(source, "launcher"))
         self._pending: deque[Sequence[Sample]] = deque()
         #: samples restored pending that did not fill a batch of `batch_size` (a resume
         #: with another batch size): the next batch taken is topped up from them

@@ -60,11 +60,12 @@ class Inference:
         """One batch of `samples` through `trainer`'s model: one dict of arrays each.
 
         Raises whatever the user's functions or the model raise, and ValueError for
-        outputs that a PREDICTION cannot carry: not tensors of first dimension
-        ``len(samples)``, not of a wire dtype (bfloat16 is sent as float32), a name not
-        of 1 to 255 bytes, more than `MAX_NDIM` dimensions per request, more than
-        `MAX_PREDICT_ARRAYS` outputs. Strided outputs (a slice, a transpose) are
-        copied into C order: each request's row is contiguous, as the wire needs.
+        outputs that a PREDICTION cannot carry: not a mapping of names to tensors, not
+        tensors of first dimension ``len(samples)``, not of a wire dtype (bfloat16 is
+        sent as float32), a name not of 1 to 255 bytes, more than `MAX_NDIM`
+        dimensions per request, more than `MAX_PREDICT_ARRAYS` outputs. Strided
+        outputs (a slice, a transpose) are copied into C order: each request's row is
+        contiguous, as the wire needs.
         """
         acc = trainer.accelerator
         model = self._unwrapped(trainer)
@@ -77,6 +78,14 @@ class Inference:
                 named = self._process_outputs(model(batch))
         finally:
             model.train(was_training)
+        if not isinstance(named, Mapping):
+            # (a model's output returned as it is, a tensor or a tuple, raised an
+            # AttributeError from inside the library naming neither the function nor
+            # the fix)
+            raise ValueError(
+                "process_outputs: must return a mapping of output names to tensors "
+                f"(e.g. {{'prediction': output}}), not {type(named).__name__}"
+            )
         out: list[dict[str, np.ndarray]] = [{} for _ in samples]
         for name, tensor in named.items():
             if (

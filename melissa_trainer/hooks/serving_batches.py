@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from melissa_trainer.common.words import plural
 from melissa_trainer.hooks.inference import Inference
 from melissa_trainer.stream.log_summary import FAILED, LogSummary
 from melissa_trainer.stream.serving import Pending, PredictServer
@@ -81,7 +82,7 @@ class ServedBatches:
                     FAILED,
                     type(exc).__name__,
                     None,
-                    f"serving: the inference of {len(batch)} requests failed",
+                    f"serving: the inference of {plural(len(batch), 'request')} failed: {detail}",
                     exc_info=True,
                 )
             for pending in batch:

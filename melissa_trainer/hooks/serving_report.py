@@ -3,7 +3,11 @@ over ranks by the trainer: console, TensorBoard ``serving/*``, ``state.log_histo
 and its end-of-run line (`summary`). Pure functions of `ServingHook.telemetry()`.
 
 The figures, cumulative since the trainer started (not checkpointed: a resumed run
-counts afresh): ``serving_requests``, ``serving_answered``, ``serving_refused`` (every
+counts afresh): ``serving_requests``, ``serving_answered`` (every prediction sent),
+``serving_answered_late`` (of those, the ones sent past their client's timeout: taken
+from the queue in time, then run or sent too late; the client had given up and fallen
+back, so it never used them: a client-side count of answers is ``serving_answered``
+minus these), ``serving_refused`` (every
 reason: busy, not_serving, wrong_run, failed), ``serving_malformed`` (requests rejected
 before they could be read as one: bad frames, bad inputs), ``serving_expired``
 (dropped past their client's timeout), ``serving_batches`` (model runs), summed over
@@ -17,6 +21,8 @@ run at once, outside the queue, and are not counted.
 from __future__ import annotations
 
 from collections.abc import Mapping
+
+from melissa_trainer.common.words import plural
 
 __all__ = ["LOG_MAXIMA", "log_figures", "summary"]
 
@@ -38,6 +44,7 @@ def log_figures(telemetry: Mapping[str, float]) -> dict[str, float]:
     out = {
         "serving_requests": float(telemetry.get("requests", 0)),
         "serving_answered": float(telemetry.get("answered", 0)),
+        "serving_answered_late": float(telemetry.get("answered_late", 0)),
         "serving_refused": float(sum(v for k, v in telemetry.items() if k.startswith("refused_"))),
         "serving_malformed": float(
             sum(v for k, v in telemetry.items() if k.startswith("rejected_"))
@@ -61,9 +68,11 @@ def summary(rank: int, telemetry: Mapping[str, float]) -> str:
         for k, v in sorted(telemetry.items())
         if k.startswith("refused_") and v
     )
+    late = int(f["serving_answered_late"])
     return (
-        f"serving of rank {rank}: {int(f['serving_requests'])} requests, "
-        f"{int(f['serving_answered'])} answered in {int(f['serving_batches'])} batches, "
+        f"serving of rank {rank}: {plural(int(f['serving_requests']), 'request')}, "
+        f"{int(f['serving_answered'])} answered in {plural(int(f['serving_batches']), 'batch')}"
+        f"{_late(late)}, "
         f"{int(f['serving_refused'])} refused{f' ({reasons})' if reasons else ''}, "
         f"{int(f['serving_malformed'])} malformed, {int(f['serving_expired'])} expired; "
         f"latency p50/p99 {f['serving_latency_steps_p50']:.0f}/"
@@ -71,3 +80,8 @@ def summary(rank: int, telemetry: Mapping[str, float]) -> str:
         f"({f['serving_latency_ms_p50']:.1f}/{f['serving_latency_ms_p99']:.1f} ms); "
         f"{100 * f['serving_share']:.1f}% of training time"
     )
+
+
+def _late(late: int) -> str:
+    """What the summary says of the answers sent past their client's timeout."""
+    return f" ({late} of them late: past their client's timeout, unread)" if late else ""

@@ -35,11 +35,13 @@ __all__ = ["FAILED", "INCOMPLETE", "LogSummary", "NONFINITE", "REJECTED"]
 #: refused for NaN or Inf (see `melissa_trainer.stream.nonfinite`), a serving
 #: inference that failed (`melissa_trainer.hooks.serving`; its reason: the exception's type)
 INCOMPLETE, REJECTED, NONFINITE, FAILED = "incomplete", "rejected", "nonfinite", "failed"
+#: each kind's words in a summary: the verb, the noun for one, the noun for several
+#: ("failed 1 inference", not "1 inferences": a user trial read the latter)
 _KINDS = (
-    (INCOMPLETE, "dropped {} incomplete samples"),
-    (REJECTED, "rejected {} messages"),
-    (NONFINITE, "refused {} samples holding NaN or Inf"),
-    (FAILED, "failed {} inferences"),
+    (INCOMPLETE, ("dropped", "incomplete sample", "incomplete samples")),
+    (REJECTED, ("rejected", "message", "messages")),
+    (NONFINITE, ("refused", "sample holding NaN or Inf", "samples holding NaN or Inf")),
+    (FAILED, ("failed", "inference", "inferences")),
 )
 #: simulations named in a summary of non-finite samples
 NAMED = 8
@@ -132,11 +134,12 @@ class LogSummary:
 
     def _summary(self, elapsed: float) -> str:
         parts = []
-        for kind, what in _KINDS:
+        for kind, (verb, one, many) in _KINDS:
             period = self._periods[kind]
             if not period.counts:
                 continue
-            text = what.format(f"{sum(period.counts.values()):,}")
+            count = sum(period.counts.values())
+            text = f"{verb} {count:,} {one if count == 1 else many}"
             if kind != INCOMPLETE:  # by reason (the field, for NONFINITE)
                 reasons = sorted(period.counts.items(), key=lambda item: (-item[1], item[0]))
                 text += " (" + ", ".join(f"{r}: {n:,}" for r, n in reasons) + ")"

@@ -261,8 +261,11 @@ class PredictServer:
         return self._requests.take(n)
 
     def answer(self, pending: Pending, arrays: dict[str, np.ndarray], version: int) -> None:
-        """Send `pending` its prediction, made by model `version`."""
+        """Send `pending` its prediction, made by model `version`; counted ``answered``,
+        and ``answered_late`` too once past its client's timeout (it gave up: unread)."""
         self._requests.count("answered")
+        if pending.expired(time.monotonic()):  # (taken in time, its inference too long)
+            self._requests.count("answered_late")
         if pending.deliver is not None:
             pending.deliver(arrays, version, "")
             return

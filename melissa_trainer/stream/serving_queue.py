@@ -157,6 +157,8 @@ class RequestQueue:
             self._counts[key] += 1
 
     def telemetry(self) -> dict[str, int]:
-        """Counters: requests, answered, expired, refused_<reason>, rejected_<reason>."""
+        """Counters: requests, answered (every reply sent), answered_late (of those,
+        the replies sent past their client's timeout, which it no longer reads),
+        expired, refused_<reason>, rejected_<reason>."""
         with self._lock:
             return dict(self._counts)

@@ -111,6 +111,16 @@ def test_a_missing_parent_says_a_typo_is_likely_naming_the_source(
     assert "a typo in rendezvous_dir is likely" in str(e.value)
 
 
+def test_a_missing_directory_with_no_likely_typo_says_what_creates_it(tmp_path: Path) -> None:
+    # (htrial27: "cannot list ...: No such file or directory" at every request, no hint:
+    # its parent exists and no name there is close)
+    with Predictor(0, rendezvous_dir=tmp_path / "qqq") as p, pytest.raises(PredictTimeout) as e:
+        p.predict(_U, timeout=0.2)
+    said = str(e.value)
+    assert "the trainer creates it at its start ({output_dir}/rendezvous)" in said, said
+    assert said.endswith("check rendezvous_dir if one runs"), said
+
+
 def test_no_warning_before_notice_after(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     # (a solver may start before its trainer creates the directory: quiet at first)
     from melissa_trainer.client import predict_lookup

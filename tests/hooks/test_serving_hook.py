@@ -341,7 +341,9 @@ def test_failed_inferences_are_summarised_as_rejected_requests_are(
     assert serving.telemetry()["refused_failed"] == 4
     records = [r for r in caplog.records if r.name == "melissa_trainer.hooks.serving"]
     lines = [r.getMessage() for r in records]
-    full = "serving: the inference of 1 requests failed"
+    # (one request, singular: "1 requests" was a user trial's find; the error's words in
+    # the line itself, not only in its traceback)
+    full = "serving: the inference of 1 request failed: RuntimeError: the user's bug"
     assert lines == [full, "serving of rank 0: in the last 100 s, failed 3 inferences "
                      "(RuntimeError: 3)", full]  # fmt: skip
     for record in (records[0], records[2]):  # in full: with the user's traceback

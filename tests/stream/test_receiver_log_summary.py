@@ -21,7 +21,7 @@ from waiting import wait_until
 
 from melissa_trainer import wire as P
 from melissa_trainer.buffers import FIFOBuffer
-from melissa_trainer.stream.log_summary import FAILED, INCOMPLETE, REJECTED, LogSummary
+from melissa_trainer.stream.log_summary import FAILED, INCOMPLETE, NONFINITE, REJECTED, LogSummary
 
 RECEIVER_LOGGER = "melissa_trainer.stream.receiver"
 
@@ -94,6 +94,26 @@ def test_log_summary_of_failed_inferences_by_type_with_the_first_traceback(
     assert first.exc_info is not None and first.exc_info[0] is RuntimeError
     assert second.exc_info is not None and second.exc_info[0] is KeyError
     assert not summary.exc_info
+
+
+def test_log_summary_of_one_event_of_each_kind_is_singular(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """One event of each kind, each logged in full, then the one after it counted: each
+    kind's summary says "1 ..." in the singular (a user trial read "1 inferences")."""
+    caplog.set_level(logging.INFO, "summary")
+    clock = FakeClock()
+    log = LogSummary(logging.getLogger("summary"), "serving of rank 0", 30.0, clock)
+    for kind in (FAILED, REJECTED, INCOMPLETE, NONFINITE):
+        log.event(kind, "a", 3, "in full")
+    log.pending = True  # (every one logged in full: a summary of 1 of each is still due)
+    clock.now += 30
+    log.tick()
+    assert messages(caplog)[-1] == (
+        "serving of rank 0: in the last 30 s, dropped 1 incomplete sample from 1 simulation, "
+        "rejected 1 message (a: 1) from 1 simulation, refused 1 sample holding NaN or Inf "
+        "(a: 1) from 1 simulation (3), failed 1 inference (a: 1)"
+    )
 
 
 def test_log_summary_flood_at_a_steady_pace_logs_once_per_interval(

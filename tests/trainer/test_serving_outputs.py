@@ -191,5 +191,5 @@ def test_an_output_the_wire_cannot_carry_is_refused_failed_and_training_goes_on(
     # period, which counts the one in full too (a period lasts 30 s: a loaded machine may
     # start a second one, whose first failure is in full again)
     full = out.count("serving: the inference of")
-    summaries = [int(n) for n in re.findall(r"failed (\d+) inferences \(ValueError: ", out)]
+    summaries = [int(n) for n in re.findall(r"failed (\d+) inferences? \(ValueError: ", out)]
     assert full >= 1 and sum(summaries) + full - len(summaries) == 3, out

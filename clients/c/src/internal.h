@@ -237,6 +237,11 @@ struct mt_client {
     /* a handshake failed with the detail of a mechanism mismatch (CURVE on one side only):
      * with a key here, the server takes no CURVE (predict_watch.c refused_handshake) */
     bool predict_mismatched;
+    /* the endpoint whose peer went silent at an earlier request (its connection up, no
+     * answer: a stopped trainer), "" if none or it answered since: kept across
+     * mt_predict_release, which closes the connection whose age said it (a request's
+     * timeout under the bound never ages a new one that far; predict_watch.c) */
+    char predict_silent_at[512];
     bool served_there;
     char gone_why[640];
     double retry_at, backoff;

@@ -85,6 +85,7 @@ mt_status mt_set_serve_endpoints(mt_client *c, const char *endpoints) {
     c->serve_endpoints_arg = copy;
     mt_predict_release(c); /* the next request goes there, unchecked (no serve file), */
     c->retry_at = c->backoff = 0; /* at once (a backoff was for the endpoints before) */
+    c->predict_silent_at[0] = '\0';
     c->served_there = false;
     mt_specs_free(c->serve_inputs, c->n_serve_inputs);
     c->serve_inputs = NULL;
@@ -354,12 +355,20 @@ mt_status mt_predict(mt_client *c, const mt_input *inputs, size_t n_inputs,
                                                 "endpoint %s within %s s: " UNANSWERED,
                                c->predict_endpoint, t)
                      : mt_fail(c, MT_EZMQ, "receiving the reply: %s", zmq_strerror(err));
+            /* (the next requests' connections, up with no handshake: SILENT, whatever
+             * their age; predict_watch.c mt_watch_connected) */
+            if (err == EAGAIN)
+                snprintf(c->predict_silent_at, sizeof c->predict_silent_at, "%s",
+                         c->predict_endpoint);
             mt_predict_release(c);
             break;
         }
         bool mine;
         st = mt_reply_take(c, r, outputs, n_outputs, version, &mine);
-        if (mine && st != MT_EREPLY) c->backoff = 0; /* (a trainer answers there) */
+        if (mine && st != MT_EREPLY) { /* (a trainer answers there: silent no more) */
+            c->backoff = 0;
+            c->predict_silent_at[0] = '\0';
+        }
         mt_reply_close(r);
         if (st == MT_EREPLY) mt_predict_release(c);
         if (st != MT_OK || mine) break;

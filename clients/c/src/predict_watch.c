@@ -360,10 +360,15 @@ mt_status mt_watch_connected(mt_client *c, double deadline, const char *timeout)
                            c->predict_endpoint);
         }
         if (left <= 0) {
+            bool went_silent = c->predict_silent_at[0] != '\0' &&
+                               strcmp(c->predict_silent_at, c->predict_endpoint) == 0;
             bool silent = c->predict_timed_out > timed_out ||
                           (c->predict_opened >= 0 &&
-                           mt_now() - c->predict_opened >= c->predict_bound);
+                           (went_silent || mt_now() - c->predict_opened >= c->predict_bound));
             if (silent) {
+                /* (still silent: the next request says so too) */
+                snprintf(c->predict_silent_at, sizeof c->predict_silent_at, "%s",
+                         c->predict_endpoint);
                 mt_status st = mt_fail(c, MT_ETIMEDOUT, "the trainer's serving endpoint %s "
                                                         "accepted a TCP connection but no ZeroMQ "
                                                         "handshake completed within %s s: " SILENT,

@@ -30,6 +30,8 @@ from melissa_trainer.config.arguments import ARGS_FILE
 
 #: space errors a save may meet, and how they are named
 _SPACE = {errno.ENOSPC: "No space left on device", errno.EDQUOT: "Disk quota exceeded"}
+#: the errnos of a directory this process may not write (read-only, not its own)
+_ACCESS = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})
 #: a failed write with less free space than this is taken for a full disk, whatever the
 #: error says (torch's zip writer reports one as "unexpected pos" or "iostream error")
 _LOW_FREE = 1 << 20
@@ -224,22 +226,64 @@ def is_full_disk(exc: BaseException, free: int, needed: int) -> str | None:
     """The name of the space error behind `exc` ("No space left on device"), or None.
 
     By errno anywhere in the chain of causes; else by the message (safetensors says
-    "os error 28"); else by the free space left: torch's writer loses the errno
+    "os error 28"); else, when no errno says otherwise (an EROFS is not a full disk), by
+    the free space left: torch's writer loses the errno
     ("iostream error", "unexpected pos"), so a write that failed with less than
     `needed` bytes (at least 1 MiB) free is taken for a full disk.
     """
     seen: BaseException | None = exc
+    other = False  # an errno that is not a space error: the low-free guess is not made
     while seen is not None:
         if isinstance(seen, OSError) and seen.errno in _SPACE:
             return _SPACE[seen.errno]
+        other |= isinstance(seen, OSError) and seen.errno is not None
         text = str(seen)
         for code, name in _SPACE.items():
             if name in text or f"os error {code})" in text:
                 return name
         seen = seen.__cause__ or seen.__context__
+    if other:  # (a read-only folder not made yet measures 0 bytes free: not full)
+        return None
     if isinstance(exc, OSError | RuntimeError) and free < max(needed, _LOW_FREE):
         return _SPACE[errno.ENOSPC]
     return None
+
+
+def save_failure_kind(exc: BaseException, said: str) -> str:
+    """What fixes a failed save (`save_advice`): "access" for a directory that may not
+    be written (EROFS, EACCES, EPERM anywhere in the chain of causes), "space" when
+    `said` (its `describe_save_failure`) names a full disk, else "other". Never raises
+    (it runs before every rank agrees on the failure, as `describe_save_failure`)."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.errno in _ACCESS:
+            return "access"
+        seen = seen.__cause__ or seen.__context__
+    return "space" if any(name in said for name in _SPACE.values()) else "other"
+
+
+def save_advice(kinds: set[str], root: Path, previous: Path | None) -> str:
+    """What to do after a save failed with the `kinds` of `save_failure_kind` (every
+    rank's), in the checkpoint folder `root`; `previous` is the newest checkpoint."""
+    latest = setting("resume_from_checkpoint", "latest")
+    fixes = []
+    if "space" in kinds:
+        fixes.append(f"make room and resume with {latest}")
+    if "access" in kinds:
+        elsewhere = (
+            f"resuming from {previous} by its path, "
+            f"{setting('resume_from_checkpoint', 'PATH', placeholder=True)}"
+            if previous is not None
+            else "starting afresh"
+        )
+        fixes.append(
+            f"make {root} writable (it is read-only, or not this user's) and resume with "
+            f"{latest}, or train in a writable "
+            f"{setting('output_dir', 'DIR', placeholder=True)}, {elsewhere}"
+        )
+    if "other" in kinds or not fixes:
+        fixes.append(f"once the cause the error names is fixed, resume with {latest}")
+    return "; ".join(fixes)
 
 
 def describe_save_failure(

@@ -182,15 +182,17 @@ def begin(root: str | os.PathLike[str], step: int) -> Path:
     return staging
 
 
-def remove_staging(staging: str | os.PathLike[str]) -> None:
-    """Remove the staging directory of a failed save. Main rank only, once no rank
-    writes into it. A failure to remove it is logged, not raised (the save's own error
-    is the one to report); the next save of that step removes it, and it is never
-    resumed from."""
+def remove_staging(staging: str | os.PathLike[str]) -> bool:
+    """Remove the staging directory of a failed save; True when it was removed. Main
+    rank only, once no rank writes into it. A failure to remove it is logged, not
+    raised (the save's own error is the one to report): False; the next save of that
+    step removes it, and it is never resumed from."""
     try:
         shutil.rmtree(staging)
     except OSError as exc:
         logger.warning("could not remove the partial checkpoint %s: %s", staging, exc)
+        return False
+    return True
 
 
 def commit(staging: str | os.PathLike[str], final: str | os.PathLike[str]) -> Path:

@@ -31,7 +31,8 @@ with MAX (the capacity negated), so the cost is one collective per window rather
 step. A sixth number rides along when the caller gives one (a device scalar, reduced
 with MAX into `extra`): the trainer's loss check (`melissa_trainer.core.loss_guard`), at no
 extra collective or sync. Every rank calls `agree` / `start` at the same windows, so no
-rank ever runs a collective that another skips.
+rank ever runs a collective that another skips. A rank that waits long for the others
+(one stopped, hung, or saving) warns, at 60 s and each doubling (`WaitWatch`).
 
 Two ways to agree:
 
@@ -55,6 +56,11 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+
+from melissa_trainer.core.wait_watch import WaitWatch
+
+#: what a rank waiting in the agreement waits for (`WaitWatch`'s warnings)
+_WAITS_FOR = "the other ranks at the stop agreement (StopSync, one all-reduce per window)"
 
 #: what `agree` and `result` return: (any rank asked to stop, the smallest capacity,
 #: signal); the largest number of batches in hand is `StopSync.most`, the failed source's
@@ -86,6 +92,8 @@ class StopSync:
         #: the agreed save request not taken yet (`take_save_request`: step + 1; 0: none)
         self._save_agreed = 0
         self.collectives = 0  # how many all-reduces were run (for tests and telemetry)
+        #: warns when a wait for the agreement lasts (a stopped or hung rank): never silent
+        self.watch = WaitWatch(dist.get_rank() if self.distributed else 0)
         #: the maximum over ranks of the last agreement's `extra` (None: none given)
         self.extra: int | None = None
         #: the largest number of batches any rank had in hand at the last agreement
@@ -198,7 +206,8 @@ class StopSync:
             # that no asynchronous gloo work is ever left in flight (one left at exit
             # holds the exit's teardown until every rank has run it: see
             # `melissa_trainer.core.process_group`). `result` stays a window late.
-            work.wait()
+            with self.watch.waiting(_WAITS_FOR):
+                work.wait()
             self._recv.copy_(self._flag)
             self._work = None
 
@@ -221,10 +230,12 @@ class StopSync:
             self._save_agreed = max(self._save_agreed, save)
             return stop, available, signum
         if self._event is not None:
-            self._event.synchronize()
+            with self.watch.waiting(_WAITS_FOR):
+                self._event.synchronize()
             self._event = None
         elif self._work is not None:  # (not left by `start` today: see there)
-            self._work.wait()
+            with self.watch.waiting(_WAITS_FOR):
+                self._work.wait()
             self._work = None
             self._recv.copy_(self._flag)
         values = self._recv.tolist()  # host memory: no device sync

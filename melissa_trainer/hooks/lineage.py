@@ -8,7 +8,8 @@ resume in that directory), one line per event, in this format (version `FORMAT`)
     a run (one `train()`) starts on this rank: ``run`` (the trainer's run id and the
     number of this `train()` call, the same on every rank), ``rank``, ``ranks``,
     ``start_step`` (the step it resumes from: 0 afresh), ``buffer`` (its kind),
-    ``time`` (Unix seconds: runs are ordered by it), ``format``.
+    ``time`` (Unix seconds, said; runs are ordered by their headers' order in the
+    files, which cannot go back, not by it: `lineage_order`), ``format``.
 ``B STEP EPOCH PAD SIM:T SIM:T ...``
     one micro-batch of optimizer step STEP (`state.global_step` + 1), drawn in
     pseudo-epoch EPOCH, PAD 1 when it is a batch a rank whose stream ended first

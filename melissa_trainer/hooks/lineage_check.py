@@ -8,7 +8,9 @@ exits 0 when the ledger passes, 1 on a violation (duplicates, missing samples), 
 there is no ledger to read; it prints what it found, in words. `check` does the same
 from Python and returns a `LineageReport`.
 
-**The resume rule.** The runs in the ledger are ordered by their start. A run's records
+**The resume rule.** The runs in the ledger are ordered by their start: by the order of
+their headers in the rank files (append-only; `order_runs`), not by the headers'
+wall-clock ``time``, which a resume on a node whose clock is behind puts earlier. A run's records
 of steps after the step a later run resumed from are work that run redid: they are
 discarded. Run k keeps its steps ``<= min(start_step of every later run)`` (a later run
 started afresh discards everything before it); the last run keeps all. Several ranks,
@@ -58,6 +60,7 @@ from typing import Literal
 
 from melissa_trainer.common.words import plural
 from melissa_trainer.hooks.lineage import LEDGER_DIR
+from melissa_trainer.hooks.lineage_order import order_runs
 from melissa_trainer.hooks.lineage_words import missing_line, spans
 
 __all__ = ["LineageReport", "Run", "check", "main", "read_runs"]
@@ -106,9 +109,11 @@ def ledger_folder(path: str | Path) -> Path:
 
 def read_runs(path: str | Path, notes: list[str] | None = None) -> list[Run]:
     """Every run of the ledger at `path` (an output directory or its ledger folder), in
-    the order they started. What is skipped is said in `notes` (appended): a file whose
-    name is not ``rank-N.log`` (a copy kept by hand), and the lines outside a readable
-    run (after a damaged run header, or before the first: not attributed to a run).
+    the order they started (the order of their headers in the rank files, `order_runs`:
+    not their wall-clock ``time``, which can go back). What is skipped is said in
+    `notes` (appended): a file whose name is not ``rank-N.log`` (a copy kept by hand),
+    the lines outside a readable run (after a damaged run header, or before the first:
+    not attributed to a run), and rank files that order the runs differently.
 
     Raises:
         FileNotFoundError: no rank file there.
@@ -126,8 +131,10 @@ def read_runs(path: str | Path, notes: list[str] | None = None) -> list[Run]:
             "hooks=[melissa_trainer.hooks.SampleLedger()] to write one"
         )
     runs: dict[str, Run] = {}
+    sequences: list[list[str]] = []  # each file's run ids, in the order of their headers
     for file in files:
         run: Run | None = None
+        sequences.append(sequence := [])
         rank, outside = int(file.stem[len("rank-") :]), 0
         for line in file.read_text(errors="replace").split("\n"):
             if not line:
@@ -143,6 +150,7 @@ def read_runs(path: str | Path, notes: list[str] | None = None) -> list[Run]:
                     )  # fmt: skip
                     run.time = min(run.time, head["time"])
                     rank = head["rank"]
+                    sequence.append(run.run)
                 elif kind == "E" and run is not None:
                     run.end_step = json.loads(rest)["step"]
                 elif kind == "B" and run is not None:
@@ -163,7 +171,7 @@ def read_runs(path: str | Path, notes: list[str] | None = None) -> list[Run]:
                 f"{file.name}: {plural(outside, 'line')} outside a readable run (a damaged run "
                 "header): skipped"
             )
-    return sorted(runs.values(), key=lambda r: r.time)
+    return [runs[r] for r in order_runs(sequences, {r: v.time for r, v in runs.items()}, notes)]
 
 
 def _key(pair: str) -> Key:

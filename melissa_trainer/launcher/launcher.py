@@ -66,6 +66,7 @@ from melissa_trainer.launcher.job_logs import set_aside_earlier_logs
 from melissa_trainer.launcher.launcher_record import LauncherRecord
 from melissa_trainer.launcher.reports import DataReport, LauncherError
 from melissa_trainer.launcher.samplers import ListSampler, Sampler, as_sampler
+from melissa_trainer.launcher.study_change import program_of
 from melissa_trainer.launcher.study_record import SavedStudy, StudyRecord
 from melissa_trainer.launcher.supervisor import Settings, Supervisor
 from melissa_trainer.launcher.templates import SimulationProgram
@@ -191,6 +192,7 @@ class Launcher(LauncherRecord):
         self._job_limit, self._ranks = job_limit, ranks_per_simulation
         self._log_dir = None if log_dir is None else Path(log_dir)
         self._env = dict(env or {})
+        self.program = program_of(simulation, self._env)  # (its state: study_change)
         self._resumed = False  # (`resume`: the logs in log_dir are this study's)
         self._study = StudyRecord(
             sampler,

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from melissa_trainer.common.words import plural
 from melissa_trainer.launcher.account import SimulationOutcome
 from melissa_trainer.launcher.samplers import Sampler
-from melissa_trainer.launcher.study_change import check_resume
+from melissa_trainer.launcher.study_change import check_resume, program_change
 from melissa_trainer.launcher.study_record import SavedStudy, StudyRecord
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -60,6 +60,9 @@ class LauncherRecord:
     #: the records as the last `state_dict` saved them (status and attempts only: what
     #: `account.stop_resume_lines` reads); None before the first
     saved_outcomes: list[SimulationOutcome] | None = None
+    #: what the jobs run (`study_change.program_of`), saved in `state_dict` and compared
+    #: by `check_resume`; None: not recorded (nothing saved, nothing compared)
+    program: dict[str, Any] | None = None
 
     # -- what any thread may read -----------------------------------------------------------
 
@@ -254,6 +257,8 @@ class LauncherRecord:
             supervisor.take_completed()
         with self._lock:
             state = self._study.state_dict()
+            if self.program is not None:
+                state["program"] = self.program
             # (under the same lock: the records as saved, for the stop's account)
             self.saved_outcomes = [
                 SimulationOutcome(sid, r.status, (), "", {}, r.attempts)
@@ -264,14 +269,22 @@ class LauncherRecord:
     def check_resume(self, state: Mapping[str, Any]) -> SavedStudy:
         """Raise if this launcher cannot resume the study of `state` (a `state_dict`);
         changes nothing. What may change on resume (more or fewer simulations) and what
-        may not (the sampler, its ranges, its seed...) is `study_change`'s. Returns the
-        state as read (migrated, its records built: once), for `resume`.
+        may not (the sampler, its ranges, its seed...) is `study_change`'s; a changed
+        simulation command or `env` is warned about (`study_change.program_change`).
+        Returns the state as read (migrated, its records built: once), for `resume`.
 
         Raises:
             StudyChanged: a ValueError naming the setting that changed and the fix.
         """
         with self._lock:
-            return check_resume(state, self._study)
+            saved = check_resume(state, self._study)
+        if self.program is not None:
+            done = ("finished", "complete")  # (their data made with the old command)
+            finished = sum(1 for r in saved.records.values() if r.status in done)
+            warning = program_change(state.get("program"), self.program, finished)
+            if warning:
+                logger.warning("resume: %s", warning)
+        return saved
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Resume a study (before `start`): finished and given-up simulations are not run

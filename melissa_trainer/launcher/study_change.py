@@ -31,6 +31,20 @@ model is loaded):
   The others are cancelled (`past_the_end`): not launched again, not counted as
   failed, their ids not reused; the data of theirs already trained on stays in the
   model (it cannot be taken back).
+* **The simulation command, and the launcher's `env`** (`program_of`: the command's
+  tokens, placeholders unfilled, or a callable's name; the variables of `env`, each
+  value as a digest, so that no secret is written to the checkpoint) may change, with
+  a warning (`program_change`) naming the change, old -> new, and what it means: the
+  simulations that run again (interrupted) and those still to run use the new
+  command, the finished ones were made with the old one, so the study mixes both.
+  Warned, not refused, unlike the sampler's settings: those are refused because the
+  launcher's record cannot continue from a sampler they no longer describe, and the
+  old ones can always be given again; a command changes for reasons that change no
+  result (the solver moved, another MPI launcher or host list on the requeue's node,
+  a thread count in `env`), which the launcher cannot tell from a change of the
+  physics (``--time_steps 30`` after 40), and a refusal would leave such a study no
+  way to resume. States saved before the command was recorded have nothing to compare:
+  no warning.
 
 Pure functions on JSON states; no I/O, no locks.
 """
@@ -38,7 +52,9 @@ Pure functions on JSON states; no I/O, no locks.
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+import hashlib
+import shlex
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from melissa_trainer.common.words import plural
@@ -48,7 +64,14 @@ from melissa_trainer.launcher.simulation_record import SavedStudy, read_saved
 if TYPE_CHECKING:  # records imports this module
     from melissa_trainer.launcher.study_record import StudyRecord
 
-__all__ = ["StudyChanged", "check_resume", "past_the_end", "settings_of"]
+__all__ = [
+    "StudyChanged",
+    "check_resume",
+    "past_the_end",
+    "program_change",
+    "program_of",
+    "settings_of",
+]
 
 #: statuses whose simulation has ended for the receivers (its data complete, or given up
 #: and not replaced): a study with `n_simulations` of them had ended its stream
@@ -67,6 +90,66 @@ def settings_of(sampler: Sampler, n_simulations: int) -> dict[str, Any]:
     settings: dict[str, Any] = {"n_simulations": int(n_simulations), "bounds": box}
     log_scale = list(getattr(sampler, "log_scale", ()))
     return {**settings, "log_scale": log_scale} if log_scale else settings
+
+
+def program_of(
+    simulation: str | Sequence[str] | Callable[..., object], env: Mapping[str, str]
+) -> dict[str, Any]:
+    """What the launcher's jobs run, for its state (`program_change` compares them): the
+    command's tokens (a str split as the launcher splits it), or ``callable
+    MODULE.NAME``; and `env`'s variables, each value as a sha256 digest (a checkpoint
+    holds no secret passed in the environment, yet a changed value is seen)."""
+    if callable(simulation):
+        name = getattr(simulation, "__qualname__", type(simulation).__qualname__)
+        command = [f"callable {getattr(simulation, '__module__', '?')}.{name}"]
+    else:
+        command = shlex.split(simulation) if isinstance(simulation, str) else list(simulation)
+    digests = {k: hashlib.sha256(v.encode()).hexdigest()[:16] for k, v in sorted(env.items())}
+    return {"command": command, "env": digests}
+
+
+def program_change(saved: Any, mine: Mapping[str, Any], finished: int) -> str | None:
+    """The warning for a resume whose command or `env` (`program_of`) differs from the
+    state's `saved` one (module docstring), None when they agree or the state recorded
+    none (saved before it was); `finished` is the number of simulations the state had
+    finished (made with the old command)."""
+    if not isinstance(saved, Mapping):
+        return None
+    changes = []
+    old, new = saved.get("command"), mine.get("command")
+    if isinstance(old, list) and isinstance(new, list) and old != new:
+        changes.append(f"the simulation command changed: {_token_change(old, new)}")
+    old_env, new_env = saved.get("env"), mine.get("env")
+    if isinstance(old_env, Mapping) and isinstance(new_env, Mapping) and old_env != new_env:
+        added = sorted(set(new_env) - set(old_env))
+        gone = sorted(set(old_env) - set(new_env))
+        other = sorted(k for k in set(old_env) & set(new_env) if old_env[k] != new_env[k])
+        said = [f"{what} {', '.join(keys)}" for what, keys in
+                (("added", added), ("removed", gone), ("changed", other)) if keys]  # fmt: skip
+        changes.append(f"the launcher's env changed ({'; '.join(said)})")
+    if not changes:
+        return None
+    return (
+        f"{' and '.join(changes)} since the checkpoint was written: the simulations that run "
+        f"again (interrupted) and those still to run use the new one, the "
+        f"{plural(finished, 'simulation')} finished so far were made with the old one, so "
+        f"the study mixes both; if that is not meant, resume with the old command and env, "
+        f"{_NEW_STUDY}"
+    )
+
+
+def _token_change(old: list[Any], new: list[Any]) -> str:
+    """``OLD -> NEW``: the tokens between the commands' common start and end, with the
+    token before them (the flag of a changed value) on both sides."""
+    start = 0
+    while start < min(len(old), len(new)) and old[start] == new[start]:
+        start += 1
+    end = 0
+    while end < min(len(old), len(new)) - start and old[-1 - end] == new[-1 - end]:
+        end += 1
+    start = max(0, start - 1)
+    words = [shlex.join(str(t) for t in c[start : len(c) - end]) or "(nothing)" for c in (old, new)]
+    return f"{words[0]} -> {words[1]}"
 
 
 def check_resume(state: Mapping[str, Any], study: StudyRecord) -> SavedStudy:

@@ -34,6 +34,8 @@ from melissa_trainer.checkpoint.errors import (
     describe_verification,
     none_verifies,
     others,
+    save_advice,
+    save_failure_kind,
 )
 from melissa_trainer.common.refusal import elsewhere, said_once
 from melissa_trainer.common.setting import setting
@@ -78,11 +80,13 @@ def save_checkpoint(trainer: OnlineTrainer) -> Path | None:
     previous = ckpt.latest_checkpoint(root)  # the estimate of a full disk's bytes needed
     hasher = manifest.Hasher(staging, rank)
 
-    def fail(exc: BaseException) -> str:
-        return describe_save_failure(exc, staging, final, previous, rank)
+    def fail(exc: BaseException) -> tuple[str, str]:  # (what, the kind of fix: errors')
+        said = describe_save_failure(exc, staging, final, previous, rank)
+        return said, save_failure_kind(exc, said)
 
     failure: BaseException | None = None
     errors: list[str] = []
+    kinds: set[str] = set()
     steps = (
         (lambda: ckpt.begin(root, step)) if acc.is_main_process else None,
         lambda: registry.write(trainer, staging),
@@ -93,14 +97,15 @@ def save_checkpoint(trainer: OnlineTrainer) -> Path | None:
         failure = attempt(action)
         hashed = hasher.entries if index == 2 else {}  # this rank's files, once
         reports = agree(trainer, (fail(failure) if failure else None, hashed))
-        errors = [error for error, _ in reports if error]
+        errors = [error[0] for error, _ in reports if error]
+        kinds = {error[1] for error, _ in reports if error}
         if errors:
             break
         for _, entries in reports:  # every rank's files, for the manifest
             hasher.entries.update(entries)
     if errors:
         state.last_save_step = last_save
-        _save_failed(trainer, staging, final, previous, errors, failure)
+        _save_failed(trainer, staging, final, previous, (errors, kinds), failure)
         return None
     saving = [h for h in trainer.hooks.hooks if type(h).on_save is not Hook.on_save]
     watch = after_save.Watch(final, hasher.entries, rank, acc.is_main_process) if saving else None
@@ -159,26 +164,33 @@ def _save_failed(
     staging: Path,
     final: Path,
     previous: Path | None,
-    errors: list[str],
+    failed: tuple[list[str], set[str]],
     failure: BaseException | None,
 ) -> None:
-    """Every rank, after a failed save: the main rank removes the staging directory;
-    then raise `CheckpointSaveError` (``on_save_error="stop"``) or log and go on."""
+    """Every rank, after a failed save (`failed`: every rank's errors, and the kinds of
+    fix they call for, `save_failure_kind`): the main rank removes the staging
+    directory, and says whether it did (one broadcast); then raise
+    `CheckpointSaveError` (``on_save_error="stop"``) or log and go on. The advice
+    depends on the errors (`save_advice`: room for a full disk, a writable directory
+    for a read-only one, else the error's own words)."""
+    errors, kinds = failed
+    fate = ""  # (no staging directory made: nothing to remove, nothing said)
     if trainer.is_main_process and staging.exists():
-        ckpt.remove_staging(staging)
+        fate = (
+            "The partial checkpoint was removed; "
+            if ckpt.remove_staging(staging)
+            else f"The partial checkpoint {staging} could not be removed (it is never "
+            "resumed from); "
+        )
+    fate = from_main(trainer, fate)
     intact = f"{previous} is intact" if previous is not None else "there is no earlier checkpoint"
     stop = trainer.args.on_save_error == "stop"
-    message = (
-        f"could not save checkpoint {final}: {'; '.join(errors)}. The partial checkpoint "
-        f"was removed; {intact}. "
-        + (
-            "Training stops (on_save_error='stop'): make room and resume with "
-            f"{setting('resume_from_checkpoint', 'latest')}, or set "
-            f"{setting('on_save_error', 'continue')} to train on without the "
-            "checkpoints that fail"
-            if stop
-            else "Training goes on without this checkpoint (on_save_error='continue')"
-        )
+    message = f"could not save checkpoint {final}: {'; '.join(errors)}. {fate}{intact}. " + (
+        f"Training stops (on_save_error='stop'): {save_advice(kinds, final.parent, previous)}"
+        f"; or set {setting('on_save_error', 'continue')} to train on without the "
+        "checkpoints that fail"
+        if stop
+        else "Training goes on without this checkpoint (on_save_error='continue')"
     )
     if stop:
         raise CheckpointSaveError(message) from failure

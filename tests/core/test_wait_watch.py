@@ -1,0 +1,109 @@
+"""A rank waiting long in a collective warns instead of hanging silent (htrial28
+finding 4: a SIGSTOPped rank of two held the other in the stop agreement for torch's
+30-minute collective timeout, without a word). The collective here is a fake whose
+wait blocks on an event: the tests synchronise on events (the warning logged, the
+release), never on sleeps; the watch's first bound is made tiny instead of 60 s.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator
+
+import pytest
+import torch
+
+from melissa_trainer.core import stop_sync as stop_sync_module
+from melissa_trainer.core.stop_sync import StopSync
+from melissa_trainer.core.wait_watch import WaitWatch
+
+WAIT = 30.0  # seconds an event is waited for before the test fails (never reached)
+
+
+class Said(logging.Handler):
+    """The wait watch's warnings, and an event set at each."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+        self.warned = threading.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+        self.warned.set()
+
+
+@pytest.fixture
+def said() -> Iterator[Said]:
+    handler = Said()
+    log = logging.getLogger("melissa_trainer.core.wait_watch")
+    log.addHandler(handler)
+    try:
+        yield handler
+    finally:
+        log.removeHandler(handler)
+
+
+@pytest.mark.timeout(60)
+def test_a_long_wait_is_warned_about_naming_what_it_waits_for(said: Said) -> None:
+    watch = WaitWatch(rank=1, first=0.001)
+    release = threading.Event()
+
+    def wait() -> None:
+        with watch.waiting("the other ranks at the test's collective"):
+            assert release.wait(WAIT)
+
+    thread = threading.Thread(target=wait)
+    thread.start()
+    try:
+        assert said.warned.wait(WAIT)
+    finally:
+        release.set()
+        thread.join(WAIT)
+    first = said.messages[0]
+    assert first.startswith("rank 1 has waited"), first
+    assert "the other ranks at the test's collective" in first
+    assert "stopped (SIGSTOP" in first and "long save" in first and "timeout" in first
+    assert said.messages[-1].startswith("rank 1: the other ranks at the test's collective arrived")
+
+
+@pytest.mark.timeout(60)
+def test_a_short_wait_says_nothing(said: Said) -> None:
+    watch = WaitWatch(rank=0, first=3600.0)
+    for _ in range(3):
+        with watch.waiting("nothing long"):
+            pass
+    assert said.messages == []
+
+
+class SlowWork:
+    """A gloo all-reduce's work whose wait lasts until `release` is set."""
+
+    def __init__(self, release: threading.Event) -> None:
+        self.release = release
+
+    def wait(self) -> bool:
+        assert self.release.wait(WAIT)
+        return True
+
+
+@pytest.mark.timeout(60)
+def test_the_stop_agreement_warns_while_a_rank_is_missing_and_agrees_alike(
+    said: Said, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    release = threading.Event()
+    monkeypatch.setattr(stop_sync_module.dist, "all_reduce", lambda *a, **k: SlowWork(release))
+    sync = StopSync(torch.device("cpu"), 1)
+    sync.distributed = True  # (one rank: the fake all-reduce leaves its own numbers)
+    sync.watch = WaitWatch(rank=0, first=0.001)
+    thread = threading.Thread(target=sync.start, args=(True, 5, 15))
+    thread.start()
+    try:
+        assert said.warned.wait(WAIT)
+    finally:
+        release.set()
+        thread.join(WAIT)
+    assert "the stop agreement" in said.messages[0], said.messages
+    assert sync.result() == (True, 5, 15)  # what the agreement says, watched or not
+    assert sync.collectives == 1

@@ -9,9 +9,11 @@ what it waits for and what to check, again at twice that, four times..., and one
 when it ends after a warning. The watch only observes: the wait, its result and the
 collectives run are the same with it.
 
-One daemon thread per watch, started at a wait, asleep on a condition between waits
-(arming and disarming a wait costs a lock and a notify, no thread start), ended after
-`first` seconds without a wait (a trainer whose training ended keeps no thread).
+One daemon thread per watch, started at a wait, that looks every `first` / 4 seconds
+(a warning comes `first` to 1.25 `first` after the wait began); arming and disarming a
+wait take an uncontended lock and wake no thread (the stop agreement waits at every
+window: a notify there woke the watcher, GIL and all, each time), and the thread ends
+after `first` seconds without a wait (a trainer whose training ended keeps no thread).
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ class WaitWatch:
         if not first > 0:
             raise ValueError(f"WaitWatch first={first!r}: give a number of seconds > 0")
         self.rank, self.first = rank, float(first)
-        self._cond = threading.Condition()
+        self._lock = threading.Lock()
         self._what: str | None = None  # the wait in progress (None: none)
         self._since = 0.0
         self._waits = 0  # counts the waits begun: the thread tells one from the next
@@ -51,7 +53,7 @@ class WaitWatch:
     def waiting(self, what: str) -> Iterator[None]:
         """Watch the wait in the ``with`` block; `what` completes "waiting for ..."
         (e.g. "the other ranks' stop agreement")."""
-        with self._cond:
+        with self._lock:
             self._what, self._since, self._warned = what, time.monotonic(), False
             self._waits += 1
             if self._thread is None:
@@ -59,41 +61,48 @@ class WaitWatch:
                     target=self._watch, name="melissa-wait-watch", daemon=True
                 )
                 self._thread.start()
-            self._cond.notify_all()
         try:
             yield
         finally:
-            with self._cond:
+            with self._lock:
                 warned, since = self._warned, self._since
                 self._what, self._warned = None, False
-                self._cond.notify_all()
             if warned:
                 logger.warning(
                     "rank %d: %s arrived after %.0f s", self.rank, what, time.monotonic() - since
                 )
 
     def _watch(self) -> None:
-        with self._cond:
-            while True:
-                while self._what is None:
-                    if not self._cond.wait(self.first) and self._what is None:
+        look = self.first / 4
+        seen, bound, idle_since = -1, self.first, time.monotonic()
+        while True:
+            time.sleep(look)
+            with self._lock:
+                now = time.monotonic()
+                if self._what is None:
+                    if self._waits == seen and now - idle_since >= self.first:
                         self._thread = None  # idle (training ended?): the next wait restarts it
                         return
-                wait, what, bound = self._waits, self._what, self.first
-                while self._waits == wait and self._what is not None:
-                    waited = time.monotonic() - self._since
-                    if waited < bound:
-                        self._cond.wait(bound - waited)
-                        continue
-                    self._warned = True
-                    logger.warning(
-                        "rank %d has waited %.0f s for %s: another rank has not reached "
-                        "it. Check for a stopped (SIGSTOP, a debugger) or hung rank, or a "
-                        "long save or load on another rank; the wait ends with an error "
-                        "only at the process group's timeout (torch's default 30 min; "
-                        "InitProcessGroupKwargs(timeout=...))",
-                        self.rank,
-                        waited,
-                        what,
-                    )
-                    bound *= 2
+                    if self._waits != seen:
+                        seen, idle_since = self._waits, now
+                    continue
+                if self._waits != seen:  # another wait than the one looked at last
+                    seen, bound = self._waits, self.first
+                idle_since = now
+                waited = now - self._since
+                if waited < bound:
+                    continue
+                self._warned = True
+                what = self._what
+            logger.warning(
+                "rank %d has waited %.0f s for %s: another rank has not reached "
+                "it. Check for a stopped (SIGSTOP, a debugger) or hung rank, or a "
+                "long save or load on another rank; the wait ends with an error "
+                "only at the process group's timeout (torch's default 30 min; "
+                "InitProcessGroupKwargs(timeout=...))",
+                self.rank,
+                waited,
+                what,
+            )
+            while bound <= waited:
+                bound *= 2

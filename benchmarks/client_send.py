@@ -9,8 +9,10 @@ checks that the send whose queue is not full costs what it did.
 Each arm runs in a process of its own, with the package of its version first on
 ``sys.path`` (the base: ``git archive`` of `--base` into a temporary directory): one
 `Client` sends `--messages` steps (after 50 unmeasured) of a float32 field "u" to a
-PULL process that receives and discards them: 1 KB (batched: the fast small path) and
-1 MiB (without a copy, ``array_reuse="immediate"``: the fast large path). The clock is
+PULL process that receives and discards them: 1 KB (batched: the fast small path),
+1 MiB (without a copy, ``array_reuse="immediate"``: the fast large path) and 16 B with
+batching off (``batch_bytes=0``: each step its own message, copied by ZeroMQ, the path
+of `marks`, whose marks tiny messages should not pay for). The clock is
 the sending thread's CPU time (`time.thread_time`: not ZeroMQ's I/O thread, not the
 waits for the receiver), per send. Arms alternate (base, ours; ours, base; ...),
 `--rounds` each; medians; ratio = base / ours (higher is better; 1: no change).
@@ -45,10 +47,12 @@ import numpy as np
 from melissa_trainer.client import Client, ClientTuning
 endpoint, messages = sys.argv[1], int(sys.argv[2])
 out = {"package": __import__("melissa_trainer").__file__}
-for case, elements in (("1 KB", 256), ("1 MiB", 1 << 18)):
+for case, elements, batch in (("1 KB", 256, None), ("1 MiB", 1 << 18, None),
+                              ("16 B unbatched", 4, 0)):
     u = np.ones(elements, np.float32)
+    more = {} if batch is None else {"batch_bytes": batch}
     with Client({"u": ((elements,), "float32")}, None, 1, [endpoint],
-                tuning=ClientTuning(close_timeout=60)) as c:
+                tuning=ClientTuning(close_timeout=60, **more)) as c:
         for t in range(50):
             c.send(t, u=u)
         start = time.thread_time()

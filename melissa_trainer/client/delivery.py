@@ -20,12 +20,14 @@ Progress is what the client sees of its queue without a new wire message:
   (`held.HeldArrays`), and every batch (`outbox.Outbox.in_flight`: its last frame is a
   copy ZeroMQ holds without one more, tracked), the usual way small steps leave.
 
-* one in `marks.MARK_EVERY` small steps sent unbatched (``batch_bytes=0``, a send after
-  a pause), which ZeroMQ would copy and let go of without a sign: sent without a copy,
-  tracked (`marks.Marks`). Before, a queue of them showed nothing until the BYE's
-  release, and a trainer slower than ``sndhwm`` messages per ``close_timeout`` failed
-  the close though it read them; now it must be slower than `marks.MARK_EVERY` (16)
-  messages per ``close_timeout``.
+* the marks among the small steps sent unbatched (``batch_bytes=0``, a send after a
+  pause), which ZeroMQ would copy and let go of without a sign: one in
+  `marks.MARK_EVERY` (16) of 16 KiB or more, one per `marks.MARK_BYTES` (256 KiB) of
+  smaller ones, at least one in `marks.MARK_MOST` (1024), sent without a copy, tracked
+  (`marks.Marks`). Before, a queue of them showed nothing until the BYE's release, and a
+  trainer slower than ``sndhwm`` messages per ``close_timeout`` failed the close though
+  it read them; now it must be slower than 16 such messages of 16 KiB or more, or 1024
+  smaller ones, per ``close_timeout`` (the module `marks` says why these).
 
 The C client's close does the same (clients/c/src/close_wait.c).
 

@@ -303,7 +303,7 @@ class Transport:
     ) -> None:
         arm(sock, deadline)
         try:
-            self.marks.send(sock, frame)  # (one in MARK_EVERY tracked: `marks`)
+            self.marks.send(sock, frame)  # (the marks among them tracked: `marks`)
         except zmq.Again as exc:
             self.wait.retry(partial(self.marks.send, sock, frame), exc, step, index, deadline)
 

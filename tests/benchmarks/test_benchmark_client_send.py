@@ -15,7 +15,8 @@ pytestmark = pytest.mark.e2e  # every test here starts a process
 def test_tiny_json_gives_every_row_well_formed() -> None:
     rows = json_rows("client_send.py", "--rounds", "1", "--messages", "5", "--base", "HEAD",
                      timeout=170)  # fmt: skip
+    sizes = ("1 KB", "1 MiB", "16 B unbatched")
     assert [r["case"] for r in rows] == [
-        f"sender CPU per Client.send ({size} float32): ours vs HEAD" for size in ("1 KB", "1 MiB")
+        f"sender CPU per Client.send ({size} float32): ours vs HEAD" for size in sizes
     ]
     assert_rows_well_formed(rows, "us")

@@ -1,7 +1,8 @@
 """The C client's close behind a queue of small steps sent unbatched sees the trainer
 take them, as the Python client's (tests/client/test_close_unbatched_progress.py, whose
-rule this is): one DATA sent alone with a copy in ``MT_MARK_EVERY`` is tracked
-(clients/c/src/send.c, ``c->marks_flying``), so its release is progress.
+rule this is): the marks among the DATA sent alone with a copy (``mt_mark_due``: one in
+``MT_MARK_EVERY`` of these 56 KB steps) are tracked (clients/c/src/send.c,
+``c->marks_flying``), so their release is progress.
 
 Before, ZeroMQ copied each and let go of it without a sign: mt_client_close saw nothing
 from the BYE's acceptance to its release and failed with MT_ETIMEDOUT ("queued messages
@@ -22,7 +23,7 @@ from compiled import c_client  # noqa: F401 (a fixture)
 from predict_script import Script
 from slow_pull import slow_pull
 
-from melissa_trainer.client.marks import MARK_EVERY
+from melissa_trainer.client.marks import MARK_BYTES, MARK_EVERY, MARK_MOST
 
 pytestmark = pytest.mark.e2e  # every test here starts a process
 
@@ -33,8 +34,10 @@ INTERNAL = Path(__file__).resolve().parents[2] / "clients" / "c" / "src" / "inte
 
 
 def test_the_c_marks_are_the_python_ones() -> None:
-    found = re.findall(r"^#define MT_MARK_EVERY\s+([0-9]+)u\s*$", INTERNAL.read_text(), re.M)
-    assert found == [str(MARK_EVERY)], found
+    text = INTERNAL.read_text()
+    for name, value in (("EVERY", MARK_EVERY), ("BYTES", MARK_BYTES), ("MOST", MARK_MOST)):
+        found = re.findall(rf"^#define MT_MARK_{name}\s+([0-9]+)u\s*$", text, re.M)
+        assert found == [str(value)], (name, found)
 
 
 @pytest.mark.timeout(180)
@@ -42,6 +45,7 @@ def test_the_close_waits_while_the_trainer_reads_small_unbatched_steps(
     script_exe: Path,  # noqa: F811
 ) -> None:
     assert MARK_EVERY * PACE < CLOSE_TIMEOUT / 2
+    assert MARK_EVERY * COUNT * 8 >= MARK_BYTES  # (so one in MARK_EVERY is a mark)
     with slow_pull(PACE) as receiver:
         script = Script(script_exe)
         try:

@@ -22,7 +22,7 @@ from slow_pull import slow_pull
 
 from melissa_trainer.client import Client, ClientTuning
 from melissa_trainer.client.field_part import INLINE_MAX_BYTES
-from melissa_trainer.client.marks import MARK_EVERY
+from melissa_trainer.client.marks import MARK_BYTES, MARK_EVERY
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -34,6 +34,7 @@ CLOSE_TIMEOUT = 2.0
 
 def test_a_close_behind_small_unbatched_steps_waits_while_the_trainer_reads() -> None:
     assert COUNT * 8 < INLINE_MAX_BYTES and MARK_EVERY * PACE < CLOSE_TIMEOUT / 2
+    assert MARK_EVERY * COUNT * 8 >= MARK_BYTES  # (so one in MARK_EVERY is a mark)
     with slow_pull(PACE) as receiver:
         tuning = ClientTuning(
             close_timeout=CLOSE_TIMEOUT, disconnected_timeout=600.0, batch_bytes=0

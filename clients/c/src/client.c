@@ -26,6 +26,7 @@ mt_status mt_client_create(mt_client **out) {
     c->max_message_bytes = (uint64_t)1 << 30;
     c->last_send = -INFINITY;
     c->handshake_checked = -INFINITY; /* (the first step reads the monitors) */
+    c->marks.messages = MT_MARK_MOST; /* (the first DATA sent alone is a mark) */
     *out = c;
     return MT_OK;
 }

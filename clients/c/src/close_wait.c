@@ -5,8 +5,8 @@
  * (melissa_trainer/client/delivery.py): each progress puts the deadline a close timeout
  * from then, a message the socket accepted (a batch, a BYE) or a frame ZeroMQ let go of
  * (c->pending falling: an array sent without a copy, a BYE; c->batches_flying: a batch,
- * outbox.c; c->marks_flying: one small step sent unbatched in MT_MARK_EVERY, send.c, as
- * delivery.py's marks). A trainer alive but slow (a
+ * outbox.c; c->marks_flying: the marks among small steps sent unbatched, MT_MARK_EVERY's
+ * rule, send.c, as delivery.py's). A trainer alive but slow (a
  * resumed one ingesting a replay) is waited for; one stuck, connected but reading
  * nothing, ends the close after the close timeout (`stuck`: the caller says so in the
  * receipt's words). In all, progress moves the deadline no further than

@@ -14,11 +14,17 @@
 #define MT_MAX_NDIM 8
 #define MT_MAX_NAME_BYTES 255
 #define MT_INLINE_MAX_BYTES 65536u
-/* One DATA sent alone with a copy (a small payload, unbatched) in this many is sent as a
- * copy ZeroMQ holds without one more, counted in marks_flying until it lets go: a close
- * sees the trainer take such messages (send.c; melissa_trainer/client/marks.py
- * MARK_EVERY, the same) */
+/* The marks among the DATA sent alone with a copy (a small payload, unbatched): sent as
+ * a copy ZeroMQ holds without one more, counted in marks_flying until it lets go, a
+ * close's sign that the trainer takes such messages. A DATA is a mark when, from the last
+ * mark (included) to it (excluded), at least MT_MARK_EVERY messages and MT_MARK_BYTES
+ * bytes went, or MT_MARK_MOST messages did; the first is a mark (mt_mark_due, send.c;
+ * melissa_trainer/client/marks.py MARK_EVERY, MARK_BYTES, MARK_MOST, the same, and why
+ * these: tiny messages do not pay for a tracked send every 16, and a close still sees a
+ * sign every 16 of 16 KiB or more, every 1024 smaller ones at most) */
 #define MT_MARK_EVERY 16u
+#define MT_MARK_BYTES 262144u
+#define MT_MARK_MOST 1024u
 #define MT_MAX_HELLO_BODY (1u << 20)
 #define MT_MAX_CLIENT_RANKS 65535
 #define MT_PREFIX_BYTES 16u
@@ -118,6 +124,13 @@ typedef struct mt_watch {
     char *refused; /* a trusted refusal: what every mt_send returns (NULL: none) */
 } mt_watch;
 
+/* The DATA sent alone with a copy from the last mark (included): MT_MARK_EVERY's rule.
+ * {MT_MARK_MOST, 0} before any: the first is a mark (mt_client_create). */
+typedef struct mt_marks {
+    uint64_t messages;
+    uint64_t bytes;
+} mt_marks;
+
 struct mt_client {
     char *error; /* the last error's message (NULL: none): errors.c, on the heap */
     char error_spare[MT_ERROR_BYTES]; /* (out of memory: the message cut into it) */
@@ -207,7 +220,7 @@ struct mt_client {
     uint64_t pending;
     uint64_t batches_flying; /* batches ZeroMQ still holds (outbox.c; a close's progress) */
     uint64_t marks_flying;   /* marked DATA ZeroMQ still holds (send.c; a close's too) */
-    uint64_t marks;          /* DATA sent alone with a copy (one in MT_MARK_EVERY marked) */
+    mt_marks marks;          /* DATA sent alone with a copy since the last mark */
     /* predictions (predict.c): the client's thread only */
     char *serve_endpoints_arg; /* mt_set_serve_endpoints */
     void *predict_socket;      /* DEALER; NULL until the first request, after a failure */
@@ -319,6 +332,11 @@ void mt_put_prefix(uint8_t *p, int kind, uint16_t flags, uint64_t simulation_id)
 bool mt_all_finite(mt_dtype dtype, const void *data, uint64_t count);
 mt_status mt_build_headers(mt_client *c);
 void mt_encode_bye(uint8_t out[28], uint64_t simulation_id, int rank, int ranks, uint64_t steps);
+
+/* Whether the next DATA sent alone with a copy is a mark (MT_MARK_EVERY's rule), and the
+ * count after one of them, `bytes` long (header and payload), was sent (send.c). */
+bool mt_mark_due(const mt_marks *m);
+void mt_mark_sent(mt_marks *m, bool mark, size_t bytes);
 
 /* An array's name, dtype and shape (C order), as a serve file declares an input. */
 typedef struct mt_spec {

@@ -52,6 +52,21 @@ static void mark_released(void *data, void *hint) {
     pthread_mutex_unlock(&c->held_mu);
 }
 
+bool mt_mark_due(const mt_marks *m) {
+    return m->messages >= MT_MARK_MOST ||
+           (m->messages >= MT_MARK_EVERY && m->bytes >= MT_MARK_BYTES);
+}
+
+void mt_mark_sent(mt_marks *m, bool mark, size_t bytes) {
+    if (mark) {
+        m->messages = 1;
+        m->bytes = bytes;
+    } else {
+        ++m->messages;
+        m->bytes += bytes;
+    }
+}
+
 #ifdef MT_TESTING
 _Atomic unsigned mt_testing_held_waits = 0;
 #endif
@@ -126,10 +141,10 @@ static int send_data(mt_client *c, mt_field *f, void *sock, const void *data) {
     f->header[MT_FLAGS_AT] = (uint8_t)((f->inline_ ? MT_FLAG_INLINE : 0) |
                                        (finite ? MT_FLAG_FINITE : 0));
     if (f->inline_) {
-        /* (one in MT_MARK_EVERY tracked: a close's sign that the trainer takes them, as
-         * the Python client's marks.py; the others ZeroMQ's own copies) */
+        /* (the marks tracked, MT_MARK_EVERY's rule: a close's sign that the trainer takes
+         * them, as the Python client's marks.py; the others ZeroMQ's own copies) */
         size_t len = f->header_len + f->nbytes;
-        uint8_t *mark = c->held_init && c->marks % MT_MARK_EVERY == 0 ? malloc(len) : NULL;
+        uint8_t *mark = c->held_init && mt_mark_due(&c->marks) ? malloc(len) : NULL;
         zmq_msg_t msg;
         if (mark != NULL) {
             pthread_mutex_lock(&c->held_mu);
@@ -151,7 +166,8 @@ static int send_data(mt_client *c, mt_field *f, void *sock, const void *data) {
             zmq_msg_close(&msg); /* (a mark: calls mark_released) */
             return err;
         }
-        ++c->marks; /* (after the send: a retry after EAGAIN marks it again) */
+        /* (after the send: a retry after EAGAIN is a mark again) */
+        mt_mark_sent(&c->marks, mark != NULL, len);
         return 0;
     }
     int err = send_frame(sock, f->header, f->header_len, ZMQ_SNDMORE);

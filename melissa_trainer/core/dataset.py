@@ -210,7 +210,13 @@ class StreamDataset(IterableDataset):
                 continue
             said.served()
             if len(samples) < n and source is not None:
-                source.wait_for(n, 0.0)  # a short batch means the end: was it a failure?
+                try:  # a short batch means the end: was it a failure?
+                    source.wait_for(n, 0.0)
+                except BaseException:
+                    # taken from the buffer already: carried (saved with the failure's
+                    # checkpoint, `save`), not lost with the error
+                    self._carry = [*self._carry, *_host(samples)]
+                    raise
             return samples
 
     def prefetch(self, n: int, interrupted: Callable[[], bool] | None = None) -> int:

@@ -96,9 +96,11 @@ class WaitWatch:
                 what = self._what
             logger.warning(
                 "rank %d has waited %.0f s for %s: another rank has not reached "
-                "it. Check for a stopped (SIGSTOP, a debugger) or hung rank, or a "
-                "long save or load on another rank; the wait ends with an error "
-                "only at the process group's timeout (torch's default 30 min; "
+                "it. A rank still waiting for its data (a slow or queued simulation: "
+                "its own log says so) is the usual cause and harmless; otherwise check "
+                "for a stopped (SIGSTOP, a debugger) or hung rank, or a long save or "
+                "load on another rank; the wait ends with an error only at the process "
+                "group's timeout (torch's default 30 min; "
                 "InitProcessGroupKwargs(timeout=...))",
                 self.rank,
                 waited,

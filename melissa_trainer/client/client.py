@@ -33,6 +33,7 @@ BYE and what `close` waits for) is `transport`'s; `send`, `flush` and `steps_sen
 from __future__ import annotations
 
 import math
+import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -316,6 +317,7 @@ class Client(FollowsTrainer):
         if self._closed:
             return
         self._closed = True
+        began = time.monotonic()  # (the close's cap counts from here: `confirm_close`)
         self._watch.stop()
         self._asking.close()
         if self._following is None or not bye:
@@ -332,7 +334,7 @@ class Client(FollowsTrainer):
             # start-up, pays it)
             from melissa_trainer.client.confirm import confirm_close
 
-            confirm_close(self, self._rendezvous, self._following, self._follow_and_close)
+            confirm_close(self, self._rendezvous, self._following, self._follow_and_close, began)
 
     @property
     def bye_counts(self) -> list[int]:

@@ -26,17 +26,19 @@ confirmation, before its next checkpoint, loses what it ingested since that chec
 A client without a replay window (``replay_bytes=0``) cannot follow: a restarted
 trainer whose checkpoint lacks this rank's BYE fails the close, with that advice.
 
-The waits: a receiver that answers "not yet" (training paused, a full buffer: back-
-pressure; it holds the question up to half a second and answers as soon as the BYE is
-in) is waited for as long as it makes progress (the steps it says it holds grow: a
+The waits: a receiver that answers "not yet" (training paused, a full buffer:
+back-pressure; it holds the question up to half a second and answers as soon as the BYE
+is in) is waited for as long as it makes progress (the steps it says it holds grow: a
 trainer ingesting at its sample-to-insert pace, a resumed one taking a replay), and
 gives up after ``ClientTuning.close_timeout`` seconds without progress (None: as long as
-it answers); so is one whose process keeps its connections but does not answer
-(SIGSTOP); one silent with no connection for ``disconnected_timeout`` seconds is gone,
-and a restarted trainer is then waited for ``follow_timeout`` seconds (with a window).
-Each ends in a `TimeoutError` that says what was not confirmed and what to do. A
-receiver does not tell attempts apart: an earlier attempt's BYE of the same rank with
-the same count, ingested while the simulation stayed unfinished, confirms this one.
+it answers), and at `delivery.CLOSE_CAP_FACTOR` close timeouts from the close's start in
+all, progress or not (`confirm_close`'s `began`); so is one whose process keeps its
+connections but does not answer (SIGSTOP); one silent with no connection for
+``disconnected_timeout`` seconds is gone, and a restarted trainer is then waited for
+``follow_timeout`` seconds (with a window). Each ends in a `TimeoutError` that says what
+was not confirmed and what to do. A receiver does not tell attempts apart: an earlier
+attempt's BYE of the same rank with the same count, ingested while the simulation stayed
+unfinished, confirms this one.
 
 The receipt also tells, at no extra cost: a HELLO refused (another grid, missing
 parameters, another run's id: `admission.SimulationRefused`, with the fix); how many of
@@ -71,6 +73,7 @@ from typing import TYPE_CHECKING, Any
 
 from melissa_trainer.client.admission import SimulationRefused, check_admission
 from melissa_trainer.client.closing import client_logger
+from melissa_trainer.client.delivery import CLOSE_CAP_FACTOR
 from melissa_trainer.client.receipts import Closed, Rounds, confirmed
 from melissa_trainer.stream.endpoints import fetch_rendezvous
 from melissa_trainer.wire.receipt import RECEIPT_BYE, RECEIPT_QUERY, ReceiptReply
@@ -90,6 +93,7 @@ def confirm_close(
     rendezvous: str,
     following: Following | None,
     follow_and_close: Callable[[list[dict[str, Any]]], None],
+    began: float | None = None,
 ) -> None:
     """`Client.close`'s confirmation, after its transport closed (module docstring).
 
@@ -99,6 +103,13 @@ def confirm_close(
         following: its window and follower, or None (no replay window).
         follow_and_close: follows the restarted trainer of the entries given (asks,
             sends again, says BYE again, closes); with `following` only.
+        began: the close's start (`time.monotonic()`; None: now). The receipts are
+            waited for at most `delivery.CLOSE_CAP_FACTOR` close timeouts from it, in
+            all: one budget for the whole close, delivery and receipts, as a user reads
+            "10 x close_timeout in all" (per phase, a close would last twice that, and
+            more with each phase added), so a receiver that confirms a step now and then
+            does not hold the solver's exit for ever. A restarted trainer followed starts
+            the budget again (its replay is delivered anew, by a close of its own).
 
     Raises:
         SimulationRefused: a receiver refused the simulation, or every sample of it
@@ -110,6 +121,7 @@ def confirm_close(
     tuning = client.tuning
     entries = entries_of(rendezvous, client)
     found: list[list[dict[str, Any]]] = []  # (a restarted trainer's entries)
+    began = time.monotonic() if began is None else began
 
     def restarted() -> bool:
         if following is not None:
@@ -125,6 +137,7 @@ def confirm_close(
             if following is None:
                 return _no_window(client, entries, rendezvous, whose)
             follow_and_close(entries)  # (asks, sends again, says BYE again: then asked)
+            began = time.monotonic()  # (a new trainer: its own budget, `began`)
             entries = entries_of(rendezvous, client)
             continue
         if entries is None or not all(answers_receipts(e) for e in entries):
@@ -139,7 +152,9 @@ def confirm_close(
         # (from each question on: a restarted trainer followed is asked afresh, as C's)
         timeout = tuning.close_timeout
         deadline = None if timeout is None else time.monotonic() + timeout
-        outcome = Rounds(client, entries, whose).wait(deadline, rendezvous, restarted, follow_wait)
+        cap = None if timeout is None else began + CLOSE_CAP_FACTOR * timeout
+        rounds = Rounds(client, entries, whose)
+        outcome = rounds.wait(deadline, rendezvous, restarted, follow_wait, cap)
         if isinstance(outcome, list):
             return report(outcome, client.bye_counts, client.ranks, whose)
         if outcome:  # (a receiver silent: gone)

@@ -32,7 +32,9 @@ Progress is what the client sees of its queue without a new wire message:
 The C client's close does the same (clients/c/src/close_wait.c).
 
 In all, the phase lasts at most `CLOSE_CAP_FACTOR` times ``close_timeout`` from the
-close's start: progress moves the deadline no further. A receiver that takes a message
+close's start: progress moves the deadline no further (`capped_deadline`, the rule the
+receipt phase shares: one budget for the whole close, delivery and receipts together,
+`receipts.Rounds.wait`). A receiver that takes a message
 now and then (a trickle: a trainer stuck but for a retry loop, a node swapping) kept a
 close, and the solver's exit, alive for ever; past the cap the close gives up in
 `capped_words` (`DeliveryWait.capped`). A trainer that slow is raised for by raising
@@ -54,11 +56,23 @@ if TYPE_CHECKING:  # pragma: no cover
     from melissa_trainer.client.marks import Marks
     from melissa_trainer.client.outbox import Outbox
 
-__all__ = ["CLOSE_CAP_FACTOR", "DeliveryWait", "capped_words", "no_progress_words"]
+__all__ = [
+    "CLOSE_CAP_FACTOR", "DeliveryWait", "capped_deadline", "capped_words", "no_progress_words",
+]  # fmt: skip
 
 #: a close's delivery phase lasts at most this many ``close_timeout`` in all, progress or
 #: not (module docstring; clients/c/include/melissa_trainer.h MT_CLOSE_CAP_FACTOR)
 CLOSE_CAP_FACTOR = 10
+
+
+def capped_deadline(deadline: float, until: float, cap: float | None) -> tuple[float, bool]:
+    """The close's deadline once a progress would put it at `until`: never earlier than
+    `deadline`, never past `cap` (the close's start plus `CLOSE_CAP_FACTOR` times
+    ``close_timeout``; None: no cap); and whether the cap held it back (the close then
+    says `capped_words`). The rule of both phases, and of the C client's (close_wait.c,
+    receipt.c)."""
+    capped = cap is not None and until > cap
+    return max(deadline, cap if cap is not None and capped else until), capped
 
 
 def capped_words(setting: str, timeout: float | None, setter: str, simulation_id: int) -> str:
@@ -145,9 +159,8 @@ class DeliveryWait(CloseWait):
         if self._after_failure or not progressed:
             return progressed
         if self.deadline is not None and self.close_timeout is not None:
-            until, cap = time.monotonic() + self.close_timeout, self._cap
-            self.capped = cap is not None and until > cap
-            self.deadline = max(self.deadline, cap if cap is not None and self.capped else until)
+            until = time.monotonic() + self.close_timeout
+            self.deadline, self.capped = capped_deadline(self.deadline, until, self._cap)
             self.progressed += 1
         return progressed
 

@@ -4,8 +4,8 @@ their answers (docs/protocol.md, section 17b; what they are for and when: `confi
 One DEALER per receiver, connected once for all the rounds to one run; a query per
 receiver at a time (its answer may come late: held by the receiver until the BYE is in,
 at most its `RECEIPT_HOLD`). A malformed or foreign reply is counted in the client's
-``admission_rejected`` by reason, and ignored. Not thread-safe: the closing thread.
-Sockets of a context of their own, ended before each call returns.
+``admission_rejected`` by reason, and ignored. Not thread-safe: the closing thread. Sockets
+of a context of their own, ended before each call returns.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from melissa_trainer import wire as protocol
 from melissa_trainer.client.admission import SimulationRefused, reason_with_fix
 from melissa_trainer.client.closing import client_logger, waits_for
 from melissa_trainer.client.config import ClientTuning
+from melissa_trainer.client.delivery import CLOSE_CAP_FACTOR, capped_deadline, capped_words
 from melissa_trainer.client.patience import notice_after
 from melissa_trainer.client.sockets import control_dealer
 from melissa_trainer.client.stopped import StopRecords
@@ -39,9 +40,8 @@ from melissa_trainer.wire.receipt import (
 
 __all__ = ["PAUSE", "ROUND_TIMEOUT", "Closed", "Rounds", "confirmed"]
 
-#: seconds one round waits for the receivers' RECEIPTs: a live receiver answers at
-#: once when it can confirm the BYE, else within its hold (`follow_server.RECEIPT_HOLD`,
-#: 0.5 s: it answers as soon as the BYE is in), whatever its ingest does
+#: seconds one round waits for the receivers' RECEIPTs: a live receiver answers at once
+#: if it can confirm the BYE, else within its hold (`follow_server.RECEIPT_HOLD`, 0.5 s)
 ROUND_TIMEOUT = 2.0
 #: seconds between two rounds that confirmed nothing
 PAUSE = 0.01
@@ -80,9 +80,7 @@ class Closed(Protocol):
     def admission_rejected(self) -> Counter[str]: ...
 
     @property
-    def bye_counts(self) -> list[int]:
-        """The count each receiver's BYE carried (its transport's, in rank order)."""
-        ...
+    def bye_counts(self) -> list[int]: ...  # (each receiver's BYE's count, in rank order)
 
 
 def confirmed(reply: ReceiptReply, count: int) -> bool:
@@ -115,6 +113,7 @@ class Rounds:
         rendezvous: str,
         restarted: Callable[[], bool],
         follow_wait: float | None = None,
+        cap: float | None = None,
     ) -> list[ReceiptReply] | str:
         """Ask in rounds until every receiver confirms (their receipts), one is gone
         (why, to raise or to follow), or `restarted` says that a restarted trainer
@@ -134,7 +133,9 @@ class Rounds:
         simulation's steps than it said before (it ingests them, at its
         sample-to-insert pace: a resumed trainer taking a replay), or one that confirms,
         puts it ``close_timeout`` seconds from then. So ``close_timeout`` bounds a wait
-        *without progress*, not the whole wait (`unconfirmed`: the message).
+        *without progress*, not the whole wait (`unconfirmed`: the message). Neither
+        passes `cap` (None: none; `confirm_close`: the close's start plus CLOSE_CAP_FACTOR
+        close timeouts), so a trickle of progress does not hold the exit for ever.
 
         Raises:
             SimulationRefused: a receiver refused the simulation.
@@ -142,7 +143,9 @@ class Rounds:
         """
         client = self.client
         gone_after = client.tuning.disconnected_timeout
-        began, told = time.monotonic(), False
+        began, told, capped = time.monotonic(), False, False
+        if deadline is not None:  # (the rule of both phases: `delivery.capped_deadline`)
+            deadline, capped = capped_deadline(-math.inf, deadline, cap)
         context = zmq.Context()
         try:
             socks = self._connect(context, monitored=True)
@@ -182,7 +185,8 @@ class Rounds:
                 if all(d is not None for d in done):
                     return done  # type: ignore[return-value]
                 if progressed and deadline is not None and client.tuning.close_timeout is not None:
-                    deadline = max(deadline, now + client.tuning.close_timeout)
+                    until = now + client.tuning.close_timeout
+                    deadline, capped = capped_deadline(deadline, until, cap)
                 if restarted():
                     return ""  # (followed by the caller: the rendezvous read again)
                 bound = math.inf if gone_after is None else gone_after
@@ -198,20 +202,29 @@ class Rounds:
                     gone = silent[0]
                     return self._gone(gone, gone_after, rendezvous, follow_wait, not ever[gone])
                 if deadline is not None and now >= deadline:
-                    raise TimeoutError(self.unconfirmed(done, held))
+                    raise TimeoutError(self.unconfirmed(done, held, capped))
                 time.sleep(PAUSE)
         finally:
             context.destroy(linger=0)
 
-    def unconfirmed(self, done: Sequence[ReceiptReply | None], held: Sequence[int]) -> str:
+    def unconfirmed(
+        self, done: Sequence[ReceiptReply | None], held: Sequence[int], capped: bool = False
+    ) -> str:
         """Why the close gives up: the receivers not `done` made no progress for
         ``close_timeout`` seconds; how many of the steps this rank sent them are not
         confirmed (`held`: the most steps each said it holds, -1 if it never answered),
-        that exiting loses those still queued here, and the fixes (clients/c/src/
-        receipt.c says it in the same words)."""
+        that exiting loses those still queued here, and the fixes; `capped`: too slow
+        for the cap (`delivery.capped_words`). receipt.c says it in the same words."""
         client, waiting = self.client, [r for r in range(self.world) if done[r] is None]
         sent = sum(client.bye_counts[r] for r in waiting)
         have = sum(min(max(held[r], 0), client.bye_counts[r]) for r in waiting)
+        if capped:
+            timeout, sid = client.tuning.close_timeout, client.simulation_id
+            return (
+                f"{self.whose}: the trainer did not confirm this simulation's BYE within "
+                f"{CLOSE_CAP_FACTOR} x close_timeout={timeout} s in all: its receivers "
+                f"{waiting} ingested {have} of the {sent} steps this rank sent them: "
+            ) + capped_words("close_timeout", timeout, "ClientTuning.close_timeout", sid)
         return (
             f"{self.whose}: the trainer did not confirm this simulation's BYE: its receivers "
             f"{waiting} ingested none of its steps for "
@@ -321,10 +334,9 @@ class Rounds:
     def _connect(
         self, context: zmq.Context, monitored: bool = False
     ) -> list[tuple[zmq.Socket, list[int]]]:
-        """A DEALER per receiver, connected; with `monitored`, each monitored from
-        before its connection (`zmq.Socket.get_monitor_socket` gives that monitor
-        again): one made after can miss a loopback connection's EVENT_CONNECTED, and
-        a paused trainer would then look gone (`wait`)."""
+        """A DEALER per receiver, connected; `monitored`: each monitored from before its
+        connection (`get_monitor_socket` gives that monitor again): one made after can miss
+        a loopback connection's EVENT_CONNECTED, a paused trainer then looking gone."""
         socks: list[tuple[zmq.Socket, list[int]]] = []
         for entry in self.entries:
             sock = control_dealer(context, entry)

@@ -134,8 +134,10 @@ class ClientTuning:
             `delivery.CLOSE_CAP_FACTOR` (10) times it in all; then, in external mode,
             for the receivers' receipts of the BYE: at most this long without
             progress (the steps they hold not growing), counted from the question and
-            again from each progress (`melissa_trainer.client.confirm`). `None` waits
-            for as long as the receivers are there.
+            again from each progress (`melissa_trainer.client.confirm`); the cap in all
+            counts from the close's start, one budget for both (a user's "10 x
+            close_timeout in all"; a restarted trainer followed starts it again).
+            `None` waits for as long as the receivers are there.
         disconnected_timeout: seconds a receiver may stay disconnected without a new
             connection (the trainer died, or its node) before `close`, or a `send`
             blocked on a full queue, gives up (default 60; a send raises

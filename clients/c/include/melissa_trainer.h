@@ -161,15 +161,17 @@ mt_status mt_set_send_timeout(mt_client *c, double seconds);
  * checkpoint) from losing the steps still queued, while a trainer stuck still ends the
  * close after it. */
 #define MT_DEFAULT_CLOSE_TIMEOUT 1800.0
-/* The delivery of what is queued and the BYE lasts at most this many close timeouts in
- * all, progress or not: a receiver that takes a message now and then does not hold the
- * exit for ever (melissa_trainer/client/delivery.py CLOSE_CAP_FACTOR, the same). */
+/* mt_client_close lasts at most this many close timeouts in all from its start, progress
+ * or not: one budget for the delivery of what is queued and the BYE and the trainer's
+ * receipts, so a receiver that takes a message, or ingests a step, now and then does not
+ * hold the exit for ever (melissa_trainer/client/delivery.py CLOSE_CAP_FACTOR, the same;
+ * a restarted trainer followed starts the budget again). */
 #define MT_CLOSE_CAP_FACTOR 10
 /* Seconds mt_client_close waits without progress (default MT_DEFAULT_CLOSE_TIMEOUT; < 0
  * or +inf: forever): for the delivery of what is queued and the BYE (progress: a message
  * the socket accepted, a frame ZeroMQ let go of; MT_CLOSE_CAP_FACTOR times it in all),
- * then for the trainer's receipts (the steps it holds growing). Each progress counts it
- * again from then. */
+ * then for the trainer's receipts (the steps it holds growing; within the same cap in
+ * all). Each progress counts it again from then. */
 mt_status mt_set_close_timeout(mt_client *c, double seconds);
 /* Batching: payloads of at most bytes/2 are coalesced into BATCH messages of about
  * `bytes` per field and receiver, held at most `delay_s` (defaults 65536 and 0.02,

@@ -297,9 +297,7 @@ static void progress(mt_client *c, waiting *w, bool accepted) {
     double until = mt_now() + w->timeout;
     /* (a close after a failure stays bounded in all, as the Python one: delivery.py) */
     if (!moved || !w->bye || w->deadline < 0) return;
-    w->capped = w->cap >= 0 && until > w->cap;
-    if (w->capped) until = w->cap;
-    if (until > w->deadline) w->deadline = until;
+    w->deadline = mt_close_capped(w->deadline, until, w->cap, &w->capped); /* (close_cap.c) */
 }
 
 static mt_status expired(mt_client *c, waiting *w) {
@@ -339,7 +337,7 @@ mt_status mt_close_deliver(mt_client *c, bool bye, double *deadline, const char 
     *failure = NULL;
     *stuck = *capped = false;
     c->receipt_restart = 0;
-    double cap = *deadline < 0 ? -1.0 : *deadline + (MT_CLOSE_CAP_FACTOR - 1) * c->close_timeout;
+    double cap = *deadline < 0 ? -1.0 : mt_close_cap(c); /* (from c->close_began) */
     waiting w = {*deadline, mt_now(), mt_now() + RESTART_LOOK, c->close_timeout, cap, false,
                  0, "batched data", bye, false, false, false, NULL};
     progress(c, &w, false); /* (what is pending now: the first look) */

@@ -19,4 +19,14 @@
 mt_status mt_close_deliver(mt_client *c, bool bye, double *deadline, const char **failure,
                            bool *stuck, bool *capped);
 
+/* close_cap.c: the close's cap in all, both phases (delivery.py capped_deadline). The
+ * mt_now() past which no deadline goes: c->close_began plus MT_CLOSE_CAP_FACTOR close
+ * timeouts (< 0: none, a close timeout of forever). */
+double mt_close_cap(const mt_client *c);
+/* The deadline once a progress would put it at `until`: never earlier than `deadline`,
+ * never past `cap` (< 0: none); *capped: the cap held it back (say mt_close_capped_words). */
+double mt_close_capped(double deadline, double until, double cap, bool *capped);
+/* delivery.py capped_words ("close_timeout", mt_set_close_timeout), word for word. */
+void mt_close_capped_words(char *out, size_t size, uint64_t simulation_id);
+
 #endif

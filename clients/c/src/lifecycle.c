@@ -268,7 +268,8 @@ mt_status mt_client_close_message(mt_client *c, char *message, size_t size) {
     }
     for (;;) { /* (once, unless a restarted trainer is followed) */
         double timeout = c->close_timeout;
-        double deadline = timeout < 0 ? -1.0 : mt_now() + timeout;
+        c->close_began = mt_now(); /* (the cap's start, close_cap.c: a followed trainer's anew) */
+        double deadline = timeout < 0 ? -1.0 : c->close_began + timeout;
         const char *failure = NULL;
         bool stuck = false; /* (expired, every receiver connected: none reading) */
         bool capped = false; /* (expired at the cap, with progress: close_wait.c) */
@@ -329,19 +330,12 @@ mt_status mt_client_close_message(mt_client *c, char *message, size_t size) {
             if (timeout < 0) snprintf(t, sizeof t, "None");
             else mt_format_double(timeout, t);
             char why[700]; /* (no progress: the receipt's words, receipt.c; delivery.py's) */
-            if (capped) { /* (delivery.py capped_words, word for word) */
+            if (capped) { /* (delivery.py capped_words, word for word: close_cap.c) */
+                mt_close_capped_words(why, sizeof why, c->simulation_id);
                 st = mt_fail(c, MT_ETIMEDOUT, "simulation %llu rank %d: %s not delivered "
-                             "within %d x close_timeout=%s s in all to %s: the receivers took "
-                             "some of them, too slowly to take all (a close waits "
-                             "close_timeout without progress, and %d times it in all: a "
-                             "receiver that takes a message now and then does not hold the "
-                             "exit for ever). A trainer alive but this slow: raise the close "
-                             "timeout (mt_set_close_timeout; it moves both bounds); then, or "
-                             "for a trainer stuck, run this simulation again with the same "
-                             "simulation id (MELISSA_TRAINER_SIMULATION_ID=%llu)",
+                             "within %d x close_timeout=%s s in all to %s: %s",
                              (unsigned long long)c->simulation_id, c->rank, failure,
-                             MT_CLOSE_CAP_FACTOR, t, endpoints, MT_CLOSE_CAP_FACTOR,
-                             (unsigned long long)c->simulation_id);
+                             MT_CLOSE_CAP_FACTOR, t, endpoints, why);
             } else if (stuck && !never[0])
                 snprintf(why, sizeof why, ": the receivers took none of them for "
                          "close_timeout=%s s (no progress: ZeroMQ handed nothing on, the "

@@ -18,7 +18,9 @@
  * pauses, as long as it makes progress (the steps its answers say it holds grow: a
  * trainer ingesting at its sample-to-insert pace, a resumed one taking a replay), and up
  * to the close timeout without progress (mt_set_close_timeout, counted from the question
- * and from each progress), then MT_ETIMEDOUT (receipts.py `unconfirmed`'s words); a
+ * and from each progress), then MT_ETIMEDOUT (receipts.py `unconfirmed`'s words), and at
+ * most MT_CLOSE_CAP_FACTOR close timeouts from the close's start in all (close_cap.c:
+ * one budget with the delivery; its words past it); a
  * receiver silent with no connection to its follow socket (its monitor says so) for the disconnected timeout (mt_set_disconnected_timeout) is gone, and a
  * rendezvous rewritten by a new run (a restarted trainer) is followed only with a replay
  * window (c->receipt_restart set, follow.c): else both MT_ETIMEDOUT, saying that the steps may be lost and to run the simulation again with
@@ -36,6 +38,7 @@
 
 #include "internal.h"
 #include "receipt_wire.h"
+#include "close_wait.h"
 
 #define ROUND_TIMEOUT 2.0 /* s: a query unanswered that long is asked again (a receiver
                            * answers within its 0.5 s hold; a lost query is not waited on) */
@@ -248,6 +251,9 @@ static mt_status wait_receipts(asking *a, const char *whose) {
     size_t n = a->rv->n;
     double timeout = c->close_timeout, gone_after = c->disconnected_timeout;
     double deadline = timeout < 0 ? INFINITY : mt_now() + timeout;
+    double cap = mt_close_cap(c); /* (one budget for the whole close: close_cap.c) */
+    bool capped = false; /* (the cap held the deadline back: the message says so) */
+    if (timeout >= 0) deadline = mt_close_capped(-INFINITY, deadline, cap, &capped);
     double pause = PAUSE_FIRST;
     for (;;) {
         mt_status said = from_records(a, whose);
@@ -260,8 +266,8 @@ static mt_status wait_receipts(asking *a, const char *whose) {
         mt_status st = collect(a, until < deadline ? until : deadline);
         if (st != MT_OK) return st;
         double now = mt_now();
-        if (a->progressed && timeout >= 0 && now + timeout > deadline)
-            deadline = now + timeout; /* (it bounds a wait without progress) */
+        if (a->progressed && timeout >= 0) /* (it bounds a wait without progress) */
+            deadline = mt_close_capped(deadline, now + timeout, cap, &capped);
         a->progressed = false;
         size_t done = 0, silent = n, waiting = 0;
         for (size_t r = 0; r < n; ++r) {
@@ -320,6 +326,15 @@ static mt_status wait_receipts(asking *a, const char *whose) {
             if (a->bad > 0)
                 snprintf(ignored, sizeof ignored, "; malformed replies ignored: %u, the last %s",
                          a->bad, a->bad_last);
+            if (capped) { /* (receipts.py unconfirmed, capped: close_cap.c's words) */
+                char words[600];
+                mt_close_capped_words(words, sizeof words, c->simulation_id);
+                return mt_fail(c, MT_ETIMEDOUT, "%s: the trainer did not confirm this "
+                               "simulation's BYE within %d x close_timeout=%s s in all: its "
+                               "receivers [%s] ingested %llu of the %llu steps this rank sent "
+                               "them: %s", whose, MT_CLOSE_CAP_FACTOR, t, list,
+                               (unsigned long long)have, (unsigned long long)sent, words);
+            }
             return mt_fail(c, MT_ETIMEDOUT,
                            "%s: the trainer did not confirm this simulation's BYE: its "
                            "receivers [%s] ingested none of its steps for close_timeout=%s s "

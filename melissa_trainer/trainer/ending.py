@@ -192,6 +192,7 @@ def source_failed(
     error: SourceError,
     check_losses: Callable[[], None] = lambda: None,
     together: bool = False,
+    also: str = "",
 ) -> SourceError:
     """What `train()` raises when its source failed with `error`: when the training is
     kept (`keeps_training`), an ERROR line at the step training stopped, naming the
@@ -206,7 +207,8 @@ def source_failed(
     training since the last periodic save is kept, once `check_losses` (the loss guard's
     check of the last window) passed: by a single process, or by every rank together
     when they agreed on the failure (`together`: `source_failure`); the exit status
-    stays 1."""
+    stays 1. `also`: a preemption agreed with the failure, in words, said in the line
+    before what a resume does (`source_failure.SourceFailure.at_agreement`)."""
     write_note(trainer, error)  # (for the other ranks)
     trainer.source.note_stop(
         "error", f"training stopped at step {trainer.state.global_step}: {error}"
@@ -214,7 +216,7 @@ def source_failed(
     if not keeps_training(error):
         return error
     written, why = save_at_failure(trainer, check_losses, together)
-    how = failure_words(trainer, written, why, error.resume_note)
+    how = (f"{also}; " if also else "") + failure_words(trainer, written, why, error.resume_note)
     sep = "\n" if "\n" in str(error) else "; "  # (after a study's report: a line of its own)
     logger.error("training stopped at step %d: %s%s%s", trainer.state.global_step, error, sep, how)
     quiet = _SaidSourceError(*error.args)

@@ -43,9 +43,10 @@ from melissa_trainer.sources.ingest_transform import (
     SampleTransform,
 )
 from melissa_trainer.sources.source import Source, SourceError, as_source
-from melissa_trainer.trainer.ending import end_training, failed, source_failed, stop_words
+from melissa_trainer.trainer.ending import end_training, failed, stop_words
+from melissa_trainer.trainer.exit_meeting import hold_term, meet
 from melissa_trainer.trainer.losses import LossFn
-from melissa_trainer.trainer.preemption import PreemptionHandler, StopCause
+from melissa_trainer.trainer.preemption import Preempted, PreemptionHandler, StopCause
 from melissa_trainer.trainer.setup import claim_output_dir, make_accelerator, make_rank_buffer
 from melissa_trainer.trainer.simulation_errors import check_best_metric
 from melissa_trainer.trainer.source_failure import SourceFailure
@@ -257,6 +258,7 @@ class OnlineTrainer(TrainerSteps):
         preemption = start_training(self, self._output_hold.release)
         self.preempted_by = None
         failure = SourceFailure(self)  # (a source's failure held until agreed: `source_failure`)
+        preempted = False  # (every rank raises `Preempted` at the same step)
         try:
             if self.num_processes > 1:
                 self.accelerator.wait_for_everyone()  # every rank's source has started
@@ -303,8 +305,9 @@ class OnlineTrainer(TrainerSteps):
                     in_hand = failure.prefetch(window * micro, preemption.requested)
                     self._start_agreement(window * micro, in_hand, preemption, failure.code)
                 stop, capacity, signum = sync.result()
-                if sync.source_failed is not None:  # every rank saves at this step, and fails
-                    raise failure.agreed_on(sync.source_failed, guard.check)
+                # every rank saves at this step, and fails (a preemption with it: named)
+                if agreed := failure.at_agreement(sync.source_failed, signum, guard.check):
+                    raise agreed
                 guard.settle(sync.extra)  # a non-finite loss: raises on every rank
                 if stop or signum:
                     self.ended_by = stop_words(signum, control)
@@ -347,9 +350,11 @@ class OnlineTrainer(TrainerSteps):
             if signum:  # (hooks may read it from LOOP_END on)
                 self.preempted_by = StopCause.signal_of(signum)  # (the code's signal)
             end_training(self, signum, self._perform_requested_actions)  # (`ending`)
+        except Preempted:
+            preempted = True
+            raise
         except SourceError as exc:  # said once, in one line, with how to resume (`ending`)
-            check = self._loss_guard.check
-            raise source_failed(self, exc, check, failure.agreed) from exc.__cause__
+            raise failure.said(exc, self._loss_guard.check) from exc.__cause__
         except (Exception, KeyboardInterrupt) as exc:  # (a hook, process_sample...: `failed`)
             if isinstance(exc, Exception) and (own := failure.unagreed(exc)) is not None:
                 raise own from None  # (its source failed; another rank is gone)
@@ -361,7 +366,14 @@ class OnlineTrainer(TrainerSteps):
                 self.source.stop()
                 self.hooks.close()
             finally:
+                # An end every rank agreed on: they meet once it is done (`exit_meeting`)
+                met = (preempted or failure.agreed) and self.stop_sync.distributed
+                if met:
+                    why = "a preemption" if preempted else "a source's failure"
+                    meet(self.process_index, why, device=self.accelerator.device)
                 preemption.restore()
+                if met:
+                    hold_term()  # (the launcher's SIGTERM as the first rank exits)
                 self._output_hold.release()  # the run is over: output_dir is free
         return state
 

@@ -16,7 +16,11 @@ rank raises its error, which `ending.source_failed` turns into the checkpoint an
 line; another rank writes the same checkpoint with it (`peer_source_failed`) and raises
 `RankFailed` naming the failing rank and its error. The checkpoint holds every rank's
 pending batches (taken from the buffer, not trained), as at a preemption: a resume
-trains each once.
+trains each once. A preemption agreed at the same agreement (a signal, the launcher's
+death) is the weaker fact: every rank ends as for the failure (exit status 1, not
+`Preempted`'s 143), and its line names the preemption too, which the same checkpoint
+covers (`at_agreement`). Once done, the ranks meet before they exit
+(`exit_meeting.meet`: no rank exits while another still works).
 
 A failure that cannot be agreed on is said as before: raised elsewhere (a hook, the
 source's start), with a `__cause__` (the user's traceback), or when the agreement
@@ -37,6 +41,7 @@ from melissa_trainer.trainer.ending import (
     save_at_failure,
     source_failed,
 )
+from melissa_trainer.trainer.preemption import StopCause
 from melissa_trainer.trainer.rank_failure import (
     RankFailed,
     lost_a_peer,
@@ -60,6 +65,9 @@ class SourceFailure:
         self.error: SourceError | None = None
         #: the ranks agreed on a failure (`agreed_on`): they save together
         self.agreed = False
+        #: the preemption agreed at the failure's agreement, in words ("" none): its
+        #: line names it (`at_agreement`)
+        self.also = ""
 
     def prefetch(self, n: int, interrupted: Callable[[], bool] | None = None) -> int:
         """`StreamDataset.prefetch`, but under several ranks a `SourceError` whose
@@ -88,15 +96,40 @@ class SourceFailure:
         its rank + 1 when its source failed, else 0."""
         return 0 if self.error is None else self._trainer.process_index + 1
 
+    def at_agreement(
+        self, failed: int | None, signum: int, check_losses: Callable[[], None]
+    ) -> Exception | None:
+        """After an agreement (`StopSync.result`) that says `failed` (its
+        ``source_failed``: None, no rank's source failed) and `signum` (the preemption
+        agreed, its `StopCause.code`; 0: none): None, or what every rank raises there
+        (`agreed_on`). A failure wins over a preemption agreed with it (module docstring):
+        `signum` is then named in the lines, not raised as `Preempted`."""
+        if failed is None:
+            return None
+        cause = StopCause.of(signum)
+        if cause is not None:
+            self.also = (
+                f"{cause} came at the same stop (a preemption): the checkpoint of the "
+                "failure covers it"
+            )
+        return self.agreed_on(failed, check_losses)
+
     def agreed_on(self, rank: int, check_losses: Callable[[], None]) -> Exception:
         """What to raise once the agreement said that `rank`'s source failed (the
         largest such rank): this rank's own error (for `ending.source_failed`, with
-        ``together``), or, on a rank whose source did not fail, `peer_source_failed`'s
-        `RankFailed`, once the checkpoint is written with the others'."""
+        ``together``: `said`), or, on a rank whose source did not fail,
+        `peer_source_failed`'s `RankFailed`, once the checkpoint is written with the
+        others'."""
         self.agreed = True
         if self.error is not None:
             return self.error
-        return peer_source_failed(self._trainer, rank, check_losses)
+        return peer_source_failed(self._trainer, rank, check_losses, self.also)
+
+    def said(self, error: SourceError, check_losses: Callable[[], None]) -> SourceError:
+        """What `train()` raises for `error`, a `SourceError` that propagated:
+        `ending.source_failed`'s, saved with the other ranks when they agreed on it, its
+        line naming a preemption agreed with it."""
+        return source_failed(self._trainer, error, check_losses, self.agreed, self.also)
 
     def unagreed(self, error: Exception) -> SourceError | None:
         """When this rank's source failed and its agreement broke with `error` because
@@ -111,20 +144,22 @@ class SourceFailure:
 
 
 def peer_source_failed(
-    trainer: EndingTrainer, rank: int, check_losses: Callable[[], None]
+    trainer: EndingTrainer, rank: int, check_losses: Callable[[], None], also: str = ""
 ) -> RankFailed:
     """On a rank whose source did not fail, at the step every rank agreed that `rank`'s
     did: the checkpoint written with every rank (`ending.save_at_failure`, collective),
-    an ERROR line naming `rank`, its error (its note: `rank_failure.note_of`) and what a
-    resume does (`ending.failure_words`), and the `RankFailed` to raise (exit code 1)."""
+    an ERROR line naming `rank`, its error (its note: `rank_failure.note_of`), `also`
+    (a preemption agreed with it, in words; "" none) and what a resume does
+    (`ending.failure_words`), and the `RankFailed` to raise (exit code 1)."""
     words = note_of(trainer, rank) or "its source failed (it left no note of why)"
     written, why = save_at_failure(trainer, check_losses, together=True)
     failure = RankFailed(rank, words)
     logger.error(
-        "%s; rank %d stops at step %d with it, as every rank; %s",
+        "%s; rank %d stops at step %d with it, as every rank; %s%s",
         failure,
         trainer.process_index,
         trainer.state.global_step,
+        f"{also}; " if also else "",
         failure_words(trainer, written, why, ""),
     )
     return failure

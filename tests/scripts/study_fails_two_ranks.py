@@ -14,7 +14,12 @@ fails again, as the failure's line says. Batch size 1, a FIFO, an agreement ever
 step: at the failure, samples of simulation 0 wait in the buffers and in the batches
 taken ahead (pending), which the checkpoint holds and the resume trains.
 
-    python study_fails_two_ranks.py OUT SOLVER RESUMED
+    python study_fails_two_ranks.py OUT SOLVER RESUMED [SLOW_RANK]
+
+With SLOW_RANK, that rank's source takes 3 s more to stop than the other's (its end
+is slower: the launcher's SIGTERM as the other exits first would reach it still working,
+tests/study/test_failed_study_slow_rank.py); each rank's last `atexit` writes
+``OUT/../gone-<rank>`` (its exit was its own, not a signal's).
 
 Each rank writes ``OUT/../exit-<rank>.json``: how its `train()` ended (the exception's
 class or "returned"), the step it stopped at, its last save's step, the step it started
@@ -24,6 +29,7 @@ out); every launch appends the simulation's id to ``OUT/../launches``.
 
 from __future__ import annotations
 
+import atexit
 import json
 import sys
 import time
@@ -106,8 +112,11 @@ class Trained(Hook):
 
 def main() -> None:
     out, solver, resumed = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
+    slow = int(sys.argv[4]) if len(sys.argv) > 4 else None
     torch.set_num_threads(1)
     here = Path(out).parent
+    # (registered first, run last: after the process group's teardown)
+    atexit.register(lambda: (here / f"gone-{trainer.process_index}").write_text(""))
     env = {"FLAG": str(here / "flag"), "FLAG2": str(here / "flag2")}
     env["LAUNCHES"] = str(here / "launches")
     launcher = Launcher(
@@ -136,6 +145,14 @@ def main() -> None:
         process_sample=process,
     )
     rank = trainer.process_index
+    if rank == slow:
+        stop = trainer.source.stop
+
+        def slow_stop() -> None:
+            time.sleep(3)
+            stop()
+
+        trainer.source.stop = slow_stop  # type: ignore[method-assign]
     trained = Trained(here, rank, resumed)
     trainer.hooks.add(trained)
 

@@ -1,0 +1,129 @@
+"""The ranks' last meeting, after an end that every rank agreed on (a source's failure:
+`source_failure`; a preemption: `ending.end_training`), before any of them exits.
+
+Why. ``accelerate launch`` (torchrun) terminates the ranks still running, with SIGTERM,
+as soon as one rank exits with a non-zero status (its agent looks every 0.1 s). After an
+agreed failure or preemption every rank exits non-zero, but not at the same moment: the
+ends differ per rank (rank 0's study stops its simulations; the ranks' lines are written
+at different times). The first rank out made the agent signal the others while they
+still worked: a rank still in `train()` logged "SIGTERM received: stopping at the next
+stop synchronisation to write a checkpoint" (a second stop nobody asked for), one past it
+was killed (exit -15 in place of its own 1 or 143).
+
+So, once its end is done (the source stopped, the lines written), each rank meets the
+others (`meet`): no rank exits while another still works. The meeting is bounded: a peer
+that is gone breaks it at once (the backend's error, said at WARNING), one that does not
+come within `MEET_TIMEOUT` s (hung, or stuck in its end) is left, with a WARNING; the
+error being raised is the one that propagates, whatever the meeting says. Past the
+meeting the ranks exit within moments of each other, still not at once: the agent's
+SIGTERM may reach a rank as it exits (its interpreter's teardown). `hold_term` makes that
+SIGTERM harmless for `TERM_GRACE` s: the rank is exiting already, with its own status.
+"""
+
+from __future__ import annotations
+
+import atexit
+import datetime
+import logging
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable
+from types import FrameType
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from melissa_trainer.core.wait_watch import WaitWatch
+
+__all__ = ["MEET_TIMEOUT", "TERM_GRACE", "hold_term", "meet"]
+
+logger = logging.getLogger(__name__)
+
+#: seconds a rank waits at the meeting for the others (their ends: a study stopping its
+#: simulations takes seconds, its `kill_grace` at most): then it exits without them
+MEET_TIMEOUT = 120.0
+#: seconds after the meeting during which a SIGTERM is the launcher's, sent because
+#: another rank exited first: torchrun kills a rank that outlives it by 30 s with SIGKILL
+TERM_GRACE = 30.0
+
+
+def meet(rank: int, why: str, timeout: float = MEET_TIMEOUT, device: Any = None) -> bool:
+    """Wait (at most `timeout` s) until every rank has called this, after the end `why`
+    (words for the warnings: "a source's failure", "a preemption"); True when all came.
+    A no-op (True) without a process group. Never raises: a peer gone or late is said at
+    WARNING and this returns False. gloo: a monitored barrier (no work is left queued on
+    the group, so the exit's teardown waits for nothing); another backend: a barrier
+    whose completion is polled until `timeout` (left in flight when late). `device`: the
+    barrier's device off gloo (the current CUDA device by default)."""
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() < 2:
+        return True
+    watch = WaitWatch(rank, first=min(60.0, timeout / 2))
+    what = f"the other ranks at the end of training after {why} (their last meeting)"
+    try:
+        with watch.waiting(what):
+            if dist.get_backend() == "gloo":
+                dist.monitored_barrier(timeout=datetime.timedelta(seconds=timeout))
+                return True
+            return _polled_barrier(timeout, device)
+    except Exception as exc:  # (a peer gone: the backend's error; a late one: the timeout's)
+        logger.warning(
+            "rank %d did not meet every other rank at the end of training after %s "
+            "(a rank is gone or late: %s); it exits without them",
+            rank,
+            why,
+            str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__,
+        )
+        return False
+
+
+def _polled_barrier(timeout: float, device: Any) -> bool:
+    """An asynchronous all-reduce of one number, waited for by polling until `timeout`;
+    raises TimeoutError when it is not complete by then."""
+    if device is None:
+        device = torch.device("cuda", torch.cuda.current_device())
+    work = dist.all_reduce(torch.zeros(1, device=device), async_op=True)
+    deadline = time.monotonic() + timeout
+    while not work.is_completed():
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"not every rank came within {timeout:g} s")
+        time.sleep(0.01)
+    work.wait()  # (raises the collective's error, if it failed)
+    return True
+
+
+def hold_term(grace: float = TERM_GRACE, clock: Callable[[], float] = time.monotonic) -> bool:
+    """For `grace` s from now, a SIGTERM is taken for the launcher's, sent as another
+    rank exited first (module docstring): ignored, since this rank is exiting already
+    with its own status. After that, SIGTERM does what it did before (the handler found
+    here runs; the default one ends the process). Only under torchrun (a
+    ``TORCHELASTIC_RUN_ID`` in the environment: its agent is the sender) and in the main
+    thread (where Python installs handlers); returns whether it held. A process that
+    exits within the grace ignores SIGTERM from its `atexit` on: the interpreter's
+    finalization puts back the default handler of a signal that Python code handles,
+    and a SIGTERM there ended the rank (-15)."""
+    if "TORCHELASTIC_RUN_ID" not in os.environ:
+        return False
+    if threading.current_thread() is not threading.main_thread():
+        return False
+    until = clock() + grace
+    previous = signal.getsignal(signal.SIGTERM)
+
+    def late(signum: int, frame: FrameType | None) -> None:
+        if clock() < until:
+            return  # (no logging here: a handler may interrupt a log record's write)
+        signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
+        if callable(previous):
+            previous(signum, frame)
+        elif previous in (signal.SIG_DFL, None):
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    def exiting() -> None:  # (at exit, within the grace: ignored for the rest of it)
+        if clock() < until and signal.getsignal(signal.SIGTERM) is late:
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+    signal.signal(signal.SIGTERM, late)
+    atexit.register(exiting)  # (registered last: the first to run at exit)
+    return True

@@ -16,6 +16,10 @@ taken ahead (pending), which the checkpoint holds and the resume trains.
 
     python study_fails_two_ranks.py OUT SOLVER RESUMED [SLOW_RANK]
 
+RESUMED 2: no failure, a preemption: simulation 1 sleeps as simulation 2 does, and rank
+0 sends itself SIGTERM once it has trained 2 steps (every rank stops with a checkpoint
+and exits 143).
+
 With SLOW_RANK, that rank's source takes 3 s more to stop than the other's (its end
 is slower: the launcher's SIGTERM as the other exits first would reach it still working,
 tests/study/test_failed_study_slow_rank.py); each rank's last `atexit` writes
@@ -31,6 +35,8 @@ from __future__ import annotations
 
 import atexit
 import json
+import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -58,11 +64,11 @@ from melissa_trainer.client import Client, ClientTuning
 sid = int(os.environ["MELISSA_TRAINER_SIMULATION_ID"])
 with open(os.environ["LAUNCHES"], "a") as f:
     f.write(f"{sid}\n")
-if sid == 1:
+if sid == 1 and os.environ.get("RESUMED") != "2":
     while not Path(os.environ["FLAG"]).exists():
         time.sleep(0.05)
     sys.exit(1)
-if sid == 2:
+if sid in (1, 2):
     if os.environ.get("RESUMED") == "1":
         while not Path(os.environ["FLAG2"]).exists():
             time.sleep(0.05)
@@ -85,9 +91,9 @@ class Trained(Hook):
     2 steps are trained and waits there until its launcher has failed; in a resumed one,
     writes `flag2` once 3 steps more are trained."""
 
-    def __init__(self, here: Path, rank: int, resumed: bool) -> None:
+    def __init__(self, here: Path, rank: int, resumed: bool, preempt: bool = False) -> None:
         self.flag = here / ("flag2" if resumed else "flag")
-        self.rank, self.resumed = rank, resumed
+        self.rank, self.resumed, self.preempt = rank, resumed, preempt
         self.pairs: list[tuple[int, int]] = []
         self.started: int | None = None
 
@@ -104,6 +110,9 @@ class Trained(Hook):
             return
         if state.global_step >= self.started + (3 if self.resumed else 2):
             self.flag.write_text("")
+            if self.preempt:  # (the handler notes it at once; the stop comes at an agreement)
+                os.kill(os.getpid(), signal.SIGTERM)
+                return
             deadline = time.monotonic() + 120
             while not self.resumed and not trainer.source.launcher.failed:
                 assert time.monotonic() < deadline, "simulation 1's failure was not seen"
@@ -112,6 +121,7 @@ class Trained(Hook):
 
 def main() -> None:
     out, solver, resumed = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
+    preempt = sys.argv[3] == "2"
     slow = int(sys.argv[4]) if len(sys.argv) > 4 else None
     torch.set_num_threads(1)
     here = Path(out).parent
@@ -125,7 +135,7 @@ def main() -> None:
         3,
         job_limit=3,
         backend=LocalBackend(),
-        env={**env, "RESUMED": "1" if resumed else "0"},
+        env={**env, "RESUMED": sys.argv[3]},
         tuning=LauncherTuning(
             poll_interval=0.05, kill_grace=2.0, max_restarts=0, on_failure="raise"
         ),
@@ -153,7 +163,7 @@ def main() -> None:
             stop()
 
         trainer.source.stop = slow_stop  # type: ignore[method-assign]
-    trained = Trained(here, rank, resumed)
+    trained = Trained(here, rank, resumed, preempt)
     trainer.hooks.add(trained)
 
     def write(ended: str) -> None:

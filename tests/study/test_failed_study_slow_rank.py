@@ -44,3 +44,27 @@ def test_a_rank_slower_at_its_end_exits_with_its_own_line_and_status(
     assert "exitcode  : -15" not in said and "Signal 15" not in said, said
     for rank in range(2):
         assert (tmp_path / f"gone-{rank}").exists(), (rank, said)
+
+
+@pytest.mark.e2e
+@pytest.mark.slow
+@pytest.mark.skipif(sys.platform != "linux", reason="the local backend uses /proc")
+@pytest.mark.timeout(300)
+def test_a_rank_slower_at_the_end_of_a_preemption_exits_143_itself(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same race at a preemption (rank 0 sends itself SIGTERM at step 2): both ranks
+    stop at one step with a checkpoint, and rank 1, slower at its end, exits 143 itself,
+    says no second SIGTERM and is not killed (-15)."""
+    monkeypatch.syspath_prepend(str(Path(__file__).parents[1] / "trainer"))
+    from two_ranks import run_study_script
+
+    proc, (zero, one), said = run_study_script(SCRIPT, tmp_path, "2", "1", timeout=220)
+    assert zero["ended"] == one["ended"] == "Preempted", (zero, one, said)
+    step = zero["steps"]
+    assert one["steps"] == step and one["last_save_step"] == step, (zero, one, said)
+    assert said.count("SIGTERM received") == 1, said  # (rank 0's own, once)
+    assert "exitcode  : -15" not in said and "Signal 15" not in said, said
+    assert said.count("exitcode  : 143") in (1, 2), said  # (torchrun lists who exited)
+    for rank in range(2):
+        assert (tmp_path / f"gone-{rank}").exists(), (rank, said)

@@ -70,3 +70,56 @@ def test_the_polled_barrier_off_gloo_completes_and_is_bounded(
     monkeypatch.setattr(exit_meeting.dist, "all_reduce", lambda *a, **k: Never())
     with pytest.raises(TimeoutError, match="not every rank came within 0.2 s"):
         exit_meeting._polled_barrier(0.2, torch.device("cpu"))
+
+
+MEETING = r"""
+import logging, sys, time
+from datetime import timedelta
+import torch.distributed as dist
+from melissa_trainer.trainer.exit_meeting import meet
+
+rank, init, peer = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+logging.basicConfig(level=logging.WARNING, format=f"[rank {rank}] %(message)s")
+dist.init_process_group("gloo", init_method=init, rank=rank, world_size=2,
+                        timeout=timedelta(seconds=90))
+dist.barrier()  # (the group works)
+if rank == 1:
+    time.sleep(0 if peer == "gone" else 20)  # gone at once, or late for the meeting
+    sys.exit(0)
+started = time.monotonic()
+met = meet(0, "a source's failure", timeout=3.0)
+print(f"met={met} after {time.monotonic() - started:.1f} s", flush=True)
+"""
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(200)
+@pytest.mark.parametrize("peer", ["gone", "late"])
+def test_the_meeting_is_bounded_when_a_peer_is_gone_or_late(tmp_path: Any, peer: str) -> None:
+    """A rank whose peer exited (its connections closed) or does not come within the
+    meeting's timeout is not held: it says so at WARNING and goes on to exit."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    init = f"file://{tmp_path / 'group'}"
+    root = str(Path(__file__).resolve().parents[2])
+    env = {"PYTHONPATH": root, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
+    ranks = [
+        subprocess.Popen(
+            [sys.executable, "-c", MEETING, str(r), init, peer],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=env,
+        )  # fmt: skip
+        for r in range(2)
+    ]
+    try:
+        said = ranks[0].communicate(timeout=150)[0]
+        ranks[1].communicate(timeout=60)
+    finally:
+        for p in ranks:
+            p.kill()
+    assert ranks[0].returncode == 0 and "met=False" in said, said
+    assert "[rank 0] rank 0 did not meet every other rank at the end of training" in said, said

@@ -16,7 +16,7 @@ import torch
 
 from melissa_trainer.core import stop_sync as stop_sync_module
 from melissa_trainer.core.stop_sync import StopSync
-from melissa_trainer.core.wait_watch import WaitWatch
+from melissa_trainer.core.wait_watch import AGREEMENT_USUAL, CHECKPOINT_USUAL, WaitWatch
 
 WAIT = 30.0  # seconds an event is waited for before the test fails (never reached)
 
@@ -107,3 +107,34 @@ def test_the_stop_agreement_warns_while_a_rank_is_missing_and_agrees_alike(
     assert "the stop agreement" in said.messages[0], said.messages
     assert sync.result() == (True, 5, 15)  # what the agreement says, watched or not
     assert sync.collectives == 1
+
+
+@pytest.mark.timeout(60)
+def test_a_wait_says_its_own_usual_cause_and_what_to_do(said: Said) -> None:
+    watch = WaitWatch(rank=0, first=0.001)
+    with watch.waiting("the other ranks at a save", CHECKPOINT_USUAL):
+        assert said.warned.wait(WAIT)
+    first = said.messages[0]
+    assert "the other ranks at a save" in first and CHECKPOINT_USUAL in first, first
+    assert "waiting for its data" not in first, first  # (the stop agreement's cause)
+    assert "kill -CONT PID" in first and "py-spy dump --pid PID" in first, first
+    said.messages.clear()
+    said.warned.clear()
+    with watch.waiting("the stop agreement"):  # (the default: the agreement's cause)
+        assert said.warned.wait(WAIT)
+    assert AGREEMENT_USUAL in said.messages[0], said.messages
+
+
+@pytest.mark.timeout(60)
+def test_a_wait_begun_inside_another_leaves_the_outer_one_watched(said: Said) -> None:
+    watch = WaitWatch(rank=2, first=0.001)
+    with watch.waiting("the outer wait"), watch.waiting("the inner wait"):
+        assert said.warned.wait(WAIT)
+    assert all("the inner wait" not in m for m in said.messages), said.messages
+    assert "the outer wait" in said.messages[0], said.messages
+    assert said.messages[-1].startswith("rank 2: the outer wait arrived"), said.messages
+    said.messages.clear()
+    said.warned.clear()
+    with watch.waiting("the next wait"):  # (the watch is free again)
+        assert said.warned.wait(WAIT)
+    assert "the next wait" in said.messages[0], said.messages

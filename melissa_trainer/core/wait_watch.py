@@ -12,8 +12,13 @@ collectives run are the same with it.
 Each wait names its collective and its usual cause (`waiting`'s `what` and `usual`): the
 stop agreement's is a rank still waiting for its data (`AGREEMENT_USUAL`), a checkpoint's
 a rank still writing or reading its files (`CHECKPOINT_USUAL`). Which rank is late is
-not known here (a collective says nothing of who has reached it): every waiting rank
-warns, so the late ones are those that do not, and the warning says how to find them.
+told by the collective: every waiting rank warns, so the late ones are those that do
+not, and the warning says how to find them; with a `RollCall` (`WaitWatch.roll`: the
+launcher's store, `trainer.roll_call`) it names them. Each rank's watcher thread
+publishes the number of the wait it sees in progress (this rank's count of waits: the
+same sequence on every rank, the collectives being run in lockstep), and a warning names
+the ranks whose number is behind: not seen at this wait ("likely": one that arrived
+within the last look has not published yet). The training thread never talks to it.
 One watch serves every watched collective of a trainer (`StopSync.watch`, also used by
 `trainer.rank_reports` for a checkpoint's): set its `first` there, for every wait at once.
 
@@ -31,8 +36,9 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Protocol
 
-__all__ = ["AGREEMENT_USUAL", "CHECKPOINT_USUAL", "DEFAULT_FIRST_WARNING", "WaitWatch"]
+__all__ = ["AGREEMENT_USUAL", "CHECKPOINT_USUAL", "DEFAULT_FIRST_WARNING", "RollCall", "WaitWatch"]
 
 logger = logging.getLogger("melissa_trainer.core.wait_watch")
 
@@ -60,13 +66,27 @@ _WHAT_TO_DO = (
 )
 
 
+class RollCall(Protocol):
+    """Where each rank's waits are, shared between ranks (`WaitWatch.roll`). Called from
+    the watch's thread only; never raises (an unreachable store: None from `late`)."""
+
+    def arrived(self, wait: int) -> None:
+        """This rank is at its wait number `wait` (its count of waits begun)."""
+
+    def late(self, wait: int) -> list[int] | None:
+        """The other ranks not seen at wait number `wait` or later; None: unknown."""
+
+
 class WaitWatch:
     """Warns when a wait wrapped in `waiting` lasts more than `first` seconds, then at
     each doubling of that bound; `rank` names the waiting rank in the warnings.
 
-    Not re-entrant: one wait at a time (the training thread's collectives)."""
+    Not re-entrant: one wait at a time (the training thread's collectives). `roll`, when
+    given, names the late ranks in the warnings (see the module docstring)."""
 
-    def __init__(self, rank: int, first: float = DEFAULT_FIRST_WARNING) -> None:
+    def __init__(
+        self, rank: int, first: float = DEFAULT_FIRST_WARNING, roll: RollCall | None = None
+    ) -> None:
         if not first > 0:
             raise ValueError(f"WaitWatch first={first!r}: give a number of seconds > 0")
         self.rank, self.first = rank, float(first)
@@ -77,6 +97,7 @@ class WaitWatch:
         self._waits = 0  # counts the waits begun: the thread tells one from the next
         self._warned = False  # the wait in progress was warned about
         self._thread: threading.Thread | None = None
+        self.roll = roll
 
     @contextmanager
     def waiting(self, what: str, usual: str = AGREEMENT_USUAL) -> Iterator[None]:
@@ -115,6 +136,7 @@ class WaitWatch:
     def _watch(self) -> None:
         look = self.first / 4
         seen, bound, idle_since = -1, self.first, time.monotonic()
+        published = -1  # the last wait told to `roll`
         while True:
             time.sleep(look)
             with self._lock:
@@ -130,15 +152,24 @@ class WaitWatch:
                     seen, bound = self._waits, self.first
                 idle_since = now
                 waited = now - self._since
-                if waited < bound:
-                    continue
-                self._warned = True
+                warn = waited >= bound
+                self._warned |= warn
                 what, usual = self._what, self._usual
+            roll = self.roll
+            if roll is not None and published != seen:
+                published = seen
+                roll.arrived(seen)
+            if not warn:
+                continue
+            late = roll.late(seen) if roll is not None else None
+            ranks = f"rank{'s' if late and len(late) > 1 else ''} {', '.join(map(str, late or []))}"
+            named = f" (likely late: {ranks})" if late else ""
             logger.warning(
-                "rank %d has waited %.0f s for %s: another rank has not reached it. %s; %s",
+                "rank %d has waited %.0f s for %s: another rank%s has not reached it. %s; %s",
                 self.rank,
                 waited,
                 what,
+                named,
                 usual,
                 _WHAT_TO_DO,
             )

@@ -138,3 +138,31 @@ def test_a_wait_begun_inside_another_leaves_the_outer_one_watched(said: Said) ->
     with watch.waiting("the next wait"):  # (the watch is free again)
         assert said.warned.wait(WAIT)
     assert "the next wait" in said.messages[0], said.messages
+
+
+class Roll:
+    """A roll call (`RollCall`) that records what it was told and names ranks 1 and 3."""
+
+    def __init__(self) -> None:
+        self.arrived_at: list[int] = []
+        self.asked: list[int] = []
+
+    def arrived(self, wait: int) -> None:
+        self.arrived_at.append(wait)
+
+    def late(self, wait: int) -> list[int] | None:
+        self.asked.append(wait)
+        return [1, 3]
+
+
+@pytest.mark.timeout(60)
+def test_a_roll_call_names_the_ranks_likely_late(said: Said) -> None:
+    roll = Roll()
+    watch = WaitWatch(rank=0, first=0.001, roll=roll)
+    with watch.waiting("nothing long"):
+        pass
+    with watch.waiting("the other ranks at a save", CHECKPOINT_USUAL):
+        assert said.warned.wait(WAIT)
+    assert "another rank (likely late: ranks 1, 3) has not reached it" in said.messages[0]
+    # this rank told its second wait, once, and asked about it: the ranks not at it
+    assert roll.arrived_at == [2] and roll.asked[0] == 2, (roll.arrived_at, roll.asked)

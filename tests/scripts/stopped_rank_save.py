@@ -61,7 +61,8 @@ def main() -> None:
         train_source=lambda rank, world: list(linear_samples(400, seed=rank)),
         process_sample=xy,
     )  # fmt: skip
-    trainer.stop_sync.watch = WaitWatch(trainer.process_index, first=first)
+    watch = trainer.stop_sync.watch  # (its roll call kept: the late rank is named)
+    trainer.stop_sync.watch = WaitWatch(trainer.process_index, first=first, roll=watch.roll)
     if trainer.process_index == 1:
         out.mkdir(parents=True, exist_ok=True)
         hold_after_first_write(out)

@@ -81,6 +81,8 @@ def test_a_rank_stopped_in_a_save_is_warned_about_and_the_run_ends_normally(
     # which collective, how long, the usual cause, and what to do
     assert "checkpoint-4's save, step 2 of 4 (every rank writes its files)" in first, text
     assert "a checkpoint's all-gather" in first, text
+    # the late rank, named from the launcher's store (trainer.roll_call)
+    assert "another rank (likely late: rank 1) has not reached it" in first, text
     assert "writing or reading its checkpoint files" in first, text
     assert "kill -CONT PID" in first and "py-spy dump" in first, text
     assert "rank 0: the other ranks at checkpoint-4's save" in text and "arrived after" in text

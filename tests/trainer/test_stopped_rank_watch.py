@@ -1,11 +1,13 @@
-"""A rank stopped (SIGSTOP) in the middle of a checkpoint save, under a real launch
-(``accelerate launch --multi_gpu --num_processes 2``, gloo on CPU): the other rank,
-held in the save's all-gather, warns (the wait watch, `core.wait_watch`) naming the
-checkpoint, the save's step, and how to find a stopped rank; once the stopped rank is
-continued (SIGCONT) the run finishes normally, its checkpoints complete.
+"""A rank stopped (SIGSTOP) in the middle of a checkpoint save, or before a stop
+agreement, under a real launch (``accelerate launch --multi_gpu --num_processes 2``, gloo
+on CPU): the other rank, held in the save's all-gather or in the agreement, warns (the
+wait watch, `core.wait_watch`) naming the collective (the checkpoint and the save's
+step), the rank likely late (from the launcher's store: `trainer.roll_call`) and how to
+find a stopped rank; once the stopped rank is continued (SIGCONT) the run finishes
+normally, its checkpoints complete.
 
 Before, the save's collectives were not watched: rank 0 waited silently until the
-process group's timeout (30 minutes by default). The script:
+process group's timeout (30 minutes by default), and no warning named a rank. The script:
 tests/scripts/stopped_rank_save.py (its docstring says the run). The test waits on
 files and on the launch's output, never on a sleep: rank 1 says where it is
 (``held-1``), the watch's bound is 1 s (the script sets it as the unit tests do)."""
@@ -34,15 +36,16 @@ WAIT = 240.0  # seconds any one event is waited for (a loaded machine: never rea
 @pytest.mark.e2e
 @pytest.mark.skipif(sys.platform != "linux", reason="reads /proc; accelerate launch with gloo")
 @pytest.mark.timeout(600)
-def test_a_rank_stopped_in_a_save_is_warned_about_and_the_run_ends_normally(
-    tmp_path: Path,
+@pytest.mark.parametrize("mode", ["save", "agreement"])
+def test_a_rank_stopped_in_a_save_or_before_an_agreement_is_named_and_the_run_ends(
+    tmp_path: Path, mode: str
 ) -> None:
     out = tmp_path / "out"
     cmd = [
         sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu",
         "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no",
         "--dynamo_backend", "no", "--main_process_port", str(held_port()),
-        str(SCRIPT), str(out), "1.0",
+        str(SCRIPT), str(out), "1.0", mode,
     ]  # fmt: skip
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
     env.update({"CUDA_VISIBLE_DEVICES": "", "PYTHONFAULTHANDLER": "1"})
@@ -78,17 +81,23 @@ def test_a_rank_stopped_in_a_save_is_warned_about_and_the_run_ends_normally(
     assert proc.returncode == 0, text[-6000:]
     # (the first said while rank 1 stood: an earlier one, of a slow rank, may differ)
     first = next((x for x in text[before:].splitlines() if words in x), "")
-    # which collective, how long, the usual cause, and what to do
-    assert "checkpoint-4's save, step 2 of 4 (every rank writes its files)" in first, text
-    assert "a checkpoint's all-gather" in first, text
-    # the late rank, named from the launcher's store (trainer.roll_call)
+    # which collective, the rank likely late (from the launcher's store), the usual
+    # cause, and what to do
     assert "another rank (likely late: rank 1) has not reached it" in first, text
-    assert "writing or reading its checkpoint files" in first, text
     assert "kill -CONT PID" in first and "py-spy dump" in first, text
-    assert "rank 0: the other ranks at checkpoint-4's save" in text and "arrived after" in text
-    # the run finished normally: both ranks at step 6, both checkpoints complete
-    assert [(out / f"done-{r}").read_text() for r in range(2)] == ["6", "6"], text[-3000:]
+    if mode == "save":
+        where = "the other ranks at checkpoint-4's save, step 2 of 4 (every rank writes its files)"
+        assert f"{where} (a checkpoint's all-gather)" in first, text
+        assert "writing or reading its checkpoint files" in first, text
+        steps, saved = "6", ["checkpoint-4", "checkpoint-6"]
+    else:
+        where = "the other ranks at the stop agreement"
+        assert where in first and "waiting for its data" in first, text
+        steps, saved = "10", ["checkpoint-10"]
+    assert f"rank 0: {where}" in text and "arrived after" in text, text
+    # the run finished normally: both ranks at the last step, the checkpoints complete
+    assert [(out / f"done-{r}").read_text() for r in range(2)] == [steps] * 2, text[-3000:]
     checkpoints = sorted(p.name for p in (out / "checkpoints").iterdir())
-    assert checkpoints == ["checkpoint-4", "checkpoint-6"], checkpoints
+    assert checkpoints == saved, checkpoints
     for name in checkpoints:
         assert (out / "checkpoints" / name / "manifest.json").is_file(), name

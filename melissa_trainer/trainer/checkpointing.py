@@ -41,7 +41,7 @@ from melissa_trainer.common.refusal import elsewhere, said_once
 from melissa_trainer.common.setting import setting
 from melissa_trainer.config.reading import ConfigError
 from melissa_trainer.hooks import Event, Hook
-from melissa_trainer.trainer.rank_reports import agree, attempt, from_main
+from melissa_trainer.trainer.rank_reports import agree, attempt, from_main, watched
 from melissa_trainer.trainer.refusals import in_training
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -70,8 +70,10 @@ def save_checkpoint(trainer: OnlineTrainer) -> Path | None:
     counts = torch.tensor(
         [trainer.log_figures.take_untotaled()], dtype=torch.float64, device=acc.device
     )
+    name = ckpt.checkpoint_path(trainer.checkpoint_root, state.global_step).name
     if trainer.stop_sync.distributed:
-        torch.distributed.all_reduce(counts)
+        with watched(trainer, "all-reduce", f"{name}'s save, before it (the samples seen)"):
+            torch.distributed.all_reduce(counts)
     state.total_samples_seen += int(counts.item())
     last_save = state.last_save_step
     state.last_save_step = state.global_step  # the checkpoint records its own step
@@ -96,7 +98,8 @@ def save_checkpoint(trainer: OnlineTrainer) -> Path | None:
     for index, action in enumerate(steps):
         failure = attempt(action)
         hashed = hasher.entries if index == 2 else {}  # this rank's files, once
-        reports = agree(trainer, (fail(failure) if failure else None, hashed))
+        at = f"{name}'s save, step {index + 1} of 4 ({_SAVE_STEPS[index]})"
+        reports = agree(trainer, (fail(failure) if failure else None, hashed), at)
         errors = [error[0] for error, _ in reports if error]
         kinds = {error[1] for error, _ in reports if error}
         if errors:
@@ -125,6 +128,14 @@ def save_checkpoint(trainer: OnlineTrainer) -> Path | None:
     return final
 
 
+#: what each step of a save does (`save_checkpoint`), for the wait watch's warnings
+_SAVE_STEPS = (
+    "rank 0 makes the staging directory",
+    "every rank writes its files",
+    "every rank fsyncs and hashes its files",
+    "rank 0 writes the manifest and renames the directory",
+)
+
 #: the trainers whose main rank has warned of files the hooks' on_save added
 _SAID_HOOK_FILES: weakref.WeakSet[Any] = weakref.WeakSet()
 
@@ -133,7 +144,8 @@ def _after_hooks(trainer: OnlineTrainer, watch: after_save.Watch, hooks: list[st
     """After the `hooks`' on_save: `CheckpointError` on every rank when they changed the
     checkpoint so that it no longer verifies; else the main rank warns, once per run,
     of the files they added to it (`checkpoint.after_save`). Collective."""
-    spoiled = [found for rank in agree(trainer, watch.spoiled()) for found in rank]
+    at = f"{watch.checkpoint.name}'s save, after the hooks' on_save"
+    spoiled = [found for rank in agree(trainer, watch.spoiled(), at) for found in rank]
     if spoiled:
         message = after_save.describe_spoiled(watch.checkpoint, spoiled, hooks)
         raise in_training(CheckpointError(message, watch.checkpoint, spoiled[0].split(": ")[0]))
@@ -182,7 +194,7 @@ def _save_failed(
             else f"The partial checkpoint {staging} could not be removed (it is never "
             "resumed from); "
         )
-    fate = from_main(trainer, fate)
+    fate = from_main(trainer, fate, f"{final.name}'s failed save, its removal")
     intact = f"{previous} is intact" if previous is not None else "there is no earlier checkpoint"
     stop = trainer.args.on_save_error == "stop"
     message = f"could not save checkpoint {final}: {'; '.join(errors)}. {fate}{intact}. " + (
@@ -231,7 +243,8 @@ def resolve_resume(trainer: OnlineTrainer) -> Path | None:
         if trainer.is_main_process:
             ckpt.warn_of_newer(path, root)
         return path
-    found = from_main(trainer, [str(p) for p in ckpt.list_checkpoints(root)])
+    listed = [str(p) for p in ckpt.list_checkpoints(root)]
+    found = from_main(trainer, listed, "the choice of the checkpoint to resume from")
     if not found:
         return ckpt.resolve_resume(arg, root)  # None, with its warning
     seen: list[manifest.Problem] = []
@@ -280,7 +293,7 @@ def _start_afresh(trainer: OnlineTrainer) -> None:
                 verdict = ("moved", " and ".join(moved)) if moved else verdict
             except OSError as exc:
                 verdict = ("failed", f"{type(exc).__name__}: {exc}")
-    kind, detail = from_main(trainer, verdict)
+    kind, detail = from_main(trainer, verdict, "the start, its look for earlier checkpoints")
     if kind == "refused":  # (said by rank 0 only, its message alone: `refusal`)
         out = args.output_dir
         raise said_once(
@@ -321,7 +334,7 @@ def verify(trainer: OnlineTrainer, path: Path) -> list[manifest.Problem]:
             read = (manifest.read(path), None)
         except ValueError as exc:
             read = (None, str(exc))
-    entries, unreadable = from_main(trainer, read)
+    entries, unreadable = from_main(trainer, read, f"{path.name}'s check, its manifest")
     if unreadable is not None:  # (its message names the file: the Problem does)
         what = unreadable.removeprefix(f"{path / manifest.MANIFEST}: ")
         return [manifest.Problem(manifest.MANIFEST, what)]
@@ -343,10 +356,11 @@ def verify(trainer: OnlineTrainer, path: Path) -> list[manifest.Problem]:
                 foreign.append(problem.file)
             else:
                 local.append(problem)
-    problems = [p for found in agree(trainer, local) for p in found]
+    problems = [p for found in agree(trainer, local, f"{path.name}'s check, sizes") for p in found]
     if not problems:  # the sizes are right: read every file
         hashes = manifest.check_hashes(path, mine)
-        problems = [p for found in agree(trainer, hashes) for p in found]
+        at = f"{path.name}'s check, every rank hashing its files"
+        problems = [p for found in agree(trainer, hashes, at) for p in found]
     if not problems and foreign:
         logger.warning("%s", describe_foreign(path, foreign))
     return sorted(problems, key=lambda p: p.file)
@@ -370,7 +384,8 @@ def load_checkpoint(trainer: OnlineTrainer, path: Path) -> None:
         registry.load(trainer, path)
     except Exception as exc:  # (also a study's refusal: every rank must hear of it)
         failure = exc
-    failed = [(r, e) for r, e in enumerate(agree(trainer, str(failure) if failure else None)) if e]
+    said = agree(trainer, str(failure) if failure else None, f"{path.name}'s load")
+    failed = [(r, e) for r, e in enumerate(said) if e]
     if failed:
         first, text = failed[0]
         error = failure or CheckpointError(f"rank {first} could not load {path}: {text}", path)

@@ -47,6 +47,7 @@ from melissa_trainer.trainer.ending import end_training, failed, stop_words
 from melissa_trainer.trainer.exit_meeting import hold_term, meet
 from melissa_trainer.trainer.losses import LossFn
 from melissa_trainer.trainer.preemption import Preempted, PreemptionHandler, StopCause
+from melissa_trainer.trainer.roll_call import launch_roll_call
 from melissa_trainer.trainer.setup import claim_output_dir, make_accelerator, make_rank_buffer
 from melissa_trainer.trainer.simulation_errors import check_best_metric
 from melissa_trainer.trainer.source_failure import SourceFailure
@@ -181,6 +182,7 @@ class OnlineTrainer(TrainerSteps):
         )
         check_best_metric(args.metric_for_best_model, eval_dataset, self.hooks.eval_keys)
         self.stop_sync = StopSync(acc.device, acc.num_processes)
+        self.stop_sync.watch.roll = launch_roll_call(acc.process_index, acc.num_processes)
         #: stops training at a non-finite loss, before any checkpoint holds it
         self._loss_guard = LossGuard(acc.device, self.stop_sync.distributed)
         self._move_batches = acc.device.type != "cpu"

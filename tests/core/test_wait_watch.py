@@ -16,7 +16,7 @@ import torch
 
 from melissa_trainer.core import stop_sync as stop_sync_module
 from melissa_trainer.core.stop_sync import StopSync
-from melissa_trainer.core.wait_watch import WaitWatch
+from melissa_trainer.core.wait_watch import AGREEMENT_USUAL, CHECKPOINT_USUAL, WaitWatch
 
 WAIT = 30.0  # seconds an event is waited for before the test fails (never reached)
 
@@ -107,3 +107,62 @@ def test_the_stop_agreement_warns_while_a_rank_is_missing_and_agrees_alike(
     assert "the stop agreement" in said.messages[0], said.messages
     assert sync.result() == (True, 5, 15)  # what the agreement says, watched or not
     assert sync.collectives == 1
+
+
+@pytest.mark.timeout(60)
+def test_a_wait_says_its_own_usual_cause_and_what_to_do(said: Said) -> None:
+    watch = WaitWatch(rank=0, first=0.001)
+    with watch.waiting("the other ranks at a save", CHECKPOINT_USUAL):
+        assert said.warned.wait(WAIT)
+    first = said.messages[0]
+    assert "the other ranks at a save" in first and CHECKPOINT_USUAL in first, first
+    assert "waiting for its data" not in first, first  # (the stop agreement's cause)
+    assert "kill -CONT PID" in first and "py-spy dump --pid PID" in first, first
+    said.messages.clear()
+    said.warned.clear()
+    with watch.waiting("the stop agreement"):  # (the default: the agreement's cause)
+        assert said.warned.wait(WAIT)
+    assert AGREEMENT_USUAL in said.messages[0], said.messages
+
+
+@pytest.mark.timeout(60)
+def test_a_wait_begun_inside_another_leaves_the_outer_one_watched(said: Said) -> None:
+    watch = WaitWatch(rank=2, first=0.001)
+    with watch.waiting("the outer wait"), watch.waiting("the inner wait"):
+        assert said.warned.wait(WAIT)
+    assert all("the inner wait" not in m for m in said.messages), said.messages
+    assert "the outer wait" in said.messages[0], said.messages
+    assert said.messages[-1].startswith("rank 2: the outer wait arrived"), said.messages
+    said.messages.clear()
+    said.warned.clear()
+    with watch.waiting("the next wait"):  # (the watch is free again)
+        assert said.warned.wait(WAIT)
+    assert "the next wait" in said.messages[0], said.messages
+
+
+class Roll:
+    """A roll call (`RollCall`) that records what it was told and names ranks 1 and 3."""
+
+    def __init__(self) -> None:
+        self.arrived_at: list[int] = []
+        self.asked: list[int] = []
+
+    def arrived(self, wait: int) -> None:
+        self.arrived_at.append(wait)
+
+    def late(self, wait: int) -> list[int] | None:
+        self.asked.append(wait)
+        return [1, 3]
+
+
+@pytest.mark.timeout(60)
+def test_a_roll_call_names_the_ranks_likely_late(said: Said) -> None:
+    roll = Roll()
+    watch = WaitWatch(rank=0, first=0.001, roll=roll)
+    with watch.waiting("nothing long"):
+        pass
+    with watch.waiting("the other ranks at a save", CHECKPOINT_USUAL):
+        assert said.warned.wait(WAIT)
+    assert "another rank (likely late: ranks 1, 3) has not reached it" in said.messages[0]
+    # this rank told its second wait, once, and asked about it: the ranks not at it
+    assert roll.arrived_at == [2] and roll.asked[0] == 2, (roll.arrived_at, roll.asked)

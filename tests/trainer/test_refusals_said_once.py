@@ -107,7 +107,7 @@ def load_on(
 
     monkeypatch.setattr(checkpointing.registry, "load", load)
     reports = [str(e) if e is not None else None for e in errors]
-    monkeypatch.setattr(checkpointing, "agree", lambda trainer, report: reports)
+    monkeypatch.setattr(checkpointing, "agree", lambda trainer, report, at: reports)
     path = Path("/tmp/out/checkpoints/checkpoint-4")
     with pytest.raises(BaseException) as raised:
         checkpointing.load_checkpoint(fake_trainer(rank), path)

@@ -1,0 +1,96 @@
+"""`StoreRollCall`: where each rank's waits are, in the launcher's store, so that a rank
+held in a collective names the ranks likely late (`core.wait_watch.RollCall`).
+
+The store is ``accelerate launch``'s (torch elastic's agent ``TCPStore``,
+``TORCHELASTIC_USE_AGENT_STORE``: `refusal_mark.launch_store`), hosted by the launcher,
+not by a rank: a stopped or hung rank does not stop it. Each rank keeps one counter,
+``melissa_trainer/wait_watch/<run>/<restart>/<rank>``, the number of the wait its watch
+saw last (raised with ``add``, read with ``add(key, 0)``: neither blocks on a key not yet
+written, as ``get`` does). Only the watch's thread talks to it, only while a wait lasts
+(a look of the watch that finds one in progress): never the training thread.
+
+Without such a store (``python train.py``, another launcher: rank 0 may host the
+process group's store, and a stopped rank 0 would hold a look at it) the trainer has no
+roll call, and the warnings name no rank. A store that does not answer (within
+`refusal_mark.CONNECT_TIMEOUT`) ends the roll call: said once, at INFO.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from melissa_trainer.trainer.refusal_mark import StoreLink, launch_store
+
+__all__ = ["StoreRollCall", "launch_roll_call"]
+
+logger = logging.getLogger(__name__)
+
+_PREFIX = "melissa_trainer/wait_watch"
+
+
+class StoreRollCall:
+    """`core.wait_watch.RollCall` in the launcher's store (`link`), for `rank` of `world`
+    ranks. Connects at its first use (`launch_roll_call` makes none)."""
+
+    def __init__(self, rank: int, world: int) -> None:
+        self.rank, self.world = rank, world
+        run = os.environ.get("TORCHELASTIC_RUN_ID", "")
+        # (a restart of the workers by the same agent, same store, must not read old counts)
+        restart = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+        self._prefix = f"{_PREFIX}/{run}/{restart}"
+        self._link: StoreLink | None = None
+        self._broken = False  # the store could not be reached: no roll call any more
+        self._told = 0  # the count this rank's key holds
+
+    def _key(self, rank: int) -> str:
+        return f"{self._prefix}/{rank}"
+
+    def _store(self) -> StoreLink | None:
+        if self._broken:
+            return None
+        if self._link is None:
+            link = launch_store()
+            if not isinstance(link, StoreLink):
+                self._stop(f"the launcher's store is {link or 'absent'}")
+                return None
+            self._link = link
+        if self._link.gone():
+            self._stop("the launcher's store has gone")
+            return None
+        return self._link
+
+    def _stop(self, why: str) -> None:
+        self._broken = True
+        logger.info("rank %d's wait watch names no late rank any more: %s", self.rank, why)
+
+    def arrived(self, wait: int) -> None:
+        link = self._store()
+        if link is None or wait <= self._told:
+            return
+        try:
+            link.store.add(self._key(self.rank), wait - self._told)
+        except (RuntimeError, OSError) as exc:  # (torch's DistError is a RuntimeError)
+            self._stop(f"{type(exc).__name__}: {exc}")
+            return
+        self._told = wait
+
+    def late(self, wait: int) -> list[int] | None:
+        link = self._store()
+        if link is None:
+            return None
+        try:
+            seen = [(r, int(link.store.add(self._key(r), 0))) for r in range(self.world)]
+        except (RuntimeError, OSError) as exc:
+            self._stop(f"{type(exc).__name__}: {exc}")
+            return None
+        return [r for r, at in seen if r != self.rank and at < wait]
+
+
+def launch_roll_call(rank: int, world: int) -> StoreRollCall | None:
+    """The roll call of `rank` of `world` ranks under a launcher with an agent store
+    (``TORCHELASTIC_USE_AGENT_STORE``); None otherwise (one process, another launcher).
+    Makes no connection: the watch's thread does, at the first wait that lasts."""
+    if world <= 1 or os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True":
+        return None
+    return StoreRollCall(rank, world)

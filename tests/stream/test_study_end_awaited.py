@@ -50,8 +50,13 @@ def refused_then_told(rec: Receiver, directory: Path) -> None:
     it, not judging simulation 1 (the wait of an event: its idle clock)."""
     NonfiniteHandoff(directory, "r1", 0, 2).listen()  # (rank 0 hears: a Study's)
     push(rec.endpoint, frames(0) + frames(1, nan_at=3))
-    wait_until(lambda: (directory / f"{HANDOFF_FILE}.1").exists(), "the hand-off")
-    assert rec.ingest.nonfinite.failed_now(1)
+    # (both: the receiver's thread writes the hand-off file, then records the failure;
+    # an assert of the second once the first was seen failed in a run of the suite)
+    wait_until(
+        lambda: (directory / f"{HANDOFF_FILE}.1").exists() and rec.ingest.nonfinite.failed_now(1),
+        "the hand-off and simulation 1 refused",
+        UNTIL_TEST_TIMEOUT,
+    )
     send_study_end([rec.endpoint], [0, 1])
     wait_until(lambda: rec.study_end.finished == [0, 1], "the STUDY_END read")
     since = rec.ingest.messages

@@ -1,7 +1,8 @@
 """Shared fixtures: a clean Accelerate state per test, one torch thread, a warning for an
 MPICH file left in /dev/shm (`mpich_shm.ShmGuard`), a failure for a `SegmentRecord` of
 the test's study left there (`_no_segment_record_left`); the number of pytest-xdist workers
-that ``-n auto`` (pyproject's addopts) starts.
+that ``-n auto`` (pyproject's addopts) starts; each test's timeout, for the waits that
+last until shortly before it (`waiting.UNTIL_TEST_TIMEOUT`).
 
 The test files are in folders that mirror the package (docs/concepts/architecture.md,
 "Tests"); this file stays at the top of tests/: imported in pytest's default (prepend)
@@ -208,8 +209,32 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.e2e)
 
 
+def _test_timeout(item: pytest.Item) -> float | None:
+    """The test's timeout as pytest-timeout reads it: its marker, else ``--timeout``, else
+    ``PYTEST_TIMEOUT``, else the ini's; None for none (0 too)."""
+    marker = item.get_closest_marker("timeout")
+    if marker is not None:
+        value = marker.kwargs.get("timeout", marker.args[0] if marker.args else None)
+        if value is not None:
+            return float(value) or None
+    try:
+        ini = item.config.getini("timeout")
+    except ValueError:  # (no pytest-timeout: no timeout)
+        return None
+    for value in (item.config.getoption("timeout", None), os.environ.get("PYTEST_TIMEOUT"), ini):
+        if value not in (None, ""):
+            return float(value) or None
+    return None
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_setup(item: pytest.Item):  # type: ignore[no-untyped-def]
+    try:  # (as `_shm_guard`: a copy of this file elsewhere has no waiting.py beside it)
+        from waiting import set_test_timeout
+    except ImportError:
+        pass
+    else:  # (before the test's fixtures: pytest-timeout's clock counts them)
+        set_test_timeout(_test_timeout(item))
     _STARTED.clear()
     _EARLIER_THREADS.clear()
     _EARLIER_THREADS.update(

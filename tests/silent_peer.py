@@ -4,7 +4,8 @@ never ends), for the tests of what a client says of a peer that is not a receive
 (tests/client/test_handshake_silent_keyed.py, tests/c/test_c_handshake_silent_keyed.py, and
 the short-interval, predict and repeat tests beside them); or, given a `greeting`, one
 that writes it first and nothing after (`plain_zmtp_peer`: a serving socket without
-CURVE, as a CURVE client sees it)."""
+CURVE, as a CURVE client sees it). `silent` is the silent program as a fixture (import it
+by name into a test module)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+
+import pytest
 
 
 @contextlib.contextmanager
@@ -46,6 +49,13 @@ def silent_peer(greeting: bytes = b"") -> Iterator[tuple[str, list[socket.socket
             thread.join(timeout=10)
             for conn in accepted:
                 conn.close()
+
+
+@pytest.fixture
+def silent() -> Iterator[tuple[str, list[socket.socket]]]:
+    """`silent_peer` for a test: its endpoint, and the connections it accepted so far."""
+    with silent_peer() as peer:
+        yield peer
 
 
 #: the greeting of a ZMTP 3.1 peer with the NULL mechanism (no CURVE): signature,

@@ -10,7 +10,6 @@ and half the socket's interval, as the Python client's
 from __future__ import annotations
 
 import socket
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,7 +17,7 @@ import zmq
 from c_driver import run_script, script_exe  # noqa: F401 (a fixture)
 from compiled import CClient, c_client  # noqa: F401 (a fixture)
 from handshake_shim import build_shim
-from silent_peer import silent_peer
+from silent_peer import silent  # noqa: F401 (a fixture)
 
 from melissa_trainer.client.handshake import MISMATCH, NOT_RECEIVER, NOT_RECEIVER_DROPS
 
@@ -36,21 +35,13 @@ def short_handshake(tmp_path_factory: pytest.TempPathFactory, c_client: CClient)
     return build_shim(tmp_path_factory.mktemp("shim"), IVL_MS, c_client)
 
 
-@pytest.fixture
-def silent() -> Iterator[tuple[str, list[socket.socket]]]:
-    """A program that accepts TCP connections and never writes: its endpoint, and the
-    connections it accepted so far."""
-    with silent_peer() as peer:
-        yield peer
-
-
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("keyed", [True, False], ids=["keyed", "keyless"])
 def test_a_c_close_to_a_silent_peer_with_a_short_interval_says_not_a_receiver(
     script_exe: Path,  # noqa: F811
     tmp_path: Path,
     short_handshake: str,
-    silent: tuple[str, list[socket.socket]],
+    silent: tuple[str, list[socket.socket]],  # noqa: F811
     keyed: bool,
 ) -> None:
     endpoint, accepted = silent

@@ -15,7 +15,6 @@ changes. Failed before the change (MT_EENV at the second timeout)."""
 from __future__ import annotations
 
 import socket
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,7 +22,7 @@ import zmq
 from c_driver import run_script, script_exe  # noqa: F401 (a fixture)
 from compiled import CClient, c_client, preload_shim  # noqa: F401 (a fixture)
 from handshake_shim import shim_source
-from silent_peer import silent_peer
+from silent_peer import silent  # noqa: F401 (a fixture)
 
 from melissa_trainer.client.handshake import MISMATCH, NOT_RECEIVER
 
@@ -43,19 +42,12 @@ def short_handshake(tmp_path_factory: pytest.TempPathFactory, c_client: CClient)
     return preload_shim(c_client, shim_source(IVL_MS), tmp_path_factory.mktemp("shim"))
 
 
-@pytest.fixture
-def silent() -> Iterator[tuple[str, list[socket.socket]]]:
-    """A program that accepts TCP connections and never writes (`silent_peer`)."""
-    with silent_peer() as peer:
-        yield peer
-
-
 @pytest.mark.timeout(120)
 def test_a_keyed_c_close_to_a_silent_peer_says_not_a_receiver_not_the_key(
     script_exe: Path,  # noqa: F811
     tmp_path: Path,
     short_handshake: str,
-    silent: tuple[str, list[socket.socket]],
+    silent: tuple[str, list[socket.socket]],  # noqa: F811
 ) -> None:
     endpoint, accepted = silent
     close_timeout = 5 * IVL_MS / 1000  # (four handshakes time out before it)

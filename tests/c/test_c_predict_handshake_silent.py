@@ -20,7 +20,6 @@ import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
 
 import pytest
 import zmq
@@ -28,10 +27,9 @@ from compiled import CClient
 from handshake_shim import build_shim
 from predict_runs import CPredict
 from predict_script import MT_ETIMEDOUT, status
-from silent_peer import silent_peer
+from silent_peer import silent  # noqa: F401 (a fixture)
+from silent_predict import silent_words
 from stopped_process import stop
-
-from melissa_trainer.client.predict_errors import SILENT
 
 pytestmark = [
     pytest.mark.e2e,  # a compiled driver, seconds of handshake intervals
@@ -41,13 +39,6 @@ pytestmark = [
 IVL_MS = 2500
 #: below the 2 s bound (NOT_ZMQ_AFTER): half of it is the bound now
 SHORT_MS = 600
-
-
-def silent_words(endpoint: str, timeout: float) -> str:
-    return (
-        f"the trainer's serving endpoint {endpoint} accepted a TCP connection but no ZeroMQ "
-        f"handshake completed within {timeout} s: {SILENT}"
-    )
 
 
 @pytest.fixture(scope="module", params=[IVL_MS, SHORT_MS], ids=["ivl_2500", "ivl_600"])
@@ -61,20 +52,12 @@ def shim(
     return ivl, build_shim(tmp_path_factory.mktemp(f"shim{ivl}"), ivl, c_client)
 
 
-@pytest.fixture
-def silent() -> Iterator[tuple[str, list[socket.socket]]]:
-    """A program that accepts TCP connections and never writes: its endpoint, and the
-    connections it accepted so far."""
-    with silent_peer() as peer:
-        yield peer
-
-
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("keyed", [True, False], ids=["keyed", "keyless"])
 def test_a_silent_peer_is_mt_etimedout_that_says_so(
     c_predict: CPredict,
     shim: tuple[int, str],
-    silent: tuple[str, list[socket.socket]],
+    silent: tuple[str, list[socket.socket]],  # noqa: F811
     keyed: bool,
 ) -> None:
     ivl, preload = shim

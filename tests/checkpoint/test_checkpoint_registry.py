@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 from helpers import Keys, drain, linear_samples, send_all, small_model, xy
-from waiting import wait_until
+from waiting import UNTIL_TEST_TIMEOUT, wait_until
 
 from melissa_trainer import CheckpointError, OnlineTrainer, TrainingArguments, wire
 from melissa_trainer.buffers import FIFOBuffer
@@ -204,13 +204,21 @@ def test_a_sample_put_while_a_checkpoint_is_written_is_put_once_across_the_resum
         receiver, endpoint = stream.receiver, stream.endpoint
         assert receiver is not None and endpoint is not None
         send(endpoint, [[wire.encode_hello(1, 0, 1, [U])], *map(step_message, range(BEFORE))])
-        wait_until(lambda: len(trainer.buffer) == BEFORE, "the first steps in the buffer", 20)
+        wait_until(
+            lambda: len(trainer.buffer) == BEFORE,
+            "the first steps in the buffer",
+            UNTIL_TEST_TIMEOUT,
+        )
         record = receiver.state_dict
 
         def record_then_put() -> dict[str, Any]:
             state = record()
             send(endpoint, [step_message(BEFORE)])  # the thread puts on, after its record
-            wait_until(lambda: len(trainer.buffer) == BEFORE + 1, "the put after the record", 20)
+            wait_until(
+                lambda: len(trainer.buffer) == BEFORE + 1,
+                "the put after the record",
+                UNTIL_TEST_TIMEOUT,
+            )
             return state
 
         monkeypatch.setattr(receiver, "state_dict", record_then_put)

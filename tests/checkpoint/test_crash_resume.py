@@ -215,7 +215,7 @@ def test_sigkill_then_resume_trains_on_every_step_exactly_once(tmp_path: Path, p
     finally:
         first.wait(30)
     # local solvers die with the trainer (PDEATHSIG)
-    wait_until(lambda: not solvers_alive(first.out), SOLVERS_GONE, 15, interval=0.1)
+    wait_until(lambda: not solvers_alive(first.out), SOLVERS_GONE, 60, interval=0.1)
 
     resumed_from = latest_checkpoint(first.out / "checkpoints")
     saved = 0 if resumed_from is None else int(resumed_from.name.split("-")[1])
@@ -325,7 +325,7 @@ def test_two_ranks_sigkilled_after_a_checkpoint_resume_exactly_once(tmp_path: Pa
         first.kill()
     finally:
         first.wait(30)
-    wait_until(lambda: not solvers_alive(first.out), SOLVERS_GONE, 15, interval=0.1)
+    wait_until(lambda: not solvers_alive(first.out), SOLVERS_GONE, 60, interval=0.1)
     resumed_from = latest_checkpoint(first.out / "checkpoints")
     assert resumed_from is not None
     saved = int(resumed_from.name.split("-")[1])
@@ -372,7 +372,7 @@ def test_sigterm_to_accelerate_launch_while_a_checkpoint_is_written_resumes_exac
     saved = written[-1]
     assert saved >= being_written and not list(root.glob(".tmp-*")), written
     assert f"preempted by SIGTERM at step {saved}" in first.output()
-    wait_until(lambda: not solvers_alive(first.out), SOLVERS_GONE, 15, interval=0.1)
+    wait_until(lambda: not solvers_alive(first.out), SOLVERS_GONE, 60, interval=0.1)
     second = Run(tmp_path, "second", "--resume_from_checkpoint", "latest", ranks=2, paced=False)
     assert second.wait(180) == 0, second.output()
     lineage = lineage_of(first, second, saved)

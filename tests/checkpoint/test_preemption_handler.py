@@ -16,7 +16,7 @@ import threading
 from typing import Any
 
 import pytest
-from waiting import wait_until
+from waiting import UNTIL_TEST_TIMEOUT, wait_until
 
 from melissa_trainer import Preempted, PreemptionHandler
 
@@ -29,7 +29,7 @@ def test_a_signal_sets_the_request_and_the_previous_handlers_come_back() -> None
     with PreemptionHandler() as handler:
         assert not handler.requested() and handler.signum == 0
         os.kill(os.getpid(), signal.SIGINT)  # no KeyboardInterrupt: a request
-        wait_until(handler.requested, "the request", timeout=10)
+        wait_until(handler.requested, "the request", timeout=UNTIL_TEST_TIMEOUT)
         assert handler.signum == signal.SIGINT
     assert {s: signal.getsignal(s) for s in before} == before
     assert signal.set_wakeup_fd(-1) == -1  # the wakeup fd was given back too
@@ -46,7 +46,9 @@ def test_the_main_thread_sees_the_request_at_the_next_bytecode_without_waiting()
         seen = handler.requested()  # (no wait: the next bytecode after the delivery)
         busy = sum(i * i for i in range(200_000))  # the main thread keeps the GIL
         assert seen and handler.signum == signal.SIGTERM, busy
-        wait_until(lambda: handler.reason == "SIGTERM", "the watcher's record", timeout=10)
+        wait_until(
+            lambda: handler.reason == "SIGTERM", "the watcher's record", timeout=UNTIL_TEST_TIMEOUT
+        )
 
 
 @pytest.mark.timeout(30)
@@ -59,7 +61,7 @@ def test_a_repeat_within_the_window_is_the_same_request_and_a_later_one_forces_t
     # within the window (Slurm and the launcher both signal a rank): no exit
     with PreemptionHandler(on_force=lambda: forced.append(True), exit=exits.append) as handler:
         os.kill(os.getpid(), signal.SIGTERM)
-        wait_until(handler.requested, "the request", timeout=10)
+        wait_until(handler.requested, "the request", timeout=UNTIL_TEST_TIMEOUT)
         os.kill(os.getpid(), signal.SIGTERM)  # in the wakeup fd once kill returns
     # leaving the block joined the watcher after it read every signal written (`restore`):
     # the repeat was seen (its line), and not acted on
@@ -70,9 +72,9 @@ def test_a_repeat_within_the_window_is_the_same_request_and_a_later_one_forces_t
         on_force=lambda: forced.append(True), repeat_window=0.0, exit=exits.append
     ) as handler:
         os.kill(os.getpid(), signal.SIGTERM)
-        wait_until(handler.requested, "the request", timeout=10)
+        wait_until(handler.requested, "the request", timeout=UNTIL_TEST_TIMEOUT)
         os.kill(os.getpid(), signal.SIGINT)
-        wait_until(lambda: exits, "the forced exit", timeout=10)
+        wait_until(lambda: exits, "the forced exit", timeout=UNTIL_TEST_TIMEOUT)
     assert forced == [True] and exits == [128 + signal.SIGINT]
 
 
@@ -87,9 +89,9 @@ def test_other_signals_with_python_handlers_are_not_preemptions() -> None:
         with PreemptionHandler(repeat_window=0.0, exit=exits.append) as handler:
             os.kill(os.getpid(), signal.SIGUSR1)
             os.kill(os.getpid(), signal.SIGTERM)
-            wait_until(handler.requested, "the request", timeout=10)
+            wait_until(handler.requested, "the request", timeout=UNTIL_TEST_TIMEOUT)
             os.kill(os.getpid(), signal.SIGUSR1)
-            wait_until(lambda: len(seen) == 2, "the SIGUSR1 handler", timeout=10)
+            wait_until(lambda: len(seen) == 2, "the SIGUSR1 handler", timeout=UNTIL_TEST_TIMEOUT)
         # leaving the block joined the watcher after it read every signal (`restore`)
     finally:
         signal.signal(signal.SIGUSR1, previous)
@@ -144,7 +146,9 @@ def test_ctrl_c_inside_a_pump_propagates_and_is_not_a_receiver_failure(
 
         monkeypatch.setattr(rec, "_serve", interrupted)
         with pytest.raises(KeyboardInterrupt):  # False while the receiver's thread serves
-            wait_until(lambda: rec.pump(0.01), "a pump that serves the socket", timeout=10)
+            wait_until(
+                lambda: rec.pump(0.01), "a pump that serves the socket", timeout=UNTIL_TEST_TIMEOUT
+            )
         monkeypatch.undo()
         rec.check()  # no SourceError: not recorded as a failure
         assert rec.pump() in (True, False)  # and the receiver still serves

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from helpers import linear_samples
 from preemption_runs import make_trainer
-from waiting import wait_until
+from waiting import UNTIL_TEST_TIMEOUT, wait_until
 
 from melissa_trainer import Hook, Preempted, TrainerControl, TrainerState
 from melissa_trainer.buffers import Buffer
@@ -121,7 +121,7 @@ def test_a_rank_waiting_for_data_notices_the_signal(tmp_path: Path) -> None:
         def taken() -> bool:
             return trainer.state.global_step == 1 and trainer.dataset.num_pending >= 1
 
-        wait_until(taken, "the first step and the second batch", timeout=10)
+        wait_until(taken, "the first step and the second batch", timeout=UNTIL_TEST_TIMEOUT)
         assert source.waiting.wait(20), "the trainer never waited for data"
         os.kill(os.getpid(), signal.SIGTERM)
 

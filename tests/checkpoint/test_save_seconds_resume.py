@@ -71,7 +71,7 @@ def test_two_ranks_sigkilled_resume_from_a_timed_checkpoint_exactly_once(tmp_pat
         first.kill()
     finally:
         first.wait(30)
-    wait_until(lambda: not solvers_alive(first.out), SOLVERS_GONE, 15, interval=0.1)
+    wait_until(lambda: not solvers_alive(first.out), SOLVERS_GONE, 60, interval=0.1)
     saved = check_checkpoints_agree(first.out)
     resumed_from = latest_checkpoint(first.out / "checkpoints")
     assert resumed_from is not None and int(resumed_from.name.split("-")[1]) == saved[-1]

@@ -14,17 +14,17 @@ Real sockets on 127.0.0.1: a silent TCP peer (accepts, never writes)."""
 from __future__ import annotations
 
 import socket
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import pytest
 import zmq
 from keys_receiver_process import closing
-from silent_peer import silent_peer
+from silent_peer import silent  # noqa: F401 (a fixture)
+from silent_predict import request_to_silent_peer
 from waiting import wait_until
 
-from melissa_trainer.client import ENV_KEY, ENV_RENDEZVOUS, Client, ClientTuning, Predictor
+from melissa_trainer.client import ENV_KEY, ENV_RENDEZVOUS, Client, ClientTuning
 from melissa_trainer.client.handshake import (
     MISMATCH,
     NOT_RECEIVER,
@@ -32,8 +32,6 @@ from melissa_trainer.client.handshake import (
     NOT_ZMQ_AFTER,
     timeout_bound,
 )
-from melissa_trainer.client.predict import PredictTimeout
-from melissa_trainer.client.predict_errors import SILENT
 
 pytestmark = pytest.mark.e2e  # seconds of handshake intervals
 
@@ -57,18 +55,12 @@ def test_the_bound_follows_the_sockets_handshake_interval() -> None:
         ctx.term()
 
 
-@pytest.fixture
-def silent() -> Iterator[tuple[str, list[socket.socket]]]:
-    """A program that accepts TCP connections and never writes (nor reads): its
-    endpoint, and the connections it accepted so far."""
-    with silent_peer() as peer:
-        yield peer
-
-
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("keyed", [True, False], ids=["keyed", "keyless"])
 def test_a_close_to_a_silent_peer_with_a_short_interval_says_not_a_receiver(
-    silent: tuple[str, list[socket.socket]], monkeypatch: pytest.MonkeyPatch, keyed: bool
+    silent: tuple[str, list[socket.socket]],  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+    keyed: bool,
 ) -> None:
     endpoint, accepted = silent
     monkeypatch.delenv(ENV_RENDEZVOUS, raising=False)
@@ -89,32 +81,10 @@ def test_a_close_to_a_silent_peer_with_a_short_interval_says_not_a_receiver(
     assert MISMATCH not in said and NOT_RECEIVER_DROPS not in said, said
 
 
-class ShortHandshakes(zmq.Context):  # type: ignore[type-arg]
-    """A context whose sockets end a handshake after `IVL_MS`."""
-
-    def socket(self, socket_type: int, **kwargs: Any) -> zmq.Socket:  # type: ignore[override]
-        sock = super().socket(socket_type, **kwargs)
-        sock.setsockopt(zmq.HANDSHAKE_IVL, IVL_MS)
-        return sock
-
-
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("keyed", [True, False], ids=["keyed", "keyless"])
 def test_a_request_to_a_silent_peer_with_a_short_interval_is_a_timeout(
-    silent: tuple[str, list[socket.socket]], keyed: bool
+    silent: tuple[str, list[socket.socket]],  # noqa: F811
+    keyed: bool,
 ) -> None:
-    endpoint, accepted = silent
-    timeout = 4 * IVL_MS / 1000
-    key = zmq.curve_keypair()[0].decode() if keyed else None
-    ctx = ShortHandshakes()
-    try:
-        predictor = Predictor(0, endpoint=endpoint, curve_server_key=key, context=ctx)
-        with predictor, pytest.raises(PredictTimeout) as error:
-            predictor.predict({"u": np.zeros(4, np.float32)}, timeout=timeout)
-    finally:
-        ctx.destroy(linger=0)
-    assert len(accepted) >= 3, len(accepted)
-    assert str(error.value) == (
-        f"the trainer's serving endpoint {endpoint} accepted a TCP connection but no ZeroMQ "
-        f"handshake completed within {timeout} s: {SILENT}"
-    )
+    request_to_silent_peer(silent, keyed, IVL_MS)

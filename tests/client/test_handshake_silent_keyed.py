@@ -20,7 +20,6 @@ import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -28,7 +27,7 @@ import pytest
 import zmq
 from fed_monitor import ENDPOINT, fed
 from keys_receiver_process import closing
-from silent_peer import silent_peer
+from silent_peer import silent  # noqa: F401 (a fixture)
 from waiting import wait_until
 
 from melissa_trainer.client import ENV_KEY, ENV_RENDEZVOUS, Client, ClientTuning
@@ -77,17 +76,11 @@ def test_a_key_for_a_plain_receiver_says_unset_it(context: zmq.Context) -> None:
     assert PLAIN in re.sub(r'"\s*"', "", source)
 
 
-@pytest.fixture
-def silent() -> Iterator[tuple[str, list[socket.socket]]]:
-    """A program that accepts TCP connections and never writes (`silent_peer`)."""
-    with silent_peer() as peer:
-        yield peer
-
-
 @pytest.mark.e2e
 @pytest.mark.timeout(60)
 def test_a_keyed_client_is_told_a_silent_peer_is_not_a_receiver(
-    silent: tuple[str, list[socket.socket]], monkeypatch: pytest.MonkeyPatch
+    silent: tuple[str, list[socket.socket]],  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     endpoint, accepted = silent
     monkeypatch.delenv(ENV_RENDEZVOUS, raising=False)

@@ -24,16 +24,15 @@ import socket
 import subprocess
 import sys
 from collections.abc import Iterator
-from typing import Any
 
 import numpy as np
 import pytest
 import zmq
-from silent_peer import silent_peer
+from silent_peer import silent  # noqa: F401 (a fixture)
+from silent_predict import request_to_silent_peer, short_handshakes, silent_words
 from stopped_process import stop
 
 from melissa_trainer.client import Predictor, PredictTimeout
-from melissa_trainer.client.predict_errors import SILENT
 from melissa_trainer.client.predict_link import ENV_SERVE_ENDPOINTS, ENV_SERVE_KEY
 
 pytestmark = pytest.mark.e2e  # seconds of handshake intervals, a process stopped
@@ -45,23 +44,6 @@ TIMEOUT = 4 * IVL_MS / 1000
 INPUTS = {"u": np.arange(4, dtype=np.float32)}
 
 
-def silent_words(endpoint: str) -> str:
-    """What a request of `TIMEOUT` s to a silent `endpoint` says."""
-    return (
-        f"the trainer's serving endpoint {endpoint} accepted a TCP connection but no ZeroMQ "
-        f"handshake completed within {TIMEOUT} s: {SILENT}"
-    )
-
-
-class ShortHandshakes(zmq.Context):  # type: ignore[type-arg]
-    """A context whose sockets end a handshake after `IVL_MS` (the shim)."""
-
-    def socket(self, socket_type: int, **kwargs: Any) -> zmq.Socket:  # type: ignore[override]
-        sock = super().socket(socket_type, **kwargs)
-        sock.setsockopt(zmq.HANDSHAKE_IVL, IVL_MS)
-        return sock
-
-
 @pytest.fixture(autouse=True)
 def _no_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in (ENV_SERVE_ENDPOINTS, ENV_SERVE_KEY, "MELISSA_TRAINER_RENDEZVOUS"):
@@ -70,34 +52,20 @@ def _no_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def context() -> Iterator[zmq.Context]:
-    ctx = ShortHandshakes()
+    ctx = short_handshakes(IVL_MS)
     try:
         yield ctx
     finally:
         ctx.destroy(linger=0)
 
 
-@pytest.fixture
-def silent() -> Iterator[tuple[str, list[socket.socket]]]:
-    """A program that accepts TCP connections and never writes (nor reads): its
-    endpoint, and the connections it accepted so far."""
-    with silent_peer() as peer:
-        yield peer
-
-
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("keyed", [True, False], ids=["keyed", "keyless"])
 def test_a_silent_peer_is_a_timeout_that_says_so_not_a_refusal(
-    context: zmq.Context, silent: tuple[str, list[socket.socket]], keyed: bool
+    silent: tuple[str, list[socket.socket]],  # noqa: F811
+    keyed: bool,
 ) -> None:
-    endpoint, accepted = silent
-    key = zmq.curve_keypair()[0].decode() if keyed else None
-    predictor = Predictor(0, endpoint=endpoint, curve_server_key=key, context=context)
-    with predictor, pytest.raises(PredictTimeout) as error:  # (before: ValueError)
-        predictor.predict(INPUTS, timeout=TIMEOUT)
-    said = str(error.value)
-    assert len(accepted) >= 3, (len(accepted), said)  # (two handshakes timed out, at least)
-    assert said == silent_words(endpoint), said
+    request_to_silent_peer(silent, keyed, IVL_MS)
 
 
 SERVER = """
@@ -141,7 +109,7 @@ def test_a_stopped_serving_trainer_is_a_timeout_then_answers_once_continued(
             with pytest.raises(PredictTimeout) as error:  # (before: ValueError)
                 predictor.predict(INPUTS, timeout=TIMEOUT)
             said = str(error.value)
-            assert said == silent_words(endpoint), said
+            assert said == silent_words(endpoint, TIMEOUT), said
             os.kill(proc.pid, signal.SIGCONT)
             outputs, version = predictor.predict(INPUTS, timeout=30)
             assert version == 5 and outputs["y"].tolist() == [0, 2, 4, 6]

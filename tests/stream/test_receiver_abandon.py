@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from helpers import drain, running
 from receiver_runs import U, data, pushes, send, tel, value
-from waiting import wait_until
+from waiting import UNTIL_TEST_TIMEOUT, wait_until
 
 from melissa_trainer import wire as P
 from melissa_trainer.buffers import FIFOBuffer
@@ -30,11 +30,15 @@ def test_abandoned_simulations_count_as_ended_once_and_keep_their_samples(
                 send(s, [P.encode_hello(sim, 0, 1, [U])])
                 send(s, data(sim, 0, U, value(sim, 0, U)))
             send(s, [P.encode_bye(1, 0, 1, 1)])  # 1 finished; 2 died after one step
-            wait_until(lambda: rec.finished_simulations() == [1], "the condition", 10.0)
+            wait_until(
+                lambda: rec.finished_simulations() == [1], "the condition", UNTIL_TEST_TIMEOUT
+            )
             send_abandon([rec.endpoint], 2)
             send_abandon([rec.endpoint], 2)  # twice: counted once
             send_abandon([rec.endpoint], 1)  # already finished: not counted
-            wait_until(lambda: tel(rec, "simulations_abandoned") == 1, "the condition", 10.0)
+            wait_until(
+                lambda: tel(rec, "simulations_abandoned") == 1, "the condition", UNTIL_TEST_TIMEOUT
+            )
             assert not buf.closed  # 1 finished + 1 abandoned < 3
             send_abandon([rec.endpoint], 7)  # died before its HELLO
             samples = drain(buf)  # ends: 1 finished + 2 abandoned
@@ -86,5 +90,5 @@ def test_activity_counts_data_messages_per_simulation_duplicates_included() -> N
         send(s, [P.encode_hello(5, 0, 1, [U])])
         for t in (0, 1, 1):
             send(s, data(5, t, U, value(5, t, U)))
-        wait_until(lambda: tel(rec, "messages") == 4, "the condition", 10.0)
+        wait_until(lambda: tel(rec, "messages") == 4, "the condition", UNTIL_TEST_TIMEOUT)
         assert rec.activity() == {5: 3}

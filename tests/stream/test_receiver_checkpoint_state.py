@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from helpers import drain, running
 from receiver_runs import U, _feed, _ingest, check_stream, data, pushes, send, tel, value
-from waiting import wait_until
+from waiting import UNTIL_TEST_TIMEOUT, wait_until
 
 from melissa_trainer import wire as P
 from melissa_trainer.buffers import FIFOBuffer
@@ -27,10 +27,10 @@ def test_dedup_record_survives_a_json_round_trip(tmp_path: Path) -> None:
         send(s, [P.encode_hello(1, 0, 1, [U], {"a": 3.0})])
         for t in range(5):
             send(s, data(1, t, U, value(1, t, U)))
-        wait_until(lambda: len(buf) == 5, "the condition", 10.0)
+        wait_until(lambda: len(buf) == 5, "the condition", UNTIL_TEST_TIMEOUT)
         buf.save(tmp_path / "buf")  # the trainer saves the buffer, then the source
         send(s, data(1, 5, U, value(1, 5, U)))  # put after the buffer snapshot
-        wait_until(lambda: len(buf) == 6, "the condition", 10.0)
+        wait_until(lambda: len(buf) == 6, "the condition", UNTIL_TEST_TIMEOUT)
         state = json.loads(json.dumps(rec.state_dict()))
     assert state["simulations"]["1"]["parameters"] == [["a", 3.0]]
     assert state["marked"] == 6
@@ -86,7 +86,7 @@ def test_a_version_1_state_of_several_receivers_counts_this_receivers_steps() ->
     rec.start()
     try:
         wait_until(
-            lambda: rec.ended, "the condition", 10.0
+            lambda: rec.ended, "the condition", UNTIL_TEST_TIMEOUT
         )  # no message needed: the stream is over
     finally:
         rec.stop()

@@ -16,7 +16,7 @@ import pytest
 import zmq
 from helpers import drain, running
 from receiver_runs import U, check_stream, data, pushes, send, tel, value
-from waiting import wait_until
+from waiting import UNTIL_TEST_TIMEOUT, wait_until
 from zmq.utils.monitor import recv_monitor_message
 
 from melissa_trainer import wire as P
@@ -124,8 +124,12 @@ def test_abandon_reaches_receivers_with_keys_of_their_own(tmp_path: Path) -> Non
         assert keys == [r0.curve_public_key, r1.curve_public_key] and keys[0] != keys[1]
         endpoints = [e["endpoint"] for e in entries]
         send_abandon(endpoints, 4, curve_public_key=keys, timeout=5.0)
-        wait_until(lambda: tel(r0, "simulations_abandoned") == 1, "the condition", 10.0)
-        wait_until(lambda: tel(r1, "simulations_abandoned") == 1, "the condition", 10.0)
+        wait_until(
+            lambda: tel(r0, "simulations_abandoned") == 1, "the condition", UNTIL_TEST_TIMEOUT
+        )
+        wait_until(
+            lambda: tel(r1, "simulations_abandoned") == 1, "the condition", UNTIL_TEST_TIMEOUT
+        )
         with pytest.raises(ValueError, match="1 CURVE keys for 2 endpoints"):
             send_abandon(endpoints, 5, curve_public_key=keys[:1])
 

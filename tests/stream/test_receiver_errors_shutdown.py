@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from helpers import drain, running
 from receiver_runs import F32, U, check_stream, data, pushes, send, tel, value
-from waiting import wait_until
+from waiting import UNTIL_TEST_TIMEOUT, wait_until
 
 from melissa_trainer import wire as P
 from melissa_trainer.buffers import FIFOBuffer, Sample
@@ -111,7 +111,7 @@ def test_slow_consumer_blocks_the_client_without_loss() -> None:
 
         sim = threading.Thread(target=simulate, daemon=True)
         sim.start()
-        wait_until(lambda: len(buf) == 4, "the condition", 10.0)
+        wait_until(lambda: len(buf) == 4, "the condition", UNTIL_TEST_TIMEOUT)
         # blocked: no send for 0.5 s while nobody reads (after a fixed sleep, a loaded
         # machine could still be filling the queues, and the count moved under the check)
         blocked_at = settled(lambda: progress["sent"], 0.5)
@@ -133,7 +133,7 @@ def test_a_failure_in_the_thread_surfaces_from_check_and_closes_the_buffer() -> 
     with running(buf) as rec, pushes(rec.endpoint) as (s,):
         send(s, [P.encode_hello(1, 0, 1, [U])])
         send(s, data(1, 0, U, value(1, 0, U)))
-        wait_until(lambda: buf.closed, "the condition", 10.0)
+        wait_until(lambda: buf.closed, "the condition", UNTIL_TEST_TIMEOUT)
         with pytest.raises(SourceError, match="disk on fire"):
             rec.check()
         assert buf.get_batch(1, timeout=1) == []  # readers wake
@@ -152,7 +152,11 @@ def test_stop_while_blocked_in_put_is_prompt_and_releases_the_socket() -> None:
             send(s, [P.encode_hello(1, 0, 1, [U])])
             for t in range(3):
                 send(s, data(1, t, U, value(1, t, U)))
-            wait_until(lambda: tel(rec, "messages") >= 3 and len(buf) == 1, "the condition", 10.0)
+            wait_until(
+                lambda: tel(rec, "messages") >= 3 and len(buf) == 1,
+                "the condition",
+                UNTIL_TEST_TIMEOUT,
+            )
             rec.stop()
             assert rec._thread is not None and not rec._thread.is_alive()
             assert rec._socket is None and rec._context is None
@@ -172,7 +176,7 @@ def test_finish_ends_the_stream_when_known_simulations_are_done_or_now() -> None
         # the thread handles a request before each receive, so it has seen this one
         send(s, [P.encode_hello(1, 0, 1, [U])])
         send(s, [P.encode_hello(1, 0, 1, [U])])
-        wait_until(lambda: tel(rec, "messages") == 4, "the condition", 10.0)
+        wait_until(lambda: tel(rec, "messages") == 4, "the condition", UNTIL_TEST_TIMEOUT)
         assert not buf.closed  # simulation 1 has not said BYE
         send(s, [P.encode_bye(1, 0, 1, 1)])
         assert len(drain(buf)) == 1
@@ -180,9 +184,9 @@ def test_finish_ends_the_stream_when_known_simulations_are_done_or_now() -> None
     buf = FIFOBuffer(10)
     with running(buf) as rec, pushes(rec.endpoint) as (s,):
         send(s, [P.encode_hello(1, 0, 1, [U])])
-        wait_until(lambda: tel(rec, "messages") == 1, "the condition", 10.0)
+        wait_until(lambda: tel(rec, "messages") == 1, "the condition", UNTIL_TEST_TIMEOUT)
         rec.finish(wait=False)
-        wait_until(lambda: buf.closed, "the condition", 10.0)
+        wait_until(lambda: buf.closed, "the condition", UNTIL_TEST_TIMEOUT)
 
 
 @pytest.mark.timeout(30)
@@ -194,10 +198,10 @@ def test_pending_assemblies_are_bounded_and_the_simulation_still_finishes() -> N
     ):
         for r in (0, 1):
             send(socks[r], [P.encode_hello(1, r, 2, [U])])
-        wait_until(lambda: tel(rec, "messages") == 2, "the condition", 10.0)
+        wait_until(lambda: tel(rec, "messages") == 2, "the condition", UNTIL_TEST_TIMEOUT)
         for t in range(3):  # rank 0's halves of three steps: the oldest is dropped
             send(socks[0], data(1, t, U, value(1, t, U), 0, 2, 0, 6))
-        wait_until(lambda: tel(rec, "incomplete_dropped") == 1, "the condition", 10.0)
+        wait_until(lambda: tel(rec, "incomplete_dropped") == 1, "the condition", UNTIL_TEST_TIMEOUT)
         for t in (1, 2):
             send(socks[1], data(1, t, U, value(1, t, U), 1, 2, 6, 12))
         for r in (0, 1):

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from helpers import drain, running
 from receiver_runs import F32, check_stream, data, pushes, send, tel, value
-from waiting import wait_until
+from waiting import UNTIL_TEST_TIMEOUT, wait_until
 
 from melissa_trainer import wire as P
 from melissa_trainer.buffers import FIFOBuffer, Sample, SampleBlock
@@ -175,11 +175,13 @@ def test_partial_fields_from_two_ranks_are_reassembled_bit_for_bit() -> None:
         # an overlapping part (rank 1 claims [10, 20) of "f" while rank 0 holds [0, 15))
         send(socks[0], part(6, 0, field, 0))
         wait_until(
-            lambda: tel(rec, "messages") == 2 + 6 * 2 * 2 + 2 + 1, "the condition", 10.0
+            lambda: tel(rec, "messages") == 2 + 6 * 2 * 2 + 2 + 1,
+            "the condition",
+            UNTIL_TEST_TIMEOUT,
         )  # all of the above arrived
         bad = data(9, 6, field, value(9, 6, field, 0), 1, 2, 10, 20)
         send(socks[1], bad)
-        wait_until(lambda: tel(rec, "rejected_overlap") == 1, "the condition", 10.0)
+        wait_until(lambda: tel(rec, "rejected_overlap") == 1, "the condition", UNTIL_TEST_TIMEOUT)
         send(socks[1], part(6, 1, field, 0))
         for r in (0, 1):
             send(socks[r], part(6, r, big, 1))
@@ -231,7 +233,9 @@ def test_two_receivers_share_the_steps_round_robin() -> None:
             reap(*procs)
         with pushes(r0.endpoint) as (s,):  # after the end: read and ignored
             send(s, data(1, 1, specs[0], value(1, 1, specs[0])))
-            wait_until(lambda: tel(r0, "ignored_after_end") == 1, "the condition", 10.0)
+            wait_until(
+                lambda: tel(r0, "ignored_after_end") == 1, "the condition", UNTIL_TEST_TIMEOUT
+            )
     for rank, samples in enumerate(parts):
         assert all(int(s["time_step"]) % 2 == rank for s in samples)
     check_stream(parts[0] + parts[1], {1: (range(11), specs, {}), 2: (range(4), specs, {})})

@@ -7,14 +7,13 @@ thread), and `wait_for` ingests until the buffer holds n samples.
 from __future__ import annotations
 
 import threading
-import time
 from typing import Any
 
 import pytest
 import zmq
 from helpers import running
 from receiver_runs import U, batch, data, pushes, send, tel, value
-from waiting import wait_until
+from waiting import UNTIL_TEST_TIMEOUT, wait_until
 
 from melissa_trainer import wire as P
 from melissa_trainer.buffers import FIFOBuffer, Sample
@@ -44,30 +43,44 @@ class ThreadRecordingFIFO(FIFOBuffer):
 
 
 @pytest.mark.timeout(30)
-def test_pumping_ingests_in_the_calling_thread_and_the_thread_takes_over_when_it_stops() -> None:
+def test_pumping_ingests_in_the_calling_thread() -> None:
     buf = ThreadRecordingFIFO(10_000)
-    # takeover 1 s, not 0.3: a loaded machine can stall this thread between two pumps
-    # for longer than 0.3 s, and the receiver's thread then ingests some of the 200
-    with running(buf, tuning=ReceiverTuning(takeover=1.0)) as rec, pushes(rec.endpoint) as (s,):
+    # the thread steps in only after an hour without a pump: however long a loaded machine
+    # stalls this thread between two pumps, only the pumps ingest (it took a 1 s takeover
+    # before, and the thread ingested some of the 200 when this thread stalled longer)
+    tuning = ReceiverTuning(takeover=LONG_WAIT)
+    with running(buf, tuning=tuning) as rec, pushes(rec.endpoint) as (s,):
         send(s, [P.encode_hello(1, 0, 1, [U])])
-        wait_until(
-            lambda: tel(rec, "messages") == 1, "the condition", 10.0
-        )  # the thread took it: nobody pumps yet
+        # the thread took it: nobody pumps yet
+        wait_until(lambda: tel(rec, "messages") == 1, "the thread's HELLO", UNTIL_TEST_TIMEOUT)
         # pumps until one serves: the thread has seen them and left (a fixed sleep could
-        # end before it did, or so late that the thread took the socket back)
-        wait_until(rec.pump, "the condition", 10.0)
+        # end before it did)
+        wait_until(rec.pump, "a pump that serves", UNTIL_TEST_TIMEOUT)
         for t in range(50):
             send(s, data(1, t, U, value(1, t, U)))
         send(s, batch(1, list(range(50, 200)), U))
         while tel(rec, "samples_put") < 200:  # (none ingested: the timeout marker ends it)
-            rec.pump()
-            time.sleep(0.005)
+            rec.pump(0.1)  # (waits on the socket, not on a clock)
         assert set(buf.threads) == {threading.current_thread().name}
-        send(s, batch(1, list(range(200, 300)), U))  # no pump any more: the thread's turn
-        wait_until(lambda: tel(rec, "samples_put") == 300, "the condition", 10.0)
-        assert set(buf.threads[200:]) == {"melissa-receiver-0"}
-        samples = buf.get_batch(300, timeout=5)
-    assert [int(x["time_step"]) for x in samples] == list(range(300))
+        samples = buf.get_batch(200, timeout=5)
+    assert [int(x["time_step"]) for x in samples] == list(range(200))
+
+
+@pytest.mark.timeout(30)
+def test_the_thread_takes_over_when_pumps_stop() -> None:
+    buf = ThreadRecordingFIFO(10_000)
+    with running(buf, tuning=ReceiverTuning(takeover=0.3)) as rec, pushes(rec.endpoint) as (s,):
+        send(s, [P.encode_hello(1, 0, 1, [U])])
+        wait_until(lambda: tel(rec, "messages") == 1, "the thread's HELLO", UNTIL_TEST_TIMEOUT)
+        wait_until(rec.pump, "a pump that serves", UNTIL_TEST_TIMEOUT)  # the caller's socket
+        send(s, batch(1, list(range(100)), U))  # no pump any more: the thread's turn
+        # (a thread that never took over leaves them waiting: the wait fails)
+        wait_until(
+            lambda: tel(rec, "samples_put") == 100, "the thread's samples", UNTIL_TEST_TIMEOUT
+        )
+        assert set(buf.threads) == {"melissa-receiver-0"}
+        samples = buf.get_batch(100, timeout=5)
+    assert [int(x["time_step"]) for x in samples] == list(range(100))
 
 
 @pytest.mark.timeout(60)
@@ -94,12 +107,14 @@ def test_stop_wakes_the_thread_that_naps_while_pumps_come() -> None:
 @pytest.mark.timeout(30)
 def test_a_pump_never_blocks_on_a_full_buffer_and_keeps_order() -> None:
     buf = FIFOBuffer(8)
-    with running(buf, tuning=ReceiverTuning(takeover=5.0)) as rec, pushes(rec.endpoint) as (s,):
+    # (the thread steps in after an hour without a pump: a stall of this thread between
+    # two pumps on a loaded machine cannot hand the socket back to it)
+    tuning = ReceiverTuning(takeover=LONG_WAIT)
+    with running(buf, tuning=tuning) as rec, pushes(rec.endpoint) as (s,):
         send(s, [P.encode_hello(1, 0, 1, [U])])
-        wait_until(lambda: tel(rec, "messages") == 1, "the condition", 10.0)
-        wait_until(
-            rec.pump, "the condition", 10.0
-        )  # served: the thread has left, and stays idle from now on
+        wait_until(lambda: tel(rec, "messages") == 1, "the condition", UNTIL_TEST_TIMEOUT)
+        # served: the thread has left, and stays idle from now on
+        wait_until(rec.pump, "the condition", UNTIL_TEST_TIMEOUT)
         send(s, batch(1, list(range(40)), U))
         got: list[int] = []
         while len(got) < 40:
@@ -131,7 +146,7 @@ def test_a_reader_waiting_for_data_ingests_it_itself() -> None:
             assert receiver is not None
             # pumps until one serves: the thread has seen them and stays idle from now
             # on (after a fixed sleep it could still hold the socket on a loaded machine)
-            wait_until(receiver.pump, "the condition", 10.0)
+            wait_until(receiver.pump, "the condition", UNTIL_TEST_TIMEOUT)
             sender = threading.Timer(
                 0.3, lambda: send(s, batch(1, [0, 1, 2, 3], U))
             )  # arrives while prefetch waits
@@ -150,10 +165,10 @@ def test_a_waiting_pump_ingests_a_message_as_it_arrives() -> None:
     buf = ThreadRecordingFIFO(100)
     with running(buf, tuning=ReceiverTuning(takeover=30.0)) as rec, pushes(rec.endpoint) as (s,):
         send(s, [P.encode_hello(1, 0, 1, [U])])
-        wait_until(lambda: tel(rec, "messages") == 1, "the condition", 10.0)
+        wait_until(lambda: tel(rec, "messages") == 1, "the condition", UNTIL_TEST_TIMEOUT)
         # pumps until one serves (False while the thread, serving, holds the socket): the
         # thread has seen them and stays idle from now on (a fixed sleep could end first)
-        wait_until(rec.pump, "the condition", 10.0)
+        wait_until(rec.pump, "the condition", UNTIL_TEST_TIMEOUT)
         assert rec.pump(0.05) is True and len(buf) == 0  # nothing came: waited, returned
         sender = threading.Timer(0.3, lambda: send(s, batch(1, [0, 1, 2], U)))
         sender.start()
@@ -177,8 +192,10 @@ def test_a_waiting_pump_polls_once_to_wait_and_once_to_find_the_socket_empty(
     buf = ThreadRecordingFIFO(100)
     with running(buf, tuning=ReceiverTuning(takeover=30.0)) as rec, pushes(rec.endpoint) as (s,):
         send(s, [P.encode_hello(1, 0, 1, [U])])
-        wait_until(lambda: tel(rec, "messages") == 1, "the condition", 10.0)
-        wait_until(rec.pump, "the condition", 10.0)  # the thread stays idle from now on (see above)
+        wait_until(lambda: tel(rec, "messages") == 1, "the condition", UNTIL_TEST_TIMEOUT)
+        wait_until(
+            rec.pump, "the condition", UNTIL_TEST_TIMEOUT
+        )  # the thread stays idle from now on (see above)
         timeouts: list[int] = []
         real = zmq.zmq_poll
 
@@ -209,14 +226,16 @@ def test_a_waiting_pump_takes_the_socket_over_from_the_serving_thread() -> None:
     buf = ThreadRecordingFIFO(100)
     with running(buf, tuning=ReceiverTuning(takeover=30.0)) as rec, pushes(rec.endpoint) as (s,):
         send(s, [P.encode_hello(1, 0, 1, [U])])
-        wait_until(lambda: tel(rec, "messages") == 1, "the condition", 10.0)  # the thread serves
+        wait_until(
+            lambda: tel(rec, "messages") == 1, "the condition", UNTIL_TEST_TIMEOUT
+        )  # the thread serves
         # handed over, not timed out: a pump that waited out its wait (an hour, far beyond
         # this test's timeout) fails by the timeout marker
         assert rec.pump(LONG_WAIT) is True
         # the pump holds the socket now (it returned True): the thread, which serves only
         # `takeover` (30 s) after the last pump, cannot take the next message
         send(s, batch(1, [0, 1], U))
-        wait_until(lambda: rec.pump() and len(buf) == 2, "the condition", 10.0)
+        wait_until(lambda: rec.pump() and len(buf) == 2, "the condition", UNTIL_TEST_TIMEOUT)
         assert buf.threads == [threading.current_thread().name] * 2
 
 

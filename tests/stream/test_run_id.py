@@ -17,7 +17,7 @@ import pytest
 from c_driver import capture, lines_of, run_script, script_exe  # noqa: F401 (fixtures)
 from compiled import c_client  # noqa: F401
 from helpers import drain, running
-from waiting import wait_until
+from waiting import UNTIL_TEST_TIMEOUT, wait_until
 
 from melissa_trainer import wire as P
 from melissa_trainer.buffers import FIFOBuffer
@@ -61,7 +61,7 @@ def test_a_client_holding_another_runs_rendezvous_is_refused(
                 telemetry()["rejected_wrong_run"] == 1 and telemetry()["rejected_no_hello"] >= 2
             ),
             "the foreign HELLO, data and BYE were not all refused",
-            20.0,
+            UNTIL_TEST_TIMEOUT,
         )
         # this run's own simulation streams as usual
         monkeypatch.setenv("MELISSA_TRAINER_RENDEZVOUS", str(ours))

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from helpers import running
 from receiver_runs import failure, push
-from waiting import wait_until
+from waiting import UNTIL_TEST_TIMEOUT, wait_until
 
 from melissa_trainer import wire as P
 from melissa_trainer.buffers import FIFOBuffer
@@ -50,8 +50,13 @@ def refused_then_told(rec: Receiver, directory: Path) -> None:
     it, not judging simulation 1 (the wait of an event: its idle clock)."""
     NonfiniteHandoff(directory, "r1", 0, 2).listen()  # (rank 0 hears: a Study's)
     push(rec.endpoint, frames(0) + frames(1, nan_at=3))
-    wait_until(lambda: (directory / f"{HANDOFF_FILE}.1").exists(), "the hand-off")
-    assert rec.ingest.nonfinite.failed_now(1)
+    # (both: the receiver's thread writes the hand-off file, then records the failure;
+    # an assert of the second once the first was seen failed in a run of the suite)
+    wait_until(
+        lambda: (directory / f"{HANDOFF_FILE}.1").exists() and rec.ingest.nonfinite.failed_now(1),
+        "the hand-off and simulation 1 refused",
+        UNTIL_TEST_TIMEOUT,
+    )
     send_study_end([rec.endpoint], [0, 1])
     wait_until(lambda: rec.study_end.finished == [0, 1], "the STUDY_END read")
     since = rec.ingest.messages
@@ -72,7 +77,7 @@ def test_a_simulation_refused_here_is_awaited_and_its_restart_ends_the_stream(
     with running(buf, 1, 2, tuning=FAST, expected_simulations=2, **kw) as rec:
         refused_then_told(rec, tmp_path)
         push(rec.endpoint, frames(1))  # the restart (its HELLO: attempt 2), finite
-        wait_until(lambda: rec.ended or failure(rec), "the end of the stream", 20.0)
+        wait_until(lambda: rec.ended or failure(rec), "the end of the stream", UNTIL_TEST_TIMEOUT)
         assert failure(rec) is None, failure(rec)
         assert rec.ingest.nonfinite.attempt(1) == 2
 
@@ -84,7 +89,7 @@ def test_a_simulation_refused_here_then_given_up_ends_the_stream(tmp_path: Path)
     with running(buf, 1, 2, tuning=FAST, expected_simulations=2, **kw) as rec:
         refused_then_told(rec, tmp_path)
         push(rec.endpoint, [P.encode_abandon(1)])  # rank 0's launcher gave it up
-        wait_until(lambda: rec.ended or failure(rec), "the end of the stream", 20.0)
+        wait_until(lambda: rec.ended or failure(rec), "the end of the stream", UNTIL_TEST_TIMEOUT)
         assert failure(rec) is None, failure(rec)
 
 
@@ -99,7 +104,7 @@ def test_a_simulation_lacked_for_another_reason_is_still_judged(tmp_path: Path) 
         push(rec.endpoint, frames(0) + frames(1, nan_at=3))
         wait_until(lambda: rec.ingest.nonfinite.failed_now(1), "simulation 1 refused")
         send_study_end([rec.endpoint], [0, 1, 2])
-        wait_until(lambda: failure(rec) is not None, "rank 1's failure", 20.0)
+        wait_until(lambda: failure(rec) is not None, "rank 1's failure", UNTIL_TEST_TIMEOUT)
         message = failure(rec)
     assert message is not None
     assert "lacks the data of 1 of the 3 simulations" in message, message

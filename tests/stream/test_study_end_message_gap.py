@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from helpers import drain, running
 from receiver_runs import failure, push
-from waiting import wait_until
+from waiting import UNTIL_TEST_TIMEOUT, wait_until
 
 from melissa_trainer import wire as P
 from melissa_trainer.buffers import FIFOBuffer
@@ -90,11 +90,11 @@ def test_a_rank_that_lacks_a_finished_simulation_fails_naming_it_and_the_fix() -
         wait_until(lambda: rec.telemetry()["simulations_finished"] == 2, "simulations 0 and 2")
         assert failure(rec) is None  # (waits for a third simulation: silently, before)
         send_study_end([rec.endpoint], [0, 1, 2])
-        wait_until(lambda: failure(rec) is not None, "rank 1's failure", 20.0)
+        wait_until(lambda: failure(rec) is not None, "rank 1's failure", UNTIL_TEST_TIMEOUT)
         message = failure(rec)
         # the reader is woken: `check` tells it why (the error is stored first, then the
         # buffer closed, so that a reader woken by the close finds it: a wait, not a read)
-        wait_until(lambda: buf.closed, "the buffer closed", 20.0)
+        wait_until(lambda: buf.closed, "the buffer closed", UNTIL_TEST_TIMEOUT)
     assert message is not None
     assert "the stream receiver of rank 1 failed: the study has ended" in message
     assert "rank 1 lacks the data of 1 of the 3 simulations whose process ended" in message
@@ -110,7 +110,7 @@ def test_a_rank_part_way_through_a_simulation_names_what_it_has() -> None:
         push(rec.endpoint, simulation(0, 1, 2) + simulation(1, 1, 2)[:2])  # HELLO, one step
         wait_until(lambda: rec.telemetry()["samples_put"] == 3, "the steps sent")
         send_study_end([rec.endpoint], [0, 1])
-        wait_until(lambda: failure(rec) is not None, "rank 1's failure", 20.0)
+        wait_until(lambda: failure(rec) is not None, "rank 1's failure", UNTIL_TEST_TIMEOUT)
         message = failure(rec)
     assert message is not None
     said = "simulation 1: rank 1's receiver has 1 of an unannounced number of steps, BYE from 0"
@@ -163,9 +163,11 @@ def test_a_rank_held_back_by_its_buffer_is_not_judged_until_it_has_read_all(
         # (one connection, read in order: the STUDY_END before simulation 1's data)
         frames = [*simulation(0, 1, 2, steps=2), encode_study_end([0, 1])]
         push(rec.endpoint, frames + simulation(1, 1, 2, steps=40))
-        wait_until(lambda: "rank 0 says the study has ended" in caplog.text, "told", 10.0)
+        wait_until(
+            lambda: "rank 0 says the study has ended" in caplog.text, "told", UNTIL_TEST_TIMEOUT
+        )
         assert failure(rec) is None  # (read while simulation 1's data still waited)
-        wait_until(rec.backpressured, "held back by its full buffer", 10.0)
+        wait_until(rec.backpressured, "held back by its full buffer", UNTIL_TEST_TIMEOUT)
         with pytest.raises(AssertionError):  # (a bounded wait for what must not happen)
             wait_until(lambda: failure(rec) is not None or rec.ended, "a judgment", 40 * 0.05)
         samples = drain(buf, timeout=20.0)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from waiting import wait_until
+from waiting import UNTIL_TEST_TIMEOUT, wait_until
 
 from melissa_trainer.launcher.account import SimulationOutcome
 from melissa_trainer.launcher.reports import LauncherError
@@ -86,9 +86,11 @@ def test_after_the_held_notice_a_restart_then_the_failure_reach_the_progress_fil
         assert notice.told.wait(30), "no notice"
         assert notice.held
         launcher.running = 1  # simulation 1 runs again (refused on another rank)
-        wait_until(lambda: progress(tmp_path).get("running") == 1, "the restart said", 20.0)
+        wait_until(
+            lambda: progress(tmp_path).get("running") == 1, "the restart said", UNTIL_TEST_TIMEOUT
+        )
         launcher.error = FAILURE  # its restart refused too: the study failed
-        wait_until(lambda: progress(tmp_path).get("failed"), "the failure said", 20.0)
+        wait_until(lambda: progress(tmp_path).get("failed"), "the failure said", UNTIL_TEST_TIMEOUT)
         assert progress(tmp_path)["failed"].startswith(FAILURE)
         notice._thread.join(20)  # (a failure told ends the thread)
         assert not notice._thread.is_alive()

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from waiting import wait_until
+from waiting import UNTIL_TEST_TIMEOUT, wait_until
 
 from melissa_trainer.buffers import BufferStats
 from melissa_trainer.launcher.reports import LauncherError
@@ -114,7 +114,10 @@ def test_the_study_end_thread_publishes_the_launchers_failure_at_once(tmp_path: 
     launcher: Any = FailedLauncher()
     notice = StudyEndNotice.start(launcher, tmp_path, "run1")
     try:
-        wait_until(lambda: (read_progress(tmp_path, "run1") or {}).get("failed"), timeout=10)
+        wait_until(
+            lambda: (read_progress(tmp_path, "run1") or {}).get("failed"),
+            timeout=UNTIL_TEST_TIMEOUT,
+        )
     finally:
         notice.stop()
     said = read_progress(tmp_path, "run1")

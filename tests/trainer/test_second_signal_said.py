@@ -11,7 +11,7 @@ import signal
 from typing import Any
 
 import pytest
-from waiting import wait_until
+from waiting import UNTIL_TEST_TIMEOUT, wait_until
 
 from melissa_trainer.trainer.preemption import PreemptionHandler
 
@@ -23,7 +23,7 @@ def test_a_repeat_too_soon_is_said_at_warning(caplog: Any) -> None:
     # a window of 60 s: the repeat surely lands in it, however slow the machine
     with PreemptionHandler(repeat_window=60.0, exit=exits.append) as handler:
         os.kill(os.getpid(), signal.SIGINT)
-        wait_until(handler.requested, "the first signal's request", timeout=10)
+        wait_until(handler.requested, "the first signal's request", timeout=UNTIL_TEST_TIMEOUT)
         os.kill(os.getpid(), signal.SIGINT)
     # leaving the block joined the watcher after it read every signal (`restore`)
     assert exits == []

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from slurm_jobs import pgrep
-from waiting import wait_until
+from waiting import UNTIL_TEST_TIMEOUT, wait_until
 
 from melissa_trainer.launcher.backends.lease import Lease
 from melissa_trainer.launcher.backends.slurm import script as ss
@@ -27,7 +27,7 @@ def test_lease_renews_its_files_until_closed(tmp_path: Path) -> None:
     lease.add(path)
     first = path.read_text()
     assert first
-    wait_until(lambda: path.read_text() not in ("", first), "a renewal", 10)
+    wait_until(lambda: path.read_text() not in ("", first), "a renewal", UNTIL_TEST_TIMEOUT)
     lease.add(path)  # idempotent
     assert lease.paths == [path]
     with pytest.raises(OSError):
@@ -37,7 +37,9 @@ def test_lease_renews_its_files_until_closed(tmp_path: Path) -> None:
     lease.close()  # idempotent
     lease.add(path)  # starts afresh
     first = path.read_text()
-    wait_until(lambda: path.read_text() not in ("", first), "a renewal after a restart", 10)
+    wait_until(
+        lambda: path.read_text() not in ("", first), "a renewal after a restart", UNTIL_TEST_TIMEOUT
+    )
     lease.close()
     assert not path.exists()
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from slurm_jobs import finish, pgrep
-from waiting import wait_until
+from waiting import UNTIL_TEST_TIMEOUT, wait_until
 
 from melissa_trainer.launcher.backends import Job, LaunchError, SlurmBackend, make_backend
 from melissa_trainer.launcher.backends.slurm import script as ss
@@ -117,7 +117,7 @@ def test_slurm_backend_polls_with_a_cache_and_reads_the_exit_file(
     # the job ends: its script wrote the exit code; squeue reports it failed
     (tmp_path / "logs" / ss.exit_file("sim-1", "4242")).write_text("7\n")
     (fake_slurm / "state").write_text("4242|FAILED\n")
-    wait_until(lambda: backend.poll(handle) is not None, "the job's end", 10)
+    wait_until(lambda: backend.poll(handle) is not None, "the job's end", UNTIL_TEST_TIMEOUT)
     assert backend.poll(handle) == 7
     assert not (tmp_path / "logs" / ss.exit_file("sim-1", "4242")).exists()  # consumed
     calls = len((fake_slurm / "squeue.calls").read_text().splitlines())

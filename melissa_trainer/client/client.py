@@ -326,6 +326,10 @@ class Client(FollowsTrainer):
             self._following.close(
                 lambda: self._transport.close(True, self._rendezvous), self._follow
             )
+        if self._following is not None and self._following.followed_at is not None:
+            # (a restarted trainer followed during the delivery: its close, delivery and
+            # receipts, gets a budget of its own, as C's close_began; `confirm_close`)
+            began = max(began, self._following.followed_at)
         if bye and self._rendezvous is not None and not launched(self.simulation_id):
             # PUSH acknowledges nothing: return once the trainer confirms that it has the
             # BYE (and took the simulation), following it if it restarts meanwhile

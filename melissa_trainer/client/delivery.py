@@ -57,7 +57,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from melissa_trainer.client.outbox import Outbox
 
 __all__ = [
-    "CLOSE_CAP_FACTOR", "DeliveryWait", "capped_deadline", "capped_words", "no_progress_words",
+    "CLOSE_CAP_FACTOR", "DeliveryWait", "cap_bound", "capped_deadline", "capped_words",
+    "no_progress_words",
 ]  # fmt: skip
 
 #: a close's delivery phase lasts at most this many ``close_timeout`` in all, progress or
@@ -73,6 +74,15 @@ def capped_deadline(deadline: float, until: float, cap: float | None) -> tuple[f
     receipt.c)."""
     capped = cap is not None and until > cap
     return max(deadline, cap if cap is not None and capped else until), capped
+
+
+def cap_bound(setter: str, timeout: float | None) -> str:
+    """The bound a close's waiting notice names when the cap in all holds its deadline
+    back (the wait then ends at the cap, not ``close_timeout`` after the last progress):
+    "SETTER=T s, 10 times it in all: the close's cap" (`setter`: "ClientTuning.
+    close_timeout"; C: "mt_set_close_timeout", close_cap.c mt_close_cap_bound, word for
+    word). Said by both phases' notices (`DeliveryWait.bound_said`, `receipts`)."""
+    return f"{setter}={timeout} s, {CLOSE_CAP_FACTOR} times it in all: the close's cap"
 
 
 def capped_words(setting: str, timeout: float | None, setter: str, simulation_id: int) -> str:
@@ -179,6 +189,12 @@ class DeliveryWait(CloseWait):
             self.moved(accepted=True)
 
         return super().until_done(looked, *timed_out)
+
+    def bound_said(self) -> str:
+        """`CloseWait.bound_said`, or the cap (`cap_bound`) once it holds the deadline."""
+        if self.capped:
+            return cap_bound(f"ClientTuning.{self._setting}", self.close_timeout)
+        return super().bound_said()
 
     def timed_out(self) -> str:
         """`CloseWait.timed_out`, then, when it knows nothing else (every receiver

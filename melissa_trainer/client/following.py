@@ -125,6 +125,10 @@ class Following:
         #: the run a wait was told to follow at once (`seen`), until `after_gone` reads
         #: the rendezvous again to follow it: said if that read no longer finds it
         self._announced: str | None = None
+        #: when the last restarted trainer was followed (`switch`; `time.monotonic()`,
+        #: None: none yet): a close's budget in all counts from it if later than the
+        #: close's start (`Client.close`; the C client's close_began)
+        self.followed_at: float | None = None
 
     @classmethod
     def made_for(
@@ -294,4 +298,5 @@ class Following:
         self._announced = None  # (followed: what a wait said before is moot)
         for t in needed:
             resend(new, t, self.window[t])
+        self.followed_at = time.monotonic()
         return new

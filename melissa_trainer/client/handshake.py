@@ -81,8 +81,10 @@ __all__ = [
 #: TCP connect's first step, CONNECTED follows in microseconds on a loaded node too):
 #: counted down, a close after a failure (``disconnected_timeout`` 0) that read it before
 #: CONNECTED gave up on a receiver connecting at once, "unreachable"
-#: (tests/client/test_connect_in_progress.py). A first connect that hangs (a node gone:
-#: its SYNs unanswered) counts down once it fails (the kernel's connect timeout).
+#: (tests/client/test_connect_in_progress.py). A first connect that hangs (a host gone
+#: or wrong: its SYNs unanswered) counts down once ZeroMQ abandons it, after the socket's
+#: ZMQ_CONNECT_TIMEOUT (``disconnected_timeout``: `sockets.connect_timeout_ms`), down since
+#: the socket connected (tests/client/test_connect_timeout.py).
 UP = (zmq.EVENT_CONNECTED, zmq.EVENT_HANDSHAKE_SUCCEEDED)
 DOWN = (zmq.EVENT_DISCONNECTED, zmq.EVENT_CONNECT_RETRIED, zmq.EVENT_CLOSED)
 _WATCHED = zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL | zmq.EVENT_HANDSHAKE_FAILED_AUTH
@@ -182,7 +184,11 @@ class Handshakes:
                 if self._tcp_at[index] is None:
                     self._tcp_at[index] = time.monotonic()
             elif event in DOWN and self.down_since[index] is None:
-                self.down_since[index] = time.monotonic()
+                # (a socket never connected has had no connection since it connected:
+                # its first attempt failing after the connect timeout, `sockets.
+                # connect_timeout_ms`, is down since then, not since the failure)
+                ever = self._ever[index]
+                self.down_since[index] = time.monotonic() if ever else self._watched_at[index]
                 self._retried_ms[index] = self._last_ms[index] = 0
             if event == zmq.EVENT_CONNECT_RETRIED and self.down_since[index] is not None:
                 self._retried_ms[index] += self._last_ms[index]

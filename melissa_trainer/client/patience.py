@@ -53,17 +53,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from melissa_trainer.client.gave_up import StopSaid
 
 __all__ = [
-    "NOTICE_AFTER",
-    "SLICE",
-    "CloseWait",
-    "Notice",
-    "PeerWatch",
-    "never_note",
-    "notice_after",
-    "notice_due",
-    "run_again",
-    "waits_for",
-]
+    "NOTICE_AFTER", "SLICE", "CloseWait", "Notice", "PeerWatch", "never_note", "notice_after",
+    "notice_due", "run_again", "waits_for",
+]  # fmt: skip
 
 #: seconds a receiver stays disconnected before a close waiting on it says so, once
 #: (`notice_after`): a trial's close waited 181 s for a killed trainer without a word
@@ -374,10 +366,14 @@ class CloseWait:
         said = f"to {other}: {NOT_RECEIVER}; a close after a failure does not wait for it"
         return said if other else None
 
+    def bound_said(self) -> str:
+        """What a notice names as the bound of `deadline`: "ClientTuning.SETTING=T s"
+        (`delivery.DeliveryWait`: the close's cap in all once that holds it back)."""
+        return f"ClientTuning.{self._setting}={self.close_timeout} s"
+
     def _tell(self, watch: PeerWatch) -> None:
         """Call the notice, once, if a receiver has been down `notice_after` seconds."""
-        bound = f"ClientTuning.{self._setting}={self.close_timeout} s"
-        said = notice_due(watch, self._disconnected, self.deadline, bound)
+        said = notice_due(watch, self._disconnected, self.deadline, self.bound_said())
         if said is not None and self._notice is not None:
             notice, self._notice = self._notice, None  # (once)
             notice(*said)

@@ -23,6 +23,7 @@ import zmq
 from zmq.utils.monitor import recv_monitor_message
 
 from melissa_trainer import wire as protocol
+from melissa_trainer.client import delivery
 from melissa_trainer.client.admission import SimulationRefused, reason_with_fix
 from melissa_trainer.client.closing import client_logger, waits_for
 from melissa_trainer.client.config import ClientTuning
@@ -197,7 +198,8 @@ class Rounds:
                 ]  # fmt: skip
                 if quiet and not told:  # (once, before it gives up: `silent` is quieter)
                     told = True
-                    self._tell(quiet[0], heard[quiet[0]], deadline, rendezvous, follow_wait, began)
+                    said = (deadline, capped, rendezvous, follow_wait, began)
+                    self._tell(quiet[0], heard[quiet[0]], *said)
                 if silent:
                     gone = silent[0]
                     return self._gone(gone, gone_after, rendezvous, follow_wait, not ever[gone])
@@ -239,17 +241,13 @@ class Rounds:
         )
 
     def _tell(
-        self,
-        rank: int,
-        since: float,
-        deadline: float | None,
-        rendezvous: str,
-        follow_wait: float | None,
-        began: float,
-    ) -> None:
+        self, rank: int, since: float, deadline: float | None, capped: bool, rendezvous: str,
+        follow_wait: float | None, began: float,
+    ) -> None:  # fmt: skip
         """Log, once per wait, that receiver `rank` has neither answered nor been
         connected since `since` (`time.monotonic()`), and what the close waits for (as
-        the transport's close says it, `closing.waiting_notice`)."""
+        the transport's close says it, `closing.waiting_notice`): until `deadline`, the
+        close's cap in all when `capped` (it held the deadline back: `cap_bound`)."""
         now, tuning = time.monotonic(), self.client.tuning
         left: float | None = None
         bound = ""
@@ -257,7 +255,9 @@ class Rounds:
             left = tuning.disconnected_timeout - (now - since)
             bound = f"ClientTuning.disconnected_timeout={tuning.disconnected_timeout} s"
         if deadline is not None and (left is None or deadline - now < left):
-            left, bound = deadline - now, f"ClientTuning.close_timeout={tuning.close_timeout} s"
+            setter, timeout = "ClientTuning.close_timeout", tuning.close_timeout
+            left = deadline - now
+            bound = delivery.cap_bound(setter, timeout) if capped else f"{setter}={timeout} s"
         clock = time.strftime("%H:%M:%S", time.localtime(time.time() - (now - since)))
         text = (
             f"{self.whose}: closing, its BYE is not confirmed yet: the trainer's receiver "

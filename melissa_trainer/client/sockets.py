@@ -22,11 +22,13 @@ from melissa_trainer.client.handshake import Handshakes
 from melissa_trainer.client.tuning import ClientTuning
 
 __all__ = [
+    "CONNECT_TIMEOUT_FLOOR",
     "MAX_MS",
     "SLICE",
     "arm",
     "arm_slice",
     "connect",
+    "connect_timeout_ms",
     "control_dealer",
     "deadline_after",
     "ms_left",
@@ -40,6 +42,31 @@ _SLICE_MS = int(SLICE * 1000)
 #: ZeroMQ's longest bound in milliseconds (24.8 days): its SNDTIMEO, RCVTIMEO and LINGER
 #: are C ints, and pyzmq raises OverflowError past it
 MAX_MS = 2**31 - 1
+
+
+#: the least ZMQ_CONNECT_TIMEOUT (seconds) a data socket gets (`connect_timeout_ms`): a
+#: receiver's kernel answers a SYN in microseconds, one whose accept queue overflowed (a
+#: fan-in of many clients at once) drops it and is retried after 1 s: a bound below that
+#: would abort every such connect before its retry
+CONNECT_TIMEOUT_FLOOR = 2.0
+
+
+def connect_timeout_ms(disconnected_timeout: float | None) -> int:
+    """ZeroMQ's ZMQ_CONNECT_TIMEOUT (ms) for a data socket: `disconnected_timeout`, at
+    least `CONNECT_TIMEOUT_FLOOR`; 0 (the kernel's bound, ~127 s on Linux) for None.
+
+    A TCP connect to a host that never answers (a wrong or unreachable host: its SYNs
+    dropped) stays in progress until the kernel gives up; a connect in progress is not a
+    receiver down (`handshake.DOWN`: counted down, a close after a failure gave up on a
+    receiver connecting at once), so a close, or a blocked send, waited those ~2 minutes
+    without a word. With this bound ZeroMQ abandons the attempt (``CLOSED``, then
+    ``CONNECT_RETRIED``: down, since the socket was connected, `Handshakes`) and tries
+    again: a receiver neither accepting nor refusing for ``disconnected_timeout`` counts
+    as one without a connection for that long. The C client's rule (clients/c/src/
+    lifecycle.c mt_connect_timeout_ms)."""
+    if disconnected_timeout is None:
+        return 0
+    return to_ms(max(disconnected_timeout, CONNECT_TIMEOUT_FLOOR))
 
 
 def to_ms(seconds: float) -> int:
@@ -105,6 +132,7 @@ def connect(
             sock.setsockopt(zmq.SNDHWM, tuning.sndhwm)
             sock.setsockopt(zmq.LINGER, -1)
             sock.setsockopt(zmq.SNDTIMEO, _SLICE_MS)
+            sock.setsockopt(zmq.CONNECT_TIMEOUT, connect_timeout_ms(tuning.disconnected_timeout))
             if key is not None and own is not None:  # (own is set when any key is)
                 sock.curve_serverkey = key.encode("ascii")
                 sock.curve_publickey, sock.curve_secretkey = own

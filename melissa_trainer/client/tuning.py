@@ -144,6 +144,9 @@ class ClientTuning:
             `TimeoutError`); `None`: only `close_timeout`, or `send_timeout`, bounds
             the wait. A paused trainer keeps its connections and is waited for: see
             `melissa_trainer.client.patience` and `melissa_trainer.client.send_wait`.
+            It bounds each TCP connect too (at least 2 s, ZMQ_CONNECT_TIMEOUT: a host
+            that neither accepts nor refuses counts as disconnected since the client
+            connected, not after the kernel's ~2 minutes; `sockets.connect_timeout_ms`).
         failed_close_timeout: on a `close` after a failure (``close(bye=False)``, an
             exception in the client's ``with`` block), the longest wait in seconds for
             what is queued (default 10: the launcher restarts the simulation, which

@@ -4,31 +4,88 @@
 after a failure, that a disconnected receiver is not waited for (not a
 ``disconnected_timeout`` of 0 s that no user set). Real sockets on 127.0.0.1.
 
-The "paused trainer" is a TCP listener that accepts and never answers the ZeroMQ
-greeting: the client's messages stay queued for as long as the test wants, whatever
-the kernel's buffers hold."""
+The "paused trainer" (`paused`) completes the ZeroMQ handshake, as a receiver does
+before its process is stopped, and then reads nothing; with small socket buffers, a
+large array stays queued for as long as the test wants. Each test waits for the
+handshake (`handshaken`: an event, not a time) before its close. It was a TCP listener
+that never answered the greeting: a close after a failure then gave up on it as "not a
+melissa-trainer receiver" once it had been connected `NOT_ZMQ_AFTER` (2 s) without a
+handshake (the rule, as designed), which a loaded machine reached before the 0.3 s
+bound under test ended the close: a flake."""
 
 from __future__ import annotations
 
 import socket
+import struct
+import threading
+import time
 from collections.abc import Iterator
 
 import numpy as np
 import pytest
+import zmq
 from held_ports import refused_endpoint
+from silent_peer import NULL_GREETING
 
 from melissa_trainer.client import Client, ClientTuning
 
-FIELDS = {"u": ((4,), "float32")}
+#: 4 MiB: sent without a copy, held until written, which small buffers never let it be
+LARGE = 1 << 20
+FIELDS = {"u": ((LARGE,), "float32")}
+#: the client's socket buffer, as small as the kernel allows (so is the trainer's)
+SMALL_BUFFERS = {zmq.SNDBUF: 4096}
+#: the send returns with its array still held (the next send, or the close, waits for it)
+KEPT = {"array_reuse": "next_send"}
+
+
+def _ready(socket_type: bytes) -> bytes:
+    """A ZMTP 3.1 READY command (a short command frame) naming `socket_type`."""
+    name = b"Socket-Type"
+    body = b"\x05READY" + bytes([len(name)]) + name + struct.pack(">I", len(socket_type))
+    body += socket_type
+    return bytes([0x04, len(body)]) + body
 
 
 @pytest.fixture
 def paused() -> Iterator[str]:
-    """The endpoint of a trainer that accepts connections and reads nothing."""
+    """The endpoint of a trainer whose process is stopped once its clients connected: it
+    answers each connection with a ZMTP greeting and READY as a PULL (the NULL mechanism:
+    the client's handshake completes) and reads nothing, its receive buffer small."""
+    accepted: list[socket.socket] = []
+    done = threading.Event()
     with socket.socket() as listener:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # (inherited)
         listener.bind(("127.0.0.1", 0))
         listener.listen(8)
-        yield f"tcp://127.0.0.1:{listener.getsockname()[1]}"
+        listener.settimeout(0.1)
+
+        def serve() -> None:
+            while not done.is_set():
+                try:
+                    conn = listener.accept()[0]
+                except TimeoutError:
+                    continue
+                accepted.append(conn)
+                conn.sendall(NULL_GREETING + _ready(b"PULL"))
+
+        thread = threading.Thread(target=serve, daemon=True)
+        thread.start()
+        try:
+            yield f"tcp://127.0.0.1:{listener.getsockname()[1]}"
+        finally:
+            done.set()
+            thread.join(timeout=10)
+            for conn in accepted:
+                conn.close()
+
+
+def handshaken(client: Client) -> None:
+    """Wait until the client's handshake with the paused trainer completed (its
+    monitor's event; at most 20 s): the peer is then a receiver, paused, never "not a
+    receiver" however long the machine takes to get to the close."""
+    handshakes = client._transport.handshakes
+    assert handshakes.wait(client.endpoints, time.monotonic() + 20) is None
+    assert handshakes.accepted(), "the paused trainer's handshake did not complete in 20 s"
 
 
 @pytest.mark.timeout(30)
@@ -39,13 +96,16 @@ def test_a_close_after_a_failure_names_failed_close_timeout_not_close_timeout(
     waited for it fails by the timeout marker); the wait after the solver's exception is
     bounded by failed_close_timeout: the warning must name that one (before:
     "close_timeout=...", a setting whose change does nothing to this wait)."""
-    tuning = ClientTuning(close_timeout=3600, failed_close_timeout=0.3)
+    tuning = ClientTuning(
+        close_timeout=3600, failed_close_timeout=0.3, socket_options=SMALL_BUFFERS
+    )
     with (
         caplog.at_level("WARNING", logger="melissa_trainer.client.client"),
         pytest.raises(RuntimeError, match="solver diverged"),
-        Client(FIELDS, simulation_id=1, endpoints=paused, tuning=tuning) as client,
+        Client(FIELDS, simulation_id=1, endpoints=paused, tuning=tuning, **KEPT) as client,
     ):
-        client.send(0, u=np.ones(4, np.float32))
+        handshaken(client)
+        client.send(0, u=np.ones(LARGE, np.float32))
         raise RuntimeError("solver diverged")
     said = caplog.text  # (the 0.3 s bound ended it: its words, not close_timeout's)
     assert "not delivered within failed_close_timeout=0.3 s" in said, said
@@ -57,9 +117,10 @@ def test_a_close_after_a_failure_names_failed_close_timeout_not_close_timeout(
 def test_a_close_after_a_failure_bounded_by_a_lower_close_timeout_names_it(
     paused: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    tuning = ClientTuning(close_timeout=0.3, failed_close_timeout=20)
-    client = Client(FIELDS, simulation_id=2, endpoints=paused, tuning=tuning)
-    client.send(0, u=np.ones(4, np.float32))
+    tuning = ClientTuning(close_timeout=0.3, failed_close_timeout=20, socket_options=SMALL_BUFFERS)
+    client = Client(FIELDS, simulation_id=2, endpoints=paused, tuning=tuning, **KEPT)
+    handshaken(client)
+    client.send(0, u=np.ones(LARGE, np.float32))
     with caplog.at_level("WARNING", logger="melissa_trainer.client.client"):
         client.close(bye=False)
     assert "not delivered within close_timeout=0.3 s" in caplog.text, caplog.text
@@ -68,10 +129,10 @@ def test_a_close_after_a_failure_bounded_by_a_lower_close_timeout_names_it(
 
 @pytest.mark.timeout(30)
 def test_a_close_with_bye_names_close_timeout_and_how_to_change_it(paused: str) -> None:
-    client = Client(
-        FIELDS, simulation_id=3, endpoints=paused, tuning=ClientTuning(close_timeout=0.3)
-    )
-    client.send(0, u=np.ones(4, np.float32))
+    tuning = ClientTuning(close_timeout=0.3, socket_options=SMALL_BUFFERS)
+    client = Client(FIELDS, simulation_id=3, endpoints=paused, tuning=tuning, **KEPT)
+    handshaken(client)
+    client.send(0, u=np.ones(LARGE, np.float32))
     with pytest.raises(TimeoutError) as raised:
         client.close()
     said = str(raised.value)

@@ -13,12 +13,12 @@ queue is full drops the client's SYN)."""
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Iterator
 
 import numpy as np
 import pytest
 import zmq
+from backlogged import backlogged  # noqa: F401 (a fixture)
 from fed_monitor import ENDPOINT, fed_and_feed, feed_event
 
 from melissa_trainer.client import Client, ClientTuning
@@ -72,29 +72,10 @@ def test_a_receiver_that_connects_as_the_notes_read_is_not_said_gone(
     handshakes.close()
 
 
-@pytest.fixture
-def backlogged() -> Iterator[str]:
-    """The endpoint of a listener whose accept queue is full: the kernel drops the
-    client's SYNs (retried after 1 s, 3 s...), its connect stays in progress."""
-    with socket.socket() as listener:
-        listener.bind(("127.0.0.1", 0))
-        listener.listen(0)
-        port = listener.getsockname()[1]
-        # (one fills a backlog of 0; a second, whose SYN is dropped once it is full,
-        # fills it if the first's ACK was not queued yet)
-        fillers = [socket.create_connection(("127.0.0.1", port), timeout=5), socket.socket()]
-        fillers[1].setblocking(False)
-        assert fillers[1].connect_ex(("127.0.0.1", port)) != 0  # (EINPROGRESS)
-        try:
-            yield f"tcp://127.0.0.1:{port}"
-        finally:
-            for filler in fillers:
-                filler.close()
-
-
 @pytest.mark.timeout(30)
 def test_a_close_after_a_failure_waits_for_a_connect_in_progress(
-    backlogged: str, caplog: pytest.LogCaptureFixture
+    backlogged: str,  # noqa: F811
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     """Before: the close gave up at once, "the receiver is unreachable, tried for 0 s
     (a close after a failure does not wait for a disconnected receiver)"."""

@@ -314,7 +314,10 @@ mt_status mt_client_close_message(mt_client *c, char *message, size_t size);
  * receipt) before they call it gone (default 60, as the Python client's
  * disconnected_timeout; < 0 or +inf: never, the send and close timeouts bound them). A
  * receiver whose process keeps its connection (SIGSTOP) is waited for, as paused. A send
- * with a replay window waits the follow timeout more for a restarted trainer. */
+ * with a replay window waits the follow timeout more for a restarted trainer. It bounds
+ * each TCP connect too (at least 2 s, ZMQ_CONNECT_TIMEOUT): a host that neither accepts
+ * nor refuses counts as disconnected since mt_client_start, not after the kernel's ~2
+ * minutes (the value when the sockets connect: mt_client_start, a follow). */
 mt_status mt_set_disconnected_timeout(mt_client *c, double seconds);
 
 /* The replay window, in bytes, of a solver started by hand (external mode: endpoints from

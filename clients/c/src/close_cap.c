@@ -32,3 +32,10 @@ void mt_close_capped_words(char *out, size_t size, uint64_t simulation_id) {
              "simulation id (MELISSA_TRAINER_SIMULATION_ID=%llu)",
              MT_CLOSE_CAP_FACTOR, (unsigned long long)simulation_id);
 }
+
+void mt_close_cap_bound(char *out, size_t size, const char *setter, double timeout) {
+    char t[32];
+    mt_format_double(timeout, t);
+    snprintf(out, size, "%s=%s s, %d times it in all: the close's cap", setter, t,
+             MT_CLOSE_CAP_FACTOR);
+}

@@ -128,7 +128,7 @@ static void tell(mt_client *c, waiting *w, const char *whose, size_t i, double s
     w->told = true;
     double from = since > w->started ? since : w->started, left = -1;
     const char *bound = NULL;
-    char bt[32], ft[32], clock[16], never[600];
+    char bt[32], ft[32], clock[16], never[600], capb[128] = "";
     if (c->disconnected_timeout >= 0) {
         left = c->disconnected_timeout - (now - from);
         bound = "mt_set_disconnected_timeout";
@@ -138,6 +138,9 @@ static void tell(mt_client *c, waiting *w, const char *whose, size_t i, double s
         left = w->deadline - now;
         bound = "mt_set_close_timeout";
         mt_format_double(c->close_timeout, bt);
+        /* (the cap held the deadline back: it, not a close timeout past a progress, ends
+         * the wait; close_cap.c) */
+        if (w->capped) mt_close_cap_bound(capb, sizeof capb, bound, c->close_timeout);
     }
     left = left < 0 ? 0 : left;
     time_t wall = time(NULL) - (time_t)(now - since);
@@ -165,6 +168,9 @@ static void tell(mt_client *c, waiting *w, const char *whose, size_t i, double s
                       (unsigned long long)c->steps_per_receiver[i]);
     if (bound == NULL)
         mt_buf_printf(&b, "The close waits for it to %s, with no bound", what);
+    else if (capb[0])
+        mt_buf_printf(&b, "The close waits up to %.0f s more for it to %s (%s)", left, what,
+                      capb);
     else
         mt_buf_printf(&b, "The close waits up to %.0f s more for it to %s (%s=%s s)", left,
                       what, bound, bt);

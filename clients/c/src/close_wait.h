@@ -28,5 +28,9 @@ double mt_close_cap(const mt_client *c);
 double mt_close_capped(double deadline, double until, double cap, bool *capped);
 /* delivery.py capped_words ("close_timeout", mt_set_close_timeout), word for word. */
 void mt_close_capped_words(char *out, size_t size, uint64_t simulation_id);
+/* What a close's waiting notice names as its bound once the cap holds the deadline back:
+ * "SETTER=T s, 10 times it in all: the close's cap" (delivery.py cap_bound, word for
+ * word; `setter` "mt_set_close_timeout"). */
+void mt_close_cap_bound(char *out, size_t size, const char *setter, double timeout);
 
 #endif

@@ -43,6 +43,17 @@ double mt_timeout_bound(void *s) {
     return ivl / 2000.0 < NOT_ZMQ_AFTER_S ? ivl / 2000.0 : NOT_ZMQ_AFTER_S;
 }
 
+/* The least ZMQ_CONNECT_TIMEOUT (s) of a data socket: a SYN dropped by a receiver whose
+ * accept queue overflowed is retried after 1 s (client/sockets.py CONNECT_TIMEOUT_FLOOR) */
+#define CONNECT_TIMEOUT_FLOOR_S 2.0
+
+int mt_connect_timeout_ms(double disconnected_timeout) {
+    if (disconnected_timeout < 0) return 0; /* (no bound: the kernel's, ~127 s on Linux) */
+    double s = disconnected_timeout > CONNECT_TIMEOUT_FLOOR_S ? disconnected_timeout
+                                                              : CONNECT_TIMEOUT_FLOOR_S;
+    return s * 1000 >= 2147483647.0 ? 2147483647 : (int)(s * 1000);
+}
+
 /* (and whether the connection is up: a blocked send gives up on a receiver down for the
  * disconnected timeout, send_wait.c; CONNECT_RETRIED: an attempt that failed) */
 #define WATCHED                                                                           \
@@ -56,7 +67,7 @@ mt_status mt_handshake_watch(mt_client *c, size_t i) {
         if (c->handshakes == NULL) return mt_fail(c, MT_ENOMEM, "out of memory");
     }
     mt_handshake *h = &c->handshakes[i];
-    h->drained = mt_now();
+    h->drained = h->watched = mt_now();
     h->opened = -1.0;
     h->bound = NOT_ZMQ_AFTER_S;
     char address[64];
@@ -173,7 +184,10 @@ static void read_events(mt_client *c, size_t i) {
             if (h->tcp_at <= 0) h->tcp_at = mt_now();
         } else if (event == ZMQ_EVENT_DISCONNECTED || event == ZMQ_EVENT_CONNECT_RETRIED) {
             if (!h->down) { /* (when read: dated back once all are read, above) */
-                h->down_since = mt_now();
+                /* (a socket never connected has had no connection since it connected: its
+                 * first attempt failing after the connect timeout, mt_connect_timeout_ms,
+                 * is down since then; client/handshake.py's _read) */
+                h->down_since = h->ever ? mt_now() : h->watched;
                 h->retried_ms = h->last_ms = 0;
             }
             h->down = true;

@@ -111,6 +111,7 @@ typedef struct mt_handshake {
     double warn_due; /* silence (s) at which "not a receiver" is said next (0: not yet) */
     double drained, opened; /* last read that found none; since when up, no handshake (<0) */
     double bound; /* mt_timeout_bound of the socket, read at its last CONNECTED */
+    double watched; /* mt_now() when watched, just before its connect */
 } mt_handshake;
 
 /* Asking, while it runs, whether the trainer took it (admission_watch.c). */
@@ -275,6 +276,11 @@ double mt_now(void); /* monotonic seconds */
  * libzmq's timeout (ZMQ_HANDSHAKE_IVL: a silent peer), not a refusal (client/handshake.py
  * timeout_bound: 2 s, or half the interval when less; 0: none) */
 double mt_timeout_bound(void *s);
+/* handshake.c: the ZMQ_CONNECT_TIMEOUT (ms) of a data socket (client/sockets.py
+ * connect_timeout_ms): the disconnected timeout, at least 2 s; 0 (the kernel's) for none
+ * (< 0). A connect to a host that never answers is then abandoned (CONNECT_RETRIED: down,
+ * since the socket connected) instead of lasting the kernel's ~127 s in progress. */
+int mt_connect_timeout_ms(double disconnected_timeout);
 #ifdef MT_TESTING
 void mt_testing_advance_clock(double seconds); /* (tests only: see errors.c) */
 #endif

@@ -123,7 +123,7 @@ mt_status mt_connect_all(mt_client *c) {
     if (c->zctx == NULL) return mt_fail(c, MT_EZMQ, "zmq_ctx_new: %s", zmq_strerror(errno));
     c->sockets = calloc(c->n_endpoints, sizeof *c->sockets);
     if (c->sockets == NULL) return mt_fail(c, MT_ENOMEM, "out of memory");
-    int minus1 = -1;
+    int minus1 = -1, connect_ms = mt_connect_timeout_ms(c->disconnected_timeout);
     char public_key[41], secret_key[41]; /* the client's own pair, one for all sockets */
     bool curve = false;
     for (size_t i = 0; i < c->n_endpoints; ++i) curve = curve || c->curve_keys[i] != NULL;
@@ -140,7 +140,8 @@ mt_status mt_connect_all(mt_client *c) {
         if (s == NULL) return mt_fail(c, MT_EZMQ, "zmq_socket: %s", zmq_strerror(errno));
         if (zmq_setsockopt(s, ZMQ_SNDHWM, &c->sndhwm, sizeof c->sndhwm) != 0 ||
             zmq_setsockopt(s, ZMQ_LINGER, &minus1, sizeof minus1) != 0 ||
-            zmq_setsockopt(s, ZMQ_SNDTIMEO, &minus1, sizeof minus1) != 0)
+            zmq_setsockopt(s, ZMQ_SNDTIMEO, &minus1, sizeof minus1) != 0 ||
+            zmq_setsockopt(s, ZMQ_CONNECT_TIMEOUT, &connect_ms, sizeof connect_ms) != 0)
             return mt_fail(c, MT_EZMQ, "zmq_setsockopt: %s", zmq_strerror(errno));
         if (c->curve_keys[i] != NULL &&
             (zmq_setsockopt(s, ZMQ_CURVE_SERVERKEY, c->curve_keys[i], 40) != 0 ||

@@ -15,9 +15,10 @@ import re
 from pathlib import Path
 
 import pytest
+from c_close_runs import queued_script
 from c_driver import script_exe  # noqa: F401 (a fixture)
 from compiled import c_client  # noqa: F401 (a fixture)
-from predict_script import MT_ETIMEDOUT, Script
+from predict_script import MT_ETIMEDOUT
 from slow_pull import slow_pull
 
 from melissa_trainer.client.delivery import CLOSE_CAP_FACTOR, capped_words
@@ -41,14 +42,10 @@ def test_a_trickle_fails_the_close_at_the_cap_in_python_words(
     script_exe: Path,  # noqa: F811
 ) -> None:
     with slow_pull(PACE) as receiver:
-        script = Script(script_exe)
+        script = queued_script(
+            script_exe, receiver.endpoint, SID, STEPS, COUNT, "262144 60", CLOSE_TIMEOUT
+        )
         try:
-            sends = [f"send {t} u 2 {COUNT} {t % 200}" for t in range(STEPS)]
-            last = script.send(f"id {SID}", f"endpoints {receiver.endpoint}",
-                               "batching 262144 60", f"close_timeout {CLOSE_TIMEOUT}",
-                               "disconnected_timeout 600", f"field u 2 1 {COUNT}", "start",
-                               *sends)  # fmt: skip
-            assert script.wait(last)[-1].strip() == "0", script.seen[last]
             receiver.start()
             done = script.send("close")
             code, _, message = script.wait(done)[-1].partition(" ")  # (before: 0, 16 s on)

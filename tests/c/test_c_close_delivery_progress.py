@@ -14,10 +14,10 @@ the Python client's words with the C setter's name."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
+from c_close_runs import close_while_read, queued_script
 from c_driver import script_exe  # noqa: F401 (a fixture)
 from compiled import c_client  # noqa: F401 (a fixture)
 from predict_script import MT_ETIMEDOUT, Script
@@ -33,13 +33,7 @@ PACE = 0.25  # s between two reads of the receiver
 
 def queued(exe: Path, receiver: SlowPull, close_timeout: float) -> Script:
     """A solver that queued STEPS steps, batched, for `receiver` (not yet closed)."""
-    script = Script(exe)
-    sends = [f"send {t} u 2 {COUNT} {t % 200}" for t in range(STEPS)]
-    last = script.send(f"id {SID}", f"endpoints {receiver.endpoint}", "batching 262144 60",
-                       f"close_timeout {close_timeout}", "disconnected_timeout 600",
-                       f"field u 2 1 {COUNT}", "start", *sends)  # fmt: skip
-    assert script.wait(last)[-1].strip() == "0", script.seen[last]
-    return script
+    return queued_script(exe, receiver.endpoint, SID, STEPS, COUNT, "262144 60", close_timeout)
 
 
 @pytest.mark.timeout(180)
@@ -47,18 +41,7 @@ def test_the_close_waits_on_while_the_trainer_takes_its_batches_slowly(
     script_exe: Path,  # noqa: F811
 ) -> None:
     with slow_pull(PACE) as receiver:
-        script = queued(script_exe, receiver, 2.0)
-        try:
-            began = time.monotonic()  # (before the receiver's first read: see `took`)
-            receiver.start()
-            done = script.send("close")
-            status = script.wait(done)[-1]
-            took = time.monotonic() - began
-            assert status.strip() == "0", status  # (before: 8, MT_ETIMEDOUT)
-            receiver.until_byes(1)
-            script.finish(60)
-        finally:
-            script.kill()
+        took = close_while_read(queued(script_exe, receiver, 2.0), receiver)
         keys = list(receiver.keys)
     # (a lower bound set by the receiver's own pace, every read of which came after
     # `began`: longer than the close timeout; deterministic under load)

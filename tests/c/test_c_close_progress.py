@@ -17,12 +17,10 @@ import threading
 from pathlib import Path
 from types import SimpleNamespace
 
-import numpy as np
 import pytest
+from c_close_runs import c_close_receiver, unbatched_script
 from c_driver import script_exe  # noqa: F401 (a fixture)
 from compiled import c_client  # noqa: F401 (a fixture)
-from helpers import running
-from predict_script import Script
 from slow_drain import drain_slowly
 
 from melissa_trainer.buffers import FIFOBuffer
@@ -33,16 +31,6 @@ pytestmark = pytest.mark.e2e  # every test here starts a process
 
 MT_ETIMEDOUT = 8
 STEPS, SID = 12, 7
-FIELDS = {"u": ((4,), np.float32)}
-
-
-def closed_script(exe: Path, rendezvous: Path, close_timeout: float) -> Script:
-    """A solver started by hand that sends STEPS steps, unbatched, and closes."""
-    script = Script(exe, {"MELISSA_TRAINER_RENDEZVOUS": str(rendezvous)})
-    sends = [f"send {t} u 1 4 {t}" for t in range(STEPS)]
-    script.send(f"id {SID}", "field u 1 1 4", "batching 0 0.02", f"close_timeout {close_timeout}",
-                "start", *sends)  # fmt: skip
-    return script
 
 
 @pytest.mark.timeout(180)
@@ -52,9 +40,8 @@ def test_the_close_waits_on_while_the_trainer_ingests_slowly(
 ) -> None:
     buffer, taken, closed = FIFOBuffer(2), [], threading.Event()
     rendezvous = tmp_path / "rv"
-    with running(buffer, rendezvous_dir=rendezvous, fields=FIELDS, run_id="run-a",
-                 nonfinite="accept") as receiver:  # fmt: skip
-        script = closed_script(script_exe, rendezvous, 4.0)
+    with c_close_receiver(rendezvous, buffer) as receiver:
+        script = unbatched_script(script_exe, rendezvous, SID, STEPS, 4.0)
         try:
             drainer = drain_slowly(receiver, buffer, taken, closed, STEPS)  # type: ignore[arg-type]
             done = script.send("close")
@@ -79,9 +66,8 @@ def test_a_stuck_receiver_fails_the_close_at_the_close_timeout_in_python_words(
     tmp_path: Path,
 ) -> None:
     rendezvous = tmp_path / "rv"
-    with running(FIFOBuffer(2), rendezvous_dir=rendezvous, fields=FIELDS, run_id="run-a",
-                 nonfinite="accept") as receiver:  # fmt: skip
-        script = closed_script(script_exe, rendezvous, 1.5)
+    with c_close_receiver(rendezvous) as receiver:
+        script = unbatched_script(script_exe, rendezvous, SID, STEPS, 1.5)
         try:
             done = script.send("close")
             lines, err = script.finish(timeout=100)

@@ -17,12 +17,11 @@ import re
 import threading
 from pathlib import Path
 
-import numpy as np
 import pytest
+from c_close_runs import c_close_receiver, unbatched_script
 from c_driver import script_exe  # noqa: F401 (a fixture)
 from compiled import c_client  # noqa: F401 (a fixture)
-from helpers import running
-from predict_script import MT_ETIMEDOUT, Script
+from predict_script import MT_ETIMEDOUT
 from slow_drain import drain_slowly
 
 from melissa_trainer.buffers import FIFOBuffer
@@ -33,7 +32,6 @@ pytestmark = pytest.mark.e2e  # every test here starts a process
 SID = 9
 CLOSE_TIMEOUT = 2.0  # (the cap: 20 s; a sample ingested every 0.5 s or so: progress)
 STEPS = 80  # (40 s of ingest at least: twice the cap)
-FIELDS = {"u": ((4,), np.float32)}
 
 
 @pytest.mark.timeout(180)
@@ -43,13 +41,9 @@ def test_a_trickle_of_receipts_fails_the_close_at_the_cap_in_python_words(
 ) -> None:
     buffer, taken, closed = FIFOBuffer(2), [], threading.Event()
     rendezvous = tmp_path / "rv"
-    with running(buffer, rendezvous_dir=rendezvous, fields=FIELDS, run_id="run-a",
-                 nonfinite="accept") as receiver:  # fmt: skip
-        script = Script(script_exe, {"MELISSA_TRAINER_RENDEZVOUS": str(rendezvous)})
+    with c_close_receiver(rendezvous, buffer) as receiver:
+        script = unbatched_script(script_exe, rendezvous, SID, STEPS, CLOSE_TIMEOUT)
         try:
-            sends = [f"send {t} u 1 4 {t}" for t in range(STEPS)]
-            script.send(f"id {SID}", "field u 1 1 4", "batching 0 0.02",
-                        f"close_timeout {CLOSE_TIMEOUT}", "start", *sends)  # fmt: skip
             drainer = drain_slowly(receiver, buffer, taken, closed, STEPS, every=1)  # type: ignore[arg-type]
             done = script.send("close")
             lines, err = script.finish(timeout=150)  # (before: 0, 40 s on)

@@ -14,13 +14,12 @@ returns MT_OK, and every (simulation, step) arrived exactly once."""
 from __future__ import annotations
 
 import re
-import time
 from pathlib import Path
 
 import pytest
+from c_close_runs import close_while_read, queued_script
 from c_driver import script_exe  # noqa: F401 (a fixture)
 from compiled import c_client  # noqa: F401 (a fixture)
-from predict_script import Script
 from slow_pull import slow_pull
 
 from melissa_trainer.client.marks import MARK_BYTES, MARK_EVERY, MARK_MOST
@@ -47,23 +46,10 @@ def test_the_close_waits_while_the_trainer_reads_small_unbatched_steps(
     assert MARK_EVERY * PACE < CLOSE_TIMEOUT / 2
     assert MARK_EVERY * COUNT * 8 >= MARK_BYTES  # (so one in MARK_EVERY is a mark)
     with slow_pull(PACE) as receiver:
-        script = Script(script_exe)
-        try:
-            sends = [f"send {t} u 2 {COUNT} {t % 200}" for t in range(STEPS)]
-            last = script.send(f"id {SID}", f"endpoints {receiver.endpoint}", "batching 0 0",
-                               f"close_timeout {CLOSE_TIMEOUT}", "disconnected_timeout 600",
-                               f"field u 2 1 {COUNT}", "start", *sends)  # fmt: skip
-            assert script.wait(last)[-1].strip() == "0", script.seen[last]
-            receiver.start()
-            began = time.monotonic()
-            done = script.send("close")
-            status = script.wait(done)[-1]
-            took = time.monotonic() - began
-            assert status.strip() == "0", status  # (before: 8, MT_ETIMEDOUT)
-            receiver.until_byes(1)
-            script.finish(60)
-        finally:
-            script.kill()
+        script = queued_script(
+            script_exe, receiver.endpoint, SID, STEPS, COUNT, "0 0", CLOSE_TIMEOUT
+        )
+        took = close_while_read(script, receiver)
         keys = list(receiver.keys)
     assert took > CLOSE_TIMEOUT, took  # (set by the receiver's pace)
     assert sorted(keys) == [(SID, t) for t in range(STEPS)], keys[:8]  # each once

@@ -273,21 +273,31 @@ def resolve_run_id(
 
 
 def check_simulation_id(value: Any) -> int:
-    """`value`, else `$MELISSA_TRAINER_SIMULATION_ID`, as a u64."""
-    source = "simulation_id"
-    if value is None:
-        value = os.environ.get(ENV_SIMULATION_ID)
-        source = ENV_SIMULATION_ID
-        if value is None:
-            raise ValueError(
-                f"no simulation id: pass simulation_id=, or set {ENV_SIMULATION_ID}"
-                f"{_but(unknown_note())}"
-            )
-        try:
-            value = int(value.strip())
-        except ValueError:
-            raise ValueError(f"{ENV_SIMULATION_ID}={value!r} is not an integer") from None
-    return _u64(source, value)
+    """`value`, else `$MELISSA_TRAINER_SIMULATION_ID`, as a u64.
+
+    The variable's rule (the C client's, clients/c/src/env.c resolve_id, word for word):
+    after `str.strip`, ASCII digits 0-9 only, below 2**64. No sign, no ``_``, no other
+    script's digits (all of which `int` takes): a launcher writes plain digits, and
+    anything else is a typo or another tool's value, refused naming the variable and
+    its value (its repr: what was there, blanks included)."""
+    if value is not None:
+        return _u64("simulation_id", value)
+    text = os.environ.get(ENV_SIMULATION_ID)
+    if text is None:
+        raise ValueError(
+            f"no simulation id: pass simulation_id=, or set {ENV_SIMULATION_ID}"
+            f"{_but(unknown_note())}"
+        )
+    digits = text.strip()
+    if not (digits.isascii() and digits.isdigit()):
+        raise ValueError(
+            f"{ENV_SIMULATION_ID}={text!r} is not a simulation id: give a whole number "
+            f"in ASCII digits 0-9, e.g. {ENV_SIMULATION_ID}=42"
+        )
+    significant = digits.lstrip("0") or "0"  # (int's 4300-digit limit: zeros aside)
+    if len(significant) > 20 or int(significant) >= protocol.U64_LIMIT:
+        raise ValueError(f"{ENV_SIMULATION_ID}={text!r} is out of range [0, 2**64)")
+    return int(significant)
 
 
 def check_time_step(value: Any) -> int:
@@ -349,9 +359,10 @@ def check_parameters(parameters: Mapping[str, float] | None) -> Parameters:
         text = os.environ[ENV_PARAMETERS]
         try:
             parameters = json.loads(text)
-        except json.JSONDecodeError as exc:  # where, as the C client says it
+        except json.JSONDecodeError as exc:  # (the C client's words: json_scan.h)
+            why = exc.msg.removesuffix(" at")  # ("Unterminated string starting at")
             raise ValueError(
-                f"{ENV_PARAMETERS} is not valid JSON ({exc.msg} at character {exc.pos}): "
+                f"{ENV_PARAMETERS} is not valid JSON ({why} at character {exc.pos}): "
                 f"{text!r}; give an object of name -> number, e.g. '{{\"k\": 0.5}}'"
             ) from None
         if not isinstance(parameters, dict):

@@ -90,3 +90,7 @@ def test_a_revived_simulation_is_a_new_attempt_on_rank_0() -> None:
     rank0.hello(hello(X))  # its restart: attempt 2, failed afresh if it sends NaN again
     assert rank0.nonfinite.attempt(X) == 2 and not rank0.nonfinite.failed_now(X)
     assert sum(rank0.rejected.values()) == 0
+    for sid in (9, 10, 11):  # puts after it: the revived ledger is archived again, and
+        run(rank0, sid, range(4))  # its HELLO counts per client rank dropped with it
+    assert X in rank0.archive and X not in rank0.nonfinite._hellos
+    assert rank0.nonfinite.attempt(X) == 2  # (kept: a hand-off, the study's end read it)

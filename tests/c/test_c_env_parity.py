@@ -1,21 +1,24 @@
 """The simulation id, the parameters and the serving variables read from the
 environment are taken or refused alike by the C client (clients/c/src/env.c, serve.c,
 json_scan.c) and the Python client (client/config.py ``check_simulation_id``,
-``check_parameters``; client/predict_endpoint.py), in the same words: the same values
-run through both, their verdicts and messages compared.
+client/parameters.py ``check_parameters``; client/predict_endpoint.py), in the same
+words: the same values run through both, their verdicts and messages compared.
 
 The rules: ``MELISSA_TRAINER_SIMULATION_ID``, after ``str.strip``, is ASCII digits 0-9
 only, below 2**64 (refused naming the variable and its value's repr); a
 ``MELISSA_TRAINER_PARAMETERS`` that is not JSON says where (Python's json.loads reason, a
-position in characters), shows the value and gives an example; a serving variable blank
-to ``str.strip`` is unset.
+position in characters), shows the value and gives an example; each of its values must
+be a JSON number, finite; a serving variable blank to ``str.strip`` is unset.
 
 Before (hcpar): Python took ``1_000``, ``+7``, ``-0``, other scripts' digits (``int``) and
 C took ``+7`` and ``-0`` but not the others; an id out of range was said in two ways
 ("simulation id N from ..." in C); C said "expected a string key at character 1" where
 Python said "Expecting property name enclosed in double quotes at character 1: '...';
 give an object ..." (C: no value, no example, positions in bytes, "1." refused as an
-invalid number where Python expects a ','); a ``MELISSA_TRAINER_SERVE_ENDPOINTS`` or
+invalid number where Python expects a ','); Python took a parameter "0.5" or true
+(``float``) that C refused, and named neither the variable nor, as C did, a JSON null or
+array (``None``, ``[1, 2]``); an integer literal past a double's range was Python's raw
+OverflowError (C: inf is not finite); a ``MELISSA_TRAINER_SERVE_ENDPOINTS`` or
 ``MELISSA_TRAINER_RENDEZVOUS`` of Unicode blanks (U+3000, a no-break space) was blank to
 Python and a value to C (an endpoint '' refused, a directory waited for)."""
 
@@ -92,6 +95,24 @@ NOT_JSON = [
     ("array", "[1, 2]"),
     ("string", '"x"'),
     ("taken", ' {"a": 1, "b": -2.5e-3} '),
+]
+#: (name, MELISSA_TRAINER_PARAMETERS): valid JSON objects, judged value by value
+VALUES = [
+    ("number", '{"a": 0.5}'),
+    ("integer", '{"a": -3}'),
+    ("same-name-twice", '{"a": 1, "a": 2}'),
+    ("integer-past-a-double", '{"a": ' + "9" * 400 + "}"),
+    ("string-of-a-number", '{"a": "0.5"}'),
+    ("true", '{"a": true}'),
+    ("false", '{"a": false}'),
+    ("null", '{"a": null}'),
+    ("array", '{"a": [1, 2]}'),
+    ("object", '{"a": {"b": 1}}'),
+    ("nan", '{"a": NaN}'),
+    ("minus-infinity", '{"a": -Infinity}'),
+    ("too-large", '{"a": 1e400}'),
+    ("quote-in-name", '{"it\'s": "x"}'),
+    ("escapes", '{"a\\n": "\\u00e9\\t"}'),
 ]
 #: the Python Predictor's words with the C API's
 C_NAMES = [("pass endpoint=", "call mt_set_serve_endpoints")]
@@ -186,6 +207,31 @@ def test_the_parameters_are_judged_alike(
     python = python_start()
     assert c_start(script_exe, tmp_path, env) == python
     assert python[0] == (value == NOT_JSON[-1][1]), python
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("value", [v for _, v in VALUES], ids=[n for n, _ in VALUES])
+def test_the_parameters_values_are_judged_alike(
+    script_exe: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    by_hand: None,
+    value: str,
+) -> None:
+    """(a parameter ``a`` taken: its value as both read it)"""
+    env = {ID: "3", "MELISSA_TRAINER_ENDPOINTS": OK, PARAMETERS: value}
+    for name, v in env.items():
+        monkeypatch.setenv(name, v)
+    try:
+        client = Client(FIELDS, tuning=ClientTuning(failed_close_timeout=0))
+    except ValueError as error:
+        python = (False, str(error))
+    else:
+        client.close(bye=False)
+        python = (True, f"{client.parameters['a']:.17g}")
+    got = run_script(script_exe, "field u 1 1 4\nstart\nget a\nabort\n", tmp_path, env)
+    c = (False, got[2][1]) if got[2][0] != 0 else (True, got[-3][1])
+    assert c == python
 
 
 @pytest.mark.timeout(60)

@@ -99,7 +99,7 @@ static mt_status resolve_parameters(mt_client *c) {
     if (!mt_json_object(value, &m, &n, err, sizeof err)) {
         if (value[strspn(value, " \t\r\n")] != '{' && mt_json_valid(value))
             return mt_fail(c, MT_EENV, ENV_PARAMETERS " must be a JSON object of name -> number");
-        char *shown = mt_py_repr(value); /* (client/config.py check_parameters' words) */
+        char *shown = mt_py_repr(value); /* (client/parameters.py _from_env's words) */
         mt_status st = shown == NULL ? mt_fail(c, MT_ENOMEM, "out of memory")
                      : mt_fail(c, MT_EENV, ENV_PARAMETERS " is not valid JSON (%s): %s; give "
                                            "an object of name -> number, e.g. '{\"k\": 0.5}'",
@@ -109,15 +109,26 @@ static mt_status resolve_parameters(mt_client *c) {
     }
     mt_status st = MT_OK;
     for (size_t i = 0; i < n && st == MT_OK; ++i) {
-        if (m[i].kind != MT_JSON_NUMBER)
-            st = mt_fail(c, MT_EENV, ENV_PARAMETERS ": parameter '%s': %s%s%s is not a number",
-                         m[i].key, m[i].kind == MT_JSON_STRING ? "'" : "", m[i].string,
-                         m[i].kind == MT_JSON_STRING ? "'" : "");
-        else if (!isfinite(m[i].number))
-            st = mt_fail(c, MT_EENV, ENV_PARAMETERS ": parameter '%s': %s is not finite",
-                         m[i].key, m[i].number > 0 ? "inf" : m[i].number < 0 ? "-inf" : "nan");
-        else
+        if (m[i].kind == MT_JSON_NUMBER && isfinite(m[i].number)) {
             st = mt_set_parameter(c, m[i].key, m[i].number);
+            continue;
+        }
+        /* (client/parameters.py _from_env's words: the name and a string as Python's
+         * repr, an array or an object named, true, false and null as they are) */
+        char *key = mt_py_repr(m[i].key), *text = NULL;
+        const char *shown = m[i].string;
+        if (m[i].kind == MT_JSON_STRING) shown = text = mt_py_repr(m[i].string);
+        else if (m[i].kind == MT_JSON_OTHER && m[i].string[0] == '[') shown = "an array";
+        else if (m[i].kind == MT_JSON_OTHER && m[i].string[0] == '{') shown = "an object";
+        if (key == NULL || (shown == NULL && m[i].kind != MT_JSON_NUMBER))
+            st = mt_fail(c, MT_ENOMEM, "out of memory");
+        else if (m[i].kind != MT_JSON_NUMBER)
+            st = mt_fail(c, MT_EENV, ENV_PARAMETERS ": parameter %s: %s is not a number", key,
+                         shown);
+        else
+            st = mt_fail(c, MT_EENV, ENV_PARAMETERS ": parameter %s: %s is not finite", key,
+                         m[i].number > 0 ? "inf" : m[i].number < 0 ? "-inf" : "nan");
+        free(key), free(text);
     }
     mt_json_free(m, n);
     c->params_set = false; /* (read from the environment, not set) */

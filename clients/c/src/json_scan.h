@@ -14,7 +14,7 @@ typedef struct mt_json_parser {
 } mt_json_parser;
 
 /* Python's json.loads's words (JSONDecodeError.msg; a trailing " at" dropped, as
- * client/config.py check_parameters drops it) */
+ * client/parameters.py _from_env drops it) */
 #define MT_JSON_NO_VALUE "Expecting value"
 #define MT_JSON_NO_KEY "Expecting property name enclosed in double quotes"
 #define MT_JSON_NO_COLON "Expecting ':' delimiter"

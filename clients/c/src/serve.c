@@ -231,12 +231,11 @@ static int read_serving(const char *dir, uint64_t sim, const char *run_id, mt_se
     return 0;
 }
 
-/* The variable `name` stripped as Python's str.strip strips (mt_py_strip: also \x1c-\x1f,
- * U+0085, the no-break and other Unicode spaces), as a new string in *out; NULL when it is
- * unset or blank (predict_endpoint.py reads os.environ.get(name, "").strip()). False: no
- * memory. */
-static bool env_stripped(const char *name, char **out) {
-    const char *v = getenv(name);
+/* A variable's value `v` stripped as Python's str.strip strips (mt_py_strip: also
+ * \x1c-\x1f, U+0085, the no-break and other Unicode spaces), as a new string in *out;
+ * NULL when it is unset or blank (predict_endpoint.py reads os.environ.get(name,
+ * "").strip()). False: no memory. */
+static bool env_stripped(const char *v, char **out) {
     *out = v != NULL ? mt_py_strip(v) : NULL;
     if (v != NULL && *out == NULL) return false;
     if (*out != NULL && **out == '\0') {
@@ -273,7 +272,7 @@ mt_status mt_serve_resolve(mt_client *c, double deadline, double timeout, mt_ser
     memset(out, 0, sizeof *out);
     char *stripped = NULL;
     if (c->serve_endpoints_arg != NULL) return mt_serve_given(c, c->serve_endpoints_arg, out);
-    if (!env_stripped(ENV_SERVE, &stripped)) return mt_fail(c, MT_ENOMEM, "out of memory");
+    if (!env_stripped(getenv(ENV_SERVE), &stripped)) return mt_fail(c, MT_ENOMEM, "out of memory");
     if (stripped != NULL) { /* (serve_given.c; its items stripped there, as Python's) */
         mt_status given = mt_serve_given(c, stripped, out);
         free(stripped);
@@ -281,7 +280,8 @@ mt_status mt_serve_resolve(mt_client *c, double deadline, double timeout, mt_ser
     }
     const char *dir = c->rendezvous_dir;
     if (dir == NULL) {
-        if (!env_stripped(ENV_RENDEZVOUS, &stripped)) return mt_fail(c, MT_ENOMEM, "out of memory");
+        if (!env_stripped(getenv(ENV_RENDEZVOUS), &stripped))
+            return mt_fail(c, MT_ENOMEM, "out of memory");
         dir = stripped;
     }
     if (dir == NULL)

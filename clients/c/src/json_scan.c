@@ -169,11 +169,13 @@ bool mt_json_number(mt_json_parser *p, double *out, bool *integer) {
         ++n;
         while (s[n] >= '0' && s[n] <= '9') ++n;
     }
-    size_t sign = s[n + 1] == '+' || s[n + 1] == '-';
-    if ((s[n] == 'e' || s[n] == 'E') && s[n + 1 + sign] >= '0' && s[n + 1 + sign] <= '9') {
-        *integer = false;
-        n += 1 + sign;
-        while (s[n] >= '0' && s[n] <= '9') ++n;
+    if (s[n] == 'e' || s[n] == 'E') { /* (read past s[n] only when it is no NUL) */
+        size_t sign = s[n + 1] == '+' || s[n + 1] == '-';
+        if (s[n + 1 + sign] >= '0' && s[n + 1 + sign] <= '9') {
+            *integer = false;
+            n += 1 + sign;
+            while (s[n] >= '0' && s[n] <= '9') ++n;
+        }
     }
     char tmp[64];
     if (n >= sizeof tmp) { /* a long literal: strtod reads it in place */

@@ -8,16 +8,20 @@ only (through `protocol` and `endpoints`): no torch."""
 
 from __future__ import annotations
 
-import json
-import math
 import operator
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from melissa_trainer import wire as protocol
 from melissa_trainer.client.endpoint_form import RECEIVER_FORM, endpoint_fault
 from melissa_trainer.client.env_names import unknown_note
+from melissa_trainer.client.parameters import (
+    ENV_PARAMETERS,
+    Parameters,
+    UnknownParameterError,
+    check_parameters,
+)
 from melissa_trainer.client.rendezvous_words import missing_note, waiting_notice
 from melissa_trainer.client.server_key import check_server_key, z85_fault
 from melissa_trainer.client.tuning import (
@@ -80,8 +84,6 @@ ENV_ENDPOINTS = "MELISSA_TRAINER_ENDPOINTS"
 ENV_KEY = "MELISSA_TRAINER_KEY"
 #: A directory holding one `rank_{r}.json` per receiver (used when ENDPOINTS is unset).
 ENV_RENDEZVOUS = "MELISSA_TRAINER_RENDEZVOUS"
-#: The simulation's parameters, a JSON object of name -> number (set by the launcher).
-ENV_PARAMETERS = "MELISSA_TRAINER_PARAMETERS"
 #: The run the simulation belongs to (set by the launcher to its trainer's run id).
 ENV_RUN_ID = "MELISSA_TRAINER_RUN_ID"
 
@@ -273,21 +275,31 @@ def resolve_run_id(
 
 
 def check_simulation_id(value: Any) -> int:
-    """`value`, else `$MELISSA_TRAINER_SIMULATION_ID`, as a u64."""
-    source = "simulation_id"
-    if value is None:
-        value = os.environ.get(ENV_SIMULATION_ID)
-        source = ENV_SIMULATION_ID
-        if value is None:
-            raise ValueError(
-                f"no simulation id: pass simulation_id=, or set {ENV_SIMULATION_ID}"
-                f"{_but(unknown_note())}"
-            )
-        try:
-            value = int(value.strip())
-        except ValueError:
-            raise ValueError(f"{ENV_SIMULATION_ID}={value!r} is not an integer") from None
-    return _u64(source, value)
+    """`value`, else `$MELISSA_TRAINER_SIMULATION_ID`, as a u64.
+
+    The variable's rule (the C client's, clients/c/src/env.c resolve_id, word for word):
+    after `str.strip`, ASCII digits 0-9 only, below 2**64. No sign, no ``_``, no other
+    script's digits (all of which `int` takes): a launcher writes plain digits, and
+    anything else is a typo or another tool's value, refused naming the variable and
+    its value (its repr: what was there, blanks included)."""
+    if value is not None:
+        return _u64("simulation_id", value)
+    text = os.environ.get(ENV_SIMULATION_ID)
+    if text is None:
+        raise ValueError(
+            f"no simulation id: pass simulation_id=, or set {ENV_SIMULATION_ID}"
+            f"{_but(unknown_note())}"
+        )
+    digits = text.strip()
+    if not (digits.isascii() and digits.isdigit()):
+        raise ValueError(
+            f"{ENV_SIMULATION_ID}={text!r} is not a simulation id: give a whole number "
+            f"in ASCII digits 0-9, e.g. {ENV_SIMULATION_ID}=42"
+        )
+    significant = digits.lstrip("0") or "0"  # (int's 4300-digit limit: zeros aside)
+    if len(significant) > 20 or int(significant) >= protocol.U64_LIMIT:
+        raise ValueError(f"{ENV_SIMULATION_ID}={text!r} is out of range [0, 2**64)")
+    return int(significant)
 
 
 def check_time_step(value: Any) -> int:
@@ -306,65 +318,3 @@ def _u64(name: str, value: Any) -> int:
     if not 0 <= number < protocol.U64_LIMIT:
         raise ValueError(f"{name}={number} is out of range [0, 2**64)")
     return number
-
-
-class UnknownParameterError(KeyError):
-    """A simulation asked for a parameter it was not given; the message lists those it
-    was given and where they come from (a `KeyError`, as a dict's missing key is)."""
-
-    def __str__(self) -> str:  # KeyError would quote the whole message
-        return str(self.args[0])
-
-
-class Parameters(dict[str, float]):
-    """A simulation's parameters (`Client.parameters`): a dict whose missing key is an
-    `UnknownParameterError` naming the known parameters, not a bare ``KeyError``.
-
-    Attributes:
-        origin: where they came from (for the message).
-    """
-
-    def __init__(self, values: dict[str, float], origin: str) -> None:
-        super().__init__(values)
-        self.origin = origin
-
-    def __missing__(self, key: str) -> float:
-        if self:
-            known = f"its parameters are {sorted(self)} ({self.origin})"
-        else:
-            known = (
-                f"it has none: no {ENV_PARAMETERS} in its environment (a simulation started "
-                f"by hand?); start it through the trainer's launcher, or give them: "
-                f"{ENV_PARAMETERS}='{{\"{key}\": 0.5}}' or Client(parameters={{{key!r}: 0.5}})"
-            )
-        raise UnknownParameterError(f"this simulation has no parameter {key!r}: {known}")
-
-
-def check_parameters(parameters: Mapping[str, float] | None) -> Parameters:
-    """`parameters`, else the JSON object in `$MELISSA_TRAINER_PARAMETERS`, else none:
-    string names, finite float values, in the given order."""
-    origin = "given to the Client"
-    if parameters is None and os.environ.get(ENV_PARAMETERS, "").strip():
-        origin = f"from {ENV_PARAMETERS}, set by the launcher"
-        text = os.environ[ENV_PARAMETERS]
-        try:
-            parameters = json.loads(text)
-        except json.JSONDecodeError as exc:  # where, as the C client says it
-            raise ValueError(
-                f"{ENV_PARAMETERS} is not valid JSON ({exc.msg} at character {exc.pos}): "
-                f"{text!r}; give an object of name -> number, e.g. '{{\"k\": 0.5}}'"
-            ) from None
-        if not isinstance(parameters, dict):
-            raise ValueError(f"{ENV_PARAMETERS} must be a JSON object of name -> number")
-    out: dict[str, float] = {}
-    for key, value in (parameters or {}).items():
-        if not isinstance(key, str):
-            raise ValueError(f"parameter names must be strings, not {key!r}")
-        try:
-            number = float(value)
-        except (TypeError, ValueError):
-            raise ValueError(f"parameter {key!r}: {value!r} is not a number") from None
-        if not math.isfinite(number):
-            raise ValueError(f"parameter {key!r}: {number} is not finite")
-        out[key] = number
-    return Parameters(out, origin)

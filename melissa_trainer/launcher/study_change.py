@@ -32,7 +32,8 @@ model is loaded):
   failed, their ids not reused; the data of theirs already trained on stays in the
   model (it cannot be taken back).
 * **The simulation command, and the launcher's `env`** (`program_of`: the command's
-  tokens, placeholders unfilled, or a callable's name; the variables of `env`, each
+  tokens, placeholders unfilled, or a callable's name and a digest of its code,
+  `program_code`; the variables of `env`, each
   value as a digest, so that no secret is written to the checkpoint) may change, with
   a warning (`program_change`) naming the change, old -> new, and what it means: the
   simulations that run again (interrupted) and those still to run use the new
@@ -58,6 +59,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from melissa_trainer.common.words import plural
+from melissa_trainer.launcher.program_code import code_digest
 from melissa_trainer.launcher.samplers import Sampler
 from melissa_trainer.launcher.simulation_record import SavedStudy, read_saved
 
@@ -97,14 +99,16 @@ def program_of(
 ) -> dict[str, Any]:
     """What the launcher's jobs run, for its state (`program_change` compares them): the
     command's tokens (a str split as the launcher splits it), or ``callable
-    MODULE.NAME``; and `env`'s variables, each value as a sha256 digest (a checkpoint
-    holds no secret passed in the environment, yet a changed value is seen)."""
+    MODULE.NAME`` and a digest of its code (`program_code.code_digest`, None where it
+    has none to read); and `env`'s variables, each value as a sha256 digest (a
+    checkpoint holds no secret passed in the environment, yet a changed value is
+    seen)."""
+    digests = {k: hashlib.sha256(v.encode()).hexdigest()[:16] for k, v in sorted(env.items())}
     if callable(simulation):
         name = getattr(simulation, "__qualname__", type(simulation).__qualname__)
         command = [f"callable {getattr(simulation, '__module__', '?')}.{name}"]
-    else:
-        command = shlex.split(simulation) if isinstance(simulation, str) else list(simulation)
-    digests = {k: hashlib.sha256(v.encode()).hexdigest()[:16] for k, v in sorted(env.items())}
+        return {"command": command, "code": code_digest(simulation), "env": digests}
+    command = shlex.split(simulation) if isinstance(simulation, str) else list(simulation)
     return {"command": command, "env": digests}
 
 
@@ -119,6 +123,10 @@ def program_change(saved: Any, mine: Mapping[str, Any], finished: int) -> str | 
     old, new = saved.get("command"), mine.get("command")
     if isinstance(old, list) and isinstance(new, list) and old != new:
         changes.append(f"the simulation command changed: {_token_change(old, new)}")
+    old_code, new_code = saved.get("code"), mine.get("code")
+    codes = isinstance(old_code, str) and isinstance(new_code, str)
+    if isinstance(new, list) and old == new and codes and old_code != new_code:
+        changes.append(f"the code of the simulation {new[0]} changed")  # (its name's)
     old_env, new_env = saved.get("env"), mine.get("env")
     if isinstance(old_env, Mapping) and isinstance(new_env, Mapping) and old_env != new_env:
         added = sorted(set(new_env) - set(old_env))

@@ -20,8 +20,9 @@ Contract:
 * A DATA of an archived simulation is a duplicate. A HELLO of one (the simulation runs
   again after a resume because another rank lacked its data) `revive`\\ s its ledger from
   that HELLO, finished, with steps ``0 .. n-1`` done: it then behaves exactly as a
-  ledger never archived (duplicates counted, its messages are the launcher's
-  heartbeat), and is archived again later.
+  ledger never archived (the HELLO takes the path of any HELLO of a known ledger, its
+  attempt counted by the `NonFiniteGuard`; duplicates counted, its messages are the
+  launcher's heartbeat), and is archived again later.
 * Not thread-safe: used by the ingester alone (like `Ingest`).
 """
 

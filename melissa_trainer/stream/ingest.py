@@ -266,10 +266,9 @@ class Ingest(IngestState):
             if sid in self.sims and not self.sims[sid].finished:  # (the launcher fails it
                 self.refused.append((sid, why))  # with these words: it cannot complete)
             return self.reject("hello_mismatch", sid, why)
-        if sid in self.archive:  # runs again (resumed): a ledger, finished, as before
-            self.sims[sid] = self.archive.revive(hello)
-            self.archive.finished(sid, self.marked)
-            return None
+        if sid in self.archive:  # runs again (resumed): a ledger, finished, as before,
+            self.sims[sid] = self.archive.revive(hello)  # then the path of any HELLO of
+            self.archive.finished(sid, self.marked)  # a known ledger (its attempt counted)
         sim = self.sims.get(sid)
         why = None if sim is not None else self.schema.admit(hello.fields, list(hello.parameters))
         if why is not None:

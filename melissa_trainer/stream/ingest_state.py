@@ -272,6 +272,7 @@ class IngestState:
             sim = self.sims.get(sid)
             if sim is not None and self.archive.take(sim):
                 del self.sims[sid]
+                self.nonfinite.finished(sid)  # (a revived one's HELLO counts: `hello`)
 
     def check_expected(self) -> None:
         ended = self.simulations_finished + len(self.abandoned)

@@ -275,13 +275,13 @@ def test_close_says_when_queued_messages_were_not_delivered(
         (
             {"MELISSA_TRAINER_SIMULATION_ID": "x1"},
             6,
-            "MELISSA_TRAINER_SIMULATION_ID='x1' is not an integer",
+            "MELISSA_TRAINER_SIMULATION_ID='x1' is not a simulation id: give a whole number "
+            "in ASCII digits 0-9, e.g. MELISSA_TRAINER_SIMULATION_ID=42",
         ),
         (
             {"MELISSA_TRAINER_SIMULATION_ID": "18446744073709551616"},
             6,
-            "simulation id "
-            "18446744073709551616 from MELISSA_TRAINER_SIMULATION_ID is out of range [0, 2**64)",
+            "MELISSA_TRAINER_SIMULATION_ID='18446744073709551616' is out of range [0, 2**64)",
         ),
         (
             {"MELISSA_TRAINER_SIMULATION_ID": "3"},
@@ -304,7 +304,9 @@ def test_close_says_when_queued_messages_were_not_delivered(
         (
             {"MELISSA_TRAINER_SIMULATION_ID": "3", "MELISSA_TRAINER_PARAMETERS": "{'a': 1}"},
             6,
-            "MELISSA_TRAINER_PARAMETERS is not valid JSON (expected a string key at character 1)",
+            "MELISSA_TRAINER_PARAMETERS is not valid JSON (Expecting property name enclosed in "
+            "double quotes at character 1): \"{'a': 1}\"; give an object of name -> number, "
+            "e.g. '{\"k\": 0.5}'",
         ),
         (
             {"MELISSA_TRAINER_SIMULATION_ID": "3", "MELISSA_TRAINER_PARAMETERS": '{"a": "x"}'},

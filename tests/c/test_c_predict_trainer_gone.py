@@ -157,14 +157,21 @@ def test_setting_the_same_serve_endpoints_at_every_step_keeps_the_backoff(
     c_predict: CPredict,
 ) -> None:
     """A solver that sets its serving endpoints before every request (they may change)
-    while the trainer is gone: the same endpoints again (blanks aside) do not end the
-    backoff. Before the fix each mt_set_serve_endpoints ended it, and every request
-    dialled (a socket and a monitor each, thousands a second)."""
+    while the trainer is gone: the same endpoints again (blanks aside, Python's
+    str.strip's: also U+3000 and the no-break space) do not end the backoff. Before the
+    fix each mt_set_serve_endpoints ended it, and every request dialled (a socket and a
+    monitor each, thousands a second); and (hcpar) a list wrapped in Unicode blanks was
+    taken for other endpoints (ASCII isspace), ending it every other request."""
     gone = dead_endpoint()
     with c_predict.script(sim=0, max_files=256) as script:
         first = script.line + 2
-        spelled = [f"serve {gone}", f"serve  {gone} "]  # (the same list, spaced otherwise)
-        asked = script.send(*[x for n in range(1000) for x in (spelled[n % 2], f"predict {LONG}")])
+        spelled = [  # (the same list, spaced otherwise)
+            f"serve {gone}",
+            f"serve  {gone} ",
+            f"serve \u3000{gone}\xa0",
+            f"serve {gone}\u2028",
+        ]
+        asked = script.send(*[x for n in range(1000) for x in (spelled[n % 4], f"predict {LONG}")])
         lines, _ = script.finish()
     assert all(lines[n][-1].split() == ["0"] for n in range(first - 1, asked, 2))
     assert_backoff_held([lines[n][-1] for n in range(first, asked + 1, 2)])

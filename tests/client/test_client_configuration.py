@@ -239,7 +239,9 @@ def test_missing_configuration(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(ValueError, match=ENV_SIMULATION_ID):
         Client(GOOD, endpoints="tcp://127.0.0.1:1")
     monkeypatch.setenv(ENV_SIMULATION_ID, "sim-3")
-    with pytest.raises(ValueError, match=f"{ENV_SIMULATION_ID}='sim-3' is not an integer"):
+    with pytest.raises(
+        ValueError, match=f"{ENV_SIMULATION_ID}='sim-3' is not a simulation id: give"
+    ):
         Client(GOOD, endpoints="tcp://127.0.0.1:1")
     monkeypatch.setenv(ENV_SIMULATION_ID, "3")
     for bad, match in (("{oops", "not valid JSON"), ("[1, 2]", "JSON object"), ('{"x": "a"}', "x")):

@@ -55,6 +55,10 @@ static bool py_blank(const char *s, bool *no_memory) {
     return empty;
 }
 
+/* The simulation id from $MELISSA_TRAINER_SIMULATION_ID unless set: after Python's
+ * str.strip (mt_py_strip), ASCII digits 0-9 only, below 2**64; else MT_EENV naming the
+ * variable and its value as Python's repr (client/config.py check_simulation_id: the same
+ * rule, the same words). */
 static mt_status resolve_id(mt_client *c) {
     if (c->id_set) return MT_OK;
     const char *value = getenv(ENV_ID);
@@ -65,25 +69,22 @@ static mt_status resolve_id(mt_client *c) {
         free(but);
         return st;
     }
-    char *s = mt_py_strip(value); /* (as Python's int(value.strip()) */
-    if (s == NULL) return mt_fail(c, MT_ENOMEM, "out of memory");
-    const char *d = s[0] == '+' ? s + 1 : s;
-    bool digits = *d != '\0';
-    for (const char *q = d; *q; ++q) digits = digits && *q >= '0' && *q <= '9';
+    char *s = mt_py_strip(value), *shown = mt_py_repr(value);
     mt_status st = MT_OK;
-    if (!digits && !(s[0] == '-' && s[1] >= '0' && s[1] <= '9')) {
-        st = mt_fail(c, MT_EENV, ENV_ID "='%s' is not an integer", value);
-    } else if (!digits) {
-        st = mt_fail(c, MT_EENV, "simulation id %s from " ENV_ID " is out of range [0, 2**64)", s);
+    if (s == NULL || shown == NULL) {
+        st = mt_fail(c, MT_ENOMEM, "out of memory");
+    } else if (*s == '\0' || s[strspn(s, "0123456789")] != '\0') {
+        st = mt_fail(c, MT_EENV, ENV_ID "=%s is not a simulation id: give a whole number in "
+                                 "ASCII digits 0-9, e.g. " ENV_ID "=42", shown);
     } else {
         errno = 0;
-        unsigned long long v = strtoull(d, NULL, 10);
+        unsigned long long v = strtoull(s, NULL, 10);
         if (errno == ERANGE)
-            st = mt_fail(c, MT_EENV, "simulation id %s from " ENV_ID " is out of range [0, 2**64)",
-                         d);
+            st = mt_fail(c, MT_EENV, ENV_ID "=%s is out of range [0, 2**64)", shown);
         c->simulation_id = (uint64_t)v;
     }
     free(s);
+    free(shown);
     return st;
 }
 
@@ -98,19 +99,36 @@ static mt_status resolve_parameters(mt_client *c) {
     if (!mt_json_object(value, &m, &n, err, sizeof err)) {
         if (value[strspn(value, " \t\r\n")] != '{' && mt_json_valid(value))
             return mt_fail(c, MT_EENV, ENV_PARAMETERS " must be a JSON object of name -> number");
-        return mt_fail(c, MT_EENV, ENV_PARAMETERS " is not valid JSON (%s)", err);
+        char *shown = mt_py_repr(value); /* (client/parameters.py _from_env's words) */
+        mt_status st = shown == NULL ? mt_fail(c, MT_ENOMEM, "out of memory")
+                     : mt_fail(c, MT_EENV, ENV_PARAMETERS " is not valid JSON (%s): %s; give "
+                                           "an object of name -> number, e.g. '{\"k\": 0.5}'",
+                               err, shown);
+        free(shown);
+        return st;
     }
     mt_status st = MT_OK;
     for (size_t i = 0; i < n && st == MT_OK; ++i) {
-        if (m[i].kind != MT_JSON_NUMBER)
-            st = mt_fail(c, MT_EENV, ENV_PARAMETERS ": parameter '%s': %s%s%s is not a number",
-                         m[i].key, m[i].kind == MT_JSON_STRING ? "'" : "", m[i].string,
-                         m[i].kind == MT_JSON_STRING ? "'" : "");
-        else if (!isfinite(m[i].number))
-            st = mt_fail(c, MT_EENV, ENV_PARAMETERS ": parameter '%s': %s is not finite",
-                         m[i].key, m[i].number > 0 ? "inf" : m[i].number < 0 ? "-inf" : "nan");
-        else
+        if (m[i].kind == MT_JSON_NUMBER && isfinite(m[i].number)) {
             st = mt_set_parameter(c, m[i].key, m[i].number);
+            continue;
+        }
+        /* (client/parameters.py _from_env's words: the name and a string as Python's
+         * repr, an array or an object named, true, false and null as they are) */
+        char *key = mt_py_repr(m[i].key), *text = NULL;
+        const char *shown = m[i].string;
+        if (m[i].kind == MT_JSON_STRING) shown = text = mt_py_repr(m[i].string);
+        else if (m[i].kind == MT_JSON_OTHER && m[i].string[0] == '[') shown = "an array";
+        else if (m[i].kind == MT_JSON_OTHER && m[i].string[0] == '{') shown = "an object";
+        if (key == NULL || (shown == NULL && m[i].kind != MT_JSON_NUMBER))
+            st = mt_fail(c, MT_ENOMEM, "out of memory");
+        else if (m[i].kind != MT_JSON_NUMBER)
+            st = mt_fail(c, MT_EENV, ENV_PARAMETERS ": parameter %s: %s is not a number", key,
+                         shown);
+        else
+            st = mt_fail(c, MT_EENV, ENV_PARAMETERS ": parameter %s: %s is not finite", key,
+                         m[i].number > 0 ? "inf" : m[i].number < 0 ? "-inf" : "nan");
+        free(key), free(text);
     }
     mt_json_free(m, n);
     c->params_set = false; /* (read from the environment, not set) */

@@ -26,7 +26,10 @@ bool mt_json_object(const char *text, mt_json_member **members, size_t *count, c
     *members = NULL;
     *count = 0;
     mt_json_skip_ws(&p);
-    if (text[p.i] != '{') return mt_json_fail(&p, "not a JSON object");
+    if (text[p.i] != '{') { /* (Python's reason if it is no JSON at all, as json.loads) */
+        return mt_json_check(text, err, err_size) ? mt_json_fail(&p, "not a JSON object")
+                                                  : false;
+    }
     ++p.i;
     mt_json_skip_ws(&p);
     bool ok = true;
@@ -36,7 +39,7 @@ bool mt_json_object(const char *text, mt_json_member **members, size_t *count, c
         for (;;) {
             mt_json_skip_ws(&p);
             if (text[p.i] != '"') {
-                ok = mt_json_fail(&p, "expected a string key");
+                ok = mt_json_fail(&p, MT_JSON_NO_KEY);
                 break;
             }
             if (n == cap) {
@@ -57,7 +60,7 @@ bool mt_json_object(const char *text, mt_json_member **members, size_t *count, c
             ++n;
             mt_json_skip_ws(&p);
             if (text[p.i] != ':') {
-                ok = mt_json_fail(&p, "expected ':'");
+                ok = mt_json_fail(&p, MT_JSON_NO_COLON);
                 break;
             }
             ++p.i;
@@ -98,13 +101,13 @@ bool mt_json_object(const char *text, mt_json_member **members, size_t *count, c
                 ++p.i;
                 break;
             }
-            ok = mt_json_fail(&p, "expected ',' or '}'");
+            ok = mt_json_fail(&p, MT_JSON_NO_COMMA);
             break;
         }
     }
     if (ok) {
         mt_json_skip_ws(&p);
-        if (text[p.i] != '\0') ok = mt_json_fail(&p, "extra data after the object");
+        if (text[p.i] != '\0') ok = mt_json_fail(&p, MT_JSON_EXTRA);
     }
     if (!ok) {
         mt_json_free(m, n);
@@ -115,12 +118,16 @@ bool mt_json_object(const char *text, mt_json_member **members, size_t *count, c
     return true;
 }
 
-bool mt_json_valid(const char *text) {
-    char err[80];
-    mt_json_parser p = {text, 0, err, sizeof err};
+bool mt_json_check(const char *text, char *err, size_t err_size) {
+    mt_json_parser p = {text, 0, err, err_size};
     if (!mt_json_skip_value(&p, 1)) return false;
     mt_json_skip_ws(&p);
-    return text[p.i] == '\0';
+    return text[p.i] == '\0' || mt_json_fail(&p, MT_JSON_EXTRA);
+}
+
+bool mt_json_valid(const char *text) {
+    char err[80];
+    return mt_json_check(text, err, sizeof err);
 }
 
 bool mt_json_array(const char *text, char ***items, size_t *count, char *err, size_t err_size) {
@@ -167,13 +174,13 @@ bool mt_json_array(const char *text, char ***items, size_t *count, char *err, si
                 ++p.i;
                 break;
             }
-            ok = mt_json_fail(&p, "expected ',' or ']'");
+            ok = mt_json_fail(&p, MT_JSON_NO_COMMA);
             break;
         }
     }
     if (ok) {
         mt_json_skip_ws(&p);
-        if (text[p.i] != '\0') ok = mt_json_fail(&p, "extra data after the array");
+        if (text[p.i] != '\0') ok = mt_json_fail(&p, MT_JSON_EXTRA);
     }
     if (!ok) {
         mt_json_array_free(out, n);

@@ -23,8 +23,10 @@ typedef struct mt_json_member {
 bool mt_json_object(const char *text, mt_json_member **members, size_t *n, char *err,
                     size_t err_size);
 void mt_json_free(mt_json_member *members, size_t n);
-/* True if `text` is one valid JSON value (of any kind). */
+/* True if `text` is one valid JSON value (of any kind); _check: else false with the
+ * reason in err (Python's json.loads's words, json_scan.h). */
 bool mt_json_valid(const char *text);
+bool mt_json_check(const char *text, char *err, size_t err_size);
 
 /* Split `text`, one JSON array, into the raw texts of its items (each NUL-terminated). */
 bool mt_json_array(const char *text, char ***items, size_t *n, char *err, size_t err_size);

@@ -78,7 +78,7 @@ static bool object_members(mt_json_parser *p, members *m, int depth) {
         mt_json_skip_ws(p);
         bool ok = p->s[p->i] == '"' && mt_json_string(p, &key);
         if (ok) mt_json_skip_ws(p);
-        if (ok && p->s[p->i] != ':') ok = mt_json_fail(p, "expected ':'");
+        if (ok && p->s[p->i] != ':') ok = mt_json_fail(p, MT_JSON_NO_COLON);
         if (ok) ++p->i;
         if (ok) ok = (value = repr_alone(p, depth + 1, &type)) != NULL;
         if (!ok) {
@@ -88,7 +88,7 @@ static bool object_members(mt_json_parser *p, members *m, int depth) {
         if (!put_member(m, key, value)) return mt_json_fail(p, "out of memory");
         mt_json_skip_ws(p);
         if (p->s[p->i] == ',') ++p->i;
-        else if (p->s[p->i] != '}') return mt_json_fail(p, "expected ',' or '}'");
+        else if (p->s[p->i] != '}') return mt_json_fail(p, MT_JSON_NO_COMMA);
     }
     ++p->i;
     return true;
@@ -146,7 +146,7 @@ static bool value_repr(mt_json_parser *p, mt_buf *out, int depth, const char **t
                 ++p->i;
                 mt_buf_puts(out, ", ");
             } else if (p->s[p->i] != ']') {
-                return mt_json_fail(p, "expected ',' or ']'");
+                return mt_json_fail(p, MT_JSON_NO_COMMA);
             }
         }
         ++p->i;

@@ -1,6 +1,8 @@
 /* json_scan.c: the JSON scanner under json.c's readers (RFC 8259): white space, a
  * string decoded to UTF-8, a number (and, like Python's json.loads, NaN, Infinity and
- * -Infinity), any value skipped. Declared in json_scan.h. */
+ * -Infinity), any value skipped. Declared in json_scan.h. Its failures are Python's
+ * json.loads's (JSONDecodeError's msg, a trailing " at" dropped, and pos), where Python
+ * has one: a MELISSA_TRAINER_PARAMETERS refused reads the same in both clients. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,9 +10,17 @@
 
 #include "json_scan.h"
 
-bool mt_json_fail(mt_json_parser *p, const char *what) {
-    snprintf(p->err, p->err_size, "%s at character %zu", what, p->i);
+/* (the position in characters, as Python's JSONDecodeError.pos counts them: the UTF-8
+ * bytes before `at` that begin one; a byte not UTF-8 is one, as surrogateescape reads it) */
+bool mt_json_fail_at(mt_json_parser *p, const char *what, size_t at) {
+    size_t chars = 0;
+    for (size_t k = 0; k < at; ++k) chars += ((unsigned char)p->s[k] & 0xC0) != 0x80;
+    snprintf(p->err, p->err_size, "%s at character %zu", what, chars);
     return false;
+}
+
+bool mt_json_fail(mt_json_parser *p, const char *what) {
+    return mt_json_fail_at(p, what, p->i);
 }
 
 void mt_json_skip_ws(mt_json_parser *p) {
@@ -59,17 +69,17 @@ static void put_utf8(mt_buf *b, uint32_t cp) {
 /* A string at p->i (the opening quote), decoded into a new NUL-terminated UTF-8 string. */
 bool mt_json_string(mt_json_parser *p, char **out) {
     mt_buf b = {0};
-    ++p->i;
+    size_t opening = p->i++; /* (where Python's "Unterminated string starting at" points) */
     for (;;) {
         unsigned char ch = (unsigned char)p->s[p->i];
         if (ch == '"') break;
         if (ch == '\0') {
             free(b.data);
-            return mt_json_fail(p, "unterminated string");
+            return mt_json_fail_at(p, MT_JSON_UNTERMINATED, opening);
         }
         if (ch < 0x20) {
             free(b.data);
-            return mt_json_fail(p, "control character in a string");
+            return mt_json_fail(p, "Invalid control character");
         }
         if (ch != '\\') {
             mt_buf_put(&b, &p->s[p->i++], 1);
@@ -92,14 +102,18 @@ bool mt_json_string(mt_json_parser *p, char **out) {
             p->i += 2;
             continue;
         }
+        if (e == '\0') { /* (a backslash last: the string never ends) */
+            free(b.data);
+            return mt_json_fail_at(p, MT_JSON_UNTERMINATED, opening);
+        }
         if (e != 'u') {
             free(b.data);
-            return mt_json_fail(p, "invalid escape");
+            return mt_json_fail(p, "Invalid \\escape");
         }
         int v = hex4(p->s + p->i + 2);
         if (v < 0) {
             free(b.data);
-            return mt_json_fail(p, "invalid \\u escape");
+            return mt_json_fail_at(p, "Invalid \\uXXXX escape", p->i + 1);
         }
         p->i += 6;
         uint32_t cp = (uint32_t)v;
@@ -147,19 +161,21 @@ bool mt_json_number(mt_json_parser *p, double *out, bool *integer) {
     if (s[n] == '-') ++n;
     if (s[n] == '0') ++n;
     else if (s[n] >= '1' && s[n] <= '9') while (s[n] >= '0' && s[n] <= '9') ++n;
-    else return mt_json_fail(p, "invalid value");
-    if (s[n] == '.') {
+    else return mt_json_fail(p, MT_JSON_NO_VALUE);
+    /* (a fraction or an exponent without digits is not part of the number, as in
+     * Python's NUMBER_RE: "1." is 1, then a '.' where a ',' was expected) */
+    if (s[n] == '.' && s[n + 1] >= '0' && s[n + 1] <= '9') {
         *integer = false;
         ++n;
-        if (!(s[n] >= '0' && s[n] <= '9')) return mt_json_fail(p, "invalid number");
         while (s[n] >= '0' && s[n] <= '9') ++n;
     }
-    if (s[n] == 'e' || s[n] == 'E') {
-        *integer = false;
-        ++n;
-        if (s[n] == '+' || s[n] == '-') ++n;
-        if (!(s[n] >= '0' && s[n] <= '9')) return mt_json_fail(p, "invalid number");
-        while (s[n] >= '0' && s[n] <= '9') ++n;
+    if (s[n] == 'e' || s[n] == 'E') { /* (read past s[n] only when it is no NUL) */
+        size_t sign = s[n + 1] == '+' || s[n + 1] == '-';
+        if (s[n + 1 + sign] >= '0' && s[n + 1 + sign] <= '9') {
+            *integer = false;
+            n += 1 + sign;
+            while (s[n] >= '0' && s[n] <= '9') ++n;
+        }
     }
     char tmp[64];
     if (n >= sizeof tmp) { /* a long literal: strtod reads it in place */
@@ -195,10 +211,10 @@ bool mt_json_skip_value(mt_json_parser *p, int depth) {
         for (;;) {
             if (ch == '{') {
                 mt_json_skip_ws(p);
-                if (p->s[p->i] != '"') return mt_json_fail(p, "expected a string key");
+                if (p->s[p->i] != '"') return mt_json_fail(p, MT_JSON_NO_KEY);
                 if (!mt_json_skip_value(p, depth + 1)) return false;
                 mt_json_skip_ws(p);
-                if (p->s[p->i] != ':') return mt_json_fail(p, "expected ':'");
+                if (p->s[p->i] != ':') return mt_json_fail(p, MT_JSON_NO_COLON);
                 ++p->i;
             }
             if (!mt_json_skip_value(p, depth + 1)) return false;
@@ -211,7 +227,7 @@ bool mt_json_skip_value(mt_json_parser *p, int depth) {
                 ++p->i;
                 return true;
             }
-            return mt_json_fail(p, "expected ',' or a closing bracket");
+            return mt_json_fail(p, MT_JSON_NO_COMMA);
         }
     }
     static const char *const words[] = {"true", "false", "null"};

@@ -13,8 +13,19 @@ typedef struct mt_json_parser {
     size_t err_size;
 } mt_json_parser;
 
-/* Record why it failed (at p->i); false. */
+/* Python's json.loads's words (JSONDecodeError.msg; a trailing " at" dropped, as
+ * client/parameters.py _from_env drops it) */
+#define MT_JSON_NO_VALUE "Expecting value"
+#define MT_JSON_NO_KEY "Expecting property name enclosed in double quotes"
+#define MT_JSON_NO_COLON "Expecting ':' delimiter"
+#define MT_JSON_NO_COMMA "Expecting ',' delimiter"
+#define MT_JSON_EXTRA "Extra data"
+#define MT_JSON_UNTERMINATED "Unterminated string starting"
+
+/* Record why it failed (at p->i; _at: at byte `at`), "<what> at character <n>", n
+ * counted in characters as Python counts them; false. */
 bool mt_json_fail(mt_json_parser *p, const char *what);
+bool mt_json_fail_at(mt_json_parser *p, const char *what, size_t at);
 /* Skip white space (space, tab, newline, carriage return). */
 void mt_json_skip_ws(mt_json_parser *p);
 /* A string at p->i (the opening quote), decoded into a new NUL-terminated UTF-8 string. */

@@ -8,7 +8,6 @@
  * a request fall back at once when the connection says the trainer is gone). Every
  * reply is validated before a byte reaches the caller's buffers. */
 #define _POSIX_C_SOURCE 200809L
-#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -48,16 +47,16 @@ void mt_predict_free(mt_client *c) {
 }
 
 /* Whether the comma-separated lists a and b name the same endpoints in the same order
- * (blanks around each aside: the lookup strips them). */
+ * (blanks around each aside, as Python's str.strip takes them off: mt_py_strip, the
+ * lookup's strip; out of memory: not the same, a new dial). */
 static bool same_endpoints(const char *a, const char *b) {
     for (;;) {
-        while (isspace((unsigned char)*a)) ++a;
-        while (isspace((unsigned char)*b)) ++b;
         size_t n = strcspn(a, ","), m = strcspn(b, ",");
-        size_t u = n, v = m;
-        while (u > 0 && isspace((unsigned char)a[u - 1])) --u;
-        while (v > 0 && isspace((unsigned char)b[v - 1])) --v;
-        if (u != v || strncmp(a, b, u) != 0) return false;
+        char *x = strndup(a, n), *y = strndup(b, m);
+        char *u = x != NULL ? mt_py_strip(x) : NULL, *v = y != NULL ? mt_py_strip(y) : NULL;
+        bool same = u != NULL && v != NULL && strcmp(u, v) == 0;
+        free(x), free(y), free(u), free(v);
+        if (!same) return false;
         if (a[n] == '\0' || b[m] == '\0') return a[n] == b[m];
         a += n + 1;
         b += m + 1;

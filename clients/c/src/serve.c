@@ -231,10 +231,18 @@ static int read_serving(const char *dir, uint64_t sim, const char *run_id, mt_se
     return 0;
 }
 
-static bool blank(const char *s) {
-    if (s == NULL) return true;
-    while (*s && isspace((unsigned char)*s)) ++s;
-    return *s == '\0';
+/* A variable's value `v` stripped as Python's str.strip strips (mt_py_strip: also
+ * \x1c-\x1f, U+0085, the no-break and other Unicode spaces), as a new string in *out;
+ * NULL when it is unset or blank (predict_endpoint.py reads os.environ.get(name,
+ * "").strip()). False: no memory. */
+static bool env_stripped(const char *v, char **out) {
+    *out = v != NULL ? mt_py_strip(v) : NULL;
+    if (v != NULL && *out == NULL) return false;
+    if (*out != NULL && **out == '\0') {
+        free(*out);
+        *out = NULL;
+    }
+    return true;
 }
 
 /* MT_OK unless the key of the serve file just read into `e` (from `dir`) is not a
@@ -262,18 +270,18 @@ static mt_status file_key(mt_client *c, const char *dir, mt_serve_entry *e) {
 
 mt_status mt_serve_resolve(mt_client *c, double deadline, double timeout, mt_serve_entry *out) {
     memset(out, 0, sizeof *out);
-    const char *listed = c->serve_endpoints_arg;
-    if (listed == NULL && !blank(getenv(ENV_SERVE))) listed = getenv(ENV_SERVE);
-    if (listed != NULL) return mt_serve_given(c, listed, out); /* (serve_given.c) */
-    const char *dir = c->rendezvous_dir;
     char *stripped = NULL;
-    if (dir == NULL && !blank(getenv(ENV_RENDEZVOUS))) {
-        const char *v = getenv(ENV_RENDEZVOUS);
-        while (isspace((unsigned char)*v)) ++v;
-        stripped = strdup(v);
-        if (stripped == NULL) return mt_fail(c, MT_ENOMEM, "out of memory");
-        for (size_t n = strlen(stripped); n > 0 && isspace((unsigned char)stripped[n - 1]); --n)
-            stripped[n - 1] = '\0';
+    if (c->serve_endpoints_arg != NULL) return mt_serve_given(c, c->serve_endpoints_arg, out);
+    if (!env_stripped(getenv(ENV_SERVE), &stripped)) return mt_fail(c, MT_ENOMEM, "out of memory");
+    if (stripped != NULL) { /* (serve_given.c; its items stripped there, as Python's) */
+        mt_status given = mt_serve_given(c, stripped, out);
+        free(stripped);
+        return given;
+    }
+    const char *dir = c->rendezvous_dir;
+    if (dir == NULL) {
+        if (!env_stripped(getenv(ENV_RENDEZVOUS), &stripped))
+            return mt_fail(c, MT_ENOMEM, "out of memory");
         dir = stripped;
     }
     if (dir == NULL)

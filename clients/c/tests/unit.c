@@ -60,6 +60,12 @@ static void test_json(void) {
         }
     }
     CHECK(mt_json_valid("[1, 2]") && !mt_json_valid("[1, 2"));
+    /* a number last in the text, its fraction or exponent cut (read up to the NUL, not
+     * past it: ASan), and Python's words and position in characters for the failures */
+    CHECK(mt_json_valid("1") && mt_json_valid("-1.5e+3") && !mt_json_valid("1e") &&
+          !mt_json_valid("1e+") && !mt_json_valid("1.") && !mt_json_valid("-"));
+    CHECK(!mt_json_object("{\"\xc3\xa9\": 1.}", &m, &n, err, sizeof err) &&
+          strcmp(err, "Expecting ',' delimiter at character 7") == 0);
 }
 
 static void test_json_array(void) {

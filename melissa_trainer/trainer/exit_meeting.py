@@ -23,6 +23,7 @@ SIGTERM harmless for `TERM_GRACE` s: the rank is exiting already, with its own s
 from __future__ import annotations
 
 import atexit
+import ctypes
 import datetime
 import logging
 import os
@@ -38,7 +39,7 @@ import torch.distributed as dist
 
 from melissa_trainer.core.wait_watch import WaitWatch
 
-__all__ = ["MEET_TIMEOUT", "TERM_GRACE", "hold_term", "meet"]
+__all__ = ["MEET_TIMEOUT", "TERM_GRACE", "hold_term", "holding", "meet", "said_dropped"]
 
 logger = logging.getLogger(__name__)
 
@@ -96,23 +97,38 @@ def _polled_barrier(timeout: float, device: Any) -> bool:
 
 def hold_term(grace: float = TERM_GRACE, clock: Callable[[], float] = time.monotonic) -> bool:
     """For `grace` s from now, a SIGTERM is taken for the launcher's, sent as another
-    rank exited first (module docstring): ignored, since this rank is exiting already
+    rank exited first (module docstring): dropped, since this rank is exiting already
     with its own status. After that, SIGTERM does what it did before (the handler found
     here runs; the default one ends the process). Only under torchrun (a
     ``TORCHELASTIC_RUN_ID`` in the environment: its agent is the sender) and in the main
-    thread (where Python installs handlers); returns whether it held. A process that
-    exits within the grace ignores SIGTERM from its `atexit` on: the interpreter's
-    finalization puts back the default handler of a signal that Python code handles,
-    and a SIGTERM there ended the rank (-15)."""
+    thread (where Python installs handlers); returns whether it held. Idempotent while
+    a hold is in place (`holding`).
+
+    At exit within the grace (`atexit`: the first handler to run), SIGTERM is ignored
+    at the C level until the grace ends: the interpreter's finalization, after the
+    `atexit` handlers, puts back the default handler of a signal that a Python function
+    handles (CPython's ``_PySignal_Fini``), and a SIGTERM there ended the rank (-15),
+    while it leaves an ignored one ignored. A daemon thread puts the default back at the
+    grace's end (a teardown that outlasts the grace ends on SIGTERM again); once the
+    finalization has begun no Python thread runs, so a C teardown begun within the grace
+    (a process group's) that hangs past it is ended by torchrun's SIGKILL, 30 s after
+    its SIGTERM. A SIGTERM dropped before exit is said once at the next `said_dropped`
+    (a handler must not log: it may interrupt a log record's write): at exit, or at a
+    new hold."""
+    global _held
     if "TORCHELASTIC_RUN_ID" not in os.environ:
         return False
     if threading.current_thread() is not threading.main_thread():
         return False
+    if holding():
+        return True
+    said_dropped()
     until = clock() + grace
     previous = signal.getsignal(signal.SIGTERM)
 
     def late(signum: int, frame: FrameType | None) -> None:
         if clock() < until:
+            _dropped[0] += 1
             return  # (no logging here: a handler may interrupt a log record's write)
         signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
         if callable(previous):
@@ -120,10 +136,48 @@ def hold_term(grace: float = TERM_GRACE, clock: Callable[[], float] = time.monot
         elif previous in (signal.SIG_DFL, None):
             os.kill(os.getpid(), signal.SIGTERM)
 
-    def exiting() -> None:  # (at exit, within the grace: ignored for the rest of it)
-        if clock() < until and signal.getsignal(signal.SIGTERM) is late:
+    def exiting() -> None:  # (at exit, within the grace: ignored until its end only)
+        said_dropped()
+        left = until - clock()
+        if left > 0 and signal.getsignal(signal.SIGTERM) is late:
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            threading.Thread(
+                target=_release, args=(left,), name="melissa-term-hold", daemon=True
+            ).start()
 
     signal.signal(signal.SIGTERM, late)
+    _held = late
     atexit.register(exiting)  # (registered last: the first to run at exit)
     return True
+
+
+def holding() -> bool:
+    """Whether a `hold_term` hold is SIGTERM's handler now (`PreemptionHandler.restore`
+    leaves SIGTERM to it)."""
+    return _held is not None and signal.getsignal(signal.SIGTERM) is _held
+
+
+def said_dropped() -> None:
+    """Say (at WARNING) that SIGTERMs were dropped by the hold, if any were since the
+    last call (at exit, and at a new hold); never from a signal handler."""
+    count, _dropped[0] = _dropped[0], 0
+    if count:
+        logger.warning(
+            "%d SIGTERM(s) ignored after the end of training (taken for the launcher's, "
+            "sent as another rank exited first: `exit_meeting.hold_term`)",
+            count,
+        )
+
+
+_held: Callable[[int, FrameType | None], None] | None = None
+_dropped = [0]  # SIGTERMs dropped by a hold since the last `said_dropped`
+
+
+def _release(left: float) -> None:
+    """At the grace's end, SIGTERM's default action again (C level: the main thread may
+    be in a teardown; Python's `signal.signal` is for the main thread only)."""
+    time.sleep(left)
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.signal.restype = ctypes.c_void_p
+    libc.signal.argtypes = [ctypes.c_int, ctypes.c_void_p]
+    libc.signal(int(signal.SIGTERM), 0)  # (SIG_DFL)

@@ -38,7 +38,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Protocol
 
-__all__ = ["AGREEMENT_USUAL", "CHECKPOINT_USUAL", "DEFAULT_FIRST_WARNING", "RollCall", "WaitWatch"]
+__all__ = [
+    "AGREEMENT_USUAL",
+    "CHECKPOINT_USUAL",
+    "DEFAULT_FIRST_WARNING",
+    "GROUP_TIMEOUT_ENDS",
+    "RollCall",
+    "WaitWatch",
+]
 
 logger = logging.getLogger("melissa_trainer.core.wait_watch")
 
@@ -61,8 +68,12 @@ _WHAT_TO_DO = (
     "load on another rank. Every rank that waits says so: the late ones are those that do "
     "not; the ranks' processes in state T (`ps -o pid,stat,args`) are "
     "stopped (`kill -CONT PID` resumes one), a hung one's stack shows with `py-spy dump "
-    "--pid PID`. The wait ends with an error only at the process group's timeout (torch's "
-    "default 30 min; InitProcessGroupKwargs(timeout=...))"
+    "--pid PID`"
+)
+#: how a watched collective's wait ends if no rank comes (`WaitWatch`'s `ends` default)
+GROUP_TIMEOUT_ENDS = (
+    "The wait ends with an error only at the process group's timeout (torch's default "
+    "30 min; InitProcessGroupKwargs(timeout=...))"
 )
 
 
@@ -85,7 +96,11 @@ class WaitWatch:
     given, names the late ranks in the warnings (see the module docstring)."""
 
     def __init__(
-        self, rank: int, first: float = DEFAULT_FIRST_WARNING, roll: RollCall | None = None
+        self,
+        rank: int,
+        first: float = DEFAULT_FIRST_WARNING,
+        roll: RollCall | None = None,
+        ends: str = GROUP_TIMEOUT_ENDS,
     ) -> None:
         if not first > 0:
             raise ValueError(f"WaitWatch first={first!r}: give a number of seconds > 0")
@@ -98,6 +113,7 @@ class WaitWatch:
         self._warned = False  # the wait in progress was warned about
         self._thread: threading.Thread | None = None
         self.roll = roll
+        self.ends = ends  # how its waits end if no rank comes (a sentence: the warnings')
 
     @contextmanager
     def waiting(self, what: str, usual: str = AGREEMENT_USUAL) -> Iterator[None]:
@@ -122,16 +138,17 @@ class WaitWatch:
         if nested:
             yield
             return
+        ended = "ended with an error"  # (what the wait did, if it did not return)
         try:
             yield
+            ended = "arrived"
         finally:
             with self._lock:
                 warned, since = self._warned, self._since
                 self._what, self._warned = None, False
             if warned:
-                logger.warning(
-                    "rank %d: %s arrived after %.0f s", self.rank, what, time.monotonic() - since
-                )
+                waited = time.monotonic() - since
+                logger.warning("rank %d: %s %s after %.0f s", self.rank, what, ended, waited)
 
     def _watch(self) -> None:
         look = self.first / 4
@@ -165,13 +182,14 @@ class WaitWatch:
             ranks = f"rank{'s' if late and len(late) > 1 else ''} {', '.join(map(str, late or []))}"
             named = f" (likely late: {ranks})" if late else ""
             logger.warning(
-                "rank %d has waited %.0f s for %s: another rank%s has not reached it. %s; %s",
+                "rank %d has waited %.0f s for %s: another rank%s has not reached it. %s; %s. %s",
                 self.rank,
                 waited,
                 what,
                 named,
                 usual,
                 _WHAT_TO_DO,
+                self.ends,
             )
             while bound <= waited:
                 bound *= 2

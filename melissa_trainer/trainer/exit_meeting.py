@@ -39,13 +39,26 @@ import torch.distributed as dist
 
 from melissa_trainer.core.wait_watch import WaitWatch
 
-__all__ = ["MEET_TIMEOUT", "TERM_GRACE", "hold_term", "holding", "meet", "said_dropped"]
+__all__ = [
+    "MEET_TIMEOUT",
+    "MEET_USUAL",
+    "TERM_GRACE",
+    "hold_term",
+    "holding",
+    "meet",
+    "said_dropped",
+]
 
 logger = logging.getLogger(__name__)
 
 #: seconds a rank waits at the meeting for the others (their ends: a study stopping its
 #: simulations takes seconds, its `kill_grace` at most): then it exits without them
 MEET_TIMEOUT = 120.0
+#: the usual cause of a long wait at the meeting (`WaitWatch.waiting`'s `usual`)
+MEET_USUAL = (
+    "A rank still in its end (rank 0 stopping its simulations, a rank writing its lines "
+    "or its checkpoint) is the usual cause"
+)
 #: seconds after the meeting during which a SIGTERM is the launcher's, sent because
 #: another rank exited first: torchrun kills a rank that outlives it by 30 s with SIGKILL
 TERM_GRACE = 30.0
@@ -61,10 +74,11 @@ def meet(rank: int, why: str, timeout: float = MEET_TIMEOUT, device: Any = None)
     barrier's device off gloo (the current CUDA device by default)."""
     if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() < 2:
         return True
-    watch = WaitWatch(rank, first=min(60.0, timeout / 2))
+    ends = f"The meeting ends at {timeout:g} s: this rank then exits without them"
+    watch = WaitWatch(rank, first=min(60.0, timeout / 2), ends=ends)
     what = f"the other ranks at the end of training after {why} (their last meeting)"
     try:
-        with watch.waiting(what):
+        with watch.waiting(what, usual=MEET_USUAL):
             if dist.get_backend() == "gloo":
                 dist.monitored_barrier(timeout=datetime.timedelta(seconds=timeout))
                 return True
@@ -95,14 +109,23 @@ def _polled_barrier(timeout: float, device: Any) -> bool:
     return True
 
 
-def hold_term(grace: float = TERM_GRACE, clock: Callable[[], float] = time.monotonic) -> bool:
+_FOUND: Any = object()  # (`hold_term`'s `previous` default: the handler found)
+
+
+def hold_term(
+    grace: float = TERM_GRACE,
+    clock: Callable[[], float] = time.monotonic,
+    previous: Any = _FOUND,
+) -> bool:
     """For `grace` s from now, a SIGTERM is taken for the launcher's, sent as another
     rank exited first (module docstring): dropped, since this rank is exiting already
     with its own status. After that, SIGTERM does what it did before (the handler found
     here runs; the default one ends the process). Only under torchrun (a
     ``TORCHELASTIC_RUN_ID`` in the environment: its agent is the sender) and in the main
     thread (where Python installs handlers); returns whether it held. Idempotent while
-    a hold is in place (`holding`).
+    a hold is in place (`holding`). `previous`: the handler SIGTERM gets back after the
+    grace, when not the one found (the trainer's: installed before `PreemptionHandler`'s,
+    whose `restore` then leaves SIGTERM to the hold).
 
     At exit within the grace (`atexit`: the first handler to run), SIGTERM is ignored
     at the C level until the grace ends: the interpreter's finalization, after the
@@ -124,7 +147,8 @@ def hold_term(grace: float = TERM_GRACE, clock: Callable[[], float] = time.monot
         return True
     said_dropped()
     until = clock() + grace
-    previous = signal.getsignal(signal.SIGTERM)
+    if previous is _FOUND:
+        previous = signal.getsignal(signal.SIGTERM)
 
     def late(signum: int, frame: FrameType | None) -> None:
         if clock() < until:

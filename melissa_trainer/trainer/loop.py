@@ -370,12 +370,11 @@ class OnlineTrainer(TrainerSteps):
             finally:
                 # An end every rank agreed on: they meet once it is done (`exit_meeting`)
                 met = (preempted or failure.agreed) and self.stop_sync.distributed
-                if met:
-                    why = "a preemption" if preempted else "a source's failure"
-                    meet(self.process_index, why, device=self.accelerator.device)
+                if met:  # (a signal from now: the exit's words; the hold before restore)
+                    preemption.ending = "a preemption" if preempted else "a source's failure"
+                    meet(self.process_index, preemption.ending, device=self.accelerator.device)
+                    hold_term(previous=preemption.previous_term())  # (the launcher's SIGTERM)
                 preemption.restore()
-                if met:
-                    hold_term()  # (the launcher's SIGTERM as the first rank exits)
                 self._output_hold.release()  # the run is over: output_dir is free
         return state
 

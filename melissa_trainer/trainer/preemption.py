@@ -151,6 +151,14 @@ class PreemptionHandler:
         self._reader: socket.socket | None = None
         self._writer: socket.socket | None = None
         self._thread: threading.Thread | None = None
+        #: set once training has ended (the ranks' last meeting: `exit_meeting`), the
+        #: end's words ("a preemption"): a first signal then says the rank is exiting
+        self.ending = ""
+
+    def previous_term(self) -> Any:
+        """SIGTERM's handler before `install` (what `restore` puts back; None: one not
+        installed from Python), for a handler installed over this one (`hold_term`)."""
+        return self._previous.get(signal.SIGTERM, signal.getsignal(signal.SIGTERM))
 
     @property
     def signum(self) -> int:
@@ -221,6 +229,8 @@ class PreemptionHandler:
         if self._writer is None:
             return
         for sig, previous in self._previous.items():
+            if signal.getsignal(sig) != self._note:
+                continue  # (a handler installed over ours since, `hold_term`'s: it stays)
             # None: a handler not installed from Python; the default is the closest
             signal.signal(sig, signal.SIG_DFL if previous is None else previous)
         self._previous.clear()
@@ -259,7 +269,20 @@ class PreemptionHandler:
 
     def _on_signal(self, signum: int) -> None:
         name = signal.Signals(signum).name
-        if self._first_request(StopCause(signum)):
+        if self.ending:
+            if signal.getsignal(signum) != self._note:
+                return  # (another handler has it now, the exit's hold: not a request)
+            if self._first_request(StopCause(signum)):
+                logger.warning(
+                    "%s received after the end of training (%s): this rank is exiting, "
+                    "once the other ranks have met it (their last meeting); send it again, "
+                    "%g s or more from now, to exit at once",
+                    name,
+                    self.ending,
+                    self.repeat_window,
+                )
+                return
+        elif self._first_request(StopCause(signum)):
             logger.warning(
                 "%s received: stopping at the next stop synchronisation to write a "
                 "checkpoint (send it again, %g s or more from now, to exit at once without one)",

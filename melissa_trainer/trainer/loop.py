@@ -47,7 +47,7 @@ from melissa_trainer.trainer.ending import end_training, failed, stop_words
 from melissa_trainer.trainer.exit_meeting import hold_term, meet
 from melissa_trainer.trainer.losses import LossFn
 from melissa_trainer.trainer.preemption import Preempted, PreemptionHandler, StopCause
-from melissa_trainer.trainer.roll_call import launch_roll_call
+from melissa_trainer.trainer.roll_call import close_roll, launch_roll_call
 from melissa_trainer.trainer.setup import claim_output_dir, make_accelerator, make_rank_buffer
 from melissa_trainer.trainer.simulation_errors import check_best_metric
 from melissa_trainer.trainer.source_failure import SourceFailure
@@ -376,6 +376,7 @@ class OnlineTrainer(TrainerSteps):
                     hold_term(previous=preemption.previous_term())  # (the launcher's SIGTERM)
                 preemption.restore()
                 self._output_hold.release()  # the run is over: output_dir is free
+                close_roll(self.stop_sync.watch.roll)  # (its sockets: the next wait reopens)
         return state
 
     def _start_agreement(

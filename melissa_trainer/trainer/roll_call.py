@@ -4,10 +4,17 @@ held in a collective names the ranks likely late (`core.wait_watch.RollCall`).
 The store is ``accelerate launch``'s (torch elastic's agent ``TCPStore``,
 ``TORCHELASTIC_USE_AGENT_STORE``: `refusal_mark.launch_store`), hosted by the launcher,
 not by a rank: a stopped or hung rank does not stop it. Each rank keeps one counter,
-``melissa_trainer/wait_watch/<run>/<restart>/<rank>``, the number of the wait its watch
-saw last (raised with ``add``, read with ``add(key, 0)``: neither blocks on a key not yet
-written, as ``get`` does). Only the watch's thread talks to it, only while a wait lasts
-(a look of the watch that finds one in progress): never the training thread.
+``melissa_trainer/wait_watch/<run>/<restart>/<trainer>/<rank>``, the number of the wait
+its watch saw last (raised with ``add``). At its first connection a rank creates every
+rank's counter (``add(key, 0)``, which does not block on a key not yet written, as
+``get`` does), so that a warning reads them all in one request (``multi_get``). Only the
+watch's thread talks to it, only while a wait lasts (a look of the watch that finds one
+in progress): never the training thread, which only closes the connection (`close`, at
+the end of `train()`; the next wait connects again).
+
+``<trainer>`` tells the trainers of one process apart (a second trainer read the first
+one's counts): the number of roll calls made before for the same rank in this process,
+the same on every rank when each rank makes the same trainers, as a script does.
 
 Without such a store (``python train.py``, another launcher: rank 0 may host the
 process group's store, and a stopped rank 0 would hold a look at it) the trainer has no
@@ -19,14 +26,17 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
+from collections import Counter
 
 from melissa_trainer.trainer.refusal_mark import StoreLink, launch_store
 
-__all__ = ["StoreRollCall", "launch_roll_call"]
+__all__ = ["StoreRollCall", "close_roll", "launch_roll_call"]
 
 logger = logging.getLogger(__name__)
 
 _PREFIX = "melissa_trainer/wait_watch"
+_made: Counter[int] = Counter()  # roll calls made in this process, per rank (`<trainer>`)
 
 
 class StoreRollCall:
@@ -38,7 +48,9 @@ class StoreRollCall:
         run = os.environ.get("TORCHELASTIC_RUN_ID", "")
         # (a restart of the workers by the same agent, same store, must not read old counts)
         restart = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
-        self._prefix = f"{_PREFIX}/{run}/{restart}"
+        self._prefix = f"{_PREFIX}/{run}/{restart}/{_made[rank]}"
+        _made[rank] += 1
+        self._lock = threading.Lock()  # (the watch's thread uses the link, `close` drops it)
         self._link: StoreLink | None = None
         self._broken = False  # the store could not be reached: no roll call any more
         self._told = 0  # the count this rank's key holds
@@ -54,6 +66,13 @@ class StoreRollCall:
             if not isinstance(link, StoreLink):
                 self._stop(f"the launcher's store is {link or 'absent'}")
                 return None
+            try:  # every rank's counter, so that `late`'s multi_get finds them all
+                for r in range(self.world):
+                    link.store.add(self._key(r), 0)
+            except (RuntimeError, OSError) as exc:  # (torch's DistError is a RuntimeError)
+                link.close()
+                self._stop(f"{type(exc).__name__}: {exc}")
+                return None
             self._link = link
         if self._link.gone():
             self._stop("the launcher's store has gone")
@@ -65,26 +84,37 @@ class StoreRollCall:
         logger.info("rank %d's wait watch names no late rank any more: %s", self.rank, why)
 
     def arrived(self, wait: int) -> None:
-        link = self._store()
-        if link is None or wait <= self._told:
-            return
-        try:
-            link.store.add(self._key(self.rank), wait - self._told)
-        except (RuntimeError, OSError) as exc:  # (torch's DistError is a RuntimeError)
-            self._stop(f"{type(exc).__name__}: {exc}")
-            return
-        self._told = wait
+        with self._lock:
+            link = self._store()
+            if link is None or wait <= self._told:
+                return
+            try:
+                link.store.add(self._key(self.rank), wait - self._told)
+            except (RuntimeError, OSError) as exc:  # (torch's DistError is a RuntimeError)
+                self._stop(f"{type(exc).__name__}: {exc}")
+                return
+            self._told = wait
 
     def late(self, wait: int) -> list[int] | None:
-        link = self._store()
-        if link is None:
-            return None
-        try:
-            seen = [(r, int(link.store.add(self._key(r), 0))) for r in range(self.world)]
-        except (RuntimeError, OSError) as exc:
-            self._stop(f"{type(exc).__name__}: {exc}")
-            return None
-        return [r for r, at in seen if r != self.rank and at < wait]
+        with self._lock:
+            link = self._store()
+            if link is None:
+                return None
+            try:  # (one request: the counters exist, `_store` made them)
+                got = link.store.multi_get([self._key(r) for r in range(self.world)])
+                seen = [int(value) for value in got]
+            except (RuntimeError, OSError, ValueError) as exc:
+                self._stop(f"{type(exc).__name__}: {exc}")
+                return None
+        return [r for r, at in enumerate(seen) if r != self.rank and at < wait]
+
+    def close(self) -> None:
+        """Close the connection to the store (its two sockets), if any; the next use
+        connects again. From any thread."""
+        with self._lock:
+            link, self._link = self._link, None
+        if link is not None:
+            link.close()
 
 
 def launch_roll_call(rank: int, world: int) -> StoreRollCall | None:
@@ -94,3 +124,10 @@ def launch_roll_call(rank: int, world: int) -> StoreRollCall | None:
     if world <= 1 or os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True":
         return None
     return StoreRollCall(rank, world)
+
+
+def close_roll(roll: object) -> None:
+    """Close `roll`'s connection if it is a `StoreRollCall` (the trainer's, at the end of
+    `train()`: its two sockets are not kept while nothing waits)."""
+    if isinstance(roll, StoreRollCall):
+        roll.close()

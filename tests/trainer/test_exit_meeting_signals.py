@@ -91,3 +91,26 @@ def test_restore_gives_back_the_handlers_it_found() -> None:
     before = signal.getsignal(signal.SIGINT)
     PreemptionHandler(parent=None).install().restore()
     assert signal.getsignal(signal.SIGINT) is before
+
+
+@pytest.mark.timeout(60)
+def test_a_dropped_sigterm_is_said_later_once(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "test")
+    caplog.set_level(logging.WARNING, logger="melissa_trainer.trainer.exit_meeting")
+    before = signal.getsignal(signal.SIGTERM)
+    exit_meeting._dropped[0] = 0
+    try:
+        assert hold_term(grace=300.0) is True
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.1)  # (Python runs the handler at the next bytecode boundary)
+        exit_meeting.said_dropped()
+        exit_meeting.said_dropped()
+    finally:
+        signal.signal(signal.SIGTERM, before)
+    said = [r.getMessage() for r in caplog.records if "ignored after the end" in r.getMessage()]
+    assert said == [
+        "1 SIGTERM(s) ignored after the end of training (taken for the launcher's, sent as "
+        "another rank exited first: `exit_meeting.hold_term`)"
+    ]

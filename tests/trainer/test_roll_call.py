@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import datetime
 import logging
+from collections import Counter
 
 import pytest
 from torch.distributed import TCPStore
 
+from melissa_trainer.trainer import roll_call
 from melissa_trainer.trainer.roll_call import StoreRollCall, launch_roll_call
 
 
@@ -18,6 +20,8 @@ from melissa_trainer.trainer.roll_call import StoreRollCall, launch_roll_call
 def agent_store(monkeypatch: pytest.MonkeyPatch) -> dict[str, TCPStore]:
     """The store, in a dict that a test may empty (the store ends with its last reference)."""
     store = TCPStore("127.0.0.1", 0, None, True, timeout=datetime.timedelta(seconds=10))
+    # (the ranks here share one process: each test's count their trainers from 0)
+    monkeypatch.setattr(roll_call, "_made", Counter())
     monkeypatch.setenv("TORCHELASTIC_USE_AGENT_STORE", "True")
     monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
     monkeypatch.setenv("MASTER_PORT", str(store.port))

@@ -70,3 +70,35 @@ def test_a_sigterm_within_the_grace_at_exit_leaves_the_process_its_own_status() 
     finally:
         p.kill()
         p.wait()
+
+
+FINALIZING = r"""
+import os, signal, sys, time
+if sys.argv[1] == "hold":
+    os.environ["TORCHELASTIC_RUN_ID"] = "x"
+    from melissa_trainer.trainer.exit_meeting import hold_term
+    hold_term(grace=300.0)
+else:  # a handler of Python's own: finalization puts the default back
+    signal.signal(signal.SIGTERM, lambda *a: None)
+class AtFinalization:  # (a module global: its __del__ runs as the modules are finalized)
+    def __del__(self):
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.5)
+keep = AtFinalization()
+sys.exit(3)
+"""
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(("mode", "status"), [("plain", -signal.SIGTERM), ("hold", 3)])
+def test_a_sigterm_at_finalization_within_the_grace_is_ignored(mode: str, status: int) -> None:
+    """What the hold at exit is for: CPython's finalization gives a Python-handled SIGTERM
+    its default action back (the plain handler's process ends -15), the hold keeps the
+    process's own status."""
+    p = subprocess.run(
+        [sys.executable, "-c", FINALIZING, mode],
+        env={"PYTHONPATH": ROOT, "PATH": "/usr/bin:/bin"},
+        timeout=100,
+    )
+    assert p.returncode == status

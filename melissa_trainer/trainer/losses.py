@@ -168,4 +168,3 @@ class TrainerLosses:
         checkpoint saves and loads in place); None when the run tracks none."""
         tracker = self.hooks.get(SimulationLossTracker)
         return None if tracker is None else tracker.losses
-

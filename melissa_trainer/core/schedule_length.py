@@ -33,14 +33,11 @@ def steps_left(scheduler: Any | None) -> int | None:
     """How many more `step()` calls `scheduler` takes before it raises (0: the next
     raises), or None when it does not say (most schedulers never raise: `StepLR`,
     `CosineAnnealingLR` cycles, `LinearLR` holds its end; a `LambdaLR`'s function is
-    the user's). Known: `OneCycleLR` (``total_steps - last_epoch``: it raises once
-    ``last_epoch`` passes ``total_steps``), and a `ChainedScheduler` holding one (the
-    least of its schedulers', as it steps them all)."""
+    the user's; a `SequentialLR` or `ChainedScheduler` keeps its schedulers private).
+    Known: `OneCycleLR` (``total_steps - last_epoch``: it raises once ``last_epoch``
+    passes ``total_steps``)."""
     if isinstance(scheduler, torch.optim.lr_scheduler.OneCycleLR):
         return max(int(scheduler.total_steps) - int(scheduler.last_epoch), 0)
-    if isinstance(scheduler, torch.optim.lr_scheduler.ChainedScheduler):
-        known = [n for s in scheduler._schedulers if (n := steps_left(s)) is not None]
-        return min(known) if known else None
     return None
 
 
@@ -49,8 +46,6 @@ def schedule_words(scheduler: Any) -> str:
     ``OneCycleLR(total_steps=5)``, else its class name."""
     if isinstance(scheduler, torch.optim.lr_scheduler.OneCycleLR):
         return f"OneCycleLR(total_steps={scheduler.total_steps})"
-    if isinstance(scheduler, torch.optim.lr_scheduler.ChainedScheduler):
-        return f"ChainedScheduler({', '.join(schedule_words(s) for s in scheduler._schedulers)})"
     return type(scheduler).__name__
 
 

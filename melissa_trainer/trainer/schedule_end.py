@@ -22,6 +22,7 @@ Training thread only; `schedule_ended` is collective (the save).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from melissa_trainer.core.schedule_length import SIZING, schedule_words, steps_left
@@ -87,13 +88,14 @@ def check_schedule(trainer: OnlineTrainer) -> int | None:
     return end
 
 
-def schedule_ended(trainer: OnlineTrainer) -> ScheduleEnded:
+def schedule_ended(trainer: OnlineTrainer, check_losses: Callable[[], None]) -> ScheduleEnded:
     """At the step the schedule ends at (`check_schedule`), before another step: the
     checkpoint of this step written (`ending.save_at_failure`, together: every rank is
     here at the same step), and the error to raise, naming the scheduler, the step, the
-    fix and what a resume does. Collective."""
+    fix and what a resume does. `check_losses`: the loss guard's check of the steps since
+    the last one (no checkpoint holds a non-finite loss). Collective."""
     state = trainer.state
-    written, why = save_at_failure(trainer, trainer._loss_guard.check, together=True)
+    written, why = save_at_failure(trainer, check_losses, together=True)
     name = schedule_words(trainer.lr_scheduler)
     return ScheduleEnded(
         f"training stopped at step {state.global_step}, the end of the lr_scheduler "

@@ -73,7 +73,7 @@ def start_training(trainer: OnlineTrainer, release: Callable[[], None]) -> Preem
             trainer.load_checkpoint(resume)
             trainer.hooks.fire(Event.LOAD, trainer, trainer.state, trainer.control, str(resume))
         # a schedule sized in steps against max_steps, its count resumed (`schedule_end`)
-        trainer._schedule_end = check_schedule(trainer)
+        trainer.schedule_end = check_schedule(trainer)
         starting = True
         trainer.source.start(trainer.buffer, trainer.process_index, trainer.num_processes)
         # the hooks' calls and the actions are the training thread's own work, which a

@@ -126,8 +126,8 @@ class BreedSampler(AdaptiveSampler):
         avoid: the no-go radius of the draws around each simulation given up
             (`failed`), in the unit cube over the varying parameters (>= 0; default
             0.1, as the surrogate sampler's).
-        risk, reach: the most failure risk a draw within `reach` `avoid` of a failure may
-            take ((0, 0.5], >= 0; 0.25, 3; 0.5 or 0: the nearest-point rule alone).
+        risk: the most failure risk a draw near a failure may take, in (0, 0.5] (0.5: off).
+        reach: near: within `reach` `avoid` of it (>= 0; `launcher.failed_zones`).
     """
 
     kind = "breed"

@@ -25,9 +25,11 @@ training loss, `melissa_trainer.core.loss_per_simulation`, fed by the `Study` th
   That lowers the score next to a running draw by at most `kappa` times about 0.7 of a
   deviation (noise 0.1: a known point keeps sqrt(0.1/1.1) of it), which a high
   predicted loss can outweigh: consecutive draws then do pile onto one spot, a
-  boundary corner above all, until their losses come in. `spacing` > 0 forbids it: an
-  acquisition then keeps that distance from every draw remembered (yielding only where
-  no candidate outside the failures' zones can);
+  boundary corner above all, until their losses come in. `spacing` (default 0.1)
+  forbids it: an acquisition keeps that distance from every draw remembered (yielding
+  only where no candidate outside the failures' zones can). It was 0 (none) until an
+  A/B on the worst cases (`benchmarks/surrogate_spacing_ab.py`, docs/measured.md) and
+  the failing boundary's (fewer failures, more coverage) preferred 0.1;
 - the simulations given up (`failed`) are **no-go zones**: no draw lands within `avoid`
   of one, nearer to one than to every success observed, or at a failure risk over
   `risk` (1/4) within `reach` (3) `avoid` of one (`launcher.failed_zones`), and their
@@ -176,9 +178,9 @@ class SurrogateSampler(AdaptiveSampler):
         avoid: the no-go radius around each simulation given up (`failed`), in the
             unit cube over the varying parameters (>= 0; default 0.1; see `failed`).
         spacing: the least distance (same unit) from an acquisition draw to every
-            draw remembered, running or observed (>= 0; default 0: none, the
+            draw remembered, running or observed (>= 0; default 0.1; 0: none, the
             deviation alone spreads the draws, which a high predicted loss at a
-            boundary can outweigh).
+            boundary can outweigh: the default before 2026-12-02).
         risk: the most failure risk a draw near a simulation given up may take, in
             (0, 0.5] (default 0.25; 0.5: nearer to a success than to every failure is
             enough; `launcher.failed_zones`).
@@ -205,7 +207,7 @@ class SurrogateSampler(AdaptiveSampler):
         length: float = 1.0,
         memory: int | None = 1000,
         avoid: float = 0.1,
-        spacing: float = 0.0,
+        spacing: float = 0.1,
         risk: float = RISK,
         reach: float = REACH,
     ) -> None:
@@ -328,6 +330,11 @@ class SurrogateSampler(AdaptiveSampler):
         added = {"avoid": self.avoid, "spacing": self.spacing}
         added.update(risk=self.risk, reach=self.reach)
         return {**{name: getattr(self, name) for name in names}, **added}
+
+    def _differs(self, key: str, saved: Any) -> str:
+        if key == "spacing" and saved == 0.0:
+            return " (0 was the default before 2026-12-02: pass spacing=0.0 to resume it)"
+        return ""
 
     def state_dict(self) -> dict[str, Any]:
         return {

@@ -37,9 +37,9 @@ METRICS = (("uniform_mse", "mean"), ("uniform_p99", "p99"), ("uniform_max", "max
 
 
 def options(spacing: float) -> str:
-    """The `--surrogate` JSON of an arm: nothing named at spacing 0 (the defaults' own
-    fingerprint, the runs recorded before reusable), else the spacing alone."""
-    return json.dumps({"spacing": spacing} if spacing else {})
+    """The `--surrogate` JSON of an arm: the spacing alone, named (`active_sampling.py`
+    keys spacing 0 as the runs recorded before it was an option)."""
+    return json.dumps({"spacing": spacing})
 
 
 def run(space: str, seed: int, spacing: float, steps: int, results: Path, out: Path) -> None:

@@ -378,7 +378,7 @@ mt_status mt_receipt_check(mt_client *c, const mt_rendezvous *rv, const uint64_t
         peer *p = &a.peers[r];
         p->heard = now;
         p->held = -1;
-        p->s = mt_follow_dial(ctx, rv->follows[r], rv->keys[r], address, &p->monitor);
+        p->s = mt_follow_dial(ctx, rv->follows[r], rv->keys[r], address, &p->monitor, c->disconnected_timeout);
         if (p->s == NULL)
             st = mt_fail(c, MT_EZMQ, "the close's receipt: cannot ask the trainer's receiver %zu "
                                      "(follow socket %s): %s", r, rv->follows[r],

@@ -3,7 +3,7 @@ while it waits, as the Python close's receipt phase does (receipts.py Rounds._te
 clients/c/src/close_notice.c): which receiver has neither answered nor been connected
 since when, what the close waits for, how long in all and the setters that shorten it,
 then nothing more until the close ends. The words: the Python text with the C setters
-(tests/client/test_receipt_notice_words.py `c_words`), compared here on the solver's
+(tests/close_words.py `c_words`), compared here on the solver's
 real stderr, its clock and seconds aside.
 
 The receipt is slow for good: the trainer's receiver (a process of its own, a FIFO of 2:
@@ -20,21 +20,20 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 from c_driver import script_exe  # noqa: F401 (a fixture)
+from close_words import c_words
 from compiled import c_client  # noqa: F401 (a fixture)
 from predict_script import Script
 from test_c_close_receipt_killed import MT_ETIMEDOUT, RECEIVER, STEPS, wait_until
 
 from melissa_trainer.client import ClientTuning
 from melissa_trainer.client.receipts import Rounds
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "client"))
-from test_receipt_notice_words import c_words  # noqa: E402
 
 pytestmark = [
     pytest.mark.e2e,  # every test here starts a process
@@ -66,8 +65,6 @@ def python_notice(follow: str, rendezvous: str) -> str:
     logger = logging.getLogger("melissa_trainer.client.client")
     logger.addHandler(handler)
     try:
-        import time
-
         now = time.monotonic()
         rounds._tell(0, now - 2.0, now + 590.0, False, rendezvous, 1.0, now - 2.0)
     finally:

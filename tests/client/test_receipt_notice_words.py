@@ -1,22 +1,20 @@
 """The receipt phase's notice (`receipts.Rounds._tell`: "closing, its BYE is not
 confirmed yet") in the C client's words: the Python text, its setters translated
-(`c_words`), is the text clients/c/tests/unit_close_notice.c pins for the same inputs
+(`close_words.c_words`), is the text clients/c/tests/unit_close_notice.c pins for the same inputs
 (close_notice.c mt_receipt_notice_text). Before, the C receipt phase said nothing while
 it waited (tests/c/test_c_close_receipt_notice.py: its solver's stderr)."""
 
 from __future__ import annotations
 
 import logging
-import re
 from collections import Counter
 from types import SimpleNamespace
 
 import pytest
+from close_words import c_words
 
 from melissa_trainer.client import ClientTuning, receipts
 from melissa_trainer.client.receipts import Rounds
-
-__all__ = ["c_words"]
 
 HEAD = (
     "simulation 5 rank 0: closing, its BYE is not confirmed yet: the trainer's receiver 0 "
@@ -24,23 +22,6 @@ HEAD = (
     "trainer died or stopped, or its node). "
 )
 NOW = 1000.0
-
-
-def c_words(python: str) -> str:
-    """The C client's words for a Python close notice: the setters named as C names them
-    ("ClientTuning.NAME=V s" -> "mt_set_NAME=V s", "ClientTuning(A=..., B=...) shortens
-    it" -> "mt_set_A and mt_set_B shorten it"), a bound of None as one < 0."""
-
-    def shorten(found: re.Match[str]) -> str:
-        names = [f"mt_set_{item.split('=')[0]}" for item in found[1].split(", ")]
-        return " and ".join(names) + (" shorten it" if len(names) > 1 else " shortens it")
-
-    text = re.sub(r"ClientTuning\(([^)]*)\) shortens it", shorten, python)
-    text = text.replace(
-        "(close_timeout and disconnected_timeout are None)",
-        "(mt_set_close_timeout and mt_set_disconnected_timeout are < 0)",
-    )
-    return text.replace("ClientTuning.", "mt_set_").replace("=None)", " < 0)")
 
 
 #: (disconnected, close, follow_wait, deadline from now, capped) -> the C words

@@ -200,3 +200,29 @@ def test_a_log_held_in_its_all_reduce_warns_with_the_steps_usual_cause(
     assert "the other ranks at step 2's log (the all-reduce of its figures)" in first, first
     assert "still waiting for its data" in first and "running its steps" in first, first
     assert said.messages[-1].startswith("rank 0: the other ranks at step 2's log")
+
+
+@pytest.mark.timeout(120)
+def test_the_loss_check_before_an_action_is_watched(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The action point's first collective is the loss check (`LossGuard.check`): a rank
+    held by a late one waits there first, before a log's, a validation's or a save's."""
+    trainer = trained(tmp_path)
+    trainer._loss_guard.distributed = True  # (its all-reduce: a fake)
+    watch = trainer.stop_sync.watch
+    calls: list[tuple[str, str | None]] = []
+    fake_collectives(monkeypatch, lambda name: calls.append((name, watch._what)))
+    trainer.control.should_log = True
+    trainer._perform_requested_actions()
+    assert len(calls) >= 2 and calls[0][0] == "all_reduce", calls
+    check = "step 2's loss check before its log, validation or save (an all-reduce)"
+    assert check in str(calls[0][1]), calls
+    assert "step 2's log" in str(calls[1][1]), calls
+    calls.clear()
+    monkeypatch.setattr(
+        "melissa_trainer.trainer.checkpointing.save_checkpoint", lambda trainer: None
+    )
+    trainer.save_checkpoint()
+    assert [c for c, _ in calls] == ["all_reduce"], calls
+    assert "step 2's loss check before its checkpoint (an all-reduce)" in str(calls[0][1])

@@ -29,8 +29,9 @@ from melissa_trainer.launcher.backends import Job, SlurmBackend
 
 SBATCH = """#!/bin/bash
 n=$(cat "$FAKE/sbatch.calls" 2>/dev/null || echo 0); echo $((n + 1)) > "$FAKE/sbatch.calls"
+WHY="Unable to contact slurm controller (connect failure)"
 if [ "$n" = 0 ]; then
-    echo "sbatch: error: Batch job submission failed: Unable to contact slurm controller (connect failure)" >&2
+    echo "sbatch: error: Batch job submission failed: $WHY" >&2
     exit 1
 fi
 echo "4242;testcluster"

@@ -65,6 +65,9 @@ def end_training(trainer: EndingTrainer, signum: int, perform_actions: Callable[
     checkpoint is written ("writing a checkpoint"), or says it was written there. A
     request made after the last action point is logged, never dropped silently.
 
+    Without a signal, with `save_at_end`, a checkpoint of this step that lacks what came
+    since it was written or loaded (`end_save.checkpoint_current`) is rewritten too.
+
     A stream that ended at step 0 raises `no_training.NoTrainingError` first, on every
     rank: nothing of the end runs (no checkpoint of an untrained model).
     """
@@ -76,6 +79,12 @@ def end_training(trainer: EndingTrainer, signum: int, perform_actions: Callable[
     hooks.fire(Event.LOOP_END, trainer, state, control)
     if figures.started == counted_from:  # (unless a hook called `trainer.log()` there)
         figures.started += time.perf_counter() - started  # (not training time)
+    saved_step = state.last_save_step == state.global_step  # (the same on every rank)
+    # (the save_at_end hook skips a step saved already: it may lack what came since;
+    # `checkpoint_current` is collective, reached alike on every rank)
+    if not signum and trainer.args.save_at_end and saved_step:
+        current = end_save.checkpoint_current(trainer)  # (never short-circuited)
+        control.should_save = control.should_save or not current
     saves = end_save.saves(trainer)
     perform_actions()
     saved = False  # (whether this step's checkpoint holds the state now)

@@ -28,6 +28,7 @@ from waiting import wait_until
 
 from melissa_trainer import OnlineTrainer, Preempted
 from melissa_trainer.buffers import Buffer
+from melissa_trainer.checkpoint import paths as ckpt_paths
 from melissa_trainer.checkpoint.paths import list_checkpoints
 from melissa_trainer.sources.source import IterableSource, Source
 
@@ -144,3 +145,46 @@ def test_a_preemption_with_nothing_new_since_the_resume_keeps_its_checkpoint(
     assert stopped.checkpoint is not None and stopped.step == 1
     assert (out / "checkpoints/checkpoint-1/manifest.json").stat().st_mtime_ns == written
     assert "its checkpoint checkpoint-1 holds this state already" in caplog.text
+
+
+class Accounts(Source):
+    """Puts 16 samples; once they are all drawn, its account changes (the last
+    simulations ended, no sample sent) and the stream ends: no step after the last
+    periodic save."""
+
+    def __init__(self) -> None:
+        self.account = "running"
+        self.buffer: Buffer | None = None
+
+    def start(self, buffer: Buffer, rank: int, world_size: int) -> None:
+        self.buffer = buffer
+        for sample in linear_samples(16):
+            buffer.put(sample)
+
+    def wait_for(self, n_samples: int, timeout: float) -> None:
+        assert self.buffer is not None
+        if timeout > 0 and self.buffer.stats().size == 0:
+            self.account = "every simulation ended"
+            self.buffer.close()
+
+    def stop(self) -> None:
+        pass
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"account": self.account}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.account = state["account"]
+
+
+@pytest.mark.timeout(120)
+def test_the_end_save_rewrites_a_checkpoint_of_its_step_that_lacks_the_account(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "out"
+    trainer = make_trainer(out, Accounts(), [], stop_sync_steps=1, save_steps=1)
+    trainer.train()
+    last = ckpt_paths.latest_checkpoint(out / "checkpoints")
+    assert last is not None and last.name == f"checkpoint-{trainer.state.global_step}"
+    source = json.loads((last / "rank_0/source.json").read_text())
+    assert source == {"account": "every simulation ended"}, source

@@ -32,7 +32,8 @@ with the optimised Latin hypercube of the 48 draws in its order: there the draws
 the "LHS, optimised" arm, the same points in the same order (numpy seeds them alike).
 `--arms` runs (or reports) some of them. **Surrogate** (issue 46, ``--ours
 surrogate``; `--surrogate`, JSON of `SurrogateSampler`'s options, none named by default:
-exploration 0.5, kappa 1, pool 1024, noise 0.1, chosen before any run, not tuned): half
+exploration 0.5, kappa 1, pool 1024, noise 0.1, chosen before any run, not tuned;
+spacing 0.1 since 2026-12-02, 0 in every run recorded before: `fingerprint`): half
 its draws gap-filling Sobol', half where a Gaussian-process predictor of the observed
 relative losses, their launch-order trend removed, puts the highest upper confidence
 bound. With ``--ours surrogate`` the default arms are the three fixed designs and the
@@ -145,6 +146,7 @@ from melissa_trainer.common.json_output import to_json  # noqa: E402
 from melissa_trainer.launcher.breed import BreedSampler  # noqa: E402
 from melissa_trainer.launcher.density import DensitySampler, contrast_for  # noqa: E402
 from melissa_trainer.launcher.exploration import candidates_for, engine_for  # noqa: E402
+from melissa_trainer.launcher.surrogate import SurrogateSampler  # noqa: E402
 
 #: DensitySampler's defaults now (its keyword options)
 DENSITY_DEFAULTS: dict[str, Any] = {
@@ -162,6 +164,8 @@ RECORDED_DENSITY: dict[str, Any] = {
 }  # fmt: skip
 #: BreedSampler's own explorer, that of a --breed without one
 DEFAULT_EXPLORER: str = inspect.signature(BreedSampler).parameters["explorer"].default
+#: SurrogateSampler's own spacing, that of a --surrogate without one (0 until 2026-12-02)
+DEFAULT_SPACING: float = inspect.signature(SurrogateSampler).parameters["spacing"].default
 #: Breed's options when the first runs were recorded: the fixed designs' runs are keyed
 #: with them (`fingerprint`), whatever `BREED` has become since
 RECORDED_BREED = {"exploration": 0.7, "sigma": 0.15, "floor": 0.5, "min_observations": 8,
@@ -218,6 +222,10 @@ def fingerprint(setup: Setup, n_test: int, n_hard: int, kind: str = "breed") -> 
     keyed = asdict(replace(setup, breed=breed))
     if kind != "surrogate":  # the runs recorded before the option existed: their keys
         keyed.pop("surrogate")
+    else:  # the spacing it resolves to, left out at 0 (the runs recorded before its
+        # default became 0.1 named none: their key; an unnamed one now is not theirs)
+        surrogate = {"spacing": DEFAULT_SPACING, **keyed["surrogate"]}
+        keyed["surrogate"] = {k: v for k, v in surrogate.items() if (k, v) != ("spacing", 0)}
     if kind != "density":
         keyed.pop("density")
     else:  # the options the sampler resolves to that differ from the first runs' ones

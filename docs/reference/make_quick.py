@@ -68,7 +68,10 @@ WHAT: dict[str, str] = {
     "buffer_samples": "samples the buffers hold now, summed over ranks",
     "buffer_fill": "`buffer_samples` / (`buffer_size` x ranks)",
     "buffer_put": "samples inserted since the run began, summed over ranks",
-    "buffer_got": "samples drawn since the run began (padding not counted)",
+    "buffer_got": (
+        "samples taken from the buffer since the run began, those taken ahead for the "
+        "steps the stop-sync window has not run yet included (padding not counted)"
+    ),
     "buffer_evicted": "samples evicted since the run began",
     "source_messages": "messages received",
     "source_bytes": "bytes received",

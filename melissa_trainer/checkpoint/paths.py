@@ -48,6 +48,7 @@ A checkpoint of k ranks resumes on any number of ranks: `count_ranks` says k, an
 
 from __future__ import annotations
 
+import ctypes
 import json
 import logging
 import os
@@ -198,26 +199,23 @@ def remove_staging(staging: str | os.PathLike[str]) -> bool:
 def commit(staging: str | os.PathLike[str], final: str | os.PathLike[str]) -> Path:
     """Rename the finished `staging` directory to `final` atomically. Main rank only.
 
-    An existing `final` (a checkpoint of the same step written before a restart) is
-    replaced: it is first moved aside (``checkpoint-STEP.old``), so a crash in between
+    An existing `final` (a checkpoint of the same step: written before a restart, or
+    rewritten at a preemption with what came since) is replaced in one atomic exchange
+    where the system can (`_exchange`: `final` never missing, the old one then removed);
+    elsewhere it is first moved aside (``checkpoint-STEP.old``), so a crash in between
     leaves one of the two, then removed. One that cannot be removed (its permissions: a
     checkpoint that did not verify for that reason and was skipped on resume) is left
     aside with a warning, under a name no resume looks at: the save has succeeded.
     """
     staging, final = Path(staging), Path(final)
     old = None
-    if final.exists():
-        old = final.with_name(final.name + ".old")
-        n = 0
-        while old.exists():
-            try:
-                shutil.rmtree(old)
-            except OSError as exc:  # left from an earlier save: put the new one beside it
-                n += 1
-                logger.warning("could not remove %s (%s): leaving it", old, exc)
-                old = final.with_name(f"{final.name}.old-{n}")
-        os.replace(final, old)
-    os.replace(staging, final)
+    if final.exists() and _exchange(staging, final):  # one atomic step: never none there
+        old = staging  # (now the replaced checkpoint)
+    else:
+        if final.exists():
+            old = _aside(final)
+            os.replace(final, old)
+        os.replace(staging, final)
     # the rename is durable once the directory holding the entry is on disk; the root
     # itself may have been created by this save (`begin`): its entry too
     fsync_dir(final.parent)
@@ -226,6 +224,10 @@ def commit(staging: str | os.PathLike[str], final: str | os.PathLike[str]) -> Pa
         try:
             shutil.rmtree(old)
         except OSError as exc:  # the new checkpoint is in place: the save succeeded
+            if old == staging:  # (out of the way of the next save of this step: `begin`)
+                aside = _aside(final)
+                os.replace(staging, aside)
+                old = aside
             logger.warning(
                 "saved %s, but could not remove the checkpoint it replaced, now %s (%s): "
                 "remove it by hand",
@@ -234,6 +236,34 @@ def commit(staging: str | os.PathLike[str], final: str | os.PathLike[str]) -> Pa
                 exc,
             )
     return final
+
+
+def _aside(final: Path) -> Path:
+    """Where the checkpoint `final` replaces goes: ``checkpoint-STEP.old`` (an earlier
+    one there removed), or ``.old-N`` where that cannot be removed. No resume looks."""
+    old = final.with_name(final.name + ".old")
+    n = 0
+    while old.exists():
+        try:
+            shutil.rmtree(old)
+        except OSError as exc:  # left from an earlier save: put the new one beside it
+            n += 1
+            logger.warning("could not remove %s (%s): leaving it", old, exc)
+            old = final.with_name(f"{final.name}.old-{n}")
+    return old
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap the directories `a` and `b` atomically (Linux's ``renameat2`` with
+    ``RENAME_EXCHANGE``); False where the system or the file system cannot (then
+    `commit` moves the old one aside first: a crash in between leaves it as
+    ``checkpoint-STEP.old``, which no resume takes)."""
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (AttributeError, OSError):  # (not glibc >= 2.28, not Linux)
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    return renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0
 
 
 def rotate(

@@ -38,6 +38,7 @@ import zmq
 
 from melissa_trainer import wire as protocol
 from melissa_trainer.client.sockets import control_dealer
+from melissa_trainer.client.tuning import DEFAULT_DISCONNECTED_TIMEOUT
 from melissa_trainer.stream.endpoints import fetch_rendezvous
 from melissa_trainer.wire import AdmissionReply, ProtocolError
 
@@ -63,6 +64,7 @@ def check_admission(
     rank: int,
     rejected: Counter[str],
     timeout: float = ADMISSION_TIMEOUT,
+    disconnected_timeout: float | None = DEFAULT_DISCONNECTED_TIMEOUT,
 ) -> None:
     """`Client.close`'s check, after the BYE left: the rendezvous read again (not
     waited for: a trainer stopped or restarting since is not asked), then
@@ -75,7 +77,10 @@ def check_admission(
         entries = fetch_rendezvous(rendezvous, timeout=0.0)
     except (TimeoutError, OSError):
         return
-    if confirm_admitted(entries, endpoints, simulation_id, rejected, timeout) is False:
+    answered = confirm_admitted(
+        entries, endpoints, simulation_id, rejected, timeout, disconnected=disconnected_timeout
+    )
+    if answered is False:
         from melissa_trainer.client.closing import client_logger
 
         client_logger().warning(
@@ -96,6 +101,7 @@ def confirm_admitted(
     timeout: float = ADMISSION_TIMEOUT,
     trusted: Callable[[str], bool] | None = None,
     stop: threading.Event | None = None,
+    disconnected: float | None = DEFAULT_DISCONNECTED_TIMEOUT,
 ) -> bool | None:
     """Ask each receiver of `entries` (the rendezvous, in rank order) whether it took
     `simulation_id`; True if every one said accepted, None if they cannot be asked
@@ -115,7 +121,7 @@ def confirm_admitted(
     try:
         for rank, (entry, endpoint) in enumerate(zip(entries, follow, strict=True)):
             reply = _ask(context, str(endpoint), entry, simulation_id, rank, len(entries),
-                         deadline, rejected, trusted, stop)  # fmt: skip
+                         deadline, rejected, trusted, stop, disconnected)  # fmt: skip
             if reply is None:
                 return False
             if reply.status == protocol.ADMISSION_REFUSED:
@@ -150,11 +156,12 @@ def _ask(
     rejected: Counter[str],
     trusted: Callable[[str], bool] | None = None,
     stop: threading.Event | None = None,
+    disconnected: float | None = DEFAULT_DISCONNECTED_TIMEOUT,
 ) -> AdmissionReply | None:
     """Receiver `rank`'s decided ADMISSION (accepted, or refused for a reason `trusted`
     trusts), asking again while it says unknown; None at `deadline`, or once `stop` is
     set."""
-    sock = control_dealer(context, entry)
+    sock = control_dealer(context, entry, disconnected)  # (its connect: the tuning's bound)
     try:
         sock.connect(endpoint)
         pause = 0.01

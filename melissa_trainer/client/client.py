@@ -216,7 +216,7 @@ class Client(FollowsTrainer):
 
             self._following = Following.made_for(
                 rendezvous, window, tuning.follow_timeout, self.simulation_id, self.rank,
-                self.run_id, self.endpoints,
+                self.run_id, self.endpoints, tuning.disconnected_timeout,
             )  # fmt: skip
         #: the sockets and what they carry; the check of float fields before they leave
         #: with FLAG_FINITE, and its warning, goes with them

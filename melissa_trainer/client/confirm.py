@@ -144,7 +144,7 @@ def confirm_close(
             # (an older trainer, or none found: the admission question, as before)
             check_admission(
                 rendezvous, client.endpoints, client.simulation_id, client.rank,
-                client.admission_rejected,
+                client.admission_rejected, disconnected_timeout=client.tuning.disconnected_timeout,
             )  # fmt: skip
             return None
 

@@ -48,6 +48,7 @@ import zmq
 
 from melissa_trainer import wire as protocol
 from melissa_trainer.client.sockets import control_dealer
+from melissa_trainer.client.tuning import DEFAULT_DISCONNECTED_TIMEOUT
 from melissa_trainer.stream.endpoints import fetch_rendezvous, stamp
 from melissa_trainer.wire import HeldReply, ProtocolError
 
@@ -77,9 +78,16 @@ class Follower:
     """
 
     def __init__(
-        self, rendezvous: str, simulation_id: int, run_id: str | None, endpoints: Sequence[str]
+        self,
+        rendezvous: str,
+        simulation_id: int,
+        run_id: str | None,
+        endpoints: Sequence[str],
+        disconnected_timeout: float | None = DEFAULT_DISCONNECTED_TIMEOUT,
     ) -> None:
         self.rendezvous = rendezvous
+        #: bounds its sockets' TCP connects (`sockets.control_dealer`): the client's tuning's
+        self.disconnected_timeout = disconnected_timeout
         self.simulation_id = simulation_id
         self.run_id, self.endpoints = run_id, list(endpoints)
         self._rank0 = Path(rendezvous) / "rank_0.json"
@@ -189,7 +197,7 @@ class Follower:
         world: int,
         timeout: float,
     ) -> HeldReply:
-        sock = control_dealer(context, entry)
+        sock = control_dealer(context, entry, self.disconnected_timeout)
         try:
             sock.connect(endpoint)
             request_id = next(_request_ids)

@@ -32,6 +32,7 @@ from melissa_trainer.client.config import check_time_step
 from melissa_trainer.client.follow import Follower, FollowError
 from melissa_trainer.client.replay import ReplayWindow
 from melissa_trainer.client.send_wait import ReceiverGone, StoppedForGood
+from melissa_trainer.client.tuning import DEFAULT_DISCONNECTED_TIMEOUT
 from melissa_trainer.stream.step_set import StepSet
 from melissa_trainer.wire import HELD_ABANDONED, HeldReply
 from melissa_trainer.wire.routing import receiver_of
@@ -140,12 +141,14 @@ class Following:
         rank: int,
         run_id: str | None,
         endpoints: Sequence[str],
+        disconnected_timeout: float | None = DEFAULT_DISCONNECTED_TIMEOUT,
     ) -> Following | None:
-        """A client's following, or None without a rendezvous or a window."""
+        """A client's following, or None without a rendezvous or a window
+        (`disconnected_timeout`: the tuning's, for its follow sockets' connects)."""
         if not replay_bytes or rendezvous is None:
             return None
         return cls(
-            Follower(rendezvous, simulation_id, run_id, endpoints),
+            Follower(rendezvous, simulation_id, run_id, endpoints, disconnected_timeout),
             ReplayWindow(replay_bytes),
             follow_timeout,
             f"simulation {simulation_id} rank {rank}",

@@ -339,7 +339,7 @@ class Rounds:
         a loopback connection's EVENT_CONNECTED, a paused trainer then looking gone."""
         socks: list[tuple[zmq.Socket, list[int]]] = []
         for entry in self.entries:
-            sock = control_dealer(context, entry)
+            sock = control_dealer(context, entry, self.client.tuning.disconnected_timeout)
             if monitored:
                 sock.get_monitor_socket(_LINK_EVENTS)
             sock.connect(str(entry["follow_endpoint"]))

@@ -154,15 +154,21 @@ def connect(
     return sockets
 
 
-def control_dealer(context: zmq.Context, entry: Mapping[str, Any]) -> zmq.Socket:
+def control_dealer(
+    context: zmq.Context, entry: Mapping[str, Any], disconnected_timeout: float | None
+) -> zmq.Socket:
     """A DEALER of `context` for requests to a receiver's control endpoint (ADMISSION,
     HELD, RECEIPT queries), not connected yet (a caller may monitor it first): LINGER 0
     (a request unanswered at close is dropped), CURVE with the public key that the
     receiver's rendezvous `entry` publishes (a key pair of its own), plain when it
-    publishes none. Closed again if that set-up fails."""
+    publishes none; its TCP connect bounded as a data socket's (`connect_timeout_ms` of
+    the tuning's `disconnected_timeout`: a host that never answers is dialled again, not
+    waited on for the kernel's ~2 minutes; C: admission.c mt_follow_dial). Closed again
+    if that set-up fails."""
     sock = context.socket(zmq.DEALER)
     try:
         sock.setsockopt(zmq.LINGER, 0)
+        sock.setsockopt(zmq.CONNECT_TIMEOUT, connect_timeout_ms(disconnected_timeout))
         key = entry.get("curve_public_key")
         if key:
             sock.curve_serverkey = str(key).encode("ascii")

@@ -38,6 +38,7 @@ from melissa_trainer.config.argument_checks import (
 from melissa_trainer.config.argument_values import checked_values
 from melissa_trainer.config.arguments_file import ARGS_FILE, ArgumentsFile
 from melissa_trainer.config.arguments_resolved import ResolvedArguments
+from melissa_trainer.config.compile_options import refuse_compile_off
 from melissa_trainer.config.device_checks import resolve_mixed_precision
 from melissa_trainer.config.hf_names import unknown_name_problems
 from melissa_trainer.config.reading import (
@@ -366,6 +367,7 @@ class TrainingArguments(ArgumentsFile, ResolvedArguments):
         if unknown:
             problems = unknown_name_problems(unknown, names, what="argument")  # (HF's too)
             raise UnknownArgumentError(problems, context=cls.__name__)
+        refuse_compile_off(kwargs, cls.__name__)  # (explicit False with a backend: ConfigError)
         return super().__new__(cls)
 
     def __post_init__(self) -> None:

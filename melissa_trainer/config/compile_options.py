@@ -9,7 +9,11 @@ torch is imported only inside the checks, which run when compilation is asked fo
 from __future__ import annotations
 
 import difflib
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
+
+from melissa_trainer.config.reading import ConfigError, ConversionError, convert_value
 
 #: the backend `torch_compile` uses when `torch_compile_backend` is unset (as in HF)
 DEFAULT_BACKEND = "inductor"
@@ -86,6 +90,41 @@ def resolve_options(
         return False, None, None, []
     problems = option_problems(backend, mode)
     return True, backend or DEFAULT_BACKEND, mode, problems
+
+
+def refuse_compile_off(given: Mapping[str, Any], context: str) -> None:
+    """Refuse `given` (a `TrainingArguments`' keyword arguments: what a script, a command
+    line or a file set, not the defaults) when it sets ``torch_compile`` to false
+    explicitly together with a backend or a mode, which would turn compiling on
+    (`resolve_options`, as `transformers` does): ``--torch_compile false
+    --torch_compile_backend eager`` compiled. A value that does not convert is left to
+    the field's own check.
+
+    Raises:
+        ConfigError: naming both fields and the two fixes.
+    """
+    if "torch_compile" not in given:
+        return
+    try:
+        on = convert_value(given["torch_compile"], bool)
+    except ConversionError:
+        return
+    set_ = [
+        f"{name}={given[name]!r}"
+        for name in ("torch_compile_backend", "torch_compile_mode")
+        if given.get(name) is not None
+    ]
+    if on or not set_:
+        return
+    raise ConfigError(
+        [
+            f"torch_compile=False with {' and '.join(set_)}: a backend or a mode turns "
+            "compiling on (as in transformers), which torch_compile=False refuses: drop "
+            f"{' and '.join(s.split('=')[0] for s in set_)} to train without compiling, "
+            "or set torch_compile=True (or leave it unset) to compile with them"
+        ],
+        context=context,
+    )
 
 
 def option_problems(backend: str | None, mode: str | None) -> list[str]:

@@ -134,17 +134,19 @@ def device_problems(
             if compile.backend == CUDA_GRAPH_BACKEND
             else f"torch_compile_mode={compile.mode!r}"
         )
-        if compile.mode == "max-autotune":
-            instead = "set torch_compile_mode='max-autotune-no-cudagraphs' (the same search)"
-        else:
-            instead = (
-                "leave torch_compile_mode unset (or 'default') with "
-                "torch_compile_backend='inductor'"
+        if compile.mode == "max-autotune":  # (its kernel search runs on a CPU too)
+            problems.append(
+                f"{field} is inductor's kernel search plus CUDA graphs, which only a CUDA "
+                f"device runs, and this run trains on {device}: set torch_compile_mode="
+                "'max-autotune-no-cudagraphs' for the same kernel search without CUDA "
+                "graphs, or train on a CUDA device"
             )
-        problems.append(
-            f"{field} captures CUDA graphs, but this run trains on {device}: {instead} "
-            "to compile without CUDA graphs, or train on a CUDA device"
-        )
+        else:
+            problems.append(
+                f"{field} captures CUDA graphs, but this run trains on {device}: leave "
+                "torch_compile_mode unset (or 'default') with torch_compile_backend="
+                "'inductor' to compile without CUDA graphs, or train on a CUDA device"
+            )
     return problems
 
 

@@ -43,6 +43,7 @@ from accelerate.utils import DistributedType, parse_flag_from_env
 from melissa_trainer.config.device_checks import device_problems
 from melissa_trainer.config.reading import ConfigError
 from melissa_trainer.core.compiled import CompileOptions, compile_model, warn_if_compiled
+from melissa_trainer.core.schedule_length import scheduler_note
 
 # Where Accelerate's optimizer wrapper adds nothing to `step()` when there is no scaler.
 _PLAIN_OPTIMIZER_STEP = {DistributedType.NO, DistributedType.MULTI_CPU, DistributedType.MULTI_GPU}
@@ -198,7 +199,7 @@ class PlainStep:
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         if self.lr_scheduler is not None:
-            self.lr_scheduler.step()
+            step_scheduler(self.lr_scheduler)
 
 
 class AcceleratedStep:
@@ -257,7 +258,17 @@ class AcceleratedStep:
             self._wrapped.zero_grad(set_to_none=True)
             stepped = not self.accelerator.optimizer_step_was_skipped
         if self.lr_scheduler is not None and stepped:
-            self.lr_scheduler.step()
+            step_scheduler(self.lr_scheduler)
+
+
+def step_scheduler(scheduler: Any) -> None:
+    """`scheduler.step()`; what it raises gets the library's note
+    (`schedule_length.scheduler_note`: the schedule's end, max_steps)."""
+    try:
+        scheduler.step()
+    except Exception as exc:
+        scheduler_note(exc, scheduler)
+        raise
 
 
 def _norms(model: torch.nn.Module, max_grad_norm: float | None) -> GradNorms | None:

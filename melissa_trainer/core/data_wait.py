@@ -31,8 +31,9 @@ import time
 from collections.abc import Callable
 
 from melissa_trainer.buffers import Buffer
+from melissa_trainer.common.words import plural
 
-__all__ = ["WAIT_NOTICE", "WINDOW_NOTICE", "DataWait"]
+__all__ = ["WAIT_NOTICE", "WINDOW_NOTICE", "DataWait", "in_queue"]
 
 logger = logging.getLogger("melissa_trainer.core.dataset")
 
@@ -42,6 +43,27 @@ WAIT_NOTICE = 60.0
 WINDOW_NOTICE = 5.0
 
 
+def in_queue(queued: int, reasons: dict[str, int], what: str) -> str:
+    """ ", N queued by the scheduler (...)" for a notice, or "" when none is queued:
+    `queued` jobs not started by their scheduler, `reasons` its reasons with their
+    counts (`Launcher.queued`), `what` the jobs' kind ("simulation", "worker"). The one
+    wording of a study's queue: the first-data notice's (`study.first_data`) and the
+    later waits' (`DataWait`)."""
+    if not queued:
+        return ""
+    why = ", ".join(f"{reason} x{n}" if n > 1 else reason for reason, n in sorted(reasons.items()))
+    text = f", {plural(queued, what)} queued by the scheduler, not started yet"
+    if why:
+        text += f" (the scheduler's reason: {why})"
+    if what == "simulation":  # (`supervisor.note_startups`: queued is not silent)
+        text += " and not timed: their start-up allowance begins when they run"
+    return text
+
+
+#: what `DataWait` asks of the launcher's queue: `Launcher.queued`
+Queued = Callable[[], tuple[int, dict[str, int]]]
+
+
 class DataWait:
     """The clock of the current wait for data. `empty` at each read that found none,
     `served` at each that found some; `notice` (seconds, default `WAIT_NOTICE` when
@@ -49,16 +71,21 @@ class DataWait:
     (a `Study`), which kills one silent past its timeout and runs it again; False in
     external mode (simulations started by hand) and with an in-process source, where
     nothing does, and the notice says so instead (a user trial read the launcher's words
-    in external mode)."""
+    in external mode). `queued` (a `Launcher.queued`; None: no launcher here): the
+    notice counts the jobs the scheduler still queues, with its reasons (`in_queue`),
+    as the first-data notice does (htrial30: simulations PENDING in Slurm's queue went
+    unmentioned in the later waits)."""
 
     def __init__(
         self,
         notice: float | None = None,
         clock: Callable[[], float] = time.monotonic,
         launched: bool = True,
+        queued: Queued | None = None,
     ):
         self.notice = WAIT_NOTICE if notice is None else float(notice)
         self.launched = launched
+        self.queued = queued
         self._clock = clock
         self._since: float | None = None
         self._next = self.notice
@@ -105,11 +132,12 @@ class DataWait:
             if stats.size >= wanted
             else ""
         )
+        queue = in_queue(*self.queued(), "simulation") if self.queued is not None else ""
         logger.warning(
             "training has waited %.3g s for data (a batch of %d samples): the buffer holds "
-            "%d samples of %d, %d put so far%s. Training goes on when data comes; %s. Said "
-            "again at %.3g s",
-            waited, wanted, stats.size, stats.capacity, stats.put, held,
+            "%d samples of %d, %d put so far%s%s. Training goes on when data comes; %s. "
+            "Said again at %.3g s",
+            waited, wanted, stats.size, stats.capacity, stats.put, queue, held,
             _ENDS[self.launched], self._next,
         )  # fmt: skip
 

@@ -161,7 +161,10 @@ class StreamDataset(IterableDataset):
         self.poll_interval = poll_interval
         #: says when training has waited long for data (`data_wait`)
         # (a `Study` has a launcher, which kills and reruns silent simulations: its words)
-        self.data_wait = DataWait(launched=hasattr(source, "launcher"))
+        launcher = getattr(source, "launcher", None)  # (its queue: `Launcher.queued`)
+        self.data_wait = DataWait(
+            launched=hasattr(source, "launcher"), queued=getattr(launcher, "queued", None)
+        )
         self._pending: deque[Sequence[Sample]] = deque()
         #: samples restored pending that did not fill a batch of `batch_size` (a resume
         #: with another batch size): the next batch taken is topped up from them

@@ -11,7 +11,9 @@ collectives run are the same with it.
 
 Each wait names its collective and its usual cause (`waiting`'s `what` and `usual`): the
 stop agreement's is a rank still waiting for its data (`AGREEMENT_USUAL`), a checkpoint's
-a rank still writing or reading its files (`CHECKPOINT_USUAL`). Which rank is late is
+a rank still writing or reading its files (`CHECKPOINT_USUAL`), a log's and the other
+collectives among a window's steps a rank still waiting for its data or running its steps
+(`STEPS_USUAL`), a validation's a rank still evaluating (`EVAL_USUAL`). Which rank is late is
 told by the collective: every waiting rank warns, so the late ones are those that do
 not, and the warning says how to find them; with a `RollCall` (`WaitWatch.roll`: the
 launcher's store, `trainer.roll_call`) it names them. Each rank's watcher thread
@@ -20,7 +22,9 @@ same sequence on every rank, the collectives being run in lockstep), and a warni
 the ranks whose number is behind: not seen at this wait ("likely": one that arrived
 within the last look has not published yet). The training thread never talks to it.
 One watch serves every watched collective of a trainer (`StopSync.watch`, also used by
-`trainer.rank_reports` for a checkpoint's): set its `first` there, for every wait at once.
+`trainer.rank_reports` for a checkpoint's, `trainer.reporting`, the hooks'): set its
+`first` there, for every wait at once. A wait is watched on every rank or on none (the
+numbers must match): callers watch a collective only when it runs on every rank.
 
 One daemon thread per watch, started at a wait, that looks every `first` / 4 seconds
 (a warning comes `first` to 1.25 `first` after the wait began); arming and disarming a
@@ -42,7 +46,9 @@ __all__ = [
     "AGREEMENT_USUAL",
     "CHECKPOINT_USUAL",
     "DEFAULT_FIRST_WARNING",
+    "EVAL_USUAL",
     "GROUP_TIMEOUT_ENDS",
+    "STEPS_USUAL",
     "RollCall",
     "WaitWatch",
 ]
@@ -61,6 +67,19 @@ AGREEMENT_USUAL = (
 CHECKPOINT_USUAL = (
     "A rank still writing or reading its checkpoint files (a slow or busy file system) "
     "is the usual cause"
+)
+#: the usual cause of a long wait at a collective among a window's steps (a log's figures,
+#: the wall-clock budget's agreement, the per-simulation losses' reduction): on a GPU the
+#: host first waits there for the peers' steps, so for a peer still waiting for its data
+#: (taken before its window's steps)
+STEPS_USUAL = (
+    "A rank still waiting for its data (a slow or queued simulation: its own log says so) "
+    "or still running its steps is the usual cause and harmless"
+)
+#: the usual cause of a long wait at a validation's collectives
+EVAL_USUAL = (
+    "A rank still evaluating its share of eval_dataset (or its hooks' eval_figures), or "
+    "still waiting for its data before the steps that came first, is the usual cause"
 )
 #: how to find the rank that holds the others, and what happens if none comes
 _WHAT_TO_DO = (

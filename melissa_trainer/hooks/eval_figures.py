@@ -16,7 +16,8 @@ value; values equal up to rounding (`REL_TOL`: a metric computed on each rank wi
 nondeterministic kernels) are replaced by rank 0's on every rank, so that every rank
 logs and decides (`metric_for_best_model`, early stopping) on the same number. A rank
 whose hook raises still joins that gather, so that every rank fails together, the others
-naming it, rather than waiting for it in the collective.
+naming it, rather than waiting for it in the collective. That gather is watched (the
+trainer's `StopSync.watch`): a rank held there by a stopped or hung one warns.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from melissa_trainer.core.wait_watch import EVAL_USUAL
 from melissa_trainer.hooks.events import Event
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -77,7 +79,9 @@ def add_eval_figures(hooks: Sequence[Any], trainer: TrainerView, metrics: dict[s
     said = None if failure is None else f"{type(failure).__name__}: {failure}"
     mine = ({k: metrics[k] for k in owners}, owners, said)
     gathered: list[Any] = [None] * trainer.num_processes
-    torch.distributed.all_gather_object(gathered, mine)
+    what = "the other ranks at a validation's gather of the hooks' eval_figures"
+    with trainer.stop_sync.watch.waiting(what, EVAL_USUAL):  # (every rank: a collective)
+        torch.distributed.all_gather_object(gathered, mine)
     if failure is not None:
         raise failure
     failed = [(rank, words) for rank, (_, _, words) in enumerate(gathered) if words]

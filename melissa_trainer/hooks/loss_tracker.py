@@ -27,6 +27,10 @@ Its state is arrays, not JSON: the checkpoint's ``simulation_losses`` part
 also on another number of ranks (`SimulationLosses.reshard_state`); `state_dict`
 (``hooks.json``) is empty.
 
+Each reduction under several ranks is watched (the trainer's `StopSync.watch`): a rank
+held there by a stopped or hung one warns instead of waiting silently. Every `steps` steps
+only, beside a reduction that reads the device: the watch's lock costs nothing there.
+
 Not thread-safe: the training thread only (as every hook).
 """
 
@@ -37,9 +41,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from melissa_trainer.core.loss_per_simulation import SimulationLosses
+from melissa_trainer.core.loss_per_simulation import SimulationLoss, SimulationLosses
 from melissa_trainer.core.sample_losses import DeferredSampleLosses
 from melissa_trainer.core.state import TrainerControl, TrainerState
+from melissa_trainer.core.wait_watch import STEPS_USUAL
 from melissa_trainer.hooks.base import Event, Hook
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -109,7 +114,7 @@ class SimulationLossTracker(Hook):
         fire SIMULATION_LOSSES with the simulations that changed, if any."""
         if state.global_step % self.steps:
             return
-        updated = self.losses.reduce(state.global_step)
+        updated = self._reduce(trainer, state.global_step)
         if updated:
             trainer.hooks.fire(Event.SIMULATION_LOSSES, trainer, state, control, updated)
 
@@ -123,9 +128,17 @@ class SimulationLossTracker(Hook):
         this step's STEP_END reduced (on every rank alike: nothing is left)."""
         if state.global_step % self.steps == 0:
             return
-        updated = self.losses.reduce(state.global_step)
+        updated = self._reduce(trainer, state.global_step)
         if updated:
             trainer.hooks.fire(Event.SIMULATION_LOSSES, trainer, state, control, updated)
+
+    def _reduce(self, trainer: TrainerView, step: int) -> dict[int, SimulationLoss]:
+        """`self.losses.reduce(step)`, watched under several ranks (module docstring)."""
+        if not trainer.stop_sync.distributed:
+            return self.losses.reduce(step)
+        what = f"the other ranks at step {step}'s reduction of the per-simulation losses"
+        with trainer.stop_sync.watch.waiting(what, STEPS_USUAL):
+            return self.losses.reduce(step)
 
     def state_dict(self) -> dict[str, Any]:
         """Empty: the statistics are arrays, a checkpoint part of their own (module

@@ -25,7 +25,9 @@ Contracts:
   elapsed time of any rank (one all-reduce of a float under several processes, none
   with one), so that every rank applies the same rate at the same step (different
   rates would make the replicas' weights diverge) and stops at the same step. The
-  rate is therefore constant over `update_steps` steps at a time.
+  rate is therefore constant over `update_steps` steps at a time. That all-reduce is
+  watched (the trainer's `StopSync.watch`: a rank held there by a stopped or hung one
+  warns); its cost, a lock taken twice, is nothing beside the all-reduce's host sync.
 * The base rate of each parameter group is its ``initial_lr`` (set to its ``lr`` at
   the first step if absent, as torch's schedulers do; it is part of the optimizer's
   state, so a resumed run decays from the same base).
@@ -49,6 +51,7 @@ import torch
 import torch.distributed as dist
 
 from melissa_trainer.core.state import TrainerControl, TrainerState
+from melissa_trainer.core.wait_watch import STEPS_USUAL
 from melissa_trainer.hooks.base import Hook
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -152,9 +155,12 @@ class WallClockBudget(Hook):
 
 
 def _agreed(trainer: TrainerView, elapsed: float) -> float:
-    """The largest `elapsed` of every rank (one all-reduce under several processes)."""
+    """The largest `elapsed` of every rank (one all-reduce under several processes,
+    watched: the host waits in it, to the read of its result)."""
     if trainer.num_processes <= 1 or not dist.is_initialized():
         return elapsed
     value = torch.tensor([elapsed], dtype=torch.float64, device=trainer.accelerator.device)
-    dist.all_reduce(value, op=dist.ReduceOp.MAX)
-    return float(value.item())
+    what = "the other ranks at WallClockBudget's agreement on the time spent (an all-reduce)"
+    with trainer.stop_sync.watch.waiting(what, STEPS_USUAL):
+        dist.all_reduce(value, op=dist.ReduceOp.MAX)
+        return float(value.item())

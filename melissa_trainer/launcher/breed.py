@@ -23,7 +23,12 @@ from melissa_trainer.launcher.exploration import (
     candidates_for,
     engine_for,
 )
-from melissa_trainer.launcher.failed_zones import FailedZones
+from melissa_trainer.launcher.failed_zones import (
+    REACH,
+    RISK,
+    FailedZones,
+    with_zone_defaults,
+)
 from melissa_trainer.launcher.sampler_base import Bounds, bounded_number
 
 __all__ = ["BreedSampler"]
@@ -66,16 +71,15 @@ class BreedSampler(AdaptiveSampler):
 
     A simulation given up (`failed`) with the "lhs" explorer: once the planned design's
     points are all explored, each exploration draw due as a replacement is a point
-    whose nearest draw (of the design's drawn points, the remembered ones and those
-    given up) was not given up (`Exploration.away_from`, as `DensitySampler`'s; see
-    `launcher.density_replace` for why), not a point of a second optimised design,
-    which the first redraw past the design optimised on the launcher's thread under its
-    lock before. A bred draw is no replacement. With a sequence explorer the next point
-    of the sequence costs nothing and is the replacement, as before (nothing kept).
+    whose nearest draw (drawn, remembered or given up) was not given up
+    (`Exploration.away_from`, as `DensitySampler`'s; `launcher.density_replace` says
+    why), not a point of a second optimised design. A bred draw is no replacement; with
+    a sequence explorer the sequence's next point is (nothing kept).
     Whatever the explorer, a simulation given up is a **no-go zone** of every later
     draw and no parent (`failed`): its observation is dropped, and no draw, bred or
     explored, lands in its zone (`launcher.failed_zones`: within `avoid` of it, nearer
-    to it than to every success, or at a risk over 1/4; the surrogate sampler's code).
+    to it than to every success, or at a risk over `risk` within `reach` `avoid` of it;
+    the surrogate sampler's code).
 
     The exploration share is `exploration`, or decays linearly from `exploration` (draw
     0) to `exploration_final` (draw `decay_draws` and after). `decay_draws=None` takes
@@ -84,17 +88,15 @@ class BreedSampler(AdaptiveSampler):
     **The default explores only** (`exploration` 1.0: no bred draw, the losses are kept
     but steer nothing), with the explorer "auto": with up to 3 varying parameters the
     gap-filling Sobol' sequence (16 candidates), above them the optimised Latin
-    hypercube of the study's size in its order (the very design of the benchmark's
-    "LHS, optimised" arm, seeded alike). On the evaluation seeds of
-    `benchmarks/active_sampling.py` (10 seeds never used to choose anything;
-    docs/measured.md, "Active sampling", for the figures) with 3 parameters it erred
-    less than a plain Latin hypercube and than an optimised one, on a uniform test set
-    and more so in the hard region; with 6 it ties the optimised Latin hypercube (the
-    same draws) and erred less than a plain one and than scrambled Sobol'.
-    Set `exploration` below 1 to breed (0.7 with sigma 0.15, floor 0.5,
-    min_observations 8 were its tuned settings): on that benchmark breeding part of the
-    draws erred more than exploring alone. The other defaults: sigma 0.15, floor 0.5
-    (the worst parent weighs 3x the best), min_observations 8, memory 1000.
+    hypercube of the study's size in its order (the benchmark's "LHS, optimised" arm's
+    design). On the evaluation seeds of `benchmarks/active_sampling.py` (10 seeds never
+    used to choose anything; docs/measured.md, "Active sampling") with 3 parameters it
+    erred less than a plain Latin hypercube and than an optimised one, on a uniform test
+    set and more so in the hard region; with 6 it ties the optimised Latin hypercube (the
+    same draws) and erred less than a plain one and than scrambled Sobol'. Set
+    `exploration` below 1 to breed (0.7 with sigma 0.15, floor 0.5, min_observations 8
+    were its tuned settings): on that benchmark breeding part of the draws erred more
+    than exploring alone.
 
     Args:
         bounds: `{name: (low, high)}`.
@@ -124,6 +126,8 @@ class BreedSampler(AdaptiveSampler):
         avoid: the no-go radius of the draws around each simulation given up
             (`failed`), in the unit cube over the varying parameters (>= 0; default
             0.1, as the surrogate sampler's).
+        risk: the most failure risk a draw near a failure may take, in (0, 0.5] (0.5: off).
+        reach: near: within `reach` `avoid` of it (>= 0; `launcher.failed_zones`).
     """
 
     kind = "breed"
@@ -145,6 +149,8 @@ class BreedSampler(AdaptiveSampler):
         candidates: int | None = None,
         memory: int | None = 1000,
         avoid: float = 0.1,
+        risk: float = RISK,
+        reach: float = REACH,
     ) -> None:
         super().__init__(bounds, seed, window)
         self.exploration = bounded_number("exploration", exploration, 0.0, 1.0)
@@ -181,8 +187,9 @@ class BreedSampler(AdaptiveSampler):
         self._failed: list[list[float]] = []
         self.replaced = 0
         self.avoid = bounded_number("avoid", avoid, 0.0, math.sqrt(len(self.names)))
-        #: the simulations given up, the bred draws' no-go zones (`failed`)
-        self._zones: FailedZones = FailedZones(int((self._span > 0).sum()), self.avoid)
+        zones = FailedZones(int((self._span > 0).sum()), self.avoid, risk, reach)  # checks
+        self._zones: FailedZones = zones  # the simulations given up, no-go zones (`failed`)
+        self.risk, self.reach = zones.risk, zones.reach
 
     @property
     def explored(self) -> int:
@@ -314,13 +321,12 @@ class BreedSampler(AdaptiveSampler):
 
     def _options(self) -> dict[str, Any]:
         names = ("exploration", "exploration_final", "min_observations", "sigma", "power",
-                 "floor", "explorer", "candidates", "memory")  # fmt: skip
+                 "floor", "explorer", "candidates", "memory", "avoid", "risk", "reach")  # fmt: skip
         options = {name: getattr(self, name) for name in names}
         # the engine, not "auto": the state says which draws it holds, so that a state
         # saved with explorer "sobol" (the default before "auto") resumes in a box where
         # "auto" explores with the same Sobol' sequence
         options["explorer"] = self.engine
-        options["avoid"] = self.avoid  # (`load_state_dict`: absent from older states)
         return options
 
     def _differs(self, key: str, saved: Any) -> str:
@@ -353,10 +359,10 @@ class BreedSampler(AdaptiveSampler):
         """Also a state saved before gap-filling, with ``candidates=1`` (see
         `common.migrations`, "breed_sampler"), and one saved before the no-go zones
         (`failed`; without `avoid`): it resumes with none, its failures were not told
-        with their ids (a given-up simulation's observation kept then stays)."""
+        with their ids (a given-up simulation's observation kept then stays); one
+        without `risk`, `reach`: the values then (`failed_zones.with_zone_defaults`)."""
         state = upgrade("breed_sampler", state, candidates=self.candidates, memory=self.memory)
-        if "avoid" not in state:
-            state = {**state, "avoid": self.avoid}
+        state = with_zone_defaults({"avoid": self.avoid, **state})
         self._refuse_other(state)  # first: its messages name the option that differs
         saved = state.get("decay_draws")
         # (a fixed share, exploration_final None, does not use it: the saved one is kept)
@@ -371,7 +377,7 @@ class BreedSampler(AdaptiveSampler):
         explorer = self._new_exploration()
         explorer.load_state_dict(exploration_state)  # checked before anything changes
         failed, replaced = load_replacements(state, int((self._span > 0).sum()))
-        zones = FailedZones(self._zones.dims, self.avoid)
+        zones = FailedZones(self._zones.dims, self.avoid, self.risk, self.reach)
         zones.load_state_dict(state.get("zones", []), "zones")
         super().load_state_dict(state)
         self._explorer, self._zones = explorer, zones

@@ -17,19 +17,28 @@ A candidate point is **banned** when
   observed points: simulations whose samples came in and that were not given up): it
   is on the failure's side of the boundary (`launcher.density_replace` replaces a
   design's failures by the same rule). With no success known, the radius alone;
-- or it is within `REACH` radii of a point given up and less than `(1 - RISK) / RISK`
-  (3) times nearer to a success than to it: its **failure risk** is above `RISK`
-  (1/4). Between a failure at distance `d_F` and a success at `d_S`, a boundary
-  anywhere along the way is as likely, and the point fails with a probability of
-  about ``d_S / (d_S + d_F)``: the rule above bans a risk over 1/2, this one over 1/4
-  where a failure is near enough to tell (farther, both distances are large and their
-  ratio says little: banning there would take regions never drawn from the study).
+- or it is within `reach` radii (default `REACH`, 3) of a point given up and less than
+  `(1 - risk) / risk` (3 at the default `risk`, `RISK`, 1/4) times nearer to a success
+  than to it: its **failure risk** is above `risk`. Between a failure at distance `d_F`
+  and a success at `d_S`, a boundary anywhere along the way is as likely, and the point
+  fails with a probability of about ``d_S / (d_S + d_F)``: the rule above bans a risk
+  over 1/2, this one over `risk` where a failure is near enough to tell (farther, both
+  distances are large and their ratio says little: banning there would take regions
+  never drawn from the study).
   An acquisition aims at the edge of what is allowed (the loss is highest next to a
   failing region): at risk 1/2 every other probe of a boundary failed, a long failing
   boundary cost about one failure per `radius` of its length, and the study of
   `benchmarks/failing_boundary.py` ended with no margin of
   `LauncherTuning.min_finished_fraction`; at 1/4, about half the failures, the same
   coverage of the region that succeeds (figures there).
+
+`risk` and `reach` are options of the samplers that keep zones (`SurrogateSampler`,
+`BreedSampler`, beside `avoid`), checked when the sampler is built (`FailedZones`):
+`risk` 1/2 or `reach` 0 is the nearest-known-point rule alone; a lower `risk` or a
+longer `reach` bans more of the way from a failure to a success: fewer failures along
+a failing boundary, and less of the succeeding region next to it drawn (the defaults'
+price, 4% of the coverage there: docs/concepts/study.md, "Failures"; no other setting
+measured kept the failures down and got it back).
 
 Only failures *for good* count (`Sampler.failed`: the restarts used up): a failed
 attempt whose restart succeeded is never told to a sampler, so a transient failure
@@ -38,15 +47,19 @@ bans nothing. Deterministic, pure numpy; the points are in the sampler's state.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
-__all__ = ["REACH", "RISK", "FailedZones"]
+__all__ = ["REACH", "RISK", "FailedZones", "with_zone_defaults"]
 
-#: the most failure risk a candidate near a failure may take (module docstring)
+#: the default `risk`: the most failure risk a candidate near a failure may take
+#: (module docstring)
 RISK = 0.25
-#: where the risk rule holds: within this many `FailedZones.radius` of a failure
+#: the default `reach`: the risk rule holds within this many `FailedZones.radius` of a
+#: failure
 REACH = 3.0
 
 
@@ -58,12 +71,19 @@ class FailedZones:
         dims: the varying parameters' count.
         radius: the no-go radius around each point given up (unit-cube distance, >= 0;
             0: only the nearest-known-point rule).
-        risk: the most failure risk within `REACH` radii of a failure (in (0, 1/2];
+        risk: the most failure risk within `reach` radii of a failure (in (0, 1/2];
             1/2: the nearest-known-point rule alone, the rule before the risk's).
+        reach: where the risk rule holds, in radii from a failure (finite, >= 0; 0:
+            nowhere, the nearest-known-point rule alone).
+
+    Raises:
+        ValueError: `risk` or `reach` out of range (a sampler's options: the message
+            names the option, its range and what its ends mean).
     """
 
-    def __init__(self, dims: int, radius: float, risk: float = RISK) -> None:
-        self.dims, self.radius, self.risk = dims, radius, risk
+    def __init__(self, dims: int, radius: float, risk: float = RISK, reach: float = REACH) -> None:
+        self.dims, self.radius = dims, radius
+        self.risk, self.reach = _checked_risk(risk), _checked_reach(reach)
         #: the ids given up, in the order told
         self.ids: list[int] = []
         self._id_set: set[int] = set()  # (the same: `in`, once per loss report)
@@ -109,7 +129,7 @@ class FailedZones:
             to_known = _nearest(candidates, known)
             out &= to_failed >= to_known
             if self.risk < 0.5:  # (1/2: the line above says it all)
-                near = to_failed < REACH * self.radius
+                near = to_failed < self.reach * self.radius
                 out &= ~near | (to_failed >= (1.0 - self.risk) / self.risk * to_known)
         return out
 
@@ -153,6 +173,44 @@ class FailedZones:
             ids.append(sid)
             points.append([float(v) for v in point])
         self.ids, self._id_set, self._points = ids, set(ids), points
+
+
+def with_zone_defaults(state: Mapping[str, Any]) -> dict[str, Any]:
+    """A sampler's `state` with the zones' `risk` and `reach` it lacks when it was saved
+    before they were options: the values then hard-coded, `RISK` and `REACH` (a sampler
+    built with others refuses it, as any state of other options)."""
+    return {"risk": RISK, "reach": REACH, **state}
+
+
+def _number(value: Any) -> float | None:
+    """`value` as a finite float, or None (a bool, a non-number, a NaN, an infinity)."""
+    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
+        return None
+    out = float(value)
+    return out if math.isfinite(out) else None
+
+
+def _checked_risk(risk: Any) -> float:
+    out = _number(risk)
+    if out is None or not 0.0 < out <= 0.5:
+        raise ValueError(
+            f"risk must be a number in (0, 0.5], not {risk!r}: the most failure risk a "
+            f"draw within `reach` radii of a simulation given up may take (default "
+            f"{RISK}; 0.5: the nearest-known-point rule alone; lower bans more of the way "
+            f"from a failure to a success)"
+        )
+    return out
+
+
+def _checked_reach(reach: Any) -> float:
+    out = _number(reach)
+    if out is None or out < 0.0:
+        raise ValueError(
+            f"reach must be a finite number >= 0, not {reach!r}: within how many `avoid` "
+            f"radii of a simulation given up the risk rule holds (default {REACH}; 0: "
+            f"nowhere, the nearest-known-point rule alone)"
+        )
+    return out
 
 
 def _nearest(points: np.ndarray, others: np.ndarray) -> np.ndarray:

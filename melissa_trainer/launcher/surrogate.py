@@ -25,13 +25,15 @@ training loss, `melissa_trainer.core.loss_per_simulation`, fed by the `Study` th
   That lowers the score next to a running draw by at most `kappa` times about 0.7 of a
   deviation (noise 0.1: a known point keeps sqrt(0.1/1.1) of it), which a high
   predicted loss can outweigh: consecutive draws then do pile onto one spot, a
-  boundary corner above all, until their losses come in. `spacing` > 0 forbids it: an
-  acquisition then keeps that distance from every draw remembered (yielding only where
-  no candidate outside the failures' zones can);
+  boundary corner above all, until their losses come in. `spacing` (default 0.1)
+  forbids it: an acquisition keeps that distance from every draw remembered (yielding
+  only where no candidate outside the failures' zones can). It was 0 (none) until an
+  A/B on the worst cases (`benchmarks/surrogate_spacing_ab.py`, docs/measured.md) and
+  the failing boundary's (fewer failures, more coverage) preferred 0.1;
 - the simulations given up (`failed`) are **no-go zones**: no draw lands within `avoid`
-  of one, nearer to one than to every success observed, or at a failure risk over 1/4
-  within 3 `avoid` of one (`launcher.failed_zones`), and their losses (of the samples
-  trained before they failed) are dropped;
+  of one, nearer to one than to every success observed, or at a failure risk over
+  `risk` (1/4) within `reach` (3) `avoid` of one (`launcher.failed_zones`), and their
+  losses (of the samples trained before they failed) are dropped;
 - with probability `exploration` (and while fewer than `min_observations` are kept) an
   **exploration draw** instead, the gap-filling scrambled Sobol' sequence of
   `exploration.Exploration` (16 candidates: the sequence's point farthest from every
@@ -81,7 +83,12 @@ import numpy as np
 from melissa_trainer.common.checks import check_positive_int
 from melissa_trainer.launcher.adaptive import AdaptiveSampler
 from melissa_trainer.launcher.exploration import GAP_CANDIDATES, Exploration
-from melissa_trainer.launcher.failed_zones import FailedZones
+from melissa_trainer.launcher.failed_zones import (
+    REACH,
+    RISK,
+    FailedZones,
+    with_zone_defaults,
+)
 from melissa_trainer.launcher.sampler_base import Bounds, bounded_number
 
 __all__ = ["LossPredictor", "SurrogateSampler"]
@@ -171,9 +178,14 @@ class SurrogateSampler(AdaptiveSampler):
         avoid: the no-go radius around each simulation given up (`failed`), in the
             unit cube over the varying parameters (>= 0; default 0.1; see `failed`).
         spacing: the least distance (same unit) from an acquisition draw to every
-            draw remembered, running or observed (>= 0; default 0: none, the
+            draw remembered, running or observed (>= 0; default 0.1; 0: none, the
             deviation alone spreads the draws, which a high predicted loss at a
-            boundary can outweigh).
+            boundary can outweigh: the default before 2026-12-02).
+        risk: the most failure risk a draw near a simulation given up may take, in
+            (0, 0.5] (default 0.25; 0.5: nearer to a success than to every failure is
+            enough; `launcher.failed_zones`).
+        reach: within how many `avoid` of a simulation given up the `risk` rule holds
+            (>= 0; default 3; 0: nowhere).
 
     Raises:
         ValueError: an option out of range (the message names it).
@@ -195,7 +207,9 @@ class SurrogateSampler(AdaptiveSampler):
         length: float = 1.0,
         memory: int | None = 1000,
         avoid: float = 0.1,
-        spacing: float = 0.0,
+        spacing: float = 0.1,
+        risk: float = RISK,
+        reach: float = REACH,
     ) -> None:
         super().__init__(bounds, seed, window)
         self.exploration = bounded_number("exploration", exploration, 0.0, 1.0)
@@ -215,7 +229,9 @@ class SurrogateSampler(AdaptiveSampler):
         self.spacing = bounded_number("spacing", spacing, 0.0, math.sqrt(len(self.names)))
         self._varying = self._span > 0
         #: the simulations given up, the acquisition's no-go zones (`failed`)
-        self._zones: FailedZones = FailedZones(int(self._varying.sum()), self.avoid)
+        zones = FailedZones(int(self._varying.sum()), self.avoid, risk, reach)  # checks them
+        self._zones: FailedZones = zones
+        self.risk, self.reach = zones.risk, zones.reach
         self._explorer = self._new_exploration()  # checks memory
         #: acquisition draws made so far (the others explored)
         self.acquired = 0
@@ -237,7 +253,7 @@ class SurrogateSampler(AdaptiveSampler):
 
         - no draw, acquired or explored, lands in its no-go zone
           (`launcher.failed_zones`): within `avoid` of it, nearer to it than to every
-          success observed, or at a risk over 1/4 near it. An acquisition takes the
+          success observed, or at a risk over `risk` near it. An acquisition takes the
           best-scored candidate outside every zone, an exploration point inside one
           is replaced by the candidate outside them farthest from every draw; when the
           whole pool is banned, the candidate farthest from every failure;
@@ -310,8 +326,15 @@ class SurrogateSampler(AdaptiveSampler):
 
     def _options(self) -> dict[str, Any]:
         names = ("exploration", "min_observations", "pool", "kappa", "noise", "length", "memory")
-        added = {"avoid": self.avoid, "spacing": self.spacing}  # (`load_state_dict`)
+        # (absent from older states: `load_state_dict`)
+        added = {"avoid": self.avoid, "spacing": self.spacing}
+        added.update(risk=self.risk, reach=self.reach)
         return {**{name: getattr(self, name) for name in names}, **added}
+
+    def _differs(self, key: str, saved: Any) -> str:
+        if key == "spacing" and saved == 0.0:
+            return " (0 was the default before 2026-12-02: pass spacing=0.0 to resume it)"
+        return ""
 
     def state_dict(self) -> dict[str, Any]:
         return {
@@ -332,8 +355,9 @@ class SurrogateSampler(AdaptiveSampler):
             # saved before failures were kept (none were then) and spacing existed (the
             # draws had none): the state of a run with the defaults
             state = {**state, "avoid": self.avoid, "failed": [], "spacing": 0.0}
+        state = with_zone_defaults(state)  # (saved before `risk` and `reach` were options)
         self._refuse_other(state)
-        failed = FailedZones(self._zones.dims, self.avoid)
+        failed = FailedZones(self._zones.dims, self.avoid, self.risk, self.reach)
         failed.load_state_dict(state.get("failed"))
         acquired, exploration_state = state.get("acquired"), state.get("exploration_state")
         if isinstance(acquired, bool) or not isinstance(acquired, int) or acquired < 0:

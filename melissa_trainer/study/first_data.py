@@ -27,11 +27,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 from melissa_trainer.common.words import plural
+from melissa_trainer.core.data_wait import in_queue
 from melissa_trainer.launcher import Launcher
 from melissa_trainer.launcher.silence import AUTO
 from melissa_trainer.sources.first_data import FIRST_DATA_NOTICE, FirstDataWait
 
-__all__ = ["FIRST_DATA_NOTICE", "FirstDataNotice"]
+__all__ = ["FIRST_DATA_NOTICE", "FirstDataNotice", "in_queue"]
 
 logger = logging.getLogger("melissa_trainer.study")
 
@@ -65,21 +66,6 @@ def startup_allowance(launcher: Launcher) -> str:
         f"hung and restarted: raise LauncherTuning(startup_timeout=...) for a slower "
         f"start-up (the stream's stall_timeout waits as long)"
     )
-
-
-def in_queue(queued: int, reasons: dict[str, int], what: str) -> str:
-    """ ", N queued by the scheduler (...)" for the notice, or "" when none is queued:
-    `queued` jobs not started by their scheduler, `reasons` its reasons with their
-    counts (`Launcher.queued`), `what` the jobs' kind ("simulation", "worker")."""
-    if not queued:
-        return ""
-    why = ", ".join(f"{reason} x{n}" if n > 1 else reason for reason, n in sorted(reasons.items()))
-    text = f", {plural(queued, what)} queued by the scheduler, not started yet"
-    if why:
-        text += f" (the scheduler's reason: {why})"
-    if what == "simulation":  # (`supervisor.note_startups`: queued is not silent)
-        text += " and not timed: their start-up allowance begins when they run"
-    return text
 
 
 class FirstDataNotice:

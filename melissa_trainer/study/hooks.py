@@ -69,7 +69,11 @@ class StudyEvents(Hook):
         # runs again, which `Study.stop` says (the launcher's records as `path` has them)
         launcher = self.study.launcher
         self.study.saved_account.saved(
-            Path(path), trainer.process_index, launcher.saved_outcomes, launcher.n_simulations
+            Path(path),
+            trainer.process_index,
+            launcher.saved_outcomes,
+            launcher.n_simulations,
+            trainer.stop_sync.watch,  # (a long wait in its all-gather warns)
         )
 
 

@@ -23,7 +23,10 @@ promised it done (a user trial on 2 ranks: "15 simulations ended" at the stop, "
   never guesses). They hold for a resume on as many ranks and simulations.
 
 A rank that fails to compute its set still takes part in the all-gather (it sends
-None), so that no rank waits in a collective another skipped.
+None), so that no rank waits in a collective another skipped. The all-gather is watched
+(`saved`'s `watch`: the trainer's `StopSync.watch`): a rank held there by a stopped or
+hung one warns, naming the checkpoint, instead of waiting silently until the process
+group's timeout.
 """
 
 from __future__ import annotations
@@ -33,12 +36,16 @@ import json
 import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from melissa_trainer.buffers import META_FILE
 from melissa_trainer.checkpoint.paths import rank_path
+from melissa_trainer.core.wait_watch import CHECKPOINT_USUAL
 from melissa_trainer.launcher.account import SimulationOutcome, stop_resume_lines
 from melissa_trainer.stream.ingest_state import IngestState
+
+if TYPE_CHECKING:  # pragma: no cover
+    from melissa_trainer.core.wait_watch import WaitWatch
 
 __all__ = ["SavedAccount", "checkpoint_complete", "gather"]
 
@@ -71,15 +78,23 @@ def checkpoint_complete(record: Mapping[str, Any], buffer_put: int) -> list[int]
     return list(ingest.finished_ids)
 
 
-def gather(mine: list[int] | None) -> list[list[int] | None]:
+def gather(
+    mine: list[int] | None, watch: WaitWatch | None = None, at: str = "a checkpoint"
+) -> list[list[int] | None]:
     """Every rank's `mine`, in rank order (a collective when a process group of more
-    than one rank is up: all ranks call it)."""
+    than one rank is up: all ranks call it), inside `watch`'s wait when given (`at`
+    names the checkpoint in its warning)."""
     import torch.distributed as dist  # the trainer's process group, if any
 
     if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
         return [mine]
     gathered: list[Any] = [None] * dist.get_world_size()
-    dist.all_gather_object(gathered, mine)
+    if watch is None:
+        dist.all_gather_object(gathered, mine)
+        return gathered
+    what = f"the other ranks at {at}'s on_save (the study's account of it: an all-gather)"
+    with watch.waiting(what, CHECKPOINT_USUAL):
+        dist.all_gather_object(gathered, mine)
     return gathered
 
 
@@ -101,11 +116,14 @@ class SavedAccount:
         rank: int,
         saved: Sequence[SimulationOutcome] | None,
         n_simulations: int,
+        watch: WaitWatch | None = None,
     ) -> None:
         """Every rank, once `checkpoint` is in place (collective): rank 0, whose
         launcher's records that checkpoint holds as `saved` (None: it holds none, the
-        launcher had not started), words what a run resumed from it will do."""
-        sets = gather(self.complete_here(checkpoint, rank))  # (every rank: none waits alone)
+        launcher had not started), words what a run resumed from it will do. `watch`
+        (the trainer's `StopSync.watch`) watches the all-gather: give it on every rank."""
+        mine = self.complete_here(checkpoint, rank)
+        sets = gather(mine, watch, checkpoint.name)  # (every rank: none waits alone)
         if rank == 0:
             self.said(sets, saved, n_simulations, checkpoint)
 

@@ -5,13 +5,16 @@ loop performs them at its action points (`_perform_requested_actions`: after eac
 before a pseudo-epoch's replay, at the end). `log`, `evaluate`, `save_checkpoint` and
 `load_checkpoint` are also public: user code may call them between steps. Each is
 collective (every rank calls it at the same step) and delegates to its module:
-`reporting` for the logs and validation, `checkpointing` for the checkpoints.
+`reporting` for the logs and validation, `checkpointing` for the checkpoints. The loss
+check that comes first (`LossGuard.check`, an all-reduce) runs inside the trainer's wait
+watch, as their collectives do.
 
 Thread-safety: the training thread only, as the trainer.
 """
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
@@ -63,7 +66,10 @@ class TrainerActions(RefusesHFKeywords):
                 work.work_ended(outer)
 
     def _act(self, control: TrainerControl) -> None:
-        self._loss_guard.check()  # nothing logged, validated or saved past a NaN loss
+        # nothing logged, validated or saved past a NaN loss; the action point's first
+        # collective, where a rank held by a late one waits: watched (`reporting.watched`)
+        with self._watched_check("its log, validation or save"):
+            self._loss_guard.check()
         if control.should_log:
             control.should_log = False
             self.log()
@@ -120,8 +126,16 @@ class TrainerActions(RefusesHFKeywords):
         Raises `NonFiniteLossError` (on every rank, writing nothing) when a training
         loss since the last check, or a weight, is NaN or infinite.
         """
-        self._loss_guard.check(self.model.parameters())
+        with self._watched_check("its checkpoint"):
+            self._loss_guard.check(self.model.parameters())
         return checkpointing.save_checkpoint(self._as_trainer())
+
+    def _watched_check(self, before: str) -> AbstractContextManager[None]:
+        """The trainer's wait watch around a loss check (`LossGuard.check`: an all-reduce
+        under several ranks) at this step, `before` the action it guards."""
+        step = self._as_trainer().state.global_step
+        at = f"step {step}'s loss check before {before} (an all-reduce)"
+        return reporting.watched(self._as_trainer(), at)
 
     def load_checkpoint(self, path: str | Path) -> None:
         """Restore model, optimizer, scheduler, scaler, RNG, state, hooks, buffer, pending.

@@ -9,9 +9,8 @@ manifest `checkpoint.manifest`'s, the errors `checkpoint.errors`'; the layout is
 `checkpoint`'s module docstring.
 
 No rank ever waits in a collective that another rank skipped: where a step may fail on
-one rank (a write, a load), every rank reports its outcome in one all-gather
-(`agree`) instead of a barrier, and all go on, or all raise, together (those collectives
-are `rank_reports`').
+one rank (a write, a load), every rank reports its outcome in one all-gather (`agree`,
+`rank_reports`') instead of a barrier, and all go on, or all raise, together.
 """
 
 from __future__ import annotations
@@ -41,6 +40,7 @@ from melissa_trainer.common.refusal import elsewhere, said_once
 from melissa_trainer.common.setting import setting
 from melissa_trainer.config.reading import ConfigError
 from melissa_trainer.hooks import Event, Hook
+from melissa_trainer.trainer import end_save
 from melissa_trainer.trainer.rank_reports import agree, attempt, from_main, watched
 from melissa_trainer.trainer.refusals import in_training
 
@@ -80,7 +80,7 @@ def save_checkpoint(trainer: OnlineTrainer) -> Path | None:
     root, step, rank = trainer.checkpoint_root, state.global_step, acc.process_index
     staging, final = ckpt.staging_path(root, step), ckpt.checkpoint_path(root, step)
     previous = ckpt.latest_checkpoint(root)  # the estimate of a full disk's bytes needed
-    hasher = manifest.Hasher(staging, rank)
+    hasher, digest = manifest.Hasher(staging, rank), end_save.fingerprint(trainer)
 
     def fail(exc: BaseException) -> tuple[str, str]:  # (what, the kind of fix: errors')
         said = describe_save_failure(exc, staging, final, previous, rank)
@@ -110,6 +110,7 @@ def save_checkpoint(trainer: OnlineTrainer) -> Path | None:
         state.last_save_step = last_save
         _save_failed(trainer, staging, final, previous, (errors, kinds), failure)
         return None
+    end_save.record(trainer, step, digest)
     saving = [h for h in trainer.hooks.hooks if type(h).on_save is not Hook.on_save]
     watch = after_save.Watch(final, hasher.entries, rank, acc.is_main_process) if saving else None
     # the suspects a message names: the user's hooks (ours write nothing there), else all
@@ -392,6 +393,7 @@ def load_checkpoint(trainer: OnlineTrainer, path: Path) -> None:
         if trainer.process_index == 0 or (failure is not None and str(error) != text):
             raise error  # (rank 0 says it; another rank's error of another text, as it is)
         raise elsewhere(error, trainer.process_index)
+    end_save.record(trainer, trainer.state.global_step)  # (what the checkpoint holds)
     if trainer.is_main_process:
         changes = resumed_args.changes(built, trainer.optimizer.param_groups, scheduler)
         resumed_args.warn_changed_hyperparameters(path, changes)

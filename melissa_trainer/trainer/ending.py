@@ -22,6 +22,7 @@ from melissa_trainer.core.state import TrainerControl
 from melissa_trainer.core.view import TrainerView
 from melissa_trainer.hooks import Event
 from melissa_trainer.sources.source import SourceError
+from melissa_trainer.trainer import end_save
 from melissa_trainer.trainer.no_training import refuse_untrained
 from melissa_trainer.trainer.preemption import Preempted, StopCause
 from melissa_trainer.trainer.rank_failure import error_line, peer_failure, write_note
@@ -57,10 +58,15 @@ def end_training(trainer: EndingTrainer, signum: int, perform_actions: Callable[
 
     `signum` (0: none) is the preemption the ranks agreed on, its cause's code
     (`StopCause.code`: a signal, or the launcher's death): a checkpoint of this step is
-    then written whatever the hooks asked, and `Preempted` raised after TRAIN_END; its
+    then written whatever the hooks asked (one of this step that exists already is
+    rewritten when it lacks what came since: `_end_checkpoint`), and `Preempted` raised
+    after TRAIN_END; its
     WARNING comes once the hooks' `on_loop_end` and the action point are done, as the
     checkpoint is written ("writing a checkpoint"), or says it was written there. A
     request made after the last action point is logged, never dropped silently.
+
+    Without a signal, with `save_at_end`, a checkpoint of this step that lacks what came
+    since it was written or loaded (`end_save.checkpoint_current`) is rewritten too.
 
     A stream that ended at step 0 raises `no_training.NoTrainingError` first, on every
     rank: nothing of the end runs (no checkpoint of an untrained model).
@@ -73,18 +79,27 @@ def end_training(trainer: EndingTrainer, signum: int, perform_actions: Callable[
     hooks.fire(Event.LOOP_END, trainer, state, control)
     if figures.started == counted_from:  # (unless a hook called `trainer.log()` there)
         figures.started += time.perf_counter() - started  # (not training time)
+    saved_step = state.last_save_step == state.global_step  # (the same on every rank)
+    # (the save_at_end hook skips a step saved already: it may lack what came since;
+    # `checkpoint_current` is collective, reached alike on every rank)
+    if not signum and trainer.args.save_at_end and saved_step:
+        current = end_save.checkpoint_current(trainer)  # (never short-circuited)
+        control.should_save = control.should_save or not current
+    saves = end_save.saves(trainer)
     perform_actions()
+    saved = False  # (whether this step's checkpoint holds the state now)
     if signum:
-        written = state.last_save_step == state.global_step  # (by the action point)
+        step = state.global_step
+        written, words = _end_checkpoint(trainer, saves)
         logger.warning(
             "%s: rank %d stopped at step %d, as every rank; %s",
             cause,
             trainer.process_index,
-            state.global_step,
-            "its checkpoint is written" if written else "writing a checkpoint",
+            step,
+            words,
         )
-        if not written:
-            trainer.save_checkpoint()  # collective: every rank agreed on signum
+        # (the save is collective: every rank agreed on signum)
+        saved = written or trainer.save_checkpoint() is not None
         hooks.fire(Event.PREEMPTED, trainer, state, control)
     # (why, for the simulations that close as it stops: a stream's stop record)
     trainer.source.note_stop("preempted" if signum else "end", trainer.ended_by or "ended")
@@ -101,7 +116,8 @@ def end_training(trainer: EndingTrainer, signum: int, perform_actions: Callable[
     if signum:
         path = ckpt.checkpoint_path(trainer.checkpoint_root, state.global_step)
         assert cause is not None
-        saved = state.last_save_step == state.global_step  # (else on_save_error="continue")
+        # (not saved: its save failed, on_save_error="continue"; `resume_from` then names
+        # the last checkpoint, maybe this step's, written before what came since)
         preempted = Preempted(
             cause.signum,
             state.global_step,
@@ -112,6 +128,31 @@ def end_training(trainer: EndingTrainer, signum: int, perform_actions: Callable[
         if trainer.is_main_process:
             logger.warning("%s", preempted)  # uncaught, a SystemExit prints nothing
         raise preempted
+
+
+def _end_checkpoint(trainer: EndingTrainer, saves: int) -> tuple[bool, str]:
+    """At a preemption's end: whether this step's checkpoint holds the run's state (no
+    save needed), and the words of the WARNING for it. Written by this end's action
+    point (`saves`: `end_save.saves` before it): yes. Otherwise a checkpoint of this step
+    (a periodic save's, or the one the run resumed from) holds it only when nothing it
+    holds changed since (`end_save.checkpoint_current`, collective): samples received,
+    simulations ended since then make it rewritten, replaced atomically."""
+    state = trainer.state
+    step = state.global_step
+    if end_save.saves(trainer) > saves and state.last_save_step == step:
+        return True, "its checkpoint is written"
+    if end_save.checkpoint_current(trainer):
+        return True, f"its checkpoint {_name(trainer, step)} holds this state already"
+    if state.last_save_step == step:
+        return False, (
+            f"rewriting its checkpoint {_name(trainer, step)}, which lacks what came since "
+            "it was written (samples received, simulations ended)"
+        )
+    return False, "writing a checkpoint"
+
+
+def _name(trainer: TrainerView, step: int) -> str:
+    return ckpt.checkpoint_path(trainer.checkpoint_root, step).name
 
 
 def stop_words(signum: int, control: TrainerControl) -> str:
@@ -271,7 +312,7 @@ def save_at_failure(
         return None, "the ranks could not agree on a step to save at"
     if state.global_step == 0:
         return None, "nothing trained yet"
-    if state.last_save_step == state.global_step:
+    if state.last_save_step == state.global_step and end_save.checkpoint_current(trainer):
         return ckpt.checkpoint_path(trainer.checkpoint_root, state.global_step), ""
     try:
         check_losses()

@@ -23,7 +23,6 @@ from melissa_trainer.core.loss_per_simulation import SimulationLosses
 from melissa_trainer.core.sample_losses import (
     DeferredSampleLosses,
     check_loss_overrides,
-    check_output_shape,
     deferred_sample_losses,
     fused_mse_loss,
     per_sample_losses,
@@ -31,6 +30,7 @@ from melissa_trainer.core.sample_losses import (
     step_sample_losses,
 )
 from melissa_trainer.hooks import Event, Hook, HookList, SimulationLossTracker
+from melissa_trainer.trainer.loss_inputs import check_outputs, inputs_targets
 
 __all__ = ["LossFn", "TrainerLosses"]
 
@@ -57,7 +57,7 @@ class TrainerLosses:
     #: `SimulationLosses.record`, called by the loop instead of the event (None: the event)
     _sample_loss_sinks: list[Callable[[Any, Any], None]] | None = None
     #: the default loss's outputs and targets not compared yet in this `train()`
-    #: (`check_output_shape`: once, on the first micro-batch)
+    #: (`loss_inputs.check_outputs`: once, on the first micro-batch)
     _check_output_shape: bool = True
 
     def compute_loss(self, model: torch.nn.Module, batch: Any) -> torch.Tensor:
@@ -66,10 +66,10 @@ class TrainerLosses:
         whether per-simulation losses are tracked or not, and in validation)."""
         if type(self).compute_sample_losses is not TrainerLosses.compute_sample_losses:
             return self.compute_sample_losses(model, batch).mean()
-        inputs, targets = _inputs_targets(batch, "compute_loss")
+        inputs, targets = inputs_targets(batch, "compute_loss", self.dataset)
         outputs = model(inputs)
-        if self._check_output_shape:
-            check_output_shape(self.loss_fn, outputs, targets)
+        if self._check_output_shape:  # (once: `loss_inputs`)
+            check_outputs(self.loss_fn, outputs, targets)
             self._check_output_shape = False
         return self.loss_fn(outputs, targets)
 
@@ -81,7 +81,7 @@ class TrainerLosses:
         hook asks for them (SAMPLE_LOSSES; instead of `compute_loss`: one forward pass).
         A `process_batch` or `collate_fn` must then keep one row per sample, in order:
         the losses are matched to the samples' simulations by position."""
-        inputs, targets = _inputs_targets(batch, "compute_sample_losses")
+        inputs, targets = inputs_targets(batch, "compute_sample_losses", self.dataset)
         return per_sample_losses(self.loss_fn, model(inputs), targets)
 
     def _choose_loss(self) -> None:
@@ -131,10 +131,10 @@ class TrainerLosses:
         (`fused_mse_loss`: the same loss and gradient bits). Else the mean of
         `compute_sample_losses`."""
         if self._default_losses:
-            inputs, targets = _inputs_targets(batch, "compute_sample_losses")
+            inputs, targets = inputs_targets(batch, "compute_sample_losses", self.dataset)
             outputs = model(inputs)
             if self._check_output_shape:
-                check_output_shape(self.loss_fn, outputs, targets)
+                check_outputs(self.loss_fn, outputs, targets)
                 self._check_output_shape = False
             if self._fuse_losses:
                 fused = fused_mse_loss(self.loss_fn, outputs, targets)
@@ -168,13 +168,3 @@ class TrainerLosses:
         checkpoint saves and loads in place); None when the run tracks none."""
         tracker = self.hooks.get(SimulationLossTracker)
         return None if tracker is None else tracker.losses
-
-
-def _inputs_targets(batch: Any, method: str) -> tuple[Any, Any]:
-    """`batch` as `(inputs, targets)`, else a TypeError naming the default `method`."""
-    if not (isinstance(batch, tuple | list) and len(batch) == 2):
-        raise TypeError(
-            f"the default {method} expects batches of (inputs, targets): return a "
-            f"2-tuple from process_sample, or override OnlineTrainer.{method}"
-        )
-    return batch[0], batch[1]

@@ -2,16 +2,24 @@
 delegates to; the figures are `core.figures.LogFigures`) and validation (`evaluate`,
 which `OnlineTrainer.evaluate` delegates to), each reduced over ranks so that every rank
 holds the same.
+
+Each reduction is watched (`core.wait_watch`, the trainer's one watch `StopSync.watch`,
+on every rank when several train): a rank held there for long by another (stopped, hung,
+still waiting for its data) warns, naming the collective, instead of waiting silently
+until the process group's timeout. The watched block ends with the read of the result:
+on a GPU the host waits there, not in the all-reduce's call.
 """
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING
 
 import torch
 import torch.distributed as dist
 from accelerate.utils import send_to_device
 
+from melissa_trainer.core.wait_watch import EVAL_USUAL, STEPS_USUAL
 from melissa_trainer.hooks import Event
 from melissa_trainer.trainer.simulation_errors import SimulationErrors, per_sample_losses_available
 
@@ -28,15 +36,16 @@ def log(trainer: OnlineTrainer) -> dict[str, float]:
     else:
         lr = float(trainer.optimizer.param_groups[0]["lr"])
     extra, extra_maxima = trainer.hooks.log_figures(trainer)
-    logs, new_total, losses = trainer.log_figures.reduce(
-        trainer.buffer,
-        trainer.source,
-        trainer.num_processes,
-        trainer.stop_sync.distributed,
-        lr,
-        extra,
-        extra_maxima,
-    )
+    with watched(trainer, f"step {state.global_step}'s log (the all-reduce of its figures)"):
+        logs, new_total, losses = trainer.log_figures.reduce(
+            trainer.buffer,
+            trainer.source,
+            trainer.num_processes,
+            trainer.stop_sync.distributed,
+            lr,
+            extra,
+            extra_maxima,
+        )
     state.total_samples_seen += new_total
     state.last_log_step = state.global_step
     if losses:
@@ -80,12 +89,15 @@ def evaluate(trainer: OnlineTrainer) -> dict[str, float]:
                     loss = losses.mean()
             sums[0] += loss.double() * len(samples)
             sums[1] += len(samples)
-    if trainer.stop_sync.distributed:
-        dist.all_reduce(sums)
-    total, count = sums.tolist()
+    at = f"step {state.global_step}'s validation"
+    with watched(trainer, f"{at} (the all-reduce of eval_loss)", EVAL_USUAL):
+        if trainer.stop_sync.distributed:
+            dist.all_reduce(sums)
+        total, count = sums.tolist()
     metrics = {"eval_loss": total / count}
     if tails is not None:
-        metrics.update(tails.metrics(trainer.stop_sync.distributed))
+        with watched(trainer, f"{at} (the all-reduce of the per-simulation tails)", EVAL_USUAL):
+            metrics.update(tails.metrics(trainer.stop_sync.distributed))
     with torch.no_grad():  # the hooks' metrics, before anything reads them (eval mode)
         trainer.hooks.eval_figures(trainer, metrics)
     trainer.model.train()
@@ -94,3 +106,14 @@ def evaluate(trainer: OnlineTrainer) -> dict[str, float]:
     state.append_log(metrics)
     trainer.hooks.fire(Event.VALIDATION_END, trainer, state, control, metrics)
     return metrics
+
+
+def watched(
+    trainer: OnlineTrainer, at: str, usual: str = STEPS_USUAL
+) -> AbstractContextManager[None]:
+    """The trainer's wait watch (`StopSync.watch`) around the collective `at` (what a
+    long wait there waits for: "the other ranks at `at`"), `usual` its usual cause; no
+    watch in a single process (no collective: every rank watches alike)."""
+    if not trainer.stop_sync.distributed:
+        return nullcontext()
+    return trainer.stop_sync.watch.waiting(f"the other ranks at {at}", usual)

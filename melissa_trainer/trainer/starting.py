@@ -17,6 +17,7 @@ from melissa_trainer.hooks import Event
 from melissa_trainer.stream.starvation_watch import ReadClock
 from melissa_trainer.trainer import checkpointing
 from melissa_trainer.trainer.preemption import PreemptionHandler
+from melissa_trainer.trainer.schedule_end import check_schedule
 
 if TYPE_CHECKING:  # pragma: no cover
     from melissa_trainer.trainer.loop import OnlineTrainer
@@ -51,7 +52,9 @@ def forced_stop(trainer: OnlineTrainer, preemption: PreemptionHandler | None = N
 
 def start_training(trainer: OnlineTrainer, release: Callable[[], None]) -> PreemptionHandler:
     """Install the preemption handler (stopping the source on a forced exit), resume
-    the checkpoint `args.resume_from_checkpoint` names, fire LOAD, start the source
+    the checkpoint `args.resume_from_checkpoint` names, fire LOAD, check the
+    lr_scheduler's length against max_steps (`schedule_end.check_schedule`: a refusal
+    raises `ScheduleEnded` before the source starts), start the source
     (its starvation watch's clock, if any, told of the hooks' work: `HookList.work`);
     returns the handler, installed (the caller restores it when training ends).
 
@@ -69,6 +72,8 @@ def start_training(trainer: OnlineTrainer, release: Callable[[], None]) -> Preem
         if resume is not None:
             trainer.load_checkpoint(resume)
             trainer.hooks.fire(Event.LOAD, trainer, trainer.state, trainer.control, str(resume))
+        # a schedule sized in steps against max_steps, its count resumed (`schedule_end`)
+        trainer.schedule_end = check_schedule(trainer)
         starting = True
         trainer.source.start(trainer.buffer, trainer.process_index, trainer.num_processes)
         # the hooks' calls and the actions are the training thread's own work, which a

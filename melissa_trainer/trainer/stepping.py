@@ -29,6 +29,7 @@ from melissa_trainer.core.state import TrainerState
 from melissa_trainer.hooks import Event
 from melissa_trainer.trainer.actions import TrainerActions
 from melissa_trainer.trainer.losses import TrainerLosses
+from melissa_trainer.trainer.schedule_end import schedule_ended
 
 __all__ = ["TrainerSteps"]
 
@@ -44,12 +45,18 @@ class TrainerSteps(TrainerActions, TrainerLosses):
     _stager: BatchStager | None
     #: batches are sent to the device (not a CPU run)
     _move_batches: bool
+    #: the step at which the lr_scheduler's schedule ends, where it says (None: it does
+    #: not, or no scheduler), set as `train()` starts (`schedule_end.check_schedule`):
+    #: training stops there with `ScheduleEnded`, its checkpoint written
+    schedule_end: int | None = None
 
     def _training_step(self, stage_next: bool = False) -> None:
         """One optimizer step over `gradient_accumulation_steps` pending micro-batches;
         with `stage_next` (the window holds another step), the next step's first batch
         is staged at the end (after the actions: a checkpoint there saves it raw)."""
         state, control, hooks = self.state, self.control, self.hooks
+        if self.schedule_end is not None and state.global_step >= self.schedule_end:
+            raise schedule_ended(self._as_trainer(), self._loss_guard.check)  # (saved first)
         step, figures, stager = self._step, self.log_figures, self._stager
         hooks.fire(Event.STEP_START, self, state, control)
         micro = self.args.gradient_accumulation_steps

@@ -17,7 +17,13 @@ import zmq
 from backlogged import backlogged  # noqa: F401 (a fixture)
 
 from melissa_trainer.client import Client, ClientTuning
-from melissa_trainer.client.sockets import CONNECT_TIMEOUT_FLOOR, connect, connect_timeout_ms
+from melissa_trainer.client.following import Following
+from melissa_trainer.client.sockets import (
+    CONNECT_TIMEOUT_FLOOR,
+    connect,
+    connect_timeout_ms,
+    control_dealer,
+)
 
 
 def test_the_connect_timeout_is_the_disconnected_timeout_with_a_floor() -> None:
@@ -48,3 +54,20 @@ def test_a_close_to_a_host_that_never_answers_gives_up_after_disconnected_timeou
     assert f"to {backlogged}: the receiver is unreachable, tried for " in said, said
     assert "(disconnected_timeout=2.0 s): no receiver ever accepted a connection at" in said, said
     assert "close_timeout" not in said, said
+
+
+def test_a_control_dealers_connect_is_bounded_by_the_same_rule() -> None:
+    """The DEALERs of the follow socket's questions (ADMISSION, HELD, RECEIPT) get the
+    data sockets' bound, from `connect_timeout_ms` (C: admission.c mt_follow_dial,
+    clients/c/tests/unit_follow_dial.c); a client's follower takes its tuning's. Before:
+    0, the kernel's ~2 minutes on a host that never answers."""
+    context = zmq.Context()
+    try:
+        for disconnected in (7.5, 0.5, None):
+            sock = control_dealer(context, {}, disconnected)
+            assert sock.getsockopt(zmq.CONNECT_TIMEOUT) == connect_timeout_ms(disconnected)
+            sock.close(linger=0)
+    finally:
+        context.term()
+    following = Following.made_for("/rv", 1024, 1.0, 3, 0, "run-a", ["tcp://h:1"], 7.5)
+    assert following is not None and following.follower.disconnected_timeout == 7.5

@@ -191,7 +191,8 @@ def test_bad_configuration_is_refused_with_a_clear_message(call: Any, match: str
             {"sigmaa": 0.1},
             "bad option for the 'breed' sampler: no option 'sigmaa' (did you mean 'sigma'?); "
             "its options are exploration, exploration_final, decay_draws, window, "
-            "min_observations, sigma, power, floor, explorer, candidates, memory, avoid",
+            "min_observations, sigma, power, floor, explorer, candidates, memory, avoid, "
+            "risk, reach",
         ),
         # another sampler's option: where it belongs
         (

@@ -40,8 +40,9 @@ CASES = [
     ),
     (
         ["--torch_compile_mode", "max-autotune"],
-        "argument --torch_compile_mode: torch_compile_mode='max-autotune' captures CUDA",
-        "set torch_compile_mode='max-autotune-no-cudagraphs'",
+        "argument --torch_compile_mode: torch_compile_mode='max-autotune' is inductor's "
+        "kernel search plus CUDA graphs",  # (trial 29: not CUDA graphs alone)
+        "set torch_compile_mode='max-autotune-no-cudagraphs' for the same kernel search",
     ),
     (
         ["--torch_compile_backend", "cudagraphs"],

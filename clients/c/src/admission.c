@@ -143,12 +143,13 @@ static int ask(mt_client *c, void *s, uint32_t rank, uint32_t world, double dead
 }
 
 void *mt_follow_dial(void *ctx, const char *follow, const char *key, const char *monitor,
-                     void **pair) {
+                     void **pair, double disconnected_timeout) {
     void *s = zmq_socket(ctx, ZMQ_DEALER);
-    int zero = 0;
+    int zero = 0, connect_ms = mt_connect_timeout_ms(disconnected_timeout);
     if (pair != NULL) *pair = NULL;
     if (s == NULL) return NULL;
-    bool ok = zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero) == 0;
+    bool ok = zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero) == 0 &&
+              zmq_setsockopt(s, ZMQ_CONNECT_TIMEOUT, &connect_ms, sizeof connect_ms) == 0;
     if (ok && key != NULL) {
         char public_key[41], secret_key[41];
         ok = zmq_has("curve") && zmq_curve_keypair(public_key, secret_key) == 0 &&
@@ -222,7 +223,7 @@ mt_status mt_admission_check(mt_client *c, char *const *endpoints, size_t n) {
     char reason[MAX_REASON_BYTES + 1] = "";
     size_t r = 0;
     for (; ctx != NULL && r < n && decided == 1; ++r) {
-        void *s = mt_follow_dial(ctx, rv.follows[r], rv.keys[r], NULL, NULL);
+        void *s = mt_follow_dial(ctx, rv.follows[r], rv.keys[r], NULL, NULL, c->disconnected_timeout);
         decided = s == NULL ? 0 : ask(c, s, (uint32_t)r, (uint32_t)n, deadline, &request_id,
                                       &bad, reason, sizeof reason);
         if (s != NULL) zmq_close(s);

@@ -194,7 +194,7 @@ mt_status mt_admission_watch_poll(mt_client *c, double now) {
     if (w->socket == NULL) {
         w->socket = mt_follow_dial(c->zctx, c->follows[w->at],
                                    c->curve_keys != NULL ? c->curve_keys[w->at] : NULL, NULL,
-                                   NULL);
+                                   NULL, c->disconnected_timeout);
         if (w->socket == NULL) { /* (ZeroMQ failing: not the solver's to pay for) */
             mt_admission_watch_release(c);
             return MT_OK;

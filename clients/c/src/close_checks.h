@@ -31,9 +31,11 @@ bool mt_admission_wanted(const mt_client *c);
 mt_status mt_admission_check(mt_client *c, char *const *endpoints, size_t n);
 /* A DEALER to `follow` (with the receiver's CURVE key, if any), or NULL; with `monitor`
  * (an inproc address), its connections (connected, disconnected) are reported to *pair,
- * a PAIR connected there before the DEALER connects. */
+ * a PAIR connected there before the DEALER connects. Its TCP connect is bounded as a data
+ * socket's (ZMQ_CONNECT_TIMEOUT, mt_connect_timeout_ms of `disconnected_timeout`): a host
+ * that never answers is dialled again, not waited on for the kernel's ~2 minutes. */
 void *mt_follow_dial(void *ctx, const char *follow, const char *key, const char *monitor,
-                     void **pair);
+                     void **pair, double disconnected_timeout);
 /* One whole message on `s` (readable: polled first): its first frame into `buf` (*len
  * bytes, cut at `cap`), its frames counted in *frames; 0, or the errno. */
 int mt_follow_receive(void *s, uint8_t *buf, size_t cap, size_t *len, int *frames);

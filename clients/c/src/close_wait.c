@@ -52,7 +52,6 @@
 
 #define SLICE_S 0.5     /* (send_wait.c's, melissa_trainer/client/sockets.py SLICE) */
 #define RESTART_LOOK 1.0 /* s between two looks at the rendezvous (follow.c's interval) */
-#define NOTICE_AFTER 5.0 /* s: patience.py NOTICE_AFTER */
 
 /* The state of one close's waits. */
 typedef struct waiting {
@@ -253,9 +252,7 @@ static mt_status between(mt_client *c, waiting *w) {
         double since = mt_handshake_down_since(c, i);
         if (since < 0) continue;
         double from = since > w->started ? since : w->started;
-        double after = c->disconnected_timeout >= 0 && c->disconnected_timeout / 2 < NOTICE_AFTER
-                           ? c->disconnected_timeout / 2
-                           : NOTICE_AFTER;
+        double after = mt_notice_after(c->disconnected_timeout); /* (close_notice.c) */
         if (w->bye && !w->told && now - from >= after) tell(c, w, whose, i, since, now);
         if (c->disconnected_timeout < 0 || now - from <= c->disconnected_timeout) continue;
         char t[32], never[600];

@@ -33,4 +33,28 @@ void mt_close_capped_words(char *out, size_t size, uint64_t simulation_id);
  * word; `setter` "mt_set_close_timeout"). */
 void mt_close_cap_bound(char *out, size_t size, const char *setter, double timeout);
 
+/* close_notice.c: a close's one notice while it waits on a receiver (patience.py,
+ * gave_up.py waits_for, receipts.py Rounds._tell: their words, the C setters named).
+ * Seconds a receiver is disconnected (or silent) before the close says it waits on it:
+ * 5, or half `disconnected_timeout` (< 0: none) if that is shorter (patience.py
+ * notice_after). */
+double mt_notice_after(double disconnected_timeout);
+/* gave_up.py waits_for, action "close": up to `left` more seconds (< 0: no bound) for the
+ * receiver to `what`, ended by `bound` ("mt_set_NAME=V s"), then, if it `follows`, up to
+ * `follow` (< 0: no bound) for a restarted trainer in `rendezvous`; appended to `b`. */
+void mt_waits_for(mt_buf *b, double left, const char *bound, const char *what,
+                  const char *rendezvous, bool follows, double follow, double elapsed);
+/* The receipt phase's notice (receipts.py _tell): receiver `rank` (its follow socket
+ * `follow_endpoint`) neither answered nor connected for `quiet` s, since `clock`; the
+ * receipts' deadline `deadline_left` s away (inf: none), `capped` by the close's cap;
+ * `elapsed` s of the receipt wait gone. Appended to `b` (unit_close_notice.c). */
+void mt_receipt_notice_text(mt_buf *b, const mt_client *c, const char *whose, size_t rank,
+                            const char *follow_endpoint, const char *clock, double quiet,
+                            double deadline_left, bool capped, double elapsed);
+/* That text on stderr, once per wait (receipt.c): silent `since` (mt_now()), the receipt
+ * wait begun at `began`, its deadline `deadline` (mt_now() clock; inf: none). */
+void mt_receipt_notice(const mt_client *c, const char *whose, size_t rank,
+                       const char *follow_endpoint, double since, double deadline, bool capped,
+                       double began);
+
 #endif

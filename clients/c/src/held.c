@@ -138,7 +138,8 @@ mt_status mt_held_ask(mt_client *c, const mt_rendezvous *rv, double timeout, mt_
     unsigned bad = 0;
     const char *bad_last = "";
     for (size_t r = 0; r < rv->n && st == MT_OK; ++r) {
-        void *s = mt_follow_dial(ctx, rv->follows[r], rv->keys[r], NULL, NULL);
+        void *s = mt_follow_dial(ctx, rv->follows[r], rv->keys[r], NULL, NULL,
+                                 c->disconnected_timeout);
         if (s == NULL) {
             st = mt_fail(c, MT_EZMQ, "cannot ask the restarted trainer's receiver %zu (follow "
                                      "socket %s): %s", r, rv->follows[r], zmq_strerror(errno));

@@ -21,7 +21,7 @@
  * and from each progress), then MT_ETIMEDOUT (receipts.py `unconfirmed`'s words), and at
  * most MT_CLOSE_CAP_FACTOR close timeouts from the close's start in all (close_cap.c:
  * one budget with the delivery; its words past it); a
- * receiver silent with no connection to its follow socket (its monitor says so) for the disconnected timeout (mt_set_disconnected_timeout) is gone, and a
+ * receiver silent with no connection to its follow socket (its monitor says so) for the disconnected timeout (mt_set_disconnected_timeout) is gone (said once, before: close_notice.c), and a
  * rendezvous rewritten by a new run (a restarted trainer) is followed only with a replay
  * window (c->receipt_restart set, follow.c): else both MT_ETIMEDOUT, saying that the steps may be lost and to run the simulation again with
  * the same MELISSA_TRAINER_SIMULATION_ID. A confirmed receipt also says how many samples
@@ -92,6 +92,7 @@ typedef struct asking {
     const char *bad_last;
     uint8_t *buf;
     bool progressed;   /* since the last look: a receiver holds more steps, or confirmed */
+    bool told;         /* its notice said (close_notice.c: once, before it gives up) */
 } asking;
 
 static const size_t BUF_CAP = RECEIPT_HEAD + MAX_REASON_BYTES + 64;
@@ -254,7 +255,7 @@ static mt_status wait_receipts(asking *a, const char *whose) {
     double cap = mt_close_cap(c); /* (one budget for the whole close: close_cap.c) */
     bool capped = false; /* (the cap held the deadline back: the message says so) */
     if (timeout >= 0) deadline = mt_close_capped(-INFINITY, deadline, cap, &capped);
-    double pause = PAUSE_FIRST;
+    double pause = PAUSE_FIRST, began = mt_now();
     for (;;) {
         mt_status said = from_records(a, whose);
         if (said != MT_OK) return said;
@@ -269,7 +270,7 @@ static mt_status wait_receipts(asking *a, const char *whose) {
         if (a->progressed && timeout >= 0) /* (it bounds a wait without progress) */
             deadline = mt_close_capped(deadline, now + timeout, cap, &capped);
         a->progressed = false;
-        size_t done = 0, silent = n, waiting = 0;
+        size_t done = 0, silent = n, waiting = 0, quiet = n;
         for (size_t r = 0; r < n; ++r) {
             peer *p = &a->peers[r];
             p->linked = linked_now(p->monitor, p->linked);
@@ -277,7 +278,11 @@ static mt_status wait_receipts(asking *a, const char *whose) {
             done += p->done;
             if (!p->done && gone_after >= 0 && now - p->heard > gone_after && silent == n)
                 silent = r;
+            if (!p->done && now - p->heard >= mt_notice_after(gone_after) && quiet == n) quiet = r;
         }
+        if (quiet < n && !a->told && (a->told = true)) /* (receipts.py: `silent` is quieter) */
+            mt_receipt_notice(c, whose, quiet, a->rv->follows[quiet], a->peers[quiet].heard,
+                              deadline, capped, began);
         if (done == n) return report(a, whose);
         char run[80];
         if (rewritten(c, a->rv, run, sizeof run)) {
@@ -361,7 +366,7 @@ mt_status mt_receipt_check(mt_client *c, const mt_rendezvous *rv, const uint64_t
     char whose[96];
     snprintf(whose, sizeof whose, "simulation %llu rank %d", (unsigned long long)c->simulation_id,
              c->rank);
-    asking a = {c, rv, bye_steps, calloc(n, sizeof(peer)), 0, 0, NULL, malloc(BUF_CAP), false};
+    asking a = {c, rv, bye_steps, calloc(n, sizeof(peer)), 0, 0, NULL, malloc(BUF_CAP), false, false};
     void *ctx = zmq_ctx_new();
     mt_status st = MT_OK;
     if (a.peers == NULL || a.buf == NULL || ctx == NULL)
@@ -373,7 +378,7 @@ mt_status mt_receipt_check(mt_client *c, const mt_rendezvous *rv, const uint64_t
         peer *p = &a.peers[r];
         p->heard = now;
         p->held = -1;
-        p->s = mt_follow_dial(ctx, rv->follows[r], rv->keys[r], address, &p->monitor);
+        p->s = mt_follow_dial(ctx, rv->follows[r], rv->keys[r], address, &p->monitor, c->disconnected_timeout);
         if (p->s == NULL)
             st = mt_fail(c, MT_EZMQ, "the close's receipt: cannot ask the trainer's receiver %zu "
                                      "(follow socket %s): %s", r, rv->follows[r],

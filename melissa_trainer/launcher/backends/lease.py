@@ -137,8 +137,8 @@ class Lease:
 
 
 def lease_lines(lease: str, timeout: float) -> list[str]:
-    """Script lines that start the lease watchdog in the background (its pid in
-    ``$watchdog``).
+    """Script lines that check the lease at the job's start, then start the lease
+    watchdog in the background (its pid in ``$watchdog``).
 
     The trainer rewrites the file `lease` every `timeout` / 6 s (`Lease`). The
     watchdog reads it every `timeout` / 6 s and compares its content with what it read
@@ -150,25 +150,60 @@ def lease_lines(lease: str, timeout: float) -> list[str]:
     file cannot be read when the job starts (the script directory is not shared with
     the compute node), the watchdog says so in the log and stops: the job then runs as
     if it had no lease.
+
+    The clock starts at the lease's last change, not at the job's start: a job that
+    waited in the queue while its trainer died must not run a whole `timeout` more.
+    Its age at the start is the file system's time (the modification time of a file
+    the job creates beside it) minus the lease's modification time, so only the file
+    system's clock counts (where it takes its clients' clocks, theirs must agree
+    within a small part of `timeout`: NTP). Cached attributes (NFS) can make it look
+    older, so the age only moves the clock forward so far that the watchdog still sees
+    the content unchanged for two renewals (`timeout` / 3) itself before it cancels;
+    and a lease older than `timeout` at the start is confirmed that way (its content
+    unchanged for `timeout` / 3) before the job is cancelled, without its command
+    ever starting (no exit code is written: the trainer, if any, counts it failed).
     """
     timeout_s = max(1, math.ceil(timeout))
-    interval = f"{max(0.2, timeout / 6):.1f}"
+    interval = max(0.2, timeout / 6)
+    confirm = max(1, math.ceil(2 * interval))  # two renewals, seen unchanged
+    head = max(0, timeout_s - confirm)  # the most the lease's age moves the clock on
     path = shlex.quote(lease)
+    said = (
+        f'"melissa-trainer: the trainer has not renewed the lease $lease for'
+        f" {timeout_s} s (it was killed?): cancelling job $SLURM_JOB_ID"
+    )
     return [
         f"lease={path}",
+        "lease_age() {  # seconds since the lease last changed, by the file system's clock",
+        "  local then now probe",
+        '  then=$(stat -c %Y -- "$lease" 2>/dev/null) || { echo 0; return; }',
+        '  probe=$(mktemp "${lease%/*}/.mt-clock.XXXXXX" 2>/dev/null) &&'
+        ' now=$(stat -c %Y -- "$probe" 2>/dev/null); rm -f -- "$probe" 2>/dev/null',
+        '  [ -n "$now" ] || now=$(date +%s)',
+        "  echo $(( now > then ? now - then : 0 ))",
+        "}",
+        "age=$(lease_age)",
+        f'if (( age >= {timeout_s} )) && seen=$(cat -- "$lease" 2>/dev/null); then',
+        f"  sleep {confirm}  # (a cached modification time: the content must not change)",
+        '  if [ "$(cat -- "$lease" 2>/dev/null)" = "$seen" ]; then',
+        f'    echo {said} before its command starts (the lease is $age s old)" >&2',
+        '    scancel "$SLURM_JOB_ID"',
+        "    exit 1",
+        "  fi",
+        "  age=0",
+        "fi",
         "(  # the lease watchdog: ends the job if the trainer stops renewing the lease",
         "  trap 'kill \"$nap\" 2>/dev/null; exit 0' TERM",
         '  seen=$(cat -- "$lease" 2>/dev/null) || {',
         '    echo "melissa-trainer: cannot read the lease $lease on $(hostname): this job'
         ' will not end by itself if the trainer dies" >&2; exit 0; }',
-        "  since=$SECONDS",
+        f"  since=$(( SECONDS - (age < {head} ? age : {head}) ))",
         "  while :; do",
-        f'    sleep {interval} & nap=$!; wait "$nap"',
+        f'    sleep {interval:.1f} & nap=$!; wait "$nap"',
         '    now=$(cat -- "$lease" 2>/dev/null)',
         '    if [ "$now" != "$seen" ]; then seen=$now; since=$SECONDS',
         f"    elif (( SECONDS - since >= {timeout_s} )); then",
-        f'      echo "melissa-trainer: the trainer has not renewed the lease $lease for'
-        f' {timeout_s} s (it was killed?): cancelling job $SLURM_JOB_ID" >&2',
+        f'      echo {said}" >&2',
         '      scancel "$SLURM_JOB_ID" || kill -TERM 0',
         "      exit 0",
         "    fi",

@@ -38,7 +38,12 @@ from melissa_trainer.launcher.backends.slurm.batch import (
     BatchJobs,
     SlurmHandle,
 )
-from melissa_trainer.launcher.backends.slurm.commands import COMMAND_TIMEOUT, SlurmCommands
+from melissa_trainer.launcher.backends.slurm.commands import (
+    COMMAND_TIMEOUT,
+    CONTROLLER_WAIT,
+    SlurmCommands,
+    check_controller_wait,
+)
 from melissa_trainer.launcher.backends.slurm.steps import SrunHandle, SrunSteps
 
 __all__ = [
@@ -76,11 +81,17 @@ class SlurmBackend(Backend):
             docstring); None: no lease. The script directory must then be shared with
             the compute nodes (where it is not, the jobs say so in their logs and run
             without lease). Mode "sbatch" only: steps die with their allocation.
+        controller_wait: seconds (>= 0) an sbatch or scancel that cannot reach the
+            Slurm controller ("Unable to contact slurm controller", a timeout: a
+            controller restart) is retried, with backoff, before its failure counts;
+            default `CONTROLLER_WAIT` (5 minutes), 0: never retried. A refusal (an
+            invalid partition, a bad option) fails at once.
 
     Raises ValueError (naming the parameter) for a bad option, and LaunchError if the
     Slurm commands the mode needs are not on PATH, before anything is submitted.
     Used from one thread (Backend contract); `launch`, `kill` and `close` block for the
-    Slurm commands they run (bounded by COMMAND_TIMEOUT each).
+    Slurm commands they run (bounded by COMMAND_TIMEOUT each; sbatch and scancel retried
+    for up to `controller_wait` s while the controller is unreachable).
     """
 
     name = "slurm"
@@ -96,6 +107,7 @@ class SlurmBackend(Backend):
         *,
         srun_args: Sequence[str] = (),
         lease_timeout: float | None = DEFAULT_TIMEOUT,
+        controller_wait: float = CONTROLLER_WAIT,
     ) -> None:
         if mode not in ("sbatch", "srun"):
             raise ValueError(f"mode must be 'sbatch' or 'srun', got {mode!r}")
@@ -109,6 +121,7 @@ class SlurmBackend(Backend):
         if not poll_every >= 0:
             raise ValueError(f"poll_every must be >= 0 seconds, got {poll_every!r}")
         check_lease_timeout("lease_timeout", lease_timeout)
+        check_controller_wait(controller_wait)  # (before the commands are looked up)
         self.mode = mode
         self.partition = partition
         self.time_limit = ss.normalize_time_limit(time_limit)
@@ -120,6 +133,7 @@ class SlurmBackend(Backend):
             ("sbatch" if mode == "sbatch" else "srun", "squeue", "scancel"),
             ("sacct", "scontrol", "sinfo"),
             f"SlurmBackend(mode={mode!r})",
+            controller_wait=controller_wait,
         )
         allocation = os.environ.get("SLURM_JOB_ID", "").strip()
         if mode == "srun" and not allocation:

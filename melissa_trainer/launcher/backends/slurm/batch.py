@@ -230,15 +230,14 @@ class BatchJobs:
             script.write_text(text)
         except (ValueError, OSError) as exc:
             raise LaunchError(f"cannot write the batch script of job {job.name}: {exc}") from exc
-        result = self._commands.run(
-            sq.sbatch_command(str(script), self._commands.path("sbatch")),
-            cwd=cwd,
-            env=ss.submission_env(os.environ),
+        result, note = self._commands.sbatch(
+            str(script), name, cwd=cwd, env=ss.submission_env(os.environ)
         )
         why = failure(result)
         if why is not None or isinstance(result, str):
             raise LaunchError(
-                f"sbatch refused job {job.name} (script {script}): {why}{self._partition_hint(why)}"
+                f"sbatch refused job {job.name} (script {script}): {why}{note}"
+                f"{self._partition_hint(why)}"
             )
         try:
             job_id = sq.parse_sbatch(result.stdout)

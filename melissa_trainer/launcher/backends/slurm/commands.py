@@ -12,12 +12,22 @@ import logging
 import os
 import shutil
 import subprocess
-from collections.abc import Iterable, Sequence
+import time
+from collections.abc import Callable, Iterable, Sequence
 
 from melissa_trainer.launcher.backends.base import LaunchError
 from melissa_trainer.launcher.backends.slurm import queries as sq
 
-__all__ = ["COMMAND_TIMEOUT", "Result", "SlurmCommands", "failure"]
+__all__ = [
+    "COMMAND_TIMEOUT",
+    "CONTROLLER_WAIT",
+    "Result",
+    "SlurmCommands",
+    "ambiguous",
+    "check_controller_wait",
+    "failure",
+    "transient",
+]
 
 logger = logging.getLogger("melissa_trainer.launcher.backends.slurm")
 
@@ -26,6 +36,52 @@ COMMAND_TIMEOUT = 30.0
 
 #: what `SlurmCommands.run` returns: the finished command, or why it could not run
 Result = subprocess.CompletedProcess[str] | str
+
+
+#: seconds a command that cannot reach the Slurm controller is retried by default: a
+#: controller restart (an upgrade, a configuration change, a fail-over) takes a minute
+CONTROLLER_WAIT = 300.0
+#: what Slurm's client commands say when the controller could not be reached or asked
+#: them to try again (lower case): transient, retried for `controller_wait` seconds;
+#: any other refusal (an invalid partition, a bad option) is final at once
+TRANSIENT = (
+    "unable to contact slurm controller",
+    "socket timed out on send/recv",
+    "zero bytes were transmitted or received",
+    "communication connection failure",
+    "connection refused",
+    "connection timed out",
+    "slurm temporarily unable to accept job",
+    "resource temporarily unavailable",
+    "backup controller in standby mode",
+    "timed out after",  # (the command's own timeout: `SlurmCommands.run`)
+)
+#: of those, the ones after which a request may have reached the controller (a lost
+#: reply): a job may have been submitted (`BatchJobs.launch` looks before submitting again)
+AMBIGUOUS = ("socket timed out", "zero bytes were transmitted", "timed out after")
+
+
+def transient(why: str) -> bool:
+    """Whether a command's failure `why` is the controller's unreachability or its "try
+    again" (`TRANSIENT`), not a refusal."""
+    low = why.lower()
+    return any(words in low for words in TRANSIENT)
+
+
+def ambiguous(why: str) -> bool:
+    """Whether the failure `why` may have reached the controller (`AMBIGUOUS`)."""
+    low = why.lower()
+    return any(words in low for words in AMBIGUOUS)
+
+
+def check_controller_wait(value: float) -> float:
+    """`value` as seconds, or ValueError naming ``controller_wait``."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 1e9:
+        raise ValueError(
+            "controller_wait must be a number of seconds >= 0 (how long a Slurm command "
+            f"that cannot reach the controller is retried; 0: never), got {value!r}"
+        )
+    return float(value)
 
 
 def failure(result: Result) -> str | None:
@@ -45,11 +101,20 @@ class SlurmCommands:
             the fix otherwise).
         optional: commands used when present (e.g. sacct, scontrol).
         owner: how the error message names the backend.
+        controller_wait: seconds a command failing to reach the controller is retried
+            (`run_retrying`).
 
     Stateless once made: safe from any thread.
     """
 
-    def __init__(self, needed: Sequence[str], optional: Sequence[str], owner: str) -> None:
+    def __init__(
+        self,
+        needed: Sequence[str],
+        optional: Sequence[str],
+        owner: str,
+        controller_wait: float = CONTROLLER_WAIT,
+    ) -> None:
+        self.controller_wait = check_controller_wait(controller_wait)
         found = {command: shutil.which(command) for command in (*needed, *optional)}
         missing = [command for command in needed if found[command] is None]
         if missing:
@@ -89,14 +154,84 @@ class SlurmCommands:
         except (OSError, subprocess.TimeoutExpired) as exc:
             return f"{argv[0]}: {exc}"
 
+    def run_retrying(
+        self,
+        argv: list[str],
+        cwd: str | os.PathLike[str] | None = None,
+        env: dict[str, str] | None = None,
+        before_retry: Callable[[str], Result | None] | None = None,
+    ) -> tuple[Result, str]:
+        """`run`, retried with backoff (1 s, doubling to 15 s) while it fails for a
+        `transient` reason, for up to `controller_wait` seconds: a controller restart is
+        ridden out. Logged as a summary: one WARNING at the first failure, one when the
+        controller answers again or the wait is over (never a line per try). Returns the
+        last result and, when the wait ran out on a transient failure, words for the
+        caller's error ("" otherwise). `before_retry(why)` (may be None) runs before each
+        retry; a result it returns is taken as the command's (a job found submitted)."""
+        started, delay, tries = time.monotonic(), 1.0, 0
+        name = os.path.basename(argv[0])
+        while True:
+            result = self.run(argv, cwd=cwd, env=env)
+            tries += 1
+            why = failure(result)
+            waited = time.monotonic() - started
+            if why is None or not transient(why) or waited >= self.controller_wait:
+                break
+            if tries == 1:
+                logger.warning(
+                    "%s could not reach the Slurm controller (%s): retrying for up to %g s "
+                    "(controller_wait)",
+                    name,
+                    why.splitlines()[-1],
+                    self.controller_wait,
+                )
+            time.sleep(min(delay, max(0.0, self.controller_wait - waited)))
+            delay = min(2 * delay, 15.0)
+            found = before_retry(why) if before_retry is not None else None
+            if found is not None:
+                result, why = found, None
+                break
+        if tries > 1 and (why is None or not transient(why)):
+            logger.warning(
+                "the Slurm controller answered %s again after %.0f s (%d tries)",
+                name,
+                waited,
+                tries,
+            )
+        if why is not None and transient(why) and self.controller_wait > 0:
+            note = (
+                f" (the Slurm controller was unreachable for {waited:.0f} s, {tries} tries; "
+                "controller_wait sets how long a command is retried)"
+            )
+            logger.warning("%s gave up after %.0f s (%d tries)", name, waited, tries)
+            return result, note
+        return result, ""
+
+    def sbatch(
+        self, script: str, name: str, cwd: str | os.PathLike[str], env: dict[str, str]
+    ) -> tuple[Result, str]:
+        """Submit batch script `script` (job `name`) with ``sbatch --parsable``,
+        retried while the controller is unreachable (`run_retrying`). After a failure
+        that may have reached the controller (`ambiguous`: a lost reply), squeue is asked
+        for a job `name` before submitting again: one found is the answer (no job twice)."""
+        argv = sq.sbatch_command(script, self.path("sbatch"))
+
+        def submitted(why: str) -> Result | None:
+            jobs = self.own_jobs() if ambiguous(why) else []
+            found = [] if isinstance(jobs, str) else [j for j, _, n in jobs if n == name]
+            return subprocess.CompletedProcess(argv, 0, f"{found[0]}\n", "") if found else None
+
+        return self.run_retrying(argv, cwd=cwd, env=env, before_retry=submitted)
+
     def scancel(self, job_ids: Iterable[str], signal: str | None = None) -> None:
-        """``scancel`` (see `script.scancel_command`); a failure is only logged at
-        debug level: scancel also fails for a job that ended meanwhile."""
+        """``scancel`` (see `script.scancel_command`), retried while the controller is
+        unreachable (`run_retrying`); a failure is only logged at debug level: scancel
+        also fails for a job that ended meanwhile."""
         job_ids = list(job_ids)
         if not job_ids:
             return
         command = sq.scancel_command(job_ids, signal=signal, scancel=self.path("scancel"))
-        why = failure(self.run(command))
+        why = failure(self.run_retrying(command)[0])
         if why is not None:
             logger.debug("%s: %s", " ".join(command), why)
 

@@ -1,0 +1,43 @@
+"""Run on two ranks by tests/trainer/test_schedule_end_ranks.py: a OneCycleLR of 5
+steps, max_steps unset, a stream of 50 steps per rank, stop_sync_steps 2 (the stop at
+step 5 falls inside a window, with the next one's agreement started). Each rank writes
+``<error type> <global_step>`` to ``OUTPUT_DIR/ended_<rank>.txt`` (its own file: the
+ranks share one stdout) and exits 1 when `train()` raised, as an uncaught error would."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: helpers
+from helpers import linear_samples, small_model, xy  # noqa: E402
+
+from melissa_trainer import OnlineTrainer, TrainingArguments  # noqa: E402
+
+
+def main() -> None:
+    args = TrainingArguments(
+        output_dir=sys.argv[1], batch_size=8, buffer="fifo", buffer_size=64, watermark=8,
+        stop_sync_steps=2, report_to="none", disable_progress_bar=True,
+    )  # fmt: skip
+    model = small_model()
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-2)
+    scheduler = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=0.1, total_steps=5)
+    trainer = OnlineTrainer(
+        model, args, optimizer, scheduler,
+        train_source=lambda rank, world: list(linear_samples(400, seed=rank)),
+        process_sample=xy,
+    )  # fmt: skip
+    ended = Path(sys.argv[1]) / f"ended_{trainer.process_index}.txt"
+    try:
+        trainer.train()
+    except Exception as exc:
+        ended.write_text(f"{type(exc).__name__} {trainer.state.global_step}\n")
+        raise
+    ended.write_text(f"none {trainer.state.global_step}\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,150 @@
+"""A learning-rate schedule sized in steps (OneCycleLR's total_steps) on a run whose
+length follows the stream (trial 29): the run stops at the schedule's end with a
+checkpoint and words naming max_steps, not torch's "Tried to step 6 times" with the
+work since the last save lost; a max_steps past the schedule is refused before
+training; a resume at the schedule's end is refused, and the documented way to train
+on with a longer schedule (docs/resume.md, "Schedules sized in steps") works.
+
+In-process source, one rank, a few steps.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from melissa_trainer import OnlineTrainer, TrainingArguments
+from melissa_trainer.trainer.schedule_end import ScheduleEnded
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def simulations(rank: int, world_size: int) -> Iterator[dict[str, Any]]:
+    for sim in range(rank, 6, world_size):
+        for t in range(10):
+            field = np.full(16, sim / 6 * t / 10, np.float32)
+            yield {"params": np.array([sim / 6], np.float32), "t": t, "field": field}
+
+
+def process_sample(s: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
+    x = torch.cat([torch.from_numpy(s["params"]), torch.tensor([float(s["t"])])])
+    return x, torch.from_numpy(s["field"])
+
+
+def run(
+    out: Path, scheduler_of: Any, max_steps: int | None = None, resume: str | None = None
+) -> tuple[OnlineTrainer, Any]:
+    """A FIFO run of 15 steps of 4 samples (60 samples), unless max_steps."""
+    torch.manual_seed(0)
+    model = torch.nn.Linear(2, 16)
+    optimizer = torch.optim.Adam(model.parameters(), 1e-3)
+    scheduler = scheduler_of(optimizer)
+    args = TrainingArguments(
+        output_dir=str(out),
+        buffer="fifo",
+        batch_size=4,
+        logging_steps=5,
+        max_steps=max_steps,
+        resume_from_checkpoint=resume,
+        disable_progress_bar=True,
+        report_to="none",
+    )
+    trainer = OnlineTrainer(
+        model,
+        args,
+        optimizer,
+        scheduler,
+        train_source=simulations,
+        process_sample=process_sample,
+    )
+    return trainer, scheduler
+
+
+def one_cycle(total: int) -> Any:
+    return lambda o: torch.optim.lr_scheduler.OneCycleLR(o, max_lr=1e-2, total_steps=total)
+
+
+def said(error: BaseException) -> str:
+    return str(error) + " ".join(getattr(error, "__notes__", []))
+
+
+def test_a_run_past_its_schedule_stops_there_with_a_checkpoint(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Failed before: torch's ValueError at step 6, no checkpoint, no word of max_steps."""
+    trainer, _ = run(tmp_path / "out", one_cycle(5))
+    with caplog.at_level(logging.WARNING), pytest.raises(ScheduleEnded) as raised:
+        trainer.train()
+    message = said(raised.value)
+    assert trainer.state.global_step == 5
+    checkpoint = tmp_path / "out" / "checkpoints" / "checkpoint-5"
+    assert checkpoint.is_dir()
+    assert str(checkpoint) in message, message
+    for words in ("OneCycleLR(total_steps=5)", "step 5", "max_steps", "docs/resume.md"):
+        assert words in message, message
+    # warned before training: max_steps unset under a schedule that ends
+    warned = [r.getMessage() for r in caplog.records if "ends at step 5" in r.getMessage()]
+    assert len(warned) == 1 and "max_steps is unset" in warned[0], warned
+
+
+def test_max_steps_at_the_schedule_end_trains_to_it(tmp_path: Path) -> None:
+    trainer, scheduler = run(tmp_path / "out", one_cycle(5), max_steps=5)
+    assert trainer.train().global_step == 5
+    assert trainer.ended_by == "max_steps 5 reached"
+    assert scheduler.last_epoch == 5
+
+
+def test_max_steps_past_the_schedule_is_refused_before_training(tmp_path: Path) -> None:
+    trainer, _ = run(tmp_path / "out", one_cycle(5), max_steps=10)
+    with pytest.raises(ScheduleEnded) as raised:
+        trainer.train()
+    message = str(raised.value)
+    assert trainer.state.global_step == 0
+    for words in ("max_steps 10", "OneCycleLR(total_steps=5)", "max_steps=5", "total_steps"):
+        assert words in message, message
+    assert not (tmp_path / "out" / "checkpoints").exists()
+
+
+def test_a_resume_at_the_schedule_end_is_refused_then_extended_as_documented(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "out"
+    with pytest.raises(ScheduleEnded):
+        run(out, one_cycle(5))[0].train()
+    # the same script resumed: the checkpoint's total (5) applies, no step is left
+    trainer, _ = run(out, one_cycle(100), resume="latest")
+    with pytest.raises(ScheduleEnded) as raised:
+        trainer.train()
+    assert "no step left at step 5" in str(raised.value), raised.value
+    assert "docs/resume.md" in str(raised.value), raised.value
+    # docs/resume.md's way: load by hand, then give the scheduler the longer total
+    trainer, scheduler = run(out, one_cycle(100), max_steps=12)
+    trainer.load_checkpoint(out / "checkpoints" / "checkpoint-5")
+    longer = torch.optim.lr_scheduler.OneCycleLR(
+        torch.optim.SGD(trainer.model.parameters()), max_lr=1e-2, total_steps=100
+    )
+    scheduler.total_steps = longer.total_steps
+    scheduler._schedule_phases = longer._schedule_phases
+    assert trainer.train().global_step == 12
+    assert scheduler.last_epoch == 12 and scheduler.total_steps == 100
+
+
+def test_another_schedulers_error_at_its_step_names_max_steps(tmp_path: Path) -> None:
+    """A schedule the trainer cannot read (a LambdaLR over a list): its own error, with
+    the library's note (the scheduler, its step, max_steps)."""
+    rates = [1.0] * 4
+
+    def lambda_lr(o: torch.optim.Optimizer) -> Any:
+        return torch.optim.lr_scheduler.LambdaLR(o, lambda step: rates[step])
+
+    trainer, _ = run(tmp_path / "out", lambda_lr)
+    with pytest.raises(IndexError) as raised:
+        trainer.train()
+    message = said(raised.value)
+    assert "LambdaLR" in message and "max_steps" in message, message

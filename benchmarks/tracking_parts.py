@@ -67,7 +67,8 @@ from melissa_trainer.common.json_output import to_json  # noqa: E402
 from melissa_trainer.core import loss_per_simulation, sample_losses  # noqa: E402
 from melissa_trainer.launcher import DensitySampler  # noqa: E402
 from melissa_trainer.launcher.pending_losses import PendingLosses  # noqa: E402
-from melissa_trainer.trainer.losses import TrainerLosses, _inputs_targets  # noqa: E402
+from melissa_trainer.trainer.loss_inputs import inputs_targets  # noqa: E402
+from melissa_trainer.trainer.losses import TrainerLosses  # noqa: E402
 
 PARTS = ("losses", "record", "reduce", "feed")
 EVERY = 20  # steps between reductions (the default `simulation_loss_steps`)
@@ -160,7 +161,7 @@ def _run(baseline: Path, steps: int, seed: int, work: Path) -> dict[str, dict[st
     done = [0]
 
     def sample_loss_mean(self: Any, model: torch.nn.Module, batch: Any) -> torch.Tensor:
-        inputs, targets = _inputs_targets(batch, "compute_sample_losses")
+        inputs, targets = inputs_targets(batch, "compute_sample_losses", self.dataset)
         outputs = model(inputs)
         names = list(codes)
         order.shuffle(names)

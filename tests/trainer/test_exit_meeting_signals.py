@@ -33,13 +33,11 @@ def test_a_sigterm_while_restore_joins_its_watcher_is_held(
         join = handler._thread.join
 
         def slow_join(*args: Any, **kwargs: Any) -> None:  # a SIGTERM as restore joins
-            os.kill(os.getpid(), signal.SIGTERM)
-            time.sleep(0.2)
+            signal.raise_signal(signal.SIGTERM)  # (its Python handler runs before this returns)
             join(*args, **kwargs)
 
         monkeypatch.setattr(handler._thread, "join", slow_join)
         handler.restore()
-        time.sleep(0.1)  # (Python runs the handler at the next bytecode boundary)
         assert holding()  # still held: restore left SIGTERM to the hold
         assert exit_meeting._dropped[0] >= 1
     finally:
@@ -61,8 +59,7 @@ def test_the_hold_gives_sigterm_back_to_the_handler_before_the_trainers(
         assert hold_term(grace=30.0, clock=lambda: now[0], previous=handler.previous_term())
         handler.restore()
         now[0] = 31.0
-        os.kill(os.getpid(), signal.SIGTERM)
-        time.sleep(0.1)
+        signal.raise_signal(signal.SIGTERM)  # (its Python handler runs before this returns)
         assert seen == [signal.SIGTERM] and not handler.requested()
     finally:
         handler.restore()
@@ -103,8 +100,7 @@ def test_a_dropped_sigterm_is_said_later_once(
     exit_meeting._dropped[0] = 0
     try:
         assert hold_term(grace=300.0) is True
-        os.kill(os.getpid(), signal.SIGTERM)
-        time.sleep(0.1)  # (Python runs the handler at the next bytecode boundary)
+        signal.raise_signal(signal.SIGTERM)  # (its Python handler runs before this returns)
         exit_meeting.said_dropped()
         exit_meeting.said_dropped()
     finally:

@@ -34,10 +34,12 @@ except PredictionUnavailable:          # busy, not serving yet, restarting, gone
   trainer whose process is gone is not waited for: a request whose connection drops
   while it waits, and one whose endpoint refuses the connection (nothing listens there:
   a dead trainer's serve file), raise `PredictTimeout` at once (the socket's monitor
-  says so); only an unreachable host (a node gone) and a peer that accepts the
-  connection and never answers its handshake (a trainer whose process is stopped, which
-  answers once continued; another program: `predict_events`, whose timeout says so)
-  take the whole timeout.
+  says so); only an unreachable host (a node gone: its timeout says "no answer from
+  HOST:PORT", not a refusal) and a peer that accepts the connection and never answers
+  its handshake (a trainer whose process is stopped, which answers once continued;
+  another program: `predict_events`, whose timeout says so) take the whole timeout. The
+  TCP connect is bounded by the request's timeout, at least 2 s (ZMQ_CONNECT_TIMEOUT,
+  `sockets.connect_timeout_ms`: a `Predictor` has no tuning).
 * A server that refuses this client's handshake (it takes CURVE connections only and
   the key is missing, or is not its key) raises ValueError naming the endpoint and the
   fix, as soon as the handshake fails: a mistake to fix, not a fallback. So do an
@@ -181,7 +183,7 @@ class Predictor:
         link = self._link
         link.check_backoff(now)
         deadline = now + timeout
-        sock = link.connect(deadline)
+        sock = link.connect(deadline, timeout)
         arrays = self._arrays(inputs)
         request_id = next(self._ids)
         # (the wire's timeout is a u32 of milliseconds: a longer wait is sent as its

@@ -12,6 +12,7 @@ import numpy as np
 
 __all__ = [
     "PLAIN_SERVE",
+    "NO_ANSWER_WHY",
     "PLAIN_SERVE_FILE",
     "SILENT",
     "UNANSWERED",
@@ -21,6 +22,7 @@ __all__ = [
     "PredictionUnavailable",
     "handshake_refused",
     "malformed_serve_key",
+    "no_answer",
     "not_serving",
     "unresolved",
 ]
@@ -50,6 +52,9 @@ UNANSWERED = (
     "a suspended job: it answers once continued), or its node is unreachable (a trainer "
     "whose process died closes the connection, which fails a request at once)"
 )
+#: what a host that never answered a connection attempt is (its SYNs unanswered: no
+#: connection made, none refused; `no_answer`); the C client's words too (predict_watch.c)
+NO_ANSWER_WHY = "a wrong host, a firewall dropping packets, or a host that is down"
 #: why a serving socket refused a client with a CURVE key with ZeroMQ's detail of a
 #: mechanism mismatch: it takes no CURVE; the C client's words too (predict_watch.c)
 PLAIN_SERVE = (
@@ -219,4 +224,16 @@ def unresolved(endpoint: str, host: str, why: str, given: bool) -> ValueError:
     return ValueError(
         f"the serving endpoint {endpoint}: the host name {host!r} does not resolve "
         f"({why}; a typo?): {fix}"
+    )
+
+
+def no_answer(endpoint: str, seconds: float) -> PredictTimeout:
+    """The error of a serving endpoint whose host never answered the connection attempt
+    for `seconds` (until the request's timeout, or the connect bound that ended the
+    attempt: `predict_link`): not a refusal ("nothing listens there": a host's RST),
+    which comes at once. Names the endpoint's HOST:PORT (the C client's words too)."""
+    address = endpoint.removeprefix("tcp://").rpartition(";")[2]
+    return PredictTimeout(
+        f"no answer from {address} (the trainer's serving endpoint) within {seconds:.1f} s: "
+        f"{NO_ANSWER_WHY}"
     )

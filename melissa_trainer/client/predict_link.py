@@ -29,11 +29,13 @@ from melissa_trainer.client.predict_errors import (
     PredictTimeout,
     handshake_refused,
     malformed_serve_key,
+    no_answer,
     not_serving,
     unresolved,
 )
-from melissa_trainer.client.predict_events import TIMED_OUT, ServeEvents
+from melissa_trainer.client.predict_events import DRAIN, NO_ANSWER, TIMED_OUT, ServeEvents
 from melissa_trainer.client.server_key import z85_fault
+from melissa_trainer.client.sockets import connect_timeout_ms
 from melissa_trainer.wire import FieldSpec
 
 # (the variables re-exported: their import path before `predict_endpoint`)
@@ -48,6 +50,9 @@ _HANDSHAKE_FAILED = (
 #: the monitor events of a trainer gone: a connection attempt that failed (refused:
 #: nothing listens there), and an established connection dropped
 _GONE = zmq.EVENT_CONNECT_RETRIED | zmq.EVENT_DISCONNECTED
+#: the monitor's events: those, connections made, and connects in progress (which tell
+#: an attempt abandoned at the connect bound from one refused: `predict_events`)
+_WATCHED = _HANDSHAKE_FAILED | _GONE | zmq.EVENT_CONNECTED | zmq.EVENT_CONNECT_DELAYED
 #: After a trainer was found gone (a connection refused or lost, its serve file
 #: removed), requests fail at once without dialling for a backoff that doubles from the
 #: first to the second (seconds): no socket per request while the trainer is away (a
@@ -152,9 +157,13 @@ class PredictLink:
         request to a stopped trainer said "no connection ... gone or restarting"."""
         self._silent_at = self.connected[0]
 
-    def connect(self, deadline: float) -> zmq.Socket:
+    def connect(self, deadline: float, timeout: float) -> zmq.Socket:
         """The socket to the serving rank: the open one, else a new one to the endpoint
-        looked up (waiting for a serve file up to `deadline`), with its monitor.
+        looked up (waiting for a serve file up to `deadline`), with its monitor. Its TCP
+        connect is bounded by the data sockets' rule (`sockets.connect_timeout_ms`) of
+        `timeout`, the request's (a `Predictor` has no tuning; C: predict.c the same): at
+        least 2 s, so a request never outlasts it by much, and a host that never answers
+        is not dialled for the kernel's ~2 minutes after the request gave up on it.
 
         Raises:
             PredictTimeout: no endpoint published in time, or the trainer that served
@@ -168,6 +177,7 @@ class PredictLink:
         sock = self._context.socket(zmq.DEALER)
         sock.setsockopt(zmq.LINGER, 0)
         sock.setsockopt(zmq.IMMEDIATE, 1)  # never queue a request for a peer not there
+        sock.setsockopt(zmq.CONNECT_TIMEOUT, connect_timeout_ms(timeout))
         if key is not None:
             # (else libzmq's bare "Invalid argument" below; a serve file may hold anything)
             fault = z85_fault(key) if isinstance(key, str) else f"a str, not {type(key).__name__}"
@@ -176,7 +186,7 @@ class PredictLink:
                 raise malformed_serve_key(key, fault, ENV_SERVE_KEY, self.lookup.serve_file)
             sock.curve_serverkey = key.encode("ascii")
             sock.curve_publickey, sock.curve_secretkey = zmq.curve_keypair()
-        monitor = sock.get_monitor_socket(_HANDSHAKE_FAILED | _GONE | zmq.EVENT_CONNECTED)
+        monitor = sock.get_monitor_socket(_WATCHED)
         try:
             sock.connect(endpoint)
         except zmq.ZMQError as exc:
@@ -196,7 +206,10 @@ class PredictLink:
         and a host name that does not resolve raise ValueError at once (the last two
         `PredictTimeout` when the endpoint was read from a serve file: a stale one). A
         peer that accepts TCP and never answers (`predict_events`: a trainer stopped,
-        another program) is waited for, and its `PredictTimeout` says so (`SILENT`)."""
+        another program) is waited for, and its `PredictTimeout` says so (`SILENT`); so
+        is a host that never answers the TCP connect (`no_answer`: at the deadline, or
+        at once when the connect bound abandoned the attempt first), which a refusal
+        ("nothing listens there", at once) is not."""
         poller = zmq.Poller()
         poller.register(sock, zmq.POLLOUT)
         if self.monitor is not None:
@@ -209,12 +222,17 @@ class PredictLink:
             now = time.monotonic()
             left = deadline - now
             wait = min(left, dropped + _NO_REDIAL - now) if dropped else left
+            if self._events is not None and self._events.connecting:
+                wait = min(wait, DRAIN)  # (the attempt's end dated: `predict_events`)
             ready = dict(poller.poll(poll_ms(wait))) if wait > 0 else {}
             if sock in ready:
                 return
             for event in self._events.read() if self._events is not None else ():
                 if event in (TIMED_OUT, zmq.EVENT_CONNECTED):  # (the peer is there)
                     continue
+                if event == NO_ANSWER:  # (the connect bound ended an attempt: not refused)
+                    bound = self._events.connect_bound if self._events is not None else 0.0
+                    raise self._no_answer(bound)
                 if event == zmq.EVENT_DISCONNECTED:
                     dropped = time.monotonic()
                     continue
@@ -254,6 +272,9 @@ class PredictLink:
                 endpoint = self.connected[0]
                 was = bool(endpoint) and endpoint == self._silent_at
                 silent = self._events is not None and self._events.silent(timed_out, was)
+                waited = self._events.unanswered() if self._events is not None else None
+                if waited is not None and endpoint.startswith("tcp://"):
+                    raise self._no_answer(waited)  # (a connect in progress since dialled)
                 self.reset()
                 if silent:
                     self._silent_at = endpoint  # (still silent: the next one says so too)
@@ -290,6 +311,14 @@ class PredictLink:
                 self.monitor, self._events = None, None
             self.socket.close(linger=0)
             self.socket = None
+
+    def _no_answer(self, seconds: float) -> PredictTimeout:
+        """The error of a host that did not answer the connect for `seconds`
+        (`predict_errors.no_answer`); the socket is closed, no backoff follows (the
+        request waited that long: no dial per request in a loop)."""
+        endpoint = self.connected[0]
+        self.reset()
+        return no_answer(endpoint, seconds)
 
     def _not_serving(self, curve_too: bool = False) -> Exception:
         """The error of an endpoint that answers but is not a serving socket: a

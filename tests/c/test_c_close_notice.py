@@ -52,9 +52,13 @@ def test_a_close_to_a_dead_trainer_says_once_what_it_waits_for(
     notice = notices[0]
     assert f"no receiver ever accepted a connection at {dead}" in notice, notice
     assert "(mt_set_disconnected_timeout=1.0 s)" in notice, notice
-    assert notice.endswith("nothing more is said until the close ends"), notice
+    # (the words of Python's waits_for, as the receipt notice's: one C implementation,
+    # close_notice.c mt_waits_for; before, close_wait.c's own had no final period and no
+    # "(at once if it publishes sooner)")
+    assert notice.endswith("nothing more is said until the close ends."), notice
     if window:
         assert "(mt_set_follow_timeout=0.5 s) for a restarted trainer to publish in" in notice
+        assert "and follows it (at once if it publishes sooner): up to " in notice, notice
         assert "mt_set_disconnected_timeout and mt_set_follow_timeout shorten it" in notice
     else:
         assert "follow_timeout" not in notice, notice

@@ -124,10 +124,10 @@ def test_while_the_trainer_is_gone_requests_fail_without_a_socket_each(
     dials = 0
     connect = PredictLink.connect
 
-    def counted(self: PredictLink, deadline: float) -> object:
+    def counted(self: PredictLink, deadline: float, timeout: float) -> object:
         nonlocal dials
         dials += 1
-        return connect(self, deadline)
+        return connect(self, deadline, timeout)
 
     monkeypatch.setattr(PredictLink, "connect", counted)
     first, _ = start_server(tmp_path, 1, hold=False)

@@ -435,7 +435,9 @@ typedef enum mt_refusal {
  *                  while it waits, one whose endpoint refuses the connection (nothing
  *                  listens there: a dead trainer's serve file) and one whose serve file
  *                  its trainer removed return at once (a socket monitor says so; only
- *                  an unreachable host, a node gone, takes the whole timeout). After
+ *                  an unreachable host, a node gone, takes the whole timeout, and says
+ *                  "no answer from HOST:PORT"; its connect is bounded by the timeout,
+ *                  at least 2 s). After
  *                  such a failure the calls of a backoff (0.05 s, doubling to 1 s while
  *                  the trainer stays away) return MT_ETIMEDOUT at once without dialling
  *                  (no socket per call in a solver's loop); mt_client_error says why.

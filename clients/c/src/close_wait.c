@@ -127,7 +127,7 @@ static void tell(mt_client *c, waiting *w, const char *whose, size_t i, double s
     w->told = true;
     double from = since > w->started ? since : w->started, left = -1;
     const char *bound = NULL;
-    char bt[32], ft[32], clock[16], never[600], capb[128] = "";
+    char bt[32], clock[16], never[600], capb[128] = "";
     if (c->disconnected_timeout >= 0) {
         left = c->disconnected_timeout - (now - from);
         bound = "mt_set_disconnected_timeout";
@@ -165,30 +165,18 @@ static void tell(mt_client *c, waiting *w, const char *whose, size_t i, double s
                       whose, c->endpoints[i], clock, now - since, of,
                       cause,
                       (unsigned long long)c->steps_per_receiver[i]);
-    if (bound == NULL)
-        mt_buf_printf(&b, "The close waits for it to %s, with no bound", what);
-    else if (capb[0])
-        mt_buf_printf(&b, "The close waits up to %.0f s more for it to %s (%s)", left, what,
-                      capb);
-    else
-        mt_buf_printf(&b, "The close waits up to %.0f s more for it to %s (%s=%s s)", left,
-                      what, bound, bt);
+    /* (the follow's words, and the settings that shorten the wait: the receipt
+     * notice's, close_notice.c, one implementation of gave_up.py waits_for) */
+    char bounded[160] = "";
+    if (capb[0])
+        snprintf(bounded, sizeof bounded, "%s", capb);
+    else if (bound != NULL)
+        snprintf(bounded, sizeof bounded, "%s=%s s", bound, bt);
     bool window = c->replay.max_bytes > 0 && c->rendezvous_used != NULL;
-    if (window && bound != NULL && c->follow_timeout < 0)
-        mt_buf_printf(&b, ", then for a restarted trainer to publish in %s, with no bound "
-                      "(mt_set_follow_timeout), and follows it", c->rendezvous_used);
-    else if (window && bound != NULL) {
-        mt_format_double(c->follow_timeout, ft);
-        mt_buf_printf(&b, ", then up to %.0f s (mt_set_follow_timeout=%s s) for a restarted "
-                      "trainer to publish in %s, and follows it: up to %.0f s more, %.0f s in "
-                      "all", c->follow_timeout, ft, c->rendezvous_used, left + c->follow_timeout,
-                      now - w->started + left + c->follow_timeout);
-    }
-    if (!b.oom)
-        fprintf(stderr, "melissa_trainer: mt_client_close: %s. %s%snothing more is said "
-                        "until the close ends\n", b.data, bound != NULL ? bound : "",
-                window && bound != NULL ? " and mt_set_follow_timeout shorten it; "
-                                        : bound != NULL ? " shortens it; " : "");
+    mt_waits_for(&b, bound == NULL ? -1 : left, bounded, what,
+                 window ? c->rendezvous_used : "", window, c->follow_timeout,
+                 now - w->started);
+    if (!b.oom) fprintf(stderr, "melissa_trainer: mt_client_close: %s\n", b.data);
     free(b.data);
 }
 

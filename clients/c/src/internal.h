@@ -249,6 +249,11 @@ struct mt_client {
     double predict_drained, predict_opened, predict_bound;
     bool predict_after_timeout;
     unsigned predict_timed_out;
+    /* its connects (predict_dial.c): its ZMQ_CONNECT_TIMEOUT (s), when it was dialled,
+     * when a connect in progress was read (its CONNECT_DELAYED; <0: none), and whether
+     * its host ever answered (a connection made, an attempt refused) */
+    double predict_connect_bound, predict_dialled, predict_dialling;
+    bool predict_answered;
     /* a handshake failed with the detail of a mechanism mismatch (CURVE on one side only):
      * with a key here, the server takes no CURVE (predict_watch.c refused_handshake) */
     bool predict_mismatched;

@@ -185,11 +185,15 @@ static mt_status connect_serving(mt_client *c, double deadline, double timeout) 
     mt_status st = mt_serve_resolve(c, deadline, timeout, &e);
     if (st != MT_OK) return st;
     void *s = zmq_socket(c->zctx, ZMQ_DEALER);
-    int zero = 0, one = 1;
+    /* (its TCP connect bounded by the data sockets' rule of the request's timeout, at
+     * least 2 s: as the Python client's Predictor, which has no tuning; predict_dial.c
+     * tells a connect so abandoned from one refused) */
+    int zero = 0, one = 1, connect_ms = mt_connect_timeout_ms(timeout);
     if (s == NULL) {
         st = mt_fail(c, MT_EZMQ, "zmq_socket: %s", zmq_strerror(errno));
     } else if (zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero) != 0 ||
-               zmq_setsockopt(s, ZMQ_IMMEDIATE, &one, sizeof one) != 0) {
+               zmq_setsockopt(s, ZMQ_IMMEDIATE, &one, sizeof one) != 0 ||
+               zmq_setsockopt(s, ZMQ_CONNECT_TIMEOUT, &connect_ms, sizeof connect_ms) != 0) {
         st = mt_fail(c, MT_EZMQ, "zmq_setsockopt: %s", zmq_strerror(errno));
     } else if (e.curve_key != NULL) {
         char public_key[41], secret_key[41];

@@ -7,7 +7,8 @@
  * failure, the requests of a backoff (0.05 s, doubling to 1 s while the trainer stays
  * away) fail at once without dialling: no socket per request while the trainer is away
  * (a solver asking in a loop would make thousands a second and run out of file
- * descriptors). Only an unreachable host (a node gone) takes the whole timeout. A server
+ * descriptors). Only an unreachable host (a node gone) takes the whole timeout, and says
+ * that no answer came from it (predict_dial.c: not a refusal). A server
  * that refuses the handshake (a CURVE key that is not its own) is MT_EENV as soon as
  * that is certain: a mistake to fix, not a fallback (the Python client's ValueError); so
  * are an endpoint given that answers but is not a serving socket (the receiver's, of
@@ -19,11 +20,9 @@
  * was seen (SILENT; client/predict_events.py). */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
-#include <netdb.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <zmq.h>
 
 #include "internal.h"
@@ -36,6 +35,8 @@
 #define GONE (ZMQ_EVENT_CONNECT_RETRIED | ZMQ_EVENT_DISCONNECTED)
 /* what next_kept gives for a handshake failure that libzmq's timeout may have caused */
 #define TIMED_OUT 0x10000
+/* what next_kept gives for a connect abandoned at the connect bound (predict_dial.c) */
+#define NO_ANSWER 0x20000
 /* what a serving peer that accepted TCP and never completed a ZeroMQ handshake is, and
  * the fix (client/predict_errors.py SILENT, word for word) */
 #define SILENT                                                                            \
@@ -73,7 +74,9 @@ mt_status mt_watch_start(mt_client *c, void *s) {
     int zero = 0;
     snprintf(address, sizeof address, "inproc://mt-predict-%p-%u", (void *)c,
              c->predict_monitors++); /* (an address is freed only once its socket is reaped) */
-    if (zmq_socket_monitor(s, address, HANDSHAKE_FAILED | GONE | ZMQ_EVENT_CONNECTED) != 0)
+    /* (and connects in progress: they tell a connect abandoned from one refused) */
+    int events = HANDSHAKE_FAILED | GONE | ZMQ_EVENT_CONNECTED | ZMQ_EVENT_CONNECT_DELAYED;
+    if (zmq_socket_monitor(s, address, events) != 0)
         return mt_fail(c, MT_EZMQ, "zmq_socket_monitor: %s", zmq_strerror(errno));
     void *m = zmq_socket(c->zctx, ZMQ_PAIR);
     /* RCVHWM 0 (unbounded), as handshake.c's: the monitor is read only during a request,
@@ -94,6 +97,13 @@ mt_status mt_watch_start(mt_client *c, void *s) {
     c->predict_after_timeout = false;
     c->predict_timed_out = 0;
     c->predict_mismatched = false;
+    int connect_ms = 0; /* (set by predict.c before: the request's, mt_connect_timeout_ms) */
+    size_t size = sizeof connect_ms;
+    if (zmq_getsockopt(s, ZMQ_CONNECT_TIMEOUT, &connect_ms, &size) != 0) connect_ms = 0;
+    c->predict_connect_bound = connect_ms / 1000.0;
+    c->predict_dialled = mt_now(); /* (dialled next: predict.c connect_serving) */
+    c->predict_dialling = -1.0;
+    c->predict_answered = false;
     return MT_OK;
 }
 
@@ -142,7 +152,13 @@ static uint32_t next_kept(mt_client *c, double *floor) {
             c->predict_drained = before;
             return 0;
         }
+        if (event == ZMQ_EVENT_CONNECT_DELAYED) { /* (a connect in progress) */
+            c->predict_dialling = mt_now();
+            continue;
+        }
         if (event == ZMQ_EVENT_CONNECTED) {
+            c->predict_dialling = -1.0;
+            c->predict_answered = true;
             c->predict_opened = *floor;
             c->predict_bound = mt_timeout_bound(c->predict_socket);
             c->predict_after_timeout = false;
@@ -161,6 +177,9 @@ static uint32_t next_kept(mt_client *c, double *floor) {
         } else if (event == ZMQ_EVENT_CONNECT_RETRIED && c->predict_after_timeout) {
             c->predict_after_timeout = false;
             continue;
+        } else if (event == ZMQ_EVENT_CONNECT_RETRIED) {
+            c->predict_opened = -1.0;
+            if (mt_dial_abandoned(c, *floor)) return NO_ANSWER; /* (not refused) */
         } else {
             c->predict_opened = -1.0; /* (a failure with detail ends the connection) */
         }
@@ -256,43 +275,6 @@ static mt_status not_serving(mt_client *c) {
                                "mt_set_rendezvous) and no endpoint", c->predict_endpoint, r, r);
 }
 
-/* MT_EENV, the socket released, when the host name of the endpoint connected to does not
- * resolve (ZeroMQ reports it as a connection refused; predict_errors.py unresolved); else
- * MT_OK. A name is looked up once at most while it resolves (a trainer gone costs no
- * lookup after the first). */
-static mt_status check_host(mt_client *c) {
-    const char *e = c->predict_endpoint;
-    if (strncmp(e, "tcp://", 6) != 0) return MT_OK;
-    /* tcp://[source;]host:port, the host maybe a bracketed IPv6 address */
-    const char *host = strrchr(e + 6, ';') != NULL ? strrchr(e + 6, ';') + 1 : e + 6;
-    const char *end = strrchr(host, ':');
-    if (end == NULL) end = host;
-    while (host < end && (*host == '[' || *host == ']')) ++host;
-    while (end > host && (end[-1] == '[' || end[-1] == ']')) --end;
-    char name[256];
-    if (end == host || (size_t)(end - host) >= sizeof name) return MT_OK;
-    snprintf(name, sizeof name, "%.*s", (int)(end - host), host);
-    if (strcmp(name, c->predict_resolved) == 0) return MT_OK;
-    struct addrinfo hints, *found = NULL;
-    memset(&hints, 0, sizeof hints);
-    hints.ai_socktype = SOCK_STREAM;
-    int rc = getaddrinfo(name, NULL, &hints, &found);
-    if (rc == 0) {
-        freeaddrinfo(found);
-        snprintf(c->predict_resolved, sizeof c->predict_resolved, "%s", name);
-        return MT_OK;
-    }
-    mt_predict_release(c);
-    const char *fix = c->predict_given
-                          ? "check the endpoint given (mt_set_serve_endpoints or "
-                            "MELISSA_TRAINER_SERVE_ENDPOINTS)"
-                          : "the trainer advertises it (the stream's "
-                            "ReceiverConfig.advertise_host): give one this node resolves";
-    return mt_fail(c, MT_EENV, "mt_predict: the serving endpoint %s: the host name '%s' does not "
-                               "resolve (%s; a typo?): %s", e, name,
-                   rc == EAI_SYSTEM ? strerror(errno) : gai_strerror(rc), fix);
-}
-
 mt_status mt_watch_connected(mt_client *c, double deadline, const char *timeout) {
     bool refused = false; /* a connection attempt failed (and no handshake was refused) */
     int undetailed = 0;
@@ -302,6 +284,8 @@ mt_status mt_watch_connected(mt_client *c, double deadline, const char *timeout)
         double now = mt_now(), left = deadline - now;
         double wait = dropped && dropped + NO_REDIAL - now < left ? dropped + NO_REDIAL - now
                                                                   : left;
+        if (c->predict_dialling >= 0 && wait > MT_DIAL_DRAIN) /* (dates its end) */
+            wait = MT_DIAL_DRAIN;
         zmq_pollitem_t items[2] = {{c->predict_socket, 0, ZMQ_POLLOUT, 0},
                                    {c->predict_monitor, 0, ZMQ_POLLIN, 0}};
         int ready = 0;
@@ -320,6 +304,8 @@ mt_status mt_watch_connected(mt_client *c, double deadline, const char *timeout)
         double floor = c->predict_drained;
         while ((event = next_kept(c, &floor)) != 0) {
             if (event == TIMED_OUT || event == ZMQ_EVENT_CONNECTED) continue; /* (it is there) */
+            if (event == NO_ANSWER) /* (the connect bound ended an attempt: not refused) */
+                return mt_dial_no_answer(c, c->predict_connect_bound);
             if (event == ZMQ_EVENT_DISCONNECTED) {
                 dropped = mt_now();
                 continue;
@@ -353,13 +339,16 @@ mt_status mt_watch_connected(mt_client *c, double deadline, const char *timeout)
          * handshake failure, the retries are the handshake's: the rule above decides.) A
          * host name that does not resolve is refused too: a mistake to fix. */
         if (refused && !undetailed) {
-            mt_status st = check_host(c);
+            mt_status st = mt_dial_check_host(c);
             if (st != MT_OK) return st;
             return mt_gone(c, "the trainer's serving endpoint %s refused the connection: "
                               "nothing listens there (the trainer is gone or restarting)",
                            c->predict_endpoint);
         }
         if (left <= 0) {
+            double waited = mt_dial_unanswered(c); /* (a connect in progress since dialled) */
+            if (waited >= 0 && strncmp(c->predict_endpoint, "tcp://", 6) == 0)
+                return mt_dial_no_answer(c, waited);
             bool went_silent = c->predict_silent_at[0] != '\0' &&
                                strcmp(c->predict_silent_at, c->predict_endpoint) == 0;
             bool silent = c->predict_timed_out > timed_out ||

@@ -92,5 +92,22 @@ mt_status mt_watch_connected(mt_client *c, double deadline, const char *timeout)
 mt_status mt_gone(mt_client *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* MT_ETIMEDOUT, at once, for a request in the backoff of an earlier mt_gone; else MT_OK. */
 mt_status mt_backoff_check(mt_client *c);
+/* predict_dial.c: what a failed dial says. The longest poll of a wait while a connect is
+ * in progress (s): the monitor, found empty that often, dates the attempt's end. */
+#define MT_DIAL_DRAIN 0.1
+/* MT_EENV, the socket released, when the host name of c->predict_endpoint does not
+ * resolve (ZeroMQ reports it as a connection refused); else MT_OK. */
+mt_status mt_dial_check_host(mt_client *c);
+/* MT_ETIMEDOUT, the socket released (no backoff), for a host that did not answer the
+ * connect for `seconds` (client/predict_errors.py no_answer, word for word). */
+mt_status mt_dial_no_answer(mt_client *c, double seconds);
+/* Whether a CONNECT_RETRIED ends an attempt abandoned at the connect bound (the host
+ * never answered), not one refused: it lasted half the bound or more, at least
+ * `floor` - c->predict_dialling (client/predict_events.py NO_ANSWER). Ends the attempt;
+ * a refusal is an answer. */
+bool mt_dial_abandoned(mt_client *c, double floor);
+/* Seconds since c->predict_socket was dialled when its host never answered for half the
+ * connect bound or more (client/predict_events.py ServeEvents.unanswered), else < 0. */
+double mt_dial_unanswered(mt_client *c);
 
 #endif

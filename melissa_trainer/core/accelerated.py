@@ -43,7 +43,7 @@ from accelerate.utils import DistributedType, parse_flag_from_env
 from melissa_trainer.config.device_checks import device_problems
 from melissa_trainer.config.reading import ConfigError
 from melissa_trainer.core.compiled import CompileOptions, compile_model, warn_if_compiled
-from melissa_trainer.core.schedule_length import scheduler_note
+from melissa_trainer.core.schedule_length import SchedulerStepError
 
 # Where Accelerate's optimizer wrapper adds nothing to `step()` when there is no scaler.
 _PLAIN_OPTIMIZER_STEP = {DistributedType.NO, DistributedType.MULTI_CPU, DistributedType.MULTI_GPU}
@@ -262,13 +262,12 @@ class AcceleratedStep:
 
 
 def step_scheduler(scheduler: Any) -> None:
-    """`scheduler.step()`; what it raises gets the library's note
-    (`schedule_length.scheduler_note`: the schedule's end, max_steps)."""
+    """`scheduler.step()`; what it raises, as the cause of a `SchedulerStepError` (the
+    trainer stops there with a checkpoint: `trainer.schedule_end.schedule_failed`)."""
     try:
         scheduler.step()
     except Exception as exc:
-        scheduler_note(exc, scheduler)
-        raise
+        raise SchedulerStepError(scheduler) from exc
 
 
 def _norms(model: torch.nn.Module, max_grad_norm: float | None) -> GradNorms | None:

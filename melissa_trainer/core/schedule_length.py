@@ -6,8 +6,11 @@ streamed (and `max_steps`). A scheduler sized to a number of steps that raises p
 5") would end the run at its last step with torch's words. `steps_left` reads what
 such a scheduler exposes, so that the trainer can check it against `max_steps` before
 training starts and stop at the schedule's end with a checkpoint
-(`melissa_trainer.trainer.schedule_end`); `scheduler_note` adds the library's words to
-an error any other scheduler raises at its step (`accelerated`'s `update`).
+(`melissa_trainer.trainer.schedule_end`). Any other scheduler that raises at its step
+(a `LambdaLR` over a list, a `OneCycleLR` inside a `SequentialLR`: its end is not
+readable without torch's private attributes) is caught there: `SchedulerStepError`
+carries its error from `accelerated`'s `update` to the trainer, which stops with that
+step's checkpoint written (`schedule_end.schedule_failed`).
 
 Pure functions of the scheduler's attributes: no tensor, no host sync.
 """
@@ -18,7 +21,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["schedule_words", "scheduler_note", "steps_left"]
+__all__ = ["SchedulerStepError", "schedule_words", "steps_left"]
 
 #: how to size a schedule online (docs/resume.md's section)
 SIZING = (
@@ -49,14 +52,12 @@ def schedule_words(scheduler: Any) -> str:
     return type(scheduler).__name__
 
 
-def scheduler_note(error: BaseException, scheduler: Any) -> None:
-    """Add to `error`, which `scheduler.step()` raised at the trainer's optimizer step
-    (after the optimizer's step: the step is half done and no checkpoint holds it), a
-    note naming the scheduler, how far it went, and how to size a schedule online
-    (`SIZING`). The error itself propagates unchanged, its traceback the user's."""
-    error.add_note(
-        f"(the lr_scheduler {schedule_words(scheduler)} raised this at its step "
-        f"{getattr(scheduler, 'last_epoch', '?')}, which the trainer makes after each "
-        f"optimizer step; a schedule sized to a number of steps must cover the run: "
-        f"{SIZING}; the latest checkpoint is where to resume from)"
-    )
+class SchedulerStepError(Exception):
+    """`scheduler.step()` raised at the trainer's optimizer step, after the optimizer's
+    step (the step's weights updated: the trainer counts it). Its ``__cause__`` is the
+    scheduler's error, raised again by the trainer as the cause of its
+    `ScheduleEnded`; internal: the trainer never lets this one reach a user."""
+
+    def __init__(self, scheduler: Any) -> None:
+        super().__init__(f"the lr_scheduler {schedule_words(scheduler)} raised at its step")
+        self.scheduler = scheduler

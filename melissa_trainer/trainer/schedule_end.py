@@ -16,7 +16,16 @@ checkpoint of the steps since the last save. Instead:
   steps its scheduler alike) and returns the `ScheduleEnded` to raise, with what a
   resume does.
 
-Training thread only; `schedule_ended` is collective (the save).
+Any other scheduler whose step raises (its end not readable without torch's private
+attributes: a `LambdaLR` over a list, a `OneCycleLR` inside a `SequentialLR` or a
+`ChainedScheduler`, a scheduler of the user's) raises after the optimizer's step
+(`core.accelerated.step_scheduler`: a `SchedulerStepError`). The step is trained, so
+the trainer counts it, and `schedule_failed` writes its checkpoint the same way and
+returns the `ScheduleEnded` to raise, the scheduler's error as its cause: nothing
+trained is lost, whatever the scheduler.
+
+Training thread only; `schedule_ended` and `schedule_failed` are collective (the
+save: every rank's scheduler raises at the same step, as every rank steps it alike).
 """
 
 from __future__ import annotations
@@ -25,13 +34,18 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from melissa_trainer.core.schedule_length import SIZING, schedule_words, steps_left
+from melissa_trainer.core.schedule_length import (
+    SIZING,
+    SchedulerStepError,
+    schedule_words,
+    steps_left,
+)
 from melissa_trainer.trainer.ending import failure_words, save_at_failure
 
 if TYPE_CHECKING:  # pragma: no cover
     from melissa_trainer.trainer.loop import OnlineTrainer
 
-__all__ = ["ScheduleEnded", "check_schedule", "schedule_ended"]
+__all__ = ["ScheduleEnded", "check_schedule", "schedule_ended", "schedule_failed"]
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +59,8 @@ EXTEND = (
 class ScheduleEnded(ValueError):
     """The learning-rate schedule has no step left before the run's end: raised before
     training starts (`max_steps` past it, or none left at a resume), or at the step it
-    ends at, once that step's checkpoint is written."""
+    ends at, once that step's checkpoint is written; or the scheduler raised at its step
+    (its error the ``__cause__``), once the checkpoint of that step is written."""
 
 
 def check_schedule(trainer: OnlineTrainer) -> int | None:
@@ -101,4 +116,25 @@ def schedule_ended(trainer: OnlineTrainer, check_losses: Callable[[], None]) -> 
         f"training stopped at step {state.global_step}, the end of the lr_scheduler "
         f"{name}, the stream not ended: another step would raise (torch's 'Tried to "
         f"step N times'). {SIZING}. " + failure_words(trainer, written, why, EXTEND)
+    )
+
+
+def schedule_failed(
+    trainer: OnlineTrainer, failed: SchedulerStepError, check_losses: Callable[[], None]
+) -> ScheduleEnded:
+    """After the lr_scheduler raised at its step (`failed`, its error the cause), the
+    step's optimizer update done and counted in ``global_step`` by the caller: the
+    checkpoint of this step written (`ending.save_at_failure`, together; it holds the
+    scheduler as it raised, one step on), and the error to raise (``from`` the
+    scheduler's), naming the scheduler, the step, its error, the fix and what a resume
+    does. Collective, as `schedule_ended`."""
+    written, why = save_at_failure(trainer, check_losses, together=True)
+    cause = failed.__cause__
+    said = f"{type(cause).__name__}: {cause}" if cause is not None else "no error given"
+    return ScheduleEnded(
+        f"training stopped at step {trainer.state.global_step}: the lr_scheduler "
+        f"{schedule_words(failed.scheduler)} raised at its step after that step's "
+        f"optimizer update ({said}), the stream not ended: its schedule is shorter than "
+        f"the run, or it failed. {SIZING}; a LambdaLR's list, a SequentialLR's "
+        "milestones and totals too. " + failure_words(trainer, written, why, EXTEND)
     )

@@ -24,12 +24,13 @@ from accelerate.utils import send_to_device
 
 from melissa_trainer.config.arguments import TrainingArguments
 from melissa_trainer.core.figures import LogFigures
+from melissa_trainer.core.schedule_length import SchedulerStepError
 from melissa_trainer.core.staging import BatchStager
 from melissa_trainer.core.state import TrainerState
 from melissa_trainer.hooks import Event
 from melissa_trainer.trainer.actions import TrainerActions
 from melissa_trainer.trainer.losses import TrainerLosses
-from melissa_trainer.trainer.schedule_end import schedule_ended
+from melissa_trainer.trainer.schedule_end import schedule_ended, schedule_failed
 
 __all__ = ["TrainerSteps"]
 
@@ -83,7 +84,13 @@ class TrainerSteps(TrainerActions, TrainerLosses):
             hooks.fire(Event.AFTER_BACKWARD, self, state, control, loss)
             if stager is not None and k + 1 < micro:
                 stager.stage()  # this step's next micro-batch, while the GPU runs this one
-        step.update()
+        try:
+            step.update()
+        except SchedulerStepError as failed:  # after the optimizer's step: a trained step
+            state.global_step += 1
+            figures.steps += 1
+            ended = schedule_failed(self._as_trainer(), failed, self._loss_guard.check)
+            raise ended from failed.__cause__  # (checkpoint saved first)
         state.global_step += 1
         figures.steps += 1
         hooks.fire(Event.STEP_END, self, state, control)

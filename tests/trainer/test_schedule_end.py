@@ -74,6 +74,28 @@ def said(error: BaseException) -> str:
     return str(error) + " ".join(getattr(error, "__notes__", []))
 
 
+def extended(optimizer: Any, steps: int, scheduler_of: Any) -> Any:
+    """docs/resume.md's recipe, word for word: the longer schedule built on a scratch
+    optimizer (one group per group of yours; its parameter has no gradient: its steps
+    change nothing) and stepped to the checkpoint's step."""
+    scratch = torch.optim.SGD([{"params": [torch.zeros(1)]} for _ in optimizer.param_groups])
+    longer = scheduler_of(scratch)
+    for _ in range(steps):
+        scratch.step()
+        longer.step()
+    return longer
+
+
+def reference_lrs(scheduler_of: Any, steps: int) -> list[float]:
+    """The learning rates of `scheduler_of`'s schedule after `steps` steps, alone."""
+    optimizer = torch.optim.SGD([torch.zeros(1, requires_grad=True)])
+    scheduler = scheduler_of(optimizer)
+    for _ in range(steps):
+        optimizer.step()
+        scheduler.step()
+    return [float(lr) for lr in scheduler.get_last_lr()]
+
+
 def test_a_run_past_its_schedule_stops_there_with_a_checkpoint(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -123,28 +145,82 @@ def test_a_resume_at_the_schedule_end_is_refused_then_extended_as_documented(
         trainer.train()
     assert "no step left at step 5" in str(raised.value), raised.value
     assert "docs/resume.md" in str(raised.value), raised.value
-    # docs/resume.md's way: load by hand, then give the scheduler the longer total
+    # docs/resume.md's way: load by hand, then give the scheduler a longer one's state
     trainer, scheduler = run(out, one_cycle(100), max_steps=12)
     trainer.load_checkpoint(out / "checkpoints" / "checkpoint-5")
-    longer = torch.optim.lr_scheduler.OneCycleLR(
-        torch.optim.SGD(trainer.model.parameters()), max_lr=1e-2, total_steps=100
-    )
-    scheduler.total_steps = longer.total_steps
-    scheduler._schedule_phases = longer._schedule_phases
+    longer = extended(trainer.optimizer, trainer.state.global_step, one_cycle(100))
+    scheduler.load_state_dict(longer.state_dict())
     assert trainer.train().global_step == 12
     assert scheduler.last_epoch == 12 and scheduler.total_steps == 100
+    assert scheduler.get_last_lr() == pytest.approx(reference_lrs(one_cycle(100), 12))
 
 
-def test_another_schedulers_error_at_its_step_names_max_steps(tmp_path: Path) -> None:
-    """A schedule the trainer cannot read (a LambdaLR over a list): its own error, with
-    the library's note (the scheduler, its step, max_steps)."""
-    rates = [1.0] * 4
+def lambda_over(rates: list[float]) -> Any:
+    """A LambdaLR over a list: its step past the list raises IndexError."""
+    return lambda o: torch.optim.lr_scheduler.LambdaLR(o, lambda step: rates[step])
 
-    def lambda_lr(o: torch.optim.Optimizer) -> Any:
-        return torch.optim.lr_scheduler.LambdaLR(o, lambda step: rates[step])
 
-    trainer, _ = run(tmp_path / "out", lambda_lr)
-    with pytest.raises(IndexError) as raised:
+def sequential(total: int) -> Any:
+    """A OneCycleLR of `total` steps after 2 steps of ConstantLR (its end unreadable)."""
+
+    def make(o: torch.optim.Optimizer) -> Any:
+        warm = torch.optim.lr_scheduler.ConstantLR(o, factor=0.5, total_iters=2)
+        cycle = torch.optim.lr_scheduler.OneCycleLR(o, max_lr=1e-2, total_steps=total)
+        return torch.optim.lr_scheduler.SequentialLR(o, [warm, cycle], milestones=[2])
+
+    return make
+
+
+def chained(total: int) -> Any:
+    def make(o: torch.optim.Optimizer) -> Any:
+        cycle = torch.optim.lr_scheduler.OneCycleLR(o, max_lr=1e-2, total_steps=total)
+        decay = torch.optim.lr_scheduler.ExponentialLR(o, gamma=0.99)
+        return torch.optim.lr_scheduler.ChainedScheduler([cycle, decay], o)
+
+    return make
+
+
+@pytest.mark.parametrize(
+    ("scheduler_of", "name", "raised_at", "cause"),
+    [
+        (lambda_over([1.0] * 5), "LambdaLR", 5, IndexError),  # rates[5] at its 5th step
+        (sequential(5), "SequentialLR", 8, ValueError),  # 2 + OneCycleLR's step 6
+        (chained(5), "ChainedScheduler", 6, ValueError),  # OneCycleLR's step 6
+    ],
+    ids=["LambdaLR", "SequentialLR", "ChainedScheduler"],
+)
+def test_a_scheduler_raising_at_its_step_stops_there_with_a_checkpoint(
+    tmp_path: Path, scheduler_of: Any, name: str, raised_at: int, cause: type
+) -> None:
+    """A schedule whose end the trainer cannot read, raising at its step mid-run: the
+    step (its optimizer update done) counted and checkpointed, a ScheduleEnded naming
+    the scheduler, the step, its error and the fix, the scheduler's error as the cause.
+    Failed before: the scheduler's own error, no checkpoint (the steps since the last
+    save lost: save_steps unset here, nothing at all)."""
+    out = tmp_path / "out"
+    trainer, _ = run(out, scheduler_of)
+    with pytest.raises(ScheduleEnded) as raised:
         trainer.train()
     message = said(raised.value)
-    assert "LambdaLR" in message and "max_steps" in message, message
+    assert isinstance(raised.value.__cause__, cause), repr(raised.value.__cause__)
+    assert trainer.state.global_step == raised_at
+    checkpoint = out / "checkpoints" / f"checkpoint-{raised_at}"
+    assert checkpoint.is_dir(), sorted(p.name for p in out.rglob("checkpoint-*"))
+    for words in (name, f"step {raised_at}", cause.__name__, "max_steps", str(checkpoint)):
+        assert words in message, (words, message)
+    # the checkpoint holds the step: a resume (a longer list) trains on from it
+    if name == "LambdaLR":
+        trainer, scheduler = run(out, lambda_over([1.0] * 20), resume="latest", max_steps=9)
+        assert trainer.train().global_step == 9
+        assert scheduler.last_epoch == 9
+
+
+def test_a_schedule_that_never_raises_runs_to_the_streams_end(tmp_path: Path) -> None:
+    """CosineAnnealingLR shorter than the run cycles on: no stop, no error."""
+
+    def cosine(o: torch.optim.Optimizer) -> Any:
+        return torch.optim.lr_scheduler.CosineAnnealingLR(o, T_max=4)
+
+    trainer, scheduler = run(tmp_path / "out", cosine)
+    assert trainer.train().global_step == 15
+    assert scheduler.last_epoch == 15

@@ -78,6 +78,7 @@ if TYPE_CHECKING:  # pragma: no cover - the eager imports, for type checkers
     from melissa_trainer.trainer.loop import OnlineTrainer
     from melissa_trainer.trainer.preemption import Preempted, PreemptionHandler
     from melissa_trainer.trainer.refusals import REFUSALS, refusals_end_the_program
+    from melissa_trainer.trainer.schedule_end import ScheduleEnded
 
 __version__ = "0.1.0"
 
@@ -125,6 +126,7 @@ __all__ = [
     "Sample",
     "SampleBlock",
     "Sampler",
+    "ScheduleEnded",
     "SimulationLoss",
     "SimulationLosses",
     "SimulationLossTracker",
@@ -190,6 +192,7 @@ _MODULES = {
     "CheckpointSaveError": "checkpoint.errors",
     "Preempted": "trainer.preemption",
     "PreemptionHandler": "trainer.preemption",
+    "ScheduleEnded": "trainer.schedule_end",
     "TrainerControl": "core.state",
     "TrainerState": "core.state",
     "TrainerView": "core.view",

@@ -19,8 +19,9 @@ import numpy as np
 import pytest
 import torch
 
-from melissa_trainer import OnlineTrainer, TrainingArguments
-from melissa_trainer.trainer.schedule_end import ScheduleEnded
+import melissa_trainer
+from melissa_trainer import OnlineTrainer, ScheduleEnded, TrainingArguments
+from melissa_trainer.trainer import schedule_end
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -113,6 +114,13 @@ def test_a_run_past_its_schedule_stops_there_with_a_checkpoint(
     # warned before training: max_steps unset under a schedule that ends
     warned = [r.getMessage() for r in caplog.records if "ends at step 5" in r.getMessage()]
     assert len(warned) == 1 and "max_steps is unset" in warned[0], warned
+
+
+def test_schedule_ended_is_exported_from_the_package_root() -> None:
+    """What a script catches (failed before: not in melissa_trainer's namespace)."""
+    assert ScheduleEnded is schedule_end.ScheduleEnded
+    assert "ScheduleEnded" in melissa_trainer.__all__ and "ScheduleEnded" in dir(melissa_trainer)
+    assert issubclass(ScheduleEnded, ValueError)
 
 
 def test_max_steps_at_the_schedule_end_trains_to_it(tmp_path: Path) -> None:

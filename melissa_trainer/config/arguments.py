@@ -5,6 +5,7 @@ Names follow Hugging Face `transformers` / `accelerate` and Melissa (`buffer`,
 naming the field, its value and the fix. Reading files and converting values is
 `reading`'s (re-exported here); what the values become when the class is made,
 `argument_values`'; its rules, `argument_checks`' (the buffer's stated by `BufferConfig`);
+what making it checks (the names, the values together, the warnings), `argument_making`';
 writing and reading back a file, `arguments_file`'s (`ArgumentsFile`, a base); what the
 fields resolve to (the logging directory, the buffer's configuration, the compile
 options), `arguments_resolved`'s (`ResolvedArguments`, the other base). Most of
@@ -15,9 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import math
 import typing
-import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,14 +32,10 @@ from melissa_trainer.config.argument_checks import (
     MIXED_PRECISION_CHOICES,
     ON_SAVE_ERROR_CHOICES,
     REPORT_TO_CHOICES,
-    direction_warning,
 )
-from melissa_trainer.config.argument_values import checked_values
+from melissa_trainer.config.argument_making import refuse_unknown_names, settle_values
 from melissa_trainer.config.arguments_file import ARGS_FILE, ArgumentsFile
 from melissa_trainer.config.arguments_resolved import ResolvedArguments
-from melissa_trainer.config.compile_options import refuse_compile_off
-from melissa_trainer.config.device_checks import resolve_mixed_precision
-from melissa_trainer.config.hf_names import unknown_name_problems
 from melissa_trainer.config.reading import (
     FALSE_WORDS,
     NONE_WORDS,
@@ -359,38 +354,12 @@ class TrainingArguments(ArgumentsFile, ResolvedArguments):
     # ------------------------------------------------------------------ validation
 
     def __new__(cls, *args: Any, **kwargs: Any) -> TrainingArguments:
-        # Checked here, before the dataclass's __init__ would raise a bare TypeError
-        # ("unexpected keyword argument 'watermak'"); `fields(cls)` also covers a
-        # user's dataclass subclass that adds its own fields.
-        names = {f.name for f in dataclasses.fields(cls) if f.init}
-        unknown = [key for key in kwargs if key not in names]
-        if unknown:
-            problems = unknown_name_problems(unknown, names, what="argument")  # (HF's too)
-            raise UnknownArgumentError(problems, context=cls.__name__)
-        refuse_compile_off(kwargs, cls.__name__)  # (explicit False with a backend: ConfigError)
+        # (`argument_making`: before the dataclass's __init__ would raise a bare TypeError)
+        refuse_unknown_names(cls, kwargs)
         return super().__new__(cls)
 
     def __post_init__(self) -> None:
-        # unset: the launch's (`resolve_mixed_precision`); a str from here on
-        self.mixed_precision, launch_problem, said = resolve_mixed_precision(self.mixed_precision)
-        # (`argument_values.checked_values` says what is converted, resolved, checked)
-        values, problems = checked_values(vars(self), _field_types())
-        for name in _field_types():
-            setattr(self, name, values[name])
-        problems += [launch_problem] if launch_problem else []
-        clip = values["max_grad_norm"]
-        if isinstance(clip, float) and math.isfinite(clip) and clip <= 0:  # (inf: converting)
-            problems.append(
-                f"max_grad_norm={clip!r} must be > 0: give the total norm "
-                "to clip the gradients to (1.0 is Hugging Face's), or unset it (None)"
-            )
-        if problems:
-            raise ConfigError(problems, context=type(self).__name__)
-        if said is not None:  # the script's mixed precision wins over the launch's
-            warnings.warn(said, UserWarning, stacklevel=3)
-        said = direction_warning(values)
-        if said is not None:  # (allowed: a negated loss may be so named; `direction_warning`)
-            warnings.warn(said, UserWarning, stacklevel=3)  # (the caller of the constructor)
+        settle_values(self, _field_types())  # (`argument_making`: converted, checked, warned)
 
 
 @functools.cache

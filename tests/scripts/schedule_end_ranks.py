@@ -2,7 +2,10 @@
 steps, max_steps unset, a stream of 50 steps per rank, stop_sync_steps 2 (the stop at
 step 5 falls inside a window, with the next one's agreement started). Each rank writes
 ``<error type> <global_step>`` to ``OUTPUT_DIR/ended_<rank>.txt`` (its own file: the
-ranks share one stdout) and exits 1 when `train()` raised, as an uncaught error would."""
+ranks share one stdout) and exits 1 when `train()` raised, as an uncaught error would.
+With ``sequential`` as second argument, the OneCycleLR runs inside a SequentialLR after
+2 steps of ConstantLR (its end unreadable: the scheduler raises at step 8, after that
+step's optimizer update)."""
 
 from __future__ import annotations
 
@@ -25,6 +28,11 @@ def main() -> None:
     model = small_model()
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-2)
     scheduler = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=0.1, total_steps=5)
+    if sys.argv[2:] == ["sequential"]:
+        warm = torch.optim.lr_scheduler.ConstantLR(optimizer, factor=0.5, total_iters=2)
+        scheduler = torch.optim.lr_scheduler.SequentialLR(
+            optimizer, [warm, scheduler], milestones=[2]
+        )
     trainer = OnlineTrainer(
         model, args, optimizer, scheduler,
         train_source=lambda rank, world: list(linear_samples(400, seed=rank)),

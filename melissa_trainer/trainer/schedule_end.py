@@ -135,6 +135,6 @@ def schedule_failed(
         f"training stopped at step {trainer.state.global_step}: the lr_scheduler "
         f"{schedule_words(failed.scheduler)} raised at its step after that step's "
         f"optimizer update ({said}), the stream not ended: its schedule is shorter than "
-        f"the run, or it failed. {SIZING}; a LambdaLR's list, a SequentialLR's "
-        "milestones and totals too. " + failure_words(trainer, written, why, EXTEND)
+        f"the run (or it failed); {SIZING} (a LambdaLR's list, a SequentialLR's "
+        "milestones and totals too). " + failure_words(trainer, written, why, EXTEND)
     )

@@ -62,6 +62,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import numbers
 import os
 import time
 from collections.abc import Mapping
@@ -177,8 +178,11 @@ class Predictor:
         """
         if self._closed:
             raise RuntimeError("the predictor is closed")
-        if not isinstance(timeout, int | float) or not 0 < timeout < math.inf:
+        # (numbers.Real: numpy's float32 and integers too, a solver's own types; a user
+        # trial's float32 time-step budget was refused as "not a finite number")
+        if not isinstance(timeout, numbers.Real) or not 0 < timeout < math.inf:
             raise ValueError(f"timeout must be a finite number of seconds > 0, not {timeout!r}")
+        timeout = float(timeout)
         now = time.monotonic()
         link = self._link
         link.check_backoff(now)

@@ -25,7 +25,12 @@ from melissa_trainer.sources.source import SourceError
 from melissa_trainer.trainer import end_save
 from melissa_trainer.trainer.no_training import refuse_untrained
 from melissa_trainer.trainer.preemption import Preempted, StopCause
-from melissa_trainer.trainer.rank_failure import error_line, peer_failure, write_note
+from melissa_trainer.trainer.rank_failure import (
+    error_line,
+    lost_a_peer,
+    peer_failure,
+    write_note,
+)
 
 __all__ = [
     "EndingTrainer",
@@ -189,7 +194,9 @@ def failed(trainer: TrainerView, error: Exception | KeyboardInterrupt) -> None:
     record's receipts as final (`client.stopped`) and exits, while no checkpoint was
     written at this stop, so the run resumed from the latest one lacks its last steps and
     nothing sends them again; with ``preempted`` it waits for the resumed run and follows
-    it (`client.follow`)."""
+    it (`client.follow`). So is a collective's failure because another rank is gone that
+    left no note (`rank_failure.lost_a_peer`: a rank killed by a signal), for the same
+    reason: the run is resumed, and a single rank's SIGKILL lets its solvers follow."""
     if isinstance(error, KeyboardInterrupt):
         trainer.source.note_stop(
             "preempted",
@@ -200,6 +207,18 @@ def failed(trainer: TrainerView, error: Exception | KeyboardInterrupt) -> None:
     other = peer_failure(trainer, error)  # (None: this rank's own error)
     if other is None:
         write_note(trainer, error)
+    if other is None and trainer.num_processes > 1 and lost_a_peer(error):
+        # Another rank gone with no note: killed by a signal (the OOM killer, kill -9), a
+        # crash a resume recovers from, as one rank's SIGKILL (no record: its solvers
+        # wait and follow). ``error`` ended the solvers started by hand at once (a user
+        # trial: both exited 1 before the resume, and the resumed trainer starved).
+        trainer.source.note_stop(
+            "preempted",
+            f"training stopped at step {trainer.state.global_step}: another rank is gone "
+            f"and left no note of why (killed by a signal?), with no checkpoint at this "
+            f"stop: a run resumed from the latest one takes what it lacks",
+        )
+        return
     said = error_line(error if other is None else other)
     trainer.source.note_stop(
         "error", f"training stopped at step {trainer.state.global_step}: {said}"[:1000]

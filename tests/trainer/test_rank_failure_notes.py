@@ -129,6 +129,19 @@ def test_a_user_error_in_the_backend_words_is_this_rank_own(tmp_path: Path) -> N
     assert note == "run-a\nRuntimeError: connection closed by peer\n"
 
 
+def test_a_peer_gone_without_a_note_is_recorded_preempted(
+    gloo: RuntimeError, tmp_path: Path
+) -> None:
+    # A rank killed by a signal leaves no note: the others' receivers record the stop as
+    # ``preempted`` (their solvers wait for the resumed run and follow it), not ``error``
+    # (which ended the solvers at once: user trial 32, tests/trials/test_trial32_rank_killed.py).
+    trainer, said = view(tmp_path, 0), []
+    trainer.source = SimpleNamespace(note_stop=lambda kind, words: said.append((kind, words)))
+    failed(trainer, gloo)
+    assert [kind for kind, _ in said] == ["preempted"], said
+    assert "another rank is gone and left no note of why" in said[0][1]
+
+
 @pytest.mark.skipif(
     not hasattr(torch.distributed, "DistBackendError"), reason="torch without DistBackendError"
 )

@@ -354,6 +354,9 @@ class Supervisor(SilenceWatch):
         try:
             return self.backend.launch(job)
         except LaunchError as exc:
+            if str(exc).startswith(f"could not start job {job.name} "):  # (the local
+                # backend's, naming the job and its command: not said twice)
+                raise LauncherError(f"the {self.backend.name or 'launcher'} backend {exc}") from exc
             raise LauncherError(
                 f"the {self.backend.name or 'launcher'} backend could not start job {job.name} "
                 f"({list(job.argv)}): {exc}"

@@ -287,7 +287,15 @@ class LocalBackend(Backend):
         except (OSError, subprocess.SubprocessError) as exc:
             if log is not None:
                 log.close()
-            raise LaunchError(f"cannot start job {job.name} ({list(job.argv)}): {exc}") from exc
+            fix = ""
+            if isinstance(exc, FileNotFoundError) and exc.filename == os.fsdecode(job.argv[0]):
+                fix = (  # (a typo, or "python" where PATH has none: said with the fix)
+                    f"; no executable file {exc.filename!r} (a bare name is looked up on the "
+                    "job's PATH, a path from its working directory): give its full path, or "
+                    "sys.executable for a Python solver run by the trainer's interpreter"
+                )
+            said = f"could not start job {job.name} ({list(job.argv)}): {exc}{fix}"
+            raise LaunchError(said) from exc
         if placement is not None and placement.nice and self._nice is None:
             _renice_group(process.pid, placement.nice)
         handle = LocalHandle(

@@ -179,6 +179,7 @@ class Predictor:
             raise RuntimeError("the predictor is closed")
         if not isinstance(timeout, int | float) or not 0 < timeout < math.inf:
             raise ValueError(f"timeout must be a finite number of seconds > 0, not {timeout!r}")
+        timeout = float(timeout)  # (its words say 1.0 s for a 1, as the C client's double)
         now = time.monotonic()
         link = self._link
         link.check_backoff(now)

@@ -107,6 +107,17 @@ static mt_status resolve_parameters(mt_client *c) {
         free(shown);
         return st;
     }
+    if (!mt_json_no_lone_surrogate(value, err, sizeof err)) { /* (read as U+FFFD) */
+        mt_json_free(m, n);
+        char *shown = mt_py_repr(value); /* (client/parameters.py _from_env's words) */
+        mt_status st = shown == NULL ? mt_fail(c, MT_ENOMEM, "out of memory")
+                     : mt_fail(c, MT_EENV, ENV_PARAMETERS " has a lone UTF-16 surrogate (%s), "
+                                           "which is no character: %s; give an object of "
+                                           "name -> number, e.g. '{\"k\": 0.5}'",
+                               err, shown);
+        free(shown);
+        return st;
+    }
     mt_status st = MT_OK;
     for (size_t i = 0; i < n && st == MT_OK; ++i) {
         if (m[i].kind == MT_JSON_NUMBER && isfinite(m[i].number)) {

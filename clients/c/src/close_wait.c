@@ -154,7 +154,8 @@ static void tell(mt_client *c, waiting *w, const char *whose, size_t i, double s
     const char *what = never[0] ? "connect" : "reconnect"; /* (never connected: no "re") */
     mt_buf b = {0};
     char cause[1024] = "the trainer died or stopped, or its node";
-    if (!never[0]) mt_stop_preempted_words(c, cause, sizeof cause); /* (its record says?) */
+    /* (its record says preempted? then a resume is waited for: closing.py's `resumed`) */
+    bool resumed = !never[0] && mt_stop_preempted_words(c, cause, sizeof cause);
     if (never[0])
         mt_buf_printf(&b, "%s: closing, %s (tried since %s). ", whose, never, clock);
     else
@@ -175,7 +176,7 @@ static void tell(mt_client *c, waiting *w, const char *whose, size_t i, double s
     bool window = c->replay.max_bytes > 0 && c->rendezvous_used != NULL;
     mt_waits_for(&b, bound == NULL ? -1 : left, bounded, what,
                  window ? c->rendezvous_used : "", window, c->follow_timeout,
-                 now - w->started);
+                 now - w->started, resumed);
     if (!b.oom) fprintf(stderr, "melissa_trainer: mt_client_close: %s\n", b.data);
     free(b.data);
 }

@@ -21,9 +21,10 @@
  * - a receiver that refused the handshake: MT_EENV naming it (handshake.c), at once;
  * - a receiver disconnected: every receiver's rendezvous file is read for a stop record
  *   (stop_record.c; closing.py's `stopped`): a trainer that ended or failed (its record
- *   complete or not: what was not delivered is in none) is MT_ETIMEDOUT at once, one that stopped on this simulation's non-finite sample
- *   MT_ESIMREFUSED, saying so as closing.py's stop_first does, the reason first
- *   (stop_said.c; no restarted trainer is waited for);
+ *   complete or not: what was not delivered is in none) is MT_ETIMEDOUT at once, one
+ *   that stopped on this simulation's non-finite sample MT_ESIMREFUSED, saying so as
+ *   closing.py's stop_first does, the reason first (stop_said.c; no restarted trainer
+ *   is waited for);
  * - with a replay window, a rendezvous that names a new run (a restarted trainer; looked
  *   at once a second at most): MT_ETIMEDOUT, c->receipt_restart 1 (the close follows it at
  *   once, follow.c), as the Python close does (patience.py, `seen`);

@@ -9,11 +9,25 @@ import math
 import os
 from collections.abc import Mapping
 
-__all__ = ["ENV_PARAMETERS", "Parameters", "UnknownParameterError", "check_parameters"]
+__all__ = [
+    "ENV_PARAMETERS",
+    "Parameters",
+    "UnknownParameterError",
+    "check_parameters",
+    "json_fault",
+    "lone_surrogate",
+]
 
 #: The simulation's parameters, a JSON object of name -> number (set by the launcher).
 ENV_PARAMETERS = "MELISSA_TRAINER_PARAMETERS"
 ORIGIN_ENV = f"from {ENV_PARAMETERS}, set by the launcher"
+#: JSON's white space (json.decoder's WHITESPACE, RFC 8259)
+_JSON_WS = " \t\n\r"
+#: the closing bracket after a trailing comma -> the reason Python 3.10-3.12 gave there
+_BEFORE_3_13 = {
+    "}": "Expecting property name enclosed in double quotes",
+    "]": "Expecting value",
+}
 
 
 class UnknownParameterError(KeyError):
@@ -79,13 +93,20 @@ def _from_env(text: str) -> dict[str, float]:
     try:
         parameters = json.loads(text)
     except json.JSONDecodeError as exc:  # (the C client's words: json_scan.h)
-        why = exc.msg.removesuffix(" at")  # ("Unterminated string starting at")
+        why, at = json_fault(text, exc)
         raise ValueError(
-            f"{ENV_PARAMETERS} is not valid JSON ({why} at character {exc.pos}): "
+            f"{ENV_PARAMETERS} is not valid JSON ({why} at character {at}): "
             f"{text!r}; give an object of name -> number, e.g. '{{\"k\": 0.5}}'"
         ) from None
     if not isinstance(parameters, dict):
         raise ValueError(f"{ENV_PARAMETERS} must be a JSON object of name -> number")
+    lone = lone_surrogate(text)
+    if lone is not None:  # (C: env.c, json_scan.c mt_json_lone_surrogate)
+        raise ValueError(
+            f"{ENV_PARAMETERS} has a lone UTF-16 surrogate ({text[lone : lone + 6]} at "
+            f"character {lone}), which is no character: {text!r}; give an object of name "
+            f"-> number, e.g. '{{\"k\": 0.5}}'"
+        )
     out: dict[str, float] = {}
     for key, value in parameters.items():
         if isinstance(value, bool) or not isinstance(value, int | float):
@@ -104,3 +125,52 @@ def _from_env(text: str) -> dict[str, float]:
             raise ValueError(f"{ENV_PARAMETERS}: parameter {key!r}: {number} is not finite")
         out[key] = number
     return out
+
+
+def json_fault(text: str, exc: json.JSONDecodeError) -> tuple[str, int]:
+    """The reason (a trailing " at" dropped: "Unterminated string starting") and the
+    position of `exc`, json.loads's failure on `text`, in Python 3.13's words on every
+    Python: a comma before a closing bracket is "Illegal trailing comma before end of
+    object" (or "of array") at the comma, where 3.10-3.12 said "Expecting property
+    name enclosed in double quotes" (or "Expecting value") at the bracket. The C client
+    says the same (json_scan.c), whichever Python runs the trainer."""
+    why, at = exc.msg.removesuffix(" at"), exc.pos
+    closing = text[at : at + 1]
+    if _BEFORE_3_13.get(closing) == why:
+        before = text[:at].rstrip(_JSON_WS)
+        if before.endswith(","):
+            kind = "object" if closing == "}" else "array"
+            return f"Illegal trailing comma before end of {kind}", len(before) - 1
+    return why, at
+
+
+def lone_surrogate(text: str) -> int | None:
+    """The position of the first \\uXXXX escape of a lone UTF-16 surrogate (one not in
+    a high-low pair) in the strings of `text`, JSON that json.loads has read; None if
+    none. json.loads takes it into a str that no UTF-8 can hold (printing the name
+    fails), the wire's HELLO would carry it escaped, and the C client cannot hold it
+    (it read U+FFFD): both clients refuse it (json_scan.c mt_json_lone_surrogate)."""
+    in_string, i = False, 0
+    while i < len(text):
+        ch = text[i]
+        if ch == '"':
+            in_string = not in_string
+        elif in_string and ch == "\\":
+            if text[i + 1] != "u":
+                i += 2
+                continue
+            unit = int(text[i + 2 : i + 6], 16)
+            if 0xD800 <= unit < 0xDC00 and text[i + 6 : i + 8] == "\\u":
+                low = text[i + 8 : i + 12]
+                if (
+                    all(c in "0123456789abcdefABCDEF" for c in low)
+                    and 0xDC <= int(low[:2], 16) < 0xE0
+                ):
+                    i += 12
+                    continue
+            if 0xD800 <= unit < 0xE000:
+                return i
+            i += 6
+            continue
+        i += 1
+    return None

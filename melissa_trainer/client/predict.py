@@ -182,7 +182,7 @@ class Predictor:
         # trial's float32 time-step budget was refused as "not a finite number")
         if not isinstance(timeout, numbers.Real) or not 0 < timeout < math.inf:
             raise ValueError(f"timeout must be a finite number of seconds > 0, not {timeout!r}")
-        timeout = float(timeout)
+        timeout = float(timeout)  # (its words say 1.0 s for a 1, as the C client's double)
         now = time.monotonic()
         link = self._link
         link.check_backoff(now)

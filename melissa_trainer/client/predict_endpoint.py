@@ -79,13 +79,15 @@ class EndpointLookup:
         return self.looked_at is not None and stamp(self.looked_at[0]) != self.looked_at[1]
 
     def find(
-        self, deadline: float, gone: Callable[[str], PredictTimeout]
+        self, deadline: float, timeout: float, gone: Callable[[str], PredictTimeout]
     ) -> tuple[str, str | None, bool]:
         """The endpoint of the rank that serves this simulation, its CURVE key, and
         whether that key was given (an argument, the environment; else the rendezvous),
-        waiting for a serve file up to `deadline`. `gone(why)`: the error of a trainer
-        found gone (`PredictLink.gone`: its backoff starts), raised for a rendezvous of
-        only another run's serve files, and after a trainer that served here stopped.
+        waiting for a serve file up to `deadline`, the end of the request's `timeout`
+        seconds (which its timeout's words name, as the C client's). `gone(why)`: the
+        error of a trainer found gone (`PredictLink.gone`: its backoff starts), raised
+        for a rendezvous of only another run's serve files, and after a trainer that
+        served here stopped.
 
         Raises:
             PredictTimeout: no endpoint published in time, or the trainer gone.
@@ -131,10 +133,12 @@ class EndpointLookup:
                 # (Waiting for a serve file is for a trainer not started yet. One that
                 # served this simulation and removed its file has stopped: fall back
                 # now, and look again at the next request, for a trainer resumed.)
-                message = f"no serving endpoint in {str(directory)!r}: {why}"
-                message += self._missing.note(directory)
+                where = f"no serving endpoint in {str(directory)!r}"
+                note = self._missing.note(directory)
                 if self.served_there:
-                    raise gone(f"{message} (the trainer that served this simulation stopped)")
-                raise PredictTimeout(message)
+                    raise gone(
+                        f"{where}: {why}{note} (the trainer that served this simulation stopped)"
+                    )
+                raise PredictTimeout(f"{where} within {timeout} s: {why}{note}")
             time.sleep(min(pause, left))
             pause = min(pause * 2, 0.25)

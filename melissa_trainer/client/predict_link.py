@@ -173,7 +173,7 @@ class PredictLink:
         """
         if self.socket is not None:
             return self.socket
-        endpoint, key, given = self.lookup.find(deadline, self.gone)
+        endpoint, key, given = self.lookup.find(deadline, timeout, self.gone)
         sock = self._context.socket(zmq.DEALER)
         sock.setsockopt(zmq.LINGER, 0)
         sock.setsockopt(zmq.IMMEDIATE, 1)  # never queue a request for a peer not there

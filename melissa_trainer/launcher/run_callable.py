@@ -4,7 +4,9 @@
 launcher pickled (with cloudpickle) into PATH and calls ``fn(simulation_id, parameters)``:
 
 * as one simulation: the id and parameters come from ``MELISSA_TRAINER_SIMULATION_ID``
-  and ``MELISSA_TRAINER_PARAMETERS``;
+  and ``MELISSA_TRAINER_PARAMETERS``, judged as a `Client` (and the C client) judges
+  them (client/config.py check_simulation_id, client/parameters.py check_parameters):
+  one refused ends the process with status 2, its words naming the variable;
 * as a worker (``MELISSA_TRAINER_WORKER`` set): once per `next_simulation()` answer,
   until nothing is left. The two variables are set to each simulation's values before
   the call, so a function whose `Client` reads them works in both modes.
@@ -24,6 +26,8 @@ import sys
 from collections.abc import Callable, Sequence
 
 from melissa_trainer.client import ENV_PARAMETERS, ENV_SIMULATION_ID
+from melissa_trainer.client.config import check_simulation_id
+from melissa_trainer.client.parameters import check_parameters
 from melissa_trainer.client.worker import ENV_WORKER, next_simulation
 
 __all__ = ["load", "main"]
@@ -55,14 +59,22 @@ def main(argv: Sequence[str] | None = None) -> int:
             os.environ[ENV_PARAMETERS] = json.dumps(parameters)
             fn(simulation_id, parameters)
         return 0
-    try:
-        simulation_id = int(os.environ[ENV_SIMULATION_ID])
-        parameters = json.loads(os.environ.get(ENV_PARAMETERS) or "{}")
-    except (KeyError, ValueError) as exc:
-        what = f"{ENV_SIMULATION_ID}/{ENV_PARAMETERS} missing or invalid"
-        print(f"run_callable: {what}: {exc!r}", file=sys.stderr)
+    if ENV_SIMULATION_ID not in os.environ:
+        print(
+            f"run_callable: {ENV_SIMULATION_ID} is not set: the launcher starts this program "
+            f"with it and {ENV_PARAMETERS} (run the study, not this module by hand)",
+            file=sys.stderr,
+        )
         return 2
-    fn(simulation_id, {str(k): float(v) for k, v in parameters.items()})
+    try:
+        # (the rules of a Client's and the C client's: the id in ASCII digits as the
+        # launcher writes it, not whatever int() takes: " 7" aside, "+7", "7_000", "\u0667")
+        simulation_id = check_simulation_id(None)
+        parameters = dict(check_parameters(None))
+    except ValueError as exc:
+        print(f"run_callable: {exc}", file=sys.stderr)
+        return 2
+    fn(simulation_id, parameters)
     return 0
 
 

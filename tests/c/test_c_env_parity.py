@@ -94,6 +94,15 @@ NOT_JSON = [
     ("unicode-space-first", "\u3000{}"),
     ("array", "[1, 2]"),
     ("string", '"x"'),
+    ("trailing-comma", '{"a": 1,}'),
+    ("trailing-comma-spaced", '{"a": 1 ,\n }'),
+    ("trailing-comma-array", '{"a": [1, 2,]}'),
+    ("trailing-comma-nested", '{"a": {"b": [{"c": 1,}]}}'),
+    ("lone-high-surrogate-name", '{"\\ud800": 1}'),
+    ("lone-low-surrogate-name", '{"a": 1, "x\\uDC00y": 2}'),
+    ("two-high-surrogates", '{"\\ud800\\ud800": 1}'),
+    ("lone-surrogate-value", '{"a": "\\ud800"}'),
+    ("lone-surrogate-nested", '{"a": {"\\udfff": 1}}'),
     ("taken", ' {"a": 1, "b": -2.5e-3} '),
 ]
 #: (name, MELISSA_TRAINER_PARAMETERS): valid JSON objects, judged value by value
@@ -113,6 +122,8 @@ VALUES = [
     ("too-large", '{"a": 1e400}'),
     ("quote-in-name", '{"it\'s": "x"}'),
     ("escapes", '{"a\\n": "\\u00e9\\t"}'),
+    ("surrogate-pair-name", '{"a": 1, "\\ud83d\\ude00": 2}'),
+    ("escaped-backslash-then-u", '{"a": 1, "\\\\ud800": 2}'),
 ]
 #: the Python Predictor's words with the C API's
 C_NAMES = [("pass endpoint=", "call mt_set_serve_endpoints")]
@@ -244,6 +255,42 @@ def test_what_both_say_of_parameters_not_json(script_exe: Path, tmp_path: Path) 
     )
 
 
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    ("value", "why"),
+    [
+        ('{"a": 1, }', "Illegal trailing comma before end of object at character 7"),
+        ('{"a": [1,\t]}', "Illegal trailing comma before end of array at character 8"),
+    ],
+)
+def test_a_trailing_comma_is_said_in_python_3_13s_words(
+    script_exe: Path, tmp_path: Path, value: str, why: str
+) -> None:
+    """Whichever Python runs (3.10-3.12 said "Expecting property name enclosed in double
+    quotes" or "Expecting value" at the bracket; C said those): both say 3.13's."""
+    env = {ID: "3", "MELISSA_TRAINER_ENDPOINTS": OK, PARAMETERS: value}
+    assert c_start(script_exe, tmp_path, env) == (
+        False,
+        f"MELISSA_TRAINER_PARAMETERS is not valid JSON ({why}): {value!r}; give an object of "
+        "name -> number, e.g. '{\"k\": 0.5}'",
+    )
+
+
+@pytest.mark.timeout(60)
+def test_a_lone_surrogate_is_refused_where_it_is_written(script_exe: Path, tmp_path: Path) -> None:
+    """Python took '\\ud800' as a name (no UTF-8 holds it: printing it fails; the HELLO
+    sent it escaped), C read it as U+FFFD (its HELLO sent "\\ufffd"), and a string
+    value's repr differed ('\\ud800' and '\\ufffd'): both refuse it now, in these words."""
+    value = '{"\xe9": 1, "b\\uD800": 2}'
+    env = {ID: "3", "MELISSA_TRAINER_ENDPOINTS": OK, PARAMETERS: value}
+    assert c_start(script_exe, tmp_path, env) == (
+        False,
+        "MELISSA_TRAINER_PARAMETERS has a lone UTF-16 surrogate (\\uD800 at character 11), "
+        'which is no character: \'{"\xe9": 1, "b\\\\uD800": 2}\'; give an object of '
+        "name -> number, e.g. '{\"k\": 0.5}'",
+    )
+
+
 def python_request(sim: int) -> str:
     """The Python `Predictor`'s error at a request (its variables set), in C's names."""
     predictor = Predictor(sim)
@@ -294,10 +341,10 @@ def test_a_rendezvous_wrapped_in_unicode_blanks_is_the_directory(
     monkeypatch: pytest.MonkeyPatch,
     by_hand: None,
 ) -> None:
-    """(no serve file there: both wait the request's second and name the directory; their
-    timeouts' other words differ, not this check's)"""
+    """(no serve file there: both wait the request's second and say so in the same
+    words, its figure included: Python's said no figure; a timeout=1 says 1.0 as C's)"""
     env = {RENDEZVOUS: f"\u3000{tmp_path}\xa0"}
     monkeypatch.setenv(RENDEZVOUS, env[RENDEZVOUS])
     got = run_script(script_exe, f"{ASK}predict 1\nabort\n", tmp_path, env)
-    assert got[7][1].startswith(f"no serving endpoint in '{tmp_path}' within 1"), got
-    assert python_request(1).startswith(f"no serving endpoint in '{tmp_path}': "), got
+    assert got[7][1].startswith(f"no serving endpoint in '{tmp_path}' within 1.0 s: "), got
+    assert python_request(1) == got[7][1], got

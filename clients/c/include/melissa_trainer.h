@@ -484,8 +484,9 @@ mt_refusal mt_predict_refusal(const mt_client *c, double *retry_after_s);
  * them at every step) change nothing: the backoff goes on. Their CURVE key, if any:
  * MELISSA_TRAINER_SERVE_KEY. Each is checked here, as the Python Predictor checks its
  * endpoint=: tcp://[SOURCE;]HOST:PORT (HOST not *, PORT 1 to 65535), ipc://PATH or
- * inproc://NAME (other transports are ZeroMQ's to judge, at the request); else MT_EINVAL, nothing kept, in its words ("mt_set_serve_endpoints:
- * endpoint 'tcp://h' has no port: give tcp://HOST:PORT (the trainer's serve_N.json)"). */
+ * inproc://NAME (other transports are ZeroMQ's to judge, at the request); else
+ * MT_EINVAL, nothing kept, in its words ("mt_set_serve_endpoints: endpoint 'tcp://h'
+ * has no port: give tcp://HOST:PORT (the trainer's serve_N.json)"). */
 mt_status mt_set_serve_endpoints(mt_client *c, const char *endpoints);
 
 #ifdef __cplusplus

@@ -223,7 +223,8 @@ mt_status mt_admission_check(mt_client *c, char *const *endpoints, size_t n) {
     char reason[MAX_REASON_BYTES + 1] = "";
     size_t r = 0;
     for (; ctx != NULL && r < n && decided == 1; ++r) {
-        void *s = mt_follow_dial(ctx, rv.follows[r], rv.keys[r], NULL, NULL, c->disconnected_timeout);
+        void *s = mt_follow_dial(ctx, rv.follows[r], rv.keys[r], NULL, NULL,
+                                 c->disconnected_timeout);
         decided = s == NULL ? 0 : ask(c, s, (uint32_t)r, (uint32_t)n, deadline, &request_id,
                                       &bad, reason, sizeof reason);
         if (s != NULL) zmq_close(s);

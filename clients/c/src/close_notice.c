@@ -27,8 +27,11 @@ double mt_notice_after(double disconnected_timeout) {
 }
 
 void mt_waits_for(mt_buf *b, double left, const char *bound, const char *what,
-                  const char *rendezvous, bool follows, double follow, double elapsed) {
+                  const char *rendezvous, bool follows, double follow, double elapsed,
+                  bool resumed) {
     char setting[64] = "", ft[32];
+    const char *who = resumed ? "the trainer to be resumed (--resume_from_checkpoint latest) and"
+                              : "a restarted trainer to";
     if (bound != NULL && bound[0] != '\0')
         snprintf(setting, sizeof setting, "%.*s", (int)strcspn(bound, "="), bound);
     if (left < 0) {
@@ -43,15 +46,15 @@ void mt_waits_for(mt_buf *b, double left, const char *bound, const char *what,
     }
     bool also = follows && left >= 0; /* (follow_timeout shortens it too) */
     if (also && follow < 0) {
-        mt_buf_printf(b, ", then for a restarted trainer to publish in %s, with no bound "
+        mt_buf_printf(b, ", then for %s publish in %s, with no bound "
                          "(mt_set_follow_timeout < 0), and follows it (at once if it "
-                         "publishes sooner)", rendezvous);
+                         "publishes sooner)", who, rendezvous);
     } else if (also) {
         mt_format_double(follow, ft);
-        mt_buf_printf(b, ", then up to %.0f s (mt_set_follow_timeout=%s s) for a restarted "
-                         "trainer to publish in %s, and follows it (at once if it publishes "
-                         "sooner): up to %.0f s more, %.0f s in all",
-                      follow, ft, rendezvous, left + follow, elapsed + left + follow);
+        mt_buf_printf(b, ", then up to %.0f s (mt_set_follow_timeout=%s s) for %s publish "
+                         "in %s, and follows it (at once if it publishes sooner): up to %.0f "
+                         "s more, %.0f s in all",
+                      follow, ft, who, rendezvous, left + follow, elapsed + left + follow);
     }
     mt_buf_printf(b, "%s", ". ");
     if (setting[0] != '\0' && also)
@@ -92,7 +95,7 @@ void mt_receipt_notice_text(mt_buf *b, const mt_client *c, const char *whose, si
                    c->follow_timeout >= 0;
     mt_waits_for(b, bound[0] == '\0' ? -1 : left, bound, "answer",
                  c->rendezvous_used != NULL ? c->rendezvous_used : "", follows,
-                 c->follow_timeout, elapsed);
+                 c->follow_timeout, elapsed, false); /* (receipts.py: never "resumed") */
 }
 
 void mt_receipt_notice(const mt_client *c, const char *whose, size_t rank,

@@ -21,9 +21,10 @@
  * - a receiver that refused the handshake: MT_EENV naming it (handshake.c), at once;
  * - a receiver disconnected: every receiver's rendezvous file is read for a stop record
  *   (stop_record.c; closing.py's `stopped`): a trainer that ended or failed (its record
- *   complete or not: what was not delivered is in none) is MT_ETIMEDOUT at once, one that stopped on this simulation's non-finite sample
- *   MT_ESIMREFUSED, saying so as closing.py's stop_first does, the reason first
- *   (stop_said.c; no restarted trainer is waited for);
+ *   complete or not: what was not delivered is in none) is MT_ETIMEDOUT at once, one
+ *   that stopped on this simulation's non-finite sample MT_ESIMREFUSED, saying so as
+ *   closing.py's stop_first does, the reason first (stop_said.c; no restarted trainer
+ *   is waited for);
  * - with a replay window, a rendezvous that names a new run (a restarted trainer; looked
  *   at once a second at most): MT_ETIMEDOUT, c->receipt_restart 1 (the close follows it at
  *   once, follow.c), as the Python close does (patience.py, `seen`);
@@ -154,7 +155,8 @@ static void tell(mt_client *c, waiting *w, const char *whose, size_t i, double s
     const char *what = never[0] ? "connect" : "reconnect"; /* (never connected: no "re") */
     mt_buf b = {0};
     char cause[1024] = "the trainer died or stopped, or its node";
-    if (!never[0]) mt_stop_preempted_words(c, cause, sizeof cause); /* (its record says?) */
+    /* (its record says preempted? then a resume is waited for: closing.py's `resumed`) */
+    bool resumed = !never[0] && mt_stop_preempted_words(c, cause, sizeof cause);
     if (never[0])
         mt_buf_printf(&b, "%s: closing, %s (tried since %s). ", whose, never, clock);
     else
@@ -175,7 +177,7 @@ static void tell(mt_client *c, waiting *w, const char *whose, size_t i, double s
     bool window = c->replay.max_bytes > 0 && c->rendezvous_used != NULL;
     mt_waits_for(&b, bound == NULL ? -1 : left, bounded, what,
                  window ? c->rendezvous_used : "", window, c->follow_timeout,
-                 now - w->started);
+                 now - w->started, resumed);
     if (!b.oom) fprintf(stderr, "melissa_trainer: mt_client_close: %s\n", b.data);
     free(b.data);
 }

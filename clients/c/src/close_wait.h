@@ -41,9 +41,12 @@ void mt_close_cap_bound(char *out, size_t size, const char *setter, double timeo
 double mt_notice_after(double disconnected_timeout);
 /* gave_up.py waits_for, action "close": up to `left` more seconds (< 0: no bound) for the
  * receiver to `what`, ended by `bound` ("mt_set_NAME=V s"), then, if it `follows`, up to
- * `follow` (< 0: no bound) for a restarted trainer in `rendezvous`; appended to `b`. */
+ * `follow` (< 0: no bound) for a restarted trainer in `rendezvous` (`resumed`: a stop
+ * record said the trainer was preempted: for it to be resumed, --resume_from_checkpoint
+ * latest); appended to `b` (unit_close_notice.c). */
 void mt_waits_for(mt_buf *b, double left, const char *bound, const char *what,
-                  const char *rendezvous, bool follows, double follow, double elapsed);
+                  const char *rendezvous, bool follows, double follow, double elapsed,
+                  bool resumed);
 /* The receipt phase's notice (receipts.py _tell): receiver `rank` (its follow socket
  * `follow_endpoint`) neither answered nor connected for `quiet` s, since `clock`; the
  * receipts' deadline `deadline_left` s away (inf: none), `capped` by the close's cap;

@@ -107,6 +107,17 @@ static mt_status resolve_parameters(mt_client *c) {
         free(shown);
         return st;
     }
+    if (!mt_json_no_lone_surrogate(value, err, sizeof err)) { /* (read as U+FFFD) */
+        mt_json_free(m, n);
+        char *shown = mt_py_repr(value); /* (client/parameters.py _from_env's words) */
+        mt_status st = shown == NULL ? mt_fail(c, MT_ENOMEM, "out of memory")
+                     : mt_fail(c, MT_EENV, ENV_PARAMETERS " has a lone UTF-16 surrogate (%s), "
+                                           "which is no character: %s; give an object of "
+                                           "name -> number, e.g. '{\"k\": 0.5}'",
+                               err, shown);
+        free(shown);
+        return st;
+    }
     mt_status st = MT_OK;
     for (size_t i = 0; i < n && st == MT_OK; ++i) {
         if (m[i].kind == MT_JSON_NUMBER && isfinite(m[i].number)) {
@@ -180,7 +191,8 @@ static mt_status split_endpoints(mt_client *c, const char *text, mt_status bad,
         c->endpoints[i] = py_strip_n(start, (size_t)(end - start));
         if (c->endpoints[i] == NULL) return mt_fail(c, MT_ENOMEM, "out of memory");
         c->n_endpoints = i + 1;
-        if (strstr(c->endpoints[i], "://") == NULL) return mt_endpoints_not_like(c, text, bad, prefix);
+        if (strstr(c->endpoints[i], "://") == NULL)
+            return mt_endpoints_not_like(c, text, bad, prefix);
         start = end + 1;
     }
     return mt_check_endpoints(c, text, bad, prefix);
@@ -237,8 +249,9 @@ mt_status mt_resolve_config(mt_client *c) {
 /* The receivers' CURVE key into c->curve_keys, for endpoints given without a rendezvous
  * (melissa_trainer/client/config.py resolve_receivers: the same rule and message): the
  * key of mt_set_curve_server_key (checked there; the variable is not read then), else
- * $MELISSA_TRAINER_KEY, stripped as Python's str.strip (unset or blank: none), MT_EENV unless a 40-character
- * Z85 key (mt_z85_fault: else libzmq's bare "Invalid argument" at the socket option). */
+ * $MELISSA_TRAINER_KEY, stripped as Python's str.strip (unset or blank: none), MT_EENV
+ * unless a 40-character Z85 key (mt_z85_fault: else libzmq's bare "Invalid argument" at
+ * the socket option). */
 static mt_status receivers_key(mt_client *c) {
     char *key;
     if (c->curve_key_arg != NULL) {

@@ -106,7 +106,8 @@ static int by_name(const void *x, const void *y) {
  * none (or no memory). Free it. */
 static char *unknown_note(void) {
     size_t count = 0, k = 0;
-    for (char **e = environ; e != NULL && *e != NULL; ++e) count += strncmp(*e, PREFIX, PREFIX_LEN) == 0;
+    for (char **e = environ; e != NULL && *e != NULL; ++e)
+        count += strncmp(*e, PREFIX, PREFIX_LEN) == 0;
     const char **unknown = count ? malloc(count * sizeof *unknown) : NULL;
     if (unknown == NULL) return NULL;
     for (char **e = environ; e != NULL && *e != NULL && k < count; ++e) {

@@ -53,8 +53,9 @@ mt_status mt_follow_setup(mt_client *c);
 mt_status mt_follow_poll(mt_client *c, bool force);
 /* At the close, its receipt not confirmed or its BYE not delivered (c->receipt_restart:
  * the rendezvous names a new run, or a receiver gone): with a window, wait up to the
- * follow timeout for a new run other than `mine`'s (empty: than c->run_id), make the client started again and follow it (MT_OK: the close says
- * BYE again); else the receipt's error, kept, or the follow's. */
+ * follow timeout for a new run other than `mine`'s (empty: than c->run_id), make the
+ * client started again and follow it (MT_OK: the close says BYE again); else the
+ * receipt's error, kept, or the follow's. */
 mt_status mt_follow_reopen(mt_client *c, const mt_rendezvous *mine);
 
 /* lifecycle.c: the transport alone (follow.c replaces it). */

@@ -94,7 +94,7 @@ bool mt_json_object(const char *text, mt_json_member **members, size_t *count, c
             }
             mt_json_skip_ws(&p);
             if (text[p.i] == ',') {
-                ++p.i;
+                if (!(ok = mt_json_comma(&p, '}'))) break;
                 continue;
             }
             if (text[p.i] == '}') {
@@ -167,7 +167,7 @@ bool mt_json_array(const char *text, char ***items, size_t *count, char *err, si
             ++n;
             mt_json_skip_ws(&p);
             if (text[p.i] == ',') {
-                ++p.i;
+                if (!(ok = mt_json_comma(&p, ']'))) break;
                 continue;
             }
             if (text[p.i] == ']') {

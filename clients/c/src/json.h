@@ -27,6 +27,11 @@ void mt_json_free(mt_json_member *members, size_t n);
  * reason in err (Python's json.loads's words, json_scan.h). */
 bool mt_json_valid(const char *text);
 bool mt_json_check(const char *text, char *err, size_t err_size);
+/* Whether the strings of `text` (JSON already read) hold no \uXXXX escape of a lone
+ * UTF-16 surrogate (one not in a high-low pair; mt_json_string reads it as U+FFFD);
+ * else false, with "\uXXXX at character <n>" (the escape as written) in err
+ * (json_scan.c; client/parameters.py lone_surrogate). */
+bool mt_json_no_lone_surrogate(const char *text, char *err, size_t err_size);
 
 /* Split `text`, one JSON array, into the raw texts of its items (each NUL-terminated). */
 bool mt_json_array(const char *text, char ***items, size_t *n, char *err, size_t err_size);

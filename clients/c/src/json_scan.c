@@ -189,6 +189,49 @@ bool mt_json_number(mt_json_parser *p, double *out, bool *integer) {
     return true;
 }
 
+bool mt_json_comma(mt_json_parser *p, char close) {
+    size_t comma = p->i++;
+    mt_json_skip_ws(p);
+    if (p->s[p->i] != close) return true;
+    return mt_json_fail_at(p, close == '}' ? MT_JSON_TRAILING_OBJECT : MT_JSON_TRAILING_ARRAY,
+                           comma);
+}
+
+bool mt_json_no_lone_surrogate(const char *text, char *err, size_t err_size) {
+    mt_json_parser p = {text, 0, err, err_size};
+    bool in_string = false;
+    while (text[p.i] != '\0') {
+        char ch = text[p.i];
+        if (ch == '"') {
+            in_string = !in_string;
+        } else if (in_string && ch == '\\') {
+            if (text[p.i + 1] != 'u') { /* (read: the escaped character is there) */
+                p.i += 2;
+                continue;
+            }
+            int unit = hex4(text + p.i + 2);
+            if (unit >= 0xD800 && unit < 0xDC00 && text[p.i + 6] == '\\' &&
+                text[p.i + 7] == 'u') {
+                int low = hex4(text + p.i + 8);
+                if (low >= 0xDC00 && low < 0xE000) {
+                    p.i += 12;
+                    continue;
+                }
+            }
+            if (unit >= 0xD800 && unit < 0xE000) {
+                char escape[7];
+                memcpy(escape, text + p.i, 6);
+                escape[6] = '\0';
+                return mt_json_fail(&p, escape);
+            }
+            p.i += 6;
+            continue;
+        }
+        ++p.i;
+    }
+    return true;
+}
+
 /* Skip any value (nested arrays and objects too, at most 64 deep). */
 bool mt_json_skip_value(mt_json_parser *p, int depth) {
     mt_json_skip_ws(p);
@@ -220,7 +263,7 @@ bool mt_json_skip_value(mt_json_parser *p, int depth) {
             if (!mt_json_skip_value(p, depth + 1)) return false;
             mt_json_skip_ws(p);
             if (p->s[p->i] == ',') {
-                ++p->i;
+                if (!mt_json_comma(p, close)) return false;
                 continue;
             }
             if (p->s[p->i] == close) {

@@ -21,6 +21,10 @@ typedef struct mt_json_parser {
 #define MT_JSON_NO_COMMA "Expecting ',' delimiter"
 #define MT_JSON_EXTRA "Extra data"
 #define MT_JSON_UNTERMINATED "Unterminated string starting"
+/* (Python 3.13's, at the comma; 3.10-3.12 said MT_JSON_NO_KEY or MT_JSON_NO_VALUE at the
+ * bracket: client/parameters.py json_fault says 3.13's words on every Python) */
+#define MT_JSON_TRAILING_OBJECT "Illegal trailing comma before end of object"
+#define MT_JSON_TRAILING_ARRAY "Illegal trailing comma before end of array"
 
 /* Record why it failed (at p->i; _at: at byte `at`), "<what> at character <n>", n
  * counted in characters as Python counts them; false. */
@@ -32,6 +36,9 @@ void mt_json_skip_ws(mt_json_parser *p);
 bool mt_json_string(mt_json_parser *p, char **out);
 /* A number (NaN, Infinity and -Infinity too); *integer: without fraction or exponent. */
 bool mt_json_number(mt_json_parser *p, double *out, bool *integer);
+/* Past the ',' at p->i and the white space after it; false (MT_JSON_TRAILING_OBJECT or
+ * _ARRAY at the comma) if `close` ('}' or ']') comes next. */
+bool mt_json_comma(mt_json_parser *p, char close);
 /* Skip any value (nested arrays and objects too, at most 64 deep; depth: the current). */
 bool mt_json_skip_value(mt_json_parser *p, int depth);
 

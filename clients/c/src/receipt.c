@@ -20,11 +20,13 @@
  * to the close timeout without progress (mt_set_close_timeout, counted from the question
  * and from each progress), then MT_ETIMEDOUT (receipts.py `unconfirmed`'s words), and at
  * most MT_CLOSE_CAP_FACTOR close timeouts from the close's start in all (close_cap.c:
- * one budget with the delivery; its words past it); a
- * receiver silent with no connection to its follow socket (its monitor says so) for the disconnected timeout (mt_set_disconnected_timeout) is gone (said once, before: close_notice.c), and a
+ * one budget with the delivery; its words past it); a receiver silent with no connection
+ * to its follow socket (its monitor says so: receipt_wire.c) for the disconnected timeout
+ * (mt_set_disconnected_timeout) is gone (said once, before: close_notice.c), and a
  * rendezvous rewritten by a new run (a restarted trainer) is followed only with a replay
- * window (c->receipt_restart set, follow.c): else both MT_ETIMEDOUT, saying that the steps may be lost and to run the simulation again with
- * the same MELISSA_TRAINER_SIMULATION_ID. A confirmed receipt also says how many samples
+ * window (c->receipt_restart set, follow.c): else both MT_ETIMEDOUT, saying that the
+ * steps may be lost and to run the simulation again with the same
+ * MELISSA_TRAINER_SIMULATION_ID. A confirmed receipt also says how many samples
  * the trainer refused as non-finite: a warning on stderr, MT_ESIMREFUSED if all were.
  * A malformed reply is ignored (counted in the timeout's message). */
 #define _POSIX_C_SOURCE 200809L
@@ -64,22 +66,6 @@ typedef struct peer {
     int bye;
     mt_stop_look look; /* its rendezvous file, for a stop record (stop_record.c) */
 } peer;
-
-/* Whether the monitored DEALER is connected now (`linked`: before), from its events. */
-static bool linked_now(void *monitor, bool linked) {
-    for (;;) {
-        uint8_t frame[6]; /* u16 event, u32 value; then a frame with the endpoint */
-        int n = zmq_recv(monitor, frame, sizeof frame, ZMQ_DONTWAIT);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) return linked;
-        char address[256];
-        while (zmq_recv(monitor, address, sizeof address, 0) < 0 && errno == EINTR)
-            continue; /* (always follows) */
-        uint16_t event = 0;
-        if (n >= 2) memcpy(&event, frame, sizeof event);
-        linked = event == ZMQ_EVENT_CONNECTED;
-    }
-}
 
 /* The round's state shared by its steps. */
 typedef struct asking {
@@ -273,7 +259,7 @@ static mt_status wait_receipts(asking *a, const char *whose) {
         size_t done = 0, silent = n, waiting = 0, quiet = n;
         for (size_t r = 0; r < n; ++r) {
             peer *p = &a->peers[r];
-            p->linked = linked_now(p->monitor, p->linked);
+            p->linked = mt_receipt_linked_now(p->monitor, p->linked);
             if (p->linked) p->heard = now; /* (its process is there: paused, not gone) */
             done += p->done;
             if (!p->done && gone_after >= 0 && now - p->heard > gone_after && silent == n)
@@ -366,7 +352,8 @@ mt_status mt_receipt_check(mt_client *c, const mt_rendezvous *rv, const uint64_t
     char whose[96];
     snprintf(whose, sizeof whose, "simulation %llu rank %d", (unsigned long long)c->simulation_id,
              c->rank);
-    asking a = {c, rv, bye_steps, calloc(n, sizeof(peer)), 0, 0, NULL, malloc(BUF_CAP), false, false};
+    asking a = {c, rv, bye_steps, calloc(n, sizeof(peer)), 0, 0, NULL, malloc(BUF_CAP),
+                false, false};
     void *ctx = zmq_ctx_new();
     mt_status st = MT_OK;
     if (a.peers == NULL || a.buf == NULL || ctx == NULL)
@@ -378,7 +365,8 @@ mt_status mt_receipt_check(mt_client *c, const mt_rendezvous *rv, const uint64_t
         peer *p = &a.peers[r];
         p->heard = now;
         p->held = -1;
-        p->s = mt_follow_dial(ctx, rv->follows[r], rv->keys[r], address, &p->monitor, c->disconnected_timeout);
+        p->s = mt_follow_dial(ctx, rv->follows[r], rv->keys[r], address, &p->monitor,
+                              c->disconnected_timeout);
         if (p->s == NULL)
             st = mt_fail(c, MT_EZMQ, "the close's receipt: cannot ask the trainer's receiver %zu "
                                      "(follow socket %s): %s", r, rv->follows[r],

@@ -1,7 +1,10 @@
 /* receipt_wire.c: RECEIPT_QUERY and RECEIPT, the bytes (docs/protocol.md 17b; the
  * Python codec is melissa_trainer/wire/receipt.py): the query a closing client asks, the
- * parser of the reply, and whether a reply confirms the BYE. The asking is receipt.c's. */
+ * parser of the reply, and whether a reply confirms the BYE; and whether the connection
+ * to a follow socket asked is up (its monitor's events). The asking is receipt.c's. */
+#include <errno.h>
 #include <string.h>
+#include <zmq.h>
 
 #include "internal.h"
 #include "receipt_wire.h"
@@ -21,7 +24,8 @@ const char *mt_receipt_parse(const uint8_t *f, size_t len, uint64_t simulation_i
     if (mt_get_u32(f + 24) != rank || mt_get_u32(f + 28) != world) return "bad_rank";
     int admission = f[32], bye = f[33];
     size_t size = (size_t)f[34] | (size_t)f[35] << 8;
-    uint64_t steps = mt_get_u64(f + 36), bye_steps = mt_get_u64(f + 44), nonfinite = mt_get_u64(f + 52);
+    uint64_t steps = mt_get_u64(f + 36), bye_steps = mt_get_u64(f + 44);
+    uint64_t nonfinite = mt_get_u64(f + 52);
     if (admission > MT_ADMISSION_REFUSED || bye > MT_RECEIPT_FINISHED) return "bad_request";
     if ((bye != MT_RECEIPT_BYE && bye_steps != 0) || nonfinite > steps) return "bad_request";
     if (size > MAX_REASON_BYTES || (admission == MT_ADMISSION_REFUSED) != (size > 0))
@@ -59,4 +63,19 @@ size_t mt_receipt_query(uint8_t *out, uint64_t simulation_id, uint64_t request_i
     out[37] = 0;
     if (run) memcpy(out + QUERY_FIXED, run_id, run);
     return QUERY_FIXED + run;
+}
+
+bool mt_receipt_linked_now(void *monitor, bool linked) {
+    for (;;) {
+        uint8_t frame[6]; /* u16 event, u32 value; then a frame with the endpoint */
+        int n = zmq_recv(monitor, frame, sizeof frame, ZMQ_DONTWAIT);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) return linked;
+        char address[256];
+        while (zmq_recv(monitor, address, sizeof address, 0) < 0 && errno == EINTR)
+            continue; /* (always follows) */
+        uint16_t event = 0;
+        if (n >= 2) memcpy(&event, frame, sizeof event);
+        linked = event == ZMQ_EVENT_CONNECTED;
+    }
 }

@@ -1,5 +1,6 @@
 /* receipt_wire.h: the sizes of RECEIPT_QUERY and RECEIPT (docs/protocol.md 17b), shared
- * by their codec (receipt_wire.c) and the close's questions (receipt.c). Not installed. */
+ * by their codec (receipt_wire.c) and the close's questions (receipt.c), and the watch of
+ * a follow socket's connection. Not installed; after internal.h. */
 #ifndef MT_RECEIPT_WIRE_H
 #define MT_RECEIPT_WIRE_H
 
@@ -10,5 +11,9 @@
                            * length, steps, BYE steps, non-finite */
 #define MAX_REASON_BYTES 4096u
 #define MAX_RUN_ID 64u
+
+/* Whether the monitored DEALER asked is connected now (`linked`: before), from the
+ * events its monitor holds (read all, without waiting). */
+bool mt_receipt_linked_now(void *monitor, bool linked);
 
 #endif

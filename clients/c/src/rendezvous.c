@@ -150,8 +150,10 @@ mt_status mt_rendezvous_read(const char *dir, mt_rendezvous *out, mt_buf *proble
             if (strcmp(m[k].key, "routed_t_mod_w") == 0 && m[k].kind == MT_JSON_OTHER)
                 kept = m[k].string;
             if (strcmp(m[k].key, "run_id") == 0) {
-                if (m[k].kind == MT_JSON_STRING && mt_valid_run_id(m[k].string)) run_id = m[k].string;
-                else bad_run = !(m[k].kind == MT_JSON_OTHER && strcmp(m[k].string, "null") == 0);
+                if (m[k].kind == MT_JSON_STRING && mt_valid_run_id(m[k].string))
+                    run_id = m[k].string;
+                else
+                    bad_run = !(m[k].kind == MT_JSON_OTHER && strcmp(m[k].string, "null") == 0);
             }
             if (strcmp(m[k].key, "curve_public_key") == 0) { /* (endpoints.py _is_key) */
                 if (m[k].kind == MT_JSON_STRING && strlen(m[k].string) == 40) key = m[k].string;
@@ -324,7 +326,8 @@ static void waiting_notice(const mt_client *c, const char *dir, const char *prob
     char path[4096], typo[4300], t[32];
     bool missing = missing_note(dir, path, sizeof path, typo, sizeof typo);
     mt_format_double(timeout, t);
-    const char *from = dir == c->rendezvous_dir ? "mt_set_rendezvous" : "MELISSA_TRAINER_RENDEZVOUS";
+    const char *from =
+        dir == c->rendezvous_dir ? "mt_set_rendezvous" : "MELISSA_TRAINER_RENDEZVOUS";
     fprintf(stderr,
             "melissa_trainer: %s=%s: %s%s; waiting up to %s s in all (the rendezvous "
             "timeout) for the trainer to %s\n",

@@ -24,7 +24,8 @@ static const char *const reasons[] = {"", "busy", "not_serving", "wrong_run", "b
 
 uint64_t mt_elements(int ndim, const uint64_t *shape) {
     uint64_t n = 1;
-    for (int d = 0; d < ndim; ++d) n = shape[d] != 0 && n > UINT64_MAX / shape[d] ? 0 : n * shape[d];
+    for (int d = 0; d < ndim; ++d)
+        n = shape[d] != 0 && n > UINT64_MAX / shape[d] ? 0 : n * shape[d];
     return n;
 }
 

@@ -49,7 +49,8 @@ char *mt_read_file(const char *path) {
     mt_buf b = {0};
     char chunk[65536];
     size_t got;
-    while ((got = fread(chunk, 1, sizeof chunk, f)) > 0 && b.len < MAX_FILE) mt_buf_put(&b, chunk, got);
+    while ((got = fread(chunk, 1, sizeof chunk, f)) > 0 && b.len < MAX_FILE)
+        mt_buf_put(&b, chunk, got);
     fclose(f);
     mt_buf_put(&b, "", 1);
     if (b.oom || b.len > MAX_FILE) {
@@ -177,7 +178,8 @@ static mt_stop_outcome decide_record(const char *text, const char *run_id, uint6
         !mt_json_object(reason->string, &rm, &rn, err, sizeof err))
         goto done;
     const mt_json_member *code = member(rm, rn, "code"), *message = member(rm, rn, "message");
-    const mt_json_member *rsid = member(rm, rn, "simulation_id"), *rstep = member(rm, rn, "time_step");
+    const mt_json_member *rsid = member(rm, rn, "simulation_id");
+    const mt_json_member *rstep = member(rm, rn, "time_step");
     static const char *const codes[] = {"end", "preempted", "nonfinite", "error", "stopped"};
     bool known = false;
     for (size_t k = 0; code != NULL && code->kind == MT_JSON_STRING && k < 5; ++k)
@@ -198,7 +200,8 @@ static mt_stop_outcome decide_record(const char *text, const char *run_id, uint6
         !rows(byes->string, 5, bye_row, &f, why))
         goto done;
     expected_end e = {0, 0, 0, sid, 0, 0};
-    if (ended != NULL && (ended->kind != MT_JSON_OTHER || !parse_expected_end(ended->string, &e, why)))
+    if (ended != NULL &&
+        (ended->kind != MT_JSON_OTHER || !parse_expected_end(ended->string, &e, why)))
         goto done;
     snprintf(out->code, sizeof out->code, "%s", code->string);
     snprintf(out->message, sizeof out->message, "%s", message->string);

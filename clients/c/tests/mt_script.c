@@ -282,8 +282,10 @@ int main(int argc, char **argv) {
             struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
             nanosleep(&ts, NULL);
         } else if (strcmp(cmd, "close") == 0 || strcmp(cmd, "abort") == 0) {
-            if (strcmp(cmd, "close") == 0) st = mt_client_close_message(c, closing_msg, sizeof closing_msg);
-            else mt_client_abort(c);
+            if (strcmp(cmd, "close") == 0)
+                st = mt_client_close_message(c, closing_msg, sizeof closing_msg);
+            else
+                mt_client_abort(c);
             c = NULL;
             free(held); /* freed after close: ZeroMQ is done with it */
             held = NULL;

@@ -66,6 +66,24 @@ static void test_json(void) {
           !mt_json_valid("1e+") && !mt_json_valid("1.") && !mt_json_valid("-"));
     CHECK(!mt_json_object("{\"\xc3\xa9\": 1.}", &m, &n, err, sizeof err) &&
           strcmp(err, "Expecting ',' delimiter at character 7") == 0);
+    /* a trailing comma in Python 3.13's words, at the comma, on every reader (3.10-3.12:
+     * "Expecting property name ..." or "Expecting value" at the bracket) */
+    CHECK(!mt_json_object("{\"a\": 1, }", &m, &n, err, sizeof err) &&
+          strcmp(err, "Illegal trailing comma before end of object at character 7") == 0);
+    CHECK(!mt_json_object("{\"a\": [1 ,\n ]}", &m, &n, err, sizeof err) &&
+          strcmp(err, "Illegal trailing comma before end of array at character 9") == 0);
+    CHECK(!mt_json_check("[{\"k\": {\"j\": 2,}}]", err, sizeof err) &&
+          strcmp(err, "Illegal trailing comma before end of object at character 14") == 0);
+    CHECK(!mt_json_object("{\"a\": [1,}", &m, &n, err, sizeof err) &&
+          strcmp(err, "Expecting value at character 9") == 0);
+    CHECK(!mt_json_object("{,}", &m, &n, err, sizeof err) &&
+          strcmp(err, "Expecting property name enclosed in double quotes at character 1") == 0);
+    /* a lone surrogate's escape, where it is written (a pair, an escaped backslash: none) */
+    CHECK(!mt_json_no_lone_surrogate("{\"\xc3\xa9\": \"x\\uDC00\"}", err, sizeof err) &&
+          strcmp(err, "\\uDC00 at character 8") == 0);
+    CHECK(!mt_json_no_lone_surrogate("{\"\\ud800\\ud800\": 1}", err, sizeof err) &&
+          strcmp(err, "\\ud800 at character 2") == 0);
+    CHECK(mt_json_no_lone_surrogate("{\"\\ud83d\\ude00\\\\ud800\": 1}", err, sizeof err));
 }
 
 static void test_json_array(void) {

@@ -27,6 +27,16 @@ static void same(const mt_client *c, double deadline_left, bool capped, const ch
     free(b.data);
 }
 
+/* mt_waits_for alone (close_wait.c's notice), `resumed` or not */
+static void waits(double left, double follow, bool resumed, const char *want) {
+    mt_buf b = {0};
+    mt_waits_for(&b, left, "mt_set_disconnected_timeout=2.0 s", "reconnect", "/rv", true,
+                 follow, 3.0, resumed);
+    CHECK(!b.oom && strcmp(b.data, want) == 0);
+    if (b.oom || strcmp(b.data, want) != 0) fprintf(stderr, "got:  %s\nwant: %s\n", b.data, want);
+    free(b.data);
+}
+
 int main(void) {
     mt_client *c = calloc(1, sizeof *c);
     CHECK(c != NULL);
@@ -57,6 +67,26 @@ int main(void) {
     same(c, INFINITY, false,
          HEAD "The close waits for it to answer, with no bound (mt_set_close_timeout and "
               "mt_set_disconnected_timeout are < 0). nothing more is said until the close ends.");
+    /* a trainer preempted (its stop record): its resume waited for, as gave_up.py
+     * waits_for(resumed=True) says it (tests/client/test_waits_for_resumed_words.py) */
+    waits(2.0, 4.0, true,
+          "The close waits up to 2 s more for it to reconnect (mt_set_disconnected_timeout=2.0 "
+          "s), then up to 4 s (mt_set_follow_timeout=4.0 s) for the trainer to be resumed "
+          "(--resume_from_checkpoint latest) and publish in /rv, and follows it (at once if it "
+          "publishes sooner): up to 6 s more, 9 s in all. mt_set_disconnected_timeout and "
+          "mt_set_follow_timeout shorten it; nothing more is said until the close ends.");
+    waits(2.0, -1, true,
+          "The close waits up to 2 s more for it to reconnect (mt_set_disconnected_timeout=2.0 "
+          "s), then for the trainer to be resumed (--resume_from_checkpoint latest) and "
+          "publish in /rv, with no bound (mt_set_follow_timeout < 0), and follows it (at once "
+          "if it publishes sooner). mt_set_disconnected_timeout and mt_set_follow_timeout "
+          "shorten it; nothing more is said until the close ends.");
+    waits(2.0, 4.0, false,
+          "The close waits up to 2 s more for it to reconnect (mt_set_disconnected_timeout=2.0 "
+          "s), then up to 4 s (mt_set_follow_timeout=4.0 s) for a restarted trainer to publish "
+          "in /rv, and follows it (at once if it publishes sooner): up to 6 s more, 9 s in "
+          "all. mt_set_disconnected_timeout and mt_set_follow_timeout shorten it; nothing more "
+          "is said until the close ends.");
     /* when: 5 s, or half the disconnected timeout if shorter (patience.py notice_after) */
     CHECK(mt_notice_after(-1) == 5.0 && mt_notice_after(2.0) == 1.0 &&
           mt_notice_after(60.0) == 5.0);

@@ -45,7 +45,7 @@ class StudyEvents(Hook):
     def on_source_started(
         self, trainer: TrainerView, state: TrainerState, control: TrainerControl
     ) -> None:
-        self.study.on_all_ranks_started()
+        self.study.on_all_ranks_started(trainer.stop_sync.watch)  # (its gather watched)
 
     def on_end_of_stream(
         self, trainer: TrainerView, state: TrainerState, control: TrainerControl

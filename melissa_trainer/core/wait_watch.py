@@ -54,6 +54,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Protocol
 
+from melissa_trainer.core.step_clock import StepClock
+
 __all__ = [
     "AGREEMENT_USUAL",
     "CHECKPOINT_USUAL",
@@ -197,7 +199,7 @@ class WaitWatch:
         self._pauses = 0  # pauses begun (`pause`), and those in progress
         self._paused = 0
         #: the thread's judgement of the spans (kept over its restarts: the slowest step)
-        self._clock = _StepClock(self.first)
+        self._clock = StepClock(self.first)
         self.roll = roll
         self.ends = ends  # how its waits end if no rank comes (a sentence: the warnings')
 
@@ -274,32 +276,34 @@ class WaitWatch:
             )
             self._thread.start()
 
-    def _look_at_steps(self, clock: _StepClock, now: float) -> tuple[str, float] | None:
+    def _look_at_steps(self, clock: StepClock, now: float) -> tuple[str, float, int] | None:
         """One look at the span of steps (the thread, the lock held): `clock`'s verdict
-        (`_StepClock.look`); not judged while a wait is in progress, a pause lasts,
+        (`StepClock.look`); not judged while a wait is in progress, a pause lasts,
         before the span's first judged step, or with no span."""
         span, key = self._span, (self._spans, self._pauses, self._waits)
-        done = span[0]() if span is not None else 0
+        if span is not None:
+            clock.read = span[0]
+        done = clock.read() if clock.read is not None else 0  # (after its span: its last)
         judged = span is not None and self._what is None and not self._paused and done > span[1]
         return clock.look(now, key if judged else None, done)
 
-    def _say_steps(self, said: tuple[str, float], clock: _StepClock) -> None:
+    def _say_steps(self, said: tuple[str, float, int], clock: StepClock) -> None:
         """Say `_look_at_steps`' verdict (the thread, the lock not held)."""
-        kind, waited = said
+        kind, waited, step = said
         if kind == "stalled":
             logger.warning(
                 "rank %d has completed no step for %.0f s (in step %d; its slowest step so "
                 "far took %.1f s): %s; %s. %s",
                 self.rank,
                 waited,
-                clock.done + 1,
+                step,
                 clock.slowest,
                 STALLED_USUAL,
                 _WHAT_TO_DO,
                 self.ends,
             )
         elif kind == "completed":
-            logger.warning("rank %d: step %d completed after %.0f s", self.rank, clock.done, waited)
+            logger.warning("rank %d: step %d completed after %.0f s", self.rank, step, waited)
         else:
             logger.warning("rank %d: its steps went on after %.0f s", self.rank, waited)
 
@@ -355,42 +359,3 @@ class WaitWatch:
             )
             while bound <= waited:
                 bound *= 2
-
-
-class _StepClock:
-    """The watch thread's judgement of a span of steps (`WaitWatch.stepping`)."""
-
-    def __init__(self, first: float) -> None:
-        self.first = first
-        self.key: tuple[int, int, int] | None = None  # what was judged at the last look
-        self.done = 0  # the steps completed then
-        self.since = 0.0  # when they were seen first (a look after they completed)
-        self.bound = first
-        self.slowest = 0.0  # the slowest step seen completed (seconds, at the looks)
-        self.warned = False
-
-    def look(
-        self, now: float, key: tuple[int, int, int] | None, done: int
-    ) -> tuple[str, float] | None:
-        """Judge the look at `now`: `key` the span, pauses and waits begun (None: not
-        judged now), `done` the steps completed. ``("stalled", s)``: no step for `s`
-        seconds, past the bound; after a warning, ``("completed", s)``: a step completed
-        `s` seconds after the last one, ``("went on", s)``: the judging stopped (a wait,
-        a pause, the span's end); None: nothing to say."""
-        if key is not None and key == self.key and done == self.done:
-            waited = now - self.since
-            if waited < self.bound:
-                return None
-            while self.bound <= waited:
-                self.bound *= 2
-            self.warned = True
-            return "stalled", waited
-        said: tuple[str, float] | None = None
-        if self.warned:
-            moved = key is not None and key == self.key and done > self.done
-            said, self.warned = ("completed" if moved else "went on", now - self.since), False
-        if key is not None and key == self.key and done > self.done:
-            self.slowest = max(self.slowest, (now - self.since) / (done - self.done))
-        self.key, self.done, self.since = key, done, now
-        self.bound = max(self.first, 4 * self.slowest)
-        return said

@@ -37,12 +37,12 @@ looks: no step pays anything; the span is judged only once a step of this `train
 completed (its compile is never judged), not while a watched wait or an action point
 (`pause`) is in progress, its clock started again after each.
 
-One daemon thread per watch, started at a wait or a span, that looks every `first` / 4 seconds
-(a warning comes `first` to 1.25 `first` after the wait began); arming and disarming a
-wait take an uncontended lock and wake no thread (the stop agreement waits at every
-window: a notify there woke the watcher, GIL and all, each time), and the thread ends
-after `first` seconds without a wait or a span (a trainer whose training ended keeps no
-thread).
+One daemon thread per watch, started at a wait or a span, that looks every `first` / 4
+seconds (a warning comes `first` to 1.25 `first` after the wait began); arming and
+disarming a wait or a span take an uncontended lock and wake no thread (the stop
+agreement waits at every window: a notify there woke the watcher, GIL and all, each
+time), and the thread ends after `first` seconds without a wait or a span (a trainer
+whose training ended keeps no thread).
 """
 
 from __future__ import annotations

@@ -13,7 +13,9 @@ Each wait names its collective and its usual cause (`waiting`'s `what` and `usua
 stop agreement's is a rank still waiting for its data (`AGREEMENT_USUAL`), a checkpoint's
 a rank still writing or reading its files (`CHECKPOINT_USUAL`), a log's and the other
 collectives among a window's steps a rank still waiting for its data or running its steps
-(`STEPS_USUAL`), a validation's a rank still evaluating (`EVAL_USUAL`). Which rank is late is
+(`STEPS_USUAL`), a validation's a rank still evaluating (`EVAL_USUAL`); a run's start and
+end have theirs (`LOCK_USUAL`, `SOURCES_USUAL`, `RESUME_GATHER_USUAL`, `LAST_STEPS_USUAL`,
+`UNTRAINED_USUAL`). Which rank is late is
 told by the collective: every waiting rank warns, so the late ones are those that do
 not, and the warning says how to find them; with a `RollCall` (`WaitWatch.roll`: the
 launcher's store, `trainer.roll_call`) it names them. Each rank's watcher thread
@@ -26,11 +28,21 @@ One watch serves every watched collective of a trainer (`StopSync.watch`, also u
 `first` there, for every wait at once. A wait is watched on every rank or on none (the
 numbers must match): callers watch a collective only when it runs on every rank.
 
-One daemon thread per watch, started at a wait, that looks every `first` / 4 seconds
-(a warning comes `first` to 1.25 `first` after the wait began); arming and disarming a
-wait take an uncontended lock and wake no thread (the stop agreement waits at every
-window: a notify there woke the watcher, GIL and all, each time), and the thread ends
-after `first` seconds without a wait (a trainer whose training ended keeps no thread).
+A span of steps (`WaitWatch.stepping`: a window's, armed by the loop once per window
+under several ranks) warns when no step completes for `first` s, or 4 times the slowest
+step seen, whichever is longer: on a CPU run (gloo) a rank whose peer stopped mid-window
+waits in DDP's backward, which no wait watches (a first step's compile would look like a
+stall there). The watch's thread reads the step count (``state.global_step``) at its
+looks: no step pays anything; the span is judged only once a step of this `train()`
+completed (its compile is never judged), not while a watched wait or an action point
+(`pause`) is in progress, its clock started again after each.
+
+One daemon thread per watch, started at a wait or a span, that looks every `first` / 4
+seconds (a warning comes `first` to 1.25 `first` after the wait began); arming and
+disarming a wait or a span take an uncontended lock and wake no thread (the stop
+agreement waits at every window: a notify there woke the watcher, GIL and all, each
+time), and the thread ends after `first` seconds without a wait or a span (a trainer
+whose training ended keeps no thread).
 """
 
 from __future__ import annotations
@@ -38,9 +50,11 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Protocol
+
+from melissa_trainer.core.step_clock import StepClock
 
 __all__ = [
     "AGREEMENT_USUAL",
@@ -48,7 +62,13 @@ __all__ = [
     "DEFAULT_FIRST_WARNING",
     "EVAL_USUAL",
     "GROUP_TIMEOUT_ENDS",
+    "LAST_STEPS_USUAL",
+    "LOCK_USUAL",
+    "RESUME_GATHER_USUAL",
+    "SOURCES_USUAL",
+    "STALLED_USUAL",
     "STEPS_USUAL",
+    "UNTRAINED_USUAL",
     "RollCall",
     "WaitWatch",
 ]
@@ -80,6 +100,47 @@ STEPS_USUAL = (
 EVAL_USUAL = (
     "A rank still evaluating its share of eval_dataset (or its hooks' eval_figures), or "
     "still waiting for its data before the steps that came first, is the usual cause"
+)
+#: the usual cause of a long wait at the output lock's broadcast, as the trainer is made
+#: (`trainer.lock_share`): rank 0 waits there for a trainer stopping in output_dir, or a
+#: rank has not finished building its trainer (what comes before: its eval_dataset's
+#: ingest transform, its buffer)
+LOCK_USUAL = (
+    "Rank 0 still taking output_dir's lock (it waits up to 120 s for a trainer that is "
+    "stopping there: its log says so), or a rank still building its trainer (its "
+    "eval_dataset's ingest transform, its buffer), is the usual cause"
+)
+#: the usual cause of a long wait at the barrier once every rank's source started
+SOURCES_USUAL = (
+    "A rank still loading its checkpoint or starting its source (its receiver, a "
+    "study's start) is the usual cause"
+)
+#: the usual cause of a long wait at a resumed study's gather of the simulations
+#: complete on every rank, which follows that barrier with nothing long in between
+RESUME_GATHER_USUAL = (
+    "Every rank had started its source just before (a barrier): a rank still listing "
+    "the simulations its receiver completed, or slowed by a busy host, is the only "
+    "harmless cause"
+)
+#: the usual cause of a long wait at the loss check after the loop: on a GPU the host
+#: waits there for the last window's steps it queued
+LAST_STEPS_USUAL = (
+    "A rank still running the last window's steps (on a GPU the host waits here for "
+    "the steps it queued) is the usual cause and harmless"
+)
+#: the usual cause of a long wait at the gather of a run that trained nothing, which
+#: follows the ranks' agreement that the stream ended, with only the loss check between
+UNTRAINED_USUAL = (
+    "Every rank had agreed just before that the stream ended before a first step: a "
+    "rank slowed by a busy host is the only harmless cause"
+)
+#: what a rank that completes no step of a window may wait for, and the usual cause
+#: (`WaitWatch.stepping`): on gloo the host waits in DDP's backward for every rank
+STALLED_USUAL = (
+    "it may wait in its step's collectives (DDP's backward all-reduce: on a CPU run the "
+    "host waits there for every rank's same step) for another rank that has not reached "
+    "them. A step much slower than those before (a hook's work in it, a recompile) is "
+    "the usual cause"
 )
 #: how to find the rank that holds the others, and what happens if none comes
 _WHAT_TO_DO = (
@@ -131,6 +192,14 @@ class WaitWatch:
         self._waits = 0  # counts the waits begun: the thread tells one from the next
         self._warned = False  # the wait in progress was warned about
         self._thread: threading.Thread | None = None
+        #: the span of steps armed (`stepping`): its reader of the steps completed, and
+        #: the count after which it is judged; None: none armed
+        self._span: tuple[Callable[[], int], int] | None = None
+        self._spans = 0  # spans begun (the thread tells one from the next)
+        self._pauses = 0  # pauses begun (`pause`), and those in progress
+        self._paused = 0
+        #: the thread's judgement of the spans (kept over its restarts: the slowest step)
+        self._clock = StepClock(self.first)
         self.roll = roll
         self.ends = ends  # how its waits end if no rank comes (a sentence: the warnings')
 
@@ -149,11 +218,7 @@ class WaitWatch:
                 self._what, self._since, self._warned = what, time.monotonic(), False
                 self._usual = usual
                 self._waits += 1
-                if self._thread is None:
-                    self._thread = threading.Thread(
-                        target=self._watch, name="melissa-wait-watch", daemon=True
-                    )
-                    self._thread.start()
+                self._start()
         if nested:
             yield
             return
@@ -169,28 +234,110 @@ class WaitWatch:
                 waited = time.monotonic() - since
                 logger.warning("rank %d: %s %s after %.0f s", self.rank, what, ended, waited)
 
+    @contextmanager
+    def stepping(self, done: Callable[[], int], after: int) -> Iterator[None]:
+        """Watch the steps run in the ``with`` block (a window's, `OnlineTrainer.train`):
+        warn when no step completes for `first` s, or 4 times the slowest step seen
+        completed (at the watch's looks), whichever is longer, then at each doubling,
+        and say when steps go on after a warning. `done()` reads the steps completed
+        (from the watch's thread: ``state.global_step``'s read); nothing is judged until
+        it exceeds `after` (the count at `train()`'s start: a first step's compile is
+        never judged), nor while a wait is watched or a `pause` lasts (the clock starts
+        again after each), nor after the block. Arming costs one uncontended lock, once
+        per block: no step pays anything."""
+        with self._lock:
+            self._span = (done, after)
+            self._spans += 1
+            self._start()
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._span = None
+
+    @contextmanager
+    def pause(self) -> Iterator[None]:
+        """No step is expected in the ``with`` block (an action point within a window's
+        steps: a log, a validation, a save, whose collectives are watched as waits)."""
+        with self._lock:
+            self._pauses += 1
+            self._paused += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._paused -= 1
+
+    def _start(self) -> None:
+        """Start the watch's thread if none runs (the lock held)."""
+        if self._thread is None:
+            self._thread = threading.Thread(
+                target=self._watch, name="melissa-wait-watch", daemon=True
+            )
+            self._thread.start()
+
+    def _look_at_steps(self, clock: StepClock, now: float) -> tuple[str, float, int] | None:
+        """One look at the span of steps (the thread, the lock held): `clock`'s verdict
+        (`StepClock.look`); not judged while a wait is in progress, a pause lasts,
+        before the span's first judged step, or with no span."""
+        span, key = self._span, (self._spans, self._pauses, self._waits)
+        if span is not None:
+            clock.read = span[0]
+        done = clock.read() if clock.read is not None else 0  # (after its span: its last)
+        judged = span is not None and self._what is None and not self._paused and done > span[1]
+        return clock.look(now, key if judged else None, done)
+
+    def _say_steps(self, said: tuple[str, float, int], clock: StepClock) -> None:
+        """Say `_look_at_steps`' verdict (the thread, the lock not held)."""
+        kind, waited, step = said
+        if kind == "stalled":
+            logger.warning(
+                "rank %d has completed no step for %.0f s (in step %d; its slowest step so "
+                "far took %.1f s): %s; %s. %s",
+                self.rank,
+                waited,
+                step,
+                clock.slowest,
+                STALLED_USUAL,
+                _WHAT_TO_DO,
+                self.ends,
+            )
+        elif kind == "completed":
+            logger.warning("rank %d: step %d completed after %.0f s", self.rank, step, waited)
+        else:
+            logger.warning("rank %d: its steps went on after %.0f s", self.rank, waited)
+
     def _watch(self) -> None:
         look = self.first / 4
         seen, bound, idle_since = -1, self.first, time.monotonic()
         published = -1  # the last wait told to `roll`
+        clock = self._clock
         while True:
             time.sleep(look)
             with self._lock:
                 now = time.monotonic()
-                if self._what is None:
-                    if self._waits == seen and now - idle_since >= self.first:
+                said = self._look_at_steps(clock, now)
+                waiting = self._what is not None
+                if not waiting:
+                    if self._span is not None:
+                        idle_since = now
+                    elif self._waits == seen and now - idle_since >= self.first:
                         self._thread = None  # idle (training ended?): the next wait restarts it
                         return
                     if self._waits != seen:
                         seen, idle_since = self._waits, now
-                    continue
-                if self._waits != seen:  # another wait than the one looked at last
-                    seen, bound = self._waits, self.first
-                idle_since = now
-                waited = now - self._since
-                warn = waited >= bound
-                self._warned |= warn
-                what, usual = self._what, self._usual
+                else:
+                    if self._waits != seen:  # another wait than the one looked at last
+                        seen, bound = self._waits, self.first
+                    idle_since = now
+                    waited = now - self._since
+                    warn = waited >= bound
+                    self._warned |= warn
+                    what, usual = self._what, self._usual
+            if said is not None:
+                self._say_steps(said, clock)
+            if not waiting:
+                continue
             roll = self.roll
             if roll is not None and published != seen:
                 published = seen

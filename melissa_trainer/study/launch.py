@@ -11,9 +11,11 @@ set by `Study.start`).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
+from melissa_trainer.core.wait_watch import RESUME_GATHER_USUAL, WaitWatch
 from melissa_trainer.launcher.tuning import LauncherTuning
 from melissa_trainer.stream.control import send_abandon
 from melissa_trainer.stream.endpoints import fetch_rendezvous
@@ -25,15 +27,18 @@ from melissa_trainer.stream.watchdog import SilenceExcuse
 __all__ = ["complete_on_every_rank", "other_rank_excuse", "receiver_notices"]
 
 
-def complete_on_every_rank(mine: Sequence[int]) -> set[int]:
+def complete_on_every_rank(mine: Sequence[int], watch: WaitWatch | None = None) -> set[int]:
     """The simulations complete on every training rank (a collective when a process
-    group is up: all ranks call it), from each rank's list."""
+    group is up: all ranks call it), from each rank's list; the all-gather inside
+    `watch`'s wait when given (the trainer's: a rank held there warns)."""
     import torch.distributed as dist  # the trainer's process group, if any
 
     if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
         return set(mine)
     gathered: list[Any] = [None] * dist.get_world_size()
-    dist.all_gather_object(gathered, sorted(mine))
+    what = "the other ranks at a resumed study's start (the all-gather of its complete simulations)"
+    with nullcontext() if watch is None else watch.waiting(what, RESUME_GATHER_USUAL):
+        dist.all_gather_object(gathered, sorted(mine))
     complete = set(gathered[0])
     for other in gathered[1:]:
         complete &= set(other)

@@ -71,6 +71,7 @@ from typing import Any
 from melissa_trainer.buffers import Buffer
 from melissa_trainer.config.arguments import TrainingArguments
 from melissa_trainer.core.loss_per_simulation import SimulationLoss, resolve_loss_steps
+from melissa_trainer.core.wait_watch import WaitWatch
 from melissa_trainer.hooks import Hook, SimulationLossTracker
 from melissa_trainer.launcher import Launcher
 from melissa_trainer.launcher.account import resume_lines
@@ -117,7 +118,6 @@ class Study(Source):
     """
 
     puts_blocks = True  # through its `StreamSource`
-
     study_keys = StreamSource.study_keys
 
     def __init__(self, launcher: Launcher, stream: StreamSource | None = None) -> None:
@@ -194,14 +194,14 @@ class Study(Source):
         self._rank = rank
         self.starvation = study_watch(self.launcher, self.stream, buffer, rank, world_size)
 
-    def on_all_ranks_started(self) -> None:
+    def on_all_ranks_started(self, watch: WaitWatch | None = None) -> None:
         """Rank 0 starts the simulations (on resume, a collective: every rank calls it)."""
         receiver = self.stream.receiver
         if self._started:
             return
         if receiver is None:
             raise RuntimeError("Study.on_all_ranks_started() before start()")
-        complete = complete_on_every_rank(receiver.completed()) if self._resumed else None
+        complete = complete_on_every_rank(receiver.completed(), watch) if self._resumed else None
         if self._rank == 0:
             self._start_launcher(receiver, complete)
 

@@ -59,8 +59,9 @@ class TrainerActions(RefusesHFKeywords):
         # another rank's starvation watch does not call a rank 0 in it deadlocked
         work = self._as_trainer().hooks.work
         outer = None if work is None else work.work_began()
-        try:
-            self._act(control)
+        try:  # (no step expected meanwhile: the window's span of steps paused, `run_waits`)
+            with self._as_trainer().stop_sync.watch.pause():
+                self._act(control)
         finally:
             if work is not None:
                 work.work_ended(outer)

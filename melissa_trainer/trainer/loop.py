@@ -48,6 +48,7 @@ from melissa_trainer.trainer.exit_meeting import hold_term, meet
 from melissa_trainer.trainer.losses import LossFn
 from melissa_trainer.trainer.preemption import Preempted, PreemptionHandler, StopCause
 from melissa_trainer.trainer.roll_call import close_roll, launch_roll_call
+from melissa_trainer.trainer.run_waits import last_window_check, run_window, sources_started
 from melissa_trainer.trainer.setup import claim_output_dir, make_accelerator, make_rank_buffer
 from melissa_trainer.trainer.simulation_errors import check_best_metric
 from melissa_trainer.trainer.source_failure import SourceFailure
@@ -212,7 +213,12 @@ class OnlineTrainer(TrainerSteps):
         #: This run's identity (the same on every rank, new at each trainer): the stream's
         #: receivers refuse simulations of another run (see `Source.set_run_id`).
         self.run_id: str
-        self._output_hold, self.run_id = claim_output_dir(args.output_dir, acc, self.source)
+        self._output_hold, self.run_id = claim_output_dir(
+            args.output_dir,
+            acc,
+            self.source,
+            self.stop_sync.watch,  # (its broadcast watched)
+        )
         weakref.finalize(self, self._output_hold.release)  # a trainer dropped untrained
 
     @property
@@ -262,8 +268,7 @@ class OnlineTrainer(TrainerSteps):
         failure = SourceFailure(self)  # (a source's failure held until agreed: `source_failure`)
         preempted = False  # (every rank raises `Preempted` at the same step)
         try:
-            if self.num_processes > 1:
-                self.accelerator.wait_for_everyone()  # every rank's source has started
+            sources_started(self)  # (a barrier under several ranks, watched: `run_waits`)
             hooks.fire(Event.SOURCE_STARTED, self, state, control)
             self.model.train()
             self.log_figures.started = time.perf_counter()
@@ -293,7 +298,7 @@ class OnlineTrainer(TrainerSteps):
             # the next window's batches too (the host waits for the device at these
             # agreements only). Every rank decides alike (the same steps).
             aligned = state.global_step + window_steps(state.global_step, every, state.max_steps)
-            signum = 0
+            signum, begun = 0, state.global_step  # (`run_window` judges the steps after it)
             self.ended_by = ""
             while True:
                 window = window_steps(state.global_step, every, state.max_steps)
@@ -326,8 +331,7 @@ class OnlineTrainer(TrainerSteps):
                     held = failure.prefetch((steps + following) * micro, preemption.requested)
                     in_hand = held - steps * micro
                     self._start_agreement(following * micro, in_hand, preemption, failure.code)
-                for i in range(steps):
-                    self._training_step(stage_next=i + 1 < steps)
+                run_window(self, steps, after=begun)  # (its steps watched: `run_waits`)
                 if steps < window:  # the data ran out on every rank (or one cannot pad)
                     state.stream_ended = True
                     hooks.fire(Event.END_OF_STREAM, self, state, control)
@@ -348,7 +352,7 @@ class OnlineTrainer(TrainerSteps):
                     )
                     hooks.fire(Event.PSEUDO_EPOCH_START, self, state, control)
             self._output_hold.stopping()
-            self._loss_guard.check()  # the last window's losses (collective)
+            last_window_check(self)  # the last window's losses (collective, watched)
             if signum:  # (hooks may read it from LOOP_END on)
                 self.preempted_by = StopCause.signal_of(signum)  # (the code's signal)
             end_training(self, signum, self._perform_requested_actions)  # (`ending`)

@@ -31,16 +31,23 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from accelerate.utils import gather_object
+import torch
 
 from melissa_trainer.common.refusal import elsewhere
 from melissa_trainer.core.view import TrainerView
+from melissa_trainer.core.wait_watch import UNTRAINED_USUAL
 from melissa_trainer.sources.source import SourceError
 from melissa_trainer.trainer.no_training_words import StudyCounts, untrained_words
 
 __all__ = ["NoTrainingError", "refuse_untrained", "untrained_words"]
 
 logger = logging.getLogger(__name__)
+
+#: what a rank held in the gather of the ranks' samples waits for (the watch's warnings)
+_WAITS_FOR = (
+    "the other ranks at the end of a run that trained no step (the all-gather of the "
+    "samples each rank received)"
+)
 
 
 class NoTrainingError(SourceError):
@@ -85,7 +92,11 @@ def _gathered(trainer: TrainerView) -> tuple[list[int], list[dict[int, int]] | N
     came from (None when some rank's source does not know), by rank. Collective under
     several ranks."""
     mine = (int(trainer.buffer.stats().put), _held(trainer))
-    ranks = [mine] if trainer.num_processes <= 1 else list(gather_object([mine]))
+    ranks: list[Any] = [mine]
+    if trainer.num_processes > 1:  # (watched: a rank held there warns, `core.wait_watch`)
+        ranks = [None] * trainer.num_processes
+        with trainer.stop_sync.watch.waiting(_WAITS_FOR, UNTRAINED_USUAL):
+            torch.distributed.all_gather_object(ranks, mine)
     samples = [put for put, _ in ranks]
     held = [h for _, h in ranks]
     if any(h is None for h in held):

@@ -47,7 +47,8 @@ at once.
 Thread-safety: an `OutputDirLock` is used by the thread that made it (the trainer's).
 
 The holder's record, its reading and the refusal naming the holder are `lock_holder`'s
-(`Holder`, `OutputDirLocked` and `LOCK_FILE` re-exported here).
+(`Holder`, `OutputDirLocked` and `LOCK_FILE` re-exported here); rank 0's lock told to every
+rank as the trainer is made (its broadcast, watched) is `lock_share`'s.
 """
 
 from __future__ import annotations
@@ -61,16 +62,13 @@ import socket
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
-from melissa_trainer.common.refusal import elsewhere
 from melissa_trainer.trainer.lock_holder import (
     LOCK_FILE,
     Holder,
     OutputDirLocked,
     encode,
     flock_holders,
-    peek_holder,
     read_holder,
 )
 
@@ -82,7 +80,6 @@ __all__ = [
     "OutputDirLock",
     "Holder",
     "OutputDirLocked",
-    "lock_output_dir",
     "new_run_id",
 ]
 
@@ -320,81 +317,3 @@ def _close_quietly(fd: int) -> None:
         os.close(fd)
     except OSError as exc:
         logger.debug("closing the lock file after an error: %s", exc)
-
-
-def lock_disabled() -> bool:
-    """True when ``MELISSA_TRAINER_OUTPUT_LOCK=off`` (the lock is skipped, with a warning)."""
-    value = os.environ.get(ENV_OUTPUT_LOCK, "").strip().lower()
-    if value in ("", "on"):
-        return False
-    if value == "off":
-        return True
-    raise ValueError(f"{ENV_OUTPUT_LOCK}={value!r}: use 'on' (the default) or 'off'")
-
-
-def lock_output_dir(
-    output_dir: str, rank: int, world_size: int, device: Any
-) -> tuple[OutputDirLock | None, str]:
-    """Rank 0 takes `output_dir`'s lock and makes the run id; every rank gets the run id.
-
-    A collective when `world_size` > 1 (every rank calls it, with the process group up):
-    rank 0 broadcasts whether it got the lock, so that every rank fails when it did not
-    (no rank waits for a peer that has gone). Returns rank 0's `OutputDirLock` (None on
-    the other ranks, and with ``MELISSA_TRAINER_OUTPUT_LOCK=off``) and the run id.
-
-    Raises:
-        OutputDirLocked: another trainer holds the directory (on every rank; on ranks
-            other than 0 a silent copy, `refusal.elsewhere`: rank 0 prints it).
-        OSError: rank 0 cannot lock (the file system refuses locks); the other ranks
-            raise RuntimeError pointing at rank 0's error (silent, as above).
-    """
-    lock: OutputDirLock | None = None
-    run_id = new_run_id()
-    error: BaseException | None = None
-    status = _LOCKED
-    if rank == 0:
-        try:
-            if lock_disabled():
-                logger.warning(
-                    "%s=off: output_dir %r is not locked; nothing stops another trainer "
-                    "from using it",
-                    ENV_OUTPUT_LOCK,
-                    output_dir,
-                )
-            else:
-                lock = OutputDirLock(output_dir, run_id)
-                lock.acquire()
-        except OutputDirLocked as exc:
-            error, status = exc, _REFUSED
-        except BaseException as exc:
-            error, status = exc, _FAILED
-    if world_size > 1:
-        status, run_id = _share(status, run_id, device)
-    if error is not None:
-        raise error
-    # (the other ranks' errors are said by rank 0's alone: `refusal`)
-    if status == _REFUSED:
-        locked = OutputDirLocked(output_dir, peek_holder(Path(output_dir) / LOCK_FILE))
-        raise elsewhere(locked, rank)
-    if status == _FAILED:
-        failed = RuntimeError(
-            f"rank 0 could not lock output_dir {output_dir!r}: see rank 0's error"
-        )
-        raise elsewhere(failed, rank)
-    return lock, run_id
-
-
-_LOCKED, _REFUSED, _FAILED = 1, 0, 2
-
-
-def _share(status: int, run_id: str, device: Any) -> tuple[int, str]:
-    """Rank 0's status and run id, on every rank (a broadcast of two integers)."""
-    import torch
-    import torch.distributed as dist
-
-    value = int(run_id, 16)
-    signed = value - (1 << 64) if value >= 1 << 63 else value
-    shared = torch.tensor([status, signed], dtype=torch.int64, device=device)
-    dist.broadcast(shared, src=0)
-    status, signed = (int(v) for v in shared.tolist())
-    return status, f"{signed % (1 << 64):016x}"

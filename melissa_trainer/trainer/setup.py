@@ -24,8 +24,10 @@ from melissa_trainer.core import process_group
 from melissa_trainer.core.accelerated import cpu_only_launch
 from melissa_trainer.core.dataset import Collate, ProcessSample, check_device_buffer
 from melissa_trainer.core.device_buffer import make_device_buffer
+from melissa_trainer.core.wait_watch import WaitWatch
 from melissa_trainer.sources.source import Source
-from melissa_trainer.trainer.output_lock import OutputDirHold, lock_output_dir
+from melissa_trainer.trainer.lock_share import lock_output_dir
+from melissa_trainer.trainer.output_lock import OutputDirHold
 
 __all__ = ["claim_output_dir", "make_accelerator", "make_rank_buffer", "merged_handlers"]
 
@@ -194,20 +196,19 @@ def make_rank_buffer(
 
 
 def claim_output_dir(
-    output_dir: str, accelerator: Accelerator, source: Source
+    output_dir: str, accelerator: Accelerator, source: Source, watch: WaitWatch | None = None
 ) -> tuple[OutputDirHold, str]:
     """Lock `output_dir` (rank 0; see `output_lock`) before anything is written there,
     then configure `source` in it (a source's `configure` may write) and give it the
     run's identity; returns the hold and the run id (the same on every rank, new at each
-    trainer). A collective.
+    trainer). A collective, inside `watch`'s wait when given (`lock_share`).
 
     Raises:
         OutputDirLocked: another trainer uses `output_dir` (on every rank).
         Whatever `source.configure` or `set_run_id` raises, the lock given back first.
     """
-    lock, run_id = lock_output_dir(
-        output_dir, accelerator.process_index, accelerator.num_processes, accelerator.device
-    )
+    rank, world = accelerator.process_index, accelerator.num_processes
+    lock, run_id = lock_output_dir(output_dir, rank, world, accelerator.device, watch)
     hold = OutputDirHold(lock, output_dir)
     try:
         source.configure(output_dir)

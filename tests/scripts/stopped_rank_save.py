@@ -7,6 +7,10 @@ written its files of the first checkpoint (before the save's all-gather that fol
 is held. MODE "agreement": no save before the end (step 10); rank 1 is held at the end
 of step 4, the last of a window (stop_sync_steps=2), so that rank 0 waits for it in the
 stop agreement on the window after next (started before the next window's steps).
+MODE "start": as "agreement", but rank 1 is held in its source's start (its factory),
+so that rank 0 waits at the barrier once every rank's source started. MODE "steps": as
+"agreement", but rank 1 is held at the end of step 3 (the first of a window), so that
+rank 0 waits in step 4's backward (DDP's all-reduce, gloo): its span of steps warns.
 
 Held: rank 1 writes its pid to ``OUT/held-1`` and waits for ``OUT/go``: the test stops it
 there (SIGSTOP), reads rank 0's warning, writes ``go`` and continues it (SIGCONT). The
@@ -56,21 +60,30 @@ def hold_after_first_write(out: Path) -> None:
     registry.write = writing  # type: ignore[assignment]
 
 
-class HoldAtStep4(Hook):
-    """Rank 1: `hold` at the end of step 4 (the last of its window)."""
+class HoldAtStep(Hook):
+    """Rank 1: `hold` at the end of step `step`."""
 
-    def __init__(self, out: Path) -> None:
-        self.out = out
+    def __init__(self, out: Path, step: int) -> None:
+        self.out, self.step = out, step
 
     def on_step_end(self, trainer: Any, state: Any, control: Any) -> None:
-        if trainer.process_index == 1 and state.global_step == 4:
+        if trainer.process_index == 1 and state.global_step == self.step:
             hold(self.out)
+
+
+def samples(out: Path, mode: str, rank: int) -> list[Any]:
+    """The rank's samples (the source's factory, called at its start: rank 1 held there
+    in MODE "start")."""
+    if mode == "start" and rank == 1:
+        hold(out)
+    return list(linear_samples(400, seed=rank))
 
 
 def main() -> None:
     out, first, mode = Path(sys.argv[1]), float(sys.argv[2]), sys.argv[3]
     torch.set_num_threads(1)
     save = mode == "save"
+    held = {"agreement": 4, "steps": 3}.get(mode, 0)  # (rank 1 held at the end of that step)
     args = TrainingArguments(
         output_dir=str(out), batch_size=8, buffer="fifo", buffer_size=64, watermark=8,
         stop_sync_steps=2, max_steps=6 if save else 10, save_steps=4 if save else None,
@@ -79,8 +92,8 @@ def main() -> None:
     model = small_model()
     trainer = OnlineTrainer(
         model, args, torch.optim.SGD(model.parameters(), lr=1e-2),
-        train_source=lambda rank, world: list(linear_samples(400, seed=rank)),
-        process_sample=xy, hooks=[] if save else [HoldAtStep4(out)],
+        train_source=lambda rank, world: samples(out, mode, rank), process_sample=xy,
+        hooks=[HoldAtStep(out, held)] if held else [],
     )  # fmt: skip
     watch = trainer.stop_sync.watch  # (its roll call kept: the late rank is named)
     trainer.stop_sync.watch = WaitWatch(trainer.process_index, first=first, roll=watch.roll)

@@ -1,0 +1,57 @@
+"""The host waits of `OnlineTrainer.train()` outside its actions, each inside the
+trainer's wait watch (`core.wait_watch`, `StopSync.watch`) with its own usual cause: the
+barrier once every rank's source started (`sources_started`), the loss check of the
+last window after the loop (`last_window_check`), and a window's steps (`run_window`: a
+span of steps, which warns when none completes for long: on a CPU run a rank whose
+peer stopped mid-window waits in DDP's backward, which no wait watches).
+
+A rank held in one by another (stopped, hung, slow) warns, naming the wait, instead of
+waiting silently until the process group's timeout. Nothing is watched in a single
+process (no collective: every rank watches alike).
+
+Training thread only, as the trainer.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from melissa_trainer.core.wait_watch import LAST_STEPS_USUAL, SOURCES_USUAL
+from melissa_trainer.trainer.reporting import watched
+
+if TYPE_CHECKING:  # pragma: no cover
+    from melissa_trainer.trainer.loop import OnlineTrainer
+
+__all__ = ["last_window_check", "run_window", "sources_started"]
+
+
+def sources_started(trainer: OnlineTrainer) -> None:
+    """Wait until every rank's source has started (a barrier under several ranks)."""
+    if trainer.num_processes <= 1:
+        return
+    at = "the start of training, once every rank's source started (a barrier)"
+    with watched(trainer, at, SOURCES_USUAL):
+        trainer.accelerator.wait_for_everyone()
+
+
+def last_window_check(trainer: OnlineTrainer) -> None:
+    """The loss guard's check of the last window's losses, after the loop (an
+    all-reduce under several ranks): raises `NonFiniteLossError` as `LossGuard.check`."""
+    at = f"step {trainer.state.global_step}'s loss check after the loop (an all-reduce)"
+    with watched(trainer, at, LAST_STEPS_USUAL):
+        trainer._loss_guard.check()
+
+
+def run_window(trainer: OnlineTrainer, steps: int, after: int) -> None:
+    """Run a window's `steps` steps (`_training_step`, the next step's batch staged
+    but at the last), inside the watch's span of steps under several ranks
+    (`WaitWatch.stepping`: judged once the step count exceeds `after`, the count at
+    `train()`'s start, so that a first step's compile is never judged)."""
+    if not trainer.stop_sync.distributed:
+        for i in range(steps):
+            trainer._training_step(stage_next=i + 1 < steps)
+        return
+    state = trainer.state
+    with trainer.stop_sync.watch.stepping(lambda: state.global_step, after):
+        for i in range(steps):
+            trainer._training_step(stage_next=i + 1 < steps)

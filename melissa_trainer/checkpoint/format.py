@@ -93,20 +93,40 @@ def write_format(staging: Path, registered: Sequence[Part]) -> None:
     ckpt.write_json(staging / FORMAT_FILE, {"format_version": FORMAT_VERSION, "parts": described})
 
 
+class FormatVersionError(ValueError):
+    """A `FORMAT_FILE` whose version this code cannot read: a newer version's (the fix:
+    upgrade), or none a version writes (the file damaged or edited). Its message says
+    which and what to do, so `naming_file` adds only the way to start afresh, not the
+    advice of a model that does not fit (the model is not at fault)."""
+
+    #: read by `checkpoint.errors.naming_file`
+    says_what_to_do = True
+
+
 def format_of(path: Path) -> int:
     """The format version of checkpoint `path` (1: written before `FORMAT_FILE`).
 
     Raises:
-        ValueError: a format newer than this code reads (or an unreadable file).
+        CheckpointError: a format newer than this code reads, one no version writes,
+            or an unreadable file (`naming_file`, from a `FormatVersionError`).
     """
     file = path / FORMAT_FILE
     if not file.is_file():
         return 1
     with naming_file(path, [FORMAT_FILE]):
         version = ckpt.read_json(file)["format_version"]
+        if isinstance(version, int) and version > FORMAT_VERSION:
+            raise FormatVersionError(
+                f"checkpoint format {version} is newer than this version of "
+                f"melissa-trainer reads (formats 1 to {FORMAT_VERSION}): upgrade "
+                "melissa-trainer to resume from it"
+            )
         if not isinstance(version, int) or not 2 <= version <= FORMAT_VERSION:
-            raise ValueError(
-                f"checkpoint format {version!r}: this version of melissa-trainer reads "
-                f"formats 1 to {FORMAT_VERSION}"
+            # 1 has no format file; below 1 or not an integer, no version wrote it
+            raise FormatVersionError(
+                f"format_version {version!r} is no format a version of melissa-trainer "
+                f"writes (2 to {FORMAT_VERSION} in {FORMAT_FILE}; format 1 has no "
+                f"{FORMAT_FILE}): the file is damaged or edited by hand; restore it "
+                f"from a copy of the checkpoint"
             )
     return int(version)

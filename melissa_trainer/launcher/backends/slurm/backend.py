@@ -85,7 +85,9 @@ class SlurmBackend(Backend):
             Slurm controller ("Unable to contact slurm controller", a timeout: a
             controller restart) is retried, with backoff, before its failure counts;
             default `CONTROLLER_WAIT` (5 minutes), 0: never retried. A refusal (an
-            invalid partition, a bad option) fails at once.
+            invalid partition, a bad option) fails at once. The scancels of one `kill`
+            or `close` share one `controller_wait`. Mode "srun": an srun that cannot
+            reach the controller is not retried (`steps`: it fails, having run nothing).
 
     Raises ValueError (naming the parameter) for a bad option, and LaunchError if the
     Slurm commands the mode needs are not on PATH, before anything is submitted.

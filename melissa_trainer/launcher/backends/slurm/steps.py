@@ -40,6 +40,12 @@ Only this node's /dev/shm can be swept: the files that a step leaves on the othe
 of the allocation are for Slurm's epilog, or the user, to remove (docs/how-to/slurm.md).
 Another MPI, or MPICH without pmi2, names no file so: nothing is removed then.
 
+A controller outage. An srun that cannot reach slurmctld exits 1 within its
+MessageTimeout, having run no task ("srun: error: Unable to confirm allocation for job
+N: Unable to contact slurm controller", or "Socket timed out on send/recv operation" for
+a frozen one: Slurm 22.05, the test cluster); `poll` reports that 1, a failed run, as
+for any step (not retried as sbatch is: docs/how-to/slurm.md, "A controller restart").
+
 Used from the backend's one thread.
 """
 

@@ -8,7 +8,8 @@ connections, so sbatch's request is queued by the kernel, sbatch gives up on the
 ("Socket timed out on send/recv operation"), and the controller processes the queued
 request when it resumes. Submitting again while it was frozen queued a second job of the
 same name (failed before `sbatch` waited for squeue's answer: two jobs
-``mt-outage-sim-0``)."""
+``mt-outage-sim-0``). Mode "srun": the step started during the freeze runs once the
+controller is back, its task once."""
 
 from __future__ import annotations
 
@@ -83,3 +84,51 @@ def test_a_submission_to_a_frozen_controller_goes_through_once(
     assert said[0].startswith("sbatch could not reach the Slurm controller"), said
     assert "retrying for up to 240 s (controller_wait)" in said[0]
     assert said[-1].startswith("the Slurm controller answered sbatch again after"), said
+
+
+@pytest.mark.timeout(300)
+def test_an_srun_step_started_while_the_controller_is_frozen_runs_once(
+    slurm_cluster: SlurmCluster,  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Mode "srun": the srun started during the freeze fails before any task ("Unable to
+    confirm allocation for job N: Socket timed out"), and is run again once the
+    controller is back: the task runs once (failed before: the step reported 1)."""
+    if slurm_cluster.cpus < 2:
+        pytest.skip(f"the node has {slurm_cluster.cpus} CPU; the batch step and a step need 2")
+    caplog.set_level("WARNING", logger="melissa_trainer.launcher.backends.slurm")
+    out = slurm_cluster.run("sbatch", "--parsable", "-n2", "--time=5", "--wrap", "sleep 300")
+    allocation = out.strip().split(";")[0]
+    wait_until(
+        lambda: "RUNNING" in slurm_cluster.run("squeue", "-h", "-j", allocation, "-o", "%T"),
+        what="the allocation running",
+        timeout=UNTIL_TEST_TIMEOUT,
+    )
+    monkeypatch.setenv("SLURM_JOB_ID", allocation)
+    backend = SlurmBackend(mode="srun", controller_wait=240)
+    log = tmp_path / "sim.log"
+    try:
+        with slurm_cluster.controller_paused():
+            handle = backend.launch(Job("sim-1", ["echo", "task ran"], cwd=tmp_path, log_path=log))
+            wait_until(
+                lambda: backend.poll(handle) is None and "Unable to confirm" in log.read_text(),
+                what=lambda: f"srun's failure in the log: {log.read_text()!r}",
+                timeout=UNTIL_TEST_TIMEOUT,
+                interval=0.2,
+            )
+        wait_until(
+            lambda: backend.poll(handle) is not None,
+            what="the step's end",
+            timeout=UNTIL_TEST_TIMEOUT,
+            interval=0.2,
+        )
+        assert backend.poll(handle) == 0, log.read_text()
+    finally:
+        backend.close()
+        slurm_cluster.run("scancel", allocation)
+    assert log.read_text().count("task ran") == 1, log.read_text()
+    said = [r.getMessage() for r in caplog.records]
+    assert any("srun could not reach the Slurm controller" in line for line in said), said
+    assert any("srun runs again after" in line for line in said), said

@@ -255,9 +255,9 @@ class SrunSteps:
         task (module docstring) with time left to run it again: then its next run is
         set (`retry_at`). The first such end and the last are said in WARNINGs."""
         why = _before_tasks(step) if code == 1 and not step.killed else None
-        wait = self._commands.controller_wait
-        if why is None or not transient(why) or wait <= 0:
+        if why is None or not transient(why) or self._commands.controller_wait <= 0:
             return False
+        wait = self._commands.controller_wait
         now = self._commands.clock()
         if step.outage is None:
             step.outage = (now, now + wait)

@@ -99,7 +99,9 @@ def test_an_srun_step_started_while_the_controller_is_frozen_runs_once(
     if slurm_cluster.cpus < 2:
         pytest.skip(f"the node has {slurm_cluster.cpus} CPU; the batch step and a step need 2")
     caplog.set_level("WARNING", logger="melissa_trainer.launcher.backends.slurm")
-    out = slurm_cluster.run("sbatch", "--parsable", "-n2", "--time=5", "--wrap", "sleep 300")
+    out = slurm_cluster.run(
+        "sbatch", "--parsable", "-n2", "--time=5", f"--chdir={tmp_path}", "--wrap", "sleep 300"
+    )
     allocation = out.strip().split(";")[0]
     wait_until(
         lambda: "RUNNING" in slurm_cluster.run("squeue", "-h", "-j", allocation, "-o", "%T"),

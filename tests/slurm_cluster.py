@@ -293,6 +293,21 @@ PartitionName={self.partition} Nodes={self.node} Default=YES MaxTime=INFINITE St
             out.append("--- munged.log\n" + "\n".join(munge_log.read_text().splitlines()[-lines:]))
         return "\n".join(out)
 
+    @contextlib.contextmanager
+    def controller_paused(self) -> Iterator[None]:
+        """slurmctld stopped (SIGSTOP) inside the block, resumed (SIGCONT) on leaving,
+        whatever happened: a controller that froze (a hung host, a long GC of its state,
+        a fail-over in progress). Its port still accepts connections (the kernel queues
+        them): a command's request is sent, its reply never comes ("Socket timed out on
+        send/recv operation" after MessageTimeout), and the controller processes the
+        queued requests when it resumes, those of commands that gave up included."""
+        process = self._daemons["slurmctld"]
+        process.send_signal(signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            process.send_signal(signal.SIGCONT)
+
     # -- stop ---------------------------------------------------------------------------
 
     def stop(self) -> None:
@@ -300,6 +315,9 @@ PartitionName={self.partition} Nodes={self.node} Default=YES MaxTime=INFINITE St
         shared-memory segments of the cluster's steps (`mpich_segments`: those of a
         killed MPI job stay, 2 MB each), remove the directory."""
         try:
+            for process in self._daemons.values():  # (a paused one ignores SIGTERM)
+                if process.poll() is None:
+                    process.send_signal(signal.SIGCONT)
             if (
                 self._daemons.get("slurmctld") is not None
                 and self._daemons["slurmctld"].poll() is None

@@ -106,3 +106,102 @@ def test_an_outage_longer_than_controller_wait_fails_naming_it(
 def test_a_bad_controller_wait_is_refused_naming_it(bad: object) -> None:
     with pytest.raises(ValueError, match="controller_wait must be"):
         SlurmBackend(controller_wait=bad)  # type: ignore[arg-type]
+
+
+def _fake_clock(backend: SlurmBackend) -> list[float]:
+    """The retries of `backend`'s Slurm commands on a fake clock that their sleeps
+    advance (no real waiting); [now] in fake seconds."""
+    now = [0.0]
+
+    def sleep(seconds: float) -> None:
+        now[0] += seconds
+
+    backend._commands.clock = lambda: now[0]
+    backend._commands.sleep = sleep
+    return now
+
+
+NUMBERED_SBATCH = """#!/bin/bash
+n=$(cat "$FAKE/sbatch.calls" 2>/dev/null || echo 0); echo $((n + 1)) > "$FAKE/sbatch.calls"
+echo "$((4242 + n));testcluster"
+"""
+#: lists 4242 RUNNING and 4243 PENDING at its first call (the close's look before its
+#: scancels), nothing after (both ended)
+SQUEUE_ONCE = """#!/bin/bash
+n=$(cat "$FAKE/squeue.calls" 2>/dev/null || echo 0); echo $((n + 1)) > "$FAKE/squeue.calls"
+if [ "$n" = 0 ]; then printf '4242|RUNNING|None\\n4243|PENDING|Priority\\n'; fi
+"""
+UNREACHABLE_SCANCEL = """#!/bin/bash
+echo "$@" >> "$FAKE/scancel.calls"
+echo "scancel: error: Kill job error: Unable to contact slurm controller (connect failure)" >&2
+exit 1
+"""
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(120)
+def test_the_scancels_of_a_close_share_one_controller_wait(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A close during an outage is held `controller_wait` s in all, not that long for
+    each of its scancels (failed before: 200 fake s, the second scancel tried 11 times)."""
+    state = _stand_ins(tmp_path, monkeypatch, NUMBERED_SBATCH)
+    for name, body in (("squeue", SQUEUE_ONCE), ("scancel", UNREACHABLE_SCANCEL)):
+        (tmp_path / "bin" / name).write_text(body)
+    backend = SlurmBackend(controller_wait=100)
+    now = _fake_clock(backend)
+    try:
+        backend.launch(Job("sim-1", ["/bin/true"], cwd=tmp_path))
+        backend.launch(Job("sim-2", ["/bin/true"], cwd=tmp_path))
+    finally:
+        backend.close()  # scancel --signal=TERM 4242, then scancel 4243
+    calls = (state / "scancel.calls").read_text().splitlines()
+    assert now[0] <= 100, (now, calls)
+    assert calls[0].endswith("4242") and "TERM" in calls[0], calls
+    assert [c for c in calls if "4243" in c] == [calls[-1]], calls  # tried once: no wait left
+
+
+#: its first try's request reached the controller (job 4242 queued), its reply was lost
+LOST_REPLY_SBATCH = """#!/bin/bash
+n=$(cat "$FAKE/sbatch.calls" 2>/dev/null || echo 0); echo $((n + 1)) > "$FAKE/sbatch.calls"
+echo "$((4242 + n))|PENDING|$JOB_NAME" >> "$FAKE/queue"
+if [ "$n" = 0 ]; then
+    echo "sbatch: error: Batch job submission failed: Socket timed out on send/recv operation" >&2
+    exit 1
+fi
+echo "$((4242 + n));testcluster"
+"""
+#: a controller that answers nobody at the first two calls, then lists the queue
+FROZEN_SQUEUE = """#!/bin/bash
+n=$(cat "$FAKE/squeue.calls" 2>/dev/null || echo 0); echo $((n + 1)) > "$FAKE/squeue.calls"
+if [ "$n" -lt 2 ]; then
+    echo "squeue: error: slurm_load_jobs error: Socket timed out on send/recv operation" >&2
+    exit 1
+fi
+cat "$FAKE/queue"
+"""
+#: ends every job (the close's)
+EMPTYING_SCANCEL = '#!/bin/bash\n: > "$FAKE/queue"\n'
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(120)
+def test_after_a_lost_reply_sbatch_waits_for_squeue_to_answer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After sbatch's lost reply, nothing is submitted again while squeue cannot answer
+    either: the job the lost try queued is found once it can (failed before: sbatch ran
+    again at the first failing squeue, a second job of the same name)."""
+    state = _stand_ins(tmp_path, monkeypatch, LOST_REPLY_SBATCH)
+    for name, body in (("squeue", FROZEN_SQUEUE), ("scancel", EMPTYING_SCANCEL)):
+        (tmp_path / "bin" / name).write_text(body)
+    monkeypatch.setenv("JOB_NAME", "mt-sim-10")
+    backend = SlurmBackend(controller_wait=100)
+    _fake_clock(backend)
+    try:
+        handle = backend.launch(Job("sim-10", ["/bin/true"], cwd=tmp_path))
+        assert handle.job_id == "4242"  # type: ignore[attr-defined]
+    finally:
+        backend.close()
+    assert (state / "sbatch.calls").read_text().strip() == "1"
+    assert int((state / "squeue.calls").read_text()) >= 3  # 2 unanswered, then the job

@@ -85,7 +85,10 @@ class SlurmBackend(Backend):
             Slurm controller ("Unable to contact slurm controller", a timeout: a
             controller restart) is retried, with backoff, before its failure counts;
             default `CONTROLLER_WAIT` (5 minutes), 0: never retried. A refusal (an
-            invalid partition, a bad option) fails at once.
+            invalid partition, a bad option) fails at once. The scancels of one `kill`
+            or `close` share one `controller_wait`. Mode "srun": an srun that could
+            not reach the controller before any task ran is run again for up to
+            `controller_wait` s (`steps`); a step whose task ran never is.
 
     Raises ValueError (naming the parameter) for a bad option, and LaunchError if the
     Slurm commands the mode needs are not on PATH, before anything is submitted.

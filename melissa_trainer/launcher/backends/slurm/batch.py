@@ -333,7 +333,8 @@ class BatchJobs:
     def _cancel(self, handles: list[SlurmHandle], grace: float) -> None:
         """End jobs: SIGTERM to the running ones (plain scancel for the others), up to
         `grace` s for them to end, then SIGKILL and scancel, up to FORCE_WAIT s more.
-        Jobs still listed after that are warned of (Slurm goes on ending them)."""
+        Jobs still listed after that are warned of (Slurm goes on ending them). The
+        scancels share one `controller_wait` of retries (`SlurmCommands.scancel`)."""
         self._refresh(force=True)
         for handle in handles:
             self._settle(handle)
@@ -343,16 +344,19 @@ class BatchJobs:
         for handle in live:
             handle.cancelled = True
         others = [h.job_id for h in live if h.state != "RUNNING"]
+        # one budget for the outage: a controller away holds a close (or a kill)
+        # controller_wait s in all, not that long for each of its scancels
+        until = self._commands.deadline()
         # Signal, not cancel, the running ones: the job goes on, so its script writes
         # the exit code once the command has ended.
-        self._commands.scancel(running, "TERM")
-        self._commands.scancel(others)
+        self._commands.scancel(running, "TERM", until=until)
+        self._commands.scancel(others, until=until)
         for phase, wait in (("term", grace), ("kill", FORCE_WAIT)):
             if phase == "kill":
                 live = [h for h in live if h.code is None]
-                self._commands.scancel([h.job_id for h in live], "KILL")
+                self._commands.scancel([h.job_id for h in live], "KILL", until=until)
                 # and cancel, for a job that was pending (it cannot be signalled)
-                self._commands.scancel([h.job_id for h in live])
+                self._commands.scancel([h.job_id for h in live], until=until)
             deadline = time.monotonic() + max(0.0, wait)
             while live:
                 self._refresh(force=True)

@@ -14,6 +14,8 @@ import shutil
 import subprocess
 import time
 from collections.abc import Callable, Iterable, Sequence
+from enum import Enum
+from typing import Literal, cast
 
 from melissa_trainer.launcher.backends.base import LaunchError
 from melissa_trainer.launcher.backends.slurm import queries as sq
@@ -22,7 +24,9 @@ __all__ = [
     "COMMAND_TIMEOUT",
     "CONTROLLER_WAIT",
     "Result",
+    "WAIT",
     "SlurmCommands",
+    "Wait",
     "ambiguous",
     "check_controller_wait",
     "failure",
@@ -37,6 +41,16 @@ COMMAND_TIMEOUT = 30.0
 #: what `SlurmCommands.run` returns: the finished command, or why it could not run
 Result = subprocess.CompletedProcess[str] | str
 
+
+class Wait(Enum):
+    """What a `SlurmCommands.run_retrying` `before_retry` returns to wait on without
+    running the command again (`WAIT`)."""
+
+    WAIT = "wait"
+
+
+#: see `Wait`
+WAIT: Literal[Wait.WAIT] = Wait.WAIT
 
 #: seconds a command that cannot reach the Slurm controller is retried by default: a
 #: controller restart (an upgrade, a configuration change, a fail-over) takes a minute
@@ -104,6 +118,11 @@ class SlurmCommands:
         controller_wait: seconds a command failing to reach the controller is retried
             (`run_retrying`).
 
+    Attributes:
+        clock, sleep: the monotonic clock and the sleep of the retries (`time`'s; a test
+            gives fakes, to count the seconds an outage holds a caller without waiting
+            them).
+
     Stateless once made: safe from any thread.
     """
 
@@ -115,6 +134,8 @@ class SlurmCommands:
         controller_wait: float = CONTROLLER_WAIT,
     ) -> None:
         self.controller_wait = check_controller_wait(controller_wait)
+        self.clock: Callable[[], float] = time.monotonic
+        self.sleep: Callable[[float], None] = time.sleep
         found = {command: shutil.which(command) for command in (*needed, *optional)}
         missing = [command for command in needed if found[command] is None]
         if missing:
@@ -154,51 +175,71 @@ class SlurmCommands:
         except (OSError, subprocess.TimeoutExpired) as exc:
             return f"{argv[0]}: {exc}"
 
+    def deadline(self) -> float:
+        """The `clock` time `controller_wait` seconds from now: the end of the retries of
+        the commands that share it (`run_retrying`'s `until`)."""
+        return self.clock() + self.controller_wait
+
     def run_retrying(
         self,
         argv: list[str],
         cwd: str | os.PathLike[str] | None = None,
         env: dict[str, str] | None = None,
-        before_retry: Callable[[str], Result | None] | None = None,
+        before_retry: Callable[[str], Result | Wait | None] | None = None,
+        until: float | None = None,
     ) -> tuple[Result, str]:
         """`run`, retried with backoff (1 s, doubling to 15 s) while it fails for a
-        `transient` reason, for up to `controller_wait` seconds: a controller restart is
-        ridden out. Logged as a summary: one WARNING at the first failure, one when the
-        controller answers again or the wait is over (never a line per try). Returns the
-        last result and, when the wait ran out on a transient failure, words for the
-        caller's error ("" otherwise). `before_retry(why)` (may be None) runs before each
-        retry; a result it returns is taken as the command's (a job found submitted)."""
-        started, delay, tries = time.monotonic(), 1.0, 0
+        `transient` reason, until the `clock` reaches `until` (default: `deadline()`,
+        `controller_wait` seconds from now; several commands given one `until` share
+        that budget): a controller restart is ridden out. Logged as a summary: one
+        WARNING at the first failure, one when the controller answers again or the wait
+        is over (never a line per try). Returns the last result and, when the wait ran
+        out on a transient failure, words for the caller's error ("" otherwise).
+
+        `before_retry(why)` (may be None) runs before each retry, `why` the last
+        failure: a result it returns is taken as the command's (a job found submitted);
+        `WAIT`: do not run the command this time, wait on (the controller cannot yet
+        tell whether an earlier try went through); None: run it again."""
+        started = self.clock()
+        until = started + self.controller_wait if until is None else until
+        delay, tries, answer = 1.0, 1, ""
         name = os.path.basename(argv[0])
-        while True:
-            result = self.run(argv, cwd=cwd, env=env)
-            tries += 1
-            why = failure(result)
-            waited = time.monotonic() - started
-            if why is None or not transient(why) or waited >= self.controller_wait:
+        result = self.run(argv, cwd=cwd, env=env)
+        why = failure(result)
+        while why is not None and transient(why):
+            left = until - self.clock()
+            if left <= 0:
                 break
-            if tries == 1:
+            if delay == 1.0:  # (the first failure)
                 logger.warning(
                     "%s could not reach the Slurm controller (%s): retrying for up to %g s "
                     "(controller_wait)",
                     name,
                     why.splitlines()[-1],
-                    self.controller_wait,
+                    round(until - started, 1),
                 )
-            time.sleep(min(delay, max(0.0, self.controller_wait - waited)))
+            self.sleep(min(delay, left))
             delay = min(2 * delay, 15.0)
             found = before_retry(why) if before_retry is not None else None
+            if found is WAIT:
+                continue
             if found is not None:
-                result, why = found, None
+                result, why = cast("Result", found), None
+                answer = "; what a try it had not answered submitted was found queued"
                 break
-        if tries > 1 and (why is None or not transient(why)):
+            result = self.run(argv, cwd=cwd, env=env)
+            tries += 1
+            why = failure(result)
+        waited = self.clock() - started
+        if delay > 1.0 and (why is None or not transient(why)):
             logger.warning(
-                "the Slurm controller answered %s again after %.0f s (%d tries)",
+                "the Slurm controller answered %s again after %.0f s (%d tries%s)",
                 name,
                 waited,
                 tries,
+                answer,
             )
-        if why is not None and transient(why) and self.controller_wait > 0:
+        if why is not None and transient(why) and delay > 1.0:  # (retried, in vain)
             note = (
                 f" (the Slurm controller was unreachable for {waited:.0f} s, {tries} tries; "
                 "controller_wait sets how long a command is retried)"
@@ -211,27 +252,46 @@ class SlurmCommands:
         self, script: str, name: str, cwd: str | os.PathLike[str], env: dict[str, str]
     ) -> tuple[Result, str]:
         """Submit batch script `script` (job `name`) with ``sbatch --parsable``,
-        retried while the controller is unreachable (`run_retrying`). After a failure
-        that may have reached the controller (`ambiguous`: a lost reply), squeue is asked
-        for a job `name` before submitting again: one found is the answer (no job twice)."""
-        argv = sq.sbatch_command(script, self.path("sbatch"))
+        retried while the controller is unreachable (`run_retrying`).
 
-        def submitted(why: str) -> Result | None:
-            jobs = self.own_jobs() if ambiguous(why) else []
-            found = [] if isinstance(jobs, str) else [j for j, _, n in jobs if n == name]
-            return subprocess.CompletedProcess(argv, 0, f"{found[0]}\n", "") if found else None
+        Never a job twice: after a failure that may have reached the controller
+        (`ambiguous`: a lost reply, or a controller that took the request and froze
+        before answering, whose backlog it processes when it resumes), sbatch runs again
+        only once squeue has answered without a job `name` (one listed is the answer).
+        While squeue cannot answer either, nothing is submitted: the controller cannot
+        yet tell whether the earlier try went through."""
+        argv = sq.sbatch_command(script, self.path("sbatch"))
+        unsure = False  # a try may have reached the controller: look before sbatch
+
+        def submitted(why: str) -> Result | Wait | None:
+            nonlocal unsure
+            unsure = unsure or ambiguous(why)
+            if not unsure:
+                return None
+            jobs = self.own_jobs()
+            if isinstance(jobs, str):
+                return WAIT
+            unsure = False
+            found = [job_id for job_id, _, job_name in jobs if job_name == name]
+            if not found:
+                return None
+            return subprocess.CompletedProcess(argv, 0, f"{found[0]}\n", "")
 
         return self.run_retrying(argv, cwd=cwd, env=env, before_retry=submitted)
 
-    def scancel(self, job_ids: Iterable[str], signal: str | None = None) -> None:
+    def scancel(
+        self, job_ids: Iterable[str], signal: str | None = None, until: float | None = None
+    ) -> None:
         """``scancel`` (see `script.scancel_command`), retried while the controller is
-        unreachable (`run_retrying`); a failure is only logged at debug level: scancel
-        also fails for a job that ended meanwhile."""
+        unreachable (`run_retrying`) until the `clock` reaches `until` (default:
+        `controller_wait` from now; the scancels of one kill or close share one, so an
+        outage holds it `controller_wait` s at most); a failure is only logged at debug
+        level: scancel also fails for a job that ended meanwhile."""
         job_ids = list(job_ids)
         if not job_ids:
             return
         command = sq.scancel_command(job_ids, signal=signal, scancel=self.path("scancel"))
-        why = failure(self.run_retrying(command)[0])
+        why = failure(self.run_retrying(command, until=until)[0])
         if why is not None:
             logger.debug("%s: %s", " ".join(command), why)
 

@@ -40,6 +40,20 @@ Only this node's /dev/shm can be swept: the files that a step leaves on the othe
 of the allocation are for Slurm's epilog, or the user, to remove (docs/how-to/slurm.md).
 Another MPI, or MPICH without pmi2, names no file so: nothing is removed then.
 
+A controller outage. An srun that cannot reach slurmctld exits 1 within its
+MessageTimeout, having run no task: it says so in the job's log ("srun: error: Unable
+to confirm allocation for job N: Unable to contact slurm controller (connect failure)",
+"Socket timed out on send/recv operation" for a frozen one; "Unable to create step for
+job N: ..." at the step's creation: Slurm 22.05, the test cluster). Such an end (exit 1,
+one of `BEFORE_TASKS` with a `transient` reason in what srun wrote to the log since its
+start) is not the job's: `poll` reports the step running and runs srun again, with
+backoff (1 s, doubling to 15 s), for up to `controller_wait` s from the first such end,
+once ``squeue --steps`` answers (the controller is back), having cancelled any step of
+that name it lists (the lost reply of a creation leaves a step with no task, holding
+its ``--exclusive`` CPUs). Any other end, a task's exit 1 included, is the step's: never
+run again here. A job without a log (srun's stderr is then the trainer's) is not
+retried.
+
 Used from the backend's one thread.
 """
 
@@ -47,6 +61,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import signal
 import time
 from collections.abc import Callable, Sequence
@@ -57,7 +72,7 @@ from melissa_trainer.launcher.backends.local import LocalBackend
 from melissa_trainer.launcher.backends.mpich_segments import SegmentWatch, kvs_segments
 from melissa_trainer.launcher.backends.slurm import queries as sq
 from melissa_trainer.launcher.backends.slurm import script as ss
-from melissa_trainer.launcher.backends.slurm.commands import SlurmCommands, failure
+from melissa_trainer.launcher.backends.slurm.commands import SlurmCommands, failure, transient
 
 __all__ = ["SrunHandle", "SrunSteps"]
 
@@ -71,6 +86,14 @@ KILLED = 128 + signal.SIGKILL
 LIST_EVERY = 1.0
 #: step ids swept past the highest listed, for a step whose id was never listed
 SPAN = 16
+#: srun's words (lower case) for its failure before any task of the step ran (module
+#: docstring): a `transient` reason after them makes the step run again
+BEFORE_TASKS = (
+    "srun: error: unable to confirm allocation for job",
+    "srun: error: unable to create step for job",
+)
+#: the most of a log `SrunSteps` reads (from srun's start) to find those words
+LOG_READ = 1 << 16
 
 
 @dataclass(eq=False)
@@ -83,6 +106,11 @@ class SrunHandle(Handle):
     killed: bool = False  # `SrunSteps.kill` signalled its srun while it ran
     step_id: int | None = None  # its id in the allocation, once squeue has listed it
     floor: int = 0  # the lowest id it can have: above every id listed before its launch
+    log_from: int = 0  # the size of the job's log at its srun's start
+    retry_at: float | None = None  # while it waits out an outage: when srun runs again
+    outage: tuple[float, float] | None = None  # (first srun outage end, retries' deadline)
+    delay: float = 1.0  # the wait before the next run of srun in an outage
+    tries: int = 1  # srun processes started for it
 
 
 class SrunSteps:
@@ -117,15 +145,26 @@ class SrunSteps:
             srun=self._commands.path("srun"),
         )
         # the local backend sees one process (srun), which starts the ranks itself
-        process = self._local.launch(dataclasses.replace(job, argv=argv, ranks=1))
-        step = SrunHandle(job=job, process=process, step_name=step_name, floor=self._top + 1)
+        srun_job = dataclasses.replace(job, argv=argv, ranks=1)
+        log_from = _log_size(job)
+        process = self._local.launch(srun_job)
+        step = SrunHandle(
+            job=job, process=process, step_name=step_name, floor=self._top + 1, log_from=log_from
+        )
         self._running.append(step)
         return step
 
     def poll(self, step: SrunHandle) -> int | None:
         """None while srun runs, else its exit code; `KILLED` for a step that `kill`
         ended whose srun exited with 0 (it heard of no task's end: module docstring)."""
+        over = False  # its outage's retries are over: srun's last code is the step's
+        if step.retry_at is not None:
+            if self._ride_out(step):
+                return None
+            over = True
         code = self._local.poll(step.process)
+        if code is not None and step in self._running and not over and self._outage(step, code):
+            return None
         due = time.monotonic() - self._listed >= LIST_EVERY
         if code is None and step.step_id is None and due:
             self._list(warn=False)  # (a failure, said at each try, would flood the log)
@@ -147,8 +186,10 @@ class SrunSteps:
             if step.step_id is None:
                 self._list()  # (while it is among the running: its id is noted)
             self._running.remove(step)
-            # (an srun that had ended on its own keeps its code: it was not killed)
-            step.killed = self._local.poll(step.process) is None
+            # (an srun that had ended on its own keeps its code: it was not killed; one
+            # waiting out an outage ran nothing: killed)
+            waiting, step.retry_at = step.retry_at is not None, None
+            step.killed = waiting or self._local.poll(step.process) is None
             self._local.kill(step.process, grace)
             self.cancel({step.step_name}.__contains__)
             self._sweep(step)
@@ -209,6 +250,79 @@ class SrunSteps:
                 step.step_id = ids[step.step_name]
         return listed
 
+    def _outage(self, step: SrunHandle, code: int) -> bool:
+        """Whether srun's end (`code`) is its failure to reach the controller before any
+        task (module docstring) with time left to run it again: then its next run is
+        set (`retry_at`). The first such end and the last are said in WARNINGs."""
+        why = _before_tasks(step) if code == 1 and not step.killed else None
+        if why is None or not transient(why) or self._commands.controller_wait <= 0:
+            return False
+        wait = self._commands.controller_wait
+        now = self._commands.clock()
+        if step.outage is None:
+            step.outage = (now, now + wait)
+            logger.warning(
+                "%s: srun could not reach the Slurm controller (%s): running it again for up "
+                "to %g s (controller_wait)",
+                self.describe(step),
+                why,
+                wait,
+            )
+        until = step.outage[1]
+        if now >= until:
+            self._over(step, now)
+            return False
+        step.retry_at, step.delay = now + min(step.delay, until - now), min(2 * step.delay, 15.0)
+        return True
+
+    def _over(self, step: SrunHandle, now: float) -> None:
+        """Say that `step`'s outage outlasted `controller_wait`: it fails."""
+        assert step.outage is not None
+        step.retry_at = None
+        logger.warning(
+            "%s: the Slurm controller was unreachable for %.0f s (%d srun tries; "
+            "controller_wait sets how long they are retried): the step failed",
+            self.describe(step),
+            now - step.outage[0],
+            step.tries,
+        )
+
+    def _ride_out(self, step: SrunHandle) -> bool:
+        """For a step waiting out an outage: run srun again when due and squeue answers
+        (any step of its name, an orphan of a lost reply, cancelled first). Whether the
+        step goes on (waiting, or srun started again); False: its retries are over (it
+        fails with its last srun's code)."""
+        assert step.retry_at is not None and step.outage is not None
+        now = self._commands.clock()
+        if now < step.retry_at:
+            return True
+        listed = self._list(warn=False)
+        if listed is None:  # (the controller cannot answer squeue either)
+            if now >= step.outage[1]:
+                self._over(step, now)
+                return False
+            step.retry_at = now + min(step.delay, step.outage[1] - now)
+            step.delay = min(2 * step.delay, 15.0)
+            return True
+        orphans = [i for i, name in listed.items() if name == step.step_name and "." in i]
+        if orphans:
+            logger.info(
+                "%s: cancelling its steps without srun (a lost reply): %s",
+                self.describe(step),
+                orphans,
+            )
+            self._commands.run([self._commands.path("scancel"), *orphans])
+        step.retry_at, step.log_from = None, _log_size(step.job)
+        step.step_id, step.floor = None, self._top + 1  # (the new srun's step: not listed yet)
+        step.process, step.tries = self._local.launch(step.process.job), step.tries + 1
+        logger.warning(
+            "%s: srun runs again after %.0f s (try %d): the Slurm controller answers",
+            self.describe(step),
+            now - step.outage[0],
+            step.tries,
+        )
+        return True
+
     def _sweep(self, step: SrunHandle) -> None:
         """Remove the MPICH files that ended `step` left on this node (module
         docstring); keep those still held for `_retry`."""
@@ -226,3 +340,28 @@ class SrunSteps:
     def _retry(self) -> None:
         """The retries that are due of the sweeps that found files still held."""
         self._pending = [(w, name) for w, name in self._pending if not w.retry(name)]
+
+
+def _log_size(job: Job) -> int:
+    """The size of `job`'s log now (0 if it has none yet)."""
+    try:
+        return 0 if job.log_path is None else os.path.getsize(job.log_path)
+    except OSError:
+        return 0
+
+
+def _before_tasks(step: SrunHandle) -> str | None:
+    """srun's line of `BEFORE_TASKS` in what its last run wrote to the job's log, or None
+    (no log, none such)."""
+    if step.job.log_path is None:
+        return None
+    try:
+        with open(step.job.log_path, "rb") as log:
+            log.seek(step.log_from)
+            text = log.read(LOG_READ).decode(errors="replace")
+    except OSError:
+        return None
+    for line in text.splitlines():
+        if line.strip().lower().startswith(BEFORE_TASKS):
+            return line.strip()
+    return None

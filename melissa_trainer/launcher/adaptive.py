@@ -61,6 +61,13 @@ class AdaptiveSampler(BoxSampler):
     - **Not thread-safe**: the launcher calls `draw` under its lock, and `observe` must be
       called under the same lock.
 
+    Bounds whose every parameter is fixed (low == high) are accepted, as by every
+    sampler: every draw is the one fixed point (a study that repeats one configuration),
+    `observe` and `failed` record as usual (no error: a failure there bans a point that
+    every draw is, and the draw stays it, as a sampler's draw must be inside the
+    bounds), and the options measured in the unit cube (`avoid`, `spacing`) have no
+    effect: nothing adapts (a study says so when it starts, `launcher.sampler_account`).
+
     Set a `kind` (stored in the state: a state of another kind is refused). For example,
     half the draws near the worst simulation kept, half uniform:
 
@@ -145,7 +152,9 @@ class AdaptiveSampler(BoxSampler):
         samples come in (the draws next to a failure would otherwise wear its zone away)."""
         varying = self._span > 0
         kept = [self._unit(p)[varying] for p in self._parameters.values()]
-        return np.reshape(np.asarray(kept, dtype=np.float64), (-1, int(varying.sum())))
+        # (len(kept), not -1: with every parameter fixed the rows are empty, and numpy
+        # cannot infer a row count from size 0)
+        return np.reshape(np.asarray(kept, dtype=np.float64), (len(kept), int(varying.sum())))
 
     def _explored_outside(
         self, unit: np.ndarray, rng: np.random.Generator, pool: int, drawn: np.ndarray

@@ -124,8 +124,8 @@ class BreedSampler(AdaptiveSampler):
             with a bounded state (1000 x the varying parameters floats) and cost (K x
             1000 distances per exploration draw).
         avoid: the no-go radius of the draws around each simulation given up
-            (`failed`), in the unit cube over the varying parameters (>= 0; default
-            0.1, as the surrogate sampler's).
+            (`failed`), in the unit cube over the varying parameters (in [0, sqrt(v)]
+            for v varying, the cube's diagonal; default 0.1, as the surrogate's).
         risk: the most failure risk a draw near a failure may take, in (0, 0.5] (0.5: off).
         reach: near: within `reach` `avoid` of it (>= 0; `launcher.failed_zones`).
     """
@@ -186,7 +186,7 @@ class BreedSampler(AdaptiveSampler):
         #: the unit cube; and how many replacement draws were made for them
         self._failed: list[list[float]] = []
         self.replaced = 0
-        self.avoid = bounded_number("avoid", avoid, 0.0, math.sqrt(len(self.names)))
+        self.avoid = self._unit_distance("avoid", avoid)
         zones = FailedZones(int((self._span > 0).sum()), self.avoid, risk, reach)  # checks
         self._zones: FailedZones = zones  # the simulations given up, no-go zones (`failed`)
         self.risk, self.reach = zones.risk, zones.reach

@@ -66,7 +66,7 @@ from melissa_trainer.launcher.density_contrast import (
     hardness,
     sharpen,
 )
-from melissa_trainer.launcher.density_replace import replacement, replacing
+from melissa_trainer.launcher.density_replace import latent_points, replacement, replacing
 from melissa_trainer.launcher.density_state import EDGE_BEFORE_CHECKED, DensityState
 from melissa_trainer.launcher.density_warp import (
     GRID,
@@ -342,11 +342,7 @@ class DensitySampler(DensityState):
         if warps is not None and self.candidates > 1 and self._drawn:
             # the draws so far where the current warp puts them in the design's cube: the
             # design's next point is the unused one farthest from them
-            drawn = np.array(self._drawn)
-            latent = np.stack(
-                [np.interp(drawn[:, j], grid, cdf) for j, (cdf, grid) in enumerate(warps)], 1
-            )
-            self._design.remember_only(latent)
+            self._design.remember_only(latent_points(self._drawn, warps))
         if replacing(self._design, self._budget, self.failures, self.replaced):
             unit = replacement(self._design, index, self._drawn, self._failed, warps)
             self.replaced += 1

@@ -34,7 +34,14 @@ import numpy as np
 from melissa_trainer.common.words import plural
 from melissa_trainer.launcher.exploration import Exploration
 
-__all__ = ["load_replacements", "replacement", "replacement_state", "replacing", "unit_points"]
+__all__ = [
+    "latent_points",
+    "load_replacements",
+    "replacement",
+    "replacement_state",
+    "replacing",
+    "unit_points",
+]
 
 
 def replacing(design: Exploration, budget: int | None, failures: int, replaced: int) -> bool:
@@ -56,16 +63,16 @@ def replacement(
     the varying parameters) that were given up (`failed`), each mapped back through the
     current warp's distribution function (`warps`, None: the identity) to where the
     design placed it."""
-    return design.away_from(index, _latent(drawn, warps), _latent(failed, warps))
+    return design.away_from(index, latent_points(drawn, warps), latent_points(failed, warps))
 
 
-def _latent(
+def latent_points(
     points: list[list[float]], warps: list[tuple[np.ndarray, np.ndarray]] | None
 ) -> np.ndarray:
     """`points` (rows over the varying parameters, in the unit cube) where the design
     placed them: through the current warp's distribution functions."""
     rows = np.asarray(points, dtype=np.float64).reshape(len(points), -1)
-    if warps is None or not len(rows):
+    if warps is None or not rows.size:  # (none, or every parameter fixed: empty rows)
         return rows
     return np.stack([np.interp(rows[:, j], grid, cdf) for j, (cdf, grid) in enumerate(warps)], 1)
 

@@ -293,7 +293,9 @@ class Exploration:
         dimensions, clipped into the unit cube; the newest `memory` kept): for a sampler
         whose metric moves, as `DensitySampler`'s warp does."""
         self._forget()
-        for point in np.asarray(points, dtype=np.float64).reshape(-1, int(self._varying.sum())):
+        # (len, not -1: with every parameter fixed the rows are empty, size 0)
+        rows = np.asarray(points, dtype=np.float64).reshape(len(points), int(self._varying.sum()))
+        for point in rows:
             self._append(np.clip(point, 0.0, 1.0))
 
     def _append(self, point: np.ndarray) -> None:

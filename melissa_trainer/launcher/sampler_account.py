@@ -92,11 +92,14 @@ def static_sampler(sampler: Sampler, n_simulations: int) -> str | None:
     """Why the adaptive `sampler` can steer none of the draws left in a study of
     `n_simulations` (the losses it could hold before the study's last draw: those kept
     now and one per draw before it), or None (it can, or it is a fixed design).
+    Bounds that fix every parameter leave nothing to steer (`AdaptiveSampler`);
     Breed's default, ``exploration=1.0``, never breeds; none can use fewer losses than
     its `min_observations`; the density sampler bends a parameter only from
     ``evidence**2 + 1`` losses on (a rank correlation of at most 1, times sqrt(n - 1))."""
     if not isinstance(sampler, AdaptiveSampler):
         return None
+    if all(low == high for low, high in sampler.bounds.values()):
+        return "every parameter is fixed (low == high): every draw is the one fixed point"
     final = getattr(sampler, "exploration_final", None)
     if isinstance(sampler, BreedSampler) and sampler.exploration == 1.0 and final in (None, 1.0):
         return (

@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from melissa_trainer.common.checks import check_non_negative_int
+from melissa_trainer.common.words import plural
 from melissa_trainer.launcher.sampler_bounds import SCALES, check_bounds
 
 __all__ = [
@@ -195,6 +196,29 @@ class BoxSampler(Sampler):
         values = self._coordinate(np.clip(values, *self._box))
         span = np.where(self._span > 0, self._span, 1.0)
         return np.clip((values - self._low) / span, 0.0, 1.0)
+
+    def _unit_distance(self, name: str, value: Any) -> float:
+        """Option `name`, a distance in the unit cube over the varying parameters (a
+        no-go radius, a spacing), checked: a number in [0, sqrt(v)] for `v` varying
+        parameters, the cube's diagonal (no two points are farther apart; a fixed
+        parameter, low == high, adds no length). With none varying, [0, 1] and no
+        effect: every draw is the one fixed point.
+
+        Raises:
+            ValueError: not such a number; the message names `name`, its range and why.
+        """
+        varying = [n for n, span in zip(self.names, self._span, strict=True) if span > 0]
+        diagonal = math.sqrt(max(len(varying), 1))
+        try:
+            return bounded_number(name, value, 0.0, diagonal)
+        except ValueError as error:
+            over = (
+                f"the {plural(len(varying), 'varying parameter')} ({', '.join(varying)}; "
+                f"a fixed one, low == high, does not count), whose diagonal is {diagonal:.4g}"
+                if varying
+                else "no varying parameter (every one fixed: it has no effect)"
+            )
+            raise ValueError(f"{error}: a distance in the unit cube over {over}") from None
 
     def state_dict(self) -> dict[str, Any]:
         # (no entry for a linear box: such a state is as it was before log scales)

@@ -125,7 +125,8 @@ class LatinHypercubeSampler(BoxSampler):
         if budget is not None and index >= budget and self.replaced < len(self._failed):
             last, row = divmod(budget - 1, self.batch)  # the planned draws' last design
             varying = self._span > 0
-            failed = np.asarray(self._failed, dtype=np.float64).reshape(-1, int(varying.sum()))
+            failed = np.asarray(self._failed, dtype=np.float64)
+            failed = failed.reshape(len(self._failed), int(varying.sum()))  # (0 varying too)
             drawn = np.concatenate([self._points(last)[: row + 1, varying], failed])
             unit = np.zeros(len(self.names))
             unit[varying] = away_from(self.seed, index, int(varying.sum()), drawn, failed)

@@ -26,8 +26,9 @@ training loss, `melissa_trainer.core.loss_per_simulation`, fed by the `Study` th
   deviation (noise 0.1: a known point keeps sqrt(0.1/1.1) of it), which a high
   predicted loss can outweigh: consecutive draws then do pile onto one spot, a
   boundary corner above all, until their losses come in. `spacing` (default 0.1)
-  forbids it: an acquisition keeps that distance from every draw remembered (yielding
-  only where no candidate outside the failures' zones can). It was 0 (none) until an
+  forbids it: an acquisition keeps that distance from every draw remembered, or once
+  no candidate outside the failures' zones can (the space filling up), half the largest
+  gap one reaches (`launcher.acquisition_spacing`, user trial 31). It was 0 until an
   A/B on the worst cases (`benchmarks/surrogate_spacing_ab.py`, docs/measured.md) and
   the failing boundary's (fewer failures, more coverage) preferred 0.1;
 - the simulations given up (`failed`) are **no-go zones**: no draw lands within `avoid`
@@ -81,6 +82,7 @@ from typing import Any
 import numpy as np
 
 from melissa_trainer.common.checks import check_positive_int
+from melissa_trainer.launcher.acquisition_spacing import kept_spacing, say_shrunk
 from melissa_trainer.launcher.adaptive import AdaptiveSampler
 from melissa_trainer.launcher.exploration import GAP_CANDIDATES, Exploration
 from melissa_trainer.launcher.failed_zones import (
@@ -176,11 +178,14 @@ class SurrogateSampler(AdaptiveSampler):
         memory: how many draws (the newest) the exploration keeps away from and the
             deviation is conditioned on; None: all.
         avoid: the no-go radius around each simulation given up (`failed`), in the
-            unit cube over the varying parameters (>= 0; default 0.1; see `failed`).
-        spacing: the least distance (same unit) from an acquisition draw to every
-            draw remembered, running or observed (>= 0; default 0.1; 0: none, the
+            unit cube over the varying parameters (in [0, sqrt(v)] for v varying, the
+            cube's diagonal; default 0.1; see `failed`).
+        spacing: the least distance (same unit and range) from an acquisition draw to
+            every draw remembered, running or observed (default 0.1; 0: none, the
             deviation alone spreads the draws, which a high predicted loss at a
-            boundary can outweigh: the default before 2026-12-02).
+            boundary can outweigh: the default before 2026-12-02). Once no candidate
+            keeps it (the space filling up), half the largest gap a candidate reaches
+            (`launcher.acquisition_spacing`; said once in the log).
         risk: the most failure risk a draw near a simulation given up may take, in
             (0, 0.5] (default 0.25; 0.5: nearer to a success than to every failure is
             enough; `launcher.failed_zones`).
@@ -225,8 +230,8 @@ class SurrogateSampler(AdaptiveSampler):
         self.noise = bounded_number("noise", noise, 0.0, math.inf, low_open=True)
         self.length = bounded_number("length", length, 0.0, math.inf, low_open=True)
         self.memory = memory
-        self.avoid = bounded_number("avoid", avoid, 0.0, math.sqrt(len(self.names)))
-        self.spacing = bounded_number("spacing", spacing, 0.0, math.sqrt(len(self.names)))
+        self.avoid = self._unit_distance("avoid", avoid)
+        self.spacing = self._unit_distance("spacing", spacing)
         self._varying = self._span > 0
         #: the simulations given up, the acquisition's no-go zones (`failed`)
         zones = FailedZones(int(self._varying.sum()), self.avoid, risk, reach)  # checks them
@@ -235,6 +240,9 @@ class SurrogateSampler(AdaptiveSampler):
         self._explorer = self._new_exploration()  # checks memory
         #: acquisition draws made so far (the others explored)
         self.acquired = 0
+        #: whether the log said that `spacing` could not be kept (`_acquire`; once per
+        #: sampler object: not in the state)
+        self._spacing_said = False
 
     def _new_exploration(self) -> Exploration:
         return Exploration(
@@ -305,17 +313,23 @@ class SurrogateSampler(AdaptiveSampler):
 
     def _acquire(self, candidates: np.ndarray, score: np.ndarray) -> int:
         """The index of the acquisition's candidate: the best-scored one outside every
-        no-go zone (`failed`) and at least `spacing` from every draw remembered (the
-        spacing yields where no candidate outside the zones keeps it); when every
-        candidate is in a zone, the one farthest from every failure."""
+        no-go zone (`failed`) and at least `spacing` from every draw remembered; once no
+        candidate outside the zones keeps `spacing` (the space filling up), at least
+        what they allow, half the largest gap one reaches (`launcher.acquisition_spacing`,
+        said once in the log). When every candidate is in a zone, the one farthest from
+        every failure."""
         mask = np.ones(len(candidates), dtype=bool)
         if len(self._zones):
             mask = self._zones.allowed(candidates, self._known())
-        if self.spacing > 0:
-            spaced = mask & (self._explorer.gaps(self._full(candidates)) >= self.spacing)
-            mask = spaced if spaced.any() else mask
         if not mask.any():
             return int(np.argmax(self._zones.distance(candidates)))
+        if self.spacing > 0 and self._varying.any():  # (none varying: one point, no gap)
+            gaps = self._explorer.gaps(self._full(candidates))
+            kept = kept_spacing(gaps[mask], self.spacing)
+            if kept < self.spacing and not self._spacing_said:
+                self._spacing_said = True
+                say_shrunk(self.spacing, len(self._explorer.drawn), kept)
+            mask &= gaps >= kept
         return int(np.argmax(np.where(mask, score, -np.inf)))
 
     def _full(self, candidates: np.ndarray) -> np.ndarray:

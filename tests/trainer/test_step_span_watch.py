@@ -102,11 +102,15 @@ def test_the_bound_grows_with_the_slowest_step_seen(said: Said) -> None:
     done = [1]
     with watch.stepping(lambda: done[0], after=0):
         looks(watch, 2)
-        time.sleep(0.2)  # (a slow step: its length, not an event waited for; it warns)
+        # (a slow step: it lasts until the watch has judged it a stall, past the 0.01 s
+        # bound; an event, not a sleep the thread might not look within)
+        assert said.heard("has completed no step", WAIT), said.messages
         done[0] = 2
         looks(watch, 2)
-        assert watch._clock.slowest >= 0.2, watch._clock.slowest
-        assert watch._clock.bound >= 0.8, watch._clock.bound  # 4 times that step
+        slowest = watch._clock.slowest
+        assert slowest > 0.01, slowest  # judged a stall: it lasted past the first bound
+        assert watch._clock.bound == pytest.approx(4 * slowest), watch._clock.bound
+        assert watch._clock.bound > 0.04, watch._clock.bound  # grown from 0.01
     assert said.heard("rank 0: step 2 completed after", WAIT), said.messages
 
 

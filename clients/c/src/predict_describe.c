@@ -180,6 +180,7 @@ mt_status mt_predict_describe(mt_client *c, double deadline, const char *timeout
             if (mt_watch_lost(c)) return mt_predict_lost(c);
             continue;
         }
+        if (ready == 0 && deadline - mt_now() > 0) continue; /* (a capped poll) */
         if (ready == 0) /* (the deadline: as a PREDICT's, mt_predict) */
             return mt_watch_lost(c) ? mt_predict_lost(c) : mt_predict_unanswered(c, timeout);
         zmq_msg_t first;

@@ -47,10 +47,14 @@ except PredictionUnavailable:          # busy, not serving yet, restarting, gone
   the handshake: a socket of another kind, most often the stream receiver's, the
   ``endpoint`` of ``rank_{r}.json``), and a host name that does not resolve (a typo);
   read from a serve file, the first is a trainer gone (`PredictTimeout`: a stale file).
-* Inputs that are not the published ones (names, dtypes, shapes) raise ValueError
-  before anything is sent; without a rendezvous (`endpoint=`,
-  `$MELISSA_TRAINER_SERVE_ENDPOINTS`: the inputs are not known here), once the trainer
-  refuses them (its detail names them): a mistake to fix, not a fallback.
+* Inputs that are not the trainer's (names, dtypes, shapes) raise ValueError before
+  anything is sent: the serve file publishes them; without a rendezvous (`endpoint=`,
+  `$MELISSA_TRAINER_SERVE_ENDPOINTS`) the trainer is asked for them once per connection
+  (`predict_describe`: a DESCRIBE before the first request). A trainer from before
+  DESCRIBE refuses it: its requests go unchecked, and it refuses inputs that are not
+  its own (ValueError too, its detail naming them), but closes the connection of one
+  more than 1 MiB over them (`PredictTimeout`, "lost"). A mistake to fix, not a
+  fallback.
 
 Not thread-safe (one per thread, like `Client`). Where the serving rank is, the socket to
 it and what says the trainer is gone are `melissa_trainer.client.predict_link`'s
@@ -73,9 +77,9 @@ import zmq
 
 from melissa_trainer import wire as protocol
 from melissa_trainer.client.config import check_simulation_id
+from melissa_trainer.client.predict_describe import describe, wait_answer
 from melissa_trainer.client.predict_endpoint import EndpointLookup
 from melissa_trainer.client.predict_errors import (
-    UNANSWERED,
     Predicted,
     PredictionUnavailable,
     PredictRefused,
@@ -85,12 +89,12 @@ from melissa_trainer.client.predict_link import (
     ENV_SERVE_ENDPOINTS,
     ENV_SERVE_KEY,
     PredictLink,
-    poll_ms,
 )
 from melissa_trainer.client.predict_lookup import checked_endpoint
 from melissa_trainer.client.server_key import check_server_key
+from melissa_trainer.stream.serving_describe import Description
 from melissa_trainer.stream.serving_rendezvous import check_inputs
-from melissa_trainer.wire import Prediction, ProtocolError
+from melissa_trainer.wire import Prediction
 
 __all__ = [
     "ENV_SERVE_ENDPOINTS",
@@ -104,7 +108,6 @@ __all__ = [
 
 #: Default seconds a `predict` waits for its answer.
 DEFAULT_PREDICT_TIMEOUT = 10.0
-_MAX_REPLY_BYTES = 1 << 30
 _MAX_TIMEOUT_MS = 2**32 - 1  # (PREDICT's timeout field, docs/protocol.md section 16)
 #: the details of a `bad_request` refusal for inputs that are not the declared ones
 _NOT_THE_INPUTS = ("bad_inputs:", "too_large:")
@@ -171,8 +174,8 @@ class Predictor:
 
         Raises:
             PredictTimeout, PredictRefused: no prediction (both `PredictionUnavailable`).
-            ValueError: inputs that are not the published ones (or, without a
-                rendezvous, that the trainer refused as not its inputs), or a timeout
+            ValueError: inputs that are not the published or described ones (or that
+                a trainer from before DESCRIBE refused as not its inputs), or a timeout
                 that is not a finite number of seconds > 0.
             RuntimeError: the predictor is closed.
         """
@@ -199,55 +202,32 @@ class Predictor:
         )
         link.wait_connected(sock, deadline, timeout)
         link.lost()  # (the events of earlier connections: a drop from now on counts)
+        if link.lookup.inputs is None and link.described is None:
+            # (an endpoint given: the trainer says which inputs it serves, once per
+            # connection; checked here as a serve file's, nothing sent if wrong)
+            describe(link, self.simulation_id, next(self._ids), deadline, timeout)
+            self._check(arrays)
         try:
             sock.send_multipart(frames, copy=False, flags=zmq.NOBLOCK)
         except zmq.Again:  # (the connection went since the poll)
             link.reset()
             raise PredictTimeout("the connection to the trainer's serving endpoint went") from None
-        poller = zmq.Poller()
-        poller.register(sock, zmq.POLLIN)
-        if link.monitor is not None:
-            poller.register(link.monitor, zmq.POLLIN)
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                # (what the monitor says: a drop, even one of the last instant, is a
-                # trainer gone; else the connection is up: `UNANSWERED`)
-                if link.lost():
-                    raise _lost(link)
-                endpoint = link.connected[0]
-                link.went_silent()  # (the next requests' connections: `SILENT`)
-                link.reset()
-                raise PredictTimeout(
-                    f"no prediction from the trainer's serving endpoint {endpoint} within "
-                    f"{timeout} s: {UNANSWERED}"
-                )
-            ready = dict(poller.poll(poll_ms(left)))
-            if sock not in ready:
-                if link.monitor in ready and link.lost():
-                    # The connection the request went on is gone: its answer cannot
-                    # come (a new connection is another peer to the trainer's socket).
-                    raise _lost(link)
-                continue  # (a long wait, polled in parts: `poll_ms`)
-            reply = sock.recv_multipart(copy=False)
-            try:
-                message = protocol.decode_reply([f.buffer for f in reply], _MAX_REPLY_BYTES)
-            except ProtocolError as exc:
-                link.reset()
-                raise PredictionUnavailable(f"a malformed reply from the trainer: {exc}") from None
-            if message.request_id != request_id:
-                continue  # the late answer of an earlier request
-            link.answered()  # (a trainer answers there)
-            if isinstance(message, Prediction):
-                return Predicted(message.arrays, message.version)
-            if message.reason == "bad_request" and message.detail.startswith(_NOT_THE_INPUTS):
-                # The error a published rendezvous gives before sending: a simulation
-                # that falls back on `PredictionUnavailable` would otherwise fall back
-                # on every request, silently, for a mistake in its own code.
-                raise ValueError(f"predict(): the trainer refused the inputs: {message.detail}")
-            raise PredictRefused(
-                message.reason, message.detail, message.retry_after_ms / 1000, message.version
+        message = wait_answer(link, deadline, timeout, request_id, "PREDICT")
+        if isinstance(message, Description):  # (not an answer to a PREDICT)
+            link.reset()
+            raise PredictionUnavailable(
+                "a malformed reply from the trainer: a DESCRIPTION to a PREDICT"
             )
+        if isinstance(message, Prediction):
+            return Predicted(message.arrays, message.version)
+        if message.reason == "bad_request" and message.detail.startswith(_NOT_THE_INPUTS):
+            # The error a published or described spec gives before sending: a simulation
+            # that falls back on `PredictionUnavailable` would otherwise fall back
+            # on every request, silently, for a mistake in its own code.
+            raise ValueError(f"predict(): the trainer refused the inputs: {message.detail}")
+        raise PredictRefused(
+            message.reason, message.detail, message.retry_after_ms / 1000, message.version
+        )
 
     def disconnect(self) -> None:
         """Close the socket to the trainer now (the next request connects again): before
@@ -293,11 +273,16 @@ class Predictor:
             if arr.dtype.byteorder == ">":
                 arr = arr.astype(arr.dtype.newbyteorder("<"))
             out[str(name)] = np.ascontiguousarray(arr) if arr.ndim else arr
+        self._check(out)
+        return out
+
+    def _check(self, arrays: dict[str, np.ndarray]) -> None:
+        """ValueError when `arrays` are not the inputs published (a serve file) or
+        described (an endpoint given: `predict_describe`); nothing when not known."""
         if self._link.inputs is not None:
-            problem = check_inputs(out, self._link.inputs)
+            problem = check_inputs(arrays, self._link.inputs)
             if problem is not None:
                 raise ValueError(f"predict(): {problem}")
-        return out
 
 
 def _checked_id(value: Any) -> int:
@@ -320,11 +305,3 @@ def _checked_id(value: Any) -> int:
         raise ValueError(
             f"Predictor: {exc}: give this simulation's id, an integer >= 0 (a u64)"
         ) from None
-
-
-def _lost(link: PredictLink) -> PredictTimeout:
-    """The error of a request whose connection dropped while it waited (`link.gone`)."""
-    return link.gone(
-        f"the connection to the trainer's serving endpoint {link.connected[0]} was lost "
-        "while the request waited for its answer (the trainer stopped or died)"
-    )

@@ -47,7 +47,8 @@ class EndpointLookup:
 
     Attributes:
         run_id: the run asked as (`PredictLink.join` changes it).
-        inputs: the inputs the serving rank takes, when read from its serve file.
+        inputs: the inputs the serving rank takes, when read from its serve file (None:
+            an endpoint given, whose trainer is asked: `predict_describe`).
         rank: the rank of the endpoint found, when known (None: the endpoint given).
         serve_file: the serve file last read (None: the endpoint given).
         looked_at: the rendezvous directory and its `stamp` when the endpoint was last
@@ -97,12 +98,12 @@ class EndpointLookup:
         key = self._key or os.environ.get(ENV_SERVE_KEY, "").strip() or None
         self.serve_file = None
         if self._endpoint is not None:
-            self.rank = None  # (the trainer's number of ranks is not known here)
+            self.inputs, self.rank = None, None  # (the trainer's number of ranks is not known here)
             return self._endpoint, key, True
         listed = os.environ.get(ENV_SERVE_ENDPOINTS, "").strip()
         if listed:
             endpoints = [e.strip() for e in listed.split(",")]
-            self.rank = self.simulation_id % len(endpoints)
+            self.inputs, self.rank = None, self.simulation_id % len(endpoints)
             return checked_endpoint(endpoints[self.rank], ENV_SERVE_ENDPOINTS), key, True
         directory = self._rendezvous or os.environ.get(ENV_RENDEZVOUS, "").strip()
         if not directory:

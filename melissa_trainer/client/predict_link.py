@@ -109,10 +109,18 @@ class PredictLink:
         # answered: a trainer stopped by SIGSTOP), "" if none or it answered since: kept
         # across `reset`, which closes the connection whose age said it (`went_silent`).
         self._silent_at = ""
+        #: the inputs the trainer connected to described (`predict_describe`), () when
+        #: it does not describe (an older trainer), None when not asked on this
+        #: connection: forgotten when it drops (a trainer restarted there may serve
+        #: other inputs) and at `reset`
+        self.described: tuple[FieldSpec, ...] | None = None
 
     @property
     def inputs(self) -> list[FieldSpec] | None:
-        """The inputs the serving rank takes, when read from its serve file."""
+        """The inputs the serving rank takes, when read from its serve file or
+        described by the trainer (an endpoint given); None: not known."""
+        if self.lookup.inputs is None and self.described:
+            return list(self.described)
         return self.lookup.inputs
 
     def check_backoff(self, now: float) -> None:
@@ -234,7 +242,7 @@ class PredictLink:
                     bound = self._events.connect_bound if self._events is not None else 0.0
                     raise self._no_answer(bound)
                 if event == zmq.EVENT_DISCONNECTED:
-                    dropped = time.monotonic()
+                    dropped, self.described = time.monotonic(), None
                     continue
                 if event & _GONE:  # (ZeroMQ dials again: not a protocol error)
                     refused, dropped = True, 0.0
@@ -288,9 +296,13 @@ class PredictLink:
                 )
 
     def lost(self) -> bool:
-        """Whether the monitor's waiting events say the connection dropped."""
+        """Whether the monitor's waiting events say the connection dropped (what the
+        trainer described is then forgotten: it may be another trainer there now)."""
         events = self._events.read() if self._events is not None else []
-        return zmq.EVENT_DISCONNECTED in events
+        if zmq.EVENT_DISCONNECTED in events:
+            self.described = None
+            return True
+        return False
 
     def gone(self, why: str) -> PredictTimeout:
         """The trainer is gone (`why`): close the socket, and fail the requests of the
@@ -304,6 +316,7 @@ class PredictLink:
     def reset(self) -> None:
         """Close the socket and its monitor (after a failure, at `Predictor.close`):
         the next request connects again, looking the endpoint up again."""
+        self.described = None
         if self.socket is not None:
             if self.monitor is not None:
                 self.socket.disable_monitor()

@@ -15,6 +15,8 @@ The I/O thread owns the ZeroMQ ROUTER socket. For each message it:
   is served (``not_serving``: before the trainer's first step, after its last), and one
   that finds the queue full (``busy``: back-pressure; the queue never grows past
   `max_queue`);
+* answers a DESCRIBE with the declared inputs (``described``; `serving_describe`: a
+  client given the endpoint checks its requests before sending them);
 * queues the others, stamped with the time and the model version they arrived at.
 
 The queue, its bound, its version stamps, its expiry and the counters are a
@@ -27,7 +29,8 @@ has given up and fallen back.
 
 A peer that does not read its replies cannot block anyone: the ROUTER drops replies to
 a peer whose queue is full or which is gone. A frame over the bound (the declared
-inputs' size + `HEADER_ALLOWANCE`) closes its connection in ZeroMQ's I/O thread.
+inputs' size + `HEADER_ALLOWANCE`) closes its connection in ZeroMQ's I/O thread, which
+cannot be counted here: its monitor's DISCONNECTED is a closing client's (libzmq 4.3).
 
 Thread-safety: `start` and `stop` from one thread; `take`, `oldest_version`, `answer`, `refuse`,
 `submit`, `telemetry`, `serving` and `version` from any thread. Nothing blocks but
@@ -36,7 +39,6 @@ Thread-safety: `start` and `stop` from one thread; `take`, `oldest_version`, `an
 
 from __future__ import annotations
 
-import errno
 import itertools
 import logging
 import threading
@@ -52,6 +54,8 @@ from melissa_trainer.stream.endpoints import advertised
 from melissa_trainer.stream.liveness import HEADER_ALLOWANCE
 from melissa_trainer.stream.log_summary import REJECTED, LogSummary
 from melissa_trainer.stream.receiver_config import DEFAULT_BIND
+from melissa_trainer.stream.serving_bind import bind_error
+from melissa_trainer.stream.serving_describe import described, is_describe
 from melissa_trainer.stream.serving_queue import (
     DEFAULT_MAX_QUEUE,
     Pending,
@@ -72,19 +76,6 @@ _POLL_MS = 100
 _LINGER_MS = 1000  # the longest `stop` waits to deliver the last answers
 _BURST = 256  # requests read in a row before the answers are forwarded again
 _ids = itertools.count()
-
-
-def _bind_error(bind: str, rank: int, exc: zmq.ZMQError) -> str:
-    """What went wrong binding rank `rank`'s serving socket, and what to do about it."""
-    message = f"the serving socket of rank {rank} cannot bind {bind}: {exc}"
-    if exc.errno == errno.EADDRINUSE:
-        message += (
-            ": another program (or another trainer, or another rank given the same "
-            "endpoint) listens there; choose a free port in ServingHook(bind=...) (an "
-            "explicit port is offset by the rank: rank r binds port + r), or leave bind "
-            "out (a random free port, published in the rendezvous's serve_{rank}.json)"
-        )
-    return message
 
 
 class PredictServer:
@@ -166,7 +157,7 @@ class PredictServer:
             try:
                 router.bind(self._bind)
             except zmq.ZMQError as exc:
-                raise OSError(exc.errno, _bind_error(self._bind, self.rank, exc)) from exc
+                raise OSError(exc.errno, bind_error(self._bind, self.rank, exc)) from exc
             self.endpoint = advertised(router.getsockopt_string(zmq.LAST_ENDPOINT), self._advertise)
             if self._rendezvous is not None:
                 public = None if self._curve is None else self._curve[1].decode("ascii")
@@ -305,7 +296,8 @@ class PredictServer:
         self._queue_or_refuse(Pending(request, time.monotonic(), self.version, None, deliver))
 
     def telemetry(self) -> dict[str, int]:
-        """Counters: requests, answered, expired, refused_<reason>, rejected_<reason>."""
+        """Counters: requests, answered, expired, described (DESCRIBEs answered),
+        refused_<reason>, rejected_<reason>."""
         return self._requests.telemetry()
 
     def _reply(self, identity: bytes | None, frames: list[Any]) -> None:
@@ -364,6 +356,11 @@ class PredictServer:
     def _handle(self, router: zmq.Socket, frames: list[zmq.Frame]) -> None:
         identity, parts = frames[0].bytes, [f.buffer for f in frames[1:]]
         try:
+            if is_describe(parts):  # (the inputs, for a client given the endpoint)
+                reply = described(parts, self.inputs, self.version)
+                self._requests.count("described")
+                router.send_multipart([identity, reply])
+                return
             request = decode_request(parts, self.inputs, self.max_request_bytes)
         except ProtocolError as exc:
             self._reject(router, identity, parts, exc)

@@ -41,14 +41,26 @@ from predict_server import INPUTS, VERSION, answering_server
 from melissa_trainer import wire as P
 from melissa_trainer.client.predict_errors import UNANSWERED
 from melissa_trainer.stream.serving import PredictServer
+from melissa_trainer.stream.serving_describe import encode_description, is_describe
 
 pytestmark = pytest.mark.e2e  # every test here starts a process
 
 
+#: the inputs the ROUTER of `test_request_and_replies_through_the_python_codec` describes
+SPECS = P.field_specs({"u": ((4,), "float32"), "k": ((2, 3), "int64")})
+
+
 def recv_request(router: zmq.Socket) -> tuple[bytes, list[bytes]]:
-    assert router.poll(30_000), "no request from the C client"
-    identity, *frames = router.recv_multipart()
-    return identity, frames
+    """The next PREDICT; a DESCRIBE before it (each new connection's first, the
+    endpoint given) is answered with `SPECS`, as a trainer does."""
+    while True:
+        assert router.poll(30_000), "no request from the C client"
+        identity, *frames = router.recv_multipart()
+        if not is_describe(frames):
+            return identity, frames
+        sim, rid = P.peek_simulation_id(frames[0]), P.peek_request_id(frames[0])
+        assert sim is not None and rid is not None
+        router.send_multipart([identity, encode_description(sim, rid, 0, SPECS)])
 
 
 def test_request_and_replies_through_the_python_codec(
@@ -70,50 +82,51 @@ def test_request_and_replies_through_the_python_codec(
         )
         identity, frames = recv_request(router)
         request = P.decode_predict(frames, 1 << 20)
-        assert (request.simulation_id, request.request_id) == (7, 1)
+        assert (request.simulation_id, request.request_id) == (7, 2)  # (1: the DESCRIBE)
         assert (request.timeout_ms, request.run_id) == (2500, "run-7")
         assert list(request.arrays) == ["u", "k"]
         np.testing.assert_array_equal(request.arrays["u"], u)
         np.testing.assert_array_equal(request.arrays["k"], k)
         assert request.arrays["k"].dtype == np.int64
-        want = P.encode_predict(7, 1, 2500, "run-7", {"u": u, "k": k})
+        want = P.encode_predict(7, 2, 2500, "run-7", {"u": u, "k": k})
         assert frames == [bytes(f) for f in want]  # byte for byte
         y = np.arange(6, dtype=np.float64).reshape(3, 2) / 8
         n = np.array([42], np.int32)
-        router.send_multipart([identity, *P.encode_prediction(7, 1, 120, {"y": y, "n": n})])
+        router.send_multipart([identity, *P.encode_prediction(7, 2, 120, {"y": y, "n": n})])
 
         refused = script.send("predict 2.5")
         identity, frames = recv_request(router)
-        assert P.decode_predict(frames, 1 << 20).request_id == 2
+        assert P.decode_predict(frames, 1 << 20).request_id == 3
         detail = "64 requests wait already"
-        router.send_multipart([identity, P.encode_refused(7, 2, 121, "busy", detail, 250)])
+        router.send_multipart([identity, P.encode_refused(7, 3, 121, "busy", detail, 250)])
 
         late = script.send("predict 2.5")
         identity, frames = recv_request(router)
-        assert P.decode_predict(frames, 1 << 20).request_id == 3
-        stale = P.encode_prediction(7, 2, 122, {"y": np.zeros((3, 2)), "n": n})  # request 2's
+        assert P.decode_predict(frames, 1 << 20).request_id == 4
+        stale = P.encode_prediction(7, 3, 122, {"y": np.zeros((3, 2)), "n": n})  # request 3's
         router.send_multipart([identity, *stale])
-        router.send_multipart([identity, *P.encode_prediction(7, 3, 123, {"y": -y, "n": n})])
+        router.send_multipart([identity, *P.encode_prediction(7, 4, 123, {"y": -y, "n": n})])
 
         broken = script.send("predict 2.5")
         identity, frames = recv_request(router)
-        bad = bytearray(P.encode_refused(7, 4, 124, "busy"))
+        bad = bytearray(P.encode_refused(7, 5, 124, "busy"))
         bad[0:4] = b"XXXX"
         router.send_multipart([identity, bytes(bad)])
 
         again = script.send("predict 2.5")  # a new socket: a new identity at the ROUTER
         identity2, frames = recv_request(router)
-        assert identity2 != identity and P.decode_predict(frames, 1 << 20).request_id == 5
-        router.send_multipart([identity2, *P.encode_prediction(7, 5, 125, {"y": y, "n": n})])
+        # (6: the new connection's DESCRIBE)
+        assert identity2 != identity and P.decode_predict(frames, 1 << 20).request_id == 7
+        router.send_multipart([identity2, *P.encode_prediction(7, 7, 125, {"y": y, "n": n})])
 
         unanswered = script.send("predict 0.3")  # read, never answered: a timeout
         identity3, frames = recv_request(router)
-        assert P.decode_predict(frames, 1 << 20).request_id == 6
-        after = script.send("predict 2.5")  # asked again on a new socket
+        assert P.decode_predict(frames, 1 << 20).request_id == 8
+        after = script.send("predict 2.5")  # asked again on a new socket (9: its DESCRIBE)
         identity4, frames = recv_request(router)
-        assert identity4 != identity3 and P.decode_predict(frames, 1 << 20).request_id == 7
-        router.send_multipart([identity3, *P.encode_prediction(7, 6, 126, {"y": y, "n": n})])
-        router.send_multipart([identity4, *P.encode_prediction(7, 7, 127, {"y": y, "n": n})])
+        assert identity4 != identity3 and P.decode_predict(frames, 1 << 20).request_id == 10
+        router.send_multipart([identity3, *P.encode_prediction(7, 8, 126, {"y": y, "n": n})])
+        router.send_multipart([identity4, *P.encode_prediction(7, 10, 127, {"y": y, "n": n})])
         lines, _ = script.finish()
     assert status(lines, ask) == (0, "")
     version, outs = outputs_of(lines, ask)

@@ -4,7 +4,10 @@ refusal leads with the dtype and says to cast, not "too_large: arrays of more th
 bytes (array 'q' is <f8 (4,)); the trainer serves 'q' <f4 (4,)" (user trial htrial7 F9:
 the fix is a cast, not a smaller array). The reason stays ``too_large`` (its count).
 
-A real `PredictServer` (its I/O thread refuses a request that is not its inputs)."""
+A real `PredictServer` (its I/O thread refuses a request that is not its inputs). Since
+DESCRIBE (user trial 32) the client asks the trainer for its inputs and checks the
+request itself, in the same words, sending nothing (the trainer's refusal, for a client
+that sends anyway: tests/stream)."""
 
 from __future__ import annotations
 
@@ -47,4 +50,5 @@ def test_inputs_of_another_dtype_are_refused_naming_the_dtype_first(
     with Predictor(0, endpoint=server.endpoint) as predictor, pytest.raises(ValueError) as error:
         predictor.predict({"q": value}, timeout=20.0)
     text = str(error.value)
-    assert f"the trainer refused the inputs: too_large: {said}" in text, text
+    assert text.startswith(f"predict(): {said}"), text
+    assert server.telemetry() == {"described": 1}  # (the request itself not sent)

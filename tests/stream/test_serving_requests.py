@@ -99,17 +99,18 @@ def test_a_request_larger_than_the_inputs_is_refused_naming_the_array(
     that does not know the inputs: one given `endpoint=` or
     `$MELISSA_TRAINER_SERVE_ENDPOINTS`) is larger than the declared inputs: the
     refusal names the array, its dtype and shape, and what the trainer serves (it said
-    only "arrays of more than 16 bytes"), the dtype first."""
+    only "arrays of more than 16 bytes"), the dtype first. Since DESCRIBE (user trial
+    32) the client asks the trainer for its inputs and says so itself, in the same
+    words, sending nothing (the trainer's refusal, to a raw socket: the next test)."""
     server.serving = True
     with (
         Predictor(0, endpoint=server.endpoint) as p,
-        pytest.raises(ValueError, match="the trainer refused the inputs") as refused,
+        pytest.raises(ValueError, match="predict") as refused,
     ):
         p.predict({"u": np.ones(4)}, timeout=20)
     # (the dtype first, and the fix: a cast; htrial7 F9)
-    assert "too_large: input 'u' is <f8 (4,), declared <f4 (4,) (cast it to <f4)" in str(
-        refused.value
-    )
+    assert "input 'u' is <f8 (4,), declared <f4 (4,) (cast it to <f4)" in str(refused.value)
+    assert server.telemetry() == {"described": 1}
 
 
 @pytest.mark.parametrize("inputs", [{"u": np.ones(3, np.float32)}, {"v": np.ones(4, np.float32)}])
@@ -119,13 +120,14 @@ def test_inputs_the_trainer_refuses_are_a_value_error_without_a_rendezvous(
     """Without a rendezvous the client cannot check the inputs; the trainer's refusal
     is the `ValueError` a rendezvous gives before sending, not a `PredictRefused` that a
     simulation falling back on `PredictionUnavailable` would swallow on every request
-    (it fell back silently, forever, for a wrong shape or name)."""
+    (it fell back silently, forever, for a wrong shape or name). Since DESCRIBE (user
+    trial 32) the client checks them itself, before sending, in the rendezvous' words."""
     server.serving = True
     stop = threading.Event()
     thread = drain(server, stop)
     try:
         with Predictor(0, endpoint=server.endpoint) as p:
-            with pytest.raises(ValueError, match="the trainer refused the inputs: bad_inputs:"):
+            with pytest.raises(ValueError, match=r"^predict\(\): (input 'u' is|arrays \['v'\])"):
                 p.predict(inputs, timeout=20)
             out, version = p.predict({"u": np.ones(4, np.float32)}, timeout=20)  # then as usual
     finally:

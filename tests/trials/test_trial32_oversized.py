@@ -48,11 +48,6 @@ def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[PredictServer]:
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.xfail(
-    strict=True,
-    reason="a request over ZMQ_MAXMSGSIZE (declared bytes + 1 MiB) closes the connection: "
-    "PredictTimeout 'the trainer stopped or died', not the ValueError of a wrong dtype",
-)
 def test_a_float64_request_for_a_large_float32_input_is_a_value_error(
     server: PredictServer,
 ) -> None:

@@ -460,10 +460,13 @@ typedef enum mt_refusal {
  *                  "not 123 (it must be a str, not int)"), the message naming the file.
  *   MT_EREFUSED    the trainer refused: mt_predict_refusal gives the reason and the
  *                  wait it suggests, mt_client_error the trainer's detail.
- *   MT_EREPLY      a reply that breaks the protocol (nothing written).
- *   MT_EFIELD / MT_EDTYPE / MT_ESHAPE / MT_EINVAL   inputs that are not the published
- *                  ones (checked before anything is sent, when the serve file gave them;
- *                  without one, MT_EINVAL once the trainer refused them, its detail in
+ *   MT_EREPLY      a reply that breaks the protocol (nothing written), or a malformed
+ *                  answer to the question of the inputs (the endpoint named, nothing sent).
+ *   MT_EFIELD / MT_EDTYPE / MT_ESHAPE / MT_EINVAL   inputs that are not the trainer's
+ *                  (checked before anything is sent, whatever their size: against the
+ *                  serve file's inputs, or, endpoints given, those the trainer describes
+ *                  when asked, once per connection; a trainer from before that question
+ *                  does not say: MT_EINVAL once it refused them, its detail in
  *                  mt_client_error) or bad arguments; for outputs: one not in the reply, of another
  *                  dtype, or bigger than its capacity (nothing written, *version set).
  *   MT_ESIMREFUSED the client was told the trainer refused this simulation (mt_send):

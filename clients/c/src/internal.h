@@ -226,8 +226,10 @@ struct mt_client {
     /* predictions (predict.c): the client's thread only */
     char *serve_endpoints_arg; /* mt_set_serve_endpoints */
     void *predict_socket;      /* DEALER; NULL until the first request, after a failure */
-    struct mt_spec *serve_inputs; /* the inputs the serve file declared (NULL: unknown) */
+    struct mt_spec *serve_inputs; /* the inputs the serve file declared, or the trainer
+                                   * described (predict_describe.c; NULL: unknown) */
     size_t n_serve_inputs;
+    bool predict_described; /* DESCRIBE answered on this connection (its endpoint given) */
     uint64_t request_id;       /* the last one sent */
     mt_refusal refusal;
     double refusal_retry;
@@ -362,6 +364,15 @@ typedef struct mt_spec {
  * mt_set_serve_endpoints and the serve file left. */
 void mt_predict_release(mt_client *c);
 void mt_predict_free(mt_client *c);
+/* predict.c: a request's connection lost while it waited (mt_gone); no answer by the
+ * deadline on a connection still up (MT_ETIMEDOUT; the socket released). */
+mt_status mt_predict_lost(mt_client *c);
+mt_status mt_predict_unanswered(mt_client *c, const char *timeout);
+/* predict_describe.c: ask the trainer connected to (an endpoint given) which inputs it
+ * serves, kept in serve_inputs (none kept: a trainer from before DESCRIBE); forget them
+ * (a connection dropped, the socket released; nothing for a serve file's). */
+mt_status mt_predict_describe(mt_client *c, double deadline, const char *timeout);
+void mt_predict_forget(mt_client *c);
 
 /* admission_watch.c: started once the HELLO left (where the close would ask); polled by
  * mt_send at a step's opening once watch.due (never blocks: MT_ESIMREFUSED on a trusted

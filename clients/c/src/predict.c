@@ -28,6 +28,7 @@
 #define PREDICT_FIXED 30u /* prefix + request id, timeout, count, run id length */
 
 void mt_predict_release(mt_client *c) {
+    mt_predict_forget(c); /* (what the trainer there described: asked again on the next) */
     mt_watch_stop(c);
     if (c->predict_socket != NULL) {
         int zero = 0;
@@ -135,7 +136,8 @@ static mt_status check_arguments(mt_client *c, const mt_input *in, size_t n_in,
     return MT_OK;
 }
 
-/* The inputs against those the serve file declared (check_inputs' rules and message). */
+/* The inputs against those the serve file declared, or the trainer described
+ * (predict_describe.c): check_inputs' rules and message. */
 static mt_status check_inputs(mt_client *c, const mt_input *in, size_t n_in) {
     bool same = n_in == c->n_serve_inputs;
     for (size_t i = 0; same && i < n_in; ++i) {
@@ -286,10 +288,22 @@ static int send_request(mt_client *c, const mt_input *in, size_t n_in, double ti
 }
 
 /* A request whose connection dropped while it waited for its answer (mt_gone). */
-static mt_status lost(mt_client *c) {
+mt_status mt_predict_lost(mt_client *c) {
     return mt_gone(c, "the connection to the trainer's serving endpoint %s was lost while the "
                       "request waited for its answer (the trainer stopped or died)",
                    c->predict_endpoint);
+}
+
+/* No answer by the deadline on a connection still up (MT_ETIMEDOUT, UNANSWERED). */
+mt_status mt_predict_unanswered(mt_client *c, const char *timeout) {
+    mt_status st = mt_fail(c, MT_ETIMEDOUT, "no prediction from the trainer's serving endpoint "
+                                            "%s within %s s: " UNANSWERED,
+                           c->predict_endpoint, timeout);
+    /* (the next requests' connections, up with no handshake: SILENT, whatever their age;
+     * predict_watch.c mt_watch_connected) */
+    snprintf(c->predict_silent_at, sizeof c->predict_silent_at, "%s", c->predict_endpoint);
+    mt_predict_release(c);
+    return st;
 }
 
 mt_status mt_predict(mt_client *c, const mt_input *inputs, size_t n_inputs,
@@ -312,7 +326,16 @@ mt_status mt_predict(mt_client *c, const mt_input *inputs, size_t n_inputs,
     if (st == MT_OK && c->serve_inputs != NULL) st = check_inputs(c, inputs, n_inputs);
     if (st == MT_OK) st = mt_watch_connected(c, deadline, t);
     if (st != MT_OK) return st;
-    mt_watch_lost(c); /* (the events of earlier connections: a drop from now on counts) */
+    /* (the events of earlier connections: a drop from now on counts; one since the last
+     * request may be a trainer restarted there, which is asked again) */
+    if (mt_watch_lost(c)) mt_predict_forget(c);
+    if (c->predict_given && !c->predict_described) {
+        /* (an endpoint given: the trainer says which inputs it serves, once per
+         * connection; checked here as a serve file's, nothing sent if wrong) */
+        st = mt_predict_describe(c, deadline, t);
+        if (st == MT_OK && c->serve_inputs != NULL) st = check_inputs(c, inputs, n_inputs);
+        if (st != MT_OK) return st;
+    }
     int err = send_request(c, inputs, n_inputs, timeout_s);
     if (err != 0) {
         mt_predict_release(c);
@@ -340,7 +363,7 @@ mt_status mt_predict(mt_client *c, const mt_input *inputs, size_t n_inputs,
             if (mt_watch_lost(c)) {
                 /* The connection the request went on is gone: its answer cannot come (a
                  * new connection is another peer to the trainer's socket). */
-                st = lost(c);
+                st = mt_predict_lost(c);
                 break;
             }
             continue; /* (other events) */
@@ -350,19 +373,14 @@ mt_status mt_predict(mt_client *c, const mt_input *inputs, size_t n_inputs,
             /* (at the deadline, what the monitor says: a drop, even one of the last
              * instant, is a trainer gone; else the connection is up: UNANSWERED) */
             if (err == EAGAIN && mt_watch_lost(c)) {
-                st = lost(c);
+                st = mt_predict_lost(c);
                 break;
             }
-            st = err == EAGAIN
-                     ? mt_fail(c, MT_ETIMEDOUT, "no prediction from the trainer's serving "
-                                                "endpoint %s within %s s: " UNANSWERED,
-                               c->predict_endpoint, t)
-                     : mt_fail(c, MT_EZMQ, "receiving the reply: %s", zmq_strerror(err));
-            /* (the next requests' connections, up with no handshake: SILENT, whatever
-             * their age; predict_watch.c mt_watch_connected) */
-            if (err == EAGAIN)
-                snprintf(c->predict_silent_at, sizeof c->predict_silent_at, "%s",
-                         c->predict_endpoint);
+            if (err == EAGAIN) {
+                st = mt_predict_unanswered(c, t);
+                break;
+            }
+            st = mt_fail(c, MT_EZMQ, "receiving the reply: %s", zmq_strerror(err));
             mt_predict_release(c);
             break;
         }

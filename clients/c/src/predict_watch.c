@@ -308,6 +308,7 @@ mt_status mt_watch_connected(mt_client *c, double deadline, const char *timeout)
                 return mt_dial_no_answer(c, c->predict_connect_bound);
             if (event == ZMQ_EVENT_DISCONNECTED) {
                 dropped = mt_now();
+                mt_predict_forget(c); /* (another trainer there next, maybe: asked again) */
                 continue;
             }
             if (event & GONE) { /* (ZeroMQ dials again: not a protocol error) */

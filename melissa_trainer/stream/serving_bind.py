@@ -1,0 +1,23 @@
+"""The error of a serving socket that cannot bind (`PredictServer.start`): what went
+wrong and what to do about it. Standard library and pyzmq only."""
+
+from __future__ import annotations
+
+import errno
+
+import zmq
+
+__all__ = ["bind_error"]
+
+
+def bind_error(bind: str, rank: int, exc: zmq.ZMQError) -> str:
+    """What went wrong binding rank `rank`'s serving socket, and what to do about it."""
+    message = f"the serving socket of rank {rank} cannot bind {bind}: {exc}"
+    if exc.errno == errno.EADDRINUSE:
+        message += (
+            ": another program (or another trainer, or another rank given the same "
+            "endpoint) listens there; choose a free port in ServingHook(bind=...) (an "
+            "explicit port is offset by the rank: rank r binds port + r), or leave bind "
+            "out (a random free port, published in the rendezvous's serve_{rank}.json)"
+        )
+    return message

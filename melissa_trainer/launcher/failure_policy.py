@@ -211,11 +211,12 @@ class FailurePolicy:
                 for sid, r in sorted(self.study.records.items())
                 if r.status in ("failed", "abandoned") or any(c != 0 for c in r.exit_codes)
             ]
+            status = {sid: self.study.records[sid].status for sid, _, _ in failed}
             counts = self.study.summary(time.monotonic())
             attempts = sum(len(r.exit_codes) for r in self.study.records.values())
             launched = sum(r.attempts for r in self.study.records.values())
         lines = [study_counts(counts, self.study.n_simulations, attempts, launched)]
-        lines += failure_report(failed, self.log_of, self.settings.log_dir)
+        lines += failure_report(failed, self.log_of, self.settings.log_dir, status)
         lines += repeated_failures(failed)
         return "\n".join(lines + self.running())
 

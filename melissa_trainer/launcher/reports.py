@@ -131,15 +131,21 @@ def failure_report(
     failed: Sequence[tuple[int, str, tuple[int | str, ...]]],
     log_of: Callable[[int], Path],
     log_dir: Path,
+    status: Mapping[int, str] | None = None,
 ) -> list[str]:
     """The lines of a study's error that quote its failures: those that failed alike
     (the same failing exit codes, the same last log line) once with their ids, each with
-    the last lines of its log (at most `MAX_SHOWN` kinds).
+    the last lines of its log (at most `MAX_SHOWN` kinds). Each simulation listed had an
+    attempt fail; with `status`, a kind whose simulations were not all given up says
+    what became of each (`_fates`): the study's counts say "N failed for good", and a
+    user trial read "5 simulations failed alike" next to "4 failed for good" (the fifth
+    one's attempt ended as the study stopped: recorded pending, no policy applied).
 
     Args:
         failed: (id, description, exit codes) of each simulation that failed, in id order.
         log_of: a simulation's log.
         log_dir: where the other logs are (named when kinds are left out).
+        status: each listed simulation's status now (`study_record.STATUSES`).
     """
     lines = []
     kinds: dict[tuple[frozenset[int | str], str], list[tuple[int, str]]] = {}
@@ -156,12 +162,48 @@ def failure_report(
             lines.append(
                 f"  {len(ids)} simulations ({shown}) failed alike (exit codes "
                 f"{codes_text(sorted(failing, key=str))}, the same last log line), their "
-                f"parameters differing; last lines of {log_of(sid)}:"
+                f"parameters differing{_fates(ids, status)}; last lines of {log_of(sid)}:"
             )
         lines.append(log_tail(log_of(sid)))
     if len(kinds) > MAX_SHOWN:
         lines.append(f"  ... and other failures (see {log_dir})")
     return lines
+
+
+#: what became of a simulation that failed alike, by its status (`_fates`); in the
+#: order said, "pending" last (its gloss ends the clause)
+_FATE = {
+    "failed": "failed for good",
+    "abandoned": "failed for good",
+    "finished": "finished on a restart",
+    "complete": "ran again",
+    "exited": "ran again",
+    "running": "running again",
+    "pending": "pending",
+}
+
+
+def _fates(ids: Sequence[int], status: Mapping[int, str] | None) -> str:
+    """What became of simulations that failed alike (", of them 4 failed for good (0, 1,
+    2, 3) and 1 pending (4), not given up when the study stopped"), said when not all of
+    them failed for good (the study's counts name those); else nothing."""
+    if status is None or all(status.get(s) in ("failed", "abandoned") for s in ids):
+        return ""
+    groups: dict[str, list[int]] = {}
+    for sid in ids:
+        groups.setdefault(_FATE.get(status.get(sid, ""), "pending"), []).append(sid)
+    said = [
+        f"{len(members)} {fate} ({', '.join(map(str, members[:10]))}"
+        f"{', ...' if len(members) > 10 else ''})"
+        for fate in dict.fromkeys(_FATE.values())
+        if (members := groups.get(fate))
+    ]
+    if "failed for good" not in groups:
+        said[0] = f"none failed for good: {said[0]}"
+    text = said[0] if len(said) == 1 else f"{', '.join(said[:-1])} and {said[-1]}"
+    if "pending" in groups:  # (the study stopped: its error is what reads this)
+        text += ", not given up when the study stopped"
+    return f", of them {text}"
 
 
 def repeated_failures(failed: Sequence[tuple[int, str, tuple[int | str, ...]]]) -> list[str]:

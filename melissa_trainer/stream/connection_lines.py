@@ -26,8 +26,13 @@ grown since the connection's HELLO, is warned of (below) naming that possible ca
 
 A close is judged at the receiver's first empty poll after it, before the launcher has
 read the process's exit and applied its failure policy: whether the simulation runs again
-or is given up is not known yet, so the lines say its data is lost *unless* it runs
-again (never "until": a user trial's given-up simulations were promised a rerun).
+or is given up is not known yet, so the lines say what the receiver knows: the steps
+received before the close are kept for training, the rest of the run is missing *unless*
+it runs again (never "until": a user trial's given-up simulations were promised a rerun;
+nor "its data lost": a user trial read that next to the study account's "the samples
+they sent before failing were trained on"). By `close` the receiver may have heard more
+(`fate_in`: the launcher gave it up, or it finished since, a restart's BYE read): the
+count of the simulations warned of says it, by simulation.
 
 Each simulation is logged once (the first of its connections lost), at WARNING (the
 causes in full for the first only, the others in a short line, their number at `close`,
@@ -47,14 +52,59 @@ has ended): one thread at a time.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Container, Mapping
+from typing import Protocol
 
-__all__ = ["SHORT", "CloseLines"]
+__all__ = ["SHORT", "CloseLines", "fate_in"]
 
 logger = logging.getLogger("melissa_trainer.stream.receiver")  # the receiver's messages
 
 #: a lost connection, after the first (said in full)
-SHORT = "a connection closed before its BYE, its data lost unless it runs again"
+SHORT = (
+    "a connection closed before its BYE: the steps received before it kept for training, "
+    "the rest of its run missing unless it runs again"
+)
+#: `close`'s words of the simulations warned of, by what became of them (`fate_in`)
+_FATES = {
+    "given up": "given up by the launcher since, the rest of {its} run{s} missing",
+    "finished": "finished since ({its} BYE{s} read: {it} ran again, or went on)",
+    "": "the rest of {its} run{s} missing unless {it} run{x} again",
+}
+
+
+class IngestView(Protocol):
+    """What `fate_in` reads of a receiver's ingest state (`ingest_state.IngestState`)."""
+
+    @property
+    def abandoned(self) -> Container[int]: ...  # given up by the launcher, not replaced
+
+    @property
+    def replaced(self) -> Container[int]: ...  # given up and redrawn under a new id
+
+    @property
+    def archive(self) -> _Ids: ...  # finished, their ledgers archived
+
+    @property
+    def sims(self) -> Mapping[int, _Finished]: ...  # the ledgers of the others heard of
+
+
+class _Ids(Protocol):
+    def __contains__(self, sid: int, /) -> bool: ...
+
+
+class _Finished(Protocol):
+    @property
+    def finished(self) -> bool: ...
+
+
+def fate_in(state: IngestView, sid: int) -> str:
+    """What the receiver of `state` heard of simulation `sid` since: "given up" (the
+    launcher's word), "finished" (its BYEs read: a restart, or a worker's rerun, sent the
+    rest), or "" (neither). The ingester's thread, or once it has ended."""
+    if sid in state.abandoned or sid in state.replaced:
+        return "given up"
+    sim = state.sims.get(sid)
+    return "finished" if sid in state.archive or (sim is not None and sim.finished) else ""
 
 
 class CloseLines:
@@ -137,7 +187,8 @@ class CloseLines:
             "sends no BYE: a worker's failed simulation, the worker living on), or it "
             "sent a message over %d bytes (the receiver's max_message_bytes + header "
             "allowance), which ZeroMQ drops with the connection and what was queued "
-            "behind it; that data is lost unless the simulation runs again (a launcher "
+            "behind it. The steps received before the close are kept for training; the "
+            "rest of its run is missing unless the simulation runs again (a launcher "
             "restarts it up to max_restarts times, then gives it up; a solver you started "
             "yourself: run it again with the same simulation id)%s. Said in full once; "
             "the others in one line each, counted at the end%s",
@@ -150,17 +201,29 @@ class CloseLines:
         )
         self._count()  # after the log: a reader of the count finds the line written
 
-    def close(self, study_stops: bool) -> None:
+    def close(self, study_stops: bool, fate: Callable[[int], str] | None = None) -> None:
         """The summary of the closes that were the study's (`stopped`), if any, said as
         the launcher's kills if the study stopped (`study_stops`), else as closes after
-        this receiver ended; and the number of simulations warned of, if more than one."""
+        this receiver ended; and the number of simulations warned of, if more than one,
+        with what became of them by `fate` (`fate_in`; None: not known)."""
         if self._stopped:
             self._summary(study_stops)
         # (at WARNING, as the first one was: its warning promised this line, which
         # default logging, from WARNING up, would otherwise hide)
         if len(self._logged) > 1:
-            said = "%d simulations warned of: %s%s"
-            logger.warning(said, len(self._logged), SHORT, self._label)
+            groups: dict[str, list[int]] = {}
+            for sid in sorted(self._logged):
+                groups.setdefault("" if fate is None else fate(sid), []).append(sid)
+            said = "; ".join(
+                _fate_said(groups[k], k, len(groups) > 1) for k in _FATES if k in groups
+            )
+            logger.warning(
+                "%d simulations warned of: a connection closed before its BYE, the steps "
+                "received before it kept for training; %s%s",
+                len(self._logged),
+                said,
+                self._label,
+            )
 
     def _summary(self, study_stops: bool) -> None:
         ids = sorted(self._stopped)
@@ -181,3 +244,17 @@ class CloseLines:
             )
         s = "" if one else "s"
         logger.info("%d simulation%s (%s) %s%s", len(ids), s, shown, why, self._label)
+
+
+def _fate_said(ids: list[int], fate: str, named: bool) -> str:
+    """`_FATES`' words of the simulations `ids`, in their number; `named`: preceded by
+    their number and ids (the simulations warned of met more than one fate)."""
+    one = len(ids) == 1
+    words = _FATES[fate].format(
+        its="its" if one else "their", s="" if one else "s", it="it" if one else "they",
+        x="s" if one else "",
+    )  # fmt: skip
+    if not named:
+        return words
+    shown = ", ".join(map(str, ids[:12])) + (", ..." if len(ids) > 12 else "")
+    return f"{len(ids)} ({shown}) {'not finished here, ' if not fate else ''}{words}"

@@ -252,11 +252,14 @@ class ConnectionWatch:
                 asked = was is not None and rank in was[0].asked
                 self._lines.lost(sid, rank, failed_before=stopped == "before", asked=asked)
 
-    def close(self, empty: Callable[[], bool] | None = None) -> None:
+    def close(
+        self, empty: Callable[[], bool] | None = None, fate: Callable[[int], str] | None = None
+    ) -> None:
         """Read the closes waiting, stop and close the monitor (before the socket is
         closed), then settle what is pending if `empty` is given (`settle`), and log
-        the summary of the closes that were the study's (`study_stops`), if any. The
-        caller owns the watch and the socket: the ingester has ended (or never ran).
+        the summary of the closes that were the study's (`study_stops`), if any, and
+        the count of those warned of, with what became of them (`fate`: `CloseLines.close`).
+        The caller owns the watch and the socket: the ingester has ended (or never ran).
         Idempotent."""
         monitor = self._monitor
         if monitor is None:
@@ -270,7 +273,7 @@ class ConnectionWatch:
         monitor.close(linger=0)
         if empty is not None:
             self.settle(empty)
-        self._lines.close(self._study_stops)
+        self._lines.close(self._study_stops, fate)
         self.handshakes.close()
 
     def _drain(self) -> None:

@@ -76,8 +76,8 @@ import zmq
 from melissa_trainer.buffers import Buffer
 from melissa_trainer.common.migrations import upgrade
 from melissa_trainer.sources.ingest_transform import IngestTransform
+from melissa_trainer.stream import connection_lines, study_stops
 from melissa_trainer.stream import connections as conn
-from melissa_trainer.stream import study_stops
 from melissa_trainer.stream.data_decoder import DataDecoder
 from melissa_trainer.stream.data_path import DataPath
 from melissa_trainer.stream.endpoints import curve_keys, mark_stopped
@@ -390,7 +390,7 @@ class Receiver(DataPath):
     def _close_socket(self) -> None:
         if self._watch is not None:
             # the receiver's thread has ended (or never started): `stop` owns the socket
-            self._watch.close(self._socket_empty)
+            self._watch.close(self._socket_empty, partial(connection_lines.fate_in, self.ingest))
             self._watch = None
         if self._socket is not None:
             self._socket.close(linger=0)

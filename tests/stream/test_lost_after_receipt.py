@@ -80,10 +80,12 @@ def test_a_close_lost_after_a_receipt_question_names_a_close_that_gave_up(
         f"{GAVE_UP}), its client was left by an exception"
     ), lost[0]
     assert lost[1] == (
-        "simulation 4 client rank 0: a connection closed before its BYE, its data lost "
-        "unless it runs again (as above)"
+        "simulation 4 client rank 0: a connection closed before its BYE: the steps received "
+        "before it kept for training, the rest of its run missing unless it runs again "
+        "(as above)"
     )
     assert lost[2] == (
-        "simulation 5 client rank 0: a connection closed before its BYE, its data lost "
-        f"unless it runs again (as above; or {GAVE_UP})"
+        "simulation 5 client rank 0: a connection closed before its BYE: the steps received "
+        f"before it kept for training, the rest of its run missing unless it runs again "
+        f"(as above; or {GAVE_UP})"
     )

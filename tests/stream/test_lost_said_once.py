@@ -66,12 +66,15 @@ def test_the_causes_are_said_in_full_once_then_one_line_each_and_counted(
     assert "max_message_bytes" in warned[0] and "Said in full once" in warned[0]
     for sid, line in zip((9, 10), warned[1:3], strict=True):
         assert line == (
-            f"simulation {sid} client rank 0: a connection closed before its BYE, its data "
-            f"lost unless it runs again (as above){label}"
+            f"simulation {sid} client rank 0: a connection closed before its BYE: the steps "
+            f"received before it kept for training, the rest of its run missing unless it runs "
+            f"again (as above){label}"
         )
+    # (no fate given to `close`: nothing known of them since)
     assert warned[3] == (
-        f"3 simulations warned of: a connection closed before its BYE, its data lost unless "
-        f"it runs again{label}"
+        f"3 simulations warned of: a connection closed before its BYE, the steps received "
+        f"before it kept for training; the rest of their runs missing unless they run "
+        f"again{label}"
     ), warned
 
 

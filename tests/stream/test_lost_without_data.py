@@ -120,11 +120,12 @@ def test_only_a_close_whose_ledger_did_not_move_is_said_empty(
     assert said[0] == (logging.INFO, quiet_line(1, BOUND))
     assert said[1][0] == logging.WARNING
     assert said[1][1].startswith("simulation 2 client rank 0: its connection closed before")
-    assert "that data is lost unless the simulation runs again" in said[1][1]
+    assert "the rest of its run is missing unless the simulation runs again" in said[1][1]
     assert said[2] == (
         logging.WARNING,
-        "simulation 3 client rank 0: a connection closed before its BYE, its data lost "
-        "unless it runs again (as above)",
+        "simulation 3 client rank 0: a connection closed before its BYE: the steps received "
+        "before it kept for training, the rest of its run missing unless it runs again "
+        "(as above)",
     )
     assert said[3][0] == logging.WARNING and said[3][1].startswith("2 simulations warned of")
     assert len(said) == 4, said

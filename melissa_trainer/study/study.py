@@ -160,6 +160,10 @@ class Study(Source):
         self.feedback = FeedbackCheck()  # rank 0: did the losses steer a draw? (`stop`)
         #: rank 0: says once when training has waited long for the first data
         self.first_data = FirstDataNotice()
+        #: the trainer's wait watch (its study hooks set it before `on_all_ranks_started`,
+        #: whose gather at a resume it watches; None: unwatched). An attribute, not an
+        #: argument: subclasses override ``on_all_ranks_started(self)``
+        self.wait_watch: WaitWatch | None = None
 
     def configure(self, output_dir: str) -> None:
         self._output_dir = Path(output_dir)
@@ -194,14 +198,17 @@ class Study(Source):
         self._rank = rank
         self.starvation = study_watch(self.launcher, self.stream, buffer, rank, world_size)
 
-    def on_all_ranks_started(self, watch: WaitWatch | None = None) -> None:
-        """Rank 0 starts the simulations (on resume, a collective: every rank calls it)."""
+    def on_all_ranks_started(self) -> None:
+        """Rank 0 starts the simulations (on resume, a collective: every rank calls it,
+        its gather watched by `wait_watch`)."""
         receiver = self.stream.receiver
         if self._started:
             return
         if receiver is None:
             raise RuntimeError("Study.on_all_ranks_started() before start()")
-        complete = complete_on_every_rank(receiver.completed(), watch) if self._resumed else None
+        complete = (
+            complete_on_every_rank(receiver.completed(), self.wait_watch) if self._resumed else None
+        )
         if self._rank == 0:
             self._start_launcher(receiver, complete)
 

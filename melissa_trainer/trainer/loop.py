@@ -3,7 +3,8 @@
 Read `train()` from top to bottom: it is the loop of `hooks.base.Event`'s docstring.
 The data path is one-directional: source -> buffer -> dataset -> this loop. What the
 loop does at its action points (`_perform_requested_actions`: log, validate, save) is
-`actions`'; the loss a step minimises, `losses`'; one optimizer step, `stepping`'s.
+`actions`'; the loss a step minimises, `losses`'; one optimizer step, `stepping`'s; how
+many steps each window runs and the start of the ranks' agreement on one, `windows`'.
 """
 
 from __future__ import annotations

@@ -315,7 +315,9 @@ class OnlineTrainer(TrainerSteps):
                     in_hand = held - steps * micro
                     codes = (preemption.code, guard.window_code(), failure.code)
                     start_agreement(self, following * micro, in_hand, codes)
-                run_window(self, steps, after=begun)  # (its steps watched: `run_waits`)
+                run_window(
+                    self, steps, begun, self._training_step
+                )  # (its steps watched: `run_waits`)
                 if steps < window:  # the data ran out on every rank (or one cannot pad)
                     state.stream_ended = True
                     hooks.fire(Event.END_OF_STREAM, self, state, control)
@@ -336,7 +338,7 @@ class OnlineTrainer(TrainerSteps):
                     )
                     hooks.fire(Event.PSEUDO_EPOCH_START, self, state, control)
             self._output_hold.stopping()
-            last_window_check(self)  # the last window's losses (collective, watched)
+            last_window_check(self, guard.check)  # the last window's losses (collective, watched)
             if signum:  # (hooks may read it from LOOP_END on)
                 self.preempted_by = StopCause.signal_of(signum)  # (the code's signal)
             end_training(self, signum, self._perform_requested_actions)  # (`ending`)

@@ -141,7 +141,11 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
         save_steps=config["save_steps"],
         stop_sync_steps=4,
         resume_from_checkpoint=config.get("resume_from_checkpoint"),
-        **{k: config[k] for k in ("max_to_keep", "on_save_error", "draw_choices") if k in config},
+        **{
+            k: config[k]
+            for k in ("max_to_keep", "on_save_error", "draw_choices", "save_at_end")
+            if k in config
+        },
         report_to="none",
         disable_progress_bar=True,
         seed=11,

@@ -318,3 +318,17 @@ def describe_save_failure(
 
 def _human(n: int) -> str:
     return f"{n / 1e6:.1f} MB" if n >= 1e6 else f"{n / 1e3:.1f} kB"
+
+
+class FinalCheckpointSaveError(CheckpointSaveError):
+    """The checkpoint of the step training ended at could not be written: raised on
+    every rank once training has ended, whatever `on_save_error` (``"continue"`` trains
+    on past a failed save; at the end there is nothing to train on, and the state of
+    the steps after `saved_step` exists in this process alone). `step`: the step
+    training ended at; `saved_step`: the step of the newest checkpoint on disk (None:
+    none, a rerun starts afresh)."""
+
+    def __init__(self, message: str, step: int, saved_step: int | None) -> None:
+        super().__init__(message)
+        self.step = step
+        self.saved_step = saved_step

@@ -132,7 +132,9 @@ class TrainingArguments(ArgumentsFile, ResolvedArguments):
         on_save_error: what a failed save (a full disk, say) does, on every rank:
             ``"stop"`` raises `CheckpointSaveError` (training ends, non-zero exit), or
             ``"continue"`` logs the error and trains on without that checkpoint.
-            Either way the partial checkpoint is removed. Default ``"stop"``.
+            Either way the partial checkpoint is removed. At the end nothing is left
+            to train on: a failed final save raises `FinalCheckpointSaveError` either
+            way (a preemption's under ``"continue"``: `Preempted`). Default ``"stop"``.
         resume_from_checkpoint: checkpoint directory to resume from, or ``"latest"`` for
             the newest checkpoint in `output_dir` (True, as Hugging Face's, or the word
             ``"true"``, any case, is ``"latest"``; False or ``"false"`` None, even where

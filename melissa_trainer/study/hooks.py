@@ -45,13 +45,10 @@ class StudyEvents(Hook):
     def on_source_started(
         self, trainer: TrainerView, state: TrainerState, control: TrainerControl
     ) -> None:
-        # the trainer's wait watch around a resumed study's gather (a view without one,
-        # as a test's None, calls it as before)
-        watch = getattr(getattr(trainer, "stop_sync", None), "watch", None)
-        if watch is None:
-            self.study.on_all_ranks_started()
-        else:
-            self.study.on_all_ranks_started(watch)
+        # the trainer's wait watch around a resumed study's gather, as an attribute: a
+        # subclass's override of ``on_all_ranks_started(self)`` takes no argument
+        self.study.wait_watch = getattr(getattr(trainer, "stop_sync", None), "watch", None)
+        self.study.on_all_ranks_started()
 
     def on_end_of_stream(
         self, trainer: TrainerView, state: TrainerState, control: TrainerControl

@@ -64,7 +64,7 @@ Threading: as `StreamSource`, methods are called from the training thread
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -90,6 +90,7 @@ from melissa_trainer.study.launch import complete_on_every_rank, other_rank_excu
 from melissa_trainer.study.progress_words import study_failed
 from melissa_trainer.study.saved_account import SavedAccount
 from melissa_trainer.study.starvation import StarvationWatch, study_watch
+from melissa_trainer.study.study_state import StudyState
 
 __all__ = ["ENDED_GRACE", "STOP_WAIT", "Study"]
 
@@ -102,7 +103,7 @@ ENDED_GRACE = 5.0
 LAUNCHER_KEYS = ("running", "exited", "finished", "failed", "abandoned", "restarts", "redraws")
 
 
-class Study(Source):
+class Study(StudyState, Source):
     """Runs `launcher`'s simulations and trains on what they stream (module docstring).
 
     Args:
@@ -160,6 +161,10 @@ class Study(Source):
         self.feedback = FeedbackCheck()  # rank 0: did the losses steer a draw? (`stop`)
         #: rank 0: says once when training has waited long for the first data
         self.first_data = FirstDataNotice()
+        #: the trainer's wait watch (its study hooks set it before `on_all_ranks_started`,
+        #: whose gather at a resume it watches; None: unwatched). An attribute, not an
+        #: argument: subclasses override ``on_all_ranks_started(self)``
+        self.wait_watch: WaitWatch | None = None
 
     def configure(self, output_dir: str) -> None:
         self._output_dir = Path(output_dir)
@@ -194,14 +199,17 @@ class Study(Source):
         self._rank = rank
         self.starvation = study_watch(self.launcher, self.stream, buffer, rank, world_size)
 
-    def on_all_ranks_started(self, watch: WaitWatch | None = None) -> None:
-        """Rank 0 starts the simulations (on resume, a collective: every rank calls it)."""
+    def on_all_ranks_started(self) -> None:
+        """Rank 0 starts the simulations (on resume, a collective: every rank calls it,
+        its gather watched by `wait_watch`)."""
         receiver = self.stream.receiver
         if self._started:
             return
         if receiver is None:
             raise RuntimeError("Study.on_all_ranks_started() before start()")
-        complete = complete_on_every_rank(receiver.completed(), watch) if self._resumed else None
+        complete = (
+            complete_on_every_rank(receiver.completed(), self.wait_watch) if self._resumed else None
+        )
         if self._rank == 0:
             self._start_launcher(receiver, complete)
 
@@ -355,46 +363,3 @@ class Study(Source):
         summary = self.launcher.summary() if self._started else {}
         out.update({f"launcher_{k}": float(summary.get(k, 0.0)) for k in LAUNCHER_KEYS})
         return out
-
-    def state_dict(self) -> dict[str, Any]:
-        """The stream's record, and on rank 0 the launcher's under ``"launcher"``."""
-        state = self.stream.state_dict()
-        self.saved_account.taken(state)  # (what this rank's checkpoint holds: `hooks`)
-        if self._started:
-            return dict(state, launcher=self.launcher.state_dict())
-        if self._launcher_state:  # loaded, not started yet: keep it
-            return dict(state, launcher=self._launcher_state)
-        return state
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore `state_dict()` (before `start`); the launcher's record is applied
-        when rank 0 starts it, but checked now (the trainer loads the source's state
-        first): a study resumed with settings it cannot follow (another sampler, seed
-        or ranges; a Latin hypercube's size changed...) is refused before anything of
-        the checkpoint is loaded (`Launcher.check_resume`, a ValueError). The record is
-        read once, here (migrated, its simulations' records built), and applied at
-        start without reading it again (`Launcher.resume`)."""
-        state = dict(state or {})
-        launcher_state = state.pop("launcher", None)
-        saved = self.launcher.check_resume(launcher_state) if launcher_state else None
-        self.stream.load_state_dict(state)
-        self._launcher_state = launcher_state or None
-        self._launcher_saved = saved  # read once here; applied at start
-        self._resumed = True
-
-    def reshard_state(
-        self,
-        states: Sequence[dict[str, Any]],
-        buffer_puts: Sequence[int],
-        rank: int,
-        world_size: int,
-        buffer_put: int,
-    ) -> dict[str, Any]:
-        """The stream's records resharded (`StreamSource.reshard_state`); the launcher's
-        record, which only old rank 0 holds, goes to new rank 0 alone, unchanged."""
-        stream = [{k: v for k, v in (s or {}).items() if k != "launcher"} for s in states]
-        state = self.stream.reshard_state(stream, buffer_puts, rank, world_size, buffer_put)
-        launcher = states[0].get("launcher") if states and states[0] else None
-        if rank == 0 and launcher:
-            state = dict(state, launcher=launcher)
-        return state

@@ -27,13 +27,11 @@ from melissa_trainer.checkpoint import after_save, manifest, registry, resumed_a
 from melissa_trainer.checkpoint import paths as ckpt
 from melissa_trainer.checkpoint.errors import (
     CheckpointError,
-    CheckpointSaveError,
     describe_foreign,
     describe_save_failure,
     describe_verification,
     none_verifies,
     others,
-    save_advice,
     save_failure_kind,
 )
 from melissa_trainer.common.refusal import elsewhere, said_once
@@ -43,6 +41,7 @@ from melissa_trainer.hooks import Event, Hook
 from melissa_trainer.trainer import end_save
 from melissa_trainer.trainer.rank_reports import agree, attempt, from_main, watched
 from melissa_trainer.trainer.refusals import in_training
+from melissa_trainer.trainer.save_failure import save_failed
 
 if TYPE_CHECKING:  # pragma: no cover
     from melissa_trainer.trainer.loop import OnlineTrainer
@@ -60,7 +59,8 @@ def save_checkpoint(trainer: OnlineTrainer) -> Path | None:
     (a full disk: `describe_save_failure`) stops every rank there: the main rank
     removes the staging directory (no rank writes into it any more), `last_save_step`
     is restored, and `CheckpointSaveError` is raised on every rank, or, with
-    ``on_save_error="continue"``, logged by the main rank and None returned. After the
+    ``on_save_error="continue"``, logged by the main rank and None returned; a save at
+    the end raises `FinalCheckpointSaveError` either way (`save_failure`). After the
     hooks' on_save: `CheckpointError` on every rank if they changed the trainer's files
     in the checkpoint (whatever `on_save_error`: a hook's bug, not a full disk), a
     warning once if they added their own (`_after_hooks`).
@@ -108,7 +108,7 @@ def save_checkpoint(trainer: OnlineTrainer) -> Path | None:
             hasher.entries.update(entries)
     if errors:
         state.last_save_step = last_save
-        _save_failed(trainer, staging, final, previous, (errors, kinds), failure)
+        save_failed(trainer, staging, final, previous, (errors, kinds), failure)
         return None
     end_save.record(trainer, step, digest)
     saving = [h for h in trainer.hooks.hooks if type(h).on_save is not Hook.on_save]
@@ -170,47 +170,6 @@ def _commit(
     """Main rank: the manifest of every rank's files, last, then the atomic rename."""
     manifest.write(staging, entries, trainer.state.global_step)
     ckpt.commit(staging, final)
-
-
-def _save_failed(
-    trainer: OnlineTrainer,
-    staging: Path,
-    final: Path,
-    previous: Path | None,
-    failed: tuple[list[str], set[str]],
-    failure: BaseException | None,
-) -> None:
-    """Every rank, after a failed save (`failed`: every rank's errors, and the kinds of
-    fix they call for, `save_failure_kind`): the main rank removes the staging
-    directory, and says whether it did (one broadcast); then raise
-    `CheckpointSaveError` (``on_save_error="stop"``) or log and go on. The advice
-    depends on the errors (`save_advice`: room for a full disk, a writable directory
-    for a read-only one, else the error's own words)."""
-    errors, kinds = failed
-    fate = ""  # (no staging directory made: nothing to remove, nothing said)
-    if trainer.is_main_process and staging.exists():
-        fate = (
-            "The partial checkpoint was removed; "
-            if ckpt.remove_staging(staging)
-            else f"The partial checkpoint {staging} could not be removed (it is never "
-            "resumed from); "
-        )
-    fate = from_main(trainer, fate, f"{final.name}'s failed save, its removal")
-    intact = f"{previous} is intact" if previous is not None else "there is no earlier checkpoint"
-    stop = trainer.args.on_save_error == "stop"
-    message = f"could not save checkpoint {final}: {'; '.join(errors)}. {fate}{intact}. " + (
-        f"Training stops (on_save_error='stop'): {save_advice(kinds, final.parent, previous)}"
-        f"; or set {setting('on_save_error', 'continue')} to train on without the "
-        "checkpoints that fail"
-        if stop
-        else "Training goes on without this checkpoint (on_save_error='continue')"
-    )
-    if stop:
-        raise CheckpointSaveError(message) from failure
-    if trainer.is_main_process:
-        logger.error("%s", message)
-    if failure is not None:  # this rank's own error, with its traceback
-        logger.error("rank %d's save error", trainer.process_index, exc_info=failure)
 
 
 # -- choosing the checkpoint to resume from ----------------------------------------------

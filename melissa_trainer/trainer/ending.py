@@ -31,6 +31,7 @@ from melissa_trainer.trainer.rank_failure import (
     peer_failure,
     write_note,
 )
+from melissa_trainer.trainer.save_failure import EndKind, at_end
 
 __all__ = [
     "EndingTrainer",
@@ -71,7 +72,11 @@ def end_training(trainer: EndingTrainer, signum: int, perform_actions: Callable[
     request made after the last action point is logged, never dropped silently.
 
     Without a signal, with `save_at_end`, a checkpoint of this step that lacks what came
-    since it was written or loaded (`end_save.checkpoint_current`) is rewritten too.
+    since it was written or loaded (`end_save.checkpoint_current`) is rewritten too. A
+    failed save there raises `FinalCheckpointSaveError` on every rank, whatever
+    `on_save_error` (nothing is left to train on; `save_failure`); a preemption's
+    failed save under ``on_save_error="continue"`` is said as the end's, and `Preempted`
+    names the step a resume starts from.
 
     A stream that ended at step 0 raises `no_training.NoTrainingError` first, on every
     rank: nothing of the end runs (no checkpoint of an untrained model).
@@ -91,7 +96,9 @@ def end_training(trainer: EndingTrainer, signum: int, perform_actions: Callable[
         current = end_save.checkpoint_current(trainer)  # (never short-circuited)
         control.should_save = control.should_save or not current
     saves = end_save.saves(trainer)
-    perform_actions()
+    end: EndKind = "preemption" if signum else "end"
+    with at_end(trainer, end):  # (a failed save raises, but for a preemption's: `save_failure`)
+        perform_actions()
     saved = False  # (whether this step's checkpoint holds the state now)
     if signum:
         step = state.global_step
@@ -103,8 +110,8 @@ def end_training(trainer: EndingTrainer, signum: int, perform_actions: Callable[
             step,
             words,
         )
-        # (the save is collective: every rank agreed on signum)
-        saved = written or trainer.save_checkpoint() is not None
+        with at_end(trainer, "preemption"):  # (collective: every rank agreed on signum)
+            saved = written or trainer.save_checkpoint() is not None
         hooks.fire(Event.PREEMPTED, trainer, state, control)
     # (why, for the simulations that close as it stops: a stream's stop record)
     trainer.source.note_stop("preempted" if signum else "end", trainer.ended_by or "ended")
@@ -339,8 +346,9 @@ def save_at_failure(
         logger.error("%s", exc)
         return None, "a loss since the last check is not finite, see above"
     try:
-        written = trainer.save_checkpoint()  # (None: its save failed, said, "continue")
-    except Exception as exc:  # (on_save_error="stop", a hook's: the source's error wins)
+        with at_end(trainer, "failure"):  # (a failed save raises: said as the end's)
+            written = trainer.save_checkpoint()
+    except Exception as exc:  # (`FinalCheckpointSaveError`, a hook's: the source's error wins)
         logger.error("the checkpoint at the failure could not be written: %s", exc)
         return None, "its save failed, see above"
     return written, "" if written is not None else "its save failed, see above"

@@ -3,7 +3,8 @@
 Read `train()` from top to bottom: it is the loop of `hooks.base.Event`'s docstring.
 The data path is one-directional: source -> buffer -> dataset -> this loop. What the
 loop does at its action points (`_perform_requested_actions`: log, validate, save) is
-`actions`'; the loss a step minimises, `losses`'; one optimizer step, `stepping`'s.
+`actions`'; the loss a step minimises, `losses`'; one optimizer step, `stepping`'s; how
+many steps each window runs and the start of the ranks' agreement on one, `windows`'.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ from melissa_trainer.sources.source import Source, SourceError, as_source
 from melissa_trainer.trainer.ending import end_training, failed, stop_words
 from melissa_trainer.trainer.exit_meeting import hold_term, meet
 from melissa_trainer.trainer.losses import LossFn
-from melissa_trainer.trainer.preemption import Preempted, PreemptionHandler, StopCause
+from melissa_trainer.trainer.preemption import Preempted, StopCause
 from melissa_trainer.trainer.roll_call import close_roll, launch_roll_call
 from melissa_trainer.trainer.run_waits import last_window_check, run_window, sources_started
 from melissa_trainer.trainer.setup import claim_output_dir, make_accelerator, make_rank_buffer
@@ -54,6 +55,7 @@ from melissa_trainer.trainer.simulation_errors import check_best_metric
 from melissa_trainer.trainer.source_failure import SourceFailure
 from melissa_trainer.trainer.starting import start_training
 from melissa_trainer.trainer.stepping import TrainerSteps
+from melissa_trainer.trainer.windows import first_aligned, start_agreement, window_at
 
 logger = logging.getLogger(__name__)
 
@@ -276,41 +278,22 @@ class OnlineTrainer(TrainerSteps):
             micro, every = args.gradient_accumulation_steps, args.stop_sync_steps
             sync, guard = self.stop_sync, self._loss_guard
             sync.abandon()  # (an earlier train() that raised may have left one started)
-            # Under several ranks, the agreement on window k+1 is started before window
-            # k's steps are queued and read after them (`StopSync.start`): the host
-            # never waits for the device to run what it queued. A stop or a signal
-            # raised in window k then takes effect at the end of window k+1.
-            ahead = sync.distributed
-            # A run's first window is one step: the ranks agree once each holds one
-            # step's batches, so training starts as soon as data exists (with a
-            # FIFO/FIRO buffer, where each batch is new data, a window of stop_sync_steps
-            # batches per rank took 16-32 samples / 7-19 s of a slow study before step 1;
-            # tests/trainer/test_first_window.py). The windows then realign on the
-            # multiples of stop_sync_steps (`window_steps`): one more agreement per run,
-            # none per window. Not at a resume (nor a later train()): its windows, and
-            # what it takes from the buffer at each step, fall where the checkpointed
-            # run's did (tests/checkpoint/test_resume_kill.py). So a resume on a multiple
-            # with nothing pending waits for a whole window: one step there would shift
-            # the logged buffer counters and, under several ranks, a starved rank's pads,
-            # and "nothing pending" can differ between ranks (docs/concepts/loop.md; the
-            # test: tests/trainer/test_first_step_resume.py). Until the first multiple
-            # (`aligned`), no window's batches are taken ahead: its steps would wait for
-            # the next window's batches too (the host waits for the device at these
-            # agreements only). Every rank decides alike (the same steps).
-            aligned = state.global_step + window_steps(state.global_step, every, state.max_steps)
+            # the agreement on window k+1 is read after window k's steps, batches taken
+            # ahead from the first aligned step on; a run's first window is one step
+            ahead = sync.distributed  # (`windows`' docstring)
+            aligned = first_aligned(state.global_step, every, state.max_steps)
             signum, begun = 0, state.global_step  # (`run_window` judges the steps after it)
             self.ended_by = ""
             while True:
-                window = window_steps(state.global_step, every, state.max_steps)
+                window = window_at(state.global_step, every, state.max_steps)
                 if window <= 0:
                     self.ended_by = f"max_steps {state.max_steps} reached"
                     break
-                if state.global_step == 0:  # (a run's first step; a checkpoint of step 0's too)
-                    window = 1
                 if not sync.started:  # nothing agreed ahead: agree now (the host waits)
                     # Take the window's batches first: the ranks then agree on what all can do.
                     in_hand = failure.prefetch(window * micro, preemption.requested)
-                    self._start_agreement(window * micro, in_hand, preemption, failure.code)
+                    codes = (preemption.code, guard.window_code(), failure.code)
+                    start_agreement(self, window * micro, in_hand, codes)
                 stop, capacity, signum = sync.result()
                 # every rank saves at this step, and fails (a preemption with it: named)
                 if agreed := failure.at_agreement(sync.source_failed, signum, guard.check):
@@ -330,8 +313,11 @@ class OnlineTrainer(TrainerSteps):
                     # behind this window's) and start the ranks' agreement on them.
                     held = failure.prefetch((steps + following) * micro, preemption.requested)
                     in_hand = held - steps * micro
-                    self._start_agreement(following * micro, in_hand, preemption, failure.code)
-                run_window(self, steps, after=begun)  # (its steps watched: `run_waits`)
+                    codes = (preemption.code, guard.window_code(), failure.code)
+                    start_agreement(self, following * micro, in_hand, codes)
+                run_window(
+                    self, steps, begun, self._training_step
+                )  # (its steps watched: `run_waits`)
                 if steps < window:  # the data ran out on every rank (or one cannot pad)
                     state.stream_ended = True
                     hooks.fire(Event.END_OF_STREAM, self, state, control)
@@ -352,7 +338,7 @@ class OnlineTrainer(TrainerSteps):
                     )
                     hooks.fire(Event.PSEUDO_EPOCH_START, self, state, control)
             self._output_hold.stopping()
-            last_window_check(self)  # the last window's losses (collective, watched)
+            last_window_check(self, guard.check)  # the last window's losses (collective, watched)
             if signum:  # (hooks may read it from LOOP_END on)
                 self.preempted_by = StopCause.signal_of(signum)  # (the code's signal)
             end_training(self, signum, self._perform_requested_actions)  # (`ending`)
@@ -382,19 +368,3 @@ class OnlineTrainer(TrainerSteps):
                 self._output_hold.release()  # the run is over: output_dir is free
                 close_roll(self.stop_sync.watch.roll)  # (its sockets: the next wait reopens)
         return state
-
-    def _start_agreement(
-        self, wanted: int, in_hand: int, preemption: PreemptionHandler, source_failed: int
-    ) -> None:
-        """Start the ranks' agreement on a window of `wanted` batches, of which this rank
-        has `in_hand` of its own: it can run them all if it can pad (`StreamDataset.pad`);
-        `source_failed`: `SourceFailure.code`."""
-        capacity = wanted if in_hand < wanted and self.dataset.can_pad else in_hand
-        self.stop_sync.start(
-            self.control.should_stop,
-            capacity,
-            preemption.code,  # (its cause with it: `StopCause`)
-            self._loss_guard.window_code(),
-            batches_in_hand=in_hand,
-            source_failed=source_failed,
-        )

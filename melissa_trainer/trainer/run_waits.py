@@ -14,6 +14,7 @@ Training thread only, as the trainer.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from melissa_trainer.core.wait_watch import LAST_STEPS_USUAL, SOURCES_USUAL
@@ -34,24 +35,24 @@ def sources_started(trainer: OnlineTrainer) -> None:
         trainer.accelerator.wait_for_everyone()
 
 
-def last_window_check(trainer: OnlineTrainer) -> None:
-    """The loss guard's check of the last window's losses, after the loop (an
+def last_window_check(trainer: OnlineTrainer, check: Callable[[], None]) -> None:
+    """The loss guard's `check` of the last window's losses, after the loop (an
     all-reduce under several ranks): raises `NonFiniteLossError` as `LossGuard.check`."""
     at = f"step {trainer.state.global_step}'s loss check after the loop (an all-reduce)"
     with watched(trainer, at, LAST_STEPS_USUAL):
-        trainer._loss_guard.check()
+        check()
 
 
-def run_window(trainer: OnlineTrainer, steps: int, after: int) -> None:
-    """Run a window's `steps` steps (`_training_step`, the next step's batch staged
+def run_window(trainer: OnlineTrainer, steps: int, after: int, step: Callable[..., None]) -> None:
+    """Run a window's `steps` steps (`step`: the trainer's, the next step's batch staged
     but at the last), inside the watch's span of steps under several ranks
     (`WaitWatch.stepping`: judged once the step count exceeds `after`, the count at
     `train()`'s start, so that a first step's compile is never judged)."""
     if not trainer.stop_sync.distributed:
         for i in range(steps):
-            trainer._training_step(stage_next=i + 1 < steps)
+            step(stage_next=i + 1 < steps)
         return
     state = trainer.state
     with trainer.stop_sync.watch.stepping(lambda: state.global_step, after):
         for i in range(steps):
-            trainer._training_step(stage_next=i + 1 < steps)
+            step(stage_next=i + 1 < steps)

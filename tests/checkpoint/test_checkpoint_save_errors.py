@@ -136,20 +136,42 @@ def test_on_save_error_continue_trains_on_without_the_checkpoints_that_fail(
     before = hashes(root / "checkpoint-10")
     fill(small_disk, LEFT_FREE)
     config = dict(BASE, output_dir=str(out), on_save_error="continue")
-    done = run_script(tmp_path, dict(config, resume_from_checkpoint="latest"))
+    # (no save at the end: a failed one fails the run, `test_a_failed_final_save_fails_the_run`)
+    done = run_script(tmp_path, dict(config, resume_from_checkpoint="latest", save_at_end=False))
     assert done.returncode == 0, done.stderr[-3000:]
-    # saves at 20, 30, 40 and 50 failed, each said so, and the one at the end (50 again:
-    # `last_save_step` is the last save that succeeded); training was not disturbed
+    # saves at 20, 30, 40 and 50 failed, each said so; training was not disturbed
     failures = re.findall(r"could not save checkpoint .*?checkpoint-(\d+): .*", done.stderr)
-    assert failures == ["20", "30", "40", "50", "50"], done.stderr[-3000:]
+    assert failures == ["20", "30", "40", "50"], done.stderr[-3000:]
     # each failure's own line names the cause (its logged traceback follows it)
-    assert len(re.findall(r"could not save .*No space left on device", done.stderr)) == 5
+    assert len(re.findall(r"could not save .*No space left on device", done.stderr)) == 4
     result = json.loads((tmp_path / "config-0.result").read_text())
     assert result["params"] == uninterrupted["params"]
     assert result["global_step"] == uninterrupted["global_step"]
     assert not list(root.glob(".tmp-*"))
     assert [p.name for p in ckpt.list_checkpoints(root)] == ["checkpoint-10"]
     assert hashes(root / "checkpoint-10") == before
+
+
+def test_a_failed_final_save_fails_the_run(small_disk: Path, tmp_path: Path) -> None:
+    """Under ``on_save_error="continue"`` the saves during training fail and training goes
+    on; the end's save fails too: nothing is left to train on, so the run ends non-zero,
+    saying which steps are not saved (user trial 33)."""
+    out = small_disk / "out"
+    root = out / "checkpoints"
+    run(dict(BASE, output_dir=str(out), max_steps=10))
+    fill(small_disk, LEFT_FREE)
+    config = dict(BASE, output_dir=str(out), on_save_error="continue", max_steps=30)
+    failed = run_script(tmp_path, dict(config, resume_from_checkpoint="latest"))
+    assert failed.returncode != 0
+    said = failed.stderr
+    assert len(re.findall(r"could not save .*Training goes on without this checkpoint", said)) == 2
+    line = next(x for x in said.splitlines() if "FinalCheckpointSaveError: could not save" in x)
+    assert f"checkpoint {root / 'checkpoint-30'}: rank 0: No space left on device" in line
+    assert "Training has ended at step 30" in line
+    assert f"the newest checkpoint on disk is {root / 'checkpoint-10'} (step 10)" in line
+    assert "steps 11..30 are not saved" in line
+    assert [p.name for p in ckpt.list_checkpoints(root)] == ["checkpoint-10"]
+    assert not (tmp_path / "config-0.result").exists()
 
 
 def test_a_save_failing_on_one_rank_stops_both_without_a_hang(tmp_path: Path) -> None:

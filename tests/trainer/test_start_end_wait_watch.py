@@ -26,7 +26,10 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests/trainer
 from test_checkpoint_wait_watch import WAIT, Said  # noqa: E402
 
+from melissa_trainer import Study  # noqa: E402
 from melissa_trainer.core.wait_watch import WaitWatch  # noqa: E402
+from melissa_trainer.launcher import Launcher, make_sampler  # noqa: E402
+from melissa_trainer.study import study as study_module  # noqa: E402
 from melissa_trainer.study.hooks import StudyEvents  # noqa: E402
 from melissa_trainer.study.launch import complete_on_every_rank  # noqa: E402
 from melissa_trainer.trainer.no_training import NoTrainingError, refuse_untrained  # noqa: E402
@@ -127,9 +130,9 @@ def test_the_barrier_once_every_source_started_held_warns(said: Said) -> None:
 def test_the_loss_check_after_the_loop_held_warns(said: Said) -> None:
     release = threading.Event()
     guard = SimpleNamespace(check=lambda: release.wait(WAIT))
-    trainer = view(WaitWatch(rank=0, first=0.001), _loss_guard=guard)
+    trainer = view(WaitWatch(rank=0, first=0.001))
     trainer.state = SimpleNamespace(global_step=40)
-    first = held(said, lambda: last_window_check(trainer), release)  # type: ignore[arg-type]
+    first = held(said, lambda: last_window_check(trainer, guard.check), release)  # type: ignore[arg-type]
     assert "the other ranks at step 40's loss check after the loop (an all-reduce)" in first
     assert "still running the last window's steps" in first, first
 
@@ -142,11 +145,49 @@ def test_a_resumed_studys_gather_held_warns(monkeypatch: pytest.MonkeyPatch, sai
     first = held(said, lambda: complete_on_every_rank([3, 1], watch), release)
     assert "a resumed study's start (the all-gather of its complete simulations)" in first
     assert "had started its source just before" in first, first
-    # the study's hook gives the trainer's watch
+    # the study's hook gives the trainer's watch (as `Study.wait_watch`, before the call)
     given: list[Any] = []
-    study = SimpleNamespace(on_all_ranks_started=lambda w=None: given.append(w))
+    study = SimpleNamespace(on_all_ranks_started=lambda: given.append(study.wait_watch))
     StudyEvents(study).on_source_started(view(watch), None, None)  # type: ignore[arg-type]
     assert given == [watch], given
+
+
+class OldOverride(Study):
+    """A user's study written before the wait watch: ``on_all_ranks_started(self)``."""
+
+    def __init__(self) -> None:
+        super().__init__(Launcher(["true"], make_sampler("uniform", {"a": (0.0, 1.0)}, seed=0), 2))
+        self.seen: list[Any] = []
+
+    def on_all_ranks_started(self) -> None:
+        self.seen.append(self.wait_watch)
+
+
+@pytest.mark.timeout(60)
+def test_an_override_of_the_old_signature_is_called_with_the_watch_beside() -> None:
+    """The study hook under a real trainer (a `stop_sync` with a watch) called
+    ``on_all_ranks_started(watch)``: a TypeError for a subclass's override without it."""
+    watch = WaitWatch(rank=0, first=0.001)
+    study = OldOverride()
+    StudyEvents(study).on_source_started(view(watch), None, None)  # type: ignore[arg-type]
+    assert study.seen == [watch]
+
+
+@pytest.mark.timeout(60)
+def test_the_study_s_resumed_gather_is_watched_by_its_wait_watch(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    watch, gathered = WaitWatch(rank=0, first=0.001), []
+    study = Study(Launcher(["true"], make_sampler("uniform", {"a": (0.0, 1.0)}, seed=0), 2))
+    receiver = SimpleNamespace(completed=lambda: [1])
+    monkeypatch.setattr(type(study.stream), "receiver", property(lambda s: receiver))
+    monkeypatch.setattr(
+        study_module, "complete_on_every_rank", lambda done, w: gathered.append(w) or set()
+    )
+    study._resumed, study._rank = True, 1  # (a resumed run's rank 1: no launcher to start)
+    study.wait_watch = watch
+    study.on_all_ranks_started()
+    assert gathered == [watch]
 
 
 @pytest.mark.timeout(60)

@@ -127,8 +127,7 @@ def test_a_window_is_a_span_and_its_action_points_pause_it(tmp_path: Path, said:
             assert release.wait(WAIT)
         trainer.state.global_step += 1
 
-    trainer._training_step = step  # type: ignore[method-assign]
-    thread = threading.Thread(target=run_window, args=(trainer, 2, 2))
+    thread = threading.Thread(target=run_window, args=(trainer, 2, 2, step))
     thread.start()
     try:
         text = said.heard("has completed no step", WAIT)
@@ -144,6 +143,5 @@ def test_a_window_is_a_span_and_its_action_points_pause_it(tmp_path: Path, said:
     trainer._perform_requested_actions()
     assert acting == [1] and watch._paused == 0, acting
     single = SimpleNamespace(stop_sync=SimpleNamespace(distributed=False), state=trainer.state)
-    single._training_step = lambda stage_next=False: seen.append((watch._span, 9))
-    run_window(single, 1, 0)  # type: ignore[arg-type]  # (one process: no span)
+    run_window(single, 1, 0, lambda stage_next=False: seen.append((watch._span, 9)))  # type: ignore[arg-type]  # (one process: no span)
     assert seen[-1] == (None, 9), seen

@@ -13,12 +13,13 @@ say the opposite.
 
 What was expected: the end save's failure said as such: training has ended, this
 state is not saved, the latest checkpoint on disk (the one a resume starts from), and
-the fix (make room and save: resume from it, or rerun).
+the fix (make room and save: resume from it, or rerun); and the run fails (a non-zero
+exit): `FinalCheckpointSaveError`, a `CheckpointSaveError`, whatever `on_save_error`
+(`trainer.save_failure`).
 """
 
 from __future__ import annotations
 
-import logging
 import os
 import shutil
 import subprocess
@@ -29,7 +30,7 @@ import pytest
 import torch
 from helpers import linear_samples, small_model, xy
 
-from melissa_trainer import OnlineTrainer, TrainingArguments
+from melissa_trainer import CheckpointSaveError, OnlineTrainer, TrainingArguments
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.e2e]  # e2e: it mounts a tmpfs
 
@@ -52,12 +53,7 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
         subprocess.run(["umount", str(mnt)], check=True)
 
 
-@pytest.mark.xfail(
-    strict=True, reason="the end save's failure says 'Training goes on'; the lost state is unsaid"
-)
-def test_a_failed_save_at_the_end_says_the_final_state_is_not_saved(
-    small_disk: Path, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_a_failed_save_at_the_end_says_the_final_state_is_not_saved(small_disk: Path) -> None:
     out = small_disk / "out"
     args = TrainingArguments(
         output_dir=str(out), batch_size=4, buffer="fifo", buffer_size=16, watermark=4,
@@ -74,14 +70,14 @@ def test_a_failed_save_at_the_end_says_the_final_state_is_not_saved(
     )
     # the disk full but for 8 KiB: the lock file fits, the end's checkpoint does not
     (small_disk / "filler").write_bytes(b"\0" * (shutil.disk_usage(small_disk).free - 8192))
-    with caplog.at_level(logging.INFO):
-        state = trainer.train()
-    assert state.global_step == 4
-    failed = [
-        r.getMessage() for r in caplog.records if "could not save checkpoint" in r.getMessage()
-    ]
-    assert failed, "the end save did not fail: the test's disk was not full"
-    said = failed[-1]
+    # the run fails (a non-zero exit), its error the end save's
+    with pytest.raises(CheckpointSaveError) as info:
+        trainer.train()
+    assert trainer.state.global_step == 4
+    said = str(info.value)
+    assert "could not save checkpoint" in said, "the end save did not fail: the disk was not full"
     assert "No space left on device" in said
     assert "Training goes on" not in said  # it has ended
     assert "not saved" in said or "not on disk" in said  # the trained state is lost on exit
+    assert "Training has ended at step 4" in said
+    assert "no checkpoint is on disk: steps 1..4 are not saved" in said  # (no earlier one)

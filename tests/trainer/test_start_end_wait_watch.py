@@ -49,10 +49,12 @@ def said() -> Iterator[Said]:
         log.removeHandler(handler)
 
 
-def held(said: Said, call: Callable[[], object], release: threading.Event) -> str:
+def held(said: Said, call: Callable[[], object], release: threading.Event, what: str) -> str:
     """Run `call` in a thread while its collective blocks on `release`; the first
-    warning said meanwhile (its wait released once said). Raises what `call` raised,
-    but for the quiet refusals (`SystemExit`) a refused run raises."""
+    warning said meanwhile that holds `what` (the wait's own words: a watch thread left
+    by an earlier test of this process may warn into the same logger), its wait
+    released once said. Raises what `call` raised, but for the quiet refusals
+    (`SystemExit`) a refused run raises."""
     errors: list[BaseException] = []
 
     def run() -> None:
@@ -64,14 +66,15 @@ def held(said: Said, call: Callable[[], object], release: threading.Event) -> st
     thread = threading.Thread(target=run)
     thread.start()
     try:
-        assert said.warned.wait(WAIT), "no warning"
+        first = said.heard(what, WAIT)
+        assert first is not None, f"no warning holding {what!r}: {said.messages}"
     finally:
         release.set()
         thread.join(WAIT)
     for exc in errors:
         if not isinstance(exc, (SystemExit, NoTrainingError)):
             raise exc
-    return said.messages[0]
+    return first
 
 
 def fake_group(monkeypatch: pytest.MonkeyPatch, release: threading.Event) -> None:
@@ -108,7 +111,7 @@ def test_the_output_lock_broadcast_held_warns_naming_the_lock(
     watch = WaitWatch(rank=0, first=0.001)
     claimed: list[Any] = []
     run = lambda: claimed.append(claim_output_dir(str(tmp_path), acc, source, watch))  # noqa: E731
-    first = held(said, run, release)
+    first = held(said, run, release, "output_dir's lock")
     assert first.startswith("rank 0 has waited"), first
     assert "the other ranks at output_dir's lock, as the trainer is made" in first, first
     assert "Rank 0 still taking output_dir's lock" in first, first
@@ -121,7 +124,7 @@ def test_the_barrier_once_every_source_started_held_warns(said: Said) -> None:
     release = threading.Event()
     accelerator = SimpleNamespace(wait_for_everyone=lambda: release.wait(WAIT))
     trainer = view(WaitWatch(rank=0, first=0.001), accelerator=accelerator)
-    first = held(said, lambda: sources_started(trainer), release)  # type: ignore[arg-type]
+    first = held(said, lambda: sources_started(trainer), release, "a barrier")  # type: ignore[arg-type]
     assert "once every rank's source started (a barrier)" in first, first
     assert "loading its checkpoint or starting its source" in first, first
 
@@ -132,7 +135,7 @@ def test_the_loss_check_after_the_loop_held_warns(said: Said) -> None:
     guard = SimpleNamespace(check=lambda: release.wait(WAIT))
     trainer = view(WaitWatch(rank=0, first=0.001))
     trainer.state = SimpleNamespace(global_step=40)
-    first = held(said, lambda: last_window_check(trainer, guard.check), release)  # type: ignore[arg-type]
+    first = held(said, lambda: last_window_check(trainer, guard.check), release, "after the loop")  # type: ignore[arg-type]
     assert "the other ranks at step 40's loss check after the loop (an all-reduce)" in first
     assert "still running the last window's steps" in first, first
 
@@ -142,7 +145,7 @@ def test_a_resumed_studys_gather_held_warns(monkeypatch: pytest.MonkeyPatch, sai
     release = threading.Event()
     fake_group(monkeypatch, release)
     watch = WaitWatch(rank=0, first=0.001)
-    first = held(said, lambda: complete_on_every_rank([3, 1], watch), release)
+    first = held(said, lambda: complete_on_every_rank([3, 1], watch), release, "resumed study")
     assert "a resumed study's start (the all-gather of its complete simulations)" in first
     assert "had started its source just before" in first, first
     # the study's hook gives the trainer's watch (as `Study.wait_watch`, before the call)
@@ -204,6 +207,6 @@ def test_the_gather_of_a_run_that_trained_nothing_held_warns(
         source=SimpleNamespace(),
         args=SimpleNamespace(batch_size=4),
     )
-    first = held(said, lambda: refuse_untrained(trainer, 0), release)  # type: ignore[arg-type]
+    first = held(said, lambda: refuse_untrained(trainer, 0), release, "trained no step")  # type: ignore[arg-type]
     assert "the end of a run that trained no step (the all-gather of the samples" in first
     assert "the stream ended before a first step" in first, first

@@ -267,8 +267,8 @@ class TrainingArguments(ArgumentsFile, ResolvedArguments):
     save_at_end: bool = _f(True, "Save a checkpoint when training ends.")
     max_to_keep: int = _f(3, "Number of newest checkpoints kept.")
     on_save_error: str = _f(
-        "stop", "What a failed save does: stop training, or continue without it.",
-        ON_SAVE_ERROR_CHOICES,
+        "stop", "What a failed save does: stop training, or continue without it "
+        "(a failed final save fails the run either way).", ON_SAVE_ERROR_CHOICES,
     )  # fmt: skip
     resume_from_checkpoint: str | None = _f(
         None, "Checkpoint directory to resume from, or 'latest' (newest in OUTPUT_DIR); "

@@ -265,7 +265,7 @@ class OnlineTrainer(TrainerSteps):
         # SIGTERM/SIGINT from here on, resume and source start included: preemption (`starting`)
         preemption = start_training(self, self._output_hold.release)
         self.preempted_by = None
-        failure = SourceFailure(self)  # (a source's failure held until agreed: `source_failure`)
+        failure = self._failure = SourceFailure(self)  # (held until agreed: `source_failure`)
         preempted = False  # (every rank raises `Preempted` at the same step)
         try:
             sources_started(self)  # (a barrier under several ranks, watched: `run_waits`)
@@ -363,7 +363,7 @@ class OnlineTrainer(TrainerSteps):
             raise failure.said(exc, self._loss_guard.check) from exc.__cause__
         except (Exception, KeyboardInterrupt) as exc:  # (a hook, process_sample...: `failed`)
             if isinstance(exc, Exception) and (own := failure.unagreed(exc)) is not None:
-                raise own from None  # (its source failed; another rank is gone)
+                raise own from own.__cause__  # (its failure held; another rank is gone)
             failed(self, exc)
             raise
         finally:

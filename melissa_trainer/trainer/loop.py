@@ -352,7 +352,7 @@ class OnlineTrainer(TrainerSteps):
                     )
                     hooks.fire(Event.PSEUDO_EPOCH_START, self, state, control)
             self._output_hold.stopping()
-            last_window_check(self)  # the last window's losses (collective, watched)
+            last_window_check(self, signum)  # the last window's losses (collective, watched)
             if signum:  # (hooks may read it from LOOP_END on)
                 self.preempted_by = StopCause.signal_of(signum)  # (the code's signal)
             end_training(self, signum, self._perform_requested_actions)  # (`ending`)

@@ -34,9 +34,15 @@ def sources_started(trainer: OnlineTrainer) -> None:
         trainer.accelerator.wait_for_everyone()
 
 
-def last_window_check(trainer: OnlineTrainer) -> None:
+def last_window_check(trainer: OnlineTrainer, signum: int = 0) -> None:
     """The loss guard's check of the last window's losses, after the loop (an
-    all-reduce under several ranks): raises `NonFiniteLossError` as `LossGuard.check`."""
+    all-reduce under several ranks): raises `NonFiniteLossError` as `LossGuard.check`.
+    First, under several ranks, a failure held since the loop's last agreement (a
+    scheduler's raise in its last window) is agreed on (`SourceFailure.at_end`, with
+    `signum`, the preemption the loop agreed on): what every rank raises then."""
+    failure = trainer._failure
+    if failure is not None and (agreed := failure.at_end(signum, trainer._loss_guard.check)):
+        raise agreed
     at = f"step {trainer.state.global_step}'s loss check after the loop (an all-reduce)"
     with watched(trainer, at, LAST_STEPS_USUAL):
         trainer._loss_guard.check()

@@ -151,6 +151,21 @@ class SourceFailure:
             )
         return self.agreed_on(failed, check_losses)
 
+    def at_end(self, signum: int, check_losses: Callable[[], None]) -> Exception | None:
+        """After the loop, under several ranks with an lr_scheduler (the same on every
+        rank): one more agreement on the failures held (collective: one all-reduce per
+        `train()`), since a scheduler may have raised after the last one the loop read
+        (in its last window): then what every rank raises there (`at_agreement`, with
+        the preemption `signum` the loop agreed on, if any); else None."""
+        trainer = self._trainer
+        sync = trainer.stop_sync
+        if not sync.distributed or trainer.lr_scheduler is None:
+            return None
+        if sync.started:  # (none is left started today: read it, so that one starts)
+            sync.result()
+        sync.agree(False, 0, source_failed=self.code)
+        return self.at_agreement(sync.source_failed, signum, check_losses)
+
     def agreed_on(self, rank: int, check_losses: Callable[[], None]) -> Exception:
         """What to raise once the agreement said that `rank`'s source (or scheduler)
         failed (the largest such rank): this rank's own source error (for

@@ -6,7 +6,9 @@ ranks share one stdout) and exits 1 when `train()` raised, as an uncaught error 
 With ``sequential`` as second argument, the OneCycleLR runs inside a SequentialLR after
 2 steps of ConstantLR (its end unreadable: the scheduler raises at step 8, after that
 step's optimizer update). With ``one_rank``, a LambdaLR whose lambda raises an OSError on
-rank 1 only, at its step 4 (a rank-local failure: a user's lambda that reads a file).
+rank 1 only, at its step 4 (a rank-local failure: a user's lambda that reads a file);
+with ``one_rank_last``, the same with max_steps 6 (no agreement left in the loop after
+step 4's window: the one after the loop carries it).
 Each rank also writes its error's message to ``OUTPUT_DIR/said_<rank>.txt``."""
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ def main() -> None:
     args = TrainingArguments(
         output_dir=sys.argv[1], batch_size=8, buffer="fifo", buffer_size=64, watermark=8,
         stop_sync_steps=2, report_to="none", disable_progress_bar=True,
+        max_steps=6 if sys.argv[2:] == ["one_rank_last"] else None,
     )  # fmt: skip
     model = small_model()
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-2)
@@ -43,7 +46,7 @@ def main() -> None:
         scheduler = torch.optim.lr_scheduler.SequentialLR(
             optimizer, [warm, scheduler], milestones=[2]
         )
-    if sys.argv[2:] == ["one_rank"]:
+    if sys.argv[2:] in (["one_rank"], ["one_rank_last"]):
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, rank_local)
     trainer = OnlineTrainer(
         model, args, optimizer, scheduler,

@@ -48,18 +48,21 @@ def test_every_rank_stops_where_an_unreadable_schedule_raises(tmp_path: Path) ->
     assert "Tried to step 6 times" in said, said
 
 
+@pytest.mark.parametrize("mode", ["one_rank", "one_rank_last"])
 def test_a_scheduler_that_raises_on_one_rank_stops_both_with_a_checkpoint(
-    tmp_path: Path,
+    tmp_path: Path, mode: str
 ) -> None:
     """A LambdaLR whose lambda raises an OSError on rank 1 only, at its step 4 (the last
     of the window 3-4): rank 1 holds it, both train on to step 6 (the next agreement
-    that carries it) and write checkpoint-6 together; rank 1 raises `ScheduleEnded`
-    naming the step it raised at and its OSError, rank 0 `RankFailed` naming rank 1 and
-    its error; both exit 1. Failed before: rank 1 went straight into the collective
-    save at step 4 while rank 0 was in its next step: gloo aborted rank 1 (EnforceNotMet,
-    "Received data size doesn't match"), its OSError said nowhere, rank 0 "left no note"."""
+    that carries it: the loop's, or with max_steps 6 the one after the loop) and write
+    checkpoint-6 together; rank 1 raises `ScheduleEnded` naming the step it raised at
+    and its OSError, rank 0 `RankFailed` naming rank 1 and its error; both exit 1.
+    Failed before: rank 1 went straight into the collective save at step 4 while rank 0
+    was in its next step: gloo aborted rank 1 (EnforceNotMet, "Received data size
+    doesn't match"), its OSError said nowhere, rank 0 "left no note"; with max_steps 6
+    and no agreement after the loop, rank 1 ended as if nothing had failed."""
     out = tmp_path / "out"
-    done = launch_two_ranks(SCRIPT, str(out), "one_rank")
+    done = launch_two_ranks(SCRIPT, str(out), mode)
     text = done.stdout + done.stderr
     assert done.returncode == 1, text[-3000:]
     assert "EnforceNotMet" not in text and "SIGABRT" not in text, text[-3000:]

@@ -375,7 +375,7 @@ class OnlineTrainer(TrainerSteps):
                 # An end every rank agreed on: they meet once it is done (`exit_meeting`)
                 met = (preempted or failure.agreed) and self.stop_sync.distributed
                 if met:  # (a signal from now: the exit's words; the hold before restore)
-                    preemption.ending = "a preemption" if preempted else "a source's failure"
+                    preemption.ending = "a preemption" if preempted else failure.words
                     meet(self.process_index, preemption.ending, device=self.accelerator.device)
                     hold_term(previous=preemption.previous_term())  # (the launcher's SIGTERM)
                 preemption.restore()

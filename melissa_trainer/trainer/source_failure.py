@@ -128,6 +128,12 @@ class SourceFailure:
             )
 
     @property
+    def words(self) -> str:
+        """The failure held, in words for the exit meeting's lines (`exit_meeting.meet`)."""
+        held = "a scheduler's" if isinstance(self.error, SchedulerStepError) else "a source's"
+        return f"{held} failure"
+
+    @property
     def code(self) -> int:
         """What this rank says in the agreement (`StopSync.start`'s ``source_failed``):
         its rank + 1 when its source failed, else 0."""
@@ -175,7 +181,10 @@ class SourceFailure:
         `RankFailed`, once the checkpoint is written with the others'."""
         self.agreed = True
         if isinstance(self.error, SchedulerStepError):
-            return schedule_failed(self._trainer, self.error, check_losses, True, self.raised_at)
+            ended = schedule_failed(self._trainer, self.error, check_losses, True, self.raised_at)
+            if self.also:  # (a preemption agreed with it: the same checkpoint covers it)
+                ended.add_note(self.also)
+            return ended
         if self.error is not None:
             return self.error
         return peer_source_failed(self._trainer, rank, check_losses, self.also)

@@ -7,7 +7,11 @@ the loss recorded for the loss guard and the log's figures (kept on the device: 
 host read), the per-sample losses when a hook listens (SAMPLE_LOSSES; handed straight
 to the library's trackers when only they listen: `TrainerLosses._choose_loss`),
 AFTER_BACKWARD; then the update (`TrainStep.update`), ``global_step`` + 1, STEP_END,
-and the actions the hooks asked for (`TrainerActions._perform_requested_actions`).
+and the actions the hooks asked for (`TrainerActions._perform_requested_actions`). A
+scheduler that raises in the update (`schedule_end`): the step is counted, then in a
+single process its checkpoint written and `ScheduleEnded` raised; under several ranks
+the failure is held until the ranks' next agreement (`SourceFailure.hold_schedule`)
+and the step goes on as any other.
 `_next_batch` is where a batch comes from: staged a step ahead (`stage_batches`), or
 collated and sent to the device now.
 The loop (`OnlineTrainer.train`) decides how many steps a window runs: every rank runs

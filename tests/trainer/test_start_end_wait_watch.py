@@ -127,7 +127,7 @@ def test_the_barrier_once_every_source_started_held_warns(said: Said) -> None:
 def test_the_loss_check_after_the_loop_held_warns(said: Said) -> None:
     release = threading.Event()
     guard = SimpleNamespace(check=lambda: release.wait(WAIT))
-    trainer = view(WaitWatch(rank=0, first=0.001), _loss_guard=guard)
+    trainer = view(WaitWatch(rank=0, first=0.001), _loss_guard=guard, _failure=None)
     trainer.state = SimpleNamespace(global_step=40)
     first = held(said, lambda: last_window_check(trainer), release)  # type: ignore[arg-type]
     assert "the other ranks at step 40's loss check after the loop (an all-reduce)" in first

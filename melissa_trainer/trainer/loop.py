@@ -267,7 +267,7 @@ class OnlineTrainer(TrainerSteps):
         # SIGTERM/SIGINT from here on, resume and source start included: preemption (`starting`)
         preemption = start_training(self, self._output_hold.release)
         self.preempted_by = None
-        failure = SourceFailure(self)  # (a source's failure held until agreed: `source_failure`)
+        failure = self._failure = SourceFailure(self)  # (held until agreed: `source_failure`)
         preempted = False  # (every rank raises `Preempted` at the same step)
         try:
             sources_started(self)  # (a barrier under several ranks, watched: `run_waits`)
@@ -338,7 +338,7 @@ class OnlineTrainer(TrainerSteps):
                     )
                     hooks.fire(Event.PSEUDO_EPOCH_START, self, state, control)
             self._output_hold.stopping()
-            last_window_check(self, guard.check)  # the last window's losses (collective, watched)
+            last_window_check(self, guard.check, failure, signum)  # (collective, watched)
             if signum:  # (hooks may read it from LOOP_END on)
                 self.preempted_by = StopCause.signal_of(signum)  # (the code's signal)
             end_training(self, signum, self._perform_requested_actions)  # (`ending`)
@@ -349,7 +349,7 @@ class OnlineTrainer(TrainerSteps):
             raise failure.said(exc, self._loss_guard.check) from exc.__cause__
         except (Exception, KeyboardInterrupt) as exc:  # (a hook, process_sample...: `failed`)
             if isinstance(exc, Exception) and (own := failure.unagreed(exc)) is not None:
-                raise own from None  # (its source failed; another rank is gone)
+                raise own from own.__cause__  # (its failure held; another rank is gone)
             failed(self, exc)
             raise
         finally:
@@ -361,7 +361,7 @@ class OnlineTrainer(TrainerSteps):
                 # An end every rank agreed on: they meet once it is done (`exit_meeting`)
                 met = (preempted or failure.agreed) and self.stop_sync.distributed
                 if met:  # (a signal from now: the exit's words; the hold before restore)
-                    preemption.ending = "a preemption" if preempted else "a source's failure"
+                    preemption.ending = "a preemption" if preempted else failure.words
                     meet(self.process_index, preemption.ending, device=self.accelerator.device)
                     hold_term(previous=preemption.previous_term())  # (the launcher's SIGTERM)
                 preemption.restore()

@@ -22,6 +22,7 @@ from melissa_trainer.trainer.reporting import watched
 
 if TYPE_CHECKING:  # pragma: no cover
     from melissa_trainer.trainer.loop import OnlineTrainer
+    from melissa_trainer.trainer.source_failure import SourceFailure
 
 __all__ = ["last_window_check", "run_window", "sources_started"]
 
@@ -35,9 +36,20 @@ def sources_started(trainer: OnlineTrainer) -> None:
         trainer.accelerator.wait_for_everyone()
 
 
-def last_window_check(trainer: OnlineTrainer, check: Callable[[], None]) -> None:
+def last_window_check(
+    trainer: OnlineTrainer,
+    check: Callable[[], None],
+    failure: SourceFailure | None = None,
+    signum: int = 0,
+) -> None:
     """The loss guard's `check` of the last window's losses, after the loop (an
-    all-reduce under several ranks): raises `NonFiniteLossError` as `LossGuard.check`."""
+    all-reduce under several ranks): raises `NonFiniteLossError` as `LossGuard.check`.
+    First, under several ranks, a failure held since the loop's last agreement (a
+    scheduler's raise in its last window; `failure`, this `train()`'s held failures)
+    is agreed on (`SourceFailure.at_end`, with `signum`, the preemption the loop
+    agreed on): what every rank raises then."""
+    if failure is not None and (agreed := failure.at_end(signum, check)):
+        raise agreed
     at = f"step {trainer.state.global_step}'s loss check after the loop (an all-reduce)"
     with watched(trainer, at, LAST_STEPS_USUAL):
         check()

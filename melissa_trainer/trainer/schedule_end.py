@@ -20,12 +20,26 @@ Any other scheduler whose step raises (its end not readable without torch's priv
 attributes: a `LambdaLR` over a list, a `OneCycleLR` inside a `SequentialLR` or a
 `ChainedScheduler`, a scheduler of the user's) raises after the optimizer's step
 (`core.accelerated.step_scheduler`: a `SchedulerStepError`). The step is trained, so
-the trainer counts it, and `schedule_failed` writes its checkpoint the same way and
-returns the `ScheduleEnded` to raise, the scheduler's error as its cause: nothing
-trained is lost, whatever the scheduler.
+the trainer counts it; in a single process `schedule_failed` writes its checkpoint the
+same way and returns the `ScheduleEnded` to raise, the scheduler's error as its cause:
+nothing trained is lost, whatever the scheduler.
 
-Training thread only; `schedule_ended` and `schedule_failed` are collective (the
-save: every rank's scheduler raises at the same step, as every rank steps it alike).
+Under several ranks a scheduler may raise on one rank only (a user's lambda that reads a
+file on rank 0): a rank that went straight into the collective save met the others in
+DDP's backward or the stop agreement (gloo aborted on the mismatch, the user's error
+said nowhere). So there the failure is held as a source's is
+(`source_failure.SourceFailure.hold_schedule`: noted for the others, said in the next
+stop agreement), the rank trains on in step with the others (its scheduler stepped on,
+so that its count stays the others'), and at the agreement that carries it every rank
+writes the checkpoint of that step together: the failing rank raises `schedule_failed`'s
+`ScheduleEnded` (naming the step it raised at, and the step of the checkpoint), the
+others `RankFailed` naming it. Every rank does so, whether one rank's scheduler raised
+or all of them at the same step: no rank can tell without a collective per step.
+
+Training thread only; `schedule_ended` is collective (every rank reaches the same step,
+as every rank steps its scheduler alike), and so is `schedule_failed` under several
+ranks (at the agreement). Their saves are paused in the wait watch's span of steps
+(`WaitWatch.pause`, as an action point's: a long save is not a stalled step).
 """
 
 from __future__ import annotations
@@ -43,9 +57,17 @@ from melissa_trainer.core.schedule_length import (
 from melissa_trainer.trainer.ending import failure_words, save_at_failure
 
 if TYPE_CHECKING:  # pragma: no cover
+    from melissa_trainer.trainer.ending import EndingTrainer
     from melissa_trainer.trainer.loop import OnlineTrainer
 
-__all__ = ["ScheduleEnded", "check_schedule", "schedule_ended", "schedule_failed"]
+__all__ = [
+    "ScheduleEnded",
+    "check_schedule",
+    "schedule_ended",
+    "schedule_failed",
+    "schedule_note",
+    "scheduler_error",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -110,7 +132,8 @@ def schedule_ended(trainer: OnlineTrainer, check_losses: Callable[[], None]) -> 
     fix and what a resume does. `check_losses`: the loss guard's check of the steps since
     the last one (no checkpoint holds a non-finite loss). Collective."""
     state = trainer.state
-    written, why = save_at_failure(trainer, check_losses, together=True)
+    with trainer.stop_sync.watch.pause():  # (no step expected: `run_waits.run_window`)
+        written, why = save_at_failure(trainer, check_losses, together=True)
     name = schedule_words(trainer.lr_scheduler)
     return ScheduleEnded(
         f"training stopped at step {state.global_step}, the end of the lr_scheduler "
@@ -120,21 +143,51 @@ def schedule_ended(trainer: OnlineTrainer, check_losses: Callable[[], None]) -> 
 
 
 def schedule_failed(
-    trainer: OnlineTrainer, failed: SchedulerStepError, check_losses: Callable[[], None]
+    trainer: EndingTrainer,
+    failed: SchedulerStepError,
+    check_losses: Callable[[], None],
+    together: bool = True,
+    raised_at: int | None = None,
 ) -> ScheduleEnded:
     """After the lr_scheduler raised at its step (`failed`, its error the cause), the
     step's optimizer update done and counted in ``global_step`` by the caller: the
-    checkpoint of this step written (`ending.save_at_failure`, together; it holds the
-    scheduler as it raised, one step on), and the error to raise (``from`` the
-    scheduler's), naming the scheduler, the step, its error, the fix and what a resume
-    does. Collective, as `schedule_ended`."""
-    written, why = save_at_failure(trainer, check_losses, together=True)
+    checkpoint of this step written (`ending.save_at_failure`, with `together`: in a
+    single process, or by every rank at the agreement on the failure; False: another
+    rank is gone, none is written), and the error to raise, its ``__cause__`` the
+    scheduler's error, naming the scheduler, the step, its error, the fix and what a
+    resume does. `raised_at`: the step the scheduler raised at when the ranks trained on
+    to this one, the agreement's (module docstring; None: this step). Collective under
+    several ranks with `together`."""
+    step = trainer.state.global_step
+    with trainer.stop_sync.watch.pause():  # (no step expected: `run_waits.run_window`)
+        written, why = save_at_failure(trainer, check_losses, together)
+    raised = step if raised_at is None else raised_at
+    on = "" if raised == step else (
+        f"; every rank trained on to step {step}, where the ranks agreed to stop (one "
+        "agreement per stop_sync_steps window)"
+    )  # fmt: skip
+    ended = ScheduleEnded(
+        f"training stopped at step {step}: the lr_scheduler "
+        f"{schedule_words(failed.scheduler)} raised at its step {raised} after that "
+        f"step's optimizer update ({scheduler_error(failed)}){on}, the stream not ended: "
+        f"its schedule is shorter than the run (or it failed); {SIZING} (a LambdaLR's "
+        "list, a SequentialLR's milestones and totals too). "
+        + failure_words(trainer, written, why, EXTEND)
+    )
+    ended.__cause__ = failed.__cause__  # (as ``raise ... from``: the user's traceback)
+    return ended
+
+
+def scheduler_error(failed: SchedulerStepError) -> str:
+    """The scheduler's error of `failed` in a line: its class and message."""
     cause = failed.__cause__
-    said = f"{type(cause).__name__}: {cause}" if cause is not None else "no error given"
+    return f"{type(cause).__name__}: {cause}" if cause is not None else "no error given"
+
+
+def schedule_note(failed: SchedulerStepError, step: int) -> ScheduleEnded:
+    """What a rank whose scheduler raised at `step` notes for the others before they
+    agree on it (`rank_failure.write_note`: the `RankFailed` they raise names it)."""
     return ScheduleEnded(
-        f"training stopped at step {trainer.state.global_step}: the lr_scheduler "
-        f"{schedule_words(failed.scheduler)} raised at its step after that step's "
-        f"optimizer update ({said}), the stream not ended: its schedule is shorter than "
-        f"the run (or it failed); {SIZING} (a LambdaLR's list, a SequentialLR's "
-        "milestones and totals too). " + failure_words(trainer, written, why, EXTEND)
+        f"the lr_scheduler {schedule_words(failed.scheduler)} raised at its step {step} "
+        f"({scheduler_error(failed)})"
     )

@@ -22,6 +22,12 @@ death) is the weaker fact: every rank ends as for the failure (exit status 1, no
 covers (`at_agreement`). Once done, the ranks meet before they exit
 (`exit_meeting.meet`: no rank exits while another still works).
 
+A scheduler that raises at its step under several ranks (`trainer.schedule_end`: on one
+rank only, a user's lambda that reads a file) is held the same way
+(`SourceFailure.hold_schedule`), after its step: the rank trains on in step with the
+others until the agreement, where the failing rank's error is `schedule_end.
+schedule_failed`'s `ScheduleEnded`, written with the others' checkpoint.
+
 A failure that cannot be agreed on is said as before: raised elsewhere (a hook, the
 source's start), with a `__cause__` (the user's traceback), or when the agreement
 itself breaks (another rank crashed: `SourceFailure.unagreed`): the failing rank raises
@@ -33,6 +39,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from melissa_trainer.core.schedule_length import SchedulerStepError
 from melissa_trainer.sources.source import SourceError
 from melissa_trainer.trainer.ending import (
     EndingTrainer,
@@ -44,11 +51,13 @@ from melissa_trainer.trainer.ending import (
 from melissa_trainer.trainer.preemption import StopCause
 from melissa_trainer.trainer.rank_failure import (
     RankFailed,
+    error_line,
     lost_a_peer,
     note_of,
     peer_failure,
     write_note,
 )
+from melissa_trainer.trainer.schedule_end import schedule_failed, schedule_note
 
 __all__ = ["SourceFailure", "peer_source_failed"]
 
@@ -56,13 +65,15 @@ logger = logging.getLogger(__name__)
 
 
 class SourceFailure:
-    """This rank's source failure, held until the ranks agree on it (module docstring);
-    one per `train()`. Training thread only."""
+    """This rank's source failure, or its scheduler's, held until the ranks agree on it
+    (module docstring); one per `train()`. Training thread only."""
 
     def __init__(self, trainer: EndingTrainer) -> None:
         self._trainer = trainer
-        #: this rank's source error, held (None: its source has not failed)
-        self.error: SourceError | None = None
+        #: this rank's source error, or its scheduler's, held (None: neither failed)
+        self.error: SourceError | SchedulerStepError | None = None
+        #: the step at which the scheduler's error held raised (0: none held)
+        self.raised_at = 0
         #: the ranks agreed on a failure (`agreed_on`): they save together
         self.agreed = False
         #: the preemption agreed at the failure's agreement, in words ("" none): its
@@ -80,15 +91,47 @@ class SourceFailure:
             except SourceError as exc:
                 if not trainer.stop_sync.distributed or not keeps_training(exc):
                     raise
-                self.error = exc
-                write_note(trainer, exc)  # (before the agreement: the others name it)
-                logger.info(
-                    "rank %d: its source failed at step %d; every rank stops at the next "
-                    "stop synchronisation, to write a checkpoint there",
-                    trainer.process_index,
-                    trainer.state.global_step,
-                )
+                self._hold(exc, exc, "its source failed")
         return min(n, trainer.dataset.num_pending)
+
+    def _hold(self, error: SourceError | SchedulerStepError, note: Exception, what: str) -> None:
+        """Hold `error`, noted for the others as `note` (before the agreement: they
+        name it), said at INFO as `what` happened at this step."""
+        trainer = self._trainer
+        self.error = error
+        write_note(trainer, note)
+        logger.info(
+            "rank %d: %s at step %d; every rank stops at the next stop synchronisation, "
+            "to write a checkpoint there",
+            trainer.process_index,
+            what,
+            trainer.state.global_step,
+        )
+
+    def hold_schedule(self, failed: SchedulerStepError) -> None:
+        """Under several ranks, after the lr_scheduler raised at the step just counted
+        (`failed`, its error the cause): held until the agreement (`agreed_on`), the
+        rank training on meanwhile. Its later raises until then are the same failure,
+        held already; a source's failure held first stays the one to say (this one
+        said at WARNING)."""
+        trainer, step = self._trainer, self._trainer.state.global_step
+        if self.error is None:
+            self.raised_at = step
+            self._hold(failed, schedule_note(failed, step), "its lr_scheduler raised")
+        elif isinstance(self.error, SourceError):
+            logger.warning(
+                "rank %d: %s at step %d too, while its source's failure waits for the "
+                "ranks' agreement",
+                trainer.process_index,
+                error_line(schedule_note(failed, step)),
+                step,
+            )
+
+    @property
+    def words(self) -> str:
+        """The failure held, in words for the exit meeting's lines (`exit_meeting.meet`)."""
+        held = "a scheduler's" if isinstance(self.error, SchedulerStepError) else "a source's"
+        return f"{held} failure"
 
     @property
     def code(self) -> int:
@@ -114,13 +157,34 @@ class SourceFailure:
             )
         return self.agreed_on(failed, check_losses)
 
+    def at_end(self, signum: int, check_losses: Callable[[], None]) -> Exception | None:
+        """After the loop, under several ranks with an lr_scheduler (the same on every
+        rank): one more agreement on the failures held (collective: one all-reduce per
+        `train()`), since a scheduler may have raised after the last one the loop read
+        (in its last window): then what every rank raises there (`at_agreement`, with
+        the preemption `signum` the loop agreed on, if any); else None."""
+        trainer = self._trainer
+        sync = trainer.stop_sync
+        if not sync.distributed or trainer.lr_scheduler is None:
+            return None
+        if sync.started:  # (none is left started today: read it, so that one starts)
+            sync.result()
+        sync.agree(False, 0, source_failed=self.code)
+        return self.at_agreement(sync.source_failed, signum, check_losses)
+
     def agreed_on(self, rank: int, check_losses: Callable[[], None]) -> Exception:
-        """What to raise once the agreement said that `rank`'s source failed (the
-        largest such rank): this rank's own error (for `ending.source_failed`, with
-        ``together``: `said`), or, on a rank whose source did not fail,
-        `peer_source_failed`'s `RankFailed`, once the checkpoint is written with the
-        others'."""
+        """What to raise once the agreement said that `rank`'s source (or scheduler)
+        failed (the largest such rank): this rank's own source error (for
+        `ending.source_failed`, with ``together``: `said`), its scheduler's as
+        `schedule_end.schedule_failed`'s `ScheduleEnded` once the checkpoint is written
+        with the others', or, on a rank whose neither failed, `peer_source_failed`'s
+        `RankFailed`, once the checkpoint is written with the others'."""
         self.agreed = True
+        if isinstance(self.error, SchedulerStepError):
+            ended = schedule_failed(self._trainer, self.error, check_losses, True, self.raised_at)
+            if self.also:  # (a preemption agreed with it: the same checkpoint covers it)
+                ended.add_note(self.also)
+            return ended
         if self.error is not None:
             return self.error
         return peer_source_failed(self._trainer, rank, check_losses, self.also)
@@ -131,16 +195,26 @@ class SourceFailure:
         line naming a preemption agreed with it."""
         return source_failed(self._trainer, error, check_losses, self.agreed, self.also)
 
-    def unagreed(self, error: Exception) -> SourceError | None:
-        """When this rank's source failed and its agreement broke with `error` because
-        another rank is gone (`rank_failure.lost_a_peer`): that rank's note is said
-        (`rank_failure.peer_failure`), and this returns what to raise, this rank's own
-        error as `ending.source_failed` says it, with no checkpoint (the ranks cannot
-        save together). None in any other case (`error` is this rank's to raise)."""
-        if self.error is None or self.agreed or not lost_a_peer(error):
+    def unagreed(self, error: Exception) -> Exception | None:
+        """When this rank's source (or scheduler) failed and a collective broke with
+        `error` because another rank is gone (`rank_failure.lost_a_peer`) before the
+        agreement: that rank's note is said (`rank_failure.peer_failure`), and this
+        returns what to raise, this rank's own error as `ending.source_failed` (or
+        `schedule_end.schedule_failed`, its ``__cause__`` the scheduler's) says it, with
+        no checkpoint (the ranks cannot save together). None in any other case (`error`
+        is this rank's to raise)."""
+        held = self.error
+        if held is None or self.agreed or not lost_a_peer(error):
             return None
-        peer_failure(self._trainer, error)  # (says which rank, if it left a note)
-        return source_failed(self._trainer, self.error)
+        trainer = self._trainer
+        peer_failure(trainer, error)  # (says which rank, if it left a note)
+        if isinstance(held, SourceError):
+            return source_failed(trainer, held)
+        ended = schedule_failed(trainer, held, lambda: None, False, self.raised_at)
+        write_note(trainer, ended)  # (as `ending.failed` notes a rank's own error)
+        said = f"training stopped at step {trainer.state.global_step}: {error_line(ended)}"
+        trainer.source.note_stop("error", said[:1000])
+        return ended
 
 
 def peer_source_failed(
@@ -151,7 +225,7 @@ def peer_source_failed(
     an ERROR line naming `rank`, its error (its note: `rank_failure.note_of`), `also`
     (a preemption agreed with it, in words; "" none) and what a resume does
     (`ending.failure_words`), and the `RankFailed` to raise (exit code 1)."""
-    words = note_of(trainer, rank) or "its source failed (it left no note of why)"
+    words = note_of(trainer, rank) or "it failed (it left no note of why)"
     written, why = save_at_failure(trainer, check_losses, together=True)
     failure = RankFailed(rank, words)
     logger.error(

@@ -7,7 +7,11 @@ the loss recorded for the loss guard and the log's figures (kept on the device: 
 host read), the per-sample losses when a hook listens (SAMPLE_LOSSES; handed straight
 to the library's trackers when only they listen: `TrainerLosses._choose_loss`),
 AFTER_BACKWARD; then the update (`TrainStep.update`), ``global_step`` + 1, STEP_END,
-and the actions the hooks asked for (`TrainerActions._perform_requested_actions`).
+and the actions the hooks asked for (`TrainerActions._perform_requested_actions`). A
+scheduler that raises in the update (`schedule_end`): the step is counted, then in a
+single process its checkpoint written and `ScheduleEnded` raised; under several ranks
+the failure is held until the ranks' next agreement (`SourceFailure.hold_schedule`)
+and the step goes on as any other.
 `_next_batch` is where a batch comes from: staged a step ahead (`stage_batches`), or
 collated and sent to the device now.
 The loop (`OnlineTrainer.train`) decides how many steps a window runs: every rank runs
@@ -18,7 +22,7 @@ Thread-safety: the training thread only, as the trainer.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from accelerate.utils import send_to_device
 
@@ -31,6 +35,9 @@ from melissa_trainer.hooks import Event
 from melissa_trainer.trainer.actions import TrainerActions
 from melissa_trainer.trainer.losses import TrainerLosses
 from melissa_trainer.trainer.schedule_end import schedule_ended, schedule_failed
+
+if TYPE_CHECKING:  # pragma: no cover
+    from melissa_trainer.trainer.source_failure import SourceFailure
 
 __all__ = ["TrainerSteps"]
 
@@ -50,6 +57,9 @@ class TrainerSteps(TrainerActions, TrainerLosses):
     #: not, or no scheduler), set as `train()` starts (`schedule_end.check_schedule`):
     #: training stops there with `ScheduleEnded`, its checkpoint written
     schedule_end: int | None = None
+    #: this `train()`'s held failures (`source_failure.SourceFailure`, set as it starts;
+    #: None before the first): where a scheduler's failure is held under several ranks
+    _failure: SourceFailure | None = None
 
     def _training_step(self, stage_next: bool = False) -> None:
         """One optimizer step over `gradient_accumulation_steps` pending micro-batches;
@@ -89,10 +99,16 @@ class TrainerSteps(TrainerActions, TrainerLosses):
         except SchedulerStepError as failed:  # after the optimizer's step: a trained step
             state.global_step += 1
             figures.steps += 1
-            ended = schedule_failed(self._as_trainer(), failed, self._loss_guard.check)
-            raise ended from failed.__cause__  # (checkpoint saved first)
-        state.global_step += 1
-        figures.steps += 1
+            held = self._failure
+            if held is None or not self._as_trainer().stop_sync.distributed:
+                ended = schedule_failed(self._as_trainer(), failed, self._loss_guard.check)
+                raise ended from failed.__cause__  # (checkpoint saved first)
+            # Several ranks: on this rank only, maybe; held until the ranks' next
+            # agreement, training on in step with them meanwhile (`schedule_end`)
+            held.hold_schedule(failed)
+        else:
+            state.global_step += 1
+            figures.steps += 1
         hooks.fire(Event.STEP_END, self, state, control)
         self._perform_requested_actions()
         if stager is not None and stage_next:

@@ -232,3 +232,30 @@ def test_a_schedule_that_never_raises_runs_to_the_streams_end(tmp_path: Path) ->
     trainer, scheduler = run(tmp_path / "out", cosine)
     assert trainer.train().global_step == 15
     assert scheduler.last_epoch == 15
+
+
+@pytest.mark.parametrize(
+    ("scheduler_of", "step"),
+    [(one_cycle(5), 5), (lambda_over([1.0] * 5), 5)],
+    ids=["schedule_ended", "schedule_failed"],
+)
+def test_the_schedule_end_save_pauses_the_step_watch(
+    tmp_path: Path, scheduler_of: Any, step: int
+) -> None:
+    """The checkpoint at a schedule's end is written inside a window's span of steps
+    (`run_waits.run_window`): paused there (`WaitWatch.pause`), as an action point's
+    save is, so that a long save is not said to be a step that completes nothing.
+    Failed before: written unpaused (0 pauses in progress)."""
+    trainer, _ = run(tmp_path / "out", scheduler_of)
+    watch, paused = trainer.stop_sync.watch, []
+    save = trainer.save_checkpoint
+
+    def spied() -> Path | None:
+        paused.append(watch._paused)
+        return save()
+
+    trainer.save_checkpoint = spied  # type: ignore[method-assign]
+    with pytest.raises(ScheduleEnded):
+        trainer.train()
+    assert trainer.state.global_step == step
+    assert paused == [1] and watch._paused == 0, paused

@@ -25,6 +25,9 @@ from deselected_summary import (  # noqa: F401 (hooks: pytest finds them by name
     pytest_testnodedown,
 )
 
+# the wait watch's warnings read back (`wait_said.said`: its tests in tests/core, tests/trainer)
+from wait_said import said  # noqa: F401 (a fixture: pytest finds it by name here)
+
 #: xdist workers per core for ``-n auto``. One: the suite is mostly CPU-bound (its
 #: end-to-end tests train and start several processes each: ~1,180 CPU seconds), and
 #: its tests' timeouts were set for one test at a time (two workers per core timed four

@@ -7,42 +7,19 @@ release), never on sleeps; the watch's first bound is made tiny instead of 60 s.
 
 from __future__ import annotations
 
-import logging
+import sys
 import threading
-from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import torch
 
-from melissa_trainer.core import stop_sync as stop_sync_module
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: wait_said
+from wait_said import WAIT, Said  # noqa: E402
+
+from melissa_trainer.core import stop_sync as stop_sync_module  # noqa: E402
 from melissa_trainer.core.stop_sync import StopSync
 from melissa_trainer.core.wait_watch import AGREEMENT_USUAL, CHECKPOINT_USUAL, WaitWatch
-
-WAIT = 30.0  # seconds an event is waited for before the test fails (never reached)
-
-
-class Said(logging.Handler):
-    """The wait watch's warnings, and an event set at each."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-        self.messages: list[str] = []
-        self.warned = threading.Event()
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.messages.append(record.getMessage())
-        self.warned.set()
-
-
-@pytest.fixture
-def said() -> Iterator[Said]:
-    handler = Said()
-    log = logging.getLogger("melissa_trainer.core.wait_watch")
-    log.addHandler(handler)
-    try:
-        yield handler
-    finally:
-        log.removeHandler(handler)
 
 
 @pytest.mark.timeout(60)

@@ -10,10 +10,9 @@ tests/trainer/test_stopped_rank_watch.py."""
 
 from __future__ import annotations
 
-import logging
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,45 +21,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: helpers
 from helpers import linear_samples, small_model, xy  # noqa: E402
+from wait_said import WAIT, Said  # noqa: E402
 
 from melissa_trainer import OnlineTrainer, TrainingArguments  # noqa: E402
 from melissa_trainer.core.wait_watch import WaitWatch  # noqa: E402
-
-WAIT = 30.0  # seconds an event is waited for before the test fails (never reached)
-
-
-class Said(logging.Handler):
-    """The wait watch's warnings, and an event set at each."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-        self.messages: list[str] = []
-        self.warned = threading.Event()
-        self._said = threading.Condition()
-
-    def emit(self, record: logging.LogRecord) -> None:
-        with self._said:
-            self.messages.append(record.getMessage())
-            self._said.notify_all()
-        self.warned.set()
-
-    def heard(self, text: str, timeout: float) -> str | None:
-        """The first warning holding `text`, waited for up to `timeout` s (other waits
-        of a trainer whose watch's bound is tiny warn too: the loss check's, before)."""
-        with self._said:
-            self._said.wait_for(lambda: any(text in m for m in self.messages), timeout)
-            return next((m for m in self.messages if text in m), None)
-
-
-@pytest.fixture
-def said() -> Iterator[Said]:
-    handler = Said()
-    log = logging.getLogger("melissa_trainer.core.wait_watch")
-    log.addHandler(handler)
-    try:
-        yield handler
-    finally:
-        log.removeHandler(handler)
 
 
 def trained(tmp_path: Path) -> OnlineTrainer:

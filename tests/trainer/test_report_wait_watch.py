@@ -12,10 +12,9 @@ each fake records the wait in progress when it ran; one blocks until the warning
 
 from __future__ import annotations
 
-import logging
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -27,7 +26,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: helpers
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests/trainer
 from helpers import linear_samples, small_model, xy  # noqa: E402
-from test_checkpoint_wait_watch import WAIT, Said  # noqa: E402
+from wait_said import WAIT, Said  # noqa: E402
 
 from melissa_trainer import OnlineTrainer, TrainingArguments  # noqa: E402
 from melissa_trainer.core.wait_watch import WaitWatch  # noqa: E402
@@ -36,18 +35,6 @@ from melissa_trainer.hooks.eval_figures import add_eval_figures  # noqa: E402
 from melissa_trainer.hooks.loss_tracker import SimulationLossTracker  # noqa: E402
 from melissa_trainer.hooks.wall_clock import WallClockBudget  # noqa: E402
 from melissa_trainer.study.saved_account import SavedAccount  # noqa: E402
-
-
-@pytest.fixture
-def said() -> Iterator[Said]:
-    """The wait watch's warnings (`Said`)."""
-    handler = Said()
-    log = logging.getLogger("melissa_trainer.core.wait_watch")
-    log.addHandler(handler)
-    try:
-        yield handler
-    finally:
-        log.removeHandler(handler)
 
 
 class Figure(Hook):

@@ -12,10 +12,9 @@ tests/trainer/test_checkpoint_wait_watch.py: each blocks until the warning is sa
 
 from __future__ import annotations
 
-import logging
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -23,8 +22,9 @@ from typing import Any
 import pytest
 import torch
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: wait_said
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests/trainer
-from test_checkpoint_wait_watch import WAIT, Said  # noqa: E402
+from wait_said import WAIT, Said  # noqa: E402
 
 from melissa_trainer import Study  # noqa: E402
 from melissa_trainer.core.wait_watch import WaitWatch  # noqa: E402
@@ -35,18 +35,6 @@ from melissa_trainer.study.launch import complete_on_every_rank  # noqa: E402
 from melissa_trainer.trainer.no_training import NoTrainingError, refuse_untrained  # noqa: E402
 from melissa_trainer.trainer.run_waits import last_window_check, sources_started  # noqa: E402
 from melissa_trainer.trainer.setup import claim_output_dir  # noqa: E402
-
-
-@pytest.fixture
-def said() -> Iterator[Said]:
-    """The wait watch's warnings (`Said`)."""
-    handler = Said()
-    log = logging.getLogger("melissa_trainer.core.wait_watch")
-    log.addHandler(handler)
-    try:
-        yield handler
-    finally:
-        log.removeHandler(handler)
 
 
 def held(said: Said, call: Callable[[], object], release: threading.Event, what: str) -> str:

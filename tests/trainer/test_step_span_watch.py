@@ -14,33 +14,21 @@ tests/trainer/test_stopped_rank_watch.py (mode ``steps``)."""
 
 from __future__ import annotations
 
-import logging
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: wait_said
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests/trainer
-from test_checkpoint_wait_watch import WAIT, Said, trained  # noqa: E402
+from test_checkpoint_wait_watch import trained  # noqa: E402
+from wait_said import WAIT, Said  # noqa: E402
 
 from melissa_trainer.core.wait_watch import WaitWatch  # noqa: E402
 from melissa_trainer.trainer.run_waits import run_window  # noqa: E402
-
-
-@pytest.fixture
-def said() -> Iterator[Said]:
-    """The wait watch's warnings (`Said`)."""
-    handler = Said()
-    log = logging.getLogger("melissa_trainer.core.wait_watch")
-    log.addHandler(handler)
-    try:
-        yield handler
-    finally:
-        log.removeHandler(handler)
 
 
 def looks(watch: WaitWatch, n: int) -> None:

@@ -226,8 +226,7 @@ struct mt_client {
     /* predictions (predict.c): the client's thread only */
     char *serve_endpoints_arg; /* mt_set_serve_endpoints */
     void *predict_socket;      /* DEALER; NULL until the first request, after a failure */
-    struct mt_spec *serve_inputs; /* the inputs the serve file declared, or the trainer
-                                   * described (predict_describe.c; NULL: unknown) */
+    struct mt_spec *serve_inputs; /* the serve file's, or DESCRIBE's (NULL: unknown) */
     size_t n_serve_inputs;
     bool predict_described; /* DESCRIBE answered on this connection (its endpoint given) */
     uint64_t request_id;       /* the last one sent */

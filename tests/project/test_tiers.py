@@ -5,6 +5,7 @@ only the unmarked."""
 
 from __future__ import annotations
 
+import ast
 import shutil
 import subprocess
 import sys
@@ -43,15 +44,34 @@ TESTS = textwrap.dedent(
 )
 
 
+def conftest_and_its_modules() -> list[Path]:
+    """tests/conftest.py and every module beside it that it imports (the copy must
+    load as the real one does: a module added to its imports is copied too)."""
+    tests = Path(__file__).parents[1]
+    conftest = tests / "conftest.py"
+    names = set()
+    for node in ast.walk(ast.parse(conftest.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module.split(".")[0])
+        elif isinstance(node, ast.Import):
+            names.update(alias.name.split(".")[0] for alias in node.names)
+    return [conftest, *sorted(tests / f"{n}.py" for n in names if (tests / f"{n}.py").is_file())]
+
+
 def run_suite(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    for name in ("conftest.py", "deselected_summary.py"):  # (the conftest imports it)
-        shutil.copy(Path(__file__).parents[1] / name, tmp_path / name)
+    for path in conftest_and_its_modules():
+        shutil.copy(path, tmp_path / path.name)
     (tmp_path / "test_fake.py").write_text(TESTS)
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-n", "0", "-p", "no:cacheprovider",
          "-p", "no:randomly", "-q", "-rfE", str(tmp_path), *args],
         capture_output=True, text=True, timeout=240, cwd=tmp_path,
     )  # fmt: skip
+
+
+def test_the_copied_suite_takes_the_conftests_own_modules() -> None:
+    names = {path.name for path in conftest_and_its_modules()}
+    assert {"conftest.py", "deselected_summary.py", "wait_said.py"} <= names
 
 
 @pytest.mark.timeout(300)

@@ -205,3 +205,60 @@ def test_after_a_lost_reply_sbatch_waits_for_squeue_to_answer(
         backend.close()
     assert (state / "sbatch.calls").read_text().strip() == "1"
     assert int((state / "squeue.calls").read_text()) >= 3  # 2 unanswered, then the job
+
+
+#: its first try's request reaches the frozen controller, which queues it (the script
+#: kept as $FAKE/backlog) and loses the reply; a later try is job 4243, run at once
+BACKLOG_SBATCH = """#!/bin/bash
+n=$(cat "$FAKE/sbatch.calls" 2>/dev/null || echo 0); echo $((n + 1)) > "$FAKE/sbatch.calls"
+if [ "$n" = 0 ]; then
+    cp "${@: -1}" "$FAKE/backlog"
+    echo "sbatch: error: Batch job submission failed: Socket timed out on send/recv operation" >&2
+    exit 1
+fi
+SLURM_JOB_ID=$((4242 + n)) bash "${@: -1}" > /dev/null 2>&1
+echo "$((4242 + n));testcluster"
+"""
+#: unanswered at its first two calls; when it answers again, the controller has taken
+#: the backlog: job 4242 ran, ended and left the queue (a job shorter than the freeze's
+#: tail), so nothing is listed
+RESUMING_SQUEUE = """#!/bin/bash
+n=$(cat "$FAKE/squeue.calls" 2>/dev/null || echo 0); echo $((n + 1)) > "$FAKE/squeue.calls"
+if [ "$n" -lt 2 ]; then
+    echo "squeue: error: slurm_load_jobs error: Socket timed out on send/recv operation" >&2
+    exit 1
+fi
+if [ -e "$FAKE/backlog" ]; then
+    SLURM_JOB_ID=4242 bash "$FAKE/backlog" > /dev/null 2>&1
+    rm -f "$FAKE/backlog"
+fi
+"""
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(120)
+def test_a_lost_submission_that_ran_and_ended_before_squeue_answers_is_not_sent_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The lost try's job ran and ended before squeue answered again (the frozen
+    controller's backlog, a short simulation): squeue lists no job of its name, and the
+    file its script wrote when it began says it was submitted; its exit file gives its
+    code (failed before: sbatch ran again, the simulation ran twice, jobs 4242 and 4243)."""
+    state = _stand_ins(tmp_path, monkeypatch, BACKLOG_SBATCH)
+    for name, body in (("squeue", RESUMING_SQUEUE), ("scancel", EMPTYING_SCANCEL)):
+        (tmp_path / "bin" / name).write_text(body)
+    backend = SlurmBackend(controller_wait=100, poll_every=0, script_dir=tmp_path / "scripts")
+    _fake_clock(backend)
+    runs = state / "runs"
+    try:
+        backend.begin_study("outage")  # (squeue's first, unanswered, call)
+        handle = backend.launch(
+            Job("sim-0", ["/bin/sh", "-c", f"echo ran >> {runs}"], cwd=tmp_path)
+        )
+        assert backend.poll(handle) == 0
+    finally:
+        backend.close()
+    assert runs.read_text().splitlines() == ["ran"], "the simulation ran twice"
+    assert (state / "sbatch.calls").read_text().strip() == "1"
+    assert handle.job_id == "4242"  # type: ignore[attr-defined]
+    assert not list((tmp_path / "scripts").glob("*.began")), "its began file is left"

@@ -21,16 +21,12 @@ Batch jobs outlive a trainer killed with SIGKILL: `begin_study` cancels the jobs
 earlier run of the study, and a lease (`lease`) makes the jobs of a trainer that died
 cancel themselves (see `slurm` for the whole story).
 
-Exit-code files: the run that polls a job to its end consumes its file (reads it, then
-removes it). A job that ends with no poller (cancelled by `begin_study` or by its lease,
-killed while the trainer that had cancelled it died, ended while none ran) leaves its
-file behind, and nothing would ever read it. So, within a study, a job's exit file is
-named after its Slurm name (``mt-<study>-sim-3.<job id>.exit``, beside ``sim-3.sbatch``),
-and the first launch of a run into a directory removes the study's exit files there
-whose job is not one of this run's (`_drop_old_exit_files`): by then `begin_study` has
-ended the earlier run's jobs, whose files nobody else reads (another study's files,
-named after it, are left alone), so no later run of the study meets, or misreads, an
-earlier run's file.
+Files beside the scripts (`job_files`): each job's exit file, named after its Slurm name
+(``mt-<study>-sim-3.<job id>.exit``), read and removed when its end is seen; the file
+its script writes as it begins, which tells, after an sbatch whose reply was lost, that
+the submission went through even once the job has ended (`SlurmCommands.sbatch`); the
+lease. The first launch of a run into a directory removes what an earlier run of the
+study left there.
 
 MPICH's segments that killed or cancelled jobs leave in /dev/shm are removed when the
 job ran on this host (`segments`); a job cancelled while still queued is said in a
@@ -53,6 +49,7 @@ from pathlib import Path
 
 from melissa_trainer.launcher.backends.base import Handle, Job, LaunchError
 from melissa_trainer.launcher.backends.lease import Lease
+from melissa_trainer.launcher.backends.slurm import job_files as jf
 from melissa_trainer.launcher.backends.slurm import queries as sq
 from melissa_trainer.launcher.backends.slurm import script as ss
 from melissa_trainer.launcher.backends.slurm.commands import SlurmCommands, failure
@@ -89,6 +86,7 @@ class SlurmHandle(Handle):
     ran: bool = False  # squeue listed it started (`STARTED_STATES`) at least once
     cancelled: bool = False  # this backend cancelled it (kill, close, begin_study)
     final: str | None = None  # its final state, as squeue or the record gave it
+    began: str | None = None  # the file its script writes as it begins (`job_files`)
 
 
 class BatchJobs:
@@ -202,13 +200,15 @@ class BatchJobs:
         # and removed by the study's next run, never another study's (module docstring)
         exit_stem = stem if self._prefix is None else directory / _FILE_NAME.sub("_", name)
         lease = None if self._lease is None else directory / self._lease_name
+        began = Path(ss.began_file(str(exit_stem), secrets.token_hex(6)))
         try:
             directory.mkdir(parents=True, exist_ok=True)
             if self._prefix is not None and directory not in self._swept:
-                self._drop_old_exit_files(directory, self._prefix)
+                jf.drop_old_files(directory, self._prefix, self._live)
                 self._swept.add(directory)
             if lease is not None and self._lease is not None and lease not in self._lease.paths:
-                self._drop_old_leases(lease)
+                if self._prefix is not None:
+                    jf.drop_old_leases(lease, self._prefix)
                 self._lease.add(lease)  # before the job can look for it
             text = ss.batch_script(
                 name=name,
@@ -224,6 +224,7 @@ class BatchJobs:
                 srun_args=self.srun_args,
                 lease=None if lease is None else str(lease),
                 lease_timeout=self._lease.timeout if self._lease is not None else 0.0,
+                began=str(began),
             )
             if log is not None:  # Slurm does not create the directory of --output
                 log.parent.mkdir(parents=True, exist_ok=True)
@@ -231,7 +232,7 @@ class BatchJobs:
         except (ValueError, OSError) as exc:
             raise LaunchError(f"cannot write the batch script of job {job.name}: {exc}") from exc
         result, note = self._commands.sbatch(
-            str(script), name, cwd=cwd, env=ss.submission_env(os.environ)
+            str(script), name, cwd, ss.submission_env(os.environ), lambda: jf.read_began(began)
         )
         why = failure(result)
         if why is not None or isinstance(result, str):
@@ -243,7 +244,7 @@ class BatchJobs:
             job_id = sq.parse_sbatch(result.stdout)
         except ValueError as exc:
             raise LaunchError(f"job {job.name}: {exc}") from exc
-        handle = SlurmHandle(job=job, job_id=job_id, exit_stem=str(exit_stem))
+        handle = SlurmHandle(job=job, job_id=job_id, exit_stem=str(exit_stem), began=str(began))
         self._live[job_id] = handle
         logger.debug("submitted %s", self.describe(handle))
         return handle
@@ -293,6 +294,8 @@ class BatchJobs:
         handle.final = handle.state
         handle.code = self._final_code(handle)
         self._live.pop(handle.job_id, None)
+        if handle.began is not None:
+            jf.drop(Path(handle.began), "began")
         self._shm.ended(handle.job_id, self.describe(handle))
         queued_end(handle, self.describe(handle))
         logger.debug(
@@ -303,16 +306,9 @@ class BatchJobs:
         if handle.stale:  # cancelled, not run by this backend: no code to look up
             return 1
         path = Path(ss.exit_file(handle.exit_stem, handle.job_id))
-        try:
-            text = path.read_text().strip()
-        except FileNotFoundError:
-            text = ""
-        except OSError as exc:
-            logger.warning("cannot read the exit code of %s: %s", self.describe(handle), exc)
-            text = ""
-        if text:
+        text = jf.take_exit_file(path, self.describe(handle))
+        if text is not None:
             handle.ran = True  # its script wrote the code: the job started
-            path.unlink(missing_ok=True)
             try:
                 return int(text)
             except ValueError:
@@ -368,31 +364,3 @@ class BatchJobs:
         for handle in handles:
             if handle.code is None:
                 logger.warning("%s is still %s after scancel", self.describe(handle), handle.state)
-
-    def _drop_old_exit_files(self, directory: Path, prefix: str) -> None:
-        """Remove the exit files (and half-written ``.tmp`` ones) of the study's jobs in
-        `directory` that are not this run's: an earlier run's, which no one consumes
-        (module docstring). A file that cannot be removed is logged and left."""
-        for old in directory.glob(f"{prefix}*{ss.EXIT_SUFFIX}*"):
-            name = old.name.removesuffix(".tmp")
-            if not name.endswith(ss.EXIT_SUFFIX):
-                continue  # (a name that only contains ".exit")
-            job_id = name.removesuffix(ss.EXIT_SUFFIX).rpartition(".")[2]
-            if job_id in self._live:
-                continue  # this run's (a stale job begin_study could not end yet)
-            logger.debug("removing the exit file of an earlier run's job: %s", old)
-            try:
-                old.unlink(missing_ok=True)
-            except OSError as exc:
-                logger.warning("cannot remove %s, an earlier run's exit file: %s", old, exc)
-
-    def _drop_old_leases(self, lease: Path) -> None:
-        """Remove the lease files of earlier runs of the study beside `lease`: jobs of
-        theirs still running (if `begin_study` could not cancel them) cancel themselves
-        after the timeout."""
-        if self._prefix is None:
-            return
-        for old in lease.parent.glob(f"{self._prefix}*.lease"):
-            if old != lease:
-                logger.debug("removing the lease of an earlier run: %s", old)
-                old.unlink(missing_ok=True)

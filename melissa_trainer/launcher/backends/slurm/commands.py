@@ -71,7 +71,7 @@ TRANSIENT = (
     "timed out after",  # (the command's own timeout: `SlurmCommands.run`)
 )
 #: of those, the ones after which a request may have reached the controller (a lost
-#: reply): a job may have been submitted (`BatchJobs.launch` looks before submitting again)
+#: reply): a job may have been submitted (`SlurmCommands.sbatch` looks before submitting again)
 AMBIGUOUS = ("socket timed out", "zero bytes were transmitted", "timed out after")
 
 
@@ -225,7 +225,7 @@ class SlurmCommands:
                 continue
             if found is not None:
                 result, why = cast("Result", found), None
-                answer = "; what a try it had not answered submitted was found queued"
+                answer = "; the job of a try it had not answered was found (queued or begun)"
                 break
             result = self.run(argv, cwd=cwd, env=env)
             tries += 1
@@ -249,7 +249,12 @@ class SlurmCommands:
         return result, ""
 
     def sbatch(
-        self, script: str, name: str, cwd: str | os.PathLike[str], env: dict[str, str]
+        self,
+        script: str,
+        name: str,
+        cwd: str | os.PathLike[str],
+        env: dict[str, str],
+        began: Callable[[], str | None] | None = None,
     ) -> tuple[Result, str]:
         """Submit batch script `script` (job `name`) with ``sbatch --parsable``,
         retried while the controller is unreachable (`run_retrying`).
@@ -257,9 +262,16 @@ class SlurmCommands:
         Never a job twice: after a failure that may have reached the controller
         (`ambiguous`: a lost reply, or a controller that took the request and froze
         before answering, whose backlog it processes when it resumes), sbatch runs again
-        only once squeue has answered without a job `name` (one listed is the answer).
-        While squeue cannot answer either, nothing is submitted: the controller cannot
-        yet tell whether the earlier try went through."""
+        only once it is known that no try was submitted: squeue has answered without a
+        job `name` (one listed is the answer), and then `began()` still says no job of
+        the script began (a job id: the answer). `began` reads the file the script
+        writes as it begins (`script.began_file`): a try's job that ran and ended before
+        squeue answered is no longer listed, and only its file tells. It is read after
+        squeue's answer, since the job may begin and end while squeue is asked; a job
+        gone from squeue's list without that file never ran its command (cancelled in
+        the queue), and submitting again runs it once. While squeue cannot answer
+        either, nothing is submitted: the controller cannot yet tell whether the earlier
+        try went through."""
         argv = sq.sbatch_command(script, self.path("sbatch"))
         unsure = False  # a try may have reached the controller: look before sbatch
 
@@ -268,14 +280,17 @@ class SlurmCommands:
             unsure = unsure or ambiguous(why)
             if not unsure:
                 return None
-            jobs = self.own_jobs()
-            if isinstance(jobs, str):
-                return WAIT
-            unsure = False
-            found = [job_id for job_id, _, job_name in jobs if job_name == name]
-            if not found:
+            job_id = None if began is None else began()
+            if job_id is None:
+                jobs = self.own_jobs()
+                if isinstance(jobs, str):
+                    return WAIT
+                found = [job_id for job_id, _, job_name in jobs if job_name == name]
+                job_id = found[0] if found else None if began is None else began()
+            if job_id is None:
+                unsure = False
                 return None
-            return subprocess.CompletedProcess(argv, 0, f"{found[0]}\n", "")
+            return subprocess.CompletedProcess(argv, 0, f"{job_id}\n", "")
 
         return self.run_retrying(argv, cwd=cwd, env=env, before_retry=submitted)
 

@@ -44,6 +44,7 @@ from melissa_trainer.launcher.backends.lease import DEFAULT_TIMEOUT, lease_lines
 __all__ = [
     "JOB_PREFIX",
     "batch_script",
+    "began_file",
     "check_extra_args",
     "exit_file",
     "job_name",
@@ -57,6 +58,8 @@ _TIME_LIMIT = re.compile(r"(\d+-)?\d+(:\d{1,2}){0,2}")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 #: Exit-code file suffix; the job id is inserted by the script (``$SLURM_JOB_ID``).
 EXIT_SUFFIX = ".exit"
+#: Began-file suffix (`began_file`).
+BEGAN_SUFFIX = ".began"
 #: Every Slurm job name (and srun step name) of this library starts with it.
 JOB_PREFIX = "mt-"
 #: Variables left out of the submission environment: they describe the allocation or
@@ -152,6 +155,13 @@ def exit_file(stem: str, job_id: str) -> str:
     return f"{stem}.{job_id}{EXIT_SUFFIX}"
 
 
+def began_file(stem: str, token: str) -> str:
+    """Where the script of a job writes its job id as it begins, before its command (see
+    `batch_script`); `token` is drawn for each launch, so that the file names one
+    submission, not its job id (which a lost sbatch reply leaves unknown)."""
+    return f"{stem}.{token}{BEGAN_SUFFIX}"
+
+
 def batch_script(
     *,
     name: str,
@@ -167,6 +177,7 @@ def batch_script(
     srun_args: Sequence[str] = (),
     lease: str | None = None,
     lease_timeout: float = DEFAULT_TIMEOUT,
+    began: str | None = None,
 ) -> str:
     """The text of the batch script of one job.
 
@@ -186,6 +197,10 @@ def batch_script(
             ``--mpi=pmi2``).
         lease, lease_timeout: the lease file and its timeout in seconds (`lease_lines`);
             None: no lease, the job runs until it ends or is cancelled.
+        began: the `began_file` the script writes ``$SLURM_JOB_ID`` to (aside, then
+            renamed) before anything else: this submission reached the controller, and
+            the command may have run. If it cannot be written the script says so in its
+            log and runs on (as without a lease file). None: no such file.
 
     Raises ValueError for an empty command, ranks < 1, a variable name that is not a
     shell identifier, or an option value sbatch could not read back.
@@ -215,6 +230,15 @@ def batch_script(
         command = f"{shlex.join(srun)} {command}"
     target = shlex.quote(f"{exit_stem}.") + '"$SLURM_JOB_ID"' + shlex.quote(EXIT_SUFFIX)
     lines.append("trap : TERM INT  # outlive the command: Slurm signals it directly")
+    if began is not None:  # first: the trainer must not submit a job that began again
+        said = (
+            f"melissa-trainer: cannot write {began}, which the trainer reads if sbatch's "
+            "reply was lost: it may submit this job again"
+        )
+        lines.append(
+            f'printf "%s\\n" "$SLURM_JOB_ID" > {shlex.quote(began + ".tmp")} && mv -f -- '
+            f"{shlex.quote(began + '.tmp')} {shlex.quote(began)} || echo {shlex.quote(said)} >&2"
+        )
     if lease is not None:
         lines += lease_lines(lease, lease_timeout)
     lines += [

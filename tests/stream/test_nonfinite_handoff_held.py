@@ -49,7 +49,9 @@ def test_rank_0_held_by_a_full_buffer_hears_a_hand_off(tmp_path: Path) -> None:
         wait_until(lambda: rank0._feeder.waiting, "rank 0 blocked on its full buffer")
         push(rank1.endpoint, messages(5, [1], nan_at=1))
         wait_until(lambda: (tmp_path / f"{HANDOFF_FILE}.1").exists(), "rank 1's hand-off")
-        wait_until(lambda: rank0.ingest.nonfinite.failures, "rank 0 heard it", UNTIL_TEST_TIMEOUT)
+        # (refused is listed last, after the failure and its announcement to the other
+        # ranks, a file written: waiting on the failure alone read refused too early)
+        wait_until(lambda: rank0.ingest.refused, "rank 0 heard it", UNTIL_TEST_TIMEOUT)
         assert rank0._feeder.waiting  # (heard while held, not once idle)
         ((sid, t, why),) = rank0.ingest.nonfinite.failures
         assert (sid, t) == (5, 1) and "receiver of rank 1" in why, why

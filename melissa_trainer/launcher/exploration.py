@@ -165,9 +165,15 @@ class Exploration:
 
     def plan(self, n_draws: int) -> None:
         """For "lhs": the designs' size becomes `n_draws` (at most `LHS_MAX_BLOCK`),
-        before the first draw; afterwards, and for the sequences, a no-op."""
+        before the first draw; afterwards, and for the sequences, a no-op. A design
+        `prepare`d before, of another size, is dropped (computed again when needed):
+        kept, the draws took the old design's points in blocks of the new size, and its
+        state did not load (its design's points disagreed with its ``size``)."""
         if self.engine == "lhs" and self.explored == 0 and n_draws >= 1:
-            self.size = min(int(n_draws), LHS_MAX_BLOCK)
+            size = min(int(n_draws), LHS_MAX_BLOCK)
+            if size != self.size:
+                self._design, self._design_block = None, -1
+            self.size = size
 
     def _forget(self) -> None:
         # a ring of the remembered points (the varying dimensions): row `_count % size`

@@ -55,6 +55,7 @@ from melissa_trainer.core.schedule_length import (
     steps_left,
 )
 from melissa_trainer.trainer.ending import failure_words, save_at_failure
+from melissa_trainer.trainer.rank_reports import agree
 
 if TYPE_CHECKING:  # pragma: no cover
     from melissa_trainer.trainer.ending import EndingTrainer
@@ -90,14 +91,32 @@ def check_schedule(trainer: OnlineTrainer) -> int | None:
     or there is none), checked against ``max_steps``, after any resume and before the
     source starts.
 
+    Under several ranks every rank's end is compared first (one all-gather, once a
+    run): the end's checkpoint is written by every rank together at that step, so a
+    rank whose schedule ends elsewhere (its own ``total_steps``) would meet the others
+    in another collective.
+
     Raises:
-        ScheduleEnded: ``max_steps`` past the schedule's end, or no step left.
+        ScheduleEnded: ``max_steps`` past the schedule's end, no step left, or the
+            ranks' schedules ending at different steps.
     """
     scheduler = trainer.lr_scheduler
     left = steps_left(scheduler)
+    step, max_steps = trainer.state.global_step, trainer.state.max_steps
+    ends = agree(trainer, None if left is None else step + left, "the lr_scheduler's end")
+    if len(set(ends)) > 1:
+        each = ", ".join(
+            f"rank {rank}: {'unknown' if end is None else f'step {end}'}"
+            for rank, end in enumerate(ends)
+        )
+        raise ScheduleEnded(
+            f"the ranks' lr_schedulers end at different steps ({each}): every rank "
+            "must build the same schedule (the same total_steps, e.g. from "
+            "args.max_steps, not from a count of its own), since the ranks step "
+            "together and write the end's checkpoint together"
+        )
     if left is None:
         return None
-    step, max_steps = trainer.state.global_step, trainer.state.max_steps
     end = step + left
     name = schedule_words(scheduler)
     if left == 0:

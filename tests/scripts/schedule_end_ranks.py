@@ -9,7 +9,8 @@ step's optimizer update). With ``one_rank``, a LambdaLR whose lambda raises an O
 rank 1 only, at its step 4 (a rank-local failure: a user's lambda that reads a file);
 with ``one_rank_last``, the same with max_steps 6 (no agreement left in the loop after
 step 4's window: the one after the loop carries it).
-Each rank also writes its error's message to ``OUTPUT_DIR/said_<rank>.txt``."""
+With ``unequal``, the OneCycleLR is 5 steps on rank 0 and 7 on rank 1 (a total counted
+per rank). Each rank also writes its error's message to ``OUTPUT_DIR/said_<rank>.txt``."""
 
 from __future__ import annotations
 
@@ -40,7 +41,8 @@ def main() -> None:
     )  # fmt: skip
     model = small_model()
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-2)
-    scheduler = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=0.1, total_steps=5)
+    total = 7 if sys.argv[2:] == ["unequal"] and os.environ.get("RANK") == "1" else 5
+    scheduler = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=0.1, total_steps=total)
     if sys.argv[2:] == ["sequential"]:
         warm = torch.optim.lr_scheduler.ConstantLR(optimizer, factor=0.5, total_iters=2)
         scheduler = torch.optim.lr_scheduler.SequentialLR(

@@ -79,3 +79,20 @@ def test_a_scheduler_that_raises_on_one_rank_stops_both_with_a_checkpoint(
     note = (out / ".rank-failures" / "rank-1").read_text()
     assert "OSError: rank-local failure" in note, note
     assert "Traceback" in text and "raise OSError" in text, text[-3000:]  # (the user's)
+
+
+def test_schedules_ending_at_different_steps_are_refused_before_training(
+    tmp_path: Path,
+) -> None:
+    """A OneCycleLR of 5 steps on rank 0 and 7 on rank 1 (a total counted per rank):
+    both ranks refuse it before the first step, naming each rank's end. Before, rank 0
+    stopped at step 5 into the end's collective save while rank 1 went on training."""
+    out = tmp_path / "out"
+    done = launch_two_ranks(SCRIPT, str(out), "unequal")
+    text = done.stdout + done.stderr
+    assert done.returncode == 1, text[-3000:]
+    ended = [(out / f"ended_{rank}.txt").read_text().split() for rank in (0, 1)]
+    assert ended == [["ScheduleEnded", "0"], ["ScheduleEnded", "0"]], text[-3000:]
+    for rank in (0, 1):
+        said = (out / f"said_{rank}.txt").read_text()
+        assert "rank 0: step 5, rank 1: step 7" in said and "total_steps" in said, said

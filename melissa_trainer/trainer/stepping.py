@@ -101,6 +101,9 @@ class TrainerSteps(TrainerActions, TrainerLosses):
             figures.steps += 1
             held = self._failure
             if held is None or not self._as_trainer().stop_sync.distributed:
+                # (the step is trained: its hooks hear of it, as under several ranks,
+                # before its checkpoint holds their states)
+                hooks.fire(Event.STEP_END, self, state, control)
                 ended = schedule_failed(self._as_trainer(), failed, self._loss_guard.check)
                 raise ended from failed.__cause__  # (checkpoint saved first)
             # Several ranks: on this rank only, maybe; held until the ranks' next

@@ -259,3 +259,40 @@ def test_the_schedule_end_save_pauses_the_step_watch(
         trainer.train()
     assert trainer.state.global_step == step
     assert paused == [1] and watch._paused == 0, paused
+
+
+class Steps(melissa_trainer.Hook):
+    """The steps each STEP_END names, and the checkpoint's state of this hook."""
+
+    def __init__(self) -> None:
+        self.ended: list[int] = []
+
+    def on_step_end(self, trainer: Any, state: Any, control: Any) -> None:
+        self.ended.append(state.global_step)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"ended": list(self.ended)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.ended = list(state["ended"])
+
+
+def test_the_step_a_scheduler_raised_at_fires_step_end_before_its_checkpoint(
+    tmp_path: Path,
+) -> None:
+    """The step whose scheduler raised is trained and counted: its STEP_END fires (as
+    under several ranks, where the failure is held) before its checkpoint holds the
+    hooks' states. Failed before: the hooks heard steps 1-4 of the 5 trained, and the
+    checkpoint held a hook state one step behind the model."""
+    out = tmp_path / "out"
+    trainer, _ = run(out, lambda_over([1.0] * 5))
+    steps = Steps()
+    trainer.hooks.add(steps)
+    with pytest.raises(ScheduleEnded):
+        trainer.train()
+    assert steps.ended == [1, 2, 3, 4, 5]
+    trainer, _ = run(out, lambda_over([1.0] * 20), resume="latest", max_steps=7)
+    resumed = Steps()
+    trainer.hooks.add(resumed)
+    trainer.train()
+    assert resumed.ended == [1, 2, 3, 4, 5, 6, 7]

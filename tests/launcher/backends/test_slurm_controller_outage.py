@@ -171,15 +171,17 @@ if [ "$n" = 0 ]; then
 fi
 echo "$((4242 + n));testcluster"
 """
-#: a controller that answers nobody at the first two calls, then lists the queue
-FROZEN_SQUEUE = """#!/bin/bash
+#: a squeue that a frozen controller leaves unanswered at its first two calls (counted
+#: in $FAKE/squeue.calls); what it does once answered follows
+SQUEUE_UNANSWERED_TWICE = """#!/bin/bash
 n=$(cat "$FAKE/squeue.calls" 2>/dev/null || echo 0); echo $((n + 1)) > "$FAKE/squeue.calls"
 if [ "$n" -lt 2 ]; then
     echo "squeue: error: slurm_load_jobs error: Socket timed out on send/recv operation" >&2
     exit 1
 fi
-cat "$FAKE/queue"
 """
+#: a controller that answers nobody at the first two calls, then lists the queue
+FROZEN_SQUEUE = SQUEUE_UNANSWERED_TWICE + 'cat "$FAKE/queue"\n'
 #: ends every job (the close's)
 EMPTYING_SCANCEL = '#!/bin/bash\n: > "$FAKE/queue"\n'
 
@@ -222,17 +224,14 @@ echo "$((4242 + n));testcluster"
 #: unanswered at its first two calls; when it answers again, the controller has taken
 #: the backlog: job 4242 ran, ended and left the queue (a job shorter than the freeze's
 #: tail), so nothing is listed
-RESUMING_SQUEUE = """#!/bin/bash
-n=$(cat "$FAKE/squeue.calls" 2>/dev/null || echo 0); echo $((n + 1)) > "$FAKE/squeue.calls"
-if [ "$n" -lt 2 ]; then
-    echo "squeue: error: slurm_load_jobs error: Socket timed out on send/recv operation" >&2
-    exit 1
-fi
-if [ -e "$FAKE/backlog" ]; then
+RESUMING_SQUEUE = (
+    SQUEUE_UNANSWERED_TWICE
+    + """if [ -e "$FAKE/backlog" ]; then
     SLURM_JOB_ID=4242 bash "$FAKE/backlog" > /dev/null 2>&1
     rm -f "$FAKE/backlog"
 fi
 """
+)
 
 
 @pytest.mark.e2e

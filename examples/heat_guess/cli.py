@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from heat_guess.solver import METHODS, GuessConfig
+from heat_guess.solver import GUESS_CHECKS, METHODS, GuessConfig
 
 __all__ = ["check_kernel", "parse", "parser"]
 
@@ -45,6 +45,9 @@ def parser(doc: str | None) -> argparse.ArgumentParser:
     made.add_argument("--dt", type=float, default=d.dt)
     made.add_argument("--tol", type=float, default=d.tol)
     made.add_argument("--method", choices=METHODS, default=d.method)
+    made.add_argument("--guess_check", choices=GUESS_CHECKS, default=d.guess_check, help=(
+        "residual: a simulation takes a guess only if its residual is the smaller (one more "
+        "product by A); none: every guess that comes, however bad"))  # fmt: skip
     made.add_argument("--kernel", type=int, default=11, help="the convolution's width (odd)")
     made.add_argument("--no_surrogate", action="store_true", help="the simulations never ask")
     made.add_argument("--seed", type=int, default=0)
@@ -61,7 +64,9 @@ def parse(argv: Sequence[str] | None, doc: str | None) -> tuple[argparse.Namespa
     made = parser(doc)
     opts = made.parse_args(argv)
     try:
-        config = GuessConfig(opts.grid_size, opts.time_steps, opts.dt, opts.tol, opts.method)
+        config = GuessConfig(
+            opts.grid_size, opts.time_steps, opts.dt, opts.tol, opts.method, opts.guess_check
+        )
         for name in ("num_simulations", "job_limit"):
             if getattr(opts, name) < 1:
                 raise ValueError(f"--{name} must be >= 1, not {getattr(opts, name)}")

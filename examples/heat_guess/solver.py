@@ -19,15 +19,19 @@ answers, ``u + increment`` where ``increment`` is the surrogate's prediction of
 ``u_next - u`` from the step's initial residual ``f - A u`` (the request's input,
 ``residual``). The guess is kept only if its residual is the smaller (one more
 application of A: a surrogate that is still bad costs one product, never a slower
-solve). A prediction that does not come (`PredictionUnavailable`: training has not
-started, the request was refused, the trainer is restarting or gone) leaves the
-previous state as the guess: the simulation never depends on the trainer.
+solve); with ``--guess_check none`` every guess that comes is taken (its residual is
+still computed, as the solve starts from it), however bad: what the check saves,
+measured by `benchmarks/serve_guess.py`. A prediction that does not come
+(`PredictionUnavailable`: training has not started, the request was refused, the
+trainer is restarting or gone) leaves the previous state as the guess: the simulation
+never depends on the trainer.
 
 Each step it sends ``residual`` (float32, (n, n): ``f - A u``) and ``increment``
 (float32, (n, n): ``u_next - u``): what the surrogate learns from, and records its
 work: the products by A it computed (`Operator.products`: every residual, the guess's
-check included), whether it used a prediction and the model version of it. With
-``--record DIR`` it writes them to ``DIR/sim{id}.json`` at the end.
+check included), the iterations of each solve, whether it used a prediction and the
+model version of it. With ``--record DIR`` it writes them to ``DIR/sim{id}.json`` at
+the end.
 
 This module imports numpy and `melissa_trainer.client` only (never torch): the
 trainer imports `steps` from it to compute its validation pairs.
@@ -48,6 +52,9 @@ import numpy as np
 PARAMETER_NAMES = ("t_initial", "t_left", "t_right", "t_bottom", "t_top")
 PARAMETER_BOUNDS = dict.fromkeys(PARAMETER_NAMES, (100.0, 500.0))
 METHODS = ("jacobi", "cg")
+#: what decides whether a guess that came is taken: ``residual``, only if its residual
+#: is the smaller; ``none``, always
+GUESS_CHECKS = ("residual", "none")
 #: the most iterations of one solve (a guard: the defaults converge in < 100)
 MAX_ITERATIONS = 10_000
 
@@ -65,6 +72,8 @@ class GuessConfig:
         dt: the time step (alpha = 1).
         tol: relative residual each solve reaches.
         method: ``jacobi`` or ``cg``.
+        guess_check: ``residual`` (a guess is taken only if its residual is the
+            smaller) or ``none`` (every guess that comes is taken).
     """
 
     grid_size: int = 32
@@ -72,6 +81,7 @@ class GuessConfig:
     dt: float = 1e-3
     tol: float = 1e-6
     method: str = "jacobi"
+    guess_check: str = "residual"
 
     def __post_init__(self) -> None:
         problems = []
@@ -85,6 +95,8 @@ class GuessConfig:
             problems.append(f"tol={self.tol} must be in (0, 1)")
         if self.method not in METHODS:
             problems.append(f"method={self.method!r} must be one of {list(METHODS)}")
+        if self.guess_check not in GUESS_CHECKS:
+            problems.append(f"guess_check={self.guess_check!r} must be one of {list(GUESS_CHECKS)}")
         if problems:
             raise ValueError("invalid heat_guess configuration: " + "; ".join(problems))
 
@@ -97,6 +109,7 @@ class GuessConfig:
         return [
             *("--grid_size", str(self.grid_size), "--time_steps", str(self.time_steps)),
             *("--dt", repr(self.dt), "--tol", repr(self.tol), "--method", self.method),
+            *("--guess_check", self.guess_check),
         ]
 
 
@@ -129,23 +142,24 @@ def boundary(parameters: Mapping[str, float], n: int) -> np.ndarray:
 
 def solve(
     a: Operator, f: np.ndarray, x: np.ndarray, residual: np.ndarray, tol: float, method: str
-) -> np.ndarray:
+) -> tuple[np.ndarray, int]:
     """``A x = f`` from `x` (whose residual ``f - A x`` is `residual`), to ``||f - A x||
-    <= tol ||f||``, by `method`. Raises RuntimeError past `MAX_ITERATIONS`."""
+    <= tol ||f||``, by `method`: the solution and the iterations it took (one product
+    by A each). Raises RuntimeError past `MAX_ITERATIONS`."""
     target = tol * float(np.linalg.norm(f))
     x, res = x.copy(), residual.copy()
     if method == "jacobi":
         diagonal = 1.0 + 4.0 * a.r
-        for _ in range(MAX_ITERATIONS):
+        for done in range(MAX_ITERATIONS):
             if np.linalg.norm(res) <= target:
-                return x
+                return x, done
             x += res / diagonal
             res = f - a(x)
     else:
         p, rr = res.copy(), float((res * res).sum())
-        for _ in range(MAX_ITERATIONS):
+        for done in range(MAX_ITERATIONS):
             if np.sqrt(rr) <= target:
-                return x
+                return x, done
             ap = a(p)
             alpha = rr / float((p * ap).sum())
             x += alpha * p
@@ -161,10 +175,12 @@ Ask = Callable[[np.ndarray], "tuple[np.ndarray, int] | None"]
 
 @dataclass
 class Work:
-    """One simulation's record: per step, the products by A, whether the surrogate's
-    guess was used, and the model version of the prediction (-1: none came)."""
+    """One simulation's record: per step, the products by A, the iterations of the
+    solve (its products less the initial residual and the guess's), whether the
+    surrogate's guess was used, and the model version of the prediction (-1: none came)."""
 
     products: list[int] = field(default_factory=list)
+    iterations: list[int] = field(default_factory=list)
     used: list[bool] = field(default_factory=list)
     versions: list[int] = field(default_factory=list)
 
@@ -176,7 +192,8 @@ def steps(
     """Integrate one simulation; yield ``(residual, increment)`` per step (float64).
 
     `ask` gives the surrogate's increment for a residual (module docstring); None: the
-    previous state is always the guess. `work` (if given) receives the record.
+    previous state is always the guess; a guess is taken as `config.guess_check` says.
+    `work` (if given) receives the record.
     """
     p = check_parameters(parameters)
     n = config.grid_size
@@ -193,11 +210,13 @@ def steps(
             increment, version = answer
             guess = u + increment
             guess_res = f - a(guess)
-            if np.linalg.norm(guess_res) < np.linalg.norm(residual):
+            taken = config.guess_check == "none"
+            if taken or np.linalg.norm(guess_res) < np.linalg.norm(residual):
                 x, res, used = guess, guess_res, True
-        u_next = solve(a, f, x, res, config.tol, config.method)
+        u_next, iterations = solve(a, f, x, res, config.tol, config.method)
         if work is not None:
             work.products.append(a.products - before)
+            work.iterations.append(iterations)
             work.used.append(used)
             work.versions.append(version)
         yield residual, u_next - u
@@ -225,6 +244,10 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--tol", type=float, default=d.tol, help="relative residual per solve")
     parser.add_argument("--method", choices=METHODS, default=d.method)
     parser.add_argument(
+        "--guess_check", choices=GUESS_CHECKS, default=d.guess_check,
+        help="residual: take a guess only if its residual is the smaller; none: every one",
+    )  # fmt: skip
+    parser.add_argument(
         "--no_surrogate", action="store_true", help="never ask: the previous state is the guess"
     )
     parser.add_argument(
@@ -240,7 +263,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run one simulation (streaming, asking for its guesses); the exit status."""
     opts = _parse(argv)
     try:
-        config = GuessConfig(opts.grid_size, opts.time_steps, opts.dt, opts.tol, opts.method)
+        config = GuessConfig(
+            opts.grid_size, opts.time_steps, opts.dt, opts.tol, opts.method, opts.guess_check
+        )
         text = opts.parameters if opts.parameters is not None else os.environ.get(ENV_PARAMETERS)
         if text is None:
             raise ValueError(f"no parameters: pass --parameters or set {ENV_PARAMETERS}")

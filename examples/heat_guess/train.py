@@ -20,6 +20,7 @@ trainer), and the surrogate's final error on held-out simulations.
     python examples/heat_guess/train.py                   # 6 simulations, ~20 s on 2 cores
     python examples/heat_guess/train.py --method cg       # conjugate gradient instead
     python examples/heat_guess/train.py --no_surrogate    # the simulations never ask
+    python examples/heat_guess/train.py --guess_check none  # every guess taken, unchecked
     python examples/heat_guess/train.py --json            # last line: a JSON summary
     accelerate launch --multi_gpu --num_processes 2 examples/heat_guess/train.py
                                          # 2 ranks: each serves the simulations id % 2
@@ -121,10 +122,16 @@ def relative_error(model: torch.nn.Module, xs: torch.Tensor, ys: torch.Tensor) -
 
 def baseline_work(parameters: dict[str, float], config: GuessConfig) -> list[int]:
     """The products by A per step of one simulation solved from its previous state."""
+    return baseline_record(parameters, config).products
+
+
+def baseline_record(parameters: dict[str, float], config: GuessConfig) -> Work:
+    """The record (`solver.Work`) of one simulation solved from its previous state: what
+    the same simulation costs when it never asks (it does not depend on the trainer)."""
     work = Work()
     for _ in steps(parameters, config, None, work):
         pass
-    return work.products
+    return work
 
 
 def run_study(
@@ -281,11 +288,13 @@ def main(argv: list[str] | None = None) -> int:
     sims = result["simulations"]
     rows = []
     for s in sims:
-        without = baseline_work(s["parameters"], config)
+        without = baseline_record(s["parameters"], config)
         rows.append({
             "simulation": s["simulation_id"],
             "work_per_step": float(np.mean(s["products"])),
-            "without_surrogate": float(np.mean(without)),
+            "without_surrogate": float(np.mean(without.products)),
+            "iterations_per_step": float(np.mean(s["iterations"])),
+            "without_surrogate_iterations": float(np.mean(without.iterations)),
             "guesses_used": int(sum(s["used"])),
             "first_version": next((v for v in s["versions"] if v >= 0), None),
         })  # fmt: skip
@@ -294,6 +303,7 @@ def main(argv: list[str] | None = None) -> int:
     base = statistics.fmean(r["without_surrogate"] for r in half)
     summary = {
         "method": config.method,
+        "guess_check": config.guess_check,
         "simulations": rows,
         "second_half_work_per_step": ours,
         "second_half_without_surrogate": base,
@@ -302,7 +312,10 @@ def main(argv: list[str] | None = None) -> int:
         "global_step": result["global_step"],
         "serving": result["serving"],
     }
-    print(f"{config.method}: products by A per time step (the guess's check included)")
+    checked = {"residual": "a guess taken if its residual is the smaller",
+               "none": "every guess taken, unchecked"}[config.guess_check]  # fmt: skip
+    print(f"{config.method}, {checked}: products by A per time step (the guess's residual "
+          "included)")  # fmt: skip
     print(" sim  with surrogate  from previous state  guesses used  first model version")
     for r in rows:
         used = f"{r['guesses_used']:8d}/{config.time_steps:<4d}"

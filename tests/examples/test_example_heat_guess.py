@@ -82,6 +82,32 @@ def test_an_exact_guess_costs_two_products_a_bad_one_one_more_than_none() -> Non
     assert none.products == base and none.versions == [-1] * 6
 
 
+def test_with_no_check_every_guess_is_taken_and_the_iterations_are_recorded() -> None:
+    """``--guess_check none`` (benchmarks/serve_guess.py's arm B): a guess that came is
+    taken however bad (the residual check refuses it), at the same products: its
+    residual is computed either way, as the solve starts from it. The records' iterations
+    are the products less the initial residual and the guess's."""
+    config = GuessConfig(grid_size=8, time_steps=6, dt=2e-3, tol=1e-6)
+    unchecked = GuessConfig(grid_size=8, time_steps=6, dt=2e-3, tol=1e-6, guess_check="none")
+    assert unchecked.argv()[-2:] == ["--guess_check", "none"]
+    base = Work()
+    list(steps(PARAMS, config, None, base))
+    assert base.iterations == [p - 1 for p in base.products]
+
+    def bad(residual: np.ndarray) -> tuple[np.ndarray, int]:
+        return np.random.default_rng(0).normal(0, 1e4, residual.shape), 3
+
+    checked, taken = Work(), Work()
+    list(steps(PARAMS, config, bad, checked))
+    list(steps(PARAMS, unchecked, bad, taken))
+    assert checked.used == [False] * 6 and checked.iterations == base.iterations
+    assert taken.used == [True] * 6
+    assert all(t > b for t, b in zip(taken.iterations, base.iterations, strict=True))
+    assert taken.iterations == [p - 2 for p in taken.products]
+    with pytest.raises(ValueError, match="guess_check='always'"):
+        GuessConfig(guess_check="always")
+
+
 def test_odd_conv_pads_with_the_odd_extension_about_the_ghost_points() -> None:
     x = torch.arange(1.0, 1.0 + 36).reshape(1, 1, 6, 6)
     conv = OddConv(5)
@@ -132,13 +158,18 @@ def test_the_serving_line_is_a_sentence_of_the_counters() -> None:
 @pytest.mark.e2e
 @pytest.mark.slow
 @pytest.mark.timeout(240)
-@pytest.mark.parametrize("surrogate", [True, False])
-def test_the_study_serves_guesses_and_records_the_work(tmp_path: Path, surrogate: bool) -> None:
+@pytest.mark.parametrize("check", ["residual", "none", "never asks"])
+def test_the_study_serves_guesses_and_records_the_work(tmp_path: Path, check: str) -> None:
+    """With its guesses checked (the default), taken unchecked (``--guess_check none``:
+    every answered guess is used) or never asking (``--no_surrogate``)."""
     steps_, sims = 12, 3
+    surrogate = check != "never asks"
     cmd = [sys.executable, str(EXAMPLE), "--num_simulations", str(sims), "--time_steps",
            str(steps_), "--grid_size", "16", "--output_dir", str(tmp_path), "--json"]  # fmt: skip
     if not surrogate:
         cmd.append("--no_surrogate")
+    else:
+        cmd += ["--guess_check", check]
     proc = run_group(cmd, timeout=220)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     summary = json.loads(proc.stdout.splitlines()[-1])
@@ -158,11 +189,15 @@ def test_the_study_serves_guesses_and_records_the_work(tmp_path: Path, surrogate
         ):
             if not used:
                 assert products == alone + got
+            assert used == got if check == "none" else not used or got
+        spent = zip(record["products"], asked, strict=True)
+        assert record["iterations"] == [p - 1 - g for p, g in spent]
         versions = [v for v in record["versions"] if v >= 0]
         assert versions == sorted(versions)  # a simulation never sees an older model
         assert all(v <= summary["global_step"] for v in versions)
     line = next(x for x in proc.stdout.splitlines() if x.startswith("serving"))
     assert line == f"serving: {serving_sentence(summary['serving'])}"  # a sentence, not a dict
+    assert summary["guess_check"] == ("residual" if check == "never asks" else check)
     if surrogate:
         assert answered > 0 and summary["serving"]["answered"] == answered
     else:

@@ -10,10 +10,16 @@ accept), unchanged. The client says so once per client in the simulation's own l
 not once per step.
 
 Integer and boolean fields cannot hold NaN: they are never checked, never flagged.
+
+A prediction's inputs (`predict`) are sent as they are too, NaN or not: the trainer's
+serving socket applies the same policy to them (refused ``bad_request`` unless
+``nonfinite='accept'``: `melissa_trainer.stream.serving_requests`). The client says
+so once per client (`warn_nonfinite_inputs`), as for the fields it sends.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -23,7 +29,7 @@ from melissa_trainer.stream.finite import all_finite
 if TYPE_CHECKING:  # pragma: no cover
     import logging
 
-__all__ = ["FiniteCheck", "checked_dtype"]
+__all__ = ["FiniteCheck", "checked_dtype", "warn_nonfinite_inputs"]
 
 #: dtype kinds the client checks (the protocol's float16, float32 and float64)
 _CHECKED_KINDS = frozenset("f")
@@ -79,3 +85,21 @@ class FiniteCheck:
             name,
             time_step,
         )
+
+
+def warn_nonfinite_inputs(simulation_id: int, arrays: Mapping[str, np.ndarray]) -> bool:
+    """Warn if a float array of `arrays` (a prediction's inputs) holds NaN or Inf, naming
+    it; True if warned (the caller then checks no more: once per client). Nothing is
+    refused here: the trainer decides, by its ``nonfinite`` policy."""
+    for name, arr in arrays.items():
+        if checked_dtype(arr.dtype) and arr.size and not all_finite(arr):
+            _logger().warning(
+                "simulation %d: predict() input %r holds NaN or Inf; it is sent as it is "
+                "and the trainer applies its nonfinite policy to it (by default the request "
+                "is refused: PredictRefused, reason 'bad_request'). Later non-finite inputs "
+                "of this client are not logged.",
+                simulation_id,
+                name,
+            )
+            return True
+    return False

@@ -28,7 +28,9 @@ except PredictionUnavailable:          # busy, not serving yet, restarting, gone
   timeout says: `predict_errors.UNANSWERED`), restarting or gone) and
   `PredictRefused` (the trainer said no: `reason` ``busy`` when requests outpace the
   model, ``not_serving`` before its first step or after its last, ``wrong_run``,
-  ``bad_request``, ``failed``). A request is never
+  ``bad_request`` (also inputs holding NaN or Inf: sent as they are, warned of once
+  per predictor, refused unless the trainer's ``nonfinite`` is ``'accept'``),
+  ``failed``). A request is never
   left queued behind a dead trainer: the socket sends only over a live connection
   (``ZMQ_IMMEDIATE``), and is closed after a failure (a late answer is dropped). A
   trainer whose process is gone is not waited for: a request whose connection drops
@@ -77,6 +79,7 @@ import zmq
 
 from melissa_trainer import wire as protocol
 from melissa_trainer.client.config import check_simulation_id
+from melissa_trainer.client.finite_check import warn_nonfinite_inputs
 from melissa_trainer.client.predict_describe import describe, wait_answer
 from melissa_trainer.client.predict_endpoint import EndpointLookup
 from melissa_trainer.client.predict_errors import (
@@ -164,6 +167,7 @@ class Predictor:
         self._link = PredictLink(lookup, self._context)
         self._ids = itertools.count(1)
         self._closed = False
+        self._warned_nonfinite = False  # (`warn_nonfinite_inputs`: once per predictor)
 
     def predict(
         self, inputs: Mapping[str, Any], timeout: float = DEFAULT_PREDICT_TIMEOUT
@@ -192,6 +196,8 @@ class Predictor:
         deadline = now + timeout
         sock = link.connect(deadline, timeout)
         arrays = self._arrays(inputs)
+        if not self._warned_nonfinite:  # (NaN sent all the same: the trainer's policy)
+            self._warned_nonfinite = warn_nonfinite_inputs(self.simulation_id, arrays)
         request_id = next(self._ids)
         # (the wire's timeout is a u32 of milliseconds: a longer wait is sent as its
         # largest, 49.7 days, as the C client does; the trainer drops a request only

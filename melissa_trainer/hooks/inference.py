@@ -17,6 +17,7 @@ import torch
 from accelerate.utils import send_to_device
 
 from melissa_trainer.core.dataset import fast_collate
+from melissa_trainer.hooks.serving_checks import check_outputs
 from melissa_trainer.wire import DTYPE_CODES, FieldSpec, encode_prediction
 
 __all__ = ["Inference"]
@@ -35,6 +36,7 @@ class Inference:
         inputs: list[FieldSpec],
         process_inputs: Callable[[Mapping[str, np.ndarray]], Any] | None,
         process_outputs: Callable[[Any], Mapping[str, torch.Tensor]] | None,
+        outputs: list[FieldSpec] | None = None,
     ) -> None:
         if process_inputs is None and len(inputs) != 1:
             raise ValueError(
@@ -43,6 +45,8 @@ class Inference:
             )
         self._process_inputs = process_inputs or _single_input(inputs[0].name)
         self._process_outputs = process_outputs or _default_outputs
+        #: the outputs declared (`ServingHook.outputs`), None: not declared
+        self.outputs = outputs
         self._model: tuple[Any, torch.nn.Module] | None = None  # (prepared, unwrapped)
 
     def _unwrapped(self, trainer: Any) -> torch.nn.Module:
@@ -61,12 +65,21 @@ class Inference:
 
         Raises whatever the user's functions or the model raise, and ValueError for
         outputs that a PREDICTION cannot carry: not a mapping of names to tensors, not
-        tensors of first dimension ``len(samples)``, not of a wire dtype (bfloat16 is
-        sent as float32), a name not of 1 to 255 bytes, more than `MAX_NDIM`
+        tensors of shape ``(len(samples), *declared shape)`` (`outputs`; none
+        declared: of first dimension ``len(samples)``: `serving_checks.check_outputs`),
+        not of a wire dtype (bfloat16 is sent as float32; a declared output as its
+        declared dtype), a name not of 1 to 255 bytes, more than `MAX_NDIM`
         dimensions per request, more than `MAX_PREDICT_ARRAYS` outputs. Strided
         outputs (a slice, a transpose) are copied into C order: each request's row is
         contiguous, as the wire needs.
         """
+        return self.split(self.forward(trainer, samples), len(samples))
+
+    def forward(
+        self, trainer: Any, samples: Sequence[Mapping[str, np.ndarray]]
+    ) -> Mapping[str, Any]:
+        """What `process_outputs` returned for `samples`, checked to be a mapping (the
+        model run as `run` says); raises what the user's functions or the model raise."""
         acc = trainer.accelerator
         model = self._unwrapped(trainer)
         examples = [self._process_inputs(s) for s in samples]
@@ -86,27 +99,25 @@ class Inference:
                 "process_outputs: must return a mapping of output names to tensors "
                 f"(e.g. {{'prediction': output}}), not {type(named).__name__}"
             )
-        out: list[dict[str, np.ndarray]] = [{} for _ in samples]
+        return named
+
+    def split(self, named: Mapping[str, Any], n: int) -> list[dict[str, np.ndarray]]:
+        """`forward`'s outputs for `n` requests, checked (`run`), one dict per request."""
+        check_outputs(named, n, self.outputs)
+        dtypes = {f.name: f.dtype for f in self.outputs or ()}
+        out: list[dict[str, np.ndarray]] = [{} for _ in range(n)]
         for name, tensor in named.items():
-            if (
-                not isinstance(tensor, torch.Tensor)
-                or tensor.ndim < 1
-                or len(tensor) != len(samples)
-            ):
-                raise ValueError(
-                    f"process_outputs: {name!r} must be a tensor of first dimension "
-                    f"{len(samples)} (the batch), not {type(tensor).__name__} "
-                    f"{getattr(tensor, 'shape', '')}"
-                )
             if tensor.dtype == torch.bfloat16:
                 tensor = tensor.float()  # (no bfloat16 on the wire)
             # (waits for the device: timed whole.) C order: a strided output, e.g.
             # `out[:, ::2]`, has rows the wire cannot send without a copy; one copy of
             # the batch here instead of an error at the answer.
             array = np.ascontiguousarray(tensor.detach().cpu().numpy())
+            if name in dtypes:  # (autocast's float16 for a declared float32: as declared)
+                array = array.astype(dtypes[name], copy=False)
             if array.dtype not in DTYPE_CODES:
                 raise ValueError(f"process_outputs: {name!r} is {array.dtype}, not a wire dtype")
-            for i in range(len(samples)):
+            for i in range(n):
                 out[i][name] = array[i]
         # The wire's own checks (names, dimensions, count), on one row: an output the
         # PREDICTION cannot carry fails here, where the caller refuses the batch

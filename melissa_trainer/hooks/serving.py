@@ -21,7 +21,9 @@ counterpart of `process_sample`), they are stacked (`fast_collate`), moved to th
 device, and the model runs under ``torch.no_grad()``, in eval mode and the trainer's
 autocast; `process_outputs` turns its output into named tensors (default
 ``{"prediction": output}``), each split per request along its first dimension and sent
-back as numpy arrays.
+back as numpy arrays. Its shapes are checked at TRAIN_START on requests of zeros
+(`serving_checks.probe_outputs`: ``(batch, *declared)`` for the declared `outputs`),
+and at each batch.
 
 Cost bound: serving spends at most `share` of the training time (default 5%), as a token
 bucket (`serving_budget.ServingBudget`): each step earns `share` x its seconds between
@@ -76,7 +78,7 @@ from melissa_trainer.hooks.base import Hook
 from melissa_trainer.hooks.inference import Inference
 from melissa_trainer.hooks.serving_batches import ServedBatches
 from melissa_trainer.hooks.serving_budget import ServingBudget
-from melissa_trainer.hooks.serving_checks import check_serving
+from melissa_trainer.hooks.serving_checks import check_serving, declared_outputs, probe_outputs
 from melissa_trainer.hooks.serving_in_process import InProcessPrediction, queued
 from melissa_trainer.hooks.serving_report import LOG_MAXIMA, log_figures, summary
 from melissa_trainer.hooks.serving_socket import rank_server
@@ -116,6 +118,16 @@ class ServingHook(Hook):
             (rank r binds port + r, as the receivers do); default: the receiver's
             interface, a random port (no stream source: no socket, in-process only).
         rendezvous_dir: where ``serve_{rank}.json`` goes; default the stream's.
+        outputs: the outputs of one request, ``{name: (shape, dtype)}`` as
+            `process_outputs` names them, without the batch dimension: each served
+            batch's must be of shape ``(batch, *shape)``, and is sent as `dtype`.
+            Default None: any names, of first dimension the batch.
+
+    Raises:
+        ValueError: at TRAIN_START, when `process_outputs` returns outputs of the wrong
+            shape for a probe of zero-valued requests (`serving_checks.probe_outputs`:
+            two batch sizes unlike any declared dimension, one when `outputs` is
+            declared); a probe that raises otherwise is skipped (logged).
     """
 
     def __init__(
@@ -130,11 +142,14 @@ class ServingHook(Hook):
         max_latency_steps: int | None = DEFAULT_MAX_LATENCY_STEPS,
         bind: str | None = None,
         rendezvous_dir: str | None = None,
+        outputs: Mapping[str, tuple[Any, Any]] | None = None,
     ) -> None:
         check_serving(inputs, process_inputs, process_outputs, max_queue, bind)  # (now)
         self._server = PredictServer(inputs, max_queue=max_queue)
         self.inputs = self._server.inputs
-        self._inference = Inference(self.inputs, process_inputs, process_outputs)
+        self.outputs = declared_outputs(outputs)
+        self._inference = Inference(self.inputs, process_inputs, process_outputs, self.outputs)
+        self._probed = False  # (`_probe`: once, at the first TRAIN_START)
         self.budget = ServingBudget(share)
         if not isinstance(max_batch, int) or isinstance(max_batch, bool) or max_batch < 1:
             raise ValueError(f"ServingHook.max_batch must be an integer >= 1, not {max_batch!r}")
@@ -185,6 +200,9 @@ class ServingHook(Hook):
         self, trainer: TrainerView, state: TrainerState, control: TrainerControl
     ) -> None:
         self._trainer, self._thread = trainer, threading.get_ident()
+        if not self._probed:  # (before serving: a wrong shape fails the run, not requests)
+            self._probed = True
+            self._probe(trainer)
         self._server.version = state.global_step
         self._server.serving = True
         self._last_end, self._served = time.perf_counter(), 0.0
@@ -346,6 +364,23 @@ class ServingHook(Hook):
                     self._serve(server.take(self.max_batch), server.version)
             finally:
                 self._model.release()
+
+    def _probe(self, trainer: TrainerView) -> None:
+        """Check `process_outputs`' shapes on requests of zeros (`probe_outputs`), the
+        random state left as it was (a model drawing noise in eval mode: training
+        draws the same with serving as without)."""
+        device = trainer.accelerator.device
+        devices = [device] if device.type == "cuda" else []
+        with torch.random.fork_rng(devices=devices):
+            skipped = probe_outputs(
+                lambda zeros: self._inference.forward(trainer, zeros), self.inputs, self.outputs
+            )
+        if skipped is not None:
+            logger.info(
+                "serving: process_outputs' shapes not checked at the start (a request of "
+                "zeros raised %s); each served batch is checked",
+                skipped,
+            )
 
     def _stop_serving(self) -> None:
         server = self._server

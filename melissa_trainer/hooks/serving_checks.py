@@ -4,17 +4,33 @@ trial found `bind` unchecked (``"junk"``, a TCP endpoint without a port: trainin
 failed 31 s later, with a traceback, once the receivers had started), `process_outputs`
 unchecked (an int: the first served batch failed), and `max_queue`'s and an empty
 `inputs`' messages without the field's name (the server's and the wire's words).
+
+And the check of what `process_outputs` returns (`check_outputs`), on every served
+batch and once at training's start (`probe_outputs`, run by `ServingHook` at
+TRAIN_START on `probe_sizes` requests of zeros): each output a tensor of shape
+``(batch, *declared_shape)`` (`ServingHook.outputs`), or, none declared, of first
+dimension the batch and the same per-request shape for two batch sizes. Before, only
+the first dimension was checked, per batch: a `process_outputs` that dropped the batch
+dimension (``out[0]``, ``out.squeeze()``) passed whenever the batch happened to equal
+that first dimension (each request then got a slice of the first request's answer),
+and was refused ``failed`` request by request otherwise, for the whole run.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
+
+import numpy as np
 
 from melissa_trainer import wire as protocol
 from melissa_trainer.stream.endpoints import bind_fault
+from melissa_trainer.wire import FieldSpec
 
-__all__ = ["check_serving"]
+__all__ = ["check_outputs", "check_serving", "declared_outputs", "probe_outputs", "probe_sizes"]
+
+#: what an output must be, said in `check_outputs`' errors
+_ROWS = "one row per request, the batch first"
 
 
 def check_serving(
@@ -50,3 +66,100 @@ def check_serving(
             "r binds port 6000 + r), tcp://*:* (every interface, a random port), or None "
             "(the receiver's interface, a random port)"
         )
+
+
+def declared_outputs(outputs: Any) -> list[FieldSpec] | None:
+    """`ServingHook.outputs` as FieldSpecs (None: not declared), else ValueError naming
+    the field."""
+    if outputs is None:
+        return None
+    if not isinstance(outputs, Mapping) or not outputs:
+        raise ValueError(
+            "ServingHook.outputs must declare the outputs of one request, {name: (shape, "
+            "dtype)} as process_outputs names them, without the batch dimension (e.g. "
+            f"{{'u_next': ((64,), 'float32')}}), or be None; not {outputs!r}"
+        )
+    try:
+        return protocol.field_specs(outputs)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"ServingHook.outputs: {exc}") from None
+
+
+def check_outputs(
+    named: Mapping[str, Any], batch: int, declared: Sequence[FieldSpec] | None
+) -> None:
+    """Raise ValueError, naming ``ServingHook.process_outputs``, the output, the shape
+    it returned and the shape required, unless every value of `named` (what
+    `process_outputs` returned for `batch` requests, a mapping) is a tensor of shape
+    ``(batch, *shape)`` of its declared output (`declared`: the names too, exactly),
+    or, none declared, a tensor of at least one dimension, the first `batch`."""
+    by_name = {} if declared is None else {f.name: f for f in declared}
+    if declared is not None and set(named) != set(by_name):
+        raise ValueError(
+            f"ServingHook.process_outputs returned the outputs {sorted(named)}; "
+            f"ServingHook.outputs declares {sorted(by_name)}"
+        )
+    for name, tensor in named.items():
+        shape = tuple(getattr(tensor, "shape", ()))
+        spec = by_name.get(name)
+        if spec is not None:
+            required: tuple[int, ...] = (batch, *spec.shape)
+            if hasattr(tensor, "detach") and shape == required:
+                continue
+            want = f"{required} (batch, *declared {tuple(spec.shape)}: {_ROWS})"
+        else:
+            if hasattr(tensor, "detach") and len(shape) >= 1 and shape[0] == batch:
+                continue
+            want = f"({batch}, ...) ({_ROWS})"
+        got = f"of shape {shape}" if hasattr(tensor, "detach") else type(tensor).__name__
+        raise ValueError(
+            f"ServingHook.process_outputs returned {name!r} {got} for a batch of {batch} "
+            f"request{'s' if batch != 1 else ''}; required a tensor of shape {want}"
+        )
+
+
+def probe_sizes(inputs: Sequence[FieldSpec], outputs: Sequence[FieldSpec] | None) -> list[int]:
+    """The batch sizes of the probe (`probe_outputs`): the two smallest integers >= 2
+    that are no declared dimension (inputs', outputs'), so that an output without its
+    batch dimension cannot pass by having a first dimension equal to the batch (one
+    size is enough when the outputs are declared: their shapes are checked whole)."""
+    dims = {d for f in (*inputs, *(outputs or ())) for d in f.shape}
+    sizes: list[int] = []
+    size = 2
+    while len(sizes) < (1 if outputs is not None else 2):
+        if size not in dims:
+            sizes.append(size)
+        size += 1
+    return sizes
+
+
+def probe_outputs(
+    forward: Callable[[list[dict[str, np.ndarray]]], Mapping[str, Any]],
+    inputs: Sequence[FieldSpec],
+    outputs: Sequence[FieldSpec] | None,
+) -> str | None:
+    """Run `forward` (requests' arrays -> what `process_outputs` returned) on batches
+    of `probe_sizes` requests of zeros of the declared `inputs`, and check what it
+    returned (`check_outputs`; none declared: also the same per-request shapes for both
+    sizes). Raises that ValueError. Returns why the probe could not run (`forward`
+    raised on zeros: the user's functions or the model, whose errors each served batch
+    reports), else None."""
+    seen: dict[str, tuple[int, tuple[int, ...]]] = {}
+    for size in probe_sizes(inputs, outputs):
+        zeros = [{f.name: np.zeros(f.shape, f.dtype) for f in inputs} for _ in range(size)]
+        try:
+            named = forward(zeros)
+        except Exception as exc:  # (not a shape error: the requests will report it)
+            return f"{type(exc).__name__}: {exc}"
+        if not isinstance(named, Mapping):
+            return None  # (`Inference` says it at each batch, naming the fix)
+        check_outputs(named, size, outputs)
+        for name, tensor in named.items():
+            first = seen.setdefault(name, (size, tuple(tensor.shape)))
+            if first[1][1:] != tuple(tensor.shape)[1:]:
+                raise ValueError(
+                    f"ServingHook.process_outputs returned {name!r} of shape {first[1]} for "
+                    f"a batch of {first[0]} requests and {tuple(tensor.shape)} for "
+                    f"{size}: required (batch, *one request's shape), {_ROWS}"
+                )
+    return None

@@ -8,6 +8,8 @@ simulation that reached the receiver reaches the server too (``serve_{rank}.json
 beside the receiver's endpoints). An explicit `bind` serves without a stream source too;
 it is offset by the rank as the receivers' is (`serving_rendezvous.serving_rank_bind`:
 rank r binds an explicit TCP port + r). Neither: no socket, in-process serving only.
+Requests holding NaN or Inf follow the stream's ``nonfinite`` policy (`PredictServer`;
+without a stream source, the default's: refused).
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ def rank_server(
             advertise_host=config.advertise_host,
             curve=curve_keys(config.curve_secret_key, config.curve_public_key),
             rendezvous_dir=rendezvous_dir or config.rendezvous_dir,
+            nonfinite=config.nonfinite,  # (requests follow the receiver's policy for NaN)
         )
         bind = bind or serving_bind(config.bind, trainer.process_index)
     else:

@@ -11,6 +11,8 @@ The I/O thread owns the ZeroMQ ROUTER socket. For each message it:
   reason in full, then one summary line at most every 30 s: `LogSummary`), and
   refused (``bad_request``) when its request id is readable, so that its client
   fails at once instead of at its timeout;
+* refuses a request whose inputs hold NaN or Inf unless the receiver's ``nonfinite``
+  is ``"accept"`` (`serving_requests.nonfinite_refusal`), counted ``refused_nonfinite``;
 * refuses a request naming another run (``wrong_run``), one that comes while nothing
   is served (``not_serving``: before the trainer's first step, after its last), and one
   that finds the queue full (``busy``: back-pressure; the queue never grows past
@@ -53,6 +55,7 @@ from melissa_trainer import wire as protocol
 from melissa_trainer.stream.endpoints import advertised
 from melissa_trainer.stream.liveness import HEADER_ALLOWANCE
 from melissa_trainer.stream.log_summary import REJECTED, LogSummary
+from melissa_trainer.stream.nonfinite import check_policy
 from melissa_trainer.stream.receiver_config import DEFAULT_BIND
 from melissa_trainer.stream.serving_bind import bind_error
 from melissa_trainer.stream.serving_describe import described, is_describe
@@ -63,7 +66,7 @@ from melissa_trainer.stream.serving_queue import (
     ServingRefused,
 )
 from melissa_trainer.stream.serving_rendezvous import check_inputs, remove_serving, write_serving
-from melissa_trainer.stream.serving_requests import decode_request
+from melissa_trainer.stream.serving_requests import decode_request, nonfinite_refusal
 from melissa_trainer.wire import PredictRequest, ProtocolError
 
 __all__ = ["DEFAULT_MAX_QUEUE", "Pending", "PredictServer", "ServingRefused", "check_inputs"]
@@ -91,6 +94,8 @@ class PredictServer:
         rendezvous_dir: where ``serve_{rank}.json`` is published (None: nowhere; give
             the clients `endpoint`).
         max_queue: requests waiting at most; more are refused ``busy``.
+        nonfinite: the receiver's policy for NaN or Inf (`ReceiverConfig.nonfinite`):
+            ``"accept"`` serves such requests, the others refuse them.
     """
 
     def __init__(
@@ -105,7 +110,9 @@ class PredictServer:
         run_id: str | None = None,
         rendezvous_dir: Any = None,
         max_queue: int = DEFAULT_MAX_QUEUE,
+        nonfinite: str = "refuse",
     ) -> None:
+        self.nonfinite = check_policy(nonfinite)
         if not isinstance(max_queue, int) or isinstance(max_queue, bool) or max_queue < 1:
             raise ValueError(f"max_queue must be an integer >= 1, not {max_queue!r}")
         self.inputs = protocol.field_specs(inputs)
@@ -373,6 +380,15 @@ class PredictServer:
             pending = Pending(request, time.monotonic(), self.version, identity)
             self._requests.count("requests")
             self.refuse(pending, "wrong_run", f"this trainer is run {self._run_id}")
+            return
+        refusal = nonfinite_refusal(request, self.nonfinite, self.version)
+        if refusal is not None:  # (counted under its own reason; bad_request on the wire)
+            sim, (detail, frame) = request.simulation_id, refusal
+            self._requests.count("requests")
+            self._requests.count("refused_nonfinite")
+            why = f"serving of rank {self.rank}: refused a request of simulation {sim}: {detail}"
+            self._summary.event(REJECTED, "nonfinite", sim, why)
+            router.send_multipart([identity, frame])
             return
         self._queue_or_refuse(Pending(request, time.monotonic(), self.version, identity))
 

@@ -5,6 +5,13 @@ shapes); and, when it is not, why, said so that its client can fix it (a refusal
 ``bad_request`` carries the reason: an unknown or missing input named, or the bytes
 with the inputs the trainer serves). Run by the server's I/O thread on each request;
 numpy and the protocol only.
+
+And whether its inputs may hold NaN or Inf (`nonfinite_detail`): a request follows the
+receiver's ``nonfinite`` policy, as the samples a simulation sends do
+(`melissa_trainer.stream.nonfinite`): under ``"accept"`` it is served; under
+``"refuse"`` (the default) and ``"fail"`` it is refused ``bad_request``, the detail
+naming the input and the policy (a prediction's inputs are not training data: no
+simulation is failed for them). Before, such a request was served, and answered NaN.
 """
 
 from __future__ import annotations
@@ -13,10 +20,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from melissa_trainer import wire as protocol
+from melissa_trainer.stream.finite import FLOAT_KINDS, all_finite
 from melissa_trainer.stream.serving_rendezvous import check_inputs
 from melissa_trainer.wire import FieldSpec, PredictRequest, ProtocolError
 
-__all__ = ["decode_request"]
+__all__ = ["NONFINITE_PREFIX", "decode_request", "nonfinite_detail", "nonfinite_refusal"]
+
+#: how a refusal's detail for NaN or Inf inputs begins (``bad_request``)
+NONFINITE_PREFIX = "nonfinite:"
 
 
 def decode_request(
@@ -63,3 +74,33 @@ def _too_large(parts: list[Any], exc: ProtocolError, inputs: Sequence[FieldSpec]
     declared = ", ".join(f"{f.name!r} {f.dtype.str} {f.shape}" for f in inputs)
     detail = str(exc).removeprefix("too_large: ")
     return ProtocolError("too_large", f"{detail}; the trainer serves {declared}")
+
+
+def nonfinite_detail(request: PredictRequest, policy: str) -> str | None:
+    """Why `request` is refused under the ``nonfinite`` `policy` (module docstring): its
+    first float input holding NaN or Inf, named; None when it is served (no such
+    input, or `policy` ``"accept"``). One pass over each float input's bytes
+    (`all_finite`)."""
+    if policy == "accept":
+        return None
+    for name, arr in request.arrays.items():
+        if arr.dtype.kind in FLOAT_KINDS and arr.size and not all_finite(arr):
+            return (
+                f"{NONFINITE_PREFIX} input {name!r} holds NaN or Inf; this trainer refuses "
+                f"such requests (its nonfinite={policy!r}; nonfinite='accept' serves them)"
+            )
+    return None
+
+
+def nonfinite_refusal(
+    request: PredictRequest, policy: str, version: int
+) -> tuple[str, bytes] | None:
+    """`nonfinite_detail`, and the REFUSED (``bad_request``, at model `version`) that
+    answers `request` with it; None when it is served."""
+    detail = nonfinite_detail(request, policy)
+    if detail is None:
+        return None
+    frame = protocol.encode_refused(
+        request.simulation_id, request.request_id, version, "bad_request", detail
+    )
+    return detail, frame

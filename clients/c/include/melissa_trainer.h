@@ -420,7 +420,8 @@ typedef enum mt_refusal {
     MT_REFUSAL_BUSY = 1,        /* requests outpace the model: retry after retry_after_s */
     MT_REFUSAL_NOT_SERVING = 2, /* no model served: before training starts, after it ends */
     MT_REFUSAL_WRONG_RUN = 3,   /* the request names another run than the trainer's */
-    MT_REFUSAL_BAD_REQUEST = 4, /* the inputs are not the ones the trainer serves */
+    MT_REFUSAL_BAD_REQUEST = 4, /* the inputs are not the ones the trainer serves, or hold
+                                 * NaN or Inf (its nonfinite policy not 'accept') */
     MT_REFUSAL_FAILED = 5       /* the trainer's inference function raised on it */
 } mt_refusal;
 

@@ -95,9 +95,9 @@ from melissa_trainer.client.predict_link import (
 )
 from melissa_trainer.client.predict_lookup import checked_endpoint
 from melissa_trainer.client.server_key import check_server_key
-from melissa_trainer.stream.serving_describe import Description
 from melissa_trainer.stream.serving_rendezvous import check_inputs
 from melissa_trainer.wire import Prediction
+from melissa_trainer.wire.predict_describe import Description
 
 __all__ = [
     "ENV_SERVE_ENDPOINTS",

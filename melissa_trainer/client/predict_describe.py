@@ -1,15 +1,16 @@
 """What a `Predictor` given its serving endpoint (``endpoint=``,
 ``$MELISSA_TRAINER_SERVE_ENDPOINTS``: no serve file, which publishes the inputs) learns
 of the inputs the trainer serves before its first request on a connection (`describe`:
-a DESCRIBE, answered by a DESCRIPTION, docs/protocol.md section 16, `serving_describe`),
-so that it checks each request before sending it, as with a rendezvous: inputs of
-another dtype or shape are a ValueError, nothing sent. Without it a request more than
-1 MiB over the declared inputs (numpy's float64 for a large float32 input) was closed
-by the trainer's ZeroMQ without a word, and read as a trainer that died (user trial 32).
+a DESCRIBE, answered by a DESCRIPTION, docs/protocol.md section 16, the codec of
+`wire.predict_describe`), so that it checks each request before sending it, as with a
+rendezvous: inputs of another dtype or shape are a ValueError, nothing sent. Without it
+a request more than 1 MiB over the declared inputs (numpy's float64 for a large float32
+input) was closed by the trainer's ZeroMQ without a word, and read as a trainer that
+died (user trial 32).
 
 Also `wait_answer`, the wait for the answer to a request (a DESCRIBE or a PREDICT) on
 the link's socket, which says a trainer gone as soon as the connection drops. Imports
-the standard library, pyzmq and the shared `stream` modules only.
+the standard library, pyzmq, `wire` and the client's own modules only.
 """
 
 from __future__ import annotations
@@ -24,8 +25,9 @@ from melissa_trainer.client.predict_errors import (
     PredictTimeout,
 )
 from melissa_trainer.client.predict_link import PredictLink, poll_ms
-from melissa_trainer.stream.serving_describe import Description, decode_answer, encode_describe
 from melissa_trainer.wire import Prediction, ProtocolError, Refusal
+from melissa_trainer.wire.predict import decode_answer
+from melissa_trainer.wire.predict_describe import Description, encode_describe
 
 __all__ = ["describe", "lost", "wait_answer"]
 

@@ -17,7 +17,7 @@ The I/O thread owns the ZeroMQ ROUTER socket. For each message it:
   is served (``not_serving``: before the trainer's first step, after its last), and one
   that finds the queue full (``busy``: back-pressure; the queue never grows past
   `max_queue`);
-* answers a DESCRIBE with the declared inputs (``described``; `serving_describe`: a
+* answers a DESCRIBE with the declared inputs (``described``; `wire.predict_describe`: a
   client given the endpoint checks its requests before sending them);
 * queues the others, stamped with the time and the model version they arrived at.
 
@@ -58,7 +58,6 @@ from melissa_trainer.stream.log_summary import REJECTED, LogSummary
 from melissa_trainer.stream.nonfinite import check_policy
 from melissa_trainer.stream.receiver_config import DEFAULT_BIND
 from melissa_trainer.stream.serving_bind import bind_error
-from melissa_trainer.stream.serving_describe import described, is_describe
 from melissa_trainer.stream.serving_queue import (
     DEFAULT_MAX_QUEUE,
     Pending,
@@ -68,6 +67,7 @@ from melissa_trainer.stream.serving_queue import (
 from melissa_trainer.stream.serving_rendezvous import check_inputs, remove_serving, write_serving
 from melissa_trainer.stream.serving_requests import decode_request, nonfinite_refusal
 from melissa_trainer.wire import PredictRequest, ProtocolError
+from melissa_trainer.wire.predict_describe import described, is_describe
 
 __all__ = ["DEFAULT_MAX_QUEUE", "Pending", "PredictServer", "ServingRefused", "check_inputs"]
 

@@ -43,9 +43,9 @@ machine-readable `reason`; the receiver checks the rest against the HELLO.
 
 Modules, each importable alone; every public name is re-exported here, and callers use
 this package (``from melissa_trainer import wire``). The names of `held`, `admission`,
-`receipt` and `predict` are imported on first use (PEP 562, `_LAZY`, the table of
-`lazy_names`): a launched simulation's client never asks a follow socket or a
-prediction, and its start-up should not pay for their modules.
+`receipt`, `predict` and `predict_describe` are imported on first use (PEP 562,
+`_LAZY`, the table of `lazy_names`): a launched simulation's client never asks a follow
+socket or a prediction, and its start-up should not pay for their modules.
 
 * `layout`: the bytes: constants, limits, dtypes, header `Struct`s, the `*_AT` offsets
   (the wire layout's one home: no other module of `stream` or `client` packs bytes);
@@ -54,6 +54,8 @@ prediction, and its start-up should not pay for their modules.
 * `decoding`: `decode`, the validation of one message, and `peek_simulation_id`;
 * `held`, `admission`, `receipt`: the follow socket's messages (as above);
 * `predict`: the serving channel's messages, their encoding and validation;
+* `predict_describe`: the array descriptions of PREDICT, PREDICTION and DESCRIPTION
+  (their one codec), and DESCRIBE and DESCRIPTION;
 * `checks`: `field_specs`, `dtype_code`, `check_run_id`, shared by both sides.
 * `lazy_names`: which module defines each name imported on first use.
 * `routing`: which receiver gets a time step (`receiver_of`; import it from its module).
@@ -181,12 +183,24 @@ if TYPE_CHECKING:  # pragma: no cover - the lazy modules' names, for type checke
         Prediction,
         PredictRequest,
         Refusal,
+        decode_answer,
         decode_predict,
         decode_reply,
         encode_predict,
         encode_prediction,
         encode_refused,
         peek_request_id,
+    )
+    from melissa_trainer.wire.predict_describe import (
+        FLAG_DESCRIBE,
+        Description,
+        decode_description,
+        described,
+        encode_describe,
+        encode_description,
+        is_describe,
+        pack_descriptions,
+        read_descriptions,
     )
     from melissa_trainer.wire.receipt import (
         MAX_RECEIPT_QUERY_BYTES,
@@ -275,12 +289,22 @@ __all__ = [
     "REFUSED",
     "REFUSED_FIXED",
     "Refusal",
+    "decode_answer",
     "decode_predict",
     "decode_reply",
     "encode_predict",
     "encode_prediction",
     "encode_refused",
     "peek_request_id",
+    "FLAG_DESCRIBE",
+    "Description",
+    "decode_description",
+    "described",
+    "encode_describe",
+    "encode_description",
+    "is_describe",
+    "pack_descriptions",
+    "read_descriptions",
     "ABANDON",
     "AFTER_TIME_STEP_AT",
     "Abandon",

@@ -1,8 +1,8 @@
 """The names `melissa_trainer.wire` imports on first use (PEP 562): `LAZY`.
 
 The modules of the follow socket's messages (`held`, `admission`, `receipt`) and of the
-serving channel (`predict`) are not imported with the package: a launched simulation's
-client asks neither, and its start-up should not pay for them. The package's
+serving channel (`predict`, `predict_describe`) are not imported with the package: a
+launched simulation's client asks neither, and its start-up should not pay for them. The package's
 ``__getattr__`` imports a module the first time one of its names is asked for; this table
 says which module defines each name (the package's ``if TYPE_CHECKING:`` imports repeat
 it for type checkers). Standard library only, and nothing imported here.
@@ -48,12 +48,24 @@ LAZY: dict[str, tuple[str, ...]] = {
         "PredictRequest",
         "Prediction",
         "Refusal",
+        "decode_answer",
         "decode_predict",
         "decode_reply",
         "encode_predict",
         "encode_prediction",
         "encode_refused",
         "peek_request_id",
+    ),
+    "melissa_trainer.wire.predict_describe": (
+        "FLAG_DESCRIBE",
+        "Description",
+        "decode_description",
+        "described",
+        "encode_describe",
+        "encode_description",
+        "is_describe",
+        "pack_descriptions",
+        "read_descriptions",
     ),
     "melissa_trainer.wire.receipt": (
         "MAX_RECEIPT_QUERY_BYTES",

@@ -3,11 +3,13 @@ current model for a prediction (PREDICT) and gets the arrays with the model's ve
 (PREDICTION) or a refusal it can act on (REFUSED). Standard library and numpy.
 
 A PREDICT or PREDICTION is a header frame, describing named arrays (dtype code, shape,
-name, as in a DATA header), followed by one payload frame per array, its raw
-little-endian C-ordered bytes: no pickle, no JSON on the per-request path. A REFUSED is
-one frame. `decode_predict` (the trainer's side) and `decode_reply` (the client's)
-validate everything before any array is built, and raise `ProtocolError` with a
-`reason` of section 10's table, or ``bad_request`` for the header's own rules.
+name, as in a DATA header: `predict_describe`'s `pack_descriptions` and
+`read_descriptions`, shared with a DESCRIPTION), followed by one payload frame per
+array, its raw little-endian C-ordered bytes: no pickle, no JSON on the per-request
+path. A REFUSED is one frame. `decode_predict` (the trainer's side) and `decode_reply`
+(the client's; `decode_answer` also takes a DESCRIPTION) validate everything before any
+array is built, and raise `ProtocolError` with a `reason` of section 10's table, or
+``bad_request`` for the header's own rules.
 
 Arrays come back as read-only numpy views of the frames (no copy).
 """
@@ -23,14 +25,8 @@ import numpy as np
 
 from melissa_trainer.wire.checks import check_run_id
 from melissa_trainer.wire.layout import (
-    ARRAY_FIXED,
-    DIM_BYTES,
-    DIMS,
-    DTYPE_CODES,
-    DTYPES,
     KIND_AT,
     MAGIC,
-    MAX_NDIM,
     MAX_PREDICT_ARRAYS,
     PREDICT,
     PREDICT_FIXED,
@@ -40,10 +36,16 @@ from melissa_trainer.wire.layout import (
     REFUSED,
     REFUSED_FIXED,
     U64,
-    U64_LIMIT,
     VERSION,
 )
 from melissa_trainer.wire.messages import ProtocolError
+from melissa_trainer.wire.predict_describe import (
+    FLAG_DESCRIBE,
+    Description,
+    decode_description,
+    pack_descriptions,
+    read_descriptions,
+)
 
 __all__ = [
     "REFUSAL_CODES",
@@ -51,6 +53,7 @@ __all__ = [
     "PredictRequest",
     "Prediction",
     "Refusal",
+    "decode_answer",
     "decode_predict",
     "decode_reply",
     "encode_predict",
@@ -103,21 +106,8 @@ class Refusal:
     detail: str
 
 
-def _arrays_header(arrays: Mapping[str, np.ndarray]) -> bytes:
-    parts = []
-    for name, arr in arrays.items():
-        raw = name.encode()
-        code = DTYPE_CODES.get(arr.dtype)
-        if code is None or not 1 <= len(raw) <= 255 or arr.ndim > MAX_NDIM:
-            raise ValueError(
-                f"array {name!r}: dtype {arr.dtype} (one of {sorted(map(str, DTYPE_CODES))}, "
-                f"little-endian), name of 1 to 255 bytes, at most {MAX_NDIM} dimensions"
-            )
-        parts.append(
-            ARRAY_FIXED.pack(code, arr.ndim, len(raw), 0) + DIMS[arr.ndim].pack(*arr.shape)
-        )
-        parts.append(raw)
-    return b"".join(parts)
+def _described(arrays: Mapping[str, np.ndarray]) -> bytes:
+    return pack_descriptions((name, arr.dtype, arr.shape) for name, arr in arrays.items())
 
 
 def _payloads(arrays: Mapping[str, np.ndarray]) -> list[Any]:
@@ -144,7 +134,7 @@ def encode_predict(
     head = PREFIX.pack(MAGIC, VERSION, PREDICT, 0, simulation_id) + PREDICT_FIXED.pack(
         request_id, timeout_ms, len(arrays), len(run)
     )
-    return [head + run + _arrays_header(arrays), *_payloads(arrays)]
+    return [head + run + _described(arrays), *_payloads(arrays)]
 
 
 def encode_prediction(
@@ -156,7 +146,7 @@ def encode_prediction(
     head = PREFIX.pack(MAGIC, VERSION, PREDICTION, 0, simulation_id) + PREDICTION_FIXED.pack(
         request_id, version, len(arrays), 0
     )
-    return [head + _arrays_header(arrays), *_payloads(arrays)]
+    return [head + _described(arrays), *_payloads(arrays)]
 
 
 def encode_refused(
@@ -209,45 +199,7 @@ def _prefix(frame: Any, kinds: tuple[int, ...]) -> tuple[int, int]:
 def _arrays(frames: Sequence[Any], at: int, count: int, max_bytes: int) -> dict[str, np.ndarray]:
     """The `count` arrays described from byte `at` of frames[0], whose payloads are
     frames[1:]; every rule checked before an array is built."""
-    head = frames[0]
-    size = len(head)
-    specs: list[tuple[str, np.dtype, tuple[int, ...]]] = []
-    total = 0
-    for _ in range(count):
-        if size < at + ARRAY_FIXED.size:
-            raise ProtocolError("truncated", f"array description cut at byte {size}")
-        code, ndim, name_len, _ = ARRAY_FIXED.unpack_from(head, at)
-        at += ARRAY_FIXED.size
-        dtype = DTYPES.get(code)
-        if dtype is None:
-            raise ProtocolError("bad_dtype", f"dtype code {code} is not in the allow-list")
-        if ndim > MAX_NDIM:
-            raise ProtocolError("bad_shape", f"{ndim} dimensions, at most {MAX_NDIM}")
-        end = at + DIM_BYTES * ndim + name_len
-        if size < end:
-            raise ProtocolError("truncated", f"array description needs {end} bytes, got {size}")
-        shape = DIMS[ndim].unpack_from(head, at)
-        if not all(1 <= d < U64_LIMIT for d in shape):
-            raise ProtocolError("bad_shape", f"shape {shape}: dimensions must be >= 1")
-        try:
-            name = bytes(head[at + DIM_BYTES * ndim : end]).decode()
-        except UnicodeDecodeError:
-            raise ProtocolError("bad_name", "array name is not UTF-8") from None
-        if not name:
-            raise ProtocolError("bad_name", "empty array name")
-        if any(name == s[0] for s in specs):
-            raise ProtocolError("bad_request", f"array {name!r} given twice")
-        total += math.prod(shape) * dtype.itemsize
-        if total > max_bytes:
-            raise ProtocolError(
-                "too_large",
-                f"arrays of more than {max_bytes} bytes (array {name!r} is "
-                f"{dtype.str} {tuple(shape)})",
-            )
-        specs.append((name, dtype, shape))
-        at = end
-    if at != size:
-        raise ProtocolError("bad_size", f"{size - at} bytes after the array descriptions")
+    specs = read_descriptions(frames[0], at, count, max_bytes=max_bytes)
     if len(frames) - 1 < count:
         raise ProtocolError("missing_frame", f"{count} arrays, {len(frames) - 1} payload frames")
     if len(frames) - 1 > count:
@@ -322,3 +274,17 @@ def decode_reply(frames: Sequence[Any], max_bytes: int) -> Prediction | Refusal:
     if count == 0:
         raise ProtocolError("bad_request", "a PREDICTION carries at least one array")
     return Prediction(sim, request_id, version, _arrays(frames, fixed_end, count, max_bytes))
+
+
+def decode_answer(frames: Sequence[Any], max_bytes: int) -> Description | Prediction | Refusal:
+    """A reply on the serving channel (the client's side): a DESCRIPTION (its flags
+    `FLAG_DESCRIBE`: `decode_description`), else a PREDICTION or a REFUSED
+    (`decode_reply`, bounded by `max_bytes`).
+
+    Raises:
+        ProtocolError: the reply breaks section 16.
+    """
+    head = frames[0] if frames else b""
+    if len(head) < PREFIX.size or PREFIX.unpack_from(head)[3] != FLAG_DESCRIBE:
+        return decode_reply(frames, max_bytes)
+    return decode_description(frames)

@@ -54,7 +54,11 @@ def test_a_description_round_trips_and_its_describe_is_recognised() -> None:
     [
         (lambda b: b[:-1], "truncated"),  # (the last name cut)
         (lambda b: b + b"x", "bad_size"),
-        (lambda b: b[:34] + b"\x63" + b[35:], "bad_request"),  # dtype code 99
+        (lambda b: b[:34] + b"\x63" + b[35:], "bad_dtype"),  # dtype code 99
+        (lambda b: b[:35] + b"\x09" + b[36:], "bad_shape"),  # 9 dimensions
+        (lambda b: b[:36] + b"\x00" + b[37:], "bad_name"),  # a name of 0 bytes
+        (lambda b: b[:37] + b"\x01" + b[38:], "bad_request"),  # the description's reserved
+        (lambda b: b[:38] + b"\x00" + b[39:], "bad_shape"),  # a dimension 0
         (lambda b: b[:32] + b"\x00" + b[33:], "bad_request"),  # no inputs
         (lambda b: b[:33] + b"\x01" + b[34:], "bad_request"),  # reserved byte
         (lambda b: b[:20], "truncated"),
@@ -71,7 +75,7 @@ def test_a_malformed_description_is_a_protocol_error(
 
 def test_a_description_of_one_input_twice_is_refused() -> None:
     twice = encode_description(7, 5, 12, [SPECS[0], SPECS[0]])
-    with pytest.raises(ProtocolError, match="described twice"):
+    with pytest.raises(ProtocolError, match="input 'u' given twice"):
         decode_answer([twice], 1 << 20)
 
 

@@ -164,7 +164,9 @@ def parts(trainer: CheckpointParts) -> list[Part]:
             "source",
             Scope.PER_RANK,
             own(SOURCE_FILE),
-            lambda path: ckpt.write_json(rank_dir(path) / SOURCE_FILE, trainer.source.state_dict()),
+            lambda path: (rank_dir(path) / SOURCE_FILE).write_bytes(
+                ckpt.record_text(trainer.source.state_dict()).encode()
+            ),  # (`record_text`: the bytes whose hash `end_save` compares at the end)
             load_source,
             names_file=False,
             reshard=reshard.source,

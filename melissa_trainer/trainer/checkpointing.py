@@ -80,7 +80,7 @@ def save_checkpoint(trainer: OnlineTrainer) -> Path | None:
     root, step, rank = trainer.checkpoint_root, state.global_step, acc.process_index
     staging, final = ckpt.staging_path(root, step), ckpt.checkpoint_path(root, step)
     previous = ckpt.latest_checkpoint(root)  # the estimate of a full disk's bytes needed
-    hasher, digest = manifest.Hasher(staging, rank), end_save.fingerprint(trainer)
+    hasher, before = manifest.Hasher(staging, rank), end_save.before_save(trainer)
 
     def fail(exc: BaseException) -> tuple[str, str]:  # (what, the kind of fix: errors')
         said = describe_save_failure(exc, staging, final, previous, rank)
@@ -110,7 +110,7 @@ def save_checkpoint(trainer: OnlineTrainer) -> Path | None:
         state.last_save_step = last_save
         save_failed(trainer, staging, final, previous, (errors, kinds), failure)
         return None
-    end_save.record(trainer, step, digest)
+    end_save.record(trainer, step, end_save.saved(before, hasher.entries, rank))
     saving = [h for h in trainer.hooks.hooks if type(h).on_save is not Hook.on_save]
     watch = after_save.Watch(final, hasher.entries, rank, acc.is_main_process) if saving else None
     # the suspects a message names: the user's hooks (ours write nothing there), else all

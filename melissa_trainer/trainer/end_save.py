@@ -12,26 +12,41 @@ progress.
 So each save and each load records a digest of what changes without a step
 (`fingerprint`: the buffer's counters, the source's record, the hooks' states), and at
 the end `checkpoint_current` says whether the checkpoint of this step exists and its
-digest is still the state's on every rank. The digest is taken before a save writes (a
-sample put during the write makes the digest differ at the end: a save too many, never
-one too few). A save of a step whose checkpoint exists replaces it atomically
+digest is still the state's on every rank. A save too many is allowed, never one too
+few. A save of a step whose checkpoint exists replaces it atomically
 (`checkpoint.paths.commit`): never a second directory of the same step.
+
+A save does not serialize the source's record a second time for its digest (at 10^5 ..
+10^6 simulations, the study's account of each and the receivers' records, that cost
+seconds per save: `benchmarks/end_save_digest.py`): it takes the buffer's counters and
+the hooks' states before it writes (`before_save`), and the source's part from the
+manifest's hash of the ``source.json`` it wrote (`saved`), which the save computes
+anyway; the file is `checkpoint.paths.record_text` of the record, and `fingerprint`
+hashes the live record's same text. Equal digests at the end: the live record's text is
+the written one's, and the buffer and hooks have not changed since before the write (a
+sample put during the write makes the digest differ at the end: a save too many, never
+one too few). A load and the end digest the live state (`fingerprint`), once each.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import secrets
 import weakref
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
+from melissa_trainer.checkpoint import manifest
+from melissa_trainer.checkpoint import paths as ckpt
 from melissa_trainer.core.view import TrainerView
+from melissa_trainer.sources.source import STATE_FILE as SOURCE_FILE
 from melissa_trainer.trainer.rank_reports import agree
 
 if TYPE_CHECKING:  # pragma: no cover
     from melissa_trainer.trainer.loop import OnlineTrainer
 
-__all__ = ["checkpoint_current", "fingerprint", "record", "saves"]
+__all__ = ["before_save", "checkpoint_current", "fingerprint", "record", "saved", "saves"]
 
 #: per trainer: (the step of its last save or load, the digest of its state then)
 _RECORDED: weakref.WeakKeyDictionary[Any, tuple[int, str]] = weakref.WeakKeyDictionary()
@@ -57,15 +72,38 @@ def fingerprint(trainer: _Parts) -> str:
     counters (a sample put, taken, evicted), the source's `state_dict` (the receivers'
     records, the study's account of its simulations), the hooks' states. Equal digests:
     nothing a checkpoint holds changed (the model, optimizer and trainer state change
-    only with a step, which a new step's checkpoint holds)."""
+    only with a step, which a new step's checkpoint holds). At a save, `saved` is this
+    digest without serializing the record again."""
+    # (default=repr: what JSON cannot hold, which a save would refuse; the same text else)
+    text = ckpt.record_text(trainer.source.state_dict(), default=repr)
+    return _digest(before_save(trainer), hashlib.sha256(text.encode()).hexdigest())
+
+
+def before_save(trainer: _Parts) -> str:
+    """The buffer's counters and the hooks' states, as `fingerprint` digests them: taken
+    by a save before it writes (`saved` adds the source's record as written)."""
     stats = trainer.buffer.stats()
     parts = {
         "buffer": [stats.size, stats.put, stats.got, stats.evicted],
-        "source": trainer.source.state_dict(),
         "hooks": trainer.hooks.state_dict(),
     }
-    text = json.dumps(parts, sort_keys=True, default=repr)
-    return hashlib.sha256(text.encode()).hexdigest()
+    return json.dumps(parts, sort_keys=True, default=repr)
+
+
+def saved(before: str, entries: Mapping[str, Mapping[str, Any]], rank: int) -> str:
+    """`fingerprint` of the state a save wrote: `before` (`before_save`, taken before it
+    wrote), and the source's record as rank `rank` wrote it, by the hash of its
+    ``source.json`` in the save's manifest `entries` (`checkpoint.manifest.Hasher`'s,
+    which hashed the file's bytes: `fingerprint` hashes the same text of the live
+    record). A record the entries lack gets a digest no state has: a save too many at
+    the end, never one too few."""
+    entry = entries.get((ckpt.rank_path("", rank) / SOURCE_FILE).as_posix())
+    source = str(entry[manifest.HASH]) if entry else f"unhashed {secrets.token_hex(16)}"
+    return _digest(before, source)
+
+
+def _digest(before: str, source: str) -> str:
+    return hashlib.sha256(f"{before}\n{source}".encode()).hexdigest()
 
 
 def record(trainer: TrainerView, step: int, digest: str | None = None) -> None:

@@ -75,3 +75,32 @@ def test_a_second_train_on_one_trainer_is_refused_naming_the_fix(tmp_path: Path)
     # the output directory is free: the fix the message names works
     again = _trainer(out, Loads(), resume_from_checkpoint="latest", max_steps=10)
     assert again.train().global_step == 10
+
+
+def test_a_train_refused_before_its_source_started_may_be_retried(tmp_path: Path) -> None:
+    """A `train()` refused before the source started (a schedule shorter than
+    max_steps: `ScheduleEnded`) leaves the source startable: a retry gets the same
+    refusal, not "trained already"."""
+    from melissa_trainer import ScheduleEnded
+
+    model = small_model()
+    optimizer = torch.optim.SGD(model.parameters(), 1e-2)
+    args = TrainingArguments(
+        output_dir=str(tmp_path / "out"),
+        batch_size=4,
+        max_steps=10,
+        report_to="none",
+        disable_progress_bar=True,
+    )
+    trainer = OnlineTrainer(
+        model,
+        args,
+        optimizer,
+        torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=0.1, total_steps=5),
+        train_source=lambda rank, world: linear_samples(400),
+        process_sample=xy,
+    )
+    for _ in range(2):
+        with pytest.raises(ScheduleEnded):
+            trainer.train()
+    assert not trainer.train_started

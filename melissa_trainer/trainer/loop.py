@@ -53,7 +53,7 @@ from melissa_trainer.trainer.run_waits import last_window_check, run_window, sou
 from melissa_trainer.trainer.setup import claim_output_dir, make_accelerator, make_rank_buffer
 from melissa_trainer.trainer.simulation_errors import check_best_metric
 from melissa_trainer.trainer.source_failure import SourceFailure
-from melissa_trainer.trainer.starting import start_training
+from melissa_trainer.trainer.starting import refuse_second_train, start_training
 from melissa_trainer.trainer.stepping import TrainerSteps
 from melissa_trainer.trainer.windows import first_aligned, start_agreement, window_at
 
@@ -210,6 +210,9 @@ class OnlineTrainer(TrainerSteps):
         #: Why the last `train()` ended, in words, set before LOOP_END: "end of stream",
         #: "max_steps N reached", or `ending.stop_words`'. "" before the end.
         self.ended_by = ""
+        #: Whether a `train()` has started the source (`starting`): a trainer trains its
+        #: stream once, and a second `train()` is refused naming the fix (htrial37)
+        self.train_started = False
         # One trainer per output_dir (see `output_lock`): rank 0 locks it before anything
         # is written there (a source's `configure` may write), until `train()` ends.
         #: This run's identity (the same on every rank, new at each trainer): the stream's
@@ -261,6 +264,7 @@ class OnlineTrainer(TrainerSteps):
                 was about to (no Preempted). The order of events is `Event`'s docstring.
         """
         refuse_train_resume(resume_from_checkpoint)
+        refuse_second_train(self)  # (before the output_dir is held or a checkpoint read)
         args, state, control, hooks = self.args, self.state, self.control, self.hooks
         self._choose_loss()
         self._output_hold.hold()

@@ -22,7 +22,7 @@ from melissa_trainer.trainer.schedule_end import check_schedule
 if TYPE_CHECKING:  # pragma: no cover
     from melissa_trainer.trainer.loop import OnlineTrainer
 
-__all__ = ["forced_stop", "start_training"]
+__all__ = ["forced_stop", "refuse_second_train", "start_training"]
 
 
 def forced_stop(trainer: OnlineTrainer, preemption: PreemptionHandler | None = None) -> None:
@@ -50,6 +50,26 @@ def forced_stop(trainer: OnlineTrainer, preemption: PreemptionHandler | None = N
     trainer.source.stop()
 
 
+def refuse_second_train(trainer: OnlineTrainer) -> None:
+    """Raise RuntimeError when an earlier `train()` of this trainer started its source
+    (it ended, was preempted or failed after the start): a source is started once, its
+    stream consumed, so a trainer trains once. Hugging Face's `Trainer.train()` may be
+    called again (a notebook cell run again after Ctrl-C); here that call failed deep
+    inside with ``IterableSource.start() was called twice``, after loading the latest
+    checkpoint again (htrial37). A `train()` that failed before the start (a refused
+    resume) leaves the source startable, and may be retried."""
+    if not trainer.train_started:
+        return
+    raise RuntimeError(
+        f"train() was called again on an OnlineTrainer that has trained already (its "
+        f"last train() ended at step {trainer.state.global_step}): a trainer trains its "
+        "stream once, and its source was started by that call. To train on, build a new "
+        "OnlineTrainer (a new model, optimizer and source) with "
+        "resume_from_checkpoint='latest' (--resume_from_checkpoint latest on the command "
+        "line), which continues from the last checkpoint in output_dir"
+    )
+
+
 def start_training(trainer: OnlineTrainer, release: Callable[[], None]) -> PreemptionHandler:
     """Install the preemption handler (stopping the source on a forced exit), resume
     the checkpoint `args.resume_from_checkpoint` names, fire LOAD, check the
@@ -74,7 +94,7 @@ def start_training(trainer: OnlineTrainer, release: Callable[[], None]) -> Preem
             trainer.hooks.fire(Event.LOAD, trainer, trainer.state, trainer.control, str(resume))
         # a schedule sized in steps against max_steps, its count resumed (`schedule_end`)
         trainer.schedule_end = check_schedule(trainer)
-        starting = True
+        starting = trainer.train_started = True  # (a second train(): refused)
         trainer.source.start(trainer.buffer, trainer.process_index, trainer.num_processes)
         # the hooks' calls and the actions are the training thread's own work, which a
         # source's starvation watch (a stream's, a study's) publishes: `study.starvation`

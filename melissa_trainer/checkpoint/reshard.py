@@ -276,7 +276,8 @@ def check_same_ranks_buffer(path: Path, trainer: CheckpointParts) -> None:
         )
     if capacity != buffer.capacity:
         raise ConfigError(
-            f"the checkpoint's buffers hold {capacity} samples per rank, this run's "
-            f"{buffer.capacity}: on the same number of ranks ({trainer.num_processes}) each "
-            f"rank loads its buffer as it was; resume with --buffer_size {capacity}"
+            f"the checkpoint's buffers have room for {capacity} samples per rank "
+            f"(its --buffer_size), this run's for {buffer.capacity}: on the same number "
+            f"of ranks ({trainer.num_processes}) each rank loads its buffer as it was; "
+            f"resume with --buffer_size {capacity}"
         )

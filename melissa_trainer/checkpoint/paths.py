@@ -59,7 +59,6 @@ from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
-from melissa_trainer.common.setting import setting
 from melissa_trainer.core.state import STATE_FILE as TRAINER_STATE_FILE
 
 PREFIX = "checkpoint-"
@@ -132,29 +131,6 @@ def resolve_resume(resume_from_checkpoint: str | None, root: str | os.PathLike[s
             f"{[str(p) for p in list_checkpoints(root)] or 'none yet'}"
         )
     return path
-
-
-def warn_of_newer(path: Path, root: Path) -> None:
-    """Warn when `root` holds checkpoints of later steps than `path`, the one named to
-    resume from: they are of the run this one does not continue, the checkpoints of this
-    run are written beside them (one of the same step replaces theirs), and a later
-    ``latest`` takes the newest by step, whichever run wrote it."""
-    found = list_checkpoints(root)  # by step
-    resolved = [p.resolve() for p in found]
-    if path.resolve() not in resolved:  # a checkpoint of another directory
-        return
-    newer = [p.name for p in found[resolved.index(path.resolve()) + 1 :]]
-    if newer:
-        logger.warning(
-            "resuming from %s, but %s holds later checkpoints of the run this one does "
-            "not continue (%s): this run's checkpoints go beside them, one of the same "
-            "step replacing theirs, and %s would take the newest by step; move them "
-            "aside to keep them apart",
-            path.name,
-            root,
-            ", ".join(newer),
-            setting("resume_from_checkpoint", "latest"),
-        )
 
 
 def move_aside(root: str | os.PathLike[str], now: float | None = None) -> Path:

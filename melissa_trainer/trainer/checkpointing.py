@@ -34,6 +34,7 @@ from melissa_trainer.checkpoint.errors import (
     others,
     save_failure_kind,
 )
+from melissa_trainer.checkpoint.later_runs import set_aside_later
 from melissa_trainer.common.refusal import elsewhere, said_once
 from melissa_trainer.common.setting import setting
 from melissa_trainer.config.reading import ConfigError
@@ -200,8 +201,8 @@ def resolve_resume(trainer: OnlineTrainer) -> Path | None:
         if problems:
             text = f"{describe_verification(path, problems)}; {others(path)}"
             raise said_once(CheckpointError(text, path, problems[0].file), trainer.process_index)
-        if trainer.is_main_process:
-            ckpt.warn_of_newer(path, root)
+        if trainer.is_main_process:  # (the run not continued: out of this one's way)
+            set_aside_later(path, Path(root))
         return path
     listed = [str(p) for p in ckpt.list_checkpoints(root)]
     found = from_main(trainer, listed, "the choice of the checkpoint to resume from")

@@ -139,24 +139,40 @@ def test_resume_from_missing_path_is_a_clear_error(tmp_path: Path) -> None:
         run(tmp_path, "fifo", max_steps=3, resume_from_checkpoint=str(tmp_path / "empty"))
 
 
-def test_resuming_an_older_checkpoint_warns_of_the_later_ones(
+def test_resuming_an_older_checkpoint_moves_the_later_ones_aside(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """A user who resumes from a named older checkpoint is told that the later ones
-    (of the run not continued) stay beside this run's, and that `latest` would take
-    them (the user trial: a later `latest` resumed the abandoned run, without a word)."""
+    """A user who resumes from a named older checkpoint starts another history: the
+    later checkpoints (of the run not continued) are moved, unchanged, into a sibling
+    folder, said in one warning, so that this run's saves do not replace them,
+    max_to_keep does not delete this run's checkpoints in their favour, and `latest`
+    takes this run's newest. Before, they stayed (with a warning): with max_to_keep 3
+    the resumed run's checkpoint-6 went first, a later `latest` resumed checkpoint-12
+    of the abandoned run (the user trials: trial 37, and one before)."""
     first, _ = run(tmp_path, "fifo", max_steps=12, save_steps=4, save_at_end=False)
     root = Path(first.args.output_dir) / "checkpoints"
     assert [p.name for p in list_checkpoints(root)] == [
         "checkpoint-4", "checkpoint-8", "checkpoint-12"
     ]  # fmt: skip
+    weights = (root / "checkpoint-12" / "model.safetensors").read_bytes()
     with caplog.at_level(logging.WARNING, logger="melissa_trainer"):
-        run(tmp_path, "fifo", max_steps=6, save_at_end=False,
+        run(tmp_path, "fifo", max_steps=10, save_steps=2, save_at_end=False,
             resume_from_checkpoint=str(root / "checkpoint-4"))  # fmt: skip
-    said = [r.getMessage() for r in caplog.records if "later checkpoints" in r.getMessage()]
-    assert len(said) == 1 and "checkpoint-8, checkpoint-12" in said[0], said
+    said = [r.getMessage() for r in caplog.records if "moved to" in r.getMessage()]
+    assert len(said) == 1 and "(checkpoint-8, checkpoint-12)" in said[0], said
+    (aside,) = root.parent.glob("checkpoints-after-checkpoint-4-*")
+    assert str(aside) in said[0]
+    assert [p.name for p in list_checkpoints(aside)] == ["checkpoint-8", "checkpoint-12"]
+    assert (aside / "checkpoint-12" / "model.safetensors").read_bytes() == weights
+    # this run's own, the newest 3 (max_to_keep's default): none of the other run's
+    assert [p.name for p in list_checkpoints(root)] == [
+        "checkpoint-6", "checkpoint-8", "checkpoint-10"
+    ]  # fmt: skip
+    resumed, _ = run(tmp_path, "fifo", max_steps=12, save_at_end=False,
+                     resume_from_checkpoint="latest")  # fmt: skip
+    assert resumed.state.global_step == 12
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="melissa_trainer"):  # the newest: no word
         run(tmp_path, "fifo", max_steps=14, save_at_end=False,
-            resume_from_checkpoint=str(root / "checkpoint-12"))  # fmt: skip
-    assert not [r for r in caplog.records if "later checkpoints" in r.getMessage()]
+            resume_from_checkpoint=str(root / "checkpoint-10"))  # fmt: skip
+    assert not [r for r in caplog.records if "moved to" in r.getMessage()]

@@ -1,0 +1,72 @@
+"""The checkpoints of a run that a resume does not continue, moved out of its way.
+
+A resume from a named checkpoint older than others in the same folder (a roll-back
+past a diverged loss, a bad save) starts another history from it. Left beside it, the
+later checkpoints of the history not continued stood in the new run's way three times:
+its save of a step they hold replaced theirs; `max_to_keep` counted them, so it deleted
+the new run's own checkpoints first (they are lower steps: a user trial kept the stale
+checkpoint-120 and -160 and deleted the new run's 100 and 105); and a requeued job's
+``latest`` took the newest by step, theirs, silently dropping the new run's work. A
+warning asked the user to move them aside; now the resume does so itself
+(`set_aside_later`): one rename per checkpoint into a sibling folder, nothing read,
+changed or deleted. Main rank only, before anything is written.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from pathlib import Path
+
+from melissa_trainer.checkpoint.paths import fsync_dir, list_checkpoints
+
+__all__ = ["set_aside_later"]
+
+logger = logging.getLogger(__name__)
+
+
+def set_aside_later(path: Path, root: Path, now: float | None = None) -> Path | None:
+    """Move the checkpoints of `root` of later steps than `path` (the one a resume
+    names) into a new sibling folder ``{root}-after-{path.name}-YYYYmmddTHHMMSSZ`` and
+    return it, saying so in one warning; None (nothing moved) when there are none, or
+    when `path` is not in `root`. Renames that fail (permissions, another file system)
+    are logged and leave the rest where they are, with the advice to move them by hand:
+    the resume goes on."""
+    found = list_checkpoints(root)  # by step
+    resolved = [p.resolve() for p in found]
+    if path.resolve() not in resolved:  # a checkpoint of another folder
+        return None
+    later = found[resolved.index(path.resolve()) + 1 :]
+    if not later:
+        return None
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now))
+    target = root.with_name(f"{root.name}-after-{path.name}-{stamp}")
+    n = 1
+    while target.exists():
+        n += 1
+        target = root.with_name(f"{root.name}-after-{path.name}-{stamp}-{n}")
+    names = ", ".join(p.name for p in later)
+    try:
+        target.mkdir()
+        for checkpoint in later:
+            os.rename(checkpoint, target / checkpoint.name)
+        fsync_dir(target)
+        fsync_dir(root)
+    except OSError as exc:
+        left = [p.name for p in later if p.exists()]
+        logger.warning(
+            "resuming from %s, but %s holds later checkpoints of the run this one does not "
+            "continue (%s), and moving them to %s failed (%s): %s are still there, where "
+            "this run's saves of their steps replace them, max_to_keep counts them, and "
+            "'latest' would take the newest by step; move them aside by hand",
+            path.name, root, names, target, exc, ", ".join(left),
+        )  # fmt: skip
+        return None
+    logger.warning(
+        "resuming from %s: the later checkpoints of the run this one does not continue "
+        "(%s) were moved to %s, so that this run's saves, max_to_keep and "
+        "--resume_from_checkpoint latest see this run's checkpoints only",
+        path.name, names, target,
+    )  # fmt: skip
+    return target

@@ -20,7 +20,12 @@ invalid number where Python expects a ','); Python took a parameter "0.5" or tru
 array (``None``, ``[1, 2]``); an integer literal past a double's range was Python's raw
 OverflowError (C: inf is not finite); a ``MELISSA_TRAINER_SERVE_ENDPOINTS`` or
 ``MELISSA_TRAINER_RENDEZVOUS`` of Unicode blanks (U+3000, a no-break space) was blank to
-Python and a value to C (an endpoint '' refused, a directory waited for)."""
+Python and a value to C (an endpoint '' refused, a directory waited for). A string of
+bytes no UTF-8 decodes was taken by Python (read as lone surrogates: a name no UTF-8
+holds) and refused by C ("a string is not valid UTF-8"): both refuse it, in C's words. A
+request's rendezvous that is no directory said only "cannot list 'DIR': No such file or
+directory" in C where Python added the likely typo, the directory meant, or what creates
+it (predict_lookup.py MissingDirectory.note; C: missing_dir.c)."""
 
 from __future__ import annotations
 
@@ -103,6 +108,12 @@ NOT_JSON = [
     ("two-high-surrogates", '{"\\ud800\\ud800": 1}'),
     ("lone-surrogate-value", '{"a": "\\ud800"}'),
     ("lone-surrogate-nested", '{"a": {"\\udfff": 1}}'),
+    ("invalid-utf8-name", '{"a": 1, "\udcff": 2}'),
+    ("invalid-utf8-value", '{"a": "\udcc3"}'),
+    ("invalid-utf8-then-no-colon", '{"\udce9t\udce9" 1}'),
+    ("invalid-utf8-after-a-fault", '{"a" 1, "\udcff": 2}'),
+    ("invalid-utf8-unterminated", '{"\udcff'),
+    ("invalid-utf8-bare", "\udcff"),
     ("taken", ' {"a": 1, "b": -2.5e-3} '),
 ]
 #: (name, MELISSA_TRAINER_PARAMETERS): valid JSON objects, judged value by value
@@ -277,6 +288,20 @@ def test_a_trailing_comma_is_said_in_python_3_13s_words(
 
 
 @pytest.mark.timeout(60)
+def test_bytes_no_utf8_decodes_are_refused_in_cs_words(script_exe: Path, tmp_path: Path) -> None:
+    """A name or string value of bytes no UTF-8 decodes (Python reads them as lone
+    surrogates, surrogateescape): Python took them (a name no UTF-8 holds, as the HELLO
+    sends it), C refused "a string is not valid UTF-8" after the string: both do now."""
+    value = '{"a": 1, "\udcff": 2}'
+    env = {ID: "3", "MELISSA_TRAINER_ENDPOINTS": OK, PARAMETERS: value}
+    assert c_start(script_exe, tmp_path, env) == (
+        False,
+        "MELISSA_TRAINER_PARAMETERS is not valid JSON (a string is not valid UTF-8 at "
+        f"character 12): {value!r}; give an object of name -> number, e.g. '{{\"k\": 0.5}}'",
+    )
+
+
+@pytest.mark.timeout(60)
 def test_a_lone_surrogate_is_refused_where_it_is_written(script_exe: Path, tmp_path: Path) -> None:
     """Python took '\\ud800' as a name (no UTF-8 holds it: printing it fails; the HELLO
     sent it escaped), C read it as U+FFFD (its HELLO sent "\\ufffd"), and a string
@@ -348,3 +373,33 @@ def test_a_rendezvous_wrapped_in_unicode_blanks_is_the_directory(
     got = run_script(script_exe, f"{ASK}predict 1\nabort\n", tmp_path, env)
     assert got[7][1].startswith(f"no serving endpoint in '{tmp_path}' within 1.0 s: "), got
     assert python_request(1) == got[7][1], got
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    ("given", "said"),
+    [
+        ("gone", "; the trainer creates it at its start ({output_dir}/rendezvous): until then"),
+        ("rendezvus", "; did you mean {tmp}/rendezvous?"),
+        ("Rendez-vous/x", "; did you mean {tmp}/rendezvous/x?"),
+        ("nope/gone", "; its parent {tmp}/nope does not exist either: a typo in"),
+    ],
+    ids=["parent-there", "a-typo", "a-typo-above", "no-parent"],
+)
+def test_a_rendezvous_that_is_no_directory_is_said_alike(
+    script_exe: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    by_hand: None,
+    given: str,
+    said: str,
+) -> None:
+    """(a request's timeout: C said only "cannot list 'DIR': No such file or directory";
+    Python adds the typo likely, the directory meant, or what creates it, with the fix:
+    predict_lookup.py MissingDirectory.note, C's missing_dir.c)"""
+    (tmp_path / "rendezvous").mkdir()
+    env = {RENDEZVOUS: str(tmp_path / given)}
+    monkeypatch.setenv(RENDEZVOUS, env[RENDEZVOUS])
+    got = run_script(script_exe, f"{ASK}predict 1\nabort\n", tmp_path, env)
+    assert said.replace("{tmp}", str(tmp_path)) in got[7][1], got
+    assert got[7][1] == python_request(1), got

@@ -7,7 +7,8 @@ timeout, then the follow timeout: a minute or more by default).
 
 The receiver is never there (nothing listens at the endpoint): the queue (sndhwm 1,
 unbatched) fills at once and the send blocks; it waits out the disconnected timeout
-(the notice at half of it), or the send timeout when that ends first."""
+(the notice at half of it), or the send timeout when that ends first. A close waiting
+there says its notice in Python's words too (close_wait.c tell)."""
 
 from __future__ import annotations
 
@@ -110,3 +111,40 @@ def test_a_blocked_send_says_what_it_waits_for_as_pythons(
     assert masked(c) == masked(c_words(python[0])), (c, python[0])
     bound = f"mt_set_send_timeout={send_timeout} s" if send_timeout else "mt_set_disconnected_t"
     assert f"for it to connect ({bound}" in c, c
+
+
+@pytest.mark.timeout(90)
+def test_a_close_to_no_receiver_says_it_as_pythons(
+    script_exe: Path,  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The close's notice (close_wait.c tell), the same story: C said "at E: check the
+    endpoint (...) or start the trainer first (tried since HH:MM:SS)." where Python says
+    "at E (tried since HH:MM:SS): check the endpoint (...) or start the trainer first."
+    (and "M s of them in this close" where Python says "in this wait")."""
+    for name in list(os.environ):
+        if name.startswith("MELISSA_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("MELISSA_TRAINER_SIMULATION_ID", "3")
+    monkeypatch.setenv("MELISSA_TRAINER_ENDPOINTS", OK)
+    tuning = ClientTuning(disconnected_timeout=1.0, batch_bytes=0)
+    client = Client({"u": ((4,), "float32")}, tuning=tuning)
+    client.send(0, u=np.zeros(4, np.float32))
+    with caplog.at_level(logging.WARNING, logger=LOGGER), pytest.raises(TimeoutError):
+        client.close()
+    python = [r.getMessage() for r in caplog.records if ": closing, " in r.getMessage()]
+    assert len(python) == 1, python
+    script = tmp_path / "script.txt"
+    script.write_text(
+        f"id 3\nendpoints {OK}\nfield u 1 1 4\nbatching 0 0\nreplay_bytes 0\n"
+        "disconnected_timeout 1\nstart\nsend 0 u 1 4 0\nclose\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MELISSA_")}
+    proc = subprocess.run(
+        [str(script_exe), str(script)], capture_output=True, text=True, timeout=60, env=env
+    )
+    prefix = "melissa_trainer: mt_client_close: "
+    c = [line.removeprefix(prefix) for line in proc.stderr.splitlines() if ": closing, " in line]
+    assert [masked(said) for said in c] == [masked(c_words(python[0]))], (c, python)

@@ -22,10 +22,8 @@ OverflowError (C: inf is not finite); a ``MELISSA_TRAINER_SERVE_ENDPOINTS`` or
 ``MELISSA_TRAINER_RENDEZVOUS`` of Unicode blanks (U+3000, a no-break space) was blank to
 Python and a value to C (an endpoint '' refused, a directory waited for). A string of
 bytes no UTF-8 decodes was taken by Python (read as lone surrogates: a name no UTF-8
-holds) and refused by C ("a string is not valid UTF-8"): both refuse it, in C's words. A
-request's rendezvous that is no directory said only "cannot list 'DIR': No such file or
-directory" in C where Python added the likely typo, the directory meant, or what creates
-it (predict_lookup.py MissingDirectory.note; C: missing_dir.c)."""
+holds) and refused by C ("a string is not valid UTF-8"): both refuse it, in C's words.
+(A rendezvous that is no directory: test_c_predict_missing_dir.py.)"""
 
 from __future__ import annotations
 
@@ -373,33 +371,3 @@ def test_a_rendezvous_wrapped_in_unicode_blanks_is_the_directory(
     got = run_script(script_exe, f"{ASK}predict 1\nabort\n", tmp_path, env)
     assert got[7][1].startswith(f"no serving endpoint in '{tmp_path}' within 1.0 s: "), got
     assert python_request(1) == got[7][1], got
-
-
-@pytest.mark.timeout(60)
-@pytest.mark.parametrize(
-    ("given", "said"),
-    [
-        ("gone", "; the trainer creates it at its start ({output_dir}/rendezvous): until then"),
-        ("rendezvus", "; did you mean {tmp}/rendezvous?"),
-        ("Rendez-vous/x", "; did you mean {tmp}/rendezvous/x?"),
-        ("nope/gone", "; its parent {tmp}/nope does not exist either: a typo in"),
-    ],
-    ids=["parent-there", "a-typo", "a-typo-above", "no-parent"],
-)
-def test_a_rendezvous_that_is_no_directory_is_said_alike(
-    script_exe: Path,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    by_hand: None,
-    given: str,
-    said: str,
-) -> None:
-    """(a request's timeout: C said only "cannot list 'DIR': No such file or directory";
-    Python adds the typo likely, the directory meant, or what creates it, with the fix:
-    predict_lookup.py MissingDirectory.note, C's missing_dir.c)"""
-    (tmp_path / "rendezvous").mkdir()
-    env = {RENDEZVOUS: str(tmp_path / given)}
-    monkeypatch.setenv(RENDEZVOUS, env[RENDEZVOUS])
-    got = run_script(script_exe, f"{ASK}predict 1\nabort\n", tmp_path, env)
-    assert said.replace("{tmp}", str(tmp_path)) in got[7][1], got
-    assert got[7][1] == python_request(1), got

@@ -3,7 +3,8 @@
  * predict_lookup.py MissingDirectory.note). A request whose rendezvous directory did not
  * exist said only "cannot list 'DIR': No such file or directory" at each timeout, where
  * the Python Predictor named the likely typo, the directory likely meant, or what
- * creates it (tests/c/test_c_env_parity.py compares both). Paths are made absolute
+ * creates it, and warned once, 3 s into its lookups (tests/c/
+ * test_c_predict_missing_dir.py compares both). Paths are made absolute
  * against the working directory, trailing slashes dropped (not otherwise normalised, as
  * os.path.abspath would: "a/../b" is said as given); names are compared byte by byte
  * (Python: by character; the same for ASCII names). */
@@ -11,6 +12,7 @@
 #include <ctype.h>
 #include <dirent.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -18,6 +20,7 @@
 #include "internal.h"
 #include "missing_dir.h"
 
+#define NOTICE_AFTER 3.0 /* s: stream/endpoints.py NOTICE_AFTER */
 #define LIKE_MAX 199 /* characters: a longer name is guessed at by no sibling (autojunk) */
 
 static bool is_dir(const char *p) {
@@ -53,15 +56,20 @@ static bool closest_dir(const char *base, const char *name, size_t n, char *out,
     return found;
 }
 
-bool mt_missing_note(const char *dir, const char *source, mt_buf *b) {
-    char path[4096], parent[4096], base[4096], close[256];
+/* `dir` made absolute against the working directory, its trailing slashes dropped. */
+static void abs_path(const char *dir, char *path, size_t size) {
     char cwd[2048];
     if (dir[0] == '/' || getcwd(cwd, sizeof cwd) == NULL)
-        snprintf(path, sizeof path, "%s", dir);
+        snprintf(path, size, "%s", dir);
     else
-        snprintf(path, sizeof path, "%s/%s", cwd, dir);
+        snprintf(path, size, "%s/%s", cwd, dir);
     size_t n = strlen(path);
     while (n > 1 && path[n - 1] == '/') path[--n] = '\0';
+}
+
+bool mt_missing_note(const char *dir, const char *source, mt_buf *b) {
+    char path[4096], parent[4096], base[4096], close[256];
+    abs_path(dir, path, sizeof path);
     if (is_dir(path)) return false;
     snprintf(parent, sizeof parent, "%s", path);
     char *slash = strrchr(parent, '/');
@@ -93,4 +101,25 @@ void mt_missing_dir_note(const char *dir, const char *source, mt_buf *b) {
     mt_buf_printf(b, "; the trainer creates it at its start ({output_dir}/rendezvous): until "
                      "then each request waits its whole timeout; check %s if one runs",
                   source);
+}
+
+void mt_missing_dir_check(mt_client *c, const char *dir, const char *source, const char *why) {
+    if (c->predict_missing < 0) return; /* (said once: the next requests' errors say it) */
+    char path[4096];
+    abs_path(dir, path, sizeof path);
+    if (is_dir(path)) {
+        c->predict_missing = 0;
+        return;
+    }
+    double now = mt_now();
+    if (c->predict_missing == 0) c->predict_missing = now;
+    if (now - c->predict_missing < NOTICE_AFTER) return;
+    c->predict_missing = -1;
+    mt_buf b = {0};
+    mt_missing_dir_note(dir, source, &b);
+    if (!b.oom)
+        fprintf(stderr, "melissa_trainer: mt_predict: %s=%s: %s%s; each request waits up to its "
+                        "timeout for the trainer to create it (then fails: MT_ETIMEDOUT)\n",
+                source, path, why, b.len ? b.data : "");
+    free(b.data);
 }

@@ -20,5 +20,11 @@ bool mt_missing_note(const char *dir, const char *source, mt_buf *b);
  * nothing of a path that is not a directory (its parent exists, no name there is close),
  * what makes it exist and where the path came from. */
 void mt_missing_dir_note(const char *dir, const char *source, mt_buf *b);
+/* predict_lookup.py MissingDirectory.check, after a lookup in `dir` (given at `source`)
+ * found no endpoint (`why`): on stderr once per client, when `dir` has not been a
+ * directory for NOTICE_AFTER (3) seconds, counted over requests from the first lookup
+ * that found it missing (c->predict_missing: 0 while it is a directory, else since when,
+ * -1 once said). */
+void mt_missing_dir_check(mt_client *c, const char *dir, const char *source, const char *why);
 
 #endif

@@ -312,6 +312,7 @@ mt_status mt_serve_resolve(mt_client *c, double deadline, double timeout, mt_ser
                          dir, why, c->run_id, c->run_id);
             break;
         }
+        mt_missing_dir_check(c, dir, from, why); /* (a typo? said once, 3 s in) */
         if (c->served_there) {
             /* Waiting for a serve file is for a trainer not started yet. One that served
              * this simulation and removed its file has stopped: fall back now, and look

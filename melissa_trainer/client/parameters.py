@@ -16,6 +16,7 @@ __all__ = [
     "check_parameters",
     "json_fault",
     "lone_surrogate",
+    "not_utf8",
 ]
 
 #: The simulation's parameters, a JSON object of name -> number (set by the launcher).
@@ -90,14 +91,22 @@ def check_parameters(parameters: Mapping[str, float] | None) -> Parameters:
 
 def _from_env(text: str) -> dict[str, float]:
     """The parameters of the variable's value `text` (see `check_parameters`)."""
+    bad = not_utf8(text)
     try:
         parameters = json.loads(text)
     except json.JSONDecodeError as exc:  # (the C client's words: json_scan.h)
         why, at = json_fault(text, exc)
+        if bad is not None and bad <= exc.pos:  # (C reads that string first)
+            why, at = "a string is not valid UTF-8", bad
         raise ValueError(
             f"{ENV_PARAMETERS} is not valid JSON ({why} at character {at}): "
             f"{text!r}; give an object of name -> number, e.g. '{{\"k\": 0.5}}'"
         ) from None
+    if bad is not None:  # (C: json_scan.c, mt_utf8_valid)
+        raise ValueError(
+            f"{ENV_PARAMETERS} is not valid JSON (a string is not valid UTF-8 at character "
+            f"{bad}): {text!r}; give an object of name -> number, e.g. '{{\"k\": 0.5}}'"
+        )
     if not isinstance(parameters, dict):
         raise ValueError(f"{ENV_PARAMETERS} must be a JSON object of name -> number")
     lone = lone_surrogate(text)
@@ -172,5 +181,28 @@ def lone_surrogate(text: str) -> int | None:
                 return i
             i += 6
             continue
+        i += 1
+    return None
+
+
+def not_utf8(text: str) -> int | None:
+    """Where the first JSON string of `text` that holds bytes no UTF-8 decodes ends (the
+    position after its closing quote, where the C client's reader says it), or None.
+    Python reads such bytes of the environment as lone surrogates U+DC80-U+DCFF
+    (surrogateescape): json.loads took them into a name (or a string value) that no
+    UTF-8 holds, where the C client refuses the variable (json_scan.c "a string is not
+    valid UTF-8"); both refuse it now. An unterminated string is json.loads' fault."""
+    in_string, i, bad = False, 0, False
+    while i < len(text):
+        ch = text[i]
+        if ch == '"':
+            if in_string and bad:
+                return i + 1
+            in_string = not in_string
+        elif in_string and ch == "\\":
+            i += 2
+            continue
+        elif in_string and "\udc80" <= ch <= "\udcff":
+            bad = True
         i += 1
     return None

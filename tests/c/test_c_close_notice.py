@@ -104,7 +104,7 @@ def test_a_close_after_a_kill_dates_the_disconnection_and_adds_up(
     waits up to 2 s more (disconnected_timeout=5 s)", then "disconnected for 18 s": the
     time was when the close first read the monitor, and the numbers did not add up. Now
     the disconnection is dated back by ZeroMQ's reconnection intervals, and the notice
-    says how much of it the close counts: "(N s, M s of them in this close...) ... up to
+    says how much of it the close counts: "(N s, M s of them in this wait...) ... up to
     L s more (...=2.0 s)", M + L = 2, N at least COMPUTE more than M."""
     pull = zctx.socket(zmq.PULL)
     pull.bind("tcp://127.0.0.1:*")
@@ -130,7 +130,7 @@ def test_a_close_after_a_kill_dates_the_disconnection_and_adds_up(
     notices = [line for line in err.splitlines() if line.startswith(PREFIX)]
     assert len(notices) == 1, err
     found = re.search(
-        r"\((\d+) s, (\d+) s of them in this close: .* waits up to (\d+) s more for it to "
+        r"\((\d+) s, (\d+) s of them in this wait: .* waits up to (\d+) s more for it to "
         r"reconnect \(mt_set_disconnected_timeout=2\.0 s\)",
         notices[0],
     )

@@ -20,7 +20,10 @@ invalid number where Python expects a ','); Python took a parameter "0.5" or tru
 array (``None``, ``[1, 2]``); an integer literal past a double's range was Python's raw
 OverflowError (C: inf is not finite); a ``MELISSA_TRAINER_SERVE_ENDPOINTS`` or
 ``MELISSA_TRAINER_RENDEZVOUS`` of Unicode blanks (U+3000, a no-break space) was blank to
-Python and a value to C (an endpoint '' refused, a directory waited for)."""
+Python and a value to C (an endpoint '' refused, a directory waited for). A string of
+bytes no UTF-8 decodes was taken by Python (read as lone surrogates: a name no UTF-8
+holds) and refused by C ("a string is not valid UTF-8"): both refuse it, in C's words.
+(A rendezvous that is no directory: test_c_predict_missing_dir.py.)"""
 
 from __future__ import annotations
 
@@ -103,6 +106,12 @@ NOT_JSON = [
     ("two-high-surrogates", '{"\\ud800\\ud800": 1}'),
     ("lone-surrogate-value", '{"a": "\\ud800"}'),
     ("lone-surrogate-nested", '{"a": {"\\udfff": 1}}'),
+    ("invalid-utf8-name", '{"a": 1, "\udcff": 2}'),
+    ("invalid-utf8-value", '{"a": "\udcc3"}'),
+    ("invalid-utf8-then-no-colon", '{"\udce9t\udce9" 1}'),
+    ("invalid-utf8-after-a-fault", '{"a" 1, "\udcff": 2}'),
+    ("invalid-utf8-unterminated", '{"\udcff'),
+    ("invalid-utf8-bare", "\udcff"),
     ("taken", ' {"a": 1, "b": -2.5e-3} '),
 ]
 #: (name, MELISSA_TRAINER_PARAMETERS): valid JSON objects, judged value by value
@@ -273,6 +282,20 @@ def test_a_trailing_comma_is_said_in_python_3_13s_words(
         False,
         f"MELISSA_TRAINER_PARAMETERS is not valid JSON ({why}): {value!r}; give an object of "
         "name -> number, e.g. '{\"k\": 0.5}'",
+    )
+
+
+@pytest.mark.timeout(60)
+def test_bytes_no_utf8_decodes_are_refused_in_cs_words(script_exe: Path, tmp_path: Path) -> None:
+    """A name or string value of bytes no UTF-8 decodes (Python reads them as lone
+    surrogates, surrogateescape): Python took them (a name no UTF-8 holds, as the HELLO
+    sends it), C refused "a string is not valid UTF-8" after the string: both do now."""
+    value = '{"a": 1, "\udcff": 2}'
+    env = {ID: "3", "MELISSA_TRAINER_ENDPOINTS": OK, PARAMETERS: value}
+    assert c_start(script_exe, tmp_path, env) == (
+        False,
+        "MELISSA_TRAINER_PARAMETERS is not valid JSON (a string is not valid UTF-8 at "
+        f"character 12): {value!r}; give an object of name -> number, e.g. '{{\"k\": 0.5}}'",
     )
 
 

@@ -15,6 +15,7 @@ trainer gone, never on one merely slow.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -127,6 +128,26 @@ def test_a_send_blocked_when_the_receiver_is_killed_times_out(
     assert "the receiver is unreachable, disconnected for " in message, message
     assert "(mt_set_disconnected_timeout=1.0 s; the trainer died, or its node)" in message
     assert "Close the client with mt_client_abort" in message, message
+    # once, before it gave up, what it waits for (send_notice.c; said nothing before)
+    notices = [line for line in err.splitlines() if ": sending time step " in line]
+    assert len(notices) == 1, err
+    assert re.match(
+        r"melissa_trainer: simulation 3 rank 0: sending time step \d+, the trainer's receiver "
+        r"at tcp://\S+ is disconnected since \d\d:\d\d:\d\d \(\d+ s: the trainer died or "
+        r"stopped, or its node\): \d+ time step\(s\) were sent to it\. The send waits up to "
+        r"\d+ s more for it to reconnect \(mt_set_disconnected_timeout=1\.0 s\)",
+        notices[0],
+    ), notices[0]
+    follows = case == "large"  # (a replay window: a restarted trainer is followed)
+    assert (
+        "(mt_set_follow_timeout=1.0 s) for a restarted trainer to publish in" in notices[0]
+    ) == follows
+    assert notices[0].endswith(
+        "mt_set_disconnected_timeout and mt_set_follow_timeout shorten it; nothing more is "
+        "said until the send ends."
+        if follows
+        else "mt_set_disconnected_timeout shortens it; nothing more is said until the send ends."
+    ), notices[0]
 
 
 @pytest.mark.timeout(180)

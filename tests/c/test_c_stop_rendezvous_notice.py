@@ -1,9 +1,9 @@
 """The C client, waiting for a rendezvous directory that does not exist, says so early
 (clients/c/src/rendezvous.c, 3 s in: one line on stderr naming the path, the variable
-and the wait; "a typo in the path is likely" when not even the parent exists) and keeps
-waiting: here the trainer publishes once the line was read, and the solver streams to
-it (the oracle: its samples in the receiver's buffer). Before, it said nothing until
-its rendezvous timeout (60 s) ran out. The Python client's: tests/client/
+and the wait; "a typo in MELISSA_TRAINER_RENDEZVOUS is likely" when not even the parent
+exists) and keeps waiting: here the trainer publishes once the line was read, and the
+solver streams to it (the oracle: its samples in the receiver's buffer). Before, it said
+nothing until its rendezvous timeout (60 s) ran out. The Python client's: tests/client/
 test_rendezvous_typo.py."""
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def test_a_missing_rendezvous_is_said_early_and_still_waited_for(
         notice = script.proc.stderr.readline()  # (blocks: before the fix, until the timeout)
         assert f"MELISSA_TRAINER_RENDEZVOUS={rendezvous}: the directory does not exist" in notice
         assert "waiting up to 60.0 s in all" in notice and "to create it" in notice, notice
-        assert ("a typo in the path is likely" in notice) == (not parent_exists), notice
+        assert ("a typo in MELISSA_TRAINER_RENDEZVOUS is likely" in notice) == (not parent_exists)
         # (a solver may start before its trainer: the Python client says the same)
         assert ("unless its trainer has not started yet" in notice) == (not parent_exists)
         buffer = FIFOBuffer(10)

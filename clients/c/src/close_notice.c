@@ -29,19 +29,26 @@ double mt_notice_after(double disconnected_timeout) {
 void mt_waits_for(mt_buf *b, double left, const char *bound, const char *what,
                   const char *rendezvous, bool follows, double follow, double elapsed,
                   bool resumed) {
+    mt_waits_for_action(b, "close", left, bound, what, rendezvous, follows, follow, elapsed,
+                        resumed);
+}
+
+void mt_waits_for_action(mt_buf *b, const char *action, double left, const char *bound,
+                         const char *what, const char *rendezvous, bool follows, double follow,
+                         double elapsed, bool resumed) {
     char setting[64] = "", ft[32];
     const char *who = resumed ? "the trainer to be resumed (--resume_from_checkpoint latest) and"
                               : "a restarted trainer to";
     if (bound != NULL && bound[0] != '\0')
         snprintf(setting, sizeof setting, "%.*s", (int)strcspn(bound, "="), bound);
     if (left < 0) {
-        mt_buf_printf(b, "The close waits for it to %s, with no bound (mt_set_close_timeout "
-                         "and mt_set_disconnected_timeout are < 0)", what);
+        mt_buf_printf(b, "The %s waits for it to %s, with no bound (mt_set_%s_timeout "
+                         "and mt_set_disconnected_timeout are < 0)", action, what, action);
         if (follows)
             mt_buf_printf(b, ", and follows a restarted trainer as soon as one publishes in %s",
                           rendezvous);
     } else {
-        mt_buf_printf(b, "The close waits up to %.0f s more for it to %s (%s)", left, what,
+        mt_buf_printf(b, "The %s waits up to %.0f s more for it to %s (%s)", action, left, what,
                       bound);
     }
     bool also = follows && left >= 0; /* (follow_timeout shortens it too) */
@@ -63,7 +70,7 @@ void mt_waits_for(mt_buf *b, double left, const char *bound, const char *what,
         mt_buf_printf(b, "%s shortens it; ", setting);
     else if (also)
         mt_buf_printf(b, "%s", "mt_set_follow_timeout shortens it; ");
-    mt_buf_printf(b, "%s", "nothing more is said until the close ends.");
+    mt_buf_printf(b, "nothing more is said until the %s ends.", action);
 }
 
 void mt_receipt_notice_text(mt_buf *b, const mt_client *c, const char *whose, size_t rank,

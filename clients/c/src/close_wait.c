@@ -128,7 +128,7 @@ static void tell(mt_client *c, waiting *w, const char *whose, size_t i, double s
     w->told = true;
     double from = since > w->started ? since : w->started, left = -1;
     const char *bound = NULL;
-    char bt[32], clock[16], never[600], capb[128] = "";
+    char bt[32], clock[16], capb[128] = "";
     if (c->disconnected_timeout >= 0) {
         left = c->disconnected_timeout - (now - from);
         bound = "mt_set_disconnected_timeout";
@@ -147,18 +147,28 @@ static void tell(mt_client *c, waiting *w, const char *whose, size_t i, double s
     struct tm tm;
     if (localtime_r(&wall, &tm) == NULL || strftime(clock, sizeof clock, "%H:%M:%S", &tm) == 0)
         snprintf(clock, sizeof clock, "?");
-    mt_handshake_never(c, never, sizeof never);
+    /* (never: a receiver down now was never connected, closing.py's `never`; named with
+     * every one down, as Python's "at E1, E2 (tried since ...)") */
+    mt_buf down = {0};
+    bool never = false;
+    for (size_t k = 0; k < c->n_endpoints; ++k) {
+        if (mt_handshake_down_since(c, k) < 0) continue;
+        mt_buf_printf(&down, "%s%s", down.len > 0 ? ", " : "", c->endpoints[k]);
+        if (!c->handshakes[k].ever && strncmp(c->endpoints[k], "inproc:", 7) != 0) never = true;
+    }
     /* (a close gives a receiver its timeout from its start: said when it went down before) */
     char of[48] = "";
     if (since < w->started - 0.5)
-        snprintf(of, sizeof of, ", %.0f s of them in this close", now - w->started);
-    const char *what = never[0] ? "connect" : "reconnect"; /* (never connected: no "re") */
+        snprintf(of, sizeof of, ", %.0f s of them in this wait", now - w->started);
+    const char *what = never ? "connect" : "reconnect"; /* (never connected: no "re") */
     mt_buf b = {0};
     char cause[1024] = "the trainer died or stopped, or its node";
     /* (its record says preempted? then a resume is waited for: closing.py's `resumed`) */
-    bool resumed = !never[0] && mt_stop_preempted_words(c, cause, sizeof cause);
-    if (never[0])
-        mt_buf_printf(&b, "%s: closing, %s (tried since %s). ", whose, never, clock);
+    bool resumed = !never && mt_stop_preempted_words(c, cause, sizeof cause);
+    if (never)
+        mt_buf_printf(&b, "%s: closing, no receiver ever accepted a connection at %s (tried "
+                          "since %s): check the endpoint (the trainer's rank_N.json) or start "
+                          "the trainer first. ", whose, down.oom ? "?" : down.data, clock);
     else
         mt_buf_printf(&b,
                       "%s: closing, the trainer's receiver at %s is disconnected since %s "
@@ -180,6 +190,7 @@ static void tell(mt_client *c, waiting *w, const char *whose, size_t i, double s
                  now - w->started, resumed);
     if (!b.oom) fprintf(stderr, "melissa_trainer: mt_client_close: %s\n", b.data);
     free(b.data);
+    free(down.data);
 }
 
 /* Between two slices (module comment): MT_OK to wait on, else the close's error. */

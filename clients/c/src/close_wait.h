@@ -47,6 +47,11 @@ double mt_notice_after(double disconnected_timeout);
 void mt_waits_for(mt_buf *b, double left, const char *bound, const char *what,
                   const char *rendezvous, bool follows, double follow, double elapsed,
                   bool resumed);
+/* The same for `action` "close" or "send" (a blocked send's notice: send_notice.c), whose
+ * setter mt_set_ACTION_timeout a wait with no bound names. */
+void mt_waits_for_action(mt_buf *b, const char *action, double left, const char *bound,
+                         const char *what, const char *rendezvous, bool follows, double follow,
+                         double elapsed, bool resumed);
 /* The receipt phase's notice (receipts.py _tell): receiver `rank` (its follow socket
  * `follow_endpoint`) neither answered nor connected for `quiet` s, since `clock`; the
  * receipts' deadline `deadline_left` s away (inf: none), `capped` by the close's cap;

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "missing_dir.h"
 
 extern char **environ; /* (POSIX: declared by the program that uses it) */
 
@@ -57,8 +58,8 @@ static size_t matched(const char *a, size_t alo, size_t ahi, const char *b, size
     return bk + matched(a, alo, bi, b, blo, bj) + matched(a, bi + bk, ahi, b, bj + bk, bhi);
 }
 
-/* difflib.SequenceMatcher(None, a, b).ratio(). */
-static double ratio(const char *a, size_t n, const char *b, size_t m) {
+/* difflib.SequenceMatcher(None, a, b).ratio() (missing_dir.h). */
+double mt_name_ratio(const char *a, size_t n, const char *b, size_t m) {
     return n + m == 0 ? 1.0 : 2.0 * (double)matched(a, 0, n, b, 0, m) / (double)(n + m);
 }
 
@@ -80,7 +81,7 @@ static const char *closest(const char *name, size_t n) {
     if (len > LIKE_MAX) return NULL;
     for (size_t k = 0; k < N_READ + N_ELSEWHERE; ++k) {
         const char *known = k < N_READ ? MT_ENV_READ[k] : MT_ENV_ELSEWHERE[k - N_READ];
-        double r = ratio(known + PREFIX_LEN, strlen(known) - PREFIX_LEN, word, len);
+        double r = mt_name_ratio(known + PREFIX_LEN, strlen(known) - PREFIX_LEN, word, len);
         if (r > best || (r == best && (found == NULL || strcmp(known, found) > 0)))
             best = r, found = known;
     }

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "missing_dir.h"
 
 typedef struct {
     char *endpoint;
@@ -287,51 +288,30 @@ done:
 
 #define NOTICE_AFTER 3.0 /* seconds: endpoints.py NOTICE_AFTER */
 
-/* `dir` made absolute into `path` (its trailing slashes dropped); and, when it is not a
- * directory and not even its parent is, the typo hint into `typo` (else ""), as the
- * Python client's (client/rendezvous_words.py missing_note, without its guess of the
- * directory meant): said by the notice and by the final error alike (a user trial's
- * final error had dropped it). Returns whether `dir` is missing (not a directory). */
-static bool missing_note(const char *dir, char *path, size_t size, char *typo, size_t tsize) {
-    char cwd[2048];
-    if (dir[0] == '/' || getcwd(cwd, sizeof cwd) == NULL)
-        snprintf(path, size, "%s", dir);
-    else
-        snprintf(path, size, "%s/%s", cwd, dir);
-    size_t n = strlen(path);
-    while (n > 1 && path[n - 1] == '/') path[--n] = '\0';
-    struct stat st;
-    bool missing = stat(path, &st) != 0 || !S_ISDIR(st.st_mode);
-    char parent[4096];
-    snprintf(parent, sizeof parent, "%s", path);
-    char *slash = strrchr(parent, '/');
-    if (slash != NULL) *(slash == parent ? slash + 1 : slash) = '\0';
-    typo[0] = '\0';
-    if (missing && (stat(parent, &st) != 0 || !S_ISDIR(st.st_mode)))
-        snprintf(typo, tsize,
-                 "; its parent %s does not exist either: a typo in the path is likely, unless "
-                 "its trainer has not started yet (the trainer creates "
-                 "{output_dir}/rendezvous, its files rank_<r>.json)",
-                 parent);
-    return missing;
-}
-
 /* Said once on stderr by a client still waiting for `dir` NOTICE_AFTER seconds in, as
  * the Python client's warning (client/rendezvous_words.py waiting_notice): the path,
  * where it came from, what is wrong, and a likely typo when not even the parent
- * directory exists (a solver may start before its trainer creates the directory: it
- * keeps waiting). */
+ * directory exists, the directory likely meant (missing_dir.c, as the final error; a
+ * solver may start before its trainer creates the directory: it keeps waiting). */
 static void waiting_notice(const mt_client *c, const char *dir, const char *problem,
                            double timeout) {
-    char path[4096], typo[4300], t[32];
-    bool missing = missing_note(dir, path, sizeof path, typo, sizeof typo);
-    mt_format_double(timeout, t);
+    char path[4096], cwd[2048], t[32];
     const char *from =
         dir == c->rendezvous_dir ? "mt_set_rendezvous" : "MELISSA_TRAINER_RENDEZVOUS";
+    mt_buf note = {0}; /* (missing_dir.c: the typo likely, the directory meant) */
+    bool missing = mt_missing_note(dir, from, &note);
+    if (dir[0] == '/' || getcwd(cwd, sizeof cwd) == NULL)
+        snprintf(path, sizeof path, "%s", dir);
+    else
+        snprintf(path, sizeof path, "%s/%s", cwd, dir);
+    for (size_t n = strlen(path); n > 1 && path[n - 1] == '/';) path[--n] = '\0';
+    mt_format_double(timeout, t);
     fprintf(stderr,
             "melissa_trainer: %s=%s: %s%s; waiting up to %s s in all (the rendezvous "
             "timeout) for the trainer to %s\n",
-            from, path, problem, typo, t, missing ? "create it" : "publish there");
+            from, path, problem, note.len ? note.data : "", t,
+            missing ? "create it" : "publish there");
+    free(note.data);
 }
 
 mt_status mt_fetch_endpoints(mt_client *c, const char *dir, double timeout) {
@@ -378,13 +358,16 @@ mt_status mt_fetch_endpoints(mt_client *c, const char *dir, double timeout) {
             waiting_notice(c, dir, said, timeout);
         }
         if (left <= 0) {
-            char t[32], path[4096], typo[4300];
+            char t[32];
             mt_format_double(timeout, t);
-            missing_note(dir, path, sizeof path, typo, sizeof typo); /* (read again now) */
+            mt_buf note = {0}; /* (read again now) */
+            mt_missing_note(dir, dir == c->rendezvous_dir ? "mt_set_rendezvous"
+                                                          : "MELISSA_TRAINER_RENDEZVOUS", &note);
             mt_fail(c, MT_ERENDEZVOUS,
                     "rendezvous directory '%s' incomplete after %s s: %s (is the trainer "
                     "running, with this output directory?)%s",
-                    dir, t, said, typo);
+                    dir, t, said, note.len ? note.data : "");
+            free(note.data);
             free(problem.data);
             return MT_ERENDEZVOUS;
         }

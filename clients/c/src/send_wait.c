@@ -44,8 +44,10 @@
  * for good leads its message, the close's sentence then "(send_timeout=T s ended the
  * send)" or "(the send gave up after S s, disconnected_timeout=D s)", Python's words,
  * with that kind's status. A send timeout's message says a preempted record in its
- * clause of a receiver disconnected (send_words.c). Not thread-safe: the client's
- * thread. */
+ * clause of a receiver disconnected (send_words.c). Once a receiver has been
+ * disconnected a few seconds (mt_notice_after), a blocked send says, once, what it waits
+ * for, how long and the setters that shorten it (send_notice.c, the Python send's
+ * notice). Not thread-safe: the client's thread. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <stdio.h>
@@ -55,6 +57,7 @@
 
 #include "internal.h"
 #include "follow.h"
+#include "send_notice.h"
 
 #define SLICE_S 0.5 /* (melissa_trainer/client/sockets.py SLICE) */
 
@@ -63,6 +66,8 @@
 typedef struct waiting {
     double started;
     mt_stop_look *looks;
+    double deadline; /* the send timeout's (< 0: none), for the notice */
+    bool told;       /* the notice said (send_notice.c): once per wait */
 } waiting;
 
 /* What a failed wait names: "time step N", or "a message". */
@@ -120,7 +125,7 @@ static mt_status stopped_for_good(mt_client *c, waiting *w, const uint64_t *step
  * a send timeout shorter than a slice, which made none), the error stopped_for_good's
  * with `after`; MT_OK if none says the trainer stopped for good (or none is down). */
 static mt_status stop_first(mt_client *c, const uint64_t *step, const char *after) {
-    waiting fresh = {mt_now(), NULL};
+    waiting fresh = {mt_now(), NULL, -1.0, false};
     mt_status st = stopped_for_good(c, &fresh, step, after);
     free(fresh.looks);
     return st;
@@ -193,6 +198,7 @@ static mt_status between(mt_client *c, waiting *w, const uint64_t *step) {
         mt_status st = mt_follow_poll(c, false); /* (a look at most once a second) */
         if (st != MT_OK || c->followed != followed) return st;
     }
+    mt_send_notice(c, w->started, w->deadline, step, &w->told); /* (before it gives up) */
     return gone(c, w->started, step);
 }
 
@@ -224,7 +230,7 @@ static mt_status timed_out(mt_client *c, const uint64_t *step) {
 mt_status mt_send_sliced(mt_client *c, size_t index, double deadline, mt_try try_, void *arg,
                          const uint64_t *step) {
     unsigned followed = c->followed;
-    waiting w = {-1.0, NULL};
+    waiting w = {-1.0, NULL, deadline, false};
     pthread_mutex_lock(&c->mu);
     for (;;) {
         double slice = SLICE_S, now = mt_now();
@@ -258,7 +264,7 @@ mt_status mt_wait_sent(mt_client *c, double deadline, const uint64_t *step) {
      * thread's CPU time: benchmarks/c_client.py, unit_send.c counts the waits). */
     if (mt_held_none(c)) return MT_OK;
     unsigned followed = c->followed;
-    waiting w = {mt_now(), NULL};
+    waiting w = {mt_now(), NULL, deadline, false};
     for (;;) {
         double until = mt_now() + SLICE_S;
         if (deadline >= 0 && deadline < until) until = deadline;

@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "internal.h"
+#include "missing_dir.h"
 #include "serve.h"
 
 #define ENV_SERVE "MELISSA_TRAINER_SERVE_ENDPOINTS"
@@ -288,6 +289,7 @@ mt_status mt_serve_resolve(mt_client *c, double deadline, double timeout, mt_ser
         return mt_fail(c, MT_EENV, "no serving endpoint: set " ENV_RENDEZVOUS " (the trainer's "
                                    "rendezvous directory) or " ENV_SERVE ", or call "
                                    "mt_set_serve_endpoints");
+    const char *from = c->rendezvous_dir != NULL ? "mt_set_rendezvous" : ENV_RENDEZVOUS;
     double pause = 0.01;
     char why[512];
     mt_status st;
@@ -310,20 +312,27 @@ mt_status mt_serve_resolve(mt_client *c, double deadline, double timeout, mt_ser
                          dir, why, c->run_id, c->run_id);
             break;
         }
+        mt_missing_dir_check(c, dir, from, why); /* (a typo? said once, 3 s in) */
         if (c->served_there) {
             /* Waiting for a serve file is for a trainer not started yet. One that served
              * this simulation and removed its file has stopped: fall back now, and look
              * again after the backoff (a trainer resumed). */
-            st = mt_gone(c, "no serving endpoint in '%s': %s (the trainer that served this "
-                            "simulation stopped)", dir, why);
+            mt_buf note = {0};
+            mt_missing_dir_note(dir, from, &note); /* (predict_lookup.py, as Python's) */
+            st = mt_gone(c, "no serving endpoint in '%s': %s%s (the trainer that served this "
+                            "simulation stopped)", dir, why, note.len ? note.data : "");
+            free(note.data);
             break;
         }
         double left = deadline - mt_now();
         if (left <= 0) {
             char t[32];
             mt_format_double(timeout, t);
-            st = mt_fail(c, MT_ETIMEDOUT, "no serving endpoint in '%s' within %s s: %s", dir, t,
-                         why);
+            mt_buf note = {0}; /* (a typo? the directory meant, what creates it) */
+            mt_missing_dir_note(dir, from, &note);
+            st = mt_fail(c, MT_ETIMEDOUT, "no serving endpoint in '%s' within %s s: %s%s", dir, t,
+                         why, note.len ? note.data : "");
+            free(note.data);
             break;
         }
         double nap = pause < left ? pause : left;

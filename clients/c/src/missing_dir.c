@@ -1,0 +1,125 @@
+/* missing_dir.c: what a C client says of a rendezvous path that is not a directory, in
+ * the Python client's words (client/rendezvous_words.py missing_note, client/
+ * predict_lookup.py MissingDirectory.note). A request whose rendezvous directory did not
+ * exist said only "cannot list 'DIR': No such file or directory" at each timeout, where
+ * the Python Predictor named the likely typo, the directory likely meant, or what
+ * creates it, and warned once, 3 s into its lookups (tests/c/
+ * test_c_predict_missing_dir.py compares both). Paths are made absolute
+ * against the working directory, trailing slashes dropped (not otherwise normalised, as
+ * os.path.abspath would: "a/../b" is said as given); names are compared byte by byte
+ * (Python: by character; the same for ASCII names). */
+#define _POSIX_C_SOURCE 200809L
+#include <ctype.h>
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "missing_dir.h"
+
+#define NOTICE_AFTER 3.0 /* s: stream/endpoints.py NOTICE_AFTER */
+#define LIKE_MAX 199 /* characters: a longer name is guessed at by no sibling (autojunk) */
+
+static bool is_dir(const char *p) {
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* The directory of base (its first missing component `name`, n bytes) most like it, as
+ * common/words.py closest_name (difflib.get_close_matches of the name lowercased, its
+ * dashes read as underscores, cutoff 0.6: the best ratio, a tie to the greater name),
+ * into `out`; false if none. */
+static bool closest_dir(const char *base, const char *name, size_t n, char *out, size_t size) {
+    char probe[LIKE_MAX + 1], sub[4096];
+    if (n > LIKE_MAX) return false;
+    for (size_t k = 0; k < n; ++k)
+        probe[k] = name[k] == '-' ? '_' : (char)tolower((unsigned char)name[k]);
+    DIR *d = opendir(base);
+    if (d == NULL) return false; /* (unreadable: no guess) */
+    double best = 0.6;
+    bool found = false;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+        snprintf(sub, sizeof sub, "%s/%s", strcmp(base, "/") == 0 ? "" : base, e->d_name);
+        if (!is_dir(sub)) continue;
+        double r = mt_name_ratio(e->d_name, strlen(e->d_name), probe, n);
+        if (r > best || (r == best && (!found || strcmp(e->d_name, out) > 0))) {
+            best = r, found = true;
+            snprintf(out, size, "%s", e->d_name);
+        }
+    }
+    closedir(d);
+    return found;
+}
+
+/* `dir` made absolute against the working directory, its trailing slashes dropped. */
+static void abs_path(const char *dir, char *path, size_t size) {
+    char cwd[2048];
+    if (dir[0] == '/' || getcwd(cwd, sizeof cwd) == NULL)
+        snprintf(path, size, "%s", dir);
+    else
+        snprintf(path, size, "%s/%s", cwd, dir);
+    size_t n = strlen(path);
+    while (n > 1 && path[n - 1] == '/') path[--n] = '\0';
+}
+
+bool mt_missing_note(const char *dir, const char *source, mt_buf *b) {
+    char path[4096], parent[4096], base[4096], close[256];
+    abs_path(dir, path, sizeof path);
+    if (is_dir(path)) return false;
+    snprintf(parent, sizeof parent, "%s", path);
+    char *slash = strrchr(parent, '/');
+    if (slash != NULL) *(slash == parent ? slash + 1 : slash) = '\0';
+    if (!is_dir(parent))
+        mt_buf_printf(b, "; its parent %s does not exist either: a typo in %s is likely, "
+                         "unless its trainer has not started yet (the trainer creates "
+                         "{output_dir}/rendezvous, its files rank_<r>.json)",
+                      parent, source);
+    if (path[0] != '/') return true; /* (no working directory known: no guess) */
+    /* base: the deepest ancestor that exists; `first`: the component below it */
+    snprintf(base, sizeof base, "%s", path);
+    while (!is_dir(base) && strcmp(base, "/") != 0) {
+        slash = strrchr(base, '/');
+        *(slash == base ? slash + 1 : slash) = '\0';
+    }
+    const char *first = path + strlen(base) + (strcmp(base, "/") == 0 ? 0 : 1);
+    size_t len = strcspn(first, "/");
+    if (len == 0 || !closest_dir(base, first, len, close, sizeof close)) return true;
+    if (strlen(close) == len && strncmp(close, first, len) == 0) return true;
+    mt_buf_printf(b, "; did you mean %s/%s%s?", strcmp(base, "/") == 0 ? "" : base, close,
+                  first + len);
+    return true;
+}
+
+void mt_missing_dir_note(const char *dir, const char *source, mt_buf *b) {
+    size_t before = b->len;
+    if (!mt_missing_note(dir, source, b) || b->len != before || b->oom) return;
+    mt_buf_printf(b, "; the trainer creates it at its start ({output_dir}/rendezvous): until "
+                     "then each request waits its whole timeout; check %s if one runs",
+                  source);
+}
+
+void mt_missing_dir_check(mt_client *c, const char *dir, const char *source, const char *why) {
+    if (c->predict_missing < 0) return; /* (said once: the next requests' errors say it) */
+    char path[4096];
+    abs_path(dir, path, sizeof path);
+    if (is_dir(path)) {
+        c->predict_missing = 0;
+        return;
+    }
+    double now = mt_now();
+    if (c->predict_missing == 0) c->predict_missing = now;
+    if (now - c->predict_missing < NOTICE_AFTER) return;
+    c->predict_missing = -1;
+    mt_buf b = {0};
+    mt_missing_dir_note(dir, source, &b);
+    if (!b.oom)
+        fprintf(stderr, "melissa_trainer: mt_predict: %s=%s: %s%s; each request waits up to its "
+                        "timeout for the trainer to create it (then fails: MT_ETIMEDOUT)\n",
+                source, path, why, b.len ? b.data : "");
+    free(b.data);
+}

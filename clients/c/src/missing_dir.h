@@ -1,0 +1,30 @@
+/* missing_dir.h: what the C client says of a rendezvous path that is not a directory
+ * (missing_dir.c), and difflib's likeness of two names (env_names.c). Not installed;
+ * after internal.h. */
+#ifndef MT_MISSING_DIR_H
+#define MT_MISSING_DIR_H
+
+#include "internal.h"
+
+/* env_names.c: difflib.SequenceMatcher(None, a, b).ratio() of a[0..n) and b[0..m)
+ * (no junk: the caller keeps b under 200 characters, difflib's autojunk). */
+double mt_name_ratio(const char *a, size_t n, const char *b, size_t m);
+/* missing_dir.c: client/rendezvous_words.py missing_note, word for word, appended to `b`
+ * for the rendezvous path `dir` given at `source` (the variable, or the setter
+ * "mt_set_rendezvous"): when not even its parent exists, that a typo there is likely; and
+ * the directory likely meant ("; did you mean /w/out/rendezvous?"), where a sibling of its
+ * first missing component is close (common/words.py closest_name). Nothing when `dir` is a
+ * directory. Returns whether it is not one. */
+bool mt_missing_note(const char *dir, const char *source, mt_buf *b);
+/* client/predict_lookup.py MissingDirectory.note: mt_missing_note, or, when that says
+ * nothing of a path that is not a directory (its parent exists, no name there is close),
+ * what makes it exist and where the path came from. */
+void mt_missing_dir_note(const char *dir, const char *source, mt_buf *b);
+/* predict_lookup.py MissingDirectory.check, after a lookup in `dir` (given at `source`)
+ * found no endpoint (`why`): on stderr once per client, when `dir` has not been a
+ * directory for NOTICE_AFTER (3) seconds, counted over requests from the first lookup
+ * that found it missing (c->predict_missing: 0 while it is a directory, else since when,
+ * -1 once said). */
+void mt_missing_dir_check(mt_client *c, const char *dir, const char *source, const char *why);
+
+#endif

@@ -7,14 +7,71 @@ Each job's output (stdout and stderr) goes to ``{log_dir}/sim-{id}.log`` (worker
 an earlier run left there to ``{log_dir}/previous-TIME/`` (`set_aside_earlier_logs`),
 so that what a failure report quotes of a log (its last lines, which blame the solver or
 the sampler) is this run's. A resumed study appends to its own.
+
+One study per log folder: a launcher holds an exclusive lock on
+``{log_dir}/launcher.lock`` (`LogDirHold`) from its start to its stop, taken before it
+sets anything aside. Without it a second study given the same ``log_dir`` (two users of
+one script in one directory, each with an ``--output_dir`` of their own) would move the
+first one's running jobs' logs aside as an earlier run's, and write its own
+``sim-{id}.log`` where the first one's reports read theirs. The kernel releases the lock
+when its process dies (``kill -9`` too), so a resume is never refused by a dead study.
 """
 
 from __future__ import annotations
 
+import errno
+import fcntl
+import os
 import time
 from pathlib import Path
 
-__all__ = ["set_aside_earlier_logs"]
+from melissa_trainer.config.reading import ConfigError
+
+__all__ = ["LOCK_NAME", "LogDirHold", "set_aside_earlier_logs"]
+
+LOCK_NAME = "launcher.lock"
+
+#: a file system that refuses locks (Lustre mounted ``noflock``): run without this one
+_NO_LOCKS = (errno.ENOSYS, errno.ENOLCK, errno.EOPNOTSUPP)
+
+
+class LogDirHold:
+    """An exclusive lock on ``{log_dir}/launcher.lock``, held until `release` (or the
+    process's end). Thread-safety: made and released by the launcher's owner."""
+
+    def __init__(self, log_dir: Path) -> None:
+        """Take the lock, or refuse.
+
+        Raises:
+            ConfigError: another launcher (alive: this process or another) holds it;
+                names the folder, the holder's pid and the fix.
+        """
+        path = log_dir / LOCK_NAME
+        self._fd: int | None = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            holder = os.pread(self._fd, 64, 0).decode(errors="replace").strip()
+            self.release()
+            if exc.errno in _NO_LOCKS:
+                return
+            if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                raise
+            raise ConfigError(
+                f"log_dir {str(log_dir)!r} is in use by another study's launcher "
+                f"(pid {holder or 'unknown'}, in its lock {str(path)!r}): two studies "
+                f"writing one folder's sim-*.log would mix their jobs' logs. Give this "
+                f"Launcher another log_dir, or none (its logs then go to the study's "
+                f"own folder, {{output_dir}}/study/logs), or wait for that study to end"
+            ) from exc
+        os.ftruncate(self._fd, 0)
+        os.pwrite(self._fd, f"{os.getpid()}\n".encode(), 0)
+
+    def release(self) -> None:
+        """Let the lock go (closing the file). Idempotent."""
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
 
 
 def set_aside_earlier_logs(log_dir: Path) -> Path | None:

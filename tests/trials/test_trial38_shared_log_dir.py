@@ -55,10 +55,6 @@ def _wait_for_text(path: Path, text: str, timeout: float = 30.0) -> None:
 
 @pytest.mark.e2e
 @pytest.mark.timeout(90)
-@pytest.mark.xfail(
-    strict=True,
-    reason="a second Launcher on a log_dir in use moves the first study's running job logs aside",
-)
 def test_a_second_study_on_a_log_dir_in_use_is_refused(tmp_path: Path) -> None:
     logs = tmp_path / "logs"
     first, second = _launcher("study-A", logs), _launcher("study-B", logs)

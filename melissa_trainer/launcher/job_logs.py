@@ -8,13 +8,15 @@ an earlier run left there to ``{log_dir}/previous-TIME/`` (`set_aside_earlier_lo
 so that what a failure report quotes of a log (its last lines, which blame the solver or
 the sampler) is this run's. A resumed study appends to its own.
 
-One study per log folder: a launcher holds an exclusive lock on
-``{log_dir}/launcher.lock`` (`LogDirHold`) from its start to its stop, taken before it
-sets anything aside. Without it a second study given the same ``log_dir`` (two users of
-one script in one directory, each with an ``--output_dir`` of their own) would move the
-first one's running jobs' logs aside as an earlier run's, and write its own
-``sim-{id}.log`` where the first one's reports read theirs. The kernel releases the lock
-when its process dies (``kill -9`` too), so a resume is never refused by a dead study.
+One study per log folder: a launcher holds an exclusive ``flock`` on the folder itself
+(`LogDirHold`: no file added, the folder holds the jobs' logs only) from its start to its
+stop, taken before it sets anything aside. Without it a second study given the same
+``log_dir`` (two users of one script in one directory, each with an ``--output_dir`` of
+their own) would move the first one's running jobs' logs aside as an earlier run's, and
+write its own ``sim-{id}.log`` where the first one's reports read theirs. The kernel
+releases the lock when its process dies (``kill -9`` too), so a resume is never refused
+by a dead study. A file system that refuses the lock (NFS's emulated flock wants a file
+open for writing; Lustre's ``noflock``) runs without it.
 """
 
 from __future__ import annotations
@@ -27,48 +29,42 @@ from pathlib import Path
 
 from melissa_trainer.config.reading import ConfigError
 
-__all__ = ["LOCK_NAME", "LogDirHold", "set_aside_earlier_logs"]
+__all__ = ["LogDirHold", "set_aside_earlier_logs"]
 
-LOCK_NAME = "launcher.lock"
-
-#: a file system that refuses locks (Lustre mounted ``noflock``): run without this one
-_NO_LOCKS = (errno.ENOSYS, errno.ENOLCK, errno.EOPNOTSUPP)
+#: a lock the file system refuses on a folder (NFS, Lustre ``noflock``): none is taken
+_NO_LOCKS = (errno.ENOSYS, errno.ENOLCK, errno.EOPNOTSUPP, errno.EBADF, errno.EINVAL)
 
 
 class LogDirHold:
-    """An exclusive lock on ``{log_dir}/launcher.lock``, held until `release` (or the
+    """An exclusive ``flock`` on the folder `log_dir`, held until `release` (or the
     process's end). Thread-safety: made and released by the launcher's owner."""
 
     def __init__(self, log_dir: Path) -> None:
         """Take the lock, or refuse.
 
         Raises:
-            ConfigError: another launcher (alive: this process or another) holds it;
-                names the folder, the holder's pid and the fix.
+            ConfigError: another launcher (alive: in this process or another) holds
+                it; names the folder and the fixes.
         """
-        path = log_dir / LOCK_NAME
-        self._fd: int | None = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        self._fd: int | None = os.open(log_dir, os.O_RDONLY | os.O_DIRECTORY)
         try:
             fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
-            holder = os.pread(self._fd, 64, 0).decode(errors="replace").strip()
             self.release()
             if exc.errno in _NO_LOCKS:
                 return
             if exc.errno not in (errno.EAGAIN, errno.EACCES):
                 raise
             raise ConfigError(
-                f"log_dir {str(log_dir)!r} is in use by another study's launcher "
-                f"(pid {holder or 'unknown'}, in its lock {str(path)!r}): two studies "
-                f"writing one folder's sim-*.log would mix their jobs' logs. Give this "
-                f"Launcher another log_dir, or none (its logs then go to the study's "
-                f"own folder, {{output_dir}}/study/logs), or wait for that study to end"
+                f"log_dir {str(log_dir)!r} is in use by another study's launcher, "
+                f"alive: two studies writing one folder's sim-*.log would mix their "
+                f"jobs' logs. Give this Launcher another log_dir, or none (its logs then "
+                f"go to the study's own folder, {{output_dir}}/study/logs), or wait for "
+                f"that study to end"
             ) from exc
-        os.ftruncate(self._fd, 0)
-        os.pwrite(self._fd, f"{os.getpid()}\n".encode(), 0)
 
     def release(self) -> None:
-        """Let the lock go (closing the file). Idempotent."""
+        """Let the lock go (closing the folder). Idempotent."""
         fd, self._fd = self._fd, None
         if fd is not None:
             os.close(fd)

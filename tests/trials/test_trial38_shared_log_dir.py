@@ -13,9 +13,9 @@ blamed on this one), and both studies' restarts append to the same files.
 
 What was expected: the second launcher refused at its start, naming the log folder in
 use and the fix (another ``log_dir``, or none: ``{study_dir}/logs``), as a second
-trainer on one ``output_dir`` is refused. Fixed: a launcher holds an exclusive lock on
-``{log_dir}/launcher.lock`` from its start to its stop (the kernel releases it when
-its process dies, so a resume after ``kill -9`` is not refused).
+trainer on one ``output_dir`` is refused. Fixed: a launcher holds an exclusive flock on
+the folder ``log_dir`` from its start to its stop (the kernel releases it when its
+process dies, so a resume after ``kill -9`` is not refused; no file is added there).
 """
 
 from __future__ import annotations
@@ -69,6 +69,7 @@ def test_a_second_study_on_a_log_dir_in_use_is_refused(tmp_path: Path) -> None:
         # the first study's log is where its reports look, and holds its own job only
         assert list(logs.glob("previous-*")) == []
         assert "study-B" not in (logs / "sim-0.log").read_text()
+        assert sorted(p.name for p in logs.iterdir()) == ["sim-0.log"]  # nothing added
     finally:
         second.stop()
         first.stop()

@@ -69,6 +69,11 @@ class LogDirHold:
         if fd is not None:
             os.close(fd)
 
+    def __del__(self) -> None:
+        # a launcher dropped without `stop` (its `start` failed after the lock, say)
+        # must not keep its folder locked until the process ends
+        self.release()
+
 
 def set_aside_earlier_logs(log_dir: Path) -> Path | None:
     """Move the job logs (``sim-*.log``, ``worker-*.log``) in `log_dir` to a new

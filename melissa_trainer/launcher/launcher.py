@@ -119,7 +119,8 @@ class Launcher(LauncherRecord):
             mode on (an example's flag: ``"add --worker to this example's command
             line"``), which the start-up advice (`advice`) names before
             ``Launcher(..., worker=True)``; None: that alone.
-        log_dir: per-job logs; default ``{study_dir}/logs``.
+        log_dir: per-job logs; default ``{study_dir}/logs``. Locked from `start` to
+            `stop`: one study at a time (`job_logs.LogDirHold`).
         env: extra environment variables for every job.
         first_simulation_id: the first id drawn.
         tuning: the failure policy (timeout, restarts, `on_failure`, redraws, the share

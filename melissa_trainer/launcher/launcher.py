@@ -62,7 +62,7 @@ from melissa_trainer.common.words import plural
 from melissa_trainer.launcher.account import warn_static_sampler
 from melissa_trainer.launcher.backends import backend_of
 from melissa_trainer.launcher.backends.base import Backend, study_id
-from melissa_trainer.launcher.job_logs import set_aside_earlier_logs
+from melissa_trainer.launcher.job_logs import LogDirHold, set_aside_earlier_logs
 from melissa_trainer.launcher.launcher_record import LauncherRecord
 from melissa_trainer.launcher.reports import DataReport, LauncherError
 from melissa_trainer.launcher.samplers import ListSampler, Sampler, as_sampler
@@ -119,7 +119,8 @@ class Launcher(LauncherRecord):
             mode on (an example's flag: ``"add --worker to this example's command
             line"``), which the start-up advice (`advice`) names before
             ``Launcher(..., worker=True)``; None: that alone.
-        log_dir: per-job logs; default ``{study_dir}/logs``.
+        log_dir: per-job logs; default ``{study_dir}/logs``. Locked from `start` to
+            `stop`: one study at a time (`job_logs.LogDirHold`).
         env: extra environment variables for every job.
         first_simulation_id: the first id drawn.
         tuning: the failure policy (timeout, restarts, `on_failure`, redraws, the share
@@ -194,6 +195,7 @@ class Launcher(LauncherRecord):
         self._env = dict(env or {})
         self.program = program_of(simulation, self._env)  # (its state: study_change)
         self._resumed = False  # (`resume`: the logs in log_dir are this study's)
+        self._log_hold: LogDirHold | None = None  # (`start` to `stop`)
         self._study = StudyRecord(
             sampler,
             n_simulations,
@@ -249,6 +251,8 @@ class Launcher(LauncherRecord):
         Raises:
             RuntimeError: called twice, or after `stop`.
             OSError: the study directory or the worker socket could not be set up.
+            ConfigError: another live study's launcher holds the log folder
+                (`job_logs.LogDirHold`).
         """
         if self._thread is not None or self._stopped:
             raise RuntimeError("Launcher.start() can be called once, before stop()")
@@ -264,6 +268,8 @@ class Launcher(LauncherRecord):
             worker_hint=self._worker_hint,
         )
         settings.log_dir.mkdir(parents=True, exist_ok=True)
+        # one study per log folder (released by `stop`; a refusal is a ConfigError)
+        self._log_hold = LogDirHold(settings.log_dir)
         if not self._resumed:
             earlier = set_aside_earlier_logs(settings.log_dir)
             if earlier is not None:
@@ -347,6 +353,8 @@ class Launcher(LauncherRecord):
             thread.join()
         with self._lock:  # the losses reported since the last draw: the sampler's state
             self._study.apply_observations()
+        if self._log_hold is not None:
+            self._log_hold.release()
         atexit.unregister(self.stop)
 
     def check(self) -> None:

@@ -23,7 +23,14 @@ from melissa_trainer.wire.routing import SIMULATION_STEP, kept_of
 #: `kept_of` (`wire.routing`): the rendezvous member listing the simulations of a
 #: resumed receiver's ledgers that keep the routing ``t % W``, which the receiver
 #: passes in `bind_and_publish`'s `extra`
-__all__ = ["bind_and_publish", "bind_error", "kept_of", "pull_socket"]
+__all__ = ["PortInUse", "bind_and_publish", "bind_error", "kept_of", "pull_socket"]
+
+
+class PortInUse(OSError):
+    """The receiver's explicit TCP port is taken (another study's receiver, another
+    program): a refusal to start, which names the port and the fix
+    (`trainer.refusals.REFUSALS`: one line and exit status 2 inside
+    ``refusals_end_the_program``, as a locked output_dir). ``errno`` is EADDRINUSE."""
 
 
 def pull_socket(
@@ -66,8 +73,10 @@ def bind_and_publish(
     keeps the routing ``t % W`` (`kept_of`).
 
     Raises:
-        OSError: the bind failed (its errno; the message is `bind_error`'s), or the
-            rendezvous file cannot be written. The socket is left to the caller to close.
+        PortInUse: an explicit TCP port is taken (an OSError; the message is
+            `bind_error`'s).
+        OSError: the bind failed otherwise (its errno; the message is `bind_error`'s),
+            or the rendezvous file cannot be written. The socket is left to the caller to close.
     """
     try:
         sock.bind(bind)
@@ -76,7 +85,8 @@ def bind_and_publish(
             advertised_routing = {"routing": SIMULATION_STEP, **extra}
             write_rendezvous(rendezvous, rank, world_size, endpoint, advertised_routing)
     except zmq.ZMQError as exc:
-        raise OSError(exc.errno, bind_error(bind, rank, exc)) from exc
+        kind = PortInUse if exc.errno == errno.EADDRINUSE and bind.startswith("tcp://") else OSError
+        raise kind(exc.errno, bind_error(bind, rank, exc)) from exc
     return endpoint
 
 
@@ -88,7 +98,8 @@ def bind_error(bind: str, rank: int, exc: zmq.ZMQError) -> str:
         message += (
             f": another program (or another trainer) listens on port {port}; find it with "
             f"`ss -ltnp 'sport = :{port}'`, or choose a free port in ReceiverConfig(bind=...) "
-            "(an explicit port is offset by the rank: rank r binds port + r), or use port * "
+            "(the examples' --bind; an explicit port is offset by the rank: rank r binds "
+            "port + r), or use port * "
             "(a random free port, published in the rendezvous directory)"
         )
     elif exc.errno == errno.EADDRNOTAVAIL:

@@ -1,11 +1,12 @@
 """A refusal to start, said as one line: `refusals_end_the_program`, around a script's
 trainer.
 
-When the trainer refuses to start (`REFUSALS`: another trainer holds `output_dir`, an
-earlier run's checkpoints are there, a resume with other study settings, no checkpoint
-to resume from verifies), the exception's message names the cause and the fix. Uncaught,
-Python prints it under a traceback through the trainer's internals (17 lines with
-``python train.py``; under ``accelerate launch``, a ``[rank0]:`` traceback too). Inside
+When the trainer refuses to start (`REFUSALS`: another trainer holds `output_dir`, or
+a receiver's explicit port, an earlier run's checkpoints are there, a resume with other
+study settings, no checkpoint to resume from verifies), the exception's message names
+the cause and the fix. Uncaught, Python prints it under a traceback through the
+trainer's internals (17 lines with ``python train.py``; under ``accelerate launch``, a
+``[rank0]:`` traceback too). Inside
 ``with refusals_end_the_program():`` the program instead ends with that message on one
 line of stderr, ``train.py: error: ...`` (as a bad command-line flag does), and exit
 status 2::
@@ -42,6 +43,7 @@ from melissa_trainer.checkpoint.errors import CheckpointError
 from melissa_trainer.common.refusal import SaidOnRankZero, launch_rank
 from melissa_trainer.config.arguments import ConfigError
 from melissa_trainer.launcher.study_change import StudyChanged
+from melissa_trainer.stream.receiver_socket import PortInUse
 from melissa_trainer.trainer import refusal_mark
 from melissa_trainer.trainer.lock_holder import OutputDirLocked
 
@@ -52,13 +54,15 @@ E = TypeVar("E", bound=BaseException)
 #: what refuses to start a run, each naming the fix: a `ConfigError` (such as an earlier
 #: run's checkpoints in `output_dir`), `OutputDirLocked` (another trainer using it),
 #: `StudyChanged` (a resume with other study settings: sampler, bounds, a number of
-#: simulations the design cannot take) and `CheckpointError` (no checkpoint to resume
-#: from verifies or loads)
+#: simulations the design cannot take), `CheckpointError` (no checkpoint to resume
+#: from verifies or loads) and `PortInUse` (a receiver's explicit port taken: another
+#: study's on a shared node)
 REFUSALS: tuple[type[Exception], ...] = (
     ConfigError,
     OutputDirLocked,
     StudyChanged,
     CheckpointError,
+    PortInUse,
 )
 #: the exit status of a refused start: argparse's for a bad flag, which it resembles
 REFUSED_STATUS = 2

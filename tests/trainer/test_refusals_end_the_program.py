@@ -71,7 +71,7 @@ def test_anything_else_propagates_with_its_traceback() -> None:
     with pytest.raises(KeyboardInterrupt), refusals_end_the_program():
         raise KeyboardInterrupt
     assert {c.__name__ for c in REFUSALS} == {
-        "ConfigError", "OutputDirLocked", "StudyChanged", "CheckpointError"
+        "ConfigError", "OutputDirLocked", "StudyChanged", "CheckpointError", "PortInUse"
     }  # fmt: skip
     assert "refusals_end_the_program" in melissa_trainer.__all__
 

@@ -11,6 +11,10 @@ user gave.
 What was expected: as a locked ``output_dir`` (the same situation: another study holds
 what this one needs), one line ``train.py: error: ...`` naming the flag, exit status 2
 (the quick reference's exit codes: "the study examples' refusals to start").
+
+Fixed: an explicit port taken is `PortInUse` (an OSError), one of the refusals
+(`trainer.refusals.REFUSALS`), and its words name the examples' ``--bind``. Failed
+before (a traceback, exit 1).
 """
 
 from __future__ import annotations
@@ -27,11 +31,6 @@ HEAT = Path(__file__).parents[2] / "examples" / "heat_pde" / "train.py"
 
 @pytest.mark.e2e
 @pytest.mark.timeout(180)
-@pytest.mark.xfail(
-    strict=True,
-    reason="a receiver port in use ends the heat example with a traceback, exit 1, "
-    "naming ReceiverConfig(bind=...) rather than --bind",
-)
 def test_a_port_in_use_is_one_line_naming_the_flag_status_2(tmp_path: Path) -> None:
     with socket.socket() as held:  # another study's receiver, on the port both chose
         held.bind(("127.0.0.1", 0))

@@ -16,10 +16,9 @@ from __future__ import annotations
 
 import logging
 import os
-import time
 from pathlib import Path
 
-from melissa_trainer.checkpoint.paths import fsync_dir, list_checkpoints
+from melissa_trainer.checkpoint.paths import free_sibling, fsync_dir, list_checkpoints
 
 __all__ = ["set_aside_later"]
 
@@ -40,12 +39,7 @@ def set_aside_later(path: Path, root: Path, now: float | None = None) -> Path | 
     later = found[resolved.index(path.resolve()) + 1 :]
     if not later:
         return None
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now))
-    target = root.with_name(f"{root.name}-after-{path.name}-{stamp}")
-    n = 1
-    while target.exists():
-        n += 1
-        target = root.with_name(f"{root.name}-after-{path.name}-{stamp}-{n}")
+    target = free_sibling(root, f"after-{path.name}", now)
     names = ", ".join(p.name for p in later)
     try:
         target.mkdir()

@@ -139,14 +139,21 @@ def move_aside(root: str | os.PathLike[str], now: float | None = None) -> Path:
     Main rank only. One rename (atomic on one file system), made durable; nothing in
     it is read, changed or deleted."""
     root = Path(root)
+    target = free_sibling(root, "previous", now)
+    os.rename(root, target)
+    fsync_dir(target.parent)
+    return target
+
+
+def free_sibling(path: Path, what: str, now: float | None = None) -> Path:
+    """A name beside `path` that nothing holds: ``{path}-{what}-YYYYmmddTHHMMSSZ`` (UTC
+    at `now`; default the time now), with ``-2``, ``-3``... when taken. Not created."""
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now))
-    target = root.with_name(f"{root.name}-previous-{stamp}")
+    target = path.with_name(f"{path.name}-{what}-{stamp}")
     n = 1
     while target.exists():
         n += 1
-        target = root.with_name(f"{root.name}-previous-{stamp}-{n}")
-    os.rename(root, target)
-    fsync_dir(target.parent)
+        target = path.with_name(f"{path.name}-{what}-{stamp}-{n}")
     return target
 
 

@@ -24,7 +24,7 @@ EXAMPLES = Path(__file__).parents[2] / "examples" / "lorenz"
 SIMULATIONS, STEPS = 6, 200
 TINY = [
     "--num_simulations", str(SIMULATIONS), "--time_steps", str(STEPS), "--horizon", "20",
-    "--num_validation", "2", "--hidden", "64", "--buffer_size", "1200", "--watermark", "200",
+    "--num_validation", "8", "--hidden", "64", "--buffer_size", "1200", "--watermark", "200",
     "--batch_size", "64", "--sample_to_insert_ratio", "16", "--eval_steps", "none",
     "--logging_steps", "100", "--disable_progress_bar", "--json",
 ]  # fmt: skip
@@ -43,8 +43,11 @@ def summary_of(returncode: int, stdout: str, stderr: str) -> dict:
     assert summary["samples_received"] == SIMULATIONS * STEPS  # each transition once
     assert summary["samples_seen"] >= summary["samples_received"]
     # A 20-step rollout of a chaotic system has a heavy tail: 0.07-0.34 of persistence's
-    # error in 56 runs of this configuration, and once 0.535 in a full CI run (online
-    # training sees the stream in the order it arrives). The bar: clearly beat it.
+    # error in 56 runs of this configuration with 2 validation trajectories, once 0.535
+    # in a full CI run and once 0.83 (worker mode, a worker killed, load 12: 2026-12-03;
+    # online training sees the stream in the order it arrives). Over 8 trajectories the
+    # mean is steadier: 0.09-0.14 against 0.17-0.23 with 2, three runs each alternated,
+    # quiet machine, 2026-12-03. The bar: clearly beat it.
     assert summary["rollout_mse"] < 0.75 * summary["persistence_mse"], summary
     return summary
 

@@ -23,13 +23,16 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import logging
 import os
 import time
 from pathlib import Path
 
 from melissa_trainer.config.reading import ConfigError
 
-__all__ = ["LogDirHold", "set_aside_earlier_logs"]
+__all__ = ["LogDirHold", "set_aside_earlier_logs", "take_log_dir"]
+
+logger = logging.getLogger(__name__)
 
 #: a lock the file system refuses on a folder (NFS, Lustre ``noflock``): none is taken
 _NO_LOCKS = (errno.ENOSYS, errno.ENOLCK, errno.EOPNOTSUPP, errno.EBADF, errno.EINVAL)
@@ -94,3 +97,16 @@ def set_aside_earlier_logs(log_dir: Path) -> Path | None:
     for path in earlier:
         path.rename(target / path.name)
     return target
+
+
+def take_log_dir(log_dir: Path, resumed: bool) -> LogDirHold:
+    """`log_dir` made and held for one study (`LogDirHold`, taken before anything is
+    moved), an earlier run's job logs set aside unless `resumed` (a resumed study
+    appends to its own). Raises `LogDirHold`'s ConfigError."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    hold = LogDirHold(log_dir)
+    if not resumed:
+        earlier = set_aside_earlier_logs(log_dir)
+        if earlier is not None:
+            logger.info("the job logs of an earlier run were moved to %s", earlier)
+    return hold

@@ -62,7 +62,7 @@ from melissa_trainer.common.words import plural
 from melissa_trainer.launcher.account import warn_static_sampler
 from melissa_trainer.launcher.backends import backend_of
 from melissa_trainer.launcher.backends.base import Backend, study_id
-from melissa_trainer.launcher.job_logs import LogDirHold, set_aside_earlier_logs
+from melissa_trainer.launcher.job_logs import LogDirHold, set_aside_earlier_logs, take_log_dir
 from melissa_trainer.launcher.launcher_record import LauncherRecord
 from melissa_trainer.launcher.reports import DataReport, LauncherError
 from melissa_trainer.launcher.samplers import ListSampler, Sampler, as_sampler
@@ -251,8 +251,7 @@ class Launcher(LauncherRecord):
         Raises:
             RuntimeError: called twice, or after `stop`.
             OSError: the study directory or the worker socket could not be set up.
-            ConfigError: another live study's launcher holds the log folder
-                (`job_logs.LogDirHold`).
+            ConfigError: another live study's launcher holds the log folder (`LogDirHold`).
         """
         if self._thread is not None or self._stopped:
             raise RuntimeError("Launcher.start() can be called once, before stop()")
@@ -267,13 +266,8 @@ class Launcher(LauncherRecord):
             rendezvous_dir=str(rendezvous),
             worker_hint=self._worker_hint,
         )
-        settings.log_dir.mkdir(parents=True, exist_ok=True)
         # one study per log folder (released by `stop`; a refusal is a ConfigError)
-        self._log_hold = LogDirHold(settings.log_dir)
-        if not self._resumed:
-            earlier = set_aside_earlier_logs(settings.log_dir)
-            if earlier is not None:
-                logger.info("the job logs of an earlier run were moved to %s", earlier)
+        self._log_hold = take_log_dir(settings.log_dir, self._resumed)
         self.backend.begin_study(study_id(study))  # before the first launch
         command, worker_argv = self._program.commands(study, settings.rendezvous_dir)
         with self._lock:

@@ -57,7 +57,7 @@ from melissa_trainer.stream.liveness import HEADER_ALLOWANCE
 from melissa_trainer.stream.log_summary import REJECTED, LogSummary
 from melissa_trainer.stream.nonfinite import check_policy
 from melissa_trainer.stream.receiver_config import DEFAULT_BIND
-from melissa_trainer.stream.serving_bind import bind_error
+from melissa_trainer.stream.serving_bind import bind_error, forward_answers
 from melissa_trainer.stream.serving_queue import (
     DEFAULT_MAX_QUEUE,
     Pending,
@@ -339,7 +339,7 @@ class PredictServer:
         while not self._stop.is_set():
             ready = dict(poller.poll(_POLL_MS))
             if replies in ready:
-                self._forward(replies, router)
+                forward_answers(replies, router)
             if router in ready:
                 for _ in range(_BURST):  # (then the answers again: a flood delays none)
                     try:
@@ -348,17 +348,7 @@ class PredictServer:
                         break
                     self._handle(router, frames)
             self._summary.tick()
-        self._forward(replies, router)  # the last answers (`stop`'s refusals) go out too
-
-    @staticmethod
-    def _forward(replies: zmq.Socket, router: zmq.Socket) -> None:
-        """Send the answers the other threads handed over (identity first)."""
-        while True:
-            try:
-                frames = replies.recv_multipart(zmq.NOBLOCK, copy=False)
-            except zmq.Again:
-                return
-            router.send_multipart(frames, copy=False)
+        forward_answers(replies, router)  # the last answers (`stop`'s refusals) go out too
 
     def _handle(self, router: zmq.Socket, frames: list[zmq.Frame]) -> None:
         identity, parts = frames[0].bytes, [f.buffer for f in frames[1:]]
@@ -372,11 +362,8 @@ class PredictServer:
         except ProtocolError as exc:
             self._reject(router, identity, parts, exc)
             return
-        if (
-            request.run_id is not None
-            and self._run_id is not None
-            and request.run_id != self._run_id
-        ):
+        run_id = request.run_id
+        if run_id is not None and self._run_id is not None and run_id != self._run_id:
             pending = Pending(request, time.monotonic(), self.version, identity)
             self._requests.count("requests")
             self.refuse(pending, "wrong_run", f"this trainer is run {self._run_id}")

@@ -1,5 +1,7 @@
-"""The error of a serving socket that cannot bind (`PredictServer.start`): what went
-wrong and what to do about it. Standard library and pyzmq only."""
+"""The serving socket's plumbing (`PredictServer`): the error of one that cannot bind
+(`PredictServer.start`: what went wrong and what to do about it), and the I/O thread's
+forwarding of the answers other threads hand it (`forward_answers`). Standard library
+and pyzmq only."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ import errno
 
 import zmq
 
-__all__ = ["bind_error"]
+__all__ = ["bind_error", "forward_answers"]
 
 
 def bind_error(bind: str, rank: int, exc: zmq.ZMQError) -> str:
@@ -21,3 +23,14 @@ def bind_error(bind: str, rank: int, exc: zmq.ZMQError) -> str:
             "out (a random free port, published in the rendezvous's serve_{rank}.json)"
         )
     return message
+
+
+def forward_answers(replies: zmq.Socket, router: zmq.Socket) -> None:
+    """Send on `router` every answer waiting on `replies` (identity first), without
+    blocking: the answers the other threads handed over. The I/O thread's only."""
+    while True:
+        try:
+            frames = replies.recv_multipart(zmq.NOBLOCK, copy=False)
+        except zmq.Again:
+            return
+        router.send_multipart(frames, copy=False)

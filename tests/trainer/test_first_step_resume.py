@@ -10,6 +10,7 @@ resume inside a window is tests/trainer/test_rank_counters.py's."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -99,8 +100,12 @@ def test_a_resume_at_any_step_trains_each_sample_once_in_the_same_windows(
     every = [i for s in range(1, STEPS + 1) for i in trained.by_step[s]]
     assert sorted(set(every)) == list(range(STEPS * BATCH))  # each sample once, in order
     for k in (1, 2, 3, 4, 6, 8):
+        # (each resume in its own copy: a resume from checkpoint-k sets the later ones
+        # aside, `checkpoint.later_runs`, and the next k needs them)
+        copy = tmp_path / f"resume-{k}"
+        shutil.copytree(out, copy)
         resumed, again, starts = _train(
-            out, 10**4, resume_from_checkpoint=str(out / "checkpoints" / f"checkpoint-{k}")
+            copy, 10**4, resume_from_checkpoint=str(copy / "checkpoints" / f"checkpoint-{k}")
         )
         assert resumed.state.global_step == STEPS
         assert again.by_step == {s: trained.by_step[s] for s in range(k + 1, STEPS + 1)}, k

@@ -84,7 +84,7 @@ from melissa_trainer.hooks.serving_report import LOG_MAXIMA, log_figures, summar
 from melissa_trainer.hooks.serving_socket import rank_server
 from melissa_trainer.stream.handshakes import log_bound
 from melissa_trainer.stream.serving import DEFAULT_MAX_QUEUE, Pending, PredictServer, ServingRefused
-from melissa_trainer.stream.serving_rendezvous import check_inputs
+from melissa_trainer.stream.serving_requests import arrays_problem
 
 if TYPE_CHECKING:  # pragma: no cover
     from melissa_trainer.core.view import TrainerView
@@ -290,7 +290,8 @@ class ServingHook(Hook):
         seconds (None: no bound).
 
         Raises:
-            ValueError: inputs that are not the declared ones.
+            ValueError: inputs that are not the declared ones, or hold NaN or Inf
+                (refused as a simulation's request is, under ``nonfinite``).
             ServingRefused: not serving (before TRAIN_START, after LOOP_END) or the
                 queue is full (``reason``).
             TimeoutError: no step ended within `timeout` (training waits for data).
@@ -307,8 +308,8 @@ class ServingHook(Hook):
         if threading.get_ident() == self._thread and self._trainer is not None:
             if not self._server.serving:
                 raise ServingRefused("not_serving", "before TRAIN_START or after LOOP_END")
-            for a in arrays:
-                problem = check_inputs(a, self.inputs)
+            for a in arrays:  # (what `PredictServer.submit` checks)
+                problem = arrays_problem(a, self.inputs, self._server.nonfinite)
                 if problem is not None:
                     raise ValueError(problem)
             with self._model:  # (the idle thread's batch ends first)

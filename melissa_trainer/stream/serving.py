@@ -65,7 +65,11 @@ from melissa_trainer.stream.serving_queue import (
     ServingRefused,
 )
 from melissa_trainer.stream.serving_rendezvous import check_inputs, remove_serving, write_serving
-from melissa_trainer.stream.serving_requests import decode_request, nonfinite_refusal
+from melissa_trainer.stream.serving_requests import (
+    arrays_problem,
+    decode_request,
+    nonfinite_refusal,
+)
 from melissa_trainer.wire import PredictRequest, ProtocolError
 from melissa_trainer.wire.predict_describe import described, is_describe
 
@@ -294,9 +298,10 @@ class PredictServer:
 
         Raises:
             ServingRefused: not serving, or the queue is full.
-            ValueError: `arrays` are not the declared inputs.
+            ValueError: `arrays` are not the declared inputs, or hold NaN or Inf
+                under the ``nonfinite`` policy (`serving_requests.arrays_problem`).
         """
-        problem = check_inputs(arrays, self.inputs)
+        problem = arrays_problem(arrays, self.inputs, self.nonfinite)
         if problem is not None:
             raise ValueError(problem)
         request = PredictRequest(0, 0, timeout_ms, None, arrays)

@@ -12,19 +12,28 @@ receiver's ``nonfinite`` policy, as the samples a simulation sends do
 ``"refuse"`` (the default) and ``"fail"`` it is refused ``bad_request``, the detail
 naming the input and the policy (a prediction's inputs are not training data: no
 simulation is failed for them). Before, such a request was served, and answered NaN.
+An in-process request (`ServingHook.predict`) passes the same checks (`arrays_problem`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
+
+import numpy as np
 
 from melissa_trainer import wire as protocol
 from melissa_trainer.stream.finite import FLOAT_KINDS, all_finite
 from melissa_trainer.stream.serving_rendezvous import check_inputs
 from melissa_trainer.wire import FieldSpec, PredictRequest, ProtocolError
 
-__all__ = ["NONFINITE_PREFIX", "decode_request", "nonfinite_detail", "nonfinite_refusal"]
+__all__ = [
+    "NONFINITE_PREFIX",
+    "arrays_problem",
+    "decode_request",
+    "nonfinite_detail",
+    "nonfinite_refusal",
+]
 
 #: how a refusal's detail for NaN or Inf inputs begins (``bad_request``)
 NONFINITE_PREFIX = "nonfinite:"
@@ -76,14 +85,24 @@ def _too_large(parts: list[Any], exc: ProtocolError, inputs: Sequence[FieldSpec]
     return ProtocolError("too_large", f"{detail}; the trainer serves {declared}")
 
 
-def nonfinite_detail(request: PredictRequest, policy: str) -> str | None:
-    """Why `request` is refused under the ``nonfinite`` `policy` (module docstring): its
-    first float input holding NaN or Inf, named; None when it is served (no such
-    input, or `policy` ``"accept"``). One pass over each float input's bytes
-    (`all_finite`)."""
+def arrays_problem(
+    arrays: Mapping[str, np.ndarray], inputs: Sequence[FieldSpec], policy: str
+) -> str | None:
+    """Why an in-process request's `arrays` are refused: not the declared `inputs`
+    (`check_inputs`), or holding NaN or Inf under the ``nonfinite`` `policy`
+    (`nonfinite_detail`); None when they are served. What the network's requests
+    pass (`decode_request`, then `nonfinite_refusal`), for arrays already built."""
+    return check_inputs(arrays, inputs) or nonfinite_detail(arrays, policy)
+
+
+def nonfinite_detail(arrays: Mapping[str, np.ndarray], policy: str) -> str | None:
+    """Why a request of `arrays` is refused under the ``nonfinite`` `policy` (module
+    docstring): its first float input holding NaN or Inf, named; None when it is
+    served (no such input, or `policy` ``"accept"``). One pass over each float
+    input's bytes (`all_finite`)."""
     if policy == "accept":
         return None
-    for name, arr in request.arrays.items():
+    for name, arr in arrays.items():
         if arr.dtype.kind in FLOAT_KINDS and arr.size and not all_finite(arr):
             return (
                 f"{NONFINITE_PREFIX} input {name!r} holds NaN or Inf; this trainer refuses "
@@ -97,7 +116,7 @@ def nonfinite_refusal(
 ) -> tuple[str, bytes] | None:
     """`nonfinite_detail`, and the REFUSED (``bad_request``, at model `version`) that
     answers `request` with it; None when it is served."""
-    detail = nonfinite_detail(request, policy)
+    detail = nonfinite_detail(request.arrays, policy)
     if detail is None:
         return None
     frame = protocol.encode_refused(

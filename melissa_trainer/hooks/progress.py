@@ -243,7 +243,7 @@ class ProgressHook(Hook):
         self._print(line)
         if warning is not None:
             logger.warning("%s", warning)
-        diagnosis = data_limited(state)
+        diagnosis = data_limited(state, args.metric_for_best_model, args.greater_is_better)
         if diagnosis is not None:
             logger.warning("%s", diagnosis)
 

@@ -23,6 +23,8 @@ one with no training loss logged before its best validation (the default
 
 from __future__ import annotations
 
+import math
+
 from melissa_trainer.core.figures import SOURCE_PREFIX
 from melissa_trainer.core.state import TrainerState
 
@@ -48,12 +50,18 @@ DATA_LIMITED_DROP = 0.8
 DIVERGED_GROWTH = 10.0
 
 
-def data_limited(state: TrainerState) -> str | None:
+def data_limited(
+    state: TrainerState, metric: str = "eval_loss", greater_is_better: bool = False
+) -> str | None:
     """The warning for a run whose optimisation diverged, or whose validation stopped
     improving while its training loss kept falling, else None; from
-    `state.log_history` (``eval_loss`` entries and training logs' ``loss``, each the
+    `state.log_history` (validation entries and training logs' ``loss``, each the
     mean over its logging window) and `state.stream_ended`. (The history keeps the last
     `TrainerState.LOG_HISTORY_LEN` entries: a long run is judged on its end.)
+    "Improving" is judged on `metric` in the direction `greater_is_better` (the run's
+    `metric_for_best_model`, ``eval_`` prefixed when the history has it so, as
+    `TrainerState.record_metric` reads it): a run judged on its own metric is told
+    what that metric did, not ``eval_loss`` (trial 37).
 
     Divergence first, whatever else the history holds (`diverged`): the last
     ``eval_loss`` is at least `DIVERGED_GROWTH` times a positive best one, or the last
@@ -63,7 +71,7 @@ def data_limited(state: TrainerState) -> str | None:
     default --logging_steps 50 and --eval_steps 10 has none, and got no advice at all,
     htrial17.)
 
-    Else the data-limited diagnosis, given when the best ``eval_loss`` was followed by
+    Else the data-limited diagnosis, given when the best `metric` was followed by
     at least `DATA_LIMITED_VALIDATIONS` validations, none better, and the last training
     loss logged is below `DATA_LIMITED_DROP` times the last one logged at or before the
     best validation's step; its advice:
@@ -79,11 +87,15 @@ def data_limited(state: TrainerState) -> str | None:
     divergence = diverged(history)
     if divergence is not None:
         return divergence
-    evals = [(e["step"], e["eval_loss"]) for e in history if "eval_loss" in e]
+    if not any(metric in e for e in history) and any(f"eval_{metric}" in e for e in history):
+        metric = f"eval_{metric}"
+    evals = [(e["step"], e[metric]) for e in history if metric in e and math.isfinite(e[metric])]
     losses = [(e["step"], e["loss"]) for e in history if "loss" in e and "eval_loss" not in e]
     if len(evals) < DATA_LIMITED_VALIDATIONS + 1 or not losses:
         return None
-    best = min(range(len(evals)), key=lambda i: evals[i][1])
+    sign = -1.0 if greater_is_better else 1.0
+    # (the first best, as `record_metric` keeps it: a tie is no improvement)
+    best = min(range(len(evals)), key=lambda i: sign * evals[i][1])
     after = len(evals) - 1 - best
     if after < DATA_LIMITED_VALIDATIONS:
         return None
@@ -95,7 +107,7 @@ def data_limited(state: TrainerState) -> str | None:
     if not last < DATA_LIMITED_DROP * then:
         return None
     fitting = (
-        f"validation stopped improving at step {best_step:.0f} (eval_loss {best_eval:.4g}, "
+        f"validation stopped improving at step {best_step:.0f} ({metric} {best_eval:.4g}, "
         f"none better in the {after} validations since) while the training loss kept "
         f"falling ({then:.4g} -> {last:.4g}): the model is fitting the samples it has. "
     )

@@ -2,9 +2,12 @@
 client never refuses them on its side), refused by the trainer's serving socket under
 its ``nonfinite`` policy (``"refuse"``, the default): `MT_EREFUSED`, refusal
 `MT_REFUSAL_BAD_REQUEST` (4), the trainer's detail naming the input and the policy;
-served under ``"accept"``. As the Python client's (tests/stream/test_serving_nonfinite.py).
+served under ``"accept"``. The client says so once on stderr, in the Python client's
+words (`finite_check.warn_nonfinite_inputs`). As the Python client's
+(tests/stream/test_serving_nonfinite.py).
 
-Before: served under any policy (the model, here ``y = 2 u + VERSION``, answered NaN).
+Before: served under any policy (the model, here ``y = 2 u + VERSION``, answered NaN),
+and the C client said nothing.
 """
 
 from __future__ import annotations
@@ -32,13 +35,22 @@ def test_nonfinite_inputs_follow_the_trainers_policy(
     ):
         bad = script.send("input u 1 1 4 : 1 nan 3 inf", "output y 1 4", "predict 20")
         good = script.send("unstage", "input u 1 1 4 : 1 2 3 4", "output y 1 4", "predict 20")
-        lines, _ = script.finish()
+        again = script.send("unstage", "input u 1 1 4 : nan 2 3 4", "output y 1 4", "predict 20")
+        lines, err = script.finish()
+    told = [line for line in err.splitlines() if "holds NaN or Inf" in line]
+    assert told == [  # (once: the second such request says nothing)
+        "melissa_trainer: simulation 3: mt_predict() input 'u' holds NaN or Inf; it is sent as "
+        "it is and the trainer applies its nonfinite policy to it (by default the request is "
+        "refused: MT_EREFUSED, MT_REFUSAL_BAD_REQUEST). Later non-finite inputs of this client "
+        "are not logged."
+    ]
+    assert lines[again][0].startswith("refusal 4" if policy == "refuse" else "version")
     np.testing.assert_array_equal(outputs_of(lines, good)[1]["y"], [19, 21, 23, 25])
     if policy == "accept":
         version, outs = outputs_of(lines, bad)
         assert version == VERSION and status(lines, bad) == (0, "")
         np.testing.assert_array_equal(outs["y"], [19, np.nan, 23, np.inf])
-        assert server.telemetry() == {"requests": 2, "answered": 2}
+        assert server.telemetry() == {"requests": 3, "answered": 3}
         return
     assert lines[bad][0] == "refusal 4 0"
     assert status(lines, bad) == (
@@ -47,4 +59,4 @@ def test_nonfinite_inputs_follow_the_trainers_policy(
         "or Inf; this trainer refuses such requests (its nonfinite='refuse'; "
         "nonfinite='accept' serves them)",
     )
-    assert server.telemetry() == {"requests": 2, "refused_nonfinite": 1, "answered": 1}
+    assert server.telemetry() == {"requests": 3, "refused_nonfinite": 2, "answered": 1}

@@ -71,7 +71,7 @@ def python_notices(
 
 def c_notices(exe: Path, tmp_path: Path, disconnected: float, send_timeout: float | None) -> str:
     """The stderr of an mt_script sending as the Python client does."""
-    lines = ["id 3", f"endpoints {OK}", "field u 1 1 4", "sndhwm 1", "batching 0 0",
+    lines = ["id 3", f"endpoints {OK}", "field u 1 1 4", "sndhwm 1", "batching 0 1",
              "replay_bytes 0", f"disconnected_timeout {disconnected}"]  # fmt: skip
     if send_timeout is not None:
         lines.append(f"send_timeout {send_timeout}")
@@ -138,7 +138,7 @@ def test_a_close_to_no_receiver_says_it_as_pythons(
     assert len(python) == 1, python
     script = tmp_path / "script.txt"
     script.write_text(
-        f"id 3\nendpoints {OK}\nfield u 1 1 4\nbatching 0 0\nreplay_bytes 0\n"
+        f"id 3\nendpoints {OK}\nfield u 1 1 4\nbatching 0 1\nreplay_bytes 0\n"
         "disconnected_timeout 1\nstart\nsend 0 u 1 4 0\nclose\n"
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("MELISSA_")}

@@ -264,6 +264,7 @@ struct mt_client {
      * timeout under the bound never ages a new one that far; predict_watch.c) */
     char predict_silent_at[512];
     bool served_there;
+    bool said_nonfinite_field, said_nonfinite_input; /* told once each (finite_notice.c) */
     char gone_why[640];
     double retry_at, backoff;
 };
@@ -387,7 +388,6 @@ bool mt_admission_describes(const mt_client *c, const char *reason);
 #include "rendezvous.h"
 #include "close_checks.h"
 #include "send.h"
-
 /* The receiver of the `world` that gets time step t of `simulation_id` (docs/protocol.md
  * 3; melissa_trainer/wire/routing.py receiver_of): (simulation_id + t) % world when
  * `routing` (each term reduced first: no 64-bit overflow), else t % world. */

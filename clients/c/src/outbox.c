@@ -13,6 +13,7 @@
 #include <zmq.h>
 
 #include "internal.h"
+#include "finite_notice.h"
 
 /* A batch's last frame let go of by ZeroMQ (written to the connection, or dropped). */
 static void batch_released(void *data, void *hint) {
@@ -92,6 +93,7 @@ mt_status mt_outbox_append(mt_client *c, size_t field, const void *data) {
     }
     /* the batch carries FLAG_FINITE if every record is finite (checked as it comes) */
     bool finite = mt_all_finite(f->dtype, data, f->count);
+    if (!finite) mt_nonfinite_field_notice(c, f); /* (a float field: said once) */
     b->finite = (b->records == 0 || b->finite) && finite;
     mt_put_u64(b->buf + b->len, c->step);
     memcpy(b->buf + b->len + 8, data, f->nbytes);

@@ -317,6 +317,7 @@ mt_status mt_predict(mt_client *c, const mt_input *inputs, size_t n_inputs,
         return mt_fail(c, MT_ESIMREFUSED, "%s", c->watch.refused);
     mt_status st = check_arguments(c, inputs, n_inputs, outputs, n_outputs, timeout_s);
     if (st != MT_OK) return st;
+    mt_nonfinite_inputs_notice(c, inputs, n_inputs); /* (sent as they are: said once) */
     st = mt_backoff_check(c); /* (a trainer found gone lately: not dialled again yet) */
     if (st != MT_OK) return st;
     double deadline = mt_now() + timeout_s;

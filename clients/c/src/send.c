@@ -12,6 +12,7 @@
 #include <zmq.h>
 
 #include "internal.h"
+#include "finite_notice.h"
 #include "follow.h"
 
 /* Seconds between two reads of the sockets' handshake monitors by mt_send. */
@@ -138,6 +139,7 @@ static int send_data(mt_client *c, mt_field *f, void *sock, const void *data) {
     mt_put_u64(f->header + MT_TIME_STEP_AT, c->step);
     /* FLAG_FINITE on a float part without NaN or Inf: the trainer need not check it */
     bool finite = mt_all_finite(f->dtype, data, f->count);
+    if (!finite) mt_nonfinite_field_notice(c, f); /* (a float field: said once) */
     f->header[MT_FLAGS_AT] = (uint8_t)((f->inline_ ? MT_FLAG_INLINE : 0) |
                                        (finite ? MT_FLAG_FINITE : 0));
     if (f->inline_) {

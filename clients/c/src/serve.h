@@ -6,6 +6,7 @@
 #include <zmq.h>
 
 #include "internal.h"
+#include "finite_notice.h" /* (mt_predict says NaN or Inf inputs once) */
 
 /* A rank's serving entry: its endpoint, CURVE server key (NULL: none) and the inputs it
  * takes (NULL, 0: unknown, for endpoints given without a serve file); the training rank

@@ -32,7 +32,13 @@ from mpich_shm import (
 )
 from waiting import wait_until
 
-from melissa_trainer.launcher.backends import Job, LocalBackend, MpiexecBackend, mpich_segments
+from melissa_trainer.launcher.backends import (
+    Job,
+    LocalBackend,
+    MpiexecBackend,
+    file_holders,
+    mpich_segments,
+)
 from melissa_trainer.launcher.backends.file_holders import dying, holders
 from melissa_trainer.launcher.backends.mpich_record import SegmentRecord
 from melissa_trainer.launcher.backends.mpich_segments import (
@@ -304,6 +310,41 @@ def test_a_process_that_ended_is_dying_and_a_running_one_is_not() -> None:
     finally:
         child.wait()
     assert dying(child.pid)
+
+
+@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="needs /proc (Linux)")
+def test_a_process_ending_while_holders_reads_it_is_skipped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A process listed in /proc that ends before its fd folder or maps are read makes the
+    read raise ESRCH (ProcessLookupError), not ENOENT: `holders` skips it and still finds
+    the file mapped by this one (CI, stop 74: the session's shm guard died on the maps read).
+    The ending is injected for a live pid (the parent's): a real one is a race of
+    microseconds."""
+    path = tmp_path / "mapped"
+    path.write_bytes(b"\0" * mmap.PAGESIZE)
+    with path.open("r+b") as file:
+        mapping = mmap.mmap(file.fileno(), mmap.PAGESIZE)  # (closed, still mapped: maps only)
+    other = os.getppid()
+    real_open, real_listdir = open, os.listdir
+
+    def ended_open(name: str, *args: object, **kwargs: object) -> object:
+        if name == f"/proc/{other}/maps":
+            raise ProcessLookupError(3, "No such process")
+        return real_open(name, *args, **kwargs)  # type: ignore[call-overload]
+
+    def ended_listdir(name: str) -> list[str]:
+        if name == f"/proc/{other}/fd":
+            raise ProcessLookupError(3, "No such process")
+        return real_listdir(name)
+
+    monkeypatch.setattr(file_holders, "open", ended_open, raising=False)
+    monkeypatch.setattr(file_holders.os, "listdir", ended_listdir)
+    try:
+        assert holders([str(path)]) == {str(path): {os.getpid()}}
+    finally:
+        monkeypatch.undo()
+        mapping.close()
 
 
 def _dev(path: Path) -> tuple[int, int]:

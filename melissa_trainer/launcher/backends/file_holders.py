@@ -21,6 +21,9 @@ __all__ = ["dying", "holders", "released", "wait_gone"]
 PF_EXITING = 0x4
 #: SIGKILL's bit in a pending-signal mask of /proc/PID/status
 SIGKILL_BIT = 1 << 8
+#: what reading /proc/PID/... raises for a process that ended meanwhile (ENOENT, or ESRCH
+#: once the directory was opened) or that is not ours to read
+_UNREADABLE = (FileNotFoundError, ProcessLookupError, PermissionError)
 
 
 def holders(paths: Collection[str]) -> dict[str, set[int]] | None:
@@ -36,15 +39,15 @@ def holders(paths: Collection[str]) -> dict[str, set[int]] | None:
     if uid != 0:
         pids = [pid for pid in pids if _owner(pid) == uid]
     for pid in pids:
-        with contextlib.suppress(FileNotFoundError, PermissionError):
+        with contextlib.suppress(*_UNREADABLE):
             for fd in os.listdir(f"/proc/{pid}/fd"):
-                with contextlib.suppress(FileNotFoundError):  # closed meanwhile
+                with contextlib.suppress(FileNotFoundError, ProcessLookupError):  # closed meanwhile
                     target = os.readlink(f"/proc/{pid}/fd/{fd}")
                     if target in paths:
                         found.setdefault(target, set()).add(pid)
     wanted = [path.encode() for path in paths if path not in found]
     for pid in pids if wanted else ():
-        with contextlib.suppress(FileNotFoundError, PermissionError):
+        with contextlib.suppress(*_UNREADABLE):
             with open(f"/proc/{pid}/maps", "rb") as maps:
                 text = maps.read()
             if any(path in text for path in wanted):

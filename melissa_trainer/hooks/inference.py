@@ -17,7 +17,7 @@ import torch
 from accelerate.utils import send_to_device
 
 from melissa_trainer.core.dataset import fast_collate
-from melissa_trainer.hooks.serving_checks import check_outputs
+from melissa_trainer.hooks.serving_checks import NotAMappingError, check_outputs, not_a_mapping
 from melissa_trainer.wire import DTYPE_CODES, FieldSpec, encode_prediction
 
 __all__ = ["Inference"]
@@ -95,10 +95,7 @@ class Inference:
             # (a model's output returned as it is, a tensor or a tuple, raised an
             # AttributeError from inside the library naming neither the function nor
             # the fix)
-            raise ValueError(
-                "process_outputs: must return a mapping of output names to tensors "
-                f"(e.g. {{'prediction': output}}), not {type(named).__name__}"
-            )
+            raise NotAMappingError(not_a_mapping(named))
         return named
 
     def split(self, named: Mapping[str, Any], n: int) -> list[dict[str, np.ndarray]]:

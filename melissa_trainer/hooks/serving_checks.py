@@ -27,7 +27,22 @@ from melissa_trainer import wire as protocol
 from melissa_trainer.stream.endpoints import bind_fault
 from melissa_trainer.wire import FieldSpec
 
-__all__ = ["check_outputs", "check_serving", "declared_outputs", "probe_outputs", "probe_sizes"]
+__all__ = [
+    "NotAMappingError",
+    "check_outputs",
+    "check_serving",
+    "declared_outputs",
+    "not_a_mapping",
+    "probe_outputs",
+    "probe_sizes",
+]
+
+
+class NotAMappingError(ValueError):
+    """`process_outputs` returned something other than a mapping of names to tensors (a
+    tensor, a tuple): true of every request alike, so the probe at the start raises it
+    rather than skipping (`probe_outputs`)."""
+
 
 #: what an output must be, said in `check_outputs`' errors
 _ROWS = "one row per request, the batch first"
@@ -83,6 +98,14 @@ def declared_outputs(outputs: Any) -> list[FieldSpec] | None:
         return protocol.field_specs(outputs)
     except (TypeError, ValueError) as exc:
         raise ValueError(f"ServingHook.outputs: {exc}") from None
+
+
+def not_a_mapping(named: object) -> str:
+    """The error of a `process_outputs` that returned `named`, not a mapping."""
+    return (
+        "ServingHook.process_outputs must return a mapping of output names to tensors "
+        f"(e.g. {{'prediction': output}}), not {type(named).__name__}"
+    )
 
 
 def check_outputs(
@@ -141,18 +164,21 @@ def probe_outputs(
     """Run `forward` (requests' arrays -> what `process_outputs` returned) on batches
     of `probe_sizes` requests of zeros of the declared `inputs`, and check what it
     returned (`check_outputs`; none declared: also the same per-request shapes for both
-    sizes). Raises that ValueError. Returns why the probe could not run (`forward`
-    raised on zeros: the user's functions or the model, whose errors each served batch
-    reports), else None."""
+    sizes). Raises that ValueError, and `forward`'s `NotAMappingError`. Returns why the
+    probe could not run (`forward` raised otherwise on zeros: the user's functions or
+    the model, whose errors each served batch reports), else None."""
     seen: dict[str, tuple[int, tuple[int, ...]]] = {}
     for size in probe_sizes(inputs, outputs):
         zeros = [{f.name: np.zeros(f.shape, f.dtype) for f in inputs} for _ in range(size)]
         try:
             named = forward(zeros)
+        except NotAMappingError:
+            # (skipped, a run served nothing but refusals, training as if all were well)
+            raise
         except Exception as exc:  # (not a shape error: the requests will report it)
             return f"{type(exc).__name__}: {exc}"
         if not isinstance(named, Mapping):
-            return None  # (`Inference` says it at each batch, naming the fix)
+            raise NotAMappingError(not_a_mapping(named))
         check_outputs(named, size, outputs)
         for name, tensor in named.items():
             first = seen.setdefault(name, (size, tuple(tensor.shape)))

@@ -182,3 +182,21 @@ def test_probe_sizes_avoid_every_declared_dimension() -> None:
 def test_bad_outputs_are_refused_at_construction(outputs: Any) -> None:
     with pytest.raises(ValueError, match=r"^ServingHook\.outputs"):
         ServingHook(INPUTS, outputs=outputs)
+
+
+@pytest.mark.parametrize("returned", ["tensor", "tuple"])
+def test_outputs_not_a_mapping_fail_at_the_start(tmp_path: Path, returned: str) -> None:
+    """``process_outputs`` returning the model's output as it is (a tensor, a tuple), not
+    ``{name: tensor}``: true of every request, so the probe at TRAIN_START raises it,
+    before any step. Before: the probe skipped it (an INFO line), training ran, and every
+    request of the run was refused ``failed``, the study ending 0 (user trial 39)."""
+    started = Started()
+    shape = (lambda y: y) if returned == "tensor" else (lambda y: (y,))
+    serving = ServingHook(INPUTS, process_outputs=shape)
+    with pytest.raises(ValueError) as caught:
+        train(tmp_path, serving, started).train()
+    assert str(caught.value) == (
+        "ServingHook.process_outputs must return a mapping of output names to tensors "
+        f"(e.g. {{'prediction': output}}), not {returned}"
+    ).replace("not tensor", "not Tensor")
+    assert not started.stepped

@@ -360,11 +360,6 @@ typedef struct mt_spec {
     uint64_t shape[MT_MAX_NDIM];
 } mt_spec;
 
-/* predict_names.c: "arrays [...], the trainer serves inputs [...] (unknown: ...; missing:
- * ...)", the Python client's words for inputs whose names are not the served ones. */
-void mt_input_names_text(const mt_input *in, size_t n_in, const mt_spec *served,
-                         size_t n_served, char *buf, size_t size);
-
 /* predict.c: close the prediction socket (before the context ends), free what
  * mt_set_serve_endpoints and the serve file left. */
 void mt_predict_release(mt_client *c);

@@ -16,6 +16,7 @@
 #include <zmq.h>
 
 #include "internal.h"
+#include "predict_names.h"
 #include "serve.h"
 
 /* why a request sent on a connection still up got no answer in time (its MT_ETIMEDOUT;

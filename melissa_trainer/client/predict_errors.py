@@ -42,6 +42,11 @@ SILENT = (
     "serve_N.json in the rendezvous directory)"
 )
 
+#: what else a request that made no connection in its timeout may be (neither refused
+#: nor answered: no connect even started under a timeout of 0.1 ms, a live trainer's
+#: too); the C client's words too (predict_watch.c)
+TOO_SHORT = "or a timeout shorter than a connection takes: give a few of the trainer's steps"
+
 #: why a request sent on a connection that is still up got no answer in time (its
 #: `PredictTimeout`, after "no prediction from the trainer's serving endpoint E within
 #: T s: "): the monitor saw no drop, so the trainer's process holds the connection

@@ -26,6 +26,7 @@ from melissa_trainer.client.predict_endpoint import (
 )
 from melissa_trainer.client.predict_errors import (
     SILENT,
+    TOO_SHORT,
     PredictTimeout,
     handshake_refused,
     malformed_serve_key,
@@ -290,9 +291,11 @@ class PredictLink:
                         f"the trainer's serving endpoint {endpoint} accepted a TCP connection "
                         f"but no ZeroMQ handshake completed within {timeout} s: {SILENT}"
                     )
+                # (a live trainer too, under a timeout shorter than a connection takes,
+                # 0.1 ms here, 1 ms locally, at every request: user trial 39)
                 raise PredictTimeout(
                     f"no connection to the trainer's serving endpoint within {timeout} s "
-                    "(the trainer is gone or restarting)"
+                    f"(the trainer is gone or restarting; {TOO_SHORT})"
                 )
 
     def lost(self) -> bool:

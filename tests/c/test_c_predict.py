@@ -42,6 +42,7 @@ from melissa_trainer import wire as P
 from melissa_trainer.client.predict_errors import UNANSWERED
 from melissa_trainer.stream.serving import PredictServer
 from melissa_trainer.stream.serving_describe import encode_description, is_describe
+from melissa_trainer.stream.serving_rendezvous import check_inputs
 
 pytestmark = pytest.mark.e2e  # every test here starts a process
 
@@ -179,11 +180,20 @@ def test_against_the_serving_socket(c_predict: CPredict, tmp_path: Path) -> None
         "mt_predict: input 'u' is <f8 (4,), declared <f4 (4,) (cast it to <f4: convert the "
         "data to float32, dtype MT_FLOAT32)",
     )
+    # the Python client's words, which name what to fix (unknown, missing; user trial 39:
+    # C said only the two lists)
+    spec = [P.FieldSpec("u", np.dtype("float32"), (4,))]
+    four = np.zeros(4, np.float32)
     assert status(lines, name) == (
         MT_EFIELD,
-        "mt_predict: arrays ['v'], the trainer serves inputs ['u']",
+        f"mt_predict: {check_inputs({'v': four}, spec)}",
     )
-    assert status(lines, extra)[0] == MT_EFIELD
+    assert status(lines, name)[1].endswith("(unknown: 'v'; missing: 'u')")
+    assert status(lines, extra) == (
+        MT_EFIELD,
+        f"mt_predict: {check_inputs({'v': four, 'u': four}, spec)}",
+    )
+    assert status(lines, extra)[1].startswith("mt_predict: arrays ['u', 'v'],")  # (sorted)
     # outputs are checked against the answer (sent, answered, then not written)
     assert status(lines, small) == (
         MT_ESHAPE, "mt_predict: output 'y' is float32 (4,): 4 elements, the buffer holds 2"

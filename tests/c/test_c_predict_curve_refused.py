@@ -29,6 +29,7 @@ from predict_script import MT_EENV, MT_ETIMEDOUT
 from predict_server import answering_server
 
 from melissa_trainer.client.predict import Predictor
+from melissa_trainer.client.predict_errors import TOO_SHORT
 
 pytestmark = pytest.mark.e2e  # every test here starts a process
 
@@ -111,6 +112,6 @@ def test_a_stale_serve_files_key_waits_its_timeout_as_the_python_client(
         assert code == MT_ETIMEDOUT, message
         assert message == (
             "no connection to the trainer's serving endpoint within 1.0 s "
-            "(the trainer is gone or restarting)"
+            f"(the trainer is gone or restarting; {TOO_SHORT})"
         )
     assert requests == 0

@@ -105,7 +105,12 @@ def test_inputs_that_are_not_the_trainers_are_checked_before_sending_not_a_fallb
 
     for what, code, said in (  # the serve file's words (predict.c check_inputs)
         ("shape", MT_ESHAPE, "mt_predict: input 'u' is <f4 (3,), declared <f4 (4,)"),
-        ("name", MT_EFIELD, "mt_predict: arrays ['v'], the trainer serves inputs ['u']"),
+        (
+            "name",
+            MT_EFIELD,
+            "mt_predict: arrays ['v'], the trainer serves inputs ['u'] "
+            "(unknown: 'v'; missing: 'u')",
+        ),
         ("dtype", MT_EDTYPE, "mt_predict: input 'u' is <f8 (4,), declared <f4 (4,) (cast it"),
     ):
         got, message = status(what)

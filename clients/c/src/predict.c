@@ -16,6 +16,7 @@
 #include <zmq.h>
 
 #include "internal.h"
+#include "predict_names.h"
 #include "serve.h"
 
 /* why a request sent on a connection still up got no answer in time (its MT_ETIMEDOUT;
@@ -147,16 +148,9 @@ static mt_status check_inputs(mt_client *c, const mt_input *in, size_t n_in) {
         same = found;
     }
     if (!same) {
-        char given[512] = "", served[512] = "";
-        size_t u = 0, v = 0;
-        for (size_t i = 0; i < n_in && u < sizeof given; ++i)
-            u += (size_t)snprintf(given + u, sizeof given - u, "%s'%s'", i ? ", " : "",
-                                  in[i].name);
-        for (size_t k = 0; k < c->n_serve_inputs && v < sizeof served; ++k)
-            v += (size_t)snprintf(served + v, sizeof served - v, "%s'%s'", k ? ", " : "",
-                                  c->serve_inputs[k].name);
-        return mt_fail(c, MT_EFIELD, "mt_predict: arrays [%s], the trainer serves inputs [%s]",
-                       given, served);
+        char text[1024];
+        mt_input_names_text(in, n_in, c->serve_inputs, c->n_serve_inputs, text, sizeof text);
+        return mt_fail(c, MT_EFIELD, "mt_predict: %s", text);
     }
     for (size_t i = 0; i < n_in; ++i) {
         const mt_spec *s = NULL;

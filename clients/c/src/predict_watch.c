@@ -367,8 +367,12 @@ mt_status mt_watch_connected(mt_client *c, double deadline, const char *timeout)
                 return st;
             }
             mt_predict_release(c);
+            /* (predict_errors.py TOO_SHORT: a live trainer too, under a timeout
+             * shorter than a connection takes; user trial 39) */
             return mt_fail(c, MT_ETIMEDOUT, "no connection to the trainer's serving endpoint "
-                                            "within %s s (the trainer is gone or restarting)",
+                                            "within %s s (the trainer is gone or restarting; "
+                                            "or a timeout shorter than a connection takes: "
+                                            "give a few of the trainer's steps)",
                            timeout);
         }
     }

@@ -145,7 +145,8 @@ def test_a_normal_external_run_closes_ok_once_the_trainer_has_its_bye(
     """The trainer's receiver (a FIFO of 1000) ingests everything: MT_OK, and the
     receiver's own record holds the simulation finished, every step once. The script's
     generated payloads hold NaN or Inf at some steps, as float32 (the receiver refuses
-    those samples): the close warns with their count, computed here from the same bytes."""
+    those samples): the first send of one says so once, the close warns with their count,
+    both computed here from the same bytes."""
     fields = {"u": ((4,), np.float32)}
     with running(rendezvous_dir=tmp_path / "rv", fields=fields, run_id="run-a") as receiver:
         solver = Script(script_exe, {"MELISSA_TRAINER_RENDEZVOUS": str(tmp_path / "rv")})
@@ -161,11 +162,16 @@ def test_a_normal_external_run_closes_ok_once_the_trainer_has_its_bye(
             else receiver.ingest.archive.steps.get(6)
         )  # fmt: skip
     assert lines[closed][-1].strip() == "0", (lines[closed], err)
-    nonfinite = sum(not np.isfinite(payload(t)).all() for t in range(STEPS))
-    assert 0 < nonfinite < STEPS  # (the warning's case; none: nothing said)
+    nonfinite = [t for t in range(STEPS) if not np.isfinite(payload(t)).all()]
+    assert 0 < len(nonfinite) < STEPS  # (the warnings' case; none: nothing said)
     assert err == (
+        # (the send's notice, once: the first field holding NaN or Inf)
+        f"melissa_trainer: simulation 6 rank 0: field 'u' of time step {nonfinite[0]} holds "
+        f"NaN or Inf; it is sent without FLAG_FINITE and the trainer applies its nonfinite "
+        f"policy to it (by default the sample is dropped). Later non-finite fields of this "
+        f"client are not logged.\n"
         f"melissa_trainer: mt_client_close: simulation 6 rank 0: the trainer refused "
-        f"{nonfinite} of the {STEPS} samples of this simulation as non-finite: NaN or Inf in "
+        f"{len(nonfinite)} of the {STEPS} samples of this simulation as non-finite: NaN or Inf in "
         f"its fields (the trainer's receivers refuse such samples: nonfinite='refuse'): fix "
         f"the solver (a diverging scheme: a smaller time step?), or let the trainer take "
         f"them with ReceiverConfig(nonfinite='accept') if the loss handles them\n"

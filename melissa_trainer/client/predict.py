@@ -80,7 +80,7 @@ import zmq
 from melissa_trainer import wire as protocol
 from melissa_trainer.client.config import check_simulation_id
 from melissa_trainer.client.finite_check import warn_nonfinite_inputs
-from melissa_trainer.client.predict_describe import describe, wait_answer
+from melissa_trainer.client.predict_describe import describe, lost, wait_answer
 from melissa_trainer.client.predict_endpoint import EndpointLookup
 from melissa_trainer.client.predict_errors import (
     Predicted,
@@ -207,7 +207,8 @@ class Predictor:
             self.simulation_id, request_id, timeout_ms, self.run_id, arrays
         )
         link.wait_connected(sock, deadline, timeout)
-        link.lost()  # (the events of earlier connections: a drop from now on counts)
+        if link.lost(last=True):  # (else earlier connections' drops: from now on, any)
+            raise lost(link, "as the request was about to be sent")
         if link.lookup.inputs is None and link.described is None:
             # (an endpoint given: the trainer says which inputs it serves, once per
             # connection; checked here as a serve file's, nothing sent if wrong)

@@ -124,9 +124,11 @@ def wait_answer(
         return message
 
 
-def lost(link: PredictLink) -> PredictTimeout:
-    """The error of a request whose connection dropped while it waited (`link.gone`)."""
+def lost(
+    link: PredictLink, when: str = "while the request waited for its answer"
+) -> PredictTimeout:
+    """The error of a request whose connection dropped (`when`; `link.gone`)."""
     return link.gone(
         f"the connection to the trainer's serving endpoint {link.connected[0]} was lost "
-        "while the request waited for its answer (the trainer stopped or died)"
+        f"{when} (the trainer stopped or died)"
     )

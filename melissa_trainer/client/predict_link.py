@@ -298,14 +298,19 @@ class PredictLink:
                     f"(the trainer is gone or restarting; {TOO_SHORT})"
                 )
 
-    def lost(self) -> bool:
+    def lost(self, last: bool = False) -> bool:
         """Whether the monitor's waiting events say the connection dropped (what the
-        trainer described is then forgotten: it may be another trainer there now)."""
+        trainer described is then forgotten: it may be another trainer there now).
+        `last` (after `wait_connected`): only a DISCONNECTED after the last CONNECTED
+        counts, the connection found gone; the earlier ones were of earlier
+        connections (a trainer restarted there). ZeroMQ posts it before it closes the
+        connection's pipe, which takes a message meanwhile, never answered."""
         events = self._events.read() if self._events is not None else []
-        if zmq.EVENT_DISCONNECTED in events:
-            self.described = None
-            return True
-        return False
+        links = [e for e in events if e in (zmq.EVENT_CONNECTED, zmq.EVENT_DISCONNECTED)]
+        if zmq.EVENT_DISCONNECTED not in links:
+            return False
+        self.described = None
+        return not last or links[-1] == zmq.EVENT_DISCONNECTED
 
     def gone(self, why: str) -> PredictTimeout:
         """The trainer is gone (`why`): close the socket, and fail the requests of the

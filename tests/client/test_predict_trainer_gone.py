@@ -186,3 +186,44 @@ def test_a_trainer_that_publishes_itself_ends_the_backoff(
             assert client.predict({"u": u}, timeout=LONG).version == 2
     finally:
         kill_all(first, second)
+
+
+@pytest.mark.timeout(60)
+def test_a_connection_dropped_just_before_the_send_fails_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The trainer killed after the request found its connection up, before it sent:
+    ZeroMQ posts the DISCONNECTED before it closes the connection's pipe, which takes
+    the request meanwhile, never answered. The event was read as one of an earlier
+    connection and dropped, and the request waited its whole timeout (a hang in CI);
+    or the pipe had closed and the send said "went". Now it says the connection was
+    lost, at once. The kill is made at that instant: once the request's wait for a
+    connection returned, the server is killed and the monitor holds its event."""
+    wait_connected = PredictLink.wait_connected
+    kill: list[object] = []
+
+    def then_killed(self: PredictLink, sock: object, deadline: float, timeout: float) -> None:
+        wait_connected(self, sock, deadline, timeout)  # type: ignore[arg-type]
+        if kill:
+            proc = kill.pop()
+            proc.send_signal(signal.SIGKILL)  # type: ignore[attr-defined]
+            proc.wait()  # type: ignore[attr-defined]
+            assert self.monitor is not None and self.monitor.poll(30_000)  # (its drop)
+
+    monkeypatch.setattr(PredictLink, "wait_connected", then_killed)
+    first, endpoint = start_server(tmp_path, 1, hold=False)
+    try:
+        with Predictor(0, rendezvous_dir=tmp_path / "rv") as client:
+            u = np.ones(4, np.float32)
+            assert client.predict({"u": u}, timeout=LONG).version == 1
+            kill.append(first)
+            with pytest.raises(
+                PredictTimeout, match="was lost as the request was about to be sent"
+            ) as caught:
+                client.predict({"u": u}, timeout=LONG)
+            assert endpoint in str(caught.value) and not kill
+            # (found gone: the backoff's requests fail at once, as after any loss)
+            with pytest.raises(PredictTimeout, match="at an earlier request"):
+                client.predict({"u": u}, timeout=LONG)
+    finally:
+        kill_all(first)

@@ -364,9 +364,9 @@ typedef struct mt_spec {
  * mt_set_serve_endpoints and the serve file left. */
 void mt_predict_release(mt_client *c);
 void mt_predict_free(mt_client *c);
-/* predict.c: a request's connection lost while it waited (mt_gone); no answer by the
- * deadline on a connection still up (MT_ETIMEDOUT; the socket released). */
-mt_status mt_predict_lost(mt_client *c);
+/* predict.c: a request's connection lost once `sent` or just before (mt_gone); no answer
+ * by the deadline on a connection still up (MT_ETIMEDOUT; the socket released). */
+mt_status mt_predict_lost(mt_client *c, bool sent);
 mt_status mt_predict_unanswered(mt_client *c, const char *timeout);
 /* predict_describe.c: ask the trainer connected to (an endpoint given) which inputs it
  * serves, kept in serve_inputs (none kept: a trainer from before DESCRIBE); forget them

@@ -281,11 +281,12 @@ static int send_request(mt_client *c, const mt_input *in, size_t n_in, double ti
     return err;
 }
 
-/* A request whose connection dropped while it waited for its answer (mt_gone). */
-mt_status mt_predict_lost(mt_client *c) {
-    return mt_gone(c, "the connection to the trainer's serving endpoint %s was lost while the "
-                      "request waited for its answer (the trainer stopped or died)",
-                   c->predict_endpoint);
+/* A request whose connection dropped once `sent` or just before (mt_gone). */
+mt_status mt_predict_lost(mt_client *c, bool sent) {
+    return mt_gone(c, "the connection to the trainer's serving endpoint %s was lost %s (the "
+                      "trainer stopped or died)", c->predict_endpoint,
+                   sent ? "while the request waited for its answer"
+                        : "as the request was about to be sent");
 }
 
 /* No answer by the deadline on a connection still up (MT_ETIMEDOUT, UNANSWERED). */
@@ -323,7 +324,9 @@ mt_status mt_predict(mt_client *c, const mt_input *inputs, size_t n_inputs,
     if (st != MT_OK) return st;
     /* (the events of earlier connections: a drop from now on counts; one since the last
      * request may be a trainer restarted there, which is asked again) */
-    if (mt_watch_lost(c)) mt_predict_forget(c);
+    bool last = false;
+    if (mt_watch_lost(c, &last)) mt_predict_forget(c);
+    if (last) return mt_predict_lost(c, false);
     if (c->predict_given && !c->predict_described) {
         /* (an endpoint given: the trainer says which inputs it serves, once per
          * connection; checked here as a serve file's, nothing sent if wrong) */
@@ -355,10 +358,10 @@ mt_status mt_predict(mt_client *c, const mt_input *inputs, size_t n_inputs,
             while ((ready = zmq_poll(items, 2, ms < 1 ? 1 : ms)) < 0 && errno == EINTR) continue;
         }
         if (ready > 0 && !(items[0].revents & ZMQ_POLLIN)) {
-            if (mt_watch_lost(c)) {
+            if (mt_watch_lost(c, NULL)) {
                 /* The connection the request went on is gone: its answer cannot come (a
                  * new connection is another peer to the trainer's socket). */
-                st = mt_predict_lost(c);
+                st = mt_predict_lost(c, true);
                 break;
             }
             continue; /* (other events) */
@@ -367,8 +370,8 @@ mt_status mt_predict(mt_client *c, const mt_input *inputs, size_t n_inputs,
             if (ready < 0) err = errno;
             /* (at the deadline, what the monitor says: a drop, even one of the last
              * instant, is a trainer gone; else the connection is up: UNANSWERED) */
-            if (err == EAGAIN && mt_watch_lost(c)) {
-                st = mt_predict_lost(c);
+            if (err == EAGAIN && mt_watch_lost(c, NULL)) {
+                st = mt_predict_lost(c, true);
                 break;
             }
             if (err == EAGAIN) {

@@ -177,12 +177,13 @@ mt_status mt_predict_describe(mt_client *c, double deadline, const char *timeout
             return st;
         }
         if (ready > 0 && !(items[0].revents & ZMQ_POLLIN)) {
-            if (mt_watch_lost(c)) return mt_predict_lost(c);
+            if (mt_watch_lost(c, NULL)) return mt_predict_lost(c, true);
             continue;
         }
         if (ready == 0 && deadline - mt_now() > 0) continue; /* (a capped poll) */
         if (ready == 0) /* (the deadline: as a PREDICT's, mt_predict) */
-            return mt_watch_lost(c) ? mt_predict_lost(c) : mt_predict_unanswered(c, timeout);
+            return mt_watch_lost(c, NULL) ? mt_predict_lost(c, true)
+                                          : mt_predict_unanswered(c, timeout);
         zmq_msg_t first;
         size_t frames;
         int err = receive(c->predict_socket, &first, &frames);

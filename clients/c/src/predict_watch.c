@@ -187,11 +187,16 @@ static uint32_t next_kept(mt_client *c, double *floor) {
     }
 }
 
-bool mt_watch_lost(mt_client *c) {
-    bool lost = false;
+bool mt_watch_lost(mt_client *c, bool *last) {
+    bool lost = false, up = true; /* (up: no DISCONNECTED after the last CONNECTED) */
     uint32_t event;
     double floor = c->predict_drained;
-    while ((event = next_kept(c, &floor)) != 0) lost = lost || event == ZMQ_EVENT_DISCONNECTED;
+    while ((event = next_kept(c, &floor)) != 0) {
+        if (event == ZMQ_EVENT_CONNECTED || event == ZMQ_EVENT_DISCONNECTED)
+            up = event == ZMQ_EVENT_CONNECTED;
+        lost = lost || event == ZMQ_EVENT_DISCONNECTED;
+    }
+    if (last != NULL) *last = !up;
     return lost;
 }
 

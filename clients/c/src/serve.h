@@ -77,8 +77,12 @@ void mt_shape_text(int ndim, const uint64_t *shape, char *out, size_t size);
 mt_status mt_watch_start(mt_client *c, void *s);
 /* Stop and close the monitor (before the socket closes: mt_predict_release). */
 void mt_watch_stop(mt_client *c);
-/* Read the monitor's waiting events: whether one says the connection dropped. */
-bool mt_watch_lost(mt_client *c);
+/* Read the monitor's waiting events: whether one says the connection dropped; `last`
+ * (NULL: not asked): whether a drop came after the last CONNECTED. After
+ * mt_watch_connected, that is the connection found gone: ZeroMQ posts the DISCONNECTED
+ * before it closes the connection's pipe, which takes a request meanwhile, unanswered
+ * (the earlier drops were of earlier connections: a trainer restarted there). */
+bool mt_watch_lost(mt_client *c, bool *last);
 /* Wait until c->predict_socket has a live connection to send on (ZMQ_IMMEDIATE), up to
  * `deadline` (`timeout`: its seconds, for the message): MT_OK; MT_ETIMEDOUT, the socket
  * released, at once when the endpoint refuses the connection (mt_gone), else at the

@@ -34,9 +34,16 @@ def test_pmi2_names_are_mpichs_for_each_step_and_node() -> None:
 def test_job_pids_finds_a_process_by_its_slurm_job_id() -> None:
     env = {**os.environ, "SLURM_JOB_ID": "987654321"}
     child = subprocess.Popen(
-        [sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE, env=env
+        [sys.executable, "-c", "import sys; print('up', flush=True); sys.stdin.read()"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env=env,
     )
     try:
+        # Popen returns once the exec closed its error pipe, before the kernel has set the
+        # new program's environment bounds: /proc/PID/environ can read empty until then
+        # (CI, stop 75: found {}). A line from the child's Python comes after them.
+        assert child.stdout is not None and child.stdout.readline() == b"up\n"
         found = job_pids(["987654321", "98765432", "1"])
         assert found.get("987654321") == [child.pid], found
         assert "98765432" not in found  # (a prefix of the id is another job)

@@ -21,6 +21,8 @@ waits for its timeout fails the test.
 
 from __future__ import annotations
 
+import os
+import re
 import signal
 from pathlib import Path
 
@@ -120,6 +122,47 @@ def test_after_a_trainer_that_served_stops_cleanly_requests_fall_back_at_once(
             assert "the trainer that served this simulation stopped" in message, message
             second, _ = start_server(tmp_path, 2, hold=False)
             assert answered_again(script) == 2
+            script.finish()
+    finally:
+        kill_all(first, second)
+
+
+@pytest.mark.timeout(60)
+def test_a_trainer_that_publishes_itself_ends_the_backoff(
+    c_predict: CPredict, tmp_path: Path
+) -> None:
+    """A trainer that comes back while a C solver is in its backoff is asked at the
+    first request after it published its serve file, not a backoff later: the backoff
+    ends once the rendezvous directory changed since the last lookup, as the Python
+    predictor's (tests/client/test_predict_trainer_gone.py). Found in a user's trial
+    (a solver asking at every step, its trainer SIGKILLed and restarted 50 times): the
+    C solver got no answer for up to a second after each restart (the Python one within
+    milliseconds), and none at all from a trainer killed again within that second.
+
+    The second trainer serves before the first is killed, its serve file aside; it is
+    moved into the rendezvous (a rename, as a trainer publishes) once a backoff of 0.5 s
+    or more is under way, and the next request must be answered by it."""
+    first, _ = start_server(tmp_path, 1, hold=False)
+    aside = tmp_path / "aside"
+    aside.mkdir()
+    second, _ = start_server(aside, 2, hold=False)  # (its serve file in aside/rv)
+    rendezvous = {"MELISSA_TRAINER_RENDEZVOUS": str(tmp_path / "rv")}
+    try:
+        with c_predict.script(rendezvous, 0) as script:
+            assert ask(script)[0] == 0
+            kill_all(first)  # (SIGKILL: its serve file stays, its port refuses)
+            while True:  # the backoffs double while the trainer stays away
+                code, message, _ = ask(script)
+                assert code == MT_ETIMEDOUT, message
+                left = re.search(r"the next attempt in ([0-9.]+) s at most", message)
+                if left is not None and float(left[1]) >= 0.5:
+                    break
+            os.replace(aside / "rv" / "serve_0.json", tmp_path / "rv" / "serve_0.json")
+            code, message, lines = ask(script)
+            # (before the fix: MT_ETIMEDOUT "... (at an earlier request; the next
+            # attempt in 0.5x s at most)")
+            assert code == 0, message
+            assert outputs_of({0: lines}, 0)[0] == 2
             script.finish()
     finally:
         kill_all(first, second)

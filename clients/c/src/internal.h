@@ -267,6 +267,10 @@ struct mt_client {
     bool said_nonfinite_field, said_nonfinite_input; /* told once each (finite_notice.c) */
     char gone_why[640];
     double retry_at, backoff;
+    /* the rendezvous directory of the last lookup (NULL: none) and its inode and
+     * modification time (ns) then: a change ends a backoff (serve.c) */
+    char *looked_dir;
+    long long looked_stamp[2];
 };
 
 /* errors.c */
@@ -368,11 +372,6 @@ void mt_predict_free(mt_client *c);
  * by the deadline on a connection still up (MT_ETIMEDOUT; the socket released). */
 mt_status mt_predict_lost(mt_client *c, bool sent);
 mt_status mt_predict_unanswered(mt_client *c, const char *timeout);
-/* predict_describe.c: ask the trainer connected to (an endpoint given) which inputs it
- * serves, kept in serve_inputs (none kept: a trainer from before DESCRIBE); forget them
- * (a connection dropped, the socket released; nothing for a serve file's). */
-mt_status mt_predict_describe(mt_client *c, double deadline, const char *timeout);
-void mt_predict_forget(mt_client *c);
 
 /* admission_watch.c: started once the HELLO left (where the close would ask); polled by
  * mt_send at a step's opening once watch.due (never blocks: MT_ESIMREFUSED on a trusted

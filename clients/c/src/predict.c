@@ -46,6 +46,8 @@ void mt_predict_free(mt_client *c) {
     c->n_serve_inputs = 0;
     free(c->serve_endpoints_arg);
     c->serve_endpoints_arg = NULL;
+    free(c->looked_dir);
+    c->looked_dir = NULL;
 }
 
 /* Whether the comma-separated lists a and b name the same endpoints in the same order

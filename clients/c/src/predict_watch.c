@@ -7,8 +7,10 @@
  * failure, the requests of a backoff (0.05 s, doubling to 1 s while the trainer stays
  * away) fail at once without dialling: no socket per request while the trainer is away
  * (a solver asking in a loop would make thousands a second and run out of file
- * descriptors). Only an unreachable host (a node gone) takes the whole timeout, and says
- * that no answer came from it (predict_dial.c: not a refusal). A server
+ * descriptors); it ends early once the rendezvous directory changed since the last
+ * lookup (a trainer resumed published its serve file: asked at the next request). Only
+ * an unreachable host (a node gone) takes the whole timeout, and says that no answer
+ * came from it (predict_dial.c: not a refusal). A server
  * that refuses the handshake (a CURVE key that is not its own) is MT_EENV as soon as
  * that is certain: a mistake to fix, not a fallback (the Python client's ValueError); so
  * are an endpoint given that answers but is not a serving socket (the receiver's, of
@@ -216,6 +218,10 @@ mt_status mt_gone(mt_client *c, const char *fmt, ...) {
 mt_status mt_backoff_check(mt_client *c) {
     double now = mt_now();
     if (c->predict_socket != NULL || now >= c->retry_at) return MT_OK;
+    if (mt_serve_dir_changed(c)) { /* (a trainer published its serve file: look at once) */
+        c->retry_at = 0;
+        return MT_OK;
+    }
     return mt_fail(c, MT_ETIMEDOUT, "%s (at an earlier request; the next attempt in %.2f s at "
                                     "most)", c->gone_why, c->retry_at - now);
 }

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "internal.h"
@@ -269,8 +270,39 @@ static mt_status file_key(mt_client *c, const char *dir, mt_serve_entry *e) {
     return st;
 }
 
+/* dir's inode and modification time in ns ({0, 0}: it cannot be read; endpoints.py stamp) */
+static void dir_stamp(const char *dir, long long stamp[2]) {
+    struct stat st;
+    stamp[0] = stamp[1] = 0;
+    if (stat(dir, &st) != 0) return;
+    stamp[0] = (long long)st.st_ino;
+    stamp[1] = (long long)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
+}
+
+/* dir and its stamp, as a lookup is about to read it (a change after the read ends the
+ * next backoff); false: out of memory. */
+static bool look_at(mt_client *c, const char *dir) {
+    if (c->looked_dir == NULL || strcmp(c->looked_dir, dir) != 0) {
+        char *copy = strdup(dir);
+        if (copy == NULL) return false;
+        free(c->looked_dir);
+        c->looked_dir = copy;
+    }
+    dir_stamp(dir, c->looked_stamp);
+    return true;
+}
+
+bool mt_serve_dir_changed(const mt_client *c) {
+    long long now[2];
+    if (c->looked_dir == NULL) return false;
+    dir_stamp(c->looked_dir, now);
+    return now[0] != c->looked_stamp[0] || now[1] != c->looked_stamp[1];
+}
+
 mt_status mt_serve_resolve(mt_client *c, double deadline, double timeout, mt_serve_entry *out) {
     memset(out, 0, sizeof *out);
+    free(c->looked_dir); /* (set again below when the lookup is in a rendezvous directory) */
+    c->looked_dir = NULL;
     char *stripped = NULL;
     if (c->serve_endpoints_arg != NULL) return mt_serve_given(c, c->serve_endpoints_arg, out);
     if (!env_stripped(getenv(ENV_SERVE), &stripped)) return mt_fail(c, MT_ENOMEM, "out of memory");
@@ -294,6 +326,10 @@ mt_status mt_serve_resolve(mt_client *c, double deadline, double timeout, mt_ser
     char why[512];
     mt_status st;
     for (;;) {
+        if (!look_at(c, dir)) {
+            st = mt_fail(c, MT_ENOMEM, "out of memory");
+            break;
+        }
         int got = read_serving(dir, c->simulation_id, c->run_id, out, why, sizeof why);
         if (got != 0) {
             st = got > 0 ? MT_OK : mt_fail(c, MT_ENOMEM, "out of memory");

@@ -31,6 +31,9 @@ typedef struct mt_serve_entry {
  * removed it: it stopped, or only another run's serve files are there), MT_EENV when
  * nothing says where to look. */
 mt_status mt_serve_resolve(mt_client *c, double deadline, double timeout, mt_serve_entry *out);
+/* Whether the rendezvous directory of the last lookup changed since (one stat: a trainer
+ * published or removed a serve file there); false when the last lookup was not in one. */
+bool mt_serve_dir_changed(const mt_client *c);
 /* serve_given.c: endpoints given (mt_set_serve_endpoints, the variable); their form:
  * mt_endpoint_fault (internal.h). */
 /* MT_OK, or MT_EINVAL "mt_set_serve_endpoints: endpoint ..." for the first endpoint of the
@@ -42,6 +45,11 @@ mt_status mt_serve_endpoints_check(mt_client *c, const char *list);
  * $MELISSA_TRAINER_SERVE_KEY (MT_EENV when it is not a 40-character Z85 key). */
 mt_status mt_serve_given(mt_client *c, const char *listed, mt_serve_entry *out);
 void mt_serve_entry_free(mt_serve_entry *e);
+/* predict_describe.c: ask the trainer connected to (an endpoint given) which inputs it
+ * serves, kept in serve_inputs (none kept: a trainer from before DESCRIBE); forget them
+ * (a connection dropped, the socket released; nothing for a serve file's). */
+mt_status mt_predict_describe(mt_client *c, double deadline, const char *timeout);
+void mt_predict_forget(mt_client *c);
 void mt_specs_free(mt_spec *specs, size_t n);
 
 /* reply.c: one reply of the serving channel, received whole (frames[0] its header;

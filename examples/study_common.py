@@ -185,9 +185,11 @@ def prepare_rendezvous(
                 f"python {' '.join(command)} --rendezvous {rendezvous} "
                 f"--simulation_id ID --parameters '{example}'"
             )
+        ranges = ", ".join(f"{name} in [{low:g}, {high:g}]" for name, (low, high) in bounds.items())
         print(
-            f"waiting for {opts.num_simulations} simulations; start each (with a distinct ID) "
-            f"with\n  {start_line}",
+            f"waiting for {opts.num_simulations} simulations; start each with a distinct ID and "
+            f"its own parameters ({ranges}; the line below gives the box's centre) with\n"
+            f"  {start_line}",
             flush=True,
         )
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from melissa_trainer.buffers import ColumnarReservoirBuffer, SampleBlock
-from melissa_trainer.client import Client
+from melissa_trainer.client import Client, ClientTuning
 from melissa_trainer.sources.ingest_transform import IngestTransform
 from melissa_trainer.sources.source import SourceError
 from melissa_trainer.stream.receiver import Receiver, ReceiverConfig
@@ -36,13 +36,18 @@ def features(block: SampleBlock) -> dict[str, np.ndarray]:
     return {"target": u.reshape(len(u), -1).astype(np.float64) * 2, "inputs": inputs}
 
 
-def send_all(endpoint: str, sims: tuple[int, ...]) -> list[BaseException]:
+def send_all(
+    endpoint: str | None, sims: tuple[int, ...], tuning: ClientTuning | None = None
+) -> list[BaseException]:
     """Each simulation streams its steps from a thread (the client batches them)."""
+    assert endpoint is not None
     errors: list[BaseException] = []
 
     def simulate(sim: int) -> None:
         try:
-            with Client({"u": (SHAPE, "float32")}, {"a": float(sim)}, sim, [endpoint]) as c:
+            with Client(
+                {"u": (SHAPE, "float32")}, {"a": float(sim)}, sim, [endpoint], tuning=tuning
+            ) as c:
                 for t in range(STEPS):
                     c.send(t, u=field(sim, t))
         except BaseException as exc:  # (reported by the test)
@@ -131,15 +136,24 @@ def test_a_failing_transform_fails_the_receiver_naming_it_and_closes_the_buffer(
         ingest_transform=IngestTransform(ingest_block=unstable),
     )
     rec.start()
+    errors: list[BaseException] = []
+    sender = threading.Thread(
+        target=lambda: errors.extend(send_all(rec.endpoint, (5,), ClientTuning(close_timeout=5)))
+    )
     try:
         assert rec.endpoint is not None
-        send_all(rec.endpoint, (5,))  # (the client may or may not see the receiver fail)
+        # pumped while the client sends: the client's close waits for a receipt that a
+        # failed receiver never gives, bounded by its close_timeout once the receiver stops
+        sender.start()
         with pytest.raises(SourceError) as info:
             while True:
                 if not rec.pump(0.5):
                     rec.check()
     finally:
         rec.stop()
+        sender.join(30)
+    assert not sender.is_alive(), "the client did not end within 30 s of the receiver's stop"
+    # (the client may or may not see the receiver fail: `errors` is not checked)
     message = str(info.value)
     assert "ingest_block=" in message and "unstable" in message, message
     assert "overflow in my_features" in message and "simulation 5" in message, message

@@ -35,7 +35,7 @@ from melissa_trainer import (
 )
 from melissa_trainer.common.refusal import SaidOnRankZero
 from melissa_trainer.launcher.study_change import StudyChanged
-from melissa_trainer.trainer import checkpointing
+from melissa_trainer.trainer import checkpointing, refusals
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "tests" / "scripts" / "user_train_refusals.py"
@@ -106,6 +106,9 @@ def load_on(
             raise errors[rank]  # type: ignore[misc]
 
     monkeypatch.setattr(checkpointing.registry, "load", load)
+    # no launcher's store here: a quiet rank would wait the grace blind (15 s a call);
+    # how long a quiet rank waits is test_refusal_quiet_rank_ends.py's subject, not this
+    monkeypatch.setattr(refusals, "QUIET_RANK_GRACE", 0.0)
     reports = [str(e) if e is not None else None for e in errors]
     monkeypatch.setattr(checkpointing, "agree", lambda trainer, report, at: reports)
     path = Path("/tmp/out/checkpoints/checkpoint-4")

@@ -16,12 +16,15 @@ import argparse
 import contextlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import TYPE_CHECKING, Any
 
 from melissa_trainer.config.arguments import ConfigError, load_config_file
 from melissa_trainer.config.parser import ArgumentParser
 from melissa_trainer.launcher.silence import Default
 from melissa_trainer.launcher.tuning import LauncherTuning
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsWrite
 
 __all__ = [
     "RESERVOIR_ONLY",
@@ -152,7 +155,7 @@ class ShortUsageParser(ArgumentParser):
     one line of usage before that error, not the ~45 lines of every flag (``--help``
     still lists them)."""
 
-    def print_usage(self, file: IO[str] | None = None) -> None:
+    def print_usage(self, file: SupportsWrite[str] | None = None) -> None:
         # (argparse's error() prints the usage, then "PROG: error: MESSAGE", exit 2)
         self._print_message(
             f"usage: {self.prog} [-h] [--FLAG VALUE ...] (--help lists them)\n", file

@@ -137,12 +137,7 @@ def study_source(
         n_simulations=opts.num_simulations,
         job_limit=opts.job_limit,
         backend=opts.backend,
-        tuning=LauncherTuning(
-            simulation_timeout=opts.simulation_timeout or "auto",
-            silence_floor=opts.silence_floor,
-            # (unset: LauncherTuning's default, which a numeric timeout leaves out)
-            **({} if opts.startup_timeout is None else {"startup_timeout": opts.startup_timeout}),
-        ),
+        tuning=_tuning(opts),
         # numpy's BLAS threads would only fight over the cores the trainer uses
         env={"OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")},
         worker=worker,
@@ -161,6 +156,19 @@ def study_source(
     )
     stream = StreamSource(config)
     return launcher, Study(launcher, stream)
+
+
+def _tuning(opts: StudyArgs) -> LauncherTuning:
+    """The launcher's timing from the flags; --startup_timeout unset: LauncherTuning's
+    default, which a numeric --simulation_timeout leaves out."""
+    timeout = opts.simulation_timeout or "auto"
+    if opts.startup_timeout is None:
+        return LauncherTuning(simulation_timeout=timeout, silence_floor=opts.silence_floor)
+    return LauncherTuning(
+        simulation_timeout=timeout,
+        silence_floor=opts.silence_floor,
+        startup_timeout=opts.startup_timeout,
+    )
 
 
 def prepare_rendezvous(

@@ -125,9 +125,13 @@ def make_source(opts: HeatCArgs, seed: int, rendezvous: Path) -> tuple[Launcher 
     """A `Study` whose launcher runs the solver as MPI jobs, or with --external a
     `StreamSource` waiting for NUM_SIMULATIONS solvers started by hand."""
     fields = {"temperature": ((opts.ny, opts.nx), "float32")}  # what the solvers declare
-    # A Study tells the stream how many simulations to expect; by hand, we do.
-    expected = {"expected_simulations": opts.num_simulations} if opts.external else {}
-    config = ReceiverConfig(rendezvous_dir=rendezvous, bind=opts.bind, fields=fields, **expected)
+    config = ReceiverConfig(
+        rendezvous_dir=rendezvous,
+        bind=opts.bind,
+        fields=fields,
+        # A Study tells the stream how many simulations to expect; by hand, we do.
+        expected_simulations=opts.num_simulations if opts.external else None,
+    )
     if opts.external:
         return None, StreamSource(config)
     if opts.backend != "mpiexec":

@@ -81,11 +81,11 @@ class OddConv(torch.nn.Module):
     def __init__(self, kernel: int = 11) -> None:
         super().__init__()
         check_kernel(kernel)
-        self.half = kernel // 2
+        self.reach = kernel // 2  # (not `half`: that is `Module.half()`, the float16 cast)
         self.conv = torch.nn.Conv2d(1, 1, kernel, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        k = self.half
+        k = self.reach
         for dim in (-2, -1):
             zero = torch.zeros_like(x.narrow(dim, 0, 1))
             low = -x.narrow(dim, 0, k - 1).flip(dim)

@@ -10,6 +10,7 @@ The events (`Event`, with the training loop in pseudocode) are in
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +21,8 @@ from melissa_trainer.hooks.events import Event
 from melissa_trainer.hooks.method_check import check_methods
 
 __all__ = ["STATE_FILE", "Event", "Hook", "HookList", "HookStateMismatch"]
+
+logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:  # pragma: no cover - import for annotations only
     import numpy as np
@@ -336,13 +339,22 @@ class HookList:
                 work.work_ended(outer)
 
     def close(self) -> None:
-        """Close every hook; the first exception is raised after all were closed."""
+        """Close every hook; the first exception is raised after all were closed, each
+        later one logged (with its traceback) as it happens, never dropped."""
         error: Exception | None = None
         for hook in self.hooks:
             try:
                 hook.close()
             except Exception as exc:  # keep closing the others, then report
-                error = error or exc
+                if error is None:
+                    error = exc
+                else:
+                    logger.error(
+                        "hook %r failed to close too (the first failure, %s, is raised)",
+                        hook.name,
+                        type(error).__name__,
+                        exc_info=True,
+                    )
         if error is not None:
             raise error
 

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from melissa_trainer.client import ENV_PARAMETERS, ENV_RENDEZVOUS, ENV_SIMULATION_ID
+from melissa_trainer.client.config import ENV_ATTEMPT  # (0 the first run, 1 its first restart)
 from melissa_trainer.client.worker import ENV_LAUNCHER, ENV_WORKER
 
 __all__ = [
@@ -46,9 +47,6 @@ __all__ = [
     "pickle_callable",
     "simulation_env",
 ]
-
-#: 0 for the first run of a simulation id, 1 for its first restart, ...
-ENV_ATTEMPT = "MELISSA_TRAINER_ATTEMPT"
 
 _FIXED = ("simulation_id", "rendezvous_dir", "parameters", "parameters_json")
 

@@ -124,6 +124,14 @@ def test_odd_conv_pads_with_the_odd_extension_about_the_ghost_points() -> None:
         OddConv(4)
 
 
+def test_odd_conv_keeps_the_modules_dtype_methods() -> None:
+    # (an int attribute named `half` once shadowed `torch.nn.Module.half`: a surrogate
+    # cast to float16 for serving raised "'int' object is not callable")
+    conv = OddConv(5).half()
+    assert conv.conv.weight.dtype == torch.float16
+    assert conv.float().conv.weight.dtype == torch.float32
+
+
 def test_a_bad_configuration_is_refused_naming_the_field() -> None:
     with pytest.raises(ValueError, match="method='gmres'"):
         GuessConfig(method="gmres")

@@ -16,7 +16,7 @@ def test_silence_floor_with_a_numeric_timeout_is_a_usage_error(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     from heat_pde.train import parser  # the example's (examples/ is on sys.path)
-    from study_common import StudyArgs
+    from study_common import StudyArgs, _tuning
 
     err = heat_usage_error(["--simulation_timeout", "10", "--silence_floor", "5"], capsys)
     assert "silence_floor=5.0 changes nothing with simulation_timeout=10.0" in err
@@ -25,7 +25,8 @@ def test_silence_floor_with_a_numeric_timeout_is_a_usage_error(
         (opts,) = [
             o for o in parser(argv).parse_args_into_dataclasses(argv) if isinstance(o, StudyArgs)
         ]
-        LauncherTuning(  # as `study_common.study_source` makes it
-            simulation_timeout=opts.simulation_timeout or "auto",
-            silence_floor=opts.silence_floor,
-        )
+        assert isinstance(_tuning(opts), LauncherTuning)  # `study_source`'s, not refused
+    argv = ["--startup_timeout", "30"]
+    parsed = parser(argv).parse_args_into_dataclasses(argv)
+    (opts,) = [o for o in parsed if isinstance(o, StudyArgs)]
+    assert _tuning(opts).startup_timeout == 30.0

@@ -129,3 +129,35 @@ def test_a_wrong_hook_fails_before_training_starts(tmp_path: Path) -> None:
     with pytest.raises(TypeError, match="did you mean on_log"):
         train(tmp_path, hooks=[Typo()], max_steps=2)
     assert not (tmp_path / "out" / "checkpoints").exists()  # nothing ran
+
+
+def test_close_raises_the_first_error_and_logs_every_other(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    closed: list[str] = []
+
+    class Failing(Hook):
+        def __init__(self, label: str) -> None:
+            self.label = label
+
+        @property
+        def name(self) -> str:
+            return self.label
+
+        def close(self) -> None:
+            closed.append(self.label)
+            raise RuntimeError(f"{self.label} could not close")
+
+    class Fine(Hook):
+        def close(self) -> None:
+            closed.append("fine")
+
+    hooks = HookList([Failing("first"), Fine(), Failing("second")])
+    with (
+        caplog.at_level("ERROR", logger="melissa_trainer"),
+        pytest.raises(RuntimeError, match="first could not close"),
+    ):
+        hooks.close()
+    assert closed == ["first", "fine", "second"]
+    said = [r for r in caplog.records if "second could not close" in str(r.exc_info)]
+    assert said, [r.getMessage() for r in caplog.records]  # (was dropped silently)

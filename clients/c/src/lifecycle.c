@@ -101,7 +101,12 @@ static void release_runtime(mt_client *c, int linger_ms) {
 mt_status mt_init_sync(mt_client *c) {
     pthread_condattr_t attr;
     if (pthread_condattr_init(&attr) != 0) return mt_fail(c, MT_ENOMEM, "pthread_condattr_init");
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    /* (the timed waits' deadlines are CLOCK_MONOTONIC's: on the realtime clock they would
+     * end at once, or days late) */
+    if (pthread_condattr_setclock(&attr, CLOCK_MONOTONIC) != 0) {
+        pthread_condattr_destroy(&attr);
+        return mt_fail(c, MT_ENOMEM, "pthread_condattr_setclock(CLOCK_MONOTONIC)");
+    }
     bool ok = pthread_mutex_init(&c->mu, NULL) == 0;
     if (ok && pthread_cond_init(&c->wake, &attr) != 0) {
         pthread_mutex_destroy(&c->mu);

@@ -19,12 +19,9 @@
 #define HANDSHAKE_CHECK_S 0.05
 
 mt_status mt_arm(mt_client *c, void *sock, double deadline) {
-    if (deadline < 0) {
-        int minus1 = -1;
-        zmq_setsockopt(sock, ZMQ_SNDTIMEO, &minus1, sizeof minus1);
-        return MT_OK;
-    }
-    int ms = mt_ms(deadline - mt_now());
+    /* (-1: no deadline; its failure is reported as a deadline's is, never left to a
+     * send that would keep the previous timeout) */
+    int ms = deadline < 0 ? -1 : mt_ms(deadline - mt_now());
     if (zmq_setsockopt(sock, ZMQ_SNDTIMEO, &ms, sizeof ms) != 0)
         return mt_fail(c, MT_EZMQ, "zmq_setsockopt(ZMQ_SNDTIMEO): %s", zmq_strerror(errno));
     return MT_OK;

@@ -33,21 +33,15 @@ from wait_said import said  # noqa: F401 (a fixture: pytest finds it by name her
 #: its tests' timeouts were set for one test at a time (two workers per core timed four
 #: of them out on a 2-core machine that other work kept busy)
 WORKERS_PER_CORE = 1
-#: the same for the inner tier alone (``-m "not e2e"``): its tests start no process and
-#: mostly wait (a close's bounds, a peer's silence: on 2 cores, 2026-12-04, 142 CPU-s in
-#: 275 s wall with 2 workers), so two workers per core answer it sooner
-INNER_WORKERS_PER_CORE = 2
 #: whether a test that starts a process without the e2e marker fails (see below)
 ENFORCE_TIERS = True
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """``-n auto``: `WORKERS_PER_CORE` workers per core this process may run on (the
-    affinity mask, not the machine's count, nor psutil's physical cores), at least 2;
-    `INNER_WORKERS_PER_CORE` when the run selects the inner tier alone."""
+    affinity mask, not the machine's count, nor psutil's physical cores), at least 2."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    inner = " ".join(str(config.getoption("markexpr", "") or "").split()) == "not e2e"
-    return max(2, (INNER_WORKERS_PER_CORE if inner else WORKERS_PER_CORE) * (cores or 1))
+    return max(2, WORKERS_PER_CORE * (cores or 1))
 
 
 @pytest.fixture(autouse=True)

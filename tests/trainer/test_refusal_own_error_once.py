@@ -47,6 +47,9 @@ def store(monkeypatch: pytest.MonkeyPatch) -> Iterator[TCPStore]:
     server = TCPStore("127.0.0.1", 0, None, True, timeout=datetime.timedelta(seconds=10))
     as_rank(monkeypatch, server.port)
     monkeypatch.setattr(refusal_mark, "READ_WAIT", 0.0)  # (no other rank here to read)
+    # (this process hosts the store: on a loaded machine its thread answered a rank's
+    # connection after the 5 s bound, rank 0 left no mark and the test waited its timeout)
+    monkeypatch.setattr(refusal_mark, "CONNECT_TIMEOUT", 30.0)
     yield server
     del server  # (closes the listening socket)
 

@@ -6,8 +6,10 @@ are three `StoreRollCall` s of it."""
 from __future__ import annotations
 
 import datetime
+import gc
 import logging
 from collections import Counter
+from collections.abc import Iterator
 
 import pytest
 from torch.distributed import TCPStore
@@ -17,7 +19,7 @@ from melissa_trainer.trainer.roll_call import StoreRollCall, launch_roll_call
 
 
 @pytest.fixture
-def agent_store(monkeypatch: pytest.MonkeyPatch) -> dict[str, TCPStore]:
+def agent_store(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, TCPStore]]:
     """The store, in a dict that a test may empty (the store ends with its last reference)."""
     store = TCPStore("127.0.0.1", 0, None, True, timeout=datetime.timedelta(seconds=10))
     # (the ranks here share one process: each test's count their trainers from 0)
@@ -27,7 +29,12 @@ def agent_store(monkeypatch: pytest.MonkeyPatch) -> dict[str, TCPStore]:
     monkeypatch.setenv("MASTER_PORT", str(store.port))
     monkeypatch.setenv("WORLD_SIZE", "3")
     monkeypatch.setenv("TORCHELASTIC_RUN_ID", "roll-test")
-    return {"store": store}
+    stores = {"store": store}
+    del store  # (the dict holds the only reference: a test ends the store by emptying it)
+    yield stores
+    del stores
+    gc.collect()  # (a store left to the collector stalls another's connection: see the
+    # store fixture of test_refusal_own_error_once.py)
 
 
 @pytest.mark.timeout(60)

@@ -254,6 +254,12 @@ class WaitWatch:
         finally:
             with self._lock:
                 self._span = None
+                # a stall warned of and not yet seen to end is said now: the run may end
+                # (its process exit) before the thread's next look (one look, only then)
+                clock, now = self._clock, time.monotonic()
+                said = self._look_at_steps(clock, now) if clock.warned else None
+            if said is not None:
+                self._say_steps(said, clock)
 
     @contextmanager
     def pause(self) -> Iterator[None]:

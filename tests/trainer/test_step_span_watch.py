@@ -133,3 +133,19 @@ def test_a_window_is_a_span_and_its_action_points_pause_it(tmp_path: Path, said:
     single = SimpleNamespace(stop_sync=SimpleNamespace(distributed=False), state=trainer.state)
     run_window(single, 1, 0, lambda stage_next=False: seen.append((watch._span, 9)))  # type: ignore[arg-type]  # (one process: no span)
     assert seen[-1] == (None, 9), seen
+
+
+@pytest.mark.timeout(60)
+def test_a_stall_that_ends_with_the_span_is_said_at_once(said: Said) -> None:
+    """The stalled step completes and the span ends (the window's last step, the run's
+    end) before the thread's next look, a quarter of `first` away: its end is said as
+    the span ends. Before, a run whose process exited within that quarter never said it
+    (tests/trainer/test_stopped_rank_watch.py's mode ``steps`` failed in CI so)."""
+    watch = WaitWatch(rank=0, first=1.0)  # (the thread looks every 0.25 s)
+    done = [1]
+    with watch.stepping(lambda: done[0], after=0):
+        done[0] = 2  # the first step judged completed; the next hangs
+        assert said.heard("has completed no step", WAIT), said.messages
+        done[0] = 3
+    # (no wait: said by the span's end itself, not by a look to come)
+    assert any(m.startswith("rank 0: step 3 completed after") for m in said.messages), said.messages

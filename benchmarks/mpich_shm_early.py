@@ -133,9 +133,17 @@ def can_go_private() -> bool:
     return subprocess.run(probe, capture_output=True, check=False).returncode == 0
 
 
-def measure(reps: int, ranks_list: list[int]) -> list[dict[str, Any]]:
-    mpiexec = shutil.which("mpiexec") or str(Path(sys.executable).parent / "mpiexec")
-    mpicc = shutil.which("mpicc") or str(Path(sys.executable).parent / "mpicc")
+def default_mpiexec() -> str:
+    """The mpich wheel's mpiexec, installed beside this Python, else PATH's. Not PATH
+    first: a system MPICH ahead of the venv on PATH (Debian's 4.0.2 leaves no file in
+    these cases) would measure another MPI than the one this script names."""
+    beside = Path(sys.executable).parent / "mpiexec"
+    return str(beside) if os.access(beside, os.X_OK) else shutil.which("mpiexec") or "mpiexec"
+
+
+def measure(reps: int, ranks_list: list[int], mpiexec: str) -> list[dict[str, Any]]:
+    # (the mpicc of the same MPI as mpiexec: its directory's)
+    mpicc = shutil.which("mpicc", path=str(Path(mpiexec).parent)) or "mpicc"
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         here = Path(tmp)
@@ -168,6 +176,12 @@ def main() -> None:
         help="count in the machine's /dev/shm (others' MPI jobs may be counted)",
     )
     parser.add_argument("--ranks", type=int, nargs="+", default=[1, 2], help="default 1 2")
+    parser.add_argument(
+        "--mpiexec",
+        default=None,
+        help="the MPICH mpiexec to measure, its mpicc beside it (default: the mpich "
+        "wheel's, beside this Python, else PATH's)",
+    )
     parser.add_argument("--private-shm", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     private = args.private_shm
@@ -177,7 +191,7 @@ def main() -> None:
         argv = [sys.executable, *sys.argv, "--private-shm"]
         private_run = ["unshare", "-m", "--propagation", "private", "sh", "-c", mount]
         os.execvp("unshare", [*private_run, "sh", *argv])
-    rows = measure(1 if args.quick else args.reps, args.ranks)
+    rows = measure(1 if args.quick else args.reps, args.ranks, args.mpiexec or default_mpiexec())
     notes = [
         "baseline: mpiexec alone; ours: MpiexecBackend, polled every 0.2 s",
         "a private /dev/shm: only this run's files counted"

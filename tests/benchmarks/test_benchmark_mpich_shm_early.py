@@ -24,6 +24,7 @@ def test_a_failing_jobs_file_is_left_by_mpiexec_alone_and_not_by_the_backend() -
     if mpiexec is None or shutil.which("mpicc", path=str(Path(mpiexec).parent)) is None:
         pytest.skip(NO_MPI + ", with mpicc beside mpiexec")
     command = [sys.executable, str(BENCHMARK), "--quick", "--ranks", "2", "--json"]
+    command += ["--mpiexec", mpiexec]  # (the one the test found: not PATH's first)
     done = subprocess.run(command, capture_output=True, text=True, timeout=150, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])

@@ -45,6 +45,7 @@ from melissa_trainer.client.admission_watch import AdmissionWatch
 from melissa_trainer.client.asking import Asking
 from melissa_trainer.client.client_follow import FollowsTrainer
 from melissa_trainer.client.config import (
+    check_attempt,
     check_parameters,
     check_simulation_id,
     launched,
@@ -170,6 +171,7 @@ class Client(FollowsTrainer):
         check_field_sizes(specs, tuning.max_message_bytes)
         self.parameters = check_parameters(parameters)
         self.simulation_id = check_simulation_id(simulation_id)
+        check_attempt()  # (a launcher's variable mistyped: said now, not at a rerun)
         self._send_timeout = check_seconds("send_timeout", send_timeout)
         if self._send_timeout == math.inf:  # (no bound, as None: a lock takes no inf)
             self._send_timeout = None

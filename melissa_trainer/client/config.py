@@ -52,6 +52,7 @@ __all__ = [
     "ENV_SIMULATION_ID",
     "Parameters",
     "UnknownParameterError",
+    "check_attempt",
     "check_parameters",
     "check_simulation_id",
     "check_time_step",
@@ -300,6 +301,32 @@ def check_simulation_id(value: Any) -> int:
     if len(significant) > 20 or int(significant) >= protocol.U64_LIMIT:
         raise ValueError(f"{ENV_SIMULATION_ID}={text!r} is out of range [0, 2**64)")
     return int(significant)
+
+
+def check_attempt() -> int:
+    """``$MELISSA_TRAINER_ATTEMPT``, the launcher's count of this simulation's launches
+    (0 the first), or -1 when unset or blank (not launched by it).
+
+    The rule (the C client's, clients/c/src/env.c resolve_attempt, word for word): after
+    `str.strip`, ASCII digits 0-9 only, below 2**31. Anything else is refused naming the
+    variable and its value: read as unset it made a rerun send every step again, read as
+    set it made a solver started by hand skip its replay window and admission.
+
+    Raises:
+        ValueError: the variable is set to something else.
+    """
+    text = os.environ.get(ENV_ATTEMPT)
+    if text is None or not text.strip():
+        return -1
+    digits = text.strip()
+    number = digits.isascii() and digits.isdigit() and len(digits.lstrip("0")) <= 10
+    if not number or int(digits) >= 2**31:
+        raise ValueError(
+            f"{ENV_ATTEMPT}={text!r} is not an attempt number: the launcher sets it (0 at a "
+            "simulation's first launch, 1 at its first restart), in ASCII digits 0-9 below "
+            "2**31; unset it to start the solver by hand"
+        )
+    return int(digits)
 
 
 def check_time_step(value: Any) -> int:

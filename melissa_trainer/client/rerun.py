@@ -25,10 +25,9 @@ client's thread.
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Sequence
 
-from melissa_trainer.client.config import ENV_ATTEMPT
+from melissa_trainer.client.config import check_attempt
 from melissa_trainer.client.follow import Follower, FollowError
 from melissa_trainer.client.worker import given_attempt
 from melissa_trainer.stream.endpoints import fetch_rendezvous
@@ -45,17 +44,14 @@ ASK_TIMEOUT = 5.0
 
 
 def attempt(simulation_id: int | None = None) -> int:
-    """This launched simulation's attempt (``$MELISSA_TRAINER_ATTEMPT``, 0 the first),
-    else, in a worker, the attempt the launcher gave `simulation_id`
-    (`worker.given_attempt`); -1 when neither or not a number."""
-    value = os.environ.get(ENV_ATTEMPT, "").strip()
-    if not value:
-        given = None if simulation_id is None else given_attempt(simulation_id)
-        return -1 if given is None else given
-    try:
-        return int(value)
-    except ValueError:
-        return -1
+    """This launched simulation's attempt (``$MELISSA_TRAINER_ATTEMPT``, 0 the first:
+    `config.check_attempt`, which `Client` ran at its start), else, in a worker, the
+    attempt the launcher gave `simulation_id` (`worker.given_attempt`); -1 when neither."""
+    launched_attempt = check_attempt()
+    if launched_attempt >= 0:
+        return launched_attempt
+    given = None if simulation_id is None else given_attempt(simulation_id)
+    return -1 if given is None else given
 
 
 class RerunSkip:

@@ -371,3 +371,48 @@ def test_a_rendezvous_wrapped_in_unicode_blanks_is_the_directory(
     got = run_script(script_exe, f"{ASK}predict 1\nabort\n", tmp_path, env)
     assert got[7][1].startswith(f"no serving endpoint in '{tmp_path}' within 1.0 s: "), got
     assert python_request(1) == got[7][1], got
+
+
+ATTEMPTS = [
+    ("zero", "0"),
+    ("three", "3"),
+    ("ascii-blanks", " 2\t\n"),
+    ("leading-zeros", "0" * 30 + "1"),
+    ("largest", "2147483647"),
+    ("empty", ""),
+    ("blank", "   "),
+    ("unicode-blank", "\u3000"),
+    ("2**31", "2147483648"),
+    ("far-too-large", "9" * 30),
+    ("letters", "abc"),
+    ("negative", "-1"),
+    ("plus", "+1"),
+    ("fraction", "1.0"),
+    ("underscore", "1_0"),
+    ("arabic-indic-digit", "\u0663"),
+]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("value", [v for _, v in ATTEMPTS], ids=[n for n, _ in ATTEMPTS])
+def test_the_attempt_is_judged_alike_and_a_mistyped_one_refused(
+    script_exe: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    by_hand: None,
+    value: str,
+) -> None:
+    """MELISSA_TRAINER_ATTEMPT (the launcher's count of launches) that is no attempt
+    number is refused at the start in the same words. Before: both clients took any
+    value; a mistyped one was read as "not a rerun" (every step sent again) where the
+    rerun code read it, and as "launched" where the replay window's did."""
+    env = {ID: "7", "MELISSA_TRAINER_ATTEMPT": value, "MELISSA_TRAINER_ENDPOINTS": OK}
+    for name, v in env.items():
+        monkeypatch.setenv(name, v)
+    got = python_start()
+    assert c_start(script_exe, tmp_path, env) == got
+    digits = value.strip()
+    number = digits.isascii() and digits.isdigit() and int(digits) < 2**31
+    assert got[0] == (number or not digits), got
+    if not got[0]:
+        assert got[1].startswith(f"MELISSA_TRAINER_ATTEMPT={value!r} is not an attempt number")

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "internal.h"
+#include "follow.h" /* (mt_check_attempt) */
 
 #define ENV_ID "MELISSA_TRAINER_SIMULATION_ID"
 #define ENV_ENDPOINTS "MELISSA_TRAINER_ENDPOINTS"
@@ -18,7 +19,6 @@
 #define ENV_RENDEZVOUS "MELISSA_TRAINER_RENDEZVOUS"
 #define ENV_PARAMETERS "MELISSA_TRAINER_PARAMETERS"
 #define ENV_RUN_ID "MELISSA_TRAINER_RUN_ID"
-#define ENV_ATTEMPT "MELISSA_TRAINER_ATTEMPT"
 #define MAX_RUN_ID_CHARS 64
 #define RECEIVER_FORM "give tcp://HOST:PORT (the trainer's rank_N.json)"
 
@@ -83,34 +83,6 @@ static mt_status resolve_id(mt_client *c) {
         if (errno == ERANGE)
             st = mt_fail(c, MT_EENV, ENV_ID "=%s is out of range [0, 2**64)", shown);
         c->simulation_id = (uint64_t)v;
-    }
-    free(s);
-    free(shown);
-    return st;
-}
-
-/* $MELISSA_TRAINER_ATTEMPT, the launcher's count of launches, checked: unset or blank to
- * Python's str.strip, else ASCII digits 0-9 below 2**31; else MT_EENV naming the variable
- * and its value (client/config.py check_attempt: the same rule, the same words). Read as
- * -1 by mt_rerun_attempt, a mistyped value made a rerun send every step again. */
-static mt_status resolve_attempt(mt_client *c) {
-    const char *value = getenv(ENV_ATTEMPT);
-    bool no_memory = false;
-    if (py_blank(value, &no_memory))
-        return no_memory ? mt_fail(c, MT_ENOMEM, "out of memory") : MT_OK;
-    char *s = mt_py_strip(value), *shown = mt_py_repr(value);
-    mt_status st = MT_OK;
-    if (s == NULL || shown == NULL) {
-        st = mt_fail(c, MT_ENOMEM, "out of memory");
-    } else {
-        const char *significant = s + strspn(s, "0");
-        bool digits = s[strspn(s, "0123456789")] == '\0';
-        if (!digits || strlen(significant) > 10 ||
-            strtoull(significant, NULL, 10) >= (1ULL << 31))
-            st = mt_fail(c, MT_EENV, ENV_ATTEMPT "=%s is not an attempt number: the launcher "
-                                     "sets it (0 at a simulation's first launch, 1 at its "
-                                     "first restart), in ASCII digits 0-9 below 2**31; unset "
-                                     "it to start the solver by hand", shown);
     }
     free(s);
     free(shown);
@@ -265,7 +237,7 @@ static mt_status resolve_receivers(mt_client *c, const char **rendezvous);
 
 mt_status mt_resolve_config(mt_client *c) {
     mt_status st = resolve_id(c);
-    if (st == MT_OK) st = resolve_attempt(c);
+    if (st == MT_OK) st = mt_check_attempt(c); /* (rerun.c) */
     if (st == MT_OK) st = resolve_parameters(c);
     if (st != MT_OK) return st;
     free(c->run_id);

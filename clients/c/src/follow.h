@@ -34,6 +34,9 @@ void mt_held_free(mt_held *h);
 /* rerun.c: a launched rerun skips the steps its receivers hold (docs/protocol.md 17). */
 /* $MELISSA_TRAINER_ATTEMPT (0 the first launch), or -1 when unset or not a number. */
 long mt_rerun_attempt(void);
+/* $MELISSA_TRAINER_ATTEMPT checked at the start: unset, blank, or ASCII digits below 2**31
+ * (client/config.py check_attempt's rule and words), else MT_EENV naming it. */
+mt_status mt_check_attempt(mt_client *c);
 /* At the first send (sets c->rerun_asked): on an attempt > 0 with a rendezvous, ask each
  * receiver which steps it holds (at most 5 s each) and keep the answers if any holds
  * some; never fails (no answer: every step is sent, one line on stderr says why). */

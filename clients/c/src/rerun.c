@@ -33,6 +33,33 @@
 #define ENV_ATTEMPT "MELISSA_TRAINER_ATTEMPT"
 #define ASK_TIMEOUT 5.0 /* s for each receiver's HELD (rerun.py ASK_TIMEOUT) */
 
+/* $MELISSA_TRAINER_ATTEMPT, the launcher's count of launches, checked at mt_client_start:
+ * unset or blank to Python's str.strip, else ASCII digits 0-9 below 2**31; else MT_EENV
+ * naming the variable and its value (client/config.py check_attempt: the same rule, the
+ * same words). Read as -1 by mt_rerun_attempt, a mistyped value made a rerun send every
+ * step again. */
+mt_status mt_check_attempt(mt_client *c) {
+    const char *value = getenv(ENV_ATTEMPT);
+    if (value == NULL) return MT_OK;
+    char *s = mt_py_strip(value), *shown = mt_py_repr(value);
+    mt_status st = MT_OK;
+    if (s == NULL || shown == NULL) {
+        st = mt_fail(c, MT_ENOMEM, "out of memory");
+    } else if (*s != '\0') { /* (blank: unset) */
+        const char *significant = s + strspn(s, "0");
+        bool digits = s[strspn(s, "0123456789")] == '\0';
+        if (!digits || strlen(significant) > 10 ||
+            strtoull(significant, NULL, 10) >= (1ULL << 31))
+            st = mt_fail(c, MT_EENV, ENV_ATTEMPT "=%s is not an attempt number: the launcher "
+                                     "sets it (0 at a simulation's first launch, 1 at its "
+                                     "first restart), in ASCII digits 0-9 below 2**31; unset "
+                                     "it to start the solver by hand", shown);
+    }
+    free(s);
+    free(shown);
+    return st;
+}
+
 long mt_rerun_attempt(void) {
     const char *v = getenv(ENV_ATTEMPT);
     if (v == NULL) return -1;

@@ -1,9 +1,21 @@
-"""The solver snippets a reader copies first name nothing they leave undefined.
+"""Every python block of the docs names nothing it leaves undefined.
 
 README.md's "Usage" solver called ``solver.step()`` on a ``solver`` defined nowhere,
 and the stream concept page did the same: copied as written, each stops at a
-NameError. This test reads those blocks from the pages and checks, with the standard
-library's parser, that every name a block reads is imported, assigned or a builtin.
+NameError. This test reads every ```python block of README.md and docs/**/*.md and
+checks, with the standard library's parser, that every name a block reads is
+imported, assigned or a builtin, in the block or in an earlier block of its page: a
+page's blocks read in order as one script.
+
+Two marks, an HTML comment on the line before the block's fence, say otherwise:
+
+- ``<!-- standalone: why -->``: the block is a script of its own, it sees none of the
+  page's earlier names. A block whose first line names a file (``# my_worker.py``) is
+  one too, unmarked: that file is all its reader runs.
+- ``<!-- fragment: name, name; why -->``: the block is a piece of a script shown
+  elsewhere and reads these names from it. They must be exactly the names it leaves
+  unbound: a name the page defines after all, or one the block no longer reads, fails.
+  The page's later blocks see them, as they see the names its blocks bind.
 """
 
 from __future__ import annotations
@@ -11,50 +23,154 @@ from __future__ import annotations
 import ast
 import builtins
 import re
+import textwrap
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-#: (page, a line that marks the block): the self-contained solver scripts
-BLOCKS = [
+PAGES = ["README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").rglob("*.md"))]
+#: a fence, indented as a list item's may be, up to its closing fence at that indent
+FENCE = re.compile(r"^( *)```python[^\n]*\n(.*?)^\1```[ \t]*$", re.S | re.M)
+MARK = re.compile(r"<!--\s*(standalone|fragment):\s*(.*?)\s*-->\s*\Z", re.S)
+#: a first line that names the file the block is: `# train.py`, `# my_worker.py: ...`,
+#: `# mpiexec -n 4 python mpi_solver.py`
+FILE_LINE = re.compile(r"#[^\n]*?(?<![\w.])[\w/-]+\.py\b")
+
+
+@dataclass
+class Block:
+    page: str
+    line: int  # of the opening fence
+    source: str
+    standalone: bool = False
+    fragment: frozenset[str] | None = None  # the names it reads from elsewhere
+
+    def __str__(self) -> str:
+        return f"{self.page}:{self.line}"
+
+
+def blocks(page: str) -> list[Block]:
+    """The ```python blocks of `page`, in order, with their marks."""
+    text = (ROOT / page).read_text()
+    found = []
+    for match in FENCE.finditer(text):
+        before = text[: match.start()].rstrip()
+        block = Block(page, text.count("\n", 0, match.start()) + 1, textwrap.dedent(match.group(2)))
+        mark = MARK.search(before[before.rfind("\n") + 1 :]) if before else None
+        if mark is not None:
+            kind, body = mark.groups()
+            if kind == "standalone":
+                assert body, f"{block}: say why the block stands alone"
+                block.standalone = True
+            else:
+                names, _, why = body.partition(";")
+                assert why.strip(), f"{block}: say where the fragment's names come from"
+                block.fragment = frozenset(n.strip() for n in names.split(",") if n.strip())
+        first = block.source.lstrip().split("\n", 1)[0]
+        block.standalone |= bool(FILE_LINE.match(first))
+        found.append(block)
+    return found
+
+
+def block(page: str, marker: str) -> str:
+    """The first ```python block of `page` that holds `marker`."""
+    for found in blocks(page):
+        if marker in found.source:
+            return found.source
+    raise AssertionError(f"{page}: no python block holds {marker!r}")
+
+
+def names(source: str) -> tuple[set[str], set[str]]:
+    """(bound, read): the names `source` binds and the names it reads (a flat script's
+    view: a name bound anywhere in it counts as bound everywhere)."""
+    bound: set[str] = set()
+    read: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Name):
+            (read if isinstance(node.ctx, ast.Load) else bound).add(node.id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            bound.add(node.name)
+    return bound, read
+
+
+def undefined(source: str) -> set[str]:
+    """The names `source` reads that it never binds."""
+    bound, read = names(source)
+    return read - bound - set(dir(builtins))
+
+
+def unbound(page: str) -> list[tuple[Block, set[str]]]:
+    """Each block of `page` with the names it reads that neither it, nor (unless it
+    stands alone) an earlier block of the page, binds. The names a standalone block
+    binds, and those a fragment reads from elsewhere, are seen by the blocks after it."""
+    seen: set[str] = set()
+    result = []
+    for each in blocks(page):
+        bound, read = names(each.source)
+        seen |= bound
+        result.append((each, read - (bound if each.standalone else seen) - set(dir(builtins))))
+        seen |= each.fragment or set()
+    return result
+
+
+def test_the_check_finds_an_undefined_name() -> None:
+    assert undefined("import numpy as np\nx = np.zeros(2)\nsolver.step(x)\n") == {"solver"}
+    assert undefined("def f(u):\n    return u\nf(1)\n") == set()
+    assert undefined("try:\n    pass\nexcept ValueError as e:\n    print(e)\n") == set()
+
+
+def test_the_check_reads_a_page_as_one_script(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    page = tmp_path / "page.md"
+    page.write_text(
+        "```python\nimport numpy as np\n```\n\n"
+        "```python\nnp.zeros(2)\n```\n\n"  # continues the first
+        "  ```python\n  x = np.ones(1)\n  ```\n\n"  # a list item's, indented
+        "<!-- fragment: model; continues train.py -->\n```python\nmodel(x)\n```\n\n"
+        "```python\n# my_worker.py\nnp.zeros(1)\n```\n\n"  # a file of its own
+        "<!-- standalone: another script -->\n```python\nx\n```\n\n"
+        "```python\nx, np, model\n```\n"  # sees the names of the blocks before, and the fragment's
+    )
+    monkeypatch.setattr(f"{__name__}.ROOT", tmp_path)
+    found = unbound("page.md")
+    assert [(b.line, sorted(n)) for b, n in found] == [
+        (1, []), (5, []), (9, []), (14, ["model"]), (18, ["np"]), (24, ["x"]), (28, []),
+    ]  # fmt: skip
+    assert found[3][0].fragment == {"model"}
+    assert [b.standalone for b, _ in found] == [False] * 4 + [True] * 2 + [False]
+
+
+def test_every_block_defines_every_name_it_reads() -> None:
+    wrong = []
+    for page in PAGES:
+        for each, missing in unbound(page):
+            allowed = each.fragment or frozenset()
+            if missing != allowed:
+                wrong.append(
+                    f"{each}: reads {sorted(missing - allowed)} undefined"
+                    + (f"; its fragment mark names {sorted(allowed - missing)}, which it does not"
+                       " leave unbound" if allowed - missing else "")
+                )  # fmt: skip
+    assert not wrong, "\n".join(wrong)
+
+
+#: the self-contained solver scripts a reader copies first: no fragment among them
+SOLVERS = [
     ("README.md", "# solver.py: started by the launcher"),
     ("docs/concepts/stream.md", "# simulation.py"),
     ("docs/how-to/own-solver.md", "# my_solver.py"),
 ]
 
 
-def block(page: str, marker: str) -> str:
-    """The first ```python block of `page` that holds `marker`."""
-    for found in re.finditer(r"^```python\n(.*?)^```", (ROOT / page).read_text(), re.S | re.M):
-        if marker in found.group(1):
-            return found.group(1)
-    raise AssertionError(f"{page}: no python block holds {marker!r}")
-
-
-def undefined(source: str) -> set[str]:
-    """The names `source` reads that it never binds (a flat script's check: a name
-    bound anywhere in the script counts as bound everywhere)."""
-    tree = ast.parse(source)
-    bound = set(dir(builtins))
-    read: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name):
-            (read if isinstance(node.ctx, ast.Load) else bound).add(node.id)
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            bound |= {(a.asname or a.name).split(".")[0] for a in node.names}
-        elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
-            bound.add(node.name)
-        elif isinstance(node, ast.arg):
-            bound.add(node.arg)
-    return read - bound
-
-
-def test_the_check_finds_an_undefined_name() -> None:
-    assert undefined("import numpy as np\nx = np.zeros(2)\nsolver.step(x)\n") == {"solver"}
-    assert undefined("def f(u):\n    return u\nf(1)\n") == set()
-
-
-@pytest.mark.parametrize(("page", "marker"), BLOCKS)
+@pytest.mark.parametrize(("page", "marker"), SOLVERS)
 def test_the_solver_snippet_defines_every_name_it_reads(page: str, marker: str) -> None:
     assert undefined(block(page, marker)) == set(), page

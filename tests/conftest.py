@@ -132,8 +132,9 @@ def _no_segment_record_left(request: pytest.FixtureRequest):  # type: ignore[no-
 # -- the tiers: a test that starts a process is end-to-end (marker ``e2e``) -------------
 #
 # ``pytest -m "not e2e"`` is the inner tier: it starts no process (no torch interpreter,
-# accelerate launch, Slurm, compiler, simulation or network namespace) and answers in
-# about 3 minutes on 2 cores (docs/concepts/architecture.md, "Tests"). The rule is
+# accelerate launch, Slurm, compiler, simulation or network namespace), waits no real
+# bound of 5 s or more (such a test carries the marker too: a close's bounds at their
+# real timescales, 5-20 s each) and answers within 3 minutes on 2 cores (docs/concepts/architecture.md, "Tests"). The rule is
 # checked, not hoped: every way this interpreter starts a process is watched, and a test
 # without the marker that starts one fails at teardown, naming what it started.
 
@@ -187,7 +188,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
         "e2e: starts a process (a torch interpreter, accelerate launch, Slurm, a compiler, "
-        "a simulation, a network namespace); pytest -m 'not e2e' is the inner tier",
+        "a simulation, a network namespace), or waits 5 s or more of a real bound (a "
+        "close's); pytest -m 'not e2e' is the inner tier",
     )
     # The local backend's probe for setpriv runs once per interpreter, at the first
     # launch: left to a test, it was that test's process only when no earlier test in the

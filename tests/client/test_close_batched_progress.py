@@ -28,6 +28,7 @@ from melissa_trainer.stream.ingested import Draining
 pytestmark = pytest.mark.timeout(180)
 
 
+@pytest.mark.e2e  # (it waits 5-20 s of real bounds: the outer tier; architecture.md)
 def test_a_batched_close_waits_on_while_its_batch_drains(external: Path) -> None:
     buffer = FIFOBuffer(2)
     taken: list[tuple[int, int]] = []

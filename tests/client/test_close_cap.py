@@ -26,6 +26,7 @@ PACE = 0.2  # s between two reads: 100 reads at least (the kernel holds a few), 
 CLOSE_TIMEOUT = 1.0  # (five reads each: progress; the cap, 10 s, before the last read)
 
 
+@pytest.mark.e2e  # (it waits 5-20 s of real bounds: the outer tier; architecture.md)
 def test_a_trickle_ends_the_close_at_the_cap_in_its_words() -> None:
     with slow_pull(PACE) as receiver:
         tuning = ClientTuning(close_timeout=CLOSE_TIMEOUT, disconnected_timeout=600.0)

@@ -43,6 +43,7 @@ def queued(endpoint: str, close_timeout: float) -> Client:
     return client
 
 
+@pytest.mark.e2e  # (it waits 5-20 s of real bounds: the outer tier; architecture.md)
 def test_a_close_waits_on_while_the_trainer_takes_its_messages_slowly() -> None:
     with slow_pull(PACE) as receiver:
         client = queued(receiver.endpoint, close_timeout=2.0)
@@ -59,6 +60,7 @@ def test_a_close_waits_on_while_the_trainer_takes_its_messages_slowly() -> None:
     assert [b.steps_sent for b in receiver.byes] == [STEPS]
 
 
+@pytest.mark.e2e  # (it waits 5-20 s of real bounds: the outer tier; architecture.md)
 def test_a_batched_close_waits_on_while_the_trainer_takes_its_batches_slowly() -> None:
     """The usual solver: small steps, batched (each batch a copy ZeroMQ holds without
     one more, tracked: `Outbox.in_flight`), 8 MiB in 32 batches queued in ZeroMQ."""

@@ -37,6 +37,7 @@ STEPS = 12
 SID = 5
 
 
+@pytest.mark.e2e  # (it waits 5-20 s of real bounds: the outer tier; architecture.md)
 def test_a_close_waits_on_while_the_trainer_ingests_slowly(external: Path) -> None:
     buffer = FIFOBuffer(2)
     taken: list[tuple[int, int]] = []

@@ -34,6 +34,7 @@ CLOSE_TIMEOUT = 2.0  # (the cap: 20 s; a sample ingested every 0.5 s or so: prog
 STEPS = 80  # (40 s of ingest at least: twice the cap)
 
 
+@pytest.mark.e2e  # (it waits 5-20 s of real bounds: the outer tier; architecture.md)
 def test_a_trickle_of_receipts_ends_the_close_at_the_cap_in_its_words(external: Path) -> None:
     buffer, taken, closed = FIFOBuffer(2), [], threading.Event()
     with running(buffer=buffer, rendezvous_dir=external, run_id="run-a") as receiver:

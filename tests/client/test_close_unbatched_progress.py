@@ -32,6 +32,7 @@ PACE = 0.05  # s between two reads: 15 s for all, a sign every MARK_EVERY reads 
 CLOSE_TIMEOUT = 2.0
 
 
+@pytest.mark.e2e  # (it waits 5-20 s of real bounds: the outer tier; architecture.md)
 def test_a_close_behind_small_unbatched_steps_waits_while_the_trainer_reads() -> None:
     assert COUNT * 8 < INLINE_MAX_BYTES and MARK_EVERY * PACE < CLOSE_TIMEOUT / 2
     assert MARK_EVERY * COUNT * 8 >= MARK_BYTES  # (so one in MARK_EVERY is a mark)

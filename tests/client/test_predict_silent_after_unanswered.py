@@ -47,6 +47,7 @@ def silent_words(endpoint: str, timeout: float) -> str:
     )
 
 
+@pytest.mark.e2e  # (it waits 5-20 s of real bounds: the outer tier; architecture.md)
 @pytest.mark.timeout(120)
 def test_a_stopped_trainer_is_said_silent_at_every_short_request() -> None:
     context = zmq.Context()

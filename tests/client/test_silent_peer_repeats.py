@@ -55,6 +55,7 @@ def said(monkeypatch: pytest.MonkeyPatch) -> Iterator[Said]:
         logger.removeHandler(handler)
 
 
+@pytest.mark.e2e  # (it waits 5-20 s of real bounds: the outer tier; architecture.md)
 @pytest.mark.timeout(60)
 def test_a_silent_peer_is_warned_of_again_while_the_close_waits(said: Said) -> None:
     with socket.socket() as listener:  # (accepts TCP in the kernel, never speaks)

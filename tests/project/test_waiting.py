@@ -11,6 +11,7 @@ import waiting
 from waiting import MIN_MARGIN, UNTIL_TEST_TIMEOUT, wait_until
 
 
+@pytest.mark.e2e  # (it waits 5-20 s of real bounds: the outer tier; architecture.md)
 @pytest.mark.timeout(8)
 def test_a_wait_until_the_tests_timeout_fails_with_its_message_before_the_marker() -> None:
     # (one that waited past the test's 8 s would be ended by the marker: a failure too,

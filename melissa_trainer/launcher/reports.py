@@ -255,6 +255,6 @@ def kills_report(names: Sequence[str], grace: float) -> str:
     """The one line a stopping supervisor logs for the jobs it kills (`MAX_SHOWN` named)."""
     shown = ", ".join(names[:MAX_SHOWN]) + (", ..." if len(names) > MAX_SHOWN else "")
     return (
-        f"stopping: killing {plural(len(names), 'job')} ({shown}), each given "
+        f"stopping: killing {plural(len(names), 'job')} ({shown}), given "
         f"kill_grace={grace} s to exit"
     )

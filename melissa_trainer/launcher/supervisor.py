@@ -169,8 +169,12 @@ class Supervisor(SilenceWatch):
         self.reap_exited("before the stop")
         if self.jobs:  # (one line for them all, not one a job: hundreds may be in flight)
             logger.info(kills_report(list(self.jobs), self.settings.tuning.kill_grace))
-        for name, job in list(self.jobs.items()):
-            code = self.backend.kill(job.handle, self.settings.tuning.kill_grace)
+        jobs = list(self.jobs.items())
+        # (one grace for them all where the backend can: `Backend.kill_all`)
+        codes = self.backend.kill_all(
+            [job.handle for _, job in jobs], self.settings.tuning.kill_grace
+        )
+        for (name, job), code in zip(jobs, codes, strict=True):
             del self.jobs[name]
             if job.simulation_id is None:
                 continue

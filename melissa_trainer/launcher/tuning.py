@@ -117,8 +117,9 @@ class LauncherTuning:
         poll_interval: seconds between two checks of the jobs (exit codes, heartbeats,
             data reports); default 0.2. Lower reacts faster and costs a little CPU.
         kill_grace: seconds between SIGTERM (or ``scancel``) and the forced kill of a
-            job; default 5. `Launcher.stop` blocks up to this long per job that ignores
-            SIGTERM.
+            job; default 5. `Launcher.stop` signals every job, then blocks up to this
+            long for them all (the local and mpiexec backends; the Slurm backend's
+            kills follow one another: up to this long per job that ignores SIGTERM).
 
     Raises:
         ValueError: a field out of range or of the wrong type (the message names it).

@@ -121,6 +121,14 @@ class Backend(ABC):
         exit code if it had ended on its own, None if the kill ended it or the backend
         cannot tell (the module docstring says which)."""
 
+    def kill_all(self, handles: Sequence[Handle], grace: float = 5.0) -> list[int | None]:
+        """`kill` each of `handles`; their results, in order. A backend whose kills can
+        overlap overrides this so that the graces run together (the local and mpiexec
+        backends: SIGTERM to every job, then one `grace` for them all): a stop of N
+        jobs that ignore SIGTERM then takes `grace` s, not N x `grace`. This default
+        kills one job after another."""
+        return [self.kill(handle, grace) for handle in handles]
+
     @abstractmethod
     def close(self) -> None:
         """Kill every job still running; idempotent."""

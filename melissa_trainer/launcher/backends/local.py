@@ -71,7 +71,8 @@ import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Mapping
+import time
+from collections.abc import Mapping, Sequence
 from typing import IO, Any
 
 from melissa_trainer.launcher.backends.base import Backend, Handle, Job, LaunchError
@@ -327,20 +328,33 @@ class LocalBackend(Backend):
         its simulation, and a study without data reports would take it for finished
         and never run it again. What remains: a job that ends on its own in the
         microseconds between that reap and the signal counts as killed (run again)."""
-        handle = self._mine(handle)
-        if handle.ended:  # its group id may belong to someone else by now
-            return self._own_code(handle)
-        if handle.process.poll() is None:
-            handle.shm.add(group_members(handle.pid))  # (alive: what they map)
-            handle.signalled = True
-            signal_group(handle.pid, signal.SIGTERM)
-            try:
-                handle.process.wait(timeout=max(grace, 0.0))
-            except subprocess.TimeoutExpired:
-                signal_group(handle.pid, signal.SIGKILL)
+        return self.kill_all([handle], grace)[0]
+
+    def kill_all(self, handles: Sequence[Handle], grace: float = 5.0) -> list[int | None]:
+        """`kill` of each of `handles`, their graces together: SIGTERM to every live
+        job's group first, then one wait of `grace` s for them all, then SIGKILL to the
+        groups still running. Blocks up to `grace` s (and the SIGKILLed jobs' ends), not
+        `grace` per job: a stop of 64 solvers that each take seconds to exit (a restart
+        file written on SIGTERM) took 64 graces one after another. Results in order."""
+        mine = [self._mine(handle) for handle in handles]
+        for handle in mine:
+            # (an ended job's group id may belong to someone else by now)
+            if not handle.ended and handle.process.poll() is None:
+                handle.shm.add(group_members(handle.pid))  # (alive: what they map)
+                handle.signalled = True
+                signal_group(handle.pid, signal.SIGTERM)
+        deadline = time.monotonic() + max(grace, 0.0)
+        for handle in mine:
+            if handle.signalled and not handle.ended:
+                try:
+                    handle.process.wait(timeout=max(deadline - time.monotonic(), 0.0))
+                except subprocess.TimeoutExpired:
+                    signal_group(handle.pid, signal.SIGKILL)
+        for handle in mine:
+            if handle.signalled and not handle.ended:
                 handle.process.wait()
-        self._finish(handle)
-        return self._own_code(handle)
+            self._finish(handle)
+        return [self._own_code(handle) for handle in mine]
 
     @staticmethod
     def _own_code(handle: LocalHandle) -> int | None:
@@ -348,8 +362,7 @@ class LocalBackend(Backend):
         return None if handle.signalled else handle.process.returncode
 
     def close(self) -> None:
-        for handle in list(self._handles):
-            self.kill(handle)
+        self.kill_all(list(self._handles))
 
     def describe(self, handle: Handle) -> str:
         return f"{handle.job.name} (pid {self._mine(handle).pid})"

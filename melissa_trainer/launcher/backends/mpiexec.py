@@ -201,28 +201,36 @@ class MpiexecBackend(Backend):
         exit code if it had ended on its own, as `LocalBackend.kill` tells it (its
         reap just before the signal; any end after it is the kill's, exit 0 included:
         mpiexec forwards SIGTERM, and ranks that catch it and exit 0 did not finish)."""
-        handle = self._own(handle)
-        process = handle.process
-        below = process_tree(process.pid) if process.process.poll() is None else []
-        handle.shm.add(pid for pid, _ in below)
-        code = self._local.kill(process, grace)
-        if handle in self._running:
-            self._running.remove(handle)
-        for pid, started in below:
-            if _start_time(pid) == started:  # still the same process, not a reused pid
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, signal.SIGKILL)
-        if not handle.shm.segments:  # a sweep: what a dying rank still holds is kept
-            _wait_ended(below)
-        self._end(handle)
-        return code
+        return self.kill_all([handle], grace)[0]
+
+    def kill_all(self, handles: Sequence[Handle], grace: float = 5.0) -> list[int | None]:
+        """`kill` of each of `handles`, their graces together (`LocalBackend.kill_all`:
+        one `grace` for them all, not one per job). Results in order."""
+        mine = [self._own(handle) for handle in handles]
+        belows = []
+        for handle in mine:
+            process = handle.process
+            below = process_tree(process.pid) if process.process.poll() is None else []
+            handle.shm.add(pid for pid, _ in below)
+            belows.append(below)
+        codes = self._local.kill_all([handle.process for handle in mine], grace)
+        for handle, below in zip(mine, belows, strict=True):
+            if handle in self._running:
+                self._running.remove(handle)
+            for pid, started in below:
+                if _start_time(pid) == started:  # still the same process, not a reused pid
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.kill(pid, signal.SIGKILL)
+            if not handle.shm.segments:  # a sweep: what a dying rank still holds is kept
+                _wait_ended(below)
+            self._end(handle)
+        return codes
 
     def close(self) -> None:
         """Kill every job still running (as `kill` does); retry at once the sweeps that
         found files still held (`mpich_segments.SegmentWatch.retry`, waiting up to
         `CLOSE_WAIT` for their holders to end); idempotent."""
-        for handle in list(self._running):
-            self.kill(handle)
+        self.kill_all(list(self._running))
         deadline = time.monotonic() + CLOSE_WAIT
         while self._ending:
             # the last: what is held by the job's own processes is removed, what another

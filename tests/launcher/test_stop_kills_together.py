@@ -1,0 +1,87 @@
+"""A stop kills its jobs together: SIGTERM to every job first, then one `kill_grace`
+for them all (`Backend.kill_all`; the local and mpiexec backends).
+
+Before, `Supervisor.shutdown` killed one job after another, each given its whole
+`kill_grace`: a stop of N solvers that take seconds to exit after SIGTERM (a restart
+file written) took N of those seconds (6 solvers exiting 2 s after SIGTERM: 12.1 s,
+after: 2.1 s, /tmp-style script in this stop's note), and N solvers that ignore SIGTERM
+took N x `kill_grace`: 64 of them at the default 5 s, 320 s, past the trainer ranks'
+exit meeting (120 s) and most schedulers' preemption notice.
+
+The oracle needs no clock: each solver, on SIGTERM, writes its line and waits for every
+other solver's line, and only then exits, writing that it saw them all. Killed one
+after another, the first solver never sees the others' lines (they are signalled only
+after its end): it is SIGKILLed at its grace, silent. Killed together, every solver
+writes "saw all". The grace is long (20 s) so that a loaded machine cannot cut a
+solver's wait; it bounds the test's failure, not its success."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from helpers import NO_MPI, find_mpiexec
+from launcher_runs import launcher, statuses
+from tooling import missing_tool
+from waiting import wait_until
+
+from melissa_trainer.launcher.backends import LocalBackend, MpiexecBackend
+
+pytestmark = pytest.mark.e2e  # every test here starts processes
+
+N = 3
+GRACE = 20.0
+
+#: records its start; on SIGTERM writes "term SID", waits for N such lines, then writes
+#: "saw-all SID" and exits 0
+SOLVER = """
+import os, signal, sys, time
+from pathlib import Path
+
+out, n = Path(sys.argv[1]), int(sys.argv[2])
+sid = os.environ["MELISSA_TRAINER_SIMULATION_ID"]
+
+def term(*_):
+    with open(out / "said.txt", "a") as f:
+        f.write(f"term {sid}\\n")
+    while sum(1 for line in (out / "said.txt").read_text().splitlines()
+              if line.startswith("term ")) < n:
+        time.sleep(0.02)
+    with open(out / "said.txt", "a") as f:
+        f.write(f"saw-all {sid}\\n")
+    os._exit(0)
+
+signal.signal(signal.SIGTERM, term)
+(out / f"{sid}.up").touch()
+while True:
+    time.sleep(1)
+"""
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("kind", ["local", "mpiexec"])
+def test_a_stop_signals_every_job_before_it_waits_for_any(tmp_path: Path, kind: str) -> None:
+    if kind == "mpiexec":
+        mpiexec = find_mpiexec()
+        if mpiexec is None:
+            missing_tool(NO_MPI)
+        backend = MpiexecBackend(mpiexec)
+    else:
+        backend = LocalBackend()
+    (tmp_path / "solver.py").write_text(textwrap.dedent(SOLVER))
+    sim = [sys.executable, str(tmp_path / "solver.py"), str(tmp_path), str(N)]
+    launch = launcher(sim, N, tuning={"kill_grace": GRACE}, job_limit=N, backend=backend)
+    launch.start(tmp_path / "rendezvous")
+    try:
+        up = lambda: sum(1 for p in tmp_path.glob("*.up"))  # noqa: E731
+        wait_until(lambda: up() == N, f"{N} solvers to start", 60.0)
+    finally:
+        launch.stop()
+    said = (tmp_path / "said.txt").read_text().splitlines()
+    assert sorted(said) == sorted(
+        [f"term {i}" for i in range(N)] + [f"saw-all {i}" for i in range(N)]
+    ), said
+    # a solver's exit 0 after the SIGTERM is the kill's: each runs again on resume
+    assert statuses(launch) == {i: "pending" for i in range(N)}

@@ -341,26 +341,45 @@ class BatchJobs:
             handle.cancelled = True
         others = [h.job_id for h in live if h.state != "RUNNING"]
         # one budget for the outage: a controller away holds a close (or a kill)
-        # controller_wait s in all, not that long for each of its scancels
+        # controller_wait s in all, not that long for each of its scancels; once it is
+        # spent on a controller that does not answer, nothing more is asked of it (each
+        # command would wait out its own timeout: MessageTimeout, for a frozen one)
         until = self._commands.deadline()
+        sent = False
+
+        def scancel(job_ids: list[str], signal: str | None = None) -> None:
+            nonlocal sent
+            if job_ids and not (sent and self._commands.spent(until)):
+                sent = True
+                self._commands.scancel(job_ids, signal, until=until)
+
         # Signal, not cancel, the running ones: the job goes on, so its script writes
         # the exit code once the command has ended.
-        self._commands.scancel(running, "TERM", until=until)
-        self._commands.scancel(others, until=until)
+        scancel(running, "TERM")
+        scancel(others)
         for phase, wait in (("term", grace), ("kill", FORCE_WAIT)):
             if phase == "kill":
                 live = [h for h in live if h.code is None]
-                self._commands.scancel([h.job_id for h in live], "KILL", until=until)
+                scancel([h.job_id for h in live], "KILL")
                 # and cancel, for a job that was pending (it cannot be signalled)
-                self._commands.scancel([h.job_id for h in live], until=until)
+                scancel([h.job_id for h in live])
             deadline = time.monotonic() + max(0.0, wait)
-            while live:
+            while live and not self._commands.spent(until):
                 self._refresh(force=True)
                 for handle in live:
                     self._settle(handle)
                 if all(h.code is not None for h in live) or time.monotonic() >= deadline:
                     break
                 time.sleep(WAIT_STEP)
+        if self._commands.spent(until) and any(h.code is None for h in handles):
+            logger.warning(
+                "the Slurm controller did not answer within controller_wait (%g s): "
+                "the scancels sent are processed when it answers again; else scancel "
+                "the jobs by name: %s",
+                self._commands.controller_wait,
+                ", ".join(self.describe(h) for h in handles if h.code is None),
+            )
+            return
         for handle in handles:
             if handle.code is None:
                 logger.warning("%s is still %s after scancel", self.describe(handle), handle.state)

@@ -30,7 +30,8 @@ study left there.
 
 MPICH's segments that killed or cancelled jobs leave in /dev/shm are removed when the
 job ran on this host (`segments`); a job cancelled while still queued is said in a
-warning and in its log (`queued_end`).
+warning and in its log, as is a running job that reached its time limit or that
+someone else scancelled (`queued_end`).
 
 Used from the backend's one thread; every method may block for the Slurm commands it
 runs (bounded by `COMMAND_TIMEOUT` each).
@@ -297,7 +298,7 @@ class BatchJobs:
         if handle.began is not None:
             jf.drop(Path(handle.began), "began")
         self._shm.ended(handle.job_id, self.describe(handle))
-        queued_end(handle, self.describe(handle))
+        queued_end(handle, self.describe(handle), self.time_limit)
         logger.debug(
             "%s ended (%s): %s", self.describe(handle), handle.state, exit_text(handle.code)
         )

@@ -88,6 +88,7 @@ class SlurmHandle(Handle):
     cancelled: bool = False  # this backend cancelled it (kill, close, begin_study)
     final: str | None = None  # its final state, as squeue or the record gave it
     began: str | None = None  # the file its script writes as it begins (`job_files`)
+    recancelled: bool = False  # cancelled again, back in the queue (`BatchJobs._requeued`)
 
 
 class BatchJobs:
@@ -127,6 +128,8 @@ class BatchJobs:
         if handle.code is None:
             self._refresh()
             self._settle(handle)
+        if handle.code is None and handle.state == "PENDING":
+            self._requeued(handle)
         if handle.code is None and handle.state == "RUNNING":
             self._shm.running(handle.job_id)  # reads its ranks' segments when due
         return handle.code
@@ -285,6 +288,17 @@ class BatchJobs:
             handle.state, handle.queried = states.get(job_id), True
             handle.reason = reasons.get(job_id)
             handle.ran = handle.ran or (handle.state in sq.STARTED_STATES - sq.TERMINAL_STATES)
+
+    def _requeued(self, handle: SlurmHandle) -> None:
+        """Cancel again (once) a job this backend cancelled that Slurm put back in the
+        queue: a cancel that came while its node failed to launch it (a slurmd that did
+        not answer) is undone by Slurm's requeue, and the job is held ("launch failed
+        requeued held") for an ``scontrol release`` nobody sends: the study would wait on
+        it for ever. Its end is then seen as any cancelled job's."""
+        if handle.cancelled and not handle.recancelled:
+            handle.recancelled = True
+            logger.debug("%s: cancelled again (requeued by Slurm)", self.describe(handle))
+            self._commands.scancel([handle.job_id])
 
     def _settle(self, handle: SlurmHandle) -> None:
         """Set the exit code of a job that squeue reports ended (or no longer lists)."""

@@ -301,7 +301,15 @@ PartitionName={self.partition} Nodes={self.node} Default=YES MaxTime=INFINITE St
         them): a command's request is sent, its reply never comes ("Socket timed out on
         send/recv operation" after MessageTimeout), and the controller processes the
         queued requests when it resumes, those of commands that gave up included."""
-        process = self._daemons["slurmctld"]
+        with self.paused("slurmctld"):
+            yield
+
+    @contextlib.contextmanager
+    def paused(self, daemon: str) -> Iterator[None]:
+        """`daemon` ("slurmctld", "slurmd") stopped (SIGSTOP) inside the block, resumed
+        on leaving, whatever happened. A frozen slurmd: the controller allocates a job,
+        its launch times out (MessageTimeout), and Slurm requeues it held."""
+        process = self._daemons[daemon]
         process.send_signal(signal.SIGSTOP)
         try:
             yield

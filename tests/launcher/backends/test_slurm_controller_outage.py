@@ -141,10 +141,12 @@ exit 1
 @pytest.mark.e2e
 @pytest.mark.timeout(120)
 def test_the_scancels_of_a_close_share_one_controller_wait(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A close during an outage is held `controller_wait` s in all, not that long for
-    each of its scancels (failed before: 200 fake s, the second scancel tried 11 times)."""
+    each of its scancels (failed before: 200 fake s, the second scancel tried 11 times).
+    Once the wait is spent, the other scancels are not sent (each would wait out its own
+    timeout: test_slurm_controller_frozen_close.py); the warning names their jobs."""
     state = _stand_ins(tmp_path, monkeypatch, NUMBERED_SBATCH)
     for name, body in (("squeue", SQUEUE_ONCE), ("scancel", UNREACHABLE_SCANCEL)):
         (tmp_path / "bin" / name).write_text(body)
@@ -158,7 +160,9 @@ def test_the_scancels_of_a_close_share_one_controller_wait(
     calls = (state / "scancel.calls").read_text().splitlines()
     assert now[0] <= 100, (now, calls)
     assert calls[0].endswith("4242") and "TERM" in calls[0], calls
-    assert [c for c in calls if "4243" in c] == [calls[-1]], calls  # tried once: no wait left
+    assert not [c for c in calls if "4243" in c], calls  # no wait left: not sent
+    said = [r.getMessage() for r in caplog.records if "within controller_wait" in r.getMessage()]
+    assert len(said) == 1 and "sim-2" in said[0] and "scancel the jobs by name" in said[0], said
 
 
 #: its first try's request reached the controller (job 4242 queued), its reply was lost

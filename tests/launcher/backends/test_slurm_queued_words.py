@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from melissa_trainer.launcher.backends.slurm.queued_end import queued_text
+from melissa_trainer.launcher.backends.slurm.queued_end import queued_text, running_text
 
 
 @pytest.mark.parametrize("by_study", [True, False])
@@ -17,3 +17,13 @@ def test_the_words_say_what_is_known_not_that_it_never_started(by_study: bool) -
     assert "cancelled while queued or just as it started" in text, text
     assert "squeue last listed it PENDING; it wrote no exit code" in text, text
     assert "by the study" in text and ("not by the study" in text) is not by_study
+
+
+def test_a_time_limit_names_where_the_limit_came_from() -> None:
+    """The e2e test (test_slurm_ended_by_slurm.py) sets time_limit; without it, the
+    partition's DefaultTime ended the job, and the words say so."""
+    given = running_text("sim-2 (Slurm job 17)", "TIMEOUT", "00:30:00")
+    assert given is not None and "(--time=00:30:00, SlurmBackend's time_limit;" in given
+    default = running_text("sim-2 (Slurm job 17)", "TIMEOUT", None)
+    assert default is not None and "the partition's DefaultTime" in default
+    assert running_text("sim-2 (Slurm job 17)", "FAILED", None) is None

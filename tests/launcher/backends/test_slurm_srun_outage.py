@@ -174,3 +174,18 @@ def test_a_step_killed_while_it_waits_out_an_outage_ends(fake: Path, tmp_path: P
     finally:
         backend.close()
     assert (fake / "srun.calls").read_text().strip() == "1"
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(120)
+def test_a_step_without_a_log_is_not_run_again(fake: Path, tmp_path: Path) -> None:
+    """docs/how-to/slurm.md: "A job without a log is not retried (srun's error goes to
+    the trainer's stderr, which the backend does not read)": its unreachable srun ends
+    the step with srun's exit 1, srun run once."""
+    backend, now = _backend()
+    try:
+        handle = backend.launch(Job("sim-5", [PYTHON, "-c", "print('task ran')"], cwd=tmp_path))
+        assert _finish(backend, handle, now) == 1
+    finally:
+        backend.close()
+    assert (fake / "srun.calls").read_text().strip() == "1"

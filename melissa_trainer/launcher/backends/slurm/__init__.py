@@ -6,7 +6,8 @@
 * `steps`: ``mode="srun"``, each job a step of the current allocation;
 * `segments`: MPICH's /dev/shm segments of the batch jobs that ran on this host, removed
   once they ended;
-* `queued_end`: what is said of a batch job cancelled while still queued;
+* `queued_end`: what is said of a batch job cancelled while still queued, or ended
+  while running by Slurm (its time limit) or someone's scancel;
 * `commands`: running Slurm's commands (timeouts, failures);
 * `script`: the batch scripts and job steps, pure functions;
 * `queries`: what Slurm is asked of a job, pure functions: the ``sbatch``, ``squeue``,

@@ -30,7 +30,8 @@ study left there.
 
 MPICH's segments that killed or cancelled jobs leave in /dev/shm are removed when the
 job ran on this host (`segments`); a job cancelled while still queued is said in a
-warning and in its log (`queued_end`).
+warning and in its log, as is a running job that reached its time limit or that
+someone else scancelled (`queued_end`).
 
 Used from the backend's one thread; every method may block for the Slurm commands it
 runs (bounded by `COMMAND_TIMEOUT` each).
@@ -87,6 +88,7 @@ class SlurmHandle(Handle):
     cancelled: bool = False  # this backend cancelled it (kill, close, begin_study)
     final: str | None = None  # its final state, as squeue or the record gave it
     began: str | None = None  # the file its script writes as it begins (`job_files`)
+    recancelled: bool = False  # cancelled again, back in the queue (`BatchJobs._requeued`)
 
 
 class BatchJobs:
@@ -126,6 +128,8 @@ class BatchJobs:
         if handle.code is None:
             self._refresh()
             self._settle(handle)
+        if handle.code is None and handle.state == "PENDING":
+            self._requeued(handle)
         if handle.code is None and handle.state == "RUNNING":
             self._shm.running(handle.job_id)  # reads its ranks' segments when due
         return handle.code
@@ -285,6 +289,17 @@ class BatchJobs:
             handle.reason = reasons.get(job_id)
             handle.ran = handle.ran or (handle.state in sq.STARTED_STATES - sq.TERMINAL_STATES)
 
+    def _requeued(self, handle: SlurmHandle) -> None:
+        """Cancel again (once) a job this backend cancelled that Slurm put back in the
+        queue: a cancel that came while its node failed to launch it (a slurmd that did
+        not answer) is undone by Slurm's requeue, and the job is held ("launch failed
+        requeued held") for an ``scontrol release`` nobody sends: the study would wait on
+        it for ever. Its end is then seen as any cancelled job's."""
+        if handle.cancelled and not handle.recancelled:
+            handle.recancelled = True
+            logger.debug("%s: cancelled again (requeued by Slurm)", self.describe(handle))
+            self._commands.scancel([handle.job_id])
+
     def _settle(self, handle: SlurmHandle) -> None:
         """Set the exit code of a job that squeue reports ended (or no longer lists)."""
         if not handle.queried or (
@@ -297,7 +312,7 @@ class BatchJobs:
         if handle.began is not None:
             jf.drop(Path(handle.began), "began")
         self._shm.ended(handle.job_id, self.describe(handle))
-        queued_end(handle, self.describe(handle))
+        queued_end(handle, self.describe(handle), self.time_limit)
         logger.debug(
             "%s ended (%s): %s", self.describe(handle), handle.state, exit_text(handle.code)
         )
@@ -341,26 +356,45 @@ class BatchJobs:
             handle.cancelled = True
         others = [h.job_id for h in live if h.state != "RUNNING"]
         # one budget for the outage: a controller away holds a close (or a kill)
-        # controller_wait s in all, not that long for each of its scancels
+        # controller_wait s in all, not that long for each of its scancels; once it is
+        # spent on a controller that does not answer, nothing more is asked of it (each
+        # command would wait out its own timeout: MessageTimeout, for a frozen one)
         until = self._commands.deadline()
+        sent = False
+
+        def scancel(job_ids: list[str], signal: str | None = None) -> None:
+            nonlocal sent
+            if job_ids and not (sent and self._commands.spent(until)):
+                sent = True
+                self._commands.scancel(job_ids, signal, until=until)
+
         # Signal, not cancel, the running ones: the job goes on, so its script writes
         # the exit code once the command has ended.
-        self._commands.scancel(running, "TERM", until=until)
-        self._commands.scancel(others, until=until)
+        scancel(running, "TERM")
+        scancel(others)
         for phase, wait in (("term", grace), ("kill", FORCE_WAIT)):
             if phase == "kill":
                 live = [h for h in live if h.code is None]
-                self._commands.scancel([h.job_id for h in live], "KILL", until=until)
+                scancel([h.job_id for h in live], "KILL")
                 # and cancel, for a job that was pending (it cannot be signalled)
-                self._commands.scancel([h.job_id for h in live], until=until)
+                scancel([h.job_id for h in live])
             deadline = time.monotonic() + max(0.0, wait)
-            while live:
+            while live and not self._commands.spent(until):
                 self._refresh(force=True)
                 for handle in live:
                     self._settle(handle)
                 if all(h.code is not None for h in live) or time.monotonic() >= deadline:
                     break
                 time.sleep(WAIT_STEP)
+        if self._commands.spent(until) and any(h.code is None for h in handles):
+            logger.warning(
+                "the Slurm controller did not answer within controller_wait (%g s): "
+                "the scancels sent are processed when it answers again; else scancel "
+                "the jobs by name: %s",
+                self._commands.controller_wait,
+                ", ".join(self.describe(h) for h in handles if h.code is None),
+            )
+            return
         for handle in handles:
             if handle.code is None:
                 logger.warning("%s is still %s after scancel", self.describe(handle), handle.state)

@@ -122,8 +122,9 @@ class SlurmCommands:
         clock, sleep: the monotonic clock and the sleep of the retries (`time`'s; a test
             gives fakes, to count the seconds an outage holds a caller without waiting
             them).
+        unreachable: the last command run could not reach the controller.
 
-    Stateless once made: safe from any thread.
+    Stateless once made but for `unreachable` (a hint: the last command's outcome).
     """
 
     def __init__(
@@ -135,6 +136,8 @@ class SlurmCommands:
     ) -> None:
         self.controller_wait = check_controller_wait(controller_wait)
         self.clock: Callable[[], float] = time.monotonic
+        #: the last command run failed to reach the controller (`transient`)
+        self.unreachable = False
         self.sleep: Callable[[float], None] = time.sleep
         found = {command: shutil.which(command) for command in (*needed, *optional)}
         missing = [command for command in needed if found[command] is None]
@@ -160,9 +163,11 @@ class SlurmCommands:
         cwd: str | os.PathLike[str] | None = None,
         env: dict[str, str] | None = None,
     ) -> Result:
-        """Run a command (blocks up to COMMAND_TIMEOUT s); see `Result`."""
+        """Run a command (blocks up to COMMAND_TIMEOUT s); see `Result`. Sets
+        `unreachable`."""
+        result: Result
         try:
-            return subprocess.run(
+            result = subprocess.run(
                 argv,
                 capture_output=True,
                 text=True,
@@ -173,7 +178,16 @@ class SlurmCommands:
                 check=False,
             )
         except (OSError, subprocess.TimeoutExpired) as exc:
-            return f"{argv[0]}: {exc}"
+            result = f"{argv[0]}: {exc}"
+        why = failure(result)
+        self.unreachable = why is not None and transient(why)
+        return result
+
+    def spent(self, until: float) -> bool:
+        """Whether the wait that ends at `until` is over and the controller did not
+        answer the last command: the commands sharing that wait are not worth another
+        try (each would wait out its own timeout, MessageTimeout for a frozen one)."""
+        return self.unreachable and self.clock() >= until
 
     def deadline(self) -> float:
         """The `clock` time `controller_wait` seconds from now: the end of the retries of

@@ -1,0 +1,70 @@
+"""A close while the real Slurm controller is frozen (tests/slurm_cluster.py, slurmctld
+SIGSTOPped): the doc's promise (docs/how-to/slurm.md, "A controller restart") that
+"the scancels of one kill, of a close or of a study's start share one
+`controller_wait`", so that an outage holds a trainer's close about `controller_wait`
+seconds in all, checked against a real controller rather than the stand-ins of
+test_slurm_controller_outage.py.
+
+Against a frozen controller every Slurm command takes MessageTimeout (10 s on the test
+cluster) to fail, squeue included: the close must not spend that on each of its
+scancels and squeues once the shared wait is over. A scancel that gave up on its reply
+was not processed when the controller resumed (seen here: the jobs still ran minutes
+later): the jobs are ended by their lease, which the close stopped renewing."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from pathlib import Path
+
+import pytest
+from slurm_cluster import SlurmCluster, slurm_cluster  # noqa: F401 - the fixture
+from slurm_jobs import POLL, queue
+from waiting import UNTIL_TEST_TIMEOUT, wait_until
+
+from melissa_trainer.launcher.backends import Job, SlurmBackend
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("slurm"), pytest.mark.e2e]
+
+#: the test cluster's MessageTimeout (Slurm's default): how long one command waits for
+#: a frozen controller's reply
+MESSAGE_TIMEOUT = 10.0
+WAIT = 5.0  # controller_wait
+LEASE = 10.0  # lease_timeout
+
+
+@pytest.mark.timeout(300)
+def test_a_close_during_a_frozen_controller_is_held_about_controller_wait(
+    slurm_cluster: SlurmCluster,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    backend = SlurmBackend(
+        poll_every=POLL, script_dir=tmp_path / "scripts", controller_wait=WAIT, lease_timeout=LEASE
+    )
+    backend.begin_study("frozenclose")
+    handles = [backend.launch(Job(f"sim-{i}", ["sleep", "600"], cwd=tmp_path)) for i in range(2)]
+    try:
+        wait_until(
+            lambda: all(backend.poll(h) is None and backend.started(h) for h in handles),
+            what="both jobs running",
+            timeout=UNTIL_TEST_TIMEOUT,
+        )
+        with slurm_cluster.controller_paused():
+            started = time.monotonic()
+            backend.close()
+            held = time.monotonic() - started
+        # the close's first squeue and one scancel's first try each wait out
+        # MessageTimeout; then the shared wait is spent, and nothing more is asked of
+        # a controller that did not answer (failed before: 60 s and more, every later
+        # scancel and squeue of the close waiting out its own MessageTimeout)
+        assert held < WAIT + 2 * MESSAGE_TIMEOUT + 8, held
+        # the lease the close stopped renewing ends the jobs once the controller is back
+        wait_until(
+            lambda: "mt-" not in queue(),
+            what=lambda: f"the jobs to end by their lease: {queue()}",
+            timeout=UNTIL_TEST_TIMEOUT,
+        )
+    finally:
+        with contextlib.suppress(AssertionError):
+            slurm_cluster.run("scancel", "--full", "--signal=KILL", "-u", "root")
+        wait_until(lambda: "mt-" not in queue(), what="no job left", timeout=60)

@@ -1,0 +1,103 @@
+"""Running batch jobs that Slurm ends, not the study, on the one-node test cluster
+(tests/slurm_cluster.py): a job at its time limit (``time_limit``), and a job someone
+scancels mid-study. Either reads ``exit 143 (SIGTERM: scancel, a job's time limit or
+preemption, or a kill)`` in the launcher's line: which of them it was is said in a
+warning and in the job's log (`queued_end.running_text`), as a queued job's cancel is
+(test_slurm_queued_cancel.py). Failed before: no warning, nothing in the log; a time
+limit too short for the solver looked like a stranger's scancel, every restart alike."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+from slurm_cluster import SlurmCluster, slurm_cluster  # noqa: F401 - the fixture
+from slurm_jobs import POLL, finish
+from waiting import UNTIL_TEST_TIMEOUT, wait_until
+
+from melissa_trainer.launcher.backends import Job, SlurmBackend
+from melissa_trainer.launcher.backends.slurm.batch import SlurmHandle
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("slurm"), pytest.mark.e2e]
+
+LOGGER = "melissa_trainer.launcher.backends.slurm"
+
+
+def _said(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+def _running(backend: SlurmBackend, handle: SlurmHandle) -> None:
+    wait_until(
+        lambda: backend.poll(handle) is None and backend.started(handle),
+        what="the job to run",
+        timeout=UNTIL_TEST_TIMEOUT,
+    )
+
+
+@pytest.mark.timeout(300)
+def test_a_job_at_its_time_limit_is_said_to_have_reached_it(
+    slurm_cluster: SlurmCluster,  # noqa: F811
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level("WARNING", logger=LOGGER)
+    backend = SlurmBackend(poll_every=POLL, script_dir=tmp_path, time_limit=1)
+    backend.begin_study("timelimit")
+    log = tmp_path / "sim-0.log"
+    try:
+        handle = backend.launch(Job("sim-0", ["sleep", "600"], cwd=tmp_path, log_path=log))
+        assert isinstance(handle, SlurmHandle)
+        # Slurm checks time limits every 30 s: the job ends 60 to about 100 s in
+        code = finish(backend, handle, timeout=240)
+    finally:
+        backend.close()
+    assert code == 143, code  # the script's record of sleep's SIGTERM
+    assert handle.final == "TIMEOUT"
+    said = [line for line in _said(caplog) if "time limit" in line]
+    assert len(said) == 1, _said(caplog)
+    assert said[0].startswith(
+        f"sim-0 (Slurm job {handle.job_id}) reached its time limit (--time=1, "
+        "SlurmBackend's time_limit; squeue: TIMEOUT)"
+    ), said
+    assert "raise time_limit" in said[0]
+    assert said[0] in log.read_text()
+    assert "DUE TO TIME LIMIT" in log.read_text()  # (Slurm's own line, before ours)
+
+
+@pytest.mark.timeout(180)
+def test_a_running_job_someone_scancels_is_said_so_and_the_studys_kill_is_not(
+    slurm_cluster: SlurmCluster,  # noqa: F811
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level("WARNING", logger=LOGGER)
+    backend = SlurmBackend(poll_every=POLL, script_dir=tmp_path)
+    backend.begin_study("strangercancel")
+    logs = [tmp_path / f"sim-{i}.log" for i in range(2)]
+    try:
+        theirs, ours = (
+            backend.launch(Job(f"sim-{i}", ["sleep", "600"], cwd=tmp_path, log_path=logs[i]))
+            for i in range(2)
+        )
+        assert isinstance(theirs, SlurmHandle) and isinstance(ours, SlurmHandle)
+        _running(backend, theirs)
+        _running(backend, ours)
+        slurm_cluster.run("scancel", theirs.job_id)  # a user's, mid-study
+        assert finish(backend, theirs, timeout=60) == 143
+        assert backend.kill(ours, grace=5) is None  # the study's own: nothing said
+        assert backend.poll(ours) not in (None, 0)
+    finally:
+        backend.close()
+    said = [line for line in _said(caplog) if "cancelled" in line]
+    assert said == [
+        f"sim-0 (Slurm job {theirs.job_id}) was cancelled while running (squeue: CANCELLED), "
+        "not by the study (it cancels only the jobs it stops): by a scancel, yours or an "
+        "administrator's, or by its lease (a trainer that stopped renewing it for "
+        "lease_timeout); the launcher counts it as a failed attempt: it runs the simulation "
+        "again while restarts are left (LauncherTuning.max_restarts), then applies "
+        "LauncherTuning.on_failure"
+    ], _said(caplog)
+    assert said[0] in logs[0].read_text()
+    assert "melissa-trainer" not in logs[1].read_text()

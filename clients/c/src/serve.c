@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "internal.h"
+#include "follow.h"
 #include "missing_dir.h"
 #include "serve.h"
 
@@ -299,26 +300,6 @@ bool mt_serve_dir_changed(const mt_client *c) {
     return now[0] != c->looked_stamp[0] || now[1] != c->looked_stamp[1];
 }
 
-/* A client that streams through a rendezvous (its run id the one published there when it
- * started) finding only another run's serve files: a trainer restarted there. With a
- * replay window the client follows it at its next mt_send, which looks at the rendezvous
- * at once (not a second after its last look: follow.c); without one it never does. */
-static mt_status restarted(mt_client *c, const char *dir, const char *why) {
-    if (c->replay.max_bytes > 0) {
-        c->follow_due = 0.0;
-        return mt_gone(c, "no serving endpoint in '%s': %s, not run '%s' that this client "
-                          "streams to: a trainer restarted there (resumed from its "
-                          "checkpoint); this client follows it at its next mt_send (or its "
-                          "close) and asks it from then on: fall back until then",
-                       dir, why, c->run_id);
-    }
-    return mt_gone(c, "no serving endpoint in '%s': %s, not run '%s' that this client streams "
-                      "to: a trainer restarted there, and this client does not follow one (no "
-                      "replay window: mt_set_replay_bytes, MELISSA_TRAINER_REPLAY_BYTES): run "
-                      "the simulation again to be answered by it",
-                   dir, why, c->run_id);
-}
-
 mt_status mt_serve_resolve(mt_client *c, double deadline, double timeout, mt_serve_entry *out) {
     memset(out, 0, sizeof *out);
     free(c->looked_dir); /* (set again below when the lookup is in a rendezvous directory) */
@@ -361,7 +342,7 @@ mt_status mt_serve_resolve(mt_client *c, double deadline, double timeout, mt_ser
             /* Its trainer is known not to be this run's: waiting the timeout would not
              * change it (a trainer of this run, if one comes, the next lookup sees). */
             if (c->rendezvous_used != NULL) {
-                st = restarted(c, dir, why);
+                st = mt_follow_predict_refused(c, dir, why);
                 break;
             }
             st = mt_gone(c, "no serving endpoint in '%s': %s, not run '%s' that this predictor "

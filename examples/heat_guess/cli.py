@@ -9,6 +9,7 @@ loaded machine, before the refusal's one line."""
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Sequence
 
 from heat_guess.solver import GUESS_CHECKS, METHODS, GuessConfig
@@ -54,6 +55,9 @@ def parser(doc: str | None) -> argparse.ArgumentParser:
     made.add_argument("--output_dir", default=None, help=(
         "default: a temporary directory; on several ranks outputs/heat_guess (the ranks' "
         "temporary directories would differ)"))  # fmt: skip
+    made.add_argument("--resume_from_checkpoint", default=None, help=(
+        "continue a run stopped by SIGTERM or Ctrl-C (its checkpoint) in the same "
+        "--output_dir: 'latest', or a checkpoint's path"))  # fmt: skip
     made.add_argument("--json", action="store_true", help="last line: a JSON summary")
     return made
 
@@ -71,6 +75,12 @@ def parse(argv: Sequence[str] | None, doc: str | None) -> tuple[argparse.Namespa
             if getattr(opts, name) < 1:
                 raise ValueError(f"--{name} must be >= 1, not {getattr(opts, name)}")
         check_kernel(opts.kernel)
+        one_process = os.environ.get("WORLD_SIZE", "1") == "1"  # (else outputs/heat_guess)
+        if opts.resume_from_checkpoint and opts.output_dir is None and one_process:
+            raise ValueError(
+                "--resume_from_checkpoint needs the --output_dir of the run it continues "
+                "(without one, each run has its own temporary directory)"
+            )
     except ValueError as exc:
         made.error(str(exc))
     return opts, config

@@ -22,11 +22,19 @@ trainer), and the surrogate's final error on held-out simulations.
     python examples/heat_guess/train.py --no_surrogate    # the simulations never ask
     python examples/heat_guess/train.py --guess_check none  # every guess taken, unchecked
     python examples/heat_guess/train.py --json            # last line: a JSON summary
+    python examples/heat_guess/train.py --output_dir out  # stopped by SIGTERM or Ctrl-C:
+    python examples/heat_guess/train.py --output_dir out --resume_from_checkpoint latest
     accelerate launch --multi_gpu --num_processes 2 examples/heat_guess/train.py
                                          # 2 ranks: each serves the simulations id % 2
 
 It takes only its own flags (``--help``): its `TrainingArguments` are fixed in
-`run_study`, not read from the command line as the heat_pde and lorenz examples' are.
+`run_study`, not read from the command line as the heat_pde and lorenz examples' are,
+but for ``--resume_from_checkpoint``. A run stopped by SIGTERM or Ctrl-C writes a
+checkpoint in ``--output_dir`` (none in a temporary directory's run is kept) and is
+continued by the same command with ``--resume_from_checkpoint latest``: the simulations
+done keep their records, those running at the stop run again. A run killed (SIGKILL)
+before any checkpoint is run again from the start; the same command without the flag
+in a folder that holds a checkpoint is refused, saying so.
 
 On several ranks every rank must find the same folder: without `--output_dir` they use
 ``outputs/heat_guess`` (one run's temporary directory is per process), and rank 0 prints.
@@ -147,17 +155,23 @@ def run_study(
     batch_size: int = 16,
     share: float = 0.05,
     held_out_simulations: int = 2,
+    resume_from_checkpoint: str | None = None,
 ) -> dict[str, Any]:
     """One study: `num_simulations` solvers (at most `job_limit` at once), asking for
     their guesses unless not `surrogate`, and the trainer serving them. Returns the
     simulations' records (`solver.Work` fields, by id order), the trainer's global step,
     the surrogate's final relative error on held-out simulations, and the serving
-    counters."""
+    counters. `resume_from_checkpoint` continues a stopped run in `output_dir` (its
+    finished simulations' records kept)."""
     config = config or GuessConfig()
     out = Path(output_dir)
     records = out / "records"
     records.mkdir(parents=True, exist_ok=True)
-    if _rank() == 0:  # an earlier run's records (rank 0's launcher starts this run's)
+    # an earlier run's records (rank 0's launcher starts this run's): not those of a run
+    # resumed (its simulations done before), nor of one stopped there (the trainer
+    # refuses to start over its checkpoint unless resumed: they are still its records)
+    stopped = any((out / "run" / "checkpoints").glob("checkpoint-*"))
+    if _rank() == 0 and not resume_from_checkpoint and not stopped:
         for stale in records.glob("sim*.json"):
             stale.unlink()
     command = [sys.executable, str(SOLVER), *config.argv(), "--record", str(records)]
@@ -190,6 +204,7 @@ def run_study(
             watermark=batch_size,
             logging_steps=10**9,
             save_at_end=False,
+            resume_from_checkpoint=resume_from_checkpoint,
             disable_progress_bar=True,
             report_to="none",
         ),
@@ -281,7 +296,7 @@ def main(argv: list[str] | None = None) -> int:
         result = run_study(
             opts.output_dir or tmp, config, surrogate=not opts.no_surrogate,
             num_simulations=opts.num_simulations, job_limit=opts.job_limit, seed=opts.seed,
-            kernel=opts.kernel,
+            kernel=opts.kernel, resume_from_checkpoint=opts.resume_from_checkpoint,
         )  # fmt: skip
     if not result["main"]:
         return 0

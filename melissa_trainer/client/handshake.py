@@ -267,13 +267,17 @@ class Handshakes:
 
     def not_receivers(self, endpoints: Sequence[str]) -> list[str]:
         """The `endpoints` (the sockets', in order) whose peer accepted a TCP connection
-        `NOT_ZMQ_AFTER` seconds ago or more and never completed a ZeroMQ handshake (events
-        read without blocking; kept after `close`): not a receiver (`NOT_RECEIVER`)."""
+        `NOT_ZMQ_AFTER` seconds ago or more, never completed a ZeroMQ handshake, and whose
+        connection is up now (events read without blocking; kept after `close`): not a
+        receiver (`NOT_RECEIVER`). Not one whose connection closed since: a trainer
+        killed between its kernel's accept and its handshake, its port refusing now
+        (tests/client/test_handshake_peer_gone.py)."""
         self.read()
         now, found = time.monotonic(), []
         for index, endpoint in enumerate(endpoints[: len(self._tcp_at)]):
-            tcp_at = self._tcp_at[index]
-            if not self._zmtp[index] and tcp_at is not None and now - tcp_at >= NOT_ZMQ_AFTER:
+            tcp_at, up = self._tcp_at[index], self.down_since[index] is None
+            silent = not self._zmtp[index] and tcp_at is not None and up
+            if silent and tcp_at is not None and now - tcp_at >= NOT_ZMQ_AFTER:
                 found.append(endpoint)
         return found
 

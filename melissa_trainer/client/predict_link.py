@@ -225,6 +225,7 @@ class PredictLink:
             poller.register(self.monitor, zmq.POLLIN)
         undetailed = 0
         refused = False  # a connection attempt failed (and no handshake was refused)
+        retried = 0  # reconnections scheduled since the last connection made (2: one failed)
         dropped = 0.0  # when a connection closed before it served, not dialled again yet
         timed_out = self._events.timed_out if self._events is not None else 0
         while True:
@@ -238,6 +239,7 @@ class PredictLink:
                 return
             for event in self._events.read() if self._events is not None else ():
                 if event in (TIMED_OUT, zmq.EVENT_CONNECTED):  # (the peer is there)
+                    retried = 0 if event == zmq.EVENT_CONNECTED else retried
                     continue
                 if event == NO_ANSWER:  # (the connect bound ended an attempt: not refused)
                     bound = self._events.connect_bound if self._events is not None else 0.0
@@ -247,6 +249,7 @@ class PredictLink:
                     continue
                 if event & _GONE:  # (ZeroMQ dials again: not a protocol error)
                     refused, dropped = True, 0.0
+                    retried += event == zmq.EVENT_CONNECT_RETRIED
                     continue
                 # A mechanism mismatch (CURVE on one side only) is certain at once. A
                 # failure without detail is also a connection lost mid-handshake (a
@@ -267,12 +270,14 @@ class PredictLink:
                 # error, a socket of another kind there (a receiver's PULL: its
                 # endpoint is the `endpoint` of rank_{r}.json, beside serve_{r}.json).
                 raise self._not_serving()
-            if refused and not undetailed:
+            if refused and (not undetailed or retried >= 2):
                 self._check_host()  # (a name that does not resolve is refused too)
                 # Nothing listens there (a dead trainer's port refuses at once): fall
                 # back now, not at the timeout; ZeroMQ would retry the connection every
                 # 0.1 s in vain until then. (After a handshake failure, the retry is the
-                # handshake's: the rule above decides.)
+                # handshake's: the rule above decides; unless a reconnection failed
+                # without connecting: a trainer killed as its kernel accepted this
+                # connection, its port closed since: tests/client/test_predict_dying_trainer.py)
                 raise self.gone(
                     f"the trainer's serving endpoint {self.connected[0]} refused the "
                     "connection: nothing listens there (the trainer is gone or restarting)"

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from predict_script import Script
+from predict_script import MT_ETIMEDOUT, Script
 
 pytestmark = [
     pytest.mark.slow,
@@ -120,8 +120,23 @@ def test_a_c_solver_is_answered_by_the_resumed_trainer_after_its_next_send(
             procs=[resumed],
         )
 
-        # the next send follows the resumed trainer (a look at the rendezvous as a step
-        # begins, a second at most after the last: the restart took longer)
+        # before that send: the request fails at once, saying that a trainer restarted
+        # there and that the client follows it at its next send (a user's trial, 2026-12-
+        # 04: it said to give or unset MELISSA_TRAINER_RUN_ID, which the solver never set)
+        # (the first request may dial the endpoint it last used, refused; the next looks
+        # the endpoint up again, at once: the rendezvous changed)
+        for _ in range(3):
+            said = script.wait(script.send(f"predict {LONG}"))
+            code, _, words = said[-1].partition(" ")
+            assert int(code) == MT_ETIMEDOUT, said
+            if "refused the connection" not in words:
+                break
+        assert f"not run '{old_run}' that this client streams to: a trainer restarted" in words
+        assert "follows it at its next mt_send" in words, words
+        assert "MELISSA_TRAINER_RUN_ID" not in words, words
+
+        # the next send follows the resumed trainer (at once after that request: it made
+        # the send look at the rendezvous, not a second after its last look)
         status(script, script.send(*sends(FIRST, FIRST + 1)))
         answered = status(script, script.send(f"predict {LONG}"))
         saved = max(step for step, _ in run.steps("first"))

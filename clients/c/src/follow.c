@@ -36,6 +36,7 @@
 #include "internal.h"
 #include "follow.h"
 #include "follow_send.h"
+#include "serve.h"
 
 #define ENV_REPLAY_BYTES "MELISSA_TRAINER_REPLAY_BYTES"
 #define DEFAULT_REPLAY_BYTES ((uint64_t)64 << 20) /* ClientTuning's DEFAULT_REPLAY_BYTES */
@@ -304,4 +305,24 @@ mt_status mt_follow_reopen(mt_client *c, const mt_rendezvous *mine) {
     c->started = true;
     c->step_open = false;
     return follow(c, &rv);
+}
+
+/* A client that streams through a rendezvous (its run id the one published there when it
+ * started) finding only another run's serve files: a trainer restarted there. With a
+ * replay window the client follows it at its next mt_send, which looks at the rendezvous
+ * at once (not a second after its last look: follow.c); without one it never does. */
+mt_status mt_follow_predict_refused(mt_client *c, const char *dir, const char *why) {
+    if (c->replay.max_bytes > 0) {
+        c->follow_due = 0.0;
+        return mt_gone(c, "no serving endpoint in '%s': %s, not run '%s' that this client "
+                          "streams to: a trainer restarted there (resumed from its "
+                          "checkpoint); this client follows it at its next mt_send (or its "
+                          "close) and asks it from then on: fall back until then",
+                       dir, why, c->run_id);
+    }
+    return mt_gone(c, "no serving endpoint in '%s': %s, not run '%s' that this client streams "
+                      "to: a trainer restarted there, and this client does not follow one (no "
+                      "replay window: mt_set_replay_bytes, MELISSA_TRAINER_REPLAY_BYTES): run "
+                      "the simulation again to be answered by it",
+                   dir, why, c->run_id);
 }

@@ -60,6 +60,11 @@ mt_status mt_follow_poll(mt_client *c, bool force);
  * client started again and follow it (MT_OK: the close says BYE again); else the
  * receipt's error, kept, or the follow's. */
 mt_status mt_follow_reopen(mt_client *c, const mt_rendezvous *mine);
+/* serve.c's lookup (mt_predict) in this client's rendezvous `dir` found only another
+ * run's serve files (`why`): a trainer restarted there. Fails the request (mt_gone), saying
+ * that the client follows it at its next mt_send, which then looks at once; or, without a
+ * replay window, that it never will. */
+mt_status mt_follow_predict_refused(mt_client *c, const char *dir, const char *why);
 
 /* lifecycle.c: the transport alone (follow.c replaces it). */
 void mt_transport_release(mt_client *c, int linger_ms);

@@ -101,6 +101,9 @@ mt_status mt_follow_reconnect(mt_client *c, mt_rendezvous *rv, uint64_t **counts
     free(c->steps_per_receiver);
     c->endpoints = rv->endpoints, c->curve_keys = rv->keys, c->follows = rv->follows;
     c->run_id = rv->run_id, c->n_endpoints = rv->n;
+    /* the requests' backoff was for the run left (a request that found only the new
+     * run's serve files, serve.c restarted): the next one asks the followed run at once */
+    c->retry_at = c->backoff = 0;
     c->receipts = true;
     for (size_t r = 0; r < rv->n; ++r)
         c->receipts = c->receipts && rv->receipts[r] && rv->follows[r] != NULL;

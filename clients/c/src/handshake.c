@@ -114,8 +114,10 @@ mt_status mt_handshake_watch(mt_client *c, size_t i) {
     "key, or use the rendezvous (MELISSA_TRAINER_RENDEZVOUS: its files carry the key); "  \
     "nothing sent to it was delivered"
 
+/* (Only while that connection is up: one closed since, its port refusing, is a trainer
+ * killed between its kernel's accept and its handshake; client/handshake.py alike.) */
 static bool not_receiver(const mt_handshake *h) {
-    return !h->zmtp && h->tcp_at > 0 && mt_now() - h->tcp_at >= NOT_ZMQ_AFTER_S;
+    return !h->zmtp && h->tcp_at > 0 && !h->down && mt_now() - h->tcp_at >= NOT_ZMQ_AFTER_S;
 }
 
 bool mt_handshake_not_receiver(const mt_handshake *h) { return not_receiver(h); }

@@ -289,6 +289,7 @@ static mt_status not_serving(mt_client *c) {
 mt_status mt_watch_connected(mt_client *c, double deadline, const char *timeout) {
     bool refused = false; /* a connection attempt failed (and no handshake was refused) */
     int undetailed = 0;
+    int retried = 0; /* reconnections scheduled since a connection made (2: one failed) */
     double dropped = 0; /* when a connection closed before it served, not dialled again yet */
     unsigned timed_out = c->predict_timed_out; /* (a handshake timed out since: SILENT) */
     for (;;) {
@@ -314,6 +315,7 @@ mt_status mt_watch_connected(mt_client *c, double deadline, const char *timeout)
         uint32_t event;
         double floor = c->predict_drained;
         while ((event = next_kept(c, &floor)) != 0) {
+            if (event == ZMQ_EVENT_CONNECTED) retried = 0;
             if (event == TIMED_OUT || event == ZMQ_EVENT_CONNECTED) continue; /* (it is there) */
             if (event == NO_ANSWER) /* (the connect bound ended an attempt: not refused) */
                 return mt_dial_no_answer(c, c->predict_connect_bound);
@@ -325,6 +327,7 @@ mt_status mt_watch_connected(mt_client *c, double deadline, const char *timeout)
             if (event & GONE) { /* (ZeroMQ dials again: not a protocol error) */
                 refused = true;
                 dropped = 0;
+                retried += event == ZMQ_EVENT_CONNECT_RETRIED;
                 continue;
             }
             /* A mechanism mismatch (CURVE on one side only) is certain at once. A failure
@@ -348,9 +351,11 @@ mt_status mt_watch_connected(mt_client *c, double deadline, const char *timeout)
         if (dropped && mt_now() - dropped >= NO_REDIAL) return not_serving(c);
         /* Nothing listens there (a dead trainer's port refuses at once): fall back now,
          * not at the timeout; ZeroMQ would retry every 0.1 s in vain until then. (After a
-         * handshake failure, the retries are the handshake's: the rule above decides.) A
-         * host name that does not resolve is refused too: a mistake to fix. */
-        if (refused && !undetailed) {
+         * handshake failure, the retries are the handshake's: the rule above decides;
+         * unless a reconnection failed without connecting: a trainer killed as its kernel
+         * accepted this connection, its port closed since.) A host name that does not
+         * resolve is refused too: a mistake to fix. */
+        if (refused && (!undetailed || retried >= 2)) {
             mt_status st = mt_dial_check_host(c);
             if (st != MT_OK) return st;
             return mt_gone(c, "the trainer's serving endpoint %s refused the connection: "

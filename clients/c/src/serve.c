@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "internal.h"
+#include "follow.h"
 #include "missing_dir.h"
 #include "serve.h"
 
@@ -340,6 +341,10 @@ mt_status mt_serve_resolve(mt_client *c, double deadline, double timeout, mt_ser
         if (c->run_id != NULL && strncmp(why, OTHER_RUN, strlen(OTHER_RUN)) == 0) {
             /* Its trainer is known not to be this run's: waiting the timeout would not
              * change it (a trainer of this run, if one comes, the next lookup sees). */
+            if (c->rendezvous_used != NULL) {
+                st = mt_follow_predict_refused(c, dir, why);
+                break;
+            }
             st = mt_gone(c, "no serving endpoint in '%s': %s, not run '%s' that this predictor "
                             "asks as (" ENV_RUN_ID "): give " ENV_RUN_ID " the trainer's run id "
                             "(the run_id of its serve files), or unset it to ask any run's "

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import socket
 import threading
-import time
 
 import numpy as np
 import pytest
@@ -50,10 +49,8 @@ def test_a_trainer_killed_as_it_accepted_the_connection_fails_the_request_at_onc
         thread.start()
         wait_until(lambda: established(port), "the client's TCP connection in the backlog", 30)
         listener.close()  # the process gone: the backlog reset, the port refusing
-        start = time.monotonic()
         thread.join(timeout=30)
         assert not thread.is_alive(), "the request still waits for a dead trainer"
-        assert time.monotonic() - start < 30
         (error,) = failed
         assert isinstance(error, PredictTimeout), error
         assert "refused the connection: nothing listens there" in str(error), error

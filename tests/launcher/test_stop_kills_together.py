@@ -24,18 +24,21 @@ from pathlib import Path
 import pytest
 from helpers import NO_MPI, find_mpiexec
 from launcher_runs import launcher, statuses
+from slurm_cluster import slurm_cluster  # noqa: F401 - the fixture (the Slurm case's)
 from tooling import missing_tool
 from waiting import wait_until
 
-from melissa_trainer.launcher.backends import LocalBackend, MpiexecBackend
+from melissa_trainer.launcher.backends import Backend, LocalBackend, MpiexecBackend, SlurmBackend
 
 pytestmark = pytest.mark.e2e  # every test here starts processes
 
 N = 3
 GRACE = 20.0
+SLURM = pytest.param("slurm", marks=pytest.mark.xdist_group("slurm"))  # (its one cluster)
 
-#: records its start; on SIGTERM writes "term SID", waits for N such lines, then writes
-#: "saw-all SID" and exits 0
+#: records its start; on SIGTERM writes "term SID", waits for N solvers' such lines, then
+#: writes "saw-all SID" and exits 0. (Slurm's cancel at the end of a grace sends a second
+#: SIGTERM: a solver killed one after another then wrote its line twice.)
 SOLVER = """
 import os, signal, sys, time
 from pathlib import Path
@@ -46,8 +49,8 @@ sid = os.environ["MELISSA_TRAINER_SIMULATION_ID"]
 def term(*_):
     with open(out / "said.txt", "a") as f:
         f.write(f"term {sid}\\n")
-    while sum(1 for line in (out / "said.txt").read_text().splitlines()
-              if line.startswith("term ")) < n:
+    while len({line for line in (out / "said.txt").read_text().splitlines()
+               if line.startswith("term ")}) < n:  # (solvers, not signals: see below)
         time.sleep(0.02)
     with open(out / "said.txt", "a") as f:
         f.write(f"saw-all {sid}\\n")
@@ -60,28 +63,34 @@ while True:
 """
 
 
-@pytest.mark.timeout(180)
-@pytest.mark.parametrize("kind", ["local", "mpiexec"])
-def test_a_stop_signals_every_job_before_it_waits_for_any(tmp_path: Path, kind: str) -> None:
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("kind", ["local", "mpiexec", SLURM])
+def test_a_stop_signals_every_job_before_it_waits_for_any(
+    tmp_path: Path, kind: str, request: pytest.FixtureRequest
+) -> None:
+    n = N
     if kind == "mpiexec":
         mpiexec = find_mpiexec()
         if mpiexec is None:
             missing_tool(NO_MPI)
-        backend = MpiexecBackend(mpiexec)
+        backend: Backend = MpiexecBackend(mpiexec)
+    elif kind == "slurm":  # batch jobs: their scancels name them all at once
+        request.getfixturevalue("slurm_cluster")  # (skips where none can start)
+        backend, n = SlurmBackend(poll_every=0.2, script_dir=tmp_path / "scripts"), 2
     else:
         backend = LocalBackend()
     (tmp_path / "solver.py").write_text(textwrap.dedent(SOLVER))
-    sim = [sys.executable, str(tmp_path / "solver.py"), str(tmp_path), str(N)]
-    launch = launcher(sim, N, tuning={"kill_grace": GRACE}, job_limit=N, backend=backend)
-    launch.start(tmp_path / "rendezvous")
+    sim = [sys.executable, str(tmp_path / "solver.py"), str(tmp_path), str(n)]
+    launch = launcher(sim, n, tuning={"kill_grace": GRACE}, job_limit=n, backend=backend)
+    launch.start(tmp_path / "rendezvous", study_dir=tmp_path)
     try:
         up = lambda: sum(1 for p in tmp_path.glob("*.up"))  # noqa: E731
-        wait_until(lambda: up() == N, f"{N} solvers to start", 60.0)
+        wait_until(lambda: up() == n, f"{n} solvers to start", 120.0)
     finally:
         launch.stop()
     said = (tmp_path / "said.txt").read_text().splitlines()
     assert sorted(said) == sorted(
-        [f"term {i}" for i in range(N)] + [f"saw-all {i}" for i in range(N)]
+        [f"term {i}" for i in range(n)] + [f"saw-all {i}" for i in range(n)]
     ), said
     # a solver's exit 0 after the SIGTERM is the kill's: each runs again on resume
-    assert statuses(launch) == {i: "pending" for i in range(N)}
+    assert statuses(launch) == {i: "pending" for i in range(n)}

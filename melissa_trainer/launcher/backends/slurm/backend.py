@@ -209,12 +209,25 @@ class SlurmBackend(Backend):
         to `grace` s, then ``scancel --signal=KILL`` (a cancellation: Slurm SIGKILLs what
         is left after its KillWait) and wait up to FORCE_WAIT s more for the job to end
         (else a warning; a later `poll` reports its end). Blocks meanwhile. The job's
-        exit code if it had ended on its own (`Backend`'s contract; `BatchJobs.kill`,
+        exit code if it had ended on its own (`Backend`'s contract; `BatchJobs.kill_all`,
         `SrunSteps.kill` say how each mode tells), else None."""
-        if isinstance(handle, SrunHandle) and self._steps is not None:
-            return self._steps.kill(handle, grace)
-        batch, job = self._own(handle)
-        return batch.kill(job, grace)
+        return self.kill_all([handle], grace)[0]
+
+    def kill_all(self, handles: Sequence[Handle], grace: float = 5.0) -> list[int | None]:
+        """`kill` of each of `handles`: the batch jobs signalled together, one `grace`
+        for them all (their scancels name them all at once); the srun steps one after
+        another. Results in order."""
+        codes: dict[int, int | None] = {}
+        batch: list[tuple[int, SlurmHandle]] = []
+        for i, handle in enumerate(handles):
+            if isinstance(handle, SrunHandle) and self._steps is not None:
+                codes[i] = self._steps.kill(handle, grace)
+            else:
+                batch.append((i, self._own(handle)[1]))
+        if batch and self._batch is not None:
+            ended = self._batch.kill_all([job for _, job in batch], grace)
+            codes.update(zip((i for i, _ in batch), ended, strict=True))
+        return [codes[i] for i in range(len(handles))]
 
     def close(self) -> None:
         """Cancel every job still queued or running (waits up to CLOSE_GRACE s, then

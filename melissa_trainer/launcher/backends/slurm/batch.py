@@ -134,17 +134,17 @@ class BatchJobs:
             self._shm.running(handle.job_id)  # reads its ranks' segments when due
         return handle.code
 
-    def kill(self, handle: SlurmHandle, grace: float) -> int | None:
-        """See `SlurmBackend.kill`. The job's exit code if it had ended on its own: the
-        squeue asked just before the first scancel listed it ended (or no more), its code
-        read as `poll` reads it. Else None, whatever its end after the scancel, 0
-        included: a solver that catches SIGTERM and exits 0 did not finish its
-        simulation (a study without data reports would never run it again). What
-        remains: a job that ends on its own between that squeue and the scancel counts
-        as killed (run again)."""
-        if handle.code is None:
-            self._cancel([handle], grace)
-        return None if handle.cancelled else handle.code
+    def kill_all(self, handles: list[SlurmHandle], grace: float) -> list[int | None]:
+        """See `SlurmBackend.kill`: the jobs signalled together, one `grace` for all.
+        Each job's exit code if it had ended on its own: the squeue asked just before
+        the first scancel listed it ended (or no more), its code read as `poll` reads
+        it. Else None, whatever its end after the scancel, 0 included: a solver that
+        catches SIGTERM and exits 0 did not finish its simulation (a study without data
+        reports would never run it again). What remains: a job that ends on its own
+        between that squeue and the scancel counts as killed (run again)."""
+        if live := [handle for handle in handles if handle.code is None]:
+            self._cancel(live, grace)
+        return [None if handle.cancelled else handle.code for handle in handles]
 
     def close(self) -> None:
         """Cancel every job still queued or running (waits up to CLOSE_GRACE s, then

@@ -326,8 +326,7 @@ class Launcher(LauncherRecord):
         are closing: their exit is then recorded as it is). `before_kill` is called
         after that wait, before any job is killed (`Study.stop` tells its receiver, so
         that what it kills is not taken for simulations that died). Blocks until the
-        jobs are gone: up to `kill_grace` s for them all (`Backend.kill_all`; per step
-        under the Slurm backend's ``mode="srun"``, whose kills follow one another)."""
+        jobs are gone: up to `kill_grace` s for them all (`Backend.kill_all`)."""
         thread = self._thread
         deadline = time.monotonic() + wait
         while (

@@ -118,8 +118,7 @@ class LauncherTuning:
             data reports); default 0.2. Lower reacts faster and costs a little CPU.
         kill_grace: seconds between SIGTERM (or ``scancel``) and the forced kill of a
             job; default 5. `Launcher.stop` signals every job, then blocks up to this
-            long for them all (the Slurm backend's ``mode="srun"`` steps are killed
-            one after another: up to this long per step that ignores SIGTERM).
+            long for them all (`Backend.kill_all`).
 
     Raises:
         ValueError: a field out of range or of the wrong type (the message names it).

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 from helpers import NO_MPI, find_mpiexec
+from kill_order import SOLVER, expected
 from launcher_runs import launcher, statuses
 from slurm_cluster import slurm_cluster  # noqa: F401 - the fixture (the Slurm case's)
 from tooling import missing_tool
@@ -35,32 +36,6 @@ pytestmark = pytest.mark.e2e  # every test here starts processes
 N = 3
 GRACE = 20.0
 SLURM = pytest.param("slurm", marks=pytest.mark.xdist_group("slurm"))  # (its one cluster)
-
-#: records its start; on SIGTERM writes "term SID", waits for N solvers' such lines, then
-#: writes "saw-all SID" and exits 0. (Slurm's cancel at the end of a grace sends a second
-#: SIGTERM: a solver killed one after another then wrote its line twice.)
-SOLVER = """
-import os, signal, sys, time
-from pathlib import Path
-
-out, n = Path(sys.argv[1]), int(sys.argv[2])
-sid = os.environ["MELISSA_TRAINER_SIMULATION_ID"]
-
-def term(*_):
-    with open(out / "said.txt", "a") as f:
-        f.write(f"term {sid}\\n")
-    while len({line for line in (out / "said.txt").read_text().splitlines()
-               if line.startswith("term ")}) < n:  # (solvers, not signals: see below)
-        time.sleep(0.02)
-    with open(out / "said.txt", "a") as f:
-        f.write(f"saw-all {sid}\\n")
-    os._exit(0)
-
-signal.signal(signal.SIGTERM, term)
-(out / f"{sid}.up").touch()
-while True:
-    time.sleep(1)
-"""
 
 
 @pytest.mark.timeout(240)
@@ -89,8 +64,6 @@ def test_a_stop_signals_every_job_before_it_waits_for_any(
     finally:
         launch.stop()
     said = (tmp_path / "said.txt").read_text().splitlines()
-    assert sorted(said) == sorted(
-        [f"term {i}" for i in range(n)] + [f"saw-all {i}" for i in range(n)]
-    ), said
+    assert sorted(said) == expected(n), said
     # a solver's exit 0 after the SIGTERM is the kill's: each runs again on resume
     assert statuses(launch) == {i: "pending" for i in range(n)}

@@ -214,16 +214,20 @@ class SlurmBackend(Backend):
         return self.kill_all([handle], grace)[0]
 
     def kill_all(self, handles: Sequence[Handle], grace: float = 5.0) -> list[int | None]:
-        """`kill` of each of `handles`: the batch jobs signalled together, one `grace`
-        for them all (their scancels name them all at once); the srun steps one after
-        another. Results in order."""
+        """`kill` of each of `handles`, signalled together, one `grace` for them all
+        (batch jobs: their scancels name them all at once; srun steps: their sruns
+        signalled at once). Results in order."""
         codes: dict[int, int | None] = {}
+        steps: list[tuple[int, SrunHandle]] = []
         batch: list[tuple[int, SlurmHandle]] = []
         for i, handle in enumerate(handles):
             if isinstance(handle, SrunHandle) and self._steps is not None:
-                codes[i] = self._steps.kill(handle, grace)
+                steps.append((i, handle))
             else:
                 batch.append((i, self._own(handle)[1]))
+        if steps and self._steps is not None:
+            ended = self._steps.kill_all([step for _, step in steps], grace)
+            codes.update(zip((i for i, _ in steps), ended, strict=True))
         if batch and self._batch is not None:
             ended = self._batch.kill_all([job for _, job in batch], grace)
             codes.update(zip((i for i, _ in batch), ended, strict=True))

@@ -182,18 +182,27 @@ class SrunSteps:
         poll just before it), else None: what srun says after a kill is no news of the
         job (module docstring: 137, or 0 having heard of no task), so a step that ends
         in the instant between that poll and the signal counts as killed."""
-        if step in self._running:  # still running: its step may outlive srun
-            if step.step_id is None:
-                self._list()  # (while it is among the running: its id is noted)
+        return self.kill_all([step], grace)[0]
+
+    def kill_all(self, steps: list[SrunHandle], grace: float) -> list[int | None]:
+        """`kill` of each of `steps`, their graces together: their sruns signalled at
+        once, one `grace` for them all (`LocalBackend.kill_all`), then one ``scancel``
+        naming their steps. Results in order."""
+        running = [step for step in steps if step in self._running]
+        if any(step.step_id is None for step in running):
+            self._list()  # (while they are among the running: their ids are noted)
+        for step in running:  # (still running: a step may outlive its srun)
             self._running.remove(step)
             # (an srun that had ended on its own keeps its code: it was not killed; one
             # waiting out an outage ran nothing: killed)
             waiting, step.retry_at = step.retry_at is not None, None
             step.killed = waiting or self._local.poll(step.process) is None
-            self._local.kill(step.process, grace)
-            self.cancel({step.step_name}.__contains__)
-            self._sweep(step)
-        return None if step.killed else self._local.poll(step.process)
+        if running:
+            self._local.kill_all([step.process for step in running], grace)
+            self.cancel({step.step_name for step in running}.__contains__)
+            for step in running:
+                self._sweep(step)
+        return [None if step.killed else self._local.poll(step.process) for step in steps]
 
     def close(self) -> None:
         """Kill every running step; sweep the segments of all (`_sweep`: those still

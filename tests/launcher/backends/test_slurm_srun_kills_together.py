@@ -1,0 +1,50 @@
+"""mode="srun": a kill of several steps signals every srun before it waits for any
+(`SrunSteps.kill_all`), as the batch mode's one scancel and the local backend do
+(tests/launcher/test_stop_kills_together.py; the oracle: tests/kill_order.py). Before,
+each step was killed after the one before had ended: with a real srun, which turns the
+SIGTERM into a SIGKILL of its tasks and waits up to KillWait + 2 s for their end, a stop
+of N steps took up to N of those waits.
+
+The srun here is test_slurm_srun_outage.py's stand-in (FAILS=0: it execs the task), so
+that the solver itself gets the SIGTERM and can tell the order. (A real srun gives its
+tasks no SIGTERM to act on: docs/how-to/slurm.md.)"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from kill_order import SOLVER, expected
+from test_slurm_srun_outage import fake  # noqa: F401 - the fixture (stand-in commands)
+from waiting import wait_until
+
+from melissa_trainer.launcher.backends import Job, SlurmBackend
+
+pytestmark = pytest.mark.e2e  # it starts processes
+
+N = 2
+
+
+@pytest.mark.timeout(120)
+def test_srun_steps_are_signalled_together(
+    fake: Path,  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("FAILS", "0")  # (the stand-in srun runs its task at once)
+    (tmp_path / "solver.py").write_text(SOLVER)
+    backend = SlurmBackend(mode="srun")
+    solver = [sys.executable, str(tmp_path / "solver.py"), str(tmp_path), str(N)]
+    handles = [
+        backend.launch(Job(f"sim-{i}", solver, {"MELISSA_TRAINER_SIMULATION_ID": str(i)}, tmp_path))
+        for i in range(N)
+    ]
+    try:
+        wait_until(lambda: len(list(tmp_path.glob("*.up"))) == N, f"{N} steps to run", 60.0)
+        codes = backend.kill_all(handles, grace=20.0)
+    finally:
+        backend.close()
+    assert codes == [None] * N  # (killed: none ended on its own)
+    said = (tmp_path / "said.txt").read_text().splitlines()
+    assert sorted(said) == expected(N), said

@@ -20,7 +20,6 @@ better). Target: ratio >= N / 2 (the graces overlap; N would be perfect).
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import tempfile
@@ -28,6 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from melissa_trainer.common.json_output import to_json
 from melissa_trainer.launcher.backends import Job, LocalBackend
 from melissa_trainer.launcher.backends.base import Backend
 
@@ -100,7 +100,7 @@ def main() -> None:
                 "target": n / 2,
             })  # fmt: skip
     if args.json:
-        print(json.dumps({"rows": rows}))
+        print(to_json({"rows": rows}))
         return
     for row in rows:
         print(

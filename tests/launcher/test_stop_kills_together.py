@@ -17,18 +17,20 @@ solver's wait; it bounds the test's failure, not its success."""
 
 from __future__ import annotations
 
+import logging
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 from helpers import NO_MPI, find_mpiexec
-from kill_order import SOLVER, expected
-from launcher_runs import launcher, statuses
+from kill_order import IDLE, ON_TERM, SOLVER, expected
+from launcher_runs import launcher, receive, script, statuses, stream_study
 from slurm_cluster import slurm_cluster  # noqa: F401 - the fixture (the Slurm case's)
 from tooling import missing_tool
 from waiting import wait_until
 
+from melissa_trainer.launcher import worker_mode
 from melissa_trainer.launcher.backends import Backend, LocalBackend, MpiexecBackend, SlurmBackend
 
 pytestmark = pytest.mark.e2e  # every test here starts processes
@@ -67,3 +69,47 @@ def test_a_stop_signals_every_job_before_it_waits_for_any(
     assert sorted(said) == expected(n), said
     # a solver's exit 0 after the SIGTERM is the kill's: each runs again on resume
     assert statuses(launch) == {i: "pending" for i in range(n)}
+
+
+#: a worker: takes simulations (one step sent each) until the study has none left, then
+#: runs on (a worker whose solver never exits): the launcher retires it
+WORKER = (
+    ON_TERM
+    + """
+import numpy as np
+from melissa_trainer.client import Client
+from melissa_trainer.client.worker import next_simulation
+
+while (work := next_simulation(timeout=30)) is not None:
+    simulation_id, parameters = work
+    with Client({"u": ((4,), "float32")}, simulation_id=simulation_id,
+                parameters=parameters) as client:
+        client.send(0, u=np.zeros(4, np.float32))
+"""
+    + IDLE
+)
+
+
+@pytest.mark.timeout(180)
+def test_workers_alive_after_the_study_are_retired_together(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`WorkerSupervisor.retire`: workers still alive `EXIT_GRACE` s after the study
+    ended are killed together too (before: one after another, each its grace)."""
+    monkeypatch.setattr(worker_mode, "EXIT_GRACE", 0.2)
+    caplog.set_level(logging.WARNING, logger="melissa_trainer.launcher")
+    receiver, buffer = receive(tmp_path, expected=2)
+    worker = [sys.executable, script(tmp_path, WORKER, "worker.py"), str(tmp_path), "2"]
+    launch = launcher(worker, 2, job_limit=2, worker=True, tuning={"kill_grace": GRACE})
+
+    def retired() -> bool:
+        said = tmp_path / "said.txt"
+        return said.exists() and len(said.read_text().splitlines()) == 4
+
+    samples = stream_study(
+        launch, tmp_path, receiver, buffer, lambda: wait_until(retired, "the retire", 120.0)
+    )
+    assert len(samples) == 2
+    assert any("workers still alive" in r.getMessage() for r in caplog.records)
+    said = (tmp_path / "said.txt").read_text().splitlines()
+    assert sorted(said) == expected(2, ["worker-0", "worker-1"]), said

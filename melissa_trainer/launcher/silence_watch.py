@@ -54,6 +54,7 @@ class SilenceWatch(FailurePolicy):
             return
         beats = self.refresh_beats()
         self.note_startups(now, beats)
+        doomed: list[tuple[str, RunningJob, str]] = []  # (killed together, below)
         for name, job in list(self.jobs.items()):
             sid = job.simulation_id
             if sid is None:
@@ -84,10 +85,14 @@ class SilenceWatch(FailurePolicy):
                 self.backend.describe(job.handle),
                 job.log_path,
             )
-            self.backend.kill(job.handle, self.settings.tuning.kill_grace)
+            doomed.append((name, job, verdict.rule))
+        # one kill_grace for them all (`Backend.kill_all`): a wave of hung solvers held
+        # the launcher's thread a grace per job, nothing launched or polled meanwhile
+        self.backend.kill_all([job.handle for _, job, _ in doomed], self.settings.tuning.kill_grace)
+        for name, job, rule in doomed:
             del self.jobs[name]
             # (the study's report, if every attempt dies so, names this bound and its fix)
-            self.systematic.timeout_rule = verdict.rule
+            self.systematic.timeout_rule = rule
             self.job_killed(job, time.monotonic())
 
     def note_startups(self, now: float, beats: Mapping[int, int]) -> None:

@@ -113,3 +113,32 @@ def test_workers_alive_after_the_study_are_retired_together(
     assert any("workers still alive" in r.getMessage() for r in caplog.records)
     said = (tmp_path / "said.txt").read_text().splitlines()
     assert sorted(said) == expected(2, ["worker-0", "worker-1"]), said
+
+
+@pytest.mark.timeout(180)
+def test_simulations_silent_at_once_are_killed_together(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`SilenceWatch.check_timeouts`: the simulations found silent past their bound at
+    one look are killed together (before: one after another, the launcher's thread held
+    a grace per job, nothing launched or polled meanwhile). No heartbeat: each solver
+    is silent from its start, and both pass the 1 s bound at the same look."""
+    caplog.set_level(logging.WARNING, logger="melissa_trainer.launcher")
+    (tmp_path / "solver.py").write_text(SOLVER)
+    sim = [sys.executable, str(tmp_path / "solver.py"), str(tmp_path), "2"]
+    tuning = {"kill_grace": GRACE, "simulation_timeout": 1.0, "startup_timeout": 1.0,
+              "max_restarts": 0, "on_failure": "abandon", "poll_interval": 3.0}  # fmt: skip
+    launch = launcher(sim, 2, tuning=tuning, job_limit=2)
+    said = tmp_path / "said.txt"
+    launch.start(tmp_path / "rendezvous")
+    try:
+        wait_until(
+            lambda: said.exists() and len(said.read_text().splitlines()) >= 4,
+            "two silent solvers killed",
+            120.0,
+        )
+    finally:
+        launch.stop()
+    killed = [r.getMessage() for r in caplog.records if "silent for" in r.getMessage()]
+    assert len(killed) >= 2, killed
+    assert sorted(said.read_text().splitlines()[:4]) == expected(2)

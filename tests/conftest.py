@@ -134,9 +134,10 @@ def _no_segment_record_left(request: pytest.FixtureRequest):  # type: ignore[no-
 # ``pytest -m "not e2e"`` is the inner tier: it starts no process (no torch interpreter,
 # accelerate launch, Slurm, compiler, simulation or network namespace), waits no real
 # bound of 5 s or more (such a test carries the marker too: a close's bounds at their
-# real timescales, 5-20 s each) and answers within 3 minutes on 2 cores (docs/concepts/architecture.md, "Tests"). The rule is
-# checked, not hoped: every way this interpreter starts a process is watched, and a test
-# without the marker that starts one fails at teardown, naming what it started.
+# real timescales, 5-20 s each) and answers within 3 minutes on 2 cores
+# (docs/concepts/architecture.md, "Tests"). The rule is checked, not hoped: every way
+# this interpreter starts a process is watched, and a test without the marker that
+# starts one fails at teardown, naming what it started.
 
 #: the processes started during the current test: (how, its command)
 _STARTED: list[tuple[str, str]] = []

@@ -307,7 +307,7 @@ def check_attempt() -> int:
     """``$MELISSA_TRAINER_ATTEMPT``, the launcher's count of this simulation's launches
     (0 the first), or -1 when unset or blank (not launched by it).
 
-    The rule (the C client's, clients/c/src/env.c resolve_attempt, word for word): after
+    The rule (the C client's, clients/c/src/rerun.c mt_check_attempt, word for word): after
     `str.strip`, ASCII digits 0-9 only, below 2**31. Anything else is refused naming the
     variable and its value: read as unset it made a rerun send every step again, read as
     set it made a solver started by hand skip its replay window and admission.

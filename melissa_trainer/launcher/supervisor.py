@@ -164,16 +164,25 @@ class Supervisor(SilenceWatch):
         their signal; any end after it is the kill's, exit 0 included). What remains
         is the backend's: a job that ends on its own in the instant between that look
         and the signal, or any end a backend cannot tell from its kill (one whose
-        `kill` returns None), is recorded killed, pending: run again on resume."""
+        `kill` returns None), is recorded killed, pending: run again on resume. A
+        `kill_all` that fails (raises) leaves every job so recorded and the backend
+        closed (its `close` kills what the call left), then the error is raised."""
         self.unheard_summary()
         self.reap_exited("before the stop")
         if self.jobs:  # (one line for them all, not one a job: hundreds may be in flight)
             logger.info(kills_report(list(self.jobs), self.settings.tuning.kill_grace))
         jobs = list(self.jobs.items())
-        # (one grace for them all where the backend can: `Backend.kill_all`)
-        codes = self.backend.kill_all(
-            [job.handle for _, job in jobs], self.settings.tuning.kill_grace
-        )
+        codes: list[int | None] = [None] * len(jobs)  # (a failed kill_all: all killed)
+        try:  # (one grace for them all where the backend can: `Backend.kill_all`)
+            codes = self.backend.kill_all(
+                [job.handle for _, job in jobs], self.settings.tuning.kill_grace
+            )
+        finally:  # recorded and closed even if it failed (close kills what it left)
+            self._record_killed(jobs, codes)
+            self.backend.close()
+
+    def _record_killed(self, jobs: list[tuple[str, RunningJob]], codes: list[int | None]) -> None:
+        """The stop's killed `jobs` forgotten and recorded (`shutdown`)."""
         for (name, job), code in zip(jobs, codes, strict=True):
             del self.jobs[name]
             if job.simulation_id is None:
@@ -183,7 +192,6 @@ class Supervisor(SilenceWatch):
             else:
                 with self.lock:
                     self.study.interrupted(job.simulation_id, time.monotonic())
-        self.backend.close()
 
     # -- one simulation per job -----------------------------------------------------------
 

@@ -282,9 +282,9 @@ class WorkerSupervisor(Supervisor):
             logger.warning(
                 "workers still alive %.0f s after the study ended: killing them", EXIT_GRACE
             )
-            jobs = list(self.jobs.items())  # (together: one grace, `Backend.kill_all`)
+            jobs = list(self.jobs.items())  # (together: one grace for them all)
             self.backend.kill_all([job.handle for _, job in jobs], self.settings.tuning.kill_grace)
-            for name, _ in jobs:
+            for name, _ in jobs:  # (after it: a failed one leaves them to the stop's)
                 del self.jobs[name]
 
     def slot_of(self, name: str) -> int:

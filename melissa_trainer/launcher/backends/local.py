@@ -334,26 +334,32 @@ class LocalBackend(Backend):
         """`kill` of each of `handles`, their graces together: SIGTERM to every live
         job's group first, then one wait of `grace` s for them all, then SIGKILL to the
         groups still running. Blocks up to `grace` s (and the SIGKILLed jobs' ends), not
-        `grace` per job: a stop of 64 solvers that each take seconds to exit (a restart
-        file written on SIGTERM) took 64 graces one after another. Results in order."""
+        `grace` per job (64 solvers each writing a restart file on SIGTERM took 64
+        graces one after another). Each job is finished right after its reap, before any
+        other wait: its group id is surely its own only until then. Results in order."""
         mine = [self._mine(handle) for handle in handles]
         for handle in mine:
-            # (an ended job's group id may belong to someone else by now)
-            if not handle.ended and handle.process.poll() is None:
+            if handle.ended:
+                continue
+            if handle.process.poll() is None:
                 handle.shm.add(group_members(handle.pid))  # (alive: what they map)
                 handle.signalled = True
                 signal_group(handle.pid, signal.SIGTERM)
+            else:
+                self._finish(handle)
         deadline = time.monotonic() + max(grace, 0.0)
         for handle in mine:
-            if handle.signalled and not handle.ended:
+            if not handle.ended:
                 try:
                     handle.process.wait(timeout=max(deadline - time.monotonic(), 0.0))
                 except subprocess.TimeoutExpired:
-                    signal_group(handle.pid, signal.SIGKILL)
+                    signal_group(handle.pid, signal.SIGKILL)  # (unreaped: still its group)
+                else:
+                    self._finish(handle)
         for handle in mine:
-            if handle.signalled and not handle.ended:
+            if not handle.ended:
                 handle.process.wait()
-            self._finish(handle)
+                self._finish(handle)
         return [self._own_code(handle) for handle in mine]
 
     @staticmethod

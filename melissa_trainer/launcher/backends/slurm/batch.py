@@ -126,10 +126,10 @@ class BatchJobs:
         """None while the job is queued or running, else its exit code. Runs squeue
         at most every `poll_every` seconds (for all jobs at once)."""
         if handle.code is None:
-            self._refresh()
+            if self._refresh():  # fresh states: any killed job Slurm requeued, not only this
+                for queued in [h for h in self._live.values() if h.state == "PENDING"]:
+                    self._requeued(queued)
             self._settle(handle)
-        if handle.code is None and handle.state == "PENDING":
-            self._requeued(handle)
         if handle.code is None and handle.state == "RUNNING":
             self._shm.running(handle.job_id)  # reads its ranks' segments when due
         return handle.code
@@ -267,11 +267,11 @@ class BatchJobs:
             "name one with SlurmBackend(partition=...), or leave partition=None for the default"
         )
 
-    def _refresh(self, force: bool = False) -> None:
-        """Ask squeue for the state of every live job, unless it answered less than
-        `poll_every` s ago. A failing squeue leaves the states as they were."""
+    def _refresh(self, force: bool = False) -> bool:
+        """Ask squeue for the state of every live job (True: it answered now), unless it
+        answered less than `poll_every` s ago. A failing squeue leaves the states as they were."""
         if not self._live or (not force and time.monotonic() - self._refreshed < self.poll_every):
-            return
+            return False
         result = self._commands.run(sq.squeue_command(self._live, self._commands.path("squeue")))
         why = failure(result)
         if why is not None or isinstance(result, str):
@@ -279,7 +279,7 @@ class BatchJobs:
                 logger.warning("squeue failed (jobs are kept as they were): %s", why)
             self._squeue_failing = True
             self._refreshed = time.monotonic()  # do not hammer a struggling controller
-            return
+            return False
         self._squeue_failing = False
         self._refreshed = time.monotonic()
         states = sq.parse_squeue(result.stdout)
@@ -288,13 +288,13 @@ class BatchJobs:
             handle.state, handle.queried = states.get(job_id), True
             handle.reason = reasons.get(job_id)
             handle.ran = handle.ran or (handle.state in sq.STARTED_STATES - sq.TERMINAL_STATES)
+        return True
 
     def _requeued(self, handle: SlurmHandle) -> None:
         """Cancel again (once) a job this backend cancelled that Slurm put back in the
-        queue: a cancel that came while its node failed to launch it (a slurmd that did
-        not answer) is undone by Slurm's requeue, and the job is held ("launch failed
-        requeued held") for an ``scontrol release`` nobody sends: the study would wait on
-        it for ever. Its end is then seen as any cancelled job's."""
+        queue: a cancel that came while its node failed to launch it is undone by Slurm's
+        requeue, the job held ("launch failed requeued held") for a release nobody sends.
+        Done at any poll's squeue: the launcher never polls a job it killed."""
         if handle.cancelled and not handle.recancelled:
             handle.recancelled = True
             logger.debug("%s: cancelled again (requeued by Slurm)", self.describe(handle))

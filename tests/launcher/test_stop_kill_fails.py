@@ -1,0 +1,77 @@
+"""A stop whose `Backend.kill_all` fails still records its jobs and closes the backend.
+
+`Supervisor.shutdown` kills every job in one `kill_all` call (one grace for them all).
+Before, a failure inside it (a backend's error, an interrupt) left every job in the
+study record as "running" (none was recorded interrupted, though the kill had begun
+on all of them: a resumed study counts none of them pending, and the summary counts
+dead processes as running) and never called `Backend.close`, which kills what the
+failed call left. Killed one after another (the stop before), the jobs already killed
+were recorded. Now every job of the failed call is recorded interrupted (pending: run
+again on resume, as a killed one is), the backend is closed, and the error is raised."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from melissa_trainer.launcher import LauncherTuning, UniformSampler
+from melissa_trainer.launcher.backends.base import Backend, Handle, Job
+from melissa_trainer.launcher.study_record import StudyRecord
+from melissa_trainer.launcher.supervisor import Settings, Supervisor
+
+
+@dataclass(eq=False)
+class _Handle(Handle):
+    job: Job
+
+
+class FailingKill(Backend):
+    """Jobs that never end; `kill_all` fails (after its signals, say); `close` counted."""
+
+    name = "failing-kill"
+
+    def __init__(self) -> None:
+        self.closed = 0
+
+    def launch(self, job: Job) -> Handle:
+        return _Handle(job)
+
+    def poll(self, handle: Handle) -> int | None:
+        return None
+
+    def kill(self, handle: Handle, grace: float = 5.0) -> int | None:
+        return None
+
+    def kill_all(self, handles: Sequence[Handle], grace: float = 5.0) -> list[int | None]:
+        raise OSError("the kill failed half-way")
+
+    def close(self) -> None:
+        self.closed += 1
+
+
+@pytest.mark.timeout(60)
+def test_a_failed_kill_all_records_every_job_interrupted_and_closes_the_backend(
+    tmp_path: Path,
+) -> None:
+    policy: dict = dict(max_restarts=1, on_failure="redraw", max_redraws=3, first_simulation_id=0)
+    study = StudyRecord(UniformSampler({"x": (0.0, 1.0)}, seed=0), 3, **policy)
+    settings = Settings(
+        job_limit=3, ranks=1, tuning=LauncherTuning(), env={}, log_dir=tmp_path,
+        rendezvous_dir="unused",
+    )  # fmt: skip
+    backend = FailingKill()
+    supervisor = Supervisor(
+        settings, study, threading.Lock(), backend, lambda s, p: ["sim"], None, None
+    )
+    supervisor.tick()
+    assert study.counts()["running"] == 3
+    with pytest.raises(OSError, match="half-way"):
+        supervisor.shutdown()
+    assert study.counts()["running"] == 0
+    assert study.counts()["pending"] == 3
+    assert not supervisor.jobs
+    assert backend.closed == 1

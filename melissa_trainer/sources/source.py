@@ -129,6 +129,14 @@ class Source(ABC):
         its receivers' stop record, which closing simulations read). Ignored by default."""
         return None
 
+    def stop_bound(self) -> float:
+        """Seconds `stop` may block at most, beyond its commands' moments: the trainer
+        ranks' last meeting (`trainer.exit_meeting`) waits that much longer, so that no
+        rank leaves it while another's source still stops (a `Study` on rank 0 killing
+        its simulations). The same on every rank (the ranks run one script): a rank
+        waits by its own source's bound. 0 by default (a source that stops at once)."""
+        return 0.0
+
     def hooks(self, args: TrainingArguments) -> list[Any]:
         """The hooks this source needs, which the trainer installs first (called once,
         at its construction, with the run's arguments): how a source hears of the

@@ -301,6 +301,13 @@ class Study(StudyState, Source):
         finally:
             self.stream.stop()
 
+    def stop_bound(self) -> float:
+        """`Source.stop_bound`: the last simulations' `STOP_WAIT`, then the launcher's
+        stop (its backend's kill of every job and close: `Backend.stop_bound`). Known on
+        every rank: each builds the same launcher, which runs on rank 0 only."""
+        launcher = self.launcher
+        return STOP_WAIT + launcher.backend.stop_bound(launcher.tuning.kill_grace)
+
     def note_stop(self, code: str, message: str) -> None:
         """`Source.note_stop`: to the receivers, whose stop record says it to the closing."""
         self.stream.note_stop(code, message)

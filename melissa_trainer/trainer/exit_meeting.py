@@ -13,7 +13,8 @@ was killed (exit -15 in place of its own 1 or 143).
 So, once its end is done (the source stopped, the lines written), each rank meets the
 others (`meet`): no rank exits while another still works. The meeting is bounded: a peer
 that is gone breaks it at once (the backend's error, said at WARNING), one that does not
-come within `MEET_TIMEOUT` s (hung, or stuck in its end) is left, with a WARNING; the
+come within `MEET_TIMEOUT` s beyond the time its source may take to stop (`meet_timeout`:
+a study's `kill_grace`) (hung, or stuck in its end) is left, with a WARNING; the
 error being raised is the one that propagates, whatever the meeting says. Past the
 meeting the ranks exit within moments of each other, still not at once: the agent's
 SIGTERM may reach a rank as it exits (its interpreter's teardown). `hold_term` makes that
@@ -46,6 +47,7 @@ __all__ = [
     "hold_term",
     "holding",
     "meet",
+    "meet_timeout",
     "said_dropped",
 ]
 
@@ -62,6 +64,14 @@ MEET_USUAL = (
 #: seconds after the meeting during which a SIGTERM is the launcher's, sent because
 #: another rank exited first: torchrun kills a rank that outlives it by 30 s with SIGKILL
 TERM_GRACE = 30.0
+
+
+def meet_timeout(stop_bound: float) -> float:
+    """The meeting's bound for ranks whose sources may take `stop_bound` s to stop
+    (`Source.stop_bound`: a study's `kill_grace`): `MEET_TIMEOUT` beyond it, so that a
+    long grace does not make the others leave while rank 0 still kills its simulations
+    (they exited, torchrun SIGTERMed rank 0 in its stop, then SIGKILLed it)."""
+    return MEET_TIMEOUT + max(0.0, stop_bound)
 
 
 def meet(rank: int, why: str, timeout: float = MEET_TIMEOUT, device: Any = None) -> bool:

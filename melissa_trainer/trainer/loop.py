@@ -45,7 +45,7 @@ from melissa_trainer.sources.ingest_transform import (
 )
 from melissa_trainer.sources.source import Source, SourceError, as_source
 from melissa_trainer.trainer.ending import end_training, failed, stop_words
-from melissa_trainer.trainer.exit_meeting import hold_term, meet
+from melissa_trainer.trainer.exit_meeting import hold_term, meet, meet_timeout
 from melissa_trainer.trainer.losses import LossFn
 from melissa_trainer.trainer.preemption import Preempted, StopCause
 from melissa_trainer.trainer.roll_call import close_roll, launch_roll_call
@@ -366,7 +366,8 @@ class OnlineTrainer(TrainerSteps):
                 met = (preempted or failure.agreed) and self.stop_sync.distributed
                 if met:  # (a signal from now: the exit's words; the hold before restore)
                     preemption.ending = "a preemption" if preempted else failure.words
-                    meet(self.process_index, preemption.ending, device=self.accelerator.device)
+                    bound = meet_timeout(self.source.stop_bound())  # (rank 0's kill_grace)
+                    meet(self.process_index, preemption.ending, bound, self.accelerator.device)
                     hold_term(previous=preemption.previous_term())  # (the launcher's SIGTERM)
                 preemption.restore()
                 self._output_hold.release()  # the run is over: output_dir is free

@@ -23,7 +23,10 @@ and exits 143).
 With SLOW_RANK, that rank's source takes 3 s more to stop than the other's (its end
 is slower: the launcher's SIGTERM as the other exits first would reach it still working,
 tests/study/test_failed_study_slow_rank.py); each rank's last `atexit` writes
-``OUT/../gone-<rank>`` (its exit was its own, not a signal's).
+``OUT/../gone-<rank>`` (its exit was its own, not a signal's). SLOW_RANK ``grace``: no
+rank is made slow, but simulations 1 and 2 ignore SIGTERM, so that rank 0's stop lasts
+the study's `kill_grace` (2 s), and the ranks' last meeting is given 0.5 s of its own
+(`exit_meeting.MEET_TIMEOUT`, 120 s in a real run): a grace longer than that bound.
 
 Each rank writes ``OUT/../exit-<rank>.json``: how its `train()` ended (the exception's
 class or "returned"), the step it stopped at, its last save's step, the step it started
@@ -43,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import torch.distributed as dist
 from rank_study import recording_end
 
 from melissa_trainer import (
@@ -54,6 +58,7 @@ from melissa_trainer import (
     TrainingArguments,
 )
 from melissa_trainer.launcher import Launcher, LauncherTuning, LocalBackend
+from melissa_trainer.trainer import exit_meeting
 
 SOLVER = r"""
 import os, sys, time
@@ -62,6 +67,9 @@ import numpy as np
 from melissa_trainer.client import Client, ClientTuning
 
 sid = int(os.environ["MELISSA_TRAINER_SIMULATION_ID"])
+if sid in (1, 2) and os.environ.get("IGNORE_TERM"):
+    import signal
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
 with open(os.environ["LAUNCHES"], "a") as f:
     f.write(f"{sid}\n")
 if sid == 1 and os.environ.get("RESUMED") != "2":
@@ -119,10 +127,28 @@ class Trained(Hook):
                 time.sleep(0.02)
 
 
+class PolledMeeting:
+    """`torch.distributed` as `exit_meeting` sees it off gloo (NCCL: a barrier polled
+    until the meeting's bound, on every rank), on gloo: its monitored barrier bounds rank
+    0's wait only (the others wait for rank 0's answer as long as the process group's
+    timeout), so a rank 0 late at the meeting is waited for there whatever the bound."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(dist, name)
+
+    def get_backend(self, group: Any = None) -> str:
+        return "nccl"
+
+
 def main() -> None:
     out, solver, resumed = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
     preempt = sys.argv[3] == "2"
-    slow = int(sys.argv[4]) if len(sys.argv) > 4 else None
+    grace = len(sys.argv) > 4 and sys.argv[4] == "grace"
+    slow = int(sys.argv[4]) if len(sys.argv) > 4 and not grace else None
+    if grace:  # (the meeting's own bound below the grace: 120 s > 5 s in a real run)
+        exit_meeting.MEET_TIMEOUT = 0.5
+        exit_meeting.meet.__defaults__ = (0.5, None)  # (and a caller that passes none)
+        exit_meeting.dist = PolledMeeting()  # type: ignore[assignment]
     torch.set_num_threads(1)
     here = Path(out).parent
     # (registered first, run last: after the process group's teardown)
@@ -135,7 +161,7 @@ def main() -> None:
         3,
         job_limit=3,
         backend=LocalBackend(),
-        env={**env, "RESUMED": sys.argv[3]},
+        env={**env, "RESUMED": sys.argv[3], **({"IGNORE_TERM": "1"} if grace else {})},
         tuning=LauncherTuning(
             poll_interval=0.05, kill_grace=2.0, max_restarts=0, on_failure="raise"
         ),

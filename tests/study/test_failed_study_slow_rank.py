@@ -68,3 +68,30 @@ def test_a_rank_slower_at_the_end_of_a_preemption_exits_143_itself(
     assert said.count("exitcode  : 143") in (1, 2), said  # (torchrun lists who exited)
     for rank in range(2):
         assert (tmp_path / f"gone-{rank}").exists(), (rank, said)
+
+
+@pytest.mark.e2e
+@pytest.mark.slow
+@pytest.mark.skipif(sys.platform != "linux", reason="the local backend uses /proc")
+@pytest.mark.timeout(300)
+def test_the_ranks_meeting_waits_out_rank_0s_kill_grace(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A preemption whose rank 0 stops simulations that ignore SIGTERM: its stop lasts
+    the study's `kill_grace`, longer than the meeting's own bound (made 0.5 s here; 120
+    s in a real run, which a `kill_grace` of 120 s or more exceeds). Rank 1 waits for it
+    (`Source.stop_bound`) and both exit 143 themselves. Before, rank 1 left the meeting
+    at its bound ("did not meet every other rank"), exited, and torchrun SIGTERMed rank
+    0 in the middle of its kills: its second "SIGTERM received", then its end at the
+    agent's SIGKILL (-9), its simulations killed by no one."""
+    monkeypatch.syspath_prepend(str(Path(__file__).parents[1] / "trainer"))
+    from two_ranks import run_study_script
+
+    proc, (zero, one), said = run_study_script(SCRIPT, tmp_path, "2", "grace", timeout=220)
+    assert zero["ended"] == one["ended"] == "Preempted", (zero, one, said)
+    assert "did not meet every other rank" not in said, said
+    assert said.count("SIGTERM received") == 1, said  # (rank 0's own, once)
+    assert "exitcode  : -15" not in said and "Signal 15" not in said, said
+    assert "exitcode  : -9" not in said and "Signal 9" not in said, said
+    for rank in range(2):
+        assert (tmp_path / f"gone-{rank}").exists(), (rank, said)

@@ -133,6 +133,14 @@ class Backend(ABC):
     def close(self) -> None:
         """Kill every job still running; idempotent."""
 
+    def stop_bound(self, grace: float) -> float:
+        """Seconds a study's stop (`kill_all` of its jobs with `grace`, then `close`) may
+        block at most, beyond the moments its commands take: how long the trainer ranks'
+        last meeting waits for rank 0's study to stop (`trainer.exit_meeting`). This
+        default: one `grace` (the jobs' graces run together, as this package's backends
+        kill them); a backend that waits for more adds it (Slurm: `controller_wait`)."""
+        return grace
+
     def begin_study(self, study: str) -> None:
         """Before the first `launch`: `study` (see `study_id`) is the study this backend
         runs jobs for; the jobs an earlier run of it left are ended (blocks meanwhile).

@@ -262,6 +262,11 @@ class SlurmBackend(Backend):
         if self._batch is not None:
             self._batch.begin_study(study)
 
+    def stop_bound(self, grace: float) -> float:
+        """`Backend.stop_bound`: the grace, the wait for the forced end's `scancel`
+        (`FORCE_WAIT`) and one `controller_wait` (the stop's scancels share it)."""
+        return grace + FORCE_WAIT + self._commands.controller_wait
+
     def describe(self, handle: Handle) -> str:
         if isinstance(handle, SlurmHandle) and self._batch is not None:
             return self._batch.describe(handle)

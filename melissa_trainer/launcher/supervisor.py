@@ -166,7 +166,8 @@ class Supervisor(SilenceWatch):
         and the signal, or any end a backend cannot tell from its kill (one whose
         `kill` returns None), is recorded killed, pending: run again on resume. A
         `kill_all` that fails (raises) leaves every job so recorded and the backend
-        closed (its `close` kills what the call left), then the error is raised."""
+        closed (its `close` kills what the call left), then the error is raised (a
+        `close` that fails then too is logged with its traceback, not raised over it)."""
         self.unheard_summary()
         self.reap_exited("before the stop")
         if self.jobs:  # (one line for them all, not one a job: hundreds may be in flight)
@@ -177,9 +178,15 @@ class Supervisor(SilenceWatch):
             codes = self.backend.kill_all(
                 [job.handle for _, job in jobs], self.settings.tuning.kill_grace
             )
-        finally:  # recorded and closed even if it failed (close kills what it left)
+        except BaseException:  # recorded and closed all the same (close kills what it left)
             self._record_killed(jobs, codes)
-            self.backend.close()
+            try:
+                self.backend.close()
+            except Exception:  # (the kill's error is the one raised: said, not lost)
+                logger.exception("the backend's close failed too, after its kill failed")
+            raise
+        self._record_killed(jobs, codes)
+        self.backend.close()
 
     def _record_killed(self, jobs: list[tuple[str, RunningJob]], codes: list[int | None]) -> None:
         """The stop's killed `jobs` forgotten and recorded (`shutdown`)."""

@@ -75,3 +75,40 @@ def test_a_failed_kill_all_records_every_job_interrupted_and_closes_the_backend(
     assert study.counts()["pending"] == 3
     assert not supervisor.jobs
     assert backend.closed == 1
+
+
+class FailingClose(FailingKill):
+    """`kill_all` fails, and then `close` too."""
+
+    def close(self) -> None:
+        self.closed += 1
+        raise RuntimeError("the close failed as well")
+
+
+@pytest.mark.timeout(60)
+def test_a_close_that_fails_after_the_kill_is_logged_and_the_kills_error_raised(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Before, the close's error was raised in place of the kill's (the first cause
+    left only as its context): a user read "the close failed" for a kill that had."""
+    policy: dict = dict(max_restarts=1, on_failure="redraw", max_redraws=3, first_simulation_id=0)
+    study = StudyRecord(UniformSampler({"x": (0.0, 1.0)}, seed=0), 2, **policy)
+    settings = Settings(
+        job_limit=2, ranks=1, tuning=LauncherTuning(), env={}, log_dir=tmp_path,
+        rendezvous_dir="unused",
+    )  # fmt: skip
+    backend = FailingClose()
+    supervisor = Supervisor(
+        settings, study, threading.Lock(), backend, lambda s, p: ["sim"], None, None
+    )
+    supervisor.tick()
+    with (
+        caplog.at_level("ERROR", logger="melissa_trainer.launcher"),
+        pytest.raises(OSError, match="half-way"),
+    ):
+        supervisor.shutdown()
+    assert backend.closed == 1
+    assert study.counts()["pending"] == 2
+    said = [r for r in caplog.records if "close failed too" in r.getMessage()]
+    assert len(said) == 1 and said[0].exc_info is not None, caplog.text
+    assert "the close failed as well" in caplog.text

@@ -208,9 +208,10 @@ class MpiexecBackend(Backend):
         one `grace` for them all, not one per job). Results in order."""
         mine = [self._own(handle) for handle in handles]
         belows = []
-        for handle in mine:
-            process = handle.process
-            below = process_tree(process.pid) if process.process.poll() is None else []
+        alive = [handle.process.process.poll() is None for handle in mine]
+        table = process_table() if any(alive) else None  # (one /proc scan for them all)
+        for handle, running in zip(mine, alive, strict=True):
+            below = process_tree(handle.process.pid, table) if running else []
             handle.shm.add(pid for pid, _ in below)
             belows.append(below)
         codes = self._local.kill_all([handle.process for handle in mine], grace)

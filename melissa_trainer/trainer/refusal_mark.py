@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CONNECT_TIMEOUT",
+    "STORE_TIMEOUT",
     "GONE",
     "MARK_POLL",
     "NO_STORE",
@@ -54,8 +55,14 @@ __all__ = [
 ]
 
 #: seconds to reach the launcher's store (it is up before any rank starts: a store
-#: that does not answer within them is taken as gone)
+#: that refuses the plain connection, or does not take it within them, is gone)
 CONNECT_TIMEOUT = 5.0
+#: seconds the store's client waits for the store's answers (its validation of the
+#: connection first). Longer than the plain connection's: the store's server looks up
+#: each client's address in the DNS (torch's), and a query lost costs the resolver's
+#: timeout, 5 s at its default (seen 1 connection in 40 on a machine whose DNS dropped
+#: queries), at which the client gave up on a store that was there (taken as gone)
+STORE_TIMEOUT = 30.0
 #: at most, seconds rank 0 waits for the other ranks to have read its mark (`leave`): a
 #: rank that raised no refusal (one of rank 0's alone) never reads it
 READ_WAIT = 5.0
@@ -136,7 +143,7 @@ def launch_store() -> StoreLink | str | None:
         return GONE
     from torch.distributed import TCPStore
 
-    timeout = datetime.timedelta(seconds=CONNECT_TIMEOUT)
+    timeout = datetime.timedelta(seconds=STORE_TIMEOUT)
     try:
         store = TCPStore(host, port, None, False, timeout=timeout, wait_for_workers=False)
     except RuntimeError:  # (torch's DistError: it went between the two connections)

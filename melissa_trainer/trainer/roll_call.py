@@ -19,7 +19,8 @@ the same on every rank when each rank makes the same trainers, as a script does.
 Without such a store (``python train.py``, another launcher: rank 0 may host the
 process group's store, and a stopped rank 0 would hold a look at it) the trainer has no
 roll call, and the warnings name no rank. A store that does not answer (within
-`refusal_mark.CONNECT_TIMEOUT`) ends the roll call: said once, at INFO.
+`refusal_mark.CONNECT_TIMEOUT`, its answers within `STORE_TIMEOUT`) ends the roll call: said
+once, at INFO.
 """
 
 from __future__ import annotations

@@ -53,21 +53,27 @@ class FailingKill(Backend):
         self.closed += 1
 
 
-@pytest.mark.timeout(60)
-def test_a_failed_kill_all_records_every_job_interrupted_and_closes_the_backend(
-    tmp_path: Path,
-) -> None:
+def started(tmp_path: Path, backend: Backend, n: int) -> tuple[StudyRecord, Supervisor]:
+    """A study of `n` simulations, all started on `backend` (one tick)."""
     policy: dict = dict(max_restarts=1, on_failure="redraw", max_redraws=3, first_simulation_id=0)
-    study = StudyRecord(UniformSampler({"x": (0.0, 1.0)}, seed=0), 3, **policy)
+    study = StudyRecord(UniformSampler({"x": (0.0, 1.0)}, seed=0), n, **policy)
     settings = Settings(
-        job_limit=3, ranks=1, tuning=LauncherTuning(), env={}, log_dir=tmp_path,
+        job_limit=n, ranks=1, tuning=LauncherTuning(), env={}, log_dir=tmp_path,
         rendezvous_dir="unused",
     )  # fmt: skip
-    backend = FailingKill()
     supervisor = Supervisor(
         settings, study, threading.Lock(), backend, lambda s, p: ["sim"], None, None
     )
     supervisor.tick()
+    return study, supervisor
+
+
+@pytest.mark.timeout(60)
+def test_a_failed_kill_all_records_every_job_interrupted_and_closes_the_backend(
+    tmp_path: Path,
+) -> None:
+    backend = FailingKill()
+    study, supervisor = started(tmp_path, backend, 3)
     assert study.counts()["running"] == 3
     with pytest.raises(OSError, match="half-way"):
         supervisor.shutdown()
@@ -91,17 +97,8 @@ def test_a_close_that_fails_after_the_kill_is_logged_and_the_kills_error_raised(
 ) -> None:
     """Before, the close's error was raised in place of the kill's (the first cause
     left only as its context): a user read "the close failed" for a kill that had."""
-    policy: dict = dict(max_restarts=1, on_failure="redraw", max_redraws=3, first_simulation_id=0)
-    study = StudyRecord(UniformSampler({"x": (0.0, 1.0)}, seed=0), 2, **policy)
-    settings = Settings(
-        job_limit=2, ranks=1, tuning=LauncherTuning(), env={}, log_dir=tmp_path,
-        rendezvous_dir="unused",
-    )  # fmt: skip
     backend = FailingClose()
-    supervisor = Supervisor(
-        settings, study, threading.Lock(), backend, lambda s, p: ["sim"], None, None
-    )
-    supervisor.tick()
+    study, supervisor = started(tmp_path, backend, 2)
     with (
         caplog.at_level("ERROR", logger="melissa_trainer.launcher"),
         pytest.raises(OSError, match="half-way"),

@@ -1,6 +1,6 @@
 """`make_backend`, and the mpiexec backend: its command line and configuration errors,
 real 2-rank MPI jobs (one streams a decomposed field to a receiver), and its kill, which
-leaves no rank (those in sessions of their own too)."""
+leaves no rank (those in sessions of their own too; one scan of /proc for a stop's jobs)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import stat
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -25,6 +26,7 @@ from melissa_trainer.launcher.backends import (
     MpiexecBackend,
     make_backend,
 )
+from melissa_trainer.launcher.backends import mpiexec as mpiexec_module
 from melissa_trainer.launcher.backends.mpiexec import mpiexec_command, process_tree
 from melissa_trainer.stream.receiver import Receiver, ReceiverConfig
 
@@ -220,12 +222,13 @@ def test_mpiexec_kill_leaves_no_rank(tmp_path: Path) -> None:
     assert not pgrep(marker)
 
 
-@pytest.mark.e2e
-@pytest.mark.timeout(150)
-def test_mpiexec_kill_reaches_ranks_in_their_own_sessions(tmp_path: Path) -> None:
-    """A launcher that ignores SIGTERM and starts its "ranks" with setsid (as hydra
-    does): the SIGKILL of its process group misses them; kill() still ends them."""
-    marker = f"melissa-setsid-rank-{os.getpid()}"
+#: "ranks" that ignore SIGTERM (`setsid_mpiexec` runs two, in sessions of their own)
+STUBBORN_RANK = [PYTHON, "-c", "import signal, time; signal.signal(15, 1); time.sleep(60)"]
+
+
+def setsid_mpiexec(tmp_path: Path) -> MpiexecBackend:
+    """A backend whose mpiexec stand-in ignores SIGTERM and starts 2 "ranks" with setsid
+    (as hydra does): out of reach of its process group's signal."""
     fake = tmp_path / "fake-mpiexec"
     fake.write_text(
         "#!/bin/bash\n"
@@ -235,9 +238,17 @@ def test_mpiexec_kill_reaches_ranks_in_their_own_sessions(tmp_path: Path) -> Non
         "wait\n"
     )
     fake.chmod(stat.S_IRWXU)
-    backend = MpiexecBackend(str(fake))
-    sleeper = [PYTHON, "-c", "import signal, time; signal.signal(15, 1); time.sleep(60)", marker]
-    handle = backend.launch(Job("fake-mpi", sleeper, ranks=2))
+    return MpiexecBackend(str(fake))
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(150)
+def test_mpiexec_kill_reaches_ranks_in_their_own_sessions(tmp_path: Path) -> None:
+    """A launcher that ignores SIGTERM and starts its "ranks" with setsid (as hydra
+    does): the SIGKILL of its process group misses them; kill() still ends them."""
+    marker = f"melissa-setsid-rank-{os.getpid()}"
+    backend = setsid_mpiexec(tmp_path)
+    handle = backend.launch(Job("fake-mpi", [*STUBBORN_RANK, marker], ranks=2))
     try:
         wait_until(lambda: len(pgrep(marker)) == 3, "the launcher and both ranks", 60)
         backend.kill(handle, grace=0.5)
@@ -245,6 +256,37 @@ def test_mpiexec_kill_reaches_ranks_in_their_own_sessions(tmp_path: Path) -> Non
         wait_until(lambda: not pgrep(marker), "no rank left", 60)
     finally:
         backend.close()
+
+
+@pytest.mark.e2e
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="the ranks are read from /proc")
+@pytest.mark.timeout(120)
+def test_kill_all_scans_the_process_table_once_and_ends_every_rank(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`kill_all` reads the process table (a scan of /proc: every process's stat file)
+    once for all its jobs, not once per job: a stop of 64 jobs on a busy node made 64
+    scans before its first SIGTERM. Each job's ranks are still found and ended."""
+    marker = f"melissa-scan-once-{os.getpid()}"
+    backend = setsid_mpiexec(tmp_path)
+    jobs = [Job(f"job-{i}", [*STUBBORN_RANK, marker], ranks=2) for i in range(3)]
+    handles = [backend.launch(job) for job in jobs]
+    try:
+        wait_until(lambda: len(pgrep(marker)) == 9, "3 launchers and their 6 ranks", 60)
+        scans = []
+        real = mpiexec_module.process_table
+
+        def counted() -> Any:
+            scans.append(1)
+            return real()
+
+        monkeypatch.setattr(mpiexec_module, "process_table", counted)
+        assert backend.kill_all(handles, grace=0.5) == [None, None, None]
+        assert len(scans) == 1, scans
+        wait_until(lambda: not pgrep(marker), "no rank left", 60)
+    finally:
+        backend.close()
+    assert not pgrep(marker)
 
 
 @pytest.mark.e2e

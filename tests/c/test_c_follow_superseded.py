@@ -1,0 +1,102 @@
+"""A C solver following a restarted trainer that is killed before it answers which
+steps it holds, and restarted again, follows the newest one (clients/c/src/held.c:
+each wait for a HELD looks at the rendezvous every 0.1 s; follow.c mt_follow_newer),
+as the Python client does (`follow.Superseded`).
+
+User trial 42 (tests/trials/trial41_drive.py again_serve, the C solver): the resumed
+trainer SIGKILLed as its serve file appeared, a third one resumed 3 s later. Both C
+solvers' closes had found the second trainer's rendezvous and asked its follow socket;
+each waited the whole 30 s, then failed MT_ETIMEDOUT "the restarted trainer's receiver
+0 did not say which steps it holds within 30.0 s", while the third trainer waited for
+their data.
+
+Played by the test: the solver streams to run-a; run-b is published, its follow socket
+silent (it takes the question, never answers: a dead trainer's), its data endpoint
+refusing; when run-b is asked, run-c is published (test_c_close_follow's
+`resumed_receiver`). Failed before: the close said MT_ETIMEDOUT after 30 s naming
+run-b's follow socket."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+import zmq
+from c_driver import script_exe  # noqa: F401 (a fixture)
+from compiled import c_client  # noqa: F401 (a fixture)
+from held_ports import refused_endpoint
+from predict_script import Script, zctx  # noqa: F401 (a fixture)
+from test_c_close_follow import resumed_receiver
+from test_c_close_receipt import STEPS, publish
+
+from melissa_trainer import wire as P
+
+pytestmark = pytest.mark.e2e  # a process, and a close that follows twice
+
+
+@contextmanager
+def silent_follow(ctx: zmq.Context, asked: Callable[[], None]) -> Iterator[str]:
+    """A follow socket that takes each question and answers none (its trainer died);
+    calls `asked` at the first HELD_QUERY; yields its endpoint."""
+    router = ctx.socket(zmq.ROUTER)
+    router.setsockopt(zmq.LINGER, 0)
+    router.bind("tcp://127.0.0.1:*")
+    stop = threading.Event()
+
+    def run() -> None:
+        said = False
+        while not stop.is_set():
+            if not router.poll(20):
+                continue
+            _, frame = router.recv_multipart()
+            if frame[P.KIND_AT] == P.HELD_QUERY and not said:
+                said = True
+                asked()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    try:
+        yield str(router.getsockopt_string(zmq.LAST_ENDPOINT))
+    finally:
+        stop.set()
+        thread.join()
+        router.close()
+
+
+@pytest.mark.timeout(120)
+def test_a_trainer_killed_before_it_answered_is_superseded_by_the_next(
+    script_exe: Path,  # noqa: F811
+    zctx: zmq.Context,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    rendezvous = tmp_path / "rv"
+    sink_a = zctx.socket(zmq.PULL)
+    sink_a.bind("tcp://127.0.0.1:*")
+    script = Script(script_exe, {"MELISSA_TRAINER_RENDEZVOUS": str(rendezvous)})
+    try:
+        with resumed_receiver(zctx) as (sink_c, follow_c, frames, _):
+            republish = lambda: publish(rendezvous, sink_c, follow_c, run="run-c")  # noqa: E731
+            with silent_follow(zctx, republish) as follow_b:
+                publish(
+                    rendezvous,
+                    str(sink_a.getsockopt_string(zmq.LAST_ENDPOINT)),
+                    "tcp://127.0.0.1:1",
+                )
+                sends = [f"send {t} u 1 4 {t}" for t in range(STEPS)]
+                sent = script.send("id 3", "field u 1 1 4", "start", *sends)
+                assert script.wait(sent)[-1].split(" ", 1)[0] == "0", script.seen
+                publish(rendezvous, refused_endpoint(), follow_b, run="run-b")  # (killed)
+                closed = script.send("close")
+                lines, err = script.finish(100)
+            got = list(frames)
+    finally:
+        script.kill()
+        sink_a.close(linger=0)
+    code, _, message = lines[closed][-1].partition(" ")
+    assert int(code) == 0, (message, err)
+    assert f"followed the restarted trainer (run run-c at {sink_c})" in err, err
+    assert "run-b" not in err, err
+    assert [f[P.KIND_AT] for f in got][-1] == P.BYE, got

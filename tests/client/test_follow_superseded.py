@@ -18,7 +18,6 @@ the send raised FollowError after 30 s naming B's follow endpoint."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -41,17 +40,7 @@ def field(t: int) -> np.ndarray:
     return np.full(3, t, dtype="<f4")
 
 
-@pytest.fixture
-def rendezvous(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    where = tmp_path / "rendezvous"
-    monkeypatch.setenv("MELISSA_TRAINER_RENDEZVOUS", str(where))
-    for name in ("MELISSA_TRAINER_ENDPOINTS", "MELISSA_TRAINER_RUN_ID", "MELISSA_TRAINER_ATTEMPT"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setattr(follow, "CHECK_INTERVAL", 0.0)  # (every send looks: deterministic)
-    yield where
-
-
-def receiver(buffer: FIFOBuffer, where: Path, run_id: str) -> Receiver:
+def resumable(buffer: FIFOBuffer, where: Path, run_id: str) -> Receiver:
     config = ReceiverConfig(
         expected_simulations=1, bind="tcp://127.0.0.1:*", rendezvous_dir=str(where), run_id=run_id
     )
@@ -60,10 +49,11 @@ def receiver(buffer: FIFOBuffer, where: Path, run_id: str) -> Receiver:
 
 @pytest.mark.timeout(90)
 def test_a_trainer_killed_before_it_answered_is_superseded_by_the_next(
-    rendezvous: Path, monkeypatch: pytest.MonkeyPatch
+    follow_rendezvous: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    rendezvous = follow_rendezvous
     a_buffer, c_buffer = FIFOBuffer(1000), FIFOBuffer(1000)
-    a = receiver(a_buffer, rendezvous, "run-a")
+    a = resumable(a_buffer, rendezvous, "run-a")
     a.start()
     c: Receiver | None = None
     dead_follow = refused_endpoint()
@@ -92,7 +82,7 @@ def test_a_trainer_killed_before_it_answered_is_superseded_by_the_next(
                 nonlocal c
                 asked.wait(60)
                 c_buffer.load_state_dict(*buffer_state)
-                c = receiver(c_buffer, rendezvous, "run-c")
+                c = resumable(c_buffer, rendezvous, "run-c")
                 c.load_state_dict(record)
                 c.start()
 

@@ -11,16 +11,13 @@ each waited the whole 30 s, then failed MT_ETIMEDOUT "the restarted trainer's re
 their data.
 
 Played by the test: the solver streams to run-a; run-b is published, its follow socket
-silent (it takes the question, never answers: a dead trainer's), its data endpoint
+silent (test_c_follow_resend_gone's `held_none`, not answering: a dead trainer's), its data endpoint
 refusing; when run-b is asked, run-c is published (test_c_close_follow's
 `resumed_receiver`). Failed before: the close said MT_ETIMEDOUT after 30 s naming
 run-b's follow socket."""
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -31,39 +28,11 @@ from held_ports import refused_endpoint
 from predict_script import Script, zctx  # noqa: F401 (a fixture)
 from test_c_close_follow import resumed_receiver
 from test_c_close_receipt import STEPS, publish
+from test_c_follow_resend_gone import held_none
 
 from melissa_trainer import wire as P
 
 pytestmark = pytest.mark.e2e  # a process, and a close that follows twice
-
-
-@contextmanager
-def silent_follow(ctx: zmq.Context, asked: Callable[[], None]) -> Iterator[str]:
-    """A follow socket that takes each question and answers none (its trainer died);
-    calls `asked` at the first HELD_QUERY; yields its endpoint."""
-    router = ctx.socket(zmq.ROUTER)
-    router.setsockopt(zmq.LINGER, 0)
-    router.bind("tcp://127.0.0.1:*")
-    stop = threading.Event()
-
-    def run() -> None:
-        said = False
-        while not stop.is_set():
-            if not router.poll(20):
-                continue
-            _, frame = router.recv_multipart()
-            if frame[P.KIND_AT] == P.HELD_QUERY and not said:
-                said = True
-                asked()
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    try:
-        yield str(router.getsockopt_string(zmq.LAST_ENDPOINT))
-    finally:
-        stop.set()
-        thread.join()
-        router.close()
 
 
 @pytest.mark.timeout(120)
@@ -79,7 +48,7 @@ def test_a_trainer_killed_before_it_answered_is_superseded_by_the_next(
     try:
         with resumed_receiver(zctx) as (sink_c, follow_c, frames, _):
             republish = lambda: publish(rendezvous, sink_c, follow_c, run="run-c")  # noqa: E731
-            with silent_follow(zctx, republish) as follow_b:
+            with held_none(zctx, republish, answers=False) as follow_b:
                 publish(
                     rendezvous,
                     str(sink_a.getsockopt_string(zmq.LAST_ENDPOINT)),

@@ -52,7 +52,14 @@ from melissa_trainer.client.tuning import DEFAULT_DISCONNECTED_TIMEOUT
 from melissa_trainer.stream.endpoints import fetch_rendezvous, stamp
 from melissa_trainer.wire import HeldReply, ProtocolError
 
-__all__ = ["CHECK_INTERVAL", "QUERY_TIMEOUT", "Follower", "FollowError", "Superseded"]
+__all__ = [
+    "CHECK_INTERVAL",
+    "QUERY_TIMEOUT",
+    "Follower",
+    "FollowError",
+    "Superseded",
+    "Unanswered",
+]
 
 #: seconds between two looks at the rendezvous by a send (one `os.stat`)
 CHECK_INTERVAL = 1.0
@@ -67,6 +74,11 @@ class FollowError(TimeoutError):
     """The client cannot follow its restarted trainer (the message says why and what to
     do: run the simulation again with the same simulation id). A `TimeoutError`, as a
     send or close that gives up on a trainer gone raises."""
+
+
+class Unanswered(FollowError):
+    """A receiver of the restarted trainer sent no valid HELD within the time asked:
+    nothing of the follow was done yet (`Following.switch` asks first)."""
 
 
 class Superseded(FollowError):
@@ -168,6 +180,11 @@ class Follower:
         run_id = entries[0].get("run_id")
         return endpoints != self.endpoints or run_id != self.run_id
 
+    def forget(self) -> None:
+        """Read the rendezvous again at the next look (`restarted`), even unchanged: a
+        follow given up before it began (a prediction's, `asking`) is tried again."""
+        self._stamp = (-1, -1)
+
     def adopt(self, entries: list[dict[str, Any]]) -> None:
         """Stream to the run of `entries` from now on."""
         self.endpoints = [str(e["endpoint"]) for e in entries]
@@ -253,7 +270,7 @@ class Follower:
                 return reply
         finally:
             sock.close(linger=0)
-        raise FollowError(
+        raise Unanswered(
             f"the restarted trainer's receiver {rank} did not say which steps it holds "
             f"within {timeout} s ({endpoint}"
             + (f"; malformed replies ignored: {dict(self.rejected)}" if self.rejected else "")

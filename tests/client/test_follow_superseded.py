@@ -28,7 +28,7 @@ from helpers import drain
 from waiting import wait_until
 
 from melissa_trainer.buffers import FIFOBuffer
-from melissa_trainer.client import Client, ClientTuning, follow
+from melissa_trainer.client import Client, ClientTuning, PredictTimeout, follow
 from melissa_trainer.stream.endpoints import write_rendezvous
 from melissa_trainer.stream.receiver import Receiver, ReceiverConfig
 
@@ -95,6 +95,56 @@ def test_a_trainer_killed_before_it_answered_is_superseded_by_the_next(
         assert c is not None
         steps = sorted(int(s["time_step"]) for s in drain(c_buffer))
         assert steps == list(range(10))  # each once: the checkpoint's 0-4, then 5-9
+    finally:
+        a.stop()
+        if c is not None:
+            c.stop()
+
+
+@pytest.mark.timeout(90)
+def test_a_request_does_not_wait_past_its_timeout_for_a_restarted_trainer_to_answer(
+    follow_rendezvous: Path,
+) -> None:
+    """A request made while the requests before it failed follows a restarted trainer
+    first (`asking`); that trainer's answer of what it holds is awaited the request's
+    timeout at most. Trial 42 (again_serve): a request with a 1 s timeout waited 4.9 s,
+    for a trainer killed as it published itself, then for its successor; before the
+    superseding fix, 30 s, then FollowError. Now PredictTimeout at its timeout, nothing
+    followed, and the next send follows the trainer published since. Failed before:
+    FollowError after 30 s."""
+    rendezvous = follow_rendezvous
+    a_buffer, c_buffer = FIFOBuffer(1000), FIFOBuffer(1000)
+    a = resumable(a_buffer, rendezvous, "run-a")
+    a.start()
+    c: Receiver | None = None
+    try:
+        tuning = ClientTuning(disconnected_timeout=2, follow_timeout=30)
+        with Client(FIELDS, {}, simulation_id=SID, tuning=tuning) as client:
+            for t in range(5):
+                client.send(t, u=field(t))
+            client.flush()
+            wait_until(lambda: a_buffer.stats().put == 5, "A's samples", 30)
+            with pytest.raises(PredictTimeout):  # (A serves nothing: the requests fail)
+                client.predict({"u": field(0)}, timeout=0.2)
+            record, buffer_state = a.state_dict(), a_buffer.state_dict()
+            a.stop()
+            dead = {"run_id": "run-b", "follow_endpoint": refused_endpoint()}
+            write_rendezvous(rendezvous, 0, 1, refused_endpoint(), dead)
+            with pytest.raises(PredictTimeout) as caught:
+                client.predict({"u": field(0)}, timeout=0.5)
+            said = str(caught.value)
+            assert "did not say which steps it holds within 0.5 s" in said, said
+            assert "(run run-b) is not answering yet" in said, said
+            assert client.run_id == "run-a"  # nothing followed
+            c_buffer.load_state_dict(*buffer_state)
+            c = resumable(c_buffer, rendezvous, "run-c")
+            c.load_state_dict(record)
+            c.start()
+            for t in range(5, 10):
+                client.send(t, u=field(t))
+            assert client.run_id == "run-c"
+        steps = sorted(int(s["time_step"]) for s in drain(c_buffer))
+        assert steps == list(range(10))
     finally:
         a.stop()
         if c is not None:

@@ -125,14 +125,15 @@ def serve_stamp() -> tuple[int, int] | None:
 
 
 def left() -> list[str]:
-    """The processes still running whose command line names WORK."""
-    found = []
+    """The processes still running whose command line names WORK (not this one, nor
+    what started it: a `timeout` wrapper names WORK too)."""
+    found, mine = [], (os.getpid(), os.getppid())
     for entry in Path("/proc").iterdir():
         try:
             line = (entry / "cmdline").read_bytes()
         except OSError:
             continue
-        if entry.name.isdigit() and int(entry.name) != os.getpid() and str(WORK).encode() in line:
+        if entry.name.isdigit() and int(entry.name) not in mine and str(WORK).encode() in line:
             found.append(line.replace(b"\0", b" ").decode(errors="replace")[:120])
     return found
 

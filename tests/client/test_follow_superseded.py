@@ -47,6 +47,20 @@ def resumable(buffer: FIFOBuffer, where: Path, run_id: str) -> Receiver:
     return Receiver(buffer, config=config)
 
 
+def following_client() -> Client:
+    """A client of the rendezvous that follows restarted trainers (external mode)."""
+    tuning = ClientTuning(disconnected_timeout=2, follow_timeout=30)
+    return Client(FIELDS, {}, simulation_id=SID, tuning=tuning)
+
+
+def send_first_steps(client: Client, a_buffer: FIFOBuffer) -> None:
+    """Steps 0-4 sent, and taken by A (its buffer's count)."""
+    for t in range(5):
+        client.send(t, u=field(t))
+    client.flush()
+    wait_until(lambda: a_buffer.stats().put == 5, "A's samples", 30)
+
+
 @pytest.mark.timeout(90)
 def test_a_trainer_killed_before_it_answered_is_superseded_by_the_next(
     follow_rendezvous: Path, monkeypatch: pytest.MonkeyPatch
@@ -66,12 +80,8 @@ def test_a_trainer_killed_before_it_answered_is_superseded_by_the_next(
 
     monkeypatch.setattr(follow, "control_dealer", watched)
     try:
-        tuning = ClientTuning(disconnected_timeout=2, follow_timeout=30)
-        with Client(FIELDS, {}, simulation_id=SID, tuning=tuning) as client:
-            for t in range(5):
-                client.send(t, u=field(t))
-            client.flush()
-            wait_until(lambda: a_buffer.stats().put == 5, "A's samples", 30)
+        with following_client() as client:
+            send_first_steps(client, a_buffer)
             record, buffer_state = a.state_dict(), a_buffer.state_dict()
             a.stop()
             # B: killed as it published itself (its ports refuse)
@@ -118,12 +128,8 @@ def test_a_request_does_not_wait_past_its_timeout_for_a_restarted_trainer_to_ans
     a.start()
     c: Receiver | None = None
     try:
-        tuning = ClientTuning(disconnected_timeout=2, follow_timeout=30)
-        with Client(FIELDS, {}, simulation_id=SID, tuning=tuning) as client:
-            for t in range(5):
-                client.send(t, u=field(t))
-            client.flush()
-            wait_until(lambda: a_buffer.stats().put == 5, "A's samples", 30)
+        with following_client() as client:
+            send_first_steps(client, a_buffer)
             with pytest.raises(PredictTimeout):  # (A serves nothing: the requests fail)
                 client.predict({"u": field(0)}, timeout=0.2)
             record, buffer_state = a.state_dict(), a_buffer.state_dict()

@@ -167,13 +167,6 @@ def run_study(
     out = Path(output_dir)
     records = out / "records"
     records.mkdir(parents=True, exist_ok=True)
-    # an earlier run's records (rank 0's launcher starts this run's): not those of a run
-    # resumed (its simulations done before), nor of one stopped there (the trainer
-    # refuses to start over its checkpoint unless resumed: they are still its records)
-    stopped = any((out / "run" / "checkpoints").glob("checkpoint-*"))
-    if _rank() == 0 and not resume_from_checkpoint and not stopped:
-        for stale in records.glob("sim*.json"):
-            stale.unlink()
     command = [sys.executable, str(SOLVER), *config.argv(), "--record", str(records)]
     if not surrogate:
         command.append("--no_surrogate")
@@ -213,6 +206,15 @@ def run_study(
         process_sample=process_sample,
         hooks=[serving],
     )
+    # an earlier run's records (rank 0's launcher starts this run's): not those of a run
+    # resumed (its simulations done before), nor of one stopped there (the trainer
+    # refuses to start over its checkpoint unless resumed: they are still its records),
+    # and only once the trainer holds the output_dir's lock (taken as it is made): a
+    # study still running there refuses this one (OutputDirLocked), its records its own
+    stopped = any((out / "run" / "checkpoints").glob("checkpoint-*"))
+    if _rank() == 0 and not resume_from_checkpoint and not stopped:
+        for stale in records.glob("sim*.json"):
+            stale.unlink()
     state = trainer.train()
     if not trainer.accelerator.is_main_process:  # (the records and the report: rank 0's)
         return {"simulations": [], "global_step": state.global_step, "final_error": None,

@@ -22,10 +22,15 @@ answer would be wrong for this simulation; the trainer's run id check, which ref
 the old run's requests, exists to prevent exactly that. Following first keeps one rule:
 a client's predictions come from the trainer its data goes to.
 
-Cost: a request that follows also pays the follow (the trainer's answer of what it
-holds, the window's steps sent again: what the next `send` would have paid), beyond its
-`timeout`, which bounds the request itself. A follow that fails raises `FollowError`
-(a `TimeoutError`, not a `PredictionUnavailable`), as the next `send` would.
+Cost: a request that follows also pays the follow (the window's steps sent again: what
+the next `send` would have paid), beyond its `timeout`, which bounds the request itself
+and the wait for the trainer's answer of what it holds: a trainer that does not answer
+within it (killed as it started, still starting) fails the request `PredictTimeout`,
+nothing followed yet, and the next look (a send, or a request a second later) asks
+again (user trial 42: a request waited 4.9 s past its 1 s timeout for a trainer killed
+as it published itself, then for its successor). A follow that fails otherwise raises
+`FollowError` (a `TimeoutError`, not a `PredictionUnavailable`), as the next `send`
+would.
 
 Not thread-safe: the client's thread.
 """
@@ -36,6 +41,8 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import zmq
+
+from melissa_trainer.client.follow import Unanswered
 
 if TYPE_CHECKING:
     from melissa_trainer.client.following import Following
@@ -61,19 +68,29 @@ class Asking:
         inputs: Mapping[str, Any],
         timeout: float,
         following: Following | None,
-        follow: Callable[[list[dict[str, Any]]], None],
+        follow: Callable[[list[dict[str, Any]], float], None],
         run_id: Callable[[], str | None],
         context: Callable[[], zmq.Context],
     ) -> Predicted:
         """`Client.predict` (module docstring): `follow` the restarted trainer first if
         the requests before failed and the rendezvous names one; then ask as `run_id()`
         over sockets of `context()` (the client's transport's, read after the follow)."""
+        # (imported here: most simulations never ask, and their start-up should not pay)
+        from melissa_trainer.client.predict import PredictionUnavailable, Predictor, PredictTimeout
+
         if following is not None and self._failing:
             entries = following.follower.rewritten()
             if entries is not None:
-                follow(entries)  # (`Client._follow`: it calls `before_switch`, `joined`)
-        # (imported here: most simulations never ask, and their start-up should not pay)
-        from melissa_trainer.client.predict import PredictionUnavailable, Predictor
+                try:  # (`Client._follow`: it calls `before_switch`, `joined`)
+                    follow(entries, timeout)
+                except Unanswered as exc:
+                    following.follower.forget()
+                    raise PredictTimeout(
+                        f"{exc}: the trainer restarted in {following.follower.rendezvous} "
+                        f"(run {entries[0].get('run_id')}) is not answering yet (still "
+                        "starting, or gone again); this client follows it at its next "
+                        "send or request"
+                    ) from None
 
         if self.predictor is None:
             self.predictor = Predictor(self.simulation_id, run_id=run_id(), context=context())

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from melissa_trainer.client.follow import QUERY_TIMEOUT
 from melissa_trainer.client.held import HeldArrays
 from melissa_trainer.client.sending import Sending
 from melissa_trainer.client.transport import Transport, client_logger
@@ -41,8 +42,9 @@ class FollowsTrainer(Sending):
         """A transport to `self.endpoints`, not opened (`Client` defines it)."""
         raise NotImplementedError
 
-    def _follow(self, entries: list[dict[str, Any]]) -> None:
-        """Switch to the restarted trainer of `entries` (`Following.switch`)."""
+    def _follow(self, entries: list[dict[str, Any]], ask_within: float = QUERY_TIMEOUT) -> None:
+        """Switch to the restarted trainer of `entries` (`Following.switch`; `ask_within`
+        its HELD wait)."""
         assert self._following is not None
 
         def make(entries: list[dict[str, Any]]) -> Transport:
@@ -59,7 +61,7 @@ class FollowsTrainer(Sending):
             transport.send_step(step, self._prepare({k: v.copy() for k, v in arrays.items()}))
 
         self._asking.before_switch()  # (its socket is of the context the switch ends)
-        self._transport = self._following.switch(self._transport, entries, make, resend)
+        self._transport = self._following.switch(self._transport, entries, make, resend, ask_within)
         self._followed()  # (drops a rerun's skip: it answers for the old trainer)
         self._asking.joined(self.run_id, self._transport.context)  # (asks as the new run)
         self._fast = self._transport.fast_path(list(self._fields.values()), self._comm)

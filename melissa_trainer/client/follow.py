@@ -52,12 +52,21 @@ from melissa_trainer.client.tuning import DEFAULT_DISCONNECTED_TIMEOUT
 from melissa_trainer.stream.endpoints import fetch_rendezvous, stamp
 from melissa_trainer.wire import HeldReply, ProtocolError
 
-__all__ = ["CHECK_INTERVAL", "QUERY_TIMEOUT", "Follower", "FollowError"]
+__all__ = [
+    "CHECK_INTERVAL",
+    "QUERY_TIMEOUT",
+    "Follower",
+    "FollowError",
+    "Superseded",
+    "Unanswered",
+]
 
 #: seconds between two looks at the rendezvous by a send (one `os.stat`)
 CHECK_INTERVAL = 1.0
 #: seconds a client waits for each receiver's HELD
 QUERY_TIMEOUT = 30.0
+#: seconds between two looks at the rendezvous while a HELD is awaited (`Superseded`)
+SUPERSEDE_INTERVAL = 0.1
 _request_ids = itertools.count(1)
 
 
@@ -65,6 +74,23 @@ class FollowError(TimeoutError):
     """The client cannot follow its restarted trainer (the message says why and what to
     do: run the simulation again with the same simulation id). A `TimeoutError`, as a
     send or close that gives up on a trainer gone raises."""
+
+
+class Unanswered(FollowError):
+    """A receiver of the restarted trainer sent no valid HELD within the time asked:
+    nothing of the follow was done yet (`Following.switch` asks first)."""
+
+
+class Superseded(FollowError):
+    """The trainer being asked what it holds was replaced in the rendezvous by a newer
+    run before it answered (killed as it started, then restarted again): follow that
+    one, `entries`, instead. Without this, the client waited `QUERY_TIMEOUT` on the dead
+    one and then gave up for good (FollowError), while the newer trainer waited for its
+    data (user trial 42: SIGKILL as the resumed trainer's serve file appeared)."""
+
+    def __init__(self, entries: list[dict[str, Any]]) -> None:
+        super().__init__(f"superseded by run {entries[0].get('run_id')}")
+        self.entries = entries
 
 
 class Follower:
@@ -154,6 +180,11 @@ class Follower:
         run_id = entries[0].get("run_id")
         return endpoints != self.endpoints or run_id != self.run_id
 
+    def forget(self) -> None:
+        """Read the rendezvous again at the next look (`restarted`), even unchanged: a
+        follow given up before it began (a prediction's, `asking`) is tried again."""
+        self._stamp = (-1, -1)
+
     def adopt(self, entries: list[dict[str, Any]]) -> None:
         """Stream to the run of `entries` from now on."""
         self.endpoints = [str(e["endpoint"]) for e in entries]
@@ -168,6 +199,8 @@ class Follower:
         asked over sockets of a context of its own (ended before it returns).
 
         Raises:
+            Superseded: while a HELD was awaited, the rendezvous named a newer run than
+                `entries`'s (looked at every `SUPERSEDE_INTERVAL` s).
             FollowError: a receiver names no follow socket (an older trainer), or sent
                 no valid HELD within `timeout` seconds.
         """
@@ -188,6 +221,16 @@ class Follower:
             context.term()
         return replies
 
+    def _newer_than(self, entry: dict[str, Any]) -> list[dict[str, Any]] | None:
+        """The entries of a run the rendezvous names now that is not `entry`'s (rank 0's
+        file rewritten since the last read: one ``stat`` otherwise), else None."""
+        if stamp(self._rank0) == self._stamp:
+            return None
+        entries = self.restarted()
+        if entries is None or entries[0].get("run_id") == entry.get("run_id"):
+            return None
+        return entries
+
     def _ask(
         self,
         context: zmq.Context,
@@ -204,8 +247,11 @@ class Follower:
             sock.send(protocol.encode_held_query(self.simulation_id, request_id))
             deadline = time.monotonic() + timeout
             while (left := deadline - time.monotonic()) > 0:
-                if not sock.poll(int(left * 1000) + 1):
-                    break
+                if not sock.poll(int(min(left, SUPERSEDE_INTERVAL) * 1000) + 1):
+                    newer = self._newer_than(entry)
+                    if newer is not None:
+                        raise Superseded(newer)
+                    continue
                 frames = sock.recv_multipart()
                 try:
                     if len(frames) != 1:
@@ -224,7 +270,7 @@ class Follower:
                 return reply
         finally:
             sock.close(linger=0)
-        raise FollowError(
+        raise Unanswered(
             f"the restarted trainer's receiver {rank} did not say which steps it holds "
             f"within {timeout} s ({endpoint}"
             + (f"; malformed replies ignored: {dict(self.rejected)}" if self.rejected else "")

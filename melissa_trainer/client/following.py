@@ -29,7 +29,7 @@ import numpy as np
 
 from melissa_trainer.client.closing import TrainerStopped, follow_gave_up
 from melissa_trainer.client.config import check_time_step
-from melissa_trainer.client.follow import Follower, FollowError
+from melissa_trainer.client.follow import QUERY_TIMEOUT, Follower, FollowError, Superseded
 from melissa_trainer.client.replay import ReplayWindow
 from melissa_trainer.client.send_wait import ReceiverGone, StoppedForGood
 from melissa_trainer.client.tuning import DEFAULT_DISCONNECTED_TIMEOUT
@@ -279,15 +279,23 @@ class Following:
         entries: list[dict[str, Any]],
         make: Callable[[list[dict[str, Any]]], Any],
         resend: Callable[[Any, int, dict[str, np.ndarray]], None],
+        ask_within: float = QUERY_TIMEOUT,
     ) -> Any:
-        """Follow the trainer of `entries`: ask, release `old`, `make` the new
+        """Follow the trainer of `entries` (or of a newer run published while it was
+        asked and did not answer: `follow.Superseded`): ask, release `old`, `make` the new
         transport (opened: HELLO sent), record every step sent in its `steps`, and
         `resend` through it each step lacking. Returns the new transport.
 
         Raises:
-            FollowError: as `steps_to_send`, or a receiver that cannot be asked.
+            FollowError: as `steps_to_send`, or a receiver that cannot be asked
+                (`follow.Unanswered`: no HELD within `ask_within` s, nothing done yet).
         """
-        replies = self.follower.held(entries)
+        while True:
+            try:
+                replies = self.follower.held(entries, ask_within)
+                break
+            except Superseded as newer:  # (killed as it started: its successor)
+                entries = newer.entries
         sid, routing = old.simulation_id, old.routing
         every, needed = steps_to_send(
             old.steps, replies, self.window, self._whose, self._advice, sid, routing

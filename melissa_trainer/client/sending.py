@@ -17,6 +17,7 @@ import numpy as np
 from melissa_trainer import wire as protocol
 from melissa_trainer.client.config import ENV_ATTEMPT, check_time_step
 from melissa_trainer.client.field_part import FieldPart
+from melissa_trainer.client.follow import QUERY_TIMEOUT
 from melissa_trainer.client.send_arrays import place_parts, prepare_arrays
 
 if TYPE_CHECKING:
@@ -54,8 +55,9 @@ class Sending:
     #: known, a rerun's skip): one test on the usual path instead of three
     _gate = True
 
-    def _follow(self, entries: list[dict[str, Any]]) -> None:
-        """Switch to the restarted trainer of `entries` (`Client` defines it)."""
+    def _follow(self, entries: list[dict[str, Any]], ask_within: float = QUERY_TIMEOUT) -> None:
+        """Switch to the restarted trainer of `entries`, each receiver's HELD awaited
+        `ask_within` s at most (`Client` defines it)."""
         raise NotImplementedError
 
     @property

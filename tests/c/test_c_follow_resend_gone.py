@@ -53,8 +53,11 @@ def dead_endpoint(ctx: zmq.Context) -> str:
 
 
 @contextmanager
-def held_none(ctx: zmq.Context, answered: Callable[[], None]) -> Iterator[str]:
-    """Run-b's follow socket: answers each HELD_QUERY "none held", then calls `answered`
+def held_none(
+    ctx: zmq.Context, answered: Callable[[], None], answers: bool = True
+) -> Iterator[str]:
+    """Run-b's follow socket: answers each HELD_QUERY "none held" (unless not `answers`:
+    a dead trainer's, which takes the question and says nothing), then calls `answered`
     (once); yields its endpoint."""
     router = ctx.socket(zmq.ROUTER)
     router.setsockopt(zmq.LINGER, 0)
@@ -70,7 +73,9 @@ def held_none(ctx: zmq.Context, answered: Callable[[], None]) -> Iterator[str]:
             if frame[P.KIND_AT] != P.HELD_QUERY:
                 continue  # (a RECEIPT_QUERY is not answered: this trainer is dead)
             sid, request_id = decode_held_query(frame)
-            router.send_multipart([identity, encode_held(sid, request_id, 0, 1, HELD_NONE, 0, b"")])
+            if answers:
+                held = encode_held(sid, request_id, 0, 1, HELD_NONE, 0, b"")
+                router.send_multipart([identity, held])
             if not said:
                 said = True
                 answered()

@@ -1,7 +1,8 @@
 """Fixtures of the client tests: `external`, the rendezvous of a solver started by hand;
 `context` (also `zctx`), a ZeroMQ context of the test's own, and `receiver`, a PULL socket
 bound on it (client_runs.Receiver); `_clean_environment`, none of the client's endpoint
-variables set (test_client_*.py use it, by ``pytestmark = pytest.mark.usefixtures(...)``)."""
+variables set (test_client_*.py use it, by ``pytestmark = pytest.mark.usefixtures(...)``);
+`follow_rendezvous`, the rendezvous of a client that follows restarted receivers."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 import zmq
 from client_runs import Receiver
 
-from melissa_trainer.client import ENV_ENDPOINTS, ENV_RENDEZVOUS, ENV_SIMULATION_ID
+from melissa_trainer.client import ENV_ENDPOINTS, ENV_RENDEZVOUS, ENV_SIMULATION_ID, follow
 
 
 @pytest.fixture
@@ -50,3 +51,16 @@ def zctx(context: zmq.Context) -> zmq.Context:
 @pytest.fixture
 def receiver(zctx: zmq.Context) -> Receiver:
     return Receiver(zctx)
+
+
+@pytest.fixture
+def follow_rendezvous(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An external-mode client's rendezvous directory (not created: the receivers write
+    it), no endpoints or run id given, and every send looking at it (`follow.
+    CHECK_INTERVAL` 0: a restart is noticed at the next send, deterministically)."""
+    where = tmp_path / "rendezvous"
+    monkeypatch.setenv("MELISSA_TRAINER_RENDEZVOUS", str(where))
+    for name in ("MELISSA_TRAINER_ENDPOINTS", "MELISSA_TRAINER_RUN_ID", "MELISSA_TRAINER_ATTEMPT"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(follow, "CHECK_INTERVAL", 0.0)
+    return where

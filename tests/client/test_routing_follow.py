@@ -11,7 +11,6 @@ step once, each on the rank ``(7 + t) % 2``, and nothing was rejected."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +19,7 @@ from helpers import drain
 from waiting import wait_until
 
 from melissa_trainer.buffers import FIFOBuffer
-from melissa_trainer.client import Client, ClientTuning, follow
+from melissa_trainer.client import Client, ClientTuning
 from melissa_trainer.stream.receiver import Receiver, ReceiverConfig
 from melissa_trainer.wire.routing import SIMULATION_STEP, receiver_of
 
@@ -49,17 +48,8 @@ class Trainer:
             r.stop()
 
 
-@pytest.fixture
-def rendezvous(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    where = tmp_path / "rendezvous"
-    monkeypatch.setenv("MELISSA_TRAINER_RENDEZVOUS", str(where))
-    for name in ("MELISSA_TRAINER_ENDPOINTS", "MELISSA_TRAINER_RUN_ID", "MELISSA_TRAINER_ATTEMPT"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setattr(follow, "CHECK_INTERVAL", 0.0)  # (every send looks: deterministic)
-    yield where
-
-
-def test_a_client_follows_two_resumed_ranks_keeping_its_routing(rendezvous: Path) -> None:
+def test_a_client_follows_two_resumed_ranks_keeping_its_routing(follow_rendezvous: Path) -> None:
+    rendezvous = follow_rendezvous
     a = Trainer(rendezvous, "run-a")
     b: Trainer | None = None
     try:

@@ -3,7 +3,8 @@
  * MELISSA_TRAINER_RENDEZVOUS in the environment). Built with the documented command:
  *   cc trial32_solver.c $(pkg-config --cflags --libs melissa-trainer-client) -Wl,-rpath,$MT_PREFIX/lib
  * Usage: ./a.out STEPS TIMEOUT_S [BAD]; BAD=1 sends a float64 input, BAD=2 a (15,) one.
- * Prints "ASK t status version detail" per request. */
+ * Prints "ASK t status version seconds detail" per request; compiled with TRIAL_STAMP
+ * defined (trial41_solver.c), "ASK t status version seconds @wallclock detail". */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,8 +44,16 @@ int main(int argc, char **argv) {
         mt_status st = mt_predict(c, &in, 1, &out, 1, timeout, &version);
         clock_gettime(CLOCK_MONOTONIC, &b);
         double dt = (double)(b.tv_sec - a.tv_sec) + 1e-9 * (double)(b.tv_nsec - a.tv_nsec);
+#ifdef TRIAL_STAMP
+        struct timespec w;
+        clock_gettime(CLOCK_REALTIME, &w);
+        double now = (double)w.tv_sec + 1e-9 * (double)w.tv_nsec;
+        printf("ASK %d %d %llu %.4f @%.3f %s\n", t, (int)st, (unsigned long long)version, dt, now,
+               st == MT_OK ? "" : mt_client_error(c));
+#else
         printf("ASK %d %d %llu %.4f %s\n", t, (int)st, (unsigned long long)version, dt,
                st == MT_OK ? "" : mt_client_error(c));
+#endif
         fflush(stdout);
         for (int i = 0; i < N; ++i) un[i] = 0.4f * u[i] + 0.5f * u[(i + 1) % N];
         if (mt_send(c, (uint64_t)t, "u", MT_FLOAT32, u, N) != MT_OK ||

@@ -5,75 +5,29 @@
 
 The model maps u (16,) float32 to u_next (16,); the simulations (trial32_solver.py)
 stream (u, u_next) pairs of a linear map. Prints its serving telemetry and final step
-at the end (INFO logging on).
+at the end (INFO logging on). The study itself is `trial_serving`'s.
 """
 
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
+from typing import Any
 
-import torch
-
-from melissa_trainer import (
-    ArgumentParser,
-    OnlineTrainer,
-    ReceiverConfig,
-    ServingHook,
-    StreamSource,
-    TrainingArguments,
-    refusals_end_the_program,
-)
-
-N = 16
+from trial_serving import trainer_main
 
 
-def process_sample(s):
-    return torch.from_numpy(s["u"].copy()), torch.from_numpy(s["u_next"].copy())
+def serving(opts: argparse.Namespace) -> dict[str, Any]:
+    """The ServingHook's queue bound, and its bind when ``--serve_port`` is given."""
+    bind = {} if opts.serve_port is None else {"bind": f"tcp://127.0.0.1:{opts.serve_port}"}
+    return {"max_queue": opts.max_queue, **bind}
 
 
 def main() -> int:
-    logging.basicConfig(level=logging.INFO)
     own = argparse.ArgumentParser()
-    own.add_argument("--rendezvous", required=True)
-    own.add_argument("--sims", type=int, default=2)
     own.add_argument("--serve_port", type=int, default=None)
     own.add_argument("--max_queue", type=int, default=64)
-    opts, rest = own.parse_known_args()
-    (args,) = ArgumentParser(TrainingArguments).parse_args_into_dataclasses(rest)
-    torch.manual_seed(0)
-    torch.set_num_threads(1)
-    model = torch.nn.Sequential(torch.nn.Linear(N, 64), torch.nn.Tanh(), torch.nn.Linear(64, N))
-    bind = None if opts.serve_port is None else f"tcp://127.0.0.1:{opts.serve_port}"
-    kwargs = {} if bind is None else {"bind": bind}
-    serving = ServingHook(
-        inputs={"u": ((N,), "float32")},
-        process_inputs=lambda r: torch.from_numpy(r["u"].copy()),
-        process_outputs=lambda out: {"u_next": out},
-        max_queue=opts.max_queue,
-        **kwargs,
-    )
-    stream = StreamSource(
-        ReceiverConfig(
-            fields={"u": ((N,), "float32"), "u_next": ((N,), "float32")},
-            expected_simulations=opts.sims,
-            rendezvous_dir=opts.rendezvous,
-        )
-    )
-    trainer = OnlineTrainer(
-        model,
-        args,
-        torch.optim.Adam(model.parameters(), 1e-3),
-        train_source=stream,
-        process_sample=process_sample,
-        hooks=[serving],
-    )
-    with refusals_end_the_program():
-        state = trainer.train()
-    print("TELEMETRY", serving.telemetry(), flush=True)
-    print("END step", state.global_step, flush=True)
-    return 0
+    return trainer_main(own, serving=serving)
 
 
 if __name__ == "__main__":

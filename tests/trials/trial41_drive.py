@@ -13,7 +13,9 @@ MODE: early (SIGKILL $KILL_AT s after the start, 0.5), serve_file (SIGKILL as se
 appears), mid (SIGKILL at step $KILL_STEP, 75), save (SIGKILL held in the write of a save:
 `--hold_save $HOLD`, 4: the second save), tmp (SIGKILL $KILL_DELAY s after a save's staging
 directory appears; $HIDDEN for a big model), rank (two ranks, $TWO set: SIGKILL rank 1 at
-step $KILL_STEP, then SIGTERM to the launcher). Other settings: $STEPS (300) per solver,
+step $KILL_STEP, then SIGTERM to the launcher), again_serve / again_save (SIGKILL at step
+$KILL_STEP, then the resumed trainer SIGKILLed as it publishes its serve file, or held in
+its first save, and a third run resumes). Other settings: $STEPS (300) per solver,
 $ASK_TIMEOUT (1.0 s), $SAVE_STEPS (50), $DOWN (3 s between the kill and the resume).
 """
 
@@ -114,6 +116,28 @@ def rank_pid(rank: int) -> int:
     raise SystemExit(f"no rank {rank}")
 
 
+def serve_stamp() -> tuple[int, int] | None:
+    try:
+        st = (RDV / "serve_0.json").stat()
+    except OSError:
+        return None
+    return st.st_ino, st.st_mtime_ns
+
+
+def left() -> list[str]:
+    """The processes still running whose command line names WORK (not this one, nor
+    what started it: a `timeout` wrapper names WORK too)."""
+    found, mine = [], (os.getpid(), os.getppid())
+    for entry in Path("/proc").iterdir():
+        try:
+            line = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if entry.name.isdigit() and int(entry.name) not in mine and str(WORK).encode() in line:
+            found.append(line.replace(b"\0", b" ").decode(errors="replace")[:120])
+    return found
+
+
 def checkpoints() -> list[str]:
     root = OUT / "checkpoints"
     return sorted(p.name for p in root.iterdir()) if root.exists() else []
@@ -129,7 +153,7 @@ def main() -> None:
         time.sleep(float(os.environ.get("KILL_AT", "0.5")))
     elif MODE == "serve_file":
         wait_for(lambda: (RDV / "serve_0.json").exists(), 300, "serve_0.json")
-    elif MODE in ("mid", "rank"):
+    elif MODE in ("mid", "rank", "again_serve", "again_save"):
         wait_for(lambda: len({s for s, _ in trained("first")}) >= steps, 600, f"step {steps}")
     elif MODE == "save":
         wait_for(lambda: (WORK / "hold_mark").exists(), 600, "the held save")
@@ -151,7 +175,22 @@ def main() -> None:
     say("checkpoints after the kill:", checkpoints())
     time.sleep(float(os.environ.get("DOWN", "3")))
     say("solvers alive:", [s.poll() is None for s in solvers])
-    resumed = trainer("resumed", "--resume_from_checkpoint", "latest",
+    tags = ["first", "resumed"]
+    if MODE.startswith("again"):
+        stamp = serve_stamp()
+        held = ["--hold_save", "2"] if MODE == "again_save" else []
+        second = trainer("resumed", "--resume_from_checkpoint", "latest", *held)
+        if MODE == "again_serve":
+            wait_for(lambda: serve_stamp() not in (stamp, None), 300, "a new serve_0.json")
+        else:
+            (WORK / "hold_mark").unlink(missing_ok=True)
+            wait_for(lambda: (WORK / "hold_mark").exists(), 600, "the resumed run's save")
+        say("checkpoints before the second kill:", checkpoints())
+        say("SIGKILL the resumed trainer: exit", kill(second))
+        say("checkpoints after the second kill:", checkpoints())
+        time.sleep(float(os.environ.get("DOWN", "3")))
+        tags.append("third")
+    resumed = trainer(tags[-1], "--resume_from_checkpoint", "latest",
                       *(["--hold_save", "1000000"] if hold else []))  # fmt: skip
     for proc in (*solvers, resumed):
         try:
@@ -161,7 +200,7 @@ def main() -> None:
     say(
         "solvers exit",
         [s.returncode for s in solvers],
-        "; resumed trainer exit",
+        "; last trainer exit",
         resumed.returncode,
     )
     for sid in range(SIMS):
@@ -181,13 +220,20 @@ def main() -> None:
         say(f"sim{sid}: {len(ms)} requests {dict(kinds)}; p50 {np.percentile(ms, 50):.1f} ms, "
             f"p99 {np.percentile(ms, 99):.1f} ms, max {ms.max():.1f} ms (timeout "
             f"{TIMEOUT * 1000:.0f} ms)")  # fmt: skip
-    before, after = trained("first"), trained("resumed")
-    start = after[0][0] - 1 if after else 0
-    count = collections.Counter([k for s, k in before if s <= start] + [k for _, k in after])
+    # each run's steps up to the step the next run resumed from (its first step - 1)
+    kept, cutoff, starts = [], float("inf"), []
+    for tag in reversed(tags):
+        rows = trained(tag)
+        kept += [k for s, k in rows if s <= cutoff]
+        if rows:
+            cutoff = min(cutoff, rows[0][0] - 1)
+            starts.append(rows[0][0] - 1)
+    count = collections.Counter(kept)
     want = {f"{s}:{t}" for s in range(SIMS) for t in range(STEPS)}
     twice = sorted(k for k, n in count.items() if n > 1)
-    say(f"resumed from step {start}: duplicates {twice[:10]}, missing "
+    say(f"runs began after steps {starts[::-1]}: duplicates {twice[:10]}, missing "
         f"{sorted(want - set(count))[:10]}, foreign {sorted(set(count) - want)[:10]}")  # fmt: skip
+    say("processes left:", left())
 
 
 if __name__ == "__main__":

@@ -14,27 +14,16 @@ kills it there). `trial41_drive.py` runs it.
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-import torch
+from trial_serving import trainer_main
 
-from melissa_trainer import (
-    ArgumentParser,
-    Hook,
-    OnlineTrainer,
-    ReceiverConfig,
-    ServingHook,
-    StreamSource,
-    TrainingArguments,
-    refusals_end_the_program,
-)
+from melissa_trainer import Hook, OnlineTrainer
 
-N = 16
 log = open(os.environ["LINEAGE_LOG"], "a", buffering=1)  # noqa: SIM115
 plain_step = OnlineTrainer._training_step
 
@@ -66,49 +55,12 @@ class HoldSave(Hook):
         pass
 
 
-def process_sample(s):
-    return torch.from_numpy(s["u"].copy()), torch.from_numpy(s["u_next"].copy())
-
-
 def main() -> int:
-    logging.basicConfig(
-        level=logging.INFO, format="%(created).3f %(levelname)s %(name)s: %(message)s"
-    )
     own = argparse.ArgumentParser()
-    own.add_argument("--rendezvous", required=True)
-    own.add_argument("--sims", type=int, default=2)
-    own.add_argument("--hidden", type=int, default=64)
     own.add_argument("--hold_save", type=int, default=0)
-    opts, rest = own.parse_known_args()
-    (args,) = ArgumentParser(TrainingArguments).parse_args_into_dataclasses(rest)
-    torch.manual_seed(0)
-    torch.set_num_threads(1)
-    h = opts.hidden
-    model = torch.nn.Sequential(torch.nn.Linear(N, h), torch.nn.Tanh(), torch.nn.Linear(h, N))
-    serving = ServingHook(
-        inputs={"u": ((N,), "float32")},
-        process_inputs=lambda r: torch.from_numpy(r["u"].copy()),
-        process_outputs=lambda out: {"u_next": out},
+    return trainer_main(
+        own, hooks=lambda opts: [HoldSave(opts.hold_save)] if opts.hold_save else []
     )
-    stream = StreamSource(
-        ReceiverConfig(
-            fields={"u": ((N,), "float32"), "u_next": ((N,), "float32")},
-            expected_simulations=opts.sims,
-            rendezvous_dir=opts.rendezvous,
-        )
-    )
-    hooks: list[Hook] = [serving]
-    if opts.hold_save:
-        hooks.append(HoldSave(opts.hold_save))
-    trainer = OnlineTrainer(
-        model, args, torch.optim.Adam(model.parameters(), 1e-3), train_source=stream,
-        process_sample=process_sample, hooks=hooks,
-    )  # fmt: skip
-    with refusals_end_the_program():
-        state = trainer.train()
-    print("TELEMETRY", serving.telemetry(), flush=True)
-    print("END step", state.global_step, flush=True)
-    return 0
 
 
 if __name__ == "__main__":

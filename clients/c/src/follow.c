@@ -174,7 +174,18 @@ static mt_status follow(mt_client *c, mt_rendezvous *rv) {
     mt_replay_entry *sorted = NULL;
     p.counts = calloc(rv->n, sizeof *p.counts);
     mt_status st = held == NULL || p.counts == NULL ? mt_fail(c, MT_ENOMEM, "out of memory")
-                                                    : mt_held_ask(c, rv, QUERY_TIMEOUT, held);
+                                                    : MT_OK;
+    for (mt_rendezvous newer = {0}; st == MT_OK;) { /* (a newer run than asked: ask it) */
+        st = mt_held_ask(c, rv, QUERY_TIMEOUT, held, &newer);
+        if (st != MT_OK || newer.n == 0) break;
+        mt_rendezvous_free(rv);
+        *rv = newer, newer = (mt_rendezvous){0};
+        free(held), free(p.counts);
+        p.held = held = calloc(rv->n, sizeof *held);
+        p.counts = calloc(rv->n, sizeof *p.counts);
+        p.world = rv->n;
+        if (held == NULL || p.counts == NULL) st = mt_fail(c, MT_ENOMEM, "out of memory");
+    }
     if (st == MT_ETIMEDOUT) {
         char *why = c->error; /* (taken: cannot_follow's message replaces it) */
         c->error = NULL;
@@ -279,11 +290,25 @@ static bool another_run(const mt_client *c, const mt_rendezvous *rv,
     return other;
 }
 
+bool mt_follow_newer(mt_client *c, const mt_rendezvous *rv, mt_rendezvous *out) {
+    unsigned long long ino;
+    long long mtime;
+    stamp(c, &ino, &mtime);
+    if (ino == c->follow_ino && mtime == c->follow_mtime_ns) return false;
+    if (mt_rendezvous_read(c->rendezvous_used, out, NULL, false) != MT_OK)
+        return false; /* (stopped, or being written: looked at again at the next wait) */
+    c->follow_ino = ino, c->follow_mtime_ns = mtime;
+    if (another_run(c, out, rv)) return true;
+    mt_rendezvous_free(out);
+    return false;
+}
+
 mt_status mt_follow_reopen(mt_client *c, const mt_rendezvous *mine) {
     double timeout = c->follow_timeout;
     double deadline = timeout < 0 ? -1.0 : mt_now() + timeout, pause = 0.05;
     mt_rendezvous rv;
     for (;;) { /* (follow.py wait_restarted: complete, not stopped, another run) */
+        stamp(c, &c->follow_ino, &c->follow_mtime_ns); /* (what mt_follow_newer compares) */
         mt_status st = mt_rendezvous_read(c->rendezvous_used, &rv, NULL, false);
         if (st == MT_ENOMEM) return mt_fail(c, MT_ENOMEM, "out of memory");
         if (st == MT_OK && another_run(c, &rv, mine)) break;

@@ -27,8 +27,11 @@ bool mt_held_holds(const mt_held *h, uint64_t step, uint64_t simulation_id, bool
 /* A HELD_QUERY into out (24 bytes). */
 void mt_held_query(uint8_t out[24], uint64_t simulation_id, uint64_t request_id);
 /* Each receiver's HELD of `rv` (held[r], mt_held_free each), asked on its follow socket,
- * at most `timeout` s each: MT_OK, or MT_ETIMEDOUT (no follow socket, no valid answer). */
-mt_status mt_held_ask(mt_client *c, const mt_rendezvous *rv, double timeout, mt_held *held);
+ * at most `timeout` s each: MT_OK, or MT_ETIMEDOUT (no follow socket, no valid answer).
+ * Given `newer` (its n 0), a wait also looks every 0.1 s whether the rendezvous names a
+ * newer run (mt_follow_newer): then MT_OK with *newer filled (n > 0), held[] freed. */
+mt_status mt_held_ask(mt_client *c, const mt_rendezvous *rv, double timeout, mt_held *held,
+                      mt_rendezvous *newer);
 void mt_held_free(mt_held *h);
 
 /* rerun.c: a launched rerun skips the steps its receivers hold (docs/protocol.md 17). */
@@ -54,6 +57,10 @@ mt_status mt_follow_setup(mt_client *c);
  * it names a new run, follow it (ask, reconnect, send again). MT_OK, or an error that
  * leaves the client failed (the message says what to do). */
 mt_status mt_follow_poll(mt_client *c, bool force);
+/* Whether rank_0.json was rewritten since the client last looked and names another run
+ * than `rv` (*out filled: mt_rendezvous_free): a trainer being followed was killed before
+ * it answered, and restarted again (follow.py Superseded). One stat when unchanged. */
+bool mt_follow_newer(mt_client *c, const mt_rendezvous *rv, mt_rendezvous *out);
 /* At the close, its receipt not confirmed or its BYE not delivered (c->receipt_restart:
  * the rendezvous names a new run, or a receiver gone): with a window, wait up to the
  * follow timeout for a new run other than `mine`'s (empty: than c->run_id), make the

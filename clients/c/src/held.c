@@ -94,25 +94,40 @@ static int receive(void *s, zmq_msg_t *msg, int *frames) {
     }
 }
 
-/* Receiver r's HELD into *out: true, or false at the deadline (bad: malformed ones). */
-static bool ask(mt_client *c, void *s, uint32_t r, uint32_t n, double deadline,
-                unsigned *bad, const char **bad_last, mt_held *out) {
+#define LOOK_EVERY 0.1 /* s between two looks at the rendezvous (follow.py SUPERSEDE_INTERVAL) */
+
+/* Whether a newer run than rv's was published (*newer filled); never without `newer`. */
+static bool superseded(mt_client *c, const mt_rendezvous *rv, mt_rendezvous *newer) {
+    return newer != NULL && mt_follow_newer(c, rv, newer);
+}
+
+/* Receiver r's HELD into *out: 1, 0 at the deadline (bad: malformed ones), or -1 when a
+ * newer run than rv's superseded it (*newer filled). */
+static int ask(mt_client *c, void *s, uint32_t r, const mt_rendezvous *rv, double deadline,
+               unsigned *bad, const char **bad_last, mt_held *out, mt_rendezvous *newer) {
+    uint32_t n = (uint32_t)rv->n;
     static uint64_t request_ids; /* (the client's thread; one query at a time) */
     uint8_t query[24];
     uint64_t id = ++request_ids;
     mt_held_query(query, c->simulation_id, id);
     double pause = 0.01;
     while (zmq_send(s, query, sizeof query, ZMQ_DONTWAIT) < 0) { /* (not connected yet) */
-        if (mt_now() >= deadline) return false;
+        if (mt_now() >= deadline) return 0;
+        if (superseded(c, rv, newer)) return -1;
         nap(pause < deadline - mt_now() ? pause : deadline - mt_now());
-        pause = pause * 2 < 0.25 ? pause * 2 : 0.25;
+        pause = pause * 2 < LOOK_EVERY ? pause * 2 : LOOK_EVERY;
     }
     for (;;) {
         double left = deadline - mt_now();
         zmq_pollitem_t item = {s, 0, ZMQ_POLLIN, 0};
-        int ready = left > 0 ? zmq_poll(&item, 1, mt_ms(left) + 1) : 0;
+        int ready = left > 0 ? zmq_poll(&item, 1, mt_ms(left < LOOK_EVERY ? left : LOOK_EVERY) + 1)
+                             : 0;
         if (ready < 0 && errno == EINTR) continue;
-        if (ready <= 0) return false;
+        if (ready == 0 && left > 0) {
+            if (superseded(c, rv, newer)) return -1;
+            continue;
+        }
+        if (ready <= 0) return 0;
         zmq_msg_t msg;
         int frames = 0;
         int err = receive(s, &msg, &frames);
@@ -120,13 +135,14 @@ static bool ask(mt_client *c, void *s, uint32_t r, uint32_t n, double deadline,
                           : mt_held_parse(zmq_msg_data(&msg), zmq_msg_size(&msg),
                                           c->simulation_id, id, r, n, out);
         zmq_msg_close(&msg);
-        if (why == NULL) return true;
+        if (why == NULL) return 1;
         ++*bad; /* counted and ignored */
         *bad_last = why;
     }
 }
 
-mt_status mt_held_ask(mt_client *c, const mt_rendezvous *rv, double timeout, mt_held *held) {
+mt_status mt_held_ask(mt_client *c, const mt_rendezvous *rv, double timeout, mt_held *held,
+                      mt_rendezvous *newer) {
     for (size_t r = 0; r < rv->n; ++r)
         if (rv->follows[r] == NULL)
             return mt_fail(c, MT_ETIMEDOUT, "the restarted trainer's receiver %zu (%s) names no "
@@ -145,8 +161,14 @@ mt_status mt_held_ask(mt_client *c, const mt_rendezvous *rv, double timeout, mt_
                                      "socket %s): %s", r, rv->follows[r], zmq_strerror(errno));
             break;
         }
-        if (!ask(c, s, (uint32_t)r, (uint32_t)rv->n, mt_now() + timeout, &bad, &bad_last,
-                 &held[r])) {
+        int got = ask(c, s, (uint32_t)r, rv, mt_now() + timeout, &bad, &bad_last, &held[r],
+                      newer);
+        if (got < 0) { /* (superseded: the answers so far were the dead run's) */
+            for (size_t k = 0; k < r; ++k) mt_held_free(&held[k]);
+            zmq_close(s);
+            break;
+        }
+        if (got == 0) {
             char t[32], ignored[96] = "";
             mt_format_double(timeout, t);
             if (bad > 0)

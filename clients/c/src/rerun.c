@@ -92,7 +92,7 @@ static bool ask(mt_client *c, mt_rendezvous *rv, mt_held *held) {
     }
     char *kept = c->error; /* (mt_send's: cleared as it began; taken back after) */
     c->error = NULL;
-    mt_status st = mt_held_ask(c, rv, ASK_TIMEOUT, held);
+    mt_status st = mt_held_ask(c, rv, ASK_TIMEOUT, held, NULL);
     if (st != MT_OK) say_not_asked(c, c->error != NULL ? c->error : "no answer");
     mt_clear_error(c);
     c->error = kept;

@@ -72,6 +72,7 @@ from melissa_trainer import (  # noqa: E402
     StreamSource,
     Study,
     TrainingArguments,
+    refusals_end_the_program,
 )
 from melissa_trainer.common.json_output import to_json  # noqa: E402
 from melissa_trainer.launcher import Launcher, LauncherTuning, UniformSampler  # noqa: E402
@@ -349,4 +350,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    with refusals_end_the_program():  # (a refusal: one line and exit 2, no traceback)
+        sys.exit(main())

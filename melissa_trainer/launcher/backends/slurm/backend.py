@@ -215,8 +215,9 @@ class SlurmBackend(Backend):
 
     def kill_all(self, handles: Sequence[Handle], grace: float = 5.0) -> list[int | None]:
         """`kill` of each of `handles`, signalled together, one `grace` for them all
-        (batch jobs: their scancels name them all at once; srun steps: their sruns
-        signalled at once). Results in order."""
+        (batch jobs: their scancels name them all at once; srun steps: one ``scancel
+        --signal=TERM`` names them all, then their sruns are signalled, `step_stop`).
+        Results in order."""
         codes: dict[int, int | None] = {}
         steps: list[tuple[int, SrunHandle]] = []
         batch: list[tuple[int, SlurmHandle]] = []

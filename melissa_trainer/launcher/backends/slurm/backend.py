@@ -44,6 +44,7 @@ from melissa_trainer.launcher.backends.slurm.commands import (
     SlurmCommands,
     check_controller_wait,
 )
+from melissa_trainer.launcher.backends.slurm.queued_end import held_reason
 from melissa_trainer.launcher.backends.slurm.steps import SrunHandle, SrunSteps
 
 __all__ = [
@@ -199,9 +200,11 @@ class SlurmBackend(Backend):
     def queue_reason(self, handle: Handle) -> str | None:
         """Why Slurm keeps a batch job PENDING, as squeue's last answer gave it
         (``Resources``, ``Priority``, ``BeginTime``, ``JobHeldUser``...); None for a job
-        not pending, or pending for no reason given, and for an srun step."""
+        not pending, or pending for no reason given, and for an srun step. A hold
+        (``JobHeldUser``, ``JobHeldAdmin``) is named with its fix, ``scontrol release``
+        (`queued_end.held_reason`)."""
         if isinstance(handle, SlurmHandle) and handle.state == "PENDING":
-            return handle.reason
+            return held_reason(handle.reason)
         return None
 
     def kill(self, handle: Handle, grace: float = 5.0) -> int | None:

@@ -76,6 +76,7 @@ from melissa_trainer.launcher.backends.slurm import queries as sq
 from melissa_trainer.launcher.backends.slurm import script as ss
 from melissa_trainer.launcher.backends.slurm.batch import CLOSE_GRACE
 from melissa_trainer.launcher.backends.slurm.commands import SlurmCommands, failure, transient
+from melissa_trainer.launcher.backends.slurm.step_end import said_end
 from melissa_trainer.launcher.backends.slurm.step_stop import stop_steps
 
 __all__ = ["SrunHandle", "SrunSteps"]
@@ -175,6 +176,8 @@ class SrunSteps:
         if code is not None and step in self._running:
             self._running.remove(step)
             self._sweep(step)
+            if code != 0 and not step.killed:  # (Slurm's end of it, said: `step_end`)
+                said_end(step.job, self.describe(step), step.log_from, self._time_limit)
         self._retry()
         if code == 0 and step.killed:
             return KILLED

@@ -1,6 +1,7 @@
 """Slurm's ends and waits said in words, against stand-in commands (test_slurm_stand_ins.py's
 `fake_slurm`, whose squeue prints what the test writes): states the one-node test
-cluster cannot produce at will. A running job that Slurm ends by a preemption
+cluster cannot produce at will (NODE_FAIL, an unknown state; PREEMPTED it can:
+test_slurm_preempted.py). A running job that Slurm ends by a preemption
 (PREEMPTED) or its node's failure (NODE_FAIL) is said in a WARNING and in its log, as a
 time limit is (test_slurm_ended_by_slurm.py); a state this backend does not know is said
 once, not taken for an end. Failed before: no warning (a preempted job read only as its

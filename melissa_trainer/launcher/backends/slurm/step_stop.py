@@ -12,10 +12,15 @@ still running (their SIGKILL of the tasks), SIGKILLing them after `SRUN_END` s.
 
 A step whose id is not known (srun just started: squeue has not listed its step, so no
 task of it runs yet; or its step already ended) cannot be named: its srun is signalled
-at once, as before. Nor is any step named when the last Slurm command found the
-controller unreachable, or when that scancel fails: their sruns are signalled at once
-(a controller that does not answer would hold the stop for the command's timeout, and
-srun's own kill of the step then reaches the tasks when the controller answers).
+at once, as before. When that scancel fails for the controller's absence or takes
+more than `TERM_WAIT` s, the sruns are signalled then, and `SrunSteps` does not cancel
+the steps by name afterwards (each squeue and scancel would wait out its timeout).
+Measured on the one-node test cluster, slurmctld SIGSTOPped, two steps whose ids were
+known, grace 2 s, controller_wait 5 (stop_bound 17 s before, 22 s with `TERM_WAIT`),
+one run each (an experiment script, not committed): the kill took 22.0 s before this
+module (the cancel by name's squeue waited 20 s), 40.1 s with an unbounded scancel
+--signal=TERM (20 s more), 15.0 s now (the scancel's 5 s, then the sruns, which did not
+end while the controller was away, SIGKILLed after `SRUN_END`).
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from melissa_trainer.launcher.backends.slurm.commands import SlurmCommands, fail
 if TYPE_CHECKING:  # (steps imports this module)
     from melissa_trainer.launcher.backends.slurm.steps import SrunHandle
 
-__all__ = ["SRUN_END", "stop_steps"]
+__all__ = ["SRUN_END", "TERM_WAIT", "stop_steps"]
 
 logger = logging.getLogger("melissa_trainer.launcher.backends.slurm")
 
@@ -40,6 +45,11 @@ logger = logging.getLogger("melissa_trainer.launcher.backends.slurm")
 #: and waits up to KillWait + 2 s for their end) before it is SIGKILLed itself; the
 #: batch mode's FORCE_WAIT, which `SlurmBackend.stop_bound` counts
 SRUN_END = 10.0
+#: seconds the ``scancel --signal=TERM`` may take: a controller slower than that is
+#: taken for one that does not answer (a frozen one holds scancel 2 x MessageTimeout,
+#: 20 s by default; an answering one takes a fraction of a second);
+#: `SlurmBackend.stop_bound` counts it in mode "srun"
+TERM_WAIT = 5.0
 #: seconds between two looks at the sruns during the grace
 LOOK_EVERY = 0.05
 
@@ -58,9 +68,9 @@ def stop_steps(
     the caller cancels the steps by name afterwards (a step may outlive its srun)."""
     started = time.monotonic()
     named = [s for s in steps if s.step_id is not None and local.poll(s.process) is None]
-    if named and not commands.unreachable:
+    if named:  # (tried even after a failure: the hint may be stale, the wait is bounded)
         ids = [f"{allocation}.{step.step_id}" for step in named]
-        result = commands.run([commands.path("scancel"), "--signal=TERM", *ids])
+        result = commands.run([commands.path("scancel"), "--signal=TERM", *ids], timeout=TERM_WAIT)
         why = failure(result)
         if why is not None and transient(why):  # (nothing signalled: their sruns are)
             logger.warning("scancel --signal=TERM %s: %s", " ".join(ids), why)
@@ -71,8 +81,10 @@ def stop_steps(
         named = []
     others: list[Handle] = [s.process for s in steps if s not in named]
     left = max(grace - (time.monotonic() - started), 0.0)
-    if others:  # (their grace runs meanwhile: the wait below is what remains of it)
-        local.kill_all(others, left)
+    if others:  # (the named ones' grace runs meanwhile: the wait below is what is left)
+        # (a SIGTERMed srun ends its tasks itself: SRUN_END at least, not an srun
+        # SIGKILLed at once, its tasks left running under slurmstepd)
+        local.kill_all(others, max(left, SRUN_END))
     deadline = started + max(grace, 0.0)
     waiting = [s.process for s in named]
     while waiting and time.monotonic() < deadline:

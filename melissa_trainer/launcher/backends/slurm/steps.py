@@ -206,7 +206,7 @@ class SrunSteps:
             step.killed = waiting or self._local.poll(step.process) is None
         if running:
             stop_steps(self._local, self._commands, self._allocation, running, grace)
-            self.cancel({step.step_name for step in running}.__contains__)
+            self._cancel_unless_away({step.step_name for step in running})
             for step in running:
                 self._sweep(step)
         return [None if step.killed else self._local.poll(step.process) for step in steps]
@@ -220,9 +220,7 @@ class SrunSteps:
         running, self._running = self._running, []
         stop_steps(self._local, self._commands, self._allocation, running, CLOSE_GRACE)
         self._local.close()
-        names = {step.step_name for step in running}
-        if names:
-            self.cancel(names.__contains__)
+        self._cancel_unless_away({step.step_name for step in running})
         for step in running:
             self._sweep(step)
         for watch, name in self._pending:
@@ -243,6 +241,18 @@ class SrunSteps:
                 "cancelling steps (of killed srun processes, or of an earlier run): %s", steps
             )
             self._commands.run([self._commands.path("scancel"), *steps])
+
+    def _cancel_unless_away(self, names: set[str]) -> None:
+        """`cancel` the steps `names` after their kill, unless the controller did not
+        answer the kill's last command (`step_stop`): then say which are left."""
+        if names and self._commands.unreachable:
+            logger.warning(
+                "the Slurm controller did not answer: steps %s are not cancelled by name "
+                "(their sruns were signalled; the allocation's end ends any left)",
+                sorted(names),
+            )
+        elif names:
+            self.cancel(names.__contains__)
 
     def _list(self, warn: bool = True) -> dict[str, str] | None:
         """The allocation's steps (``squeue --steps``): id -> name; None if squeue fails

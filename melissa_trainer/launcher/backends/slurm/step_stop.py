@@ -62,10 +62,12 @@ def stop_steps(
     grace: float,
 ) -> None:
     """End `steps` (the sruns of `local`, each running or ended) together: SIGTERM to the
-    tasks of those that can be named (module docstring), the sruns of the others
-    signalled at once, up to `grace` s for them all from the start of this call, then
-    the sruns left signalled (`SRUN_END` s each at most, together). Blocks meanwhile;
-    the caller cancels the steps by name afterwards (a step may outlive its srun)."""
+    tasks of those that can be named (module docstring) and up to `grace` s for them
+    all from the start of this call, then their sruns signalled (`SRUN_END` s at most,
+    together). The sruns of the others are signalled first, given what is left of the
+    grace or `SRUN_END` s, whichever is longer (their tasks' SIGKILL: srun's own). Blocks
+    meanwhile; the caller cancels the steps by name afterwards (a step may outlive its
+    srun)."""
     started = time.monotonic()
     named = [s for s in steps if s.step_id is not None and local.poll(s.process) is None]
     if named:  # (tried even after a failure: the hint may be stale, the wait is bounded)
@@ -77,8 +79,6 @@ def stop_steps(
             named = []
         elif why is not None:  # (also for a step that ended meanwhile: the others were)
             logger.info("scancel --signal=TERM %s: %s", " ".join(ids), why)
-    else:
-        named = []
     others: list[Handle] = [s.process for s in steps if s not in named]
     left = max(grace - (time.monotonic() - started), 0.0)
     if others:  # (the named ones' grace runs meanwhile: the wait below is what is left)

@@ -269,7 +269,7 @@ PartitionName={self.partition} Nodes={self.node} Default=YES MaxTime=INFINITE St
 
     def _node_state(self) -> str:
         result = subprocess.run(
-            [_path("sinfo"), "-h", "-N", "-n", self.node, "-o", "%T"],
+            [_path("sinfo"), "-h", "-N", "-n", self.node, "-p", self.partition, "-o", "%T"],
             capture_output=True,
             text=True,
             timeout=30,

@@ -7,7 +7,14 @@ from __future__ import annotations
 
 import pytest
 
-from melissa_trainer.launcher.backends.slurm.queued_end import queued_text, running_text
+from melissa_trainer.launcher.backends.base import Job
+from melissa_trainer.launcher.backends.slurm.batch import SlurmHandle
+from melissa_trainer.launcher.backends.slurm.queued_end import (
+    held_reason,
+    queue_words,
+    queued_text,
+    running_text,
+)
 
 
 @pytest.mark.parametrize("by_study", [True, False])
@@ -27,3 +34,25 @@ def test_a_time_limit_names_where_the_limit_came_from() -> None:
     default = running_text("sim-2 (Slurm job 17)", "TIMEOUT", None)
     assert default is not None and "the partition's DefaultTime" in default
     assert running_text("sim-2 (Slurm job 17)", "FAILED", None) is None
+
+
+def test_a_hold_is_said_once_per_hold_and_named_with_its_release(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """`queue_words` on squeue's successive answers (the cluster's test:
+    test_slurm_held.py): a hold said when it comes, not at each answer; the study's own
+    cancelled job never."""
+    caplog.set_level("WARNING", logger="melissa_trainer.launcher.backends.slurm")
+    handle = SlurmHandle(job=Job("sim-2", ()), job_id="17", exit_stem="")
+    for state, reason in [("PENDING", "Priority")] + [("PENDING", "JobHeldUser")] * 3:
+        queue_words(handle, "sim-2 (Slurm job 17)", state, reason)
+        handle.state, handle.reason = state, reason
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 1 and "scontrol release 17" in said[0], said
+    assert held_reason("JobHeldAdmin") == (
+        "JobHeldAdmin: a hold, it never starts until released (scontrol release JOBID)"
+    )
+    assert held_reason("Resources") == "Resources"
+    handle.cancelled, handle.reason = True, None
+    queue_words(handle, "sim-2 (Slurm job 17)", "PENDING", "JobHeldAdmin")
+    assert len(caplog.records) == 1

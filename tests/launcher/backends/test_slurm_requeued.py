@@ -3,7 +3,8 @@ administrator does, or Slurm itself after a node failure with ``JobRequeue=1``, 
 default), on the one-node test cluster (tests/slurm_cluster.py): the job keeps its id,
 goes back to the queue and runs its script again. The backend must follow it as one
 job: its end is the second run's, not the first run's SIGTERM, and it counts as
-queued, not started, while it waits."""
+queued, not started, while it waits; the requeue is said once in a WARNING
+(`queued_end.queue_words`; failed before: nothing said it)."""
 
 from __future__ import annotations
 
@@ -37,7 +38,9 @@ sys.exit(7)
 def test_a_requeued_job_is_followed_to_its_second_runs_end(
     slurm_cluster: SlurmCluster,  # noqa: F811
     tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
+    caplog.set_level("WARNING", logger="melissa_trainer.launcher.backends.slurm")
     backend = SlurmBackend(poll_every=POLL, script_dir=tmp_path / "scripts")
     backend.begin_study("requeued")
     runs = tmp_path / "runs.txt"
@@ -70,3 +73,7 @@ def test_a_requeued_job_is_followed_to_its_second_runs_end(
         assert "PENDING" in states[states.index("RUNNING") :], states
     finally:
         backend.close()
+    # said once, in words (before, nothing told a requeue from a slow start)
+    said = [r.getMessage() for r in caplog.records if "put back in Slurm's queue" in r.getMessage()]
+    assert len(said) == 1, [r.getMessage() for r in caplog.records]
+    assert said[0].startswith(f"sim-0 (Slurm job {handle.job_id}) was put back"), said

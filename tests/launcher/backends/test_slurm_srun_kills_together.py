@@ -6,8 +6,9 @@ SIGTERM into a SIGKILL of its tasks and waits up to KillWait + 2 s for their end
 of N steps took up to N of those waits.
 
 The srun here is test_slurm_srun_outage.py's stand-in (FAILS=0: it execs the task), so
-that the solver itself gets the SIGTERM and can tell the order. (A real srun gives its
-tasks no SIGTERM to act on: docs/how-to/slurm.md.)"""
+that the solver itself gets the SIGTERM and can tell the order (no step is listed: the
+sruns themselves are signalled). With a real srun the tasks get theirs from scancel:
+test_slurm_srun_grace.py."""
 
 from __future__ import annotations
 

@@ -44,6 +44,8 @@ from melissa_trainer.launcher.backends.slurm.commands import (
     SlurmCommands,
     check_controller_wait,
 )
+from melissa_trainer.launcher.backends.slurm.queued_end import held_reason
+from melissa_trainer.launcher.backends.slurm.step_stop import TERM_WAIT
 from melissa_trainer.launcher.backends.slurm.steps import SrunHandle, SrunSteps
 
 __all__ = [
@@ -199,9 +201,11 @@ class SlurmBackend(Backend):
     def queue_reason(self, handle: Handle) -> str | None:
         """Why Slurm keeps a batch job PENDING, as squeue's last answer gave it
         (``Resources``, ``Priority``, ``BeginTime``, ``JobHeldUser``...); None for a job
-        not pending, or pending for no reason given, and for an srun step."""
+        not pending, or pending for no reason given, and for an srun step. A hold
+        (``JobHeldUser``, ``JobHeldAdmin``) is named with its fix, ``scontrol release``
+        (`queued_end.held_reason`)."""
         if isinstance(handle, SlurmHandle) and handle.state == "PENDING":
-            return handle.reason
+            return held_reason(handle.reason)
         return None
 
     def kill(self, handle: Handle, grace: float = 5.0) -> int | None:
@@ -215,8 +219,9 @@ class SlurmBackend(Backend):
 
     def kill_all(self, handles: Sequence[Handle], grace: float = 5.0) -> list[int | None]:
         """`kill` of each of `handles`, signalled together, one `grace` for them all
-        (batch jobs: their scancels name them all at once; srun steps: their sruns
-        signalled at once). Results in order."""
+        (batch jobs: their scancels name them all at once; srun steps: one ``scancel
+        --signal=TERM`` names them all, then their sruns are signalled, `step_stop`).
+        Results in order."""
         codes: dict[int, int | None] = {}
         steps: list[tuple[int, SrunHandle]] = []
         batch: list[tuple[int, SlurmHandle]] = []
@@ -264,8 +269,10 @@ class SlurmBackend(Backend):
 
     def stop_bound(self, grace: float) -> float:
         """`Backend.stop_bound`: the grace, the wait for the forced end's `scancel`
-        (`FORCE_WAIT`) and one `controller_wait` (the stop's scancels share it)."""
-        return grace + FORCE_WAIT + self._commands.controller_wait
+        (`FORCE_WAIT`) and one `controller_wait` (the stop's scancels share it); in mode
+        "srun" also the wait for the tasks' ``scancel --signal=TERM`` (`TERM_WAIT`)."""
+        term = TERM_WAIT if self._steps is not None else 0.0
+        return grace + FORCE_WAIT + self._commands.controller_wait + term
 
     def describe(self, handle: Handle) -> str:
         if isinstance(handle, SlurmHandle) and self._batch is not None:

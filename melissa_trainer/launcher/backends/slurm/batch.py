@@ -29,9 +29,9 @@ lease. The first launch of a run into a directory removes what an earlier run of
 study left there.
 
 MPICH's segments that killed or cancelled jobs leave in /dev/shm are removed when the
-job ran on this host (`segments`); a job cancelled while still queued is said in a
-warning and in its log, as is a running job that reached its time limit or that
-someone else scancelled (`queued_end`).
+job ran on this host (`segments`); a job cancelled while queued is said in a warning
+and in its log, as is a running job that Slurm ended (a time limit, someone's scancel,
+a preemption, a node failure); one held or requeued in a warning (`queued_end`).
 
 Used from the backend's one thread; every method may block for the Slurm commands it
 runs (bounded by `COMMAND_TIMEOUT` each).
@@ -54,7 +54,7 @@ from melissa_trainer.launcher.backends.slurm import job_files as jf
 from melissa_trainer.launcher.backends.slurm import queries as sq
 from melissa_trainer.launcher.backends.slurm import script as ss
 from melissa_trainer.launcher.backends.slurm.commands import SlurmCommands, failure
-from melissa_trainer.launcher.backends.slurm.queued_end import queued_end
+from melissa_trainer.launcher.backends.slurm.queued_end import queue_words, queued_end
 from melissa_trainer.launcher.backends.slurm.segments import JobSegments
 from melissa_trainer.launcher.exit_cause import exit_text
 
@@ -280,11 +280,11 @@ class BatchJobs:
             self._squeue_failing = True
             self._refreshed = time.monotonic()  # do not hammer a struggling controller
             return False
-        self._squeue_failing = False
-        self._refreshed = time.monotonic()
+        self._squeue_failing, self._refreshed = False, time.monotonic()
         states = sq.parse_squeue(result.stdout)
         reasons = sq.parse_squeue_reasons(result.stdout)
         for job_id, handle in self._live.items():
+            queue_words(handle, self.describe(handle), states.get(job_id), reasons.get(job_id))
             handle.state, handle.queried = states.get(job_id), True
             handle.reason = reasons.get(job_id)
             handle.ran = handle.ran or (handle.state in sq.STARTED_STATES - sq.TERMINAL_STATES)

@@ -162,9 +162,10 @@ class SlurmCommands:
         argv: list[str],
         cwd: str | os.PathLike[str] | None = None,
         env: dict[str, str] | None = None,
+        timeout: float = COMMAND_TIMEOUT,
     ) -> Result:
-        """Run a command (blocks up to COMMAND_TIMEOUT s); see `Result`. Sets
-        `unreachable`."""
+        """Run a command (blocks up to `timeout` s, COMMAND_TIMEOUT by default); see
+        `Result`. Sets `unreachable`."""
         result: Result
         try:
             result = subprocess.run(
@@ -173,7 +174,7 @@ class SlurmCommands:
                 text=True,
                 cwd=cwd,
                 env=env,
-                timeout=COMMAND_TIMEOUT,
+                timeout=timeout,
                 stdin=subprocess.DEVNULL,
                 check=False,
             )

@@ -17,7 +17,15 @@ time limit from a scancel, and every restart gets the same limit), or someone's 
 own (`SlurmHandle.cancelled`: its kill, its close, `begin_study`), in a warning on the
 console, just before the launcher's line about the failed attempt: who cancelled it
 (the study, or someone's ``scancel``), and what the launcher does next (it counts as a
-failed attempt: a restart while some are left, else the failure policy).
+failed attempt: a restart while some are left, else the failure policy). A preemption
+(PREEMPTED) and a node's failure (NODE_FAIL) are said alike.
+
+A job that waits because of someone, not of the queue's load, is said once in a warning
+as squeue shows it (`queue_words`): held (``JobHeldUser``, ``JobHeldAdmin``: the fix,
+``scontrol release``, named; `held_reason` names it in the queue notice too), suspended,
+requeued after it started, or in a state this backend does not know. The study waits
+for such a job (its start-up allowance has not begun): the warning is what keeps that
+wait from being silent.
 """
 
 from __future__ import annotations
@@ -27,10 +35,12 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from melissa_trainer.launcher.backends.slurm import queries as sq
+
 if TYPE_CHECKING:  # (batch imports this module)
     from melissa_trainer.launcher.backends.slurm.batch import SlurmHandle
 
-__all__ = ["queued_end", "queued_text"]
+__all__ = ["HELD", "KNOWN", "PAUSED", "held_reason", "queue_words", "queued_end", "queued_text"]
 
 logger = logging.getLogger("melissa_trainer.launcher.backends.slurm")
 
@@ -59,8 +69,9 @@ def queued_text(job: str, by_study: bool) -> str:
 def running_text(job: str, final: str, time_limit: str | None) -> str | None:
     """How a job `job` that ran and that Slurm, not the study, ended in state `final` is
     said: its time limit (``TIMEOUT``; `time_limit`, the backend's, None: the partition's
-    default or an ``extra_args`` ``--time``), or a scancel (``CANCELLED``); None for any
-    other final state."""
+    default or an ``extra_args`` ``--time``), a preemption (``PREEMPTED``), its node's
+    failure (``NODE_FAIL``), or a scancel (``CANCELLED``); None for any other final
+    state (the solver's own end: its exit code says it)."""
     if final == "TIMEOUT":
         limit = (
             f"--time={time_limit}, SlurmBackend's time_limit"
@@ -72,6 +83,19 @@ def running_text(job: str, final: str, time_limit: str | None) -> str | None:
             f"{job} reached its time limit ({limit}; squeue: TIMEOUT): Slurm ended it "
             "(SIGTERM, then SIGKILL), not the solver's own failure; every attempt gets the "
             f"same limit: raise time_limit; {NEXT}"
+        )
+    if final == "PREEMPTED":
+        return (
+            f"{job} was preempted (squeue: PREEMPTED): Slurm ended it for a job of higher "
+            "priority (the partition's PreemptMode; a requeueing mode puts it back in the "
+            f"queue instead), not the solver's own failure; {NEXT}"
+        )
+    if final == "NODE_FAIL":
+        return (
+            f"{job} ended with its node's failure (squeue: NODE_FAIL: a node of the job "
+            "stopped answering the controller), not the solver's own failure; Slurm did not "
+            "requeue it (JobRequeue=0, or sbatch --no-requeue); sinfo -R names the node's "
+            f"reason; {NEXT}"
         )
     if final == "CANCELLED":
         return (
@@ -113,3 +137,94 @@ def queued_end(handle: SlurmHandle, job: str, time_limit: str | None = None) -> 
         except OSError as exc:
             logger.warning("cannot write to %s (%s): %s", handle.job.log_path, exc, text)
     return text
+
+
+#: squeue's reasons (``%r``) of a job held in the queue: it waits, never starting, until
+#: someone releases it; who may release it
+HELD = {
+    "JobHeldUser": "held by its user (sbatch --hold, scontrol uhold): scontrol release",
+    "JobHeldAdmin": (
+        "held by an administrator (scontrol hold as root or SlurmUser): only an "
+        "administrator's scontrol release"
+    ),
+}
+
+
+def held_reason(reason: str | None) -> str | None:
+    """`reason` (squeue's, of a PENDING job) as a queue notice names it: a hold (`HELD`)
+    with its fix, any other reason as it is."""
+    if reason in HELD:
+        return f"{reason}: a hold, it never starts until released (scontrol release JOBID)"
+    return reason
+
+
+#: squeue's states of a job that holds still, neither queued nor running, until someone
+#: resumes it (``scontrol suspend``, or a preemption with PreemptMode=SUSPEND)
+PAUSED = {"SUSPENDED": "scontrol resume", "STOPPED": "scontrol resume"}
+#: states of a job held as it is requeued, or by its reservation's deletion
+HELD_STATES = frozenset({"REQUEUE_HOLD", "RESV_DEL_HOLD"})
+#: every state this backend knows the meaning of (`queries`' and these): any other is
+#: said once, not guessed at
+KNOWN = (
+    sq.STARTED_STATES
+    | sq.TERMINAL_STATES
+    | HELD_STATES
+    | set(PAUSED)
+    | {"PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_FED", "RESIZING", "POWER_UP_NODE"}
+    | {"UPDATE_DB"}
+)
+
+
+def queue_words(handle: SlurmHandle, job: str, state: str | None, reason: str | None) -> None:
+    """Say, in a WARNING, what squeue's new answer (`state`, `reason`) tells of `handle`'s
+    job (`job`: its description) that the study did not cancel, once each time it comes
+    (not at each answer): held in the queue (a reason of `HELD`, a state of
+    `HELD_STATES`), put back in the queue after it started (requeued: PENDING again
+    after a started state), suspended (`PAUSED`), or a state this backend does not know
+    (`KNOWN`: it counts as alive, not started). A job the study cancelled is not said
+    (`BatchJobs._requeued` cancels it again). The study waits for such a job: said,
+    it does not wait silently."""
+    if handle.cancelled or handle.stale or state is None:
+        return
+    new, job_id = state != handle.state, handle.job_id
+    if new and state not in KNOWN:
+        logger.warning(
+            "%s is in a Slurm state this backend does not know (squeue: %s): it counts as "
+            "alive and not started, and the study waits for it; scancel %s to give it up",
+            job,
+            state,
+            job_id,
+        )
+    if new and (state in PAUSED or state in HELD_STATES):
+        fix = PAUSED.get(state, "scontrol release")
+        logger.warning(
+            "%s is %s (squeue: %s): it does not run until someone runs %s %s, and the "
+            "study waits for it meanwhile; scancel %s to give it up",
+            job,
+            "suspended" if state in PAUSED else "held",
+            state,
+            fix,
+            job_id,
+            job_id,
+        )
+    if state != "PENDING":
+        return
+    if handle.ran and new:
+        logger.warning(
+            "%s was put back in Slurm's queue after it started (requeued: scontrol requeue, "
+            "a preemption or a node failure; squeue: PENDING, %s): it runs again from the "
+            "start when Slurm starts it, and counts as queued meanwhile",
+            job,
+            reason or "no reason given",
+        )
+    if reason in HELD and handle.reason != reason:
+        logger.warning(
+            "%s is held in Slurm's queue (squeue: PENDING, %s: %s %s): it does not start "
+            "until released, and the study waits for it meanwhile (a queued job's start-up "
+            "allowance has not begun); scancel %s to give it up",
+            job,
+            reason,
+            HELD[reason],
+            job_id,
+            job_id,
+        )

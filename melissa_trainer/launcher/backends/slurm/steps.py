@@ -2,19 +2,21 @@
 
 The trainer runs inside an allocation (``salloc``, or a batch job). Each job is ``srun
 --ntasks=N --exclusive --job-name=NAME ...`` (`script.srun_command`) run as a
-local process by `LocalBackend`: same process group, PR_SET_PDEATHSIG and kill
-semantics, so steps die with the trainer and with the allocation. After a kill the
+local process by `LocalBackend`: same process group and PR_SET_PDEATHSIG, so steps
+die with the trainer and with the allocation. A kill gives the step's tasks their
+SIGTERM with ``scancel --signal=TERM`` and a grace (`step_stop`: srun would turn a
+SIGTERM of its own into a SIGKILL of its tasks), then signals the srun process; the
 step is also ``scancel``-ed by name, in case the srun process was killed before it
 could end its tasks.
 
 A step this backend killed never reports success. srun's exit status is its tasks'
-(the highest exit code, or 128 + the signal that ended one), and srun turns the SIGTERM
-of a kill into a SIGKILL of its tasks ("forcing job termination"), so a killed step
-normally reports 137. But srun waits only a few seconds (KillWait + 2) for the tasks'
-exit to be reported; past that ("Timed out waiting for job step to complete": a
-slurmstepd slow to answer, on a loaded node, or a step aborted before its launch was
-complete) it exits with 0, having heard of no task. That 0 says nothing about the job:
-`poll` reports `KILLED` for it instead.
+(the highest exit code, or 128 + the signal that ended one): a task that exits 0 on
+its SIGTERM makes it 0, and srun turns the SIGTERM of a kill into a SIGKILL of its
+tasks ("forcing job termination"), which normally reports 137. But srun waits only a
+few seconds (KillWait + 2) for the tasks' exit to be reported; past that ("Timed out
+waiting for job step to complete": a slurmstepd slow to answer, on a loaded node, or a
+step aborted before its launch was complete) it exits with 0, having heard of no task.
+That 0 says nothing about the job: `poll` reports `KILLED` for it instead.
 
 MPICH segments. A step whose ranks end without ``MPI_Finalize`` (killed, crashed) leaves
 its node's file in /dev/shm (`mpich_segments`), named after the step's PMI key-value
@@ -72,7 +74,10 @@ from melissa_trainer.launcher.backends.local import LocalBackend
 from melissa_trainer.launcher.backends.mpich_segments import SegmentWatch, kvs_segments
 from melissa_trainer.launcher.backends.slurm import queries as sq
 from melissa_trainer.launcher.backends.slurm import script as ss
+from melissa_trainer.launcher.backends.slurm.batch import CLOSE_GRACE
 from melissa_trainer.launcher.backends.slurm.commands import SlurmCommands, failure, transient
+from melissa_trainer.launcher.backends.slurm.step_end import said_end
+from melissa_trainer.launcher.backends.slurm.step_stop import stop_steps
 
 __all__ = ["SrunHandle", "SrunSteps"]
 
@@ -171,6 +176,8 @@ class SrunSteps:
         if code is not None and step in self._running:
             self._running.remove(step)
             self._sweep(step)
+            if code != 0 and not step.killed:  # (Slurm's end of it, said: `step_end`)
+                said_end(step.job, self.describe(step), step.log_from, self._time_limit)
         self._retry()
         if code == 0 and step.killed:
             return KILLED
@@ -185,9 +192,9 @@ class SrunSteps:
         return self.kill_all([step], grace)[0]
 
     def kill_all(self, steps: list[SrunHandle], grace: float) -> list[int | None]:
-        """`kill` of each of `steps`, their graces together: their sruns signalled at
-        once, one `grace` for them all (`LocalBackend.kill_all`), then one ``scancel``
-        naming their steps. Results in order."""
+        """`kill` of each of `steps`, their graces together: SIGTERM to their tasks at
+        once, one `grace` for them all, then their sruns signalled (`step_stop`), then
+        one ``scancel`` naming their steps. Results in order."""
         running = [step for step in steps if step in self._running]
         if any(step.step_id is None for step in running):
             self._list()  # (while they are among the running: their ids are noted)
@@ -198,22 +205,22 @@ class SrunSteps:
             waiting, step.retry_at = step.retry_at is not None, None
             step.killed = waiting or self._local.poll(step.process) is None
         if running:
-            self._local.kill_all([step.process for step in running], grace)
-            self.cancel({step.step_name for step in running}.__contains__)
+            stop_steps(self._local, self._commands, self._allocation, running, grace)
+            self._cancel_unless_away({step.step_name for step in running})
             for step in running:
                 self._sweep(step)
         return [None if step.killed else self._local.poll(step.process) for step in steps]
 
     def close(self) -> None:
-        """Kill every running step; sweep the segments of all (`_sweep`: those still
-        held by ranks that are ending are retried once, after the kills)."""
+        """Kill every running step (as `kill_all`, with `CLOSE_GRACE`); sweep the
+        segments of all (`_sweep`: those still held by ranks that are ending are retried
+        once, after the kills)."""
         if any(step.step_id is None for step in self._running):
             self._list()
         running, self._running = self._running, []
+        stop_steps(self._local, self._commands, self._allocation, running, CLOSE_GRACE)
         self._local.close()
-        names = {step.step_name for step in running}
-        if names:
-            self.cancel(names.__contains__)
+        self._cancel_unless_away({step.step_name for step in running})
         for step in running:
             self._sweep(step)
         for watch, name in self._pending:
@@ -234,6 +241,18 @@ class SrunSteps:
                 "cancelling steps (of killed srun processes, or of an earlier run): %s", steps
             )
             self._commands.run([self._commands.path("scancel"), *steps])
+
+    def _cancel_unless_away(self, names: set[str]) -> None:
+        """`cancel` the steps `names` after their kill, unless the controller did not
+        answer the kill's last command (`step_stop`): then say which are left."""
+        if names and self._commands.unreachable:
+            logger.warning(
+                "the Slurm controller did not answer: steps %s are not cancelled by name "
+                "(their sruns were signalled; the allocation's end ends any left)",
+                sorted(names),
+            )
+        elif names:
+            self.cancel(names.__contains__)
 
     def _list(self, warn: bool = True) -> dict[str, str] | None:
         """The allocation's steps (``squeue --steps``): id -> name; None if squeue fails

@@ -1,0 +1,95 @@
+"""The polite end of srun steps (`SrunSteps.kill_all`): SIGTERM to their tasks, one
+grace for them all, then the end of what is left.
+
+srun turns a SIGTERM of its own into a SIGKILL of its tasks ("srun: forcing job
+termination", Slurm 22.05): signalling the srun process, as a local job is signalled,
+gives a solver no grace to write a restart file. ``scancel --signal=TERM JOB.STEP``
+instead signals the step's tasks and leaves the step running (seen on the one-node test
+cluster: a task that ignores the signal goes on; one that exits 0 on it ends the step,
+and srun then exits 0). So a stop sends one such scancel naming every step whose id
+squeue has listed, waits up to the grace for their sruns to end, then signals the sruns
+still running (their SIGKILL of the tasks), SIGKILLing them after `SRUN_END` s.
+
+A step whose id is not known (srun just started: squeue has not listed its step, so no
+task of it runs yet; or its step already ended) cannot be named: its srun is signalled
+at once, as before. When that scancel fails for the controller's absence or takes
+more than `TERM_WAIT` s, the sruns are signalled then, and `SrunSteps` does not cancel
+the steps by name afterwards (each squeue and scancel would wait out its timeout).
+Measured on the one-node test cluster, slurmctld SIGSTOPped, two steps whose ids were
+known, grace 2 s, controller_wait 5 (stop_bound 17 s before, 22 s with `TERM_WAIT`),
+one run each (an experiment script, not committed): the kill took 22.0 s before this
+module (the cancel by name's squeue waited 20 s), 40.1 s with an unbounded scancel
+--signal=TERM (20 s more), 15.0 s now (the scancel's 5 s, then the sruns, which did not
+end while the controller was away, SIGKILLed after `SRUN_END`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from melissa_trainer.launcher.backends.base import Handle
+from melissa_trainer.launcher.backends.local import LocalBackend
+from melissa_trainer.launcher.backends.slurm.commands import SlurmCommands, failure, transient
+
+if TYPE_CHECKING:  # (steps imports this module)
+    from melissa_trainer.launcher.backends.slurm.steps import SrunHandle
+
+__all__ = ["SRUN_END", "TERM_WAIT", "stop_steps"]
+
+logger = logging.getLogger("melissa_trainer.launcher.backends.slurm")
+
+#: seconds an srun signalled after the grace has to end its step (it SIGKILLs the tasks
+#: and waits up to KillWait + 2 s for their end) before it is SIGKILLed itself; the
+#: batch mode's FORCE_WAIT, which `SlurmBackend.stop_bound` counts
+SRUN_END = 10.0
+#: seconds the ``scancel --signal=TERM`` may take: a controller slower than that is
+#: taken for one that does not answer (a frozen one holds scancel 2 x MessageTimeout,
+#: 20 s by default; an answering one takes a fraction of a second);
+#: `SlurmBackend.stop_bound` counts it in mode "srun"
+TERM_WAIT = 5.0
+#: seconds between two looks at the sruns during the grace
+LOOK_EVERY = 0.05
+
+
+def stop_steps(
+    local: LocalBackend,
+    commands: SlurmCommands,
+    allocation: str,
+    steps: Sequence[SrunHandle],
+    grace: float,
+) -> None:
+    """End `steps` (the sruns of `local`, each running or ended) together: SIGTERM to the
+    tasks of those that can be named (module docstring) and up to `grace` s for them
+    all from the start of this call, then their sruns signalled (`SRUN_END` s at most,
+    together). The sruns of the others are signalled first, given what is left of the
+    grace or `SRUN_END` s, whichever is longer (their tasks' SIGKILL: srun's own). Blocks
+    meanwhile; the caller cancels the steps by name afterwards (a step may outlive its
+    srun)."""
+    started = time.monotonic()
+    named = [s for s in steps if s.step_id is not None and local.poll(s.process) is None]
+    if named:  # (tried even after a failure: the hint may be stale, the wait is bounded)
+        ids = [f"{allocation}.{step.step_id}" for step in named]
+        result = commands.run([commands.path("scancel"), "--signal=TERM", *ids], timeout=TERM_WAIT)
+        why = failure(result)
+        if why is not None and transient(why):  # (nothing signalled: their sruns are)
+            logger.warning("scancel --signal=TERM %s: %s", " ".join(ids), why)
+            named = []
+        elif why is not None:  # (also for a step that ended meanwhile: the others were)
+            logger.info("scancel --signal=TERM %s: %s", " ".join(ids), why)
+    others: list[Handle] = [s.process for s in steps if s not in named]
+    left = max(grace - (time.monotonic() - started), 0.0)
+    if others:  # (the named ones' grace runs meanwhile: the wait below is what is left)
+        # (a SIGTERMed srun ends its tasks itself: SRUN_END at least, not an srun
+        # SIGKILLed at once, its tasks left running under slurmstepd)
+        local.kill_all(others, max(left, SRUN_END))
+    deadline = started + max(grace, 0.0)
+    waiting = [s.process for s in named]
+    while waiting and time.monotonic() < deadline:
+        waiting = [process for process in waiting if local.poll(process) is None]
+        if waiting:
+            time.sleep(min(LOOK_EVERY, max(deadline - time.monotonic(), 0.0)))
+    if named:
+        local.kill_all([s.process for s in named], SRUN_END)

@@ -13,7 +13,13 @@ twice; distinct lines are counted.)"""
 
 from __future__ import annotations
 
-__all__ = ["IDLE", "ON_TERM", "SOLVER", "expected"]
+import sys
+from pathlib import Path
+from typing import Any
+
+from waiting import wait_until
+
+__all__ = ["IDLE", "ON_TERM", "SOLVER", "expected", "launch_solvers"]
 
 #: the set-up: its directory and N from argv, its id (the simulation's, or a worker's
 #: name), the SIGTERM handler installed
@@ -50,3 +56,18 @@ def expected(n: int, ids: list[str] | None = None) -> list[str]:
     signalled together, sorted."""
     ids = ids if ids is not None else [str(i) for i in range(n)]
     return sorted([f"term {i}" for i in ids] + [f"saw-all {i}" for i in ids])
+
+
+def launch_solvers(backend: Any, here: Path, n: int) -> list[Any]:
+    """`n` `SOLVER` jobs ``sim-0``... (their directory `here`) launched on `backend`;
+    their handles, once every one runs (its ``ID.up``)."""
+    from melissa_trainer.launcher.backends import Job
+
+    (here / "solver.py").write_text(SOLVER)
+    solver = [sys.executable, str(here / "solver.py"), str(here), str(n)]
+    handles = [
+        backend.launch(Job(f"sim-{i}", solver, {"MELISSA_TRAINER_SIMULATION_ID": str(i)}, here))
+        for i in range(n)
+    ]
+    wait_until(lambda: len(list(here.glob("*.up"))) == n, f"{n} solvers to run", 60.0)
+    return handles

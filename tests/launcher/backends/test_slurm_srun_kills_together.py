@@ -12,15 +12,13 @@ test_slurm_srun_grace.py."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
-from kill_order import SOLVER, expected
+from kill_order import expected, launch_solvers
 from test_slurm_srun_outage import fake  # noqa: F401 - the fixture (stand-in commands)
-from waiting import wait_until
 
-from melissa_trainer.launcher.backends import Job, SlurmBackend
+from melissa_trainer.launcher.backends import SlurmBackend
 
 pytestmark = pytest.mark.e2e  # it starts processes
 
@@ -34,15 +32,9 @@ def test_srun_steps_are_signalled_together(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("FAILS", "0")  # (the stand-in srun runs its task at once)
-    (tmp_path / "solver.py").write_text(SOLVER)
     backend = SlurmBackend(mode="srun")
-    solver = [sys.executable, str(tmp_path / "solver.py"), str(tmp_path), str(N)]
-    handles = [
-        backend.launch(Job(f"sim-{i}", solver, {"MELISSA_TRAINER_SIMULATION_ID": str(i)}, tmp_path))
-        for i in range(N)
-    ]
     try:
-        wait_until(lambda: len(list(tmp_path.glob("*.up"))) == N, f"{N} steps to run", 60.0)
+        handles = launch_solvers(backend, tmp_path, N)
         codes = backend.kill_all(handles, grace=20.0)
     finally:
         backend.close()

@@ -12,15 +12,14 @@ steps (`steps.step_stop`). The real tasks' SIGTERM and grace: test_slurm_srun_gr
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
-from kill_order import SOLVER, expected
+from kill_order import expected, launch_solvers
 from test_slurm_srun_outage import fake  # noqa: F401 - the fixture (stand-in commands)
 from waiting import wait_until
 
-from melissa_trainer.launcher.backends import Job, SlurmBackend
+from melissa_trainer.launcher.backends import SlurmBackend
 from melissa_trainer.launcher.backends.slurm import step_stop
 from melissa_trainer.launcher.backends.slurm.batch import FORCE_WAIT
 
@@ -40,15 +39,9 @@ fi
 def _stop(state: Path, tmp_path: Path, grace: float) -> list[int | None]:
     """Start N kill_order solvers as steps listed by squeue as 77.5, 77.6; kill them."""
     (state / "steps").write_text("".join(f"77.{5 + i}|mt-sim-{i}\n" for i in range(N)))
-    (tmp_path / "solver.py").write_text(SOLVER)
     backend = SlurmBackend(mode="srun")
-    solver = [sys.executable, str(tmp_path / "solver.py"), str(tmp_path), str(N)]
-    handles = [
-        backend.launch(Job(f"sim-{i}", solver, {"MELISSA_TRAINER_SIMULATION_ID": str(i)}, tmp_path))
-        for i in range(N)
-    ]
     try:
-        wait_until(lambda: len(list(tmp_path.glob("*.up"))) == N, f"{N} steps to run", 60.0)
+        handles = launch_solvers(backend, tmp_path, N)
         return backend.kill_all(handles, grace=grace)
     finally:
         backend.close()
@@ -113,15 +106,9 @@ def test_a_frozen_controller_holds_the_stop_term_wait_at_most(
     (fake.parent / "bin" / "scancel").write_text(FROZEN_FOR_SIGNALS)
     (fake.parent / "bin" / "squeue").write_text(COUNTED_SQUEUE)
     (fake / "steps").write_text("".join(f"77.{5 + i}|mt-sim-{i}\n" for i in range(N)))
-    (tmp_path / "solver.py").write_text(SOLVER)
     backend = SlurmBackend(mode="srun")
-    solver = [sys.executable, str(tmp_path / "solver.py"), str(tmp_path), str(N)]
-    handles = [
-        backend.launch(Job(f"sim-{i}", solver, {"MELISSA_TRAINER_SIMULATION_ID": str(i)}, tmp_path))
-        for i in range(N)
-    ]
     try:
-        wait_until(lambda: len(list(tmp_path.glob("*.up"))) == N, f"{N} steps to run", 60.0)
+        handles = launch_solvers(backend, tmp_path, N)
         wait_until(
             lambda: (
                 [backend.poll(h) for h in handles] and all(h.step_id is not None for h in handles)

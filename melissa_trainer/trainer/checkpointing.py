@@ -35,6 +35,7 @@ from melissa_trainer.checkpoint.errors import (
     save_failure_kind,
 )
 from melissa_trainer.checkpoint.later_runs import set_aside_later
+from melissa_trainer.checkpoint.replaced import restore_replaced
 from melissa_trainer.common.refusal import elsewhere, said_once
 from melissa_trainer.common.setting import setting
 from melissa_trainer.config.reading import ConfigError
@@ -204,6 +205,8 @@ def resolve_resume(trainer: OnlineTrainer) -> Path | None:
         if trainer.is_main_process:  # (the run not continued: out of this one's way)
             set_aside_later(path, Path(root))
         return path
+    if trainer.is_main_process:  # (a replacement a crash interrupted: its old one back)
+        restore_replaced(root)
     listed = [str(p) for p in ckpt.list_checkpoints(root)]
     found = from_main(trainer, listed, "the choice of the checkpoint to resume from")
     if not found:
@@ -241,6 +244,7 @@ def _start_afresh(trainer: OnlineTrainer) -> None:
     args, root = trainer.args, trainer.checkpoint_root
     verdict: tuple[str, str] = ("fresh", "")
     if trainer.is_main_process:
+        restore_replaced(root)  # (seen, refused or moved aside with the others)
         found = [p.name for p in ckpt.list_checkpoints(root)]
         if found and not args.overwrite_output_dir:
             verdict = ("refused", ", ".join(found))

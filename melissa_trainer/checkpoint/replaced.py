@@ -23,7 +23,7 @@ import os
 import re
 from pathlib import Path
 
-from melissa_trainer.checkpoint.paths import PREFIX, fsync_dir
+from melissa_trainer.checkpoint.paths import PREFIX, STAGING_PREFIX, fsync_dir
 
 __all__ = ["restore_replaced"]
 
@@ -36,8 +36,9 @@ _ASIDE = re.compile(rf"^({re.escape(PREFIX)}\d+)\.old(?:-(\d+))?$")
 
 def restore_replaced(root: str | os.PathLike[str]) -> list[Path]:
     """Rename each ``checkpoint-STEP.old[-N]`` under `root` whose ``checkpoint-STEP`` is
-    missing back to ``checkpoint-STEP`` (the one set aside last, when there are
-    several), said in a WARNING; returns the checkpoints restored. Main rank only,
+    missing while ``.tmp-checkpoint-STEP`` is there (the replacement interrupted) back
+    to ``checkpoint-STEP`` (the one set aside last, when there are several), said in a
+    WARNING; returns the checkpoints restored. Main rank only,
     before the checkpoints are listed. A rename that fails is logged (the resume goes
     on without that checkpoint, as before) and the rest are still tried."""
     root = Path(root)
@@ -54,7 +55,11 @@ def restore_replaced(root: str | os.PathLike[str]) -> list[Path]:
     restored = []
     for name, (_, aside) in sorted(latest.items()):
         final = root / name
-        if final.exists():  # (the replacement completed: the aside one is stale)
+        # Put back only where the new one is still staged: a replacement that completed
+        # left no staging (a .old it could not remove, its permissions, stays aside
+        # even once rotation removed its step: no resume takes such a one back)
+        staged = root / f"{STAGING_PREFIX}{name.removeprefix(PREFIX)}"
+        if final.exists() or not staged.is_dir():
             continue
         try:
             os.rename(aside, final)

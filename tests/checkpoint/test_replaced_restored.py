@@ -70,11 +70,16 @@ def test_the_one_set_aside_last_is_put_back_and_a_stale_one_left(tmp_path: Path)
     for name in ("checkpoint-5.old", "checkpoint-5.old-1", "checkpoint-5.old-2"):
         (tmp_path / name).mkdir()
         (tmp_path / name / "which").write_text(name)
+    (tmp_path / ".tmp-checkpoint-5").mkdir()  # the new one, never renamed in
     (tmp_path / "checkpoint-7").mkdir()  # replaced completely: its .old is not taken
     (tmp_path / "checkpoint-7.old").mkdir()
+    # left aside as unremovable by a replacement that completed, its step since rotated
+    # out: no staging, not put back (rotation would meet it again)
+    (tmp_path / "checkpoint-8.old").mkdir()
     (tmp_path / "checkpoint-9.old.txt").mkdir()  # (not a name `_aside` gives)
     restored = restore_replaced(tmp_path)
     assert [p.name for p in restored] == ["checkpoint-5"]
     assert (tmp_path / "checkpoint-5" / "which").read_text() == "checkpoint-5.old-2"
-    assert (tmp_path / "checkpoint-7.old").is_dir() and (tmp_path / "checkpoint-9.old.txt").is_dir()
+    for left in ("checkpoint-7.old", "checkpoint-8.old", "checkpoint-9.old.txt"):
+        assert (tmp_path / left).is_dir(), left
     assert restore_replaced(tmp_path / "none") == []

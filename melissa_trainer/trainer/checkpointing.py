@@ -183,7 +183,9 @@ def resolve_resume(trainer: OnlineTrainer) -> Path | None:
     problems are gathered). Collective.
 
     "latest": the newest checkpoint that verifies; each one that does not is skipped
-    with one warning naming its files and what is wrong with them (files not in its
+    with one warning naming its files and what is wrong with them, then moved aside with
+    any other newer one (`set_aside_later`: its fault may pass, a rotation of this run's
+    saves would delete it, a later "latest" take it over this run's) (files not in its
     manifest that are not the trainer's, a hook's artefacts, do not count: the one
     taken is warned about once, `verify`); a checkpoint without
     a manifest (an earlier version's) is taken with a warning that it is unverified;
@@ -212,14 +214,24 @@ def resolve_resume(trainer: OnlineTrainer) -> Path | None:
     if not found:
         return ckpt.resolve_resume(arg, root)  # None, with its warning
     seen: list[manifest.Problem] = []
+    skipped: list[str] = []  # (rank 0's words for each, said once the choice is made)
     for candidate in reversed(found):
         path = Path(candidate)
         problems = verify(trainer, path)
         if not problems:
+            if skipped:  # (rank 0) out of this run's way: another history's, maybe intact
+                aside = set_aside_later(path, Path(root), said=False)
+                moved = (
+                    "" if aside is None else f", moved to {aside} (this run continues {path.name})"
+                )
+                for words in skipped:
+                    logger.warning("%s: skipped%s", words, moved)
             return path
         seen += problems
         if trainer.is_main_process:
-            logger.warning("%s: skipped", describe_verification(path, problems))
+            skipped.append(describe_verification(path, problems))
+    for words in skipped:
+        logger.warning("%s: skipped", words)
     refused = CheckpointError(none_verifies(Path(root), seen), Path(root))
     raise said_once(refused, trainer.process_index)
 

@@ -9,7 +9,11 @@ checkpoint-120 and -160 and deleted the new run's 100 and 105); and a requeued j
 ``latest`` took the newest by step, theirs, silently dropping the new run's work. A
 warning asked the user to move them aside; now the resume does so itself
 (`set_aside_later`): one rename per checkpoint into a sibling folder, nothing read,
-changed or deleted. Main rank only, before anything is written.
+changed or deleted. Main rank only, before anything is written. So does a resume from
+``latest`` past newer checkpoints that do not verify (`trainer.checkpointing.
+resolve_resume`): skipped for a fault that may pass (permission bits, a shared file
+system's unreadable file), they were deleted by the new run's rotation, or taken by a
+later ``latest`` over the new run's checkpoints (tests/checkpoint/test_skipped_set_aside.py).
 """
 
 from __future__ import annotations
@@ -25,10 +29,13 @@ __all__ = ["set_aside_later"]
 logger = logging.getLogger(__name__)
 
 
-def set_aside_later(path: Path, root: Path, now: float | None = None) -> Path | None:
+def set_aside_later(
+    path: Path, root: Path, now: float | None = None, said: bool = True
+) -> Path | None:
     """Move the checkpoints of `root` of later steps than `path` (the one a resume
     names) into a new sibling folder ``{root}-after-{path.name}-YYYYmmddTHHMMSSZ`` and
-    return it, saying so in one warning; None (nothing moved) when there are none, or
+    return it, saying so in one warning (unless not `said`: the caller's warnings name
+    the folder, ``latest``'s skipped checkpoints); None (nothing moved) when there are none, or
     when `path` is not in `root`. Renames that fail (permissions, another file system)
     are logged and leave the rest where they are, with the advice to move them by hand:
     the resume goes on."""
@@ -57,6 +64,8 @@ def set_aside_later(path: Path, root: Path, now: float | None = None) -> Path | 
             path.name, root, names, target, exc, ", ".join(left),
         )  # fmt: skip
         return None
+    if not said:
+        return target
     logger.warning(
         "resuming from %s: the later checkpoints of the run this one does not continue "
         "(%s) were moved to %s, so that this run's saves, max_to_keep and "

@@ -185,10 +185,10 @@ def commit(staging: str | os.PathLike[str], final: str | os.PathLike[str]) -> Pa
     An existing `final` (a checkpoint of the same step: written before a restart, or
     rewritten at a preemption with what came since) is replaced in one atomic exchange
     where the system can (`_exchange`: `final` never missing, the old one then removed);
-    elsewhere it is first moved aside (``checkpoint-STEP.old``), so a crash in between
-    leaves one of the two, then removed. One that cannot be removed (its permissions: a
-    checkpoint that did not verify for that reason and was skipped on resume) is left
-    aside with a warning, under a name no resume looks at: the save has succeeded.
+    elsewhere it is first moved aside (``checkpoint-STEP.old``: a crash in between
+    leaves it, which a resume puts back: `checkpoint.replaced`), then removed. One
+    that cannot be removed (its permissions: a checkpoint that did not verify for that
+    reason and was skipped on resume) is left aside with a warning: the save succeeded.
     """
     staging, final = Path(staging), Path(final)
     old = None
@@ -240,7 +240,7 @@ def _exchange(a: Path, b: Path) -> bool:
     """Swap the directories `a` and `b` atomically (Linux's ``renameat2`` with
     ``RENAME_EXCHANGE``); False where the system or the file system cannot (then
     `commit` moves the old one aside first: a crash in between leaves it as
-    ``checkpoint-STEP.old``, which no resume takes)."""
+    ``checkpoint-STEP.old``, which the next resume puts back: `replaced`)."""
     try:
         renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
     except (AttributeError, OSError):  # (not glibc >= 2.28, not Linux)

@@ -35,6 +35,7 @@ from melissa_trainer.checkpoint.errors import (
     save_failure_kind,
 )
 from melissa_trainer.checkpoint.later_runs import set_aside_later
+from melissa_trainer.checkpoint.replaced import restore_replaced
 from melissa_trainer.common.refusal import elsewhere, said_once
 from melissa_trainer.common.setting import setting
 from melissa_trainer.config.reading import ConfigError
@@ -182,7 +183,9 @@ def resolve_resume(trainer: OnlineTrainer) -> Path | None:
     problems are gathered). Collective.
 
     "latest": the newest checkpoint that verifies; each one that does not is skipped
-    with one warning naming its files and what is wrong with them (files not in its
+    with one warning naming its files and what is wrong with them, then moved aside with
+    any other newer one (`set_aside_later`: its fault may pass, a rotation of this run's
+    saves would delete it, a later "latest" take it over this run's) (files not in its
     manifest that are not the trainer's, a hook's artefacts, do not count: the one
     taken is warned about once, `verify`); a checkpoint without
     a manifest (an earlier version's) is taken with a warning that it is unverified;
@@ -204,19 +207,31 @@ def resolve_resume(trainer: OnlineTrainer) -> Path | None:
         if trainer.is_main_process:  # (the run not continued: out of this one's way)
             set_aside_later(path, Path(root))
         return path
+    if trainer.is_main_process:  # (a replacement a crash interrupted: its old one back)
+        restore_replaced(root)
     listed = [str(p) for p in ckpt.list_checkpoints(root)]
     found = from_main(trainer, listed, "the choice of the checkpoint to resume from")
     if not found:
         return ckpt.resolve_resume(arg, root)  # None, with its warning
     seen: list[manifest.Problem] = []
+    skipped: list[str] = []  # (rank 0's words for each, said once the choice is made)
     for candidate in reversed(found):
         path = Path(candidate)
         problems = verify(trainer, path)
         if not problems:
+            if skipped:  # (rank 0) out of this run's way: another history's, maybe intact
+                aside = set_aside_later(path, Path(root), said=False)
+                moved = (
+                    "" if aside is None else f", moved to {aside} (this run continues {path.name})"
+                )
+                for words in skipped:
+                    logger.warning("%s: skipped%s", words, moved)
             return path
         seen += problems
         if trainer.is_main_process:
-            logger.warning("%s: skipped", describe_verification(path, problems))
+            skipped.append(describe_verification(path, problems))
+    for words in skipped:
+        logger.warning("%s: skipped", words)
     refused = CheckpointError(none_verifies(Path(root), seen), Path(root))
     raise said_once(refused, trainer.process_index)
 
@@ -241,6 +256,7 @@ def _start_afresh(trainer: OnlineTrainer) -> None:
     args, root = trainer.args, trainer.checkpoint_root
     verdict: tuple[str, str] = ("fresh", "")
     if trainer.is_main_process:
+        restore_replaced(root)  # (seen, refused or moved aside with the others)
         found = [p.name for p in ckpt.list_checkpoints(root)]
         if found and not args.overwrite_output_dir:
             verdict = ("refused", ", ".join(found))

@@ -11,7 +11,8 @@ out its grace for a launcher that may never end it (the launcher of another mach
 ``--num_machines 2``, watches its own workers only, and they did not fail); a rank whose
 own code raised a refusal compares the mark with its own line and stays silent only when
 they are the same (the user's own `ConfigError`, raised alike on every rank). Each
-rank that read the mark says so (`read`), and rank 0 waits for them (at most
+rank that read the mark says so (`await_mark`'s `then`, over the connection it read the
+mark on: a new one may take a lost DNS query's 5 s; `read`), and rank 0 waits for them (at most
 `READ_WAIT` s) before it exits: under a single launcher, rank 0's exit makes it end
 the other ranks, which could cut short a rank about to say a refusal of its own.
 
@@ -35,6 +36,7 @@ import select
 import socket
 import threading
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
@@ -185,29 +187,47 @@ def read() -> None:
                 link.store.add(f"{_key()}/read", 1)
 
 
-def await_mark(timeout: float) -> str | None:
+def await_mark(timeout: float, then: Callable[[str | None], None] | None = None) -> str | None:
     """Another rank: the line rank 0 said, as soon as its mark is in the store, waiting
     up to `timeout` s for it; `GONE` when the store is, or goes while waiting (rank 0's
     launcher ended, so rank 0 did: said by nothing, `StoreLink.gone`); `NO_STORE` at
     once without one; None without a mark by `timeout` (rank 0 refused nothing: it
-    trains, or waits for this rank). Blocks (a launcher's SIGTERM ends it)."""
+    trains, or waits for this rank). Blocks (a launcher's SIGTERM ends it).
+
+    `then`, if given, is called with the answer, and this rank's read is then told (as
+    `read` does, unless the store is gone or absent) over the same connection: a new
+    one costs torch's client a reverse lookup of the store's address, 5 s where the DNS
+    loses the query, as long as rank 0 waits for the reads (`READ_WAIT`)."""
     link = launch_store()
-    if link is None:
-        return NO_STORE
-    if isinstance(link, str):
-        return link
+    if link is None or isinstance(link, str):
+        answer = NO_STORE if link is None else link
+        if then is not None:
+            then(answer)
+        return answer
+    with link:
+        found = _poll_mark(link, timeout)
+        if then is not None:
+            then(found)  # (this rank's own line, if another: said before rank 0 may go)
+            if found != GONE:
+                with contextlib.suppress(RuntimeError):  # (it went meanwhile: no one waits)
+                    if not link.gone():
+                        link.store.add(f"{_key()}/read", 1)
+        return found
+
+
+def _poll_mark(link: StoreLink, timeout: float) -> str | None:
+    """`await_mark`'s wait on `link`."""
     # Polled, not the store's blocking wait: its timeout (rank 0 refused nothing) logs
     # two lines of C++ warnings on stderr, beside the line this rank then says
     deadline = time.monotonic() + timeout
-    with link:
-        try:
-            while not link.gone():
-                if link.store.check([_key()]):
-                    return bytes(link.store.get(_key())).decode("utf-8", "replace")
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return None
-                threading.Event().wait(min(MARK_POLL, left))
-        except RuntimeError:  # (torch's DistError: the connection closed, the store went)
-            pass
-        return GONE
+    try:
+        while not link.gone():
+            if link.store.check([_key()]):
+                return bytes(link.store.get(_key())).decode("utf-8", "replace")
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            threading.Event().wait(min(MARK_POLL, left))
+    except RuntimeError:  # (torch's DistError: the connection closed, the store went)
+        pass
+    return GONE

@@ -132,26 +132,24 @@ def refusals_end_the_program() -> Iterator[None]:
             # (torchrun) SIGTERM rank 0 before its line: wait for rank 0's mark, left
             # once its line is out; bounded. Without a store to tell it, wait the grace
             # blind: the launcher ends this rank when rank 0 has ended, or the grace does
-            mark = refusal_mark.await_mark(QUIET_RANK_GRACE)
+            mark = refusal_mark.await_mark(QUIET_RANK_GRACE, then=_quiet)
             if mark == refusal_mark.NO_STORE:
                 threading.Event().wait(QUIET_RANK_GRACE)
-            _tell_read(mark)
         else:
             line = _line(exc)
             if launch_rank() == 0:
                 print(line, file=sys.stderr, flush=True)
                 refusal_mark.leave(line)  # (then waits, briefly, for the others to read it)
             else:
-                mark = refusal_mark.await_mark(QUIET_RANK_GRACE)
-                if mark != line:
-                    print(line, file=sys.stderr, flush=True)  # (not what rank 0 said)
-                _tell_read(mark)
+
+                def say(mark: str | None) -> None:  # (then rank 0 is told it was read)
+                    if mark != line:
+                        print(line, file=sys.stderr, flush=True)  # (not what rank 0 said)
+
+                refusal_mark.await_mark(QUIET_RANK_GRACE, then=say)
         raise SystemExit(REFUSED_STATUS) from None
 
 
-def _tell_read(mark: str | None) -> None:
-    """Tell rank 0 this rank read its mark, unless the store is known gone or absent: a
-    new connection to a node 0 that drops packets would add its connect timeout (5 s)
-    to this rank's exit, for a rank 0 that no longer waits."""
-    if mark not in (refusal_mark.GONE, refusal_mark.NO_STORE):
-        refusal_mark.read()
+def _quiet(mark: str | None) -> None:
+    """A quiet rank says nothing of rank 0's mark (`await_mark`'s `then`: rank 0 is
+    told it was read over the connection it was read on)."""

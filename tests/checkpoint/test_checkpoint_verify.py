@@ -25,6 +25,7 @@ from resume_scenario import run
 from melissa_trainer import CheckpointError
 from melissa_trainer.checkpoint import manifest
 from melissa_trainer.checkpoint import paths as ckpt
+from melissa_trainer.trainer import checkpointing
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -208,14 +209,20 @@ def test_every_load_error_of_an_unverified_checkpoint_names_the_file(
 # -- rotation -------------------------------------------------------------------------------
 
 
-def test_rotation_keeps_the_new_checkpoint_over_a_newer_corrupt_one(tmp_path: Path) -> None:
-    """Resumed from checkpoint-10 (20 is corrupt), a save at 15 with max_to_keep=1: by
-    step alone, 15, the one intact checkpoint, would go and the corrupt 20 stay."""
+def test_rotation_keeps_the_new_checkpoint_over_a_newer_corrupt_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Resumed from checkpoint-10 (20 is corrupt, and its move aside fails: a folder
+    `chmod 000`, tests/checkpoint/test_skipped_set_aside.py moves the others), a save at
+    15 with max_to_keep=1: by step alone, 15, the one intact checkpoint, would go and
+    the corrupt 20 stay."""
     root = two_checkpoints(tmp_path)
     truncate(root / "checkpoint-20" / "model.safetensors")
+    monkeypatch.setattr(checkpointing, "set_aside_later", lambda *a, **k: None)
     config = dict(BASE, output_dir=str(tmp_path / "out"), max_to_keep=1, max_steps=15)
     run(dict(config, resume_from_checkpoint="latest"))
     assert [p.name for p in ckpt.list_checkpoints(root)] == ["checkpoint-15"]
+    assert not list(root.parent.glob("checkpoints-after-*"))  # (rotation's doing, not a move)
 
 
 def test_rotate_never_deletes_keep(tmp_path: Path) -> None:

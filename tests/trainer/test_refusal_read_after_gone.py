@@ -17,18 +17,46 @@ pytestmark = pytest.mark.timeout(60)
 LINE_WORDS = "my_steps=-3 must be positive"
 
 
+class _Link:
+    """A live store's link (`refusal_mark.StoreLink`'s part that a read uses): counts
+    the reads told over it."""
+
+    def __init__(self, reads: list[str]) -> None:
+        self.store = self
+        self.reads = reads
+
+    def add(self, key: str, amount: int) -> int:
+        self.reads.append(key)
+        return len(self.reads)
+
+    def gone(self) -> bool:
+        return False
+
+    def __enter__(self) -> _Link:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
 def reads_after(monkeypatch: pytest.MonkeyPatch, answer: str | None, *, quiet: bool) -> int:
     """How many times the rank told rank 0 it read the mark, when the wait answered
-    `answer`, for a quiet copy of rank 0's refusal or a refusal of its own."""
-    calls: list[None] = []
+    `answer`, for a quiet copy of rank 0's refusal or a refusal of its own (over the
+    connection the wait used: `await_mark`'s `then`; a new one, `read`, counts too)."""
+    reads: list[str] = []
     monkeypatch.setattr(refusals, "QUIET_RANK_GRACE", 0.0)
     monkeypatch.setattr(refusals, "launch_rank", lambda: 1)
-    monkeypatch.setattr(refusal_mark, "await_mark", lambda timeout: answer)
-    monkeypatch.setattr(refusal_mark, "read", lambda: calls.append(None))
+    link = None if answer == refusal_mark.NO_STORE else answer
+    if answer not in (refusal_mark.GONE, refusal_mark.NO_STORE):
+        link = _Link(reads)  # type: ignore[assignment]
+        monkeypatch.setattr(refusal_mark, "_poll_mark", lambda link, timeout: answer)
+    monkeypatch.setattr(refusal_mark, "launch_store", lambda: link)
+    monkeypatch.setattr(refusal_mark, "read", lambda: reads.append("new connection"))
     error = ConfigError([LINE_WORDS])
     with pytest.raises(SystemExit), refusals_end_the_program():
         raise elsewhere(error, 1) if quiet else error
-    return len(calls)
+    assert "new connection" not in reads  # (a lost DNS query: 5 s, rank 0 gone meanwhile)
+    return len(reads)
 
 
 @pytest.mark.parametrize("answer", [refusal_mark.GONE, refusal_mark.NO_STORE])

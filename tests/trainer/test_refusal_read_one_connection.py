@@ -1,0 +1,94 @@
+"""A rank that read rank 0's refusal mark tells it so over the connection it read the
+mark on (`refusal_mark.await_mark`'s `then`), not over a new one.
+
+A new connection costs torch's client a reverse lookup of the store's address, and on a
+machine whose DNS loses a query (about 1 in 40 here) that lookup takes the resolver's 5 s,
+as long as rank 0 waits for the reads (`refusal_mark.READ_WAIT`): rank 0 gave up and
+exited, and its launcher then ended the rank still telling it (the exit this waiting
+exists to prevent). Here the reading rank's lookups after its first take `LOOKUP` s (a
+library preloaded into it); before, rank 0's wait ended with no read counted."""
+
+from __future__ import annotations
+
+import datetime
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from agent_store import as_rank
+from torch.distributed import TCPStore
+
+from melissa_trainer.trainer import refusal_mark
+
+#: seconds each reverse lookup after the first takes in the reading rank: past READ_WAIT
+LOOKUP = 5.5
+
+SHIM = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <netdb.h>
+#include <time.h>
+
+static int calls = 0;
+
+int getnameinfo(const struct sockaddr *sa, socklen_t salen, char *host, socklen_t hostlen,
+                char *serv, socklen_t servlen, int flags) {
+    typedef int (*real_t)(const struct sockaddr *, socklen_t, char *, socklen_t, char *,
+                          socklen_t, int);
+    if (calls++ > 0) {
+        struct timespec ts = {5, 500000000L};
+        nanosleep(&ts, NULL);
+    }
+    real_t real = (real_t)dlsym(RTLD_NEXT, "getnameinfo");
+    return real(sa, salen, host, hostlen, serv, servlen, flags);
+}
+"""
+
+#: the other rank: the user's refusal, raised alike on every rank (rank 0 says it)
+RANK_1 = """
+from melissa_trainer import refusals_end_the_program
+from melissa_trainer.config.reading import ConfigError
+with refusals_end_the_program():
+    raise ConfigError("my_steps=-1 must be positive")
+"""
+
+
+@pytest.mark.e2e  # (a rank's process, and up to READ_WAIT s of real time)
+@pytest.mark.skipif(sys.platform != "linux", reason="the lookup is slowed by LD_PRELOAD")
+@pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler (cc)")
+@pytest.mark.timeout(120)
+def test_rank_0_hears_the_read_of_a_rank_whose_new_connections_are_slow(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert LOOKUP > refusal_mark.READ_WAIT
+    (tmp_path / "shim.c").write_text(SHIM)
+    shim = tmp_path / "shim.so"
+    subprocess.run(
+        ["cc", "-shared", "-fPIC", "-o", str(shim), str(tmp_path / "shim.c"), "-ldl"],
+        check=True,
+        timeout=60,
+    )
+    store = TCPStore("127.0.0.1", 0, None, True, timeout=datetime.timedelta(seconds=30))
+    try:
+        as_rank(monkeypatch, store.port, rank=0)
+        env = {**os.environ, "RANK": "1", "LD_PRELOAD": str(shim)}
+        rank_1 = subprocess.Popen(
+            [sys.executable, "-c", RANK_1, "--"], env=env, stderr=subprocess.PIPE, text=True
+        )
+        try:
+            line = "-c: error: my_steps=-1 must be positive"
+            refusal_mark.leave(line)  # (rank 0: waits up to READ_WAIT for the read)
+            reads = store.add(f"{refusal_mark._key()}/read", 0)
+            _, said = rank_1.communicate(timeout=60)
+        finally:
+            if rank_1.poll() is None:
+                rank_1.kill()
+                rank_1.wait(timeout=30)
+        assert rank_1.returncode == 2, said
+        assert said == "", said  # (the same line as rank 0's: not said again)
+        assert reads == 1  # before: 0, the read came LOOKUP s late, after rank 0 had gone
+    finally:
+        del store

@@ -27,6 +27,7 @@ import atexit
 import ctypes
 import datetime
 import logging
+import math
 import os
 import signal
 import threading
@@ -66,12 +67,26 @@ MEET_USUAL = (
 TERM_GRACE = 30.0
 
 
-def meet_timeout(stop_bound: float) -> float:
-    """The meeting's bound for ranks whose sources may take `stop_bound` s to stop
-    (`Source.stop_bound`: a study's `kill_grace`): `MEET_TIMEOUT` beyond it, so that a
-    long grace does not make the others leave while rank 0 still kills its simulations
-    (they exited, torchrun SIGTERMed rank 0 in its stop, then SIGKILLed it)."""
-    return MEET_TIMEOUT + max(0.0, stop_bound)
+def meet_timeout(source: Any) -> float:
+    """The meeting's bound for ranks whose sources may take ``source.stop_bound()`` s
+    to stop (`Source.stop_bound`: a study's `kill_grace`): `MEET_TIMEOUT` beyond it, so
+    that a long grace does not make the others leave while rank 0 still kills its
+    simulations (they exited, torchrun SIGTERMed rank 0 in its stop, then SIGKILLed it).
+    Never raises: it runs in the trainer's ``finally``, where an error would hide the
+    run's own and skip its clean-up; a `stop_bound` that fails or is no finite number
+    (a user's override) is said at WARNING and counts 0."""
+    try:
+        bound = float(source.stop_bound())
+    except Exception as exc:  # (a user's override: said, not raised over the run's end)
+        logger.warning("%s.stop_bound() failed (%r): the ranks' last meeting waits "
+                       "%g s", type(source).__name__, exc, MEET_TIMEOUT)  # fmt: skip
+        return MEET_TIMEOUT
+    if not math.isfinite(bound):
+        logger.warning("%s.stop_bound() gave %r, not a number of seconds: the ranks' "
+                       "last meeting waits %g s", type(source).__name__, bound,
+                       MEET_TIMEOUT)  # fmt: skip
+        return MEET_TIMEOUT
+    return MEET_TIMEOUT + max(0.0, bound)
 
 
 def meet(rank: int, why: str, timeout: float = MEET_TIMEOUT, device: Any = None) -> bool:

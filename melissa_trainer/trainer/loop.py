@@ -366,7 +366,7 @@ class OnlineTrainer(TrainerSteps):
                 met = (preempted or failure.agreed) and self.stop_sync.distributed
                 if met:  # (a signal from now: the exit's words; the hold before restore)
                     preemption.ending = "a preemption" if preempted else failure.words
-                    bound = meet_timeout(self.source.stop_bound())  # (rank 0's kill_grace)
+                    bound = meet_timeout(self.source)  # (rank 0's study: its kill_grace)
                     meet(self.process_index, preemption.ending, bound, self.accelerator.device)
                     hold_term(previous=preemption.previous_term())  # (the launcher's SIGTERM)
                 preemption.restore()

@@ -36,15 +36,41 @@ def study(backend: object, kill_grace: float) -> Study:
 @pytest.mark.timeout(30)
 def test_a_study_may_take_its_kill_grace_and_its_last_exits_wait_to_stop() -> None:
     assert study(LocalBackend(), 7.0).stop_bound() == STOP_WAIT + 7.0
-    assert study(LocalBackend(), 300.0).stop_bound() == STOP_WAIT + 300.0
+    long = study(LocalBackend(), 300.0)
+    assert long.stop_bound() == STOP_WAIT + 300.0
     # the meeting waits its own bound beyond it
-    assert meet_timeout(STOP_WAIT + 300.0) == MEET_TIMEOUT + STOP_WAIT + 300.0
+    assert meet_timeout(long) == MEET_TIMEOUT + STOP_WAIT + 300.0
 
 
 @pytest.mark.timeout(30)
 def test_a_source_of_samples_stops_at_once() -> None:
-    assert as_source([{"x": 1}]).stop_bound() == 0.0
-    assert meet_timeout(0.0) == MEET_TIMEOUT
+    source = as_source([{"x": 1}])
+    assert source.stop_bound() == 0.0
+    assert meet_timeout(source) == MEET_TIMEOUT
+
+
+class Failing:
+    """A user's source whose `stop_bound` override is wrong."""
+
+    def __init__(self, bound: object) -> None:
+        self.bound = bound
+
+    def stop_bound(self) -> object:
+        if isinstance(self.bound, Exception):
+            raise self.bound
+        return self.bound
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("bound", [KeyError("kill_grace"), float("nan"), float("inf"), "soon"])
+def test_a_stop_bound_that_fails_is_said_and_counts_nothing(
+    bound: object, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Computed in the trainer's ``finally``: an error there would be raised over the
+    run's own and skip its clean-up (the signal handlers, the output directory's hold)."""
+    with caplog.at_level("WARNING", logger="melissa_trainer.trainer.exit_meeting"):
+        assert meet_timeout(Failing(bound)) == MEET_TIMEOUT
+    assert "Failing.stop_bound()" in caplog.text, caplog.text
 
 
 @pytest.mark.timeout(30)

@@ -76,6 +76,7 @@ from navier_stokes.plot import plot_comparison, predict  # noqa: E402
 from navier_stokes.solver import (  # noqa: E402
     PARAMETER_BOUNDS,
     PARAMETER_NAMES,
+    Unstable,
     initial_vorticity,
     solve,
 )
@@ -244,7 +245,11 @@ def main(
         if optimizer is None
         else optimizer(model)
     )
-    validation = validation_set(opts, seed=args.seed + 1)
+    try:
+        validation = validation_set(opts, seed=args.seed + 1)
+    except Unstable as exc:  # --dt too large for these ranges: a usage error, before any run
+        print(f"{Path(sys.argv[0]).name}: error: a held-out simulation: {exc}", file=sys.stderr)
+        sys.exit(2)
     timer = StepTimer()
     trainer = OnlineTrainer(
         model,

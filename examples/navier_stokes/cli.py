@@ -46,12 +46,14 @@ COMPILE_NOTE = (
     "or leave compilation to a GPU."
 )
 #: what ``--help`` adds on ``--json`` (a user trial: a run stopped by Ctrl-C ended with
-#: "preempted by SIGINT at step 80; checkpoint ..." and exit status 130, no summary)
+#: "preempted by SIGINT at step 80; checkpoint ..." and exit status 130, no summary;
+#: a SIGTERM to accelerate launch, 143: test_example_navier_stokes_stop_codes.py)
 JSON_NOTE = (
     ", when the run ends. A run stopped before its end (Ctrl-C, SIGTERM, its launcher's "
     "death) prints no summary: its log says 'preempted by SIGINT at step N; checkpoint "
     "...' and it exits non-zero (128 + the signal: 130 for Ctrl-C, 143 for SIGTERM; "
-    "accelerate launch reports 1). Read the last line only after an exit status of 0"
+    "the same under accelerate launch, unless the signal reached a rank alone: 1). Read "
+    "the last line only after an exit status of 0"
 )
 #: flag -> the words added to its help, before its "(default: ...)"
 NOTES = {"torch_compile": COMPILE_NOTE, "json": JSON_NOTE}

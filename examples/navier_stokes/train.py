@@ -22,7 +22,7 @@ omega(0), the field the model is given), writes a PNG comparing prediction and t
 TensorBoard logs go to OUTPUT_DIR/runs. The study's options, launcher and timings come
 from `../study_common.py`, shared with the other study examples.
 
-    python examples/navier_stokes/train.py                    # 64^2: 60-105 CPU-s in all
+    python examples/navier_stokes/train.py                    # 64^2: 60-125 CPU-s in all
     accelerate launch --multi_gpu --num_processes 2 examples/navier_stokes/train.py \\
         --output_dir outputs/navier_stokes_2ranks             # each run its own folder
     python examples/navier_stokes/train.py --grid_size 256 --dt 0.00625 --width 32 \\

@@ -38,8 +38,9 @@ MODELS = ("fno", "unet", "neuralop")
 #: what ``--help`` adds to the library's words on ``--torch_compile`` (a user trial: a
 #: small CPU study trained 17 steps instead of 73, its stream over while it compiled)
 COMPILE_NOTE = (
-    " On a CPU at this example's small sizes the first step's compilation (30 s on 2 "
-    "busy cores, 8 s with inductor's cache warm) can outlast the study: training then "
+    " On a CPU at this example's small sizes the first step's compilation (30 to 55 s "
+    "on 2 busy cores, 8 to 12 s with inductor's cache warm) can outlast the study: "
+    "training then "
     "ends with the stream after far fewer steps (a 32^2 study of 8 simulations: 17 "
     "instead of 73). The end-of-run line's 'each sample trained on N times' shows it "
     "(against --sample_to_insert_ratio); stream more (--num_simulations, --time_steps) "

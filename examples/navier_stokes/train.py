@@ -70,6 +70,7 @@ import torch  # noqa: E402
 from study_common import StepTimer  # noqa: E402
 
 from melissa_trainer import Hook, OnlineTrainer  # noqa: E402
+from melissa_trainer.config.arguments import ConfigError  # noqa: E402
 from navier_stokes.errors import field_errors, lead_time_table, mse_tails  # noqa: E402
 from navier_stokes.models import make_model  # noqa: E402
 from navier_stokes.plot import plot_comparison, predict  # noqa: E402
@@ -247,9 +248,9 @@ def main(
     )
     try:
         validation = validation_set(opts, seed=args.seed + 1)
-    except Unstable as exc:  # --dt too large for these ranges: a usage error, before any run
-        print(f"{Path(sys.argv[0]).name}: error: a held-out simulation: {exc}", file=sys.stderr)
-        sys.exit(2)
+    except Unstable as exc:  # --dt too large for these ranges: a refusal, before any run
+        # (a ConfigError: refusals_end_the_program says it once, on rank 0, exit status 2)
+        raise ConfigError(f"a held-out simulation: {exc}") from exc
     timer = StepTimer()
     trainer = OnlineTrainer(
         model,

@@ -193,11 +193,14 @@ def test_a_dt_too_large_for_the_held_out_simulations_is_a_usage_error(
     """``--dt 0.25`` at 64^2 (a user trial, 2026-12-04): the third held-out simulation
     blows up at t = 1.75. Before, its fields were Inf and NaN and the run started
     anyway (and ended with exit status 0); now the example stops before anything
-    starts, exit status 2, one line naming --dt."""
+    starts, exit status 2, one line naming --dt (a refusal: under accelerate launch said
+    once, by rank 0)."""
+    import study_common
+
     monkeypatch.chdir(tmp_path)
     tiny = ["--time_steps", "4", "--num_simulations", "2", "--num_validation", "3",
             "--width", "4", "--layers", "1", "--modes", "4", "--no_plot"]  # fmt: skip
-    with pytest.raises(SystemExit) as info:
+    with pytest.raises(SystemExit) as info, study_common.refusals_end_the_program():
         train.main([*tiny, "--dt", "0.25"])
     assert info.value.code == 2
     err = capsys.readouterr().err

@@ -74,3 +74,25 @@ def test_a_sigterm_to_accelerate_launch_exits_143(tmp_path: Path) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(300)
+def test_a_blown_up_held_out_simulation_is_said_once_under_two_ranks(tmp_path: Path) -> None:
+    """``--dt 0.25`` (its third held-out simulation blows up) on two ranks: every rank
+    computes the held-out set and refuses alike; the line is said once, by rank 0 (a
+    `ConfigError` through `refusals_end_the_program`), not once per rank."""
+    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu",
+           "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no",
+           "--dynamo_backend", "no", "--main_process_port", str(held_port()),
+           str(ROOT / "examples" / "navier_stokes" / "train.py"), "--dt", "0.25",
+           "--time_steps", "4", "--num_validation", "3", "--no_plot",
+           "--output_dir", str(tmp_path / "out")]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        cmd, capture_output=True, text=True, env={**env, "CUDA_VISIBLE_DEVICES": ""}, timeout=240
+    )
+    said = proc.stdout + proc.stderr
+    assert proc.returncode != 0, said[-3000:]
+    assert said.count("error: a held-out simulation: unstable at t=1.75") == 1, said[-3000:]
+    assert "lower --dt" in said, said[-3000:]  # (torchrun adds its ChildFailedError's own)

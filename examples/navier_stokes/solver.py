@@ -13,43 +13,32 @@ Crank–Nicolson for the viscous term and Heun (explicit RK2) for the advection 
 forcing, the scheme of Li et al.'s FNO data set, with a fixed step `dt`. The mean
 vorticity is zero and stays zero (a periodic domain has no net circulation).
 
-Its parameters: `nu` (viscosity), `amplitude` and `wavenumber` (the forcing); the
-initial vorticity is a Gaussian random field drawn from the simulation's seed (by default
-its simulation id): a power spectrum ~ (|k|^2 + 9)^-2.5 with its low modes, normalised to
-a unit standard deviation, so that every simulation starts from a different, smooth,
-turbulent-looking field.
+Its parameters: `nu` (viscosity), `amplitude` and `wavenumber` (the forcing); the initial
+vorticity is a Gaussian random field of the simulation's seed (by default its id), power
+spectrum ~ (|k|^2 + 9)^-2.5, unit standard deviation: a smooth, turbulent-looking field.
 
-After every `interval` time units it sends two fields, ``vorticity`` (the field at
-t = (k + 1) * interval for time step k) and ``initial`` (the field at t = 0), both float32
-of shape (n, n), row index = y, column index = x. Each message carries the initial field
-so that a sample is self-contained: a surrogate of omega(t) given omega(0) needs both,
-and the trainer's buffer may have evicted a simulation's first message long before it
-draws the later ones.
+After every `interval` time units it sends ``vorticity`` (the field at t = (k + 1) *
+interval for time step k) and ``initial`` (at t = 0), float32 (n, n), rows y, columns x:
+a sample is self-contained, as the buffer may have evicted a simulation's first message.
 
 Under the launcher it reads its simulation id, parameters and the trainer's rendezvous
-directory from the environment (``MELISSA_TRAINER_SIMULATION_ID``,
-``MELISSA_TRAINER_PARAMETERS``, ``MELISSA_TRAINER_RENDEZVOUS``); started by hand, from
-flags:
+directory from the environment (``MELISSA_TRAINER_SIMULATION_ID``, ``..._PARAMETERS``,
+``..._RENDEZVOUS``); started by hand, from flags:
 
     python examples/navier_stokes/solver.py --simulation_id 0 \\
         --rendezvous outputs/navier_stokes/rendezvous \\
         --parameters '{"nu": 0.02, "amplitude": 0.5, "wavenumber": 3}'
 
-With ``--save_npy PATH`` it streams nothing and writes the whole run to PATH instead, the
-classic simulate-then-train pipeline's storage (`benchmarks/online_vs_offline_ns.py`):
-one float32 array of shape (time_steps + 1, n, n), the initial field first, then the field
-after each interval, and ``{"parameters": {...}, "seed": s}`` to PATH.json (each written
-aside and renamed, the .npy last: a file at PATH is complete).
+With ``--save_npy PATH`` it streams nothing and writes the run to PATH instead (the
+simulate-then-train pipeline's storage, `benchmarks/online_vs_offline_ns.py`): a float32
+array (time_steps + 1, n, n), the initial field first, and ``{"parameters": {...}, "seed":
+s}`` to PATH.json (each written aside and renamed, the .npy last: a file at PATH is whole).
 
-With ``--worker`` it is a worker of a launcher in worker mode (`Launcher(...,
-worker=True)`, the trainer's ``--worker``): one process that pays its start-up (the
-interpreter, numpy, the client) once and then runs one simulation after another, asking
-the launcher for each (`melissa_trainer.client.worker.serve_simulations`), until none is
-left. Each simulation's seed is its simulation id, as for a process of its own, and it
-streams the same fields, bit for bit (`solve` is deterministic); one whose parameters
-the solver refuses is reported failed (exit code 2, as its own process would exit) and
-the worker goes on. At the default 64^2 the start-up costs two to three times a
-simulation's compute; at 256^2 a few percent of it (`benchmarks/ns_worker.py`).
+With ``--worker`` it is a launcher's worker (worker mode, the trainer's ``--worker``): one
+process, one start-up, that runs simulation after simulation, asking the launcher for each
+(`melissa_trainer.client.worker.serve_simulations`); each streams what its own process
+would, bit for bit; one the solver refuses fails with exit code 2, one that blows up
+(`Unstable`: too large a --dt) with 3, as its own process would; the worker goes on.
 
 This module imports numpy and `melissa_trainer.client` only (never torch): the trainer
 imports `solve` from it to compute its validation simulations.
@@ -80,15 +69,28 @@ ENV_PARAMETERS = "MELISSA_TRAINER_PARAMETERS"
 ENV_RENDEZVOUS = "MELISSA_TRAINER_RENDEZVOUS"
 
 
+#: `Unstable` past MARGIN times |omega(0)| + t |f|, the vorticity's L2 bound (advection
+#: keeps the norm, viscosity lowers it): a blow-up (too large a --dt) passes it in a few
+#: steps, before its fields of 1e24 (which overflowed the trainer's loss) or NaN. (Not a
+#: CFL limit: 512^2 is stable at CFL 2.0, 64^2 at --dt 0.1 blows up from 1.25.)
+MARGIN = 2.0
+#: the exit status of a simulation stopped by `Unstable` (2 is a refused configuration)
+UNSTABLE_EXIT_CODE = 3
+
+
+class Unstable(ArithmeticError):
+    """The solution blew up: its norm passed `MARGIN` times its bound, or is no longer
+    finite. Raised before the field is yielded, so no such field is sent."""
+
+
 def grid_size_ok(grid_size: int) -> bool:
     """Whether the solver takes `grid_size` points per side (even and >= 8)."""
     return grid_size >= 8 and grid_size % 2 == 0
 
 
 def range_problems(grid_size: int, time_steps: int, interval: float, dt: float) -> list[str]:
-    """What `FlowConfig` refuses in each of these values on its own, one line each,
-    each starting with the field's ``name=value`` (the example's parser names the flag
-    from it)."""
+    """What `FlowConfig` refuses in each value on its own, a line each, each starting
+    with the field's ``name=value`` (the example's parser names the flag from it)."""
     problems = []
     if not grid_size_ok(grid_size):
         problems.append(f"grid_size={grid_size} must be even and >= 8")
@@ -103,16 +105,14 @@ def range_problems(grid_size: int, time_steps: int, interval: float, dt: float) 
 
 def cross_problems(interval: float, dt: float) -> list[str]:
     """What `FlowConfig` refuses between its values (dt above interval), as
-    `range_problems` says it; nothing where either is out of its own range (its error
-    says it)."""
+    `range_problems` says it; nothing where either is out of its own range."""
     if interval > 0 and dt > 0 and dt > interval:
         return [f"dt={dt} must be <= interval={interval}"]
     return []
 
 
 def config_problems(grid_size: int, time_steps: int, interval: float, dt: float) -> list[str]:
-    """Everything `FlowConfig` refuses in these values: `range_problems`, then
-    `cross_problems`."""
+    """Everything `FlowConfig` refuses: `range_problems`, then `cross_problems`."""
     return range_problems(grid_size, time_steps, interval, dt) + cross_problems(interval, dt)
 
 
@@ -125,12 +125,11 @@ class FlowConfig:
         time_steps: fields sent, one every `interval` time units.
         interval: time units between two fields sent.
         dt: the solver's time step; `interval` is rounded to a whole number of them.
-            The default keeps the advective CFL number below about 0.3 at 64^2 for the
-            study's parameter ranges, and stays stable up to 256^2 there, where that
-            number (max |u| dt / dx) reaches 1.1: the fields' energy is in low
-            wavenumbers and Crank–Nicolson damps the high ones (its fields within 0.2%
-            of dt 0.00625's over 20 time units at 256^2; docs/how-to/neural-operator.md).
-            Other ranges (less viscous, more strongly forced) may want dt * 64 / grid_size.
+            The default (CFL number max |u| dt / dx about 0.3 at 64^2) stays stable up
+            to 256^2 (CFL 1.1) for the study's ranges: the energy is in low wavenumbers
+            and Crank–Nicolson damps the high ones (within 0.2% of dt 0.00625's fields
+            over 20 time units at 256^2; docs/how-to/neural-operator.md). Other ranges
+            may want dt * 64 / grid_size; one that blows up raises `Unstable`.
     """
 
     grid_size: int = 64
@@ -208,7 +207,11 @@ def step_fields(
 ) -> Iterator[np.ndarray]:
     """Integrate from `omega0` (n x n, float64) with viscosity `nu` and forcing `force`
     (n x n), yielding the field (a new float64 array) after each count of solver steps in
-    `steps` (cumulative: [40, 40] yields after 40 and after 80 steps)."""
+    `steps` (cumulative: [40, 40] yields after 40 and after 80 steps).
+
+    Raises:
+        Unstable: after the first solver step whose field's L2 norm exceeds `MARGIN`
+            times |omega(0)| + t |f| (or is not finite); no field yielded exceeds it."""
     n = omega0.shape[0]
     kx, ky = wavenumbers(n)
     k2 = kx**2 + ky**2
@@ -217,6 +220,22 @@ def step_fields(
     viscous = 0.5 * dt * nu * k2  # Crank–Nicolson: (1 - a) / (1 + a) on each mode
     lhs = 1.0 / (1.0 + viscous)
     f_hat = np.fft.rfft2(force)
+
+    weights = np.where((kx == 0) | (kx == n // 2), 1.0, 2.0)  # rfft2 holds half the modes
+
+    def l2(hat: np.ndarray) -> float:
+        """The field's L2 norm over the grid points (Parseval), from its rfft2."""
+        return float(np.sqrt((weights * np.abs(hat) ** 2).sum())) / n
+
+    def check(w_hat: np.ndarray, taken: int) -> None:
+        """`Unstable` if the state after `taken` steps breaks `MARGIN` times its bound."""
+        norm, bound = l2(w_hat), norm0 + taken * dt * l2(f_hat)
+        if not norm <= MARGIN * bound:  # (NaN included)
+            raise Unstable(
+                f"unstable at t={taken * dt:g} (solver step {taken}): the vorticity's L2 "
+                f"norm is {norm:.3g}, above {MARGIN:g} times the {bound:.3g} that the "
+                f"equations allow; with dt={dt:g} the solution blows up (to NaN): lower --dt"
+            )
 
     def tendency(w_hat: np.ndarray) -> np.ndarray:
         """-u . grad(omega) + f in Fourier space (dealiased)."""
@@ -229,11 +248,14 @@ def step_fields(
 
     w_hat = np.fft.rfft2(omega0)
     w_hat[0, 0] = 0.0
+    norm0, taken = l2(w_hat), 0
     for count in steps:
         for _ in range(count):
             explicit = tendency(w_hat)
             predictor = ((1.0 - viscous) * w_hat + dt * explicit) * lhs
             w_hat = ((1.0 - viscous) * w_hat + 0.5 * dt * (explicit + tendency(predictor))) * lhs
+            taken += 1
+            check(w_hat, taken)  # every step: a blow-up is caught a step in, not a field
         yield np.fft.irfft2(w_hat, s=(n, n))
 
 
@@ -266,42 +288,24 @@ def save_npy(path: str, fields: np.ndarray, record: Mapping[str, object]) -> Non
 def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     defaults = FlowConfig()
-    parser.add_argument("--grid_size", type=int, default=defaults.grid_size)
-    parser.add_argument("--time_steps", type=int, default=defaults.time_steps)
-    parser.add_argument("--interval", type=float, default=defaults.interval)
-    parser.add_argument("--dt", type=float, default=defaults.dt)
-    parser.add_argument(
-        "--simulation_id", type=int, default=None, help=f"default: ${ENV_SIMULATION_ID}"
-    )
-    parser.add_argument(
-        "--seed",
-        type=int,
-        default=None,
-        help="the initial field's seed; default: the simulation id",
-    )
-    parser.add_argument(
-        "--parameters",
-        default=None,
-        help=f"JSON object of the {len(PARAMETER_NAMES)} parameters; default: ${ENV_PARAMETERS}",
-    )
-    parser.add_argument(
-        "--rendezvous",
-        default=None,
-        help=f"the trainer's rendezvous dir; default: ${ENV_RENDEZVOUS}",
-    )
-    parser.add_argument(
-        "--save_npy",
-        default=None,
-        metavar="PATH",
-        help="write the run to PATH (.npy; {simulation_id} is replaced) instead of streaming",
-    )
-    parser.add_argument(
-        "--worker",
-        action="store_true",
+    for name, kind in (("grid_size", int), ("time_steps", int), ("interval", float), ("dt", float)):
+        parser.add_argument(f"--{name}", type=kind, default=getattr(defaults, name))
+    add = parser.add_argument
+    add("--simulation_id", type=int, default=None, help=f"default: ${ENV_SIMULATION_ID}")
+    add("--seed", type=int, default=None,
+        help="the initial field's seed; default: the simulation id")  # fmt: skip
+    add("--parameters", default=None,
+        help=f"JSON object of the {len(PARAMETER_NAMES)} parameters; default: "
+        f"${ENV_PARAMETERS}")  # fmt: skip
+    add("--rendezvous", default=None,
+        help=f"the trainer's rendezvous dir; default: ${ENV_RENDEZVOUS}")  # fmt: skip
+    add("--save_npy", default=None, metavar="PATH",
+        help="write the run to PATH (.npy; {simulation_id} is replaced) instead of "
+        "streaming")  # fmt: skip
+    add("--worker", action="store_true",
         help="run simulations one after another as a launcher's worker (worker mode: the "
         "start-up paid once; each simulation's seed its id), each asked for with "
-        "next_simulation()",
-    )
+        "next_simulation()")  # fmt: skip
     opts = parser.parse_args(argv)
     names = ("simulation_id", "seed", "parameters", "save_npy")
     given = [f"--{n}" for n in names if getattr(opts, n) is not None]
@@ -335,23 +339,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"solver.py: {exc}", file=sys.stderr)
         return 2
     if opts.save_npy is not None and parameters is not None and seed is not None:
-        n = config.grid_size
-        fields = np.empty((config.time_steps + 1, n, n), np.float32)
-        fields[0] = initial_vorticity(n, seed)
-        for step, vorticity in enumerate(solve(parameters, config, seed)):
-            fields[step + 1] = vorticity
+        try:  # the initial field first, then each one sent
+            initial = initial_vorticity(config.grid_size, seed)
+            fields = np.stack([initial, *solve(parameters, config, seed)]).astype(np.float32)
+        except Unstable as exc:  # nothing written: a file at PATH is a whole run
+            print(f"solver.py: simulation {simulation_id}: {exc}", file=sys.stderr)
+            return UNSTABLE_EXIT_CODE
         path = opts.save_npy.format(simulation_id=simulation_id)
         save_npy(path, fields, {"parameters": parameters, "seed": seed})
         return 0
-    # --rendezvous sets MELISSA_TRAINER_RENDEZVOUS, which the client reads itself (not
-    # endpoints passed to it): the directory is how it follows a restarted trainer and
-    # asks at close whether the trainer took it (a refused one then exits non-zero).
+    # --rendezvous sets MELISSA_TRAINER_RENDEZVOUS, which the client reads itself: how it
+    # follows a restarted trainer and asks at close whether the trainer took it.
     if opts.rendezvous:
         os.environ.pop("MELISSA_TRAINER_ENDPOINTS", None)
         os.environ[ENV_RENDEZVOUS] = opts.rendezvous
     if parameters is not None and seed is not None:
-        stream(parameters, config, simulation_id, seed)
-        return 0
+        return stream(parameters, config, simulation_id, seed)
     from melissa_trainer.client.worker import serve_simulations  # worker mode
 
     serve_simulations(
@@ -366,24 +369,31 @@ def stream(
     simulation_id: int | None,
     seed: int,
     context: zmq.Context | None = None,
-) -> None:
+) -> int:
     """Stream one simulation (`solve` from the initial field of `seed`) to the trainer:
     `parameters` as `check_parameters` returns them, `simulation_id` None:
     ``$MELISSA_TRAINER_SIMULATION_ID``; `context`: a ZeroMQ context to share (a
-    worker's, one for all its simulations), None: the client's own."""
+    worker's), None: the client's own. Returns the exit status: 0, or
+    `UNSTABLE_EXIT_CODE` if the solution blew up (`Unstable`, said on stderr): the fields
+    before were sent, none of the blow-up, and the client closed without its BYE."""
     from melissa_trainer.client import Client
 
     n = config.grid_size
     initial = initial_vorticity(n, seed).astype(np.float32)
-    with Client(
-        fields={"vorticity": ((n, n), "float32"), "initial": ((n, n), "float32")},
-        parameters=parameters,  # in PARAMETER_NAMES order: the trainer relies on it
-        simulation_id=simulation_id,
-        array_reuse="never",  # solve yields a new array every step; `initial` never changes
-        context=context,
-    ) as client:
-        for step, vorticity in enumerate(solve(parameters, config, seed)):
-            client.send(step, vorticity=vorticity, initial=initial)
+    try:
+        with Client(
+            fields={"vorticity": ((n, n), "float32"), "initial": ((n, n), "float32")},
+            parameters=parameters,  # in PARAMETER_NAMES order: the trainer relies on it
+            simulation_id=simulation_id,
+            array_reuse="never",  # solve yields a new array every step; `initial` never changes
+            context=context,
+        ) as client:
+            for step, vorticity in enumerate(solve(parameters, config, seed)):
+                client.send(step, vorticity=vorticity, initial=initial)
+    except Unstable as exc:  # (the with block closed the client without its BYE)
+        print(f"solver.py: simulation {client.simulation_id}: {exc}", file=sys.stderr)
+        return UNSTABLE_EXIT_CODE
+    return 0
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ omega(0), the field the model is given), writes a PNG comparing prediction and t
 TensorBoard logs go to OUTPUT_DIR/runs. The study's options, launcher and timings come
 from `../study_common.py`, shared with the other study examples.
 
-    python examples/navier_stokes/train.py                    # 64^2: 60-105 CPU-s in all
+    python examples/navier_stokes/train.py                    # 64^2: 60-125 CPU-s in all
     accelerate launch --multi_gpu --num_processes 2 examples/navier_stokes/train.py \\
         --output_dir outputs/navier_stokes_2ranks             # each run its own folder
     python examples/navier_stokes/train.py --grid_size 256 --dt 0.00625 --width 32 \\
@@ -70,12 +70,14 @@ import torch  # noqa: E402
 from study_common import StepTimer  # noqa: E402
 
 from melissa_trainer import Hook, OnlineTrainer  # noqa: E402
+from melissa_trainer.config.arguments import ConfigError  # noqa: E402
 from navier_stokes.errors import field_errors, lead_time_table, mse_tails  # noqa: E402
 from navier_stokes.models import make_model  # noqa: E402
 from navier_stokes.plot import plot_comparison, predict  # noqa: E402
 from navier_stokes.solver import (  # noqa: E402
     PARAMETER_BOUNDS,
     PARAMETER_NAMES,
+    Unstable,
     initial_vorticity,
     solve,
 )
@@ -244,7 +246,11 @@ def main(
         if optimizer is None
         else optimizer(model)
     )
-    validation = validation_set(opts, seed=args.seed + 1)
+    try:
+        validation = validation_set(opts, seed=args.seed + 1)
+    except Unstable as exc:  # --dt too large for these ranges: a refusal, before any run
+        # (a ConfigError: refusals_end_the_program says it once, on rank 0, exit status 2)
+        raise ConfigError(f"a held-out simulation: {exc}") from exc
     timer = StepTimer()
     trainer = OnlineTrainer(
         model,

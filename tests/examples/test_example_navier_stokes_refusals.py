@@ -184,3 +184,26 @@ def test_json_promises_no_summary_from_a_stopped_run_and_a_stopped_run_prints_no
         train.main(tiny)
     assert info.value.code == 130 == 128 + signal.SIGINT
     assert "{" not in capsys.readouterr().out  # no JSON line: nothing to read as a summary
+
+
+@pytest.mark.timeout(120)
+def test_a_dt_too_large_for_the_held_out_simulations_is_a_usage_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--dt 0.25`` at 64^2 (a user trial, 2026-12-04): the third held-out simulation
+    blows up at t = 1.75. Before, its fields were Inf and NaN and the run started
+    anyway (and ended with exit status 0); now the example stops before anything
+    starts, exit status 2, one line naming --dt (a refusal: under accelerate launch said
+    once, by rank 0)."""
+    import study_common
+
+    monkeypatch.chdir(tmp_path)
+    tiny = ["--time_steps", "4", "--num_simulations", "2", "--num_validation", "3",
+            "--width", "4", "--layers", "1", "--modes", "4", "--no_plot"]  # fmt: skip
+    with pytest.raises(SystemExit) as info, study_common.refusals_end_the_program():
+        train.main([*tiny, "--dt", "0.25"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "error: a held-out simulation: unstable at t=1.75" in err and "lower --dt" in err, err
+    assert "Traceback" not in err
+    assert not (tmp_path / "outputs" / "navier_stokes" / "rendezvous").exists()

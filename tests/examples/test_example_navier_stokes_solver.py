@@ -157,3 +157,53 @@ def test_the_dt_help_says_what_the_how_to_measured() -> None:
     words = " ".join(train.parser([]).format_help().split())
     assert "scale it with" not in words
     assert "the default stays stable and accurate up to 256^2" in words, words
+
+
+#: a corner of the study's ranges (the least viscous, the strongest forcing, k = 4)
+CORNER = {"nu": 0.01, "amplitude": 0.2, "wavenumber": 4.9}
+
+
+def test_a_solution_that_blows_up_stops_before_sending_a_field_of_it() -> None:
+    """A user trial (2026-12-04): ``--dt 0.1`` (accepted: dt <= interval) at 64^2 made
+    this corner's solution grow to 1e24 and then NaN with exit status 0; the receiver
+    refused the NaN fields but took the finite 1e24 ones, whose square overflowed the
+    trainer's float32 loss (NonFiniteLossError at step 1, blaming NaN samples). Now
+    `step_fields` raises `Unstable` at the first step whose field's norm passes `MARGIN`
+    times the bound of the equations: the field yielded before (t = 0.5) is the stable
+    one, none of the blow-up is yielded."""
+    fields, raised = [], None
+    try:
+        for field in solver.solve(CORNER, solver.FlowConfig(64, 10, 0.5, 0.1), 3):
+            fields.append(field)
+    except Exception as exc:  # noqa: BLE001 - the test names what it must be below
+        raised = exc
+    assert all(np.isfinite(f).all() and np.abs(f).max() < 20 for f in fields), [
+        float(np.abs(f).max()) for f in fields
+    ]
+    assert len(fields) == 1  # the blow-up starts past t = 0.5
+    assert isinstance(raised, solver.Unstable), raised
+    assert "unstable at t=1 (solver step 10)" in str(raised) and "lower --dt" in str(raised)
+
+
+def test_the_default_dt_runs_the_corner_within_the_bound_at_128() -> None:
+    """The check stops no run of the example's own: the corner at 128^2 with the
+    default dt runs its 10 fields."""
+    fields = list(solver.solve(CORNER, solver.FlowConfig(128, 10, 0.5, 0.025), 3))
+    assert len(fields) == 10 and all(np.isfinite(f).all() for f in fields)
+
+
+@pytest.mark.e2e
+def test_the_solver_process_exits_3_on_a_blow_up_and_saves_nothing(tmp_path: Path) -> None:
+    """Run as the launcher runs it (here ``--save_npy``): one line naming the fix on
+    stderr, exit status `UNSTABLE_EXIT_CODE` (the launcher's account then names the
+    simulation and its exit codes), and no file (a file at PATH is a whole run). Before,
+    it exited 0 having written fields of 1e24 and NaN."""
+    argv = [sys.executable, str(Path(solver.__file__)), "--dt", "0.1", "--seed", "3",
+            "--simulation_id", "0", "--parameters", json.dumps(CORNER),
+            "--save_npy", str(tmp_path / "sim.npy")]  # fmt: skip
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 3, proc.stderr[-3000:]
+    assert solver.UNSTABLE_EXIT_CODE == 3
+    assert proc.stderr.startswith("solver.py: simulation 0: unstable at t=1"), proc.stderr
+    assert "lower --dt" in proc.stderr and "Traceback" not in proc.stderr
+    assert list(tmp_path.iterdir()) == []

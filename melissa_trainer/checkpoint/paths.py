@@ -63,6 +63,8 @@ from melissa_trainer.core.state import STATE_FILE as TRAINER_STATE_FILE
 
 PREFIX = "checkpoint-"
 STAGING_PREFIX = ".tmp-checkpoint-"
+#: an old checkpoint being deleted by `rotate` (hidden from every listing first)
+DELETING_PREFIX = ".deleting-"
 _NAME = re.compile(rf"^{PREFIX}(\d+)$")
 
 logger = logging.getLogger(__name__)
@@ -259,15 +261,26 @@ def rotate(
     kept. Why: after a resume from an older checkpoint (the newer ones did not verify),
     checkpoints of higher steps than the new one are still there; by step alone, the
     new one, the one checkpoint known to be intact, would be deleted first.
+
+    Each is renamed ``.deleting-checkpoint-N`` before its files go (no listing sees a
+    half-deleted checkpoint); what a killed rotation left so, the next one removes.
     """
     if max_to_keep < 1:
         raise ValueError(f"max_to_keep must be >= 1, got {max_to_keep}")
+    for left in Path(root).glob(f"{DELETING_PREFIX}{PREFIX}*"):  # (a deletion cut short)
+        shutil.rmtree(left)
     found = list_checkpoints(root)
     protected = [p for p in found if keep is not None and p == Path(keep)]
     others = [p for p in found if p not in protected]
     old = others[: max(0, len(found) - max_to_keep)]
     for path in old:
-        shutil.rmtree(path)
+        # Out of every listing in one rename, then deleted: a process killed inside the
+        # deletion left a half-deleted `checkpoint-N` listed (its manifest perhaps gone
+        # first: then taken unverified, as a checkpoint of before manifests, by a resume
+        # whose newer checkpoints all fail). The next rotation ends such a deletion.
+        gone = path.with_name(DELETING_PREFIX + path.name)
+        os.replace(path, gone)
+        shutil.rmtree(gone)
     return old
 
 

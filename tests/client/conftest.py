@@ -2,7 +2,8 @@
 `context` (also `zctx`), a ZeroMQ context of the test's own, and `receiver`, a PULL socket
 bound on it (client_runs.Receiver); `_clean_environment`, none of the client's endpoint
 variables set (test_client_*.py use it, by ``pytestmark = pytest.mark.usefixtures(...)``);
-`follow_rendezvous`, the rendezvous of a client that follows restarted receivers."""
+`follow_rendezvous`, the rendezvous of a client that follows restarted receivers;
+`short_receipt_rounds`, a close's RECEIPT_QUERY rounds of 0.6 s."""
 
 from __future__ import annotations
 
@@ -64,3 +65,17 @@ def follow_rendezvous(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setattr(follow, "CHECK_INTERVAL", 0.0)
     return where
+
+
+@pytest.fixture
+def short_receipt_rounds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An external-mode close's RECEIPT_QUERY rounds of 0.6 s, not 2 s
+    (`receipts.ROUND_TIMEOUT`), for the tests whose receiver never answers (stopped, or
+    its follow endpoint refused): such a close looks for the receiver's connection only
+    between rounds, so a round was the least such a test waited, whatever its
+    ``disconnected_timeout``. Still over the receivers' hold of a question
+    (`follow_server.RECEIPT_HOLD`, 0.5 s), so a live receiver's "not yet" still comes
+    within a round."""
+    from melissa_trainer.client import receipts
+
+    monkeypatch.setattr(receipts, "ROUND_TIMEOUT", 0.6)

@@ -225,6 +225,7 @@ def test_a_receiver_is_asked_a_receipt_only_if_its_rendezvous_says_it_answers() 
     assert not answers_receipts({"follow_kinds": [13]})  # (no follow socket)
 
 
+@pytest.mark.usefixtures("short_receipt_rounds")  # (a receiver that never answers)
 def test_without_a_window_a_restart_that_lacks_the_bye_fails_the_close(external: Path) -> None:
     # the trainer (run-a) has not read the BYE (its buffer is full) when it stops; the
     # next one (run-b, resumed from no checkpoint) lacks it: a client without a replay
@@ -236,6 +237,7 @@ def test_without_a_window_a_restart_that_lacks_the_bye_fails_the_close(external:
     assert "now names run run-b" in str(error) and "MELISSA_TRAINER_SIMULATION_ID=4" in str(error)
 
 
+@pytest.mark.usefixtures("short_receipt_rounds")  # (a receiver that never answers)
 def test_a_trainer_gone_before_it_read_the_bye_fails_the_close(external: Path) -> None:
     # the trainer stops (its follow socket closes) with the BYE unread, and none is
     # restarted within follow_timeout: the close fails, saying what to do (before: it

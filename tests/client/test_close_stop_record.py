@@ -41,6 +41,9 @@ pytestmark = pytest.mark.timeout(120)
 
 #: short waits: a close the record does not answer fails within seconds
 TUNING = ClientTuning(disconnected_timeout=1.0, follow_timeout=1.0, close_timeout=60.0)
+#: shorter still where the close must fail (a record ignored): a record wrongly taken
+#: confirms the close at once, whatever these bounds, and the test fails
+IGNORED = ClientTuning(disconnected_timeout=0.2, follow_timeout=0.2, close_timeout=60.0)
 
 
 def stop_before_the_first_question(
@@ -93,6 +96,7 @@ def test_a_trainer_that_stopped_before_the_first_question_confirms_from_its_reco
     assert sorted(int(s["time_step"]) for s in items) == list(range(6))
 
 
+@pytest.mark.usefixtures("short_receipt_rounds")
 def test_a_record_of_another_run_is_ignored(
     external: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -106,13 +110,14 @@ def test_a_record_of_another_run_is_ignored(
         stop_before_the_first_question(
             monkeypatch, receiver, lambda r: r.completed() == [5], another_run
         )
-        client = Client(simulation_id=5, fields={"u": ((4,), np.float64)}, tuning=TUNING)
+        client = Client(simulation_id=5, fields={"u": ((4,), np.float64)}, tuning=IGNORED)
         for t in range(3):
             client.send(t, u=np.zeros(4))
         with pytest.raises(TimeoutError, match="its BYE was not confirmed"):
             client.close()
 
 
+@pytest.mark.usefixtures("short_receipt_rounds")
 @pytest.mark.parametrize("garbage", ["record", "file"])
 def test_a_garbage_record_is_ignored_with_a_warning(
     external: Path,
@@ -132,7 +137,7 @@ def test_a_garbage_record_is_ignored_with_a_warning(
 
     with running(rendezvous_dir=external, run_id="run-a") as receiver:
         stop_before_the_first_question(monkeypatch, receiver, lambda r: r.completed() == [5], spoil)
-        client = Client(simulation_id=5, fields={"u": ((4,), np.float64)}, tuning=TUNING)
+        client = Client(simulation_id=5, fields={"u": ((4,), np.float64)}, tuning=IGNORED)
         for t in range(3):
             client.send(t, u=np.zeros(4))
         with (

@@ -22,7 +22,7 @@ from stopped_close import close_failure, stop_during_close
 from melissa_trainer.client import Client
 from melissa_trainer.client.config import ClientTuning
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("short_receipt_rounds")]
 
 
 def test_a_follow_socket_never_connected_is_said(external: Path) -> None:

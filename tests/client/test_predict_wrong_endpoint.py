@@ -24,7 +24,7 @@ import pytest
 import zmq
 from helpers import running
 
-from melissa_trainer.client import PredictionUnavailable, Predictor, PredictTimeout
+from melissa_trainer.client import PredictionUnavailable, Predictor, PredictTimeout, predict_link
 from melissa_trainer.client.predict_link import ENV_SERVE_ENDPOINTS, ENV_SERVE_KEY
 from melissa_trainer.stream.serving_rendezvous import write_serving
 from melissa_trainer.wire import field_specs
@@ -46,6 +46,9 @@ def _no_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 def test_the_receivers_endpoint_is_an_error_at_once_naming_the_fix(
     monkeypatch: pytest.MonkeyPatch, how: str
 ) -> None:
+    # each request waits out the redial bound before it says so: ZeroMQ never dials a
+    # PULL again, so a short bound decides the same, sooner (5 requests of 0.5 s before)
+    monkeypatch.setattr(predict_link, "_NO_REDIAL", 0.1)
     with running(expected_simulations=1) as receiver:
         assert receiver.endpoint is not None
         if how == "environment":

@@ -5,7 +5,9 @@ and the stream concept page did the same: copied as written, each stops at a
 NameError. This test reads every ```python block of README.md and docs/**/*.md and
 checks, with the standard library's parser, that every name a block reads is
 imported, assigned or a builtin, in the block or in an earlier block of its page: a
-page's blocks read in order as one script.
+page's blocks read in order as one script, and each statement in the order it runs
+(`snippet_flow`: a name read in a loop before the line that binds it, or by a function
+called before it is bound, is read unbound).
 
 Two marks, an HTML comment on the line before the block's fence, say otherwise:
 
@@ -20,14 +22,13 @@ Two marks, an HTML comment on the line before the block's fence, say otherwise:
 
 from __future__ import annotations
 
-import ast
-import builtins
 import re
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from snippet_flow import Script
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = ["README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").rglob("*.md"))]
@@ -82,42 +83,35 @@ def block(page: str, marker: str) -> str:
     raise AssertionError(f"{page}: no python block holds {marker!r}")
 
 
-def names(source: str) -> tuple[set[str], set[str]]:
-    """(bound, read): the names `source` binds and the names it reads (a flat script's
-    view: a name bound anywhere in it counts as bound everywhere)."""
-    bound: set[str] = set()
-    read: set[str] = set()
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Name):
-            (read if isinstance(node.ctx, ast.Load) else bound).add(node.id)
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            bound |= {(a.asname or a.name).split(".")[0] for a in node.names}
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            bound.add(node.name)
-        elif isinstance(node, ast.arg):
-            bound.add(node.arg)
-        elif isinstance(node, ast.ExceptHandler) and node.name:
-            bound.add(node.name)
-    return bound, read
-
-
 def undefined(source: str) -> set[str]:
-    """The names `source` reads that it never binds."""
-    bound, read = names(source)
-    return read - bound - set(dir(builtins))
+    """The names `source`, run alone, reads before it binds them (`snippet_flow`)."""
+    script = Script()
+    return script.run(source) | script.finish()
 
 
 def unbound(page: str) -> list[tuple[Block, set[str]]]:
-    """Each block of `page` with the names it reads that neither it, nor (unless it
-    stands alone) an earlier block of the page, binds. The names a standalone block
-    binds, and those a fragment reads from elsewhere, are seen by the blocks after it."""
-    seen: set[str] = set()
-    result = []
+    """Each block of `page` with the names it reads before it, or (unless it stands
+    alone) an earlier block of the page, binds them, in the order the page runs
+    (`snippet_flow`). The names a standalone block binds, and those a fragment reads
+    from elsewhere, are seen by the blocks after it. What a block's functions read
+    from the page must be bound where the page calls them, and somewhere by its end."""
+    script = Script()
+    result: list[tuple[Block, set[str]]] = []
+    defined: list[tuple[int, int]] = []  # (the block's functions in `script.later`)
     for each in blocks(page):
-        bound, read = names(each.source)
-        seen |= bound
-        result.append((each, read - (bound if each.standalone else seen) - set(dir(builtins))))
-        seen |= each.fragment or set()
+        if each.standalone:
+            alone = Script()
+            missing = alone.run(each.source) | alone.finish()
+            script.seen |= alone.seen
+            script.functions.update(alone.functions)
+        else:
+            start = len(script.later)
+            missing = script.run(each.source)
+        defined.append((start, len(script.later)) if not each.standalone else (0, 0))
+        script.seen |= each.fragment or set()
+        result.append((each, missing))
+    for (_, missing), (start, end) in zip(result, defined, strict=True):
+        missing |= script.finish(script.later[start:end])
     return result
 
 
@@ -125,6 +119,31 @@ def test_the_check_finds_an_undefined_name() -> None:
     assert undefined("import numpy as np\nx = np.zeros(2)\nsolver.step(x)\n") == {"solver"}
     assert undefined("def f(u):\n    return u\nf(1)\n") == set()
     assert undefined("try:\n    pass\nexcept ValueError as e:\n    print(e)\n") == set()
+
+
+@pytest.mark.parametrize(
+    ("source", "missing"),
+    [
+        # serve-while-training.md's first sketch: read in the loop before the loop binds it
+        ("for t in range(3):\n    guess = u\n    u = t\n", {"u"}),
+        ("print(x)\nx = 1\n", {"x"}),  # module level: statement order
+        ("def f():\n    return y\nf()\ny = 1\n", {"y"}),  # called before y is bound
+        ("def f():\n    return y\ny = 1\nf()\n", set()),
+        ("def g():\n    return y\ndef f():\n    return g()\nf()\ny = 1\n", {"y"}),
+        ("def f():\n    return y\ny = 1\n", set()),  # not called here: bound by the end
+        ("def f():\n    return z\n", {"z"}),  # ... or bound nowhere
+        ("f = lambda: q\nq = 1\n", set()),
+        ("x = 1\ndef f():\n    print(x)\n    x = 2\n", {"x"}),  # an unbound local
+        ("class A:\n    v = w\nw = 1\n", {"w"}),  # a class body runs where it stands
+        ("class A:\n    def m(self):\n        return w\nw = 1\n", set()),  # a method later
+        ("if len([]):\n    x = 1\nelse:\n    x = 2\nprint(x)\n", set()),
+        ("try:\n    import numpy as np\nexcept ImportError:\n    np = None\nnp\n", set()),
+        ("n = 0\nwhile n < 3:\n    n += 1\nm += 1\n", {"m"}),
+        ("s = [i * j for i in range(3) for j in range(i)]\n", set()),
+    ],
+)
+def test_the_check_reads_names_in_the_order_they_run(source: str, missing: set[str]) -> None:
+    assert undefined(source) == missing
 
 
 def test_the_check_reads_a_page_as_one_script(
@@ -147,6 +166,21 @@ def test_the_check_reads_a_page_as_one_script(
     ]  # fmt: skip
     assert found[3][0].fragment == {"model"}
     assert [b.standalone for b, _ in found] == [False] * 4 + [True] * 2 + [False]
+
+
+def test_a_page_runs_its_blocks_in_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A call in a later block reads what its function needs there; a function never
+    called is held to the names the page binds by its end, and named at its block."""
+    page = tmp_path / "page.md"
+    page.write_text(
+        "```python\ndef f():\n    return model\ndef g():\n    return nowhere\n```\n\n"
+        "```python\nf()\n```\n\n"  # before model is bound
+        "```python\nmodel = 1\nf()\n```\n"
+    )
+    monkeypatch.setattr(f"{__name__}.ROOT", tmp_path)
+    assert [(b.line, sorted(n)) for b, n in unbound("page.md")] == [
+        (1, ["nowhere"]), (8, ["model"]), (12, []),
+    ]  # fmt: skip
 
 
 def test_every_block_defines_every_name_it_reads() -> None:

@@ -125,6 +125,12 @@ def test_a_per_sample_transform_applies_to_blocks_too() -> None:
         assert value == field(3, t).mean(dtype=np.float64)
 
 
+#: the client of a receiver that fails: its close waits for a BYE that the failed
+#: receiver never reads, until the receiver has had no connection for 0.5 s (it stopped),
+#: or 5 s without progress (before: those 5 s, every run, the receiver stopped or not)
+FAILED_RECEIVER = ClientTuning(close_timeout=5, disconnected_timeout=0.5)
+
+
 def test_a_failing_transform_fails_the_receiver_naming_it_and_closes_the_buffer() -> None:
     def unstable(block: SampleBlock) -> dict[str, np.ndarray]:
         raise FloatingPointError("overflow in my_features")
@@ -138,12 +144,12 @@ def test_a_failing_transform_fails_the_receiver_naming_it_and_closes_the_buffer(
     rec.start()
     errors: list[BaseException] = []
     sender = threading.Thread(
-        target=lambda: errors.extend(send_all(rec.endpoint, (5,), ClientTuning(close_timeout=5)))
+        target=lambda: errors.extend(send_all(rec.endpoint, (5,), FAILED_RECEIVER))
     )
     try:
         assert rec.endpoint is not None
-        # pumped while the client sends: the client's close waits for a receipt that a
-        # failed receiver never gives, bounded by its close_timeout once the receiver stops
+        # pumped while the client sends: the client's close waits for a BYE that a failed
+        # receiver never reads, bounded by its disconnected_timeout once the receiver stops
         sender.start()
         with pytest.raises(SourceError) as info:
             while True:

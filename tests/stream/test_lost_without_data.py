@@ -7,12 +7,15 @@ so is one whose simulation's ledger the watch was not given."""
 from __future__ import annotations
 
 import logging
+import os
+import threading
 from dataclasses import dataclass, field
 
 import pytest
 import reference_protocol as R
 import zmq
-from helpers import running
+from helpers import handled, running
+from named_hellos import Named
 from waiting import wait_until
 
 from melissa_trainer.stream import connections
@@ -39,7 +42,7 @@ def quiet_line(sid: int, bound: int) -> str:
 
 @pytest.mark.timeout(60)
 def test_a_receivers_connection_closed_after_its_hello_alone_is_said_in_one_info_line(
-    caplog: pytest.LogCaptureFixture,
+    caplog: pytest.LogCaptureFixture, named: Named
 ) -> None:
     """Through a running receiver (its data path gives the watch the ledger)."""
     caplog.set_level(logging.DEBUG, LOGGER)
@@ -49,8 +52,8 @@ def test_a_receivers_connection_closed_after_its_hello_alone_is_said_in_one_info
         with running(expected_simulations=2, max_message_bytes=BOUND) as rec:
             push.connect(rec.endpoint)
             push.send(hello(7))
-            # the HELLO ingested before the close (a close before it is nobody's to name)
-            wait_until(lambda: 7 in rec.ingest.sims, "simulation 7's HELLO read", 30)
+            # the HELLO named by the watch before the close (a close before it is nobody's)
+            assert named.wait(1), "simulation 7's HELLO not named by the watch"
             push.close(linger=-1)  # the worker's simulation failed: no DATA, no BYE
             wait_until(lambda: rec.telemetry()["connections_lost"] >= 1, "the close", 30)
             telemetry = rec.telemetry()
@@ -61,6 +64,60 @@ def test_a_receivers_connection_closed_after_its_hello_alone_is_said_in_one_info
     said = [r for r in caplog.records if "closed before its BYE" in r.getMessage()]
     assert [r.levelno for r in said] == [logging.INFO], [r.getMessage() for r in said]
     assert said[0].getMessage() == quiet_line(7, BOUND + HEADER_ALLOWANCE)
+
+
+@pytest.mark.timeout(60)
+def test_a_close_read_before_the_watch_named_its_hello_is_nobodys(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The flake's order, made certain: the ingester held after it put simulation 7's
+    ledger (what the test above waited on) and before the watch names its connection,
+    until the receiver has closed that connection's descriptor (libzmq emits the
+    ``DISCONNECTED`` before). The watch then reads the close before the HELLO: not
+    counted, not said, nothing left pending (`connections`: a close before the receiver
+    has read the HELLO cannot be named)."""
+    caplog.set_level(logging.DEBUG, LOGGER)
+    held, closed = threading.Event(), threading.Event()
+    real = connections.ConnectionWatch.hello
+
+    def held_hello(
+        self: connections.ConnectionWatch, frame: zmq.Frame, *rest: object, **kw: object
+    ) -> None:
+        fd = frame.get(zmq.SRCFD)
+        socket = os.readlink(f"/proc/self/fd/{fd}")
+        held.set()
+
+        def gone() -> bool:
+            try:
+                return os.readlink(f"/proc/self/fd/{fd}") != socket
+            except FileNotFoundError:
+                return True
+
+        wait_until(gone, "the receiver's end of the connection closed", 30)
+        real(self, frame, *rest, **kw)  # type: ignore[arg-type]
+        closed.set()
+
+    monkeypatch.setattr(connections.ConnectionWatch, "hello", held_hello)
+    ctx = zmq.Context()
+    push = ctx.socket(zmq.PUSH)
+    try:
+        with running(expected_simulations=2, max_message_bytes=BOUND) as rec:
+            push.connect(rec.endpoint)
+            push.send(hello(7))
+            assert held.wait(30), "the HELLO not read"
+            assert 7 in rec.ingest.sims  # (the test's old signal: the ledger is there)
+            push.close(linger=-1)
+            assert closed.wait(30), "the watch not given the HELLO"
+            # an empty poll after the HELLO was handled: a close pending is judged there
+            wait_until(lambda: handled(rec) >= 1, "the ingester's next empty poll", 30)
+            telemetry = rec.telemetry()
+            pending = rec._watch.pending if rec._watch is not None else -1
+    finally:
+        push.close(linger=0)
+        ctx.term()
+    assert telemetry["connections_lost"] == 0
+    assert pending == 0
+    assert not [r for r in caplog.records if "before its BYE" in r.getMessage()]
 
 
 @dataclass

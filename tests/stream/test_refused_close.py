@@ -14,6 +14,7 @@ import pytest
 import reference_protocol as R
 import zmq
 from helpers import running
+from named_hellos import Named
 from waiting import wait_until
 
 U = R.Field("u", "<f4", (4,))
@@ -24,7 +25,7 @@ REFUSED_CLOSE = "simulation 0 client rank 0: connection closed; its HELLO was re
 
 @pytest.mark.timeout(60)
 def test_a_connection_refused_at_its_hello_closing_without_bye_is_not_a_lost_one(
-    caplog: pytest.LogCaptureFixture,
+    caplog: pytest.LogCaptureFixture, named: Named
 ) -> None:
     caplog.set_level(logging.DEBUG, LOGGER)
     ctx = zmq.Context()
@@ -37,6 +38,9 @@ def test_a_connection_refused_at_its_hello_closing_without_bye_is_not_a_lost_one
             refused.connect(rec.endpoint)
             refused.send(R.encode_hello(0, 0, 1, R.hello_body([V], {})))
             wait_until(lambda: rec.telemetry()["rejected_schema_mismatch"] >= 1, "the refusal", 30)
+            # (the refusal is counted before the watch is told: a close read in between
+            # is not said, `named`)
+            assert named.wait(2), "the refused HELLO not given to the watch"
             refused.close(linger=-1)  # close(bye=False) after the refusal
 
             def judged() -> bool:  # (the close read: said, or counted as it was before)

@@ -77,7 +77,10 @@ def view(out: Path, rank: int, run_id: str = "run-a", world: int = 2) -> Any:
 
 
 def test_a_broken_collective_names_the_rank_that_noted_its_error(
-    gloo: RuntimeError, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    gloo: RuntimeError,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     write_note(view(tmp_path, 1), ValueError("its first line\nits second"))
     with caplog.at_level(logging.ERROR, logger="melissa_trainer"):
@@ -86,7 +89,9 @@ def test_a_broken_collective_names_the_rank_that_noted_its_error(
     assert str(failure) == "rank 1 failed: ValueError: its first line ... (see rank 1's log)"
     assert failure.code == 1  # uncaught: exit status 1, no traceback
     assert caplog.messages == [f"{failure}; rank 0 stops at step 7 with it"]
-    assert peer_failure(view(tmp_path, 1), gloo) is None  # (its own note is not another's)
+    # (its own note is not another's: no note, not waited for NOTE_WAIT's 2 s here)
+    monkeypatch.setattr(rank_failure, "NOTE_WAIT", 0.0)
+    assert peer_failure(view(tmp_path, 1), gloo) is None
 
 
 def test_a_rank_own_error_is_kept(gloo: RuntimeError, tmp_path: Path) -> None:
@@ -130,8 +135,9 @@ def test_a_user_error_in_the_backend_words_is_this_rank_own(tmp_path: Path) -> N
 
 
 def test_a_peer_gone_without_a_note_is_recorded_preempted(
-    gloo: RuntimeError, tmp_path: Path
+    gloo: RuntimeError, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(rank_failure, "NOTE_WAIT", 0.0)  # (no note comes: not waited for)
     # A rank killed by a signal leaves no note: the others' receivers record the stop as
     # ``preempted`` (their solvers wait for the resumed run and follow it), not ``error``
     # (which ended the solvers at once: user trial 32, tests/trials/test_trial32_rank_killed.py).

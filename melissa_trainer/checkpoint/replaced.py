@@ -14,6 +14,12 @@ checkpoints. The one put back is the checkpoint as it was before the interrupted
 complete one (it had been committed); the new one, in the staging directory, may not be
 (the crash may have come at any point of its save) and is left for the next save of its
 step to remove (`paths.begin`). The resume verifies what it takes as for any checkpoint.
+
+A ``.old`` is put back only while its step's staging is there. A ``.old`` that a
+completed replacement could not remove stays aside; a later save of its step that finds
+no ``checkpoint-STEP`` (rotation removed it: a fresh save, nothing to replace) renames
+it out of reach first (`begin_save`, `retire_stale`): else that save's crash left a
+staging beside it and the resume put the stale one back as the step's checkpoint.
 """
 
 from __future__ import annotations
@@ -23,9 +29,10 @@ import os
 import re
 from pathlib import Path
 
-from melissa_trainer.checkpoint.paths import PREFIX, STAGING_PREFIX, fsync_dir
+from melissa_trainer.checkpoint import paths
+from melissa_trainer.checkpoint.paths import PREFIX, STAGING_PREFIX, checkpoint_path, fsync_dir
 
-__all__ = ["restore_replaced"]
+__all__ = ["begin_save", "restore_replaced", "retire_stale"]
 
 logger = logging.getLogger(__name__)
 
@@ -79,3 +86,36 @@ def restore_replaced(root: str | os.PathLike[str]) -> list[Path]:
         )  # fmt: skip
         restored.append(final)
     return restored
+
+
+def retire_stale(root: Path, step: int) -> None:
+    """Before a save of `step` under `root` that replaces nothing (no ``checkpoint-STEP``),
+    rename each ``checkpoint-STEP.old[-N]`` (stale: no replacement of it is under way) to
+    ``stale-checkpoint-STEP.old[-N]``, which `restore_replaced` never puts back, said in a
+    WARNING. Main rank only. A rename that fails is logged: the save goes on."""
+    name = f"{PREFIX}{step}"
+    for path in sorted(root.iterdir()) if root.is_dir() else []:
+        match = _ASIDE.match(path.name)
+        if match is None or match.group(1) != name:
+            continue
+        target = path.with_name(f"stale-{path.name}")
+        try:
+            os.rename(path, target)
+        except OSError as exc:
+            logger.warning("could not rename %s out of a resume's way (%s)", path, exc)
+            continue
+        logger.warning(
+            "%s, left by an earlier replacement of %s, renamed %s: a save of that step "
+            "begins with none to replace, and a resume after its crash must not take "
+            "the stale one back",
+            path, name, target.name,
+        )  # fmt: skip
+
+
+def begin_save(root: str | os.PathLike[str], step: int) -> Path:
+    """`paths.begin` of a save of `step` under `root`, a stale ``checkpoint-STEP.old``
+    renamed first when there is no ``checkpoint-STEP`` to replace (`retire_stale`).
+    Main rank only."""
+    if not checkpoint_path(root, step).exists():
+        retire_stale(Path(root), step)
+    return paths.begin(root, step)  # (looked up at the call: a test may replace it)

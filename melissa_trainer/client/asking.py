@@ -68,7 +68,7 @@ class Asking:
         inputs: Mapping[str, Any],
         timeout: float,
         following: Following | None,
-        follow: Callable[[list[dict[str, Any]], float], None],
+        follow: Callable[[list[dict[str, Any]], float, bool], None],
         run_id: Callable[[], str | None],
         context: Callable[[], zmq.Context],
     ) -> Predicted:
@@ -82,7 +82,7 @@ class Asking:
             entries = following.follower.rewritten()
             if entries is not None:
                 try:  # (`Client._follow`: it calls `before_switch`, `joined`)
-                    follow(entries, timeout)
+                    follow(entries, timeout, True)  # (all runs and receivers: one wait)
                 except Unanswered as exc:
                     following.follower.forget()
                     raise PredictTimeout(

@@ -42,9 +42,11 @@ class FollowsTrainer(Sending):
         """A transport to `self.endpoints`, not opened (`Client` defines it)."""
         raise NotImplementedError
 
-    def _follow(self, entries: list[dict[str, Any]], ask_within: float = QUERY_TIMEOUT) -> None:
+    def _follow(
+        self, entries: list[dict[str, Any]], ask_within: float = QUERY_TIMEOUT, whole: bool = False
+    ) -> None:
         """Switch to the restarted trainer of `entries` (`Following.switch`; `ask_within`
-        its HELD wait)."""
+        its HELD wait, for all receivers and runs asked together if `whole`)."""
         assert self._following is not None
 
         def make(entries: list[dict[str, Any]]) -> Transport:
@@ -61,7 +63,9 @@ class FollowsTrainer(Sending):
             transport.send_step(step, self._prepare({k: v.copy() for k, v in arrays.items()}))
 
         self._asking.before_switch()  # (its socket is of the context the switch ends)
-        self._transport = self._following.switch(self._transport, entries, make, resend, ask_within)
+        self._transport = self._following.switch(
+            self._transport, entries, make, resend, ask_within, whole
+        )
         self._followed()  # (drops a rerun's skip: it answers for the old trainer)
         self._asking.joined(self.run_id, self._transport.context)  # (asks as the new run)
         self._fast = self._transport.fast_path(list(self._fields.values()), self._comm)

@@ -193,16 +193,21 @@ class Follower:
         self.followed += 1
 
     def held(
-        self, entries: list[dict[str, Any]], timeout: float = QUERY_TIMEOUT
+        self,
+        entries: list[dict[str, Any]],
+        timeout: float = QUERY_TIMEOUT,
+        until: float | None = None,
     ) -> list[HeldReply]:
         """Each receiver's HELD for this simulation, in rank order (module docstring),
-        asked over sockets of a context of its own (ended before it returns).
+        asked over sockets of a context of its own (ended before it returns); each
+        awaited `timeout` s, and never past `until` (a `time.monotonic()` deadline for
+        the whole asking, a prediction's: `Following.switch`'s `whole`; None: none).
 
         Raises:
             Superseded: while a HELD was awaited, the rendezvous named a newer run than
                 `entries`'s (looked at every `SUPERSEDE_INTERVAL` s).
             FollowError: a receiver names no follow socket (an older trainer), or sent
-                no valid HELD within `timeout` seconds.
+                no valid HELD within `timeout` seconds (or by `until`: `Unanswered`).
         """
         replies = []
         context = zmq.Context()
@@ -214,8 +219,9 @@ class Follower:
                         f"the restarted trainer's receiver {rank} ({entry['endpoint']}) names "
                         f"no follow socket (a trainer without it cannot be followed)"
                     )
+                wait = timeout if until is None else min(timeout, until - time.monotonic())
                 replies.append(
-                    self._ask(context, str(endpoint), entry, rank, len(entries), timeout)
+                    self._ask(context, str(endpoint), entry, rank, len(entries), max(wait, 0.0))
                 )
         finally:
             context.term()
@@ -272,7 +278,7 @@ class Follower:
             sock.close(linger=0)
         raise Unanswered(
             f"the restarted trainer's receiver {rank} did not say which steps it holds "
-            f"within {timeout} s ({endpoint}"
+            f"within {round(timeout, 3)} s ({endpoint}"
             + (f"; malformed replies ignored: {dict(self.rejected)}" if self.rejected else "")
             + ")"
         )

@@ -280,19 +280,23 @@ class Following:
         make: Callable[[list[dict[str, Any]]], Any],
         resend: Callable[[Any, int, dict[str, np.ndarray]], None],
         ask_within: float = QUERY_TIMEOUT,
+        whole: bool = False,
     ) -> Any:
         """Follow the trainer of `entries` (or of a newer run published while it was
         asked and did not answer: `follow.Superseded`): ask, release `old`, `make` the new
         transport (opened: HELLO sent), record every step sent in its `steps`, and
-        `resend` through it each step lacking. Returns the new transport.
+        `resend` through it each step lacking. Returns the new transport. Each receiver
+        of each run asked is awaited `ask_within` s; `whole` (a prediction's, bound by
+        its request's timeout): all of them together, the runs superseded included.
 
         Raises:
             FollowError: as `steps_to_send`, or a receiver that cannot be asked
                 (`follow.Unanswered`: no HELD within `ask_within` s, nothing done yet).
         """
+        until = time.monotonic() + ask_within if whole else None
         while True:
             try:
-                replies = self.follower.held(entries, ask_within)
+                replies = self.follower.held(entries, ask_within, until)
                 break
             except Superseded as newer:  # (killed as it started: its successor)
                 entries = newer.entries

@@ -55,9 +55,11 @@ class Sending:
     #: known, a rerun's skip): one test on the usual path instead of three
     _gate = True
 
-    def _follow(self, entries: list[dict[str, Any]], ask_within: float = QUERY_TIMEOUT) -> None:
+    def _follow(
+        self, entries: list[dict[str, Any]], ask_within: float = QUERY_TIMEOUT, whole: bool = False
+    ) -> None:
         """Switch to the restarted trainer of `entries`, each receiver's HELD awaited
-        `ask_within` s at most (`Client` defines it)."""
+        `ask_within` s at most (all together if `whole`; `Client` defines it)."""
         raise NotImplementedError
 
     @property

@@ -35,7 +35,7 @@ from melissa_trainer.checkpoint.errors import (
     save_failure_kind,
 )
 from melissa_trainer.checkpoint.later_runs import set_aside_later
-from melissa_trainer.checkpoint.replaced import restore_replaced
+from melissa_trainer.checkpoint.replaced import begin_save, restore_replaced
 from melissa_trainer.common.refusal import elsewhere, said_once
 from melissa_trainer.common.setting import setting
 from melissa_trainer.config.reading import ConfigError
@@ -92,7 +92,7 @@ def save_checkpoint(trainer: OnlineTrainer) -> Path | None:
     errors: list[str] = []
     kinds: set[str] = set()
     steps = (
-        (lambda: ckpt.begin(root, step)) if acc.is_main_process else None,
+        (lambda: begin_save(root, step)) if acc.is_main_process else None,
         lambda: registry.write(trainer, staging),
         lambda: _sync_and_hash(staging, rank, acc.num_processes, hasher),
         (lambda: _commit(trainer, staging, final, hasher.entries)) if acc.is_main_process else None,

@@ -73,7 +73,7 @@ def test_the_receipts_budget_counts_from_a_follow_during_the_close(
 
 def test_a_switch_says_when_it_followed() -> None:
     """`Following.switch` records its time (`followed_at`), which the close reads."""
-    follower = SimpleNamespace(held=lambda entries, within: [SimpleNamespace(status=None)])
+    follower = SimpleNamespace(held=lambda entries, within, until: [SimpleNamespace(status=None)])
     follower.adopt = lambda entries: None
     following = Following(follower, ReplayWindow(1024), 1.0, "simulation 4 rank 0", "")  # type: ignore[arg-type]
     old = SimpleNamespace(simulation_id=4, routing=None, steps=[set()], abandon=lambda: None)

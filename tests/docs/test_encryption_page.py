@@ -177,9 +177,9 @@ def test_each_mistake_s_message_holds_the_page_s_words(
         assert receiver.endpoint is not None
         if mistake != "no_key":
             monkeypatch.setenv(ENV_KEY, public)
-        client = None
+        client: Client | None = None
         with pytest.raises(ValueError) as error:
-            try:  # (the refusal may come as the client opens: its HELLO waits for room)
+            try:  # (the refusal may come at the HELLO, in Client(), on a loaded machine)
                 client = Client(
                     {"u": ((4,), "float32")},
                     simulation_id=7,

@@ -5,8 +5,9 @@ a preemption, its node's failure, or someone's scancel of the step or of the all
 srun's exit code alone does not tell them from the solver's own failure. slurmstepd
 says it in a line srun writes to the job's log ("slurmstepd: error: *** STEP 12.3 ON
 node CANCELLED AT 2026-12-04T10:11:03 DUE TO TIME LIMIT ***"; no "DUE TO" for a
-scancel), read from where the log was at srun's start. `said_end` says it in a WARNING
-and appends it to the log, as `queued_end` does for a batch job.
+scancel), read at the end of what the step wrote (past where the log was at srun's
+start): srun writes it as the step ends, after all the solver's own output. `said_end`
+says it in a WARNING and appends it to the log, as `queued_end` does for a batch job.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ logger = logging.getLogger("melissa_trainer.launcher.backends.slurm")
 
 #: slurmstepd's line of a step that Slurm ended; group 1: the cause, if said
 STEP_END = re.compile(r"\*\*\* STEP \S+ ON \S+ CANCELLED AT \S+(?: DUE TO ([A-Z ]+?))? \*\*\*")
-#: the most of a log read (from srun's start) to find that line
+#: the most of a log read to find that line: its last bytes (never before srun's start),
+#: where srun writes it as the step ends; a solver's output before it may be far longer
 LOG_READ = 1 << 16
 
 
@@ -53,13 +55,15 @@ def end_text(job: str, cause: str | None, time_limit: str | None) -> str:
 
 
 def said_end(job: Job, description: str, log_from: int, time_limit: str | None) -> str | None:
-    """If `job`'s log says (past `log_from`) that Slurm ended its step, say how in a
-    WARNING and in the log; the text, or None (no log, no such line)."""
+    """If `job`'s log says (in its last `LOG_READ` bytes, past `log_from`) that Slurm
+    ended its step, say how in a WARNING and in the log; the text, or None (no log, no
+    such line)."""
     if job.log_path is None:
         return None
     try:
         with open(job.log_path, "rb") as log:
-            log.seek(log_from)
+            size = log.seek(0, 2)
+            log.seek(max(log_from, size - LOG_READ))
             text = log.read(LOG_READ).decode(errors="replace")
     except OSError:
         return None

@@ -184,7 +184,8 @@ class SrunSteps:
         return code
 
     def kill(self, step: SrunHandle, grace: float) -> int | None:
-        """End a running step (its srun process, then ``scancel`` of the step by name).
+        """End a running step: SIGTERM to its tasks, the grace, its srun signalled
+        (`step_stop`), then ``scancel`` of the step by name.
         srun's exit code if it had ended on its own before the kill's signal (the local
         poll just before it), else None: what srun says after a kill is no news of the
         job (module docstring: 137, or 0 having heard of no task), so a step that ends

@@ -11,7 +11,6 @@ library preloaded into it); before, rank 0's wait ended with no read counted."""
 from __future__ import annotations
 
 import datetime
-import os
 import shutil
 import subprocess
 import sys
@@ -19,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from agent_store import as_rank
+from slow_lookup import compile_library, environment
 from torch.distributed import TCPStore
 
 from melissa_trainer.trainer import refusal_mark
@@ -26,26 +26,6 @@ from melissa_trainer.trainer import refusal_mark
 #: seconds each reverse lookup after the first takes in the reading rank: past READ_WAIT
 LOOKUP = 5.5
 
-SHIM = r"""
-#define _GNU_SOURCE
-#include <dlfcn.h>
-#include <netdb.h>
-#include <time.h>
-
-static int calls = 0;
-
-int getnameinfo(const struct sockaddr *sa, socklen_t salen, char *host, socklen_t hostlen,
-                char *serv, socklen_t servlen, int flags) {
-    typedef int (*real_t)(const struct sockaddr *, socklen_t, char *, socklen_t, char *,
-                          socklen_t, int);
-    if (calls++ > 0) {
-        struct timespec ts = {5, 500000000L};
-        nanosleep(&ts, NULL);
-    }
-    real_t real = (real_t)dlsym(RTLD_NEXT, "getnameinfo");
-    return real(sa, salen, host, hostlen, serv, servlen, flags);
-}
-"""
 
 #: the other rank: the user's refusal, raised alike on every rank (rank 0 says it)
 RANK_1 = """
@@ -64,17 +44,11 @@ def test_rank_0_hears_the_read_of_a_rank_whose_new_connections_are_slow(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     assert LOOKUP > refusal_mark.READ_WAIT
-    (tmp_path / "shim.c").write_text(SHIM)
-    shim = tmp_path / "shim.so"
-    subprocess.run(
-        ["cc", "-shared", "-fPIC", "-o", str(shim), str(tmp_path / "shim.c"), "-ldl"],
-        check=True,
-        timeout=60,
-    )
+    library = compile_library(tmp_path)
     store = TCPStore("127.0.0.1", 0, None, True, timeout=datetime.timedelta(seconds=30))
     try:
         as_rank(monkeypatch, store.port, rank=0)
-        env = {**os.environ, "RANK": "1", "LD_PRELOAD": str(shim)}
+        env = {**environment(library, LOOKUP, skip=1), "RANK": "1"}
         rank_1 = subprocess.Popen(
             [sys.executable, "-c", RANK_1, "--"], env=env, stderr=subprocess.PIPE, text=True
         )

@@ -14,13 +14,13 @@ Here a library preloaded into a rank makes every ``getnameinfo`` take `LOOKUP` s
 from __future__ import annotations
 
 import datetime
-import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from slow_lookup import compile_library, environment
 from torch.distributed import TCPStore
 
 from melissa_trainer.trainer import refusal_mark
@@ -28,24 +28,6 @@ from melissa_trainer.trainer import refusal_mark
 #: seconds each reverse lookup takes in the rank: past the resolver's default 5 s
 LOOKUP = 5.5
 
-SHIM = r"""
-#define _GNU_SOURCE
-#include <dlfcn.h>
-#include <netdb.h>
-#include <stdlib.h>
-#include <time.h>
-
-int getnameinfo(const struct sockaddr *sa, socklen_t salen, char *host, socklen_t hostlen,
-                char *serv, socklen_t servlen, int flags) {
-    typedef int (*real_t)(const struct sockaddr *, socklen_t, char *, socklen_t, char *,
-                          socklen_t, int);
-    double wait = atof(getenv("SHIM_LOOKUP") ? getenv("SHIM_LOOKUP") : "0");
-    struct timespec ts = {(time_t)wait, (long)((wait - (time_t)wait) * 1e9)};
-    nanosleep(&ts, NULL);
-    real_t real = (real_t)dlsym(RTLD_NEXT, "getnameinfo");
-    return real(sa, salen, host, hostlen, serv, servlen, flags);
-}
-"""
 
 RANK = """
 from melissa_trainer.trainer.refusal_mark import StoreLink, launch_store
@@ -64,15 +46,8 @@ else:
 @pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler (cc)")
 @pytest.mark.timeout(120)
 def test_a_store_reached_through_a_slow_lookup_is_not_taken_as_gone(tmp_path: Path) -> None:
-    (tmp_path / "shim.c").write_text(SHIM)
-    shim = tmp_path / "shim.so"
-    subprocess.run(
-        ["cc", "-shared", "-fPIC", "-o", str(shim), str(tmp_path / "shim.c"), "-ldl"],
-        check=True,
-        timeout=60,
-    )
     store = TCPStore("127.0.0.1", 0, None, True, timeout=datetime.timedelta(seconds=30))
-    env = {**os.environ, "LD_PRELOAD": str(shim), "SHIM_LOOKUP": str(LOOKUP)}
+    env = environment(compile_library(tmp_path), LOOKUP)
     env.update({"TORCHELASTIC_USE_AGENT_STORE": "True", "WORLD_SIZE": "2", "RANK": "1"})
     env.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(store.port)})
     try:

@@ -45,6 +45,10 @@ def test_a_hook_s_own_names_say_nothing() -> None:
         ("epoch", "state.pseudo_epoch"),
         ("is_world_process_zero", "trainer.is_main_process"),
         ("logging_steps", "trainer.args.logging_steps"),
+        # newer transformers' fields (htrial44: a bare AttributeError before)
+        ("best_global_step", "state.best_step"),
+        ("num_input_tokens_seen", "state.total_samples_seen"),
+        ("stateful_callbacks", "state_dict()"),
     ],
 )
 def test_hugging_face_state_fields_name_what_to_read(field: str, said: str) -> None:

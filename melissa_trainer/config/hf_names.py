@@ -116,6 +116,13 @@ HF_TRAINER_KEYWORDS: Mapping[str, HFName] = {
     "callbacks": HFName("hooks", note="Hook instances, docs/how-to/hooks.md"),
     "train_dataset": HFName("train_source", note="a Source, an iterable or a factory"),
     "data_collator": HFName("collate_fn"),
+    # Trainer(model, args, optimizers=(optimizer, scheduler)): htrial44 got Python's bare
+    # "unexpected keyword argument 'optimizers'"
+    "optimizers": HFName(
+        "optimizer",
+        note="and lr_scheduler=: Hugging Face's pair as two arguments, "
+        "OnlineTrainer(model, args, optimizer, lr_scheduler)",
+    ),
     "compute_metrics": HFName(
         None,
         note="a validation logs eval_loss and the held-out simulations' tails; a hook's"

@@ -1,17 +1,19 @@
 """The check of a hook's event methods when it is added (`HookList.add`): an ``on_*``
 method that is no event (another library's callback name: `_OTHER_LIBRARIES` maps
-them), or one that cannot take the trainer's arguments, is refused before training."""
+them), or one that cannot take the trainer's arguments, is refused before training.
+And the check of a hook's `state_dict` (`checked_state`): JSON, said naming the hook."""
 
 from __future__ import annotations
 
 import difflib
 import inspect
+import json
 import warnings
 from typing import Any
 
 from melissa_trainer.hooks.events import Event
 
-__all__ = ["check_methods"]
+__all__ = ["check_methods", "checked_state"]
 
 
 _EVENT_NAMES = [e.value for e in Event]
@@ -107,3 +109,38 @@ def check_methods(hook: Any, base: type) -> None:
                 UserWarning,
                 stacklevel=2,
             )
+
+
+def checked_state(name: str, state: Any) -> Any:
+    """`state`, hook `name`'s ``state_dict()``, when JSON can write it (checkpoints keep
+    it in ``hooks.json``); else a TypeError naming the hook and the fix. Before
+    (htrial44), a tensor in a hook's state failed the first save, training under way,
+    with json's "Object of type Tensor is not JSON serializable", naming no hook; and a
+    dict with int keys came back from a resume with string keys ({1: 2} as {"1": 2}),
+    silently."""
+    try:
+        json.dumps(state)
+        _refuse_other_keys(state, "state")
+    except (TypeError, ValueError) as exc:
+        raise TypeError(
+            f"hook {name!r}: its state_dict() cannot be kept in a checkpoint ({exc}): "
+            "return JSON values, numbers, strings, lists and dicts with string keys "
+            "(float(x) of a tensor or numpy number, x.tolist() of an array)"
+        ) from exc
+    return state
+
+
+def _refuse_other_keys(value: Any, where: str) -> None:
+    """TypeError naming the first dict key in `value` that is not a string: JSON writes
+    it as one, so the hook would load back another key than it saved."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise TypeError(
+                    f"{where} has the key {key!r} ({type(key).__name__}), which JSON writes "
+                    f"as the string {json.dumps(str(key))}: a resume would give it back so"
+                )
+            _refuse_other_keys(item, f"{where}[{key!r}]")
+    elif isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            _refuse_other_keys(item, f"{where}[{i}]")

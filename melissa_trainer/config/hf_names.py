@@ -85,6 +85,11 @@ HF_ARGUMENTS: Mapping[str, HFName] = {
     "warmup_steps": _OPTIMIZER,
     "warmup_ratio": _OPTIMIZER,
     "num_train_epochs": HFName(None, note=_EPOCHS),
+    # in every transformers example's command line (htrial44: a bare "unrecognized")
+    "do_train": HFName(None, note="your script trains by calling trainer.train()"),
+    "do_eval": HFName(
+        None, note="validation follows eval_steps (and runs at the end with an eval_dataset)"
+    ),
     "load_best_model_at_end": HFName(
         None, note="the best validation is recorded (state.best_metric), not restored"
     ),

@@ -68,7 +68,8 @@ def check_methods(hook: Any, base: type) -> None:
     event (``on_train_begin``, ``on_epoch_end``: names of other libraries' callbacks),
     which the trainer would never call. Raises TypeError naming the method and the fix.
     Warns (UserWarning) of an event method whose first parameter is named ``args``
-    (Hugging Face's, for its arguments; here the trainer).
+    (Hugging Face's, for its arguments; here the trainer), and of one taking ``**kwargs``
+    (Hugging Face passes ``model=`` and more there; here nothing: htrial44).
     `base` is `Hook` (passed in: `hooks.base` imports this module), whose methods give
     the arguments each event passes."""
     cls = type(hook)
@@ -100,12 +101,26 @@ def check_methods(hook: Any, base: type) -> None:
                 f"{cls.__name__}.{name} cannot take the arguments the trainer passes "
                 f"({exc}): define it as `def {name}(self, {', '.join(expected)})`"
             ) from None
-        first = next(iter(signature.parameters), None)
-        if first == "args":  # a ported Hugging Face callback's: a bare AttributeError later
+        first = next(iter(signature.parameters.values()), None)
+        # (`*args` is a generic wrapper's, not HF's TrainingArguments: htrial44)
+        if (
+            first is not None and first.name == "args" and first.kind is not first.VAR_POSITIONAL
+        ):  # a ported Hugging Face callback's: a bare AttributeError later
             warnings.warn(
                 f"{cls.__name__}.{name}'s first parameter is named 'args', as Hugging Face "
                 "TrainerCallback's (its TrainingArguments): here it receives the trainer; "
                 "rename it trainer and read trainer.args (trainer.args.logging_steps...)",
+                UserWarning,
+                stacklevel=2,
+            )
+        kinds = {p.kind for p in signature.parameters.values()}
+        # HF's `**kwargs`, empty here, silently (a generic `*args, **kwargs` left alone)
+        if inspect.Parameter.VAR_KEYWORD in kinds and inspect.Parameter.VAR_POSITIONAL not in kinds:
+            warnings.warn(
+                f"{cls.__name__}.{name} takes **kwargs, as Hugging Face TrainerCallback's "
+                "(model=, optimizer=, lr_scheduler=...): the trainer passes none, so "
+                "kwargs.get('model') is None; read trainer.model, trainer.optimizer, "
+                "trainer.lr_scheduler (the first argument) instead",
                 UserWarning,
                 stacklevel=2,
             )

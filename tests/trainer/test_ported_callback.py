@@ -61,3 +61,30 @@ def test_other_missing_attributes_stay_plain() -> None:
     with pytest.raises(AttributeError, match="'TrainerState' object has no attribute 'nope'"):
         TrainerState().nope  # type: ignore[attr-defined]  # noqa: B018
     assert not hasattr(TrainerState(), "epoch")
+
+
+class KeywordsReader(Hook):
+    """HF's habit: the model from the callback's keywords, None here (no keywords)."""
+
+    def on_step_end(self, trainer: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self.model = kwargs.get("model")
+
+
+def test_a_method_taking_kwargs_is_warned_of() -> None:
+    # htrial44: kwargs.get("model") was None, silently: the trainer passes no keywords
+    with pytest.warns(UserWarning, match=r"KeywordsReader\.on_step_end takes \*\*kwargs") as got:
+        HookList([KeywordsReader()])
+    assert "read trainer.model" in str(got[0].message)
+
+
+class Generic(Hook):
+    """A generic wrapper's signature: no keyword is expected of it, nothing to warn."""
+
+    def on_step_end(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+
+def test_a_generic_signature_says_nothing() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        HookList([Generic()])

@@ -18,7 +18,7 @@ Pure (no torch): the configuration layer imports it.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +31,7 @@ __all__ = [
     "flag_hint",
     "refuse_hf_keywords",
     "refuse_train_resume",
+    "stray_value_hint",
     "unknown_name_problems",
 ]
 
@@ -84,6 +85,11 @@ HF_ARGUMENTS: Mapping[str, HFName] = {
     "warmup_steps": _OPTIMIZER,
     "warmup_ratio": _OPTIMIZER,
     "num_train_epochs": HFName(None, note=_EPOCHS),
+    # in every transformers example's command line (htrial44: a bare "unrecognized")
+    "do_train": HFName(None, note="your script trains by calling trainer.train()"),
+    "do_eval": HFName(
+        None, note="validation follows eval_steps (and runs at the end with an eval_dataset)"
+    ),
     "load_best_model_at_end": HFName(
         None, note="the best validation is recorded (state.best_metric), not restored"
     ),
@@ -115,6 +121,13 @@ HF_TRAINER_KEYWORDS: Mapping[str, HFName] = {
     "callbacks": HFName("hooks", note="Hook instances, docs/how-to/hooks.md"),
     "train_dataset": HFName("train_source", note="a Source, an iterable or a factory"),
     "data_collator": HFName("collate_fn"),
+    # Trainer(model, args, optimizers=(optimizer, scheduler)): htrial44 got Python's bare
+    # "unexpected keyword argument 'optimizers'"
+    "optimizers": HFName(
+        "optimizer",
+        note="and lr_scheduler=: Hugging Face's pair as two arguments, "
+        "OnlineTrainer(model, args, optimizer, lr_scheduler)",
+    ),
     "compute_metrics": HFName(
         None,
         note="a validation logs eval_loss and the held-out simulations' tails; a hook's"
@@ -141,6 +154,35 @@ def flag_hint(flag: str) -> str | None:
     `HF_ARGUMENTS`; None otherwise."""
     name = flag.lstrip("-").replace("-", "_")
     return _use(name, flag=True) if name in HF_ARGUMENTS else None
+
+
+#: flags that take one value here where Hugging Face's take a list: what to say of the
+#: extra values (``--report_to tensorboard wandb`` left ``wandb`` unrecognized, unsaid why)
+_ONE_VALUE_HERE = {
+    "report_to": "one reporter here, tensorboard or none, not Hugging Face's list of several",
+}
+
+
+def stray_value_hint(token: str, argv: Sequence[str], one_value_flags: Iterable[str]) -> str | None:
+    """Why `token`, a word argparse left unrecognized in `argv`, is there: when the flag
+    before it (``--report_to tensorboard wandb``) takes one value, a hint naming that
+    flag (``--report_to takes one value: one reporter here, ...``); None otherwise.
+    `one_value_flags`: the parser's option strings that take exactly one value."""
+    if token not in argv:
+        return None
+    before = list(argv[: list(argv).index(token)])
+    flags = [i for i, word in enumerate(before) if word.startswith("-")]
+    if not flags:
+        return None
+    flag = before[flags[-1]].split("=", 1)[0]
+    # the flag's own value is the word after it (or after "="): a stray is one more
+    given = len(before) - flags[-1] - 1 + ("=" in before[flags[-1]])
+    if flag not in set(one_value_flags) or given < 1:
+        return None
+    name = flag.lstrip("-").replace("-", "_")
+    return f"{flag} takes one value" + (
+        f": {_ONE_VALUE_HERE[name]}" if name in _ONE_VALUE_HERE else ""
+    )
 
 
 def unknown_name_problems(

@@ -49,6 +49,7 @@ import difflib
 import enum
 import os
 import re
+import sys
 import typing
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -57,7 +58,7 @@ from melissa_trainer.common.refusal import elsewhere, launch_rank
 from melissa_trainer.config.arguments import TrainingArguments
 from melissa_trainer.config.device_checks import device_problems, planned_device_type
 from melissa_trainer.config.fields import FieldSpec, str_to_bool
-from melissa_trainer.config.hf_names import flag_hint, unknown_name_problems
+from melissa_trainer.config.hf_names import flag_hint, stray_value_hint, unknown_name_problems
 from melissa_trainer.config.reading import ConfigError, load_config_file, unknown_key_problems
 
 __all__ = ["ArgumentParser", "str_to_bool"]
@@ -208,7 +209,8 @@ class ArgumentParser(argparse.ArgumentParser):
         """
         namespace, remaining = self.parse_known_args(args)
         if remaining and not return_remaining_strings:
-            self.error(self._unrecognized_message(remaining))
+            argv = list(sys.argv[1:] if args is None else args)
+            self.error(self._unrecognized_message(remaining, argv))
         values = vars(namespace)
         config_path = values.pop(_CONFIG_DEST, None)
         from_file: dict[str, Any] = {}
@@ -329,8 +331,9 @@ class ArgumentParser(argparse.ArgumentParser):
                 lines.append(problem)
         return lines[0] if len(lines) == 1 else "\n  " + "\n  ".join(lines)
 
-    def _unrecognized_message(self, remaining: Iterable[str]) -> str:
+    def _unrecognized_message(self, remaining: Iterable[str], argv: Sequence[str]) -> str:
         known = [s for action in self._actions for s in action.option_strings]
+        one_value = [s for a in self._actions if a.nargs is None for s in a.option_strings]
         hints = []
         for token in remaining:
             if token.startswith("-"):
@@ -349,6 +352,8 @@ class ArgumentParser(argparse.ArgumentParser):
                 hints.append(
                     f"{token} (a file of arguments is given as --{self.config_flag} {token})"
                 )
+            elif (stray := stray_value_hint(token, argv, one_value)) is not None:
+                hints.append(f"{token} ({stray})")  # --report_to tensorboard wandb
         message = f"unrecognized arguments: {' '.join(remaining)}"
         return message + ("; " + "; ".join(hints) if hints else "")
 

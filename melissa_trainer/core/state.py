@@ -178,6 +178,11 @@ _HF_STATE_FIELDS: dict[str, str] = {
     "train_batch_size": "read trainer.args.batch_size (per device)",
     "best_model_checkpoint": "none: state.best_step is the step of state.best_metric",
     "total_flos": "none here",
+    # newer transformers (htrial44: a bare AttributeError before)
+    "best_global_step": "read state.best_step (the global_step of state.best_metric)",
+    "num_input_tokens_seen": "none: state.total_samples_seen counts samples, all ranks",
+    "stateful_callbacks": "a hook's own state_dict() / load_state_dict(), kept in every "
+    "checkpoint under its name",
 }
 
 

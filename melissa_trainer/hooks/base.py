@@ -18,7 +18,7 @@ from melissa_trainer.core.figures import refuse_trainer_figures
 from melissa_trainer.core.state import TrainerControl, TrainerState
 from melissa_trainer.hooks.eval_figures import AddedKeys, add_eval_figures, eval_key
 from melissa_trainer.hooks.events import Event
-from melissa_trainer.hooks.method_check import check_methods
+from melissa_trainer.hooks.method_check import check_methods, checked_state
 
 __all__ = ["STATE_FILE", "Event", "Hook", "HookList", "HookStateMismatch"]
 
@@ -361,8 +361,18 @@ class HookList:
     def state_dict(self) -> dict[str, dict[str, Any]]:
         # Each hook's state is taken once: a state_dict may be costly (a serving
         # hook's counters under its lock) and need not return the same twice.
-        states = ((h.name, h.state_dict()) for h in self.hooks)
+        # (checked here, not by the checkpoint's writer: its error names no hook)
+        states = ((h.name, checked_state(h.name, h.state_dict())) for h in self.hooks)
         return {name: state for name, state in states if state}
+
+    def check_own_states(self) -> None:
+        """`checked_state` of the user's hooks' states, before the first step: else a
+        state no checkpoint can keep fails the first save, perhaps `save_seconds` in.
+        The library's hooks are left out: tested, and their `state_dict` may note what
+        a checkpoint holds (a `Study`'s account)."""
+        for hook in self.hooks:
+            if not type(hook).__module__.startswith("melissa_trainer."):
+                checked_state(hook.name, hook.state_dict())
 
     def load_state_dict(self, states: Mapping[str, Mapping[str, Any]]) -> None:
         by_name = {h.name: h for h in self.hooks}

@@ -1,17 +1,19 @@
 """The check of a hook's event methods when it is added (`HookList.add`): an ``on_*``
 method that is no event (another library's callback name: `_OTHER_LIBRARIES` maps
-them), or one that cannot take the trainer's arguments, is refused before training."""
+them), or one that cannot take the trainer's arguments, is refused before training.
+And the check of a hook's `state_dict` (`checked_state`): JSON, said naming the hook."""
 
 from __future__ import annotations
 
 import difflib
 import inspect
+import json
 import warnings
 from typing import Any
 
 from melissa_trainer.hooks.events import Event
 
-__all__ = ["check_methods"]
+__all__ = ["check_methods", "checked_state"]
 
 
 _EVENT_NAMES = [e.value for e in Event]
@@ -66,7 +68,8 @@ def check_methods(hook: Any, base: type) -> None:
     event (``on_train_begin``, ``on_epoch_end``: names of other libraries' callbacks),
     which the trainer would never call. Raises TypeError naming the method and the fix.
     Warns (UserWarning) of an event method whose first parameter is named ``args``
-    (Hugging Face's, for its arguments; here the trainer).
+    (Hugging Face's, for its arguments; here the trainer), and of one taking ``**kwargs``
+    (Hugging Face passes ``model=`` and more there; here nothing: htrial44).
     `base` is `Hook` (passed in: `hooks.base` imports this module), whose methods give
     the arguments each event passes."""
     cls = type(hook)
@@ -98,8 +101,11 @@ def check_methods(hook: Any, base: type) -> None:
                 f"{cls.__name__}.{name} cannot take the arguments the trainer passes "
                 f"({exc}): define it as `def {name}(self, {', '.join(expected)})`"
             ) from None
-        first = next(iter(signature.parameters), None)
-        if first == "args":  # a ported Hugging Face callback's: a bare AttributeError later
+        first = next(iter(signature.parameters.values()), None)
+        # (`*args` is a generic wrapper's, not HF's TrainingArguments: htrial44)
+        if (
+            first is not None and first.name == "args" and first.kind is not first.VAR_POSITIONAL
+        ):  # a ported Hugging Face callback's: a bare AttributeError later
             warnings.warn(
                 f"{cls.__name__}.{name}'s first parameter is named 'args', as Hugging Face "
                 "TrainerCallback's (its TrainingArguments): here it receives the trainer; "
@@ -107,3 +113,49 @@ def check_methods(hook: Any, base: type) -> None:
                 UserWarning,
                 stacklevel=2,
             )
+        kinds = {p.kind for p in signature.parameters.values()}
+        # HF's `**kwargs`, empty here, silently (a generic `*args, **kwargs` left alone)
+        if inspect.Parameter.VAR_KEYWORD in kinds and inspect.Parameter.VAR_POSITIONAL not in kinds:
+            warnings.warn(
+                f"{cls.__name__}.{name} takes **kwargs, as Hugging Face TrainerCallback's "
+                "(model=, optimizer=, lr_scheduler=...): the trainer passes none, so "
+                "kwargs.get('model') is None; read trainer.model, trainer.optimizer, "
+                "trainer.lr_scheduler (the first argument) instead",
+                UserWarning,
+                stacklevel=2,
+            )
+
+
+def checked_state(name: str, state: Any) -> Any:
+    """`state`, hook `name`'s ``state_dict()``, when JSON can write it (checkpoints keep
+    it in ``hooks.json``); else a TypeError naming the hook and the fix. Before
+    (htrial44), a tensor in a hook's state failed the first save, training under way,
+    with json's "Object of type Tensor is not JSON serializable", naming no hook; and a
+    dict with int keys came back from a resume with string keys ({1: 2} as {"1": 2}),
+    silently."""
+    try:
+        json.dumps(state)
+        _refuse_other_keys(state, "state")
+    except (TypeError, ValueError) as exc:
+        raise TypeError(
+            f"hook {name!r}: its state_dict() cannot be kept in a checkpoint ({exc}): "
+            "return JSON values, numbers, strings, lists and dicts with string keys "
+            "(float(x) of a tensor or numpy number, x.tolist() of an array)"
+        ) from exc
+    return state
+
+
+def _refuse_other_keys(value: Any, where: str) -> None:
+    """TypeError naming the first dict key in `value` that is not a string: JSON writes
+    it as one, so the hook would load back another key than it saved."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise TypeError(
+                    f"{where} has the key {key!r} ({type(key).__name__}), which JSON writes "
+                    f"as the string {json.dumps(str(key))}: a resume would give it back so"
+                )
+            _refuse_other_keys(item, f"{where}[{key!r}]")
+    elif isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            _refuse_other_keys(item, f"{where}[{i}]")

@@ -279,6 +279,7 @@ class OnlineTrainer(TrainerSteps):
             self.model.train()
             self.log_figures.started = time.perf_counter()
             hooks.fire(Event.TRAIN_START, self, state, control)
+            hooks.check_own_states()  # a state no checkpoint keeps: refused before step 1
             micro, every = args.gradient_accumulation_steps, args.stop_sync_steps
             sync, guard = self.stop_sync, self._loss_guard
             sync.abandon()  # (an earlier train() that raised may have left one started)

@@ -21,6 +21,9 @@ FLAGS = [
     (["--dataloader_num_workers", "4"], "no DataLoader"),
     (["--gradient_checkpointing"], "gradient_checkpointing_enable()"),
     (["--logging_first_step"], "--logging_steps 1 logs every step"),
+    # htrial44: transformers examples' --do_train / --do_eval got a bare "unrecognized"
+    (["--do_train"], "trainer.train()"),
+    (["--do_eval"], "validation follows eval_steps"),
 ]
 
 

@@ -86,6 +86,15 @@ def test_onlinetrainer_refuses_callbacks_naming_hooks(tmp_path: Path) -> None:
             train_source=[],
             callbacks=[],  # type: ignore[call-arg]
         )
+    # Trainer's pair (htrial44: Python's bare "unexpected keyword argument" before)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    with pytest.raises(TypeError, match=r"optimizers= is Hugging Face Trainer's: pass optimizer="):
+        OnlineTrainer(
+            model,
+            TrainingArguments(output_dir=str(tmp_path)),
+            optimizers=(optimizer, None),  # type: ignore[call-arg]
+            train_source=[],
+        )
     with pytest.raises(TypeError, match="unexpected keyword argument 'nonsense'"):
         OnlineTrainer(model, None, None, train_source=[], nonsense=1)  # type: ignore[arg-type,call-arg]
 

@@ -45,6 +45,10 @@ def test_a_hook_s_own_names_say_nothing() -> None:
         ("epoch", "state.pseudo_epoch"),
         ("is_world_process_zero", "trainer.is_main_process"),
         ("logging_steps", "trainer.args.logging_steps"),
+        # newer transformers' fields (htrial44: a bare AttributeError before)
+        ("best_global_step", "state.best_step"),
+        ("num_input_tokens_seen", "state.total_samples_seen"),
+        ("stateful_callbacks", "state_dict()"),
     ],
 )
 def test_hugging_face_state_fields_name_what_to_read(field: str, said: str) -> None:
@@ -57,3 +61,30 @@ def test_other_missing_attributes_stay_plain() -> None:
     with pytest.raises(AttributeError, match="'TrainerState' object has no attribute 'nope'"):
         TrainerState().nope  # type: ignore[attr-defined]  # noqa: B018
     assert not hasattr(TrainerState(), "epoch")
+
+
+class KeywordsReader(Hook):
+    """HF's habit: the model from the callback's keywords, None here (no keywords)."""
+
+    def on_step_end(self, trainer: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self.model = kwargs.get("model")
+
+
+def test_a_method_taking_kwargs_is_warned_of() -> None:
+    # htrial44: kwargs.get("model") was None, silently: the trainer passes no keywords
+    with pytest.warns(UserWarning, match=r"KeywordsReader\.on_step_end takes \*\*kwargs") as got:
+        HookList([KeywordsReader()])
+    assert "read trainer.model" in str(got[0].message)
+
+
+class Generic(Hook):
+    """A generic wrapper's signature: no keyword is expected of it, nothing to warn."""
+
+    def on_step_end(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+
+def test_a_generic_signature_says_nothing() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        HookList([Generic()])

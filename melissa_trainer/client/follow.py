@@ -42,7 +42,7 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import zmq
 
@@ -50,7 +50,10 @@ from melissa_trainer import wire as protocol
 from melissa_trainer.client.sockets import control_dealer
 from melissa_trainer.client.tuning import DEFAULT_DISCONNECTED_TIMEOUT
 from melissa_trainer.stream.endpoints import fetch_rendezvous, stamp
-from melissa_trainer.wire import HeldReply, ProtocolError
+from melissa_trainer.wire import ProtocolError
+
+if TYPE_CHECKING:  # (the HELD decoding is a rare path: `wire.held` loads when a follow asks)
+    from melissa_trainer.wire import HeldReply
 
 __all__ = [
     "CHECK_INTERVAL",

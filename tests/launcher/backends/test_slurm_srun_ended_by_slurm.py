@@ -42,11 +42,15 @@ def step_id(name):
 backend = SlurmBackend(mode="srun", time_limit=1)
 backend.begin_study("srunend")
 here = Path.cwd()
+# (each task says it runs: a step scancelled as it launches is "aborted before step
+# completely launched" by srun, with no slurmstepd line: not the running step's case)
+started = ["sh", "-c", 'touch "$0.up"; exec sleep 600']
 handles = {
-    name: backend.launch(Job(name, ["sleep", "600"], cwd=here, log_path=here / f"{name}.log"))
+    name: backend.launch(Job(name, [*started, name], cwd=here, log_path=here / f"{name}.log"))
     for name in ("limited", "theirs")
 }
 theirs = until(lambda: step_id("-theirs"), "step theirs listed")
+until(lambda: True if (here / "theirs.up").exists() else None, "step theirs's task to run")
 subprocess.run(["scancel", theirs], check=True)
 out = {"theirs": until(lambda: backend.poll(handles["theirs"]), "theirs to end")}
 ours = backend.launch(Job("ours", ["sleep", "600"], cwd=here, log_path=here / "ours.log"))

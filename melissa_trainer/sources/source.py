@@ -133,8 +133,10 @@ class Source(ABC):
         """Seconds `stop` may block at most, beyond its commands' moments: the trainer
         ranks' last meeting (`trainer.exit_meeting`) waits that much longer, so that no
         rank leaves it while another's source still stops (a `Study` on rank 0 killing
-        its simulations). The same on every rank (the ranks run one script): a rank
-        waits by its own source's bound. 0 by default (a source that stops at once)."""
+        its simulations). Asked once per `train()`, as the sources have started: the
+        ranks wait the largest of their bounds (`exit_meeting.agree_meet_bound`); an
+        override that raises is said at WARNING and counts 0. 0 by default (a source
+        that stops at once)."""
         return 0.0
 
     def hooks(self, args: TrainingArguments) -> list[Any]:

@@ -13,8 +13,9 @@ was killed (exit -15 in place of its own 1 or 143).
 So, once its end is done (the source stopped, the lines written), each rank meets the
 others (`meet`): no rank exits while another still works. The meeting is bounded: a peer
 that is gone breaks it at once (the backend's error, said at WARNING), one that does not
-come within `MEET_TIMEOUT` s beyond the time its source may take to stop (`meet_timeout`:
-a study's `kill_grace`) (hung, or stuck in its end) is left, with a WARNING; the
+come within `MEET_TIMEOUT` s beyond the time the slowest rank's source may take to stop
+(`meet_timeout`: a study's `kill_grace`; the largest of the ranks', agreed at the start
+of training: `agree_meet_bound`) (hung, or stuck in its end) is left, with a WARNING; the
 error being raised is the one that propagates, whatever the meeting says. Past the
 meeting the ranks exit within moments of each other, still not at once: the agent's
 SIGTERM may reach a rank as it exits (its interpreter's teardown). `hold_term` makes that
@@ -45,6 +46,7 @@ __all__ = [
     "MEET_TIMEOUT",
     "MEET_USUAL",
     "TERM_GRACE",
+    "agree_meet_bound",
     "hold_term",
     "holding",
     "meet",
@@ -87,6 +89,65 @@ def meet_timeout(source: Any) -> float:
                        MEET_TIMEOUT)  # fmt: skip
         return MEET_TIMEOUT
     return MEET_TIMEOUT + max(0.0, bound)
+
+
+def agree_meet_bound(rank: int, source: Any, device: Any) -> float | None:
+    """The meeting's bound, the same on every rank: the largest of the ranks'
+    `meet_timeout(source)`, by one all-reduce (MAX) on `device`, which is also the
+    barrier of the start of training (`run_waits.sources_started`: no collective is
+    added). Each rank's own bound would let a rank whose source says less (a script with
+    a smaller `kill_grace` there, another source) leave while rank 0 still stops its
+    simulations: torchrun then SIGTERMs rank 0 in its stop. None without a process
+    group of two ranks or more (no meeting).
+
+    Raises:
+        ValueError: the bound exceeds the process group's timeout, on every rank (rank
+            0's is said, the others' are quiet copies: `common.refusal.elsewhere`): a
+            rank waiting at the meeting for a late rank 0 would be ended by the backend
+            (gloo's monitored barrier bounds rank 0's wait only, the others wait for
+            its answer as long as the group's timeout; NCCL aborts a collective past
+            it), so it is refused before any step, naming what to change.
+    """
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() < 2:
+        return None
+    shared = torch.tensor([meet_timeout(source)], dtype=torch.float64, device=device)
+    dist.all_reduce(shared, op=dist.ReduceOp.MAX)
+    bound = float(shared.item())
+    group = group_timeout(device)
+    if group is not None and bound > group:
+        from melissa_trainer.common.refusal import elsewhere
+
+        raise elsewhere(ValueError(_past_group(bound, group)), rank)
+    return bound
+
+
+def group_timeout(device: Any) -> float | None:
+    """The default process group's timeout, in seconds, as its backend on `device` holds
+    it (what ``InitProcessGroupKwargs(timeout=...)`` set, else torch's default for the
+    backend); None when torch keeps it elsewhere (said at WARNING: the meeting's bound
+    is then not checked against it)."""
+    try:
+        # (torch has no public getter of a group's timeout: its backend's options hold it)
+        backend = dist.group.WORLD._get_backend(torch.device(device))  # type: ignore[union-attr]
+        return float(backend.options._timeout.total_seconds())
+    except Exception as exc:  # (torch's private API: another version may differ)
+        logger.warning("the process group's timeout could not be read (%r): the ranks' "
+                       "last meeting's bound is not checked against it", exc)  # fmt: skip
+        return None
+
+
+def _past_group(bound: float, group: float) -> str:
+    """The refusal's words: a meeting's `bound` past the process group's timeout."""
+    wide = math.ceil(bound) + 60
+    return (
+        f"the ranks' last meeting may wait {bound:g} s ({MEET_TIMEOUT:g} s beyond the "
+        f"longest stop_bound() of the ranks' sources: a Study's STOP_WAIT and its "
+        f"LauncherTuning.kill_grace, with its backend's waits), more than the process "
+        f"group's timeout, {group:g} s: a rank waiting there while rank 0 stops its "
+        f"source would be ended by the backend. Lower LauncherTuning.kill_grace, or give "
+        f"the trainer kwargs_handlers=[InitProcessGroupKwargs(timeout=timedelta(seconds="
+        f"{wide}))] (accelerate.utils)"
+    )
 
 
 def meet(rank: int, why: str, timeout: float = MEET_TIMEOUT, device: Any = None) -> bool:

@@ -273,8 +273,10 @@ class OnlineTrainer(TrainerSteps):
         self.preempted_by = None
         failure = self._failure = SourceFailure(self)  # (held until agreed: `source_failure`)
         preempted = False  # (every rank raises `Preempted` at the same step)
+        meet_bound: float | None = None  # (the ranks' last meeting's, agreed at the start)
         try:
-            sources_started(self)  # (a barrier under several ranks, watched: `run_waits`)
+            # (a barrier under several ranks, watched, agreeing the meeting's bound: `run_waits`)
+            meet_bound = sources_started(self)
             hooks.fire(Event.SOURCE_STARTED, self, state, control)
             self.model.train()
             self.log_figures.started = time.perf_counter()
@@ -367,7 +369,8 @@ class OnlineTrainer(TrainerSteps):
                 met = (preempted or failure.agreed) and self.stop_sync.distributed
                 if met:  # (a signal from now: the exit's words; the hold before restore)
                     preemption.ending = "a preemption" if preempted else failure.words
-                    bound = meet_timeout(self.source)  # (rank 0's study: its kill_grace)
+                    # (the agreed bound: the slowest rank's stop, rank 0's study's kill_grace)
+                    bound = meet_timeout(self.source) if meet_bound is None else meet_bound
                     meet(self.process_index, preemption.ending, bound, self.accelerator.device)
                     hold_term(previous=preemption.previous_term())  # (the launcher's SIGTERM)
                 preemption.restore()

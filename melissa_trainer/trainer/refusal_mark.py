@@ -12,9 +12,10 @@ out its grace for a launcher that may never end it (the launcher of another mach
 own code raised a refusal compares the mark with its own line and stays silent only when
 they are the same (the user's own `ConfigError`, raised alike on every rank). Each
 rank that read the mark says so (`await_mark`'s `then`, over the connection it read the
-mark on: a new one may take a lost DNS query's 5 s; `read`), and rank 0 waits for them (at most
-`READ_WAIT` s) before it exits: under a single launcher, rank 0's exit makes it end
-the other ranks, which could cut short a rank about to say a refusal of its own.
+mark on: a new one may take a lost DNS query's 5 s; `read`), and rank 0 waits for them
+(at most `READ_WAIT` s, which covers a reader's first connection losing its lookups)
+before it exits: under a single launcher, rank 0's exit makes it end the other ranks,
+which could cut short a rank about to say a refusal of its own.
 
 Without an agent store (``python train.py``, another launcher), or when it cannot be
 reached (node 0's launcher ended: its rank 0 has ended too), there is no mark:
@@ -46,6 +47,7 @@ __all__ = [
     "CONNECT_TIMEOUT",
     "STORE_TIMEOUT",
     "GONE",
+    "LOST_LOOKUP",
     "MARK_POLL",
     "NO_STORE",
     "READ_WAIT",
@@ -65,9 +67,15 @@ CONNECT_TIMEOUT = 5.0
 #: timeout, 5 s at its default (seen 1 connection in 40 on a machine whose DNS dropped
 #: queries), at which the client gave up on a store that was there (taken as gone)
 STORE_TIMEOUT = 30.0
+#: seconds a reverse lookup lost in the DNS costs (the resolver's default timeout)
+LOST_LOOKUP = 5.0
 #: at most, seconds rank 0 waits for the other ranks to have read its mark (`leave`): a
-#: rank that raised no refusal (one of rank 0's alone) never reads it
-READ_WAIT = 5.0
+#: rank that raised no refusal (one of rank 0's alone) never reads it. A reading rank's
+#: first connection (its `await_mark`'s, begun as rank 0 leaves the mark when both
+#: refuse at once) may lose two lookups before its read: its client's of the store's
+#: address, then the store server's of the client (which blocks every client
+#: meanwhile); 5 s beyond them for the read itself
+READ_WAIT = 5.0 + 2 * LOST_LOOKUP
 #: seconds between two looks for the mark (`await_mark`), or for its readers (`leave`)
 MARK_POLL = 0.05
 #: `await_mark`'s answer when the store is gone: node 0's launcher ended (after its

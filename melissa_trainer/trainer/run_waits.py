@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from melissa_trainer.core.wait_watch import LAST_STEPS_USUAL, SOURCES_USUAL
+from melissa_trainer.trainer.exit_meeting import agree_meet_bound
 from melissa_trainer.trainer.reporting import watched
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -27,13 +28,16 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["last_window_check", "run_window", "sources_started"]
 
 
-def sources_started(trainer: OnlineTrainer) -> None:
-    """Wait until every rank's source has started (a barrier under several ranks)."""
+def sources_started(trainer: OnlineTrainer) -> float | None:
+    """Wait until every rank's source has started (under several ranks, an all-reduce
+    that is also the ranks' agreement on the bound of their last meeting:
+    `exit_meeting.agree_meet_bound`, whose refusal it raises); returns that bound (None
+    with one process: no meeting)."""
     if trainer.num_processes <= 1:
-        return
+        return None
     at = "the start of training, once every rank's source started (a barrier)"
     with watched(trainer, at, SOURCES_USUAL):
-        trainer.accelerator.wait_for_everyone()
+        return agree_meet_bound(trainer.process_index, trainer.source, trainer.accelerator.device)
 
 
 def last_window_check(

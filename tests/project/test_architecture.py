@@ -45,7 +45,12 @@ PACKAGE = "melissa_trainer"
 # only shrinks). Accelerate's registered objects have no public view: their classes are
 # recorded and checked before a resume (Accelerate's own check is a bare count, after the
 # model is loaded).
-ALLOWED_PRIVATE: set[tuple[str, str]] = {("checkpoint/registered_objects.py", "_custom_objects")}
+ALLOWED_PRIVATE: set[tuple[str, str]] = {
+    ("checkpoint/registered_objects.py", "_custom_objects"),
+    # torch's: no public getter of a process group's timeout (`exit_meeting.group_timeout`)
+    ("trainer/exit_meeting.py", "_get_backend"),
+    ("trainer/exit_meeting.py", "_timeout"),
+}
 
 #: the package's layers, lowest first: a module of one imports only modules of its own
 #: layer or of a lower one (type-only imports included); every layer below `core` is

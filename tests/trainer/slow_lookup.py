@@ -4,7 +4,8 @@ connects, and a DNS query lost costs the resolver's timeout (5 s by default). Fo
 tests/trainer/test_store_slow_answer.py and test_refusal_read_one_connection.py.
 
 `compile_library` builds it (needs ``cc``); `environment` is what the process is given:
-each lookup after the first `skip` takes `seconds`."""
+each lookup after the first `skip` takes `seconds`, and first creates the file `flag`
+when one is given (a test waits for it: the process is in that lookup)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ SOURCE = r"""
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <netdb.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -29,6 +31,9 @@ int getnameinfo(const struct sockaddr *sa, socklen_t salen, char *host, socklen_
                           socklen_t, int);
     const char *skip = getenv("SLOW_LOOKUP_SKIP"), *wait = getenv("SLOW_LOOKUP_SECONDS");
     if (calls++ >= (skip ? atoi(skip) : 0)) {
+        const char *flag = getenv("SLOW_LOOKUP_FLAG");
+        FILE *made = flag ? fopen(flag, "w") : NULL;
+        if (made) fclose(made);
         double s = wait ? atof(wait) : 0.0;
         struct timespec ts = {(time_t)s, (long)((s - (time_t)s) * 1e9)};
         nanosleep(&ts, NULL);
@@ -48,8 +53,12 @@ def compile_library(where: Path) -> Path:
     return library
 
 
-def environment(library: Path, seconds: float, skip: int = 0) -> dict[str, str]:
+def environment(
+    library: Path, seconds: float, skip: int = 0, flag: Path | None = None
+) -> dict[str, str]:
     """This process's environment with `library` preloaded: each lookup after the first
-    `skip` takes `seconds`."""
+    `skip` takes `seconds`, having created `flag` (if given)."""
     slow = {"SLOW_LOOKUP_SECONDS": str(seconds), "SLOW_LOOKUP_SKIP": str(skip)}
+    if flag is not None:
+        slow["SLOW_LOOKUP_FLAG"] = str(flag)
     return {**os.environ, "LD_PRELOAD": str(library), **slow}

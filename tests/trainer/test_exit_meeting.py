@@ -119,3 +119,79 @@ def test_the_meeting_is_bounded_when_a_peer_is_gone_or_late(tmp_path: Any, peer:
             p.kill()
     assert ranks[0].returncode == 0 and "met=False" in said, said
     assert "[rank 0] rank 0 did not meet every other rank at the end of training" in said, said
+
+
+@pytest.mark.timeout(60)
+def test_the_process_groups_timeout_is_read_from_its_backend(tmp_path: Any) -> None:
+    """What ``init_process_group(timeout=...)`` (``InitProcessGroupKwargs``) set."""
+    from datetime import timedelta
+
+    import torch
+    import torch.distributed as dist
+
+    from melissa_trainer.trainer.exit_meeting import agree_meet_bound, group_timeout
+
+    dist.init_process_group(
+        "gloo", init_method=f"file://{tmp_path / 'g'}", rank=0, world_size=1,
+        timeout=timedelta(seconds=77),
+    )  # fmt: skip
+    try:
+        assert group_timeout(torch.device("cpu")) == 77.0
+        # (one rank: no meeting, nothing agreed)
+        assert agree_meet_bound(0, object(), torch.device("cpu")) is None
+    finally:
+        dist.destroy_process_group()
+
+
+class _Bound:
+    def __init__(self, bound: float) -> None:
+        self.bound = bound
+
+    def stop_bound(self) -> float:
+        return self.bound
+
+
+def _two_ranks(monkeypatch: pytest.MonkeyPatch, other: float, group: float) -> None:
+    """`exit_meeting`'s torch.distributed as one rank of two whose peer's bound is
+    `other`, under a process group whose timeout is `group` s."""
+    from melissa_trainer.trainer import exit_meeting
+
+    def all_reduce(tensor: Any, op: Any = None) -> None:
+        tensor.fill_(max(float(tensor.item()), other))
+
+    monkeypatch.setattr(exit_meeting.dist, "is_initialized", lambda: True)
+    monkeypatch.setattr(exit_meeting.dist, "get_world_size", lambda *a, **k: 2)
+    monkeypatch.setattr(exit_meeting.dist, "all_reduce", all_reduce)
+    monkeypatch.setattr(exit_meeting, "group_timeout", lambda device: group)
+
+
+@pytest.mark.timeout(30)
+def test_every_rank_meets_by_the_largest_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    from melissa_trainer.trainer.exit_meeting import MEET_TIMEOUT, agree_meet_bound
+
+    _two_ranks(monkeypatch, other=MEET_TIMEOUT + 300.0, group=1800.0)
+    assert agree_meet_bound(1, _Bound(5.0), "cpu") == MEET_TIMEOUT + 300.0
+    _two_ranks(monkeypatch, other=MEET_TIMEOUT, group=1800.0)
+    assert agree_meet_bound(1, _Bound(5.0), "cpu") == MEET_TIMEOUT + 5.0
+
+
+@pytest.mark.timeout(30)
+def test_a_bound_past_the_groups_timeout_is_refused_naming_what_to_change(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Said by rank 0; the other ranks raise a quiet copy (`refusal.elsewhere`)."""
+    from melissa_trainer.common.refusal import SaidOnRankZero
+    from melissa_trainer.trainer.exit_meeting import MEET_TIMEOUT, agree_meet_bound
+
+    _two_ranks(monkeypatch, other=0.0, group=600.0)
+    with pytest.raises(ValueError) as refused:
+        agree_meet_bound(0, _Bound(500.0), "cpu")
+    text = str(refused.value)
+    assert f"may wait {MEET_TIMEOUT + 500:g} s" in text, text
+    assert "process group's timeout, 600 s" in text and "LauncherTuning.kill_grace" in text
+    assert f"InitProcessGroupKwargs(timeout=timedelta(seconds={MEET_TIMEOUT + 560:g}))" in text
+    assert not isinstance(refused.value, SaidOnRankZero)
+    with pytest.raises(ValueError) as quiet:
+        agree_meet_bound(1, _Bound(500.0), "cpu")
+    assert isinstance(quiet.value, SaidOnRankZero) and str(quiet.value) == text
+    assert agree_meet_bound(0, _Bound(480.0 - MEET_TIMEOUT), "cpu") == 480.0  # (within it)

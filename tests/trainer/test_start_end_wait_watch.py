@@ -32,6 +32,7 @@ from melissa_trainer.launcher import Launcher, make_sampler  # noqa: E402
 from melissa_trainer.study import study as study_module  # noqa: E402
 from melissa_trainer.study.hooks import StudyEvents  # noqa: E402
 from melissa_trainer.study.launch import complete_on_every_rank  # noqa: E402
+from melissa_trainer.trainer import exit_meeting  # noqa: E402
 from melissa_trainer.trainer.no_training import NoTrainingError, refuse_untrained  # noqa: E402
 from melissa_trainer.trainer.run_waits import last_window_check, sources_started  # noqa: E402
 from melissa_trainer.trainer.setup import claim_output_dir  # noqa: E402
@@ -78,6 +79,7 @@ def fake_group(monkeypatch: pytest.MonkeyPatch, release: threading.Event) -> Non
 
     monkeypatch.setattr(dist, "all_gather_object", gather_object)
     monkeypatch.setattr(dist, "broadcast", broadcast)
+    monkeypatch.setattr(dist, "all_reduce", broadcast)
     monkeypatch.setattr(dist, "is_initialized", lambda: True)
     monkeypatch.setattr(dist, "get_world_size", lambda *a, **k: 2)
 
@@ -108,10 +110,16 @@ def test_the_output_lock_broadcast_held_warns_naming_the_lock(
 
 
 @pytest.mark.timeout(60)
-def test_the_barrier_once_every_source_started_held_warns(said: Said) -> None:
+def test_the_barrier_once_every_source_started_held_warns(
+    monkeypatch: pytest.MonkeyPatch, said: Said
+) -> None:
+    """The barrier is the all-reduce that agrees the last meeting's bound."""
     release = threading.Event()
-    accelerator = SimpleNamespace(wait_for_everyone=lambda: release.wait(WAIT))
-    trainer = view(WaitWatch(rank=0, first=0.001), accelerator=accelerator)
+    fake_group(monkeypatch, release)
+    monkeypatch.setattr(exit_meeting, "group_timeout", lambda device: 1800.0)
+    accelerator = SimpleNamespace(device=torch.device("cpu"))
+    source = SimpleNamespace(stop_bound=lambda: 0.0)
+    trainer = view(WaitWatch(rank=0, first=0.001), accelerator=accelerator, source=source)
     first = held(said, lambda: sources_started(trainer), release, "a barrier")  # type: ignore[arg-type]
     assert "once every rank's source started (a barrier)" in first, first
     assert "loading its checkpoint or starting its source" in first, first

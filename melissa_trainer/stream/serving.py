@@ -25,9 +25,9 @@ The queue, its bound, its version stamps, its expiry and the counters are a
 `RequestQueue` (`melissa_trainer.stream.serving_queue`; `Pending`, `ServingRefused` and
 `DEFAULT_MAX_QUEUE` still import from here). The training thread drains the queue
 (`take`), runs the model, and answers (`answer`, `refuse`): replies are handed to the
-I/O thread through an inproc socket (ZeroMQ sockets belong to one thread). A request
-older than its client's timeout is dropped unanswered (counted ``expired``): its client
-has given up and fallen back.
+I/O thread through an inproc socket (ZeroMQ sockets belong to one thread), copied
+(`serving_bind` says why). A request older than its client's timeout is dropped
+unanswered (counted ``expired``): its client has given up and fallen back.
 
 A peer that does not read its replies cannot block anyone: the ROUTER drops replies to
 a peer whose queue is full or which is gone. A frame over the bound (the declared
@@ -315,12 +315,12 @@ class PredictServer:
     def _reply(self, identity: bytes | None, frames: list[Any]) -> None:
         if threading.current_thread() is self._thread:  # the I/O thread owns the ROUTER
             assert self._router is not None
-            self._router.send_multipart([identity or b"", *frames], copy=False)
+            self._router.send_multipart([identity or b"", *frames], copy=True)
             return
         with self._send_lock:  # (the PUSH socket is shared by the threads that answer)
             out = self._replies_out
-            if out is not None:
-                out.send_multipart([identity or b"", *frames], copy=False)
+            if out is not None:  # (copied, as above: `serving_bind` says why)
+                out.send_multipart([identity or b"", *frames], copy=True)
 
     def _queue_or_refuse(self, pending: Pending) -> None:
         """Queue `pending` (`RequestQueue.offer`), or refuse it (not serving, queue full)."""

@@ -1,7 +1,23 @@
 """The serving socket's plumbing (`PredictServer`): the error of one that cannot bind
 (`PredictServer.start`: what went wrong and what to do about it), and the I/O thread's
 forwarding of the answers other threads hand it (`forward_answers`). Standard library
-and pyzmq only."""
+and pyzmq only.
+
+Every reply is sent copied (``copy=True``), never shared with libzmq. A frame of 64 KiB
+or more (pyzmq's ``copy_threshold``) sent without a copy is let go of through pyzmq's
+collector thread: a blocking send to its queue (1,000 deep at each end), from whichever
+thread drops the last reference to it. That may be a thread holding Python's lock: the
+I/O thread dropping the frames it forwarded here, or an answering thread (training's).
+With the collector behind (starved of that lock), the queue fills, the send waits for a
+collector that waits for the lock, and the whole trainer hangs: 3,000 answers of 64 KiB
+with the collector stalled did (`tests/stream/test_serving_collector.py`). Below 64 KiB
+pyzmq copies anyway (the replies of `benchmarks/closed_loop.py`, 256 bytes, are as
+before). Above, the copy may cost hand-off throughput: `benchmarks/serve_answer_copy.py`
+read copied / zero-copy answers per second of 1.41 and 0.66 at 64 KiB, 1.01 and 0.37 at
+1 MiB in two runs on a 2-core machine at load 10, each arm's rounds spread 2 to 5x
+(`benchmarks/results/serve_answer_copy.txt`): still thousands of answers a second of
+64 KiB and hundreds of 1 MiB (medians 486 and 1,034), where `closed_loop.py`'s client
+asks 50 a second."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 /* User trial 32: a C simulation that streams (u, u_next) and asks the trainer for u_next
  * before each step with mt_predict (external mode: MELISSA_TRAINER_SIMULATION_ID and
- * MELISSA_TRAINER_RENDEZVOUS in the environment). Built with the documented command:
- *   cc trial32_solver.c $(pkg-config --cflags --libs melissa-trainer-client) -Wl,-rpath,$MT_PREFIX/lib
+ * MELISSA_TRAINER_RENDEZVOUS in the environment). Built with the documented command, and
+ * -lm for its own sin():
+ *   cc trial32_solver.c $(pkg-config --cflags --libs melissa-trainer-client) -lm -Wl,-rpath,$MT_PREFIX/lib
  * Usage: ./a.out STEPS TIMEOUT_S [BAD]; BAD=1 sends a float64 input, BAD=2 a (15,) one.
  * Prints "ASK t status version seconds detail" per request; compiled with TRIAL_STAMP
  * defined (trial41_solver.c), "ASK t status version seconds @wallclock detail". */

@@ -15,13 +15,18 @@ appears), mid (SIGKILL at step $KILL_STEP, 75), save (SIGKILL held in the write 
 directory appears; $HIDDEN for a big model), rank (two ranks, $TWO set: SIGKILL rank 1 at
 step $KILL_STEP, then SIGTERM to the launcher), again_serve / again_save (SIGKILL at step
 $KILL_STEP, then the resumed trainer SIGKILLed as it publishes its serve file, or held in
-its first save, and a third run resumes). Other settings: $STEPS (300) per solver,
-$ASK_TIMEOUT (1.0 s), $SAVE_STEPS (50), $DOWN (3 s between the kill and the resume).
+its first save, and a third run resumes), again_resend (SIGKILL at step $KILL_STEP, then
+the resumed trainer SIGKILLed as soon as every solver says it followed it: their steps sent
+again from their replay windows are then queued or on the wire, most of them not yet
+trained on; a third run resumes and must get them again: $STEPS such that the solvers
+still step when it starts, 1500 for Python's, 3000 for C's). Other settings: $STEPS (300)
+per solver, $ASK_TIMEOUT (1.0 s), $SAVE_STEPS (50), $DOWN (3 s between the kill and the resume).
 """
 
 from __future__ import annotations
 
 import collections
+import json
 import os
 import signal
 import subprocess
@@ -138,6 +143,19 @@ def left() -> list[str]:
     return found
 
 
+def run_id() -> str | None:
+    """The run id rank 0's rendezvous file names now (None: none readable)."""
+    try:
+        return json.loads((RDV / "rank_0.json").read_text()).get("run_id")
+    except (OSError, ValueError):
+        return None
+
+
+def log(sid: int) -> str:
+    """What solver `sid` printed so far."""
+    return (WORK / f"solver{sid}.log").read_text(errors="replace")
+
+
 def checkpoints() -> list[str]:
     root = OUT / "checkpoints"
     return sorted(p.name for p in root.iterdir()) if root.exists() else []
@@ -153,7 +171,7 @@ def main() -> None:
         time.sleep(float(os.environ.get("KILL_AT", "0.5")))
     elif MODE == "serve_file":
         wait_for(lambda: (RDV / "serve_0.json").exists(), 300, "serve_0.json")
-    elif MODE in ("mid", "rank", "again_serve", "again_save"):
+    elif MODE in ("mid", "rank", "again_serve", "again_save", "again_resend"):
         wait_for(lambda: len({s for s, _ in trained("first")}) >= steps, 600, f"step {steps}")
     elif MODE == "save":
         wait_for(lambda: (WORK / "hold_mark").exists(), 600, "the held save")
@@ -177,16 +195,24 @@ def main() -> None:
     say("solvers alive:", [s.poll() is None for s in solvers])
     tags = ["first", "resumed"]
     if MODE.startswith("again"):
-        stamp = serve_stamp()
+        stamp, first_run = serve_stamp(), run_id()
         held = ["--hold_save", "2"] if MODE == "again_save" else []
         second = trainer("resumed", "--resume_from_checkpoint", "latest", *held)
         if MODE == "again_serve":
             wait_for(lambda: serve_stamp() not in (stamp, None), 300, "a new serve_0.json")
+        elif MODE == "again_resend":  # (each solver's follow said once its steps went)
+            wait_for(lambda: run_id() not in (first_run, None), 300, "the resumed run's id")
+            said = f"followed the restarted trainer (run {run_id()}"  # (Python's, C's words)
+            wait_for(lambda: all(said in log(sid) for sid in range(SIMS)), 300, said)
         else:
             (WORK / "hold_mark").unlink(missing_ok=True)
             wait_for(lambda: (WORK / "hold_mark").exists(), 600, "the resumed run's save")
         say("checkpoints before the second kill:", checkpoints())
         say("SIGKILL the resumed trainer: exit", kill(second))
+        if MODE == "again_resend":  # (what it took by then: its checkpoint's, then resent)
+            took = trained("resumed")
+            say(f"the resumed run trained {len(took)} sample(s) before its kill, the last "
+                f"{took[-1:]}")  # fmt: skip
         say("checkpoints after the second kill:", checkpoints())
         time.sleep(float(os.environ.get("DOWN", "3")))
         tags.append("third")

@@ -43,11 +43,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from melissa_trainer.checkpoint.paths import PREFIX
+from melissa_trainer.core.state import STATE_FILE
+
 #: the manifest's file name, directly under the checkpoint directory
 MANIFEST = "manifest.json"
 #: the manifest's format: a reader refuses a newer one rather than misread it
 FORMAT = 1
 _CHUNK = 1 << 20
+#: a checkpoint's name, its step in it
+_NAMED = re.compile(rf"{re.escape(PREFIX)}(\d+)")
 HASH = "sha256"
 #: threads hashing one rank's files while it fsyncs them
 _WORKERS = 4
@@ -177,6 +182,43 @@ def read(checkpoint: str | os.PathLike[str]) -> dict[str, Entry] | None:
     except ValueError as exc:  # JSONDecodeError included
         raise ValueError(f"{path}: unreadable manifest ({exc})") from exc
     return files
+
+
+def misnamed(checkpoint: str | os.PathLike[str]) -> Problem | None:
+    """A `Problem` when `checkpoint`'s name, ``checkpoint-N``, is not the step it holds
+    (its manifest's ``step``; without a manifest, an earlier version's, its
+    ``trainer_state.json``'s ``global_step``); None when they agree, when the name is
+    not of that form (a path the user chose) or when the step cannot be read (the
+    manifest's and the files' checks say why).
+
+    Why: ``latest`` takes the highest step by name. A checkpoint renamed, or copied over
+    by a sync tool or a bad copy, to a higher step (``checkpoint-30`` holding step 20's
+    state) was taken over the real newest one, and the run resumed at step 20 while the
+    name said 30; each requeue took it again (its saves of 21 to 29 never the newest by
+    name), and the next save of step 30 replaced it: work lost, nothing said."""
+    path = Path(checkpoint)
+    named = _NAMED.fullmatch(path.name)
+    if named is None:
+        return None
+    file, key = MANIFEST, "step"
+    try:
+        body = json.loads((path / MANIFEST).read_text())
+    except FileNotFoundError:  # (an earlier version's: its trainer state says)
+        file, key = STATE_FILE, "global_step"
+        try:
+            body = json.loads((path / STATE_FILE).read_text())
+        except (OSError, ValueError):
+            return None
+    except (OSError, ValueError):
+        return None
+    held = body.get(key) if isinstance(body, dict) else None
+    if not isinstance(held, int) or held == int(named.group(1)):
+        return None
+    return Problem(
+        file,
+        f"holds step {held}, not step {named.group(1)} as its name says (renamed, or "
+        f"copied over from another checkpoint): rename it checkpoint-{held} to resume from it",
+    )
 
 
 def owned_by(entries: Mapping[str, Entry], rank: int, world_size: int) -> dict[str, Entry]:

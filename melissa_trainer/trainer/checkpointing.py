@@ -302,19 +302,23 @@ def verify(trainer: OnlineTrainer, path: Path) -> list[manifest.Problem]:
     """The problems of checkpoint `path` against its manifest, the same on every rank:
     sizes first (cheap), then hashes (each rank its own files). [] when it verifies,
     or has no manifest (an earlier version's: the main rank warns that it is
-    unverified). Files the manifest lacks where the loading never looks (`manifest.
+    unverified). A ``checkpoint-N`` that holds another step than N (`manifest.misnamed`)
+    does not verify. Files the manifest lacks where the loading never looks (`manifest.
     unexpected`'s foreign ones: a hook's artefacts) are no problem: when the checkpoint
     verifies, the main rank warns once, naming them. Collective."""
-    read: tuple[dict[str, manifest.Entry] | None, str | None] = (None, None)
+    read: tuple[dict[str, manifest.Entry] | None, str | None, manifest.Problem | None]
+    read = (None, None, None)
     if trainer.is_main_process:  # the main rank's reading decides, for every rank
         try:
-            read = (manifest.read(path), None)
+            read = (manifest.read(path), None, manifest.misnamed(path))
         except ValueError as exc:
-            read = (None, str(exc))
-    entries, unreadable = from_main(trainer, read, f"{path.name}'s check, its manifest")
+            read = (None, str(exc), None)
+    entries, unreadable, misnamed = from_main(trainer, read, f"{path.name}'s check, its manifest")
     if unreadable is not None:  # (its message names the file: the Problem does)
         what = unreadable.removeprefix(f"{path / manifest.MANIFEST}: ")
         return [manifest.Problem(manifest.MANIFEST, what)]
+    if misnamed is not None:  # (another step's state under this step's name)
+        return [misnamed]
     if entries is None:
         if trainer.is_main_process:
             logger.warning(

@@ -48,6 +48,8 @@ from melissa_trainer.core.state import STATE_FILE
 
 #: the manifest's file name, directly under the checkpoint directory
 MANIFEST = "manifest.json"
+#: `format.FORMAT_FILE` (not imported: `format` imports this module, through `errors`)
+FORMAT_FILE = "format.json"
 #: the manifest's format: a reader refuses a newer one rather than misread it
 FORMAT = 1
 _CHUNK = 1 << 20
@@ -157,11 +159,19 @@ def read(checkpoint: str | os.PathLike[str]) -> dict[str, Entry] | None:
     """The entries of `checkpoint`'s manifest, or None when it has none (written by an
     earlier version). Raises `ValueError` naming the manifest when it is unreadable
     (its permissions, or its checkpoint directory's, a directory in its place...),
-    malformed or of a newer format: the checkpoint is then a corrupt one."""
+    malformed or of a newer format, or missing where `FORMAT_FILE` is there: the
+    checkpoint is then a corrupt one. (`FORMAT_FILE` came after manifests: a version
+    that writes it writes a manifest; one missing then is a bad copy's, whose other
+    files may be missing too, some of which the loading does without, silently.)"""
     path = Path(checkpoint) / MANIFEST
     try:
         text = path.read_text()
     except FileNotFoundError:
+        if (Path(checkpoint) / FORMAT_FILE).is_file():  # (not an earlier version's)
+            raise ValueError(
+                f"{path}: missing, though {FORMAT_FILE} is there (written by a version that "
+                "writes a manifest: a partial copy, or the manifest deleted)"
+            ) from None
         return None
     except (OSError, UnicodeDecodeError) as exc:
         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)

@@ -43,13 +43,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from melissa_trainer.checkpoint.paths import PREFIX
+from melissa_trainer.checkpoint.paths import FORMAT_FILE, PREFIX
 from melissa_trainer.core.state import STATE_FILE
 
 #: the manifest's file name, directly under the checkpoint directory
 MANIFEST = "manifest.json"
-#: `format.FORMAT_FILE` (not imported: `format` imports this module, through `errors`)
-FORMAT_FILE = "format.json"
 #: the manifest's format: a reader refuses a newer one rather than misread it
 FORMAT = 1
 _CHUNK = 1 << 20

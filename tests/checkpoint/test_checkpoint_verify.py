@@ -101,7 +101,7 @@ def as_before_manifests(checkpoint: Path) -> None:
     """`checkpoint` as a version before manifests wrote it: no manifest, nor
     ``format.json`` (which came after manifests: with it, a missing manifest is damage)."""
     (checkpoint / manifest.MANIFEST).unlink()
-    (checkpoint / manifest.FORMAT_FILE).unlink()
+    (checkpoint / ckpt.FORMAT_FILE).unlink()
 
 
 def assert_resumed_exactly_from(resumed: dict[str, Any], full: dict[str, Any], step: int) -> None:

@@ -39,7 +39,7 @@ def with_a_misnamed_copy(tmp_path: Path, with_manifest: bool) -> Path:
     shutil.copytree(root / "checkpoint-10", root / "checkpoint-30")
     if not with_manifest:
         (root / "checkpoint-30" / manifest.MANIFEST).unlink()  # (as before manifests)
-        (root / "checkpoint-30" / manifest.FORMAT_FILE).unlink()
+        (root / "checkpoint-30" / ckpt.FORMAT_FILE).unlink()
     return root
 
 

@@ -20,16 +20,11 @@ from typing import Any
 import pytest
 from resume_scenario import run
 
-from melissa_trainer.checkpoint import format as checkpoint_format
 from melissa_trainer.checkpoint import manifest
 
 pytestmark = pytest.mark.timeout(180)
 
 BASE: dict[str, Any] = {"buffer": "fifo", "n_samples": 400, "save_steps": 10}
-
-
-def test_manifest_knows_the_format_files_name() -> None:
-    assert manifest.FORMAT_FILE == checkpoint_format.FORMAT_FILE
 
 
 def test_latest_skips_a_partial_copy_without_its_manifest(

@@ -31,6 +31,7 @@ from melissa_trainer.checkpoint.errors import (
     describe_save_failure,
     describe_verification,
     none_verifies,
+    not_this_run,
     others,
     save_failure_kind,
 )
@@ -350,6 +351,22 @@ def verify(trainer: OnlineTrainer, path: Path) -> list[manifest.Problem]:
 # -- loading ---------------------------------------------------------------------------------
 
 
+def _same_optimizer(trainer: OnlineTrainer, path: Path, built: list[dict[str, Any]]) -> None:
+    """Raise `CheckpointError` (``optimizer.bin``) when the loaded param groups lack
+    hyperparameters of those the script `built` (`resumed_args.missing_hyperparameters`):
+    another optimizer's state, which the first step would fail on (a bare KeyError)."""
+    missing = resumed_args.missing_hyperparameters(built, trainer.optimizer.param_groups)
+    if missing:
+        inner = getattr(trainer.optimizer, "optimizer", trainer.optimizer)  # (Accelerate wraps it)
+        kind = type(inner).__name__
+        raise CheckpointError(
+            f"cannot load {path / 'optimizer.bin'}: it holds the state of another optimizer "
+            f"than your {kind} ({', '.join(missing)} missing): {not_this_run(path)}",
+            path,
+            "optimizer.bin",
+        )
+
+
 def load_checkpoint(trainer: OnlineTrainer, path: Path) -> None:
     """See `OnlineTrainer.load_checkpoint`. Collective: a load error on any rank is
     raised on every rank, never a hang, said once: rank 0 raises its own (`StudyChanged`,
@@ -363,6 +380,7 @@ def load_checkpoint(trainer: OnlineTrainer, path: Path) -> None:
     built = resumed_args.built(trainer.optimizer.param_groups, scheduler)  # (before: loaded)
     try:
         registry.load(trainer, path)
+        _same_optimizer(trainer, path, built[0])
     except Exception as exc:  # (also a study's refusal: every rank must hear of it)
         failure = exc
     said = agree(trainer, str(failure) if failure else None, f"{path.name}'s load")

@@ -71,11 +71,14 @@ def others(path: Path) -> str:
 def _verifies(path: Path) -> bool:
     """Whether checkpoint `path` verifies against its manifest as a resume checks it
     (`trainer.checkpointing.verify`), on this process alone and for every rank's files:
-    sizes, files of the trainer's that its manifest lacks, then hashes. One without a
+    its name against its step, sizes, files of the trainer's that its manifest lacks,
+    then hashes. One without a
     manifest (an earlier version's) counts as verifying: `latest` takes it, unverified."""
     try:
         entries = manifest.read(path)
     except ValueError:  # an unreadable manifest: a corrupt checkpoint
+        return False
+    if manifest.misnamed(path) is not None:  # (another step's state under this name)
         return False
     if entries is None:
         return True
@@ -200,6 +203,8 @@ def none_verifies(root: Path, problems: Sequence[manifest.Problem]) -> str:
         )
     if any("newer than this version" in w for w in whats):
         fixes.append("upgrade melissa-trainer")
+    if any("as its name says" in w for w in whats):
+        fixes.append("rename each checkpoint that holds another step than its name's")
     message = (
         f"resume_from_checkpoint='latest': no checkpoint under {root} verifies (see the "
         "warnings above; nothing was deleted)"
@@ -219,6 +224,7 @@ def _fixable(what: str) -> bool:
         ("unreadable (" in what and "manifest" not in what)
         or what.startswith("unexpected")
         or "newer than this version" in what
+        or "as its name says" in what
     )
 
 

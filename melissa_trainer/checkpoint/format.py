@@ -33,7 +33,7 @@ from melissa_trainer.checkpoint.errors import naming_file
 __all__ = ["FORMAT_FILE", "FORMAT_VERSION", "Part", "Scope", "format_of", "write_format"]
 
 #: the format version of a whole checkpoint, and the parts in it (main rank, at the root)
-FORMAT_FILE = "format.json"
+FORMAT_FILE = ckpt.FORMAT_FILE
 FORMAT_VERSION = 2
 
 

@@ -14,6 +14,10 @@ changed or deleted. Main rank only, before anything is written. So does a resume
 resolve_resume`): skipped for a fault that may pass (permission bits, a shared file
 system's unreadable file), they were deleted by the new run's rotation, or taken by a
 later ``latest`` over the new run's checkpoints (tests/checkpoint/test_skipped_set_aside.py).
+A resume from a checkpoint of another folder (another output_dir, a copy) continues
+none of `root`'s: all of them are moved aside, for the same three reasons (seen: its
+rotation deleted the new run's checkpoint-15 and kept the other run's 30, which the next
+``latest`` took; tests/checkpoint/test_resume_other_folder.py).
 """
 
 from __future__ import annotations
@@ -35,18 +39,21 @@ def set_aside_later(
     """Move the checkpoints of `root` of later steps than `path` (the one a resume
     names) into a new sibling folder ``{root}-after-{path.name}-YYYYmmddTHHMMSSZ`` and
     return it, saying so in one warning (unless not `said`: the caller's warnings name
-    the folder, ``latest``'s skipped checkpoints); None (nothing moved) when there are none, or
-    when `path` is not in `root`. Renames that fail (permissions, another file system)
-    are logged and leave the rest where they are, with the advice to move them by hand:
-    the resume goes on."""
+    the folder, ``latest``'s skipped checkpoints); when `path` is not one of `root`'s
+    (another folder's), every checkpoint of `root`, into ``{root}-previous-...`` (as
+    `overwrite_output_dir` names it). None (nothing moved) when there are none. Renames
+    that fail (permissions, another file system) are logged and leave the rest where
+    they are, with the advice to move them by hand: the resume goes on."""
     found = list_checkpoints(root)  # by step
     resolved = [p.resolve() for p in found]
-    if path.resolve() not in resolved:  # a checkpoint of another folder
-        return None
-    later = found[resolved.index(path.resolve()) + 1 :]
+    if path.resolve() in resolved:
+        later = found[resolved.index(path.resolve()) + 1 :]
+        what, named, which = f"after-{path.name}", path.name, "later checkpoints"
+    else:  # another folder's: none of these is of the history it continues
+        later, what, named, which = found, "previous", str(path), "checkpoints"
     if not later:
         return None
-    target = free_sibling(root, f"after-{path.name}", now)
+    target = free_sibling(root, what, now)
     names = ", ".join(p.name for p in later)
     try:
         target.mkdir()
@@ -57,19 +64,19 @@ def set_aside_later(
     except OSError as exc:
         left = [p.name for p in later if p.exists()]
         logger.warning(
-            "resuming from %s, but %s holds later checkpoints of the run this one does not "
+            "resuming from %s, but %s holds %s of a run this one does not "
             "continue (%s), and moving them to %s failed (%s): %s are still there, where "
             "this run's saves of their steps replace them, max_to_keep counts them, and "
             "'latest' would take the newest by step; move them aside by hand",
-            path.name, root, names, target, exc, ", ".join(left),
+            named, root, which, names, target, exc, ", ".join(left),
         )  # fmt: skip
         return None
     if not said:
         return target
     logger.warning(
-        "resuming from %s: the later checkpoints of the run this one does not continue "
+        "resuming from %s: the %s of a run this one does not continue "
         "(%s) were moved to %s, so that this run's saves, max_to_keep and "
         "--resume_from_checkpoint latest see this run's checkpoints only",
-        path.name, names, target,
+        named, which, names, target,
     )  # fmt: skip
     return target

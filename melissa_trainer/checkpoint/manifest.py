@@ -43,11 +43,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from melissa_trainer.checkpoint.paths import FORMAT_FILE, PREFIX
+from melissa_trainer.core.state import STATE_FILE
+
 #: the manifest's file name, directly under the checkpoint directory
 MANIFEST = "manifest.json"
 #: the manifest's format: a reader refuses a newer one rather than misread it
 FORMAT = 1
 _CHUNK = 1 << 20
+#: a checkpoint's name, its step in it
+_NAMED = re.compile(rf"{re.escape(PREFIX)}(\d+)")
 HASH = "sha256"
 #: threads hashing one rank's files while it fsyncs them
 _WORKERS = 4
@@ -152,11 +157,19 @@ def read(checkpoint: str | os.PathLike[str]) -> dict[str, Entry] | None:
     """The entries of `checkpoint`'s manifest, or None when it has none (written by an
     earlier version). Raises `ValueError` naming the manifest when it is unreadable
     (its permissions, or its checkpoint directory's, a directory in its place...),
-    malformed or of a newer format: the checkpoint is then a corrupt one."""
+    malformed or of a newer format, or missing where `FORMAT_FILE` is there: the
+    checkpoint is then a corrupt one. (`FORMAT_FILE` came after manifests: a version
+    that writes it writes a manifest; one missing then is a bad copy's, whose other
+    files may be missing too, some of which the loading does without, silently.)"""
     path = Path(checkpoint) / MANIFEST
     try:
         text = path.read_text()
     except FileNotFoundError:
+        if (Path(checkpoint) / FORMAT_FILE).is_file():  # (not an earlier version's)
+            raise ValueError(
+                f"{path}: missing, though {FORMAT_FILE} is there (written by a version that "
+                "writes a manifest: a partial copy, or the manifest deleted)"
+            ) from None
         return None
     except (OSError, UnicodeDecodeError) as exc:
         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
@@ -177,6 +190,43 @@ def read(checkpoint: str | os.PathLike[str]) -> dict[str, Entry] | None:
     except ValueError as exc:  # JSONDecodeError included
         raise ValueError(f"{path}: unreadable manifest ({exc})") from exc
     return files
+
+
+def misnamed(checkpoint: str | os.PathLike[str]) -> Problem | None:
+    """A `Problem` when `checkpoint`'s name, ``checkpoint-N``, is not the step it holds
+    (its manifest's ``step``; without a manifest, an earlier version's, its
+    ``trainer_state.json``'s ``global_step``); None when they agree, when the name is
+    not of that form (a path the user chose) or when the step cannot be read (the
+    manifest's and the files' checks say why).
+
+    Why: ``latest`` takes the highest step by name. A checkpoint renamed, or copied over
+    by a sync tool or a bad copy, to a higher step (``checkpoint-30`` holding step 20's
+    state) was taken over the real newest one, and the run resumed at step 20 while the
+    name said 30; each requeue took it again (its saves of 21 to 29 never the newest by
+    name), and the next save of step 30 replaced it: work lost, nothing said."""
+    path = Path(checkpoint)
+    named = _NAMED.fullmatch(path.name)
+    if named is None:
+        return None
+    file, key = MANIFEST, "step"
+    try:
+        body = json.loads((path / MANIFEST).read_text())
+    except FileNotFoundError:  # (an earlier version's: its trainer state says)
+        file, key = STATE_FILE, "global_step"
+        try:
+            body = json.loads((path / STATE_FILE).read_text())
+        except (OSError, ValueError):
+            return None
+    except (OSError, ValueError):
+        return None
+    held = body.get(key) if isinstance(body, dict) else None
+    if not isinstance(held, int) or held == int(named.group(1)):
+        return None
+    return Problem(
+        file,
+        f"holds step {held}, not step {named.group(1)} as its name says (renamed, or "
+        f"copied over from another checkpoint): rename it checkpoint-{held} to resume from it",
+    )
 
 
 def owned_by(entries: Mapping[str, Entry], rank: int, world_size: int) -> dict[str, Entry]:

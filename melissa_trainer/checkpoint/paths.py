@@ -65,6 +65,8 @@ PREFIX = "checkpoint-"
 STAGING_PREFIX = ".tmp-checkpoint-"
 #: an old checkpoint being deleted by `rotate` (hidden from every listing first)
 DELETING_PREFIX = ".deleting-"
+#: the format version and parts of a checkpoint (`checkpoint.format`'s; here, its layout)
+FORMAT_FILE = "format.json"
 _NAME = re.compile(rf"^{PREFIX}(\d+)$")
 
 logger = logging.getLogger(__name__)

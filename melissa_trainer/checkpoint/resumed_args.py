@@ -34,6 +34,7 @@ __all__ = [
     "changed_settings",
     "changes",
     "hyperparameters",
+    "missing_hyperparameters",
     "scheduler_settings",
     "warn_changed_hyperparameters",
     "warn_changed_settings",
@@ -142,6 +143,22 @@ def changed_hyperparameters(
                 continue
             changes.append(f"param_groups[{index}].{key} {value!r} -> {theirs[key]!r}")
     return changes
+
+
+def missing_hyperparameters(
+    built: Sequence[Mapping[str, Any]], loaded: Sequence[Mapping[str, Any]]
+) -> list[str]:
+    """``"param_groups[i].key"`` for each of `built`'s `hyperparameters` that the loaded
+    group lacks: the checkpoint holds another optimizer's state (an SGD's groups have no
+    ``betas``, an Adam's no ``momentum``), which `load_state_dict` takes without a word
+    and the first step fails on (``KeyError: 'betas'``). Keys a newer torch added are no
+    such case: each optimizer's ``__setstate__``, which the load calls, sets them."""
+    return [
+        f"param_groups[{index}].{key}"
+        for index, (mine, theirs) in enumerate(zip(built, loaded, strict=False))
+        for key in mine
+        if key not in theirs
+    ]
 
 
 #: a scheduler's `state_dict` values that move with training (``T_cur``, the restarts'

@@ -31,6 +31,7 @@ from melissa_trainer.checkpoint.errors import (
     describe_save_failure,
     describe_verification,
     none_verifies,
+    not_this_run,
     others,
     save_failure_kind,
 )
@@ -302,19 +303,23 @@ def verify(trainer: OnlineTrainer, path: Path) -> list[manifest.Problem]:
     """The problems of checkpoint `path` against its manifest, the same on every rank:
     sizes first (cheap), then hashes (each rank its own files). [] when it verifies,
     or has no manifest (an earlier version's: the main rank warns that it is
-    unverified). Files the manifest lacks where the loading never looks (`manifest.
+    unverified). A ``checkpoint-N`` that holds another step than N (`manifest.misnamed`)
+    does not verify. Files the manifest lacks where the loading never looks (`manifest.
     unexpected`'s foreign ones: a hook's artefacts) are no problem: when the checkpoint
     verifies, the main rank warns once, naming them. Collective."""
-    read: tuple[dict[str, manifest.Entry] | None, str | None] = (None, None)
+    read: tuple[dict[str, manifest.Entry] | None, str | None, manifest.Problem | None]
+    read = (None, None, None)
     if trainer.is_main_process:  # the main rank's reading decides, for every rank
         try:
-            read = (manifest.read(path), None)
+            read = (manifest.read(path), None, manifest.misnamed(path))
         except ValueError as exc:
-            read = (None, str(exc))
-    entries, unreadable = from_main(trainer, read, f"{path.name}'s check, its manifest")
+            read = (None, str(exc), None)
+    entries, unreadable, misnamed = from_main(trainer, read, f"{path.name}'s check, its manifest")
     if unreadable is not None:  # (its message names the file: the Problem does)
         what = unreadable.removeprefix(f"{path / manifest.MANIFEST}: ")
         return [manifest.Problem(manifest.MANIFEST, what)]
+    if misnamed is not None:  # (another step's state under this step's name)
+        return [misnamed]
     if entries is None:
         if trainer.is_main_process:
             logger.warning(
@@ -346,6 +351,22 @@ def verify(trainer: OnlineTrainer, path: Path) -> list[manifest.Problem]:
 # -- loading ---------------------------------------------------------------------------------
 
 
+def _same_optimizer(trainer: OnlineTrainer, path: Path, built: list[dict[str, Any]]) -> None:
+    """Raise `CheckpointError` (``optimizer.bin``) when the loaded param groups lack
+    hyperparameters of those the script `built` (`resumed_args.missing_hyperparameters`):
+    another optimizer's state, which the first step would fail on (a bare KeyError)."""
+    missing = resumed_args.missing_hyperparameters(built, trainer.optimizer.param_groups)
+    if missing:
+        inner = getattr(trainer.optimizer, "optimizer", trainer.optimizer)  # (Accelerate wraps it)
+        kind = type(inner).__name__
+        raise CheckpointError(
+            f"cannot load {path / 'optimizer.bin'}: it holds the state of another optimizer "
+            f"than your {kind} ({', '.join(missing)} missing): {not_this_run(path)}",
+            path,
+            "optimizer.bin",
+        )
+
+
 def load_checkpoint(trainer: OnlineTrainer, path: Path) -> None:
     """See `OnlineTrainer.load_checkpoint`. Collective: a load error on any rank is
     raised on every rank, never a hang, said once: rank 0 raises its own (`StudyChanged`,
@@ -359,6 +380,7 @@ def load_checkpoint(trainer: OnlineTrainer, path: Path) -> None:
     built = resumed_args.built(trainer.optimizer.param_groups, scheduler)  # (before: loaded)
     try:
         registry.load(trainer, path)
+        _same_optimizer(trainer, path, built[0])
     except Exception as exc:  # (also a study's refusal: every rank must hear of it)
         failure = exc
     said = agree(trainer, str(failure) if failure else None, f"{path.name}'s load")

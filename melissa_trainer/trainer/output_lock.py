@@ -187,7 +187,10 @@ class OutputDirLock:
                     "training (it can no longer train)",
                     self.output_dir,
                 )
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError as exc:  # (a read-only archive of a run, resumed in place)
+            raise _unwritable(self.output_dir, self.path, exc) from exc
         try:
             st = os.fstat(fd)
             key = (st.st_dev, st.st_ino)
@@ -308,6 +311,17 @@ def _unsupported(output_dir: str, exc: OSError) -> OSError:
         f"file locks (Lustre without '-o flock'?). Use an output_dir on a file system with "
         f"locks, or set {ENV_OUTPUT_LOCK}=off to run without the lock (nothing then stops "
         f"a second trainer from using this directory)",
+    )
+
+
+def _unwritable(output_dir: str, path: Path, exc: OSError) -> OSError:
+    """The error of a lock file that cannot be made: `exc`'s errno, and the way on."""
+    return OSError(
+        exc.errno,
+        f"cannot write the lock {str(path)!r} in output_dir {output_dir!r} "
+        f"({exc.strerror}): a run writes its lock, checkpoints and logs there. To resume "
+        "from a checkpoint of a folder this run cannot write to (a read-only copy), give "
+        "another --output_dir and --resume_from_checkpoint PATH of that checkpoint",
     )
 
 

@@ -97,6 +97,13 @@ CORRUPTIONS: dict[str, tuple[str, Callable[[Path], None], str]] = {
 }
 
 
+def as_before_manifests(checkpoint: Path) -> None:
+    """`checkpoint` as a version before manifests wrote it: no manifest, nor
+    ``format.json`` (which came after manifests: with it, a missing manifest is damage)."""
+    (checkpoint / manifest.MANIFEST).unlink()
+    (checkpoint / ckpt.FORMAT_FILE).unlink()
+
+
 def assert_resumed_exactly_from(resumed: dict[str, Any], full: dict[str, Any], step: int) -> None:
     assert resumed["losses"] == [(s, loss) for s, loss in full["losses"] if s > step]
     assert resumed["params"] == full["params"]  # bitwise
@@ -168,7 +175,7 @@ def test_a_checkpoint_without_manifest_is_resumed_from_with_a_warning(
     tmp_path: Path, uninterrupted: dict[str, Any], caplog: pytest.LogCaptureFixture
 ) -> None:
     root = two_checkpoints(tmp_path)
-    (root / "checkpoint-20" / manifest.MANIFEST).unlink(missing_ok=True)  # (main: none)
+    as_before_manifests(root / "checkpoint-20")
     with caplog.at_level(logging.WARNING, logger="melissa_trainer"):
         resumed = run(dict(BASE, output_dir=str(tmp_path / "out"), resume_from_checkpoint="latest"))
     assert_resumed_exactly_from(resumed, uninterrupted, 20)
@@ -192,7 +199,7 @@ def test_every_load_error_of_an_unverified_checkpoint_names_the_file(
     tmp_path: Path, file: str, corrupt: Callable[[Path], None], says: str
 ) -> None:
     root = two_checkpoints(tmp_path)
-    (root / "checkpoint-20" / manifest.MANIFEST).unlink(missing_ok=True)  # (main: none)
+    as_before_manifests(root / "checkpoint-20")
     corrupt(root / "checkpoint-20" / file)
     with pytest.raises(CheckpointError) as caught:
         run(dict(BASE, output_dir=str(tmp_path / "out"), resume_from_checkpoint="latest"))

@@ -45,15 +45,18 @@ model is loaded):
   a thread count in `env`), which the launcher cannot tell from a change of the
   physics (``--time_steps 30`` after 40), and a refusal would leave such a study no
   way to resume. States saved before the command was recorded have nothing to compare:
-  no warning.
+  no warning. Two absolute paths in one directory that name one file are one token
+  (`_one_file`: ``VENV/bin/python`` and ``VENV/bin/python3``, the `sys.executable` of
+  ``python train.py`` and of ``accelerate launch train.py``).
 
-Pure functions on JSON states; no I/O, no locks.
+Functions on JSON states; no locks, and no I/O but `_one_file`'s look at two paths.
 """
 
 from __future__ import annotations
 
 import copy
 import hashlib
+import os
 import shlex
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -121,6 +124,8 @@ def program_change(saved: Any, mine: Mapping[str, Any], finished: int) -> str | 
         return None
     changes = []
     old, new = saved.get("command"), mine.get("command")
+    if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+        new = [o if o != n and _one_file(o, n) else n for o, n in zip(old, new, strict=True)]
     if isinstance(old, list) and isinstance(new, list) and old != new:
         changes.append(f"the simulation command changed: {_token_change(old, new)}")
     old_code, new_code = saved.get("code"), mine.get("code")
@@ -144,6 +149,23 @@ def program_change(saved: Any, mine: Mapping[str, Any], finished: int) -> str | 
         f"the study mixes both; if that is not meant, resume with the old command and env, "
         f"{_NEW_STUDY}"
     )
+
+
+def _one_file(old: Any, new: Any) -> bool:
+    """Whether two command tokens are absolute paths in one directory that name one
+    existing file: ``VENV/bin/python`` and ``VENV/bin/python3``, which `python` and
+    `accelerate launch` (its script's shebang) give as `sys.executable`, so that a resize
+    between them is no change of command. One directory, not only one file: a venv's
+    python is a link to its base interpreter's file yet runs another environment (its
+    ``pyvenv.cfg`` is found from the path as given), so other directories stay a change."""
+    if not isinstance(old, str) or not isinstance(new, str):
+        return False
+    if not os.path.isabs(old) or os.path.dirname(old) != os.path.dirname(new):
+        return False
+    try:
+        return os.path.samefile(old, new)
+    except OSError:  # (a path gone, or never a file: compared as words)
+        return False
 
 
 def _token_change(old: list[Any], new: list[Any]) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -79,3 +80,28 @@ def test_the_warning_counts_the_finished_simulations_and_names_each_change() -> 
     assert program_change(None, new, 3) is None
     callable_program = program_of(_launcher, {})
     assert callable_program["command"] == [f"callable {__name__}._launcher"]
+
+
+@pytest.mark.timeout(60)
+def test_python_and_python3_of_one_environment_are_one_command(tmp_path: Path) -> None:
+    """`python train.py` and `accelerate launch train.py` give `sys.executable` as
+    ``VENV/bin/python`` and ``VENV/bin/python3`` (the accelerate script's shebang): one
+    interpreter of one environment, so no warning on a resize between them (htrial45:
+    the heat example resumed 2 ranks -> 1 warned 'the simulation command changed:
+    .../python3 -> .../python ... the study mixes both'). A name in another directory
+    that resolves to the same file is another environment (a venv's python is a link to
+    its base interpreter): still warned."""
+    venv, base = tmp_path / "venv" / "bin", tmp_path / "base"
+    venv.mkdir(parents=True)
+    base.mkdir()
+    (base / "python3.11").write_text("#!/bin/sh\n")
+    (venv / "python3").symlink_to(base / "python3.11")
+    (venv / "python").symlink_to("python3")
+    solver = ["solver.py", "--steps", "40"]
+    launched = program_of([str(venv / "python3"), *solver], {})
+    plain = program_of([str(venv / "python"), *solver], {})
+    assert program_change(launched, plain, 11) is None
+    said = program_change(launched, program_of([str(base / "python3.11"), *solver], {}), 11)
+    assert said is not None and "python3.11" in said, said
+    gone = program_of([str(venv / "python9"), *solver], {})  # (no such file: compared as words)
+    assert program_change(launched, gone, 11) is not None

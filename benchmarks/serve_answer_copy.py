@@ -9,7 +9,9 @@ does: `take` 64, `answer` each). A client process keeps `--window` PREDICTs in f
 on a DEALER and reads `--answers` PREDICTIONs; the clock runs from its first send to
 its last answer. A and B alternate (A B A B ...) `--rounds` times per size, medians
 compared; ratio = ours / baseline (answers per second, higher is better). Sizes under
-64 KiB are left out: pyzmq copies them either way. `--json` prints ``{"rows": [...]}``.
+64 KiB are left out: pyzmq copies them either way. `--json` prints ``{"rows": [...]}``,
+the benchmarks' rows (``case``, ``ours``, ``baseline``, ``unit``, ``ratio``,
+``target``: none, the figures are for people to read); each arm's rounds go to stderr.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import argparse
 import multiprocessing as mp
 import statistics
+import sys
 import threading
 import time
 from typing import Any
@@ -103,20 +106,20 @@ def main() -> None:
             for copied in (True, False):
                 rates[copied].append(run(size, opts.answers, opts.window, copied))
         ours, base = statistics.median(rates[True]), statistics.median(rates[False])
-        rows.append({"output_bytes": size, "copied_answers_per_s": round(ours),
-                     "zero_copy_answers_per_s": round(base), "ratio": round(ours / base, 3),
-                     "copied_all": [round(r) for r in rates[True]],
-                     "zero_copy_all": [round(r) for r in rates[False]]})  # fmt: skip
+        rows.append({"case": f"answers of {size} B: copied vs zero-copy (before)",
+                     "ours": round(ours), "baseline": round(base), "unit": "answers/s",
+                     "ratio": round(ours / base, 3), "target": None})  # fmt: skip
+        print(f"{size} B rounds, copied: {[round(r) for r in rates[True]]}, zero-copy: "
+              f"{[round(r) for r in rates[False]]}", file=sys.stderr)  # fmt: skip
     if opts.json:
         from melissa_trainer.common.json_output import to_json
 
         print(to_json({"rows": rows}))
         return
-    print("| output | copied (answers/s) | zero-copy, before (answers/s) | ratio |")
-    print("|---:|---:|---:|---:|")
+    print("| case | copied (answers/s) | zero-copy, before (answers/s) | ratio |")
+    print("|---|---:|---:|---:|")
     for r in rows:
-        print(f"| {r['output_bytes']} B | {r['copied_answers_per_s']} | "
-              f"{r['zero_copy_answers_per_s']} | {r['ratio']} |")  # fmt: skip
+        print(f"| {r['case']} | {r['ours']} | {r['baseline']} | {r['ratio']} |")
 
 
 if __name__ == "__main__":

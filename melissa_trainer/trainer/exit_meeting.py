@@ -101,8 +101,9 @@ def agree_meet_bound(rank: int, source: Any, device: Any) -> float | None:
     group of two ranks or more (no meeting).
 
     Raises:
-        ValueError: the bound exceeds the process group's timeout, on every rank (rank
-            0's is said, the others' are quiet copies: `common.refusal.elsewhere`): a
+        ConfigError: the bound exceeds the process group's timeout, on every rank (rank
+            0's is said, the others' are quiet copies: `common.refusal.elsewhere`; a
+            refusal to start: `refusals_end_the_program` says it as one line): a
             rank waiting at the meeting for a late rank 0 would be ended by the backend
             (gloo's monitored barrier bounds rank 0's wait only, the others wait for
             its answer as long as the group's timeout; NCCL aborts a collective past
@@ -116,8 +117,11 @@ def agree_meet_bound(rank: int, source: Any, device: Any) -> float | None:
     group = group_timeout(device)
     if group is not None and bound > group:
         from melissa_trainer.common.refusal import elsewhere
+        from melissa_trainer.config.reading import ConfigError
 
-        raise elsewhere(ValueError(_past_group(bound, group)), rank)
+        # (a ConfigError, a refusal to start: a plain ValueError was no refusal, so
+        # `refusals_end_the_program` let it out as a traceback through the trainer)
+        raise elsewhere(ConfigError(_past_group(bound, group)), rank)
     return bound
 
 

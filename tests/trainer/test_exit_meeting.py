@@ -195,3 +195,27 @@ def test_a_bound_past_the_groups_timeout_is_refused_naming_what_to_change(
         agree_meet_bound(1, _Bound(500.0), "cpu")
     assert isinstance(quiet.value, SaidOnRankZero) and str(quiet.value) == text
     assert agree_meet_bound(0, _Bound(480.0 - MEET_TIMEOUT), "cpu") == 480.0  # (within it)
+
+
+@pytest.mark.timeout(30)
+def test_a_bound_past_the_groups_timeout_is_a_refusal_said_as_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A refusal to start (`refusals.REFUSALS`: a `ConfigError`), so that the script's
+    ``with refusals_end_the_program():`` says it as one line, status 2, as the other
+    refusals. Before, a plain ValueError (no refusal: it escaped the context manager,
+    a traceback through the trainer on rank 0): the first `pytest.raises(ConfigError)`
+    failed, the ValueError raised through it."""
+    from melissa_trainer import refusals_end_the_program
+    from melissa_trainer.config.reading import ConfigError
+    from melissa_trainer.trainer.exit_meeting import agree_meet_bound
+
+    monkeypatch.delenv("WORLD_SIZE", raising=False)  # (no launcher's store: no mark left)
+    _two_ranks(monkeypatch, other=0.0, group=600.0)
+    with pytest.raises(ConfigError):
+        agree_meet_bound(0, _Bound(500.0), "cpu")
+    with pytest.raises(SystemExit) as ended, refusals_end_the_program():
+        agree_meet_bound(0, _Bound(500.0), "cpu")
+    assert ended.value.code == 2
+    said = capsys.readouterr().err.splitlines()
+    assert len(said) == 1 and ": error: the ranks' last meeting may wait" in said[0], said

@@ -71,7 +71,7 @@ def test_a_meeting_longer_than_the_process_groups_timeout_is_refused_at_the_star
     code, (zero, one), said = _run(tmp_path, "short_group")
     assert code != 0, said
     for end in (zero, one):
-        assert end["ended"].startswith("ValueError"), (zero, one, said)
+        assert end["ended"].startswith("ConfigError"), (zero, one, said)
         assert end["steps"] == 0, (zero, one, said)
     text = zero["ended"]
     assert "may wait 9 s" in text and "process group's timeout, 5 s" in text, text

@@ -47,9 +47,9 @@ from melissa_trainer.trainer import exit_meeting  # noqa: E402
 
 #: the meeting's own bound here (`exit_meeting.MEET_TIMEOUT`, 120 s in a real run):
 #: less than `SLOW_STOP`, more than rank 0's end takes beyond it (its checkpoint, lines)
-MEET = 3.0
+MEET = 10.0
 #: seconds rank 0's source takes to stop, and says it may (its `stop_bound`)
-SLOW_STOP = 6.0
+SLOW_STOP = 15.0
 #: the process group's timeout in MODE short_group: below `MEET` + `SLOW_STOP`
 SHORT_GROUP = 5.0
 

@@ -44,11 +44,12 @@ def _run(tmp_path: Path, mode: str) -> tuple[int, list[dict[str, Any]], str]:
 
 @pytest.mark.parametrize("mode", ["preempt", "raising"])
 def test_a_rank_whose_source_stops_sooner_waits_for_rank_0s_stop(tmp_path: Path, mode: str) -> None:
-    """Rank 0's source takes 6 s to stop and says so; rank 1's says 0 (or, `raising`,
-    its `stop_bound` override raises: said at WARNING, counted 0). Both wait the agreed
-    bound: no rank leaves the meeting, rank 0 is not SIGTERMed in its stop, both exit
-    143 themselves. Before, rank 1 left after its own 3 s ("did not meet every other
-    rank"), and rank 0 got torchrun's SIGTERM while it stopped."""
+    """Rank 0's source takes `SLOW_STOP` s (15) to stop and says so; rank 1's says 0
+    (or, `raising`, its `stop_bound` override raises: said at WARNING, counted 0). Both
+    wait the agreed bound: no rank leaves the meeting, rank 0 is not SIGTERMed in its
+    stop, both exit 143 themselves. Before, rank 1 left after its own `MEET` s ("did not
+    meet every other rank"), and rank 0 got torchrun's SIGTERM while it stopped. (`MEET`
+    was 3 s then; 10 s now, a margin for rank 0's end on a loaded machine.)"""
     code, (zero, one), said = _run(tmp_path, mode)
     assert zero["ended"].startswith("Preempted") and one["ended"].startswith("Preempted"), said
     assert zero["steps"] == one["steps"], (zero, one, said)
@@ -65,15 +66,15 @@ def test_a_meeting_longer_than_the_process_groups_timeout_is_refused_at_the_star
     tmp_path: Path,
 ) -> None:
     """The process group's timeout (5 s: ``InitProcessGroupKwargs``) is below the
-    meeting's agreed bound (9 s): a rank waiting there for rank 0 would be ended by the
-    backend. Refused on every rank before any step, naming the bound, the group's
-    timeout and what to change; said once (rank 0)."""
+    meeting's agreed bound (25 s: the script's `MEET` + `SLOW_STOP`): a rank waiting
+    there for rank 0 would be ended by the backend. Refused on every rank before any
+    step, naming the bound, the group's timeout and what to change; said once (rank 0)."""
     code, (zero, one), said = _run(tmp_path, "short_group")
     assert code != 0, said
     for end in (zero, one):
         assert end["ended"].startswith("ConfigError"), (zero, one, said)
         assert end["steps"] == 0, (zero, one, said)
     text = zero["ended"]
-    assert "may wait 9 s" in text and "process group's timeout, 5 s" in text, text
+    assert "may wait 25 s" in text and "process group's timeout, 5 s" in text, text
     assert "kill_grace" in text and "InitProcessGroupKwargs(timeout=" in text, text
     assert said.count("process group's timeout") == 1, said

@@ -46,7 +46,12 @@ CASES = {
     "save_in_on_log": ((12, "should_save", "on_log", 6), ("save", [16])),
     # in the end's validation: the end's second agreement (`_perform_final_actions`)
     "save_in_the_end_s_validation": ((16, "should_save", "on_validation_end", 100), ("save", [16])),
+    # at a pseudo-epoch's end (every rank there): its action point agrees. Each rank's
+    # stream holds 40 samples (5 steps), then replayed once (`PSEUDO`)
+    "save_at_pseudo_epoch_end": ((5, "should_save", "on_pseudo_epoch_end", 100), ("save", [5])),
 }
+#: the cases of a short stream replayed (pseudo_epochs 2, no max_steps)
+PSEUDO = {"save_at_pseudo_epoch_end"}
 
 
 class RankZeroAsks(Hook):
@@ -72,6 +77,9 @@ class RankZeroAsks(Hook):
         self.done["validate"].append(state.global_step)
         self._ask(trainer, state, control, "on_validation_end")
 
+    def on_pseudo_epoch_end(self, trainer: Any, state: Any, control: Any) -> None:
+        self._ask(trainer, state, control, "on_pseudo_epoch_end")
+
     def on_save(self, trainer: Any, state: Any, control: Any, path: str) -> None:
         self.done["save"].append(state.global_step)
 
@@ -80,14 +88,17 @@ def main(out: str, case: str) -> None:
     (step, flag, event, logging_steps), _ = CASES[case]
     args = TrainingArguments(
         output_dir=str(Path(out) / "run"), batch_size=8, buffer="fifo", buffer_size=64,
-        watermark=8, max_steps=STEPS, logging_steps=logging_steps, stop_sync_steps=WINDOW,
+        watermark=8, max_steps=None if case in PSEUDO else STEPS,
+        pseudo_epochs=2 if case in PSEUDO else None,
+        logging_steps=logging_steps, stop_sync_steps=WINDOW,
         report_to="none", disable_progress_bar=True, save_at_end=False, save_seconds=None,
     )  # fmt: skip
     model = small_model()
     hook = RankZeroAsks(step, flag, event)
+    samples = 40 if case in PSEUDO else 400  # (per rank)
     trainer = OnlineTrainer(
         model, args, torch.optim.SGD(model.parameters(), lr=1e-2),
-        train_source=lambda rank, world: list(linear_samples(400, seed=rank)),
+        train_source=lambda rank, world: list(linear_samples(samples, seed=rank)),
         process_sample=xy, eval_dataset=list(linear_samples(11, seed=7)), hooks=[hook],
     )  # fmt: skip
     state = trainer.train()
@@ -111,7 +122,10 @@ def test_a_request_on_rank_zero_alone_is_performed_by_every_rank_at_one_step(
     assert ranks[0] == ranks[1], ranks  # every rank, the same actions at the same steps
     action, steps = CASES[case][1]
     assert ranks[0][action] == steps, ranks
-    assert ranks[0]["global_step"] == STEPS
+    if case in PSEUDO:  # (each rank's 5 steps, then their replay)
+        assert ranks[0]["global_step"] == 10, ranks
+    else:
+        assert ranks[0]["global_step"] == STEPS
     if action == "save":  # the checkpoint is there, written by both ranks together
         assert (tmp_path / "run" / "checkpoints" / f"checkpoint-{steps[0]}").is_dir()
 

@@ -89,7 +89,7 @@ def main(out: str, case: str) -> None:
     args = TrainingArguments(
         output_dir=str(Path(out) / "run"), batch_size=8, buffer="fifo", buffer_size=64,
         watermark=8, max_steps=None if case in PSEUDO else STEPS,
-        pseudo_epochs=2 if case in PSEUDO else None,
+        pseudo_epochs=2 if case in PSEUDO else 1,
         logging_steps=logging_steps, stop_sync_steps=WINDOW,
         report_to="none", disable_progress_bar=True, save_at_end=False, save_seconds=None,
     )  # fmt: skip

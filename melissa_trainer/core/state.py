@@ -237,7 +237,9 @@ class TrainerControl:
       loss check of the next action point that the schedule (`hooks.flow.FlowHook`,
       alike on every rank) opens, the stop agreement read at the end of the window
       after the current one (there, an action point of its own), or PSEUDO_EPOCH_END's
-      and LOOP_END's (twice at the end); every rank performs it there. Performed in
+      and LOOP_END's (twice at the end); every rank performs it there. One made in
+      VALIDATION_END is agreed on right after that validation (`TrainerActions._act`).
+      Performed in
       that order (log, validate, save), so a save requested in `on_validation_end` is
       written at the same point. A request left after the last action point (made in
       `on_train_end`, or in the events of the final log, validation or save) cannot be

@@ -55,7 +55,10 @@ class TrainerActions(RefusesHFKeywords):
         Under several ranks, a hook's requests wait in `TrainerControl.asked` for the
         ranks' agreement; only the flags set alike on every rank (the schedule's, the
         agreed ones) make a rank enter here, so every rank enters at the same steps.
-        Inside, the loss check's all-reduce carries the kept requests (`_act`).
+        Inside, the loss check's all-reduce carries the kept requests (`_act`); after a
+        validation, one more small all-reduce agrees on those its events made, so that a
+        save asked in `on_validation_end` (the best model's, Hugging Face's
+        ``on_evaluate``) is written at the validated step, as with one process.
         `met`: every rank is here whatever its flags (a pseudo-epoch's end, the end of
         training): enter to agree on the kept requests even when no flag is set.
         """
@@ -95,6 +98,9 @@ class TrainerActions(RefusesHFKeywords):
                     "or do not set it"
                 )
             self.evaluate()
+            if control.deferring:  # (a save asked in on_validation_end: written here too)
+                with self._watched_check("its save"):
+                    control.grant(self._loss_guard.check_agreeing(control.take_asks()))
         if control.should_save:
             control.should_save = False
             self.save_checkpoint()

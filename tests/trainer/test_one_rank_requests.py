@@ -44,6 +44,9 @@ CASES = {
     # in on_log (Hugging Face's place for it): the next meeting; no agreement starts
     # after step 12 (the last window), so the end's action point
     "save_in_on_log": ((12, "should_save", "on_log", 6), ("save", [16])),
+    # in a validation of the schedule (eval_steps 6: `EVAL`): the agreement that follows
+    # every validation, so the validated model is the one saved (before: at the end, 16)
+    "save_in_on_validation_end": ((12, "should_save", "on_validation_end", 100), ("save", [12])),
     # in the end's validation: the end's second agreement (`_perform_final_actions`)
     "save_in_the_end_s_validation": ((16, "should_save", "on_validation_end", 100), ("save", [16])),
     # at a pseudo-epoch's end (every rank there): its action point agrees. Each rank's
@@ -52,6 +55,8 @@ CASES = {
 }
 #: the cases of a short stream replayed (pseudo_epochs 2, no max_steps)
 PSEUDO = {"save_at_pseudo_epoch_end"}
+#: the cases that validate every 6 steps (eval_steps)
+EVAL = {"save_in_on_validation_end"}
 
 
 class RankZeroAsks(Hook):
@@ -91,6 +96,7 @@ def main(out: str, case: str) -> None:
         watermark=8, max_steps=None if case in PSEUDO else STEPS,
         pseudo_epochs=2 if case in PSEUDO else 1,
         logging_steps=logging_steps, stop_sync_steps=WINDOW,
+        eval_steps=6 if case in EVAL else None,
         report_to="none", disable_progress_bar=True, save_at_end=False, save_seconds=None,
     )  # fmt: skip
     model = small_model()

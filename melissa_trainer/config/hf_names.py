@@ -58,6 +58,16 @@ _OPTIMIZER = HFName(
     "OnlineTrainer(model, args, optimizer, lr_scheduler)",
 )
 _EPOCHS = "the stream decides when training ends (max_steps stops earlier; pseudo_epochs replays)"
+#: (htrial: --push_to_hub and its hub_* companions got a bare "unrecognized")
+_HUB = HFName(
+    None,
+    note="no upload to the Hub: the checkpoints stay in output_dir/checkpoints "
+    "(model.safetensors in each); upload one yourself, huggingface_hub's upload_folder",
+)
+_NO_DATALOADER = (
+    "no DataLoader: batches are drawn from the buffer, the next one made a step ahead "
+    "(--stage_batches; on a GPU copied through pinned memory)"
+)
 
 #: `transformers.TrainingArguments` names -> what to use here
 HF_ARGUMENTS: Mapping[str, HFName] = {
@@ -113,6 +123,45 @@ HF_ARGUMENTS: Mapping[str, HFName] = {
         None,
         note="enable it on your model before the trainer (a transformers model's "
         "gradient_checkpointing_enable(), or torch.utils.checkpoint in its forward)",
+    ),
+    # common in transformers' examples and tutorials, refused with a bare "unrecognized"
+    "push_to_hub": _HUB,
+    "hub_model_id": _HUB,
+    "hub_strategy": _HUB,
+    "hub_token": _HUB,
+    "hub_private_repo": _HUB,
+    "eval_delay": HFName(
+        None,
+        note="validation comes every eval_steps steps from the start (and at the end); "
+        "for a later first one, leave eval_steps unset and set control.should_validate "
+        "from a hook",
+    ),
+    "save_safetensors": HFName(
+        None,
+        note="checkpoints are always safetensors (model.safetensors; the optimizer's "
+        "state in optimizer.bin, as Accelerate's save_state writes it)",
+    ),
+    "save_only_model": HFName(
+        None,
+        note="a checkpoint holds what a resume needs (model, optimizer, scheduler, buffer); "
+        "max_to_keep bounds how many are kept",
+    ),
+    "disable_tqdm": HFName("disable_progress_bar"),
+    "run_name": HFName(
+        None, note="TensorBoard writes in logging_dir (default output_dir/runs): name that"
+    ),
+    "data_seed": HFName(None, note="--seed seeds the data order too (the buffer's draws)"),
+    "dataloader_drop_last": HFName(None, note=_NO_DATALOADER),
+    "dataloader_pin_memory": HFName(None, note=_NO_DATALOADER),
+    "tf32": HFName(None, note="set torch.backends.cuda.matmul.allow_tf32 = True in your script"),
+    "no_cuda": HFName(
+        None, note="launch on the CPU: accelerate launch --cpu, or CUDA_VISIBLE_DEVICES=''"
+    ),
+    "auto_find_batch_size": HFName(None, note="give --batch_size (per device)"),
+    "log_level": HFName(
+        None,
+        note="the library logs through Python's logging: "
+        "logging.getLogger('melissa_trainer').setLevel(...)",
     ),
 }
 

@@ -139,6 +139,14 @@ class LossGuard:
         """Raise `NonFiniteLossError` if a loss recorded since the last check, or one
         of `weights`, is not finite; forget the losses checked. Collective under
         several ranks (one all-reduce of two integers); one device-to-host copy."""
+        self.check_agreeing((), weights)
+
+    def check_agreeing(
+        self, asks: Sequence[int], weights: Iterable[torch.Tensor] = ()
+    ) -> tuple[int, ...]:
+        """`check`, with `asks` (this rank's requests, `TrainerControl.take_asks`) in
+        the same all-reduce: returns their maximum over ranks (this rank's own in one
+        process), at no extra collective or read. Every rank gives as many `asks`."""
         local = self._first_bad()
         tensors = [w.detach() for w in weights]
         if tensors:
@@ -147,9 +155,11 @@ class LossGuard:
         else:
             bad_weights = torch.zeros_like(local)
         flags = torch.stack([self.limit - local, bad_weights])
+        if asks:
+            flags = torch.cat([flags, torch.tensor(list(asks), dtype=flags.dtype).to(flags)])
         if self.distributed:
             dist.all_reduce(flags, op=dist.ReduceOp.MAX)
-        code, weights_bad = flags.tolist()
+        code, weights_bad, *agreed = flags.tolist()
         if code:
             self._raise(self.limit - int(code), int(local))
         self._forget()
@@ -164,6 +174,7 @@ class LossGuard:
                 -1,
                 [],
             )
+        return tuple(int(a) for a in agreed)
 
     # -- internals ---------------------------------------------------------------------
 

@@ -15,8 +15,9 @@ how the validation loss is reduced) belongs to the trainer.
 
 Rank consistency: `TrainerState` is identical on every rank except `samples_seen`
 (this rank's count). `should_log`, `should_validate` and `should_save` start collective
-operations, so hooks must request them identically on every rank: decide from
-`TrainerState`, never from rank-local data. `should_stop` may be requested by a single
+operations, which every rank must enter at the same step: under several ranks a hook's
+request is kept (`TrainerControl.defer`) until the ranks agree on it, and every rank
+performs it then, whichever ranks asked. `should_stop` may be requested by a single
 rank: the trainer all-reduces it so that every rank stops at the same step.
 """
 
@@ -231,7 +232,14 @@ class TrainerControl:
     The action points (see `hooks.Event` for the whole loop):
 
     * `should_log`, `should_validate`, `should_save`: after every STEP_END; after
-      PSEUDO_EPOCH_END (before the buffer is replayed); after LOOP_END. Performed in
+      PSEUDO_EPOCH_END (before the buffer is replayed); after LOOP_END. Under several
+      ranks (`defer`), a hook's request is kept until the ranks' next agreement: the
+      loss check of the next action point that the schedule (`hooks.flow.FlowHook`,
+      alike on every rank) opens, the stop agreement read at the end of the window
+      after the current one (there, an action point of its own), or PSEUDO_EPOCH_END's
+      and LOOP_END's (twice at the end); every rank performs it there. One made in
+      VALIDATION_END is agreed on right after that validation (`TrainerActions._act`).
+      Performed in
       that order (log, validate, save), so a save requested in `on_validation_end` is
       written at the same point. A request left after the last action point (made in
       `on_train_end`, or in the events of the final log, validation or save) cannot be
@@ -264,6 +272,14 @@ class TrainerControl:
     should_validate: bool = False
     should_log: bool = False
     should_rewind: bool = False
+    #: Under several ranks (`defer`): the collective requests (`ASKED`) that a hook made
+    #: since the last meeting of the ranks, flag -> who set it, not yet agreed: they are
+    #: performed where the ranks agree on them (`take_asks`, `grant`), not by this rank
+    #: alone at its next action point (a request on one rank made the ranks' collectives
+    #: fall out of step: htrial's `if state.is_world_process_zero: should_save`)
+    asked: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
+    #: whether hooks' requests are deferred to the ranks' agreement (`defer`)
+    deferring: bool = field(default=False, compare=False, repr=False)
     #: Why `should_stop` was set, in words ("" until it is): what `request_stop` was
     #: given, or who set the flag (the method's qualified name, ``Hook.on_log``), so
     #: that the end of the run can say why it stopped before `max_steps` or the stream's
@@ -273,6 +289,15 @@ class TrainerControl:
     def __setattr__(self, name: str, value: Any) -> None:
         if name not in _CONTROL_FIELDS:  # a ported callback's flag would do nothing
             raise AttributeError(_unknown_flag(name))
+        if value and name in ASKED and self.__dict__.get("deferring"):
+            # a hook's request under several ranks: kept for the ranks' agreement (who
+            # set it found here, once per request: the cost is paid only then)
+            frame = inspect.currentframe()
+            setter = frame.f_back if frame is not None else None
+            code = setter.f_code if setter is not None else None
+            who = "" if code is None else getattr(code, "co_qualname", code.co_name)
+            self.asked.setdefault(name, who)
+            return
         # Who sets the flag is recorded here, once, when it is first set: hooks set
         # `control.should_stop = True` directly (the transformers idiom), and the cost
         # is paid only then, never per step.
@@ -294,10 +319,47 @@ class TrainerControl:
         self.should_stop = True
 
     def pending(self) -> list[str]:
-        """The names of the set flags that ask for an action (all but `should_stop`)."""
+        """The names of the set flags that ask for an action (all but `should_stop`),
+        the requests kept for the ranks' agreement (`asked`) included."""
         names = ("should_log", "should_validate", "should_save", "should_rewind")
-        return [name for name in names if getattr(self, name)]
+        return [name for name in names if getattr(self, name) or name in self.asked]
 
+    def defer(self, on: bool) -> None:
+        """With `on` (a run of several ranks), a hook's ``should_log``,
+        ``should_validate`` or ``should_save`` set to True is kept in `asked` instead of
+        set: the trainer agrees on the requests of every rank (`take_asks` on each, the
+        maximum over ranks given back to `grant`) and every rank performs them at the
+        same step. The library's schedule, identical on every rank, sets its flags with
+        `request_alike`. Off: flags are set as they are asked (one process)."""
+        object.__setattr__(self, "deferring", bool(on))
+        self.asked.clear()
+
+    def request_alike(self, name: str) -> None:
+        """Set the flag `name` (of `ASKED`) now, deferring or not: for a request that
+        every rank makes at the same step (`hooks.flow.FlowHook`'s schedule, decided from
+        `TrainerState`; the end's), which needs no agreement."""
+        if name not in ASKED:
+            raise ValueError(f"request_alike: {name!r} is not one of {ASKED}")
+        object.__setattr__(self, name, True)
+
+    def take_asks(self) -> tuple[int, int, int]:
+        """This rank's requests kept since the last `take_asks`, one 0/1 per flag of
+        `ASKED` (in its order), for the ranks' agreement; forgets them."""
+        asks = tuple(int(name in self.asked) for name in ASKED)
+        self.asked.clear()
+        return asks  # type: ignore[return-value]
+
+    def grant(self, agreed: Sequence[int]) -> None:
+        """Set the flags that the ranks' agreement on `take_asks` (the maximum over
+        ranks, one number per flag of `ASKED`) says some rank asked for: performed at
+        the next action point, which every rank then reaches at the same step."""
+        for name, asked in zip(ASKED, agreed, strict=False):
+            if asked:
+                object.__setattr__(self, name, True)
+
+
+#: the requests that start collectives, in the order of their agreement's numbers
+ASKED = ("should_log", "should_validate", "should_save")
 
 #: the only attributes a `TrainerControl` takes (`__setattr__`)
 _CONTROL_FIELDS = tuple(f.name for f in dataclasses.fields(TrainerControl))

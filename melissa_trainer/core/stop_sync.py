@@ -24,9 +24,14 @@ of `stop_sync_steps` steps, on five numbers:
   wins): each rank meets such a failure at a step of its own (rank 0 in its read, the
   others from rank 0's progress file, or never), so the failing rank holds it and says
   it here, and every rank learns it at the same window, where all save a checkpoint
-  together before they fail (`melissa_trainer.trainer.source_failure`).
+  together before they fail (`melissa_trainer.trainer.source_failure`),
+* which of the collective requests (a log, a validation, a checkpoint) a hook made on
+  any rank since the last agreement (`asks`: `TrainerControl.take_asks`, one number per
+  request): every rank performs them after the window the agreement is read at
+  (`OnlineTrainer.train`), so a request made on one rank alone (Hugging Face's
+  ``if state.is_world_process_zero: control.should_save = True``) is every rank's.
 
-All five travel in one small integer tensor on the accelerator device, all-reduced
+All of them travel in one small integer tensor on the accelerator device, all-reduced
 with MAX (the capacity negated), so the cost is one collective per window rather than per
 step. A sixth number rides along when the caller gives one (a device scalar, reduced
 with MAX into `extra`): the trainer's loss check (`melissa_trainer.core.loss_guard`), at no
@@ -67,6 +72,12 @@ _WAITS_FOR = "the other ranks at the stop agreement (StopSync, one all-reduce pe
 #: rank `StopSync.source_failed`
 Agreement = tuple[bool, int, int]
 
+#: the requests an agreement carries (`TrainerControl.take_asks`: log, validate, save)
+_ASKS = 3
+#: the integers each rank sends: stop, capacity, signal, in hand, save, failed, the asks
+#: (the loss guard's `extra` follows them)
+_SENT = 6 + _ASKS
+
 
 class StopSync:
     """One all-reduce per window; a no-op without a process group.
@@ -76,17 +87,17 @@ class StopSync:
 
     def __init__(self, device: torch.device, num_processes: int) -> None:
         self.distributed = num_processes > 1 and dist.is_available() and dist.is_initialized()
-        self._flag = torch.zeros(7, dtype=torch.int64, device=device)
+        self._flag = torch.zeros(_SENT + 1, dtype=torch.int64, device=device)
         self._cuda = device.type == "cuda"
         # Host sides of the flag on CUDA: pinned, so that both copies are asynchronous
         # (from pageable memory, a "non-blocking" upload may wait for the stream).
         pin = self._cuda and torch.cuda.is_available()
-        self._send = torch.zeros(6, dtype=torch.int64, pin_memory=pin)
-        self._recv = torch.zeros(7, dtype=torch.int64, pin_memory=pin)
+        self._send = torch.zeros(_SENT, dtype=torch.int64, pin_memory=pin)
+        self._recv = torch.zeros(_SENT + 1, dtype=torch.int64, pin_memory=pin)
         self._work: Any | None = None  # the started all-reduce (`start`), until `result`
         self._event: Any | None = None  # CUDA: recorded after the copy into `_recv`
         #: `start`'s arguments (what `result` returns undistributed), until `result`
-        self._pending: tuple[bool, int, int, bool, int, int, int] | None = None
+        self._pending: tuple[bool, int, int, bool, int, int, int, tuple[int, ...]] | None = None
         #: this rank's save request for the next `start` (`request_save`: step + 1; 0: none)
         self._save_asked = 0
         #: the agreed save request not taken yet (`take_save_request`: step + 1; 0: none)
@@ -102,6 +113,9 @@ class StopSync:
         #: the largest rank whose source failed, as the last agreement says (its
         #: `source_failed`); None: no rank's. The same on every rank after the same `result`
         self.source_failed: int | None = None
+        #: the requests some rank made, as the last agreement says (`start`'s `asks`,
+        #: the maximum over ranks): the same on every rank after the same `result`
+        self.asks: tuple[int, ...] = (0,) * _ASKS
 
     @property
     def started(self) -> bool:
@@ -137,6 +151,7 @@ class StopSync:
         extra: torch.Tensor | None = None,
         batches_in_hand: int | None = None,
         source_failed: int = 0,
+        asks: tuple[int, ...] = (),
     ) -> Agreement:
         """Return `(any rank asked to stop, smallest capacity over ranks, signal)`.
 
@@ -147,11 +162,15 @@ class StopSync:
         returned one is the largest over ranks, 0 if no rank caught one. `extra`, an
         int64 device scalar, is reduced with MAX into `self.extra` (None without a
         process group). `source_failed` is this rank's rank + 1 when its source failed
-        (0: not); the largest rank whose did is set as `source_failed`. Blocks until
+        (0: not); the largest rank whose did is set as `source_failed`. `asks`: this
+        rank's requests (`TrainerControl.take_asks`; () is none), the maximum over ranks
+        set as `asks`. Blocks until
         every rank has called it (a collective) and the result is on the host. Raises
         RuntimeError while a `start`-ed agreement is unread.
         """
-        self.start(stop_requested, batches_available, signum, extra, batches_in_hand, source_failed)
+        self.start(
+            stop_requested, batches_available, signum, extra, batches_in_hand, source_failed, asks
+        )
         return self.result()
 
     def start(
@@ -162,6 +181,7 @@ class StopSync:
         extra: torch.Tensor | None = None,
         batches_in_hand: int | None = None,
         source_failed: int = 0,
+        asks: tuple[int, ...] = (),
     ) -> None:
         """Issue `agree`'s all-reduce without waiting for it; `result` returns it.
 
@@ -172,6 +192,7 @@ class StopSync:
         if self._pending is not None:
             raise RuntimeError("StopSync.start: the previous agreement was not read (result)")
         in_hand = int(batches_available if batches_in_hand is None else batches_in_hand)
+        own = tuple(int(a) for a in asks) + (0,) * (_ASKS - len(asks))
         self._pending = (
             bool(stop_requested),
             int(batches_available),
@@ -180,6 +201,7 @@ class StopSync:
             in_hand,
             self._save_asked,
             int(source_failed),
+            own,
         )
         send_save, self._save_asked = self._save_asked, 0
         if not self.distributed:
@@ -188,11 +210,13 @@ class StopSync:
         send[0], send[1] = int(stop_requested), -int(batches_available)
         send[2], send[3], send[4] = int(signum), in_hand, send_save
         send[5] = int(source_failed)
-        self._flag[:6].copy_(send, non_blocking=True)
+        for i, asked in enumerate(own):
+            send[6 + i] = asked
+        self._flag[:_SENT].copy_(send, non_blocking=True)
         if extra is None:
-            self._flag[6:].zero_()
+            self._flag[_SENT:].zero_()
         else:
-            self._flag[6:].copy_(extra.reshape(1))  # device to device: no sync
+            self._flag[_SENT:].copy_(extra.reshape(1))  # device to device: no sync
         work = dist.all_reduce(self._flag, op=dist.ReduceOp.MAX, async_op=True)
         self.collectives += 1
         if self._cuda:
@@ -221,13 +245,14 @@ class StopSync:
         """
         if self._pending is None:
             raise RuntimeError("StopSync.result: no agreement was started")
-        stop, available, signum, no_extra, in_hand, save, failed = self._pending
+        stop, available, signum, no_extra, in_hand, save, failed, own = self._pending
         self._pending = None
         self.extra = None
         if not self.distributed:
             self.most = in_hand
             self.source_failed = failed - 1 if failed else None
             self._save_agreed = max(self._save_agreed, save)
+            self.asks = own
             return stop, available, signum
         if self._event is not None:
             with self.watch.waiting(_WAITS_FOR):
@@ -243,7 +268,8 @@ class StopSync:
         self.most = int(most)
         self.source_failed = int(failed) - 1 if failed else None
         self._save_agreed = max(self._save_agreed, int(save))
-        self.extra = None if no_extra else int(values[6])
+        self.asks = tuple(int(v) for v in values[6:_SENT])
+        self.extra = None if no_extra else int(values[_SENT])
         return bool(any_stop), -int(neg_available), int(any_signum)
 
 

@@ -85,7 +85,9 @@ class Event(str, Enum):
         if control.should_save:     write checkpoint; SAVE
 
     each flag cleared as its action starts. A flag set in any event is honoured at the
-    next ACT (`should_stop` at the next stop synchronisation, one window later under
+    next ACT (under several ranks a hook's log, validation or save at the ranks' next
+    agreement, any rank's request every rank's: `TrainerControl.defer`;
+    `should_stop` at the next stop synchronisation, one window later under
     several ranks, `should_rewind` at the
     next END_OF_STREAM); none is dropped (one set in PREEMPTED or TRAIN_END, after the
     last ACT, is warned about).

@@ -82,26 +82,26 @@ class FlowHook(Hook):
     ) -> None:
         step = state.global_step
         if step % self.logging_steps == 0:
-            control.should_log = True
+            control.request_alike("should_log")
         if self.eval_steps and step % self.eval_steps == 0:
-            control.should_validate = True
+            control.request_alike("should_validate")
         if self.save_steps and step % self.save_steps == 0:
-            control.should_save = True
+            control.request_alike("should_save")
         if self.timed is not None and self.timed.due(trainer, state):
-            control.should_save = True
+            control.request_alike("should_save")
 
     def on_loop_end(
         self, trainer: TrainerView, state: TrainerState, control: TrainerControl
     ) -> None:
         step = state.global_step
         if step > state.last_log_step:
-            control.should_log = True
+            control.request_alike("should_log")
         preempted = trainer.preempted_by is not None
         if self.validate_at_end and not preempted and state.last_eval_step != step:
-            control.should_validate = True
+            control.request_alike("should_validate")
         timed = self.timed is not None and self.timed.agreed(trainer, state)
         if (self.save_at_end or timed) and state.last_save_step != step:
-            control.should_save = True
+            control.request_alike("should_save")
 
     def on_save(
         self, trainer: TrainerView, state: TrainerState, control: TrainerControl, path: str

@@ -44,16 +44,27 @@ class TrainerActions(RefusesHFKeywords):
         which `reporting` and `checkpointing` read."""
         return cast("OnlineTrainer", self)
 
-    def _perform_requested_actions(self) -> None:
+    def _perform_requested_actions(self, met: bool = False) -> None:
         """An action point: the log, validation and save requested since the last one.
 
         The one place where these flags are cleared, each as its action starts: a
         request made by the action's own events (a save asked for in
         `on_validation_end`, say) is then performed here too when its action comes
         later, or at the next action point otherwise; never dropped.
+
+        Under several ranks, a hook's requests wait in `TrainerControl.asked` for the
+        ranks' agreement; only the flags set alike on every rank (the schedule's, the
+        agreed ones) make a rank enter here, so every rank enters at the same steps.
+        Inside, the loss check's all-reduce carries the kept requests (`_act`); after a
+        validation, one more small all-reduce agrees on those its events made, so that a
+        save asked in `on_validation_end` (the best model's, Hugging Face's
+        ``on_evaluate``) is written at the validated step, as with one process.
+        `met`: every rank is here whatever its flags (a pseudo-epoch's end, the end of
+        training): enter to agree on the kept requests even when no flag is set.
         """
         control = self.control
-        if not (control.should_log or control.should_validate or control.should_save):
+        meet = met and control.deferring
+        if not (meet or control.should_log or control.should_validate or control.should_save):
             return
         # the training thread's own work (a rank-0 part: a save's rotation; its hooks):
         # another rank's starvation watch does not call a rank 0 in it deadlocked
@@ -69,8 +80,11 @@ class TrainerActions(RefusesHFKeywords):
     def _act(self, control: TrainerControl) -> None:
         # nothing logged, validated or saved past a NaN loss; the action point's first
         # collective, where a rank held by a late one waits: watched (`reporting.watched`)
+        # (several ranks: the hooks' requests kept on any rank ride its all-reduce, and
+        # are performed here by every rank: `TrainerControl.defer`)
+        asks = control.take_asks() if control.deferring else ()
         with self._watched_check("its log, validation or save"):
-            self._loss_guard.check()
+            control.grant(self._loss_guard.check_agreeing(asks))
         if control.should_log:
             control.should_log = False
             self.log()
@@ -84,6 +98,9 @@ class TrainerActions(RefusesHFKeywords):
                     "or do not set it"
                 )
             self.evaluate()
+            if control.deferring:  # (a save asked in on_validation_end: written here too)
+                with self._watched_check("its save"):
+                    control.grant(self._loss_guard.check_agreeing(control.take_asks()))
         if control.should_save:
             control.should_save = False
             self.save_checkpoint()

@@ -94,7 +94,8 @@ def end_training(trainer: EndingTrainer, signum: int, perform_actions: Callable[
     # `checkpoint_current` is collective, reached alike on every rank)
     if not signum and trainer.args.save_at_end and saved_step:
         current = end_save.checkpoint_current(trainer)  # (never short-circuited)
-        control.should_save = control.should_save or not current
+        if not current:  # (decided alike on every rank: no agreement needed)
+            control.request_alike("should_save")
     saves = end_save.saves(trainer)
     end: EndKind = "preemption" if signum else "end"
     with at_end(trainer, end):  # (a failed save raises, but for a preemption's: `save_failure`)

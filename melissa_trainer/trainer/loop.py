@@ -244,6 +244,15 @@ class OnlineTrainer(TrainerSteps):
 
     # -- the loop -----------------------------------------------------------------------
 
+    def _perform_final_actions(self) -> None:
+        """The end's action point, every rank there: under several ranks twice, so that
+        a request a hook kept in the events of the end's log or validation (a save asked
+        in `on_validation_end`) is agreed on and performed too, as one that a single
+        process performs at the same point."""
+        self._perform_requested_actions(met=True)
+        if self.control.deferring:
+            self._perform_requested_actions(met=True)
+
     def train(self, resume_from_checkpoint: None = None) -> TrainerState:
         """Train until the stream ends, `max_steps`, or a hook's stop; returns the state.
 
@@ -267,6 +276,9 @@ class OnlineTrainer(TrainerSteps):
         refuse_second_train(self)  # (before the output_dir is held or a checkpoint read)
         args, state, control, hooks = self.args, self.state, self.control, self.hooks
         self._choose_loss()
+        # several ranks: a hook's log, validation or save waits for the ranks' agreement,
+        # any rank's request every rank's (`TrainerControl.defer`; LOAD's too)
+        control.defer(self.stop_sync.distributed)
         self._output_hold.hold()
         # SIGTERM/SIGINT from here on, resume and source start included: preemption (`starting`)
         preemption = start_training(self, self._output_hold.release)
@@ -306,9 +318,12 @@ class OnlineTrainer(TrainerSteps):
                 if agreed := failure.at_agreement(sync.source_failed, signum, guard.check):
                     raise agreed
                 guard.settle(sync.extra)  # a non-finite loss: raises on every rank
-                if stop or signum:
+                control.grant(sync.asks)  # the hooks' requests that some rank made
+                if stop or signum:  # (granted ones: at the end's action point)
                     self.ended_by = stop_words(signum, control)
                     break
+                if any(sync.asks):  # (granted: every rank alike; at this step, the last
+                    self._perform_requested_actions()  # window's last: see TrainerControl)
                 # As many steps as the rank with the most data has: a rank whose data
                 # ran out first trains on its last batches again meanwhile (`pad`), so
                 # no rank's data is left untrained (every rank runs the same steps).
@@ -337,7 +352,7 @@ class OnlineTrainer(TrainerSteps):
                         break
                     control.should_rewind = False
                     hooks.fire(Event.PSEUDO_EPOCH_END, self, state, control)
-                    self._perform_requested_actions()  # before the replay changes the buffer
+                    self._perform_requested_actions(met=True)  # before the replay changes it
                     replayed = self.dataset.rewind()
                     state.pseudo_epoch += 1
                     logger.info(
@@ -348,7 +363,7 @@ class OnlineTrainer(TrainerSteps):
             last_window_check(self, guard.check, failure, signum)  # (collective, watched)
             if signum:  # (hooks may read it from LOOP_END on)
                 self.preempted_by = StopCause.signal_of(signum)  # (the code's signal)
-            end_training(self, signum, self._perform_requested_actions)  # (`ending`)
+            end_training(self, signum, self._perform_final_actions)  # (`ending`)
         except Preempted:
             preempted = True
             raise

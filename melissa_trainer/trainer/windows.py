@@ -72,7 +72,9 @@ def start_agreement(
     """Start the ranks' agreement on a window of `wanted` batches, of which this rank
     has `in_hand` of its own: it can run them all if it can pad (`StreamDataset.pad`).
     `codes`: the preemption's (`StopCause.code`), the loss guard's
-    (`LossGuard.window_code`) and the source failure's (`SourceFailure.code`)."""
+    (`LossGuard.window_code`) and the source failure's (`SourceFailure.code`). The
+    hooks' requests kept since the last agreement (`TrainerControl.take_asks`) go with
+    it: the loop performs the agreed ones once it reads it (`StopSync.asks`)."""
     preempted, loss, source_failed = codes
     capacity = wanted if in_hand < wanted and trainer.dataset.can_pad else in_hand
     trainer.stop_sync.start(
@@ -82,4 +84,5 @@ def start_agreement(
         loss,
         batches_in_hand=in_hand,
         source_failed=source_failed,
+        asks=trainer.control.take_asks(),  # (a hook's requests, any rank's: `TrainerControl`)
     )

@@ -24,6 +24,24 @@ FLAGS = [
     # htrial44: transformers examples' --do_train / --do_eval got a bare "unrecognized"
     (["--do_train"], "trainer.train()"),
     (["--do_eval"], "validation follows eval_steps"),
+    # common transformers flags refused with a bare "unrecognized" (hhf2)
+    (["--push_to_hub"], "no upload to the Hub: the checkpoints stay in output_dir/checkpoints"),
+    (["--hub_model_id", "me/model"], "no upload to the Hub"),
+    (["--hub_strategy", "end"], "no upload to the Hub"),
+    (["--hub_token", "x"], "no upload to the Hub"),
+    (["--hub_private_repo"], "no upload to the Hub"),
+    (["--eval_delay", "100"], "leave eval_steps unset and set control.should_validate"),
+    (["--save_safetensors"], "checkpoints are always safetensors"),
+    (["--save_only_model"], "max_to_keep bounds how many"),
+    (["--disable_tqdm"], "use --disable_progress_bar"),
+    (["--run_name", "mine"], "logging_dir (default output_dir/runs)"),
+    (["--data_seed", "3"], "--seed seeds the data order too"),
+    (["--dataloader_drop_last"], "no DataLoader"),
+    (["--dataloader_pin_memory", "false"], "no DataLoader"),
+    (["--tf32", "true"], "torch.backends.cuda.matmul.allow_tf32 = True"),
+    (["--no_cuda"], "accelerate launch --cpu"),
+    (["--auto_find_batch_size"], "give --batch_size"),
+    (["--log_level", "info"], "logging.getLogger('melissa_trainer')"),
 ]
 
 

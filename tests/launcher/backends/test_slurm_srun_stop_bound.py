@@ -17,6 +17,8 @@ stop's own commands.
 from __future__ import annotations
 
 import logging
+import os
+import signal
 import time
 from pathlib import Path
 
@@ -123,3 +125,66 @@ def test_a_stale_unreachable_hint_does_not_skip_the_cancel(
     cancels = calls.read_text().split() if calls.exists() else []
     assert "77.5" in cancels, f"not cancelled by name: scancel ran {cancels}"
     assert "did not answer" not in caplog.text, caplog.text
+
+
+#: an srun whose task runs outside its process group, as a step's task runs under
+#: slurmstepd: signalling the srun does not reach it (with a frozen controller, srun's
+#: own end of its tasks never comes: step_tasks.py's docstring)
+DETACHED_SRUN = """#!/bin/bash
+while [[ "$1" == -* ]]; do shift; done
+SLURM_JOB_ID=77 SLURM_STEP_ID=5 setsid "$@" &
+echo $! > "$FAKE/task.pid"
+wait
+"""
+#: a scancel whose signals never get an answer (a frozen controller)
+FROZEN_SIGNALS = """#!/bin/bash
+echo "$@" >> "$FAKE/scancel.calls"
+if [[ "$1" == --signal=* ]]; then exec sleep 600; fi
+"""
+
+
+def _alive(pid: int) -> bool:
+    """`pid` runs (a zombie, dead but not yet reaped, does not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.timeout(120)
+def test_a_stop_without_the_controller_ends_this_nodes_tasks(
+    fake: Path,  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Failed before: the task, out of srun's reach, still ran after the stop (on the
+    test cluster, slurmctld frozen, both steps' tasks ran on until it resumed)."""
+    bin_dir = fake.parent / "bin"
+    (bin_dir / "srun").write_text(DETACHED_SRUN)
+    (bin_dir / "scancel").write_text(FROZEN_SIGNALS)
+    monkeypatch.setattr(step_stop, "TERM_WAIT", 0.5)
+    monkeypatch.setattr(step_stop, "SRUN_END", 1.0)
+    up = tmp_path / "task.up"
+    task = f"import time; open({str(up)!r}, 'w').close(); time.sleep(600)"
+    import sys
+
+    backend = SlurmBackend(mode="srun")
+    pid = 0
+    try:
+        job = Job("sim", [sys.executable, "-c", task], cwd=tmp_path, log_path=tmp_path / "l")
+        handle = backend.launch(job)
+        assert isinstance(handle, steps.SrunHandle)
+        (fake / "steps").write_text(f"77.5|{handle.step_name}\n")
+        wait_until(lambda: up.exists(), "the task to run", 30.0)
+        pid = int((fake / "task.pid").read_text())
+        wait_until(lambda: backend.poll(handle) is None and handle.step_id == 5, "its id", 30.0)
+        with caplog.at_level(logging.WARNING, logger="melissa_trainer.launcher.backends.slurm"):
+            assert backend.kill(handle, grace=0.5) is None
+        running = _alive(pid)
+    finally:
+        backend.close()
+        if pid and _alive(pid):
+            os.kill(pid, signal.SIGKILL)
+    assert not running, "the step's task on this node outlived the stop"
+    assert "1 task process(es) on this node SIGKILLed" in caplog.text, caplog.text

@@ -15,14 +15,16 @@ task of it runs yet; or its step already ended) cannot be named: its srun is sig
 at once when no step is named, else with theirs after the grace (one `SRUN_END` for
 all: signalled first, its own wait came before theirs, 2 x `SRUN_END` in all). When
 that scancel fails for the controller's absence or takes more than `TERM_WAIT` s, the
-sruns are signalled then, and `SrunSteps` does not cancel
-the steps by name afterwards (each squeue and scancel would wait out its timeout).
+sruns are signalled then (which does not end their tasks without the controller:
+`SrunSteps` SIGKILLs this node's, `step_tasks`), and the steps are not cancelled by
+name afterwards (each squeue and scancel would wait out its timeout).
 Measured on the one-node test cluster, slurmctld SIGSTOPped, two steps whose ids were
 known, grace 2 s, controller_wait 5 (stop_bound 17 s before, 22 s with `TERM_WAIT`),
 one run each (an experiment script, not committed): the kill took 22.0 s before this
 module (the cancel by name's squeue waited 20 s), 40.1 s with an unbounded scancel
 --signal=TERM (20 s more), 15.0 s now (the scancel's 5 s, then the sruns, which did not
-end while the controller was away, SIGKILLed after `SRUN_END`).
+end while the controller was away, SIGKILLed after `SRUN_END`); 15.0 s with stop_bound
+32 s (`SlurmBackend.stop_bound`'s srun figure) and this node's tasks SIGKILLed.
 """
 
 from __future__ import annotations

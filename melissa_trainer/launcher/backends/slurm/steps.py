@@ -83,6 +83,7 @@ from melissa_trainer.launcher.backends.slurm.commands import (
 from melissa_trainer.launcher.backends.slurm.srun_log import before_tasks, log_size
 from melissa_trainer.launcher.backends.slurm.step_end import said_end
 from melissa_trainer.launcher.backends.slurm.step_stop import TERM_WAIT, stop_steps
+from melissa_trainer.launcher.backends.slurm.step_tasks import kill_tasks
 
 __all__ = ["SrunHandle", "SrunSteps"]
 
@@ -204,7 +205,7 @@ class SrunSteps:
         if running:
             term = stop_steps(self._local, self._commands, self._allocation, running, grace)
             away = away if term is None else term
-            self._cancel_unless_away({step.step_name for step in running}, away)
+            self._cancel_unless_away(running, away)
             for step in running:
                 self._sweep(step)
         return [None if step.killed else self._local.poll(step.process) for step in steps]
@@ -218,7 +219,7 @@ class SrunSteps:
         term = stop_steps(self._local, self._commands, self._allocation, running, CLOSE_GRACE)
         away = away if term is None else term
         self._local.close()
-        self._cancel_unless_away({step.step_name for step in running}, away)
+        self._cancel_unless_away(running, away)
         for step in running:
             self._sweep(step)
         for watch, name in self._pending:
@@ -250,16 +251,25 @@ class SrunSteps:
         self._list(timeout=TERM_WAIT)
         return self._commands.unreachable
 
-    def _cancel_unless_away(self, names: set[str], away: bool | None) -> None:
-        """`cancel` the steps `names` after their kill (its squeue and scancel given up
+    def _cancel_unless_away(self, steps: Sequence[SrunHandle], away: bool | None) -> None:
+        """`cancel` `steps` by name after their kill (its squeue and scancel given up
         after `TERM_WAIT` each), unless the stop's last command found the controller
-        `away`: then say which are left. None (the stop ran no command): they are
-        cancelled; an earlier command's unreachability is no news of the controller now."""
+        `away`: then their tasks on this node are SIGKILLed (`step_tasks`: srun's own
+        end of them needs the controller) and a warning says what is left. None (the
+        stop ran no command): they are cancelled; an earlier command's unreachability
+        is no news of the controller now."""
+        names = {step.step_name for step in steps}
         if names and away:
+            ids = {step.step_id for step in steps if step.step_id is not None}
+            killed = kill_tasks(self._allocation, ids)
             logger.warning(
-                "the Slurm controller did not answer: steps %s are not cancelled by name "
-                "(their sruns were signalled; the allocation's end ends any left)",
+                "the Slurm controller did not answer: steps %s are not cancelled by name; "
+                "their sruns were signalled, which does not end their tasks without the "
+                "controller: %d task process(es) on this node SIGKILLed (no SIGTERM "
+                "reached them), those on other nodes run until the controller answers "
+                "again (it then ends them) or the allocation ends",
                 sorted(names),
+                len(killed),
             )
         elif names:
             self.cancel(names.__contains__, timeout=TERM_WAIT)

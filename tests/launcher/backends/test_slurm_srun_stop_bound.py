@@ -6,9 +6,9 @@ stop's own commands.
 - A frozen controller (squeue and scancel never answer), one step whose id squeue had
   listed and one whose id it had not, both ignoring SIGTERM: the kill ends within
   ``stop_bound(grace)``, measured against the backend's own figure (its waits made
-  small: `TERM_WAIT` 0.5 s, `SRUN_END` 1 s). Failed before: the squeue before the stop
+  small: `TERM_WAIT` 1 s, `SRUN_END` 2 s). Failed before: the squeue before the stop
   waited out its 30 s timeout (not in the bound), and the unnamed step's srun had its
-  own `SRUN_END` before the named one's (2 x `SRUN_END`); the bound was 1.5 s + 10 s.
+  own `SRUN_END` before the named one's (2 x `SRUN_END`); the bound was 0.5 s + 10 s + 1 s.
 - A controller that had not answered an earlier squeue (`SlurmCommands.unreachable`
   still set) and a stop that runs no command (the step's srun had ended on its own):
   its step is cancelled by name. Failed before: it was not (the stale hint read as
@@ -64,9 +64,9 @@ def test_a_stop_against_a_frozen_controller_ends_within_the_stated_bound(
     _stand_ins(fake)
     for module in (step_stop, steps, slurm_backend):
         if hasattr(module, "TERM_WAIT"):
-            monkeypatch.setattr(module, "TERM_WAIT", 0.5)
+            monkeypatch.setattr(module, "TERM_WAIT", 1.0)
         if hasattr(module, "SRUN_END"):
-            monkeypatch.setattr(module, "SRUN_END", 1.0)
+            monkeypatch.setattr(module, "SRUN_END", 2.0)
     backend = SlurmBackend(mode="srun", controller_wait=0)
     try:
         import sys

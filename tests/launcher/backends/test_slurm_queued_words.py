@@ -56,3 +56,32 @@ def test_a_hold_is_said_once_per_hold_and_named_with_its_release(
     handle.cancelled, handle.reason = True, None
     queue_words(handle, "sim-2 (Slurm job 17)", "PENDING", "JobHeldAdmin")
     assert len(caplog.records) == 1
+
+
+@pytest.mark.parametrize(
+    "answers",
+    [
+        [("RUNNING", None), ("PENDING", "JobHeldAdmin")],
+        [("RUNNING", None), ("REQUEUE_HOLD", None), ("PENDING", "JobHeldAdmin")],
+    ],
+    ids=["requeued-held", "through-REQUEUE_HOLD"],
+)
+def test_a_requeued_then_held_job_is_said_once(
+    caplog: pytest.LogCaptureFixture, answers: list[tuple[str, str | None]]
+) -> None:
+    """A started job requeued held (scontrol requeuehold): one event, one line that says
+    both facts and the release. Failed before: two lines, "put back in Slurm's queue
+    ... it runs again from the start when Slurm starts it" (it does not: it is held) and
+    "is held in Slurm's queue"; and through REQUEUE_HOLD the hold was said twice."""
+    caplog.set_level("WARNING", logger="melissa_trainer.launcher.backends.slurm")
+    handle = SlurmHandle(job=Job("sim-2", ()), job_id="17", exit_stem="")
+    for state, reason in answers + [answers[-1]] * 2:
+        queue_words(handle, "sim-2 (Slurm job 17)", state, reason)
+        handle.state, handle.reason = state, reason
+        handle.ran = handle.ran or state == "RUNNING"
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 1, said
+    assert "scontrol release 17" in said[0], said
+    if answers[1][0] == "PENDING":
+        assert "put back in Slurm's queue after it started and is held there" in said[0]
+        assert "when Slurm starts it" not in said[0], said

@@ -21,7 +21,6 @@ from waiting import wait_until
 
 from melissa_trainer.launcher.backends import SlurmBackend
 from melissa_trainer.launcher.backends.slurm import step_stop
-from melissa_trainer.launcher.backends.slurm.batch import FORCE_WAIT
 
 pytestmark = pytest.mark.e2e  # it starts processes
 
@@ -127,6 +126,8 @@ def test_a_frozen_controller_holds_the_stop_term_wait_at_most(
     assert sorted(set((tmp_path / "said.txt").read_text().splitlines())) == expected(N)
 
 
-def test_the_stop_bound_of_srun_mode_counts_the_term_wait(fake: Path) -> None:  # noqa: F811
+def test_the_stop_bound_of_srun_mode_counts_its_commands_waits(fake: Path) -> None:  # noqa: F811
+    """No command of an srun stop is retried (controller_wait): its squeues and scancels
+    are given up after TERM_WAIT each (test_slurm_srun_stop_bound.py measures it)."""
     backend = SlurmBackend(mode="srun", controller_wait=40.0)
-    assert backend.stop_bound(5.0) == 5.0 + FORCE_WAIT + 40.0 + step_stop.TERM_WAIT
+    assert backend.stop_bound(5.0) == 5.0 + step_stop.SRUN_END + 4 * step_stop.TERM_WAIT

@@ -41,3 +41,54 @@ def test_an_earlier_attempts_line_is_not_said(tmp_path: Path) -> None:
     log.write_text(LINE + "x" * 10)
     job = Job(name="sim-1", argv=["solver"], log_path=log)
     assert said_end(job, "sim-1 (step 12.4)", len(LINE), "1") is None
+
+
+#: what srun wrote for steps scancelled as soon as squeue listed them (the one-node test
+#: cluster, Slurm 22.05): no slurmstepd line, the launch aborted or the step just aborted
+ABORTED_LOGS = {
+    "launch": (
+        "srun: launch/slurm: launch_p_step_launch: StepId=30183199.2 aborted before step "
+        "completely launched.\nsrun: Job step aborted: Waiting up to 4 seconds for job step "
+        "to finish.\nsrun: error: vm: task 0: Killed\n",
+        "launch_p_step_launch: StepId=30183199.2 aborted before step completely launched",
+    ),
+    "step": (
+        "srun: Job step aborted: Waiting up to 4 seconds for job step to finish.\n"
+        "srun: error: vm: task 0: Killed\n",
+        "srun: Job step aborted",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ABORTED_LOGS))
+def test_a_step_cancelled_as_it_launched_is_said(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, case: str
+) -> None:
+    """Failed before: slurmstepd writes nothing for such a step, so nothing was said
+    (said_end returned None) and only srun's exit code 137 told of it."""
+    text, words = ABORTED_LOGS[case]
+    log = tmp_path / "sim-1.log"
+    log.write_text(text)
+    job = Job(name="sim-1", argv=["solver"], log_path=log)
+    with caplog.at_level(logging.WARNING, logger="melissa_trainer.launcher.backends.slurm"):
+        said = said_end(job, "sim-1 (step 2)", 0, None)
+    assert said is not None and "was ended by Slurm as it launched" in said, said
+    assert f"(srun: '{words}';" in said, said
+    assert said in caplog.text
+    assert log.read_text().endswith(f"{said}\n")
+
+
+def test_a_ranks_failure_ending_its_step_is_not_said_as_a_cancel(tmp_path: Path) -> None:
+    """srun's --kill-on-bad-exit end of a 2-rank step whose rank 1 exited 3 (its log on
+    the test cluster). Failed before: said as "cancelled while running ... by a scancel
+    of the step or of the allocation", though nobody cancelled it."""
+    log = tmp_path / "sim-1.log"
+    log.write_text(
+        "srun: error: vm: task 1: Exited with exit code 3\n"
+        "srun: launch/slurm: _step_signal: Terminating StepId=43098957.0\n"
+        "slurmstepd-vm: error: *** STEP 43098957.0 ON vm CANCELLED AT 2026-12-04T13:55:54 ***\n"
+        "srun: error: vm: task 0: Terminated\nsrun: Force Terminated StepId=43098957.0\n"
+    )
+    job = Job(name="sim-1", argv=["solver"], log_path=log, ranks=2)
+    assert said_end(job, "sim-1 (step 0)", 0, None) is None
+    assert "melissa-trainer" not in log.read_text()

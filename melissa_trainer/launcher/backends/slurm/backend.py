@@ -45,7 +45,7 @@ from melissa_trainer.launcher.backends.slurm.commands import (
     check_controller_wait,
 )
 from melissa_trainer.launcher.backends.slurm.queued_end import held_reason
-from melissa_trainer.launcher.backends.slurm.step_stop import TERM_WAIT
+from melissa_trainer.launcher.backends.slurm.step_stop import SRUN_END, TERM_WAIT
 from melissa_trainer.launcher.backends.slurm.steps import SrunHandle, SrunSteps
 
 __all__ = [
@@ -269,10 +269,13 @@ class SlurmBackend(Backend):
 
     def stop_bound(self, grace: float) -> float:
         """`Backend.stop_bound`: the grace, the wait for the forced end's `scancel`
-        (`FORCE_WAIT`) and one `controller_wait` (the stop's scancels share it); in mode
-        "srun" also the wait for the tasks' ``scancel --signal=TERM`` (`TERM_WAIT`)."""
-        term = TERM_WAIT if self._steps is not None else 0.0
-        return grace + FORCE_WAIT + self._commands.controller_wait + term
+        (`FORCE_WAIT`) and one `controller_wait` (the stop's scancels share it). In mode
+        "srun" (`SrunSteps.kill_all`, no command retried): the squeue before the stop,
+        the tasks' ``scancel --signal=TERM``, the cancel by name's squeue and scancel
+        (`TERM_WAIT` each at most), the grace and the sruns' end (`SRUN_END`)."""
+        if self._steps is not None:
+            return grace + SRUN_END + 4 * TERM_WAIT
+        return grace + FORCE_WAIT + self._commands.controller_wait
 
     def describe(self, handle: Handle) -> str:
         if isinstance(handle, SlurmHandle) and self._batch is not None:

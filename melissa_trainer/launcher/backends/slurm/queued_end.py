@@ -209,6 +209,22 @@ def queue_words(handle: SlurmHandle, job: str, state: str | None, reason: str | 
         )
     if state != "PENDING":
         return
+    if handle.state in HELD_STATES and reason in HELD:
+        return  # (the hold as it was requeued, said at that state: the same fact)
+    held = reason in HELD and handle.reason != reason
+    if handle.ran and new and held:  # (one event, scontrol requeuehold: one line)
+        logger.warning(
+            "%s was put back in Slurm's queue after it started and is held there (requeued "
+            "held, as by scontrol requeuehold; squeue: PENDING, %s: %s %s): it does "
+            "not start until released, then runs again from the start, and the study "
+            "waits for it meanwhile; scancel %s to give it up",
+            job,
+            reason,
+            HELD[reason or ""],
+            job_id,
+            job_id,
+        )
+        return
     if handle.ran and new:
         logger.warning(
             "%s was put back in Slurm's queue after it started (requeued: scontrol requeue, "
@@ -217,14 +233,14 @@ def queue_words(handle: SlurmHandle, job: str, state: str | None, reason: str | 
             job,
             reason or "no reason given",
         )
-    if reason in HELD and handle.reason != reason:
+    if held:
         logger.warning(
             "%s is held in Slurm's queue (squeue: PENDING, %s: %s %s): it does not start "
             "until released, and the study waits for it meanwhile (a queued job's start-up "
             "allowance has not begun); scancel %s to give it up",
             job,
             reason,
-            HELD[reason],
+            HELD[reason or ""],
             job_id,
             job_id,
         )

@@ -8,6 +8,19 @@ node CANCELLED AT 2026-12-04T10:11:03 DUE TO TIME LIMIT ***"; no "DUE TO" for a
 scancel), read at the end of what the step wrote (past where the log was at srun's
 start): srun writes it as the step ends, after all the solver's own output. `said_end`
 says it in a WARNING and appends it to the log, as `queued_end` does for a batch job.
+
+A step cancelled as it launches (before slurmstepd ran its tasks) gets no slurmstepd
+line: only srun's ("srun: launch/slurm: launch_p_step_launch: StepId=12.3 aborted before
+step completely launched.", or just "srun: Job step aborted: Waiting up to 4 seconds for
+job step to finish.", then "task 0: Killed" and exit 137; seen on the one-node test
+cluster, a step scancelled as soon as squeue listed it, 4 of 4 runs). `ABORTED` finds
+those words, said with no cause: Slurm does not give one there.
+
+A multi-rank step runs with ``--kill-on-bad-exit=1``: one rank's failure makes srun end
+the others ("srun: launch/slurm: _step_signal: Terminating StepId=12.0", then
+slurmstepd's "CANCELLED" line with no "DUE TO", as for a scancel; seen on the test
+cluster, a 2-rank step whose rank 1 exited 3). That is the solver's own failure
+(`OWN_KILL` before the line): nothing is said.
 """
 
 from __future__ import annotations
@@ -20,15 +33,35 @@ from pathlib import Path
 from melissa_trainer.launcher.backends.base import Job
 from melissa_trainer.launcher.backends.slurm.queued_end import NEXT
 
-__all__ = ["end_text", "said_end"]
+__all__ = ["ABORTED", "aborted_text", "end_text", "said_end"]
 
 logger = logging.getLogger("melissa_trainer.launcher.backends.slurm")
 
 #: slurmstepd's line of a step that Slurm ended; group 1: the cause, if said
 STEP_END = re.compile(r"\*\*\* STEP \S+ ON \S+ CANCELLED AT \S+(?: DUE TO ([A-Z ]+?))? \*\*\*")
+#: srun's words as it ends the other ranks of a step after one rank's failure
+#: (``--kill-on-bad-exit``): a "CANCELLED" after them is srun's, not Slurm's
+OWN_KILL = re.compile(r"_step_signal: Terminating StepId=")
+#: srun's words for a step that Slurm ended, said when slurmstepd said nothing (module
+#: docstring): the launch's abort first, the more telling of the two
+ABORTED = (
+    re.compile(r"launch_p_step_launch: StepId=\S+ aborted before step completely launched"),
+    re.compile(r"srun: Job step aborted"),
+)
 #: the most of a log read to find that line: its last bytes (never before srun's start),
 #: where srun writes it as the step ends; a solver's output before it may be far longer
 LOG_READ = 1 << 16
+
+
+def aborted_text(job: str, words: str) -> str:
+    """How step `job`, ended by Slurm as it launched (srun said `words`, slurmstepd
+    nothing), is said: the cause is not known."""
+    return (
+        f"{job} was ended by Slurm as it launched (srun: '{words}'; no slurmstepd line "
+        "says why): its step was cancelled, by a scancel of the step or of the allocation "
+        "(yours or an administrator's) or the allocation's end, not by the study (it "
+        f"cancels only the steps it stops) nor the solver's own failure; {NEXT}"
+    )
 
 
 def end_text(job: str, cause: str | None, time_limit: str | None) -> str:
@@ -56,8 +89,8 @@ def end_text(job: str, cause: str | None, time_limit: str | None) -> str:
 
 def said_end(job: Job, description: str, log_from: int, time_limit: str | None) -> str | None:
     """If `job`'s log says (in its last `LOG_READ` bytes, past `log_from`) that Slurm
-    ended its step, say how in a WARNING and in the log; the text, or None (no log, no
-    such line)."""
+    ended its step (slurmstepd's line, else srun's `ABORTED` words), say how in a
+    WARNING and in the log; the text, or None (no log, no such line)."""
     if job.log_path is None:
         return None
     try:
@@ -68,9 +101,15 @@ def said_end(job: Job, description: str, log_from: int, time_limit: str | None) 
     except OSError:
         return None
     found = STEP_END.search(text)
-    if found is None:
-        return None
-    said = end_text(description, found.group(1), time_limit)
+    if found is not None and found.group(1) is None and OWN_KILL.search(text, 0, found.start()):
+        return None  # (a rank's failure ended the step: the solver's own)
+    if found is not None:
+        said = end_text(description, found.group(1), time_limit)
+    else:
+        srun = next((m for m in (words.search(text) for words in ABORTED) if m), None)
+        if srun is None:
+            return None
+        said = aborted_text(description, srun.group(0))
     logger.warning("%s", said)
     stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
     try:

@@ -12,15 +12,19 @@ still running (their SIGKILL of the tasks), SIGKILLing them after `SRUN_END` s.
 
 A step whose id is not known (srun just started: squeue has not listed its step, so no
 task of it runs yet; or its step already ended) cannot be named: its srun is signalled
-at once, as before. When that scancel fails for the controller's absence or takes
-more than `TERM_WAIT` s, the sruns are signalled then, and `SrunSteps` does not cancel
-the steps by name afterwards (each squeue and scancel would wait out its timeout).
+at once when no step is named, else with theirs after the grace (one `SRUN_END` for
+all: signalled first, its own wait came before theirs, 2 x `SRUN_END` in all). When
+that scancel fails for the controller's absence or takes more than `TERM_WAIT` s, the
+sruns are signalled then (which does not end their tasks without the controller:
+`SrunSteps` SIGKILLs this node's, `step_tasks`), and the steps are not cancelled by
+name afterwards (each squeue and scancel would wait out its timeout).
 Measured on the one-node test cluster, slurmctld SIGSTOPped, two steps whose ids were
 known, grace 2 s, controller_wait 5 (stop_bound 17 s before, 22 s with `TERM_WAIT`),
 one run each (an experiment script, not committed): the kill took 22.0 s before this
 module (the cancel by name's squeue waited 20 s), 40.1 s with an unbounded scancel
 --signal=TERM (20 s more), 15.0 s now (the scancel's 5 s, then the sruns, which did not
-end while the controller was away, SIGKILLed after `SRUN_END`).
+end while the controller was away, SIGKILLed after `SRUN_END`); 15.0 s with stop_bound
+32 s (`SlurmBackend.stop_bound`'s srun figure) and this node's tasks SIGKILLed.
 """
 
 from __future__ import annotations
@@ -60,36 +64,45 @@ def stop_steps(
     allocation: str,
     steps: Sequence[SrunHandle],
     grace: float,
-) -> None:
+) -> bool | None:
     """End `steps` (the sruns of `local`, each running or ended) together: SIGTERM to the
     tasks of those that can be named (module docstring) and up to `grace` s for them
-    all from the start of this call, then their sruns signalled (`SRUN_END` s at most,
-    together). The sruns of the others are signalled first, given what is left of the
-    grace or `SRUN_END` s, whichever is longer (their tasks' SIGKILL: srun's own). Blocks
-    meanwhile; the caller cancels the steps by name afterwards (a step may outlive its
-    srun)."""
+    all from the start of this call, then every srun signalled (`SRUN_END` s at most,
+    together; their tasks' SIGKILL: srun's own). With no step named, the sruns are
+    signalled at once, given what is left of the grace or `SRUN_END` s, whichever is
+    longer. Blocks meanwhile: at most max(`grace`, `TERM_WAIT`) + `SRUN_END` s (and the
+    reaping of SIGKILLed sruns); the caller cancels the steps by name afterwards (a step
+    may outlive its srun). Whether the scancel found the controller away (failed for a
+    `transient` reason, its timeout included); None: no scancel was run."""
     started = time.monotonic()
+    away: bool | None = None
     named = [s for s in steps if s.step_id is not None and local.poll(s.process) is None]
     if named:  # (tried even after a failure: the hint may be stale, the wait is bounded)
         ids = [f"{allocation}.{step.step_id}" for step in named]
         result = commands.run([commands.path("scancel"), "--signal=TERM", *ids], timeout=TERM_WAIT)
         why = failure(result)
+        away = why is not None and transient(why)
         if why is not None and transient(why):  # (nothing signalled: their sruns are)
             logger.warning("scancel --signal=TERM %s: %s", " ".join(ids), why)
             named = []
         elif why is not None:  # (also for a step that ended meanwhile: the others were)
             logger.info("scancel --signal=TERM %s: %s", " ".join(ids), why)
     others: list[Handle] = [s.process for s in steps if s not in named]
-    left = max(grace - (time.monotonic() - started), 0.0)
-    if others:  # (the named ones' grace runs meanwhile: the wait below is what is left)
+    if not named:  # (nothing has a grace: the sruns are signalled at once)
         # (a SIGTERMed srun ends its tasks itself: SRUN_END at least, not an srun
         # SIGKILLed at once, its tasks left running under slurmstepd)
+        left = max(grace - (time.monotonic() - started), 0.0)
         local.kill_all(others, max(left, SRUN_END))
+        return away
+    # (the others' sruns are signalled with the named ones' after the grace, all given
+    # one SRUN_END: signalled at once, their wait came before the named ones' own and
+    # the stop took 2 x SRUN_END; a task of theirs that starts meanwhile gets srun's
+    # SIGKILL either way)
     deadline = started + max(grace, 0.0)
     waiting = [s.process for s in named]
     while waiting and time.monotonic() < deadline:
         waiting = [process for process in waiting if local.poll(process) is None]
         if waiting:
             time.sleep(min(LOOK_EVERY, max(deadline - time.monotonic(), 0.0)))
-    if named:
-        local.kill_all([s.process for s in named], SRUN_END)
+    local.kill_all([*others, *(s.process for s in named)], SRUN_END)
+    return away

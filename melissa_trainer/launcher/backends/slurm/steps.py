@@ -46,9 +46,9 @@ A controller outage. An srun that cannot reach slurmctld exits 1 within its
 MessageTimeout, having run no task: it says so in the job's log ("srun: error: Unable
 to confirm allocation for job N: Unable to contact slurm controller (connect failure)",
 "Socket timed out on send/recv operation" for a frozen one; "Unable to create step for
-job N: ..." at the step's creation: Slurm 22.05, the test cluster). Such an end (exit 1,
-one of `BEFORE_TASKS` with a `transient` reason in what srun wrote to the log since its
-start) is not the job's: `poll` reports the step running and runs srun again, with
+job N: ..." at the step's creation: Slurm 22.05, the test cluster). Such an end (exit
+1, one of `srun_log.BEFORE_TASKS` with a `transient` reason in what srun wrote to the
+log since its start) is not the job's: `poll` reports the step running and runs srun again, with
 backoff (1 s, doubling to 15 s), for up to `controller_wait` s from the first such end,
 once ``squeue --steps`` answers (the controller is back), having cancelled any step of
 that name it lists (the lost reply of a creation leaves a step with no task, holding
@@ -63,7 +63,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
 import signal
 import time
 from collections.abc import Callable, Sequence
@@ -75,9 +74,16 @@ from melissa_trainer.launcher.backends.mpich_segments import SegmentWatch, kvs_s
 from melissa_trainer.launcher.backends.slurm import queries as sq
 from melissa_trainer.launcher.backends.slurm import script as ss
 from melissa_trainer.launcher.backends.slurm.batch import CLOSE_GRACE
-from melissa_trainer.launcher.backends.slurm.commands import SlurmCommands, failure, transient
+from melissa_trainer.launcher.backends.slurm.commands import (
+    COMMAND_TIMEOUT,
+    SlurmCommands,
+    failure,
+    transient,
+)
+from melissa_trainer.launcher.backends.slurm.srun_log import before_tasks, log_size
 from melissa_trainer.launcher.backends.slurm.step_end import said_end
-from melissa_trainer.launcher.backends.slurm.step_stop import stop_steps
+from melissa_trainer.launcher.backends.slurm.step_stop import TERM_WAIT, stop_steps
+from melissa_trainer.launcher.backends.slurm.step_tasks import kill_tasks
 
 __all__ = ["SrunHandle", "SrunSteps"]
 
@@ -91,14 +97,6 @@ KILLED = 128 + signal.SIGKILL
 LIST_EVERY = 1.0
 #: step ids swept past the highest listed, for a step whose id was never listed
 SPAN = 16
-#: srun's words (lower case) for its failure before any task of the step ran (module
-#: docstring): a `transient` reason after them makes the step run again
-BEFORE_TASKS = (
-    "srun: error: unable to confirm allocation for job",
-    "srun: error: unable to create step for job",
-)
-#: the most of a log `SrunSteps` reads (from srun's start) to find those words
-LOG_READ = 1 << 16
 
 
 @dataclass(eq=False)
@@ -151,7 +149,7 @@ class SrunSteps:
         )
         # the local backend sees one process (srun), which starts the ranks itself
         srun_job = dataclasses.replace(job, argv=argv, ranks=1)
-        log_from = _log_size(job)
+        log_from = log_size(job)
         process = self._local.launch(srun_job)
         step = SrunHandle(
             job=job, process=process, step_name=step_name, floor=self._top + 1, log_from=log_from
@@ -197,8 +195,7 @@ class SrunSteps:
         once, one `grace` for them all, then their sruns signalled (`step_stop`), then
         one ``scancel`` naming their steps. Results in order."""
         running = [step for step in steps if step in self._running]
-        if any(step.step_id is None for step in running):
-            self._list()  # (while they are among the running: their ids are noted)
+        away = self._list_before_stop(running)  # (while they are among the running)
         for step in running:  # (still running: a step may outlive its srun)
             self._running.remove(step)
             # (an srun that had ended on its own keeps its code: it was not killed; one
@@ -206,8 +203,9 @@ class SrunSteps:
             waiting, step.retry_at = step.retry_at is not None, None
             step.killed = waiting or self._local.poll(step.process) is None
         if running:
-            stop_steps(self._local, self._commands, self._allocation, running, grace)
-            self._cancel_unless_away({step.step_name for step in running})
+            term = stop_steps(self._local, self._commands, self._allocation, running, grace)
+            away = away if term is None else term
+            self._cancel_unless_away(running, away)
             for step in running:
                 self._sweep(step)
         return [None if step.killed else self._local.poll(step.process) for step in steps]
@@ -216,12 +214,12 @@ class SrunSteps:
         """Kill every running step (as `kill_all`, with `CLOSE_GRACE`); sweep the
         segments of all (`_sweep`: those still held by ranks that are ending are retried
         once, after the kills)."""
-        if any(step.step_id is None for step in self._running):
-            self._list()
+        away = self._list_before_stop(self._running)
         running, self._running = self._running, []
-        stop_steps(self._local, self._commands, self._allocation, running, CLOSE_GRACE)
+        term = stop_steps(self._local, self._commands, self._allocation, running, CLOSE_GRACE)
+        away = away if term is None else term
         self._local.close()
-        self._cancel_unless_away({step.step_name for step in running})
+        self._cancel_unless_away(running, away)
         for step in running:
             self._sweep(step)
         for watch, name in self._pending:
@@ -231,9 +229,10 @@ class SrunSteps:
     def describe(self, step: SrunHandle) -> str:
         return f"{self._local.describe(step.process)} (srun step {step.step_name})"
 
-    def cancel(self, match: Callable[[str], bool]) -> None:
-        """scancel the steps of the allocation whose name `match`-es, logging them."""
-        listed = self._list()
+    def cancel(self, match: Callable[[str], bool], timeout: float = COMMAND_TIMEOUT) -> None:
+        """scancel the steps of the allocation whose name `match`-es, logging them; the
+        squeue and the scancel each given up after `timeout` s."""
+        listed = self._list(timeout=timeout)
         if listed is None:
             return
         steps = [step_id for step_id, name in listed.items() if match(name) and "." in step_id]
@@ -241,27 +240,48 @@ class SrunSteps:
             logger.info(
                 "cancelling steps (of killed srun processes, or of an earlier run): %s", steps
             )
-            self._commands.run([self._commands.path("scancel"), *steps])
+            self._commands.run([self._commands.path("scancel"), *steps], timeout=timeout)
 
-    def _cancel_unless_away(self, names: set[str]) -> None:
-        """`cancel` the steps `names` after their kill, unless the controller did not
-        answer the kill's last command (`step_stop`): then say which are left."""
-        if names and self._commands.unreachable:
+    def _list_before_stop(self, steps: Sequence[SrunHandle]) -> bool | None:
+        """Before a stop of `steps`: list the allocation's steps if one's id is unknown,
+        given up after `TERM_WAIT` (a stop's commands are bounded so:
+        `SlurmBackend.stop_bound`). Whether the controller was away; None: not asked."""
+        if not any(step.step_id is None for step in steps):
+            return None
+        self._list(timeout=TERM_WAIT)
+        return self._commands.unreachable
+
+    def _cancel_unless_away(self, steps: Sequence[SrunHandle], away: bool | None) -> None:
+        """`cancel` `steps` by name after their kill (its squeue and scancel given up
+        after `TERM_WAIT` each), unless the stop's last command found the controller
+        `away`: then their tasks on this node are SIGKILLed (`step_tasks`: srun's own
+        end of them needs the controller) and a warning says what is left. None (the
+        stop ran no command): they are cancelled; an earlier command's unreachability
+        is no news of the controller now."""
+        names = {step.step_name for step in steps}
+        if names and away:
+            ids = {step.step_id for step in steps if step.step_id is not None}
+            killed = kill_tasks(self._allocation, ids)
             logger.warning(
-                "the Slurm controller did not answer: steps %s are not cancelled by name "
-                "(their sruns were signalled; the allocation's end ends any left)",
+                "the Slurm controller did not answer: steps %s are not cancelled by name; "
+                "their sruns were signalled, which does not end their tasks without the "
+                "controller: %d task process(es) on this node SIGKILLed (no SIGTERM "
+                "reached them), those on other nodes run until the controller answers "
+                "again (it then ends them) or the allocation ends",
                 sorted(names),
+                len(killed),
             )
         elif names:
-            self.cancel(names.__contains__)
+            self.cancel(names.__contains__, timeout=TERM_WAIT)
 
-    def _list(self, warn: bool = True) -> dict[str, str] | None:
-        """The allocation's steps (``squeue --steps``): id -> name; None if squeue fails
-        (said in a warning, or at debug level unless `warn`). Notes the ids of the
-        running steps by their names."""
+    def _list(self, warn: bool = True, timeout: float = COMMAND_TIMEOUT) -> dict[str, str] | None:
+        """The allocation's steps (``squeue --steps``, given up after `timeout` s): id ->
+        name; None if squeue fails (said in a warning, or at debug level unless `warn`).
+        Notes the ids of the running steps by their names."""
         self._listed = time.monotonic()
         squeue = self._commands.path("squeue")
-        result = self._commands.run([squeue, "-h", "-s", "-j", self._allocation, "-o", "%i|%j"])
+        argv = [squeue, "-h", "-s", "-j", self._allocation, "-o", "%i|%j"]
+        result = self._commands.run(argv, timeout=timeout)
         why = failure(result)
         if why is not None or isinstance(result, str):
             level = logging.WARNING if warn else logging.DEBUG
@@ -283,7 +303,7 @@ class SrunSteps:
         """Whether srun's end (`code`) is its failure to reach the controller before any
         task (module docstring) with time left to run it again: then its next run is
         set (`retry_at`). The first such end and the last are said in WARNINGs."""
-        why = _before_tasks(step) if code == 1 and not step.killed else None
+        why = before_tasks(step) if code == 1 and not step.killed else None
         if why is None or not transient(why) or self._commands.controller_wait <= 0:
             return False
         wait = self._commands.controller_wait
@@ -341,7 +361,7 @@ class SrunSteps:
                 orphans,
             )
             self._commands.run([self._commands.path("scancel"), *orphans])
-        step.retry_at, step.log_from = None, _log_size(step.job)
+        step.retry_at, step.log_from = None, log_size(step.job)
         step.step_id, step.floor = None, self._top + 1  # (the new srun's step: not listed yet)
         step.process, step.tries = self._local.launch(step.process.job), step.tries + 1
         logger.warning(
@@ -369,28 +389,3 @@ class SrunSteps:
     def _retry(self) -> None:
         """The retries that are due of the sweeps that found files still held."""
         self._pending = [(w, name) for w, name in self._pending if not w.retry(name)]
-
-
-def _log_size(job: Job) -> int:
-    """The size of `job`'s log now (0 if it has none yet)."""
-    try:
-        return 0 if job.log_path is None else os.path.getsize(job.log_path)
-    except OSError:
-        return 0
-
-
-def _before_tasks(step: SrunHandle) -> str | None:
-    """srun's line of `BEFORE_TASKS` in what its last run wrote to the job's log, or None
-    (no log, none such)."""
-    if step.job.log_path is None:
-        return None
-    try:
-        with open(step.job.log_path, "rb") as log:
-            log.seek(step.log_from)
-            text = log.read(LOG_READ).decode(errors="replace")
-    except OSError:
-        return None
-    for line in text.splitlines():
-        if line.strip().lower().startswith(BEFORE_TASKS):
-            return line.strip()
-    return None

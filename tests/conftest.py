@@ -17,7 +17,6 @@ import sys
 import threading
 
 import pytest
-import torch
 
 # the line saying how many tests ``-m`` deselected (pytest-xdist hides pytest's own count)
 from deselected_summary import (  # noqa: F401 (hooks: pytest finds them by name here)
@@ -70,6 +69,10 @@ def _release_held_ports():  # type: ignore[no-untyped-def]
 
 @pytest.fixture(autouse=True, scope="session")
 def _one_thread():
+    # (imported here, not at the top: pytest-xdist's controller loads this file too and
+    # runs no test; torch cost it ~0.9 CPU-s before it started the workers)
+    import torch
+
     torch.set_num_threads(1)
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 import zmq
 
-from melissa_trainer.client import Client
+from melissa_trainer.client import Client, ClientTuning
 from melissa_trainer.client.config import ENV_KEY
 
 pytestmark = pytest.mark.skipif(not zmq.has("curve"), reason="libzmq without CURVE")
@@ -47,5 +47,11 @@ def test_an_env_key_that_is_not_z85_is_refused_naming_the_variable(
 @pytest.mark.timeout(60)
 def test_a_z85_env_key_is_taken(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(ENV_KEY, zmq.curve_keypair()[0].decode())
-    client = Client({"u": ((1,), "uint8")}, simulation_id=4, endpoints="tcp://127.0.0.1:9")
+    # (a close after a failure right after the client connected may not have seen the
+    # refusal of port 9 yet, and then waits the whole failed_close_timeout: 10 s by
+    # default, as it did in the suite under load)
+    quick = ClientTuning(failed_close_timeout=0.5)
+    client = Client(
+        {"u": ((1,), "uint8")}, simulation_id=4, endpoints="tcp://127.0.0.1:9", tuning=quick
+    )
     client.close(bye=False)

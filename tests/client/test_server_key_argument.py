@@ -22,6 +22,10 @@ from melissa_trainer.config.reading import ConfigError
 from melissa_trainer.stream.endpoints import write_rendezvous
 
 FIELDS = {"u": ((4,), "float32")}
+#: a close after a failure right after the client connected may not have seen the
+#: refusal of port 9 yet, and then waits the whole failed_close_timeout (10 s by default;
+#: in the suite, under load, it did)
+QUICK_FAILED_CLOSE = ClientTuning(failed_close_timeout=0.5)
 
 
 @pytest.fixture
@@ -98,5 +102,5 @@ def test_the_published_key_given_again_is_taken(
     theirs = zmq.curve_keypair()[0].decode()
     write_rendezvous(tmp_path, 0, 1, "tcp://127.0.0.1:9", {"curve_public_key": theirs})
     monkeypatch.setenv(ENV_RENDEZVOUS, str(tmp_path))
-    client = Client(FIELDS, simulation_id=1, curve_server_key=theirs)
+    client = Client(FIELDS, simulation_id=1, curve_server_key=theirs, tuning=QUICK_FAILED_CLOSE)
     client.close(bye=False)

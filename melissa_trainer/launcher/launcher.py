@@ -204,6 +204,7 @@ class Launcher(LauncherRecord):
             max_redraws=n_simulations if tuning.max_redraws is None else tuning.max_redraws,
             first_simulation_id=first_simulation_id,
             min_finished_fraction=tuning.min_finished_fraction,
+            final_exit_codes=tuning.final_exit_codes,
         )
         self._lock = threading.Lock()
         self._stop = threading.Event()

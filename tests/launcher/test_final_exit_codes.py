@@ -202,3 +202,39 @@ def test_a_rank_final_code_survives_mpiexec(tmp_path: Path) -> None:
     records = records_of(launch.state_dict())
     assert records[0]["exit_codes"] == [3] and records[0]["status"] == "abandoned"
     assert attempts(tmp_path / "runs") == {0: 1}
+
+
+#: a worker that reports each simulation's code on its next request (no data: without a
+#: receiver a simulation reported 0 is finished); 1 -> 3 (final), 2 -> 1
+WORKER = """
+import sys
+from melissa_trainer.client.worker import next_simulation
+
+code = 0
+while (work := next_simulation(timeout=30, exit_code=code)) is not None:
+    with open(sys.argv[1], "a") as f:
+        f.write(f"{work[0]} 0\\n")
+    code = {1: 3, 2: 1}.get(work[0], 0)
+"""
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(60)
+def test_a_worker_reporting_a_final_code_is_not_given_the_simulation_again(
+    tmp_path: Path,
+) -> None:
+    """Worker mode: ``next_simulation(exit_code=3)`` gives simulation 1 up at once (the
+    worker lives on); ``exit_code=1`` is restarted twice, as before."""
+    (tmp_path / "worker.py").write_text(WORKER)
+    sim = [sys.executable, str(tmp_path / "worker.py"), str(tmp_path / "runs")]
+    tuning = {"final_exit_codes": (3,), "systematic_failures": None, "min_finished_fraction": 0.1}
+    launch = launcher(sim, 3, tuning=tuning, job_limit=1, worker=True, log_dir=tmp_path / "logs")
+    launch.start(tmp_path / "rendezvous")
+    try:
+        run_study(launch)
+    finally:
+        launch.stop()
+    records = records_of(launch.state_dict())
+    assert records[1]["exit_codes"] == [3] and records[1]["reason"] == SAID
+    assert records[2]["exit_codes"] == [1, 1, 1]
+    assert attempts(tmp_path / "runs") == {0: 1, 1: 1, 2: 3, 3: 1, 4: 1}

@@ -17,6 +17,7 @@ import pytest
 from launcher_runs import failure, launcher, run_study
 
 from melissa_trainer.launcher import LauncherTuning, make_sampler
+from melissa_trainer.launcher.account import study_account
 from melissa_trainer.launcher.advice import Advice
 from melissa_trainer.launcher.backends import MpiexecBackend
 from melissa_trainer.launcher.study_record import StudyRecord, records_of
@@ -154,6 +155,9 @@ def test_a_process_exiting_a_final_code_is_redrawn_at_once(
     assert attempts(tmp_path / "runs") == {0: 1, 1: 1, 2: 3, 3: 1, 4: 1}
     said = [r.getMessage() for r in caplog.records]
     assert any(m.startswith("simulation 1 failed once") and SAID in m for m in said), said
+    # the end-of-study account (no data here: every given-up one sent no sample)
+    lines, _ = study_account(launch.outcomes(), {0: (1, 0), 3: (1, 0), 4: (1, 0)})
+    assert any("exit codes [3]" in line and SAID in line for line in lines), lines
 
 
 @pytest.mark.e2e

@@ -103,6 +103,7 @@ def study_source(
     fields: Mapping[str, tuple[Any, Any]],
     *,
     worker_flag: str | None = None,
+    final_exit_codes: tuple[int, ...] = (),
 ) -> tuple[Launcher | None, Source]:
     """The trainer's source: a `Study` whose Launcher runs `command` (a Python script
     and its flags) for parameter sets drawn from `bounds`, or with --external no
@@ -112,7 +113,9 @@ def study_source(
     solver's alike, that turns worker mode on (None: the example has none), which the
     launcher's start-up advice names; with ``opts.worker`` (`WorkerStudyArgs`), the
     launcher runs job_limit workers, `command` and that flag (a solver that then loops
-    on `serve_simulations`)."""
+    on `serve_simulations`). `final_exit_codes`: the solver's exit codes for a failure
+    that will repeat (`LauncherTuning.final_exit_codes`: given up at once, not
+    restarted)."""
     worker = bool(getattr(opts, "worker", False))
     if worker:
         if worker_flag is None:
@@ -137,7 +140,7 @@ def study_source(
         n_simulations=opts.num_simulations,
         job_limit=opts.job_limit,
         backend=opts.backend,
-        tuning=_tuning(opts),
+        tuning=_tuning(opts, final_exit_codes),
         # numpy's BLAS threads would only fight over the cores the trainer uses
         env={"OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")},
         worker=worker,
@@ -158,16 +161,22 @@ def study_source(
     return launcher, Study(launcher, stream)
 
 
-def _tuning(opts: StudyArgs) -> LauncherTuning:
-    """The launcher's timing from the flags; --startup_timeout unset: LauncherTuning's
-    default, which a numeric --simulation_timeout leaves out."""
+def _tuning(opts: StudyArgs, final_exit_codes: tuple[int, ...] = ()) -> LauncherTuning:
+    """The launcher's timing from the flags, and the solver's `final_exit_codes`;
+    --startup_timeout unset: LauncherTuning's default, which a numeric
+    --simulation_timeout leaves out."""
     timeout = opts.simulation_timeout or "auto"
     if opts.startup_timeout is None:
-        return LauncherTuning(simulation_timeout=timeout, silence_floor=opts.silence_floor)
+        return LauncherTuning(
+            simulation_timeout=timeout,
+            silence_floor=opts.silence_floor,
+            final_exit_codes=final_exit_codes,
+        )
     return LauncherTuning(
         simulation_timeout=timeout,
         silence_floor=opts.silence_floor,
         startup_timeout=opts.startup_timeout,
+        final_exit_codes=final_exit_codes,
     )
 
 

@@ -79,7 +79,9 @@ class FlowArgs(WorkerStudyArgs):
         metadata={
             "help": "solver time step: the default stays stable and accurate up to 256^2 "
             "for this example's parameter ranges, so a finer grid needs no smaller one "
-            "(a smaller one costs solver time: docs/how-to/neural-operator.md)"
+            "(a smaller one costs solver time: docs/how-to/neural-operator.md); a "
+            "simulation whose solution blows up exits 3, which the launcher gives up at "
+            "once (LauncherTuning.final_exit_codes: not restarted) and redraws"
         },
     )
     num_validation: int = field(default=4, metadata={"help": "held-out simulations"})

@@ -77,6 +77,7 @@ from navier_stokes.plot import plot_comparison, predict  # noqa: E402
 from navier_stokes.solver import (  # noqa: E402
     PARAMETER_BOUNDS,
     PARAMETER_NAMES,
+    UNSTABLE_EXIT_CODE,
     Unstable,
     initial_vorticity,
     solve,
@@ -238,6 +239,8 @@ def main(
         # what solver.py declares
         fields={"vorticity": ((n, n), "float32"), "initial": ((n, n), "float32")},
         worker_flag="--worker",  # solver.py's, and this example's
+        # a blow-up (too large a --dt) repeats with the same parameters: not restarted
+        final_exit_codes=(UNSTABLE_EXIT_CODE,),
     )
 
     common.leave_cores_to_simulations(opts)

@@ -19,8 +19,9 @@
 * **A deterministic failure.** The first restart that fails as the attempt before it
   did (the same exit code, or both killed for silence) gets one WARNING: a
   deterministic solver fails the same way with the same parameters, every restart
-  costing as long again (a hang: a whole timeout), and ``max_restarts=0`` gives up at
-  the first failure and redraws.
+  costing as long again (a hang: a whole timeout). For an exit code the advice names
+  ``final_exit_codes=(code,)``, which gives up at once on that code only; otherwise
+  ``max_restarts=0``, which gives up at the first failure and redraws.
 
 A start-up ends at the arrival of the simulation's first DATA message as the receiver
 timed it (`DataReport.first_message_at`): exact, however late the launcher's thread
@@ -38,7 +39,7 @@ import logging
 import os
 from collections.abc import Sequence
 
-from melissa_trainer.launcher.exit_cause import code_text, codes_text
+from melissa_trainer.launcher.exit_cause import code_signal, code_text, codes_text
 
 __all__ = ["STARTUP_FLOOR", "STARTUP_SHARE", "Advice"]
 
@@ -173,10 +174,28 @@ class Advice:
         logger.warning(
             "simulation %d %s on its restart, as on its previous attempt (exit codes "
             "%s): if the solver is deterministic, the same parameters fail the same way and "
-            "every restart costs as long again; LauncherTuning(max_restarts=0) gives such a "
-            "simulation up at its first failure and draws new parameters in its place "
-            "(on_failure='redraw', the default). Said once per study.",
+            "every restart costs as long again. %s Said once per study.",
             simulation_id,
             what,
             codes_text(codes),
+            _deterministic_fix(code),
         )
+
+
+def _deterministic_fix(code: int | str) -> str:
+    """The fix for a failure that repeats: an exit code the solver chose names
+    `LauncherTuning.final_exit_codes` (only that code is given up at once; others are
+    still restarted); a timeout, a signal or no code, ``max_restarts=0``."""
+    # (a code that carries a signal, 143 or -15, is no choice of the solver's)
+    if isinstance(code, int) and 1 <= code <= 255 and code_signal(code) is None:
+        return (
+            f"If exit {code} means a failure that will repeat, "
+            f"LauncherTuning(final_exit_codes=({code},)) gives such a simulation up at "
+            f"once, other failures still restarted; LauncherTuning(max_restarts=0) gives "
+            f"up at the first failure of any kind. Either way new parameters are drawn in "
+            f"its place (on_failure='redraw', the default)."
+        )
+    return (
+        "LauncherTuning(max_restarts=0) gives such a simulation up at its first failure "
+        "and draws new parameters in its place (on_failure='redraw', the default)."
+    )

@@ -4,7 +4,8 @@ failures.
 
 An attempt that finished is logged; one that exited 0 waits for its data; a failure
 stops the study if every attempt so far failed alike before any data (`systematic`),
-else is restarted (up to `max_restarts`), then redrawn, abandoned or raised as the
+else is restarted (up to `max_restarts`; never one that exited with one of
+`final_exit_codes`), then redrawn, abandoned or raised as the
 study's `on_failure` says (`supervisor`'s module docstring has the policy in full;
 `study_record` the states). The receivers hear of a simulation given up (`give_up`).
 Before a failed study's error is written, and before a stop kills the jobs, the jobs
@@ -90,6 +91,8 @@ class FailurePolicy:
             # (resumed from a checkpoint) has no exit code, so len(codes) would lag
             number = record.attempts - 1
             parameters, redraws = dict(record.parameters), self.study.redraws
+            last = codes[-1] if codes else None
+            final = isinstance(last, int) and last in self.study.final_exit_codes
         study = self.study  # its limits and policy are fixed: read without the lock
         attempt = f"simulation {sid} attempt {number}"
         if outcome == "finished":
@@ -124,6 +127,8 @@ class FailurePolicy:
         )
         times = "once" if len(codes) == 1 else f"{len(codes)} times"
         failed = f"simulation {sid} failed {times} ({history})"
+        if final:  # (the record's reason says it too: the study's error lists it)
+            failed += f"; exit {last} is one of LauncherTuning.final_exit_codes: not restarted"
         if outcome == "redraw":
             logger.warning(
                 "%s: given up, new parameters drawn in its place (redraw %d of at most %d)",

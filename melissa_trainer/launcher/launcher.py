@@ -24,11 +24,11 @@ Policy, in short (the details are in `supervisor` and `worker_mode`):
 * Success is a simulation whose data all reached the receivers and whose process
   ended (with receivers reporting data, `start(data=...)`; otherwise exit 0). A
   non-zero exit, or no heartbeat progress for `simulation_timeout` s, kills and
-  restarts the simulation (same id and parameters) up to `max_restarts` times; then
-  `on_failure` decides: "redraw", "abandon" or "raise" (the sampler is told of a
-  simulation given up: `Sampler.failed`); and a study that gives up more
-  than ``(1 - min_finished_fraction)`` of its simulations fails. These bounds, and the
-  timing, are `LauncherTuning` fields (`tuning`).
+  restarts the simulation (same id and parameters) up to `max_restarts` times (an
+  exit code among `final_exit_codes`: none); then `on_failure` decides: "redraw",
+  "abandon" or "raise" (the sampler is told of one given up: `Sampler.failed`); a
+  study giving up more than ``(1 - min_finished_fraction)`` of its simulations fails.
+  These bounds, and the timing, are `LauncherTuning` fields (`tuning`).
   `study_record.StudyRecord` has the state machine.
 * `worker=True`: long-lived jobs ask for one simulation after another (`worker`).
 * No orphans: `stop()` kills every job by process group (also at interpreter exit, via
@@ -204,6 +204,7 @@ class Launcher(LauncherRecord):
             max_redraws=n_simulations if tuning.max_redraws is None else tuning.max_redraws,
             first_simulation_id=first_simulation_id,
             min_finished_fraction=tuning.min_finished_fraction,
+            final_exit_codes=tuning.final_exit_codes,
         )
         self._lock = threading.Lock()
         self._stop = threading.Event()

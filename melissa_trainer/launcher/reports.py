@@ -221,8 +221,10 @@ def repeated_failures(failed: Sequence[tuple[int, str, tuple[int | str, ...]]]) 
     return [
         f"  {plural(len(ids), 'simulation')} ({shown}) failed the same way on every attempt: "
         f"restarts did not help. For a deterministic solver, "
-        f"LauncherTuning(max_restarts=0) gives a simulation up at its first failure and "
-        f"draws new parameters in its place (on_failure='redraw')"
+        f"LauncherTuning(final_exit_codes=(...)) names the exit codes by which it says its "
+        f"failure will repeat (given up at once, others still restarted), and "
+        f"LauncherTuning(max_restarts=0) gives a simulation up at its first failure; both "
+        f"draw new parameters in its place (on_failure='redraw')"
     ]
 
 

@@ -15,11 +15,13 @@ A simulation's states::
          │                 │   └─ data complete ─▶ complete ── process ends ────┘
          │    restart      │                      │ (any exit code)
          └─────────────────┴── attempt failed ◀───┘ (its data never completed)
-                                   │ restarts used up
+                                   │ restarts used up (or a final exit code)
                                    ▼
                     failed (redrawn: a new id replaces it) | abandoned | the study raises
 
-* **pending**: queued to run (a first run, or a restart: `restarts` > 0).
+* **pending**: queued to run (a first run, or a restart: `restarts` > 0). An attempt
+  that exited with one of `final_exit_codes` is never restarted: the failure policy
+  applies at once, and its `reason` says why.
 * **running**: its process is alive, its data incomplete.
 * **complete**: every step it sent reached the buffer; its process has not exited yet.
 * **exited**: its process exited 0, but its data has not all reached the buffer yet
@@ -119,11 +121,14 @@ class StudyRecord(StudyRecordState):
         max_redraws: int,
         first_simulation_id: int,
         min_finished_fraction: float = 0.5,
+        final_exit_codes: tuple[int, ...] = (),
     ) -> None:
         self.sampler = sampler
         self.n_simulations = n_simulations
         self.max_restarts, self.on_failure, self.max_redraws = max_restarts, on_failure, max_redraws
         self.min_finished_fraction = min_finished_fraction
+        #: exit codes never restarted (`LauncherTuning.final_exit_codes`)
+        self.final_exit_codes = frozenset(final_exit_codes)
         #: simulations that may be given up before the study fails
         self.max_given_up = max(0, n_simulations - math.ceil(min_finished_fraction * n_simulations))
         #: True when receivers report data ("exited" until then); False: exit 0 finishes
@@ -292,7 +297,11 @@ class StudyRecord(StudyRecordState):
         (queued again), "redraw" (given up, a replacement will be drawn), "abandon" or
         "raise" (the study fails: `failure` says why)."""
         record = self.records[sid]
-        if record.restarts < self.max_restarts:
+        code = record.exit_codes[-1] if record.exit_codes else None
+        if isinstance(code, int) and code in self.final_exit_codes:
+            # the solver said its failure will repeat: restarts would cost as long again
+            record.reason = f"exit {code} is one of LauncherTuning.final_exit_codes: not restarted"
+        elif record.restarts < self.max_restarts:
             self._index.restarted(record)
             self._move(sid, "pending")
             self.queue.appendleft(sid)  # before new draws: its data is partly there

@@ -12,7 +12,8 @@ changes how jobs get their simulations. Both apply the same failure policy:
   `silence` leaves out the trainer's pauses and back-pressure; the job is killed,
   named with its parameters, attempt and log; "timeout" is recorded) -> restarted
   with the same id and parameters (`MELISSA_TRAINER_ATTEMPT` + 1), up to
-  `max_restarts` times;
+  `max_restarts` times (never after an exit code among `final_exit_codes`: the
+  solver said its failure will repeat);
 * then, per `on_failure`: "redraw" (the id is abandoned and a new id with new parameters
   is drawn, at most `max_redraws` times in the study, after which it is "raise"),
   "abandon" (the id is abandoned, the study goes on without it) or "raise" (the study

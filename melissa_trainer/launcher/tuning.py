@@ -97,6 +97,14 @@ class LauncherTuning:
             scheduler is never timed: neither bound counts its wait.)
         max_restarts: restarts of one simulation id (same parameters) before
             `on_failure` applies; default 2.
+        final_exit_codes: exit codes by which a solver says its failure will repeat
+            (systemd's ``RestartPreventExitStatus=``): an attempt that exits with one is
+            not restarted, `on_failure` applies at once, and its record says so
+            ("exit 3 is one of LauncherTuning.final_exit_codes: not restarted").
+            Each in 1..255; default () (every failure is restarted). In worker mode it
+            is the code a worker exits with while running a simulation, or reports
+            with ``next_simulation(exit_code=...)``. Under ``mpiexec`` or ``srun`` the
+            code seen is the highest of the ranks' (see docs/concepts/study.md).
         on_failure: what happens to a simulation that failed ``max_restarts + 1`` times:
             "redraw" (default: given up, a new id with new parameters replaces it),
             "abandon" (given up, the study goes on without it) or "raise" (the study
@@ -135,9 +143,11 @@ class LauncherTuning:
     silence_factor: float = FACTOR_DEFAULT
     startup_timeout: float | None = STARTUP_DEFAULT
     systematic_failures: int | None = 4
+    final_exit_codes: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         check_count("LauncherTuning.max_restarts", self.max_restarts, 0, "restarts of an id")
+        self._check_final_codes()
         if self.max_redraws is not None:
             check_count("LauncherTuning.max_redraws", self.max_redraws, 0, "or None: n_simulations")
         if self.on_failure not in ON_FAILURE:
@@ -209,6 +219,24 @@ class LauncherTuning:
         if not self.startup_set:
             return timeout
         return None if self.startup_timeout is None else max(timeout, self.startup_timeout)
+
+    def _check_final_codes(self) -> None:
+        """Check `final_exit_codes` and store it as a sorted tuple without repeats (the
+        dataclass is frozen and hashed: a list given is made a tuple)."""
+        codes = self.final_exit_codes
+        if isinstance(codes, str | bytes) or not isinstance(codes, tuple | list | set | frozenset):
+            raise ValueError(
+                f"LauncherTuning.final_exit_codes must be a tuple of exit codes in 1..255, "
+                f"not {codes!r}"
+            )
+        for code in codes:
+            if isinstance(code, bool) or not isinstance(code, int) or not 1 <= code <= 255:
+                zero = " (0 is success: never a failure)" if code == 0 else ""
+                raise ValueError(
+                    f"LauncherTuning.final_exit_codes must hold exit codes in 1..255, not "
+                    f"{code!r}{zero}"
+                )
+        object.__setattr__(self, "final_exit_codes", tuple(sorted(set(codes))))
 
     def _check_derived(self, name: str) -> None:
         """Refuse `silence_floor` or `silence_factor` set without ``"auto"``: nothing

@@ -318,6 +318,34 @@ class Handshakes:
                 NOT_RECEIVER, "; waiting on until send_timeout or close_timeout" if due else "",
             )  # fmt: skip
 
+    def await_outcomes(self, endpoints: Sequence[str], deadline: float | None) -> None:
+        """Wait until the monitor of each socket has reported the outcome of its first
+        connect: a connection (TCP accepted: ``CONNECTED``) or a failure (refused, or
+        abandoned after ZMQ_CONNECT_TIMEOUT: down, `down_since`), or `deadline` passed
+        (`time.monotonic()`; None: no bound). Returns at once, after one read that never
+        blocks, when every outcome is known (a client that sent, or whose receiver
+        answered, long before). `endpoints`: the sockets', in order; inproc ones are not
+        waited for (a monitor reports none).
+
+        Why: a close after a failure does not wait for a receiver not connected
+        (`patience.CloseWait.not_connected`); read right after the client connected, a
+        refusal not reported yet made it wait for a handshake that could not come, its
+        whole ``failed_close_timeout`` (tests/client/test_failed_close_first_outcome.py)."""
+        poller: zmq.Poller | None = None
+        while True:
+            self.read()
+            known = zip(endpoints, self._ever, self.down_since, strict=False)
+            if all(ever or down is not None or e.startswith("inproc:") for e, ever, down in known):
+                return
+            left = 1.0 if deadline is None else deadline - time.monotonic()
+            if left <= 0:
+                return
+            if poller is None:
+                poller = zmq.Poller()
+                for monitor in self._monitors:
+                    poller.register(monitor, zmq.POLLIN)
+            poller.poll(int(min(left, 1.0) * 1000) + 1)
+
     def accepted(self) -> bool:
         """Whether every receiver accepted its handshake (as the events read say)."""
         return all(self._accepted)

@@ -350,10 +350,14 @@ class Handshakes:
         """Whether every receiver accepted its handshake (as the events read say)."""
         return all(self._accepted)
 
-    def wait(self, endpoints: Sequence[str], deadline: float | None) -> str | None:
+    def wait(
+        self, endpoints: Sequence[str], deadline: float | None, down_ends: bool = False
+    ) -> str | None:
         """Wait until every receiver accepted its handshake (None), one refused it (why,
         as `refused`: a peer that ends every handshake is said not a receiver at once),
-        or `deadline` passed (None, and `accepted` is false). A peer that accepted TCP
+        or `deadline` passed (None, and `accepted` is false); with `down_ends` (a close
+        after a failure, which waits for no receiver disconnected), also once one is
+        down (None, `down_since`: its caller says why). A peer that accepted TCP
         and is silent (`not_receivers`, said by time alone) is waited for: a receiver
         whose trainer is stopped (SIGSTOP, a suspended job) is silent too, and delivers
         everything once continued (tests/launcher/test_pause.py)."""
@@ -364,6 +368,8 @@ class Handshakes:
             why = self.refused(endpoints)
             if why is not None or all(self._accepted):
                 return why
+            if down_ends and any(since is not None for since in self.down_since):
+                return None
             left = 1.0 if deadline is None else deadline - time.monotonic()
             if left <= 0:
                 return None

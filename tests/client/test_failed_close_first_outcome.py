@@ -10,11 +10,15 @@ handshake, which could not come, the whole ``failed_close_timeout``: "not delive
 within failed_close_timeout=...". The loop against a refusing port is the symptom as
 found (a race: 21 of 40 closes lost it on an idle machine, 2 of 40 under load); the host
 that never answers (`backlogged`) reports its outcome seconds late, deterministically.
-The closes' words say why they ended; no clock is asserted."""
+Likewise a peer that accepted TCP and went away while the close waited for its handshake
+(`Handshakes.wait` now ends on a receiver down after a failure). The closes' words say
+why they ended; no clock is asserted."""
 
 from __future__ import annotations
 
 import logging
+import socket
+from typing import Any
 
 import numpy as np
 import pytest
@@ -107,3 +111,36 @@ def test_a_close_right_after_connecting_to_a_receiver_delivers(
     assert said_on_close(client, caplog) == []
     assert isinstance(receiver.recv(), Hello)  # (then the step: delivered)
     assert receiver.recv_data().time_step == 0
+
+
+@pytest.mark.timeout(90)
+def test_a_peer_gone_while_the_close_waits_for_its_handshake_ends_the_close(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A peer that accepted TCP and went away before its ZeroMQ handshake (a trainer
+    killed as it accepted), gone once the close waits for that handshake: a receiver
+    disconnected, not waited for after a failure. The order is the test's: the peer
+    closes its connection and its port (refusing the reconnections) as the close enters
+    `Handshakes.wait`. Before: "not delivered within failed_close_timeout=30.0 s" (the
+    handshake's wait ended on no DOWN event; 2 of 20 closes in a race loop)."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        listener.settimeout(30)
+        endpoint = f"tcp://127.0.0.1:{listener.getsockname()[1]}"
+        tuning = ClientTuning(failed_close_timeout=FAILED_CLOSE_TIMEOUT)
+        client = Client(FIELDS, {}, simulation_id=6, endpoints=endpoint, tuning=tuning)
+        peer = listener.accept()[0]
+        handshakes = client._transport.handshakes
+        wait = handshakes.wait
+
+        def peer_gone_then_wait(*args: Any) -> str | None:
+            peer.close()
+            listener.close()
+            return wait(*args)
+
+        monkeypatch.setattr(handshakes, "wait", peer_gone_then_wait)
+        said = said_on_close(client, caplog)
+    assert len(said) == 1, said
+    assert f"not delivered to {endpoint}: the receiver is unreachable, disconnected for " in said[0]
+    assert NOT_WAITED in said[0] and TIMED_OUT not in said[0], said

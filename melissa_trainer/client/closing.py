@@ -199,11 +199,19 @@ def close_transport(t: Closable, bye: bool, follow_in: str | None = None) -> Non
         if failure is None and not bye:  # (after a failure: a receiver not connected,
             why = wait.not_connected()  # (or no receiver, is not waited for: docstring)
             failure = None if why is None else "queued messages"
-        if failure is None:  # (the linger starts once every receiver accepted)
-            why = wait.refusal = t.handshakes.wait(list(t.endpoints), wait.deadline)
+        down_ends = not bye  # (once: a receiver still down after it is waited for as before)
+        while failure is None:  # (the linger starts once every receiver accepted)
+            why = wait.refusal = t.handshakes.wait(list(t.endpoints), wait.deadline, down_ends)
             if why is None and not t.handshakes.accepted():
-                why = wait.timed_out()  # (no connection in time: nothing delivered)
+                # (after a failure, a receiver gone as it connected is not waited for
+                # either; else the deadline passed: no connection in time, nothing delivered)
+                why = wait.not_connected()
+                if why is None and wait.left_ms() != 0:  # (-1: no deadline)
+                    down_ends = False  # (never a loop on a down state `not_connected` waits on)
+                    continue  # (connected again meanwhile: its handshake is waited for)
+                why = why or wait.timed_out()
             failure = None if why is None else "queued messages"
+            break
         down = wait.down_endpoints()  # (whose messages were not delivered, if it failed)
         wait.close()
     linger = 0 if failure is not None else wait.left_ms()  # (a failure drops what is left)

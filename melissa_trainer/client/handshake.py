@@ -318,14 +318,46 @@ class Handshakes:
                 NOT_RECEIVER, "; waiting on until send_timeout or close_timeout" if due else "",
             )  # fmt: skip
 
+    def await_outcomes(self, endpoints: Sequence[str], deadline: float | None) -> None:
+        """Wait until the monitor of each socket has reported the outcome of its first
+        connect: a connection (TCP accepted: ``CONNECTED``) or a failure (refused, or
+        abandoned after ZMQ_CONNECT_TIMEOUT: down, `down_since`), or `deadline` passed
+        (`time.monotonic()`; None: no bound). Returns at once, after one read that never
+        blocks, when every outcome is known (a client that sent, or whose receiver
+        answered, long before). `endpoints`: the sockets', in order; inproc ones are not
+        waited for (a monitor reports none).
+
+        Why: a close after a failure does not wait for a receiver not connected
+        (`patience.CloseWait.not_connected`); read right after the client connected, a
+        refusal not reported yet made it wait for a handshake that could not come, its
+        whole ``failed_close_timeout`` (tests/client/test_failed_close_first_outcome.py)."""
+        poller: zmq.Poller | None = None
+        while True:
+            self.read()
+            known = zip(endpoints, self._ever, self.down_since, strict=False)
+            if all(ever or down is not None or e.startswith("inproc:") for e, ever, down in known):
+                return
+            left = 1.0 if deadline is None else deadline - time.monotonic()
+            if left <= 0:
+                return
+            if poller is None:
+                poller = zmq.Poller()
+                for monitor in self._monitors:
+                    poller.register(monitor, zmq.POLLIN)
+            poller.poll(int(min(left, 1.0) * 1000) + 1)
+
     def accepted(self) -> bool:
         """Whether every receiver accepted its handshake (as the events read say)."""
         return all(self._accepted)
 
-    def wait(self, endpoints: Sequence[str], deadline: float | None) -> str | None:
+    def wait(
+        self, endpoints: Sequence[str], deadline: float | None, down_ends: bool = False
+    ) -> str | None:
         """Wait until every receiver accepted its handshake (None), one refused it (why,
         as `refused`: a peer that ends every handshake is said not a receiver at once),
-        or `deadline` passed (None, and `accepted` is false). A peer that accepted TCP
+        or `deadline` passed (None, and `accepted` is false); with `down_ends` (a close
+        after a failure, which waits for no receiver disconnected), also once one is
+        down (None, `down_since`: its caller says why). A peer that accepted TCP
         and is silent (`not_receivers`, said by time alone) is waited for: a receiver
         whose trainer is stopped (SIGSTOP, a suspended job) is silent too, and delivers
         everything once continued (tests/launcher/test_pause.py)."""
@@ -336,6 +368,8 @@ class Handshakes:
             why = self.refused(endpoints)
             if why is not None or all(self._accepted):
                 return why
+            if down_ends and any(since is not None for since in self.down_since):
+                return None
             left = 1.0 if deadline is None else deadline - time.monotonic()
             if left <= 0:
                 return None

@@ -338,13 +338,15 @@ class CloseWait:
 
     def not_connected(self) -> str | None:
         """After a failure (`after_failure`), why a receiver disconnected now is not
-        waited for ("to ENDPOINT: ...", as `until_done` says of it), else None (never
-        blocks): the close of `closing` then waits for no handshake and lingers on
+        waited for ("to ENDPOINT: ...", as `until_done` says of it), else None, once the
+        first connect of each socket has an outcome (`Handshakes.await_outcomes`, by the
+        deadline): the close of `closing` then waits for no handshake and lingers on
         nothing, as its `until_done` waits for nothing of a receiver disconnected."""
         if (other := self._no_receiver()) is not None:
             return other
         if not self._after_failure or self._handshakes is None or self._disconnected is None:
             return None
+        self._handshakes.await_outcomes(self._endpoints, self.deadline)  # (a refusal unread)
         if self._watch is None:
             self._watch = PeerWatch(self._handshakes, self._endpoints, self._began)
         cause = None if self._preempted is None else self._preempted()  # (not "died")

@@ -32,7 +32,7 @@ class Commands(SlurmCommands):
     def path(self, name: str) -> str:
         return self.srun if name == "srun" else name
 
-    def run(self, argv, cwd=None, env=None):  # type: ignore[no-untyped-def]
+    def run(self, argv, cwd=None, env=None, timeout=None):  # type: ignore[no-untyped-def]
         return subprocess.CompletedProcess(argv, 0, stdout=self.listing, stderr="")
 
 

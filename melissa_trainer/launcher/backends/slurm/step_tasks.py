@@ -21,38 +21,33 @@ import signal
 import time
 from collections.abc import Collection
 
+from melissa_trainer.launcher.backends.slurm.segments import job_pids
+
 __all__ = ["kill_tasks", "step_tasks"]
 
 #: seconds to wait for SIGKILLed tasks to be gone (a process in uninterruptible I/O)
 GONE_WAIT = 2.0
+_STEP_ID = b"SLURM_STEP_ID="
 
 
-def _environment(pid: str) -> dict[bytes, bytes]:
-    """Process `pid`'s environment ({} if it ended or is not readable)."""
+def _step_of(pid: int) -> bytes | None:
+    """Process `pid`'s ``SLURM_STEP_ID`` (None if it has none, ended, or is unreadable)."""
     try:
         with open(f"/proc/{pid}/environ", "rb") as environ:
-            items = environ.read().split(b"\0")
+            variables = environ.read().split(b"\0")
     except OSError:
-        return {}
-    return dict(item.split(b"=", 1) for item in items if b"=" in item)
+        return None
+    return next((v[len(_STEP_ID) :] for v in variables if v.startswith(_STEP_ID)), None)
 
 
 def step_tasks(allocation: str, step_ids: Collection[int]) -> list[int]:
-    """The pids of this node's processes of steps `step_ids` of job `allocation` (their
-    environment's ``SLURM_JOB_ID`` and ``SLURM_STEP_ID``); [] without /proc."""
+    """The pids of this node's processes of ours of steps `step_ids` of job `allocation`:
+    those of the job (`segments.job_pids`, its environment's ``SLURM_JOB_ID``) whose
+    ``SLURM_STEP_ID`` is one of them; [] without /proc."""
     if not step_ids:
         return []
-    try:
-        pids = [name for name in os.listdir("/proc") if name.isdigit()]
-    except OSError:
-        return []
-    job, steps = allocation.encode(), {str(i).encode() for i in step_ids}
-    found = []
-    for pid in pids:
-        env = _environment(pid)
-        if env.get(b"SLURM_JOB_ID") == job and env.get(b"SLURM_STEP_ID") in steps:
-            found.append(int(pid))
-    return found
+    steps = {str(i).encode() for i in step_ids}
+    return [pid for pid in job_pids([allocation]).get(allocation, []) if _step_of(pid) in steps]
 
 
 def kill_tasks(allocation: str, step_ids: Collection[int]) -> list[int]:

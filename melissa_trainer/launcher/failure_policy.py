@@ -91,8 +91,7 @@ class FailurePolicy:
             # (resumed from a checkpoint) has no exit code, so len(codes) would lag
             number = record.attempts - 1
             parameters, redraws = dict(record.parameters), self.study.redraws
-            last = codes[-1] if codes else None
-            final = isinstance(last, int) and last in self.study.final_exit_codes
+            final = self.study.final_exit(codes)  # (its record's reason, in the same words)
         study = self.study  # its limits and policy are fixed: read without the lock
         attempt = f"simulation {sid} attempt {number}"
         if outcome == "finished":
@@ -127,8 +126,8 @@ class FailurePolicy:
         )
         times = "once" if len(codes) == 1 else f"{len(codes)} times"
         failed = f"simulation {sid} failed {times} ({history})"
-        if final:  # (the record's reason says it too: the study's error lists it)
-            failed += f"; exit {last} is one of LauncherTuning.final_exit_codes: not restarted"
+        if final is not None:  # (the record's reason: the study's error lists it too)
+            failed += f"; {final}"
         if outcome == "redraw":
             logger.warning(
                 "%s: given up, new parameters drawn in its place (redraw %d of at most %d)",

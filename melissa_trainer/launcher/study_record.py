@@ -64,7 +64,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter, deque
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from melissa_trainer.common.words import plural
 from melissa_trainer.launcher.pending_losses import PendingLosses
@@ -292,15 +292,23 @@ class StudyRecord(StudyRecordState):
         record.exited_at, record.reason = None, why
         return self.attempt_failed(sid)
 
+    def final_exit(self, codes: Sequence[int | str]) -> str | None:
+        """Why an attempt whose exit codes so far are `codes` is not restarted, when its
+        last is one of `final_exit_codes` (the words its record and the log give); else
+        None. Pure: reads the codes given and the study's fixed setting."""
+        code = codes[-1] if codes else None
+        if isinstance(code, int) and code in self.final_exit_codes:
+            return f"exit {code} is one of LauncherTuning.final_exit_codes: not restarted"
+        return None
+
     def attempt_failed(self, sid: int) -> str:
         """Apply the failure policy to an ended, failed attempt; returns "restart"
         (queued again), "redraw" (given up, a replacement will be drawn), "abandon" or
         "raise" (the study fails: `failure` says why)."""
         record = self.records[sid]
-        code = record.exit_codes[-1] if record.exit_codes else None
-        if isinstance(code, int) and code in self.final_exit_codes:
+        if (final := self.final_exit(record.exit_codes)) is not None:
             # the solver said its failure will repeat: restarts would cost as long again
-            record.reason = f"exit {code} is one of LauncherTuning.final_exit_codes: not restarted"
+            record.reason = final
         elif record.restarts < self.max_restarts:
             self._index.restarted(record)
             self._move(sid, "pending")

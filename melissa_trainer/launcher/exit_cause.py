@@ -32,7 +32,8 @@ back to the first task id seen twice (an srun reports each task once), and follo
 nothing but Slurm's own lines (``srun:``, ``slurmstepd``, ``salloc:``): a later attempt
 that printed anything is not described by an earlier one's. ``sacct`` is not asked: it
 needs the accounting daemon (slurmdbd), which many small clusters (and the test one)
-lack.
+lack. The same lines give `own_exit`: the code of the task whose own exit made srun
+end the others, the code `LauncherTuning.final_exit_codes` is asked about.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ __all__ = [
     "codes_text",
     "exit_text",
     "hydra_account",
+    "own_exit",
     "signal_text",
     "srun_account",
     "srun_task_ends",
@@ -255,6 +257,26 @@ def srun_account(code: int, lines: list[str]) -> str | None:
     shown = ", ".join(map(str, rest[:_MORE_SHOWN])) + (", ..." if len(rest) > _MORE_SHOWN else "")
     then = "then srun terminated the step: " if terminating else "then "
     return f"srun: {first} first{how}, {then}{shown}"
+
+
+def own_exit(code: int | str, log: Path | None) -> TaskEnd | None:
+    """The task whose own exit code failed an srun that ended with `code`, from srun's
+    lines at the end of `log` (`srun_task_ends`): the first task to end exited with a
+    code (no signal), srun terminated the step right after it (``--kill-on-bad-exit``:
+    the others' SIGTERM, whose 143 is then srun's status, seen on the test cluster for
+    a 2-task step whose task 1 exited 3), and the lines account for `code`. None
+    otherwise (no log, no such lines, a signal first: a scancel or a preemption)."""
+    if log is None or not isinstance(code, int) or code <= 0:
+        return None
+    try:
+        lines = tail_lines(log, _TAIL_BYTES)
+    except OSError:
+        return None
+    ends, terminating = srun_task_ends(lines)
+    if not ends or not terminating or max(end.code for end in ends) != code:
+        return None
+    first = ends[0]
+    return first if first.signal is None and first.code > 0 else None
 
 
 def hydra_account(code: int, lines: list[str]) -> str | None:

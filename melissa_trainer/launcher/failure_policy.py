@@ -26,7 +26,7 @@ from pathlib import Path
 
 from melissa_trainer.launcher.advice import Advice
 from melissa_trainer.launcher.backends.base import Backend
-from melissa_trainer.launcher.exit_cause import codes_text, exit_text
+from melissa_trainer.launcher.exit_cause import codes_text, exit_text, own_exit
 from melissa_trainer.launcher.jobs import RunningJob, Settings
 from melissa_trainer.launcher.reports import (
     MAX_SHOWN,
@@ -72,18 +72,30 @@ class FailurePolicy:
     def end_simulation(self, sid: int, code: int | str, now: float, log_path: Path) -> None:
         """Record the end of an attempt's process and apply the failure policy."""
         self.log_paths[sid] = log_path
+        # (srun's status after its --kill-on-bad-exit is the others' SIGTERM: the code of
+        # the task that failed first is the one final_exit_codes is asked about)
+        first = own_exit(code, log_path)
+        own = None if first is None else (first.code, f"srun: {first}")
         with self.lock:
             started = self.study.records[sid].started
-            outcome = self.study.process_ended(sid, now, code)
+            outcome = self.study.process_ended(sid, now, code, own)
         ended = exit_text(code, log_path)  # srun's account of its tasks, if any
         wall = now - started if started is not None else 0.0
         self.advice.ended(sid, code, wall)
-        self.apply_policy(sid, outcome, f"{ended}, {wall:.1f} s", log_path)
+        self.apply_policy(sid, outcome, f"{ended}, {wall:.1f} s", log_path, own)
         if outcome == "finished":  # its log is quoted only if it fails: O(failures) kept
             self.log_paths.pop(sid, None)
 
-    def apply_policy(self, sid: int, outcome: str, how: str, log_path: Path) -> None:
-        """Log an attempt's outcome and act on it (tell the receivers, or raise)."""
+    def apply_policy(
+        self,
+        sid: int,
+        outcome: str,
+        how: str,
+        log_path: Path,
+        own: tuple[int, str] | None = None,
+    ) -> None:
+        """Log an attempt's outcome and act on it (tell the receivers, or raise); `own`:
+        `StudyRecord.final_exit`'s."""
         with self.lock:
             record = self.study.records[sid]
             codes, restarts = list(record.exit_codes), record.restarts
@@ -91,7 +103,7 @@ class FailurePolicy:
             # (resumed from a checkpoint) has no exit code, so len(codes) would lag
             number = record.attempts - 1
             parameters, redraws = dict(record.parameters), self.study.redraws
-            final = self.study.final_exit(codes)  # (its record's reason, in the same words)
+            final = self.study.final_exit(codes, own)  # (its record's reason, same words)
         study = self.study  # its limits and policy are fixed: read without the lock
         attempt = f"simulation {sid} attempt {number}"
         if outcome == "finished":

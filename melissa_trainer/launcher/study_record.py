@@ -213,10 +213,12 @@ class StudyRecord(StudyRecordState):
         record.attempts += 1
         return sid
 
-    def process_ended(self, sid: int, now: float, code: int | str) -> str:
+    def process_ended(
+        self, sid: int, now: float, code: int | str, own: tuple[int, str] | None = None
+    ) -> str:
         """Record the end of an attempt's process; returns what happens next: "finished",
         "exited" (exit 0, waiting for its data), or the failure policy's outcome (see
-        `attempt_failed`)."""
+        `attempt_failed`; `own`: `final_exit`'s)."""
         record = self.records[sid]
         if record.status not in ALIVE:
             raise RuntimeError(f"simulation {sid} is {record.status}, not running")
@@ -232,7 +234,7 @@ class StudyRecord(StudyRecordState):
             self._move(sid, "exited")
             record.exited_at = now
             return "exited"
-        return self.attempt_failed(sid)
+        return self.attempt_failed(sid, own)
 
     def ended_as_study_failed(self, sid: int, now: float, code: int | str) -> str:
         """Record the end of an attempt's process found when the study had already
@@ -292,21 +294,29 @@ class StudyRecord(StudyRecordState):
         record.exited_at, record.reason = None, why
         return self.attempt_failed(sid)
 
-    def final_exit(self, codes: Sequence[int | str]) -> str | None:
+    def final_exit(
+        self, codes: Sequence[int | str], own: tuple[int, str] | None = None
+    ) -> str | None:
         """Why an attempt whose exit codes so far are `codes` is not restarted, when its
         last is one of `final_exit_codes` (the words its record and the log give); else
-        None. Pure: reads the codes given and the study's fixed setting."""
-        code = codes[-1] if codes else None
+        None. `own`: the exit code of the task whose failure ended the attempt and how
+        srun said it, when srun's status is another task's (`exit_cause.own_exit`: its
+        SIGTERM of the others reads 143): that code is the one looked up. Pure: reads
+        the codes given and the study's fixed setting."""
+        code = own[0] if own is not None else codes[-1] if codes else None
         if isinstance(code, int) and code in self.final_exit_codes:
-            return f"exit {code} is one of LauncherTuning.final_exit_codes: not restarted"
+            said = f"exit {code} is one of LauncherTuning.final_exit_codes: not restarted"
+            if own is not None and own[0] != codes[-1]:
+                said += f" ({own[1]}, first; srun's status {codes[-1]}: it ended the others)"
+            return said
         return None
 
-    def attempt_failed(self, sid: int) -> str:
-        """Apply the failure policy to an ended, failed attempt; returns "restart"
-        (queued again), "redraw" (given up, a replacement will be drawn), "abandon" or
-        "raise" (the study fails: `failure` says why)."""
+    def attempt_failed(self, sid: int, own: tuple[int, str] | None = None) -> str:
+        """Apply the failure policy to an ended, failed attempt (`own`: `final_exit`'s);
+        returns "restart" (queued again), "redraw" (given up, a replacement will be
+        drawn), "abandon" or "raise" (the study fails: `failure` says why)."""
         record = self.records[sid]
-        if (final := self.final_exit(record.exit_codes)) is not None:
+        if (final := self.final_exit(record.exit_codes, own)) is not None:
             # the solver said its failure will repeat: restarts would cost as long again
             record.reason = final
         elif record.restarts < self.max_restarts:

@@ -103,8 +103,10 @@ class LauncherTuning:
             ("exit 3 is one of LauncherTuning.final_exit_codes: not restarted").
             Each in 1..255; default () (every failure is restarted). In worker mode it
             is the code a worker exits with while running a simulation, or reports
-            with ``next_simulation(exit_code=...)``. Under ``mpiexec`` or ``srun`` the
-            code seen is the highest of the ranks' (see docs/concepts/study.md).
+            with ``next_simulation(exit_code=...)``. Under ``mpiexec`` the code seen
+            is the highest of the ranks'; under a several-task ``srun`` whose status is
+            the others' SIGTERM (143), the first failed task's own code, from srun's
+            lines in the job's log (see docs/concepts/study.md).
         on_failure: what happens to a simulation that failed ``max_restarts + 1`` times:
             "redraw" (default: given up, a new id with new parameters replaces it),
             "abandon" (given up, the study goes on without it) or "raise" (the study

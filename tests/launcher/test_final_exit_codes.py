@@ -95,6 +95,47 @@ def test_a_resumed_record_keeps_the_verdict_and_the_policy() -> None:
     assert resumed.process_ended(sid, 3.0, 3) == "redraw"
 
 
+#: srun's lines in the job's log for a 2-task step whose task 1 exited 3 (its status
+#: 143: task 0's SIGTERM), as written on the one-node test cluster (Slurm 22.05)
+SRUN_143 = """rank 0 running
+srun: error: vm: task 1: Exited with exit code 3
+srun: launch/slurm: _step_signal: Terminating StepId=34549165.0
+slurmstepd-vm: error: *** STEP 34549165.0 ON vm CANCELLED AT 2026-12-04T16:28:11 ***
+srun: error: vm: task 0: Terminated
+srun: Force Terminated StepId=34549165.0
+"""
+#: the same step scancelled (or preempted): a signal first, no task's own code
+SRUN_CANCELLED = """srun: error: vm: tasks 0-1: Terminated
+srun: Force Terminated StepId=34549165.3
+"""
+
+
+def test_a_tasks_own_code_under_srun_is_the_one_looked_up(tmp_path: Path) -> None:
+    """srun's 143 (its --kill-on-bad-exit SIGTERM of task 0) after task 1's exit 3: the
+    3 is read from srun's lines and looked up (test_srun_final_exit_codes.py runs it on
+    the test cluster). Failed before: own_exit did not exist and process_ended took no
+    `own` (143 looked up: restarted)."""
+    from melissa_trainer.launcher.exit_cause import own_exit
+
+    log = tmp_path / "sim-0.log"
+    log.write_text(SRUN_143)
+    first = own_exit(143, log)
+    assert first is not None and (first.code, str(first)) == (3, "task 1: Exited with exit code 3")
+    assert own_exit(3, log) is None  # (the lines do not account for a 3: not this attempt's)
+    log.write_text(SRUN_CANCELLED)
+    assert own_exit(143, log) is None  # (a scancel: nobody's own code)
+    assert own_exit(143, tmp_path / "none.log") is None
+    study = make()
+    own = (3, f"srun: {first}")
+    assert study.process_ended(start(study), 1.0, 143, own) == "redraw"
+    reason = study.records[0].reason
+    assert reason == (
+        f"{SAID} (srun: task 1: Exited with exit code 3, first; srun's status 143: it "
+        "ended the others)"
+    )
+    assert study.process_ended(start(study), 2.0, 143, (1, "srun: task 1: ...")) == "restart"
+
+
 def test_the_advice_names_the_field_for_an_exit_code(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.WARNING, logger="melissa_trainer.launcher")
     Advice(worker_mode=False).failed(0, [3, 3])

@@ -7,7 +7,7 @@ stop's own commands.
   listed and one whose id it had not, both ignoring SIGTERM: the kill ends within
   ``stop_bound(grace)``: the waits the stop asks for (each command's timeout, each
   wait for the sruns, the grace) add up to no more than the backend's own figure (its
-  waits made small: `TERM_WAIT` 1 s, `SRUN_END` 2 s); the time it took is said, not
+  waits made small: `TERM_WAIT` 1 s, `SRUN_END` 2 s, `GONE_WAIT` 1 s); the time it took is said, not
   asserted. Failed before: the squeue before the stop
   waited out its 30 s timeout (not in the bound), and the unnamed step's srun had its
   own `SRUN_END` before the named one's (2 x `SRUN_END`); the bound was 0.5 s + 10 s + 1 s.
@@ -31,7 +31,7 @@ from waiting import wait_until
 
 from melissa_trainer.launcher.backends import Job, SlurmBackend
 from melissa_trainer.launcher.backends.slurm import backend as slurm_backend
-from melissa_trainer.launcher.backends.slurm import step_stop, steps
+from melissa_trainer.launcher.backends.slurm import step_stop, step_tasks, steps
 from melissa_trainer.launcher.backends.slurm.commands import COMMAND_TIMEOUT
 
 pytestmark = pytest.mark.e2e  # it starts processes
@@ -66,11 +66,10 @@ def test_a_stop_against_a_frozen_controller_ends_within_the_stated_bound(
 ) -> None:
     monkeypatch.setenv("FAILS", "0")
     _stand_ins(fake)
-    for module in (step_stop, steps, slurm_backend):
-        if hasattr(module, "TERM_WAIT"):
-            monkeypatch.setattr(module, "TERM_WAIT", 1.0)
-        if hasattr(module, "SRUN_END"):
-            monkeypatch.setattr(module, "SRUN_END", 2.0)
+    for module in (step_stop, steps, step_tasks, slurm_backend):
+        for name, wait in (("TERM_WAIT", 1.0), ("SRUN_END", 2.0), ("GONE_WAIT", 1.0)):
+            if hasattr(module, name):
+                monkeypatch.setattr(module, name, wait)
     backend = SlurmBackend(mode="srun", controller_wait=0)
     try:
         import sys
@@ -91,9 +90,10 @@ def test_a_stop_against_a_frozen_controller_ends_within_the_stated_bound(
         grace = 0.5
         # the stop's budget, read from what it asks (not from a clock: the machine's
         # load would move a measured time): each command's timeout (a frozen controller
-        # makes each wait it out) and each wait for the sruns (`LocalBackend.kill_all`'s
-        # grace), with the named steps' own grace beside them
-        waits: list[tuple[str, float]] = [("the named steps' grace", grace)]
+        # makes each wait it out), each wait for the sruns (`LocalBackend.kill_all`'s
+        # grace) and for this node's tasks (`step_tasks`): the named steps' grace is
+        # the wait of their tasks' SIGTERM (`end_tasks`), the scancel of it unanswered
+        waits: list[tuple[str, float]] = []
         commands, local = backend._commands, backend._steps._local  # type: ignore[union-attr]
         run, kill_all = commands.run, local.kill_all
 
@@ -105,8 +105,20 @@ def test_a_stop_against_a_frozen_controller_ends_within_the_stated_bound(
             waits.append(("the sruns' end", wait))
             return kill_all(handles, wait)
 
+        end_tasks, kill_tasks = step_tasks.end_tasks, step_tasks.kill_tasks
+
+        def timed_end_tasks(allocation: str, ids: Any, wait: float) -> Any:
+            waits.append(("the tasks' grace and SIGKILL", wait + step_tasks.GONE_WAIT))
+            return end_tasks(allocation, ids, wait)
+
+        def timed_kill_tasks(allocation: str, ids: Any) -> Any:
+            waits.append(("the tasks' SIGKILL", step_tasks.GONE_WAIT))
+            return kill_tasks(allocation, ids)
+
         monkeypatch.setattr(commands, "run", timed_run)
         monkeypatch.setattr(local, "kill_all", timed_kill_all)
+        monkeypatch.setattr(step_stop, "end_tasks", timed_end_tasks)
+        monkeypatch.setattr(steps, "kill_tasks", timed_kill_tasks)
         started = time.monotonic()
         codes = backend.kill_all([listed, unlisted], grace=grace)
         took = time.monotonic() - started  # (said, not asserted)
@@ -214,4 +226,6 @@ def test_a_stop_without_the_controller_ends_this_nodes_tasks(
         if pid and _alive(pid):
             os.kill(pid, signal.SIGKILL)
     assert not running, "the step's task on this node outlived the stop"
-    assert "1 task process(es) on this node SIGKILLed" in caplog.text, caplog.text
+    # (its task dies of the stop's SIGTERM: test_slurm_srun_frozen_stop.py has one that
+    # ignores it, on the test cluster)
+    assert "1 task process(es) got SIGTERM and the grace, 0 SIGKILLed" in caplog.text, caplog.text

@@ -46,6 +46,7 @@ from melissa_trainer.launcher.backends.slurm.commands import (
 )
 from melissa_trainer.launcher.backends.slurm.queued_end import held_reason
 from melissa_trainer.launcher.backends.slurm.step_stop import SRUN_END, TERM_WAIT
+from melissa_trainer.launcher.backends.slurm.step_tasks import GONE_WAIT
 from melissa_trainer.launcher.backends.slurm.steps import SrunHandle, SrunSteps
 
 __all__ = [
@@ -270,11 +271,14 @@ class SlurmBackend(Backend):
     def stop_bound(self, grace: float) -> float:
         """`Backend.stop_bound`: the grace, the wait for the forced end's `scancel`
         (`FORCE_WAIT`) and one `controller_wait` (the stop's scancels share it). In mode
-        "srun" (`SrunSteps.kill_all`, no command retried): the squeue before the stop,
-        the tasks' ``scancel --signal=TERM``, the cancel by name's squeue and scancel
-        (`TERM_WAIT` each at most), the grace and the sruns' end (`SRUN_END`)."""
+        "srun" (`SrunSteps.kill_all`, no command retried): the squeue before the stop
+        and the tasks' ``scancel --signal=TERM`` (`TERM_WAIT` each at most), the grace
+        and the sruns' end (`SRUN_END`), then either the cancel by name's squeue and
+        scancel (`TERM_WAIT` each) or, the controller away, the waits for this node's
+        tasks to be gone after their SIGKILL (`GONE_WAIT` each: the one after the grace
+        of their SIGTERM, `step_tasks.end_tasks`, and that of any left at the end)."""
         if self._steps is not None:
-            return grace + SRUN_END + 4 * TERM_WAIT
+            return grace + SRUN_END + 2 * TERM_WAIT + 2 * max(TERM_WAIT, GONE_WAIT)
         return grace + FORCE_WAIT + self._commands.controller_wait
 
     def describe(self, handle: Handle) -> str:

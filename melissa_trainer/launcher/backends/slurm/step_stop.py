@@ -14,17 +14,22 @@ A step whose id is not known (srun just started: squeue has not listed its step,
 task of it runs yet; or its step already ended) cannot be named: its srun is signalled
 at once when no step is named, else with theirs after the grace (one `SRUN_END` for
 all: signalled first, its own wait came before theirs, 2 x `SRUN_END` in all). When
-that scancel fails for the controller's absence or takes more than `TERM_WAIT` s, the
-sruns are signalled then (which does not end their tasks without the controller:
-`SrunSteps` SIGKILLs this node's, `step_tasks`), and the steps are not cancelled by
-name afterwards (each squeue and scancel would wait out its timeout).
+that scancel fails for the controller's absence or takes more than `TERM_WAIT` s,
+this node's tasks of the named steps get their SIGTERM from the stop itself, the whole
+grace from then, and SIGKILL for what is left (`step_tasks.end_tasks`: a signalled srun
+does not end its tasks without the controller, and its "forcing job termination" would
+give them no SIGTERM), then the sruns are signalled, and the steps are not cancelled
+by name afterwards (each squeue and scancel would wait out its timeout).
 Measured on the one-node test cluster, slurmctld SIGSTOPped, two steps whose ids were
 known, grace 2 s, controller_wait 5 (stop_bound 17 s before, 22 s with `TERM_WAIT`),
 one run each (an experiment script, not committed): the kill took 22.0 s before this
 module (the cancel by name's squeue waited 20 s), 40.1 s with an unbounded scancel
 --signal=TERM (20 s more), 15.0 s now (the scancel's 5 s, then the sruns, which did not
 end while the controller was away, SIGKILLed after `SRUN_END`); 15.0 s with stop_bound
-32 s (`SlurmBackend.stop_bound`'s srun figure) and this node's tasks SIGKILLed.
+32 s (`SlurmBackend.stop_bound`'s srun figure) and this node's tasks SIGKILLed with no
+SIGTERM; 17.0 s with their SIGTERM and the grace first (test_slurm_srun_frozen_stop.py,
+one 2-task step, grace 2 s: the 2 s of grace added; the sruns still waited out
+`SRUN_END` after their tasks' end).
 """
 
 from __future__ import annotations
@@ -32,16 +37,18 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from melissa_trainer.launcher.backends.base import Handle
 from melissa_trainer.launcher.backends.local import LocalBackend
 from melissa_trainer.launcher.backends.slurm.commands import SlurmCommands, failure, transient
+from melissa_trainer.launcher.backends.slurm.step_tasks import end_tasks
 
 if TYPE_CHECKING:  # (steps imports this module)
     from melissa_trainer.launcher.backends.slurm.steps import SrunHandle
 
-__all__ = ["SRUN_END", "TERM_WAIT", "stop_steps"]
+__all__ = ["SRUN_END", "TERM_WAIT", "Stopped", "stop_steps"]
 
 logger = logging.getLogger("melissa_trainer.launcher.backends.slurm")
 
@@ -58,33 +65,58 @@ TERM_WAIT = 5.0
 LOOK_EVERY = 0.05
 
 
+@dataclass
+class Stopped:
+    """What `stop_steps` did.
+
+    Attributes:
+        away: whether its scancel found the controller away (failed for a `transient`
+            reason, its timeout included); None: no scancel was run.
+        termed: this node's task processes it SIGTERMed itself (controller away:
+            `step_tasks.end_tasks`).
+        killed: those of them (or of their children) it SIGKILLed after the grace.
+    """
+
+    away: bool | None = None
+    termed: list[int] = field(default_factory=list)
+    killed: list[int] = field(default_factory=list)
+
+
 def stop_steps(
     local: LocalBackend,
     commands: SlurmCommands,
     allocation: str,
     steps: Sequence[SrunHandle],
     grace: float,
-) -> bool | None:
+) -> Stopped:
     """End `steps` (the sruns of `local`, each running or ended) together: SIGTERM to the
     tasks of those that can be named (module docstring) and up to `grace` s for them
     all from the start of this call, then every srun signalled (`SRUN_END` s at most,
     together; their tasks' SIGKILL: srun's own). With no step named, the sruns are
     signalled at once, given what is left of the grace or `SRUN_END` s, whichever is
-    longer. Blocks meanwhile: at most max(`grace`, `TERM_WAIT`) + `SRUN_END` s (and the
-    reaping of SIGKILLed sruns); the caller cancels the steps by name afterwards (a step
-    may outlive its srun). Whether the scancel found the controller away (failed for a
-    `transient` reason, its timeout included); None: no scancel was run."""
+    longer. With the controller away (the scancel failed or timed out), this node's
+    tasks of the named steps get SIGTERM, `grace` s and SIGKILL from here
+    (`step_tasks.end_tasks`), then the sruns `SRUN_END` s. Blocks meanwhile: at most
+    `TERM_WAIT` + `grace` + `GONE_WAIT` + `SRUN_END` s (and the reaping of SIGKILLed
+    sruns); the caller cancels the steps by name afterwards (a step may outlive its
+    srun) unless the controller was away."""
     started = time.monotonic()
-    away: bool | None = None
+    stopped = Stopped()
     named = [s for s in steps if s.step_id is not None and local.poll(s.process) is None]
     if named:  # (tried even after a failure: the hint may be stale, the wait is bounded)
         ids = [f"{allocation}.{step.step_id}" for step in named]
         result = commands.run([commands.path("scancel"), "--signal=TERM", *ids], timeout=TERM_WAIT)
         why = failure(result)
-        away = why is not None and transient(why)
-        if why is not None and transient(why):  # (nothing signalled: their sruns are)
+        stopped.away = why is not None and transient(why)
+        if why is not None and transient(why):  # (nothing signalled: this node's tasks are)
             logger.warning("scancel --signal=TERM %s: %s", " ".join(ids), why)
-            named = []
+            # (their sruns, signalled, would not end them without the controller; the
+            # grace starts from their SIGTERM, not the stop's start: the scancel's
+            # TERM_WAIT may have spent it; stop_bound counts both)
+            step_ids = [s.step_id for s in named if s.step_id is not None]
+            stopped.termed, stopped.killed = end_tasks(allocation, step_ids, grace)
+            local.kill_all([s.process for s in steps], SRUN_END)
+            return stopped
         elif why is not None:  # (also for a step that ended meanwhile: the others were)
             logger.info("scancel --signal=TERM %s: %s", " ".join(ids), why)
     others: list[Handle] = [s.process for s in steps if s not in named]
@@ -93,7 +125,7 @@ def stop_steps(
         # SIGKILLed at once, its tasks left running under slurmstepd)
         left = max(grace - (time.monotonic() - started), 0.0)
         local.kill_all(others, max(left, SRUN_END))
-        return away
+        return stopped
     # (the others' sruns are signalled with the named ones' after the grace, all given
     # one SRUN_END: signalled at once, their wait came before the named ones' own and
     # the stop took 2 x SRUN_END; a task of theirs that starts meanwhile gets srun's
@@ -105,4 +137,4 @@ def stop_steps(
         if waiting:
             time.sleep(min(LOOK_EVERY, max(deadline - time.monotonic(), 0.0)))
     local.kill_all([*others, *(s.process for s in named)], SRUN_END)
-    return away
+    return stopped

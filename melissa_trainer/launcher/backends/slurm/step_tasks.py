@@ -9,8 +9,10 @@ ignoring it, still ran 15 s later with no SIGTERM received; they were SIGKILLed 
 10 s of the controller's resume (it processed the queued requests). So the stop then
 ends the tasks it can see: the processes of this node's /proc whose environment names
 the allocation and one of the steps (``SLURM_JOB_ID``, ``SLURM_STEP_ID``: slurmstepd
-sets them for every task, and a task's children inherit them). Tasks on other nodes
-are out of reach: they run on until the controller answers again.
+sets them for every task, and a task's children inherit them): SIGTERM and the stop's
+grace first (`end_tasks`: a solver writes its last state, as a scancel --signal=TERM
+would have let it), then SIGKILL for what is left. Tasks on other nodes are out of
+reach: they run on until the controller answers again.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from collections.abc import Collection
 
 from melissa_trainer.launcher.backends.slurm.segments import job_pids
 
-__all__ = ["kill_tasks", "step_tasks"]
+__all__ = ["GONE_WAIT", "elsewhere", "end_tasks", "kill_tasks", "step_tasks"]
 
 #: seconds to wait for SIGKILLed tasks to be gone (a process in uninterruptible I/O)
 GONE_WAIT = 2.0
@@ -50,14 +52,51 @@ def step_tasks(allocation: str, step_ids: Collection[int]) -> list[int]:
     return [pid for pid in job_pids([allocation]).get(allocation, []) if _step_of(pid) in steps]
 
 
+def _signal(pids: list[int], number: signal.Signals) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):  # (ended meanwhile)
+            os.kill(pid, number)
+
+
+def _wait_gone(allocation: str, step_ids: Collection[int], wait: float) -> None:
+    """Up to `wait` s for this node's tasks of the steps to be gone (reaped: slurmstepd
+    reaps its tasks without the controller)."""
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline and step_tasks(allocation, step_ids):
+        time.sleep(min(0.05, max(deadline - time.monotonic(), 0.0)))
+
+
 def kill_tasks(allocation: str, step_ids: Collection[int]) -> list[int]:
     """SIGKILL this node's tasks of the steps (`step_tasks`), waiting up to `GONE_WAIT`
     s for them to be gone; the pids signalled."""
     pids = step_tasks(allocation, step_ids)
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError):  # (ended meanwhile)
-            os.kill(pid, signal.SIGKILL)
-    deadline = time.monotonic() + GONE_WAIT
-    while time.monotonic() < deadline and step_tasks(allocation, step_ids):
-        time.sleep(0.05)
+    _signal(pids, signal.SIGKILL)
+    if pids:
+        _wait_gone(allocation, step_ids, GONE_WAIT)
     return pids
+
+
+def end_tasks(
+    allocation: str, step_ids: Collection[int], grace: float
+) -> tuple[list[int], list[int]]:
+    """SIGTERM this node's tasks of the steps (`step_tasks`), wait up to `grace` s for
+    them to be gone, then `kill_tasks` what is left: at most `grace` + `GONE_WAIT` s
+    (less once none is left). (The pids SIGTERMed, those SIGKILLed.)"""
+    termed = step_tasks(allocation, step_ids)
+    _signal(termed, signal.SIGTERM)
+    if termed:
+        _wait_gone(allocation, step_ids, max(grace, 0.0))
+    return termed, kill_tasks(allocation, step_ids)
+
+
+def elsewhere() -> str:
+    """What a stop's warning says of the steps' tasks on other nodes, which it cannot
+    reach: from the trainer's ``SLURM_JOB_NUM_NODES`` (set by salloc and sbatch for the
+    allocation), there are none in a one-node allocation."""
+    nodes = os.environ.get("SLURM_JOB_NUM_NODES", "").strip()
+    if nodes == "1":
+        return "the allocation has one node (SLURM_JOB_NUM_NODES=1): no task runs elsewhere"
+    return (
+        f"those on the allocation's other nodes (SLURM_JOB_NUM_NODES={nodes or 'unset'}) "
+        "run until the controller answers again (it then ends them) or the allocation ends"
+    )

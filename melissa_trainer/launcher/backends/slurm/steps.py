@@ -82,8 +82,8 @@ from melissa_trainer.launcher.backends.slurm.commands import (
 )
 from melissa_trainer.launcher.backends.slurm.srun_log import before_tasks, log_size
 from melissa_trainer.launcher.backends.slurm.step_end import said_end
-from melissa_trainer.launcher.backends.slurm.step_stop import TERM_WAIT, stop_steps
-from melissa_trainer.launcher.backends.slurm.step_tasks import kill_tasks
+from melissa_trainer.launcher.backends.slurm.step_stop import TERM_WAIT, Stopped, stop_steps
+from melissa_trainer.launcher.backends.slurm.step_tasks import elsewhere, kill_tasks
 
 __all__ = ["SrunHandle", "SrunSteps"]
 
@@ -203,9 +203,8 @@ class SrunSteps:
             waiting, step.retry_at = step.retry_at is not None, None
             step.killed = waiting or self._local.poll(step.process) is None
         if running:
-            term = stop_steps(self._local, self._commands, self._allocation, running, grace)
-            away = away if term is None else term
-            self._cancel_unless_away(running, away)
+            stopped = stop_steps(self._local, self._commands, self._allocation, running, grace)
+            self._cancel_unless_away(running, away, stopped)
             for step in running:
                 self._sweep(step)
         return [None if step.killed else self._local.poll(step.process) for step in steps]
@@ -216,10 +215,9 @@ class SrunSteps:
         once, after the kills)."""
         away = self._list_before_stop(self._running)
         running, self._running = self._running, []
-        term = stop_steps(self._local, self._commands, self._allocation, running, CLOSE_GRACE)
-        away = away if term is None else term
+        stopped = stop_steps(self._local, self._commands, self._allocation, running, CLOSE_GRACE)
         self._local.close()
-        self._cancel_unless_away(running, away)
+        self._cancel_unless_away(running, away, stopped)
         for step in running:
             self._sweep(step)
         for watch, name in self._pending:
@@ -251,25 +249,31 @@ class SrunSteps:
         self._list(timeout=TERM_WAIT)
         return self._commands.unreachable
 
-    def _cancel_unless_away(self, steps: Sequence[SrunHandle], away: bool | None) -> None:
+    def _cancel_unless_away(
+        self, steps: Sequence[SrunHandle], listed_away: bool | None, stopped: Stopped
+    ) -> None:
         """`cancel` `steps` by name after their kill (its squeue and scancel given up
         after `TERM_WAIT` each), unless the stop's last command found the controller
-        `away`: then their tasks on this node are SIGKILLed (`step_tasks`: srun's own
-        end of them needs the controller) and a warning says what is left. None (the
-        stop ran no command): they are cancelled; an earlier command's unreachability
-        is no news of the controller now."""
+        away (`stopped.away`, else `listed_away`: the squeue before the stop's): then
+        their tasks left on this node are SIGKILLed (`step_tasks`: srun's own end of
+        them needs the controller; those the stop's SIGTERM and grace reached are in
+        `stopped`) and a warning says what was done and what is left. Neither command
+        run: they are cancelled; an earlier command's unreachability is no news of the
+        controller now."""
         names = {step.step_name for step in steps}
+        away = listed_away if stopped.away is None else stopped.away
         if names and away:
             ids = {step.step_id for step in steps if step.step_id is not None}
-            killed = kill_tasks(self._allocation, ids)
+            killed = [*stopped.killed, *kill_tasks(self._allocation, ids)]
             logger.warning(
                 "the Slurm controller did not answer: steps %s are not cancelled by name; "
                 "their sruns were signalled, which does not end their tasks without the "
-                "controller: %d task process(es) on this node SIGKILLed (no SIGTERM "
-                "reached them), those on other nodes run until the controller answers "
-                "again (it then ends them) or the allocation ends",
+                "controller: on this node, %d task process(es) got SIGTERM and the grace, "
+                "%d SIGKILLed (left after it, or never named: no SIGTERM); %s",
                 sorted(names),
+                len(stopped.termed),
                 len(killed),
+                elsewhere(),
             )
         elif names:
             self.cancel(names.__contains__, timeout=TERM_WAIT)

@@ -1,0 +1,160 @@
+"""mode="srun" on the one-node test cluster, slurmctld frozen (SIGSTOPped) during a stop:
+the step's tasks on this node get SIGTERM and the grace before SIGKILL
+(`step_tasks.end_tasks`), and the stop stays within `SlurmBackend.stop_bound`.
+
+One step of 2 tasks: task 0 writes its last state on SIGTERM and exits 0; task 1 notes
+the SIGTERM and goes on. The stop's ``scancel --signal=TERM`` never gets its reply
+(given up after `TERM_WAIT`), and a signalled srun does not end its tasks without the
+controller. Failed before: both tasks were SIGKILLed with no SIGTERM (task 0's state
+never written: "wrote-0" absent), after their sruns' `SRUN_END`. The bound is checked by
+summing the waits the stop asks for (each command's timeout, each wait for the sruns
+and for this node's tasks), not by a clock: the time taken is said, not asserted."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from slurm_cluster import SlurmCluster, slurm_cluster  # noqa: F401 - the fixture
+from waiting import UNTIL_TEST_TIMEOUT, wait_until
+
+from melissa_trainer.launcher.backends import Job, SlurmBackend
+from melissa_trainer.launcher.backends.slurm import step_stop, step_tasks, steps
+from melissa_trainer.launcher.backends.slurm.commands import COMMAND_TIMEOUT
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("slurm"), pytest.mark.e2e]
+
+#: task 0 writes its state on SIGTERM and exits; task 1 notes it and runs on
+SOLVER = """
+import os, signal, sys, time
+from pathlib import Path
+here, rank = Path(sys.argv[1]), os.environ["SLURM_PROCID"]
+if rank == "0":
+    def last_state(*_):
+        (here / "wrote-0").write_text("last state")
+        sys.exit(0)
+    signal.signal(signal.SIGTERM, last_state)
+else:
+    signal.signal(signal.SIGTERM, lambda *_: (here / "termed-1").touch())
+(here / f"up-{rank}").write_text(str(os.getpid()))
+while True:
+    time.sleep(0.1)
+"""
+GRACE = 2.0
+
+
+def _alive(pid: int) -> bool:
+    """`pid` runs (a zombie, dead but not yet reaped, does not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def allocation_of(cluster: SlurmCluster, cwd: Path) -> str:
+    """A running 2-task batch job (its script sleeps): the allocation the steps run in."""
+    out = cluster.run(
+        "sbatch", "--parsable", "-n2", "--time=5", f"--chdir={cwd}", "--wrap", "sleep 300"
+    )
+    allocation = out.strip().split(";")[0]
+    wait_until(
+        lambda: "RUNNING" in cluster.run("squeue", "-h", "-j", allocation, "-o", "%T"),
+        what="the allocation running",
+        timeout=UNTIL_TEST_TIMEOUT,
+    )
+    return allocation
+
+
+@pytest.mark.timeout(300)
+def test_a_frozen_controller_stop_gives_this_nodes_tasks_sigterm_and_the_grace(
+    slurm_cluster: SlurmCluster,  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    if slurm_cluster.cpus < 2:
+        pytest.skip(f"the node has {slurm_cluster.cpus} CPU; a 2-task step needs 2")
+    allocation = allocation_of(slurm_cluster, tmp_path)
+    monkeypatch.setenv("SLURM_JOB_ID", allocation)
+    monkeypatch.setenv("SLURM_JOB_NUM_NODES", "1")  # (as salloc and sbatch set it)
+    (tmp_path / "solver.py").write_text(SOLVER)
+    backend = SlurmBackend(mode="srun", controller_wait=0)
+    pids: list[int] = []
+    waits: list[tuple[str, float]] = []
+    try:
+        argv = [sys.executable, str(tmp_path / "solver.py"), str(tmp_path)]
+        job = Job("sim", argv, cwd=tmp_path, ranks=2, log_path=tmp_path / "sim.log")
+        handle = backend.launch(job)
+        assert isinstance(handle, steps.SrunHandle)
+        wait_until(
+            lambda: (
+                backend.poll(handle) is None
+                and handle.step_id is not None
+                and all((tmp_path / f"up-{r}").exists() for r in range(2))
+            ),
+            what=lambda: f"both tasks up, the step listed: {(tmp_path / 'sim.log').read_text()}",
+            timeout=UNTIL_TEST_TIMEOUT,
+        )
+        pids = [int((tmp_path / f"up-{r}").read_text()) for r in range(2)]
+        # what the stop asks to wait for (a frozen controller makes each command wait
+        # out its timeout; each wait for the sruns or the tasks may be used in full)
+        commands, local = backend._commands, backend._steps._local  # type: ignore[union-attr]
+        run, kill_all = commands.run, local.kill_all
+        # (getattr, raising=False below: before the fix there was no end_tasks)
+        end_tasks, kill_tasks = getattr(step_tasks, "end_tasks", None), step_tasks.kill_tasks
+
+        def timed_run(argv: list[str], *args: Any, **kwargs: Any) -> Any:
+            waits.append((Path(argv[0]).name, kwargs.get("timeout", COMMAND_TIMEOUT)))
+            return run(argv, *args, **kwargs)
+
+        def timed_kill_all(handles: list[Any], wait: float = 5.0) -> Any:  # (its default)
+            waits.append(("the sruns' end", wait))
+            return kill_all(handles, wait)
+
+        def timed_end_tasks(allocation: str, ids: Any, grace: float) -> Any:
+            waits.append(("the tasks' grace and SIGKILL", grace + step_tasks.GONE_WAIT))
+            assert end_tasks is not None
+            return end_tasks(allocation, ids, grace)
+
+        def timed_kill_tasks(allocation: str, ids: Any) -> Any:
+            waits.append(("the tasks' SIGKILL", step_tasks.GONE_WAIT))
+            return kill_tasks(allocation, ids)
+
+        monkeypatch.setattr(commands, "run", timed_run)
+        monkeypatch.setattr(local, "kill_all", timed_kill_all)
+        monkeypatch.setattr(step_stop, "end_tasks", timed_end_tasks, raising=False)
+        monkeypatch.setattr(steps, "kill_tasks", timed_kill_tasks)
+        with slurm_cluster.controller_paused():
+            started = time.monotonic()
+            with caplog.at_level(logging.WARNING, logger="melissa_trainer.launcher.backends.slurm"):
+                code = backend.kill(handle, grace=GRACE)
+            took = time.monotonic() - started  # (said, not asserted)
+            running = [pid for pid in pids if _alive(pid)]
+        asked = list(waits)
+        monkeypatch.undo()
+    finally:
+        for pid in pids:
+            if _alive(pid):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+        backend.close()
+        slurm_cluster.run("scancel", allocation)
+    log = (tmp_path / "sim.log").read_text()
+    print(f"the stop took {took:.1f} s; asked {asked}")
+    assert code is None
+    assert (tmp_path / "wrote-0").exists(), f"task 0 got no SIGTERM to act on: {log}"
+    assert (tmp_path / "termed-1").exists(), f"task 1 got no SIGTERM: {log}"
+    assert running == [], f"tasks {running} outlived the stop: {log}"
+    said = caplog.text
+    assert "2 task process(es) got SIGTERM and the grace, 1 SIGKILLed" in said, said
+    assert "the allocation has one node" in said, said
+    bound = backend.stop_bound(GRACE)
+    budget = sum(wait for _, wait in asked)
+    assert budget <= bound, f"the stop may wait {budget} s ({asked}; took {took:.1f} s): {bound}"

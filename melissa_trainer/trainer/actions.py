@@ -25,6 +25,7 @@ import torch
 from melissa_trainer.core.loss_guard import LossGuard
 from melissa_trainer.core.state import TrainerControl
 from melissa_trainer.trainer import checkpointing, reporting
+from melissa_trainer.trainer.after_train import meet_after_train
 from melissa_trainer.trainer.hf_keywords import RefusesHFKeywords
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -121,10 +122,14 @@ class TrainerActions(RefusesHFKeywords):
         Kept as the hook's flag (`TrainerControl.asked`, who asked: the hook's method),
         every rank performs it at the ranks' next agreement, as a flag the hook set;
         the call returns `returns` here, said once per call at WARNING (its figures
-        reach the hook's on_log, on_validation_end or on_save). One process, or outside
-        a hook (the loop's own action points; after `train()`): not a request."""
-        hooks = self._as_trainer().hooks
-        if not (self.control.deferring and hooks.firing is not None):
+        reach the hook's on_log, on_validation_end or on_save). One process, outside a
+        hook (the loop's own action points), or outside `train()`: not a request."""
+        trainer = self._as_trainer()
+        hooks = trainer.hooks
+        # (only inside `train()`: after it, no agreement would come; a hook fired by a
+        # call then, every rank's, runs it at once, `after_train` checking the ranks)
+        training = trainer.train_started and not trainer.train_ended
+        if not (self.control.deferring and hooks.firing is not None and training):
             return False
         who = getattr(hooks.firing, "__qualname__", repr(hooks.firing))
         self.control.asked.setdefault(flag, who)
@@ -137,7 +142,7 @@ class TrainerActions(RefusesHFKeywords):
                 "call on one rank alone would enter collectives the others do not); it "
                 "returns %s here. Setting control.%s = True asks the same without this "
                 "warning",
-                call, who, self._as_trainer().num_processes, flag, returns, flag,
+                call, who, trainer.num_processes, flag, returns, flag,
             )  # fmt: skip
         return True
 
@@ -154,6 +159,7 @@ class TrainerActions(RefusesHFKeywords):
         """
         if self._hook_asks("log", "should_log", "{}"):
             return {}
+        meet_after_train(self._as_trainer(), "log")
         return reporting.log(self._as_trainer())
 
     def evaluate(self) -> dict[str, float]:
@@ -174,6 +180,7 @@ class TrainerActions(RefusesHFKeywords):
             "evaluate", "should_validate", "{}"
         ):
             return {}
+        meet_after_train(trainer, "evaluate")
         return reporting.evaluate(self._as_trainer())
 
     def save_checkpoint(self) -> Path | None:
@@ -199,6 +206,7 @@ class TrainerActions(RefusesHFKeywords):
         """
         if self._hook_asks("save_checkpoint", "should_save", "None"):
             return None
+        meet_after_train(self._as_trainer(), "save_checkpoint")
         with self._watched_check("its checkpoint"):
             self._loss_guard.check(self.model.parameters())
         return checkpointing.save_checkpoint(self._as_trainer())

@@ -32,6 +32,8 @@ CASES = {
     "save_checkpoint": ("save", [12], None),
     "log": ("log", [12, 16], {}),
     "evaluate": ("validate", [12, 16], {}),
+    # every rank calling it there: the same request, performed once, at the same step
+    "save_checkpoint_every_rank": ("save", [12], None),
 }
 
 
@@ -44,8 +46,9 @@ class RankZeroCalls(Hook):
         self.done: dict[str, Any] = {"log": [], "validate": [], "save": []}
 
     def on_step_end(self, trainer: Any, state: Any, control: Any) -> None:
-        if state.global_step == 5 and trainer.is_main_process:
-            self.done["returned"] = getattr(trainer, self.call)()
+        every = self.call.endswith("_every_rank")
+        if state.global_step == 5 and (trainer.is_main_process or every):
+            self.done["returned"] = getattr(trainer, self.call.removesuffix("_every_rank"))()
 
     def on_log(self, trainer: Any, state: Any, control: Any, logs: Any) -> None:
         self.done["log"].append(state.global_step)
@@ -90,12 +93,18 @@ def test_a_direct_call_in_a_hook_on_rank_zero_is_performed_by_every_rank(
     ranks = [json.loads((tmp_path / f"rank_{r}.json").read_text()) for r in (0, 1)]
     action, steps, returned = CASES[call]
     assert ranks[0].pop("returned") == returned, ranks
+    if call.endswith("_every_rank"):
+        assert ranks[1].pop("returned") == returned, ranks
     assert ranks[0] == ranks[1], ranks  # every rank, the same actions at the same steps
     assert ranks[0][action] == steps and ranks[0]["global_step"] == 16, ranks
     # said once, naming the call, the hook and the flag it became
     flag = {"save": "should_save", "log": "should_log", "validate": "should_validate"}[action]
-    words = f"trainer.{call}() called in a hook (RankZeroCalls.on_step_end) under 2 ranks"
-    assert said.count(words) == 1 and f"control.{flag} = True asks the same" in said, said
+    name = call.removesuffix("_every_rank")
+    words = f"trainer.{name}() called in a hook (RankZeroCalls.on_step_end) under 2 ranks"
+    assert (
+        said.count(words) == (2 if name != call else 1)
+        and f"control.{flag} = True asks the same" in said
+    ), said
     if action == "save":  # the checkpoint is there, written by both ranks together
         assert (tmp_path / "run" / "checkpoints" / "checkpoint-12").is_dir()
 

@@ -64,6 +64,12 @@ _HUB = HFName(
     note="no upload to the Hub: the checkpoints stay in output_dir/checkpoints "
     "(model.safetensors in each); upload one yourself, huggingface_hub's upload_folder",
 )
+#: (hrank2: --deepspeed, --fsdp got a bare "unrecognized")
+_NO_SHARDING = HFName(
+    None,
+    note="no sharded training: under accelerate launch --multi_gpu the model is "
+    "replicated on every rank (DistributedDataParallel), which must hold it whole",
+)
 _NO_DATALOADER = (
     "no DataLoader: batches are drawn from the buffer, the next one made a step ahead "
     "(--stage_batches; on a GPU copied through pinned memory)"
@@ -158,6 +164,20 @@ HF_ARGUMENTS: Mapping[str, HFName] = {
         None, note="launch on the CPU: accelerate launch --cpu, or CUDA_VISIBLE_DEVICES=''"
     ),
     "auto_find_batch_size": HFName(None, note="give --batch_size (per device)"),
+    "deepspeed": _NO_SHARDING,
+    "fsdp": _NO_SHARDING,
+    "fsdp_config": _NO_SHARDING,
+    "ddp_backend": HFName(
+        None,
+        note="Accelerate picks it (nccl on GPUs, gloo on CPUs); to choose, pass "
+        "OnlineTrainer(..., kwargs_handlers=[InitProcessGroupKwargs(backend='gloo')])",
+    ),
+    "ddp_timeout": HFName(
+        None,
+        note="the process group's timeout is torch's default unless given; to "
+        "change it, pass OnlineTrainer(..., kwargs_handlers=[InitProcessGroupKwargs("
+        "timeout=timedelta(seconds=N))])",
+    ),
     "log_level": HFName(
         None,
         note="the library logs through Python's logging: "

@@ -258,6 +258,11 @@ class HookList:
         #: told of every dispatch to a listener, work of the training thread's own (set
         #: by the trainer: its source's starvation watch's, `study.starvation`), or None
         self.work: ReadClock | None = None
+        #: the hook method being called now (the innermost, when a hook's call fires
+        #: events of its own), None between calls: a trainer's direct call made there
+        #: is a hook's (`TrainerActions`' log, evaluate, save_checkpoint under several
+        #: ranks become requests) and is named by it
+        self.firing: Any = None
         for hook in hooks:
             self.add(hook)
 
@@ -329,11 +334,16 @@ class HookList:
         outer = None if work is None else work.work_began()
         try:
             watch = event in (Event.LOG, Event.VALIDATION_END)
-            for method in listeners:
-                before = set(args[-1]) if watch else None
-                method(*args)
-                if before is not None and not before.issuperset(args[-1]):
-                    self._added.warn(method, event, set(args[-1]) - before)
+            outer_method = self.firing
+            try:
+                for method in listeners:
+                    before = set(args[-1]) if watch else None
+                    self.firing = method
+                    method(*args)
+                    if before is not None and not before.issuperset(args[-1]):
+                        self._added.warn(method, event, set(args[-1]) - before)
+            finally:
+                self.firing = outer_method
         finally:
             if work is not None:
                 work.work_ended(outer)

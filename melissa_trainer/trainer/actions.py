@@ -4,8 +4,9 @@ A hook requests a log, a validation or a save by setting `TrainerControl`'s flag
 loop performs them at its action points (`_perform_requested_actions`: after each step,
 before a pseudo-epoch's replay, at the end). `log`, `evaluate`, `save_checkpoint` and
 `load_checkpoint` are also public: user code may call them between steps. Each is
-collective (every rank calls it at the same step) and delegates to its module:
-`reporting` for the logs and validation, `checkpointing` for the checkpoints. The loss
+collective (every rank calls it at the same step; under several ranks, a hook's call
+of the first three is a request of its flag instead: `_hook_asks`) and delegates to its
+module: `reporting` for the logs and validation, `checkpointing` for the checkpoints. The loss
 check that comes first (`LossGuard.check`, an all-reduce) runs inside the trainer's wait
 watch, as their collectives do.
 
@@ -14,6 +15,7 @@ Thread-safety: the training thread only, as the trainer.
 
 from __future__ import annotations
 
+import logging
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
@@ -23,12 +25,15 @@ import torch
 from melissa_trainer.core.loss_guard import LossGuard
 from melissa_trainer.core.state import TrainerControl
 from melissa_trainer.trainer import checkpointing, reporting
+from melissa_trainer.trainer.after_train import meet_after_train
 from melissa_trainer.trainer.hf_keywords import RefusesHFKeywords
 
 if TYPE_CHECKING:  # pragma: no cover
     from melissa_trainer.trainer.loop import OnlineTrainer
 
 __all__ = ["TrainerActions"]
+
+logger = logging.getLogger(__name__)
 
 
 class TrainerActions(RefusesHFKeywords):
@@ -105,6 +110,42 @@ class TrainerActions(RefusesHFKeywords):
             control.should_save = False
             self.save_checkpoint()
 
+    def _hook_asks(self, call: str, flag: str, returns: str) -> bool:
+        """Whether this direct call of `call` (``log``, ``evaluate``, ``save_checkpoint``)
+        is a hook's under several ranks, made a request of `flag` instead: True then.
+
+        A hook may make it on one rank only (Hugging Face's ``if
+        state.is_world_process_zero: trainer.save_model()``, here ``if
+        trainer.is_main_process: trainer.save_checkpoint()``): performed at once, it
+        entered the action's collectives while the other ranks went on to their next
+        step, and the run died in gloo ("Received data size doesn't match", a SIGABRT).
+        Kept as the hook's flag (`TrainerControl.asked`, who asked: the hook's method),
+        every rank performs it at the ranks' next agreement, as a flag the hook set;
+        the call returns `returns` here, said once per call at WARNING (its figures
+        reach the hook's on_log, on_validation_end or on_save). One process, outside a
+        hook (the loop's own action points), or outside `train()`: not a request."""
+        trainer = self._as_trainer()
+        hooks = trainer.hooks
+        # (only inside `train()`: after it, no agreement would come; a hook fired by a
+        # call then, every rank's, runs it at once, `after_train` checking the ranks)
+        training = trainer.train_started and not trainer.train_ended
+        if not (self.control.deferring and hooks.firing is not None and training):
+            return False
+        who = getattr(hooks.firing, "__qualname__", repr(hooks.firing))
+        self.control.asked.setdefault(flag, who)
+        said: set[str] = self.__dict__.setdefault("_hook_calls_said", set())
+        if call not in said:
+            said.add(call)
+            logger.warning(
+                "trainer.%s() called in a hook (%s) under %d ranks: kept as a request, "
+                "control.%s, which every rank performs at the ranks' next agreement (a "
+                "call on one rank alone would enter collectives the others do not); it "
+                "returns %s here. Setting control.%s = True asks the same without this "
+                "warning",
+                call, who, trainer.num_processes, flag, returns, flag,
+            )  # fmt: skip
+        return True
+
     def log(self) -> dict[str, float]:
         """Reduce the figures since the last log over ranks and fire LOG. Collective.
 
@@ -112,7 +153,13 @@ class TrainerActions(RefusesHFKeywords):
         also across a resume), `state.last_log_step` is this step. The source's
         telemetry is summed over ranks, but for its `study_keys` (figures every rank
         counts in full), whose maximum is logged (see `LogFigures.reduce`).
+
+        Called in a hook under several ranks: a request of ``control.should_log``,
+        performed by every rank at their next agreement; returns {} (`_hook_asks`).
         """
+        if self._hook_asks("log", "should_log", "{}"):
+            return {}
+        meet_after_train(self._as_trainer(), "log")
         return reporting.log(self._as_trainer())
 
     def evaluate(self) -> dict[str, float]:
@@ -123,7 +170,17 @@ class TrainerActions(RefusesHFKeywords):
         `validations_since_best`: see `TrainerState.record_metric`) and the step in
         `state.last_eval_step`, before VALIDATION_END. Raises ValueError without an
         `eval_dataset`, KeyError when the metrics lack `metric_for_best_model`.
+
+        Called in a hook under several ranks (with an `eval_dataset`): a request of
+        ``control.should_validate``, performed by every rank at their next agreement;
+        returns {} (`_hook_asks`).
         """
+        trainer = self._as_trainer()
+        if trainer.eval_dataset is not None and self._hook_asks(
+            "evaluate", "should_validate", "{}"
+        ):
+            return {}
+        meet_after_train(trainer, "evaluate")
         return reporting.evaluate(self._as_trainer())
 
     def save_checkpoint(self) -> Path | None:
@@ -143,7 +200,13 @@ class TrainerActions(RefusesHFKeywords):
 
         Raises `NonFiniteLossError` (on every rank, writing nothing) when a training
         loss since the last check, or a weight, is NaN or infinite.
+
+        Called in a hook under several ranks: a request of ``control.should_save``,
+        performed by every rank at their next agreement; returns None (`_hook_asks`).
         """
+        if self._hook_asks("save_checkpoint", "should_save", "None"):
+            return None
+        meet_after_train(self._as_trainer(), "save_checkpoint")
         with self._watched_check("its checkpoint"):
             self._loss_guard.check(self.model.parameters())
         return checkpointing.save_checkpoint(self._as_trainer())

@@ -44,6 +44,7 @@ from melissa_trainer.sources.ingest_transform import (
     SampleTransform,
 )
 from melissa_trainer.sources.source import Source, SourceError, as_source
+from melissa_trainer.trainer.after_train import mark_exit
 from melissa_trainer.trainer.ending import end_training, failed, stop_words
 from melissa_trainer.trainer.exit_meeting import hold_term, meet, meet_timeout
 from melissa_trainer.trainer.losses import LossFn
@@ -213,6 +214,9 @@ class OnlineTrainer(TrainerSteps):
         #: Whether a `train()` has started the source (`starting`): a trainer trains its
         #: stream once, and a second `train()` is refused naming the fix (htrial37)
         self.train_started = False
+        #: Whether `train()` has returned or raised: a collective call after it checks
+        #: in first (`after_train.meet_after_train`)
+        self.train_ended = False
         # One trainer per output_dir (see `output_lock`): rank 0 locks it before anything
         # is written there (a source's `configure` may write), until `train()` ends.
         #: This run's identity (the same on every rank, new at each trainer): the stream's
@@ -279,6 +283,7 @@ class OnlineTrainer(TrainerSteps):
         # several ranks: a hook's log, validation or save waits for the ranks' agreement,
         # any rank's request every rank's (`TrainerControl.defer`; LOAD's too)
         control.defer(self.stop_sync.distributed)
+        mark_exit(self)  # (before `hold_term`'s, which runs first at exit: registered last)
         self._output_hold.hold()
         # SIGTERM/SIGINT from here on, resume and source start included: preemption (`starting`)
         preemption = start_training(self, self._output_hold.release)
@@ -391,4 +396,5 @@ class OnlineTrainer(TrainerSteps):
                 preemption.restore()
                 self._output_hold.release()  # the run is over: output_dir is free
                 close_roll(self.stop_sync.watch.roll)  # (its sockets: the next wait reopens)
+                self.train_ended = True
         return state

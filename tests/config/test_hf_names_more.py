@@ -42,6 +42,12 @@ FLAGS = [
     (["--no_cuda"], "accelerate launch --cpu"),
     (["--auto_find_batch_size"], "give --batch_size"),
     (["--log_level", "info"], "logging.getLogger('melissa_trainer')"),
+    # refused with a bare "unrecognized" (hrank2)
+    (["--deepspeed", "ds.json"], "no sharded training"),
+    (["--fsdp", "full_shard"], "replicated on every rank (DistributedDataParallel)"),
+    (["--fsdp_config", "f.json"], "no sharded training"),
+    (["--ddp_backend", "gloo"], "InitProcessGroupKwargs(backend='gloo')"),
+    (["--ddp_timeout", "7200"], "InitProcessGroupKwargs(timeout=timedelta(seconds=N))"),
 ]
 
 

@@ -1,0 +1,123 @@
+"""`meet_after_train`: the ranks' check-in before a collective call made after `train()`
+returned (``trainer.log()``, ``evaluate()``, ``save_checkpoint()``), under several ranks.
+
+Why. After `train()` the ranks run the user's code, and nothing keeps them in step: a
+Hugging Face script ported as ``if trainer.is_main_process: trainer.save_checkpoint()``
+had rank 0 alone enter the save's collectives while rank 1 went on, or exited: rank 0
+died in gloo ("Connection closed by peer", or a hang while rank 1 lived on), naming
+neither the call nor the fix. Inside `train()` such a call from a hook is a request
+that every rank performs (`TrainerActions._hook_asks`); after it, the other ranks cannot
+be made to act, so the call checks in first and raises `AfterTrainError` naming the
+call and the fix when the ranks do not all make it.
+
+How. Each rank keeps a count of its calls after `train()` (the same on every rank when
+every rank makes the same calls); the call of number ``n`` sets
+``melissa_trainer/after_train/<run>/<n>/<rank>`` to its name in the launcher's store
+(`refusal_mark.launch_store`: ``accelerate launch``'s, hosted by its agent, not by a
+rank), then waits until every rank's key is there. It raises, before any collective:
+at once when another rank's key names another call, or when that rank has exited (each
+rank sets ``.../gone/<rank>`` at its exit, `atexit`, registered as `train()` starts);
+past the process group's timeout otherwise (as long as a collective would have waited).
+Without such a store (``python train.py``, another launcher) nothing is checked: the
+call is the collective it was.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from melissa_trainer.trainer.exit_meeting import group_timeout
+from melissa_trainer.trainer.refusal_mark import StoreLink, launch_store
+
+if TYPE_CHECKING:  # pragma: no cover
+    from melissa_trainer.trainer.loop import OnlineTrainer
+
+__all__ = ["AfterTrainError", "POLL", "mark_exit", "meet_after_train"]
+
+logger = logging.getLogger(__name__)
+
+_PREFIX = "melissa_trainer/after_train"
+#: seconds between two looks at the other ranks' keys while waiting for them
+POLL = 0.05
+#: the wait's bound when the process group's timeout cannot be read (torch's gloo default)
+FALLBACK_WAIT = 1800.0
+
+
+class AfterTrainError(RuntimeError):
+    """A collective call after `train()` that not every rank made (`meet_after_train`)."""
+
+
+def mark_exit(trainer: OnlineTrainer) -> None:
+    """Have this rank's exit set its ``gone`` key in the launcher's store (`atexit`), so
+    that a rank waiting in `meet_after_train` for it learns at once that it will not
+    come. Nothing without the store, or under one process."""
+    if not trainer.stop_sync.distributed:
+        return
+    key = f"{_PREFIX}/{trainer.run_id}/gone/{trainer.process_index}"
+
+    def gone() -> None:
+        link = launch_store()
+        if isinstance(link, StoreLink):
+            with link:
+                try:
+                    link.store.set(key, "1")
+                except Exception as exc:  # (exiting: said, the exit goes on)
+                    logger.warning("could not tell the other ranks of this exit: %r", exc)
+
+    atexit.register(gone)
+
+
+def _words(call: str, rank: int, world: int, why: str) -> str:
+    return (
+        f"trainer.{call}() after train() on rank {rank} of {world}: {why}. After "
+        f"train() it is a collective, which every rank must call alike (not under `if "
+        f"trainer.is_main_process:`); to save or validate from one rank's decision, "
+        f"ask in a hook during training (control.should_save / should_validate: every "
+        f"rank performs it), or rely on the end's checkpoint and validation "
+        f"(save_at_end, eval_dataset)"
+    )
+
+
+def meet_after_train(trainer: OnlineTrainer, call: str) -> None:
+    """Check in for `call` after `train()` returned; returns once every rank made the
+    same call (then its collective follows), raises `AfterTrainError` on this rank
+    otherwise (see the module docstring). Nothing under one process, before `train()`
+    ended, or without the launcher's store."""
+    if not (trainer.stop_sync.distributed and trainer.train_ended):
+        return
+    link = launch_store()
+    if link is None:
+        return
+    rank, world = trainer.process_index, trainer.num_processes
+    if not isinstance(link, StoreLink):
+        raise AfterTrainError(_words(call, rank, world, "the launcher's store is gone"))
+    number = trainer.__dict__.get("_after_train_calls", 0)
+    trainer.__dict__["_after_train_calls"] = number + 1
+    base = f"{_PREFIX}/{trainer.run_id}"
+    bound = group_timeout(trainer.accelerator.device) or FALLBACK_WAIT
+    with link:
+        store = link.store
+        store.set(f"{base}/{number}/{rank}", call)
+        waiting = [r for r in range(world) if r != rank]
+        deadline = time.monotonic() + bound
+        while waiting:
+            for other in list(waiting):
+                key = f"{base}/{number}/{other}"
+                if store.check([key]):
+                    theirs = store.get(key).decode()
+                    if theirs != call:
+                        why = f"rank {other} called trainer.{theirs}() there instead"
+                        raise AfterTrainError(_words(call, rank, world, why))
+                    waiting.remove(other)
+                elif store.check([f"{base}/gone/{other}"]):
+                    why = f"rank {other} exited without calling it"
+                    raise AfterTrainError(_words(call, rank, world, why))
+            if waiting and time.monotonic() > deadline:
+                late = ", ".join(map(str, waiting))
+                why = f"rank(s) {late} did not call it within {bound:g} s"
+                raise AfterTrainError(_words(call, rank, world, why))
+            if waiting:
+                time.sleep(POLL)  # (the others' keys are looked at again; no event to wait on)

@@ -1,0 +1,77 @@
+"""`after_train.meet_after_train` without a launch: a store of torch's (`HashStore`) stands
+in for the launcher's, a namespace for the trainer. The paths the two-rank test
+(tests/trainer/test_calls_after_train.py) does not reach: a rank that never comes is
+given up past the process group's timeout (here made short), with an `AfterTrainError`
+naming it; every rank there: it returns; one process, or before `train()` ended, or no
+launcher's store: nothing is checked."""
+
+from __future__ import annotations
+
+import socket
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from torch.distributed import HashStore
+
+from melissa_trainer.trainer import after_train
+from melissa_trainer.trainer.refusal_mark import StoreLink
+
+
+def _trainer(rank: int = 0, distributed: bool = True, ended: bool = True) -> Any:
+    return SimpleNamespace(
+        stop_sync=SimpleNamespace(distributed=distributed), train_ended=ended,
+        process_index=rank, num_processes=2, run_id="run",
+        accelerator=SimpleNamespace(device="cpu"),
+    )  # fmt: skip
+
+
+@pytest.fixture
+def store(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """One store for every `launch_store()` of the test; the group's timeout 0.2 s."""
+    shared = HashStore()
+    ends: list[socket.socket] = []
+
+    def link() -> StoreLink:
+        probe, other = socket.socketpair()
+        ends.extend((probe, other))
+        return StoreLink(shared, probe)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(after_train, "launch_store", link)
+    monkeypatch.setattr(after_train, "group_timeout", lambda device: 0.2)
+    yield shared
+    for end in ends:
+        end.close()
+
+
+@pytest.mark.timeout(30)
+def test_a_rank_that_never_comes_is_given_up_past_the_group_timeout(store: Any) -> None:
+    with pytest.raises(after_train.AfterTrainError) as caught:
+        after_train.meet_after_train(_trainer(), "save_checkpoint")
+    said = str(caught.value)
+    assert "trainer.save_checkpoint() after train() on rank 0 of 2" in said
+    assert "rank(s) 1 did not call it within 0.2 s" in said
+
+
+@pytest.mark.timeout(30)
+def test_every_rank_there_returns(store: Any) -> None:
+    store.set("melissa_trainer/after_train/run/0/1", "log")  # rank 1's check-in
+    after_train.meet_after_train(_trainer(), "log")  # (returns: no error)
+    assert store.get("melissa_trainer/after_train/run/0/0") == b"log"
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize(
+    "trainer",
+    [_trainer(distributed=False), _trainer(ended=False)],
+    ids=["one_process", "before_train_ended"],
+)
+def test_nothing_checked_but_after_train_under_several_ranks(store: Any, trainer: Any) -> None:
+    after_train.meet_after_train(trainer, "log")
+    assert not store.check(["melissa_trainer/after_train/run/0/0"])
+
+
+@pytest.mark.timeout(30)
+def test_nothing_checked_without_the_launcher_s_store(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(after_train, "launch_store", lambda: None)
+    after_train.meet_after_train(_trainer(), "log")  # (no store to wait on: returns)

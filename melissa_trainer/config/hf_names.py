@@ -5,6 +5,9 @@ said wherever such a name is refused.
   `config.parser.ArgumentParser` names the replacement of an unrecognized flag
   (``--save_total_limit 2``: ``use --max_to_keep``), `TrainingArguments(...)` and
   `ArgumentParser.parse_dict` of an unknown key (`unknown_name_problems`).
+* `HF_CLASSES`: `transformers` classes a port imports from this package instead
+  (``from melissa_trainer import TrainerCallback``): the package's ``__getattr__``
+  raises an ImportError naming the class to use.
 * `HF_TRAINER_METHODS`: `transformers.Trainer` methods that `OnlineTrainer` lacks:
   `hf_method_hint` says what to use (`OnlineTrainer.__getattr__`, an AttributeError).
 * `HF_TRAINER_KEYWORDS`: `transformers.Trainer` keywords that `OnlineTrainer` lacks:
@@ -28,6 +31,7 @@ from melissa_trainer.config.reading import unknown_key_problems
 
 __all__ = [
     "HF_ARGUMENTS",
+    "HF_CLASSES",
     "HF_TRAINER_KEYWORDS",
     "HF_TRAINER_METHODS",
     "HFName",
@@ -207,6 +211,20 @@ HF_TRAINER_METHODS: Mapping[str, str] = {
     "is_world_process_zero": "trainer.is_main_process (a property, not a method)",
     "is_local_process_zero": "trainer.accelerator.is_local_main_process",
     "push_to_hub": _HUB.note,
+}
+
+
+#: `transformers` classes -> what this package has instead (htrial46: ``from
+#: melissa_trainer import TrainerCallback`` got Python's bare "cannot import name")
+HF_CLASSES: Mapping[str, str] = {
+    "Trainer": "OnlineTrainer",
+    "TrainerCallback": "Hook (docs/how-to/hooks.md)",
+    "EarlyStoppingCallback": "EarlyStoppingHook(patience=N), or --early_stopping_patience N",
+    "HfArgumentParser": "ArgumentParser",
+    "DefaultFlowCallback": "FlowHook",
+    "ProgressCallback": "ProgressHook",
+    "PrinterCallback": "ProgressHook",
+    "TensorBoardCallback": "TensorBoardHook",
 }
 
 

@@ -10,6 +10,7 @@ a simulation loads numpy and pyzmq only, never torch or accelerate.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -233,11 +234,26 @@ def __getattr__(name: str) -> Any:
     if moved is not None:  # a moved module reached as an attribute of the package
         return importlib.import_module(f"melissa_trainer.{name}")
     module = _MODULES.get(name)
+    if module is None and name in _hf_classes():
+        # an ImportError: `from melissa_trainer import TrainerCallback` turns an
+        # AttributeError into its own "cannot import name", dropping these words
+        raise ImportError(
+            f"cannot import name {name!r} from 'melissa_trainer': Hugging Face's "
+            f"(transformers'); here: {_hf_classes()[name]}",
+            name=__name__,
+        )
     if module is None:
         raise AttributeError(f"module 'melissa_trainer' has no attribute {name!r}")
     value = getattr(importlib.import_module(f"melissa_trainer.{module}"), name)
     globals()[name] = value  # later lookups skip __getattr__
     return value
+
+
+def _hf_classes() -> Mapping[str, str]:
+    """`config.hf_names.HF_CLASSES`, imported when a missing name is asked for only."""
+    from melissa_trainer.config.hf_names import HF_CLASSES
+
+    return HF_CLASSES
 
 
 def __dir__() -> list[str]:

@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from melissa_trainer import Hook, TrainingArguments
+from melissa_trainer import Hook, TrainerState, TrainingArguments
 from melissa_trainer.core.figures import SOURCE_PREFIX, TRAINER_FIGURES
 from melissa_trainer.hooks import Event
 from melissa_trainer.hooks.progress import format_logs
@@ -267,7 +267,10 @@ console line. A hook's `log_figures` keys are added as `train/<key>`, a
 ([serving](../how-to/serve-while-training.md)). The console and TensorBoard show a
 `source_*` counter only once it is non-zero. TensorBoard also gets `buffer/reuse`, a
 histogram of how many times the samples that left the buffer were drawn.
-"""
+`trainer.state.log_history` keeps the last {keep} logs and validations only (it is saved
+in every checkpoint), where Hugging Face's keeps all: a long run's curves are
+TensorBoard's, or a hook's `on_log` and `on_validation_end` that keep what they need.
+""".format(keep=TrainerState.LOG_HISTORY_LEN)
 
 EVAL_HEAD = """
 ## Validation metrics

@@ -5,6 +5,11 @@ said wherever such a name is refused.
   `config.parser.ArgumentParser` names the replacement of an unrecognized flag
   (``--save_total_limit 2``: ``use --max_to_keep``), `TrainingArguments(...)` and
   `ArgumentParser.parse_dict` of an unknown key (`unknown_name_problems`).
+* `HF_CLASSES`: `transformers` classes a port imports from this package instead
+  (``from melissa_trainer import TrainerCallback``): the package's ``__getattr__``
+  raises an ImportError naming the class to use.
+* `HF_TRAINER_METHODS`: `transformers.Trainer` methods that `OnlineTrainer` lacks:
+  `hf_method_hint` says what to use (`OnlineTrainer.__getattr__`, an AttributeError).
 * `HF_TRAINER_KEYWORDS`: `transformers.Trainer` keywords that `OnlineTrainer` lacks:
   `refuse_hf_keywords` raises a TypeError naming the keyword to use (``callbacks=`` ->
   ``hooks=``); no alias is accepted silently.
@@ -26,9 +31,12 @@ from melissa_trainer.config.reading import unknown_key_problems
 
 __all__ = [
     "HF_ARGUMENTS",
+    "HF_CLASSES",
     "HF_TRAINER_KEYWORDS",
+    "HF_TRAINER_METHODS",
     "HFName",
     "flag_hint",
+    "hf_method_hint",
     "refuse_hf_keywords",
     "refuse_train_resume",
     "stray_value_hint",
@@ -203,6 +211,49 @@ HF_TRAINER_KEYWORDS: Mapping[str, HFName] = {
         " eval_figures adds metrics to it",
     ),
 }
+
+
+_CALLBACKS = "hooks are given when the trainer is built: OnlineTrainer(..., hooks=[...])"
+
+#: `transformers.Trainer` methods -> what to use on an `OnlineTrainer` (htrial46:
+#: `trainer.save_model("final")` after `train()` got Python's bare AttributeError)
+HF_TRAINER_METHODS: Mapping[str, str] = {
+    "save_model": "the run's last checkpoint holds the model "
+    "(output_dir/checkpoints/checkpoint-STEP/model.safetensors, written at the end: "
+    "save_at_end); trainer.save_checkpoint() writes one now (every rank calls it); the "
+    "weights alone: trainer.accelerator.unwrap_model(trainer.model).state_dict()",
+    "save_state": "trainer.save_checkpoint() (every rank calls it)",
+    "predict": "call the model yourself, trainer.model under torch.no_grad() "
+    "(trainer.evaluate() gives eval_loss over the eval_dataset)",
+    "add_callback": _CALLBACKS,
+    "remove_callback": _CALLBACKS,
+    "pop_callback": _CALLBACKS,
+    "is_world_process_zero": "trainer.is_main_process (a property, not a method)",
+    "is_local_process_zero": "trainer.accelerator.is_local_main_process",
+    "push_to_hub": _HUB.note,
+}
+
+
+#: `transformers` classes -> what this package has instead (htrial46: ``from
+#: melissa_trainer import TrainerCallback`` got Python's bare "cannot import name")
+HF_CLASSES: Mapping[str, str] = {
+    "Trainer": "OnlineTrainer",
+    "TrainerCallback": "Hook (docs/how-to/hooks.md)",
+    "EarlyStoppingCallback": "EarlyStoppingHook(patience=N), or --early_stopping_patience N",
+    "HfArgumentParser": "ArgumentParser",
+    "DefaultFlowCallback": "FlowHook",
+    "ProgressCallback": "ProgressHook",
+    "PrinterCallback": "ProgressHook",
+    "TensorBoardCallback": "TensorBoardHook",
+}
+
+
+def hf_method_hint(cls: type, name: str) -> str | None:
+    """The AttributeError's words for `name`, a `transformers.Trainer` method of
+    `HF_TRAINER_METHODS` missing on an instance of `cls`; None for any other name."""
+    if name not in HF_TRAINER_METHODS:
+        return None
+    return f"{cls.__name__} has no {name!r} (Hugging Face Trainer's): {HF_TRAINER_METHODS[name]}"
 
 
 def _use(name: str, flag: bool) -> str:

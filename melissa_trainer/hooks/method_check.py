@@ -8,6 +8,7 @@ from __future__ import annotations
 import difflib
 import inspect
 import json
+import re
 import warnings
 from typing import Any
 
@@ -69,7 +70,9 @@ def check_methods(hook: Any, base: type) -> None:
     which the trainer would never call. Raises TypeError naming the method and the fix.
     Warns (UserWarning) of an event method whose first parameter is named ``args``
     (Hugging Face's, for its arguments; here the trainer), and of one taking ``**kwargs``
-    (Hugging Face passes ``model=`` and more there; here nothing: htrial44).
+    (Hugging Face passes ``model=`` and more there; here nothing: htrial44), and of an
+    ``on_log`` that reads an ``eval_`` key from its logs (Hugging Face's on_log gets the
+    evaluation's metrics; here on_validation_end does: htrial46).
     `base` is `Hook` (passed in: `hooks.base` imports this module), whose methods give
     the arguments each event passes."""
     cls = type(hook)
@@ -113,6 +116,8 @@ def check_methods(hook: Any, base: type) -> None:
                 UserWarning,
                 stacklevel=2,
             )
+        if name == Event.LOG.value:
+            _warn_eval_keys_in_logs(cls, getattr(cls, name), signature)
         kinds = {p.kind for p in signature.parameters.values()}
         # HF's `**kwargs`, empty here, silently (a generic `*args, **kwargs` left alone)
         if inspect.Parameter.VAR_KEYWORD in kinds and inspect.Parameter.VAR_POSITIONAL not in kinds:
@@ -124,6 +129,38 @@ def check_methods(hook: Any, base: type) -> None:
                 UserWarning,
                 stacklevel=2,
             )
+
+
+def _warn_eval_keys_in_logs(cls: type, method: Any, signature: inspect.Signature) -> None:
+    """Warn when `method`, an ``on_log``, reads an ``eval_`` key from its logs
+    (``logs["eval_loss"]``, ``logs.get("eval_loss")``, ``"eval_loss" in logs``): a ported
+    Hugging Face callback's, whose `on_log` also receives the evaluation's metrics. Here
+    a log holds the training figures only, so such a read never finds one, silently
+    (htrial46). A method whose source cannot be read is left alone."""
+    params = [p for p in signature.parameters.values() if p.kind is not p.VAR_KEYWORD]
+    if not params:
+        return
+    try:
+        source = inspect.getsource(method)
+    except (OSError, TypeError):  # (defined in a REPL, or not a function)
+        return
+    logs = re.escape(params[-1].name)
+    key = r"""["'](eval_\w*)["']"""
+    found = re.search(
+        rf"\b{logs}\s*\[\s*{key}|\b{logs}\s*\.\s*(?:get|pop)\(\s*{key}|{key}\s+(?:not\s+)?in\s+{logs}\b",
+        source,
+    )
+    if found is None:
+        return
+    read = next(g for g in found.groups() if g)
+    warnings.warn(
+        f"{cls.__name__}.on_log reads {read!r} from its logs, as a Hugging Face callback "
+        "does: here a log holds the training figures only (loss, learning_rate, ...), "
+        "never a validation's, so it never finds it; a validation's metrics come to "
+        "on_validation_end(self, trainer, state, control, metrics)",
+        UserWarning,
+        stacklevel=3,  # (this, check_methods, HookList.add)
+    )
 
 
 def checked_state(name: str, state: Any) -> Any:

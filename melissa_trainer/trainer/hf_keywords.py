@@ -1,12 +1,14 @@
 """`OnlineTrainer(..., callbacks=[...])` and Hugging Face Trainer's other keywords that
 `OnlineTrainer` lacks: a TypeError naming the keyword to use (`config.hf_names`), where
-Python would say only "unexpected keyword argument". No keyword is taken as an alias."""
+Python would say only "unexpected keyword argument"; and Trainer's methods that it lacks
+(`save_model`, `predict`, `add_callback`): an AttributeError naming what to use. No
+keyword or method is taken as an alias."""
 
 from __future__ import annotations
 
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
-from melissa_trainer.config.hf_names import refuse_hf_keywords
+from melissa_trainer.config.hf_names import hf_method_hint, refuse_hf_keywords
 
 __all__ = ["RefusesHFKeywords"]
 
@@ -20,3 +22,14 @@ class RefusesHFKeywords:
     def __new__(cls, *args: Any, **kwargs: Any) -> Self:
         refuse_hf_keywords(cls, kwargs)
         return super().__new__(cls)
+
+    if not TYPE_CHECKING:  # (seen by a type checker, any attribute would type-check)
+
+        def __getattr__(self, name: str) -> Any:
+            # (a missing attribute only) a Hugging Face Trainer method is named with what
+            # to use here; any other name keeps Python's words, so hasattr and
+            # getattr(..., default) behave as without this method
+            hint = hf_method_hint(type(self), name)
+            if hint is not None:
+                raise AttributeError(hint)
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")

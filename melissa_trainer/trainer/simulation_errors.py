@@ -35,6 +35,8 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from melissa_trainer.config.arguments import ConfigError
+
 if TYPE_CHECKING:  # pragma: no cover
     from melissa_trainer.trainer.loop import OnlineTrainer
 
@@ -140,7 +142,14 @@ def check_best_metric(
     `TrainerState.record_metric` reads it): found at the first validation instead, it
     stopped a study whose simulations had run until then. The tails count when every
     sample carries a ``simulation_id``; `hook_keys` are the metrics the hooks declare
-    (`HookList.eval_keys`). No check without an `eval_dataset`."""
+    (`HookList.eval_keys`). No check without an `eval_dataset`.
+
+    Raises:
+        ConfigError: (a ValueError) naming the metrics there are: a refused start, which
+            `refusals_end_the_program` says on one line, exit status 2, as it does a bad
+            flag (a plain ValueError was a traceback, exit status 1: htrial46's
+            ``--metric_for_best_model accuracy``).
+    """
     if eval_dataset is None:
         return
     tails = SimulationErrors.of(eval_dataset, torch.device("cpu")) is not None
@@ -152,7 +161,7 @@ def check_best_metric(
         if tails or name.removeprefix("eval_") not in [n.removeprefix("eval_") for n in TAILS]
         else " (the tails need a simulation_id in every validation sample)"
     )
-    raise ValueError(
+    raise ConfigError(
         f"metric_for_best_model={name!r} is not a metric the validation returns: "
         f"{', '.join(names)}{why}; set it to one of them, or declare it in the "
         "eval_keys of the hook whose eval_figures returns it"

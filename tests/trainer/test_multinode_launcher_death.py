@@ -47,6 +47,36 @@ def _wait_for(paths: list[Path], procs: list[subprocess.Popen]) -> None:
         time.sleep(0.1)
 
 
+def _kill_while_training(
+    net: netns.Nodes,
+    tmp_path: Path,
+    secret: str,
+    study: list[str],
+    node: int,
+    signum: int,
+    rank_too: bool = False,
+) -> tuple[int, list[int | None], list[str]]:
+    """Run "first" on both nodes; once both ranks trained a step, `signum` to node
+    `node`'s launcher (and SIGKILL to its rank, `rank_too`: the node lost); wait up to
+    `STOP_TIMEOUT` for both launches (then SIGKILL what is left). Returns the launcher's
+    pid, both launches' exit codes (None: killed at the bound) and both logs."""
+    (tmp_path / "workers").mkdir()
+    out = tmp_path / "out"
+    procs = [launch_node(net, r, tmp_path, secret, run="first", extra=study) for r in (0, 1)]
+    try:
+        _wait_for([out / f"first_training_{r}" for r in (0, 1)], procs)
+        os.kill(procs[node].pid, signum)  # (ip netns exec execs: the launcher's own pid)
+        if rank_too:
+            os.kill(int((out / f"first_training_{node}").read_text()), signal.SIGKILL)
+        codes = wait_all(procs, STOP_TIMEOUT)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait(10)
+    return procs[node].pid, codes, [log_path(tmp_path, r, "first").read_text() for r in (0, 1)]
+
+
 @pytest.mark.timeout(420)
 @pytest.mark.parametrize(
     ("node", "signum"),
@@ -59,27 +89,16 @@ def test_one_nodes_launcher_stopped(
     """`signum` to node `node`'s launcher once both ranks trained a step: both launches
     end non-zero within `STOP_TIMEOUT`, both ranks say the cause and the one step they
     stopped at, its checkpoint is there, and the resume trains the rest exactly once."""
-    (tmp_path / "workers").mkdir()
     secret = zmq.curve_keypair()[1].decode()
     study = ["--simulations", str(SIMULATIONS), "--pace", PACE]
     out = tmp_path / "out"
-    procs = [launch_node(net, r, tmp_path, secret, run="first", extra=study) for r in (0, 1)]
-    try:
-        _wait_for([out / f"first_training_{r}" for r in (0, 1)], procs)
-        os.kill(procs[node].pid, signum)  # (ip netns exec execs: the launcher's own pid)
-        codes = wait_all(procs, STOP_TIMEOUT)
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                os.killpg(p.pid, signal.SIGKILL)
-                p.wait(10)
-    logs = [log_path(tmp_path, r, "first").read_text() for r in (0, 1)]
+    pid, codes, logs = _kill_while_training(net, tmp_path, secret, study, node, signum)
     tails = "\n".join(f"--- node{r} ---\n{logs[r][-5000:]}" for r in (0, 1))
     assert None not in codes and 0 not in codes, f"exit codes {codes}\n{tails}"
     assert all(not pids for pids in net.pids().values()), f"processes left: {net.pids()}"
     # every rank stopped at one step, with its checkpoint, and says why
     cause = (
-        f"the launcher \\(accelerate launch, pid {procs[node].pid}\\) of node {node} is gone"
+        f"the launcher \\(accelerate launch, pid {pid}\\) of node {node} is gone"
         if signum == signal.SIGKILL
         else f"SIGTERM on node {node}"
     )
@@ -99,6 +118,21 @@ def test_one_nodes_launcher_stopped(
     assert [r["global_step"] for r in first] == [step, step]
     assert trained(first + second) == STUDY, (trained(first), trained(second))
     assert all(r["stream_ended"] for r in second)
+
+
+@pytest.mark.timeout(240)
+def test_a_node_lost_ends_the_other(net: netns.Nodes, tmp_path: Path) -> None:
+    """Node 1 lost (its launcher and its rank killed -9; no stop agreement can be had):
+    node 0's rank learns it at its next collective (gloo: connection closed by the peer),
+    says that another rank is gone, stops the simulations and exits; its launch exits
+    non-zero within `STOP_TIMEOUT`; nothing is left running."""
+    secret = zmq.curve_keypair()[1].decode()
+    study = ["--simulations", str(SIMULATIONS), "--pace", PACE]
+    _, codes, logs = _kill_while_training(net, tmp_path, secret, study, 1, signal.SIGKILL, True)
+    tail = logs[0][-5000:]
+    assert codes[0] not in (0, None) and codes[1] == -signal.SIGKILL, f"{codes}\n{tail}"
+    assert all(not pids for pids in net.pids().values()), f"processes left: {net.pids()}"
+    assert re.search(r"rank 0 stopped at step \d+: another rank is gone", logs[0]), tail
 
 
 def run_record(out: Path, run: str, rank: int) -> dict[str, Any]:

@@ -144,7 +144,7 @@ class StartupWatch:
     ) -> None:
         self.parent = parent
         self.poll = STARTUP_POLL if poll is None else float(poll)
-        self.cause = StopCause(signal.SIGTERM, parent, launcher_kind(parent))  # (while alive)
+        self.cause = StopCause.launcher_gone(parent)  # (while alive)
         self._exit, self._fd = exit, fd
         self._owner = os.getpid()
         self._lock = threading.Lock()  # one owner: the thread's exit or the hand-over

@@ -62,7 +62,7 @@ from typing import Any
 
 from melissa_trainer.trainer.launcher_watch import hand_over, launcher_parent
 from melissa_trainer.trainer.preempted import Preempted, exit_code
-from melissa_trainer.trainer.stop_cause import StopCause, launcher_kind
+from melissa_trainer.trainer.stop_cause import StopCause, launcher_node
 
 __all__ = [
     "FORCE_STOP_TIMEOUT",
@@ -140,6 +140,7 @@ class PreemptionHandler:
         self._request_lock = threading.Lock()  # (the signal watcher and the parent's)
         #: why training was asked to stop ("" until it is): `str(cause)`
         self.reason = ""
+        self._node = launcher_node()  # (a signal's cause names its node: stop_cause)
         self._signum = 0
         self._cause: StopCause | None = None
         #: the first signal as the main thread's Python-level handler noted it (0: none),
@@ -168,7 +169,7 @@ class PreemptionHandler:
     @property
     def cause(self) -> StopCause | None:
         """Why the first stop request came (a signal, the launcher's death); None: none."""
-        return self._cause or (StopCause(self._noted) if self._noted else None)
+        return self._cause or (StopCause(self._noted, node=self._node) if self._noted else None)
 
     @property
     def code(self) -> int:
@@ -272,7 +273,7 @@ class PreemptionHandler:
         if self.ending:
             if signal.getsignal(signum) != self._note:
                 return  # (another handler has it now, the exit's hold: not a request)
-            if self._first_request(StopCause(signum)):
+            if self._first_request(StopCause(signum, node=self._node)):
                 logger.warning(
                     "%s received after the end of training (%s): this rank is exiting, "
                     "once the other ranks have met it (their last meeting); send it again, "
@@ -282,7 +283,7 @@ class PreemptionHandler:
                     self.repeat_window,
                 )
                 return
-        elif self._first_request(StopCause(signum)):
+        elif self._first_request(StopCause(signum, node=self._node)):
             logger.warning(
                 "%s received: stopping at the next stop synchronisation to write a "
                 "checkpoint (send it again, %g s or more from now, to exit at once without one)",
@@ -344,7 +345,7 @@ class PreemptionHandler:
             return
         self._unwatch.clear()
         # (named while alive: the start-up watch named it at the rank's start)
-        gone = handed or StopCause(signal.SIGTERM, parent, launcher_kind(parent))
+        gone = handed or StopCause.launcher_gone(parent)
         watch, name = self._parent_watch, "melissa-launcher-watch"
         self._watching = threading.Thread(target=watch, args=(parent, gone), name=name, daemon=True)
         self._watching.start()

@@ -13,7 +13,11 @@ Each rank writes ``{output_dir}/{--run}_rank_R.json`` (a run resumed in the same
 output_dir, under another `--run`, leaves the first run's records alone): every
 ``(simulation, time step)`` it turned into a pair (``seen``) and trained on
 (``trained``, one list per step), a SHA-256 of the model's parameters after every step,
-and its step and world size.
+and its step and world size; a run stopped (`Preempted`) writes it too, before exiting.
+At its first step's end each rank writes ``{output_dir}/{--run}_training_R`` (its pid):
+tests/trainer/test_multinode_launcher_death.py kills a launcher once both are there,
+with ``--pace`` (seconds between a worker's time steps) so that the study outlasts the
+stop.
 """
 
 from __future__ import annotations
@@ -58,6 +62,8 @@ class ScriptArgs:
     workers: int = 2
     record: str = ""
     run: str = "run"
+    #: seconds each worker waits between two time steps it sends (0: as fast as it can)
+    pace: float = 0.0
 
 
 class Checksums(Hook):
@@ -71,6 +77,20 @@ class Checksums(Hook):
         for p in trainer.model.parameters():
             digest.update(p.detach().cpu().numpy().tobytes())
         self.steps.append((state.global_step, digest.hexdigest()))
+
+
+class SayTraining(Hook):
+    """Writes ``{output_dir}/{run}_training_R`` (this rank's pid) at the first step's end:
+    a test that kills a launcher while the ranks train waits for both files."""
+
+    def __init__(self, output_dir: str, run: str) -> None:
+        self.output_dir, self.run, self.said = Path(output_dir), run, False
+
+    def on_step_end(self, trainer: Any, state: TrainerState, control: TrainerControl) -> None:
+        if not self.said:
+            path = self.output_dir / f"{self.run}_training_{trainer.process_index}"
+            path.write_text(str(os.getpid()))
+            self.said = True
 
 
 class Trained(Hook):
@@ -106,7 +126,7 @@ def main() -> None:
     torch.set_num_threads(1)
     secret = os.environ["MULTINODE_CURVE_SECRET"]
     worker = ["ip", "netns", "exec", opts.sims_netns, sys.executable, str(WORKER)]
-    worker += ["--steps", str(opts.steps), "--record", opts.record]
+    worker += ["--steps", str(opts.steps), "--record", opts.record, "--pace", str(opts.pace)]
     launcher = Launcher(
         worker,
         UniformSampler({"a": (0.5, 1.5)}, seed=0),
@@ -134,9 +154,25 @@ def main() -> None:
         torch.optim.SGD(model.parameters(), lr=0.05),
         train_source=Study(launcher, stream),
         process_sample=keys,
-        hooks=[checksums, trained],
+        hooks=[checksums, trained, SayTraining(args.output_dir, opts.run)],
     )
-    state = trainer.train()
+    try:
+        trainer.train()
+    finally:  # (a stopped run's record too: a resume test adds up both runs')
+        record(trainer, opts, args, keys, checksums, trained, launcher)
+
+
+def record(
+    trainer: Any,
+    opts: ScriptArgs,
+    args: TrainingArguments,
+    keys: Keys,
+    checksums: Checksums,
+    trained: Trained,
+    launcher: Launcher,
+) -> None:
+    """Write this rank's ``{run}_rank_R.json`` (the module docstring)."""
+    state = trainer.state
     result = {
         "rank": trainer.process_index,
         "world_size": trainer.num_processes,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import time
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +28,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, required=True)
     parser.add_argument("--record", required=True)
+    parser.add_argument("--pace", type=float, default=0.0)
     opts = parser.parse_args()
     record = {
         "pid": os.getpid(),
@@ -45,6 +47,7 @@ def main() -> None:
             for t in range(opts.steps):
                 x = (scale * rng.standard_normal(3)).astype(np.float32)
                 client.send(t, x=x, y=np.array([x @ W], np.float32))
+                time.sleep(opts.pace)  # (a simulation's rate: a stop test's run lasts)
         record["simulations"].append(simulation_id)
         path.write_text(json.dumps(record))
 

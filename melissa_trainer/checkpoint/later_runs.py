@@ -18,6 +18,10 @@ A resume from a checkpoint of another folder (another output_dir, a copy) contin
 none of `root`'s: all of them are moved aside, for the same three reasons (seen: its
 rotation deleted the new run's checkpoint-15 and kept the other run's 30, which the next
 ``latest`` took; tests/checkpoint/test_resume_other_folder.py).
+A resume from one of `root`'s checkpoints moves aside those of `root` of another training
+(`set_aside_others`: another history, `checkpoint.history`; copied in from another
+output_dir), whatever their steps: this run's rotation would delete them, or its saves
+replace them (tests/checkpoint/test_foreign_checkpoint.py).
 """
 
 from __future__ import annotations
@@ -26,9 +30,10 @@ import logging
 import os
 from pathlib import Path
 
+from melissa_trainer.checkpoint.history import foreign, history_of
 from melissa_trainer.checkpoint.paths import free_sibling, fsync_dir, list_checkpoints
 
-__all__ = ["set_aside_later"]
+__all__ = ["set_aside_later", "set_aside_others"]
 
 logger = logging.getLogger(__name__)
 
@@ -78,5 +83,46 @@ def set_aside_later(
         "(%s) were moved to %s, so that this run's saves, max_to_keep and "
         "--resume_from_checkpoint latest see this run's checkpoints only",
         named, which, names, target,
+    )  # fmt: skip
+    return target
+
+
+def set_aside_others(path: Path, root: Path, now: float | None = None) -> Path | None:
+    """Move the checkpoints of `root` of another training than `path` (one of `root`'s,
+    the one a resume takes: `history.foreign`, unknown histories never) into a new
+    sibling folder ``{root}-other-YYYYmmddTHHMMSSZ`` and return it, saying so in one
+    warning. None (nothing moved) when there are none, or when `path` is not one of
+    `root`'s (`set_aside_later` moves them all then). Renames that fail are logged, the
+    rest left where they are, as `set_aside_later`'s: the resume goes on."""
+    found = list_checkpoints(root)
+    if path.resolve() not in [p.resolve() for p in found]:
+        return None
+    mine = history_of(path)
+    theirs = [p for p in found if foreign(p, mine) is not None]
+    if not theirs:
+        return None
+    target = free_sibling(root, "other", now)
+    names = ", ".join(f"{p.name} (history {history_of(p)})" for p in theirs)
+    try:
+        target.mkdir()
+        for checkpoint in theirs:
+            os.rename(checkpoint, target / checkpoint.name)
+        fsync_dir(target)
+        fsync_dir(root)
+    except OSError as exc:
+        left = [p.name for p in theirs if p.exists()]
+        logger.warning(
+            "resuming from %s (history %s), but %s holds checkpoints of another training "
+            "(%s), and moving them to %s failed (%s): %s are still there, where this run's "
+            "rotation deletes them and its saves of their steps replace them; move them "
+            "aside by hand",
+            path.name, mine, root, names, target, exc, ", ".join(left),
+        )  # fmt: skip
+        return None
+    logger.warning(
+        "resuming from %s (history %s): the checkpoints of another training in %s (%s: "
+        "copied in from another output_dir?) were moved to %s, so that this run's "
+        "rotation and saves leave them alone",
+        path.name, mine, root, names, target,
     )  # fmt: skip
     return target

@@ -26,6 +26,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from melissa_trainer.checkpoint.errors import CheckpointError, not_this_run
+
 __all__ = [
     "IGNORED",
     "Built",
@@ -33,6 +35,7 @@ __all__ = [
     "changed_hyperparameters",
     "changed_settings",
     "changes",
+    "check_same_optimizer",
     "hyperparameters",
     "missing_hyperparameters",
     "scheduler_settings",
@@ -231,4 +234,21 @@ def warn_changed_hyperparameters(path: Path, changes: Sequence[str]) -> None:
             'docs/resume.md, "Optimizer hyperparameters on resume"',
             path,
             ", ".join(changes),
+        )
+
+
+def check_same_optimizer(optimizer: Any, path: Path, built: list[dict[str, Any]]) -> None:
+    """Raise `CheckpointError` (``optimizer.bin``) when `optimizer`'s param groups, as
+    loaded from `path`, lack hyperparameters of those the script `built`
+    (`missing_hyperparameters`): another optimizer's state, which the first step would
+    fail on (a bare KeyError)."""
+    missing = missing_hyperparameters(built, optimizer.param_groups)
+    if missing:
+        inner = getattr(optimizer, "optimizer", optimizer)  # (Accelerate wraps it)
+        kind = type(inner).__name__
+        raise CheckpointError(
+            f"cannot load {path / 'optimizer.bin'}: it holds the state of another optimizer "
+            f"than your {kind} ({', '.join(missing)} missing): {not_this_run(path)}",
+            path,
+            "optimizer.bin",
         )

@@ -72,6 +72,10 @@ class TrainerState:
         max_steps: the step limit, or None when the stream decides.
         last_loss: training loss (mean over ranks) at the last log step.
         log_history: the most recent logged dictionaries (bounded, newest last).
+        history: the identity of the training (16 hex digits), drawn when a run starts
+            afresh, kept by every resume, the same on every rank; None until then, and
+            in checkpoints of versions before it. ``latest`` tells another training's
+            checkpoint by it (`checkpoint.history`).
     """
 
     global_step: int = 0
@@ -88,6 +92,7 @@ class TrainerState:
     max_steps: int | None = None
     last_loss: float | None = None
     log_history: list[dict[str, float]] = field(default_factory=list)
+    history: str | None = None
 
     #: How many entries of `log_history` are kept (the state stays small).
     LOG_HISTORY_LEN = 100

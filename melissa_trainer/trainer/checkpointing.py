@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from melissa_trainer.checkpoint import after_save, manifest, registry, resumed_args
+from melissa_trainer.checkpoint import after_save, history, manifest, registry, resumed_args
 from melissa_trainer.checkpoint import paths as ckpt
 from melissa_trainer.checkpoint.errors import (
     CheckpointError,
@@ -31,17 +31,17 @@ from melissa_trainer.checkpoint.errors import (
     describe_save_failure,
     describe_verification,
     none_verifies,
-    not_this_run,
     others,
     save_failure_kind,
 )
-from melissa_trainer.checkpoint.later_runs import set_aside_later
+from melissa_trainer.checkpoint.later_runs import set_aside_later, set_aside_others
 from melissa_trainer.checkpoint.replaced import begin_save, restore_replaced
 from melissa_trainer.common.refusal import elsewhere, said_once
 from melissa_trainer.common.setting import setting
 from melissa_trainer.config.reading import ConfigError
 from melissa_trainer.hooks import Event, Hook
 from melissa_trainer.trainer import end_save
+from melissa_trainer.trainer.history_check import refuse_foreign_latest
 from melissa_trainer.trainer.rank_reports import agree, attempt, from_main, watched
 from melissa_trainer.trainer.refusals import in_training
 from melissa_trainer.trainer.save_failure import save_failed
@@ -170,8 +170,12 @@ def _sync_and_hash(staging: Path, rank: int, world_size: int, hasher: manifest.H
 def _commit(
     trainer: OnlineTrainer, staging: Path, final: Path, entries: dict[str, manifest.Entry]
 ) -> None:
-    """Main rank: the manifest of every rank's files, last, then the atomic rename."""
+    """Main rank: the manifest of every rank's files, last, then the atomic rename;
+    before it, the folder's record of the training (`history`: a crash in between
+    leaves no checkpoint of another history than the record's)."""
     manifest.write(staging, entries, trainer.state.global_step)
+    if trainer.state.history is not None:
+        history.write_record(trainer.checkpoint_root, trainer.state.history)
     ckpt.commit(staging, final)
 
 
@@ -188,11 +192,13 @@ def resolve_resume(trainer: OnlineTrainer) -> Path | None:
     any other newer one (`set_aside_later`: its fault may pass, a rotation of this run's
     saves would delete it, a later "latest" take it over this run's) (files not in its
     manifest that are not the trainer's, a hook's artefacts, do not count: the one
-    taken is warned about once, `verify`); a checkpoint without
-    a manifest (an earlier version's) is taken with a warning that it is unverified;
-    None (start afresh, with a warning) when there is no checkpoint; `CheckpointError`
-    when there are some but none verifies (starting afresh would silently discard them).
-    A path: `CheckpointError` naming the files when it does not verify. (Both: said once.)
+    taken is warned about once, `verify`); a checkpoint without a manifest (an earlier
+    version's) is taken with a warning that it is unverified; one of another training
+    than the folder's is refused (`history_check`); None (start afresh, with a warning)
+    when there is no checkpoint; `CheckpointError` when there are some but none verifies
+    (starting afresh would silently discard them). A path: `CheckpointError` naming the
+    files when it does not verify. (Both: said once.) Either way the folder's checkpoints
+    of other trainings are moved aside (`set_aside_others`).
     """
     arg, root = trainer.args.resume_from_checkpoint, trainer.checkpoint_root
     if arg is None:
@@ -206,6 +212,7 @@ def resolve_resume(trainer: OnlineTrainer) -> Path | None:
             text = f"{describe_verification(path, problems)}; {others(path)}"
             raise said_once(CheckpointError(text, path, problems[0].file), trainer.process_index)
         if trainer.is_main_process:  # (the run not continued: out of this one's way)
+            set_aside_others(path, Path(root))
             set_aside_later(path, Path(root))
         return path
     if trainer.is_main_process:  # (a replacement a crash interrupted: its old one back)
@@ -220,6 +227,7 @@ def resolve_resume(trainer: OnlineTrainer) -> Path | None:
         path = Path(candidate)
         problems = verify(trainer, path)
         if not problems:
+            refuse_foreign_latest(trainer, path)  # (another training's: copied in)
             if skipped:  # (rank 0) out of this run's way: another history's, maybe intact
                 aside = set_aside_later(path, Path(root), said=False)
                 moved = (
@@ -351,22 +359,6 @@ def verify(trainer: OnlineTrainer, path: Path) -> list[manifest.Problem]:
 # -- loading ---------------------------------------------------------------------------------
 
 
-def _same_optimizer(trainer: OnlineTrainer, path: Path, built: list[dict[str, Any]]) -> None:
-    """Raise `CheckpointError` (``optimizer.bin``) when the loaded param groups lack
-    hyperparameters of those the script `built` (`resumed_args.missing_hyperparameters`):
-    another optimizer's state, which the first step would fail on (a bare KeyError)."""
-    missing = resumed_args.missing_hyperparameters(built, trainer.optimizer.param_groups)
-    if missing:
-        inner = getattr(trainer.optimizer, "optimizer", trainer.optimizer)  # (Accelerate wraps it)
-        kind = type(inner).__name__
-        raise CheckpointError(
-            f"cannot load {path / 'optimizer.bin'}: it holds the state of another optimizer "
-            f"than your {kind} ({', '.join(missing)} missing): {not_this_run(path)}",
-            path,
-            "optimizer.bin",
-        )
-
-
 def load_checkpoint(trainer: OnlineTrainer, path: Path) -> None:
     """See `OnlineTrainer.load_checkpoint`. Collective: a load error on any rank is
     raised on every rank, never a hang, said once: rank 0 raises its own (`StudyChanged`,
@@ -380,7 +372,7 @@ def load_checkpoint(trainer: OnlineTrainer, path: Path) -> None:
     built = resumed_args.built(trainer.optimizer.param_groups, scheduler)  # (before: loaded)
     try:
         registry.load(trainer, path)
-        _same_optimizer(trainer, path, built[0])
+        resumed_args.check_same_optimizer(trainer.optimizer, path, built[0])
     except Exception as exc:  # (also a study's refusal: every rank must hear of it)
         failure = exc
     said = agree(trainer, str(failure) if failure else None, f"{path.name}'s load")

@@ -22,7 +22,12 @@ from typing import Any
 from melissa_trainer.common.refusal import elsewhere
 from melissa_trainer.core.wait_watch import LOCK_USUAL, WaitWatch
 from melissa_trainer.trainer.lock_holder import LOCK_FILE, OutputDirLocked, peek_holder
-from melissa_trainer.trainer.output_lock import ENV_OUTPUT_LOCK, OutputDirLock, new_run_id
+from melissa_trainer.trainer.output_lock import (
+    ENV_OUTPUT_LOCK,
+    OutputDirLock,
+    make_output_dir,
+    new_run_id,
+)
 
 __all__ = ["lock_disabled", "lock_output_dir"]
 
@@ -58,8 +63,9 @@ def lock_output_dir(
     Raises:
         OutputDirLocked: another trainer holds the directory (on every rank; on ranks
             other than 0 a silent copy, `refusal.elsewhere`: rank 0 prints it).
-        OSError: rank 0 cannot lock (the file system refuses locks); the other ranks
-            raise RuntimeError pointing at rank 0's error (silent, as above).
+        OSError: rank 0 cannot lock (the file system refuses locks) or cannot create
+            `output_dir` (`output_lock.make_output_dir`, also with the lock off); the
+            other ranks raise RuntimeError pointing at rank 0's error (silent, as above).
     """
     lock: OutputDirLock | None = None
     run_id = new_run_id()
@@ -74,6 +80,7 @@ def lock_output_dir(
                     ENV_OUTPUT_LOCK,
                     output_dir,
                 )
+                make_output_dir(output_dir)  # (as the lock would: a clear error if it cannot)
             else:
                 lock = OutputDirLock(output_dir, run_id)
                 lock.acquire()

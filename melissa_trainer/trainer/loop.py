@@ -217,8 +217,7 @@ class OnlineTrainer(TrainerSteps):
         #: Whether `train()` has returned or raised: a collective call after it checks
         #: in first (`after_train.meet_after_train`)
         self.train_ended = False
-        # One trainer per output_dir (see `output_lock`): rank 0 locks it before anything
-        # is written there (a source's `configure` may write), until `train()` ends.
+        # One trainer per output_dir (`output_lock`): rank 0 locks it before any write there
         #: This run's identity (the same on every rank, new at each trainer): the stream's
         #: receivers refuse simulations of another run (see `Source.set_run_id`).
         self.run_id: str
@@ -336,8 +335,7 @@ class OnlineTrainer(TrainerSteps):
                 self.dataset.pad(steps * micro)
                 following = window_steps(state.global_step + steps, every, state.max_steps)
                 if ahead and state.global_step >= aligned and steps == window and following > 0:
-                    # Take the next window's batches now (they stay pending, in order,
-                    # behind this window's) and start the ranks' agreement on them.
+                    # the next window's batches now (pending, behind this window's): agreed on
                     held = failure.prefetch((steps + following) * micro, preemption.requested)
                     in_hand = held - steps * micro
                     codes = (preemption.code, guard.window_code(), failure.code)
@@ -365,6 +363,7 @@ class OnlineTrainer(TrainerSteps):
                     )
                     hooks.fire(Event.PSEUDO_EPOCH_START, self, state, control)
             self._output_hold.stopping()
+            preemption.finished = not signum  # (a signal from now stops nothing: said)
             last_window_check(self, guard.check, failure, signum)  # (collective, watched)
             if signum:  # (hooks may read it from LOOP_END on)
                 self.preempted_by = StopCause.signal_of(signum)  # (the code's signal)
@@ -397,4 +396,5 @@ class OnlineTrainer(TrainerSteps):
                 self._output_hold.release()  # the run is over: output_dir is free
                 close_roll(self.stop_sync.watch.roll)  # (its sockets: the next wait reopens)
                 self.train_ended = True
+        preemption.deliver_late()  # (a signal after the end: as without the trainer)
         return state

@@ -80,6 +80,7 @@ __all__ = [
     "OutputDirLock",
     "Holder",
     "OutputDirLocked",
+    "make_output_dir",
     "new_run_id",
 ]
 
@@ -138,11 +139,12 @@ class OutputDirLock:
         Raises:
             OutputDirLocked: another trainer holds it.
             OSError: the file system refuses locks (the message names the way out), or
-                the file cannot be created.
+                `output_dir` or the file cannot be created (the message names
+                `output_dir` and the way on: `make_output_dir`).
         """
         if self._fd is not None:
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        make_output_dir(self.output_dir)
         started, warned = time.monotonic(), False
         while True:
             taken, holder = self._try()
@@ -293,6 +295,27 @@ class OutputDirHold:
         to exit rather than failing (`OutputDirLock.stopping`)."""
         if self.lock is not None:
             self.lock.stopping()
+
+
+def make_output_dir(output_dir: str) -> None:
+    """Create `output_dir` and its missing parents (nothing when it exists).
+
+    Raises:
+        OSError: it cannot be made (a read-only file system, no permission to write
+            its parent): `exc`'s errno, naming `output_dir` and the way on, instead of
+            the bare ``[Errno 30] Read-only file system: 'PATH'`` of ``mkdir``.
+    """
+    try:
+        Path(output_dir).mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OSError(
+            exc.errno,
+            f"cannot create output_dir {output_dir!r} ({exc.strerror}"
+            f"{'' if exc.filename in (None, output_dir) else f': {exc.filename}'}): a run "
+            "writes its lock, checkpoints and logs there. Give an --output_dir on a file "
+            "system this run can write to (and, to resume from a checkpoint of a folder it "
+            "cannot write to, --resume_from_checkpoint PATH of that checkpoint)",
+        ) from exc
 
 
 def _same_file(path: Path, key: tuple[int, int]) -> bool:

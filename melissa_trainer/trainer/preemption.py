@@ -155,6 +155,10 @@ class PreemptionHandler:
         #: set once training has ended (the ranks' last meeting: `exit_meeting`), the
         #: end's words ("a preemption"): a first signal then says the rank is exiting
         self.ending = ""
+        #: set by the trainer once its loop has ended normally: a first signal then stops
+        #: nothing; it is said, and sent again once `train()` is done (`deliver_late`)
+        self.finished = False
+        self._late = 0  # (that signal: 0 none)
 
     def previous_term(self) -> Any:
         """SIGTERM's handler before `install` (what `restore` puts back; None: one not
@@ -244,6 +248,17 @@ class PreemptionHandler:
         self._reader.close()
         self._reader = self._writer = self._thread = None
 
+    def deliver_late(self) -> None:
+        """After `restore` (`train()`'s last act, after a normal end): raise the signal
+        received after the end of training (`finished`) again, for its previous handler
+        (the default ends the process, 128 + the signal, as after `train()` returned).
+        Dropped, a scheduler's SIGTERM (time limit, ``scancel``) was swallowed: the
+        script ran on and the job ended 0 (saying "stopping at the next stop
+        synchronisation to write a checkpoint", where none came)."""
+        late, self._late = self._late, 0
+        if late and self._writer is None:
+            signal.raise_signal(late)
+
     def _watch(self) -> None:
         assert self._reader is not None
         while True:
@@ -283,13 +298,21 @@ class PreemptionHandler:
                     self.repeat_window,
                 )
                 return
+        elif self.finished:
+            if self._first_request(StopCause(signum, node=self._node)):
+                self._late = signum
+                logger.warning(
+                    "%s received after the end of training: no step is left to stop at, "
+                    "the run ends as without it, then this process ends as the signal "
+                    "asks (exit status %d) as train() returns", name, exit_code(signum),
+                )  # fmt: skip
+                return
         elif self._first_request(StopCause(signum, node=self._node)):
             logger.warning(
                 "%s received: stopping at the next stop synchronisation to write a "
                 "checkpoint (send it again, %g s or more from now, to exit at once without one)",
-                name,
-                self.repeat_window,
-            )
+                name, self.repeat_window,
+            )  # fmt: skip
             return
         elapsed = time.monotonic() - self._first_at
         if elapsed < self.repeat_window:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from melissa_trainer.hooks import Event
 from melissa_trainer.stream.starvation_watch import ReadClock
 from melissa_trainer.trainer import checkpointing
+from melissa_trainer.trainer.history_check import take_history
 from melissa_trainer.trainer.preemption import PreemptionHandler
 from melissa_trainer.trainer.schedule_end import check_schedule
 
@@ -92,6 +93,7 @@ def start_training(trainer: OnlineTrainer, release: Callable[[], None]) -> Preem
         if resume is not None:
             trainer.load_checkpoint(resume)
             trainer.hooks.fire(Event.LOAD, trainer, trainer.state, trainer.control, str(resume))
+        take_history(trainer, resume)  # (drawn afresh, or the checkpoint's: recorded)
         # a schedule sized in steps against max_steps, its count resumed (`schedule_end`)
         trainer.schedule_end = check_schedule(trainer)
         starting = trainer.train_started = True  # (a second train(): refused)

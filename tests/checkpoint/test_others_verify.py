@@ -41,7 +41,9 @@ def test_only_the_checkpoints_that_verify_are_proposed(tmp_path: Path) -> None:
     out = tmp_path / "out"
     run(out, max_steps=30, save_steps=10)
     root = out / "checkpoints"
-    assert sorted(p.name for p in root.iterdir()) == [f"checkpoint-{n}" for n in (10, 20, 30)]
+    assert sorted(p.name for p in root.iterdir() if p.is_dir()) == [
+        f"checkpoint-{n}" for n in (10, 20, 30)
+    ]
     flip_a_byte(root / "checkpoint-30" / "model.safetensors")  # the one named
     (root / "checkpoint-20" / "rank_9").mkdir()  # fails as the named one's neighbours did
     (root / "checkpoint-20" / "rank_9" / "x.txt").write_text("a hook's")

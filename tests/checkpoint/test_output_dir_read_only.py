@@ -43,3 +43,37 @@ def test_a_read_only_output_dir_says_how_to_resume_elsewhere(
     assert "Read-only file system" in message
     assert "give another --output_dir and --resume_from_checkpoint PATH" in message
     assert not lock.held
+
+
+def refuse_mkdir(monkeypatch: pytest.MonkeyPatch, below: Path) -> None:
+    """Every directory made under `below` fails with EROFS, as ``mkdir`` fails on a
+    read-only file system."""
+    real_mkdir = Path.mkdir
+
+    def read_only(self: Path, *args: Any, **kwargs: Any) -> None:
+        if self.is_relative_to(below) and self != below:
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(self))
+        real_mkdir(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "mkdir", read_only)
+
+
+@pytest.mark.parametrize("lock", ["on", "off"])
+def test_a_missing_output_dir_on_a_read_only_file_system_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lock: str
+) -> None:
+    """Before: the bare ``[Errno 30] Read-only file system: '.../out'`` of the lock's
+    ``mkdir`` (b5f9245e named only an existing read-only output_dir's lock file)."""
+    from melissa_trainer.trainer.lock_share import lock_output_dir
+
+    output_dir = tmp_path / "mount" / "out"
+    refuse_mkdir(monkeypatch, tmp_path)
+    monkeypatch.setenv(output_lock.ENV_OUTPUT_LOCK, lock)
+    with pytest.raises(OSError) as caught:
+        lock_output_dir(str(output_dir), 0, 1, "cpu")
+    assert caught.value.errno == errno.EROFS
+    message = str(caught.value)
+    assert f"cannot create output_dir '{output_dir}' (Read-only file system): " in message
+    assert "Give an --output_dir on a file system this run can write to" in message
+    assert "--resume_from_checkpoint PATH" in message
+    assert not output_dir.exists()

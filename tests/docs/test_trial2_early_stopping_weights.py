@@ -57,7 +57,7 @@ def test_early_stopping_keeps_the_last_weights_not_the_best(tmp_path: Path) -> N
     assert state.best_step == 1 and trainer.ended_by is not None
     assert "early stopping" in trainer.ended_by
     assert state.global_step > state.best_step
-    kept = sorted(p.name for p in (tmp_path / "checkpoints").iterdir())
+    kept = sorted(p.name for p in (tmp_path / "checkpoints").iterdir() if p.is_dir())
     assert kept == [f"checkpoint-{state.global_step}"]  # the best step's is gone
     prediction = float(model(torch.ones(1, 2)).item())
     assert prediction > 0.1  # the last weights, moved towards +1: not the best (0)

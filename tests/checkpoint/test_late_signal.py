@@ -1,0 +1,53 @@
+"""A SIGTERM after the run's last line (its end hooks, `train()` not yet returned) is
+said in one line, then ends the process as the signal asks (128 + 15, as a SIGTERM after
+`train()` returned does, and as under torchrun or Hugging Face's Trainer, which catch
+none): `PreemptionHandler.deliver_late`.
+
+Before, it was swallowed: the rank said "SIGTERM received: stopping at the next stop
+synchronisation to write a checkpoint" (none came: the loop was over), the script ran
+on ("script end") and exited 0, a scheduler's time limit or ``scancel`` read as a
+success."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from waiting import UNTIL_TEST_TIMEOUT, wait_until
+
+from melissa_trainer.checkpoint import paths as ckpt
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "late_signal.py"
+
+
+def test_a_sigterm_after_the_last_line_is_said_and_ends_the_process(tmp_path: Path) -> None:
+    out, log = tmp_path / "out", tmp_path / "log"
+    with open(log, "w") as sink:
+        proc = subprocess.Popen(
+            [sys.executable, str(SCRIPT), str(out)], stdout=sink, stderr=subprocess.STDOUT
+        )
+    try:
+        wait_until((tmp_path / "marker").exists, "the end hook", UNTIL_TEST_TIMEOUT, procs=[proc])
+        proc.send_signal(signal.SIGTERM)
+        said = "SIGTERM received after the end of training"
+        wait_until(lambda: said in log.read_text(), said, UNTIL_TEST_TIMEOUT, procs=[proc])
+        (tmp_path / "go").touch()
+        assert proc.wait(timeout=60) == -signal.SIGTERM, log.read_text()[-3000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    text = log.read_text()
+    assert "end of training (max_steps 4 reached)" in text
+    assert "no step is left to stop at, the run ends as without it" in text
+    assert "(exit status 143)" in text
+    assert "stopping at the next stop synchronisation" not in text
+    assert "script end" not in text, text[-2000:]
+    # the run's results are complete: its end's checkpoint, the lock given back
+    assert [p.name for p in ckpt.list_checkpoints(out / "checkpoints")][-1] == "checkpoint-4"
+    assert '"state": "ended"' in (out / "trainer.lock").read_text()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 from melissa_trainer.core.state import TrainerControl, TrainerState
 from melissa_trainer.hooks.base import Hook
@@ -12,6 +12,15 @@ if TYPE_CHECKING:  # pragma: no cover
     from melissa_trainer.core.view import TrainerView
 
 logger = logging.getLogger(__name__)
+
+#: Hugging Face ``EarlyStoppingCallback``'s keywords, each with what to write here
+_HF_KEYWORDS = {
+    "early_stopping_patience": "early_stopping_patience= is patience= here "
+    "(EarlyStoppingHook(patience=N))",
+    "early_stopping_threshold": "early_stopping_threshold= has no equivalent here: any "
+    "strict improvement of metric_for_best_model resets the count "
+    "(state.validations_since_best); drop it, or write a hook that keeps its own count",
+}
 
 
 class EarlyStoppingHook(Hook):
@@ -25,6 +34,14 @@ class EarlyStoppingHook(Hook):
     so every rank takes the same decision; the stop takes effect at the next stop
     synchronisation.
     """
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Self:
+        # Hugging Face EarlyStoppingCallback's keywords, ported as they are, would get
+        # Python's bare "unexpected keyword argument": name what to write here instead
+        hints = [_HF_KEYWORDS[key] for key in kwargs if key in _HF_KEYWORDS]
+        if hints:
+            raise TypeError(f"{cls.__name__}() got Hugging Face's keyword: {'; '.join(hints)}")
+        return super().__new__(cls)
 
     def __init__(self, patience: int) -> None:
         if patience < 1:

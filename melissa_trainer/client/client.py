@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 import zmq
 
 from melissa_trainer import wire as protocol
+from melissa_trainer.client import forked
 from melissa_trainer.client.admission_watch import AdmissionWatch
 from melissa_trainer.client.asking import Asking
 from melissa_trainer.client.client_follow import FollowsTrainer
@@ -79,7 +80,8 @@ class Client(FollowsTrainer):
 
     Use it as a context manager, or call `close()` at the end: only `close` sends BYE
     and makes sure that the queued messages are delivered. Not thread-safe: one client
-    is used by one thread.
+    is used by one thread; in a child forked after it was made, its `send`, `flush`,
+    `predict` and `close` raise RuntimeError (ZeroMQ sockets do not survive a fork).
 
     Args:
         fields: the fields sent at every time step, `{name: (global shape, dtype)}` or
@@ -233,6 +235,7 @@ class Client(FollowsTrainer):
             self._closed = True
             raise
         self._watch = AdmissionWatch.after_hello(self)  # (a refusal, told at a send)
+        forked.watch(self)  # (a forked child's use raises: `forked`)
 
     def _hello(self) -> bytes:
         return protocol.encode_hello(  # "python": worker mode is this client's (advice)

@@ -278,11 +278,13 @@ mt_status mt_flush(mt_client *c);
  * follow sockets, is not asked. A launched simulation asks nothing (the launcher runs
  * a failed one again; its refusal is the study's record).
  * Closing with a step incomplete returns MT_EFIELD and sends no BYE (what was sent is
- * delivered). The message of an error is written to stderr (c is gone); use
- * mt_client_close_message to get it instead. Blocks until delivered and confirmed, or
- * until the close timeout passes without progress (its deadline moves whenever the
- * receivers take a message or hold more of this simulation's steps: not a bound in
- * all), or sooner on a receiver disconnected (mt_set_disconnected_timeout). */
+ * delivered to the receivers connected; one disconnected, never connected or not a
+ * receiver is not waited for: the message then says why after MT_EFIELD's, as the Python
+ * client's close after a failure). The message of an error is written to stderr (c is
+ * gone); use mt_client_close_message to get it instead. Blocks until delivered and
+ * confirmed, or until the close timeout passes without progress (its deadline moves
+ * whenever the receivers take a message or hold more of this simulation's steps: not a
+ * bound in all), or sooner on a receiver disconnected (mt_set_disconnected_timeout). */
 mt_status mt_client_close(mt_client *c);
 /* Free c at once without BYE (the run failed: the trainer must not count it as
  * finished). NULL is a no-op. */

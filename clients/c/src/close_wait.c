@@ -11,7 +11,8 @@
  * nothing, ends the close after the close timeout (`stuck`: the caller says so in the
  * receipt's words). In all, progress moves the deadline no further than
  * MT_CLOSE_CAP_FACTOR close timeouts from the start (`capped`: a trickle, delivery.py's
- * cap, in its words). A close after a failure sends nothing here.
+ * cap, in its words). A close after a failure sends nothing here; one without BYE (a
+ * time step left incomplete) waits for no receiver down (close_failed.c).
  *
  * The BYE goes without a copy and is held until ZeroMQ lets go of it (closing.py
  * send_tracked): a socket's messages leave in order, so its release says that everything
@@ -249,6 +250,8 @@ static mt_status between(mt_client *c, waiting *w) {
         }
     }
     free(gone.data);
+    if (!w->bye) /* (none down waited for, nor a peer not a receiver: close_failed.c) */
+        return mt_close_unwaited(c, whose, w->what);
     for (size_t i = 0; i < c->n_endpoints; ++i) {
         double since = mt_handshake_down_since(c, i);
         if (since < 0) continue;
@@ -363,7 +366,7 @@ mt_status mt_close_deliver(mt_client *c, bool bye, double *deadline, const char 
     while (st == MT_OK) { /* (the linger starts once every receiver accepted) */
         double until = mt_now() + SLICE_S;
         if (w.deadline >= 0 && w.deadline < until) until = w.deadline;
-        st = mt_handshake_wait(c, until);
+        st = mt_handshake_wait(c, until, !bye);
         if (st != MT_ETIMEDOUT) break;
         st = w.deadline >= 0 && mt_now() >= w.deadline ? expired(c, &w) : between(c, &w);
     }

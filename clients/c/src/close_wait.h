@@ -19,6 +19,17 @@
 mt_status mt_close_deliver(mt_client *c, bool bye, double *deadline, const char **failure,
                            bool *stuck, bool *capped);
 
+/* close_failed.c: in a close without BYE (`bye` false: a time step left incomplete),
+ * MT_ETIMEDOUT saying why (`whose`: "simulation S rank R"; `what`: what was not
+ * delivered) as soon as a receiver is disconnected, never connected once its connect
+ * failed, or not a receiver (TCP accepted, no handshake): none is waited for, as the
+ * Python client's close after a failure; else MT_OK. Reads the monitors; never blocks. */
+mt_status mt_close_unwaited(mt_client *c, const char *whose, const char *what);
+/* The close's status once its first error `first` (message `said`, a copy taken before
+ * the delivery) is followed by the delivery's `then` (its message set): `first`, both
+ * messages said ("SAID; and THEN"); `first` alone if `then` is MT_OK. */
+mt_status mt_close_also(mt_client *c, mt_status first, const char *said, mt_status then);
+
 /* close_cap.c: the close's cap in all, both phases (delivery.py capped_deadline). The
  * mt_now() past which no deadline goes: c->close_began plus MT_CLOSE_CAP_FACTOR close
  * timeouts (< 0: none, a close timeout of forever). */

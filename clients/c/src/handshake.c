@@ -95,10 +95,7 @@ mt_status mt_handshake_watch(mt_client *c, size_t i) {
  * program at the endpoint; or, silent, a trainer whose process is stopped: its kernel
  * accepts TCP), after NOT_ZMQ_AFTER_S: a receiver's libzmq I/O thread answers
  * in milliseconds (the Python client's words: client/handshake.py NOT_RECEIVER). */
-#define NOT_RECEIVER                                                                       \
-    "not a melissa-trainer receiver (it accepted a TCP connection but no ZeroMQ handshake "  \
-    "completed): check the endpoint (the trainer's rank_N.json); unless it is a trainer "    \
-    "whose process is stopped (SIGSTOP, a suspended job), which answers once continued"
+/* (NOT_RECEIVER: send.h, close_failed.c says it too) */
 /* What a peer that ended every ZeroMQ handshake without a detail (and never completed
  * one) is, to a client without a CURVE key: another program (an HTTP server answering
  * junk), or a CURVE-only receiver: it refuses such a client with a mechanism mismatch, a
@@ -332,7 +329,7 @@ void mt_handshake_never(mt_client *c, char *out, size_t size) {
     }
 }
 
-mt_status mt_handshake_wait(mt_client *c, double deadline) {
+mt_status mt_handshake_wait(mt_client *c, double deadline, bool down_ends) {
     if (c->handshakes == NULL) return MT_OK;
     zmq_pollitem_t *items = calloc(c->n_endpoints, sizeof *items);
     if (items == NULL) return mt_fail(c, MT_ENOMEM, "out of memory");
@@ -341,6 +338,7 @@ mt_status mt_handshake_wait(mt_client *c, double deadline) {
         size_t waiting = 0;
         for (size_t i = 0; i < c->n_endpoints && st == MT_OK; ++i) {
             st = mt_handshake_check(c, i);
+            if (st == MT_OK && down_ends && c->handshakes[i].down) st = MT_ETIMEDOUT;
             if (c->handshakes[i].state == MT_HANDSHAKE_OK) continue;
             items[waiting].socket = c->handshakes[i].monitor;
             items[waiting++].events = ZMQ_POLLIN;

@@ -283,6 +283,9 @@ mt_status mt_client_close_message(mt_client *c, char *message, size_t size) {
         /* (in slices: a trainer dead, restarted or stopped is noticed as it happens, not at
          * the close timeout, close_wait.c; after a failure nothing is sent nor waited for:
          * linger 0 drops what is queued) */
+        mt_status first = st; /* (a time step incomplete: its delivery's failure said too) */
+        char *said = first != MT_OK && !c->failed ? strdup(mt_client_error(c)) : NULL;
+        if (said != NULL) st = MT_OK;
         if (!c->failed) {
             mt_status ds = mt_close_deliver(c, bye, &deadline, &failure, &stuck, &capped);
             if (ds != MT_OK && st == MT_OK) st = ds;
@@ -359,6 +362,8 @@ mt_status mt_client_close_message(mt_client *c, char *message, size_t size) {
                              (unsigned long long)c->simulation_id, c->rank, failure, t,
                              endpoints, why);
         }
+        if (said != NULL) st = mt_close_also(c, first, said, st); /* (close_failed.c) */
+        free(said);
         if (asked != NULL && st == MT_OK) st = mt_admission_check(c, asked, n_asked);
         /* (not delivered: a trainer gone, perhaps restarted, as a receipt's gone) */
         if (failure != NULL && *failure != '\0' && bye) c->receipt_restart = 2;

@@ -29,8 +29,10 @@ mt_status mt_handshake_watch(mt_client *c, size_t i);
  * (events read without blocking); MT_OK otherwise. */
 mt_status mt_handshake_check(mt_client *c, size_t i);
 /* Wait until every receiver accepted the handshake (MT_OK), one refused it (MT_EENV, the
- * message set), or the deadline (< 0: none) passed (MT_ETIMEDOUT, no message set). */
-mt_status mt_handshake_wait(mt_client *c, double deadline);
+ * message set), or the deadline (< 0: none) passed (MT_ETIMEDOUT, no message set); with
+ * `down_ends` (a close without BYE, close_failed.c), also once one is down (MT_ETIMEDOUT,
+ * no message set: its caller says why, as the Python Handshakes.wait's down_ends). */
+mt_status mt_handshake_wait(mt_client *c, double deadline, bool down_ends);
 /* Since when socket i's receiver has been down (events read without blocking), or < 0
  * while it is connected or not known down. */
 double mt_handshake_down_since(mt_client *c, size_t i);
@@ -42,6 +44,11 @@ void mt_handshake_never(mt_client *c, char *out, size_t size);
 /* Whether `h`'s peer is known not to be a receiver (TCP accepted a while ago, no
  * handshake: what mt_handshake_never says of it), as the events read last say. */
 bool mt_handshake_not_receiver(const mt_handshake *h);
+/* What such a peer is (client/handshake.py NOT_RECEIVER, word for word). */
+#define NOT_RECEIVER                                                                       \
+    "not a melissa-trainer receiver (it accepted a TCP connection but no ZeroMQ handshake "  \
+    "completed): check the endpoint (the trainer's rank_N.json); unless it is a trainer "    \
+    "whose process is stopped (SIGSTOP, a suspended job), which answers once continued"
 /* Stop the monitors and close their sockets (before the data sockets, and the context). */
 void mt_handshake_release(mt_client *c);
 

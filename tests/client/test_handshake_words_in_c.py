@@ -4,7 +4,8 @@ sentence a key refused without a detail ends with, are in handshake.c's string l
 Before, only `PLAIN` (tests/client/test_handshake_silent_keyed.py) and
 `NOT_RECEIVER_DROPS` (tests/c/test_c_not_a_receiver_drops_words.py, a C build) were
 compared: an edit of one side of `NO_KEY`, `MISMATCH`, `NOT_RECEIVER` or
-`UNDETAILED_PLAIN` went unseen. Reads the source: no build."""
+`UNDETAILED_PLAIN` went unseen. Reads the sources: no build (`NOT_RECEIVER` lives in
+send.h, shared with close_failed.c's close, which says it too)."""
 
 from __future__ import annotations
 
@@ -15,13 +16,15 @@ import pytest
 
 from melissa_trainer.client import handshake_words
 
-SOURCE = Path(__file__).resolve().parents[2] / "clients" / "c" / "src" / "handshake.c"
+SRC = Path(__file__).resolve().parents[2] / "clients" / "c" / "src"
+#: the files the handshake's words are defined in
+SOURCES = (SRC / "handshake.c", SRC / "send.h")
 
 
 def literals() -> str:
-    """handshake.c with its adjacent string literals joined, as the C compiler joins
-    them (across line ends, and a macro's continuation backslashes)."""
-    return re.sub(r'"(?:\s|\\\n)*"', "", SOURCE.read_text())
+    """handshake.c and send.h with their adjacent string literals joined, as the C
+    compiler joins them (across line ends, and a macro's continuation backslashes)."""
+    return "".join(re.sub(r'"(?:\s|\\\n)*"', "", path.read_text()) for path in SOURCES)
 
 
 #: the words (not the names of the key's sources, nor their table `KEYED`: tests/client/
@@ -32,7 +35,7 @@ WORDS = [n for n in handshake_words.__all__ if n not in {"ARGUMENT", "ENV", "REN
 @pytest.mark.parametrize("name", WORDS)
 def test_each_handshake_word_is_the_c_client_s(name: str) -> None:
     words = getattr(handshake_words, name)
-    assert words in literals(), f"{name} is not in {SOURCE.name}: {words!r}"
+    assert words in literals(), f"{name} is in neither handshake.c nor send.h: {words!r}"
 
 
 def test_a_key_refused_without_detail_ends_alike() -> None:

@@ -214,7 +214,8 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers",
         "e2e: starts a process (a torch interpreter, accelerate launch, Slurm, a compiler, "
         "a simulation, a network namespace), or waits 5 s or more of a real bound (a "
-        "close's); pytest -m 'not e2e' is the inner tier",
+        "close's), or is a case of a costly grid that the inner tier's cases of it already "
+        "take through the same paths; pytest -m 'not e2e' is the inner tier",
     )
     # The local backend's probe for setpriv runs once per interpreter, at the first
     # launch: left to a test, it was that test's process only when no earlier test in the

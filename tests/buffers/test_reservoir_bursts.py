@@ -140,19 +140,35 @@ def _check_end(bufs: list[ReservoirBuffer]) -> None:
         _same_state(oracle, other)
 
 
-@pytest.mark.parametrize("capacity", [1, 2, 7, 40])
-@pytest.mark.parametrize(
-    "options",
-    [
-        {},
-        {"max_sample_reuse": 1},
-        {"max_sample_reuse": 3},
-        {"evict_choices": 2},
-        {"evict_choices": 5, "draw_choices": 3},
-        {"draw_choices": 2, "max_sample_reuse": 2},
-    ],
-    ids=["uniform", "reuse1", "reuse3", "evict2", "evict5-draw3", "draw2-reuse2"],
-)
+OPTIONS = {
+    "uniform": {},
+    "reuse1": {"max_sample_reuse": 1},
+    "reuse3": {"max_sample_reuse": 3},
+    "evict2": {"evict_choices": 2},
+    "evict5-draw3": {"evict_choices": 5, "draw_choices": 3},
+    "draw2-reuse2": {"draw_choices": 2, "max_sample_reuse": 2},
+}
+#: the capacities: none free after one sample, two, a few, many (the largest, the
+#: costliest: in the inner tier with the uniform options only)
+CAPACITIES = (1, 2, 7, 40)
+
+
+def grid() -> list[object]:
+    """Every option set at every capacity; the inner tier runs each option set at the
+    three small capacities, where the blocks fill up and evict within a few puts, and at
+    40 the uniform one only: the other five carry the ``e2e`` marker (the full suite runs
+    all 24; those five are its costliest cases)."""
+    return [
+        pytest.param(
+            options, capacity, id=f"{name}-{capacity}",
+            marks=pytest.mark.e2e if capacity == 40 and name != "uniform" else (),
+        )
+        for name, options in OPTIONS.items()
+        for capacity in CAPACITIES
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(("options", "capacity"), grid())
 def test_bursts_are_one_put_per_sample(capacity: int, options: dict) -> None:
     totals = dict.fromkeys(("fill_and_evict", "evict", "refused", "reused_free"), 0)
     for seed in range(6):

@@ -68,16 +68,20 @@ def study(cls: type[DensitySampler], options: dict[str, Any], seed: int) -> dict
     sampler.plan(DRAWS)
     draws: list[dict[str, float]] = []
     warps: list[Any] = []
+    moves: set[str] = set()  # the kinds of move the schedule made
     for i in range(DRAWS):
         move = schedule.random()
         if move < 0.4 and draws:  # some of the simulations report
             for sid in schedule.sample(range(len(draws)), k=schedule.randint(1, len(draws))):
                 sampler.observe(sid, draws[sid], loss_of(draws[sid], i))
+            moves.add("observed")
         elif move < 0.5 and sampler.observations:  # the same loss again: the newest
             old = sampler.observations[0]
             sampler.observe(old.simulation_id, old.parameters, old.loss)
+            moves.add("again")
         elif move < 0.55:  # an option changed between draws
             sampler.share = schedule.choice((0.3, 0.5, 0.7))
+            moves.add("option")
         if i == DRAWS // 2:
             state = sampler.state_dict()
             resumed = cls(SPACE, seed=seed, **options)
@@ -91,16 +95,32 @@ def study(cls: type[DensitySampler], options: dict[str, Any], seed: int) -> dict
         warps.append(hexed(sampler.warp()))
         warps.append(hexed(sampler._hard))
     return {"draws": hexed(draws), "warps": warps, "state": hexed(sampler.state_dict()),
-            "sampler": sampler}  # fmt: skip
+            "sampler": sampler, "moves": moves}  # fmt: skip
 
 
-@pytest.mark.parametrize("name", list(CASES))
-@pytest.mark.parametrize("seed", [0, 1, 2])
+#: the schedules' seeds (each makes every kind of move: the test checks it)
+SEEDS = (0, 1, 2)
+
+
+def grid() -> list[Any]:
+    """Every option set with every schedule. The inner tier runs them on the diagonal:
+    each option set once, each schedule at least once (4 of 12; every schedule makes
+    every kind of move, so the others repeat a path with other values); the others
+    carry the ``e2e`` marker: the full suite runs all 12."""
+    return [
+        pytest.param(name, seed, marks=() if seed == SEEDS[i % len(SEEDS)] else pytest.mark.e2e)
+        for i, name in enumerate(CASES)
+        for seed in SEEDS
+    ]
+
+
+@pytest.mark.parametrize(("name", "seed"), grid())
 def test_the_memo_draws_as_the_plain_path_bit_for_bit(name: str, seed: int) -> None:
     ours, plain = study(Counting, CASES[name], seed), study(Plain, CASES[name], seed)
     assert ours["draws"] == plain["draws"]
     assert ours["warps"] == plain["warps"]
     assert ours["state"] == plain["state"]
+    assert ours["moves"] == {"observed", "again", "option"}  # (see `grid`)
     # the memo was used (else this test would compare the plain path with itself):
     # fewer warps computed than asked for (two a draw: `draw`'s and the test's)
     assert 0 < ours["sampler"].computed < DRAWS

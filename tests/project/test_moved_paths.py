@@ -138,6 +138,15 @@ _COMPOUND_RE = re.compile(
     "|".join(rf"(?<![\w.])(?:melissa_trainer\.)?{re.escape(old)}(?!\w)" for old in COMPOUND)
 )
 _WORDS_RE = re.compile("|".join(rf"(?<![\w.])({re.escape(old)})\.(\w+)" for old in WORDS))
+#: what every match of the two patterns contains: a file without any of them has none (a
+#: substring test, far cheaper than the patterns' lookbehinds and the tokenizer, which
+#: then read only the few files that have one)
+_NEEDLES = (*COMPOUND, *(f"{old}." for old in WORDS))
+
+
+def may_name_an_old_module(text: str) -> bool:
+    """False only where `old_module_names` finds nothing in `text` or any part of it."""
+    return any(needle in text for needle in _NEEDLES)
 
 
 def old_module_names(text: str) -> list[tuple[int, str]]:
@@ -179,6 +188,9 @@ def test_the_checker_of_old_names_finds_them_and_only_them() -> None:
         "loaded by `checkpoint_registry.load` (see melissa_trainer.checkpoint_reshard), "
         "``trainer_checkpoint``, the wire format (stream.protocol); `metrics.evaluate`"
     )
+    assert may_name_an_old_module(planted)
+    for _, name in old_module_names(planted):  # each one alone passes the file's filter
+        assert may_name_an_old_module(f"x {name} y"), name
     assert [name for _, name in old_module_names(planted)] == [
         "checkpoint_registry",
         "melissa_trainer.checkpoint_reshard",
@@ -206,6 +218,7 @@ def test_no_old_module_name_in_docstrings_comments_or_docs() -> None:
         f"{path.relative_to(REPO)}:{line + text[:offset].count(chr(10))}: {name}"
         for path in files
         if path != REPO / "melissa_trainer" / "_moved.py"
+        and may_name_an_old_module(path.read_text())
         for line, text in prose(path)
         for offset, name in old_module_names(text)
     ]

@@ -97,6 +97,14 @@ _WRONG_TYPE = (
     "a socket that cannot send to a PULL (a REQ or DEALER: mt_predict or Predictor given "
     "the stream endpoint of rank_N.json: give it serve_N.json's)"
 )
+# A peer that closes in its handshake is also a client whose process ended there (a
+# solver that crashed or was killed within milliseconds of its start: its connections
+# were still in their CURVE handshake): seen from here, the same events. A user trial
+# was sent to check a key that was right.
+_ENDED = (
+    "a client process that ended in its handshake (a solver that crashed or was killed "
+    "right after it started: its own log or the launcher's says why; nothing to fix here)"
+)
 #: what the first refusal of each cause says: (receiver with CURVE?, cause) -> why, fix
 _WORDS = {
     (True, NO_KEY): "a client without a CURVE key (it connects in plain text; this receiver "
@@ -108,6 +116,8 @@ _WORDS = {
     + _GIVE_KEY
     + "; else "
     + _WRONG_TYPE
+    + ", "
+    + _ENDED
     + ", else not ZeroMQ (a port probe)",
     (False, A_KEY): "a client with a CURVE key (this receiver takes plain connections): "
     "unset the client's MELISSA_TRAINER_KEY, or give this trainer's ReceiverConfig the "
@@ -115,7 +125,7 @@ _WORDS = {
     (False, UNKNOWN): "likely "
     + _WRONG_TYPE
     + ", or a client with a CURVE key (this receiver takes plain connections) that closed "
-    "first (unset its MELISSA_TRAINER_KEY), else not ZeroMQ (a port probe)",
+    "first (unset its MELISSA_TRAINER_KEY), " + _ENDED + ", else not ZeroMQ (a port probe)",
 }
 
 

@@ -60,13 +60,7 @@ def set_aside_later(
         return None
     target = free_sibling(root, what, now)
     names = ", ".join(p.name for p in later)
-    try:
-        target.mkdir()
-        for checkpoint in later:
-            os.rename(checkpoint, target / checkpoint.name)
-        fsync_dir(target)
-        fsync_dir(root)
-    except OSError as exc:
+    if (exc := _move(later, root, target)) is not None:
         left = [p.name for p in later if p.exists()]
         logger.warning(
             "resuming from %s, but %s holds %s of a run this one does not "
@@ -103,13 +97,7 @@ def set_aside_others(path: Path, root: Path, now: float | None = None) -> Path |
         return None
     target = free_sibling(root, "other", now)
     names = ", ".join(f"{p.name} (history {history_of(p)})" for p in theirs)
-    try:
-        target.mkdir()
-        for checkpoint in theirs:
-            os.rename(checkpoint, target / checkpoint.name)
-        fsync_dir(target)
-        fsync_dir(root)
-    except OSError as exc:
+    if (exc := _move(theirs, root, target)) is not None:
         left = [p.name for p in theirs if p.exists()]
         logger.warning(
             "resuming from %s (history %s), but %s holds checkpoints of another training "
@@ -126,3 +114,17 @@ def set_aside_others(path: Path, root: Path, now: float | None = None) -> Path |
         path.name, mine, root, names, target,
     )  # fmt: skip
     return target
+
+
+def _move(checkpoints: list[Path], root: Path, target: Path) -> OSError | None:
+    """Move `checkpoints` (of `root`) into the new folder `target`, durably (both
+    folders fsynced); the error that stopped it, if any (those moved stay moved)."""
+    try:
+        target.mkdir()
+        for checkpoint in checkpoints:
+            os.rename(checkpoint, target / checkpoint.name)
+        fsync_dir(target)
+        fsync_dir(root)
+    except OSError as exc:
+        return exc
+    return None

@@ -38,19 +38,20 @@ RECORD = "history.json"
 def history_of(checkpoint: str | os.PathLike[str]) -> str | None:
     """The history of `checkpoint` (its ``trainer_state.json``'s), or None: none
     recorded (an earlier version's), or unreadable."""
-    try:
-        with open(Path(checkpoint) / STATE_FILE) as f:
-            value = json.load(f).get("history")
-    except (OSError, ValueError, AttributeError):
-        return None
-    return value if isinstance(value, str) else None
+    return _history_in(Path(checkpoint) / STATE_FILE)
 
 
 def read_record(root: str | os.PathLike[str]) -> str | None:
     """The history recorded for the checkpoint folder `root`, or None (none, or
     unreadable)."""
+    return _history_in(Path(root) / RECORD)
+
+
+def _history_in(file: Path) -> str | None:
+    """The ``history`` string of the JSON object in `file`; None when it has none, or
+    the file is missing, unreadable or not such an object."""
     try:
-        with open(Path(root) / RECORD) as f:
+        with open(file) as f:
             value = json.load(f).get("history")
     except (OSError, ValueError, AttributeError):
         return None

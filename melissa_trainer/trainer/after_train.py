@@ -44,6 +44,8 @@ _PREFIX = "melissa_trainer/after_train"
 POLL = 0.05
 #: the wait's bound when the process group's timeout cannot be read (torch's gloo default)
 FALLBACK_WAIT = 1800.0
+#: the refusal's reason when the store ends during the check-in (node 0's launcher ended)
+_STORE_WENT = "the launcher's store went during its check-in (node 0's launcher ended)"
 
 
 class AfterTrainError(RuntimeError):
@@ -81,6 +83,11 @@ def _words(call: str, rank: int, world: int, why: str) -> str:
     )
 
 
+def _pause(seconds: float) -> None:
+    """The wait's pause between two looks at the store (a test's hook)."""
+    time.sleep(seconds)
+
+
 def meet_after_train(trainer: OnlineTrainer, call: str) -> None:
     """Check in for `call` after `train()` returned; returns once every rank made the
     same call (then its collective follows), raises `AfterTrainError` on this rank
@@ -96,6 +103,17 @@ def meet_after_train(trainer: OnlineTrainer, call: str) -> None:
         raise AfterTrainError(_words(call, rank, world, "the launcher's store is gone"))
     number = trainer.__dict__.get("_after_train_calls", 0)
     trainer.__dict__["_after_train_calls"] = number + 1
+    try:
+        _meet(link, call, trainer, number)
+    except AfterTrainError:
+        raise
+    except RuntimeError as exc:  # (torch's DistError: the store went between two looks)
+        raise AfterTrainError(_words(call, rank, world, _STORE_WENT)) from exc
+
+
+def _meet(link: StoreLink, call: str, trainer: OnlineTrainer, number: int) -> None:
+    """`meet_after_train`'s check-in of call `number` and wait, over `link`."""
+    rank, world = trainer.process_index, trainer.num_processes
     base = f"{_PREFIX}/{trainer.run_id}"
     bound = group_timeout(trainer.accelerator.device) or FALLBACK_WAIT
     with link:
@@ -104,6 +122,10 @@ def meet_after_train(trainer: OnlineTrainer, call: str) -> None:
         waiting = [r for r in range(world) if r != rank]
         deadline = time.monotonic() + bound
         while waiting:
+            # (its end read first: torch's client asked on a closed connection logs
+            # its C++ stack, then raises a DistError naming neither the call nor why)
+            if link.gone():
+                raise AfterTrainError(_words(call, rank, world, _STORE_WENT))
             for other in list(waiting):
                 key = f"{base}/{number}/{other}"
                 if store.check([key]):
@@ -120,4 +142,4 @@ def meet_after_train(trainer: OnlineTrainer, call: str) -> None:
                 why = f"rank(s) {late} did not call it within {bound:g} s"
                 raise AfterTrainError(_words(call, rank, world, why))
             if waiting:
-                time.sleep(POLL)  # (the others' keys are looked at again; no event to wait on)
+                _pause(POLL)  # (the others' keys are looked at again; no event to wait on)

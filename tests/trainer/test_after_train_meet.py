@@ -7,12 +7,13 @@ launcher's store: nothing is checked."""
 
 from __future__ import annotations
 
+import gc
 import socket
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from torch.distributed import HashStore
+from torch.distributed import HashStore, TCPStore
 
 from melissa_trainer.trainer import after_train
 from melissa_trainer.trainer.refusal_mark import StoreLink
@@ -75,3 +76,34 @@ def test_nothing_checked_but_after_train_under_several_ranks(store: Any, trainer
 def test_nothing_checked_without_the_launcher_s_store(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(after_train, "launch_store", lambda: None)
     after_train.meet_after_train(_trainer(), "log")  # (no store to wait on: returns)
+
+
+@pytest.mark.timeout(60)
+def test_a_store_that_goes_during_the_wait_is_an_after_train_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Node 0's launcher ends while rank 0 waits for rank 1: a real ``TCPStore`` hosted
+    here, dropped (its server ends) at the wait's first poll. The call is refused naming
+    it (before the fix: torch's ``DistNetworkError`` from ``store.check``, after its C++
+    stack on stderr)."""
+    hosts = [TCPStore("127.0.0.1", 0, None, True, wait_for_workers=False)]
+    for name, value in {
+        "WORLD_SIZE": "2",
+        "TORCHELASTIC_USE_AGENT_STORE": "True",
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(hosts[0].port),
+    }.items():
+        monkeypatch.setenv(name, value)  # fmt: skip
+    monkeypatch.setattr(after_train, "group_timeout", lambda device: 50.0)
+    polls: list[float] = []
+
+    def store_ends(seconds: float) -> None:  # (the wait's poll: the launcher ends)
+        polls.append(seconds)
+        hosts.clear()  # (its last reference: the server ends, its connections closed)
+        gc.collect()
+
+    monkeypatch.setattr(after_train, "_pause", store_ends)
+    with pytest.raises(after_train.AfterTrainError) as caught:
+        after_train.meet_after_train(_trainer(), "evaluate")
+    assert "the launcher's store went during its check-in" in str(caught.value)
+    assert polls  # (it went during the wait, not before it)

@@ -26,11 +26,17 @@ from __future__ import annotations
 
 import atexit
 import logging
+import threading
 import time
 from typing import TYPE_CHECKING
 
 from melissa_trainer.trainer.exit_meeting import group_timeout
-from melissa_trainer.trainer.refusal_mark import StoreLink, launch_store
+from melissa_trainer.trainer.refusal_mark import (
+    CONNECT_TIMEOUT,
+    LOST_LOOKUP,
+    StoreLink,
+    launch_store,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from melissa_trainer.trainer.loop import OnlineTrainer
@@ -44,6 +50,9 @@ _PREFIX = "melissa_trainer/after_train"
 POLL = 0.05
 #: the wait's bound when the process group's timeout cannot be read (torch's gloo default)
 FALLBACK_WAIT = 1800.0
+#: at most, seconds a rank's exit waits to set its ``gone`` key (`mark_exit`): the plain
+#: connection's timeout, and two reverse lookups lost in the DNS (`refusal_mark.READ_WAIT`'s)
+EXIT_WAIT = CONNECT_TIMEOUT + 2 * LOST_LOOKUP
 #: the refusal's reason when the store ends during the check-in (node 0's launcher ended)
 _STORE_WENT = "the launcher's store went during its check-in (node 0's launcher ended)"
 
@@ -60,7 +69,7 @@ def mark_exit(trainer: OnlineTrainer) -> None:
         return
     key = f"{_PREFIX}/{trainer.run_id}/gone/{trainer.process_index}"
 
-    def gone() -> None:
+    def tell() -> None:
         link = launch_store()
         if isinstance(link, StoreLink):
             with link:
@@ -68,6 +77,18 @@ def mark_exit(trainer: OnlineTrainer) -> None:
                     link.store.set(key, "1")
                 except Exception as exc:  # (exiting: said, the exit goes on)
                     logger.warning("could not tell the other ranks of this exit: %r", exc)
+
+    def gone() -> None:
+        # In a thread waited on at most EXIT_WAIT s: a store that takes the connection
+        # but does not answer (a stopped launcher) held torch's client past its own
+        # timeout, and the rank's exit with it (over 100 s seen); the key is a courtesy
+        # (a waiting rank gives up past the group's timeout without it)
+        teller = threading.Thread(target=tell, name="after_train.gone", daemon=True)
+        teller.start()
+        teller.join(EXIT_WAIT)
+        if teller.is_alive():
+            logger.warning("the launcher's store did not take this exit's mark within "
+                           "%g s: exiting without it", EXIT_WAIT)  # fmt: skip
 
     atexit.register(gone)
 

@@ -26,11 +26,17 @@ from __future__ import annotations
 
 import atexit
 import logging
+import threading
 import time
 from typing import TYPE_CHECKING
 
 from melissa_trainer.trainer.exit_meeting import group_timeout
-from melissa_trainer.trainer.refusal_mark import StoreLink, launch_store
+from melissa_trainer.trainer.refusal_mark import (
+    CONNECT_TIMEOUT,
+    LOST_LOOKUP,
+    StoreLink,
+    launch_store,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from melissa_trainer.trainer.loop import OnlineTrainer
@@ -44,6 +50,11 @@ _PREFIX = "melissa_trainer/after_train"
 POLL = 0.05
 #: the wait's bound when the process group's timeout cannot be read (torch's gloo default)
 FALLBACK_WAIT = 1800.0
+#: at most, seconds a rank's exit waits to set its ``gone`` key (`mark_exit`): the plain
+#: connection's timeout, and two reverse lookups lost in the DNS (`refusal_mark.READ_WAIT`'s)
+EXIT_WAIT = CONNECT_TIMEOUT + 2 * LOST_LOOKUP
+#: the refusal's reason when the store ends during the check-in (node 0's launcher ended)
+_STORE_WENT = "the launcher's store went during its check-in (node 0's launcher ended)"
 
 
 class AfterTrainError(RuntimeError):
@@ -58,7 +69,7 @@ def mark_exit(trainer: OnlineTrainer) -> None:
         return
     key = f"{_PREFIX}/{trainer.run_id}/gone/{trainer.process_index}"
 
-    def gone() -> None:
+    def tell() -> None:
         link = launch_store()
         if isinstance(link, StoreLink):
             with link:
@@ -66,6 +77,18 @@ def mark_exit(trainer: OnlineTrainer) -> None:
                     link.store.set(key, "1")
                 except Exception as exc:  # (exiting: said, the exit goes on)
                     logger.warning("could not tell the other ranks of this exit: %r", exc)
+
+    def gone() -> None:
+        # In a thread waited on at most EXIT_WAIT s: a store that takes the connection
+        # but does not answer (a stopped launcher) held torch's client past its own
+        # timeout, and the rank's exit with it (over 100 s seen); the key is a courtesy
+        # (a waiting rank gives up past the group's timeout without it)
+        teller = threading.Thread(target=tell, name="after_train.gone", daemon=True)
+        teller.start()
+        teller.join(EXIT_WAIT)
+        if teller.is_alive():
+            logger.warning("the launcher's store did not take this exit's mark within "
+                           "%g s: exiting without it", EXIT_WAIT)  # fmt: skip
 
     atexit.register(gone)
 
@@ -79,6 +102,11 @@ def _words(call: str, rank: int, world: int, why: str) -> str:
         f"rank performs it), or rely on the end's checkpoint and validation "
         f"(save_at_end, eval_dataset)"
     )
+
+
+def _pause(seconds: float) -> None:
+    """The wait's pause between two looks at the store (a test's hook)."""
+    time.sleep(seconds)
 
 
 def meet_after_train(trainer: OnlineTrainer, call: str) -> None:
@@ -96,6 +124,17 @@ def meet_after_train(trainer: OnlineTrainer, call: str) -> None:
         raise AfterTrainError(_words(call, rank, world, "the launcher's store is gone"))
     number = trainer.__dict__.get("_after_train_calls", 0)
     trainer.__dict__["_after_train_calls"] = number + 1
+    try:
+        _meet(link, call, trainer, number)
+    except AfterTrainError:
+        raise
+    except RuntimeError as exc:  # (torch's DistError: the store went between two looks)
+        raise AfterTrainError(_words(call, rank, world, _STORE_WENT)) from exc
+
+
+def _meet(link: StoreLink, call: str, trainer: OnlineTrainer, number: int) -> None:
+    """`meet_after_train`'s check-in of call `number` and wait, over `link`."""
+    rank, world = trainer.process_index, trainer.num_processes
     base = f"{_PREFIX}/{trainer.run_id}"
     bound = group_timeout(trainer.accelerator.device) or FALLBACK_WAIT
     with link:
@@ -104,6 +143,10 @@ def meet_after_train(trainer: OnlineTrainer, call: str) -> None:
         waiting = [r for r in range(world) if r != rank]
         deadline = time.monotonic() + bound
         while waiting:
+            # (its end read first: torch's client asked on a closed connection logs
+            # its C++ stack, then raises a DistError naming neither the call nor why)
+            if link.gone():
+                raise AfterTrainError(_words(call, rank, world, _STORE_WENT))
             for other in list(waiting):
                 key = f"{base}/{number}/{other}"
                 if store.check([key]):
@@ -120,4 +163,4 @@ def meet_after_train(trainer: OnlineTrainer, call: str) -> None:
                 why = f"rank(s) {late} did not call it within {bound:g} s"
                 raise AfterTrainError(_words(call, rank, world, why))
             if waiting:
-                time.sleep(POLL)  # (the others' keys are looked at again; no event to wait on)
+                _pause(POLL)  # (the others' keys are looked at again; no event to wait on)

@@ -7,12 +7,16 @@ launcher's store: nothing is checked."""
 
 from __future__ import annotations
 
+import gc
+import os
 import socket
+import subprocess
+import sys
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from torch.distributed import HashStore
+from torch.distributed import HashStore, TCPStore
 
 from melissa_trainer.trainer import after_train
 from melissa_trainer.trainer.refusal_mark import StoreLink
@@ -75,3 +79,63 @@ def test_nothing_checked_but_after_train_under_several_ranks(store: Any, trainer
 def test_nothing_checked_without_the_launcher_s_store(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(after_train, "launch_store", lambda: None)
     after_train.meet_after_train(_trainer(), "log")  # (no store to wait on: returns)
+
+
+@pytest.mark.timeout(60)
+def test_a_store_that_goes_during_the_wait_is_an_after_train_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Node 0's launcher ends while rank 0 waits for rank 1: a real ``TCPStore`` hosted
+    here, dropped (its server ends) at the wait's first poll. The call is refused naming
+    it (before the fix: torch's ``DistNetworkError`` from ``store.check``, after its C++
+    stack on stderr)."""
+    hosts = [TCPStore("127.0.0.1", 0, None, True, wait_for_workers=False)]
+    for name, value in {
+        "WORLD_SIZE": "2",
+        "TORCHELASTIC_USE_AGENT_STORE": "True",
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(hosts[0].port),
+    }.items():
+        monkeypatch.setenv(name, value)  # fmt: skip
+    monkeypatch.setattr(after_train, "group_timeout", lambda device: 50.0)
+    polls: list[float] = []
+
+    def store_ends(seconds: float) -> None:  # (the wait's poll: the launcher ends)
+        polls.append(seconds)
+        hosts.clear()  # (its last reference: the server ends, its connections closed)
+        gc.collect()
+
+    monkeypatch.setattr(after_train, "_pause", store_ends)
+    with pytest.raises(after_train.AfterTrainError) as caught:
+        after_train.meet_after_train(_trainer(), "evaluate")
+    assert "the launcher's store went during its check-in" in str(caught.value)
+    assert polls  # (it went during the wait, not before it)
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(120)
+def test_an_exit_waits_a_bounded_time_for_a_store_that_does_not_answer() -> None:
+    """`mark_exit`'s atexit mark, the launcher's store taking the connection but never
+    answering (a stopped launcher: a listening socket here), in a rank of its own (torch's
+    client, blocked, cannot be ended but with its process). The rank exits once
+    `EXIT_WAIT` (made 0.2 s) is past: before the fix its exit waited in torch's client,
+    past the client's own 30 s timeout (over 100 s measured), and the wait below timed
+    out."""
+    with socket.create_server(("127.0.0.1", 0)) as silent:  # (the kernel takes connections)
+        env = dict(os.environ, WORLD_SIZE="2", TORCHELASTIC_USE_AGENT_STORE="True",
+                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(silent.getsockname()[1]))  # fmt: skip
+        rank = subprocess.Popen([sys.executable, "-c", _EXITING_RANK], env=env)
+        try:
+            assert rank.wait(timeout=60) == 0
+        finally:
+            rank.kill()
+            rank.wait()
+
+
+_EXITING_RANK = """
+from types import SimpleNamespace
+from melissa_trainer.trainer import after_train
+after_train.EXIT_WAIT = 0.2
+after_train.mark_exit(SimpleNamespace(stop_sync=SimpleNamespace(distributed=True),
+                                      run_id="run", process_index=1))
+"""

@@ -62,3 +62,14 @@ def test_the_guides_summary_quotes_the_table() -> None:
     )
     for quoted in quotes:
         assert quoted in guide, quoted
+
+
+@pytest.mark.timeout(30)
+def test_the_guides_six_parameter_verdict_says_which_spacing_it_was() -> None:
+    """The 'which sampler' paragraph's "loses ... on every statistic measured" was spacing
+    0's: it says so, and links to the re-measure."""
+    guide = " ".join((ROOT / "docs" / "concepts" / "study.md").read_text().split())
+    start = guide.index('`"surrogate"` loses to that design from 6 parameters')
+    verdict = guide[start : start + 400]
+    assert "with `spacing` 0" in verdict and "#surrogate-where-it-pays" in verdict
+    assert '<a id="surrogate-where-it-pays"></a>**Where it pays' in guide

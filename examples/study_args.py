@@ -27,11 +27,13 @@ if TYPE_CHECKING:
     from _typeshed import SupportsWrite
 
 __all__ = [
+    "ADAPTIVE_SAMPLERS",
     "RESERVOIR_ONLY",
     "ShortUsageParser",
     "StudyArgs",
     "WorkerStudyArgs",
     "buffer_defaults",
+    "training_problems",
 ]
 
 
@@ -149,11 +151,46 @@ class WorkerStudyArgs(StudyArgs):
         return problems
 
 
+#: `make_sampler`'s adaptive kinds, steered by the per-simulation losses (the library's
+#: `launcher.samplers`; named here so that a refusal needs no import of the launcher)
+ADAPTIVE_SAMPLERS = ("breed", "density", "surrogate")
+
+
+def training_problems(outputs: Sequence[Any]) -> list[str]:
+    """What must hold between the study's options and the training's (the parser's
+    dataclasses `outputs`), one line each: an adaptive ``--sampler`` with
+    ``--simulation_loss_steps 0`` (the losses that steer it turned off) was a traceback
+    from the trainer's construction, after the whole command line had been taken
+    (htrial49), where every other bad flag is a usage error."""
+    values = {name: getattr(o, name) for o in outputs for name in
+              ("sampler", "simulation_loss_steps") if hasattr(o, name)}  # fmt: skip
+    sampler = values.get("sampler")
+    if sampler in ADAPTIVE_SAMPLERS and values.get("simulation_loss_steps") == 0:
+        return [
+            f"argument --simulation_loss_steps: 0 turns the per-simulation losses off, but "
+            f"--sampler {sampler} is adaptive and steered by them: drop "
+            f"--simulation_loss_steps (the default), set it > 0, or use a fixed design "
+            f"(--sampler lhs)"
+        ]
+    return []
+
+
 class ShortUsageParser(ArgumentParser):
     """The examples' parser: the library's `ArgumentParser` (its errors name the flag:
     ``argument --num_simulations: num_simulations=0 must be >= 1``), whose refusals print
     one line of usage before that error, not the ~45 lines of every flag (``--help``
-    still lists them)."""
+    still lists them); it also refuses what conflicts between the study's options and
+    the training's (`training_problems`)."""
+
+    def parse_args_into_dataclasses(
+        self, args: Sequence[str] | None = None, return_remaining_strings: bool = False
+    ) -> tuple[Any, ...]:
+        """The library's parse, then `training_problems`: a usage error (status 2)."""
+        outputs = super().parse_args_into_dataclasses(args, return_remaining_strings)
+        problems = training_problems(outputs)
+        if problems:
+            self.error("; ".join(problems))
+        return outputs
 
     def print_usage(self, file: SupportsWrite[str] | None = None) -> None:
         # (argparse's error() prints the usage, then "PROG: error: MESSAGE", exit 2)

@@ -42,6 +42,7 @@ from melissa_trainer.checkpoint.format import (
 from melissa_trainer.checkpoint.reshard import Reshard, check_same_ranks_buffer
 from melissa_trainer.checkpoint.resume_end import warn_nothing_to_train
 from melissa_trainer.checkpoint.resumed_args import warn_changed_settings
+from melissa_trainer.checkpoint.resumed_best import restart_best
 from melissa_trainer.common.migrations import trainer_rank_of, upgrade
 from melissa_trainer.config.arguments import ARGS_FILE
 from melissa_trainer.core import loss_per_simulation
@@ -118,9 +119,13 @@ def parts(trainer: CheckpointParts) -> list[Part]:
 
     def load_args(path: Path, version: int) -> None:
         # for reference, not restored: the changes of this run's are named (main rank)
+        # (every rank: the best of another metric is forgotten on all, `restart_best`)
         file = path / ARGS_FILE
-        if trainer.is_main_process and file.is_file():
-            warn_changed_settings(path, ckpt.read_json(file), trainer.args.to_dict())
+        if file.is_file():
+            saved, current = ckpt.read_json(file), trainer.args.to_dict()
+            if trainer.is_main_process:
+                warn_changed_settings(path, saved, current)
+            restart_best(path, saved, current, state, trainer.is_main_process)
 
     # The per-simulation losses, when the run tracks them (`CheckpointParts.tracked_losses`).
     # A run without them writes an empty record all the same: every checkpoint has the

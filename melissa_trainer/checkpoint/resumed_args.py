@@ -30,6 +30,7 @@ from melissa_trainer.checkpoint.errors import CheckpointError, not_this_run
 
 __all__ = [
     "IGNORED",
+    "NOT_APPLIED",
     "Built",
     "built",
     "changed_hyperparameters",
@@ -88,19 +89,43 @@ def changed_settings(saved: Mapping[str, Any], current: Mapping[str, Any]) -> li
     return changes
 
 
+#: settings a resume does not apply: `seed` seeds the RNGs (torch, numpy, random) and each
+#: buffer's generator (``seed + rank``) at the start, and the resume then restores the
+#: checkpoint's states of all of them (or, on another number of ranks, seeds them from
+#: the checkpoint's: `reshard.reshard_seed`), so another seed draws nothing differently
+#: (as in Hugging Face's Trainer, whose RNG states load after its `set_seed`)
+NOT_APPLIED = frozenset({"seed"})
+
+
 def warn_changed_settings(path: Path, saved: Mapping[str, Any], current: Mapping[str, Any]) -> None:
     """Log one warning naming every `changed_settings` of the resume from checkpoint
-    `path`, or nothing when there is none. (A warning: shown with no logging set up,
-    which a user's script rarely has.)"""
+    `path`, or nothing when there is none: those that apply, then those that do not
+    (`NOT_APPLIED`), each group said for what it is. (A warning: shown with no logging
+    set up, which a user's script rarely has.)"""
     changes = changed_settings(saved, current)
-    if changes:
-        logger.warning(
-            "resuming from %s with settings changed since it was written: %s. This run's "
-            "settings apply: the run goes on, but it is not the run that checkpoint's "
-            "would have been (resume with the same settings to continue it exactly)",
-            path,
-            ", ".join(changes),
+    if not changes:
+        return
+    unused = [c for c in changes if c.split(" ", 1)[0] in NOT_APPLIED]
+    applied = [c for c in changes if c not in unused]
+    said = []
+    if applied:
+        said.append(
+            f"{', '.join(applied)}. This run's settings apply: the run goes on, but it is "
+            "not the run that checkpoint's would have been (resume with the same settings "
+            "to continue it exactly)"
         )
+    if unused:
+        said.append(
+            f"{', '.join(unused)}, which has no effect on a resume: the checkpoint's random "
+            "states are restored (every rank's torch, numpy and random generators, each "
+            "buffer's), so the run draws as the checkpoint's would have (to draw "
+            "otherwise, start a new run with that seed)"
+        )
+    logger.warning(
+        "resuming from %s with settings changed since it was written: %s",
+        path,
+        "; and ".join(said),
+    )
 
 
 #: a value compared between the built optimizer and the loaded one

@@ -35,6 +35,7 @@ from melissa_trainer.checkpoint.errors import (
     save_failure_kind,
 )
 from melissa_trainer.checkpoint.later_runs import set_aside_later, set_aside_others
+from melissa_trainer.checkpoint.model_dtypes import warn_changed as warn_changed_dtypes
 from melissa_trainer.checkpoint.replaced import begin_save, restore_replaced
 from melissa_trainer.common.refusal import elsewhere, said_once
 from melissa_trainer.common.setting import setting
@@ -387,4 +388,5 @@ def load_checkpoint(trainer: OnlineTrainer, path: Path) -> None:
     if trainer.is_main_process:
         changes = resumed_args.changes(built, trainer.optimizer.param_groups, scheduler)
         resumed_args.warn_changed_hyperparameters(path, changes)
+        warn_changed_dtypes(path, trainer.accelerator.unwrap_model(trainer.model))
     logger.info("resumed from %s at step %d", path, trainer.state.global_step)

@@ -1,0 +1,79 @@
+"""Resuming with another `seed`. The resume restores the checkpoint's random states
+(every rank's torch, numpy and random generators, each buffer's), so the new seed draws
+nothing differently: the run is the one an unchanged resume trains, bit for bit. The
+settings warning said of it "This run's settings apply ... not the run that checkpoint's
+would have been", which was untrue; it now says the seed has no effect. Another setting
+changed with it is still said to apply."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from helpers import linear_samples, small_model, xy
+
+from melissa_trainer import OnlineTrainer, TrainingArguments
+
+pytestmark = pytest.mark.timeout(90)
+
+WARNING = "with settings changed since it was written"
+
+
+def run(out: Path, **overrides: Any) -> OnlineTrainer:
+    """A tiny run that draws random numbers: dropout, and a reservoir buffer's draws."""
+    settings: dict[str, Any] = {
+        "output_dir": str(out),
+        "batch_size": 8,
+        "buffer": "reservoir",
+        "buffer_size": 32,
+        "watermark": 16,
+        "report_to": "none",
+        "disable_progress_bar": True,
+        **overrides,
+    }
+    model = small_model(0, dropout=0.3)
+    trainer = OnlineTrainer(
+        model,
+        TrainingArguments(**settings),
+        torch.optim.Adam(model.parameters(), lr=1e-2),
+        train_source=lambda rank, world: linear_samples(200, seed=3),
+        process_sample=xy,
+    )
+    trainer.train()
+    return trainer
+
+
+def warnings_of(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if WARNING in r.getMessage()]
+
+
+def test_a_resume_with_another_seed_trains_the_same_and_says_so(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    run(tmp_path / "a", max_steps=6)
+    shutil.copytree(tmp_path / "a", tmp_path / "b")
+    same = run(tmp_path / "a", max_steps=12, resume_from_checkpoint="latest")
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        other = run(tmp_path / "b", max_steps=12, seed=7, resume_from_checkpoint="latest")
+    for mine, theirs in zip(same.model.parameters(), other.model.parameters(), strict=True):
+        assert torch.equal(mine, theirs)  # the seed changed nothing
+    (message,) = warnings_of(caplog)
+    assert "seed 42 -> 7, which has no effect on a resume" in message
+    assert "settings apply" not in message
+
+
+def test_another_seed_and_batch_size_are_each_said_for_what_they_are(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    run(tmp_path / "out", max_steps=6)
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        run(tmp_path / "out", max_steps=6, seed=7, batch_size=4, resume_from_checkpoint="latest")
+    (message,) = warnings_of(caplog)
+    assert "batch_size 8 -> 4. This run's settings apply" in message
+    assert "seed 42 -> 7, which has no effect on a resume" in message

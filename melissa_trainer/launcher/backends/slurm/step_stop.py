@@ -29,7 +29,9 @@ end while the controller was away, SIGKILLed after `SRUN_END`); 15.0 s with stop
 32 s (`SlurmBackend.stop_bound`'s srun figure) and this node's tasks SIGKILLed with no
 SIGTERM; 17.0 s with their SIGTERM and the grace first (test_slurm_srun_frozen_stop.py,
 one 2-task step, grace 2 s: the 2 s of grace added; the sruns still waited out
-`SRUN_END` after their tasks' end).
+`SRUN_END` after their tasks' end, which they do no longer: with every step named, one
+node and none of their tasks left, the sruns are SIGKILLed at once: 7.0 s, the wait
+counted in that test).
 """
 
 from __future__ import annotations
@@ -43,7 +45,11 @@ from typing import TYPE_CHECKING
 from melissa_trainer.launcher.backends.base import Handle
 from melissa_trainer.launcher.backends.local import LocalBackend
 from melissa_trainer.launcher.backends.slurm.commands import SlurmCommands, failure, transient
-from melissa_trainer.launcher.backends.slurm.step_tasks import end_tasks
+from melissa_trainer.launcher.backends.slurm.step_tasks import (
+    end_tasks,
+    one_node,
+    step_tasks,
+)
 
 if TYPE_CHECKING:  # (steps imports this module)
     from melissa_trainer.launcher.backends.slurm.steps import SrunHandle
@@ -96,7 +102,9 @@ def stop_steps(
     signalled at once, given what is left of the grace or `SRUN_END` s, whichever is
     longer. With the controller away (the scancel failed or timed out), this node's
     tasks of the named steps get SIGTERM, `grace` s and SIGKILL from here
-    (`step_tasks.end_tasks`), then the sruns `SRUN_END` s. Blocks meanwhile: at most
+    (`step_tasks.end_tasks`), then the sruns `SRUN_END` s (SIGKILLed at once when
+    every step was named, the allocation has one node and none of their tasks is
+    left). Blocks meanwhile: at most
     `TERM_WAIT` + `grace` + `GONE_WAIT` + `SRUN_END` s (and the reaping of SIGKILLed
     sruns); the caller cancels the steps by name afterwards (a step may outlive its
     srun) unless the controller was away."""
@@ -115,7 +123,15 @@ def stop_steps(
             # TERM_WAIT may have spent it; stop_bound counts both)
             step_ids = [s.step_id for s in named if s.step_id is not None]
             stopped.termed, stopped.killed = end_tasks(allocation, step_ids, grace)
-            local.kill_all([s.process for s in steps], SRUN_END)
+            # (with their tasks gone an srun has nothing left to end, and its own end
+            # waits on the controller: it would use SRUN_END in full, so it is SIGKILLed
+            # at once; slurmstepd completes the step when the controller answers. An
+            # unnamed step's srun, whose tasks cannot be seen, a task still there, or
+            # tasks perhaps on other nodes (whose end srun asks of the controller if it
+            # answers again meanwhile) keep SRUN_END)
+            unnamed = any(s not in named and local.poll(s.process) is None for s in steps)
+            remain = unnamed or not one_node() or bool(step_tasks(allocation, step_ids))
+            local.kill_all([s.process for s in steps], SRUN_END if remain else 0.0)
             return stopped
         elif why is not None:  # (also for a step that ended meanwhile: the others were)
             logger.info("scancel --signal=TERM %s: %s", " ".join(ids), why)

@@ -25,7 +25,7 @@ from collections.abc import Collection
 
 from melissa_trainer.launcher.backends.slurm.segments import job_pids
 
-__all__ = ["GONE_WAIT", "elsewhere", "end_tasks", "kill_tasks", "step_tasks"]
+__all__ = ["GONE_WAIT", "elsewhere", "end_tasks", "kill_tasks", "one_node", "step_tasks"]
 
 #: seconds to wait for SIGKILLed tasks to be gone (a process in uninterruptible I/O)
 GONE_WAIT = 2.0
@@ -89,12 +89,18 @@ def end_tasks(
     return termed, kill_tasks(allocation, step_ids)
 
 
+def one_node() -> bool:
+    """Whether the allocation has one node (the trainer's ``SLURM_JOB_NUM_NODES``, set
+    by salloc and sbatch): then this node's tasks of a step are all of them."""
+    return os.environ.get("SLURM_JOB_NUM_NODES", "").strip() == "1"
+
+
 def elsewhere() -> str:
     """What a stop's warning says of the steps' tasks on other nodes, which it cannot
     reach: from the trainer's ``SLURM_JOB_NUM_NODES`` (set by salloc and sbatch for the
     allocation), there are none in a one-node allocation."""
     nodes = os.environ.get("SLURM_JOB_NUM_NODES", "").strip()
-    if nodes == "1":
+    if one_node():
         return "the allocation has one node (SLURM_JOB_NUM_NODES=1): no task runs elsewhere"
     return (
         f"those on the allocation's other nodes (SLURM_JOB_NUM_NODES={nodes or 'unset'}) "

@@ -13,7 +13,9 @@ still running (their SIGKILL of the tasks), SIGKILLing them after `SRUN_END` s.
 A step whose id is not known (srun just started: squeue has not listed its step, so no
 task of it runs yet; or its step already ended) cannot be named: its srun is signalled
 at once when no step is named, else with theirs after the grace (one `SRUN_END` for
-all: signalled first, its own wait came before theirs, 2 x `SRUN_END` in all). When
+all: signalled first, its own wait came before theirs, 2 x `SRUN_END` in all); when
+the squeue just before the stop found the controller away, its tasks on this node are
+found by its step name instead (`SLURM_JOB_NAME`) and ended as below. When
 that scancel fails for the controller's absence or takes more than `TERM_WAIT` s,
 this node's tasks of the named steps get their SIGTERM from the stop itself, the whole
 grace from then, and SIGKILL for what is left (`step_tasks.end_tasks`: a signalled srun
@@ -111,6 +113,7 @@ def stop_steps(
     started = time.monotonic()
     stopped = Stopped()
     named = [s for s in steps if s.step_id is not None and local.poll(s.process) is None]
+    unnamed = [s for s in steps if s not in named and local.poll(s.process) is None]
     if named:  # (tried even after a failure: the hint may be stale, the wait is bounded)
         ids = [f"{allocation}.{step.step_id}" for step in named]
         result = commands.run([commands.path("scancel"), "--signal=TERM", *ids], timeout=TERM_WAIT)
@@ -118,23 +121,13 @@ def stop_steps(
         stopped.away = why is not None and transient(why)
         if why is not None and transient(why):  # (nothing signalled: this node's tasks are)
             logger.warning("scancel --signal=TERM %s: %s", " ".join(ids), why)
-            # (their sruns, signalled, would not end them without the controller; the
-            # grace starts from their SIGTERM, not the stop's start: the scancel's
-            # TERM_WAIT may have spent it; stop_bound counts both)
-            step_ids = [s.step_id for s in named if s.step_id is not None]
-            stopped.termed, stopped.killed = end_tasks(allocation, step_ids, grace)
-            # (with their tasks gone an srun has nothing left to end, and its own end
-            # waits on the controller: it would use SRUN_END in full, so it is SIGKILLed
-            # at once; slurmstepd completes the step when the controller answers. An
-            # unnamed step's srun, whose tasks cannot be seen, a task still there, or
-            # tasks perhaps on other nodes (whose end srun asks of the controller if it
-            # answers again meanwhile) keep SRUN_END)
-            unnamed = any(s not in named and local.poll(s.process) is None for s in steps)
-            remain = unnamed or not one_node() or bool(step_tasks(allocation, step_ids))
-            local.kill_all([s.process for s in steps], SRUN_END if remain else 0.0)
-            return stopped
+            return _end_here(local, allocation, steps, named, unnamed, grace, stopped)
         elif why is not None:  # (also for a step that ended meanwhile: the others were)
             logger.info("scancel --signal=TERM %s: %s", " ".join(ids), why)
+    elif unnamed and commands.unreachable:  # (the squeue just before found it away)
+        # (never listed: srun's SIGTERM would end their tasks through the controller)
+        stopped.away = True
+        return _end_here(local, allocation, steps, named, unnamed, grace, stopped)
     others: list[Handle] = [s.process for s in steps if s not in named]
     if not named:  # (nothing has a grace: the sruns are signalled at once)
         # (a SIGTERMed srun ends its tasks itself: SRUN_END at least, not an srun
@@ -153,4 +146,33 @@ def stop_steps(
         if waiting:
             time.sleep(min(LOOK_EVERY, max(deadline - time.monotonic(), 0.0)))
     local.kill_all([*others, *(s.process for s in named)], SRUN_END)
+    return stopped
+
+
+def _end_here(
+    local: LocalBackend,
+    allocation: str,
+    steps: Sequence[SrunHandle],
+    named: Sequence[SrunHandle],
+    unnamed: Sequence[SrunHandle],
+    grace: float,
+    stopped: Stopped,
+) -> Stopped:
+    """The controller away: this node's tasks of the steps (`named` by id, `unnamed`, whose
+    id was never listed, by name) get SIGTERM, `grace` s and SIGKILL from here
+    (`step_tasks.end_tasks`), then the sruns of `steps` are signalled; `stopped` filled."""
+    # (their sruns, signalled, would not end them without the controller; the grace
+    # starts from their SIGTERM, not the stop's start: the scancel's TERM_WAIT may have
+    # spent it; stop_bound counts both)
+    step_ids = [s.step_id for s in named if s.step_id is not None]
+    names = [s.step_name for s in unnamed]
+    stopped.termed, stopped.killed = end_tasks(allocation, step_ids, grace, names)
+    # (with their tasks gone an srun has nothing left to end, and its own end waits on
+    # the controller: it would use SRUN_END in full, so it is SIGKILLed at once;
+    # slurmstepd completes the step when the controller answers. An unnamed step's srun,
+    # which may still be starting its tasks, a task still there, or tasks perhaps on
+    # other nodes (whose end srun asks of the controller if it answers again meanwhile)
+    # keep SRUN_END)
+    remain = bool(unnamed) or not one_node() or bool(step_tasks(allocation, step_ids, names))
+    local.kill_all([s.process for s in steps], SRUN_END if remain else 0.0)
     return stopped

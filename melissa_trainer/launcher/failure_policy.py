@@ -73,8 +73,9 @@ class FailurePolicy:
         """Record the end of an attempt's process and apply the failure policy."""
         self.log_paths[sid] = log_path
         # (srun's status after its --kill-on-bad-exit is the others' SIGTERM: the code of
-        # the task that failed first is the one final_exit_codes is asked about)
-        first = own_exit(code, log_path)
+        # the task that failed first is the one final_exit_codes is asked about); asked
+        # of srun's backend only: another's solver may print such lines and exit 143
+        first = own_exit(code, log_path) if self.backend.srun_tasks else None
         own = None if first is None else (first.code, f"srun: {first}")
         with self.lock:
             started = self.study.records[sid].started

@@ -249,6 +249,45 @@ def test_a_rank_final_code_survives_mpiexec(tmp_path: Path) -> None:
     assert attempts(tmp_path / "runs") == {0: 1}
 
 
+#: prints srun's lines of SRUN_143 as its own output, then exits 143 (its own SIGTERM's
+#: code): not srun's account of anything; appends "id attempt" to runs
+NOT_SRUN = f"""
+import os, sys
+sid, attempt = os.environ["MELISSA_TRAINER_SIMULATION_ID"], os.environ["MELISSA_TRAINER_ATTEMPT"]
+with open(sys.argv[1], "a") as f:
+    f.write(sid + " " + attempt + "\\n")
+sys.stdout.write({SRUN_143!r})
+sys.exit(143)
+"""
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(60)
+def test_srun_like_lines_of_a_local_solver_are_not_read_as_its_tasks_code(
+    tmp_path: Path,
+) -> None:
+    """A local solver whose log ends in srun-form lines ("task 1: Exited with exit code
+    3", then srun terminating the step) and that exits 143 is a 143: restarted, its
+    record saying no final code. Only the Slurm backend runs ranks under srun
+    (`Backend.srun_tasks`). Failed before: own_exit was asked for every backend, the 3
+    was looked up and the simulation given up after one attempt (exit codes [143])."""
+    (tmp_path / "solver.py").write_text(NOT_SRUN)
+    sim = [sys.executable, str(tmp_path / "solver.py"), str(tmp_path / "runs")]
+    tuning = {
+        "final_exit_codes": (3,), "on_failure": "abandon", "systematic_failures": None,
+        "max_restarts": 1,
+    }  # fmt: skip
+    launch = launcher(sim, 1, [{"a": 0.0}], tuning=tuning, log_dir=tmp_path / "logs")
+    launch.start(tmp_path / "rendezvous")
+    try:
+        failure(launch)  # its simulation given up: the study of 1 fails
+    finally:
+        launch.stop()
+    records = records_of(launch.state_dict())
+    assert records[0]["exit_codes"] == [143, 143] and "reason" not in records[0], records
+    assert attempts(tmp_path / "runs") == {0: 2}
+
+
 #: a worker that reports each simulation's code on its next request (no data: without a
 #: receiver a simulation reported 0 is finished); 1 -> 3 (final), 2 -> 1
 WORKER = """

@@ -106,6 +106,11 @@ class Backend(ABC):
 
     #: short name used in configuration and logs ("local", "mpiexec", "slurm")
     name: str = ""
+    #: whether a job's ranks may run under srun (``--kill-on-bad-exit``), so that srun's
+    #: lines at the end of its log are srun's own account of its tasks: only then is
+    #: the code of the task that failed first read from them (`exit_cause.own_exit`).
+    #: False here: a solver's log that merely ends in such lines is not srun's.
+    srun_tasks: bool = False
 
     @abstractmethod
     def launch(self, job: Job) -> Handle:

@@ -8,7 +8,9 @@ the SIGTERM and goes on. The stop's ``scancel --signal=TERM`` never gets its rep
 controller. Failed before: both tasks were SIGKILLed with no SIGTERM (task 0's state
 never written: "wrote-0" absent), after their sruns' `SRUN_END`. The bound is checked by
 summing the waits the stop asks for (each command's timeout, each wait for the sruns
-and for this node's tasks), not by a clock: the time taken is said, not asserted."""
+and for this node's tasks), not by a clock: the time taken is said, not asserted. Once
+the tasks are gone the srun is SIGKILLed with no wait (asked: a wait of 0 for the sruns'
+end); failed before: it was given `SRUN_END` (10 s), which it used in full."""
 
 from __future__ import annotations
 
@@ -118,14 +120,14 @@ def test_a_frozen_controller_stop_gives_this_nodes_tasks_sigterm_and_the_grace(
             waits.append(("the sruns' end", wait))
             return kill_all(handles, wait)
 
-        def timed_end_tasks(allocation: str, ids: Any, grace: float) -> Any:
+        def timed_end_tasks(allocation: str, ids: Any, grace: float, *names: Any) -> Any:
             waits.append(("the tasks' grace and SIGKILL", grace + step_tasks.GONE_WAIT))
             assert end_tasks is not None
-            return end_tasks(allocation, ids, grace)
+            return end_tasks(allocation, ids, grace, *names)
 
-        def timed_kill_tasks(allocation: str, ids: Any) -> Any:
+        def timed_kill_tasks(allocation: str, ids: Any, *names: Any) -> Any:
             waits.append(("the tasks' SIGKILL", step_tasks.GONE_WAIT))
-            return kill_tasks(allocation, ids)
+            return kill_tasks(allocation, ids, *names)
 
         monkeypatch.setattr(commands, "run", timed_run)
         monkeypatch.setattr(local, "kill_all", timed_kill_all)
@@ -155,6 +157,68 @@ def test_a_frozen_controller_stop_gives_this_nodes_tasks_sigterm_and_the_grace(
     said = caplog.text
     assert "2 task process(es) got SIGTERM and the grace, 1 SIGKILLed" in said, said
     assert "the allocation has one node" in said, said
+    # the tasks gone, the srun is SIGKILLed at once, not given SRUN_END (which it used
+    # in full: its own end waits on the controller)
+    sruns = [wait for what, wait in asked if what == "the sruns' end"]
+    assert sruns == [0.0], f"the sruns were waited for {sruns} s after their tasks: {asked}"
     bound = backend.stop_bound(GRACE)
     budget = sum(wait for _, wait in asked)
     assert budget <= bound, f"the stop may wait {budget} s ({asked}; took {took:.1f} s): {bound}"
+
+
+@pytest.mark.timeout(300)
+def test_a_step_never_listed_gets_sigterm_and_the_grace_from_a_frozen_controller_stop(
+    slurm_cluster: SlurmCluster,  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A step whose tasks run but whose id squeue never listed (here: the backend's
+    listing withheld until the controller is frozen; then the stop's squeue gets no
+    answer): its tasks on this node are found by their step name (``SLURM_JOB_NAME``,
+    srun's ``--job-name``) and get SIGTERM, the grace and SIGKILL. Failed before: they
+    got no signal at all and outlived the stop ("wrote-0" absent, both tasks running:
+    the srun SIGKILLed after `SRUN_END` does not end them without the controller)."""
+    if slurm_cluster.cpus < 2:
+        pytest.skip(f"the node has {slurm_cluster.cpus} CPU; a 2-task step needs 2")
+    allocation = allocation_of(slurm_cluster, tmp_path)
+    monkeypatch.setenv("SLURM_JOB_ID", allocation)
+    monkeypatch.setenv("SLURM_JOB_NUM_NODES", "1")
+    (tmp_path / "solver.py").write_text(SOLVER)
+    backend = SlurmBackend(mode="srun", controller_wait=0)
+    pids: list[int] = []
+    try:
+        argv = [sys.executable, str(tmp_path / "solver.py"), str(tmp_path)]
+        job = Job("sim", argv, cwd=tmp_path, ranks=2, log_path=tmp_path / "sim.log")
+        srun_steps = backend._steps  # type: ignore[union-attr]
+        with monkeypatch.context() as unlisted:  # (no squeue while the tasks start)
+            unlisted.setattr(srun_steps, "_list", lambda *_, **__: None)
+            handle = backend.launch(job)
+            assert isinstance(handle, steps.SrunHandle)
+            wait_until(
+                lambda: (
+                    backend.poll(handle) is None
+                    and all((tmp_path / f"up-{r}").exists() for r in range(2))
+                ),
+                what=lambda: f"both tasks up: {(tmp_path / 'sim.log').read_text()}",
+                timeout=UNTIL_TEST_TIMEOUT,
+            )
+        pids = [int((tmp_path / f"up-{r}").read_text()) for r in range(2)]
+        assert handle.step_id is None  # (never listed)
+        with slurm_cluster.controller_paused():
+            with caplog.at_level(logging.WARNING, logger="melissa_trainer.launcher.backends.slurm"):
+                code = backend.kill(handle, grace=GRACE)
+            running = [pid for pid in pids if _alive(pid)]
+    finally:
+        for pid in pids:
+            if _alive(pid):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+        backend.close()
+        slurm_cluster.run("scancel", allocation)
+    log = (tmp_path / "sim.log").read_text()
+    assert code is None
+    assert (tmp_path / "wrote-0").exists(), f"task 0 got no SIGTERM to act on: {log}"
+    assert (tmp_path / "termed-1").exists(), f"task 1 got no SIGTERM: {log}"
+    assert running == [], f"tasks {running} outlived the stop: {log}"
+    assert "2 task process(es) got SIGTERM and the grace, 1 SIGKILLed" in caplog.text

@@ -107,13 +107,13 @@ def test_a_stop_against_a_frozen_controller_ends_within_the_stated_bound(
 
         end_tasks, kill_tasks = step_tasks.end_tasks, step_tasks.kill_tasks
 
-        def timed_end_tasks(allocation: str, ids: Any, wait: float) -> Any:
+        def timed_end_tasks(allocation: str, ids: Any, wait: float, *names: Any) -> Any:
             waits.append(("the tasks' grace and SIGKILL", wait + step_tasks.GONE_WAIT))
-            return end_tasks(allocation, ids, wait)
+            return end_tasks(allocation, ids, wait, *names)
 
-        def timed_kill_tasks(allocation: str, ids: Any) -> Any:
+        def timed_kill_tasks(allocation: str, ids: Any, *names: Any) -> Any:
             waits.append(("the tasks' SIGKILL", step_tasks.GONE_WAIT))
-            return kill_tasks(allocation, ids)
+            return kill_tasks(allocation, ids, *names)
 
         monkeypatch.setattr(commands, "run", timed_run)
         monkeypatch.setattr(local, "kill_all", timed_kill_all)

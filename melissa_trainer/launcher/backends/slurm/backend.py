@@ -101,6 +101,7 @@ class SlurmBackend(Backend):
     """
 
     name = "slurm"
+    srun_tasks = True  # a step (mode "srun"), or the srun of a multi-rank batch job
 
     def __init__(
         self,

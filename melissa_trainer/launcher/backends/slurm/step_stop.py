@@ -13,7 +13,9 @@ still running (their SIGKILL of the tasks), SIGKILLing them after `SRUN_END` s.
 A step whose id is not known (srun just started: squeue has not listed its step, so no
 task of it runs yet; or its step already ended) cannot be named: its srun is signalled
 at once when no step is named, else with theirs after the grace (one `SRUN_END` for
-all: signalled first, its own wait came before theirs, 2 x `SRUN_END` in all). When
+all: signalled first, its own wait came before theirs, 2 x `SRUN_END` in all); when
+the squeue just before the stop found the controller away, its tasks on this node are
+found by its step name instead (`SLURM_JOB_NAME`) and ended as below. When
 that scancel fails for the controller's absence or takes more than `TERM_WAIT` s,
 this node's tasks of the named steps get their SIGTERM from the stop itself, the whole
 grace from then, and SIGKILL for what is left (`step_tasks.end_tasks`: a signalled srun
@@ -29,7 +31,9 @@ end while the controller was away, SIGKILLed after `SRUN_END`); 15.0 s with stop
 32 s (`SlurmBackend.stop_bound`'s srun figure) and this node's tasks SIGKILLed with no
 SIGTERM; 17.0 s with their SIGTERM and the grace first (test_slurm_srun_frozen_stop.py,
 one 2-task step, grace 2 s: the 2 s of grace added; the sruns still waited out
-`SRUN_END` after their tasks' end).
+`SRUN_END` after their tasks' end, which they do no longer: with every step named, one
+node and none of their tasks left, the sruns are SIGKILLed at once: 7.0 s, the wait
+counted in that test).
 """
 
 from __future__ import annotations
@@ -43,7 +47,11 @@ from typing import TYPE_CHECKING
 from melissa_trainer.launcher.backends.base import Handle
 from melissa_trainer.launcher.backends.local import LocalBackend
 from melissa_trainer.launcher.backends.slurm.commands import SlurmCommands, failure, transient
-from melissa_trainer.launcher.backends.slurm.step_tasks import end_tasks
+from melissa_trainer.launcher.backends.slurm.step_tasks import (
+    end_tasks,
+    one_node,
+    step_tasks,
+)
 
 if TYPE_CHECKING:  # (steps imports this module)
     from melissa_trainer.launcher.backends.slurm.steps import SrunHandle
@@ -96,13 +104,16 @@ def stop_steps(
     signalled at once, given what is left of the grace or `SRUN_END` s, whichever is
     longer. With the controller away (the scancel failed or timed out), this node's
     tasks of the named steps get SIGTERM, `grace` s and SIGKILL from here
-    (`step_tasks.end_tasks`), then the sruns `SRUN_END` s. Blocks meanwhile: at most
+    (`step_tasks.end_tasks`), then the sruns `SRUN_END` s (SIGKILLed at once when
+    every step was named, the allocation has one node and none of their tasks is
+    left). Blocks meanwhile: at most
     `TERM_WAIT` + `grace` + `GONE_WAIT` + `SRUN_END` s (and the reaping of SIGKILLed
     sruns); the caller cancels the steps by name afterwards (a step may outlive its
     srun) unless the controller was away."""
     started = time.monotonic()
     stopped = Stopped()
     named = [s for s in steps if s.step_id is not None and local.poll(s.process) is None]
+    unnamed = [s for s in steps if s not in named and local.poll(s.process) is None]
     if named:  # (tried even after a failure: the hint may be stale, the wait is bounded)
         ids = [f"{allocation}.{step.step_id}" for step in named]
         result = commands.run([commands.path("scancel"), "--signal=TERM", *ids], timeout=TERM_WAIT)
@@ -110,15 +121,13 @@ def stop_steps(
         stopped.away = why is not None and transient(why)
         if why is not None and transient(why):  # (nothing signalled: this node's tasks are)
             logger.warning("scancel --signal=TERM %s: %s", " ".join(ids), why)
-            # (their sruns, signalled, would not end them without the controller; the
-            # grace starts from their SIGTERM, not the stop's start: the scancel's
-            # TERM_WAIT may have spent it; stop_bound counts both)
-            step_ids = [s.step_id for s in named if s.step_id is not None]
-            stopped.termed, stopped.killed = end_tasks(allocation, step_ids, grace)
-            local.kill_all([s.process for s in steps], SRUN_END)
-            return stopped
+            return _end_here(local, allocation, steps, named, unnamed, grace, stopped)
         elif why is not None:  # (also for a step that ended meanwhile: the others were)
             logger.info("scancel --signal=TERM %s: %s", " ".join(ids), why)
+    elif unnamed and commands.unreachable:  # (the squeue just before found it away)
+        # (never listed: srun's SIGTERM would end their tasks through the controller)
+        stopped.away = True
+        return _end_here(local, allocation, steps, named, unnamed, grace, stopped)
     others: list[Handle] = [s.process for s in steps if s not in named]
     if not named:  # (nothing has a grace: the sruns are signalled at once)
         # (a SIGTERMed srun ends its tasks itself: SRUN_END at least, not an srun
@@ -137,4 +146,33 @@ def stop_steps(
         if waiting:
             time.sleep(min(LOOK_EVERY, max(deadline - time.monotonic(), 0.0)))
     local.kill_all([*others, *(s.process for s in named)], SRUN_END)
+    return stopped
+
+
+def _end_here(
+    local: LocalBackend,
+    allocation: str,
+    steps: Sequence[SrunHandle],
+    named: Sequence[SrunHandle],
+    unnamed: Sequence[SrunHandle],
+    grace: float,
+    stopped: Stopped,
+) -> Stopped:
+    """The controller away: this node's tasks of the steps (`named` by id, `unnamed`, whose
+    id was never listed, by name) get SIGTERM, `grace` s and SIGKILL from here
+    (`step_tasks.end_tasks`), then the sruns of `steps` are signalled; `stopped` filled."""
+    # (their sruns, signalled, would not end them without the controller; the grace
+    # starts from their SIGTERM, not the stop's start: the scancel's TERM_WAIT may have
+    # spent it; stop_bound counts both)
+    step_ids = [s.step_id for s in named if s.step_id is not None]
+    names = [s.step_name for s in unnamed]
+    stopped.termed, stopped.killed = end_tasks(allocation, step_ids, grace, names)
+    # (with their tasks gone an srun has nothing left to end, and its own end waits on
+    # the controller: it would use SRUN_END in full, so it is SIGKILLed at once;
+    # slurmstepd completes the step when the controller answers. An unnamed step's srun,
+    # which may still be starting its tasks, a task still there, or tasks perhaps on
+    # other nodes (whose end srun asks of the controller if it answers again meanwhile)
+    # keep SRUN_END)
+    remain = bool(unnamed) or not one_node() or bool(step_tasks(allocation, step_ids, names))
+    local.kill_all([s.process for s in steps], SRUN_END if remain else 0.0)
     return stopped

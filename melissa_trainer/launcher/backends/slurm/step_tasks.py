@@ -9,7 +9,9 @@ ignoring it, still ran 15 s later with no SIGTERM received; they were SIGKILLed 
 10 s of the controller's resume (it processed the queued requests). So the stop then
 ends the tasks it can see: the processes of this node's /proc whose environment names
 the allocation and one of the steps (``SLURM_JOB_ID``, ``SLURM_STEP_ID``: slurmstepd
-sets them for every task, and a task's children inherit them): SIGTERM and the stop's
+sets them for every task, and a task's children inherit them; a step whose id squeue
+never listed, by its name, ``SLURM_JOB_NAME``, which srun sets from ``--job-name``):
+SIGTERM and the stop's
 grace first (`end_tasks`: a solver writes its last state, as a scancel --signal=TERM
 would have let it), then SIGKILL for what is left. Tasks on other nodes are out of
 reach: they run on until the controller answers again.
@@ -25,31 +27,47 @@ from collections.abc import Collection
 
 from melissa_trainer.launcher.backends.slurm.segments import job_pids
 
-__all__ = ["GONE_WAIT", "elsewhere", "end_tasks", "kill_tasks", "step_tasks"]
+__all__ = ["GONE_WAIT", "elsewhere", "end_tasks", "kill_tasks", "one_node", "step_tasks"]
 
 #: seconds to wait for SIGKILLed tasks to be gone (a process in uninterruptible I/O)
 GONE_WAIT = 2.0
 _STEP_ID = b"SLURM_STEP_ID="
+#: a task's step name: srun sets it from its ``--job-name`` (seen on the test cluster,
+#: Slurm 22.05, with ``--export=ALL`` and ``--export=NONE`` alike)
+_JOB_NAME = b"SLURM_JOB_NAME="
 
 
-def _step_of(pid: int) -> bytes | None:
-    """Process `pid`'s ``SLURM_STEP_ID`` (None if it has none, ended, or is unreadable)."""
+def _step_of(pid: int) -> tuple[bytes | None, bytes | None]:
+    """Process `pid`'s ``SLURM_STEP_ID`` and ``SLURM_JOB_NAME`` (None for one it has
+    not, or both when it ended or is unreadable)."""
     try:
         with open(f"/proc/{pid}/environ", "rb") as environ:
             variables = environ.read().split(b"\0")
     except OSError:
-        return None
-    return next((v[len(_STEP_ID) :] for v in variables if v.startswith(_STEP_ID)), None)
+        return None, None
+    step = next((v[len(_STEP_ID) :] for v in variables if v.startswith(_STEP_ID)), None)
+    name = next((v[len(_JOB_NAME) :] for v in variables if v.startswith(_JOB_NAME)), None)
+    return step, name
 
 
-def step_tasks(allocation: str, step_ids: Collection[int]) -> list[int]:
-    """The pids of this node's processes of ours of steps `step_ids` of job `allocation`:
-    those of the job (`segments.job_pids`, its environment's ``SLURM_JOB_ID``) whose
-    ``SLURM_STEP_ID`` is one of them; [] without /proc."""
-    if not step_ids:
+def step_tasks(
+    allocation: str, step_ids: Collection[int], names: Collection[str] = ()
+) -> list[int]:
+    """The pids of this node's processes of ours of steps `step_ids` of job `allocation`,
+    or of its steps named one of `names` (a step whose id was never listed): those of
+    the job (`segments.job_pids`, its environment's ``SLURM_JOB_ID``) whose
+    ``SLURM_STEP_ID`` is one of the ids or ``SLURM_JOB_NAME`` one of the names (the
+    trainer's own is its allocation's name, never a step's); [] without /proc."""
+    if not step_ids and not names:
         return []
     steps = {str(i).encode() for i in step_ids}
-    return [pid for pid in job_pids([allocation]).get(allocation, []) if _step_of(pid) in steps]
+    called = {os.fsencode(name) for name in names}
+    found = []
+    for pid in job_pids([allocation]).get(allocation, []):
+        step, name = _step_of(pid)
+        if pid != os.getpid() and (step in steps or name in called):
+            found.append(pid)
+    return found
 
 
 def _signal(pids: list[int], number: signal.Signals) -> None:
@@ -58,35 +76,46 @@ def _signal(pids: list[int], number: signal.Signals) -> None:
             os.kill(pid, number)
 
 
-def _wait_gone(allocation: str, step_ids: Collection[int], wait: float) -> None:
+def _wait_gone(
+    allocation: str, step_ids: Collection[int], names: Collection[str], wait: float
+) -> None:
     """Up to `wait` s for this node's tasks of the steps to be gone (reaped: slurmstepd
     reaps its tasks without the controller)."""
     deadline = time.monotonic() + wait
-    while time.monotonic() < deadline and step_tasks(allocation, step_ids):
+    while time.monotonic() < deadline and step_tasks(allocation, step_ids, names):
         time.sleep(min(0.05, max(deadline - time.monotonic(), 0.0)))
 
 
-def kill_tasks(allocation: str, step_ids: Collection[int]) -> list[int]:
-    """SIGKILL this node's tasks of the steps (`step_tasks`), waiting up to `GONE_WAIT`
-    s for them to be gone; the pids signalled."""
-    pids = step_tasks(allocation, step_ids)
+def kill_tasks(
+    allocation: str, step_ids: Collection[int], names: Collection[str] = ()
+) -> list[int]:
+    """SIGKILL this node's tasks of the steps (`step_tasks`: by id, or by name for
+    `names`), waiting up to `GONE_WAIT` s for them to be gone; the pids signalled."""
+    pids = step_tasks(allocation, step_ids, names)
     _signal(pids, signal.SIGKILL)
     if pids:
-        _wait_gone(allocation, step_ids, GONE_WAIT)
+        _wait_gone(allocation, step_ids, names, GONE_WAIT)
     return pids
 
 
 def end_tasks(
-    allocation: str, step_ids: Collection[int], grace: float
+    allocation: str, step_ids: Collection[int], grace: float, names: Collection[str] = ()
 ) -> tuple[list[int], list[int]]:
-    """SIGTERM this node's tasks of the steps (`step_tasks`), wait up to `grace` s for
-    them to be gone, then `kill_tasks` what is left: at most `grace` + `GONE_WAIT` s
-    (less once none is left). (The pids SIGTERMed, those SIGKILLed.)"""
-    termed = step_tasks(allocation, step_ids)
+    """SIGTERM this node's tasks of the steps (`step_tasks`: by id, or by name for
+    `names`), wait up to `grace` s for them to be gone, then `kill_tasks` what is left:
+    at most `grace` + `GONE_WAIT` s (less once none is left). (The pids SIGTERMed, those
+    SIGKILLed.)"""
+    termed = step_tasks(allocation, step_ids, names)
     _signal(termed, signal.SIGTERM)
     if termed:
-        _wait_gone(allocation, step_ids, max(grace, 0.0))
-    return termed, kill_tasks(allocation, step_ids)
+        _wait_gone(allocation, step_ids, names, max(grace, 0.0))
+    return termed, kill_tasks(allocation, step_ids, names)
+
+
+def one_node() -> bool:
+    """Whether the allocation has one node (the trainer's ``SLURM_JOB_NUM_NODES``, set
+    by salloc and sbatch): then this node's tasks of a step are all of them."""
+    return os.environ.get("SLURM_JOB_NUM_NODES", "").strip() == "1"
 
 
 def elsewhere() -> str:
@@ -94,7 +123,7 @@ def elsewhere() -> str:
     reach: from the trainer's ``SLURM_JOB_NUM_NODES`` (set by salloc and sbatch for the
     allocation), there are none in a one-node allocation."""
     nodes = os.environ.get("SLURM_JOB_NUM_NODES", "").strip()
-    if nodes == "1":
+    if one_node():
         return "the allocation has one node (SLURM_JOB_NUM_NODES=1): no task runs elsewhere"
     return (
         f"those on the allocation's other nodes (SLURM_JOB_NUM_NODES={nodes or 'unset'}) "

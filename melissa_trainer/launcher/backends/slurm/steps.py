@@ -264,12 +264,12 @@ class SrunSteps:
         away = listed_away if stopped.away is None else stopped.away
         if names and away:
             ids = {step.step_id for step in steps if step.step_id is not None}
-            killed = [*stopped.killed, *kill_tasks(self._allocation, ids)]
+            killed = [*stopped.killed, *kill_tasks(self._allocation, ids, names)]
             logger.warning(
                 "the Slurm controller did not answer: steps %s are not cancelled by name; "
                 "their sruns were signalled, which does not end their tasks without the "
                 "controller: on this node, %d task process(es) got SIGTERM and the grace, "
-                "%d SIGKILLed (left after it, or never named: no SIGTERM); %s",
+                "%d SIGKILLed (left after it, or started since: no SIGTERM); %s",
                 sorted(names),
                 len(stopped.termed),
                 len(killed),

@@ -106,9 +106,13 @@ contains
     end if
   end subroutine
 
+  ! Print the message (rank 0) and end every rank with status 2. MPI_Abort may return
+  ! (MPICH's hydra, while another rank aborts too: heat.c's die), and the program would go
+  ! on with arguments it just refused: the error stop ends this process in any case.
   subroutine usage(message)
     character(len=*), intent(in) :: message
     if (rank == 0) write (error_unit, '(a)') 'heat_fortran: ' // message
     call MPI_Abort(MPI_COMM_WORLD, 2)
+    error stop 2
   end subroutine
 end program heat

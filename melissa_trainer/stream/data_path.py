@@ -33,6 +33,7 @@ from melissa_trainer.stream import heap
 from melissa_trainer.stream.connections import ConnectionWatch
 from melissa_trainer.stream.data_decoder import DataDecoder
 from melissa_trainer.stream.ingest_loop import IngestLoop
+from melissa_trainer.stream.twin_hellos import peer_address
 from melissa_trainer.wire import (
     BATCH,
     DATA,
@@ -166,7 +167,8 @@ class DataPath(IngestLoop):
                 # no ledger once ingested: refused, each message of it rejected, none lost)
                 ledger = ing.sims.get(msg.simulation_id)
                 watch.hello(head, msg, ledger, refused=ledger is None)
-                ing.twins.hello(head.get(zmq.SRCFD), msg, watch.owner_of)  # (`twin_hellos`)
+                fd, peer = head.get(zmq.SRCFD), peer_address(head)  # (`twin_hellos`)
+                ing.twins.hello(fd, msg, watch.owner_of, peer)
                 if self._recycle:
                     self._recycle_frames_of(msg.simulation_id)
             elif type(msg) is Bye:

@@ -20,7 +20,9 @@ each one is MPI_COMM_WORLD of size 1 ("singletons"), rank 0 of 1, and says so. U
 than the one the solver was built with. Less often, two solvers started by hand with the
 same ``MELISSA_TRAINER_SIMULATION_ID``.
 
-`TwinHellos` is told each HELLO and the descriptor of its connection (ZeroMQ's ``SRCFD``);
+`TwinHellos` is told each HELLO, the descriptor of its connection (ZeroMQ's ``SRCFD``)
+and the address of its peer (ZeroMQ's ``Peer-Address``: `peer_address`), which the warning
+names for both connections (two hosts: the nodes each copy runs on; one: the descriptors);
 whether the first connection is still open is the watch's word (`ConnectionWatch.owner_of`:
 open, its HELLO read, no BYE read yet). The watch reads a close late: a restarted attempt's
 HELLO was read while its dead predecessor's connection still counted as open (a user trial:
@@ -56,9 +58,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import zmq
+
 from melissa_trainer.wire import Bye, Hello
 
-__all__ = ["GRACE_SECONDS", "TwinHellos"]
+__all__ = ["GRACE_SECONDS", "TwinHellos", "peer_address"]
 
 logger = logging.getLogger("melissa_trainer.stream.receiver")  # the receiver's messages
 
@@ -81,15 +85,34 @@ CAUSE = (
 )
 
 
+def peer_address(frame: zmq.Frame) -> str | None:
+    """The address of the peer of the connection `frame` came on (ZeroMQ's
+    ``Peer-Address`` metadata: the host, without its port), or None where the transport
+    has none (inproc: ZeroMQ answers EINVAL, the only error it gives for a property it
+    does not hold)."""
+    try:
+        return str(frame.get("Peer-Address"))
+    except zmq.ZMQError:
+        return None
+
+
+def _named(fd: int, peer: str | None) -> str:
+    """A connection as the warning names it: its peer's address, if known, and its
+    descriptor (what tells two connections from one host apart)."""
+    return f"from {peer}, descriptor {fd}" if peer else f"descriptor {fd}"
+
+
 @dataclass
 class _Suspect:
-    """A second HELLO (on `fd`, at `at` on the clock) while the `first` connection of its
-    owner was open."""
+    """A second HELLO (on `fd`, from `peer`, at `at` on the clock) while the `first`
+    connection of its owner (from `first_peer`) was open."""
 
     first: int
     fd: int
     at: float
     client_count: int
+    first_peer: str | None = None
+    peer: str | None = None
 
 
 class TwinHellos:
@@ -102,6 +125,8 @@ class TwinHellos:
         #: (simulation, client rank) -> the descriptor of the first connection that said
         #: HELLO as it (closed ones swept when the map doubles: `_sweep`)
         self._first: dict[Owner, int] = {}
+        #: (simulation, client rank) -> the peer address of that first connection
+        self._first_peer: dict[Owner, str | None] = {}
         self._sweep_at = _SWEEP_MIN
         #: a second HELLO while the first connection was open, not judged yet
         self._suspects: dict[Owner, _Suspect] = {}
@@ -113,21 +138,31 @@ class TwinHellos:
         """Whether a suspect awaits judgment (`settle` is then worth calling)."""
         return bool(self._suspects)
 
-    def hello(self, fd: int, msg: Hello, owner_of: Callable[[int], Owner | None]) -> bool:
-        """A HELLO came on connection `fd`; `owner_of(fd)` is whose open connection `fd`
-        is (`ConnectionWatch.owner_of`, its monitor read just before). True if the first
-        connection of its owner is still open on another descriptor: a suspect, judged
-        later (module docstring); nothing is said now."""
+    def hello(
+        self,
+        fd: int,
+        msg: Hello,
+        owner_of: Callable[[int], Owner | None],
+        peer: str | None = None,
+    ) -> bool:
+        """A HELLO came on connection `fd` from `peer` (`peer_address`; None: unknown);
+        `owner_of(fd)` is whose open connection `fd` is (`ConnectionWatch.owner_of`, its
+        monitor read just before). True if the first connection of its owner is still
+        open on another descriptor: a suspect, judged later (module docstring); nothing
+        is said now."""
         owner = (msg.simulation_id, msg.client_rank)
         first = self._first.get(owner)
         if first is not None and first != fd and owner_of(first) == owner:
             suspect = self._suspects.get(owner)
             if suspect is None:
-                self._suspects[owner] = _Suspect(first, fd, self._clock(), msg.client_count)
+                first_peer = self._first_peer.get(owner)
+                self._suspects[owner] = _Suspect(
+                    first, fd, self._clock(), msg.client_count, first_peer, peer
+                )
             else:  # (a third HELLO: the first is still the one compared with)
-                suspect.fd = fd
+                suspect.fd, suspect.peer = fd, peer
             return True
-        self._first[owner] = fd
+        self._first[owner], self._first_peer[owner] = fd, peer
         if len(self._first) >= self._sweep_at:
             self._sweep(owner_of)
         return False
@@ -157,7 +192,8 @@ class TwinHellos:
                     self._twin(owner, suspect)
                 continue
             del self._suspects[owner]
-            self._first[owner] = suspect.fd  # (the restart's connection, compared with next)
+            # (the restart's connection, compared with next)
+            self._first[owner], self._first_peer[owner] = suspect.fd, suspect.peer
             logger.debug(
                 "simulation %d client rank %d: its earlier connection closed without a BYE "
                 "after the next one's HELLO: a restarted attempt, not a twin",
@@ -194,11 +230,13 @@ class TwinHellos:
         logger.log(
             level,
             "simulation %d: a second connection said HELLO as client rank %d of %d while "
-            "the first was open and streaming: %s. Said once; the other simulations alike "
-            "are listed at the end of the stream",
+            "the first was open and streaming (the first %s; the second %s): %s. Said "
+            "once; the other simulations alike are listed at the end of the stream",
             sid,
             client_rank,
             suspect.client_count,
+            _named(suspect.first, suspect.first_peer),
+            _named(suspect.fd, suspect.peer),
             CAUSE,
         )
 
@@ -206,4 +244,5 @@ class TwinHellos:
         """Forget the connections closed since (memory: the open ones, not every
         simulation of the study)."""
         self._first = {o: fd for o, fd in self._first.items() if owner_of(fd) == o}
+        self._first_peer = {o: p for o, p in self._first_peer.items() if o in self._first}
         self._sweep_at = max(_SWEEP_MIN, 2 * len(self._first))

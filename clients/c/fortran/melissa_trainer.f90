@@ -65,7 +65,8 @@ module melissa_trainer
             mt_set_parameter, mt_set_send_timeout, mt_set_close_timeout, mt_set_batching, &
             mt_set_sndhwm, mt_set_reuse, mt_set_rank, mt_declare_field, mt_declare_part, &
             mt_declare_part_count, mt_start, mt_set_disconnected_timeout, &
-            mt_set_replay_bytes, mt_set_follow_timeout, mt_set_curve_server_key
+            mt_set_replay_bytes, mt_set_follow_timeout, mt_set_curve_server_key, &
+            mt_set_failed_close_timeout
   public :: mt_send, mt_flush, mt_close, mt_abort, mt_parameter, mt_simulation_id, &
             mt_receivers
 

@@ -12,6 +12,7 @@ module melissa_trainer_c
             mt_set_simulation_id_c, mt_set_endpoints_c, mt_set_rendezvous_c, &
             mt_set_parameter_c, mt_set_send_timeout_c, mt_set_close_timeout_c, &
             mt_set_disconnected_timeout_c, mt_set_replay_bytes_c, mt_set_follow_timeout_c, &
+            mt_set_failed_close_timeout_c, &
             mt_set_batching_c, mt_set_sndhwm_c, mt_set_reuse_c, &
             mt_set_rank_c, mt_declare_field_c, mt_declare_part_c, &
             mt_declare_part_count_c, mt_client_start_c, mt_send_c, mt_flush_c, &
@@ -93,6 +94,13 @@ module melissa_trainer_c
     end function
     function mt_set_close_timeout_c(c, seconds) bind(C, name="mt_set_close_timeout") &
         result(status)
+      import :: c_ptr, c_int, c_double
+      type(c_ptr), value :: c
+      real(c_double), value :: seconds
+      integer(c_int) :: status
+    end function
+    function mt_set_failed_close_timeout_c(c, seconds) &
+        bind(C, name="mt_set_failed_close_timeout") result(status)
       import :: c_ptr, c_int, c_double
       type(c_ptr), value :: c
       real(c_double), value :: seconds

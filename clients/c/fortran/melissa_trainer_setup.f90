@@ -12,7 +12,8 @@ module melissa_trainer_setup
             mt_set_parameter, mt_set_send_timeout, mt_set_close_timeout, mt_set_batching, &
             mt_set_sndhwm, mt_set_reuse, mt_set_rank, mt_declare_field, mt_declare_part, &
             mt_declare_part_count, mt_start, mt_set_disconnected_timeout, &
-            mt_set_replay_bytes, mt_set_follow_timeout, mt_set_curve_server_key
+            mt_set_replay_bytes, mt_set_follow_timeout, mt_set_curve_server_key, &
+            mt_set_failed_close_timeout
 
   interface mt_declare_field
     module procedure declare_field_i32, declare_field_i64
@@ -87,6 +88,17 @@ contains
     integer, intent(out), optional :: ierr
     call mt_finish(client, int(mt_set_close_timeout_c(client%handle, seconds)), &
                    'mt_set_close_timeout', ierr)
+  end subroutine
+
+  !> Seconds a close without BYE (a time step incomplete) waits in all for what is queued
+  !> (default MT_DEFAULT_FAILED_CLOSE_TIMEOUT, 10, the Python client's failed_close_timeout;
+  !> < 0: only the close timeout bounds it; the lower of the two is the bound).
+  subroutine mt_set_failed_close_timeout(client, seconds, ierr)
+    type(mt_client_t), intent(inout) :: client
+    real(c_double), intent(in) :: seconds
+    integer, intent(out), optional :: ierr
+    call mt_finish(client, int(mt_set_failed_close_timeout_c(client%handle, seconds)), &
+                   'mt_set_failed_close_timeout', ierr)
   end subroutine
 
   !> Seconds mt_close (external mode: endpoints from a rendezvous, launched by no one)

@@ -173,6 +173,18 @@ mt_status mt_set_send_timeout(mt_client *c, double seconds);
  * then for the trainer's receipts (the steps it holds growing; within the same cap in
  * all). Each progress counts it again from then. */
 mt_status mt_set_close_timeout(mt_client *c, double seconds);
+/* The default of mt_set_failed_close_timeout, in seconds: the Python client's
+ * (melissa_trainer/client/tuning.py DEFAULT_FAILED_CLOSE_TIMEOUT; tests/c/
+ * test_c_failed_close_timeout.py checks that they are equal). */
+#define MT_DEFAULT_FAILED_CLOSE_TIMEOUT 10.0
+/* Seconds a close without BYE (a time step left incomplete: MT_EFIELD, the run did not
+ * finish) waits in all, progress or not, for what is queued (default
+ * MT_DEFAULT_FAILED_CLOSE_TIMEOUT; < 0 or +inf: only the close timeout bounds it): the
+ * lower of it and the close timeout bounds that wait, as ClientTuning.failed_close_timeout
+ * bounds the Python client's close(bye=False). The launcher runs the simulation again,
+ * which sends every step again, so a slow trainer does not hold the failed solver's exit.
+ * A receiver disconnected, never connected, or not a receiver is not waited for at all. */
+mt_status mt_set_failed_close_timeout(mt_client *c, double seconds);
 /* Batching: payloads of at most bytes/2 are coalesced into BATCH messages of about
  * `bytes` per field and receiver, held at most `delay_s` (defaults 65536 and 0.02,
  * as the Python client; bytes = 0 sends every payload as its own DATA). */

@@ -16,6 +16,7 @@ mt_status mt_client_create(mt_client **out) {
     c->rendezvous_timeout = 60.0;
     c->send_timeout = -1.0;
     c->close_timeout = MT_DEFAULT_CLOSE_TIMEOUT; /* (ClientTuning.close_timeout's) */
+    c->failed_close_timeout = MT_DEFAULT_FAILED_CLOSE_TIMEOUT; /* (and failed_close_timeout's) */
     c->disconnected_timeout = 60.0;
     c->follow_timeout = 120.0; /* ClientTuning.follow_timeout's default */
     c->batch_bytes = 65536;
@@ -123,6 +124,11 @@ mt_status mt_set_send_timeout(mt_client *c, double seconds) {
 mt_status mt_set_close_timeout(mt_client *c, double seconds) {
     CHECK_SETUP(c);
     return set_timeout(c, "close_timeout", seconds, &c->close_timeout);
+}
+
+mt_status mt_set_failed_close_timeout(mt_client *c, double seconds) {
+    CHECK_SETUP(c);
+    return set_timeout(c, "failed_close_timeout", seconds, &c->failed_close_timeout);
 }
 
 mt_status mt_set_disconnected_timeout(mt_client *c, double seconds) {

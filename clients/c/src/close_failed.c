@@ -7,6 +7,9 @@
  * complete; it is run again and sends every step again, the receivers keep one copy of
  * each. Before, such a close waited the whole close timeout (or the disconnected
  * timeout) for a receiver that could take nothing (tests/c/test_c_close_without_bye.py).
+ * A receiver connected but slow is waited for at most failed_close_timeout in all
+ * (mt_close_bound), as the Python close(bye=False): before, only the close timeout (1800 s
+ * by default) bounded it (tests/c/test_c_failed_close_timeout.py).
  * Not thread-safe: the closing thread. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
@@ -46,6 +49,24 @@ mt_status mt_close_unwaited(mt_client *c, const char *whose, const char *what) {
                        whose, what, c->endpoints[i], NOT_RECEIVER);
     }
     return MT_OK;
+}
+
+double mt_close_bound(const mt_client *c, bool bye, const char **setting) {
+    double close = c->close_timeout, failed = c->failed_close_timeout;
+    *setting = "close_timeout";
+    /* (the lower bound is the one that ends the wait, the one the message names:
+     * closing.py's rule) */
+    if (!bye && failed >= 0 && (close < 0 || failed < close)) {
+        *setting = "failed_close_timeout";
+        return failed;
+    }
+    return close;
+}
+
+const char *mt_close_bound_how(const char *setting) {
+    if (strcmp(setting, "failed_close_timeout") != 0) return "";
+    return " (the bound of a close without BYE, not close_timeout: "
+           "mt_set_failed_close_timeout sets it; < 0 leaves only close_timeout)";
 }
 
 mt_status mt_close_also(mt_client *c, mt_status first, const char *said, mt_status then) {

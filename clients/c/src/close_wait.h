@@ -25,6 +25,14 @@ mt_status mt_close_deliver(mt_client *c, bool bye, double *deadline, const char 
  * failed, or not a receiver (TCP accepted, no handshake): none is waited for, as the
  * Python client's close after a failure; else MT_OK. Reads the monitors; never blocks. */
 mt_status mt_close_unwaited(mt_client *c, const char *whose, const char *what);
+/* The bound of a close's delivery, in seconds (< 0: none), and in *setting the name its
+ * message gives it: with `bye`, c->close_timeout ("close_timeout"); without, the lower
+ * of it and c->failed_close_timeout ("failed_close_timeout" when that is the one), a
+ * bound in all, progress or not (patience.py, closing.py: the Python close's rule). */
+double mt_close_bound(const mt_client *c, bool bye, const char **setting);
+/* What the close's message says after "within SETTING=T s to [...]" of how to change the
+ * bound: "" for "close_timeout", a parenthesis for "failed_close_timeout". */
+const char *mt_close_bound_how(const char *setting);
 /* The close's status once its first error `first` (message `said`, a copy taken before
  * the delivery) is followed by the delivery's `then` (its message set): `first`, both
  * messages said ("SAID; and THEN"); `first` alone if `then` is MT_OK. */

@@ -152,7 +152,7 @@ struct mt_client {
     mt_param *params;
     size_t n_params;
     bool params_set;
-    double send_timeout, close_timeout;
+    double send_timeout, close_timeout, failed_close_timeout; /* (< 0: none) */
     double close_began; /* the close's start, or a followed trainer's (its cap: close_cap.c) */
     double disconnected_timeout; /* the close's receipt: a receiver gone after (< 0: never) */
     bool replay_set;          /* mt_set_replay_bytes was called: replay_arg wins */

@@ -273,7 +273,8 @@ mt_status mt_client_close_message(mt_client *c, char *message, size_t size) {
         if (fs != MT_OK) st = fs, bye = false; /* (c->failed: nothing more is sent) */
     }
     for (;;) { /* (once, unless a restarted trainer is followed) */
-        double timeout = c->close_timeout;
+        const char *setting; /* (failed_close_timeout's without BYE: close_failed.c) */
+        double timeout = mt_close_bound(c, bye, &setting);
         c->close_began = mt_now(); /* (the cap's start, close_cap.c: a followed trainer's anew) */
         double deadline = timeout < 0 ? -1.0 : c->close_began + timeout;
         const char *failure = NULL;
@@ -358,9 +359,9 @@ mt_status mt_client_close_message(mt_client *c, char *message, size_t size) {
                 snprintf(why, sizeof why, "%s%s", never[0] ? ": " : "", never);
             if (!capped)
                 st = mt_fail(c, MT_ETIMEDOUT, "simulation %llu rank %d: %s not delivered "
-                                              "within close_timeout=%s s to %s%s",
-                             (unsigned long long)c->simulation_id, c->rank, failure, t,
-                             endpoints, why);
+                                              "within %s=%s s to %s%s%s",
+                             (unsigned long long)c->simulation_id, c->rank, failure, setting,
+                             t, endpoints, mt_close_bound_how(setting), why);
         }
         if (said != NULL) st = mt_close_also(c, first, said, st); /* (close_failed.c) */
         free(said);

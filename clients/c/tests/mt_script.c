@@ -6,7 +6,7 @@
  *   id N | endpoints E | rendezvous DIR TIMEOUT | param NAME VALUE | batching BYTES DELAY
  *   curve_key KEY (mt_set_curve_server_key; NULL: none)
  *   sndhwm N | reuse immediate|next | send_timeout S | close_timeout S | rank R SIZE
- *   disconnected_timeout S | follow_timeout S | replay_bytes N
+ *   disconnected_timeout S | follow_timeout S | replay_bytes N | failed_close_timeout S
  *   max_bytes N | field NAME DTYPE NDIM D0 .. | part NAME OFFSET COUNT
  *   partcount NAME COUNT | start | start_mpi (built with -DMT_SCRIPT_MPI)
  *   send T NAME DTYPE COUNT SEED | flush | close | abort | get NAME | info | sleep SECONDS
@@ -141,6 +141,8 @@ int main(int argc, char **argv) {
             st = mt_set_replay_bytes(c, strtoull(rest, NULL, 10));
         } else if (strcmp(cmd, "close_timeout") == 0) {
             st = mt_set_close_timeout(c, strtod(rest, NULL));
+        } else if (strcmp(cmd, "failed_close_timeout") == 0) {
+            st = mt_set_failed_close_timeout(c, strtod(rest, NULL));
         } else if (strcmp(cmd, "max_bytes") == 0) {
             st = mt_set_max_message_bytes(c, strtoull(rest, NULL, 10));
         } else if (strcmp(cmd, "rank") == 0) {

@@ -133,7 +133,7 @@ class TrainerActions(RefusesHFKeywords):
             return False
         who = getattr(hooks.firing, "__qualname__", repr(hooks.firing))
         self.control.asked.setdefault(flag, who)
-        said: set[str] = self.__dict__.setdefault("_hook_calls_said", set())
+        said = trainer.direct_calls.said
         if call not in said:
             said.add(call)
             logger.warning(
@@ -228,5 +228,23 @@ class TrainerActions(RefusesHFKeywords):
         before anything is loaded), `CheckpointError` naming the file when one does not
         load (on every rank). Collective. It does not verify the manifest: `train()`
         does, when it resumes.
+
+        Under several ranks: refused in a hook during `train()` (`RuntimeError` naming
+        the call and the fix: a load on one rank alone entered a collective the others
+        never made; no agreement could make every rank load at one step); after
+        `train()`, it checks in first as the other calls do (`meet_after_train`).
         """
-        checkpointing.load_checkpoint(self._as_trainer(), Path(path))
+        trainer = self._as_trainer()
+        hooks = trainer.hooks
+        training = trainer.train_started and not trainer.train_ended
+        if self.control.deferring and hooks.firing is not None and training:
+            who = getattr(hooks.firing, "__qualname__", repr(hooks.firing))
+            raise RuntimeError(
+                f"trainer.load_checkpoint() called in a hook ({who}) under "
+                f"{trainer.num_processes} ranks during train(): a load is a collective "
+                f"that every rank must make at the same step, which no hook's call can "
+                f"promise; resume with TrainingArguments(resume_from_checkpoint=...), or "
+                f"call it on every rank before or after train()"
+            )
+        meet_after_train(trainer, "load_checkpoint")
+        checkpointing.load_checkpoint(trainer, Path(path))

@@ -1,5 +1,6 @@
 """`meet_after_train`: the ranks' check-in before a collective call made after `train()`
-returned (``trainer.log()``, ``evaluate()``, ``save_checkpoint()``), under several ranks.
+returned (``trainer.log()``, ``evaluate()``, ``save_checkpoint()``,
+``load_checkpoint()``), under several ranks.
 
 Why. After `train()` the ranks run the user's code, and nothing keeps them in step: a
 Hugging Face script ported as ``if trainer.is_main_process: trainer.save_checkpoint()``
@@ -18,6 +19,11 @@ rank), then waits until every rank's key is there. It raises, before any collect
 at once when another rank's key names another call, or when that rank has exited (each
 rank sets ``.../gone/<rank>`` at its exit, `atexit`, registered as `train()` starts);
 past the process group's timeout otherwise (as long as a collective would have waited).
+A rank whose check-in fails marks its key withdrawn (``!<call>``): a rank that comes to
+that number later raises too rather than enter the collective alone, so the ranks'
+counts stay aligned when the user catches the error and retries. (A rank that reads the
+key in the instant between the other's give-up and its withdrawal still passes: left.)
+The count is the trainer's `DirectCalls.after_train`.
 Without such a store (``python train.py``, another launcher) nothing is checked: the
 call is the collective it was.
 """
@@ -54,6 +60,8 @@ FALLBACK_WAIT = 1800.0
 #: connection's timeout, and two reverse lookups lost in the DNS (`refusal_mark.READ_WAIT`'s)
 EXIT_WAIT = CONNECT_TIMEOUT + 2 * LOST_LOOKUP
 #: the refusal's reason when the store ends during the check-in (node 0's launcher ended)
+#: a rank's key, its call prefixed by it, once its check-in failed (`_meet`)
+_WITHDRAWN = "!"
 _STORE_WENT = "the launcher's store went during its check-in (node 0's launcher ended)"
 
 
@@ -122,8 +130,8 @@ def meet_after_train(trainer: OnlineTrainer, call: str) -> None:
     rank, world = trainer.process_index, trainer.num_processes
     if not isinstance(link, StoreLink):
         raise AfterTrainError(_words(call, rank, world, "the launcher's store is gone"))
-    number = trainer.__dict__.get("_after_train_calls", 0)
-    trainer.__dict__["_after_train_calls"] = number + 1
+    number = trainer.direct_calls.after_train
+    trainer.direct_calls.after_train = number + 1
     try:
         _meet(link, call, trainer, number)
     except AfterTrainError:
@@ -134,33 +142,59 @@ def meet_after_train(trainer: OnlineTrainer, call: str) -> None:
 
 def _meet(link: StoreLink, call: str, trainer: OnlineTrainer, number: int) -> None:
     """`meet_after_train`'s check-in of call `number` and wait, over `link`."""
-    rank, world = trainer.process_index, trainer.num_processes
+    rank = trainer.process_index
     base = f"{_PREFIX}/{trainer.run_id}"
     bound = group_timeout(trainer.accelerator.device) or FALLBACK_WAIT
+    mine = f"{base}/{number}/{rank}"
     with link:
         store = link.store
-        store.set(f"{base}/{number}/{rank}", call)
-        waiting = [r for r in range(world) if r != rank]
-        deadline = time.monotonic() + bound
-        while waiting:
-            # (its end read first: torch's client asked on a closed connection logs
-            # its C++ stack, then raises a DistError naming neither the call nor why)
-            if link.gone():
-                raise AfterTrainError(_words(call, rank, world, _STORE_WENT))
-            for other in list(waiting):
-                key = f"{base}/{number}/{other}"
-                if store.check([key]):
-                    theirs = store.get(key).decode()
-                    if theirs != call:
-                        why = f"rank {other} called trainer.{theirs}() there instead"
-                        raise AfterTrainError(_words(call, rank, world, why))
-                    waiting.remove(other)
-                elif store.check([f"{base}/gone/{other}"]):
-                    why = f"rank {other} exited without calling it"
+        store.set(mine, call)
+        try:
+            _wait_others(link, call, trainer, number, bound)
+        except AfterTrainError:
+            # Withdrawn: a rank that comes later to this number (it was slow, past this
+            # rank's wait) must not read this rank's call as made and enter its
+            # collective alone, nor, once the user retries the call (number + 1 here),
+            # meet the retry's number with its own first call: it reads the withdrawal
+            # and raises too, and the ranks' numbers line up again
+            if not link.gone():
+                store.set(mine, _WITHDRAWN + call)
+            raise
+
+
+def _wait_others(link: StoreLink, call: str, trainer: OnlineTrainer, number: int,
+                 bound: float) -> None:  # fmt: skip
+    """`_meet`'s wait for the other ranks' check-in of call `number` (`bound` s at most)."""
+    rank, world = trainer.process_index, trainer.num_processes
+    base = f"{_PREFIX}/{trainer.run_id}"
+    store = link.store
+    waiting = [r for r in range(world) if r != rank]
+    deadline = time.monotonic() + bound
+    while waiting:
+        # (its end read first: torch's client asked on a closed connection logs
+        # its C++ stack, then raises a DistError naming neither the call nor why)
+        if link.gone():
+            raise AfterTrainError(_words(call, rank, world, _STORE_WENT))
+        for other in list(waiting):
+            key = f"{base}/{number}/{other}"
+            if store.check([key]):
+                theirs = store.get(key).decode()
+                withdrawn = theirs.startswith(_WITHDRAWN)
+                theirs = theirs.removeprefix(_WITHDRAWN)
+                if withdrawn and theirs == call:  # (another call: said as such, below)
+                    why = (f"rank {other} gave up its trainer.{theirs}() there "
+                           f"(its check-in failed before this rank came)")  # fmt: skip
                     raise AfterTrainError(_words(call, rank, world, why))
-            if waiting and time.monotonic() > deadline:
-                late = ", ".join(map(str, waiting))
-                why = f"rank(s) {late} did not call it within {bound:g} s"
+                if theirs != call:
+                    why = f"rank {other} called trainer.{theirs}() there instead"
+                    raise AfterTrainError(_words(call, rank, world, why))
+                waiting.remove(other)
+            elif store.check([f"{base}/gone/{other}"]):
+                why = f"rank {other} exited without calling it"
                 raise AfterTrainError(_words(call, rank, world, why))
-            if waiting:
-                _pause(POLL)  # (the others' keys are looked at again; no event to wait on)
+        if waiting and time.monotonic() > deadline:
+            late = ", ".join(map(str, waiting))
+            why = f"rank(s) {late} did not call it within {bound:g} s"
+            raise AfterTrainError(_words(call, rank, world, why))
+        if waiting:
+            _pause(POLL)  # (the others' keys are looked at again; no event to wait on)

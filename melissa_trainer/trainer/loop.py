@@ -45,6 +45,7 @@ from melissa_trainer.sources.ingest_transform import (
 )
 from melissa_trainer.sources.source import Source, SourceError, as_source
 from melissa_trainer.trainer.after_train import mark_exit
+from melissa_trainer.trainer.direct_calls import DirectCalls
 from melissa_trainer.trainer.ending import end_training, failed, stop_words
 from melissa_trainer.trainer.exit_meeting import hold_term, meet, meet_timeout
 from melissa_trainer.trainer.losses import LossFn
@@ -214,9 +215,8 @@ class OnlineTrainer(TrainerSteps):
         #: Whether a `train()` has started the source (`starting`): a trainer trains its
         #: stream once, and a second `train()` is refused naming the fix (htrial37)
         self.train_started = False
-        #: Whether `train()` has returned or raised: a collective call after it checks
-        #: in first (`after_train.meet_after_train`)
-        self.train_ended = False
+        self.train_ended = False  #: `train()` returned or raised (then `after_train`)
+        self.direct_calls = DirectCalls()  #: user code's collective calls (`actions`)
         # One trainer per output_dir (`output_lock`): rank 0 locks it before any write there
         #: This run's identity (the same on every rank, new at each trainer): the stream's
         #: receivers refuse simulations of another run (see `Source.set_run_id`).

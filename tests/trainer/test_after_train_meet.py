@@ -19,6 +19,7 @@ import pytest
 from torch.distributed import HashStore, TCPStore
 
 from melissa_trainer.trainer import after_train
+from melissa_trainer.trainer.direct_calls import DirectCalls
 from melissa_trainer.trainer.refusal_mark import StoreLink
 
 
@@ -26,7 +27,7 @@ def _trainer(rank: int = 0, distributed: bool = True, ended: bool = True) -> Any
     return SimpleNamespace(
         stop_sync=SimpleNamespace(distributed=distributed), train_ended=ended,
         process_index=rank, num_processes=2, run_id="run",
-        accelerator=SimpleNamespace(device="cpu"),
+        accelerator=SimpleNamespace(device="cpu"), direct_calls=DirectCalls(),
     )  # fmt: skip
 
 
@@ -55,6 +56,25 @@ def test_a_rank_that_never_comes_is_given_up_past_the_group_timeout(store: Any) 
     said = str(caught.value)
     assert "trainer.save_checkpoint() after train() on rank 0 of 2" in said
     assert "rank(s) 1 did not call it within 0.2 s" in said
+
+
+@pytest.mark.timeout(30)
+def test_a_call_given_up_is_not_met_by_a_late_rank_nor_by_a_retry(store: Any) -> None:
+    """The reviewer's case: rank 0 gives up its save (rank 1 late, past the group's
+    timeout), catches the `AfterTrainError` and retries; rank 1 then makes its first
+    save. Before the fix rank 1 read rank 0's given-up key of call 0 as made and
+    returned (into the save's collectives alone; rank 0 waited at call 1): here
+    `pytest.raises` failed, "DID NOT RAISE". Now rank 1 reads the withdrawal and
+    raises, and both ranks' next call meets at one number."""
+    zero, one = _trainer(rank=0), _trainer(rank=1)
+    with pytest.raises(after_train.AfterTrainError):
+        after_train.meet_after_train(zero, "save_checkpoint")  # (rank 1 not there)
+    with pytest.raises(after_train.AfterTrainError) as caught:
+        after_train.meet_after_train(one, "save_checkpoint")  # (rank 1, late)
+    assert "rank 0 gave up its trainer.save_checkpoint() there" in str(caught.value)
+    assert zero.direct_calls.after_train == one.direct_calls.after_train == 1
+    store.set("melissa_trainer/after_train/run/1/1", "save_checkpoint")  # rank 1's retry
+    after_train.meet_after_train(zero, "save_checkpoint")  # (the ranks meet: returns)
 
 
 @pytest.mark.timeout(30)
@@ -135,6 +155,7 @@ def test_an_exit_waits_a_bounded_time_for_a_store_that_does_not_answer() -> None
 _EXITING_RANK = """
 from types import SimpleNamespace
 from melissa_trainer.trainer import after_train
+from melissa_trainer.trainer.direct_calls import DirectCalls
 after_train.EXIT_WAIT = 0.2
 after_train.mark_exit(SimpleNamespace(stop_sync=SimpleNamespace(distributed=True),
                                       run_id="run", process_index=1))

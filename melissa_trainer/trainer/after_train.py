@@ -59,9 +59,9 @@ FALLBACK_WAIT = 1800.0
 #: at most, seconds a rank's exit waits to set its ``gone`` key (`mark_exit`): the plain
 #: connection's timeout, and two reverse lookups lost in the DNS (`refusal_mark.READ_WAIT`'s)
 EXIT_WAIT = CONNECT_TIMEOUT + 2 * LOST_LOOKUP
-#: the refusal's reason when the store ends during the check-in (node 0's launcher ended)
 #: a rank's key, its call prefixed by it, once its check-in failed (`_meet`)
 _WITHDRAWN = "!"
+#: the refusal's reason when the store ends during the check-in (node 0's launcher ended)
 _STORE_WENT = "the launcher's store went during its check-in (node 0's launcher ended)"
 
 

@@ -152,11 +152,49 @@ def run_group(cmd: list[str], *, timeout: float, **kwargs: Any) -> subprocess.Co
     try:
         out, err = proc.communicate(timeout=timeout)
     except BaseException:
+        # (torch elastic starts each rank in a session of its own: the group's SIGKILL
+        # missed ranks stuck in a collective, which outlived the test; hrank3)
+        kill_tree(proc.pid)
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.communicate()
         raise
     return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+def _children() -> dict[int, list[int]]:
+    """Each live process's children, from /proc (parent pid -> pids)."""
+    tree: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # (the command name, in parentheses, may hold spaces: the fields after its end)
+        parent = int(stat[stat.rindex(")") + 2 :].split()[1])
+        tree.setdefault(parent, []).append(int(entry.name))
+    return tree
+
+
+def kill_tree(root: int) -> list[int]:
+    """SIGKILL process `root` and all its descendants, whatever session each is in (an
+    ``accelerate launch``'s ranks, their simulations); returns the pids signalled.
+    Everyone is stopped first (SIGSTOP), then the tree read again and killed: a
+    process cannot start a child that escapes between the reading and the kill."""
+    signalled: list[int] = []
+    for number in (signal.SIGSTOP, signal.SIGKILL):
+        tree, found, todo = _children(), [], [root]
+        while todo:
+            pid = todo.pop()
+            found.append(pid)
+            todo.extend(tree.get(pid, []))
+        for pid in found:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, number)
+        signalled = found
+    return signalled
 
 
 def processes_with(marker: str) -> list[int]:

@@ -17,6 +17,8 @@ said wherever such a name is refused.
 docs/how-to/configuration.md ("From Hugging Face") holds the same table for readers;
 tests/trainer/test_hf_names.py checks that the two name the same names.
 
+Melissa's keys (`melissa_names`) are told their replacement in the same two places.
+
 Pure (no torch): the configuration layer imports it.
 """
 
@@ -27,6 +29,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from melissa_trainer.config.melissa_names import melissa_hint
 from melissa_trainer.config.reading import unknown_key_problems
 
 __all__ = [
@@ -273,7 +276,7 @@ def flag_hint(flag: str) -> str | None:
     ``--per-device-train-batch-size``) when it is a Hugging Face name of
     `HF_ARGUMENTS`; None otherwise."""
     name = flag.lstrip("-").replace("-", "_")
-    return _use(name, flag=True) if name in HF_ARGUMENTS else None
+    return _use(name, flag=True) if name in HF_ARGUMENTS else melissa_hint(name, flag=True)
 
 
 #: flags that take one value here where Hugging Face's take a list: what to say of the
@@ -316,6 +319,8 @@ def unknown_name_problems(
     for key in sorted(unknown, key=str):
         if str(key) in HF_ARGUMENTS:
             lines.append(f"unknown {what} {key!r}: {_use(str(key), flag=False)}")
+        elif (melissa := melissa_hint(str(key), flag=False)) is not None:
+            lines.append(f"unknown {what} {key!r}: {melissa}")
         else:
             lines.extend(unknown_key_problems([key], valid, what))
     return lines

@@ -154,6 +154,13 @@ class FailurePolicy:
             self.give_up(sid, redraw=False)
         else:
             failure = study.failure
+            with self.lock:
+                given_up = study.records[sid].status == "abandoned"
+            if given_up:  # (the receivers' end-of-run lines said it "runs again": it never does)
+                try:
+                    self.give_up(sid, redraw=False)
+                except Exception as error:  # (the study's failure below is the error to raise)
+                    logger.warning("simulation %d abandoned, receivers not told: %s", sid, error)
             self.reap_exited()
             raise LauncherError(f"{failed}, {failure}\n{self.failures()}")
 

@@ -179,3 +179,22 @@ def test_a_fresh_study_does_not_quote_an_earlier_runs_logs(tmp_path: Path) -> No
     assert "last log line '(an empty log)'" in message.splitlines()[0], message
     (kept,) = (tmp_path / "logs").glob("previous-*")
     assert "KeyError: 'k'" in (kept / "sim-0.log").read_text()
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(30)
+def test_the_abandon_that_fails_the_study_is_told_to_the_receivers(tmp_path: Path) -> None:
+    # (htrial48: its last abandon, counted "abandoned" by the study's error and account,
+    # never reached the receivers, whose end-of-run line said of it "not finished here,
+    # the rest of its run missing unless it runs again": an abandoned one never does)
+    abandoned: list[int] = []
+    tuning = {"on_failure": "abandon", "max_restarts": 0, "systematic_failures": None}
+    launch = launcher(command(tmp_path, "exit", fail=[0, 1]), 2, tuning=tuning, job_limit=1)
+    launch.start(tmp_path / "rendezvous", abandon=abandoned.append)
+    try:
+        message = str(failure(launch))
+    finally:
+        launch.stop()
+    assert "min_finished_fraction" in message
+    assert statuses(launch) == {0: "abandoned", 1: "abandoned"}
+    assert abandoned == [0, 1]

@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import torch
-from helpers import linear_samples, small_model, xy
+from helpers import linear_samples, xy
+from tiny_resume import said, tiny_run
 
-from melissa_trainer import Hook, OnlineTrainer, TrainingArguments
+from melissa_trainer import Hook, OnlineTrainer
 from melissa_trainer.checkpoint.resumed_best import restart_best
 from melissa_trainer.core.state import TrainerState
 
@@ -41,29 +41,8 @@ class Score(Hook):
 
 
 def run(out: Path, **overrides: Any) -> OnlineTrainer:
-    settings: dict[str, Any] = {
-        "output_dir": str(out),
-        "batch_size": 8,
-        "buffer": "fifo",
-        "buffer_size": 32,
-        "watermark": 16,
-        "report_to": "none",
-        "disable_progress_bar": True,
-        "eval_steps": 5,
-        **overrides,
-    }
-    model = small_model(0)
-    trainer = OnlineTrainer(
-        model,
-        TrainingArguments(**settings),
-        torch.optim.Adam(model.parameters(), lr=1e-2),
-        train_source=lambda rank, world: linear_samples(200, seed=3),
-        process_sample=xy,
-        eval_dataset=list(linear_samples(12, 5)),
-        hooks=[Score()],
-    )
-    trainer.train()
-    return trainer
+    extra = {"eval_dataset": list(linear_samples(12, 5)), "hooks": [Score()]}
+    return tiny_run(out, trainer_kwargs=extra, eval_steps=5, **overrides)
 
 
 def test_a_resume_with_another_metric_starts_the_best_afresh(
@@ -86,7 +65,7 @@ def test_a_resume_with_another_metric_starts_the_best_afresh(
     # the score improves as the loss falls: its best is this run's, not the old loss
     assert state.best_metric is not None and state.best_metric < 1
     assert state.best_step == 20 and state.validations_since_best == 0
-    (message,) = [r.getMessage() for r in caplog.records if WARNING in r.getMessage()]
+    (message,) = said(caplog, WARNING)
     assert "metric_for_best_model 'eval_loss' -> 'score'" in message
     assert f"{loss_best:.6g} at step 10, is of eval_loss (lower is better)" in message
 
@@ -99,7 +78,7 @@ def test_a_resume_with_the_same_metric_keeps_the_best(
     with caplog.at_level(logging.WARNING):
         trainer = run(tmp_path / "out", max_steps=10, resume_from_checkpoint="latest")
     assert trainer.state.best_step == 10  # nothing trained: the checkpoint's best, kept
-    assert not [r for r in caplog.records if WARNING in r.getMessage()]
+    assert not said(caplog, WARNING)
 
 
 def test_restart_best_forgets_only_on_a_change() -> None:

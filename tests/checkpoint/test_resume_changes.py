@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 import torch
-from helpers import linear_samples, small_model, xy
+from helpers import linear_samples, xy
+from tiny_resume import said, tiny_run
 
 from melissa_trainer import CheckpointError, OnlineTrainer, TrainingArguments
 from melissa_trainer.checkpoint.resumed_args import changed_settings
@@ -23,31 +24,11 @@ WARNING = "with settings changed since it was written"
 
 
 def run(out: Path, **overrides: Any) -> OnlineTrainer:
-    settings: dict[str, Any] = {
-        "output_dir": str(out),
-        "batch_size": 8,
-        "buffer": "fifo",
-        "buffer_size": 32,
-        "watermark": 16,
-        "report_to": "none",
-        "disable_progress_bar": True,
-        "save_steps": 5,
-        **overrides,
-    }
-    model = small_model(0)
-    trainer = OnlineTrainer(
-        model,
-        TrainingArguments(**settings),
-        torch.optim.Adam(model.parameters(), lr=1e-2),
-        train_source=lambda rank, world: linear_samples(200, seed=3),
-        process_sample=xy,
-    )
-    trainer.train()
-    return trainer
+    return tiny_run(out, save_steps=5, **overrides)
 
 
 def resume_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
-    return [r.getMessage() for r in caplog.records if WARNING in r.getMessage()]
+    return said(caplog, WARNING)
 
 
 def test_a_resume_with_changed_settings_names_each_change(

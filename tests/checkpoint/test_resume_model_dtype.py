@@ -14,9 +14,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from helpers import linear_samples, small_model
+from helpers import small_model
+from tiny_resume import said, tiny_run
 
-from melissa_trainer import OnlineTrainer, TrainingArguments
+from melissa_trainer import OnlineTrainer
 from melissa_trainer.checkpoint.model_dtypes import changed_dtypes
 
 pytestmark = pytest.mark.timeout(90)
@@ -30,30 +31,11 @@ def run(out: Path, dtype: torch.dtype, **overrides: object) -> OnlineTrainer:
     def sample(item: dict[str, np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
         return torch.from_numpy(item["x"]).to(dtype), torch.from_numpy(item["y"]).to(dtype)
 
-    model = small_model(0).to(dtype)
-    args = TrainingArguments(
-        output_dir=str(out),
-        batch_size=8,
-        buffer="fifo",
-        buffer_size=32,
-        watermark=16,
-        report_to="none",
-        disable_progress_bar=True,
-        **overrides,  # type: ignore[arg-type]
-    )
-    trainer = OnlineTrainer(
-        model,
-        args,
-        torch.optim.Adam(model.parameters(), lr=1e-2),
-        train_source=lambda rank, world: linear_samples(200, seed=3),
-        process_sample=sample,
-    )
-    trainer.train()
-    return trainer
+    return tiny_run(out, model=small_model(0).to(dtype), process_sample=sample, **overrides)
 
 
 def dtype_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
-    return [r.getMessage() for r in caplog.records if WARNING in r.getMessage()]
+    return said(caplog, WARNING)
 
 
 def test_a_resume_in_another_dtype_names_the_change(

@@ -14,9 +14,10 @@ from typing import Any
 
 import pytest
 import torch
-from helpers import linear_samples, small_model, xy
+from helpers import small_model
+from tiny_resume import said, tiny_run
 
-from melissa_trainer import OnlineTrainer, TrainingArguments
+from melissa_trainer import OnlineTrainer
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -25,30 +26,11 @@ WARNING = "with settings changed since it was written"
 
 def run(out: Path, **overrides: Any) -> OnlineTrainer:
     """A tiny run that draws random numbers: dropout, and a reservoir buffer's draws."""
-    settings: dict[str, Any] = {
-        "output_dir": str(out),
-        "batch_size": 8,
-        "buffer": "reservoir",
-        "buffer_size": 32,
-        "watermark": 16,
-        "report_to": "none",
-        "disable_progress_bar": True,
-        **overrides,
-    }
-    model = small_model(0, dropout=0.3)
-    trainer = OnlineTrainer(
-        model,
-        TrainingArguments(**settings),
-        torch.optim.Adam(model.parameters(), lr=1e-2),
-        train_source=lambda rank, world: linear_samples(200, seed=3),
-        process_sample=xy,
-    )
-    trainer.train()
-    return trainer
+    return tiny_run(out, model=small_model(0, dropout=0.3), buffer="reservoir", **overrides)
 
 
 def warnings_of(caplog: pytest.LogCaptureFixture) -> list[str]:
-    return [r.getMessage() for r in caplog.records if WARNING in r.getMessage()]
+    return said(caplog, WARNING)
 
 
 def test_a_resume_with_another_seed_trains_the_same_and_says_so(

@@ -118,8 +118,9 @@ def warn_changed_settings(path: Path, saved: Mapping[str, Any], current: Mapping
         said.append(
             f"{', '.join(unused)}, which has no effect on a resume: the checkpoint's random "
             "states are restored (every rank's torch, numpy and random generators, each "
-            "buffer's), so the run draws as the checkpoint's would have (to draw "
-            "otherwise, start a new run with that seed)"
+            "buffer's; on another number of ranks each rank's are derived from the "
+            "checkpoint's, not from the seed), so the run draws as it would have with the "
+            "checkpoint's seed (to draw otherwise, start a new run with that seed)"
         )
     logger.warning(
         "resuming from %s with settings changed since it was written: %s",

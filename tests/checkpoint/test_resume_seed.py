@@ -18,6 +18,7 @@ from helpers import small_model
 from tiny_resume import said, tiny_run
 
 from melissa_trainer import OnlineTrainer
+from melissa_trainer.checkpoint.resumed_args import warn_changed_settings
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -59,3 +60,16 @@ def test_another_seed_and_batch_size_are_each_said_for_what_they_are(
     (message,) = warnings_of(caplog)
     assert "batch_size 8 -> 4. This run's settings apply" in message
     assert "seed 42 -> 7, which has no effect on a resume" in message
+
+
+@pytest.mark.timeout(10)
+def test_the_seed_warning_is_true_of_a_resize_too(caplog: pytest.LogCaptureFixture) -> None:
+    # (on another number of ranks nothing is restored as such: the RNGs are seeded from
+    # the checkpoint's, `reshard.reshard_seed` and `buffers.reshard`: the seed still has
+    # no effect, which a 1 -> 2 rank resume with seed 42 and 7 showed, bitwise equal
+    # weights, but "restored, so the run draws as the checkpoint's would have" was not so)
+    with caplog.at_level(logging.WARNING):
+        warn_changed_settings(Path("ckpt"), {"seed": 42}, {"seed": 7})
+    (message,) = warnings_of(caplog)
+    assert "on another number of ranks each rank's are derived from the checkpoint's" in message
+    assert "as the checkpoint's would have" not in message

@@ -222,3 +222,16 @@ def test_submission_env_leaves_out_the_enclosing_allocation() -> None:
 )
 def test_exit_code_from_state(state: str, code: str, expected: int) -> None:
     assert sq.exit_code(state, code) == expected
+
+
+@pytest.mark.timeout(10)
+def test_a_job_name_of_the_users_is_refused() -> None:
+    # (the backend finds and cancels its jobs and steps by the name it gives them,
+    # `job_name`; an option of the user's naming them otherwise came after ours, which
+    # the last one wins over: the study's jobs went unfound, a step's tasks left to run)
+    for arg in ("--job-name=x", "--job-name x", "--job-n=x", "-J", "-Jx", "-J x"):
+        for option in ("extra_args", "srun_args"):
+            with pytest.raises(ValueError, match=f"{option}: .*names every job"):
+                ss.check_extra_args(option, ["--mem=4G", arg])
+    kept = ["--jobid=5", "--mem=4G", "--comment=--job-name", "-A abc"]
+    assert ss.check_extra_args("srun_args", kept) == tuple(kept)

@@ -119,7 +119,9 @@ def normalize_time_limit(value: int | str | None) -> str | None:
 
 def check_extra_args(name: str, args: Sequence[str]) -> tuple[str, ...]:
     """Validate `args` (the option `name`): a sequence of option strings, each one option
-    such as ``"--mem=4G"``. Raises ValueError (or TypeError) naming `name` otherwise."""
+    such as ``"--mem=4G"``, none naming the job (``-J``/``--job-name``: it would come after
+    the backend's own name, and win). Raises ValueError (or TypeError) naming `name`
+    otherwise."""
     if isinstance(args, str | bytes):
         raise TypeError(f"{name} must be a sequence of options, e.g. ['--mem=4G'], not {args!r}")
     out = tuple(args)
@@ -129,7 +131,21 @@ def check_extra_args(name: str, args: Sequence[str]) -> tuple[str, ...]:
                 f"{name}: each item must be one option starting with '-' (e.g. '--mem=4G'), "
                 f"got {arg!r}"
             )
+        if _names_the_job(arg):
+            raise ValueError(
+                f"{name}: {arg!r} names the job, but the backend names every job and step "
+                "itself (job_name) and finds and cancels them by that name: leave it out"
+            )
     return out
+
+
+def _names_the_job(arg: str) -> bool:
+    """Whether option `arg` is ``-J``/``--job-name`` (srun and sbatch take a long option's
+    unambiguous abbreviation, down to ``--job-n``: ``--job`` is also ``--jobid``'s)."""
+    if arg.startswith("-J"):
+        return True
+    option = arg.split("=", 1)[0].split(None, 1)[0]
+    return len(option) >= len("--job-n") and "--job-name".startswith(option)
 
 
 def _directive(option: str, value: str | int | None = None) -> str:

@@ -107,6 +107,10 @@ def test_a_flipped_direction_on_two_ranks_restarts_the_best_alike(tmp_path: Path
     # kept, would have been beaten by none: the run would stop with best_step 10)
     assert ends[0]["best_step"] > 10, ends
     assert ends[0]["validations_since_best"] >= 2, ends
+    # the stop requested at the second validation without a better score, taken at the
+    # end of the next stop-sync window (stop_sync_steps 8) under several ranks at the latest
+    requested = ends[0]["best_step"] + 2 * 5
+    assert requested <= ends[0]["global_step"] <= requested + 2 * 8, ends
     assert [sum(BEST_WORDS in w for w in e["warnings"]) for e in ends] == [1, 0], ends
     (message,) = [w for w in ends[0]["warnings"] if BEST_WORDS in w]
     assert "greater_is_better True -> False" in message

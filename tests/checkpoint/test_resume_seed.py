@@ -66,8 +66,9 @@ def test_another_seed_and_batch_size_are_each_said_for_what_they_are(
 def test_the_seed_warning_is_true_of_a_resize_too(caplog: pytest.LogCaptureFixture) -> None:
     # (on another number of ranks nothing is restored as such: the RNGs are seeded from
     # the checkpoint's, `reshard.reshard_seed` and `buffers.reshard`: the seed still has
-    # no effect, which a 1 -> 2 rank resume with seed 42 and 7 showed, bitwise equal
-    # weights, but "restored, so the run draws as the checkpoint's would have" was not so)
+    # no effect, which a 1 -> 2 rank resume with seed 42 and 7 shows, bitwise equal
+    # weights: test_resume_changes_ranks.py; but "restored, so the run draws as the
+    # checkpoint's would have" was not so)
     with caplog.at_level(logging.WARNING):
         warn_changed_settings(Path("ckpt"), {"seed": 42}, {"seed": 7})
     (message,) = warnings_of(caplog)

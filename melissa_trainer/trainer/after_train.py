@@ -158,7 +158,14 @@ def _meet(link: StoreLink, call: str, trainer: OnlineTrainer, number: int) -> No
             # meet the retry's number with its own first call: it reads the withdrawal
             # and raises too, and the ranks' numbers line up again
             if not link.gone():
-                store.set(mine, _WITHDRAWN + call)
+                try:
+                    store.set(mine, _WITHDRAWN + call)
+                except RuntimeError as exc:  # (torch's DistError: it went since the look)
+                    # the check-in's own failure (who did not come, or called what) is the
+                    # user's error, not the mark's: said, and the store's end stops a late
+                    # rank's check-in too
+                    logger.warning("could not withdraw its check-in of trainer.%s(): %r",
+                                   call, exc)  # fmt: skip
             raise
 
 

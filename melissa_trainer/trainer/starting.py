@@ -103,6 +103,11 @@ def start_training(trainer: OnlineTrainer, release: Callable[[], None]) -> Preem
         reads = getattr(getattr(trainer.source, "starvation", None), "reads", None)
         trainer.hooks.work = reads if isinstance(reads, ReadClock) else None
     except BaseException:
+        # train() raises, and no retry follows a started source (`refuse_second_train`):
+        # it has ended, and a call after it is one after train() (`after_train`; a hook
+        # then fired is not one during train(), `actions`). Before a start, a retry may
+        # come: the flag stays as it was (a hook's call in the retry is during train())
+        trainer.train_ended = trainer.train_ended or starting
         try:
             if starting:
                 trainer.source.stop()

@@ -43,17 +43,21 @@ def test_the_c_default_is_the_python_one() -> None:
     assert [float(f) for f in found] == [DEFAULT_FAILED_CLOSE_TIMEOUT], found
 
 
-def incomplete_close(exe: Path, endpoint: str, *settings: str) -> tuple[int, str]:
+def incomplete_close(
+    exe: Path, endpoint: str, *settings: str, whole: bool = False
+) -> tuple[int, str]:
     """The status and message of the close of an mt_script client of fields u and v for
     `endpoint` (batched, held 60 s: queued until the close), with `settings` lines, that
-    sent STEPS whole steps and then u alone of the next one."""
+    sent STEPS whole steps and then u alone of the next one (not if `whole`: a close
+    with BYE)."""
     script = Script(exe)
     try:
         sends = [f"send {t} {f} 2 {COUNT} {t % 200}" for t in range(STEPS) for f in "uv"]
         last = script.send(
             f"id {SID}", f"endpoints {endpoint}", "batching 262144 60",
             "disconnected_timeout 600", *settings, f"field u 2 1 {COUNT}",
-            f"field v 2 1 {COUNT}", "start", *sends, f"send {STEPS} u 2 {COUNT} 1",
+            f"field v 2 1 {COUNT}", "start", *sends,
+            *([] if whole else [f"send {STEPS} u 2 {COUNT} 1"]),
         )  # fmt: skip
         assert script.wait(last)[-1].strip() == "0", script.seen[last]
         done = script.send("close")
@@ -103,3 +107,20 @@ def test_the_lower_bound_is_the_one_named(script_exe: Path) -> None:  # noqa: F8
             )
         assert code == MT_EFIELD, message
         assert_bounded(message, receiver.endpoint, "close_timeout=1.0 s", "")
+
+
+@pytest.mark.timeout(120)
+def test_a_close_with_bye_is_bounded_by_the_close_timeout_alone(
+    script_exe: Path,  # noqa: F811
+) -> None:
+    """Every step whole, the close sends its BYE: failed_close_timeout (here the lower)
+    does not bound it, as ClientTuning.failed_close_timeout does not bound the Python
+    close(bye=True); the close timeout ends it, named, with its advice."""
+    with slow_pull(1.0) as receiver:  # (never started: it reads nothing)
+        code, message = incomplete_close(
+            script_exe, receiver.endpoint, "close_timeout 1", "failed_close_timeout 0.1",
+            whole=True,
+        )  # fmt: skip
+    assert code != 0, message
+    assert "not delivered within close_timeout=1.0 s" in message, message
+    assert "failed_close_timeout" not in message, message

@@ -100,5 +100,40 @@ def test_load_checkpoint_on_one_rank_is_refused_naming_the_call(
     assert ranks[0]["step"] == 8, ranks  # refused before anything was loaded
 
 
+class LoadsOnce(Hook):
+    """Loads `checkpoint` at the first end of step 6; records the steps it sees."""
+
+    def __init__(self, checkpoint: Path) -> None:
+        self.checkpoint, self.seen = checkpoint, list[Any]()
+
+    def on_step_end(self, trainer: Any, state: Any, control: Any) -> None:
+        self.seen.append(state.global_step)
+        if state.global_step == 6 and self.seen.count(6) == 1:
+            trainer.load_checkpoint(self.checkpoint)
+            self.seen.append(("loaded", trainer.state.global_step))
+
+
+@pytest.mark.timeout(60)
+def test_a_hook_s_load_under_one_process_is_as_before(tmp_path: Path) -> None:
+    """The refusal is for several ranks only: under one process a hook's load is made at
+    once, as before (hooks.md), and training goes on from the loaded step."""
+    run = tmp_path / "run"
+    args = TrainingArguments(
+        output_dir=str(run), batch_size=8, buffer="fifo", buffer_size=64, watermark=8,
+        max_steps=8, logging_steps=100, save_steps=4, report_to="none",
+        disable_progress_bar=True, save_at_end=True, save_seconds=None,
+    )  # fmt: skip
+    model = small_model()
+    hook = LoadsOnce(run / "checkpoints" / "checkpoint-4")
+    trainer = OnlineTrainer(
+        model, args, torch.optim.SGD(model.parameters(), lr=1e-2),
+        train_source=lambda rank, world: list(linear_samples(200, seed=rank)),
+        process_sample=xy, hooks=[hook],
+    )  # fmt: skip
+    state = trainer.train()
+    assert hook.seen == [1, 2, 3, 4, 5, 6, ("loaded", 4), 5, 6, 7, 8], hook.seen
+    assert state.global_step == 8
+
+
 if __name__ == "__main__":
     main(sys.argv[1], sys.argv[2])

@@ -87,9 +87,10 @@ CAUSE = (
 
 def peer_address(frame: zmq.Frame) -> str | None:
     """The address of the peer of the connection `frame` came on (ZeroMQ's
-    ``Peer-Address`` metadata: the host, without its port), or None where the transport
-    has none (inproc: ZeroMQ answers EINVAL, the only error it gives for a property it
-    does not hold)."""
+    ``Peer-Address`` metadata: over TCP, the host without its port, ``127.0.0.1`` or
+    ``::1``; over IPC, ZeroMQ's ``localhost:0:0:PID``), or None where the transport has
+    none (inproc: ZeroMQ answers EINVAL, the only error it gives for a property it does
+    not hold)."""
     try:
         return str(frame.get("Peer-Address"))
     except zmq.ZMQError:

@@ -8,9 +8,9 @@ the SIGTERM and goes on. The stop's ``scancel --signal=TERM`` never gets its rep
 controller. Failed before: both tasks were SIGKILLed with no SIGTERM (task 0's state
 never written: "wrote-0" absent), after their sruns' `SRUN_END`. The bound is checked by
 summing the waits the stop asks for (each command's timeout, each wait for the sruns
-and for this node's tasks), not by a clock: the time taken is said, not asserted. Once
-the tasks are gone the srun is SIGKILLed with no wait (asked: a wait of 0 for the sruns'
-end); failed before: it was given `SRUN_END` (10 s), which it used in full."""
+and for this node's tasks), not by a clock: the time taken is said, not asserted. The
+srun keeps its `SRUN_END` after its tasks are gone (see `step_stop._end_here`: a
+timed-out scancel may be a step daemon that does not answer)."""
 
 from __future__ import annotations
 
@@ -157,10 +157,10 @@ def test_a_frozen_controller_stop_gives_this_nodes_tasks_sigterm_and_the_grace(
     said = caplog.text
     assert "2 task process(es) got SIGTERM and the grace, 1 SIGKILLed" in said, said
     assert "the allocation has one node" in said, said
-    # the tasks gone, the srun is SIGKILLed at once, not given SRUN_END (which it used
-    # in full: its own end waits on the controller)
+    # the srun keeps SRUN_END (a timed-out scancel may be a step daemon not answering,
+    # whose srun then ends on its own and says why: test_slurm.py's mute step)
     sruns = [wait for what, wait in asked if what == "the sruns' end"]
-    assert sruns == [0.0], f"the sruns were waited for {sruns} s after their tasks: {asked}"
+    assert sruns == [step_stop.SRUN_END], f"sruns waited {sruns} s after their tasks: {asked}"
     bound = backend.stop_bound(GRACE)
     budget = sum(wait for _, wait in asked)
     assert budget <= bound, f"the stop may wait {budget} s ({asked}; took {took:.1f} s): {bound}"

@@ -31,9 +31,10 @@ end while the controller was away, SIGKILLed after `SRUN_END`); 15.0 s with stop
 32 s (`SlurmBackend.stop_bound`'s srun figure) and this node's tasks SIGKILLed with no
 SIGTERM; 17.0 s with their SIGTERM and the grace first (test_slurm_srun_frozen_stop.py,
 one 2-task step, grace 2 s: the 2 s of grace added; the sruns still waited out
-`SRUN_END` after their tasks' end, which they do no longer: with every step named, one
-node and none of their tasks left, the sruns are SIGKILLed at once: 7.0 s, the wait
-counted in that test).
+`SRUN_END` after their tasks' end: not cut short, since a scancel that timed out may be
+a step's slurmstepd that does not answer, the controller up, and srun then ends on its
+own within KillWait + 2 s and says why (tests/launcher/backends/test_slurm.py's "mute"
+step: SIGKILLed at once, it said nothing)).
 """
 
 from __future__ import annotations
@@ -47,11 +48,7 @@ from typing import TYPE_CHECKING
 from melissa_trainer.launcher.backends.base import Handle
 from melissa_trainer.launcher.backends.local import LocalBackend
 from melissa_trainer.launcher.backends.slurm.commands import SlurmCommands, failure, transient
-from melissa_trainer.launcher.backends.slurm.step_tasks import (
-    end_tasks,
-    one_node,
-    step_tasks,
-)
+from melissa_trainer.launcher.backends.slurm.step_tasks import end_tasks
 
 if TYPE_CHECKING:  # (steps imports this module)
     from melissa_trainer.launcher.backends.slurm.steps import SrunHandle
@@ -104,9 +101,7 @@ def stop_steps(
     signalled at once, given what is left of the grace or `SRUN_END` s, whichever is
     longer. With the controller away (the scancel failed or timed out), this node's
     tasks of the named steps get SIGTERM, `grace` s and SIGKILL from here
-    (`step_tasks.end_tasks`), then the sruns `SRUN_END` s (SIGKILLed at once when
-    every step was named, the allocation has one node and none of their tasks is
-    left). Blocks meanwhile: at most
+    (`step_tasks.end_tasks`), then the sruns `SRUN_END` s. Blocks meanwhile: at most
     `TERM_WAIT` + `grace` + `GONE_WAIT` + `SRUN_END` s (and the reaping of SIGKILLed
     sruns); the caller cancels the steps by name afterwards (a step may outlive its
     srun) unless the controller was away."""
@@ -167,12 +162,10 @@ def _end_here(
     step_ids = [s.step_id for s in named if s.step_id is not None]
     names = [s.step_name for s in unnamed]
     stopped.termed, stopped.killed = end_tasks(allocation, step_ids, grace, names)
-    # (with their tasks gone an srun has nothing left to end, and its own end waits on
-    # the controller: it would use SRUN_END in full, so it is SIGKILLed at once;
-    # slurmstepd completes the step when the controller answers. An unnamed step's srun,
-    # which may still be starting its tasks, a task still there, or tasks perhaps on
-    # other nodes (whose end srun asks of the controller if it answers again meanwhile)
-    # keep SRUN_END)
-    remain = bool(unnamed) or not one_node() or bool(step_tasks(allocation, step_ids, names))
-    local.kill_all([s.process for s in steps], SRUN_END if remain else 0.0)
+    # (every srun keeps SRUN_END, even with its tasks here gone: a timed-out scancel may
+    # be a step daemon that does not answer, the controller up, and such an srun ends
+    # on its own within KillWait + 2 s, saying why; SIGKILLed at once it says nothing.
+    # An unnamed step's srun may still be starting its tasks; other nodes' tasks are
+    # ended by srun if the controller answers meanwhile)
+    local.kill_all([s.process for s in steps], SRUN_END)
     return stopped

@@ -45,7 +45,10 @@ if rank == "0":
     signal.signal(signal.SIGTERM, last_state)
 else:
     signal.signal(signal.SIGTERM, lambda *_: (here / "termed-1").touch())
-(here / f"up-{rank}").write_text(str(os.getpid()))
+# (written aside, then renamed: the test reads the pid once the file exists; written in
+# place, it was once read empty, between its creation and its write)
+(here / f".up-{rank}").write_text(str(os.getpid()))
+(here / f".up-{rank}").rename(here / f"up-{rank}")
 while True:
     time.sleep(0.1)
 """

@@ -45,21 +45,24 @@ def saved_dtypes(path: Path) -> dict[str, str]:
         return {name: _torch_name(weights.get_slice(name).get_dtype()) for name in weights.keys()}  # noqa: SIM118 (a safe_open, no dict)
 
 
+#: safetensors' dtype names (``F32``, ``BF16``) as torch's (``float32``)
+_TORCH_NAMES = {
+    "F64": "float64",
+    "F32": "float32",
+    "F16": "float16",
+    "BF16": "bfloat16",
+    "I64": "int64",
+    "I32": "int32",
+    "I16": "int16",
+    "I8": "int8",
+    "U8": "uint8",
+    "BOOL": "bool",
+}
+
+
 def _torch_name(dtype: str) -> str:
-    """safetensors' dtype name (``F32``, ``BF16``) as torch's (``float32``)."""
-    names = {
-        "F64": "float64",
-        "F32": "float32",
-        "F16": "float16",
-        "BF16": "bfloat16",
-        "I64": "int64",
-        "I32": "int32",
-        "I16": "int16",
-        "I8": "int8",
-        "U8": "uint8",
-        "BOOL": "bool",
-    }
-    return names.get(dtype, dtype)
+    """safetensors' dtype name as torch's (`_TORCH_NAMES`; another kept as it is)."""
+    return _TORCH_NAMES.get(dtype, dtype)
 
 
 def changed_dtypes(

@@ -110,6 +110,18 @@ class TrainerActions(RefusesHFKeywords):
             control.should_save = False
             self.save_checkpoint()
 
+    def _hook_in_train(self) -> str | None:
+        """The hook method firing now (its qualified name) when a direct call is a hook's
+        inside `train()` under several ranks (`TrainerControl.deferring`), else None.
+        Only inside `train()`: after it no agreement would come, and a hook fired by a
+        call then, every rank's, runs it at once (`after_train` checking the ranks)."""
+        trainer = self._as_trainer()
+        firing = trainer.hooks.firing
+        training = trainer.train_started and not trainer.train_ended
+        if not (self.control.deferring and firing is not None and training):
+            return None
+        return str(getattr(firing, "__qualname__", repr(firing)))
+
     def _hook_asks(self, call: str, flag: str, returns: str) -> bool:
         """Whether this direct call of `call` (``log``, ``evaluate``, ``save_checkpoint``)
         is a hook's under several ranks, made a request of `flag` instead: True then.
@@ -125,13 +137,9 @@ class TrainerActions(RefusesHFKeywords):
         reach the hook's on_log, on_validation_end or on_save). One process, outside a
         hook (the loop's own action points), or outside `train()`: not a request."""
         trainer = self._as_trainer()
-        hooks = trainer.hooks
-        # (only inside `train()`: after it, no agreement would come; a hook fired by a
-        # call then, every rank's, runs it at once, `after_train` checking the ranks)
-        training = trainer.train_started and not trainer.train_ended
-        if not (self.control.deferring and hooks.firing is not None and training):
+        who = self._hook_in_train()
+        if who is None:
             return False
-        who = getattr(hooks.firing, "__qualname__", repr(hooks.firing))
         self.control.asked.setdefault(flag, who)
         said = trainer.direct_calls.said
         if call not in said:
@@ -235,10 +243,8 @@ class TrainerActions(RefusesHFKeywords):
         `train()`, it checks in first as the other calls do (`meet_after_train`).
         """
         trainer = self._as_trainer()
-        hooks = trainer.hooks
-        training = trainer.train_started and not trainer.train_ended
-        if self.control.deferring and hooks.firing is not None and training:
-            who = getattr(hooks.firing, "__qualname__", repr(hooks.firing))
+        who = self._hook_in_train()
+        if who is not None:
             raise RuntimeError(
                 f"trainer.load_checkpoint() called in a hook ({who}) under "
                 f"{trainer.num_processes} ranks during train(): a load is a collective "

@@ -24,11 +24,18 @@ _PAGE = "docs/how-to/configuration.md, 'From a Melissa study'"
 #: Melissa key -> (the TrainingArguments field to use, or None; what else to know)
 MELISSA_ARGUMENTS: dict[str, tuple[str | None, str]] = {
     "per_server_watermark": ("watermark", "per rank, as Melissa's"),
+    # (Melissa steps its optimizer once per batch: a step here spans
+    # gradient_accumulation_steps batches per rank, so its counts divide by that too)
     "nb_batches_update": (
         "eval_steps",
-        "optimizer steps, one batch on every rank each: Melissa's value divided by the ranks",
+        "optimizer steps: Melissa's value divided by the ranks, and by "
+        "gradient_accumulation_steps when above 1 (a step is that many batches on every rank)",
     ),
-    "checkpoint_interval": ("save_steps", "in optimizer steps"),
+    "checkpoint_interval": (
+        "save_steps",
+        "optimizer steps: Melissa's value, divided by gradient_accumulation_steps when "
+        "above 1 (a step is that many batches on every rank)",
+    ),
     "tensorboard": ("report_to", "tensorboard (the default) or none"),
     "convert_log_to_df": (None, "the metrics are in trainer.state.log_history"),
     "dl_config": (None, "a flat file: its keys at the top level, under this library's names"),

@@ -325,6 +325,10 @@ class ArgumentParser(argparse.ArgumentParser):
             key = match and (match.group(1) or match.group(2))
             if key in cli:
                 lines.append(f"argument --{key}: {problem}")
+            elif key in from_file and match and match.group(2):
+                # an unknown key's problem names it already: "key 'X': unknown key 'X'"
+                # said the name twice (hmelissa2)
+                lines.append(f"in --{self.config_flag} {config_path}, {problem}")
             elif key in from_file:
                 lines.append(f"in --{self.config_flag} {config_path}, key {key!r}: {problem}")
             else:

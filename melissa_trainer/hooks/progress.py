@@ -106,6 +106,7 @@ class ProgressHook(Hook):
         self.disable_bar = disable_bar
         self._bar: tqdm | None = None
         self._handler: _AboveTheBar | None = None
+        self._saved: str | None = None  # the path of this run's last checkpoint
 
     def _print(self, line: str) -> None:
         if self._bar is not None:
@@ -204,8 +205,20 @@ class ProgressHook(Hook):
     def on_save(
         self, trainer: TrainerView, state: TrainerState, control: TrainerControl, path: str
     ) -> None:
+        # A checkpoint of this step written again: the end's (or a preemption's) rewrite
+        # of a periodic save of the run's last step, which lacked what came since (a
+        # study's last simulations' ends, samples received: `trainer.end_save`). Said,
+        # or the same line twice reads as a checkpoint written twice by mistake.
+        again = path == self._saved
+        self._saved = path
         if trainer.is_main_process:
-            self._print(f"step {state.global_step} | checkpoint {path}")
+            note = (
+                " (rewritten: its first write lacked what came after it, simulations "
+                "ended or samples received)"
+                if again
+                else ""
+            )
+            self._print(f"step {state.global_step} | checkpoint {path}{note}")
 
     def on_train_end(
         self, trainer: TrainerView, state: TrainerState, control: TrainerControl

@@ -48,3 +48,22 @@ def test_every_replacement_is_a_field_and_every_key_is_in_the_docs() -> None:
     for name, (field, _) in MELISSA_ARGUMENTS.items():
         assert field is None or field in fields, name
         assert name in section, f"{name} is not in the docs' Melissa table"
+
+
+def test_a_config_files_melissa_key_is_named_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The file's line said "key 'per_server_watermark': unknown key
+    'per_server_watermark': ..." (hmelissa2): one line, the name once, its replacement."""
+    path = tmp_path / "run.yaml"
+    path.write_text("per_server_watermark: 10\n")
+    with pytest.raises(SystemExit) as raised:
+        ArgumentParser(TrainingArguments).parse_args_into_dataclasses(["--config", str(path)])
+    assert raised.value.code == 2
+    (line,) = [x for x in capsys.readouterr().err.splitlines() if "error:" in x]
+    assert line.endswith(
+        f"error: in --config {path}, unknown key 'per_server_watermark': Melissa's name: use "
+        "'watermark' (per rank, as Melissa's; docs/how-to/configuration.md, 'From a Melissa "
+        "study')"
+    )
+    assert line.count("per_server_watermark") == 1

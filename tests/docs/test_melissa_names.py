@@ -16,10 +16,14 @@ import dataclasses
 import inspect
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
+import torch
+from helpers import linear_samples, small_model, xy
 
 from melissa_trainer import (
+    Hook,
     Launcher,
     LauncherTuning,
     OnlineTrainer,
@@ -27,6 +31,7 @@ from melissa_trainer import (
     TrainingArguments,
 )
 from melissa_trainer.client import Client
+from melissa_trainer.config.melissa_names import melissa_hint
 from melissa_trainer.launcher.samplers import make_sampler
 
 pytestmark = pytest.mark.timeout(60)
@@ -95,3 +100,57 @@ def test_the_sampler_kinds_and_buffer_spellings_named_are_taken() -> None:
         kwargs = {"buffer_size": 100}
         TrainingArguments(output_dir="unused", buffer=melissa_spelling, **kwargs)
     LauncherTuning(max_restarts=0, on_failure="raise")  # the row on fault tolerance
+
+
+class _BatchCounter(Hook):
+    """The batches (micro-batches) trained before each validation and each save."""
+
+    def __init__(self) -> None:
+        self.batches, self.validated, self.saved = 0, [], []
+
+    def on_batch_ready(self, trainer: Any, state: Any, control: Any, batch: Any) -> None:
+        self.batches += 1
+
+    def on_validation_end(self, trainer: Any, state: Any, control: Any, metrics: Any) -> None:
+        self.validated.append(self.batches)
+
+    def on_save(self, trainer: Any, state: Any, control: Any, path: str) -> None:
+        self.saved.append(self.batches)
+
+
+def test_melissa_counts_with_gradient_accumulation(tmp_path: Path) -> None:
+    """Melissa steps its optimizer once per batch, so its nb_batches_update and
+    checkpoint_interval count batches; eval_steps and save_steps count optimizer steps,
+    each gradient_accumulation_steps batches per rank. The hints assumed 1 (hmelissa2):
+    the page's rule (divide by it too) is what a run does: Melissa's nb_batches_update 4
+    and checkpoint_interval 4 on one rank, with 2 batches a step, are 2 steps."""
+    for key in ("nb_batches_update", "checkpoint_interval"):
+        assert "by gradient_accumulation_steps when above 1" in str(melissa_hint(key, True)), key
+    (nb,) = [here for melissa, here in _rows() if "nb_batches_update" in melissa]
+    (ck,) = [here for melissa, here in _rows() if "checkpoint_interval" in melissa]
+    assert "`--eval_steps 25` with A = 2" in nb and "divide by A" in ck
+    accumulation, melissa_interval, ranks = 2, 4, 1
+    steps = melissa_interval // (ranks * accumulation)
+    args = TrainingArguments(
+        output_dir=str(tmp_path / "out"),
+        batch_size=2,
+        gradient_accumulation_steps=accumulation,
+        buffer="fifo",
+        eval_steps=steps,
+        save_steps=steps,
+        save_at_end=False,
+        report_to="none",
+        disable_progress_bar=True,
+    )
+    model = small_model(0)
+    counter = _BatchCounter()
+    OnlineTrainer(
+        model,
+        args,
+        torch.optim.SGD(model.parameters(), lr=1e-3),
+        train_source=list(linear_samples(32)),
+        eval_dataset=list(linear_samples(4, seed=1)),
+        process_sample=xy,
+        hooks=[counter],
+    ).train()
+    assert counter.validated == [4, 8, 12, 16] and counter.saved == [4, 8, 12, 16]

@@ -133,7 +133,7 @@ def test_cli_reports_every_problem_with_its_flag_or_file_key(
         parse("--config", str(path))
     assert info.value.code == 2
     err = capsys.readouterr().err
-    assert f"in --config {path}, key 'bufer': unknown key 'bufer': did you mean 'buffer'?" in err
+    assert f"in --config {path}, unknown key 'bufer': did you mean 'buffer'?" in err
     path.write_text("batch_size: 0\n")
     with pytest.raises(SystemExit):
         parse("--config", str(path), "--logging_steps", "0")

@@ -129,3 +129,34 @@ def test_a_limiter_that_holds_both_sides_back_is_an_error_not_a_hang() -> None:
     source.start(buffer, 0, 1)
     with pytest.raises(SourceError, match="sample_to_insert_tolerance"):
         dataset.prefetch(1)
+
+
+@pytest.mark.parametrize("world_size", [1, 2])
+def test_a_watermark_above_a_sized_stream_is_said_as_the_source_starts(
+    world_size: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Melissa refuses per_server_watermark above the samples per server at start; here
+    only the end-of-run reuse line said it, after the run had waited (hmelissa2). A
+    rank's iterable with a length is known at start: the warning names the field, the
+    numbers and the fix before anything is read."""
+    buffer = FIFOBuffer(capacity=64, watermark=20)
+    source = IterableSource(lambda rank, world: [sample(i) for i in range(12)])
+    with caplog.at_level("WARNING", logger="melissa_trainer.sources.source"):
+        source.start(buffer, world_size - 1, world_size)
+    said = [r.getMessage() for r in caplog.records]
+    who = "rank 1's train_source" if world_size > 1 else "train_source"
+    assert len(said) == 1 and said[0].startswith(
+        f"{who} holds 12 samples, fewer than --watermark 20"
+    )
+    assert "Lower --watermark (well below 12)" in said[0] and len(buffer) == 0
+    source.stop()
+
+
+def test_a_reachable_or_unknown_watermark_is_not_warned(caplog: pytest.LogCaptureFixture) -> None:
+    """A length at or above the watermark, or none known (a generator), says nothing."""
+    with caplog.at_level("WARNING", logger="melissa_trainer.sources.source"):
+        for data in ([sample(i) for i in range(20)], (sample(i) for i in range(3))):
+            source = IterableSource(data)
+            source.start(FIFOBuffer(capacity=64, watermark=20), 0, 1)
+            source.stop()
+    assert caplog.records == []

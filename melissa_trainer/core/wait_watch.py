@@ -38,7 +38,9 @@ completed (its compile is never judged), not while a watched wait or an action p
 (`pause`) is in progress, its clock started again after each.
 
 One daemon thread per watch, started at a wait or a span, that looks every `first` / 4
-seconds (a warning comes `first` to 1.25 `first` after the wait began); arming and
+seconds, or `ROLL_LOOK` with a roll call if sooner (its `RollCall.held` then told at
+each look during a wait: a rank held there reads rank 0's refusal mark within it; a
+warning comes `first` to 1.25 `first` after the wait began); arming and
 disarming a wait or a span take an uncontended lock and wake no thread (the stop
 agreement waits at every window: a notify there woke the watcher, GIL and all, each
 time), and the thread ends after `first` seconds without a wait or a span (a trainer
@@ -65,6 +67,7 @@ __all__ = [
     "LAST_STEPS_USUAL",
     "LOCK_USUAL",
     "RESUME_GATHER_USUAL",
+    "ROLL_LOOK",
     "SOURCES_USUAL",
     "STALLED_USUAL",
     "STEPS_USUAL",
@@ -77,6 +80,12 @@ logger = logging.getLogger("melissa_trainer.core.wait_watch")
 
 #: seconds a rank waits in a collective before the first warning (then twice that...)
 DEFAULT_FIRST_WARNING = 60.0
+#: at most, seconds between two looks of a watch with a roll call (otherwise `first` / 4):
+#: a rank held in a collective that another rank will never join (rank 0 refused alone,
+#: and waits up to 15 s for its mark's reads: `trainer.refusal_mark`) reads the mark
+#: within it (`RollCall.held`). A look that finds no wait costs a lock, no request; one
+#: during a wait, one request to the launcher's store per rank (its mark looked for)
+ROLL_LOOK = 0.5
 
 #: the usual, harmless cause of a long wait at the stop agreement (`waiting`'s default)
 AGREEMENT_USUAL = (
@@ -166,6 +175,11 @@ class RollCall(Protocol):
 
     def late(self, wait: int) -> list[int] | None:
         """The other ranks not seen at wait number `wait` or later; None: unknown."""
+
+    def held(self) -> None:
+        """At each look that finds a wait in progress (every `ROLL_LOOK` s at most): the
+        roll call may read what the other ranks leave for a rank held in a collective
+        (rank 0's refusal mark: `trainer.roll_call`)."""
 
 
 class WaitWatch:
@@ -314,7 +328,7 @@ class WaitWatch:
             logger.warning("rank %d: its steps went on after %.0f s", self.rank, waited)
 
     def _watch(self) -> None:
-        look = self.first / 4
+        look = self.first / 4 if self.roll is None else min(self.first / 4, ROLL_LOOK)
         seen, bound, idle_since = -1, self.first, time.monotonic()
         published = -1  # the last wait told to `roll`
         clock = self._clock
@@ -348,6 +362,8 @@ class WaitWatch:
             if roll is not None and published != seen:
                 published = seen
                 roll.arrived(seen)
+            if roll is not None:
+                roll.held()
             if not warn:
                 continue
             late = roll.late(seen) if roll is not None else None

@@ -19,10 +19,16 @@ rank), then waits until every rank's key is there. It raises, before any collect
 at once when another rank's key names another call, or when that rank has exited (each
 rank sets ``.../gone/<rank>`` at its exit, `atexit`, registered as `train()` starts);
 past the process group's timeout otherwise (as long as a collective would have waited).
-A rank whose check-in fails marks its key withdrawn (``!<call>``): a rank that comes to
-that number later raises too rather than enter the collective alone, so the ranks'
-counts stay aligned when the user catches the error and retries. (A rank that reads the
-key in the instant between the other's give-up and its withdrawal still passes: left.)
+Whether the ranks met is decided once per number, in one key
+(``.../<n>/decided``) set by compare-and-set: a rank that sees every rank's key sets it
+to ``met``, a rank whose check-in fails to ``off`` (naming itself and its call), and
+whichever came first holds for every rank: a rank that gave up as another decided
+``met`` goes on into the collective (every rank came), and a rank that saw every key as
+another gave up raises too. A rank that comes to that number later reads ``off`` and
+raises rather than enter the collective alone, so the ranks' counts stay aligned when
+the user catches the error and retries. (The withdrawal it replaces, a rank's key
+marked once its wait gave up, let a rank that read the key in the instant between the
+give-up and the mark pass into the collective alone.)
 The count is the trainer's `DirectCalls.after_train`.
 Without such a store (``python train.py``, another launcher) nothing is checked: the
 call is the collective it was.
@@ -45,6 +51,8 @@ from melissa_trainer.trainer.refusal_mark import (
 )
 
 if TYPE_CHECKING:  # pragma: no cover
+    from torch.distributed import TCPStore
+
     from melissa_trainer.trainer.loop import OnlineTrainer
 
 __all__ = ["AfterTrainError", "POLL", "mark_exit", "meet_after_train"]
@@ -59,8 +67,13 @@ FALLBACK_WAIT = 1800.0
 #: at most, seconds a rank's exit waits to set its ``gone`` key (`mark_exit`): the plain
 #: connection's timeout, and two reverse lookups lost in the DNS (`refusal_mark.READ_WAIT`'s)
 EXIT_WAIT = CONNECT_TIMEOUT + 2 * LOST_LOOKUP
-#: a rank's key, its call prefixed by it, once its check-in failed (`_meet`)
-_WITHDRAWN = "!"
+#: the key, under the call's number, of the ranks' decision (`_decide`): made once, by
+#: compare-and-set, so that no rank enters the call's collective while another raises
+_DECIDED = "decided"
+#: the decision that every rank came (the collective follows on every rank)
+_MET = "met"
+#: the decision that a rank gave up (its check-in failed): ``off:<rank> <its call>``
+_OFF = "off:"
 #: the refusal's reason when the store ends during the check-in (node 0's launcher ended)
 _STORE_WENT = "the launcher's store went during its check-in (node 0's launcher ended)"
 
@@ -140,68 +153,94 @@ def meet_after_train(trainer: OnlineTrainer, call: str) -> None:
         raise AfterTrainError(_words(call, rank, world, _STORE_WENT)) from exc
 
 
+def _decide(store: TCPStore, key: str, value: str) -> str:
+    """The call's decision (`_DECIDED` ``met``, or `_OFF` and who gave up), `value` if
+    this rank's compare-and-set made it first, else the one made before."""
+    return bytes(store.compare_set(key, "", value)).decode()
+
+
 def _meet(link: StoreLink, call: str, trainer: OnlineTrainer, number: int) -> None:
     """`meet_after_train`'s check-in of call `number` and wait, over `link`."""
     rank = trainer.process_index
-    base = f"{_PREFIX}/{trainer.run_id}"
+    base = f"{_PREFIX}/{trainer.run_id}/{number}"
     bound = group_timeout(trainer.accelerator.device) or FALLBACK_WAIT
-    mine = f"{base}/{number}/{rank}"
     with link:
         store = link.store
-        store.set(mine, call)
+        store.set(f"{base}/{rank}", call)
         try:
-            _wait_others(link, call, trainer, number, bound)
+            _wait_others(link, call, trainer, base, bound)
         except AfterTrainError:
-            # Withdrawn: a rank that comes later to this number (it was slow, past this
-            # rank's wait) must not read this rank's call as made and enter its
-            # collective alone, nor, once the user retries the call (number + 1 here),
-            # meet the retry's number with its own first call: it reads the withdrawal
-            # and raises too, and the ranks' numbers line up again
-            if not link.gone():
-                try:
-                    store.set(mine, _WITHDRAWN + call)
-                except RuntimeError as exc:  # (torch's DistError: it went since the look)
-                    # the check-in's own failure (who did not come, or called what) is the
-                    # user's error, not the mark's: said, and the store's end stops a late
-                    # rank's check-in too
-                    logger.warning("could not withdraw its check-in of trainer.%s(): %r",
-                                   call, exc)  # fmt: skip
-            raise
+            # Given up, decided so unless a rank decided first that every rank came (it
+            # read this rank's check-in in the instant before: it enters the collective,
+            # and so does this rank). A rank that comes later to this number (it was
+            # slow, past this rank's wait) must not read this rank's call as made and
+            # enter its collective alone, nor, once the user retries the call (number +
+            # 1 here), meet the retry's number with its own first call: it reads the
+            # decision and raises too, and the ranks' numbers line up again
+            if link.gone():
+                raise
+            decided = ""
+            try:
+                decided = _decide(store, f"{base}/{_DECIDED}", f"{_OFF}{rank} {call}")
+            except RuntimeError as exc:  # (torch's DistError: it went since the look)
+                # the check-in's own failure (who did not come, or called what) is the
+                # user's error, not the mark's: said, and the store's end stops a late
+                # rank's check-in too
+                logger.warning("could not withdraw its check-in of trainer.%s(): %r",
+                               call, exc)  # fmt: skip
+            if decided != _MET:
+                raise  # (the AfterTrainError: this block's own exception)
+            logger.info("trainer.%s() after train(): every rank came as this rank gave up "
+                        "(one decided first that they met): it goes on", call)  # fmt: skip
 
 
-def _wait_others(link: StoreLink, call: str, trainer: OnlineTrainer, number: int,
+def _wait_others(link: StoreLink, call: str, trainer: OnlineTrainer, base: str,
                  bound: float) -> None:  # fmt: skip
-    """`_meet`'s wait for the other ranks' check-in of call `number` (`bound` s at most)."""
+    """`_meet`'s wait for the other ranks' check-in at `base` (`bound` s at most),
+    returning once the ranks are decided to have met."""
     rank, world = trainer.process_index, trainer.num_processes
-    base = f"{_PREFIX}/{trainer.run_id}"
     store = link.store
     waiting = [r for r in range(world) if r != rank]
     deadline = time.monotonic() + bound
-    while waiting:
+    decision = f"{base}/{_DECIDED}"
+    while True:
         # (its end read first: torch's client asked on a closed connection logs
         # its C++ stack, then raises a DistError naming neither the call nor why)
         if link.gone():
             raise AfterTrainError(_words(call, rank, world, _STORE_WENT))
+        if store.check([decision]):  # (another rank decided: this one follows)
+            _follow(store.get(decision).decode(), call, rank, world)
+            return
         for other in list(waiting):
-            key = f"{base}/{number}/{other}"
+            key = f"{base}/{other}"
             if store.check([key]):
                 theirs = store.get(key).decode()
-                withdrawn = theirs.startswith(_WITHDRAWN)
-                theirs = theirs.removeprefix(_WITHDRAWN)
-                if withdrawn and theirs == call:  # (another call: said as such, below)
-                    why = (f"rank {other} gave up its trainer.{theirs}() there "
-                           f"(its check-in failed before this rank came)")  # fmt: skip
-                    raise AfterTrainError(_words(call, rank, world, why))
                 if theirs != call:
                     why = f"rank {other} called trainer.{theirs}() there instead"
                     raise AfterTrainError(_words(call, rank, world, why))
                 waiting.remove(other)
-            elif store.check([f"{base}/gone/{other}"]):
+            elif store.check([f"{_PREFIX}/{trainer.run_id}/gone/{other}"]):
                 why = f"rank {other} exited without calling it"
                 raise AfterTrainError(_words(call, rank, world, why))
-        if waiting and time.monotonic() > deadline:
+        if not waiting:  # every rank came: met, unless a rank gave up first
+            _follow(_decide(store, decision, _MET), call, rank, world)
+            return
+        if time.monotonic() > deadline:
             late = ", ".join(map(str, waiting))
             why = f"rank(s) {late} did not call it within {bound:g} s"
             raise AfterTrainError(_words(call, rank, world, why))
-        if waiting:
-            _pause(POLL)  # (the others' keys are looked at again; no event to wait on)
+        _pause(POLL)  # (the others' keys are looked at again; no event to wait on)
+
+
+def _follow(decided: str, call: str, rank: int, world: int) -> None:
+    """Return when `decided` is `_MET`; raise `AfterTrainError` naming the rank that
+    gave up otherwise."""
+    if decided == _MET:
+        return
+    who, _, theirs = decided.removeprefix(_OFF).partition(" ")
+    if theirs == call:
+        why = (f"rank {who} gave up its trainer.{theirs}() there "
+               f"(its check-in failed before this rank came)")  # fmt: skip
+    else:
+        why = f"rank {who} called trainer.{theirs}() there instead"
+    raise AfterTrainError(_words(call, rank, world, why))

@@ -47,16 +47,16 @@ from melissa_trainer.sources.source import Source, SourceError, as_source
 from melissa_trainer.trainer.after_train import mark_exit
 from melissa_trainer.trainer.direct_calls import DirectCalls
 from melissa_trainer.trainer.ending import end_training, failed, stop_words
-from melissa_trainer.trainer.exit_meeting import hold_term, meet, meet_timeout
 from melissa_trainer.trainer.losses import LossFn
 from melissa_trainer.trainer.preemption import Preempted, StopCause
-from melissa_trainer.trainer.roll_call import close_roll, launch_roll_call
+from melissa_trainer.trainer.roll_call import launch_roll_call
 from melissa_trainer.trainer.run_waits import last_window_check, run_window, sources_started
 from melissa_trainer.trainer.setup import claim_output_dir, make_accelerator, make_rank_buffer
 from melissa_trainer.trainer.simulation_errors import check_best_metric
 from melissa_trainer.trainer.source_failure import SourceFailure
 from melissa_trainer.trainer.starting import refuse_second_train, start_training
 from melissa_trainer.trainer.stepping import TrainerSteps
+from melissa_trainer.trainer.train_close import close_training
 from melissa_trainer.trainer.windows import first_aligned, start_agreement, window_at
 
 logger = logging.getLogger(__name__)
@@ -379,22 +379,8 @@ class OnlineTrainer(TrainerSteps):
             failed(self, exc)
             raise
         finally:
-            self._output_hold.stopping()
-            try:
-                self.source.stop()
-                self.hooks.close()
-            finally:
-                # An end every rank agreed on: they meet once it is done (`exit_meeting`)
-                met = (preempted or failure.agreed) and self.stop_sync.distributed
-                if met:  # (a signal from now: the exit's words; the hold before restore)
-                    preemption.ending = "a preemption" if preempted else failure.words
-                    # (the agreed bound: the slowest rank's stop, rank 0's study's kill_grace)
-                    bound = meet_timeout(self.source) if meet_bound is None else meet_bound
-                    meet(self.process_index, preemption.ending, bound, self.accelerator.device)
-                    hold_term(previous=preemption.previous_term())  # (the launcher's SIGTERM)
-                preemption.restore()
-                self._output_hold.release()  # the run is over: output_dir is free
-                close_roll(self.stop_sync.watch.roll)  # (its sockets: the next wait reopens)
-                self.train_ended = True
+            # (first: train() has ended, whatever of its close raises: `train_close`)
+            self.train_ended = True
+            close_training(self, self._output_hold, preemption, failure, preempted, meet_bound)
         preemption.deliver_late()  # (a signal after the end: as without the trainer)
         return state

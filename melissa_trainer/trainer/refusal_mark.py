@@ -12,7 +12,9 @@ out its grace for a launcher that may never end it (the launcher of another mach
 own code raised a refusal compares the mark with its own line and stays silent only when
 they are the same (the user's own `ConfigError`, raised alike on every rank). Each
 rank that read the mark says so (`await_mark`'s `then`, over the connection it read the
-mark on: a new one may take a lost DNS query's 5 s; `read`), and rank 0 waits for them
+mark on: a new one may take a lost DNS query's 5 s; `read`; a rank held meanwhile in a
+collective that rank 0 never joins, from its wait watch's thread: `read_if_left`), and
+rank 0 waits for them
 (at most `READ_WAIT` s, which covers a reader's first connection losing its lookups)
 before it exits: under a single launcher, rank 0's exit makes it end the other ranks,
 which could cut short a rank about to say a refusal of its own.
@@ -56,6 +58,7 @@ __all__ = [
     "launch_store",
     "leave",
     "read",
+    "read_if_left",
 ]
 
 #: seconds to reach the launcher's store (it is up before any rank starts: a store
@@ -193,6 +196,22 @@ def read() -> None:
         with link, contextlib.suppress(RuntimeError):
             if not link.gone():
                 link.store.add(f"{_key()}/read", 1)
+
+
+def read_if_left(link: StoreLink) -> bool:
+    """A rank held in a collective (its wait watch's thread: `roll_call`): whether rank
+    0's mark is in the store over `link`, this rank's read then told to rank 0 (`leave`
+    waits for it). Held there, this rank is about to say no refusal of its own, and rank
+    0, refusing alone, never joins the collective: without the read rank 0 waited out
+    `READ_WAIT` for nothing. (A wait that ends in the instant between the watch's look
+    and this read, rank 0 having joined it just before it refused, counts a rank that
+    goes on: one that then says a refusal of its own could be cut short by rank 0's
+    exit. Narrow: left.) Raises torch's DistError (a RuntimeError) when the store
+    fails."""
+    if not link.store.check([_key()]):
+        return False
+    link.store.add(f"{_key()}/read", 1)
+    return True
 
 
 def await_mark(timeout: float, then: Callable[[str | None], None] | None = None) -> str | None:

@@ -30,7 +30,7 @@ import os
 import threading
 from collections import Counter
 
-from melissa_trainer.trainer.refusal_mark import StoreLink, launch_store
+from melissa_trainer.trainer.refusal_mark import StoreLink, launch_store, read_if_left
 
 __all__ = ["StoreRollCall", "close_roll", "launch_roll_call"]
 
@@ -55,6 +55,7 @@ class StoreRollCall:
         self._link: StoreLink | None = None
         self._broken = False  # the store could not be reached: no roll call any more
         self._told = 0  # the count this rank's key holds
+        self._refusal_read = False  # rank 0's refusal mark read, and told (`held`)
 
     def _key(self, rank: int) -> str:
         return f"{self._prefix}/{rank}"
@@ -108,6 +109,29 @@ class StoreRollCall:
                 self._stop(f"{type(exc).__name__}: {exc}")
                 return None
         return [r for r, at in enumerate(seen) if r != self.rank and at < wait]
+
+    def held(self) -> None:
+        """A look during a wait: rank 0's refusal mark, once there, read and told to
+        rank 0 (`refusal_mark.read_if_left`), once: rank 0, refusing alone, exits
+        then, its launcher ending this rank (or the collective failing as rank 0 goes)."""
+        with self._lock:
+            if self._refusal_read:
+                return
+            link = self._store()
+            if link is None:
+                return
+            try:
+                self._refusal_read = read_if_left(link)
+            except (RuntimeError, OSError) as exc:  # (torch's DistError is a RuntimeError)
+                self._stop(f"{type(exc).__name__}: {exc}")
+                return
+        if self._refusal_read:  # (its line is rank 0's: this rank says why it waits on)
+            logger.info(
+                "rank %d: rank 0 said a refusal (its line), and this rank waits in a "
+                "collective that rank 0 will not join: its launcher ends it, or the "
+                "collective's failure as rank 0 exits",
+                self.rank,
+            )
 
     def close(self) -> None:
         """Close the connection to the store (its two sockets), if any; the next use

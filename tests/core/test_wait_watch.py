@@ -123,6 +123,8 @@ class Roll:
     def __init__(self) -> None:
         self.arrived_at: list[int] = []
         self.asked: list[int] = []
+        self.looks = 0  # (`held`: the looks during a wait)
+        self.looked = threading.Event()
 
     def arrived(self, wait: int) -> None:
         self.arrived_at.append(wait)
@@ -130,6 +132,10 @@ class Roll:
     def late(self, wait: int) -> list[int] | None:
         self.asked.append(wait)
         return [1, 3]
+
+    def held(self) -> None:
+        self.looks += 1
+        self.looked.set()
 
 
 @pytest.mark.timeout(60)
@@ -143,3 +149,16 @@ def test_a_roll_call_names_the_ranks_likely_late(said: Said) -> None:
     assert "another rank (likely late: ranks 1, 3) has not reached it" in said.messages[0]
     # this rank told its second wait, once, and asked about it: the ranks not at it
     assert roll.arrived_at == [2] and roll.asked[0] == 2, (roll.arrived_at, roll.asked)
+
+
+@pytest.mark.timeout(60)
+def test_a_roll_call_is_told_of_each_look_during_a_wait_every_roll_look_at_most() -> None:
+    """A watch with a roll call looks every `ROLL_LOOK` s (not `first` / 4, 15 s at the
+    default `first`) and tells it at each look during a wait (`RollCall.held`: a rank
+    held there reads rank 0's refusal mark then: tests/trainer/test_refusal_alone_read.py).
+    With `first` at an hour, a look every 15 minutes would not come within the timeout."""
+    roll = Roll()
+    watch = WaitWatch(rank=0, first=3600.0, roll=roll)
+    with watch.waiting("the other ranks at the stop agreement"):
+        assert roll.looked.wait(WAIT)
+    assert roll.looks >= 1 and roll.arrived_at == [1], (roll.looks, roll.arrived_at)

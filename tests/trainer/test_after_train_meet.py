@@ -164,15 +164,15 @@ after_train.mark_exit(SimpleNamespace(stop_sync=SimpleNamespace(distributed=True
 
 class _EndsAtTheMark:
     """The store, ending (torch's ``DistNetworkError``, a ``RuntimeError``) at the
-    withdrawal's write: it went between the link's last look and the mark."""
+    give-up's decision (``off``): it went between the link's last look and the mark."""
 
     def __init__(self, store: Any) -> None:
         self._store = store
 
-    def set(self, key: str, value: str) -> None:
-        if value.startswith("!"):
+    def compare_set(self, key: str, expected: str, desired: str) -> bytes:
+        if desired.startswith("off:"):
             raise RuntimeError("Connection reset by peer (the store went)")
-        self._store.set(key, value)
+        return bytes(self._store.compare_set(key, expected, desired))
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._store, name)

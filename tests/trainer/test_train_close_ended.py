@@ -1,0 +1,65 @@
+"""`OnlineTrainer.train_ended` when a step of train()'s close raises
+(`train_close.close_training`: the lock's release, the signal handlers' restore...).
+Before the fix the flag was set last in train()'s ``finally``, after those steps: one
+that raised left train() over yet flagged running, so that under several ranks a
+collective call after it skipped its check-in (`after_train` reads the flag) and a hook
+fired by it counted as one during train() (`actions`). The steps after the one that
+raised still run (the output directory freed after a failed restore)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from helpers import linear_samples, small_model, xy
+
+from melissa_trainer import OnlineTrainer, TrainingArguments
+from melissa_trainer.trainer import preemption
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def _trainer(out: Path) -> OnlineTrainer:
+    model = small_model()
+    args = TrainingArguments(
+        output_dir=str(out), batch_size=4, max_steps=4, stop_sync_steps=2,
+        report_to="none", disable_progress_bar=True,
+    )  # fmt: skip
+    return OnlineTrainer(
+        model, args, torch.optim.SGD(model.parameters(), 1e-2),
+        train_source=lambda rank, world: linear_samples(100), process_sample=xy,
+    )  # fmt: skip
+
+
+def test_a_train_whose_release_raised_has_ended(tmp_path: Path) -> None:
+    trainer = _trainer(tmp_path / "out")
+    release = trainer._output_hold.release
+
+    def fails() -> None:
+        release()
+        raise OSError("the lock's file went")
+
+    trainer._output_hold.release = fails  # type: ignore[method-assign]
+    with pytest.raises(OSError, match="file went"):
+        trainer.train()
+    assert trainer.state.global_step == 4
+    assert trainer.train_ended
+
+
+def test_a_failed_restore_still_frees_the_output_dir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    trainer = _trainer(tmp_path / "out")
+    restore = preemption.PreemptionHandler.restore
+
+    def fails(self: preemption.PreemptionHandler) -> None:
+        restore(self)
+        raise RuntimeError("a handler could not be given back")
+
+    monkeypatch.setattr(preemption.PreemptionHandler, "restore", fails)
+    with pytest.raises(RuntimeError, match="given back"):
+        trainer.train()
+    assert trainer.train_ended
+    lock = trainer._output_hold.lock
+    assert lock is not None and not lock.active  # (released after the restore raised)

@@ -158,6 +158,9 @@ def test_a_frozen_controller_stop_gives_this_nodes_tasks_sigterm_and_the_grace(
     assert (tmp_path / "termed-1").exists(), f"task 1 got no SIGTERM: {log}"
     assert running == [], f"tasks {running} outlived the stop: {log}"
     said = caplog.text
+    # (told from a step daemon that does not answer by a squeue: test_slurm_srun_mute_stepd)
+    assert "the Slurm controller did not answer a squeue either" in said, said
+    assert "the Slurm controller did not answer: steps" in said, said
     assert "2 task process(es) got SIGTERM and the grace, 1 SIGKILLed" in said, said
     assert "the allocation has one node" in said, said
     # the srun keeps SRUN_END (a timed-out scancel may be a step daemon not answering,

@@ -130,6 +130,8 @@ def test_a_mute_step_daemon_is_not_said_to_be_the_controller(
     assert "the daemons (slurmstepd) of steps ['mt-sim'] did not answer" in said, said
     assert "1 task process(es) got SIGTERM and the grace, 0 SIGKILLed" in said, said
     assert ("scancel --signal=TERM", step_stop.TERM_WAIT) in asked, asked
+    # (its srun keeps SRUN_END: it ends on its own, saying why; test_slurm.py's mute step)
+    assert ("the sruns' end", step_stop.SRUN_END) in asked, asked
     assert asked[-1] == ("scancel", step_stop.TERM_WAIT), f"not cancelled by name: {asked}"
     budget = sum(wait for _, wait in asked)
     assert budget <= backend.stop_bound(GRACE), f"the stop may wait {budget} s: {asked}"

@@ -34,10 +34,13 @@ end while the controller was away, SIGKILLed after `SRUN_END`); 15.0 s with stop
 32 s (`SlurmBackend.stop_bound`'s srun figure) and this node's tasks SIGKILLed with no
 SIGTERM; 17.0 s with their SIGTERM and the grace first (test_slurm_srun_frozen_stop.py,
 one 2-task step, grace 2 s: the 2 s of grace added; the sruns still waited out
-`SRUN_END` after their tasks' end: not cut short, since a scancel that timed out may be
-a step's slurmstepd that does not answer, the controller up, and srun then ends on its
-own within KillWait + 2 s and says why (tests/launcher/backends/test_slurm.py's "mute"
-step: SIGKILLed at once, it said nothing)).
+`SRUN_END` after their tasks' end). A scancel that timed out may be a step's
+slurmstepd that does not answer, the controller up, and srun then ends on its own
+within KillWait + 2 s and says why (tests/launcher/backends/test_slurm.py's "mute"
+step: SIGKILLed at once, it said nothing): that srun keeps `SRUN_END`. Only with the
+controller surely away (the probe's squeue unanswered too), one node, no unnamed step
+and no task left here is the wait cut to `SRUN_GONE` (20.1 s -> 11.0 s, the same test,
+one run each, stop_bound 37 s).
 """
 
 from __future__ import annotations
@@ -51,12 +54,12 @@ from typing import TYPE_CHECKING
 from melissa_trainer.launcher.backends.base import Handle
 from melissa_trainer.launcher.backends.local import LocalBackend
 from melissa_trainer.launcher.backends.slurm.commands import SlurmCommands, failure, transient
-from melissa_trainer.launcher.backends.slurm.step_tasks import end_tasks
+from melissa_trainer.launcher.backends.slurm.step_tasks import end_tasks, one_node, step_tasks
 
 if TYPE_CHECKING:  # (steps imports this module)
     from melissa_trainer.launcher.backends.slurm.steps import SrunHandle
 
-__all__ = ["PROBE_WAIT", "SRUN_END", "TERM_WAIT", "Stopped", "stop_steps"]
+__all__ = ["PROBE_WAIT", "SRUN_END", "SRUN_GONE", "TERM_WAIT", "Stopped", "stop_steps"]
 
 logger = logging.getLogger("melissa_trainer.launcher.backends.slurm")
 
@@ -64,6 +67,13 @@ logger = logging.getLogger("melissa_trainer.launcher.backends.slurm")
 #: and waits up to KillWait + 2 s for their end) before it is SIGKILLed itself; the
 #: batch mode's FORCE_WAIT, which `SlurmBackend.stop_bound` counts
 SRUN_END = 10.0
+#: seconds a signalled srun has, instead of `SRUN_END`, when the controller is surely
+#: away (its scancel and the probe's squeue both failed so), the allocation has one node
+#: and the stop's steps have no task left on it (`_end_here`): such an srun does not end
+#: its step without the controller (nothing is left to end) and would only wait out
+#: `SRUN_END` (on the test cluster, slurmctld frozen: the stop took 11.0 s, 20.1 s
+#: with `SRUN_END`, one run each of test_slurm_srun_frozen_stop.py's first test)
+SRUN_GONE = 1.0
 #: seconds the ``scancel --signal=TERM`` may take: a controller slower than that is
 #: taken for one that does not answer (a frozen one holds scancel 2 x MessageTimeout,
 #: 20 s by default; an answering one takes a fraction of a second);
@@ -196,12 +206,17 @@ def _end_here(
     step_ids = [s.step_id for s in named if s.step_id is not None]
     names = [s.step_name for s in unnamed]
     stopped.termed, stopped.killed = end_tasks(allocation, step_ids, grace, names)
-    # (every srun keeps SRUN_END, even with its tasks here gone: a timed-out scancel may
-    # be a step daemon that does not answer, the controller up, and such an srun ends
-    # on its own within KillWait + 2 s, saying why; SIGKILLed at once it says nothing.
-    # An unnamed step's srun may still be starting its tasks; other nodes' tasks are
-    # ended by srun if the controller answers meanwhile)
-    local.kill_all([s.process for s in steps], SRUN_END)
+    # (an srun keeps SRUN_END, even with its tasks here gone, unless the controller is
+    # surely away: a timed-out scancel may be a step daemon that does not answer, the
+    # controller up (`stopped.mute`), and such an srun ends on its own within KillWait +
+    # 2 s, saying why; SIGKILLed at once it says nothing. An unnamed step's srun may
+    # still be starting its tasks; on several nodes, the others' tasks are ended by srun
+    # if the controller answers meanwhile. A frozen controller's sruns do not end in
+    # SRUN_END: test_slurm_srun_frozen_stop.py)
+    wait = SRUN_END
+    if stopped.away and not unnamed and one_node() and not step_tasks(allocation, step_ids):
+        wait = SRUN_GONE
+    local.kill_all([s.process for s in steps], wait)
     if stopped.mute:  # (the caller's warning is for a controller away; it cancels these)
         logger.warning(
             "the Slurm controller answers but the daemons (slurmstepd) of steps %s did not "

@@ -300,15 +300,17 @@ def hydra_account(code: int, lines: list[str]) -> str | None:
     return f"mpiexec: a rank's end: {match['what']} (signal {number})" + (f", {how}" if how else "")
 
 
-def exit_text(code: int | str, log: Path | None = None) -> str:
+def exit_text(code: int | str, log: Path | None = None, *, srun: bool = False) -> str:
     """An attempt's end as the log says it: ``exit N``, with the signal when the code
     carries one, the way either backend reports it (a process's ``-N``; a Slurm job's
     or a shell's ``128 + N``), e.g. ``exit 143 (SIGTERM: scancel, ...)``: a
     scancelled job is not a solver's own failure. With the attempt's `log`, srun's
-    account instead when it has one (`srun_account`), e.g. ``exit 143 (srun: task 1:
-    Killed first (SIGKILL: ...), then ...)``: a rank's own end, not srun's SIGTERM of
-    the others; or hydra's (`hydra_account`), e.g. ``exit 9 (mpiexec: a rank's end:
-    Killed (signal 9), SIGKILL: ...)``. A string code (``timeout``) as is."""
+    account instead when it has one (`srun_account`) and `srun` (the job's backend runs
+    its ranks under srun: `Backend.srun_tasks`, as for `own_exit`; another backend's
+    solver may print such lines itself), e.g. ``exit 143 (srun: task 1: Killed first
+    (SIGKILL: ...), then ...)``: a rank's own end, not srun's SIGTERM of the others; or
+    hydra's (`hydra_account`), e.g. ``exit 9 (mpiexec: a rank's end: Killed (signal
+    9), SIGKILL: ...)``. A string code (``timeout``) as is."""
     if not isinstance(code, int):
         return code
     if log is not None and code > 0:
@@ -316,7 +318,7 @@ def exit_text(code: int | str, log: Path | None = None) -> str:
             lines = tail_lines(log, _TAIL_BYTES)
         except OSError:
             lines = []  # no log: the code alone (the report says the log is missing)
-        account = srun_account(code, lines) or hydra_account(code, lines)
+        account = (srun_account(code, lines) if srun else None) or hydra_account(code, lines)
         if account is not None:
             return f"exit {code} ({account})"
     sig = code_signal(code)

@@ -80,7 +80,8 @@ class FailurePolicy:
         with self.lock:
             started = self.study.records[sid].started
             outcome = self.study.process_ended(sid, now, code, own)
-        ended = exit_text(code, log_path)  # srun's account of its tasks, if any
+        # (srun's account of its tasks, if any: of srun's backend only, as own_exit)
+        ended = exit_text(code, log_path, srun=self.backend.srun_tasks)
         wall = now - started if started is not None else 0.0
         self.advice.ended(sid, code, wall)
         self.apply_policy(sid, outcome, f"{ended}, {wall:.1f} s", log_path, own)
@@ -207,7 +208,7 @@ class FailurePolicy:
             sid,
             number,
             when,
-            exit_text(code, job.log_path),
+            exit_text(code, job.log_path, srun=self.backend.srun_tasks),
             status,
         )
 

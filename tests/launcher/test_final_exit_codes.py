@@ -264,13 +264,16 @@ sys.exit(143)
 @pytest.mark.e2e
 @pytest.mark.timeout(60)
 def test_srun_like_lines_of_a_local_solver_are_not_read_as_its_tasks_code(
-    tmp_path: Path,
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A local solver whose log ends in srun-form lines ("task 1: Exited with exit code
     3", then srun terminating the step) and that exits 143 is a 143: restarted, its
-    record saying no final code. Only the Slurm backend runs ranks under srun
-    (`Backend.srun_tasks`). Failed before: own_exit was asked for every backend, the 3
-    was looked up and the simulation given up after one attempt (exit codes [143])."""
+    record saying no final code, its end said as a SIGTERM. Only the Slurm backend runs
+    ranks under srun (`Backend.srun_tasks`). Failed before: own_exit was asked for every
+    backend, the 3 was looked up and the simulation given up after one attempt (exit
+    codes [143]); and exit_text was (until hsrun5) too: the end was said as "exit 143
+    (srun: task 1: Exited with exit code 3 first, ...)"."""
+    caplog.set_level(logging.INFO, logger="melissa_trainer.launcher")
     (tmp_path / "solver.py").write_text(NOT_SRUN)
     sim = [sys.executable, str(tmp_path / "solver.py"), str(tmp_path / "runs")]
     tuning = {
@@ -286,6 +289,8 @@ def test_srun_like_lines_of_a_local_solver_are_not_read_as_its_tasks_code(
     records = records_of(launch.state_dict())
     assert records[0]["exit_codes"] == [143, 143] and "reason" not in records[0], records
     assert attempts(tmp_path / "runs") == {0: 2}
+    assert "exit 143 (SIGTERM" in caplog.text, caplog.text
+    assert "srun: task 1" not in caplog.text, caplog.text
 
 
 #: a worker that reports each simulation's code on its next request (no data: without a

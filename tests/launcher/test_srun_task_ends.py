@@ -140,9 +140,11 @@ def test_an_earlier_attempt_s_lines_are_left_out() -> None:
 def test_exit_text_reads_the_log(tmp_path: Path) -> None:
     log = tmp_path / "sim-0.log"
     log.write_text(KILLED)
-    assert exit_text(143, log).startswith(f"exit 143 (srun: task 1: Killed first ({KILL}), ")
-    assert exit_text(143, tmp_path / "missing.log") == f"exit 143 ({TERM})"
-    assert exit_text(0, log) == "exit 0"
-    assert exit_text("timeout", log) == "timeout"
+    said = exit_text(143, log, srun=True)
+    assert said.startswith(f"exit 143 (srun: task 1: Killed first ({KILL}), ")
+    assert exit_text(143, log) == f"exit 143 ({TERM})"  # (not srun's backend: not srun's)
+    assert exit_text(143, tmp_path / "missing.log", srun=True) == f"exit 143 ({TERM})"
+    assert exit_text(0, log, srun=True) == "exit 0"
+    assert exit_text("timeout", log, srun=True) == "timeout"
     log.write_text("rank 0 of 2\n")
     assert exit_text(143, log) == f"exit 143 ({TERM})"

@@ -9,8 +9,10 @@ controller. Failed before: both tasks were SIGKILLed with no SIGTERM (task 0's s
 never written: "wrote-0" absent), after their sruns' `SRUN_END`. The bound is checked by
 summing the waits the stop asks for (each command's timeout, each wait for the sruns
 and for this node's tasks), not by a clock: the time taken is said, not asserted. The
-srun keeps its `SRUN_END` after its tasks are gone (see `step_stop._end_here`: a
-timed-out scancel may be a step daemon that does not answer)."""
+srun, its tasks gone and the controller surely away (the probe's squeue unanswered
+too), gets `SRUN_GONE`, not `SRUN_END` (`step_stop._end_here`; a step daemon that does
+not answer keeps `SRUN_END`: test_slurm_srun_mute_stepd.py). Failed before: the srun
+was given `SRUN_END` (asked [... ("the sruns' end", 10.0) ...])."""
 
 from __future__ import annotations
 
@@ -158,12 +160,17 @@ def test_a_frozen_controller_stop_gives_this_nodes_tasks_sigterm_and_the_grace(
     assert (tmp_path / "termed-1").exists(), f"task 1 got no SIGTERM: {log}"
     assert running == [], f"tasks {running} outlived the stop: {log}"
     said = caplog.text
+    # (told from a step daemon that does not answer by a squeue: test_slurm_srun_mute_stepd)
+    assert "the Slurm controller did not answer a squeue either" in said, said
+    assert "the Slurm controller did not answer: steps" in said, said
     assert "2 task process(es) got SIGTERM and the grace, 1 SIGKILLed" in said, said
     assert "the allocation has one node" in said, said
-    # the srun keeps SRUN_END (a timed-out scancel may be a step daemon not answering,
-    # whose srun then ends on its own and says why: test_slurm.py's mute step)
+    # the controller surely away (the probe's squeue unanswered too), one node, its
+    # tasks gone: the srun is not given SRUN_END (a step daemon not answering keeps it:
+    # test_slurm_srun_mute_stepd.py)
     sruns = [wait for what, wait in asked if what == "the sruns' end"]
-    assert sruns == [step_stop.SRUN_END], f"sruns waited {sruns} s after their tasks: {asked}"
+    assert sruns == [step_stop.SRUN_GONE], f"sruns waited {sruns} s after their tasks: {asked}"
+    print(f"the job's log: {log}")
     bound = backend.stop_bound(GRACE)
     budget = sum(wait for _, wait in asked)
     assert budget <= bound, f"the stop may wait {budget} s ({asked}; took {took:.1f} s): {bound}"

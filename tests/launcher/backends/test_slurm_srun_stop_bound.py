@@ -67,7 +67,12 @@ def test_a_stop_against_a_frozen_controller_ends_within_the_stated_bound(
     monkeypatch.setenv("FAILS", "0")
     _stand_ins(fake)
     for module in (step_stop, steps, step_tasks, slurm_backend):
-        for name, wait in (("TERM_WAIT", 1.0), ("SRUN_END", 2.0), ("GONE_WAIT", 1.0)):
+        for name, wait in (
+            ("TERM_WAIT", 1.0),
+            ("SRUN_END", 2.0),
+            ("GONE_WAIT", 1.0),
+            ("PROBE_WAIT", 1.0),
+        ):
             if hasattr(module, name):
                 monkeypatch.setattr(module, name, wait)
     backend = SlurmBackend(mode="srun", controller_wait=0)

@@ -20,7 +20,7 @@ from test_slurm_srun_outage import fake  # noqa: F401 - the fixture (stand-in co
 from waiting import wait_until
 
 from melissa_trainer.launcher.backends import SlurmBackend
-from melissa_trainer.launcher.backends.slurm import step_stop
+from melissa_trainer.launcher.backends.slurm import step_stop, step_tasks
 
 pytestmark = pytest.mark.e2e  # it starts processes
 
@@ -82,9 +82,11 @@ FROZEN_FOR_SIGNALS = """#!/bin/bash
 echo "$@" >> "$FAKE/scancel.calls"
 if [[ "$1" == --signal=* ]]; then exec sleep 600; fi
 """
-#: squeue as test_slurm_srun_outage's, its calls counted
+#: squeue as test_slurm_srun_outage's, its calls counted; never answers once
+#: $FAKE/frozen exists
 COUNTED_SQUEUE = """#!/bin/bash
 echo "$@" >> "$FAKE/squeue.calls"
+if [ -e "$FAKE/frozen" ]; then exec sleep 600; fi
 cat "$FAKE/steps" 2>/dev/null; exit 0
 """
 
@@ -96,12 +98,15 @@ def test_a_frozen_controller_holds_the_stop_term_wait_at_most(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The scancel --signal=TERM that does not answer is given up after TERM_WAIT (here
-    0.5 s), the sruns are signalled, and no squeue nor scancel follows (each would wait
-    out its own timeout on a frozen controller). Failed before: the steps were then
-    cancelled by name, a squeue asked after the kill (on the test cluster, slurmctld
-    SIGSTOPped: the stop took 40.1 s with stop_bound 17 s; 15.0 s now, within 22 s)."""
+    0.5 s), one squeue of the allocation asks whether the controller answers (given up
+    after PROBE_WAIT, here 0.5 s: it does not), the sruns are signalled, and no other
+    squeue nor scancel follows (each would wait out its own timeout on a frozen
+    controller). Failed before: the steps were then cancelled by name, a squeue asked
+    after the kill (on the test cluster, slurmctld SIGSTOPped: the stop took 40.1 s with
+    stop_bound 17 s; 15.0 s then, within 22 s)."""
     monkeypatch.setenv("FAILS", "0")
     monkeypatch.setattr(step_stop, "TERM_WAIT", 0.5)
+    monkeypatch.setattr(step_stop, "PROBE_WAIT", 0.5)
     (fake.parent / "bin" / "scancel").write_text(FROZEN_FOR_SIGNALS)
     (fake.parent / "bin" / "squeue").write_text(COUNTED_SQUEUE)
     (fake / "steps").write_text("".join(f"77.{5 + i}|mt-sim-{i}\n" for i in range(N)))
@@ -116,13 +121,16 @@ def test_a_frozen_controller_holds_the_stop_term_wait_at_most(
             30.0,
         )
         asked = len((fake / "squeue.calls").read_text().splitlines())
+        (fake / "frozen").touch()  # (squeue's; scancel --signal never answers)
         codes = backend.kill_all(handles, grace=600.0)  # (the solvers exit on SIGTERM)
         after = (fake / "squeue.calls").read_text().splitlines()[asked:]
     finally:
+        (fake / "frozen").unlink(missing_ok=True)
         backend.close()
     assert codes == [None] * N
     assert (fake / "scancel.calls").read_text().splitlines() == ["--signal=TERM 77.5 77.6"]
-    assert after == [], after  # (no squeue after the kill: no cancel by name)
+    # (the probe alone after the kill: no cancel by name)
+    assert after == ["-h -j 77 -o %i"], after
     assert sorted(set((tmp_path / "said.txt").read_text().splitlines())) == expected(N)
 
 
@@ -130,4 +138,5 @@ def test_the_stop_bound_of_srun_mode_counts_its_commands_waits(fake: Path) -> No
     """No command of an srun stop is retried (controller_wait): its squeues and scancels
     are given up after TERM_WAIT each (test_slurm_srun_stop_bound.py measures it)."""
     backend = SlurmBackend(mode="srun", controller_wait=40.0)
-    assert backend.stop_bound(5.0) == 5.0 + step_stop.SRUN_END + 4 * step_stop.TERM_WAIT
+    waits = 4 * step_stop.TERM_WAIT + step_stop.PROBE_WAIT + step_tasks.GONE_WAIT
+    assert backend.stop_bound(5.0) == 5.0 + step_stop.SRUN_END + waits

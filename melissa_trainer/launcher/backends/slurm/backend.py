@@ -45,7 +45,7 @@ from melissa_trainer.launcher.backends.slurm.commands import (
     check_controller_wait,
 )
 from melissa_trainer.launcher.backends.slurm.queued_end import held_reason
-from melissa_trainer.launcher.backends.slurm.step_stop import SRUN_END, TERM_WAIT
+from melissa_trainer.launcher.backends.slurm.step_stop import PROBE_WAIT, SRUN_END, TERM_WAIT
 from melissa_trainer.launcher.backends.slurm.step_tasks import GONE_WAIT
 from melissa_trainer.launcher.backends.slurm.steps import SrunHandle, SrunSteps
 
@@ -277,9 +277,13 @@ class SlurmBackend(Backend):
         and the sruns' end (`SRUN_END`), then either the cancel by name's squeue and
         scancel (`TERM_WAIT` each) or, the controller away, the waits for this node's
         tasks to be gone after their SIGKILL (`GONE_WAIT` each: the one after the grace
-        of their SIGTERM, `step_tasks.end_tasks`, and that of any left at the end)."""
+        of their SIGTERM, `step_tasks.end_tasks`, and that of any left at the end). A
+        scancel that timed out adds the squeue asking whether the controller answers
+        (`PROBE_WAIT`) and, if it does (a step daemon that does not), the tasks'
+        `GONE_WAIT` after their grace before the cancel by name."""
         if self._steps is not None:
-            return grace + SRUN_END + 2 * TERM_WAIT + 2 * max(TERM_WAIT, GONE_WAIT)
+            waits = 2 * TERM_WAIT + PROBE_WAIT + GONE_WAIT + 2 * max(TERM_WAIT, GONE_WAIT)
+            return grace + SRUN_END + waits
         return grace + FORCE_WAIT + self._commands.controller_wait
 
     def describe(self, handle: Handle) -> str:

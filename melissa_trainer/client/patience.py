@@ -347,6 +347,9 @@ class CloseWait:
         if not self._after_failure or self._handshakes is None or self._disconnected is None:
             return None
         self._handshakes.await_outcomes(self._endpoints, self.deadline)  # (a refusal unread)
+        if (refused := self._handshakes.refused(self._endpoints)) is not None:
+            self.refusal = refused  # (a peer ending each connection: not "the trainer died")
+            return refused
         if self._watch is None:
             self._watch = PeerWatch(self._handshakes, self._endpoints, self._began)
         cause = None if self._preempted is None else self._preempted()  # (not "died")

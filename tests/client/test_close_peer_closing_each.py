@@ -18,8 +18,10 @@ import threading
 
 import numpy as np
 import pytest
+from waiting import wait_until
 
 from melissa_trainer.client import Client, ClientTuning
+from melissa_trainer.client.handshake_notes import CUT_BEFORE_HANDSHAKE
 from melissa_trainer.client.handshake_words import NOT_RECEIVER_DROPS
 
 #: far beyond the test's timeout: a close that waited for it fails by the marker
@@ -68,3 +70,34 @@ def test_a_close_without_bye_to_a_peer_closing_each_connection_says_not_a_receiv
         NOT_RECEIVER_DROPS
     ), said
     assert "died" not in said[0], said
+
+
+@pytest.mark.timeout(60)
+def test_a_close_without_bye_to_a_peer_that_ended_its_one_connection_does_not_say_died(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A peer that ended the one connection it accepted before any handshake, its port
+    refusing since (a trainer killed as it started, or another program that went): which
+    one is not known, and the close says both (`CUT_BEFORE_HANDSHAKE`). Failed before:
+    "the trainer died, or its node", as of a receiver that had completed a handshake."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    endpoint = f"tcp://127.0.0.1:{listener.getsockname()[1]}"
+    tuning = ClientTuning(failed_close_timeout=FAILED_CLOSE_TIMEOUT)
+    client = Client({"u": ((4,), "float32")}, simulation_id=6, endpoints=endpoint, tuning=tuning)
+    try:
+        client.send(0, u=np.ones(4, np.float32))
+        conn, _ = listener.accept()
+        listener.close()  # (the port refuses the reconnections)
+        conn.close()
+        shakes = client._transport.handshakes
+        wait_until(lambda: (shakes.read(), shakes.down_since[0])[1] is not None, "down", 30)
+    finally:
+        listener.close()
+        with caplog.at_level(logging.WARNING, logger="melissa_trainer.client.client"):
+            client.close(bye=False)
+    said = [r.getMessage() for r in caplog.records if "not delivered" in r.getMessage()]
+    assert len(said) == 1, said
+    assert said[0].endswith(f"a disconnected receiver; {CUT_BEFORE_HANDSHAKE})"), said
+    assert "died, or its node" not in said[0], said

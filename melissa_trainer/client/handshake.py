@@ -257,6 +257,10 @@ class Handshakes:
             )
         return None
 
+    def spoke(self, index: int) -> bool:
+        """Whether a ZeroMQ handshake ever completed on socket `index` (events read)."""
+        return self._zmtp[index]
+
     def never_connected(self, endpoints: Sequence[str]) -> list[str]:
         """The `endpoints` (the sockets', in order) no connection of which was ever
         accepted, as the events read (without blocking; kept after `close`) say: a wrong

@@ -18,7 +18,7 @@ from melissa_trainer.client.handshake_words import NOT_RECEIVER
 if TYPE_CHECKING:  # pragma: no cover (`handshake` imports this module)
     from melissa_trainer.client.handshake import Handshakes
 
-__all__ = ["down_note", "never_note", "pending_note"]
+__all__ = ["CUT_BEFORE_HANDSHAKE", "down_note", "gone_cause", "never_note", "pending_note"]
 
 
 def never_note(handshakes: Handshakes | None, endpoints: Sequence[str]) -> str:
@@ -38,6 +38,25 @@ def never_note(handshakes: Handshakes | None, endpoints: Sequence[str]) -> str:
             "endpoint (the trainer's rank_N.json) or start the trainer first"
         )
     return "; ".join(notes)
+
+
+#: why a peer went that accepted TCP and ended the connection before any ZeroMQ handshake
+#: completed (`gone_cause`): no receiver ever spoke there, so "the trainer died" is a guess.
+#: The C client's words too (clients/c/src/close_failed.c)
+CUT_BEFORE_HANDSHAKE = (
+    "the peer closed the connection before any ZeroMQ handshake completed: a trainer that "
+    "died as it started, or a program that is not a receiver (check the endpoint: the "
+    "trainer's rank_N.json)"
+)
+
+
+def gone_cause(handshakes: Handshakes, index: int, cause: str | None) -> str:
+    """Why socket `index`'s receiver went, as `patience.PeerWatch.gone` says it: `cause`
+    (a stop record's), else `CUT_BEFORE_HANDSHAKE` when no handshake ever completed on
+    it, else "the trainer died, or its node" (one that completed a handshake did run)."""
+    if cause:
+        return cause
+    return "the trainer died, or its node" if handshakes.spoke(index) else CUT_BEFORE_HANDSHAKE
 
 
 #: why a receiver went, when no stop record says (`down_note`)

@@ -40,13 +40,8 @@ from typing import TYPE_CHECKING
 import zmq
 
 from melissa_trainer.client.gave_up import run_again, waits_for
-from melissa_trainer.client.handshake import (
-    NOT_RECEIVER,
-    Handshakes,
-    down_note,
-    never_note,
-    pending_note,
-)
+from melissa_trainer.client.handshake import NOT_RECEIVER, Handshakes
+from melissa_trainer.client.handshake_notes import down_note, gone_cause, never_note, pending_note
 from melissa_trainer.client.sockets import SLICE, deadline_after, ms_left
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -190,7 +185,7 @@ class PeerWatch:
                 return (
                     f"to {endpoint}: the receiver is unreachable, disconnected for "
                     f"{now - since:.0f} s without a new connection ({said}; "
-                    f"{cause or 'the trainer died, or its node'}){'; ' if never else ''}{never}"
+                    f"{gone_cause(self._handshakes, index, cause)}){'; ' if never else ''}{never}"
                 )
         return None
 
@@ -347,6 +342,9 @@ class CloseWait:
         if not self._after_failure or self._handshakes is None or self._disconnected is None:
             return None
         self._handshakes.await_outcomes(self._endpoints, self.deadline)  # (a refusal unread)
+        if (refused := self._handshakes.refused(self._endpoints)) is not None:
+            self.refusal = refused  # (a peer ending each connection: not "the trainer died")
+            return refused
         if self._watch is None:
             self._watch = PeerWatch(self._handshakes, self._endpoints, self._began)
         cause = None if self._preempted is None else self._preempted()  # (not "died")

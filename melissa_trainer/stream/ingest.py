@@ -270,6 +270,8 @@ class Ingest(IngestState):
             self.sims[sid] = self.archive.revive(hello)  # then the path of any HELLO of
             self.archive.finished(sid, self.marked)  # a known ledger (its attempt counted)
         sim = self.sims.get(sid)
+        if sim is not None and sim.finished:  # (said: `run_again`; its steps duplicates)
+            self.run_again.hello(sid, sim.completed)
         why = None if sim is not None else self.schema.admit(hello.fields, list(hello.parameters))
         if why is not None:
             self.refused.append((hello.simulation_id, why))

@@ -35,6 +35,7 @@ from melissa_trainer.stream.ingested import Draining
 from melissa_trainer.stream.log_summary import LogSummary
 from melissa_trainer.stream.nonfinite import NonFiniteGuard
 from melissa_trainer.stream.recent_keys import RecentKeys
+from melissa_trainer.stream.run_again import RunAgain
 from melissa_trainer.stream.schema import StudySchema
 from melissa_trainer.stream.twin_hellos import TwinHellos
 from melissa_trainer.wire import FieldSpec
@@ -128,6 +129,7 @@ class IngestState:
         #: the ledgers of running simulations, and of finished ones until `archive` takes them
         self.sims: dict[int, StepLedger] = {}
         self.archive = Archive(recent_size)  # finished simulations, a few bytes each
+        self.run_again = RunAgain(rank)  # a finished simulation's HELLO again: said
         #: the simulations (ledger or archived) whose HELLO said routing
         #: "simulation_step" (``(s + t) % W``); the others are routed ``t % W``
         self.shifted: set[int] = set()

@@ -28,6 +28,8 @@ from c_driver import script_exe  # noqa: F401 (a fixture)
 from compiled import c_client  # noqa: F401 (a fixture)
 from predict_script import MT_EFIELD, MT_ETIMEDOUT, Script
 
+from melissa_trainer.client.handshake_notes import CUT_BEFORE_HANDSHAKE
+
 pytestmark = pytest.mark.e2e  # every test here starts processes; one waits 4 s
 
 MT_EENV = 6
@@ -48,16 +50,22 @@ while True:
     else:
         conn.close()
 """
+#: why a peer that never completed a handshake went (handshake_notes.CUT_BEFORE_HANDSHAKE,
+#: as the Python client says it); before, both killed-peer closes said "the trainer died,
+#: or its node", though no trainer had ever spoken there
+CUT = CUT_BEFORE_HANDSHAKE
 INCOMPLETE = (
     "closed with time step 1 incomplete: field(s) 'v' missing; no BYE sent (the run did not "
     "finish); and "
 )
 
 
-def close_to_peer(exe: Path, how: str, bye: bool) -> tuple[str, int, str]:
+def close_to_peer(exe: Path, how: str, bye: bool, accepts: int = 1) -> tuple[str, int, str]:
     """The peer's endpoint, and the status and message of the close of a client of fields
     u and v that sent time step 0 and u of step 1 (and v, with `bye`) to a peer that
-    `how` ("kill": killed -9 once it accepted; "close": closes each connection)."""
+    `how` ("kill": killed -9 once it accepted; "close": closes each connection), once the
+    peer accepted `accepts` connections (each before the last ended before it was tried:
+    its end is in the client's monitor queue when the close reads it)."""
     peer = subprocess.Popen(
         [sys.executable, "-c", PEER, "keep" if how == "kill" else "close"],
         stdout=subprocess.PIPE,
@@ -73,7 +81,8 @@ def close_to_peer(exe: Path, how: str, bye: bool) -> tuple[str, int, str]:
             "field u 1 1 4", "field v 1 1 4", "start", *sends, *(["send 1 v 1 4 1"] if bye else []),
         )  # fmt: skip
         assert script.wait(last)[-1].strip() == "0", script.seen[last]
-        assert peer.stdout.readline().strip() == "accepted"  # (the client's connection)
+        for _ in range(accepts):  # (the client's connection, and its reconnections)
+            assert peer.stdout.readline().strip() == "accepted"
         if how == "kill":
             peer.send_signal(signal.SIGKILL)
             peer.wait()
@@ -100,8 +109,8 @@ def test_a_close_with_bye_to_a_killed_peer_ends_at_the_disconnected_timeout(
         "is unreachable, disconnected for "
     ), message
     assert (
-        " s without a new connection (mt_set_disconnected_timeout=4.0 s; the trainer died, or "
-        "its node). What it sent after the trainer's last checkpoint may be lost" in message
+        f" s without a new connection (mt_set_disconnected_timeout=4.0 s; {CUT}). What it sent "
+        "after the trainer's last checkpoint may be lost" in message
     ), message
 
 
@@ -115,7 +124,7 @@ def test_a_close_without_bye_to_a_killed_peer_is_at_once(script_exe: Path) -> No
     ), message
     assert message.endswith(
         " s without a new connection (a close after a failure does not wait for a "
-        "disconnected receiver; the trainer died, or its node)"
+        f"disconnected receiver; {CUT})"
     ), message
 
 
@@ -143,3 +152,20 @@ def test_a_close_without_bye_to_a_peer_closing_each_connection_is_at_once(
         f"{INCOMPLETE}simulation {SID} rank 0: queued messages not delivered to {endpoint}: "
     ), message
     assert "close_timeout" not in message, message  # (not its bound: it did not wait)
+
+
+@pytest.mark.timeout(120)
+def test_a_close_without_bye_to_a_peer_closing_each_of_its_connections_says_not_a_receiver(
+    script_exe: Path,  # noqa: F811
+) -> None:
+    """Failed before: once the peer had ended two connections, the close said "the
+    receiver is unreachable, disconnected for 0 s without a new connection (...; the
+    trainer died, or its node)"; the close with BYE said not a receiver (above)."""
+    endpoint, code, message = close_to_peer(script_exe, "close", False, accepts=3)
+    assert code == MT_EFIELD, message
+    assert message.startswith(
+        f"{INCOMPLETE}simulation {SID} rank 0: to {endpoint}: not a melissa-trainer receiver, "
+        "or a receiver that takes CURVE (encrypted) connections only (it accepted TCP "
+        "connections but ended every ZeroMQ handshake without completing one)"
+    ), message
+    assert "died" not in message, message

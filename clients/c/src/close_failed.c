@@ -22,6 +22,13 @@
 /* (patience.py _NO_WAIT, word for word) */
 #define NO_WAIT "a close after a failure does not wait for a disconnected receiver"
 
+const char *mt_gone_cause(const mt_client *c, size_t i) {
+    if (c->handshakes == NULL || c->handshakes[i].zmtp) return "the trainer died, or its node";
+    return "the peer closed the connection before any ZeroMQ handshake completed: a trainer "
+           "that died as it started, or a program that is not a receiver (check the "
+           "endpoint: the trainer's rank_N.json)";
+}
+
 mt_status mt_close_unwaited(mt_client *c, const char *whose, const char *what) {
     char never[600];
     for (size_t i = 0; c->handshakes != NULL && i < c->n_endpoints; ++i) {
@@ -33,7 +40,8 @@ mt_status mt_close_unwaited(mt_client *c, const char *whose, const char *what) {
             return mt_fail(c, MT_ETIMEDOUT, "%s: %s not delivered to %s: the receiver is "
                                             "unreachable, tried for %.0f s (%s): %s",
                            whose, what, c->endpoints[i], now - since, NO_WAIT, never);
-        char cause[1024] = "the trainer died, or its node"; /* (preempted, its record says?) */
+        char cause[1024]; /* (preempted, its record says? else mt_gone_cause) */
+        snprintf(cause, sizeof cause, "%s", mt_gone_cause(c, i));
         mt_stop_preempted_words(c, cause, sizeof cause);
         return mt_fail(c, MT_ETIMEDOUT, "%s: %s not delivered to %s: the receiver is "
                                         "unreachable, disconnected for %.0f s without a new "

@@ -269,7 +269,8 @@ static mt_status between(mt_client *c, waiting *w) {
                                             "(mt_set_disconnected_timeout=%s s): %s",
                            whose, w->what, c->endpoints[i], now - since, t, never);
         char of[64] = ""; /* (a close counts from its start: said when it went down before) */
-        char cause[1024] = "the trainer died, or its node"; /* (preempted, its record says?) */
+        char cause[1024]; /* (preempted, its record says? else mt_gone_cause) */
+        snprintf(cause, sizeof cause, "%s", mt_gone_cause(c, i));
         mt_stop_preempted_words(c, cause, sizeof cause);
         if (since < w->started - 0.5)
             snprintf(of, sizeof of, ", counted from this close's start %.0f s ago",

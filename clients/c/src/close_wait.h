@@ -25,6 +25,11 @@ mt_status mt_close_deliver(mt_client *c, bool bye, double *deadline, const char 
  * failed, or not a receiver (TCP accepted, no handshake): none is waited for, as the
  * Python client's close after a failure; else MT_OK. Reads the monitors; never blocks. */
 mt_status mt_close_unwaited(mt_client *c, const char *whose, const char *what);
+/* Why socket i's receiver went when no stop record says: "the trainer died, or its node"
+ * once a ZeroMQ handshake completed on it, else that the peer closed the connection
+ * before any (a trainer killed as it started, or not a receiver: which is not known);
+ * handshake_notes.py gone_cause, word for word. */
+const char *mt_gone_cause(const mt_client *c, size_t i);
 /* The bound of a close's delivery, in seconds (< 0: none), and in *setting the name its
  * message gives it: with `bye`, c->close_timeout ("close_timeout"); without, the lower
  * of it and c->failed_close_timeout ("failed_close_timeout" when that is the one), a

@@ -56,6 +56,7 @@
 #include <zmq.h>
 
 #include "internal.h"
+#include "close_wait.h"
 #include "follow.h"
 #include "send_notice.h"
 
@@ -157,7 +158,7 @@ static mt_status gone(mt_client *c, double started, const uint64_t *step) {
                                                   "mt_set_follow_timeout=%s s after", follow);
         if (c->handshakes[i].ever) {
             if (!mt_stop_preempted_words(c, cause, sizeof cause)) /* (its record says?) */
-                snprintf(cause, sizeof cause, "the trainer died, or its node");
+                snprintf(cause, sizeof cause, "%s", mt_gone_cause(c, i));
             snprintf(how, sizeof how, "disconnected for %.0f s without a new connection "
                                       "(mt_set_disconnected_timeout=%s s; %s)",
                      now - since, after, cause);

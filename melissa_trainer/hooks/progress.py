@@ -219,9 +219,12 @@ class ProgressHook(Hook):
         again = real == self._saved
         self._saved = real
         if trainer.is_main_process:
+            # (what came since is not known here: a mere second save of an unchanged
+            # step, `save_checkpoint()` called again, rewrites it too; said so, never
+            # "its first write lacked ...", which that is not)
             note = (
-                " (rewritten: its first write lacked what came after it, simulations "
-                "ended or samples received)"
+                " (rewritten: replaces this step's earlier write, with whatever came "
+                "since it: simulations ended, samples received)"
                 if again
                 else ""
             )

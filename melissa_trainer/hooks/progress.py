@@ -8,6 +8,7 @@ sample was trained on (`hooks.reuse`).
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from typing import TYPE_CHECKING
 
@@ -106,7 +107,8 @@ class ProgressHook(Hook):
         self.disable_bar = disable_bar
         self._bar: tqdm | None = None
         self._handler: _AboveTheBar | None = None
-        self._saved: str | None = None  # the path of this run's last checkpoint
+        # the real path of the checkpoint this run last wrote or resumed from
+        self._saved: str | None = None
 
     def _print(self, line: str) -> None:
         if self._bar is not None:
@@ -120,6 +122,8 @@ class ProgressHook(Hook):
     ) -> None:
         # A resumed run looks like a fresh one but for the bar's first count, and the
         # trainer's own "resumed from" line is INFO, which Python's default logging hides.
+        # (A save of this step later rewrites the checkpoint resumed from: `on_save`.)
+        self._saved = os.path.realpath(path)
         if trainer.is_main_process:
             self._print(f"step {state.global_step} | resumed from {path}")
 
@@ -206,15 +210,21 @@ class ProgressHook(Hook):
         self, trainer: TrainerView, state: TrainerState, control: TrainerControl, path: str
     ) -> None:
         # A checkpoint of this step written again: the end's (or a preemption's) rewrite
-        # of a periodic save of the run's last step, which lacked what came since (a
-        # study's last simulations' ends, samples received: `trainer.end_save`). Said,
-        # or the same line twice reads as a checkpoint written twice by mistake.
-        again = path == self._saved
-        self._saved = path
+        # of a periodic save of the run's last step, or of the checkpoint it resumed from
+        # (`on_load`), which lacked what came since (a study's last simulations' ends,
+        # samples received: `trainer.end_save`). Said, or the same line twice reads as a
+        # checkpoint written twice by mistake. (Real paths: the resumed one is named as
+        # the user gave it, maybe relative.)
+        real = os.path.realpath(path)
+        again = real == self._saved
+        self._saved = real
         if trainer.is_main_process:
+            # (what came since is not known here: a mere second save of an unchanged
+            # step, `save_checkpoint()` called again, rewrites it too; said so, never
+            # "its first write lacked ...", which that is not)
             note = (
-                " (rewritten: its first write lacked what came after it, simulations "
-                "ended or samples received)"
+                " (rewritten: replaces this step's earlier write, with whatever came "
+                "since it: simulations ended, samples received)"
                 if again
                 else ""
             )

@@ -357,14 +357,24 @@ def warn_unreachable_watermark(data: object, watermark: int, rank: int, world_si
     training only drains what the stream put, each sample about once. Melissa refuses
     its `per_server_watermark` above the samples per server at start; here the run stays
     legal (the drain trains), but is said before it waits rather than only in the
-    end-of-run reuse line (`hooks.reuse`). An iterable without a length (a generator, a
-    study's stream) says nothing: its size is not known at start."""
+    end-of-run reuse line (`hooks.reuse`). An empty one is said as such, without the
+    watermark (none would help). An iterable without a length (a generator, a study's
+    stream) says nothing: its size is not known at start."""
     if not isinstance(data, Sized):
         return
     n = len(data)
     if n >= watermark:
         return
     who = f"rank {rank}'s train_source" if world_size > 1 else "train_source"
+    if n == 0:  # (no watermark helps: "lower --watermark (well below 0)" misled)
+        logger.warning(
+            "%s holds no sample: this rank has nothing to train on (a factory "
+            "train_source(rank, world_size) whose share for rank %d is empty?); give "
+            "each rank samples",
+            who,
+            rank,
+        )
+        return
     logger.warning(
         "%s holds %d samples, fewer than --watermark %d (the fewest the buffer must hold, "
         "per rank, before a batch is drawn): the watermark is never reached, so training "

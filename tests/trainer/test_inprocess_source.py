@@ -160,3 +160,19 @@ def test_a_reachable_or_unknown_watermark_is_not_warned(caplog: pytest.LogCaptur
             source.start(FIFOBuffer(capacity=64, watermark=20), 0, 1)
             source.stop()
     assert caplog.records == []
+
+
+def test_an_empty_share_is_said_as_empty_not_as_a_watermark_to_lower(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """hrev17: a factory whose share for a rank is empty (``data[rank::world]`` of one
+    sample on 2 ranks) was told to 'Lower --watermark (well below 0)', at any watermark,
+    1 included: no watermark helps a rank with nothing to train on."""
+    buffer = FIFOBuffer(capacity=64, watermark=1)
+    source = IterableSource(lambda rank, world: [sample(0)][rank::world])
+    with caplog.at_level("WARNING", logger="melissa_trainer.sources.source"):
+        source.start(buffer, 1, 2)
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 1 and said[0].startswith("rank 1's train_source holds no sample")
+    assert "--watermark" not in said[0]
+    source.stop()

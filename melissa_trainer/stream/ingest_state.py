@@ -385,6 +385,7 @@ class IngestState:
         and accepted again when re-sent.
         """
         load_record(self, state, buffer_put)
+        self.run_again.resumed = True  # (a finished simulation's rerun is then expected)
 
     def held_record(self) -> dict[int, tuple[int, int, bytes]]:
         """What this ingest holds of each simulation, as a follow socket answers it

@@ -11,7 +11,10 @@ change it (other parameters, a fixed solver) must learn that the trainer kept th
 first run's data. The same HELLO comes from legitimate reruns too (a launcher's restart
 of an attempt that failed after its BYE; after a resume, a simulation run again for
 another rank's data), which a receiver cannot tell apart (a HELLO carries no attempt):
-the words name both, and say that nothing is lost nor trained twice.
+the words name both, and say that nothing is lost nor trained twice. After a resume
+(`resumed`: the receiver's record was restored) such HELLOs are the expected path (the
+launcher runs again every simulation some rank's checkpoint lacked, finished here or
+not), so they are said at INFO there, not as a WARNING on every resume.
 
 Rank 0's receiver only (every attempt says HELLO to every receiver: one line per
 simulation, not one per rank), once per simulation id, for the first `SAID_AT_MOST`
@@ -43,6 +46,8 @@ class RunAgain:
         self._said: set[int] = set()  # (at most SAID_AT_MOST ids: bounded)
         self._more_said = False  # (the line after SAID_AT_MOST, said once)
         self.count = 0  #: HELLOs read of finished simulations (every rank counts)
+        #: the receiver's record was restored from a checkpoint (`IngestState.load_state_dict`)
+        self.resumed = False
 
     def hello(self, simulation_id: int, steps: int) -> None:
         """A HELLO of `simulation_id`, which finished here with `steps` time steps."""
@@ -51,17 +56,27 @@ class RunAgain:
             return
         if len(self._said) == SAID_AT_MOST:
             self._more_said = True
-            logger.warning(
+            logger.log(
+                logging.INFO if self.resumed else logging.WARNING,
                 "more finished simulations said HELLO again: not logged one by one; each "
-                "one's steps are dropped as duplicates, as above"
+                "one's steps are dropped as duplicates, as above",
             )
             return
         self._said.add(simulation_id)
+        if self.resumed:  # (the launcher's rerun for another rank's data: expected)
+            logger.info(
+                "simulation %d said HELLO again after it finished here (%d time step(s) "
+                "held before the resume): run again for another rank's data, its steps "
+                "here are dropped as duplicates",
+                simulation_id,
+                steps,
+            )
+            return
         logger.warning(
             "simulation %d said HELLO again after it finished (its BYE read, %d time step(s) "
             "held): what it sends now is dropped as duplicates, nothing is trained twice, "
             "and the trainer keeps its first run's data. Harmless if the launcher ran it "
-            "again (an attempt that failed after its BYE, or after a resume); if it was "
+            "again (an attempt that failed after its BYE); if it was "
             "started again by hand, the run was not needed, and a changed simulation "
             "needs a new simulation id",
             simulation_id,

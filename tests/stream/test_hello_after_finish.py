@@ -59,6 +59,6 @@ def test_a_second_copy_after_bye_is_said_and_trains_nothing_twice(
         "simulation 7 said HELLO again after it finished (its BYE read, 5 time step(s) held): "
         "what it sends now is dropped as duplicates, nothing is trained twice, and the "
         "trainer keeps its first run's data. Harmless if the launcher ran it again (an "
-        "attempt that failed after its BYE, or after a resume); if it was started again by "
+        "attempt that failed after its BYE); if it was started again by "
         "hand, the run was not needed, and a changed simulation needs a new simulation id"
     ], warned

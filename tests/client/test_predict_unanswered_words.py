@@ -35,7 +35,7 @@ C_SOURCES = Path(__file__).resolve().parents[2] / "clients" / "c" / "src"
 INPUTS = {"u": np.arange(4, dtype=np.float32)}
 #: seconds of the unanswered request: ample for a connection on this host (a request
 #: that found none in time would say so in other words, and fail the test)
-TIMEOUT = 3.0
+TIMEOUT = 1.5
 
 
 @pytest.fixture(autouse=True)

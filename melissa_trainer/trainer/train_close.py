@@ -49,17 +49,19 @@ def close_training(
                 trainer.hooks.close()  # (its files: closed after a failed stop too)
     finally:
         # An end every rank agreed on: they meet once it is done (`exit_meeting`)
-        met = (preempted or failure.agreed) and trainer.stop_sync.distributed
-        if met:  # (a signal from now: the exit's words; the hold before restore)
-            preemption.ending = "a preemption" if preempted else failure.words
-            # (the agreed bound: the slowest rank's stop, rank 0's study's kill_grace)
-            bound = meet_timeout(trainer.source) if meet_bound is None else meet_bound
-            meet(trainer.process_index, preemption.ending, bound, trainer.accelerator.device)
-            hold_term(previous=preemption.previous_term())  # (the launcher's SIGTERM)
         try:
-            preemption.restore()
-        finally:
+            met = (preempted or failure.agreed) and trainer.stop_sync.distributed
+            if met:  # (a signal from now: the exit's words; the hold before restore)
+                preemption.ending = "a preemption" if preempted else failure.words
+                # (the agreed bound: the slowest rank's stop, rank 0's study's kill_grace)
+                bound = meet_timeout(trainer.source) if meet_bound is None else meet_bound
+                meet(trainer.process_index, preemption.ending, bound, trainer.accelerator.device)
+                hold_term(previous=preemption.previous_term())  # (the launcher's SIGTERM)
+        finally:  # (meet raises no Exception, but a KeyboardInterrupt may land in it)
             try:
-                hold.release()  # the run is over: output_dir is free
+                preemption.restore()
             finally:
-                close_roll(trainer.stop_sync.watch.roll)  # (its sockets: the next wait reopens)
+                try:
+                    hold.release()  # the run is over: output_dir is free
+                finally:
+                    close_roll(trainer.stop_sync.watch.roll)  # (its sockets: reopened)

@@ -9,13 +9,14 @@ raised still run (the output directory freed after a failed restore)."""
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
 from helpers import linear_samples, small_model, xy
 
 from melissa_trainer import OnlineTrainer, TrainingArguments
-from melissa_trainer.trainer import preemption
+from melissa_trainer.trainer import preemption, train_close
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -63,3 +64,34 @@ def test_a_failed_restore_still_frees_the_output_dir(
     assert trainer.train_ended
     lock = trainer._output_hold.lock
     assert lock is not None and not lock.active  # (released after the restore raised)
+
+
+def test_an_interrupt_in_the_exit_meeting_still_restores_and_frees(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A KeyboardInterrupt landing in the ranks' exit meeting (a Ctrl-C while a rank
+    waits there): the signal handlers are given back, the output directory freed and
+    the roll call closed all the same. Before, the meeting sat outside the steps'
+    chain: the interrupt skipped all three (hrev17's reading; failed before: [])."""
+    done: list[str] = []
+
+    def interrupted(*args: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(train_close, "meet", interrupted)
+    monkeypatch.setattr(train_close, "close_roll", lambda roll: done.append("roll"))
+    trainer = SimpleNamespace(
+        source=SimpleNamespace(stop=lambda: None),
+        hooks=SimpleNamespace(close=lambda: None),
+        stop_sync=SimpleNamespace(distributed=True, watch=SimpleNamespace(roll=None)),
+        process_index=1,
+        accelerator=SimpleNamespace(device="cpu"),
+    )
+    hold = SimpleNamespace(stopping=lambda: None, release=lambda: done.append("release"))
+    handler = SimpleNamespace(
+        ending=None, previous_term=lambda: None, restore=lambda: done.append("restore")
+    )
+    failure = SimpleNamespace(agreed=False, words="")
+    with pytest.raises(KeyboardInterrupt):
+        train_close.close_training(trainer, hold, handler, failure, True, 5.0)  # type: ignore[arg-type]
+    assert done == ["restore", "release", "roll"]

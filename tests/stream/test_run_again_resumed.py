@@ -11,6 +11,7 @@ import logging
 
 import numpy as np
 import pytest
+from small_ingest import small_ingest
 
 from melissa_trainer.stream.ingest import Ingest
 from melissa_trainer.stream.run_again import SAID_AT_MOST
@@ -18,21 +19,6 @@ from melissa_trainer.wire import Bye, Data, FieldSpec, Hello
 
 FIELD = FieldSpec("u", np.dtype("<f4"), (2,))
 LOGGER = "melissa_trainer.stream.receiver"
-
-
-def ingest() -> Ingest:
-    return Ingest(
-        0,
-        1,
-        put=lambda sample: True,
-        end=lambda why: None,
-        expected=None,
-        max_field_bytes=1 << 20,
-        max_pending=8,
-        max_pending_bytes=1 << 20,
-        max_time_step=1 << 20,
-        recent_size=2,
-    )
 
 
 def run(ing: Ingest, sid: int) -> None:
@@ -50,7 +36,7 @@ def levels(caplog: pytest.LogCaptureFixture) -> list[int]:
 
 @pytest.mark.timeout(30)
 def test_reruns_are_warned_in_a_fresh_run(caplog: pytest.LogCaptureFixture) -> None:
-    ing = ingest()
+    ing = small_ingest(recent_size=2)
     for sid in range(SAID_AT_MOST + 2):
         run(ing, sid)
     with caplog.at_level(logging.INFO, logger=LOGGER):
@@ -62,11 +48,11 @@ def test_reruns_are_warned_in_a_fresh_run(caplog: pytest.LogCaptureFixture) -> N
 
 @pytest.mark.timeout(30)
 def test_reruns_after_a_resume_are_said_at_info(caplog: pytest.LogCaptureFixture) -> None:
-    ing = ingest()
+    ing = small_ingest(recent_size=2)
     for sid in range(SAID_AT_MOST + 2):  # finished, most archived, before the checkpoint
         run(ing, sid)
     state = json.loads(json.dumps(ing.state_dict()))
-    ing = ingest()
+    ing = small_ingest(recent_size=2)
     ing.load_state_dict(state, buffer_put=int(state["marked"]))
     with caplog.at_level(logging.INFO, logger=LOGGER):
         for sid in range(SAID_AT_MOST + 2):  # the launcher's reruns for another rank's data

@@ -14,51 +14,28 @@ by compare-and-set: rank 1 decided they met, and rank 0's give-up follows it."""
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Iterator
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from after_train_store import fake_trainer, linked_store
 from torch.distributed import HashStore
 
 from melissa_trainer.trainer import after_train
-from melissa_trainer.trainer.direct_calls import DirectCalls
 from melissa_trainer.trainer.refusal_mark import StoreLink
 
 pytestmark = pytest.mark.timeout(30)
 
 
-def _trainer(rank: int) -> Any:
-    return SimpleNamespace(
-        stop_sync=SimpleNamespace(distributed=True), train_ended=True,
-        process_index=rank, num_processes=2, run_id="run",
-        accelerator=SimpleNamespace(device="cpu"), direct_calls=DirectCalls(),
-    )  # fmt: skip
-
-
 @pytest.fixture
 def store(monkeypatch: pytest.MonkeyPatch) -> Iterator[HashStore]:
-    """One store for every `launch_store()` of the test; the group's timeout 0.2 s."""
-    shared = HashStore()
-    ends: list[socket.socket] = []
-
-    def link() -> StoreLink:
-        probe, other = socket.socketpair()
-        ends.extend((probe, other))
-        return StoreLink(shared, probe)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(after_train, "launch_store", link)
-    monkeypatch.setattr(after_train, "group_timeout", lambda device: 0.2)
-    yield shared
-    for end in ends:
-        end.close()
+    yield from linked_store(monkeypatch)
 
 
 def test_a_rank_that_came_as_the_other_gave_up_meets_it(
     store: HashStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    zero, one = _trainer(0), _trainer(1)
+    zero, one = fake_trainer(0), fake_trainer(1)
     real = after_train._wait_others
     came: list[int] = []
 
@@ -80,7 +57,7 @@ def test_a_rank_that_gave_up_first_makes_the_one_that_came_raise_too(
 ) -> None:
     """The other order of the same instant: rank 0 gives up, and rank 1, which sees
     rank 0's key still as a check-in, raises rather than enter the collective alone."""
-    zero, one = _trainer(0), _trainer(1)
+    zero, one = fake_trainer(0), fake_trainer(1)
     real = after_train._wait_others
 
     def wait(link: StoreLink, call: str, trainer: Any, *rest: Any) -> None:

@@ -12,47 +12,25 @@ import os
 import socket
 import subprocess
 import sys
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from torch.distributed import HashStore, TCPStore
+from after_train_store import fake_trainer, linked_store
+from torch.distributed import TCPStore
 
 from melissa_trainer.trainer import after_train
-from melissa_trainer.trainer.direct_calls import DirectCalls
 from melissa_trainer.trainer.refusal_mark import StoreLink
-
-
-def _trainer(rank: int = 0, distributed: bool = True, ended: bool = True) -> Any:
-    return SimpleNamespace(
-        stop_sync=SimpleNamespace(distributed=distributed), train_ended=ended,
-        process_index=rank, num_processes=2, run_id="run",
-        accelerator=SimpleNamespace(device="cpu"), direct_calls=DirectCalls(),
-    )  # fmt: skip
 
 
 @pytest.fixture
 def store(monkeypatch: pytest.MonkeyPatch) -> Any:
-    """One store for every `launch_store()` of the test; the group's timeout 0.2 s."""
-    shared = HashStore()
-    ends: list[socket.socket] = []
-
-    def link() -> StoreLink:
-        probe, other = socket.socketpair()
-        ends.extend((probe, other))
-        return StoreLink(shared, probe)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(after_train, "launch_store", link)
-    monkeypatch.setattr(after_train, "group_timeout", lambda device: 0.2)
-    yield shared
-    for end in ends:
-        end.close()
+    yield from linked_store(monkeypatch)
 
 
 @pytest.mark.timeout(30)
 def test_a_rank_that_never_comes_is_given_up_past_the_group_timeout(store: Any) -> None:
     with pytest.raises(after_train.AfterTrainError) as caught:
-        after_train.meet_after_train(_trainer(), "save_checkpoint")
+        after_train.meet_after_train(fake_trainer(), "save_checkpoint")
     said = str(caught.value)
     assert "trainer.save_checkpoint() after train() on rank 0 of 2" in said
     assert "rank(s) 1 did not call it within 0.2 s" in said
@@ -66,7 +44,7 @@ def test_a_call_given_up_is_not_met_by_a_late_rank_nor_by_a_retry(store: Any) ->
     returned (into the save's collectives alone; rank 0 waited at call 1): here
     `pytest.raises` failed, "DID NOT RAISE". Now rank 1 reads the withdrawal and
     raises, and both ranks' next call meets at one number."""
-    zero, one = _trainer(rank=0), _trainer(rank=1)
+    zero, one = fake_trainer(rank=0), fake_trainer(rank=1)
     with pytest.raises(after_train.AfterTrainError):
         after_train.meet_after_train(zero, "save_checkpoint")  # (rank 1 not there)
     with pytest.raises(after_train.AfterTrainError) as caught:
@@ -80,14 +58,14 @@ def test_a_call_given_up_is_not_met_by_a_late_rank_nor_by_a_retry(store: Any) ->
 @pytest.mark.timeout(30)
 def test_every_rank_there_returns(store: Any) -> None:
     store.set("melissa_trainer/after_train/run/0/1", "log")  # rank 1's check-in
-    after_train.meet_after_train(_trainer(), "log")  # (returns: no error)
+    after_train.meet_after_train(fake_trainer(), "log")  # (returns: no error)
     assert store.get("melissa_trainer/after_train/run/0/0") == b"log"
 
 
 @pytest.mark.timeout(30)
 @pytest.mark.parametrize(
     "trainer",
-    [_trainer(distributed=False), _trainer(ended=False)],
+    [fake_trainer(distributed=False), fake_trainer(ended=False)],
     ids=["one_process", "before_train_ended"],
 )
 def test_nothing_checked_but_after_train_under_several_ranks(store: Any, trainer: Any) -> None:
@@ -98,7 +76,7 @@ def test_nothing_checked_but_after_train_under_several_ranks(store: Any, trainer
 @pytest.mark.timeout(30)
 def test_nothing_checked_without_the_launcher_s_store(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(after_train, "launch_store", lambda: None)
-    after_train.meet_after_train(_trainer(), "log")  # (no store to wait on: returns)
+    after_train.meet_after_train(fake_trainer(), "log")  # (no store to wait on: returns)
 
 
 @pytest.mark.timeout(60)
@@ -127,7 +105,7 @@ def test_a_store_that_goes_during_the_wait_is_an_after_train_error(
 
     monkeypatch.setattr(after_train, "_pause", store_ends)
     with pytest.raises(after_train.AfterTrainError) as caught:
-        after_train.meet_after_train(_trainer(), "evaluate")
+        after_train.meet_after_train(fake_trainer(), "evaluate")
     assert "the launcher's store went during its check-in" in str(caught.value)
     assert polls  # (it went during the wait, not before it)
 
@@ -198,7 +176,7 @@ def test_a_withdrawal_the_store_refuses_leaves_the_after_train_error(
     monkeypatch.setattr(after_train, "launch_store", link)
     try:
         with pytest.raises(after_train.AfterTrainError) as caught:
-            after_train.meet_after_train(_trainer(), "evaluate")
+            after_train.meet_after_train(fake_trainer(), "evaluate")
     finally:
         for end in held:
             end.close()

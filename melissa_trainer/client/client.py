@@ -282,7 +282,13 @@ class Client(FollowsTrainer):
         taking messages keeps the close waiting), and sooner on a receiver disconnected
         for `disconnected_timeout` seconds (see `melissa_trainer.client.patience`). With a
         replay window, a trainer found gone (or restarted) is followed first
-        (`melissa_trainer.client.follow`). Idempotent.
+        (`melissa_trainer.client.follow`). Idempotent. A peer that accepts TCP and never
+        completes a handshake (another program at the endpoint; a trainer stopped by
+        SIGSTOP is as silent) is warned of after `handshake.NOT_ZMQ_AFTER` (2 s) and
+        at 15 s and each doubling; with a BYE it is waited for until `close_timeout` (a
+        TimeoutError), after a failure no longer once it is said not a receiver
+        (tests/client/: test_silent_peer_repeats, test_close_bye_not_a_receiver,
+        test_close_not_a_receiver).
 
         In external mode (endpoints from a rendezvous, not started by the launcher) it
         returns only once every receiver confirms that it ingested this rank's BYE,

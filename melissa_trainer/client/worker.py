@@ -19,13 +19,19 @@ whole loop::
 
 It gives every `Client` one context for the worker's life, which spares each simulation
 the making and ending of its own (its cost: docs/measured.md, "Design choices,
-measured"); `close` still waits until ZeroMQ has sent the simulation's BYE, so a
-simulation reported finished has left. A loop written by hand (an MPI worker's, where
+measured"); `close` still waits until ZeroMQ has taken the simulation's BYE from its
+queue (`closing.send_tracked`), so a simulation reported finished has left the
+client's queue. Not yet surely the process: once (CI, a loaded machine) a worker
+SIGKILLed during its next simulation took the previous one's last steps and BYE with
+it (1 of 5 steps arrived); the launcher found that simulation incomplete and ran it
+again, so nothing was lost (tests/examples/test_example_heat_worker.py). A loop
+written by hand (an MPI worker's, where
 rank 0 calls `next_simulation` and broadcasts the answer) uses `next_simulation`:
 each call reports the previous simulation as finished (or failed: ``exit_code=1``, for
 a solver that catches its own failure and goes on) and asks for the next one; None
-means nothing is left (the worker should exit 0). A worker that dies loses only its
-current simulation, which the launcher gives to another request.
+means nothing is left (the worker should exit 0). A worker that dies loses its
+current simulation (and, rarely, the end of the one before: above), which the launcher
+gives to another request.
 
 The launcher passes its endpoint in ``MELISSA_TRAINER_LAUNCHER``, the worker's name
 in ``MELISSA_TRAINER_WORKER`` and, when it listens beyond loopback, its CURVE public key

@@ -80,14 +80,19 @@ def test_each_simulation_streams_the_fields_solve_computes_in_either_mode(
         assert np.array_equal(sample["temperature"], expected), (mode, sid, step)
         # the parameters in PARAMETER_NAMES order, as the trainer reads them
         assert sample["parameters"].tolist() == [parameters[sid][p] for p in PARAMETER_NAMES]
-    codes = sorted(r["exit_codes"] for r in record.values())
+    codes = {sid: list(r["exit_codes"]) for sid, r in record.items()}
     if mode == "worker":
         assert killed_at.exists()  # the kill happened, mid-simulation (after step 1)
-        assert codes == [[-9, 0]] + [[0]] * (n - 1), codes
+        assert codes.pop(1) == [-9, 0], codes
+        # (once, on a loaded machine, the killed worker took its previous simulation's
+        # last steps and BYE with it, still in ZeroMQ's I/O thread: that one is found
+        # incomplete and runs again, nothing lost (the keys above); client/worker.py)
+        assert all(c in ([0], ["incomplete", 0]) for c in codes.values()), codes
+        assert sum(c == ["incomplete", 0] for c in codes.values()) <= 1, codes
         logs = sorted(p.name for p in (tmp_path / "logs").iterdir())
         assert logs and all(name.startswith("worker-") for name in logs), logs
     else:
-        assert codes == [[0]] * n, codes
+        assert list(codes.values()) == [[0]] * n, codes
     assert processes_with(str(tmp_path / "rendezvous")) == []
 
 

@@ -36,15 +36,18 @@ __all__ = [
 MODELS = ("fno", "unet", "neuralop")
 
 #: what ``--help`` adds to the library's words on ``--torch_compile`` (a user trial: a
-#: small CPU study trained 17 steps instead of 73, its stream over while it compiled)
+#: small CPU study trained 17 steps instead of 73, its stream over while it compiled).
+#: No step count here: it follows the machine's speed and load (runs of that study:
+#: compiled 17, 16 and 16 steps against eager 73, 66 and 33; a later trial reported 3
+#: compiled steps): the how-to records the runs and their conditions
 COMPILE_NOTE = (
-    " On a CPU at this example's small sizes the first step's compilation (30 to 55 s "
-    "on 2 busy cores, 8 to 12 s with inductor's cache warm) can outlast the study: "
-    "training then "
-    "ends with the stream after far fewer steps (a 32^2 study of 8 simulations: 17 "
-    "instead of 73). The end-of-run line's 'each sample trained on N times' shows it "
-    "(against --sample_to_insert_ratio); stream more (--num_simulations, --time_steps) "
-    "or leave compilation to a GPU."
+    " On a CPU at this example's small sizes the first step's compilation (tens of "
+    "seconds) can outlast the study: the simulations keep streaming while it compiles "
+    "and training ends with the stream, so a compiled run trains fewer steps than an "
+    "eager one, how many fewer following the machine's speed and load (runs recorded in "
+    "docs/how-to/neural-operator.md). The end-of-run line's 'each sample trained on N "
+    "times' shows it (against --sample_to_insert_ratio); stream more "
+    "(--num_simulations, --time_steps) or leave compilation to a GPU."
 )
 #: what ``--help`` adds on ``--json`` (a user trial: a run stopped by Ctrl-C ended with
 #: "preempted by SIGINT at step 80; checkpoint ..." and exit status 130, no summary;

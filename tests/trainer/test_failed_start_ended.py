@@ -14,31 +14,17 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import torch
-from helpers import linear_samples, small_model, xy
+from four_step import four_step_trainer
 
-from melissa_trainer import OnlineTrainer, TrainingArguments
 from melissa_trainer.trainer import starting
 
 pytestmark = pytest.mark.timeout(60)
 
 
-def _trainer(out: Path) -> OnlineTrainer:
-    model = small_model()
-    args = TrainingArguments(
-        output_dir=str(out), batch_size=4, max_steps=4, stop_sync_steps=2,
-        report_to="none", disable_progress_bar=True,
-    )  # fmt: skip
-    return OnlineTrainer(
-        model, args, torch.optim.SGD(model.parameters(), 1e-2),
-        train_source=lambda rank, world: linear_samples(100), process_sample=xy,
-    )  # fmt: skip
-
-
 def test_a_train_whose_source_start_failed_has_ended(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    trainer = _trainer(tmp_path / "out")
+    trainer = four_step_trainer(tmp_path / "out")
 
     def fails(*args: object) -> None:
         raise OSError("the receivers' port is taken")
@@ -52,7 +38,7 @@ def test_a_train_whose_source_start_failed_has_ended(
 def test_a_train_refused_before_the_start_has_not_ended(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    trainer = _trainer(tmp_path / "out")
+    trainer = four_step_trainer(tmp_path / "out")
 
     def refuses(trainer: object) -> None:
         raise ValueError("the schedule ends before max_steps")

@@ -12,29 +12,15 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-import torch
-from helpers import linear_samples, small_model, xy
+from four_step import four_step_trainer
 
-from melissa_trainer import OnlineTrainer, TrainingArguments
 from melissa_trainer.trainer import preemption, train_close
 
 pytestmark = pytest.mark.timeout(60)
 
 
-def _trainer(out: Path) -> OnlineTrainer:
-    model = small_model()
-    args = TrainingArguments(
-        output_dir=str(out), batch_size=4, max_steps=4, stop_sync_steps=2,
-        report_to="none", disable_progress_bar=True,
-    )  # fmt: skip
-    return OnlineTrainer(
-        model, args, torch.optim.SGD(model.parameters(), 1e-2),
-        train_source=lambda rank, world: linear_samples(100), process_sample=xy,
-    )  # fmt: skip
-
-
 def test_a_train_whose_release_raised_has_ended(tmp_path: Path) -> None:
-    trainer = _trainer(tmp_path / "out")
+    trainer = four_step_trainer(tmp_path / "out")
     release = trainer._output_hold.release
 
     def fails() -> None:
@@ -51,7 +37,7 @@ def test_a_train_whose_release_raised_has_ended(tmp_path: Path) -> None:
 def test_a_failed_restore_still_frees_the_output_dir(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    trainer = _trainer(tmp_path / "out")
+    trainer = four_step_trainer(tmp_path / "out")
     restore = preemption.PreemptionHandler.restore
 
     def fails(self: preemption.PreemptionHandler) -> None:

@@ -198,8 +198,9 @@ class Study(StudyState, Source):
             self.stream.excuse_silence(other_rank_excuse(self.launcher.tuning))
         self.stream.start(buffer, rank, world_size)
         self._rank = rank
+        config, received = self.stream.config, buffer.stats().put  # (restored: a resume's)
         warn_unreachable_study_watermark(
-            self.launcher, self.stream.config.max_time_step, buffer.watermark, rank, world_size
+            self.launcher, config.max_time_step, buffer.watermark, rank, world_size, received
         )
         self.starvation = study_watch(self.launcher, self.stream, buffer, rank, world_size)
 

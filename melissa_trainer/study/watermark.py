@@ -51,15 +51,25 @@ def study_sample_bound(launcher: Launcher, max_time_step: int, world_size: int) 
 
 
 def warn_unreachable_study_watermark(
-    launcher: Launcher, max_time_step: int, watermark: int, rank: int, world_size: int
+    launcher: Launcher,
+    max_time_step: int,
+    watermark: int,
+    rank: int,
+    world_size: int,
+    received: int = 0,
 ) -> None:
     """Warn, once per rank as its source starts, when `watermark` is above
-    `study_sample_bound`: no read would be served before the stream ends (training then
-    drains each sample about once). Says nothing when the watermark can be reached."""
-    bound = study_sample_bound(launcher, max_time_step, world_size)
+    `study_sample_bound` plus `received`, the samples the buffer already received (a
+    resumed run's, restored: a run before may have had more simulations or a larger
+    `max_time_step`, so they are added, not assumed among the bound's): no read would
+    be served before the stream ends (training then drains each sample about once).
+    Says nothing when the watermark can be reached."""
+    bound = study_sample_bound(launcher, max_time_step, world_size) + received
     if watermark <= bound:
         return
     who = f"rank {rank}" if world_size > 1 else "the trainer"
+    if received:
+        who += f" ({received} of them already received)"
     logger.warning(
         "--watermark %d is above the %d samples %s can ever receive from this study "
         "(%d simulations, %d more if all redraws are used, at most max_time_step=%d steps "

@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from melissa_trainer import StreamSource, Study
@@ -29,12 +30,17 @@ def started_warnings(
     tmp_path: Path,
     watermark: int,
     caplog: pytest.LogCaptureFixture,
+    received: int = 0,
     **config: int,
 ) -> list[str]:
-    """The watermark warnings of `launch`'s `Study` started on one rank (then stopped)."""
+    """The watermark warnings of `launch`'s `Study` started on one rank (then stopped),
+    its buffer holding `received` samples already (as a resume restores them)."""
     source = Study(launch, StreamSource(ReceiverConfig(rendezvous_dir=tmp_path, **config)))
+    buffer = FIFOBuffer(max(1000, watermark), watermark=watermark)
+    for i in range(received):
+        buffer.put({"x": np.full(1, i, dtype=np.float32)})
     with caplog.at_level(logging.WARNING, logger=LOGGER):
-        source.start(FIFOBuffer(max(1000, watermark), watermark=watermark), 0, 1)
+        source.start(buffer, 0, 1)
     source.stop()
     return [r.getMessage() for r in caplog.records if r.name == LOGGER]
 
@@ -69,6 +75,18 @@ def test_a_watermark_the_study_can_reach_is_not_said(
 ) -> None:
     launch = launcher(3, on_failure, max_redraws)
     assert started_warnings(launch, tmp_path, watermark, caplog, max_time_step=10) == []
+
+
+@pytest.mark.timeout(30)
+def test_a_resumed_buffers_samples_count_beside_the_bound(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # a run before this one may have had more simulations (n_simulations shrunk at the
+    # resume) or a larger max_time_step: what the buffer received counts on top
+    launch = launcher(3, "abandon")
+    assert started_warnings(launch, tmp_path, 35, caplog, received=5, max_time_step=10) == []
+    said = started_warnings(launch, tmp_path, 36, caplog, received=5, max_time_step=10)
+    assert len(said) == 1 and "above the 35 samples the trainer (5 of them already" in said[0]
 
 
 @pytest.mark.timeout(30)

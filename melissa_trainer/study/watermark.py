@@ -8,12 +8,18 @@ What bounds a rank's samples in a study, by the launcher's and the receiver's ru
   again keeps its id, and its re-sent steps are dropped as duplicates (one sample per
   (simulation, time step) per study); a simulation given up under ``on_failure="redraw"``
   is replaced by a new id, at most `max_redraws` times (``None``: `n_simulations`), and
-  the steps it sent before stay in the buffer. So at most ``n_simulations +
+  the steps it sent before may stay in the buffer. So at most ``n_simulations +
   max_redraws`` ids send data (``n_simulations`` under "abandon" or "raise").
 * **Time steps.** A receiver refuses a step ``t >= max_time_step``, so a simulation has
   at most `max_time_step` steps; either routing (``t % W`` or ``(s + t) % W``) gives a
   rank one residue class of them modulo the W ranks: at most ``ceil(max_time_step / W)``.
-* **One sample per step**: an ingest transform replaces a sample, it never splits one.
+* **One sample per step**: an ingest transform replaces a sample, or a block by one of
+  as many samples (`IngestTransform`): it never adds one.
+* **Only the launcher's simulations.** A client started by hand beside the study (its
+  own id, no run id in its HELLO) would be received too and is not counted: the bound
+  is of the study the launcher runs.
+* **A resume**: the samples its buffer was restored with are added (`received`), not
+  assumed among the bound's (the run before may have had more simulations).
 
 The product is an upper bound, never below what a rank can receive: the warning says
 only a watermark that is surely never reached. The number of steps a simulation sends

@@ -91,6 +91,7 @@ from melissa_trainer.study.progress_words import study_failed
 from melissa_trainer.study.saved_account import SavedAccount
 from melissa_trainer.study.starvation import StarvationWatch, study_watch
 from melissa_trainer.study.study_state import StudyState
+from melissa_trainer.study.watermark import warn_unreachable_study_watermark
 
 __all__ = ["ENDED_GRACE", "STOP_WAIT", "Study"]
 
@@ -197,6 +198,10 @@ class Study(StudyState, Source):
             self.stream.excuse_silence(other_rank_excuse(self.launcher.tuning))
         self.stream.start(buffer, rank, world_size)
         self._rank = rank
+        config, received = self.stream.config, buffer.stats().put  # (restored: a resume's)
+        warn_unreachable_study_watermark(
+            self.launcher, config.max_time_step, buffer.watermark, rank, world_size, received
+        )
         self.starvation = study_watch(self.launcher, self.stream, buffer, rank, world_size)
 
     def on_all_ranks_started(self) -> None:

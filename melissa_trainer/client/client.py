@@ -341,12 +341,13 @@ class Client(FollowsTrainer):
             # (a restarted trainer followed during the delivery: its close, delivery and
             # receipts, gets a budget of its own, as C's close_began; `confirm_close`)
             began = max(began, self._following.followed_at)
-        if bye and self._rendezvous is not None and not launched(self.simulation_id):
+        if bye and self._rendezvous is not None and not launched():
             # PUSH acknowledges nothing: return once the trainer confirms that it has the
             # BYE (and took the simulation), following it if it restarts meanwhile
-            # (external mode only: a launched simulation is run again by the launcher,
-            # and its close need not pay this; imported here: the close, not the
-            # start-up, pays it)
+            # (external mode and worker mode: a worker lives on after this and reports
+            # the simulation finished, its BYE maybe still in the shared context's I/O
+            # thread; a launched process, whose exit ends its attempt, does not pay it;
+            # imported here: the close, not the start-up, pays it)
             from melissa_trainer.client.confirm import confirm_close
 
             confirm_close(self, self._rendezvous, self._following, self._follow_and_close, began)

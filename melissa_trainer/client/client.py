@@ -290,10 +290,10 @@ class Client(FollowsTrainer):
         (tests/client/: test_silent_peer_repeats, test_close_bye_not_a_receiver,
         test_close_not_a_receiver).
 
-        In external mode (endpoints from a rendezvous, not started by the launcher) it
-        returns only once every receiver confirms that it ingested this rank's BYE,
-        following a trainer restarted meanwhile: what that guarantees, and what not,
-        is `melissa_trainer.client.confirm`'s.
+        With endpoints from a rendezvous, in external mode and in a worker (not in a
+        process the launcher started) it returns only once every receiver confirms it
+        ingested this rank's BYE, in external mode following a trainer restarted
+        meanwhile: what that guarantees, and what not, is `melissa_trainer.client.confirm`'s.
 
         After a failure (``bye=False``) the wait is short: at most
         `ClientTuning.failed_close_timeout` seconds (default `FAILED_CLOSE_TIMEOUT`, 10;
@@ -312,8 +312,8 @@ class Client(FollowsTrainer):
                 dropped; the sockets and context are released all the same): the message
                 says why: the setting that bounded the wait (`close_timeout`, or
                 `failed_close_timeout` after a failure) and how to change it, or which
-                receiver is unreachable. In external mode, also a BYE the trainer did
-                not confirm (gone, or restarted without it and not followed): the
+                receiver is unreachable. In external and worker mode, also a BYE the
+                trainer did not confirm (gone, or restarted without it and not followed): the
                 message says to run the simulation again with the same id.
             SimulationRefused: (a `ValueError`) with endpoints from a rendezvous, a
                 receiver refused the simulation's HELLO (another grid than the study's,

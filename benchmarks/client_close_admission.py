@@ -6,7 +6,7 @@ by the launcher: a launched simulation does not ask).
 
 Each close is a `Client` reading the rendezvous of a real in-process `Receiver` (one
 rank, a follow socket), sending `--steps` steps of a 4 KB float32 field, then `close`;
-the clock times `close` alone. The variants, interleaved (A B C D E, A B C D E, ...),
+the clock times `close` alone. The variants, interleaved (A B C D E F G, A B ...),
 each round new simulation ids:
 
 * receipt: external mode, as shipped (the close returns once the BYE is confirmed);
@@ -15,7 +15,11 @@ each round new simulation ids:
 * none: external mode, no question at all (what `close` did before either);
 * launched, launched-none: ``MELISSA_TRAINER_ATTEMPT`` set (a launched simulation, no
   replay window), as shipped and with the confirmation removed: the same, as a
-  launched close asks nothing.
+  launched close asks nothing;
+* worker, worker-none: the simulation a worker was given (`worker.given_attempt`, no
+  replay window, the worker's one context shared by its clients), as shipped (its
+  close asks for the receipt) and with the confirmation removed (what a worker's
+  close did before: it returned once the BYE left ZeroMQ's queue).
 
 Medians compared, in milliseconds; ratio = baseline / ours (higher is better; no
 target: the figure is what a close costs). `--json` prints ``{"rows": [...]}``.
@@ -31,8 +35,10 @@ import time
 from typing import Any
 
 import numpy as np
+import zmq
 
 import melissa_trainer.client.confirm as confirm
+import melissa_trainer.client.worker as worker
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.client import Client
 from melissa_trainer.client.admission import check_admission
@@ -41,9 +47,9 @@ from melissa_trainer.stream.receiver import Receiver
 from melissa_trainer.stream.receiver_config import ReceiverConfig
 
 
-def close_ms(sid: int, steps: int) -> float:
+def close_ms(sid: int, steps: int, context: zmq.Context | None = None) -> float:
     u = np.ones(1024, dtype="<f4")
-    client = Client({"u": (u.shape, "<f4")}, {}, simulation_id=sid)
+    client = Client({"u": (u.shape, "<f4")}, {}, simulation_id=sid, context=context)
     for t in range(steps):
         client.send(t, u=u)
     start = time.perf_counter()
@@ -72,6 +78,8 @@ def main() -> None:
         "none": (none, False),
         "launched": (shipped, True),
         "launched-none": (none, True),
+        "worker": (shipped, None),
+        "worker-none": (none, None),
     }
     times: dict[str, list[float]] = {name: [] for name in variants}
     with tempfile.TemporaryDirectory() as tmp:
@@ -82,6 +90,7 @@ def main() -> None:
         for name in ("MELISSA_TRAINER_ENDPOINTS", "MELISSA_TRAINER_RUN_ID"):
             os.environ.pop(name, None)
         sid = 0
+        shared = zmq.Context()  # (a worker's, for its life: `serve_simulations`)
         try:
             for _ in range(args.rounds):
                 for name, (check, launched) in variants.items():
@@ -90,12 +99,17 @@ def main() -> None:
                         os.environ["MELISSA_TRAINER_ATTEMPT"] = "0"
                     else:
                         os.environ.pop("MELISSA_TRAINER_ATTEMPT", None)
-                    times[name].append(close_ms(sid, args.steps))
+                    # (None: worker mode, the simulation its worker was given)
+                    worker._given = (sid, 0) if launched is None else None
+                    context = shared if launched is None else None
+                    times[name].append(close_ms(sid, args.steps, context))
                     sid += 1
         finally:
             confirm.confirm_close = shipped  # type: ignore[assignment]
             os.environ.pop("MELISSA_TRAINER_ATTEMPT", None)
+            worker._given = None
             receiver.stop()
+            shared.term()
     m = {name: statistics.median(values) for name, values in times.items()}
 
     def row(case: str, ours: str, baseline: str) -> dict[str, Any]:
@@ -110,6 +124,8 @@ def main() -> None:
             "receipt", "none"),
         row("Client.close, launched (MELISSA_TRAINER_ATTEMPT set): as shipped vs the "
             "confirmation removed (a launched close asks nothing)", "launched", "launched-none"),
+        row("Client.close, worker mode (the simulation its worker was given, one context): "
+            "the BYE receipt vs none (the close before it)", "worker", "worker-none"),
     ]  # fmt: skip
     if args.json:
         print(to_json({"rows": rows}))

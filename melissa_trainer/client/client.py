@@ -290,10 +290,10 @@ class Client(FollowsTrainer):
         (tests/client/: test_silent_peer_repeats, test_close_bye_not_a_receiver,
         test_close_not_a_receiver).
 
-        In external mode (endpoints from a rendezvous, not started by the launcher) it
-        returns only once every receiver confirms that it ingested this rank's BYE,
-        following a trainer restarted meanwhile: what that guarantees, and what not,
-        is `melissa_trainer.client.confirm`'s.
+        With endpoints from a rendezvous, in external mode and in a worker (not in a
+        process the launcher started) it returns only once every receiver confirms it
+        ingested this rank's BYE, in external mode following a trainer restarted
+        meanwhile: what that guarantees, and what not, is `melissa_trainer.client.confirm`'s.
 
         After a failure (``bye=False``) the wait is short: at most
         `ClientTuning.failed_close_timeout` seconds (default `FAILED_CLOSE_TIMEOUT`, 10;
@@ -312,8 +312,8 @@ class Client(FollowsTrainer):
                 dropped; the sockets and context are released all the same): the message
                 says why: the setting that bounded the wait (`close_timeout`, or
                 `failed_close_timeout` after a failure) and how to change it, or which
-                receiver is unreachable. In external mode, also a BYE the trainer did
-                not confirm (gone, or restarted without it and not followed): the
+                receiver is unreachable. In external and worker mode, also a BYE the
+                trainer did not confirm (gone, or restarted without it and not followed): the
                 message says to run the simulation again with the same id.
             SimulationRefused: (a `ValueError`) with endpoints from a rendezvous, a
                 receiver refused the simulation's HELLO (another grid than the study's,
@@ -341,12 +341,13 @@ class Client(FollowsTrainer):
             # (a restarted trainer followed during the delivery: its close, delivery and
             # receipts, gets a budget of its own, as C's close_began; `confirm_close`)
             began = max(began, self._following.followed_at)
-        if bye and self._rendezvous is not None and not launched(self.simulation_id):
+        if bye and self._rendezvous is not None and not launched():
             # PUSH acknowledges nothing: return once the trainer confirms that it has the
             # BYE (and took the simulation), following it if it restarts meanwhile
-            # (external mode only: a launched simulation is run again by the launcher,
-            # and its close need not pay this; imported here: the close, not the
-            # start-up, pays it)
+            # (external mode and worker mode: a worker lives on after this and reports
+            # the simulation finished, its BYE maybe still in the shared context's I/O
+            # thread; a launched process, whose exit ends its attempt, does not pay it;
+            # imported here: the close, not the start-up, pays it)
             from melissa_trainer.client.confirm import confirm_close
 
             confirm_close(self, self._rendezvous, self._following, self._follow_and_close, began)

@@ -131,9 +131,12 @@ def launched(simulation_id: int | None = None) -> bool:
     (``$MELISSA_TRAINER_ATTEMPT`` set), or `simulation_id` is the one it gave this
     process's worker last (`worker.given_attempt`: worker mode, where workers get no
     attempt variable). Either way the launcher restarts it and the study records its
-    refusal, so it neither keeps a replay window nor asks for its admission at close
-    (external mode does both). Another simulation id, or none, in a worker (or any id
-    in a process that is no worker) is not launched: as in external mode."""
+    refusal, so it neither keeps a replay window nor asks for its admission while it
+    runs (external mode does both). Its close asks for its BYE's receipt only in a
+    worker (``launched()``, no id, is false there): a worker lives on and reports the
+    simulation finished, which must not come before the BYE was ingested
+    (`client.worker`). Another simulation id, or none, in a worker (or any id in a
+    process that is no worker) is not launched: as in external mode."""
     if os.environ.get(ENV_ATTEMPT, "").strip():
         return True
     if simulation_id is None:

@@ -19,19 +19,25 @@ whole loop::
 
 It gives every `Client` one context for the worker's life, which spares each simulation
 the making and ending of its own (its cost: docs/measured.md, "Design choices,
-measured"); `close` still waits until ZeroMQ has taken the simulation's BYE from its
-queue (`closing.send_tracked`), so a simulation reported finished has left the
-client's queue. Not yet surely the process: once (CI, a loaded machine) a worker
-SIGKILLed during its next simulation took the previous one's last steps and BYE with
-it (1 of 5 steps arrived); the launcher found that simulation incomplete and ran it
-again, so nothing was lost (tests/examples/test_example_heat_worker.py). A loop
-written by hand (an MPI worker's, where
-rank 0 calls `next_simulation` and broadcasts the answer) uses `next_simulation`:
+measured"). Because that context, and the process, outlive the simulation, its
+`Client.close` returns only once every receiver confirmed it *ingested* the BYE (the
+RECEIPT_QUERY exchange of external mode, `melissa_trainer.client.confirm`, without its
+replay window): the worker then reports the simulation finished. Before, a close
+returned once ZeroMQ had taken the BYE from its queue, and once (CI, a loaded machine)
+a worker SIGKILLed right after took the last steps and BYE, still in the context's I/O
+thread, with it (1 of 5 steps arrived; the launcher found the simulation incomplete and
+ran it again): tests/client/test_worker_receipt.py. Not confirmed (a receiver gone, or
+a trainer restarted from a checkpoint without the BYE), the close raises `TimeoutError`
+within the bounds `confirm` names (``close_timeout``, ``disconnected_timeout``), the
+simulation is never reported finished, and the worker's loop ends (`serve_simulations`):
+the launcher counts a failed attempt and runs it again. The confirmation's cost, a
+round trip per simulation: docs/measured.md. A loop written by hand (an MPI worker's,
+where rank 0 calls `next_simulation` and broadcasts the answer) uses `next_simulation`:
 each call reports the previous simulation as finished (or failed: ``exit_code=1``, for
 a solver that catches its own failure and goes on) and asks for the next one; None
 means nothing is left (the worker should exit 0). A worker that dies loses its
-current simulation (and, rarely, the end of the one before: above), which the launcher
-gives to another request.
+current simulation, which the launcher gives to another request; those it reported
+finished were confirmed (above).
 
 The launcher passes its endpoint in ``MELISSA_TRAINER_LAUNCHER``, the worker's name
 in ``MELISSA_TRAINER_WORKER`` and, when it listens beyond loopback, its CURVE public key
@@ -52,8 +58,9 @@ receivers' checkpoint lacks: its `Client` reads the attempt with `given_attempt`
 other ranks, given the simulation by rank 0, send every step (their receivers drop
 what they hold). Likewise that `Client` counts as launched (`config.launched`): the
 launcher runs its simulation again if it fails, so it keeps no replay window and does
-not ask for its admission at close, as a launched process's; a `Client` of another
-simulation id (or an MPI worker's other ranks) does both, as in external mode.
+not ask for its admission while it runs, as a launched process's (its close asks for
+the BYE's receipt: above); a `Client` of another simulation id (or an MPI worker's
+other ranks) does both, as in external mode.
 """
 
 from __future__ import annotations

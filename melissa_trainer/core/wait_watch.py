@@ -39,8 +39,9 @@ completed (its compile is never judged), not while a watched wait or an action p
 
 One daemon thread per watch, started at a wait or a span, that looks every `first` / 4
 seconds, or `ROLL_LOOK` with a roll call if sooner (its `RollCall.held` then told at
-each look during a wait: a rank held there reads rank 0's refusal mark within it; a
-warning comes `first` to 1.25 `first` after the wait began); arming and
+each look during a wait, or during a span whose step count did not move since the look
+before: a rank held in either, DDP's backward included, reads rank 0's refusal mark
+within 2 looks; a warning comes `first` to 1.25 `first` after the wait began); arming and
 disarming a wait or a span take an uncontended lock and wake no thread (the stop
 agreement waits at every window: a notify there woke the watcher, GIL and all, each
 time), and the thread ends after `first` seconds without a wait or a span (a trainer
@@ -83,8 +84,9 @@ DEFAULT_FIRST_WARNING = 60.0
 #: at most, seconds between two looks of a watch with a roll call (otherwise `first` / 4):
 #: a rank held in a collective that another rank will never join (rank 0 refused alone,
 #: and waits up to 15 s for its mark's reads: `trainer.refusal_mark`) reads the mark
-#: within it (`RollCall.held`). A look that finds no wait costs a lock, no request; one
-#: during a wait, one request to the launcher's store per rank (its mark looked for)
+#: within it (`RollCall.held`), or in a step's (DDP's backward). A look that finds no
+#: wait, or a span whose steps moved, costs a lock, no request; one during a wait or a
+#: step longer than a look, one request to the launcher's store per rank (the mark)
 ROLL_LOOK = 0.5
 
 #: the usual, harmless cause of a long wait at the stop agreement (`waiting`'s default)
@@ -177,7 +179,8 @@ class RollCall(Protocol):
         """The other ranks not seen at wait number `wait` or later; None: unknown."""
 
     def held(self) -> None:
-        """At each look that finds a wait in progress (every `ROLL_LOOK` s at most): the
+        """At each look that finds a wait in progress, or a span of steps whose step
+        count did not move since the look before (every `ROLL_LOOK` s at most): the
         roll call may read what the other ranks leave for a rank held in a collective
         (rank 0's refusal mark: `trainer.roll_call`)."""
 
@@ -332,12 +335,17 @@ class WaitWatch:
         seen, bound, idle_since = -1, self.first, time.monotonic()
         published = -1  # the last wait told to `roll`
         clock = self._clock
+        at = (-1, -1)  # the span and its steps at the last look (`stuck`)
         while True:
             time.sleep(look)
             with self._lock:
                 now = time.monotonic()
                 said = self._look_at_steps(clock, now)
                 waiting = self._what is not None
+                # a span whose step did not move since the last look: maybe held in its
+                # step's collectives (DDP's backward), which no wait watches
+                stuck = self._span is not None and not waiting and at == (self._spans, clock.done)
+                at = (self._spans, clock.done)
                 if not waiting:
                     if self._span is not None:
                         idle_since = now
@@ -356,6 +364,8 @@ class WaitWatch:
                     what, usual = self._what, self._usual
             if said is not None:
                 self._say_steps(said, clock)
+            if stuck and self.roll is not None:
+                self.roll.held()  # (rank 0's refusal mark, read there too)
             if not waiting:
                 continue
             roll = self.roll

@@ -23,8 +23,9 @@ from melissa_trainer.core.view import TrainerView
 from melissa_trainer.hooks import Event
 from melissa_trainer.sources.source import SourceError
 from melissa_trainer.trainer import end_save
+from melissa_trainer.trainer.exit_meeting import hold_term
 from melissa_trainer.trainer.no_training import refuse_untrained
-from melissa_trainer.trainer.preemption import Preempted, StopCause
+from melissa_trainer.trainer.preemption import Preempted, PreemptionHandler, StopCause
 from melissa_trainer.trainer.rank_failure import (
     error_line,
     lost_a_peer,
@@ -182,7 +183,11 @@ def stop_words(signum: int, control: TrainerControl) -> str:
     return "stopped by a hook on another rank (control.should_stop)"
 
 
-def failed(trainer: TrainerView, error: Exception | KeyboardInterrupt) -> None:
+def failed(
+    trainer: TrainerView,
+    error: Exception | KeyboardInterrupt,
+    preemption: PreemptionHandler | None = None,
+) -> None:
     """Tell the source why training stops when `error` (not a `SourceError`: the user's
     `process_sample`, a hook, the loss guard's `NonFiniteLossError`...) propagates out of
     `train()`: ``error`` and one line naming the exception, which the receivers' stop
@@ -204,7 +209,16 @@ def failed(trainer: TrainerView, error: Exception | KeyboardInterrupt) -> None:
     nothing sends them again; with ``preempted`` it waits for the resumed run and follows
     it (`client.follow`). So is a collective's failure because another rank is gone that
     left no note (`rank_failure.lost_a_peer`: a rank killed by a signal), for the same
-    reason: the run is resumed, and a single rank's SIGKILL lets its solvers follow."""
+    reason: the run is resumed, and a single rank's SIGKILL lets its solvers follow.
+
+    Under torchrun, a collective's failure because another rank is gone first holds
+    SIGTERM (`exit_meeting.hold_term`, over `preemption`'s handler, the trainer's): its
+    agent SIGTERMs this rank as soon as it sees the other's exit (within 0.1 s), while
+    this rank still waits for its note, and the handler said "stopping at the next stop
+    synchronisation to write a checkpoint", which never came (a rank whose peer was
+    SIGKILLed in DDP's backward said it so). Dropped, it is said at exit as the
+    launcher's, and the rank exits with its own status (1), not -15. (A SIGTERM that
+    comes before this rank's error reaches here is still the handler's.)"""
     if isinstance(error, KeyboardInterrupt):
         trainer.source.note_stop(
             "preempted",
@@ -212,6 +226,8 @@ def failed(trainer: TrainerView, error: Exception | KeyboardInterrupt) -> None:
             f"checkpoint at this stop: a run resumed from the latest one takes what it lacks",
         )
         return
+    if preemption is not None and trainer.num_processes > 1 and lost_a_peer(error):
+        hold_term(previous=preemption.previous_term())  # (the launcher's SIGTERM: above)
     other = peer_failure(trainer, error)  # (None: this rank's own error)
     if other is None:
         write_note(trainer, error)

@@ -376,7 +376,7 @@ class OnlineTrainer(TrainerSteps):
         except (Exception, KeyboardInterrupt) as exc:  # (a hook, process_sample...: `failed`)
             if isinstance(exc, Exception) and (own := failure.unagreed(exc)) is not None:
                 raise own from own.__cause__  # (its failure held; another rank is gone)
-            failed(self, exc)
+            failed(self, exc, preemption)
             raise
         finally:
             # (first: train() has ended, whatever of its close raises: `train_close`)

@@ -285,9 +285,9 @@ class PreemptionHandler:
 
     def _on_signal(self, signum: int) -> None:
         name = signal.Signals(signum).name
+        if signal.getsignal(signum) != self._note:  # (the wakeup fd hears every handler's)
+            return  # (another handler has it now, a hold (`hold_term`): not a request)
         if self.ending:
-            if signal.getsignal(signum) != self._note:
-                return  # (another handler has it now, the exit's hold: not a request)
             if self._first_request(StopCause(signum, node=self._node)):
                 logger.warning(
                     "%s received after the end of training (%s): this rank is exiting, "

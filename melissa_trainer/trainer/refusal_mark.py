@@ -199,15 +199,19 @@ def read() -> None:
 
 
 def read_if_left(link: StoreLink) -> bool:
-    """A rank held in a collective (its wait watch's thread: `roll_call`): whether rank
-    0's mark is in the store over `link`, this rank's read then told to rank 0 (`leave`
-    waits for it). Held there, this rank is about to say no refusal of its own, and rank
-    0, refusing alone, never joins the collective: without the read rank 0 waited out
-    `READ_WAIT` for nothing. (A wait that ends in the instant between the watch's look
-    and this read, rank 0 having joined it just before it refused, counts a rank that
-    goes on: one that then says a refusal of its own could be cut short by rank 0's
-    exit. Narrow: left.) Raises torch's DistError (a RuntimeError) when the store
-    fails."""
+    """A rank held in a collective (its wait watch's thread: `roll_call`; a named wait,
+    or a step that did not move, DDP's backward): whether rank 0's mark is in the store
+    over `link`, this rank's read then told to rank 0 (`leave` waits for it). Held there,
+    this rank is about to say no refusal of its own, and rank 0, refusing alone, never
+    joins the collective: without the read rank 0 waited out `READ_WAIT` for nothing.
+    (A wait or step that ends in the instant between the watch's look and this read,
+    rank 0 having joined it just before it refused, counts a rank that goes on: one
+    that then says a refusal of its own, another text than rank 0's, could be cut short
+    by rank 0's exit; rank 0's line is said. Narrow: left. A compare-and-set, as the
+    after-train check-in's, does not close it: what ends the wait is the collective,
+    not a store operation, so no key of the store can say whether this rank is still
+    held when rank 0 reads the count.) Raises torch's DistError (a RuntimeError) when
+    the store fails."""
     if not link.store.check([_key()]):
         return False
     link.store.add(f"{_key()}/read", 1)

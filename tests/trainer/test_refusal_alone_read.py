@@ -9,7 +9,14 @@ its line, for nothing (its wait is for a rank about to say a refusal of its own,
 rank held in a collective is not). The oracle is counted, not timed: the reads counted
 in the launcher's store when rank 0's wait (`refusal_mark.leave`) returns, recorded by
 the script (0 before: the wait was waited out; each rank's wait in seconds is recorded
-too, for the report, and not asserted)."""
+too, for the report, and not asserted).
+
+Mid-training (`test_..._held_in_its_backward_...`): rank 0's own code refuses inside
+train() (its process_sample, as a check of the script's would) while rank 1 runs its
+steps, held in DDP's backward all-reduce, which no wait watches. Before, its watch told
+the roll call nothing there: 0 reads, rank 0 waited 15.0 s, and rank 1 hung in the
+all-reduce as long (measured: 15.01 s, rank 1's train() ending 15.4 s after rank 0's
+refusal, closed by rank 0's exit)."""
 
 from __future__ import annotations
 
@@ -62,24 +69,36 @@ def xy(s):
     return torch.as_tensor(s["x"]), torch.as_tensor(s["y"])
 
 
+seen = 0
+
+
+def xy_or_refuse(s):
+    global seen
+    seen += 1
+    if rank == 0 and seen == 400 and MID:  # (a hundred steps in: rank 1 is in its steps)
+        raise ConfigError(["my_check=-1 must be positive", "give --my_check 1"])
+    return xy(s)
+
+
+MID = sys.argv[2:] == ["mid"]
 with refusals_end_the_program():
     model = torch.nn.Linear(4, 2)
     args = TrainingArguments(output_dir=str(out), batch_size=4, max_steps=10_000,
                              report_to="none", disable_progress_bar=True)
     trainer = OnlineTrainer(model, args, torch.optim.SGD(model.parameters(), 1e-2),
-                            train_source=samples, process_sample=xy)
-    if rank == 0:
+                            train_source=samples, process_sample=xy_or_refuse)
+    if rank == 0 and not MID:
         raise ConfigError(["my_check=-1 must be positive", "give --my_check 1"])
     trainer.train()
 """
 
 
-def test_rank_0_refusing_alone_ends_once_the_training_rank_has_read_its_mark(
-    tmp_path: Path,
-) -> None:
+def refused_alone(tmp_path: Path, *args: str) -> None:
+    """Run SCRIPT with `args`; check rank 0's one line, and that its wait ended on rank
+    1's read."""
     script = tmp_path / "train.py"
     script.write_text(SCRIPT)
-    proc = launch_two_ranks(script, str(tmp_path / "out"), timeout=240)
+    proc = launch_two_ranks(script, str(tmp_path / "out"), *args, timeout=240)
     output = proc.stdout + proc.stderr
     said = [line for line in output.splitlines() if "error:" in line]
     assert said == ["train.py: error: my_check=-1 must be positive give --my_check 1"], output
@@ -87,3 +106,15 @@ def test_rank_0_refusing_alone_ends_once_the_training_rank_has_read_its_mark(
     left = json.loads((tmp_path / "leave.json").read_text())
     print("rank 0's wait for the reads:", left)  # (the figure: -s shows it)
     assert left["reads"] == 1, (left, output[-3000:])
+
+
+def test_rank_0_refusing_alone_ends_once_the_training_rank_has_read_its_mark(
+    tmp_path: Path,
+) -> None:
+    refused_alone(tmp_path)
+
+
+def test_a_rank_held_in_its_backward_reads_the_mark_of_rank_0_refusing_mid_training(
+    tmp_path: Path,
+) -> None:
+    refused_alone(tmp_path, "mid")

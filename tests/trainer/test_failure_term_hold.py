@@ -1,0 +1,88 @@
+"""A rank whose collective failed because another rank is gone holds SIGTERM first
+(`ending.failed`, `exit_meeting.hold_term`): the launcher's SIGTERM, sent as it sees
+the other rank's exit while this rank waits for that rank's note, is dropped and said
+at exit as the launcher's, and the preemption handler, whose wakeup descriptor hears
+every signal with a Python handler, takes no stop request from a signal another
+handler has (`PreemptionHandler._on_signal`).
+
+Before, the handler's watcher thread took any SIGTERM it heard while training ran for
+its own, and said "stopping at the next stop synchronisation to write a checkpoint":
+the real two-rank run (tests/trainer/test_peer_killed_in_backward.py) said it with the
+hold in place, the hold's own line after it. In process here: the handler installed,
+the signal raised during the note's wait (a stub), the watcher's reads finished by
+`restore` (it reads what is left before it ends), never a sleep."""
+
+from __future__ import annotations
+
+import logging
+import signal
+from types import SimpleNamespace
+
+import pytest
+
+from melissa_trainer.trainer import ending, exit_meeting
+from melissa_trainer.trainer.exit_meeting import hold_term, said_dropped
+from melissa_trainer.trainer.preemption import PreemptionHandler
+
+STOPPING = "stopping at the next stop synchronisation"
+
+
+@pytest.mark.timeout(60)
+def test_a_signal_another_handler_has_is_no_stop_request(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "test")
+    caplog.set_level(logging.WARNING, logger="melissa_trainer")
+    before = signal.getsignal(signal.SIGTERM)
+    exit_meeting._dropped[0] = 0
+    handler = PreemptionHandler(parent=None, exit=lambda code: None).install()
+    try:
+        assert hold_term(previous=handler.previous_term())  # (over the handler's)
+        signal.raise_signal(signal.SIGTERM)
+        handler.restore()  # (its watcher has read the signal then)
+        said_dropped()
+    finally:
+        handler.restore()
+        signal.signal(signal.SIGTERM, before)
+    assert not handler.requested(), caplog.text
+    assert STOPPING not in caplog.text, caplog.text
+    assert "1 SIGTERM(s) ignored after the end of training" in caplog.text, caplog.text
+
+
+@pytest.mark.timeout(60)
+def test_a_lost_peers_failure_holds_sigterm_during_the_note_wait(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "test")
+    caplog.set_level(logging.WARNING, logger="melissa_trainer")
+    waits: list[object] = []
+
+    def note_wait(trainer: object, error: BaseException) -> None:
+        waits.append(signal.getsignal(signal.SIGTERM))
+        signal.raise_signal(signal.SIGTERM)  # (the launcher's, as it sees the peer's exit)
+
+    # (a gloo error raised by the backend is what `lost_a_peer` tells; stubbed here, and
+    # the note's wait and write, which read the output directory)
+    monkeypatch.setattr(ending, "lost_a_peer", lambda error: True)
+    monkeypatch.setattr(ending, "peer_failure", note_wait)
+    monkeypatch.setattr(ending, "write_note", lambda trainer, error: None)
+    stops: list[str] = []
+    trainer = SimpleNamespace(
+        num_processes=2,
+        state=SimpleNamespace(global_step=7),
+        source=SimpleNamespace(note_stop=lambda kind, words: stops.append(kind)),
+    )
+    before = signal.getsignal(signal.SIGTERM)
+    exit_meeting._dropped[0] = 0
+    handler = PreemptionHandler(parent=None, exit=lambda code: None).install()
+    try:
+        ending.failed(trainer, RuntimeError("Connection closed by peer"), handler)  # type: ignore[arg-type]
+        handler.restore()
+        said_dropped()
+    finally:
+        handler.restore()
+        signal.signal(signal.SIGTERM, before)
+    assert waits and waits[0] != handler._note, waits  # (held before the wait)
+    assert stops == ["preempted"], stops
+    assert not handler.requested() and STOPPING not in caplog.text, caplog.text
+    assert "1 SIGTERM(s) ignored after the end of training" in caplog.text, caplog.text

@@ -9,6 +9,7 @@ preemption checkpoint are).
 from __future__ import annotations
 
 import logging
+import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -218,7 +219,8 @@ def failed(
     synchronisation to write a checkpoint", which never came (a rank whose peer was
     SIGKILLed in DDP's backward said it so). Dropped, it is said at exit as the
     launcher's, and the rank exits with its own status (1), not -15. (A SIGTERM that
-    comes before this rank's error reaches here is still the handler's.)"""
+    comes before this rank's error reaches here is still the handler's, its line said:
+    another line then says the checkpoint will not be written.)"""
     if isinstance(error, KeyboardInterrupt):
         trainer.source.note_stop(
             "preempted",
@@ -228,6 +230,13 @@ def failed(
         return
     if preemption is not None and trainer.num_processes > 1 and lost_a_peer(error):
         hold_term(previous=preemption.previous_term())  # (the launcher's SIGTERM: above)
+        if (cause := preemption.cause) is not None:  # (it came first: its line was said)
+            logger.warning(
+                "the checkpoint %s asked for will not be written: another rank is gone "
+                "and this rank's collective failed first (a run resumed from the latest "
+                "checkpoint takes what it lacks)",
+                signal.Signals(cause.signum).name,
+            )
     other = peer_failure(trainer, error)  # (None: this rank's own error)
     if other is None:
         write_note(trainer, error)

@@ -86,3 +86,35 @@ def test_a_lost_peers_failure_holds_sigterm_during_the_note_wait(
     assert stops == ["preempted"], stops
     assert not handler.requested() and STOPPING not in caplog.text, caplog.text
     assert "1 SIGTERM(s) ignored after the end of training" in caplog.text, caplog.text
+
+
+@pytest.mark.timeout(60)
+def test_a_sigterm_before_the_lost_peers_failure_is_told_its_checkpoint_will_not_come(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The other order: the launcher's SIGTERM reaches the handler before this rank's
+    collective fails (a rank descheduled past the agent's 0.1 s poll): the handler's
+    "stopping ... to write a checkpoint" was said and true when said; the failure then
+    says that checkpoint will not be written (before: nothing did)."""
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "test")
+    caplog.set_level(logging.WARNING, logger="melissa_trainer")
+    monkeypatch.setattr(ending, "lost_a_peer", lambda error: True)
+    monkeypatch.setattr(ending, "peer_failure", lambda trainer, error: None)
+    monkeypatch.setattr(ending, "write_note", lambda trainer, error: None)
+    trainer = SimpleNamespace(
+        num_processes=2,
+        state=SimpleNamespace(global_step=7),
+        source=SimpleNamespace(note_stop=lambda kind, words: None),
+    )
+    before = signal.getsignal(signal.SIGTERM)
+    exit_meeting._dropped[0] = 0
+    handler = PreemptionHandler(parent=None, exit=lambda code: None).install()
+    try:
+        signal.raise_signal(signal.SIGTERM)  # (first: the handler's request)
+        assert handler.requested()
+        ending.failed(trainer, RuntimeError("Connection closed by peer"), handler)  # type: ignore[arg-type]
+        handler.restore()
+    finally:
+        handler.restore()
+        signal.signal(signal.SIGTERM, before)
+    assert "the checkpoint SIGTERM asked for will not be written" in caplog.text, caplog.text

@@ -70,4 +70,8 @@ def test_the_survivor_of_a_peer_killed_in_backward_says_so_and_promises_no_check
     assert proc.returncode != 0, output[-3000:]
     assert "another rank is gone and left no note of why" in output, output[-3000:]
     assert "exitcode  : -9" in output and "exitcode  : 1 " in output, output[-3000:]
-    assert "stopping at the next stop synchronisation" not in output, output[-3000:]
+    if "stopping at the next stop synchronisation" in output:
+        # (the launcher's SIGTERM reached this rank before its collective failed, a rank
+        # descheduled past the agent's 0.1 s poll: the line was true when said, and the
+        # failure must say that checkpoint will not come; the usual order says neither)
+        assert "the checkpoint SIGTERM asked for will not be written" in output, output[-3000:]

@@ -10,7 +10,8 @@ entries of ``/dev/shm``. The study's progress (simulations finished) is rank 0's
 Two arms, in turn:
 
 * study: ``examples/heat_pde/train.py`` with SIMULATIONS simulations of 5 steps on an
-  8x8 grid, ``--job_limit`` at a time (local backend), until the study ends;
+  8x8 grid, ``--job_limit`` at a time (local backend), a buffer of 200 samples, until
+  the study ends;
 * idle (the baseline): the same trainer with ``--external`` and no simulation started,
   for IDLE seconds, then SIGINT (it writes its checkpoint and exits).
 
@@ -49,7 +50,10 @@ from report import add_flags, print_json, print_rows  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 TRAIN = ROOT / "examples" / "heat_pde" / "train.py"
-SMALL = ["--time_steps", "5", "--grid_size", "8", "--num_validation", "4", "--plot", "false"]
+# (a buffer of 200 samples, full after 40 simulations: the second half measures what
+# each simulation costs, not the buffer's fill, bounded by its size)
+SMALL = ["--time_steps", "5", "--grid_size", "8", "--num_validation", "4", "--plot", "false",
+         "--buffer_size", "200", "--watermark", "100"]  # fmt: skip
 
 
 def _children(pid: int) -> list[int]:
@@ -117,6 +121,7 @@ def run_arm(args: list[str], out: Path, period: float, idle: float | None) -> li
             row = sample(proc.pid)
             if row is not None:
                 row.update(t=round(time.monotonic() - start, 1), finished=finished(out))
+                row["stopping"] = stop.is_set()  # (after the idle arm's SIGINT: its end)
                 samples.append(row)
             if idle is not None and time.monotonic() - start >= idle and not stop.is_set():
                 stop.set()
@@ -146,15 +151,20 @@ def spread(rows: list[dict[str, Any]], key: str) -> float:
 
 
 def summarise(study: list[dict[str, Any]], idle: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The rows: the study's second half (by simulations finished) against the idle
-    arm's samples over as many seconds, from the same offset after its start."""
-    done = [s for s in study if s.get("finished") is not None]
+    """The rows: the study's second half (by simulations finished, to its last one)
+    against the idle arm's last samples over as many seconds (or all, if it ran
+    less), before its SIGINT."""
+    # (the windows leave out the start-up, before the receiver's sockets exist, and
+    # the end: the study's last validation, save and exit; the idle arm's SIGINT)
+    done = [s for s in study if s.get("finished") is not None and s["sockets"]]
     total = done[-1]["finished"]
     half = next(s for s in done if s["finished"] >= total / 2)
-    late = window(done, half["t"], done[-1]["t"])
+    end = next(s for s in done if s["finished"] == total)
+    late = window(done, half["t"], end["t"])
     sims = late[-1]["finished"] - late[0]["finished"]
     span = late[-1]["t"] - late[0]["t"]
-    base = window(idle, half["t"], half["t"] + span) or window(idle, 0, span)
+    up = [s for s in idle if "t" in s and s["sockets"] and not s["stopping"]]
+    base = window(up, up[-1]["t"] - span, up[-1]["t"])  # (its last `span` s, or all)
     base_span = base[-1]["t"] - base[0]["t"] if len(base) > 1 else float("nan")
     per_k = 1000 / sims if sims else float("nan")
     # the idle arm's growth over as many seconds as the study's 1,000 simulations took

@@ -44,19 +44,23 @@ def test_sample_counts_the_sockets_and_threads_a_process_opens() -> None:
 def _row(t: float, done: int | None, rss: int, fds: int, cpu: float) -> dict[str, Any]:
     return {"t": t, "finished": done, "rss_kb": rss, "threads": 15, "fds": fds,
             "sockets": 4, "eventfds": 10, "cpu_s": cpu, "children": 2, "zombies": 0,
-            "shm": 0}  # fmt: skip
+            "shm": 0, "stopping": False}  # fmt: skip
 
 
 def test_summarise_takes_the_second_half_per_1000_simulations_against_idle() -> None:
     """The study finishes 100 simulations every 10 s, 2,000 in all; its RSS grows
     1 MB per 100 simulations in its second half (after 1,000), and its descriptors
-    count one more there; the idle arm grows 1 MB per 100 s and uses 0.01 core."""
+    count one more there; the idle arm grows 1 MB per 100 s and uses 0.01 core. Left
+    out: the start-up (no socket yet: RSS far lower), the study's end (its descriptors
+    closed) and the idle arm's after its SIGINT (RSS far higher)."""
     soak = benchmark_module("soak")
     study = [_row(10.0 * i, 100 * i, 1024 * (i - 10 if i > 10 else 0), 27 + (i == 15), i)
              for i in range(1, 21)]  # fmt: skip
-    study.append({"exit": 0, "lock": "ended"})
-    idle = [_row(10.0 * i, None, 1024 * i // 10, 24, 0.1 * i) for i in range(0, 31)]
-    idle.append({"exit": 130, "lock": "ended"})
+    start = {**_row(5.0, 50, -(10**6), 5, 0.5), "sockets": 0}
+    study = [start, *study, _row(210.0, 2000, 10**6, 5, 30.0), {"exit": 0, "lock": "ended"}]
+    idle = [{**_row(0.0, None, -(10**6), 5, 0.0), "sockets": 0}]
+    idle += [_row(10.0 * i, None, 1024 * i // 10, 24, 0.1 * i) for i in range(1, 31)]
+    idle += [{**_row(310.0, None, 10**6, 5, 9.0), "stopping": True}, {"exit": 130}]
     rows = {r["case"]: r for r in soak.summarise(study, idle)}
     rss = rows["RSS growth per 1,000 simulations"]
     # 1,000 .. 2,000 finished from t = 100 to 200 s: 10 MB; idle: 1 MB over those 100 s

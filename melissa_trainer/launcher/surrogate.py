@@ -70,7 +70,9 @@ loses"). Its cost on a small MLP's steps per CPU-second of the step and the samp
 
 Deterministic (draw `i` depends on the seed, `i`, the observations made before it and
 the draws so far) and resumable: the state holds the observations, the exploration's
-state (the points drawn) and the simulations given up. Not thread-safe (the launcher's lock).
+state (the points drawn), the simulations given up and how the predictor's deviation
+solves (`loss_predictor`: a state saved before it did resumes as it drew). Not
+thread-safe (the launcher's lock).
 """
 
 from __future__ import annotations
@@ -91,70 +93,10 @@ from melissa_trainer.launcher.failed_zones import (
     FailedZones,
     with_zone_defaults,
 )
+from melissa_trainer.launcher.loss_predictor import STD_SOLVES, LossPredictor
 from melissa_trainer.launcher.sampler_base import Bounds, bounded_number
 
 __all__ = ["LossPredictor", "SurrogateSampler"]
-
-
-class LossPredictor:
-    """A Gaussian-process regression of standardised log losses over points of the unit
-    cube (see the module docstring): `mean` from the observed points, `std` from every
-    point drawn (`known`); `ages` (the points' launch order, optional): a linear trend
-    of the loss in them is removed. Built once per acquisition draw; pure numpy."""
-
-    def __init__(
-        self,
-        points: np.ndarray,
-        losses: np.ndarray,
-        known: np.ndarray,
-        noise: float = 0.1,
-        length: float = 1.0,
-        ages: np.ndarray | None = None,
-    ) -> None:
-        y = np.log(losses) if np.all(losses > 0) else np.asarray(losses, dtype=np.float64)
-        if ages is not None and np.ptp(ages) > 0:  # the launch-order trend, removed
-            design = np.stack([np.ones(len(ages)), np.asarray(ages, dtype=np.float64)], 1)
-            coefficients = np.linalg.lstsq(design, y, rcond=None)[0]
-            y = y - coefficients[1] * design[:, 1]
-        spread = float(y.std())
-        # a spread of rounding errors (equal losses, or a trend alone) is no signal:
-        # standardised, it would be noise blown up to unit variance
-        flat = spread <= 1e-9 * max(1.0, float(np.abs(y).max(initial=0.0)))
-        self._y = np.zeros_like(y) if flat else (y - y.mean()) / spread
-        self.noise = noise
-        distances = _distances(points, points)
-        upper = distances[np.triu_indices(len(points), k=1)]
-        median = float(np.median(upper)) if upper.size else 1.0
-        #: the kernel's length scale (unit-cube distance)
-        self.scale = max(median, 1e-3) * length
-        self._points, self._known = points, known
-        self._alpha = np.linalg.solve(self._gram(points), self._y)
-        self._known_factor = np.linalg.cholesky(self._gram(known))
-
-    def _kernel(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        d = _distances(a, b)
-        out: np.ndarray = np.exp(-0.5 * (d / self.scale) ** 2)
-        return out
-
-    def _gram(self, points: np.ndarray) -> np.ndarray:
-        return self._kernel(points, points) + self.noise * np.eye(len(points))
-
-    def mean(self, candidates: np.ndarray) -> np.ndarray:
-        """The predicted standardised log loss at each candidate."""
-        out: np.ndarray = self._kernel(candidates, self._points) @ self._alpha
-        return out
-
-    def std(self, candidates: np.ndarray) -> np.ndarray:
-        """The predicted standard deviation at each candidate, given every known point."""
-        solved = np.linalg.solve(self._known_factor, self._kernel(self._known, candidates))
-        out: np.ndarray = np.sqrt(np.clip(1.0 - np.sum(solved * solved, axis=0), 0.0, None))
-        return out
-
-
-def _distances(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    squared = np.sum(a * a, 1)[:, None] + np.sum(b * b, 1)[None, :] - 2.0 * a @ b.T
-    out: np.ndarray = np.sqrt(np.clip(squared, 0.0, None))
-    return out
 
 
 class SurrogateSampler(AdaptiveSampler):
@@ -243,6 +185,10 @@ class SurrogateSampler(AdaptiveSampler):
         #: whether the log said that `spacing` could not be kept (`_acquire`; once per
         #: sampler object: not in the state)
         self._spacing_said = False
+        #: how the predictor's deviation solves (`loss_predictor.STD_SOLVES`): a new
+        #: study's "triangular"; a resume takes its state's, so that it draws what the
+        #: uninterrupted study would have, bit for bit (`load_state_dict`)
+        self.std_solve = STD_SOLVES[0]
 
     def _new_exploration(self) -> Exploration:
         return Exploration(
@@ -291,7 +237,9 @@ class SurrogateSampler(AdaptiveSampler):
         # simulation observed but drawn by another sampler, is known all the same
         known = np.concatenate([known, points]) if len(known) else points
         ages = np.array([o.simulation_id for o in kept], dtype=np.float64)
-        return LossPredictor(points, losses, known, self.noise, self.length, ages)
+        return LossPredictor(
+            points, losses, known, self.noise, self.length, ages, std_solve=self.std_solve
+        )
 
     def _propose(self, index: int) -> dict[str, float]:
         rng = self._rng(index)
@@ -356,10 +304,14 @@ class SurrogateSampler(AdaptiveSampler):
             "acquired": self.acquired,
             "exploration_state": self._explorer.state_dict(),
             "failed": self._zones.state_dict(),
+            "std_solve": self.std_solve,
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Continue from a `state_dict()` of a sampler built with the same arguments.
+
+        A state saved before the deviation's solve was kept in it (before 2026-12-05:
+        no ``std_solve``) resumes with the general LU solve its draws were made with.
 
         Raises:
             ValueError: a state of another kind or options, or a malformed part; nothing
@@ -378,6 +330,9 @@ class SurrogateSampler(AdaptiveSampler):
             raise ValueError(f"sampler state has an invalid acquired count {acquired!r}")
         if not isinstance(exploration_state, Mapping):
             raise ValueError(f"sampler state has no exploration_state: {exploration_state!r}")
+        std_solve = state.get("std_solve", "lu")  # (absent: saved before it was kept)
+        if std_solve not in STD_SOLVES:
+            raise ValueError(f"sampler state has an unknown std_solve {std_solve!r}")
         explorer = self._new_exploration()
         explorer.load_state_dict(exploration_state)
         if explorer.explored + acquired != state.get("position"):
@@ -387,3 +342,4 @@ class SurrogateSampler(AdaptiveSampler):
             )
         super().load_state_dict(state)
         self._explorer, self.acquired, self._zones = explorer, acquired, failed
+        self.std_solve = std_solve

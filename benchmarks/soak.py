@@ -48,6 +48,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from report import add_flags, print_json, print_rows  # noqa: E402
 
+from melissa_trainer.common.json_output import to_json  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
 TRAIN = ROOT / "examples" / "heat_pde" / "train.py"
 # (a buffer of 200 samples, full after 40 simulations: the second half measures what
@@ -248,14 +250,14 @@ def main() -> None:
         with open(opts.samples, "w") as f:
             for arm, rows in (("study", study), ("idle", idle)):
                 for row in rows:
-                    f.write(json.dumps({"arm": arm, **row}) + "\n")
+                    f.write(to_json({"arm": arm, **row}) + "\n")
     rows = summarise(study, idle)
     ends = {"study": study[-1], "idle": idle[-1], "shm_left": shm_left, "simulations": sims}
     if opts.json:
         print_json(rows, **ends)
     else:
         print_rows(rows, f"soak: {sims} simulations, job_limit {opts.job_limit}; idle {idle_s:g} s")
-        print(json.dumps(ends))
+        print(to_json(ends))
 
 
 if __name__ == "__main__":

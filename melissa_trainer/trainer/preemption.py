@@ -148,6 +148,7 @@ class PreemptionHandler:
         self._noted = 0
         self._first_at = 0.0
         self._previous: dict[signal.Signals, Any] = {}
+        self._restored: dict[int, Any] = {}  # (what `restore` put back, by signal)
         self._previous_fd = -1
         self._reader: socket.socket | None = None
         self._writer: socket.socket | None = None
@@ -237,7 +238,8 @@ class PreemptionHandler:
             if signal.getsignal(sig) != self._note:
                 continue  # (a handler installed over ours since, `hold_term`'s: it stays)
             # None: a handler not installed from Python; the default is the closest
-            signal.signal(sig, signal.SIG_DFL if previous is None else previous)
+            self._restored[sig] = signal.SIG_DFL if previous is None else previous
+            signal.signal(sig, self._restored[sig])  # (recorded first: `_on_signal`)
         self._previous.clear()
         signal.set_wakeup_fd(self._previous_fd)
         # a signal that came just before the handlers were restored is still handled
@@ -285,8 +287,10 @@ class PreemptionHandler:
 
     def _on_signal(self, signum: int) -> None:
         name = signal.Signals(signum).name
-        if signal.getsignal(signum) != self._note:  # (the wakeup fd hears every handler's)
-            return  # (another handler has it now, a hold (`hold_term`): not a request)
+        # the wakeup fd hears every handler's: a hold's (`hold_term`) is no request; one
+        # read after `restore` came before it (the fd goes back after the handlers): ours
+        if signal.getsignal(signum) not in (self._note, self._restored.get(signum, self._note)):
+            return
         if self.ending:
             if self._first_request(StopCause(signum, node=self._node)):
                 logger.warning(
@@ -321,11 +325,8 @@ class PreemptionHandler:
                 "%s again %.1f s after the first: taken for the same stop request (a signal "
                 "a launcher forwards reaches a rank twice within %g s); send it again %g s "
                 "or more after the first to exit at once, without a checkpoint",
-                name,
-                elapsed,
-                self.repeat_window,
-                self.repeat_window,
-            )
+                name, elapsed, self.repeat_window, self.repeat_window,
+            )  # fmt: skip
             return
         logger.critical("%s again: exiting now, without a checkpoint", name)
         self._force_exit(signum)
@@ -386,10 +387,8 @@ class PreemptionHandler:
         if self._first_request(gone):
             logger.warning(
                 "%s: stopping at the next stop synchronisation, with a checkpoint (exiting "
-                "without one if not done in %.0f s)",
-                gone,
-                self.orphan_grace,
-            )
+                "without one if not done in %.0f s)", gone, self.orphan_grace,
+            )  # fmt: skip
         if self._unwatch.wait(self.orphan_grace):
             return  # training ended (restore) in time
         logger.critical(

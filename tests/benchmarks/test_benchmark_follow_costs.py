@@ -22,7 +22,8 @@ def test_the_replay_window_rows_are_throughputs_ours_over_baseline() -> None:
 
 def test_the_close_rows_are_times_baseline_over_ours() -> None:
     rows = json_rows("client_close_admission.py", "--rounds", "2", "--steps", "2")
-    assert len(rows) == 3 and "launched" in rows[2]["case"], rows
+    assert len(rows) == 4 and "launched" in rows[2]["case"], rows
+    assert "worker mode" in rows[3]["case"], rows
     for row in rows:
         assert set(row) == ROW_KEYS and row["unit"] == "ms" and row["target"] is None, row
         assert row["ours"] > 0 and row["baseline"] > 0, row

@@ -79,7 +79,8 @@ def warn_unreachable_study_watermark(
     logger.warning(
         "--watermark %d is above the %d samples %s can ever receive from this study "
         "(%d simulations, %d more if all redraws are used, at most max_time_step=%d steps "
-        "each, 1 in %d of them per rank): the watermark is never reached, so training "
+        "each, 1 in %d of them per rank; a client started by hand is not counted): "
+        "unless such clients bring the rest, the watermark is never reached, so training "
         "starts only when the stream ends and then drains each sample about once. Lower "
         "--watermark (to %d or fewer, well below to train while the study runs), or run "
         "more simulations (Launcher(n_simulations=...)); Melissa refuses its "

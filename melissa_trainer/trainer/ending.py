@@ -9,7 +9,6 @@ preemption checkpoint are).
 from __future__ import annotations
 
 import logging
-import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -232,10 +231,10 @@ def failed(
         hold_term(previous=preemption.previous_term())  # (the launcher's SIGTERM: above)
         if (cause := preemption.cause) is not None:  # (it came first: its line was said)
             logger.warning(
-                "the checkpoint %s asked for will not be written: another rank is gone "
-                "and this rank's collective failed first (a run resumed from the latest "
-                "checkpoint takes what it lacks)",
-                signal.Signals(cause.signum).name,
+                "%s: the checkpoint this stop asked for will not be written: another rank "
+                "is gone and this rank's collective failed first (a run resumed from the "
+                "latest checkpoint takes what it lacks)",
+                cause,  # (a signal's name, or the launcher's death: not a SIGTERM)
             )
     other = peer_failure(trainer, error)  # (None: this rank's own error)
     if other is None:

@@ -55,6 +55,7 @@ def test_a_watermark_above_every_sample_a_study_can_send_is_said_at_start(
     assert "--watermark 31 is above the 30 samples" in said[0]
     assert "Lower --watermark (to 30 or fewer" in said[0]
     assert "Launcher(n_simulations=...)" in said[0]
+    assert "a client started by hand is not counted" in said[0]  # (the bound is the launcher's)
 
 
 @pytest.mark.timeout(30)

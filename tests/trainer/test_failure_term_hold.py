@@ -15,6 +15,7 @@ the signal raised during the note's wait (a stub), the watcher's reads finished 
 from __future__ import annotations
 
 import logging
+import os
 import signal
 from types import SimpleNamespace
 
@@ -23,6 +24,7 @@ import pytest
 from melissa_trainer.trainer import ending, exit_meeting
 from melissa_trainer.trainer.exit_meeting import hold_term, said_dropped
 from melissa_trainer.trainer.preemption import PreemptionHandler
+from melissa_trainer.trainer.stop_cause import StopCause
 
 STOPPING = "stopping at the next stop synchronisation"
 
@@ -89,13 +91,15 @@ def test_a_lost_peers_failure_holds_sigterm_during_the_note_wait(
 
 
 @pytest.mark.timeout(60)
-def test_a_sigterm_before_the_lost_peers_failure_is_told_its_checkpoint_will_not_come(
-    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+@pytest.mark.parametrize("first", ["SIGTERM", "the launcher's death"])
+def test_a_stop_before_the_lost_peers_failure_is_told_its_checkpoint_will_not_come(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, first: str
 ) -> None:
     """The other order: the launcher's SIGTERM reaches the handler before this rank's
     collective fails (a rank descheduled past the agent's 0.1 s poll): the handler's
     "stopping ... to write a checkpoint" was said and true when said; the failure then
-    says that checkpoint will not be written (before: nothing did)."""
+    says that checkpoint will not be written (before: nothing did), naming the stop's
+    cause (before, a launcher's death was named "SIGTERM", which nobody sent)."""
     monkeypatch.setenv("TORCHELASTIC_RUN_ID", "test")
     caplog.set_level(logging.WARNING, logger="melissa_trainer")
     monkeypatch.setattr(ending, "lost_a_peer", lambda error: True)
@@ -110,11 +114,17 @@ def test_a_sigterm_before_the_lost_peers_failure_is_told_its_checkpoint_will_not
     exit_meeting._dropped[0] = 0
     handler = PreemptionHandler(parent=None, exit=lambda code: None).install()
     try:
-        signal.raise_signal(signal.SIGTERM)  # (first: the handler's request)
+        if first == "SIGTERM":
+            signal.raise_signal(signal.SIGTERM)  # (first: the handler's request)
+        else:  # (as the launcher watch requests it)
+            assert handler._first_request(StopCause.launcher_gone(os.getppid()))
         assert handler.requested()
         ending.failed(trainer, RuntimeError("Connection closed by peer"), handler)  # type: ignore[arg-type]
         handler.restore()
     finally:
         handler.restore()
         signal.signal(signal.SIGTERM, before)
-    assert "the checkpoint SIGTERM asked for will not be written" in caplog.text, caplog.text
+    said = f"{handler.cause}: the checkpoint this stop asked for will not be written"
+    assert said in caplog.text, caplog.text
+    if first != "SIGTERM":
+        assert said.startswith("the launcher (") and "SIGTERM" not in said, said

@@ -33,7 +33,9 @@ simulation is never reported finished, and the worker's loop ends (`serve_simula
 the launcher counts a failed attempt and runs it again. The confirmation's cost, a
 round trip per simulation (about 1.3 ms on loopback): docs/how-to/own-solver.md, worker
 mode. A loop written by hand (an MPI worker's, where rank 0 calls `next_simulation` and
-broadcasts the answer) uses `next_simulation`:
+broadcasts the answer; a barrier after every rank's close, whose confirmation is its own,
+so that rank 0 reports a simulation finished only once all its ranks' BYEs were
+ingested) uses `next_simulation`:
 each call reports the previous simulation as finished (or failed: ``exit_code=1``, for
 a solver that catches its own failure and goes on) and asks for the next one; None
 means nothing is left (the worker should exit 0). A worker that dies loses its

@@ -289,7 +289,7 @@ class ConnectionWatch:
             event = parse_monitor_message(frames)  # (ZeroMQ's, not ours)
             kind, value = event["event"], int(event["value"])  # (a descriptor, or an errno)
             if kind == zmq.EVENT_DISCONNECTED:
-                self.handshakes.disconnected(value, event["endpoint"])
+                self.handshakes.disconnected(value, event["endpoint"], self._stopping)
                 self._disconnected(value)
             else:
                 self.handshakes.event(kind, value)
@@ -306,11 +306,9 @@ class ConnectionWatch:
             return
         since = self._since.pop(fd)
         self._closed_since.append(since)
-        if not self._study_stops and self._announced():
-            self._study_stops = True  # (latched: the file is not read again)
+        at_stop = self._stopping()
         self._closed.append(owner)
         failed = since is not None and since[0].nonfinite_failures > since[2]
-        at_stop = self._study_stops or self._quiet()
         self._at_stop.append("stop" if at_stop else "nonfinite" if failed else "")
         heard = self._heard_at.pop(fd, None)
         if self._heard_kills is not None and heard is not None and not self._at_stop[-1]:
@@ -321,3 +319,9 @@ class ConnectionWatch:
             "is still queued (judged once the socket is found empty)",
             *owner,
         )
+
+    def _stopping(self) -> bool:
+        """Whether a close read now is the study's stop's or the receiver's end's."""
+        if not self._study_stops and self._announced():
+            self._study_stops = True  # (latched: the file is not read again)
+        return self._study_stops or self._quiet()

@@ -31,6 +31,10 @@ default) until it stops, and ZeroMQ names no peer in these events (a trial read 
 connections closed" for 4 clients, the attempts refused with a detail not counted at all:
 only those without one were).
 
+Once the study stops (its launcher about to kill the solvers) or the receiver ends, an
+attempt closed without detail is a solver killed as it started: counted apart (`at_stop`)
+and said in one INFO line at the end, not warned of.
+
 ``HANDSHAKE_SUCCEEDED`` names no descriptor either: taken as the oldest handshake's (a
 HELLO proves its own: concurrent handshakes may leave an attempt without a failure event
 uncounted, never count a PUSH that said HELLO).
@@ -42,6 +46,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter, deque
+from collections.abc import Callable
 
 import zmq
 
@@ -142,6 +147,9 @@ class HandshakeWatch:
         self._failed: deque[str] = deque()  # causes read, their DISCONNECTED not yet
         #: refused attempts so far, by cause (`NO_KEY`, `OTHER_KEY`, `A_KEY`, `UNKNOWN`)
         self.counts: Counter[str] = Counter()
+        #: connections closed in their handshake, without detail, as the study stopped
+        #: (its solvers killed as they started: not refusals, not in `counts`)
+        self.at_stop = 0
 
     @property
     def refused(self) -> int:
@@ -163,9 +171,14 @@ class HandshakeWatch:
         """A message came on connection `fd`: its handshake succeeded."""
         self._shaking.pop(fd, None)
 
-    def disconnected(self, fd: int, endpoint: bytes) -> None:
+    def disconnected(
+        self, fd: int, endpoint: bytes, stopping: Callable[[], bool] = lambda: False
+    ) -> None:
         """Connection `fd` to `endpoint` closed: counted and logged if it was refused in
-        its handshake (a failure event before it, or accepted with no handshake since)."""
+        its handshake (a failure event before it, or accepted with no handshake since).
+        One without detail while `stopping()` (the study kills its simulations, the
+        receiver ends: asked only then) is a solver killed as it started: counted in
+        `at_stop`, said at DEBUG and summed up at `close`, not warned of."""
         shaking = self._shaking.pop(fd, 0) is None
         if self._failed:
             cause = self._failed.popleft()
@@ -173,8 +186,14 @@ class HandshakeWatch:
             cause = UNKNOWN
         else:
             return
+        where = endpoint.decode(errors="replace")
+        if cause == UNKNOWN and stopping():
+            self.at_stop += 1
+            logger.debug("a peer connected to %s closed in its handshake as the study "
+                         "stopped%s", where, self._label)  # fmt: skip
+            return
         self.counts[cause] += 1
-        n, where = self.counts[cause], endpoint.decode(errors="replace")
+        n = self.counts[cause]
         said = "a peer connected to %s was closed in its ZeroMQ handshake: "
         if n > 1:  # (the cause said in full once: the others counted, summed up at `close`)
             logger.debug(said[:-2] + " (one %s: %d such)%s", where, cause, n, self._label)
@@ -190,6 +209,11 @@ class HandshakeWatch:
     def close(self) -> None:
         """Log the summary line, once the monitor is read to its end (at WARNING, as the
         first ones were: they promised it, and default logging shows WARNING up)."""
+        if self.at_stop:
+            logger.info(
+                "%d connection(s) closed in their ZeroMQ handshake as the study stopped: "
+                "solvers killed as they started, not refused%s", self.at_stop, self._label,
+            )  # fmt: skip
         total = self.refused
         if total > 1:
             causes = ", ".join(f"{n} {cause}" for cause, n in self.counts.most_common())

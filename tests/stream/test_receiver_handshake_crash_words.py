@@ -56,3 +56,31 @@ def test_a_connection_ended_in_its_handshake_names_a_crashed_client(
     (said,) = closed_warnings(caplog)
     assert ENDED in said, said
     assert "port probe" in said, said  # (the other causes still said)
+
+
+@pytest.mark.timeout(60)
+def test_a_solver_killed_in_its_handshake_as_the_study_stops_is_not_warned_of(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Once the study stops (`Receiver.study_stops`, before its launcher kills the
+    solvers), a connection ended in its handshake without detail is a solver the study
+    killed as it started: said at DEBUG and summed up in one INFO line at the end, not
+    warned of as a refusal (before: the refusal's warning, naming keys and port probes;
+    a soak's 2-rank run warned so once, a cause this may have been, not established)."""
+    caplog.set_level(logging.DEBUG, logger=LOGGER)
+    at_stop = "closed in its handshake as the study stopped"
+    with running() as rec:
+        assert rec.endpoint is not None
+        rec.study_stops()
+        where = urlsplit(rec.endpoint)
+        with socket.create_connection((where.hostname, where.port), timeout=10):
+            pass  # (a solver killed in its handshake)
+        wait_until(lambda: at_stop in caplog.text, at_stop, 30)
+    assert closed_warnings(caplog) == []
+    said = [
+        r.getMessage() for r in caplog.records if "as the study stopped: solvers" in r.getMessage()
+    ]
+    assert said == [
+        "1 connection(s) closed in their ZeroMQ handshake as the study stopped: "
+        "solvers killed as they started, not refused"
+    ], said

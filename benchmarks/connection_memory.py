@@ -56,6 +56,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from report import add_flags, finish  # noqa: E402
 
+from melissa_trainer.common.json_output import to_json  # noqa: E402
+
 ARMS = ("ours", "raw")
 #: seconds an arm may wait for a batch of simulations to be in and closed
 BATCH_TIMEOUT = 120.0
@@ -286,7 +288,7 @@ def main() -> None:
     if opts.sims < 2 * opts.every:
         parser.error("--sims must be at least twice --every (two halves to compare)")
     if opts.arm:
-        print(json.dumps(run_arm(opts.arm, opts.sims, opts.every, opts.steps, opts.nbytes)))
+        print(to_json(run_arm(opts.arm, opts.sims, opts.every, opts.steps, opts.nbytes)))
         return
     rounds = opts.rounds or (1 if opts.quick else 2)
     runs: dict[str, list[dict[str, Any]]] = {arm: [] for arm in ARMS}

@@ -166,6 +166,11 @@ def summarise(study: list[dict[str, Any]], idle: list[dict[str, Any]]) -> list[d
     sims = late[-1]["finished"] - late[0]["finished"]
     span = late[-1]["t"] - late[0]["t"]
     up = [s for s in idle if "t" in s and s["sockets"] and not s["stopping"]]
+    if not up:  # (an --idle shorter than the trainer's start-up)
+        raise SystemExit(
+            "soak: the idle arm took no sample with its sockets open: give --idle more "
+            "seconds than the trainer's start-up (60 or more)"
+        )
     base = window(up, up[-1]["t"] - span, up[-1]["t"])  # (its last `span` s, or all)
     base_span = base[-1]["t"] - base[0]["t"] if len(base) > 1 else float("nan")
     per_k = 1000 / sims if sims else float("nan")

@@ -69,3 +69,14 @@ def test_summarise_takes_the_second_half_per_1000_simulations_against_idle() -> 
     assert (fds["ours"], fds["baseline"]) == (1.0, 0.0)
     cpu = rows["idle trainer CPU share (study: same window)"]
     assert cpu["ours"] == pytest.approx(0.1) and cpu["baseline"] == pytest.approx(0.01)
+
+
+@pytest.mark.timeout(30)
+def test_an_idle_arm_too_short_for_a_sample_is_a_clear_error() -> None:
+    """An --idle shorter than the trainer's start-up (no sample with its sockets open)
+    says so and how to fix it (before: IndexError in summarise)."""
+    soak = benchmark_module("soak")
+    study = [_row(10.0 * i, 100 * i, 1024 * i, 27, i) for i in range(1, 21)]
+    idle = [{**_row(0.0, None, 0, 5, 0.0), "sockets": 0}, {"exit": 130}]
+    with pytest.raises(SystemExit, match="give --idle more seconds"):
+        soak.summarise(study, idle)

@@ -44,6 +44,7 @@ from melissa_trainer.client import patience
 from melissa_trainer.client.config import ClientTuning
 from melissa_trainer.client.delivery import DeliveryWait
 from melissa_trainer.client.gave_up import (
+    DeliveryFailed,
     Preempted,
     StopSaid,
     run_again,
@@ -76,7 +77,7 @@ __all__ = [
 ]
 
 
-class TrainerStopped(TimeoutError):
+class TrainerStopped(DeliveryFailed):
     """A close gave up on a receiver whose trainer stopped for good (its stop record:
     the run ended, or failed): no restarted trainer is waited for (`following`)."""
 
@@ -243,7 +244,7 @@ def close_transport(t: Closable, bye: bool, follow_in: str | None = None) -> Non
             fix = f" {run_again(t.simulation_id)}" if not note and follow_in is None else ""
         message_text += ("." if sent or note else "") + sent + note + fix
         if bye:
-            raise (TrainerPreempted if wait.preempted_said else TimeoutError)(message_text)
+            raise (TrainerPreempted if wait.preempted_said else DeliveryFailed)(message_text)
         client_logger().warning(message_text)
 
 

@@ -74,6 +74,7 @@ from typing import TYPE_CHECKING, Any
 from melissa_trainer.client.admission import SimulationRefused, check_admission
 from melissa_trainer.client.closing import client_logger
 from melissa_trainer.client.delivery import CLOSE_CAP_FACTOR
+from melissa_trainer.client.gave_up import DeliveryFailed
 from melissa_trainer.client.receipts import Closed, Rounds, confirmed
 from melissa_trainer.stream.endpoints import fetch_rendezvous
 from melissa_trainer.wire.receipt import RECEIPT_BYE, RECEIPT_QUERY, ReceiptReply
@@ -159,8 +160,8 @@ def confirm_close(
             return report(outcome, client.bye_counts, client.ranks, whose)
         if outcome:  # (a receiver silent: gone)
             if following is None:
-                raise TimeoutError(outcome)
-            entries = following.after_gone(TimeoutError(outcome))
+                raise DeliveryFailed(outcome)
+            entries = following.after_gone(DeliveryFailed(outcome))
         else:
             entries = found[-1]
 
@@ -217,7 +218,7 @@ def _no_window(client: Closed, entries: list[dict[str, Any]], rendezvous: str, w
             confirmed(r, n) for r, n in zip(replies, counts, strict=True)
         ):
             return report(replies, counts, client.ranks, whose)
-    raise TimeoutError(
+    raise DeliveryFailed(
         f"{whose}: its BYE was not confirmed: the trainer was restarted (the rendezvous "
         f"{rendezvous} now names run {entries[0].get('run_id')}) and the checkpoint it "
         f"resumed from lacks it. A simulation without a replay window "

@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any
 import zmq
 
 from melissa_trainer import wire as protocol
+from melissa_trainer.client.gave_up import DeliveryFailed
 from melissa_trainer.client.sockets import control_dealer
 from melissa_trainer.client.tuning import DEFAULT_DISCONNECTED_TIMEOUT
 from melissa_trainer.stream.endpoints import fetch_rendezvous, stamp
@@ -73,7 +74,7 @@ SUPERSEDE_INTERVAL = 0.1
 _request_ids = itertools.count(1)
 
 
-class FollowError(TimeoutError):
+class FollowError(DeliveryFailed):
     """The client cannot follow its restarted trainer (the message says why and what to
     do: run the simulation again with the same simulation id). A `TimeoutError`, as a
     send or close that gives up on a trainer gone raises."""

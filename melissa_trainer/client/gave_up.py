@@ -13,10 +13,25 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["Preempted", "StopSaid", "run_again", "stop_sentence", "waits_for"]
+__all__ = [
+    "DeliveryFailed", "Preempted", "StopSaid", "run_again", "stop_sentence", "waits_for",
+]  # fmt: skip
 
 
-class Preempted(TimeoutError):
+class DeliveryFailed(TimeoutError):
+    """What a simulation sent did not reach its trainer, or the trainer did not confirm
+    that it ingested the BYE: a send or close that gave up on the trainer (gone,
+    stopped, preempted, not following, silent), not a failure of the solver. Every error
+    a `Client`'s send or close raises for that is one (`send_errors.ReceiverGone`,
+    `closing.TrainerStopped`, `Preempted`, `follow.FollowError`, the close's and the
+    receipts' timeouts); its message says why and what to do (usually: run the
+    simulation again with the same id). A `TimeoutError`, as these errors were before.
+
+    A worker (`worker.serve_simulations`) reports the simulation failed and goes on with
+    the next: its solver's state is not at fault, and its start-up is not paid again."""
+
+
+class Preempted(DeliveryFailed):
     """A client gave up on a receiver gone whose trainer's stop record says it was
     preempted (`RestartCheck.preempted`): a close's (`closing.TrainerPreempted`) or a
     blocked send's (`send_wait.SendPreempted`). Its message says so in place of "the

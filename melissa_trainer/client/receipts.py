@@ -4,9 +4,8 @@ their answers (docs/protocol.md, section 17b; what they are for and when: `confi
 One DEALER per receiver, connected once for all the rounds to one run; a query per
 receiver at a time (its answer may come late: held by the receiver until the BYE is in,
 at most its `RECEIPT_HOLD`). A malformed or foreign reply is counted in the client's
-``admission_rejected`` by reason, and ignored. Not thread-safe: the closing thread. Sockets
-of a context of their own, ended before each call returns.
-"""
+``admission_rejected`` by reason, and ignored. Not thread-safe: the closing thread.
+Sockets of a context of their own, ended before each call returns."""
 
 from __future__ import annotations
 
@@ -28,6 +27,7 @@ from melissa_trainer.client.admission import SimulationRefused, reason_with_fix
 from melissa_trainer.client.closing import client_logger, waits_for
 from melissa_trainer.client.config import ClientTuning
 from melissa_trainer.client.delivery import CLOSE_CAP_FACTOR, capped_deadline, capped_words
+from melissa_trainer.client.gave_up import DeliveryFailed
 from melissa_trainer.client.patience import notice_after
 from melissa_trainer.client.sockets import control_dealer
 from melissa_trainer.client.stopped import StopRecords
@@ -204,7 +204,7 @@ class Rounds:
                     gone = silent[0]
                     return self._gone(gone, gone_after, rendezvous, follow_wait, not ever[gone])
                 if deadline is not None and now >= deadline:
-                    raise TimeoutError(self.unconfirmed(done, held, capped))
+                    raise DeliveryFailed(self.unconfirmed(done, held, capped))
                 time.sleep(PAUSE)
         finally:
             context.destroy(linger=0)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from melissa_trainer.client.gave_up import Preempted
+from melissa_trainer.client.gave_up import DeliveryFailed, Preempted
 
 if TYPE_CHECKING:  # pragma: no cover
     from melissa_trainer.client.gave_up import StopSaid
@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["ReceiverGone", "SendPreempted", "StoppedForGood"]
 
 
-class ReceiverGone(TimeoutError):
+class ReceiverGone(DeliveryFailed):
     """A blocked send gave up: a receiver stayed disconnected for `disconnected_timeout`
     seconds (the trainer died, or its node). A `TimeoutError`, as `send` documents."""
 

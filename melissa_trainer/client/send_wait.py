@@ -62,7 +62,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 import zmq
 
-from melissa_trainer.client.gave_up import run_again, stop_sentence
+from melissa_trainer.client.gave_up import DeliveryFailed, run_again, stop_sentence
 from melissa_trainer.client.handshake import Handshakes, down_note, never_note, pending_note
 from melissa_trainer.client.patience import SLICE, PeerWatch, notice_due
 from melissa_trainer.client.send_errors import ReceiverGone, SendPreempted, StoppedForGood
@@ -208,7 +208,7 @@ class SendWait:
             return refused
         stop = self._stop_said(step)
         if stop is not None:  # (no trainer comes back: what its stop record says, first)
-            return TimeoutError(f"{stop[0]} (send_timeout={self._send_timeout} s ended the send)")
+            return DeliveryFailed(f"{stop[0]} (send_timeout={self._send_timeout} s ended the send)")
         ended = f"{self._whose}: could not send {_what(step)} within send_timeout="
         ended += f"{self._send_timeout} s: "
         # What the monitors know, in a close's words (`never_note`: the endpoint is
@@ -227,7 +227,7 @@ class SendWait:
                 down = down_note(self._handshakes, self._endpoints, cause) or down
             known.append(f"{down}. {self.restarted().strip() or run_again(self._simulation_id)}")
         said = "; ".join(k for k in known if k)
-        return TimeoutError(ended + (said or "the trainer is not receiving (back-pressure)"))
+        return DeliveryFailed(ended + (said or "the trainer is not receiving (back-pressure)"))
 
     def _stop_said(self, step: int | None) -> tuple[str, StopSaid] | None:
         """What a send of `step` that gives up says when a receiver is disconnected now

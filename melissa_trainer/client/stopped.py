@@ -39,7 +39,7 @@ from pathlib import Path
 from melissa_trainer import wire as protocol
 from melissa_trainer.client.admission import SimulationRefused
 from melissa_trainer.client.closing import TrainerStopped, client_logger
-from melissa_trainer.client.gave_up import StopSaid
+from melissa_trainer.client.gave_up import DeliveryFailed, StopSaid
 from melissa_trainer.client.send_wait import StoppedForGood
 from melissa_trainer.stream.stop_record import RECORD_KEY, StopRecord, parse_record
 from melissa_trainer.wire.receipt import RECEIPT_BYE, RECEIPT_FINISHED, ReceiptReply
@@ -291,8 +291,8 @@ class StopRecords:
                 f"{reason.message}; its stop record in {self.rendezvous} lacks this BYE). "
             )
             if reason.code == "end":  # (a resume only after a max_steps end: `ENDED`)
-                raise TimeoutError(stop + ENDED)
-            raise TimeoutError(
+                raise DeliveryFailed(stop + ENDED)
+            raise DeliveryFailed(
                 f"{stop}What this simulation sent after the trainer's last checkpoint is not "
                 f"trained on: once a trainer runs there again (--resume_from_checkpoint "
                 f"latest), run this simulation again with the same simulation id "

@@ -27,10 +27,12 @@ returned once ZeroMQ had taken the BYE from its queue, and once (CI, a loaded ma
 a worker SIGKILLed right after took the last steps and BYE, still in the context's I/O
 thread, with it (1 of 5 steps arrived; the launcher found the simulation incomplete and
 ran it again): tests/client/test_worker_receipt.py. Not confirmed (a receiver gone, or
-a trainer restarted from a checkpoint without the BYE), the close raises `TimeoutError`
-within the bounds `confirm` names (``close_timeout``, ``disconnected_timeout``), the
-simulation is never reported finished, and the worker's loop ends (`serve_simulations`):
-the launcher counts a failed attempt and runs it again. The confirmation's cost, a
+a trainer restarted from a checkpoint without the BYE), the close raises
+`gave_up.DeliveryFailed` (a `TimeoutError`) within the bounds `confirm` names
+(``close_timeout``, ``disconnected_timeout``), the simulation is never reported
+finished: `serve_simulations` reports it failed (`NOT_DELIVERED_EXIT_CODE`) and goes on
+with the next, its process and start-up kept; the launcher counts a failed attempt and
+runs it again. The confirmation's cost, a
 round trip per simulation (about 1.3 ms on loopback): docs/how-to/own-solver.md, worker
 mode. A loop written by hand (an MPI worker's, where rank 0 calls `next_simulation` and
 broadcasts the answer; a barrier after every rank's close, whose confirmation is its own,
@@ -51,8 +53,8 @@ pickle), each with ``"version"`` (`PROTOCOL_VERSION`). A request is ``{"worker":
 is ``{"simulation_id": ID, "parameters": {...}, "attempt": N}`` (N the launcher's
 count, 0 the first; absent, from an older launcher: 0), ``{"simulation_id": null}``
 (nothing left), ``{"simulation_id": null, "retry": SECONDS}`` (ask again) or
-``{"error": TEXT}``. This module imports only the standard library and pyzmq (the
-`client` package imports its names on first use).
+``{"error": TEXT}``. This module imports only the standard library, pyzmq and `gave_up`
+(standard library only; the `client` package imports its names on first use).
 
 A simulation a worker is given again after a resume (attempt above 0, as for a
 launched process's ``MELISSA_TRAINER_ATTEMPT``) sends only the time steps its
@@ -77,10 +79,13 @@ from typing import Any
 
 import zmq
 
+from melissa_trainer.client.gave_up import DeliveryFailed
+
 __all__ = [
     "ENV_LAUNCHER",
     "ENV_LAUNCHER_KEY",
     "ENV_WORKER",
+    "NOT_DELIVERED_EXIT_CODE",
     "PROTOCOL_VERSION",
     "REFUSED_EXIT_CODE",
     "WorkerClient",
@@ -271,6 +276,10 @@ def next_simulation(
 #: The exit code `serve_simulations` reports for parameters its `check` refuses: what a
 #: solver's own process exits with on a usage error (argparse's code).
 REFUSED_EXIT_CODE = 2
+#: The exit code `serve_simulations` reports for a simulation whose data did not reach
+#: the trainer, or whose BYE it did not confirm (`gave_up.DeliveryFailed`): sysexits'
+#: EX_TEMPFAIL, a failure to try again, the trainer's side, not the solver's.
+NOT_DELIVERED_EXIT_CODE = 75
 
 
 def serve_simulations(
@@ -295,13 +304,21 @@ def serve_simulations(
        for the worker's life. `run` must close every client it opens (a ``with`` block
        does, on an exception too). It returns None or 0: the simulation finished; or a
        non-zero int: the simulation failed with that exit code (a solver that catches
-       its own failure), and the worker goes on with the next either way.
+       its own failure), and the worker goes on with the next either way. A
+       `gave_up.DeliveryFailed` from `run` (a `Client`'s send or close that gave up on
+       the trainer: gone, restarted and not followed, or its BYE not confirmed) is said
+       on stderr (``PROG: simulation ID: message``): the simulation is reported failed
+       with `NOT_DELIVERED_EXIT_CODE` (75) and the worker goes on, its start-up kept
+       (the launcher runs the simulation again, as for a worker that died; a trainer
+       gone for good fails every simulation within its client's bounds, and the
+       launcher's policy ends the study).
 
     Any other exception (from `check`, from `run`, or from `next_simulation`: no answer
     within `timeout` seconds, a refusal) ends the loop: the context is terminated and
     the exception propagates; uncaught, the worker exits 1, and the launcher counts a
     failed attempt of the simulation it was running, gives it to another request and
-    relaunches the worker (which pays its start-up again). No signal handler is
+    relaunches the worker (which pays its start-up again): the solver's state after an
+    error of its own is unknown. No signal handler is
     installed: a SIGTERM (the launcher's, or a batch system's) ends the process as
     Python's default does, its current simulation, if any, a failed attempt as above.
 
@@ -320,7 +337,17 @@ def serve_simulations(
                 print(f"{program}: simulation {simulation_id}: {exc}", file=sys.stderr)
                 code = REFUSED_EXIT_CODE
                 continue
-            result = run(simulation_id, checked, context)
+            try:
+                result = run(simulation_id, checked, context)
+            except DeliveryFailed as exc:  # (the trainer's side: this process is sound)
+                print(
+                    f"{program}: simulation {simulation_id}: {exc} (this worker reports "
+                    f"it failed, exit code {NOT_DELIVERED_EXIT_CODE}, and goes on: the "
+                    f"launcher runs it again)",
+                    file=sys.stderr,
+                )
+                code = NOT_DELIVERED_EXIT_CODE
+                continue
             if result is not None and (isinstance(result, bool) or not isinstance(result, int)):
                 raise ValueError(
                     f"serve_simulations: run returned {result!r} for simulation "

@@ -15,7 +15,7 @@ import zmq
 from client_runs import GOOD, TWO_FRAME_SHAPE, Receiver, free_port
 
 from melissa_trainer import wire as p
-from melissa_trainer.client import INLINE_MAX_BYTES, Client, ClientTuning
+from melissa_trainer.client import INLINE_MAX_BYTES, Client, ClientTuning, DeliveryFailed
 
 pytestmark = pytest.mark.usefixtures("_clean_environment")
 
@@ -55,6 +55,7 @@ def test_send_timeout_under_backpressure_loses_nothing(
                 c.send(step, u=np.full(shape, step, float))
             except TimeoutError as exc:
                 assert "back-pressure" in str(exc) and "send_timeout=2.0" in str(exc)
+                assert isinstance(exc, DeliveryFailed)  # (a worker goes on after it)
                 timed_out = step
                 break
             sent.append(step)

@@ -3,7 +3,8 @@ trainer's stop record says it was preempted: "the trainer was preempted (MESSAGE
 stop record in DIR)", as a send that `send_timeout` ends says it
 (tests/client/test_words_send_timeout_preempted.py), in place of "the trainer died or
 was restarted, or its node" (what it said before: `patience.CloseWait.timed_out` did not
-ask the record). Still a plain `TimeoutError`.
+ask the record). Still the plain give-up, a `DeliveryFailed` (a `TimeoutError`), not a
+`TrainerPreempted` (which a following client would wait on).
 
 Real sockets on 127.0.0.1, a real `Receiver` that writes its stop record as a trainer's
 does; `disconnected_timeout` None, so that only `close_timeout` ends the close."""
@@ -16,7 +17,7 @@ import numpy as np
 import pytest
 from stopped_receiver import GONE_CAUSES, sent_then_stopped
 
-from melissa_trainer.client import ClientTuning
+from melissa_trainer.client import ClientTuning, DeliveryFailed
 from melissa_trainer.stream.stop_record import StopReason
 
 pytestmark = pytest.mark.timeout(60)
@@ -34,7 +35,7 @@ def test_a_close_timeout_says_why_the_receiver_went(
     with pytest.raises(TimeoutError) as caught:
         client.close()
     said = str(caught.value)
-    assert type(caught.value) is TimeoutError, repr(caught.value)
+    assert type(caught.value) is DeliveryFailed, repr(caught.value)
     assert "within close_timeout=1.0 s to " in said, said
     assert f"the trainer's receiver at {endpoint}" in said, said
     assert cause in said, said

@@ -3,7 +3,7 @@ stop record says it was preempted: "the trainer was preempted (MESSAGE; its stop
 in DIR)", as the send that `disconnected_timeout` ends says
 (tests/client/test_send_preempted_words.py), in place of "the trainer died or was
 restarted, or its node" (what it said before: one sentence builder,
-`handshake.down_note`, told the cause). Still a plain `TimeoutError` (not followed).
+`handshake.down_note`, told the cause). Still the plain give-up, a `DeliveryFailed` (not followed).
 
 Real sockets on 127.0.0.1, a real `Receiver` that writes its stop record as a trainer's
 does; `disconnected_timeout` None, so that only `send_timeout` ends the send."""
@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from stopped_receiver import GONE_CAUSES, sent_then_stopped
 
-from melissa_trainer.client import ClientTuning
+from melissa_trainer.client import ClientTuning, DeliveryFailed
 from melissa_trainer.client.send_wait import ReceiverGone
 from melissa_trainer.stream.stop_record import StopReason
 
@@ -45,6 +45,7 @@ def test_a_send_timeout_says_why_the_receiver_went(
         client.close(bye=False)
     said = str(caught.value)
     assert not isinstance(caught.value, ReceiverGone), said  # (send_timeout ended it)
+    assert type(caught.value) is DeliveryFailed, repr(caught.value)  # (a worker goes on)
     assert said.startswith("simulation 8 rank 0: could not send time step "), said
     assert "within send_timeout=0.3 s: the trainer's receiver at " + endpoint in said, said
     assert cause in said, said

@@ -118,33 +118,75 @@ def test_a_worker_killed_right_after_its_report_leaves_the_simulation_complete(
             context.term()
 
 
+def answer(launcher: zmq.Socket, **reply: object) -> None:
+    launcher.send(json.dumps({"version": PROTOCOL_VERSION, **reply}).encode())
+
+
+def next_request(launcher: zmq.Socket) -> dict[str, object]:
+    assert launcher.poll(60_000), "the worker sent no request"
+    request: dict[str, object] = json.loads(launcher.recv())
+    return request
+
+
 @pytest.mark.e2e
 @pytest.mark.timeout(120)
-def test_a_bye_never_confirmed_is_never_reported_finished(tmp_path: Path) -> None:
+def test_a_bye_never_confirmed_is_reported_failed_and_the_worker_goes_on(
+    tmp_path: Path,
+) -> None:
     # the receiver's buffer stays full (nobody trains): it answers "not yet" without
-    # progress, the close gives up after close_timeout (1 s), raises TimeoutError, and
-    # the worker ends (exit 1) without reporting simulation 0 finished: the launcher
-    # counts a failed attempt and runs it again
+    # progress, the close gives up after close_timeout (1 s) with a DeliveryFailed: the
+    # worker reports simulation 0 failed (exit code 75), never finished, and takes its
+    # next attempt in the same process, its start-up kept (before: it exited 1 and the
+    # launcher relaunched it). The trainer then trains: the second attempt is confirmed,
+    # the worker exits 0 when told nothing is left (its shared context ends), and each
+    # of the simulation's steps was ingested once across both attempts.
     context = zmq.Context()
     launcher = context.socket(zmq.REP)
     launcher.setsockopt(zmq.LINGER, 0)
     launcher.bind("tcp://127.0.0.1:*")
-    with running(buffer=FIFOBuffer(2), rendezvous_dir=tmp_path, run_id="run-a") as receiver:
+    buffer = FIFOBuffer(2)
+    got: list[dict[str, object]] = []
+    stop = threading.Event()
+
+    def drain() -> None:
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                got.extend(buffer.get_batch(1, timeout=0.05))
+
+    drainer = threading.Thread(target=drain, daemon=True)
+    with running(buffer=buffer, rendezvous_dir=tmp_path, run_id="run-a") as receiver:
         worker = subprocess.Popen(
             [sys.executable, "-c", WORKER, "1.0"], env=worker_env(tmp_path, launcher),
             stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
         try:
             give_simulation_0(launcher)
-            _, stderr = worker.communicate(timeout=60)
-            assert worker.returncode == 1, stderr
-            assert "TimeoutError" in stderr and "simulation 0" in stderr, stderr
-            assert not launcher.poll(0)  # no report: neither finished nor failed
+            report = next_request(launcher)
+            assert report["finished"] == 0 and report["exit_code"] == 75, report
+            assert worker.poll() is None  # the same process asks for more
             assert 0 not in receiver.completed()
             assert receiver._follow is not None and receiver._follow.answered >= 1
+            drainer.start()  # the trainer trains now: the second attempt is confirmed
+            answer(launcher, simulation_id=0, parameters={}, attempt=1)
+            report = next_request(launcher)
+            assert report["finished"] == 0 and "exit_code" not in report, report
+            answer(launcher, simulation_id=None)
+            _, stderr = worker.communicate(timeout=60)
+            assert worker.returncode == 0, stderr
+            # said once, with what the worker did
+            said = [line for line in stderr.splitlines() if "simulation 0:" in line]
+            assert len(said) == 1 and "did not confirm this simulation's BYE" in said[0], stderr
+            assert "reports it failed, exit code 75, and goes on" in said[0], stderr
+            assert 0 in receiver.completed()
         finally:
+            stop.set()
             if worker.poll() is None:
                 worker.kill()
                 worker.wait(30)
+            if drainer.is_alive():
+                drainer.join(30)
             launcher.close(linger=0)
             context.term()
+    while len(buffer):  # (what the drainer left)
+        got.extend(buffer.get_batch(1, timeout=0))
+    assert sorted(int(s["time_step"]) for s in got) == list(range(5)), got  # type: ignore[call-overload]

@@ -90,3 +90,37 @@ def test_a_run_that_returns_no_exit_code_is_told_what_to_return(
         serve(monkeypatch, [(0, {"x": 1.0})], lambda *_: "done")
     with pytest.raises(ValueError, match="run returned True"):  # (a bool is not one)
         serve(monkeypatch, [(0, {"x": 1.0})], lambda *_: True)
+
+
+def test_a_delivery_failure_is_reported_and_the_loop_goes_on(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # (the trainer's side failed: the worker's start-up is kept; before, the loop ended
+    # and the worker exited 1, relaunched by the launcher)
+    from melissa_trainer.client import DeliveryFailed
+
+    ran: list[int] = []
+
+    def run(simulation_id: int, parameters: Mapping[str, float], context: zmq.Context) -> None:
+        ran.append(simulation_id)
+        if simulation_id == 0:
+            raise DeliveryFailed("simulation 0 rank 0: its BYE was not confirmed")
+
+    launcher = serve(monkeypatch, [(0, {"x": 1.0}), (1, {"x": 1.0})], run)
+    assert ran == [0, 1]
+    assert launcher.codes == [0, worker.NOT_DELIVERED_EXIT_CODE, 0]
+    err = capsys.readouterr().err
+    assert "simulation 0: simulation 0 rank 0: its BYE was not confirmed" in err
+    assert "reports it failed, exit code 75, and goes on" in err
+
+
+def test_a_timeout_of_the_solver_s_own_still_ends_the_loop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # (only the client's give-ups are the trainer's side: any other TimeoutError may
+    # leave the solver in a state unknown, as any exception of its own)
+    def run(simulation_id: int, parameters: Mapping[str, float], context: zmq.Context) -> None:
+        raise TimeoutError("the mesh server did not answer")
+
+    with pytest.raises(TimeoutError, match="mesh server"):
+        serve(monkeypatch, [(0, {"x": 1.0}), (1, {"x": 1.0})], run)

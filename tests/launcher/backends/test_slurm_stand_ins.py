@@ -315,3 +315,25 @@ def test_slurm_backend_removes_the_exit_files_an_earlier_run_of_the_study_left(
     assert backend.poll(handle) == 5
     assert not (scripts / "mt-ab12-sim-3.4242.exit").exists()
     backend.close()
+
+
+def test_a_time_limit_of_two_fields_is_said_in_words_as_the_backend_is_made(
+    fake_slurm: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # "01:30" meant as an hour and a half is 90 s to Slurm (MM:SS): every simulation was
+    # ended at its limit, said only then (before: nothing said as the backend was made)
+    with caplog.at_level("WARNING", logger="melissa_trainer.launcher"):
+        backend = SlurmBackend(time_limit="01:30")
+    assert backend.time_limit == "01:30"  # (valid Slurm: passed as given)
+    said = [r.getMessage() for r in caplog.records if "time_limit" in r.getMessage()]
+    assert len(said) == 1, said
+    assert "'01:30' is minutes:seconds to Slurm: 1 min 30 s per job, not 1 h 30 min" in said[0]
+    assert "('01:30:00')" in said[0] and "'0:01:30' says so" in said[0]
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="melissa_trainer.launcher"):
+        for limit in ("01:30:00", "0:01:30", 90, "30", "2-00:30", "1:75"):
+            SlurmBackend(time_limit=limit)
+    assert not [r for r in caplog.records if "time_limit" in r.getMessage()]
+    assert ss.minutes_seconds_note("90:00") is not None and "1 h 30 min 0 s" in str(
+        ss.minutes_seconds_note("90:00")
+    )

@@ -23,6 +23,7 @@ This module checks the options and hands each call to the mode's object.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from collections.abc import Sequence
@@ -132,6 +133,10 @@ class SlurmBackend(Backend):
         self.mode = mode
         self.partition = partition
         self.time_limit = ss.normalize_time_limit(time_limit)
+        if (note := ss.minutes_seconds_note(self.time_limit)) is not None:
+            # (said as the backend is made, before any job: "01:30" meant as an hour and
+            # a half would end every simulation at 90 s, said only then)
+            logging.getLogger("melissa_trainer.launcher").warning(note)
         self.extra_args = ss.check_extra_args("extra_args", extra_args)
         self.srun_args = ss.check_extra_args("srun_args", srun_args)
         self.script_dir = None if script_dir is None else Path(script_dir).absolute()

@@ -48,6 +48,7 @@ __all__ = [
     "check_extra_args",
     "exit_file",
     "job_name",
+    "minutes_seconds_note",
     "normalize_time_limit",
     "srun_command",
     "study_prefix",
@@ -115,6 +116,26 @@ def normalize_time_limit(value: int | str | None) -> str | None:
             "'D-HH:MM:SS'"
         )
     return text
+
+
+def minutes_seconds_note(text: str | None) -> str | None:
+    """What to tell a user whose `time_limit` (normalized) has the form "A:B": Slurm
+    reads it as minutes:seconds, where a reader of clocks sees hours:minutes ("01:30",
+    meant as an hour and a half, is 90 seconds to Slurm: every simulation is then ended
+    at its limit). A valid Slurm time, so not refused (a "10:00" meant as ten minutes
+    is right): the reading in words, and how to write either; None for another form."""
+    if text is None or "-" in text or text.count(":") != 1:
+        return None
+    minutes, seconds = (int(part) for part in text.split(":"))
+    if seconds >= 60:  # (no clock reads it as hours:minutes)
+        return None
+    hours, rest = divmod(minutes, 60)
+    read = f"{hours} h {rest} min {seconds} s" if hours else f"{minutes} min {seconds} s"
+    return (
+        f"SlurmBackend's time_limit {text!r} is minutes:seconds to Slurm: {read} per job, "
+        f"not {minutes} h {seconds} min. For hours write 'HH:MM:SS' ('{text}:00'), or give "
+        f"minutes as an int; if {read} is meant, '0:{text}' says so without this warning"
+    )
 
 
 def check_extra_args(name: str, args: Sequence[str]) -> tuple[str, ...]:

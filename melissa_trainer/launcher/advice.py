@@ -21,7 +21,9 @@
   deterministic solver fails the same way with the same parameters, every restart
   costing as long again (a hang: a whole timeout). For an exit code the advice names
   ``final_exit_codes=(code,)``, which gives up at once on that code only; otherwise
-  ``max_restarts=0``, which gives up at the first failure and redraws.
+  ``max_restarts=0``, which gives up at the first failure and redraws. Not for exit 75
+  (`client.worker.NOT_DELIVERED_EXIT_CODE`: the trainer did not take a worker's data or
+  confirm its BYE, a failure to try again): its WARNING points at the trainer instead.
 
 A start-up ends at the arrival of the simulation's first DATA message as the receiver
 timed it (`DataReport.first_message_at`): exact, however late the launcher's thread
@@ -39,6 +41,7 @@ import logging
 import os
 from collections.abc import Sequence
 
+from melissa_trainer.client.worker import NOT_DELIVERED_EXIT_CODE
 from melissa_trainer.launcher.exit_cause import code_signal, code_text, codes_text
 
 __all__ = ["STARTUP_FLOOR", "STARTUP_SHARE", "Advice"]
@@ -169,6 +172,21 @@ class Advice:
         # (an exit code reads as one: "failed again (exit 1)", not "failed (1) again";
         # one that carries a signal names it, "exit 143 (SIGTERM)": `exit_cause`)
         code = codes[-1]
+        if code == NOT_DELIVERED_EXIT_CODE:
+            # (the trainer's side, sysexits' "try again": final_exit_codes=(75,) would give
+            # up every simulation a trainer's hiccup failed, and the solver is not at fault)
+            logger.warning(
+                "simulation %d failed again (exit %d) on its restart, as on its previous "
+                "attempt (exit codes %s): exit %d is a worker's NOT_DELIVERED_EXIT_CODE, the "
+                "trainer did not take the simulation's data or confirm its BYE (the worker's "
+                "log says why), not a failure of the solver: look at the trainer (its log, "
+                "its stop record). Said once per study.",
+                simulation_id,
+                code,
+                codes_text(codes),
+                code,
+            )
+            return
         exit_code = f"exit {code_text(code)}" if isinstance(code, int) else code
         what = "hung again" if code == "timeout" else f"failed again ({exit_code})"
         logger.warning(

@@ -87,3 +87,23 @@ def test_a_study_error_names_the_signal_of_those_that_failed_alike(tmp_path: Pat
     failed = [(0, "simulation 0", (143, 143)), (1, "simulation 1", (143, 143))]
     lines = failure_report(failed, lambda sid: tmp_path / f"sim-{sid}.log", tmp_path)
     assert "failed alike (exit codes [143 (SIGTERM)], the same" in lines[0], lines
+
+
+def test_a_repeated_not_delivered_is_not_called_the_solver_s(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Exit 75 twice (a worker's `NOT_DELIVERED_EXIT_CODE`: the trainer did not take the
+    data or confirm the BYE): the advice points at the trainer, and does not offer
+    ``final_exit_codes=(75,)``, which would give up every simulation a trainer's hiccup
+    failed (before: it did, as for a solver's own deterministic code)."""
+    from melissa_trainer.client.worker import NOT_DELIVERED_EXIT_CODE
+
+    assert NOT_DELIVERED_EXIT_CODE == 75  # (the words below are the launcher's, for 75)
+    with caplog.at_level(logging.WARNING, logger="melissa_trainer.launcher"):
+        advice = Advice(worker_mode=True)
+        advice.failed(6, [75, 75])
+        advice.failed(7, [1, 1])  # (said once per study, whichever came first)
+    (said,) = [r.getMessage() for r in caplog.records]
+    assert said.startswith("simulation 6 failed again (exit 75) on its restart"), said
+    assert "NOT_DELIVERED_EXIT_CODE" in said and "look at the trainer" in said, said
+    assert "final_exit_codes" not in said and "deterministic" not in said, said

@@ -2,7 +2,8 @@
 failure and reports it (`next_simulation(exit_code=1)`), the launcher counts a failed
 attempt (restarted, then redrawn) and the worker lives on, its start-up not paid again.
 Before, the only way to report a failure was to exit, and each failure cost a worker's
-start-up (20 s for a solver that builds its mesh)."""
+start-up (20 s for a solver that builds its mesh). Likewise `serve_simulations` with a
+simulation whose close could not deliver (exit code 75): restarted on the same worker."""
 
 from __future__ import annotations
 
@@ -102,3 +103,50 @@ def test_a_worker_that_reports_a_failure_as_finished_is_told_how_to_report_it(
         "simulation 1: its worker reported it finished but its data did not all arrive"
     ), said[0]
     assert said[0].endswith("reports it: next_simulation(exit_code=1)"), said[0]
+
+
+#: `serve_simulations` with simulation 1's first attempt streaming to a port where no
+#: receiver listens (127.0.0.1:1 refuses every connection): its close gives up after
+#: close_timeout with a real `DeliveryFailed` (the close's own, not one raised here)
+SERVED = r"""
+import os, sys
+import numpy as np
+from melissa_trainer.client import Client, ClientTuning
+from melissa_trainer.client.worker import given_attempt, serve_simulations
+
+def run(sid, parameters, context):
+    with open(sys.argv[1], "a") as runs:
+        runs.write(f"{os.getpid()} {sid}\n")
+    wrong = {"endpoints": "tcp://127.0.0.1:1"} if sid == 1 and given_attempt(1) == 0 else {}
+    with Client({"u": ((4,), "float32")}, simulation_id=sid, parameters=parameters,
+                context=context, tuning=ClientTuning(close_timeout=0.5), **wrong) as c:
+        for t in range(3):
+            c.send(t, u=np.full(4, parameters["x"] + t, np.float32))
+
+serve_simulations(run, timeout=30)
+"""
+
+
+@pytest.mark.timeout(120)
+def test_a_simulation_not_delivered_is_a_failed_attempt_on_the_same_worker(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A simulation whose close could not deliver (`DeliveryFailed`) is reported failed
+    with `NOT_DELIVERED_EXIT_CODE`: the launcher counts the attempt and restarts it, as a
+    dead worker's, and the same worker process runs the restart and the rest (before: the
+    worker exited 1 and was relaunched, a new pid, paying its start-up again)."""
+    caplog.set_level(logging.WARNING, logger="melissa_trainer.launcher")
+    ran, outcomes, samples = run_study(tmp_path, SERVED)
+    assert len({pid for pid, _ in ran}) == 1, ran  # one process, its start-up paid once
+    assert [int(sid) for _, sid in ran] == [0, 1, 1, 2], ran
+    assert list(outcomes[1].exit_codes) == [75, 0], outcomes[1]  # NOT_DELIVERED_EXIT_CODE
+    assert [outcomes[s].status for s in (0, 1, 2)] == ["finished"] * 3
+    # the launcher's line, as for a worker that died (there: "exit 1"), its log named
+    failed = [r.getMessage() for r in caplog.records if "attempt 0 failed" in r.getMessage()]
+    assert len(failed) == 1 and failed[0].startswith("simulation 1 attempt 0 failed (exit 75,")
+    assert "restart 1 of 1; log: " in failed[0], failed
+    steps = sorted((int(s["simulation_id"]), int(s["time_step"])) for s in samples)
+    assert steps == [(s, t) for s in (0, 1, 2) for t in range(3)], steps  # each once
+    log = list(tmp_path.rglob("worker-*.log"))  # (the launcher's job logs)
+    said = [line for p in log for line in p.read_text().splitlines() if "simulation 1:" in line]
+    assert len(said) == 1 and "exit code 75, and goes on" in said[0], (log, said)

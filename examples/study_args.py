@@ -22,6 +22,7 @@ from melissa_trainer.config.arguments import ConfigError, load_config_file
 from melissa_trainer.config.parser import ArgumentParser
 from melissa_trainer.launcher.silence import Default
 from melissa_trainer.launcher.tuning import LauncherTuning
+from melissa_trainer.stream.receiver_config import DEFAULT_BIND
 
 if TYPE_CHECKING:
     from _typeshed import SupportsWrite
@@ -72,10 +73,11 @@ class StudyArgs:
                   "least as long for a first message); default 600 with the derived "
                   "timeout, --simulation_timeout's when that is given"},
     )  # fmt: skip
-    bind: str = field(
-        default="tcp://127.0.0.1:*",
-        metadata={"help": "receiver endpoint (loopback; e.g. tcp://*:* for simulations on "
-                  "other nodes, behind a firewall)"},
+    bind: str | None = field(
+        default=None,
+        metadata={"help": "receiver endpoint (default: loopback, tcp://127.0.0.1:*; with "
+                  "--backend slurm, whose jobs run on compute nodes, every interface, "
+                  "tcp://*:*: keep it behind a firewall)"},
     )  # fmt: skip
     external: bool = field(
         default=False,
@@ -88,6 +90,16 @@ class StudyArgs:
                   "choices": ("refuse", "accept", "fail")},
     )  # fmt: skip
     json: bool = field(default=False, metadata={"help": "print a JSON summary as the last line"})
+
+    def receiver_bind(self) -> str:
+        """The receivers' endpoint: --bind, else every interface with --backend slurm
+        (its jobs run on compute nodes, which cannot reach this host's loopback: the
+        simulations would find no receiver, each attempt giving up after the client's
+        60 s), else loopback."""
+        if self.bind is not None:
+            return self.bind
+        return "tcp://*:*" if self.backend == "slurm" else DEFAULT_BIND
+
     seeds: int = field(
         default=1,
         metadata={"help": "run the whole study this many times, with seeds SEED, SEED+1, ... "

@@ -126,7 +126,7 @@ def study_source(
             ReceiverConfig(
                 expected_simulations=opts.num_simulations,
                 rendezvous_dir=rendezvous,
-                bind=opts.bind,
+                bind=opts.receiver_bind(),
                 fields=fields,
                 nonfinite=opts.nonfinite,
             )
@@ -151,7 +151,7 @@ def study_source(
     )
     config = ReceiverConfig(
         rendezvous_dir=rendezvous,
-        bind=opts.bind,
+        bind=opts.receiver_bind(),
         fields=fields,
         nonfinite=opts.nonfinite,
         # (no stall_timeout to raise with --startup_timeout: the study's stall watchdog

@@ -127,7 +127,7 @@ def make_source(opts: HeatCArgs, seed: int, rendezvous: Path) -> tuple[Launcher 
     fields = {"temperature": ((opts.ny, opts.nx), "float32")}  # what the solvers declare
     config = ReceiverConfig(
         rendezvous_dir=rendezvous,
-        bind=opts.bind,
+        bind=opts.receiver_bind(),
         fields=fields,
         # A Study tells the stream how many simulations to expect; by hand, we do.
         expected_simulations=opts.num_simulations if opts.external else None,

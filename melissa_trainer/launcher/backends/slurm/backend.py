@@ -45,6 +45,7 @@ from melissa_trainer.launcher.backends.slurm.commands import (
     SlurmCommands,
     check_controller_wait,
 )
+from melissa_trainer.launcher.backends.slurm.limits import over_limit_reason
 from melissa_trainer.launcher.backends.slurm.queued_end import held_reason
 from melissa_trainer.launcher.backends.slurm.step_stop import PROBE_WAIT, SRUN_END, TERM_WAIT
 from melissa_trainer.launcher.backends.slurm.step_tasks import GONE_WAIT
@@ -210,9 +211,10 @@ class SlurmBackend(Backend):
         (``Resources``, ``Priority``, ``BeginTime``, ``JobHeldUser``...); None for a job
         not pending, or pending for no reason given, and for an srun step. A hold
         (``JobHeldUser``, ``JobHeldAdmin``) is named with its fix, ``scontrol release``
-        (`queued_end.held_reason`)."""
+        (`queued_end.held_reason`); a reason over a limit (``PartitionTimeLimit``...), as
+        such (`limits.over_limit_reason`)."""
         if isinstance(handle, SlurmHandle) and handle.state == "PENDING":
-            return held_reason(handle.reason)
+            return over_limit_reason(handle.reason) or held_reason(handle.reason)
         return None
 
     def kill(self, handle: Handle, grace: float = 5.0) -> int | None:

@@ -31,7 +31,8 @@ study left there.
 MPICH's segments that killed or cancelled jobs leave in /dev/shm are removed when the
 job ran on this host (`segments`); a job cancelled while queued is said in a warning
 and in its log, as is a running job that Slurm ended (a time limit, someone's scancel,
-a preemption, a node failure); one held or requeued in a warning (`queued_end`).
+a preemption, a node failure); one held or requeued in a warning (`queued_end`), one
+over a limit of the cluster's (its time limit above the partition's) too (`limits`).
 
 Used from the backend's one thread; every method may block for the Slurm commands it
 runs (bounded by `COMMAND_TIMEOUT` each).
@@ -54,6 +55,7 @@ from melissa_trainer.launcher.backends.slurm import job_files as jf
 from melissa_trainer.launcher.backends.slurm import queries as sq
 from melissa_trainer.launcher.backends.slurm import script as ss
 from melissa_trainer.launcher.backends.slurm.commands import SlurmCommands, failure
+from melissa_trainer.launcher.backends.slurm.limits import OverLimit, partition_hint
 from melissa_trainer.launcher.backends.slurm.queued_end import queue_words, queued_end
 from melissa_trainer.launcher.backends.slurm.segments import JobSegments
 from melissa_trainer.launcher.exit_cause import exit_text
@@ -121,6 +123,7 @@ class BatchJobs:
         self._lease_name = f"{ss.JOB_PREFIX}{self._run_token}.lease"
         self._swept: set[Path] = set()  # directories rid of earlier runs' exit files
         self._shm = JobSegments()  # MPICH segments of the jobs that run on this host
+        self.over_limit = OverLimit(time_limit)  # jobs that wait over a limit: said once
 
     def poll(self, handle: SlurmHandle) -> int | None:
         """None while the job is queued or running, else its exit code. Runs squeue
@@ -242,7 +245,7 @@ class BatchJobs:
         if why is not None or isinstance(result, str):
             raise LaunchError(
                 f"sbatch refused job {job.name} (script {script}): {why}{note}"
-                f"{self._partition_hint(why)}"
+                f"{partition_hint(self._commands, why)}"
             )
         try:
             job_id = sq.parse_sbatch(result.stdout)
@@ -252,20 +255,6 @@ class BatchJobs:
         self._live[job_id] = handle
         logger.debug("submitted %s", self.describe(handle))
         return handle
-
-    def _partition_hint(self, why: str | None) -> str:
-        """For sbatch's "invalid partition": the partitions this cluster has and the option
-        that names one (a partition name copied from another site's guide is the usual
-        cause); empty for any other refusal, or when sinfo cannot say."""
-        if why is None or "invalid partition" not in why.lower():
-            return ""
-        partitions = self._commands.partitions()
-        if not partitions:
-            return ""
-        return (
-            f"\nthis cluster's partitions (sinfo; * marks the default): {', '.join(partitions)}: "
-            "name one with SlurmBackend(partition=...), or leave partition=None for the default"
-        )
 
     def _refresh(self, force: bool = False) -> bool:
         """Ask squeue for the state of every live job (True: it answered now), unless it
@@ -284,9 +273,11 @@ class BatchJobs:
         states = sq.parse_squeue(result.stdout)
         reasons = sq.parse_squeue_reasons(result.stdout)
         for job_id, handle in self._live.items():
-            queue_words(handle, self.describe(handle), states.get(job_id), reasons.get(job_id))
-            handle.state, handle.queried = states.get(job_id), True
-            handle.reason = reasons.get(job_id)
+            state, reason = states.get(job_id), reasons.get(job_id)
+            queue_words(handle, self.describe(handle), state, reason)
+            if not (handle.cancelled or handle.stale):  # (the study's own: not waited for)
+                self.over_limit.see(self.describe(handle), job_id, state, reason)
+            handle.state, handle.queried, handle.reason = state, True, reason
             handle.ran = handle.ran or (handle.state in sq.STARTED_STATES - sq.TERMINAL_STATES)
         return True
 

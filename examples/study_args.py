@@ -22,7 +22,6 @@ from melissa_trainer.config.arguments import ConfigError, load_config_file
 from melissa_trainer.config.parser import ArgumentParser
 from melissa_trainer.launcher.silence import Default
 from melissa_trainer.launcher.tuning import LauncherTuning
-from melissa_trainer.stream.receiver_config import DEFAULT_BIND
 
 if TYPE_CHECKING:
     from _typeshed import SupportsWrite
@@ -91,21 +90,24 @@ class StudyArgs:
     )  # fmt: skip
     json: bool = field(default=False, metadata={"help": "print a JSON summary as the last line"})
 
-    def receiver_bind(self) -> str:
-        """The receivers' endpoint: --bind, else every interface with --backend slurm
-        (its jobs run on compute nodes, which cannot reach this host's loopback: the
-        simulations would find no receiver, each attempt giving up after the client's
-        60 s), else loopback."""
-        if self.bind is not None:
-            return self.bind
-        return "tcp://*:*" if self.backend == "slurm" else DEFAULT_BIND
-
     seeds: int = field(
         default=1,
         metadata={"help": "run the whole study this many times, with seeds SEED, SEED+1, ... "
                   "(each in OUTPUT_DIR/seed-S, one after the other), and report the spread "
                   "of the validation error: what one run's figure is worth"},
     )  # fmt: skip
+
+    def receiver_bind(self) -> str:
+        """The receivers' endpoint: --bind, else every interface with --backend slurm
+        (its jobs run on compute nodes, which cannot reach this host's loopback: the
+        simulations would find no receiver, each attempt giving up after the client's
+        60 s), else loopback. Imports the stream package (zmq): called once the flags are
+        taken, never before a refusal or --help's answer."""
+        from melissa_trainer.stream.receiver_config import DEFAULT_BIND
+
+        if self.bind is not None:
+            return self.bind
+        return "tcp://*:*" if self.backend == "slurm" else DEFAULT_BIND
 
     def problems(self) -> list[str]:
         """What is wrong with these values, one line each: every option's own range first

@@ -59,6 +59,7 @@ __all__ = [
     "leave",
     "read",
     "read_if_left",
+    "read_while_held",
 ]
 
 #: seconds to reach the launcher's store (it is up before any rank starts: a store
@@ -87,6 +88,8 @@ GONE: Final = "<gone>"
 #: `await_mark`'s answer when this process has no store to ask (no torch elastic agent)
 NO_STORE: Final = "<no store>"
 _PREFIX = "melissa_trainer/refused"
+#: set once this process, held in a collective, has read rank 0's mark (`read_if_left`)
+_HELD_READ = threading.Event()
 
 
 def _key() -> str:
@@ -214,8 +217,17 @@ def read_if_left(link: StoreLink) -> bool:
     the store fails."""
     if not link.store.check([_key()]):
         return False
+    _HELD_READ.set()  # (before the read is told: rank 0 may exit as soon as it is)
     link.store.add(f"{_key()}/read", 1)
     return True
+
+
+def read_while_held() -> bool:
+    """Whether this process read rank 0's mark while held in a collective
+    (`read_if_left`): the collective's failure that follows, as rank 0 exits, is rank
+    0's refusal, not a fault of this rank (`refusals.refusals_end_the_program`). From
+    any thread; never cleared (rank 0's refusal ends the program)."""
+    return _HELD_READ.is_set()
 
 
 def await_mark(timeout: float, then: Callable[[str | None], None] | None = None) -> str | None:

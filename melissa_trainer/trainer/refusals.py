@@ -116,6 +116,10 @@ def refusals_end_the_program() -> Iterator[None]:
       silent when rank 0 said the same line; otherwise (rank 0 said another, or nothing:
       a refusal of this rank alone) it says its own, then exits 2.
 
+    A rank other than 0 held in a collective when rank 0 refused alone, which read rank
+    0's mark there (`refusal_mark.read_while_held`), ends quiet with status 2 as well
+    when that collective then fails (a RuntimeError: rank 0 exited).
+
     Blocks for those waits only (polling the store: a launcher's SIGTERM ends them).
 
     Raises:
@@ -147,6 +151,16 @@ def refusals_end_the_program() -> Iterator[None]:
                         print(line, file=sys.stderr, flush=True)  # (not what rank 0 said)
 
                 refusal_mark.await_mark(QUIET_RANK_GRACE, then=say)
+        raise SystemExit(REFUSED_STATUS) from None
+    except RuntimeError:  # (torch's DistError, gloo's and NCCL's failures are)
+        if launch_rank() == 0 or not refusal_mark.read_while_held():
+            raise
+        # Rank 0 refused alone, its line said, while this rank was held in a collective
+        # it never joins; this rank read its mark, so the collective's failure as rank 0
+        # exits is that refusal's. Its traceback ("Connection closed by peer") said
+        # nothing of it, and this rank's exit 1 could reach the launcher before rank 0's
+        # 2: torchrun then named it the root cause and SIGTERMed rank 0. Quiet, as a
+        # rank holding rank 0's refusal's copy ends.
         raise SystemExit(REFUSED_STATUS) from None
 
 

@@ -129,7 +129,8 @@ class StoreRollCall:
             logger.info(
                 "rank %d: rank 0 said a refusal (its line), and this rank waits in a "
                 "collective that rank 0 will not join: its launcher ends it, or the "
-                "collective's failure as rank 0 exits",
+                "collective's failure as rank 0 exits (status 2, quiet, inside "
+                "refusals_end_the_program)",
                 self.rank,
             )
 

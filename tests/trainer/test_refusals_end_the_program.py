@@ -145,3 +145,30 @@ def test_under_accelerate_launch_rank_0_says_it_once_then_torchruns_summary(
     assert len(said) == 1 and f"pid {pid}" in said[0], output[-3000:]
     assert "[rank0]: Traceback" not in output and "[rank1]: Traceback" not in output
     assert "exitcode  : 2" in output, output[-3000:]  # torchrun's summary: status 2
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("rank", ["0", "1"])
+@pytest.mark.parametrize("read_held", [False, True])
+def test_a_collectives_failure_after_rank_0s_mark_was_read_held_ends_quiet_with_2(
+    rank: str, read_held: bool, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rank other than 0 that read rank 0's mark held in a collective (its wait
+    watch's `read_if_left`) ends quiet with status 2 when that collective then fails;
+    any other RuntimeError, or rank 0's own, propagates unchanged (the e2e case:
+    test_refusal_alone_read.py)."""
+    monkeypatch.setenv("RANK", rank)
+    held = refusals.refusal_mark._HELD_READ
+    monkeypatch.setattr(refusals.refusal_mark, "_HELD_READ", type(held)())
+    if read_held:
+        refusals.refusal_mark._HELD_READ.set()
+    broken = RuntimeError("[gloo/transport/tcp/pair.cc:553] Connection closed by peer")
+    if read_held and rank == "1":
+        with pytest.raises(SystemExit) as info, refusals_end_the_program():
+            raise broken
+        assert info.value.code == refusals.REFUSED_STATUS
+    else:
+        with pytest.raises(RuntimeError) as raised, refusals_end_the_program():
+            raise broken
+        assert raised.value is broken
+    assert capsys.readouterr().err == ""

@@ -44,6 +44,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from melissa_trainer.client.worker import NOT_DELIVERED_EXIT_CODE, REFUSED_EXIT_CODE
 from melissa_trainer.launcher.log_lines import tail_lines
 
 __all__ = [
@@ -57,6 +58,7 @@ __all__ = [
     "signal_text",
     "srun_account",
     "srun_task_ends",
+    "worker_exit_text",
 ]
 
 #: what usually sends the signals that end a simulation from outside, for the log line
@@ -323,3 +325,23 @@ def exit_text(code: int | str, log: Path | None = None, *, srun: bool = False) -
             return f"exit {code} ({account})"
     sig = code_signal(code)
     return f"exit {code} ({signal_text(sig)})" if sig is not None else f"exit {code}"
+
+
+#: what a worker's report of a simulation's end means, for the codes of its own
+#: (`client.worker.serve_simulations`); another code is the solver's, said as is
+_WORKER_CODES = {
+    NOT_DELIVERED_EXIT_CODE: (
+        "not delivered: the trainer did not take its data or confirm its end, and the "
+        "worker went on; the worker's log says why"
+    ),
+    REFUSED_EXIT_CODE: "its worker's check refused the parameters; the worker's log says why",
+}
+
+
+def worker_exit_text(code: int | str) -> str:
+    """An attempt's end as a worker reported it (worker mode: no process ended), e.g.
+    ``exit 75 (not delivered: ...)``: the codes `serve_simulations` reports itself in
+    words (a bare ``exit 75`` read as the solver's own failure), any other as
+    `exit_text` says it without a log."""
+    words = _WORKER_CODES.get(code) if isinstance(code, int) else None
+    return exit_text(code) if words is None else f"exit {code} ({words})"

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from melissa_trainer.launcher.advice import Advice
 from melissa_trainer.launcher.backends.base import Backend
-from melissa_trainer.launcher.exit_cause import codes_text, exit_text, own_exit
+from melissa_trainer.launcher.exit_cause import codes_text, exit_text, own_exit, worker_exit_text
 from melissa_trainer.launcher.jobs import RunningJob, Settings
 from melissa_trainer.launcher.reports import (
     MAX_SHOWN,
@@ -69,19 +69,27 @@ class FailurePolicy:
     def log_of(self, sid: int) -> Path:
         return self.log_paths.get(sid, self.settings.log_dir / f"sim-{sid}.log")
 
-    def end_simulation(self, sid: int, code: int | str, now: float, log_path: Path) -> None:
-        """Record the end of an attempt's process and apply the failure policy."""
+    def end_simulation(
+        self, sid: int, code: int | str, now: float, log_path: Path, *, reported: bool = False
+    ) -> None:
+        """Record the end of an attempt's process, or of its run as its worker
+        `reported` it (worker mode), and apply the failure policy."""
         self.log_paths[sid] = log_path
         # (srun's status after its --kill-on-bad-exit is the others' SIGTERM: the code of
         # the task that failed first is the one final_exit_codes is asked about); asked
         # of srun's backend only: another's solver may print such lines and exit 143
-        first = own_exit(code, log_path) if self.backend.srun_tasks else None
+        first = own_exit(code, log_path) if self.backend.srun_tasks and not reported else None
         own = None if first is None else (first.code, f"srun: {first}")
         with self.lock:
             started = self.study.records[sid].started
             outcome = self.study.process_ended(sid, now, code, own)
-        # (srun's account of its tasks, if any: of srun's backend only, as own_exit)
-        ended = exit_text(code, log_path, srun=self.backend.srun_tasks)
+        # (srun's account of its tasks, if any: of srun's backend only, as own_exit; a
+        # worker's report is no process's end: its own codes in words)
+        ended = (
+            worker_exit_text(code)
+            if reported
+            else exit_text(code, log_path, srun=self.backend.srun_tasks)
+        )
         wall = now - started if started is not None else 0.0
         self.advice.ended(sid, code, wall)
         self.apply_policy(sid, outcome, f"{ended}, {wall:.1f} s", log_path, own)

@@ -192,7 +192,7 @@ class WorkerSupervisor(Supervisor):
             )
         if finished is not None:
             job.simulation_id = None
-            self.end_simulation(finished, code, now, job.log_path)
+            self.end_simulation(finished, code, now, job.log_path, reported=True)
         if self._awaiting_data() > self.data_bound():
             self.take_completed()  # (the receivers may have it since the last tick)
         if self._awaiting_data() > self.data_bound():

@@ -39,3 +39,18 @@ def test_a_plain_exit_code_is_left_alone(code: int, expected: str) -> None:
 
 def test_a_string_code_is_left_as_is() -> None:
     assert exit_text("timeout") == "timeout"
+
+
+def test_a_workers_own_codes_are_said_in_words_any_other_as_is() -> None:
+    """Worker mode: a worker reports each simulation's end, and two codes are its own
+    (`serve_simulations`): 75, the trainer did not take the data (`DeliveryFailed`),
+    and 2, its check refused the parameters. Before, the launcher's line said a bare
+    ``exit 75``, read as the solver's failure; the worker's log alone said why."""
+    from melissa_trainer.client.worker import NOT_DELIVERED_EXIT_CODE, REFUSED_EXIT_CODE
+    from melissa_trainer.launcher.exit_cause import worker_exit_text
+
+    assert worker_exit_text(NOT_DELIVERED_EXIT_CODE).startswith("exit 75 (not delivered: ")
+    assert worker_exit_text(REFUSED_EXIT_CODE).startswith("exit 2 (its worker's check refused")
+    assert worker_exit_text(1) == "exit 1"  # the solver's own code, as is
+    assert worker_exit_text(-9).startswith("exit -9 (SIGKILL")
+    assert worker_exit_text("timeout") == "timeout"

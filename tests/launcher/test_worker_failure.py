@@ -141,9 +141,13 @@ def test_a_simulation_not_delivered_is_a_failed_attempt_on_the_same_worker(
     assert [int(sid) for _, sid in ran] == [0, 1, 1, 2], ran
     assert list(outcomes[1].exit_codes) == [75, 0], outcomes[1]  # NOT_DELIVERED_EXIT_CODE
     assert [outcomes[s].status for s in (0, 1, 2)] == ["finished"] * 3
-    # the launcher's line, as for a worker that died (there: "exit 1"), its log named
+    # the launcher's line, as for a worker that died (there: "exit 1"), its log named;
+    # the code in words (before: a bare "exit 75", read as the solver's own failure)
     failed = [r.getMessage() for r in caplog.records if "attempt 0 failed" in r.getMessage()]
-    assert len(failed) == 1 and failed[0].startswith("simulation 1 attempt 0 failed (exit 75,")
+    assert len(failed) == 1 and failed[0].startswith(
+        "simulation 1 attempt 0 failed (exit 75 (not delivered: the trainer did not take "
+        "its data or confirm its end, and the worker went on; the worker's log says why),"
+    ), failed
     assert "restart 1 of 1; log: " in failed[0], failed
     steps = sorted((int(s["simulation_id"]), int(s["time_step"])) for s in samples)
     assert steps == [(s, t) for s in (0, 1, 2) for t in range(3)], steps  # each once

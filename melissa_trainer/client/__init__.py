@@ -53,7 +53,7 @@ if TYPE_CHECKING:  # pragma: no cover - the eager imports, for type checkers
         ENV_SIMULATION_ID,
     )
     from melissa_trainer.client.field_part import INLINE_MAX_BYTES
-    from melissa_trainer.client.gave_up import DeliveryFailed
+    from melissa_trainer.client.gave_up import DeliveryFailed, ReceiverNotFound
     from melissa_trainer.client.held import ARRAY_REUSE_MODES, HELD_BYTES_MAX
     from melissa_trainer.client.predict import (
         Predicted,
@@ -98,6 +98,7 @@ __all__ = [
     "Predicted",
     "PredictionUnavailable",
     "Predictor",
+    "ReceiverNotFound",
     "SimulationNotNeeded",
     "SimulationRefused",
     "fetch_endpoints",
@@ -109,6 +110,7 @@ _WHERE = {
     "SimulationRefused": "melissa_trainer.client.admission",
     "SimulationNotNeeded": "melissa_trainer.client.stopped",
     "DeliveryFailed": "melissa_trainer.client.gave_up",
+    "ReceiverNotFound": "melissa_trainer.client.gave_up",
     **dict.fromkeys(
         [
             "ENV_ENDPOINTS",

@@ -16,6 +16,7 @@ from typing import Any
 from melissa_trainer import wire as protocol
 from melissa_trainer.client.endpoint_form import RECEIVER_FORM, endpoint_fault
 from melissa_trainer.client.env_names import unknown_note
+from melissa_trainer.client.gave_up import ReceiverNotFound
 from melissa_trainer.client.parameters import (
     ENV_PARAMETERS,
     Parameters,
@@ -176,6 +177,8 @@ def resolve_receivers(
             anything is sent, as the serving key's (`predict`).
         ConfigError: (a ValueError) `curve_server_key` not a Z85 public key, or not the
             one the rendezvous publishes.
+        ReceiverNotFound: (a `DeliveryFailed`, a TimeoutError) the rendezvous still
+            incomplete after `rendezvous_timeout` s.
     """
     key = None if curve_server_key is None else check_server_key(curve_server_key)
     source = ""  # (where the endpoints came from, in their errors)
@@ -189,7 +192,7 @@ def resolve_receivers(
             try:
                 entries = fetch_rendezvous(where, rendezvous_timeout, notice)
             except TimeoutError as exc:  # (with the warning's typo hint, read again now)
-                raise TimeoutError(f"{exc}{missing_note(where)}") from None
+                raise ReceiverNotFound(f"{exc}{missing_note(where)}") from None
             keys = [e.get("curve_public_key") for e in entries]
             if key is not None and any(k != key for k in keys):
                 raise ConfigError(

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 __all__ = [
-    "DeliveryFailed", "Preempted", "StopSaid", "run_again", "stop_sentence", "waits_for",
+    "DeliveryFailed", "Preempted", "ReceiverNotFound", "StopSaid", "run_again",
+    "stop_sentence", "waits_for",
 ]  # fmt: skip
 
 
@@ -24,11 +25,22 @@ class DeliveryFailed(TimeoutError):
     stopped, preempted, not following, silent), not a failure of the solver. Every error
     a `Client`'s send or close raises for that is one (`send_errors.ReceiverGone`,
     `closing.TrainerStopped`, `Preempted`, `follow.FollowError`, the close's and the
-    receipts' timeouts); its message says why and what to do (usually: run the
+    receipts' timeouts), and so is a `Client` that found no receivers to send to
+    (`ReceiverNotFound`); its message says why and what to do (usually: run the
     simulation again with the same id). A `TimeoutError`, as these errors were before.
 
     A worker (`worker.serve_simulations`) reports the simulation failed and goes on with
     the next: its solver's state is not at fault, and its start-up is not paid again."""
+
+
+class ReceiverNotFound(DeliveryFailed):
+    """A `Client` made from a rendezvous directory (``MELISSA_TRAINER_RENDEZVOUS``)
+    that was still incomplete after its `rendezvous_timeout`: no trainer published its
+    receivers there (not started yet, stopped, or another output directory: the message
+    says what was found, with a typo's hint). Nothing was sent. A worker reports the
+    simulation not delivered and goes on, as for the other give-ups: before, this plain
+    `TimeoutError` ended the worker, which its launcher started again, start-up and
+    all."""
 
 
 class Preempted(DeliveryFailed):

@@ -124,3 +124,29 @@ def test_a_timeout_of_the_solver_s_own_still_ends_the_loop(
 
     with pytest.raises(TimeoutError, match="mesh server"):
         serve(monkeypatch, [(0, {"x": 1.0}), (1, {"x": 1.0})], run)
+
+
+def test_a_client_that_finds_no_receivers_is_not_delivered_and_the_loop_goes_on(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Any
+) -> None:
+    # A real Client from a rendezvous directory no trainer published (its receivers not
+    # up yet, or gone): `ReceiverNotFound`, a DeliveryFailed. Before, a plain
+    # TimeoutError, which ended the loop: the worker exited 1 and was relaunched
+    from melissa_trainer.client import Client, ClientTuning, ReceiverNotFound
+
+    monkeypatch.setenv("MELISSA_TRAINER_RENDEZVOUS", str(tmp_path / "rendezvous"))
+    made: list[int] = []
+
+    def run(simulation_id: int, parameters: Mapping[str, float], context: zmq.Context) -> None:
+        if simulation_id == 0:
+            fields = {"u": ((4,), "float32")}
+            tuning = ClientTuning(rendezvous_timeout=0.2)
+            with Client(fields, simulation_id=0, tuning=tuning, context=context):
+                pass
+        made.append(simulation_id)
+
+    launcher = serve(monkeypatch, [(0, {"x": 1.0}), (1, {"x": 1.0})], run)
+    assert made == [1] and launcher.codes == [0, worker.NOT_DELIVERED_EXIT_CODE, 0]
+    err = capsys.readouterr().err
+    assert "rendezvous directory" in err and "incomplete after 0.2 s" in err, err
+    assert issubclass(ReceiverNotFound, TimeoutError)  # (what it was before, still)

@@ -5,11 +5,13 @@ receiver of a simulation given up or redrawn (`receiver_notices`), so that no ra
 waits for it (and of the study's stop: `stream.connections`).
 `Study.on_all_ranks_started` calls both; each is called once per start. And what the
 other ranks' stall watchdogs excuse, having no launcher to ask (`other_rank_excuse`,
-set by `Study.start`).
+set by `Study.start`). And a receiver bind that a backend's jobs cannot reach
+(`warn_unreachable_receivers`), said as the study starts.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from pathlib import Path
@@ -18,13 +20,45 @@ from typing import Any
 from melissa_trainer.core.wait_watch import RESUME_GATHER_USUAL, WaitWatch
 from melissa_trainer.launcher.tuning import LauncherTuning
 from melissa_trainer.stream.control import send_abandon
-from melissa_trainer.stream.endpoints import fetch_rendezvous
+from melissa_trainer.stream.endpoints import fetch_rendezvous, is_loopback
 from melissa_trainer.stream.nonfinite_handoff import clear_nonfinite_handoffs
 from melissa_trainer.stream.nonfinite_kills import clear_nonfinite_kills
 from melissa_trainer.stream.study_stops import clear_study_stops
 from melissa_trainer.stream.watchdog import SilenceExcuse
 
-__all__ = ["complete_on_every_rank", "other_rank_excuse", "receiver_notices"]
+__all__ = [
+    "complete_on_every_rank",
+    "other_rank_excuse",
+    "receiver_notices",
+    "warn_unreachable_receivers",
+]
+
+logger = logging.getLogger(__name__)
+
+#: backends whose jobs run on other machines than the trainer's (by their `name`)
+REMOTE_BACKENDS = ("slurm",)
+
+
+def warn_unreachable_receivers(backend: str, bind: str) -> bool:
+    """Rank 0, as a study starts: a WARNING (and True) when the receivers' `bind` is
+    loopback (this host only) while `backend` (its name) runs the simulations on
+    compute nodes, which cannot reach it: each simulation would find no receiver and
+    give up after its client's timeout, attempt after attempt, and the study would
+    train on nothing. Warned, not refused: on a one-node cluster every job runs on this
+    host, where loopback is right."""
+    if backend not in REMOTE_BACKENDS or not is_loopback(bind):
+        return False
+    logger.warning(
+        "the %s backend runs the simulations on compute nodes, which cannot reach the "
+        "receivers' bind %r (loopback: this host only); unless every job runs on this "
+        "host (a one-node cluster), each simulation finds no receiver and gives up: "
+        "bind an interface they reach, StreamSource(ReceiverConfig(bind='tcp://*:*')) "
+        "(keep it behind a firewall; advertise_host=... when they know this host by "
+        "another name)",
+        backend,
+        bind,
+    )
+    return True
 
 
 def complete_on_every_rank(mine: Sequence[int], watch: WaitWatch | None = None) -> set[int]:

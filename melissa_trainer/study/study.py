@@ -86,7 +86,12 @@ from melissa_trainer.study.end_notice import StudyEndNotice
 from melissa_trainer.study.feedback import FeedbackCheck
 from melissa_trainer.study.first_data import FirstDataNotice
 from melissa_trainer.study.hooks import AdaptiveFeed, StudyEvents
-from melissa_trainer.study.launch import complete_on_every_rank, other_rank_excuse, receiver_notices
+from melissa_trainer.study.launch import (
+    complete_on_every_rank,
+    other_rank_excuse,
+    receiver_notices,
+    warn_unreachable_receivers,
+)
 from melissa_trainer.study.progress_words import study_failed
 from melissa_trainer.study.saved_account import SavedAccount
 from melissa_trainer.study.starvation import StarvationWatch, study_watch
@@ -196,6 +201,8 @@ class Study(StudyState, Source):
             )
         if rank != 0:  # (rank 0's launcher answers for itself: `_start_launcher`)
             self.stream.excuse_silence(other_rank_excuse(self.launcher.tuning))
+        else:
+            warn_unreachable_receivers(self.launcher.backend.name, self.stream.config.bind)
         self.stream.start(buffer, rank, world_size)
         self._rank = rank
         config, received = self.stream.config, buffer.stats().put  # (restored: a resume's)

@@ -23,7 +23,12 @@ def test_time_limit_and_option_validation() -> None:
     assert ss.normalize_time_limit(90) == "90"
     for text in ("30", "10:00", "01:30:00", "2-00", "1-12:00:00"):
         assert ss.normalize_time_limit(text) == text
-    for bad in (0, -5, "1h", "1:2:3:4", "", True, 1.5):
+    # no limit, in Slurm's words: the int 0 was refused, the string "0" taken, and
+    # sbatch's UNLIMITED/INFINITE refused (all four mean --time's no limit to sbatch)
+    assert ss.normalize_time_limit(0) == "0" and ss.normalize_time_limit("0") == "0"
+    for text in ("UNLIMITED", "unlimited", " Infinite "):
+        assert ss.normalize_time_limit(text) == "UNLIMITED"
+    for bad in (-1, -5, "1h", "1:2:3:4", "", "UNLIMITEDX", True, 1.5):
         with pytest.raises(ValueError, match="time_limit"):
             ss.normalize_time_limit(bad)  # type: ignore[arg-type]
     assert ss.check_extra_args("extra_args", ["--mem=4G", "-A abc"]) == ("--mem=4G", "-A abc")

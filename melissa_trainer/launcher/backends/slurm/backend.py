@@ -70,7 +70,8 @@ class SlurmBackend(Backend):
         mode: "sbatch" (a batch job per job) or "srun" (a step per job in the current
             allocation; needs ``SLURM_JOB_ID``, i.e. running under salloc/sbatch).
         partition: ``--partition`` of the batch jobs (mode "sbatch" only).
-        time_limit: ``--time`` of each job: minutes (int) or "HH:MM:SS"/"D-HH:MM:SS".
+        time_limit: ``--time`` of each job: minutes (int) or "HH:MM:SS"/"D-HH:MM:SS";
+            0 or "UNLIMITED": no limit but the partition's MaxTime.
         extra_args: more options of the submitting command, e.g. ``["--mem=4G",
             "--account=abc"]``: ``#SBATCH`` lines in mode "sbatch", srun options in
             mode "srun".

@@ -56,6 +56,8 @@ __all__ = [
 ]
 
 _TIME_LIMIT = re.compile(r"(\d+-)?\d+(:\d{1,2}){0,2}")
+#: sbatch's words for no time limit (as ``--time=0``), case aside
+_NO_LIMIT = ("UNLIMITED", "INFINITE")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 #: Exit-code file suffix; the job id is inserted by the script (``$SLURM_JOB_ID``).
 EXIT_SUFFIX = ".exit"
@@ -97,7 +99,11 @@ def submission_env(environ: Mapping[str, str]) -> dict[str, str]:
 
 def normalize_time_limit(value: int | str | None) -> str | None:
     """`time_limit` as ``sbatch --time`` expects it: minutes (an int) or a Slurm time
-    string ("MM", "MM:SS", "HH:MM:SS", "D-HH", "D-HH:MM", "D-HH:MM:SS"); None: none.
+    string ("MM", "MM:SS", "HH:MM:SS", "D-HH", "D-HH:MM", "D-HH:MM:SS"); None: none
+    (the partition's DefaultTime). No limit, as Slurm spells it: 0 (int or string) or
+    "UNLIMITED"/"INFINITE" (any case; given as "UNLIMITED"), each capped by the
+    partition's MaxTime. Before, the int 0 was refused and the string "0" passed, and
+    sbatch's own words for no limit were refused.
 
     Raises ValueError naming `time_limit` for anything else.
     """
@@ -106,14 +112,18 @@ def normalize_time_limit(value: int | str | None) -> str | None:
     if isinstance(value, bool) or not isinstance(value, int | str):
         raise ValueError(f"time_limit must be minutes (int) or 'HH:MM:SS', got {value!r}")
     if isinstance(value, int):
-        if value <= 0:
-            raise ValueError(f"time_limit must be > 0 minutes, got {value}")
+        if value < 0:
+            raise ValueError(
+                f"time_limit must be >= 0 minutes (0: no limit, as Slurm reads it), got {value}"
+            )
         return str(value)
     text = value.strip()
+    if text.upper() in _NO_LIMIT:
+        return "UNLIMITED"
     if not _TIME_LIMIT.fullmatch(text):
         raise ValueError(
-            f"time_limit {value!r} is not a Slurm time: use minutes (int), 'HH:MM:SS' or "
-            "'D-HH:MM:SS'"
+            f"time_limit {value!r} is not a Slurm time: use minutes (int), 'HH:MM:SS', "
+            "'D-HH:MM:SS' or 'UNLIMITED'"
         )
     return text
 

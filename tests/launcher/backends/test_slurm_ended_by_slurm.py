@@ -85,7 +85,11 @@ def test_a_running_job_someone_scancels_is_said_so_and_the_studys_kill_is_not(
         _running(backend, theirs)
         _running(backend, ours)
         slurm_cluster.run("scancel", theirs.job_id)  # a user's, mid-study
-        assert finish(backend, theirs, timeout=60) == 143
+        # 143: the script's record of sleep's SIGTERM; 137 where the test cluster's
+        # KillWait (2 s) passed first and Slurm SIGKILLed the script before its record
+        # (seen once with two test workers busy on a 2-core machine). Either is a
+        # signal's end: what is tested is the warning below
+        assert finish(backend, theirs, timeout=60) in (143, 137)
         assert backend.kill(ours, grace=5) is None  # the study's own: nothing said
         assert backend.poll(ours) not in (None, 0)
     finally:

@@ -1,16 +1,17 @@
 """What the wait watch's looks cost the launcher's store when many ranks are held.
 
 A rank held in a collective (a named wait, or a step that does not move) has its wait
-watch's thread look every `core.wait_watch.ROLL_LOOK` s (0.5) and, each look, ask the
-launcher's store whether rank 0 left a refusal mark (`trainer.refusal_mark.read_if_left`:
-one ``check`` request). When every rank is held at once (one rank hung, the others in
-its collective), the store, hosted by the launch agent of the first node (``accelerate
-launch``/torchrun's ``TCPStore``), takes ``ranks / ROLL_LOOK`` requests per second. Is
-that a load it notices?
+watch's thread look every `core.wait_watch.roll_look` (world) s (`ROLL_LOOK`, 0.5, up to
+1,024 ranks; then spaced so that all ranks together ask at most `STORE_RATE`, 2,048
+times a second) and, each look, ask the launcher's store whether rank 0 left a refusal
+mark (`trainer.refusal_mark.read_if_left`: one ``check`` request). When every rank is
+held at once (one rank hung, the others in its collective), the store, hosted by the
+launch agent of the first node (``accelerate launch``/torchrun's ``TCPStore``), takes
+``ranks / roll_look(ranks)`` requests per second. Is that a load it notices?
 
 One store host (a process of its own, as the agent's), then, per case of N held ranks,
 interleaved rounds (A B A B): a window with no look (the baseline) and a window with
-the looks of N ranks, N / `ROLL_LOOK` ``check`` requests a second (ours), sent by
+the looks of N ranks, N / `roll_look` (N) ``check`` requests a second (ours), sent by
 `LOADERS` processes over `CONNECTIONS` clients each: fewer connections than ranks,
 the same requests. (A torch client's making costs a reverse lookup of the store's
 address, and where the DNS loses queries, as on our test machine, every 25th waits 5 s:
@@ -29,7 +30,7 @@ Rows, medians over rounds:
   headroom, target 10 (a tenth of a core at most).
 
 The JSON line also gives each case's request rate reached (``rates``: requests per
-second, against the ``wanted`` N / ROLL_LOOK).
+second, against the ``wanted`` N / roll_look(N)).
 
     python benchmarks/store_traffic.py [--quick] [--json] [--ranks 256 1024 4096]
 """
@@ -146,10 +147,11 @@ def window(probe: Any, host_pid: int, seconds: float) -> tuple[float, float]:
 
 
 def case(port: int, host_pid: int, ranks: int, rounds: int, seconds: float) -> dict[str, Any]:
-    from melissa_trainer.core.wait_watch import ROLL_LOOK
+    from melissa_trainer.core.wait_watch import roll_look
 
+    period = roll_look(ranks)  # (the library's: spaced beyond STORE_RATE requests/s)
     share = [ranks // LOADERS + (k < ranks % LOADERS) for k in range(LOADERS)]
-    loaders = [_spawn("--load", str(port), str(n), str(ROLL_LOOK)) for n in share if n]
+    loaders = [_spawn("--load", str(port), str(n), str(period)) for n in share if n]
     try:
         for p in loaders:
             _line(p)  # ("ready": every client connected)
@@ -175,7 +177,7 @@ def case(port: int, host_pid: int, ranks: int, rounds: int, seconds: float) -> d
         "idle_cpu": statistics.median(c for _, c in idle),
         "held_cpu": statistics.median(c for _, c in held),
         "rate": statistics.median(rates),
-        "wanted": ranks / ROLL_LOOK,
+        "wanted": ranks / period,
     }
 
 

@@ -38,7 +38,7 @@ completed (its compile is never judged), not while a watched wait or an action p
 (`pause`) is in progress, its clock started again after each.
 
 One daemon thread per watch, started at a wait or a span, that looks every `first` / 4
-seconds, or `ROLL_LOOK` with a roll call if sooner (its `RollCall.held` then told at
+seconds, or `roll_call.roll_look` with a roll call if sooner (its `RollCall.held` then told at
 each look during a wait, or during a span whose step count did not move since the look
 before: a rank held in either, DDP's backward included, reads rank 0's refusal mark
 within 2 looks; a warning comes `first` to 1.25 `first` after the wait began); arming and
@@ -55,8 +55,8 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Protocol
 
+from melissa_trainer.core.roll_call import ROLL_LOOK, STORE_RATE, RollCall, roll_look
 from melissa_trainer.core.step_clock import StepClock
 
 __all__ = [
@@ -69,27 +69,20 @@ __all__ = [
     "LOCK_USUAL",
     "RESUME_GATHER_USUAL",
     "ROLL_LOOK",
+    "STORE_RATE",
     "SOURCES_USUAL",
     "STALLED_USUAL",
     "STEPS_USUAL",
     "UNTRAINED_USUAL",
     "RollCall",
     "WaitWatch",
+    "roll_look",
 ]
 
 logger = logging.getLogger("melissa_trainer.core.wait_watch")
 
 #: seconds a rank waits in a collective before the first warning (then twice that...)
 DEFAULT_FIRST_WARNING = 60.0
-#: at most, seconds between two looks of a watch with a roll call (otherwise `first` / 4):
-#: a rank held in a collective that another rank will never join (rank 0 refused alone,
-#: and waits up to 15 s for its mark's reads: `trainer.refusal_mark`) reads the mark
-#: within it (`RollCall.held`), or in a step's (DDP's backward). A look that finds no
-#: wait, or a span whose steps moved, costs a lock, no request; one during a wait or a
-#: step longer than a look, one request to the launcher's store per rank (the mark):
-#: with 4,096 ranks held, 8,192 requests a second, 9% of a core of the store's host
-#: (`benchmarks/store_traffic.py`)
-ROLL_LOOK = 0.5
 
 #: the usual, harmless cause of a long wait at the stop agreement (`waiting`'s default)
 AGREEMENT_USUAL = (
@@ -168,23 +161,6 @@ GROUP_TIMEOUT_ENDS = (
     "The wait ends with an error only at the process group's timeout (torch's default "
     "30 min; InitProcessGroupKwargs(timeout=...))"
 )
-
-
-class RollCall(Protocol):
-    """Where each rank's waits are, shared between ranks (`WaitWatch.roll`). Called from
-    the watch's thread only; never raises (an unreachable store: None from `late`)."""
-
-    def arrived(self, wait: int) -> None:
-        """This rank is at its wait number `wait` (its count of waits begun)."""
-
-    def late(self, wait: int) -> list[int] | None:
-        """The other ranks not seen at wait number `wait` or later; None: unknown."""
-
-    def held(self) -> None:
-        """At each look that finds a wait in progress, or a span of steps whose step
-        count did not move since the look before (every `ROLL_LOOK` s at most): the
-        roll call may read what the other ranks leave for a rank held in a collective
-        (rank 0's refusal mark: `trainer.roll_call`)."""
 
 
 class WaitWatch:
@@ -333,7 +309,8 @@ class WaitWatch:
             logger.warning("rank %d: its steps went on after %.0f s", self.rank, waited)
 
     def _watch(self) -> None:
-        look = self.first / 4 if self.roll is None else min(self.first / 4, ROLL_LOOK)
+        roll = self.roll
+        look = self.first / 4 if roll is None else min(self.first / 4, roll_look(roll.world))
         seen, bound, idle_since = -1, self.first, time.monotonic()
         published = -1  # the last wait told to `roll`
         clock = self._clock

@@ -28,6 +28,8 @@ from melissa_trainer.core.wait_watch import WaitWatch  # noqa: E402
 class Roll:
     """A roll call that counts `held` (an event at each) and knows no late rank."""
 
+    world = 2
+
     def __init__(self) -> None:
         self.helds = 0
         self.told = threading.Event()

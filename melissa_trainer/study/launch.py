@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from melissa_trainer.core.wait_watch import RESUME_GATHER_USUAL, WaitWatch
+from melissa_trainer.launcher.backends.base import Backend
 from melissa_trainer.launcher.tuning import LauncherTuning
 from melissa_trainer.stream.control import send_abandon
 from melissa_trainer.stream.endpoints import fetch_rendezvous, is_loopback
@@ -35,27 +36,30 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-#: backends whose jobs run on other machines than the trainer's (by their `name`)
-REMOTE_BACKENDS = ("slurm",)
 
-
-def warn_unreachable_receivers(backend: str, bind: str) -> bool:
+def warn_unreachable_receivers(backend: Backend, bind: str) -> bool:
     """Rank 0, as a study starts: a WARNING (and True) when the receivers' `bind` is
-    loopback (this host only) while `backend` (its name) runs the simulations on
-    compute nodes, which cannot reach it: each simulation would find no receiver and
-    give up after its client's timeout, attempt after attempt, and the study would
-    train on nothing. Warned, not refused: on a one-node cluster every job runs on this
-    host, where loopback is right."""
-    if backend not in REMOTE_BACKENDS or not is_loopback(bind):
+    loopback (this host only) while `backend` may run the simulations on other machines
+    (`Backend.other_hosts`: Slurm's compute nodes, an ``mpiexec`` told of hosts), which
+    cannot reach it: each simulation there would find no receiver and give up after
+    its client's timeout, attempt after attempt, and the study would train on nothing.
+    Warned, not refused: on a one-node cluster every job runs on this host, where
+    loopback is right."""
+    if not backend.other_hosts or not is_loopback(bind):
         return False
+    where = (
+        "compute nodes"
+        if backend.name == "slurm"
+        else "other hosts (those it is told of, or its Slurm allocation's nodes)"
+    )
     logger.warning(
-        "the %s backend runs the simulations on compute nodes, which cannot reach the "
-        "receivers' bind %r (loopback: this host only); unless every job runs on this "
-        "host (a one-node cluster), each simulation finds no receiver and gives up: "
-        "bind an interface they reach, StreamSource(ReceiverConfig(bind='tcp://*:*')) "
-        "(keep it behind a firewall; advertise_host=... when they know this host by "
-        "another name)",
-        backend,
+        "the %s backend runs the simulations on %s, which cannot reach the receivers' "
+        "bind %r (loopback: this host only); unless every job runs on this host (a "
+        "one-node cluster), each simulation finds no receiver and gives up: bind an "
+        "interface they reach, StreamSource(ReceiverConfig(bind='tcp://*:*')) (keep it "
+        "behind a firewall; advertise_host=... when they know this host by another name)",
+        backend.name,
+        where,
         bind,
     )
     return True

@@ -202,7 +202,7 @@ class Study(StudyState, Source):
         if rank != 0:  # (rank 0's launcher answers for itself: `_start_launcher`)
             self.stream.excuse_silence(other_rank_excuse(self.launcher.tuning))
         else:
-            warn_unreachable_receivers(self.launcher.backend.name, self.stream.config.bind)
+            warn_unreachable_receivers(self.launcher.backend, self.stream.config.bind)
         self.stream.start(buffer, rank, world_size)
         self._rank = rank
         config, received = self.stream.config, buffer.stats().put  # (restored: a resume's)

@@ -12,18 +12,20 @@ import logging
 from pathlib import Path
 
 import pytest
+from helpers import NO_MPI, find_mpiexec
 
 from melissa_trainer import StreamSource, Study
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.launcher import Launcher
-from melissa_trainer.launcher.backends import LocalBackend, SlurmBackend
+from melissa_trainer.launcher.backends import Backend, LocalBackend, MpiexecBackend, SlurmBackend
+from melissa_trainer.launcher.backends.hydra_step import hydra_other_hosts
 from melissa_trainer.stream.receiver import ReceiverConfig
 
 LOGGER = "melissa_trainer.study.launch"
 
 
 def started_warnings(
-    backend: LocalBackend | SlurmBackend,
+    backend: Backend,
     tmp_path: Path,
     caplog: pytest.LogCaptureFixture,
     rank: int = 0,
@@ -63,3 +65,42 @@ def test_a_bind_the_jobs_reach_or_another_rank_says_nothing(
 ) -> None:
     made = SlurmBackend(script_dir=tmp_path / "jobs") if backend == "slurm" else LocalBackend()
     assert started_warnings(made, tmp_path, caplog, rank, bind=bind) == []
+
+
+@pytest.mark.parametrize(
+    ("environ", "extra_args", "elsewhere"),
+    [
+        ({}, [], False),  # this machine
+        ({}, ["-hosts", "node1,node2"], True),
+        ({}, ["--hostfile=hosts.txt"], True),
+        ({}, ["-f", "hosts.txt"], True),
+        ({"HYDRA_HOST_FILE": "hosts.txt"}, [], True),
+        ({}, ["-bind-to", "none"], False),
+        # a Slurm allocation: hydra spreads over its nodes unless a launcher is chosen
+        ({"SLURM_JOB_ID": "7", "SLURM_JOB_NUM_NODES": "4"}, [], True),
+        ({"SLURM_JOB_ID": "7", "SLURM_JOB_NUM_NODES": "1"}, [], False),
+        ({"SLURM_JOB_ID": "7", "SLURM_JOB_NUM_NODES": "4"}, ["-launcher", "fork"], False),
+    ],
+)
+def test_hydra_runs_ranks_elsewhere_when_told_of_hosts_or_spread_over_an_allocation(
+    environ: dict[str, str], extra_args: list[str], elsewhere: bool
+) -> None:
+    assert hydra_other_hosts(environ, extra_args) is elsewhere
+
+
+MPIEXEC = find_mpiexec()
+
+
+@pytest.mark.skipif(MPIEXEC is None, reason=NO_MPI)
+@pytest.mark.timeout(30)
+def test_an_mpiexec_told_of_hosts_with_loopback_receivers_is_said(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("SLURM_JOB_ID", "SLURM_STEP_ID", "HYDRA_HOST_FILE"):
+        monkeypatch.delenv(name, raising=False)
+    assert MPIEXEC is not None
+    hosts = MpiexecBackend(MPIEXEC, extra_args=["-hosts", "node1,node2"])
+    said = started_warnings(hosts, tmp_path, caplog)
+    assert len(said) == 1 and "the mpiexec backend runs the simulations on other hosts" in said[0]
+    caplog.clear()
+    assert started_warnings(MpiexecBackend(MPIEXEC), tmp_path, caplog) == []

@@ -111,6 +111,10 @@ class Backend(ABC):
     #: the code of the task that failed first read from them (`exit_cause.own_exit`).
     #: False here: a solver's log that merely ends in such lines is not srun's.
     srun_tasks: bool = False
+    #: whether its jobs may run on other machines than the trainer's, which a receiver
+    #: bound to loopback does not serve (the study warns: `study.launch`): Slurm's
+    #: batch jobs; an ``mpiexec`` told of hosts. False here: jobs on this machine.
+    other_hosts: bool = False
 
     @abstractmethod
     def launch(self, job: Job) -> Handle:

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-__all__ = ["hydra_step_env"]
+__all__ = ["hydra_other_hosts", "hydra_step_env"]
 
 #: hydra's variables that choose how it starts its proxies, or where: the user's choice
 USER_VARIABLES = ("HYDRA_LAUNCHER", "HYDRA_BOOTSTRAP", "HYDRA_RMK", "HYDRA_HOST_FILE")
@@ -39,12 +39,31 @@ USER_OPTIONS = frozenset(
 )
 
 
+#: hydra's options that name other hosts than this one (its ``HYDRA_HOST_FILE`` too)
+HOST_OPTIONS = frozenset({"hosts", "host", "f", "hostfile", "machinefile"})
+
+
+def _options(extra_args: Sequence[str]) -> set[str]:
+    return {arg.lstrip("-").split("=", 1)[0] for arg in extra_args if arg.startswith("-")}
+
+
 def _chosen(environ: Mapping[str, str], extra_args: Sequence[str]) -> bool:
     """The user said how or where hydra starts its proxies."""
     if any(environ.get(name) for name in USER_VARIABLES):
         return True
-    names = {arg.lstrip("-").split("=", 1)[0] for arg in extra_args if arg.startswith("-")}
-    return bool(names & USER_OPTIONS)
+    return bool(_options(extra_args) & USER_OPTIONS)
+
+
+def hydra_other_hosts(environ: Mapping[str, str], extra_args: Sequence[str]) -> bool:
+    """Whether hydra may start ranks on other machines than this one: hosts named
+    (`HOST_OPTIONS`, ``HYDRA_HOST_FILE``), or, its launcher left to hydra, inside a
+    Slurm allocation of several nodes (hydra then spreads its proxies over them)."""
+    if environ.get("HYDRA_HOST_FILE") or _options(extra_args) & HOST_OPTIONS:
+        return True
+    if _chosen(environ, extra_args):  # (a launcher or bootstrap chosen, no hosts: fork?)
+        return False
+    nodes = environ.get("SLURM_JOB_NUM_NODES") or environ.get("SLURM_NNODES") or ""
+    return bool(environ.get("SLURM_JOB_ID")) and nodes.strip() not in ("", "1")
 
 
 def hydra_step_env(

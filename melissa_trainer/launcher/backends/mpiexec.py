@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from melissa_trainer.launcher.backends.base import Backend, Handle, Job, LaunchError
-from melissa_trainer.launcher.backends.hydra_step import hydra_step_env
+from melissa_trainer.launcher.backends.hydra_step import hydra_other_hosts, hydra_step_env
 from melissa_trainer.launcher.backends.local import DEFAULT_PLACEMENT, LocalBackend, LocalHandle
 from melissa_trainer.launcher.backends.mpich_record import SegmentRecord
 from melissa_trainer.launcher.backends.mpich_segments import Listing, SegmentWatch, listing
@@ -132,6 +132,7 @@ class MpiexecBackend(Backend):
         self.mpiexec = found
         # a trainer inside a Slurm job step: hydra's nested srun would wait forever
         self._env, line, warn = hydra_step_env(os.environ, self.extra_args)
+        self.other_hosts = hydra_other_hosts(os.environ, self.extra_args)
         if line is not None:
             logger.log(logging.WARNING if warn else logging.INFO, "%s", line)
         self._local = LocalBackend(placement)

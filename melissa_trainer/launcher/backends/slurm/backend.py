@@ -104,6 +104,7 @@ class SlurmBackend(Backend):
     """
 
     name = "slurm"
+    other_hosts = True  # (the compute nodes: the trainer's own on a one-node cluster only)
     srun_tasks = True  # a step (mode "srun"), or the srun of a multi-rank batch job
 
     def __init__(

@@ -334,7 +334,10 @@ _WORKER_CODES = {
         "not delivered: the trainer did not take its data or confirm its end, and the "
         "worker went on; the worker's log says why"
     ),
-    REFUSED_EXIT_CODE: "its worker's check refused the parameters; the worker's log says why",
+    REFUSED_EXIT_CODE: (
+        "its parameters refused: serve_simulations' check, or a solver's usage error; the "
+        "worker's log says why"
+    ),
 }
 
 

@@ -50,7 +50,7 @@ def test_a_workers_own_codes_are_said_in_words_any_other_as_is() -> None:
     from melissa_trainer.launcher.exit_cause import worker_exit_text
 
     assert worker_exit_text(NOT_DELIVERED_EXIT_CODE).startswith("exit 75 (not delivered: ")
-    assert worker_exit_text(REFUSED_EXIT_CODE).startswith("exit 2 (its worker's check refused")
+    assert worker_exit_text(REFUSED_EXIT_CODE).startswith("exit 2 (its parameters refused: ")
     assert worker_exit_text(1) == "exit 1"  # the solver's own code, as is
     assert worker_exit_text(-9).startswith("exit -9 (SIGKILL")
     assert worker_exit_text("timeout") == "timeout"

@@ -138,7 +138,8 @@ class Client(FollowsTrainer):
             timeout, run id or CURVE key, or no endpoint configured.
         UnknownArgumentError: a keyword that is none of these (a `TypeError`) naming
             the closest ("did you mean 'fields'?"; `tuning.named_keywords`).
-        TimeoutError: the rendezvous directory stayed incomplete.
+        ReceiverNotFound: (a `DeliveryFailed`, a TimeoutError) the rendezvous directory
+            stayed incomplete for `rendezvous_timeout` s.
         RuntimeError: the rendezvous was published by another run than `run_id`
             (another trainer took over the output directory): nothing is sent.
     """

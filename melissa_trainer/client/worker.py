@@ -80,6 +80,7 @@ from typing import Any
 import zmq
 
 from melissa_trainer.client.gave_up import DeliveryFailed
+from melissa_trainer.client.worker_codes import NOT_DELIVERED_EXIT_CODE, REFUSED_EXIT_CODE
 
 __all__ = [
     "ENV_LAUNCHER",
@@ -271,15 +272,6 @@ def next_simulation(
         _default = WorkerClient(timeout=timeout)
     _default.timeout = timeout
     return _default.next_simulation(exit_code)
-
-
-#: The exit code `serve_simulations` reports for parameters its `check` refuses: what a
-#: solver's own process exits with on a usage error (argparse's code).
-REFUSED_EXIT_CODE = 2
-#: The exit code `serve_simulations` reports for a simulation whose data did not reach
-#: the trainer, or whose BYE it did not confirm (`gave_up.DeliveryFailed`): sysexits'
-#: EX_TEMPFAIL, a failure to try again, the trainer's side, not the solver's.
-NOT_DELIVERED_EXIT_CODE = 75
 
 
 def serve_simulations(

@@ -41,7 +41,7 @@ import logging
 import os
 from collections.abc import Sequence
 
-from melissa_trainer.client.worker import NOT_DELIVERED_EXIT_CODE
+from melissa_trainer.client.worker_codes import NOT_DELIVERED_EXIT_CODE
 from melissa_trainer.launcher.exit_cause import code_signal, code_text, codes_text
 
 __all__ = ["STARTUP_FLOOR", "STARTUP_SHARE", "Advice"]

@@ -44,7 +44,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from melissa_trainer.client.worker import NOT_DELIVERED_EXIT_CODE, REFUSED_EXIT_CODE
+from melissa_trainer.client.worker_codes import NOT_DELIVERED_EXIT_CODE, REFUSED_EXIT_CODE
 from melissa_trainer.launcher.log_lines import tail_lines
 
 __all__ = [

@@ -281,6 +281,21 @@ def resolve_run_id(
     return run_id
 
 
+def _worker_hint() -> str:
+    """In a worker of worker mode (whose environment names no simulation id: the
+    launcher gives one per request), the fix that applies there; else ""."""
+    from melissa_trainer.client.worker import ENV_WORKER  # (light: zmq, stdlib)
+
+    if not os.environ.get(ENV_WORKER, "").strip():
+        return ""
+    return (
+        f" ({ENV_WORKER} is set: in a worker, pass the id its launcher gave, "
+        f"Client(..., simulation_id=simulation_id), the first argument of "
+        f"serve_simulations' run or next_simulation()'s; a worker has no "
+        f"{ENV_SIMULATION_ID})"
+    )
+
+
 def check_simulation_id(value: Any) -> int:
     """`value`, else `$MELISSA_TRAINER_SIMULATION_ID`, as a u64.
 
@@ -295,7 +310,7 @@ def check_simulation_id(value: Any) -> int:
     if text is None:
         raise ValueError(
             f"no simulation id: pass simulation_id=, or set {ENV_SIMULATION_ID}"
-            f"{_but(unknown_note())}"
+            f"{_worker_hint()}{_but(unknown_note())}"
         )
     digits = text.strip()
     if not (digits.isascii() and digits.isdigit()):

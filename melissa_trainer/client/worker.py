@@ -294,9 +294,12 @@ def serve_simulations(
     2. ``run(simulation_id, parameters, context)`` runs and streams it, passing
        `context` to its `Client` (``Client(..., context=context)``): one ZeroMQ context
        for the worker's life. `run` must close every client it opens (a ``with`` block
-       does, on an exception too). It returns None or 0: the simulation finished; or a
-       non-zero int: the simulation failed with that exit code (a solver that catches
-       its own failure), and the worker goes on with the next either way. A
+       does, on an exception too): a socket of the context still open when the loop
+       ends is said on stderr and the context left to the process's exit, not waited
+       for (its `term` would wait forever, the loop's exception never raised). It
+       returns None or 0: the simulation finished; or a non-zero int: the simulation
+       failed with that exit code (a solver that catches its own failure), and the
+       worker goes on with the next either way. A
        `gave_up.DeliveryFailed` from `run` (a `Client`'s send or close that gave up on
        the trainer: gone, restarted and not followed, or its BYE not confirmed) is said
        on stderr (``PROG: simulation ID: message``): the simulation is reported failed
@@ -347,4 +350,25 @@ def serve_simulations(
                 )
             code = result or 0
     finally:
+        _end_context(context, program)
+
+
+def _end_context(context: zmq.Context, program: str) -> None:
+    """Terminate the worker's `context`, unless a socket made on it is still open (a
+    `Client` that `run` did not close, or a socket of `run`'s own): then say so on
+    stderr, once, and leave the context to the process's exit. `term` would wait for
+    that socket's close forever: the exception ending the loop (whose traceback holds
+    the unclosed client) was never raised, nor the worker ended, until the launcher
+    killed it as silent, its log without the error (a user trial)."""
+    # (pyzmq's own `Context.destroy` reads the same set; a pyzmq without it: term)
+    sockets = list(getattr(context, "_sockets", None) or [])
+    left = sum(1 for s in sockets if s is not None and not s.closed)
+    if not left:
         context.term()
+        return
+    print(
+        f"{program}: {left} ZeroMQ socket(s) of this worker's context still open at its "
+        f"end: a Client that run did not close (open each in a `with` block, which closes "
+        f"it on an exception too), or a socket of run's own; not waited for",
+        file=sys.stderr,
+    )

@@ -170,13 +170,19 @@ def _one_file(old: Any, new: Any) -> bool:
 
 def _token_change(old: list[Any], new: list[Any]) -> str:
     """``OLD -> NEW``: the tokens between the commands' common start and end, with the
-    token before them (the flag of a changed value) on both sides."""
+    token before them (the flag of a changed value) on both sides; ``TOKENS added`` (or
+    ``removed``) when only one side has any: the token before them is then no flag of
+    theirs (a trial's ``--worker`` appended read ``1 -> 1 --worker``, the value of the
+    flag before it on both sides)."""
     start = 0
     while start < min(len(old), len(new)) and old[start] == new[start]:
         start += 1
     end = 0
     while end < min(len(old), len(new)) - start and old[-1 - end] == new[-1 - end]:
         end += 1
+    for mine, other, done in ((new, old, "added"), (old, new, "removed")):
+        if len(other) - end == start:  # (nothing of `other` between: `mine` holds more)
+            return f"{shlex.join(str(t) for t in mine[start : len(mine) - end])} {done}"
     start = max(0, start - 1)
     words = [shlex.join(str(t) for t in c[start : len(c) - end]) or "(nothing)" for c in (old, new)]
     return f"{words[0]} -> {words[1]}"

@@ -10,7 +10,8 @@ process that is no worker, still does both (external mode).
 A real `WorkerClient` asks a stand-in launcher (a REP socket answering as the launcher
 does); a real receiver with its follow socket counts the queries it answers. Before,
 the worker's client kept a `DEFAULT_REPLAY_BYTES` window and its close asked for the
-receipt of its BYE (answered >= 1)."""
+receipt of its BYE (answered >= 1). A worker's `Client` made without an id is told
+where a worker's id comes from, not only to set MELISSA_TRAINER_SIMULATION_ID."""
 
 from __future__ import annotations
 
@@ -126,3 +127,22 @@ def test_a_client_in_a_process_that_is_no_worker_is_external(
     with running(rendezvous_dir=tmp_path, fields=STUDY, run_id="run-a") as receiver:
         client, kept_window, answered = stream(GIVEN, receiver)
     assert kept_window and answered >= 1  # (its close asked for its BYE's receipt)
+
+
+def test_a_worker_s_client_without_an_id_is_told_where_a_worker_s_id_comes_from(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A worker's environment has no MELISSA_TRAINER_SIMULATION_ID (the launcher gives an
+    # id per request): a Client made there without simulation_id= was told only to set
+    # that variable, a fix that does not apply to a worker. Outside a worker: as before.
+    monkeypatch.delenv("MELISSA_TRAINER_SIMULATION_ID", raising=False)
+    monkeypatch.delenv(worker_module.ENV_WORKER, raising=False)
+    with pytest.raises(ValueError, match="no simulation id") as plain:
+        Client(STUDY, endpoints="tcp://127.0.0.1:1")
+    assert "worker" not in str(plain.value), plain.value
+    monkeypatch.setenv(worker_module.ENV_WORKER, "worker-0")
+    with pytest.raises(ValueError, match="no simulation id") as told:
+        Client(STUDY, endpoints="tcp://127.0.0.1:1")
+    said = str(told.value)
+    assert "MELISSA_TRAINER_WORKER is set: in a worker, pass the id its launcher gave" in said
+    assert "Client(..., simulation_id=simulation_id)" in said, said

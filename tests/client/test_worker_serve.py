@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
 import pytest
 import zmq
 
@@ -150,3 +151,44 @@ def test_a_client_that_finds_no_receivers_is_not_delivered_and_the_loop_goes_on(
     err = capsys.readouterr().err
     assert "rendezvous directory" in err and "incomplete after 0.2 s" in err, err
     assert issubclass(ReceiverNotFound, TimeoutError)  # (what it was before, still)
+
+
+@pytest.mark.timeout(60, method="thread")  # (a hang inside libzmq ignores signals)
+@pytest.mark.parametrize("ending", ["raises", "returns"])
+def test_a_client_run_left_open_neither_hides_the_error_nor_holds_the_worker(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], ending: str
+) -> None:
+    # A user's run that opens a real Client without `with` (nor close), sends a step and
+    # raises (or returns): the loop's end used to term() the worker's context, which
+    # waits for that client's sockets forever. The exception was never raised and the
+    # worker never ended (alive, silent, until the launcher killed it as silent, its log
+    # without the error); returning, it never exited. Now the loop ends, says why.
+    from melissa_trainer.client import Client
+
+    left: list[Client] = []  # (holds it, as a traceback or a flusher thread would)
+
+    def run(simulation_id: int, parameters: Mapping[str, float], context: zmq.Context) -> None:
+        # (port 1 refuses every connection: nothing is ever delivered, nor waited for)
+        client = Client({"u": ((4,), "float32")}, simulation_id=simulation_id,
+                        endpoints="tcp://127.0.0.1:1", context=context)  # fmt: skip
+        left.append(client)
+        client.send(0, u=np.zeros(4, np.float32))
+        if ending == "raises":
+            raise RuntimeError("the solver's own bug")
+
+    try:
+        if ending == "raises":
+            with pytest.raises(RuntimeError, match="the solver's own bug"):
+                serve(monkeypatch, [(0, {"x": 1.0}), (1, {"x": 1.0})], run)
+            assert len(left) == 1  # (the loop ended there: 1 was not run)
+        else:
+            launcher = serve(monkeypatch, [(0, {"x": 1.0})], run)
+            assert launcher.codes == [0, 0]  # (it was asked for the next, then nothing)
+        err = capsys.readouterr().err
+        said = [line for line in err.splitlines() if "still open" in line]
+        assert len(said) == 1 and "a Client that run did not close" in said[0], err
+        assert "`with` block" in said[0], err
+    finally:
+        for client in left:  # (the test's own cleanup: the client it left, its context)
+            client.close(bye=False)
+            client._transport.context.term()

@@ -105,3 +105,19 @@ def test_python_and_python3_of_one_environment_are_one_command(tmp_path: Path) -
     assert said is not None and "python3.11" in said, said
     gone = program_of([str(venv / "python9"), *solver], {})  # (no such file: compared as words)
     assert program_change(launched, gone, 11) is not None
+
+
+def test_a_flag_added_or_removed_is_named_so_not_as_the_value_before_it() -> None:
+    # (a trial resumed the heat example with --worker added: the warning read
+    # "1 -> 1 --worker", the value of the flag before it on both sides)
+    plain = program_of("solve --time_steps 40 --dt 1", {})
+    worker = program_of("solve --time_steps 40 --dt 1 --worker", {})
+    middle = program_of("solve --time_steps 40 --worker --dt 1", {})
+    said = program_change(plain, worker, 2)
+    assert said is not None and "the simulation command changed: --worker added" in said, said
+    said = program_change(worker, plain, 2)
+    assert said is not None and "the simulation command changed: --worker removed" in said, said
+    said = program_change(plain, middle, 2)
+    assert said is not None and "the simulation command changed: --worker added" in said, said
+    said = program_change(plain, program_of("solve --time_steps 40 --dt 2", {}), 2)
+    assert said is not None and "changed: --dt 1 -> --dt 2" in said, said  # (as before)

@@ -38,6 +38,7 @@ from melissa_trainer.client.tuning import (
     check_field_sizes,
     check_socket_options,
 )
+from melissa_trainer.client.worker import ENV_WORKER
 from melissa_trainer.config.reading import ConfigError
 from melissa_trainer.stream.endpoints import fetch_rendezvous
 from melissa_trainer.wire.routing import routing_of_entries
@@ -284,8 +285,6 @@ def resolve_run_id(
 def _worker_hint() -> str:
     """In a worker of worker mode (whose environment names no simulation id: the
     launcher gives one per request), the fix that applies there; else ""."""
-    from melissa_trainer.client.worker import ENV_WORKER  # (light: zmq, stdlib)
-
     if not os.environ.get(ENV_WORKER, "").strip():
         return ""
     return (

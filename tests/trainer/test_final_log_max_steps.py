@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from helpers import Keys
@@ -26,22 +28,37 @@ pytestmark = [
     pytest.mark.e2e,
 ]
 
-#: a solver that sends far more steps than `max_steps` trains on (back-pressure holds it)
+#: a solver that never ends: back-pressure holds it until the study's stop kills it. (A
+#: finite one of 10^5 tiny steps fitted in ZeroMQ's queues: it exited 0 in a few seconds,
+#: before a slow or loaded trainer's fifth step, and the final log counted none running.)
 SIMULATION = r"""
-import json, os
+import itertools, json, os
 import numpy as np
 from melissa_trainer.client import Client
 
 params = json.loads(os.environ["MELISSA_TRAINER_PARAMETERS"])
 with Client({"x": ((3,), "float32"), "y": ((1,), "float32")}) as client:
-    for t in range(100000):
+    for t in itertools.count():
         x = np.array([params["a"], params["b"], t / 10], np.float32)
         client.send(t, x=x, y=np.array([x.sum()], np.float32))
 """
 
 
+class SlowKeys(Keys):
+    """`Keys` on a slow (or loaded) trainer: each sample takes `delay` seconds."""
+
+    def __init__(self, delay: float) -> None:
+        super().__init__()
+        self.delay = delay
+
+    def __call__(self, s: dict[str, np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
+        time.sleep(self.delay)  # (the work of a slow step, not a wait on an event)
+        return super().__call__(s)
+
+
 @pytest.mark.timeout(120)
-def test_simulations_running_at_max_steps_are_said_stopped(tmp_path: Path) -> None:
+@pytest.mark.parametrize("delay", [0.0, 1.5], ids=["quick", "slow-trainer"])
+def test_simulations_running_at_max_steps_are_said_stopped(tmp_path: Path, delay: float) -> None:
     n = 2
     script = tmp_path / "sim.py"
     script.write_text(SIMULATION)
@@ -72,7 +89,7 @@ def test_simulations_running_at_max_steps_are_said_stopped(tmp_path: Path) -> No
         ),
         torch.optim.SGD(model.parameters(), lr=1e-3),
         train_source=study,
-        process_sample=Keys(),
+        process_sample=SlowKeys(delay),
     )
     state = trainer.train()
     assert not state.stream_ended and state.global_step == 5

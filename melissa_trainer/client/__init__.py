@@ -53,7 +53,11 @@ if TYPE_CHECKING:  # pragma: no cover - the eager imports, for type checkers
         ENV_SIMULATION_ID,
     )
     from melissa_trainer.client.field_part import INLINE_MAX_BYTES
-    from melissa_trainer.client.gave_up import DeliveryFailed, ReceiverNotFound
+    from melissa_trainer.client.gave_up import (
+        DeliveryFailed,
+        ReceiverNotFound,
+        ReceiverUnreachable,
+    )
     from melissa_trainer.client.held import ARRAY_REUSE_MODES, HELD_BYTES_MAX
     from melissa_trainer.client.predict import (
         Predicted,
@@ -99,6 +103,7 @@ __all__ = [
     "PredictionUnavailable",
     "Predictor",
     "ReceiverNotFound",
+    "ReceiverUnreachable",
     "SimulationNotNeeded",
     "SimulationRefused",
     "fetch_endpoints",
@@ -111,6 +116,7 @@ _WHERE = {
     "SimulationNotNeeded": "melissa_trainer.client.stopped",
     "DeliveryFailed": "melissa_trainer.client.gave_up",
     "ReceiverNotFound": "melissa_trainer.client.gave_up",
+    "ReceiverUnreachable": "melissa_trainer.client.gave_up",
     **dict.fromkeys(
         [
             "ENV_ENDPOINTS",

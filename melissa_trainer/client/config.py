@@ -16,7 +16,7 @@ from typing import Any
 from melissa_trainer import wire as protocol
 from melissa_trainer.client.endpoint_form import RECEIVER_FORM, endpoint_fault
 from melissa_trainer.client.env_names import unknown_note
-from melissa_trainer.client.gave_up import ReceiverNotFound
+from melissa_trainer.client.gave_up import ReceiverNotFound, ReceiverUnreachable
 from melissa_trainer.client.parameters import (
     ENV_PARAMETERS,
     Parameters,
@@ -40,7 +40,8 @@ from melissa_trainer.client.tuning import (
 )
 from melissa_trainer.client.worker import ENV_WORKER
 from melissa_trainer.config.reading import ConfigError
-from melissa_trainer.stream.endpoints import fetch_rendezvous
+from melissa_trainer.stream.endpoints import fetch_rendezvous, is_loopback
+from melissa_trainer.stream.host_scope import out_of_reach
 from melissa_trainer.wire.routing import routing_of_entries
 
 __all__ = [
@@ -180,6 +181,8 @@ def resolve_receivers(
             one the rendezvous publishes.
         ReceiverNotFound: (a `DeliveryFailed`, a TimeoutError) the rendezvous still
             incomplete after `rendezvous_timeout` s.
+        ReceiverUnreachable: (a `ReceiverNotFound`) the rendezvous publishes a loopback
+            endpoint of another machine or network namespace (`host_scope.out_of_reach`).
     """
     key = None if curve_server_key is None else check_server_key(curve_server_key)
     source = ""  # (where the endpoints came from, in their errors)
@@ -194,6 +197,10 @@ def resolve_receivers(
                 entries = fetch_rendezvous(where, rendezvous_timeout, notice)
             except TimeoutError as exc:  # (with the warning's typo hint, read again now)
                 raise ReceiverNotFound(f"{exc}{missing_note(where)}") from None
+            for entry in entries:  # (a loopback endpoint of another machine: said now)
+                why = out_of_reach(entry["endpoint"], entry, is_loopback(entry["endpoint"]))
+                if why is not None:
+                    raise ReceiverUnreachable(f"rendezvous {where}: {why}")
             keys = [e.get("curve_public_key") for e in entries]
             if key is not None and any(k != key for k in keys):
                 raise ConfigError(

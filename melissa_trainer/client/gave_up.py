@@ -43,6 +43,15 @@ class ReceiverNotFound(DeliveryFailed):
     all."""
 
 
+class ReceiverUnreachable(ReceiverNotFound):
+    """A `Client` made from a rendezvous directory whose receivers published loopback
+    endpoints on another machine, or in another network namespace, than this process
+    (`stream.host_scope`: a Slurm compute node reading a trainer's ``127.0.0.1``): no
+    connection could ever be made, so it is said at once, naming both hosts and the fix,
+    instead of after ``disconnected_timeout`` as a receiver that never answered. Nothing
+    was sent. A `ReceiverNotFound`."""
+
+
 class Preempted(DeliveryFailed):
     """A client gave up on a receiver gone whose trainer's stop record says it was
     preempted (`RestartCheck.preempted`): a close's (`closing.TrainerPreempted`) or a

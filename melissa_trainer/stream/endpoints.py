@@ -16,6 +16,7 @@ import zmq
 from zmq.utils import z85
 
 from melissa_trainer import wire as protocol
+from melissa_trainer.stream.host_scope import published_scope
 
 RENDEZVOUS_VERSION = 1
 #: seconds `fetch_rendezvous` waits before it tells its `notice` what it waits for (a
@@ -33,9 +34,11 @@ def write_rendezvous(
 ) -> Path:
     """Write ``{directory}/rank_{rank}.json`` (created with its parents).
 
-    ``{"version": 1, "rank", "world_size", "endpoint"}`` plus `extra` keys (the CURVE
-    server public key, when there is one), written to a temporary file then renamed,
-    so that a client never reads it half-written. An older file is replaced, and the
+    ``{"version": 1, "rank", "world_size", "endpoint"}``, the receiver's host and who
+    can reach a loopback endpoint (`host_scope.published_scope`: a client elsewhere is
+    told at once), plus `extra` keys (the CURVE server public key, when there is one),
+    written to a temporary file then renamed, so that a client never reads it
+    half-written. An older file is replaced, and the
     files of ranks ``>= world_size`` are removed: a run on more ranks left them in this
     directory (a resume on fewer ranks), no rank of this run will rewrite them, and
     `fetch_rendezvous` would wait for ever on files that disagree on the world size.
@@ -45,7 +48,7 @@ def write_rendezvous(
     path = Path(directory)
     path.mkdir(parents=True, exist_ok=True)
     info: dict[str, Any] = {"version": RENDEZVOUS_VERSION, "rank": rank, "world_size": world_size}
-    info.update(endpoint=endpoint, **(extra or {}))
+    info.update(endpoint=endpoint, **published_scope(), **(extra or {}))
     fd, tmp = tempfile.mkstemp(prefix=f".rank_{rank}.", suffix=".tmp", dir=path)
     try:
         with os.fdopen(fd, "w") as f:

@@ -1,0 +1,88 @@
+"""Who can reach a loopback endpoint: the processes of one network namespace of one
+running kernel. A receiver publishes, beside its endpoint in its rendezvous file, the
+host it runs on and that scope (`published_scope`); a client that read a loopback
+endpoint there from another scope (another machine: a Slurm compute node, an mpiexec
+host; or a container with its own network on the same machine) can never connect to
+it: `out_of_reach` says so at once, naming both hosts and the fix, where the client
+would otherwise retry for its ``disconnected_timeout`` (60 s) and then blame a
+trainer that was never started.
+
+The scope is ``"<boot id>/<device>:<inode>"``: the kernel's boot id (a random UUID per
+boot, so per machine) and the identity of ``/proc/self/ns/net`` (the network namespace:
+its loopback interface is its own). Linux only; elsewhere there is none, and nothing is
+checked. Endpoints a client is given directly (``endpoints=``,
+``MELISSA_TRAINER_ENDPOINTS``) are never checked: a tunnel (``ssh -L``) can carry a
+loopback port to another machine on purpose.
+
+Standard library only; no state, thread-safe.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from typing import Any
+
+__all__ = ["HOST_KEY", "SCOPE_KEY", "loopback_scope", "out_of_reach", "published_scope"]
+
+#: the rendezvous file's keys (`endpoints.write_rendezvous`)
+HOST_KEY = "host"
+SCOPE_KEY = "loopback_scope"
+
+_BOOT_ID = "/proc/sys/kernel/random/boot_id"
+_NETNS = "/proc/self/ns/net"
+
+
+def _hostname() -> str:
+    """The host's name (`socket.gethostname`'s: the kernel's node name), without loading
+    the socket module: a client's import stays light (test_client_imports.py)."""
+    return os.uname().nodename
+
+
+@lru_cache(maxsize=1)
+def loopback_scope() -> str | None:
+    """This process's scope (see the module docstring), or None where it cannot be read
+    (not Linux, /proc not mounted). Read once: a process does not change machine, and
+    one that changes network namespace (`setns`) is not this library's."""
+    try:
+        with open(_BOOT_ID) as f:
+            boot = f.read().strip()
+        st = os.stat(_NETNS)
+    except OSError:
+        return None
+    return f"{boot}/{st.st_dev}:{st.st_ino}" if boot else None
+
+
+def published_scope() -> dict[str, Any]:
+    """What a receiver writes beside its endpoint: its host name and its scope (left
+    out where none: `loopback_scope`)."""
+    scope = loopback_scope()
+    return {HOST_KEY: _hostname(), **({} if scope is None else {SCOPE_KEY: scope})}
+
+
+def out_of_reach(endpoint: str, entry: dict[str, Any], loopback: bool) -> str | None:
+    """Why this process cannot reach the `loopback` `endpoint` a rendezvous `entry`
+    published, or None if it can (or it cannot be told: an entry without a scope, of an
+    older trainer; no scope here). `loopback`: the endpoint's address is this machine's
+    only (`endpoints.is_loopback`)."""
+    theirs, mine = entry.get(SCOPE_KEY), loopback_scope()
+    if not loopback or not isinstance(theirs, str) or mine is None or theirs == mine:
+        return None
+    host, here = str(entry.get(HOST_KEY, "?")), _hostname()
+    boot_theirs, boot_mine = theirs.partition("/")[0], mine.partition("/")[0]
+    where = (
+        f"this process runs on host {here!r}, another machine"
+        if boot_theirs != boot_mine
+        else f"this process runs on the same machine ({here!r}) but in another network "
+        "namespace (a container with its own network?), with a loopback of its own"
+    )
+    return (
+        f"the receiver published the loopback endpoint {endpoint} (its host {host!r}), "
+        f"which only processes of its own machine and network reach; {where}: no "
+        "connection can ever be made. The trainer must bind an interface the simulations "
+        "reach: StreamSource(ReceiverConfig(bind='tcp://*:*')) (the examples: "
+        "--bind 'tcp://*:*'), with advertise_host=... when they know its host "
+        "by another name; keep the port behind a firewall. (Endpoints given directly, "
+        "endpoints= or MELISSA_TRAINER_ENDPOINTS, are not checked: a tunnel may carry "
+        "them.)"
+    )

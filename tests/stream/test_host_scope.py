@@ -1,0 +1,114 @@
+"""A loopback endpoint read from a rendezvous by a process that cannot reach it (another
+machine, or another network namespace) is said at once (`stream.host_scope`,
+`ReceiverUnreachable`), not after the client's 60 s as a receiver that never
+answered. Before, a Slurm job on a compute node reading a trainer's 127.0.0.1 waited
+its ``disconnected_timeout`` and said "start the trainer first" (the two-node Slurm
+test shows it with real jobs: tests/launcher/backends/test_slurm_two_nodes.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from melissa_trainer.stream import host_scope
+from melissa_trainer.stream.endpoints import write_rendezvous
+from melissa_trainer.stream.host_scope import HOST_KEY, SCOPE_KEY, out_of_reach
+
+LOOPBACK = "tcp://127.0.0.1:5555"
+
+linux = pytest.mark.skipif(sys.platform != "linux", reason="the scope is read from /proc")
+
+
+@linux
+def test_the_scope_is_the_boot_and_the_network_namespace() -> None:
+    boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    st = os.stat("/proc/self/ns/net")
+    assert host_scope.loopback_scope() == f"{boot}/{st.st_dev}:{st.st_ino}"
+
+
+@linux
+def test_a_rendezvous_file_publishes_the_host_and_the_scope(tmp_path: Path) -> None:
+    path = write_rendezvous(tmp_path, 0, 1, LOOPBACK)
+    entry = json.loads(path.read_text())
+    assert entry[HOST_KEY] == socket.gethostname()
+    assert entry[SCOPE_KEY] == host_scope.loopback_scope()
+    assert out_of_reach(LOOPBACK, entry, loopback=True) is None  # (this process: same scope)
+
+
+def test_what_cannot_be_told_is_not_refused() -> None:
+    mine = host_scope.loopback_scope()
+    other = {SCOPE_KEY: "another-boot/1:2", HOST_KEY: "node7"}
+    assert out_of_reach("tcp://10.0.0.1:5555", other, loopback=False) is None  # (reachable)
+    assert out_of_reach(LOOPBACK, {}, loopback=True) is None  # (an older trainer's file)
+    assert out_of_reach(LOOPBACK, {SCOPE_KEY: 3}, loopback=True) is None  # (not a scope)
+    if mine is not None:
+        assert out_of_reach(LOOPBACK, {SCOPE_KEY: mine}, loopback=True) is None
+
+
+@linux
+def test_another_machine_and_another_namespace_are_told_apart() -> None:
+    mine = host_scope.loopback_scope()
+    assert mine is not None
+    boot, _, netns = mine.partition("/")
+    machine = out_of_reach(LOOPBACK, {SCOPE_KEY: f"x{boot}/{netns}", HOST_KEY: "gpu01"}, True)
+    assert machine is not None
+    assert f"runs on host {socket.gethostname()!r}, another machine" in machine
+    assert "loopback endpoint tcp://127.0.0.1:5555 (its host 'gpu01')" in machine
+    assert "ReceiverConfig(bind='tcp://*:*')" in machine and "advertise_host" in machine
+    container = out_of_reach(LOOPBACK, {SCOPE_KEY: f"{boot}/0:1", HOST_KEY: "gpu01"}, True)
+    assert container is not None and "another network namespace" in container
+
+
+CLIENT = """
+import sys
+from melissa_trainer.client import Client, ReceiverUnreachable
+try:
+    Client({"u": ((2,), "float32")}, simulation_id=0)
+except ReceiverUnreachable as exc:
+    print("UNREACHABLE", exc)
+    sys.exit(3)
+print("CONNECTED")
+"""
+
+
+@linux
+@pytest.mark.e2e
+@pytest.mark.timeout(60)
+def test_a_client_in_another_network_namespace_is_told_at_once(tmp_path: Path) -> None:
+    """A real receiver's rendezvous read by a client in a network namespace of its own
+    (``unshare --net``: a loopback of its own, as a compute node's): ReceiverUnreachable
+    as the Client is made, before any connection attempt; the same client in this
+    namespace connects."""
+    unshare = "/usr/bin/unshare"
+    if not Path(unshare).exists():
+        pytest.skip("needs unshare (util-linux) for a network namespace")
+    probe = subprocess.run([unshare, "--net", "true"], capture_output=True, timeout=10)
+    if probe.returncode != 0:
+        pytest.skip(f"cannot make a network namespace (needs root): {probe.stderr.decode()}")
+    from melissa_trainer.buffers import FIFOBuffer
+    from melissa_trainer.stream.receiver import Receiver, ReceiverConfig
+
+    receiver = Receiver(FIFOBuffer(8), config=ReceiverConfig(rendezvous_dir=tmp_path / "rdv"))
+    receiver.start()
+    try:
+        env = {**os.environ, "MELISSA_TRAINER_RENDEZVOUS": str(tmp_path / "rdv")}
+        env.pop("MELISSA_TRAINER_ENDPOINTS", None)
+        away = subprocess.run(
+            [unshare, "--net", sys.executable, "-c", CLIENT],
+            capture_output=True, text=True, timeout=50, env=env,
+        )  # fmt: skip
+        assert away.returncode == 3, (away.stdout, away.stderr[-2000:])
+        assert f"rendezvous {tmp_path / 'rdv'}: the receiver published the loopback" in away.stdout
+        assert "another network namespace" in away.stdout
+        here = subprocess.run(
+            [sys.executable, "-c", CLIENT], capture_output=True, text=True, timeout=50, env=env
+        )
+        assert here.returncode == 0 and "CONNECTED" in here.stdout, here.stderr[-2000:]
+    finally:
+        receiver.stop()

@@ -269,6 +269,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         config = HeatConfig(opts.grid_size, opts.time_steps, opts.dt, opts.alpha, opts.substeps)
         parameters = None
+        if opts.worker:  # (run by hand, no launcher to ask: one line, no traceback)
+            from melissa_trainer.client.worker_launcher import launcher_missing
+
+            if (missing := launcher_missing()) is not None:
+                example = "python examples/heat_pde/train.py --worker"
+                raise ValueError(f"--worker: {missing} (this example's: {example})")
         if not opts.worker:
             text = opts.parameters
             if text is None:
@@ -292,11 +298,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     if parameters is not None:
         stream(parameters, config, opts.simulation_id)
         return 0
-    from melissa_trainer.client.worker import serve_simulations  # worker mode
-
-    serve_simulations(
-        lambda sid, p, context: stream(p, config, sid, context), check=check_parameters
+    from melissa_trainer.client.worker import (  # worker mode
+        NOT_DELIVERED_EXIT_CODE,
+        LauncherGone,
+        serve_simulations,
     )
+
+    try:
+        serve_simulations(
+            lambda sid, p, context: stream(p, config, sid, context), check=check_parameters
+        )
+    except LauncherGone as exc:  # (orphaned: its message is the one line to say)
+        print(f"solver.py: {exc}", file=sys.stderr)
+        return NOT_DELIVERED_EXIT_CODE
     return 0
 
 

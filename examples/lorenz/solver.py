@@ -119,6 +119,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         # time_steps and dt checked before connecting (a worker's first simulation too)
         next(integrate(dict.fromkeys(PARAMETER_NAMES, 0.0), opts.time_steps, opts.dt))
+        if opts.worker:  # (run by hand, no launcher to ask: one line, no traceback)
+            from melissa_trainer.client.worker_launcher import launcher_missing
+
+            if (missing := launcher_missing()) is not None:
+                example = "python examples/lorenz/train.py --worker"
+                raise ValueError(f"--worker: {missing} (this example's: {example})")
         if not opts.worker:
             text = opts.parameters
             if text is None:
@@ -138,12 +144,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     if parameters is not None:
         stream(parameters, opts.time_steps, opts.dt, opts.simulation_id)
         return 0
-    from melissa_trainer.client.worker import serve_simulations  # worker mode
-
-    serve_simulations(
-        lambda sid, p, context: stream(p, opts.time_steps, opts.dt, sid, context),
-        check=check_parameters,
+    from melissa_trainer.client.worker import (  # worker mode
+        NOT_DELIVERED_EXIT_CODE,
+        LauncherGone,
+        serve_simulations,
     )
+
+    try:
+        serve_simulations(
+            lambda sid, p, context: stream(p, opts.time_steps, opts.dt, sid, context),
+            check=check_parameters,
+        )
+    except LauncherGone as exc:  # (orphaned: its message is the one line to say)
+        print(f"solver.py: {exc}", file=sys.stderr)
+        return NOT_DELIVERED_EXIT_CODE
     return 0
 
 

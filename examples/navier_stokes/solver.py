@@ -321,6 +321,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:  # the configuration checked before connecting (a worker's first simulation too)
         config = FlowConfig(opts.grid_size, opts.time_steps, opts.interval, opts.dt)
         parameters, simulation_id, seed = None, opts.simulation_id, opts.seed
+        if opts.worker:  # (run by hand, no launcher to ask: one line, no traceback)
+            from melissa_trainer.client.worker_launcher import launcher_missing
+
+            if (missing := launcher_missing()) is not None:
+                example = "python examples/navier_stokes/train.py --worker"
+                raise ValueError(f"--worker: {missing} (this example's: {example})")
         if not opts.worker:
             text = opts.parameters
             if text is None:
@@ -355,11 +361,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.environ[ENV_RENDEZVOUS] = opts.rendezvous
     if parameters is not None and seed is not None:
         return stream(parameters, config, simulation_id, seed)
-    from melissa_trainer.client.worker import serve_simulations  # worker mode
-
-    serve_simulations(
-        lambda sid, p, context: stream(p, config, sid, sid, context), check=check_parameters
+    from melissa_trainer.client.worker import (  # worker mode
+        NOT_DELIVERED_EXIT_CODE,
+        LauncherGone,
+        serve_simulations,
     )
+
+    try:
+        serve_simulations(
+            lambda sid, p, context: stream(p, config, sid, sid, context), check=check_parameters
+        )
+    except LauncherGone as exc:  # (orphaned: its message is the one line to say)
+        print(f"solver.py: {exc}", file=sys.stderr)
+        return NOT_DELIVERED_EXIT_CODE
     return 0
 
 

@@ -53,8 +53,9 @@ pickle), each with ``"version"`` (`PROTOCOL_VERSION`). A request is ``{"worker":
 is ``{"simulation_id": ID, "parameters": {...}, "attempt": N}`` (N the launcher's
 count, 0 the first; absent, from an older launcher: 0), ``{"simulation_id": null}``
 (nothing left), ``{"simulation_id": null, "retry": SECONDS}`` (ask again) or
-``{"error": TEXT}``. This module imports only the standard library, pyzmq and `gave_up`
-(standard library only; the `client` package imports its names on first use).
+``{"error": TEXT}``. This module imports only the standard library, pyzmq, `gave_up`,
+`worker_codes` and `worker_launcher` (standard library only; the `client` package
+imports its names on first use).
 
 A simulation a worker is given again after a resume (attempt above 0, as for a
 launched process's ``MELISSA_TRAINER_ATTEMPT``) sends only the time steps its
@@ -72,6 +73,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -81,6 +83,15 @@ import zmq
 
 from melissa_trainer.client.gave_up import DeliveryFailed
 from melissa_trainer.client.worker_codes import NOT_DELIVERED_EXIT_CODE, REFUSED_EXIT_CODE
+from melissa_trainer.client.worker_launcher import (
+    ENV_LAUNCHER,
+    ENV_LAUNCHER_KEY,
+    ENV_WORKER,
+    LauncherGone,
+    NotAWorker,
+    launcher_missing,
+    parent_gone,
+)
 
 __all__ = [
     "ENV_LAUNCHER",
@@ -89,18 +100,14 @@ __all__ = [
     "NOT_DELIVERED_EXIT_CODE",
     "PROTOCOL_VERSION",
     "REFUSED_EXIT_CODE",
+    "LauncherGone",
+    "NotAWorker",
     "WorkerClient",
     "given_attempt",
     "next_simulation",
     "serve_simulations",
 ]
 
-#: The launcher's ZeroMQ endpoint (set for workers only).
-ENV_LAUNCHER = "MELISSA_TRAINER_LAUNCHER"
-#: The launcher's CURVE server public key (Z85), set when it listens beyond loopback.
-ENV_LAUNCHER_KEY = "MELISSA_TRAINER_LAUNCHER_KEY"
-#: The worker's name (its job name), for the launcher's bookkeeping and logs.
-ENV_WORKER = "MELISSA_TRAINER_WORKER"
 #: Version of the JSON messages.
 PROTOCOL_VERSION = 1
 
@@ -130,8 +137,9 @@ class WorkerClient:
             ``$MELISSA_TRAINER_LAUNCHER_KEY``, else none (a loopback launcher).
 
     Raises:
-        RuntimeError: not started by a launcher in worker mode (no endpoint or name), or
-            a CURVE key that is not one.
+        NotAWorker: not started by a launcher in worker mode (no endpoint or name: a
+            `RuntimeError`, its message what is missing and how a worker is started).
+        RuntimeError: a CURVE key that is not one.
     """
 
     def __init__(
@@ -150,11 +158,8 @@ class WorkerClient:
         self.curve_server_key = key
         endpoint = endpoint or os.environ.get(ENV_LAUNCHER, "").strip()
         name = name or os.environ.get(ENV_WORKER, "").strip()
-        if not endpoint or not name:
-            raise RuntimeError(
-                f"next_simulation() works in a job started by Launcher(..., worker=True): "
-                f"{ENV_LAUNCHER} and {ENV_WORKER} must be set"
-            )
+        if not endpoint or not name:  # (what is missing of the two, said)
+            raise NotAWorker(launcher_missing({ENV_LAUNCHER: endpoint, ENV_WORKER: name}))
         self.endpoint, self.name, self.timeout = endpoint, name, timeout
         self.current: int | None = None  # the simulation being run, reported on the next call
         #: the launcher's attempt of `current` (0 the first), None without one
@@ -265,8 +270,8 @@ def next_simulation(
     timeout: float | None = 60.0, exit_code: int = 0
 ) -> tuple[int, dict[str, float]] | None:
     """`WorkerClient.next_simulation` on this process's worker connection (made at the
-    first call from the environment): `exit_code` non-zero reports the simulation just
-    run as failed, and the worker goes on with the next."""
+    first call from the environment: `NotAWorker` without a launcher's): `exit_code`
+    non-zero reports the simulation just run as failed, and the worker goes on."""
     global _default
     if _default is None:
         _default = WorkerClient(timeout=timeout)
@@ -299,28 +304,36 @@ def serve_simulations(
        for (its `term` would wait forever, the loop's exception never raised). It
        returns None or 0: the simulation finished; or a non-zero int: the simulation
        failed with that exit code (a solver that catches its own failure), and the
-       worker goes on with the next either way. A
-       `gave_up.DeliveryFailed` from `run` (a `Client`'s send or close that gave up on
-       the trainer: gone, restarted and not followed, or its BYE not confirmed) is said
-       on stderr (``PROG: simulation ID: message``): the simulation is reported failed
+       worker goes on with the next either way. A `gave_up.DeliveryFailed` from `run`
+       (a `Client`'s send or close that gave up on the trainer: gone, restarted and not
+       followed, or its BYE not confirmed) is said on stderr (``PROG: simulation ID
+       rank R: message``, the simulation named once): the simulation is reported failed
        with `NOT_DELIVERED_EXIT_CODE` (75) and the worker goes on, its start-up kept
-       (the launcher runs the simulation again, as for a worker that died; a trainer
-       gone for good fails every simulation within its client's bounds, and the
-       launcher's policy ends the study).
+       (the launcher runs it again, as for a worker that died; a trainer gone for good
+       fails every simulation within its client's bounds, and the launcher's policy
+       ends the study). Unless the process that started the worker has ended
+       (`worker_launcher.parent_gone`: no parent-death signal reached the worker):
+       no launcher takes the report then, and the loop ends at once with
+       `LauncherGone`, its message the error and what runs the simulation again.
 
     Any other exception (from `check`, from `run`, or from `next_simulation`: no answer
     within `timeout` seconds, a refusal) ends the loop: the context is terminated and
     the exception propagates; uncaught, the worker exits 1, and the launcher counts a
     failed attempt of the simulation it was running, gives it to another request and
     relaunches the worker (which pays its start-up again): the solver's state after an
-    error of its own is unknown. No signal handler is
-    installed: a SIGTERM (the launcher's, or a batch system's) ends the process as
-    Python's default does, its current simulation, if any, a failed attempt as above.
+    error of its own is unknown. No signal handler is installed: a SIGTERM (the
+    launcher's, or a batch system's) ends the process as Python's default does, its
+    current simulation, if any, a failed attempt as above.
 
     Raises:
+        NotAWorker: not started by a launcher in worker mode (`WorkerClient`), before
+            any simulation runs.
+        LauncherGone: a simulation not delivered, the worker's launcher gone (above).
         ValueError: `run` returned something that is not None or an int.
     """
     program = os.path.basename(sys.argv[0]) or "worker"
+    # (the process that started this worker: ended, no launcher counts on it any more)
+    parent = os.getppid()
     context = zmq.Context()  # one for the worker's life, not one per simulation
     try:
         code = 0
@@ -335,10 +348,13 @@ def serve_simulations(
             try:
                 result = run(simulation_id, checked, context)
             except DeliveryFailed as exc:  # (the trainer's side: this process is sound)
+                said = _about(simulation_id, exc)
+                gone = parent_gone(parent, simulation_id)
+                if gone is not None:
+                    raise LauncherGone(f"{said.rstrip('.')}. {gone}") from None
                 print(
-                    f"{program}: simulation {simulation_id}: {exc} (this worker reports "
-                    f"it failed, exit code {NOT_DELIVERED_EXIT_CODE}, and goes on: the "
-                    f"launcher runs it again)",
+                    f"{program}: {said} (this worker reports it failed, exit code "
+                    f"{NOT_DELIVERED_EXIT_CODE}, and goes on: the launcher runs it again)",
                     file=sys.stderr,
                 )
                 code = NOT_DELIVERED_EXIT_CODE
@@ -351,6 +367,15 @@ def serve_simulations(
             code = result or 0
     finally:
         _end_context(context, program)
+
+
+def _about(simulation_id: int, exc: Exception) -> str:
+    """`exc`'s message about `simulation_id`, which it names once: a client's error
+    names it already ("simulation 1 rank 0: ..."), another is prefixed with it."""
+    text = str(exc)
+    if re.match(rf"simulation {simulation_id}\b", text):
+        return text
+    return f"simulation {simulation_id}: {text}"
 
 
 def _end_context(context: zmq.Context, program: str) -> None:

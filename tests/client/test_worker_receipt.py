@@ -174,8 +174,9 @@ def test_a_bye_never_confirmed_is_reported_failed_and_the_worker_goes_on(
             _, stderr = worker.communicate(timeout=60)
             assert worker.returncode == 0, stderr
             # said once, with what the worker did
-            said = [line for line in stderr.splitlines() if "simulation 0:" in line]
+            said = [line for line in stderr.splitlines() if "exit code 75" in line]
             assert len(said) == 1 and "did not confirm this simulation's BYE" in said[0], stderr
+            assert said[0].startswith("-c: simulation 0 rank 0: "), said  # (named once)
             assert "reports it failed, exit code 75, and goes on" in said[0], stderr
             assert 0 in receiver.completed()
         finally:

@@ -111,7 +111,10 @@ def test_a_delivery_failure_is_reported_and_the_loop_goes_on(
     assert ran == [0, 1]
     assert launcher.codes == [0, worker.NOT_DELIVERED_EXIT_CODE, 0]
     err = capsys.readouterr().err
-    assert "simulation 0: simulation 0 rank 0: its BYE was not confirmed" in err
+    # the simulation named once: the client's error names it (before: "simulation 0:
+    # simulation 0 rank 0: ...")
+    assert ": simulation 0 rank 0: its BYE was not confirmed (this worker" in err, err
+    assert err.count("simulation 0") == 1, err
     assert "reports it failed, exit code 75, and goes on" in err
 
 
@@ -192,3 +195,48 @@ def test_a_client_run_left_open_neither_hides_the_error_nor_holds_the_worker(
         for client in left:  # (the test's own cleanup: the client it left, its context)
             client.close(bye=False)
             client._transport.context.term()
+
+
+def test_a_delivery_failure_once_the_parent_is_gone_ends_the_loop_unreported(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The process that started the worker ended (its launcher gone with its trainer,
+    # where no parent-death signal reached the worker): before, the worker said "the
+    # launcher runs it again" and asked that launcher for more, waiting `timeout` for
+    # an answer that never came. Now it says what runs the simulation again and ends.
+    import os
+
+    from melissa_trainer.client import DeliveryFailed
+
+    started_under = os.getppid()
+
+    def run(simulation_id: int, parameters: Mapping[str, float], context: zmq.Context) -> None:
+        monkeypatch.setattr(os, "getppid", lambda: started_under + 1)  # (its parent ended)
+        raise DeliveryFailed("simulation 0 rank 0: the trainer's receiver is unreachable")
+
+    with pytest.raises(worker.LauncherGone) as gone:
+        serve(monkeypatch, [(0, {"x": 1.0}), (1, {"x": 1.0})], run)
+    said = str(gone.value)
+    assert said.startswith("simulation 0 rank 0: the trainer's receiver is unreachable. "), said
+    assert f"(pid {started_under}) ended" in said, said
+    assert "--resume_from_checkpoint latest" in said and "runs simulation 0 again" in said
+    assert "the launcher runs it again" not in said + capsys.readouterr().err
+
+
+def test_serve_simulations_outside_a_launcher_says_what_is_missing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # (before: a RuntimeError "next_simulation() works in a job started by ...: ...
+    # must be set", not saying which was missing nor how a worker is started)
+    for name in (worker.ENV_LAUNCHER, worker.ENV_WORKER):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv(worker.ENV_LAUNCHER, "tcp://127.0.0.1:5555")  # (one of the two)
+    monkeypatch.setattr(worker, "_default", None)
+    ran: list[int] = []
+    with pytest.raises(worker.NotAWorker) as refused:
+        worker.serve_simulations(lambda sid, *_: ran.append(sid))
+    said = str(refused.value)
+    assert said.startswith("not started by a launcher in worker mode: "), said
+    assert f"{worker.ENV_WORKER} is not set" in said and worker.ENV_LAUNCHER not in said
+    assert "Launcher(..., worker=True)" in said and ran == []
+    assert isinstance(refused.value, RuntimeError)  # (what it was before, still)

@@ -8,6 +8,7 @@ simulation whose close could not deliver (exit code 75): restarted on the same w
 from __future__ import annotations
 
 import logging
+import re
 import sys
 import textwrap
 from pathlib import Path
@@ -152,5 +153,7 @@ def test_a_simulation_not_delivered_is_a_failed_attempt_on_the_same_worker(
     steps = sorted((int(s["simulation_id"]), int(s["time_step"])) for s in samples)
     assert steps == [(s, t) for s in (0, 1, 2) for t in range(3)], steps  # each once
     log = list(tmp_path.rglob("worker-*.log"))  # (the launcher's job logs)
-    said = [line for p in log for line in p.read_text().splitlines() if "simulation 1:" in line]
+    said = [line for p in log for line in p.read_text().splitlines() if "exit code 75" in line]
     assert len(said) == 1 and "exit code 75, and goes on" in said[0], (log, said)
+    named = re.findall(r"simulation 1\b", said[0])
+    assert len(named) == 1, said  # named once (before: "simulation 1: simulation 1 rank 0")

@@ -32,7 +32,18 @@ suspect, judged later by what the first connection does:
 
 * it closes without a BYE: a dead attempt, the second its restart; nothing said;
 * it says BYE (`bye`): that process was alive and streaming while the second was: a twin;
-* it is still open `GRACE_SECONDS` after the second HELLO: a twin.
+* it is still open after a grace: a twin. `GRACE_SECONDS` when both connections come
+  from one host (or their peers are unknown: IPC, inproc): a process that died there has
+  its connection closed by its kernel at once. `OTHER_HOST_GRACE_SECONDS` when they come
+  from two: past the receiver's TCP keepalive (`liveness`: a connection whose peer host
+  stopped answering is closed within KEEPALIVE_IDLE + KEEPALIVE_COUNT x
+  KEEPALIVE_INTERVAL, 120 s), since a process whose node vanished (power lost, network
+  cut: no FIN ever comes) keeps its connection open that long, and its restart runs on
+  another node (a two-node Slurm trial: the launcher killed the silent attempt after
+  its simulation_timeout and reran it; the 10 s grace warned of MPI singletons). A live
+  peer's connection stays open past it: its kernel answers the probes. Twins on two
+  hosts that say BYE are judged at once, as before; only those silent about their end
+  wait the longer grace.
 
 The closes and the grace are judged at an idle poll (`settle`), once the receiver found its
 socket empty: every message the first connection sent was read by then, its BYE included
@@ -60,17 +71,22 @@ from dataclasses import dataclass
 
 import zmq
 
+from melissa_trainer.stream.liveness import KEEPALIVE_COUNT, KEEPALIVE_IDLE, KEEPALIVE_INTERVAL
 from melissa_trainer.wire import Bye, Hello
 
-__all__ = ["GRACE_SECONDS", "TwinHellos", "peer_address"]
+__all__ = ["GRACE_SECONDS", "OTHER_HOST_GRACE_SECONDS", "TwinHellos", "peer_address"]
 
 logger = logging.getLogger("melissa_trainer.stream.receiver")  # the receiver's messages
 
 Owner = tuple[int, int]  # (simulation id, client rank)
 _SWEEP_MIN = 4096  # entries before the first sweep of closed connections (memory bound)
-#: how long a first connection may stay open after a second HELLO as its owner before the
-#: two are judged twins (a dead process's close is read well within it; a twin streams on)
+#: how long a first connection may stay open after a second HELLO as its owner, from the
+#: same host, before the two are judged twins (a dead process's close is read well
+#: within it; a twin streams on)
 GRACE_SECONDS = 10.0
+#: the same from two hosts: past the receiver's TCP keepalive, which closes the
+#: connection of a peer whose host vanished (module docstring)
+OTHER_HOST_GRACE_SECONDS = float(KEEPALIVE_IDLE + KEEPALIVE_COUNT * KEEPALIVE_INTERVAL + 10)
 
 #: the likely cause and the fix, said once per study
 CAUSE = (
@@ -114,6 +130,13 @@ class _Suspect:
     client_count: int
     first_peer: str | None = None
     peer: str | None = None
+
+    @property
+    def grace(self) -> float:
+        """How long the first connection may stay open before the two are twins: longer
+        when they come from two hosts (module docstring)."""
+        same = self.first_peer == self.peer
+        return GRACE_SECONDS if same else OTHER_HOST_GRACE_SECONDS
 
 
 class TwinHellos:
@@ -189,7 +212,7 @@ class TwinHellos:
         now = self._clock()
         for owner, suspect in list(self._suspects.items()):
             if owner_of(suspect.first) == owner:
-                if now - suspect.at >= GRACE_SECONDS:
+                if now - suspect.at >= suspect.grace:
                     self._twin(owner, suspect)
                 continue
             del self._suspects[owner]

@@ -18,7 +18,7 @@ import zmq
 from helpers import drain, running
 
 from melissa_trainer.buffers import FIFOBuffer
-from melissa_trainer.stream import twin_hellos
+from melissa_trainer.stream import liveness, twin_hellos
 from melissa_trainer.stream.twin_hellos import TwinHellos
 from melissa_trainer.wire import Bye, Hello
 
@@ -103,6 +103,42 @@ def test_a_twin_open_past_the_grace_is_warned_of_and_its_close_then_changes_noth
     del ev.open[5]  # (both crash later: still a twin, said once)
     twins.settle(ev.owner_of, lambda: True)
     assert len(said(caplog)) == 1 and twins.simulations == {4: (1, 2)}
+
+
+def test_a_first_connection_of_a_vanished_node_is_not_a_twin_within_the_keepalive(
+    ev: Events, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A node that vanished leaves its connection open (no FIN ever comes) until the
+    receiver's TCP keepalive closes it, up to 120 s later; its simulation's restart on
+    another node said HELLO meanwhile (a two-node Slurm trial, tests/launcher/backends/
+    test_slurm_two_nodes.py): a restart, not MPI singletons. Before, the 10 s grace
+    called it a twin. From one host, the grace stays 10 s (a dead process's kernel
+    closes its connection: `test_a_twin_open_past_the_grace_...`)."""
+    twins = TwinHellos(0, clock=lambda: ev.now)
+    ev.open[5] = ev.open[6] = (4, 1)
+    twins.hello(5, Hello(4, 1, 2, ()), ev.owner_of, peer="10.0.0.2")  # on the lost node
+    assert twins.hello(6, Hello(4, 1, 2, ()), ev.owner_of, peer="10.0.0.1")  # its restart
+    horizon = liveness.KEEPALIVE_IDLE + liveness.KEEPALIVE_COUNT * liveness.KEEPALIVE_INTERVAL
+    assert horizon < twin_hellos.OTHER_HOST_GRACE_SECONDS
+    ev.now += horizon - 1.0  # (the keepalive's last probe unanswered: closed now)
+    twins.settle(ev.owner_of, lambda: True)
+    assert not said(caplog) and twins.pending
+    del ev.open[5]
+    twins.settle(ev.owner_of, lambda: True)
+    assert not said(caplog) and not twins.pending and twins.summary() is None
+
+
+def test_twins_on_two_hosts_still_open_past_the_keepalive_are_warned_of(
+    ev: Events, caplog: pytest.LogCaptureFixture
+) -> None:
+    twins = TwinHellos(0, clock=lambda: ev.now)
+    ev.open[5] = ev.open[6] = (4, 0)
+    twins.hello(5, Hello(4, 0, 1, ()), ev.owner_of, peer="10.0.0.2")
+    assert twins.hello(6, Hello(4, 0, 1, ()), ev.owner_of, peer="10.0.0.3")
+    ev.now += twin_hellos.OTHER_HOST_GRACE_SECONDS
+    twins.settle(ev.owner_of, lambda: True)  # (a live host: its kernel answers the probes)
+    (warning,) = said(caplog)
+    assert "the first from 10.0.0.2, descriptor 5; the second from 10.0.0.3" in warning
 
 
 # -- real sockets: the trial's order of events ---------------------------------------------

@@ -8,11 +8,21 @@ real compute node).
   once, their log saying why (`ReceiverUnreachable`: a loopback endpoint of another
   machine) instead of after the client's 60 s as a receiver that never answered (and
   "start the trainer first"); those on this host deliver every step.
+* The other node vanishing mid-study (every process there SIGKILLed, its link down, no
+  word to anyone): Slurm marks it down after its SlurmdTimeout and requeues its jobs,
+  the launcher says so and counts them queued, they run again on this host, and every
+  (simulation, step) arrives once (the receiver drops the steps sent twice). With a
+  `simulation_timeout` shorter than that, the launcher kills them as silent first and
+  restarts them: the same end, and their restarts' HELLOs, while the vanished node's
+  connections are still open (no FIN ever comes), are no MPI singletons (the 10 s
+  grace of `twin_hellos` said so before).
 """
 
 from __future__ import annotations
 
+import logging
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -28,7 +38,8 @@ from melissa_trainer.stream.receiver import Receiver, ReceiverConfig
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("slurm"), pytest.mark.e2e]
 
 #: each simulation marks its start and waits until all have started (so that they run
-#: at once: more than one node's CPUs), then sends 4 steps and the node it ran on
+#: at once: more than one node's CPUs), then sends STEPS steps, PAUSE s apart, and the
+#: node it ran on
 SIMULATION = """
 import json, os, sys, time
 from pathlib import Path
@@ -41,9 +52,11 @@ started, n = Path(sys.argv[1]), int(sys.argv[2])
 while len(list(started.iterdir())) < n:
     time.sleep(0.05)
 node = 1.0 if os.environ["SLURMD_NODENAME"] == sys.argv[3] else 0.0
+steps, pause = int(sys.argv[4]), float(sys.argv[5])
 with Client({"u": ((8,), "float64"), "node": ((1,), "float64")}, send_timeout=30) as client:
-    for step in range(4):
+    for step in range(steps):
         client.send(step, u=np.full(8, a + step), node=np.array([node]))
+        time.sleep(pause)  # (the solver's own pace)
 """
 
 
@@ -53,15 +66,27 @@ def run_study(
     n: int,
     config: ReceiverConfig,
     tuning: LauncherTuning | None = None,
+    steps: int = 4,
+    pause: float = 0.0,
+    watch: Callable[[list[dict[str, np.ndarray]]], None] = lambda samples: None,
 ) -> tuple[list[dict[str, np.ndarray]], Launcher]:
-    """`n` simulations at once, all streaming to one receiver, until the launcher is done
-    and every finished simulation's 4 steps are in; the samples and the launcher."""
+    """`n` simulations at once, all streaming `steps` steps to one receiver, until the
+    launcher is done and every finished simulation's steps are in (`watch` is given the
+    samples so far at each turn); the samples and the launcher."""
     (tmp_path / "sim.py").write_text(SIMULATION)
     (tmp_path / "started").mkdir()
     buffer = FIFOBuffer(100)
     receiver = Receiver(buffer, config=config)
     launcher = Launcher(
-        [PYTHON, str(tmp_path / "sim.py"), str(tmp_path / "started"), str(n), OTHER],
+        [
+            PYTHON,
+            str(tmp_path / "sim.py"),
+            str(tmp_path / "started"),
+            str(n),
+            OTHER,
+            str(steps),
+            str(pause),
+        ],
         [{"a": 10.0 * i} for i in range(n)],
         n,
         job_limit=n,
@@ -73,10 +98,11 @@ def run_study(
     samples: list[dict[str, np.ndarray]] = []
     try:
         launcher.start(tmp_path / "rdv", heartbeat=receiver.activity, study_dir=tmp_path)
-        deadline = time.monotonic() + 100
-        while not (launcher.done and len(samples) == 4 * launcher.summary()["finished"]):
+        deadline = time.monotonic() + 180  # (a vanished node: SlurmdTimeout, the requeue)
+        while not (launcher.done and len(samples) == steps * launcher.summary()["finished"]):
             launcher.check()
             receiver.check()
+            watch(samples)
             assert time.monotonic() < deadline, (launcher.summary(), len(samples), cluster.logs())
             try:
                 samples += buffer.get_batch(1, timeout=0.2)
@@ -130,4 +156,52 @@ def test_a_loopback_receiver_is_said_out_of_reach_on_the_other_node(tmp_path: Pa
             assert "ReceiverUnreachable" in log and "loopback endpoint tcp://127.0.0.1:" in log, log
             assert "another network namespace" in log and "--bind 'tcp://*:*'" in log, log
             assert "no receiver ever accepted" not in log, log  # (not the 60 s wait's words)
+        assert "sim-" not in queue()
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("hung_after", [None, 4.0], ids=["slurm-notices", "killed-as-hung"])
+def test_a_node_vanishing_mid_study_loses_nothing(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, hung_after: float | None
+) -> None:
+    caplog.set_level(logging.WARNING, "melissa_trainer")
+    with two_node_cluster() as cluster:
+        n, steps = (2 * cluster.cpus if cluster.cpus < 3 else 4), 30
+        config = ReceiverConfig(
+            expected_simulations=n,
+            rendezvous_dir=tmp_path / "rdv",
+            bind="tcp://*:*",
+            advertise_host=cluster.host_addr,
+        )
+        vanished: list[bool] = []
+
+        def vanish_once(samples: list[dict[str, np.ndarray]]) -> None:
+            if not vanished and sum(s["node"][0] == 1.0 for s in samples) >= 3:
+                vanished.append(True)  # (its simulations are a few steps in)
+                cluster.vanish()
+
+        tuning = LauncherTuning(max_restarts=1, on_failure="raise")
+        if hung_after is not None:  # (before Slurm's SlurmdTimeout: the launcher kills them)
+            tuning = LauncherTuning(
+                max_restarts=1, on_failure="raise", simulation_timeout=hung_after
+            )
+        samples, launcher = run_study(
+            cluster, tmp_path, n, config, tuning, steps=steps, pause=0.3, watch=vanish_once
+        )
+        assert vanished, "nothing was sent from the other node"
+        keys = sorted((int(s["simulation_id"]), int(s["time_step"])) for s in samples)
+        assert keys == [(sim, step) for sim in range(n) for step in range(steps)]  # (once)
+        there = [int(float(p.name.split("-")[0])) // 10 for p in (tmp_path / "started").iterdir()
+                 if p.name.endswith(f"-{OTHER}")]  # fmt: skip
+        for sim in there:  # (the rest of each sent from this host, after Slurm's requeue)
+            own = [s for s in samples if int(s["simulation_id"]) == sim]
+            assert own[0]["node"][0] == 1.0 and own[-1]["node"][0] == 0.0, sim
+        assert cluster.node_states()[OTHER].startswith("down"), cluster.node_states()
+        lines = [r.getMessage() for r in caplog.records]
+        if hung_after is None:  # (Slurm's requeue, said)
+            assert sum("put back in Slurm's queue" in line for line in lines) >= len(there)
+        else:  # (the launcher's kill of a silent attempt, said; its restart no twin)
+            assert sum("silent for" in line for line in lines) >= len(there), lines
+        assert not [line for line in lines if "said HELLO as client rank" in line]
+        assert launcher.summary()["finished"] == n and launcher.summary()["failed"] == 0
         assert "sim-" not in queue()

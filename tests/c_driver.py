@@ -150,13 +150,19 @@ def run_python(s: Scenario, endpoints: Sequence[str], other_counts: Sequence[int
 
 
 def run_script(
-    exe: Path, script: str, tmp_path: Path, env: Mapping[str, str] | None = None, timeout=30
+    exe: Path,
+    script: str,
+    tmp_path: Path,
+    env: Mapping[str, str] | None = None,
+    timeout=30,
+    wrap: Sequence[str] = (),
 ) -> dict[int, tuple[int, str]]:
-    """Run mt_script on `script`: {line: (status, message)} of each command."""
+    """Run mt_script on `script`: {line: (status, message)} of each command. `wrap`: a
+    command that runs it (``unshare --net``: in a network namespace of its own)."""
     path = tmp_path / f"script_{abs(hash(script))}.txt"
     path.write_text(script)
     proc = subprocess.run(
-        [str(exe), str(path)],
+        [*wrap, str(exe), str(path)],
         capture_output=True,
         text=True,
         timeout=timeout,

@@ -53,7 +53,7 @@ module melissa_trainer
 
   public :: MT_OK, MT_EINVAL, MT_EFIELD, MT_EDTYPE, MT_ESHAPE, MT_ESTATE, MT_EENV, &
             MT_ERENDEZVOUS, MT_ETIMEDOUT, MT_EZMQ, MT_ENOMEM, MT_EMPI, MT_EREFUSED, MT_EREPLY, &
-            MT_ESIMREFUSED
+            MT_ESIMREFUSED, MT_EUNREACHABLE
   public :: MT_REFUSAL_NONE, MT_REFUSAL_BUSY, MT_REFUSAL_NOT_SERVING, MT_REFUSAL_WRONG_RUN, &
             MT_REFUSAL_BAD_REQUEST, MT_REFUSAL_FAILED
   public :: mt_predict, mt_predict_refusal, mt_set_serve_endpoints

@@ -11,7 +11,7 @@ module melissa_trainer_core
   integer, parameter, public :: MT_OK = 0, MT_EINVAL = 1, MT_EFIELD = 2, MT_EDTYPE = 3, &
     MT_ESHAPE = 4, MT_ESTATE = 5, MT_EENV = 6, MT_ERENDEZVOUS = 7, MT_ETIMEDOUT = 8, &
     MT_EZMQ = 9, MT_ENOMEM = 10, MT_EMPI = 11, MT_EREFUSED = 12, MT_EREPLY = 13, &
-    MT_ESIMREFUSED = 14
+    MT_ESIMREFUSED = 14, MT_EUNREACHABLE = 15
   !> Why mt_predict was refused (mt_refusal in melissa_trainer.h; mt_predict_refusal).
   integer, parameter, public :: MT_REFUSAL_NONE = 0, MT_REFUSAL_BUSY = 1, &
     MT_REFUSAL_NOT_SERVING = 2, MT_REFUSAL_WRONG_RUN = 3, MT_REFUSAL_BAD_REQUEST = 4, &

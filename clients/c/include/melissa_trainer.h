@@ -88,12 +88,19 @@ typedef enum mt_status {
     MT_EMPI = 11,       /* an MPI call failed, or ranks disagree (melissa_trainer_mpi.h) */
     MT_EREFUSED = 12,   /* mt_predict: the trainer refused (mt_predict_refusal says why) */
     MT_EREPLY = 13,     /* mt_predict: the trainer's reply broke the protocol */
-    MT_ESIMREFUSED = 14 /* mt_client_close, mt_send, mt_predict (external mode, told
-                         * while it runs): a receiver refused this simulation (its HELLO:
-                         * other fields than the study's, ...) and dropped all it sent,
-                         * or refused every sample of it as non-finite (NaN, Inf), or
-                         * (its stop record; mt_send, mt_client_close) stopped on one of
-                         * its non-finite samples; the message gives the reason and fix */
+    MT_ESIMREFUSED = 14, /* mt_client_close, mt_send, mt_predict (external mode, told
+                          * while it runs): a receiver refused this simulation (its HELLO:
+                          * other fields than the study's, ...) and dropped all it sent,
+                          * or refused every sample of it as non-finite (NaN, Inf), or
+                          * (its stop record; mt_send, mt_client_close) stopped on one of
+                          * its non-finite samples; the message gives the reason and fix */
+    MT_EUNREACHABLE = 15 /* mt_client_start: the rendezvous publishes a loopback endpoint
+                          * (tcp://127.x, localhost, ::1) of another machine or network
+                          * namespace than this process's (its file's "loopback_scope"):
+                          * no connection could ever be made, so it is said at once, before
+                          * anything is sent; the message names both hosts and the fix (the
+                          * Python client's ReceiverUnreachable). Endpoints given directly
+                          * (mt_set_endpoints, MELISSA_TRAINER_ENDPOINTS) are not checked */
 } mt_status;
 
 /* Element types: the protocol's dtype codes (docs/protocol.md, section 9). */
@@ -209,7 +216,8 @@ mt_status mt_declare_part_count(mt_client *c, const char *name, uint64_t count);
 
 /* Read what was not set from the environment, wait for the rendezvous if needed,
  * connect one PUSH socket per receiver and queue HELLO to each. Checks everything
- * first (names, shapes, parts, ids) and fails before connecting. */
+ * first (names, shapes, parts, ids; loopback endpoints of a rendezvous published on
+ * another machine or network namespace: MT_EUNREACHABLE) and fails before connecting. */
 mt_status mt_client_start(mt_client *c);
 
 /* -- streaming ---------------------------------------------------------------------- */

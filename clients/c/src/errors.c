@@ -28,6 +28,9 @@ const char *mt_strerror(int status) {
     case MT_EREFUSED: return "MT_EREFUSED: the trainer refused the prediction";
     case MT_EREPLY: return "MT_EREPLY: malformed reply from the trainer";
     case MT_ESIMREFUSED: return "MT_ESIMREFUSED: the trainer refused this simulation";
+    case MT_EUNREACHABLE:
+        return "MT_EUNREACHABLE: the rendezvous publishes a loopback endpoint of another "
+               "machine or network namespace";
     default: return "unknown melissa_trainer status";
     }
 }

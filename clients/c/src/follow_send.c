@@ -107,10 +107,8 @@ mt_status mt_follow_reconnect(mt_client *c, mt_rendezvous *rv, uint64_t **counts
     c->receipts = true;
     for (size_t r = 0; r < rv->n; ++r)
         c->receipts = c->receipts && rv->receipts[r] && rv->follows[r] != NULL;
-    free(rv->receipts);
-    for (size_t r = 0; r < rv->n; ++r) free(rv->kept[r]); /* (read at start only) */
-    free(rv->kept);
-    memset(rv, 0, sizeof *rv);
+    rv->endpoints = rv->keys = rv->follows = NULL, rv->run_id = NULL; /* (moved) */
+    mt_rendezvous_free(rv); /* (the rest: "routed_t_mod_w" is read at start only) */
     c->steps_per_receiver = *counts; /* (moved) */
     *counts = NULL;
     mt_status st = mt_outbox_init(c);

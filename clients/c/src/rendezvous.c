@@ -11,7 +11,8 @@
  * failure; stop_record.c mt_stop_record_words).
  * Each file may name the receiver's follow socket ("follow_endpoint") and the queries it
  * answers ("follow_kinds"), which the close asks whether it ingested this rank's BYE
- * (receipt.c, 13 listed) or else whether it took the simulation (admission.c). */
+ * (receipt.c, 13 listed) or else whether it took the simulation (admission.c), and its
+ * "host" and "loopback_scope" (host_scope.c: who can reach a loopback endpoint). */
 #define _POSIX_C_SOURCE 200809L
 #include <ctype.h>
 #include <dirent.h>
@@ -35,7 +36,20 @@ typedef struct {
     bool receipts; /* 13 (RECEIPT_QUERY) in its "follow_kinds" (docs/protocol.md 17b) */
     bool routing;  /* "routing": "simulation_step" (docs/protocol.md 2) */
     char *kept;    /* "routed_t_mod_w": the raw JSON list, or NULL (docs/protocol.md 3) */
+    char *host, *scope; /* "host", "loopback_scope" (strings; NULL: none: host_scope.c) */
 } rank_entry;
+
+static void entry_free(rank_entry *en) { /* (and NULL: each taken again or kept NULL) */
+    free(en->endpoint), free(en->run_id), free(en->key), free(en->follow), free(en->kept);
+    free(en->host), free(en->scope);
+    memset(en, 0, sizeof *en);
+}
+
+/* A copy of `s` in *to (NULL for NULL); false: no memory. */
+static bool dup_to(char **to, const char *s) {
+    *to = s != NULL ? strdup(s) : NULL;
+    return s == NULL || *to != NULL;
+}
 
 /* Whether `text`, a JSON array, lists the number 13 (RECEIPT_QUERY); false for anything
  * else (a malformed list: an older trainer's ADMISSION_QUERY is asked instead). */
@@ -89,9 +103,11 @@ void mt_rendezvous_free(mt_rendezvous *rv) {
         if (rv->keys != NULL) free(rv->keys[r]);
         if (rv->follows != NULL) free(rv->follows[r]);
         if (rv->kept != NULL) free(rv->kept[r]);
+        if (rv->hosts != NULL) free(rv->hosts[r]);
+        if (rv->scopes != NULL) free(rv->scopes[r]);
     }
     free(rv->endpoints), free(rv->keys), free(rv->follows), free(rv->run_id), free(rv->receipts);
-    free(rv->kept);
+    free(rv->kept), free(rv->hosts), free(rv->scopes);
     memset(rv, 0, sizeof *rv);
 }
 
@@ -142,6 +158,7 @@ mt_status mt_rendezvous_read(const char *dir, mt_rendezvous *out, mt_buf *proble
         const char *endpoint = NULL, *run_id = NULL, *key = NULL, *follow = NULL;
         const char *record = NULL; /* the stop record's raw text: why it stopped */
         const char *kept = NULL;   /* "routed_t_mod_w"'s raw text (a list, else ignored) */
+        const char *host = NULL, *scope = NULL; /* (strings only: host_scope.py) */
         bool bad_run = false, bad_key = false, bad_follow = false, stopped = false;
         bool receipts = false, routing = false;
         for (size_t k = 0; k < n; ++k) {
@@ -150,6 +167,9 @@ mt_status mt_rendezvous_read(const char *dir, mt_rendezvous *out, mt_buf *proble
                           strcmp(m[k].string, "simulation_step") == 0;
             if (strcmp(m[k].key, "routed_t_mod_w") == 0 && m[k].kind == MT_JSON_OTHER)
                 kept = m[k].string;
+            if (m[k].kind == MT_JSON_STRING && strcmp(m[k].key, "host") == 0) host = m[k].string;
+            if (m[k].kind == MT_JSON_STRING && strcmp(m[k].key, "loopback_scope") == 0)
+                scope = m[k].string;
             if (strcmp(m[k].key, "run_id") == 0) {
                 if (m[k].kind == MT_JSON_STRING && mt_valid_run_id(m[k].string))
                     run_id = m[k].string;
@@ -199,20 +219,15 @@ mt_status mt_rendezvous_read(const char *dir, mt_rendezvous *out, mt_buf *proble
             }
             if (st == MT_OK) {
                 rank_entry *en = &entries[rank];
-                free(en->endpoint), free(en->run_id), free(en->key), free(en->follow);
-                free(en->kept);
-                en->endpoint = strdup(endpoint);
+                entry_free(en);
                 en->world = world;
-                en->run_id = run_id != NULL ? strdup(run_id) : NULL;
-                en->key = key != NULL ? strdup(key) : NULL;
-                en->follow = follow != NULL ? strdup(follow) : NULL;
                 en->receipts = receipts;
                 en->routing = routing;
-                en->kept = kept != NULL ? strdup(kept) : NULL;
                 out->stopped = out->stopped || stopped;
-                if (en->endpoint == NULL || (run_id != NULL && !en->run_id) ||
-                    (key != NULL && !en->key) || (follow != NULL && !en->follow) ||
-                    (kept != NULL && !en->kept))
+                if (!dup_to(&en->endpoint, endpoint) || !dup_to(&en->run_id, run_id) ||
+                    !dup_to(&en->key, key) || !dup_to(&en->follow, follow) ||
+                    !dup_to(&en->kept, kept) || !dup_to(&en->host, host) ||
+                    !dup_to(&en->scope, scope))
                     st = MT_ENOMEM;
             }
         }
@@ -253,8 +268,11 @@ mt_status mt_rendezvous_read(const char *dir, mt_rendezvous *out, mt_buf *proble
             out->follows = calloc((size_t)world, sizeof *out->follows);
             out->receipts = calloc((size_t)world, sizeof *out->receipts);
             out->kept = calloc((size_t)world, sizeof *out->kept);
+            out->hosts = calloc((size_t)world, sizeof *out->hosts);
+            out->scopes = calloc((size_t)world, sizeof *out->scopes);
             if (out->endpoints == NULL || out->keys == NULL || out->follows == NULL ||
-                out->receipts == NULL || out->kept == NULL) {
+                out->receipts == NULL || out->kept == NULL || out->hosts == NULL ||
+                out->scopes == NULL) {
                 mt_rendezvous_free(out);
                 st = MT_ENOMEM;
                 goto done;
@@ -265,8 +283,9 @@ mt_status mt_rendezvous_read(const char *dir, mt_rendezvous *out, mt_buf *proble
                 out->follows[r] = entries[r].follow;
                 out->receipts[r] = entries[r].receipts;
                 out->kept[r] = entries[r].kept;
+                out->hosts[r] = entries[r].host, out->scopes[r] = entries[r].scope;
                 entries[r].endpoint = NULL, entries[r].key = NULL, entries[r].follow = NULL;
-                entries[r].kept = NULL;
+                entries[r].kept = NULL, entries[r].host = NULL, entries[r].scope = NULL;
             }
             out->n = (size_t)world;
             out->routing = true; /* (the new routing only when every file says so) */
@@ -279,9 +298,7 @@ mt_status mt_rendezvous_read(const char *dir, mt_rendezvous *out, mt_buf *proble
     }
     st = MT_ERENDEZVOUS;
 done:
-    for (size_t r = 0; r < cap; ++r)
-        free(entries[r].endpoint), free(entries[r].run_id), free(entries[r].key),
-            free(entries[r].follow), free(entries[r].kept);
+    for (size_t r = 0; r < cap; ++r) entry_free(&entries[r]);
     free(entries);
     return st;
 }
@@ -329,6 +346,9 @@ mt_status mt_fetch_endpoints(mt_client *c, const char *dir, double timeout) {
         }
         if (st == MT_OK) {
             free(problem.data);
+            mt_status far = mt_rendezvous_reach(c, dir, &rv); /* (said at once: host_scope.c) */
+            if (far != MT_OK) mt_rendezvous_free(&rv);
+            if (far != MT_OK) return far;
             free(c->rendezvous_used); /* (asked again at close: admission.c) */
             c->rendezvous_used = strdup(dir);
             if (c->rendezvous_used == NULL) {
@@ -347,9 +367,8 @@ mt_status mt_fetch_endpoints(mt_client *c, const char *dir, double timeout) {
             c->receipts = true;
             for (size_t r = 0; r < rv.n; ++r)
                 c->receipts = c->receipts && rv.receipts[r] && rv.follows[r] != NULL;
-            free(rv.receipts);
-            for (size_t r = 0; r < rv.n; ++r) free(rv.kept[r]);
-            free(rv.kept);
+            rv.endpoints = rv.keys = rv.follows = NULL, rv.run_id = NULL; /* (moved) */
+            mt_rendezvous_free(&rv);
             return MT_OK;
         }
         double now = mt_now(), left = deadline - now;

@@ -27,6 +27,7 @@ typedef struct mt_rendezvous {
     bool stopped;
     bool routing; /* every file says "routing": "simulation_step" (docs/protocol.md 2) */
     char **kept;  /* each file's "routed_t_mod_w" raw JSON text, or NULL (docs/protocol.md 3) */
+    char **hosts, **scopes; /* each file's "host" and "loopback_scope" (strings), or NULL */
 } mt_rendezvous;
 /* One look at `dir`: MT_OK (*out filled: mt_rendezvous_free), MT_ERENDEZVOUS (not complete,
  * not consistent, or, unless `stopped_too`, a file marked stopped: what is wrong appended
@@ -40,6 +41,12 @@ bool mt_rendezvous_keeps(const mt_rendezvous *rv, uint64_t simulation_id);
 /* rendezvous.c: c->endpoints, c->curve_keys and c->run_id from the rendezvous directory
  * `dir`, polled until complete for up to `timeout` seconds (else MT_ERENDEZVOUS). */
 mt_status mt_fetch_endpoints(mt_client *c, const char *dir, double timeout);
+/* host_scope.c: MT_OK, or MT_EUNREACHABLE with the Python client's words (host_scope.py
+ * out_of_reach, after "rendezvous DIR: ") for the first receiver of `rv`, read from the
+ * rendezvous `dir`, whose loopback endpoint this process cannot reach: its file's
+ * "loopback_scope" (boot id and network namespace) is not this process's. An entry
+ * without one (an older trainer), or no scope readable here, is not checked. */
+mt_status mt_rendezvous_reach(mt_client *c, const char *dir, const mt_rendezvous *rv);
 /* stop_record.c: the whole file at `path`, NUL-terminated (to free), or NULL (it cannot be
  * read, memory ran out, or it is over 4 MiB: a rendezvous file with its stop record is
  * at most about 500 KiB). */

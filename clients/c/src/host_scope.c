@@ -1,0 +1,90 @@
+/* host_scope.c: who can reach a loopback endpoint (melissa_trainer/stream/host_scope.py):
+ * the processes of one network namespace of one running kernel. A receiver publishes,
+ * beside its endpoint in its rendezvous file, the host it runs on ("host") and that
+ * scope ("loopback_scope": "<boot id>/<st_dev>:<st_ino>" of
+ * /proc/sys/kernel/random/boot_id and /proc/self/ns/net). A client that read a loopback
+ * endpoint there from another scope (another machine: a Slurm compute node, an mpiexec
+ * host; or a container with its own network on the same machine) can never connect to
+ * it: mt_client_start says so at once (MT_EUNREACHABLE), in the Python client's words
+ * (ReceiverUnreachable), naming both hosts and the fix, where it would otherwise send
+ * into the void and fail after its disconnected timeout (60 s), blaming a trainer that
+ * was never started. Linux only; elsewhere there is no scope, and nothing is checked.
+ * Endpoints given directly (mt_set_endpoints, MELISSA_TRAINER_ENDPOINTS) are never
+ * checked: a tunnel (ssh -L) can carry a loopback port to another machine on purpose. */
+#define _POSIX_C_SOURCE 200809L
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+
+#include "internal.h"
+
+/* Whether only this machine can reach `endpoint` (endpoints.py is_loopback, the same
+ * test): not tcp:// (ipc://, inproc://), or a tcp:// address, brackets stripped, that is
+ * localhost, ::1 or 127.*. */
+static bool is_loopback(const char *endpoint) {
+    if (strncmp(endpoint, "tcp://", 6) != 0) return true;
+    const char *addr = endpoint + 6, *colon = strrchr(addr, ':');
+    size_t n = colon == NULL ? 0 : (size_t)(colon - addr); /* (Python's rpartition(":")) */
+    while (n > 0 && (*addr == '[' || *addr == ']')) ++addr, --n; /* (.strip("[]")) */
+    while (n > 0 && (addr[n - 1] == '[' || addr[n - 1] == ']')) --n;
+    return (n == 9 && strncmp(addr, "localhost", 9) == 0) ||
+           (n == 3 && strncmp(addr, "::1", 3) == 0) || (n >= 4 && strncmp(addr, "127.", 4) == 0);
+}
+
+/* This process's scope in `out` (host_scope.py loopback_scope), or false where it cannot
+ * be read (not Linux, /proc not mounted, an empty boot id). Read at each start, not kept:
+ * once per client. */
+static bool own_scope(char *out, size_t size) {
+    char boot[128];
+    struct stat st;
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    if (f == NULL) return false;
+    size_t n = fread(boot, 1, sizeof boot - 1, f);
+    fclose(f);
+    boot[n] = '\0';
+    const char *b = boot; /* (str.strip(): the file ends with a newline) */
+    while (isspace((unsigned char)*b)) ++b;
+    while (n > 0 && isspace((unsigned char)boot[n - 1])) boot[--n] = '\0';
+    if (*b == '\0' || stat("/proc/self/ns/net", &st) != 0) return false;
+    snprintf(out, size, "%s/%llu:%llu", b, (unsigned long long)st.st_dev,
+             (unsigned long long)st.st_ino);
+    return true;
+}
+
+mt_status mt_rendezvous_reach(mt_client *c, const char *dir, const mt_rendezvous *rv) {
+    char mine[256];
+    if (rv->scopes == NULL || !own_scope(mine, sizeof mine)) return MT_OK;
+    for (size_t r = 0; r < rv->n; ++r) {
+        const char *theirs = rv->scopes[r], *endpoint = rv->endpoints[r];
+        if (theirs == NULL || strcmp(theirs, mine) == 0 || !is_loopback(endpoint)) continue;
+        struct utsname u; /* (the kernel's node name: Python's socket.gethostname) */
+        size_t boot = strcspn(mine, "/"); /* (the boot ids: partition("/")[0]) */
+        bool machine = strcspn(theirs, "/") != boot || strncmp(theirs, mine, boot) != 0;
+        char *host = mt_py_repr(rv->hosts[r] != NULL ? rv->hosts[r] : "?");
+        char *here = mt_py_repr(uname(&u) == 0 ? u.nodename : "?");
+        if (host == NULL || here == NULL) {
+            free(host), free(here);
+            return mt_fail(c, MT_ENOMEM, "out of memory");
+        }
+        /* (word for word host_scope.py out_of_reach, "endpoints=" the C client's setter) */
+        mt_fail(c, MT_EUNREACHABLE,
+                "rendezvous %s: the receiver published the loopback endpoint %s (its host %s), "
+                "which only processes of its own machine and network reach; this process "
+                "runs on %s%s%s: no connection can ever be made. The trainer must bind an "
+                "interface the simulations reach: StreamSource(ReceiverConfig(bind='tcp://*:*')) "
+                "(the examples: --bind 'tcp://*:*'), with advertise_host=... when they know "
+                "its host by another name; keep the port behind a firewall. (Endpoints given "
+                "directly, mt_set_endpoints or MELISSA_TRAINER_ENDPOINTS, are not checked: a "
+                "tunnel may carry them.)",
+                dir, endpoint, host, machine ? "host " : "the same machine (", here,
+                machine ? ", another machine"
+                        : ") but in another network namespace (a container with its own "
+                          "network?), with a loopback of its own");
+        free(host), free(here);
+        return MT_EUNREACHABLE;
+    }
+    return MT_OK;
+}

@@ -9,7 +9,8 @@ trainer that was never started.
 
 The scope is ``"<boot id>/<device>:<inode>"``: the kernel's boot id (a random UUID per
 boot, so per machine) and the identity of ``/proc/self/ns/net`` (the network namespace:
-its loopback interface is its own). Linux only; elsewhere there is none, and nothing is
+its loopback interface is its own; an ``ipc://`` endpoint, a Unix socket, is reached from
+any namespace of its machine). Linux only; elsewhere there is none, and nothing is
 checked. Endpoints a client is given directly (``endpoints=``,
 ``MELISSA_TRAINER_ENDPOINTS``) are never checked: a tunnel (``ssh -L``) can carry a
 loopback port to another machine on purpose.
@@ -70,6 +71,8 @@ def out_of_reach(endpoint: str, entry: dict[str, Any], loopback: bool) -> str | 
         return None
     host, here = str(entry.get(HOST_KEY, "?")), _hostname()
     boot_theirs, boot_mine = theirs.partition("/")[0], mine.partition("/")[0]
+    if endpoint.startswith("ipc://") and boot_theirs == boot_mine:
+        return None  # (a Unix socket: a file of this machine, any network namespace's)
     where = (
         f"this process runs on host {here!r}, another machine"
         if boot_theirs != boot_mine

@@ -112,3 +112,17 @@ def test_a_client_in_another_network_namespace_is_told_at_once(tmp_path: Path) -
         assert here.returncode == 0 and "CONNECTED" in here.stdout, here.stderr[-2000:]
     finally:
         receiver.stop()
+
+
+@linux
+def test_an_ipc_endpoint_is_reached_from_any_namespace_of_its_machine() -> None:
+    """A Unix socket is a file: another network namespace of the same machine reaches it
+    (tried: a sender under ``unshare --net`` delivered to a receiver here); another
+    machine does not."""
+    mine = host_scope.loopback_scope()
+    assert mine is not None
+    boot, _, _ = mine.partition("/")
+    ipc = "ipc:///tmp/melissa-receiver"
+    assert out_of_reach(ipc, {SCOPE_KEY: f"{boot}/0:1", HOST_KEY: "here"}, True) is None
+    elsewhere = out_of_reach(ipc, {SCOPE_KEY: f"x{boot}/0:1", HOST_KEY: "gpu01"}, True)
+    assert elsewhere is not None and "another machine" in elsewhere

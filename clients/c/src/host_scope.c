@@ -63,6 +63,8 @@ mt_status mt_rendezvous_reach(mt_client *c, const char *dir, const mt_rendezvous
         struct utsname u; /* (the kernel's node name: Python's socket.gethostname) */
         size_t boot = strcspn(mine, "/"); /* (the boot ids: partition("/")[0]) */
         bool machine = strcspn(theirs, "/") != boot || strncmp(theirs, mine, boot) != 0;
+        /* (a Unix socket: a file of this machine, any network namespace's) */
+        if (!machine && strncmp(endpoint, "ipc://", 6) == 0) continue;
         char *host = mt_py_repr(rv->hosts[r] != NULL ? rv->hosts[r] : "?");
         char *here = mt_py_repr(uname(&u) == 0 ? u.nodename : "?");
         if (host == NULL || here == NULL) {

@@ -70,6 +70,12 @@ FORCE_WAIT = 10.0
 CLOSE_GRACE = 5.0
 #: seconds between ``squeue`` calls while `kill`/`close` wait for jobs to end
 WAIT_STEP = 0.25
+#: a job still COMPLETING after its scancel (a two-node trial: its node had vanished)
+_COMPLETING = (
+    ": Slurm waits for its node to confirm the job's end; a node that no longer answers "
+    "(sinfo -N: down* or not responding) keeps it so until Slurm marks the node down "
+    "(after its SlurmdTimeout) and ends the job. The study does not wait for it"
+)
 
 _FILE_NAME = re.compile(r"[^A-Za-z0-9._-]")
 
@@ -388,4 +394,7 @@ class BatchJobs:
             return
         for handle in handles:
             if handle.code is None:
-                logger.warning("%s is still %s after scancel", self.describe(handle), handle.state)
+                why = _COMPLETING if handle.state == "COMPLETING" else ""
+                logger.warning(
+                    "%s is still %s after scancel%s", self.describe(handle), handle.state, why
+                )

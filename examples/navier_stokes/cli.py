@@ -10,6 +10,7 @@ loaded machine, before the refusal's one line."""
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,7 +30,9 @@ __all__ = [
     "NOTES",
     "FlowArgs",
     "add_notes",
+    "memory_problems",
     "parser",
+    "physical_memory",
 ]
 
 #: the models ``--model`` selects (`models.make_model` builds them)
@@ -142,11 +145,84 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
+def physical_memory() -> int | None:
+    """This machine's memory in bytes; None where the system does not say (no check)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, OSError, ValueError):  # not POSIX, or the name unknown
+        return None
+
+
+def memory_problems(
+    buffer_size: int, opts: FlowArgs, memory: int | None, ranks: int = 1
+) -> list[str]:
+    """The grid's problem, a line naming --grid_size and the fix, when the samples the
+    run holds in host memory (each of `ranks` on this machine: its reservoir of
+    `buffer_size` and the held-out set of num_validation x time_steps, each sample two
+    float32 fields of grid_size^2) exceed `memory` bytes; nothing when `memory` is None
+    or a value is out of its own range. A lower bound (the solvers, the model and the
+    copies of a step are not counted): it catches a wrong grid, not a tight one.
+
+    Why: ``--grid_size 1000000`` was a numpy ArrayMemoryError traceback from the
+    held-out set's first field (exit status 1), and a grid just small enough to
+    allocate ran for minutes before its reservoir outgrew the machine."""
+    n = opts.grid_size
+    if memory is None or not grid_size_ok(n) or buffer_size < 1 or ranks < 1:
+        return []
+    held_out = max(opts.num_validation, 0) * max(opts.time_steps, 0)
+    sample = 2 * 4 * n * n  # vorticity and initial, float32
+    needed = ranks * (buffer_size + held_out) * sample
+    if needed <= memory:
+        return []
+    on = f" on each of {ranks} ranks" if ranks > 1 else ""
+    return [
+        f"argument --grid_size: grid_size={n} makes each sample (two float32 fields of "
+        f"{n}^2) {_size(sample)}, and this run holds {buffer_size + held_out} of them"
+        f"{on} (buffer_size={buffer_size} and the held-out set's {held_out}): "
+        f"{_size(needed)}, more than this machine's {_size(memory)} of memory; lower "
+        f"--grid_size or --buffer_size"
+    ]
+
+
+def _size(count: int) -> str:
+    """`count` bytes in the largest unit of at most 1,000 (KB, MB, GB, TB, PB)."""
+    value = float(count)
+    for unit in ("bytes", "KB", "MB", "GB", "TB"):
+        if value < 1000:
+            return f"{value:.3g} {unit}"
+        value /= 1000
+    return f"{value:.3g} PB"
+
+
+class FlowParser(ShortUsageParser):
+    """`ShortUsageParser` that also refuses a grid whose samples no memory here holds
+    (`memory_problems`): a usage error (status 2), before anything starts."""
+
+    def parse_args_into_dataclasses(
+        self, args: Sequence[str] | None = None, return_remaining_strings: bool = False
+    ) -> tuple[Any, ...]:
+        outputs = super().parse_args_into_dataclasses(args, return_remaining_strings)
+        training = next(o for o in outputs if isinstance(o, TrainingArguments))
+        flow = next(o for o in outputs if isinstance(o, FlowArgs))
+        # accelerate launch (torchrun) says how many ranks share this machine
+        ranks = os.environ.get("LOCAL_WORLD_SIZE", "1")
+        problems = memory_problems(
+            training.buffer_size,
+            flow,
+            physical_memory(),
+            int(ranks) if ranks.isdigit() else 1,
+        )
+        if problems:
+            self.error("; ".join(problems))
+        return outputs
+
+
 def parser(argv: Sequence[str] | None = None) -> ShortUsageParser:
     """The command line `argv`: TrainingArguments and FlowArgs, with this example's
     defaults (the reservoir's rate limit only with ``--buffer reservoir``), `cli.NOTES`
-    in the help of ``--torch_compile`` and ``--json``, and a one-line usage before an
-    error (`ShortUsageParser`, as every study example's)."""
-    made = ShortUsageParser(TrainingArguments, FlowArgs, defaults=buffer_defaults(DEFAULTS, argv))
+    in the help of ``--torch_compile`` and ``--json``, a one-line usage before an error
+    (`ShortUsageParser`, as every study example's), and a grid whose samples exceed
+    this machine's memory refused (`FlowParser`)."""
+    made = FlowParser(TrainingArguments, FlowArgs, defaults=buffer_defaults(DEFAULTS, argv))
     add_notes(made)
     return made

@@ -156,7 +156,7 @@ def physical_memory() -> int | None:
 def memory_problems(
     buffer_size: int, opts: FlowArgs, memory: int | None, ranks: int = 1
 ) -> list[str]:
-    """The grid's problem, a line naming --grid_size and the fix, when the samples the
+    """The memory's problem, a line naming the flag and the fix, when the samples the
     run holds in host memory (each of `ranks` on this machine: its reservoir of
     `buffer_size` and the held-out set of num_validation x time_steps, each sample two
     float32 fields of grid_size^2) exceed `memory` bytes; nothing when `memory` is None
@@ -175,12 +175,18 @@ def memory_problems(
     if needed <= memory:
         return []
     on = f" on each of {ranks} ranks" if ranks > 1 else ""
+    # the fix names the larger count's flags (--time_steps 1000000 is not the grid's fault)
+    flag, fix = (
+        ("grid_size", "lower --grid_size or --buffer_size")
+        if buffer_size >= held_out
+        else ("time_steps", "lower --time_steps, --num_validation or --grid_size")
+    )
     return [
-        f"argument --grid_size: grid_size={n} makes each sample (two float32 fields of "
+        f"argument --{flag}: grid_size={n} makes each sample (two float32 fields of "
         f"{n}^2) {_size(sample)}, and this run holds {buffer_size + held_out} of them"
-        f"{on} (buffer_size={buffer_size} and the held-out set's {held_out}): "
-        f"{_size(needed)}, more than this machine's {_size(memory)} of memory; lower "
-        f"--grid_size or --buffer_size"
+        f"{on} (buffer_size={buffer_size} and the held-out set's {held_out}: "
+        f"num_validation={opts.num_validation} x time_steps={opts.time_steps}): "
+        f"{_size(needed)}, more than this machine's {_size(memory)} of memory; {fix}"
     ]
 
 

@@ -247,3 +247,8 @@ def test_the_memory_check_counts_every_sample_a_rank_holds() -> None:
     assert "5.41 GB" in problem and "lower --grid_size or --buffer_size" in problem
     assert cli.memory_problems(5120, gpu, 2 * gib) != []
     assert cli.memory_problems(480, cli.FlowArgs(grid_size=10**6), None) == []
+    # the held-out set dominating: its flags, not the grid's, are named
+    (problem,) = cli.memory_problems(480, cli.FlowArgs(time_steps=10**6), 4 * gib)
+    assert problem.startswith("argument --time_steps: grid_size=64")
+    assert "num_validation=4 x time_steps=1000000" in problem
+    assert problem.endswith("lower --time_steps, --num_validation or --grid_size")

@@ -83,7 +83,8 @@ class FlowArgs(WorkerStudyArgs):
     dt: float = field(
         default=0.025,
         metadata={
-            "help": "solver time step: the default stays stable and accurate up to 256^2 "
+            "help": "solver time step, at most (each --interval in the fewest equal steps "
+            "of at most --dt): the default stays stable and accurate up to 256^2 "
             "for this example's parameter ranges, so a finer grid needs no smaller one "
             "(a smaller one costs solver time: docs/how-to/neural-operator.md); a "
             "simulation whose solution blows up exits 3, which the launcher gives up at "

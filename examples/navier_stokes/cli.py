@@ -30,6 +30,7 @@ __all__ = [
     "NOTES",
     "FlowArgs",
     "add_notes",
+    "flow_problems",
     "memory_problems",
     "parser",
     "physical_memory",
@@ -201,27 +202,14 @@ def _size(count: int) -> str:
     return f"{value:.3g} PB"
 
 
-class FlowParser(ShortUsageParser):
-    """`ShortUsageParser` that also refuses a grid whose samples no memory here holds
-    (`memory_problems`): a usage error (status 2), before anything starts."""
-
-    def parse_args_into_dataclasses(
-        self, args: Sequence[str] | None = None, return_remaining_strings: bool = False
-    ) -> tuple[Any, ...]:
-        outputs = super().parse_args_into_dataclasses(args, return_remaining_strings)
-        training = next(o for o in outputs if isinstance(o, TrainingArguments))
-        flow = next(o for o in outputs if isinstance(o, FlowArgs))
-        # accelerate launch (torchrun) says how many ranks share this machine
-        ranks = os.environ.get("LOCAL_WORLD_SIZE", "1")
-        problems = memory_problems(
-            training.buffer_size,
-            flow,
-            physical_memory(),
-            int(ranks) if ranks.isdigit() else 1,
-        )
-        if problems:
-            self.error("; ".join(problems))
-        return outputs
+def flow_problems(outputs: Sequence[Any]) -> list[str]:
+    """`memory_problems` of the parsed options `outputs` (TrainingArguments, FlowArgs),
+    on this machine's memory and its ranks (accelerate launch says how many share it)."""
+    training = next(o for o in outputs if isinstance(o, TrainingArguments))
+    flow = next(o for o in outputs if isinstance(o, FlowArgs))
+    ranks = os.environ.get("LOCAL_WORLD_SIZE", "1")
+    count = int(ranks) if ranks.isdigit() else 1
+    return memory_problems(training.buffer_size, flow, physical_memory(), count)
 
 
 def parser(argv: Sequence[str] | None = None) -> ShortUsageParser:
@@ -229,7 +217,12 @@ def parser(argv: Sequence[str] | None = None) -> ShortUsageParser:
     defaults (the reservoir's rate limit only with ``--buffer reservoir``), `cli.NOTES`
     in the help of ``--torch_compile`` and ``--json``, a one-line usage before an error
     (`ShortUsageParser`, as every study example's), and a grid whose samples exceed
-    this machine's memory refused (`FlowParser`)."""
-    made = FlowParser(TrainingArguments, FlowArgs, defaults=buffer_defaults(DEFAULTS, argv))
+    this machine's memory refused (`flow_problems`)."""
+    made = ShortUsageParser(
+        TrainingArguments,
+        FlowArgs,
+        defaults=buffer_defaults(DEFAULTS, argv),
+        problems=flow_problems,
+    )
     add_notes(made)
     return made

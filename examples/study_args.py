@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -196,12 +196,27 @@ class ShortUsageParser(ArgumentParser):
     still lists them); it also refuses what conflicts between the study's options and
     the training's (`training_problems`)."""
 
+    def __init__(
+        self,
+        *dataclass_types: Any,
+        problems: Callable[[Sequence[Any]], list[str]] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """The library's parser of `dataclass_types`; `problems`: an example's own checks
+        between its dataclasses (the parsed outputs -> one line each, naming the flag),
+        refused after `training_problems` (the Navier-Stokes example's memory check)."""
+        super().__init__(*dataclass_types, **kwargs)
+        self.problems = problems
+
     def parse_args_into_dataclasses(
         self, args: Sequence[str] | None = None, return_remaining_strings: bool = False
     ) -> tuple[Any, ...]:
-        """The library's parse, then `training_problems`: a usage error (status 2)."""
+        """The library's parse, then `training_problems` and the example's `problems`:
+        a usage error (status 2)."""
         outputs = super().parse_args_into_dataclasses(args, return_remaining_strings)
         problems = training_problems(outputs)
+        if self.problems is not None:
+            problems += self.problems(outputs)
         if problems:
             self.error("; ".join(problems))
         return outputs

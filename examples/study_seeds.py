@@ -8,7 +8,11 @@ imports them from there.
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
 import sys
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -59,14 +63,15 @@ def run_seeds(
     spread, and returns ``{"seeds": [...], "median", "min", "max", "spread"}`` (spread:
     max / min; a seed's entry also has ``val_mse_max``, its worst held-out simulation's
     error, and its line prints it, when its summary has one). A failed seed ends the
-    program with its exit status.
+    program with its exit status; so does a seed stopped by a SIGINT or SIGTERM sent
+    to this process, which is passed on to the seed's run (it stops at a checkpoint,
+    as a single run does: `_run_seed`).
 
     Each run gets ``--seed S --output_dir ... --json`` (and `argv` without those, nor
     ``--seeds`` or a plot flag); `plots`: `script` has a ``--plot`` flag, turned off in
     each run (``--no_plot``: a seed's figure is not what ``--seeds`` is for). An example
     without one (heat_c) says ``plots=False``: it would refuse ``--no_plot``."""
     import statistics
-    import subprocess
 
     common = _without_per_seed_flags(argv)
     no_plot = ["--no_plot"] if plots else []
@@ -76,11 +81,32 @@ def run_seeds(
         command = [sys.executable, str(script), *common, "--seed", str(seed),
                    "--output_dir", str(out), "--json", *no_plot]  # fmt: skip
         print(f"seed {seed}: {out}", flush=True)
-        done = subprocess.run(command, stdout=subprocess.PIPE, text=True)
-        if done.returncode != 0:
-            sys.stdout.write(done.stdout)
-            raise SystemExit(f"seed {seed} failed (exit status {done.returncode}): {out}")
-        summary = json.loads([ln for ln in done.stdout.splitlines() if ln.startswith("{")][-1])
+        code, stdout, stopped_by = _run_seed(command)
+        if stopped_by is not None or code != 0:
+            sys.stdout.write(stdout)
+            how = (
+                f"stopped by {signal.Signals(stopped_by).name}"
+                if stopped_by is not None
+                else "failed"
+            )
+            left = first_seed + seeds - 1 - seed
+            again = (
+                "; to go on, run the same command with --resume_from_checkpoint latest "
+                "(each seed's run resumes from its checkpoint, or starts afresh without one)"
+                if stopped_by is not None
+                else ""
+            )
+            print(
+                f"seed {seed} {how} (exit status {code}): {out}"
+                + (f"; {left} seed(s) after it not run" if left else "")
+                + again,
+                file=sys.stderr,
+                flush=True,
+            )
+            # its exit status, as a single run's (130 for Ctrl-C, 143 for SIGTERM); a run
+            # killed by signal N (code -N) as a shell says it, 128 + N
+            sys.exit(code if code > 0 else 128 - code if code < 0 else 128 + (stopped_by or 0))
+        summary = json.loads([ln for ln in stdout.splitlines() if ln.startswith("{")][-1])
         run = {"seed": seed, metric: summary[metric], "output_dir": str(out)}
         worst = summary.get(WORST)  # (an example whose summary has the held-out tails)
         if worst is not None:
@@ -126,3 +152,38 @@ def run_seeds_if_asked(
     if opts.json:
         print(to_json(report))
     return report
+
+
+def _run_seed(command: list[str]) -> tuple[int, str, int | None]:
+    """Run one seed's `command`: its exit status, its standard output, and the signal
+    (SIGINT or SIGTERM) this process received meanwhile, if any.
+
+    A SIGINT or SIGTERM sent to this process is passed on to the seed's run, which
+    stops at a checkpoint as a single run does; before, a SIGTERM ended this process
+    alone, at once (exit status 143, no word), and the seed's run, orphaned, trained on
+    without a checkpoint until it wrote to the pipe its output went to and died of a
+    BrokenPipeError (a user trial). (Ctrl-C reaches both processes: the run takes the
+    second SIGINT, within its `REPEAT_WINDOW`, for the same request.) On Linux the run
+    also gets SIGTERM if this process dies (the launcher's parent-death signal, kill -9
+    included), and its output goes to a file, which outlives this process, not a pipe."""
+    from melissa_trainer.launcher.backends.local import pdeathsig_wrapper, wrapped_argv
+
+    received: list[int] = []
+    with tempfile.TemporaryFile("w+") as captured:
+        argv = wrapped_argv(list(command), os.environ, pdeathsig_wrapper())
+        process = subprocess.Popen(argv, stdout=captured, text=True)
+
+        def forward(signum: int, frame: object) -> None:
+            received.append(signum)
+            if process.poll() is None:
+                process.send_signal(signum)
+
+        stops = (signal.SIGINT, signal.SIGTERM)
+        previous = {s: signal.signal(s, forward) for s in stops}
+        try:
+            code = process.wait()  # (retried after each handler: PEP 475)
+        finally:
+            for s, handler in previous.items():
+                signal.signal(s, handler)
+        captured.seek(0)
+        return code, captured.read(), (received[0] if received else None)

@@ -10,6 +10,7 @@ loaded machine, before the refusal's one line."""
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,7 +30,10 @@ __all__ = [
     "NOTES",
     "FlowArgs",
     "add_notes",
+    "flow_problems",
+    "memory_problems",
     "parser",
+    "physical_memory",
 ]
 
 #: the models ``--model`` selects (`models.make_model` builds them)
@@ -80,7 +84,8 @@ class FlowArgs(WorkerStudyArgs):
     dt: float = field(
         default=0.025,
         metadata={
-            "help": "solver time step: the default stays stable and accurate up to 256^2 "
+            "help": "solver time step, at most (each --interval in the fewest equal steps "
+            "of at most --dt): the default stays stable and accurate up to 256^2 "
             "for this example's parameter ranges, so a finer grid needs no smaller one "
             "(a smaller one costs solver time: docs/how-to/neural-operator.md); a "
             "simulation whose solution blows up exits 3, which the launcher gives up at "
@@ -142,11 +147,82 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
+def physical_memory() -> int | None:
+    """This machine's memory in bytes; None where the system does not say (no check)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, OSError, ValueError):  # not POSIX, or the name unknown
+        return None
+
+
+def memory_problems(
+    buffer_size: int, opts: FlowArgs, memory: int | None, ranks: int = 1
+) -> list[str]:
+    """The memory's problem, a line naming the flag and the fix, when the samples the
+    run holds in host memory (each of `ranks` on this machine: its reservoir of
+    `buffer_size` and the held-out set of num_validation x time_steps, each sample two
+    float32 fields of grid_size^2) exceed `memory` bytes; nothing when `memory` is None
+    or a value is out of its own range. A lower bound (the solvers, the model and the
+    copies of a step are not counted): it catches a wrong grid, not a tight one.
+
+    Why: ``--grid_size 1000000`` was a numpy ArrayMemoryError traceback from the
+    held-out set's first field (exit status 1), and a grid just small enough to
+    allocate ran for minutes before its reservoir outgrew the machine."""
+    n = opts.grid_size
+    if memory is None or not grid_size_ok(n) or buffer_size < 1 or ranks < 1:
+        return []
+    held_out = max(opts.num_validation, 0) * max(opts.time_steps, 0)
+    sample = 2 * 4 * n * n  # vorticity and initial, float32
+    needed = ranks * (buffer_size + held_out) * sample
+    if needed <= memory:
+        return []
+    on = f" on each of {ranks} ranks" if ranks > 1 else ""
+    # the fix names the larger count's flags (--time_steps 1000000 is not the grid's fault)
+    flag, fix = (
+        ("grid_size", "lower --grid_size or --buffer_size")
+        if buffer_size >= held_out
+        else ("time_steps", "lower --time_steps, --num_validation or --grid_size")
+    )
+    return [
+        f"argument --{flag}: grid_size={n} makes each sample (two float32 fields of "
+        f"{n}^2) {_size(sample)}, and this run holds {buffer_size + held_out} of them"
+        f"{on} (buffer_size={buffer_size} and the held-out set's {held_out}: "
+        f"num_validation={opts.num_validation} x time_steps={opts.time_steps}): "
+        f"{_size(needed)}, more than this machine's {_size(memory)} of memory; {fix}"
+    ]
+
+
+def _size(count: int) -> str:
+    """`count` bytes in the largest unit of at most 1,000 (KB, MB, GB, TB, PB)."""
+    value = float(count)
+    for unit in ("bytes", "KB", "MB", "GB", "TB"):
+        if value < 1000:
+            return f"{value:.3g} {unit}"
+        value /= 1000
+    return f"{value:.3g} PB"
+
+
+def flow_problems(outputs: Sequence[Any]) -> list[str]:
+    """`memory_problems` of the parsed options `outputs` (TrainingArguments, FlowArgs),
+    on this machine's memory and its ranks (accelerate launch says how many share it)."""
+    training = next(o for o in outputs if isinstance(o, TrainingArguments))
+    flow = next(o for o in outputs if isinstance(o, FlowArgs))
+    ranks = os.environ.get("LOCAL_WORLD_SIZE", "1")
+    count = int(ranks) if ranks.isdigit() else 1
+    return memory_problems(training.buffer_size, flow, physical_memory(), count)
+
+
 def parser(argv: Sequence[str] | None = None) -> ShortUsageParser:
     """The command line `argv`: TrainingArguments and FlowArgs, with this example's
     defaults (the reservoir's rate limit only with ``--buffer reservoir``), `cli.NOTES`
-    in the help of ``--torch_compile`` and ``--json``, and a one-line usage before an
-    error (`ShortUsageParser`, as every study example's)."""
-    made = ShortUsageParser(TrainingArguments, FlowArgs, defaults=buffer_defaults(DEFAULTS, argv))
+    in the help of ``--torch_compile`` and ``--json``, a one-line usage before an error
+    (`ShortUsageParser`, as every study example's), and a grid whose samples exceed
+    this machine's memory refused (`flow_problems`)."""
+    made = ShortUsageParser(
+        TrainingArguments,
+        FlowArgs,
+        defaults=buffer_defaults(DEFAULTS, argv),
+        problems=flow_problems,
+    )
     add_notes(made)
     return made

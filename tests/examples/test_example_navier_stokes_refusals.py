@@ -207,3 +207,48 @@ def test_a_dt_too_large_for_the_held_out_simulations_is_a_usage_error(
     assert "error: a held-out simulation: unstable at t=1.75" in err and "lower --dt" in err, err
     assert "Traceback" not in err
     assert not (tmp_path / "outputs" / "navier_stokes" / "rendezvous").exists()
+
+
+def test_a_grid_no_memory_holds_is_refused_before_anything_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--grid_size 1000000` (a wrong grid: a few zeros too many) was a numpy
+    ArrayMemoryError traceback from the held-out set's first field, exit status 1 (the
+    user trial, 'Unable to allocate 14.6 TiB'); a grid just small enough to allocate ran
+    for minutes before its reservoir outgrew the machine. It is now a usage error (exit
+    status 2, one line naming --grid_size and the fix) before anything is solved or
+    written: 520 samples of two float32 fields of 10^12 points exceed any memory."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as info:
+        train.main(["--grid_size", "1000000"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "argument --grid_size: grid_size=1000000" in err
+    assert "lower --grid_size or --buffer_size" in err
+    assert "Traceback" not in err
+    assert not (tmp_path / "outputs").exists()
+
+
+def test_the_memory_check_counts_every_sample_a_rank_holds() -> None:
+    """`cli.memory_problems` against a memory given: the default study (64^2, 480 + 40
+    samples of 32 KiB: 17 MB) and the GPU command's (256^2, buffer 5120: 2.7 GB) pass
+    in 4 GB; 2 ranks on one machine hold twice; no memory known, no check."""
+    from navier_stokes import cli
+
+    default = cli.FlowArgs()
+    gpu = cli.FlowArgs(grid_size=256)
+    gib = 2**30
+    assert cli.memory_problems(480, default, 4 * gib) == []
+    assert cli.memory_problems(5120, gpu, 4 * gib) == []
+    # 5160 samples of 2 * 4 * 256^2 bytes = 2,705,326,080: between 2 and 3 GiB
+    assert cli.memory_problems(5120, gpu, 3 * gib, ranks=1) == []
+    (problem,) = cli.memory_problems(5120, gpu, 3 * gib, ranks=2)
+    assert "grid_size=256" in problem and "on each of 2 ranks" in problem
+    assert "5.41 GB" in problem and "lower --grid_size or --buffer_size" in problem
+    assert cli.memory_problems(5120, gpu, 2 * gib) != []
+    assert cli.memory_problems(480, cli.FlowArgs(grid_size=10**6), None) == []
+    # the held-out set dominating: its flags, not the grid's, are named
+    (problem,) = cli.memory_problems(480, cli.FlowArgs(time_steps=10**6), 4 * gib)
+    assert problem.startswith("argument --time_steps: grid_size=64")
+    assert "num_validation=4 x time_steps=1000000" in problem
+    assert problem.endswith("lower --time_steps, --num_validation or --grid_size")

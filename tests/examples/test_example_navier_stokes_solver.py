@@ -207,3 +207,17 @@ def test_the_solver_process_exits_3_on_a_blow_up_and_saves_nothing(tmp_path: Pat
     assert proc.stderr.startswith("solver.py: simulation 0: unstable at t=1"), proc.stderr
     assert "lower --dt" in proc.stderr and "Traceback" not in proc.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("dt", "substeps"), [(0.025, 20), (0.00625, 80), (0.1, 5), (0.24, 3), (0.3, 2), (0.4, 2)]
+)
+def test_the_solver_step_is_never_larger_than_dt(dt: float, substeps: int) -> None:
+    """Each interval is taken in the fewest equal steps of at most --dt: dt itself where
+    it divides the interval. Rounded to the nearest count, ``--dt 0.4`` ran one step
+    of 0.5, and ``--dt 0.24`` (a user lowering --dt below the 0.25 that ``--dt 0.3``
+    blew up with, as the error said) ran the same steps of 0.25 and blew up the same."""
+    config = solver.FlowConfig(interval=0.5, dt=dt)
+    assert config.substeps == substeps
+    assert config.step <= dt * (1 + 1e-12)
+    assert config.step == pytest.approx(0.5 / substeps)

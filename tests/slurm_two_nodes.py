@@ -6,7 +6,9 @@ namespace, joined to this host by a veth pair (this host ``HOST_ADDR``, n1
 What makes it a second machine for a study: a job that Slurm places on n1 runs in that
 namespace, where 127.0.0.1 is n1's own loopback. A receiver bound to loopback on this
 host is out of its reach, exactly as from a compute node of a real cluster, and it
-reaches this host only at ``HOST_ADDR`` (the trainer's ``advertise_host``). The file
+reaches this host through its link (a default route to ``HOST_ADDR``: this host's own
+addresses, as from a compute node; not its name where /etc/hosts maps it to 127.0.0.1,
+as on this machine: the tests advertise ``HOST_ADDR``). The file
 system, users and munge are shared (a cluster's shared file system and munge key), so
 the rendezvous directory, the logs and the lease files are seen from both nodes.
 
@@ -72,6 +74,9 @@ class TwoNodeCluster(SlurmCluster):
         _ip(*inside, "addr", "add", f"{self.node_addr}/24", "dev", peer)
         _ip(*inside, "link", "set", peer, "up")
         _ip(*inside, "link", "set", "lo", "up")
+        # (this host's other addresses reached through it, as a cluster's nodes reach the
+        # trainer's)
+        _ip(*inside, "route", "add", "default", "via", self.host_addr)
         super().start()
         deadline = time.monotonic() + START_TIMEOUT
         while (states := self.node_states()).get(OTHER) != "idle":

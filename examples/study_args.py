@@ -76,7 +76,9 @@ class StudyArgs:
         default=None,
         metadata={"help": "receiver endpoint (default: loopback, tcp://127.0.0.1:*; with "
                   "--backend slurm, whose jobs run on compute nodes, every interface, "
-                  "tcp://*:*: keep it behind a firewall)"},
+                  "tcp://*:*, published under this host's name: keep it behind a "
+                  "firewall; tcp://ADDRESS:* publishes ADDRESS, for nodes that do not "
+                  "resolve the name, or resolve it to loopback)"},
     )  # fmt: skip
     external: bool = field(
         default=False,

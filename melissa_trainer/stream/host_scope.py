@@ -11,7 +11,11 @@ The scope is ``"<boot id>/<device>:<inode>"``: the kernel's boot id (a random UU
 boot, so per machine) and the identity of ``/proc/self/ns/net`` (the network namespace:
 its loopback interface is its own; an ``ipc://`` endpoint, a Unix socket, is reached from
 any namespace of its machine). Linux only; elsewhere there is none, and nothing is
-checked. Endpoints a client is given directly (``endpoints=``,
+checked. A host *name* counts as loopback where this process resolves it to loopback
+addresses only (an /etc/hosts that maps the trainer's host name to 127.0.0.1 or
+127.0.1.1, shared by a cluster's nodes or a container's: the receiver's published
+``tcp://<its host name>:PORT`` then leads a client there to its own loopback); it is
+resolved only when the scopes differ. Endpoints a client is given directly (``endpoints=``,
 ``MELISSA_TRAINER_ENDPOINTS``) are never checked: a tunnel (``ssh -L``) can carry a
 loopback port to another machine on purpose.
 
@@ -61,13 +65,41 @@ def published_scope() -> dict[str, Any]:
     return {HOST_KEY: _hostname(), **({} if scope is None else {SCOPE_KEY: scope})}
 
 
+def _loopback_name(endpoint: str) -> list[str] | None:
+    """The addresses this process resolves `endpoint`'s host name to, when they are all
+    loopback (127.0.0.0/8, ::1); None for an address literal, a wildcard, a name that
+    does not resolve here (the connection's own error will say it) or one with an
+    address another machine could reach."""
+    if not endpoint.startswith("tcp://"):
+        return None
+    name = endpoint[len("tcp://") :].rpartition(":")[0].strip("[]")
+    if not name or name == "*" or ":" in name or name.replace(".", "").isdigit():
+        return None
+    import socket  # (here: a client's import stays light; only resolved when scopes differ)
+
+    try:
+        found = socket.getaddrinfo(name, None, proto=socket.IPPROTO_TCP)
+    except (OSError, UnicodeError):
+        return None
+    addresses = sorted({str(info[4][0]) for info in found})
+    if not addresses or not all(a == "::1" or a.startswith("127.") for a in addresses):
+        return None
+    return addresses
+
+
 def out_of_reach(endpoint: str, entry: dict[str, Any], loopback: bool) -> str | None:
-    """Why this process cannot reach the `loopback` `endpoint` a rendezvous `entry`
-    published, or None if it can (or it cannot be told: an entry without a scope, of an
-    older trainer; no scope here). `loopback`: the endpoint's address is this machine's
-    only (`endpoints.is_loopback`)."""
+    """Why this process cannot reach the `endpoint` a rendezvous `entry` published, or
+    None if it can (or it cannot be told: an entry without a scope, of an older trainer;
+    no scope here). `loopback`: the endpoint's address is this machine's only
+    (`endpoints.is_loopback`); when not, and the scopes differ, a host name this
+    process resolves to loopback addresses only counts as loopback (`_loopback_name`)."""
     theirs, mine = entry.get(SCOPE_KEY), loopback_scope()
-    if not loopback or not isinstance(theirs, str) or mine is None or theirs == mine:
+    if not isinstance(theirs, str) or mine is None or theirs == mine:
+        return None
+    # (a name that resolves to loopback here leads this process to its own loopback:
+    # found on the two-node test cluster, whose nodes share /etc/hosts)
+    named = None if loopback else _loopback_name(endpoint)
+    if not loopback and named is None:
         return None
     host, here = str(entry.get(HOST_KEY, "?")), _hostname()
     boot_theirs, boot_mine = theirs.partition("/")[0], mine.partition("/")[0]
@@ -79,6 +111,17 @@ def out_of_reach(endpoint: str, entry: dict[str, Any], loopback: bool) -> str | 
         else f"this process runs on the same machine ({here!r}) but in another network "
         "namespace (a container with its own network?), with a loopback of its own"
     )
+    if named is not None:
+        return (
+            f"the receiver published the endpoint {endpoint} (its host {host!r}), whose "
+            f"name this process resolves to loopback only ({', '.join(named)}: /etc/hosts?), "
+            f"its own machine's; {where}: no connection can ever be made. Publish the "
+            "trainer's host by an address the simulations reach: "
+            "ReceiverConfig(bind='tcp://*:*', advertise_host='ADDRESS'), or bind that "
+            "address (the examples: --bind 'tcp://ADDRESS:*'); keep the port behind a "
+            "firewall. (Endpoints given directly, endpoints= or MELISSA_TRAINER_ENDPOINTS, "
+            "are not checked: a tunnel may carry them.)"
+        )
     return (
         f"the receiver published the loopback endpoint {endpoint} (its host {host!r}), "
         f"which only processes of its own machine and network reach; {where}: no "

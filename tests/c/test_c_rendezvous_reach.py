@@ -10,7 +10,9 @@ being the C client's "mt_set_endpoints"), and a real receiver that takes the ste
 the same program run in this namespace. What cannot be told (a file without
 ``loopback_scope``, of an older trainer; an endpoint not a loopback one) and endpoints
 given directly (``MELISSA_TRAINER_ENDPOINTS``: a tunnel may carry them) are not
-checked, as for Python (tests/stream/test_host_scope.py)."""
+checked, as for Python (tests/stream/test_host_scope.py). This host's name counts as
+loopback where it resolves to loopback only, as in Python (`_loopback_name`; the C
+client waited its 60 s there before)."""
 
 from __future__ import annotations
 
@@ -41,8 +43,10 @@ MT_EUNREACHABLE = 15
 UNSHARE = "/usr/bin/unshare"
 IN_OWN_NET = [UNSHARE, "--net"]  # (a network namespace of its own: a loopback of its own)
 #: endpoints: loopback ones (Python's `is_loopback`), and one that is not
+#: and this host's name: loopback by name where it resolves to loopback only (as on the
+#: two-node test cluster's shared /etc/hosts), else not: C and Python alike either way
 ENDPOINTS = ["tcp://localhost:9", "tcp://[::1]:9", "tcp://127.3.2.1:9", "ipc:///tmp/x",
-             "tcp://192.0.2.1:9"]  # fmt: skip
+             "tcp://192.0.2.1:9", f"tcp://{socket.gethostname()}:9"]  # fmt: skip
 #: scopes: another machine's, another namespace of this machine's ({boot}: this one's),
 #: none (an older trainer's file), not a string
 SCOPES = ["other-boot/1:2", "{boot}/0:1", None, 3]

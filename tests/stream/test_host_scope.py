@@ -126,3 +126,37 @@ def test_an_ipc_endpoint_is_reached_from_any_namespace_of_its_machine() -> None:
     assert out_of_reach(ipc, {SCOPE_KEY: f"{boot}/0:1", HOST_KEY: "here"}, True) is None
     elsewhere = out_of_reach(ipc, {SCOPE_KEY: f"x{boot}/0:1", HOST_KEY: "gpu01"}, True)
     assert elsewhere is not None and "another machine" in elsewhere
+
+
+@linux
+def test_a_host_name_resolved_to_loopback_here_is_said_out_of_reach(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`tcp://*:*` publishes the trainer's host name; where the simulation's node resolves
+    it to loopback (an /etc/hosts its nodes share, mapping the name to 127.0.0.1, as on
+    the two-node test cluster) the client would wait its 60 s and say "start the trainer
+    first" (seen in a user trial of the heat example): it is said at once, as a loopback
+    endpoint is. A name resolved to an address others reach, a literal address, or the
+    same scope is left alone."""
+    mine = host_scope.loopback_scope()
+    assert mine is not None
+    boot, _, netns = mine.partition("/")
+    table = {"trainer-node": ["127.0.0.1", "::1"], "gpu-login": ["127.0.1.1", "10.1.2.3"]}
+
+    def resolve(name: str, *args: object, **kwargs: object) -> list[tuple[object, ...]]:
+        if name not in table:
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (a, 0)) for a in table[name]]
+
+    monkeypatch.setattr(socket, "getaddrinfo", resolve)
+    other = {SCOPE_KEY: f"{boot}/x{netns}", HOST_KEY: "trainer-node"}
+    why = out_of_reach("tcp://trainer-node:5555", other, loopback=False)
+    assert why is not None
+    assert "tcp://trainer-node:5555" in why and "127.0.0.1, ::1" in why, why
+    assert "another network namespace" in why and "advertise_host='ADDRESS'" in why, why
+    assert "--bind 'tcp://ADDRESS:*'" in why, why
+    assert out_of_reach("tcp://gpu-login:5555", other, loopback=False) is None  # (reachable)
+    assert out_of_reach("tcp://unknown-host:5555", other, loopback=False) is None
+    assert out_of_reach("tcp://10.0.0.1:5555", other, loopback=False) is None
+    same = {SCOPE_KEY: mine, HOST_KEY: "trainer-node"}
+    assert out_of_reach("tcp://trainer-node:5555", same, loopback=False) is None

@@ -10,8 +10,15 @@
  * into the void and fail after its disconnected timeout (60 s), blaming a trainer that
  * was never started. Linux only; elsewhere there is no scope, and nothing is checked.
  * Endpoints given directly (mt_set_endpoints, MELISSA_TRAINER_ENDPOINTS) are never
- * checked: a tunnel (ssh -L) can carry a loopback port to another machine on purpose. */
+ * checked: a tunnel (ssh -L) can carry a loopback port to another machine on purpose.
+ * A host name this process resolves to loopback addresses only counts as loopback when
+ * the scopes differ (host_scope.py _loopback_name: an /etc/hosts shared by a cluster's
+ * nodes that maps the trainer's name to 127.0.0.1). */
 #define _POSIX_C_SOURCE 200809L
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +39,56 @@ static bool is_loopback(const char *endpoint) {
     while (n > 0 && (addr[n - 1] == '[' || addr[n - 1] == ']')) --n;
     return (n == 9 && strncmp(addr, "localhost", 9) == 0) ||
            (n == 3 && strncmp(addr, "::1", 3) == 0) || (n >= 4 && strncmp(addr, "127.", 4) == 0);
+}
+
+static int by_text(const void *a, const void *b) {
+    return strcmp((const char *)a, (const char *)b);
+}
+
+/* host_scope.py _loopback_name: into `out`, ", "-joined and sorted, the distinct
+ * addresses this process resolves `endpoint`'s host name to, and true, when they are all
+ * loopback (127.*, ::1); false for an address literal, a wildcard, a name that does not
+ * resolve, or one with an address others could reach. */
+static bool loopback_name(const char *endpoint, char *out, size_t size) {
+    if (strncmp(endpoint, "tcp://", 6) != 0) return false;
+    const char *addr = endpoint + 6, *colon = strrchr(addr, ':');
+    size_t n = colon == NULL ? 0 : (size_t)(colon - addr);
+    while (n > 0 && (*addr == '[' || *addr == ']')) ++addr, --n;
+    while (n > 0 && (addr[n - 1] == '[' || addr[n - 1] == ']')) --n;
+    char name[256];
+    if (n == 0 || n >= sizeof name) return false;
+    memcpy(name, addr, n), name[n] = '\0';
+    bool digits = true; /* (Python: name.replace(".", "").isdigit()) */
+    for (size_t i = 0; i < n; ++i)
+        if (name[i] != '.' && !isdigit((unsigned char)name[i])) digits = false;
+    if (strcmp(name, "*") == 0 || strchr(name, ':') != NULL || digits) return false;
+    struct addrinfo hints = {0}, *found = NULL;
+    hints.ai_protocol = IPPROTO_TCP;
+    if (getaddrinfo(name, NULL, &hints, &found) != 0) return false;
+    char seen[16][INET6_ADDRSTRLEN];
+    size_t k = 0;
+    bool all = true;
+    for (struct addrinfo *a = found; a != NULL && all; a = a->ai_next) {
+        char text[INET6_ADDRSTRLEN] = "";
+        if (a->ai_family == AF_INET)
+            inet_ntop(AF_INET, &((struct sockaddr_in *)a->ai_addr)->sin_addr, text, sizeof text);
+        else if (a->ai_family == AF_INET6)
+            inet_ntop(AF_INET6, &((struct sockaddr_in6 *)a->ai_addr)->sin6_addr, text,
+                      sizeof text);
+        all = strcmp(text, "::1") == 0 || strncmp(text, "127.", 4) == 0;
+        bool dup = false;
+        for (size_t i = 0; i < k; ++i) dup = dup || strcmp(seen[i], text) == 0;
+        if (all && !dup && k < 16) strcpy(seen[k++], text);
+    }
+    freeaddrinfo(found);
+    if (!all || k == 0) return false;
+    qsort(seen, k, sizeof seen[0], by_text);
+    out[0] = '\0';
+    for (size_t i = 0; i < k; ++i) {
+        size_t used = strlen(out);
+        snprintf(out + used, size - used, "%s%s", i > 0 ? ", " : "", seen[i]);
+    }
+    return true;
 }
 
 /* This process's scope in `out` (host_scope.py loopback_scope), or false where it cannot
@@ -59,7 +116,10 @@ mt_status mt_rendezvous_reach(mt_client *c, const char *dir, const mt_rendezvous
     if (rv->scopes == NULL || !own_scope(mine, sizeof mine)) return MT_OK;
     for (size_t r = 0; r < rv->n; ++r) {
         const char *theirs = rv->scopes[r], *endpoint = rv->endpoints[r];
-        if (theirs == NULL || strcmp(theirs, mine) == 0 || !is_loopback(endpoint)) continue;
+        char named[1024]; /* (16 addresses of INET6_ADDRSTRLEN at most, ", "-joined) */
+        if (theirs == NULL || strcmp(theirs, mine) == 0) continue;
+        bool by_name = !is_loopback(endpoint) && loopback_name(endpoint, named, sizeof named);
+        if (!is_loopback(endpoint) && !by_name) continue;
         struct utsname u; /* (the kernel's node name: Python's socket.gethostname) */
         size_t boot = strcspn(mine, "/"); /* (the boot ids: partition("/")[0]) */
         bool machine = strcspn(theirs, "/") != boot || strncmp(theirs, mine, boot) != 0;
@@ -71,7 +131,25 @@ mt_status mt_rendezvous_reach(mt_client *c, const char *dir, const mt_rendezvous
             free(host), free(here);
             return mt_fail(c, MT_ENOMEM, "out of memory");
         }
+        const char *where_1 = machine ? "host " : "the same machine (";
+        const char *where_2 = machine ? ", another machine"
+                                      : ") but in another network namespace (a container "
+                                        "with its own network?), with a loopback of its own";
         /* (word for word host_scope.py out_of_reach, "endpoints=" the C client's setter) */
+        if (by_name) {
+            mt_fail(c, MT_EUNREACHABLE,
+                    "rendezvous %s: the receiver published the endpoint %s (its host %s), "
+                    "whose name this process resolves to loopback only (%s: /etc/hosts?), "
+                    "its own machine's; this process runs on %s%s%s: no connection can ever "
+                    "be made. Publish the trainer's host by an address the simulations "
+                    "reach: ReceiverConfig(bind='tcp://*:*', advertise_host='ADDRESS'), or "
+                    "bind that address (the examples: --bind 'tcp://ADDRESS:*'); keep the "
+                    "port behind a firewall. (Endpoints given directly, mt_set_endpoints or "
+                    "MELISSA_TRAINER_ENDPOINTS, are not checked: a tunnel may carry them.)",
+                    dir, endpoint, host, named, where_1, here, where_2);
+            free(host), free(here);
+            return MT_EUNREACHABLE;
+        }
         mt_fail(c, MT_EUNREACHABLE,
                 "rendezvous %s: the receiver published the loopback endpoint %s (its host %s), "
                 "which only processes of its own machine and network reach; this process "
@@ -81,10 +159,7 @@ mt_status mt_rendezvous_reach(mt_client *c, const char *dir, const mt_rendezvous
                 "its host by another name; keep the port behind a firewall. (Endpoints given "
                 "directly, mt_set_endpoints or MELISSA_TRAINER_ENDPOINTS, are not checked: a "
                 "tunnel may carry them.)",
-                dir, endpoint, host, machine ? "host " : "the same machine (", here,
-                machine ? ", another machine"
-                        : ") but in another network namespace (a container with its own "
-                          "network?), with a loopback of its own");
+                dir, endpoint, host, where_1, here, where_2);
         free(host), free(here);
         return MT_EUNREACHABLE;
     }

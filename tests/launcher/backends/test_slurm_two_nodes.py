@@ -8,6 +8,12 @@ real compute node).
   once, their log saying why (`ReceiverUnreachable`: a loopback endpoint of another
   machine) instead of after the client's 60 s as a receiver that never answered (and
   "start the trainer first"); those on this host deliver every step.
+* With `tcp://*:*` and no `advertise_host`, the endpoint names this host, which the
+  nodes' shared /etc/hosts maps to 127.0.0.1 (as on this machine; skipped where the name
+  resolves elsewhere): those on the other node are told at once as well
+  (`ReceiverUnreachable`, the name resolved to loopback), where they waited 60 s and
+  said "no receiver ever accepted a connection ... start the trainer first" (a user
+  trial of the heat example's `--backend slurm --bind 'tcp://*:*'`).
 * The other node vanishing mid-study (every process there SIGKILLed, its link down, no
   word to anyone): Slurm marks it down after its SlurmdTimeout and requeues its jobs,
   the launcher says so and counts them queued, they run again on this host, and every
@@ -21,6 +27,7 @@ real compute node).
 from __future__ import annotations
 
 import logging
+import socket
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -155,6 +162,37 @@ def test_a_loopback_receiver_is_said_out_of_reach_on_the_other_node(tmp_path: Pa
             log = (tmp_path / "logs" / f"sim-{sim}.log").read_text()
             assert "ReceiverUnreachable" in log and "loopback endpoint tcp://127.0.0.1:" in log, log
             assert "another network namespace" in log and "--bind 'tcp://*:*'" in log, log
+            assert "no receiver ever accepted" not in log, log  # (not the 60 s wait's words)
+        assert "sim-" not in queue()
+
+
+@pytest.mark.timeout(150)
+def test_a_host_name_resolved_to_loopback_is_said_out_of_reach_on_the_other_node(
+    tmp_path: Path,
+) -> None:
+    try:
+        named = {a[4][0] for a in socket.getaddrinfo(socket.gethostname(), None)}
+    except OSError as exc:
+        pytest.skip(f"this host's name does not resolve here: {exc}")
+    if not all(a == "::1" or str(a).startswith("127.") for a in named):
+        pytest.skip(f"this host's name resolves to {sorted(named)}, not loopback only")
+    with two_node_cluster() as cluster:
+        n = 2 * cluster.cpus if cluster.cpus < 3 else 4
+        config = ReceiverConfig(rendezvous_dir=tmp_path / "rdv", bind="tcp://*:*")
+        tuning = LauncherTuning(max_restarts=0, on_failure="abandon")
+        samples, launcher = run_study(cluster, tmp_path, n, config, tuning)
+        placed = {int(float(p.name.split("-")[0])) // 10: p.name.split("-")[1]
+                  for p in (tmp_path / "started").iterdir()}  # fmt: skip
+        there = sorted(sim for sim, node in placed.items() if node == OTHER)
+        here = sorted(sim for sim, node in placed.items() if node != OTHER)
+        assert there and here, placed
+        keys = sorted((int(s["simulation_id"]), int(s["time_step"])) for s in samples)
+        assert keys == [(sim, step) for sim in here for step in range(4)]
+        assert launcher.summary()["abandoned"] == len(there)
+        for sim in there:
+            log = (tmp_path / "logs" / f"sim-{sim}.log").read_text()
+            assert "ReceiverUnreachable" in log and "resolves to loopback only" in log, log
+            assert f"tcp://{socket.gethostname()}:" in log and "advertise_host" in log, log
             assert "no receiver ever accepted" not in log, log  # (not the 60 s wait's words)
         assert "sim-" not in queue()
 

@@ -122,6 +122,17 @@ def run_study(
     return samples, launcher
 
 
+def placement(tmp_path: Path) -> tuple[list[int], list[int]]:
+    """The simulations whose first start was on the other node, and those on this host
+    (from the files SIMULATION touched as it started); both non-empty."""
+    placed = {int(float(p.name.split("-")[0])) // 10: p.name.split("-")[1]
+              for p in (tmp_path / "started").iterdir()}  # fmt: skip
+    there = sorted(sim for sim, node in placed.items() if node == OTHER)
+    here = sorted(sim for sim, node in placed.items() if node != OTHER)
+    assert there and here, placed
+    return there, here
+
+
 @pytest.mark.timeout(150)
 def test_a_study_across_two_nodes(tmp_path: Path) -> None:
     with two_node_cluster() as cluster:
@@ -149,11 +160,7 @@ def test_a_loopback_receiver_is_said_out_of_reach_on_the_other_node(tmp_path: Pa
         config = ReceiverConfig(rendezvous_dir=tmp_path / "rdv")  # (loopback: the default)
         tuning = LauncherTuning(max_restarts=0, on_failure="abandon")
         samples, launcher = run_study(cluster, tmp_path, n, config, tuning)
-        placed = {int(float(p.name.split("-")[0])) // 10: p.name.split("-")[1]
-                  for p in (tmp_path / "started").iterdir()}  # fmt: skip
-        there = sorted(sim for sim, node in placed.items() if node == OTHER)
-        here = sorted(sim for sim, node in placed.items() if node != OTHER)
-        assert there and here, placed
+        there, here = placement(tmp_path)
         keys = sorted((int(s["simulation_id"]), int(s["time_step"])) for s in samples)
         assert keys == [(sim, step) for sim in here for step in range(4)]
         summary = launcher.summary()
@@ -181,11 +188,7 @@ def test_a_host_name_resolved_to_loopback_is_said_out_of_reach_on_the_other_node
         config = ReceiverConfig(rendezvous_dir=tmp_path / "rdv", bind="tcp://*:*")
         tuning = LauncherTuning(max_restarts=0, on_failure="abandon")
         samples, launcher = run_study(cluster, tmp_path, n, config, tuning)
-        placed = {int(float(p.name.split("-")[0])) // 10: p.name.split("-")[1]
-                  for p in (tmp_path / "started").iterdir()}  # fmt: skip
-        there = sorted(sim for sim, node in placed.items() if node == OTHER)
-        here = sorted(sim for sim, node in placed.items() if node != OTHER)
-        assert there and here, placed
+        there, here = placement(tmp_path)
         keys = sorted((int(s["simulation_id"]), int(s["time_step"])) for s in samples)
         assert keys == [(sim, step) for sim in here for step in range(4)]
         assert launcher.summary()["abandoned"] == len(there)

@@ -32,8 +32,8 @@ from functools import lru_cache
 from typing import Any, NamedTuple
 
 __all__ = [
-    "HOST_KEY", "RECEIVER", "SCOPE_KEY", "SERVING", "Publisher", "loopback_scope",
-    "out_of_reach", "published_scope",
+    "HOST_KEY", "RECEIVER", "SCOPE_KEY", "SERVING", "Publisher", "loopback_name_notice",
+    "loopback_scope", "out_of_reach", "published_scope",
 ]  # fmt: skip
 
 #: the rendezvous file's keys (`endpoints.write_rendezvous`)
@@ -121,6 +121,27 @@ def _loopback_name(endpoint: str) -> list[str] | None:
     if not addresses or not all(a == "::1" or a.startswith("127.") for a in addresses):
         return None
     return addresses
+
+
+def loopback_name_notice(endpoint: str) -> str | None:
+    """What a receiver says once at its start (`receiver_socket.bind_and_publish`) when
+    it publishes `endpoint` under a host name this machine resolves to loopback only
+    (``tcp://*:*`` publishes the host's name, which Debian's /etc/hosts maps to
+    127.0.1.1, a cluster's shared one sometimes to 127.0.0.1): a client on another
+    machine that resolves the name so too cannot reach it (it is told at once:
+    `out_of_reach`). None for an address, or a name another machine could reach."""
+    named = _loopback_name(endpoint)
+    if named is None:
+        return None
+    return (
+        f"it publishes {endpoint}, whose host name this machine resolves to loopback only "
+        f"({', '.join(named)}: /etc/hosts?): clients on other machines that resolve it so "
+        "too (a cluster's shared /etc/hosts) will not reach it (nor its serving socket, "
+        "published under the same name), and fail at once (ReceiverUnreachable, "
+        "PredictUnreachable). To publish an address they reach: "
+        "ReceiverConfig(advertise_host='ADDRESS') (the examples: --bind 'tcp://ADDRESS:*'). "
+        "Fine for a study whose simulations all run on this machine."
+    )
 
 
 def out_of_reach(

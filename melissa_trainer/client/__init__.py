@@ -65,6 +65,7 @@ if TYPE_CHECKING:  # pragma: no cover - the eager imports, for type checkers
         Predictor,
         PredictRefused,
         PredictTimeout,
+        PredictUnreachable,
     )
     from melissa_trainer.client.predict_link import ENV_SERVE_ENDPOINTS, ENV_SERVE_KEY
     from melissa_trainer.client.stopped import SimulationNotNeeded
@@ -99,6 +100,7 @@ __all__ = [
     "FieldSpec",
     "PredictRefused",
     "PredictTimeout",
+    "PredictUnreachable",
     "Predicted",
     "PredictionUnavailable",
     "Predictor",
@@ -144,6 +146,7 @@ _WHERE = {
             "Predictor",
             "PredictRefused",
             "PredictTimeout",
+            "PredictUnreachable",
         ],
         "melissa_trainer.client.predict",
     ),

@@ -21,7 +21,10 @@ except PredictionUnavailable:          # busy, not serving yet, restarting, gone
   stopped): then the request fails at once, and the next one looks again; so does one
   that finds only serve files of another run than its ``run_id``. A rendezvous path
   that is not a directory is warned of once (a typo likely, the directory likely meant:
-  the `Client`'s words), and each timeout's message says so too.
+  the `Client`'s words), and each timeout's message says so too. A serve file whose
+  loopback endpoint this process cannot reach (another machine's or network namespace's:
+  `stream.host_scope`) fails each request at once, `PredictUnreachable` (a
+  `PredictTimeout`), naming both hosts and the fix, warned of once.
 * Failures a simulation falls back from, all `PredictionUnavailable`:
   `PredictTimeout` (also a `TimeoutError`: no answer in time; the trainer is busy
   beyond the timeout, stopped (a suspended job: its connection stays up, which the
@@ -87,6 +90,7 @@ from melissa_trainer.client.predict_errors import (
     PredictionUnavailable,
     PredictRefused,
     PredictTimeout,
+    PredictUnreachable,
 )
 from melissa_trainer.client.predict_link import (
     ENV_SERVE_ENDPOINTS,
@@ -104,6 +108,7 @@ __all__ = [
     "ENV_SERVE_KEY",
     "PredictRefused",
     "PredictTimeout",
+    "PredictUnreachable",
     "Predicted",
     "PredictionUnavailable",
     "Predictor",

@@ -17,7 +17,13 @@ from pathlib import Path
 
 from melissa_trainer.client.config import ENV_RENDEZVOUS
 from melissa_trainer.client.predict_errors import PredictTimeout
-from melissa_trainer.client.predict_lookup import MissingDirectory, checked_endpoint, other_run
+from melissa_trainer.client.predict_lookup import (
+    MissingDirectory,
+    checked_endpoint,
+    logger,
+    other_run,
+    unreachable,
+)
 from melissa_trainer.client.server_key import not_the_served_key
 from melissa_trainer.stream.endpoints import stamp
 from melissa_trainer.stream.serving_rendezvous import read_serving
@@ -73,6 +79,7 @@ class EndpointLookup:
         self.serve_file: str | None = None
         self.looked_at: tuple[str, tuple[int, int] | None] | None = None
         self.served_there = False
+        self._warned_far = False  # (a serve file out of reach: warned once)
 
     def changed(self) -> bool:
         """Whether the rendezvous directory changed since the endpoint was last looked
@@ -92,6 +99,9 @@ class EndpointLookup:
 
         Raises:
             PredictTimeout: no endpoint published in time, or the trainer gone.
+            PredictUnreachable: (a `PredictTimeout`, at once) the serve file publishes
+                a loopback endpoint of another machine or network namespace
+                (`predict_lookup.unreachable`), warned of once.
             ValueError: no endpoint configured, or one of a form not to connect to.
             ConfigError: the key given is not the one the serve file publishes.
         """
@@ -117,6 +127,12 @@ class EndpointLookup:
             self.looked_at = (str(directory), stamp(directory))
             entry, why = read_serving(directory, self.simulation_id, self.run_id)
             if entry is not None:
+                far = unreachable(entry, str(Path(directory) / f"serve_{entry['rank']}.json"))
+                if far is not None:  # (at once, each request; said once: a fallback is mute)
+                    if not self._warned_far:
+                        self._warned_far = True
+                        logger.warning("Predictor: %s", far)
+                    raise far
                 self.inputs, self.rank = entry["inputs"], entry.get("rank")
                 self.served_there = True
                 self.serve_file = str(Path(directory) / f"serve_{self.rank}.json")

@@ -18,6 +18,7 @@ __all__ = [
     "UNANSWERED",
     "PredictRefused",
     "PredictTimeout",
+    "PredictUnreachable",
     "Predicted",
     "PredictionUnavailable",
     "handshake_refused",
@@ -86,6 +87,19 @@ class PredictTimeout(PredictionUnavailable, TimeoutError):
     connection to the trainer dropped, its endpoint refused the connection, or the
     trainer that served there removed its serve file. The next request looks its
     endpoint up again (after a short backoff when the trainer was found gone)."""
+
+
+class PredictUnreachable(PredictTimeout):
+    """The rendezvous directory's serve file publishes a loopback serving endpoint of
+    another machine, or of another network namespace, than this process's
+    (`stream.host_scope`: a Slurm compute node reading a trainer's ``127.0.0.1``, or its
+    host name that this node resolves to loopback): no connection could ever be made, so
+    each request says so at once, naming both hosts and the fix, instead of waiting out
+    its timeout as for a trainer that does not answer (and a WARNING says it once per
+    predictor: a simulation that falls back hears nothing else). A `PredictTimeout`, so
+    a simulation's fallback (``except PredictionUnavailable``) still takes it; the next
+    request looks at the serve file again (a trainer restarted with a reachable bind).
+    The `Client`'s `ReceiverUnreachable` for the stream's endpoints."""
 
 
 class PredictRefused(PredictionUnavailable):

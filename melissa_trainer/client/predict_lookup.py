@@ -15,13 +15,18 @@ from __future__ import annotations
 import logging
 import os
 import time
+from typing import Any
 
 from melissa_trainer.client.endpoint_form import endpoint_fault
+from melissa_trainer.client.predict_errors import PredictUnreachable
 from melissa_trainer.client.rendezvous_words import missing_note
-from melissa_trainer.stream.endpoints import NOTICE_AFTER
+from melissa_trainer.stream.endpoints import NOTICE_AFTER, is_loopback
+from melissa_trainer.stream.host_scope import SERVING, out_of_reach
 from melissa_trainer.stream.serving_rendezvous import OTHER_RUN
 
-__all__ = ["MissingDirectory", "checked_endpoint", "endpoint_fault", "other_run"]
+__all__ = [
+    "MissingDirectory", "checked_endpoint", "endpoint_fault", "other_run", "unreachable",
+]  # fmt: skip
 
 logger = logging.getLogger("melissa_trainer.client.predict")
 
@@ -40,6 +45,16 @@ def other_run(why: str, run_id: str | None) -> str | None:
         f"trainer, or use the rendezvous directory of run {run_id!r} (a Client follows a "
         "restarted trainer at its next request)"
     )
+
+
+def unreachable(entry: dict[str, Any], serve_file: str) -> PredictUnreachable | None:
+    """The error of a serve file's `entry` whose endpoint this process can never reach:
+    a loopback one (or a host name resolved to loopback here) of another machine or
+    network namespace (`host_scope.out_of_reach`, in the `Client`'s words but for the
+    serving socket); None if it can be reached, or that cannot be told."""
+    endpoint = entry["endpoint"]
+    why = out_of_reach(endpoint, entry, is_loopback(endpoint), SERVING)
+    return None if why is None else PredictUnreachable(f"serve file {serve_file}: {why}")
 
 
 def checked_endpoint(endpoint: str, source: str) -> str:

@@ -1,11 +1,13 @@
 """Who can reach a loopback endpoint: the processes of one network namespace of one
 running kernel. A receiver publishes, beside its endpoint in its rendezvous file, the
-host it runs on and that scope (`published_scope`); a client that read a loopback
-endpoint there from another scope (another machine: a Slurm compute node, an mpiexec
-host; or a container with its own network on the same machine) can never connect to
-it: `out_of_reach` says so at once, naming both hosts and the fix, where the client
-would otherwise retry for its ``disconnected_timeout`` (60 s) and then blame a
-trainer that was never started.
+host it runs on and that scope (`published_scope`), and so does a serving socket in its
+serve file (``serve_N.json``: `serving_rendezvous.write_serving`); a client that read
+a loopback endpoint there from another scope (another machine: a Slurm compute node, an
+mpiexec host; or a container with its own network on the same machine) can never
+connect to it: `out_of_reach` says so at once, naming both hosts and the fix, where a
+`Client` would otherwise retry for its ``disconnected_timeout`` (60 s) and then blame
+a trainer that was never started, and a `Predictor` would wait out each request's
+timeout (`client.predict_endpoint`).
 
 The scope is ``"<boot id>/<device>:<inode>"``: the kernel's boot id (a random UUID per
 boot, so per machine) and the identity of ``/proc/self/ns/net`` (the network namespace:
@@ -16,7 +18,8 @@ addresses only (an /etc/hosts that maps the trainer's host name to 127.0.0.1 or
 127.0.1.1, shared by a cluster's nodes or a container's: the receiver's published
 ``tcp://<its host name>:PORT`` then leads a client there to its own loopback); it is
 resolved only when the scopes differ. Endpoints a client is given directly (``endpoints=``,
-``MELISSA_TRAINER_ENDPOINTS``) are never checked: a tunnel (``ssh -L``) can carry a
+``MELISSA_TRAINER_ENDPOINTS``; ``endpoint=``, ``MELISSA_TRAINER_SERVE_ENDPOINTS``) are
+never checked: a tunnel (``ssh -L``) can carry a
 loopback port to another machine on purpose.
 
 Standard library only; no state, thread-safe.
@@ -26,9 +29,12 @@ from __future__ import annotations
 
 import os
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
-__all__ = ["HOST_KEY", "SCOPE_KEY", "loopback_scope", "out_of_reach", "published_scope"]
+__all__ = [
+    "HOST_KEY", "RECEIVER", "SCOPE_KEY", "SERVING", "Publisher", "loopback_name_notice",
+    "loopback_scope", "out_of_reach", "published_scope",
+]  # fmt: skip
 
 #: the rendezvous file's keys (`endpoints.write_rendezvous`)
 HOST_KEY = "host"
@@ -36,6 +42,36 @@ SCOPE_KEY = "loopback_scope"
 
 _BOOT_ID = "/proc/sys/kernel/random/boot_id"
 _NETNS = "/proc/self/ns/net"
+
+
+class Publisher(NamedTuple):
+    """Whose endpoint `out_of_reach` speaks of, in its words: the stream receiver's
+    (`RECEIVER`, a `Client`'s) or the serving socket's (`SERVING`, a `Predictor`'s).
+
+    Attributes:
+        who: what published it ("the receiver").
+        bind: how the trainer binds an interface the simulations reach.
+        given: where endpoints are given directly (never checked).
+    """
+
+    who: str
+    bind: str
+    given: str
+
+
+RECEIVER = Publisher(
+    "the receiver",
+    "StreamSource(ReceiverConfig(bind='tcp://*:*')) (the examples: --bind 'tcp://*:*')",
+    "endpoints= or MELISSA_TRAINER_ENDPOINTS",
+)
+#: (a serving socket binds its receiver's interface and advertises its host:
+#: `hooks.serving_socket.rank_server`; an explicit ServingHook(bind=...) its own)
+SERVING = Publisher(
+    "the trainer's serving socket",
+    "StreamSource(ReceiverConfig(bind='tcp://*:*')) (the examples: --bind 'tcp://*:*'; "
+    "the serving socket binds the receiver's interface), or ServingHook(bind='tcp://*:*')",
+    "endpoint= or MELISSA_TRAINER_SERVE_ENDPOINTS",
+)
 
 
 def _hostname() -> str:
@@ -87,8 +123,32 @@ def _loopback_name(endpoint: str) -> list[str] | None:
     return addresses
 
 
-def out_of_reach(endpoint: str, entry: dict[str, Any], loopback: bool) -> str | None:
-    """Why this process cannot reach the `endpoint` a rendezvous `entry` published, or
+def loopback_name_notice(endpoint: str) -> str | None:
+    """What a receiver says once at its start (`receiver_socket.bind_and_publish`) when
+    it publishes `endpoint` under a host name this machine resolves to loopback only
+    (``tcp://*:*`` publishes the host's name, which Debian's /etc/hosts maps to
+    127.0.1.1, a cluster's shared one sometimes to 127.0.0.1): a client on another
+    machine that resolves the name so too cannot reach it (it is told at once:
+    `out_of_reach`). None for an address, or a name another machine could reach."""
+    named = _loopback_name(endpoint)
+    if named is None:
+        return None
+    return (
+        f"it publishes {endpoint}, whose host name this machine resolves to loopback only "
+        f"({', '.join(named)}: /etc/hosts?): clients on other machines that resolve it so "
+        "too (a cluster's shared /etc/hosts) will not reach it (nor its serving socket, "
+        "published under the same name), and fail at once (ReceiverUnreachable, "
+        "PredictUnreachable). To publish an address they reach: "
+        "ReceiverConfig(advertise_host='ADDRESS') (the examples: --bind 'tcp://ADDRESS:*'). "
+        "Fine for a study whose simulations all run on this machine."
+    )
+
+
+def out_of_reach(
+    endpoint: str, entry: dict[str, Any], loopback: bool, publisher: Publisher = RECEIVER
+) -> str | None:
+    """Why this process cannot reach the `endpoint` a rendezvous `entry` of `publisher`
+    (a receiver's ``rank_N.json``, a serving socket's ``serve_N.json``) published, or
     None if it can (or it cannot be told: an entry without a scope, of an older trainer;
     no scope here). `loopback`: the endpoint's address is this machine's only
     (`endpoints.is_loopback`); when not, and the scopes differ, a host name this
@@ -113,22 +173,20 @@ def out_of_reach(endpoint: str, entry: dict[str, Any], loopback: bool) -> str | 
     )
     if named is not None:
         return (
-            f"the receiver published the endpoint {endpoint} (its host {host!r}), whose "
+            f"{publisher.who} published the endpoint {endpoint} (its host {host!r}), whose "
             f"name this process resolves to loopback only ({', '.join(named)}: /etc/hosts?), "
             f"its own machine's; {where}: no connection can ever be made. Publish the "
             "trainer's host by an address the simulations reach: "
             "ReceiverConfig(bind='tcp://*:*', advertise_host='ADDRESS'), or bind that "
             "address (the examples: --bind 'tcp://ADDRESS:*'); keep the port behind a "
-            "firewall. (Endpoints given directly, endpoints= or MELISSA_TRAINER_ENDPOINTS, "
-            "are not checked: a tunnel may carry them.)"
+            f"firewall. (Endpoints given directly, {publisher.given}, are not checked: a "
+            "tunnel may carry them.)"
         )
     return (
-        f"the receiver published the loopback endpoint {endpoint} (its host {host!r}), "
+        f"{publisher.who} published the loopback endpoint {endpoint} (its host {host!r}), "
         f"which only processes of its own machine and network reach; {where}: no "
         "connection can ever be made. The trainer must bind an interface the simulations "
-        "reach: StreamSource(ReceiverConfig(bind='tcp://*:*')) (the examples: "
-        "--bind 'tcp://*:*'), with advertise_host=... when they know its host "
+        f"reach: {publisher.bind}, with advertise_host=... when they know its host "
         "by another name; keep the port behind a firewall. (Endpoints given directly, "
-        "endpoints= or MELISSA_TRAINER_ENDPOINTS, are not checked: a tunnel may carry "
-        "them.)"
+        f"{publisher.given}, are not checked: a tunnel may carry them.)"
     )

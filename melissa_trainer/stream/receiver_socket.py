@@ -11,12 +11,14 @@ ingester's alone (`ingest_loop`).
 from __future__ import annotations
 
 import errno
+import logging
 import os
 from typing import Any
 
 import zmq
 
 from melissa_trainer.stream.endpoints import advertised, write_rendezvous
+from melissa_trainer.stream.host_scope import loopback_name_notice
 from melissa_trainer.stream.liveness import socket_options
 from melissa_trainer.wire.routing import SIMULATION_STEP, kept_of
 
@@ -24,6 +26,9 @@ from melissa_trainer.wire.routing import SIMULATION_STEP, kept_of
 #: resumed receiver's ledgers that keep the routing ``t % W``, which the receiver
 #: passes in `bind_and_publish`'s `extra`
 __all__ = ["PortInUse", "bind_and_publish", "bind_error", "kept_of", "pull_socket"]
+
+#: (the receiver's: its records name it, as its other warnings)
+logger = logging.getLogger("melissa_trainer.stream.receiver")
 
 
 class PortInUse(OSError):
@@ -70,7 +75,9 @@ def bind_and_publish(
     into `rendezvous` (when given) as rank `rank` of `world_size`'s, with ``"routing":
     "simulation_step"``: this receiver takes that routing (`wire.routing`), so a client
     reading the rendezvous uses it, unless `extra` lists its simulation as one that
-    keeps the routing ``t % W`` (`kept_of`).
+    keeps the routing ``t % W`` (`kept_of`). An endpoint published under a host name
+    this machine resolves to loopback only is warned of, once
+    (`host_scope.loopback_name_notice`).
 
     Raises:
         PortInUse: an explicit TCP port is taken (an OSError; the message is
@@ -87,6 +94,10 @@ def bind_and_publish(
     except zmq.ZMQError as exc:
         kind = PortInUse if exc.errno == errno.EADDRINUSE and bind.startswith("tcp://") else OSError
         raise kind(exc.errno, bind_error(bind, rank, exc)) from exc
+    # (once, at the start: a client elsewhere would otherwise be the first to find out)
+    notice = loopback_name_notice(endpoint)
+    if notice is not None:
+        logger.warning("receiver of rank %d: %s", rank, notice)
     return endpoint
 
 

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from melissa_trainer import wire as protocol
+from melissa_trainer.stream.host_scope import published_scope
 from melissa_trainer.wire import FieldSpec
 
 __all__ = [
@@ -50,7 +51,8 @@ def write_serving(
     run_id: str | None,
     curve_public_key: str | None,
 ) -> Path:
-    """Publish rank `rank`'s serving endpoint, the inputs it takes and the run's id."""
+    """Publish rank `rank`'s serving endpoint, the inputs it takes, the run's id, and
+    the host and scope that reach a loopback endpoint (`host_scope.published_scope`)."""
     path = Path(directory)
     path.mkdir(parents=True, exist_ok=True)
     info: dict[str, Any] = {
@@ -59,6 +61,8 @@ def write_serving(
         "world_size": world_size,
         "endpoint": endpoint,
         "inputs": [{"name": f.name, "dtype": f.dtype.str, "shape": list(f.shape)} for f in inputs],
+        # (who can reach a loopback endpoint: a predictor elsewhere is told at once)
+        **published_scope(),
     }
     if curve_public_key is not None:
         info["curve_public_key"] = curve_public_key

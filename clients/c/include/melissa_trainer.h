@@ -412,7 +412,12 @@ mt_status mt_client_set_error(mt_client *c, mt_status status, const char *messag
  * and again after a failure (a restarted trainer publishes a new endpoint); until it is
  * published a request waits, up to its timeout, unless a trainer served this simulation
  * there before and has removed its serve file (it stopped): then the request fails at
- * once. The request names the client's run id (a trainer of another run refuses it).
+ * once. A serve file that publishes a loopback endpoint (tcp://127.x, localhost, ::1, or a
+ * host name resolved to loopback here) of another machine or network namespace than this
+ * process's (its "loopback_scope") fails each request at once too, MT_ETIMEDOUT (what the
+ * fallback takes), naming both hosts and the fix (the Python client's PredictUnreachable;
+ * written to stderr once). The request names the client's run id (a trainer of another
+ * run refuses it).
  * Not collective: with MPI, each rank that asks sends whole inputs. */
 
 /* An input array: its name, values (C order), shape (C order; NULL for ndim 0), dtype. */

@@ -27,6 +27,7 @@
 #include <sys/utsname.h>
 
 #include "internal.h"
+#include "host_scope.h"
 
 /* Whether only this machine can reach `endpoint` (endpoints.py is_loopback, the same
  * test): not tcp:// (ipc://, inproc://), or a tcp:// address, brackets stripped, that is
@@ -111,57 +112,92 @@ static bool own_scope(char *out, size_t size) {
     return true;
 }
 
-mt_status mt_rendezvous_reach(mt_client *c, const char *dir, const mt_rendezvous *rv) {
+/* The publishers' words (host_scope.py RECEIVER, SERVING; their "endpoints=" and
+ * "endpoint=" the C client's setters). */
+const mt_publisher MT_RECEIVER = {
+    "the receiver",
+    "StreamSource(ReceiverConfig(bind='tcp://*:*')) (the examples: --bind 'tcp://*:*')",
+    "mt_set_endpoints or MELISSA_TRAINER_ENDPOINTS"};
+const mt_publisher MT_SERVING = {
+    "the trainer's serving socket",
+    "StreamSource(ReceiverConfig(bind='tcp://*:*')) (the examples: --bind 'tcp://*:*'; the "
+    "serving socket binds the receiver's interface), or ServingHook(bind='tcp://*:*')",
+    "mt_set_serve_endpoints or MELISSA_TRAINER_SERVE_ENDPOINTS"};
+
+int mt_scope_why(const char *endpoint, const char *host, const char *theirs,
+                 const mt_publisher *p, mt_buf *out) {
     char mine[256];
-    if (rv->scopes == NULL || !own_scope(mine, sizeof mine)) return MT_OK;
-    for (size_t r = 0; r < rv->n; ++r) {
-        const char *theirs = rv->scopes[r], *endpoint = rv->endpoints[r];
-        char named[1024]; /* (16 addresses of INET6_ADDRSTRLEN at most, ", "-joined) */
-        if (theirs == NULL || strcmp(theirs, mine) == 0) continue;
-        bool by_name = !is_loopback(endpoint) && loopback_name(endpoint, named, sizeof named);
-        if (!is_loopback(endpoint) && !by_name) continue;
-        struct utsname u; /* (the kernel's node name: Python's socket.gethostname) */
-        size_t boot = strcspn(mine, "/"); /* (the boot ids: partition("/")[0]) */
-        bool machine = strcspn(theirs, "/") != boot || strncmp(theirs, mine, boot) != 0;
-        /* (a Unix socket: a file of this machine, any network namespace's) */
-        if (!machine && strncmp(endpoint, "ipc://", 6) == 0) continue;
-        char *host = mt_py_repr(rv->hosts[r] != NULL ? rv->hosts[r] : "?");
-        char *here = mt_py_repr(uname(&u) == 0 ? u.nodename : "?");
-        if (host == NULL || here == NULL) {
-            free(host), free(here);
-            return mt_fail(c, MT_ENOMEM, "out of memory");
-        }
-        const char *where_1 = machine ? "host " : "the same machine (";
-        const char *where_2 = machine ? ", another machine"
-                                      : ") but in another network namespace (a container "
-                                        "with its own network?), with a loopback of its own";
-        /* (word for word host_scope.py out_of_reach, "endpoints=" the C client's setter) */
-        if (by_name) {
-            mt_fail(c, MT_EUNREACHABLE,
-                    "rendezvous %s: the receiver published the endpoint %s (its host %s), "
-                    "whose name this process resolves to loopback only (%s: /etc/hosts?), "
-                    "its own machine's; this process runs on %s%s%s: no connection can ever "
-                    "be made. Publish the trainer's host by an address the simulations "
-                    "reach: ReceiverConfig(bind='tcp://*:*', advertise_host='ADDRESS'), or "
-                    "bind that address (the examples: --bind 'tcp://ADDRESS:*'); keep the "
-                    "port behind a firewall. (Endpoints given directly, mt_set_endpoints or "
-                    "MELISSA_TRAINER_ENDPOINTS, are not checked: a tunnel may carry them.)",
-                    dir, endpoint, host, named, where_1, here, where_2);
-            free(host), free(here);
-            return MT_EUNREACHABLE;
-        }
-        mt_fail(c, MT_EUNREACHABLE,
-                "rendezvous %s: the receiver published the loopback endpoint %s (its host %s), "
-                "which only processes of its own machine and network reach; this process "
-                "runs on %s%s%s: no connection can ever be made. The trainer must bind an "
-                "interface the simulations reach: StreamSource(ReceiverConfig(bind='tcp://*:*')) "
-                "(the examples: --bind 'tcp://*:*'), with advertise_host=... when they know "
-                "its host by another name; keep the port behind a firewall. (Endpoints given "
-                "directly, mt_set_endpoints or MELISSA_TRAINER_ENDPOINTS, are not checked: a "
-                "tunnel may carry them.)",
-                dir, endpoint, host, where_1, here, where_2);
-        free(host), free(here);
-        return MT_EUNREACHABLE;
+    if (theirs == NULL || !own_scope(mine, sizeof mine) || strcmp(theirs, mine) == 0) return 0;
+    char named[1024]; /* (16 addresses of INET6_ADDRSTRLEN at most, ", "-joined) */
+    bool by_name = !is_loopback(endpoint) && loopback_name(endpoint, named, sizeof named);
+    if (!is_loopback(endpoint) && !by_name) return 0;
+    struct utsname u; /* (the kernel's node name: Python's socket.gethostname) */
+    size_t boot = strcspn(mine, "/"); /* (the boot ids: partition("/")[0]) */
+    bool machine = strcspn(theirs, "/") != boot || strncmp(theirs, mine, boot) != 0;
+    /* (a Unix socket: a file of this machine, any network namespace's) */
+    if (!machine && strncmp(endpoint, "ipc://", 6) == 0) return 0;
+    char *them = mt_py_repr(host != NULL ? host : "?");
+    char *here = mt_py_repr(uname(&u) == 0 ? u.nodename : "?");
+    if (them == NULL || here == NULL) {
+        free(them), free(here);
+        return -1;
+    }
+    const char *where_1 = machine ? "host " : "the same machine (";
+    const char *where_2 = machine ? ", another machine"
+                                  : ") but in another network namespace (a container "
+                                    "with its own network?), with a loopback of its own";
+    /* (word for word host_scope.py out_of_reach) */
+    if (by_name)
+        mt_buf_printf(out,
+                      "%s published the endpoint %s (its host %s), whose name this process "
+                      "resolves to loopback only (%s: /etc/hosts?), its own machine's; this "
+                      "process runs on %s%s%s: no connection can ever be made. Publish the "
+                      "trainer's host by an address the simulations reach: "
+                      "ReceiverConfig(bind='tcp://*:*', advertise_host='ADDRESS'), or bind "
+                      "that address (the examples: --bind 'tcp://ADDRESS:*'); keep the port "
+                      "behind a firewall. (Endpoints given directly, %s, are not checked: a "
+                      "tunnel may carry them.)",
+                      p->who, endpoint, them, named, where_1, here, where_2, p->given);
+    else
+        mt_buf_printf(out,
+                      "%s published the loopback endpoint %s (its host %s), which only "
+                      "processes of its own machine and network reach; this process runs on "
+                      "%s%s%s: no connection can ever be made. The trainer must bind an "
+                      "interface the simulations reach: %s, with advertise_host=... when they "
+                      "know its host by another name; keep the port behind a firewall. "
+                      "(Endpoints given directly, %s, are not checked: a tunnel may carry "
+                      "them.)",
+                      p->who, endpoint, them, where_1, here, where_2, p->bind, p->given);
+    free(them), free(here);
+    return out->oom ? -1 : 1;
+}
+
+mt_status mt_rendezvous_reach(mt_client *c, const char *dir, const mt_rendezvous *rv) {
+    for (size_t r = 0; rv->scopes != NULL && r < rv->n; ++r) {
+        mt_buf why = {0};
+        int far = mt_scope_why(rv->endpoints[r], rv->hosts[r], rv->scopes[r], &MT_RECEIVER, &why);
+        mt_status st = far < 0   ? mt_fail(c, MT_ENOMEM, "out of memory")
+                       : far > 0 ? mt_fail(c, MT_EUNREACHABLE, "rendezvous %s: %s", dir, why.data)
+                                 : MT_OK;
+        free(why.data);
+        if (st != MT_OK) return st;
     }
     return MT_OK;
+}
+
+mt_status mt_serve_reach(mt_client *c, const char *dir, mt_serve_entry *e) {
+    mt_buf why = {0};
+    int far = mt_scope_why(e->endpoint, e->host, e->scope, &MT_SERVING, &why);
+    mt_status st = MT_OK;
+    if (far < 0) {
+        st = mt_fail(c, MT_ENOMEM, "out of memory");
+    } else if (far > 0) {
+        st = mt_fail(c, MT_ETIMEDOUT, "serve file %s/serve_%lld.json: %s", dir, e->rank, why.data);
+        if (!c->said_unreachable) /* (once: a simulation that falls back hears nothing else) */
+            fprintf(stderr, "melissa_trainer: mt_predict: %s\n", mt_client_error(c));
+        c->said_unreachable = true;
+    }
+    free(why.data);
+    if (st != MT_OK) mt_serve_entry_free(e);
+    return st;
 }

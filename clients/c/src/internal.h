@@ -265,6 +265,7 @@ struct mt_client {
     char predict_silent_at[512];
     bool served_there;
     bool said_nonfinite_field, said_nonfinite_input; /* told once each (finite_notice.c) */
+    bool said_unreachable; /* a serve file out of reach, told once (host_scope.c) */
     char gone_why[640];
     double retry_at, backoff;
     /* the rendezvous directory of the last lookup (NULL: none) and its inode and

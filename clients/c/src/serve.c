@@ -16,6 +16,7 @@
 
 #include "internal.h"
 #include "follow.h"
+#include "host_scope.h"
 #include "missing_dir.h"
 #include "serve.h"
 
@@ -36,6 +37,7 @@ void mt_serve_entry_free(mt_serve_entry *e) {
     free(e->endpoint);
     free(e->curve_key);
     free(e->key_repr);
+    free(e->host), free(e->scope);
     mt_specs_free(e->inputs, e->n_inputs);
     memset(e, 0, sizeof *e);
 }
@@ -91,7 +93,8 @@ static bool parse_serve(const char *text, long long rank, mt_serve_entry *e, lon
     *run = NULL;
     if (!mt_json_object(text, &m, &n, err, sizeof err)) return false;
     long long version = -1, r = -1;
-    const char *endpoint = NULL, *inputs = NULL, *key = NULL, *run_id = NULL;
+    const char *endpoint = NULL, *inputs = NULL, *key = NULL, *run_id = NULL, *host = NULL,
+               *scope = NULL; /* (strings only: host_scope.h) */
     const mt_json_member *key_member = NULL;
     bool ok = true;
     *world = -1;
@@ -104,6 +107,9 @@ static bool parse_serve(const char *text, long long rank, mt_serve_entry *e, lon
             endpoint = m[k].string;
         if (strcmp(m[k].key, "inputs") == 0 && m[k].kind == MT_JSON_OTHER) inputs = m[k].string;
         if (strcmp(m[k].key, "curve_public_key") == 0) key_member = &m[k]; /* (the last) */
+        if (m[k].kind == MT_JSON_STRING && strcmp(m[k].key, "host") == 0) host = m[k].string;
+        if (m[k].kind == MT_JSON_STRING && strcmp(m[k].key, "loopback_scope") == 0)
+            scope = m[k].string;
         if (strcmp(m[k].key, "run_id") == 0) {
             if (m[k].kind == MT_JSON_STRING && mt_valid_run_id(m[k].string)) run_id = m[k].string;
             else ok = ok && m[k].kind == MT_JSON_OTHER && strcmp(m[k].string, "null") == 0;
@@ -135,7 +141,10 @@ static bool parse_serve(const char *text, long long rank, mt_serve_entry *e, lon
         e->endpoint = strdup(endpoint);
         e->curve_key = key != NULL ? strdup(key) : NULL;
         *run = run_id != NULL ? strdup(run_id) : NULL;
-        ok = e->endpoint != NULL && (key == NULL || e->curve_key) && (run_id == NULL || *run);
+        e->host = host != NULL ? strdup(host) : NULL;
+        e->scope = scope != NULL ? strdup(scope) : NULL;
+        ok = e->endpoint != NULL && (key == NULL || e->curve_key) && (run_id == NULL || *run) &&
+             (host == NULL || e->host) && (scope == NULL || e->scope);
     }
     mt_json_array_free(items, ni);
     mt_json_free(m, n);
@@ -332,10 +341,10 @@ mt_status mt_serve_resolve(mt_client *c, double deadline, double timeout, mt_ser
             break;
         }
         int got = read_serving(dir, c->simulation_id, c->run_id, out, why, sizeof why);
-        if (got != 0) {
-            st = got > 0 ? MT_OK : mt_fail(c, MT_ENOMEM, "out of memory");
-            c->served_there = c->served_there || got > 0;
-            if (got > 0) st = file_key(c, dir, out);
+        if (got != 0) { /* (a loopback endpoint out of reach: at once, host_scope.c) */
+            st = got > 0 ? mt_serve_reach(c, dir, out) : mt_fail(c, MT_ENOMEM, "out of memory");
+            c->served_there = c->served_there || st == MT_OK;
+            if (st == MT_OK) st = file_key(c, dir, out);
             break;
         }
         if (c->run_id != NULL && strncmp(why, OTHER_RUN, strlen(OTHER_RUN)) == 0) {

@@ -20,6 +20,7 @@ typedef struct mt_serve_entry {
     char *key_repr;       /* a serve file's curve_public_key that is not a string (nor
                            * null): as Python's repr shows it (else NULL) */
     const char *key_type; /* and its Python type's name ("int", "list", ...) */
+    char *host, *scope;   /* a serve file's "host", "loopback_scope" (NULL: none: host_scope.h) */
 } mt_serve_entry;
 
 /* The entry of the rank serving c's simulation: from mt_set_serve_endpoints, else

@@ -5,8 +5,7 @@ to set), and what a notice says it waits for (`waits_for`).
 
 One implementation for the close (`closing`, `patience`) and the blocked send
 (`send_wait`), so that both say the same words. Imports only the standard library:
-`send_wait` imports it with the client (`rerun_words` asks `worker` when it composes a
-give-up's words).
+`send_wait` imports it with the client (and `worker_given`, standard library only too).
 """
 
 from __future__ import annotations
@@ -14,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
+
+from melissa_trainer.client.worker_given import given_attempt
 
 __all__ = [
     "DeliveryFailed", "Preempted", "ReceiverNotFound", "StopSaid", "given_to_a_worker",
@@ -115,12 +116,8 @@ def stop_sentence(who: str, what: str, verb: str, said: StopSaid, down: Sequence
 
 def given_to_a_worker(simulation_id: int) -> bool:
     """Whether `simulation_id` is the one this process's worker was last given by its
-    launcher (`worker.given_attempt`): its client's give-ups say `rerun_words`' worker
+    launcher (`worker_given.given_attempt`): its client's give-ups say `rerun_words`' worker
     words."""
-    # (imported here: `worker` imports this module; a give-up's words are composed in a
-    # client, which has pyzmq loaded already)
-    from melissa_trainer.client.worker import given_attempt
-
     return given_attempt(simulation_id) is not None
 
 
@@ -128,7 +125,7 @@ def rerun_words(simulation_id: int, by_hand: str | None = None, first: bool = Fa
     """What a give-up's fix says to do to run `simulation_id` again: `by_hand`, the fix's
     own words for a simulation its user runs (default: "run this simulation again with the
     same simulation id (MELISSA_TRAINER_SIMULATION_ID=N)"), except in a worker that its
-    launcher gave that simulation (`worker.given_attempt`): a worker takes its
+    launcher gave that simulation (`worker_given.given_attempt`): a worker takes its
     simulations from its launcher, one after another, and has no such variable to set;
     its launcher runs the simulation again itself once the worker reports it failed
     (`worker.serve_simulations`), and a study stopped runs it again when resumed. Those

@@ -82,9 +82,11 @@ from typing import Any
 
 import zmq
 
+from melissa_trainer.client import worker_given
 from melissa_trainer.client.gave_up import DeliveryFailed
 from melissa_trainer.client.worker_codes import NOT_DELIVERED_EXIT_CODE, REFUSED_EXIT_CODE
 from melissa_trainer.client.worker_context import end_context
+from melissa_trainer.client.worker_given import given_attempt
 from melissa_trainer.client.worker_launcher import (
     ENV_LAUNCHER,
     ENV_LAUNCHER_KEY,
@@ -113,19 +115,6 @@ __all__ = [
 
 #: Version of the JSON messages.
 PROTOCOL_VERSION = 1
-
-#: (simulation id, attempt) of the simulation this process was last given (any
-#: `WorkerClient`), None before the first or after "nothing left"
-_given: tuple[int, int] | None = None
-
-
-def given_attempt(simulation_id: int) -> int | None:
-    """The launcher's attempt (0 the first) of `simulation_id` when it is the simulation
-    this process's worker was last given (`WorkerClient.next_simulation`); None
-    otherwise (not a worker, or another simulation)."""
-    if _given is None or _given[0] != simulation_id:
-        return None
-    return _given[1]
 
 
 class WorkerClient:
@@ -227,9 +216,8 @@ class WorkerClient:
 
     def _give(self, simulation_id: int | None, attempt: int | None) -> None:
         """Record the simulation this worker runs now (None: none) and its attempt."""
-        global _given
         self.current, self.attempt = simulation_id, attempt
-        _given = None if simulation_id is None or attempt is None else (simulation_id, attempt)
+        worker_given.give(simulation_id, attempt)
 
     def _request(self, message: dict[str, Any]) -> dict[str, Any]:
         if self._socket is None:

@@ -24,7 +24,7 @@ import zmq
 from keys_receiver_process import ReceiverProcess
 from waiting import wait_until
 
-from melissa_trainer.client import Client, ClientTuning, gave_up, worker
+from melissa_trainer.client import Client, ClientTuning, gave_up, worker, worker_given
 
 pytestmark = pytest.mark.e2e
 
@@ -57,7 +57,7 @@ def test_a_worker_s_simulation_not_delivered_says_its_launcher_runs_it_again(
     ) -> tuple[int, dict[str, float]] | None:
         codes.append(exit_code)
         given = work.pop(0) if work else None  # (recorded as `WorkerClient` records it)
-        monkeypatch.setattr(worker, "_given", None if given is None else (given[0], 0))
+        monkeypatch.setattr(worker_given, "_given", None if given is None else (given[0], 0))
         return given
 
     def run(simulation_id: int, parameters: Mapping[str, float], context: zmq.Context) -> None:
@@ -91,10 +91,10 @@ def test_a_worker_s_simulation_not_delivered_says_its_launcher_runs_it_again(
 def test_the_fix_names_the_id_to_set_outside_a_worker_and_the_launcher_in_one(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(worker, "_given", None)  # (no worker: a simulation run by hand)
+    monkeypatch.setattr(worker_given, "_given", None)  # (no worker: a simulation run by hand)
     assert "(MELISSA_TRAINER_SIMULATION_ID=5) once its trainer runs" in gave_up.run_again(5)
     assert gave_up.rerun_words(5, "Run it as written") == "Run it as written"
-    monkeypatch.setattr(worker, "_given", (5, 1))  # (a worker given simulation 5, again)
+    monkeypatch.setattr(worker_given, "_given", (5, 1))  # (a worker given simulation 5, again)
     for text in (gave_up.run_again(5), gave_up.rerun_words(5, "Run it as written")):
         assert "MELISSA_TRAINER_SIMULATION_ID=5" not in text, text
         assert "the launcher run simulation 5 again" in text, text

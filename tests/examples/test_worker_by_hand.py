@@ -5,7 +5,7 @@ Before, each printed the `RuntimeError` traceback of the library's first request
 
 It says so before it imports numpy or the client (`worker_launcher.refuse_worker_by_hand`,
 first in the script): before, each imported numpy first (and lorenz the client, pyzmq
-with it), 87-175 ms a refusal where the interpreter alone takes 18 ms (the figures:
+with it), which made a refusal two to four times as long (the figures:
 docs/how-to/own-solver.md, worker mode). What is checked is what was imported, not how
 long it took (tests/examples/test_example_fast_refusals.py does the same for train.py)."""
 

@@ -113,8 +113,9 @@ def parent_gone(parent: int, simulation_id: int) -> str | None:
     script that forks its solver, ``mpiexec``). A parent ended is the launcher gone
     (a trainer killed where no parent-death signal reached the worker: a wrapper that
     forked it, a system without one) or its job ended under it: either way no launcher
-    counts on this worker any more. A worker whose parent outlives the launcher (a
-    Slurm job on another node) cannot tell from it: its next request times out."""
+    counts on this worker any more. A worker whose parent outlives the launcher cannot
+    tell from it: `launcher_gone` can, on the launcher's machine; elsewhere (a Slurm job
+    on another node) its next request times out."""
     now = os.getppid()
     if now == parent:
         return None

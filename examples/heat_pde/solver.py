@@ -58,7 +58,14 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import numpy as np
+from melissa_trainer.client.worker_launcher import refuse_worker_by_hand, worker_by_hand
+
+#: The study that starts this solver's workers (what ``--worker`` run by hand is told).
+WORKER_STUDY = "python examples/heat_pde/train.py --worker"
+if __name__ == "__main__":  # (first: ``--worker`` by hand refused before numpy is imported)
+    refuse_worker_by_hand(WORKER_STUDY)
+
+import numpy as np  # noqa: E402  (after the refusal above: a run by hand does not pay it)
 
 if TYPE_CHECKING:  # (imported where used: saving needs neither)
     import zmq
@@ -269,12 +276,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         config = HeatConfig(opts.grid_size, opts.time_steps, opts.dt, opts.alpha, opts.substeps)
         parameters = None
-        if opts.worker:  # (run by hand, no launcher to ask: one line, no traceback)
-            from melissa_trainer.client.worker_launcher import launcher_missing
-
-            if (missing := launcher_missing()) is not None:
-                example = "python examples/heat_pde/train.py --worker"
-                raise ValueError(f"--worker: {missing} (this example's: {example})")
+        if opts.worker and (refused := worker_by_hand(WORKER_STUDY)) is not None:
+            raise ValueError(refused)  # (run by hand, no launcher to ask: one line)
         if not opts.worker:
             text = opts.parameters
             if text is None:

@@ -36,7 +36,14 @@ import sys
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-import numpy as np
+from melissa_trainer.client.worker_launcher import refuse_worker_by_hand, worker_by_hand
+
+#: The study that starts this solver's workers (what ``--worker`` run by hand is told).
+WORKER_STUDY = "python examples/lorenz/train.py --worker"
+if __name__ == "__main__":  # (first: ``--worker`` by hand refused before numpy is imported)
+    refuse_worker_by_hand(WORKER_STUDY)
+
+import numpy as np  # noqa: E402  (after the refusal above: a run by hand does not pay it)
 
 #: The parameters, in the order the trainer's samples carry them.
 PARAMETER_NAMES = ("sigma", "rho", "beta", "x0", "y0", "z0")
@@ -119,12 +126,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         # time_steps and dt checked before connecting (a worker's first simulation too)
         next(integrate(dict.fromkeys(PARAMETER_NAMES, 0.0), opts.time_steps, opts.dt))
-        if opts.worker:  # (run by hand, no launcher to ask: one line, no traceback)
-            from melissa_trainer.client.worker_launcher import launcher_missing
-
-            if (missing := launcher_missing()) is not None:
-                example = "python examples/lorenz/train.py --worker"
-                raise ValueError(f"--worker: {missing} (this example's: {example})")
+        if opts.worker and (refused := worker_by_hand(WORKER_STUDY)) is not None:
+            raise ValueError(refused)  # (run by hand, no launcher to ask: one line)
         if not opts.worker:
             text = opts.parameters
             if text is None:

@@ -47,6 +47,8 @@ from melissa_trainer.client.gave_up import (
     DeliveryFailed,
     Preempted,
     StopSaid,
+    given_to_a_worker,
+    rerun_words,
     run_again,
     stop_sentence,
     waits_for,
@@ -339,13 +341,14 @@ def follow_gave_up(
         )
     if isinstance(error, Preempted):  # (its stop record said: a resume was due; a close's
         # `TrainerPreempted` or a blocked send's `send_wait.SendPreempted`)
+        itself = " A simulation the launcher runs, it runs again itself."  # (a worker's: said)
+        itself = "" if given_to_a_worker(simulation_id) else itself
         error.args = (
             f"{said} Then it waited {waited:.0f} s for the trainer to be resumed and publish "
             f"in {rendezvous}: no resume came within {bound}{total}. Resume it "
-            f"(--resume_from_checkpoint latest), then run this simulation again with the "
-            f"same simulation id (MELISSA_TRAINER_SIMULATION_ID={simulation_id}): the trainer "
-            f"keeps the steps it holds and takes the others, each once. A simulation the "
-            f"launcher runs, it runs again itself. A trainer resumed while a client still "
+            f"(--resume_from_checkpoint latest), then {rerun_words(simulation_id)}: the "
+            f"trainer keeps the steps it holds and takes the others, each once.{itself} "
+            f"A trainer resumed while a client still "
             f"waits (disconnected_timeout, then follow_timeout) is followed, and nothing is "
             f"lost.",
         )

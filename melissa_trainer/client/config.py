@@ -145,7 +145,7 @@ def launched(simulation_id: int | None = None) -> bool:
     if simulation_id is None:
         return False
     # (imported here: a launched process, most simulations, does not load it)
-    from melissa_trainer.client.worker import given_attempt  # (light: zmq, stdlib)
+    from melissa_trainer.client.worker_given import given_attempt  # (stdlib only)
 
     return given_attempt(simulation_id) is not None
 

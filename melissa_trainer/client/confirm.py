@@ -74,7 +74,7 @@ from typing import TYPE_CHECKING, Any
 from melissa_trainer.client.admission import SimulationRefused, check_admission
 from melissa_trainer.client.closing import client_logger
 from melissa_trainer.client.delivery import CLOSE_CAP_FACTOR
-from melissa_trainer.client.gave_up import DeliveryFailed
+from melissa_trainer.client.gave_up import DeliveryFailed, rerun_words
 from melissa_trainer.client.receipts import Closed, Rounds, confirmed
 from melissa_trainer.stream.endpoints import fetch_rendezvous
 from melissa_trainer.wire.receipt import RECEIPT_BYE, RECEIPT_QUERY, ReceiptReply
@@ -211,20 +211,20 @@ def _another_run(entries: list[dict[str, Any]], client: Closed) -> bool:
 def _no_window(client: Closed, entries: list[dict[str, Any]], rendezvous: str, whose: str) -> None:
     """A restarted trainer and no window to follow it with: confirmed only if its
     receivers (their checkpoint) hold this rank's BYE already; else the advice."""
-    counts = client.bye_counts
+    counts, sid = client.bye_counts, client.simulation_id
     if all(answers_receipts(e) for e in entries) and len(entries) == len(counts):
         replies = Rounds(client, entries, whose).once()
         if replies is not None and all(
             confirmed(r, n) for r, n in zip(replies, counts, strict=True)
         ):
             return report(replies, counts, client.ranks, whose)
+    again = f"run it again, with the same simulation id (MELISSA_TRAINER_SIMULATION_ID={sid})"
     raise DeliveryFailed(
         f"{whose}: its BYE was not confirmed: the trainer was restarted (the rendezvous "
         f"{rendezvous} now names run {entries[0].get('run_id')}) and the checkpoint it "
         f"resumed from lacks it. A simulation without a replay window "
-        f"(ClientTuning.replay_bytes=0) does not follow a restarted trainer: run it "
-        f"again, with the same simulation id "
-        f"(MELISSA_TRAINER_SIMULATION_ID={client.simulation_id}): the resumed trainer "
+        f"(ClientTuning.replay_bytes=0) does not follow a restarted trainer: "
+        f"{rerun_words(sid, again)}: the resumed trainer "
         f"keeps the steps it holds and takes the others, each once."
     )
 

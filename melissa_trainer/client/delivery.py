@@ -48,6 +48,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from melissa_trainer.client.gave_up import rerun_words
 from melissa_trainer.client.handshake import down_note, never_note, pending_note
 from melissa_trainer.client.patience import CloseWait
 
@@ -94,8 +95,7 @@ def capped_words(setting: str, timeout: float | None, setter: str, simulation_id
         f"{setting} without progress, and {CLOSE_CAP_FACTOR} times it in all: a receiver "
         f"that takes a message now and then does not hold the exit for ever). A trainer "
         f"alive but this slow: raise the close timeout ({setter}; it moves both bounds); "
-        f"then, or for a trainer stuck, run this simulation again with the same simulation "
-        f"id (MELISSA_TRAINER_SIMULATION_ID={simulation_id})"
+        f"then, or for a trainer stuck, {rerun_words(simulation_id)}"
     )
 
 
@@ -110,8 +110,7 @@ def no_progress_words(setting: str, timeout: float | None, setter: str, simulati
         f"handed nothing on, the receivers connected but not reading). A trainer alive but "
         f"slower than that (loaded, a high sample-to-insert ratio): raise the close timeout "
         f"({setter}; it bounds a wait without progress); a trainer paused or stuck: once it "
-        f"runs again, run this simulation again with the same simulation id "
-        f"(MELISSA_TRAINER_SIMULATION_ID={simulation_id})"
+        f"runs again, {rerun_words(simulation_id)}"
     )
 
 

@@ -32,6 +32,7 @@ KNOWN = frozenset(
         "MELISSA_TRAINER_KEY",  # their CURVE public key
         "MELISSA_TRAINER_LAUNCHER",  # worker mode: the launcher's endpoint
         "MELISSA_TRAINER_LAUNCHER_KEY",  # worker mode: its CURVE key
+        "MELISSA_TRAINER_LAUNCHER_PROCESS",  # worker mode: its process (pid, start, ...)
         "MELISSA_TRAINER_OUTPUT_LOCK",  # the trainer's: "off" runs without the lock
         "MELISSA_TRAINER_PARAMETERS",  # the simulation's parameters (JSON)
         "MELISSA_TRAINER_RENDEZVOUS",  # the trainer's rendezvous directory

@@ -30,6 +30,7 @@ import numpy as np
 from melissa_trainer.client.closing import TrainerStopped, follow_gave_up
 from melissa_trainer.client.config import check_time_step
 from melissa_trainer.client.follow import QUERY_TIMEOUT, Follower, FollowError, Superseded
+from melissa_trainer.client.gave_up import rerun_words
 from melissa_trainer.client.replay import ReplayWindow
 from melissa_trainer.client.send_wait import ReceiverGone, StoppedForGood
 from melissa_trainer.client.tuning import DEFAULT_DISCONNECTED_TIMEOUT
@@ -147,13 +148,14 @@ class Following:
         (`disconnected_timeout`: the tuning's, for its follow sockets' connects)."""
         if not replay_bytes or rendezvous is None:
             return None
+        again = "Run this simulation again, with the same simulation id "
+        again += f"(MELISSA_TRAINER_SIMULATION_ID={simulation_id})"
         return cls(
             Follower(rendezvous, simulation_id, run_id, endpoints, disconnected_timeout),
             ReplayWindow(replay_bytes),
             follow_timeout,
             f"simulation {simulation_id} rank {rank}",
-            f" Run this simulation again, with the same simulation id "
-            f"(MELISSA_TRAINER_SIMULATION_ID={simulation_id}): the resumed trainer "
+            f" {rerun_words(simulation_id, again, first=True)}: the resumed trainer "
             f"keeps the steps it holds and takes the others, each once.",
         )
 

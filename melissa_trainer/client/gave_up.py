@@ -1,10 +1,11 @@
 """What a client says when it waits on its trainer or gives up on it: the parts of a
 stop record (`StopSaid`) and the one sentence composed from them (`stop_sentence`), the
-fix its errors end with (`run_again`), and what a notice says it waits for (`waits_for`).
+fix its errors end with (`run_again`; `rerun_words` in a worker, which has no simulation id
+to set), and what a notice says it waits for (`waits_for`).
 
 One implementation for the close (`closing`, `patience`) and the blocked send
 (`send_wait`), so that both say the same words. Imports only the standard library:
-`send_wait` imports it with the client.
+`send_wait` imports it with the client (and `worker_given`, standard library only too).
 """
 
 from __future__ import annotations
@@ -13,9 +14,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from melissa_trainer.client.worker_given import given_attempt
+
 __all__ = [
-    "DeliveryFailed", "Preempted", "ReceiverNotFound", "StopSaid", "run_again",
-    "stop_sentence", "waits_for",
+    "DeliveryFailed", "Preempted", "ReceiverNotFound", "StopSaid", "given_to_a_worker",
+    "rerun_words", "run_again", "stop_sentence", "waits_for",
 ]  # fmt: skip
 
 
@@ -111,9 +114,44 @@ def stop_sentence(who: str, what: str, verb: str, said: StopSaid, down: Sequence
     return f"{who}: {said.reason}, so {what} {verb} not delivered to {where}: {said.detail}"
 
 
+def given_to_a_worker(simulation_id: int) -> bool:
+    """Whether `simulation_id` is the one this process's worker was last given by its
+    launcher (`worker_given.given_attempt`): its client's give-ups say `rerun_words`' worker
+    words."""
+    return given_attempt(simulation_id) is not None
+
+
+def rerun_words(simulation_id: int, by_hand: str | None = None, first: bool = False) -> str:
+    """What a give-up's fix says to do to run `simulation_id` again: `by_hand`, the fix's
+    own words for a simulation its user runs (default: "run this simulation again with the
+    same simulation id (MELISSA_TRAINER_SIMULATION_ID=N)"), except in a worker that its
+    launcher gave that simulation (`worker_given.given_attempt`): a worker takes its
+    simulations from its launcher, one after another, and has no such variable to set;
+    its launcher runs the simulation again itself once the worker reports it failed
+    (`worker.serve_simulations`), and a study stopped runs it again when resumed. Those
+    words instead, fit for the same place in the fix's sentence (`first`: its opening,
+    capitalized; `by_hand` is taken as written)."""
+    if not given_to_a_worker(simulation_id):
+        return by_hand or (
+            f"run this simulation again with the same simulation id "
+            f"(MELISSA_TRAINER_SIMULATION_ID={simulation_id})"
+        )
+    return (
+        f"{'L' if first else 'l'}et the launcher run simulation {simulation_id} again, as "
+        f"it does itself once this worker reports it failed (a worker is given its "
+        f"simulations by the launcher: it has no MELISSA_TRAINER_SIMULATION_ID to set; a "
+        f"study stopped runs it again when resumed, --resume_from_checkpoint latest)"
+    )
+
+
 def run_again(simulation_id: int) -> str:
     """What a simulation whose close gave up on its trainer does: the one sentence its
-    errors end with."""
+    errors end with (in a worker, `rerun_words`')."""
+    if given_to_a_worker(simulation_id):  # (no id to set: its launcher runs it again)
+        return (
+            f"This simulation's data is not all in: {rerun_words(simulation_id)}. The "
+            f"trainer keeps the steps it holds and takes the others, each once."
+        )
     return (
         f"This simulation's data is not all in: run it again with the same simulation id "
         f"(MELISSA_TRAINER_SIMULATION_ID={simulation_id}) once its trainer runs (resumed: "

@@ -27,7 +27,7 @@ from melissa_trainer.client.admission import SimulationRefused, reason_with_fix
 from melissa_trainer.client.closing import client_logger, waits_for
 from melissa_trainer.client.config import ClientTuning
 from melissa_trainer.client.delivery import CLOSE_CAP_FACTOR, capped_deadline, capped_words
-from melissa_trainer.client.gave_up import DeliveryFailed
+from melissa_trainer.client.gave_up import DeliveryFailed, rerun_words
 from melissa_trainer.client.patience import notice_after
 from melissa_trainer.client.sockets import control_dealer
 from melissa_trainer.client.stopped import StopRecords
@@ -235,9 +235,8 @@ class Rounds:
             f"now loses those still queued here. A trainer alive but slower than that "
             f"(loaded, a high sample-to-insert ratio): raise the close timeout "
             f"(ClientTuning.close_timeout; it bounds a wait without progress); a trainer "
-            f"paused or stuck: once it runs again, run this simulation again with the same "
-            f"simulation id (MELISSA_TRAINER_SIMULATION_ID={client.simulation_id}) if the "
-            f"trainer does not name it finished"
+            f"paused or stuck: once it runs again, {rerun_words(client.simulation_id)} "
+            f"if the trainer does not name it finished"
         )
 
     def _tell(
@@ -325,9 +324,8 @@ class Rounds:
             f"{gone_after} s (ClientTuning.disconnected_timeout): {why}. No restarted "
             f"trainer published in {rendezvous}{waited}. What this simulation sent after the "
             f"trainer's last checkpoint may be lost: once a trainer runs there again (a "
-            f"preempted one: --resume_from_checkpoint latest), run this simulation again "
-            f"with the same simulation id "
-            f"(MELISSA_TRAINER_SIMULATION_ID={self.client.simulation_id}): the trainer takes "
+            f"preempted one: --resume_from_checkpoint latest), "
+            f"{rerun_words(self.client.simulation_id)}: the trainer takes "
             f"the steps it lacks, each once"
         )
 

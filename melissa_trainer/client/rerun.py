@@ -29,7 +29,7 @@ from collections.abc import Sequence
 
 from melissa_trainer.client.config import check_attempt
 from melissa_trainer.client.follow import Follower, FollowError
-from melissa_trainer.client.worker import given_attempt
+from melissa_trainer.client.worker_given import given_attempt
 from melissa_trainer.stream.endpoints import fetch_rendezvous
 from melissa_trainer.stream.step_set import StepSet
 from melissa_trainer.wire import HELD_FINISHED, HELD_STEPS, HeldReply

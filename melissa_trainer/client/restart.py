@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from melissa_trainer.client.gave_up import rerun_words
 from melissa_trainer.stream.endpoints import fetch_rendezvous
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -104,6 +105,8 @@ class RestartCheck:
         if endpoints == self._endpoints and (run_id is None or run_id == self._run_id):
             return ""
         run = f"run {run_id}" if run_id is not None else "another trainer"
+        again = "run this simulation again, with the same simulation id "
+        again += f"(MELISSA_TRAINER_SIMULATION_ID={self._simulation_id})"
         restarted = (
             f" The trainer was restarted: the rendezvous {self._rendezvous} now names {run} at "
             f"{', '.join(endpoints)}."
@@ -112,14 +115,12 @@ class RestartCheck:
             return (
                 f"{restarted} This client follows it with its replay window "
                 f"(ClientTuning.replay_bytes={self._window}) if the window still holds every "
-                f"step the checkpoint lacks; if not, run this simulation again, with the same "
-                f"simulation id (MELISSA_TRAINER_SIMULATION_ID={self._simulation_id})."
+                f"step the checkpoint lacks; if not, {rerun_words(self._simulation_id, again)}."
             )
         return (
             f"{restarted} A simulation without a replay window "
             f"(ClientTuning.replay_bytes=0) does not follow a restarted trainer, and what it "
-            f"sent after the checkpoint resumed from is lost: run this "
-            f"simulation again, with the same simulation id "
-            f"(MELISSA_TRAINER_SIMULATION_ID={self._simulation_id}): the resumed trainer "
+            f"sent after the checkpoint resumed from is lost: "
+            f"{rerun_words(self._simulation_id, again)}: the resumed trainer "
             f"keeps the steps it holds and takes the others, each once."
         )

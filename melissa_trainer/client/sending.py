@@ -175,7 +175,7 @@ class Sending:
         does not pay it)."""
         self._asked = True
         if os.environ.get(ENV_ATTEMPT, "").strip() in ("", "0"):  # (0: the first launch)
-            from melissa_trainer.client.worker import given_attempt  # (light: zmq, stdlib)
+            from melissa_trainer.client.worker_given import given_attempt  # (stdlib only)
 
             if not given_attempt(self.simulation_id):  # (a worker's rerun asks too)
                 return

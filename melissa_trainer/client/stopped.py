@@ -39,7 +39,7 @@ from pathlib import Path
 from melissa_trainer import wire as protocol
 from melissa_trainer.client.admission import SimulationRefused
 from melissa_trainer.client.closing import TrainerStopped, client_logger
-from melissa_trainer.client.gave_up import DeliveryFailed, StopSaid
+from melissa_trainer.client.gave_up import DeliveryFailed, StopSaid, rerun_words
 from melissa_trainer.client.send_wait import StoppedForGood
 from melissa_trainer.stream.stop_record import RECORD_KEY, StopRecord, parse_record
 from melissa_trainer.wire.receipt import RECEIPT_BYE, RECEIPT_FINISHED, ReceiptReply
@@ -174,8 +174,7 @@ class StopRecords:
             f"{rank}: {reason.message}). Fix the solver (a diverging scheme: a smaller time "
             f"step?), or start the trainer with --nonfinite refuse "
             f"(ReceiverConfig(nonfinite='refuse')) to drop such samples and go on; then "
-            f"resume it (--resume_from_checkpoint latest) and run this simulation again with "
-            f"the same simulation id (MELISSA_TRAINER_SIMULATION_ID={sid})"
+            f"resume it (--resume_from_checkpoint latest) and {rerun_words(sid)}"
         )
 
     def _not_needed(self, record: StopRecord) -> bool:
@@ -239,9 +238,8 @@ class StopRecords:
                 f"{reason.code}: {reason.message}; its stop record in {self.rendezvous}",
                 ENDED
                 if reason.code == "end"
-                else f"Once a trainer runs there again (--resume_from_checkpoint latest), run "
-                f"this simulation again with the same simulation id "
-                f"(MELISSA_TRAINER_SIMULATION_ID={self.simulation_id}): the trainer takes "
+                else f"Once a trainer runs there again (--resume_from_checkpoint latest), "
+                f"{rerun_words(self.simulation_id)}: the trainer takes "
                 f"the steps it lacks, each once",
                 TrainerStopped,
             )
@@ -295,8 +293,7 @@ class StopRecords:
             raise DeliveryFailed(
                 f"{stop}What this simulation sent after the trainer's last checkpoint is not "
                 f"trained on: once a trainer runs there again (--resume_from_checkpoint "
-                f"latest), run this simulation again with the same simulation id "
-                f"(MELISSA_TRAINER_SIMULATION_ID={sid}): the trainer takes the steps it "
+                f"latest), {rerun_words(sid)}: the trainer takes the steps it "
                 f"lacks, each once"
             )
         return None

@@ -23,50 +23,51 @@ measured"). Because that context, and the process, outlive the simulation, its
 `Client.close` returns only once every receiver confirmed it *ingested* the BYE (the
 RECEIPT_QUERY exchange of external mode, `melissa_trainer.client.confirm`, without its
 replay window): the worker then reports the simulation finished. Before, a close
-returned once ZeroMQ had taken the BYE from its queue, and once (CI, a loaded machine)
-a worker SIGKILLed right after took the last steps and BYE, still in the context's I/O
+returned once ZeroMQ had taken the BYE from its queue, and once (CI, a loaded machine) a
+worker SIGKILLed right after took the last steps and BYE, still in the context's I/O
 thread, with it (1 of 5 steps arrived; the launcher found the simulation incomplete and
-ran it again): tests/client/test_worker_receipt.py. Not confirmed (a receiver gone, or
-a trainer restarted from a checkpoint without the BYE), the close raises
+ran it again): tests/client/test_worker_receipt.py. Not confirmed (a receiver gone, or a
+trainer restarted from a checkpoint without the BYE), the close raises
 `gave_up.DeliveryFailed` (a `TimeoutError`) within the bounds `confirm` names
 (``close_timeout``, ``disconnected_timeout``), the simulation is never reported
 finished: `serve_simulations` reports it failed (`NOT_DELIVERED_EXIT_CODE`) and goes on
 with the next, its process and start-up kept; the launcher counts a failed attempt and
-runs it again. The confirmation's cost, a
-round trip per simulation (about 1.3 ms on loopback): docs/how-to/own-solver.md, worker
-mode. A loop written by hand (an MPI worker's, where rank 0 calls `next_simulation` and
-broadcasts the answer; a barrier after every rank's close, whose confirmation is its own,
-so that rank 0 reports a simulation finished only once all its ranks' BYEs were
-ingested) uses `next_simulation`:
-each call reports the previous simulation as finished (or failed: ``exit_code=1``, for
-a solver that catches its own failure and goes on) and asks for the next one; None
-means nothing is left (the worker should exit 0). A worker that dies loses its
-current simulation, which the launcher gives to another request; those it reported
-finished were confirmed (above).
+runs it again. The confirmation's cost, a round trip per simulation (about 1.3 ms on
+loopback): docs/how-to/own-solver.md, worker mode. A loop written by hand (an MPI
+worker's, where rank 0 calls `next_simulation` and broadcasts the answer; a barrier
+after every rank's close, whose confirmation is its own, so that rank 0 reports a
+simulation finished only once all its ranks' BYEs were ingested) uses `next_simulation`:
+each call reports the previous simulation as finished (or failed: ``exit_code=1``, for a
+solver that catches its own failure and goes on) and asks for the next one; None means
+nothing is left (the worker should exit 0). A worker that dies loses its current
+simulation, which the launcher gives to another request; those it reported finished were
+confirmed (above).
 
-The launcher passes its endpoint in ``MELISSA_TRAINER_LAUNCHER``, the worker's name
-in ``MELISSA_TRAINER_WORKER`` and, when it listens beyond loopback, its CURVE public key
-in ``MELISSA_TRAINER_LAUNCHER_KEY`` (requests are then encrypted, and only peers that
-know the key get answers). Messages are JSON over a ZeroMQ REQ socket (never
-pickle), each with ``"version"`` (`PROTOCOL_VERSION`). A request is ``{"worker": NAME,
-"finished": ID or null}``, with ``"exit_code"`` when that simulation failed. The answer
-is ``{"simulation_id": ID, "parameters": {...}, "attempt": N}`` (N the launcher's
-count, 0 the first; absent, from an older launcher: 0), ``{"simulation_id": null}``
-(nothing left), ``{"simulation_id": null, "retry": SECONDS}`` (ask again) or
-``{"error": TEXT}``. This module imports only the standard library, pyzmq, `gave_up`,
-`worker_codes` and `worker_launcher` (standard library only; the `client` package
-imports its names on first use).
+The launcher passes its endpoint in ``MELISSA_TRAINER_LAUNCHER``, the worker's name in
+``MELISSA_TRAINER_WORKER`` and, when it listens beyond loopback, its CURVE public key in
+``MELISSA_TRAINER_LAUNCHER_KEY`` (requests are then encrypted, and only peers that know
+the key get answers) and, where ``/proc`` says, its process in
+``MELISSA_TRAINER_LAUNCHER_PROCESS`` (`worker_launcher.launcher_gone`: a worker whose
+launcher ended says so before a request, not after its timeout). Messages are JSON over
+a ZeroMQ REQ socket (never pickle), each with ``"version"`` (`PROTOCOL_VERSION`). A
+request is ``{"worker": NAME, "finished": ID or null}``, with ``"exit_code"`` when that
+simulation failed. The answer is ``{"simulation_id": ID, "parameters": {...}, "attempt":
+N}`` (N the launcher's count, 0 the first; absent, from an older launcher: 0),
+``{"simulation_id": null}`` (nothing left), ``{"simulation_id": null, "retry":
+SECONDS}`` (ask again) or ``{"error": TEXT}``. This module imports only the standard
+library, pyzmq, `gave_up`, `worker_codes`, `worker_context` and `worker_launcher`
+(standard library only; the `client` package imports its names on first use).
 
-A simulation a worker is given again after a resume (attempt above 0, as for a
-launched process's ``MELISSA_TRAINER_ATTEMPT``) sends only the time steps its
-receivers' checkpoint lacks: its `Client` reads the attempt with `given_attempt`
-(`melissa_trainer.client.rerun`). Only in the process that asked: an MPI worker's
-other ranks, given the simulation by rank 0, send every step (their receivers drop
-what they hold). Likewise that `Client` counts as launched (`config.launched`): the
-launcher runs its simulation again if it fails, so it keeps no replay window and does
-not ask for its admission while it runs, as a launched process's (its close asks for
-the BYE's receipt: above); a `Client` of another simulation id (or an MPI worker's
-other ranks) does both, as in external mode.
+A simulation a worker is given again after a resume (attempt above 0, as for a launched
+process's ``MELISSA_TRAINER_ATTEMPT``) sends only the time steps its receivers'
+checkpoint lacks: its `Client` reads the attempt with `given_attempt`
+(`melissa_trainer.client.rerun`). Only in the process that asked: an MPI worker's other
+ranks, given the simulation by rank 0, send every step (their receivers drop what they
+hold). Likewise that `Client` counts as launched (`config.launched`): the launcher runs
+its simulation again if it fails, so it keeps no replay window and does not ask for its
+admission while it runs, as a launched process's (its close asks for the BYE's receipt:
+above); a `Client` of another simulation id (or an MPI worker's other ranks) does both,
+as in external mode.
 """
 
 from __future__ import annotations
@@ -81,14 +82,18 @@ from typing import Any
 
 import zmq
 
+from melissa_trainer.client import worker_given
 from melissa_trainer.client.gave_up import DeliveryFailed
 from melissa_trainer.client.worker_codes import NOT_DELIVERED_EXIT_CODE, REFUSED_EXIT_CODE
+from melissa_trainer.client.worker_context import end_context
+from melissa_trainer.client.worker_given import given_attempt
 from melissa_trainer.client.worker_launcher import (
     ENV_LAUNCHER,
     ENV_LAUNCHER_KEY,
     ENV_WORKER,
     LauncherGone,
     NotAWorker,
+    launcher_gone,
     launcher_missing,
     parent_gone,
 )
@@ -110,19 +115,6 @@ __all__ = [
 
 #: Version of the JSON messages.
 PROTOCOL_VERSION = 1
-
-#: (simulation id, attempt) of the simulation this process was last given (any
-#: `WorkerClient`), None before the first or after "nothing left"
-_given: tuple[int, int] | None = None
-
-
-def given_attempt(simulation_id: int) -> int | None:
-    """The launcher's attempt (0 the first) of `simulation_id` when it is the simulation
-    this process's worker was last given (`WorkerClient.next_simulation`); None
-    otherwise (not a worker, or another simulation)."""
-    if _given is None or _given[0] != simulation_id:
-        return None
-    return _given[1]
 
 
 class WorkerClient:
@@ -180,6 +172,8 @@ class WorkerClient:
         on: a solver that catches its own failure does not pay its start-up again.
 
         Raises:
+            LauncherGone: the launcher's process has ended (`launcher_gone`, checked
+                before each request: no answer would come), the current one unreported.
             TimeoutError: no answer within `timeout` (the launcher is gone or stuck).
             RuntimeError: the launcher refused the request.
             ValueError: `exit_code` is not an int.
@@ -189,6 +183,9 @@ class WorkerClient:
         if self._exhausted:
             return None
         while True:
+            if (gone := launcher_gone(self.current)) is not None:  # (no answer would come)
+                self.close()
+                raise LauncherGone(gone)
             message = {"version": PROTOCOL_VERSION, "worker": self.name, "finished": self.current}
             if exit_code and self.current is not None:  # (absent: finished, as before)
                 message["exit_code"] = exit_code
@@ -219,9 +216,8 @@ class WorkerClient:
 
     def _give(self, simulation_id: int | None, attempt: int | None) -> None:
         """Record the simulation this worker runs now (None: none) and its attempt."""
-        global _given
         self.current, self.attempt = simulation_id, attempt
-        _given = None if simulation_id is None or attempt is None else (simulation_id, attempt)
+        worker_given.give(simulation_id, attempt)
 
     def _request(self, message: dict[str, Any]) -> dict[str, Any]:
         if self._socket is None:
@@ -312,9 +308,11 @@ def serve_simulations(
        (the launcher runs it again, as for a worker that died; a trainer gone for good
        fails every simulation within its client's bounds, and the launcher's policy
        ends the study). Unless the process that started the worker has ended
-       (`worker_launcher.parent_gone`: no parent-death signal reached the worker):
-       no launcher takes the report then, and the loop ends at once with
-       `LauncherGone`, its message the error and what runs the simulation again.
+       (`worker_launcher.parent_gone`: no parent-death signal reached the worker), or
+       the launcher's own (`worker_launcher.launcher_gone`): no launcher takes the
+       report then, and the loop ends at once with `LauncherGone`, its message the
+       error and what runs the simulation again; so does a request (the first too: a
+       worker orphaned before it started), `WorkerClient.next_simulation`.
 
     Any other exception (from `check`, from `run`, or from `next_simulation`: no answer
     within `timeout` seconds, a refusal) ends the loop: the context is terminated and
@@ -328,7 +326,7 @@ def serve_simulations(
     Raises:
         NotAWorker: not started by a launcher in worker mode (`WorkerClient`), before
             any simulation runs.
-        LauncherGone: a simulation not delivered, the worker's launcher gone (above).
+        LauncherGone: the worker's launcher gone (above), before any simulation too.
         ValueError: `run` returned something that is not None or an int.
     """
     program = os.path.basename(sys.argv[0]) or "worker"
@@ -349,7 +347,7 @@ def serve_simulations(
                 result = run(simulation_id, checked, context)
             except DeliveryFailed as exc:  # (the trainer's side: this process is sound)
                 said = _about(simulation_id, exc)
-                gone = parent_gone(parent, simulation_id)
+                gone = parent_gone(parent, simulation_id) or launcher_gone(simulation_id)
                 if gone is not None:
                     raise LauncherGone(f"{said.rstrip('.')}. {gone}") from None
                 print(
@@ -366,7 +364,7 @@ def serve_simulations(
                 )
             code = result or 0
     finally:
-        _end_context(context, program)
+        end_context(context, program)
 
 
 def _about(simulation_id: int, exc: Exception) -> str:
@@ -376,24 +374,3 @@ def _about(simulation_id: int, exc: Exception) -> str:
     if re.match(rf"simulation {simulation_id}\b", text):
         return text
     return f"simulation {simulation_id}: {text}"
-
-
-def _end_context(context: zmq.Context, program: str) -> None:
-    """Terminate the worker's `context`, unless a socket made on it is still open (a
-    `Client` that `run` did not close, or a socket of `run`'s own): then say so on
-    stderr, once, and leave the context to the process's exit. `term` would wait for
-    that socket's close forever: the exception ending the loop (whose traceback holds
-    the unclosed client) was never raised, nor the worker ended, until the launcher
-    killed it as silent, its log without the error (a user trial)."""
-    # (pyzmq's own `Context.destroy` reads the same set; a pyzmq without it: term)
-    sockets = list(getattr(context, "_sockets", None) or [])
-    left = sum(1 for s in sockets if s is not None and not s.closed)
-    if not left:
-        context.term()
-        return
-    print(
-        f"{program}: {left} ZeroMQ socket(s) of this worker's context still open at its "
-        f"end: a Client that run did not close (open each in a `with` block, which closes "
-        f"it on an exception too), or a socket of run's own; not waited for",
-        file=sys.stderr,
-    )

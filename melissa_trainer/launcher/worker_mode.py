@@ -35,6 +35,7 @@ from typing import Any
 import zmq
 
 from melissa_trainer.client.worker import ENV_LAUNCHER_KEY, PROTOCOL_VERSION
+from melissa_trainer.client.worker_launcher import ENV_LAUNCHER_PROCESS, launcher_process
 from melissa_trainer.launcher.backends.base import Job
 from melissa_trainer.launcher.exit_cause import code_text, codes_text
 from melissa_trainer.launcher.reports import LauncherError
@@ -233,6 +234,10 @@ class WorkerSupervisor(Supervisor):
             }
             if self.curve_public_key is not None:
                 env[ENV_LAUNCHER_KEY] = self.curve_public_key
+            # (this process, the launcher's: a worker that finds it ended says so at once,
+            # even orphaned before it started, instead of waiting for an answer)
+            if (process := launcher_process()) is not None:
+                env[ENV_LAUNCHER_PROCESS] = process
             handle = self.start_job(Job(name, self.argv, env, None, log_path, self.settings.ranks))
             self.slots[slot], self.launches[slot] = name, n + 1
             self.jobs[name] = RunningJob(handle, None, log_path)

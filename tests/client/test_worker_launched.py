@@ -27,7 +27,7 @@ import zmq
 from helpers import running
 from waiting import wait_until
 
-from melissa_trainer.client import Client
+from melissa_trainer.client import Client, worker_given
 from melissa_trainer.client import worker as worker_module
 from melissa_trainer.client.worker import PROTOCOL_VERSION, WorkerClient
 
@@ -40,7 +40,7 @@ GIVEN = 7
 @pytest.fixture
 def worker(monkeypatch: pytest.MonkeyPatch) -> Iterator[WorkerClient]:
     """A worker given simulation `GIVEN` (attempt 0) by a stand-in launcher."""
-    monkeypatch.setattr(worker_module, "_given", None)  # (restored after the test)
+    monkeypatch.setattr(worker_given, "_given", None)  # (restored after the test)
     context = zmq.Context()
     rep = context.socket(zmq.REP)
     rep.setsockopt(zmq.LINGER, 0)
@@ -122,7 +122,7 @@ def test_a_client_of_another_simulation_in_that_worker_is_external(
 def test_a_client_in_a_process_that_is_no_worker_is_external(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(worker_module, "_given", None)
+    monkeypatch.setattr(worker_given, "_given", None)
     external_env(monkeypatch, tmp_path)
     with running(rendezvous_dir=tmp_path, fields=STUDY, run_id="run-a") as receiver:
         client, kept_window, answered = stream(GIVEN, receiver)

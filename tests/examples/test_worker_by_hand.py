@@ -1,10 +1,17 @@
 """An example's solver run with ``--worker`` by hand (no launcher) says in one line what
 is missing and how its workers are started, exit status 2 (a usage error), no traceback.
 Before, each printed the `RuntimeError` traceback of the library's first request
-(`worker.WorkerClient`: "next_simulation() works in a job started by ..."), exit 1."""
+(`worker.WorkerClient`: "next_simulation() works in a job started by ..."), exit 1.
+
+It says so before it imports numpy or the client (`worker_launcher.refuse_worker_by_hand`,
+first in the script): before, each imported numpy first (and lorenz the client, pyzmq
+with it), which made a refusal two to four times as long (the figures:
+docs/how-to/own-solver.md, worker mode). What is checked is what was imported, not how
+long it took (tests/examples/test_example_fast_refusals.py does the same for train.py)."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -40,3 +47,49 @@ def test_a_worker_run_by_hand_is_one_line_naming_what_is_missing(example: str) -
 def test_every_solver_that_takes_worker_is_checked_above() -> None:
     takes = {p.parent.name for p in EXAMPLES.glob("*/solver.py") if '"--worker"' in p.read_text()}
     assert takes == set(WORKER_SOLVERS), takes
+
+
+#: run `script` as ``python script ARGV...`` would, then print its exit status and the
+#: heavy modules then loaded (a JSON line after whatever the solver printed)
+RUN_AS_MAIN = """
+import json, runpy, sys
+script, heavy = sys.argv[1], sys.argv[2].split(",")
+sys.argv = [script, *sys.argv[3:]]
+try:
+    runpy.run_path(script, run_name="__main__")
+    code = "ran on"
+except SystemExit as exc:
+    code = exc.code
+print(json.dumps({"code": code, "loaded": [name for name in heavy if name in sys.modules]}))
+"""
+#: what a refusal of --worker by hand must not have imported
+HEAVY = ("numpy", "zmq", "melissa_trainer.client.worker", "melissa_trainer.client.config")
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("example", WORKER_SOLVERS)
+def test_a_worker_run_by_hand_is_refused_before_numpy_is_imported(example: str) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MELISSA_TRAINER_")}
+    done = subprocess.run(
+        [sys.executable, "-c", RUN_AS_MAIN, str(EXAMPLES / example / "solver.py"),
+         ",".join(HEAVY), "--worker"],
+        capture_output=True, text=True, timeout=100, env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    said = json.loads(done.stdout.strip().splitlines()[-1])
+    assert said["code"] == 2, done.stderr[-3000:]
+    assert "not started by a launcher in worker mode" in done.stderr, done.stderr[-3000:]
+    assert said["loaded"] == [], f"imported before refusing --worker: {said['loaded']}"
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("example", WORKER_SOLVERS)
+def test_help_with_worker_is_answered_not_refused(example: str) -> None:
+    # (the early refusal leaves -h/--help to the solver's parser)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MELISSA_TRAINER_")}
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLES / example / "solver.py"), "--worker", "--help"],
+        capture_output=True, text=True, timeout=100, env=env,
+    )  # fmt: skip
+    assert done.returncode == 0 and "--worker" in done.stdout, done.stderr[-3000:]
+    assert "not started by a launcher" not in done.stderr, done.stderr

@@ -7,6 +7,7 @@ key and a worker endpoint Slurm's nodes cannot reach are refused.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections import Counter
 from pathlib import Path
@@ -30,6 +31,8 @@ from melissa_trainer.client import Client
 from melissa_trainer.client.worker import next_simulation
 
 out, name = sys.argv[1], os.environ["MELISSA_TRAINER_WORKER"]
+with open(os.path.join(out, f"{name}.process"), "w") as f:  # (its launcher's process)
+    f.write(os.environ.get("MELISSA_TRAINER_LAUNCHER_PROCESS", ""))
 done = 0
 while (work := next_simulation(timeout=30)) is not None:
     sid, parameters = work
@@ -94,6 +97,10 @@ def test_workers_run_several_simulations_and_a_dead_workers_one_is_reassigned(
     assert max(len(sims) for sims in per_worker.values()) >= 2  # one job, several simulations
     assert sum(len(sims) for sims in per_worker.values()) == 7  # 6 + the one run twice
     assert all(p.name.startswith("worker-") for p in (tmp_path / "logs").iterdir())
+    # each worker was told the launcher's process (this one: the launcher runs in it), so
+    # that it can tell when it ended (tests/client/test_worker_orphaned_at_start.py)
+    told = {p.read_text().split()[0] for p in tmp_path.glob("worker-*.process")}
+    assert told == {str(os.getpid())}, told
 
 
 @pytest.mark.e2e

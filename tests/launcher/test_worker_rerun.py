@@ -29,6 +29,7 @@ from waiting import wait_until
 
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.client import worker as worker_module
+from melissa_trainer.client import worker_given
 from melissa_trainer.client.worker import PROTOCOL_VERSION, WorkerClient
 from melissa_trainer.launcher import Launcher, LauncherTuning, ListSampler
 from melissa_trainer.launcher.backends.local import LocalBackend
@@ -155,7 +156,7 @@ class FakeLauncher:
 def test_a_worker_keeps_the_attempt_its_launcher_gave(
     monkeypatch: pytest.MonkeyPatch, answer: dict[str, object], expected: int
 ) -> None:
-    monkeypatch.setattr(worker_module, "_given", None)
+    monkeypatch.setattr(worker_given, "_given", None)
     fake = FakeLauncher({"simulation_id": 7, "parameters": {"x": 0.5}, **answer})
     client = WorkerClient(fake.endpoint, "worker-0", timeout=10.0)
     try:

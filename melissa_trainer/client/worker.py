@@ -352,7 +352,7 @@ def serve_simulations(
                     raise LauncherGone(f"{said.rstrip('.')}. {gone}") from None
                 print(
                     f"{program}: {said} (this worker reports it failed, exit code "
-                    f"{NOT_DELIVERED_EXIT_CODE}, and goes on: the launcher runs it again)",
+                    f"{NOT_DELIVERED_EXIT_CODE}, and goes on to its next simulation)",
                     file=sys.stderr,
                 )
                 code = NOT_DELIVERED_EXIT_CODE

@@ -86,6 +86,8 @@ def test_a_worker_s_simulation_not_delivered_says_its_launcher_runs_it_again(
     assert "MELISSA_TRAINER_SIMULATION_ID=5" not in said[0], said
     assert "let the launcher run simulation 5 again" in said[0], said
     assert "--resume_from_checkpoint latest" in said[0], said
+    # said once: the worker's own suffix no longer repeats that its launcher runs it again
+    assert said[0].count("the launcher run") == 1, said
 
 
 def test_the_fix_names_the_id_to_set_outside_a_worker_and_the_launcher_in_one(

@@ -112,7 +112,7 @@ def test_slurm_backend_polls_with_a_cache_and_reads_the_exit_file(
     for _ in range(20):  # polls in a burst: squeue runs once
         assert backend.poll(handle) is None
     assert (fake_slurm / "squeue.calls").read_text().splitlines() == [
-        "-h -t all -j 4242 -o %i|%T|%r|%N"
+        "-h -t all -j 4242 -o %i|%T|%r|%N|%S"
     ]
     # the job ends: its script wrote the exit code; squeue reports it failed
     (tmp_path / "logs" / ss.exit_file("sim-1", "4242")).write_text("7\n")

@@ -285,14 +285,12 @@ class BatchJobs:
             self._refreshed = time.monotonic()  # do not hammer a struggling controller
             return False
         self._squeue_failing, self._refreshed = False, time.monotonic()
-        states = sq.parse_squeue(result.stdout)
-        reasons, nodes = (
-            sq.parse_squeue_reasons(result.stdout),
-            sq.parse_squeue_nodes(result.stdout),
-        )
+        out = result.stdout
+        states, reasons = sq.parse_squeue(out), sq.parse_squeue_reasons(out)
+        nodes, starts = sq.parse_squeue_nodes(out), sq.parse_squeue_starts(out)
         for job_id, handle in self._live.items():
             state, reason = states.get(job_id), reasons.get(job_id)
-            queue_words(handle, self.describe(handle), state, reason)
+            queue_words(handle, self.describe(handle), state, reason, starts.get(job_id))
             if not (handle.cancelled or handle.stale):  # (the study's own: not waited for)
                 self.over_limit.see(self.describe(handle), job_id, state, reason)
             handle.state, handle.queried, handle.reason = state, True, reason

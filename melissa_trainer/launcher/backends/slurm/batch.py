@@ -238,7 +238,7 @@ class BatchJobs:
                 ranks=job.ranks,
                 cwd=str(cwd),
                 exit_stem=str(exit_stem),
-                env=job.env,
+                env=ss.unbuffered_env(job.env, os.environ),  # (lines kept by a kill)
                 log_path=None if log is None else str(log),
                 partition=self.partition,
                 time_limit=self.time_limit,

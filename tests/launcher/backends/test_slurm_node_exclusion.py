@@ -109,7 +109,8 @@ def test_the_last_node_of_the_partition_is_never_left_out(
     fake: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Every node of partition gpu (one node, g0) failing: no exclusion (it would leave
-    the partition none: sbatch would refuse every job), said once; and none after."""
+    the partition none: sbatch would refuse every job), said once; and none after. The
+    same where sinfo cannot tell the partition's nodes."""
     caplog.set_level(logging.WARNING, "melissa_trainer")
     backend = SlurmBackend(partition="gpu", poll_every=0, script_dir=tmp_path / "scripts")
     try:
@@ -121,6 +122,16 @@ def test_the_last_node_of_the_partition_is_never_left_out(
         assert "it would leave none of the partition's nodes (g0)" in said[0], said
     finally:
         backend.close()
+    (fake / "nodes").unlink()  # (sinfo fails: the partition's nodes unknown)
+    unknown = SlurmBackend(poll_every=0, script_dir=tmp_path / "unknown")
+    try:
+        for _ in range(3):
+            run(unknown, fake, tmp_path, "FAILED|None|n1")
+            assert exclude_line(fake) is None
+        said = [r.getMessage() for r in caplog.records][1:]
+        assert len(said) == 1 and "sinfo could not tell the nodes" in said[0], said
+    finally:
+        unknown.close()
 
 
 @pytest.mark.e2e

@@ -28,8 +28,8 @@ exclusion would leave none of them, nothing is excluded any more for the rest of
 run, and a WARNING says why: when every node fails, the failures are the solver's (or
 the study's: a receiver no node can reach), not the nodes', and the launcher's own
 limits decide (``LauncherTuning.max_restarts``, ``on_failure``, ``max_redraws``),
-as without this option. Where sinfo cannot tell the partition's nodes, the node is not
-excluded (said in the same WARNING).
+as without this option. Where sinfo cannot tell the partition's nodes, the same: no
+node is excluded any more (said in the same WARNING).
 
 A user's own ``--exclude`` (``-x``) in `extra_args` is kept: the backend's line names
 its nodes and the failing ones, in place of it. A user's ``--nodelist`` (``-w``) pins

@@ -29,7 +29,11 @@ echo $n
     "squeue": '#!/bin/bash\ncat "$FAKE/state" 2>/dev/null\n',
     "scancel": "#!/bin/bash\nexit 0\n",
     "sacct": "#!/bin/bash\nexit 1\n",
-    "scontrol": "#!/bin/bash\nexit 1\n",
+    # scontrol update JobId=N ExcNodeList=...: recorded; no job record known
+    "scontrol": """#!/bin/bash
+if [ "$1" == "update" ]; then echo "$@" >> "$FAKE/scontrol.calls"; exit 0; fi
+exit 1
+""",
     # sinfo -h -N -o %N|%P: the partition's nodes, one line each (the default marked *)
     "sinfo": '#!/bin/bash\ncat "$FAKE/nodes"\n',
 }
@@ -50,12 +54,12 @@ def fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return state
 
 
-def run(backend: SlurmBackend, fake: Path, tmp_path: Path, end: str) -> Handle:
-    """Submit one job and have squeue list it ended as `end` (``STATE|REASON|NODES``);
-    polled until its code is known."""
+def run(backend: SlurmBackend, fake: Path, tmp_path: Path, end: str, also: str = "") -> Handle:
+    """Submit one job and have squeue list it ended as `end` (``STATE|REASON|NODES``),
+    and the lines `also`; polled until its code is known."""
     handle = backend.launch(Job("sim", ["/bin/true"], cwd=tmp_path, log_path=tmp_path / "sim.log"))
     job_id = (fake / "next").read_text().strip()
-    (fake / "state").write_text(f"{job_id}|{end}\n")
+    (fake / "state").write_text(f"{also}{job_id}|{end}\n")
     assert backend.poll(handle) is not None
     return handle
 
@@ -157,3 +161,31 @@ def test_the_users_own_exclude_is_kept_and_none_turns_it_off(
             each.close()
     with pytest.raises(ValueError, match="exclude_after must be an int >= 1"):
         SlurmBackend(exclude_after=0)
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(60)
+def test_the_jobs_still_queued_get_the_exclusion_too(
+    fake: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A job submitted before the exclusion and still PENDING would start on the failing
+    node next (its CPUs freed by each failure): ``scontrol update ExcNodeList`` (Slurm
+    takes it from a pending job's owner: seen on the two-node test cluster); a running
+    one is left as it is."""
+    caplog.set_level(logging.WARNING, "melissa_trainer")
+    backend = SlurmBackend(poll_every=0, script_dir=tmp_path / "scripts")
+    try:
+        job = Job("queued", ["/bin/true"], cwd=tmp_path)
+        queued, running = backend.launch(job), backend.launch(job)
+        also = "1|PENDING|Resources|\n2|RUNNING|None|n0\n"
+        run(backend, fake, tmp_path, "FAILED|None|n1", also)
+        assert not (fake / "scontrol.calls").exists()
+        run(backend, fake, tmp_path, "FAILED|None|n1", also)
+        calls = (fake / "scontrol.calls").read_text().splitlines()
+        assert calls == ["update JobId=1 ExcNodeList=n1"], calls
+        said = [r.getMessage() for r in caplog.records]
+        assert len(said) == 1 and ", and the 1 still queued (scontrol update" in said[0], said
+        assert backend.poll(queued) is None and backend.poll(running) is None
+    finally:
+        (fake / "state").write_text("1|CANCELLED|None|\n2|CANCELLED|None|n0\n")  # (closed)
+        backend.close()

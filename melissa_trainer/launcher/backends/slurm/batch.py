@@ -317,7 +317,7 @@ class BatchJobs:
             return
         handle.final = handle.state
         handle.code = final_code(handle, self.describe(handle), self._commands)
-        self.failing.ended(self.describe(handle), handle)
+        self.failing.ended(self.describe(handle), handle, self._live.values())
         self._live.pop(handle.job_id, None)
         if handle.began is not None:
             jf.drop(Path(handle.began), "began")

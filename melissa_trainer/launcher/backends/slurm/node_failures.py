@@ -8,7 +8,10 @@ failing node's, freed by the failure) until the study reached its redraw limit.
 success; once a node has `after` of them (`SlurmBackend`'s ``exclude_after``, default
 `EXCLUDE_AFTER`; None: never), the batch jobs submitted from then on carry
 ``--exclude`` naming it, and a WARNING says so once for the node, naming it, its
-failures and the option. Jobs already submitted keep what they were submitted with.
+failures and the option. The jobs still queued (PENDING) get it too (``scontrol update
+JobId=N ExcNodeList=...``, which Slurm lets a job's owner do while it is pending): the
+failing node's CPUs, freed by each failure, would start them there next. Jobs already
+running keep their node.
 
 What counts:
 
@@ -40,7 +43,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from melissa_trainer.launcher.backends.slurm.commands import SlurmCommands, failure
@@ -91,12 +94,14 @@ class FailingNodes:
     ) -> None:
         self._commands, self._partition = commands, partition
         pinned = any(_NODELIST.fullmatch(arg) for arg in extra_args)
+        self._own = [m.group(1) for arg in extra_args if (m := _EXCLUDE.fullmatch(arg))]
         self.after = None if pinned else check_exclude_after(after)
         self._failed: dict[str, list[str]] = {}  # node -> its failures since its last success
         self.excluded: list[str] = []  # in the order they were excluded
 
-    def ended(self, job: str, handle: SlurmHandle) -> None:
-        """Count the end of `handle`'s job (`job`: its description) against its node."""
+    def ended(self, job: str, handle: SlurmHandle, live: Iterable[SlurmHandle] = ()) -> None:
+        """Count the end of `handle`'s job (`job`: its description) against its node; the
+        jobs of `live` still queued get a new exclusion too."""
         node, code = handle.node, handle.code
         if self.after is None or node is None or code is None or handle.stale:
             return
@@ -111,18 +116,21 @@ class FailingNodes:
         failed = self._failed.setdefault(node, [])
         failed.append(f"{job}: {exit_text(code)}")
         if len(failed) >= self.after and node not in self.excluded:
-            self._exclude(node, failed)
+            self._exclude(node, failed, live)
 
     def args(self, extra_args: Sequence[str]) -> tuple[str, ...]:
         """`extra_args` as a job submitted now gets them: with ``--exclude`` naming the
         excluded nodes (the user's own ``--exclude`` merged into it), if any."""
         if not self.excluded:
             return tuple(extra_args)
-        own = [m.group(1) for arg in extra_args if (m := _EXCLUDE.fullmatch(arg))]
         rest = tuple(arg for arg in extra_args if not _EXCLUDE.fullmatch(arg))
-        return (*rest, f"--exclude={','.join([*own, *self.excluded])}")
+        return (*rest, f"--exclude={self._nodes()}")
 
-    def _exclude(self, node: str, failed: list[str]) -> None:
+    def _nodes(self) -> str:
+        """The nodes to exclude, as Slurm reads a list: the user's, then the failing."""
+        return ",".join([*self._own, *self.excluded])
+
+    def _exclude(self, node: str, failed: list[str], live: Iterable[SlurmHandle]) -> None:
         nodes = self._partition_nodes()
         left = None if nodes is None else nodes - {node, *self.excluded}
         if not left:  # (None: unknown; empty: it would be every node)
@@ -146,16 +154,35 @@ class FailingNodes:
             self.after, self.excluded = None, []
             return
         self.excluded.append(node)
+        queued = [h for h in live if h.state == "PENDING" and not (h.cancelled or h.stale)]
+        updated = self._update(queued)
         logger.warning(
             "node %s failed %d attempts in a row with no success there since (%s): the "
-            "jobs submitted from now on leave it out (sbatch --exclude=%s); "
+            "jobs submitted from now on leave it out (sbatch --exclude=%s)%s; "
             "SlurmBackend's exclude_after=%d sets how many failures (None: never exclude)",
             node,
             len(failed),
             "; ".join(failed),
-            ",".join(self.excluded),
+            self._nodes(),
+            f", and the {updated} still queued (scontrol update ExcNodeList)" if updated else "",
             self.after,
         )
+
+    def _update(self, queued: list[SlurmHandle]) -> int:
+        """Give the queued jobs `queued` the exclusion; how many took it (a job that
+        started meanwhile is refused: logged at debug level, as a missing scontrol)."""
+        if not queued or not self._commands.has("scontrol"):
+            return 0
+        done = 0
+        for handle in queued:
+            argv = [self._commands.path("scontrol"), "update", f"JobId={handle.job_id}"]
+            result = self._commands.run([*argv, f"ExcNodeList={self._nodes()}"])
+            why = failure(result)
+            if why is None:
+                done += 1
+            else:
+                logger.debug("scontrol update of job %s's ExcNodeList: %s", handle.job_id, why)
+        return done
 
     def _partition_nodes(self) -> set[str] | None:
         """The nodes of the jobs' partition (``sinfo -N``), None if sinfo cannot tell."""

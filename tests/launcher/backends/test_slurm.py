@@ -57,6 +57,28 @@ def test_jobs_exit_codes_environment_and_log(backend: SlurmBackend, tmp_path: Pa
     ]
 
 
+#: a Python solver that prints a line and dies without a flush (as on a node that vanished:
+#: every process there SIGKILLed); the line is not its command's text, which bash's
+#: "Killed" line in the log quotes
+PRINTS_THEN_DIES = (
+    "import os, signal; print('step', 0, 'sent'); os.kill(os.getpid(), signal.SIGKILL)"
+)
+
+
+@pytest.mark.timeout(120)
+def test_a_python_solvers_lines_reach_its_log_before_a_sigkill(
+    backend: SlurmBackend, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A job's stdout is its log, a file, where Python buffers in blocks: the job runs with
+    PYTHONUNBUFFERED=1 (`script.unbuffered_env`). Failed before: the line was lost (a log
+    found empty after a node vanished mid-study, a user trial on the two-node cluster)."""
+    monkeypatch.delenv("PYTHONUNBUFFERED", raising=False)  # (the job inherits the trainer's)
+    log = tmp_path / "logs" / "sim.log"
+    job = Job("sim-0", [PYTHON, "-c", PRINTS_THEN_DIES], cwd=tmp_path, log_path=log)
+    assert finish(backend, backend.launch(job)) == 128 + signal.SIGKILL
+    assert "step 0 sent" in log.read_text(), log.read_text()
+
+
 @pytest.mark.timeout(120)
 def test_kill_ends_the_job_and_its_processes(backend: SlurmBackend, tmp_path: Path) -> None:
     marker = f"melissa-slurm-kill-{os.getpid()}"

@@ -150,7 +150,7 @@ def test_command_lines_and_parsers() -> None:
         "-j",
         "1,2",
         "-o",
-        "%i|%T|%r",
+        "%i|%T|%r|%N|%S",
     ]
     assert sq.parse_squeue("1|RUNNING\n2|CANCELLED\n\n") == {"1": "RUNNING", "2": "CANCELLED"}
     out = "1|RUNNING|None\n2|PENDING|BeginTime\n3|PENDING|None\n4|COMPLETED|None\n"
@@ -161,6 +161,13 @@ def test_command_lines_and_parsers() -> None:
         "4": "COMPLETED",
     }
     assert sq.parse_squeue_reasons(out) == {"2": "BeginTime"}
+    out = "1|RUNNING|None|n1\n2|PENDING|BeginTime|\n3|PENDING|Resources|(null)\n"
+    out += "4|FAILED|None|n[1-2]\n"
+    assert sq.parse_squeue_reasons(out) == {"2": "BeginTime", "3": "Resources"}  # (not |nodes)
+    assert sq.parse_squeue_nodes(out) == {"1": "n1", "4": "n[1-2]"}
+    out = "5|PENDING|BeginTime||2026-12-05T23:25:37\n6|PENDING|Priority||N/A\n"
+    out += "7|RUNNING|None|n1|2026-12-05T23:25:30\n"
+    assert sq.parse_squeue_starts(out) == {"5": "2026-12-05T23:25:37"}  # (pending, known)
     assert sq.sacct_command("5") == ["sacct", "-j", "5", "-n", "-X", "-P", "-o", "State,ExitCode"]
     assert sq.parse_sacct("CANCELLED by 0|0:15\n") == ("CANCELLED", "0:15")
     assert sq.parse_sacct("") is None

@@ -5,11 +5,14 @@ claimed (the Slurm cluster's tests: test_slurm_queued_cancel.py)."""
 
 from __future__ import annotations
 
+import datetime
+
 import pytest
 
 from melissa_trainer.launcher.backends.base import Job
 from melissa_trainer.launcher.backends.slurm.batch import SlurmHandle
 from melissa_trainer.launcher.backends.slurm.queued_end import (
+    expected_start,
     held_reason,
     queue_words,
     queued_text,
@@ -85,3 +88,27 @@ def test_a_requeued_then_held_job_is_said_once(
     if answers[1][0] == "PENDING":
         assert "put back in Slurm's queue after it started and is held there" in said[0]
         assert "when Slurm starts it" not in said[0], said
+
+
+def test_a_requeue_says_when_slurm_expects_to_start_the_job_again(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A requeued job waits for its BeginTime (Slurm holds it until its first run's
+    credential expired: 120 s by default): the warning says when squeue expects it to
+    start. Failed before: it said "it runs again from the start when Slurm starts it",
+    and the job waited, not started and unsaid (a user trial on the two-node cluster)."""
+    caplog.set_level("WARNING", logger="melissa_trainer.launcher.backends.slurm")
+    start = (datetime.datetime.now() + datetime.timedelta(seconds=100)).strftime(
+        "%Y-%m-%dT%H:%M:%S"
+    )
+    handle = SlurmHandle(job=Job("sim-2", ()), job_id="17", exit_stem="", state="RUNNING")
+    handle.ran = True
+    queue_words(handle, "sim-2 (Slurm job 17)", "PENDING", "BeginTime", start)
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 1 and "was put back in Slurm's queue after it started" in said[0]
+    assert f"; Slurm expects to start it at {start} (squeue's StartTime, in about " in said[0]
+    seconds = int(said[0].split("in about ")[1].split(" s")[0])
+    assert 90 <= seconds <= 100, said  # (the clock ran a little since)
+    assert "until its BeginTime, its first run's credential expired" in said[0], said
+    assert expected_start("N/A", "BeginTime") == expected_start(None, None) == ""
+    assert "BeginTime" not in expected_start(start, "Priority")

@@ -4,7 +4,8 @@ default), on the one-node test cluster (tests/slurm_cluster.py): the job keeps i
 goes back to the queue and runs its script again. The backend must follow it as one
 job: its end is the second run's, not the first run's SIGTERM, and it counts as
 queued, not started, while it waits; the requeue is said once in a WARNING
-(`queued_end.queue_words`; failed before: nothing said it)."""
+(`queued_end.queue_words`; failed before: nothing said it), with when Slurm expects to
+start it again (its BeginTime: squeue's StartTime)."""
 
 from __future__ import annotations
 
@@ -77,3 +78,7 @@ def test_a_requeued_job_is_followed_to_its_second_runs_end(
     said = [r.getMessage() for r in caplog.records if "put back in Slurm's queue" in r.getMessage()]
     assert len(said) == 1, [r.getMessage() for r in caplog.records]
     assert said[0].startswith(f"sim-0 (Slurm job {handle.job_id}) was put back"), said
+    # and when it starts again (failed before: it waited for its BeginTime unsaid)
+    assert "; squeue: PENDING, BeginTime)" in said[0], said
+    assert "; Slurm expects to start it at 20" in said[0], said
+    assert "(squeue's StartTime, in about " in said[0] and "cred_expire" in said[0], said

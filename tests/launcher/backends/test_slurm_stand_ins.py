@@ -112,7 +112,7 @@ def test_slurm_backend_polls_with_a_cache_and_reads_the_exit_file(
     for _ in range(20):  # polls in a burst: squeue runs once
         assert backend.poll(handle) is None
     assert (fake_slurm / "squeue.calls").read_text().splitlines() == [
-        "-h -t all -j 4242 -o %i|%T|%r"
+        "-h -t all -j 4242 -o %i|%T|%r|%N|%S"
     ]
     # the job ends: its script wrote the exit code; squeue reports it failed
     (tmp_path / "logs" / ss.exit_file("sim-1", "4242")).write_text("7\n")
@@ -337,3 +337,25 @@ def test_a_time_limit_of_two_fields_is_said_in_words_as_the_backend_is_made(
     assert ss.minutes_seconds_note("90:00") is not None and "1 h 30 min 0 s" in str(
         ss.minutes_seconds_note("90:00")
     )
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(30)
+def test_an_srun_steps_python_lines_reach_its_log_before_a_sigkill(
+    fake_slurm: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Mode "srun": the step runs with PYTHONUNBUFFERED=1 as a batch job does
+    (test_slurm.py::test_a_python_solvers_lines_reach_its_log_before_a_sigkill); a value
+    the job sets is kept. Failed before: the log was empty."""
+    monkeypatch.setenv("SLURM_JOB_ID", "99")
+    monkeypatch.delenv("PYTHONUNBUFFERED", raising=False)
+    backend = SlurmBackend(mode="srun")
+    code = "import os, signal; print('step', 0, 'sent'); os.kill(os.getpid(), signal.SIGKILL)"
+    log = tmp_path / "sim.log"
+    handle = backend.launch(Job("sim-7", [PYTHON, "-c", code], cwd=tmp_path, log_path=log))
+    assert finish(backend, handle) != 0
+    assert "step 0 sent" in log.read_text(), log.read_text()
+    assert ss.unbuffered_env({"A": "1"}, {}) == {"PYTHONUNBUFFERED": "1", "A": "1"}
+    assert ss.unbuffered_env({"PYTHONUNBUFFERED": "0"}, {}) == {"PYTHONUNBUFFERED": "0"}
+    assert ss.unbuffered_env({}, {"PYTHONUNBUFFERED": ""}) == {}  # (the trainer's, inherited)
+    backend.close()

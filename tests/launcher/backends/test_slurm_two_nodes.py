@@ -22,6 +22,12 @@ real compute node).
   restarts them: the same end, and their restarts' HELLOs, while the vanished node's
   connections are still open (no FIN ever comes), are no MPI singletons (the 10 s
   grace of `twin_hellos` said so before).
+* A node where every attempt fails (FAILING: each simulation placed on n1 exits 1):
+  after `exclude_after` (2) failures there, the jobs submitted later leave it out
+  (``--exclude=n1``, said in a WARNING), and the study completes on this host, every
+  (simulation, step) once. Failed before (no exclusion): the restarts kept landing on n1,
+  whose CPUs each failure freed, while this host's were busy, until a simulation had
+  failed `max_restarts` + 1 times and the study raised.
 """
 
 from __future__ import annotations
@@ -76,11 +82,13 @@ def run_study(
     steps: int = 4,
     pause: float = 0.0,
     watch: Callable[[list[dict[str, np.ndarray]]], None] = lambda samples: None,
+    simulation: str = SIMULATION,
 ) -> tuple[list[dict[str, np.ndarray]], Launcher]:
     """`n` simulations at once, all streaming `steps` steps to one receiver, until the
     launcher is done and every finished simulation's steps are in (`watch` is given the
-    samples so far at each turn); the samples and the launcher."""
-    (tmp_path / "sim.py").write_text(SIMULATION)
+    samples so far at each turn); the samples and the launcher. `simulation`: the
+    script, given SIMULATION's arguments."""
+    (tmp_path / "sim.py").write_text(simulation)
     (tmp_path / "started").mkdir()
     buffer = FIFOBuffer(100)
     receiver = Receiver(buffer, config=config)
@@ -244,5 +252,73 @@ def test_a_node_vanishing_mid_study_loses_nothing(
         else:  # (the launcher's kill of a silent attempt, said; its restart no twin)
             assert sum("silent for" in line for line in lines) >= len(there), lines
         assert not [line for line in lines if "said HELLO as client rank" in line]
+        assert launcher.summary()["finished"] == n and launcher.summary()["failed"] == 0
+        assert "sim-" not in queue()
+
+
+#: SIMULATION's arguments; on node sys.argv[3] it marks its failure and exits 1 at once
+#: (a node whose simulations cannot run); elsewhere it marks its start, waits for the
+#: file "go" beside the started directory (this host's CPUs held busy meanwhile, as by
+#: long simulations), then sends its steps
+FAILING = """
+import os, sys, time
+from pathlib import Path
+
+started, node = Path(sys.argv[1]), os.environ["SLURMD_NODENAME"]
+if node == sys.argv[3]:
+    (started.parent / f"failed-{os.environ['SLURM_JOB_ID']}").touch()
+    sys.exit(1)
+import json
+import numpy as np
+from melissa_trainer.client import Client
+
+a = json.loads(os.environ["MELISSA_TRAINER_PARAMETERS"])["a"]
+(started / f"{a:g}-{node}-{os.environ['SLURM_JOB_ID']}").touch()
+while not (started.parent / "go").exists():
+    time.sleep(0.05)
+with Client({"u": ((8,), "float64"), "node": ((1,), "float64")}, send_timeout=30) as client:
+    for step in range(int(sys.argv[4])):
+        client.send(step, u=np.full(8, a + step), node=np.array([0.0]))
+"""
+
+
+@pytest.mark.timeout(240)
+def test_a_node_that_fails_every_attempt_is_left_out(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, "melissa_trainer")
+    with two_node_cluster() as cluster:
+        n = 2 * cluster.cpus if cluster.cpus < 3 else 4  # (more than one node holds)
+        config = ReceiverConfig(
+            expected_simulations=n,
+            rendezvous_dir=tmp_path / "rdv",
+            bind="tcp://*:*",
+            advertise_host=cluster.host_addr,
+        )
+        places = n - cluster.cpus  # (n1's share of the first launches, at most)
+
+        def failed() -> int:
+            return len(list(tmp_path.glob("failed-*")))
+
+        def release(samples: list[dict[str, np.ndarray]]) -> None:
+            """This host's simulations go on once n1's exclusion is said, or once n1 has
+            failed every attempt its simulations have (without exclusion: the study
+            has raised by then)."""
+            said = any(f"node {OTHER} failed" in r.getMessage() for r in caplog.records)
+            if said or failed() >= 3 * places:
+                (tmp_path / "go").touch()
+
+        tuning = LauncherTuning(max_restarts=2, on_failure="raise", systematic_failures=None)
+        samples, launcher = run_study(
+            cluster, tmp_path, n, config, tuning, watch=release, simulation=FAILING
+        )
+        keys = sorted((int(s["simulation_id"]), int(s["time_step"])) for s in samples)
+        assert keys == [(sim, step) for sim in range(n) for step in range(4)]  # (once)
+        assert failed() >= 2, failed()  # (n1 ran some, and they failed)
+        assert all(p.name.split("-")[1] != OTHER for p in (tmp_path / "started").iterdir())
+        lines = [r.getMessage() for r in caplog.records]
+        excluded = [line for line in lines if line.startswith(f"node {OTHER} failed")]
+        assert len(excluded) == 1 and f"--exclude={OTHER}" in excluded[0], lines
+        assert "exclude_after=2" in excluded[0], excluded
         assert launcher.summary()["finished"] == n and launcher.summary()["failed"] == 0
         assert "sim-" not in queue()

@@ -3,6 +3,10 @@
 * `backend`: `SlurmBackend`, which checks the options and hands each call to its mode;
 * `batch`: ``mode="sbatch"``, each job a batch job (scripts, squeue polling, exit codes,
   kill);
+* `exit_code`: where a batch job's exit code comes from (its exit file, sacct,
+  scontrol, its final state);
+* `node_failures`: the nodes that failed ``exclude_after`` attempts in a row, left out
+  of the batch jobs submitted later (``sbatch --exclude``);
 * `steps`: ``mode="srun"``, each job a step of the current allocation;
 * `segments`: MPICH's /dev/shm segments of the batch jobs that ran on this host, removed
   once they ended;

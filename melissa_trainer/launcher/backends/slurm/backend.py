@@ -46,6 +46,10 @@ from melissa_trainer.launcher.backends.slurm.commands import (
     check_controller_wait,
 )
 from melissa_trainer.launcher.backends.slurm.limits import over_limit_reason
+from melissa_trainer.launcher.backends.slurm.node_failures import (
+    EXCLUDE_AFTER,
+    check_exclude_after,
+)
 from melissa_trainer.launcher.backends.slurm.queued_end import held_reason
 from melissa_trainer.launcher.backends.slurm.step_stop import PROBE_WAIT, SRUN_END, TERM_WAIT
 from melissa_trainer.launcher.backends.slurm.step_tasks import GONE_WAIT
@@ -95,6 +99,12 @@ class SlurmBackend(Backend):
             or `close` share one `controller_wait`. Mode "srun": an srun that could
             not reach the controller before any task ran is run again for up to
             `controller_wait` s (`steps`); a step whose task ran never is.
+        exclude_after: failed attempts in a row on one node (no success there since)
+            after which the batch jobs submitted later leave it out (``sbatch
+            --exclude``), said in a WARNING naming the node; default `EXCLUDE_AFTER`
+            (2), None: never. A success on the node ends its exclusion; a node is never
+            excluded when that would leave the partition none (then no node is, for the
+            rest of the run, said in a WARNING); see `node_failures`. Mode "sbatch" only.
 
     Raises ValueError (naming the parameter) for a bad option, and LaunchError if the
     Slurm commands the mode needs are not on PATH, before anything is submitted.
@@ -119,6 +129,7 @@ class SlurmBackend(Backend):
         srun_args: Sequence[str] = (),
         lease_timeout: float | None = DEFAULT_TIMEOUT,
         controller_wait: float = CONTROLLER_WAIT,
+        exclude_after: int | None = EXCLUDE_AFTER,
     ) -> None:
         if mode not in ("sbatch", "srun"):
             raise ValueError(f"mode must be 'sbatch' or 'srun', got {mode!r}")
@@ -133,6 +144,7 @@ class SlurmBackend(Backend):
             raise ValueError(f"poll_every must be >= 0 seconds, got {poll_every!r}")
         check_lease_timeout("lease_timeout", lease_timeout)
         check_controller_wait(controller_wait)  # (before the commands are looked up)
+        check_exclude_after(exclude_after)
         self.mode = mode
         self.partition = partition
         self.time_limit = ss.normalize_time_limit(time_limit)
@@ -174,6 +186,7 @@ class SlurmBackend(Backend):
                 script_dir=self.script_dir,
                 poll_every=self.poll_every,
                 lease_timeout=lease_timeout,
+                exclude_after=exclude_after,
             )
             if mode == "sbatch"
             else None

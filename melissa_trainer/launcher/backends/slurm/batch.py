@@ -7,7 +7,9 @@ seconds; the launcher polls more often and gets the cached answer). The exit cod
 comes, in this order, from the file the script writes when its command ends (the robust
 path: it needs no accounting database), from ``sacct`` (needs slurmdbd), from
 ``scontrol show job`` (while the controller remembers the job), and last from the final
-state alone (COMPLETED -> 0, anything else non-zero).
+state alone (COMPLETED -> 0, anything else non-zero): `exit_code`. Each end is counted
+against the node the job ran on (squeue's ``%N``): a node that failed ``exclude_after``
+attempts in a row is left out of the jobs submitted later (`node_failures`).
 
 `kill` sends SIGTERM to every process of a running job (``scancel --full
 --signal=TERM``, which leaves the job running so that its script still records the exit
@@ -55,7 +57,9 @@ from melissa_trainer.launcher.backends.slurm import job_files as jf
 from melissa_trainer.launcher.backends.slurm import queries as sq
 from melissa_trainer.launcher.backends.slurm import script as ss
 from melissa_trainer.launcher.backends.slurm.commands import SlurmCommands, failure
+from melissa_trainer.launcher.backends.slurm.exit_code import final_code
 from melissa_trainer.launcher.backends.slurm.limits import OverLimit, partition_hint
+from melissa_trainer.launcher.backends.slurm.node_failures import FailingNodes
 from melissa_trainer.launcher.backends.slurm.queued_end import queue_words, queued_end
 from melissa_trainer.launcher.backends.slurm.segments import JobSegments
 from melissa_trainer.launcher.exit_cause import exit_text
@@ -97,6 +101,7 @@ class SlurmHandle(Handle):
     final: str | None = None  # its final state, as squeue or the record gave it
     began: str | None = None  # the file its script writes as it begins (`job_files`)
     recancelled: bool = False  # cancelled again, back in the queue (`BatchJobs._requeued`)
+    node: str | None = None  # where squeue last listed it started (%N; `node_failures`)
 
 
 class BatchJobs:
@@ -113,6 +118,7 @@ class BatchJobs:
         script_dir: Path | None,
         poll_every: float,
         lease_timeout: float | None,
+        exclude_after: int | None = None,
     ) -> None:
         self._commands = commands
         self.partition, self.time_limit = partition, time_limit
@@ -130,6 +136,9 @@ class BatchJobs:
         self._swept: set[Path] = set()  # directories rid of earlier runs' exit files
         self._shm = JobSegments()  # MPICH segments of the jobs that run on this host
         self.over_limit = OverLimit(time_limit)  # jobs that wait over a limit: said once
+        self.failing = FailingNodes(
+            commands, after=exclude_after, partition=partition, extra_args=self.extra_args
+        )
 
     def poll(self, handle: SlurmHandle) -> int | None:
         """None while the job is queued or running, else its exit code. Runs squeue
@@ -229,11 +238,11 @@ class BatchJobs:
                 ranks=job.ranks,
                 cwd=str(cwd),
                 exit_stem=str(exit_stem),
-                env=job.env,
+                env=ss.unbuffered_env(job.env, os.environ),  # (lines kept by a kill)
                 log_path=None if log is None else str(log),
                 partition=self.partition,
                 time_limit=self.time_limit,
-                extra_args=self.extra_args,
+                extra_args=self.failing.args(self.extra_args),  # (with the nodes left out)
                 srun_args=self.srun_args,
                 lease=None if lease is None else str(lease),
                 lease_timeout=self._lease.timeout if self._lease is not None else 0.0,
@@ -276,15 +285,18 @@ class BatchJobs:
             self._refreshed = time.monotonic()  # do not hammer a struggling controller
             return False
         self._squeue_failing, self._refreshed = False, time.monotonic()
-        states = sq.parse_squeue(result.stdout)
-        reasons = sq.parse_squeue_reasons(result.stdout)
+        out = result.stdout
+        states, reasons = sq.parse_squeue(out), sq.parse_squeue_reasons(out)
+        nodes, starts = sq.parse_squeue_nodes(out), sq.parse_squeue_starts(out)
         for job_id, handle in self._live.items():
             state, reason = states.get(job_id), reasons.get(job_id)
-            queue_words(handle, self.describe(handle), state, reason)
+            queue_words(handle, self.describe(handle), state, reason, starts.get(job_id))
             if not (handle.cancelled or handle.stale):  # (the study's own: not waited for)
                 self.over_limit.see(self.describe(handle), job_id, state, reason)
             handle.state, handle.queried, handle.reason = state, True, reason
             handle.ran = handle.ran or (handle.state in sq.STARTED_STATES - sq.TERMINAL_STATES)
+            if state in sq.STARTED_STATES:
+                handle.node = nodes.get(job_id, handle.node)
         return True
 
     def _requeued(self, handle: SlurmHandle) -> None:
@@ -304,7 +316,8 @@ class BatchJobs:
         ):
             return
         handle.final = handle.state
-        handle.code = self._final_code(handle)
+        handle.code = final_code(handle, self.describe(handle), self._commands)
+        self.failing.ended(self.describe(handle), handle, self._live.values())
         self._live.pop(handle.job_id, None)
         if handle.began is not None:
             jf.drop(Path(handle.began), "began")
@@ -313,30 +326,6 @@ class BatchJobs:
         logger.debug(
             "%s ended (%s): %s", self.describe(handle), handle.state, exit_text(handle.code)
         )
-
-    def _final_code(self, handle: SlurmHandle) -> int:
-        if handle.stale:  # cancelled, not run by this backend: no code to look up
-            return 1
-        path = Path(ss.exit_file(handle.exit_stem, handle.job_id))
-        text = jf.take_exit_file(path, self.describe(handle))
-        if text is not None:
-            handle.ran = True  # its script wrote the code: the job started
-            try:
-                return int(text)
-            except ValueError:
-                logger.warning("%s holds %r, not an exit code", path, text)
-        record = self._commands.record(handle.job_id)
-        if record is not None:
-            handle.final = record[0]
-            return sq.exit_code(*record)
-        if handle.state is not None:
-            return sq.exit_code(handle.state)
-        logger.warning(
-            "%s left the queue without an exit code (purged, or lost by the controller); "
-            "counted as failed",
-            self.describe(handle),
-        )
-        return 1
 
     def _cancel(self, handles: list[SlurmHandle], grace: float) -> None:
         """End jobs: SIGTERM to the running ones (plain scancel for the others), up to

@@ -21,7 +21,9 @@ __all__ = [
     "parse_sbatch",
     "parse_scontrol",
     "parse_squeue",
+    "parse_squeue_nodes",
     "parse_squeue_reasons",
+    "parse_squeue_starts",
     "sacct_command",
     "sbatch_command",
     "scancel_command",
@@ -73,8 +75,11 @@ def parse_sbatch(stdout: str) -> str:
 def squeue_command(job_ids: Iterable[str], squeue: str = "squeue") -> list[str]:
     """States of the given jobs, finished ones included while Slurm remembers them
     (``MinJobAge``), with the reason a pending one waits (``%r``: Resources, Priority,
-    BeginTime, JobHeldUser...); unknown ids are left out of the output (no error)."""
-    return [squeue, "-h", "-t", "all", "-j", ",".join(job_ids), "-o", "%i|%T|%r"]
+    BeginTime, JobHeldUser...), the nodes a started one runs or ran on (``%N``, a
+    hostlist: ``n1``, ``n[1-3]``) and its start time (``%S``: for a pending one, when
+    Slurm expects to start it, if it knows); unknown ids are left out of the output (no
+    error)."""
+    return [squeue, "-h", "-t", "all", "-j", ",".join(job_ids), "-o", "%i|%T|%r|%N|%S"]
 
 
 def own_jobs_command(squeue: str = "squeue", uid: int | None = None) -> list[str]:
@@ -111,10 +116,35 @@ def parse_squeue_reasons(stdout: str) -> dict[str, str]:
     reasons: dict[str, str] = {}
     for line in stdout.splitlines():
         job_id, _, rest = line.strip().partition("|")
-        state, _, reason = rest.partition("|")
-        if job_id and state.strip() == "PENDING" and reason.strip() not in ("", "None"):
-            reasons[job_id] = reason.strip()
+        state, _, rest = rest.partition("|")
+        reason = rest.partition("|")[0].strip()
+        if job_id and state.strip() == "PENDING" and reason not in ("", "None"):
+            reasons[job_id] = reason
     return reasons
+
+
+def parse_squeue_nodes(stdout: str) -> dict[str, str]:
+    """Job id -> the nodes it runs or ran on (squeue's ``%N``, a hostlist as Slurm
+    writes it), from `squeue_command` output; a job with none (pending: ``""`` or
+    ``(null)``) is left out."""
+    nodes: dict[str, str] = {}
+    for line in stdout.splitlines():
+        parts = line.strip().split("|")
+        if len(parts) >= 4 and parts[0] and parts[3].strip() not in ("", "(null)"):
+            nodes[parts[0]] = parts[3].strip()
+    return nodes
+
+
+def parse_squeue_starts(stdout: str) -> dict[str, str]:
+    """Job id -> when Slurm expects to start it (squeue's ``%S``, ``2026-12-05T23:25:37``),
+    from `squeue_command` output, for a PENDING job whose start Slurm knows (a requeued
+    job's BeginTime, a backfill estimate); the others (``N/A``, ``Unknown``) left out."""
+    starts: dict[str, str] = {}
+    for line in stdout.splitlines():
+        parts = [part.strip() for part in line.strip().split("|")]
+        if len(parts) >= 5 and parts[0] and parts[1] == "PENDING" and parts[4][:1].isdigit():
+            starts[parts[0]] = parts[4]
+    return starts
 
 
 def sacct_command(job_id: str, sacct: str = "sacct") -> list[str]:

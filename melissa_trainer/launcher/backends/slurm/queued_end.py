@@ -30,6 +30,7 @@ wait from being silent.
 
 from __future__ import annotations
 
+import datetime
 import logging
 import time
 from pathlib import Path
@@ -40,7 +41,16 @@ from melissa_trainer.launcher.backends.slurm import queries as sq
 if TYPE_CHECKING:  # (batch imports this module)
     from melissa_trainer.launcher.backends.slurm.batch import SlurmHandle
 
-__all__ = ["HELD", "KNOWN", "PAUSED", "held_reason", "queue_words", "queued_end", "queued_text"]
+__all__ = [
+    "HELD",
+    "KNOWN",
+    "PAUSED",
+    "expected_start",
+    "held_reason",
+    "queue_words",
+    "queued_end",
+    "queued_text",
+]
 
 logger = logging.getLogger("melissa_trainer.launcher.backends.slurm")
 
@@ -175,12 +185,38 @@ KNOWN = (
 )
 
 
-def queue_words(handle: SlurmHandle, job: str, state: str | None, reason: str | None) -> None:
+def expected_start(start: str | None, reason: str | None) -> str:
+    """Words for when a requeued job should start again (`start`: squeue's ``%S``,
+    ``2026-12-05T23:25:37``, in this machine's time zone as squeue prints it), or ""
+    where Slurm gave none or it cannot be read. A requeue found its job waiting silently
+    for its BeginTime (a user trial on the two-node test cluster): Slurm holds a requeued
+    batch job until the credential of its first run has expired (``AuthInfo``'s
+    ``cred_expire``, 120 s by default), whatever the free CPUs."""
+    if start is None:
+        return ""
+    try:
+        when = datetime.datetime.strptime(start, "%Y-%m-%dT%H:%M:%S")
+    except ValueError:
+        return ""
+    left = max(0, round((when - datetime.datetime.now()).total_seconds()))
+    why = (
+        ": Slurm holds a requeued batch job until its BeginTime, its first run's "
+        "credential expired (AuthInfo cred_expire, 120 s by default)"
+        if reason == "BeginTime"
+        else ""
+    )
+    return f"; Slurm expects to start it at {start} (squeue's StartTime, in about {left} s{why})"
+
+
+def queue_words(
+    handle: SlurmHandle, job: str, state: str | None, reason: str | None, start: str | None = None
+) -> None:
     """Say, in a WARNING, what squeue's new answer (`state`, `reason`) tells of `handle`'s
     job (`job`: its description) that the study did not cancel, once each time it comes
     (not at each answer): held in the queue (a reason of `HELD`, a state of
     `HELD_STATES`), put back in the queue after it started (requeued: PENDING again
-    after a started state), suspended (`PAUSED`), or a state this backend does not know
+    after a started state; when Slurm expects to start it again, from `start`, squeue's
+    ``%S``: `expected_start`), suspended (`PAUSED`), or a state this backend does not know
     (`KNOWN`: it counts as alive, not started). A job the study cancelled is not said
     (`BatchJobs._requeued` cancels it again). The study waits for such a job: said,
     it does not wait silently."""
@@ -229,9 +265,10 @@ def queue_words(handle: SlurmHandle, job: str, state: str | None, reason: str | 
         logger.warning(
             "%s was put back in Slurm's queue after it started (requeued: scontrol requeue, "
             "a preemption or a node failure; squeue: PENDING, %s): it runs again from the "
-            "start when Slurm starts it, and counts as queued meanwhile",
+            "start when Slurm starts it, and counts as queued meanwhile%s",
             job,
             reason or "no reason given",
+            expected_start(start, reason),
         )
     if held:
         logger.warning(

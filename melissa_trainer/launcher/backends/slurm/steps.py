@@ -63,6 +63,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import signal
 import time
 from collections.abc import Callable, Sequence
@@ -148,7 +149,8 @@ class SrunSteps:
             srun=self._commands.path("srun"),
         )
         # the local backend sees one process (srun), which starts the ranks itself
-        srun_job = dataclasses.replace(job, argv=argv, ranks=1)
+        env = ss.unbuffered_env(job.env, os.environ)  # (PYTHONUNBUFFERED=1 unless set)
+        srun_job = dataclasses.replace(job, argv=argv, ranks=1, env=env)
         log_from = log_size(job)
         process = self._local.launch(srun_job)
         step = SrunHandle(

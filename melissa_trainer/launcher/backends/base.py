@@ -54,6 +54,28 @@ def study_id(study_dir: str | os.PathLike[str]) -> str:
     return hashlib.sha256(path.encode("utf-8", "surrogateescape")).hexdigest()[:8]
 
 
+#: set to 1 in a job's environment unless the trainer's or the job's own sets it
+#: (`unbuffered_env`)
+UNBUFFERED = "PYTHONUNBUFFERED"
+
+
+def unbuffered_env(env: Mapping[str, str], environ: Mapping[str, str]) -> dict[str, str]:
+    """`env` (a job's own variables) with ``PYTHONUNBUFFERED=1`` added, unless `env` or
+    `environ` (the trainer's, which the job inherits) sets it: then as they say.
+
+    A job's output goes to its log, a file, where Python buffers stdout in blocks
+    (8 KiB): a process killed without a flush loses the lines it printed since its
+    last one. After a node vanished mid-study (every process there SIGKILLed), the
+    attempt's log was found empty: a Python solver's lines now reach the log as they
+    are printed (every backend's jobs: `Job.full_env` for the local and mpiexec ones,
+    the submission for Slurm's). Other languages' runtimes buffer too (C's stdio,
+    Fortran's units): a solver of theirs that wants its lines kept flushes them itself.
+    """
+    if UNBUFFERED in env or UNBUFFERED in environ:
+        return dict(env)
+    return {UNBUFFERED: "1", **env}
+
+
 class LaunchError(RuntimeError):
     """A job could not be started (bad command, missing executable, submission refused)."""
 
@@ -83,8 +105,10 @@ class Job:
     ranks: int = 1
 
     def full_env(self) -> dict[str, str]:
-        """The launcher's environment with `env` on top."""
-        return {**os.environ, **{str(k): str(v) for k, v in self.env.items()}}
+        """The launcher's environment with `env` on top, and ``PYTHONUNBUFFERED=1`` unless
+        either sets it (`unbuffered_env`)."""
+        own = {str(k): str(v) for k, v in self.env.items()}
+        return {**os.environ, **unbuffered_env(own, os.environ)}
 
     def open_log(self) -> Any:
         """Open `log_path` for appending (a restart appends to the same file), or None."""

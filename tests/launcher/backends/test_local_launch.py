@@ -199,6 +199,34 @@ def test_exit_codes_signal_deaths_and_the_log(tmp_path: Path, wrapper: str | Non
     assert backend.poll(handle) == -signal.SIGTERM
 
 
+#: a Python solver that prints a line and dies without a flush (a kill -9, an OOM kill)
+PRINTS_THEN_DIES = (
+    "import os, signal; print('step', 0, 'sent'); os.kill(os.getpid(), signal.SIGKILL)"
+)
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("wrapper", [None, *WRAPPERS])
+def test_a_python_jobs_lines_reach_its_log_before_a_sigkill(
+    tmp_path: Path, wrapper: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A job's stdout is its log, a file, where Python buffers in blocks: the job runs with
+    PYTHONUNBUFFERED=1 (`Job.full_env`), as Slurm's do. Failed before: the line was lost,
+    the log empty. A job or trainer that sets the variable itself keeps its own."""
+    monkeypatch.delenv("PYTHONUNBUFFERED", raising=False)  # (the job inherits the trainer's)
+    backend = backend_with(wrapper)
+    log = tmp_path / "job.log"
+    job = Job("dies", [PYTHON, "-c", PRINTS_THEN_DIES], log_path=log)
+    assert finish(backend, backend.launch(job)) == -signal.SIGKILL
+    assert "step 0 sent" in log.read_text(), log.read_text()
+    own = Job("own", [PYTHON, "-c", PRINTS_THEN_DIES], env={"PYTHONUNBUFFERED": ""},
+              log_path=tmp_path / "own.log")  # fmt: skip
+    assert own.full_env()["PYTHONUNBUFFERED"] == ""  # (empty: Python buffers, as asked)
+    assert finish(backend, backend.launch(own)) == -signal.SIGKILL
+    assert (tmp_path / "own.log").read_text() == ""
+
+
 @pytest.mark.e2e
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("wrapper", [None, *WRAPPERS])

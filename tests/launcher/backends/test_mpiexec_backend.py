@@ -118,6 +118,31 @@ def test_mpiexec_runs_two_ranks(tmp_path: Path) -> None:
     assert (tmp_path / "rank1").read_text() == "1 2 a b'c"
 
 
+@pytest.mark.e2e
+@needs_mpi
+@pytest.mark.timeout(60)
+def test_mpiexec_ranks_lines_reach_the_log_before_a_sigkill(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each rank prints a line and is SIGKILLed without a flush: the ranks run with
+    PYTHONUNBUFFERED=1 (`Job.full_env`, passed through mpiexec), so both lines reach the
+    job's log. Failed before: the log held neither (only mpiexec's own words)."""
+    monkeypatch.delenv("PYTHONUNBUFFERED", raising=False)  # (the job inherits the trainer's)
+    code = (
+        "import os, signal; print(f\"rank {os.environ.get('PMI_RANK')} sent\"); "  # (one write)
+        "os.kill(os.getpid(), signal.SIGKILL)"
+    )
+    log = tmp_path / "logs" / "mpi-dies.log"
+    backend = mpi_backend()
+    try:
+        handle = backend.launch(Job("mpi-dies", [PYTHON, "-c", code], log_path=log, ranks=2))
+        assert finish(backend, handle) != 0
+    finally:
+        backend.close()
+    text = log.read_text()
+    assert "rank 0 sent" in text and "rank 1 sent" in text, text
+
+
 STREAM_SCRIPT = """
 import numpy as np
 from mpi4py import MPI

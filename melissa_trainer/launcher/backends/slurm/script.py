@@ -39,6 +39,7 @@ import re
 import shlex
 from collections.abc import Mapping, Sequence
 
+from melissa_trainer.launcher.backends.base import UNBUFFERED, unbuffered_env
 from melissa_trainer.launcher.backends.lease import DEFAULT_TIMEOUT, lease_lines
 
 __all__ = [
@@ -53,6 +54,7 @@ __all__ = [
     "srun_command",
     "study_prefix",
     "submission_env",
+    "UNBUFFERED",
     "unbuffered_env",
 ]
 
@@ -96,27 +98,6 @@ def submission_env(environ: Mapping[str, str]) -> dict[str, str]:
         for key, value in environ.items()
         if key in KEPT_SLURM_VARIABLES or not key.startswith(ALLOCATION_PREFIXES)
     }
-
-
-#: set to 1 in a job's environment unless the trainer's or the job's own sets it
-#: (`unbuffered_env`)
-UNBUFFERED = "PYTHONUNBUFFERED"
-
-
-def unbuffered_env(env: Mapping[str, str], environ: Mapping[str, str]) -> dict[str, str]:
-    """`env` (a job's own variables) with ``PYTHONUNBUFFERED=1`` added, unless `env` or
-    `environ` (the trainer's, which the job inherits) sets it: then as they say.
-
-    A job's output goes to its log, a file, where Python buffers stdout in blocks
-    (8 KiB): a process killed without a flush loses the lines it printed since its
-    last one. After a node vanished mid-study (every process there SIGKILLed), the
-    attempt's log was found empty: a Python solver's lines now reach the log as they
-    are printed. Other languages' runtimes buffer too (C's stdio, Fortran's units): a
-    solver of theirs that wants its lines kept flushes them itself.
-    """
-    if UNBUFFERED in env or UNBUFFERED in environ:
-        return dict(env)
-    return {UNBUFFERED: "1", **env}
 
 
 def normalize_time_limit(value: int | str | None) -> str | None:

@@ -70,10 +70,19 @@ class FailurePolicy:
         return self.log_paths.get(sid, self.settings.log_dir / f"sim-{sid}.log")
 
     def end_simulation(
-        self, sid: int, code: int | str, now: float, log_path: Path, *, reported: bool = False
+        self,
+        sid: int,
+        code: int | str,
+        now: float,
+        log_path: Path,
+        *,
+        reported: bool = False,
+        node: str | None = None,
     ) -> None:
         """Record the end of an attempt's process, or of its run as its worker
-        `reported` it (worker mode), and apply the failure policy."""
+        `reported` it (worker mode), and apply the failure policy; `node`: where it ran
+        (`Backend.ran_on`), said in its failure's line (a node that fails every attempt
+        is seen in the lines, not only in a scheduler's exclusion warning)."""
         self.log_paths[sid] = log_path
         # (srun's status after its --kill-on-bad-exit is the others' SIGTERM: the code of
         # the task that failed first is the one final_exit_codes is asked about); asked
@@ -92,7 +101,8 @@ class FailurePolicy:
         )
         wall = now - started if started is not None else 0.0
         self.advice.ended(sid, code, wall)
-        self.apply_policy(sid, outcome, f"{ended}, {wall:.1f} s", log_path, own)
+        where = "" if node is None else f", on node {node}"
+        self.apply_policy(sid, outcome, f"{ended}, {wall:.1f} s{where}", log_path, own)
         if outcome == "finished":  # its log is quoted only if it fails: O(failures) kept
             self.log_paths.pop(sid, None)
 

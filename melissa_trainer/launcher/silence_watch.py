@@ -129,7 +129,8 @@ class SilenceWatch(FailurePolicy):
 
     def job_killed(self, job: RunningJob, now: float, code: str = "timeout") -> None:
         assert job.simulation_id is not None
-        self.end_simulation(job.simulation_id, code, now, job.log_path)
+        where = self.backend.ran_on(job.handle)
+        self.end_simulation(job.simulation_id, code, now, job.log_path, node=where)
 
     def refresh_beats(self) -> Mapping[int, int]:
         if self.heartbeat is not None:

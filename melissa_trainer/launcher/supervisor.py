@@ -218,7 +218,7 @@ class Supervisor(SilenceWatch):
         untimed = self.heartbeat is not None and job.startup is None
         if untimed and self.refresh_beats().get(sid, 0) != job.beat:
             self.started_sending(job, sid)
-        self.end_simulation(sid, code, now, job.log_path)
+        self.end_simulation(sid, code, now, job.log_path, node=self.backend.ran_on(job.handle))
 
     def check_data(self, now: float) -> None:
         """Apply what the receivers report: complete data, refused HELLOs, and exited

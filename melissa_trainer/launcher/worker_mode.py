@@ -193,7 +193,8 @@ class WorkerSupervisor(Supervisor):
             )
         if finished is not None:
             job.simulation_id = None
-            self.end_simulation(finished, code, now, job.log_path, reported=True)
+            where = self.backend.ran_on(job.handle)
+            self.end_simulation(finished, code, now, job.log_path, reported=True, node=where)
         if self._awaiting_data() > self.data_bound():
             self.take_completed()  # (the receivers may have it since the last tick)
         if self._awaiting_data() > self.data_bound():
@@ -251,7 +252,8 @@ class WorkerSupervisor(Supervisor):
         told_none = name in self.told_none
         self.told_none.discard(name)
         if job.simulation_id is not None:  # exit 0 after its simulation is a success
-            self.end_simulation(job.simulation_id, code, now, job.log_path)
+            where = self.backend.ran_on(job.handle)
+            self.end_simulation(job.simulation_id, code, now, job.log_path, node=where)
             return
         if told_none and code == 0:
             logger.info("%s exited (nothing left)", name)

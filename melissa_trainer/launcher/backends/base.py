@@ -197,3 +197,10 @@ class Backend(ABC):
     def describe(self, handle: Handle) -> str:
         """A short human-readable id of the job for logs (pid, Slurm job id...)."""
         return handle.job.name
+
+    def ran_on(self, handle: Handle) -> str | None:
+        """The node a job ran on, for its failure's line, where the backend can tell
+        and it may differ between jobs (a Slurm batch job: the node squeue last listed
+        it on); None otherwise. This default: None (every job runs on this host)."""
+        del handle
+        return None

@@ -320,5 +320,9 @@ def test_a_node_that_fails_every_attempt_is_left_out(
         excluded = [line for line in lines if line.startswith(f"node {OTHER} failed")]
         assert len(excluded) == 1 and f"--exclude={OTHER}" in excluded[0], lines
         assert "exclude_after=2" in excluded[0], excluded
+        # each failure's own line names its node too (`Backend.ran_on`; failed before):
+        # the exclusion counted at least two of them on n1
+        on_n1 = [line for line in lines if " failed (" in line and f"on node {OTHER})" in line]
+        assert len(on_n1) >= 2, lines
         assert launcher.summary()["finished"] == n and launcher.summary()["failed"] == 0
         assert "sim-" not in queue()

@@ -315,6 +315,14 @@ class SlurmBackend(Backend):
             return self._steps.describe(handle)
         return handle.job.name
 
+    def ran_on(self, handle: Handle) -> str | None:
+        """`Backend.ran_on`: a batch job's node as squeue last listed it (``%N``; None
+        for a job squeue never saw start, or one on several nodes' list: as listed). A
+        step of mode "srun" runs where Slurm placed its tasks: None (not asked)."""
+        if isinstance(handle, SlurmHandle):
+            return handle.node
+        return None
+
     def _own(self, handle: Handle) -> tuple[BatchJobs, SlurmHandle]:
         """The batch jobs `handle` belongs to, and it; TypeError for a foreign handle."""
         if not isinstance(handle, SlurmHandle) or self._batch is None:

@@ -16,7 +16,6 @@ from typing import Protocol
 
 from melissa_trainer.checkpoint import paths as ckpt
 from melissa_trainer.common.refusal import SaidOnRankZero
-from melissa_trainer.common.setting import setting
 from melissa_trainer.core.loss_guard import NonFiniteLossError
 from melissa_trainer.core.state import TrainerControl
 from melissa_trainer.core.view import TrainerView
@@ -27,11 +26,14 @@ from melissa_trainer.trainer.exit_meeting import hold_term
 from melissa_trainer.trainer.no_training import refuse_untrained
 from melissa_trainer.trainer.preemption import Preempted, PreemptionHandler, StopCause
 from melissa_trainer.trainer.rank_failure import (
+    RankFailed,
+    RankGone,
     error_line,
     lost_a_peer,
     peer_failure,
     write_note,
 )
+from melissa_trainer.trainer.resume_words import failure_words
 from melissa_trainer.trainer.save_failure import EndKind, at_end
 
 __all__ = [
@@ -197,7 +199,9 @@ def failed(
     several ranks it is noted for the others (`rank_failure.write_note`); except a
     collective's failure because another rank is gone, when that rank left a note:
     then this raises `rank_failure.RankFailed` naming that rank and its error, in place
-    of the backend's words (`rank_failure.peer_failure`).
+    of the backend's words (`rank_failure.peer_failure`); when it left none (killed by a
+    signal), a `rank_failure.RankGone` whose paragraph names the checkpoint to resume
+    from (either is quiet: exit code 1, no traceback).
 
     A `KeyboardInterrupt` (Ctrl-C that the preemption handler did not take: Python's own
     SIGINT handler restored by code the user called, a library's re-raise) is noted
@@ -237,9 +241,9 @@ def failed(
                 cause,  # (a signal's name, or the launcher's death: not a SIGTERM)
             )
     other = peer_failure(trainer, error)  # (None: this rank's own error)
-    if other is None:
+    if not isinstance(other, RankFailed):
         write_note(trainer, error)
-    if other is None and trainer.num_processes > 1 and lost_a_peer(error):
+    if isinstance(other, RankGone):
         # Another rank gone with no note: killed by a signal (the OOM killer, kill -9), a
         # crash a resume recovers from, as one rank's SIGKILL (no record: its solvers
         # wait and follow). ``error`` ended the solvers started by hand at once (a user
@@ -250,7 +254,7 @@ def failed(
             f"and left no note of why (killed by a signal?), with no checkpoint at this "
             f"stop: a run resumed from the latest one takes what it lacks",
         )
-        return
+        raise other from None  # (its paragraph said it all: gloo's traceback adds nothing)
     said = error_line(error if other is None else other)
     trainer.source.note_stop(
         "error", f"training stopped at step {trainer.state.global_step}: {said}"[:1000]
@@ -314,33 +318,6 @@ def source_failed(
     quiet = _SaidSourceError(*error.args)
     quiet.code = 1  # (SystemExit's: the exit status)
     return quiet
-
-
-def failure_words(trainer: TrainerView, written: Path | None, why: str, resume_note: str) -> str:
-    """What a resume after a source's failure does, for the failure's ERROR line: the
-    checkpoint `written` at the failure (`save_at_failure`), or why none was (`why`) and
-    the latest one to resume from, or that the run starts again; then `resume_note` (the
-    source's words: what a resume keeps), unless nothing was trained."""
-    resume = setting("resume_from_checkpoint", "latest")
-    note = f"; {resume_note}" if resume_note else ""
-    latest = ckpt.latest_checkpoint(trainer.checkpoint_root)
-    if written is not None:
-        how = f"checkpoint {written} holds this step: once the cause is fixed, "
-        how += f"resume with {resume}"
-    elif latest is not None:
-        how = (
-            f"no checkpoint at this stop ({why}): once the cause is fixed, resume from "
-            f"{latest} with {resume}; {SAVES}"
-        )
-    elif trainer.state.global_step == 0:
-        how, note = "no checkpoint was written: once the cause is fixed, run it again", ""
-    else:
-        how = f"no checkpoint was written ({why}): once the cause is fixed, run it again; {SAVES}"
-    return how + note
-
-
-#: what sets how much training a failure that cannot be checkpointed loses
-SAVES = "save_steps or save_seconds set how often a checkpoint is written"
 
 
 def save_at_failure(

@@ -16,7 +16,11 @@ Every rank reads and writes the run's output directory, as the rendezvous of a s
 simulations (``OUTPUT_DIR/rendezvous``) and the checkpoints do: several nodes share it.
 A note holds the run's id (`OnlineTrainer.run_id`): one from an earlier run in the same
 directory is never read. A rank killed by a signal (SIGKILL, the OOM killer) writes
-none: the others then say that no rank left a note, and raise the backend's error.
+none: the others then say, in one paragraph at ERROR, that another rank is gone and
+left no note (which one, when there are two), that no checkpoint is written at this
+stop, and the latest one to resume from with ``--resume_from_checkpoint latest``; then
+they raise a `RankGone`, as quiet as `RankFailed` (before, the backend's error and its
+traceback followed the line).
 
 A peer is taken for gone only when a collective said so (`lost_a_peer`): the error was
 raised by the backend, not by Python code (a hook's, the loss function's, this
@@ -35,10 +39,12 @@ import torch
 
 from melissa_trainer.common.refusal import SaidOnRankZero
 from melissa_trainer.core.view import TrainerView
+from melissa_trainer.trainer.resume_words import failure_words
 
 __all__ = [
     "NOTES_DIR",
     "RankFailed",
+    "RankGone",
     "from_the_backend",
     "lost_a_peer",
     "note_of",
@@ -56,9 +62,14 @@ NOTE_WAIT = 2.0
 #: the longest error line a note keeps
 MAX_WORDS = 1000
 #: words of a collective's error when a peer's process is gone (gloo, torch 2.13, a plain
-#: RuntimeError on every collective, DDP's backward included: "[.../gloo/transport/tcp/
-#: pair.cc:553] Connection closed by peer [ADDR]:PORT. This is typically caused by a
-#: remote worker crashing"; NCCL, a DistBackendError: its communicator aborted)
+#: RuntimeError on every collective, DDP's backward included, whether the peer died
+#: before the collective began: "[.../gloo/transport/tcp/pair.cc:553] Connection closed
+#: by peer [ADDR]:PORT. This is typically caused by a remote worker crashing", or while
+#: this rank waited in it: "[...pair.cc:537] Read error [ADDR]:PORT: Connection reset by
+#: peer"; measured for all_reduce, broadcast, barrier, all_gather_object,
+#: broadcast_object_list and DDP's backward, either rank killed; NCCL, a
+#: DistBackendError: its communicator aborted). Not a timeout: a peer that is slow or
+#: hung is not gone, and its error propagates as it is)
 _PEER_GONE = (
     "closed by peer",
     "reset by peer",
@@ -82,6 +93,23 @@ class RankFailed(RuntimeError, SaidOnRankZero):
         self.rank = rank
         self.words = words
         self.code = 1  # (SystemExit's: the exit status)
+
+
+class RankGone(RuntimeError, SaidOnRankZero):
+    """Raised by `train()` on a rank whose collective broke because another rank's
+    process is gone and left no note of why (killed by a signal: ``kill -9``, the OOM
+    killer): the message is the ERROR paragraph already logged (`peer_failure`): which
+    rank, the checkpoint a resume starts from. Uncaught, it ends the process with exit
+    code 1 and no traceback (the backend's says only that a connection closed);
+    ``except RuntimeError`` (and ``except Exception``) catch it."""
+
+    def __init__(self, words: str) -> None:
+        super().__init__(words)
+        self.code = 1  # (SystemExit's: the exit status)
+
+
+#: why no checkpoint is written when a peer is gone
+NO_SAVE = "a checkpoint is written by every rank together"
 
 
 def _notes(trainer: TrainerView) -> Path:
@@ -177,11 +205,13 @@ def note_of(trainer: TrainerView, rank: int) -> str | None:
         time.sleep(0.05)  # (a shared file system may show the note late)
 
 
-def peer_failure(trainer: TrainerView, error: BaseException) -> RankFailed | None:
+def peer_failure(trainer: TrainerView, error: BaseException) -> RankFailed | RankGone | None:
     """When `error` is a collective's failure because a peer is gone (`lost_a_peer`):
     the `RankFailed` naming the rank whose note says why (waiting up to `NOTE_WAIT` s
-    for it), its ERROR line logged; None for any other error (this rank's own), or when
-    no rank left a note (said at ERROR: a rank killed by a signal writes none)."""
+    for it), or, when no rank left a note (a rank killed by a signal writes none), a
+    `RankGone`; either way its ERROR line logged, to be raised in place of `error`.
+    None for any other error (this rank's own, or a backend's error of other words: a
+    timeout), which propagates as it is."""
     if trainer.num_processes <= 1 or not lost_a_peer(error):
         return None
     deadline = time.monotonic() + NOTE_WAIT
@@ -191,13 +221,15 @@ def peer_failure(trainer: TrainerView, error: BaseException) -> RankFailed | Non
         note = _read(trainer)
     step, me = trainer.state.global_step, trainer.process_index
     if note is None:
-        logger.error(
-            "rank %d stopped at step %d: another rank is gone and left no note of why "
-            "(killed by a signal? the launcher's output names the rank that exited first)",
-            me,
-            step,
+        # (of two ranks, the one gone is the other; of more, the launcher's output says)
+        who = f"rank {1 - me}, the only other: " if trainer.num_processes == 2 else ""
+        gone = RankGone(
+            f"rank {me} stopped at step {step}: another rank is gone and left no note of "
+            f"why ({who}killed by a signal? the launcher's output names the rank that "
+            f"exited first); {failure_words(trainer, None, NO_SAVE, '')}"
         )
-        return None
+        logger.error("%s", gone)
+        return gone
     failure = RankFailed(*note)
     logger.error("%s; rank %d stops at step %d with it", failure, me, step)
     return failure

@@ -24,6 +24,7 @@ import pytest
 from melissa_trainer.trainer import ending, exit_meeting
 from melissa_trainer.trainer.exit_meeting import hold_term, said_dropped
 from melissa_trainer.trainer.preemption import PreemptionHandler
+from melissa_trainer.trainer.rank_failure import RankGone
 from melissa_trainer.trainer.stop_cause import StopCause
 
 STOPPING = "stopping at the next stop synchronisation"
@@ -59,9 +60,10 @@ def test_a_lost_peers_failure_holds_sigterm_during_the_note_wait(
     caplog.set_level(logging.WARNING, logger="melissa_trainer")
     waits: list[object] = []
 
-    def note_wait(trainer: object, error: BaseException) -> None:
+    def note_wait(trainer: object, error: BaseException) -> RankGone:
         waits.append(signal.getsignal(signal.SIGTERM))
         signal.raise_signal(signal.SIGTERM)  # (the launcher's, as it sees the peer's exit)
+        return RankGone("another rank is gone and left no note of why")  # (no note came)
 
     # (a gloo error raised by the backend is what `lost_a_peer` tells; stubbed here, and
     # the note's wait and write, which read the output directory)
@@ -78,7 +80,8 @@ def test_a_lost_peers_failure_holds_sigterm_during_the_note_wait(
     exit_meeting._dropped[0] = 0
     handler = PreemptionHandler(parent=None, exit=lambda code: None).install()
     try:
-        ending.failed(trainer, RuntimeError("Connection closed by peer"), handler)  # type: ignore[arg-type]
+        with pytest.raises(RankGone):
+            ending.failed(trainer, RuntimeError("Connection closed by peer"), handler)  # type: ignore[arg-type]
         handler.restore()
         said_dropped()
     finally:
@@ -103,7 +106,7 @@ def test_a_stop_before_the_lost_peers_failure_is_told_its_checkpoint_will_not_co
     monkeypatch.setenv("TORCHELASTIC_RUN_ID", "test")
     caplog.set_level(logging.WARNING, logger="melissa_trainer")
     monkeypatch.setattr(ending, "lost_a_peer", lambda error: True)
-    monkeypatch.setattr(ending, "peer_failure", lambda trainer, error: None)
+    monkeypatch.setattr(ending, "peer_failure", lambda trainer, error: RankGone("gone"))
     monkeypatch.setattr(ending, "write_note", lambda trainer, error: None)
     trainer = SimpleNamespace(
         num_processes=2,
@@ -119,7 +122,8 @@ def test_a_stop_before_the_lost_peers_failure_is_told_its_checkpoint_will_not_co
         else:  # (as the launcher watch requests it)
             assert handler._first_request(StopCause.launcher_gone(os.getppid()))
         assert handler.requested()
-        ending.failed(trainer, RuntimeError("Connection closed by peer"), handler)  # type: ignore[arg-type]
+        with pytest.raises(RankGone):
+            ending.failed(trainer, RuntimeError("Connection closed by peer"), handler)  # type: ignore[arg-type]
         handler.restore()
     finally:
         handler.restore()

@@ -19,7 +19,13 @@ from melissa_trainer.core.state import TrainerControl
 from melissa_trainer.hooks import Event, Hook, HookList
 from melissa_trainer.trainer import rank_failure
 from melissa_trainer.trainer.ending import failed
-from melissa_trainer.trainer.rank_failure import RankFailed, lost_a_peer, peer_failure, write_note
+from melissa_trainer.trainer.rank_failure import (
+    RankFailed,
+    RankGone,
+    lost_a_peer,
+    peer_failure,
+    write_note,
+)
 
 pytestmark = pytest.mark.timeout(120)  # (the gloo groups meet within 30 s or fail)
 
@@ -66,9 +72,11 @@ def gloo() -> RuntimeError:
 
 
 def view(out: Path, rank: int, run_id: str = "run-a", world: int = 2) -> Any:
-    """The parts of a trainer the notes use."""
+    """The parts of a trainer the notes use (a peer gone with no note: the latest
+    checkpoint's folder too)."""
     return SimpleNamespace(
         args=SimpleNamespace(output_dir=str(out)),
+        checkpoint_root=str(out / "checkpoints"),
         process_index=rank,
         num_processes=world,
         run_id=run_id,
@@ -91,7 +99,7 @@ def test_a_broken_collective_names_the_rank_that_noted_its_error(
     assert caplog.messages == [f"{failure}; rank 0 stops at step 7 with it"]
     # (its own note is not another's: no note, not waited for NOTE_WAIT's 2 s here)
     monkeypatch.setattr(rank_failure, "NOTE_WAIT", 0.0)
-    assert peer_failure(view(tmp_path, 1), gloo) is None
+    assert isinstance(peer_failure(view(tmp_path, 1), gloo), RankGone)
 
 
 def test_a_rank_own_error_is_kept(gloo: RuntimeError, tmp_path: Path) -> None:
@@ -143,7 +151,9 @@ def test_a_peer_gone_without_a_note_is_recorded_preempted(
     # (which ended the solvers at once: user trial 32, tests/trials/test_trial32_rank_killed.py).
     trainer, said = view(tmp_path, 0), []
     trainer.source = SimpleNamespace(note_stop=lambda kind, words: said.append((kind, words)))
-    failed(trainer, gloo)
+    with pytest.raises(RankGone) as raised:  # (quiet: exit code 1, no traceback)
+        failed(trainer, gloo)
+    assert raised.value.code == 1 and raised.value.__suppress_context__
     assert [kind for kind, _ in said] == ["preempted"], said
     assert "another rank is gone and left no note of why" in said[0][1]
 
@@ -167,9 +177,11 @@ def test_a_note_of_another_run_is_not_read(
     monkeypatch.setattr(rank_failure, "NOTE_WAIT", 0.0)
     write_note(view(tmp_path, 1, run_id="an earlier run"), ValueError("old"))
     with caplog.at_level(logging.ERROR, logger="melissa_trainer"):
-        assert peer_failure(view(tmp_path, 0), gloo) is None
+        gone = peer_failure(view(tmp_path, 0), gloo)
+    assert isinstance(gone, RankGone), gone  # (what train() raises: no note of this run)
     (said,) = caplog.messages
     assert said.startswith("rank 0 stopped at step 7: another rank is gone and left no note")
+    assert said == str(gone)
 
 
 def test_one_process_writes_no_note(gloo: RuntimeError, tmp_path: Path) -> None:
@@ -186,3 +198,43 @@ def test_a_note_that_cannot_be_written_is_said(
         write_note(view(tmp_path, 1), ValueError("x"))
     (said,) = caplog.messages
     assert said.startswith("rank 1 could not note its failure in ")
+
+
+def gloo_timeout() -> RuntimeError:
+    """What gloo raises, for real, on a collective whose peer is alive but never joins
+    it: two gloo process groups of one process with a 1 s timeout, an all-reduce on the
+    first only."""
+    store = torch.distributed.HashStore()
+    groups: list[Any] = [None, None]
+
+    def join(rank: int) -> None:
+        groups[rank] = torch.distributed.ProcessGroupGloo(store, rank, 2, timedelta(seconds=1))
+
+    meeting = [threading.Thread(target=join, args=(rank,)) for rank in (0, 1)]
+    for thread in meeting:
+        thread.start()
+    for thread in meeting:
+        thread.join(timeout=30)
+    mine, idle = groups
+    assert mine is not None and idle is not None, "the two gloo groups did not meet"
+    try:
+        mine.allreduce([torch.ones(1)]).wait()
+    except RuntimeError as exc:
+        return exc
+    finally:
+        mine.shutdown()
+        idle.shutdown()
+    raise AssertionError("an all-reduce its peer never joined did not time out")
+
+
+def test_a_backend_timeout_is_not_a_lost_peer_and_propagates(tmp_path: Path) -> None:
+    # A peer that is slow or hung is not gone: its error is no `RankGone`, whose words
+    # would say it is, and `failed` lets it propagate as it is (train() re-raises it).
+    timeout = gloo_timeout()
+    assert "timed out" in str(timeout).lower(), timeout
+    assert not lost_a_peer(timeout)
+    assert peer_failure(view(tmp_path, 0), timeout) is None
+    trainer, said = view(tmp_path, 0), []
+    trainer.source = SimpleNamespace(note_stop=lambda kind, words: said.append((kind, words)))
+    failed(trainer, timeout)  # (returns: the caller raises the error itself)
+    assert [kind for kind, _ in said] == ["error"], said

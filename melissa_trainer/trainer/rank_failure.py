@@ -231,5 +231,8 @@ def peer_failure(trainer: TrainerView, error: BaseException) -> RankFailed | Ran
         logger.error("%s", gone)
         return gone
     failure = RankFailed(*note)
-    logger.error("%s; rank %d stops at step %d with it", failure, me, step)
+    # (what a resume starts from, as a rank gone without a note says: the failing rank
+    # left, so no checkpoint is written at this stop either)
+    resume = failure_words(trainer, None, NO_SAVE, "")
+    logger.error("%s; rank %d stops at step %d with it; %s", failure, me, step, resume)
     return failure

@@ -51,6 +51,7 @@ def test_rank_zero_names_the_rank_that_failed_and_its_error(tmp_path: Path, wher
     assert "training ended" not in proc.stdout, said
     (line,) = [x for x in proc.stderr.splitlines() if x.startswith("rank 1 failed:")]
     assert line.startswith(SAID + "; rank 0 stops at step "), said
+    assert "once the cause is fixed" in line, line  # (what a resume does: failed before)
     rank0 = [x for x in proc.stderr.splitlines() if x.startswith("[rank0]")]
     assert rank0 == [], said  # no traceback on rank 0: gloo's words say nothing
     assert "Connection closed by peer" not in proc.stderr, said

@@ -96,7 +96,15 @@ def test_a_broken_collective_names_the_rank_that_noted_its_error(
     assert isinstance(failure, RankFailed) and isinstance(failure, RuntimeError)
     assert str(failure) == "rank 1 failed: ValueError: its first line ... (see rank 1's log)"
     assert failure.code == 1  # uncaught: exit status 1, no traceback
-    assert caplog.messages == [f"{failure}; rank 0 stops at step 7 with it"]
+    # and what a resume starts from (failed before: the line ended at "with it")
+    (latest := tmp_path / "checkpoints" / "checkpoint-5").mkdir(parents=True)
+    caplog.clear()
+    with caplog.at_level(logging.ERROR, logger="melissa_trainer"):
+        assert isinstance(peer_failure(view(tmp_path, 0), gloo), RankFailed)
+    (line,) = caplog.messages
+    head = f"{failure}; rank 0 stops at step 7 with it; no checkpoint at this stop ("
+    assert line.startswith(head), line
+    assert f"resume from {latest} with " in line and "resume_from_checkpoint" in line, line
     # (its own note is not another's: no note, not waited for NOTE_WAIT's 2 s here)
     monkeypatch.setattr(rank_failure, "NOTE_WAIT", 0.0)
     assert isinstance(peer_failure(view(tmp_path, 1), gloo), RankGone)

@@ -38,7 +38,9 @@ __all__ = [
     "INTERFACE",
     "PREFIX",
     "SUBNET",
+    "UNSHARE",
     "Nodes",
+    "cannot_unshare",
     "check_isolation",
     "nodes",
     "remove_leftovers",
@@ -59,6 +61,22 @@ _NAME = re.compile(rf"{PREFIX}(\d+)-\w+")
 def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     """Run ``ip ARGS`` (bounded: iproute2 never waits on the network)."""
     return subprocess.run(["ip", *args], capture_output=True, text=True, timeout=30, check=check)
+
+
+#: util-linux's unshare: ``UNSHARE --net CMD`` runs CMD in a network namespace of its own
+#: (a loopback of its own, as another node's), without `nodes`' links
+UNSHARE = "/usr/bin/unshare"
+
+
+def cannot_unshare() -> str | None:
+    """Why ``unshare --net`` cannot run a command in a network namespace of its own here
+    (the test skips with it), or None: tried once with ``true``."""
+    if not sys.platform.startswith("linux") or not os.path.exists(UNSHARE):
+        return "needs Linux and unshare (util-linux) for a network namespace"
+    probe = subprocess.run([UNSHARE, "--net", "true"], capture_output=True, timeout=10)
+    if probe.returncode != 0:
+        return f"cannot make a network namespace (needs root): {probe.stderr.decode()}"
+    return None
 
 
 def unavailable() -> str | None:

@@ -23,6 +23,7 @@ import sys
 from contextlib import ExitStack
 from pathlib import Path
 
+import netns
 import pytest
 from c_driver import run_script, script_exe  # noqa: F401 (a fixture)
 from compiled import CClient, c_client, compile_fortran_program  # noqa: F401 (a fixture)
@@ -40,8 +41,7 @@ pytestmark = [
 
 FLOAT32 = 1  # the protocol's dtype code
 MT_EUNREACHABLE = 15
-UNSHARE = "/usr/bin/unshare"
-IN_OWN_NET = [UNSHARE, "--net"]  # (a network namespace of its own: a loopback of its own)
+IN_OWN_NET = [netns.UNSHARE, "--net"]  # (a network namespace of its own: a loopback of its own)
 #: endpoints: loopback ones (Python's `is_loopback`), and one that is not
 #: and this host's name: loopback by name where it resolves to loopback only (as on the
 #: two-node test cluster's shared /etc/hosts), else not: C and Python alike either way
@@ -152,14 +152,6 @@ def test_a_fortran_solver_reads_mt_eunreachable(
     assert run.stdout.strip() == f"T {MT_EUNREACHABLE} {c_words(rv, why)}", run
 
 
-def can_unshare() -> str | None:
-    """Why no network namespace can be made here (None: it can)."""
-    if not Path(UNSHARE).exists():
-        return "needs unshare (util-linux) for a network namespace"
-    probe = subprocess.run([UNSHARE, "--net", "true"], capture_output=True, timeout=10)
-    return None if probe.returncode == 0 else f"cannot make a network namespace: {probe.stderr!r}"
-
-
 @pytest.mark.timeout(120)
 def test_a_c_solver_in_another_network_namespace_is_told_at_once(
     script_exe: Path,  # noqa: F811
@@ -169,7 +161,7 @@ def test_a_c_solver_in_another_network_namespace_is_told_at_once(
     own (``unshare --net``: a loopback of its own, as a compute node's): MT_EUNREACHABLE
     at `mt_client_start`, before any connection attempt; the same program in this
     namespace streams to it; given the endpoint directly, it is not checked there."""
-    why_not = can_unshare()
+    why_not = netns.cannot_unshare()
     if why_not is not None:
         pytest.skip(why_not)
     rv = tmp_path / "rendezvous"

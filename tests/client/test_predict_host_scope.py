@@ -14,6 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import netns
 import pytest
 
 from melissa_trainer.stream import host_scope
@@ -74,12 +75,9 @@ def test_a_predictor_in_another_network_namespace_is_told_at_once(tmp_path: Path
     raises `PredictUnreachable` (a `PredictTimeout`) before any connection attempt, in
     words naming the serve file, both hosts and the fix, warned of once; the same
     predictor in this namespace gets its predictions (the oracle: ``2 u + VERSION``)."""
-    unshare = "/usr/bin/unshare"
-    if not Path(unshare).exists():
-        pytest.skip("needs unshare (util-linux) for a network namespace")
-    probe = subprocess.run([unshare, "--net", "true"], capture_output=True, timeout=10)
-    if probe.returncode != 0:
-        pytest.skip(f"cannot make a network namespace (needs root): {probe.stderr.decode()}")
+    unshare = netns.UNSHARE
+    if (why := netns.cannot_unshare()) is not None:
+        pytest.skip(why)
     env = {k: v for k, v in os.environ.items() if not k.startswith("MELISSA_TRAINER_")}
     command = [sys.executable, "-c", PREDICTOR, str(tmp_path)]
     with answering_server(tmp_path) as (server, _):

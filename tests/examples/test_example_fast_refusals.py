@@ -11,13 +11,11 @@ its exit status and which heavy modules it had loaded when the refusal ended it.
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from run_as_main import run_as_main
 
 # (a process of its own each: what the example imports is seen only in a fresh one)
 pytestmark = pytest.mark.e2e
@@ -34,34 +32,13 @@ REFUSED = {
     "oscillators": ["--hidden", "many"],
     "heat_guess": ["--kernel", "4"],
 }
-#: run `script` as ``python script ARGV...`` would, then print its exit status and the
-#: heavy modules then loaded (a JSON line after whatever the example printed)
-RUN_AS_MAIN = """
-import json, runpy, sys
-script, heavy = sys.argv[1], sys.argv[2].split(",")
-sys.argv = [script, *sys.argv[3:]]
-try:
-    runpy.run_path(script, run_name="__main__")
-    code = "ran on"
-except SystemExit as exc:
-    code = exc.code
-loaded = [name for name in heavy if name in sys.modules]
-print(json.dumps({"code": code, "loaded": loaded}))
-"""
 
 
 def answer(example: str, argv: list[str]) -> tuple[object, list[str], str]:
     """Run `example`'s train.py with `argv`: its exit status, the heavy modules it had
     imported when it ended, and what it wrote on stderr."""
-    done = subprocess.run(
-        [sys.executable, "-c", RUN_AS_MAIN, str(EXAMPLES / example / "train.py"),
-         ",".join(HEAVY), *argv],
-        capture_output=True, text=True, timeout=100,
-        env={**os.environ, "CUDA_VISIBLE_DEVICES": ""},
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
-    said = json.loads(done.stdout.strip().splitlines()[-1])
-    return said["code"], said["loaded"], done.stderr
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
+    return run_as_main(EXAMPLES / example / "train.py", HEAVY, argv, env)
 
 
 @pytest.mark.timeout(120)

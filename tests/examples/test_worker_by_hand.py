@@ -11,13 +11,13 @@ long it took (tests/examples/test_example_fast_refusals.py does the same for tra
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from run_as_main import run_as_main
 
 # (a process of its own each, as a user runs it)
 pytestmark = pytest.mark.e2e
@@ -49,19 +49,6 @@ def test_every_solver_that_takes_worker_is_checked_above() -> None:
     assert takes == set(WORKER_SOLVERS), takes
 
 
-#: run `script` as ``python script ARGV...`` would, then print its exit status and the
-#: heavy modules then loaded (a JSON line after whatever the solver printed)
-RUN_AS_MAIN = """
-import json, runpy, sys
-script, heavy = sys.argv[1], sys.argv[2].split(",")
-sys.argv = [script, *sys.argv[3:]]
-try:
-    runpy.run_path(script, run_name="__main__")
-    code = "ran on"
-except SystemExit as exc:
-    code = exc.code
-print(json.dumps({"code": code, "loaded": [name for name in heavy if name in sys.modules]}))
-"""
 #: what a refusal of --worker by hand must not have imported
 HEAVY = ("numpy", "zmq", "melissa_trainer.client.worker", "melissa_trainer.client.config")
 
@@ -70,16 +57,10 @@ HEAVY = ("numpy", "zmq", "melissa_trainer.client.worker", "melissa_trainer.clien
 @pytest.mark.parametrize("example", WORKER_SOLVERS)
 def test_a_worker_run_by_hand_is_refused_before_numpy_is_imported(example: str) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MELISSA_TRAINER_")}
-    done = subprocess.run(
-        [sys.executable, "-c", RUN_AS_MAIN, str(EXAMPLES / example / "solver.py"),
-         ",".join(HEAVY), "--worker"],
-        capture_output=True, text=True, timeout=100, env=env,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
-    said = json.loads(done.stdout.strip().splitlines()[-1])
-    assert said["code"] == 2, done.stderr[-3000:]
-    assert "not started by a launcher in worker mode" in done.stderr, done.stderr[-3000:]
-    assert said["loaded"] == [], f"imported before refusing --worker: {said['loaded']}"
+    code, loaded, err = run_as_main(EXAMPLES / example / "solver.py", HEAVY, ["--worker"], env)
+    assert code == 2, err[-3000:]
+    assert "not started by a launcher in worker mode" in err, err[-3000:]
+    assert loaded == [], f"imported before refusing --worker: {loaded}"
 
 
 @pytest.mark.timeout(120)

@@ -14,6 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import netns
 import pytest
 
 from melissa_trainer.stream import host_scope
@@ -85,12 +86,9 @@ def test_a_client_in_another_network_namespace_is_told_at_once(tmp_path: Path) -
     (``unshare --net``: a loopback of its own, as a compute node's): ReceiverUnreachable
     as the Client is made, before any connection attempt; the same client in this
     namespace connects."""
-    unshare = "/usr/bin/unshare"
-    if not Path(unshare).exists():
-        pytest.skip("needs unshare (util-linux) for a network namespace")
-    probe = subprocess.run([unshare, "--net", "true"], capture_output=True, timeout=10)
-    if probe.returncode != 0:
-        pytest.skip(f"cannot make a network namespace (needs root): {probe.stderr.decode()}")
+    unshare = netns.UNSHARE
+    if (why := netns.cannot_unshare()) is not None:
+        pytest.skip(why)
     from melissa_trainer.buffers import FIFOBuffer
     from melissa_trainer.stream.receiver import Receiver, ReceiverConfig
 

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import netns
 import numpy as np
 import pytest
 from hardening_runs import F32
@@ -136,12 +137,9 @@ def test_a_thousand_simulations_connecting_at_once_are_all_accepted(tmp_path: Pa
     one HELLO, and all 1,000 arrive), and the kernel queued them all for the receiver (its
     listen backlog): none was dropped to retry seconds later, counted by the kernel
     (TcpExt ListenOverflows) in a network namespace of the test's own."""
-    unshare = "/usr/bin/unshare"
-    if sys.platform != "linux" or not Path(unshare).exists():
-        pytest.skip("needs Linux and unshare (util-linux) for a private network namespace")
-    probe = subprocess.run([unshare, "--net", "true"], capture_output=True, timeout=10)
-    if probe.returncode != 0:
-        pytest.skip(f"cannot make a network namespace (needs root): {probe.stderr.decode()}")
+    unshare = netns.UNSHARE
+    if (why := netns.cannot_unshare()) is not None:
+        pytest.skip(why)
     script = tmp_path / "burst.py"
     script.write_text(BURST)
     tests = str(Path(__file__).parents[1])

@@ -5,7 +5,10 @@ The oracles are the launcher's neighbours, not the launcher: the receiver's samp
 (each says the node it was sent from), squeue's steps, and the processes left on this
 machine (every namespace's: /proc shows n1's processes too) and in n1's namespace.
 
-* A plain study: steps on both nodes, every (simulation, step) once, nothing left.
+* A plain study: steps on both nodes, every (simulation, step) once, nothing left, and
+  no "srun: Warning: can't run 1 processes on 2 nodes" in the logs (failed before: each
+  1-task step's srun took the node count from the trainer's SLURM_NNODES, 2, and said
+  so; `script.srun_command` now asks ``--nodes=1``).
 * n1 vanishing mid-study (after 3 of its samples arrived), the allocation started with
   ``--no-kill``: Slurm marks n1 down after its SlurmdTimeout, srun says "Node failure on
   n1" and exits 0; the backend counts that a failure (`step_end.node_failure`), the
@@ -202,6 +205,8 @@ def test_a_study_of_srun_steps_across_two_nodes(tmp_path: Path) -> None:
         assert len(out["samples"]) == 4 * n  # (once each)
         on_both_nodes(out)
         assert out["summary"]["finished"] == n and out["summary"]["restarts"] == 0
+        for log in (tmp_path / "logs").glob("sim-*.log"):  # (failed before: each said so)
+            assert "can't run 1 processes on 2 nodes" not in log.read_text(), log.read_text()
         nothing_left(cluster, tmp_path)
 
 

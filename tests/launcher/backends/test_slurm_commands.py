@@ -182,6 +182,9 @@ def test_command_lines_and_parsers() -> None:
         "srun", "--ntasks=2", "--exclusive", "--job-name=sim-1", "--kill-on-bad-exit=1",
         "--time=5", "-v", "a",
     ]  # fmt: skip
+    # (one task: one node, whatever the trainer's SLURM_NNODES; test_slurm_srun_two_nodes)
+    one = ss.srun_command(name="sim-1", argv=["a"], ranks=1)
+    assert one == ["srun", "--ntasks=1", "--exclusive", "--job-name=sim-1", "--nodes=1", "a"]
 
 
 def test_job_names_carry_the_study(tmp_path: Path) -> None:

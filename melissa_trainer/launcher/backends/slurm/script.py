@@ -313,12 +313,19 @@ def srun_command(
     srun: str = "srun",
 ) -> list[str]:
     """A job step inside the current allocation: `ranks` tasks on CPUs no other step
-    uses (``--exclusive``), named `name` (so that it can be found and cancelled)."""
+    uses (``--exclusive``), named `name` (so that it can be found and cancelled). One
+    task: ``--nodes=1``, where srun would otherwise take the allocation's node count from
+    the trainer's ``SLURM_NNODES`` and write "srun: Warning: can't run 1 processes on 2
+    nodes, setting nnodes to 1" into every job's log (a two-node allocation; a user
+    trial, tests/launcher/backends/test_slurm_srun_two_nodes.py). Several: Slurm's
+    choice, as asked (`srun_args` may name ``--nodes``)."""
     if not argv:
         raise ValueError(f"job {name!r}: empty command")
     if ranks < 1:
         raise ValueError(f"job {name!r}: ranks must be >= 1, got {ranks}")
     command = [srun, f"--ntasks={ranks}", "--exclusive", f"--job-name={name}"]
+    if ranks == 1:
+        command.append("--nodes=1")
     if ranks > 1:
         command.append("--kill-on-bad-exit=1")
     if time_limit is not None:

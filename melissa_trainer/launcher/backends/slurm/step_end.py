@@ -21,6 +21,16 @@ the others ("srun: launch/slurm: _step_signal: Terminating StepId=12.0", then
 slurmstepd's "CANCELLED" line with no "DUE TO", as for a scancel; seen on the test
 cluster, a 2-rank step whose rank 1 exited 3). That is the solver's own failure
 (`OWN_KILL` before the line): nothing is said.
+
+A node of the step that stops answering (its power lost: the two-node test cluster's
+`vanish`) ends the step once the controller marks the node down (its SlurmdTimeout):
+srun writes "srun: error: Node failure on n1" and exits 0, having heard of no task's
+end (Slurm 22.05; seen in a user trial of the two-node cluster, and
+test_slurm_srun_two_nodes.py). That 0 is no success: the simulation sent a few of its
+steps. `node_failure` finds those words (`NODE_FAILURE`) and says it; `SrunSteps.poll`
+then reports `LOST_CODE`, a failed attempt, as the batch mode reports a NODE_FAIL job
+(`queries.exit_code`). Before, the step counted as finished and the study waited for
+its missing steps for ever.
 """
 
 from __future__ import annotations
@@ -33,7 +43,15 @@ from pathlib import Path
 from melissa_trainer.launcher.backends.base import Job
 from melissa_trainer.launcher.backends.slurm.queued_end import NEXT
 
-__all__ = ["ABORTED", "aborted_text", "end_text", "said_end"]
+__all__ = [
+    "ABORTED",
+    "LOST_CODE",
+    "NODE_FAILURE",
+    "aborted_text",
+    "end_text",
+    "node_failure",
+    "said_end",
+]
 
 logger = logging.getLogger("melissa_trainer.launcher.backends.slurm")
 
@@ -48,6 +66,12 @@ ABORTED = (
     re.compile(r"launch_p_step_launch: StepId=\S+ aborted before step completely launched"),
     re.compile(r"srun: Job step aborted"),
 )
+#: srun's words for a step ended by its node's failure (module docstring); group 1: the
+#: node
+NODE_FAILURE = re.compile(r"srun: error: Node failure on (\S+)")
+#: what `SrunSteps.poll` reports for such a step (srun exits 0): a failure, as
+#: `queries.exit_code` makes a NODE_FAIL batch job's "0:0"
+LOST_CODE = 1
 #: the most of a log read to find that line: its last bytes (never before srun's start),
 #: where srun writes it as the step ends; a solver's output before it may be far longer
 LOG_READ = 1 << 16
@@ -87,18 +111,60 @@ def end_text(job: str, cause: str | None, time_limit: str | None) -> str:
     return f"{job} was ended by Slurm ({line}), not the solver's own failure; {NEXT}"
 
 
-def said_end(job: Job, description: str, log_from: int, time_limit: str | None) -> str | None:
-    """If `job`'s log says (in its last `LOG_READ` bytes, past `log_from`) that Slurm
-    ended its step (slurmstepd's line, else srun's `ABORTED` words), say how in a
-    WARNING and in the log; the text, or None (no log, no such line)."""
+def lost_text(job: str, node: str) -> str:
+    """How step `job`, ended by the failure of its node `node`, is said."""
+    return (
+        f"{job} ended with the failure of node {node} (srun: 'Node failure on {node}': the "
+        "node stopped answering the Slurm controller, which marked it down after its "
+        "SlurmdTimeout), not the solver's own failure; srun exited 0, having heard of no "
+        "task's end: counted as exit 1. Slurm ends the whole allocation with its node "
+        "unless it was started with --no-kill (salloc/sbatch -k), which keeps the other "
+        f"nodes for the steps that run again; sinfo -R names the node's reason; {NEXT}"
+    )
+
+
+def _tail(job: Job, log_from: int) -> str | None:
+    """The last `LOG_READ` bytes of `job`'s log past `log_from`, or None (no log)."""
     if job.log_path is None:
         return None
     try:
         with open(job.log_path, "rb") as log:
             size = log.seek(0, 2)
             log.seek(max(log_from, size - LOG_READ))
-            text = log.read(LOG_READ).decode(errors="replace")
+            return log.read(LOG_READ).decode(errors="replace")
     except OSError:
+        return None
+
+
+def _say(job: Job, said: str) -> None:
+    """`said` in a WARNING and appended to `job`'s log (with the time)."""
+    logger.warning("%s", said)
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
+    try:
+        with open(Path(str(job.log_path)), "a") as log:
+            log.write(f"melissa-trainer: {stamp}: {said}\n")
+    except OSError as exc:
+        logger.warning("cannot write to %s (%s): %s", job.log_path, exc, said)
+
+
+def node_failure(job: Job, description: str, log_from: int) -> str | None:
+    """If `job`'s log says (past `log_from`) that a node's failure ended its step
+    (`NODE_FAILURE`), say so (`lost_text`, in a WARNING and in the log): the node, or
+    None (no log, no such line)."""
+    text = _tail(job, log_from)
+    found = None if text is None else NODE_FAILURE.search(text)
+    if found is None:
+        return None
+    _say(job, lost_text(description, found.group(1)))
+    return found.group(1)
+
+
+def said_end(job: Job, description: str, log_from: int, time_limit: str | None) -> str | None:
+    """If `job`'s log says (in its last `LOG_READ` bytes, past `log_from`) that Slurm
+    ended its step (slurmstepd's line, else srun's `ABORTED` words), say how in a
+    WARNING and in the log; the text, or None (no log, no such line)."""
+    text = _tail(job, log_from)
+    if text is None:
         return None
     found = STEP_END.search(text)
     if found is not None and found.group(1) is None and OWN_KILL.search(text, 0, found.start()):
@@ -110,11 +176,5 @@ def said_end(job: Job, description: str, log_from: int, time_limit: str | None) 
         if srun is None:
             return None
         said = aborted_text(description, srun.group(0))
-    logger.warning("%s", said)
-    stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
-    try:
-        with open(Path(job.log_path), "a") as log:
-            log.write(f"melissa-trainer: {stamp}: {said}\n")
-    except OSError as exc:
-        logger.warning("cannot write to %s (%s): %s", job.log_path, exc, said)
+    _say(job, said)
     return said

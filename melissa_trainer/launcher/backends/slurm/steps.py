@@ -17,6 +17,8 @@ few seconds (KillWait + 2) for the tasks' exit to be reported; past that ("Timed
 waiting for job step to complete": a slurmstepd slow to answer, on a loaded node, or a
 step aborted before its launch was complete) it exits with 0, having heard of no task.
 That 0 says nothing about the job: `poll` reports `KILLED` for it instead.
+Nor does a step whose node failed: srun says "Node failure on n1" and exits 0 (two
+nodes, one lost); `poll` reports `step_end.LOST_CODE` for it (`step_end.node_failure`).
 
 MPICH segments. A step whose ranks end without ``MPI_Finalize`` (killed, crashed) leaves
 its node's file in /dev/shm (`mpich_segments`), named after the step's PMI key-value
@@ -67,9 +69,8 @@ import os
 import signal
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
-from melissa_trainer.launcher.backends.base import Handle, Job
+from melissa_trainer.launcher.backends.base import Job
 from melissa_trainer.launcher.backends.local import LocalBackend
 from melissa_trainer.launcher.backends.mpich_segments import SegmentWatch, kvs_segments
 from melissa_trainer.launcher.backends.slurm import queries as sq
@@ -81,8 +82,9 @@ from melissa_trainer.launcher.backends.slurm.commands import (
     failure,
     transient,
 )
+from melissa_trainer.launcher.backends.slurm.srun_handle import SrunHandle
 from melissa_trainer.launcher.backends.slurm.srun_log import before_tasks, log_size
-from melissa_trainer.launcher.backends.slurm.step_end import said_end
+from melissa_trainer.launcher.backends.slurm.step_end import LOST_CODE, node_failure, said_end
 from melissa_trainer.launcher.backends.slurm.step_stop import TERM_WAIT, Stopped, stop_steps
 from melissa_trainer.launcher.backends.slurm.step_tasks import elsewhere, kill_tasks
 
@@ -98,23 +100,6 @@ KILLED = 128 + signal.SIGKILL
 LIST_EVERY = 1.0
 #: step ids swept past the highest listed, for a step whose id was never listed
 SPAN = 16
-
-
-@dataclass(eq=False)
-class SrunHandle(Handle):
-    """A job step run by a local ``srun`` process."""
-
-    job: Job
-    process: Handle  # LocalBackend's handle of the srun process
-    step_name: str  # the step's Slurm name (``--job-name``)
-    killed: bool = False  # `SrunSteps.kill` signalled its srun while it ran
-    step_id: int | None = None  # its id in the allocation, once squeue has listed it
-    floor: int = 0  # the lowest id it can have: above every id listed before its launch
-    log_from: int = 0  # the size of the job's log at its srun's start
-    retry_at: float | None = None  # while it waits out an outage: when srun runs again
-    outage: tuple[float, float] | None = None  # (first srun outage end, retries' deadline)
-    delay: float = 1.0  # the wait before the next run of srun in an outage
-    tries: int = 1  # srun processes started for it
 
 
 class SrunSteps:
@@ -176,11 +161,15 @@ class SrunSteps:
         if code is not None and step in self._running:
             self._running.remove(step)
             self._sweep(step)
-            if code != 0 and not step.killed:  # (Slurm's end of it, said: `step_end`)
+            if not step.killed:  # (Slurm's end of it, said: `step_end`)
+                step.lost = node_failure(step.job, self.describe(step), step.log_from)
+            if code != 0 and not step.killed and step.lost is None:
                 said_end(step.job, self.describe(step), step.log_from, self._time_limit)
         self._retry()
         if code == 0 and step.killed:
             return KILLED
+        if code == 0 and step.lost is not None:  # (srun's 0 after a node's failure)
+            return LOST_CODE
         return code
 
     def kill(self, step: SrunHandle, grace: float) -> int | None:

@@ -16,8 +16,9 @@ machine (every namespace's: /proc shows n1's processes too) and in n1's namespac
   arrives once. Failed before: the steps counted as finished (srun's 0), the study
   waited for their missing steps for ever (the driver's `DEADLINE` said so).
 * The same without ``--no-kill``: Slurm ends the whole allocation (salloc: "revoked"),
-  the restarts cannot create their steps, and the study fails with an error naming
-  the simulations, within `DEADLINE`; each step's log says n1's failure and --no-kill.
+  the restarts cannot create their steps (srun: "Slurm job N has expired"), and the
+  study fails at once with an error saying the allocation has ended, within `DEADLINE`;
+  each step's log says n1's failure and --no-kill.
 * SIGTERM of the trainer mid-study (its handler stops the launcher): the steps on both
   nodes get their SIGTERM, nothing is left.
 * n1 vanishing and the trainer's SIGTERM at once (before the SlurmdTimeout: n1's step
@@ -239,7 +240,12 @@ def test_n1_vanishing_ends_the_allocation_and_the_study_says_so(tmp_path: Path) 
         cluster.vanish()
         out = finish(driver, tmp_path)
         error = out["error"] or ""
-        assert "hung" not in error and "failed" in error, error
+        # the restarts' srun said "Slurm job N has expired": the study stops, saying the
+        # allocation has ended (`step_end.allocation_ended`; before: "simulation 0
+        # failed 3 times", each restart failing alike)
+        assert "hung" not in error, error
+        assert "the allocation the simulations' steps run in (Slurm job " in error, error
+        assert "has ended" in error and "--no-kill" in error, error
         there = sorted({sim for sim, _, node in out["samples"] if node == 1.0})
         assert there
         for sim in there:

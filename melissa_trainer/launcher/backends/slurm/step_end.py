@@ -31,6 +31,15 @@ steps. `node_failure` finds those words (`NODE_FAILURE`) and says it; `SrunSteps
 then reports `LOST_CODE`, a failed attempt, as the batch mode reports a NODE_FAIL job
 (`queries.exit_code`). Before, the step counted as finished and the study waited for
 its missing steps for ever.
+
+An allocation that has ended (a node lost without ``--no-kill``, its time limit, a
+scancel of it) starts no step any more: srun says "srun: error: Slurm job 12 has
+expired" and exits 1 (seen on the one-node test cluster, an srun into a cancelled
+allocation, and on two nodes after n1 vanished). `allocation_ended` finds those words
+for the backend's own allocation (`EXPIRED`), and `SrunSteps.launch` then refuses every
+step with them: the study stops at once, saying why, where each simulation's restarts
+failed the same way until the failure policy gave up on one ("simulation 0 failed 3
+times"), blaming it.
 """
 
 from __future__ import annotations
@@ -47,7 +56,9 @@ __all__ = [
     "ABORTED",
     "LOST_CODE",
     "NODE_FAILURE",
+    "EXPIRED",
     "aborted_text",
+    "allocation_ended",
     "end_text",
     "node_failure",
     "said_end",
@@ -120,6 +131,26 @@ def lost_text(job: str, node: str) -> str:
         "task's end: counted as exit 1. Slurm ends the whole allocation with its node "
         "unless it was started with --no-kill (salloc/sbatch -k), which keeps the other "
         f"nodes for the steps that run again; sinfo -R names the node's reason; {NEXT}"
+    )
+
+
+#: srun's words for an allocation that has ended (module docstring); group 1: its job id
+EXPIRED = re.compile(r"srun: error: Slurm job (\d+) has expired")
+
+
+def allocation_ended(job: Job, log_from: int, allocation: str) -> str | None:
+    """If `job`'s log says (past `log_from`) that `allocation`, the one the steps run in,
+    has ended (`EXPIRED`): why no step can start any more and what to do, else None."""
+    text = _tail(job, log_from)
+    found = None if text is None else EXPIRED.search(text)
+    if found is None or found.group(1) != allocation:
+        return None
+    return (
+        f"the allocation the simulations' steps run in (Slurm job {allocation}) has ended "
+        f"(srun: 'Slurm job {allocation} has expired'): no step can start in it any more. "
+        "Slurm ends an allocation at its time limit, at a scancel of it, or when one of "
+        "its nodes fails unless it was started with --no-kill (salloc/sbatch -k); run the "
+        "trainer again in a new allocation with --resume_from_checkpoint latest"
     )
 
 

@@ -70,7 +70,7 @@ import signal
 import time
 from collections.abc import Callable, Sequence
 
-from melissa_trainer.launcher.backends.base import Job
+from melissa_trainer.launcher.backends.base import Job, LaunchError
 from melissa_trainer.launcher.backends.local import LocalBackend
 from melissa_trainer.launcher.backends.mpich_segments import SegmentWatch, kvs_segments
 from melissa_trainer.launcher.backends.slurm import queries as sq
@@ -84,7 +84,12 @@ from melissa_trainer.launcher.backends.slurm.commands import (
 )
 from melissa_trainer.launcher.backends.slurm.srun_handle import SrunHandle
 from melissa_trainer.launcher.backends.slurm.srun_log import before_tasks, log_size
-from melissa_trainer.launcher.backends.slurm.step_end import LOST_CODE, node_failure, said_end
+from melissa_trainer.launcher.backends.slurm.step_end import (
+    LOST_CODE,
+    allocation_ended,
+    node_failure,
+    said_end,
+)
 from melissa_trainer.launcher.backends.slurm.step_stop import TERM_WAIT, Stopped, stop_steps
 from melissa_trainer.launcher.backends.slurm.step_tasks import elsewhere, kill_tasks
 
@@ -122,9 +127,14 @@ class SrunSteps:
         self._listed = -LIST_EVERY  # when the steps were last listed (monotonic)
         #: sweeps of ended steps that found files still held, and the steps' names
         self._pending: list[tuple[SegmentWatch, str]] = []
+        #: why no step can start any more: the allocation has ended (`allocation_ended`)
+        self.ended: str | None = None
 
     def launch(self, job: Job, step_name: str) -> SrunHandle:
-        """Start the srun process of `job`, its step named `step_name`; at once."""
+        """Start the srun process of `job`, its step named `step_name`; at once.
+        LaunchError once a step's srun said the allocation has ended (`ended`)."""
+        if self.ended is not None:
+            raise LaunchError(self.ended)
         argv = ss.srun_command(
             name=step_name,
             argv=job.argv,
@@ -165,6 +175,8 @@ class SrunSteps:
                 step.lost = node_failure(step.job, self.describe(step), step.log_from)
             if code != 0 and not step.killed and step.lost is None:
                 said_end(step.job, self.describe(step), step.log_from, self._time_limit)
+            if code != 0 and not step.killed and self.ended is None:
+                self.ended = allocation_ended(step.job, step.log_from, self._allocation)
         self._retry()
         if code == 0 and step.killed:
             return KILLED

@@ -218,7 +218,9 @@ class Predictor:
         # (the wire's timeout is a u32 of milliseconds: a longer wait is sent as its
         # largest, 49.7 days, as the C client does; the trainer drops a request only
         # once it is older than that)
-        timeout_ms = min(max(1, round(timeout * 1000)), _MAX_TIMEOUT_MS)
+        # (capped before rounding: a timeout of 1e308 s is finite, its milliseconds are
+        # not, and round(inf) raised OverflowError, a user's trial)
+        timeout_ms = max(1, round(min(timeout * 1000, _MAX_TIMEOUT_MS)))
         frames = protocol.encode_predict(
             self.simulation_id, request_id, timeout_ms, self.run_id, arrays
         )

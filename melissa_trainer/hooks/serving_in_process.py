@@ -10,6 +10,8 @@ next step's end, or by the idle thread while training waits.
 
 from __future__ import annotations
 
+import math
+import numbers
 import threading
 import time
 from collections.abc import Callable
@@ -20,6 +22,12 @@ import numpy as np
 from melissa_trainer.stream.serving import PredictServer, ServingRefused
 
 __all__ = ["InProcessPrediction", "queued"]
+
+#: a request's bound in milliseconds at most (the wire's u32, as a simulation's)
+_MAX_MS = 2**32 - 1
+#: one wait's bound at most: `threading`'s waits raise OverflowError past TIMEOUT_MAX
+#: (about 292 years on Linux; a timeout of 1e10 s did, a user's trial)
+_SLICE = 3600.0
 
 
 class InProcessPrediction(NamedTuple):
@@ -51,16 +59,34 @@ def queued(
 
         return put
 
-    timeout_ms = 0 if timeout is None else max(1, round(timeout * 1000))
+    if timeout is not None and (not isinstance(timeout, numbers.Real) or math.isnan(timeout)
+                                or math.isinf(timeout)):  # fmt: skip
+        # (before anything is queued: NaN raised "cannot convert float NaN to integer",
+        # inf OverflowError, a user's trial; None is the unbounded wait)
+        raise ValueError(
+            f"timeout must be a finite number of seconds, or None for no bound, not {timeout!r}"
+        )
+    # (capped before rounding: the milliseconds of 1e308 s are not finite)
+    timeout_ms = 0 if timeout is None else max(1, round(min(timeout * 1000, _MAX_MS)))
     for i, a in enumerate(arrays):
         server.submit(a, deliver(i), timeout_ms)
     deadline = None if timeout is None else time.monotonic() + timeout
     for event in done:
-        left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
-        if not event.wait(left):
+        if not _wait(event, deadline):
             raise TimeoutError(f"no training step ended within {timeout} s to serve the request")
     errors = [r[2] for r in results if r[2]]
     if errors:
         reason, _, detail = errors[0].partition(": ")
         raise ServingRefused(reason, detail)
     return InProcessPrediction([r[0] for r in results], max(r[1] for r in results))
+
+
+def _wait(event: threading.Event, deadline: float | None) -> bool:
+    """`event.wait` until `deadline` (monotonic; None: no bound), in slices of at most
+    `_SLICE` seconds: True once set, False at the deadline."""
+    while True:
+        left = _SLICE if deadline is None else min(deadline - time.monotonic(), _SLICE)
+        if event.wait(max(left, 0.0)):
+            return True
+        if deadline is not None and time.monotonic() >= deadline:
+            return False

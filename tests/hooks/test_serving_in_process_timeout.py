@@ -1,0 +1,65 @@
+"""An in-process prediction from a thread other than the training thread (an adaptive
+sampler's: `serving_in_process.queued`, what `ServingHook.predict` does there) with a
+long timeout is answered, as a simulation's `Predictor.predict` is, and a NaN or
+infinite timeout is a ValueError naming it, before anything is queued.
+
+Found in a user trial (hserve, 2026-12-05): a timeout of 1e10 s raised OverflowError
+from `threading`'s wait (the request left queued), 1e308 s OverflowError "cannot convert
+float infinity to integer" (its milliseconds), NaN a bare ValueError "cannot convert
+float NaN to integer", infinity an OverflowError. Failed before: 6 of 7 (None passed).
+
+A real `PredictServer` (its queue) whose requests a thread answers (``y = 2 u +
+VERSION``, `predict_server.drain`)."""
+
+from __future__ import annotations
+
+import math
+import sys
+import threading
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+from predict_server import INPUTS, VERSION, drain
+
+from melissa_trainer.hooks.serving_in_process import queued
+from melissa_trainer.stream.serving import PredictServer
+
+pytestmark = pytest.mark.timeout(60)
+
+U = np.array([0.0, 1.0, 2.0, 3.0], np.float32)
+
+
+@pytest.fixture
+def server() -> Iterator[PredictServer]:
+    srv = PredictServer(INPUTS)
+    srv.start()
+    srv.serving = True
+    stop = threading.Event()
+    thread = drain(srv, stop)
+    try:
+        yield srv
+    finally:
+        stop.set()
+        thread.join()
+        srv.stop()
+
+
+@pytest.mark.parametrize(
+    "timeout", [1e10, 1e306, sys.float_info.max, None], ids=["1e10-s", "1e306-s", "max", "None"]
+)
+def test_a_long_timeout_is_answered(server: PredictServer, timeout: float | None) -> None:
+    (outputs,), version = queued(server, [{"u": U}], timeout)
+    assert version == VERSION
+    np.testing.assert_array_equal(outputs["y"], 2 * U + VERSION)
+
+
+@pytest.mark.parametrize("timeout", [math.nan, math.inf, -math.inf], ids=["nan", "inf", "-inf"])
+def test_a_timeout_that_is_not_finite_is_a_value_error(
+    server: PredictServer, timeout: float
+) -> None:
+    with pytest.raises(ValueError) as raised:
+        queued(server, [{"u": U}], timeout)
+    text = str(raised.value)
+    assert text.startswith("timeout must be a finite number of seconds, or None"), text
+    assert server.telemetry().get("requests", 0) == 0, server.telemetry()  # nothing queued

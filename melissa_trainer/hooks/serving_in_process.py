@@ -46,7 +46,9 @@ def queued(
 
     Raises:
         ValueError, ServingRefused: from `server.submit` (inputs not the declared ones,
-            a full queue, not serving), or the first refusal of an answer.
+            a full queue, not serving), or the first refusal of an answer; ValueError
+            for more requests than the queue holds (`max_queue`: none could all wait)
+            or a NaN or infinite `timeout`, before anything is queued.
         TimeoutError: not every request was answered within `timeout`.
     """
     done = [threading.Event() for _ in arrays]
@@ -65,6 +67,14 @@ def queued(
         # inf OverflowError, a user's trial; None is the unbounded wait)
         raise ValueError(
             f"timeout must be a finite number of seconds, or None for no bound, not {timeout!r}"
+        )
+    if len(arrays) > server.max_queue:
+        # (else the first max_queue were queued, to be run for no one, and the rest
+        # refused "busy: N requests wait already", the batch's own; a user's trial)
+        raise ValueError(
+            f"predict_batch(): {len(arrays)} requests from a thread other than the training "
+            f"thread, more than the rank's queue holds (max_queue={server.max_queue}): ask "
+            f"in batches of at most {server.max_queue}, or give ServingHook(max_queue=...)"
         )
     # (capped before rounding: the milliseconds of 1e308 s are not finite)
     timeout_ms = 0 if timeout is None else max(1, round(min(timeout * 1000, _MAX_MS)))

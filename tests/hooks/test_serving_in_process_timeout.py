@@ -1,7 +1,8 @@
 """An in-process prediction from a thread other than the training thread (an adaptive
 sampler's: `serving_in_process.queued`, what `ServingHook.predict` does there) with a
 long timeout is answered, as a simulation's `Predictor.predict` is, and a NaN or
-infinite timeout is a ValueError naming it, before anything is queued.
+infinite timeout is a ValueError naming it, before anything is queued; so is a batch of
+more requests than the rank's queue holds.
 
 Found in a user trial (hserve, 2026-12-05): a timeout of 1e10 s raised OverflowError
 from `threading`'s wait (the request left queued), 1e308 s OverflowError "cannot convert
@@ -63,3 +64,26 @@ def test_a_timeout_that_is_not_finite_is_a_value_error(
     text = str(raised.value)
     assert text.startswith("timeout must be a finite number of seconds, or None"), text
     assert server.telemetry().get("requests", 0) == 0, server.telemetry()  # nothing queued
+
+
+def test_a_batch_larger_than_the_queue_is_refused_before_anything_is_queued() -> None:
+    """(Before: the first `max_queue` requests were queued, run for no one, and the batch
+    refused "busy: 4 requests wait already", its own; failed before.)"""
+    srv = PredictServer(INPUTS, max_queue=4)
+    srv.start()
+    srv.serving = True
+    stop = threading.Event()
+    thread = drain(srv, stop)
+    try:
+        with pytest.raises(ValueError) as raised:
+            queued(srv, [{"u": U}] * 5, 30)
+        text = str(raised.value)
+        assert "5 requests from a thread other than the training thread" in text, text
+        assert "(max_queue=4): ask in batches of at most 4" in text, text
+        assert srv.telemetry().get("requests", 0) == 0, srv.telemetry()
+        outputs, version = queued(srv, [{"u": U}] * 4, 30)  # as many as it holds: answered
+        assert version == VERSION and len(outputs) == 4
+    finally:
+        stop.set()
+        thread.join()
+        srv.stop()

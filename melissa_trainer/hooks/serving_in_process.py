@@ -14,14 +14,14 @@ import math
 import numbers
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from melissa_trainer.stream.serving import PredictServer, ServingRefused
 
-__all__ = ["InProcessPrediction", "queued"]
+__all__ = ["InProcessPrediction", "queued", "request_arrays"]
 
 #: a request's bound in milliseconds at most (the wire's u32, as a simulation's)
 _MAX_MS = 2**32 - 1
@@ -100,3 +100,24 @@ def _wait(event: threading.Event, deadline: float | None) -> bool:
             return True
         if deadline is not None and time.monotonic() >= deadline:
             return False
+
+
+def request_arrays(samples: Iterable[Mapping[str, Any]]) -> list[dict[str, np.ndarray]]:
+    """`samples` (`predict_batch`'s: a sequence of ``{name: array}``) as numpy arrays;
+    TypeError naming the fix when `samples` is a mapping itself (one request given to
+    `predict_batch`) or holds something else than mappings (an array passed bare): both
+    raised AttributeError ("'str' object has no attribute 'items'"), a user's trial."""
+    if isinstance(samples, Mapping) or not isinstance(samples, Iterable):
+        raise TypeError(
+            f"predict_batch(): samples must be a list of {{name: array}} mappings, one per "
+            f"request, not {type(samples).__name__} (one request: predict(inputs))"
+        )
+    samples = list(samples)  # (a generator too, as before)
+    for s in samples:
+        if not isinstance(s, Mapping):
+            raise TypeError(
+                f"predict(): inputs must be a mapping of input names to arrays, not "
+                f"{type(s).__name__}: pass {{'name': array}} (the names of "
+                f"ServingHook(inputs=...))"
+            )
+    return [{k: np.asarray(v) for k, v in s.items()} for s in samples]

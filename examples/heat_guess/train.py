@@ -17,7 +17,7 @@ included) with the surrogate's guesses, next to the work of the same simulation 
 from its previous state (computed here in the same process: it does not depend on the
 trainer), and the surrogate's final error on held-out simulations.
 
-    python examples/heat_guess/train.py                   # 6 simulations, ~20 s on 2 cores
+    python examples/heat_guess/train.py                   # 6 simulations, 5 to ~20 s on 2 cores
     python examples/heat_guess/train.py --method cg       # conjugate gradient instead
     python examples/heat_guess/train.py --no_surrogate    # the simulations never ask
     python examples/heat_guess/train.py --guess_check none  # every guess taken, unchecked
@@ -29,12 +29,14 @@ trainer), and the surrogate's final error on held-out simulations.
 
 It takes only its own flags (``--help``): its `TrainingArguments` are fixed in
 `run_study`, not read from the command line as the heat_pde and lorenz examples' are,
-but for ``--resume_from_checkpoint``. A run stopped by SIGTERM or Ctrl-C writes a
+but for ``--resume_from_checkpoint`` and ``--overwrite_output_dir``. A run stopped by
+SIGTERM or Ctrl-C writes a
 checkpoint in ``--output_dir`` (none in a temporary directory's run is kept) and is
 continued by the same command with ``--resume_from_checkpoint latest``: the simulations
 done keep their records, those running at the stop run again. A run killed (SIGKILL)
 before any checkpoint is run again from the start; the same command without the flag
-in a folder that holds a checkpoint is refused, saying so.
+in a folder that holds a checkpoint is refused, saying so (``--overwrite_output_dir``
+starts afresh there, the checkpoints moved aside).
 
 On several ranks every rank must find the same folder: without `--output_dir` they use
 ``outputs/heat_guess`` (one run's temporary directory is per process), and rank 0 prints.
@@ -157,13 +159,15 @@ def run_study(
     share: float = 0.05,
     held_out_simulations: int = 2,
     resume_from_checkpoint: str | None = None,
+    overwrite_output_dir: bool = False,
 ) -> dict[str, Any]:
     """One study: `num_simulations` solvers (at most `job_limit` at once), asking for
     their guesses unless not `surrogate`, and the trainer serving them. Returns the
     simulations' records (`solver.Work` fields, by id order), the trainer's global step,
     the surrogate's final relative error on held-out simulations, and the serving
     counters. `resume_from_checkpoint` continues a stopped run in `output_dir` (its
-    finished simulations' records kept)."""
+    finished simulations' records kept); `overwrite_output_dir` starts afresh there (its
+    checkpoints moved aside by the trainer, its records removed)."""
     config = config or GuessConfig()
     out = Path(output_dir)
     records = out / "records"
@@ -199,6 +203,7 @@ def run_study(
             logging_steps=10**9,
             save_at_end=False,
             resume_from_checkpoint=resume_from_checkpoint,
+            overwrite_output_dir=overwrite_output_dir,
             disable_progress_bar=True,
             report_to="none",
         ),
@@ -212,7 +217,8 @@ def run_study(
     # refuses to start over its checkpoint unless resumed: they are still its records),
     # and only once the trainer holds the output_dir's lock (taken as it is made): a
     # study still running there refuses this one (OutputDirLocked), its records its own
-    stopped = any((out / "run" / "checkpoints").glob("checkpoint-*"))
+    # (overwritten: the run is a fresh one, whatever the checkpoints moved aside held)
+    stopped = not overwrite_output_dir and any((out / "run" / "checkpoints").glob("checkpoint-*"))
     if _rank() == 0 and not resume_from_checkpoint and not stopped:
         for stale in records.glob("sim*.json"):
             stale.unlink()
@@ -300,6 +306,7 @@ def main(argv: list[str] | None = None) -> int:
             opts.output_dir or tmp, config, surrogate=not opts.no_surrogate,
             num_simulations=opts.num_simulations, job_limit=opts.job_limit, seed=opts.seed,
             kernel=opts.kernel, resume_from_checkpoint=opts.resume_from_checkpoint,
+            overwrite_output_dir=opts.overwrite_output_dir,
         )  # fmt: skip
     if not result["main"]:
         return 0

@@ -186,10 +186,21 @@ class Predictor:
             ValueError: inputs that are not the published or described ones (or that
                 a trainer from before DESCRIBE refused as not its inputs), or a timeout
                 that is not a finite number of seconds > 0.
+            TypeError: `inputs` is not a mapping (at once, whatever the trainer's state).
             RuntimeError: the predictor is closed.
         """
         if self._closed:
             raise RuntimeError("the predictor is closed")
+        # Before the endpoint is looked up: a mistake in the call, said as one whatever
+        # the trainer's state (a user trial: an array passed bare raised the fallback's
+        # PredictTimeout while the trainer was gone, AttributeError "'numpy.ndarray' object
+        # has no attribute 'items'" while it served)
+        if not isinstance(inputs, Mapping):
+            raise TypeError(
+                f"predict(): inputs must be a mapping of input names to arrays, not "
+                f"{type(inputs).__name__}: pass {{'name': array}} (the names the trainer's "
+                f"ServingHook(inputs=...) declares)"
+            )
         # (numbers.Real: numpy's float32 and integers too, a solver's own types; a user
         # trial's float32 time-step budget was refused as "not a finite number")
         if not isinstance(timeout, numbers.Real) or not 0 < timeout < math.inf:
@@ -207,7 +218,9 @@ class Predictor:
         # (the wire's timeout is a u32 of milliseconds: a longer wait is sent as its
         # largest, 49.7 days, as the C client does; the trainer drops a request only
         # once it is older than that)
-        timeout_ms = min(max(1, round(timeout * 1000)), _MAX_TIMEOUT_MS)
+        # (capped before rounding: a timeout of 1e308 s is finite, its milliseconds are
+        # not, and round(inf) raised OverflowError, a user's trial)
+        timeout_ms = max(1, round(min(timeout * 1000, _MAX_TIMEOUT_MS)))
         frames = protocol.encode_predict(
             self.simulation_id, request_id, timeout_ms, self.run_id, arrays
         )

@@ -72,7 +72,7 @@ def poll_ms(left: float) -> int:
     """Milliseconds for one ZeroMQ poll of a wait of `left` seconds: at least 1, at
     most an hour (a poll's timeout is a C int: 24.8 days overflow it; the callers poll
     again until their deadline)."""
-    return max(1, min(int(left * 1000), 3_600_000))
+    return max(1, int(min(left * 1000, 3_600_000)))  # (capped first: int(inf) raises)
 
 
 class PredictLink:

@@ -79,7 +79,7 @@ from melissa_trainer.hooks.inference import Inference
 from melissa_trainer.hooks.serving_batches import ServedBatches
 from melissa_trainer.hooks.serving_budget import ServingBudget
 from melissa_trainer.hooks.serving_checks import check_serving, declared_outputs, probe_outputs
-from melissa_trainer.hooks.serving_in_process import InProcessPrediction, queued
+from melissa_trainer.hooks.serving_in_process import InProcessPrediction, queued, request_arrays
 from melissa_trainer.hooks.serving_report import LOG_MAXIMA, log_figures, summary
 from melissa_trainer.hooks.serving_socket import rank_server
 from melissa_trainer.stream.handshakes import log_bound
@@ -291,7 +291,8 @@ class ServingHook(Hook):
 
         Raises:
             ValueError: inputs that are not the declared ones, or hold NaN or Inf
-                (refused as a simulation's request is, under ``nonfinite``).
+                (refused as a simulation's request is, under ``nonfinite``); from another
+                thread, a `timeout` NaN or infinite (None is the unbounded wait).
             ServingRefused: not serving (before TRAIN_START, after LOOP_END) or the
                 queue is full (``reason``).
             TimeoutError: no step ended within `timeout` (training waits for data).
@@ -304,7 +305,7 @@ class ServingHook(Hook):
     ) -> InProcessPrediction:
         """`predict` for several requests at once (run as one batch on the training
         thread): `outputs` is a list, one dict per sample, in order."""
-        arrays = [{k: np.asarray(v) for k, v in s.items()} for s in samples]
+        arrays = request_arrays(samples)  # (TypeError for what is not {name: array})
         if threading.get_ident() == self._thread and self._trainer is not None:
             if not self._server.serving:
                 raise ServingRefused("not_serving", "before TRAIN_START or after LOOP_END")

@@ -10,16 +10,24 @@ next step's end, or by the idle thread while training waits.
 
 from __future__ import annotations
 
+import math
+import numbers
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from melissa_trainer.stream.serving import PredictServer, ServingRefused
 
-__all__ = ["InProcessPrediction", "queued"]
+__all__ = ["InProcessPrediction", "queued", "request_arrays"]
+
+#: a request's bound in milliseconds at most (the wire's u32, as a simulation's)
+_MAX_MS = 2**32 - 1
+#: one wait's bound at most: `threading`'s waits raise OverflowError past TIMEOUT_MAX
+#: (about 292 years on Linux; a timeout of 1e10 s did, a user's trial)
+_SLICE = 3600.0
 
 
 class InProcessPrediction(NamedTuple):
@@ -38,7 +46,9 @@ def queued(
 
     Raises:
         ValueError, ServingRefused: from `server.submit` (inputs not the declared ones,
-            a full queue, not serving), or the first refusal of an answer.
+            a full queue, not serving), or the first refusal of an answer; ValueError
+            for more requests than the queue holds (`max_queue`: none could all wait)
+            or a NaN or infinite `timeout`, before anything is queued.
         TimeoutError: not every request was answered within `timeout`.
     """
     done = [threading.Event() for _ in arrays]
@@ -51,16 +61,63 @@ def queued(
 
         return put
 
-    timeout_ms = 0 if timeout is None else max(1, round(timeout * 1000))
+    if timeout is not None and (not isinstance(timeout, numbers.Real) or math.isnan(timeout)
+                                or math.isinf(timeout)):  # fmt: skip
+        # (before anything is queued: NaN raised "cannot convert float NaN to integer",
+        # inf OverflowError, a user's trial; None is the unbounded wait)
+        raise ValueError(
+            f"timeout must be a finite number of seconds, or None for no bound, not {timeout!r}"
+        )
+    if len(arrays) > server.max_queue:
+        # (else the first max_queue were queued, to be run for no one, and the rest
+        # refused "busy: N requests wait already", the batch's own; a user's trial)
+        raise ValueError(
+            f"predict_batch(): {len(arrays)} requests from a thread other than the training "
+            f"thread, more than the rank's queue holds (max_queue={server.max_queue}): ask "
+            f"in batches of at most {server.max_queue}, or give ServingHook(max_queue=...)"
+        )
+    # (capped before rounding: the milliseconds of 1e308 s are not finite)
+    timeout_ms = 0 if timeout is None else max(1, round(min(timeout * 1000, _MAX_MS)))
     for i, a in enumerate(arrays):
         server.submit(a, deliver(i), timeout_ms)
     deadline = None if timeout is None else time.monotonic() + timeout
     for event in done:
-        left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
-        if not event.wait(left):
+        if not _wait(event, deadline):
             raise TimeoutError(f"no training step ended within {timeout} s to serve the request")
     errors = [r[2] for r in results if r[2]]
     if errors:
         reason, _, detail = errors[0].partition(": ")
         raise ServingRefused(reason, detail)
     return InProcessPrediction([r[0] for r in results], max(r[1] for r in results))
+
+
+def _wait(event: threading.Event, deadline: float | None) -> bool:
+    """`event.wait` until `deadline` (monotonic; None: no bound), in slices of at most
+    `_SLICE` seconds: True once set, False at the deadline."""
+    while True:
+        left = _SLICE if deadline is None else min(deadline - time.monotonic(), _SLICE)
+        if event.wait(max(left, 0.0)):
+            return True
+        if deadline is not None and time.monotonic() >= deadline:
+            return False
+
+
+def request_arrays(samples: Iterable[Mapping[str, Any]]) -> list[dict[str, np.ndarray]]:
+    """`samples` (`predict_batch`'s: a sequence of ``{name: array}``) as numpy arrays;
+    TypeError naming the fix when `samples` is a mapping itself (one request given to
+    `predict_batch`) or holds something else than mappings (an array passed bare): both
+    raised AttributeError ("'str' object has no attribute 'items'"), a user's trial."""
+    if isinstance(samples, Mapping) or not isinstance(samples, Iterable):
+        raise TypeError(
+            f"predict_batch(): samples must be a list of {{name: array}} mappings, one per "
+            f"request, not {type(samples).__name__} (one request: predict(inputs))"
+        )
+    samples = list(samples)  # (a generator too, as before)
+    for s in samples:
+        if not isinstance(s, Mapping):
+            raise TypeError(
+                f"predict(): inputs must be a mapping of input names to arrays, not "
+                f"{type(s).__name__}: pass {{'name': array}} (the names of "
+                f"ServingHook(inputs=...))"
+            )
+    return [{k: np.asarray(v) for k, v in s.items()} for s in samples]

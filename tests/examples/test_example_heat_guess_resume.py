@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -35,7 +36,7 @@ EXAMPLE = Path(__file__).parents[2] / "examples" / "heat_guess" / "train.py"
 SIMS = 4
 
 
-@pytest.mark.timeout(400)
+@pytest.mark.timeout(600)
 def test_a_stopped_run_is_continued_with_resume_from_checkpoint(tmp_path: Path) -> None:
     cmd = [sys.executable, str(EXAMPLE), "--num_simulations", str(SIMS), "--time_steps", "20",
            "--grid_size", "16", "--output_dir", str(tmp_path), "--json"]  # fmt: skip
@@ -58,11 +59,31 @@ def test_a_stopped_run_is_continued_with_resume_from_checkpoint(tmp_path: Path) 
     assert first.returncode == 143, said[-3000:]
     assert "--resume_from_checkpoint latest" in said, said[-3000:]
 
+    # the same command without the flag: refused there, a usage error (exit 2, one
+    # line saying how to go on), not a fresh run over the checkpoint (the page said
+    # exit 1: a user's trial, 2026-12-05, read 2)
+    again = run_group(cmd, timeout=300)
+    assert again.returncode == 2, (again.stdout + again.stderr)[-3000:]
+    assert "holds checkpoints of an earlier run" in again.stderr, again.stderr[-3000:]
+    assert "--resume_from_checkpoint latest" in again.stderr, again.stderr[-3000:]
+
     resumed = run_group([*cmd, "--resume_from_checkpoint", "latest"], timeout=300)
     out = resumed.stdout + resumed.stderr
     assert resumed.returncode == 0, out[-3000:]
     summary = json.loads(resumed.stdout.strip().splitlines()[-1])
     assert [r["simulation"] for r in summary["simulations"]] == list(range(SIMS)), out[-3000:]
+
+    # the refusal's third way on, taken: --overwrite_output_dir starts afresh there, the
+    # checkpoints moved aside (before: "unrecognized arguments", exit 2, though the
+    # refusal named it: a user's trial, 2026-12-05)
+    named = re.findall(r"\((--\w+) on the command line\)", again.stderr)
+    assert "--overwrite_output_dir" in named, again.stderr[-3000:]
+    fresh = run_group([*cmd, "--overwrite_output_dir"], timeout=300)
+    out = fresh.stdout + fresh.stderr
+    assert fresh.returncode == 0, out[-3000:]
+    summary = json.loads(fresh.stdout.strip().splitlines()[-1])
+    assert [r["simulation"] for r in summary["simulations"]] == list(range(SIMS)), out[-3000:]
+    assert list((tmp_path / "run").glob("checkpoints-previous-*")), out[-3000:]
 
 
 def test_resuming_without_an_output_dir_is_refused_naming_it() -> None:

@@ -37,6 +37,7 @@ from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
 from melissa_trainer.common.words import plural
+from melissa_trainer.launcher.account_exited import besides_exited, exited_line, id_ranges
 from melissa_trainer.launcher.account_nonfinite import most_refused_line, partway_line
 from melissa_trainer.launcher.exit_cause import codes_text
 from melissa_trainer.launcher.sampler_account import (
@@ -82,20 +83,6 @@ class SimulationOutcome(NamedTuple):
     #: failed for good and not replaced: the failure the study stopped on (status
     #: "failed", as a redrawn one's: `StudyRecord.not_replaced_ids` tells them apart)
     not_replaced: bool = False
-
-
-def id_ranges(ids: Sequence[int], groups: int = 12) -> str:
-    """Sorted ids as ranges: "0-11, 14, 16-18" (at most `groups` of them, then "...")."""
-    out: list[str] = []
-    ids = sorted(ids)
-    i = 0
-    while i < len(ids) and len(out) < groups:
-        j = i
-        while j + 1 < len(ids) and ids[j + 1] == ids[j] + 1:
-            j += 1
-        out.append(str(ids[i]) if i == j else f"{ids[i]}-{ids[j]}")
-        i = j + 1
-    return ", ".join(out) + (", ..." if i < len(ids) else "")
 
 
 def resume_lines(
@@ -245,11 +232,17 @@ def study_account(
     none = len(nonfinite) + len(refused) + len(failed)
     contributed = len(ended) - none
     noun = "simulation" if len(ended) == 1 else "simulations"
-    head = f"study account: {len(ended)} {noun} ended, {contributed} contributed samples"
-    exited = _exited_line([o.simulation_id for o in outcomes if o.status == "exited"])
+    exited_ids = [o.simulation_id for o in outcomes if o.status == "exited"]
+    besides = besides_exited(len(exited_ids), more=True)
+    head = f"study account: {len(ended)} {noun} ended{besides}, {contributed} contributed samples"
+    exited = exited_line(exited_ids)
     if not none and not partway and not tainted:  # ("every one" of none ended: say that)
-        done = f"{head}; every one contributed." if ended else "study account: none ended."
-        return [done, *exited], False
+        if ended:
+            return [f"{head}; every one contributed.", *exited], False
+        # (a user trial read a bare "none ended." above the line on 2 that exited: the
+        # process of each had ended, its data had not all come in)
+        still = f" with its data in{besides_exited(len(exited_ids))}" if exited_ids else ""
+        return [f"study account: none ended{still}.", *exited], False
     of = _share_of(outcomes, len(ended), n_simulations)
     if none:
         lines = [f"{head}; {none} ({none / len(ended):.0%} {of}) contributed none:"]
@@ -293,18 +286,6 @@ def study_account(
         lines.append(_partway_line(stopped_on, len(partway)))
     most = most_refused_line(samples, [o.simulation_id for o in ended])
     return [*lines, *([] if most is None else [most]), *exited], True
-
-
-def _exited_line(ids: Sequence[int]) -> list[str]:
-    """The account's line (none, or one) on `ids` "exited" (exit 0, data not all in at
-    the stop): `reconcile` reruns each unless every receiver's checkpoint holds its data."""
-    if not ids:
-        return []
-    noun, its, them = ("simulations", "their", "them") if ids[1:] else ("simulation", "its", "it")
-    return [
-        f"  {len(ids)} {noun} exited with {its} data not all in ({id_ranges(ids)}): a run "
-        f"resumed from this checkpoint runs {them} again (unless it holds all {its} data)"
-    ]
 
 
 def _share_of(outcomes: Sequence[SimulationOutcome], ended: int, n_simulations: int | None) -> str:

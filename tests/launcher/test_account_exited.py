@@ -1,7 +1,9 @@
 """The end-of-run account names the simulations whose process exited 0 with their data
 not all in when the run stopped (status "exited": rank 0's receiver behind at a SIGTERM
 or max_steps), and says a resumed run runs them again, as the resume's own line does.
-Before, a run stopped with 4 such simulations said only "study account: none ended."."""
+Before, a run stopped with 4 such simulations said only "study account: none ended.";
+then "none ended." above that line, which a user trial (a SIGTERM of 2 ranks) read as a
+wrong count: the head now says they exited, and points to their line."""
 
 from __future__ import annotations
 
@@ -57,9 +59,9 @@ def resumed(study: StudyRecord, complete: set[int]) -> tuple[StudyRecord, list[i
 def test_the_account_names_the_exited_and_the_resume_reruns_them() -> None:
     study = stopped_study()
     lines, some_none = study_account(outcomes(study), {0: (3, 0), 1: (3, 0)}, 4)
-    assert (
-        lines[0]
-        == "study account: 2 simulations ended, 2 contributed samples; every one contributed."
+    assert lines[0] == (
+        "study account: 2 simulations ended (2 more exited before their data was all in: "
+        "below), 2 contributed samples; every one contributed."
     )
     assert not some_none
     assert len(lines) == 2, lines
@@ -86,7 +88,9 @@ def test_none_ended_still_names_the_exited() -> None:
         study.take(0.0)
         study.process_ended(sid, 1.0, 0)
     lines, some_none = study_account(outcomes(study), {}, 4)
-    assert lines[0] == "study account: none ended."
+    assert lines[0] == (
+        "study account: none ended with its data in (4 exited before their data was all in: below)."
+    )
     assert len(lines) == 2 and not some_none
     assert lines[1].startswith("  4 simulations exited with their data not all in (0-3): ")
     # one: its noun agrees; contributed-none accounts carry the line too
@@ -95,6 +99,26 @@ def test_none_ended_still_names_the_exited() -> None:
     study.process_ended(0, 1.0, 1), study.process_ended(1, 1.0, 0)
     lines, some_none = study_account(outcomes(study), {}, 2)
     assert some_none and lines[-1].startswith("  1 simulation exited with its data not all in (1)")
+    assert lines[0].startswith(
+        "study account: 1 simulation ended (1 more exited before its data was all in: "
+        "below), 0 contributed samples; "
+    )
+
+
+def test_one_exited_none_ended_the_trials_words() -> None:
+    # (the trial: SIGTERM of 2 ranks while rank 0's receiver was behind; "none ended."
+    # read as a wrong count: one simulation's process had exited)
+    study = make(2)
+    study.take(0.0), study.take(0.0)
+    study.process_ended(0, 1.0, 0)
+    lines, some_none = study_account(outcomes(study), {0: (5, 0)}, 2)
+    assert not some_none
+    assert lines == [
+        "study account: none ended with its data in (1 exited before its data was all in: below).",
+        "  1 simulation exited with its data not all in (0): a run resumed from this "
+        "checkpoint runs it again (unless it holds all its data)",
+    ]
+    assert not any(line.endswith("none ended.") for line in lines)
 
 
 def test_no_exited_no_line() -> None:

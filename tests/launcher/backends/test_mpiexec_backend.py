@@ -128,8 +128,11 @@ def test_mpiexec_ranks_lines_reach_the_log_before_a_sigkill(
     PYTHONUNBUFFERED=1 (`Job.full_env`, passed through mpiexec), so both lines reach the
     job's log. Failed before: the log held neither (only mpiexec's own words)."""
     monkeypatch.delenv("PYTHONUNBUFFERED", raising=False)  # (the job inherits the trainer's)
+    # each rank's line written (one write) before either dies: mpiexec ends the other
+    # rank at the first one's death, which under load came before its print
     code = (
-        "import os, signal; print(f\"rank {os.environ.get('PMI_RANK')} sent\"); "  # (one write)
+        "import os, signal; from mpi4py import MPI; "
+        "print(f\"rank {os.environ.get('PMI_RANK')} sent\"); MPI.COMM_WORLD.Barrier(); "
         "os.kill(os.getpid(), signal.SIGKILL)"
     )
     log = tmp_path / "logs" / "mpi-dies.log"

@@ -12,7 +12,11 @@ launcher pickled (with cloudpickle) into PATH and calls ``fn(simulation_id, para
   the call, so a function whose `Client` reads them works in both modes.
 
 An exception in the function ends the process with status 1 (its traceback goes to the
-job's log), which the launcher treats as a failed simulation.
+job's log), which the launcher treats as a failed simulation. A worker whose launcher is
+gone (`worker_launcher.LauncherGone`: this module's loop is the library's, not the
+user's) ends as the examples' solvers do: its message in one line on stderr and the
+exit status of a simulation not delivered (`worker_codes.NOT_DELIVERED_EXIT_CODE`, 75),
+no traceback (before: exit 1 and a traceback through this module).
 
 PATH is a file this study's launcher wrote on this machine; nothing received from the
 network is ever unpickled.
@@ -28,7 +32,12 @@ from collections.abc import Callable, Sequence
 from melissa_trainer.client import ENV_PARAMETERS, ENV_SIMULATION_ID
 from melissa_trainer.client.config import check_simulation_id
 from melissa_trainer.client.parameters import check_parameters
-from melissa_trainer.client.worker import ENV_WORKER, next_simulation
+from melissa_trainer.client.worker import (
+    ENV_WORKER,
+    NOT_DELIVERED_EXIT_CODE,
+    LauncherGone,
+    next_simulation,
+)
 
 __all__ = ["load", "main"]
 
@@ -53,11 +62,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     fn = load(args[0])
     if os.environ.get(ENV_WORKER, "").strip():
-        while (work := next_simulation()) is not None:
-            simulation_id, parameters = work
-            os.environ[ENV_SIMULATION_ID] = str(simulation_id)
-            os.environ[ENV_PARAMETERS] = json.dumps(parameters)
-            fn(simulation_id, parameters)
+        try:
+            while (work := next_simulation()) is not None:
+                simulation_id, parameters = work
+                os.environ[ENV_SIMULATION_ID] = str(simulation_id)
+                os.environ[ENV_PARAMETERS] = json.dumps(parameters)
+                fn(simulation_id, parameters)
+        except LauncherGone as exc:  # (orphaned: its message is the one line to say)
+            print(f"run_callable: {exc}", file=sys.stderr)
+            return NOT_DELIVERED_EXIT_CODE
         return 0
     if ENV_SIMULATION_ID not in os.environ:
         print(

@@ -49,6 +49,7 @@ __all__ = [
     "lost_a_peer",
     "note_of",
     "peer_failure",
+    "peer_words",
     "write_note",
 ]
 
@@ -205,11 +206,15 @@ def note_of(trainer: TrainerView, rank: int) -> str | None:
         time.sleep(0.05)  # (a shared file system may show the note late)
 
 
-def peer_failure(trainer: TrainerView, error: BaseException) -> RankFailed | RankGone | None:
+def peer_failure(
+    trainer: TrainerView, error: BaseException, say: bool = True
+) -> RankFailed | RankGone | None:
     """When `error` is a collective's failure because a peer is gone (`lost_a_peer`):
     the `RankFailed` naming the rank whose note says why (waiting up to `NOTE_WAIT` s
     for it), or, when no rank left a note (a rank killed by a signal writes none), a
-    `RankGone`; either way its ERROR line logged, to be raised in place of `error`.
+    `RankGone`; either way its ERROR line logged (unless not `say`: a caller that says
+    it in a line of its own, `source_failure.SourceFailure.unagreed`), to be raised in
+    place of `error`.
     None for any other error (this rank's own, or a backend's error of other words: a
     timeout), which propagates as it is."""
     if trainer.num_processes <= 1 or not lost_a_peer(error):
@@ -228,11 +233,25 @@ def peer_failure(trainer: TrainerView, error: BaseException) -> RankFailed | Ran
             f"why ({who}killed by a signal? the launcher's output names the rank that "
             f"exited first); {failure_words(trainer, None, NO_SAVE, '')}"
         )
-        logger.error("%s", gone)
+        if say:
+            logger.error("%s", gone)
         return gone
     failure = RankFailed(*note)
     # (what a resume starts from, as a rank gone without a note says: the failing rank
     # left, so no checkpoint is written at this stop either)
     resume = failure_words(trainer, None, NO_SAVE, "")
-    logger.error("%s; rank %d stops at step %d with it; %s", failure, me, step, resume)
+    if say:
+        logger.error("%s; rank %d stops at step %d with it; %s", failure, me, step, resume)
     return failure
+
+
+def peer_words(other: RankFailed | RankGone) -> str:
+    """What happened to the other rank, in words for a line of this rank's own failure
+    (`source_failure.SourceFailure.unagreed`): the failed rank and its error, or that
+    one is gone with no note."""
+    if isinstance(other, RankFailed):
+        return f"meanwhile {other}"
+    return (
+        "meanwhile another rank is gone and left no note of why (killed by a signal? "
+        "the launcher's output names the rank that exited first)"
+    )

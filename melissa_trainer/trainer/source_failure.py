@@ -55,6 +55,7 @@ from melissa_trainer.trainer.rank_failure import (
     lost_a_peer,
     note_of,
     peer_failure,
+    peer_words,
     write_note,
 )
 from melissa_trainer.trainer.schedule_end import schedule_failed, schedule_note
@@ -198,19 +199,28 @@ class SourceFailure:
     def unagreed(self, error: Exception) -> Exception | None:
         """When this rank's source (or scheduler) failed and a collective broke with
         `error` because another rank is gone (`rank_failure.lost_a_peer`) before the
-        agreement: that rank's note is said (`rank_failure.peer_failure`), and this
+        agreement: that rank's note is read (`rank_failure.peer_failure`), and this
         returns what to raise, this rank's own error as `ending.source_failed` (or
         `schedule_end.schedule_failed`, its ``__cause__`` the scheduler's) says it, with
-        no checkpoint (the ranks cannot save together). None in any other case (`error`
-        is this rank's to raise)."""
+        no checkpoint (the ranks cannot save together), the other rank's end said in its
+        line (`rank_failure.peer_words`; the scheduler's: a note), not in one of its
+        own. None in any other case (`error` is this rank's to raise)."""
         held = self.error
         if held is None or self.agreed or not lost_a_peer(error):
             return None
         trainer = self._trainer
-        peer_failure(trainer, error)  # (says which rank, if it left a note)
+        # One account, this rank's own failure's: it is what this rank raises (its exit
+        # status, its source's resume note: what a resume keeps), and the peer's end is
+        # why no checkpoint is written, said in the same line. (Before, the peer's ERROR
+        # paragraph came first, with a resume line of its own, then the failure's: two
+        # lines naming the checkpoint to resume from, the first not naming the failure.)
+        other = peer_failure(trainer, error, say=False)
+        peer = "" if other is None else peer_words(other)  # (None: `lost_a_peer` said so)
         if isinstance(held, SourceError):
-            return source_failed(trainer, held)
+            return source_failed(trainer, held, also=peer)
         ended = schedule_failed(trainer, held, lambda: None, False, self.raised_at)
+        if peer:
+            ended.add_note(peer)
         write_note(trainer, ended)  # (as `ending.failed` notes a rank's own error)
         said = f"training stopped at step {trainer.state.global_step}: {error_line(ended)}"
         trainer.source.note_stop("error", said[:1000])

@@ -10,7 +10,8 @@ TimeoutError's traceback (exit 1). Now the launcher names its own process in the
 worker's environment (``MELISSA_TRAINER_LAUNCHER_PROCESS``: pid, start time, boot id,
 pid namespace; `worker_launcher.launcher_process`), and the worker finds it ended
 before its first request: `LauncherGone` at once, no request sent; an example's solver
-says it in one line and exits 75.
+says it in one line and exits 75, as does a Python callable run as a worker
+(`launcher.run_callable`, the library's own entry point).
 
 Real processes: a stand-in launcher process names itself so, starts the worker's
 wrapper (``sh -c``: it waits on a FIFO, then runs the worker, then prints the worker's
@@ -58,7 +59,7 @@ print(wrapper.pid, flush=True)
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("worker", ["library", "lorenz"])
+@pytest.mark.parametrize("worker", ["library", "lorenz", "run_callable"])
 def test_a_worker_whose_launcher_ended_before_it_started_says_so_at_once(
     tmp_path: Path, worker: str
 ) -> None:
@@ -69,11 +70,16 @@ def test_a_worker_whose_launcher_ended_before_it_started_says_so_at_once(
     env = {k: v for k, v in os.environ.items() if not k.startswith("MELISSA_TRAINER_")}
     env["MELISSA_TRAINER_LAUNCHER"] = socket.getsockopt_string(zmq.LAST_ENDPOINT)
     env["MELISSA_TRAINER_WORKER"] = "worker-0"
-    command = (
-        [sys.executable, "-c", WORKER]
-        if worker == "library"
-        else [sys.executable, str(EXAMPLES / worker / "solver.py"), "--worker"]
-    )
+    if worker == "library":
+        command = [sys.executable, "-c", WORKER]
+    elif worker == "run_callable":  # (a callable simulation run as a worker)
+        import cloudpickle
+
+        pickled = tmp_path / "fn.pkl"
+        pickled.write_bytes(cloudpickle.dumps(lambda *_: None))
+        command = [sys.executable, "-m", "melissa_trainer.launcher.run_callable", str(pickled)]
+    else:
+        command = [sys.executable, str(EXAMPLES / worker / "solver.py"), "--worker"]
     fifo = tmp_path / "go"
     os.mkfifo(fifo)
     launcher = subprocess.Popen(
@@ -108,6 +114,8 @@ def test_a_worker_whose_launcher_ended_before_it_started_says_so_at_once(
     if worker == "library":  # (uncaught: the traceback, its last line the error)
         assert said[0].startswith("melissa_trainer.client.worker_launcher.LauncherGone: ")
         assert lines[-1] == "worker exit status 1", stderr
-    else:  # (an example: the one line, and the exit status of a simulation not delivered)
+    else:  # (an example, or the library's run_callable (before: the traceback, exit 1):
+        # the one line, and the exit status of a simulation not delivered)
         assert lines == [said[0], "worker exit status 75"], stderr
-        assert said[0].startswith("solver.py: The launcher of this worker"), said
+        who = "run_callable" if worker == "run_callable" else "solver.py"
+        assert said[0].startswith(f"{who}: The launcher of this worker"), said

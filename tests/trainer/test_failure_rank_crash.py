@@ -5,7 +5,9 @@ line that says what happened. The crashed rank raises its own error (noted for t
 others, `rank_failure.write_note`); the holding rank's agreement breaks at once (gloo:
 the peer's connections closed as its process ended), and it says both: which rank
 failed and why (its note), then its own source's failure, with no checkpoint (a save is
-collective: the ranks could not agree on a step) and the latest one to resume from.
+collective: the ranks could not agree on a step) and the latest one to resume from, in
+one line (its own failure's: `SourceFailure.unagreed`). So too when the other rank is
+killed by a signal and leaves no note.
 
 The same when the crashed rank's error is a source's failure not held (one with a
 `__cause__`: a study wraps its stream's errors so, `Study.wait_for`): raised at once, its
@@ -61,6 +63,9 @@ trainer = SimpleNamespace(
 )
 sync, failure = StopSync(torch.device("cpu"), 2), SourceFailure(trainer)
 sync.agree(False, failure.prefetch(1))  # (one agreement together: the group works)
+if rank == crashes and sys.argv[5] == "kill":  # gone with no note (the OOM killer)
+    import os, signal
+    os.kill(os.getpid(), signal.SIGKILL)
 if rank == crashes and sys.argv[5] == "hook":  # the loop's `failed`, then it propagates
     try:
         raise RuntimeError("a hook's bug")
@@ -91,7 +96,9 @@ raise AssertionError("the agreement did not break")
 
 @pytest.mark.e2e
 @pytest.mark.timeout(240)
-@pytest.mark.parametrize(("crashes", "error"), [(1, "hook"), (0, "hook"), (0, "source")])
+@pytest.mark.parametrize(
+    ("crashes", "error"), [(1, "hook"), (0, "hook"), (0, "source"), (1, "kill")]
+)
 def test_a_rank_crashing_while_another_holds_a_failure_ends_both_with_their_lines(
     tmp_path: Path, crashes: int, error: str
 ) -> None:
@@ -115,12 +122,21 @@ def test_a_rank_crashing_while_another_holds_a_failure_ends_both_with_their_line
             p.kill()
     codes = [p.returncode for p in ranks]
     assert codes[crashes] != 0 and codes[holds] == 1, (codes, said)
-    # the crashed rank: its own error, its traceback
-    why = "RuntimeError: a hook's bug" if error == "hook" else "SourceError: the receiver's"
-    assert why in said[crashes] and "Traceback" in said[crashes], said[crashes]
-    # the holding rank: which rank failed and why, then its own failure, no checkpoint
-    assert f"[rank {holds}] rank {crashes} failed: {why}" in said[holds], said
+    holding = [line for line in said[holds].splitlines() if line.startswith(f"[rank {holds}]")]
     line = f"[rank {holds}] training stopped at step 7: the simulation study failed"
-    assert line in said[holds], said[holds]
-    assert "no checkpoint was written (the ranks could not agree on a step" in said[holds], said
+    if error == "kill":
+        assert codes[crashes] == -9, (codes, said)
+        peer = "meanwhile another rank is gone and left no note of why (killed by a signal?"
+    else:
+        # the crashed rank: its own error, its traceback
+        why = "RuntimeError: a hook's bug" if error == "hook" else "SourceError: the receiver's"
+        assert why in said[crashes] and "Traceback" in said[crashes], said[crashes]
+        peer = f"meanwhile rank {crashes} failed: {why}"
+    # the holding rank: one line, its own failure, which rank failed and why (or that it
+    # is gone), no checkpoint and the resume (before: the peer's ERROR line, with a
+    # resume of its own, then the failure's)
+    assert len(holding) == 1, said[holds]
+    assert holding[0].startswith(line), said[holds]
+    assert peer in holding[0], said[holds]
+    assert "no checkpoint was written (the ranks could not agree on a step" in holding[0], said
     assert "Traceback" not in said[holds], said[holds]  # (said in its lines: exit 1, quiet)

@@ -54,7 +54,12 @@ from typing import TYPE_CHECKING
 from melissa_trainer.launcher.backends.base import Handle
 from melissa_trainer.launcher.backends.local import LocalBackend
 from melissa_trainer.launcher.backends.slurm.commands import SlurmCommands, failure, transient
-from melissa_trainer.launcher.backends.slurm.step_tasks import end_tasks, one_node, step_tasks
+from melissa_trainer.launcher.backends.slurm.step_tasks import (
+    end_tasks,
+    mute_elsewhere,
+    one_node,
+    step_tasks,
+)
 
 if TYPE_CHECKING:  # (steps imports this module)
     from melissa_trainer.launcher.backends.slurm.steps import SrunHandle
@@ -205,6 +210,13 @@ def _end_here(
     # spent it; stop_bound counts both)
     step_ids = [s.step_id for s in named if s.step_id is not None]
     names = [s.step_name for s in unnamed]
+    # (the named steps with no task here ran on other nodes only: the mute warning
+    # names them; looked up before their tasks here are ended, which empties the rest)
+    none_here = [
+        s.step_name
+        for s in named
+        if stopped.mute and s.step_id is not None and not step_tasks(allocation, [s.step_id])
+    ]
     stopped.termed, stopped.killed = end_tasks(allocation, step_ids, grace, names)
     # (an srun keeps SRUN_END, even with its tasks here gone, unless the controller is
     # surely away: a timed-out scancel may be a step daemon that does not answer, the
@@ -223,9 +235,10 @@ def _end_here(
             "answer their scancel --signal=TERM: on this node, %d task process(es) got "
             "SIGTERM and the grace, %d SIGKILLed; their sruns were signalled (one that hears "
             "of no task's end says so in the job's log, after KillWait + 2 s); the steps "
-            "are cancelled by name",
+            "are cancelled by name; %s",
             sorted(s.step_name for s in named),
             len(stopped.termed),
             len(stopped.killed),
+            mute_elsewhere(none_here),
         )
     return stopped

@@ -27,7 +27,15 @@ from collections.abc import Collection
 
 from melissa_trainer.launcher.backends.slurm.segments import job_pids
 
-__all__ = ["GONE_WAIT", "elsewhere", "end_tasks", "kill_tasks", "one_node", "step_tasks"]
+__all__ = [
+    "GONE_WAIT",
+    "elsewhere",
+    "end_tasks",
+    "kill_tasks",
+    "mute_elsewhere",
+    "one_node",
+    "step_tasks",
+]
 
 #: seconds to wait for SIGKILLed tasks to be gone (a process in uninterruptible I/O)
 GONE_WAIT = 2.0
@@ -128,4 +136,26 @@ def elsewhere() -> str:
     return (
         f"those on the allocation's other nodes (SLURM_JOB_NUM_NODES={nodes or 'unset'}) "
         "run until the controller answers again (it then ends them) or the allocation ends"
+    )
+
+
+def mute_elsewhere(none_here: Collection[str]) -> str:
+    """What a stop's warning says of the steps' tasks on other nodes when the controller
+    answers but the steps' daemons (slurmstepd) did not answer their scancel
+    --signal=TERM (`step_stop.Stopped.mute`): `none_here` names the steps of which this
+    node had no task (they ran elsewhere only). Those tasks are out of reach: no SIGTERM,
+    no grace; they end when Slurm's kill (the cancel by name) reaches them or with their
+    node (a vanished node's, when Slurm marks it down). One node: none runs elsewhere."""
+    if one_node():
+        return "the allocation has one node (SLURM_JOB_NUM_NODES=1): no task runs elsewhere"
+    nodes = os.environ.get("SLURM_JOB_NUM_NODES", "").strip() or "unset"
+    which = (
+        f"steps {sorted(none_here)} had no task on this node; their tasks"
+        if none_here
+        else "the steps' tasks"
+    )
+    return (
+        f"{which} on the allocation's other nodes (SLURM_JOB_NUM_NODES={nodes}) could not "
+        "be reached (no SIGTERM, no grace: their daemons do not answer): they end when "
+        "Slurm's kill reaches them (the cancel by name) or with their node"
     )

@@ -9,8 +9,9 @@ step), against which each answer is recomputed.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
@@ -26,6 +27,8 @@ from melissa_trainer import (
     TrainingArguments,
 )
 from melissa_trainer.launcher import Launcher, LauncherTuning, LocalBackend, UniformSampler
+
+AskerT = TypeVar("AskerT", bound=Hook)
 
 _SIMULATION = r"""
 import json, os, time
@@ -135,3 +138,27 @@ def serving_study(
         hooks=hooks,
     )
     return trainer, launcher
+
+
+def train_asking(out: Path, asker: Callable[[ServingHook], AskerT]) -> AskerT:
+    """10 steps of a small model on 80 linear samples (tests/helpers.py's), in process,
+    with a `ServingHook` of one input ``x`` (3 float32) and the hook ``asker(serving)``
+    beside it, which asks that hook: the asker once trained (the in-process serving
+    tests: test_serving_in_process_mistakes.py, test_serving_in_process_nonfinite.py)."""
+    from helpers import linear_samples, small_model, xy
+
+    serving = ServingHook(
+        {"x": ((3,), "float32")}, process_inputs=lambda s: torch.from_numpy(s["x"].copy())
+    )
+    made = asker(serving)
+    model = small_model()
+    trainer = OnlineTrainer(
+        model,
+        TrainingArguments(output_dir=str(out), batch_size=8, buffer="fifo"),
+        torch.optim.Adam(model.parameters(), lr=1e-2),
+        train_source=list(linear_samples(80)),
+        process_sample=xy,
+        hooks=[serving, made],
+    )
+    assert trainer.train().global_step == 10
+    return made

@@ -24,11 +24,10 @@ from typing import Any
 
 import numpy as np
 import pytest
-import torch
-from helpers import linear_samples, small_model, xy
 from predict_server import INPUTS, VERSION, drain
+from serving_parts import train_asking
 
-from melissa_trainer import Hook, OnlineTrainer, ServingHook, TrainingArguments
+from melissa_trainer import Hook, ServingHook
 from melissa_trainer.hooks.serving_in_process import queued
 from melissa_trainer.stream.serving import PredictServer
 
@@ -128,20 +127,7 @@ class BareAsker(Hook):
 def test_inputs_that_are_not_mappings_are_a_type_error_naming_the_fix(tmp_path: Path) -> None:
     """(Before: AttributeError "'numpy.ndarray' object has no attribute 'items'", "'str'
     object ...": failed before.)"""
-    serving = ServingHook(
-        {"x": ((3,), "float32")}, process_inputs=lambda s: torch.from_numpy(s["x"].copy())
-    )
-    asker = BareAsker(serving)
-    model = small_model()
-    trainer = OnlineTrainer(
-        model,
-        TrainingArguments(output_dir=str(tmp_path / "out"), batch_size=8, buffer="fifo"),
-        torch.optim.Adam(model.parameters(), lr=1e-2),
-        train_source=list(linear_samples(80)),
-        process_sample=xy,
-        hooks=[serving, asker],
-    )
-    assert trainer.train().global_step == 10
+    asker = train_asking(tmp_path / "out", BareAsker)
     assert len(asker.got) == 6, asker.got
     for key, got in asker.got.items():
         assert isinstance(got, TypeError), (key, got)

@@ -14,12 +14,11 @@ from typing import Any
 
 import numpy as np
 import pytest
-import torch
-from helpers import linear_samples, small_model, xy
 from predict_server import INPUTS as SERVER_INPUTS
 from predict_server import VERSION, drain
+from serving_parts import train_asking
 
-from melissa_trainer import Hook, OnlineTrainer, ServingHook, TrainingArguments
+from melissa_trainer import Hook, ServingHook
 from melissa_trainer.hooks.serving_in_process import queued
 from melissa_trainer.stream.serving import PredictServer
 
@@ -58,20 +57,7 @@ class NaNAsker(Hook):
 
 
 def test_a_hooks_and_a_threads_nonfinite_inputs_are_refused(tmp_path: Path) -> None:
-    serving = ServingHook(
-        {"x": ((3,), "float32")}, process_inputs=lambda s: torch.from_numpy(s["x"].copy())
-    )
-    asker = NaNAsker(serving)
-    model = small_model()
-    trainer = OnlineTrainer(
-        model,
-        TrainingArguments(output_dir=str(tmp_path / "out"), batch_size=8, buffer="fifo"),
-        torch.optim.Adam(model.parameters(), lr=1e-2),
-        train_source=list(linear_samples(80)),
-        process_sample=xy,
-        hooks=[serving, asker],
-    )
-    assert trainer.train().global_step == 10
+    asker = train_asking(tmp_path / "out", NaNAsker)
     for key in ("hook", "thread"):
         refused = asker.got[key]
         assert isinstance(refused, ValueError) and str(refused) == DETAIL, key

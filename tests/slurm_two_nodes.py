@@ -42,6 +42,9 @@ OTHER = "n1"
 #: seconds without an answer from a slurmd before the controller marks its node DOWN and
 #: ends its jobs NODE_FAIL (Slurm's default 300 s; the test cluster's `vanish` needs less)
 SLURMD_TIMEOUT = 10
+#: draws of the link's subnet, from the system's randomness (never `random`'s shared,
+#: seedable state: see `TwoNodeCluster`)
+_DRAW = random.SystemRandom()
 
 
 def _ip(*argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -55,10 +58,13 @@ class TwoNodeCluster(SlurmCluster):
 
     def __init__(self) -> None:
         super().__init__()
-        tag = f"{random.randrange(16**6):06x}"
+        # (the system's randomness: `random`'s state is shared and set by others in the
+        # same process, e.g. a checkpoint's resume restores it; in one CI run a second
+        # cluster's `ip netns add mt-...` was refused, likely a name drawn twice)
+        tag = os.urandom(3).hex()
         self.netns = f"mt-{tag}"
         self._veth = f"mth{tag}"  # (this host's end; n1's is mtn<tag>: 15 characters at most)
-        subnet = f"10.{random.randrange(64, 250)}.{random.randrange(1, 250)}"
+        subnet = f"10.{_DRAW.randrange(64, 250)}.{_DRAW.randrange(1, 250)}"
         self.host_addr, self.node_addr = f"{subnet}.1", f"{subnet}.2"
 
     def start(self) -> None:
@@ -158,7 +164,7 @@ def netns_skip_reason() -> str | None:
     """Why no network namespace can be made here, or None."""
     if shutil.which("ip") is None or shutil.which("nsenter") is None:
         return "no 'ip' or 'nsenter' (iproute2, util-linux): the second node needs them"
-    name = f"mt-probe-{random.randrange(16**6):06x}"
+    name = f"mt-probe-{os.urandom(3).hex()}"
     made = _ip("netns", "add", name, check=False)
     if made.returncode != 0:
         return f"no network namespace here (ip netns add: {made.stderr.strip()})"

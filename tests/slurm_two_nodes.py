@@ -48,7 +48,12 @@ _DRAW = random.SystemRandom()
 
 
 def _ip(*argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["ip", *argv], capture_output=True, text=True, check=check, timeout=30)
+    """``ip ARGV``; with `check`, a failure is a RuntimeError quoting ip's stderr (a CI
+    run's CalledProcessError said only the exit status)."""
+    done = subprocess.run(["ip", *argv], capture_output=True, text=True, timeout=30)
+    if check and done.returncode != 0:
+        raise RuntimeError(f"ip {' '.join(argv)}: exit {done.returncode}: {done.stderr.strip()}")
+    return done
 
 
 class TwoNodeCluster(SlurmCluster):

@@ -141,16 +141,23 @@ def placement(tmp_path: Path) -> tuple[list[int], list[int]]:
     return there, here
 
 
+def on_the_link(cluster: TwoNodeCluster, tmp_path: Path) -> tuple[int, ReceiverConfig]:
+    """More simulations than one node holds, and receivers bound to every interface that
+    advertise this host's address on the link (reachable from n1)."""
+    n = 2 * cluster.cpus if cluster.cpus < 3 else 4
+    config = ReceiverConfig(
+        expected_simulations=n,
+        rendezvous_dir=tmp_path / "rdv",
+        bind="tcp://*:*",
+        advertise_host=cluster.host_addr,
+    )
+    return n, config
+
+
 @pytest.mark.timeout(150)
 def test_a_study_across_two_nodes(tmp_path: Path) -> None:
     with two_node_cluster() as cluster:
-        n = 2 * cluster.cpus if cluster.cpus < 3 else 4  # (more than one node holds)
-        config = ReceiverConfig(
-            expected_simulations=n,
-            rendezvous_dir=tmp_path / "rdv",
-            bind="tcp://*:*",
-            advertise_host=cluster.host_addr,
-        )
+        n, config = on_the_link(cluster, tmp_path)
         samples, _ = run_study(cluster, tmp_path, n, config)
         keys = sorted((int(s["simulation_id"]), int(s["time_step"])) for s in samples)
         assert keys == [(sim, step) for sim in range(n) for step in range(4)]
@@ -288,13 +295,7 @@ def test_a_node_that_fails_every_attempt_is_left_out(
 ) -> None:
     caplog.set_level(logging.WARNING, "melissa_trainer")
     with two_node_cluster() as cluster:
-        n = 2 * cluster.cpus if cluster.cpus < 3 else 4  # (more than one node holds)
-        config = ReceiverConfig(
-            expected_simulations=n,
-            rendezvous_dir=tmp_path / "rdv",
-            bind="tcp://*:*",
-            advertise_host=cluster.host_addr,
-        )
+        n, config = on_the_link(cluster, tmp_path)
         places = n - cluster.cpus  # (n1's share of the first launches, at most)
 
         def failed() -> int:

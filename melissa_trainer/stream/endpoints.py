@@ -79,7 +79,9 @@ def mark_stopped(
     listens on. `record` (`stop_record.build_record`: the receipts the receiver would
     have given, and why it stopped) is written in the same rename, under
     ``"stop_record"``: a client never sees the file stopped without it. Never raises: a
-    file it cannot read or write is left as it is."""
+    file it cannot read or write is left as it is, and said at WARNING with the error
+    (its clients then take the trainer for alive, or closing, for dead); a missing file
+    (nothing to mark: no client finds this endpoint) is not said."""
     path = Path(directory) / f"rank_{rank}.json"
     try:
         info = json.loads(path.read_text())
@@ -96,8 +98,17 @@ def mark_stopped(
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
-    except (OSError, ValueError):
+    except FileNotFoundError:
         return
+    except (OSError, ValueError) as exc:
+        import logging  # (here: a client's import stays light, without logging)
+
+        logging.getLogger(__name__).warning(
+            "could not mark %s stopped (%s): a client reading it takes this trainer for "
+            "alive, and a closing one for dead, without the stop record",
+            path,
+            exc,
+        )
 
 
 def curve_keys(

@@ -85,13 +85,25 @@ def write_serving(
 
 
 def remove_serving(directory: str | os.PathLike[str], rank: int, endpoint: str) -> None:
-    """Remove rank `rank`'s file if it still names `endpoint` (not a newer trainer's)."""
+    """Remove rank `rank`'s file if it still names `endpoint` (not a newer trainer's).
+    Never raises: a file it cannot read or remove is left, and said at WARNING with the
+    error (a predictor reading it dials an endpoint nobody serves); a missing one is not
+    said (nothing to remove)."""
     path = serve_file(directory, rank)
     try:
         if json.loads(path.read_text()).get("endpoint") == endpoint:
             path.unlink(missing_ok=True)
-    except (OSError, ValueError):
+    except FileNotFoundError:
         return
+    except (OSError, ValueError, AttributeError) as exc:  # (AttributeError: not an object)
+        import logging  # (here: a client's import stays light, without logging)
+
+        logging.getLogger(__name__).warning(
+            "could not remove %s (%s): a predictor reading it dials an endpoint that "
+            "serves no more",
+            path,
+            exc,
+        )
 
 
 #: how `read_serving`'s why begins when only serve files of another run are there (a

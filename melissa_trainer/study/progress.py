@@ -127,6 +127,7 @@ class ProgressFile:
         #: starvation watch's, whose clock is `update`'s `now`'s, monotonic)
         self.reads: ReadClock | None = None
         self._failed: str | None = None  # the launcher's error (`failed`)
+        self._failing = False  # the last write failed (said once per streak: `_write`)
 
     def failed(self, launcher: Launcher, error: BaseException) -> bool:
         """The study failed for good with `error` (the launcher's, `Launcher.check`):
@@ -235,11 +236,23 @@ class ProgressFile:
         return True
 
     def _write(self, state: dict[str, Any]) -> bool:
-        """Write `state` as the file (under `_lock`); False when that failed."""
+        """Write `state` as the file (under `_lock`); False when that failed, said at
+        WARNING with the error once per streak of failures (a write is tried again at
+        the next poll or beat: a full rendezvous file system would say it at each)."""
         try:
             _write_renamed(self.path, json.dumps(state))
-        except OSError:
+        except OSError as exc:
+            if not self._failing:
+                logger.warning(
+                    "could not write %s (%s): until a write succeeds, the other ranks "
+                    "have no word of rank 0's launcher (a silence it explains, a failed "
+                    "study) and a rank that starves waits for its stall_timeout",
+                    self.path,
+                    exc,
+                )
+            self._failing = True
             return False
+        self._failing = False
         self._state = state
         return True
 

@@ -105,6 +105,8 @@ class Lease:
             thread.join()
         with self._lock:
             for path in self._paths:
+                # (a file left behind stops changing all the same: its jobs cancel
+                # themselves after the timeout, as after a removal; nothing to tell)
                 with contextlib.suppress(OSError):
                     path.unlink()
             self._paths.clear()

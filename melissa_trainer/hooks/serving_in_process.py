@@ -45,8 +45,9 @@ def queued(
     and the newest model version that answered.
 
     Raises:
-        ValueError, ServingRefused: from `server.submit` (inputs not the declared ones,
-            a full queue, not serving), or the first refusal of an answer; ValueError
+        ValueError, ServingRefused: from `server.submit`, nothing queued then (inputs
+            not the declared ones, no room in the queue for them all, not serving), or the
+            first refusal of an answer; ValueError
             for more requests than the queue holds (`max_queue`: none could all wait)
             or a NaN or infinite `timeout`, before anything is queued.
         TimeoutError: not every request was answered within `timeout`.
@@ -78,8 +79,9 @@ def queued(
         )
     # (capped before rounding: the milliseconds of 1e308 s are not finite)
     timeout_ms = 0 if timeout is None else max(1, round(min(timeout * 1000, _MAX_MS)))
-    for i, a in enumerate(arrays):
-        server.submit(a, deliver(i), timeout_ms)
+    # (all or none: a batch refused partway had its first requests run later, for a
+    # caller told "busy" or ValueError; a user's trial)
+    server.submit([(a, deliver(i)) for i, a in enumerate(arrays)], timeout_ms)
     deadline = None if timeout is None else time.monotonic() + timeout
     for event in done:
         if not _wait(event, deadline):

@@ -178,6 +178,8 @@ class Predictor:
         self._ids = itertools.count(1)
         self._closed = False
         self._warned_nonfinite = False  # (`warn_nonfinite_inputs`: once per predictor)
+        #: how its warnings name the asker and itself (`speak_as`)
+        self._speaker = (f"Predictor(simulation_id={self.simulation_id})", "predictor")
 
     def predict(
         self, inputs: Mapping[str, Any], timeout: float = DEFAULT_PREDICT_TIMEOUT
@@ -215,7 +217,7 @@ class Predictor:
         link = self._link
         arrays = self._arrays(inputs)
         if not self._warned_nonfinite:  # (NaN sent all the same: the trainer's policy)
-            self._warned_nonfinite = warn_nonfinite_inputs(self.simulation_id, arrays)
+            self._warned_nonfinite = warn_nonfinite_inputs(arrays, *self._speaker)
         request_id = next(self._ids)
         deadline = now + timeout
         try:
@@ -258,6 +260,12 @@ class Predictor:
         raise PredictRefused(
             message.reason, message.detail, message.retry_after_ms / 1000, message.version
         )
+
+    def speak_as(self, who: str, owner: str) -> None:
+        """Name the asker `who` and this predictor `owner` in its warnings (a `Client`'s:
+        ``simulation N``, ``client``, the C client's words); by default
+        ``Predictor(simulation_id=N)``, ``predictor`` (it need not be a simulation's)."""
+        self._speaker = (who, owner)
 
     def disconnect(self) -> None:
         """Close the socket to the trainer now (the next request connects again): before

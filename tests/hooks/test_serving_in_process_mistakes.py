@@ -138,3 +138,31 @@ def test_inputs_that_are_not_mappings_are_a_type_error_naming_the_fix(tmp_path: 
                 key,
                 got,
             )
+
+
+class EmptyAsker(BareAsker):
+    """At step 2, asks `predict_batch([])` from the training thread and from another."""
+
+    def on_step_end(self, trainer: Any, state: Any, control: Any) -> None:
+        if state.global_step != 2:
+            return
+
+        def call() -> Any:
+            return self.serving.predict_batch([], timeout=60)
+
+        self._ask("hook", call)
+        thread = threading.Thread(target=self._ask, args=("thread", call))
+        thread.start()
+        thread.join(60)  # (answered at once: no step end needed)
+
+
+def test_an_empty_batch_is_answered_with_no_outputs(tmp_path: Path) -> None:
+    """A sampler with no candidate left asks for none: an empty list, the version now.
+    (Before: IndexError "list index out of range" on the training thread, ValueError
+    "max() arg is an empty sequence" from another: failed before; hserve2's trial.)"""
+    asker = train_asking(tmp_path / "out", EmptyAsker)
+    assert set(asker.got) == {"hook", "thread"}, asker.got
+    for key, got in asker.got.items():
+        assert not isinstance(got, Exception), (key, got)
+        outputs, version = got
+        assert (outputs, version) == ([], 2), (key, got)

@@ -223,6 +223,8 @@ class Predictor:
         try:
             link.check_backoff(now)
             sock = link.connect(deadline, timeout)
+            if self._reread(arrays, deadline, timeout):  # (another endpoint now)
+                sock = link.connect(deadline, timeout)
         except PredictTimeout:
             # No trainer to ask now: inputs that are a mistake are said as one all the
             # same (`_offline_check`), not as the fallback's PredictTimeout (a user
@@ -330,6 +332,25 @@ class Predictor:
         return protocol.encode_predict(
             self.simulation_id, request_id, timeout_ms, self.run_id, arrays
         )
+
+    def _reread(self, arrays: dict[str, np.ndarray], deadline: float, timeout: float) -> bool:
+        """Read the serve file again when `arrays` are not the inputs read with it and
+        the rendezvous directory changed since (a trainer restarted with other inputs
+        at the same endpoint, a fixed bind: the open socket reconnected to it, and every
+        request of its inputs was refused, checked against the old file's, a user trial);
+        True if the socket was closed (the file names another endpoint or key). Nothing
+        read while the inputs match (no ``stat`` per request)."""
+        link = self._link
+        lookup = link.lookup
+        if link.socket is None or lookup.inputs is None:
+            return False
+        if check_inputs(arrays, lookup.inputs) is None or not lookup.changed():
+            return False
+        endpoint, key, _ = lookup.find(deadline, timeout, link.gone)
+        if (endpoint, key) == link.connected:
+            return False
+        link.reset()
+        return True
 
     def _offline_check(
         self, arrays: dict[str, np.ndarray], request_id: int, timeout: float

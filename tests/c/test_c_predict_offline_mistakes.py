@@ -5,7 +5,8 @@ served stopped (its serve file removed), during the backoff that follows and aft
 inputs that are not those of the serve file last read are `MT_EDTYPE`, `MT_ESHAPE`,
 `MT_EFIELD` in the Python client's words, not the fallback's `MT_ETIMEDOUT`; right
 inputs fall back. A restarted trainer whose inputs changed is read before they are
-checked: its float64 request is answered.
+checked: its float64 request is answered, and so is one restarted at the same endpoint
+(a fixed bind), whose serve file is read again.
 
 Found in a user trial (hserve, 2026-12-05). Failed before: the three mistakes came back
 `MT_ETIMEDOUT` (the backoff's, or the lookup's "the trainer that served this simulation
@@ -24,10 +25,12 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from held_ports import held_port
 from predict_runs import CPredict
 from predict_script import MT_EDTYPE, MT_EFIELD, MT_ESHAPE, MT_ETIMEDOUT, Script, outputs_of
 from predict_server import VERSION, drain
 
+from melissa_trainer.stream.receiver_config import DEFAULT_BIND
 from melissa_trainer.stream.serving import PredictServer
 
 pytestmark = pytest.mark.e2e  # every test here starts a process
@@ -39,10 +42,10 @@ F64 = ["input u 2 1 4 : 1 2 3 4", "output y 1 4"]  # (dtype code 2: float64; y f
 
 
 @contextmanager
-def trainer(rv: Path, dtype: str) -> Iterator[PredictServer]:
-    """A serving `PredictServer` of one input ``u`` (4 of `dtype`) publishing in `rv`,
-    answered by a thread; stopped on exit (its serve file removed)."""
-    server = PredictServer({"u": ((4,), dtype)}, rendezvous_dir=rv)
+def trainer(rv: Path, dtype: str, bind: str = DEFAULT_BIND) -> Iterator[PredictServer]:
+    """A serving `PredictServer` of one input ``u`` (4 of `dtype`) bound at `bind`,
+    publishing in `rv`, answered by a thread; stopped on exit (its serve file removed)."""
+    server = PredictServer({"u": ((4,), dtype)}, rendezvous_dir=rv, bind=bind)
     server.start()
     server.serving = True
     stop = threading.Event()
@@ -104,4 +107,27 @@ def test_a_restarted_trainer_with_other_inputs_is_read_before_they_are_checked(
             version, outputs = outputs_of({0: lines}, 0)
             assert version == VERSION
             assert outputs["y"].tolist() == [2 * x + VERSION for x in (1, 2, 3, 4)]
+        script.finish()
+
+
+@pytest.mark.timeout(60)
+def test_a_trainer_restarted_at_the_same_endpoint_with_other_inputs_is_asked_with_them(
+    c_predict: CPredict, tmp_path: Path
+) -> None:
+    """A fixed bind: the open socket reconnects to the restarted trainer by itself, and
+    its float64 requests were refused `MT_EDTYPE` for ever, checked against the first
+    trainer's serve file (failed before; as Python's,
+    tests/client/test_predict_restarted_same_endpoint.py). The requests in between fall
+    back (`MT_ETIMEDOUT`) until it serves."""
+    rv, bind = tmp_path / "rv", f"tcp://127.0.0.1:{held_port()}"
+    with c_predict.script({"MELISSA_TRAINER_RENDEZVOUS": str(rv)}, 0, ask=F32) as script:
+        with trainer(rv, "float32", bind):
+            assert ask(script, *F32)[0] == 0
+        with trainer(rv, "float64", bind):
+            while True:
+                code, message, lines = ask(script, *F64)
+                if code == 0:
+                    break
+                assert code == MT_ETIMEDOUT, message  # (before: MT_EDTYPE, for ever)
+            assert outputs_of({0: lines}, 0)[0] == VERSION
         script.finish()

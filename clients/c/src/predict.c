@@ -283,6 +283,16 @@ mt_status mt_predict(mt_client *c, const mt_input *inputs, size_t n_inputs,
     char t[32];
     mt_format_double(timeout_s, t);
     if (st == MT_OK) st = connect_serving(c, deadline, timeout_s);
+    /* Inputs not those of the serve file read with the open socket, the directory changed
+     * since: read it again (a trainer restarted with other inputs at the same endpoint, a
+     * fixed bind: the socket reconnected to it by itself, and every request of its inputs
+     * was refused for ever, checked against the old file's; client/predict.py _reread).
+     * Nothing read while the inputs match. */
+    if (st == MT_OK && c->serve_inputs != NULL && !c->predict_given &&
+        mt_predict_check_inputs(c, inputs, n_inputs) != MT_OK && mt_serve_dir_changed(c)) {
+        mt_predict_release(c);
+        st = connect_serving(c, deadline, timeout_s);
+    }
     /* No trainer to ask now (MT_ETIMEDOUT): inputs that are not those of the serve file
      * last read are a mistake all the same, while no trainer published since (the
      * directory unchanged since that lookup: a restarted trainer's file, which may

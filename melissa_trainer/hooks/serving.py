@@ -292,7 +292,7 @@ class ServingHook(Hook):
         Raises:
             ValueError: inputs that are not the declared ones, or hold NaN or Inf
                 (refused as a simulation's request is, under ``nonfinite``); from another
-                thread, a `timeout` NaN or infinite (None is the unbounded wait).
+                thread, a `timeout` NaN, infinite or not > 0 (None: the unbounded wait).
             ServingRefused: not serving (before TRAIN_START, after LOOP_END) or the
                 queue is full (``reason``).
             TimeoutError: no step ended within `timeout` (training waits for data).

@@ -49,7 +49,7 @@ def queued(
             not the declared ones, no room in the queue for them all, not serving), or the
             first refusal of an answer; ValueError
             for more requests than the queue holds (`max_queue`: none could all wait)
-            or a NaN or infinite `timeout`, before anything is queued.
+            or a `timeout` NaN, infinite or not > 0, before anything is queued.
         TimeoutError: not every request was answered within `timeout`.
     """
     done = [threading.Event() for _ in arrays]
@@ -62,12 +62,14 @@ def queued(
 
         return put
 
-    if timeout is not None and (not isinstance(timeout, numbers.Real) or math.isnan(timeout)
-                                or math.isinf(timeout)):  # fmt: skip
+    if timeout is not None and (not isinstance(timeout, numbers.Real)
+                                or not 0 < timeout < math.inf):  # fmt: skip
         # (before anything is queued: NaN raised "cannot convert float NaN to integer",
-        # inf OverflowError, a user's trial; None is the unbounded wait)
+        # inf OverflowError, a user's trial; None is the unbounded wait; 0 or less, as a
+        # `Predictor`'s: it queued a request that could never be waited for and raised
+        # TimeoutError "no training step ended within -1 s", hserve2's trial)
         raise ValueError(
-            f"timeout must be a finite number of seconds, or None for no bound, not {timeout!r}"
+            f"timeout must be a finite number of seconds > 0, or None for no bound, not {timeout!r}"
         )
     if len(arrays) > server.max_queue:
         # (else the first max_queue were queued, to be run for no one, and the rest

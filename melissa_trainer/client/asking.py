@@ -94,6 +94,7 @@ class Asking:
 
         if self.predictor is None:
             self.predictor = Predictor(self.simulation_id, run_id=run_id(), context=context())
+            self.predictor.speak_as(f"simulation {self.simulation_id}", "client")
         elif self.predictor.run_id != run_id():  # (the client's run id set by hand)
             self.predictor.join(run_id(), context())
         try:

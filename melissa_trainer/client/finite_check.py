@@ -14,7 +14,7 @@ Integer and boolean fields cannot hold NaN: they are never checked, never flagge
 A prediction's inputs (`predict`) are sent as they are too, NaN or not: the trainer's
 serving socket applies the same policy to them (refused ``bad_request`` unless
 ``nonfinite='accept'``: `melissa_trainer.stream.serving_requests`). The client says
-so once per client (`warn_nonfinite_inputs`), as for the fields it sends.
+so once per client or predictor (`warn_nonfinite_inputs`), as for the fields it sends.
 """
 
 from __future__ import annotations
@@ -87,19 +87,26 @@ class FiniteCheck:
         )
 
 
-def warn_nonfinite_inputs(simulation_id: int, arrays: Mapping[str, np.ndarray]) -> bool:
+def warn_nonfinite_inputs(
+    arrays: Mapping[str, np.ndarray], who: str, owner: str = "predictor"
+) -> bool:
     """Warn if a float array of `arrays` (a prediction's inputs) holds NaN or Inf, naming
-    it; True if warned (the caller then checks no more: once per client). Nothing is
-    refused here: the trainer decides, by its ``nonfinite`` policy."""
+    it; True if warned (the caller then checks no more: once per `owner`). `who` names
+    the asker: ``simulation N`` for a `Client`'s requests (the C client's words,
+    finite_notice.c), ``Predictor(simulation_id=N)`` for a `Predictor` of its own, which
+    need not be a simulation's (an analysis script's: "simulation N" named one that
+    did not exist, "this client" an object it never made). Nothing is refused here: the
+    trainer decides, by its ``nonfinite`` policy."""
     for name, arr in arrays.items():
         if checked_dtype(arr.dtype) and arr.size and not all_finite(arr):
             _logger().warning(
-                "simulation %d: predict() input %r holds NaN or Inf; it is sent as it is "
-                "and the trainer applies its nonfinite policy to it (by default the request "
-                "is refused: PredictRefused, reason 'bad_request'). Later non-finite inputs "
-                "of this client are not logged.",
-                simulation_id,
+                "%s: predict() input %r holds NaN or Inf; it is sent as it is and the "
+                "trainer applies its nonfinite policy to it (by default the request is "
+                "refused: PredictRefused, reason 'bad_request'). Later non-finite inputs "
+                "of this %s are not logged.",
+                who,
                 name,
+                owner,
             )
             return True
     return False

@@ -59,7 +59,12 @@ except PredictionUnavailable:          # busy, not serving yet, restarting, gone
   DESCRIBE refuses it: its requests go unchecked, and it refuses inputs that are not
   its own (ValueError too, its detail naming them), but closes the connection of one
   more than 1 MiB over them (`PredictTimeout`, "lost"). A mistake to fix, not a
-  fallback.
+  fallback, whatever the trainer's state: a request that no trainer can answer now
+  (the backoff, a serve file removed) is checked against the serve file last read while
+  the rendezvous directory is unchanged since (a trainer that publishes changes it, and
+  is read first: one restarted with other inputs is not refused by the old ones), and
+  for what needs no trainer (a dtype the wire does not carry, a dimension of 0);
+  `_offline_check`.
 
 Not thread-safe (one per thread, like `Client`). Where the serving rank is, the socket to
 it and what says the trainer is gone are `melissa_trainer.client.predict_link`'s
@@ -173,6 +178,8 @@ class Predictor:
         self._ids = itertools.count(1)
         self._closed = False
         self._warned_nonfinite = False  # (`warn_nonfinite_inputs`: once per predictor)
+        #: how its warnings name the asker and itself (`speak_as`)
+        self._speaker = (f"Predictor(simulation_id={self.simulation_id})", "predictor")
 
     def predict(
         self, inputs: Mapping[str, Any], timeout: float = DEFAULT_PREDICT_TIMEOUT
@@ -208,22 +215,24 @@ class Predictor:
         timeout = float(timeout)  # (its words say 1.0 s for a 1, as the C client's double)
         now = time.monotonic()
         link = self._link
-        link.check_backoff(now)
-        deadline = now + timeout
-        sock = link.connect(deadline, timeout)
         arrays = self._arrays(inputs)
         if not self._warned_nonfinite:  # (NaN sent all the same: the trainer's policy)
-            self._warned_nonfinite = warn_nonfinite_inputs(self.simulation_id, arrays)
+            self._warned_nonfinite = warn_nonfinite_inputs(arrays, *self._speaker)
         request_id = next(self._ids)
-        # (the wire's timeout is a u32 of milliseconds: a longer wait is sent as its
-        # largest, 49.7 days, as the C client does; the trainer drops a request only
-        # once it is older than that)
-        # (capped before rounding: a timeout of 1e308 s is finite, its milliseconds are
-        # not, and round(inf) raised OverflowError, a user's trial)
-        timeout_ms = max(1, round(min(timeout * 1000, _MAX_TIMEOUT_MS)))
-        frames = protocol.encode_predict(
-            self.simulation_id, request_id, timeout_ms, self.run_id, arrays
-        )
+        deadline = now + timeout
+        try:
+            link.check_backoff(now)
+            sock = link.connect(deadline, timeout)
+            if self._reread(arrays, deadline, timeout):  # (another endpoint now)
+                sock = link.connect(deadline, timeout)
+        except PredictTimeout:
+            # No trainer to ask now: inputs that are a mistake are said as one all the
+            # same (`_offline_check`), not as the fallback's PredictTimeout (a user
+            # trial: a float64 input during the backoff after a trainer gone).
+            self._offline_check(arrays, request_id, timeout)
+            raise
+        self._check(arrays)
+        frames = self._frames(arrays, request_id, timeout)
         link.wait_connected(sock, deadline, timeout)
         if link.lost(last=True):  # (else earlier connections' drops: from now on, any)
             raise lost(link, "as the request was about to be sent")
@@ -253,6 +262,12 @@ class Predictor:
         raise PredictRefused(
             message.reason, message.detail, message.retry_after_ms / 1000, message.version
         )
+
+    def speak_as(self, who: str, owner: str) -> None:
+        """Name the asker `who` and this predictor `owner` in its warnings (a `Client`'s:
+        ``simulation N``, ``client``, the C client's words); by default
+        ``Predictor(simulation_id=N)``, ``predictor`` (it need not be a simulation's)."""
+        self._speaker = (who, owner)
 
     def disconnect(self) -> None:
         """Close the socket to the trainer now (the next request connects again): before
@@ -290,16 +305,68 @@ class Predictor:
     # -- internals -------------------------------------------------------------------
 
     def _arrays(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
-        """`inputs` as C-contiguous little-endian arrays, checked against the published
-        inputs when known (the trainer checks them anyway)."""
+        """`inputs` as C-contiguous little-endian arrays; ValueError for an array with
+        a dimension of 0 (as the C client's check: the wire's encoding failed on it
+        with a bare TypeError "memoryview: cannot cast view with zeros in shape")."""
         out = {}
         for name, value in inputs.items():
             arr = np.asarray(value)
             if arr.dtype.byteorder == ">":
                 arr = arr.astype(arr.dtype.newbyteorder("<"))
+            if arr.ndim and not arr.size:
+                raise ValueError(
+                    f"predict(): input {str(name)!r} has shape {arr.shape}: dimensions must be >= 1"
+                )
             out[str(name)] = np.ascontiguousarray(arr) if arr.ndim else arr
-        self._check(out)
         return out
+
+    def _frames(self, arrays: dict[str, np.ndarray], request_id: int, timeout: float) -> list[Any]:
+        """The PREDICT of `arrays` (ValueError: a dtype, name or rank the wire does not
+        carry, or not 1 to 255 inputs: `wire.encode_predict`)."""
+        # (the wire's timeout is a u32 of milliseconds: a longer wait is sent as its
+        # largest, 49.7 days, as the C client does; the trainer drops a request only
+        # once it is older than that)
+        # (capped before rounding: a timeout of 1e308 s is finite, its milliseconds are
+        # not, and round(inf) raised OverflowError, a user's trial)
+        timeout_ms = max(1, round(min(timeout * 1000, _MAX_TIMEOUT_MS)))
+        return protocol.encode_predict(
+            self.simulation_id, request_id, timeout_ms, self.run_id, arrays
+        )
+
+    def _reread(self, arrays: dict[str, np.ndarray], deadline: float, timeout: float) -> bool:
+        """Read the serve file again when `arrays` are not the inputs read with it and
+        the rendezvous directory changed since (a trainer restarted with other inputs
+        at the same endpoint, a fixed bind: the open socket reconnected to it, and every
+        request of its inputs was refused, checked against the old file's, a user trial);
+        True if the socket was closed (the file names another endpoint or key). Nothing
+        read while the inputs match (no ``stat`` per request)."""
+        link = self._link
+        lookup = link.lookup
+        if link.socket is None or lookup.inputs is None:
+            return False
+        if check_inputs(arrays, lookup.inputs) is None or not lookup.changed():
+            return False
+        endpoint, key, _ = lookup.find(deadline, timeout, link.gone)
+        if (endpoint, key) == link.connected:
+            return False
+        link.reset()
+        return True
+
+    def _offline_check(
+        self, arrays: dict[str, np.ndarray], request_id: int, timeout: float
+    ) -> None:
+        """Raise ValueError when `arrays` are a mistake though no trainer can be asked
+        now (the request is about to fail `PredictTimeout`): not the inputs of the serve
+        file last read for this simulation's rank, while the rendezvous directory has not
+        changed since that lookup (a trainer that publishes its serve file changes it:
+        a restarted trainer, which may declare other inputs, ends the backoff, and its
+        file is read before the inputs are checked), or not of a form the wire carries
+        (`_frames`). Inputs a trainer described (an endpoint given) are known only over
+        its connection: without one, only the form is checked."""
+        lookup = self._link.lookup
+        if lookup.inputs is not None and not lookup.changed():  # (one ``stat``)
+            self._check(arrays)
+        self._frames(arrays, request_id, timeout)
 
     def _check(self, arrays: dict[str, np.ndarray]) -> None:
         """ValueError when `arrays` are not the inputs published (a serve file) or

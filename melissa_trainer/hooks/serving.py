@@ -292,7 +292,7 @@ class ServingHook(Hook):
         Raises:
             ValueError: inputs that are not the declared ones, or hold NaN or Inf
                 (refused as a simulation's request is, under ``nonfinite``); from another
-                thread, a `timeout` NaN or infinite (None is the unbounded wait).
+                thread, a `timeout` NaN, infinite or not > 0 (None: the unbounded wait).
             ServingRefused: not serving (before TRAIN_START, after LOOP_END) or the
                 queue is full (``reason``).
             TimeoutError: no step ended within `timeout` (training waits for data).
@@ -304,8 +304,12 @@ class ServingHook(Hook):
         self, samples: Sequence[Mapping[str, Any]], timeout: float | None = 60.0
     ) -> InProcessPrediction:
         """`predict` for several requests at once (run as one batch on the training
-        thread): `outputs` is a list, one dict per sample, in order."""
+        thread): `outputs` is a list, one dict per sample, in order; none for no sample,
+        at once, with the version now (it raised IndexError, or ValueError "max() arg is
+        an empty sequence" from another thread: a sampler with no candidate left)."""
         arrays = request_arrays(samples)  # (TypeError for what is not {name: array})
+        if not arrays:
+            return InProcessPrediction([], self._server.version)
         if threading.get_ident() == self._thread and self._trainer is not None:
             if not self._server.serving:
                 raise ServingRefused("not_serving", "before TRAIN_START or after LOOP_END")

@@ -45,10 +45,11 @@ def queued(
     and the newest model version that answered.
 
     Raises:
-        ValueError, ServingRefused: from `server.submit` (inputs not the declared ones,
-            a full queue, not serving), or the first refusal of an answer; ValueError
+        ValueError, ServingRefused: from `server.submit`, nothing queued then (inputs
+            not the declared ones, no room in the queue for them all, not serving), or the
+            first refusal of an answer; ValueError
             for more requests than the queue holds (`max_queue`: none could all wait)
-            or a NaN or infinite `timeout`, before anything is queued.
+            or a `timeout` NaN, infinite or not > 0, before anything is queued.
         TimeoutError: not every request was answered within `timeout`.
     """
     done = [threading.Event() for _ in arrays]
@@ -61,12 +62,14 @@ def queued(
 
         return put
 
-    if timeout is not None and (not isinstance(timeout, numbers.Real) or math.isnan(timeout)
-                                or math.isinf(timeout)):  # fmt: skip
+    if timeout is not None and (not isinstance(timeout, numbers.Real)
+                                or not 0 < timeout < math.inf):  # fmt: skip
         # (before anything is queued: NaN raised "cannot convert float NaN to integer",
-        # inf OverflowError, a user's trial; None is the unbounded wait)
+        # inf OverflowError, a user's trial; None is the unbounded wait; 0 or less, as a
+        # `Predictor`'s: it queued a request that could never be waited for and raised
+        # TimeoutError "no training step ended within -1 s", hserve2's trial)
         raise ValueError(
-            f"timeout must be a finite number of seconds, or None for no bound, not {timeout!r}"
+            f"timeout must be a finite number of seconds > 0, or None for no bound, not {timeout!r}"
         )
     if len(arrays) > server.max_queue:
         # (else the first max_queue were queued, to be run for no one, and the rest
@@ -78,8 +81,9 @@ def queued(
         )
     # (capped before rounding: the milliseconds of 1e308 s are not finite)
     timeout_ms = 0 if timeout is None else max(1, round(min(timeout * 1000, _MAX_MS)))
-    for i, a in enumerate(arrays):
-        server.submit(a, deliver(i), timeout_ms)
+    # (all or none: a batch refused partway had its first requests run later, for a
+    # caller told "busy" or ValueError; a user's trial)
+    server.submit([(a, deliver(i)) for i, a in enumerate(arrays)], timeout_ms)
     deadline = None if timeout is None else time.monotonic() + timeout
     for event in done:
         if not _wait(event, deadline):

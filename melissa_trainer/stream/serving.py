@@ -45,7 +45,6 @@ import itertools
 import logging
 import threading
 import time
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -60,6 +59,7 @@ from melissa_trainer.stream.receiver_config import DEFAULT_BIND
 from melissa_trainer.stream.serving_bind import bind_error, forward_answers
 from melissa_trainer.stream.serving_queue import (
     DEFAULT_MAX_QUEUE,
+    Deliver,
     Pending,
     RequestQueue,
     ServingRefused,
@@ -288,24 +288,27 @@ class PredictServer:
         self._reply(pending.identity, [frame])
 
     def submit(
-        self,
-        arrays: dict[str, np.ndarray],
-        deliver: Callable[[dict[str, np.ndarray] | None, int, str], None],
-        timeout_ms: int = 0,
+        self, requests: list[tuple[dict[str, np.ndarray], Deliver]], timeout_ms: int = 0
     ) -> None:
-        """Queue an in-process request (`deliver(outputs, version, error)` is called
-        with its answer, by the thread that drains the queue).
+        """Queue in-process requests, `(arrays, deliver)` each, all or none
+        (`deliver(outputs, version, error)` is called with its answer, by the thread that
+        drains the queue): a caller refused has none of them run later, unseen.
 
         Raises:
-            ServingRefused: not serving, or the queue is full.
-            ValueError: `arrays` are not the declared inputs, or hold NaN or Inf
+            ServingRefused: not serving, or the queue has no room for them all.
+            ValueError: arrays that are not the declared inputs, or hold NaN or Inf
                 under the ``nonfinite`` policy (`serving_requests.arrays_problem`).
         """
-        problem = arrays_problem(arrays, self.inputs, self.nonfinite)
-        if problem is not None:
-            raise ValueError(problem)
-        request = PredictRequest(0, 0, timeout_ms, None, arrays)
-        self._queue_or_refuse(Pending(request, time.monotonic(), self.version, None, deliver))
+        for arrays, _ in requests:
+            problem = arrays_problem(arrays, self.inputs, self.nonfinite)
+            if problem is not None:
+                raise ValueError(problem)
+        now, request = time.monotonic(), lambda a: PredictRequest(0, 0, timeout_ms, None, a)
+        pending = [Pending(request(a), now, 0, None, d) for a, d in requests]
+        refusal = self._requests.offer(*pending)
+        if refusal is not None:
+            self._requests.count(f"refused_{refusal[0]}", len(pending))
+            raise ServingRefused(*refusal)
 
     def telemetry(self) -> dict[str, int]:
         """Counters: requests, answered, expired, described (DESCRIBEs answered),
@@ -323,15 +326,10 @@ class PredictServer:
                 out.send_multipart([identity or b"", *frames], copy=True)
 
     def _queue_or_refuse(self, pending: Pending) -> None:
-        """Queue `pending` (`RequestQueue.offer`), or refuse it (not serving, queue full)."""
+        """Queue a peer's `pending` (`RequestQueue.offer`), or refuse it (not serving, full)."""
         refusal = self._requests.offer(pending)
-        if refusal is None:
-            return
-        reason, detail = refusal
-        if pending.deliver is not None:
-            self._requests.count(f"refused_{reason}")
-            raise ServingRefused(reason, detail)
-        self.refuse(pending, reason, detail, retry_after_ms=100)
+        if refusal is not None:
+            self.refuse(pending, *refusal, retry_after_ms=100)
 
     # -- the I/O thread --------------------------------------------------------------
 

@@ -30,10 +30,12 @@ import numpy as np
 
 from melissa_trainer.wire import PredictRequest
 
-__all__ = ["DEFAULT_MAX_QUEUE", "Pending", "RequestQueue", "ServingRefused"]
+__all__ = ["DEFAULT_MAX_QUEUE", "Deliver", "Pending", "RequestQueue", "ServingRefused"]
 
 #: default bound on the requests waiting for the model, per rank
 DEFAULT_MAX_QUEUE = 64
+#: how an in-process request gets its answer: ``deliver(outputs, version, error)``
+Deliver = Callable[[dict[str, np.ndarray] | None, int, str], None]
 
 
 class ServingRefused(RuntimeError):
@@ -52,9 +54,7 @@ class Pending:
     received: float  #: time.monotonic() at arrival
     version: int  #: the model version (global step) at arrival
     identity: bytes | None = None
-    deliver: Callable[[dict[str, np.ndarray] | None, int, str], None] | None = field(
-        default=None, repr=False
-    )
+    deliver: Deliver | None = field(default=None, repr=False)
 
     def expired(self, now: float) -> bool:
         timeout = self.request.timeout_ms
@@ -134,27 +134,36 @@ class RequestQueue:
             self._queue.clear()
         return out
 
-    def offer(self, pending: Pending) -> tuple[str, str] | None:
-        """Count `pending` (``requests``) and queue it, stamped with the version now;
-        or, not serving or the queue full, return the refusal's (reason, detail), which
-        the caller sends (and counts)."""
+    def offer(self, *pending: Pending) -> tuple[str, str] | None:
+        """Count `pending` (``requests``, one each) and queue them all, stamped with the
+        version now; or, not serving or the queue without room for them all, queue none
+        and return the refusal's (reason, detail), which the caller sends (and counts).
+        All or none: an in-process batch refused ``busy`` partway had its first requests
+        queued, to be run later for a caller told "busy" (a user's trial)."""
         with self._lock:
-            self._counts["requests"] += 1
-            if self._serving and len(self._queue) < self.max_queue:
-                # (stamped here, not when it was read: a thread descheduled in between
-                # would queue it with an older version than the drainer's, past the bound)
-                pending.version = self._version
-                self._queue.append(pending)
+            self._counts["requests"] += len(pending)
+            waiting = len(self._queue)
+            if self._serving and waiting + len(pending) <= self.max_queue:
+                for p in pending:
+                    # (stamped here, not when it was read: a thread descheduled in between
+                    # would queue it with an older version than the drainer's, past the bound)
+                    p.version = self._version
+                    self._queue.append(p)
                 self._arrived.notify_all()  # (every waiter: the idle thread is one)
                 return None
         if not self._serving:
             return "not_serving", "the trainer serves no model now (starting or stopping)"
-        return "busy", f"{self.max_queue} requests wait already"
+        if len(pending) == 1:
+            return "busy", f"{self.max_queue} requests wait already"
+        return "busy", (
+            f"{waiting} of {self.max_queue} places in the queue are taken: no room for a "
+            f"batch of {len(pending)} (none of it was queued)"
+        )
 
-    def count(self, key: str) -> None:
-        """Add one to the counter `key`."""
+    def count(self, key: str, n: int = 1) -> None:
+        """Add `n` to the counter `key`."""
         with self._lock:
-            self._counts[key] += 1
+            self._counts[key] += n
 
     def telemetry(self) -> dict[str, int]:
         """Counters: requests, answered (every reply sent), answered_late (of those,

@@ -1,14 +1,16 @@
 """An in-process prediction from a thread other than the training thread (an adaptive
 sampler's: `serving_in_process.queued`, what `ServingHook.predict` does there) with a
-long timeout is answered, as a simulation's `Predictor.predict` is, and a NaN or
-infinite timeout is a ValueError naming it, before anything is queued; so is a batch of
-more requests than the rank's queue holds; and, from either thread, inputs that are not
-``{name: array}`` are a TypeError naming the fix.
+long timeout is answered, as a simulation's `Predictor.predict` is, and a NaN,
+infinite, zero or negative timeout is a ValueError naming it, before anything is
+queued; so is a batch of more requests than the rank's queue holds; and, from either
+thread, inputs that are not ``{name: array}`` are a TypeError naming the fix.
 
 Found in a user trial (hserve, 2026-12-05): a timeout of 1e10 s raised OverflowError
 from `threading`'s wait (the request left queued), 1e308 s OverflowError "cannot convert
 float infinity to integer" (its milliseconds), NaN a bare ValueError "cannot convert
 float NaN to integer", infinity an OverflowError. Failed before: 6 of 7 (None passed).
+Later (hserve2, 2026-12-06): 0 and -1 s queued a request and raised TimeoutError "no
+training step ended within -1.0 s" (a Predictor refuses them: ValueError); failed before.
 
 A real `PredictServer` (its queue) whose requests a thread answers (``y = 2 u +
 VERSION``, `predict_server.drain`)."""
@@ -60,14 +62,16 @@ def test_a_long_timeout_is_answered(server: PredictServer, timeout: float | None
     np.testing.assert_array_equal(outputs["y"], 2 * U + VERSION)
 
 
-@pytest.mark.parametrize("timeout", [math.nan, math.inf, -math.inf], ids=["nan", "inf", "-inf"])
+@pytest.mark.parametrize(
+    "timeout", [math.nan, math.inf, -math.inf, 0.0, -1.0], ids=["nan", "inf", "-inf", "0", "-1"]
+)
 def test_a_timeout_that_is_not_finite_is_a_value_error(
     server: PredictServer, timeout: float
 ) -> None:
     with pytest.raises(ValueError) as raised:
         queued(server, [{"u": U}], timeout)
     text = str(raised.value)
-    assert text.startswith("timeout must be a finite number of seconds, or None"), text
+    assert text.startswith("timeout must be a finite number of seconds > 0, or None"), text
     assert server.telemetry().get("requests", 0) == 0, server.telemetry()  # nothing queued
 
 
@@ -138,3 +142,31 @@ def test_inputs_that_are_not_mappings_are_a_type_error_naming_the_fix(tmp_path: 
                 key,
                 got,
             )
+
+
+class EmptyAsker(BareAsker):
+    """At step 2, asks `predict_batch([])` from the training thread and from another."""
+
+    def on_step_end(self, trainer: Any, state: Any, control: Any) -> None:
+        if state.global_step != 2:
+            return
+
+        def call() -> Any:
+            return self.serving.predict_batch([], timeout=60)
+
+        self._ask("hook", call)
+        thread = threading.Thread(target=self._ask, args=("thread", call))
+        thread.start()
+        thread.join(60)  # (answered at once: no step end needed)
+
+
+def test_an_empty_batch_is_answered_with_no_outputs(tmp_path: Path) -> None:
+    """A sampler with no candidate left asks for none: an empty list, the version now.
+    (Before: IndexError "list index out of range" on the training thread, ValueError
+    "max() arg is an empty sequence" from another: failed before; hserve2's trial.)"""
+    asker = train_asking(tmp_path / "out", EmptyAsker)
+    assert set(asker.got) == {"hook", "thread"}, asker.got
+    for key, got in asker.got.items():
+        assert not isinstance(got, Exception), (key, got)
+        outputs, version = got
+        assert (outputs, version) == ([], 2), (key, got)

@@ -71,7 +71,9 @@ def test_nonfinite_inputs_are_refused_naming_the_input_and_the_policy(
     assert server.telemetry() == {"requests": 3, "refused_nonfinite": 2, "answered": 1}
     client_warnings = [r for r in caplog.records if r.name == "melissa_trainer.client.client"]
     assert len(client_warnings) == 1
-    assert "simulation 5: predict() input 'u' holds NaN or Inf" in client_warnings[0].message
+    assert "Predictor(simulation_id=5): predict() input 'u' holds NaN or Inf" in (
+        client_warnings[0].message
+    )
     trainer_lines = [r.getMessage() for r in caplog.records if r.name.endswith("stream.serving")]
     assert trainer_lines[0].startswith(
         "serving of rank 0: refused a request of simulation 5: nonfinite: input 'u'"

@@ -17,6 +17,7 @@
 #include "internal.h"
 #include "follow.h"
 #include "follow_send.h"
+#include "serve.h" /* (mt_specs_free: the serve inputs of the run left) */
 
 /* One message sent again (a try of mt_send_sliced, c->mu held): field f of a step, from a
  * copy of its row's bytes (the row is overwritten by later steps). */
@@ -104,6 +105,10 @@ mt_status mt_follow_reconnect(mt_client *c, mt_rendezvous *rv, uint64_t **counts
     /* the requests' backoff was for the run left (a request that found only the new
      * run's serve files, serve.c restarted): the next one asks the followed run at once */
     c->retry_at = c->backoff = 0;
+    /* (and the inputs it published: the new run's are its serve file's, read before a
+     * request is checked against them; Python's PredictLink.join) */
+    mt_specs_free(c->serve_inputs, c->n_serve_inputs);
+    c->serve_inputs = NULL, c->n_serve_inputs = 0;
     c->receipts = true;
     for (size_t r = 0; r < rv->n; ++r)
         c->receipts = c->receipts && rv->receipts[r] && rv->follows[r] != NULL;

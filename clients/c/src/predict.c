@@ -139,43 +139,6 @@ static mt_status check_arguments(mt_client *c, const mt_input *in, size_t n_in,
     return MT_OK;
 }
 
-/* The inputs against those the serve file declared, or the trainer described
- * (predict_describe.c): check_inputs' rules and message. */
-static mt_status check_inputs(mt_client *c, const mt_input *in, size_t n_in) {
-    bool same = n_in == c->n_serve_inputs;
-    for (size_t i = 0; same && i < n_in; ++i) {
-        bool found = false;
-        for (size_t k = 0; k < c->n_serve_inputs && !found; ++k)
-            found = strcmp(in[i].name, c->serve_inputs[k].name) == 0;
-        same = found;
-    }
-    if (!same) {
-        char text[1024];
-        mt_input_names_text(in, n_in, c->serve_inputs, c->n_serve_inputs, text, sizeof text);
-        return mt_fail(c, MT_EFIELD, "mt_predict: %s", text);
-    }
-    for (size_t i = 0; i < n_in; ++i) {
-        const mt_spec *s = NULL;
-        for (size_t k = 0; k < c->n_serve_inputs; ++k)
-            if (strcmp(in[i].name, c->serve_inputs[k].name) == 0) s = &c->serve_inputs[k];
-        bool shape = s->ndim == in[i].ndim;
-        for (int d = 0; shape && d < s->ndim; ++d) shape = s->shape[d] == in[i].shape[d];
-        if (s->dtype != in[i].dtype || !shape) {
-            char got[200], want[200], cast[120] = "";
-            mt_shape_text(in[i].ndim, in[i].shape, got, sizeof got);
-            mt_shape_text(s->ndim, s->shape, want, sizeof want);
-            if (s->dtype != in[i].dtype) /* (Python's hint, then the C/Fortran fix) */
-                snprintf(cast, sizeof cast, " (cast it to %s: convert the data to %s, dtype %s)",
-                         mt_dtype_str(s->dtype), mt_dtype_name(s->dtype),
-                         mt_dtype_constant(s->dtype));
-            return mt_fail(c, s->dtype != in[i].dtype ? MT_EDTYPE : MT_ESHAPE,
-                           "mt_predict: input '%s' is %s %s, declared %s %s%s", in[i].name,
-                           mt_dtype_str(in[i].dtype), got, mt_dtype_str(s->dtype), want, cast);
-        }
-    }
-    return MT_OK;
-}
-
 /* The socket to the serving rank (looked up and connected if there is none). */
 static mt_status connect_serving(mt_client *c, double deadline, double timeout) {
     if (c->predict_socket != NULL) return MT_OK;
@@ -316,12 +279,31 @@ mt_status mt_predict(mt_client *c, const mt_input *inputs, size_t n_inputs,
     if (st != MT_OK) return st;
     mt_nonfinite_inputs_notice(c, inputs, n_inputs); /* (sent as they are: said once) */
     st = mt_backoff_check(c); /* (a trainer found gone lately: not dialled again yet) */
-    if (st != MT_OK) return st;
     double deadline = mt_now() + timeout_s;
     char t[32];
     mt_format_double(timeout_s, t);
-    st = connect_serving(c, deadline, timeout_s);
-    if (st == MT_OK && c->serve_inputs != NULL) st = check_inputs(c, inputs, n_inputs);
+    if (st == MT_OK) st = connect_serving(c, deadline, timeout_s);
+    /* Inputs not those of the serve file read with the open socket, the directory changed
+     * since: read it again (a trainer restarted with other inputs at the same endpoint, a
+     * fixed bind: the socket reconnected to it by itself, and every request of its inputs
+     * was refused for ever, checked against the old file's; client/predict.py _reread).
+     * Nothing read while the inputs match. */
+    if (st == MT_OK && c->serve_inputs != NULL && !c->predict_given &&
+        mt_predict_check_inputs(c, inputs, n_inputs) != MT_OK && mt_serve_dir_changed(c)) {
+        mt_predict_release(c);
+        st = connect_serving(c, deadline, timeout_s);
+    }
+    /* No trainer to ask now (MT_ETIMEDOUT): inputs that are not those of the serve file
+     * last read are a mistake all the same, while no trainer published since (the
+     * directory unchanged since that lookup: a restarted trainer's file, which may
+     * declare other inputs, ends the backoff and is read first); client/predict.py
+     * _offline_check. Inputs a trainer described are known over its connection only. */
+    if (st == MT_ETIMEDOUT && c->serve_inputs != NULL && !c->predict_given &&
+        !mt_serve_dir_changed(c)) {
+        mt_status mistake = mt_predict_check_inputs(c, inputs, n_inputs);
+        if (mistake != MT_OK) return mistake;
+    }
+    if (st == MT_OK && c->serve_inputs != NULL) st = mt_predict_check_inputs(c, inputs, n_inputs);
     if (st == MT_OK) st = mt_watch_connected(c, deadline, t);
     if (st != MT_OK) return st;
     /* (the events of earlier connections: a drop from now on counts; one since the last
@@ -333,7 +315,7 @@ mt_status mt_predict(mt_client *c, const mt_input *inputs, size_t n_inputs,
         /* (an endpoint given: the trainer says which inputs it serves, once per
          * connection; checked here as a serve file's, nothing sent if wrong) */
         st = mt_predict_describe(c, deadline, t);
-        if (st == MT_OK && c->serve_inputs != NULL) st = check_inputs(c, inputs, n_inputs);
+        if (st == MT_OK && c->serve_inputs != NULL) st = mt_predict_check_inputs(c, inputs, n_inputs);
         if (st != MT_OK) return st;
     }
     int err = send_request(c, inputs, n_inputs, timeout_s);

@@ -1,4 +1,5 @@
-/* predict_names.c: the words of a request whose input names are not those the trainer
+/* predict_names.c: a request's inputs against those the trainer serves
+ * (mt_predict_check_inputs), and the words of inputs whose names are not those it
  * serves, as the Python client says them (melissa_trainer/stream/serving_rendezvous.py
  * check_inputs): "arrays ['v'], the trainer serves inputs ['u'] (unknown: 'v'; missing:
  * 'u')", each list sorted (strcmp: UTF-8's code point order, Python's `sorted`). The
@@ -9,6 +10,7 @@
 #include <string.h>
 
 #include "predict_names.h"
+#include "serve.h" /* (mt_shape_text) */
 
 static int by_name(const void *a, const void *b) {
     return strcmp(*(const char *const *)a, *(const char *const *)b);
@@ -71,4 +73,41 @@ void mt_input_names_text(const mt_input *in, size_t n_in, const mt_spec *served,
     if (at < size) snprintf(buf + at, size - at, ")");
     free(given);
     free(serves);
+}
+
+/* The inputs against those the serve file declared, or the trainer described
+ * (predict_describe.c): serving_rendezvous.check_inputs' rules and message. */
+mt_status mt_predict_check_inputs(mt_client *c, const mt_input *in, size_t n_in) {
+    bool same = n_in == c->n_serve_inputs;
+    for (size_t i = 0; same && i < n_in; ++i) {
+        bool found = false;
+        for (size_t k = 0; k < c->n_serve_inputs && !found; ++k)
+            found = strcmp(in[i].name, c->serve_inputs[k].name) == 0;
+        same = found;
+    }
+    if (!same) {
+        char text[1024];
+        mt_input_names_text(in, n_in, c->serve_inputs, c->n_serve_inputs, text, sizeof text);
+        return mt_fail(c, MT_EFIELD, "mt_predict: %s", text);
+    }
+    for (size_t i = 0; i < n_in; ++i) {
+        const mt_spec *s = NULL;
+        for (size_t k = 0; k < c->n_serve_inputs; ++k)
+            if (strcmp(in[i].name, c->serve_inputs[k].name) == 0) s = &c->serve_inputs[k];
+        bool shape = s->ndim == in[i].ndim;
+        for (int d = 0; shape && d < s->ndim; ++d) shape = s->shape[d] == in[i].shape[d];
+        if (s->dtype != in[i].dtype || !shape) {
+            char got[200], want[200], cast[120] = "";
+            mt_shape_text(in[i].ndim, in[i].shape, got, sizeof got);
+            mt_shape_text(s->ndim, s->shape, want, sizeof want);
+            if (s->dtype != in[i].dtype) /* (Python's hint, then the C/Fortran fix) */
+                snprintf(cast, sizeof cast, " (cast it to %s: convert the data to %s, dtype %s)",
+                         mt_dtype_str(s->dtype), mt_dtype_name(s->dtype),
+                         mt_dtype_constant(s->dtype));
+            return mt_fail(c, s->dtype != in[i].dtype ? MT_EDTYPE : MT_ESHAPE,
+                           "mt_predict: input '%s' is %s %s, declared %s %s%s", in[i].name,
+                           mt_dtype_str(in[i].dtype), got, mt_dtype_str(s->dtype), want, cast);
+        }
+    }
+    return MT_OK;
 }

@@ -13,9 +13,10 @@ whose simulations are steps of the job's allocation, `SlurmBackend(mode="srun")`
   second run starting at the checkpoint the log says was resumed. With the trainer on
   this host, Slurm's SIGTERM gave it a stop's checkpoint; on n1 it died with the node.
 * Without it (``--no-requeue``): the job ends NODE_FAIL, the trainer does not exit 0,
-  and the log says the node's failure and how to resume. Failed before (2 runs of 2):
-  Slurm's SIGKILL, KillWait (2 s) after its SIGTERM, came before the stop's checkpoint,
-  and the trainer's last line named no resume (`trainer.term_words` now does).
+  and the log says the node's failure and how to resume. Failed before (the first run's
+  log, the only one before the fix): Slurm's SIGKILL, KillWait (2 s) after its SIGTERM,
+  came before the stop's checkpoint (3 runs of 3), and the trainer's last line named no
+  resume (`trainer.term_words` now does).
 
 Times are printed, never asserted; waits are on files, scontrol and squeue."""
 

@@ -35,10 +35,13 @@ from pathlib import Path
 import pytest
 from slurm_cluster import START_TIMEOUT, SlurmCluster, _path, one_node_cluster, skip_reason
 
-__all__ = ["TwoNodeCluster", "two_node_cluster"]
+__all__ = ["HERE_FEATURE", "OTHER_FEATURE", "TwoNodeCluster", "two_node_cluster"]
 
 #: the second node's name in slurm.conf (and SLURMD_NODENAME of its jobs)
 OTHER = "n1"
+#: the nodes' features in slurm.conf: ``sbatch --batch=FEATURE`` runs a batch script on
+#: this host or on n1 (otherwise Slurm's choice: n1, in the trials)
+HERE_FEATURE, OTHER_FEATURE = "here", "other"
 #: seconds without an answer from a slurmd before the controller marks its node DOWN and
 #: ends its jobs NODE_FAIL (Slurm's default 300 s; the test cluster's `vanish` needs less)
 SLURMD_TIMEOUT = 10
@@ -106,33 +109,23 @@ class TwoNodeCluster(SlurmCluster):
         )
         for key in ("SlurmdSpoolDir", "SlurmdPidFile", "SlurmdLogFile"):
             text = re.sub(rf"^{key}=(.*)$", rf"{key}=\1.%n", text, flags=re.M)
+        # (the features name each node for ``sbatch --batch=FEATURE``: the node a batch
+        # job's script, a trainer, runs on)
         here = node_line.replace(
-            f"NodeName={self.node}", f"NodeName={self.node} NodeAddr={self.host_addr}"
+            f"NodeName={self.node}",
+            f"NodeName={self.node} NodeAddr={self.host_addr} Features={HERE_FEATURE}",
         )
         other = node_line.replace(
             f"NodeName={self.node}",
-            f"NodeName={OTHER} NodeAddr={self.node_addr} NodeHostname={OTHER}",
+            f"NodeName={OTHER} NodeAddr={self.node_addr} NodeHostname={OTHER} "
+            f"Features={OTHER_FEATURE}",
         )
         text = text.replace(node_line, f"{here}\n{other}\nSlurmdTimeout={SLURMD_TIMEOUT}")
         text = text.replace(f"Nodes={self.node} ", f"Nodes={self.node},{OTHER} ")
         self.conf.write_text(text)
         for node in (self.node, OTHER):
             (self.root / f"spool.{node}").mkdir()
-        # nsenter --net only: `ip netns exec` also remounts /sys, hiding the cgroup
-        # file system slurmd needs
-        self._spawn(
-            "slurmd_n1",
-            [
-                "nsenter",
-                f"--net=/var/run/netns/{self.netns}",
-                _path("slurmd"),
-                "-D",
-                "-N",
-                OTHER,
-                "-f",
-                str(self.conf),
-            ],
-        )
+        self._spawn_n1()
 
     def node_states(self) -> dict[str, str]:
         """Each node's state as sinfo says it (``idle``, ``mixed``, ``down*``, ...)."""
@@ -151,6 +144,19 @@ class TwoNodeCluster(SlurmCluster):
         for pid in self.netns_pids():
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+
+    def revive(self) -> None:
+        """n1 back after its power loss (a `vanish`): its link up and its slurmd started
+        again, which registers with the controller; with ReturnToService=2 the node is
+        then usable again (a job waiting for two nodes, a requeued one, can start)."""
+        _ip("link", "set", self._veth, "up")
+        self._spawn_n1()
+
+    def _spawn_n1(self) -> None:
+        # nsenter --net only: `ip netns exec` also remounts /sys, hiding the cgroup
+        # file system slurmd needs
+        argv = [_path("slurmd"), "-D", "-N", OTHER, "-f", str(self.conf)]
+        self._spawn("slurmd_n1", ["nsenter", f"--net=/var/run/netns/{self.netns}", *argv])
 
     def stop(self) -> None:
         """The base class's stop, then n1's processes killed and its namespace and link

@@ -57,12 +57,14 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any
 
 from melissa_trainer.trainer.launcher_watch import hand_over, launcher_parent
 from melissa_trainer.trainer.preempted import Preempted, exit_code
 from melissa_trainer.trainer.stop_cause import StopCause, launcher_node
+from melissa_trainer.trainer.term_words import stop_requested_words
 
 __all__ = [
     "FORCE_STOP_TIMEOUT",
@@ -141,6 +143,8 @@ class PreemptionHandler:
         #: why training was asked to stop ("" until it is): `str(cause)`
         self.reason = ""
         self._node = launcher_node()  # (a signal's cause names its node: stop_cause)
+        #: the trainer's checkpoint folder: a first signal names the latest to resume from
+        self.checkpoints: Path | None = None
         self._signum = 0
         self._cause: StopCause | None = None
         #: the first signal as the main thread's Python-level handler noted it (0: none),
@@ -312,11 +316,7 @@ class PreemptionHandler:
                 )  # fmt: skip
                 return
         elif self._first_request(StopCause(signum, node=self._node)):
-            logger.warning(
-                "%s received: stopping at the next stop synchronisation to write a "
-                "checkpoint (send it again, %g s or more from now, to exit at once without one)",
-                name, self.repeat_window,
-            )  # fmt: skip
+            logger.warning(stop_requested_words(name, self.repeat_window, self.checkpoints))
             return
         elapsed = time.monotonic() - self._first_at
         if elapsed < self.repeat_window:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from melissa_trainer.hooks import Event
@@ -86,6 +87,7 @@ def start_training(trainer: OnlineTrainer, release: Callable[[], None]) -> Preem
     """
     preemption = PreemptionHandler()
     preemption.on_force = partial(forced_stop, trainer, preemption)  # (its cause, when forced)
+    preemption.checkpoints = Path(trainer.checkpoint_root)  # (named as a signal comes)
     preemption.install()
     starting = False
     try:  # a refusal (an earlier run's checkpoints, one that does not verify...)

@@ -23,6 +23,8 @@ FILES = {
 #: the table's columns, each a run's key
 COLUMNS = ("uniform_mse", "uniform_p99", "uniform_max", "hard_mse", "hard_p90", "hard_max")
 SECTION = "### The worst-case claim on fresh seeds, quiet and busy"
+#: Breed's default against plain "lhs" at the benchmark's own settings, the same seeds
+BREED = "active_sampling_breed_walls_5000_2026-12-06.jsonl"
 
 
 def stats():  # benchmarks/ is not a package: the benchmark's own statistics
@@ -71,3 +73,20 @@ def test_the_guides_row_says_which_spacing_and_seeds_its_figures_are() -> None:
     assert "`spacing` 0" in row and "seeds 1000-1009" in row
     fresh = table_rows()[0]
     assert f"worst {fresh[3].split()[0].strip('*')}x" in row and "seeds 5000-5009" in row
+
+
+@pytest.mark.timeout(30)
+def test_breeds_worst_case_figures_are_its_runs() -> None:
+    runs = [json.loads(line) for line in (RESULTS / BREED).read_text().splitlines()]
+    text = " ".join((ROOT / "docs" / "measured.md").read_text().split())
+    quoted = text[text.index("**Breed's default, judged on its worst cases too.**") :]
+    statistics = {"uniform mean": "uniform_mse", "p99": "uniform_p99",
+                  "worst simulation": "uniform_max", "hard-region worst": "hard_max"}  # fmt: skip
+    for name, key in statistics.items():
+        pair = stats().paired(runs, "lhs", key, "breed", key)
+        low, high = pair.interval()
+        cell = f"{pair.median:.2f} [{low:.2f}, {high:.2f}]"
+        assert f"{name} {cell} {pair.wins}/{len(pair.ratios)}" in quoted.replace("**", ""), name
+    guide = " ".join((ROOT / "docs" / "concepts" / "study.md").read_text().split())
+    worst = stats().paired(runs, "lhs", "uniform_max", "breed", "uniform_max").median
+    assert f"its worst held-out simulation {worst:.2f}x less" in guide

@@ -19,8 +19,9 @@ the steps replay the reservoir. The study feeds Breed every simulation's relativ
 training loss (every 20 steps). Same seed, initial weights and steps for every arm of a
 seed; every simulation of the budget must finish.
 
-The arms (`ARMS`, in this order for each seed): **LHS** (scipy's plain random Latin
-hypercube, the library's "lhs"); **LHS, optimised** (``qmc.LatinHypercube(
+The arms (`ARMS`, in this order for the first seed, reversed for the second, and so on:
+A B, B A, ...), each arm's options checked before any study runs: **LHS** (scipy's
+plain random Latin hypercube, the library's "lhs"); **LHS, optimised** (``qmc.LatinHypercube(
 optimization="random-cd")``) and **scrambled Sobol'** (its first 48 points), both over
 the varying parameters only; **exploration alone**, Breed's settings with exploration
 1.0 (its gap-filling design, no bred draw: the losses are fed but unused); **Breed**
@@ -117,6 +118,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import active_sampling_stats as stats  # noqa: E402
 from active_sampling_stats import ARMS, FIXED, LABELS, Run  # noqa: E402
 from active_sampling_study import (  # noqa: E402, F401  (re-exported, as below)
+    check_arms,
     fixed_design,
     make_arm,
     run_study,
@@ -270,7 +272,8 @@ def measure(
     arms: tuple[str, ...] = ARMS,
     need_tails: bool = False,
 ) -> list[Run]:
-    """The studies, the `ARMS` in turn for each seed, each in a child process (`inline`:
+    """The studies, the `ARMS` in turn for each seed (in `ARMS` order on the first
+    seed, reversed on the second, and so on), each in a child process (`inline`:
     in this one, as --quick does, to save the start of processes that import torch: no
     figure of it is meant to be read). A run already in one of the `results` files with
     this setup is reused, each new one appended to the first as soon as it finishes (a
@@ -292,8 +295,11 @@ def measure(
           flush=True)  # fmt: skip
     tests: dict[str, Path] = {}
     runs = []
-    for seed in seeds:
-        for kind in (a for a in ARMS if a in arms):
+    for index, seed in enumerate(seeds):
+        # the arms interleaved by seed, their order reversed on every other seed: a
+        # drift of the machine's load over a round favours no arm (A B, B A, ...)
+        order = [a for a in ARMS if a in arms]
+        for kind in order if index % 2 == 0 else order[::-1]:
             if (kind, seed) in done:
                 run = done[kind, seed]
             elif report_only:
@@ -407,9 +413,15 @@ def main() -> None:
     opts = p.parse_args()
     if opts.child:
         return run_child(opts.child)
-    setup = Setup(space=opts.space, breed=json.loads(opts.breed),
-                  surrogate=json.loads(opts.surrogate),
-                  density=json.loads(opts.density))  # fmt: skip
+    options = {}
+    for flag in ("breed", "surrogate", "density"):
+        try:
+            options[flag] = json.loads(getattr(opts, flag))
+        except json.JSONDecodeError as error:
+            p.error(f"--{flag}: not JSON ({error}): e.g. '{{\"exploration\": 0.7}}'")
+        if not isinstance(options[flag], dict):
+            p.error(f"--{flag}: a JSON object of options, not {getattr(opts, flag)}")
+    setup = Setup(space=opts.space, **options)
     opts.arms = opts.arms or list(stats.OURS[opts.ours])
     n_seeds = opts.seeds or (1 if opts.quick else 10)
     seeds = list(range(opts.first_seed, opts.first_seed + n_seeds))
@@ -422,6 +434,10 @@ def main() -> None:
         opts.test, opts.test_hard = min(opts.test, 4), min(opts.test_hard, 2)
     setup = replace(setup, simulations=opts.simulations or setup.simulations,
                     steps=opts.steps or setup.steps, stream_share=opts.stream_share)  # fmt: skip
+    try:  # an option an arm refuses: before any study runs (not in its child, later)
+        check_arms(setup, tuple(opts.arms), seeds[0])
+    except ValueError as error:
+        p.error(str(error))
     out = Path(opts.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     results = [Path(f) for f in opts.results] if opts.results else [out / "runs.jsonl"]

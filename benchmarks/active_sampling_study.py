@@ -77,6 +77,24 @@ def make_arm(setup: Setup, kind: str, seed: int) -> Any:
     return make_sampler("breed", setup.bounds, seed=seed, **options)
 
 
+#: the adaptive arms, each with the flag that holds its options
+ARM_FLAGS = {"explore": "--breed", "breed": "--breed", "surrogate": "--surrogate",
+             "density": "--density"}  # fmt: skip
+
+
+def check_arms(setup: Setup, arms: tuple[str, ...], seed: int) -> None:
+    """Build each adaptive arm's sampler of `arms` once (`make_arm`), so that an option
+    it refuses (a misspelt name, a value out of range) is refused before any study runs,
+    with the sampler's message and the flag that gave it: a ValueError. The fixed
+    designs are not built (the optimised one takes seconds) and take no option."""
+    for kind in arms:
+        if kind in ARM_FLAGS:
+            try:
+                make_arm(setup, kind, seed)
+            except (TypeError, ValueError) as error:
+                raise ValueError(f"{ARM_FLAGS[kind]}: {error}") from None
+
+
 def run_study(setup: Setup, kind: str, seed: int, workdir: Path, tests: Path) -> Run:
     """One study (in a child process): arm `kind` (one of `ARMS`) draws
     `setup.simulations` simulations, streamed into `OnlineTrainer` for exactly

@@ -28,7 +28,9 @@ seed's share of draws with ``nu`` < 0.006).
         "surrogate:exploration=0.8" breed --json
     python benchmarks/sampler_worst_case_burgers.py --quick      # 1 seed, 8 simulations
 
-Arms: a `make_sampler` name, optionally with ``:key=value,...`` options (numbers).
+Arms: a `make_sampler` name, optionally with ``:key=value,...`` options (numbers; an
+integer stays an int). An arm whose sampler cannot be built is refused, with the
+sampler's message, before any study runs.
 """
 
 from __future__ import annotations
@@ -97,18 +99,32 @@ def run_solver() -> None:
 
 def parse_arm(spec: str) -> tuple[str, dict[str, float]]:
     """``"surrogate:exploration=0.8,kappa=0"`` -> ("surrogate", {...}); a clear error
-    naming the arm otherwise."""
+    naming the arm otherwise. An integer (``min_observations=4``) stays an int: the
+    samplers' counts refuse 4.0."""
     name, _, rest = spec.partition(":")
     options: dict[str, float] = {}
     for item in filter(None, rest.split(",")):
         key, eq, value = item.partition("=")
         try:
-            options[key] = float(value)
+            options[key] = int(value) if value.strip().lstrip("+-").isdigit() else float(value)
         except ValueError:
             raise SystemExit(f"arm {spec!r}: options are key=number, got {item!r}") from None
         if not eq:
             raise SystemExit(f"arm {spec!r}: options are key=number, got {item!r}")
     return name, options
+
+
+def check_arm(spec: str) -> None:
+    """Refuse an arm whose sampler cannot be built (an unknown kind, a misspelt option, a
+    value out of range), with the sampler's own message naming the option and the fix,
+    before any study runs (its child would refuse it after the arms before it ran)."""
+    from melissa_trainer.launcher import make_sampler
+
+    name, options = parse_arm(spec)
+    try:
+        make_sampler(name, BOUNDS, seed=0, **options)
+    except (TypeError, ValueError) as error:
+        raise SystemExit(f"arm {spec!r}: {error}") from None
 
 
 def run_arm(spec: str, seed: int, n_sims: int, relative: bool, out: str) -> dict[str, Any]:
@@ -227,7 +243,7 @@ def main() -> None:
     if opts.quick:
         opts.seeds, opts.n_sims = opts.seeds[:1], 8
     for spec in opts.arms:
-        parse_arm(spec)  # refuse a malformed arm before any study runs
+        check_arm(spec)  # refuse a bad arm before any study runs
     runs: dict[tuple[str, int], dict[str, Any]] = {}
     for i, seed in enumerate(opts.seeds):
         order = opts.arms if i % 2 == 0 else opts.arms[::-1]  # interleaved: drift cancels

@@ -29,7 +29,7 @@ from melissa_trainer.launcher.failed_zones import (
     FailedZones,
     with_zone_defaults,
 )
-from melissa_trainer.launcher.sampler_base import Bounds, bounded_number
+from melissa_trainer.launcher.sampler_base import Bounds, bounded_number, decay_draws_for
 
 __all__ = ["BreedSampler"]
 
@@ -157,9 +157,7 @@ class BreedSampler(AdaptiveSampler):
         final = exploration_final
         final = None if final is None else bounded_number("exploration_final", final, 0.0, 1.0)
         self.exploration_final = final
-        if decay_draws is not None:
-            check_positive_int("decay_draws", decay_draws)
-        self.decay_draws = decay_draws
+        self.decay_draws = decay_draws_for(final, decay_draws, self.exploration)
         check_positive_int("min_observations", min_observations)
         if window is not None and min_observations > window:
             raise ValueError(

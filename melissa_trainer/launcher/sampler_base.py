@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from melissa_trainer.common.checks import check_non_negative_int
+from melissa_trainer.common.checks import check_non_negative_int, check_positive_int
 from melissa_trainer.common.words import plural
 from melissa_trainer.launcher.sampler_bounds import SCALES, check_bounds
 
@@ -301,3 +301,19 @@ def bounded_number(
         interval = f"{'(' if low_open else '['}{low}, {high}{']' if math.isfinite(high) else ')'}"
         raise ValueError(f"{name} must be finite and in {interval}, not {value!r}")
     return out
+
+
+def decay_draws_for(final: float | None, decay_draws: Any, exploration: float) -> int | None:
+    """Breed's `decay_draws`, checked against its `exploration_final` (`final`): None, or
+    a positive int that only a decaying share (`final` given) reads. Alone it would decay
+    nothing, silently (the share stays `exploration`): refused, naming the fix."""
+    if decay_draws is None:
+        return None
+    draws = check_positive_int("decay_draws", decay_draws)
+    if final is None:
+        raise ValueError(
+            f"decay_draws={decay_draws} without exploration_final: the exploration share "
+            f"stays exploration={exploration:g} at every draw; give exploration_final (the "
+            f"share reached at draw decay_draws) or drop decay_draws"
+        )
+    return draws

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import subprocess
 import sys
 from dataclasses import replace
@@ -259,6 +260,62 @@ def test_mixed_seeds_and_a_report_of_nothing_are_refused(
     )
     assert code == 2 and "no seed on which every arm ran" in err
     assert not (tmp_path / "runs.jsonl").exists()
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(
+    ("flags", "match"),
+    [
+        (["--arms", "lhs", "surrogate", "--surrogate", '{"exploraton": 0.8}'],
+         "--surrogate: .*did you mean 'exploration'"),
+        (["--arms", "lhs", "density", "--density", '{"share": 1.5}'],
+         r"--density: share must be finite and in \[0.0, 1.0\]"),
+        (["--arms", "lhs", "breed", "--breed", '{"decay_draws": 40}'],
+         "--breed: decay_draws=40 without exploration_final"),
+        (["--arms", "lhs", "breed", "--breed", "{exploration: 0.7}"], "--breed: not JSON"),
+    ],
+)  # fmt: skip
+def test_a_bad_option_of_an_arm_is_refused_before_any_study_runs(
+    flags: list[str],
+    match: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # it was refused by the arm's own study, in its child, after the arms before it had
+    # run (plain LHS first: seconds to minutes), with the child's traceback
+    bench = _bench()
+
+    def child(*args: object) -> None:
+        raise AssertionError(f"a study ran: {args[1:3]}")
+
+    monkeypatch.setattr(bench, "child", child)
+    argv = [*flags, "--seeds", "1", "--test", "2", "--test_hard", "1"]
+    code, _, err = _main([*argv, "--output_dir", str(tmp_path)], monkeypatch, capsys)
+    assert code == 2, err
+    assert re.search(match, err), err
+
+
+@pytest.mark.timeout(120)
+def test_the_arms_alternate_their_order_from_seed_to_seed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # interleaved A B, B A, ...: a drift of the load over a round favours no arm (it ran
+    # A B, A B: the baseline always first)
+    bench, ran = _bench(), []
+
+    def child(setup: object, kind: str, seed: int, *_: object) -> dict[str, object]:
+        ran.append((kind, seed))
+        return {**_tails(seed, kind, 1.0, 2.0, 3.0), "hard_p90": 1.0, "hard_max": 2.0,
+                "steps": 10, "wall": 1.0}  # fmt: skip
+
+    monkeypatch.setattr(bench, "child", child)
+    argv = ["--ours", "surrogate", "--arms", "lhs", "surrogate", "--seeds", "3", "--test", "2",
+            "--test_hard", "1", "--output_dir", str(tmp_path)]  # fmt: skip
+    code, out, err = _main(argv, monkeypatch, capsys)
+    assert code == 0, err
+    assert ran == [("lhs", 1000), ("surrogate", 1000), ("surrogate", 1001), ("lhs", 1001),
+                   ("lhs", 1002), ("surrogate", 1002)]  # fmt: skip
 
 
 def _tails(seed: int, arm: str, mean: float, p99: float, top: float) -> dict[str, object]:

@@ -236,6 +236,9 @@ def test_on_a_1d_function_breed_samples_the_hard_region_more_than_uniform() -> N
         ({"exploration": "half"}, "exploration must be a number"),
         ({"exploration_final": -0.1}, "exploration_final must"),
         ({"decay_draws": 0}, "decay_draws must be a positive int"),
+        # a decay with no share to decay to: it decayed nothing, silently (a user following
+        # the docs' table; refused since, naming both options and the fix)
+        ({"decay_draws": 40}, r"decay_draws=40 without exploration_final: .*give exploration_fin"),
         ({"window": 0}, "window must be a positive int"),
         ({"min_observations": 0}, "min_observations must be a positive int"),
         ({"min_observations": 20, "window": 10}, "lower min_observations or widen the window"),

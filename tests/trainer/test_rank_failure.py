@@ -63,6 +63,8 @@ def test_rank_zero_names_the_rank_that_failed_and_its_error(tmp_path: Path, wher
         note = f"(raised by the hook method FailOnRankOne.on_{where}, at step 3)"
         assert note in proc.stderr, said
     assert "once the cause is fixed" in line, line  # (what a resume does: failed before)
+    # nothing saved at the failure (docs/how-to/hooks.md, "Errors"): none here before it
+    assert "; no checkpoint was written (a checkpoint is written by every rank" in line, line
     rank0 = [x for x in proc.stderr.splitlines() if x.startswith("[rank0]")]
     assert rank0 == [], said  # no traceback on rank 0: gloo's words say nothing
     assert "Connection closed by peer" not in proc.stderr, said

@@ -65,6 +65,7 @@ __all__ = [
     "DEFAULT_FIRST_WARNING",
     "EVAL_USUAL",
     "GROUP_TIMEOUT_ENDS",
+    "IN_HOOK",
     "LAST_STEPS_USUAL",
     "LOCK_USUAL",
     "RESUME_GATHER_USUAL",
@@ -148,6 +149,12 @@ STALLED_USUAL = (
     "them. A step much slower than those before (a hook's work in it, a recompile) is "
     "the usual cause"
 )
+#: what a rank held in a hook method for long does to the others (`WaitWatch.stepping`)
+IN_HOOK = (
+    "which holds every other rank at its next collective: a hook slow on one rank, or "
+    "one that waits for what never comes (a collective that not every rank calls, a "
+    "lock, a process); do its work less often, on every rank alike, or after train()"
+)
 #: how to find the rank that holds the others, and what happens if none comes
 _WHAT_TO_DO = (
     "otherwise check for a stopped (SIGSTOP, a debugger) or hung rank, or a long save or "
@@ -190,6 +197,7 @@ class WaitWatch:
         #: the span of steps armed (`stepping`): its reader of the steps completed, and
         #: the count after which it is judged; None: none armed
         self._span: tuple[Callable[[], int], int] | None = None
+        self._doing: Callable[[], str | None] | None = None  # its hook method in progress
         self._spans = 0  # spans begun (the thread tells one from the next)
         self._pauses = 0  # pauses begun (`pause`), and those in progress
         self._paused = 0
@@ -230,7 +238,9 @@ class WaitWatch:
                 logger.warning("rank %d: %s %s after %.0f s", self.rank, what, ended, waited)
 
     @contextmanager
-    def stepping(self, done: Callable[[], int], after: int) -> Iterator[None]:
+    def stepping(
+        self, done: Callable[[], int], after: int, doing: Callable[[], str | None] | None = None
+    ) -> Iterator[None]:
         """Watch the steps run in the ``with`` block (a window's, `OnlineTrainer.train`):
         warn when no step completes for `first` s, or 4 times the slowest step seen
         completed (at the watch's looks), whichever is longer, then at each doubling,
@@ -239,8 +249,11 @@ class WaitWatch:
         it exceeds `after` (the count at `train()`'s start: a first step's compile is
         never judged), nor while a wait is watched or a `pause` lasts (the clock starts
         again after each), nor after the block. Arming costs one uncontended lock, once
-        per block: no step pays anything."""
+        per block: no step pays anything. `doing()` (read by the thread when it warns)
+        names the hook method this rank is in, or None: the warning then says the rank
+        is held there, not in a collective (a slow hook holds every other rank)."""
         with self._lock:
+            self._doing = doing
             self._span = (done, after)
             self._spans += 1
             self._start()
@@ -291,7 +304,21 @@ class WaitWatch:
     def _say_steps(self, said: tuple[str, float, int], clock: StepClock) -> None:
         """Say `_look_at_steps`' verdict (the thread, the lock not held)."""
         kind, waited, step = said
-        if kind == "stalled":
+        doing = self._doing  # (read once: the training thread may clear it meanwhile)
+        hook = doing() if kind == "stalled" and doing is not None else None
+        if hook is not None:  # in a hook: said so, not "may wait in its collectives"
+            logger.warning(
+                "rank %d has completed no step for %.0f s (after step %d): it is in the "
+                "hook method %s all this time, %s; %s. %s",
+                self.rank,
+                waited,
+                step - 1,
+                hook,
+                IN_HOOK,
+                _WHAT_TO_DO,
+                self.ends,
+            )
+        elif kind == "stalled":
             logger.warning(
                 "rank %d has completed no step for %.0f s (in step %d; its slowest step so "
                 "far took %.1f s): %s; %s. %s",

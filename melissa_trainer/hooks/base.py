@@ -19,6 +19,7 @@ from melissa_trainer.core.state import TrainerControl, TrainerState
 from melissa_trainer.hooks.eval_figures import AddedKeys, add_eval_figures, eval_key
 from melissa_trainer.hooks.events import Event
 from melissa_trainer.hooks.method_check import check_methods, checked_state
+from melissa_trainer.hooks.raised import call_naming
 
 __all__ = ["STATE_FILE", "Event", "Hook", "HookList", "HookStateMismatch"]
 
@@ -339,7 +340,7 @@ class HookList:
                 for method in listeners:
                     before = set(args[-1]) if watch else None
                     self.firing = method
-                    method(*args)
+                    call_naming(method, args)  # (an error names the hook: `raised`)
                     if before is not None and not before.issuperset(args[-1]):
                         self._added.warn(method, event, set(args[-1]) - before)
             finally:

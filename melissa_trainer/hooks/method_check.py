@@ -72,7 +72,8 @@ def check_methods(hook: Any, base: type) -> None:
     (Hugging Face's, for its arguments; here the trainer), and of one taking ``**kwargs``
     (Hugging Face passes ``model=`` and more there; here nothing: htrial44), and of an
     ``on_log`` that reads an ``eval_`` key from its logs (Hugging Face's on_log gets the
-    evaluation's metrics; here on_validation_end does: htrial46).
+    evaluation's metrics; here on_validation_end does: htrial46), and of a ``state()``
+    without ``state_dict`` (Hugging Face's ExportableState: `_warn_exportable_state`).
     `base` is `Hook` (passed in: `hooks.base` imports this module), whose methods give
     the arguments each event passes."""
     cls = type(hook)
@@ -129,6 +130,25 @@ def check_methods(hook: Any, base: type) -> None:
                 UserWarning,
                 stacklevel=2,
             )
+    _warn_exportable_state(cls, base)
+
+
+def _warn_exportable_state(cls: type, base: Any) -> None:
+    """Warn of a ``state()`` method without `state_dict`: Hugging Face's
+    ``ExportableState`` (a callback's state in its checkpoints, restored by
+    ``from_state``), which no checkpoint here calls: the state silently did not survive
+    a resume (a user's trial)."""
+    own_state_dict = getattr(cls, "state_dict", None) is not base.state_dict
+    if not callable(getattr(cls, "state", None)) or own_state_dict:
+        return
+    warnings.warn(
+        f"{cls.__name__} defines state(), as Hugging Face's ExportableState callbacks do "
+        "to be kept in checkpoints: here no checkpoint calls it, so its state would not "
+        "survive a resume. Define state_dict(self) (JSON values) and "
+        "load_state_dict(self, state) instead (docs/how-to/hooks.md, 'State')",
+        UserWarning,
+        stacklevel=3,
+    )
 
 
 def _warn_eval_keys_in_logs(cls: type, method: Any, signature: inspect.Signature) -> None:

@@ -39,6 +39,7 @@ import torch
 
 from melissa_trainer.common.refusal import SaidOnRankZero
 from melissa_trainer.core.view import TrainerView
+from melissa_trainer.hooks.raised import raised_in
 from melissa_trainer.trainer.resume_words import failure_words
 
 __all__ = [
@@ -118,9 +119,13 @@ def _notes(trainer: TrainerView) -> Path:
 
 
 def error_line(error: BaseException) -> str:
-    """`error` in one line: its class and its message's first line (" ..." when more)."""
+    """`error` in one line: its class and its message's first line (" ..." when more),
+    after the hook method that raised it when a hook of the user's did (`raised_in`)."""
     words = str(error).strip().splitlines()
     said = f"{type(error).__name__}: {words[0]}" if words else type(error).__name__
+    hook = raised_in(error)
+    if hook is not None:  # (before the cut: a long message must not hide the hook)
+        said = f"{hook} raised {said[: MAX_WORDS - len(hook) - 10]}"
     return (said + (" ..." if len(words) > 1 else ""))[:MAX_WORDS]
 
 

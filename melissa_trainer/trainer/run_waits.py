@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from melissa_trainer.core.wait_watch import LAST_STEPS_USUAL, SOURCES_USUAL
+from melissa_trainer.hooks.raised import method_name
 from melissa_trainer.trainer.exit_meeting import agree_meet_bound
 from melissa_trainer.trainer.reporting import watched
 
@@ -69,6 +70,12 @@ def run_window(trainer: OnlineTrainer, steps: int, after: int, step: Callable[..
             step(stage_next=i + 1 < steps)
         return
     state = trainer.state
-    with trainer.stop_sync.watch.stepping(lambda: state.global_step, after):
+    hooks = trainer.hooks
+
+    def doing() -> str | None:  # the hook method in progress (the watch's thread reads it)
+        firing = hooks.firing
+        return None if firing is None else method_name(firing)
+
+    with trainer.stop_sync.watch.stepping(lambda: state.global_step, after, doing):
         for i in range(steps):
             step(stage_next=i + 1 < steps)

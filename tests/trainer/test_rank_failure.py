@@ -6,7 +6,9 @@ says, in one line, which rank failed and its error's first line
 (`melissa_trainer.trainer.rank_failure`), and exits with status 1 by itself, without
 gloo's traceback; no process is left. Before, rank 0 printed only gloo's ``RuntimeError:
 ... Connection closed by peer ... typically caused by a remote worker crashing``, which
-names neither."""
+names neither. A hook's error names the hook's method there, and in rank 1's traceback
+(`melissa_trainer.hooks.raised`): before, only rank 1's traceback said which, by the
+function's name alone."""
 
 from __future__ import annotations
 
@@ -25,8 +27,14 @@ pytestmark = [
     pytest.mark.skipif(sys.platform != "linux", reason="/proc, and the local backend uses it"),
 ]
 
-#: rank_fails.py's error on rank 1 (two lines: the first travels, " ..." says more)
-SAID = "rank 1 failed: ValueError: rank one's own failure at step 3 ... (see rank 1's log)"
+#: rank_fails.py's error on rank 1 (two lines: the first travels, " ..." says more),
+#: after the hook method that raised it when a hook did (`melissa_trainer.hooks.raised`)
+ERROR = "ValueError: rank one's own failure at step 3 ... (see rank 1's log)"
+SAID = {
+    "loss": f"rank 1 failed: {ERROR}",
+    "step_end": f"rank 1 failed: FailOnRankOne.on_step_end raised {ERROR}",
+    "log": f"rank 1 failed: FailOnRankOne.on_log raised {ERROR}",
+}
 
 
 def left_running(marker: str) -> list[int]:
@@ -50,8 +58,13 @@ def test_rank_zero_names_the_rank_that_failed_and_its_error(tmp_path: Path, wher
     assert proc.returncode != 0, said
     assert "training ended" not in proc.stdout, said
     (line,) = [x for x in proc.stderr.splitlines() if x.startswith("rank 1 failed:")]
-    assert line.startswith(SAID + "; rank 0 stops at step "), said
+    assert line.startswith(SAID[where] + "; rank 0 stops at step "), said
+    if where != "loss":  # rank 1's traceback names the hook too (a PEP 678 note)
+        note = f"(raised by the hook method FailOnRankOne.on_{where}, at step 3)"
+        assert note in proc.stderr, said
     assert "once the cause is fixed" in line, line  # (what a resume does: failed before)
+    # nothing saved at the failure (docs/how-to/hooks.md, "Errors"): none here before it
+    assert "; no checkpoint was written (a checkpoint is written by every rank" in line, line
     rank0 = [x for x in proc.stderr.splitlines() if x.startswith("[rank0]")]
     assert rank0 == [], said  # no traceback on rank 0: gloo's words say nothing
     assert "Connection closed by peer" not in proc.stderr, said

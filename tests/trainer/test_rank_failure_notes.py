@@ -135,7 +135,7 @@ def test_a_user_error_in_the_backend_words_is_this_rank_own(tmp_path: Path) -> N
     trainer, said = view(tmp_path, 0), []
     trainer.source = SimpleNamespace(note_stop=lambda kind, words: said.append((kind, words)))
     hooks = HookList([UserHook()])
-    with pytest.raises(RuntimeError, match="^connection closed by peer$") as raised:
+    with pytest.raises(RuntimeError, match="^connection closed by peer\n") as raised:
         try:
             hooks.fire(Event.STEP_END, trainer, trainer.state, TrainerControl())
         except RuntimeError as exc:
@@ -143,11 +143,11 @@ def test_a_user_error_in_the_backend_words_is_this_rank_own(tmp_path: Path) -> N
             raise
     assert not isinstance(raised.value, RankFailed)
     assert not lost_a_peer(raised.value)
-    assert said == [
-        ("error", "training stopped at step 7: RuntimeError: connection closed by peer")
-    ]
+    # (the hook that raised is named: `melissa_trainer.hooks.raised`)
+    error = "UserHook.on_step_end raised RuntimeError: connection closed by peer"
+    assert said == [("error", f"training stopped at step 7: {error}")]
     note = (tmp_path / rank_failure.NOTES_DIR / "rank-0").read_text()
-    assert note == "run-a\nRuntimeError: connection closed by peer\n"
+    assert note == f"run-a\n{error}\n"
 
 
 def test_a_peer_gone_without_a_note_is_recorded_preempted(

@@ -149,3 +149,40 @@ def test_a_stall_that_ends_with_the_span_is_said_at_once(said: Said) -> None:
         done[0] = 3
     # (no wait: said by the span's end itself, not by a look to come)
     assert any(m.startswith("rank 0: step 3 completed after") for m in said.messages), said.messages
+
+
+@pytest.mark.timeout(120)
+def test_a_rank_held_in_a_hook_names_the_hook(tmp_path: Path, said: Said) -> None:
+    """A user's trial, 2 gloo ranks: a hook slow on rank 1 (a sleep in its on_step_end)
+    made rank 1 say it "may wait in its step's collectives ... for another rank", as
+    rank 0 did, so that neither looked late. The rank in a hook method says so, naming
+    it (`run_window`'s `doing`): this test failed before."""
+    from melissa_trainer.hooks import Event, Hook
+
+    trainer = trained(tmp_path)  # (2 steps done; `distributed` set)
+    trainer.stop_sync.watch = WaitWatch(rank=1, first=0.01)
+    release = threading.Event()
+
+    class SlowOnRankOne(Hook):
+        def on_step_end(self, trainer: object, state: object, control: object) -> None:
+            assert release.wait(WAIT)  # (a slow hook: held until the warning is heard)
+
+    trainer.hooks.add(SlowOnRankOne())
+
+    def step(stage_next: bool = False) -> None:
+        trainer.state.global_step += 1
+        if trainer.state.global_step == 4:
+            trainer.hooks.fire(Event.STEP_END, trainer, trainer.state, trainer.control)
+
+    thread = threading.Thread(target=run_window, args=(trainer, 2, 2, step))
+    thread.start()
+    try:
+        text = said.heard("has completed no step", WAIT)
+    finally:
+        release.set()
+        thread.join(WAIT)
+    assert text is not None, said.messages
+    assert text.startswith("rank 1 has completed no step for") and "(after step 4)" in text, text
+    assert "in the hook method SlowOnRankOne.on_step_end" in text, text
+    assert "holds every other rank at its next collective" in text, text
+    assert "DDP's backward" not in text, text  # (not "it may wait in its collectives")

@@ -21,7 +21,10 @@
   deterministic solver fails the same way with the same parameters, every restart
   costing as long again (a hang: a whole timeout). For an exit code the advice names
   ``final_exit_codes=(code,)``, which gives up at once on that code only; otherwise
-  ``max_restarts=0``, which gives up at the first failure and redraws. Not for exit 75
+  ``max_restarts=0``, which gives up at the first failure and redraws. Both killed for
+  silence before their first message, it names the start-up's bound
+  (``startup_timeout``) first: a start-up slower than its bound reads as a hang, and
+  redrawn parameters start as slowly. Not for exit 75
   (`client.worker.NOT_DELIVERED_EXIT_CODE`: the trainer did not take a worker's data or
   confirm its BYE, a failure to try again): its WARNING points at the trainer instead.
 
@@ -118,6 +121,9 @@ class Advice:
         self.startup_seconds = 0.0
         # of the attempts not ended yet, by id: (start-up, client library or None)
         self._startups: dict[int, tuple[float, str | None]] = {}
+        #: simulation id -> its attempts in a row that ended before their first message
+        #: (a timeout there is a start-up killed, not a hang mid-run: `failed`)
+        self._silent_ends: dict[int, int] = {}
         self._startup_told = self._failure_told = False
 
     def first_message(self, simulation_id: int, startup: float, client: str | None = None) -> None:
@@ -134,6 +140,10 @@ class Advice:
     def ended(self, simulation_id: int, code: int | str, wall: float) -> None:
         """An attempt's process ended after `wall` seconds with `code`."""
         startup, client = self._startups.pop(simulation_id, (None, None))
+        if startup is None:
+            self._silent_ends[simulation_id] = self._silent_ends.get(simulation_id, 0) + 1
+        else:
+            self._silent_ends.pop(simulation_id, None)
         if (
             code != 0
             or startup is None
@@ -185,6 +195,26 @@ class Advice:
                 code,
                 codes_text(codes),
                 code,
+            )
+            return
+        if code == "timeout" and self._silent_ends.get(simulation_id, 0) >= 2:
+            # (a start-up longer than its bound reads as a hang; max_restarts=0 alone
+            # would redraw, and new parameters start as slowly: a user trial's C solver,
+            # 25 s to load its mesh under simulation_timeout=10, was told only that)
+            logger.warning(
+                "simulation %d killed before its first message again on its restart, as "
+                "on its previous attempt (exit codes %s): its start-up may be longer than "
+                "the launcher allows before a first message (the kill's line names the "
+                "bound; after a resume, a simulation run again also computes the steps "
+                "the checkpoint holds before it sends one), and every simulation starts "
+                "as slowly. Run one simulation's "
+                "command by hand and time it to its first send: a slow start-up needs "
+                "LauncherTuning(startup_timeout=...) (with a numeric simulation_timeout, "
+                "the start-up is then allowed the larger of the two); a solver that hangs "
+                "in its set-up for these parameters only is given up at its first failure "
+                "by LauncherTuning(max_restarts=0). Said once per study.",
+                simulation_id,
+                codes_text(codes),
             )
             return
         exit_code = f"exit {code_text(code)}" if isinstance(code, int) else code

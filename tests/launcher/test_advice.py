@@ -72,3 +72,35 @@ def test_no_start_up_advice_in_worker_mode_whatever_the_client(
         advice.first_message(1, 6.0, client)
         advice.ended(1, 0, 7.0)
     assert not [r for r in caplog.records if "dominates" in r.getMessage()]
+
+
+def repeated(caplog: pytest.LogCaptureFixture, first_messages: bool) -> str:
+    """The advice on two attempts of simulation 5 killed for silence, each having sent a
+    first message (a hang mid-run) or none (killed in its start-up)."""
+    caplog.clear()
+    advice = Advice(worker_mode=False)
+    for attempt in range(2):
+        if first_messages:
+            advice.first_message(5, 1.0, "c")
+        advice.ended(5, "timeout", 20.0)
+        advice.failed(5, ["timeout"] * (attempt + 1))
+    (said,) = [r.getMessage() for r in caplog.records if "on its restart" in r.getMessage()]
+    return said
+
+
+def test_a_start_up_killed_twice_is_told_the_start_up_bound_not_only_max_restarts(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Killed before its first message on its attempt and its restart (a user trial: a C
+    solver loading its mesh for 25 s under simulation_timeout=10): the advice names the
+    start-up's bound and how to raise it; max_restarts=0 alone would redraw parameters
+    that start as slowly. A hang after a first message keeps the max_restarts advice."""
+    caplog.set_level(logging.WARNING, logger="melissa_trainer.launcher")
+    start = repeated(caplog, first_messages=False)
+    assert start.startswith("simulation 5 killed before its first message again on its restart")
+    assert "LauncherTuning(startup_timeout=...)" in start, start
+    assert "Run one simulation's command by hand" in start, start
+    assert "after a resume, a simulation run again also computes the steps" in start, start
+    mid = repeated(caplog, first_messages=True)
+    assert mid.startswith("simulation 5 hung again on its restart"), mid
+    assert "startup_timeout" not in mid and "LauncherTuning(max_restarts=0)" in mid, mid

@@ -161,6 +161,12 @@ def test_a_numeric_timeout_with_startup_timeout_unset_bounds_the_start_up_and_sa
         assert rule in text and "bounds the start-up too while startup_timeout is unset" in text
         assert fixes in text and "or a larger simulation_timeout" in text, text
     assert "killed as hung" in report, report
+    # the first restart killed as its attempt was: the advice names the start-up's bound,
+    # not max_restarts=0 alone (new parameters start as slowly; a user trial's C solver,
+    # 25 s to load its mesh, was told only that)
+    (again,) = [r.getMessage() for r in caplog.records if "on its restart" in r.getMessage()]
+    assert "killed before its first message again on its restart" in again, again
+    assert "LauncherTuning(startup_timeout=...)" in again, again
 
 
 @pytest.mark.timeout(60)

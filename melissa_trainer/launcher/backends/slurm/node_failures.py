@@ -49,8 +49,8 @@ from typing import TYPE_CHECKING
 from melissa_trainer.launcher.backends.slurm.commands import SlurmCommands, failure
 from melissa_trainer.launcher.exit_cause import exit_text
 
-if TYPE_CHECKING:  # (batch imports this module)
-    from melissa_trainer.launcher.backends.slurm.batch import SlurmHandle
+if TYPE_CHECKING:  # (annotations only)
+    from melissa_trainer.launcher.backends.slurm.handle import SlurmHandle
 
 __all__ = ["EXCLUDE_AFTER", "FailingNodes", "check_exclude_after"]
 

@@ -106,6 +106,7 @@ class BatchJobs:
         self.script_dir, self.poll_every = script_dir, poll_every
         self._live: dict[str, SlurmHandle] = {}  # job id -> handle, jobs not known ended
         self._refreshed = -float("inf")  # time.monotonic() of the last squeue answer
+        self._answers = 0  # squeue answers so far (`SlurmHandle.seen_started`)
         self._squeue_failing = False
         self._prefix: str | None = None  # the study's job name prefix (begin_study)
         self._lease = Lease(lease_timeout) if lease_timeout is not None else None
@@ -265,6 +266,7 @@ class BatchJobs:
             self._refreshed = time.monotonic()  # do not hammer a struggling controller
             return False
         self._squeue_failing, self._refreshed = False, time.monotonic()
+        self._answers += 1
         out = result.stdout
         states, reasons = sq.parse_squeue(out), sq.parse_squeue_reasons(out)
         nodes, starts = sq.parse_squeue_nodes(out), sq.parse_squeue_starts(out)
@@ -277,6 +279,12 @@ class BatchJobs:
             handle.ran = handle.ran or (handle.state in sq.STARTED_STATES - sq.TERMINAL_STATES)
             if state in sq.STARTED_STATES:
                 handle.node = nodes.get(job_id, handle.node)
+                if handle.seen_started is None:
+                    handle.seen_started = self._answers
+            elif state == "PENDING":  # (requeued: a new run, perhaps on another node)
+                handle.seen_started = None
+            if handle.seen_ended is None and (state is None or state in sq.TERMINAL_STATES):
+                handle.seen_ended = self._answers
         return True
 
     def _requeued(self, handle: SlurmHandle) -> None:

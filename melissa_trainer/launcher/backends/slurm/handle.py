@@ -33,3 +33,7 @@ class SlurmHandle(Handle):
     began: str | None = None  # the file its script writes as it begins (`job_files`)
     recancelled: bool = False  # cancelled again, back in the queue (`BatchJobs._requeued`)
     node: str | None = None  # where squeue last listed it started (%N; `node_failures`)
+    # the squeue answers (`BatchJobs`' count of them) that first listed it started, and
+    # ended or gone: which jobs one node-down event ended (`node_failures`)
+    seen_started: int | None = None
+    seen_ended: int | None = None

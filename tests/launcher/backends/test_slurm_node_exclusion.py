@@ -3,8 +3,9 @@ sbatch numbers the jobs and keeps each script, squeue prints what the test write
 (``ID|STATE|REASON|NODES``), sinfo lists the partition's nodes. The oracle is the
 ``#SBATCH --exclude`` line of the scripts submitted, as sbatch received them.
 
-The real cluster's test, a study whose node n1 fails every attempt: test
-test_slurm_two_nodes.py::test_a_node_that_fails_every_attempt_is_left_out."""
+The real cluster's tests: a study whose node n1 fails every attempt,
+test_slurm_two_nodes.py::test_a_node_that_fails_every_attempt_is_left_out; one power
+loss of n1 with two jobs there counted once, test_slurm_node_down_once.py."""
 
 from __future__ import annotations
 
@@ -188,4 +189,32 @@ def test_the_jobs_still_queued_get_the_exclusion_too(
         assert backend.poll(queued) is None and backend.poll(running) is None
     finally:
         (fake / "state").write_text("1|CANCELLED|None|\n2|CANCELLED|None|n0\n")  # (closed)
+        backend.close()
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(60)
+def test_one_node_down_counts_once_however_many_jobs_it_ended(
+    fake: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Two jobs running on n1 both end NODE_FAIL, listed so in one squeue answer (as on
+    the two-node cluster: one power loss ends them at the same EndTime): one failure of
+    n1, not two (failed before: n1 excluded at once). A job started on n1 after that,
+    ended NODE_FAIL too, is a second node-down: n1 is left out."""
+    caplog.set_level(logging.WARNING, "melissa_trainer")
+    backend = SlurmBackend(poll_every=0, script_dir=tmp_path / "scripts")
+    sim = Job("sim", ["/bin/true"], cwd=tmp_path, log_path=tmp_path / "sim.log")
+    try:
+        first, second = backend.launch(sim), backend.launch(sim)
+        (fake / "state").write_text("1|RUNNING|None|n1\n2|RUNNING|None|n1\n")
+        assert backend.poll(first) is None and backend.poll(second) is None
+        (fake / "state").write_text("1|NODE_FAIL|None|n1\n2|NODE_FAIL|None|n1\n")
+        assert backend.poll(first) is not None and backend.poll(second) is not None
+        assert "node n1 failed" not in caplog.text  # (each job's own NODE_FAIL words only)
+        run(backend, fake, tmp_path, "NODE_FAIL|None|n1")  # (a later down: the second)
+        said = [r.getMessage() for r in caplog.records if "node n1 failed" in r.getMessage()]
+        assert len(said) == 1 and said[0].startswith("node n1 failed 2 attempts"), said
+        run(backend, fake, tmp_path, "FAILED|None|n0")
+        assert exclude_line(fake) == "#SBATCH --exclude=n1"
+    finally:
         backend.close()

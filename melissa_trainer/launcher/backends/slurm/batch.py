@@ -48,16 +48,16 @@ import re
 import secrets
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
-from melissa_trainer.launcher.backends.base import Handle, Job, LaunchError
+from melissa_trainer.launcher.backends.base import Job, LaunchError
 from melissa_trainer.launcher.backends.lease import Lease
 from melissa_trainer.launcher.backends.slurm import job_files as jf
 from melissa_trainer.launcher.backends.slurm import queries as sq
 from melissa_trainer.launcher.backends.slurm import script as ss
 from melissa_trainer.launcher.backends.slurm.commands import SlurmCommands, failure
 from melissa_trainer.launcher.backends.slurm.exit_code import final_code
+from melissa_trainer.launcher.backends.slurm.handle import SlurmHandle
 from melissa_trainer.launcher.backends.slurm.limits import OverLimit, partition_hint
 from melissa_trainer.launcher.backends.slurm.node_failures import FailingNodes
 from melissa_trainer.launcher.backends.slurm.queued_end import queue_words, queued_end
@@ -84,26 +84,6 @@ _COMPLETING = (
 _FILE_NAME = re.compile(r"[^A-Za-z0-9._-]")
 
 
-@dataclass(eq=False)
-class SlurmHandle(Handle):
-    """A submitted batch job (``mode="sbatch"``)."""
-
-    job: Job
-    job_id: str
-    exit_stem: str
-    state: str | None = None  # last state squeue gave; None: not listed (yet, or any more)
-    reason: str | None = None  # why squeue said it was PENDING (``%r``), if it said
-    queried: bool = False  # squeue has answered at least once since the submission
-    code: int | None = None  # exit code once the job has ended
-    stale: bool = False  # a job of an earlier run of the study (see begin_study)
-    ran: bool = False  # squeue listed it started (`STARTED_STATES`) at least once
-    cancelled: bool = False  # this backend cancelled it (kill, close, begin_study)
-    final: str | None = None  # its final state, as squeue or the record gave it
-    began: str | None = None  # the file its script writes as it begins (`job_files`)
-    recancelled: bool = False  # cancelled again, back in the queue (`BatchJobs._requeued`)
-    node: str | None = None  # where squeue last listed it started (%N; `node_failures`)
-
-
 class BatchJobs:
     """The batch jobs of one `SlurmBackend` (options checked by it; see its Args)."""
 
@@ -126,6 +106,7 @@ class BatchJobs:
         self.script_dir, self.poll_every = script_dir, poll_every
         self._live: dict[str, SlurmHandle] = {}  # job id -> handle, jobs not known ended
         self._refreshed = -float("inf")  # time.monotonic() of the last squeue answer
+        self._answers = 0  # squeue answers so far (`SlurmHandle.seen_started`)
         self._squeue_failing = False
         self._prefix: str | None = None  # the study's job name prefix (begin_study)
         self._lease = Lease(lease_timeout) if lease_timeout is not None else None
@@ -285,6 +266,7 @@ class BatchJobs:
             self._refreshed = time.monotonic()  # do not hammer a struggling controller
             return False
         self._squeue_failing, self._refreshed = False, time.monotonic()
+        self._answers += 1
         out = result.stdout
         states, reasons = sq.parse_squeue(out), sq.parse_squeue_reasons(out)
         nodes, starts = sq.parse_squeue_nodes(out), sq.parse_squeue_starts(out)
@@ -297,6 +279,12 @@ class BatchJobs:
             handle.ran = handle.ran or (handle.state in sq.STARTED_STATES - sq.TERMINAL_STATES)
             if state in sq.STARTED_STATES:
                 handle.node = nodes.get(job_id, handle.node)
+                if handle.seen_started is None:
+                    handle.seen_started = self._answers
+            elif state == "PENDING":  # (requeued: a new run, perhaps on another node)
+                handle.seen_started = None
+            if handle.seen_ended is None and (state is None or state in sq.TERMINAL_STATES):
+                handle.seen_ended = self._answers
         return True
 
     def _requeued(self, handle: SlurmHandle) -> None:

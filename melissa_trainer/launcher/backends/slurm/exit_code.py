@@ -16,8 +16,8 @@ from melissa_trainer.launcher.backends.slurm import queries as sq
 from melissa_trainer.launcher.backends.slurm import script as ss
 from melissa_trainer.launcher.backends.slurm.commands import SlurmCommands
 
-if TYPE_CHECKING:  # (batch imports this module)
-    from melissa_trainer.launcher.backends.slurm.batch import SlurmHandle
+if TYPE_CHECKING:  # (annotations only)
+    from melissa_trainer.launcher.backends.slurm.handle import SlurmHandle
 
 __all__ = ["final_code"]
 

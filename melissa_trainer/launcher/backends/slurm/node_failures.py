@@ -22,6 +22,16 @@ What counts:
   preemption or someone's scancel (not the node's doing), nor a job of several nodes
   (which one failed is unknown), nor one whose node squeue never gave (started and
   ended between two polls, and no longer listed).
+* **One node-down, one failure**: a node that stops answering (a power loss) ends all
+  its jobs at once; those Slurm does not requeue (``--no-requeue``, JobRequeue=0) end
+  NODE_FAIL at the same EndTime (two-node trial). They count as one failure of the
+  node: a NODE_FAIL job that squeue listed started no later than the answer that first
+  listed the node's last counted NODE_FAIL job ended is that same down (it was running
+  when the down ended it), not counted again. Before, each counted: one power loss of
+  a node running 2 jobs excluded it for the rest of the run. A job Slurm requeued
+  (PENDING again) is not counted at all: squeue and ``scontrol show job`` show a
+  node-failure requeue exactly as a ``scontrol requeue`` (reason BeginTime,
+  Restarts=1, no node), and the attempt goes on; its rerun is counted where it ends.
 * **A success** (exit 0) on a node starts its count again from 0 and, if the node was
   excluded, ends its exclusion (said in an INFO): a node that completes a job works.
 
@@ -49,8 +59,8 @@ from typing import TYPE_CHECKING
 from melissa_trainer.launcher.backends.slurm.commands import SlurmCommands, failure
 from melissa_trainer.launcher.exit_cause import exit_text
 
-if TYPE_CHECKING:  # (batch imports this module)
-    from melissa_trainer.launcher.backends.slurm.batch import SlurmHandle
+if TYPE_CHECKING:  # (annotations only)
+    from melissa_trainer.launcher.backends.slurm.handle import SlurmHandle
 
 __all__ = ["EXCLUDE_AFTER", "FailingNodes", "check_exclude_after"]
 
@@ -97,6 +107,8 @@ class FailingNodes:
         self._own = [m.group(1) for arg in extra_args if (m := _EXCLUDE.fullmatch(arg))]
         self.after = None if pinned else check_exclude_after(after)
         self._failed: dict[str, list[str]] = {}  # node -> its failures since its last success
+        # node -> the squeue answer that first listed its last counted NODE_FAIL ended
+        self._down: dict[str, int] = {}
         self.excluded: list[str] = []  # in the order they were excluded
 
     def ended(self, job: str, handle: SlurmHandle, live: Iterable[SlurmHandle] = ()) -> None:
@@ -113,10 +125,26 @@ class FailingNodes:
                 self.excluded.remove(node)
                 logger.info("%s completed on node %s: later jobs may run there again", job, node)
             return
+        if handle.final == "NODE_FAIL" and self._same_down(node, handle):
+            return
         failed = self._failed.setdefault(node, [])
         failed.append(f"{job}: {exit_text(code)}")
         if len(failed) >= self.after and node not in self.excluded:
             self._exclude(node, failed, live)
+
+    def _same_down(self, node: str, handle: SlurmHandle) -> bool:
+        """True if `handle`'s NODE_FAIL is that of a node-down of `node` already counted:
+        the job was listed started no later than the squeue answer that first listed the
+        counted job ended (it was running when that down ended it). Else False, and this
+        down becomes the node's last counted one."""
+        down = self._down.get(node)
+        started = handle.seen_started
+        if down is not None and started is not None and started <= down:
+            return True
+        ended = handle.seen_ended if handle.seen_ended is not None else started
+        if ended is not None:
+            self._down[node] = ended
+        return False
 
     def args(self, extra_args: Sequence[str]) -> tuple[str, ...]:
         """`extra_args` as a job submitted now gets them: with ``--exclude`` naming the

@@ -38,8 +38,8 @@ from typing import TYPE_CHECKING
 
 from melissa_trainer.launcher.backends.slurm import queries as sq
 
-if TYPE_CHECKING:  # (batch imports this module)
-    from melissa_trainer.launcher.backends.slurm.batch import SlurmHandle
+if TYPE_CHECKING:  # (annotations only)
+    from melissa_trainer.launcher.backends.slurm.handle import SlurmHandle
 
 __all__ = [
     "HELD",

@@ -339,9 +339,11 @@ def _partway_line(partway: Sequence[SimulationOutcome], advised: int) -> str:
     )
     if not advised:
         return line
-    they, these = ("they", "these") if advised > 1 else ("it", "its")
+    them, these = ("them", "these") if advised > 1 else ("it", "its")
+    # ("received", not "sent": a C or Fortran solver that exits or calls mt_client_abort
+    # drops the steps its client still batched, which never reached a receiver)
     return line + (
-        f". The samples {they} sent before failing were trained on; if the solver fails "
+        f". The samples the trainer received from {them} were trained on; if the solver fails "
         f"there for {these} parameters, narrow the sampler's bounds (each simulation's log, "
         "and Launcher.outcomes(), have the rest)"
     )

@@ -30,7 +30,7 @@ or is given up is not known yet, so the lines say what the receiver knows: the s
 received before the close are kept for training, the rest of the run is missing *unless*
 it runs again (never "until": a user trial's given-up simulations were promised a rerun;
 nor "its data lost": a user trial read that next to the study account's "the samples
-they sent before failing were trained on"). By `close` the receiver may have heard more
+the trainer received from them were trained on"). By `close` the receiver may have heard more
 (`fate_in`: the launcher gave it up, or it finished since, a restart's BYE read): the
 count of the simulations warned of says it, by simulation.
 

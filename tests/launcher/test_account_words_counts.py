@@ -58,7 +58,7 @@ def test_a_redraw_study_gives_the_share_of_those_ended() -> None:
         "  3 given up part-way (redrawn), after sending some samples: simulations 0, 1, 2; "
         "e.g. simulation 0, "
     ), lines
-    assert "The samples they sent before failing were trained on; " in lines[1]
+    assert "The samples the trainer received from them were trained on; " in lines[1]
     # with no redraw, the same share is the study's own
     whole = [o._replace(status="abandoned") if o.status == "failed" else o for o in outcomes]
     lines, _ = study_account(whole, {i: (3, 0) for i in range(11)}, 11)
@@ -70,7 +70,7 @@ def test_one_simulation_is_named_in_the_singular() -> None:
     lines, _ = study_account(outcomes, {i: (3, 0) for i in range(3)}, 2)
     assert lines[1].startswith(
         "  1 given up part-way (redrawn), after sending some samples: simulation 0, exit "
-        "codes [3], parameters {'k': 0.9}. The samples it sent before failing were trained "
+        "codes [3], parameters {'k': 0.9}. The samples the trainer received from it were trained "
         "on; if the solver fails there for its parameters, "
     ), lines
 

@@ -71,7 +71,7 @@ def test_raise_says_the_failure_it_stopped_on_failed_not_replaced(tmp_path: Path
     assert lines[1].startswith(
         f"  1 {NOT_REPLACED}, after sending some samples: simulation 1, exit codes [3], "
     ), lines
-    assert "The samples it sent before failing were trained on" in lines[1]
+    assert "The samples the trainer received from it were trained on" in lines[1]
     assert "redrawn" not in "\n".join(lines)
 
 
@@ -88,8 +88,10 @@ def test_a_redraw_study_out_of_redraws_tells_the_redrawn_from_the_last(tmp_path:
     assert buckets(lines) == {1: GIVEN_UP, 2: NOT_REPLACED}, lines
     assert lines[1].startswith(f"  1 {GIVEN_UP}, after sending some samples: simulation 1, ")
     assert lines[2].startswith(f"  1 {NOT_REPLACED}, after sending some samples: simulation 2, ")
-    # the advice once, after both, of both ("they"); 3 ended of a study of 4: the drawn
-    assert "The samples" not in lines[1] and "The samples they sent" in lines[2], lines
+    # the advice once, after both, of both ("them"); 3 ended of a study of 4: the drawn
+    assert (
+        "The samples" not in lines[1] and "The samples the trainer received from them" in lines[2]
+    ), lines
     assert lines[0].endswith("2 (67% of the 3 drawn) failed part-way:"), lines
 
 

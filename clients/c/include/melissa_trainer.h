@@ -307,7 +307,9 @@ mt_status mt_flush(mt_client *c);
  * bound in all), or sooner on a receiver disconnected (mt_set_disconnected_timeout). */
 mt_status mt_client_close(mt_client *c);
 /* Free c at once without BYE (the run failed: the trainer must not count it as
- * finished). NULL is a no-op. */
+ * finished). Sockets closed with linger 0: what the client still batches
+ * (mt_set_batching) or ZeroMQ still queues is dropped, never trained on. NULL is a
+ * no-op. */
 void mt_client_abort(mt_client *c);
 
 /* -- accessors (after mt_client_start) ---------------------------------------------- */

@@ -15,7 +15,7 @@ a rank still writing or reading its files (`CHECKPOINT_USUAL`), a log's and the 
 collectives among a window's steps a rank still waiting for its data or running its steps
 (`STEPS_USUAL`), a validation's a rank still evaluating (`EVAL_USUAL`); a run's start and
 end have theirs (`LOCK_USUAL`, `SOURCES_USUAL`, `RESUME_GATHER_USUAL`, `LAST_STEPS_USUAL`,
-`UNTRAINED_USUAL`). Which rank is late is
+`UNTRAINED_USUAL`; these words are in `core.wait_words`). Which rank is late is
 told by the collective: every waiting rank warns, so the late ones are those that do
 not, and the warning says how to find them; with a `RollCall` (`WaitWatch.roll`: the
 launcher's store, `trainer.roll_call`) it names them. Each rank's watcher thread
@@ -58,6 +58,21 @@ from contextlib import contextmanager
 
 from melissa_trainer.core.roll_call import ROLL_LOOK, STORE_RATE, RollCall, roll_look
 from melissa_trainer.core.step_clock import StepClock
+from melissa_trainer.core.wait_words import (
+    AGREEMENT_USUAL,
+    CHECKPOINT_USUAL,
+    EVAL_USUAL,
+    GROUP_TIMEOUT_ENDS,
+    IN_HOOK,
+    LAST_STEPS_USUAL,
+    LOCK_USUAL,
+    RESUME_GATHER_USUAL,
+    SOURCES_USUAL,
+    STALLED_USUAL,
+    STEPS_USUAL,
+    UNTRAINED_USUAL,
+    WHAT_TO_DO,
+)
 
 __all__ = [
     "AGREEMENT_USUAL",
@@ -84,90 +99,6 @@ logger = logging.getLogger("melissa_trainer.core.wait_watch")
 
 #: seconds a rank waits in a collective before the first warning (then twice that...)
 DEFAULT_FIRST_WARNING = 60.0
-
-#: the usual, harmless cause of a long wait at the stop agreement (`waiting`'s default)
-AGREEMENT_USUAL = (
-    "A rank still waiting for its data (a slow or queued simulation: its own log says so) "
-    "is the usual cause and harmless"
-)
-#: the usual cause of a long wait at a checkpoint's collectives (its save or its load)
-CHECKPOINT_USUAL = (
-    "A rank still writing or reading its checkpoint files (a slow or busy file system) "
-    "is the usual cause"
-)
-#: the usual cause of a long wait at a collective among a window's steps (a log's figures,
-#: the wall-clock budget's agreement, the per-simulation losses' reduction): on a GPU the
-#: host first waits there for the peers' steps, so for a peer still waiting for its data
-#: (taken before its window's steps)
-STEPS_USUAL = (
-    "A rank still waiting for its data (a slow or queued simulation: its own log says so) "
-    "or still running its steps is the usual cause and harmless"
-)
-#: the usual cause of a long wait at a validation's collectives
-EVAL_USUAL = (
-    "A rank still evaluating its share of eval_dataset (or its hooks' eval_figures), or "
-    "still waiting for its data before the steps that came first, is the usual cause"
-)
-#: the usual cause of a long wait at the output lock's broadcast, as the trainer is made
-#: (`trainer.lock_share`): rank 0 waits there for a trainer stopping in output_dir, or a
-#: rank has not finished building its trainer (what comes before: its eval_dataset's
-#: ingest transform, its buffer)
-LOCK_USUAL = (
-    "Rank 0 still taking output_dir's lock (it waits up to 120 s for a trainer that is "
-    "stopping there: its log says so), or a rank still building its trainer (its "
-    "eval_dataset's ingest transform, its buffer), is the usual cause"
-)
-#: the usual cause of a long wait at the barrier once every rank's source started
-SOURCES_USUAL = (
-    "A rank still loading its checkpoint or starting its source (its receiver, a "
-    "study's start) is the usual cause"
-)
-#: the usual cause of a long wait at a resumed study's gather of the simulations
-#: complete on every rank, which follows that barrier with nothing long in between
-RESUME_GATHER_USUAL = (
-    "Every rank had started its source just before (a barrier): a rank still listing "
-    "the simulations its receiver completed, or slowed by a busy host, is the only "
-    "harmless cause"
-)
-#: the usual cause of a long wait at the loss check after the loop: on a GPU the host
-#: waits there for the last window's steps it queued
-LAST_STEPS_USUAL = (
-    "A rank still running the last window's steps (on a GPU the host waits here for "
-    "the steps it queued) is the usual cause and harmless"
-)
-#: the usual cause of a long wait at the gather of a run that trained nothing, which
-#: follows the ranks' agreement that the stream ended, with only the loss check between
-UNTRAINED_USUAL = (
-    "Every rank had agreed just before that the stream ended before a first step: a "
-    "rank slowed by a busy host is the only harmless cause"
-)
-#: what a rank that completes no step of a window may wait for, and the usual cause
-#: (`WaitWatch.stepping`): on gloo the host waits in DDP's backward for every rank
-STALLED_USUAL = (
-    "it may wait in its step's collectives (DDP's backward all-reduce: on a CPU run the "
-    "host waits there for every rank's same step) for another rank that has not reached "
-    "them. A step much slower than those before (a hook's work in it, a recompile) is "
-    "the usual cause"
-)
-#: what a rank held in a hook method for long does to the others (`WaitWatch.stepping`)
-IN_HOOK = (
-    "which holds every other rank at its next collective: a hook slow on one rank, or "
-    "one that waits for what never comes (a collective that not every rank calls, a "
-    "lock, a process); do its work less often, on every rank alike, or after train()"
-)
-#: how to find the rank that holds the others, and what happens if none comes
-_WHAT_TO_DO = (
-    "otherwise check for a stopped (SIGSTOP, a debugger) or hung rank, or a long save or "
-    "load on another rank. Every rank that waits says so: the late ones are those that do "
-    "not; the ranks' processes in state T (`ps -o pid,stat,args`) are "
-    "stopped (`kill -CONT PID` resumes one), a hung one's stack shows with `py-spy dump "
-    "--pid PID`"
-)
-#: how a watched collective's wait ends if no rank comes (`WaitWatch`'s `ends` default)
-GROUP_TIMEOUT_ENDS = (
-    "The wait ends with an error only at the process group's timeout (torch's default "
-    "30 min; InitProcessGroupKwargs(timeout=...))"
-)
 
 
 class WaitWatch:
@@ -210,7 +141,7 @@ class WaitWatch:
     def waiting(self, what: str, usual: str = AGREEMENT_USUAL) -> Iterator[None]:
         """Watch the wait in the ``with`` block; `what` completes "waiting for ..."
         (e.g. "the other ranks at the stop agreement"), `usual` (a sentence) names the
-        usual cause of a long one, said before the others (`_WHAT_TO_DO`). A `waiting`
+        usual cause of a long one, said before the others (`WHAT_TO_DO`). A `waiting`
         begun while another is in progress (nested: never the trainer's) is not watched,
         the one in progress still is: the watch never changes what runs."""
         with self._lock:
@@ -315,7 +246,7 @@ class WaitWatch:
                 step - 1,
                 hook,
                 IN_HOOK,
-                _WHAT_TO_DO,
+                WHAT_TO_DO,
                 self.ends,
             )
         elif kind == "stalled":
@@ -327,7 +258,7 @@ class WaitWatch:
                 step,
                 clock.slowest,
                 STALLED_USUAL,
-                _WHAT_TO_DO,
+                WHAT_TO_DO,
                 self.ends,
             )
         elif kind == "completed":
@@ -392,7 +323,7 @@ class WaitWatch:
                 what,
                 named,
                 usual,
-                _WHAT_TO_DO,
+                WHAT_TO_DO,
                 self.ends,
             )
             while bound <= waited:

@@ -19,21 +19,19 @@ simulators written in Python.
 from __future__ import annotations
 
 import itertools
-import logging
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Sized
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from melissa_trainer.buffers import Buffer, BufferClosedError, Sample
 from melissa_trainer.sources.ingest_transform import IngestTransform, IngestTransformError
+from melissa_trainer.sources.watermark_check import warn_unreachable_watermark
 
 if TYPE_CHECKING:  # types only: the stream (which builds on this module) promises
     # numpy and pyzmq only
     from melissa_trainer.config.arguments import TrainingArguments
-
-logger = logging.getLogger(__name__)
 
 #: the file of a checkpoint, under ``rank_R/``, that holds a rank's `Source.state_dict`
 STATE_FILE = "source.json"
@@ -349,43 +347,6 @@ class IterableSource(Source):
         """Stop producing (idempotent; there is no thread to wait for)."""
         self._done = True
         self._held = None
-
-
-def warn_unreachable_watermark(data: object, watermark: int, rank: int, world_size: int) -> None:
-    """Warn, as the source starts, when `data` (this rank's whole stream) has a length
-    below the buffer's `watermark`: no read is then served before the stream ends, and
-    training only drains what the stream put, each sample about once. Melissa refuses
-    its `per_server_watermark` above the samples per server at start; here the run stays
-    legal (the drain trains), but is said before it waits rather than only in the
-    end-of-run reuse line (`hooks.reuse`). An empty one is said as such, without the
-    watermark (none would help). An iterable without a length (a generator, a study's
-    stream) says nothing: its size is not known at start."""
-    if not isinstance(data, Sized):
-        return
-    n = len(data)
-    if n >= watermark:
-        return
-    who = f"rank {rank}'s train_source" if world_size > 1 else "train_source"
-    if n == 0:  # (no watermark helps: "lower --watermark (well below 0)" misled)
-        logger.warning(
-            "%s holds no sample: this rank has nothing to train on (a factory "
-            "train_source(rank, world_size) whose share for rank %d is empty?); give "
-            "each rank samples",
-            who,
-            rank,
-        )
-        return
-    logger.warning(
-        "%s holds %d samples, fewer than --watermark %d (the fewest the buffer must hold, "
-        "per rank, before a batch is drawn): the watermark is never reached, so training "
-        "starts only when the stream ends and then drains each sample about once. Lower "
-        "--watermark (well below %d), or give each rank more samples (Melissa's "
-        "per_server_watermark above the samples per server)",
-        who,
-        n,
-        watermark,
-        n,
-    )
 
 
 def as_source(obj: Source | Iterable[Mapping[str, Any]] | SampleFactory) -> Source:

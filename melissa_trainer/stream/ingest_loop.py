@@ -38,8 +38,7 @@ from melissa_trainer.stream.feeder import Feeder
 from melissa_trainer.stream.ingest import Ingest
 from melissa_trainer.stream.ingested import Draining
 from melissa_trainer.stream.nonfinite import NonFiniteDataError
-from melissa_trainer.stream.nonfinite_handoff import HEAR_EVERY, NonfiniteHandoff
-from melissa_trainer.stream.nonfinite_kills import NonfiniteKills
+from melissa_trainer.stream.nonfinite_ranks import NonfiniteRanks
 from melissa_trainer.stream.receiver_config import ReceiverConfig, ReceiverTuning
 from melissa_trainer.stream.study_end import StudyEndCheck, StudyLacksError
 from melissa_trainer.stream.watchdog import IdleClock, StallError
@@ -105,26 +104,9 @@ class IngestLoop(ABC):
         # (receipts count a batch's steps as they reach the buffer, not at decode)
         self.ingest.draining = Draining(lambda: self._feeder.put_count)
 
-        #: rank 0's word to the other ranks of the simulations its receiver failed for
-        #: NaN or Inf (`nonfinite_kills`; None where no other rank needs it): told on rank
-        #: 0 (`report_refusals_to_launcher`), read on the others (`heard_kills`)
-        self.nonfinite_kills = NonfiniteKills.for_receiver(
-            config.rendezvous_dir, config.run_id, world_size, config.nonfinite
-        )
-        #: the other ranks' failures for NaN or Inf, handed to rank 0 for its launcher
-        #: (`nonfinite_handoff`; None where there is none): rank 0 hears them once it
-        #: `report_refusals_to_launcher` (`_hear_handoffs`), the others hand theirs
-        self.nonfinite_handoff = NonfiniteHandoff.for_receiver(
-            config.rendezvous_dir, config.run_id, rank, world_size, config.nonfinite
-        )
-        if self.nonfinite_handoff is not None and rank != 0:
-            self.ingest.nonfinite.hand = self.nonfinite_handoff.hand
-            if self.nonfinite_kills is not None:  # (the same conditions: always)
-                self.ingest.nonfinite.heard_kills = self.nonfinite_kills.failures
-        self._hearing = False  # rank 0: a launcher reads `refused`, and others hand theirs
-        self._next_hearing = -math.inf
-        #: hand-offs of attempts whose HELLO this rank has not read yet (`_hear_handoffs`)
-        self._held_handoffs: list[tuple[int, int, int, int, str]] = []
+        #: the word with the other ranks' receivers about failures for NaN or Inf
+        #: (`nonfinite_ranks`: rank 0's said to the others, theirs handed to rank 0)
+        self.nonfinite_ranks = NonfiniteRanks(config, rank, world_size, self.ingest)
         #: rank 0's word that the study has ended (a STUDY_END), judged when idle
         self.study_end = StudyEndCheck(rank, tuning.study_end_grace, self.ingest.nonfinite)
         self._lock = threading.Lock()  # who ingests: the thread, or a pump
@@ -166,20 +148,14 @@ class IngestLoop(ABC):
         failing the stream (see `melissa_trainer.stream.nonfinite`), and, under several
         ranks, said to the other ranks' receivers (`nonfinite_kills`), whose own such
         failures are handed here and listed likewise (`nonfinite_handoff`)."""
-        self.ingest.nonfinite.launcher = True
-        if self.nonfinite_kills is not None:
-            self.ingest.nonfinite.announce = self.nonfinite_kills.announce
-        if self.nonfinite_handoff is not None and self._rank == 0:
-            self.nonfinite_handoff.listen()
-            self._hearing = True
+        self.nonfinite_ranks.report_to_launcher()
 
     @property
     def heard_kills(self) -> Callable[[int], int] | None:
         """On a rank other than 0, rank 0's count of failures for NaN or Inf of a
         simulation (`NonfiniteKills.failures`, for its `ConnectionWatch`); None on rank
         0 (its own ledger tells) and where no word is kept (`nonfinite_kills`)."""
-        kills = self.nonfinite_kills
-        return None if kills is None or self._rank == 0 else kills.failures
+        return self.nonfinite_ranks.heard_kills
 
     def finish(self, wait: bool = True) -> None:
         """No more simulations will come. With `wait`, the stream ends once every
@@ -321,20 +297,7 @@ class IngestLoop(ABC):
         """Rank 0, once it hears: fail, for the launcher, each simulation another rank
         handed here (`nonfinite_handoff`), at empty polls, pumps and blocked puts (a held
         rank 0 too); at most every `HEAR_EVERY` s unless `now` (before a HELLO)."""
-        handoff = self.nonfinite_handoff
-        if not self._hearing or handoff is None:
-            return
-        clock = time.monotonic()
-        if not now and clock < self._next_hearing:
-            return
-        self._next_hearing = clock + HEAR_EVERY
-        ing = self.ingest
-        handed, self._held_handoffs = [*self._held_handoffs, *handoff.heard()], []
-        for sid, t, seen, attempt, why in handed:
-            if not ing.nonfinite.helloed(sid, attempt):  # (held until its HELLO: `helloed`)
-                self._held_handoffs.append((sid, t, seen, attempt, why))
-            elif ing.nonfinite.failed_elsewhere(ing.sims.get(sid), sid, t, why, seen):
-                logger.info("simulation %d failed: %s; reported to the launcher", sid, why)
+        self.nonfinite_ranks.hear(now)
 
     def _on_idle(self) -> None:
         idle = self._idle.empty_poll(self.ingest.messages)  # (no cost per message)

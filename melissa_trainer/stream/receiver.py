@@ -92,6 +92,7 @@ from melissa_trainer.stream.handshakes import log_bound
 from melissa_trainer.stream.ingest_state import telemetry_keys
 from melissa_trainer.stream.liveness import HEADER_ALLOWANCE
 from melissa_trainer.stream.receiver_config import DEFAULT_BIND, ReceiverConfig, ReceiverTuning
+from melissa_trainer.stream.receiver_queries import ReceiverQueries
 from melissa_trainer.stream.receiver_socket import bind_and_publish, kept_of, pull_socket
 from melissa_trainer.stream.receiver_socket import bind_error as bind_error  # (its old home)
 from melissa_trainer.stream.stop_record import StopReason, build_record, reason_of
@@ -110,7 +111,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 
-class Receiver(DataPath):
+class Receiver(DataPath, ReceiverQueries):
     """Receives one training rank's share of the stream into `buffer` (see module doc).
 
     Args:
@@ -294,67 +295,11 @@ class Receiver(DataPath):
         empty without a rendezvous). Any thread."""
         return {} if self._follow is None else dict(self._follow.rejected)
 
-    def finished_simulations(self) -> list[int]:
-        """Ids of the simulations that finished here, in the order they finished."""
-        return self.completed()
-
-    def telemetry(self) -> dict[str, float]:
-        """Cumulative counters, always the keys of `telemetry_keys()`."""
-        return self.ingest.telemetry()
-
-    def activity(self) -> dict[int, int]:
-        """Simulation id -> DATA messages received so far: the launcher's heartbeat."""
-        return self.ingest.activity()
-
-    def first_message_at(self, simulation_id: int) -> float | None:
-        """`time.monotonic()` when the simulation's first DATA message arrived here (None
-        before it, or for a simulation known from a checkpoint only): the launcher's
-        exact start-up of its first attempt. Any thread."""
-        return self.ingest.first_message_at(simulation_id)
-
-    def client_of(self, simulation_id: int) -> str | None:
-        """The client library the simulation's HELLO named ("python", "c": C or Fortran),
-        None when unknown: what the launcher's start-up advice depends on. Any thread."""
-        return self.ingest.client_of(simulation_id)
-
-    def completed(self, start: int = 0) -> list[int]:
-        """Ids of the simulations whose every step reached the buffer here, in the
-        order they did, from the `start`-th on (`finished_simulations`; any thread)."""
-        return self.ingest.finished_ids[start:]
-
-    def refused(self, start: int = 0) -> list[tuple[int, str]]:
-        """(simulation id, why) of every HELLO refused here, and of every simulation
-        failed here for non-finite data, in order, from the `start`-th on (any thread)."""
-        return self.ingest.refused[start:]
-
-    def idle_seconds(self) -> float:
-        """Seconds since a message last arrived, while the socket is found empty: 0
-        while messages flow, and while the receiver waits for room in the buffer (no
-        empty poll then). Any thread."""
-        return self._idle.idle_seconds(self.ingest.messages)
-
     def excuse_silence(self, excuse: SilenceExcuse | None) -> None:
         """What may explain a silence past `stall_timeout` (None: nothing, a stall;
         see `melissa_trainer.stream.watchdog`). Any thread; takes effect at the next
         empty poll."""
         self._idle.excuse = excuse
-
-    def backpressured(self) -> bool:
-        """True while the receiver waits for room in the buffer (what it took in waits
-        for the reader): the simulations' silence is then the trainer's, not theirs
-        (the launcher's `simulation_timeout` does not count it). Any thread."""
-        feeder = self._feeder
-        return feeder.waiting or bool(feeder.overflow)
-
-    def describe(self, simulation_id: int) -> str:
-        """What this receiver has of a simulation, for error messages (any thread:
-        a best-effort read)."""
-        return self.ingest.describe(simulation_id)
-
-    def waiting_for(self) -> list[int]:
-        """Simulations that said HELLO here and have not finished (any thread: a
-        best-effort read)."""
-        return self.ingest.unfinished()
 
     # -- checkpoint ----------------------------------------------------------------------
 

@@ -61,7 +61,8 @@ from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any
 
-from melissa_trainer.trainer.launcher_watch import hand_over, launcher_parent
+from melissa_trainer.trainer.launcher_watch import launcher_parent
+from melissa_trainer.trainer.parent_watch import launcher_to_watch, watch_parent
 from melissa_trainer.trainer.preempted import Preempted, exit_code
 from melissa_trainer.trainer.stop_cause import StopCause, launcher_node
 from melissa_trainer.trainer.term_words import stop_requested_words
@@ -349,51 +350,27 @@ class PreemptionHandler:
         except BaseException:  # exiting anyway: say why the kill may be incomplete
             logger.exception("stopping the simulations before the forced exit failed")
 
-    # -- the launcher -------------------------------------------------------------------
+    # -- the launcher (`parent_watch`) ---------------------------------------------------
 
     def _watch_parent(self) -> None:
-        """Start the thread that watches the launcher, if there is one to watch: with
-        ``parent="auto"``, the one the start-up watch watched (`launcher_watch.hand_over`:
-        it may be gone already, which the first poll sees), or else `launcher_parent`."""
-        handed = hand_over() if self._parent == "auto" else None
-        if handed is not None:
-            parent: int | str | None = handed.launcher
-        elif self._parent == "auto":
-            parent = launcher_parent()
-        elif (parent := self._parent) is not None and parent != os.getppid():
-            raise ValueError(
-                f"PreemptionHandler(parent={parent!r}): the launcher watched must be this "
-                f"process's parent ({os.getppid()}), or 'auto' or None"
-            )
-        if not isinstance(parent, int):
+        """Start the thread that watches the launcher, if there is one to watch
+        (`parent_watch.launcher_to_watch`), into `_watching`."""
+        found = launcher_to_watch(self._parent)
+        if found is None:
             return
         self._unwatch.clear()
-        # (named while alive: the start-up watch named it at the rank's start)
-        gone = handed or StopCause.launcher_gone(parent)
-        watch, name = self._parent_watch, "melissa-launcher-watch"
-        self._watching = threading.Thread(target=watch, args=(parent, gone), name=name, daemon=True)
-        self._watching.start()
-
-    def _parent_watch(self, parent: int, gone: StopCause) -> None:
-        """Every `parent_poll` s: is `parent` still this process's parent? When it is
-        not (it died: init or a subreaper adopted this process), request a stop as a
-        SIGTERM does, its cause `gone` (the launcher's death, not a SIGTERM); then,
-        after `orphan_grace` s still alive, exit as a second signal does."""
-        while not self._unwatch.wait(self.parent_poll):
-            if os.getppid() != parent:
-                break
-        else:
-            return
-        if self._first_request(gone):
-            logger.warning(
-                "%s: stopping at the next stop synchronisation, with a checkpoint (exiting "
-                "without one if not done in %.0f s)", gone, self.orphan_grace,
-            )  # fmt: skip
-        if self._unwatch.wait(self.orphan_grace):
-            return  # training ended (restore) in time
-        logger.critical(
-            "still running %.0f s after %s: exiting now, without a checkpoint",
-            self.orphan_grace,
-            str(gone).replace(" is gone", " died"),
+        parent, gone = found
+        self._watching = threading.Thread(
+            target=watch_parent,
+            args=(parent, gone),
+            kwargs=dict(
+                poll=self.parent_poll,
+                grace=self.orphan_grace,
+                unwatch=self._unwatch,
+                request=self._first_request,
+                force_exit=self._force_exit,
+            ),
+            name="melissa-launcher-watch",
+            daemon=True,
         )
-        self._force_exit(signal.SIGTERM)
+        self._watching.start()

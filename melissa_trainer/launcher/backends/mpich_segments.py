@@ -51,9 +51,10 @@ import logging
 import os
 import time
 from collections.abc import Collection, Iterable
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
-from melissa_trainer.launcher.backends.file_holders import dying, holders, released, wait_gone
+from melissa_trainer.launcher.backends.file_holders import dying, holders, wait_gone
+from melissa_trainer.launcher.backends.mpich_removal import Segment, remove_segments, still_free
 
 if TYPE_CHECKING:  # (mpich_record imports this module)
     from melissa_trainer.launcher.backends.mpich_record import SegmentRecord
@@ -92,15 +93,6 @@ DYING_WAIT = 1.0
 RETRY_AFTER = (0.5, 1.5, 3.0, 10.0, 45.0)
 #: MPICH's files in /dev/shm at one moment: name -> inode
 Listing = dict[str, int]
-
-
-class Segment(NamedTuple):
-    """A file a rank mapped: its path, and the device and inode that make it that file
-    (a later file of the same name is another one)."""
-
-    path: str
-    dev: tuple[int, int]  # (major, minor), as /proc/PID/maps says
-    ino: int
 
 
 def mapped_segments(pids: Iterable[int]) -> list[Segment]:
@@ -150,41 +142,6 @@ def is_segment(path: str) -> bool:
     " (deleted)": gone already, nothing to remove)."""
     name = path[len(SHM_DIR) :]
     return path.startswith(SHM_DIR) and name.startswith(PREFIXES) and not {"/", " "} & set(name)
-
-
-def remove_segments(segments: Iterable[Segment]) -> list[str]:
-    """Unlink each of `segments` that still is the file its job mapped (same device and
-    inode); returns the paths removed. A file already gone (the job's ``MPI_Finalize``
-    removed it) or replaced is left alone; one that cannot be removed is said in a
-    warning."""
-    removed = []
-    for segment in segments:
-        try:
-            stat = os.stat(segment.path)
-        except FileNotFoundError:
-            continue
-        except OSError as exc:
-            logger.warning("cannot check MPI segment %s of a killed job: %s", segment.path, exc)
-            continue
-        if (os.major(stat.st_dev), os.minor(stat.st_dev)) != segment.dev:
-            continue
-        if stat.st_ino != segment.ino:
-            continue
-        try:
-            os.unlink(segment.path)
-        except FileNotFoundError:
-            continue
-        except OSError as exc:
-            logger.warning(
-                "cannot remove MPI segment %s of an ended job (%s): it keeps %d bytes of "
-                "the node's memory until deleted",
-                segment.path,
-                exc,
-                stat.st_size,
-            )
-            continue
-        removed.append(segment.path)
-    return removed
 
 
 def listing() -> Listing:
@@ -270,15 +227,6 @@ def _others(before: Listing, now: Listing) -> Listing:
         return now
     held = {made[path] for path, pids in busy.items() if not all(dying(p) for p in pids)}
     return {name: ino for name, ino in now.items() if before.get(name) == ino or name in held}
-
-
-def _still_free(segments: list[Segment], mark: str | None) -> tuple[list[Segment], list[Segment]]:
-    """`segments` that no live process holds now (or only processes marked `mark`:
-    `file_holders.released`), and the others (all, without /proc)."""
-    free = released([s.path for s in segments], mark)
-    if free is None:
-        return [], segments
-    return [s for s in segments if s.path in free], [s for s in segments if s.path not in free]
 
 
 class SegmentWatch:
@@ -384,7 +332,7 @@ class SegmentWatch:
                 last = self.retries >= len(RETRY_AFTER)
                 if not last:
                     self.retry_at = time.monotonic() + RETRY_AFTER[self.retries]
-            free, self.pending = _still_free(self.pending, self.mark if last else None)
+            free, self.pending = still_free(self.pending, self.mark if last else None)
             if last:
                 self.pending = []  # (held by another job's live processes: not ours)
             self._removed(job, remove_segments(free))

@@ -25,7 +25,7 @@ import helpers
 import pytest
 from helpers import cmdline, jobs_being_launched, live, sigkill_between_launches
 
-from melissa_trainer.launcher.backends import local
+from melissa_trainer.launcher.backends import local, pdeathsig
 
 pytestmark = [
     pytest.mark.skipif(sys.platform != "linux", reason="PR_SET_PDEATHSIG, /proc"),
@@ -120,7 +120,7 @@ def test_a_job_whose_trainer_died_before_the_wrappers_prctl_does_not_run(
     see that its parent is no longer the trainer and end the job before its command
     runs (here: `touch`, which would leave its file)."""
     marker = tmp_path / "ran"
-    gated = Gated(tmp_path, wrapper, [local.shutil.which("touch") or "/bin/touch", str(marker)])
+    gated = Gated(tmp_path, wrapper, [pdeathsig.shutil.which("touch") or "/bin/touch", str(marker)])
     try:
         gated.trainer.kill()
         gated.trainer.wait(20)
@@ -140,7 +140,7 @@ def test_a_trainer_is_killed_only_once_its_jobs_have_their_parent_death_signal(
     gate) counts as being launched, then no more once it runs its command; killed
     then, the trainer takes the job with it (killed in the window, it would not: the
     test above)."""
-    sleep = local.shutil.which("sleep") or "/bin/sleep"
+    sleep = pdeathsig.shutil.which("sleep") or "/bin/sleep"
     gated = Gated(tmp_path, SETPRIV or "", [sleep, "60"])
     group = gated.trainer.pid
     try:

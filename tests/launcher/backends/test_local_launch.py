@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 from helpers import cmdline
 
-from melissa_trainer.launcher.backends import Job, LaunchError, LocalBackend, local
+from melissa_trainer.launcher.backends import Job, LaunchError, LocalBackend, local, pdeathsig
 from melissa_trainer.launcher.backends.placement import THREAD_VARIABLES
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="vfork, PR_SET_PDEATHSIG, /proc")
@@ -339,10 +339,10 @@ def test_without_a_setpriv_that_has_pdeathsig_the_python_wrapper_is_used(
         exit 1
         """))  # fmt: skip
     old.chmod(0o755)
-    monkeypatch.setattr(local.shutil, "which", lambda name, path=None: str(old))
+    monkeypatch.setattr(pdeathsig.shutil, "which", lambda name, path=None: str(old))
     assert fresh_choice() == "python"
     fresh_choice.cache_clear()
-    monkeypatch.setattr(local.shutil, "which", lambda name, path=None: None)
+    monkeypatch.setattr(pdeathsig.shutil, "which", lambda name, path=None: None)
     with caplog.at_level(logging.DEBUG, logger="melissa_trainer.launcher"):
         assert LocalBackend()._resolve_wrapper() == "python"
     assert "PR_SET_PDEATHSIG set by the Python wrapper (no setpriv" in caplog.text

@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import zmq
@@ -178,11 +178,17 @@ class Rounds:
                     r, whose = silent[0], (self.client, self.entries, self.whose)
                     return gone_words(*whose, r, gone_after, rendezvous, follow_wait, not ever[r])
                 if deadline is not None and now >= deadline:
-                    why = unconfirmed(self.client, self.whose, done, held, capped)
-                    raise DeliveryFailed(why)
+                    raise DeliveryFailed(self.unconfirmed(done, held, capped))
                 time.sleep(PAUSE)
         finally:
             context.destroy(linger=0)
+
+    def unconfirmed(
+        self, done: Sequence[ReceiptReply | None], held: Sequence[int], capped: bool = False
+    ) -> str:
+        """Why the close gives up, no receiver `done` having progressed
+        (`receipt_words.unconfirmed`)."""
+        return unconfirmed(self.client, self.whose, done, held, capped)
 
     def _tell(
         self, rank: int, since: float, deadline: float | None, capped: bool, rendezvous: str,

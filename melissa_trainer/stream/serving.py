@@ -27,7 +27,8 @@ The queue, its bound, its version stamps, its expiry and the counters are a
 (`take`), runs the model, and answers (`answer`, `refuse`): replies are handed to the
 I/O thread through an inproc socket (ZeroMQ sockets belong to one thread), copied
 (`serving_bind` says why; the sockets are `serving_sockets`'). A request older than its
-client's timeout is dropped unanswered (counted ``expired``): its client has given up and fallen back.
+client's timeout is dropped unanswered (counted ``expired``): its client has given up
+and fallen back.
 
 A peer that does not read its replies cannot block anyone: the ROUTER drops replies to
 a peer whose queue is full or which is gone. A frame over the bound (the declared

@@ -42,7 +42,7 @@ class ServingSockets:
     replies_out: zmq.Socket | None  # the answering threads' end (shared: a lock)
     endpoint: str
     #: the PUSH socket is shared by the threads that answer
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
     @classmethod
     def open(
@@ -91,7 +91,7 @@ class ServingSockets:
             assert self.router is not None
             self.router.send_multipart(message, copy=True)
             return
-        with self._lock:
+        with self.lock:
             out = self.replies_out
             if out is not None:
                 out.send_multipart(message, copy=True)

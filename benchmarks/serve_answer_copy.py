@@ -51,13 +51,16 @@ def client(endpoint: str, answers: int, window: int, out: Any) -> None:
 
 
 def zero_copy_reply(self: Any, identity: bytes | None, frames: list[Any]) -> None:
-    """`PredictServer._reply` before the copy (the baseline)."""
-    if threading.current_thread() is self._thread:
-        self._router.send_multipart([identity or b"", *frames], copy=False)
+    """`PredictServer._reply` (`ServingSockets.reply`) before the copy (the baseline)."""
+    socks = self._sockets
+    if socks is None:
         return
-    with self._send_lock:
-        if self._replies_out is not None:
-            self._replies_out.send_multipart([identity or b"", *frames], copy=False)
+    if threading.current_thread() is self._thread:
+        socks.router.send_multipart([identity or b"", *frames], copy=False)
+        return
+    with socks.lock:
+        if socks.replies_out is not None:
+            socks.replies_out.send_multipart([identity or b"", *frames], copy=False)
 
 
 def run(size: int, answers: int, window: int, copied: bool) -> float:

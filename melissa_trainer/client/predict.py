@@ -53,7 +53,8 @@ except PredictionUnavailable:          # busy, not serving yet, restarting, gone
   ``endpoint`` of ``rank_{r}.json``), and a host name that does not resolve (a typo);
   read from a serve file, the first is a trainer gone (`PredictTimeout`: a stale file).
 * Inputs that are not the trainer's (names, dtypes, shapes) raise ValueError before
-  anything is sent: the serve file publishes them; without a rendezvous (`endpoint=`,
+  anything is sent (so do names that are not strings: `predict_inputs`): the serve
+  file publishes them; without a rendezvous (`endpoint=`,
   `$MELISSA_TRAINER_SERVE_ENDPOINTS`) the trainer is asked for them once per connection
   (`predict_describe`: a DESCRIBE before the first request). A trainer from before
   DESCRIBE refuses it: its requests go unchecked, and it refuses inputs that are not
@@ -86,7 +87,6 @@ import numpy as np
 import zmq
 
 from melissa_trainer import wire as protocol
-from melissa_trainer.client.config import check_simulation_id
 from melissa_trainer.client.finite_check import warn_nonfinite_inputs
 from melissa_trainer.client.predict_describe import describe, lost, wait_answer
 from melissa_trainer.client.predict_endpoint import EndpointLookup
@@ -96,6 +96,11 @@ from melissa_trainer.client.predict_errors import (
     PredictRefused,
     PredictTimeout,
     PredictUnreachable,
+)
+from melissa_trainer.client.predict_inputs import (
+    checked_predictor_id,
+    prepared_arrays,
+    request_frames,
 )
 from melissa_trainer.client.predict_link import (
     ENV_SERVE_ENDPOINTS,
@@ -121,7 +126,6 @@ __all__ = [
 
 #: Default seconds a `predict` waits for its answer.
 DEFAULT_PREDICT_TIMEOUT = 10.0
-_MAX_TIMEOUT_MS = 2**32 - 1  # (PREDICT's timeout field, docs/protocol.md section 16)
 #: the details of a `bad_request` refusal for inputs that are not the declared ones
 _NOT_THE_INPUTS = ("bad_inputs:", "too_large:")
 
@@ -165,7 +169,7 @@ class Predictor:
         curve_server_key: str | bytes | None = None,
         context: zmq.Context | None = None,
     ) -> None:
-        self.simulation_id = _checked_id(simulation_id)
+        self.simulation_id = checked_predictor_id(simulation_id)
         self.run_id = None if run_id is None else protocol.check_run_id(run_id, "run_id")
         key = None if curve_server_key is None else check_server_key(curve_server_key)
         if endpoint is not None:  # (else libzmq's bare "Invalid argument" at a request)
@@ -191,8 +195,9 @@ class Predictor:
         Raises:
             PredictTimeout, PredictRefused: no prediction (both `PredictionUnavailable`).
             ValueError: inputs that are not the published or described ones (or that
-                a trainer from before DESCRIBE refused as not its inputs), or a timeout
-                that is not a finite number of seconds > 0.
+                a trainer from before DESCRIBE refused as not its inputs), a name that is
+                not a `str` (`predict_inputs.prepared_arrays`), or a timeout that is not
+                a finite number of seconds > 0.
             TypeError: `inputs` is not a mapping (at once, whatever the trainer's state).
             RuntimeError: the predictor is closed.
         """
@@ -215,7 +220,7 @@ class Predictor:
         timeout = float(timeout)  # (its words say 1.0 s for a 1, as the C client's double)
         now = time.monotonic()
         link = self._link
-        arrays = self._arrays(inputs)
+        arrays = prepared_arrays(inputs)
         if not self._warned_nonfinite:  # (NaN sent all the same: the trainer's policy)
             self._warned_nonfinite = warn_nonfinite_inputs(arrays, *self._speaker)
         request_id = next(self._ids)
@@ -232,7 +237,7 @@ class Predictor:
             self._offline_check(arrays, request_id, timeout)
             raise
         self._check(arrays)
-        frames = self._frames(arrays, request_id, timeout)
+        frames = request_frames(self.simulation_id, request_id, timeout, self.run_id, arrays)
         link.wait_connected(sock, deadline, timeout)
         if link.lost(last=True):  # (else earlier connections' drops: from now on, any)
             raise lost(link, "as the request was about to be sent")
@@ -304,35 +309,6 @@ class Predictor:
 
     # -- internals -------------------------------------------------------------------
 
-    def _arrays(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
-        """`inputs` as C-contiguous little-endian arrays; ValueError for an array with
-        a dimension of 0 (as the C client's check: the wire's encoding failed on it
-        with a bare TypeError "memoryview: cannot cast view with zeros in shape")."""
-        out = {}
-        for name, value in inputs.items():
-            arr = np.asarray(value)
-            if arr.dtype.byteorder == ">":
-                arr = arr.astype(arr.dtype.newbyteorder("<"))
-            if arr.ndim and not arr.size:
-                raise ValueError(
-                    f"predict(): input {str(name)!r} has shape {arr.shape}: dimensions must be >= 1"
-                )
-            out[str(name)] = np.ascontiguousarray(arr) if arr.ndim else arr
-        return out
-
-    def _frames(self, arrays: dict[str, np.ndarray], request_id: int, timeout: float) -> list[Any]:
-        """The PREDICT of `arrays` (ValueError: a dtype, name or rank the wire does not
-        carry, or not 1 to 255 inputs: `wire.encode_predict`)."""
-        # (the wire's timeout is a u32 of milliseconds: a longer wait is sent as its
-        # largest, 49.7 days, as the C client does; the trainer drops a request only
-        # once it is older than that)
-        # (capped before rounding: a timeout of 1e308 s is finite, its milliseconds are
-        # not, and round(inf) raised OverflowError, a user's trial)
-        timeout_ms = max(1, round(min(timeout * 1000, _MAX_TIMEOUT_MS)))
-        return protocol.encode_predict(
-            self.simulation_id, request_id, timeout_ms, self.run_id, arrays
-        )
-
     def _reread(self, arrays: dict[str, np.ndarray], deadline: float, timeout: float) -> bool:
         """Read the serve file again when `arrays` are not the inputs read with it and
         the rendezvous directory changed since (a trainer restarted with other inputs
@@ -361,12 +337,13 @@ class Predictor:
         changed since that lookup (a trainer that publishes its serve file changes it:
         a restarted trainer, which may declare other inputs, ends the backoff, and its
         file is read before the inputs are checked), or not of a form the wire carries
-        (`_frames`). Inputs a trainer described (an endpoint given) are known only over
-        its connection: without one, only the form is checked."""
+        (`predict_inputs.request_frames`). Inputs a trainer described (an endpoint
+        given) are known only over its connection: without one, only the form is
+        checked."""
         lookup = self._link.lookup
         if lookup.inputs is not None and not lookup.changed():  # (one ``stat``)
             self._check(arrays)
-        self._frames(arrays, request_id, timeout)
+        request_frames(self.simulation_id, request_id, timeout, self.run_id, arrays)
 
     def _check(self, arrays: dict[str, np.ndarray]) -> None:
         """ValueError when `arrays` are not the inputs published (a serve file) or
@@ -375,25 +352,3 @@ class Predictor:
             problem = check_inputs(arrays, self._link.inputs)
             if problem is not None:
                 raise ValueError(f"predict(): {problem}")
-
-
-def _checked_id(value: Any) -> int:
-    """`value` as a simulation id, an integer in [0, 2**64) (a u64 on the wire, as the
-    `Client`'s and the C client's), else ValueError naming `simulation_id` and the fix:
-    a bad one failed at the first request with a bare `struct.error` ("argument out of
-    range"), a string with a TypeError of a log format, and a float waited its whole
-    timeout for "rank 0.5 of 1" (a user trial)."""
-    if value is None or isinstance(value, str | bytes):
-        fix = (
-            "give the id as an int (int(...) of a value read from the environment or the "
-            "command line)"
-            if value is not None
-            else "give this simulation's id, an int"
-        )
-        raise ValueError(f"Predictor: simulation_id must be an integer, not {value!r}: {fix}")
-    try:
-        return check_simulation_id(value)
-    except ValueError as exc:
-        raise ValueError(
-            f"Predictor: {exc}: give this simulation's id, an integer >= 0 (a u64)"
-        ) from None

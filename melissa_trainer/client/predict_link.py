@@ -1,10 +1,10 @@
 """The connection of a `Predictor` (`melissa_trainer.client.predict`) to the training
 rank that serves its simulation: the DEALER socket to it, to the endpoint looked up
 where that rank serves (`predict_endpoint`: an endpoint given, the environment, the
-rendezvous directory's serve files), the socket's monitor (a handshake the server
-refused, a trainer gone), and the backoff after a trainer was found gone. The module
-docstring of `predict` states the rules; the C client's serve.c, handshake.c and
-predict_watch.c follow the same ones.
+rendezvous directory's serve files; opened by `predict_socket`), the socket's monitor
+(a handshake the server refused, a trainer gone), and the backoff after a trainer was
+found gone. The module docstring of `predict` states the rules; the C client's
+serve.c, handshake.c and predict_watch.c follow the same ones.
 
 A `Predictor` asks (encodes a request, sends it, waits for its answer); this module
 finds the server and says when it is not there. Imports the standard library, numpy,
@@ -13,7 +13,6 @@ pyzmq and the shared `stream` modules only.
 
 from __future__ import annotations
 
-import socket
 import time
 
 import zmq
@@ -29,31 +28,17 @@ from melissa_trainer.client.predict_errors import (
     TOO_SHORT,
     PredictTimeout,
     handshake_refused,
-    malformed_serve_key,
     no_answer,
     not_serving,
-    unresolved,
 )
 from melissa_trainer.client.predict_events import DRAIN, NO_ANSWER, TIMED_OUT, ServeEvents
-from melissa_trainer.client.server_key import z85_fault
+from melissa_trainer.client.predict_socket import GONE, check_host, open_socket
 from melissa_trainer.client.sockets import connect_timeout_ms
 from melissa_trainer.wire import FieldSpec
 
 # (the variables re-exported: their import path before `predict_endpoint`)
 __all__ = ["ENV_SERVE_ENDPOINTS", "ENV_SERVE_KEY", "PredictLink", "poll_ms"]
 
-#: the monitor events of a handshake the server refused (a missing or wrong CURVE key)
-_HANDSHAKE_FAILED = (
-    zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
-    | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
-    | zmq.EVENT_HANDSHAKE_FAILED_AUTH
-)
-#: the monitor events of a trainer gone: a connection attempt that failed (refused:
-#: nothing listens there), and an established connection dropped
-_GONE = zmq.EVENT_CONNECT_RETRIED | zmq.EVENT_DISCONNECTED
-#: the monitor's events: those, connections made, and connects in progress (which tell
-#: an attempt abandoned at the connect bound from one refused: `predict_events`)
-_WATCHED = _HANDSHAKE_FAILED | _GONE | zmq.EVENT_CONNECTED | zmq.EVENT_CONNECT_DELAYED
 #: After a trainer was found gone (a connection refused or lost, its serve file
 #: removed), requests fail at once without dialling for a backoff that doubles from the
 #: first to the second (seconds): no socket per request while the trainer is away (a
@@ -184,26 +169,10 @@ class PredictLink:
         if self.socket is not None:
             return self.socket
         endpoint, key, given = self.lookup.find(deadline, timeout, self.gone)
-        sock = self._context.socket(zmq.DEALER)
-        sock.setsockopt(zmq.LINGER, 0)
-        sock.setsockopt(zmq.IMMEDIATE, 1)  # never queue a request for a peer not there
-        sock.setsockopt(zmq.CONNECT_TIMEOUT, connect_timeout_ms(timeout))
-        if key is not None:
-            # (else libzmq's bare "Invalid argument" below; a serve file may hold anything)
-            fault = z85_fault(key) if isinstance(key, str) else f"a str, not {type(key).__name__}"
-            if fault is not None:
-                sock.close(linger=0)
-                raise malformed_serve_key(key, fault, ENV_SERVE_KEY, self.lookup.serve_file)
-            sock.curve_serverkey = key.encode("ascii")
-            sock.curve_publickey, sock.curve_secretkey = zmq.curve_keypair()
-        monitor = sock.get_monitor_socket(_WATCHED)
-        try:
-            sock.connect(endpoint)
-        except zmq.ZMQError as exc:
-            sock.disable_monitor()
-            monitor.close(linger=0)
-            sock.close(linger=0)
-            raise ValueError(f"cannot connect to serving endpoint {endpoint!r}: {exc}") from None
+        connect_ms = connect_timeout_ms(timeout)
+        sock, monitor = open_socket(
+            self._context, endpoint, key, connect_ms, self.lookup.serve_file
+        )
         self.socket, self.monitor, self.connected = sock, monitor, (endpoint, key)
         self._events = ServeEvents(sock, monitor)
         self._key_given = key is not None and given
@@ -248,7 +217,7 @@ class PredictLink:
                 if event == zmq.EVENT_DISCONNECTED:
                     dropped, self.described = time.monotonic(), None
                     continue
-                if event & _GONE:  # (ZeroMQ dials again: not a protocol error)
+                if event & GONE:  # (ZeroMQ dials again: not a protocol error)
                     refused, dropped = True, 0.0
                     retried += event == zmq.EVENT_CONNECT_RETRIED
                     continue
@@ -365,23 +334,12 @@ class PredictLink:
 
     def _check_host(self) -> None:
         """Raise ValueError when the host name of the endpoint connected to does not
-        resolve (ZeroMQ reports it as a connection refused). A name resolves once per
-        link at most (a trainer gone costs no lookup after the first)."""
-        endpoint = self.connected[0]
-        if not endpoint.startswith("tcp://"):
-            return
-        # tcp://[source;]host:port, the host maybe a bracketed IPv6 address
-        host = endpoint[len("tcp://") :].rpartition(";")[2].rpartition(":")[0].strip("[]")
-        if not host or host in self._resolved:
-            return
+        resolve (`predict_socket.check_host`), the socket closed first."""
         try:
-            socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
-        except (socket.gaierror, UnicodeError) as exc:
+            check_host(self.connected[0], self._resolved, self._endpoint_given)
+        except ValueError:
             self.reset()
-            raise unresolved(
-                endpoint, host, str(getattr(exc, "strerror", None) or exc), self._endpoint_given
-            ) from None
-        self._resolved.add(host)
+            raise
 
     def _refused_handshake(self) -> ValueError:
         """The error of the handshake refused (`handshake_refused`: with ZeroMQ's

@@ -4,31 +4,27 @@ their answers (docs/protocol.md, section 17b; what they are for and when: `confi
 One DEALER per receiver, connected once for all the rounds to one run; a query per
 receiver at a time (its answer may come late: held by the receiver until the BYE is in,
 at most its `RECEIPT_HOLD`). A malformed or foreign reply is counted in the client's
-``admission_rejected`` by reason, and ignored. Not thread-safe: the closing thread.
+``admission_rejected`` by reason, and ignored. What a wait that ends without every
+receipt says (refused, gone, no progress) is `receipt_words`'s. Not thread-safe: the closing thread.
 Sockets of a context of their own, ended before each call returns."""
 
 from __future__ import annotations
 
 import itertools
-import json
 import math
 import time
-from collections import Counter
 from collections.abc import Callable, Sequence
-from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
-from melissa_trainer import wire as protocol
 from melissa_trainer.client import delivery
-from melissa_trainer.client.admission import SimulationRefused, reason_with_fix
 from melissa_trainer.client.closing import client_logger, waits_for
-from melissa_trainer.client.config import ClientTuning
-from melissa_trainer.client.delivery import CLOSE_CAP_FACTOR, capped_deadline, capped_words
-from melissa_trainer.client.gave_up import DeliveryFailed, rerun_words
+from melissa_trainer.client.delivery import capped_deadline
+from melissa_trainer.client.gave_up import DeliveryFailed
 from melissa_trainer.client.patience import notice_after
+from melissa_trainer.client.receipt_words import Closed, gone_words, refused, unconfirmed
 from melissa_trainer.client.sockets import control_dealer
 from melissa_trainer.client.stopped import StopRecords
 from melissa_trainer.wire import ProtocolError
@@ -60,28 +56,6 @@ def _linked(monitor: zmq.Socket, linked: bool) -> tuple[bool, bool]:
         linked = event == zmq.EVENT_CONNECTED
         made = made or linked
     return linked, made
-
-
-class Closed(Protocol):
-    """What `confirm_close` reads of a closed `Client`."""
-
-    @property
-    def simulation_id(self) -> int: ...
-    @property
-    def rank(self) -> int: ...
-    @property
-    def ranks(self) -> int: ...
-    @property
-    def run_id(self) -> str | None: ...
-    @property
-    def endpoints(self) -> Sequence[str]: ...
-    @property
-    def tuning(self) -> ClientTuning: ...
-    @property
-    def admission_rejected(self) -> Counter[str]: ...
-
-    @property
-    def bye_counts(self) -> list[int]: ...  # (each receiver's BYE's count, in rank order)
 
 
 def confirmed(reply: ReceiptReply, count: int) -> bool:
@@ -178,7 +152,7 @@ class Rounds:
                     if reply is None:
                         continue
                     heard[rank] = now
-                    self._refused(reply, rank)
+                    refused(self.client, self.entries, reply, rank)
                     progressed = progressed or 0 <= held[rank] < reply.steps
                     held[rank] = max(held[rank], reply.steps)
                     if confirmed(reply, client.bye_counts[rank]):
@@ -201,8 +175,8 @@ class Rounds:
                     said = (deadline, capped, rendezvous, follow_wait, began)
                     self._tell(quiet[0], heard[quiet[0]], *said)
                 if silent:
-                    gone = silent[0]
-                    return self._gone(gone, gone_after, rendezvous, follow_wait, not ever[gone])
+                    r, whose = silent[0], (self.client, self.entries, self.whose)
+                    return gone_words(*whose, r, gone_after, rendezvous, follow_wait, not ever[r])
                 if deadline is not None and now >= deadline:
                     raise DeliveryFailed(self.unconfirmed(done, held, capped))
                 time.sleep(PAUSE)
@@ -212,32 +186,9 @@ class Rounds:
     def unconfirmed(
         self, done: Sequence[ReceiptReply | None], held: Sequence[int], capped: bool = False
     ) -> str:
-        """Why the close gives up: the receivers not `done` made no progress for
-        ``close_timeout`` seconds; how many of the steps this rank sent them are not
-        confirmed (`held`: the most steps each said it holds, -1 if it never answered),
-        that exiting loses those still queued here, and the fixes; `capped`: too slow
-        for the cap (`delivery.capped_words`). receipt.c says it in the same words."""
-        client, waiting = self.client, [r for r in range(self.world) if done[r] is None]
-        sent = sum(client.bye_counts[r] for r in waiting)
-        have = sum(min(max(held[r], 0), client.bye_counts[r]) for r in waiting)
-        if capped:
-            timeout, sid = client.tuning.close_timeout, client.simulation_id
-            return (
-                f"{self.whose}: the trainer did not confirm this simulation's BYE within "
-                f"{CLOSE_CAP_FACTOR} x close_timeout={timeout} s in all: its receivers "
-                f"{waiting} ingested {have} of the {sent} steps this rank sent them: "
-            ) + capped_words("close_timeout", timeout, "ClientTuning.close_timeout", sid)
-        return (
-            f"{self.whose}: the trainer did not confirm this simulation's BYE: its receivers "
-            f"{waiting} ingested none of its steps for "
-            f"ClientTuning.close_timeout={client.tuning.close_timeout} s (no progress; "
-            f"{sent - have} of the {sent} steps this rank sent them not confirmed). Exiting "
-            f"now loses those still queued here. A trainer alive but slower than that "
-            f"(loaded, a high sample-to-insert ratio): raise the close timeout "
-            f"(ClientTuning.close_timeout; it bounds a wait without progress); a trainer "
-            f"paused or stuck: once it runs again, {rerun_words(client.simulation_id)} "
-            f"if the trainer does not name it finished"
-        )
+        """Why the close gives up, no receiver `done` having progressed
+        (`receipt_words.unconfirmed`)."""
+        return unconfirmed(self.client, self.whose, done, held, capped)
 
     def _tell(
         self, rank: int, since: float, deadline: float | None, capped: bool, rendezvous: str,
@@ -268,66 +219,6 @@ class Rounds:
         follows = follow_wait is not None
         text += waits_for(left, bound, "answer", rendezvous, follows, follow_wait, now - began)
         client_logger().warning(text)
-
-    def _refused(self, reply: ReceiptReply, rank: int) -> None:
-        if reply.admission != protocol.ADMISSION_REFUSED:
-            return
-        reason = reason_with_fix(reply.reason)
-        if "(wrong_run)" in reply.reason:
-            reason += (
-                ". Start it again (it reads the rendezvous afresh), with the same simulation "
-                "id; unset MELISSA_TRAINER_RUN_ID if its environment sets one"
-            )
-        raise SimulationRefused(
-            f"simulation {self.client.simulation_id}: the trainer's receiver {rank} "
-            f"({self.entries[rank]['endpoint']}) refused it, and dropped everything it "
-            f"sent: {reason}"
-        )
-
-    def _gone(
-        self,
-        rank: int,
-        gone_after: float | None,
-        rendezvous: str,
-        follow_wait: float | None,
-        never: bool = False,
-    ) -> str:
-        """Why the close fails when receiver `rank` is gone, and what to do; `never`: no
-        connection to its follow socket was ever accepted (said as the transport's close
-        says it of a data socket, `patience.never_note`: a follow endpoint that is wrong
-        or unreachable from here, or a trainer gone before the first one)."""
-        try:  # (a trainer that stopped cleanly marked its files: `Receiver.stop`)
-            entry = json.loads((Path(rendezvous) / f"rank_{rank}.json").read_text())
-            stopped = isinstance(entry, dict) and entry.get("stopped") is True
-        except (OSError, ValueError):
-            stopped = False
-        why = (
-            "its rendezvous is marked stopped: the trainer stopped (preempted, or its run "
-            "ended) before it read this BYE"
-            if stopped
-            else "the trainer died, or its node"
-        )
-        if never:
-            why += (
-                f"; no receiver ever accepted a connection at "
-                f"{self.entries[rank].get('follow_endpoint')}: check the endpoint (the "
-                f"trainer's rank_{rank}.json) or start the trainer first"
-            )
-        waited = (
-            ""
-            if follow_wait is None
-            else f", nor within ClientTuning.follow_timeout={follow_wait} s after"
-        )
-        return (
-            f"{self.whose}: its BYE was not confirmed: the trainer's receiver {rank} "
-            f"({self.entries[rank]['endpoint']}) has not answered, nor been connected, for "
-            f"{gone_after} s (ClientTuning.disconnected_timeout): {why}. No restarted "
-            f"trainer published in {rendezvous}{waited}. What this simulation sent after the "
-            f"trainer's last checkpoint may be lost: once a trainer runs there again (a "
-            f"preempted one: --resume_from_checkpoint latest), "
-            f"{rerun_words(self.client.simulation_id)}: the trainer takes "
-            f"the steps it lacks, each once"
-        )
 
     def _connect(
         self, context: zmq.Context, monitored: bool = False

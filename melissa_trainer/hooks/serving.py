@@ -43,16 +43,14 @@ within the bound (`max_latency_steps=None`: the share alone, no bound). A reques
 still end unanswered: refused ``busy`` at arrival, past its client's timeout (dropped),
 or when training ends (refused ``not_serving``).
 
-Idle serving: while no training step runs for longer than `serving_budget.IDLE_STEPS`
-typical steps (the median of the recent steps' own durations, STEP_START to STEP_END;
-at least `serving_budget.IDLE_MIN` seconds) after the last one ended, training is
-waiting (for data, for the other ranks, on a checkpoint), and a thread of the hook
-serves the queue in that idle time, free of the budget: a simulation that waits for its
-prediction before sending the data training waits for is answered, not timed out.
-The model is held by one side at a time (a lock taken from STEP_START to STEP_END
-and over validation, and by the thread for one batch): a step that starts while the
-thread runs a batch waits for that batch, and the wait is charged to the budget. Before
-TRAIN_START and after LOOP_END requests are refused ``not_serving``.
+Idle serving: while no training step runs for a while (a few typical steps) after the
+last one ended, training is waiting (for data, for the other ranks, on a checkpoint),
+and a thread of the hook serves the queue in that idle time, free of the budget
+(`serving_idle`: the rule): a simulation that waits for its prediction before sending
+the data training waits for is answered, not timed out. The model is held by one side
+at a time: a step that starts while the thread runs a batch waits for that batch, and
+the wait is charged to the budget. Before TRAIN_START and after LOOP_END requests are
+refused ``not_serving``.
 
 In process: `predict` and `predict_batch` from the training thread (a hook) run at
 once; from another thread (an adaptive sampler's) they are queued like a simulation's
@@ -78,13 +76,23 @@ from melissa_trainer.hooks.base import Hook
 from melissa_trainer.hooks.inference import Inference
 from melissa_trainer.hooks.serving_batches import ServedBatches
 from melissa_trainer.hooks.serving_budget import ServingBudget
-from melissa_trainer.hooks.serving_checks import check_serving, declared_outputs, probe_outputs
-from melissa_trainer.hooks.serving_in_process import InProcessPrediction, queued, request_arrays
+from melissa_trainer.hooks.serving_checks import (
+    check_limits,
+    check_serving,
+    declared_outputs,
+    probe_outputs,
+)
+from melissa_trainer.hooks.serving_idle import IdleServing
+from melissa_trainer.hooks.serving_in_process import (
+    InProcessPrediction,
+    check_now,
+    queued,
+    request_arrays,
+)
 from melissa_trainer.hooks.serving_report import LOG_MAXIMA, log_figures, summary
 from melissa_trainer.hooks.serving_socket import rank_server
 from melissa_trainer.stream.handshakes import log_bound
 from melissa_trainer.stream.serving import DEFAULT_MAX_QUEUE, Pending, PredictServer, ServingRefused
-from melissa_trainer.stream.serving_requests import arrays_problem
 
 if TYPE_CHECKING:  # pragma: no cover
     from melissa_trainer.core.view import TrainerView
@@ -151,18 +159,8 @@ class ServingHook(Hook):
         self._inference = Inference(self.inputs, process_inputs, process_outputs, self.outputs)
         self._probed = False  # (`_probe`: once, at the first TRAIN_START)
         self.budget = ServingBudget(share)
-        if not isinstance(max_batch, int) or isinstance(max_batch, bool) or max_batch < 1:
-            raise ValueError(f"ServingHook.max_batch must be an integer >= 1, not {max_batch!r}")
+        check_limits(max_batch, max_latency_steps)
         self.max_batch, self.max_queue = max_batch, max_queue
-        if max_latency_steps is not None and (
-            not isinstance(max_latency_steps, int)
-            or isinstance(max_latency_steps, bool)
-            or max_latency_steps < 0
-        ):
-            raise ValueError(
-                "ServingHook.max_latency_steps must be an integer >= 0 (steps a request may "
-                f"wait) or None (no bound but the budget), not {max_latency_steps!r}"
-            )
         self.max_latency_steps = max_latency_steps
         self._bind, self._rendezvous = bind, rendezvous_dir
         self._trainer: TrainerView | None = None
@@ -176,8 +174,9 @@ class ServingHook(Hook):
         # the model, held by the training thread (a step, a validation: reentrant) or by
         # the idle thread (one batch)
         self._model = threading.RLock()
-        self._stop = threading.Event()
-        self._idle: threading.Thread | None = None
+        self._idle = IdleServing(
+            self._model, lambda: self.budget.idle_after(), lambda: self._last_end, self._runs.tick
+        )
 
     # -- events ----------------------------------------------------------------------
 
@@ -206,12 +205,8 @@ class ServingHook(Hook):
         self._server.version = state.global_step
         self._server.serving = True
         self._last_end, self._served = time.perf_counter(), 0.0
-        if self._idle is None:
-            self._stop.clear()
-            self._idle = threading.Thread(
-                target=self._serve_idle, name="melissa-serving-idle", daemon=True
-            )
-            self._idle.start()
+        server = self._server
+        self._idle.start(server, lambda: self._serve(server.take(self.max_batch), server.version))
 
     def on_step_start(
         self, trainer: TrainerView, state: TrainerState, control: TrainerControl
@@ -265,10 +260,7 @@ class ServingHook(Hook):
 
     def close(self) -> None:
         self._stop_serving()
-        self._stop.set()
-        if self._idle is not None:
-            self._idle.join()
-            self._idle = None
+        self._idle.stop()
         self._runs.flush()  # (the failures not logged in full, counted)
         self._server.stop()
         if self._trainer is not None and self.telemetry().get("requests"):
@@ -311,12 +303,7 @@ class ServingHook(Hook):
         if not arrays:
             return InProcessPrediction([], self._server.version)
         if threading.get_ident() == self._thread and self._trainer is not None:
-            if not self._server.serving:
-                raise ServingRefused("not_serving", "before TRAIN_START or after LOOP_END")
-            for a in arrays:  # (what `PredictServer.submit` checks)
-                problem = arrays_problem(a, self.inputs, self._server.nonfinite)
-                if problem is not None:
-                    raise ValueError(problem)
+            check_now(self._server, arrays)  # (what `PredictServer.submit` checks)
             with self._model:  # (the idle thread's batch ends first)
                 version = self._trainer.state.global_step
                 return InProcessPrediction(self._inference.run(self._trainer, arrays), version)
@@ -350,26 +337,6 @@ class ServingHook(Hook):
 
     def _release_model(self) -> None:
         self._model.release()  # (taken by the same thread at STEP_START or VALIDATION_START)
-
-    def _serve_idle(self) -> None:
-        """The idle thread: serve while no step has run for a while (module docstring)."""
-        server = self._server
-        while not self._stop.is_set():
-            self._runs.tick()  # (a summary due while training waits is not held back)
-            if not server.wait_pending(0.1):
-                continue
-            last = self._last_end
-            wait = self.budget.idle_after()
-            if last is None or time.perf_counter() - last < wait:
-                self._stop.wait(wait / 4)
-                continue
-            if not self._model.acquire(timeout=0.1):
-                continue  # a step or a validation runs
-            try:
-                if self._last_end == last:  # (no step ran in between)
-                    self._serve(server.take(self.max_batch), server.version)
-            finally:
-                self._model.release()
 
     def _probe(self, trainer: TrainerView) -> None:
         """Check `process_outputs`' shapes on requests of zeros (`probe_outputs`), the

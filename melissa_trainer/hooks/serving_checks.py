@@ -29,6 +29,7 @@ from melissa_trainer.wire import FieldSpec
 
 __all__ = [
     "NotAMappingError",
+    "check_limits",
     "check_outputs",
     "check_serving",
     "declared_outputs",
@@ -52,8 +53,8 @@ def check_serving(
     inputs: Any, process_inputs: Any, process_outputs: Any, max_queue: Any, bind: Any
 ) -> None:
     """Raise ValueError naming the `ServingHook` field when one of these is not what
-    its docstring says (``share``, ``max_batch``, ``max_latency_steps`` are checked
-    where they are used: `ServingBudget`, `ServingHook.__init__`)."""
+    its docstring says (``share`` is checked where it is used, `ServingBudget`;
+    ``max_batch`` and ``max_latency_steps`` by `check_limits`, after it)."""
     if not isinstance(inputs, Mapping | list | tuple) or not inputs:
         raise ValueError(
             "ServingHook.inputs must declare at least one input, {name: (shape, dtype)} "
@@ -80,6 +81,22 @@ def check_serving(
             f"ServingHook.bind must be {fault}; got {bind!r}: e.g. tcp://127.0.0.1:6000 (rank "
             "r binds port 6000 + r), tcp://*:* (every interface, a random port), or None "
             "(the receiver's interface, a random port)"
+        )
+
+
+def check_limits(max_batch: Any, max_latency_steps: Any) -> None:
+    """Raise ValueError naming the `ServingHook` field when `max_batch` is not an integer
+    >= 1, or `max_latency_steps` neither an integer >= 0 nor None."""
+    if not isinstance(max_batch, int) or isinstance(max_batch, bool) or max_batch < 1:
+        raise ValueError(f"ServingHook.max_batch must be an integer >= 1, not {max_batch!r}")
+    if max_latency_steps is not None and (
+        not isinstance(max_latency_steps, int)
+        or isinstance(max_latency_steps, bool)
+        or max_latency_steps < 0
+    ):
+        raise ValueError(
+            "ServingHook.max_latency_steps must be an integer >= 0 (steps a request may "
+            f"wait) or None (no bound but the budget), not {max_latency_steps!r}"
         )
 
 

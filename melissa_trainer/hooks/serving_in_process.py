@@ -1,6 +1,7 @@
 """What a `ServingHook` answers the callers in the trainer's own process (a hook, an
-adaptive sampler): `InProcessPrediction`, and `queued`, a request from a thread other
-than the training thread, queued like a simulation's and waited for.
+adaptive sampler): `InProcessPrediction`; `check_now`, what a request run at once on
+the training thread must pass; and `queued`, a request from a thread other than the
+training thread, queued like a simulation's and waited for.
 
 On the training thread the hook runs the model at once (`ServingHook.predict_batch`);
 from another thread the model is not its to run (a step may be running), so the
@@ -20,8 +21,9 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from melissa_trainer.stream.serving import PredictServer, ServingRefused
+from melissa_trainer.stream.serving_requests import arrays_problem
 
-__all__ = ["InProcessPrediction", "queued", "request_arrays"]
+__all__ = ["InProcessPrediction", "check_now", "queued", "request_arrays"]
 
 #: a request's bound in milliseconds at most (the wire's u32, as a simulation's)
 _MAX_MS = 2**32 - 1
@@ -35,6 +37,19 @@ class InProcessPrediction(NamedTuple):
 
     outputs: Any
     version: int
+
+
+def check_now(server: PredictServer, arrays: list[dict[str, np.ndarray]]) -> None:
+    """Raise what `PredictServer.submit` would for `arrays`, requests run at once on
+    the training thread: ServingRefused when not serving (before TRAIN_START, after
+    LOOP_END); ValueError for arrays that are not the declared inputs or hold NaN or
+    Inf under the ``nonfinite`` policy (`serving_requests.arrays_problem`)."""
+    if not server.serving:
+        raise ServingRefused("not_serving", "before TRAIN_START or after LOOP_END")
+    for a in arrays:
+        problem = arrays_problem(a, server.inputs, server.nonfinite)
+        if problem is not None:
+            raise ValueError(problem)
 
 
 def queued(

@@ -26,8 +26,9 @@ The queue, its bound, its version stamps, its expiry and the counters are a
 `DEFAULT_MAX_QUEUE` still import from here). The training thread drains the queue
 (`take`), runs the model, and answers (`answer`, `refuse`): replies are handed to the
 I/O thread through an inproc socket (ZeroMQ sockets belong to one thread), copied
-(`serving_bind` says why). A request older than its client's timeout is dropped
-unanswered (counted ``expired``): its client has given up and fallen back.
+(`serving_bind` says why; the sockets are `serving_sockets`'). A request older than its
+client's timeout is dropped unanswered (counted ``expired``): its client has given up
+and fallen back.
 
 A peer that does not read its replies cannot block anyone: the ROUTER drops replies to
 a peer whose queue is full or which is gone. A frame over the bound (the declared
@@ -41,7 +42,6 @@ Thread-safety: `start` and `stop` from one thread; `take`, `oldest_version`, `an
 
 from __future__ import annotations
 
-import itertools
 import logging
 import threading
 import time
@@ -51,12 +51,11 @@ import numpy as np
 import zmq
 
 from melissa_trainer import wire as protocol
-from melissa_trainer.stream.endpoints import advertised
 from melissa_trainer.stream.liveness import HEADER_ALLOWANCE
 from melissa_trainer.stream.log_summary import REJECTED, LogSummary
 from melissa_trainer.stream.nonfinite import check_policy
 from melissa_trainer.stream.receiver_config import DEFAULT_BIND
-from melissa_trainer.stream.serving_bind import bind_error, forward_answers
+from melissa_trainer.stream.serving_bind import forward_answers
 from melissa_trainer.stream.serving_queue import (
     DEFAULT_MAX_QUEUE,
     Deliver,
@@ -70,6 +69,7 @@ from melissa_trainer.stream.serving_requests import (
     decode_request,
     nonfinite_refusal,
 )
+from melissa_trainer.stream.serving_sockets import ServingSockets
 from melissa_trainer.wire import PredictRequest, ProtocolError
 from melissa_trainer.wire.predict_describe import described, is_describe
 
@@ -80,9 +80,7 @@ logger = logging.getLogger(__name__)
 #: seconds `stop` waits for the I/O thread
 STOP_TIMEOUT = 10.0
 _POLL_MS = 100
-_LINGER_MS = 1000  # the longest `stop` waits to deliver the last answers
 _BURST = 256  # requests read in a row before the answers are forwarded again
-_ids = itertools.count()
 
 
 class PredictServer:
@@ -126,12 +124,8 @@ class PredictServer:
         self._run_id, self._rendezvous = run_id, rendezvous_dir
         self.max_request_bytes = sum(f.size * f.dtype.itemsize for f in self.inputs)
         self._requests = RequestQueue(max_queue)
-        self._send_lock = threading.Lock()  # the PUSH socket, shared by the answering threads
         self._summary = LogSummary(logger, f"serving of rank {rank}")
-        self._context: zmq.Context | None = None
-        self._router: zmq.Socket | None = None
-        self._replies_in: zmq.Socket | None = None
-        self._replies_out: zmq.Socket | None = None
+        self._sockets: ServingSockets | None = None  # (`start` opens them)
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self.endpoint: str | None = None
@@ -143,47 +137,27 @@ class PredictServer:
         A server starts once: RuntimeError when it runs, or ran and was stopped;
         OSError (its errno, a message naming the endpoint and the fix) when the bind
         fails."""
-        if self._context is not None:
+        if self._sockets is not None:
             raise RuntimeError("PredictServer.start() was called twice")
         if self._stop.is_set():  # (its I/O thread would leave at once: nobody would read)
             raise RuntimeError(
                 "PredictServer.start() after stop(): a server starts once; make a new PredictServer"
             )
-        ctx = self._context = zmq.Context()
-        router = self._router = ctx.socket(zmq.ROUTER)
-        router.setsockopt(zmq.MAXMSGSIZE, self.max_request_bytes + HEADER_ALLOWANCE)
-        router.setsockopt(zmq.LINGER, _LINGER_MS)  # (the last refusals leave on `stop`)
-        router.setsockopt(zmq.SNDHWM, 1000)  # replies to a peer that reads none: dropped
-        if self._curve is not None:
-            router.curve_server = True
-            router.curve_secretkey, router.curve_publickey = self._curve
-        inproc = f"inproc://melissa-serving-{next(_ids)}"
-        self._replies_in = ctx.socket(zmq.PULL)
-        self._replies_in.bind(inproc)
-        self._replies_out = ctx.socket(zmq.PUSH)
-        self._replies_out.setsockopt(zmq.LINGER, 0)
-        self._replies_out.setsockopt(zmq.SNDHWM, 0)  # answers: at most max_queue per drain
-        self._replies_out.connect(inproc)
-        try:
+        socks = ServingSockets.open(
+            self._bind, self.rank, self.max_request_bytes + HEADER_ALLOWANCE, self._curve,
+            self._advertise,
+        )  # fmt: skip
+        self._sockets, self.endpoint = socks, socks.endpoint
+        if self._rendezvous is not None:
+            public = None if self._curve is None else self._curve[1].decode("ascii")
             try:
-                router.bind(self._bind)
-            except zmq.ZMQError as exc:
-                raise OSError(exc.errno, bind_error(self._bind, self.rank, exc)) from exc
-            self.endpoint = advertised(router.getsockopt_string(zmq.LAST_ENDPOINT), self._advertise)
-            if self._rendezvous is not None:
-                public = None if self._curve is None else self._curve[1].decode("ascii")
                 write_serving(
-                    self._rendezvous,
-                    self.rank,
-                    self.world_size,
-                    self.endpoint,
-                    self.inputs,
-                    self._run_id,
-                    public,
-                )
-        except BaseException:
-            self._close()
-            raise
+                    self._rendezvous, self.rank, self.world_size, self.endpoint, self.inputs,
+                    self._run_id, public,
+                )  # fmt: skip
+            except BaseException:
+                self._close()
+                raise
         self._thread = threading.Thread(
             target=self._run, name=f"melissa-serving-{self.rank}", daemon=True
         )
@@ -232,15 +206,9 @@ class PredictServer:
         self._close()
 
     def _close(self) -> None:
-        if self._router is not None:
-            self._router.close(linger=_LINGER_MS)  # (to a peer gone: dropped at once)
-        for sock in (self._replies_in, self._replies_out):
-            if sock is not None:
-                sock.close(linger=0)
-        self._router = self._replies_in = self._replies_out = None
-        if self._context is not None:
-            self._context.term()
-            self._context = None
+        if self._sockets is not None:  # (None again: a start that failed may be retried)
+            self._sockets.close()
+        self._sockets = None
 
     # -- the training thread's side --------------------------------------------------
 
@@ -316,14 +284,9 @@ class PredictServer:
         return self._requests.telemetry()
 
     def _reply(self, identity: bytes | None, frames: list[Any]) -> None:
-        if threading.current_thread() is self._thread:  # the I/O thread owns the ROUTER
-            assert self._router is not None
-            self._router.send_multipart([identity or b"", *frames], copy=True)
-            return
-        with self._send_lock:  # (the PUSH socket is shared by the threads that answer)
-            out = self._replies_out
-            if out is not None:  # (copied, as above: `serving_bind` says why)
-                out.send_multipart([identity or b"", *frames], copy=True)
+        socks = self._sockets  # (None: not started, or stopped; nothing sent)
+        if socks is not None:
+            socks.reply(identity, frames, threading.current_thread() is self._thread)
 
     def _queue_or_refuse(self, pending: Pending) -> None:
         """Queue a peer's `pending` (`RequestQueue.offer`), or refuse it (not serving, full)."""
@@ -334,7 +297,8 @@ class PredictServer:
     # -- the I/O thread --------------------------------------------------------------
 
     def _run(self) -> None:
-        router, replies = self._router, self._replies_in
+        assert self._sockets is not None
+        router, replies = self._sockets.router, self._sockets.replies_in
         assert router is not None and replies is not None
         poller = zmq.Poller()
         poller.register(router, zmq.POLLIN)

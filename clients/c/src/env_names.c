@@ -37,7 +37,7 @@ static const char *const MT_ENV_READ[] = {
 /* The names other parts of melissa-trainer read (not the C client's, not a mistake). */
 static const char *const MT_ENV_ELSEWHERE[] = {
     "MELISSA_TRAINER_LAUNCHER", "MELISSA_TRAINER_LAUNCHER_KEY", "MELISSA_TRAINER_LAUNCHER_PROCESS",
-    "MELISSA_TRAINER_OUTPUT_LOCK", "MELISSA_TRAINER_WORKER",
+    "MELISSA_TRAINER_OUTPUT_LOCK", "MELISSA_TRAINER_SILENCE_S", "MELISSA_TRAINER_WORKER",
 };
 #define N_READ (sizeof MT_ENV_READ / sizeof *MT_ENV_READ)
 #define N_ELSEWHERE (sizeof MT_ENV_ELSEWHERE / sizeof *MT_ENV_ELSEWHERE)

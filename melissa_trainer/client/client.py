@@ -45,7 +45,6 @@ from melissa_trainer.client.admission_watch import AdmissionWatch
 from melissa_trainer.client.asking import Asking
 from melissa_trainer.client.client_close import ClosingClient
 from melissa_trainer.client.config import (
-    check_attempt,
     check_parameters,
     check_simulation_id,
     rendezvous_dir,
@@ -58,6 +57,7 @@ from melissa_trainer.client.field_part import FieldPart
 from melissa_trainer.client.finite_check import FiniteCheck
 from melissa_trainer.client.handshake_words import ARGUMENT, ENV, RENDEZVOUS
 from melissa_trainer.client.held import HeldArrays
+from melissa_trainer.client.launched_env import check_launched
 from melissa_trainer.client.restart import RestartCheck
 from melissa_trainer.client.transport import FAILED_CLOSE_TIMEOUT as FAILED_CLOSE_TIMEOUT
 from melissa_trainer.client.transport import Transport
@@ -172,7 +172,7 @@ class Client(ClosingClient):
         check_field_sizes(specs, tuning.max_message_bytes)
         self.parameters = check_parameters(parameters)
         self.simulation_id = check_simulation_id(simulation_id)
-        check_attempt()  # (a launcher's variable mistyped: said now, not at a rerun)
+        check_launched()  # (a launcher's variable mistyped: said now, not at a rerun)
         self._send_timeout = check_seconds("send_timeout", send_timeout)
         if self._send_timeout == math.inf:  # (no bound, as None: a lock takes no inf)
             self._send_timeout = None

@@ -40,6 +40,7 @@ KNOWN = frozenset(
         "MELISSA_TRAINER_RUN_ID",  # the trainer's run
         "MELISSA_TRAINER_SERVE_ENDPOINTS",  # the serving endpoints (predictions)
         "MELISSA_TRAINER_SERVE_KEY",  # their CURVE key
+        "MELISSA_TRAINER_SILENCE_S",  # set by the launcher: its shortest silence bound
         "MELISSA_TRAINER_SIMULATION_ID",  # the simulation's id
         "MELISSA_TRAINER_WORKER",  # worker mode: this worker's slot
     }

@@ -15,6 +15,23 @@ from its checkpoint. A step its receiver holds is then not sent; it is
 counted in that receiver's BYE (`Transport.steps`), as after a follow, so that the
 receiver finds the simulation complete.
 
+A sign of life: the launcher hears a simulation by its DATA and BATCH messages only
+(duplicates included: `assembly.StepLedger.count_message`), and kills one silent past
+its bound as hung (`launcher.silence_watch`). A rerun whose solver takes longer to
+recompute the held steps than that bound used to be killed on every attempt, and the
+resumed study failed. So while skipping, once `interval` seconds have passed since
+this client last sent a step (or, before its first, since its HELLO:
+`Transport.opened`), the held step at hand is sent anyway: the receiver drops it as a
+duplicate and counts it, the launcher hears it. It is counted once in its receiver's
+BYE as any step sent (`Transport.steps`, a set). The interval is a quarter of the
+launcher's shortest silence bound for this attempt (``MELISSA_TRAINER_SILENCE_S``,
+`launched_env.check_silence`), at least `SIGN_FLOOR`; `SIGN_DEFAULT` without one. One clock
+per client, not per receiver: the launcher's heartbeat is the simulation's, summed over
+its receivers, so one duplicate per interval is enough. A rerun that recomputes its held
+steps within the interval still sends none. With a communicator, a rank sends no sign
+of life before its first send placed the parts (that send is collective, and each
+rank's clock is its own: the ranks could disagree on whether to send).
+
 Only an optimisation: the answer is asked once, with a short bound (`ASK_TIMEOUT`); a
 receiver without a follow socket (an older trainer), a rendezvous of another run than
 the client's, or no answer in time: everything is sent, as before (logged at INFO).
@@ -25,22 +42,51 @@ client's thread.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from melissa_trainer.client.config import check_attempt
 from melissa_trainer.client.follow import Follower, FollowError
+from melissa_trainer.client.launched_env import check_silence
 from melissa_trainer.client.worker_given import given_attempt
 from melissa_trainer.stream.endpoints import fetch_rendezvous
 from melissa_trainer.stream.step_set import StepSet
 from melissa_trainer.wire import HELD_FINISHED, HELD_STEPS, HeldReply
 from melissa_trainer.wire.routing import receiver_of
 
-__all__ = ["ASK_TIMEOUT", "RerunSkip", "attempt", "rerun_skip"]
+if TYPE_CHECKING:
+    from melissa_trainer.client.transport import Transport
+
+__all__ = [
+    "ASK_TIMEOUT",
+    "SIGN_DEFAULT",
+    "SIGN_FLOOR",
+    "SIGN_SHARE",
+    "RerunSkip",
+    "attempt",
+    "rerun_skip",
+    "sign_interval",
+]
 
 logger = logging.getLogger("melissa_trainer.client")
 
 #: seconds a rerun waits for each receiver's HELD before it sends every step
 ASK_TIMEOUT = 5.0
+#: the share of the launcher's silence bound after which a rerun sends a held step anyway
+SIGN_SHARE = 0.25
+#: the shortest interval between a rerun's signs of life (seconds)
+SIGN_FLOOR = 0.2
+#: the interval without a bound from the launcher (``MELISSA_TRAINER_SILENCE_S`` unset)
+SIGN_DEFAULT = 10.0
+
+
+def sign_interval() -> float:
+    """Seconds of silence after which a rerun sends the held step at hand (module
+    docstring): `SIGN_SHARE` of ``$MELISSA_TRAINER_SILENCE_S``, at least `SIGN_FLOOR`;
+    `SIGN_DEFAULT` when unset. (`Client` checked the variable at its start.)"""
+    silence = check_silence()
+    return SIGN_DEFAULT if silence is None else max(SIGN_FLOOR, SIGN_SHARE * silence)
 
 
 def attempt(simulation_id: int | None = None) -> int:
@@ -56,24 +102,36 @@ def attempt(simulation_id: int | None = None) -> int:
 
 class RerunSkip:
     """Which steps a rerun skips: those `replies` (each receiver's HELD, rank order) say
-    held; each skipped step is added to its receiver's `steps` (its BYE's count)."""
+    held, unless `transport` has sent nothing for `interval` s (a sign of life: module
+    docstring); each skipped step is added to its receiver's `steps` (its BYE's count)."""
 
     def __init__(
         self,
         replies: Sequence[HeldReply],
         simulation_id: int,
         routing: str | None,
-        steps: list[StepSet],
+        transport: Transport,
+        interval: float,
     ) -> None:
         self.replies, self.simulation_id, self.routing = list(replies), simulation_id, routing
-        self.steps = steps
+        self.transport, self.interval = transport, interval
+        self.steps: list[StepSet] = transport.steps
         #: steps not sent, held already
         self.skipped = 0
+        #: held steps sent anyway, signs of life (their receiver drops them)
+        self.signs = 0
 
-    def __call__(self, step: int) -> bool:
-        """Whether `step` is held by its receiver: then it is counted, not sent."""
+    def __call__(self, step: int, pace: bool = True) -> bool:
+        """Whether `step` is held by its receiver and is not due as a sign of life
+        (`pace`: whether one may be sent now): then it is counted, not sent."""
         rank = receiver_of(self.simulation_id, step, len(self.replies), self.routing)
         if not self.replies[rank].holds(step, self.routing):
+            return False
+        transport = self.transport
+        if pace and time.monotonic() - max(transport.clock.last, transport.opened) >= (
+            self.interval
+        ):
+            self.signs += 1  # (sent: `send_step` or the fast path adds it to `steps`)
             return False
         self.steps[rank].add(step)
         self.skipped += 1
@@ -85,12 +143,12 @@ def rerun_skip(
     simulation_id: int,
     routing: str | None,
     endpoints: Sequence[str],
-    steps: list[StepSet],
+    transport: Transport,
 ) -> RerunSkip | None:
     """The skip of a launched rerun whose endpoints came from `rendezvous` (module
-    docstring), asking each receiver once; None when there is nothing to skip (a first
-    attempt, not launched, no rendezvous, receivers that hold nothing of it or cannot
-    be asked: then every step is sent)."""
+    docstring), asking each receiver once, its signs of life paced by `sign_interval`;
+    None when there is nothing to skip (a first attempt, not launched, no rendezvous,
+    receivers that hold nothing of it or cannot be asked: then every step is sent)."""
     if rendezvous is None or attempt(simulation_id) < 1:
         return None
     try:
@@ -109,4 +167,4 @@ def rerun_skip(
         return None
     if not any(r.status in (HELD_STEPS, HELD_FINISHED) for r in replies):
         return None
-    return RerunSkip(replies, simulation_id, routing, steps)
+    return RerunSkip(replies, simulation_id, routing, transport, sign_interval())

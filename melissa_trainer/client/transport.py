@@ -137,10 +137,13 @@ class Transport:
             simulation_id,
         )
         self.clock = SendClock(self.wait.look)  # when the last send was (both paths)
+        #: when the HELLO left (`open`): a rerun's first sign of life counts from it
+        self.opened = time.monotonic()
 
     def open(self, hello: bytes) -> None:
         """Send `hello` to every receiver (bounded by `send_timeout`); released if it
         fails."""
+        self.opened = time.monotonic()
         try:
             deadline = deadline_after(self.send_timeout)
             for index, sock in enumerate(self.sockets):

@@ -16,10 +16,10 @@ Policy, in short (the details are in `supervisor` and `worker_mode`):
 * Simulation ids start at `first_simulation_id`, +1 per parameter set drawn; the goal is
   `n_simulations` successful simulations, with at most `job_limit` jobs alive at once.
 * Each job gets ``MELISSA_TRAINER_SIMULATION_ID``, ``MELISSA_TRAINER_PARAMETERS`` (JSON),
-  ``MELISSA_TRAINER_RENDEZVOUS``, ``MELISSA_TRAINER_ATTEMPT`` and, under a trainer,
-  ``MELISSA_TRAINER_RUN_ID`` (its run id: see `melissa_trainer.trainer.output_lock`), plus
-  `env`, so that `melissa_trainer.client.Client(fields)` needs no argument; a command
-  template may also
+  ``MELISSA_TRAINER_RENDEZVOUS``, ``MELISSA_TRAINER_ATTEMPT``, ``MELISSA_TRAINER_SILENCE_S``
+  (its shortest silence bound: `client.rerun`) and, under a trainer, ``MELISSA_TRAINER_RUN_ID``
+  (its run id: `melissa_trainer.trainer.output_lock`), plus `env`, so that
+  `melissa_trainer.client.Client(fields)` needs no argument; a command template may also
   use placeholders (`templates`). A Python callable runs in a subprocess (cloudpickle).
 * Success is a simulation whose data all reached the receivers and whose process
   ended (with receivers reporting data, `start(data=...)`; otherwise exit 0). A

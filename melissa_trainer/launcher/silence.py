@@ -214,6 +214,16 @@ class SilenceClock:
             f"needs a larger startup_timeout"
         )
 
+    def shortest(self) -> float | None:
+        """The shortest bound an attempt launched now may be judged by (before its first
+        message, or between two), or None when neither has one: what the launcher tells
+        each job it starts (``MELISSA_TRAINER_SILENCE_S``), so that a rerun that skips the
+        steps its receivers hold sends a sign of life well within it
+        (`melissa_trainer.client.rerun`). Under ``"auto"`` the bound only grows as the
+        study sees longer silences: the value now is never too long."""
+        bounds = [b[0] for b in (self.bound(False), self.bound(True)) if b is not None]
+        return min(bounds) if bounds else None
+
     def _fixed(self, timeout: float, sending: bool, complete: bool) -> tuple[float, str] | None:
         """`bound` under a numeric `simulation_timeout` (module docstring)."""
         rule = f"simulation_timeout={timeout}"

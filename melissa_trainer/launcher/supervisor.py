@@ -341,7 +341,13 @@ class Supervisor(SilenceWatch):
             log_path = self.settings.log_dir / f"sim-{sid}.log"
             env = {
                 **self.settings.env,
-                **simulation_env(sid, parameters, self.settings.rendezvous_dir, attempt),
+                **simulation_env(
+                    sid,
+                    parameters,
+                    self.settings.rendezvous_dir,
+                    attempt,
+                    self.silence.shortest(),
+                ),
             }
             argv = self.command(sid, parameters)
             handle = self.start_job(Job(name, argv, env, None, log_path, self.settings.ranks))

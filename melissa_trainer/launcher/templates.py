@@ -31,6 +31,7 @@ from typing import Any
 
 from melissa_trainer.client import ENV_PARAMETERS, ENV_RENDEZVOUS, ENV_SIMULATION_ID
 from melissa_trainer.client.config import ENV_ATTEMPT  # (0 the first run, 1 its first restart)
+from melissa_trainer.client.launched_env import ENV_SILENCE  # (its shortest silence bound)
 from melissa_trainer.client.worker import ENV_LAUNCHER, ENV_WORKER
 
 __all__ = [
@@ -38,6 +39,7 @@ __all__ = [
     "ENV_LAUNCHER",
     "ENV_PARAMETERS",
     "ENV_RENDEZVOUS",
+    "ENV_SILENCE",
     "ENV_SIMULATION_ID",
     "ENV_WORKER",
     "Command",
@@ -45,6 +47,7 @@ __all__ = [
     "SimulationProgram",
     "callable_argv",
     "pickle_callable",
+    "silence_env",
     "simulation_env",
 ]
 
@@ -123,15 +126,32 @@ class CommandTemplate:
 
 
 def simulation_env(
-    simulation_id: int, parameters: Mapping[str, float], rendezvous_dir: str, attempt: int
+    simulation_id: int,
+    parameters: Mapping[str, float],
+    rendezvous_dir: str,
+    attempt: int,
+    silence: float | None = None,
 ) -> dict[str, str]:
-    """The variables that tell a job which simulation it runs (the client reads them)."""
+    """The variables that tell a job which simulation it runs (the client reads them);
+    `silence`: the shortest silence the launcher allows it (`silence_env`)."""
     return {
         ENV_SIMULATION_ID: str(simulation_id),
         ENV_PARAMETERS: json.dumps(dict(parameters)),
         ENV_RENDEZVOUS: rendezvous_dir,
         ENV_ATTEMPT: str(attempt),
+        **silence_env(silence),
     }
+
+
+def silence_env(silence: float | None) -> dict[str, str]:
+    """``MELISSA_TRAINER_SILENCE_S`` for a job the launcher starts: the shortest bound on
+    its silence (`SilenceClock.shortest`), in the form `launched_env.check_silence` reads
+    (digits, an optional fraction of at most 3 digits here, above 0); none without a
+    bound. A rerun paces its sign of life by it (`melissa_trainer.client.rerun`)."""
+    if silence is None:
+        return {}
+    text = f"{max(silence, 0.001):.3f}".rstrip("0").rstrip(".")
+    return {ENV_SILENCE: text}
 
 
 def pickle_callable(fn: Callable[[int, dict[str, float]], None]) -> bytes:

@@ -40,7 +40,12 @@ from melissa_trainer.launcher.backends.base import Job
 from melissa_trainer.launcher.exit_cause import code_text, codes_text
 from melissa_trainer.launcher.reports import LauncherError
 from melissa_trainer.launcher.supervisor import RunningJob, Supervisor
-from melissa_trainer.launcher.templates import ENV_LAUNCHER, ENV_RENDEZVOUS, ENV_WORKER
+from melissa_trainer.launcher.templates import (
+    ENV_LAUNCHER,
+    ENV_RENDEZVOUS,
+    ENV_WORKER,
+    silence_env,
+)
 from melissa_trainer.stream.endpoints import advertised, is_loopback
 from melissa_trainer.stream.liveness import LISTEN_BACKLOG
 
@@ -232,6 +237,8 @@ class WorkerSupervisor(Supervisor):
                 ENV_RENDEZVOUS: self.settings.rendezvous_dir,
                 ENV_LAUNCHER: self.endpoint,
                 ENV_WORKER: name,
+                # (its simulations' rerun signs of life: the bound only grows, `shortest`)
+                **silence_env(self.silence.shortest()),
             }
             if self.curve_public_key is not None:
                 env[ENV_LAUNCHER_KEY] = self.curve_public_key

@@ -416,3 +416,51 @@ def test_the_attempt_is_judged_alike_and_a_mistyped_one_refused(
     assert got[0] == (number or not digits), got
     if not got[0]:
         assert got[1].startswith(f"MELISSA_TRAINER_ATTEMPT={value!r} is not an attempt number")
+
+
+SILENCES = [
+    ("whole", "6"),
+    ("fraction", "0.25"),
+    ("ascii-blanks", " 120\t\n"),
+    ("nine-and-nine", "123456789.123456789"),
+    ("empty", ""),
+    ("blank", "   "),
+    ("unicode-blank", "\u3000"),
+    ("zero", "0"),
+    ("zero-fraction", "0.000"),
+    ("ten-digits", "1234567890"),
+    ("trailing-dot", "1."),
+    ("leading-dot", ".5"),
+    ("exponent", "1e3"),
+    ("negative", "-1"),
+    ("plus", "+1"),
+    ("comma", "1,5"),
+    ("inf", "inf"),
+    ("arabic-indic-digit", "\u0663"),
+]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("value", [v for _, v in SILENCES], ids=[n for n, _ in SILENCES])
+def test_the_silence_bound_is_judged_alike_and_a_mistyped_one_refused(
+    script_exe: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    by_hand: None,
+    value: str,
+) -> None:
+    """MELISSA_TRAINER_SILENCE_S (the launcher's shortest silence bound, which a rerun
+    paces its sign of life by: client/launched_env.py, clients/c/src/rerun.c) that is no
+    number of seconds is refused at the start in the same words by both clients."""
+    env = {ID: "7", "MELISSA_TRAINER_SILENCE_S": value, "MELISSA_TRAINER_ENDPOINTS": OK}
+    for name, v in env.items():
+        monkeypatch.setenv(name, v)
+    got = python_start()
+    assert c_start(script_exe, tmp_path, env) == got
+    text = value.strip()
+    whole, dot, fraction = text.partition(".")
+    parts = (whole, fraction) if dot else (whole,)
+    form = all(0 < len(p) <= 9 and p.isascii() and p.isdigit() for p in parts)
+    assert got[0] == (not text or (form and float(text) > 0)), got
+    if not got[0]:
+        assert got[1].startswith(f"MELISSA_TRAINER_SILENCE_S={value!r} is not a number of sec")

@@ -138,6 +138,44 @@ def test_a_c_rerun_sends_only_what_the_checkpoint_lacks(
     assert steps == list(range(STEPS))  # each once
 
 
+@CHECKPOINTS
+def test_a_slow_c_rerun_sends_a_held_step_each_interval(
+    script_exe: Path,  # noqa: F811
+    tmp_path: Path,
+    runs: list[Run],
+    before: list[int],
+    puts: list[int],
+) -> None:
+    """A sign of life (rerun.c, as Python's: tests/client/test_rerun_sign_of_life.py):
+    ``MELISSA_TRAINER_SILENCE_S=1`` (a quarter: 0.25 s) and a solver whose steps take
+    0.3 s (``sleep``: its compute, not a synchronisation): each held step comes after
+    more than the interval without a send, so each is sent anyway, a duplicate its
+    receiver drops; the BYEs still count each step once. Before, none was (the
+    launcher heard nothing while the rerun recomputed the held part, and killed it)."""
+    rendezvous = tmp_path / "rendezvous"
+    runs.append(Run(rendezvous, "run-a"))
+    first = attempt(script_exe, rendezvous, 0, "run-a")
+    try:
+        done(first, *sends(before), "flush")
+        checkpoint = runs[0].checkpoint(puts)
+        runs[0].stop()
+        runs.append(Run(rendezvous, "run-b", checkpoint))
+        killed(first)
+    finally:
+        first.kill()
+    again = attempt(script_exe, rendezvous, 1, "run-b", MELISSA_TRAINER_SILENCE_S="1")
+    slow = [line for t in range(STEPS) for line in ("sleep 0.3", *sends([t]))]
+    _, err = run_to_the_end(again, *slow)
+    runs[1].complete(SID)  # (the BYEs count every step: else the simulation is not)
+    assert NOT_ASKED not in err, err
+    held = [min(puts[r], sum(1 for t in before if t % 2 == r)) for r in range(2)]
+    figures = [r.telemetry() for r in runs[1].receivers]
+    assert [f["duplicates"] for f in figures] == held, figures
+    assert [f["samples_put"] for f in figures] == [5, 5], figures
+    steps = sorted(int(s["time_step"]) for b in runs[1].buffers for s in drain(b))
+    assert steps == list(range(STEPS))  # each once
+
+
 def test_a_c_rerun_in_the_same_run_sends_every_step(
     script_exe: Path,  # noqa: F811
     tmp_path: Path,

@@ -53,6 +53,8 @@ while (work := next_simulation(timeout=30)) is not None:
     first = not os.path.exists(os.path.join(out, "hung"))
     client = Client({"u": ((4,), "float32")}, simulation_id=sid, parameters=parameters)
     for t in range(HALF if first else STEPS):
+        if not first:
+            time.sleep(float(os.environ.get("RERUN_STEP_S", "0")))  # (its compute)
         client.send(t, u=np.full(4, t, np.float32))
     if first:
         client.flush()
@@ -62,7 +64,8 @@ while (work := next_simulation(timeout=30)) is not None:
 """.replace("HALF", str(HALF)).replace("STEPS", str(STEPS))
 
 
-def launcher(tmp_path: Path) -> Launcher:
+def launcher(tmp_path: Path, timeout: float | str = "auto", step_s: float = 0.0) -> Launcher:
+    """The study; `timeout`: its simulation_timeout, `step_s`: a rerun's step time."""
     script = tmp_path / "worker.py"
     script.write_text(textwrap.dedent(WORKER))
     return Launcher(
@@ -72,8 +75,9 @@ def launcher(tmp_path: Path) -> Launcher:
         job_limit=1,
         worker=True,
         backend=LocalBackend(),
-        tuning=LauncherTuning(poll_interval=0.05, kill_grace=2.0),
+        tuning=LauncherTuning(poll_interval=0.05, kill_grace=2.0, simulation_timeout=timeout),
         log_dir=tmp_path / "logs",
+        env={"RERUN_STEP_S": str(step_s)},
     )
 
 
@@ -90,10 +94,33 @@ def receiver(tmp_path: Path, buffer: FIFOBuffer, run_id: str) -> Receiver:
 def test_a_resumed_worker_study_reruns_a_simulation_sending_only_what_the_checkpoint_lacks(
     tmp_path: Path,
 ) -> None:
+    figures = resumed_worker_study(tmp_path, "auto", 0.0)
+    # the oracle: no step the checkpoint holds came again; each one it lacked came
+    assert figures["duplicates"] == 0, figures
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(120)
+def test_a_worker_rerun_slower_than_the_silence_bound_sends_signs_of_life(
+    tmp_path: Path,
+) -> None:
+    """``simulation_timeout=4`` (told to the worker: ``MELISSA_TRAINER_SILENCE_S``, a
+    sign of life due 1 s after the last send) and a rerun whose steps take 1.2 s: its
+    HALF held steps, 6 s, outlast the bound. Each comes after more than the interval
+    without a send, so each is sent anyway (a duplicate); the study completes. Before,
+    nothing was sent for 6 s and the launcher killed the rerun as hung, every attempt."""
+    figures = resumed_worker_study(tmp_path, 4.0, 1.2)
+    assert figures["duplicates"] == HALF, figures
+
+
+def resumed_worker_study(tmp_path: Path, timeout: float | str, step_s: float) -> dict:
+    """Run A until its worker hangs after HALF steps, then run B resumed from its
+    checkpoint to the end (`launcher`'s `timeout`, `step_s`): run B's receiver's
+    telemetry, once every step is checked in its buffer once."""
     buffer = FIFOBuffer(100)
     first = receiver(tmp_path, buffer, "run-a")
     first.start()
-    launch = launcher(tmp_path)
+    launch = launcher(tmp_path)  # (its hung worker waits for the stop: no timeout)
     try:
         launch.start(tmp_path / "rendezvous")
         wait_until(lambda: buffer.stats().put == HALF, "run A's first steps", 60.0)
@@ -110,21 +137,20 @@ def test_a_resumed_worker_study_reruns_a_simulation_sending_only_what_the_checkp
     second = receiver(tmp_path, buffer, "run-b")
     second.load_state_dict(record)
     second.start()
-    launch = launcher(tmp_path)
+    launch = launcher(tmp_path, timeout, step_s)
     try:
         launch.load_state_dict(state)
-        launch.start(tmp_path / "rendezvous")
+        launch.start(tmp_path / "rendezvous", heartbeat=second.activity)
         samples = drain(buffer, timeout=60.0)
         wait_until(lambda: launch.check() or launch.done, "the study to complete", 60.0)
     finally:
         launch.stop()
         second.stop()
     figures = second.telemetry()
-    # the oracle: no step the checkpoint holds came again; each one it lacked came
-    assert figures["duplicates"] == 0, figures
     assert figures["samples_put"] == STEPS, figures  # (the checkpoint's HALF, then the rest)
     assert second.completed() == [0]
     assert sorted(int(s["time_step"]) for s in samples) == list(range(STEPS))  # each once
+    return figures
 
 
 class FakeLauncher:

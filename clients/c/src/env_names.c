@@ -32,7 +32,8 @@ static const char *const MT_ENV_READ[] = {
     "MELISSA_TRAINER_KEY",             "MELISSA_TRAINER_PARAMETERS",
     "MELISSA_TRAINER_RENDEZVOUS",      "MELISSA_TRAINER_REPLAY_BYTES",
     "MELISSA_TRAINER_RUN_ID",          "MELISSA_TRAINER_SERVE_ENDPOINTS",
-    "MELISSA_TRAINER_SERVE_KEY",       "MELISSA_TRAINER_SIMULATION_ID",
+    "MELISSA_TRAINER_SERVE_KEY",       "MELISSA_TRAINER_SILENCE_S",
+    "MELISSA_TRAINER_SIMULATION_ID",
 };
 /* The names other parts of melissa-trainer read (not the C client's, not a mistake). */
 static const char *const MT_ENV_ELSEWHERE[] = {

@@ -40,12 +40,17 @@ long mt_rerun_attempt(void);
 /* $MELISSA_TRAINER_ATTEMPT checked at the start: unset, blank, or ASCII digits below 2**31
  * (client/config.py check_attempt's rule and words), else MT_EENV naming it. */
 mt_status mt_check_attempt(mt_client *c);
+/* $MELISSA_TRAINER_SILENCE_S checked at the start: unset, blank, or 1-9 ASCII digits with
+ * an optional dot and 1-9 more, above 0 (client/launched_env.py check_silence's rule and
+ * words), else MT_EENV naming it. */
+mt_status mt_check_silence(mt_client *c);
 /* At the first send (sets c->rerun_asked): on an attempt > 0 with a rendezvous, ask each
  * receiver which steps it holds (at most 5 s each) and keep the answers if any holds
  * some; never fails (no answer: every step is sent, one line on stderr says why). */
 void mt_rerun_ask(mt_client *c);
-/* Whether step `step` is held by its receiver (not to be sent; counted in its BYE). */
-bool mt_rerun_holds(const mt_client *c, uint64_t step);
+/* Whether step `step` is held by its receiver and no sign of life is due at `now` (no
+ * send for c->rerun_interval s): then it is not sent (counted in its BYE). */
+bool mt_rerun_skips(mt_client *c, uint64_t step, double now);
 /* Forget the answers (after a follow: they were the old trainer's; at the free). */
 void mt_rerun_drop(mt_client *c);
 

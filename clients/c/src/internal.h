@@ -198,14 +198,14 @@ struct mt_client {
     bool step_batched;   /* the outbox takes this step's small payloads */
     bool step_appended;  /* some were appended */
     double step_now;
-    double last_send;    /* monotonic seconds; -inf before the first */
+    double last_send, opened; /* monotonic s: the last send (-inf before), the HELLO's */
     mt_watch watch;      /* admission_watch.c */
-    /* a launched rerun's skip of the steps its receivers hold (rerun.c): asked at the
-     * first send; each receiver's HELD (NULL: every step is sent), and whether the open
-     * step is one of them (its fields checked, not sent; counted in its receiver's BYE) */
+    /* a launched rerun's skip of held steps (rerun.c): asked at the first send; each
+     * receiver's HELD (NULL: every step sent), the s without a send after which one is sent
+     * anyway, whether the open step is skipped (checked, not sent; counted in its BYE) */
     bool rerun_asked;
     struct mt_held *rerun_held;
-    size_t rerun_n;
+    size_t rerun_n; double rerun_interval;
     bool step_skipped;
     /* batching: mu guards the sockets and the groups (the flusher thread shares them) */
     pthread_mutex_t mu;

@@ -201,6 +201,7 @@ mt_status mt_client_start(mt_client *c) {
         }
     }
     free(hello.data);
+    c->opened = mt_now(); /* (rerun.c: a rerun's first sign of life is due from here) */
     if (st == MT_OK) mt_admission_watch_start(c); /* (the HELLO left: asked while it runs) */
     if (st != MT_OK) {
         char *keep = c->error; /* (taken: release_runtime may fail again) */

@@ -19,7 +19,16 @@
  * the client's, or no answer in time: every step is sent, as before, and one line on
  * stderr says why. A first attempt asks nothing (nothing of it can be held). A follow of
  * a restarted trainer drops the skip (mt_rerun_drop, follow.c): its answers were the old
- * trainer's, and every later step is sent. Not thread-safe: the client's thread. */
+ * trainer's, and every later step is sent.
+ *
+ * A sign of life, as rerun.py's: the launcher hears a simulation by its DATA and BATCH
+ * only, and killed a rerun whose solver took longer to recompute the held steps than
+ * its silence bound as hung, on every attempt. While skipping, once c->rerun_interval s
+ * have passed since the client's last send (or its HELLO: c->opened), the held step at
+ * hand is sent anyway (a duplicate its receiver drops; the launcher hears it), counted
+ * once in its BYE as any step. The interval is a quarter of $MELISSA_TRAINER_SILENCE_S
+ * (the launcher's shortest bound for the attempt), at least SIGN_FLOOR; SIGN_DEFAULT
+ * without it. Not thread-safe: the client's thread. */
 #define _POSIX_C_SOURCE 200809L
 #include <ctype.h>
 #include <errno.h>
@@ -32,6 +41,10 @@
 
 #define ENV_ATTEMPT "MELISSA_TRAINER_ATTEMPT"
 #define ASK_TIMEOUT 5.0 /* s for each receiver's HELD (rerun.py ASK_TIMEOUT) */
+#define ENV_SILENCE "MELISSA_TRAINER_SILENCE_S"
+#define SIGN_SHARE 0.25   /* of the launcher's bound (rerun.py SIGN_SHARE) */
+#define SIGN_FLOOR 0.2    /* s (rerun.py SIGN_FLOOR) */
+#define SIGN_DEFAULT 10.0 /* s without a bound (rerun.py SIGN_DEFAULT) */
 
 /* $MELISSA_TRAINER_ATTEMPT, the launcher's count of launches, checked at mt_client_start:
  * unset or blank to Python's str.strip, else ASCII digits 0-9 below 2**31; else MT_EENV
@@ -58,6 +71,52 @@ mt_status mt_check_attempt(mt_client *c) {
     free(s);
     free(shown);
     return st;
+}
+
+/* The seconds of `s` (stripped): 1-9 ASCII digits, optionally '.' and 1-9 more; -1 if
+ * not that form. Parsed by hand: strtod reads the locale's decimal point. */
+static double seconds_of(const char *s) {
+    size_t whole = strspn(s, "0123456789");
+    if (whole == 0 || whole > 9) return -1.0;
+    double value = 0.0, scale = 1.0;
+    for (size_t i = 0; i < whole; ++i) value = value * 10.0 + (s[i] - '0');
+    if (s[whole] == '\0') return value;
+    if (s[whole] != '.') return -1.0;
+    const char *fraction = s + whole + 1;
+    size_t n = strspn(fraction, "0123456789");
+    if (n == 0 || n > 9 || fraction[n] != '\0') return -1.0;
+    for (size_t i = 0; i < n; ++i) value += (fraction[i] - '0') * (scale /= 10.0);
+    return value;
+}
+
+/* $MELISSA_TRAINER_SILENCE_S checked at mt_client_start (launched_env.py check_silence:
+ * the same rule, the same words). */
+mt_status mt_check_silence(mt_client *c) {
+    const char *value = getenv(ENV_SILENCE);
+    if (value == NULL) return MT_OK;
+    char *s = mt_py_strip(value), *shown = mt_py_repr(value);
+    mt_status st = MT_OK;
+    if (s == NULL || shown == NULL) {
+        st = mt_fail(c, MT_ENOMEM, "out of memory");
+    } else if (*s != '\0' && !(seconds_of(s) > 0.0)) { /* (blank: unset) */
+        st = mt_fail(c, MT_EENV, ENV_SILENCE "=%s is not a number of seconds: the launcher "
+                                 "sets it (the shortest silence it allows the simulation), "
+                                 "in ASCII digits 0-9 with an optional fraction, above 0; "
+                                 "unset it to start the solver by hand", shown);
+    }
+    free(s);
+    free(shown);
+    return st;
+}
+
+/* The interval between a rerun's signs of life (the variable checked at the start). */
+static double sign_interval(void) {
+    const char *value = getenv(ENV_SILENCE);
+    char *s = value == NULL ? NULL : mt_py_strip(value);
+    double silence = s == NULL ? -1.0 : seconds_of(s);
+    free(s);
+    if (!(silence > 0.0)) return SIGN_DEFAULT;
+    return SIGN_SHARE * silence > SIGN_FLOOR ? SIGN_SHARE * silence : SIGN_FLOOR;
 }
 
 long mt_rerun_attempt(void) {
@@ -124,6 +183,7 @@ void mt_rerun_ask(mt_client *c) {
                      held[r].status == MT_HELD_FINISHED;
     if (useful) { /* (else nothing held: every step is sent, nothing kept) */
         c->rerun_held = held, c->rerun_n = rv.n;
+        c->rerun_interval = sign_interval();
     } else {
         for (size_t r = 0; held != NULL && r < rv.n; ++r) mt_held_free(&held[r]);
         free(held);
@@ -131,10 +191,12 @@ void mt_rerun_ask(mt_client *c) {
     mt_rendezvous_free(&rv);
 }
 
-bool mt_rerun_holds(const mt_client *c, uint64_t step) {
+bool mt_rerun_skips(mt_client *c, uint64_t step, double now) {
     if (c->rerun_held == NULL) return false;
     size_t r = mt_receiver_of(c->simulation_id, step, c->rerun_n, c->routing);
-    return mt_held_holds(&c->rerun_held[r], step, c->simulation_id, c->routing);
+    if (!mt_held_holds(&c->rerun_held[r], step, c->simulation_id, c->routing)) return false;
+    double last = c->last_send > c->opened ? c->last_send : c->opened;
+    return now - last < c->rerun_interval; /* (else a sign of life: sent, as any step) */
 }
 
 void mt_rerun_drop(mt_client *c) {

@@ -296,8 +296,8 @@ mt_status mt_send(mt_client *c, uint64_t time_step, const char *field, mt_dtype 
         /* a launched rerun: its receivers asked at the first send which steps they hold
          * (rerun.c); a step held is taken, not sent, and nothing else is done for it */
         if (!c->rerun_asked) mt_rerun_ask(c);
-        bool skipped = c->rerun_held != NULL && mt_rerun_holds(c, time_step);
         double now = mt_now();
+        bool skipped = c->rerun_held != NULL && mt_rerun_skips(c, time_step, now);
         /* a trainer restarted (a new run in the rendezvous): followed before this step
          * (follow.c; a clock read unless a second has passed) */
         if (!skipped && c->replay.max_bytes > 0 && now >= c->follow_due) {

@@ -184,7 +184,7 @@ static void test_rerun_attempt(void) {
     CHECK(mt_client_create(&c) == MT_OK);
     setenv("MELISSA_TRAINER_ATTEMPT", "1", 1);
     mt_rerun_ask(c); /* (no rendezvous: endpoints given) */
-    CHECK(c->rerun_asked && c->rerun_held == NULL && !mt_rerun_holds(c, 0));
+    CHECK(c->rerun_asked && c->rerun_held == NULL && !mt_rerun_skips(c, 0, 0.0));
     c->rendezvous_used = strdup("/nonexistent");
     setenv("MELISSA_TRAINER_ATTEMPT", "0", 1); /* (a first attempt: the rendezvous unread) */
     mt_rerun_ask(c);

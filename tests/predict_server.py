@@ -69,3 +69,22 @@ def answering_server(
         if thread is not None:
             thread.join()
         server.stop()
+
+
+@contextmanager
+def serving_u(rendezvous_dir: Path, dtype: str, **options: Any) -> Iterator[PredictServer]:
+    """A serving `PredictServer` of one input ``u`` (4 of `dtype`: a trainer whose inputs
+    differ from `INPUTS`' by their dtype, the tests of inputs checked against a serve
+    file) publishing in `rendezvous_dir`, answered by `drain`; `options` go to
+    `PredictServer` (``bind``). Stopped on exit (its serve file removed)."""
+    server = PredictServer({"u": ((4,), dtype)}, rendezvous_dir=rendezvous_dir, **options)
+    server.start()
+    server.serving = True
+    stop = threading.Event()
+    thread = drain(server, stop)
+    try:
+        yield server
+    finally:
+        stop.set()
+        thread.join()
+        server.stop()

@@ -19,19 +19,13 @@ Requests are given `LONG` seconds: one that waits for its timeout fails the test
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 from held_ports import held_port
 from predict_runs import CPredict
 from predict_script import MT_EDTYPE, MT_EFIELD, MT_ESHAPE, MT_ETIMEDOUT, Script, outputs_of
-from predict_server import VERSION, drain
-
-from melissa_trainer.stream.receiver_config import DEFAULT_BIND
-from melissa_trainer.stream.serving import PredictServer
+from predict_server import VERSION, serving_u
 
 pytestmark = pytest.mark.e2e  # every test here starts a process
 
@@ -39,23 +33,6 @@ pytestmark = pytest.mark.e2e  # every test here starts a process
 LONG = 120
 F32 = ["input u 1 1 4 : 1 2 3 4", "output y 1 4"]  # (dtype code 1: float32)
 F64 = ["input u 2 1 4 : 1 2 3 4", "output y 1 4"]  # (dtype code 2: float64; y float32)
-
-
-@contextmanager
-def trainer(rv: Path, dtype: str, bind: str = DEFAULT_BIND) -> Iterator[PredictServer]:
-    """A serving `PredictServer` of one input ``u`` (4 of `dtype`) bound at `bind`,
-    publishing in `rv`, answered by a thread; stopped on exit (its serve file removed)."""
-    server = PredictServer({"u": ((4,), dtype)}, rendezvous_dir=rv, bind=bind)
-    server.start()
-    server.serving = True
-    stop = threading.Event()
-    thread = drain(server, stop)
-    try:
-        yield server
-    finally:
-        stop.set()
-        thread.join()
-        server.stop()
 
 
 def ask(script: Script, *staged: str) -> tuple[int, str, list[str]]:
@@ -72,7 +49,7 @@ def test_wrong_inputs_after_the_trainer_stopped_are_a_mistake_not_a_fallback(
 ) -> None:
     rv = tmp_path / "rv"
     with c_predict.script({"MELISSA_TRAINER_RENDEZVOUS": str(rv)}, 0, ask=F32) as script:
-        with trainer(rv, "float32"):
+        with serving_u(rv, "float32"):
             code, message, lines = ask(script, *F32)
             assert (code, outputs_of({0: lines}, 0)[0]) == (0, VERSION), message
         code, message, _ = ask(script, *F32)  # the trainer stopped: a fallback
@@ -98,10 +75,10 @@ def test_a_restarted_trainer_with_other_inputs_is_read_before_they_are_checked(
 ) -> None:
     rv = tmp_path / "rv"
     with c_predict.script({"MELISSA_TRAINER_RENDEZVOUS": str(rv)}, 0, ask=F32) as script:
-        with trainer(rv, "float32"):
+        with serving_u(rv, "float32"):
             assert ask(script, *F32)[0] == 0
         assert ask(script, *F32)[0] == MT_ETIMEDOUT
-        with trainer(rv, "float64"):  # (its serve file ends the backoff)
+        with serving_u(rv, "float64"):  # (its serve file ends the backoff)
             code, message, lines = ask(script, *F64)
             assert code == 0, message
             version, outputs = outputs_of({0: lines}, 0)
@@ -121,9 +98,9 @@ def test_a_trainer_restarted_at_the_same_endpoint_with_other_inputs_is_asked_wit
     back (`MT_ETIMEDOUT`) until it serves."""
     rv, bind = tmp_path / "rv", f"tcp://127.0.0.1:{held_port()}"
     with c_predict.script({"MELISSA_TRAINER_RENDEZVOUS": str(rv)}, 0, ask=F32) as script:
-        with trainer(rv, "float32", bind):
+        with serving_u(rv, "float32", bind=bind):
             assert ask(script, *F32)[0] == 0
-        with trainer(rv, "float64", bind):
+        with serving_u(rv, "float64", bind=bind):
             while True:
                 code, message, lines = ask(script, *F64)
                 if code == 0:

@@ -18,41 +18,20 @@ requests after the first failure are the backoff's, whatever the machine's speed
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 import pytest
-from predict_server import VERSION, drain
+from predict_server import VERSION, serving_u
 
 import melissa_trainer.client.predict_link as predict_link
 from melissa_trainer.client import Predictor, PredictTimeout
-from melissa_trainer.stream.serving import PredictServer
 
 pytestmark = pytest.mark.timeout(60)
 
 U = np.ones(4, np.float32)
 #: a request's timeout, longer than the test's: one that waits for it fails the test
 LONG = 120.0
-
-
-@contextmanager
-def trainer(rv: Path, dtype: str) -> Iterator[PredictServer]:
-    """A serving `PredictServer` of one input ``u`` (4 of `dtype`) publishing in `rv`,
-    answered by a thread; stopped on exit (its serve file removed)."""
-    server = PredictServer({"u": ((4,), dtype)}, rendezvous_dir=rv)
-    server.start()
-    server.serving = True
-    stop = threading.Event()
-    thread = drain(server, stop)
-    try:
-        yield server
-    finally:
-        stop.set()
-        thread.join()
-        server.stop()
 
 
 @pytest.fixture
@@ -64,7 +43,7 @@ def long_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_wrong_inputs_after_the_trainer_stopped_are_a_value_error(tmp_path: Path) -> None:
     rv = tmp_path / "rv"
     with Predictor(0, rendezvous_dir=rv) as client:
-        with trainer(rv, "float32"):
+        with serving_u(rv, "float32"):
             assert client.predict({"u": U}, timeout=LONG).version == VERSION
             with pytest.raises(ValueError, match="input 'u' is <f8"):
                 client.predict({"u": U.astype(np.float64)}, timeout=LONG)
@@ -90,11 +69,11 @@ def test_a_restarted_trainer_with_other_inputs_is_read_before_they_are_checked(
 ) -> None:
     rv = tmp_path / "rv"
     with Predictor(0, rendezvous_dir=rv) as client:
-        with trainer(rv, "float32"):
+        with serving_u(rv, "float32"):
             assert client.predict({"u": U}, timeout=LONG).version == VERSION
         with pytest.raises(PredictTimeout):
             client.predict({"u": U}, timeout=LONG)
-        with trainer(rv, "float64"):  # (its serve file ends the backoff)
+        with serving_u(rv, "float64"):  # (its serve file ends the backoff)
             u64 = U.astype(np.float64)
             outputs, version = client.predict({"u": u64}, timeout=LONG)
             assert version == VERSION

@@ -14,18 +14,14 @@ second serves."""
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 import pytest
 from held_ports import held_port
-from predict_server import VERSION, drain
+from predict_server import VERSION, serving_u
 
 from melissa_trainer.client import Predictor, PredictTimeout
-from melissa_trainer.stream.serving import PredictServer
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -33,31 +29,14 @@ U = np.arange(4, dtype=np.float32)
 LONG = 120.0  # (longer than the test's timeout: a request that waits for it fails)
 
 
-@contextmanager
-def trainer(rv: Path, dtype: str, bind: str) -> Iterator[PredictServer]:
-    """A serving `PredictServer` of one input ``u`` (4 of `dtype`) bound at `bind`,
-    publishing in `rv`, answered by a thread; stopped on exit."""
-    server = PredictServer({"u": ((4,), dtype)}, rendezvous_dir=rv, bind=bind)
-    server.start()
-    server.serving = True
-    stop = threading.Event()
-    thread = drain(server, stop)
-    try:
-        yield server
-    finally:
-        stop.set()
-        thread.join()
-        server.stop()
-
-
 def test_a_trainer_restarted_at_the_same_endpoint_with_other_inputs_is_asked_with_them(
     tmp_path: Path,
 ) -> None:
     rv, bind = tmp_path / "rv", f"tcp://127.0.0.1:{held_port()}"
     with Predictor(0, rendezvous_dir=rv) as client:
-        with trainer(rv, "float32", bind) as first:
+        with serving_u(rv, "float32", bind=bind) as first:
             assert client.predict({"u": U}, timeout=LONG).version == VERSION
-        with trainer(rv, "float64", bind) as second:
+        with serving_u(rv, "float64", bind=bind) as second:
             assert second.endpoint == first.endpoint
             u64 = U.astype(np.float64)
             while True:  # (until it serves: the fallbacks of a trainer restarting first)

@@ -43,7 +43,8 @@ Threading: `start` runs a supervisor thread, which alone starts, polls and kills
 `check`, `done`, `summary`, `state_dict` and `stop` may be called from any thread (they
 take a lock that the supervisor holds only for bookkeeping, never while it waits on a
 job); `load_state_dict` and `start` are called once, before the study runs. What is
-read of the study's record, `observe` and the checkpoint are `launcher_record`'s.
+read of the study's record, `observe` and the checkpoint are `launcher_record`'s; the
+thread's loop, `check` and `stop`, `launcher_thread`'s.
 """
 
 from __future__ import annotations
@@ -52,7 +53,6 @@ import atexit
 import logging
 import os
 import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -63,7 +63,7 @@ from melissa_trainer.launcher.account import warn_static_sampler
 from melissa_trainer.launcher.backends import backend_of
 from melissa_trainer.launcher.backends.base import Backend, study_id
 from melissa_trainer.launcher.job_logs import LogDirHold, set_aside_earlier_logs, take_log_dir
-from melissa_trainer.launcher.launcher_record import LauncherRecord
+from melissa_trainer.launcher.launcher_thread import LauncherThread
 from melissa_trainer.launcher.reports import DataReport, LauncherError
 from melissa_trainer.launcher.samplers import ListSampler, Sampler, as_sampler
 from melissa_trainer.launcher.study_change import program_of
@@ -85,10 +85,10 @@ logger = logging.getLogger("melissa_trainer.launcher")
 SimulationFn = Callable[[int, dict[str, float]], None]
 
 
-class Launcher(LauncherRecord):
+class Launcher(LauncherThread):
     """Starts, watches and restarts the simulations of a study (see the module docstring).
     What may be read of it from any thread, `observe` and its checkpoint are
-    `LauncherRecord`'s.
+    `LauncherRecord`'s; its thread's loop, `check` and `stop`, `LauncherThread`'s.
 
     The arguments say what the study is: what runs, how many, where and how wide, what
     the jobs see. How it copes with failures and how often it polls is `tuning`
@@ -319,82 +319,8 @@ class Launcher(LauncherRecord):
         super().resume(saved)
         self._resumed = True
 
-    def stop(self, wait: float = 0.0, before_kill: Callable[[], None] | None = None) -> None:
-        """Kill every job (no orphans) and join the thread. Idempotent; any thread.
-
-        With `wait`, first give the running jobs up to that many seconds to end by
-        themselves and the exited ones' data to arrive (when the stream is over, they
-        are closing: their exit is then recorded as it is). `before_kill` is called
-        after that wait, before any job is killed (`Study.stop` tells its receiver, so
-        that what it kills is not taken for simulations that died). Blocks until the
-        jobs are gone: up to `kill_grace` s for them all (`Backend.kill_all`)."""
-        thread = self._thread
-        deadline = time.monotonic() + wait
-        while (
-            thread is not None
-            and thread.is_alive()
-            and self._error is None
-            and _still_closing(self.summary())
-            and time.monotonic() < deadline
-        ):
-            time.sleep(min(self.tuning.poll_interval, 0.05))
-        if before_kill is not None:
-            before_kill()
-        self._stopped = True
-        self._stop.set()
-        thread = self._thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join()
-        with self._lock:  # the losses reported since the last draw: the sampler's state
-            self._study.apply_observations()
-        if self._log_hold is not None:
-            self._log_hold.release()
-        atexit.unregister(self.stop)
-
-    def check(self) -> None:
-        """Raise `LauncherError` if the study failed or the launcher's thread died. Cheap."""
-        error = self._error
-        if error is None:
-            return
-        if isinstance(error, LauncherError):
-            raise LauncherError(str(error)) from error.__cause__
-        raise LauncherError(f"the launcher's thread failed: {error!r}") from error
-
-    # -- the thread -----------------------------------------------------------------------
-
-    def _run(self) -> None:
-        supervisor = self._supervisor
-        assert supervisor is not None
-        try:
-            while not self._stop.is_set():
-                supervisor.tick()
-                if supervisor.finished():
-                    logger.info("launcher: study complete %s", self.summary())
-                    break
-                supervisor.wait(self._stop)
-        except BaseException as exc:
-            if isinstance(exc, LauncherError):  # its report is raised by check(): once
-                headline = str(exc).partition("\n")[0]
-                logger.error("launcher: %s (the report: Launcher.check())", headline)
-            else:
-                logger.error("launcher: %r", exc)
-            with self._lock:
-                self._error = exc
-        finally:
-            try:
-                supervisor.shutdown()
-            except BaseException as exc:  # an error while killing: report it, keep the first
-                logger.exception("launcher: stopping the jobs failed")
-                with self._lock:
-                    self._error = self._error or exc
-
     def __repr__(self) -> str:
         return (
             f"Launcher(n_simulations={self.n_simulations}, job_limit={self._job_limit}, "
             f"backend={self.backend.name!r}, worker={self.worker})"
         )
-
-
-def _still_closing(summary: Mapping[str, float]) -> bool:
-    """Jobs alive, or exited with their data still due."""
-    return summary["running"] + summary["exited"] > 0

@@ -5,8 +5,9 @@ that said HELLO (`assembly.StepLedger`), the samples in progress, the keys of th
 last samples put, the finished simulations (`archive`), those given up, the study's
 schema and the counters. It finishes simulations (`check_finished`: every step a BYE
 announced is in), tells when the stream ends (`check_expected`), answers the launcher
-and the watchdog (`activity`, `unfinished`, `describe`), and takes and restores its
-record itself (`state_dict`, `load_state_dict`). What it does with each message is
+and the watchdog (`activity`, `unfinished`, `describe`: its read-only queries, in its
+base `ingest_queries.IngestQueries`), and takes and restores its record itself
+(`state_dict`, `load_state_dict`). What it does with each message is
 `ingest.Ingest`'s, its subclass; the receivers use `Ingest`. One thread (the ingester)
 changes it; the readers from other threads are named in their docstrings.
 
@@ -30,6 +31,7 @@ from melissa_trainer.stream.assembly import REJECT_REASONS, Assembly, StepLedger
 from melissa_trainer.stream.ingest_counters import COUNTERS as COUNTERS
 from melissa_trainer.stream.ingest_counters import TAIL_COUNTERS as TAIL_COUNTERS
 from melissa_trainer.stream.ingest_counters import telemetry_keys as telemetry_keys
+from melissa_trainer.stream.ingest_queries import IngestQueries
 from melissa_trainer.stream.ingest_record import STATE_VERSION, held_of, load_record, record_of
 from melissa_trainer.stream.ingested import Draining
 from melissa_trainer.stream.log_summary import LogSummary
@@ -67,7 +69,7 @@ def wrong_run_reason(theirs: str, ours: str | None) -> str:
     )
 
 
-class IngestState:
+class IngestState(IngestQueries):
     """What an ingest knows (see the module docstring); its subclass `ingest.Ingest`
     handles the messages.
 
@@ -205,35 +207,6 @@ class IngestState:
         """Samples dropped for holding NaN or Inf (see `NonFiniteGuard`)."""
         return self.nonfinite.refused
 
-    def activity(self) -> dict[int, int]:
-        """Simulation id -> DATA messages received so far (the launcher's heartbeat).
-
-        Safe to call from another thread: the dict is copied in one C-level step."""
-        return {sid: rec.messages for sid, rec in list(self.sims.items())}
-
-    def first_message_at(self, simulation_id: int) -> float | None:
-        """`time.monotonic()` when the simulation's first DATA message arrived here in
-        this process (None: none yet, or a ledger loaded from a checkpoint). Any thread:
-        one attribute read."""
-        sim = self.sims.get(simulation_id)
-        return None if sim is None else sim.first_data_at
-
-    def client_of(self, simulation_id: int) -> str | None:
-        """The client library the simulation's HELLO named here (`Hello.client`: "python",
-        "c"), None when unknown (no HELLO yet, it did not say, a ledger loaded from a
-        checkpoint). Any thread: one attribute read."""
-        sim = self.sims.get(simulation_id)
-        return None if sim is None else sim.client
-
-    def samples_of(self) -> dict[int, tuple[int, int]]:
-        """Simulation id -> (its steps received here, of which refused for NaN or Inf
-        in this run), for each simulation that said HELLO here: what each contributed
-        (the study's end-of-run account). A best-effort read from any thread."""
-        refused = dict(self.nonfinite.by_simulation)
-        steps = dict(self.archive.steps)
-        steps.update({sid: rec.completed for sid, rec in list(self.sims.items())})
-        return {sid: (n, refused.get(sid, 0)) for sid, n in steps.items()}
-
     # -- finishing ------------------------------------------------------------------------
 
     def drop_pending(self, keys: Iterable[tuple[int, int]], lost: bool = False) -> None:
@@ -311,34 +284,6 @@ class IngestState:
     def all_finished(self) -> bool:
         given_up = self.abandoned | self.replaced
         return all(rec.finished or sid in given_up for sid, rec in self.sims.items())
-
-    def unfinished(self) -> list[int]:
-        """Ids of the simulations that said HELLO here and are neither finished nor
-        given up, in id order."""
-        given_up = self.abandoned | self.replaced
-        # (a copy first: this may run in another thread while the ingester adds ledgers
-        # and archives finished ones)
-        ledgers = list(self.sims.items())
-        return sorted(s for s, r in ledgers if not r.finished and s not in given_up)
-
-    def describe(self, sid: int) -> str:
-        """What this receiver has of a simulation, for error messages."""
-        rec = self.sims.get(sid)
-        where = f"rank {self.rank}'s receiver"
-        archived = self.archive.steps.get(sid)  # (one read: another thread may ask)
-        if archived is not None:
-            return f"{where} has all its {archived} steps"
-        if rec is None:
-            refused = [why for s, why in self.refused if s == sid]
-            if refused:
-                return f"{where} refused its HELLO: {refused[-1]}"
-            return f"{where} has no HELLO from it"
-        if rec.finished:
-            return f"{where} has all its {rec.completed} steps"
-        announced = rec.steps_announced()  # (a BYE says how many steps its rank sent)
-        of = "an unannounced number of" if announced is None else f"{announced}"
-        byes = f"BYE from {len(rec.byes)} of {rec.client_count} client ranks"
-        return f"{where} has {rec.completed} of {of} steps, {byes}"
 
     # -- telemetry, checkpoint ---------------------------------------------------------
 

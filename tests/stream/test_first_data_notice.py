@@ -214,6 +214,6 @@ def test_a_resumed_source_names_the_simulations_to_run_again(
     ],
 )
 def test_the_resumed_note_counts_in_english(finished: int, expected: int | None, said: str) -> None:
-    from melissa_trainer.stream.stream_source import _resumed_note
+    from melissa_trainer.stream.no_data_notice import _resumed_note
 
     assert _resumed_note(((), finished), expected) == f" Resumed from a checkpoint, which {said}"

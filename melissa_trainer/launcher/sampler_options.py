@@ -69,7 +69,7 @@ SIGMA_MOST = 1.0
 _WHY_LEAST = {
     "surrogate": (
         "its loss predictor removes the losses' trend in launch order (2 coefficients) "
-        "first, so with fewer losses the predicted loss is flat and every acquisition "
+        "first, so with fewer than 3 losses the predicted loss is flat and every acquisition "
         "draw would be steered by no loss"
     ),
     "density": (
@@ -120,7 +120,11 @@ def checked_quantile(quantile: float, window: int | None) -> None:
     """
     every = quantile >= 1.0 if window is None else top_count(quantile, window) >= window
     if every:
-        kept = "every observation kept" if window is None else f"all {window} the window keeps"
+        kept = (
+            "every observation kept"
+            if window is None
+            else f"all {window} observations the window keeps"
+        )
         most = "below 1" if window is None else f"at most {(window - 1) / window:g}"
         raise ValueError(
             f"quantile={quantile:g} takes {kept} as the high-loss ones: the "

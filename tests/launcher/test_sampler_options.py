@@ -29,7 +29,7 @@ BOX = {"a": (0.0, 1.0), "b": (0.0, 1.0)}
         ("surrogate", {"min_observations": 2}, r"min_observations=2 .*launch order"),
         ("surrogate", {"pool": 1}, r"pool=1 .*give pool >= 2"),
         ("density", {"min_observations": 2}, r"min_observations=2 .*give min_observations >= 3"),
-        ("density", {"quantile": 1.0}, r"quantile=1 takes all 100 .*at most 0.99"),
+        ("density", {"quantile": 1.0}, r"quantile=1 takes all 100 observations .*at most 0.99"),
         ("density", {"quantile": 0.995}, r"quantile=0.995 .*whatever their losses"),
         (
             "density",
@@ -111,3 +111,27 @@ def test_a_child_bred_with_sigma_above_1_is_uniform_whatever_its_parent() -> Non
         assert np.abs(share - 1.0).max() < 0.015 + 0.02  # (the bound, plus 4 sampling stds)
         narrow = _reflected(parent + rng.normal(0.0, 0.15, 400_000))
         assert np.abs(np.histogram(narrow, bins=10, range=(0.0, 1.0))[0] / 40_000 - 1).max() > 0.5
+
+
+@pytest.mark.parametrize(
+    ("kind", "valid", "old"),
+    [
+        ("surrogate", {"min_observations": 3}, {"min_observations": 2}),
+        ("density", {"quantile": 0.25}, {"quantile": 1.0}),
+        ("breed", {"sigma": 1.0}, {"sigma": 3.0}),
+    ],
+)
+def test_a_state_saved_with_a_refused_value_is_refused_naming_it(
+    kind: str, valid: dict[str, Any], old: dict[str, Any]
+) -> None:
+    """A checkpoint of a study run before the refusal (its state holding the old value,
+    written here into a valid one's) does not resume quietly with the valid value."""
+    sampler = make_sampler(kind, BOX, seed=0, **valid)
+    sampler.plan(4)
+    sampler.draw()
+    state = {**sampler.state_dict(), **old}
+    name = next(iter(old))
+    again = make_sampler(kind, BOX, seed=0, **valid)
+    again.plan(4)
+    with pytest.raises(ValueError, match=name):
+        again.load_state_dict(state)

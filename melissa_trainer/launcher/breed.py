@@ -9,7 +9,6 @@ from typing import Any
 
 import numpy as np
 
-from melissa_trainer.common.checks import check_positive_int
 from melissa_trainer.common.migrations import upgrade
 from melissa_trainer.launcher.adaptive import AdaptiveSampler
 from melissa_trainer.launcher.density_replace import (
@@ -30,6 +29,7 @@ from melissa_trainer.launcher.failed_zones import (
     with_zone_defaults,
 )
 from melissa_trainer.launcher.sampler_base import Bounds, bounded_number, decay_draws_for
+from melissa_trainer.launcher.sampler_options import checked_min_observations, checked_sigma
 
 __all__ = ["BreedSampler"]
 
@@ -108,7 +108,7 @@ class BreedSampler(AdaptiveSampler):
             None: all (the state then grows with the study).
         min_observations: every draw explores until this many are kept (<= `window`).
         sigma: the noise's std, as a fraction of each parameter's range in the
-            coordinate it is drawn in (> 0): of ``high - low`` for a linear parameter,
+            coordinate it is drawn in, in (0, 1]: of ``high - low`` for a linear parameter,
             of ``ln(high / low)`` for a log-scale one (a multiplicative step: above).
         power: the exponent of the parent weights (> 0).
         floor: the weight offset of the best parent (> 0), see above.
@@ -158,14 +158,9 @@ class BreedSampler(AdaptiveSampler):
         final = None if final is None else bounded_number("exploration_final", final, 0.0, 1.0)
         self.exploration_final = final
         self.decay_draws = decay_draws_for(final, decay_draws, self.exploration)
-        check_positive_int("min_observations", min_observations)
-        if window is not None and min_observations > window:
-            raise ValueError(
-                f"min_observations={min_observations} can never be reached with "
-                f"window={window}: lower min_observations or widen the window"
-            )
-        self.min_observations = min_observations
+        self.min_observations = checked_min_observations("breed", min_observations, window)
         self.sigma = bounded_number("sigma", sigma, 0.0, math.inf, low_open=True)
+        checked_sigma(self.sigma)
         self.power = bounded_number("power", power, 0.0, math.inf, low_open=True)
         self.floor = bounded_number("floor", floor, 0.0, math.inf, low_open=True)
         self.explorer, self.memory = explorer, memory

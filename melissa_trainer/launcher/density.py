@@ -80,6 +80,12 @@ from melissa_trainer.launcher.density_warp import (
 )
 from melissa_trainer.launcher.exploration import Exploration
 from melissa_trainer.launcher.sampler_base import Bounds, bounded_number
+from melissa_trainer.launcher.sampler_options import (
+    checked_evidence,
+    checked_min_observations,
+    checked_quantile,
+    checked_tilt,
+)
 
 # (the density functions are `density_warp`'s, the contrast's `density_contrast`'s; named
 # here too, their import path before)
@@ -113,10 +119,11 @@ class DensitySampler(DensityState):
             a region the first draws missed may never be drawn
             (`tests/launcher/test_density_share.py`); keep it below 1.
         quantile: the top fraction of the observations whose positions make the
-            density, in (0, 1].
+            density (at least two), in (0, 1); with `share` > 0 and no `tilt`, not so
+            high that it is every one of `window` observations (`sampler_options`).
         bandwidth: the kernels' standard deviation, in units of a parameter's range (> 0).
         window: how many observations are kept (the newest); None: all.
-        min_observations: no warp until this many are kept (<= `window`).
+        min_observations: no warp until this many are kept, from 3 to `window`.
         candidates: 1: each draw is the design's next point; K > 1: of the design's
             first K unused points, the one farthest from the draws so far as the
             current warp places them in the design's cube (the warp moves, the draws
@@ -126,9 +133,10 @@ class DensitySampler(DensityState):
             a surrogate extrapolates and errs most.
         evidence: a parameter is warped only where the rank correlation of the scores
             with it, times sqrt(n - 1), reaches this (0: every parameter): with tens of
-            observations the density of a parameter the loss ignores is noise.
+            observations the density of a parameter the loss ignores is noise. At most
+            sqrt(`window` - 1) when `share` > 0 (the most a window's losses show).
         tilt: None: the density is that of the top `quantile` (`high_loss_warp`); a
-            number: ``exp(tilt x`` the loss profile ``)`` (`loss_tilt_warp`).
+            number in (0, 100]: ``exp(tilt x`` the loss profile ``)`` (`loss_tilt_warp`).
         contrast: "auto": `CONTRAST` above `CONTRAST_FROM - 1` varying parameters (and
             below `edge`), else None (`contrast_for`). None: every draw's unwarped
             parameters follow Beta(`edge`, `edge`); a number in (0, `edge`] (at most 10;
@@ -165,16 +173,15 @@ class DensitySampler(DensityState):
         self.share = bounded_number("share", share, 0.0, 1.0)
         self.quantile = bounded_number("quantile", quantile, 0.0, 1.0, low_open=True)
         self.bandwidth = bounded_number("bandwidth", bandwidth, 0.0, 10.0, low_open=True)
-        check_positive_int("min_observations", min_observations)
-        if window is not None and min_observations > window:
-            raise ValueError(
-                f"min_observations={min_observations} can never be reached with "
-                f"window={window}: lower min_observations or widen the window"
-            )
-        self.min_observations = min_observations
+        self.min_observations = checked_min_observations("density", min_observations, window)
         self.tilt = None if tilt is None else bounded_number("tilt", tilt, 0.0, 100.0)
         self.candidates = check_positive_int("candidates", candidates)
         self.evidence = bounded_number("evidence", evidence, 0.0, 100.0)
+        checked_tilt(self.tilt)
+        if self.share > 0.0:  # (unread where nothing warps; the quantile, with a tilt)
+            checked_evidence(self.evidence, window)
+            if self.tilt is None:
+                checked_quantile(self.quantile, window)
         self.edge = bounded_number("edge", edge, 0.0, 10.0, low_open=True)
         self._varying = self._span > 0
         #: the varying parameters' columns (read-only; every draw reads them)

@@ -27,6 +27,8 @@ import functools
 
 import numpy as np
 
+from melissa_trainer.launcher.sampler_options import top_count
+
 __all__ = [
     "GRID",
     "UNIT_GRID",
@@ -138,7 +140,7 @@ def high_loss_warp(
     distribution ``(cdf, grid)`` of ``(1 - share) + share x`` the kernel density of the
     positions whose `scores` are in the top `quantile` (at least two of them): map a
     unit coordinate ``u`` with ``np.interp(u, cdf, grid)``."""
-    count = max(2, int(np.ceil(quantile * len(scores))))
+    count = top_count(quantile, len(scores))  # (the count `checked_quantile` checks)
     top = points[np.argsort(-scores, kind="stable")[:count]]
     warps = []
     for column in top.T:

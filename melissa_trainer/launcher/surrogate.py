@@ -83,7 +83,6 @@ from typing import Any
 
 import numpy as np
 
-from melissa_trainer.common.checks import check_positive_int
 from melissa_trainer.launcher.acquisition_spacing import kept_spacing, say_shrunk
 from melissa_trainer.launcher.adaptive import AdaptiveSampler
 from melissa_trainer.launcher.exploration import GAP_CANDIDATES, Exploration
@@ -95,6 +94,7 @@ from melissa_trainer.launcher.failed_zones import (
 )
 from melissa_trainer.launcher.loss_predictor import STD_SOLVES, LossPredictor
 from melissa_trainer.launcher.sampler_base import Bounds, bounded_number
+from melissa_trainer.launcher.sampler_options import checked_min_observations, checked_pool
 
 __all__ = ["LossPredictor", "SurrogateSampler"]
 
@@ -110,8 +110,9 @@ class SurrogateSampler(AdaptiveSampler):
         exploration: the share of exploration draws, in [0, 1] (default 0.5).
         window: how many observations the predictor is fitted on (the newest); None:
             all (the fit then costs O(n^3) in the study's size).
-        min_observations: every draw explores until this many are kept (<= `window`).
-        pool: the uniform candidates each acquisition draw scores (default 1024).
+        min_observations: every draw explores until this many are kept, from 3 (below,
+            the predictor is flat: `launcher.sampler_options`) to `window`.
+        pool: the uniform candidates each acquisition draw scores (>= 2; default 1024).
         kappa: the weight of the predicted deviation in the score (>= 0; 0: the
             predicted loss alone).
         noise: the predictor's noise variance, of the standardised log loss (> 0).
@@ -160,14 +161,8 @@ class SurrogateSampler(AdaptiveSampler):
     ) -> None:
         super().__init__(bounds, seed, window)
         self.exploration = bounded_number("exploration", exploration, 0.0, 1.0)
-        check_positive_int("min_observations", min_observations)
-        if window is not None and min_observations > window:
-            raise ValueError(
-                f"min_observations={min_observations} can never be reached with "
-                f"window={window}: lower min_observations or widen the window"
-            )
-        self.min_observations = min_observations
-        self.pool = check_positive_int("pool", pool)
+        self.min_observations = checked_min_observations("surrogate", min_observations, window)
+        self.pool = checked_pool(pool)
         self.kappa = bounded_number("kappa", kappa, 0.0, math.inf)
         self.noise = bounded_number("noise", noise, 0.0, math.inf, low_open=True)
         self.length = bounded_number("length", length, 0.0, math.inf, low_open=True)

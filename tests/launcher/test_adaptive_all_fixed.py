@@ -28,7 +28,7 @@ POINT = {"nu": 0.01, "c": 0.5}
 #: every adaptive kind, on the paths its options choose, and "lhs" (its replacements)
 CASES: list[tuple[str, dict[str, Any]]] = [
     ("surrogate", {}),
-    ("surrogate", {"exploration": 0.0, "min_observations": 2}),
+    ("surrogate", {"exploration": 0.0, "min_observations": 3}),
     ("breed", {}),
     ("breed", {"exploration": 0.0, "min_observations": 2, "explorer": "lhs"}),
     ("density", {}),

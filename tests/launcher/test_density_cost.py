@@ -39,7 +39,7 @@ def test_ranks_are_the_inverse_of_the_sort_ties_included() -> None:
 
 
 def test_the_points_kept_per_simulation_are_the_observations_unit_points() -> None:
-    sampler = DensitySampler(WIDE, seed=2, window=6, min_observations=4)
+    sampler = DensitySampler(WIDE, seed=2, window=6, min_observations=4, evidence=2.0)
     sampler.plan(30)
     varying = [k != "fixed" for k in WIDE]
     for i in range(20):
@@ -54,7 +54,7 @@ def test_the_points_kept_per_simulation_are_the_observations_unit_points() -> No
         assert np.array_equal(points, expected)
         assert len(sampler._unit_rows) <= 6  # only the observations kept
     state = json.loads(json.dumps(sampler.state_dict()))
-    resumed = DensitySampler(WIDE, seed=2, window=6, min_observations=4)
+    resumed = DensitySampler(WIDE, seed=2, window=6, min_observations=4, evidence=2.0)
     resumed.load_state_dict(state)
     assert resumed.draw() == sampler.draw()
 
@@ -81,8 +81,8 @@ def test_a_re_observation_s_shortcut_keeps_what_the_checked_path_keeps() -> None
     # a study's re-observations (kept simulation, its parameters, a float loss) skip the
     # checks made at its first observation: the same observations, order and window as
     # every observation made through the checks
-    fast = DensitySampler(BOX, seed=0, window=5, min_observations=2)
-    checked = DensitySampler(BOX, seed=0, window=5, min_observations=2)
+    fast = DensitySampler(BOX, seed=0, window=5, min_observations=3, evidence=1.0)
+    checked = DensitySampler(BOX, seed=0, window=5, min_observations=3, evidence=1.0)
     rng = np.random.default_rng(3)
     drawn: dict[int, dict[str, float]] = {}
     for i in range(40):
@@ -142,7 +142,7 @@ def test_the_observations_made_when_read_follow_every_change() -> None:
     # the `Observation`s are made from the losses and parameters kept when read, after a
     # change (the view is dropped by every observation, fast or checked, and by a load):
     # never an older loss, order or window than the checked path's own
-    fast = DensitySampler(BOX, seed=0, window=4, min_observations=2)
+    fast = DensitySampler(BOX, seed=0, window=4, min_observations=3, evidence=1.0)
     rng = np.random.default_rng(5)
     expected: dict[int, tuple[dict[str, float], float]] = {}
     for i in range(60):
@@ -157,6 +157,6 @@ def test_the_observations_made_when_read_follow_every_change() -> None:
         want = tuple(Observation(s, p, v) for s, (p, v) in expected.items())
         assert fast.observations == want and tuple(fast._observed.values()) == want
         if i % 7 == 0:  # a resumed sampler reads the same
-            resumed = DensitySampler(BOX, seed=0, window=4, min_observations=2)
+            resumed = DensitySampler(BOX, seed=0, window=4, min_observations=3, evidence=1.0)
             resumed.load_state_dict(json.loads(json.dumps(fast.state_dict())))
             assert resumed.observations == want

@@ -21,7 +21,7 @@ CASES: dict[str, dict[str, Any]] = {
     "defaults": {},
     "tilt": {"tilt": 2.0, "evidence": 0.0},
     "candidates": {"candidates": 4, "evidence": 0.0},
-    "window": {"window": 9, "min_observations": 8, "contrast": 0.5},
+    "window": {"window": 9, "min_observations": 8, "contrast": 0.5, "evidence": 2.5},
 }
 
 

@@ -17,20 +17,28 @@ receiver finds the simulation complete.
 
 A sign of life: the launcher hears a simulation by its DATA and BATCH messages only
 (duplicates included: `assembly.StepLedger.count_message`), and kills one silent past
-its bound as hung (`launcher.silence_watch`). A rerun whose solver takes longer to
-recompute the held steps than that bound used to be killed on every attempt, and the
-resumed study failed. So while skipping, once `interval` seconds have passed since
-this client last sent a step (or, before its first, since its HELLO:
-`Transport.opened`), the held step at hand is sent anyway: the receiver drops it as a
-duplicate and counts it, the launcher hears it. It is counted once in its receiver's
-BYE as any step sent (`Transport.steps`, a set). The interval is a quarter of the
-launcher's shortest silence bound for this attempt (``MELISSA_TRAINER_SILENCE_S``,
-`launched_env.check_silence`), at least `SIGN_FLOOR`; `SIGN_DEFAULT` without one. One clock
-per client, not per receiver: the launcher's heartbeat is the simulation's, summed over
-its receivers, so one duplicate per interval is enough. A rerun that recomputes its held
-steps within the interval still sends none. With a communicator, a rank sends no sign
-of life before its first send placed the parts (that send is collective, and each
-rank's clock is its own: the ranks could disagree on whether to send).
+its bound as hung (`launcher.silence_watch`: the start-up allowance until its first
+message). A rerun whose solver takes longer to recompute the held steps than that bound
+used to be killed on every attempt, and the resumed study failed. So a held step is
+sent anyway (the receiver drops it as a duplicate and counts it, the launcher hears
+it; counted once in its receiver's BYE as any step sent: `Transport.steps`, a set):
+
+* the client's first send, held or not, goes out at once: the rerun's first message
+  comes when the first attempt's did (its first step), not after its held part and its
+  first unheld step, which a start-up allowance that the first attempt met could miss
+  (a user trial: 0.6 s of held steps, then a 4.6 s step, killed under a 7 s allowance
+  on every attempt). With a communicator every rank sends it: "the first send" is the
+  same on every rank (each calls `send` for the same steps), unlike a clock, and that
+  send is collective (it places the parts);
+* later, once `interval` seconds have passed since this client last sent a step, the
+  held step at hand. The interval is a quarter of the launcher's shortest silence bound
+  for this attempt (``MELISSA_TRAINER_SILENCE_S``, `launched_env.check_silence`), at
+  least `SIGN_FLOOR`; `SIGN_DEFAULT` without one. One clock per client, not per
+  receiver: the launcher's heartbeat is the simulation's, summed over its receivers, so
+  one duplicate per interval is enough. A rerun that recomputes its held steps within
+  the interval sends one duplicate: its first step. With a communicator, a rank sends
+  this sign of life only once the parts are placed (`pace`: each rank's clock is its
+  own, and the ranks could disagree on whether to send a collective send).
 
 Only an optimisation: the answer is asked once, with a short bound (`ASK_TIMEOUT`); a
 receiver without a follow socket (an older trainer), a rendezvous of another run than
@@ -120,16 +128,21 @@ class RerunSkip:
         self.skipped = 0
         #: held steps sent anyway, signs of life (their receiver drops them)
         self.signs = 0
+        #: whether the next call is the client's first send (made at it: `Sending._ask_held`)
+        self.first = True
 
     def __call__(self, step: int, pace: bool = True) -> bool:
-        """Whether `step` is held by its receiver and is not due as a sign of life
-        (`pace`: whether one may be sent now): then it is counted, not sent."""
+        """Whether `step` is held by its receiver and is not due as a sign of life: the
+        client's first send always is one (module docstring), a later one once `interval`
+        s have passed without a send, if `pace` (whether one may be sent now). A held step
+        not due is counted, not sent."""
+        first, self.first = self.first, False
         rank = receiver_of(self.simulation_id, step, len(self.replies), self.routing)
         if not self.replies[rank].holds(step, self.routing):
             return False
         transport = self.transport
-        if pace and time.monotonic() - max(transport.clock.last, transport.opened) >= (
-            self.interval
+        if first or (
+            pace and time.monotonic() - max(transport.clock.last, transport.opened) >= self.interval
         ):
             self.signs += 1  # (sent: `send_step` or the fast path adds it to `steps`)
             return False

@@ -147,8 +147,9 @@ class Sending:
         self._gate = self._skip is not None or self._refused is not None
         if not self._gate and self._refused is not None:
             self._gate = True
-        # (with a communicator, no sign of life before the parts are placed: that send is
-        # collective, and each rank's clock its own: `rerun`)
+        # (the first send is sent on every rank, held or not; with a communicator, no
+        # sign of life by the clock before the parts are placed: that send is collective,
+        # and each rank's clock its own: `rerun`)
         return self._skip is not None and self._skip(
             time_step if type(time_step) is int else check_time_step(time_step),
             self._comm is None or self._placed,

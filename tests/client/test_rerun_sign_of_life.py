@@ -9,13 +9,15 @@ The oracle: run B's receivers, their duplicates counter (each held step that cam
 again), their buffers (every step once) and the BYE counts. Before, a rerun whose held
 part took longer than the launcher's silence bound sent nothing while it recomputed it,
 and was killed as hung on every attempt (the hsolver user trial: the resumed study
-failed): the slow case below counted no duplicate."""
+failed): the slow case below counted no duplicate. A rerun's first send goes out at once,
+held or not (its first message comes when the first attempt's did)."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -112,7 +114,7 @@ def test_a_slow_rerun_sends_a_held_step_each_interval(
 
 
 @CHECKPOINTS
-def test_a_fast_rerun_sends_no_held_step(
+def test_a_fast_rerun_sends_only_its_first_held_step(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     runs: list[Run],
@@ -126,7 +128,9 @@ def test_a_fast_rerun_sends_no_held_step(
         again.send(t, u=field(t))
     again.close()
     check_every_step_once(run, again)
-    assert [r.telemetry()["duplicates"] for r in run.receivers] == [0, 0]
+    # the first send goes out at once, held or not (the rerun's first message comes when
+    # the first attempt's did): step 0, held by rank 0, one duplicate; then none
+    assert [r.telemetry()["duplicates"] for r in run.receivers] == [1, 0]
 
 
 @pytest.mark.parametrize("value", ["x", "-1", "0", "0.0", "1e3", "1.", ".5", "1,5", "٣"])
@@ -154,3 +158,23 @@ def test_the_interval_is_a_quarter_of_the_launchers_bound(
     else:
         monkeypatch.setenv("MELISSA_TRAINER_SILENCE_S", value)
     assert sign_interval() == interval
+
+
+def test_with_a_communicator_the_first_send_is_sent_on_every_rank() -> None:
+    """Before the parts are placed (the first send, with a communicator: collective),
+    `Sending._gated` forbids a sign of life by the clock (``pace=False``: each rank's is
+    its own). The first send is sent all the same, held or not: "the first" is the same
+    on every rank, so every rank sends it, and the parts are placed; later held steps
+    wait for the clock. An interval of 0 s: by the clock, every held step would be due.
+    Before, the first held step was skipped on every rank: the rerun sent nothing until
+    its first unheld step (the launcher heard nothing meanwhile)."""
+    from melissa_trainer.client.fast_send import SendClock
+    from melissa_trainer.client.rerun import RerunSkip
+    from melissa_trainer.stream.step_set import StepSet
+    from melissa_trainer.wire import HELD_FINISHED, HeldReply
+
+    transport = SimpleNamespace(steps=[StepSet()], clock=SendClock(), opened=time.monotonic())
+    held_all = HeldReply(SID, 0, 0, 1, HELD_FINISHED, 0, b"")
+    skip = RerunSkip([held_all], SID, None, transport, 0.0)  # type: ignore[arg-type]
+    assert [skip(t, pace=False) for t in range(3)] == [False, True, True]
+    assert (skip.signs, skip.skipped, transport.steps[0].count) == (1, 2, 2)  # (0: the send's)

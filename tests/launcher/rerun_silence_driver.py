@@ -1,11 +1,14 @@
-"""The study of tests/launcher/test_rerun_sign_of_life_e2e.py, as the hsolver user trial
-ran it (/tmp/hsolver_user/train.py, exp8b.sh): `rerun_silence_solver.py` under a real
-launcher with a small numeric ``simulation_timeout`` (``$RS_TIMEOUT``; no
-``startup_timeout``: the timeout then bounds the start-up too), an MLP, a
-`SampleLedger`. TrainingArguments on the command line."""
+"""The study of tests/launcher/test_rerun_sign_of_life_e2e.py and
+test_rerun_first_send_e2e.py, as the hsolver user trial ran it (/tmp/hsolver_user/train.py,
+exp8b.sh): `rerun_silence_solver.py` (or the command ``$RS_COMMAND``, a JSON list) under
+a real launcher with a small numeric ``simulation_timeout`` (``$RS_TIMEOUT``) and
+``startup_timeout`` ``$RS_STARTUP`` (unset: none, the timeout then bounds the start-up
+too), one field ``u`` of 4 ``$RS_DTYPE`` (float32 unless set), an MLP, a `SampleLedger`.
+TrainingArguments on the command line."""
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -29,21 +32,25 @@ from melissa_trainer.hooks import SampleLedger
 SOLVER = Path(__file__).with_name("rerun_silence_solver.py")
 
 (args,) = ArgumentParser(TrainingArguments).parse_args_into_dataclasses()
+startup = {"startup_timeout": float(os.environ["RS_STARTUP"])} if "RS_STARTUP" in os.environ else {}
+command = json.loads(os.environ.get("RS_COMMAND", "null")) or [sys.executable, str(SOLVER)]
 launcher = Launcher(
-    [sys.executable, str(SOLVER)],
+    command,
     make_sampler("lhs", {"k": [0.0, 1.0]}, seed=0),
     n_simulations=int(os.environ["RS_SIMULATIONS"]),
     job_limit=2,
-    tuning=LauncherTuning(simulation_timeout=float(os.environ["RS_TIMEOUT"]), poll_interval=0.05),
+    tuning=LauncherTuning(
+        simulation_timeout=float(os.environ["RS_TIMEOUT"]), poll_interval=0.05, **startup
+    ),
 )
 
 
 def process_sample(s: dict) -> tuple[torch.Tensor, torch.Tensor]:
     x = torch.tensor([*s["parameters"], float(s["time_step"])], dtype=torch.float32)
-    return x, torch.from_numpy(s["u"]).flatten()
+    return x, torch.from_numpy(s["u"].astype("float32")).flatten()  # (C's: uint8)
 
 
-stream = StreamSource(ReceiverConfig(fields={"u": ((4,), "float32")}))
+stream = StreamSource(ReceiverConfig(fields={"u": ((4,), os.environ.get("RS_DTYPE", "float32"))}))
 torch.manual_seed(0)
 model = torch.nn.Sequential(torch.nn.Linear(2, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
 optimizer = torch.optim.Adam(model.parameters(), 1e-3)

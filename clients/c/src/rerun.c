@@ -23,15 +23,19 @@
  *
  * A sign of life, as rerun.py's: the launcher hears a simulation by its DATA and BATCH
  * only, and killed a rerun whose solver took longer to recompute the held steps than
- * its silence bound as hung, on every attempt. While skipping, once c->rerun_interval s
- * have passed since the client's last send (or its HELLO: c->opened), the held step at
- * hand is sent anyway (a duplicate its receiver drops; the launcher hears it), counted
- * once in its BYE as any step. The interval is a quarter of $MELISSA_TRAINER_SILENCE_S
- * (the launcher's shortest bound for the attempt), at least SIGN_FLOOR; SIGN_DEFAULT
- * without it. Not thread-safe: the client's thread. */
+ * its silence bound as hung, on every attempt. So a held step is sent anyway (a
+ * duplicate its receiver drops; the launcher hears it), counted once in its BYE as any
+ * step: the client's first send (nothing sent yet: c->last_send is -inf), at once, so
+ * that the rerun's first message comes when the first attempt's did, not after its held
+ * part and its first unheld step (a start-up allowance the first attempt met could
+ * miss it); later, once c->rerun_interval s have passed since the client's last send.
+ * The interval is a quarter of $MELISSA_TRAINER_SILENCE_S (the launcher's shortest bound
+ * for the attempt), at least SIGN_FLOOR; SIGN_DEFAULT without it. Not thread-safe: the
+ * client's thread. */
 #define _POSIX_C_SOURCE 200809L
 #include <ctype.h>
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -195,6 +199,7 @@ bool mt_rerun_skips(mt_client *c, uint64_t step, double now) {
     if (c->rerun_held == NULL) return false;
     size_t r = mt_receiver_of(c->simulation_id, step, c->rerun_n, c->routing);
     if (!mt_held_holds(&c->rerun_held[r], step, c->simulation_id, c->routing)) return false;
+    if (isinf(c->last_send)) return false; /* (the first send: sent at once, held or not) */
     double last = c->last_send > c->opened ? c->last_send : c->opened;
     return now - last < c->rerun_interval; /* (else a sign of life: sent, as any step) */
 }

@@ -66,5 +66,5 @@ def ended_by_stop(trainer: OnlineTrainer, signum: int) -> str:
         torch.distributed.broadcast_object_list(box, src=rank)
     if rank == sync.rank:
         return stop_words(signum, control)
-    reason, step = box[0]  # type: ignore[misc]
-    return stop_words(signum, control, (rank, str(reason), step))
+    said: tuple[str, int | None] = box[0]  # type: ignore[assignment]
+    return stop_words(signum, control, (rank, str(said[0]), said[1]))

@@ -290,6 +290,13 @@ class TrainerControl:
     #: that the end of the run can say why it stopped before `max_steps` or the stream's
     #: end. The first request wins; rank-local (the flag's other ranks do not know it).
     stop_reason: str = field(default="", compare=False)
+    #: The step at which `should_stop` was first set (read from `clock`), None until it
+    #: is or without a clock: under several ranks the other ranks' end-of-run words say
+    #: it (`trainer.stop_asked`), the stop itself coming up to two windows later.
+    stop_step: int | None = field(default=None, compare=False)
+    #: The `TrainerState` whose `global_step` dates a stop request (set by the trainer;
+    #: None: not dated).
+    clock: Any = field(default=None, compare=False, repr=False)
 
     def __setattr__(self, name: str, value: Any) -> None:
         if name not in _CONTROL_FIELDS:  # a ported callback's flag would do nothing
@@ -303,6 +310,10 @@ class TrainerControl:
             who = "" if code is None else getattr(code, "co_qualname", code.co_name)
             self.asked.setdefault(name, who)
             return
+        if name == "should_stop" and value and self.__dict__.get("stop_step") is None:
+            clock = self.__dict__.get("clock")  # (dated once: `stop_step`)
+            if clock is not None:
+                object.__setattr__(self, "stop_step", int(clock.global_step))
         # Who sets the flag is recorded here, once, when it is first set: hooks set
         # `control.should_stop = True` directly (the transformers idiom), and the cost
         # is paid only then, never per step.

@@ -5,7 +5,9 @@ and a hook may ask to stop on one rank only. DDP needs every rank to run the sam
 number of steps (each backward is a collective), so the ranks agree, once per window
 of `stop_sync_steps` steps, on five numbers:
 
-* whether any rank asked to stop,
+* whether any rank asked to stop, as the number of ranks minus the lowest asking rank
+  (0: none): the largest wins, so every rank learns which rank asked (`stop_rank`), at
+  no cost, and the end of the run names it and its hook there (`trainer.stop_asked`),
 * how many steps the window may run: every rank takes its window's batches from its
   buffer *before* agreeing, so a rank whose stream has ended reports fewer. The window
   runs as many as the rank with the most has (`most`), so that no rank's data is left
@@ -103,8 +105,13 @@ class StopSync:
         #: the agreed save request not taken yet (`take_save_request`: step + 1; 0: none)
         self._save_agreed = 0
         self.collectives = 0  # how many all-reduces were run (for tests and telemetry)
+        self.rank = dist.get_rank() if self.distributed else 0
+        self._world = dist.get_world_size() if self.distributed else 1
+        #: the lowest rank that asked to stop, as the last agreement says (None: none):
+        #: the same on every rank after the same `result`
+        self.stop_rank: int | None = None
         #: warns when a wait for the agreement lasts (a stopped or hung rank): never silent
-        self.watch = WaitWatch(dist.get_rank() if self.distributed else 0)
+        self.watch = WaitWatch(self.rank)
         #: the maximum over ranks of the last agreement's `extra` (None: none given)
         self.extra: int | None = None
         #: the largest number of batches any rank had in hand at the last agreement
@@ -207,7 +214,9 @@ class StopSync:
         if not self.distributed:
             return
         send = self._send
-        send[0], send[1] = int(stop_requested), -int(batches_available)
+        # (the lowest asking rank sends the largest: `stop_rank`)
+        send[0] = self._world - self.rank if stop_requested else 0
+        send[1] = -int(batches_available)
         send[2], send[3], send[4] = int(signum), in_hand, send_save
         send[5] = int(source_failed)
         for i, asked in enumerate(own):
@@ -253,6 +262,7 @@ class StopSync:
             self.source_failed = failed - 1 if failed else None
             self._save_agreed = max(self._save_agreed, save)
             self.asks = own
+            self.stop_rank = 0 if stop else None
             return stop, available, signum
         if self._event is not None:
             with self.watch.waiting(_WAITS_FOR):
@@ -270,6 +280,7 @@ class StopSync:
         self._save_agreed = max(self._save_agreed, int(save))
         self.asks = tuple(int(v) for v in values[6:_SENT])
         self.extra = None if no_extra else int(values[_SENT])
+        self.stop_rank = self._world - int(any_stop) if any_stop else None
         return bool(any_stop), -int(neg_available), int(any_signum)
 
 

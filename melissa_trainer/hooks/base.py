@@ -52,6 +52,11 @@ class HookList:
         #: is a hook's (`TrainerActions`' log, evaluate, save_checkpoint under several
         #: ranks become requests) and is named by it
         self.firing: Any = None
+        #: told of each call of a hook method, and of its end (``enter(method, args)``,
+        #: ``back_to(method, args)``), or None: under several ranks the trainer's
+        #: `trainer.hook_mark.HookMark`, which keeps the user's hook method this rank is
+        #: in where the other ranks can read it after this rank died in it
+        self.marker: Any = None
         for hook in hooks:
             self.add(hook)
 
@@ -123,16 +128,20 @@ class HookList:
         outer = None if work is None else work.work_began()
         try:
             watch = event in (Event.LOG, Event.VALIDATION_END)
-            outer_method = self.firing
+            outer_method, marker = self.firing, self.marker
             try:
                 for method in listeners:
                     before = set(args[-1]) if watch else None
                     self.firing = method
+                    if marker is not None:
+                        marker.enter(method, args)
                     call_naming(method, args)  # (an error names the hook: `raised`)
                     if before is not None and not before.issuperset(args[-1]):
                         self._added.warn(method, event, set(args[-1]) - before)
             finally:
                 self.firing = outer_method
+                if marker is not None:
+                    marker.back_to(outer_method, args)
         finally:
             if work is not None:
                 work.work_ended(outer)
@@ -141,6 +150,9 @@ class HookList:
         """Close every hook; the first exception is raised after all were closed, each
         later one logged (with its traceback) as it happens, never dropped."""
         error: Exception | None = None
+        marker, self.marker = self.marker, None
+        if marker is not None:
+            marker.close()
         for hook in self.hooks:
             try:
                 hook.close()

@@ -17,7 +17,6 @@ from typing import Protocol
 from melissa_trainer.checkpoint import paths as ckpt
 from melissa_trainer.common.refusal import SaidOnRankZero
 from melissa_trainer.core.loss_guard import NonFiniteLossError
-from melissa_trainer.core.state import TrainerControl
 from melissa_trainer.core.view import TrainerView
 from melissa_trainer.hooks import Event
 from melissa_trainer.sources.source import SourceError
@@ -35,6 +34,7 @@ from melissa_trainer.trainer.rank_failure import (
 )
 from melissa_trainer.trainer.resume_words import failure_words
 from melissa_trainer.trainer.save_failure import EndKind, at_end
+from melissa_trainer.trainer.stop_asked import stop_words  # (its home before)
 
 __all__ = [
     "EndingTrainer",
@@ -169,20 +169,6 @@ def _end_checkpoint(trainer: EndingTrainer, saves: int) -> tuple[bool, str]:
 
 def _name(trainer: TrainerView, step: int) -> str:
     return ckpt.checkpoint_path(trainer.checkpoint_root, step).name
-
-
-def stop_words(signum: int, control: TrainerControl) -> str:
-    """Why the ranks agreed to stop (`signum`: the preemption's `StopCause.code` they
-    agreed on, 0: none), in words, for `OnlineTrainer.ended_by`: "stopped by SIGTERM",
-    "stopped because the launcher (accelerate launch, pid N) is gone", or "stopped by a
-    hook, " and the hook's reason (`TrainerControl.stop_reason`) on the rank whose hook
-    asked; the other ranks do not know it and say the stop came from another rank."""
-    cause = StopCause.of(signum)
-    if cause is not None:
-        return cause.stopped
-    if control.should_stop:
-        return f"stopped by a hook, {control.stop_reason or 'control.should_stop'}"
-    return "stopped by a hook on another rank (control.should_stop)"
 
 
 def failed(

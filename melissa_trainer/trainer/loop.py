@@ -46,7 +46,7 @@ from melissa_trainer.sources.ingest_transform import (
 from melissa_trainer.sources.source import Source, SourceError, as_source
 from melissa_trainer.trainer.after_train import mark_exit
 from melissa_trainer.trainer.direct_calls import DirectCalls
-from melissa_trainer.trainer.ending import end_training, failed, stop_words
+from melissa_trainer.trainer.ending import end_training, failed
 from melissa_trainer.trainer.losses import LossFn
 from melissa_trainer.trainer.preemption import Preempted, StopCause
 from melissa_trainer.trainer.roll_call import launch_roll_call
@@ -56,6 +56,7 @@ from melissa_trainer.trainer.simulation_errors import check_best_metric
 from melissa_trainer.trainer.source_failure import SourceFailure
 from melissa_trainer.trainer.starting import refuse_second_train, start_training
 from melissa_trainer.trainer.stepping import TrainerSteps
+from melissa_trainer.trainer.stop_asked import ended_by_stop
 from melissa_trainer.trainer.train_close import close_training
 from melissa_trainer.trainer.windows import first_aligned, start_agreement, window_at
 
@@ -175,7 +176,7 @@ class OnlineTrainer(TrainerSteps):
             process_batch=process_batch,
         )
         self.state = TrainerState(max_steps=args.max_steps)
-        self.control = TrainerControl()
+        self.control = TrainerControl(clock=self.state)  # (dates a stop: `stop_step`)
         self.hooks = HookList(
             trainer_hooks(
                 args,
@@ -324,7 +325,7 @@ class OnlineTrainer(TrainerSteps):
                 guard.settle(sync.extra)  # a non-finite loss: raises on every rank
                 control.grant(sync.asks)  # the hooks' requests that some rank made
                 if stop or signum:  # (granted ones: at the end's action point)
-                    self.ended_by = stop_words(signum, control)
+                    self.ended_by = ended_by_stop(self, signum)  # (who asked: collective)
                     break
                 if any(sync.asks):  # (granted: every rank alike; at this step, the last
                     self._perform_requested_actions()  # window's last: see TrainerControl)

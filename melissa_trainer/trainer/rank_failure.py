@@ -40,6 +40,7 @@ import torch
 from melissa_trainer.common.refusal import SaidOnRankZero
 from melissa_trainer.core.view import TrainerView
 from melissa_trainer.hooks.raised import raised_in
+from melissa_trainer.trainer.hook_mark import in_hook_words
 from melissa_trainer.trainer.resume_words import failure_words
 
 __all__ = [
@@ -233,10 +234,14 @@ def peer_failure(
     if note is None:
         # (of two ranks, the one gone is the other; of more, the launcher's output says)
         who = f"rank {1 - me}, the only other: " if trainer.num_processes == 2 else ""
+        # (a rank aborted by its backend in a hook's collective: its mark names the hook)
+        others = [r for r in range(trainer.num_processes) if r != me]
+        hook = in_hook_words(_notes(trainer), str(trainer.run_id), others, error)
         gone = RankGone(
             f"rank {me} stopped at step {step}: another rank is gone and left no note of "
             f"why ({who}killed by a signal? the launcher's output names the rank that "
-            f"exited first); {failure_words(trainer, None, NO_SAVE, '')}"
+            f"exited first){'; ' + hook if hook else ''}; "
+            f"{failure_words(trainer, None, NO_SAVE, '')}"
         )
         if say:
             logger.error("%s", gone)

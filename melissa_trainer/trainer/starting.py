@@ -9,6 +9,7 @@ Runs on the training thread, once per `train()`; collective (the resume is).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -18,13 +19,17 @@ from melissa_trainer.hooks import Event
 from melissa_trainer.stream.starvation_watch import ReadClock
 from melissa_trainer.trainer import checkpointing
 from melissa_trainer.trainer.history_check import take_history
+from melissa_trainer.trainer.hook_mark import MARK_PREFIX, HookMark
 from melissa_trainer.trainer.preemption import PreemptionHandler
+from melissa_trainer.trainer.rank_failure import NOTES_DIR
 from melissa_trainer.trainer.schedule_end import check_schedule
+
+logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:  # pragma: no cover
     from melissa_trainer.trainer.loop import OnlineTrainer
 
-__all__ = ["forced_stop", "refuse_second_train", "start_training"]
+__all__ = ["forced_stop", "mark_hooks", "refuse_second_train", "start_training"]
 
 
 def forced_stop(trainer: OnlineTrainer, preemption: PreemptionHandler | None = None) -> None:
@@ -104,6 +109,7 @@ def start_training(trainer: OnlineTrainer, release: Callable[[], None]) -> Preem
         # source's starvation watch (a stream's, a study's) publishes: `study.starvation`
         reads = getattr(getattr(trainer.source, "starvation", None), "reads", None)
         trainer.hooks.work = reads if isinstance(reads, ReadClock) else None
+        trainer.hooks.marker = mark_hooks(trainer)  # (None: one process)
     except BaseException:
         # train() raises, and no retry follows a started source (`refuse_second_train`):
         # it has ended, and a call after it is one after train() (`after_train`; a hook
@@ -118,3 +124,18 @@ def start_training(trainer: OnlineTrainer, release: Callable[[], None]) -> Preem
             release()  # ...leaves output_dir free for the next try
         raise
     return preemption
+
+
+def mark_hooks(trainer: OnlineTrainer) -> HookMark | None:
+    """Under several ranks, this rank's `HookMark` (``OUTPUT_DIR/.rank-failures/in-hook-N``):
+    the hook method it is in, read by a peer if this rank dies there; None with one
+    process, or when the file cannot be made (said at WARNING: only that word is lost)."""
+    if trainer.num_processes <= 1:
+        return None
+    rank = trainer.process_index
+    path = Path(trainer.args.output_dir) / NOTES_DIR / f"{MARK_PREFIX}{rank}"
+    try:
+        return HookMark(path, str(trainer.run_id))
+    except (OSError, ValueError) as exc:
+        logger.warning("rank %d cannot keep its hook mark in %s: %s", rank, path, exc)
+        return None

@@ -104,8 +104,9 @@ def test_a_stop_asked_on_one_rank_is_named_where_it_was_asked(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Two ranks, the hook's stop on rank 1 alone: both stop at one step; rank 1 names
-    the hook, rank 0 (which prints the end-of-run line) says the stop came from another
-    rank, rather than "end of training"."""
+    the hook, and so does rank 0 (which prints the end-of-run line), with the rank that
+    asked and the step it asked at (before, rank 0 said only "stopped by a hook on
+    another rank": the test failed there)."""
     monkeypatch.syspath_prepend(str(Path(__file__).parents[1] / "trainer"))
     from two_ranks import launch_two_ranks
 
@@ -119,7 +120,8 @@ def test_a_stop_asked_on_one_rank_is_named_where_it_was_asked(
     ended = [(rank, *record.split(" ", 1)) for rank, record in zip("01", records, strict=True)]
     assert [(rank, step) for rank, step, _ in ended] == [("0", ended[0][1]), ("1", ended[0][1])]
     assert 5 <= int(ended[0][1]) <= 8, ended  # within two windows of 2 steps of the stop
-    assert ended[0][2] == "stopped by a hook on another rank (control.should_stop)"
-    assert ended[1][2] == "stopped by a hook, StopOnRankOne.on_step_end set control.should_stop"
+    hook = "StopOnRankOne.on_step_end set control.should_stop"
+    assert ended[0][2] == f"stopped by a hook on rank 1, {hook} (asked at step 5)"
+    assert ended[1][2] == f"stopped by a hook, {hook}"
     step = ended[0][1]
-    assert f"step {step} | stopped by a hook on another rank (control.should_stop): " in text
+    assert f"step {step} | stopped by a hook on rank 1, {hook} (asked at step 5): " in text

@@ -1,0 +1,145 @@
+"""Which hook method a rank was in when the process group broke: `HookMark`,
+`in_hook_words`.
+
+A collective of the user's own in a hook (``torch.distributed.all_reduce``,
+``accelerator.gather``) called on one rank only meets another collective of the
+trainer on the other ranks (DDP's backward, the stop agreement). Under gloo one of them
+then receives more bytes than it expects and gloo aborts it (SIGABRT, "Received data
+size doesn't match expected size": measured with 2 ranks, an ``all_reduce`` of one
+float on rank 0 in ``on_step_end``; rank 0 died; with 1000 floats, rank 1 did). An
+aborted rank runs no Python and leaves no note (`rank_failure`), so the rank that
+survived said only that another rank was gone, "killed by a signal?", and nothing
+named the hook.
+
+So under several ranks each rank keeps, in a small file of the notes' folder
+(``OUTPUT_DIR/.rank-failures/in-hook-N``) mapped into its memory, the user's hook method
+it is in and the step: two writes into memory per call of a user's hook method, no
+system call (`enter`, `leave`). The kernel keeps a mapped file's pages when the process
+dies, however it dies: a rank whose collective broke because a peer is gone reads the
+peer's mark (`in_hook_words`) and names the hook method it died in. On the same node the
+mark is read at once; a peer on another node may show it late, through the shared file
+system's cache, or not within the wait for notes (then nothing is said of it). The
+surviving rank's own collective may have broken in a hook too (the other rank aborted):
+its error was raised there (`hooks.raised`), and the same words name that hook.
+
+The library's own hooks are not marked: their collectives are called on every rank.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+from pathlib import Path
+from typing import Any
+
+from melissa_trainer.hooks.raised import method_name, raised_in
+
+__all__ = ["MARK_PREFIX", "HookMark", "in_hook_words", "read_mark"]
+
+#: the marks' file names in the notes' folder (`rank_failure.NOTES_DIR`), then the rank
+MARK_PREFIX = "in-hook-"
+#: the file: the run's id (`_ID` bytes, NUL-padded), a flag (1: in a hook), the step
+#: (int64), the method's name (NUL-ended)
+_ID, _NAME = 64, 256
+_FLAG = _ID
+_STEP = _ID + 8
+_WORDS = _STEP + 8
+_SIZE = _WORDS + _NAME
+_STEP_BYTES = struct.Struct("<q")
+#: what a collective in a hook on some ranks only does, and the fix
+HOOK_COLLECTIVE = (
+    "a collective in a hook (torch.distributed's, accelerator.gather / reduce) must be "
+    "called by every rank at the same step: called on some ranks only, it meets another "
+    "collective of the trainer there, and the backend aborts a rank (gloo: SIGABRT, "
+    '"Received data size doesn\'t match expected size") or the ranks hang'
+)
+
+
+class HookMark:
+    """This rank's mark: the user's hook method it is in, if any (module docstring).
+
+    `enter` and `leave` are called by `HookList.fire` around each call of a hook method
+    (its ``marker``), from the training thread only."""
+
+    def __init__(self, path: Path, run_id: str) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            os.ftruncate(fd, _SIZE)
+            self._map = mmap.mmap(fd, _SIZE)
+        finally:
+            os.close(fd)  # (the map keeps the file)
+        self._map[:_SIZE] = bytes(_SIZE)
+        self._map[:_ID] = run_id.encode()[:_ID].ljust(_ID, b"\0")
+        #: each method's name as the mark holds it; None: a library hook's (not marked)
+        self._names: dict[Any, bytes | None] = {}
+        self._last: Any = None  # (the method whose name the mark holds)
+
+    def enter(self, method: Any, args: tuple[Any, ...]) -> None:
+        """`method` (a hook's bound method, called with `args`: ``trainer, state, ...``)
+        is called now: marked, with the state's step, unless it is a library hook's."""
+        name = self._names.get(method, b"")
+        if name == b"":
+            owner = getattr(method, "__self__", None)
+            ours = owner is None or type(owner).__module__.startswith("melissa_trainer.")
+            name = None if ours else method_name(method).encode()[: _NAME - 1] + b"\0"
+            self._names[method] = name
+        if name is None:
+            self.leave()
+            return
+        step = getattr(args[1] if len(args) > 1 else None, "global_step", -1)
+        mark = self._map
+        _STEP_BYTES.pack_into(mark, _STEP, step)
+        if method is not self._last:  # (the name written once while it stays the same)
+            mark[_WORDS : _WORDS + len(name)] = name
+            self._last = method
+        mark[_FLAG] = 1
+
+    def leave(self) -> None:
+        """No hook method is called now."""
+        self._map[_FLAG] = 0
+
+    def back_to(self, method: Any, args: tuple[Any, ...]) -> None:
+        """The calls of an event are over: back in `method`, the hook method whose call
+        fired it (`args`: that event's), or in none (None)."""
+        if method is None:
+            self.leave()
+        else:
+            self.enter(method, args)
+
+    def close(self) -> None:
+        self._map.close()
+
+
+def read_mark(path: Path, run_id: str) -> tuple[str, int] | None:
+    """The hook method (``Class.method``) and step a mark at `path` says its rank is
+    in, when it is of run `run_id` and in one; None otherwise (or unreadable)."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    if len(data) < _SIZE or data[:_ID].rstrip(b"\0") != run_id.encode()[:_ID]:
+        return None
+    if data[_FLAG] != 1:
+        return None
+    (step,) = _STEP_BYTES.unpack(data[_STEP:_WORDS])
+    name = data[_WORDS:_SIZE].split(b"\0", 1)[0].decode(errors="replace")
+    return name, int(step)
+
+
+def in_hook_words(notes: Path, run_id: str, ranks: list[int], error: BaseException) -> str:
+    """Words for a rank whose collective broke because a peer is gone with no note: the
+    hook method each of the other `ranks` was in, by its mark in the folder `notes`,
+    and the one this rank's own broken collective was called in (`error` raised there:
+    `hooks.raised`), then what a collective there needs (`HOOK_COLLECTIVE`); ""
+    when none was in a hook."""
+    said = []
+    own = raised_in(error)
+    if own is not None:
+        said.append(f"this rank's own collective broke in the hook method {own}")
+    for rank in ranks:
+        mark = read_mark(notes / f"{MARK_PREFIX}{rank}", run_id)
+        if mark is not None:
+            said.append(f"rank {rank} died in the hook method {mark[0]} (step {mark[1]})")
+    return f"{'; '.join(said)}: {HOOK_COLLECTIVE}" if said else ""

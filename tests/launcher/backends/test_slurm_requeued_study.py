@@ -18,6 +18,7 @@ lists it)."""
 from __future__ import annotations
 
 import logging
+import subprocess
 import time
 from pathlib import Path
 
@@ -26,7 +27,8 @@ from slurm_cluster import SlurmCluster, slurm_cluster  # noqa: F401 - the fixtur
 from slurm_jobs import POLL, PYTHON, queue
 
 from melissa_trainer.buffers import FIFOBuffer
-from melissa_trainer.launcher.backends import SlurmBackend
+from melissa_trainer.launcher.backends import Job, SlurmBackend
+from melissa_trainer.launcher.backends.slurm.batch import SlurmHandle
 from melissa_trainer.launcher.launcher import Launcher, LauncherTuning
 from melissa_trainer.stream.receiver import Receiver, ReceiverConfig
 
@@ -127,3 +129,40 @@ def test_a_requeued_simulation_keeps_its_attempt_and_trains_each_step_once(
     assert said[0].startswith(f"sim-0 (Slurm job {requeued}) was put back"), said
     assert f"after it started on node {slurm_cluster.node} " in said[0], said
     assert "sim-" not in queue()
+
+
+def _requeue_flag(job_id: str) -> str:
+    """``Requeue=0`` or ``Requeue=1``, as ``scontrol show job`` gives the job's."""
+    out = subprocess.run(["scontrol", "show", "job", job_id], capture_output=True, text=True)
+    (flag,) = [word for word in out.stdout.split() if word.startswith("Requeue=")]
+    return flag
+
+
+@pytest.mark.timeout(120)
+def test_the_sites_requeue_policy_decides_unless_extra_args_do(
+    slurm_cluster: SlurmCluster,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """The backend passes neither ``--requeue`` nor ``--no-requeue``: the cluster's
+    ``JobRequeue`` (1, Slurm's default, on the test cluster) makes its jobs requeueable,
+    which the launcher follows as one attempt (above); a user's ``--no-requeue`` in
+    `extra_args` makes Slurm end them ``NODE_FAIL`` instead (the launcher's restarts,
+    test_slurm_node_down_once.py) and refuse a ``scontrol requeue``."""
+    jobs = {}
+    for name, extra in (("default", ()), ("norequeue", ("--no-requeue",))):
+        backend = SlurmBackend(poll_every=POLL, script_dir=tmp_path / name, extra_args=extra)
+        try:
+            handle = backend.launch(Job(name, ["sleep", "60"], cwd=tmp_path))
+            assert isinstance(handle, SlurmHandle)
+            script = (tmp_path / name / f"{name}.sbatch").read_text()
+            assert ("--no-requeue" in script) == bool(extra), script
+            assert "--requeue" not in script.replace("--no-requeue", ""), script
+            jobs[name] = _requeue_flag(handle.job_id)
+            if extra:
+                refused = subprocess.run(
+                    ["scontrol", "requeue", handle.job_id], capture_output=True, text=True
+                )
+                assert refused.returncode != 0, refused
+        finally:
+            backend.close()
+    assert jobs == {"default": "Requeue=1", "norequeue": "Requeue=0"}, jobs

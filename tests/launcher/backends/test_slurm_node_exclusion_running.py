@@ -51,3 +51,41 @@ def test_the_exclusion_names_the_jobs_already_running_on_the_node(
     finally:
         (fake / "state").write_text("2|CANCELLED|None|n0\n")  # (closed)
         backend.close()
+
+
+@pytest.mark.timeout(60)
+def test_a_node_back_within_one_poll_whose_new_job_dies_in_a_second_down_is_excluded(
+    fake: Path,  # noqa: F811
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """n1 goes down (jobs 1 and 2 NODE_FAIL) and is back within one squeue poll: the
+    answer that lists the down's jobs ended already lists job 3 running there. n1 going
+    down again ends job 3 NODE_FAIL: a second down (job 3 was alive after the first),
+    so n1 is left out with exclude_after=2. Failed before: job 3, listed started no
+    later than that answer, was merged into the first down and n1 was never excluded.
+    What squeue cannot tell is pinned too: two downs within one poll, their jobs all
+    listed NODE_FAIL in one answer, count once (jobs 4 and 5 on n2)."""
+    caplog.set_level(logging.WARNING, "melissa_trainer")
+    backend = SlurmBackend(poll_every=0, script_dir=tmp_path / "scripts")
+    sim = Job("sim", ["/bin/true"], cwd=tmp_path)
+    try:
+        first, second, third = (backend.launch(sim) for _ in range(3))
+        (fake / "state").write_text("1|RUNNING|None|n1\n2|RUNNING|None|n1\n3|PENDING|None|\n")
+        assert backend.poll(first) is None
+        (fake / "state").write_text("1|NODE_FAIL|None|n1\n2|NODE_FAIL|None|n1\n3|RUNNING|None|n1\n")
+        assert backend.poll(first) is not None and backend.poll(second) is not None
+        assert "node n1 failed" not in caplog.text  # (one down: one failure)
+        (fake / "state").write_text("3|NODE_FAIL|None|n1\n")
+        assert backend.poll(third) is not None
+        said = [r.getMessage() for r in caplog.records if "node n1 failed" in r.getMessage()]
+        assert len(said) == 1 and said[0].startswith("node n1 failed 2 attempts"), said
+        # two downs of n2 between two answers: one failure (squeue cannot tell them)
+        fourth, fifth = backend.launch(sim), backend.launch(sim)
+        (fake / "state").write_text("4|RUNNING|None|n2\n5|PENDING|None|\n")
+        assert backend.poll(fourth) is None
+        (fake / "state").write_text("4|NODE_FAIL|None|n2\n5|NODE_FAIL|None|n2\n")
+        assert backend.poll(fourth) is not None and backend.poll(fifth) is not None
+        assert "node n2 failed" not in caplog.text
+    finally:
+        backend.close()

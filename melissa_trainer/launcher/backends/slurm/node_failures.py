@@ -28,8 +28,9 @@ What counts:
   NODE_FAIL at the same EndTime (two-node trial). They count as one failure of the
   node: a NODE_FAIL job that squeue listed started no later than the answer that first
   listed the node's last counted NODE_FAIL job ended is that same down (it was running
-  when the down ended it), not counted again. Before, each counted: one power loss of
-  a node running 2 jobs excluded it for the rest of the run. A job Slurm requeued
+  when the down ended it), not counted again, unless that answer or a later one listed
+  it running (the node back within one poll: a later down). Before, each counted: one
+  power loss of a node running 2 jobs excluded it for the rest of the run. A job Slurm requeued
   (PENDING again) is not counted at all: squeue and ``scontrol show job`` show a
   node-failure requeue exactly as a ``scontrol requeue`` (reason BeginTime,
   Restarts=1, no node), and the attempt goes on; its rerun is counted where it ends.
@@ -152,11 +153,15 @@ class FailingNodes:
     def _same_down(self, node: str, handle: SlurmHandle) -> bool:
         """True if `handle`'s NODE_FAIL is that of a node-down of `node` already counted:
         the job was listed started no later than the squeue answer that first listed the
-        counted job ended (it was running when that down ended it). Else False, and this
-        down becomes the node's last counted one."""
+        counted job ended (it was running when that down ended it), and never listed
+        running by that answer or a later one (then it was alive after that down: the
+        node came back within one poll and a later down ended it). Else False, and this
+        down becomes the node's last counted one. Two downs between two answers, their
+        jobs all listed ended in one, are one (squeue cannot tell them apart)."""
         down = self._down.get(node)
-        started = handle.seen_started
-        if down is not None and started is not None and started <= down:
+        started, running = handle.seen_started, handle.last_running
+        alive_after = down is not None and running is not None and running >= down
+        if down is not None and started is not None and started <= down and not alive_after:
             return True
         ended = handle.seen_ended if handle.seen_ended is not None else started
         if ended is not None:

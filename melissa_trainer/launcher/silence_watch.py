@@ -65,7 +65,9 @@ class SilenceWatch(FailurePolicy):
                 self.silence.heard(job.silent + elapsed, first=not job.sending)
                 job.beat, job.silent, job.sending = beats.get(sid, 0), 0.0, True
                 continue
-            if not job.sending and not self.backend.started(job.handle):
+            if not self.backend.started(job.handle):
+                if job.sending:  # (queued again after it ran: `requeued`)
+                    self.requeued(job)
                 continue  # queued by a scheduler: waiting, not silent
             job.silent += elapsed
             if not self.silence.enabled:
@@ -94,6 +96,19 @@ class SilenceWatch(FailurePolicy):
             # (the study's report, if every attempt dies so, names this bound and its fix)
             self.systematic.timeout_rule = rule
             self.job_killed(job, time.monotonic())
+
+    @staticmethod
+    def requeued(job: RunningJob) -> None:
+        """`job` sent, then its backend said it not started: its scheduler put it back in
+        the queue (a Slurm requeue: ``scontrol requeue``, a node failure under
+        ``JobRequeue=1``; the backend says it, naming the job and its node) or holds it
+        (suspended). The same attempt goes on: nothing is counted. Its wait there is not
+        its silence (a requeued batch job waits at least Slurm's ``cred_expire``, 120 s
+        by default, more in a busy queue: it was killed as hung once `simulation_timeout`
+        of it had passed, a restart counted while Slurm ran it again), and its rerun
+        starts from scratch: until its next message it is judged as a start-up is
+        (`SilenceClock`'s start-up bound). Its steps sent twice are the receiver's to drop."""
+        job.sending, job.silent, job.complete = False, 0.0, False
 
     def note_startups(self, now: float, beats: Mapping[int, int]) -> None:
         """Time the start-up of the attempts whose first message came since the last

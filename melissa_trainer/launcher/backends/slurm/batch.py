@@ -281,6 +281,8 @@ class BatchJobs:
                 handle.node = nodes.get(job_id, handle.node)
                 if handle.seen_started is None:
                     handle.seen_started = self._answers
+                if state not in sq.TERMINAL_STATES:
+                    handle.last_running = self._answers
             elif state == "PENDING":  # (requeued: a new run, perhaps on another node)
                 handle.seen_started = None
             if handle.seen_ended is None and (state is None or state in sq.TERMINAL_STATES):

@@ -215,8 +215,9 @@ def queue_words(
     job (`job`: its description) that the study did not cancel, once each time it comes
     (not at each answer): held in the queue (a reason of `HELD`, a state of
     `HELD_STATES`), put back in the queue after it started (requeued: PENDING again
-    after a started state; when Slurm expects to start it again, from `start`, squeue's
-    ``%S``: `expected_start`), suspended (`PAUSED`), or a state this backend does not know
+    after a started state, naming the node it last ran on, `SlurmHandle.node`; when
+    Slurm expects to start it again, from `start`, squeue's ``%S``: `expected_start`),
+    suspended (`PAUSED`), or a state this backend does not know
     (`KNOWN`: it counts as alive, not started). A job the study cancelled is not said
     (`BatchJobs._requeued` cancels it again). The study waits for such a job: said,
     it does not wait silently."""
@@ -263,10 +264,12 @@ def queue_words(
         return
     if handle.ran and new:
         logger.warning(
-            "%s was put back in Slurm's queue after it started (requeued: scontrol requeue, "
-            "a preemption or a node failure; squeue: PENDING, %s): it runs again from the "
-            "start when Slurm starts it, and counts as queued meanwhile%s",
+            "%s was put back in Slurm's queue after it started%s (requeued: scontrol "
+            "requeue, a preemption or a node failure; squeue: PENDING, %s): it runs again "
+            "from the start when Slurm starts it, the same attempt (no restart counted, nor "
+            "a failure of the node), and counts as queued meanwhile%s",
             job,
+            "" if handle.node is None else f" on node {handle.node}",
             reason or "no reason given",
             expected_start(start, reason),
         )

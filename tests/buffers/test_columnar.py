@@ -142,13 +142,18 @@ def test_snapshot_owns_its_rows() -> None:
     """A snapshot taken now keeps its values after the rows are overwritten."""
     col = ColumnarReservoirBuffer(8, 8, seed=0)
     rng = np.random.default_rng(0)
-    col.put_available(SampleBlock.from_samples([field_sample(rng, i) for i in range(8)]))
+    samples = [field_sample(rng, i) for i in range(8)]
+    col.put_available(SampleBlock.from_samples(samples))
     arrays, _ = col.state_dict()
-    before = {k: v.copy() for k, v in arrays.items()}
+    # the oracle is the samples put, not the snapshot read back: an empty snapshot, or
+    # one that already shared the rows, must fail too (slot -> the sample's time step)
+    slots = {s: int(arrays[f"s{s}/time_step"]) for s in range(8)}
+    assert sorted(slots.values()) == list(range(8))
     col.get_block(8)
     col.put_available(SampleBlock.from_samples([field_sample(rng, 100 + i) for i in range(8)]))
-    for k, v in arrays.items():
-        np.testing.assert_array_equal(v, before[k])
+    for slot, t in slots.items():
+        for name, value in samples[t].items():
+            np.testing.assert_array_equal(arrays[f"s{slot}/{name}"], value)
 
 
 def test_rows_handed_out_never_change() -> None:

@@ -143,7 +143,13 @@ def test_large_array_may_be_overwritten_once_send_returns(receiver: Receiver) ->
             buf.fill(step)
             c.send(step, u=buf)
         buf.fill(-1)
-    for msg in receiver.until_bye()[1:-1]:
+    messages = receiver.until_bye()
+    data = messages[1:-1]
+    # every step arrived, once and in order (an empty or short stream would pass the
+    # per-message check below vacuously), each with the values it had when sent
+    assert [m.time_step for m in data if isinstance(m, p.Data)] == list(range(8))
+    assert messages[-1] == p.Bye(1, 0, 1, 8)
+    for msg in data:
         assert isinstance(msg, p.Data)
         assert np.all(msg.payload == msg.time_step), msg.time_step
 

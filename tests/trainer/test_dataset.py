@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -38,21 +37,53 @@ def test_iterates_batches_until_the_stream_ends() -> None:
     assert torch.cat([b["y"] for b in batches]).tolist() == list(range(10))
 
 
+class EmptyReadsCounted(FIFOBuffer):
+    """A FIFO that counts the reads that found it empty (timed out) and sets `looked`
+    at the second: the data comes only after the dataset has waited through polls."""
+
+    def __init__(self, capacity: int) -> None:
+        super().__init__(capacity=capacity)
+        self.empty_reads = 0
+        self.looked = threading.Event()
+
+    def get_block(self, n: int, timeout: float | None = None) -> Any:
+        return self._counted(super().get_block, n, timeout)
+
+    def get_batch_or_block(self, n: int, timeout: float | None = None) -> Any:
+        return self._counted(super().get_batch_or_block, n, timeout)
+
+    def _counted(self, read: Any, n: int, timeout: float | None) -> Any:
+        try:
+            return read(n, timeout=timeout)
+        except TimeoutError:
+            self.empty_reads += 1
+            if self.empty_reads >= 2:
+                self.looked.set()
+            raise
+
+
 def test_waits_for_data_rather_than_ending() -> None:
-    buffer = FIFOBuffer(capacity=8)
+    buffer = EmptyReadsCounted(capacity=8)
     dataset = StreamDataset(buffer, batch_size=2, poll_interval=0.05)
 
     def late_producer() -> None:
-        time.sleep(0.3)
-        buffer.put(sample(1))
-        buffer.put(sample(2))
+        # (an event, not a sleep: the data comes once the dataset has found the buffer
+        # empty twice, however slow the machine; a dataset that ended at an empty read
+        # never sets it, and prefetch(1) below returns 0)
+        if buffer.looked.wait(20):
+            buffer.put(sample(1))
+            buffer.put(sample(2))
         buffer.close()
 
     thread = threading.Thread(target=late_producer)
     thread.start()
-    assert dataset.prefetch(1) == 1  # waited through several polls, then got data
-    assert dataset.prefetch(2) == 1  # then the end: fewer than asked
-    thread.join()
+    try:
+        assert dataset.prefetch(1) == 1  # waited through several polls, then got data
+        assert buffer.empty_reads >= 2
+        assert dataset.prefetch(2) == 1  # then the end: fewer than asked
+    finally:
+        buffer.looked.set()  # (a failed assertion: the producer ends at once)
+        thread.join()
 
 
 def test_a_failed_source_raises_while_waiting() -> None:

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import pytest
 from c_driver import capture, payload, script_exe  # noqa: F401 (fixtures)
-from compiled import SANITIZER_ENV, c_client  # noqa: F401 (a fixture)
+from compiled import SANITIZER_ENV, CClient, c_client, compile_fortran_program  # noqa: F401
 from helpers import handled, running
 from waiting import wait_until
 
@@ -139,3 +139,54 @@ def test_a_failed_solver_with_a_step_incomplete_delivers_the_complete_ones(
         telemetry = receiver.telemetry()
         assert telemetry["samples_put"] == 2, telemetry
         assert telemetry["simulations_finished"] == 0, telemetry
+
+
+FORTRAN_SOLVER = """
+program failing
+  use, intrinsic :: iso_c_binding
+  use melissa_trainer
+  implicit none
+  type(mt_client_t) :: client
+  character(len=256) :: endpoint
+  real(c_float) :: u(4)
+  integer :: t, ierr
+  call get_command_argument(1, endpoint)
+  call mt_create(client)
+  call mt_set_simulation_id(client, 8_c_int64_t)
+  call mt_set_endpoints(client, endpoint)
+  call mt_set_batching(client, 65536_c_int64_t, 60.0_c_double)
+  call mt_declare_field(client, 'u', MT_FLOAT32, shape(u))
+  call mt_start(client)
+  do t = 0, STEPS - 1
+    u = real(t, c_float)
+    call mt_send(client, t, 'u', u)
+  end do
+  call mt_fail(client, 'REASON', ierr)
+  print '(i0)', ierr
+end program
+""".replace("STEPS", str(STEPS)).replace("REASON", REASON)
+
+
+@pytest.mark.timeout(240)  # (a compiled program)
+def test_a_failed_fortran_solver_delivers_its_batched_samples(
+    c_client: CClient,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """The Fortran binding, `mt_fail` (melissa_trainer.f90): the same delivery."""
+    binary = compile_fortran_program(c_client, FORTRAN_SOLVER, tmp_path, "failing")
+    buffer = FIFOBuffer(100)
+    with running(buffer, fields=FIELDS, nonfinite="accept") as receiver:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("MELISSA_")}
+        run = subprocess.run(
+            [str(binary), str(receiver.endpoint)], env=env, capture_output=True, text=True,
+            timeout=120,
+        )  # fmt: skip
+        assert (run.returncode, run.stdout.split()) == (0, ["0"]), (run.stdout, run.stderr)
+        got = sorted(int(s["time_step"]) for s in buffer.get_batch(STEPS, 20))
+        wait_until(lambda: handled(receiver) >= receiver.telemetry()["messages"], "idle", 20)
+        assert receiver.telemetry()["simulations_finished"] == 0, receiver.telemetry()
+    assert got == list(range(STEPS))
+    assert (
+        f"melissa_trainer: mt_client_fail: simulation 8 rank 0 failed: {REASON}; no BYE sent "
+        "(the run did not finish)"
+    ) in run.stderr.splitlines(), run.stderr

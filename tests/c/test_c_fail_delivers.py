@@ -190,3 +190,25 @@ def test_a_failed_fortran_solver_delivers_its_batched_samples(
         f"melissa_trainer: mt_client_fail: simulation 8 rank 0 failed: {REASON}; no BYE sent "
         "(the run did not finish)"
     ) in run.stderr.splitlines(), run.stderr
+
+
+@pytest.mark.timeout(60)
+def test_after_a_failed_send_the_fail_delivers_nothing_and_says_so(
+    script_exe: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """After a send's MT_ETIMEDOUT only mt_client_abort may follow: mt_client_fail then
+    frees the client as it does, and says so (MT_ESTATE), as mt_client_close."""
+    lines, _ = run_solver(
+        script_exe,
+        tmp_path,
+        "id 1\nendpoints tcp://127.0.0.1:9\nsndhwm 1\nsend_timeout 0.2\nbatching 0 1\n"
+        "field u 1 1 4\nstart\n"
+        + "".join(f"send {t} u 1 4 {t}\n" for t in range(4))
+        + "fail the solver saw its send fail\n",
+    )
+    assert any(line.split(" ")[1] == "8" for line in lines[7:11]), lines  # (MT_ETIMEDOUT)
+    assert lines[-1] == (
+        "12 5 the client failed earlier (a send timed out or ZeroMQ failed): closed without "
+        "BYE, as mt_client_abort does"
+    ), lines

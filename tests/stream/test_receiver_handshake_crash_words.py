@@ -28,8 +28,6 @@ import zmq
 from helpers import running
 from waiting import wait_until
 
-from melissa_trainer.stream.handshakes import HandshakeWatch
-
 LOGGER = "melissa_trainer.stream.receiver"
 CLOSED = "was closed in its ZeroMQ handshake"
 ENDED = "a client process that ended in its handshake (a solver that crashed or was killed"
@@ -148,35 +146,3 @@ def test_a_solver_killed_in_its_handshake_as_the_study_stops_is_not_warned_of(
         "1 connection(s) closed in their ZeroMQ handshake as the study stopped: "
         "solvers killed as they started, not refused"
     ], said
-
-
-@pytest.mark.parametrize(("apart", "warned"), [(3.0, False), (0.5, True)])
-@pytest.mark.timeout(30)
-def test_a_close_without_detail_is_a_re_dial_only_within_quiet_s(
-    caplog: pytest.LogCaptureFixture, apart: float, warned: bool
-) -> None:
-    """Two closes without detail `apart` seconds apart (the times the watch reads them,
-    given): past `handshakes.QUIET_S` (2 s), two clients that ended, one INFO line at the
-    end; within it, a re-dial, warned of once with both counted."""
-    caplog.set_level(logging.INFO, logger=LOGGER)
-    ctx = zmq.Context()
-    sock = ctx.socket(zmq.PULL)
-    try:
-        watch = HandshakeWatch(sock)
-        for fd, at in ((7, 100.0), (8, 100.0 + apart)):
-            watch.event(zmq.EVENT_ACCEPTED, fd)
-            watch.disconnected(fd, b"tcp://127.0.0.1:5555", now=lambda at=at: at)
-        watch.close()
-    finally:
-        sock.close(linger=0)
-        ctx.term()
-    said = [(r.levelno, r.getMessage()) for r in caplog.records]
-    if warned:
-        assert [m for level, m in said if level == logging.WARNING and CLOSED in m] != []
-        assert watch.refused == 2 and watch.ended == 0, said
-    else:
-        assert [m for level, m in said if level >= logging.WARNING] == [], said
-        assert watch.refused == 0 and watch.ended == 2, said
-        assert any(
-            m.startswith("2 connection(s) closed in their ZeroMQ handshake once") for _, m in said
-        )

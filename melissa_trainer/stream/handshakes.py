@@ -35,23 +35,6 @@ Once the study stops (its launcher about to kill the solvers) or the receiver en
 attempt closed without detail is a solver killed as it started: counted apart (`at_stop`)
 and said in one INFO line at the end, not warned of.
 
-While it runs, a peer that closed first (``HANDSHAKE_FAILED_NO_DETAIL``, or no failure
-event) is held, not warned of at once: a client that cannot connect (no key or another
-one) dials again every reconnect interval (100 ms) for as long as it runs, a prediction
-request given this endpoint at each request, while a solver killed or crashed as it
-started (kill -9 within milliseconds of its start) closes once and is gone, its own log
-and the launcher's saying why. So the first such close is held; another refused attempt read
-within `QUIET_S` after it is taken for a re-dial: the refusal is warned of as before,
-the held close counted in it (so is a close held while other refusals were counted: a
-refused client's); a hold that saw none for `QUIET_S` was a client that ended (`ended`),
-said in one INFO line at the end with the other causes (a REQ that dialed once too). An
-MPI solver's ranks killed together close several connections at once: still warned of.
-Before, each was a WARNING naming keys, socket types and port probes (a user trial was
-sent to check a key that was right, for a solver killed right after its start:
-tests/stream/test_receiver_handshake_crash_words.py).
-Times are those the ingester reads the events at (one kept busy reads a burst late, as a
-burst: a re-dial still).
-
 ``HANDSHAKE_SUCCEEDED`` names no descriptor either: taken as the oldest handshake's (a
 HELLO proves its own: concurrent handshakes may leave an attempt without a failure event
 uncounted, never count a PUSH that said HELLO).
@@ -62,7 +45,6 @@ Thread-safety: called by the receiver's ingester only (as `ConnectionWatch._drai
 from __future__ import annotations
 
 import logging
-import time
 from collections import Counter, deque
 from collections.abc import Callable
 
@@ -104,11 +86,6 @@ def log_bound(
         log.info("%s bound to %s without CURVE: any peer may send", what, endpoint)
 
 
-#: a hold with no other close or refusal for this many seconds was a client that ended
-#: (`HandshakeWatch.ended`): a refused client dials again within its reconnect interval
-#: (100 ms; a predict request's backoff, at most 1 s)
-QUIET_S = 2.0
-
 # the causes, as counted (`counts`) and named in the summary
 NO_KEY, OTHER_KEY, A_KEY, UNKNOWN = (
     "from a client without a CURVE key",
@@ -133,17 +110,6 @@ _ENDED = (
     "a client process that ended in its handshake (a solver that crashed or was killed "
     "right after it started: its own log or the launcher's says why; nothing to fix here)"
 )
-#: the other causes of a close without detail never followed by another (receiver with
-#: CURVE?): said with `_ENDED` at INFO at the end
-_ONCE = {
-    True: "a client with no CURVE key or another key that gave up at once ("
-    + _GIVE_KEY
-    + "), "
-    + _WRONG_TYPE
-    + " that dialed once, or not ZeroMQ (a port probe)",
-    False: _WRONG_TYPE + " that dialed once, a client with a CURVE key that gave up at once "
-    "(unset its MELISSA_TRAINER_KEY), or not ZeroMQ (a port probe)",
-}
 #: what the first refusal of each cause says: (receiver with CURVE?, cause) -> why, fix
 _WORDS = {
     (True, NO_KEY): "a client without a CURVE key (it connects in plain text; this receiver "
@@ -178,19 +144,12 @@ class HandshakeWatch:
         self._curve = socket.getsockopt(zmq.MECHANISM) == zmq.CURVE
         self._label = label
         self._shaking: dict[int, None] = {}  # fds accepted, in their handshake (in order)
-        #: causes read, their DISCONNECTED not yet (with: the peer closed first?)
-        self._failed: deque[tuple[str, bool]] = deque()
-        #: the hold of closes without detail (module docstring): its first's monotonic
-        #: time, and its closes (0: none open)
-        self._held: tuple[float, int] = (0.0, 0)
+        self._failed: deque[str] = deque()  # causes read, their DISCONNECTED not yet
         #: refused attempts so far, by cause (`NO_KEY`, `OTHER_KEY`, `A_KEY`, `UNKNOWN`)
         self.counts: Counter[str] = Counter()
         #: connections closed in their handshake, without detail, as the study stopped
         #: (its solvers killed as they started: not refusals, not in `counts`)
         self.at_stop = 0
-        #: connections closed first in their handshake once, no re-dial after them:
-        #: clients that ended as they started (not refusals, not in `counts`)
-        self.ended = 0
 
     @property
     def refused(self) -> int:
@@ -206,32 +165,25 @@ class HandshakeWatch:
         elif kind == zmq.EVENT_HANDSHAKE_SUCCEEDED and self._shaking:
             del self._shaking[next(iter(self._shaking))]  # (the oldest: no descriptor)
         elif kind & _FAILED:  # (its DISCONNECTED comes next)
-            first = kind == zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL  # (the peer closed first)
-            self._failed.append((self._cause(kind, value), first))
+            self._failed.append(self._cause(kind, value))
 
     def hello(self, fd: int) -> None:
         """A message came on connection `fd`: its handshake succeeded."""
         self._shaking.pop(fd, None)
 
     def disconnected(
-        self,
-        fd: int,
-        endpoint: bytes,
-        stopping: Callable[[], bool] = lambda: False,
-        now: Callable[[], float] = time.monotonic,
+        self, fd: int, endpoint: bytes, stopping: Callable[[], bool] = lambda: False
     ) -> None:
         """Connection `fd` to `endpoint` closed: counted and logged if it was refused in
         its handshake (a failure event before it, or accepted with no handshake since).
         One without detail while `stopping()` (the study kills its simulations, the
         receiver ends: asked only then) is a solver killed as it started: counted in
-        `at_stop`, said at DEBUG and summed up at `close`, not warned of. One whose peer
-        closed first otherwise is held until a re-dial shows a refused client (module
-        docstring; `now()`: the time it is read)."""
+        `at_stop`, said at DEBUG and summed up at `close`, not warned of."""
         shaking = self._shaking.pop(fd, 0) is None
         if self._failed:
-            cause, first = self._failed.popleft()
+            cause = self._failed.popleft()
         elif shaking:
-            cause, first = UNKNOWN, True
+            cause = UNKNOWN
         else:
             return
         where = endpoint.decode(errors="replace")
@@ -240,17 +192,10 @@ class HandshakeWatch:
             logger.debug("a peer connected to %s closed in its handshake as the study "
                          "stopped%s", where, self._label)  # fmt: skip
             return
-        if cause == UNKNOWN and first and not self.refused and self._hold(where, now()):
-            return
-        said_before = self.counts[cause] > 0
         self.counts[cause] += 1
-        # (a hold open as a refusal comes: its closes were that client's attempts too, the
-        # ones that closed first, as a client refused a key does about one in two)
-        self.counts[UNKNOWN] += self._held[1]
-        self._held = (0.0, 0)
         n = self.counts[cause]
         said = "a peer connected to %s was closed in its ZeroMQ handshake: "
-        if said_before:  # (the cause said in full once: the others counted, summed up at `close`)
+        if n > 1:  # (the cause said in full once: the others counted, summed up at `close`)
             logger.debug(said[:-2] + " (one %s: %d such)%s", where, cause, n, self._label)
             return
         logger.warning(
@@ -261,34 +206,9 @@ class HandshakeWatch:
             self._label,
         )
 
-    def _hold(self, where: str, at: float) -> bool:
-        """A close without detail read at `at`: held (True: said at DEBUG), or a re-dial
-        (False: the caller warns of it, the hold's closes counted with it)."""
-        began, n = self._held
-        if n and at - began > QUIET_S:  # (the hold was a client that ended)
-            self.ended += n
-        elif n:  # (a re-dial: a client refused, not one ended)
-            return False
-        self._held = (at, 1)
-        logger.debug("a peer connected to %s was closed in its ZeroMQ handshake without "
-                     "detail: held until it dials again%s", where, self._label)  # fmt: skip
-        return True
-
     def close(self) -> None:
-        """Log the summary lines, once the monitor is read to its end (at WARNING, as the
-        first refusals were: they promised it, and default logging shows WARNING up;
-        at INFO, the closes of clients that ended, never warned of)."""
-        if self.refused:  # (a close held as refusals came: a refused client's attempt)
-            self.counts[UNKNOWN] += self._held[1]
-        else:
-            self.ended += self._held[1]
-        self._held = (0.0, 0)
-        if self.ended:
-            logger.info(
-                "%d connection(s) closed in their ZeroMQ handshake once, without detail, "
-                "and not dialed again: most likely %s; else %s%s",
-                self.ended, _ENDED, _ONCE[self._curve], self._label,
-            )  # fmt: skip
+        """Log the summary line, once the monitor is read to its end (at WARNING, as the
+        first ones were: they promised it, and default logging shows WARNING up)."""
         if self.at_stop:
             logger.info(
                 "%d connection(s) closed in their ZeroMQ handshake as the study stopped: "

@@ -67,7 +67,7 @@ module melissa_trainer
             mt_declare_part_count, mt_start, mt_set_disconnected_timeout, &
             mt_set_replay_bytes, mt_set_follow_timeout, mt_set_curve_server_key, &
             mt_set_failed_close_timeout
-  public :: mt_send, mt_flush, mt_close, mt_abort, mt_parameter, mt_simulation_id, &
+  public :: mt_send, mt_flush, mt_close, mt_fail, mt_abort, mt_parameter, mt_simulation_id, &
             mt_receivers
 
   interface mt_send
@@ -215,7 +215,28 @@ contains
     call mt_finish(client, status, 'mt_close', ierr, f_string(c_loc(message)))
   end subroutine
 
-  !> Free the client at once without BYE (the run failed). No-op on a closed client.
+  !> The run failed, what it sent is kept (mt_client_fail in melissa_trainer.h): writes
+  !> `reason` ('': nothing) to stderr, sends what is batched and delivers what is queued
+  !> (within mt_set_failed_close_timeout in all), frees the C client, sends no BYE (the
+  !> trainer trains on what it received, does not count the simulation finished). Then
+  !> end the program with a non-zero status (error stop) so that a launcher counts it
+  !> failed. ierr: MT_OK once delivered, else the close's error (MT_ETIMEDOUT: what was
+  !> not delivered, to whom).
+  subroutine mt_fail(client, reason, ierr)
+    type(mt_client_t), intent(inout) :: client
+    character(len=*), intent(in) :: reason
+    integer, intent(out), optional :: ierr
+    integer :: status
+    character(kind=c_char), target :: message(16384) ! (a close message may pass 1 KiB)
+    message = c_null_char
+    status = int(mt_client_fail_message_c(client%handle, c_string(reason), message, &
+                                          int(size(message), c_size_t)))
+    client%handle = c_null_ptr
+    call mt_finish(client, status, 'mt_fail', ierr, f_string(c_loc(message)))
+  end subroutine
+
+  !> Free the client at once without BYE (the run failed), dropping what it still
+  !> batches (mt_fail delivers it). No-op on a closed client.
   subroutine mt_abort(client)
     type(mt_client_t), intent(inout) :: client
     call mt_client_abort_c(client%handle)

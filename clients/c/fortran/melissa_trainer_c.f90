@@ -17,6 +17,7 @@ module melissa_trainer_c
             mt_set_rank_c, mt_declare_field_c, mt_declare_part_c, &
             mt_declare_part_count_c, mt_client_start_c, mt_send_c, mt_flush_c, &
             mt_client_close_c, mt_client_close_message_c, mt_client_abort_c, mt_client_simulation_id_c, &
+            mt_client_fail_message_c, &
             mt_client_receivers_c, mt_client_parameter_c, mt_field_count_c, &
             mt_field_name_c, mt_field_size_c, mt_field_part_count_c, mt_set_part_offset_c, &
             mt_predict_c, mt_predict_refusal_c, mt_set_serve_endpoints_c, &
@@ -216,6 +217,15 @@ module melissa_trainer_c
       import :: c_ptr
       type(c_ptr), value :: c
     end subroutine
+    function mt_client_fail_message_c(c, reason, message, size) &
+        bind(C, name="mt_client_fail_message") result(status)
+      import :: c_ptr, c_char, c_size_t, c_int
+      type(c_ptr), value :: c
+      character(kind=c_char), intent(in) :: reason(*)
+      character(kind=c_char), intent(out) :: message(*)
+      integer(c_size_t), value :: size
+      integer(c_int) :: status
+    end function
     function mt_client_simulation_id_c(c) bind(C, name="mt_client_simulation_id") result(id)
       import :: c_ptr, c_int64_t
       type(c_ptr), value :: c

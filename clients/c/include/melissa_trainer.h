@@ -308,9 +308,27 @@ mt_status mt_flush(mt_client *c);
 mt_status mt_client_close(mt_client *c);
 /* Free c at once without BYE (the run failed: the trainer must not count it as
  * finished). Sockets closed with linger 0: what the client still batches
- * (mt_set_batching) or ZeroMQ still queues is dropped, never trained on. NULL is a
- * no-op. */
+ * (mt_set_batching) or ZeroMQ still queues is dropped, never trained on: for a solver
+ * that must die now; mt_client_fail delivers it first. NULL is a no-op. */
 void mt_client_abort(mt_client *c);
+/* The run failed, what it sent is kept: as the Python client's close(bye=False) (what
+ * leaving its `with` block by an exception does). Writes `reason` (NULL or "": nothing)
+ * to stderr ("melissa_trainer: mt_client_fail: simulation S rank R failed: <reason>; no
+ * BYE sent (the run did not finish)": a launched simulation's log, quoted by the study's
+ * failure report), sends the batches held, delivers what is queued to the receivers
+ * connected, and frees c, sending no BYE: the trainer trains on the samples it received
+ * and does not count the simulation finished (a launcher runs it again, and the
+ * receivers keep one copy of each step sent again). The wait is mt_close_bound's
+ * without BYE: mt_set_failed_close_timeout in all (default 10 s), none for a receiver
+ * disconnected, never connected or not a receiver. A time step left incomplete is no
+ * error here. Returns MT_OK once delivered; MT_ETIMEDOUT if some was not (the message
+ * says what and to whom, in mt_client_close's words without BYE); MT_EENV for a
+ * receiver that refused the handshake; after a send's MT_ETIMEDOUT / MT_EZMQ nothing is
+ * delivered (MT_ESTATE, as mt_client_abort). The message of an error goes to stderr
+ * (mt_client_fail_message: into `message` instead). The process then exits non-zero, so
+ * that a launcher counts the simulation failed. NULL c: MT_EINVAL. */
+mt_status mt_client_fail(mt_client *c, const char *reason);
+mt_status mt_client_fail_message(mt_client *c, const char *reason, char *message, size_t size);
 
 /* -- accessors (after mt_client_start) ---------------------------------------------- */
 

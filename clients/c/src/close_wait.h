@@ -18,6 +18,10 @@
  * new run with a window), ZeroMQ's. */
 mt_status mt_close_deliver(mt_client *c, bool bye, double *deadline, const char **failure,
                            bool *stuck, bool *capped);
+/* lifecycle.c: the close, with BYE (mt_client_close) or, `failing`, without one, its
+ * wait failed_close_timeout's (mt_client_fail: fail.c); the message of an error in
+ * `message` (NULL: on stderr); c freed in every case. */
+mt_status mt_close_as(mt_client *c, bool failing, char *message, size_t size);
 
 /* close_failed.c: in a close without BYE (`bye` false: a time step left incomplete),
  * MT_ETIMEDOUT saying why (`whose`: "simulation S rank R"; `what`: what was not

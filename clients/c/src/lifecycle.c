@@ -243,7 +243,7 @@ static void free_client(mt_client *c) {
     free(c);
 }
 
-mt_status mt_client_close_message(mt_client *c, char *message, size_t size) {
+mt_status mt_close_as(mt_client *c, bool failing, char *message, size_t size) {
     if (message != NULL && size > 0) message[0] = '\0';
     if (c == NULL) return MT_EINVAL;
     mt_clear_error(c);
@@ -252,12 +252,12 @@ mt_status mt_client_close_message(mt_client *c, char *message, size_t size) {
         free_client(c);
         return MT_OK;
     }
-    bool bye = true;
+    bool bye = !failing; /* (mt_client_fail: what was sent delivered, no BYE: fail.c) */
     if (c->failed) {
         st = mt_fail(c, MT_ESTATE, "the client failed earlier (a send timed out or ZeroMQ "
                                    "failed): closed without BYE, as mt_client_abort does");
         bye = false;
-    } else if (c->step_open && c->step_missing > 0) {
+    } else if (!failing && c->step_open && c->step_missing > 0) {
         char missing[512] = "";
         size_t used = 0;
         for (size_t i = 0; i < c->n_fields && used < sizeof missing; ++i)
@@ -383,13 +383,12 @@ mt_status mt_client_close_message(mt_client *c, char *message, size_t size) {
     }
     if (st != MT_OK) {
         if (message != NULL && size > 0) snprintf(message, size, "%s", mt_client_error(c));
-        else fprintf(stderr, "melissa_trainer: mt_client_close: %s\n", mt_client_error(c));
+        else fprintf(stderr, "melissa_trainer: mt_client_%s: %s\n", failing ? "fail" : "close",
+                     mt_client_error(c));
     }
     free_client(c);
     return st;
 }
-
-mt_status mt_client_close(mt_client *c) { return mt_client_close_message(c, NULL, 0); }
 
 void mt_client_abort(mt_client *c) {
     if (c == NULL) return;

@@ -10,6 +10,7 @@
  *   max_bytes N | field NAME DTYPE NDIM D0 .. | part NAME OFFSET COUNT
  *   partcount NAME COUNT | start | start_mpi (built with -DMT_SCRIPT_MPI)
  *   send T NAME DTYPE COUNT SEED | flush | close | abort | get NAME | info | sleep SECONDS
+ *   fail REASON (mt_client_fail_message)
  *
  * Predictions (mt_predict): "serve E" sets the serving endpoints; "input NAME DTYPE NDIM
  * D0 .. : V0 V1 .." stages an input (values read as doubles, stored as DTYPE: float32,
@@ -283,9 +284,11 @@ int main(int argc, char **argv) {
             double s = strtod(rest, NULL);
             struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
             nanosleep(&ts, NULL);
-        } else if (strcmp(cmd, "close") == 0 || strcmp(cmd, "abort") == 0) {
+        } else if (!strcmp(cmd, "close") || !strcmp(cmd, "abort") || !strcmp(cmd, "fail")) {
             if (strcmp(cmd, "close") == 0)
                 st = mt_client_close_message(c, closing_msg, sizeof closing_msg);
+            else if (strcmp(cmd, "fail") == 0) /* (the rest of the line: the reason) */
+                st = mt_client_fail_message(c, rest, closing_msg, sizeof closing_msg);
             else
                 mt_client_abort(c);
             c = NULL;

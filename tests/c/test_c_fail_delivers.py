@@ -21,7 +21,13 @@ from typing import Any
 import numpy as np
 import pytest
 from c_driver import capture, payload, script_exe  # noqa: F401 (fixtures)
-from compiled import SANITIZER_ENV, CClient, c_client, compile_fortran_program  # noqa: F401
+from compiled import (  # noqa: F401 (fixtures)
+    SANITIZER_ENV,
+    CClient,
+    c_client,
+    compile_fortran_program,
+    sanitized_c_client,
+)
 from helpers import handled, running
 from waiting import wait_until
 
@@ -64,14 +70,13 @@ def run_solver(exe: Path, tmp_path: Path, script: str) -> tuple[list[str], str]:
     return proc.stdout.splitlines(), proc.stderr
 
 
-@pytest.mark.timeout(90)
-def test_a_failed_solver_delivers_its_batched_samples_to_a_receiver(
-    script_exe: Path,  # noqa: F811
-    tmp_path: Path,
-) -> None:
+def delivers_its_batched_samples(exe: Path, tmp_path: Path) -> None:
+    """`exe` (an mt_script) fails after `STEPS` batched steps: a real receiver puts every
+    one of them, with mt_script's values, counts no simulation finished, and the reason is
+    on the solver's stderr."""
     buffer = FIFOBuffer(100)
     with running(buffer, fields=FIELDS, nonfinite="accept") as receiver:
-        lines, stderr = run_solver(script_exe, tmp_path, failing_script(receiver.endpoint))
+        lines, stderr = run_solver(exe, tmp_path, failing_script(receiver.endpoint))
         # the fail's line: its status MT_OK, no message (everything was delivered)
         assert lines[-1] == f"{6 + STEPS} 0 ", lines
         wait_until(
@@ -93,6 +98,27 @@ def test_a_failed_solver_delivers_its_batched_samples_to_a_receiver(
         f"melissa_trainer: mt_client_fail: simulation 3 rank 0 failed: {REASON}; no BYE sent "
         "(the run did not finish)"
     ) in stderr.splitlines(), stderr
+    assert "ERROR" not in stderr and "runtime error" not in stderr, stderr  # (sanitizers)
+
+
+@pytest.mark.timeout(90)
+def test_a_failed_solver_delivers_its_batched_samples_to_a_receiver(
+    script_exe: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    delivers_its_batched_samples(script_exe, tmp_path)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_the_fail_under_sanitizers(
+    sanitized_c_client: CClient,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """The fail's close (clients/c/src/fail.c: the batches sent, the reason written, the
+    client freed) under AddressSanitizer and UBSan: no leak, no error (`run_solver` runs
+    with `SANITIZER_ENV`: a report makes the process exit non-zero)."""
+    delivers_its_batched_samples(sanitized_c_client.build_dir / "tests" / "mt_script", tmp_path)
 
 
 @pytest.mark.timeout(60)

@@ -105,10 +105,16 @@ def c_script(s: Scenario, endpoints: Sequence[str]) -> str:
 
 class _RankOneOfTwo:
     """Stands for MPI_COMM_WORLD seen from rank 1 of 2, rank 0 holding `other` elements
-    of each field: what the Python client's first send asks of a communicator."""
+    of each field and declaring the same fields: what the Python client's first send
+    asks of a communicator (the sizes, its declaration's hash and square, a failure)."""
 
     def __init__(self, other: Sequence[int]) -> None:
-        self.other = np.asarray([*other, 0], dtype=np.int64)
+        self.sizes = np.asarray(other, dtype=np.int64)
+
+    def _rank_0(self, local: np.ndarray) -> np.ndarray:
+        theirs = local.copy()  # (the same declaration: the same hash)
+        theirs[: len(self.sizes)], theirs[-1] = self.sizes, 0
+        return theirs
 
     def Get_rank(self) -> int:  # noqa: N802 (mpi4py's names)
         return 1
@@ -117,10 +123,10 @@ class _RankOneOfTwo:
         return 2
 
     def Exscan(self, local: np.ndarray, out: np.ndarray, op: Any = None) -> None:  # noqa: N802
-        out[:] = self.other
+        out[:] = self._rank_0(local)
 
     def Allreduce(self, local: np.ndarray, out: np.ndarray, op: Any = None) -> None:  # noqa: N802
-        out[:] = self.other + local
+        out[:] = self._rank_0(local) + local
 
 
 def run_python(s: Scenario, endpoints: Sequence[str], other_counts: Sequence[int] = ()) -> None:

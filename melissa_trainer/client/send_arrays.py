@@ -9,6 +9,7 @@ accelerate.
 from __future__ import annotations
 
 import sys
+import zlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -17,9 +18,13 @@ import numpy as np
 from melissa_trainer.client.config import check_time_step
 from melissa_trainer.client.field_part import FieldPart
 
-__all__ = ["place_parts", "prepare_arrays"]
+__all__ = ["describe_fields", "place_parts", "prepare_arrays"]
 
 Prepared = list[tuple[FieldPart, np.ndarray]]
+
+#: bits of a declaration's hash compared across ranks (`place_parts`): its square times
+#: the number of ranks stays within int64 up to 2**23 ranks
+DECLARATION_BITS = 20
 
 
 def prepare_arrays(
@@ -96,7 +101,10 @@ def place_parts(
     each field part is placed (`FieldPart.place`) and the prepared arrays returned.
 
     Every rank takes part even if its own arrays are invalid, and all ranks raise
-    together, so that a mistake on one rank does not leave the others hanging.
+    together, so that a mistake on one rank does not leave the others hanging. So do
+    ranks that declared different fields (a hash of each rank's declaration is
+    compared): else each rank's HELLO would differ, the receiver would take the first
+    to arrive and drop the others' data, and the simulation would end incomplete.
     """
     # mpi4py's reductions sum by default; its module is named only when already loaded
     # (a real mpi4py communicator loaded it): importing it here would initialise MPI in
@@ -112,11 +120,15 @@ def place_parts(
     except Exception as exc:  # raised below, once the other ranks know
         error = exc
     n = len(fields)
-    local = np.zeros(n + 1, dtype=np.int64)  # the sizes, then "this rank failed"
+    # the sizes, the declaration's hash and its square, then "this rank failed"
+    local = np.zeros(n + 3, dtype=np.int64)
     if error is None:
         local[:n] = [arr.size for _, arr in prepared]
     else:
-        local[n] = 1
+        local[-1] = 1
+    declared = describe_fields(fields)
+    mark = zlib.crc32(declared.encode()) & ((1 << DECLARATION_BITS) - 1)
+    local[n], local[n + 1] = mark, mark * mark
     offsets = np.zeros_like(local)
     totals = np.zeros_like(local)
     comm.Exscan(local, offsets, **op)
@@ -125,9 +137,18 @@ def place_parts(
     comm.Allreduce(local, totals, **op)
     if error is not None:
         raise error
-    if totals[n]:
+    if totals[-1]:
         raise ValueError(
-            f"the first send failed its checks on {totals[n]} other rank(s); see the error there"
+            f"the first send failed its checks on {totals[-1]} other rank(s); see the error there"
+        )
+    # every rank's hash is this one iff both sums are `ranks` times this rank's: the sum
+    # of (h_r - h)**2 over the ranks is then 0 (so every rank finds a difference alike)
+    if totals[n] != ranks * mark or totals[n + 1] != ranks * mark * mark:
+        raise ValueError(
+            f"the ranks of the communicator declare different fields: this rank ({rank} of "
+            f"{ranks}) declares {declared}. Give Client the same fields (names, order, "
+            "global shapes, dtypes) on every rank: each rank sends its part of the same "
+            "global fields (each rank's error names its own)"
         )
     wrong = {
         f.spec.name: (int(total), f.spec.size)
@@ -144,3 +165,8 @@ def place_parts(
     for (f, arr), offset in zip(prepared, offsets[:n], strict=True):
         f.place(simulation_id, rank, ranks, int(offset), arr.size)
     return prepared
+
+
+def describe_fields(fields: Mapping[str, FieldPart]) -> str:
+    """The declaration in words, in its order: ``'u' float32 (4, 2), 'p' float64 ()``."""
+    return ", ".join(f"{f.spec.name!r} {f.spec.dtype.name} {f.spec.shape}" for f in fields.values())

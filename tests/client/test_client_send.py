@@ -291,7 +291,9 @@ def test_exception_in_with_block_sends_no_bye(receiver: Receiver) -> None:
 
 
 class FakeComm:
-    """Rank 1 of 2 of an mpi4py communicator; rank 0 has the first 2 elements of a field."""
+    """Rank 1 of 2 of an mpi4py communicator; rank 0 has the first 2 elements of a field
+    and declares the same fields (the hash and its square that `place_parts` compares,
+    the 2 entries before the last, are this rank's)."""
 
     def Get_rank(self) -> int:  # noqa: N802 - mpi4py's names
         return 1
@@ -303,7 +305,7 @@ class FakeComm:
         out[:-1], out[-1] = 2, 0
 
     def Allreduce(self, local: np.ndarray, out: np.ndarray, op: Any = None) -> None:  # noqa: N802
-        out[:-1], out[-1] = local[:-1] + 2, local[-1]
+        out[:-3], out[-3:-1], out[-1] = local[:-3] + 2, 2 * local[-3:-1], local[-1]
 
 
 @pytest.mark.timeout(30)

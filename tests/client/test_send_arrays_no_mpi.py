@@ -23,7 +23,7 @@ SCRIPT = textwrap.dedent(
     from melissa_trainer.client.send_arrays import place_parts
     from melissa_trainer.wire import FieldSpec
 
-    class StandIn:  # rank 1 of 2; rank 0 holds the first 2 elements
+    class StandIn:  # rank 1 of 2; rank 0 holds the first 2 elements, declared alike
         def __init__(self):
             self.ops = []
         def Exscan(self, local, out, **kw):
@@ -31,7 +31,7 @@ SCRIPT = textwrap.dedent(
             out[:-1], out[-1] = 2, 0
         def Allreduce(self, local, out, **kw):
             self.ops.append(kw)
-            out[:-1], out[-1] = local[:-1] + 2, local[-1]
+            out[:-3], out[-3:-1], out[-1] = local[:-3] + 2, 2 * local[-3:-1], local[-1]
 
     if sys.argv[1] == "loaded":
         from mpi4py import MPI  # what a real communicator's import did

@@ -158,17 +158,26 @@ def test_a_blocked_send_without_send_timeout_names_the_refused_key(
         tuning = ClientTuning(
             sndhwm=10, batch_bytes=0, disconnected_timeout=None, failed_close_timeout=0.1
         )
-        client = Client(
-            {"u": ((4,), "float32")}, simulation_id=7, endpoints=receiver.endpoint, tuning=tuning
-        )
-        try:
-            with pytest.raises(ValueError) as error:
+        with pytest.raises(ValueError) as error:
+            # (on a loaded machine the receiver may refuse the handshake before the HELLO
+            # leaves: then the HELLO's send, blocked with no connection to queue it on,
+            # raises the same words from the constructor; seen once in an inner tier run)
+            client = Client(
+                {"u": ((4,), "float32")}, simulation_id=7, endpoints=receiver.endpoint,
+                tuning=tuning,
+            )  # fmt: skip
+            try:
                 for t in range(200):  # (more than the queue holds: one send blocks)
                     client.send(t, {"u": np.full(4, t, np.float32)})
-        finally:
-            client.close(bye=False)
+            finally:
+                client.close(bye=False)
         text = str(error.value)
-        assert text.startswith("simulation 7 rank 0: could not send time step "), text
+        assert text.startswith(
+            (
+                "simulation 7 rank 0: could not send time step ",
+                "simulation 7 rank 0: could not send a message to ",
+            )
+        ), text
         said = MISMATCH if server_curve else PLAIN
         assert named(said, text) and receiver.endpoint in text, text
         assert len(buffer) == 0

@@ -21,7 +21,7 @@ module melissa_trainer_c
             mt_client_receivers_c, mt_client_parameter_c, mt_field_count_c, &
             mt_field_name_c, mt_field_size_c, mt_field_part_count_c, mt_set_part_offset_c, &
             mt_predict_c, mt_predict_refusal_c, mt_set_serve_endpoints_c, &
-            mt_set_curve_server_key_c
+            mt_set_curve_server_key_c, mt_fields_mark_c, mt_fields_differ_c
 
   !> mt_input and mt_output of melissa_trainer.h (mt_predict's arrays).
   type, bind(C), public :: mt_input_c
@@ -255,6 +255,18 @@ module melissa_trainer_c
       type(c_ptr), value :: c
       integer(c_size_t), value :: index
       type(c_ptr) :: name
+    end function
+    function mt_fields_mark_c(c) bind(C, name="mt_fields_mark") result(mark)
+      import :: c_ptr, c_int64_t
+      type(c_ptr), value :: c
+      integer(c_int64_t) :: mark
+    end function
+    function mt_fields_differ_c(c, rank, ranks) bind(C, name="mt_fields_differ") &
+        result(status)
+      import :: c_ptr, c_int
+      type(c_ptr), value :: c
+      integer(c_int), value :: rank, ranks
+      integer(c_int) :: status
     end function
     function mt_field_size_c(c, index) bind(C, name="mt_field_size") result(n)
       import :: c_ptr, c_size_t, c_int64_t

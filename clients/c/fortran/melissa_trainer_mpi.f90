@@ -14,14 +14,17 @@
 !> its offset and takes part in the check), checks with MPI_Allreduce that the parts add
 !> up to every field's global size, and then starts the client (mt_start; not
 !> collective). If any rank's declaration is wrong, every rank gets MT_EMPI, with a
-!> message naming the field, before anything is connected.
+!> message naming the field, before anything is connected; ranks that declared
+!> different fields (names, order, dtypes, global shapes: a hash of them compared in the
+!> first MPI_Allreduce) each get MT_EMPI naming their own declaration (mt_fields_differ).
 module melissa_trainer_mpi
   use, intrinsic :: iso_c_binding, only: c_int, c_int64_t, c_size_t
   use mpi_f08
   use melissa_trainer
   use melissa_trainer_c, only: f_string, mt_set_rank_c, mt_field_count_c, mt_field_name_c, &
                                mt_field_size_c, mt_field_part_count_c, mt_set_part_offset_c, &
-                               mt_client_start_c, mt_client_error_c
+                               mt_client_start_c, mt_client_error_c, mt_fields_mark_c, &
+                               mt_fields_differ_c
   implicit none
   private
   public :: mt_start_mpi
@@ -48,7 +51,7 @@ contains
     integer, intent(out), optional :: ierr
     character(len=*), parameter :: what = 'mt_start_mpi'
     integer :: rank, ranks, n, i, own, status, wrong, mpierr(4)
-    integer(c_int64_t) :: extremes(2), count
+    integer(c_int64_t) :: extremes(4), count, mark
     integer(c_int64_t), allocatable :: local(:), offsets(:), totals(:)
     character(len=:), allocatable :: message
     character(len=24) :: a, b
@@ -61,12 +64,20 @@ contains
                      'mt_start_mpi: MPI_Comm_rank/MPI_Comm_size failed')
       return
     end if
-    ! Every rank must declare as many fields, or the scans below would not match.
+    ! Every rank must declare the same fields (a hash of their names, order, dtypes and
+    ! global shapes: equal largest and smallest), or each rank's HELLO would differ and
+    ! the receiver keep one rank's; and as many, or the scans below would not match.
     n = int(mt_field_count_c(client%handle))
-    call MPI_Allreduce([int(n, c_int64_t), -int(n, c_int64_t)], extremes, 2, MPI_INTEGER8, &
-                       MPI_MAX, comm, mpierr(3))
+    mark = mt_fields_mark_c(client%handle)
+    call MPI_Allreduce([int(n, c_int64_t), -int(n, c_int64_t), mark, -mark], extremes, 4, &
+                       MPI_INTEGER8, MPI_MAX, comm, mpierr(3))
     if (mpierr(3) /= MPI_SUCCESS) then
       call mt_finish(client, MT_EMPI, what, ierr, 'mt_start_mpi: MPI_Allreduce failed')
+      return
+    end if
+    if (extremes(3) /= -extremes(4)) then
+      status = int(mt_fields_differ_c(client%handle, int(rank, c_int), int(ranks, c_int)))
+      call mt_finish(client, status, what, ierr)
       return
     end if
     if (extremes(1) /= -extremes(2)) then

@@ -408,6 +408,14 @@ uint64_t mt_field_size(const mt_client *c, size_t index);
 int mt_field_part_count(const mt_client *c, size_t index, uint64_t *count);
 mt_status mt_set_part_offset(mt_client *c, size_t index, uint64_t offset);
 mt_status mt_client_set_error(mt_client *c, mt_status status, const char *message);
+/* For melissa_trainer_mpi.h (and the Fortran mt_start_mpi), which compare it across the
+ * ranks: a hash of the declared fields (names, order, dtypes, global shapes), in
+ * [0, 2**62), equal on ranks that declared the same; and the error of a rank whose hash
+ * differs from another's: stores, on c, the words naming this rank's declaration (as the
+ * Python client's: "the ranks of the communicator declare different fields: this rank
+ * (1 of 2) declares 'u' float64 (4, 2). ...") and returns MT_EMPI. */
+int64_t mt_fields_mark(const mt_client *c);
+mt_status mt_fields_differ(mt_client *c, int rank, int ranks);
 
 /* -- predictions from the trainer's current model (docs/protocol.md, section 16) ------- */
 

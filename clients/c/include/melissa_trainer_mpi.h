@@ -16,7 +16,9 @@
  * and takes part in the check), and checks with MPI_Allreduce that the parts add up to
  * each field's global size. If any rank's declaration is wrong, every rank returns the
  * same MT_EMPI, with a message naming the field (and the rank at fault returns its
- * own message). It then calls mt_client_start (not collective: a rank may fail alone
+ * own message). Ranks that declared different fields (names, order, dtypes, global
+ * shapes: a hash of them, mt_fields_mark, compared in the first MPI_Allreduce) all
+ * return MT_EMPI, each naming its own declaration (mt_fields_differ). It then calls mt_client_start (not collective: a rank may fail alone
  * there, e.g. on a rendezvous timeout). Blocks as MPI's collectives do.
  */
 #ifndef MELISSA_TRAINER_MPI_H
@@ -42,11 +44,15 @@ static inline mt_status mt_client_start_mpi(mt_client *c, MPI_Comm comm) {
     if (c == NULL) return MT_EINVAL;
     if (MPI_Comm_rank(comm, &rank) != MPI_SUCCESS || MPI_Comm_size(comm, &size) != MPI_SUCCESS)
         return mt_mpi_fail_(c, "mt_client_start_mpi: MPI_Comm_rank/MPI_Comm_size failed");
-    /* Every rank must declare as many fields, or the scans below would not match. */
+    /* Every rank must declare the same fields (a hash of their names, order, dtypes and
+     * global shapes: equal largest and smallest), or each rank's HELLO would differ and
+     * the receiver keep one rank's; and as many, or the scans below would not match. */
     size_t n = mt_field_count(c);
-    long long counts[2] = {(long long)n, -(long long)n}, extremes[2];
-    if (MPI_Allreduce(counts, extremes, 2, MPI_LONG_LONG, MPI_MAX, comm) != MPI_SUCCESS)
+    long long mark = (long long)mt_fields_mark(c);
+    long long counts[4] = {(long long)n, -(long long)n, mark, -mark}, extremes[4];
+    if (MPI_Allreduce(counts, extremes, 4, MPI_LONG_LONG, MPI_MAX, comm) != MPI_SUCCESS)
         return mt_mpi_fail_(c, "mt_client_start_mpi: MPI_Allreduce failed");
+    if (extremes[2] != -extremes[3]) return mt_fields_differ(c, rank, size);
     if (extremes[0] != -extremes[1]) {
         snprintf(msg, sizeof msg, "mt_client_start_mpi: the ranks declare different numbers of "
                  "fields (%lld to %lld; this rank %zu)", -extremes[1], extremes[0], n);

@@ -39,8 +39,9 @@ fi
 while [[ "$1" == -* ]]; do shift; done
 exec "$@"
 """,
-    # squeue --steps: fails while $FAKE/down exists, else lists $FAKE/steps
+    # squeue --steps: each call counted; fails while $FAKE/down exists, else lists $FAKE/steps
     "squeue": """#!/bin/bash
+echo x >> "$FAKE/squeue.calls"
 if [ -e "$FAKE/down" ]; then
     echo "squeue: error: Unable to contact slurm controller (connect failure)" >&2
     exit 1
@@ -85,6 +86,23 @@ def _finish(backend: SlurmBackend, handle: Handle, now: list[float]) -> int:
     raise AssertionError(f"{backend.describe(handle)} did not end")
 
 
+def _until_waiting(backend: SlurmBackend, handle: Handle) -> None:
+    """Poll until the backend has seen srun's failure to reach the controller: the step
+    waits out the outage (`retry_at` set). Each poll must find it running. 90 s at most
+    (a bound, not a measure): failing it means the failure was never seen."""
+    deadline = time.monotonic() + 90
+    while handle.retry_at is None:  # type: ignore[attr-defined]
+        assert backend.poll(handle) is None
+        assert time.monotonic() < deadline, "srun's failure to reach the controller unseen"
+        time.sleep(0.01)
+
+
+def _count(fake: Path, name: str) -> int:
+    """How many times the stand-in `name` was called (one line each)."""
+    path = fake / f"{name}.calls"
+    return len(path.read_text().splitlines()) if path.exists() else 0
+
+
 def _calls(fake: Path, name: str) -> list[str]:
     path = fake / f"{name}.calls"
     return path.read_text().split("\n") if path.exists() else []
@@ -102,10 +120,12 @@ def test_an_srun_that_could_not_reach_the_controller_runs_again(
     job = Job("sim-1", [PYTHON, "-c", "print('task ran')"], cwd=tmp_path, log_path=log)
     handle = backend.launch(job)
     try:
-        for _ in range(5):  # the controller away: no srun again, squeue asked
+        _until_waiting(backend, handle)
+        asked = _count(fake, "squeue")
+        for _ in range(5):  # the controller away: no srun again, squeue asked at each retry
+            now[0] = handle.retry_at  # type: ignore[attr-defined]  # (its next try: due)
             assert backend.poll(handle) is None
-            now[0] += 1.0
-            time.sleep(0.2)
+        assert _count(fake, "squeue") == asked + 5, _count(fake, "squeue")
         assert (fake / "srun.calls").read_text().strip() == "1"
         (fake / "down").unlink()
         assert _finish(backend, handle, now) == 0
@@ -163,11 +183,8 @@ def test_a_step_killed_while_it_waits_out_an_outage_ends(fake: Path, tmp_path: P
     log = tmp_path / "sim.log"
     try:
         handle = backend.launch(Job("sim-4", ["true"], cwd=tmp_path, log_path=log))
-        for _ in range(200):  # until srun's failure is seen: the step waits
-            assert backend.poll(handle) is None
-            if (fake / "srun.calls").exists() and handle.retry_at is not None:  # type: ignore[attr-defined]
-                break
-            time.sleep(0.02)
+        _until_waiting(backend, handle)  # srun's failure seen: the step waits
+        assert (fake / "srun.calls").read_text().strip() == "1"
         assert backend.kill(handle, grace=1.0) is None
         now[0] += 100.0
         assert backend.poll(handle) is not None

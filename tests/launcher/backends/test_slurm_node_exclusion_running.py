@@ -89,3 +89,31 @@ def test_a_node_back_within_one_poll_whose_new_job_dies_in_a_second_down_is_excl
         assert "node n2 failed" not in caplog.text
     finally:
         backend.close()
+
+
+@pytest.mark.timeout(60)
+def test_a_job_listed_completing_as_its_node_goes_down_is_not_a_second_down(
+    fake: Path,  # noqa: F811
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """n1 goes down while it runs jobs 1 and 2: the answer listing job 1 NODE_FAIL lists
+    job 2 COMPLETING (being ended), the next one NODE_FAIL. One down, one failure: n1
+    is not left out with exclude_after=2. Failed before: COMPLETING counted as running,
+    so job 2 seemed alive after the down and its NODE_FAIL a second down of n1."""
+    caplog.set_level(logging.WARNING, "melissa_trainer")
+    backend = SlurmBackend(poll_every=0, script_dir=tmp_path / "scripts")
+    sim = Job("sim", ["/bin/true"], cwd=tmp_path)
+    try:
+        first, second = backend.launch(sim), backend.launch(sim)
+        (fake / "state").write_text("1|RUNNING|None|n1\n2|RUNNING|None|n1\n")
+        assert backend.poll(first) is None
+        (fake / "state").write_text("1|NODE_FAIL|None|n1\n2|COMPLETING|None|n1\n")
+        assert backend.poll(first) is not None and backend.poll(second) is None
+        (fake / "state").write_text("2|NODE_FAIL|None|n1\n")
+        assert backend.poll(second) is not None
+        assert "node n1 failed" not in caplog.text, caplog.text
+        run(backend, fake, tmp_path, "COMPLETED|None|n0", "")
+        assert exclude_line(fake) is None  # (nothing left out)
+    finally:
+        backend.close()

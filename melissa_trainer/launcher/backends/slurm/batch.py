@@ -281,7 +281,7 @@ class BatchJobs:
                 handle.node = nodes.get(job_id, handle.node)
                 if handle.seen_started is None:
                     handle.seen_started = self._answers
-                if state not in sq.TERMINAL_STATES:
+                if state == "RUNNING":  # (COMPLETING, SIGNALING...: ending, not alive)
                     handle.last_running = self._answers
             elif state == "PENDING":  # (requeued: a new run, perhaps on another node)
                 handle.seen_started = None

@@ -37,6 +37,7 @@ class SlurmHandle(Handle):
     # ended or gone: which jobs one node-down event ended (`node_failures`)
     seen_started: int | None = None
     seen_ended: int | None = None
-    # the last squeue answer that listed it running (started, not ended): a job listed
-    # so by the answer that listed a node-down's jobs ended was alive after that down
+    # the last squeue answer that listed it RUNNING: a job listed so by the answer that
+    # listed a node-down's jobs ended was alive after that down (COMPLETING is a job
+    # ending, its node's health unknown: no proof it outlived the down)
     last_running: int | None = None

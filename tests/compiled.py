@@ -37,6 +37,14 @@ SANITIZER_ENV = {
     "ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0",
     "UBSAN_OPTIONS": "halt_on_error=1:print_stacktrace=1",
 }
+#: The same for a program linked with the system's MPI, as mpif90 links it (the mpich
+#: wheel has no Fortran: Debian's libmpich 4.0.2 then): its hwloc without the "pci"
+#: plugin. MPI_Init runs hwloc, whose pci plugin (libpciaccess) allocates into its own
+#: static data; hwloc dlcloses it at MPI_Finalize, so LeakSanitizer found 1016 bytes in 9
+#: blocks per rank no longer referenced, allocated from an "<unknown module>" (unloaded:
+#: no suppression can name it). The same under the system's mpiexec: not a launcher
+#: mismatch. No suppression either: every frame, ours and the program's, stays checked.
+MPI_SANITIZER_ENV = {**SANITIZER_ENV, "HWLOC_COMPONENTS": "-pci"}
 
 
 def sanitize_requested() -> str:

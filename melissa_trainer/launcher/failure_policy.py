@@ -183,6 +183,20 @@ class FailurePolicy:
             self.reap_exited()
             raise LauncherError(f"{failed}, {failure}\n{self.failures()}")
 
+    def data_arrived(self, sid: int, attempt: int, waited: float) -> None:
+        """End the story of an `attempt` of `sid` that ended before its data was all in
+        (`apply_policy`'s "waiting for the rest of its data"): the rest arrived, `waited`
+        s after its end. (Its other ends: `Supervisor.check_data`'s "did not all arrive",
+        naming what the receivers lack; or the study stopped first, the account's
+        `exited_line`.)"""
+        logger.info(
+            "simulation %d attempt %d: the rest of its data arrived, %.1f s after its end: "
+            "finished",
+            sid,
+            attempt,
+            waited,
+        )
+
     def reap_exited(self, when: str = "when the study failed") -> None:
         """Record the end of every job whose process has exited, before the study's
         error counts the study and lists the simulations running, and before a stop

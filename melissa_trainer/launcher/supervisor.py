@@ -4,8 +4,9 @@
 changes how jobs get their simulations. Both apply the same failure policy:
 
 * exit code 0 -> finished, or with a data report "exited" until the receivers have all
-  its data (`study_record` has the state machine); an exited simulation whose data has not
-  all arrived `DRAIN_GRACE` s after its exit, with the receiver idle, failed;
+  its data (`study_record` has the state machine; a line when it comes: `data_arrived`);
+  an exited simulation whose data has not all arrived `DRAIN_GRACE` s after its exit,
+  with the receiver idle, failed (its line says what the receivers lack);
 * a HELLO the receivers refused (fields other than the study's) -> the job is killed
   ("refused" is recorded) and the attempt failed;
 * a non-zero exit code, or silence past `simulation_timeout` (its own silence:
@@ -249,6 +250,7 @@ class Supervisor(SilenceWatch):
                 record = self.study.records[sid]
                 if record.exited_at is None or now - record.exited_at < DRAIN_GRACE:
                     continue
+                attempt = record.attempts - 1  # (named as its "waiting" line named it)
             # (a worker does not exit: it asked for more, reporting this one finished)
             ended = "its worker reported it finished" if self.worker_mode else "it exited 0"
             why = (
@@ -261,7 +263,7 @@ class Supervisor(SilenceWatch):
                     "; a worker that catches its simulation's failure reports it: "
                     "next_simulation(exit_code=1)"
                 )
-            logger.warning("simulation %d: %s", sid, why)
+            logger.warning("simulation %d attempt %d: %s", sid, attempt, why)
             with self.lock:
                 outcome = self.study.incomplete(sid, why)
             self.apply_policy(sid, outcome, "exit 0, data incomplete", self.log_of(sid))
@@ -312,12 +314,19 @@ class Supervisor(SilenceWatch):
         records as finished every simulation the receivers have complete."""
         if self.data is None:
             return
+        arrived: list[tuple[int, int, float]] = []  # (id, attempt, exited at): `data_arrived`
         with self.lock:  # (the count read and advanced by one thread at a time)
             exited = self.study.ids("exited") if self._completed.before else ()
             for sid in [*self._completed.new(self.data), *self._completed.rerun_done(exited)]:
+                record = self.study.records.get(sid)
+                waited = record.exited_at if record and record.status == "exited" else None
                 changed = self.study.data_complete(sid)
                 if changed and self.study.records[sid].status == "finished":
                     self.log_paths.pop(sid, None)  # (kept for failures only)
+                    if record is not None and waited is not None:
+                        arrived.append((sid, record.attempts - 1, waited))
+        for sid, attempt, exited_at in arrived:
+            self.data_arrived(sid, attempt, time.monotonic() - exited_at)
 
     def launch_jobs(self, now: float) -> None:
         """Start jobs while fewer than `job_limit` run and at most `job_limit` ended

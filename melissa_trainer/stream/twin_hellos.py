@@ -18,7 +18,10 @@ each one is MPI_COMM_WORLD of size 1 ("singletons"), rank 0 of 1, and says so. U
 ``srun`` without the MPI plugin the solver's MPI needs (``--mpi=pmi2`` or ``--mpi=pmix``:
 ``SlurmBackend(srun_args=["--mpi=pmi2"])``), or, anywhere, an ``mpiexec`` of another MPI
 than the one the solver was built with. Less often, two solvers started by hand with the
-same ``MELISSA_TRAINER_SIMULATION_ID``.
+same ``MELISSA_TRAINER_SIMULATION_ID``. The rank counts the two HELLOs said tell other
+cases apart, each warned of in its own words (`twin_causes`): ranks of one simulation
+that disagree on their communicator (one built its client with it, another without), and
+two runs of a solver of several ranks (no singletons: those say 0 of 1).
 
 `TwinHellos` is told each HELLO, the descriptor of its connection (ZeroMQ's ``SRCFD``)
 and the address of its peer (ZeroMQ's ``Peer-Address``: `peer_address`), which the warning
@@ -72,6 +75,7 @@ from dataclasses import dataclass
 import zmq
 
 from melissa_trainer.stream.liveness import KEEPALIVE_COUNT, KEEPALIVE_IDLE, KEEPALIVE_INTERVAL
+from melissa_trainer.stream.twin_causes import twin_cause
 from melissa_trainer.wire import Bye, Hello
 
 __all__ = ["GRACE_SECONDS", "OTHER_HOST_GRACE_SECONDS", "TwinHellos", "peer_address"]
@@ -87,18 +91,6 @@ GRACE_SECONDS = 10.0
 #: the same from two hosts: past the receiver's TCP keepalive, which closes the
 #: connection of a peer whose host vanished (module docstring)
 OTHER_HOST_GRACE_SECONDS = float(KEEPALIVE_IDLE + KEEPALIVE_COUNT * KEEPALIVE_INTERVAL + 10)
-
-#: the likely cause and the fix, said once per study
-CAUSE = (
-    "two processes stream as the same simulation rank: every step is received twice "
-    "(counted as duplicates) and each process may compute another problem. The likely "
-    "cause: an MPI solver started as singletons (each rank MPI_COMM_WORLD of size 1, "
-    "rank 0 of 1): under Slurm, srun without the solver's MPI plugin (--mpi=pmi2 or "
-    '--mpi=pmix: SlurmBackend(srun_args=["--mpi=pmi2"])); anywhere, an mpiexec from '
-    "another MPI than the one the solver was built with (use the mpiexec of the solver's "
-    "MPI: MpiexecBackend's command). Less often: two solvers started by hand with the "
-    "same MELISSA_TRAINER_SIMULATION_ID"
-)
 
 
 def peer_address(frame: zmq.Frame) -> str | None:
@@ -121,8 +113,9 @@ def _named(fd: int, peer: str | None) -> str:
 
 @dataclass
 class _Suspect:
-    """A second HELLO (on `fd`, from `peer`, at `at` on the clock) while the `first`
-    connection of its owner (from `first_peer`) was open."""
+    """A second HELLO (on `fd`, from `peer`, at `at` on the clock, saying `client_count`
+    ranks) while the `first` connection of its owner (from `first_peer`, its HELLO saying
+    `first_count` ranks) was open."""
 
     first: int
     fd: int
@@ -130,6 +123,7 @@ class _Suspect:
     client_count: int
     first_peer: str | None = None
     peer: str | None = None
+    first_count: int = 1
 
     @property
     def grace(self) -> float:
@@ -149,8 +143,9 @@ class TwinHellos:
         #: (simulation, client rank) -> the descriptor of the first connection that said
         #: HELLO as it (closed ones swept when the map doubles: `_sweep`)
         self._first: dict[Owner, int] = {}
-        #: (simulation, client rank) -> the peer address of that first connection
-        self._first_peer: dict[Owner, str | None] = {}
+        #: (simulation, client rank) -> the peer address of that first connection and
+        #: the client count its HELLO said (`twin_causes`)
+        self._first_said: dict[Owner, tuple[str | None, int]] = {}
         self._sweep_at = _SWEEP_MIN
         #: a second HELLO while the first connection was open, not judged yet
         self._suspects: dict[Owner, _Suspect] = {}
@@ -179,14 +174,14 @@ class TwinHellos:
         if first is not None and first != fd and owner_of(first) == owner:
             suspect = self._suspects.get(owner)
             if suspect is None:
-                first_peer = self._first_peer.get(owner)
+                first_peer, first_count = self._first_said.get(owner, (None, msg.client_count))
                 self._suspects[owner] = _Suspect(
-                    first, fd, self._clock(), msg.client_count, first_peer, peer
+                    first, fd, self._clock(), msg.client_count, first_peer, peer, first_count
                 )
             else:  # (a third HELLO: the first is still the one compared with)
-                suspect.fd, suspect.peer = fd, peer
+                suspect.fd, suspect.peer, suspect.client_count = fd, peer, msg.client_count
             return True
-        self._first[owner], self._first_peer[owner] = fd, peer
+        self._first[owner], self._first_said[owner] = fd, (peer, msg.client_count)
         if len(self._first) >= self._sweep_at:
             self._sweep(owner_of)
         return False
@@ -217,7 +212,8 @@ class TwinHellos:
                 continue
             del self._suspects[owner]
             # (the restart's connection, compared with next)
-            self._first[owner], self._first_peer[owner] = suspect.fd, suspect.peer
+            self._first[owner] = suspect.fd
+            self._first_said[owner] = (suspect.peer, suspect.client_count)
             logger.debug(
                 "simulation %d client rank %d: its earlier connection closed without a BYE "
                 "after the next one's HELLO: a restarted attempt, not a twin",
@@ -234,7 +230,7 @@ class TwinHellos:
         return (
             f"receiver of rank {self._rank}: {n} simulation{'' if n == 1 else 's'} ({shown}) "
             f"had two open connections saying HELLO as the same client rank (see the "
-            f"warning above: an MPI solver started as singletons?)"
+            f"warning above for the likely cause)"
         )
 
     @property
@@ -251,22 +247,26 @@ class TwinHellos:
         first = not self.simulations
         self.simulations[sid] = (client_rank, suspect.client_count)
         level = logging.WARNING if first and self._rank == 0 else logging.DEBUG
+        counts = suspect.first_count, suspect.client_count
+        # (the first's count named only where it differs: the ranks disagree)
+        said = "" if counts[0] == counts[1] else f" (as client rank {client_rank} of {counts[0]})"
         logger.log(
             level,
             "simulation %d: a second connection said HELLO as client rank %d of %d while "
-            "the first was open and streaming (the first %s; the second %s): %s. Said "
+            "the first%s was open and streaming (the first %s; the second %s): %s. Said "
             "once; the other simulations alike are listed at the end of the stream",
             sid,
             client_rank,
             suspect.client_count,
+            said,
             _named(suspect.first, suspect.first_peer),
             _named(suspect.fd, suspect.peer),
-            CAUSE,
+            twin_cause(client_rank, *counts),
         )
 
     def _sweep(self, owner_of: Callable[[int], Owner | None]) -> None:
         """Forget the connections closed since (memory: the open ones, not every
         simulation of the study)."""
         self._first = {o: fd for o, fd in self._first.items() if owner_of(fd) == o}
-        self._first_peer = {o: p for o, p in self._first_peer.items() if o in self._first}
+        self._first_said = {o: p for o, p in self._first_said.items() if o in self._first}
         self._sweep_at = max(_SWEEP_MIN, 2 * len(self._first))

@@ -13,6 +13,7 @@ socket that sees nothing of the refused ranks.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -20,7 +21,7 @@ from typing import Any
 
 import pytest
 from c_driver import capture, mpi_run, mpi_script_exe  # noqa: F401 (fixtures)
-from compiled import CClient, c_client  # noqa: F401 (fixture)
+from compiled import MPI_SANITIZER_ENV, CClient, c_client  # noqa: F401 (fixture)
 from helpers import NO_MPI, find_mpiexec
 from tooling import missing_tool
 
@@ -141,9 +142,11 @@ def test_fortran_ranks_declaring_other_dtypes_are_refused_at_start_on_every_rank
          "-lmelissa_trainer_fortran", "-lmelissa_trainer_client", f"-Wl,-rpath,{lib}"],
         check=True, timeout=60,
     )  # fmt: skip
+    env = {**os.environ, **MPI_SANITIZER_ENV} if c_client.sanitize else None
     proc = subprocess.run(
-        [mpiexec, "-n", "2", str(tmp_path / "prog")], capture_output=True, text=True, timeout=50
-    )
+        [mpiexec, "-n", "2", str(tmp_path / "prog")],
+        capture_output=True, text=True, timeout=50, env=env,
+    )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
     declares = ["'u' float64 (3, 4)", "'u' float32 (3, 4)"]  # (Fortran's [4, 3], C order)
     assert sorted(proc.stdout.splitlines()) == [

@@ -101,7 +101,7 @@ def test_a_worker_that_reports_a_failure_as_finished_is_told_how_to_report_it(
     said = [r.getMessage() for r in caplog.records if "did not all arrive" in r.getMessage()]
     assert said, [r.getMessage() for r in caplog.records]
     assert said[0].startswith(
-        "simulation 1: its worker reported it finished but its data did not all arrive"
+        "simulation 1 attempt 0: its worker reported it finished but its data did not all arrive"
     ), said[0]
     assert said[0].endswith("reports it: next_simulation(exit_code=1)"), said[0]
 

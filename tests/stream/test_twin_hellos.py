@@ -122,7 +122,7 @@ def test_singletons_of_two_simulations_are_warned_of_once_and_listed(lines: Line
     listed = [w for w in lines.warnings() if "had two open connections" in w]
     assert listed == [
         "receiver of rank 0: 2 simulations (3, 4) had two open connections saying HELLO as "
-        "the same client rank (see the warning above: an MPI solver started as singletons?)"
+        "the same client rank (see the warning above for the likely cause)"
     ]
 
 

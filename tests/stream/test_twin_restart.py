@@ -74,13 +74,13 @@ def test_a_twin_whose_first_connection_says_bye_is_warned_of(
 ) -> None:
     twins = TwinHellos(0, clock=lambda: ev.now)
     hello_of(5, ev, twins, rank=0)
-    assert hello_of(6, ev, twins, rank=0)  # both singletons stream, each rank 0 of 2
+    assert hello_of(6, ev, twins, rank=0)  # two runs of a 2-rank solver: each rank 0 of 2
     twins.bye(6, Bye(4, 0, 2, 40))  # the second's BYE proves nothing about the first
     assert not said(caplog)
     twins.bye(5, Bye(4, 0, 2, 40))  # the first was alive: a twin (within the grace)
     (warning,) = said(caplog)
     assert warning.startswith("simulation 4: a second connection said HELLO as client rank 0")
-    assert "singletons" in warning
+    assert "Both say rank 0 of 2: not singletons" in warning  # (`twin_causes`)
     summary = twins.summary()
     assert summary is not None and "1 simulation (4)" in summary
 

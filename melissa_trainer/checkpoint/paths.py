@@ -18,11 +18,9 @@ written last (`melissa_trainer.checkpoint.manifest`); `trainer.checkpointing.res
 resumes from the newest checkpoint that verifies.
 
 Durability contract: before the rename, every file of the staging directory and the
-directories themselves are fsynced (`fsync_tree`, by each rank for what it wrote);
-after it, the parent directories are fsynced (`commit`). A power loss or a node crash
-after `commit` returns therefore cannot leave a `checkpoint-STEP` whose files are
-empty or short (the rename reaching the disk before the data is what a journaling
-file system may otherwise do).
+directories themselves are fsynced (`fsync_rank_files`); after it, the parent
+directories are fsynced (`commit`): `checkpoint.files` says why, and holds the fsyncs
+and the JSON writes and reads (re-exported here: ``paths.fsync_dir`` is its).
 
 Layout of one checkpoint::
 
@@ -49,17 +47,31 @@ A checkpoint of k ranks resumes on any number of ranks: `count_ranks` says k, an
 from __future__ import annotations
 
 import ctypes
-import json
 import logging
 import os
 import re
 import shutil
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
+from melissa_trainer.checkpoint.files import (
+    fsync_dir,
+    fsync_file,
+    fsync_tree,
+    read_json,
+    record_text,
+    write_json,
+)
 from melissa_trainer.core.state import STATE_FILE as TRAINER_STATE_FILE
+
+__all__ = [
+    "DELETING_PREFIX", "FORMAT_FILE", "PREFIX", "STAGING_PREFIX", "begin", "checkpoint_path",
+    "commit", "count_ranks", "free_sibling", "fsync_dir", "fsync_file", "fsync_rank_files",
+    "fsync_tree", "latest_checkpoint", "list_checkpoints", "move_aside", "rank_path",
+    "read_json", "record_text", "remove_staging", "resolve_resume", "rng_file", "rotate",
+    "staging_path", "write_json",
+]  # fmt: skip
 
 PREFIX = "checkpoint-"
 STAGING_PREFIX = ".tmp-checkpoint-"
@@ -320,76 +332,3 @@ def rng_file(rank: int) -> str:
     """The RNG file of training rank `rank` in a checkpoint (as Accelerate's save_state
     names it)."""
     return f"random_states_{rank}.pkl"
-
-
-def record_text(obj: Any, default: Callable[[Any], Any] | None = None) -> str:
-    """`obj` as compact JSON, keys sorted: the same state, the same text. A source's
-    record is written so (`registry`'s ``source.json``), and `trainer.end_save` digests
-    the live record so, to compare it with the manifest's hash of the file a save wrote.
-    Compact: CPython's C encoder (``indent`` takes the Python one: 1.0 against 2.9 s for
-    a study of 10^5 simulations). `default`: as `json.dumps`'s (called only for what
-    JSON cannot hold: the text of anything else is the same with or without it)."""
-    return json.dumps(obj, sort_keys=True, default=default)
-
-
-def write_json(path: str | os.PathLike[str], obj: Any) -> None:
-    """Write `obj` as JSON (not fsynced: `fsync_tree` does that before the commit)."""
-    with open(path, "w") as f:
-        json.dump(obj, f, indent=2, sort_keys=True)
-
-
-def read_json(path: str | os.PathLike[str]) -> Any:
-    with open(path) as f:
-        return json.load(f)
-
-
-def fsync_file(path: str | os.PathLike[str]) -> None:
-    """Flush one regular file's data and metadata to the storage device. Blocks."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def fsync_dir(path: str | os.PathLike[str]) -> None:
-    """Flush a directory's entries (creations, renames) to the storage device. Blocks."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def fsync_tree(
-    root: str | os.PathLike[str],
-    skip: Collection[str] = (),
-    visit: Callable[[Path], None] | None = None,
-) -> int:
-    """fsync every regular file under `root`, then every directory, deepest first,
-    `root` last; returns the number of files. Blocks for the device's write-back.
-    `visit(path)`, if given, is called for each file before its fsync.
-
-    `skip` names entries directly under `root` that are left alone (another rank's
-    `rank_R` directory: on a shared file system, only the node that wrote a file can
-    flush it, so each rank syncs its own). Symbolic links are not followed.
-    """
-    root = Path(root)
-    files = 0
-    dirs: list[Path] = []
-    for top, subdirs, names in os.walk(root):
-        here = Path(top)
-        if here == root:
-            subdirs[:] = [d for d in subdirs if d not in skip]
-            names = [n for n in names if n not in skip]
-        dirs.append(here)
-        for name in names:
-            path = here / name
-            if path.is_file() and not path.is_symlink():
-                if visit is not None:
-                    visit(path)
-                fsync_file(path)
-                files += 1
-    for directory in reversed(dirs):  # os.walk is top-down: children before parents
-        fsync_dir(directory)
-    return files

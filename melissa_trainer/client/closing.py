@@ -9,7 +9,7 @@ bounded by `ClientTuning.close_timeout` *without progress* (or `failed_close_tim
 after a failure; progress: a message the sockets accepted, a frame ZeroMQ let go of,
 `delivery`); a receiver
 gone for `disconnected_timeout` ends them. A close whose receiver has been disconnected
-a few seconds (`patience.notice_after`) logs one warning saying what it waits for and
+a few seconds (`peer_watch.notice_after`) logs one warning saying what it waits for and
 how long in all (`waiting_notice`; a blocked send's says the same, `send_wait`), then
 nothing until it ends; one that gives up says what was sent there, and, unless it
 follows a restarted trainer (`following`, which says it then), what to do.
@@ -272,7 +272,7 @@ def waiting_notice(
     bound: str,
     doing: str = "closing",
 ) -> None:
-    """Log, once, what a close that cannot deliver waits for (`patience.Notice`: the
+    """Log, once, what a close that cannot deliver waits for (`peer_watch.Notice`: the
     receivers `down` since `since`, the wait lasting at most `left` more seconds, ended
     by `bound`), then, if it follows (`follow_in`), for how long it waits for a
     restarted trainer, the whole wait counted from `started`, and which settings

@@ -27,7 +27,7 @@ refused at each reconnection (RECONNECT_IVL, 100 ms) still is.
 ZeroMQ allows one monitor per socket (a second ``zmq_socket_monitor`` replaces the
 first, and the first reader hears nothing more), so this is the one reader of each data
 socket's monitor: it also keeps since when each connection is down (`down_since`), which
-the waits of a blocked send (`send_wait`) and of a close (`patience.PeerWatch`) read;
+the waits of a blocked send (`send_wait`) and of a close (`peer_watch.PeerWatch`) read;
 an event read by one is thus known to all. It is read by a wait that ran out of a slice,
 and by a send that does not block at most every `send_wait.LOOK_EVERY` seconds (a
 comparison of a clock it reads anyway: `benchmarks/client_send.py` measures it).

@@ -51,7 +51,7 @@ CUT_BEFORE_HANDSHAKE = (
 
 
 def gone_cause(handshakes: Handshakes, index: int, cause: str | None) -> str:
-    """Why socket `index`'s receiver went, as `patience.PeerWatch.gone` says it: `cause`
+    """Why socket `index`'s receiver went, as `peer_watch.PeerWatch.gone` says it: `cause`
     (a stop record's), else `CUT_BEFORE_HANDSHAKE` when no handshake ever completed on
     it, else "the trainer died, or its node" (one that completed a handshake did run)."""
     if cause:

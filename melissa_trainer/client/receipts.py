@@ -23,7 +23,7 @@ from melissa_trainer.client import delivery
 from melissa_trainer.client.closing import client_logger, waits_for
 from melissa_trainer.client.delivery import capped_deadline
 from melissa_trainer.client.gave_up import DeliveryFailed
-from melissa_trainer.client.patience import notice_after
+from melissa_trainer.client.peer_watch import notice_after
 from melissa_trainer.client.receipt_words import Closed, gone_words, refused, unconfirmed
 from melissa_trainer.client.sockets import control_dealer
 from melissa_trainer.client.stopped import StopRecords

@@ -20,7 +20,7 @@ connected: ZeroMQ allows one monitor per socket, which the close reads too):
   the send raises the `ValueError` naming its endpoint and the key to check, as a close
   does, rather than block for ever (or until `send_timeout`, blaming back-pressure);
 * once a receiver has been disconnected, without a new connection, for
-  `ClientTuning.disconnected_timeout` seconds (`patience.PeerWatch`), the send raises
+  `ClientTuning.disconnected_timeout` seconds (`peer_watch.PeerWatch`), the send raises
   `ReceiverGone` (a `TimeoutError`, the type `send` documents) naming the endpoint, how
   long it blocked, and the settings that bound the wait; and, when the rendezvous now
   names another run (the trainer was restarted), what to do (`restart.RestartCheck`);
@@ -45,7 +45,7 @@ stop record says so, as the send `disconnected_timeout` ends says: what to do), 
 back-pressure only while every receiver is connected past its handshake (a user trial read
 "back-pressure" in all these cases).
 
-Once a receiver has been disconnected a few seconds (`patience.notice_after`), a
+Once a receiver has been disconnected a few seconds (`peer_watch.notice_after`), a
 blocked send logs one warning, as a close does (`closing.waiting_notice`, through
 `notice`): what it waits for, how long in all, the settings that shorten it.
 
@@ -64,9 +64,9 @@ import zmq
 
 from melissa_trainer.client.gave_up import DeliveryFailed, run_again, stop_sentence
 from melissa_trainer.client.handshake import Handshakes, down_note, never_note, pending_note
-from melissa_trainer.client.patience import SLICE, PeerWatch, notice_due
+from melissa_trainer.client.peer_watch import PeerWatch, notice_due
 from melissa_trainer.client.send_errors import ReceiverGone, SendPreempted, StoppedForGood
-from melissa_trainer.client.sockets import arm_slice
+from melissa_trainer.client.sockets import SLICE, arm_slice
 
 if TYPE_CHECKING:  # pragma: no cover
     from melissa_trainer.client.gave_up import StopSaid
@@ -86,7 +86,7 @@ _T = TypeVar("_T")
 LOOK_EVERY = 0.5
 
 #: ``notice(follow_in, started, down, since, left, bound, doing)``: what a blocked send
-#: calls once (`closing.waiting_notice` bound to the transport): `patience.Notice`'s
+#: calls once (`closing.waiting_notice` bound to the transport): `peer_watch.Notice`'s
 #: arguments after the rendezvous it follows in (None: none), the `time.monotonic()`
 #: its wait began, and before "sending time step 7" (what it does)
 SendNotice = Callable[[str | None, float, tuple[str, ...], float, float | None, str, str], None]

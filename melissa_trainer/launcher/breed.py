@@ -11,13 +11,9 @@ import numpy as np
 
 from melissa_trainer.common.migrations import upgrade
 from melissa_trainer.launcher.adaptive import AdaptiveSampler
-from melissa_trainer.launcher.density_replace import (
-    load_replacements,
-    replacement_state,
-    replacing,
-)
+from melissa_trainer.launcher.breed_exploration import ExplorationDraws, default_changed
+from melissa_trainer.launcher.breeding import bred_child, parent_weights
 from melissa_trainer.launcher.exploration import (
-    AUTO_SEQUENCE_DIMS,
     Exploration,
     candidates_for,
     engine_for,
@@ -170,15 +166,10 @@ class BreedSampler(AdaptiveSampler):
         #: 16 for a sequence and 1 for "lhs"
         self.candidates = candidates_for(self.engine, candidates)
         self._candidates_named = candidates is not None
-        self._explorer = self._new_exploration()  # checks candidates and memory
+        #: the exploration draws and their replacements (`breed_exploration`)
+        self._draws = ExplorationDraws(self._new_exploration())  # checks candidates, memory
         #: the simulation id the last draw was bred from; None for an exploration draw
         self.last_parent: int | None = None
-        #: the draws `plan` announced (None: unplanned, the design's size)
-        self._budget: int | None = None
-        #: "lhs": the simulations given up (`failed`), over the varying parameters in
-        #: the unit cube; and how many replacement draws were made for them
-        self._failed: list[list[float]] = []
-        self.replaced = 0
         self.avoid = self._unit_distance("avoid", avoid)
         zones = FailedZones(int((self._span > 0).sum()), self.avoid, risk, reach)  # checks
         self._zones: FailedZones = zones  # the simulations given up, no-go zones (`failed`)
@@ -188,13 +179,18 @@ class BreedSampler(AdaptiveSampler):
     def explored(self) -> int:
         """How many of the draws so far were exploration draws (the replacements
         included)."""
-        return self._explorer.explored + self.replaced
+        return self._draws.explored
+
+    @property
+    def replaced(self) -> int:
+        """How many exploration draws were replacements ("lhs": class docstring)."""
+        return self._draws.replaced
 
     @property
     def design_size(self) -> int | None:
         """The points of the Latin hypercube the exploration draws from ("lhs"; None
         until planned or first drawn), None for a sequence."""
-        return self._explorer.size if self._explorer.engine == "lhs" else None
+        return self._draws.design_size
 
     def _new_exploration(self) -> Exploration:
         dims, varying = len(self.names), self._span > 0
@@ -206,8 +202,7 @@ class BreedSampler(AdaptiveSampler):
         budget, when it is built). Nothing is computed: a resume would replace it
         (`prepare` computes the design, unless a loaded state held it)."""
         if self.position == 0 and n_draws >= 1:
-            self._budget = int(n_draws)
-            self._explorer.plan(n_draws)
+            self._draws.plan(n_draws)
             if self.decay_draws is None:
                 self.decay_draws = int(n_draws)
 
@@ -218,14 +213,13 @@ class BreedSampler(AdaptiveSampler):
         under its lock while the trainer trains), unless it is held (a resumed state
         holds it) or the planned budget is all drawn (the next draws are replacements,
         which need none). The draws are the same. A no-op for a sequence explorer."""
-        if self._budget is None or self._explorer.explored < self._budget:
-            self._explorer.prepare()
+        self._draws.prepare()
 
     def failed(self, simulation_id: int, parameters: Mapping[str, float]) -> None:
         """A simulation given up for good (`Sampler.failed`: its restarts used up; a
         failed attempt that a restart got through is never told). From now on:
 
-        - no child is bred in its no-go zone (`launcher.failed_zones`) (`_breed`); an
+        - no child is bred in its no-go zone (`launcher.failed_zones`) (`breeding`); an
           exploration point in one is moved to the point outside every zone farthest
           from every draw, of `EXPLORATION_POOL` uniform ones (the surrogate sampler's
           `AdaptiveSampler._explored_outside`; the same draws while none is inside);
@@ -237,8 +231,7 @@ class BreedSampler(AdaptiveSampler):
         - with the "lhs" explorer one more replacement is due (class docstring).
         """
         unit = self._unit(parameters)[self._span > 0]
-        if self.engine == "lhs":
-            self._failed.append(unit.tolist())
+        self._draws.given_up(unit)  # ("lhs": one more replacement due)
         self._zones.add(simulation_id, unit)
         self._forget(simulation_id)  # (its later reports ignored: `observe`)
 
@@ -246,16 +239,6 @@ class BreedSampler(AdaptiveSampler):
     def failures(self) -> tuple[int, ...]:
         """The ids of the simulations given up so far (`failed`), oldest first."""
         return tuple(self._zones.ids)
-
-    def _explore(self, index: int) -> np.ndarray:
-        """Draw `index`'s exploration point: the explorer's next, or a replacement."""
-        explorer = self._explorer
-        if not replacing(explorer, self._budget, len(self._failed), self.replaced):
-            return explorer.draw()
-        failed = np.asarray(self._failed, dtype=np.float64)
-        drawn = np.concatenate([explorer.design_drawn(), explorer.drawn, failed])
-        self.replaced += 1
-        return explorer.away_from(index, drawn, failed)
 
     def exploration_share(self, index: int) -> float:
         """The probability that draw `index` explores (given `min_observations` kept)."""
@@ -272,45 +255,25 @@ class BreedSampler(AdaptiveSampler):
     def parent_weights(self) -> np.ndarray:
         """Each kept observation's probability of being the next parent (oldest first)."""
         losses = np.array([o.loss for o in self._observed.values()], dtype=np.float64)
-        spread = float(losses.max() - losses.min()) if losses.size else 0.0
-        z = (losses - losses.min()) / spread if spread > 0 else np.zeros_like(losses)
-        # divided by the largest before the power, which could overflow otherwise
-        weights = ((z + self.floor) / (1.0 + self.floor)) ** self.power
-        return weights / weights.sum()
+        return parent_weights(losses, self.floor, self.power)
 
     def _propose(self, index: int) -> dict[str, float]:
         rng = self._rng(index)
         explore = rng.random() < self.exploration_share(index)  # drawn first, always
         if explore or len(self._observed) < self.min_observations:
             self.last_parent = None
-            explorer = self._explorer  # (out of the failures' zones, as the surrogate's)
-            drawn = np.concatenate([explorer.design_drawn(), explorer.drawn])
-            unit = self._explored_outside(self._explore(index), rng, EXPLORATION_POOL, drawn)
+            draws = self._draws  # (out of the failures' zones, as the surrogate's)
+            unit = self._explored_outside(draws.draw(index), rng, EXPLORATION_POOL, draws.drawn())
         else:
             parents = list(self._observed.values())
             parent = parents[int(rng.choice(len(parents), p=self.parent_weights()))]
-            unit = self._breed(self._unit(parent.parameters), rng)
+            varying, known = self._span > 0, self._known  # (out of the failures' zones)
+            unit = bred_child(
+                self._unit(parent.parameters), rng, self.sigma, self._zones, known, varying
+            )
             self.last_parent = parent.simulation_id
-        self._explorer.remember(unit)  # every draw: gap-filling keeps away from all of them
+        self._draws.remember(unit)  # every draw: gap-filling keeps away from all of them
         return self._scale(unit)
-
-    def _breed(self, parent: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """A child of `parent` (its unit point), moved and reflected (class docstring).
-        With simulations given up: a child in a no-go zone (`failed`) is replaced by
-        the first of `BRED_TRIES` more children of the same parent outside every zone,
-        or, when all of them are in one, by the one farthest from every failure. The
-        same generator draws them after the first child: without failures, or with a
-        first child outside the zones, the draws are the same as without zones."""
-        dims, varying = len(self.names), self._span > 0
-        unit = _reflected(parent + rng.normal(0.0, self.sigma, dims))
-        if not len(self._zones):
-            return unit
-        known_points = self._known()
-        if self._zones.allowed(unit[None, varying], known_points)[0]:
-            return unit
-        children = _reflected(parent + rng.normal(0.0, self.sigma, (BRED_TRIES, dims)))
-        order = -np.arange(BRED_TRIES, dtype=np.float64)  # the first allowed one
-        return children[self._zones.choose(children[:, varying], order, known_points)]
 
     def _options(self) -> dict[str, Any]:
         names = ("exploration", "exploration_final", "min_observations", "sigma", "power",
@@ -323,27 +286,16 @@ class BreedSampler(AdaptiveSampler):
         return options
 
     def _differs(self, key: str, saved: Any) -> str:
-        if key == "candidates" and self.engine == "lhs" and not self._candidates_named:
-            return (
-                f" (with the 'lhs' explorer, candidates=None takes 1, the design in its "
-                f"order; it took 16 before: pass candidates={saved!r} to resume this state)"
-            )
-        if key != "explorer" or self.explorer != "auto":
-            return ""
-        return (
-            f" (explorer 'auto' explores with {self.engine!r} for "
-            f"{int((self._span > 0).sum())} varying parameters: 'sobol' up to "
-            f"{AUTO_SEQUENCE_DIMS}, 'lhs' above; the default was 'sobol' before: pass "
-            f"explorer={saved!r} to resume this state)"
+        varying = int((self._span > 0).sum())  # (a default that changed: `breed_exploration`)
+        return default_changed(
+            key, saved, self.explorer, self.engine, self._candidates_named, varying
         )
 
     def state_dict(self) -> dict[str, Any]:
         return {
             **super().state_dict(),
             "decay_draws": self.decay_draws,
-            "exploration_state": self._explorer.state_dict(),
-            # (none without failures: such a state is as it was before replacements)
-            **replacement_state(self._failed, self.replaced),
+            **self._draws.state_dict(),  # (its replacements' none without failures)
             # (none without failures, as the replacements')
             **({"zones": self._zones.state_dict()} if len(self._zones) else {}),
         }
@@ -364,30 +316,17 @@ class BreedSampler(AdaptiveSampler):
             raise ValueError(
                 f"sampler state has decay_draws={saved} but this sampler has {self.decay_draws}"
             )
-        exploration_state = state.get("exploration_state")
-        if not isinstance(exploration_state, Mapping):
-            raise ValueError(f"sampler state has no exploration_state: {exploration_state!r}")
-        explorer = self._new_exploration()
-        explorer.load_state_dict(exploration_state)  # checked before anything changes
-        failed, replaced = load_replacements(state, int((self._span > 0).sum()))
+        dims = int((self._span > 0).sum())
+        draws = self._draws.loaded(state, self._new_exploration(), dims)  # (checked first)
         zones = FailedZones(self._zones.dims, self.avoid, self.risk, self.reach)
         zones.load_state_dict(state.get("zones", []), "zones")
         super().load_state_dict(state)
-        self._explorer, self._zones = explorer, zones
-        self._failed, self.replaced = failed, replaced
+        self._draws, self._zones = draws, zones
         if saved is not None:
             self.decay_draws = int(saved)
         self.last_parent = None
 
 
-#: the children `BreedSampler._breed` tries more when the first is in a no-go zone
-BRED_TRIES = 16
 #: the uniform points an exploration draw in a no-go zone is moved to the best of
 #: (`AdaptiveSampler._explored_outside`; the surrogate sampler's default `pool`)
 EXPLORATION_POOL = 1024
-
-
-def _reflected(unit: np.ndarray) -> np.ndarray:
-    """`unit` reflected into [0, 1] at the bounds (also twice or more)."""
-    out: np.ndarray = np.abs((unit + 1.0) % 2.0 - 1.0)
-    return out

@@ -82,6 +82,15 @@ class TrainerActions(RefusesHFKeywords):
             if work is not None:
                 work.work_ended(outer)
 
+    def _perform_final_actions(self) -> None:
+        """The end's action point, every rank there: under several ranks twice, so that
+        a request a hook kept in the events of the end's log or validation (a save asked
+        in `on_validation_end`) is agreed on and performed too, as one that a single
+        process performs at the same point."""
+        self._perform_requested_actions(met=True)
+        if self.control.deferring:
+            self._perform_requested_actions(met=True)
+
     def _act(self, control: TrainerControl) -> None:
         # nothing logged, validated or saved past a NaN loss; the action point's first
         # collective, where a rank held by a late one waits: watched (`reporting.watched`)

@@ -2,9 +2,11 @@
 
 Read `train()` from top to bottom: it is the loop of `hooks.base.Event`'s docstring.
 The data path is one-directional: source -> buffer -> dataset -> this loop. What the
-loop does at its action points (`_perform_requested_actions`: log, validate, save) is
-`actions`'; the loss a step minimises, `losses`'; one optimizer step, `stepping`'s; how
-many steps each window runs and the start of the ranks' agreement on one, `windows`'.
+constructor builds of its arguments is `setup`'s (the data path, the hooks); what the
+loop does at its action points (`_perform_requested_actions`, the end's
+`_perform_final_actions`: log, validate, save), `actions`'; the loss a step minimises,
+`losses`'; one optimizer step and what it uses, `stepping`'s; how many steps each window
+runs and the start of the ranks' agreement on one, `windows`'.
 """
 
 from __future__ import annotations
@@ -20,30 +22,20 @@ from typing import Any
 import torch
 from accelerate.utils import KwargsHandler, set_seed
 
-from melissa_trainer.buffers import Buffer, Sample
+from melissa_trainer.buffers import Sample
 from melissa_trainer.config.arguments import TrainingArguments
 from melissa_trainer.config.hf_names import refuse_train_resume
 from melissa_trainer.core import process_group
-from melissa_trainer.core.accelerated import make_train_step
-from melissa_trainer.core.dataset import (
-    Collate,
-    ProcessBatch,
-    ProcessSample,
-    StreamDataset,
-    check_batch_options,
-)
-from melissa_trainer.core.figures import LogFigures
-from melissa_trainer.core.loss_guard import LossGuard
-from melissa_trainer.core.staging import BatchStager
+from melissa_trainer.core.dataset import Collate, ProcessBatch, ProcessSample, check_batch_options
 from melissa_trainer.core.state import TrainerControl, TrainerState
 from melissa_trainer.core.stop_sync import StopSync, window_steps
-from melissa_trainer.hooks import Event, Hook, HookList, trainer_hooks
+from melissa_trainer.hooks import Event, Hook
 from melissa_trainer.sources.ingest_transform import (
     BlockTransform,
     IngestTransform,
     SampleTransform,
 )
-from melissa_trainer.sources.source import Source, SourceError, as_source
+from melissa_trainer.sources.source import Source, SourceError
 from melissa_trainer.trainer.after_train import mark_exit
 from melissa_trainer.trainer.direct_calls import DirectCalls
 from melissa_trainer.trainer.ending import end_training, failed
@@ -51,8 +43,12 @@ from melissa_trainer.trainer.losses import LossFn
 from melissa_trainer.trainer.preemption import Preempted, StopCause
 from melissa_trainer.trainer.roll_call import launch_roll_call
 from melissa_trainer.trainer.run_waits import last_window_check, run_window, sources_started
-from melissa_trainer.trainer.setup import claim_output_dir, make_accelerator, make_rank_buffer
-from melissa_trainer.trainer.simulation_errors import check_best_metric
+from melissa_trainer.trainer.setup import (
+    claim_output_dir,
+    make_accelerator,
+    make_data_path,
+    make_hooks,
+)
 from melissa_trainer.trainer.source_failure import SourceFailure
 from melissa_trainer.trainer.starting import refuse_second_train, start_training
 from melissa_trainer.trainer.stepping import TrainerSteps
@@ -154,59 +150,22 @@ class OnlineTrainer(TrainerSteps):
         if lr_scheduler is not None:
             acc.register_for_checkpointing(lr_scheduler)
         self.loss_fn: LossFn = loss_fn or torch.nn.functional.mse_loss
-        if eval_dataset is not None and len(eval_dataset) == 0:
-            raise ValueError("eval_dataset is empty: pass None to skip validation")
-        transform = self.ingest_transform
-        if transform is not None and eval_dataset is not None:
-            eval_dataset = transform.dataset(eval_dataset)  # once, as the stream's samples
-        self.eval_dataset = eval_dataset
-
-        self.source = as_source(train_source)  # (configured last, once output_dir is locked)
-        if transform is not None:
-            self.source.set_ingest_transform(transform)  # (before it starts: at train())
-        self.buffer: Buffer = make_rank_buffer(
-            args, acc, process_sample, collate_fn, self.source.puts_blocks
-        )
-        self.dataset = StreamDataset(
-            self.buffer,
-            args.batch_size,
-            process_sample,
-            collate_fn,
-            source=self.source,
-            process_batch=process_batch,
-        )
+        # source -> buffer -> dataset, and the validation set transformed once (`setup`);
+        # the source configured last, once output_dir is locked (`claim_output_dir`)
+        data = make_data_path(
+            args, acc, train_source, self.ingest_transform, eval_dataset,
+            process_sample, collate_fn, process_batch,
+        )  # fmt: skip
+        self.source, self.buffer, self.dataset = data.source, data.buffer, data.dataset
+        self.eval_dataset = eval_dataset = data.eval_dataset
         self.state = TrainerState(max_steps=args.max_steps)
         self.control = TrainerControl(clock=self.state)  # (dates a stop: `stop_step`)
-        self.hooks = HookList(
-            trainer_hooks(
-                args,
-                has_eval=eval_dataset is not None,
-                source_hooks=self.source.hooks(args),
-                user_hooks=hooks,
-                use_default_hooks=use_default_hooks,
-            )
-        )
-        check_best_metric(args.metric_for_best_model, eval_dataset, self.hooks.eval_keys)
+        self.hooks = make_hooks(args, eval_dataset, self.source, hooks, use_default_hooks)
         self.stop_sync = StopSync(acc.device, acc.num_processes)
         self.stop_sync.watch.roll = launch_roll_call(acc.process_index, acc.num_processes)
-        #: stops training at a non-finite loss, before any checkpoint holds it
-        self._loss_guard = LossGuard(acc.device, self.stop_sync.distributed)
-        self._move_batches = acc.device.type != "cpu"
-        #: the next batch collated and copied to the device a step ahead (`staging`)
-        self._stager = BatchStager(self.dataset, acc.device) if args.stage_batches else None
-        # the step's arithmetic, plain or Accelerate's, chosen once (see `accelerated`)
-        self._step = make_train_step(
-            acc,
-            self.model,
-            self.optimizer,
-            lr_scheduler,
-            self.compute_loss,
-            compile=args.compile_options(),  # the step's model compiled (`compiled`)
-            max_grad_norm=args.max_grad_norm,  # (its norms: `log_figures`')
-        )
-        self._choose_loss()  # (again at each train(): a hook may have been added since)
-        #: the figures counted since the last log (the loss sum is part of a checkpoint)
-        self.log_figures = LogFigures(acc.device, self._step.grad_norms)
+        # what a step uses: the loss guard, the batches staged, the step's arithmetic,
+        # the log's figures (`stepping`)
+        self._set_up_steps(lr_scheduler, self.stop_sync.distributed)
         #: The signal that preempted the last `train()` (None: not preempted); the same
         #: on every rank, set before LOOP_END, so hooks may read it from there on.
         self.preempted_by: signal.Signals | None = None
@@ -247,15 +206,6 @@ class OnlineTrainer(TrainerSteps):
         return Path(self.args.output_dir) / "checkpoints"
 
     # -- the loop -----------------------------------------------------------------------
-
-    def _perform_final_actions(self) -> None:
-        """The end's action point, every rank there: under several ranks twice, so that
-        a request a hook kept in the events of the end's log or validation (a save asked
-        in `on_validation_end`) is agreed on and performed too, as one that a single
-        process performs at the same point."""
-        self._perform_requested_actions(met=True)
-        if self.control.deferring:
-            self._perform_requested_actions(met=True)
 
     def train(self, resume_from_checkpoint: None = None) -> TrainerState:
         """Train until the stream ends, `max_steps`, or a hook's stop; returns the state.

@@ -1,6 +1,7 @@
 """What `OnlineTrainer.__init__` builds from its arguments before any loop: the
-`Accelerator`, this rank's buffer, and the claim on `output_dir` (its lock and the run
-id, with the source configured under it).
+`Accelerator`, what the trainer reads (`make_data_path`: the source, this rank's buffer,
+the dataset, the validation set), its hooks (`make_hooks`), and the claim on
+`output_dir` (its lock and the run id, with the source configured under it).
 
 Each function runs once per trainer, on every rank, in the constructor's order; none is
 thread-safe (the training thread builds the trainer).
@@ -11,25 +12,38 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, NamedTuple
 
 import torch.distributed as dist
 from accelerate import Accelerator
 from accelerate.utils import DistributedDataParallelKwargs, InitProcessGroupKwargs, KwargsHandler
 
-from melissa_trainer.buffers import Buffer, make_buffer
+from melissa_trainer.buffers import Buffer, Sample, make_buffer
 from melissa_trainer.buffers.columnar import SAMPLE_READS_MAX_ROW_BYTES
 from melissa_trainer.config.arguments import TrainingArguments
 from melissa_trainer.core import process_group
 from melissa_trainer.core.accelerated import cpu_only_launch
-from melissa_trainer.core.dataset import Collate, ProcessSample, check_device_buffer
+from melissa_trainer.core.dataset import (
+    Collate,
+    ProcessBatch,
+    ProcessSample,
+    StreamDataset,
+    check_device_buffer,
+)
 from melissa_trainer.core.device_buffer import make_device_buffer
 from melissa_trainer.core.wait_watch import WaitWatch
-from melissa_trainer.sources.source import Source
+from melissa_trainer.hooks import Hook, HookList, trainer_hooks
+from melissa_trainer.sources.ingest_transform import IngestTransform
+from melissa_trainer.sources.source import Source, as_source
 from melissa_trainer.trainer.lock_share import lock_output_dir
 from melissa_trainer.trainer.output_lock import OutputDirHold
+from melissa_trainer.trainer.simulation_errors import check_best_metric
 
-__all__ = ["claim_output_dir", "make_accelerator", "make_rank_buffer", "merged_handlers"]
+__all__ = [
+    "DataPath", "claim_output_dir", "make_accelerator", "make_data_path", "make_hooks",
+    "make_rank_buffer", "merged_handlers",
+]  # fmt: skip
 
 logger = logging.getLogger(__name__)
 
@@ -193,6 +207,84 @@ def make_rank_buffer(
             args.buffer,
         )
     return buffer
+
+
+class DataPath(NamedTuple):
+    """What a trainer reads (`make_data_path`): one-directional, source -> buffer ->
+    dataset; and the validation set."""
+
+    source: Source
+    buffer: Buffer
+    dataset: StreamDataset
+    eval_dataset: Sequence[Sample] | None
+
+
+def make_data_path(
+    args: TrainingArguments,
+    accelerator: Accelerator,
+    train_source: Source | Iterable[Any] | Callable[[int, int], Iterable[Any]],
+    transform: IngestTransform | None,
+    eval_dataset: Sequence[Sample] | None,
+    process_sample: ProcessSample | None,
+    collate_fn: Collate | None,
+    process_batch: ProcessBatch | None,
+) -> DataPath:
+    """`eval_dataset` checked and, with an ingest `transform`, transformed once, as the
+    stream's samples; the source of `train_source` (`as_source`; configured later, once
+    `output_dir` is claimed: `claim_output_dir`), given the transform before it starts;
+    this rank's buffer (`make_rank_buffer`) and the dataset that draws batches from it.
+
+    Raises:
+        ValueError: an empty `eval_dataset` (None skips validation), or what
+            `make_rank_buffer` and `as_source` refuse.
+    """
+    if eval_dataset is not None and len(eval_dataset) == 0:
+        raise ValueError("eval_dataset is empty: pass None to skip validation")
+    if transform is not None and eval_dataset is not None:
+        eval_dataset = transform.dataset(eval_dataset)  # once, as the stream's samples
+    source = as_source(train_source)
+    if transform is not None:
+        source.set_ingest_transform(transform)  # (before it starts: at train())
+    buffer = make_rank_buffer(args, accelerator, process_sample, collate_fn, source.puts_blocks)
+    dataset = StreamDataset(
+        buffer,
+        args.batch_size,
+        process_sample,
+        collate_fn,
+        source=source,
+        process_batch=process_batch,
+    )
+    return DataPath(source, buffer, dataset, eval_dataset)
+
+
+def make_hooks(
+    args: TrainingArguments,
+    eval_dataset: Sequence[Sample] | None,
+    source: Source,
+    user_hooks: Iterable[Hook] | None,
+    use_default_hooks: bool,
+) -> HookList:
+    """Every hook of the trainer, in the order they are called (`hooks.trainer_hooks`:
+    the source's, the built-in ones `args` asks for, then `user_hooks`), with
+    ``args.metric_for_best_model`` checked against what a validation of `eval_dataset`
+    returns (`check_best_metric`).
+
+    Raises:
+        ValueError: the source refuses `args` (`Source.hooks`: an adaptive study with
+            ``simulation_loss_steps=0``); `ConfigError` (a ValueError): no validation
+            returns the metric.
+    """
+    hooks = HookList(
+        trainer_hooks(
+            args,
+            has_eval=eval_dataset is not None,
+            source_hooks=source.hooks(args),
+            user_hooks=user_hooks,
+            use_default_hooks=use_default_hooks,
+        )
+    )
+    check_best_metric(args.metric_for_best_model, eval_dataset, hooks.eval_keys)
+    return hooks
 
 
 def claim_output_dir(

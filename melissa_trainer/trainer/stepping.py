@@ -24,10 +24,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import torch
 from accelerate.utils import send_to_device
 
 from melissa_trainer.config.arguments import TrainingArguments
+from melissa_trainer.core.accelerated import make_train_step
 from melissa_trainer.core.figures import LogFigures
+from melissa_trainer.core.loss_guard import LossGuard
 from melissa_trainer.core.schedule_length import SchedulerStepError
 from melissa_trainer.core.staging import BatchStager
 from melissa_trainer.core.state import TrainerState
@@ -47,6 +50,7 @@ class TrainerSteps(TrainerActions, TrainerLosses):
 
     args: TrainingArguments
     state: TrainerState
+    optimizer: torch.optim.Optimizer
     #: the figures counted since the last log (the loss sum is part of a checkpoint)
     log_figures: LogFigures
     #: the next batch collated and copied to the device a step ahead (`staging`)
@@ -60,6 +64,27 @@ class TrainerSteps(TrainerActions, TrainerLosses):
     #: this `train()`'s held failures (`source_failure.SourceFailure`, set as it starts;
     #: None before the first): where a scheduler's failure is held under several ranks
     _failure: SourceFailure | None = None
+
+    def _set_up_steps(self, lr_scheduler: Any | None, distributed: bool) -> None:
+        """Build what a step uses, once, in the constructor (the model and optimizer
+        prepared, the dataset built): the loss guard (`distributed`: under several
+        ranks), the stager, the step's arithmetic and the log's figures."""
+        acc, args = self.accelerator, self.args
+        self._loss_guard = LossGuard(acc.device, distributed)
+        self._move_batches = acc.device.type != "cpu"
+        self._stager = BatchStager(self.dataset, acc.device) if args.stage_batches else None
+        # the step's arithmetic, plain or Accelerate's, chosen once (see `accelerated`)
+        self._step = make_train_step(
+            acc,
+            self.model,
+            self.optimizer,
+            lr_scheduler,
+            self.compute_loss,
+            compile=args.compile_options(),  # the step's model compiled (`compiled`)
+            max_grad_norm=args.max_grad_norm,  # (its norms: `log_figures`')
+        )
+        self._choose_loss()  # (again at each train(): a hook may have been added since)
+        self.log_figures = LogFigures(acc.device, self._step.grad_norms)
 
     def _training_step(self, stage_next: bool = False) -> None:
         """One optimizer step over `gradient_accumulation_steps` pending micro-batches;

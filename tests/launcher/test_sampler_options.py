@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from melissa_trainer.launcher import make_sampler
-from melissa_trainer.launcher.breed import _reflected
+from melissa_trainer.launcher.breeding import reflected as _reflected
 from melissa_trainer.launcher.density_warp import high_loss_warp, loss_tilt_warp, trend_evidence
 from melissa_trainer.launcher.loss_predictor import LossPredictor
 from melissa_trainer.launcher.sampler_options import uniform_within

@@ -91,7 +91,7 @@ def test_policies_are_parsed_and_checked() -> None:
     parser = bench.argparse.ArgumentParser()
     assert bench.parse_policies(parser, "1/1, 2/1,4") == [(1, 1), (2, 1), (4, 1)]
     for bad in ("2/x", "0/1", "2/1,2/1"):
-        with pytest.raises(SystemExit):
+        with pytest.raises(SystemExit, match="^2$"):
             bench.parse_policies(parser, bad)
 
 

@@ -74,7 +74,7 @@ def test_a_block_is_a_sequence_of_samples_that_own_their_memory() -> None:
     assert isinstance(part, SampleBlock) and len(part) == 3 and block[:] is block
     assert np.shares_memory(part.fields["x"], big)  # a slice is a view
     assert len(block[250:]) == 0 and list(block[5:5]) == []
-    with pytest.raises(IndexError):
+    with pytest.raises(IndexError, match="sample 200 of a SampleBlock of 200"):
         block[200]
     with pytest.raises(ValueError, match="step 1"):
         block[::2]
@@ -225,7 +225,7 @@ def test_a_buffer_given_blocks_behaves_as_one_given_their_samples(
     for op, n in steps:
         if op == "put" and bufs[0].closed:
             for b, what in zip(bufs, (block_of(0, n), block_of(0, n).samples()), strict=True):
-                with pytest.raises(BufferClosedError):
+                with pytest.raises(BufferClosedError, match="on a closed buffer"):
                     b.put_available(what)
         elif op == "put":
             block = block_of(first, n)

@@ -28,7 +28,7 @@ def test_watermark_holds_reads_continuously(kind):
     assert len(buf.get_batch(2, timeout=1)) == 2
     if kind != "reservoir":  # FIFO/FIRO: now 3 held < watermark again
         assert len(buf) == 3
-        with pytest.raises(TimeoutError):
+        with pytest.raises(TimeoutError, match=r"no data yet \(3 samples held, 5 needed\)"):
             buf.get_batch(1, timeout=0)
 
 
@@ -36,7 +36,7 @@ def test_watermark_holds_reads_continuously(kind):
 def test_read_waits_for_n_samples(kind):
     buf = make_buffer(BufferConfig(kind, capacity=10))
     fill(buf, 0, 2)
-    with pytest.raises(TimeoutError):
+    with pytest.raises(TimeoutError, match=r"no data yet \(2 samples held, 3 needed\)"):
         buf.get_batch(3, timeout=0)
     fill(buf, 2, 3)
     assert len(buf.get_batch(3, timeout=0)) == 3
@@ -77,7 +77,7 @@ def test_close_drains_every_sample_once(kind):
 def test_put_after_close_raises(kind):
     buf = make_buffer(BufferConfig(kind, capacity=3))
     buf.close()
-    with pytest.raises(BufferClosedError):
+    with pytest.raises(BufferClosedError, match="on a closed buffer"):
         buf.put(smp(0))
     assert issubclass(BufferClosedError, RuntimeError)
 
@@ -153,7 +153,7 @@ def test_put_available_inserts_what_fits_without_waiting(kind: str) -> None:
     assert sorted(int(s["x"]) for s in buf.get_batch(4)) == [0, 1, 2, 3]
     assert buf.put_available(samples[n:]) == 2  # room again (a reservoir replaces)
     buf.close()
-    with pytest.raises(BufferClosedError):
+    with pytest.raises(BufferClosedError, match="on a closed buffer"):
         buf.put_available(samples)
 
 

@@ -74,7 +74,7 @@ def test_reservoir_max_sample_reuse():
     assert sorted(served) == [0, 0, 1, 1, 2, 2, 3, 3]
     st = buf.stats()
     assert (st.size, st.evicted, st.reuse_histogram) == (0, 4, {2: 4})
-    with pytest.raises(TimeoutError):
+    with pytest.raises(TimeoutError, match=r"no data yet \(0 samples held, 1 needed\)"):
         buf.get_batch(1, timeout=0)
     # max_sample_reuse=1: a batch never holds the same sample twice
     buf = ReservoirBuffer(4, seed=1, max_sample_reuse=1)

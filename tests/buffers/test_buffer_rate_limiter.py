@@ -21,8 +21,14 @@ def test_rate_limiter_arithmetic_and_validation():
     assert not lim.can_sample(6)
     lim.on_sample(2)
     assert lim.can_insert()  # 4 - 2 <= 3
-    for bad in [(0, 1, 0), (-1, 1, 0), (1, -0.5, 0), (1, 1, -1), (float("nan"), 1, 0)]:
-        with pytest.raises(ValueError):
+    for bad, words in [
+        ((0, 1, 0), "samples_per_insert must be a finite number > 0, got 0"),
+        ((-1, 1, 0), "samples_per_insert must be a finite number > 0, got -1"),
+        ((1, -0.5, 0), "tolerance must be a finite number >= 0, got -0.5"),
+        ((1, 1, -1), "min_size_to_sample must be an integer >= 0, got -1"),
+        ((float("nan"), 1, 0), "samples_per_insert must be a finite number > 0, got nan"),
+    ]:
+        with pytest.raises(ValueError, match=words):
             RateLimiter(*bad)
 
 

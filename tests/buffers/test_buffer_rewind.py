@@ -36,10 +36,10 @@ def test_fifo_rewind_may_overfill_then_put_blocks():
     fill(buf, 2, 4)
     assert buf.rewind() == 2
     assert len(buf) == 4
-    with pytest.raises(TimeoutError):
+    with pytest.raises(TimeoutError, match="buffer full; 4/2 samples held"):
         buf.put(smp(9), timeout=SHORT)
     assert ids(buf.get_batch(2)) == [2, 3]
-    with pytest.raises(TimeoutError):
+    with pytest.raises(TimeoutError, match="buffer full; 2/2 samples held"):
         buf.put(smp(9), timeout=0)  # len == capacity: still full
     buf.get_batch(1)
     buf.put(smp(9), timeout=0)
@@ -76,5 +76,5 @@ def test_reservoir_rewind_resets_draw_counts():
     fill(buf, 0, 3)
     buf.get_batch(3)
     assert buf.rewind() == 3
-    with pytest.raises(TimeoutError):
+    with pytest.raises(TimeoutError, match="buffer full; 3/3 samples held"):
         buf.put(smp(3), timeout=0)

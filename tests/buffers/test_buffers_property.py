@@ -73,7 +73,7 @@ def test_serve_once_buffers_lose_nothing_and_serve_exactly_once(kind, capacity, 
     buf = make_buffer(BufferConfig(kind, capacity, watermark, seed=data.draw(st.integers(0, 3))))
     served, inserted = run_ops(buf, ops)
     buf.close()
-    with pytest.raises(BufferClosedError):
+    with pytest.raises(BufferClosedError, match="on a closed buffer"):
         buf.put(smp(-1))
     while batch := buf.get_batch(capacity):
         served += ids(batch)

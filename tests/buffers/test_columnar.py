@@ -51,7 +51,9 @@ def test_same_with_a_rate_limiter() -> None:
             try:
                 a = plain.get_block(4, timeout=0)
             except TimeoutError:
-                with pytest.raises(TimeoutError):
+                with pytest.raises(
+                    TimeoutError, match=r"no data yet \(rate limiter holds reads back\)"
+                ):
                     col.get_block(4, timeout=0)
                 continue
             assert_same_arrays(a.fields, col.get_block(4, timeout=0).fields)

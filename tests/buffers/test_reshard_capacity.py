@@ -25,7 +25,9 @@ def test_a_fifo_share_over_capacity_overfills_as_a_rewind_does() -> None:
     buf = make("fifo", capacity=SMALL)
     buf.load_state_dict(arrays, meta)
     assert len(buf) == 105 > buf.capacity
-    with pytest.raises(TimeoutError):  # full: a put waits until reads make room
+    with pytest.raises(
+        TimeoutError, match="buffer full; 105/40 samples held"
+    ):  # full: a put waits until reads make room
         buf.put(sample(-1), timeout=0)
 
 

@@ -98,7 +98,7 @@ def test_lazy_arrays_read_what_the_file_holds(tmp_path: Path) -> None:
         got = lazy[key]
         assert got.dtype == value.dtype and got.shape == value.shape
         assert np.array_equal(got, value) and got.flags.writeable
-    with pytest.raises(KeyError):
+    with pytest.raises(KeyError, match="s2/x"):
         lazy["s2/x"]
     (tmp_path / "junk").write_bytes(b"\x05\x00\x00\x00\x00\x00\x00\x00{nope")
     with pytest.raises(SafetensorError):  # as `read_files` (safetensors' own load)

@@ -196,7 +196,9 @@ def test_a_variables_key_is_stripped_as_python(
     Client(FIELDS, simulation_id=6).close(bye=False)
     predictor = Predictor(7)
     try:
-        with pytest.raises(PredictionUnavailable):  # (not ValueError: the key taken)
+        with pytest.raises(
+            PredictionUnavailable, match="refused the connection: nothing listens there"
+        ):  # (not ValueError: the key taken)
             predictor.predict({"u": np.zeros(4, np.float32)}, timeout=0.5)
     finally:
         predictor.close()

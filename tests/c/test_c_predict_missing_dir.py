@@ -82,7 +82,7 @@ def test_a_rendezvous_missing_a_while_is_warned_of_once_alike(
     try:
         with caplog.at_level(logging.WARNING, logger="melissa_trainer.client.predict"):
             for _ in range(3):
-                with pytest.raises(PredictTimeout):
+                with pytest.raises(PredictTimeout, match="no serving endpoint in"):
                     predictor.predict({"u": np.zeros(4, np.float32)}, timeout=2)
     finally:
         predictor.close()

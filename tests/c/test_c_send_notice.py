@@ -61,7 +61,12 @@ def python_notices(
     )
     client = Client({"u": ((4,), "float32")}, tuning=tuning, send_timeout=send_timeout)
     try:
-        with caplog.at_level(logging.WARNING, logger=LOGGER), pytest.raises(TimeoutError):
+        with (
+            caplog.at_level(logging.WARNING, logger=LOGGER),
+            pytest.raises(
+                TimeoutError, match="no receiver ever accepted a connection at tcp://127.0.0.1:9"
+            ),
+        ):
             for t in range(STEPS):
                 client.send(t, u=np.full(4, t, np.float32))
     finally:
@@ -132,7 +137,12 @@ def test_a_close_to_no_receiver_says_it_as_pythons(
     tuning = ClientTuning(disconnected_timeout=1.0, batch_bytes=0)
     client = Client({"u": ((4,), "float32")}, tuning=tuning)
     client.send(0, u=np.zeros(4, np.float32))
-    with caplog.at_level(logging.WARNING, logger=LOGGER), pytest.raises(TimeoutError):
+    with (
+        caplog.at_level(logging.WARNING, logger=LOGGER),
+        pytest.raises(
+            TimeoutError, match="no receiver ever accepted a connection at tcp://127.0.0.1:9"
+        ),
+    ):
         client.close()
     python = [r.getMessage() for r in caplog.records if ": closing, " in r.getMessage()]
     assert len(python) == 1, python

@@ -52,7 +52,7 @@ def test_rotate_keeps_the_newest(tmp_path: Path) -> None:
     removed = ckpt.rotate(tmp_path, 2)
     assert [p.name for p in removed] == ["checkpoint-1", "checkpoint-2"]
     assert [p.name for p in ckpt.list_checkpoints(tmp_path)] == ["checkpoint-3", "checkpoint-4"]
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="max_to_keep must be >= 1, got 0"):
         ckpt.rotate(tmp_path, 0)
 
 

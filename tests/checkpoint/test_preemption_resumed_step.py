@@ -12,8 +12,6 @@ run resumes and ends the stream), every sample is trained exactly once.
 from __future__ import annotations
 
 import json
-import os
-import signal
 import threading
 import time
 from pathlib import Path
@@ -24,6 +22,7 @@ import pytest
 import torch
 from helpers import linear_samples
 from preemption_runs import make_trainer
+from signal_when import signal_when
 from waiting import wait_until
 
 from melissa_trainer import OnlineTrainer, Preempted
@@ -56,24 +55,15 @@ class Feeds(Source):
         pass
 
 
-def _preempt_when_waiting(trainer: Any, source: Feeds, step: int) -> threading.Thread:
-    def go() -> None:
+def _preempted(trainer: OnlineTrainer, source: Feeds, step: int) -> Preempted:
+    """SIGTERM once `trainer` is at `step` and waits for data: its `Preempted`."""
+
+    def at_step_waiting() -> None:
         wait_until(lambda: trainer.state.global_step == step, f"step {step}", timeout=30)
         assert source.waiting.wait(30), "the trainer never waited for data"
-        os.kill(os.getpid(), signal.SIGTERM)
 
-    thread = threading.Thread(target=go)
-    thread.start()
-    return thread
-
-
-def _preempted(trainer: OnlineTrainer, source: Feeds, step: int) -> Preempted:
-    thread = _preempt_when_waiting(trainer, source, step)
-    try:
-        with pytest.raises(Preempted) as info:
-            trainer.train()
-    finally:
-        thread.join()
+    with signal_when(at_step_waiting), pytest.raises(Preempted) as info:
+        trainer.train()
     return info.value
 
 

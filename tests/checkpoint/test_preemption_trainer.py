@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from helpers import linear_samples
 from preemption_runs import make_trainer
+from signal_when import signal_when
 from waiting import UNTIL_TEST_TIMEOUT, wait_until
 
 from melissa_trainer import Hook, Preempted, TrainerControl, TrainerState
@@ -115,7 +116,7 @@ def test_a_rank_waiting_for_data_notices_the_signal(tmp_path: Path) -> None:
     source = Starved(20)  # two batches of 8, then nothing: the third never comes
     trainer = make_trainer(tmp_path / "out", source, [], stop_sync_steps=4)
 
-    def signal_once_starved() -> None:
+    def starved() -> None:
         # step 1 (a run's first window is one step), then the second batch taken: the
         # rest of the window waits for data
         def taken() -> bool:
@@ -123,15 +124,9 @@ def test_a_rank_waiting_for_data_notices_the_signal(tmp_path: Path) -> None:
 
         wait_until(taken, "the first step and the second batch", timeout=UNTIL_TEST_TIMEOUT)
         assert source.waiting.wait(20), "the trainer never waited for data"
-        os.kill(os.getpid(), signal.SIGTERM)
 
-    thread = threading.Thread(target=signal_once_starved)
-    thread.start()
-    try:
-        with pytest.raises(Preempted) as info:
-            trainer.train()
-    finally:
-        thread.join()
+    with signal_when(starved), pytest.raises(Preempted) as info:
+        trainer.train()
     # stopped before its window: the second batch taken is in the checkpoint, untrained
     assert info.value.step == 1
     assert (Path(info.value.checkpoint) / "trainer_state.json").is_file()

@@ -27,7 +27,7 @@ def test_a_sigterm_names_the_latest_checkpoint_and_the_resume_flag(
     out = tmp_path / "out"
     caplog.set_level(logging.WARNING, logger="melissa_trainer")
     trainer = make_trainer(out, list(linear_samples(400)), [SignalAt(5)], save_steps=4)
-    with pytest.raises(Preempted):
+    with pytest.raises(Preempted, match="preempted by SIGTERM at step"):
         trainer.train()
     line = next(r.getMessage() for r in caplog.records if "SIGTERM received" in r.getMessage())
     # (the checkpoint on disk as the signal came: step 4's, the stop's own came after)
@@ -44,7 +44,7 @@ def test_a_sigterm_before_any_checkpoint_says_the_run_starts_again(
 ) -> None:
     caplog.set_level(logging.WARNING, logger="melissa_trainer")
     trainer = make_trainer(tmp_path / "out", list(linear_samples(400)), [SignalAt(2)])
-    with pytest.raises(Preempted):
+    with pytest.raises(Preempted, match="preempted by SIGTERM at step"):
         trainer.train()
     line = next(r.getMessage() for r in caplog.records if "SIGTERM received" in r.getMessage())
     assert line.endswith(

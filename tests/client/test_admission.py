@@ -149,7 +149,7 @@ def test_admission_round_trips_and_rejects_what_breaks_its_rules() -> None:
         with pytest.raises(P.ProtocolError) as caught:
             P.decode_admission(data)
         assert caught.value.reason == reason
-    with pytest.raises(P.ProtocolError):
+    with pytest.raises(P.ProtocolError, match="bad_size: ADMISSION_QUERY of 25 bytes"):
         P.decode_admission_query(P.encode_admission_query(3, 9) + b"\0")
 
 

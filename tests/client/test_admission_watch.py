@@ -52,7 +52,9 @@ def test_a_refused_simulation_is_told_at_its_next_send_naming_the_field(
             watch_ended(client)
             with pytest.raises(SimulationRefused) as caught:
                 client.send(0, vort=np.zeros(4))
-            with pytest.raises(SimulationRefused):  # (every later send: nothing more sent)
+            with pytest.raises(
+                SimulationRefused, match="refused it, and dropped everything it sent"
+            ):  # (every later send: nothing more sent)
                 client.send(1, vort=np.zeros(4))
             assert client.steps_sent == 0
         finally:

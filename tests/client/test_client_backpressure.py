@@ -6,13 +6,13 @@ and a worker sharing one ZeroMQ context delivers every simulation.
 from __future__ import annotations
 
 import threading
-import time
 from typing import Any
 
 import numpy as np
 import pytest
 import zmq
 from client_runs import GOOD, TWO_FRAME_SHAPE, Receiver, free_port
+from waiting import UNTIL_TEST_TIMEOUT, wait_until
 
 from melissa_trainer import wire as p
 from melissa_trainer.client import INLINE_MAX_BYTES, Client, ClientTuning, DeliveryFailed
@@ -81,23 +81,36 @@ def test_backpressure_blocks_until_the_receiver_reads(zctx: zmq.Context) -> None
     receiver, c = stalled_pair(zctx, INLINE_SHAPE)  # no send_timeout: blocks as needed
     got: list[p.Message] = []
     reading = threading.Event()  # set as the receiver begins to read
+    sent = threading.Event()  # set once every send returned
+    wait = c._transport.wait  # (the sends' waits: `watch` is set while one is blocked)
 
-    def read_later() -> None:
-        time.sleep(0.5)  # the client fills every queue meanwhile
-        reading.set()
-        got.extend(receiver.until_bye(timeout=10))
+    def read_once_blocked() -> None:
+        # A send that ran out of its slice (SNDTIMEO) waits in `SendWait.retry`, watching
+        # the receivers (`watch`) until it goes through: the reader begins then. (Before:
+        # a 0.5 s sleep, "the client fills every queue meanwhile", a guess at the timing.)
+        try:
+            wait_until(
+                lambda: wait.watch is not None or sent.is_set(),
+                "a send blocked",
+                timeout=UNTIL_TEST_TIMEOUT,
+            )
+        finally:  # (read even so: a send blocked unwatched must not hang the test)
+            reading.set()
+            got.extend(receiver.until_bye(timeout=10))
 
-    reader = threading.Thread(target=read_later)
+    reader = threading.Thread(target=read_once_blocked)
     reader.start()
     with c:
         for step in range(60):
             c.send(step, u=np.full(INLINE_SHAPE, step, float))
-        # 60 x 64 KiB cannot all be queued (a few messages' room): the last sends waited
-        # for the reader. (An event, not a time: "blocked >= 0.4 s", timed from after the
-        # reader's 0.5 s had begun, held only while the machine was quick.)
+        # 60 x 64 KiB cannot all be queued (a few messages' room): a send blocked, and
+        # went through once the reader read. (An event, not a time: "blocked >= 0.4 s",
+        # timed from after the reader's 0.5 s had begun, held only while the machine was
+        # quick.)
         sent_before_reading = not reading.is_set()
+        sent.set()
     reader.join(timeout=20)
-    assert not sent_before_reading
+    assert not sent_before_reading, "every send went through with nobody reading"
     data = [m for m in got if isinstance(m, p.Data)]
     assert [m.time_step for m in data] == list(range(60))
     assert all(np.all(m.payload == m.time_step) for m in data)

@@ -65,7 +65,7 @@ def test_a_forked_child_s_use_of_the_client_raises(use: str) -> None:
     endpoint = refused_endpoint()
     tuning = ClientTuning(failed_close_timeout=1.0)
     client = Client({"u": (SHAPE, "f8")}, None, 9, endpoint, send_timeout=0.3, tuning=tuning)
-    with pytest.raises(TimeoutError):
+    with pytest.raises(TimeoutError, match="no receiver ever accepted a connection"):
         client.send(0, u=np.ones(SHAPE))  # (its array queued: nobody listens)
     said = in_child(client, use)
     assert said.startswith(

@@ -73,12 +73,16 @@ def test_predict_asks_as_the_run_the_client_followed(
         run_id="run-a",
         tuning=ClientTuning(close_timeout=10),
     ) as c:
-        with pytest.raises(PredictionUnavailable):
+        with pytest.raises(
+            PredictionUnavailable, match="refused the connection: nothing listens there"
+        ):
             c.predict({"u": np.zeros(2, np.float32)}, timeout=0.05)
         predictor = c._asking.predictor
         assert predictor is not None and predictor.run_id == "run-a"
         c.run_id = "run-b"  # what `Client._follow` does when it switches to the new run
-        with pytest.raises(PredictionUnavailable):
+        with pytest.raises(
+            PredictionUnavailable, match="refused the connection: nothing listens there"
+        ):
             c.predict({"u": np.zeros(2, np.float32)}, timeout=0.05)
         assert c._asking.predictor is predictor and predictor.run_id == "run-b"
         c.send(0, u=np.zeros(2, np.float32))

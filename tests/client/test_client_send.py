@@ -276,7 +276,7 @@ def test_array_reuse_must_be_a_known_mode() -> None:
 @pytest.mark.timeout(30)
 def test_exception_in_with_block_sends_no_bye(receiver: Receiver) -> None:
     with (
-        pytest.raises(KeyError),
+        pytest.raises(KeyError, match="the solver failed"),
         Client(
             GOOD,
             simulation_id=8,

@@ -63,7 +63,7 @@ def test_a_close_after_a_failure_does_not_wait_for_a_peer_not_a_receiver(
         if send_timeout is None:  # (small steps: the sends go through, into the queue)
             client.send(0, u=np.ones(count, np.float32))
         else:  # (a large one is held, and the send fails: e3's)
-            with pytest.raises(TimeoutError):
+            with pytest.raises(TimeoutError, match="not a melissa-trainer receiver"):
                 client.send(0, u=np.ones(count, np.float32))
         # (the close knows what the client knows: once the peer counts as no receiver)
         wait_until(lambda: bool(client._transport.handshakes.not_receivers([silent])), "seen")

@@ -57,7 +57,7 @@ def test_the_reason_opens_the_sentence_then_what_was_not_delivered_and_where(
 
 def test_a_stop_said_is_frozen() -> None:
     stop = said("ended", "x", TrainerStopped)
-    with pytest.raises(AttributeError):
+    with pytest.raises(AttributeError, match="cannot assign to field 'reason'"):
         stop.reason = "y"  # type: ignore[misc]
 
 

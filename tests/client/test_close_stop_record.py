@@ -190,16 +190,19 @@ def test_a_record_is_bounded_and_round_trips() -> None:
     assert record.finished[many - 1] == (4, 4)  # (refused: at most the steps held)
     assert record.byes == {(many, 0): (3, 3, 1), (many, 1): (2, 3, 1)}
     assert (record.reason.simulation_id, record.reason.time_step) == (7, 3)
-    for broken in [
-        {},
-        {"version": 1, "run_id": "run a"},
-        {"version": 1, "run_id": None, "reason": {"code": "nonfinite", "message": "x"}},
-        {"version": 1, "run_id": None, "reason": {"code": "end", "message": "x"},
-         "finished": [[1, 2, 3]], "byes": [], "complete": True},
-        {"version": 1, "run_id": None, "reason": {"code": "end", "message": "x"},
-         "finished": [], "byes": [[1, 2, 3, 4, -1]], "complete": True},
+    for broken, words in [
+        ({}, "not a stop record of version 1"),
+        ({"version": 1, "run_id": "run a"}, "run_id must be 1 to 64 ASCII letters"),
+        ({"version": 1, "run_id": None, "reason": {"code": "nonfinite", "message": "x"}},
+         "a nonfinite reason names no simulation and time step"),
+        ({"version": 1, "run_id": None, "reason": {"code": "end", "message": "x"},
+          "finished": [[1, 2, 3]], "byes": [], "complete": True},
+         r"finished \[1, 2, 3\]: more refused than held"),
+        ({"version": 1, "run_id": None, "reason": {"code": "end", "message": "x"},
+          "finished": [], "byes": [[1, 2, 3, 4, -1]], "complete": True},
+         r"byes: bad row \[1, 2, 3, 4, -1\]"),
     ]:  # fmt: skip
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match=words):
             parse_record(broken)
 
 

@@ -42,7 +42,7 @@ def send_until_gone(client: Client, count: int = COUNT) -> None:
     """Send steps of `count` float32 until a send gives up on the receiver
     (`ReceiverGone`)."""
     u = np.ones(count, np.float32)
-    with pytest.raises(ReceiverGone):
+    with pytest.raises(ReceiverGone, match="the receiver is unreachable"):
         for t in range(1000):
             client.send(t, u=u)
 

@@ -54,7 +54,7 @@ def test_a_predictions_follow_waits_its_timeout_in_all(monkeypatch: pytest.Monke
     monkeypatch.setattr(following_module, "time", clock)
     follower = DeadRuns(clock)
     following = Following(follower, ReplayWindow(1 << 20), 30.0, "simulation 3", "")  # type: ignore[arg-type]
-    with pytest.raises(Unanswered):
+    with pytest.raises(Unanswered, match="no HELD within 0.25 s"):
         following.switch(object(), B, lambda e: None, lambda *a: None, 1.0, whole=True)  # type: ignore[arg-type]
     assert follower.waits == [1.0, pytest.approx(0.25)]
     assert clock.now == pytest.approx(101.0)  # (the request's 1 s, not 1.75)
@@ -78,6 +78,6 @@ def test_the_receivers_asked_in_turn_share_the_deadline(
     monkeypatch.setattr(follow_module.Follower, "_ask", silent)
     follower = follow_module.Follower(str(tmp_path), 3, "run-a", ["tcp://a:1"])
     two = [dict(B[0], rank=0), dict(B[0], rank=1)]
-    with pytest.raises(Unanswered):
+    with pytest.raises(Unanswered, match="no HELD within 0.25 s"):
         follower.held(two, 0.75, until=clock.now + 1.0)
     assert waits == [0.75, pytest.approx(0.25)]

@@ -130,7 +130,9 @@ def test_a_request_does_not_wait_past_its_timeout_for_a_restarted_trainer_to_ans
     try:
         with following_client() as client:
             send_first_steps(client, a_buffer)
-            with pytest.raises(PredictTimeout):  # (A serves nothing: the requests fail)
+            with pytest.raises(
+                PredictTimeout, match="no serving endpoint in"
+            ):  # (A serves nothing: the requests fail)
                 client.predict({"u": field(0)}, timeout=0.2)
             record, buffer_state = a.state_dict(), a_buffer.state_dict()
             a.stop()

@@ -130,7 +130,7 @@ def test_the_notice_says_connect_not_reconnect(caplog: pytest.LogCaptureFixture)
     client.send(0, u=np.ones(4, np.float32))
     with (
         caplog.at_level(logging.WARNING, logger="melissa_trainer.client.client"),
-        pytest.raises(TimeoutError),
+        pytest.raises(TimeoutError, match="no receiver ever accepted a connection"),
     ):
         client.close()
     notices = [r.getMessage() for r in caplog.records if "The close waits" in r.getMessage()]

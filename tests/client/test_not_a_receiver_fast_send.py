@@ -57,7 +57,7 @@ def test_a_client_sending_fast_into_a_program_that_is_not_a_receiver_is_warned(
     finally:
         # (nothing can be delivered, and silence is waited for until close_timeout: a
         # stopped trainer is as silent; not a refusal, which a ValueError would be)
-        with pytest.raises(TimeoutError):
+        with pytest.raises(TimeoutError, match="not a melissa-trainer receiver"):
             client.close()
     # (said while it sent, before the close, which says it too; before: only the close)
     said = f"simulation 9 rank 0: to {silent}: {NOT_RECEIVER}; nothing sent to it is delivered"

@@ -39,7 +39,9 @@ def test_a_refused_simulation_asking_for_a_prediction_is_told_it_was_refused(
             watch_ended(client)
             with pytest.raises(SimulationRefused) as caught:
                 client.predict(INPUTS, timeout=5.0)
-            with pytest.raises(SimulationRefused):  # (every later request)
+            with pytest.raises(
+                SimulationRefused, match="refused it, and dropped everything it sent"
+            ):  # (every later request)
                 client.predict(INPUTS, timeout=5.0)
             with pytest.raises(SimulationRefused) as sent:  # (the same sentence as a send's)
                 client.send(0, vort=np.zeros(4))

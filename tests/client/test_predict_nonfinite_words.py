@@ -46,7 +46,10 @@ def test_a_predictor_of_its_own_is_not_called_a_simulation(
         answering_server(tmp_path),
         Predictor(5, rendezvous_dir=tmp_path) as predictor,
         caplog.at_level(logging.WARNING),
-        pytest.raises(PredictRefused),
+        pytest.raises(
+            PredictRefused,
+            match=r"refused the prediction \(bad_request\): nonfinite: input 'u'",
+        ),
     ):
         predictor.predict(NAN, timeout=30.0)
     assert said(caplog) == [
@@ -68,7 +71,13 @@ def test_a_clients_requests_are_its_simulations_in_the_c_clients_words(
         Client(simulation_id=2, fields=study) as client,
     ):
         watch_ended(client)
-        with caplog.at_level(logging.WARNING), pytest.raises(PredictRefused):
+        with (
+            caplog.at_level(logging.WARNING),
+            pytest.raises(
+                PredictRefused,
+                match=r"refused the prediction \(bad_request\): nonfinite: input 'u'",
+            ),
+        ):
             client.predict(NAN, timeout=30.0)
     c_words = C_WORDS.replace("mt_predict()", "predict()").replace(
         "MT_EREFUSED, MT_REFUSAL_BAD_REQUEST", "PredictRefused, reason 'bad_request'"

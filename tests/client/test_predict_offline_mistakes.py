@@ -48,7 +48,7 @@ def test_wrong_inputs_after_the_trainer_stopped_are_a_value_error(tmp_path: Path
             with pytest.raises(ValueError, match="input 'u' is <f8"):
                 client.predict({"u": U.astype(np.float64)}, timeout=LONG)
         # the trainer stopped (its serve file removed): the next request falls back
-        with pytest.raises(PredictTimeout):
+        with pytest.raises(PredictTimeout, match="refused the connection: nothing listens there"):
             client.predict({"u": U}, timeout=LONG)
         for mistake, words in [
             ({"u": U.astype(np.float64)}, "input 'u' is <f8 (4,), declared <f4 (4,)"),
@@ -71,7 +71,7 @@ def test_a_restarted_trainer_with_other_inputs_is_read_before_they_are_checked(
     with Predictor(0, rendezvous_dir=rv) as client:
         with serving_u(rv, "float32"):
             assert client.predict({"u": U}, timeout=LONG).version == VERSION
-        with pytest.raises(PredictTimeout):
+        with pytest.raises(PredictTimeout, match="refused the connection: nothing listens there"):
             client.predict({"u": U}, timeout=LONG)
         with serving_u(rv, "float64"):  # (its serve file ends the backoff)
             u64 = U.astype(np.float64)
@@ -91,5 +91,7 @@ def test_inputs_the_wire_cannot_carry_are_a_value_error_with_no_trainer_known(
             client.predict({"u": np.ones(4, complex)}, timeout=0.05)
         with pytest.raises(ValueError, match="dimensions must be >= 1"):
             client.predict({"u": np.zeros((2, 0), np.float32)}, timeout=0.05)
-        with pytest.raises(PredictTimeout):  # (a float64 may be its inputs: not known)
+        with pytest.raises(
+            PredictTimeout, match="no serving endpoint in"
+        ):  # (a float64 may be its inputs: not known)
             client.predict({"u": U.astype(np.float64)}, timeout=0.05)

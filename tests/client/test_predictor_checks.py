@@ -89,7 +89,7 @@ def test_a_mistyped_rendezvous_dir_says_the_directory_meant(
     with Predictor(0, rendezvous_dir=typo) as p:
         with pytest.raises(PredictTimeout) as raised:
             p.predict(_U, timeout=0.2)
-        with pytest.raises(PredictTimeout):
+        with pytest.raises(PredictTimeout, match="did you mean"):
             p.predict(_U, timeout=0.2)
     meant = f"did you mean {tmp_path / 'rendezvous'}?"
     assert meant in str(raised.value), raised.value
@@ -126,7 +126,10 @@ def test_no_warning_before_notice_after(tmp_path: Path, caplog: pytest.LogCaptur
     from melissa_trainer.client import predict_lookup
 
     caplog.set_level(logging.WARNING, "melissa_trainer.client.predict")
-    with Predictor(0, rendezvous_dir=tmp_path / "later") as p, pytest.raises(PredictTimeout):
+    with (
+        Predictor(0, rendezvous_dir=tmp_path / "later") as p,
+        pytest.raises(PredictTimeout, match="cannot list"),
+    ):
         p.predict(_U, timeout=0.05)
     assert predict_lookup.NOTICE_AFTER >= 1.0  # (so 0.05 s of waiting is before it)
     assert not [r for r in caplog.records if r.levelno == logging.WARNING]

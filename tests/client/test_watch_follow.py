@@ -57,7 +57,9 @@ def test_a_client_following_a_trainer_that_refuses_it_is_told_at_a_send(
             assert c._watch.admitted is False
             with pytest.raises(SimulationRefused) as caught:  # (before: sent, dropped)
                 c.send(4, u=np.zeros(4))
-            with pytest.raises(SimulationRefused):
+            with pytest.raises(
+                SimulationRefused, match="refused it, and dropped everything it sent"
+            ):
                 c.predict({"u": np.zeros(4)}, timeout=1.0)
     finally:
         if c is not None:

@@ -55,7 +55,7 @@ FLAGS = [
 def test_the_flag_is_told_what_replaces_it(
     argv: list[str], named: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    with pytest.raises(SystemExit):
+    with pytest.raises(SystemExit, match="^2$"):
         ArgumentParser(TrainingArguments).parse_args_into_dataclasses(argv)
     err = capsys.readouterr().err
     assert f"{argv[0]} (Hugging Face's name" in err and named in err, err

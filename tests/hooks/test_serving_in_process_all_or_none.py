@@ -34,7 +34,9 @@ def filled(waiting: int) -> PredictServer:
     srv = PredictServer(INPUTS, max_queue=4)
     srv.start()
     srv.serving = True
-    with pytest.raises(TimeoutError):
+    with pytest.raises(
+        TimeoutError, match="no training step ended within 0.001 s to serve the request"
+    ):
         queued(srv, [{"u": U}] * waiting, 0.001)
     assert srv.pending() == waiting
     return srv

@@ -133,7 +133,7 @@ def test_a_state_of_other_options_or_a_bad_count_is_refused() -> None:
     with pytest.raises(ValueError, match="warped"):
         DensitySampler(BOX, seed=0).load_state_dict({**state, "warped": 99})
     fresh = DensitySampler(BOX, seed=0)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="sampler state has an invalid warped count -1"):
         fresh.load_state_dict({**state, "warped": -1})
     assert fresh.position == 0 and not fresh.observations  # nothing changed
 

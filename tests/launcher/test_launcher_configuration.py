@@ -96,7 +96,9 @@ def test_launcher_tuning_is_frozen_and_holds_seconds_as_floats() -> None:
     tuning = LauncherTuning(simulation_timeout=3, kill_grace=0, poll_interval=1)
     assert (tuning.simulation_timeout, tuning.kill_grace, tuning.poll_interval) == (3.0, 0.0, 1.0)
     assert all(isinstance(v, float) for v in (tuning.simulation_timeout, tuning.kill_grace))
-    with pytest.raises(dataclasses.FrozenInstanceError):
+    with pytest.raises(
+        dataclasses.FrozenInstanceError, match="cannot assign to field 'max_restarts'"
+    ):
         tuning.max_restarts = 5  # type: ignore[misc]
     assert LauncherTuning(min_finished_fraction=1).min_finished_fraction == 1
     with pytest.raises(TypeError, match="poll_interval"):  # tuning is no Launcher argument

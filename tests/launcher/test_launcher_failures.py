@@ -7,6 +7,7 @@ earlier run's logs.
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -64,7 +65,7 @@ def test_a_failure_beyond_the_policy_raises_a_clear_error_from_check(
     assert ("on_failure='raise'" if policy == "raise" else "max_redraws=1") in message
     assert not launch.done
     launch.stop()  # idempotent
-    with pytest.raises(LauncherError):
+    with pytest.raises(LauncherError, match=re.escape(message)):
         launch.check()  # still reported
 
 

@@ -144,6 +144,6 @@ def test_a_state_of_other_options_or_a_bad_count_is_refused() -> None:
     with pytest.raises(ValueError, match="kind"):
         breed.load_state_dict(state)
     fresh = SurrogateSampler(BOX, seed=0)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="sampler state has an invalid acquired count -1"):
         fresh.load_state_dict({**state, "acquired": -1})
     assert fresh.position == 0 and not fresh.observations  # nothing changed

@@ -39,7 +39,7 @@ def test_held_round_trips_and_rejects_what_breaks_its_rules() -> None:
         with pytest.raises(P.ProtocolError) as caught:
             P.decode_held(data)
         assert caught.value.reason == reason
-    with pytest.raises(P.ProtocolError):
+    with pytest.raises(P.ProtocolError, match="bad_size: HELD_QUERY of 25 bytes"):
         P.decode_held_query(P.encode_held_query(3, 9) + b"\0")
 
 

@@ -40,7 +40,7 @@ def test_random_operations_hold_what_a_bounded_deque_holds(size: int) -> None:
 
 def test_pop_from_empty_raises_and_size_is_checked() -> None:
     keys = RecentKeys(3)
-    with pytest.raises(IndexError):
+    with pytest.raises(IndexError, match="pop from an empty RecentKeys"):
         keys.pop()
     with pytest.raises(ValueError, match="size >= 1"):
         RecentKeys(0)

@@ -110,11 +110,15 @@ def test_trainer_gone_then_restarted(tmp_path: Path) -> None:
             assert p.predict({"u": u}, timeout=20).version == 1
             first.send_signal(signal.SIGKILL)
             first.wait()
-            with pytest.raises(PredictTimeout):
+            with pytest.raises(
+                PredictTimeout, match="refused the connection: nothing listens there"
+            ):
                 p.predict({"u": u}, timeout=0.5)
             entry, _ = read_serving(tmp_path / "rv", 0, None)
             assert entry is not None and entry["endpoint"] == endpoint  # stale, left
-            with pytest.raises(PredictTimeout):
+            with pytest.raises(
+                PredictTimeout, match="refused the connection: nothing listens there"
+            ):
                 p.predict({"u": u}, timeout=0.5)  # looked up again: the stale one
             second, endpoint2 = start_server(tmp_path, 2)
             assert endpoint2 != endpoint

@@ -75,7 +75,7 @@ def test_a_malformed_study_end_is_refused_by_reason(frame: bytes, reason: str) -
     with pytest.raises(P.ProtocolError) as info:
         P.decode(frame, max_message_bytes=1 << 20)
     assert info.value.reason == reason
-    with pytest.raises(P.ProtocolError):
+    with pytest.raises(P.ProtocolError, match=f"^{reason}: "):
         decode_study_end(frame, len(frame), P.PREFIX.unpack_from(frame)[4], 1 << 20)
 
 

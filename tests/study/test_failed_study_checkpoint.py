@@ -114,7 +114,9 @@ def test_a_failed_study_keeps_its_training_and_a_resume_does_what_the_line_says(
 
     caplog.clear()
     resumed = run(tmp_path, resumed=True)
-    with pytest.raises(SourceError):  # simulation 2 fails for good: the study fails again
+    with pytest.raises(
+        SourceError, match="the simulation study failed: simulation 2 failed once"
+    ):  # simulation 2 fails for good: the study fails again
         resumed.train()
     again = (tmp_path / "launches").read_text().split()[len(launched) :]
     assert again == ["2"]  # 1, given up, does not run again; 2, interrupted, does

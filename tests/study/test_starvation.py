@@ -101,7 +101,7 @@ def test_a_silence_the_receivers_watchdog_has_is_left_to_it() -> None:
     clock.now += 30.0
     w.check(4, 0.02)  # left to the receiver's watchdog
     has[0] = False  # excused there (a rank but 0: the start-up allowance), not here
-    with pytest.raises(StarvedRankError):
+    with pytest.raises(StarvedRankError, match="cannot train: it waits for a batch of 4 samples"):
         w.check(4, 0.02)
 
 

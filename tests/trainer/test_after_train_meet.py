@@ -45,7 +45,7 @@ def test_a_call_given_up_is_not_met_by_a_late_rank_nor_by_a_retry(store: Any) ->
     `pytest.raises` failed, "DID NOT RAISE". Now rank 1 reads the withdrawal and
     raises, and both ranks' next call meets at one number."""
     zero, one = fake_trainer(rank=0), fake_trainer(rank=1)
-    with pytest.raises(after_train.AfterTrainError):
+    with pytest.raises(after_train.AfterTrainError, match="rank.s. 1 did not call it within 0.2 s"):
         after_train.meet_after_train(zero, "save_checkpoint")  # (rank 1 not there)
     with pytest.raises(after_train.AfterTrainError) as caught:
         after_train.meet_after_train(one, "save_checkpoint")  # (rank 1, late)

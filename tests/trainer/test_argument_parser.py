@@ -135,7 +135,7 @@ def test_cli_reports_every_problem_with_its_flag_or_file_key(
     err = capsys.readouterr().err
     assert f"in --config {path}, unknown key 'bufer': did you mean 'buffer'?" in err
     path.write_text("batch_size: 0\n")
-    with pytest.raises(SystemExit):
+    with pytest.raises(SystemExit, match="^2$"):
         parse("--config", str(path), "--logging_steps", "0")
     err = capsys.readouterr().err
     assert f"in --config {path}, key 'batch_size': batch_size=0 must be a positive" in err
@@ -161,7 +161,7 @@ def test_parser_defaults_show_in_help_and_are_overridable(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     parser = ArgumentParser(TrainingArguments, ModelArgs, defaults={**HEAT_LIKE, "lr": 0.5})
-    with pytest.raises(SystemExit):
+    with pytest.raises(SystemExit, match="^0$"):
         parser.parse_args_into_dataclasses(["--help"])
     out = " ".join(capsys.readouterr().out.split())  # argparse wraps lines
     assert "Buffer policy. One of: fifo, firo, reservoir. (default: reservoir)" in out
@@ -224,7 +224,7 @@ def test_parse_dict_two_dataclasses_and_unknown_keys() -> None:
 def test_required_fields_and_clashes(capsys: pytest.CaptureFixture[str]) -> None:
     parser = ArgumentParser(Required)
     assert parser.parse_args_into_dataclasses(["--width", "3"]) == (Required(3),)
-    with pytest.raises(SystemExit):
+    with pytest.raises(SystemExit, match="^2$"):
         parser.parse_args_into_dataclasses([])
     assert "required: --width" in capsys.readouterr().err
     with pytest.raises(ConfigError, match="width is required"):
@@ -236,7 +236,7 @@ def test_required_fields_and_clashes(capsys: pytest.CaptureFixture[str]) -> None
 
 
 def test_help_mentions_fields(capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit):
+    with pytest.raises(SystemExit, match="^0$"):
         ArgumentParser(TrainingArguments, ModelArgs).parse_args_into_dataclasses(["--help"])
     out = capsys.readouterr().out
     assert "--batch_size" in out and "Samples per batch on each device. (default: 32)" in out

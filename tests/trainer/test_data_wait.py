@@ -71,7 +71,7 @@ def test_a_long_wait_for_data_is_said_with_what_the_buffer_holds(tmp_path: Path)
     thread = threading.Thread(target=stop_once_said)
     thread.start()
     try:
-        with pytest.raises(Preempted):
+        with pytest.raises(Preempted, match="preempted by SIGTERM"):
             trainer.train()
     finally:
         thread.join()

@@ -212,7 +212,7 @@ def test_a_bound_past_the_groups_timeout_is_a_refusal_said_as_one_line(
 
     monkeypatch.delenv("WORLD_SIZE", raising=False)  # (no launcher's store: no mark left)
     _two_ranks(monkeypatch, other=0.0, group=600.0)
-    with pytest.raises(ConfigError):
+    with pytest.raises(ConfigError, match="more than the process group's timeout, 600 s"):
         agree_meet_bound(0, _Bound(500.0), "cpu")
     with pytest.raises(SystemExit) as ended, refusals_end_the_program():
         agree_meet_bound(0, _Bound(500.0), "cpu")

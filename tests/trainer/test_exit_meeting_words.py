@@ -49,7 +49,10 @@ def said() -> Iterator[Said]:
 @pytest.mark.timeout(60)
 def test_a_wait_that_raised_did_not_arrive(said: Said) -> None:
     watch = WaitWatch(rank=0, first=0.001)
-    with pytest.raises(RuntimeError), watch.waiting("the other ranks at a save"):
+    with (
+        pytest.raises(RuntimeError, match="a peer is gone"),
+        watch.waiting("the other ranks at a save"),
+    ):
         assert said.warned.wait(WAIT)
         raise RuntimeError("a peer is gone")
     assert said.messages[-1].startswith("rank 0: the other ranks at a save ended with an error")

@@ -63,7 +63,7 @@ def test_a_source_failure_before_any_periodic_save_writes_a_checkpoint(
 
 @pytest.mark.timeout(60)
 def test_the_checkpoint_written_at_the_failure_resumes(tmp_path: Path) -> None:
-    with pytest.raises(SourceError):
+    with pytest.raises(SourceError, match="the producer failed"):
         trainer(tmp_path, Failing()).train()
     samples = [*linear_samples(16)]
 
@@ -141,6 +141,6 @@ def test_a_failure_with_a_cause_is_raised_at_once_under_several_ranks(tmp_path: 
     trainer = Distributed(tmp_path, error)
     trainer.fail = True
     failure = SourceFailure(trainer)  # type: ignore[arg-type]
-    with pytest.raises(SourceError):
+    with pytest.raises(SourceError, match="the receiver's thread failed"):
         failure.prefetch(4)
     assert failure.error is None and failure.code == 0

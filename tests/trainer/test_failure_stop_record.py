@@ -73,7 +73,7 @@ def recorded_reason(tmp_path: Path) -> dict[str, Any]:
 @pytest.mark.timeout(120)
 def test_a_hook_that_raises_records_error_naming_the_exception(tmp_path: Path) -> None:
     trainer = failing_trainer(tmp_path, FailingHook())
-    with pytest.raises(Boom):
+    with pytest.raises(Boom, match="the hook's own failure"):
         trainer.train()
     reason = recorded_reason(tmp_path)
     assert reason["code"] == "error", reason  # (before: "stopped")

@@ -80,7 +80,7 @@ def test_a_lost_peers_failure_holds_sigterm_during_the_note_wait(
     exit_meeting._dropped[0] = 0
     handler = PreemptionHandler(parent=None, exit=lambda code: None).install()
     try:
-        with pytest.raises(RankGone):
+        with pytest.raises(RankGone, match="another rank is gone and left no note of why"):
             ending.failed(trainer, RuntimeError("Connection closed by peer"), handler)  # type: ignore[arg-type]
         handler.restore()
         said_dropped()

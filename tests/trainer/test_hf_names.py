@@ -49,7 +49,7 @@ def test_a_hugging_face_flag_is_told_what_replaces_it(
 
 
 def test_a_typo_still_gets_the_closest_flag(capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit):
+    with pytest.raises(SystemExit, match="^2$"):
         ArgumentParser(TrainingArguments).parse_args_into_dataclasses(["--batchsize", "3"])
     assert "--batchsize (did you mean --batch_size?)" in capsys.readouterr().err
 

@@ -87,15 +87,17 @@ def test_try_put_refused_for_room_lets_reads_pass_the_rate_limiter() -> None:
     limiter = RateLimiter(samples_per_insert=0.25, tolerance=0.0, min_size_to_sample=4)
     buffer = ReservoirBuffer(4, watermark=4, rate_limiter=limiter)
     assert all(buffer.try_put(sample(i)) for i in range(4))
-    with pytest.raises(TimeoutError):
+    with pytest.raises(TimeoutError, match=r"no data yet \(rate limiter holds reads back\)"):
         buffer.get_batch(2, timeout=0)  # nobody waits for room yet: the limiter holds
     assert buffer.try_put(sample(4)) is False  # full, nothing drawn: refused, parked
     assert len(buffer.get_batch(2, timeout=0)) == 2  # as for a put blocked in a thread
     assert buffer.try_put(sample(4)) is True  # a drawn sample is evicted
-    with pytest.raises(TimeoutError):  # no longer parked: the limiter holds reads again
+    with pytest.raises(
+        TimeoutError, match=r"no data yet \(rate limiter holds reads back\)"
+    ):  # no longer parked: the limiter holds reads again
         buffer.get_batch(2, timeout=0)
     buffer.close()
-    with pytest.raises(BufferClosedError):
+    with pytest.raises(BufferClosedError, match="on a closed buffer"):
         buffer.try_put(sample(5))
 
 

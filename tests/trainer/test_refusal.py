@@ -19,7 +19,9 @@ def test_rank_zero_raises_the_error_itself_the_others_a_quiet_copy() -> None:
     assert type(quiet).__name__ == "ConfigError" and str(quiet) == str(error)
     assert quiet.problems == error.problems and quiet.code == 1  # type: ignore[attr-defined]
     assert elsewhere(quiet, 2) is quiet
-    with pytest.raises(ConfigError):  # a user's handler catches it on every rank
+    with pytest.raises(
+        ConfigError, match="invalid start: output_dir holds checkpoints"
+    ):  # a user's handler catches it on every rank
         raise quiet
     locked = OutputDirLocked("/tmp/out", None)
     copy = elsewhere(locked, 3)

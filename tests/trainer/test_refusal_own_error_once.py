@@ -61,7 +61,7 @@ def rank_0_says(error: BaseException, monkeypatch: pytest.MonkeyPatch) -> None:
     """What rank 0 does with `error` in the wrapper: says it, leaves the mark."""
     with monkeypatch.context() as m:
         m.setenv("RANK", "0")
-        with pytest.raises(SystemExit), refusals_end_the_program():
+        with pytest.raises(SystemExit, match="^2$"), refusals_end_the_program():
             raise error
 
 
@@ -88,7 +88,7 @@ def test_another_text_or_no_word_from_rank_0_is_said_by_this_rank(
     assert capsys.readouterr().err.count(": error: my_steps=-2") == 1
     monkeypatch.setattr(refusals, "QUIET_RANK_GRACE", 1e6)
     rank_0_says(ConfigError(["my_steps=-1 must be positive"]), monkeypatch)
-    with pytest.raises(SystemExit), refusals_end_the_program():
+    with pytest.raises(SystemExit, match="^2$"), refusals_end_the_program():
         raise ConfigError(["my_steps=-2 must be positive"])
     said = capsys.readouterr().err
     assert said.count(": error: my_steps=-1") == 1 and said.count(": error: my_steps=-2") == 1

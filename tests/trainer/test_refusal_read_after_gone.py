@@ -53,7 +53,7 @@ def reads_after(monkeypatch: pytest.MonkeyPatch, answer: str | None, *, quiet: b
     monkeypatch.setattr(refusal_mark, "launch_store", lambda: link)
     monkeypatch.setattr(refusal_mark, "read", lambda: reads.append("new connection"))
     error = ConfigError([LINE_WORDS])
-    with pytest.raises(SystemExit), refusals_end_the_program():
+    with pytest.raises(SystemExit, match="^2$"), refusals_end_the_program():
         raise elsewhere(error, 1) if quiet else error
     assert "new connection" not in reads  # (a lost DNS query: 5 s, rank 0 gone meanwhile)
     return len(reads)

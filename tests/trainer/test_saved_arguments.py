@@ -35,7 +35,7 @@ def test_saved_arguments_whose_resumed_checkpoint_was_rotated_away_still_load(
     # made anew, the same arguments are refused at once (a typo's early error) ...
     with pytest.raises(ConfigError, match="is not a directory"):
         TrainingArguments(output_dir=str(out), resume_from_checkpoint=str(resumed))
-    with pytest.raises(SystemExit):
+    with pytest.raises(SystemExit, match="^2$"):
         ArgumentParser(TrainingArguments).parse_args_into_dataclasses(
             ["--resume_from_checkpoint", str(resumed)]
         )

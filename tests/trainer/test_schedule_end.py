@@ -145,7 +145,7 @@ def test_a_resume_at_the_schedule_end_is_refused_then_extended_as_documented(
     tmp_path: Path,
 ) -> None:
     out = tmp_path / "out"
-    with pytest.raises(ScheduleEnded):
+    with pytest.raises(ScheduleEnded, match="the end of the lr_scheduler OneCycleLR"):
         run(out, one_cycle(5))[0].train()
     # the same script resumed: the checkpoint's total (5) applies, no step is left
     trainer, _ = run(out, one_cycle(100), resume="latest")
@@ -255,7 +255,7 @@ def test_the_schedule_end_save_pauses_the_step_watch(
         return save()
 
     trainer.save_checkpoint = spied  # type: ignore[method-assign]
-    with pytest.raises(ScheduleEnded):
+    with pytest.raises(ScheduleEnded, match="training stopped at step 5"):
         trainer.train()
     assert trainer.state.global_step == step
     assert paused == [1] and watch._paused == 0, paused
@@ -288,7 +288,7 @@ def test_the_step_a_scheduler_raised_at_fires_step_end_before_its_checkpoint(
     trainer, _ = run(out, lambda_over([1.0] * 5))
     steps = Steps()
     trainer.hooks.add(steps)
-    with pytest.raises(ScheduleEnded):
+    with pytest.raises(ScheduleEnded, match="the lr_scheduler LambdaLR raised at its step 5"):
         trainer.train()
     assert steps.ended == [1, 2, 3, 4, 5]
     trainer, _ = run(out, lambda_over([1.0] * 20), resume="latest", max_steps=7)

@@ -69,7 +69,7 @@ def test_a_reduction_sums_each_simulations_losses_and_divides_by_the_recent_mean
     assert [x.simulation_id for x in losses.values()] == [3, 5, 7]
     assert dict(losses.items())[7] == losses[7] == updated[7] and 5 in losses
     assert losses.get(99) is None and 99 not in losses
-    with pytest.raises(KeyError):
+    with pytest.raises(KeyError, match="99"):
         losses[99]
 
 

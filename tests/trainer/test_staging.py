@@ -177,7 +177,7 @@ def test_stager_leaves_the_staged_batch_pending(tmp_path: Path) -> None:
         (x, y), n = stager.next_batch()
         (rx, ry), rn = restored.next_batch()
         assert n == rn == BATCH and torch.equal(x, rx) and torch.equal(y, ry)
-    with pytest.raises(IndexError):
+    with pytest.raises(IndexError, match="no pending batch: call StreamDataset.prefetch first"):
         stager.next_batch()
 
 

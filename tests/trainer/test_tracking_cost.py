@@ -382,7 +382,7 @@ def test_the_statistics_columns_reduce_as_one_row_per_simulation_did() -> None:
     for sid, row in last.items():
         v = losses[sid]
         assert (v.draws, v.mean.hex(), v.relative.hex(), v.step) == row
-    with pytest.raises(KeyError):
+    with pytest.raises(KeyError, match="999"):
         losses[999]
     # a state whose ids are not in order (written by hand): read as the same statistics
     state = losses.state_dict()
@@ -406,5 +406,5 @@ def test_a_reductions_statistics_are_the_dataclass_s_own_instances() -> None:
     assert made == plain_one and hash(made) == hash(plain_one) and repr(made) == repr(plain_one)
     assert dataclasses.asdict(made) == dataclasses.asdict(plain_one)
     assert dataclasses.replace(made, draws=8) == dataclasses.replace(plain_one, draws=8)
-    with pytest.raises(dataclasses.FrozenInstanceError):
+    with pytest.raises(dataclasses.FrozenInstanceError, match="cannot assign to field 'draws'"):
         made.draws = 3  # type: ignore[misc]

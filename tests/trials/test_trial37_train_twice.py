@@ -101,6 +101,6 @@ def test_a_train_refused_before_its_source_started_may_be_retried(tmp_path: Path
         process_sample=xy,
     )
     for _ in range(2):
-        with pytest.raises(ScheduleEnded):
+        with pytest.raises(ScheduleEnded, match="max_steps 10 is past the end of the lr_scheduler"):
             trainer.train()
     assert not trainer.train_started

@@ -104,17 +104,14 @@ def c_script(s: Scenario, endpoints: Sequence[str]) -> str:
 
 
 class _RankOneOfTwo:
-    """Stands for MPI_COMM_WORLD seen from rank 1 of 2, rank 0 holding `other` elements
-    of each field and declaring the same fields: what the Python client's first send
-    asks of a communicator (the sizes, its declaration's hash and square, a failure)."""
+    """Stands for MPI_COMM_WORLD seen from rank 1 of 2, rank 0 declaring the same fields
+    and holding `other` elements of each field: what the Python client's first send
+    asks of a communicator (`place_parts`: first a reduction of the declaration's count
+    and hash pieces, each with its square, and "this rank failed"; then the sizes')."""
 
     def __init__(self, other: Sequence[int]) -> None:
         self.sizes = np.asarray(other, dtype=np.int64)
-
-    def _rank_0(self, local: np.ndarray) -> np.ndarray:
-        theirs = local.copy()  # (the same declaration: the same hash)
-        theirs[: len(self.sizes)], theirs[-1] = self.sizes, 0
-        return theirs
+        self.agreed = False
 
     def Get_rank(self) -> int:  # noqa: N802 (mpi4py's names)
         return 1
@@ -123,10 +120,14 @@ class _RankOneOfTwo:
         return 2
 
     def Exscan(self, local: np.ndarray, out: np.ndarray, op: Any = None) -> None:  # noqa: N802
-        out[:] = self._rank_0(local)
+        out[:] = self.sizes
 
     def Allreduce(self, local: np.ndarray, out: np.ndarray, op: Any = None) -> None:  # noqa: N802
-        out[:] = self._rank_0(local) + local
+        if not self.agreed:  # (rank 0: the same declaration, and it did not fail)
+            self.agreed = True
+            out[:-1], out[-1] = 2 * local[:-1], local[-1]
+        else:
+            out[:] = self.sizes + local
 
 
 def run_python(s: Scenario, endpoints: Sequence[str], other_counts: Sequence[int] = ()) -> None:

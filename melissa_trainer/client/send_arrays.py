@@ -8,8 +8,8 @@ accelerate.
 
 from __future__ import annotations
 
+import hashlib
 import sys
-import zlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -22,9 +22,13 @@ __all__ = ["describe_fields", "place_parts", "prepare_arrays"]
 
 Prepared = list[tuple[FieldPart, np.ndarray]]
 
-#: bits of a declaration's hash compared across ranks (`place_parts`): its square times
-#: the number of ranks stays within int64 up to 2**23 ranks
+#: a declaration's hash is compared across ranks (`place_parts`) in pieces of this many
+#: bits, each with its square: a square times the number of ranks stays within int64 up
+#: to 2**23 ranks
 DECLARATION_BITS = 20
+#: the pieces compared: 60 bits of the hash, about as strong as the C client's 62
+#: (a chance of about 1e-18 that two different declarations pass)
+DECLARATION_PIECES = 3
 
 
 def prepare_arrays(
@@ -102,9 +106,12 @@ def place_parts(
 
     Every rank takes part even if its own arrays are invalid, and all ranks raise
     together, so that a mistake on one rank does not leave the others hanging. So do
-    ranks that declared different fields (a hash of each rank's declaration is
-    compared): else each rank's HELLO would differ, the receiver would take the first
-    to arrive and drop the others' data, and the simulation would end incomplete.
+    ranks that declared different fields, a different number of them included (the
+    count and a 60-bit hash of each rank's declaration are compared in a reduction of
+    the same length on every rank, before any reduction of one entry per field): else
+    each rank's HELLO would differ, the receiver would take the first to arrive and drop
+    the others' data, and the simulation would end incomplete. What this misses: two
+    different declarations of the same count and hash (a chance of about 1e-18).
     """
     # mpi4py's reductions sum by default; its module is named only when already loaded
     # (a real mpi4py communicator loaded it): importing it here would initialise MPI in
@@ -119,40 +126,43 @@ def place_parts(
         prepared = prepare_arrays(fields, given, rank)
     except Exception as exc:  # raised below, once the other ranks know
         error = exc
-    n = len(fields)
-    # the sizes, the declaration's hash and its square, then "this rank failed"
-    local = np.zeros(n + 3, dtype=np.int64)
-    if error is None:
-        local[:n] = [arr.size for _, arr in prepared]
-    else:
-        local[-1] = 1
     declared = describe_fields(fields)
-    mark = zlib.crc32(declared.encode()) & ((1 << DECLARATION_BITS) - 1)
-    local[n], local[n + 1] = mark, mark * mark
-    offsets = np.zeros_like(local)
-    totals = np.zeros_like(local)
-    comm.Exscan(local, offsets, **op)
-    if rank == 0:
-        offsets[:] = 0  # MPI leaves rank 0's result undefined
-    comm.Allreduce(local, totals, **op)
+    # First, a reduction of the same length on every rank: the field count and the
+    # pieces of the declaration's hash, each followed by its square, then "this rank
+    # failed". The reductions of the sizes below have one entry per field: ranks that
+    # counted differently would pass buffers of different lengths, which MPI aborts the
+    # whole job on ("Message truncated") before any rank can raise.
+    compared = [len(fields), *_hash_pieces(declared)]
+    failed = int(error is not None)
+    mine = np.array([*(v for c in compared for v in (c, c * c)), failed], dtype=np.int64)
+    agreed = np.zeros_like(mine)
+    comm.Allreduce(mine, agreed, **op)
     if error is not None:
         raise error
-    if totals[-1]:
+    if agreed[-1]:
         raise ValueError(
-            f"the first send failed its checks on {totals[-1]} other rank(s); see the error there"
+            f"the first send failed its checks on {agreed[-1]} other rank(s); see the error there"
         )
-    # every rank's hash is this one iff both sums are `ranks` times this rank's: the sum
-    # of (h_r - h)**2 over the ranks is then 0 (so every rank finds a difference alike)
-    if totals[n] != ranks * mark or totals[n + 1] != ranks * mark * mark:
+    # a value is alike on every rank iff its sum is `ranks` times this rank's and so is
+    # its square's: the sum of (v_r - v)**2 over the ranks is then 0 (so every rank
+    # finds a difference, and all raise together)
+    if (agreed[:-1] != ranks * mine[:-1]).any():
         raise ValueError(
             f"the ranks of the communicator declare different fields: this rank ({rank} of "
             f"{ranks}) declares {declared}. Give Client the same fields (names, order, "
             "global shapes, dtypes) on every rank: each rank sends its part of the same "
             "global fields (each rank's error names its own)"
         )
+    local = np.array([arr.size for _, arr in prepared], dtype=np.int64)
+    offsets = np.zeros_like(local)
+    totals = np.zeros_like(local)
+    comm.Exscan(local, offsets, **op)
+    if rank == 0:
+        offsets[:] = 0  # MPI leaves rank 0's result undefined
+    comm.Allreduce(local, totals, **op)
     wrong = {
         f.spec.name: (int(total), f.spec.size)
-        for f, total in zip(fields.values(), totals[:n], strict=True)
+        for f, total in zip(fields.values(), totals, strict=True)
         if total != f.spec.size
     }
     if wrong:
@@ -162,9 +172,17 @@ def place_parts(
                 f"{k!r} has {got} elements, expected {exp}" for k, (got, exp) in wrong.items()
             )
         )
-    for (f, arr), offset in zip(prepared, offsets[:n], strict=True):
+    for (f, arr), offset in zip(prepared, offsets, strict=True):
         f.place(simulation_id, rank, ranks, int(offset), arr.size)
     return prepared
+
+
+def _hash_pieces(declared: str) -> list[int]:
+    """`DECLARATION_PIECES` pieces of `DECLARATION_BITS` bits of a 64-bit hash of the
+    declaration in words (BLAKE2b: the same on every rank and Python, unlike `hash`)."""
+    digest = int.from_bytes(hashlib.blake2b(declared.encode(), digest_size=8).digest(), "little")
+    mask = (1 << DECLARATION_BITS) - 1
+    return [(digest >> (DECLARATION_BITS * i)) & mask for i in range(DECLARATION_PIECES)]
 
 
 def describe_fields(fields: Mapping[str, FieldPart]) -> str:

@@ -38,19 +38,26 @@ OTHER = {
     "shape": (["u 1 2 2 4", "p 2 0"], "'u' float32 (2, 4), 'p' float64 ()"),
     "name": (["v 1 2 4 2", "p 2 0"], "'v' float32 (4, 2), 'p' float64 ()"),
     "ndim": (["u 1 1 8", "p 2 0"], "'u' float32 (8,), 'p' float64 ()"),
+    # one field more: the count is compared with the hash, before the scans (whose
+    # lengths are each rank's count); the same words as any other difference
+    "extra": (
+        ["u 1 2 4 2", "p 2 0", "w 1 1 3"],
+        "'u' float32 (4, 2), 'p' float64 (), 'w' float32 (3,)",
+    ),
 }
 
 
-def _scripts(other: str) -> list[str]:
-    """Each rank declares its fields, starts, sends its half of its first field and (rank
-    0) the scalar, and closes: line 5 is the start."""
+def _scripts(other: str) -> list[tuple[str, int]]:
+    """Each rank's script and the line of its start: it declares its fields, starts,
+    sends its half of its first field and (rank 0) the scalar, and closes (a third field
+    has no part: the start refuses the declarations before it looks at parts)."""
     scripts = []
     for rank, fields in enumerate([OTHER["none"][0], OTHER[other][0]]):
         (first, dtype), p = fields[0].split()[:2], 1 - rank
         lines = [f"field {f}" for f in fields]
         lines += [f"partcount {first} 4", f"partcount p {p}", "start_mpi"]
         lines += [f"send 0 {first} {dtype} 4 {rank}", f"send 0 p 2 {p} 9", "close"]
-        scripts.append("\n".join(lines) + "\n")
+        scripts.append(("\n".join(lines) + "\n", len(fields) + 3))
     return scripts
 
 
@@ -63,7 +70,7 @@ def _words(rank: int, declares: str) -> str:
     )
 
 
-@pytest.mark.parametrize("other", ["dtype", "shape", "name", "ndim"])
+@pytest.mark.parametrize("other", ["dtype", "shape", "name", "ndim", "extra"])
 def test_ranks_declaring_other_fields_are_refused_at_start_on_every_rank(
     mpi_script_exe: Path,  # noqa: F811
     capture: Any,  # noqa: F811
@@ -72,11 +79,13 @@ def test_ranks_declaring_other_fields_are_refused_at_start_on_every_rank(
 ) -> None:
     cap = capture(1)
     env = {"MELISSA_TRAINER_SIMULATION_ID": "3", "MELISSA_TRAINER_ENDPOINTS": cap.endpoints[0]}
-    results = mpi_run(mpi_script_exe, _scripts(other), tmp_path, env)
-    assert results[0][5] == (MT_EMPI, _words(0, RANK_0)), results[0]
-    assert results[1][5] == (MT_EMPI, _words(1, OTHER[other][1])), results[1]
-    for result in results:  # (nothing sent: the client never started)
-        assert all(status != 0 for status, _ in (result[6], result[7])), result
+    scripts = _scripts(other)
+    results = mpi_run(mpi_script_exe, [script for script, _ in scripts], tmp_path, env)
+    (_, start_0), (_, start_1) = scripts
+    assert results[0][start_0] == (MT_EMPI, _words(0, RANK_0)), results[0]
+    assert results[1][start_1] == (MT_EMPI, _words(1, OTHER[other][1])), results[1]
+    for result, (_, start) in zip(results, scripts, strict=True):  # (nothing sent: not started)
+        assert all(result[start + k][0] != 0 for k in (1, 2)), result
     # the ranks have exited: whatever they had sent is here (the capture kept linger 0)
     assert not cap.socks[0].poll(0), cap.socks[0].recv_multipart()
 
@@ -88,7 +97,7 @@ def test_ranks_declaring_the_same_fields_start_and_stream(
 ) -> None:
     cap = capture(1)
     env = {"MELISSA_TRAINER_SIMULATION_ID": "3", "MELISSA_TRAINER_ENDPOINTS": cap.endpoints[0]}
-    results = mpi_run(mpi_script_exe, _scripts("none"), tmp_path, env)
+    results = mpi_run(mpi_script_exe, [script for script, _ in _scripts("none")], tmp_path, env)
     for result in results:
         assert all(status == 0 for status, _ in result.values()), result
     kinds = [frames[0][P.KIND_AT] for frames in cap.until_bye(byes=2)[0]]
@@ -104,15 +113,18 @@ program declarations_differ
   implicit none
   type(mt_client_t) :: client
   integer :: rank, ierr
+  character(len=8) :: other  ! what rank 1 declares differently: dtype, extra
+  call get_command_argument(1, other)
   call MPI_Init()
   call MPI_Comm_rank(MPI_COMM_WORLD, rank)
   call mt_create(client)
   call mt_set_endpoints(client, 'tcp://127.0.0.1:9')
-  if (rank == 0) then
+  if (rank == 0 .or. other == 'extra') then
     call mt_declare_field(client, 'u', MT_FLOAT64, [4, 3])
   else
     call mt_declare_field(client, 'u', MT_FLOAT32, [4, 3])  ! (parts of the right size)
   end if
+  if (rank == 1 .and. other == 'extra') call mt_declare_field(client, 'w', MT_FLOAT32, [3])
   call mt_declare_part_count(client, 'u', 6_c_int64_t)
   call mt_start_mpi(client, MPI_COMM_WORLD, ierr)
   print '(i0, 1x, i0, 1x, a)', rank, ierr, mt_error_message(client)
@@ -122,9 +134,19 @@ end program
 """
 
 
-def test_fortran_ranks_declaring_other_dtypes_are_refused_at_start_on_every_rank(
+#: what rank 1 declares differently -> what each rank's words say it declares (Fortran's
+#: [4, 3] in C order)
+FORTRAN_OTHER = {
+    "dtype": ["'u' float64 (3, 4)", "'u' float32 (3, 4)"],
+    "extra": ["'u' float64 (3, 4)", "'u' float64 (3, 4), 'w' float32 (3,)"],
+}
+
+
+@pytest.mark.parametrize("other", sorted(FORTRAN_OTHER))
+def test_fortran_ranks_declaring_other_fields_are_refused_at_start_on_every_rank(
     c_client: CClient,  # noqa: F811
     tmp_path: Path,
+    other: str,
 ) -> None:
     mpiexec = find_mpiexec()
     modules, lib = c_client.prefix / "include" / "fortran", c_client.lib_dir
@@ -144,11 +166,10 @@ def test_fortran_ranks_declaring_other_dtypes_are_refused_at_start_on_every_rank
     )  # fmt: skip
     env = {**os.environ, **MPI_SANITIZER_ENV} if c_client.sanitize else None
     proc = subprocess.run(
-        [mpiexec, "-n", "2", str(tmp_path / "prog")],
+        [mpiexec, "-n", "2", str(tmp_path / "prog"), other],
         capture_output=True, text=True, timeout=50, env=env,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    declares = ["'u' float64 (3, 4)", "'u' float32 (3, 4)"]  # (Fortran's [4, 3], C order)
     assert sorted(proc.stdout.splitlines()) == [
-        f"{rank} {MT_EMPI} {_words(rank, declares[rank])}" for rank in (0, 1)
+        f"{rank} {MT_EMPI} {_words(rank, FORTRAN_OTHER[other][rank])}" for rank in (0, 1)
     ]

@@ -291,9 +291,13 @@ def test_exception_in_with_block_sends_no_bye(receiver: Receiver) -> None:
 
 
 class FakeComm:
-    """Rank 1 of 2 of an mpi4py communicator; rank 0 has the first 2 elements of a field
-    and declares the same fields (the hash and its square that `place_parts` compares,
-    the 2 entries before the last, are this rank's)."""
+    """Rank 1 of 2 of an mpi4py communicator; rank 0 declares the same fields (the count
+    and hash pieces that `place_parts`'s first reduction sums, each with its square, are
+    this rank's; it did not fail) and has the first 2 elements of each field (the
+    reductions of the sizes that follow)."""
+
+    def __init__(self) -> None:
+        self.agreed = False
 
     def Get_rank(self) -> int:  # noqa: N802 - mpi4py's names
         return 1
@@ -302,10 +306,14 @@ class FakeComm:
         return 2
 
     def Exscan(self, local: np.ndarray, out: np.ndarray, op: Any = None) -> None:  # noqa: N802
-        out[:-1], out[-1] = 2, 0
+        out[:] = 2
 
     def Allreduce(self, local: np.ndarray, out: np.ndarray, op: Any = None) -> None:  # noqa: N802
-        out[:-3], out[-3:-1], out[-1] = local[:-3] + 2, 2 * local[-3:-1], local[-1]
+        if not self.agreed:  # the first: the declarations compared
+            self.agreed = True
+            out[:-1], out[-1] = 2 * local[:-1], local[-1]
+        else:
+            out[:] = local + 2
 
 
 @pytest.mark.timeout(30)

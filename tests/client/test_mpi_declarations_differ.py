@@ -9,6 +9,11 @@ but its data did not all arrive ...; a solver must send every step and close its
 client": wrong advice, for a solver that did both. (When the other rank's HELLO came
 first, the study's schema refused it: which rank's declaration won was a race.) The
 oracle: each rank's own report of the exception its first send raised.
+
+Found in review (2026-12-06): a rank declaring one field more aborted the job in
+MPI_Exscan ("Message truncated": each rank's reduction had one entry per its own
+field), no rank raising; and the hash compared was 20 bits of crc32, which a name
+found by a few hundred thousand tries matches ("collide").
 """
 
 from __future__ import annotations
@@ -23,7 +28,8 @@ from helpers import NO_MPI, find_mpiexec
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
 
-#: argv[1]: what rank 1 declares differently ("dtype", "shape", "name", "none")
+#: argv[1]: what rank 1 declares differently ("dtype", "shape", "name", "extra", "collide",
+#: "none")
 SOLVER = """
 import sys
 import numpy as np
@@ -39,12 +45,18 @@ elif other == "shape":
     fields["u"] = ((2, 4), "float32")
 elif other == "name":
     fields = {"v": fields["u"], "p": fields["p"]}
+elif other == "collide":
+    fields = {"u670969": fields["u"], "p": fields["p"]}
+elif other == "extra":
+    fields["w"] = ((3,), "float32")
 name = next(iter(fields))
-part = np.zeros(4, fields[name][1])
+arrays = {name: np.zeros(4, fields[name][1]), "p": np.zeros(1 - comm.rank)}  # (p: on rank 0)
+if "w" in fields:
+    arrays["w"] = np.zeros(3, np.float32)
 try:
     with Client(fields, {}, simulation_id=0, endpoints="tcp://127.0.0.1:9", comm=comm,
                 tuning=ClientTuning(failed_close_timeout=1)) as client:
-        client.send(0, **{name: part, "p": np.zeros(1 - comm.rank)})  # (p: on rank 0)
+        client.send(0, **arrays)
         raise SystemExit(f"rank {comm.rank} sent")  # (no receiver: stop here)
 except (ValueError, TypeError) as exc:
     print(f"rank {comm.rank} raised {type(exc).__name__}: {exc}", flush=True)
@@ -70,6 +82,12 @@ def _run(tmp_path: Path, other: str) -> str:
         ("dtype", "'u' float64 (4, 2), 'p' float64 ()"),
         ("shape", "'u' float32 (2, 4), 'p' float64 ()"),
         ("name", "'v' float32 (4, 2), 'p' float64 ()"),
+        # as many fields on every rank, or the ranks' reductions differ in length: MPI
+        # aborted the job ("Message truncated") before any rank could raise
+        ("extra", "'u' float32 (4, 2), 'p' float64 (), 'w' float32 (3,)"),
+        # the crc32 of these words agrees with rank 0's in its low 20 bits, all that the
+        # check compared before: both ranks sent (it compares 60 bits of BLAKE2b now)
+        ("collide", "'u670969' float32 (4, 2), 'p' float64 ()"),
     ],
 )
 def test_ranks_declaring_other_fields_are_refused_on_every_rank(

@@ -17,9 +17,12 @@
  * each field's global size. If any rank's declaration is wrong, every rank returns the
  * same MT_EMPI, with a message naming the field (and the rank at fault returns its
  * own message). Ranks that declared different fields (names, order, dtypes, global
- * shapes: a hash of them, mt_fields_mark, compared in the first MPI_Allreduce) all
- * return MT_EMPI, each naming its own declaration (mt_fields_differ). It then calls mt_client_start (not collective: a rank may fail alone
- * there, e.g. on a rendezvous timeout). Blocks as MPI's collectives do.
+ * shapes, or a different number of fields: their count and 62 bits of a hash of them,
+ * mt_fields_mark, compared in a first MPI_Allreduce of 4 numbers, before the scans;
+ * two different declarations of as many fields pass only if their hashes agree, a
+ * chance of about 2e-19) all return MT_EMPI, each naming its own declaration
+ * (mt_fields_differ). It then calls mt_client_start (not collective: a rank may fail
+ * alone there, e.g. on a rendezvous timeout). Blocks as MPI's collectives do.
  */
 #ifndef MELISSA_TRAINER_MPI_H
 #define MELISSA_TRAINER_MPI_H
@@ -46,18 +49,17 @@ static inline mt_status mt_client_start_mpi(mt_client *c, MPI_Comm comm) {
         return mt_mpi_fail_(c, "mt_client_start_mpi: MPI_Comm_rank/MPI_Comm_size failed");
     /* Every rank must declare the same fields (a hash of their names, order, dtypes and
      * global shapes: equal largest and smallest), or each rank's HELLO would differ and
-     * the receiver keep one rank's; and as many, or the scans below would not match. */
+     * the receiver keep one rank's; and as many, or the scans below would pass buffers of
+     * different lengths (MPI aborts the job). The count is compared besides the hash
+     * (which covers it) so that no collision of hashes reaches those scans; either
+     * differing gets the same words, which list each rank's fields (so their number). */
     size_t n = mt_field_count(c);
     long long mark = (long long)mt_fields_mark(c);
     long long counts[4] = {(long long)n, -(long long)n, mark, -mark}, extremes[4];
     if (MPI_Allreduce(counts, extremes, 4, MPI_LONG_LONG, MPI_MAX, comm) != MPI_SUCCESS)
         return mt_mpi_fail_(c, "mt_client_start_mpi: MPI_Allreduce failed");
-    if (extremes[2] != -extremes[3]) return mt_fields_differ(c, rank, size);
-    if (extremes[0] != -extremes[1]) {
-        snprintf(msg, sizeof msg, "mt_client_start_mpi: the ranks declare different numbers of "
-                 "fields (%lld to %lld; this rank %zu)", -extremes[1], extremes[0], n);
-        return mt_mpi_fail_(c, msg);
-    }
+    if (extremes[0] != -extremes[1] || extremes[2] != -extremes[3])
+        return mt_fields_differ(c, rank, size);
     /* local[i]: this rank's count of field i; local[n]: 1 if this rank is at fault. */
     uint64_t *local = (uint64_t *)calloc(3 * (n + 1), sizeof(uint64_t));
     if (local == NULL) return mt_client_set_error(c, MT_ENOMEM, "out of memory");

@@ -269,7 +269,8 @@ class TrainerControl:
     Setting any other attribute is an AttributeError naming the flag to set instead
     (Hugging Face's ``should_training_stop`` -> `should_stop`, ``should_evaluate`` ->
     `should_validate`; ``should_epoch_stop`` has no counterpart): a ported callback's
-    request would otherwise be an attribute that nothing reads.
+    request would otherwise be an attribute that nothing reads. So is setting
+    `stop_step` or `clock` once made (`_INTERNAL`: the trainer's, read-only to hooks).
     """
 
     should_stop: bool = False
@@ -301,6 +302,10 @@ class TrainerControl:
     def __setattr__(self, name: str, value: Any) -> None:
         if name not in _CONTROL_FIELDS:  # a ported callback's flag would do nothing
             raise AttributeError(_unknown_flag(name))
+        if name in _INTERNAL and name in self.__dict__:
+            # (the trainer's own, set once by `__init__`, then only by this class: a
+            # hook's write would redate or undate a stop, not be a request)
+            raise AttributeError(_internal_field(name))
         if value and name in ASKED and self.__dict__.get("deferring"):
             # a hook's request under several ranks: kept for the ranks' agreement (who
             # set it found here, once per request: the cost is paid only then)
@@ -379,3 +384,16 @@ ASKED = ("should_log", "should_validate", "should_save")
 
 #: the only attributes a `TrainerControl` takes (`__setattr__`)
 _CONTROL_FIELDS = tuple(f.name for f in dataclasses.fields(TrainerControl))
+#: its fields that are the trainer's, not flags: set by `__init__` (``clock=``), then
+#: by `TrainerControl` only, never by a hook's ``control.NAME = ...``
+_INTERNAL = ("stop_step", "clock")
+
+
+def _internal_field(name: str) -> str:
+    """Why a hook may not set `TrainerControl`'s internal field `name`."""
+    flags = ", ".join(n for n in _CONTROL_FIELDS if n.startswith("should_"))
+    return (
+        f"TrainerControl's {name} is the trainer's, not a flag a hook sets (the step "
+        f"should_stop was first set at, dated by the trainer's state): set should_stop "
+        f"or call control.request_stop(reason) to stop (its flags: {flags})"
+    )

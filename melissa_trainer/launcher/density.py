@@ -119,8 +119,10 @@ class DensitySampler(DensityState):
             a region the first draws missed may never be drawn
             (`tests/launcher/test_density_share.py`); keep it below 1.
         quantile: the top fraction of the observations whose positions make the
-            density (at least two), in (0, 1); with `share` > 0 and no `tilt`, not so
-            high that it is every one of `window` observations (`sampler_options`).
+            density (at least two), in (0, 1]; with `share` > 0 and no `tilt`, not so
+            high that it is every one of `window` observations (`checked_quantile`:
+            below 1, at most (W - 1) / W for a window of W); 1 is taken with
+            `share` = 0 or a `tilt`, where it is unread.
         bandwidth: the kernels' standard deviation, in units of a parameter's range (> 0).
         window: how many observations are kept (the newest); None: all.
         min_observations: no warp until this many are kept, from 3 to `window`.

@@ -43,6 +43,13 @@ class RunningJob:
     startup: float | None = None  # wall seconds from `since` to its first message
     quiet_at: float = 0.0  # the last tick that found no message of this attempt yet
     complete: bool = False  # its every step reached the buffer (as of a tick): ending
+    # its backend said it started at a tick of the silence watch, and has not said it
+    # queued since: only such a job "not started" again was requeued (`SilenceWatch`);
+    # a job's, not a simulation's (`assign` keeps it: worker mode's job runs on)
+    ran: bool = False
+    # `SilenceWatch.requeued` found it back in its queue and its backend has not said it
+    # started since: a message then (a late one of the run before) is no sign it runs
+    back_in_queue: bool = False
 
     def assign(self, simulation_id: int | None, now: float, beat: int) -> None:
         self.simulation_id, self.since, self.beat = simulation_id, now, beat

@@ -61,14 +61,23 @@ class SilenceWatch(FailurePolicy):
                 continue
             # (whatever the timeout: `sending` and `silent` are what the stream's excuse,
             # the failed study's list of those running and the start-up timing read)
+            # (read at every tick, a message heard or not: a job listed running for
+            # one squeue answer only, sending all along, is known to have run)
+            started = self.backend.started(job.handle)
+            if started:
+                job.ran, job.back_in_queue = True, False
             if self.heartbeat is not None and beats.get(sid, 0) != job.beat:
                 self.silence.heard(job.silent + elapsed, first=not job.sending)
                 job.beat, job.silent, job.sending = beats.get(sid, 0), 0.0, True
                 continue
-            if not self.backend.started(job.handle):
-                if job.sending:  # (queued again after it ran: `requeued`)
+            if not started:
+                if job.ran:  # (its backend saw it run, and now queued again: `requeued`)
                     self.requeued(job)
-                continue  # queued by a scheduler: waiting, not silent
+                if job.back_in_queue or not job.sending:
+                    continue  # queued by a scheduler: waiting, not silent
+                # else: it sent, so it runs, though its backend does not list it started
+                # yet (squeue's next answer comes every `poll_every`): not a requeue, its
+                # silence counts
             job.silent += elapsed
             if not self.silence.enabled:
                 continue  # (no bound to judge: `simulation_timeout=None`)
@@ -99,16 +108,22 @@ class SilenceWatch(FailurePolicy):
 
     @staticmethod
     def requeued(job: RunningJob) -> None:
-        """`job` sent, then its backend said it not started: its scheduler put it back in
-        the queue (a Slurm requeue: ``scontrol requeue``, a node failure under
-        ``JobRequeue=1``; the backend says it, naming the job and its node) or holds it
-        (suspended). The same attempt goes on: nothing is counted. Its wait there is not
-        its silence (a requeued batch job waits at least Slurm's ``cred_expire``, 120 s
-        by default, more in a busy queue: it was killed as hung once `simulation_timeout`
-        of it had passed, a restart counted while Slurm ran it again), and its rerun
-        starts from scratch: until its next message it is judged as a start-up is
-        (`SilenceClock`'s start-up bound). Its steps sent twice are the receiver's to drop."""
+        """`job`'s backend said it started at a tick (`RunningJob.ran`), then not started:
+        its scheduler put it back in the queue (a Slurm requeue: ``scontrol requeue``, a
+        node failure under ``JobRequeue=1``; the backend says it, naming the job and its
+        node) or holds it (suspended). The same attempt goes on: nothing is counted. Its
+        wait there is not its silence (a requeued batch job waits at least Slurm's
+        ``cred_expire``, 120 s by default, more in a busy queue: it was killed as hung
+        once `simulation_timeout` of it had passed, a restart counted while Slurm ran it
+        again), and its rerun starts from scratch: until its next message it is judged as
+        a start-up is (`SilenceClock`'s start-up bound). Its steps sent twice are the
+        receiver's to drop. Not a job that sent before its backend ever listed it
+        started: squeue's answers lag (`poll_every`), its first message often comes
+        first; that job runs on. `ran` is cleared (the rerun's own first message may come
+        before squeue lists it running again: not a second requeue) and `back_in_queue`
+        set until its backend says it started again."""
         job.sending, job.silent, job.complete = False, 0.0, False
+        job.ran, job.back_in_queue = False, True
 
     def note_startups(self, now: float, beats: Mapping[int, int]) -> None:
         """Time the start-up of the attempts whose first message came since the last
@@ -117,15 +132,18 @@ class SilenceWatch(FailurePolicy):
             sid = job.simulation_id
             if sid is None or job.startup is not None:
                 continue
-            if not job.sending and not self.backend.started(job.handle):
+            heard = beats.get(sid, 0) != job.beat
+            if not heard and not job.sending and not self.backend.started(job.handle):
                 # queued by a scheduler: its start-up begins when it runs (a batch job
                 # held in the queue is not a slow solver, nor a case for worker mode)
                 job.since = job.quiet_at = now
                 continue
-            if beats.get(sid, 0) == job.beat:
-                job.quiet_at = now
-            else:
+            # (a first message heard while its backend does not list it started yet,
+            # squeue lagging: it ran since the last tick, timed from there)
+            if heard:
                 self.started_sending(job, sid)
+            else:
+                job.quiet_at = now
 
     def started_sending(self, job: RunningJob, sid: int) -> None:
         """Time the attempt's start-up: from its launch (in worker mode, its assignment)

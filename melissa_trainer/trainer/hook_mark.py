@@ -128,18 +128,48 @@ def read_mark(path: Path, run_id: str) -> tuple[str, int] | None:
     return name, int(step)
 
 
-def in_hook_words(notes: Path, run_id: str, ranks: list[int], error: BaseException) -> str:
-    """Words for a rank whose collective broke because a peer is gone with no note: the
-    hook method each of the other `ranks` was in, by its mark in the folder `notes`,
-    and the one this rank's own broken collective was called in (`error` raised there:
-    `hooks.raised`), then what a collective there needs (`HOOK_COLLECTIVE`); ""
-    when none was in a hook."""
+def in_hook_words(
+    notes: Path,
+    run_id: str,
+    ranks: list[int],
+    error: BaseException,
+    step: int,
+    gone: int | None = None,
+) -> str:
+    """Words for a rank, at `step`, whose collective broke because a peer is gone with
+    no note: the hook method each of the other `ranks` was in, by its mark in the folder
+    `notes`, and the one this rank's own broken collective was called in (`error` raised
+    there: `hooks.raised`), then what a collective there needs (`HOOK_COLLECTIVE`); ""
+    when none was in a hook.
+
+    Only `gone`, the rank known to be gone (None: not known, of 3 ranks or more), "died"
+    in its hook method; a peer known alive "is in" its one, one not known "was in" it (a
+    mark outlives its rank: alive there, or died there). The rule is said as the likely
+    cause when the ranks were not all in the same hook method at the same step (a
+    collective called where some ranks were not); when every rank was in the same one
+    at the same step, each called what is there: the death is likely something else
+    (killed by a signal, out of memory), the rule only a possibility."""
+    places: list[tuple[str, int] | None] = []  # (each rank's hook method and step)
     said = []
     own = raised_in(error)
+    places.append(None if own is None else (own, step))
     if own is not None:
         said.append(f"this rank's own collective broke in the hook method {own}")
     for rank in ranks:
         mark = read_mark(notes / f"{MARK_PREFIX}{rank}", run_id)
-        if mark is not None:
-            said.append(f"rank {rank} died in the hook method {mark[0]} (step {mark[1]})")
-    return f"{'; '.join(said)}: {HOOK_COLLECTIVE}" if said else ""
+        places.append(mark)
+        if mark is None:
+            continue  # (in no hook; a peer's on another node may not show yet)
+        verb = "died" if rank == gone else "was" if gone is None else "is"
+        said.append(f"rank {rank} {verb} in the hook method {mark[0]} (step {mark[1]})")
+    if not said:
+        return ""
+    if len(set(places)) > 1:  # (some ranks in a hook where others were not)
+        return f"{'; '.join(said)}: {HOOK_COLLECTIVE}"
+    name, at = places[0] or ("", step)
+    return (
+        f"{'; '.join(said)}: every rank was in {name} at step {at}, so each called "
+        f"what is there: the rank gone likely died of something else (killed by a "
+        f"signal, out of memory?); only if some ranks skip a collective there: "
+        f"{HOOK_COLLECTIVE}"
+    )

@@ -236,7 +236,10 @@ def peer_failure(
         who = f"rank {1 - me}, the only other: " if trainer.num_processes == 2 else ""
         # (a rank aborted by its backend in a hook's collective: its mark names the hook)
         others = [r for r in range(trainer.num_processes) if r != me]
-        hook = in_hook_words(_notes(trainer), str(trainer.run_id), others, error)
+        # (of two ranks the other is the one gone; of more, not known here: no rank
+        # but that one is said to have died)
+        lost = others[0] if len(others) == 1 else None
+        hook = in_hook_words(_notes(trainer), str(trainer.run_id), others, error, step, lost)
         gone = RankGone(
             f"rank {me} stopped at step {step}: another rank is gone and left no note of "
             f"why ({who}killed by a signal? the launcher's output names the rank that "

@@ -17,6 +17,7 @@ import torch
 from helpers import linear_samples, small_model, xy
 
 from melissa_trainer import Hook, OnlineTrainer, TrainerControl, TrainingArguments
+from melissa_trainer.core.state import TrainerState
 
 
 @pytest.mark.parametrize(
@@ -49,6 +50,28 @@ def test_the_flags_still_set_and_a_dataclass_still_copies() -> None:
         assert copied == control and copied.stop_reason == control.stop_reason
         with pytest.raises(AttributeError, match="should_training_stop"):
             copied.should_training_stop = True  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(("name", "value"), [("clock", None), ("stop_step", 3)])
+def test_the_trainers_own_fields_are_refused_to_a_hook(name: str, value: Any) -> None:
+    """`stop_step` and `clock` are fields (made with ``clock=``), not flags: a hook's
+    write is refused as any unknown flag's is (it was accepted once they joined the
+    dataclass's fields, the guard's list), and the stop stays dated by the clock."""
+    state = TrainerState(global_step=5)
+    control = TrainerControl(clock=state)  # (as the trainer makes it)
+    with pytest.raises(AttributeError, match=rf"{name} is the trainer's, not a flag.*should_stop"):
+        setattr(control, name, value)
+    assert control.clock is state and control.stop_step is None
+    control.should_stop = True
+    assert control.stop_step == 5  # (dated by the clock, as before)
+    with pytest.raises(AttributeError, match="stop_step is the trainer's"):
+        control.stop_step = 9
+    assert control.stop_step == 5
+    # a dataclass's ways still make and copy it
+    replaced = dataclasses.replace(control, should_save=True)
+    assert replaced.clock is state and replaced.stop_step == 5
+    for copied in (copy.copy(control), pickle.loads(pickle.dumps(control))):
+        assert copied.stop_step == 5 and copied.should_stop
 
 
 class HFStop(Hook):

@@ -4,12 +4,14 @@ from the same agreement, at no extra collective, and the end of the run names th
 rank's hook (`trainer.stop_asked`).
 
 Two ranks in one process, as tests/core/test_stop_sync_source_failed.py makes them:
-each a thread with its own `StopSync`, whose all-reduce is a MAX over both threads'
-flags."""
+each a thread with its own `StopSync`, whose all-reduce applies the op that
+`StopSync` names (MAX, as a real group does; SUM or MIN too) over both threads' flags:
+a fake that reduced by MAX whatever the op named let a SUM in `stop_sync` pass."""
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -19,6 +21,14 @@ from melissa_trainer.core import stop_sync
 from melissa_trainer.core.stop_sync import StopSync
 
 pytestmark = pytest.mark.timeout(60)
+
+
+#: what each op a caller may name does to two ranks' tensors (another op: a KeyError)
+REDUCE: dict[Any, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
+    torch.distributed.ReduceOp.MAX: torch.maximum,
+    torch.distributed.ReduceOp.MIN: torch.minimum,
+    torch.distributed.ReduceOp.SUM: torch.add,
+}
 
 
 class _Done:
@@ -35,8 +45,8 @@ def agree(monkeypatch: pytest.MonkeyPatch, asked: tuple[bool, bool]) -> list[Any
     def all_reduce(tensor: torch.Tensor, op: Any = None, async_op: bool = False) -> Any:
         flags[local.rank] = tensor
         barrier.wait()
-        if local.rank == 0:
-            top = torch.maximum(flags[0], flags[1])
+        if local.rank == 0:  # (the op the caller names, as a real group reduces)
+            top = REDUCE[op](flags[0], flags[1])
             for t in flags.values():
                 t.copy_(top)
         barrier.wait()

@@ -68,8 +68,8 @@ def test_the_mark_names_the_hook_method_running_and_no_other(tmp_path: Path) -> 
     mark.enter(reads.on_step_end, (None, state))
     assert read_mark(path, "run-a") == ("Reads.on_step_end", 7)
     assert read_mark(path, "run-b") is None
-    words = in_hook_words(tmp_path, "run-a", [0], RuntimeError("closed by peer"))
+    words = in_hook_words(tmp_path, "run-a", [0], RuntimeError("closed by peer"), 7, 0)
     assert words.startswith("rank 0 died in the hook method Reads.on_step_end (step 7): ")
-    assert in_hook_words(tmp_path, "run-a", [1], RuntimeError("x")) == ""  # (no mark)
+    assert in_hook_words(tmp_path, "run-a", [1], RuntimeError("x"), 7, 1) == ""  # (no mark)
     hooks.close()
     assert hooks.marker is None

@@ -36,11 +36,17 @@ pytestmark = [pytest.mark.slow, pytest.mark.e2e, pytest.mark.timeout(300)]
 
 DRIVER = Path(__file__).with_name("rerun_silence_driver.py")
 #: steps sent when the trainer is stopped: the rerun's held part, 0.3 s, under the
-#: 1.25 s interval of its signs of life. The slow step, 3.5 s, and the rest of the held
-#: part after the first send, 0.2 s, within TIMEOUT; with the set-up, 6.3 s, past STARTUP
-HELD, STEP_S, SLOW_S, START_S = 3, 0.1, 3.5, 2.5
+#: 3.4 s interval of its signs of life (a quarter of TIMEOUT, the shorter bound). The
+#: start-up allowance is max(STARTUP, TIMEOUT) (`LauncherTuning`), so STARTUP > TIMEOUT
+#: and: the slow step and the rest of the held part after the first send, 10.2 s, within
+#: TIMEOUT (by 3.3 s); each attempt's first message, START_S + STEP_S = 8.1 s after its
+#: imports, within STARTUP (by 6.4 s less their time); and, without the first send at
+#: once (before the fix), the rerun's first message after the set-up, the held part and
+#: the slow step, 18.3 s, past STARTUP (by 3.8 s plus the imports' time): margins for a
+#: loaded machine, the set-up long to make room for them all
+HELD, STEP_S, SLOW_S, START_S = 3, 0.1, 10.0, 8.0
 STEPS = HELD + 2
-STARTUP, TIMEOUT = 6.0, 5.0
+STARTUP, TIMEOUT = 14.5, 13.5
 FLAGS = ["--batch_size", "1", "--buffer", "fifo", "--save_steps", "1", "--report_to", "none",
          "--disable_progress_bar", "--save_at_end", "false"]  # fmt: skip
 #: what each solver prints after each step sent (the test waits on it)

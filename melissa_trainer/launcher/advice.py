@@ -125,6 +125,9 @@ class Advice:
         #: (a timeout there is a start-up killed, not a hang mid-run: `failed`)
         self._silent_ends: dict[int, int] = {}
         self._startup_told = self._failure_told = False
+        #: simulation id -> its last kill's way to catch a hang sooner
+        #: (`SilenceClock.sooner`: "" or "; ..."), told again with a hang that repeats
+        self.hang_sooner: dict[int, str] = {}
 
     def first_message(self, simulation_id: int, startup: float, client: str | None = None) -> None:
         """An attempt's first message came `startup` seconds after its launch; `client`:
@@ -226,10 +229,11 @@ class Advice:
         logger.warning(
             "simulation %d %s on its restart, as on its previous attempt (exit codes "
             "%s): if the solver is deterministic, the same parameters fail the same way and "
-            "every restart costs as long again. %s Said once per study.",
+            "every restart costs as long again%s. %s Said once per study.",
             simulation_id,
             what,
             codes_text(codes),
+            self.hang_sooner.get(simulation_id, "") if code == "timeout" else "",
             _deterministic_fix(code),
         )
 

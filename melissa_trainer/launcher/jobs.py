@@ -43,8 +43,11 @@ class RunningJob:
     startup: float | None = None  # wall seconds from `since` to its first message
     quiet_at: float = 0.0  # the last tick that found no message of this attempt yet
     complete: bool = False  # its every step reached the buffer (as of a tick): ending
+    #: its longest silence between two of its messages, None before a second one (a
+    #: kill's line says how much sooner a hang could be caught: `SilenceClock.sooner`)
+    gap: float | None = None
 
     def assign(self, simulation_id: int | None, now: float, beat: int) -> None:
         self.simulation_id, self.since, self.beat = simulation_id, now, beat
         self.silent, self.sending, self.startup, self.quiet_at = 0.0, False, None, now
-        self.complete = False
+        self.complete, self.gap = False, None

@@ -63,6 +63,8 @@ class SilenceWatch(FailurePolicy):
             # the failed study's list of those running and the start-up timing read)
             if self.heartbeat is not None and beats.get(sid, 0) != job.beat:
                 self.silence.heard(job.silent + elapsed, first=not job.sending)
+                if job.sending:
+                    job.gap = max(job.gap or 0.0, job.silent + elapsed)
                 job.beat, job.silent, job.sending = beats.get(sid, 0), 0.0, True
                 continue
             if not self.backend.started(job.handle):
@@ -79,11 +81,18 @@ class SilenceWatch(FailurePolicy):
                 continue
             heard = "since its last message" if job.sending else "no message yet"
             what = f"simulation {sid} ({self.attempt_of(sid)}) silent for {verdict.silent:.1f} s"
+            # (between two messages, both directions: how to wait longer is in the rule,
+            # how to catch a hang sooner from the gaps seen; the restart's advice too)
+            sooner = ""
+            if job.sending and not job.complete:
+                sooner = self.silence.sooner(job.gap, verdict.timeout)
+                self.advice.hang_sooner[sid] = sooner
             logger.warning(
-                "%s (%s; %s): killing %s; log: %s",
+                "%s (%s; %s%s): killing %s; log: %s",
                 what,
                 heard,
                 verdict.rule,
+                sooner,
                 self.backend.describe(job.handle),
                 job.log_path,
             )

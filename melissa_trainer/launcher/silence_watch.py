@@ -149,7 +149,9 @@ class SilenceWatch(FailurePolicy):
             first = job.quiet_at
         job.startup = first - job.since
         client = None if self.data is None else self.data.client_of(sid)
-        self.advice.first_message(sid, job.startup, client)
+        with self.lock:  # (an attempt after its first skips held steps: `Advice`)
+            rerun = self.study.records[sid].attempts > 1
+        self.advice.first_message(sid, job.startup, client, rerun=rerun)
 
     def job_killed(self, job: RunningJob, now: float, code: str = "timeout") -> None:
         assert job.simulation_id is not None

@@ -267,23 +267,36 @@ class SilenceClock:
         tighter = max(1, math.ceil(self.factor * gap))
         if tighter >= bound:
             return ""
+        # (under "auto" the floor sets the bound only while silence_factor x the study's
+        # longest silence is below it; past it, a lower floor would change nothing)
+        by_floor = self.factor * self.longest_gap < self.floor
         return (
             f"; the longest silence between two messages seen, {whose}, was {gap:.1f} s: "
-            f"if its steps take at most that, {self._knob(str(tighter))} catches a hang "
-            f"sooner, after {tighter} s instead of {bound:.0f} s"
+            f"if its steps take at most that, {self._knob(str(tighter), by_floor)} catches "
+            f"a hang sooner, after {tighter} s instead of {bound:.0f} s"
         )
 
-    def _knob(self, value: str) -> str:
-        """The setting that bounds the silence between two messages at `value` s."""
-        if self.timeout == AUTO:
+    def _knob(self, value: str, by_floor: bool = True) -> str:
+        """The setting that bounds the silence between two messages at `value` s: under
+        ``"auto"``, `silence_floor` if the floor sets the bound (`by_floor`), else a
+        numeric `simulation_timeout`."""
+        if self.timeout == AUTO and by_floor:
             return (
                 f"LauncherTuning(silence_floor={value}) (simulation_timeout='auto' still "
                 f"grows it to silence_factor x the longest silence seen; the start-up keeps "
                 f"its own bound)"
             )
+        why = (
+            ""
+            if self.timeout != AUTO
+            else (
+                f"silence_factor={self.factor} x the study's longest silence between two "
+                f"messages sets the 'auto' bound, not silence_floor; "
+            )
+        )
         return (
-            f"LauncherTuning(simulation_timeout={value}) (startup_timeout=... to allow the "
-            f"start-up longer)"
+            f"LauncherTuning(simulation_timeout={value}) ({why}startup_timeout=... to allow "
+            f"the start-up longer)"
         )
 
     def judge(self, silent: float, sending: bool, complete: bool = False) -> Verdict | None:

@@ -42,6 +42,10 @@ each simulation is, in one of three forms (`Steps`):
   simulations of different lengths whose lengths you do not have: a gap is missing,
   but the last steps of a simulation never trained on at all cannot be seen.
 
+A simulation the study gave up (its record in the newest checkpoint says so:
+`lineage_given_up`) misses its steps after its last one trained on: those are said on a
+GIVEN UP line and are not a violation; a gap before that step is.
+
 Without ``--steps``, only duplicates (and, with ``--simulations``, simulations never
 seen) are checked. A line cut by a kill (the last of a run on a rank) is skipped and
 said.
@@ -60,6 +64,7 @@ from typing import Literal
 
 from melissa_trainer.common.words import plural
 from melissa_trainer.hooks.lineage import LEDGER_DIR
+from melissa_trainer.hooks.lineage_given_up import set_aside
 from melissa_trainer.hooks.lineage_order import order_runs
 from melissa_trainer.hooks.lineage_words import missing_line, spans
 
@@ -231,6 +236,8 @@ def check(path: str | Path, simulations: int | None = None, steps: Steps = None)
     )
     duplicates = {k: v for k, v in sorted(seen.items()) if len(v) > 1}
     missing, absent = _missing(seen, simulations, steps, lines)
+    if strict:  # (a given-up simulation's last steps: expected, if the study says so)
+        missing, absent = set_aside(missing, seen, absent, ledger_folder(path).parent, lines)
     if not strict:  # draws: a count, not a list (a reservoir's would run to kilobytes)
         lines.append(_draws(duplicates, missing, absent))
     elif duplicates:

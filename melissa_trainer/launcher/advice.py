@@ -14,6 +14,8 @@
   worker mode, what the guide says helps a compiled solver: longer simulations (more
   time steps per process) and ``startup_timeout`` sized to the start-up; for a client
   that did not say (an older one), worker mode as the fix of a Python solver only.
+  Only a first attempt's start-up is judged so: a rerun's first message heard may come
+  after it recomputed the steps its receivers hold (`Advice.first_message`).
   A program that turns worker mode on for its user (an example's ``--worker``) says how
   (`Launcher`'s `worker_hint`), and the Python fix names that first.
 * **A deterministic failure.** The first restart that fails as the attempt before it
@@ -125,12 +127,29 @@ class Advice:
         #: (a timeout there is a start-up killed, not a hang mid-run: `failed`)
         self._silent_ends: dict[int, int] = {}
         self._startup_told = self._failure_told = False
+        #: the attempts not ended yet that are reruns (`first_message`)
+        self._reruns: set[int] = set()
+        #: simulation id -> its last kill's way to catch a hang sooner
+        #: (`SilenceClock.sooner`: "" or "; ..."), told again with a hang that repeats
+        self.hang_sooner: dict[int, str] = {}
 
-    def first_message(self, simulation_id: int, startup: float, client: str | None = None) -> None:
+    def first_message(
+        self, simulation_id: int, startup: float, client: str | None = None, rerun: bool = False
+    ) -> None:
         """An attempt's first message came `startup` seconds after its launch; `client`:
-        the client library its HELLO named (`wire.CLIENT_KINDS`), None if unknown."""
+        the client library its HELLO named (`wire.CLIENT_KINDS`), None if unknown;
+        `rerun`: an attempt after the simulation's first (a restart, or a resumed study's
+        rerun), which the start-up warning leaves out: its receivers hold some of its
+        steps and it does not send them (`client.rerun`), and its first send, which goes
+        at once, goes to the receiver its step 0 is routed to. Under several trainer ranks
+        that may be another rank's than rank 0's, whose messages alone the launcher
+        hears, so what reads as its start-up there is its start-up plus the recomputed
+        held steps (a user trial's resumed 2-rank run: "spent 14.3 s of its 15.1 s
+        before its first message" of a solver starting in 5 s)."""
         self._startups[simulation_id] = (startup, client)
         self.startup_seconds += startup
+        if rerun:
+            self._reruns.add(simulation_id)
 
     def worker_started(self, startup: float) -> None:
         """A worker's first request came `startup` seconds after its launch (worker
@@ -140,6 +159,8 @@ class Advice:
     def ended(self, simulation_id: int, code: int | str, wall: float) -> None:
         """An attempt's process ended after `wall` seconds with `code`."""
         startup, client = self._startups.pop(simulation_id, (None, None))
+        rerun = simulation_id in self._reruns
+        self._reruns.discard(simulation_id)
         if startup is None:
             self._silent_ends[simulation_id] = self._silent_ends.get(simulation_id, 0) + 1
         else:
@@ -147,6 +168,7 @@ class Advice:
         if (
             code != 0
             or startup is None
+            or rerun  # (not its start-up alone: `first_message`)
             or self._startup_told
             or self.worker_mode
             or startup < STARTUP_FLOOR
@@ -226,10 +248,11 @@ class Advice:
         logger.warning(
             "simulation %d %s on its restart, as on its previous attempt (exit codes "
             "%s): if the solver is deterministic, the same parameters fail the same way and "
-            "every restart costs as long again. %s Said once per study.",
+            "every restart costs as long again%s. %s Said once per study.",
             simulation_id,
             what,
             codes_text(codes),
+            self.hang_sooner.get(simulation_id, "") if code == "timeout" else "",
             _deterministic_fix(code),
         )
 

@@ -50,8 +50,11 @@ class RunningJob:
     # `SilenceWatch.requeued` found it back in its queue and its backend has not said it
     # started since: a message then (a late one of the run before) is no sign it runs
     back_in_queue: bool = False
+    #: its longest silence between two of its messages, None before a second one (a
+    #: kill's line says how much sooner a hang could be caught: `SilenceClock.sooner`)
+    gap: float | None = None
 
     def assign(self, simulation_id: int | None, now: float, beat: int) -> None:
         self.simulation_id, self.since, self.beat = simulation_id, now, beat
         self.silent, self.sending, self.startup, self.quiet_at = 0.0, False, None, now
-        self.complete = False
+        self.complete, self.gap = False, None

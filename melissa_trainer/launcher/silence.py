@@ -60,6 +60,7 @@ Used by the launcher's thread only (no lock).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 __all__ = [
@@ -244,6 +245,58 @@ class SilenceClock:
         return max(timeout, self.startup), (
             f"max(simulation_timeout={timeout}, startup_timeout={self.startup}), {when}; "
             f"a slower start-up needs a larger startup_timeout"
+        )
+
+    def sooner(self, own_gap: float | None, bound: float) -> str:
+        """The other direction of a kill between two messages at `bound` seconds: the
+        tighter bound its steps allow, from `own_gap` (the longest silence between two
+        messages of the killed attempt, None: it sent one message) or else the study's,
+        or "" when that bound would not be tighter. (A user trial's solver, steps of at
+        most 0.6 s, hung mid-run: killed at the 120 s floor three times, 6.5 minutes, and
+        the line said only how to wait longer.) A factor of `silence_factor` over the gap
+        seen, as ``"auto"`` takes it: a slower step than any seen still passes."""
+        gap, whose = own_gap, "this attempt's"
+        if gap is None and self._gap_seen:
+            gap, whose = self.longest_gap, "the study's (this attempt sent one message)"
+        if gap is None:
+            return (
+                "; no silence between two messages seen yet: if the solver's steps are "
+                "short, a bound a few times the longest step catches a hang sooner, "
+                + self._knob("S")
+            )
+        tighter = max(1, math.ceil(self.factor * gap))
+        if tighter >= bound:
+            return ""
+        # (under "auto" the floor sets the bound only while silence_factor x the study's
+        # longest silence is below it; past it, a lower floor would change nothing)
+        by_floor = self.factor * self.longest_gap < self.floor
+        return (
+            f"; the longest silence between two messages seen, {whose}, was {gap:.1f} s: "
+            f"if its steps take at most that, {self._knob(str(tighter), by_floor)} catches "
+            f"a hang sooner, after {tighter} s instead of {bound:.0f} s"
+        )
+
+    def _knob(self, value: str, by_floor: bool = True) -> str:
+        """The setting that bounds the silence between two messages at `value` s: under
+        ``"auto"``, `silence_floor` if the floor sets the bound (`by_floor`), else a
+        numeric `simulation_timeout`."""
+        if self.timeout == AUTO and by_floor:
+            return (
+                f"LauncherTuning(silence_floor={value}) (simulation_timeout='auto' still "
+                f"grows it to silence_factor x the longest silence seen; the start-up keeps "
+                f"its own bound)"
+            )
+        why = (
+            ""
+            if self.timeout != AUTO
+            else (
+                f"silence_factor={self.factor} x the study's longest silence between two "
+                f"messages sets the 'auto' bound, not silence_floor; "
+            )
+        )
+        return (
+            f"LauncherTuning(simulation_timeout={value}) ({why}startup_timeout=... to allow "
+            f"the start-up longer)"
         )
 
     def judge(self, silent: float, sending: bool, complete: bool = False) -> Verdict | None:

@@ -68,6 +68,8 @@ class SilenceWatch(FailurePolicy):
                 job.ran, job.back_in_queue = True, False
             if self.heartbeat is not None and beats.get(sid, 0) != job.beat:
                 self.silence.heard(job.silent + elapsed, first=not job.sending)
+                if job.sending:
+                    job.gap = max(job.gap or 0.0, job.silent + elapsed)
                 job.beat, job.silent, job.sending = beats.get(sid, 0), 0.0, True
                 continue
             if not started:
@@ -88,11 +90,18 @@ class SilenceWatch(FailurePolicy):
                 continue
             heard = "since its last message" if job.sending else "no message yet"
             what = f"simulation {sid} ({self.attempt_of(sid)}) silent for {verdict.silent:.1f} s"
+            # (between two messages, both directions: how to wait longer is in the rule,
+            # how to catch a hang sooner from the gaps seen; the restart's advice too)
+            sooner = ""
+            if job.sending and not job.complete:
+                sooner = self.silence.sooner(job.gap, verdict.timeout)
+                self.advice.hang_sooner[sid] = sooner
             logger.warning(
-                "%s (%s; %s): killing %s; log: %s",
+                "%s (%s; %s%s): killing %s; log: %s",
                 what,
                 heard,
                 verdict.rule,
+                sooner,
                 self.backend.describe(job.handle),
                 job.log_path,
             )
@@ -158,7 +167,9 @@ class SilenceWatch(FailurePolicy):
             first = job.quiet_at
         job.startup = first - job.since
         client = None if self.data is None else self.data.client_of(sid)
-        self.advice.first_message(sid, job.startup, client)
+        with self.lock:  # (an attempt after its first skips held steps: `Advice`)
+            rerun = self.study.records[sid].attempts > 1
+        self.advice.first_message(sid, job.startup, client, rerun=rerun)
 
     def job_killed(self, job: RunningJob, now: float, code: str = "timeout") -> None:
         assert job.simulation_id is not None

@@ -104,3 +104,23 @@ def test_a_start_up_killed_twice_is_told_the_start_up_bound_not_only_max_restart
     mid = repeated(caplog, first_messages=True)
     assert mid.startswith("simulation 5 hung again on its restart"), mid
     assert "startup_timeout" not in mid and "LauncherTuning(max_restarts=0)" in mid, mid
+
+
+def test_a_reruns_start_up_is_not_judged_only_a_first_attempts(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A rerun (an attempt after the first) does not send the steps its receivers hold,
+    and its first send may go to another rank's receiver than the one the launcher
+    hears: a user trial's resumed 2-rank run read "spent 14.3 s of its 15.1 s before its
+    first message" of a solver that starts in 5 s, and was advised worker mode. A first
+    attempt's start-up is still judged."""
+    caplog.set_level(logging.WARNING, logger="melissa_trainer.launcher")
+    advice = Advice(worker_mode=False)
+    advice.first_message(5, 14.3, "python", rerun=True)
+    advice.ended(5, 0, 15.1)
+    assert [r for r in caplog.records if "dominates" in r.getMessage()] == []
+    assert advice.startup_seconds == pytest.approx(14.3)  # the total as before
+    advice.first_message(9, 6.0, "python")  # a first attempt
+    advice.ended(9, 0, 7.0)
+    told = [r.getMessage() for r in caplog.records if "dominates" in r.getMessage()]
+    assert len(told) == 1 and told[0].startswith("simulation 9 spent 6.0 s of its 7.0 s")

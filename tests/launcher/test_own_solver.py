@@ -8,6 +8,7 @@ import contextlib
 import dataclasses
 import json
 import logging
+import re
 import sys
 import textwrap
 import time
@@ -53,8 +54,8 @@ blown = sid in options.get("nan", [])  # blows up from its first step
 for t in range(options.get("steps", 3)):
     client.send(t, u=np.full(shape, np.nan if blown else sum(values) + t, np.float32))
     time.sleep(options.get("step_time", 0.0))  # (a solver's time step)
-    if sid in options.get("hang", []):
-        time.sleep(600)  # stalls after its first step, whenever it runs
+    if sid in options.get("hang", []) and t + 1 >= options.get("hang_after", 1):
+        time.sleep(600)  # stalls after its first step (or hang_after), whenever it runs
 client.close()
 """
 
@@ -193,6 +194,43 @@ def test_a_deterministic_hang_is_told_once_that_restarts_only_repeat_it(
     # the failed study's error says it too
     assert "failed the same way on every attempt" in message
     assert "LauncherTuning(max_restarts=0)" in message
+
+
+@pytest.mark.timeout(90)
+def test_a_hang_mid_run_is_told_how_to_catch_it_sooner_from_its_step_gaps(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The kill line and the "hung again" advice say both directions: a higher
+    silence_floor to wait longer, and (a user trial's hang cost 3 x 120 s with 0.6 s
+    steps) the lower one that the simulation's own step gaps allow."""
+    caplog.set_level(logging.WARNING, logger="melissa_trainer.launcher")
+    step, floor = 0.1, 8.0
+    sim = solver(tmp_path, hang=[1], hang_after=3, steps=5, step_time=step)
+    tuning = {"silence_floor": floor, "max_restarts": 1, "on_failure": "raise"}
+    launch, receiver, _ = study(tmp_path, sim, 2, {"x": (0, 1)}, tuning=tuning, job_limit=2)
+    try:
+        failure(launch)
+    finally:
+        launch.stop()
+        receiver.stop()
+    lines = [r.getMessage() for r in caplog.records]
+    kills = [line for line in lines if line.startswith("simulation 1 (attempt")]
+    assert len(kills) == 2, lines
+    for kill in kills:
+        assert "needs a higher silence_floor" in kill  # waiting longer, as before
+        told = re.search(
+            r"this attempt's, was ([\d.]+) s: if its steps take at most that, "
+            r"LauncherTuning\(silence_floor=(\d+)\) .* catches a hang sooner, after \d+ s "
+            r"instead of 8 s",
+            kill,
+        )
+        assert told is not None, kill
+        gap, tighter = float(told.group(1)), int(told.group(2))
+        # its steps came `step` apart (the solver sleeps so), seen within a few ticks
+        assert step <= gap + 0.05 and tighter < floor
+        assert tighter >= 10 * gap  # silence_factor x the gap, rounded up
+    again = [line for line in lines if "hung again on its restart" in line]
+    assert len(again) == 1 and "catches a hang sooner" in again[0], again
 
 
 @pytest.mark.timeout(90)

@@ -181,3 +181,30 @@ def test_the_first_data_notice_names_the_bound_on_a_start_up() -> None:
     assert "max(simulation_timeout, startup_timeout)" in user
     assert "startup_timeout=None" in said(simulation_timeout=10, startup_timeout=None)
     assert "nothing for 600 s is killed" in said()  # "auto": as before
+
+
+def test_the_sooner_bound_names_the_setting_that_sets_the_bound() -> None:
+    """The kill's "catches a hang sooner" (`SilenceClock.sooner`) names what would lower
+    the bound: under "auto", `silence_floor` while the floor sets it; once silence_factor
+    x the study's longest silence sets it, a lower floor changes nothing (a trial run
+    with silence_floor=6 and a 1.1 s silence seen was told silence_floor=9, bound 11 s):
+    a numeric `simulation_timeout`; nothing when no tighter bound follows."""
+    floor_set = SilenceClock(
+        "auto", floor=120.0, factor=10.0, startup=STARTUP_DEFAULT, poll_interval=0.05,
+        heartbeat=True,
+    )  # fmt: skip
+    floor_set.heard(0.6, first=False)
+    (bound, _), sooner = floor_set.bound(True), floor_set.sooner(0.6, 120.0)
+    assert bound == 120.0 and "LauncherTuning(silence_floor=6)" in sooner
+    assert "after 6 s instead of 120 s" in sooner
+    factor_set = SilenceClock(
+        "auto", floor=6.0, factor=10.0, startup=STARTUP_DEFAULT, poll_interval=0.05,
+        heartbeat=True,
+    )  # fmt: skip
+    factor_set.heard(1.1, first=False)
+    (bound, _) = factor_set.bound(True)
+    sooner = factor_set.sooner(0.9, bound)
+    assert "LauncherTuning(simulation_timeout=9)" in sooner and "silence_floor=9" not in sooner
+    assert factor_set.sooner(1.1, bound) == ""  # 11 s: no tighter
+    none_seen = clock()
+    assert "no silence between two messages seen yet" in none_seen.sooner(None, 1.0)

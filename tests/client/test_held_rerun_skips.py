@@ -12,6 +12,7 @@ buffers (every step once). Before, the rerun re-sent every step: a heat resume d
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -23,6 +24,7 @@ from resumed_runs import CHECKPOINTS
 
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.client import Client
+from melissa_trainer.stream.follow_server import FollowServer
 from melissa_trainer.stream.receiver import Receiver, ReceiverConfig
 
 pytestmark = pytest.mark.timeout(120)
@@ -165,5 +167,38 @@ def test_a_rerun_in_the_same_run_skips_what_the_receivers_hold(
     figures = [r.telemetry() for r in resumed.receivers]
     assert [f["duplicates"] for f in figures] == duplicates, figures
     assert [r.completed() for r in resumed.receivers] == [[SID], [SID]]
+    steps = sorted(int(s["time_step"]) for rank in samples for s in rank)
+    assert steps == list(range(STEPS))  # each once
+
+
+def test_a_first_run_in_a_requeued_allocation_asks_once_and_sends_every_step(
+    resumed: Resumed, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A simulation of a ``mode="srun"`` study is a step of the trainer's allocation, and
+    inherits the trainer's ``SLURM_RESTART_COUNT`` when Slurm requeued the trainer's job
+    (tests/launcher/backends/test_slurm_srun_restart_count.py checks Slurm sets it in
+    the steps). A simulation the requeued trainer launches for the first time (attempt
+    0) then reads as a rerun: harmless, it asks each receiver once (HELD), is told none
+    of its steps is held, and sends every one; nothing is dropped, nothing skipped."""
+    asked: list[int] = []  # (ranks whose follow socket answered a HELD_QUERY)
+    answer = FollowServer.answer
+
+    def counted(server: FollowServer, query: bytes) -> bytes:
+        asked.append(server._rank)  # (the follow thread's: appended once per query)
+        return answer(server, query)
+
+    monkeypatch.setattr(FollowServer, "answer", counted)
+    monkeypatch.setenv("SLURM_RESTART_COUNT", "1")
+    first = attempt(monkeypatch, 0, "run-a")
+    with caplog.at_level(logging.INFO, logger="melissa_trainer.stream.receiver"):
+        send(first, list(range(STEPS)))
+        first.close()
+        wait_until("the receivers' end", lambda: all(r.completed() for r in resumed.receivers))
+    assert sorted(asked) == [0, 1]  # once per receiver, at the first send
+    assert first.bye_counts == [STEPS // 2, STEPS // 2]
+    samples = [drain(b) for b in resumed.buffers]
+    figures = [r.telemetry() for r in resumed.receivers]
+    assert [(f["duplicates"], f["samples_put"]) for f in figures] == [(0, 5), (0, 5)], figures
+    assert "its rerun skipped" not in caplog.text  # (the receivers' line of a skip)
     steps = sorted(int(s["time_step"]) for rank in samples for s in rank)
     assert steps == list(range(STEPS))  # each once

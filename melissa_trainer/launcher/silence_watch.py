@@ -107,7 +107,9 @@ class SilenceWatch(FailurePolicy):
         by default, more in a busy queue: it was killed as hung once `simulation_timeout`
         of it had passed, a restart counted while Slurm ran it again), and its rerun
         starts from scratch: until its next message it is judged as a start-up is
-        (`SilenceClock`'s start-up bound). Its steps sent twice are the receiver's to drop."""
+        (`SilenceClock`'s start-up bound). Its rerun reads ``SLURM_RESTART_COUNT`` and
+        skips the steps its receivers hold (`client.rerun`); its first step, sent again
+        at once, is the receiver's to drop."""
         job.sending, job.silent, job.complete = False, 0.0, False
 
     def note_startups(self, now: float, beats: Mapping[int, int]) -> None:

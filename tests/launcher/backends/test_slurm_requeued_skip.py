@@ -13,7 +13,8 @@ step) is trained on once. Failed before: the requeued run sent every step again,
 duplicates dropped by the receiver.
 
 Oracles independent of the client: the receiver's duplicate count, the samples the
-buffer gave (each step once), the file each run of the solver appends to."""
+buffer gave (each step once), the file each run of the solver appends to. The
+receiver's warning of the first run's close says a requeued job runs again."""
 
 from __future__ import annotations
 
@@ -66,7 +67,9 @@ def _job_id() -> str:
 def test_a_requeued_simulation_sends_only_what_its_receiver_lacks(
     slurm_cluster: SlurmCluster,  # noqa: F811
     tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
+    caplog.set_level("WARNING", logger="melissa_trainer.stream.receiver")
     (tmp_path / "sim.py").write_text(SIMULATION)
     buffer = FIFOBuffer(100)
     receiver = Receiver(
@@ -121,3 +124,7 @@ def test_a_requeued_simulation_sends_only_what_its_receiver_lacks(
     assert summary["finished"] == 1 and summary["failed"] == 0, summary
     assert summary["restarts"] == 0, summary
     assert "sim-" not in queue()
+    # the receiver's warning of the first run's close names the requeue's rerun, not
+    # only a launcher's restart (none is counted here: before, its words said none other)
+    (warned,) = [r.getMessage() for r in caplog.records if "before its BYE" in r.getMessage()]
+    assert "Slurm runs a job it requeued again, no restart counted" in warned, warned

@@ -251,7 +251,9 @@ class SilenceClock:
         """The other direction of a kill between two messages at `bound` seconds: the
         tighter bound its steps allow, from `own_gap` (the longest silence between two
         messages of the killed attempt, None: it sent one message) or else the study's,
-        or "" when that bound would not be tighter. (A user trial's solver, steps of at
+        or "" when that bound would not be tighter, or when no gap was seen and the
+        bound is a numeric `simulation_timeout` (the user's own choice: nothing to
+        weigh it by). (A user trial's solver, steps of at
         most 0.6 s, hung mid-run: killed at the 120 s floor three times, 6.5 minutes, and
         the line said only how to wait longer.) A factor of `silence_factor` over the gap
         seen, as ``"auto"`` takes it: a slower step than any seen still passes."""
@@ -259,6 +261,8 @@ class SilenceClock:
         if gap is None and self._gap_seen:
             gap, whose = self.longest_gap, "the study's (this attempt sent one message)"
         if gap is None:
+            if self.timeout != AUTO:  # (a bound the user chose, no gap to weigh it by)
+                return ""
             return (
                 "; no silence between two messages seen yet: if the solver's steps are "
                 "short, a bound a few times the longest step catches a hang sooner, "

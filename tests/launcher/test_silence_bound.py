@@ -208,3 +208,5 @@ def test_the_sooner_bound_names_the_setting_that_sets_the_bound() -> None:
     assert factor_set.sooner(1.1, bound) == ""  # 11 s: no tighter
     none_seen = clock()
     assert "no silence between two messages seen yet" in none_seen.sooner(None, 1.0)
+    # a numeric bound is the user's: with no gap seen, nothing to weigh it by
+    assert clock(timeout=1.0).sooner(None, 1.0) == ""

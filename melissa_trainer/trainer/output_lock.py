@@ -34,8 +34,8 @@ What the lock relies on:
   trainer would lock a new file: rank 0 also holds a lock on the resolved path that no
   ``rm`` removes (`host_lock`: an abstract unix socket, freed by the kernel when its
   process dies, ``kill -9`` included), so a trainer of the same host is still refused,
-  naming the holder's pid. Across nodes only the file lock tells. `lost` says that the
-  held file is gone or replaced.
+  naming the holder's pid. Across nodes only the file lock tells. `lost`: the held
+  file gone or replaced (the trainer then stops, `dir_lost`, rather than remake it).
 * Within one process, a registry of the locks it holds refuses a second trainer on
   the same directory while the first one trains (``flock`` alone would not on NFS,
   where the emulated lock belongs to the process). A first trainer that is not

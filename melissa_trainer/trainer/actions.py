@@ -26,10 +26,12 @@ from melissa_trainer.core.loss_guard import LossGuard
 from melissa_trainer.core.state import TrainerControl
 from melissa_trainer.trainer import checkpointing, reporting
 from melissa_trainer.trainer.after_train import meet_after_train
+from melissa_trainer.trainer.dir_lost import check_output_dir
 from melissa_trainer.trainer.hf_keywords import RefusesHFKeywords
 
 if TYPE_CHECKING:  # pragma: no cover
     from melissa_trainer.trainer.loop import OnlineTrainer
+    from melissa_trainer.trainer.output_lock import OutputDirHold
 
 __all__ = ["TrainerActions"]
 
@@ -43,6 +45,7 @@ class TrainerActions(RefusesHFKeywords):
     model: torch.nn.Module
     #: stops training at a non-finite loss, before any checkpoint holds it
     _loss_guard: LossGuard
+    _output_hold: OutputDirHold
 
     def _as_trainer(self) -> OnlineTrainer:
         """This object as the `OnlineTrainer` it is (the one class built on this one),
@@ -71,6 +74,8 @@ class TrainerActions(RefusesHFKeywords):
         meet = met and control.deferring
         if not (meet or control.should_log or control.should_validate or control.should_save):
             return
+        # rank 0: its directory removed or its lock file replaced: stop before writing there
+        check_output_dir(self._output_hold)  # (`dir_lost`)
         # the training thread's own work (a rank-0 part: a save's rotation; its hooks):
         # another rank's starvation watch does not call a rank 0 in it deadlocked
         work = self._as_trainer().hooks.work
@@ -218,6 +223,9 @@ class TrainerActions(RefusesHFKeywords):
         Raises `NonFiniteLossError` (on every rank, writing nothing) when a training
         loss since the last check, or a weight, is NaN or infinite.
 
+        Raises `dir_lost.OutputDirLost` (rank 0, writing nothing) when `output_dir` was
+        removed or its lock file replaced while this trainer trains.
+
         Called in a hook under several ranks: a request of ``control.should_save``,
         performed by every rank at their next agreement; returns None (`_hook_asks`).
         """
@@ -226,6 +234,7 @@ class TrainerActions(RefusesHFKeywords):
         meet_after_train(self._as_trainer(), "save_checkpoint")
         with self._watched_check("its checkpoint"):
             self._loss_guard.check(self.model.parameters())
+        check_output_dir(self._output_hold)  # (rank 0: gone, a save would make it again)
         return checkpointing.save_checkpoint(self._as_trainer())
 
     def _watched_check(self, before: str) -> AbstractContextManager[None]:

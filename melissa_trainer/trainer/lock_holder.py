@@ -60,6 +60,9 @@ class OutputDirLocked(RuntimeError):
             the same, and refused).
         lockers: with no record, the pids that hold the file's flock as this host's
             ``/proc/locks`` says (empty when the holder is on another node, or unknown).
+        host_pid: the pid of the trainer of this host that holds the directory's path
+            (`host_lock`) while its lock file is gone or another file (the directory
+            removed under it); 0 when that pid cannot be told; None: not that case.
     """
 
     def __init__(
@@ -68,8 +71,17 @@ class OutputDirLocked(RuntimeError):
         holder: Holder | None,
         waited: float = 0.0,
         lockers: tuple[int, ...] = (),
+        host_pid: int | None = None,
     ) -> None:
-        if holder is not None:
+        if host_pid is not None:
+            pid = str(host_pid) if host_pid else "unknown"
+            who = (
+                f"pid {pid} on this host holds its path, though {Path(output_dir) / LOCK_FILE} "
+                "is gone or another file: was the directory removed while that trainer "
+                "runs? That trainer keeps writing there"
+            )
+            kill = f"kill {pid}" if host_pid else "stop it"
+        elif holder is not None:
             who = holder.describe()
             kill = f"kill {holder.pid} on {holder.host}"
         else:
@@ -91,6 +103,7 @@ class OutputDirLocked(RuntimeError):
             f"released by the kernel, so a requeue after it died starts at once"
         )
         self.output_dir, self.holder, self.lockers = output_dir, holder, lockers
+        self.host_pid = host_pid
 
 
 def encode(holder: Holder) -> bytes:

@@ -30,6 +30,12 @@ What the lock relies on:
   trainer fail with a message saying so. Set ``MELISSA_TRAINER_OUTPUT_LOCK=off`` to run
   there without the lock (then nothing but the run id of `melissa_trainer.stream`
   keeps two trainers on one directory apart).
+* ``rm -rf`` of a running trainer's directory deletes the lock file with it, and a new
+  trainer would lock a new file: rank 0 also holds a lock on the resolved path that no
+  ``rm`` removes (`host_lock`: an abstract unix socket, freed by the kernel when its
+  process dies, ``kill -9`` included), so a trainer of the same host is still refused,
+  naming the holder's pid. Across nodes only the file lock tells. `lost`: the held
+  file gone or replaced (the trainer then stops, `dir_lost`, rather than remake it).
 * Within one process, a registry of the locks it holds refuses a second trainer on
   the same directory while the first one trains (``flock`` alone would not on NFS,
   where the emulated lock belongs to the process). A first trainer that is not
@@ -63,13 +69,21 @@ import threading
 import time
 from pathlib import Path
 
+from melissa_trainer.trainer.host_lock import HostLock
 from melissa_trainer.trainer.lock_holder import (
     LOCK_FILE,
     Holder,
     OutputDirLocked,
     encode,
     flock_holders,
+    peek_holder,
     read_holder,
+)
+from melissa_trainer.trainer.output_dir_errors import (
+    ENV_OUTPUT_LOCK,
+    make_output_dir,
+    unsupported,
+    unwritable,
 )
 
 __all__ = [
@@ -86,8 +100,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-#: ``off`` runs without the lock (file systems that refuse locks)
-ENV_OUTPUT_LOCK = "MELISSA_TRAINER_OUTPUT_LOCK"
 #: seconds a new trainer waits for a holder that says it is stopping
 STOPPING_WAIT = 120.0
 _POLL = 0.05  # seconds between two tries while waiting for a stopping holder
@@ -97,6 +109,9 @@ _POLL = 0.05  # seconds between two tries while waiting for a stopping holder
 # closing any descriptor of the file there would drop the process's lock, so a second
 # taker in this process is refused without opening the file.
 _held: dict[tuple[int, int], OutputDirLock] = {}
+# the host locks this process holds (`host_lock.host_key`), and their holder: a second
+# trainer of this process on the path finds the first even once the file is gone
+_hosts: dict[bytes, OutputDirLock] = {}
 _held_lock = threading.Lock()
 
 
@@ -118,6 +133,7 @@ class OutputDirLock:
         self.run_id = run_id
         self._fd: int | None = None
         self._key: tuple[int, int] | None = None
+        self._host: HostLock | None = None  # made at the first try (the path resolved then)
         self._since = ""
         self._state = "running"
         #: its trainer is inside `train()` (a trainer of this process then cannot take
@@ -171,7 +187,75 @@ class OutputDirLock:
 
     def _try(self) -> tuple[bool, Holder | None]:
         """One try: ``(True, None)`` once the lock is ours, else ``(False, the holder's
-        record)``, the record None when it cannot be read (the lock is held all the same)."""
+        record)``, the record None when it cannot be read (the lock is held all the same).
+        The host lock first (`_take_host`), then the file's; the host lock let go again
+        when the file's is not taken."""
+        refused = self._take_host()
+        if refused is not None:
+            return refused
+        taken: tuple[bool, Holder | None] = (False, None)
+        try:
+            taken = self._try_file()
+        finally:
+            if not taken[0]:
+                self._drop_host()
+        return taken
+
+    def _take_host(self) -> tuple[bool, Holder | None] | None:
+        """Take the host lock of `output_dir`'s path (`host_lock`): None once held, else
+        ``(False, record)`` of the holder the file names (or None: unreadable), which
+        `acquire` refuses or waits for.
+
+        Raises:
+            OutputDirLocked: a trainer of this host holds the path but the lock file does
+                not name it (removed or replaced under it: `OutputDirLocked.host_pid`).
+        """
+        if self._host is None:
+            self._host = HostLock(self.output_dir)
+        host = self._host
+        if host.held:
+            return None
+        with _held_lock:
+            other = _hosts.get(host.key)
+        if other is not None and other is not self:  # another trainer of this process
+            if other.active:
+                return False, other.record()
+            other.superseded = True  # built, not training: superseded (docstring)
+            other.release()
+        pid = host.take()
+        if pid is None:
+            with _held_lock:
+                _hosts[host.key] = self
+            return None
+        holder = peek_holder(self.path)
+        if holder is not None and holder.pid == pid and holder.host == socket.gethostname():
+            return False, holder  # the file names it: refused, or waited for if stopping
+        if pid and pid in flock_holders(self.path):
+            return False, None  # its file, unreadable (truncated): refused as such
+        raise OutputDirLocked(self.output_dir, None, host_pid=pid)
+
+    def _drop_host(self) -> None:
+        """Let the host lock go (not taken, or released)."""
+        if self._host is not None and self._host.held:
+            with _held_lock:
+                if _hosts.get(self._host.key) is self:
+                    del _hosts[self._host.key]
+            self._host.release()
+
+    def lost(self) -> str | None:
+        """What became of the held lock file: "removed" (with `output_dir`, or alone),
+        "replaced" (another file of its name), or None (intact, or not held). Also drops
+        the connections refused takers left on the host lock (`HostLock.drain`)."""
+        if self._fd is None or self._key is None:
+            return None
+        if self._host is not None:
+            self._host.drain()
+        if not os.path.exists(self.path):
+            return "removed"
+        return None if _same_file(self.path, self._key) else "replaced"
+
+    def _try_file(self) -> tuple[bool, Holder | None]:
+        """`_try`'s file lock (the host lock held)."""
         try:
             st = os.stat(self.path)
         except FileNotFoundError:
@@ -192,7 +276,7 @@ class OutputDirLock:
         try:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         except OSError as exc:  # (a read-only archive of a run, resumed in place)
-            raise _unwritable(self.output_dir, self.path, exc) from exc
+            raise unwritable(self.output_dir, self.path, exc) from exc
         try:
             st = os.fstat(fd)
             key = (st.st_dev, st.st_ino)
@@ -200,7 +284,7 @@ class OutputDirLock:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError as exc:
                 if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                    raise _unsupported(self.output_dir, exc) from exc
+                    raise unsupported(self.output_dir, exc) from exc
                 holder = read_holder(fd)
                 os.close(fd)
                 return False, holder
@@ -208,7 +292,7 @@ class OutputDirLock:
                 # the file was replaced (deleted and made again) between our open and our
                 # flock: we hold the lock of a file nobody else will look at; try again
                 os.close(fd)
-                return self._try()
+                return self._try_file()
         except BaseException:
             _close_quietly(fd)
             raise
@@ -228,6 +312,7 @@ class OutputDirLock:
     def release(self) -> None:
         """Give the lock back; the file stays, naming the last holder, ``ended`` (not
         ``stopping``, which reads as a holder about to exit). Idempotent."""
+        self._drop_host()
         if self._fd is None:
             return
         try:
@@ -297,27 +382,6 @@ class OutputDirHold:
             self.lock.stopping()
 
 
-def make_output_dir(output_dir: str) -> None:
-    """Create `output_dir` and its missing parents (nothing when it exists).
-
-    Raises:
-        OSError: it cannot be made (a read-only file system, no permission to write
-            its parent): `exc`'s errno, naming `output_dir` and the way on, instead of
-            the bare ``[Errno 30] Read-only file system: 'PATH'`` of ``mkdir``.
-    """
-    try:
-        Path(output_dir).mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise OSError(
-            exc.errno,
-            f"cannot create output_dir {output_dir!r} ({exc.strerror}"
-            f"{'' if exc.filename in (None, output_dir) else f': {exc.filename}'}): a run "
-            "writes its lock, checkpoints and logs there. Give an --output_dir on a file "
-            "system this run can write to (and, to resume from a checkpoint of a folder it "
-            "cannot write to, --resume_from_checkpoint PATH of that checkpoint)",
-        ) from exc
-
-
 def _same_file(path: Path, key: tuple[int, int]) -> bool:
     """Whether `path` still names the file whose (st_dev, st_ino) is `key`."""
     try:
@@ -325,27 +389,6 @@ def _same_file(path: Path, key: tuple[int, int]) -> bool:
     except FileNotFoundError:
         return False
     return (st.st_dev, st.st_ino) == key
-
-
-def _unsupported(output_dir: str, exc: OSError) -> OSError:
-    return OSError(
-        exc.errno,
-        f"cannot lock output_dir {output_dir!r} ({exc.strerror}): its file system refuses "
-        f"file locks (Lustre without '-o flock'?). Use an output_dir on a file system with "
-        f"locks, or set {ENV_OUTPUT_LOCK}=off to run without the lock (nothing then stops "
-        f"a second trainer from using this directory)",
-    )
-
-
-def _unwritable(output_dir: str, path: Path, exc: OSError) -> OSError:
-    """The error of a lock file that cannot be made: `exc`'s errno, and the way on."""
-    return OSError(
-        exc.errno,
-        f"cannot write the lock {str(path)!r} in output_dir {output_dir!r} "
-        f"({exc.strerror}): a run writes its lock, checkpoints and logs there. To resume "
-        "from a checkpoint of a folder this run cannot write to (a read-only copy), give "
-        "another --output_dir and --resume_from_checkpoint PATH of that checkpoint",
-    )
 
 
 def _close_quietly(fd: int) -> None:

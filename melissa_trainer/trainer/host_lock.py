@@ -1,0 +1,113 @@
+"""A host-local lock on an output directory's path, that no ``rm`` can remove.
+
+The file lock of `output_lock` lives in ``{output_dir}/trainer.lock``: a user who
+``rm -rf``'s the directory of a running trainer (and starts another on the same path)
+deletes it with the directory, and the second trainer locks a new file of the same name.
+So rank 0 also binds a Linux abstract-namespace unix socket named after the directory's
+resolved path (``"\\0melissa-trainer-" + sha256(path)``, `host_key`): it lives in the
+kernel, not in a file system, so nothing but the holder's exit removes it, and the
+kernel frees it when the holder dies however it dies (``kill -9`` included), so a
+resume after a crash is never refused by it.
+
+The socket listens: a refused taker connects to it and reads the holder's pid from the
+connection's ``SO_PEERCRED``, so its refusal names the pid. The holder never answers;
+it drops the waiting connections when asked (`HostLock.drain`), so that its backlog
+does not fill (a full backlog only makes a taker's refusal say "pid unknown").
+
+Limits (say them to users): the name is one host's (one network namespace's: a
+container with its own network namespace does not see it), so across nodes of a shared
+file system only the file lock can tell that a directory is in use; two paths to one
+directory that resolve differently (bind mounts) have two names, where the file lock
+still sees one file while it exists. Off Linux the host lock is skipped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import socket
+import struct
+import sys
+from pathlib import Path
+
+__all__ = ["HostLock", "host_key"]
+
+_PREFIX = b"\0melissa-trainer-"
+_BACKLOG = 64  # refused takers waiting to be drained (`HostLock.drain`)
+
+
+def host_key(output_dir: str) -> bytes:
+    """The abstract socket's name for `output_dir` (its resolved absolute path)."""
+    resolved = str(Path(output_dir).resolve())
+    return _PREFIX + hashlib.sha256(resolved.encode()).hexdigest().encode()
+
+
+class HostLock:
+    """The host-local lock of one output directory's path (module docstring).
+
+    `take` binds it or tells who holds it; `release` closes it (also done by the kernel
+    when the process exits). Not thread-safe: its `OutputDirLock`'s thread only.
+    """
+
+    def __init__(self, output_dir: str) -> None:
+        self.key = host_key(output_dir)
+        self._sock: socket.socket | None = None
+
+    @property
+    def held(self) -> bool:
+        return self._sock is not None
+
+    def take(self) -> int | None:
+        """Bind the name: None once it is ours (or off Linux), else the holder's pid
+        (0 when it cannot be told: the holder between its bind and its listen, or its
+        backlog full)."""
+        if self._sock is not None or not sys.platform.startswith("linux"):
+            return None
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)  # (not inherited: CLOEXEC)
+        try:
+            sock.bind(self.key)
+        except OSError as exc:
+            sock.close()
+            if exc.errno != errno.EADDRINUSE:
+                raise
+            return _peer_pid(self.key)
+        try:
+            sock.listen(_BACKLOG)
+            sock.setblocking(False)
+        except BaseException:
+            sock.close()
+            raise
+        self._sock = sock
+        return None
+
+    def drain(self) -> None:
+        """Drop the connections refused takers left waiting (module docstring)."""
+        sock = self._sock
+        while sock is not None:
+            try:
+                conn, _ = sock.accept()
+            except OSError:  # (BlockingIOError: none left)
+                return
+            conn.close()
+
+    def release(self) -> None:
+        """Close the socket: the name is free. Idempotent."""
+        sock, self._sock = self._sock, None
+        if sock is not None:
+            sock.close()
+
+
+def _peer_pid(key: bytes) -> int:
+    """The pid of the process listening on `key` (0 when it cannot be told)."""
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    probe.setblocking(False)
+    try:
+        with contextlib.suppress(OSError):
+            probe.connect(key)
+            creds = probe.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+            pid, _uid, _gid = struct.unpack("3i", creds)
+            return pid
+        return 0
+    finally:
+        probe.close()

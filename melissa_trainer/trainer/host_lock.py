@@ -26,12 +26,15 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
+import logging
 import socket
 import struct
 import sys
 from pathlib import Path
 
 __all__ = ["HostLock", "host_key"]
+
+logger = logging.getLogger("melissa_trainer.trainer")
 
 _PREFIX = b"\0melissa-trainer-"
 _BACKLOG = 64  # refused takers waiting to be drained (`HostLock.drain`)
@@ -51,6 +54,7 @@ class HostLock:
     """
 
     def __init__(self, output_dir: str) -> None:
+        self.output_dir = output_dir
         self.key = host_key(output_dir)
         self._sock: socket.socket | None = None
 
@@ -59,7 +63,8 @@ class HostLock:
         return self._sock is not None
 
     def take(self) -> int | None:
-        """Bind the name: None once it is ours (or off Linux), else the holder's pid
+        """Bind the name: None once it is ours (or off Linux, or where the socket cannot
+        be bound for another reason than its name in use: warned of), else the holder's pid
         (0 when it cannot be told: the holder between its bind and its listen, or its
         backlog full)."""
         if self._sock is not None or not sys.platform.startswith("linux"):
@@ -70,7 +75,16 @@ class HostLock:
         except OSError as exc:
             sock.close()
             if exc.errno != errno.EADDRINUSE:
-                raise
+                # (a sandbox refusing abstract sockets: the file lock still guards the
+                # directory; only a removed directory's second trainer goes unrefused)
+                logger.warning(
+                    "output_dir %s: no host lock (an abstract unix socket could not be "
+                    "bound: %s); the lock file alone guards it, so a trainer started "
+                    "after this directory is removed would not be refused",
+                    self.output_dir,
+                    exc,
+                )
+                return None
             return _peer_pid(self.key)
         try:
             sock.listen(_BACKLOG)

@@ -9,9 +9,12 @@ in (a user trial: ``rm -rf outputs`` and a rerun while the first still trained).
 
 from __future__ import annotations
 
+import errno
+import logging
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -160,3 +163,21 @@ def test_a_trainer_whose_output_dir_was_removed_stops_saying_so(tmp_path: Path, 
     lock = OutputDirLock(out, "next")  # the trainer's exit freed the path
     lock.acquire(stopping_wait=0.0)
     lock.release()
+
+
+@pytest.mark.timeout(30)
+def test_a_host_that_refuses_abstract_sockets_keeps_the_file_lock_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A sandbox refusing the bind (EPERM) must not stop a trainer from starting: the
+    host lock is skipped, said once. Failed before: the PermissionError was raised."""
+
+    def refuse(self: socket.socket, address: object) -> None:
+        raise PermissionError(errno.EPERM, "abstract sockets not allowed here")
+
+    monkeypatch.setattr(socket.socket, "bind", refuse)
+    lock = HostLock(str(tmp_path))
+    with caplog.at_level(logging.WARNING, "melissa_trainer"):
+        assert lock.take() is None
+    assert not lock.held
+    assert "no host lock" in caplog.text and "abstract sockets not allowed" in caplog.text

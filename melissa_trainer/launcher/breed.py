@@ -263,7 +263,8 @@ class BreedSampler(AdaptiveSampler):
         if explore or len(self._observed) < self.min_observations:
             self.last_parent = None
             draws = self._draws  # (out of the failures' zones, as the surrogate's)
-            unit = self._explored_outside(draws.draw(index), rng, EXPLORATION_POOL, draws.drawn())
+            drawn = draws.drawn()  # (before this draw: the keep-away set excludes it)
+            unit = self._explored_outside(draws.draw(index), rng, EXPLORATION_POOL, drawn)
         else:
             parents = list(self._observed.values())
             parent = parents[int(rng.choice(len(parents), p=self.parent_weights()))]

@@ -219,16 +219,18 @@ def test_a_hang_mid_run_is_told_how_to_catch_it_sooner_from_its_step_gaps(
     for kill in kills:
         assert "needs a higher silence_floor" in kill  # waiting longer, as before
         told = re.search(
-            r"this attempt's, was ([\d.]+) s: if its steps take at most that, "
-            r"LauncherTuning\(silence_floor=(\d+)\) .* catches a hang sooner, after \d+ s "
-            r"instead of 8 s",
+            r"the study has seen, of any simulation, was ([\d.]+) s \(this attempt's: "
+            r"([\d.]+) s\): if no step takes longer, LauncherTuning\(silence_floor=(\d+)\) "
+            r".* catches a hang sooner, after (\d+) s instead of 8 s",
             kill,
         )
         assert told is not None, kill
-        gap, tighter = float(told.group(1)), int(told.group(2))
+        gap, own, tighter = float(told.group(1)), float(told.group(2)), int(told.group(3))
         # its steps came `step` apart (the solver sleeps so), seen within a few ticks
-        assert step <= gap + 0.05 and tighter < floor
-        assert tighter >= 10 * gap  # silence_factor x the gap, rounded up
+        assert step <= own + 0.05 and own <= gap and tighter < floor
+        # silence_factor x the study's longest gap, rounded up; a floor above that
+        # gives the bound it says
+        assert tighter >= 10 * gap and int(told.group(4)) == tighter
     again = [line for line in lines if "hung again on its restart" in line]
     assert len(again) == 1 and "catches a hang sooner" in again[0], again
 

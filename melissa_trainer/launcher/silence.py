@@ -60,6 +60,7 @@ Used by the launcher's thread only (no lock).
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass
 
@@ -249,18 +250,23 @@ class SilenceClock:
 
     def sooner(self, own_gap: float | None, bound: float) -> str:
         """The other direction of a kill between two messages at `bound` seconds: the
-        tighter bound its steps allow, from `own_gap` (the longest silence between two
-        messages of the killed attempt, None: it sent one message) or else the study's,
-        or "" when that bound would not be tighter, or when no gap was seen and the
-        bound is a numeric `simulation_timeout` (the user's own choice: nothing to
-        weigh it by). (A user trial's solver, steps of at
-        most 0.6 s, hung mid-run: killed at the 120 s floor three times, 6.5 minutes, and
-        the line said only how to wait longer.) A factor of `silence_factor` over the gap
-        seen, as ``"auto"`` takes it: a slower step than any seen still passes."""
-        gap, whose = own_gap, "this attempt's"
-        if gap is None and self._gap_seen:
-            gap, whose = self.longest_gap, "the study's (this attempt sent one message)"
-        if gap is None:
+        tighter bound the study's steps allow, or "" when it would not be tighter, or
+        when no gap was seen and the bound is a numeric `simulation_timeout` (the user's
+        own choice: nothing to weigh it by). (A user trial's solver, steps of at most
+        0.6 s, hung mid-run: killed at the 120 s floor three times, 6.5 minutes, and the
+        line said only how to wait longer.)
+
+        The setting it names (`silence_floor` under ``"auto"``, else
+        `simulation_timeout`) bounds every simulation of the study: its value is
+        `silence_factor` x the longest silence between two messages the study has seen
+        (`longest_gap`, of any simulation; `own_gap`, the killed attempt's, None: it sent
+        one message, is among them), rounded up, so a slower step than any seen still
+        passes; before, the killed attempt's own gap alone, 0.5 s, named
+        ``simulation_timeout=5`` in a study whose healthy simulations' 20 s steps it
+        would kill. The bound stated is the one `bound` gives under that setting, with
+        what the study has seen (the floor's is no lower than the silences seen
+        allow)."""
+        if not self._gap_seen and own_gap is None:
             if self.timeout != AUTO:  # (a bound the user chose, no gap to weigh it by)
                 return ""
             return (
@@ -268,39 +274,44 @@ class SilenceClock:
                 "short, a bound a few times the longest step catches a hang sooner, "
                 + self._knob("S")
             )
-        tighter = max(1, math.ceil(self.factor * gap))
-        if tighter >= bound:
+        gap = max(self.longest_gap, own_gap or 0.0)
+        value = max(1, math.ceil(self.factor * gap))
+        tighter = self._tuned(value, gap).bound(sending=True)
+        if tighter is None or tighter[0] >= bound:
             return ""
-        # (under "auto" the floor sets the bound only while silence_factor x the study's
-        # longest silence is below it; past it, a lower floor would change nothing)
-        by_floor = self.factor * self.longest_gap < self.floor
+        own = "it sent one message" if own_gap is None else f"{own_gap:.1f} s"
         return (
-            f"; the longest silence between two messages seen, {whose}, was {gap:.1f} s: "
-            f"if its steps take at most that, {self._knob(str(tighter), by_floor)} catches "
-            f"a hang sooner, after {tighter} s instead of {bound:.0f} s"
+            f"; the longest silence between two messages the study has seen, of any "
+            f"simulation, was {gap:.1f} s (this attempt's: {own}): if no step takes "
+            f"longer, {self._knob(str(value))} catches a hang sooner, after "
+            f"{tighter[0]:.0f} s instead of {bound:.0f} s"
         )
 
-    def _knob(self, value: str, by_floor: bool = True) -> str:
-        """The setting that bounds the silence between two messages at `value` s: under
-        ``"auto"``, `silence_floor` if the floor sets the bound (`by_floor`), else a
-        numeric `simulation_timeout`."""
-        if self.timeout == AUTO and by_floor:
+    def _tuned(self, value: float, gap: float) -> SilenceClock:
+        """This clock as `_knob`'s setting at `value` would make it, having seen what this
+        one has and `gap`: its `bound` is what that setting would really give (one rule,
+        this class's, not a copy of its formula)."""
+        out = copy.copy(self)
+        if self.timeout == AUTO:
+            out.floor = float(value)
+        else:
+            out.timeout = float(value)
+        out.heard(gap, first=False)
+        return out
+
+    def _knob(self, value: str) -> str:
+        """The setting that bounds the silence between two messages at `value` s for the
+        whole study: `silence_floor` under ``"auto"`` (the bound it gives grows with the
+        silences seen: `sooner` states it), else a numeric `simulation_timeout`."""
+        if self.timeout == AUTO:
             return (
                 f"LauncherTuning(silence_floor={value}) (simulation_timeout='auto' still "
                 f"grows it to silence_factor x the longest silence seen; the start-up keeps "
                 f"its own bound)"
             )
-        why = (
-            ""
-            if self.timeout != AUTO
-            else (
-                f"silence_factor={self.factor} x the study's longest silence between two "
-                f"messages sets the 'auto' bound, not silence_floor; "
-            )
-        )
         return (
-            f"LauncherTuning(simulation_timeout={value}) ({why}startup_timeout=... to allow "
-            f"the start-up longer)"
+            f"LauncherTuning(simulation_timeout={value}) (startup_timeout=... to allow the "
+            f"start-up longer)"
         )
 
     def judge(self, silent: float, sending: bool, complete: bool = False) -> Verdict | None:

@@ -91,11 +91,13 @@ class SilenceWatch(FailurePolicy):
             heard = "since its last message" if job.sending else "no message yet"
             what = f"simulation {sid} ({self.attempt_of(sid)}) silent for {verdict.silent:.1f} s"
             # (between two messages, both directions: how to wait longer is in the rule,
-            # how to catch a hang sooner from the gaps seen; the restart's advice too)
+            # how to catch a hang sooner from the gaps seen; the restart's advice too,
+            # this kill's: "" for one before its first message, where a lower floor
+            # changes nothing; before, such a restart repeated its previous kill's hint)
             sooner = ""
             if job.sending and not job.complete:
                 sooner = self.silence.sooner(job.gap, verdict.timeout)
-                self.advice.hang_sooner[sid] = sooner
+            self.advice.hang_sooner[sid] = sooner
             logger.warning(
                 "%s (%s; %s%s): killing %s; log: %s",
                 what,

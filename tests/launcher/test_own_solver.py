@@ -45,6 +45,8 @@ options = json.loads(sys.argv[1])
 sid = int(os.environ["MELISSA_TRAINER_SIMULATION_ID"])
 attempt = int(os.environ["MELISSA_TRAINER_ATTEMPT"])
 time.sleep(options.get("startup", 0.0))  # (a JIT's compile time)
+if sid in options.get("hang", []) and attempt in options.get("hang_at_start", []):
+    time.sleep(600)  # this attempt stalls in its set-up, before its first message
 if sid in options.get("fail", []):
     sys.exit("diverged before its first step")
 shape = tuple(options.get("wrong_shape" if sid in options.get("wrong", []) else "shape", [4]))
@@ -219,18 +221,48 @@ def test_a_hang_mid_run_is_told_how_to_catch_it_sooner_from_its_step_gaps(
     for kill in kills:
         assert "needs a higher silence_floor" in kill  # waiting longer, as before
         told = re.search(
-            r"this attempt's, was ([\d.]+) s: if its steps take at most that, "
-            r"LauncherTuning\(silence_floor=(\d+)\) .* catches a hang sooner, after \d+ s "
-            r"instead of 8 s",
+            r"the study has seen, of any simulation, was ([\d.]+) s \(this attempt's: "
+            r"([\d.]+) s\): if no step takes longer, LauncherTuning\(silence_floor=(\d+)\) "
+            r".* catches a hang sooner, after (\d+) s instead of 8 s",
             kill,
         )
         assert told is not None, kill
-        gap, tighter = float(told.group(1)), int(told.group(2))
+        gap, own, tighter = float(told.group(1)), float(told.group(2)), int(told.group(3))
         # its steps came `step` apart (the solver sleeps so), seen within a few ticks
-        assert step <= gap + 0.05 and tighter < floor
-        assert tighter >= 10 * gap  # silence_factor x the gap, rounded up
+        assert step <= own + 0.05 and own <= gap and tighter < floor
+        # silence_factor x the study's longest gap, rounded up; a floor above that
+        # gives the bound it says
+        assert tighter >= 10 * gap and int(told.group(4)) == tighter
     again = [line for line in lines if "hung again on its restart" in line]
     assert len(again) == 1 and "catches a hang sooner" in again[0], again
+
+
+@pytest.mark.timeout(120)
+def test_a_restart_that_hangs_at_start_up_is_not_told_the_previous_kills_hint(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The "hung again on its restart" WARNING tells the way to catch a hang sooner of
+    the restart's own kill: none for a kill before its first message, where a lower
+    silence_floor changes nothing (before, the hint of the previous attempt's kill
+    mid-run was repeated)."""
+    caplog.set_level(logging.WARNING, logger="melissa_trainer.launcher")
+    sim = solver(tmp_path, hang=[0], hang_after=3, steps=5, step_time=0.1, hang_at_start=[1])
+    # (silence_factor 2: the restart's start-up is killed at startup_timeout, 10 s, unless
+    # the first start-up took more than 5 s; the floor, 8 s, bounds the hang mid-run)
+    tuning = {"silence_floor": 8.0, "silence_factor": 2.0, "startup_timeout": 10.0,
+              "max_restarts": 1, "on_failure": "raise"}  # fmt: skip
+    launch, receiver, _ = study(tmp_path, sim, 1, {"x": (0, 1)}, tuning=tuning)
+    try:
+        failure(launch, 100.0)
+    finally:
+        launch.stop()
+        receiver.stop()
+    lines = [r.getMessage() for r in caplog.records]
+    mid_run, at_start = [line for line in lines if line.startswith("simulation 0 (attempt")]
+    assert "since its last message" in mid_run and "catches a hang sooner" in mid_run
+    assert "no message yet" in at_start and "catches a hang sooner" not in at_start
+    (again,) = [line for line in lines if "hung again on its restart" in line]
+    assert "catches a hang sooner" not in again, again
 
 
 @pytest.mark.timeout(90)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import pickle
+import re
 from pathlib import Path
 
 import pytest
@@ -186,9 +187,11 @@ def test_the_first_data_notice_names_the_bound_on_a_start_up() -> None:
 def test_the_sooner_bound_names_the_setting_that_sets_the_bound() -> None:
     """The kill's "catches a hang sooner" (`SilenceClock.sooner`) names what would lower
     the bound: under "auto", `silence_floor` while the floor sets it; once silence_factor
-    x the study's longest silence sets it, a lower floor changes nothing (a trial run
-    with silence_floor=6 and a 1.1 s silence seen was told silence_floor=9, bound 11 s):
-    a numeric `simulation_timeout`; nothing when no tighter bound follows."""
+    x the study's longest silence sets it, nothing (a lower floor changes nothing, a trial
+    run with silence_floor=6 and a 1.1 s silence seen was told silence_floor=9, bound
+    11 s; and a numeric `simulation_timeout` below it would kill a silence of a simulation
+    of the study with less than silence_factor's margin); nothing when no tighter bound
+    follows."""
     floor_set = SilenceClock(
         "auto", floor=120.0, factor=10.0, startup=STARTUP_DEFAULT, poll_interval=0.05,
         heartbeat=True,
@@ -203,10 +206,70 @@ def test_the_sooner_bound_names_the_setting_that_sets_the_bound() -> None:
     )  # fmt: skip
     factor_set.heard(1.1, first=False)
     (bound, _) = factor_set.bound(True)
-    sooner = factor_set.sooner(0.9, bound)
-    assert "LauncherTuning(simulation_timeout=9)" in sooner and "silence_floor=9" not in sooner
-    assert factor_set.sooner(1.1, bound) == ""  # 11 s: no tighter
+    assert factor_set.sooner(0.9, bound) == ""  # the study's 1.1 s: 11 s, no tighter
+    assert factor_set.sooner(1.1, bound) == ""
     none_seen = clock()
     assert "no silence between two messages seen yet" in none_seen.sooner(None, 1.0)
     # a numeric bound is the user's: with no gap seen, nothing to weigh it by
     assert clock(timeout=1.0).sooner(None, 1.0) == ""
+
+
+def tuned(timeout: float | str, floor: float = 120.0, gaps: tuple[float, ...] = ()) -> SilenceClock:
+    """A clock under `timeout` and `floor` (silence_factor 10), that has heard `gaps`
+    between two messages (of any simulation of the study)."""
+    out = SilenceClock(
+        timeout, floor=floor, factor=10.0, startup=STARTUP_DEFAULT, poll_interval=0.05,
+        heartbeat=True,
+    )  # fmt: skip
+    for gap in gaps:
+        out.heard(gap, first=False)
+    return out
+
+
+@pytest.mark.parametrize(
+    ("timeout", "study_gap", "own_gap", "said"),
+    [
+        # a healthy simulation's 20 s steps set the "auto" bound, 200 s; the hung one's
+        # 0.5 s gaps were told simulation_timeout=5, which kills the healthy one
+        ("auto", 20.0, 0.5, None),
+        # a numeric 120 s, the study's 20 s steps: simulation_timeout=6 was told
+        (120.0, 20.0, 0.6, None),
+        (120.0, 2.0, 0.6, ("simulation_timeout", 20)),
+        # the floor sets the bound: silence_floor=5 was told, "after 5 s", where the
+        # study's 5 s silence makes that floor's bound 50 s
+        ("auto", 5.0, 0.5, ("silence_floor", 50)),
+        ("auto", 0.5, None, ("silence_floor", 5)),  # (the attempt sent one message)
+    ],
+)
+def test_the_sooner_bound_kills_no_silence_the_study_has_seen(
+    timeout: float | str, study_gap: float, own_gap: float | None, said: tuple[str, int] | None
+) -> None:
+    """`SilenceClock.sooner` weighs the setting it names, which bounds every simulation
+    of the study, by the longest silence between two messages the study has seen, not
+    the killed attempt's alone, and states the bound that setting would give. The
+    oracle: the setting named, applied to a clock that heard the same silences, kills
+    none of them, and bounds a silence at the seconds stated; nothing is said when it
+    would be no tighter."""
+    gaps = (study_gap,) if own_gap is None else (study_gap, own_gap)
+    clock_now = tuned(timeout, gaps=gaps)
+    now = clock_now.bound(True)
+    assert now is not None
+    sooner = clock_now.sooner(own_gap, now[0])
+    if said is None:
+        assert sooner == "", sooner
+        return
+    setting = re.search(r"LauncherTuning\((\w+)=(\d+)\)", sooner)
+    stated = re.search(r"catches a hang sooner, after (\d+) s instead of (\d+) s", sooner)
+    assert setting is not None and stated is not None, sooner
+    assert (setting.group(1), int(setting.group(2))) == said, sooner
+    value = float(setting.group(2))
+    applied = (
+        tuned(timeout, floor=value, gaps=gaps)
+        if setting.group(1) == "silence_floor"
+        else tuned(value, gaps=gaps)
+    )
+    after = applied.bound(True)
+    assert after is not None and after[0] == float(stated.group(1)) < now[0]
+    assert float(stated.group(2)) == now[0]
+    assert all(applied.judge(gap, sending=True) is None for gap in gaps)
+    assert f"was {study_gap:.1f} s" in sooner  # (the study's longest, said)

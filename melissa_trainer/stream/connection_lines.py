@@ -189,9 +189,9 @@ class CloseLines:
             "client was left by an exception, or it sent a message over %d bytes "
             "(max_message_bytes + header), dropped by ZeroMQ with its connection. The steps "
             "received before the close are kept for training; the rest of its run is missing "
-            "unless it runs again (a launcher's max_restarts; a solver you started: rerun it "
-            "with the same simulation id)%s. Said in full once; the others in one line "
-            "each, counted at the end%s",
+            "unless the simulation runs again (a launcher restarts it up to max_restarts "
+            "times; a solver you started: run it again with the same simulation id)%s. "
+            "Said in full once; the others in one line each, counted at the end%s",
             sid,
             rank,
             ended,

@@ -53,11 +53,11 @@ for case in ("free", "cycle"):
     dist.init_process_group("gloo", init_method=f"file://{sys.argv[1]}/{case}", rank=0,
                             world_size=1)
     dist.all_reduce(torch.zeros(1))  # run on a worker: one has named itself by then
+    gc.disable()  # no automatic collection frees the cycle before the teardown
     if case == "cycle":
         held = Holder()
         held.me, held.group = held, dist.group.WORLD
         del held  # unreachable, freed only by a collection
-    gc.disable()  # no automatic collection frees the cycle first
     during = workers()
     collects.clear()
     process_group.teardown()

@@ -106,8 +106,10 @@ def teardown() -> None:
     the user first) or for another backend.
 
     After it, the DDP wrappers registered with `release_at_exit` hold no group (they
-    cannot run a step; at exit nothing does). Warns when gloo worker threads outlive it
-    (something else still holds the group: the exit may then abort as before).
+    cannot run a step; at exit nothing does). A full garbage collection runs only when
+    gloo worker threads outlive the group's release (it frees holders in reference
+    cycles); warns when they outlive that too (something else still holds the group: the
+    exit may then abort as before).
     """
     if not (dist.is_available() and dist.is_initialized()):
         return
@@ -122,10 +124,17 @@ def teardown() -> None:
     for model in list(_models):
         _release(model)
     _models.clear()
-    gc.collect()  # trainers dropped in reference cycles: their DDP wrappers with them
     dist.destroy_process_group()
     del group  # the last reference: ~ProcessGroupGloo drains its queue, joins its workers
     left = gloo_worker_threads()
+    if left:
+        # Something still holds the group: a trainer dropped in a reference cycle (its
+        # DDP wrapper with it) is freed by a full collection, which drops the group as
+        # `del` does. Only then: a full collection walks every object torch and the
+        # script made (1.2 to 1.3 s per rank, the 2-rank heat example on a 2-core machine
+        # at load average 15 to 19), at every multi-process exit when it ran always.
+        gc.collect()
+        left = gloo_worker_threads()
     if left:
         logger.warning(
             "%d gloo worker thread(s) outlive the process group's destruction at exit: "

@@ -1,23 +1,25 @@
 """What the launcher says once per study about the solver, with the fix:
 
-* **Start-up dominates.** Each attempt's launch-to-first-message is timed and summed
-  in `startup_seconds` (`Launcher.summary`'s
-  split of ``simulation_seconds``). In worker mode a simulation's process is its
-  worker's, started once: each worker's launch-to-first-request (its start-up, imports
-  and JIT, timed as the request comes) is summed there too, beside each simulation's
-  time from its assignment to its first message. The first simulation that ends (exit 0) with its
-  start-up at least `STARTUP_FLOOR` s and `STARTUP_SHARE` of its wall time gets one
-  WARNING (never said in worker mode), whose fix depends on the client library the
-  simulation's HELLO named (`DataReport.client_of`): worker mode, which pays the
-  start-up once per job, for the Python client (its ``next_simulation()`` is worker
-  mode's job side); for the C client (and the Fortran bindings on it), which has no
-  worker mode, what the guide says helps a compiled solver: longer simulations (more
-  time steps per process) and ``startup_timeout`` sized to the start-up; for a client
-  that did not say (an older one), worker mode as the fix of a Python solver only.
-  Only a first attempt's start-up is judged so: a rerun's first message heard may come
-  after it recomputed the steps its receivers hold (`Advice.first_message`).
-  A program that turns worker mode on for its user (an example's ``--worker``) says how
-  (`Launcher`'s `worker_hint`), and the Python fix names that first.
+* **Start-up dominates.** Each first attempt's launch-to-first-message is timed and
+  summed in `startup_seconds` (`Launcher.summary`'s split of ``simulation_seconds``); a
+  rerun's (a restart, or a resumed study's rerun: `first_message`) in
+  `rerun_startup_seconds`, apart: it may hold recomputed steps, not start-up alone. In
+  worker mode a simulation's process is its worker's, started once: each worker's
+  launch-to-first-request (its start-up, imports and JIT, timed as the request comes) is
+  summed there too, beside each simulation's time from its assignment to its first
+  message. The first simulation that ends (exit 0) with its start-up at least
+  `STARTUP_FLOOR` s and `STARTUP_SHARE` of its wall time gets one WARNING (never said in
+  worker mode), whose fix depends on the client library the simulation's HELLO named
+  (`DataReport.client_of`): worker mode, which pays the start-up once per job, for the
+  Python client (its ``next_simulation()`` is worker mode's job side); for the C client
+  (and the Fortran bindings on it), which has no worker mode, what the guide says helps
+  a compiled solver: longer simulations (more time steps per process) and
+  ``startup_timeout`` sized to the start-up; for a client that did not say (an older
+  one), worker mode as the fix of a Python solver only. Only a first attempt's start-up
+  is judged so: a rerun's first message heard may come after it recomputed the steps its
+  receivers hold (`Advice.first_message`). A program that turns worker mode on for its
+  user (an example's ``--worker``) says how (`Launcher`'s `worker_hint`), and the Python
+  fix names that first.
 * **A deterministic failure.** The first restart that fails as the attempt before it
   did (the same exit code, or both killed for silence) gets one WARNING: a
   deterministic solver fails the same way with the same parameters, every restart
@@ -118,9 +120,14 @@ class Advice:
     def __init__(self, worker_mode: bool, worker_hint: str | None = None) -> None:
         self.worker_mode = worker_mode
         self.worker_hint = worker_hint
-        #: launch-to-first-message seconds of the attempts that sent one, and in worker
-        #: mode launch-to-first-request seconds of the workers that asked (this run's)
+        #: launch-to-first-message seconds of the first attempts that sent one, and in
+        #: worker mode launch-to-first-request seconds of the workers that asked (this
+        #: run's): the start-up the study paid
         self.startup_seconds = 0.0
+        #: launch-to-first-message seconds of the reruns that sent one (this run's): a
+        #: start-up plus, maybe, recomputed steps (`first_message`), kept apart so that
+        #: `startup_seconds` is start-up alone
+        self.rerun_startup_seconds = 0.0
         # of the attempts not ended yet, by id: (start-up, client library or None)
         self._startups: dict[int, tuple[float, str | None]] = {}
         #: simulation id -> its attempts in a row that ended before their first message
@@ -145,11 +152,14 @@ class Advice:
         that may be another rank's than rank 0's, whose messages alone the launcher
         hears, so what reads as its start-up there is its start-up plus the recomputed
         held steps (a user trial's resumed 2-rank run: "spent 14.3 s of its 15.1 s
-        before its first message" of a solver starting in 5 s)."""
+        before its first message" of a solver starting in 5 s). Summed in
+        `startup_seconds` for a first attempt, `rerun_startup_seconds` for a rerun."""
         self._startups[simulation_id] = (startup, client)
-        self.startup_seconds += startup
         if rerun:
+            self.rerun_startup_seconds += startup
             self._reruns.add(simulation_id)
+        else:
+            self.startup_seconds += startup
 
     def worker_started(self, startup: float) -> None:
         """A worker's first request came `startup` seconds after its launch (worker

@@ -92,20 +92,22 @@ class LauncherRecord:
         those, the ones that failed the study: each holds its place, never pending),
         abandoned, restarts, redraws (each place counted once: `StudyRecord.summary`); and
         simulation_seconds, the wall time of all jobs so far, of which startup_seconds
-        from the attempts' launch to their first message (with a heartbeat; this run's
-        attempts only, not saved in a checkpoint): to the first DATA message's arrival
-        as the receiver timed it (`DataReport.first_message_at`, exact under load), or
-        for a restart, whose simulation sent before, to the launcher's last tick that
-        found no message of it (to within a poll). In worker mode, simulation_seconds
-        counts each simulation from its assignment to a worker, and startup_seconds adds
-        each worker's launch-to-first-request, the start-up it pays once (outside
-        simulation_seconds, then)."""
+        from the first attempts' launch to their first message (with a heartbeat; this
+        run's attempts only, not saved in a checkpoint): to the first DATA message's
+        arrival as the receiver timed it (`DataReport.first_message_at`, exact under
+        load); and rerun_startup_seconds the same of the reruns (a restart, a resumed
+        study's rerun: `Advice.first_message`), whose simulation sent before: to the
+        launcher's last tick that found no message of it (to within a poll), which may
+        include steps it recomputed, not start-up alone. In worker mode,
+        simulation_seconds counts each simulation from its assignment to a worker, and
+        startup_seconds adds each worker's launch-to-first-request, the start-up it pays
+        once (outside simulation_seconds, then)."""
         supervisor = self._supervisor
         with self._lock:
             summary = self._study.summary(time.monotonic())
-        summary["startup_seconds"] = (
-            0.0 if supervisor is None else supervisor.advice.startup_seconds
-        )
+        advice = None if supervisor is None else supervisor.advice
+        summary["startup_seconds"] = 0.0 if advice is None else advice.startup_seconds
+        summary["rerun_startup_seconds"] = 0.0 if advice is None else advice.rerun_startup_seconds
         return summary
 
     def data_backpressured(self) -> bool:

@@ -172,9 +172,11 @@ class CloseLines:
             else ""
         )
         gave_up = "its close gave up waiting for this trainer's receipt (close_timeout)"
-        ended = "killed, crashed, or exited without closing its client"
+        # (the exit is not known here: the close is judged before the launcher reads it,
+        # module docstring; the launcher's line names it, so the causes are said short)
+        ended = "killed, crashed, or exited"
         if asked:  # (the receipt it waited for: `client.receipts`)
-            ended = f"killed, crashed, exited without closing its client, or {gave_up}"
+            ended = f"killed, crashed, exited, or {gave_up}"
         if len(self._logged) > 1:  # (the cause in full once per run: trial htrial10 F7)
             gave_up = f"; or {gave_up}" if asked else ""
             said = "simulation %d client rank %d: %s (as above%s%s)%s"
@@ -182,16 +184,14 @@ class CloseLines:
             self._count()
             return
         logger.warning(
-            "simulation %d client rank %d: its connection closed before its BYE: the "
-            "process ended without it (%s), its client was left by an exception (which "
-            "sends no BYE: a worker's failed simulation, the worker living on), or it "
-            "sent a message over %d bytes (the receiver's max_message_bytes + header "
-            "allowance), which ZeroMQ drops with the connection and what was queued "
-            "behind it. The steps received before the close are kept for training; the "
-            "rest of its run is missing unless the simulation runs again (a launcher "
-            "restarts it up to max_restarts times, then gives it up; a solver you started "
-            "yourself: run it again with the same simulation id)%s. Said in full once; "
-            "the others in one line each, counted at the end%s",
+            "simulation %d client rank %d: its connection closed before its BYE: its "
+            "process ended without one (%s: a launcher logs how, exit code or signal), its "
+            "client was left by an exception, or it sent a message over %d bytes "
+            "(max_message_bytes + header), dropped by ZeroMQ with its connection. The steps "
+            "received before the close are kept for training; the rest of its run is missing "
+            "unless the simulation runs again (a launcher restarts it up to max_restarts "
+            "times; a solver you started: run it again with the same simulation id)%s. "
+            "Said in full once; the others in one line each, counted at the end%s",
             sid,
             rank,
             ended,

@@ -119,8 +119,12 @@ def test_a_reruns_start_up_is_not_judged_only_a_first_attempts(
     advice.first_message(5, 14.3, "python", rerun=True)
     advice.ended(5, 0, 15.1)
     assert [r for r in caplog.records if "dominates" in r.getMessage()] == []
-    assert advice.startup_seconds == pytest.approx(14.3)  # the total as before
+    # not a start-up alone: summed apart (it was in startup_seconds, which said start-up)
+    assert advice.startup_seconds == 0.0
+    assert advice.rerun_startup_seconds == pytest.approx(14.3)
     advice.first_message(9, 6.0, "python")  # a first attempt
     advice.ended(9, 0, 7.0)
+    assert advice.startup_seconds == pytest.approx(6.0)
+    assert advice.rerun_startup_seconds == pytest.approx(14.3)
     told = [r.getMessage() for r in caplog.records if "dominates" in r.getMessage()]
     assert len(told) == 1 and told[0].startswith("simulation 9 spent 6.0 s of its 7.0 s")

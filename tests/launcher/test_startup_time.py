@@ -108,9 +108,11 @@ def test_startup_seconds_is_launch_to_first_message_when_the_launcher_thread_is_
         heartbeat.release.set()
         assert len(drain(buffer, timeout=60)) == 1
         wait_until(lambda: launch.check() is None and launch.done, "the study's end")
-        startup = launch.summary()["startup_seconds"]
+        summary = launch.summary()
+        startup = summary["startup_seconds"]
         # (the poll-timed figure stops at the last tick before the hold: under the bound)
         assert opened - launched <= startup <= seen - launched, (opened, startup, seen)
+        assert summary["rerun_startup_seconds"] == 0.0  # a first attempt: no rerun's
     finally:
         heartbeat.release.set()
         launch.stop()

@@ -75,9 +75,9 @@ def test_a_close_lost_after_a_receipt_question_names_a_close_that_gave_up(
     lost = [line for line in warned if "client rank 0:" in line]
     assert len(lost) == 3, lost
     assert lost[0].startswith(
-        "simulation 3 client rank 0: its connection closed before its BYE: the process "
-        "ended without it (killed, crashed, exited without closing its client, or "
-        f"{GAVE_UP}), its client was left by an exception"
+        "simulation 3 client rank 0: its connection closed before its BYE: its process "
+        f"ended without one (killed, crashed, exited, or {GAVE_UP}: a launcher logs how, "
+        "exit code or signal), its client was left by an exception"
     ), lost[0]
     assert lost[1] == (
         "simulation 4 client rank 0: a connection closed before its BYE: the steps received "

@@ -246,10 +246,14 @@ class WorkerSupervisor(Supervisor):
             # even orphaned before it started, instead of waiting for an answer)
             if (process := launcher_process()) is not None:
                 env[ENV_LAUNCHER_PROCESS] = process
+            # (read before the launch, as a simulation's start-up in the plain mode: a
+            # backend slow to return, or a launcher thread descheduled on a loaded node,
+            # would otherwise hide part of the worker's start-up from `startup_seconds`)
+            launched = time.monotonic()
             handle = self.start_job(Job(name, self.argv, env, None, log_path, self.settings.ranks))
             self.slots[slot], self.launches[slot] = name, n + 1
             self.jobs[name] = RunningJob(handle, None, log_path)
-            self.launched_at[name] = time.monotonic()
+            self.launched_at[name] = launched
             idle += 1
             logger.info("worker started: %s", self.backend.describe(handle))
 

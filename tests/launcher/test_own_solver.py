@@ -504,6 +504,55 @@ def test_worker_mode_counts_each_workers_start_up(tmp_path: Path) -> None:
     assert summary["startup_seconds"] >= startup * workers, summary
 
 
+WORKER_HALFWAY = r"""
+import os, sys, time
+from pathlib import Path
+from melissa_trainer.client.worker import next_simulation
+from melissa_trainer.client import Client
+import numpy as np
+
+name, half = os.environ["MELISSA_TRAINER_WORKER"], float(sys.argv[1]) / 2
+time.sleep(half)
+Path(sys.argv[2], name + ".half").write_text("")  # (its launch returns only now)
+time.sleep(half)
+while (work := next_simulation(timeout=30)) is not None:
+    sid, parameters = work
+    with Client({"u": ((4,), "float32")}, simulation_id=sid, parameters=parameters) as client:
+        client.send(0, u=np.full(4, parameters["x"], np.float32))
+"""
+
+
+@pytest.mark.timeout(90)
+def test_a_worker_start_up_is_timed_from_before_its_launch_returns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A backend slow to return from its launch (or a launcher thread descheduled on a
+    loaded node) hid that part of a worker's start-up: the clock started once the launch
+    had returned. Here each launch returns only once its worker has slept half of its
+    start-up (a marker file: an event, not a delay), so a clock read after the launch
+    counts at most the other half."""
+    startup = 2.0
+    path, marks = tmp_path / "worker.py", tmp_path / "marks"
+    path.write_text(textwrap.dedent(WORKER_HALFWAY))
+    marks.mkdir()
+    launch_first = LocalBackend.launch
+
+    def launch_slowly(self: LocalBackend, job: Any) -> Any:
+        handle = launch_first(self, job)
+        half = marks / (job.env["MELISSA_TRAINER_WORKER"] + ".half")
+        wait_until(half.exists, timeout=30)
+        return handle
+
+    monkeypatch.setattr(LocalBackend, "launch", launch_slowly)
+    argv = [sys.executable, str(path), str(startup), str(marks)]
+    launch, receiver, buffer = study(tmp_path, argv, 2, {"x": (0, 1)}, worker=True, job_limit=1)
+    assert run_to_end(launch, receiver, buffer) == 2
+    workers = len(list(marks.iterdir()))
+    assert workers >= 1
+    # (each worker slept `startup` s between its launch and its first request)
+    assert launch.summary()["startup_seconds"] >= startup * workers, launch.summary()
+
+
 @pytest.mark.parametrize(("load", "said"), [(9.0, True), (0.1, False)])
 def test_the_start_up_advice_says_when_the_machine_is_loaded(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, load: float, said: bool

@@ -234,11 +234,12 @@ def failed(
     if isinstance(error, OutputDirLost):  # (said; a note would make the directory again)
         trainer.source.note_stop("error", f"training stopped: {error_line(error)}")
         return
-    lost = trainer.num_processes > 1 and lost_a_peer(error)
-    args, me = trainer.args, trainer.process_index
-    if lost and gone_under(args.output_dir, NOTES_DIR, me, str(trainer.run_id)):
+    # (no hook mark made: nothing tells a removed directory; `gone_under`)
+    lost = trainer.num_processes > 1 and lost_a_peer(error) and trainer.hooks.marker is not None
+    me = trainer.process_index if lost else 0
+    if lost and gone_under(trainer.args.output_dir, NOTES_DIR, me, str(trainer.run_id)):
         # rank 0 stopped as the output directory is gone, and said so (`dir_lost`)
-        quiet = elsewhere(OutputDirLost(args.output_dir, "removed"), max(me, 1))
+        quiet = elsewhere(OutputDirLost(trainer.args.output_dir, "removed"), max(me, 1))
         trainer.source.note_stop("error", f"training stopped: {error_line(quiet)}")
         raise quiet from None
     other = peer_failure(trainer, error)  # (None: this rank's own error)

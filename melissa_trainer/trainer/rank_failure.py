@@ -139,8 +139,7 @@ def write_note(trainer: TrainerView, error: BaseException) -> None:
         return
     path = _notes(trainer) / f"rank-{trainer.process_index}"
     try:
-        # (not its parents: an output_dir removed under the run is not made again)
-        path.parent.mkdir(exist_ok=True)
+        path.parent.mkdir(parents=True, exist_ok=True)
         part = path.with_name(path.name + ".part")
         part.write_text(f"{trainer.run_id}\n{error_line(error)}\n")
         part.replace(path)  # (whole or absent: a reader never sees half a note)

@@ -9,19 +9,22 @@ directory again, and rank 1 repeated rank 0's paragraph as "rank 0 failed: ...".
 
 from __future__ import annotations
 
+import shutil
 import sys
 from pathlib import Path
 
 import pytest
 
-pytestmark = [
-    pytest.mark.e2e,
-    pytest.mark.skipif(sys.platform != "linux", reason="the host lock is Linux's"),
-]
+from melissa_trainer.trainer.dir_lost import gone_under
+from melissa_trainer.trainer.hook_mark import HookMark
+from melissa_trainer.trainer.rank_failure import NOTES_DIR
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the host lock is Linux's")
 
 SCRIPT = Path(__file__).parents[1] / "scripts" / "remove_output_dir_ranks.py"
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(180)
 def test_two_ranks_whose_output_dir_was_removed_stop_saying_so_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -44,3 +47,18 @@ def test_two_ranks_whose_output_dir_was_removed_stop_saying_so_once(
     assert "killed by a signal" not in proc.stderr, said
     assert not out.exists(), sorted(out.rglob("*"))
     assert left_running(str(tmp_path)) == []
+
+
+@pytest.mark.timeout(30)
+def test_a_rank_tells_its_directory_gone_by_its_hook_mark(tmp_path: Path) -> None:
+    """Gone: removed, or removed and made again (by another run, its own mark there);
+    kept: the mark of this run where it was made."""
+    out = tmp_path / "out"
+    mark = HookMark(out / NOTES_DIR / "in-hook-1", "run-a")
+    assert not gone_under(str(out), NOTES_DIR, 1, "run-a")
+    assert gone_under(str(out), NOTES_DIR, 1, "run-b")  # (another run's mark)
+    mark.close()
+    shutil.rmtree(out)
+    assert gone_under(str(out), NOTES_DIR, 1, "run-a")
+    HookMark(out / NOTES_DIR / "in-hook-1", "run-b").close()  # another trainer's, same path
+    assert gone_under(str(out), NOTES_DIR, 1, "run-a")

@@ -108,9 +108,9 @@ def preempted_words(cause: StopCause, root: Path) -> str:
     )
     resume = setting("resume_from_checkpoint", "latest")
     return (
-        f". The checkpoint that {cause} asked for is not written, so this run exits with "
-        f"status 1, not {exit_code(cause.signum)} (a preempted run's, which a job script "
-        f"requeues): a run of the same command with {resume} would {found}"
+        f". The checkpoint that this stop ({cause}) asked for is not written, so this run "
+        f"exits with status 1, not {exit_code(cause.signum)} (a preempted run's, which a job "
+        f"script requeues): a run of the same command with {resume} would {found}"
     )
 
 

@@ -161,8 +161,8 @@ def test_a_trainer_whose_output_dir_was_removed_stops_saying_so(tmp_path: Path, 
     assert proc.returncode == 1, err
     happened = "was removed and made again" if mode == "replace" else "is gone: output_dir"
     assert err.count(happened) == 1 and "this run stops now" in err, err
-    preempted = "The checkpoint that SIGTERM asked for is not written, so this run exits "
-    preempted += "with status 1, not 143"
+    preempted = "The checkpoint that this stop (SIGTERM) asked for is not written, so "
+    preempted += "this run exits with status 1, not 143"
     assert (preempted in err) == (mode == "preempt"), err
     if mode == "preempt":  # (its checkpoints were removed with it)
         assert "--resume_from_checkpoint latest on the command line) would find no " in err

@@ -49,7 +49,6 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
-import re
 import shutil
 import time
 from collections.abc import Callable
@@ -63,6 +62,7 @@ from melissa_trainer.checkpoint.files import (
     record_text,
     write_json,
 )
+from melissa_trainer.common.checkpoint_names import PREFIX, latest_checkpoint, list_checkpoints
 from melissa_trainer.core.state import STATE_FILE as TRAINER_STATE_FILE
 
 __all__ = [
@@ -73,13 +73,11 @@ __all__ = [
     "staging_path", "write_json",
 ]  # fmt: skip
 
-PREFIX = "checkpoint-"
 STAGING_PREFIX = ".tmp-checkpoint-"
 #: an old checkpoint being deleted by `rotate` (hidden from every listing first)
 DELETING_PREFIX = ".deleting-"
 #: the format version and parts of a checkpoint (`checkpoint.format`'s; here, its layout)
 FORMAT_FILE = "format.json"
-_NAME = re.compile(rf"^{PREFIX}(\d+)$")
 
 logger = logging.getLogger(__name__)
 
@@ -102,25 +100,6 @@ def rank_path(checkpoint: str | os.PathLike[str], rank: int) -> Path:
 def count_ranks(checkpoint: str | os.PathLike[str]) -> int:
     """How many training ranks wrote `checkpoint`."""
     return sum(1 for p in Path(checkpoint).glob("rank_*") if p.is_dir())
-
-
-def list_checkpoints(root: str | os.PathLike[str]) -> list[Path]:
-    """Complete checkpoints under `root`, oldest (lowest step) first."""
-    root = Path(root)
-    if not root.is_dir():
-        return []
-    found = []
-    for p in root.iterdir():
-        m = _NAME.match(p.name)
-        if m and p.is_dir():
-            found.append((int(m.group(1)), p))
-    return [p for _, p in sorted(found)]
-
-
-def latest_checkpoint(root: str | os.PathLike[str]) -> Path | None:
-    """The newest complete checkpoint under `root`, or None."""
-    found = list_checkpoints(root)
-    return found[-1] if found else None
 
 
 def resolve_resume(resume_from_checkpoint: str | None, root: str | os.PathLike[str]) -> Path | None:

@@ -39,6 +39,10 @@ if TYPE_CHECKING:  # pragma: no cover - types only
 class HookDispatch(Protocol):
     """The trainer's hooks, as a checkpoint and a hook see them (`hooks.HookList`)."""
 
+    #: under several ranks, this rank's hook mark (`trainer.hook_mark.HookMark`) while
+    #: a `train()` runs; None with one process, or when it could not be made
+    marker: Any
+
     def fire(self, event: Any, *args: Any) -> None: ...
 
     def get(self, cls: type) -> Any: ...

@@ -22,6 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from melissa_trainer.common.checkpoint_names import latest_checkpoint
 from melissa_trainer.common.words import plural
 from melissa_trainer.hooks.lineage_words import spans
 from melissa_trainer.launcher.simulation_record import records_of
@@ -60,13 +61,9 @@ def read_given_up(output_dir: Path) -> GivenUp | None:
         ValueError: a record there that cannot be read (names the file): a check that
             went on without it would call expected steps a violation, or the reverse.
     """
-    # (the newest ``checkpoint-N`` by N, as `checkpoint.paths.latest_checkpoint` finds
-    # it: that layer is above this one)
-    folders = (output_dir / "checkpoints").glob("checkpoint-*")
-    numbered = [(int(p.name[11:]), p) for p in folders if p.name[11:].isdigit() and p.is_dir()]
-    if not numbered:
+    checkpoint = latest_checkpoint(output_dir / "checkpoints")  # (the trainer's own finder)
+    if checkpoint is None:
         return None
-    checkpoint = max(numbered)[1]
     path = checkpoint / "rank_0" / STATE_FILE
     if not path.is_file():
         return None

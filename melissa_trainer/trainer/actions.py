@@ -31,7 +31,8 @@ from melissa_trainer.trainer.hf_keywords import RefusesHFKeywords
 
 if TYPE_CHECKING:  # pragma: no cover
     from melissa_trainer.trainer.loop import OnlineTrainer
-    from melissa_trainer.trainer.output_lock import OutputDirHold
+    from melissa_trainer.trainer.output_hold import OutputDirHold
+    from melissa_trainer.trainer.preemption import PreemptionHandler
 
 __all__ = ["TrainerActions"]
 
@@ -46,6 +47,9 @@ class TrainerActions(RefusesHFKeywords):
     #: stops training at a non-finite loss, before any checkpoint holds it
     _loss_guard: LossGuard
     _output_hold: OutputDirHold
+    #: the running `train()`'s preemption handler (None outside one): a stop it was asked
+    #: for, whose checkpoint a removed output_dir will not hold, is said (`dir_lost`)
+    _preemption: PreemptionHandler | None = None
 
     def _as_trainer(self) -> OnlineTrainer:
         """This object as the `OnlineTrainer` it is (the one class built on this one),
@@ -75,7 +79,7 @@ class TrainerActions(RefusesHFKeywords):
         if not (meet or control.should_log or control.should_validate or control.should_save):
             return
         # rank 0: its directory removed or its lock file replaced: stop before writing there
-        check_output_dir(self._output_hold)  # (`dir_lost`)
+        self._check_output_dir()
         # the training thread's own work (a rank-0 part: a save's rotation; its hooks):
         # another rank's starvation watch does not call a rank 0 in it deadlocked
         work = self._as_trainer().hooks.work
@@ -234,8 +238,14 @@ class TrainerActions(RefusesHFKeywords):
         meet_after_train(self._as_trainer(), "save_checkpoint")
         with self._watched_check("its checkpoint"):
             self._loss_guard.check(self.model.parameters())
-        check_output_dir(self._output_hold)  # (rank 0: gone, a save would make it again)
+        # (rank 0: gone, a save would make it again; a preemption's stop said: `dir_lost`)
+        self._check_output_dir()
         return checkpointing.save_checkpoint(self._as_trainer())
+
+    def _check_output_dir(self) -> None:
+        """`dir_lost.check_output_dir`, told of a preemption's stop asked for, if any."""
+        cause = None if self._preemption is None else self._preemption.cause
+        check_output_dir(self._output_hold, cause, self._as_trainer().checkpoint_root)
 
     def _watched_check(self, before: str) -> AbstractContextManager[None]:
         """The trainer's wait watch around a loss check (`LossGuard.check`: an all-reduce

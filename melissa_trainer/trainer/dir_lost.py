@@ -17,8 +17,24 @@ exit code 1 and no traceback, before TensorBoard's writer or a checkpoint writes
 
 A removal between that look and a write is not seen until the next action point (a
 writer's thread may then still fail; a user's hook writing between action points is
-not watched). Under several ranks the other ranks learn it as any
-rank's failure (`rank_failure`).
+not watched).
+
+A preemption's stop (SIGTERM, SIGINT, the launcher's death) that finds the directory
+gone at its save writes no checkpoint, and exits with status 1, not the preemption's
+128 + signum: a job script that requeues a preempted run on that status would requeue a
+run whose checkpoints are gone (a resume from ``latest`` then starts afresh, or takes
+the checkpoints of the trainer that made the directory again). Its ERROR paragraph says
+so, and what such a run would resume from (`preempted_words`).
+
+Under several ranks rank 0 leaves no failure note (`rank_failure.write_note` would make
+the directory again, to hold it), and the other ranks, whose next collective breaks as
+rank 0 leaves, find their own hook mark gone from the directory (`gone_under`: the file
+each rank keeps there from its start, ``.rank-failures/in-hook-N``, holding the run's
+id) and raise a quiet copy of `OutputDirLost` (exit status 1, nothing said: rank 0's
+paragraph is the one ERROR), rather than saying that rank 0 was killed by a signal
+(`rank_failure.RankGone`). Measured with two ranks under ``accelerate launch``
+(tests/checkpoint/test_output_dir_removed_ranks.py): before, rank 0's note made
+``OUTPUT_DIR/.rank-failures`` again and rank 1 repeated rank 0's paragraph.
 """
 
 from __future__ import annotations
@@ -26,11 +42,16 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+from melissa_trainer.common.checkpoint_names import latest_checkpoint
 from melissa_trainer.common.refusal import SaidOnRankZero
+from melissa_trainer.common.setting import setting
+from melissa_trainer.trainer.hook_mark import MARK_PREFIX, marked_run
 from melissa_trainer.trainer.lock_holder import LOCK_FILE
-from melissa_trainer.trainer.output_lock import OutputDirHold
+from melissa_trainer.trainer.output_hold import OutputDirHold
+from melissa_trainer.trainer.preempted import exit_code
+from melissa_trainer.trainer.stop_cause import StopCause
 
-__all__ = ["OutputDirLost", "check_output_dir", "lost_words"]
+__all__ = ["OutputDirLost", "check_output_dir", "gone_under", "lost_words", "preempted_words"]
 
 logger = logging.getLogger("melissa_trainer.trainer.output_lock")
 
@@ -46,8 +67,8 @@ class OutputDirLost(RuntimeError, SaidOnRankZero):
         what: "removed" (the lock file gone, with its directory or alone) or "replaced".
     """
 
-    def __init__(self, output_dir: str, what: str) -> None:
-        super().__init__(lost_words(output_dir, what))
+    def __init__(self, output_dir: str, what: str, preempted: str = "") -> None:
+        super().__init__(lost_words(output_dir, what) + preempted)
         self.output_dir, self.what = output_dir, what
         self.code = 1  # (SystemExit's: the exit status)
 
@@ -75,15 +96,46 @@ def lost_words(output_dir: str, what: str) -> str:
     )
 
 
-def check_output_dir(hold: OutputDirHold) -> None:
+def preempted_words(cause: StopCause, root: Path) -> str:
+    """What a preemption's stop (`cause`) whose checkpoint cannot be written says
+    (module docstring): its exit status (1, not the preemption's 128 + signum) and what
+    a requeued run resumes from (the latest checkpoint under `root` now, if any)."""
+    latest = latest_checkpoint(root)
+    found = (
+        f"resume from {latest}, whichever trainer wrote it"
+        if latest is not None
+        else "find no checkpoint there (the run's were removed with it) and start afresh"
+    )
+    resume = setting("resume_from_checkpoint", "latest")
+    return (
+        f". The checkpoint that this stop ({cause}) asked for is not written, so this run "
+        f"exits with status 1, not {exit_code(cause.signum)} (a preempted run's, which a job "
+        f"script requeues): a run of the same command with {resume} would {found}"
+    )
+
+
+def check_output_dir(
+    hold: OutputDirHold, stopping: StopCause | None = None, root: Path | None = None
+) -> None:
     """Raise `OutputDirLost` (said once at ERROR first) when `hold`'s lock file is gone
-    or replaced; nothing on ranks without the lock (`OutputDirHold.lock` None)."""
+    or replaced; nothing on ranks without the lock (`OutputDirHold.lock` None). With a
+    preemption's stop asked for (`stopping`: its cause), the error says so
+    (`preempted_words`, of the checkpoints under `root`)."""
     lock = hold.lock
     if lock is None:
         return
     what = lock.lost()
     if what is None:
         return
-    lost = OutputDirLost(hold.output_dir, what)
+    also = "" if stopping is None or root is None else preempted_words(stopping, root)
+    lost = OutputDirLost(hold.output_dir, what, also)
     logger.error("%s", lost)
     raise lost
+
+
+def gone_under(output_dir: str, notes_dir: str, rank: int, run_id: str) -> bool:
+    """Whether `output_dir` was removed (or removed and made again) under this run, as
+    a rank other than 0 can tell (module docstring): its hook mark,
+    ``output_dir/notes_dir/in-hook-RANK``, is no longer a file of run `run_id`."""
+    mark = Path(output_dir) / notes_dir / f"{MARK_PREFIX}{rank}"
+    return marked_run(mark) != run_id

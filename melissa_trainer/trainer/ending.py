@@ -15,16 +15,18 @@ from pathlib import Path
 from typing import Protocol
 
 from melissa_trainer.checkpoint import paths as ckpt
-from melissa_trainer.common.refusal import SaidOnRankZero
+from melissa_trainer.common.refusal import SaidOnRankZero, elsewhere
 from melissa_trainer.core.loss_guard import NonFiniteLossError
 from melissa_trainer.core.view import TrainerView
 from melissa_trainer.hooks import Event
 from melissa_trainer.sources.source import SourceError
 from melissa_trainer.trainer import end_save
+from melissa_trainer.trainer.dir_lost import OutputDirLost, gone_under
 from melissa_trainer.trainer.exit_meeting import hold_term
 from melissa_trainer.trainer.no_training import refuse_untrained
 from melissa_trainer.trainer.preemption import Preempted, PreemptionHandler, StopCause
 from melissa_trainer.trainer.rank_failure import (
+    NOTES_DIR,
     RankFailed,
     RankGone,
     error_line,
@@ -187,7 +189,10 @@ def failed(
     then this raises `rank_failure.RankFailed` naming that rank and its error, in place
     of the backend's words (`rank_failure.peer_failure`); when it left none (killed by a
     signal), a `rank_failure.RankGone` whose paragraph names the checkpoint to resume
-    from (either is quiet: exit code 1, no traceback).
+    from (either is quiet: exit code 1, no traceback). A `dir_lost.OutputDirLost` (rank
+    0's, said) leaves no note (it would make the removed directory again), and a rank
+    whose collective broke as rank 0 left, its directory gone (`dir_lost.gone_under`),
+    raises a quiet copy of it, saying nothing.
 
     A `KeyboardInterrupt` (Ctrl-C that the preemption handler did not take: Python's own
     SIGINT handler restored by code the user called, a library's re-raise) is noted
@@ -226,6 +231,17 @@ def failed(
                 "latest checkpoint takes what it lacks)",
                 cause,  # (a signal's name, or the launcher's death: not a SIGTERM)
             )
+    if isinstance(error, OutputDirLost):  # (said; a note would make the directory again)
+        trainer.source.note_stop("error", f"training stopped: {error_line(error)}")
+        return
+    # (no hook mark made: nothing tells a removed directory; `gone_under`)
+    lost = trainer.num_processes > 1 and lost_a_peer(error) and trainer.hooks.marker is not None
+    me = trainer.process_index if lost else 0
+    if lost and gone_under(trainer.args.output_dir, NOTES_DIR, me, str(trainer.run_id)):
+        # rank 0 stopped as the output directory is gone, and said so (`dir_lost`)
+        quiet = elsewhere(OutputDirLost(trainer.args.output_dir, "removed"), max(me, 1))
+        trainer.source.note_stop("error", f"training stopped: {error_line(quiet)}")
+        raise quiet from None
     other = peer_failure(trainer, error)  # (None: this rank's own error)
     if not isinstance(other, RankFailed):
         write_note(trainer, error)

@@ -35,7 +35,7 @@ from typing import Any
 
 from melissa_trainer.hooks.raised import method_name, raised_in
 
-__all__ = ["MARK_PREFIX", "HookMark", "in_hook_words", "read_mark"]
+__all__ = ["MARK_PREFIX", "HookMark", "in_hook_words", "marked_run", "read_mark"]
 
 #: the marks' file names in the notes' folder (`rank_failure.NOTES_DIR`), then the rank
 MARK_PREFIX = "in-hook-"
@@ -110,6 +110,17 @@ class HookMark:
 
     def close(self) -> None:
         self._map.close()
+
+
+def marked_run(path: Path) -> str | None:
+    """The run id that the mark at `path` holds; None when there is no such file (or it
+    cannot be read, or is no mark)."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read(_ID)
+    except OSError:
+        return None
+    return data.rstrip(b"\0").decode(errors="replace") if len(data) == _ID else None
 
 
 def read_mark(path: Path, run_id: str) -> tuple[str, int] | None:

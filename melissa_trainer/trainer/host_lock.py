@@ -14,6 +14,10 @@ connection's ``SO_PEERCRED``, so its refusal names the pid. The holder never ans
 it drops the waiting connections when asked (`HostLock.drain`), so that its backlog
 does not fill (a full backlog only makes a taker's refusal say "pid unknown").
 
+A forked child (a DataLoader worker with the fork start method) closes its copy of the
+socket (`_close_in_child`): otherwise the name stayed bound while a worker outlived its
+``kill -9``'d trainer, and a requeued trainer was refused, naming a dead pid.
+
 Limits (say them to users): the name is one host's (one network namespace's: a
 container with its own network namespace does not see it), so across nodes of a shared
 file system only the file lock can tell that a directory is in use; two paths to one
@@ -27,9 +31,11 @@ import contextlib
 import errno
 import hashlib
 import logging
+import os
 import socket
 import struct
 import sys
+import weakref
 from pathlib import Path
 
 __all__ = ["HostLock", "host_key"]
@@ -38,6 +44,7 @@ logger = logging.getLogger("melissa_trainer.trainer")
 
 _PREFIX = b"\0melissa-trainer-"
 _BACKLOG = 64  # refused takers waiting to be drained (`HostLock.drain`)
+_held: weakref.WeakSet[HostLock] = weakref.WeakSet()  # the held ones (`_close_in_child`)
 
 
 def host_key(output_dir: str) -> bytes:
@@ -93,6 +100,7 @@ class HostLock:
             sock.close()
             raise
         self._sock = sock
+        _held.add(self)
         return None
 
     def drain(self) -> None:
@@ -108,8 +116,19 @@ class HostLock:
     def release(self) -> None:
         """Close the socket: the name is free. Idempotent."""
         sock, self._sock = self._sock, None
+        _held.discard(self)
         if sock is not None:
             sock.close()
+
+
+def _close_in_child() -> None:
+    """In a forked child: close its copies of the held sockets (module docstring); the
+    parent's stay bound. The child holds none."""
+    for lock in list(_held):
+        lock.release()  # (a close of this process's descriptor only: no shutdown)
+
+
+os.register_at_fork(after_in_child=_close_in_child)
 
 
 def _peer_pid(key: bytes) -> int:

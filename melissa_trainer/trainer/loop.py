@@ -236,7 +236,7 @@ class OnlineTrainer(TrainerSteps):
         mark_exit(self)  # (before `hold_term`'s, which runs first at exit: registered last)
         self._output_hold.hold()
         # SIGTERM/SIGINT from here on, resume and source start included: preemption (`starting`)
-        preemption = start_training(self, self._output_hold.release)
+        preemption = self._preemption = start_training(self, self._output_hold.release)
         self.preempted_by = None
         failure = self._failure = SourceFailure(self)  # (held until agreed: `source_failure`)
         preempted = False  # (every rank raises `Preempted` at the same step)

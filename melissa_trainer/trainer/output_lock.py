@@ -54,7 +54,8 @@ Thread-safety: an `OutputDirLock` is used by the thread that made it (the traine
 
 The holder's record, its reading and the refusal naming the holder are `lock_holder`'s
 (`Holder`, `OutputDirLocked` and `LOCK_FILE` re-exported here); rank 0's lock told to every
-rank as the trainer is made (its broadcast, watched) is `lock_share`'s.
+rank as the trainer is made (its broadcast, watched) is `lock_share`'s; the trainer's
+hold on it across its `train()` calls, `output_hold`'s.
 """
 
 from __future__ import annotations
@@ -87,16 +88,9 @@ from melissa_trainer.trainer.output_dir_errors import (
 )
 
 __all__ = [
-    "ENV_OUTPUT_LOCK",
-    "LOCK_FILE",
-    "STOPPING_WAIT",
-    "OutputDirHold",
-    "OutputDirLock",
-    "Holder",
-    "OutputDirLocked",
-    "make_output_dir",
-    "new_run_id",
-]
+    "ENV_OUTPUT_LOCK", "LOCK_FILE", "STOPPING_WAIT", "OutputDirLock",
+    "Holder", "OutputDirLocked", "make_output_dir", "new_run_id",
+]  # fmt: skip
 
 logger = logging.getLogger(__name__)
 
@@ -113,6 +107,23 @@ _held: dict[tuple[int, int], OutputDirLock] = {}
 # trainer of this process on the path finds the first even once the file is gone
 _hosts: dict[bytes, OutputDirLock] = {}
 _held_lock = threading.Lock()
+
+
+def _forget_in_child() -> None:
+    """In a forked child (a DataLoader worker, fork start method): close its copies of
+    the held lock files' descriptors, without an unlock (one would unlock the parent's),
+    so that the lock ends with its trainer's process, ``kill -9`` included, not with the
+    last of its workers (a trainer requeued meanwhile was refused, naming a dead pid);
+    `host_lock` closes its socket's copy alike. The child holds no lock."""
+    for lock in list(_held.values()):
+        fd, lock._fd, lock._key = lock._fd, None, None
+        if fd is not None:
+            _close_quietly(fd)
+    _held.clear()
+    _hosts.clear()
+
+
+os.register_at_fork(after_in_child=_forget_in_child)
 
 
 def new_run_id() -> str:
@@ -150,7 +161,8 @@ class OutputDirLock:
         """Take the lock, or raise `OutputDirLocked` naming the holder: at once when the
         holder is running, after up to `stopping_wait` s when it says it is stopping.
 
-        Creates `output_dir` (and the lock file) if needed. Blocks only in that wait.
+        Creates `output_dir` (and the lock file) if needed, once the path's host lock
+        is taken: a refused trainer makes nothing. Blocks only in that wait.
 
         Raises:
             OutputDirLocked: another trainer holds it.
@@ -160,7 +172,6 @@ class OutputDirLock:
         """
         if self._fd is not None:
             return
-        make_output_dir(self.output_dir)
         started, warned = time.monotonic(), False
         while True:
             taken, holder = self._try()
@@ -195,6 +206,7 @@ class OutputDirLock:
             return refused
         taken: tuple[bool, Holder | None] = (False, None)
         try:
+            make_output_dir(self.output_dir)  # (after the host lock: a refusal makes nothing)
             taken = self._try_file()
         finally:
             if not taken[0]:
@@ -336,50 +348,6 @@ class OutputDirLock:
         assert self._fd is not None
         self._state = state
         os.pwrite(self._fd, encode(self.record()), 0)
-
-
-class OutputDirHold:
-    """A trainer's hold on its `output_dir` across its `train()` calls: rank 0's
-    `OutputDirLock` (`lock`: None on the other ranks and with the lock off), taken at
-    construction, held while a `train()` runs, given back when it returns or raises.
-
-    Every method is a no-op without a lock. The training thread only.
-    """
-
-    def __init__(self, lock: OutputDirLock | None, output_dir: str) -> None:
-        self.lock = lock
-        self.output_dir = output_dir
-
-    def hold(self) -> None:
-        """Hold `output_dir` for a `train()` (again after an earlier one released it).
-
-        Raises:
-            RuntimeError: a newer trainer of this process took it over meanwhile.
-            OutputDirLocked: another trainer took it since the last `train()`.
-        """
-        lock = self.lock
-        if lock is None:
-            return
-        if lock.superseded:
-            raise RuntimeError(
-                f"a newer OnlineTrainer of this process took output_dir {self.output_dir!r} "
-                "over while this one was not training: train the newer one, or build a new one"
-            )
-        lock.acquire()
-        lock.active = True
-
-    def release(self) -> None:
-        """Let `output_dir` go: at the end of `train`, when it raises before its loop, or
-        when the trainer's construction fails. Idempotent."""
-        if self.lock is not None:
-            self.lock.active = False
-            self.lock.release()
-
-    def stopping(self) -> None:
-        """The loop is over: a trainer started on this output_dir now waits for this one
-        to exit rather than failing (`OutputDirLock.stopping`)."""
-        if self.lock is not None:
-            self.lock.stopping()
 
 
 def _same_file(path: Path, key: tuple[int, int]) -> bool:

@@ -37,7 +37,7 @@ from melissa_trainer.hooks import Hook, HookList, trainer_hooks
 from melissa_trainer.sources.ingest_transform import IngestTransform
 from melissa_trainer.sources.source import Source, as_source
 from melissa_trainer.trainer.lock_share import lock_output_dir
-from melissa_trainer.trainer.output_lock import OutputDirHold
+from melissa_trainer.trainer.output_hold import OutputDirHold
 from melissa_trainer.trainer.simulation_errors import check_best_metric
 
 __all__ = [

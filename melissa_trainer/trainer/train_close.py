@@ -19,7 +19,7 @@ from melissa_trainer.trainer.roll_call import close_roll
 
 if TYPE_CHECKING:  # pragma: no cover
     from melissa_trainer.trainer.loop import OnlineTrainer
-    from melissa_trainer.trainer.output_lock import OutputDirHold
+    from melissa_trainer.trainer.output_hold import OutputDirHold
     from melissa_trainer.trainer.preemption import PreemptionHandler
     from melissa_trainer.trainer.source_failure import SourceFailure
 

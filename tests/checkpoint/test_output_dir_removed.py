@@ -54,6 +54,8 @@ def test_a_second_taker_is_refused_after_the_lock_file_went(
     with pytest.raises(OutputDirLocked) as refused:
         second.acquire(stopping_wait=NEVER)  # (a wait would outlast the timeout)
     assert refused.value.host_pid == holder.proc.pid and not second.held
+    # a refused taker makes nothing (before, it made the removed directory again, empty)
+    assert out.exists() == (how == "lock file replaced")
     message = str(refused.value)
     assert f"pid {holder.proc.pid} on this host holds its path" in message
     assert "removed while that trainer runs" in message and f"kill {holder.proc.pid}" in message
@@ -96,6 +98,7 @@ def test_a_trainer_of_this_process_is_found_after_its_directory_went(tmp_path: P
     assert first.lost() == "removed"
     with pytest.raises(OutputDirLocked, match=f"pid {os.getpid()}.*run first"):
         OutputDirLock(out, "second").acquire(stopping_wait=NEVER)
+    assert not out.exists()  # (a refusal makes nothing)
     first.active = False
     first.release()
     assert first.lost() is None  # (not held)
@@ -123,12 +126,15 @@ REMOVER = Path(__file__).parents[1] / "scripts" / "remove_output_dir.py"
 
 
 @pytest.mark.timeout(ONE_HOLDER_TIMEOUT)
-@pytest.mark.parametrize("mode", ["remove", "replace"])
+@pytest.mark.parametrize("mode", ["remove", "replace", "preempt"])
 def test_a_trainer_whose_output_dir_was_removed_stops_saying_so(tmp_path: Path, mode: str) -> None:
     """A real trainer's directory removed at step 3 (made again, with another lock
-    file, for "replace"): a second taker meanwhile is refused naming its pid; the
-    trainer then stops with exit status 1 and one paragraph, no traceback (TensorBoard's
-    writer thread once died with one), and does not make the directory again."""
+    file, for "replace"; with a SIGTERM, for "preempt"): a second taker meanwhile is
+    refused naming its pid; the trainer then stops with exit status 1 and one paragraph,
+    no traceback (TensorBoard's writer thread once died with one), and does not make the
+    directory again. A preemption's checkpoint is not written: its status is 1, not 143
+    (a job script requeues on 143), and the paragraph says so and what a requeued run
+    would resume from (before, it said nothing of the SIGTERM)."""
     out, go = tmp_path / "out", tmp_path / "go"
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
     proc = subprocess.Popen(
@@ -153,13 +159,23 @@ def test_a_trainer_whose_output_dir_was_removed_stops_saying_so(tmp_path: Path, 
             proc.kill()
         proc.communicate(timeout=30)
     assert proc.returncode == 1, err
-    happened = "is gone: output_dir" if mode == "remove" else "was removed and made again"
+    happened = "was removed and made again" if mode == "replace" else "is gone: output_dir"
     assert err.count(happened) == 1 and "this run stops now" in err, err
+    preempted = "The checkpoint that this stop (SIGTERM) asked for is not written, so "
+    preempted += "this run exits with status 1, not 143"
+    assert (preempted in err) == (mode == "preempt"), err
+    if mode == "preempt":  # (its checkpoints were removed with it)
+        assert "--resume_from_checkpoint latest on the command line) would find no " in err
+        assert "checkpoint there (the run's were removed with it) and start afresh" in err
     assert "Traceback" not in err and "Exception in thread" not in err, err
-    # nothing written there since (a checkpoint, TensorBoard's files would have been);
-    # (the refused taker made the directory again: as a second trainer does)
-    left = sorted(p.name for p in out.iterdir())
-    assert left == ([] if mode == "remove" else [LOCK_FILE]), left
+    # nothing written there since (a checkpoint, TensorBoard's files would have been),
+    # and the refused taker made nothing
+    left = sorted(p.name for p in out.iterdir()) if out.exists() else None
+    assert left == ([LOCK_FILE] if mode == "replace" else None), left
+    lock = OutputDirLock(out / "fresh", "next")  # a first trainer's directory is made
+    lock.acquire(stopping_wait=0.0)
+    assert (out / "fresh" / LOCK_FILE).is_file()
+    lock.release()
     lock = OutputDirLock(out, "next")  # the trainer's exit freed the path
     lock.acquire(stopping_wait=0.0)
     lock.release()

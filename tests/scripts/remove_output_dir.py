@@ -3,14 +3,17 @@
     python tests/scripts/remove_output_dir.py OUTPUT_DIR GO_FILE MODE
 
 At the end of step 3 a hook removes OUTPUT_DIR (MODE ``replace``: and makes it again
-with an empty ``trainer.lock``, as a second trainer would), prints ``removed`` on
+with an empty ``trainer.lock``, as a second trainer would; ``preempt``: and sends
+itself SIGTERM, as a scheduler's preemption), prints ``removed`` on
 stdout, then waits for GO_FILE to exist (at most 120 s) before training goes on. The
 trainer logs every step to TensorBoard (the default), so a write there follows at once.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
 import sys
 import time
 from pathlib import Path
@@ -31,6 +34,8 @@ class Remove(Hook):
         if state.global_step != 3:
             return
         shutil.rmtree(out)
+        if mode == "preempt":  # (a SIGTERM: the stop's checkpoint would be written there)
+            os.kill(os.getpid(), signal.SIGTERM)
         if mode == "replace":
             out.mkdir()
             (out / "trainer.lock").write_text("")

@@ -55,6 +55,7 @@ def prefetch(n, interrupted=None):
 trainer = SimpleNamespace(
     num_processes=2, process_index=rank, run_id="run", is_main_process=rank == 0,
     args=SimpleNamespace(output_dir=str(out)), checkpoint_root=out / "checkpoints",
+    hooks=SimpleNamespace(marker=None),
     state=SimpleNamespace(global_step=7, last_save_step=0),
     stop_sync=SimpleNamespace(distributed=True),
     dataset=SimpleNamespace(prefetch=prefetch, num_pending=1),

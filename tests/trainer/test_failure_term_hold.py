@@ -73,6 +73,7 @@ def test_a_lost_peers_failure_holds_sigterm_during_the_note_wait(
     stops: list[str] = []
     trainer = SimpleNamespace(
         num_processes=2,
+        hooks=SimpleNamespace(marker=None),  # (no hook mark: `dir_lost.gone_under` not asked)
         state=SimpleNamespace(global_step=7),
         source=SimpleNamespace(note_stop=lambda kind, words: stops.append(kind)),
     )
@@ -110,6 +111,7 @@ def test_a_stop_before_the_lost_peers_failure_is_told_its_checkpoint_will_not_co
     monkeypatch.setattr(ending, "write_note", lambda trainer, error: None)
     trainer = SimpleNamespace(
         num_processes=2,
+        hooks=SimpleNamespace(marker=None),  # (no hook mark: `dir_lost.gone_under` not asked)
         state=SimpleNamespace(global_step=7),
         source=SimpleNamespace(note_stop=lambda kind, words: None),
     )

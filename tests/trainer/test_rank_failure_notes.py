@@ -76,6 +76,7 @@ def view(out: Path, rank: int, run_id: str = "run-a", world: int = 2) -> Any:
     checkpoint's folder too)."""
     return SimpleNamespace(
         args=SimpleNamespace(output_dir=str(out)),
+        hooks=SimpleNamespace(marker=None),  # (no hook mark: `dir_lost.gone_under` not asked)
         checkpoint_root=str(out / "checkpoints"),
         process_index=rank,
         num_processes=world,

@@ -39,6 +39,20 @@ NO_RECORD = (
     "finished simulations checks those alone"
 )
 
+
+def older_record_note(source: Path, tail: list[int]) -> str:
+    """What a MISSING line adds when the record was read but does not name the
+    simulations whose last steps are missing (`tail`; none: one never trained on)."""
+    noun = "simulation" if len(tail) == 1 else "simulations"
+    which = f"{noun} {spans(tail)}" if tail else "a simulation never trained on"
+    return (
+        f"note: the study's record ({source}) names no given-up simulation among those "
+        f"missing their last steps ({which}): if the study gave one up after that "
+        "checkpoint was written, its steps read MISSING here; --steps FILE naming only "
+        "the finished simulations checks those alone"
+    )
+
+
 #: the statuses of a simulation the study gave up (`launcher.simulation_record`)
 GIVEN_UP = frozenset({"failed", "abandoned"})
 
@@ -126,4 +140,9 @@ def set_aside(
             f"its missing {what} are expected, not a violation; --steps FILE naming only "
             "the finished simulations checks those alone"
         )
+    # a simulation's last steps missing, or one never trained on, that the record does
+    # not name: given up after the record's checkpoint was written, perhaps
+    tail = sorted({s for s, t in rest if t > last.get(s, -1)})
+    if tail or absent > len(unseen):
+        lines.append(older_record_note(record.source, tail))
     return rest, max(0, absent - len(unseen))

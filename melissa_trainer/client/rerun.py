@@ -6,14 +6,17 @@ data a rank's checkpoint lacks (`StudyRecord.reconcile`). The solver computes ev
 step again, but the receivers hold some (often all: a simulation killed after its last
 step, before its BYE) and used to drop each one sent again as a duplicate: correct, and
 wasted work (a heat resume re-sent 100 such steps). So a launched attempt after the
-first (``MELISSA_TRAINER_ATTEMPT`` > 0: the launcher counts from 0), or a worker's
-simulation given again (`worker.given_attempt` > 0: the launcher's answer to the
-worker carries the attempt), its endpoints from a rendezvous, asks each receiver at
-its first send which of its steps the receiver holds (HELD_QUERY on the follow socket,
-docs/protocol.md section 17; `follow.Follower.held`): the record the receiver loaded
-from its checkpoint. A step its receiver holds is then not sent; it is
-counted in that receiver's BYE (`Transport.steps`), as after a follow, so that the
-receiver finds the simulation complete.
+first (``MELISSA_TRAINER_ATTEMPT`` > 0: the launcher counts from 0), a launched
+batch job that Slurm requeued (``SLURM_RESTART_COUNT`` > 0: the same script again, its
+attempt unchanged; `launched_env.requeued`), or a worker's simulation given again
+(`worker.given_attempt` > 0: the launcher's answer to the worker carries the attempt),
+its endpoints from a rendezvous, asks each receiver at its first send which of its
+steps the receiver holds (HELD_QUERY on the follow socket, docs/protocol.md section 17;
+`follow.Follower.held`): its ledger now (its checkpoint's record and what it took
+since: the steps it would drop as duplicates, `stream.ingest_record.held_now`). A step
+its receiver holds is then not sent; it is counted in that receiver's BYE
+(`Transport.steps`), as after a follow, so that the receiver finds the simulation
+complete.
 
 A sign of life: the launcher hears a simulation by the DATA and BATCH messages of
 receiver 0 only (rank 0's receiver is its heartbeat: `Study`; duplicates included:
@@ -68,7 +71,7 @@ from typing import TYPE_CHECKING
 
 from melissa_trainer.client.config import check_attempt
 from melissa_trainer.client.follow import Follower, FollowError
-from melissa_trainer.client.launched_env import check_silence
+from melissa_trainer.client.launched_env import check_silence, requeued
 from melissa_trainer.client.worker_given import given_attempt
 from melissa_trainer.stream.endpoints import fetch_rendezvous
 from melissa_trainer.stream.step_set import StepSet
@@ -177,7 +180,7 @@ def rerun_skip(
     docstring), asking each receiver once, its signs of life paced by `sign_interval`;
     None when there is nothing to skip (a first attempt, not launched, no rendezvous,
     receivers that hold nothing of it or cannot be asked: then every step is sent)."""
-    if rendezvous is None or attempt(simulation_id) < 1:
+    if rendezvous is None or (attempt(simulation_id) < 1 and not requeued()):
         return None
     try:
         entries = fetch_rendezvous(rendezvous, timeout=0.0)

@@ -189,8 +189,10 @@ class CloseLines:
             "allowance), which ZeroMQ drops with the connection and what was queued "
             "behind it. The steps received before the close are kept for training; the "
             "rest of its run is missing unless the simulation runs again (a launcher "
-            "restarts it up to max_restarts times, then gives it up; a solver you started "
-            "yourself: run it again with the same simulation id)%s. Said in full once; "
+            "restarts it up to max_restarts times, then gives it up; Slurm runs a job it "
+            "requeued again, no restart counted; either rerun skips the steps the "
+            "receivers hold; a solver you started yourself: run it again with the same "
+            "simulation id)%s. Said in full once; "
             "the others in one line each, counted at the end%s",
             sid,
             rank,

@@ -211,13 +211,25 @@ def test_an_odd_c_simulations_signs_of_life_reach_receiver_0(
     assert [r.telemetry()["duplicates"] for r in runs[1].receivers] == [signs, 0]
 
 
-def test_a_c_rerun_in_the_same_run_sends_every_step(
+@pytest.mark.parametrize(
+    ("number", "env", "duplicates"),
+    [(1, {}, [1, 0]), (0, {"SLURM_RESTART_COUNT": "1"}, [1, 0]), (0, {}, [2, 2])],
+    ids=["launcher-restart", "slurm-requeue", "first-run-again"],
+)
+def test_a_c_rerun_in_the_same_run_skips_what_the_receivers_hold(
     script_exe: Path,  # noqa: F811
     tmp_path: Path,
     runs: list[Run],
+    number: int,
+    env: dict[str, str],
+    duplicates: list[int],
 ) -> None:
-    """A restart within a run (no resume): the receivers answer from the record they
-    loaded, none, so nothing is skipped; their own dedup drops what came twice."""
+    """A rerun within a run (no resume): a launcher's restart (attempt 1), or a batch job
+    Slurm requeued (attempt 0 kept, SLURM_RESTART_COUNT=1), is answered from what the
+    receivers hold now: only its first send (step 0, rank 0's) comes again. Attempt 0
+    without a requeue asks nothing: steps 0-3 come again, dropped by the receivers'
+    dedup. Before (answered from the record they loaded, none), both reruns sent steps
+    0-3 again ([2, 2]), as tests/client/test_held_rerun_skips.py's Python client did."""
     rendezvous = tmp_path / "rendezvous"
     runs.append(Run(rendezvous, "run-a"))
     first = attempt(script_exe, rendezvous, 0, "run-a")
@@ -227,12 +239,12 @@ def test_a_c_rerun_in_the_same_run_sends_every_step(
         killed(first)
     finally:
         first.kill()
-    again = attempt(script_exe, rendezvous, 1, "run-a")
+    again = attempt(script_exe, rendezvous, number, "run-a", **env)
     _, err = run_to_the_end(again, *sends(list(range(STEPS))))
     runs[0].complete(SID)
-    assert NOT_ASKED not in err, err  # (asked: the answer was "none held")
+    assert NOT_ASKED not in err, err
     figures = [r.telemetry() for r in runs[0].receivers]
-    assert [f["duplicates"] for f in figures] == [2, 2], figures  # (steps 0-3 again)
+    assert [f["duplicates"] for f in figures] == duplicates, figures
     steps = sorted(int(s["time_step"]) for b in runs[0].buffers for s in drain(b))
     assert steps == list(range(STEPS))
 

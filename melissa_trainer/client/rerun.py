@@ -6,39 +6,54 @@ data a rank's checkpoint lacks (`StudyRecord.reconcile`). The solver computes ev
 step again, but the receivers hold some (often all: a simulation killed after its last
 step, before its BYE) and used to drop each one sent again as a duplicate: correct, and
 wasted work (a heat resume re-sent 100 such steps). So a launched attempt after the
-first (``MELISSA_TRAINER_ATTEMPT`` > 0: the launcher counts from 0), or a worker's
-simulation given again (`worker.given_attempt` > 0: the launcher's answer to the
-worker carries the attempt), its endpoints from a rendezvous, asks each receiver at
-its first send which of its steps the receiver holds (HELD_QUERY on the follow socket,
-docs/protocol.md section 17; `follow.Follower.held`): the record the receiver loaded
-from its checkpoint. A step its receiver holds is then not sent; it is
-counted in that receiver's BYE (`Transport.steps`), as after a follow, so that the
-receiver finds the simulation complete.
+first (``MELISSA_TRAINER_ATTEMPT`` > 0: the launcher counts from 0), a launched
+batch job that Slurm requeued (``SLURM_RESTART_COUNT`` > 0: the same script again, its
+attempt unchanged; `launched_env.requeued`), or a worker's simulation given again
+(`worker.given_attempt` > 0: the launcher's answer to the worker carries the attempt),
+its endpoints from a rendezvous, asks each receiver at its first send which of its
+steps the receiver holds (HELD_QUERY on the follow socket, docs/protocol.md section 17;
+`follow.Follower.held`): its ledger now (its checkpoint's record and what it took
+since: the steps it would drop as duplicates, `stream.ingest_record.held_now`). A step
+its receiver holds is then not sent; it is counted in that receiver's BYE
+(`Transport.steps`), as after a follow, so that the receiver finds the simulation
+complete.
 
-A sign of life: the launcher hears a simulation by its DATA and BATCH messages only
-(duplicates included: `assembly.StepLedger.count_message`), and kills one silent past
-its bound as hung (`launcher.silence_watch`: the start-up allowance until its first
-message). A rerun whose solver takes longer to recompute the held steps than that bound
-used to be killed on every attempt, and the resumed study failed. So a held step is
-sent anyway (the receiver drops it as a duplicate and counts it, the launcher hears
-it; counted once in its receiver's BYE as any step sent: `Transport.steps`, a set):
+A sign of life: the launcher hears a simulation by the DATA and BATCH messages of
+receiver 0 only (rank 0's receiver is its heartbeat: `Study`; duplicates included:
+`assembly.StepLedger.count_message`), and kills one silent past its bound as hung
+(`launcher.silence_watch`: the start-up allowance until its first message). A rerun
+whose solver takes longer to recompute the held steps than that bound used to be killed
+on every attempt, and the resumed study failed. So a held step routed to receiver 0
+(`wire.routing.receiver_of`) is sent anyway (the receiver drops it as a duplicate and
+counts it, the launcher hears it; counted once in its BYE as any step sent:
+`Transport.steps`, a set):
 
-* the client's first send, held or not, goes out at once: the rerun's first message
-  comes when the first attempt's did (its first step), not after its held part and its
-  first unheld step, which a start-up allowance that the first attempt met could miss
-  (a user trial: 0.6 s of held steps, then a 4.6 s step, killed under a 7 s allowance
-  on every attempt). With a communicator every rank sends it: "the first send" is the
-  same on every rank (each calls `send` for the same steps), unlike a clock, and that
-  send is collective (it places the parts);
-* later, once `interval` seconds have passed since this client last sent a step, the
-  held step at hand. The interval is a quarter of the launcher's shortest silence bound
-  for this attempt (``MELISSA_TRAINER_SILENCE_S``, `launched_env.check_silence`), at
-  least `SIGN_FLOOR`; `SIGN_DEFAULT` without one. One clock per client, not per
-  receiver: the launcher's heartbeat is the simulation's, summed over its receivers, so
-  one duplicate per interval is enough. A rerun that recomputes its held steps within
-  the interval sends one duplicate: its first step. With a communicator, a rank sends
-  this sign of life only once the parts are placed (`pace`: each rank's clock is its
-  own, and the ranks could disagree on whether to send a collective send).
+* the client's first send to receiver 0, held or not, goes out at once: the rerun's
+  first message to rank 0 comes when the first attempt's did, not after its held part
+  and its first unheld step, which a start-up allowance that the first attempt met
+  could miss (a user trial: 0.6 s of held steps, then a 4.6 s step, killed under a 7 s
+  allowance on every attempt). Held steps routed to other receivers before it are
+  skipped: rank 0 would not hear them. With a communicator every rank sends it: "the
+  first send to receiver 0" is the same on every rank (each calls `send` for the same
+  steps, and the routing is a function of the step and the simulation id), unlike a
+  clock, and a send before the parts are placed is collective;
+* later, once `interval` seconds have passed since this client last sent a step to
+  receiver 0 (held or not), the next held step routed to receiver 0: at most W - 1
+  steps after it is due, W the receivers. The interval is a quarter of the launcher's
+  shortest silence bound for this attempt (``MELISSA_TRAINER_SILENCE_S``,
+  `launched_env.check_silence`), at least `SIGN_FLOOR`; `SIGN_DEFAULT` without one. The
+  clock is receiver 0's, not the client's: a send to receiver 1 tells the launcher
+  nothing. (Before, with two ranks and a constant step time, the signs of life could
+  all land on steps of one parity, receiver 1's: the rerun was killed as hung.) A
+  rerun that recomputes its held steps within the interval sends one duplicate: its
+  first step routed to receiver 0. With a communicator, a rank sends this sign of life
+  only once the parts are placed (`pace`: each rank's clock is its own, and the ranks
+  could disagree on whether to send a collective send).
+
+A simulation whose remaining steps are all held and none routed to receiver 0 (a
+simulation of one step routed ``(s + t) % W`` to a rank other than 0, or the held tail
+of a longer one) sends nothing: rank 0 would hear no duplicate of it anyway, as it heard
+no step of its first attempt there; its steps not held still go to their receivers.
 
 Only an optimisation: the answer is asked once, with a short bound (`ASK_TIMEOUT`); a
 receiver without a follow socket (an older trainer), a rendezvous of another run than
@@ -56,7 +71,7 @@ from typing import TYPE_CHECKING
 
 from melissa_trainer.client.config import check_attempt
 from melissa_trainer.client.follow import Follower, FollowError
-from melissa_trainer.client.launched_env import check_silence
+from melissa_trainer.client.launched_env import check_silence, requeued
 from melissa_trainer.client.worker_given import given_attempt
 from melissa_trainer.stream.endpoints import fetch_rendezvous
 from melissa_trainer.stream.step_set import StepSet
@@ -110,8 +125,9 @@ def attempt(simulation_id: int | None = None) -> int:
 
 class RerunSkip:
     """Which steps a rerun skips: those `replies` (each receiver's HELD, rank order) say
-    held, unless `transport` has sent nothing for `interval` s (a sign of life: module
-    docstring); each skipped step is added to its receiver's `steps` (its BYE's count)."""
+    held, unless due as a sign of life to receiver 0 (module docstring); each skipped
+    step is added to its receiver's `steps` (its BYE's count). Called for every step the
+    client sends while it skips (`Sending._gated`): it sees each send to receiver 0."""
 
     def __init__(
         self,
@@ -126,25 +142,27 @@ class RerunSkip:
         self.steps: list[StepSet] = transport.steps
         #: steps not sent, held already
         self.skipped = 0
-        #: held steps sent anyway, signs of life (their receiver drops them)
+        #: held steps sent anyway, signs of life (receiver 0 drops them)
         self.signs = 0
-        #: whether the next call is the client's first send (made at it: `Sending._ask_held`)
+        #: whether no step has been sent to receiver 0 yet (the next one held is sent)
         self.first = True
+        #: `time.monotonic()` of the last send to receiver 0 (the clock of the signs)
+        self.heard: float = transport.opened
 
     def __call__(self, step: int, pace: bool = True) -> bool:
-        """Whether `step` is held by its receiver and is not due as a sign of life: the
-        client's first send always is one (module docstring), a later one once `interval`
-        s have passed without a send, if `pace` (whether one may be sent now). A held step
-        not due is counted, not sent."""
-        first, self.first = self.first, False
+        """Whether `step` is held by its receiver and is not due as a sign of life. Only
+        a step routed to receiver 0 can be one: the client's first send there always is,
+        a later one once `interval` s have passed since the last send there, if `pace`
+        (whether one may be sent now). A held step not due is counted, not sent."""
         rank = receiver_of(self.simulation_id, step, len(self.replies), self.routing)
-        if not self.replies[rank].holds(step, self.routing):
-            return False
-        transport = self.transport
-        if first or (
-            pace and time.monotonic() - max(transport.clock.last, transport.opened) >= self.interval
-        ):
-            self.signs += 1  # (sent: `send_step` or the fast path adds it to `steps`)
+        held = self.replies[rank].holds(step, self.routing)
+        if rank == 0:
+            now = time.monotonic()
+            if not held or self.first or (pace and now - self.heard >= self.interval):
+                self.signs += held  # (sent: `send_step` or the fast path adds it to `steps`)
+                self.first, self.heard = False, now
+                return False
+        elif not held:
             return False
         self.steps[rank].add(step)
         self.skipped += 1
@@ -162,7 +180,7 @@ def rerun_skip(
     docstring), asking each receiver once, its signs of life paced by `sign_interval`;
     None when there is nothing to skip (a first attempt, not launched, no rendezvous,
     receivers that hold nothing of it or cannot be asked: then every step is sent)."""
-    if rendezvous is None or attempt(simulation_id) < 1:
+    if rendezvous is None or (attempt(simulation_id) < 1 and not requeued()):
         return None
     try:
         entries = fetch_rendezvous(rendezvous, timeout=0.0)

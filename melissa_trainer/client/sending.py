@@ -18,6 +18,7 @@ from melissa_trainer import wire as protocol
 from melissa_trainer.client.config import ENV_ATTEMPT, check_time_step
 from melissa_trainer.client.field_part import FieldPart
 from melissa_trainer.client.follow import QUERY_TIMEOUT
+from melissa_trainer.client.launched_env import ENV_RESTART_COUNT
 from melissa_trainer.client.send_arrays import place_parts, prepare_arrays
 
 if TYPE_CHECKING:
@@ -174,11 +175,13 @@ class Sending:
 
     def _ask_held(self) -> None:
         """At the first send of a launched attempt after the first (0-based, the
-        launcher's count; a worker's: `worker.given_attempt`): ask the receivers
-        which steps they hold (`rerun`; imported only then: a first attempt's start-up
-        does not pay it)."""
+        launcher's count; a worker's: `worker.given_attempt`), or of a launched batch
+        job Slurm requeued (``SLURM_RESTART_COUNT``: `launched_env.requeued`): ask the
+        receivers which steps they hold (`rerun`; imported only then: a first attempt's
+        start-up does not pay it)."""
         self._asked = True
-        if os.environ.get(ENV_ATTEMPT, "").strip() in ("", "0"):  # (0: the first launch)
+        first = os.environ.get(ENV_ATTEMPT, "").strip() in ("", "0")  # (0: the first launch)
+        if first and os.environ.get(ENV_RESTART_COUNT, "").strip() in ("", "0"):
             from melissa_trainer.client.worker_given import given_attempt  # (stdlib only)
 
             if not given_attempt(self.simulation_id):  # (a worker's rerun asks too)

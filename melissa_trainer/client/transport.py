@@ -138,7 +138,7 @@ class Transport:
         )
         self.clock = SendClock(self.wait.look)  # when the last send was (both paths)
         #: when the HELLO left (`open`): a rerun's first sign of life counts from it
-        self.opened = time.monotonic()
+        self.opened: float = time.monotonic()
 
     def open(self, hello: bytes) -> None:
         """Send `hello` to every receiver (bounded by `send_timeout`); released if it

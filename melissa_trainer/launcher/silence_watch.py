@@ -127,8 +127,10 @@ class SilenceWatch(FailurePolicy):
         ``cred_expire``, 120 s by default, more in a busy queue: it was killed as hung
         once `simulation_timeout` of it had passed, a restart counted while Slurm ran it
         again), and its rerun starts from scratch: until its next message it is judged as
-        a start-up is (`SilenceClock`'s start-up bound). Its steps sent twice are the
-        receiver's to drop. Not a job that sent before its backend ever listed it
+        a start-up is (`SilenceClock`'s start-up bound). Its rerun reads
+        ``SLURM_RESTART_COUNT`` and skips the steps its receivers hold (`client.rerun`);
+        its first step routed to receiver 0, sent again at once, is the receiver's to drop.
+        Not a job that sent before its backend ever listed it
         started: squeue's answers lag (`poll_every`), its first message often comes
         first; that job runs on. `ran` is cleared (the rerun's own first message may come
         before squeue lists it running again: not a second requeue) and `back_in_queue`

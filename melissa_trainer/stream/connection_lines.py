@@ -190,7 +190,9 @@ class CloseLines:
             "(max_message_bytes + header), dropped by ZeroMQ with its connection. The steps "
             "received before the close are kept for training; the rest of its run is missing "
             "unless the simulation runs again (a launcher restarts it up to max_restarts "
-            "times; a solver you started: run it again with the same simulation id)%s. "
+            "times; Slurm runs a job it requeued again, no restart counted; either rerun "
+            "skips the steps the receivers hold; a solver you started: run it again with "
+            "the same simulation id)%s. "
             "Said in full once; the others in one line each, counted at the end%s",
             sid,
             rank,

@@ -3,15 +3,15 @@ trainer was restarted which of its time steps the checkpoint resumed from holds
 (docs/protocol.md, section 17; the client's side is `melissa_trainer.client.follow`).
 
 PUSH/PULL acknowledges nothing: a simulation streaming to a trainer that was preempted
-cannot know which of its steps the checkpoint holds. A resumed receiver knows: its
-checkpoint's record, loaded before it binds. So it binds a ZeroMQ ROUTER beside its
-PULL socket (same interface, a random port; published as ``follow_endpoint`` in its
-rendezvous file) and answers each HELD_QUERY (a simulation id) with a HELD: the bit
-array of that simulation's steps the record held *when loaded* (`held_record`). The
-answer is a snapshot taken before the stream starts, never the live ledger, so it is
-read by this thread alone without a lock, and it is what the client needs: every step
-it sent that the snapshot lacks must come again (a step the live receiver took since is
-dropped as a duplicate when re-sent; exactly once holds either way).
+cannot know which of its steps the checkpoint holds. A receiver knows. So it binds a
+ZeroMQ ROUTER beside its PULL socket (same interface, a random port; published as
+``follow_endpoint`` in its rendezvous file) and answers each HELD_QUERY (a simulation
+id) with a HELD: the bit array of that simulation's steps it holds. The receiver's
+answer is read live (`ingest_record.held_now`): the steps its ledger has marked, those
+it would drop as duplicates if sent again, so a client skipping them loses nothing and a
+rerun within the same trainer (a Slurm requeue, a launcher's restart) skips what its
+first run delivered; a step marked while the answer is read may be left out (it comes
+again and is dropped). A mapping given instead is a snapshot (the unit tests').
 
 It also answers each ADMISSION_QUERY (section 17a) with an ADMISSION: whether the
 receiver took the simulation, refused its HELLO (and why), or has not processed a HELLO
@@ -191,8 +191,8 @@ class FollowServer:
     """Answers HELD_QUERY with HELD from `record` (module docstring).
 
     Args:
-        record: what the receiver's checkpoint held when loaded (`IngestState.held_record`;
-            empty: a receiver that resumed from none, which holds nothing of anyone).
+        record: simulation id -> what a HELD says of it, read at each query (the
+            receiver's: `ingest_record.held_now`), or a fixed mapping of them (absent: none).
         rank, world_size: the receiver's (every HELD carries them: the client maps
             local steps back to time steps with them).
         bind: where to bind (`follow_bind`); advertise: as the receiver's.
@@ -208,7 +208,7 @@ class FollowServer:
 
     def __init__(
         self,
-        record: HeldRecord,
+        record: HeldRecord | Callable[[int], tuple[int, int, bytes]],
         rank: int,
         world_size: int,
         bind: str,
@@ -218,7 +218,8 @@ class FollowServer:
         receipt: Callable[[ReceiptQuery], Receipt] | None = None,
         told: Callable[[int, int], None] | None = None,
     ) -> None:
-        self._record, self._told = dict(record), told
+        self._record = record if callable(record) else dict(record)
+        self._told = told
         self._admission, self._receipt = admission, receipt
         self._rank, self._world = rank, world_size
         self._bind, self._advertise, self._curve = bind, advertise, curve
@@ -275,7 +276,12 @@ class FollowServer:
             ProtocolError: a malformed query.
         """
         simulation_id, request_id = protocol.decode_held_query(query)
-        status, nbits, bits = self._record.get(simulation_id, (protocol.HELD_NONE, 0, b""))
+        record = self._record
+        status, nbits, bits = (
+            record(simulation_id)
+            if callable(record)
+            else record.get(simulation_id, (protocol.HELD_NONE, 0, b""))
+        )
         if status == protocol.HELD_STEPS and self._told is not None:  # (bits past nbits: 0)
             self._told(simulation_id, int.from_bytes(bits, "little").bit_count())
         return protocol.encode_held(

@@ -29,7 +29,7 @@ from melissa_trainer.wire.routing import SIMULATION_STEP
 if TYPE_CHECKING:
     from melissa_trainer.stream.ingest_state import IngestState
 
-__all__ = ["STATE_VERSION", "held_of", "load_record", "record_of"]
+__all__ = ["STATE_VERSION", "held_now", "held_of", "load_record", "record_of"]
 
 logger = logging.getLogger("melissa_trainer.stream.receiver")  # the receiver's messages
 
@@ -115,6 +115,27 @@ def held_of(ingest: IngestState) -> dict[int, tuple[int, int, bytes]]:
     for sid in ingest.abandoned:
         out[sid] = (protocol.HELD_ABANDONED, 0, b"")
     return out
+
+
+def held_now(ingest: IngestState, simulation_id: int) -> tuple[int, int, bytes]:
+    """What `ingest` holds of `simulation_id` now, as `held_of` says it of all: what a
+    follow socket answers (`follow_server`), read live from its thread while the ingester
+    runs. A step it says held is one the ingest has marked, which it would drop as a
+    duplicate if sent again, so a client that skips it loses nothing (a Slurm requeue's
+    rerun, `client.rerun`). Single reads (the abandoned set, then the ledger, then the
+    archive, which a finished ledger moves to before it leaves `sims`, as `receipt_of`)
+    and a copy of the ledger's bytes: a step marked meanwhile may be missing (it is then
+    sent again and dropped), never one not marked."""
+    if simulation_id in ingest.abandoned:
+        return protocol.HELD_ABANDONED, 0, b""
+    rec = ingest.sims.get(simulation_id)
+    if rec is None:
+        archived = ingest.archive.steps.get(simulation_id) is not None
+        return (protocol.HELD_FINISHED if archived else protocol.HELD_NONE), 0, b""
+    if rec.finished:
+        return protocol.HELD_FINISHED, 0, b""
+    nbits = rec.frontier  # (read before the bytes: a later mark adds no bit past it)
+    return protocol.HELD_STEPS, nbits, bytes(rec.done[: (nbits + 7) // 8])
 
 
 def _forget_after(ingest: IngestState, marked: int, buffer_put: int) -> None:

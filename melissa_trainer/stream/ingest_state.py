@@ -232,7 +232,7 @@ class IngestState(IngestQueries):
         if held := self.rerun_held.pop(sim.simulation_id, 0):  # (summarised: once, not per step)
             logger.info(
                 "simulation %d: its rerun skipped %s the receiver of rank %d already held "
-                "(from its checkpoint) and sent %d new",
+                "(from its checkpoint or an earlier run of it) and sent %d new",
                 *(sim.simulation_id, plural(held, "time step"), self.rank),
                 max(sim.completed - held, 0),
             )

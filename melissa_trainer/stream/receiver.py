@@ -89,6 +89,7 @@ from melissa_trainer.stream.follow_server import (
     receipt_of,
 )
 from melissa_trainer.stream.handshakes import log_bound
+from melissa_trainer.stream.ingest_record import held_now
 from melissa_trainer.stream.ingest_state import telemetry_keys
 from melissa_trainer.stream.liveness import HEADER_ALLOWANCE
 from melissa_trainer.stream.receiver_config import DEFAULT_BIND, ReceiverConfig, ReceiverTuning
@@ -202,10 +203,11 @@ class Receiver(DataPath, ReceiverQueries):
             extra["run_id"] = self.config.run_id
         try:  # (an OSError naming what to do: `receiver_socket.bind_error`)
             if self._rendezvous is not None:
-                # what a running simulation of a restarted trainer asks (`follow_server`):
+                # what a running simulation of a restarted trainer, or a rerun, asks
+                # (`follow_server`):
                 # only with a rendezvous, the one way a client finds the restarted trainer
                 self._follow = FollowServer(
-                    self.ingest.held_record() if self._loaded is not None else {},
+                    partial(held_now, self.ingest),  # (live: what it would drop as duplicates)
                     *(self._rank, self._world),
                     follow_bind(self._bind, self._rank),
                     self._advertise,

@@ -52,10 +52,11 @@ def runs(tmp_path: Path) -> Iterator[list[Run]]:
 
 
 def attempt(
-    exe: Path, rendezvous: Path, number: int, run_id: str, *setup: str, **env: str
-) -> Script:
-    """Attempt `number` of the simulation, as the launcher starts it (started: `setup`,
-    then SETUP)."""
+    exe: Path, rendezvous: Path, number: int, run_id: str, *setup: str, sid: int = SID,
+    **env: str,
+) -> Script:  # fmt: skip
+    """Attempt `number` of simulation `sid`, as the launcher starts it (started: `setup`,
+    then SETUP, its id `sid`)."""
     script = Script(
         exe,
         {
@@ -66,7 +67,7 @@ def attempt(
         },
     )
     try:
-        done(script, *setup, *SETUP)
+        done(script, *setup, f"id {sid}", *SETUP[1:])
     except BaseException:
         script.kill()
         raise
@@ -149,10 +150,11 @@ def test_a_slow_c_rerun_sends_a_held_step_each_interval(
 ) -> None:
     """A sign of life (rerun.c, as Python's: tests/client/test_rerun_sign_of_life.py):
     ``MELISSA_TRAINER_SILENCE_S=1`` (a quarter: 0.25 s) and a solver whose steps take
-    0.3 s (``sleep``: its compute, not a synchronisation): each held step comes after
-    more than the interval without a send, so each is sent anyway, a duplicate its
-    receiver drops; the BYEs still count each step once. Before, none was (the
-    launcher heard nothing while the rerun recomputed the held part, and killed it)."""
+    0.3 s (``sleep``: its compute, not a synchronisation): each held step routed to
+    receiver 0 comes after more than the interval without a send there, so each is sent
+    anyway, a duplicate it drops (receiver 1's never: the launcher hears rank 0 only);
+    the BYEs still count each step once. Before, none was (the launcher heard nothing
+    while the rerun recomputed the held part, and killed it)."""
     rendezvous = tmp_path / "rendezvous"
     runs.append(Run(rendezvous, "run-a"))
     first = attempt(script_exe, rendezvous, 0, "run-a")
@@ -169,21 +171,65 @@ def test_a_slow_c_rerun_sends_a_held_step_each_interval(
     _, err = run_to_the_end(again, *slow)
     runs[1].complete(SID)  # (the BYEs count every step: else the simulation is not)
     assert NOT_ASKED not in err, err
-    held = [min(puts[r], sum(1 for t in before if t % 2 == r)) for r in range(2)]
+    held = min(puts[0], sum(1 for t in before if t % 2 == 0))
     figures = [r.telemetry() for r in runs[1].receivers]
-    assert [f["duplicates"] for f in figures] == held, figures
+    # (receiver 0's only: the launcher hears rank 0's receiver alone)
+    assert [f["duplicates"] for f in figures] == [held, 0], figures
     assert [f["samples_put"] for f in figures] == [5, 5], figures
     steps = sorted(int(s["time_step"]) for b in runs[1].buffers for s in drain(b))
     assert steps == list(range(STEPS))  # each once
 
 
-def test_a_c_rerun_in_the_same_run_sends_every_step(
+@pytest.mark.parametrize(("silence", "signs"), [("1", 5), ("3600", 1)], ids=["slow", "fast"])
+def test_an_odd_c_simulations_signs_of_life_reach_receiver_0(
     script_exe: Path,  # noqa: F811
     tmp_path: Path,
     runs: list[Run],
+    silence: str,
+    signs: int,
 ) -> None:
-    """A restart within a run (no resume): the receivers answer from the record they
-    loaded, none, so nothing is skipped; their own dedup drops what came twice."""
+    """Simulation 5 routed ``(s + t) % 2``: its odd steps go to receiver 0, the one the
+    launcher hears (tests/client/test_rerun_sign_of_life.py, the same case). Every step
+    held; each sign of life is a held step of receiver 0: its first (step 1), then, slow,
+    each later one. Before, step 0 and every sign went to receiver 1 ([0, 1], [0, 5])."""
+    sid, rendezvous = 5, tmp_path / "rendezvous"
+    runs.append(Run(rendezvous, "run-a"))
+    first = attempt(script_exe, rendezvous, 0, "run-a", sid=sid)
+    try:
+        done(first, *sends(list(range(STEPS))), "flush")
+        checkpoint = runs[0].checkpoint([5, 5])
+        runs[0].stop()
+        runs.append(Run(rendezvous, "run-b", checkpoint))
+        killed(first)
+    finally:
+        first.kill()
+    again = attempt(script_exe, rendezvous, 1, "run-b", sid=sid, MELISSA_TRAINER_SILENCE_S=silence)
+    pause = ("sleep 0.3",) if silence == "1" else ()  # (longer than the 0.25 s interval)
+    _, err = run_to_the_end(again, *[ln for t in range(STEPS) for ln in (*pause, *sends([t]))])
+    runs[1].complete(sid)  # (the BYEs count every step: else the simulation is not)
+    assert NOT_ASKED not in err, err
+    assert [r.telemetry()["duplicates"] for r in runs[1].receivers] == [signs, 0]
+
+
+@pytest.mark.parametrize(
+    ("number", "env", "duplicates"),
+    [(1, {}, [1, 0]), (0, {"SLURM_RESTART_COUNT": "1"}, [1, 0]), (0, {}, [2, 2])],
+    ids=["launcher-restart", "slurm-requeue", "first-run-again"],
+)
+def test_a_c_rerun_in_the_same_run_skips_what_the_receivers_hold(
+    script_exe: Path,  # noqa: F811
+    tmp_path: Path,
+    runs: list[Run],
+    number: int,
+    env: dict[str, str],
+    duplicates: list[int],
+) -> None:
+    """A rerun within a run (no resume): a launcher's restart (attempt 1), or a batch job
+    Slurm requeued (attempt 0 kept, SLURM_RESTART_COUNT=1), is answered from what the
+    receivers hold now: only its first send (step 0, rank 0's) comes again. Attempt 0
+    without a requeue asks nothing: steps 0-3 come again, dropped by the receivers'
+    dedup. Before (answered from the record they loaded, none), both reruns sent steps
+    0-3 again ([2, 2]), as tests/client/test_held_rerun_skips.py's Python client did."""
     rendezvous = tmp_path / "rendezvous"
     runs.append(Run(rendezvous, "run-a"))
     first = attempt(script_exe, rendezvous, 0, "run-a")
@@ -193,12 +239,12 @@ def test_a_c_rerun_in_the_same_run_sends_every_step(
         killed(first)
     finally:
         first.kill()
-    again = attempt(script_exe, rendezvous, 1, "run-a")
+    again = attempt(script_exe, rendezvous, number, "run-a", **env)
     _, err = run_to_the_end(again, *sends(list(range(STEPS))))
     runs[0].complete(SID)
-    assert NOT_ASKED not in err, err  # (asked: the answer was "none held")
+    assert NOT_ASKED not in err, err
     figures = [r.telemetry() for r in runs[0].receivers]
-    assert [f["duplicates"] for f in figures] == [2, 2], figures  # (steps 0-3 again)
+    assert [f["duplicates"] for f in figures] == duplicates, figures
     steps = sorted(int(s["time_step"]) for b in runs[0].buffers for s in drain(b))
     assert steps == list(range(STEPS))
 

@@ -12,6 +12,7 @@ buffers (every step once). Before, the rerun re-sent every step: a heat resume d
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -23,6 +24,7 @@ from resumed_runs import CHECKPOINTS
 
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.client import Client
+from melissa_trainer.stream.follow_server import FollowServer
 from melissa_trainer.stream.receiver import Receiver, ReceiverConfig
 
 pytestmark = pytest.mark.timeout(120)
@@ -87,6 +89,7 @@ class Resumed:
 def resumed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Resumed]:
     monkeypatch.setenv("MELISSA_TRAINER_RENDEZVOUS", str(tmp_path / "rendezvous"))
     monkeypatch.delenv("MELISSA_TRAINER_ENDPOINTS", raising=False)
+    monkeypatch.delenv("SLURM_RESTART_COUNT", raising=False)  # (a requeued job's: the tests')
     made = Resumed(tmp_path)
     try:
         yield made
@@ -131,21 +134,71 @@ def test_a_rerun_sends_only_what_the_checkpoint_lacks(
     assert steps == list(range(STEPS))  # each once
 
 
-def test_a_rerun_in_the_same_run_sends_every_step(
-    resumed: Resumed, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    ("number", "restarts", "duplicates"),
+    [(1, None, [1, 0]), (0, "1", [1, 0]), (0, None, [2, 2]), (0, "0", [2, 2])],
+    ids=["launcher-restart", "slurm-requeue", "first-run-again", "restart-count-0"],
+)
+def test_a_rerun_in_the_same_run_skips_what_the_receivers_hold(
+    resumed: Resumed,
+    monkeypatch: pytest.MonkeyPatch,
+    number: int,
+    restarts: str | None,
+    duplicates: list[int],
 ) -> None:
-    # a restart within a run (no resume): the receivers answer from the record they
-    # loaded, none, so nothing is skipped; their own dedup drops what came twice
+    """A rerun within a run (no resume): a launcher's restart (attempt 1), or a batch job
+    Slurm requeued (attempt 0 kept, ``SLURM_RESTART_COUNT=1``), is answered from what the
+    receivers hold now, so only its first send comes again (step 0, rank 0's). Attempt 0
+    without a requeue is no rerun: it asks nothing, every step comes again and the
+    receivers' dedup drops steps 0-3. Before (the receivers answered from the record
+    they loaded, none), both reruns also sent steps 0-3 again ([2, 2])."""
     first = attempt(monkeypatch, 0, "run-a")
     send(first, [0, 1, 2, 3])
     wait_until("the first attempt's samples", lambda: resumed.buffers[1].stats().put == 2)
     wait_until("the first attempt's samples", lambda: resumed.buffers[0].stats().put == 2)
     first.close(bye=False)
-    again = attempt(monkeypatch, 1, "run-a")
+    if restarts is not None:
+        monkeypatch.setenv("SLURM_RESTART_COUNT", restarts)
+    again = attempt(monkeypatch, number, "run-a")
     send(again, list(range(STEPS)))
     again.close()
+    assert again.bye_counts == [STEPS // 2, STEPS // 2]  # (held steps counted)
     samples = [drain(b) for b in resumed.buffers]
     figures = [r.telemetry() for r in resumed.receivers]
-    assert [f["duplicates"] for f in figures] == [2, 2], figures  # (steps 0-3 again)
+    assert [f["duplicates"] for f in figures] == duplicates, figures
+    assert [r.completed() for r in resumed.receivers] == [[SID], [SID]]
     steps = sorted(int(s["time_step"]) for rank in samples for s in rank)
-    assert steps == list(range(STEPS))
+    assert steps == list(range(STEPS))  # each once
+
+
+def test_a_first_run_in_a_requeued_allocation_asks_once_and_sends_every_step(
+    resumed: Resumed, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A simulation of a ``mode="srun"`` study is a step of the trainer's allocation, and
+    inherits the trainer's ``SLURM_RESTART_COUNT`` when Slurm requeued the trainer's job
+    (tests/launcher/backends/test_slurm_srun_restart_count.py checks Slurm sets it in
+    the steps). A simulation the requeued trainer launches for the first time (attempt
+    0) then reads as a rerun: harmless, it asks each receiver once (HELD), is told none
+    of its steps is held, and sends every one; nothing is dropped, nothing skipped."""
+    asked: list[int] = []  # (ranks whose follow socket answered a HELD_QUERY)
+    answer = FollowServer.answer
+
+    def counted(server: FollowServer, query: bytes) -> bytes:
+        asked.append(server._rank)  # (the follow thread's: appended once per query)
+        return answer(server, query)
+
+    monkeypatch.setattr(FollowServer, "answer", counted)
+    monkeypatch.setenv("SLURM_RESTART_COUNT", "1")
+    first = attempt(monkeypatch, 0, "run-a")
+    with caplog.at_level(logging.INFO, logger="melissa_trainer.stream.receiver"):
+        send(first, list(range(STEPS)))
+        first.close()
+        wait_until("the receivers' end", lambda: all(r.completed() for r in resumed.receivers))
+    assert sorted(asked) == [0, 1]  # once per receiver, at the first send
+    assert first.bye_counts == [STEPS // 2, STEPS // 2]
+    samples = [drain(b) for b in resumed.buffers]
+    figures = [r.telemetry() for r in resumed.receivers]
+    assert [(f["duplicates"], f["samples_put"]) for f in figures] == [(0, 5), (0, 5)], figures
+    assert "its rerun skipped" not in caplog.text  # (the receivers' line of a skip)
+    steps = sorted(int(s["time_step"]) for rank in samples for s in rank)
+    assert steps == list(range(STEPS))  # each once

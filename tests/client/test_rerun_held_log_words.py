@@ -45,9 +45,9 @@ def test_each_receiver_logs_once_what_the_rerun_skipped(
     said = [r.getMessage() for r in caplog.records if "rerun skipped" in r.getMessage()]
     assert sorted(said) == [
         "simulation 4: its rerun skipped 3 time steps the receiver of rank 1 already "
-        "held (from its checkpoint) and sent 2 new",
+        "held (from its checkpoint or an earlier run of it) and sent 2 new",
         "simulation 4: its rerun skipped 5 time steps the receiver of rank 0 already "
-        "held (from its checkpoint) and sent 0 new",
+        "held (from its checkpoint or an earlier run of it) and sent 0 new",
     ], said
     levels = {r.levelno for r in caplog.records if "rerun skipped" in r.getMessage()}
     assert levels == {logging.INFO}

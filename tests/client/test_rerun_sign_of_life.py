@@ -1,6 +1,7 @@
 """A rerun that skips the steps its receivers hold sends a sign of life: the held step at
 hand, once `rerun.sign_interval` seconds have passed without a send
-(`melissa_trainer.client.rerun`). Real sockets, in-process receivers (two training
+(`melissa_trainer.client.rerun`), a held step routed to receiver 0 (the launcher hears
+rank 0's receiver only). Real sockets, in-process receivers (two training
 ranks, `resumed_runs.Run`): run A's take a first attempt's steps, which is killed before
 its BYE; run B's resume from their checkpoint; the second attempt
 (``MELISSA_TRAINER_ATTEMPT=1``) computes every step again.
@@ -49,10 +50,10 @@ def runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Run]]
             run.stop()
 
 
-def attempt(monkeypatch: pytest.MonkeyPatch, number: int, run_id: str) -> Client:
+def attempt(monkeypatch: pytest.MonkeyPatch, number: int, run_id: str, sid: int = SID) -> Client:
     monkeypatch.setenv("MELISSA_TRAINER_ATTEMPT", str(number))
     monkeypatch.setenv("MELISSA_TRAINER_RUN_ID", run_id)
-    return Client(FIELDS, {}, simulation_id=SID)
+    return Client(FIELDS, {}, simulation_id=sid)
 
 
 def field(t: int) -> np.ndarray:
@@ -61,13 +62,13 @@ def field(t: int) -> np.ndarray:
 
 def resumed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, runs: list[Run], before: list[int],
-    puts: list[int],
+    puts: list[int], sid: int = SID,
 ) -> Run:  # fmt: skip
-    """Run A takes the first attempt's `before`; run B resumes from its checkpoint once
-    rank r put `puts[r]`; the first attempt is then killed (no BYE)."""
+    """Run A takes the first attempt's `before` of simulation `sid`; run B resumes from
+    its checkpoint once rank r put `puts[r]`; the first attempt is then killed (no BYE)."""
     rendezvous = tmp_path / "rendezvous"
     runs.append(Run(rendezvous, "run-a"))
-    first = attempt(monkeypatch, 0, "run-a")
+    first = attempt(monkeypatch, 0, "run-a", sid)
     for t in before:
         first.send(t, u=field(t))
     first.flush()
@@ -83,9 +84,9 @@ def held_by_rank(before: list[int], puts: list[int]) -> list[int]:
     return [min(puts[r], sum(1 for t in before if t % 2 == r)) for r in range(2)]
 
 
-def check_every_step_once(run: Run, again: Client) -> None:
+def check_every_step_once(run: Run, again: Client, sid: int = SID) -> None:
     assert again.bye_counts == [STEPS // 2, STEPS // 2]  # (each step counted once)
-    run.complete(SID)
+    run.complete(sid)
     steps = sorted(int(s["time_step"]) for b in run.buffers for s in drain(b))
     assert steps == list(range(STEPS))  # each once
 
@@ -106,10 +107,11 @@ def test_a_slow_rerun_sends_a_held_step_each_interval(
         again.send(t, u=field(t))
     again.close()
     check_every_step_once(run, again)
-    # the oracle: each held step came after more than an interval without a send, so
-    # each came again, a duplicate the receiver dropped (and the launcher heard)
+    # the oracle: each held step of receiver 0 came after more than an interval without
+    # a send there, so each came again, a duplicate it dropped (and the launcher, which
+    # hears receiver 0 only, heard); receiver 1's never do (rank 0 would not hear them)
     duplicates = [r.telemetry()["duplicates"] for r in run.receivers]
-    assert duplicates == held_by_rank(before, puts), duplicates
+    assert duplicates == [held_by_rank(before, puts)[0], 0], duplicates
     assert [r.telemetry()["samples_put"] for r in run.receivers] == [5, 5]
 
 
@@ -131,6 +133,31 @@ def test_a_fast_rerun_sends_only_its_first_held_step(
     # the first send goes out at once, held or not (the rerun's first message comes when
     # the first attempt's did): step 0, held by rank 0, one duplicate; then none
     assert [r.telemetry()["duplicates"] for r in run.receivers] == [1, 0]
+
+
+@pytest.mark.parametrize(("silence", "signs"), [("1", 5), ("3600", 1)], ids=["slow", "fast"])
+def test_an_odd_simulations_signs_of_life_reach_receiver_0(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, runs: list[Run], silence: str, signs: int
+) -> None:
+    """Simulation 5 routed ``(s + t) % 2`` (the receivers advertise it): its even steps go
+    to receiver 1, its odd ones to receiver 0, the one the launcher hears. Every step held.
+    Each sign of life is a held step of receiver 0: its first there (step 1, not step 0),
+    then, slow, each later one (a step's 0.3 s past the interval since the last send
+    there). Before, the first send (step 0) and, with a constant step time, every sign
+    of life went to receiver 1 (duplicates [0, 1] fast, [0, 5] slow): rank 0 heard
+    nothing of the rerun while it recomputed its held steps, and the launcher killed it."""
+    sid = 5
+    run = resumed(tmp_path, monkeypatch, runs, list(range(STEPS)), [5, 5], sid)
+    monkeypatch.setenv("MELISSA_TRAINER_SILENCE_S", silence)
+    again = attempt(monkeypatch, 1, "run-b", sid)
+    assert again.routing == "simulation_step"  # (else the parities are t % 2's)
+    for t in range(STEPS):
+        if silence == "1":
+            time.sleep(STEP_TIME)  # (the solver computing step t: longer than the interval)
+        again.send(t, u=field(t))
+    again.close()
+    check_every_step_once(run, again, sid)
+    assert [r.telemetry()["duplicates"] for r in run.receivers] == [signs, 0]
 
 
 @pytest.mark.parametrize("value", ["x", "-1", "0", "0.0", "1e3", "1.", ".5", "1,5", "٣"])

@@ -13,9 +13,10 @@ hook waits, so nothing it waits for competes with a spinning loop:
 1. At the first step, each rank waits until its receiver has counted DATA of every
    solver (its one step there: not only its HELLO), the ranks agree, and rank 0 SIGKILLs
    simulation 0's solver: a solver dead on its own, mid-study.
-2. Each rank waits for its warning of that close and for the step of simulation 0's
-   restart (its second DATA there); the ranks agree, and rank 0 sends itself SIGTERM: a
-   preemption, agreed by both ranks at the next stop synchronisation.
+2. Each rank waits for its warning of that close and for a step of simulation 0's
+   restart (its second DATA there: the restart skips the step the rank holds, HELD,
+   and sends one the first run lacked); the ranks agree, and rank 0 sends itself
+   SIGTERM: a preemption, agreed by both ranks at the next stop synchronisation.
 3. Rank 1, in `on_preempted` (after the preemption's checkpoint; before its `Study.stop`,
    with no collective between: rank 0 goes on to its own), waits until its receiver has
    counted the close of every solver (1 + N: rank 0's `Study.stop` kills them meanwhile,
@@ -31,8 +32,10 @@ is open in every run.
 
 Each rank writes OUT/log_R.json in `on_train_end`, after its `Study.stop` (its receiver's
 last line is in): the receiver's lines at INFO and above, whether rank 1's wait ended in
-time, and the seconds each wait took. Then the ranks meet at a barrier: neither exits
-(Preempted, 143: the launch then SIGTERMs the other) before the other's log is written.
+time, the seconds each wait took, and how many steps the restart was told this rank
+held (read at 2: told before the restart sent anything). Then the ranks meet at a
+barrier: neither exits (Preempted, 143: the launch then SIGTERMs the other) before the
+other's log is written.
 """
 
 from __future__ import annotations
@@ -116,6 +119,7 @@ class Choreography(Hook):
         self.done = False
         self.waited: str = "no preemption"
         self.waits: dict[str, float] = {}  # seconds each wait took (OUT/log_R.json)
+        self.rerun_held = -1  # steps simulation 0's restart was told held here (at 2)
 
     def _receiver(self) -> Receiver:
         receiver = self.study.stream.receiver
@@ -152,6 +156,8 @@ class Choreography(Hook):
             self.lines.warned,
         )
         agree(missing, "the kill's warning and the restart's step")
+        # (the HELD answer's count, set before the restart sent: its DATA came after)
+        self.rerun_held = receiver.ingest.rerun_held.get(0, 0)
         if self.rank == 0:
             os.kill(os.getpid(), signal.SIGTERM)
 
@@ -176,7 +182,12 @@ class Choreography(Hook):
 
 def write_log(out: Path, rank: int, lines: Lines, choreography: Choreography) -> None:
     """OUT/log_R.json, whole or not at all (a rank SIGTERMed while it writes)."""
-    record = {"lines": lines.lines, "waited": choreography.waited, "waits": choreography.waits}
+    record = {
+        "lines": lines.lines,
+        "waited": choreography.waited,
+        "waits": choreography.waits,
+        "rerun_held": choreography.rerun_held,
+    }
     part = out / f"log_{rank}.json.part"
     part.write_text(json.dumps(record))
     part.replace(out / f"log_{rank}.json")

@@ -71,8 +71,10 @@ def test_the_causes_are_said_in_full_once_then_one_line_each_and_counted(
         "bytes (max_message_bytes + header), dropped by ZeroMQ with its connection. The "
         "steps received before the close are kept for training; the rest of its run is "
         "missing unless the simulation runs again (a launcher restarts it up to "
-        "max_restarts times; a solver you started: run it again with the same simulation "
-        f"id). Said in full once; the others in one line each, counted at the end{label}"
+        "max_restarts times; Slurm runs a job it requeued again, no restart counted; "
+        "either rerun skips the steps the receivers hold; a solver you started: run it "
+        "again with the same simulation id). Said in full once; the others in one line "
+        f"each, counted at the end{label}"
     ), warned[0]
     for sid, line in zip((9, 10), warned[1:3], strict=True):
         assert line == (

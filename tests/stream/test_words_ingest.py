@@ -41,5 +41,5 @@ def test_a_rerun_s_skipped_steps_are_counted_in_words(
     (said,) = [r.getMessage() for r in caplog.records if "rerun skipped" in r.getMessage()]
     assert said == (
         f"simulation 0: its rerun {words} receiver of rank 0 already held (from its "
-        f"checkpoint) and sent {4 - held} new"
+        f"checkpoint or an earlier run of it) and sent {4 - held} new"
     ), said

@@ -33,7 +33,10 @@ SCRIPT = Path(__file__).parents[1] / "scripts" / "study_stop_ranks.py"
 N = 3  # (the script's)
 
 # Steps 0 and 1 (one to each rank), then blocked until killed: the launcher's SIGTERM
-# ends it without its BYE. A restarted one ignores SIGTERM: slow to die (`kill_grace`).
+# ends it without its BYE. A restarted one ignores SIGTERM: slow to die (`kill_grace`),
+# and gets further, to steps 2 and 3: its receivers hold its steps 0 and 1, which it
+# skips (HELD, docs/protocol.md section 17; its first send, step 0, goes out as a sign
+# of life), so each rank has DATA of the restart only from a step its first run lacked.
 # Its pid file is written before its client opens: there once the receivers have its
 # HELLO (rank 0 kills simulation 0's first attempt by it). Simulation 0's step 1 leaves
 # its client's batch 1 s after its step 0 (`batch_delay`: 20 ms by default, more on a
@@ -47,12 +50,13 @@ from melissa_trainer.client import Client, ClientTuning
 
 a = int(json.loads(os.environ["MELISSA_TRAINER_PARAMETERS"])["a"])
 pids = Path(os.environ["PID_DIR"])
-if any(p.name.startswith(f"{a}.") for p in pids.iterdir()):
+restarted = any(p.name.startswith(f"{a}.") for p in pids.iterdir())
+if restarted:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
 (pids / f"{a}.{os.getpid()}").write_text("")
 tuning = ClientTuning(batch_delay=1.0 if a == 0 else 0.02)
 with Client({"x": ((3,), "float32")}, tuning=tuning) as client:
-    for t in (0, 1):
+    for t in (0, 1, 2, 3) if restarted else (0, 1):
         client.send(t, x=np.array([a, t, 0.0], np.float32))
     threading.Event().wait()  # in flight until killed
 """
@@ -93,6 +97,8 @@ def test_no_rank_warns_of_the_study_kills_every_rank_of_a_solver_dead_mid_study(
         summary = [m for m in lines if "killed as the study stopped" in m]
         assert len(summary) == 1, (rank, lines)
         assert summary[0].startswith(f"{N} simulations (0, 1, 2) killed"), summary
+        # the restart skipped the step this rank held of its first run (HELD: one)
+        assert record["rerun_held"] == 1, (rank, record["rerun_held"])
     # rank 1 read the kills before its own stop (else the test proves nothing)
     waited = json.loads((out / "log_1.json").read_text())["waited"]
     assert waited == "every close counted", waited

@@ -45,6 +45,7 @@ SIMULATION = r"""
 import json, os, sys, time
 import numpy as np
 from melissa_trainer.client import Client, ClientTuning
+from melissa_trainer.stream.endpoints import fetch_rendezvous
 
 options = json.loads(os.environ["SIM_OPTIONS"])
 sid = int(os.environ["MELISSA_TRAINER_SIMULATION_ID"])
@@ -52,7 +53,15 @@ attempt = int(os.environ["MELISSA_TRAINER_ATTEMPT"])
 params = json.loads(os.environ["MELISSA_TRAINER_PARAMETERS"])
 # one record per message when the test counts records from messages (see its oracle)
 tuning = ClientTuning(batch_bytes=0) if options.get("crash_at_end") else None
-with Client({"x": ((3,), "float32"), "y": ((1,), "float32")}, tuning=tuning) as client:
+# A restart given its endpoints, not the rendezvous, cannot ask its receivers which steps
+# they hold (HELD, docs/protocol.md section 17): it sends every step again, as a solver
+# started with MELISSA_TRAINER_ENDPOINTS or one of an older trainer does.
+endpoints = None
+if attempt > 0 and options.get("crash_at_end"):
+    rendezvous = fetch_rendezvous(os.environ["MELISSA_TRAINER_RENDEZVOUS"])
+    endpoints = [str(e["endpoint"]) for e in rendezvous]
+fields = {"x": ((3,), "float32"), "y": ((1,), "float32")}
+with Client(fields, endpoints=endpoints, tuning=tuning) as client:
     for t in range(options["steps"]):
         x = np.array([params["a"], params["b"], t / 100], np.float32)
         if sid == options["nan_sim"] and t >= options["nan_from"]:
@@ -130,11 +139,17 @@ def test_refuse_drops_counts_and_logs_nan_samples_once_even_when_resent(
     """Default policy: the NaN samples never reach training, are counted once (the
     simulation dies before BYE and its restart sends every step again: the refused
     steps count as received, so they are duplicates then), the run completes and no
-    checkpoint holds NaN. On main the NaN reached the loss and every weight."""
+    checkpoint holds NaN. On main the NaN reached the loss and every weight.
+
+    The restart is given its endpoints (the script), so it cannot ask which steps its
+    receiver holds and resends them all: a restart that can ask skips the held ones
+    (the NaN steps among them), and nothing would be resent to refuse twice
+    (tests/client/test_held_rerun_skips.py tests that skip)."""
     launcher, keys = study(tmp_path, crash_at_end=True, max_restarts=1), Keys()
     t = trainer(tmp_path, launcher, keys, ReceiverConfig().nonfinite)  # the default
-    with caplog.at_level(logging.WARNING, logger="melissa_trainer.stream.receiver"):
+    with caplog.at_level(logging.INFO, logger="melissa_trainer.stream.receiver"):
         t.train()
+    assert "its rerun skipped" not in caplog.text  # (every step was resent: none skipped)
     nan_steps = STEPS - NAN_FROM
     expected = [
         (s, k) for s in range(SIMULATIONS) for k in range(STEPS) if s != NAN_SIM or k < NAN_FROM

@@ -239,6 +239,7 @@ mt_status mt_resolve_config(mt_client *c) {
     mt_status st = resolve_id(c);
     if (st == MT_OK) st = mt_check_attempt(c); /* (rerun.c) */
     if (st == MT_OK) st = mt_check_silence(c); /* (rerun.c) */
+    if (st == MT_OK) st = mt_check_restart_count(c); /* (rerun.c) */
     if (st == MT_OK) st = resolve_parameters(c);
     if (st != MT_OK) return st;
     free(c->run_id);

@@ -2,8 +2,10 @@
  * environment that no part of melissa-trainer reads (a misspelt name is otherwise
  * silently ignored, or only seen as "no receiver endpoint").
  *
- * MT_ENV_READ is every name the C client reads (getenv): tests/c/test_c_env_names.py
- * checks that it equals the getenv names of src/, so a new variable is not forgotten.
+ * MT_ENV_READ is every MELISSA_TRAINER_* name the C client reads (getenv; the one other,
+ * Slurm's SLURM_RESTART_COUNT in rerun.c, is no misspelling of these):
+ * tests/c/test_c_env_names.py checks that it equals the getenv names of src/, so a new
+ * variable is not forgotten.
  * MT_ENV_ELSEWHERE holds the names other parts of melissa-trainer read (the launcher's
  * workers, the trainer), which a solver's environment may carry without a mistake; the
  * same test checks that the two tables hold every MELISSA_TRAINER_* name the Python
@@ -26,7 +28,7 @@ extern char **environ; /* (POSIX: declared by the program that uses it) */
 #define PREFIX_LEN (sizeof PREFIX - 1)
 #define LIKE_MAX 199 /* characters: a longer name is like none (difflib's autojunk from 200) */
 
-/* The names the C client reads (getenv in src/). */
+/* The MELISSA_TRAINER_* names the C client reads (getenv in src/). */
 static const char *const MT_ENV_READ[] = {
     "MELISSA_TRAINER_ATTEMPT",         "MELISSA_TRAINER_ENDPOINTS",
     "MELISSA_TRAINER_KEY",             "MELISSA_TRAINER_PARAMETERS",

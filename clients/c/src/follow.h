@@ -44,12 +44,18 @@ mt_status mt_check_attempt(mt_client *c);
  * an optional dot and 1-9 more, above 0 (client/launched_env.py check_silence's rule and
  * words), else MT_EENV naming it. */
 mt_status mt_check_silence(mt_client *c);
-/* At the first send (sets c->rerun_asked): on an attempt > 0 with a rendezvous, ask each
+/* $SLURM_RESTART_COUNT checked at the start of a launched job ($MELISSA_TRAINER_ATTEMPT
+ * set; else not read): unset, blank, or ASCII digits below 2**31 (client/launched_env.py
+ * check_restart_count's rule and words), else MT_EENV naming it. */
+mt_status mt_check_restart_count(mt_client *c);
+/* At the first send (sets c->rerun_asked): on an attempt > 0, or a launched batch job
+ * Slurm requeued ($SLURM_RESTART_COUNT > 0), with a rendezvous, ask each
  * receiver which steps it holds (at most 5 s each) and keep the answers if any holds
  * some; never fails (no answer: every step is sent, one line on stderr says why). */
 void mt_rerun_ask(mt_client *c);
-/* Whether step `step` is held by its receiver and no sign of life is due at `now` (the
- * first send, or none for c->rerun_interval s): then it is not sent (counted in BYE). */
+/* Whether step `step` is held by its receiver and no sign of life is due at `now` (only
+ * on a step routed to receiver 0: the first send there, or none there for
+ * c->rerun_interval s): then it is not sent (counted in BYE). Called for every step. */
 bool mt_rerun_skips(mt_client *c, uint64_t step, double now);
 /* Forget the answers (after a follow: they were the old trainer's; at the free). */
 void mt_rerun_drop(mt_client *c);

@@ -201,11 +201,11 @@ struct mt_client {
     double last_send, opened; /* monotonic s: the last send (-inf before), the HELLO's */
     mt_watch watch;      /* admission_watch.c */
     /* a launched rerun's skip of held steps (rerun.c): asked at the first send; each
-     * receiver's HELD (NULL: every step sent), the s without a send after which one is sent
-     * anyway, whether the open step is skipped (checked, not sent; counted in its BYE) */
+     * receiver's HELD (NULL: all sent), the s without a send to receiver 0 after which one
+     * goes anyway, the last send there (-inf: none), whether the open step is skipped */
     bool rerun_asked;
     struct mt_held *rerun_held;
-    size_t rerun_n; double rerun_interval;
+    size_t rerun_n; double rerun_interval, rerun_heard;
     bool step_skipped;
     /* batching: mu guards the sockets and the groups (the flusher thread shares them) */
     pthread_mutex_t mu;

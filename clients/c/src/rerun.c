@@ -6,10 +6,13 @@
  * data a rank's checkpoint lacks. The solver computes every step again, but the receivers
  * hold some (often all: a simulation killed after its last step, before its BYE) and
  * dropped each one sent again as a duplicate: correct, and wasted work. So a launched
- * attempt after the first (MELISSA_TRAINER_ATTEMPT > 0: the launcher counts from 0), its
- * endpoints from a rendezvous, asks each receiver at its first send which of its steps
- * the receiver holds (HELD_QUERY on the follow socket: held.c), the record the receiver
- * loaded from its checkpoint. A step its receiver holds is then not sent (mt_send takes
+ * attempt after the first (MELISSA_TRAINER_ATTEMPT > 0: the launcher counts from 0), or
+ * a launched batch job Slurm requeued (SLURM_RESTART_COUNT > 0: the same script again,
+ * its attempt unchanged; only the skip reads it), its endpoints from a rendezvous, asks
+ * each receiver at its first send which of its steps the receiver holds (HELD_QUERY on
+ * the follow socket: held.c): its ledger now, the steps it would drop as duplicates
+ * (its checkpoint's record and what it took since). A step its receiver holds is then
+ * not sent (mt_send takes
  * its fields and checks them as any step's); it is counted in that receiver's BYE
  * (c->steps_per_receiver, c->steps), as after a follow, so that the receiver finds the
  * simulation complete.
@@ -21,15 +24,23 @@
  * a restarted trainer drops the skip (mt_rerun_drop, follow.c): its answers were the old
  * trainer's, and every later step is sent.
  *
- * A sign of life, as rerun.py's: the launcher hears a simulation by its DATA and BATCH
- * only, and killed a rerun whose solver took longer to recompute the held steps than
- * its silence bound as hung, on every attempt. So a held step is sent anyway (a
- * duplicate its receiver drops; the launcher hears it), counted once in its BYE as any
- * step: the client's first send (nothing sent yet: c->last_send is -inf), at once, so
- * that the rerun's first message comes when the first attempt's did, not after its held
- * part and its first unheld step (a start-up allowance the first attempt met could
- * miss it); later, once c->rerun_interval s have passed since the client's last send.
- * The interval is a quarter of $MELISSA_TRAINER_SILENCE_S (the launcher's shortest bound
+ * A sign of life, as rerun.py's: the launcher hears a simulation by the DATA and BATCH
+ * that receiver 0 takes in only (rank 0's receiver is its heartbeat), and killed a rerun
+ * whose solver took longer to recompute the held steps than its silence bound as hung,
+ * on every attempt. So a held step routed to receiver 0 is sent anyway (a duplicate it
+ * drops; the launcher hears it), counted once in its BYE as any step: the client's first
+ * send to receiver 0 (nothing sent there yet: c->rerun_heard is -inf), at once, so that
+ * the rerun's first message to rank 0 comes when the first attempt's did, not after its
+ * held part and its first unheld step (a start-up allowance the first attempt met could
+ * miss it); later, once c->rerun_interval s have passed since the client's last send to
+ * receiver 0 (held or not), the next held step routed there: at most W - 1 steps late.
+ * Receiver 0's clock, not the client's: a send to receiver 1 tells the launcher nothing
+ * (with two ranks and a constant step time the signs of life all landed on receiver 1's
+ * steps, and the rerun was killed as hung). Held steps routed to other receivers are
+ * skipped; a rerun whose held steps never route to receiver 0 sends none of them (rank 0
+ * heard nothing of that part of the first attempt either). The routing is a function of
+ * the step and the simulation id: the same answer on every rank of a communicator. The
+ * interval is a quarter of $MELISSA_TRAINER_SILENCE_S (the launcher's shortest bound
  * for the attempt), at least SIGN_FLOOR; SIGN_DEFAULT without it. Not thread-safe: the
  * client's thread. */
 #define _POSIX_C_SOURCE 200809L
@@ -46,6 +57,7 @@
 #define ENV_ATTEMPT "MELISSA_TRAINER_ATTEMPT"
 #define ASK_TIMEOUT 5.0 /* s for each receiver's HELD (rerun.py ASK_TIMEOUT) */
 #define ENV_SILENCE "MELISSA_TRAINER_SILENCE_S"
+#define ENV_RESTART "SLURM_RESTART_COUNT" /* set by Slurm in a requeued batch job */
 #define SIGN_SHARE 0.25   /* of the launcher's bound (rerun.py SIGN_SHARE) */
 #define SIGN_FLOOR 0.2    /* s (rerun.py SIGN_FLOOR) */
 #define SIGN_DEFAULT 10.0 /* s without a bound (rerun.py SIGN_DEFAULT) */
@@ -113,6 +125,44 @@ mt_status mt_check_silence(mt_client *c) {
     return st;
 }
 
+/* $SLURM_RESTART_COUNT of a launched job (mt_rerun_attempt() >= 0: the attempt was
+ * checked first), else 0: unset or blank to Python's str.strip, else ASCII digits 0-9
+ * below 2**31; -1 if not that form. */
+static long restart_count(const char **shown_from) {
+    const char *value = getenv(ENV_RESTART);
+    *shown_from = value;
+    if (value == NULL || mt_rerun_attempt() < 0) return 0;
+    char *s = mt_py_strip(value);
+    if (s == NULL) return -2; /* (out of memory) */
+    const char *significant = s + strspn(s, "0");
+    bool digits = s[strspn(s, "0123456789")] == '\0';
+    long n = *s == '\0' ? 0 : !digits || strlen(significant) > 10 ? -1
+             : strtoull(significant, NULL, 10) >= (1ULL << 31) ? -1
+             : (long)strtoull(significant, NULL, 10);
+    free(s);
+    return n;
+}
+
+/* $SLURM_RESTART_COUNT checked at mt_client_start, after the attempt (launched_env.py
+ * check_restart_count: the same rule, the same words). Read as 0, a mistyped value made
+ * a requeued run send every step again. */
+mt_status mt_check_restart_count(mt_client *c) {
+    const char *value = NULL;
+    long n = restart_count(&value);
+    if (n == -2) return mt_fail(c, MT_ENOMEM, "out of memory");
+    if (n >= 0) return MT_OK;
+    char *shown = mt_py_repr(value);
+    if (shown == NULL) return mt_fail(c, MT_ENOMEM, "out of memory");
+    mt_status st = mt_fail(c, MT_EENV, ENV_RESTART "=%s is not a restart count: Slurm sets "
+                                       "it in a batch job it requeued (1 at the first "
+                                       "requeue), in ASCII digits 0-9 below 2**31, and a "
+                                       "simulation the launcher started reads it to skip "
+                                       "the steps its receivers hold; do not set it by hand",
+                           shown);
+    free(shown);
+    return st;
+}
+
 /* The interval between a rerun's signs of life (the variable checked at the start). */
 static double sign_interval(void) {
     const char *value = getenv(ENV_SILENCE);
@@ -164,7 +214,9 @@ static bool ask(mt_client *c, mt_rendezvous *rv, mt_held *held) {
 
 void mt_rerun_ask(mt_client *c) {
     c->rerun_asked = true;
-    if (c->rendezvous_used == NULL || mt_rerun_attempt() < 1) return;
+    const char *unused = NULL;
+    bool requeued = restart_count(&unused) > 0; /* (a Slurm requeue: the attempt kept) */
+    if (c->rendezvous_used == NULL || (mt_rerun_attempt() < 1 && !requeued)) return;
     mt_rendezvous rv;
     mt_buf problem = {0};
     mt_status st = mt_rendezvous_read(c->rendezvous_used, &rv, &problem, false);
@@ -188,6 +240,7 @@ void mt_rerun_ask(mt_client *c) {
     if (useful) { /* (else nothing held: every step is sent, nothing kept) */
         c->rerun_held = held, c->rerun_n = rv.n;
         c->rerun_interval = sign_interval();
+        c->rerun_heard = -INFINITY; /* (nothing sent to receiver 0 yet) */
     } else {
         for (size_t r = 0; held != NULL && r < rv.n; ++r) mt_held_free(&held[r]);
         free(held);
@@ -198,10 +251,12 @@ void mt_rerun_ask(mt_client *c) {
 bool mt_rerun_skips(mt_client *c, uint64_t step, double now) {
     if (c->rerun_held == NULL) return false;
     size_t r = mt_receiver_of(c->simulation_id, step, c->rerun_n, c->routing);
-    if (!mt_held_holds(&c->rerun_held[r], step, c->simulation_id, c->routing)) return false;
-    if (isinf(c->last_send)) return false; /* (the first send: sent at once, held or not) */
-    double last = c->last_send > c->opened ? c->last_send : c->opened;
-    return now - last < c->rerun_interval; /* (else a sign of life: sent, as any step) */
+    bool held = mt_held_holds(&c->rerun_held[r], step, c->simulation_id, c->routing);
+    if (r != 0) return held; /* (rank 0 would not hear it: never a sign of life) */
+    double last = c->rerun_heard > c->opened ? c->rerun_heard : c->opened;
+    if (held && !isinf(c->rerun_heard) && now - last < c->rerun_interval) return true;
+    c->rerun_heard = now; /* (sent: the first there, a sign of life, or not held) */
+    return false;
 }
 
 void mt_rerun_drop(mt_client *c) {

@@ -5,11 +5,12 @@ the default ``JobRequeue=1``), on the one-node test cluster (tests/slurm_cluster
 What a user expects: the requeue is said once, naming the job and the node it ran on;
 the job keeps its attempt (no restart counted, no failure of the node); it waits in the
 queue as a queued job does, not as a silent one (the test cluster holds a requeued job
-at least its ``cred_expire``, 5 s; 120 s by default); and its rerun, which sends every
-step again, leaves each (simulation, step) trained on once (the receiver drops the
-steps sent twice). Failed before: the launcher counted the requeued job's wait in the
-queue as its silence since its last message (the job had sent), killed it as hung
-after `simulation_timeout` (3 s here) and restarted it ("restarts": 1).
+at least its ``cred_expire``, 5 s; 120 s by default); and its rerun, which skips the
+steps the receiver holds but its first (test_slurm_requeued_skip.py), leaves each
+(simulation, step) trained on once (the receiver drops what comes twice). Failed
+before: the launcher counted the requeued job's wait in the queue as its silence since
+its last message (the job had sent), killed it as hung after `simulation_timeout` (3 s
+here) and restarted it ("restarts": 1).
 
 Oracles independent of the launcher: the samples the buffer gave (each step once), the
 file each run of the solver appends to (two runs), the queue (the job's id as squeue

@@ -89,6 +89,9 @@ def ranks(tmp_path: Path) -> Iterator[dict[int, subprocess.Popen[str]]]:
         for proc in procs.values():
             proc.kill()
             proc.wait()
+            for pipe in (proc.stdin, proc.stdout):
+                if pipe is not None:
+                    pipe.close()
 
 
 def test_of_three_ranks_the_dead_peer_is_named_by_its_pid(

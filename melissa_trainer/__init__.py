@@ -35,10 +35,11 @@ if TYPE_CHECKING:  # pragma: no cover - the eager imports, for type checkers
     from melissa_trainer.checkpoint.errors import CheckpointError, CheckpointSaveError
     from melissa_trainer.config.arguments import ConfigError, TrainingArguments
     from melissa_trainer.config.parser import ArgumentParser
+    from melissa_trainer.core.control import TrainerControl
     from melissa_trainer.core.dataset import StreamDataset, fast_collate, to_tensors
     from melissa_trainer.core.loss_guard import NonFiniteLossError
     from melissa_trainer.core.loss_per_simulation import SimulationLoss, SimulationLosses
-    from melissa_trainer.core.state import TrainerControl, TrainerState
+    from melissa_trainer.core.state import TrainerState
     from melissa_trainer.core.view import TrainerView
     from melissa_trainer.hooks import (
         EarlyStoppingHook,
@@ -194,7 +195,7 @@ _MODULES = {
     "Preempted": "trainer.preemption",
     "PreemptionHandler": "trainer.preemption",
     "ScheduleEnded": "trainer.schedule_end",
-    "TrainerControl": "core.state",
+    "TrainerControl": "core.control",
     "TrainerState": "core.state",
     "TrainerView": "core.view",
     "StreamSource": "stream.stream_source",

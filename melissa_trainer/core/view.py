@@ -28,10 +28,11 @@ if TYPE_CHECKING:  # pragma: no cover - types only
 
     from melissa_trainer.buffers import Buffer
     from melissa_trainer.config.arguments import TrainingArguments
+    from melissa_trainer.core.control import TrainerControl
     from melissa_trainer.core.dataset import StreamDataset
     from melissa_trainer.core.figures import LogFigures
     from melissa_trainer.core.loss_per_simulation import SimulationLosses
-    from melissa_trainer.core.state import TrainerControl, TrainerState
+    from melissa_trainer.core.state import TrainerState
     from melissa_trainer.core.stop_sync import StopSync
     from melissa_trainer.sources.source import Source
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any, Self
 
-from melissa_trainer.core.state import TrainerControl, TrainerState
+from melissa_trainer.core.control import TrainerControl
+from melissa_trainer.core.state import TrainerState
 from melissa_trainer.hooks.base import Hook
 
 if TYPE_CHECKING:  # pragma: no cover

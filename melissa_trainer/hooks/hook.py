@@ -16,7 +16,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from melissa_trainer.core.state import TrainerControl, TrainerState
+from melissa_trainer.core.control import TrainerControl
+from melissa_trainer.core.state import TrainerState
 
 if TYPE_CHECKING:  # pragma: no cover - import for annotations only
     import numpy as np

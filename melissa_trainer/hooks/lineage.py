@@ -42,8 +42,9 @@ import numpy as np
 
 from melissa_trainer.buffers import Sample
 from melissa_trainer.buffers.block import BlockViews, SampleBlock
+from melissa_trainer.core.control import TrainerControl
 from melissa_trainer.core.device_buffer import DeviceBlock
-from melissa_trainer.core.state import TrainerControl, TrainerState
+from melissa_trainer.core.state import TrainerState
 from melissa_trainer.hooks.base import Hook
 
 if TYPE_CHECKING:  # pragma: no cover - annotations only

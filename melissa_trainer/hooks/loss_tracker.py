@@ -41,9 +41,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from melissa_trainer.core.control import TrainerControl
 from melissa_trainer.core.loss_per_simulation import SimulationLoss, SimulationLosses
 from melissa_trainer.core.sample_losses import DeferredSampleLosses
-from melissa_trainer.core.state import TrainerControl, TrainerState
+from melissa_trainer.core.state import TrainerState
 from melissa_trainer.core.wait_watch import STEPS_USUAL
 from melissa_trainer.hooks.base import Event, Hook
 

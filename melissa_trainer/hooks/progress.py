@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING
 from tqdm.auto import tqdm
 
 from melissa_trainer.buffers.config import resolve_sample_to_insert_ratio
+from melissa_trainer.core.control import TrainerControl
 from melissa_trainer.core.figures import SOURCE_PREFIX
-from melissa_trainer.core.state import TrainerControl, TrainerState
+from melissa_trainer.core.state import TrainerState
 from melissa_trainer.core.train_on import train_on_advice
 from melissa_trainer.hooks.base import Hook
 from melissa_trainer.hooks.reuse import data_limited, reuse_report

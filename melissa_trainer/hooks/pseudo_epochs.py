@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from melissa_trainer.core.state import TrainerControl, TrainerState
+from melissa_trainer.core.control import TrainerControl
+from melissa_trainer.core.state import TrainerState
 from melissa_trainer.hooks.base import Hook
 
 if TYPE_CHECKING:  # pragma: no cover

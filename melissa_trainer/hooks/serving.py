@@ -71,7 +71,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from melissa_trainer.core.state import TrainerControl, TrainerState
+from melissa_trainer.core.control import TrainerControl
+from melissa_trainer.core.state import TrainerState
 from melissa_trainer.hooks.base import Hook
 from melissa_trainer.hooks.inference import Inference
 from melissa_trainer.hooks.serving_batches import ServedBatches

@@ -6,8 +6,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from melissa_trainer.core.control import TrainerControl
 from melissa_trainer.core.figures import SOURCE_PREFIX
-from melissa_trainer.core.state import TrainerControl, TrainerState
+from melissa_trainer.core.state import TrainerState
 from melissa_trainer.hooks.base import Hook
 from melissa_trainer.hooks.progress import zero_source_figure
 

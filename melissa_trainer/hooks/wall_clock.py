@@ -50,7 +50,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.distributed as dist
 
-from melissa_trainer.core.state import TrainerControl, TrainerState
+from melissa_trainer.core.control import TrainerControl
+from melissa_trainer.core.state import TrainerState
 from melissa_trainer.core.wait_watch import STEPS_USUAL
 from melissa_trainer.hooks.base import Hook
 

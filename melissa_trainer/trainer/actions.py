@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, cast
 
 import torch
 
+from melissa_trainer.core.control import TrainerControl
 from melissa_trainer.core.loss_guard import LossGuard
-from melissa_trainer.core.state import TrainerControl
 from melissa_trainer.trainer import checkpointing, reporting
 from melissa_trainer.trainer.after_train import meet_after_train
 from melissa_trainer.trainer.dir_lost import check_output_dir

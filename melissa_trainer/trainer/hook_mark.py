@@ -22,6 +22,12 @@ system's cache, or not within the wait for notes (then nothing is said of it). T
 surviving rank's own collective may have broken in a hook too (the other rank aborted):
 its error was raised there (`hooks.raised`), and the same words name that hook.
 
+Each mark holds its rank's pid, the process's start time and host too, written once: of
+3 ranks or more the survivor cannot tell from its broken collective which peer is gone,
+so it checks each marked peer's pid (`_lives`): alive on this host, the peer "is in"
+its hook method; ended (or a zombie, or the pid now another process's), it "died" in
+it; on another host, the words say it cannot be checked from here.
+
 The library's own hooks are not marked: their collectives are called on every rank.
 """
 
@@ -29,22 +35,27 @@ from __future__ import annotations
 
 import mmap
 import os
+import socket
 import struct
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from melissa_trainer.hooks.raised import method_name, raised_in
 
-__all__ = ["MARK_PREFIX", "HookMark", "in_hook_words", "marked_run", "read_mark"]
+__all__ = ["MARK_PREFIX", "HookMark", "Mark", "in_hook_words", "marked_run", "read_mark"]
 
 #: the marks' file names in the notes' folder (`rank_failure.NOTES_DIR`), then the rank
 MARK_PREFIX = "in-hook-"
 #: the file: the run's id (`_ID` bytes, NUL-padded), a flag (1: in a hook), the step
-#: (int64), the method's name (NUL-ended)
-_ID, _NAME = 64, 256
+#: (int64), the rank's pid and its start time (int64 each: `_started`), its host
+#: (`_HOST` bytes, NUL-padded), the method's name (NUL-ended)
+_ID, _HOST, _NAME = 64, 64, 256
 _FLAG = _ID
 _STEP = _ID + 8
-_WORDS = _STEP + 8
+_PID = _STEP + 8
+_START = _PID + 8
+_HOSTNAME = _START + 8
+_WORDS = _HOSTNAME + _HOST
 _SIZE = _WORDS + _NAME
 _STEP_BYTES = struct.Struct("<q")
 #: what a collective in a hook on some ranks only does, and the fix
@@ -54,6 +65,46 @@ HOOK_COLLECTIVE = (
     "collective of the trainer there, and the backend aborts a rank (gloo: SIGABRT, "
     '"Received data size doesn\'t match expected size") or the ranks hang'
 )
+
+
+class Mark(NamedTuple):
+    """What a rank's mark says while it is in a user's hook method (`read_mark`)."""
+
+    name: str  # the hook method, ``Class.method``
+    step: int
+    pid: int  # the rank's process, on `host`
+    host: str
+    start: int  # its start time (`_started`; 0: not known)
+
+
+def _started(pid: int) -> int:
+    """The start time of process `pid` (clock ticks since boot, ``/proc/PID/stat``'s
+    22nd field), which tells a pid reused by another process from its first one; 0
+    where there is no ``/proc`` or it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return 0
+    fields = stat[stat.rfind(b")") + 2 :].split()  # (the name may hold spaces)
+    return int(fields[19]) if len(fields) > 19 else 0
+
+
+def _lives(mark: Mark) -> bool:
+    """Whether `mark`'s process, on this host, still runs: False once it ended, also
+    while it is a zombie (its parent has not reaped it yet: the launcher's agent may
+    be slow to) and once its pid is another process's (a start time not the mark's)."""
+    try:
+        os.kill(mark.pid, 0)  # (signal 0: only whether the pid exists)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # (it exists, another user's)
+    try:
+        stat = Path(f"/proc/{mark.pid}/stat").read_bytes()
+    except OSError:
+        return True  # (no /proc to say more: it exists)
+    state = stat[stat.rfind(b")") + 2 :][:1]
+    return state != b"Z" and (not mark.start or _started(mark.pid) == mark.start)
 
 
 class HookMark:
@@ -72,6 +123,12 @@ class HookMark:
             os.close(fd)  # (the map keeps the file)
         self._map[:_SIZE] = bytes(_SIZE)
         self._map[:_ID] = run_id.encode()[:_ID].ljust(_ID, b"\0")
+        # (who keeps the mark, for a peer to check whether it lives: `_lives`)
+        pid = os.getpid()
+        _STEP_BYTES.pack_into(self._map, _PID, pid)
+        _STEP_BYTES.pack_into(self._map, _START, _started(pid))
+        host = socket.gethostname().encode()[: _HOST - 1]
+        self._map[_HOSTNAME : _HOSTNAME + len(host)] = host
         #: each method's name as the mark holds it; None: a library hook's (not marked)
         self._names: dict[Any, bytes | None] = {}
         self._last: Any = None  # (the method whose name the mark holds)
@@ -123,9 +180,10 @@ def marked_run(path: Path) -> str | None:
     return data.rstrip(b"\0").decode(errors="replace") if len(data) == _ID else None
 
 
-def read_mark(path: Path, run_id: str) -> tuple[str, int] | None:
+def read_mark(path: Path, run_id: str) -> Mark | None:
     """The hook method (``Class.method``) and step a mark at `path` says its rank is
-    in, when it is of run `run_id` and in one; None otherwise (or unreadable)."""
+    in, with the rank's pid and host, when it is of run `run_id` and in one; None
+    otherwise (or unreadable)."""
     try:
         data = path.read_bytes()
     except OSError:
@@ -134,9 +192,12 @@ def read_mark(path: Path, run_id: str) -> tuple[str, int] | None:
         return None
     if data[_FLAG] != 1:
         return None
-    (step,) = _STEP_BYTES.unpack(data[_STEP:_WORDS])
+    (step,) = _STEP_BYTES.unpack_from(data, _STEP)
+    (pid,) = _STEP_BYTES.unpack_from(data, _PID)
+    (start,) = _STEP_BYTES.unpack_from(data, _START)
+    host = data[_HOSTNAME:_WORDS].split(b"\0", 1)[0].decode(errors="replace")
     name = data[_WORDS:_SIZE].split(b"\0", 1)[0].decode(errors="replace")
-    return name, int(step)
+    return Mark(name, int(step), int(pid), host, int(start))
 
 
 def in_hook_words(
@@ -153,14 +214,17 @@ def in_hook_words(
     there: `hooks.raised`), then what a collective there needs (`HOOK_COLLECTIVE`); ""
     when none was in a hook.
 
-    Only `gone`, the rank known to be gone (None: not known, of 3 ranks or more), "died"
-    in its hook method; a peer known alive "is in" its one, one not known "was in" it (a
-    mark outlives its rank: alive there, or died there). The rule is said as the likely
+    `gone`, the rank known to be gone, "died" in its hook method, and a peer then
+    "is in" its one. Not known (None: of 3 ranks or more), each marked peer's pid says
+    (`_lives`, pid and host named): alive on this host, it "is in" its hook method;
+    ended, it "died" there; on another host it "was in" it (a mark outlives its rank:
+    alive there, or died there), which cannot be checked from here. The rule is said as the likely
     cause when the ranks were not all in the same hook method at the same step (a
     collective called where some ranks were not); when every rank was in the same one
     at the same step, each called what is there: the death is likely something else
     (killed by a signal, out of memory), the rule only a possibility."""
     places: list[tuple[str, int] | None] = []  # (each rank's hook method and step)
+    here = socket.gethostname()
     said = []
     own = raised_in(error)
     places.append(None if own is None else (own, step))
@@ -168,11 +232,17 @@ def in_hook_words(
         said.append(f"this rank's own collective broke in the hook method {own}")
     for rank in ranks:
         mark = read_mark(notes / f"{MARK_PREFIX}{rank}", run_id)
-        places.append(mark)
+        places.append(None if mark is None else (mark.name, mark.step))
         if mark is None:
             continue  # (in no hook; a peer's on another node may not show yet)
-        verb = "died" if rank == gone else "was" if gone is None else "is"
-        said.append(f"rank {rank} {verb} in the hook method {mark[0]} (step {mark[1]})")
+        who = f"pid {mark.pid}"
+        if gone is not None:
+            verb = "died" if rank == gone else "is"
+        elif mark.host != here:
+            verb, who = "was", f"{who} on {mark.host}: not this host, not checked from here"
+        else:
+            verb = "is" if _lives(mark) else "died"
+        said.append(f"rank {rank} {verb} in the hook method {mark.name} (step {mark.step}, {who})")
     if not said:
         return ""
     if len(set(places)) > 1:  # (some ranks in a hook where others were not)

@@ -26,8 +26,9 @@ from melissa_trainer.buffers import Sample
 from melissa_trainer.config.arguments import TrainingArguments
 from melissa_trainer.config.hf_names import refuse_train_resume
 from melissa_trainer.core import process_group
+from melissa_trainer.core.control import TrainerControl
 from melissa_trainer.core.dataset import Collate, ProcessBatch, ProcessSample, check_batch_options
-from melissa_trainer.core.state import TrainerControl, TrainerState
+from melissa_trainer.core.state import TrainerState
 from melissa_trainer.core.stop_sync import StopSync, window_steps
 from melissa_trainer.hooks import Event, Hook
 from melissa_trainer.sources.ingest_transform import (

@@ -236,8 +236,8 @@ def peer_failure(
         who = f"rank {1 - me}, the only other: " if trainer.num_processes == 2 else ""
         # (a rank aborted by its backend in a hook's collective: its mark names the hook)
         others = [r for r in range(trainer.num_processes) if r != me]
-        # (of two ranks the other is the one gone; of more, not known here: no rank
-        # but that one is said to have died)
+        # (of two ranks the other is the one gone; of more, not known here: each marked
+        # peer's pid, on this host, says whether it died: `hook_mark._lives`)
         lost = others[0] if len(others) == 1 else None
         hook = in_hook_words(_notes(trainer), str(trainer.run_id), others, error, step, lost)
         gone = RankGone(

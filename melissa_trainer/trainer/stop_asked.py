@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from melissa_trainer.core.state import TrainerControl
+from melissa_trainer.core.control import TrainerControl
 from melissa_trainer.trainer.stop_cause import StopCause
 
 if TYPE_CHECKING:  # pragma: no cover

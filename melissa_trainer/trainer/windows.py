@@ -29,8 +29,8 @@ from typing import Protocol
 
 import torch
 
+from melissa_trainer.core.control import TrainerControl
 from melissa_trainer.core.dataset import StreamDataset
-from melissa_trainer.core.state import TrainerControl
 from melissa_trainer.core.stop_sync import StopSync, window_steps
 
 __all__ = ["first_aligned", "start_agreement", "window_at"]

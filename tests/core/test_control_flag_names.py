@@ -107,3 +107,36 @@ def test_a_ported_callbacks_stop_fails_the_run_at_once(tmp_path: Path) -> None:
     with pytest.raises(AttributeError, match="set should_stop"):
         run.train()
     assert run.state.global_step == 2  # not trained on to max_steps
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "says"),
+    [
+        ("asked", {}, r"set should_log, should_validate or should_save"),
+        ("deferring", True, r"control\.defer"),
+        ("stop_reason", "mine", r"control\.request_stop\(reason\)"),
+    ],
+)
+def test_the_trainers_ranks_agreement_and_stop_words_are_refused_to_a_hook(
+    name: str, value: Any, says: str
+) -> None:
+    """`asked`, `deferring` and `stop_reason` are the trainer's too: a hook's
+    ``control.deferring = True`` (or False) was accepted, and on one rank alone it
+    changed whether that rank's requests wait for the ranks' agreement: its collectives
+    fell out of step with the others'. Refused, naming what to use instead; the
+    trainer's own ways (`defer`, `request_stop`, a copy) still set them."""
+    control = TrainerControl()
+    with pytest.raises(AttributeError, match=rf"{name} is the trainer's, not a flag.*{says}"):
+        setattr(control, name, value)
+    assert control.asked == {} and not control.deferring and control.stop_reason == ""
+    control.defer(True)  # the trainer's way, under several ranks
+    control.should_save = True  # a hook's request: kept for the agreement
+    assert control.deferring and "should_save" in control.asked and not control.should_save
+    control.request_stop("the hook's words")
+    assert control.stop_reason == "the hook's words" and control.should_stop
+    replaced = dataclasses.replace(control)  # (`__init__` sets every field once)
+    assert replaced.stop_reason == "the hook's words" and replaced.deferring
+    for copied in (copy.copy(control), copy.deepcopy(control), pickle.loads(pickle.dumps(control))):
+        assert copied.deferring and copied.stop_reason == "the hook's words"
+        with pytest.raises(AttributeError, match=f"{name} is the trainer's"):
+            setattr(copied, name, value)

@@ -3,7 +3,9 @@ no note) says of the hook methods the ranks were in. Only the rank known gone "d
 a live peer "is in" its hook method, one not known alive or gone "was in" it (its mark
 outlives it); the rule on collectives in a hook is said flat only when the ranks were
 not all in the same hook method at the same step, else as one possibility after the
-likelier death of something else (killed by a signal, out of memory).
+likelier death of something else (killed by a signal, out of memory). Here every mark is
+this process's (alive): a peer read as on another host "was in" its hook method (its pid
+not checked); `tests/hooks/test_hook_mark_pids.py` has peers of their own that die.
 
 Failed before: every peer with a mark "died in the hook method ...", each followed by
 the rule, so that of 3 ranks in a legitimate all-rank collective of a hook, the live
@@ -13,6 +15,8 @@ one was said dead and an OOM kill blamed on a one-rank collective. The marks are
 
 from __future__ import annotations
 
+import os
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -49,14 +53,19 @@ def broke_in_hook(step: int) -> RuntimeError:
     return error
 
 
-def test_of_three_ranks_in_the_same_hook_none_is_said_dead(tmp_path: Path) -> None:
+def test_of_three_ranks_in_the_same_hook_none_is_said_dead(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # ranks 1 and 2 and this rank (0) in the same hook method at step 5; which one is
-    # gone is not known (3 ranks): neither peer is said to have died
+    # gone is not known (3 ranks), nor checkable (their host is not this one, as read
+    # here): neither peer is said to have died
     marks = [in_hook(tmp_path, 1, 5), in_hook(tmp_path, 2, 5)]
+    monkeypatch.setattr(socket, "gethostname", lambda: "another-node")
     words = in_hook_words(tmp_path, RUN, [1, 2], broke_in_hook(5), 5)
     assert "rank 1 died" not in words and "rank 2 died" not in words, words  # (before: both)
-    assert "rank 1 was in the hook method Gathers.on_step_end (step 5)" in words, words
-    assert "rank 2 was in the hook method Gathers.on_step_end (step 5)" in words, words
+    unchecked = f"pid {os.getpid()} on {os.uname().nodename}: not this host, not checked"
+    assert f"rank 1 was in the hook method Gathers.on_step_end (step 5, {unchecked}" in words
+    assert f"rank 2 was in the hook method Gathers.on_step_end (step 5, {unchecked}" in words
     assert "every rank was in Gathers.on_step_end at step 5" in words, words
     assert ELSE in words and words.index(ELSE) < words.index(RULE), words
     for hook_mark in marks:
@@ -66,8 +75,9 @@ def test_of_three_ranks_in_the_same_hook_none_is_said_dead(tmp_path: Path) -> No
 def test_the_rank_known_gone_died_and_a_live_one_is_in_its_hook(tmp_path: Path) -> None:
     marks = [in_hook(tmp_path, 1, 5), in_hook(tmp_path, 2, 5)]
     words = in_hook_words(tmp_path, RUN, [1, 2], broke_in_hook(5), 5, gone=2)
-    assert "rank 1 is in the hook method Gathers.on_step_end (step 5)" in words, words
-    assert "rank 2 died in the hook method Gathers.on_step_end (step 5)" in words, words
+    pid = os.getpid()
+    assert f"rank 1 is in the hook method Gathers.on_step_end (step 5, pid {pid})" in words
+    assert f"rank 2 died in the hook method Gathers.on_step_end (step 5, pid {pid})" in words
     assert "rank 1 died" not in words, words
     assert ELSE in words, words  # (all in the same hook at the same step)
     for hook_mark in marks:
@@ -79,14 +89,16 @@ def test_a_rank_in_a_hook_where_the_others_were_not_gets_the_rule(tmp_path: Path
     # hook (in the trainer's collective): the one-rank collective is the likely cause
     hook_mark = in_hook(tmp_path, 1, 3)
     words = in_hook_words(tmp_path, RUN, [1], RuntimeError("closed by peer"), 3, gone=1)
+    pid = os.getpid()
     assert words.startswith(
-        f"rank 1 died in the hook method Gathers.on_step_end (step 3): {RULE}"
+        f"rank 1 died in the hook method Gathers.on_step_end (step 3, pid {pid}): {RULE}"
     ), words
     assert ELSE not in words, words
-    # 3 ranks, gone not known: rank 1 in the hook, rank 2 not, this rank not
+    # 3 ranks, gone not known: rank 1 in the hook (its pid, this process's, alive),
+    # rank 2 not, this rank not
     words = in_hook_words(tmp_path, RUN, [1, 2], RuntimeError("closed by peer"), 3)
     assert words.startswith(
-        f"rank 1 was in the hook method Gathers.on_step_end (step 3): {RULE}"
+        f"rank 1 is in the hook method Gathers.on_step_end (step 3, pid {pid}): {RULE}"
     ), words
     hook_mark.close()
     # the same hook method at another step is not the same place

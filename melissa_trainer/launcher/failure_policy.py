@@ -39,6 +39,7 @@ from melissa_trainer.launcher.reports import (
 )
 from melissa_trainer.launcher.study_record import StudyRecord
 from melissa_trainer.launcher.systematic import SystematicFailure
+from melissa_trainer.stream.twin_causes import StudyStopping
 
 __all__ = ["FailurePolicy", "exit_text"]
 
@@ -182,6 +183,38 @@ class FailurePolicy:
                     logger.warning("simulation %d abandoned, receivers not told: %s", sid, error)
             self.reap_exited()
             raise LauncherError(f"{failed}, {failure}\n{self.failures()}")
+
+    def stop_for_solver(self, sid: int, why: str, running: list[tuple[str, RunningJob]]) -> None:
+        """Stop the study at once if the refusal of `sid` is one that no attempt can fix
+        (`why` a `twin_causes.StudyStopping`: its ranks disagree on their communicator,
+        which its solver does in every simulation, a rank built on the communicator
+        hanging until its silence is timed out); else return. Its `running` jobs are
+        killed and recorded ended ("refused", no failure policy applied: not restarted,
+        not redrawn), then the study's error names the cause and the fix. Raises
+        `LauncherError`."""
+        if not isinstance(why, StudyStopping):
+            return
+        for name, job in running:
+            logger.error(  # (the study's error, next, says why: once)
+                "simulation %d refused by the receiver, which no attempt can fix; killing "
+                "it and stopping the study",
+                sid,
+            )
+            with self.lock:
+                self.study.records[sid].reason = why
+            self.backend.kill(job.handle, self.settings.tuning.kill_grace)
+            del self.jobs[name]
+            self.log_paths[sid] = job.log_path
+            with self.lock:
+                self.study.ended_as_study_failed(sid, time.monotonic(), "refused")
+        stop = (
+            f"the study stopped: simulation {sid}: {why} Its solver would do the same in "
+            f"every simulation: not restarted"
+        )
+        with self.lock:
+            self.study.failure = stop
+        self.reap_exited()
+        raise LauncherError(f"{stop}\n{self.failures()}")
 
     def data_arrived(self, sid: int, attempt: int, waited: float) -> None:
         """End the story of an `attempt` of `sid` that ended before its data was all in

@@ -8,7 +8,7 @@ changes how jobs get their simulations. Both apply the same failure policy:
   an exited simulation whose data has not all arrived `DRAIN_GRACE` s after its exit,
   with the receiver idle, failed (its line says what the receivers lack);
 * a HELLO the receivers refused (fields other than the study's) -> the job is killed
-  ("refused" is recorded) and the attempt failed;
+  ("refused" is recorded) and the attempt failed (or the study stops: `stop_for_solver`);
 * a non-zero exit code, or silence past `simulation_timeout` (its own silence:
   `silence` leaves out the trainer's pauses and back-pressure; the job is killed,
   named with its parameters, attempt and log; "timeout" is recorded) -> restarted
@@ -232,6 +232,7 @@ class Supervisor(SilenceWatch):
         self._seen_refused += len(fresh)
         for sid, why in fresh:
             running = [(n, job) for n, job in self.jobs.items() if job.simulation_id == sid]
+            self.stop_for_solver(sid, why, running)  # (if no attempt can fix it: raises)
             for name, job in running:
                 logger.error("simulation %d refused by the receiver: %s; killing it", sid, why)
                 with self.lock:

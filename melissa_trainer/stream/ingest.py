@@ -28,6 +28,7 @@ from melissa_trainer.stream.assembly import (
 from melissa_trainer.stream.ingest_state import IngestState
 from melissa_trainer.stream.log_summary import INCOMPLETE, REJECTED
 from melissa_trainer.stream.nonfinite import FLOAT_KINDS, all_finite
+from melissa_trainer.stream.twin_causes import StudyStopping, ranks_disagree
 from melissa_trainer.wire import Abandon, Batch, Bye, Data, Hello
 from melissa_trainer.wire.routing import SIMULATION_STEP, shift_of
 
@@ -270,6 +271,8 @@ class Ingest(IngestState):
             self.sims[sid] = self.archive.revive(hello)  # then the path of any HELLO of
             self.archive.finished(sid, self.marked)  # a known ledger (its attempt counted)
         sim = self.sims.get(sid)
+        if sim is not None and hello.client_count != sim.client_count:
+            return self._ranks_disagree(sim, hello)  # (finished or not: either order)
         if sim is not None and sim.finished:  # (said: `run_again`; its steps duplicates)
             self.run_again.hello(sid, sim.completed)
         why = None if sim is not None else self.schema.admit(hello.fields, list(hello.parameters))
@@ -292,6 +295,22 @@ class Ingest(IngestState):
             if hello.client is not None:  # (a ledger loaded from a checkpoint knew none)
                 sim.client = hello.client
         return None
+
+    def _ranks_disagree(self, sim: StepLedger, hello: Hello) -> None:
+        """A HELLO whose rank count is not its simulation's first: its ranks disagree on
+        their communicator (`twin_causes.ranks_disagree`). Refused, and listed in
+        `refused` once per simulation as `StudyStopping` (a study's launcher stops the
+        study at once: its solver does so in every simulation, and a rank built on the
+        communicator hangs). Said at once, whichever HELLO came first: on rank 0 at
+        WARNING (every client rank says HELLO to every receiver), elsewhere at DEBUG."""
+        sid = hello.simulation_id
+        why = ranks_disagree(hello.client_rank, sim.client_count, hello.client_count)
+        if not any(s == sid and isinstance(w, StudyStopping) for s, w in self.refused):
+            self.refused.append((sid, why))  # (a rare path: the scan costs nothing)
+            level = logging.WARNING if self.rank == 0 else logging.DEBUG
+            logger.log(level, "simulation %d refused: %s", sid, why)
+        counts = f"rank count {hello.client_count}, its first HELLO {sim.client_count}"
+        self.reject("hello_mismatch", sid, f"HELLO says {counts}")
 
     def _routing_differs(self, hello: Hello) -> str | None:
         """Why `hello` is refused for naming another routing than its simulation's

@@ -11,6 +11,9 @@ said (their ``client_count``: the size of the communicator each client was built
   refused as differing from the first (``hello_mismatch``), and the ranks built on the
   communicator wait on the others in the client's collectives (reproduced with
   ``mpiexec -n 2``: rank 0, of 2, never ended; rank 1, without ``comm=``, streamed).
+  The receiver does not wait for a twin to say so: any HELLO whose rank count differs
+  from its simulation's first is refused at once as `ranks_disagree` words it, a
+  `StudyStopping` reason (below).
 * both "of n", n > 1: no singletons (each would say 0 of 1): two runs of an n-rank
   solver stream as one simulation: one id given to two (by hand, a launcher of one's
   own), or an attempt whose ranks outlived it beside its restart.
@@ -18,7 +21,9 @@ said (their ``client_count``: the size of the communicator each client was built
 
 from __future__ import annotations
 
-__all__ = ["twin_cause"]
+from melissa_trainer.common.words import plural
+
+__all__ = ["StudyStopping", "ranks_disagree", "twin_cause"]
 
 _TWICE = (
     "two processes stream as the same simulation rank: every step is received twice "
@@ -67,4 +72,35 @@ def twin_cause(rank: int, first_count: int, second_count: int) -> str:
         "MELISSA_TRAINER_SIMULATION_ID given to two solvers (started by hand, or by a "
         "launcher of your own), or ranks of an attempt that outlived it, streaming "
         "beside its restart"
+    )
+
+
+class StudyStopping(str):
+    """The reason of a refusal (`Ingest.refused`) that no attempt of the simulation can
+    fix, nor any other simulation of its solver avoid: a study's launcher stops the
+    study with it at once instead of restarting the attempt (`Supervisor.check_data`).
+    A `str`: every other reader of the refusals takes it as any reason."""
+
+    __slots__ = ()
+
+
+def ranks_disagree(rank: int, first_count: int, count: int) -> StudyStopping:
+    """Why a HELLO as client rank `rank` of `count` is refused where its simulation's
+    first HELLO said `first_count` client ranks, with the fix; no order of the two
+    HELLOs is assumed (the race of the ranks' start decides it)."""
+    alone = (
+        f"; a rank that says it is rank 0 of 1 built its client without the "
+        f"communicator ({_COMM}) or was started alone, not as a rank of the others"
+        if 1 in (first_count, count)
+        else ""
+    )
+    return StudyStopping(
+        f"the ranks of this simulation disagree on their communicator: a HELLO says client "
+        f"rank {rank} of {count}, where its first HELLO said {plural(first_count, 'client rank')}"
+        f"{alone}. The ranks built on the communicator wait at its collectives for "
+        f"ranks that never join them (a hang, not an error), and the others' data cannot "
+        f"make whole fields. Build every rank's client on the same communicator ({_COMM}, "
+        f"on every rank). (If instead an attempt of the simulation ran on another number "
+        f"of ranks than its first, a resumed study's included: run every attempt on as "
+        f"many ranks.)"
     )

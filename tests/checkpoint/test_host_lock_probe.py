@@ -48,9 +48,7 @@ def holders() -> Iterator[list[Holder]]:
 
 @pytest.fixture
 def full_backlog() -> Iterator[list[socket.socket]]:
-    """`fill(output_dir)` connects to the holder's socket until its backlog is full (as
-    many refused takers between two of its action points would), kept open until the
-    test ends."""
+    """The connections `fill` makes, kept open until the test ends."""
     conns: list[socket.socket] = []
     yield conns
     for conn in conns:
@@ -58,6 +56,8 @@ def full_backlog() -> Iterator[list[socket.socket]]:
 
 
 def fill(conns: list[socket.socket], output_dir: Path) -> None:
+    """Connect to the holder's socket until its backlog is full, as many refused takers
+    between two of its action points would (a non-blocking connect then says EAGAIN)."""
     for _ in range(100 * _BACKLOG):
         conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         conn.setblocking(False)

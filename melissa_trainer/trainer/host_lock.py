@@ -9,10 +9,13 @@ kernel, not in a file system, so nothing but the holder's exit removes it, and t
 kernel frees it when the holder dies however it dies (``kill -9`` included), so a
 resume after a crash is never refused by it.
 
-The socket listens: a refused taker connects to it and reads the holder's pid from the
-connection's ``SO_PEERCRED``, so its refusal names the pid. The holder never answers;
-it drops the waiting connections when asked (`HostLock.drain`), so that its backlog
-does not fill (a full backlog only makes a taker's refusal say "pid unknown").
+The socket listens: a refused taker connects to it (`HostLock.peer_pid`) and reads the
+holder's pid from the connection's ``SO_PEERCRED``, so its refusal names the pid. The
+holder never answers; it drops the waiting connections when asked (`HostLock.drain`,
+at its action points), so that its backlog does not fill. A full backlog makes a probe
+unanswered (pid 0): so a taker probes once per holder, not at each poll of a wait (a
+stopping holder drains nothing), and reads the lock file's holder where no probe
+answers (`lock_holder.host_holder`).
 
 A forked child (a DataLoader worker with the fork start method) closes its copy of the
 socket (`_close_in_child`): otherwise the name stayed bound while a worker outlived its
@@ -69,11 +72,10 @@ class HostLock:
     def held(self) -> bool:
         return self._sock is not None
 
-    def take(self) -> int | None:
+    def take(self, probe: bool = True) -> int | None:
         """Bind the name: None once it is ours (or off Linux, or where the socket cannot
         be bound for another reason than its name in use: warned of), else the holder's pid
-        (0 when it cannot be told: the holder between its bind and its listen, or its
-        backlog full)."""
+        (`peer_pid`; 0 when not asked, `probe` False)."""
         if self._sock is not None or not sys.platform.startswith("linux"):
             return None
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)  # (not inherited: CLOEXEC)
@@ -92,7 +94,7 @@ class HostLock:
                     exc,
                 )
                 return None
-            return _peer_pid(self.key)
+            return self.peer_pid() if probe else 0
         try:
             sock.listen(_BACKLOG)
             sock.setblocking(False)
@@ -102,6 +104,12 @@ class HostLock:
         self._sock = sock
         _held.add(self)
         return None
+
+    def peer_pid(self) -> int:
+        """The pid of the process holding the name (0 when it cannot be told: nobody, the
+        holder between its bind and its listen, or its backlog full). Each call leaves a
+        connection waiting on the holder's socket until it drains (module docstring)."""
+        return _peer_pid(self.key)
 
     def drain(self) -> None:
         """Drop the connections refused takers left waiting (module docstring)."""

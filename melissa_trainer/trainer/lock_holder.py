@@ -1,7 +1,8 @@
 """Who holds an output directory's lock: the holder's record in the lock file
 (`Holder`, written by `encode` in one `pwrite`, read by `read_holder`), the pids this
-host's kernel names as holding it (`flock_holders`), and the refusal that names them
-(`OutputDirLocked`). The lock itself is `output_lock`'s.
+host's kernel names as holding it (`flock_holders`), who holds the path's host lock
+(`host_holder`), and the refusal that names them (`OutputDirLocked`). The lock itself
+is `output_lock`'s.
 
 The record only describes the holder; the flock is the truth (`output_lock`'s docstring).
 Every function here reads or formats; none takes or gives back a lock.
@@ -12,10 +13,14 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from melissa_trainer.trainer.host_lock import host_key
 
 __all__ = [
     "LOCK_FILE",
@@ -24,6 +29,7 @@ __all__ = [
     "OutputDirLocked",
     "encode",
     "flock_holders",
+    "host_holder",
     "peek_holder",
     "read_holder",
 ]
@@ -62,7 +68,7 @@ class OutputDirLocked(RuntimeError):
             ``/proc/locks`` says (empty when the holder is on another node, or unknown).
         host_pid: the pid of the trainer of this host that holds the directory's path
             (`host_lock`) while its lock file is gone or another file (the directory
-            removed under it); 0 when that pid cannot be told; None: not that case.
+            removed under it); 0 when its socket did not answer; None: not that case.
     """
 
     def __init__(
@@ -74,13 +80,16 @@ class OutputDirLocked(RuntimeError):
         host_pid: int | None = None,
     ) -> None:
         if host_pid is not None:
-            pid = str(host_pid) if host_pid else "unknown"
+            # 0: its socket did not answer (its backlog full of refused takers' probes);
+            # ss lists the abstract name with its process
+            name = host_key(output_dir)[1:33].decode()
+            pid = f"pid {host_pid}" if host_pid else f"a process ('ss -xlp | grep {name}' names it)"
             who = (
-                f"pid {pid} on this host holds its path, though {Path(output_dir) / LOCK_FILE} "
+                f"{pid} on this host holds its path, though {Path(output_dir) / LOCK_FILE} "
                 "is gone or another file: was the directory removed while that trainer "
                 "runs? That trainer keeps writing there"
             )
-            kill = f"kill {pid}" if host_pid else "stop it"
+            kill = f"kill {host_pid}" if host_pid else "stop it"
         elif holder is not None:
             who = holder.describe()
             kill = f"kill {holder.pid} on {holder.host}"
@@ -172,3 +181,24 @@ def flock_holders(path: Path) -> tuple[int, ...]:
             with contextlib.suppress(ValueError):
                 pids.append(int(fields[4]))
     return tuple(sorted(set(pids)))
+
+
+def host_holder(probe: Callable[[], int], path: Path, known: int) -> tuple[int, Holder | None]:
+    """Who holds the host lock (`host_lock`) of the directory of lock file `path`, for a
+    taker that could not take it: ``(pid, record)``, the record the file's when it names
+    that pid on this host (else None: the file gone, replaced, or unreadable); pid 0 when
+    nothing tells it.
+
+    `probe` (`HostLock.peer_pid`) is called unless the file names `known`, the pid an
+    earlier probe found: each probe leaves a connection on the holder's socket until the
+    holder drains it at an action point, and a stopping holder reaches none (a wait that
+    probed at each poll filled its backlog in 64 polls, and was refused as if its
+    directory had been removed). An unanswered probe (the backlog full) is read as the
+    file's holder when that holder holds the file's flock: one trainer takes both locks.
+    """
+    holder = peek_holder(path)
+    named = holder.pid if holder is not None and holder.host == socket.gethostname() else 0
+    pid = known if named and named == known else probe()
+    if not pid and named and named in flock_holders(path):
+        pid = named
+    return pid, holder if pid and pid == named else None

@@ -45,10 +45,10 @@ What the lock relies on:
 A holder that is shutting down (its loop has ended: it writes its last checkpoint and
 stops its simulations) says so in the file (`OutputDirLock.stopping`), ``ended`` as
 it lets go (`release`). A trainer that finds the lock held by a stopping (or ending)
-holder waits for it, up to `STOPPING_WAIT` seconds,
-instead of failing: a requeued or relaunched run that starts while the old one writes
-its preemption checkpoint then resumes from that checkpoint. A running holder refuses
-at once.
+holder waits for it, up to `STOPPING_WAIT` seconds, instead of failing: a requeued or
+relaunched run that starts while the old one writes its preemption checkpoint then
+resumes from that checkpoint. A running holder refuses at once. The wait asks the
+host lock's holder its pid once, not at each poll (`lock_holder.host_holder`).
 
 Thread-safety: an `OutputDirLock` is used by the thread that made it (the trainer's).
 
@@ -77,7 +77,7 @@ from melissa_trainer.trainer.lock_holder import (
     OutputDirLocked,
     encode,
     flock_holders,
-    peek_holder,
+    host_holder,
     read_holder,
 )
 from melissa_trainer.trainer.output_dir_errors import (
@@ -145,6 +145,7 @@ class OutputDirLock:
         self._fd: int | None = None
         self._key: tuple[int, int] | None = None
         self._host: HostLock | None = None  # made at the first try (the path resolved then)
+        self._peer = 0  # the host lock's holder as a probe found it (`host_holder`)
         self._since = ""
         self._state = "running"
         #: its trainer is inside `train()` (a trainer of this process then cannot take
@@ -234,13 +235,13 @@ class OutputDirLock:
                 return False, other.record()
             other.superseded = True  # built, not training: superseded (docstring)
             other.release()
-        pid = host.take()
-        if pid is None:
+        if host.take(probe=False) is None:
             with _held_lock:
                 _hosts[host.key] = self
             return None
-        holder = peek_holder(self.path)
-        if holder is not None and holder.pid == pid and holder.host == socket.gethostname():
+        pid, holder = host_holder(host.peer_pid, self.path, self._peer)  # (probed once)
+        if holder is not None:
+            self._peer = pid
             return False, holder  # the file names it: refused, or waited for if stopping
         if pid and pid in flock_holders(self.path):
             return False, None  # its file, unreadable (truncated): refused as such

@@ -57,12 +57,17 @@ once; from another thread (an adaptive sampler's) they are queued like a simulat
 request and answered at the next step's end (blocking up to `timeout`:
 `serving_in_process`).
 
+Requests lost to their timeout: most of a window's answered late or expired is one
+WARNING naming the forward's time, the clients' timeout and the fixes (`serving_slow`),
+and the end-of-run line is then a WARNING, INFO otherwise.
+
 Not checkpointed: serving holds no state worth a restart (clients time out and ask again).
 """
 
 from __future__ import annotations
 
 import logging
+import statistics
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -91,6 +96,7 @@ from melissa_trainer.hooks.serving_in_process import (
     request_arrays,
 )
 from melissa_trainer.hooks.serving_report import LOG_MAXIMA, log_figures, summary
+from melissa_trainer.hooks.serving_slow import SlowServing
 from melissa_trainer.hooks.serving_socket import rank_server
 from melissa_trainer.stream.handshakes import log_bound
 from melissa_trainer.stream.serving import DEFAULT_MAX_QUEUE, Pending, PredictServer, ServingRefused
@@ -175,8 +181,17 @@ class ServingHook(Hook):
         # the model, held by the training thread (a step, a validation: reentrant) or by
         # the idle thread (one batch)
         self._model = threading.RLock()
+        # most answers late or expired: a WARNING, rate-limited (`serving_slow`)
+        self._slow = SlowServing(
+            logger,
+            "serving",
+            lambda: self._failures_clock(),
+            self._typical_step,
+            {"max_batch": max_batch, "max_latency_steps": max_latency_steps, "share": share},
+        )
+        self._runs.on_forward = self._slow.forward
         self._idle = IdleServing(
-            self._model, lambda: self.budget.idle_after(), lambda: self._last_end, self._runs.tick
+            self._model, lambda: self.budget.idle_after(), lambda: self._last_end, self._tick
         )
 
     # -- events ----------------------------------------------------------------------
@@ -186,6 +201,7 @@ class ServingHook(Hook):
     ) -> None:
         self._trainer, self._thread = trainer, threading.get_ident()
         self._runs.name(f"serving of rank {trainer.process_index}", self._failures_clock)
+        self._slow.who = f"serving of rank {trainer.process_index}"
         server = rank_server(self.inputs, trainer, self._bind, self._rendezvous, self.max_queue)
         if server is None:
             return  # in-process serving only (`predict` from another thread still queues)
@@ -252,7 +268,7 @@ class ServingHook(Hook):
             self._served += spent
         self._last_end = time.perf_counter()
         self._release_model()
-        self._runs.tick()
+        self._tick()
 
     def on_loop_end(
         self, trainer: TrainerView, state: TrainerState, control: TrainerControl
@@ -264,8 +280,15 @@ class ServingHook(Hook):
         self._idle.stop()
         self._runs.flush()  # (the failures not logged in full, counted)
         self._server.stop()
-        if self._trainer is not None and self.telemetry().get("requests"):
-            logger.info("%s", summary(self._trainer.process_index, self.telemetry()))
+        # (a last look: a run that ended before a check saw enough requests is told too)
+        self._slow.check(self._server.telemetry(), self._server.late_timeouts())
+        telemetry = self.telemetry()
+        if self._trainer is not None and telemetry.get("requests"):
+            # (a WARNING when requests were lost to their timeout: Python's default
+            # logging hides INFO, and a user's trial saw no word of 40 of 40 lost)
+            lost = telemetry.get("expired", 0) or telemetry.get("answered_late", 0)
+            level = logging.WARNING if lost else logging.INFO
+            logger.log(level, "%s", summary(self._trainer.process_index, telemetry))
 
     # -- in process ------------------------------------------------------------------
 
@@ -335,6 +358,16 @@ class ServingHook(Hook):
             return False
         oldest = server.oldest_version()
         return oldest is not None and version - oldest >= bound
+
+    def _tick(self) -> None:
+        """The periodic logs: the failures' summary, the slow-serving warning."""
+        self._runs.tick()
+        self._slow.check(self._server.telemetry(), self._server.late_timeouts())
+
+    def _typical_step(self) -> float | None:
+        """The median of the recent training steps' seconds (None: none yet)."""
+        steps = list(self.budget.step_durations)  # (a copy: the training thread appends)
+        return statistics.median(steps) if steps else None
 
     def _release_model(self) -> None:
         self._model.release()  # (taken by the same thread at STEP_START or VALIDATION_START)

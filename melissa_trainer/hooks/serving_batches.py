@@ -57,6 +57,8 @@ class ServedBatches:
         self._failures = LogSummary(logger, "serving", clock=clock)
         self._lock = threading.Lock()
         self.batches = 0
+        #: told each successful inference's seconds (the slow-serving warning's figure)
+        self.on_forward: Callable[[float], None] | None = None
         self._latency_steps: collections.deque[int] = collections.deque(maxlen=LATENCIES)
         self._latency_ms: collections.deque[float] = collections.deque(maxlen=LATENCIES)
 
@@ -73,6 +75,7 @@ class ServedBatches:
         if not batch:
             return
         self.batches += 1
+        started = time.perf_counter()
         try:
             outputs = self._inference.run(trainer, [p.request.arrays for p in batch])
         except Exception as exc:  # the user's functions or model on these inputs
@@ -88,6 +91,8 @@ class ServedBatches:
             for pending in batch:
                 server.refuse(pending, "failed", detail)
             return
+        if self.on_forward is not None:
+            self.on_forward(time.perf_counter() - started)
         now = time.monotonic()
         for pending, arrays in zip(batch, outputs, strict=True):
             server.answer(pending, arrays, version)

@@ -230,12 +230,17 @@ class PredictServer:
         are dropped on the way (counted ``expired``, unanswered)."""
         return self._requests.take(n)
 
+    def late_timeouts(self) -> list[int]:
+        """The timeouts (ms) of the requests expired or answered late since the last
+        call (`RequestQueue.late_timeouts`)."""
+        return self._requests.late_timeouts()
+
     def answer(self, pending: Pending, arrays: dict[str, np.ndarray], version: int) -> None:
         """Send `pending` its prediction, made by model `version`; counted ``answered``,
         and ``answered_late`` too once past its client's timeout (it gave up: unread)."""
         self._requests.count("answered")
         if pending.expired(time.monotonic()):  # (taken in time, its inference too long)
-            self._requests.count("answered_late")
+            self._requests.late(pending)
         if pending.deliver is not None:
             pending.deliver(arrays, version, "")
             return

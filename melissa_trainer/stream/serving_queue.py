@@ -73,6 +73,9 @@ class RequestQueue:
         self._lock = threading.Lock()  # the queue, the version, the counters
         self._arrived = threading.Condition(self._lock)  # a request was queued
         self._counts: collections.Counter[str] = collections.Counter()
+        # the timeouts (ms) of the requests expired or answered late since `late_timeouts`
+        # last took them: the slow-serving warning names them (`hooks.serving_slow`)
+        self._late_ms: collections.deque[int] = collections.deque(maxlen=1024)
 
     @property
     def version(self) -> int:
@@ -123,6 +126,7 @@ class RequestQueue:
                 pending = self._queue.popleft()
                 if pending.expired(now):
                     self._counts["expired"] += 1
+                    self._late_ms.append(pending.request.timeout_ms)
                     continue
                 out.append(pending)
         return out
@@ -164,6 +168,20 @@ class RequestQueue:
         """Add `n` to the counter `key`."""
         with self._lock:
             self._counts[key] += n
+
+    def late(self, pending: Pending) -> None:
+        """Count `pending` ``answered_late`` (answered past its client's timeout)."""
+        with self._lock:
+            self._counts["answered_late"] += 1
+            self._late_ms.append(pending.request.timeout_ms)
+
+    def late_timeouts(self) -> list[int]:
+        """The timeouts (ms) of the requests expired or answered late since the last
+        call (the most recent 1024), oldest first; then forgotten."""
+        with self._lock:
+            out = list(self._late_ms)
+            self._late_ms.clear()
+        return out
 
     def telemetry(self) -> dict[str, int]:
         """Counters: requests, answered (every reply sent), answered_late (of those,

@@ -29,11 +29,12 @@ def plural(count: int, noun: str, many: str | None = None) -> str:
     return f"{count} {many}"
 
 
-def closest_name(name: str, valid: Iterable[str]) -> str | None:
-    """The name of `valid` closest to `name` (difflib's, cutoff 0.6; `name` lowercased,
-    its dashes read as underscores), or None: the one "did you mean ...?" of the
-    package's errors (`config.reading.unknown_key_problems`; `ReceiverConfig`'s keywords;
-    `wire.field_specs`'s dtype names)."""
+def closest_name(name: str, valid: Iterable[str], cutoff: float = 0.6) -> str | None:
+    """The name of `valid` closest to `name` (difflib's, `cutoff` 0.6 unless given;
+    `name` lowercased, its dashes read as underscores), or None: the one "did you mean
+    ...?" of the package's errors (`config.reading.unknown_key_problems`;
+    `config.hf_names.closest_hint`, command-line flags included; `ReceiverConfig`'s
+    keywords; `wire.field_specs`'s dtype names)."""
     probe = name.lower().replace("-", "_")
-    close = difflib.get_close_matches(probe, sorted(valid), n=1, cutoff=0.6)
+    close = difflib.get_close_matches(probe, sorted(valid), n=1, cutoff=cutoff)
     return close[0] if close else None

@@ -29,6 +29,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from melissa_trainer.common.words import closest_name
 from melissa_trainer.config.melissa_names import melissa_hint
 from melissa_trainer.config.reading import unknown_key_problems
 
@@ -38,6 +39,7 @@ __all__ = [
     "HF_TRAINER_KEYWORDS",
     "HF_TRAINER_METHODS",
     "HFName",
+    "closest_hint",
     "flag_hint",
     "hf_method_hint",
     "refuse_hf_keywords",
@@ -321,9 +323,29 @@ def unknown_name_problems(
             lines.append(f"unknown {what} {key!r}: {_use(str(key), flag=False)}")
         elif (melissa := melissa_hint(str(key), flag=False)) is not None:
             lines.append(f"unknown {what} {key!r}: {melissa}")
+        elif (hint := closest_hint(str(key), valid, flag=False)) is not None:
+            lines.append(f"unknown {what} {key!r}: {hint}")
         else:
             lines.extend(unknown_key_problems([key], valid, what))
     return lines
+
+
+def closest_hint(name: str, valid: Iterable[str], flag: bool, cutoff: float = 0.6) -> str | None:
+    """``did you mean 'X'?`` (``--X`` when `flag`) for `name`, a misspelt key or flag
+    name (no dashes before it), or None when nothing is close (`common.words.closest_name`,
+    `cutoff`). X is the closest of `valid` and of the Hugging Face names of `HF_ARGUMENTS`
+    that `valid` lacks; a Hugging Face name is followed by what replaces it: a user trial's
+    ``--learning_rat`` (a script with no learning rate of its own) was told nothing, since
+    ``learning_rate`` is no flag here, while ``--learning_rate`` was told to set it in the
+    optimizer."""
+    valid = set(valid)
+    close = closest_name(name, valid | set(HF_ARGUMENTS), cutoff=cutoff)
+    if close is None:
+        return None
+    # a flag typed with hyphens (--job-limits) is answered with the hyphen alias (--job-limit)
+    said = f"--{close.replace('_', '-') if '-' in name else close}" if flag else repr(close)
+    hint = f"did you mean {said}?"
+    return hint if close in valid else f"{hint} {_use(close, flag)}"
 
 
 def refuse_hf_keywords(cls: type, kwargs: Mapping[str, Any]) -> None:

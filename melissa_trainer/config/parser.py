@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import difflib
 import enum
 import os
 import re
@@ -58,7 +57,12 @@ from melissa_trainer.common.refusal import elsewhere, launch_rank
 from melissa_trainer.config.arguments import TrainingArguments
 from melissa_trainer.config.device_checks import device_problems, planned_device_type
 from melissa_trainer.config.fields import FieldSpec, str_to_bool
-from melissa_trainer.config.hf_names import flag_hint, stray_value_hint, unknown_name_problems
+from melissa_trainer.config.hf_names import (
+    closest_hint,
+    flag_hint,
+    stray_value_hint,
+    unknown_name_problems,
+)
 from melissa_trainer.config.reading import ConfigError, load_config_file, unknown_key_problems
 
 __all__ = ["ArgumentParser", "str_to_bool"]
@@ -336,7 +340,10 @@ class ArgumentParser(argparse.ArgumentParser):
         return lines[0] if len(lines) == 1 else "\n  " + "\n  ".join(lines)
 
     def _unrecognized_message(self, remaining: Iterable[str], argv: Sequence[str]) -> str:
-        known = [s for action in self._actions for s in action.option_strings]
+        # the long flags' names, "--" off (closest_hint's names; a hyphen alias reads as its
+        # underscore name)
+        known = {s[2:].replace("-", "_") for a in self._actions for s in a.option_strings
+                 if s.startswith("--")}  # fmt: skip
         one_value = [s for a in self._actions if a.nargs is None for s in a.option_strings]
         hints = []
         for token in remaining:
@@ -348,9 +355,9 @@ class ArgumentParser(argparse.ArgumentParser):
                     continue
                 # (0.75: a typo of a flag scores about 0.9; difflib's default 0.6 named
                 # --job_limit for --no_plot, which only shares letters with it)
-                close = difflib.get_close_matches(flag, known, n=1, cutoff=0.75)
-                if close:
-                    hints.append(f"{flag} (did you mean {close[0]}?)")
+                close = closest_hint(flag.lstrip("-"), known, flag=True, cutoff=0.75)
+                if close is not None:
+                    hints.append(f"{flag} ({close})")
             elif token.lower().endswith((".json", ".yaml", ".yml")):
                 # HF scripts take `train.py args.json` (HfArgumentParser.parse_json_file)
                 hints.append(

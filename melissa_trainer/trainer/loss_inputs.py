@@ -19,7 +19,7 @@ import torch
 from melissa_trainer.core.dataset import StreamDataset, fast_collate
 from melissa_trainer.core.sample_losses import check_output_shape
 
-__all__ = ["check_outputs", "inputs_targets"]
+__all__ = ["batch_maker", "check_outputs", "inputs_targets"]
 
 
 def _what(value: Any) -> str:
@@ -32,7 +32,7 @@ def _what(value: Any) -> str:
     return name
 
 
-def _maker(dataset: StreamDataset) -> str:
+def batch_maker(dataset: StreamDataset) -> str:
     """The user's function that made the batches: process_batch, collate_fn, or
     process_sample (the default collate stacks what it returns)."""
     if dataset.process_batch is not None:
@@ -44,10 +44,10 @@ def _maker(dataset: StreamDataset) -> str:
 
 def inputs_targets(batch: Any, method: str, dataset: StreamDataset) -> tuple[Any, Any]:
     """`batch` as `(inputs, targets)`, else a TypeError naming what it is, the default
-    `method`, and the user's function that made it (`_maker`)."""
+    `method`, and the user's function that made it (`batch_maker`)."""
     if isinstance(batch, tuple | list) and len(batch) == 2:
         return batch[0], batch[1]
-    maker = _maker(dataset)
+    maker = batch_maker(dataset)
     which = "its batches" if maker != "process_sample" else "its examples (stacked)"
     raise TypeError(
         f"the default {method} expects batches of (inputs, targets) and got a "

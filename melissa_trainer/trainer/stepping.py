@@ -36,6 +36,7 @@ from melissa_trainer.core.staging import BatchStager
 from melissa_trainer.core.state import TrainerState
 from melissa_trainer.hooks import Event
 from melissa_trainer.trainer.actions import TrainerActions
+from melissa_trainer.trainer.batch_dtypes import checked_first_backward
 from melissa_trainer.trainer.losses import TrainerLosses
 from melissa_trainer.trainer.schedule_end import schedule_ended, schedule_failed
 
@@ -64,6 +65,9 @@ class TrainerSteps(TrainerActions, TrainerLosses):
     #: this `train()`'s held failures (`source_failure.SourceFailure`, set as it starts;
     #: None before the first): where a scheduler's failure is held under several ranks
     _failure: SourceFailure | None = None
+    #: no micro-batch trained yet by this trainer: its backward's dtype error is said in
+    #: the library's words (`batch_dtypes`: a float64 `process_sample`)
+    _first_backward: bool = True
 
     def _set_up_steps(self, lr_scheduler: Any | None, distributed: bool) -> None:
         """Build what a step uses, once, in the constructor (the model and optimizer
@@ -101,7 +105,11 @@ class TrainerSteps(TrainerActions, TrainerLosses):
             state.samples_seen += n
             figures.samples += n
             hooks.fire(Event.BATCH_READY, self, state, control, batch)
-            loss = step.backward(batch)
+            if self._first_backward:  # (once: `batch_dtypes`)
+                self._first_backward = False
+                loss = checked_first_backward(step.backward, batch, self.model, self.dataset)
+            else:
+                loss = step.backward(batch)
             dataset = self.dataset  # (the batch's ids, once: the tracked losses' too)
             ids = dataset.last_simulation_ids if dataset.track_simulation_ids else None
             self._loss_guard.record(loss, state.global_step + 1, dataset.last_samples, ids)

@@ -225,6 +225,18 @@ def pytest_configure(config: pytest.Config) -> None:
 
     pdeathsig_wrapper()
     _watch_process_starts()
+    if not _xdist_controller(config):
+        # torch and accelerate, imported by the autouse fixtures (`_one_thread`,
+        # `_fresh_accelerate_state`), imported here instead: a test's timeout counts its
+        # fixtures' set-up, and the first test of a process paid them (20 s at load 8:
+        # test_signal_when.py's 30 s ran out when it came first in a narrow run)
+        import accelerate.state  # noqa: F401
+        import torch  # noqa: F401
+
+
+def _xdist_controller(config: pytest.Config) -> bool:
+    """Whether this process only hands tests to pytest-xdist workers (runs none)."""
+    return not hasattr(config, "workerinput") and bool(getattr(config.option, "numprocesses", 0))
 
 
 #: fixtures that start processes once for many tests (a compiler, a Slurm cluster): every

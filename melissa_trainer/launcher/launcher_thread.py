@@ -98,8 +98,9 @@ class LauncherThread(LauncherRecord):
             if isinstance(exc, LauncherError):  # its report is raised by check(): once
                 headline = str(exc).partition("\n")[0]
                 logger.error("launcher: %s (the report: Launcher.check())", headline)
-            else:
-                logger.error("launcher: %r", exc)
+            else:  # a bug, not the study's failure: its traceback, which no other output
+                # carries (`Study` raises its `LauncherError` from None)
+                logger.error("launcher: %r", exc, exc_info=exc)
             with self._lock:
                 self._error = exc
         finally:

@@ -5,7 +5,15 @@ simulations still due (`unfinished`) and the words of error messages (`describe`
 
 Contract: every method reads and never changes the ingest's state; each may be called
 from any thread while the ingester changes it (a best-effort read: a dict the ingester
-changes is copied in one C-level step before it is iterated), and none blocks.
+changes is copied by `dict.copy` before it is iterated), and none blocks.
+
+Why `dict.copy`, not ``list(d.items())``: the latter allocates a tuple per entry, an
+allocation may start a garbage collection (Python 3.11), a finalizer it runs executes
+Python code, and there the interpreter may switch to the ingester, whose new or archived
+ledger changes the dict's size mid-copy: ``RuntimeError('dictionary changed size during
+iteration')`` on the caller's thread (the launcher's, once, in
+tests/launcher/test_scale.py). `dict.copy` allocates no object per entry: no collection
+runs inside it (tests/stream/test_activity_copy_atomic.py).
 """
 
 from __future__ import annotations
@@ -35,8 +43,8 @@ class IngestQueries:
     def activity(self) -> dict[int, int]:
         """Simulation id -> DATA messages received so far (the launcher's heartbeat).
 
-        Safe to call from another thread: the dict is copied in one C-level step."""
-        return {sid: rec.messages for sid, rec in list(self.sims.items())}
+        Safe to call from another thread: the dict is copied first (module docstring)."""
+        return {sid: rec.messages for sid, rec in self.sims.copy().items()}
 
     def first_message_at(self, simulation_id: int) -> float | None:
         """`time.monotonic()` when the simulation's first DATA message arrived here in
@@ -58,7 +66,7 @@ class IngestQueries:
         (the study's end-of-run account). A best-effort read from any thread."""
         refused = dict(self.nonfinite.by_simulation)
         steps = dict(self.archive.steps)
-        steps.update({sid: rec.completed for sid, rec in list(self.sims.items())})
+        steps.update({sid: rec.completed for sid, rec in self.sims.copy().items()})
         return {sid: (n, refused.get(sid, 0)) for sid, n in steps.items()}
 
     def unfinished(self) -> list[int]:
@@ -67,8 +75,8 @@ class IngestQueries:
         given_up = self.abandoned | self.replaced
         # (a copy first: this may run in another thread while the ingester adds ledgers
         # and archives finished ones)
-        ledgers = list(self.sims.items())
-        return sorted(s for s, r in ledgers if not r.finished and s not in given_up)
+        ledgers = self.sims.copy()
+        return sorted(s for s, r in ledgers.items() if not r.finished and s not in given_up)
 
     def describe(self, sid: int) -> str:
         """What this receiver has of a simulation, for error messages."""

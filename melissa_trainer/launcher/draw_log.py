@@ -5,16 +5,19 @@ One row per event, appended and flushed as it happens (a kill -9 loses none alre
 made), with a header; columns, in this order:
 
 - ``simulation_id``: the simulation the row is about;
-- ``event``: ``draw`` (the sampler drew its parameters; one row per simulation id) or
+- ``event``: ``draw`` (the sampler drew its parameters; one row per simulation id),
   ``loss`` (an adaptive sampler observed its training loss: the relative loss it was
-  given, again at each newer report);
+  given, again at each newer report), or ``redrawn`` / ``abandoned`` (it failed for
+  good, its restarts used up: `LauncherTuning.on_failure` replaced it by a new draw,
+  under a new id, or abandoned it);
 - each parameter by name, the values the simulation received (on every row; a
   parameter named like one of these columns is written as ``param_<name>``);
 - ``drawn``: how it was drawn: ``explored`` or ``bred`` (Breed), ``explored`` or
   ``acquired`` (the surrogate acquisition), else the sampler's kind (``lhs``,
   ``sobol``, ``density``, ``list``...);
 - ``parent``: the simulation a bred draw was bred from (empty otherwise);
-- ``loss``: the loss observed (empty on a ``draw`` row).
+- ``loss``: the loss observed (empty on a ``draw`` row; a given-up row repeats the
+  last one written).
 
 Every row repeats the simulation's parameters and how it was drawn, so the last row
 of each simulation is all that is known of it:
@@ -82,6 +85,8 @@ class DrawLog:
         self._writer = csv.writer(file)
         #: simulation id -> (parameters, drawn, parent): what every later row repeats
         self._draws: dict[int, tuple[list[float], str, str]] = {}
+        #: simulation id -> the last loss written (a given-up row repeats it)
+        self._losses: dict[int, str] = {}
 
     @staticmethod
     def columns(names: Sequence[str]) -> list[str]:
@@ -123,10 +128,12 @@ class DrawLog:
         os.replace(tmp, path)  # atomic: a kill now leaves the old file or the new
         log = cls(path, names, path.open("a", newline=""))
         for row in kept:
+            n = len(names)
             if row[1] == "draw":
-                n = len(names)
                 values = [float(v) for v in row[2 : 2 + n]]
                 log._draws[int(row[0])] = (values, row[2 + n], row[3 + n])
+            elif row[4 + n]:
+                log._losses[int(row[0])] = row[4 + n]
         for sid, parameters in sorted((saved or {}).items()):
             if sid not in log._draws:
                 log.drew(sid, parameters, "unrecorded", None)
@@ -144,8 +151,16 @@ class DrawLog:
         """Append a loss row per simulation whose observed loss is given (one flush)."""
         for sid, loss in losses.items():
             if sid in self._draws:
-                self._write(sid, "loss", repr(float(loss)), flush=False)
+                self._losses[sid] = repr(float(loss))
+                self._write(sid, "loss", self._losses[sid], flush=False)
         self._file.flush()
+
+    def gave_up(self, sid: int, how: str) -> None:
+        """Append simulation `sid`'s row saying it was given up for good: ``redrawn``
+        (a replacement is drawn under a new id) or ``abandoned``, with its last loss
+        written, if any; flushed."""
+        if sid in self._draws:
+            self._write(sid, how, self._losses.get(sid, ""))
 
     def _write(self, sid: int, event: str, loss: str, flush: bool = True) -> None:
         values, drawn, parent = self._draws[sid]

@@ -347,11 +347,11 @@ class StudyRecord(StudyRecordState):
                 self._move(sid, "abandoned")
         elif self.on_failure == "abandon":
             self._move(sid, "abandoned")
-            self.sampler.failed(sid, dict(record.parameters))
+            self.given_up(sid, "abandoned")
             return "abandon"
         else:
             self.redraws += 1
-            self.sampler.failed(sid, dict(record.parameters))  # before its replacement's draw
+            self.given_up(sid, "redrawn")  # before its replacement's draw
             return "redraw"
         if record.status == "failed":  # it failed the study: not replaced
             self.not_replaced += 1

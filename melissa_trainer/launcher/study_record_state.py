@@ -81,6 +81,13 @@ class StudyRecordState:
         if applied and self.draw_log is not None:
             self.draw_log.observed(applied)
 
+    def given_up(self, sid: int, how: str) -> None:
+        """Tell the sampler that `sid` was given up for good (`Sampler.failed`), and
+        write its ``redrawn`` or ``abandoned`` row (`how`) in the `draw_log`."""
+        self.sampler.failed(sid, dict(self.records[sid].parameters))
+        if self.draw_log is not None:
+            self.draw_log.gave_up(sid, how)
+
     def state_dict(self) -> dict[str, Any]:
         """JSON-serializable; the records as columns in id order (see `STATE_VERSION`;
         `records_of` reads any version back as one object per simulation). The losses

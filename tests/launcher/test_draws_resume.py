@@ -81,6 +81,7 @@ def test_a_resume_of_a_study_saved_without_the_file_records_its_draws_as_unrecor
     log = DrawLog.open(path, ["x"], saved, next_id=2)
     log.drew(2, {"x": 0.5}, "uniform", None)
     log.observed({0: 1.5})
+    log.gave_up(0, "redrawn")
     log.close()
     assert read(path) == [
         ["simulation_id", "event", "x", "drawn", "parent", "loss"],
@@ -88,7 +89,13 @@ def test_a_resume_of_a_study_saved_without_the_file_records_its_draws_as_unrecor
         ["1", "draw", "0.75", "unrecorded", "", ""],
         ["2", "draw", "0.5", "uniform", "", ""],
         ["0", "loss", "0.25", "unrecorded", "", "1.5"],
+        ["0", "redrawn", "0.25", "unrecorded", "", "1.5"],  # (its last loss, repeated)
     ]
+    # resumed again: the loss kept is the one a given-up row repeats
+    log = DrawLog.open(path, ["x"], {**saved, 2: {"x": 0.5}}, next_id=3)
+    log.gave_up(0, "abandoned")
+    log.close()
+    assert read(path)[-1] == ["0", "abandoned", "0.25", "unrecorded", "", "1.5"]
 
 
 def test_a_parameter_named_like_a_column_keeps_its_own_column() -> None:
@@ -104,3 +111,22 @@ def test_a_fresh_study_sets_an_earlier_runs_file_aside(tmp_path: Path) -> None:
     (aside,) = tmp_path.glob("draws-previous-*.csv")
     assert aside.read_text() == "an earlier run's rows\n"
     assert read(path) == [["simulation_id", "event", "x", "drawn", "parent", "loss"]]
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(120)
+def test_a_simulation_given_up_and_redrawn_has_its_row_and_its_replacement_its_draw(
+    tmp_path: Path,
+) -> None:
+    # simulation 1 fails every attempt: given up after its restart, replaced by 3
+    sim = command(tmp_path, "exit", fail=[1])
+    study = launcher(sim, 3, tuning={"max_restarts": 1, "on_failure": "redraw"})
+    study.start(tmp_path / "rendezvous")
+    try:
+        run_study(study)
+    finally:
+        study.stop()
+    rows = read(tmp_path / "draws.csv")[1:]
+    assert [r[:2] for r in rows if r[1] != "draw"] == [["1", "redrawn"]]
+    assert sorted(int(r[0]) for r in rows if r[1] == "draw") == [0, 1, 2, 3]
+    assert sorted(sid for sid, _, _ in runs(tmp_path)) == [0, 1, 1, 2, 3]  # (the oracle)

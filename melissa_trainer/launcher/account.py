@@ -34,6 +34,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import NamedTuple
 
 from melissa_trainer.common.words import plural
@@ -185,6 +186,7 @@ def study_account(
     samples: Mapping[int, tuple[int, int]],
     n_simulations: int | None = None,
     first_refused: Mapping[int, int] | None = None,
+    draws: Path | None = None,
 ) -> tuple[list[str], bool]:
     """The account's lines, and whether some simulation contributed no sample, failed
     part-way or had samples refused as NaN or Inf (then the caller logs it as a
@@ -356,16 +358,18 @@ def log_account(
     warnings: Sequence[str] = (),
     n_simulations: int | None = None,
     first_refused: Mapping[int, int] | None = None,
+    draws: Path | None = None,
 ) -> tuple[list[str], bool]:
     """Log `study_account` (and `sampler_line`, then the caller's `warnings` lines: an
     adaptive sampler that steered none or few of its draws because its losses came
     late, `melissa_trainer.study.feedback`; then `unsteered_line`: one whose losses
     came in time and steered none all the same), as one record: a WARNING (shown by
     Python's default logging) when `study_account` says so or there are such lines,
-    else INFO (`n_simulations`, `first_refused`: see `study_account`).
+    else INFO (`n_simulations`, `first_refused`: see `study_account`; `draws`: the
+    study's draws.csv, which the sampler's line names).
     Returns the lines and whether they were a WARNING."""
     lines, some_none = study_account(outcomes, samples, n_simulations, first_refused)
-    extra = None if sampler is None else sampler_line(sampler)
+    extra = None if sampler is None else sampler_line(sampler, draws)
     if extra is not None:
         lines.append(extra)
     # (after the feedback's lines, which say why few or none could be steered: not twice)

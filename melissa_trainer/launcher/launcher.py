@@ -36,7 +36,9 @@ Policy, in short (the details are in `supervisor` and `worker_mode`):
   Slurm jobs end themselves when the trainer stops renewing their lease, and a
   restarted study cancels the jobs of the run before it (`Backend.begin_study`).
 * Logs: each job's output goes to ``{log_dir}/sim-{id}.log`` (or ``worker-{slot}.log``);
-  a fresh study first sets aside an earlier run's (`job_logs`). The
+  a fresh study first sets aside an earlier run's (`job_logs`). Each draw (and each
+  loss an adaptive sampler observed) is a row of ``{study_dir}/draws.csv``
+  (`draw_log`; `draws_path`). The
   ``melissa_trainer.launcher`` logger has a line per start, end, restart and failure.
 
 Threading: `start` runs a supervisor thread, which alone starts, polls and kills jobs.
@@ -62,6 +64,7 @@ from melissa_trainer.common.words import plural
 from melissa_trainer.launcher.account import warn_static_sampler
 from melissa_trainer.launcher.backends import backend_of
 from melissa_trainer.launcher.backends.base import Backend, study_id
+from melissa_trainer.launcher.draw_log import DRAWS_FILE, DrawLog
 from melissa_trainer.launcher.job_logs import LogDirHold, set_aside_earlier_logs, take_log_dir
 from melissa_trainer.launcher.launcher_thread import LauncherThread
 from melissa_trainer.launcher.reports import DataReport, LauncherError
@@ -196,6 +199,7 @@ class Launcher(LauncherThread):
         self.program = program_of(simulation, self._env)  # (its state: study_change)
         self._resumed = False  # (`resume`: the logs in log_dir are this study's)
         self._log_hold: LogDirHold | None = None  # (`start` to `stop`)
+        self._draws_path: Path | None = None  # (`start`: the study's draws.csv)
         self._study = StudyRecord(
             sampler,
             n_simulations,
@@ -299,6 +303,15 @@ class Launcher(LauncherThread):
         # a design the draws need, optimised now rather than by a draw under the lock;
         # here, not when built: a resumed state holds it (`Sampler.prepare`)
         self.sampler.prepare()
+        with self._lock:  # (a resume keeps the rows of the draws its checkpoint holds)
+            saved = self._study.records if self._resumed else None
+            self._study.draw_log = DrawLog.open(
+                study / DRAWS_FILE,
+                self.sampler.names,
+                None if saved is None else {sid: r.parameters for sid, r in saved.items()},
+                self._study.next_id,
+            )
+            self._draws_path = self._study.draw_log.path
         self._thread = threading.Thread(target=self._run, name="melissa-launcher", daemon=True)
         atexit.register(self.stop)
         self._thread.start()
@@ -314,6 +327,12 @@ class Launcher(LauncherThread):
     def log_dir(self) -> Path | None:
         """The job logs' directory (`log_dir`, else `{study_dir}/logs`); None before `start`."""
         return None if self._supervisor is None else self._supervisor.settings.log_dir
+
+    @property
+    def draws_path(self) -> Path | None:
+        """The study's record of its draws, ``{study_dir}/draws.csv`` (`launcher.draw_log`);
+        None before `start`."""
+        return self._draws_path
 
     def resume(self, saved: SavedStudy) -> None:
         super().resume(saved)

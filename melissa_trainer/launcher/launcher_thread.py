@@ -69,6 +69,9 @@ class LauncherThread(LauncherRecord):
             thread.join()
         with self._lock:  # the losses reported since the last draw: the sampler's state
             self._study.apply_observations()
+            if self._study.draw_log is not None:  # (every row flushed already)
+                self._study.draw_log.close()
+                self._study.draw_log = None  # (a later stop writes no row)
         if self._log_hold is not None:
             self._log_hold.release()
         atexit.unregister(self.stop)

@@ -70,15 +70,17 @@ class PendingLosses:
             observed += 1
         return observed, skipped
 
-    def apply(self, sampler: Sampler, records: Mapping[int, SimulationRecord]) -> None:
+    def apply(self, sampler: Sampler, records: Mapping[int, SimulationRecord]) -> dict[int, float]:
         """Give `sampler` the losses noted since the last call, with the parameters of
-        their `records`, in the order they were noted (a no-op when none were)."""
+        their `records`, in the order they were noted (a no-op when none were); returns
+        them (id -> loss, in that order)."""
         if not self._losses:
-            return
+            return {}
         assert isinstance(sampler, AdaptiveSampler)  # (`note` checked it)
         for sid, loss in self._losses.items():
             sampler.observe(sid, records[sid].parameters, loss)
-        self._losses.clear()
+        applied, self._losses = self._losses, {}
+        return applied
 
     def discard(self, ids: Iterable[int]) -> None:
         """Forget the losses of `ids` (simulations whose records are gone)."""

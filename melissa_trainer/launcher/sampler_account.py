@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import math
+from pathlib import Path
 
 import numpy as np
 
@@ -35,10 +36,11 @@ __all__ = ["drawn_by", "sampler_line", "static_sampler", "warn_static_sampler"]
 logger = logging.getLogger("melissa_trainer.launcher")  # (the account's, as before the split)
 
 
-def sampler_line(sampler: Sampler) -> str | None:
+def sampler_line(sampler: Sampler, draws: Path | None = None) -> str | None:
     """What an adaptive sampler did: its draws and what steered them (`drawn_by`), how
     many simulations' losses it holds, and how many it held at its last draw (the
-    later ones could steer none); None for a fixed design, or before any draw. The one
+    later ones could steer none), and where each draw is recorded (`draws`, the
+    launcher's `draw_log`); None for a fixed design, or before any draw. The one
     account of the sampler at a study's end (the examples print no other)."""
     if not isinstance(sampler, AdaptiveSampler) or sampler.position == 0:
         return None
@@ -49,6 +51,7 @@ def sampler_line(sampler: Sampler) -> str | None:
     return (
         f"adaptive sampler: {drawn_by(sampler)}; the training losses of {observed} "
         f"simulations observed{window}{held}"
+        + ("" if draws is None else f"; each draw, how it was drawn and its loss: {draws}")
     )
 
 

@@ -67,6 +67,7 @@ from collections import Counter, deque
 from collections.abc import Mapping, Sequence
 
 from melissa_trainer.common.words import plural
+from melissa_trainer.launcher.draw_log import draw_origin, explored_count
 from melissa_trainer.launcher.pending_losses import PendingLosses
 from melissa_trainer.launcher.samplers import Sampler
 from melissa_trainer.launcher.simulation_record import (
@@ -201,10 +202,13 @@ class StudyRecord(StudyRecordState):
             sid = self.queue.popleft()
         elif self.work_left() > 0:
             self.apply_observations()  # the draw sees every loss reported so far
+            explored = explored_count(self.sampler)
             parameters = self.sampler.draw()
             sid, self.next_id = self.next_id, self.next_id + 1
             self.records[sid] = SimulationRecord(parameters)
             self._index.add(sid, self.records[sid])
+            if self.draw_log is not None:
+                self.draw_log.drew(sid, parameters, *draw_origin(self.sampler, explored))
         else:
             return None
         record = self.records[sid]
@@ -343,11 +347,11 @@ class StudyRecord(StudyRecordState):
                 self._move(sid, "abandoned")
         elif self.on_failure == "abandon":
             self._move(sid, "abandoned")
-            self.sampler.failed(sid, dict(record.parameters))
+            self.given_up(sid, "abandoned")
             return "abandon"
         else:
             self.redraws += 1
-            self.sampler.failed(sid, dict(record.parameters))  # before its replacement's draw
+            self.given_up(sid, "redrawn")  # before its replacement's draw
             return "redraw"
         if record.status == "failed":  # it failed the study: not replaced
             self.not_replaced += 1

@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from melissa_trainer.common.migrations import CURRENT
+from melissa_trainer.launcher.draw_log import DrawLog
 from melissa_trainer.launcher.pending_losses import PendingLosses
 from melissa_trainer.launcher.samplers import Sampler
 from melissa_trainer.launcher.simulation_record import (
@@ -69,11 +70,23 @@ class StudyRecordState:
     not_replaced_ids: set[int]
     _index: StatusIndex
     _losses: PendingLosses
+    #: the study's record of its draws (`Launcher.start` opens it); None: not written
+    draw_log: DrawLog | None = None
 
     def apply_observations(self) -> None:
         """Give the adaptive sampler the losses `observe` noted since the last call, in
-        the order they were noted (a no-op for a fixed design)."""
-        self._losses.apply(self.sampler, self.records)
+        the order they were noted (a no-op for a fixed design); each is a ``loss`` row
+        of the `draw_log`."""
+        applied = self._losses.apply(self.sampler, self.records)
+        if applied and self.draw_log is not None:
+            self.draw_log.observed(applied)
+
+    def given_up(self, sid: int, how: str) -> None:
+        """Tell the sampler that `sid` was given up for good (`Sampler.failed`), and
+        write its ``redrawn`` or ``abandoned`` row (`how`) in the `draw_log`."""
+        self.sampler.failed(sid, dict(self.records[sid].parameters))
+        if self.draw_log is not None:
+            self.draw_log.gave_up(sid, how)
 
     def state_dict(self) -> dict[str, Any]:
         """JSON-serializable; the records as columns in id order (see `STATE_VERSION`;

@@ -145,6 +145,12 @@ def log_study_account(
     sampler = launcher.sampler
     late = feedback.lines(sampler)  # (none or few steered: a WARNING)
     lines, warned = log_account(
-        launcher.outcomes(), samples, sampler, late, launcher.n_simulations, first
+        launcher.outcomes(),
+        samples,
+        sampler,
+        late,
+        launcher.n_simulations,
+        first,
+        draws=launcher.draws_path,
     )
     return [] if warned else lines

@@ -463,7 +463,8 @@ def test_the_account_says_what_an_adaptive_sampler_drew_and_observed(
         "adaptive sampler: of 4 draws, 4 explored, 0 bred from the worst-trained "
         "simulations (exploration=1.0, Breed's default: every draw explores, the losses "
         "steer none; exploration below 1 breeds that share of the draws); the training "
-        "losses of 2 simulations observed (the last 100 kept), 0 of them by its last draw",
+        "losses of 2 simulations observed (the last 100 kept), 0 of them by its last draw; "
+        f"each draw, how it was drawn and its loss: {tmp_path / 'study' / 'draws.csv'}",
     ]
 
 

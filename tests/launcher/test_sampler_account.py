@@ -101,7 +101,8 @@ def test_the_density_sampler_says_which_parameters_the_loss_bends(tmp_path: Path
         "adaptive sampler: of 3 draws, 0 before min_observations=8 losses were kept, 3 "
         "with the high-loss warp (3 of them bent by the loss, 0 the design's alone); the "
         "loss bends x now; the training losses of 16 simulations observed (the last 100 kept), "
-        "16 of them by its last draw"
+        "16 of them by its last draw; each draw, how it was drawn and its loss: "
+        f"{tmp_path / 'study' / 'draws.csv'}"
     )
 
 

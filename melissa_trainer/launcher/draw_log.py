@@ -1,0 +1,193 @@
+"""`DrawLog`: the study's record of its draws, ``{study_dir}/draws.csv``, one CSV that
+a scientist opens with pandas in one line.
+
+One row per event, appended and flushed as it happens (a kill -9 loses none already
+made), with a header; columns, in this order:
+
+- ``simulation_id``: the simulation the row is about;
+- ``event``: ``draw`` (the sampler drew its parameters; one row per simulation id),
+  ``loss`` (an adaptive sampler observed its training loss: the relative loss it was
+  given, again at each newer report), or ``redrawn`` / ``abandoned`` (it failed for
+  good, its restarts used up: `LauncherTuning.on_failure` replaced it by a new draw,
+  under a new id, or abandoned it);
+- each parameter by name, the values the simulation received (on every row; a
+  parameter named like one of these columns is written as ``param_<name>``);
+- ``drawn``: how it was drawn: ``explored`` or ``bred`` (Breed), ``explored`` or
+  ``acquired`` (the surrogate acquisition), else the sampler's kind (``lhs``,
+  ``sobol``, ``density``, ``list``...);
+- ``parent``: the simulation a bred draw was bred from (empty otherwise);
+- ``loss``: the loss observed (empty on a ``draw`` row; a given-up row repeats the
+  last one written).
+
+Every row repeats the simulation's parameters and how it was drawn, so the last row
+of each simulation is all that is known of it:
+``pd.read_csv(p).drop_duplicates("simulation_id", keep="last")``.
+
+A fresh study sets an earlier run's file aside (``draws-previous-TIME.csv``). Resume:
+the launcher's checkpoint holds the draws made before it (`next_id`); rows of
+later draws, which a killed run wrote and its resume draws again under the same ids,
+are dropped when the resumed launcher opens the file (the one rewrite, atomic), and a
+saved simulation without a ``draw`` row (a study saved before this file existed) gets
+one, ``drawn`` ``unrecorded``. No row is duplicated or lost across a resume.
+
+Not thread-safe: the launcher writes under its lock (`StudyRecord.take`,
+`StudyRecordState.apply_observations`).
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import IO, Any
+
+from melissa_trainer.launcher.samplers import Sampler
+
+__all__ = ["DRAWS_FILE", "DrawLog", "draw_origin", "explored_count"]
+
+#: the file's name in the study folder
+DRAWS_FILE = "draws.csv"
+_FIXED = ("simulation_id", "event", "drawn", "parent", "loss")
+
+
+def explored_count(sampler: Sampler) -> int | None:
+    """The exploration draws `sampler` made so far (Breed's, the surrogate's); None for
+    a sampler that does not tell explored draws from others. Read before a draw, it
+    tells `draw_origin` whether that draw explored."""
+    explored = getattr(sampler, "explored", None)
+    return explored if isinstance(explored, int) else None
+
+
+def draw_origin(sampler: Sampler, explored_before: int | None) -> tuple[str, int | None]:
+    """How `sampler`'s last draw was made and its parent (`DrawLog`'s ``drawn`` and
+    ``parent``), from `explored_count` read before it."""
+    explored = explored_count(sampler)
+    if explored is None or explored_before is None:
+        return sampler.kind or type(sampler).__name__, None
+    if explored > explored_before:
+        return "explored", None
+    if sampler.kind == "breed":
+        parent = getattr(sampler, "last_parent", None)
+        return "bred", parent if isinstance(parent, int) else None
+    return "acquired", None
+
+
+class DrawLog:
+    """Appends the study's draws and observed losses to `path` (see the module
+    docstring for the columns and the resume rule)."""
+
+    def __init__(self, path: Path, names: Sequence[str], file: IO[str]) -> None:
+        self.path = path
+        self.names = tuple(names)
+        self._file = file
+        self._writer = csv.writer(file)
+        #: simulation id -> (parameters, drawn, parent): what every later row repeats
+        self._draws: dict[int, tuple[list[float], str, str]] = {}
+        #: simulation id -> the last loss written (a given-up row repeats it)
+        self._losses: dict[int, str] = {}
+
+    @staticmethod
+    def columns(names: Sequence[str]) -> list[str]:
+        """The header: the fixed columns around the parameters' (renamed on a clash)."""
+        params = [f"param_{n}" if n in _FIXED else n for n in names]
+        return [*_FIXED[:2], *params, *_FIXED[2:]]
+
+    @classmethod
+    def open(
+        cls,
+        path: Path,
+        names: Sequence[str],
+        saved: Mapping[int, Mapping[str, float]] | None = None,
+        next_id: int = 0,
+    ) -> DrawLog:
+        """A new file at `path` (an earlier run's moved to ``draws-previous-TIME.csv``
+        beside it, as `job_logs` sets its logs aside: nothing is deleted) or, resuming (`saved`: the
+        checkpoint's parameters per simulation id, `next_id`: its next id), the file
+        kept to the checkpoint's draws and appended to.
+
+        Raises:
+            OSError: the file could not be written.
+        """
+        path.parent.mkdir(parents=True, exist_ok=True)
+        header = cls.columns(names)
+        kept: list[list[str]] = []
+        if saved is None and path.exists():  # an earlier run's: set aside, as its logs
+            path.rename(_aside(path))
+        if saved is not None and path.exists():
+            with path.open(newline="") as old:
+                rows = list(csv.reader(old))
+            if rows and rows[0] == header:  # (another header: another study's, replaced)
+                kept = [r for r in rows[1:] if _kept(r, len(header), next_id)]
+        tmp = path.with_name(path.name + ".tmp")
+        with tmp.open("w", newline="") as new:
+            csv.writer(new).writerows([header, *kept])
+            new.flush()
+            os.fsync(new.fileno())
+        os.replace(tmp, path)  # atomic: a kill now leaves the old file or the new
+        log = cls(path, names, path.open("a", newline=""))
+        for row in kept:
+            n = len(names)
+            if row[1] == "draw":
+                values = [float(v) for v in row[2 : 2 + n]]
+                log._draws[int(row[0])] = (values, row[2 + n], row[3 + n])
+            elif row[4 + n]:
+                log._losses[int(row[0])] = row[4 + n]
+        for sid, parameters in sorted((saved or {}).items()):
+            if sid not in log._draws:
+                log.drew(sid, parameters, "unrecorded", None)
+        return log
+
+    def drew(
+        self, sid: int, parameters: Mapping[str, float], drawn: str, parent: int | None
+    ) -> None:
+        """Append simulation `sid`'s draw row, flushed."""
+        values = [float(parameters[n]) for n in self.names]
+        self._draws[sid] = (values, drawn, "" if parent is None else str(parent))
+        self._write(sid, "draw", "")
+
+    def observed(self, losses: Mapping[int, float]) -> None:
+        """Append a loss row per simulation whose observed loss is given (one flush)."""
+        for sid, loss in losses.items():
+            if sid in self._draws:
+                self._losses[sid] = repr(float(loss))
+                self._write(sid, "loss", self._losses[sid], flush=False)
+        self._file.flush()
+
+    def gave_up(self, sid: int, how: str) -> None:
+        """Append simulation `sid`'s row saying it was given up for good: ``redrawn``
+        (a replacement is drawn under a new id) or ``abandoned``, with its last loss
+        written, if any; flushed."""
+        if sid in self._draws:
+            self._write(sid, how, self._losses.get(sid, ""))
+
+    def _write(self, sid: int, event: str, loss: str, flush: bool = True) -> None:
+        values, drawn, parent = self._draws[sid]
+        row: list[Any] = [sid, event, *map(repr, values), drawn, parent, loss]
+        self._writer.writerow(row)
+        if flush:
+            self._file.flush()
+
+    def close(self) -> None:
+        """Close the file (idempotent)."""
+        self._file.close()
+
+
+def _kept(row: Sequence[str], width: int, next_id: int) -> bool:
+    """A whole row (`width` fields: not one a kill cut mid-write) of a draw the
+    checkpoint holds (an id below its `next_id`)."""
+    try:
+        return len(row) == width and int(row[0]) < next_id
+    except ValueError:
+        return False
+
+
+def _aside(path: Path) -> Path:
+    """A free name for an earlier run's `path`: ``draws-previous-YYYYmmddTHHMMSSZ.csv``."""
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    target, n = path.with_name(f"{path.stem}-previous-{stamp}{path.suffix}"), 1
+    while target.exists():
+        n += 1
+        target = path.with_name(f"{path.stem}-previous-{stamp}-{n}{path.suffix}")
+    return target

@@ -58,8 +58,8 @@ no step of its first attempt there; its steps not held still go to their receive
 Only an optimisation: the answer is asked once, with a short bound (`ASK_TIMEOUT`); a
 receiver without a follow socket (an older trainer), a rendezvous of another run than
 the client's, or no answer in time: everything is sent, as before (logged at INFO).
-A first attempt asks nothing (nothing of it can be held). Not thread-safe: the
-client's thread.
+A first attempt asks nothing (nothing of it can be held), unless Slurm requeued its
+batch job (``SLURM_RESTART_COUNT`` > 0, above). Not thread-safe: the client's thread.
 """
 
 from __future__ import annotations

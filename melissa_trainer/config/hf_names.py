@@ -25,7 +25,7 @@ Pure (no torch): the configuration layer imports it.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -330,22 +330,34 @@ def unknown_name_problems(
     return lines
 
 
-def closest_hint(name: str, valid: Iterable[str], flag: bool, cutoff: float = 0.6) -> str | None:
+def closest_hint(
+    name: str, valid: Iterable[str], flag: bool, cutoff: float = 0.6,
+    spellings: Mapping[str, Collection[str]] | None = None) -> str | None:  # fmt: skip
     """``did you mean 'X'?`` (``--X`` when `flag`) for `name`, a misspelt key or flag
     name (no dashes before it), or None when nothing is close (`common.words.closest_name`,
     `cutoff`). X is the closest of `valid` and of the Hugging Face names of `HF_ARGUMENTS`
     that `valid` lacks; a Hugging Face name is followed by what replaces it: a user trial's
     ``--learning_rat`` (a script with no learning rate of its own) was told nothing, since
     ``learning_rate`` is no flag here, while ``--learning_rate`` was told to set it in the
-    optimizer."""
+    optimizer.
+
+    `spellings` (flags): a name of `valid` -> its flag's real spellings (no dashes); the
+    hint is one (`_spelled`): a script's own ``--grid-size`` has no ``--grid_size``."""
     valid = set(valid)
     close = closest_name(name, valid | set(HF_ARGUMENTS), cutoff=cutoff)
     if close is None:
         return None
-    # a flag typed with hyphens (--job-limits) is answered with the hyphen alias (--job-limit)
-    said = f"--{close.replace('_', '-') if '-' in name else close}" if flag else repr(close)
+    said = f"--{_spelled(close, name, (spellings or {}).get(close))}" if flag else repr(close)
     hint = f"did you mean {said}?"
     return hint if close in valid else f"{hint} {_use(close, flag)}"
+
+
+def _spelled(close: str, typed: str, options: Collection[str] | None) -> str:
+    """`close` spelt as `typed` is (--job-limits: --job-limit), if `options` has it."""
+    wanted = close.replace("_", "-") if "-" in typed else close
+    if not options or wanted in options:
+        return wanted
+    return close if close in options else sorted(options)[0]
 
 
 def refuse_hf_keywords(cls: type, kwargs: Mapping[str, Any]) -> None:

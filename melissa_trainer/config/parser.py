@@ -208,8 +208,9 @@ class ArgumentParser(argparse.ArgumentParser):
     ) -> tuple[Any, ...]:
         """Parse `args` (default: ``sys.argv[1:]``) into one instance per dataclass type.
 
-        With `return_remaining_strings`, unknown flags are returned as a last element (a
-        list of strings) instead of being an error.
+        Flags added with `add_argument` come back after them in one `argparse.Namespace`
+        (when there are any). With `return_remaining_strings`, unknown flags are returned
+        as a last element (a list of strings) instead of being an error.
         """
         namespace, remaining = self.parse_known_args(args)
         if remaining and not return_remaining_strings:
@@ -217,6 +218,9 @@ class ArgumentParser(argparse.ArgumentParser):
             self.error(self._unrecognized_message(remaining, argv))
         values = vars(namespace)
         config_path = values.pop(_CONFIG_DEST, None)
+        # a script's own flags (its `add_argument`s): one Namespace after the dataclasses,
+        # as HfArgumentParser returns them (they were refused as unknown keys)
+        own = argparse.Namespace(**{k: values.pop(k) for k in list(values) if k not in self._specs})
         from_file: dict[str, Any] = {}
         if config_path:
             try:
@@ -249,6 +253,7 @@ class ArgumentParser(argparse.ArgumentParser):
                 raise ConfigError(problems)
         except ValueError as exc:  # ConfigError, or a dataclass's own __post_init__ check
             self._error_on_every_rank(self._invalid_message(exc, values, from_file, config_path))
+        outputs = (*outputs, own) if vars(own) else outputs
         return (*outputs, remaining) if return_remaining_strings else outputs
 
     def parse_dict(self, d: Mapping[str, Any], allow_extra_keys: bool = False) -> tuple[Any, ...]:
@@ -342,8 +347,9 @@ class ArgumentParser(argparse.ArgumentParser):
     def _unrecognized_message(self, remaining: Iterable[str], argv: Sequence[str]) -> str:
         # the long flags' names, "--" off (closest_hint's names; a hyphen alias reads as its
         # underscore name)
-        known = {s[2:].replace("-", "_") for a in self._actions for s in a.option_strings
-                 if s.startswith("--")}  # fmt: skip
+        known: dict[str, set[str]] = {}  # (and each one's real spellings: `closest_hint`)
+        for s in (s for a in self._actions for s in a.option_strings if s.startswith("--")):
+            known.setdefault(s[2:].replace("-", "_"), set()).add(s[2:])
         one_value = [s for a in self._actions if a.nargs is None for s in a.option_strings]
         hints = []
         for token in remaining:
@@ -355,7 +361,7 @@ class ArgumentParser(argparse.ArgumentParser):
                     continue
                 # (0.75: a typo of a flag scores about 0.9; difflib's default 0.6 named
                 # --job_limit for --no_plot, which only shares letters with it)
-                close = closest_hint(flag.lstrip("-"), known, flag=True, cutoff=0.75)
+                close = closest_hint(flag.lstrip("-"), known, True, 0.75, known)
                 if close is not None:
                     hints.append(f"{flag} ({close})")
             elif token.lower().endswith((".json", ".yaml", ".yml")):

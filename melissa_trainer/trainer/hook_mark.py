@@ -224,7 +224,8 @@ def in_hook_words(
     at the same step, each called what is there: the death is likely something else
     (killed by a signal, out of memory), the rule only a possibility."""
     places: list[tuple[str, int] | None] = []  # (each rank's hook method and step)
-    here = socket.gethostname()
+    # (as a mark keeps it: a 64-byte name cut to 63 read as another host, hrev3)
+    here = socket.gethostname().encode()[: _HOST - 1].decode(errors="replace")
     said = []
     own = raised_in(error)
     places.append(None if own is None else (own, step))

@@ -20,7 +20,8 @@
  * Only an optimisation: the answer is asked once, at most ASK_TIMEOUT s each; a receiver
  * without a follow socket (an older trainer), a rendezvous naming other receivers than
  * the client's, or no answer in time: every step is sent, as before, and one line on
- * stderr says why. A first attempt asks nothing (nothing of it can be held). A follow of
+ * stderr says why. A first attempt asks nothing (nothing of it can be held) unless Slurm
+ * requeued its batch job (SLURM_RESTART_COUNT > 0, above). A follow of
  * a restarted trainer drops the skip (mt_rerun_drop, follow.c): its answers were the old
  * trainer's, and every later step is sent.
  *

@@ -69,6 +69,8 @@ _HOSTNAME = _START + 8
 _WORDS = _HOSTNAME + _HOST
 _SIZE = _WORDS + _NAME
 _STEP_BYTES = struct.Struct("<q")
+#: the most ranks alive (or on another host) that `unmarked_words` names one by one
+MOST_NAMED = 8
 #: what a collective in a hook on some ranks only does, and the fix
 HOOK_COLLECTIVE = (
     "a collective in a hook (torch.distributed's, accelerator.gather / reduce) must be "
@@ -226,25 +228,30 @@ def unmarked_words(notes: Path, run_id: str, ranks: list[int]) -> str:
     pid its mark holds: "rank N (pid P) is dead on this host" (ended, a zombie, or its
     pid now another process's: `_lives`), "... is alive on this host", or, on another
     host, that it cannot be checked from here; "" when none of them has a mark (one
-    that could not be made; a peer's on another node may not show yet).
+    that could not be made; a peer's on another node may not show yet). The dead come
+    first, each named; of the others, the first `MOST_NAMED`, then their count (a run
+    of hundreds of ranks: one line, not hundreds of names).
 
     For a survivor whose collective broke with no note: of 3 ranks or more the
     collective does not say which peer is gone, and a rank killed outside any hook (a
     signal, the OOM killer) leaves no other word."""
     here = socket.gethostname()
-    said = []
+    dead, others = [], []
     for rank in ranks:
         record = read_record(notes / f"{MARK_PREFIX}{rank}", run_id)
         if record is None or record.name:
             continue
         if record.host != here:
-            said.append(
+            others.append(
                 f"rank {rank} (pid {record.pid} on {record.host}: not this host, not "
                 f"checked from here)"
             )
+        elif _lives(record):
+            others.append(f"rank {rank} (pid {record.pid}) is alive on this host")
         else:
-            state = "alive" if _lives(record) else "dead"
-            said.append(f"rank {rank} (pid {record.pid}) is {state} on this host")
+            dead.append(f"rank {rank} (pid {record.pid}) is dead on this host")
+    more = len(others) - MOST_NAMED
+    said = dead + others[:MOST_NAMED] + ([f"{more} more alive or not checked"] if more > 0 else [])
     return ", ".join(said)
 
 

@@ -23,6 +23,8 @@ from pathlib import Path
 
 import pytest
 
+from melissa_trainer.core.state import TrainerState
+from melissa_trainer.hooks import Hook
 from melissa_trainer.trainer.hook_mark import MARK_PREFIX, HookMark, unmarked_words
 
 pytestmark = [
@@ -47,6 +49,11 @@ RANK = textwrap.dedent(
     """
 )
 BY_PIDS = "by the pids the ranks recorded as they started: "
+
+
+class InHook(Hook):
+    def on_step_end(self, trainer: object, state: object, control: object) -> None:
+        """(a rank in it: its mark says so)"""
 
 
 @pytest.mark.timeout(300)
@@ -107,15 +114,13 @@ def test_of_three_ranks_the_peer_killed_outside_any_hook_is_named(
     )
     ranks[2].send_signal(signal.SIGKILL)
     os.waitid(os.P_PID, two, os.WEXITED | os.WNOWAIT)  # ended, not reaped yet (a zombie)
-    words = unmarked_words(tmp_path, RUN, [1, 2])
-    assert (
-        words
-        == f"rank 1 (pid {one}) is alive on this host, rank 2 (pid {two}) is dead on this host"
+    dead, alive = (
+        f"rank 2 (pid {two}) is dead on this host",
+        f"rank 1 (pid {one}) is alive on this host",
     )
+    assert unmarked_words(tmp_path, RUN, [1, 2]) == f"{dead}, {alive}"  # (the dead first)
     ranks[2].wait()  # reaped: its pid is no process's
-    assert unmarked_words(tmp_path, RUN, [1, 2]).endswith(
-        f"rank 2 (pid {two}) is dead on this host"
-    )
+    assert unmarked_words(tmp_path, RUN, [1, 2]) == f"{dead}, {alive}"
     # a mark of another run, and a rank with none, are not read
     assert unmarked_words(tmp_path, "another run", [1, 2]) == ""
     assert unmarked_words(tmp_path, RUN, [3]) == ""
@@ -125,13 +130,22 @@ def test_of_three_ranks_the_peer_killed_outside_any_hook_is_named(
 def test_a_peer_recorded_on_another_host_is_not_checked_from_here(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # the record of a rank on node-b: its pid (this process's, alive here) is node-b's
+    # the records of ranks on node-b: their pid (this process's, alive here) is node-b's
     with monkeypatch.context() as there:
         there.setattr(socket, "gethostname", lambda: "node-b")
-        mark = HookMark(tmp_path / f"{MARK_PREFIX}1", RUN)
+        marks = [HookMark(tmp_path / f"{MARK_PREFIX}{rank}", RUN) for rank in range(1, 12)]
     try:
-        words = unmarked_words(tmp_path, RUN, [1])
+        one = unmarked_words(tmp_path, RUN, [1])
+        many = unmarked_words(tmp_path, RUN, list(range(1, 12)))
+        # a rank in a hook method is `in_hook_words`' to name, not these words'
+        marks[0].enter(InHook().on_step_end, (None, TrainerState(global_step=5)))
+        in_hook = unmarked_words(tmp_path, RUN, [1])
     finally:
-        mark.close()
-    pid = os.getpid()
-    assert words == f"rank 1 (pid {pid} on node-b: not this host, not checked from here)"
+        for mark in marks:
+            mark.close()
+    unchecked = "on node-b: not this host, not checked from here"
+    assert one == f"rank 1 (pid {os.getpid()} {unchecked})"
+    # of many, the first 8 named, then their count (one line, not hundreds of names)
+    named = ", ".join(f"rank {rank} (pid {os.getpid()} {unchecked})" for rank in range(1, 9))
+    assert many == f"{named}, 3 more alive or not checked"
+    assert in_hook == ""

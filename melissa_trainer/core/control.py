@@ -22,7 +22,7 @@ import difflib
 import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 #: other libraries' control flags (HF `TrainerControl`) -> what to do here: set, they
 #: would be plain attributes that nothing reads, so a ported callback never stopped
@@ -93,7 +93,8 @@ class TrainerControl:
     made, any of its fields that are the trainer's (`_INTERNAL`: `asked`, `deferring`,
     `stop_reason`, `stop_step`, `clock`; read-only to hooks, the error naming what to
     use instead: a flag, `request_stop`): `__init__` sets them, then only its methods
-    (`defer`, `take_asks`, `request_stop`, the flags' setter).
+    (`defer`, `take_asks`, `keep`, `request_stop`, the flags' setter). `asked` cannot be
+    changed in place either (``control.asked["should_save"] = ...``: `AskedRequests`).
     """
 
     should_stop: bool = False
@@ -106,6 +107,7 @@ class TrainerControl:
     #: performed where the ranks agree on them (`take_asks`, `grant`), not by this rank
     #: alone at its next action point (a request on one rank made the ranks' collectives
     #: fall out of step: htrial's `if state.is_world_process_zero: should_save`)
+    #: (read-only: `AskedRequests`; this class's methods change it)
     asked: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
     #: whether hooks' requests are deferred to the ranks' agreement (`defer`)
     deferring: bool = field(default=False, compare=False, repr=False)
@@ -137,7 +139,7 @@ class TrainerControl:
             setter = frame.f_back if frame is not None else None
             code = setter.f_code if setter is not None else None
             who = "" if code is None else getattr(code, "co_qualname", code.co_name)
-            self.asked.setdefault(name, who)
+            dict.setdefault(self.asked, name, who)  # (read-only to others: `AskedRequests`)
             return
         if name == "should_stop" and value and self.__dict__.get("stop_step") is None:
             clock = self.__dict__.get("clock")  # (dated once: `stop_step`)
@@ -156,9 +158,20 @@ class TrainerControl:
         object.__setattr__(self, name, value)
 
     def __post_init__(self) -> None:
+        # `asked` read-only to hooks (`AskedRequests`), this control's own (a copy: one
+        # given to `__init__`, `dataclasses.replace`'s, is not shared)
+        object.__setattr__(self, "asked", AskedRequests(self.asked))
         # made: from now on `_INTERNAL` fields are refused to ``control.NAME = ...``
         # (a copy or an unpickled one carries the mark in its ``__dict__``)
         object.__setattr__(self, "_made", True)
+
+    def keep(self, name: str, who: str) -> None:
+        """The trainer's: a request of the flag `name` (of `ASKED`) that `who` made,
+        kept in `asked` for the ranks' agreement (a hook's direct call under several
+        ranks: `trainer.actions`); a hook sets the flag instead."""
+        if name not in ASKED:
+            raise ValueError(f"keep: {name!r} is not one of {ASKED}")
+        dict.setdefault(self.asked, name, who)
 
     def request_stop(self, reason: str) -> None:
         """Set `should_stop`, with `reason` (words a user reads at the end of the run:
@@ -182,7 +195,7 @@ class TrainerControl:
         same step. The library's schedule, identical on every rank, sets its flags with
         `request_alike`. Off: flags are set as they are asked (one process)."""
         object.__setattr__(self, "deferring", bool(on))
-        self.asked.clear()
+        dict.clear(self.asked)
 
     def request_alike(self, name: str) -> None:
         """Set the flag `name` (of `ASKED`) now, deferring or not: for a request that
@@ -196,7 +209,7 @@ class TrainerControl:
         """This rank's requests kept since the last `take_asks`, one 0/1 per flag of
         `ASKED` (in its order), for the ranks' agreement; forgets them."""
         asks = tuple(int(name in self.asked) for name in ASKED)
-        self.asked.clear()
+        dict.clear(self.asked)
         return asks  # type: ignore[return-value]
 
     def grant(self, agreed: Sequence[int]) -> None:
@@ -210,6 +223,41 @@ class TrainerControl:
 
 #: the requests that start collectives, in the order of their agreement's numbers
 ASKED = ("should_log", "should_validate", "should_save")
+
+
+class AskedRequests(dict[str, str]):
+    """`TrainerControl.asked`, read-only to everyone but `TrainerControl`'s methods
+    (which change it through ``dict``'s own: ``dict.clear(asked)``).
+
+    A hook's ``control.asked["should_save"] = ...`` (or ``del``, ``clear``, ``pop``,
+    ``update``, ``|=``, ``setdefault``) changed this rank's requests alone, out of the
+    ranks' agreement, as a hook's ``control.asked = {}`` did before it was refused:
+    the ranks' collectives fell out of step. Each is a TypeError naming the flags to
+    set instead. Copies and pickles as a dict does (`__reduce__`)."""
+
+    def __reduce__(self) -> tuple[type[AskedRequests], tuple[dict[str, str]]]:
+        # (not dict's way: it would set the items one by one, each refused)
+        return (type(self), (dict(self),))
+
+
+def _refuse_change(self: AskedRequests, *args: object, **kwargs: object) -> NoReturn:
+    raise TypeError(f"control.asked cannot be changed in place: {_internal_field('asked')}")
+
+
+# (set after the class: as methods in its body each would have to repeat dict's
+# signature to type-check)
+for _name in (
+    "__setitem__",
+    "__delitem__",
+    "__ior__",
+    "clear",
+    "pop",
+    "popitem",
+    "setdefault",
+    "update",
+):
+    setattr(AskedRequests, _name, _refuse_change)
+del _name
 
 #: the only attributes a `TrainerControl` takes (`__setattr__`)
 _CONTROL_FIELDS = tuple(f.name for f in dataclasses.fields(TrainerControl))

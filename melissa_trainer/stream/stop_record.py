@@ -120,8 +120,14 @@ class StopRecord:
 
 
 def build_record(ingest: Any, run_id: str | None, reason: StopReason) -> dict[str, Any]:
-    """The record of `ingest` (an `IngestState`, no longer changing: its thread has
-    stopped), JSON-ready (module docstring)."""
+    """The record of `ingest` (an `IngestState`), JSON-ready (module docstring).
+
+    Its thread has stopped, or did not within the receiver's wait (`Receiver.stop`: a
+    stuck ingester): then it may still change the ledgers while they are read here, so
+    each dict iterated is copied first with `dict.copy`, which runs no Python code that
+    could hand over to the ingester mid-copy (``list(d.items())`` allocates a tuple per
+    entry: a collection may run a finalizer there, and the ingester add a ledger:
+    "dictionary changed size during iteration"; `ingest_queries`)."""
     refused = ingest.nonfinite.by_simulation
     finished_ids = ingest.finished_ids[-RECORD_LIMIT:]
     finished = []
@@ -132,12 +138,12 @@ def build_record(ingest: Any, run_id: str | None, reason: StopReason) -> dict[st
             finished.append([int(sid), int(steps), min(int(refused.get(sid, 0)), int(steps))])
     byes: list[list[int]] = []
     complete = len(finished_ids) == len(ingest.finished_ids)
-    for sid, ledger in list(ingest.sims.items()):
+    for sid, ledger in ingest.sims.copy().items():
         if ledger.finished:
             continue
         steps = int(ledger.completed)
         bad = min(int(refused.get(sid, 0)), steps)
-        for rank, count in sorted(ledger.byes.items()):
+        for rank, count in sorted(ledger.byes.copy().items()):
             if len(byes) >= RECORD_LIMIT:
                 complete = False
                 break

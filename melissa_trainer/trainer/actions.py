@@ -158,7 +158,7 @@ class TrainerActions(RefusesHFKeywords):
         who = self._hook_in_train()
         if who is None:
             return False
-        self.control.asked.setdefault(flag, who)
+        self.control.keep(flag, who)
         said = trainer.direct_calls.said
         if call not in said:
             said.add(call)

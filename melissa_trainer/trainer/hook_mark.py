@@ -26,7 +26,9 @@ Each mark holds its rank's pid, the process's start time and host too, written o
 3 ranks or more the survivor cannot tell from its broken collective which peer is gone,
 so it checks each marked peer's pid (`_lives`): alive on this host, the peer "is in"
 its hook method; ended (or a zombie, or the pid now another process's), it "died" in
-it; on another host, the words say it cannot be checked from here.
+it; on another host, the words say it cannot be checked from here. A peer in no hook
+method is checked so too (`unmarked_words`): its mark, made as the rank started, holds
+its pid while it is in none, so a peer killed outside any hook is named as well.
 
 The library's own hooks are not marked: their collectives are called on every rank.
 """
@@ -42,7 +44,16 @@ from typing import Any, NamedTuple
 
 from melissa_trainer.hooks.raised import method_name, raised_in
 
-__all__ = ["MARK_PREFIX", "HookMark", "Mark", "in_hook_words", "marked_run", "read_mark"]
+__all__ = [
+    "MARK_PREFIX",
+    "HookMark",
+    "Mark",
+    "in_hook_words",
+    "marked_run",
+    "read_mark",
+    "read_record",
+    "unmarked_words",
+]
 
 #: the marks' file names in the notes' folder (`rank_failure.NOTES_DIR`), then the rank
 MARK_PREFIX = "in-hook-"
@@ -58,6 +69,8 @@ _HOSTNAME = _START + 8
 _WORDS = _HOSTNAME + _HOST
 _SIZE = _WORDS + _NAME
 _STEP_BYTES = struct.Struct("<q")
+#: the most ranks alive (or on another host) that `unmarked_words` names one by one
+MOST_NAMED = 8
 #: what a collective in a hook on some ranks only does, and the fix
 HOOK_COLLECTIVE = (
     "a collective in a hook (torch.distributed's, accelerator.gather / reduce) must be "
@@ -180,24 +193,66 @@ def marked_run(path: Path) -> str | None:
     return data.rstrip(b"\0").decode(errors="replace") if len(data) == _ID else None
 
 
-def read_mark(path: Path, run_id: str) -> Mark | None:
-    """The hook method (``Class.method``) and step a mark at `path` says its rank is
-    in, with the rank's pid and host, when it is of run `run_id` and in one; None
-    otherwise (or unreadable)."""
+def read_record(path: Path, run_id: str) -> Mark | None:
+    """What the mark at `path` says of its rank when it is of run `run_id`: its pid,
+    start time and host (written once, as the rank started: `HookMark`), and the hook
+    method and step it is in (name "" and step -1 when in none); None when there is
+    no such mark (or it is unreadable)."""
     try:
         data = path.read_bytes()
     except OSError:
         return None
     if len(data) < _SIZE or data[:_ID].rstrip(b"\0") != run_id.encode()[:_ID]:
         return None
-    if data[_FLAG] != 1:
-        return None
-    (step,) = _STEP_BYTES.unpack_from(data, _STEP)
     (pid,) = _STEP_BYTES.unpack_from(data, _PID)
     (start,) = _STEP_BYTES.unpack_from(data, _START)
     host = data[_HOSTNAME:_WORDS].split(b"\0", 1)[0].decode(errors="replace")
+    if data[_FLAG] != 1:
+        return Mark("", -1, int(pid), host, int(start))
+    (step,) = _STEP_BYTES.unpack_from(data, _STEP)
     name = data[_WORDS:_SIZE].split(b"\0", 1)[0].decode(errors="replace")
     return Mark(name, int(step), int(pid), host, int(start))
+
+
+def read_mark(path: Path, run_id: str) -> Mark | None:
+    """The hook method (``Class.method``) and step a mark at `path` says its rank is
+    in, with the rank's pid and host, when it is of run `run_id` and in one; None
+    otherwise (or unreadable)."""
+    record = read_record(path, run_id)
+    return record if record is not None and record.name else None
+
+
+def unmarked_words(notes: Path, run_id: str, ranks: list[int]) -> str:
+    """Whether each of `ranks` that is in no hook method (its mark in the folder
+    `notes` says none: a rank in one is named by `in_hook_words`) still runs, by the
+    pid its mark holds: "rank N (pid P) is dead on this host" (ended, a zombie, or its
+    pid now another process's: `_lives`), "... is alive on this host", or, on another
+    host, that it cannot be checked from here; "" when none of them has a mark (one
+    that could not be made; a peer's on another node may not show yet). The dead come
+    first, each named; of the others, the first `MOST_NAMED`, then their count (a run
+    of hundreds of ranks: one line, not hundreds of names).
+
+    For a survivor whose collective broke with no note: of 3 ranks or more the
+    collective does not say which peer is gone, and a rank killed outside any hook (a
+    signal, the OOM killer) leaves no other word."""
+    here = socket.gethostname()
+    dead, others = [], []
+    for rank in ranks:
+        record = read_record(notes / f"{MARK_PREFIX}{rank}", run_id)
+        if record is None or record.name:
+            continue
+        if record.host != here:
+            others.append(
+                f"rank {rank} (pid {record.pid} on {record.host}: not this host, not "
+                f"checked from here)"
+            )
+        elif _lives(record):
+            others.append(f"rank {rank} (pid {record.pid}) is alive on this host")
+        else:
+            dead.append(f"rank {rank} (pid {record.pid}) is dead on this host")
+    more = len(others) - MOST_NAMED
+    said = dead + others[:MOST_NAMED] + ([f"{more} more alive or not checked"] if more > 0 else [])
+    return ", ".join(said)
 
 
 def in_hook_words(

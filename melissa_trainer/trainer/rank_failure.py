@@ -17,7 +17,9 @@ simulations (``OUTPUT_DIR/rendezvous``) and the checkpoints do: several nodes sh
 A note holds the run's id (`OnlineTrainer.run_id`): one from an earlier run in the same
 directory is never read. A rank killed by a signal (SIGKILL, the OOM killer) writes
 none: the others then say, in one paragraph at ERROR, that another rank is gone and
-left no note (which one, when there are two), that no checkpoint is written at this
+left no note (which one, when there are two; each peer's pid, and whether it is dead
+or alive on this host, by the hook marks: `hook_mark.unmarked_words`,
+`hook_mark.in_hook_words`), that no checkpoint is written at this
 stop, and the latest one to resume from with ``--resume_from_checkpoint latest``; then
 they raise a `RankGone`, as quiet as `RankFailed` (before, the backend's error and its
 traceback followed the line).
@@ -40,7 +42,7 @@ import torch
 from melissa_trainer.common.refusal import SaidOnRankZero
 from melissa_trainer.core.view import TrainerView
 from melissa_trainer.hooks.raised import raised_in
-from melissa_trainer.trainer.hook_mark import in_hook_words
+from melissa_trainer.trainer.hook_mark import in_hook_words, unmarked_words
 from melissa_trainer.trainer.resume_words import failure_words
 
 __all__ = [
@@ -240,10 +242,14 @@ def peer_failure(
         # peer's pid, on this host, says whether it died: `hook_mark._lives`)
         lost = others[0] if len(others) == 1 else None
         hook = in_hook_words(_notes(trainer), str(trainer.run_id), others, error, step, lost)
+        # (each peer in no hook: whether its pid, recorded as it started, still runs)
+        pids = unmarked_words(_notes(trainer), str(trainer.run_id), others)
+        if pids:
+            pids = f"; by the pids the ranks recorded as they started: {pids}"
         gone = RankGone(
             f"rank {me} stopped at step {step}: another rank is gone and left no note of "
             f"why ({who}killed by a signal? the launcher's output names the rank that "
-            f"exited first){'; ' + hook if hook else ''}; "
+            f"exited first){pids}{'; ' + hook if hook else ''}; "
             f"{failure_words(trainer, None, NO_SAVE, '')}"
         )
         if say:

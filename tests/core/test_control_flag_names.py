@@ -140,3 +140,85 @@ def test_the_trainers_ranks_agreement_and_stop_words_are_refused_to_a_hook(
         assert copied.deferring and copied.stop_reason == "the hook's words"
         with pytest.raises(AttributeError, match=f"{name} is the trainer's"):
             setattr(copied, name, value)
+
+
+class AsksInPlace(Hook):
+    """A hook that changes the requests kept for the ranks' agreement in place."""
+
+    def on_step_end(self, trainer: Any, state: Any, control: Any) -> None:
+        if state.global_step >= 2:
+            control.asked["should_save"] = "mine"
+
+
+#: what each change in place of `asked` does (a hook's)
+CHANGES: dict[str, Any] = {
+    "item": lambda asked: asked.__setitem__("should_save", "mine"),
+    "del": lambda asked: asked.__delitem__("should_log"),
+    "clear": lambda asked: asked.clear(),
+    "pop": lambda asked: asked.pop("should_log"),
+    "popitem": lambda asked: asked.popitem(),
+    "setdefault": lambda asked: asked.setdefault("should_validate", "mine"),
+    "update": lambda asked: asked.update(should_save="mine"),
+    "ior": lambda asked: asked.__ior__({"should_save": "mine"}),
+}
+ASKED_IN_PLACE = (
+    r"asked cannot be changed in place: .*set should_log, should_validate or should_save"
+)
+
+
+@pytest.mark.parametrize("change", sorted(CHANGES))
+def test_the_requests_kept_for_the_ranks_agreement_are_not_changed_in_place(change: str) -> None:
+    """Failed before: a hook's ``control.asked["should_save"] = ...`` (or any dict
+    method that changes it) was accepted, as ``control.asked = {}`` no longer is, and
+    changed this rank's requests alone, out of the ranks' agreement (their collectives
+    out of step). Refused, naming the flags to set; the trainer's methods still keep,
+    take and clear the requests, and a copy is still read-only."""
+    control = TrainerControl()
+    control.defer(True)
+    control.should_log = True  # a hook's request: kept
+    with pytest.raises(TypeError, match=ASKED_IN_PLACE):
+        CHANGES[change](control.asked)
+    assert control.asked == {
+        "should_log": "test_the_requests_kept_for_the_ranks_agreement_are_not_changed_in_place"
+    }
+    control.keep("should_save", "Hook.on_log")  # (the trainer's: a hook's direct call)
+    assert control.take_asks() == (1, 0, 1) and control.asked == {}
+    control.should_validate = True
+    for copied in (copy.copy(control), copy.deepcopy(control), pickle.loads(pickle.dumps(control))):
+        assert list(copied.asked) == ["should_validate"]
+        with pytest.raises(TypeError, match=ASKED_IN_PLACE):
+            CHANGES[change](copied.asked)
+    replaced = dataclasses.replace(control)
+    assert list(replaced.asked) == ["should_validate"] and replaced.asked is not control.asked
+    assert dataclasses.asdict(control)["asked"] == {
+        "should_validate": control.asked["should_validate"]
+    }
+    control.defer(False)  # (the trainer's: cleared)
+    assert control.asked == {}
+
+
+@pytest.mark.timeout(120)
+def test_a_hook_changing_the_kept_requests_fails_the_run_at_once(tmp_path: Path) -> None:
+    args = TrainingArguments(
+        output_dir=str(tmp_path / "out"),
+        batch_size=8,
+        buffer="fifo",
+        buffer_size=64,
+        watermark=1,
+        max_steps=50,
+        save_at_end=False,
+        report_to="none",
+        disable_progress_bar=True,
+    )
+    model = small_model(0)
+    run = OnlineTrainer(
+        model,
+        args,
+        torch.optim.Adam(model.parameters(), lr=1e-2),
+        train_source=list(linear_samples(800, 0)),
+        process_sample=xy,
+        hooks=[AsksInPlace()],
+    )
+    with pytest.raises(TypeError, match=ASKED_IN_PLACE):
+        run.train()
+    assert run.state.global_step == 2  # not trained on to max_steps

@@ -120,6 +120,12 @@ def _lives(mark: Mark) -> bool:
     return state != b"Z" and (not mark.start or _started(mark.pid) == mark.start)
 
 
+def _this_host() -> str:
+    """This host's name as a mark reads back: its first ``_HOST - 1`` bytes (a 64-byte
+    name, Linux's longest, compared whole read its own rank as another host's, hrev3)."""
+    return socket.gethostname().encode()[: _HOST - 1].decode(errors="replace")
+
+
 class HookMark:
     """This rank's mark: the user's hook method it is in, if any (module docstring).
 
@@ -140,7 +146,7 @@ class HookMark:
         pid = os.getpid()
         _STEP_BYTES.pack_into(self._map, _PID, pid)
         _STEP_BYTES.pack_into(self._map, _START, _started(pid))
-        host = socket.gethostname().encode()[: _HOST - 1]
+        host = socket.gethostname().encode()[: _HOST - 1]  # (`_this_host`'s bytes)
         self._map[_HOSTNAME : _HOSTNAME + len(host)] = host
         #: each method's name as the mark holds it; None: a library hook's (not marked)
         self._names: dict[Any, bytes | None] = {}
@@ -235,7 +241,7 @@ def unmarked_words(notes: Path, run_id: str, ranks: list[int]) -> str:
     For a survivor whose collective broke with no note: of 3 ranks or more the
     collective does not say which peer is gone, and a rank killed outside any hook (a
     signal, the OOM killer) leaves no other word."""
-    here = socket.gethostname()
+    here = _this_host()
     dead, others = [], []
     for rank in ranks:
         record = read_record(notes / f"{MARK_PREFIX}{rank}", run_id)
@@ -279,8 +285,7 @@ def in_hook_words(
     at the same step, each called what is there: the death is likely something else
     (killed by a signal, out of memory), the rule only a possibility."""
     places: list[tuple[str, int] | None] = []  # (each rank's hook method and step)
-    # (as a mark keeps it: a 64-byte name cut to 63 read as another host, hrev3)
-    here = socket.gethostname().encode()[: _HOST - 1].decode(errors="replace")
+    here = _this_host()
     said = []
     own = raised_in(error)
     places.append(None if own is None else (own, step))

@@ -13,7 +13,7 @@ import pytest
 from melissa_trainer.core.state import TrainerState
 from melissa_trainer.hooks import Hook
 from melissa_trainer.hooks.raised import mark
-from melissa_trainer.trainer.hook_mark import MARK_PREFIX, HookMark, in_hook_words
+from melissa_trainer.trainer.hook_mark import MARK_PREFIX, HookMark, in_hook_words, unmarked_words
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -42,3 +42,15 @@ def test_a_peer_on_a_host_with_a_long_name_is_checked_as_on_this_host(
     said = f"rank 1 is in the hook method Gathers.on_step_end (step 5, pid {os.getpid()})"
     assert said in words, words
     assert "not this host" not in words, words
+
+
+def test_a_rank_in_no_hook_on_a_host_with_a_long_name_is_checked_as_on_this_host(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(socket, "gethostname", lambda: "n" * 64)
+    peer = HookMark(tmp_path / f"{MARK_PREFIX}1", RUN)  # (this process: alive, in no hook)
+    try:
+        words = unmarked_words(tmp_path, RUN, [1])
+    finally:
+        peer.close()
+    assert words == f"rank 1 (pid {os.getpid()}) is alive on this host", words

@@ -18,7 +18,8 @@ When every validation sample carries a ``simulation_id`` (`SimulationErrors`), e
   first, columns ``step`` (the validation's step), ``simulation_id``, ``loss``, then
   each parameter, named as the study's sampler names them (`Study`'s stream has the
   names) when their number matches the samples' ``parameters``, else ``parameter_0``,
-  ``parameter_1``... (no parameter columns when a sample has no ``parameters``).
+  ``parameter_1``... (no parameter columns when a sample has no ``parameters``); a file
+  it cannot write is a WARNING naming it, and training goes on.
 
 The file holds the last validation only (its size is the held-out set's, whatever the
 run's length); the per-validation history of the worst is the log history's

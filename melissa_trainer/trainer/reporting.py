@@ -12,6 +12,7 @@ on a GPU the host waits there, not in the all-reduce's call.
 
 from __future__ import annotations
 
+import logging
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -27,6 +28,8 @@ from melissa_trainer.trainer.simulation_errors import SimulationErrors, per_samp
 
 if TYPE_CHECKING:  # pragma: no cover
     from melissa_trainer.trainer.loop import OnlineTrainer
+
+logger = logging.getLogger(__name__)
 
 
 def log(trainer: OnlineTrainer) -> dict[str, float]:
@@ -114,7 +117,8 @@ def evaluate(trainer: OnlineTrainer) -> dict[str, float]:
 def keep_held_out(trainer: OnlineTrainer, tails: SimulationErrors) -> None:
     """Set `trainer.held_out_losses` from the reduced `tails` (every rank alike) and, on
     the main process, rewrite ``{output_dir}/held_out_losses.csv``
-    (`melissa_trainer.trainer.held_out`)."""
+    (`melissa_trainer.trainer.held_out`); a file it cannot write is a WARNING naming it
+    and the error, not the end of a long training."""
     assert trainer.eval_dataset is not None  # (evaluate's caller checked)
     held_out = HeldOutLosses.of(
         trainer.state.global_step,
@@ -125,7 +129,16 @@ def keep_held_out(trainer: OnlineTrainer, tails: SimulationErrors) -> None:
     )
     trainer.held_out_losses = held_out
     if trainer.is_main_process:
-        held_out.write(Path(trainer.args.output_dir) / HELD_OUT_FILE)
+        path = Path(trainer.args.output_dir) / HELD_OUT_FILE
+        try:
+            held_out.write(path)
+        except OSError as error:  # a report beside the run: said, not a stop of training
+            logger.warning(
+                "could not write the held-out losses to %s (%s): this validation's are in "
+                "trainer.held_out_losses; training goes on",
+                path,
+                error,
+            )
 
 
 def watched(

@@ -7,6 +7,7 @@ and against the model's own per-simulation errors computed here."""
 from __future__ import annotations
 
 import csv
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -119,3 +120,16 @@ def test_no_file_and_no_worst_without_simulation_ids(tmp_path: Path) -> None:
     assert "eval_worst_simulation" not in trainer.evaluate()
     assert trainer.held_out_losses is None
     assert not (tmp_path / "out" / "held_out_losses.csv").exists()
+
+
+def test_a_file_that_cannot_be_written_is_a_warning_and_training_goes_on(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    trainer = trained(tmp_path, held_out())
+    (tmp_path / "out" / "held_out_losses.csv.tmp").mkdir(parents=True)  # in the way
+    with caplog.at_level(logging.WARNING, logger="melissa_trainer"):
+        trainer.train()
+    assert trainer.held_out_losses is not None and trainer.held_out_losses.worst[0] == WORST
+    said = [r.getMessage() for r in caplog.records if "held-out losses" in r.getMessage()]
+    assert said and str(tmp_path / "out" / "held_out_losses.csv") in said[0], said
+    assert "training goes on" in said[0]

@@ -21,13 +21,14 @@ from __future__ import annotations
 import argparse
 import csv
 import io
-import json
 import runpy
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
+
+from melissa_trainer.common.json_output import to_json
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from report import add_flags, finish  # noqa: E402
@@ -101,7 +102,7 @@ def main() -> None:
     sizes = [12] if opts.quick else opts.n_sims
     runs = [child(n) for n in sizes]
     for run in runs:
-        print(json.dumps(run), file=sys.stderr, flush=True)
+        print(to_json(run), file=sys.stderr, flush=True)
     rows = []
     for r in runs:
         for what, ours, base, unit in (

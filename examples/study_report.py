@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -19,6 +20,7 @@ import torch
 from melissa_trainer import Hook, OnlineTrainer
 from melissa_trainer.launcher import AdaptiveSampler, Launcher
 from melissa_trainer.launcher.account import drawn_by, steered_draws
+from melissa_trainer.trainer.held_out import HELD_OUT_FILE
 
 __all__ = [
     "StepTimer",
@@ -159,11 +161,18 @@ def run_summary(
     job_limit: int,
     resumed_from: str | None = None,
 ) -> dict[str, Any]:
-    """The JSON summary's keys every example has: timings, counts, and "plot" (None).
+    """The JSON summary's keys every example has: timings, counts, the study's files
+    (``draws_csv``: the launcher's `draws_path`, each draw and its losses;
+    ``held_out_csv``: the last validation's per-held-out-simulation losses,
+    `melissa_trainer.trainer.held_out`; None where there is none), and "plot" (None).
     After a resume (`resumed_from`), the launcher's times and counts span both runs, and
     `sequential_seconds` is None (not measured, as `print_overlap` says: the earlier
     run's simulation time against this run's training would be neither run's figure)."""
     study: dict[str, float] = launcher.summary() if launcher is not None else {}
+    draws = None if launcher is None else launcher.draws_path
+    held_out = None
+    if getattr(trainer, "held_out_losses", None) is not None:
+        held_out = Path(trainer.args.output_dir) / HELD_OUT_FILE
     simulation = study.get("simulation_seconds")
     sequential = None if resumed_from is not None else simulation
     return {
@@ -179,6 +188,10 @@ def run_summary(
         "simulations_finished": study.get("finished"),
         "study": study,  # the launcher's counts (empty in external mode)
         "resumed_from": resumed_from,  # a checkpoint: the study's figures span both runs
+        # each draw, how it was drawn and its observed losses (None: no launcher here)
+        "draws_csv": None if draws is None else str(draws),
+        # the last validation's loss and parameters per held-out simulation, worst first
+        "held_out_csv": None if held_out is None else str(held_out),
         "plot": None,
     }
 

@@ -94,6 +94,8 @@ EVAL: dict[str, str] = {
     "eval_loss_p99": "99th percentile of the held-out simulations' mean losses",
     "eval_loss_max": "the worst held-out simulation's mean loss",
     "eval_simulations": "how many simulations the tails are over",
+    "eval_worst_simulation": "the id of the worst held-out simulation (its parameters: "
+    "`{output_dir}/held_out_losses.csv`)",
 }
 
 #: `TrainingArguments` fields by purpose (every field once: `render` checks)

@@ -7,7 +7,8 @@ made), with a header; columns, in this order:
 - ``simulation_id``: the simulation the row is about;
 - ``event``: ``draw`` (the sampler drew its parameters; one row per simulation id),
   ``loss`` (an adaptive sampler observed its training loss: the relative loss it was
-  given, again at each newer report), or ``redrawn`` / ``abandoned`` (it failed for
+  given, the first, then again each time it moved by more than `LOSS_CHANGE` (10%) of
+  the last one written: `loss_changed`), or ``redrawn`` / ``abandoned`` (it failed for
   good, its restarts used up: `LauncherTuning.on_failure` replaced it by a new draw,
   under a new id, or abandoned it);
 - each parameter by name, the values the simulation received (on every row; a
@@ -19,6 +20,14 @@ made), with a header; columns, in this order:
 - ``loss``: the loss observed (empty on a ``draw`` row; a given-up row repeats the
   last one written).
 
+The sampler observes every report (the launcher hands it each simulation's newest loss
+before each draw); the file skips those within `LOSS_CHANGE` of the last written, as
+each draw hands the sampler the newest loss of every simulation trained on since the
+last draw: unskipped, a study of n simulations whose buffer holds k of them wrote about
+n * k loss rows (`benchmarks/draws_log_size.py`: 96 simulations, 2,473 loss rows, 457
+with the skip). So a simulation's last ``loss`` is within 10% of the last the sampler
+observed.
+
 Every row repeats the simulation's parameters and how it was drawn, so the last row
 of each simulation is all that is known of it:
 ``pd.read_csv(p).drop_duplicates("simulation_id", keep="last")``.
@@ -28,7 +37,8 @@ the launcher's checkpoint holds the draws made before it (`next_id`); rows of
 later draws, which a killed run wrote and its resume draws again under the same ids,
 are dropped when the resumed launcher opens the file (the one rewrite, atomic), and a
 saved simulation without a ``draw`` row (a study saved before this file existed) gets
-one, ``drawn`` ``unrecorded``. No row is duplicated or lost across a resume.
+one, ``drawn`` ``unrecorded``. No row is duplicated or lost across a resume; the skip
+resumes from each simulation's last ``loss`` row kept, as the killed run's file had it.
 
 Not thread-safe: the launcher writes under its lock (`StudyRecord.take`,
 `StudyRecordState.apply_observations`).
@@ -45,11 +55,20 @@ from typing import IO, Any
 
 from melissa_trainer.launcher.samplers import Sampler
 
-__all__ = ["DRAWS_FILE", "DrawLog", "draw_origin", "explored_count"]
+__all__ = ["DRAWS_FILE", "LOSS_CHANGE", "DrawLog", "draw_origin", "explored_count", "loss_changed"]
 
 #: the file's name in the study folder
 DRAWS_FILE = "draws.csv"
 _FIXED = ("simulation_id", "event", "drawn", "parent", "loss")
+#: a loss row is written when the loss moved by more than this share of the last written
+LOSS_CHANGE = 0.1
+
+
+def loss_changed(last: float | None, loss: float) -> bool:
+    """Whether `loss` gets a row after `last` (the last one written for its simulation;
+    None: none yet): the first always, then one that moved by more than `LOSS_CHANGE`
+    of ``|last|`` (after a 0, any other value)."""
+    return last is None or abs(loss - last) > LOSS_CHANGE * abs(last)
 
 
 def explored_count(sampler: Sampler) -> int | None:
@@ -148,9 +167,11 @@ class DrawLog:
         self._write(sid, "draw", "")
 
     def observed(self, losses: Mapping[int, float]) -> None:
-        """Append a loss row per simulation whose observed loss is given (one flush)."""
+        """Append a loss row per simulation whose observed loss is given and moved by
+        more than `LOSS_CHANGE` of the last written for it (`loss_changed`); one flush."""
         for sid, loss in losses.items():
-            if sid in self._draws:
+            last = self._losses.get(sid)
+            if sid in self._draws and loss_changed(None if last is None else float(last), loss):
                 self._losses[sid] = repr(float(loss))
                 self._write(sid, "loss", self._losses[sid], flush=False)
         self._file.flush()

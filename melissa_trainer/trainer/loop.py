@@ -40,6 +40,7 @@ from melissa_trainer.sources.source import Source, SourceError
 from melissa_trainer.trainer.after_train import mark_exit
 from melissa_trainer.trainer.direct_calls import DirectCalls
 from melissa_trainer.trainer.ending import end_training, failed
+from melissa_trainer.trainer.held_out import HeldOutLosses
 from melissa_trainer.trainer.losses import LossFn
 from melissa_trainer.trainer.preemption import Preempted, StopCause
 from melissa_trainer.trainer.roll_call import launch_roll_call
@@ -159,6 +160,10 @@ class OnlineTrainer(TrainerSteps):
         )  # fmt: skip
         self.source, self.buffer, self.dataset = data.source, data.buffer, data.dataset
         self.eval_dataset = eval_dataset = data.eval_dataset
+        #: The last validation's loss per held-out simulation, with their parameters
+        #: (`trainer.held_out.HeldOutLosses`: `.worst`, `.rows()`), when every validation
+        #: sample carries a ``simulation_id``; None before, or without ids.
+        self.held_out_losses: HeldOutLosses | None = None
         self.state = TrainerState(max_steps=args.max_steps)
         self.control = TrainerControl(clock=self.state)  # (dates a stop: `stop_step`)
         self.hooks = make_hooks(args, eval_dataset, self.source, hooks, use_default_hooks)

@@ -12,7 +12,9 @@ on a GPU the host waits there, not in the all-reduce's call.
 
 from __future__ import annotations
 
+import logging
 from contextlib import AbstractContextManager, nullcontext
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import torch
@@ -21,10 +23,13 @@ from accelerate.utils import send_to_device
 
 from melissa_trainer.core.wait_watch import EVAL_USUAL, STEPS_USUAL
 from melissa_trainer.hooks import Event
+from melissa_trainer.trainer.held_out import HELD_OUT_FILE, HeldOutLosses, parameter_names
 from melissa_trainer.trainer.simulation_errors import SimulationErrors, per_sample_losses_available
 
 if TYPE_CHECKING:  # pragma: no cover
     from melissa_trainer.trainer.loop import OnlineTrainer
+
+logger = logging.getLogger(__name__)
 
 
 def log(trainer: OnlineTrainer) -> dict[str, float]:
@@ -98,6 +103,7 @@ def evaluate(trainer: OnlineTrainer) -> dict[str, float]:
     if tails is not None:
         with watched(trainer, f"{at} (the all-reduce of the per-simulation tails)", EVAL_USUAL):
             metrics.update(tails.metrics(trainer.stop_sync.distributed))
+        keep_held_out(trainer, tails)
     with torch.no_grad():  # the hooks' metrics, before anything reads them (eval mode)
         trainer.hooks.eval_figures(trainer, metrics)
     trainer.model.train()
@@ -106,6 +112,33 @@ def evaluate(trainer: OnlineTrainer) -> dict[str, float]:
     state.append_log(metrics)
     trainer.hooks.fire(Event.VALIDATION_END, trainer, state, control, metrics)
     return metrics
+
+
+def keep_held_out(trainer: OnlineTrainer, tails: SimulationErrors) -> None:
+    """Set `trainer.held_out_losses` from the reduced `tails` (every rank alike) and, on
+    the main process, rewrite ``{output_dir}/held_out_losses.csv``
+    (`melissa_trainer.trainer.held_out`); a file it cannot write is a WARNING naming it
+    and the error, not the end of a long training."""
+    assert trainer.eval_dataset is not None  # (evaluate's caller checked)
+    held_out = HeldOutLosses.of(
+        trainer.state.global_step,
+        tails.ids,
+        tails.means,
+        trainer.eval_dataset,
+        parameter_names(trainer.source),
+    )
+    trainer.held_out_losses = held_out
+    if trainer.is_main_process:
+        path = Path(trainer.args.output_dir) / HELD_OUT_FILE
+        try:
+            held_out.write(path)
+        except OSError as error:  # a report beside the run: said, not a stop of training
+            logger.warning(
+                "could not write the held-out losses to %s (%s): this validation's are in "
+                "trainer.held_out_losses; training goes on",
+                path,
+                error,
+            )
 
 
 def watched(

@@ -12,7 +12,11 @@ adds to the validation metrics:
   interpolation, numpy's default; with fewer than 100 simulations it lies between the
   two largest);
 * ``eval_loss_max``: the largest per-simulation mean loss;
-* ``eval_simulations``: how many simulations they are over.
+* ``eval_simulations``: how many simulations they are over;
+* ``eval_worst_simulation``: the id of the simulation whose mean loss is
+  ``eval_loss_max`` (the smallest id on a tie): which one, with its parameters and every
+  other's loss in ``trainer.held_out_losses`` and ``{output_dir}/held_out_losses.csv``
+  (`melissa_trainer.trainer.held_out`).
 
 ``eval_loss`` stays the mean over samples. Without simulation ids, or when the trainer
 cannot compute per-sample losses (its class overrides `compute_loss` alone, or its
@@ -90,6 +94,9 @@ class SimulationErrors:
     def __init__(self, ids: Sequence[int], device: torch.device) -> None:
         unique, rows = np.unique(np.asarray(ids, dtype=np.int64), return_inverse=True)
         self.simulations = len(unique)
+        #: the simulations' ids, ascending; after `metrics`, `means` their mean losses
+        self.ids: tuple[int, ...] = tuple(int(i) for i in unique)
+        self.means: tuple[float, ...] = ()
         self._rows = torch.from_numpy(rows.reshape(-1)).to(device)
         self._sums = torch.zeros(2, self.simulations, dtype=torch.float64, device=device)
 
@@ -117,16 +124,22 @@ class SimulationErrors:
         self._sums[1].index_add_(0, rows, torch.ones_like(rows, dtype=torch.float64))
 
     def metrics(self, distributed: bool) -> dict[str, float]:
-        """``eval_loss_p99``, ``eval_loss_max`` and ``eval_simulations`` over every
-        rank's sums (all-reduced first when `distributed`: a collective)."""
+        """``eval_loss_p99``, ``eval_loss_max``, ``eval_simulations`` and
+        ``eval_worst_simulation`` over every rank's sums (all-reduced first when
+        `distributed`: a collective); sets `means`, the same on every rank."""
         if distributed:
             dist.all_reduce(self._sums)
         totals, counts = self._sums.cpu().numpy()
-        means = totals[counts > 0] / counts[counts > 0]
+        # every simulation of the dataset is evaluated by some rank: no count is 0
+        means = totals / counts
+        self.means = tuple(float(m) for m in means)
+        worst = int(np.argmax(means))  # the first (smallest id) of equal maxima
         return {
             "eval_loss_p99": float(np.percentile(means, PERCENTILE)),
-            "eval_loss_max": float(means.max()),
+            "eval_loss_max": float(means[worst]),
             "eval_simulations": float(len(means)),
+            # an id as a float, as every metric is: exact below 2**53
+            "eval_worst_simulation": float(self.ids[worst]),
         }
 
 

@@ -4,6 +4,7 @@ run's ``--json`` summary, and the environment of its tampered solvers."""
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import subprocess
@@ -64,6 +65,20 @@ def check_run(summary: dict, out: Path) -> None:
     assert errors.max() == pytest.approx(summary["val_mse_max"], rel=1e-4)
     assert np.percentile(errors, 99) == pytest.approx(summary["val_mse_p99"], rel=1e-4)
     assert errors.mean() == pytest.approx(summary["val_mse"], rel=1e-4)
+    # the library's held-out file names the same worst (held-out i is id -1 - i), each
+    # simulation with its parameters; the JSON names it and the study's draws.csv
+    assert summary["held_out_csv"] == str(out / "held_out_losses.csv")
+    assert summary["draws_csv"] == str(out / "study" / "draws.csv")
+    assert (out / "study" / "draws.csv").exists()
+    with (out / "held_out_losses.csv").open(newline="") as file:
+        held = list(csv.DictReader(file))
+    assert [int(r["simulation_id"]) for r in held] == [-1 - int(i) for i in np.argsort(-errors)]
+    scale = errors.max() / float(held[0]["loss"])  # (the example's kelvin, squared)
+    for row in held:
+        assert float(row["loss"]) * scale == pytest.approx(
+            errors[-1 - int(row["simulation_id"])], rel=1e-4
+        )
+        assert set(row) >= {"t_initial", "t_left", "t_right", "t_bottom", "t_top"}
     study = summary["study"]
     assert study["failed"] == study["restarts"] == study["redraws"] == study["abandoned"] == 0
     # the stream ended: the source let the simulations exit before stopping the launcher

@@ -7,6 +7,7 @@ printed line (`print_overlap`) says that same figure and what it is made of."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -20,12 +21,32 @@ def summary(resumed_from: str | None) -> dict[str, Any]:
     trainer = SimpleNamespace(
         state=SimpleNamespace(total_samples_seen=80, global_step=10, log_history=[])
     )
-    launcher = SimpleNamespace(summary=lambda: {"simulation_seconds": 6.0, "finished": 8})
+    launcher = SimpleNamespace(
+        summary=lambda: {"simulation_seconds": 6.0, "finished": 8}, draws_path=None
+    )
     return run_summary(trainer, launcher, 1.5, 4.0, 2, resumed_from=resumed_from)  # type: ignore[arg-type]
 
 
 def test_a_fresh_run_says_how_long_one_after_the_other_would_take() -> None:
     assert summary(None)["sequential_seconds"] == 6.0 / 2 + 1.5
+
+
+def test_the_study_s_files_are_named(tmp_path: Path) -> None:
+    """``draws_csv`` and ``held_out_csv`` name the launcher's draws.csv and the last
+    validation's per-held-out-simulation losses (a user trial had to find them); None
+    where there are none (before, the keys did not exist)."""
+    draws = tmp_path / "study" / "draws.csv"
+    trainer = SimpleNamespace(
+        state=SimpleNamespace(total_samples_seen=0, global_step=0, log_history=[]),
+        held_out_losses=object(),
+        args=SimpleNamespace(output_dir=str(tmp_path)),
+    )
+    launcher = SimpleNamespace(summary=lambda: {}, draws_path=draws)
+    got = run_summary(trainer, launcher, 0.0, 0.0, 1)  # type: ignore[arg-type]
+    assert got["draws_csv"] == str(draws)
+    assert got["held_out_csv"] == str(tmp_path / "held_out_losses.csv")
+    none = summary(None)
+    assert none["draws_csv"] is None and none["held_out_csv"] is None
 
 
 def test_a_resumed_run_does_not() -> None:

@@ -127,6 +127,10 @@ def main() -> None:
             for h in state.log_history
             if "eval_loss" in h
         ],  # fmt: skip
+        "eval_worst": [h["eval_worst_simulation"] for h in state.log_history if "eval_loss" in h],
+        "held_out_losses": None
+        if trainer.held_out_losses is None
+        else [trainer.held_out_losses.ids, trainer.held_out_losses.losses],  # fmt: skip
         # the oracle: each held-out simulation's MSE by the model itself, on this rank
         "simulation_mse": simulation_mse(
             trainer.accelerator.unwrap_model(trainer.model), validation

@@ -96,6 +96,12 @@ def test_uneven_streams_end_every_rank_at_the_same_step(tmp_path: Path) -> None:
     assert largest == pytest.approx(max(oracle), rel=1e-5)
     assert p99 == pytest.approx(float(np.percentile(oracle, 99)), rel=1e-5)
     assert sorted(oracle)[1] < p99 < largest
+    # which one is worst, and every one's loss: the same on both ranks, the oracle's
+    assert results[0]["eval_worst"] == results[1]["eval_worst"]
+    assert results[0]["eval_worst"][-1] == int(np.argmax(oracle))  # (ids 0, 1, 2)
+    assert results[0]["held_out_losses"] == results[1]["held_out_losses"]
+    ids, losses = results[0]["held_out_losses"]
+    assert ids == [0, 1, 2] and losses == pytest.approx(oracle, rel=1e-5)
     assert results[0]["losses"] == results[1]["losses"]
     ckpt = tmp_path / "out" / "checkpoints" / "checkpoint-60"
     assert (ckpt / "rank_0" / "buffer.json").is_file() and (

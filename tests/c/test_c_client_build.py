@@ -81,7 +81,10 @@ def test_mpi_parts_that_do_not_add_up_fail_on_every_rank(
     for result in mpi_run(mpi_script_exe, scripts, tmp_path, env):
         assert result[3] == (
             11,
-            "the ranks' parts do not add up to the global fields: 'u' has 9 elements, expected 10",
+            "the ranks' parts do not add up to the global fields: 'u' has 9 elements, expected 10"
+            # which number is which, and the fix (a user trial could not tell)
+            " (has: the sum of the ranks' mt_declare_part_count; expected: the size of the"
+            " global shape given mt_declare_field): fix the counts, or the shape",
         )
 
 

@@ -330,7 +330,8 @@ def test_fortran_mpi_start_refuses_parts_that_do_not_add_up_on_every_rank(
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
     message = "the ranks' parts do not add up to the global fields: 'u' has 10 elements, "
-    message += "expected 12"
+    message += "expected 12 (has: the sum of the ranks' mt_declare_part_count; expected: the "
+    message += "size of the global shape given mt_declare_field): fix the counts, or the shape"
     assert sorted(proc.stdout.splitlines()) == [f"0 11 {message}", f"1 11 {message}"]
 
 

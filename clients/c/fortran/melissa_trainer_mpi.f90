@@ -135,6 +135,10 @@ contains
                 ' elements, expected ' // trim(b)
       wrong = wrong + 1
     end do
+    ! which number is which, and where each comes from (as the C header says it)
+    if (wrong > 0) message = message // " (has: the sum of the ranks' " // &
+        "mt_declare_part_count; expected: the size of the global shape given " // &
+        'mt_declare_field): fix the counts, or the shape'
     if (wrong > 0) then
       call mt_finish(client, MT_EMPI, what, ierr, message)
       return

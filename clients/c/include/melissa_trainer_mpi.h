@@ -108,6 +108,13 @@ static inline mt_status mt_client_start_mpi(mt_client *c, MPI_Comm comm) {
                                          (unsigned long long)mt_field_size(c, i));
             ++wrong;
         }
+        /* which number is which, and where each comes from (a user trial read "has 64,
+           expected 65" without knowing whether the counts or the shape were wrong) */
+        if (wrong && used < sizeof msg)
+            snprintf(msg + used, sizeof msg - used,
+                     " (has: the sum of the ranks' mt_declare_part_count; expected: the "
+                     "size of the global shape given mt_declare_field): fix the counts, "
+                     "or the shape");
         if (wrong) st = mt_mpi_fail_(c, msg);
     }
     for (size_t i = 0; i < n && st == MT_OK; ++i) {

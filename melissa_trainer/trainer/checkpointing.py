@@ -220,8 +220,11 @@ def resolve_resume(trainer: OnlineTrainer) -> Path | None:
         restore_replaced(root)
     listed = [str(p) for p in ckpt.list_checkpoints(root)]
     found = from_main(trainer, listed, "the choice of the checkpoint to resume from")
-    if not found:
-        return ckpt.resolve_resume(arg, root)  # None, with its warning
+    if not found:  # (None: starting afresh, said by the main rank only, as every rank
+        # holds the same list: htrial3 read it twice under 2 ranks)
+        if trainer.is_main_process:
+            ckpt.resolve_resume(arg, root)  # (its warning)
+        return None
     seen: list[manifest.Problem] = []
     skipped: list[str] = []  # (rank 0's words for each, said once the choice is made)
     for candidate in reversed(found):

@@ -37,6 +37,9 @@ holds (ids below its `next_id`) are kept, as then. A saved simulation without a
 ``draw`` row (a study saved before this file existed) gets one, ``drawn``
 ``unrecorded``. No row is duplicated or lost across a resume.
 
+Not thread-safe: the launcher writes under its lock (`StudyRecord.take`,
+`StudyRecordState.apply_observations`, `StudyRecord.attempt_failed`), and counts the
+rows under it (`StudyRecordState.state_dict`).
 """
 
 from __future__ import annotations

@@ -8,9 +8,12 @@ made), with a header; columns, in this order:
 - ``event``: ``draw`` (the sampler drew its parameters; one row per simulation id),
   ``loss`` (an adaptive sampler observed its training loss: the relative loss it was
   given, the first, then again each time it moved by more than `LOSS_CHANGE` (10%) of
-  the last one written: `loss_changed`), or ``redrawn`` / ``abandoned`` (it failed for
+  the last one written: `loss_changed`), ``redrawn`` / ``abandoned`` (it failed for
   good, its restarts used up: `LauncherTuning.on_failure` replaced it by a new draw,
-  under a new id, or abandoned it);
+  under a new id, or abandoned it; ``abandoned`` too for the one whose abandonment
+  failed the study, past `LauncherTuning.min_finished_fraction`), or ``failed`` (it
+  failed for good and failed the study, not replaced: ``on_failure="raise"``, the
+  redraws or the failure budget used up; the study's error names it);
 - each parameter by name, the values the simulation received (on every row; a
   parameter named like one of these columns is written as ``param_<name>``);
 - ``drawn``: how it was drawn: ``explored`` or ``bred`` (Breed), ``explored`` or
@@ -33,29 +36,38 @@ of each simulation is all that is known of it:
 ``pd.read_csv(p).drop_duplicates("simulation_id", keep="last")``.
 
 A fresh study sets an earlier run's file aside (``draws-previous-TIME.csv``). Resume:
-the launcher's checkpoint holds the draws made before it (`next_id`); rows of
-later draws, which a killed run wrote and its resume draws again under the same ids,
-are dropped when the resumed launcher opens the file (the one rewrite, atomic), and a
-saved simulation without a ``draw`` row (a study saved before this file existed) gets
-one, ``drawn`` ``unrecorded``. No row is duplicated or lost across a resume; the skip
-resumes from each simulation's last ``loss`` row kept, as the killed run's file had it.
+the launcher's checkpoint holds the number of rows written when it was taken (`rows`,
+its ``draw_rows``: counted under the launcher's lock, as its records were saved, so
+the rows are those of the timeline it saved); the resumed launcher keeps those rows
+and drops every later one (a killed run's draws, losses and given-up rows after the
+checkpoint, which its resume replays or replaces; a line cut by the kill), the one
+rewrite, atomic. A checkpoint saved before it counted rows: the rows of the draws it
+holds (ids below its `next_id`) are kept, as then. A saved simulation without a
+``draw`` row (a study saved before this file existed) gets one, ``drawn``
+``unrecorded``. No row is duplicated or lost across a resume; the skip of small loss
+changes resumes from each simulation's last ``loss`` row kept.
 
 Not thread-safe: the launcher writes under its lock (`StudyRecord.take`,
-`StudyRecordState.apply_observations`).
+`StudyRecordState.apply_observations`, `StudyRecord.attempt_failed`), and counts the
+rows under it (`StudyRecordState.state_dict`).
 """
 
 from __future__ import annotations
 
 import csv
+import logging
 import os
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
+from melissa_trainer.common.words import plural
 from melissa_trainer.launcher.samplers import Sampler
 
 __all__ = ["DRAWS_FILE", "LOSS_CHANGE", "DrawLog", "draw_origin", "explored_count", "loss_changed"]
+
+logger = logging.getLogger("melissa_trainer.launcher")
 
 #: the file's name in the study folder
 DRAWS_FILE = "draws.csv"
@@ -106,6 +118,8 @@ class DrawLog:
         self._draws: dict[int, tuple[list[float], str, str]] = {}
         #: simulation id -> the last loss written (a given-up row repeats it)
         self._losses: dict[int, str] = {}
+        #: the rows in the file below its header (a checkpoint saves it: the resume cut)
+        self.rows = 0
 
     @staticmethod
     def columns(names: Sequence[str]) -> list[str]:
@@ -120,11 +134,13 @@ class DrawLog:
         names: Sequence[str],
         saved: Mapping[int, Mapping[str, float]] | None = None,
         next_id: int = 0,
+        rows: int | None = None,
     ) -> DrawLog:
         """A new file at `path` (an earlier run's moved to ``draws-previous-TIME.csv``
         beside it, as `job_logs` sets its logs aside: nothing is deleted) or, resuming (`saved`: the
-        checkpoint's parameters per simulation id, `next_id`: its next id), the file
-        kept to the checkpoint's draws and appended to.
+        checkpoint's parameters per simulation id, `next_id`: its next id, `rows`: the
+        rows it counted, None in a checkpoint saved before it did), the file cut to the
+        checkpoint's rows (module docstring) and appended to.
 
         Raises:
             OSError: the file could not be written.
@@ -136,9 +152,21 @@ class DrawLog:
             path.rename(_aside(path))
         if saved is not None and path.exists():
             with path.open(newline="") as old:
-                rows = list(csv.reader(old))
-            if rows and rows[0] == header:  # (another header: another study's, replaced)
-                kept = [r for r in rows[1:] if _kept(r, len(header), next_id)]
+                lines = list(csv.reader(old))
+            if lines and lines[0] == header:  # (another header: another study's, replaced)
+                # the checkpoint's rows: every later one is of a timeline the resume
+                # replaces (a cut line, the kill's, can only be later: rows are appended)
+                cut = lines[1:] if rows is None else lines[1 : 1 + rows]
+                by_id = None if rows is not None else next_id
+                kept = [r for r in cut if _kept(r, len(header), by_id)]
+        if rows is not None and len(kept) < rows:  # (lost with the machine, not a kill)
+            logger.warning(
+                "resume: %s holds %s of the %d that the checkpoint counted; a missing "
+                "draw is written again, drawn 'unrecorded'",
+                path,
+                plural(len(kept), "whole row"),
+                rows,
+            )
         tmp = path.with_name(path.name + ".tmp")
         with tmp.open("w", newline="") as new:
             csv.writer(new).writerows([header, *kept])
@@ -146,6 +174,7 @@ class DrawLog:
             os.fsync(new.fileno())
         os.replace(tmp, path)  # atomic: a kill now leaves the old file or the new
         log = cls(path, names, path.open("a", newline=""))
+        log.rows = len(kept)
         for row in kept:
             n = len(names)
             if row[1] == "draw":
@@ -178,8 +207,8 @@ class DrawLog:
 
     def gave_up(self, sid: int, how: str) -> None:
         """Append simulation `sid`'s row saying it was given up for good: ``redrawn``
-        (a replacement is drawn under a new id) or ``abandoned``, with its last loss
-        written, if any; flushed."""
+        (a replacement is drawn under a new id), ``abandoned`` or ``failed`` (it failed
+        the study, not replaced), with its last loss written, if any; flushed."""
         if sid in self._draws:
             self._write(sid, how, self._losses.get(sid, ""))
 
@@ -187,6 +216,7 @@ class DrawLog:
         values, drawn, parent = self._draws[sid]
         row: list[Any] = [sid, event, *map(repr, values), drawn, parent, loss]
         self._writer.writerow(row)
+        self.rows += 1
         if flush:
             self._file.flush()
 
@@ -195,11 +225,12 @@ class DrawLog:
         self._file.close()
 
 
-def _kept(row: Sequence[str], width: int, next_id: int) -> bool:
-    """A whole row (`width` fields: not one a kill cut mid-write) of a draw the
-    checkpoint holds (an id below its `next_id`)."""
+def _kept(row: Sequence[str], width: int, next_id: int | None) -> bool:
+    """A whole row (`width` fields: not one a kill cut mid-write) of a simulation id;
+    with `next_id` (a checkpoint that did not count its rows), of a draw the checkpoint
+    holds (an id below it)."""
     try:
-        return len(row) == width and int(row[0]) < next_id
+        return len(row) == width and (next_id is None or int(row[0]) < next_id)
     except ValueError:
         return False
 

@@ -303,13 +303,14 @@ class Launcher(LauncherThread):
         # a design the draws need, optimised now rather than by a draw under the lock;
         # here, not when built: a resumed state holds it (`Sampler.prepare`)
         self.sampler.prepare()
-        with self._lock:  # (a resume keeps the rows of the draws its checkpoint holds)
+        with self._lock:  # (a resume keeps the rows its checkpoint counted)
             saved = self._study.records if self._resumed else None
             self._study.draw_log = DrawLog.open(
                 study / DRAWS_FILE,
                 self.sampler.names,
                 None if saved is None else {sid: r.parameters for sid, r in saved.items()},
                 self._study.next_id,
+                self._study.draw_rows,  # (the checkpoint's rows: the resume cut)
             )
             self._draws_path = self._study.draw_log.path
         self._thread = threading.Thread(target=self._run, name="melissa-launcher", daemon=True)

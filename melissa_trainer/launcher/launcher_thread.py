@@ -69,9 +69,7 @@ class LauncherThread(LauncherRecord):
             thread.join()
         with self._lock:  # the losses reported since the last draw: the sampler's state
             self._study.apply_observations()
-            if self._study.draw_log is not None:  # (every row flushed already)
-                self._study.draw_log.close()
-                self._study.draw_log = None  # (a later stop writes no row)
+            self._study.close_draw_log()  # (every row flushed already; a later stop writes none)
         if self._log_hold is not None:
             self._log_hold.release()
         atexit.unregister(self.stop)

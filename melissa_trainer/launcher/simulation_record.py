@@ -149,6 +149,9 @@ class SavedStudy:
             unreplaced (`StudyRecord.not_replaced`; 0 in a state saved before it was).
         not_replaced_ids: which ones, where the state says (the account names them;
             empty in a state saved before it did).
+        draw_rows: the rows of ``draws.csv`` written when the state was taken
+            (`draw_log.DrawLog.rows`: a resume cuts the file there); None in a state
+            saved before it counted them.
         applied: set once a study has taken the records (a second apply is refused).
     """
 
@@ -158,6 +161,7 @@ class SavedStudy:
     sampler: Mapping[str, Any]
     not_replaced: int = 0
     not_replaced_ids: frozenset[int] = frozenset()
+    draw_rows: int | None = None
     applied: bool = False
 
 
@@ -177,6 +181,8 @@ def read_saved(state: Mapping[str, Any], names: Sequence[str]) -> SavedStudy:
         sampler = state["sampler"]
         not_replaced = int(state.get("not_replaced", 0))  # (an older state: none saved)
         named = frozenset(int(i) for i in state.get("not_replaced_ids", ()))
+        rows = state.get("draw_rows")  # (an older state: None, draw_log's id rule)
+        draw_rows = None if rows is None else int(rows)
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"invalid launcher state: {exc!r}") from exc
     if records and max(records) >= next_id:
@@ -191,7 +197,9 @@ def read_saved(state: Mapping[str, Any], names: Sequence[str]) -> SavedStudy:
             f"invalid launcher state: not_replaced_ids={sorted(named)} are not among the "
             f"{not_replaced} failed simulations not replaced that it records"
         )
-    return SavedStudy(records, next_id, redraws, sampler, not_replaced, named)
+    if draw_rows is not None and draw_rows < 0:
+        raise ValueError(f"invalid launcher state: draw_rows={draw_rows} is negative")
+    return SavedStudy(records, next_id, redraws, sampler, not_replaced, named, draw_rows)
 
 
 def _records_from(state: Mapping[str, Any], names: Sequence[str]) -> dict[int, SimulationRecord]:

@@ -356,6 +356,8 @@ class StudyRecord(StudyRecordState):
         if record.status == "failed":  # it failed the study: not replaced
             self.not_replaced += 1
             self.not_replaced_ids.add(sid)
+        if self.draw_log is not None:  # (not `given_up`: the study ends, the sampler draws no more)
+            self.draw_log.gave_up(sid, record.status if record.status == "abandoned" else "failed")
         return "raise"
 
     # -- reports and state --------------------------------------------------------------

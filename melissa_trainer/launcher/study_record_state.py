@@ -72,6 +72,9 @@ class StudyRecordState:
     _losses: PendingLosses
     #: the study's record of its draws (`Launcher.start` opens it); None: not written
     draw_log: DrawLog | None = None
+    #: its rows while it is not open: those the loaded checkpoint counted (None: a
+    #: state saved before it did, or none loaded), those written once it is closed
+    draw_rows: int | None = None
 
     def apply_observations(self) -> None:
         """Give the adaptive sampler the losses `observe` noted since the last call, in
@@ -88,11 +91,22 @@ class StudyRecordState:
         if self.draw_log is not None:
             self.draw_log.gave_up(sid, how)
 
+    def close_draw_log(self) -> None:
+        """Close the `draw_log` (no row is written after), its rows kept for
+        `state_dict`."""
+        if self.draw_log is not None:
+            self.draw_rows = self.draw_log.rows
+            self.draw_log.close()
+            self.draw_log = None
+
     def state_dict(self) -> dict[str, Any]:
         """JSON-serializable; the records as columns in id order (see `STATE_VERSION`;
         `records_of` reads any version back as one object per simulation). The losses
-        `observe` noted are applied first: the sampler's state holds them."""
+        `observe` noted are applied first: the sampler's state holds them. With them,
+        the rows of the `draw_log` written by now (``draw_rows``: every row of the
+        timeline this state saves, none of a later one; a resume cuts the file there)."""
         self.apply_observations()
+        rows = self.draw_log.rows if self.draw_log is not None else self.draw_rows
         return {
             "version": STATE_VERSION,
             "sampler": self.sampler.state_dict(),
@@ -102,6 +116,7 @@ class StudyRecordState:
             "not_replaced": self.not_replaced,  # (a resume keeps their places: load_saved)
             "not_replaced_ids": sorted(self.not_replaced_ids),  # (the account names them)
             "settings": settings_of(self.sampler, self.n_simulations),  # study_change's
+            **({} if rows is None else {"draw_rows": rows}),  # (None: not counted)
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -131,6 +146,7 @@ class StudyRecordState:
         # said, on resume too: a resumed study draws what the uninterrupted one would
         # have, never past max_redraws; a state saved before the field: 0, as before)
         self.not_replaced, self.not_replaced_ids = saved.not_replaced, set(saved.not_replaced_ids)
+        self.draw_rows = saved.draw_rows  # (`Launcher.start` cuts draws.csv there)
         for record in self.records.values():
             if record.status in ALIVE:  # interrupted: run it again (not a failure)
                 record.status = "pending"

@@ -23,12 +23,14 @@ surviving rank's own collective may have broken in a hook too (the other rank ab
 its error was raised there (`hooks.raised`), and the same words name that hook.
 
 Each mark holds its rank's pid, the process's start time and host too, written once: of
-3 ranks or more the survivor cannot tell from its broken collective which peer is gone,
-so it checks each marked peer's pid (`_lives`): alive on this host, the peer "is in"
-its hook method; ended (or a zombie, or the pid now another process's), it "died" in
-it; on another host, the words say it cannot be checked from here. A peer in no hook
-method is checked so too (`unmarked_words`): its mark, made as the rank started, holds
-its pid while it is in none, so a peer killed outside any hook is named as well.
+3 ranks or more the survivor cannot tell from its broken collective which peer is gone
+(of 2, a collective broken by a network error does not mean the other died), so it
+checks each marked peer's pid (`checked`, one rule for all these words): alive on this
+host, the peer "is in" its hook method; ended (or a zombie, or the pid now another
+process's), it "died" in it; on another host, the words say it cannot be checked from
+here. A peer in no hook method is checked so too (`unmarked_words`): its mark, made as
+the rank started, holds its pid while it is in none, so a peer killed outside any hook
+is named as well.
 
 The library's own hooks are not marked: their collectives are called on every rank.
 """
@@ -45,9 +47,13 @@ from typing import Any, NamedTuple
 from melissa_trainer.hooks.raised import method_name, raised_in
 
 __all__ = [
+    "ALIVE",
+    "DEAD",
+    "ELSEWHERE",
     "MARK_PREFIX",
     "HookMark",
     "Mark",
+    "checked",
     "in_hook_words",
     "marked_run",
     "read_mark",
@@ -124,6 +130,22 @@ def _this_host() -> str:
     """This host's name as a mark reads back: its first ``_HOST - 1`` bytes (a 64-byte
     name, Linux's longest, compared whole read its own rank as another host's, hrev3)."""
     return socket.gethostname().encode()[: _HOST - 1].decode(errors="replace")
+
+
+#: what `checked` says of a rank's recorded process
+DEAD, ALIVE, ELSEWHERE = "dead", "alive", "elsewhere"
+
+
+def checked(record: Mark, here: str) -> tuple[str, str]:
+    """Whether the process that `record` names still runs, the one rule of every word
+    on a peer's end (`unmarked_words`, `in_hook_words`): `DEAD` (on this host `here`,
+    ended, a zombie, or its pid now another process's: `_lives`), `ALIVE`, or
+    `ELSEWHERE` (on another host: not checked from here, whatever a broken collective
+    suggests: a network error breaks one with the peer alive); with the words naming
+    it ("pid P", or "pid P on HOST: not this host, not checked from here")."""
+    if record.host != here:
+        return ELSEWHERE, f"pid {record.pid} on {record.host}: not this host, not checked from here"
+    return (ALIVE if _lives(record) else DEAD), f"pid {record.pid}"
 
 
 class HookMark:
@@ -242,20 +264,19 @@ def unmarked_words(notes: Path, run_id: str, ranks: list[int]) -> str:
     collective does not say which peer is gone, and a rank killed outside any hook (a
     signal, the OOM killer) leaves no other word."""
     here = _this_host()
-    dead, others = [], []
+    dead: list[str] = []
+    others: list[str] = []
     for rank in ranks:
         record = read_record(notes / f"{MARK_PREFIX}{rank}", run_id)
         if record is None or record.name:
             continue
-        if record.host != here:
-            others.append(
-                f"rank {rank} (pid {record.pid} on {record.host}: not this host, not "
-                f"checked from here)"
-            )
-        elif _lives(record):
-            others.append(f"rank {rank} (pid {record.pid}) is alive on this host")
+        state, who = checked(record, here)
+        if state == ELSEWHERE:
+            others.append(f"rank {rank} ({who})")
         else:
-            dead.append(f"rank {rank} (pid {record.pid}) is dead on this host")
+            (dead if state == DEAD else others).append(
+                f"rank {rank} ({who}) is {state} on this host"
+            )
     more = len(others) - MOST_NAMED
     said = dead + others[:MOST_NAMED] + ([f"{more} more alive or not checked"] if more > 0 else [])
     return ", ".join(said)
@@ -267,7 +288,6 @@ def in_hook_words(
     ranks: list[int],
     error: BaseException,
     step: int,
-    gone: int | None = None,
 ) -> str:
     """Words for a rank, at `step`, whose collective broke because a peer is gone with
     no note: the hook method each of the other `ranks` was in, by its mark in the folder
@@ -275,11 +295,11 @@ def in_hook_words(
     there: `hooks.raised`), then what a collective there needs (`HOOK_COLLECTIVE`); ""
     when none was in a hook.
 
-    `gone`, the rank known to be gone, "died" in its hook method, and a peer then
-    "is in" its one. Not known (None: of 3 ranks or more), each marked peer's pid says
-    (`_lives`, pid and host named): alive on this host, it "is in" its hook method;
-    ended, it "died" there; on another host it "was in" it (a mark outlives its rank:
-    alive there, or died there), which cannot be checked from here. The rule is said as the likely
+    Each marked peer's pid says (`checked`, pid and host named), of two ranks too (the
+    broken collective suggests the other is gone, but a network error breaks it with
+    the peer alive): alive on this host, it "is in" its hook method; ended, it "died"
+    there; on another host it "was in" it (a mark outlives its rank: alive there, or
+    died there), which cannot be checked from here. The rule is said as the likely
     cause when the ranks were not all in the same hook method at the same step (a
     collective called where some ranks were not); when every rank was in the same one
     at the same step, each called what is there: the death is likely something else
@@ -296,13 +316,8 @@ def in_hook_words(
         places.append(None if mark is None else (mark.name, mark.step))
         if mark is None:
             continue  # (in no hook; a peer's on another node may not show yet)
-        who = f"pid {mark.pid}"
-        if gone is not None:
-            verb = "died" if rank == gone else "is"
-        elif mark.host != here:
-            verb, who = "was", f"{who} on {mark.host}: not this host, not checked from here"
-        else:
-            verb = "is" if _lives(mark) else "died"
+        state, who = checked(mark, here)
+        verb = {DEAD: "died", ALIVE: "is", ELSEWHERE: "was"}[state]
         said.append(f"rank {rank} {verb} in the hook method {mark.name} (step {mark.step}, {who})")
     if not said:
         return ""

@@ -86,8 +86,9 @@ class OutputDirLocked(RuntimeError):
             pid = f"pid {host_pid}" if host_pid else f"a process ('ss -xlp | grep {name}' names it)"
             who = (
                 f"{pid} on this host holds its path, though {Path(output_dir) / LOCK_FILE} "
-                "is gone or another file: was the directory removed while that trainer "
-                "runs? That trainer keeps writing there"
+                "is gone or another file, still a moment after (a trainer that has just "
+                "taken it names itself there at once): was the directory removed while "
+                "that trainer runs? That trainer keeps writing there"
             )
             kill = f"kill {host_pid}" if host_pid else "stop it"
         elif holder is not None:

@@ -34,7 +34,8 @@ What the lock relies on:
   trainer would lock a new file: rank 0 also holds a lock on the resolved path that no
   ``rm`` removes (`host_lock`: an abstract unix socket, freed by the kernel when its
   process dies, ``kill -9`` included), so a trainer of the same host is still refused,
-  naming the holder's pid. Across nodes only the file lock tells. `lost`: the held
+  naming the holder's pid (once its record had `RECORD_WAIT` s to show: a trainer
+  that took the path a moment ago). Across nodes only the file lock tells. `lost`: the held
   file gone or replaced (the trainer then stops, `dir_lost`, rather than remake it).
 * Within one process, a registry of the locks it holds refuses a second trainer on
   the same directory while the first one trains (``flock`` alone would not on NFS,
@@ -78,6 +79,7 @@ from melissa_trainer.trainer.lock_holder import (
     encode,
     flock_holders,
     host_holder,
+    peek_holder,
     read_holder,
 )
 from melissa_trainer.trainer.output_dir_errors import (
@@ -97,6 +99,9 @@ logger = logging.getLogger(__name__)
 #: seconds a new trainer waits for a holder that says it is stopping
 STOPPING_WAIT = 120.0
 _POLL = 0.05  # seconds between two tries while waiting for a stopping holder
+#: seconds a taker waits for the record of a trainer that took the path's host lock and
+#: has not written it yet (it does within milliseconds: `OutputDirLock._newcomer`)
+RECORD_WAIT = 3.0
 
 # (st_dev, st_ino) of the lock files this process holds, and their holder: flock
 # emulated by POSIX locks (NFS) does not refuse a second lock by the same process, and
@@ -243,6 +248,28 @@ class OutputDirLock:
         if holder is not None:
             self._peer = pid
             return False, holder  # the file names it: refused, or waited for if stopping
+        return self._newcomer(pid)
+
+    def _newcomer(self, pid: int) -> tuple[bool, Holder | None] | None:
+        """The host lock's holder `pid` has no record in the file: a trainer that took
+        the path a moment ago (its record follows within milliseconds: two trainers
+        started at once on a fresh directory), unless its directory was removed. Its
+        record is waited for up to `RECORD_WAIT` s, the file alone read (no probe: each
+        one stays in the holder's backlog), the path retaken if its holder lets it go.
+        Returns as `_take_host` does: ``(False, None)`` when none came but `pid` holds
+        the file's flock (its record unreadable); raises `OutputDirLocked` (removed)
+        when neither."""
+        deadline = time.monotonic() + RECORD_WAIT
+        while pid and time.monotonic() < deadline:
+            holder = peek_holder(self.path)
+            if holder is not None and holder.pid == pid and holder.host == socket.gethostname():
+                self._peer = pid
+                return False, holder  # (refused, naming it, as any holder)
+            time.sleep(_POLL)
+            if self._host is not None and self._host.take(probe=False) is None:
+                with _held_lock:  # (it did not keep the path: ours now)
+                    _hosts[self._host.key] = self
+                return None
         if pid and pid in flock_holders(self.path):
             return False, None  # its file, unreadable (truncated): refused as such
         raise OutputDirLocked(self.output_dir, None, host_pid=pid)

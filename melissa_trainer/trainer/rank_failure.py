@@ -108,8 +108,11 @@ class RankGone(RuntimeError, SaidOnRankZero):
     code 1 and no traceback (the backend's says only that a connection closed);
     ``except RuntimeError`` (and ``except Exception``) catch it."""
 
-    def __init__(self, words: str) -> None:
+    def __init__(self, words: str, seen: str = "") -> None:
         super().__init__(words)
+        #: what the peers' marks say ("; by the pids ...; rank N died in the hook
+        #: method ..."; "" none), for `peer_words` to say too
+        self.seen = seen
         self.code = 1  # (SystemExit's: the exit status)
 
 
@@ -236,21 +239,21 @@ def peer_failure(
     if note is None:
         # (of two ranks, the one gone is the other; of more, the launcher's output says)
         who = f"rank {1 - me}, the only other: " if trainer.num_processes == 2 else ""
-        # (a rank aborted by its backend in a hook's collective: its mark names the hook)
+        # (each peer's end, by its mark: the hook method a rank aborted by its backend
+        # was in, and whether each peer's pid, recorded as it started, still runs, on
+        # this host: `hook_mark.checked`, for two ranks too: a broken collective does
+        # not prove the other died)
         others = [r for r in range(trainer.num_processes) if r != me]
-        # (of two ranks the other is the one gone; of more, not known here: each marked
-        # peer's pid, on this host, says whether it died: `hook_mark._lives`)
-        lost = others[0] if len(others) == 1 else None
-        hook = in_hook_words(_notes(trainer), str(trainer.run_id), others, error, step, lost)
-        # (each peer in no hook: whether its pid, recorded as it started, still runs)
+        hook = in_hook_words(_notes(trainer), str(trainer.run_id), others, error, step)
         pids = unmarked_words(_notes(trainer), str(trainer.run_id), others)
-        if pids:
-            pids = f"; by the pids the ranks recorded as they started: {pids}"
+        seen = f"; by the pids the ranks recorded as they started: {pids}" if pids else ""
+        seen += f"; {hook}" if hook else ""
         gone = RankGone(
             f"rank {me} stopped at step {step}: another rank is gone and left no note of "
             f"why ({who}killed by a signal? the launcher's output names the rank that "
-            f"exited first){pids}{'; ' + hook if hook else ''}; "
-            f"{failure_words(trainer, None, NO_SAVE, '')}"
+            f"exited first){seen}; "
+            f"{failure_words(trainer, None, NO_SAVE, '')}",
+            seen,
         )
         if say:
             logger.error("%s", gone)
@@ -267,10 +270,11 @@ def peer_failure(
 def peer_words(other: RankFailed | RankGone) -> str:
     """What happened to the other rank, in words for a line of this rank's own failure
     (`source_failure.SourceFailure.unagreed`): the failed rank and its error, or that
-    one is gone with no note."""
+    one is gone with no note, with what the peers' marks say of it (their pids, the
+    hook method: `RankGone.seen`, as `peer_failure`'s own paragraph says it)."""
     if isinstance(other, RankFailed):
         return f"meanwhile {other}"
     return (
         "meanwhile another rank is gone and left no note of why (killed by a signal? "
-        "the launcher's output names the rank that exited first)"
+        f"the launcher's output names the rank that exited first){other.seen}"
     )

@@ -70,9 +70,9 @@ def test_the_mark_names_the_hook_method_running_and_no_other(tmp_path: Path) -> 
     marked = read_mark(path, "run-a")
     assert marked is not None and marked[:3] == ("Reads.on_step_end", 7, os.getpid())
     assert read_mark(path, "run-b") is None
-    words = in_hook_words(tmp_path, "run-a", [0], RuntimeError("closed by peer"), 7, 0)
-    said = f"rank 0 died in the hook method Reads.on_step_end (step 7, pid {os.getpid()}): "
+    words = in_hook_words(tmp_path, "run-a", [0], RuntimeError("closed by peer"), 7)
+    said = f"rank 0 is in the hook method Reads.on_step_end (step 7, pid {os.getpid()}): "
     assert words.startswith(said), words
-    assert in_hook_words(tmp_path, "run-a", [1], RuntimeError("x"), 7, 1) == ""  # (no mark)
+    assert in_hook_words(tmp_path, "run-a", [1], RuntimeError("x"), 7) == ""  # (no mark)
     hooks.close()
     assert hooks.marker is None

@@ -1,0 +1,146 @@
+"""A peer's end, said by the survivor of a broken collective, by the one rule of the
+recorded pids (`trainer.hook_mark.checked`): of two ranks too, and in the line of a
+rank whose own lr_scheduler (or source) failed as its peer went (`rank_failure.peer_words`).
+
+Failed before: (1) of two ranks, the other, known gone from the broken collective,
+"died in the hook method ..." whatever its pid said: a peer alive (the collective broken
+by a network error, not by its death) was said dead; (2) `SourceFailure.unagreed`'s
+line said "meanwhile another rank is gone and left no note of why (...)" with no pid,
+where `peer_failure`'s own paragraph named it ("rank 1 (pid P) is dead on this host").
+The peer is a real process (rank 1, its mark made as `starting.mark_hooks` makes it, in
+``Gathers.on_step_end`` at step 5 when asked), alive, then SIGKILLed and reaped. The
+oracle: the words as written here, with the pid the process was given."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+import torch
+
+from melissa_trainer.core.schedule_length import SchedulerStepError
+from melissa_trainer.hooks import Hook
+from melissa_trainer.trainer.rank_failure import NOTES_DIR, RankGone, peer_failure
+from melissa_trainer.trainer.source_failure import SourceFailure
+
+pytestmark = [
+    pytest.mark.e2e,  # (a process of its own)
+    pytest.mark.timeout(120),
+    pytest.mark.skipif(sys.platform != "linux", reason="/proc for a process's state"),
+]
+
+RUN = "run-c"
+ROOT = Path(__file__).resolve().parents[2]
+#: rank 1: its mark made, in ``Gathers.on_step_end`` at step 5 when argv[3] is "hook",
+#: until its stdin closes
+RANK = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+    from melissa_trainer.core.state import TrainerState
+    from melissa_trainer.hooks import Hook
+    from melissa_trainer.trainer.hook_mark import MARK_PREFIX, HookMark
+
+    class Gathers(Hook):
+        def on_step_end(self, trainer, state, control):
+            pass
+
+    mark = HookMark(Path(sys.argv[1]) / f"{MARK_PREFIX}1", sys.argv[2])
+    if sys.argv[3] == "hook":
+        mark.enter(Gathers().on_step_end, (None, TrainerState(global_step=5)))
+    print("marked", flush=True)
+    sys.stdin.read()
+    """
+)
+
+
+class Gathers(Hook):
+    def on_step_end(self, trainer: object, state: object, control: object) -> None:
+        """(this rank's own collective broke here)"""
+
+
+def _rank(notes: Path, where: str) -> Iterator[subprocess.Popen[str]]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    command = [sys.executable, "-c", RANK, str(notes), RUN, where]
+    proc = subprocess.Popen(
+        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == "marked\n"
+        yield proc
+    finally:
+        proc.kill()
+        proc.wait()
+        for pipe in (proc.stdin, proc.stdout):
+            if pipe is not None:
+                pipe.close()
+
+
+@pytest.fixture
+def in_hook(tmp_path: Path) -> Iterator[subprocess.Popen[str]]:
+    yield from _rank(tmp_path / NOTES_DIR, "hook")
+
+
+@pytest.fixture
+def in_none(tmp_path: Path) -> Iterator[subprocess.Popen[str]]:
+    yield from _rank(tmp_path / NOTES_DIR, "none")
+
+
+def _trainer(out: Path) -> Any:
+    """Rank 0 of 2, of what `SourceFailure.unagreed` reads."""
+    watch = SimpleNamespace(pause=contextlib.nullcontext)
+    return SimpleNamespace(
+        num_processes=2, process_index=0, run_id=RUN, is_main_process=True,
+        args=SimpleNamespace(output_dir=str(out)), checkpoint_root=out / "checkpoints",
+        state=SimpleNamespace(global_step=7, last_save_step=0),
+        stop_sync=SimpleNamespace(distributed=True, watch=watch),
+        source=SimpleNamespace(note_stop=lambda *a: None),
+    )  # fmt: skip
+
+
+def test_of_two_ranks_a_live_peer_is_not_said_dead(
+    tmp_path: Path, in_hook: subprocess.Popen[str]
+) -> None:
+    pid = in_hook.pid
+    # a collective broken in gloo's words for a lost peer, the peer alive (a network error)
+    broke = torch.distributed.DistError("Connection closed by peer [127.0.0.1]:1969")
+    gone = peer_failure(_trainer(tmp_path), broke, say=False)
+    assert isinstance(gone, RankGone), gone
+    assert f"rank 1 is in the hook method Gathers.on_step_end (step 5, pid {pid})" in str(gone)
+    assert "rank 1 died" not in str(gone), gone  # (before: "rank 1 died in ...")
+    in_hook.send_signal(signal.SIGKILL)
+    in_hook.wait()
+    gone = peer_failure(_trainer(tmp_path), broke, say=False)
+    assert f"rank 1 died in the hook method Gathers.on_step_end (step 5, pid {pid})" in str(gone)
+
+
+@pytest.mark.parametrize("where", ["in_none", "in_hook"])
+def test_a_failed_source_line_names_the_gone_peer_by_its_pid(
+    tmp_path: Path, where: str, request: pytest.FixtureRequest
+) -> None:
+    peer: subprocess.Popen[str] = request.getfixturevalue(where)
+    peer.send_signal(signal.SIGKILL)  # (no note: killed)
+    peer.wait()
+    failure = SourceFailure(_trainer(tmp_path))
+    failed = SchedulerStepError(torch.optim.lr_scheduler.LambdaLR)
+    failed.__cause__ = IndexError("list index out of range")
+    failure.hold_schedule(failed)  # (its line: `peer_words` in a note of it)
+    broke = torch.distributed.DistError("Connection closed by peer [127.0.0.1]:1969")
+    ended = failure.unagreed(broke)
+    assert ended is not None
+    said = str(ended) + " ".join(getattr(ended, "__notes__", []))
+    assert "meanwhile another rank is gone and left no note of why" in said, said
+    if where == "in_none":
+        seen = f"by the pids the ranks recorded as they started: rank 1 (pid {peer.pid}) is dead"
+    else:
+        seen = f"rank 1 died in the hook method Gathers.on_step_end (step 5, pid {peer.pid})"
+    assert seen in said, said  # (before: no pid, no hook)

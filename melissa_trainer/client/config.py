@@ -194,7 +194,7 @@ def resolve_receivers(
             where = os.environ[ENV_RENDEZVOUS].strip()
             notice = waiting_notice(where, rendezvous_timeout)
             try:
-                entries = fetch_rendezvous(where, rendezvous_timeout, notice)
+                entries = fetch_rendezvous(where, rendezvous_timeout, notice, alive_only=True)
             except TimeoutError as exc:  # (with the warning's typo hint, read again now)
                 raise ReceiverNotFound(f"{exc}{missing_note(where)}") from None
             for entry in entries:  # (a loopback endpoint of another machine: said now)

@@ -17,6 +17,7 @@ from zmq.utils import z85
 
 from melissa_trainer import wire as protocol
 from melissa_trainer.stream.host_scope import published_scope
+from melissa_trainer.stream.trainer_process import gone_words, published_process, trainer_gone
 
 RENDEZVOUS_VERSION = 1
 #: seconds `fetch_rendezvous` waits before it tells its `notice` what it waits for (a
@@ -36,7 +37,9 @@ def write_rendezvous(
 
     ``{"version": 1, "rank", "world_size", "endpoint"}``, the receiver's host and who
     can reach a loopback endpoint (`host_scope.published_scope`: a client elsewhere is
-    told at once), plus `extra` keys (the CURVE server public key, when there is one),
+    told at once), the writing process (`trainer_process.published_process`: a client
+    on this machine does not take the file of a trainer killed since), plus `extra`
+    keys (the CURVE server public key, when there is one),
     written to a temporary file then renamed, so that a client never reads it
     half-written. An older file is replaced, and the
     files of ranks ``>= world_size`` are removed: a run on more ranks left them in this
@@ -48,7 +51,7 @@ def write_rendezvous(
     path = Path(directory)
     path.mkdir(parents=True, exist_ok=True)
     info: dict[str, Any] = {"version": RENDEZVOUS_VERSION, "rank": rank, "world_size": world_size}
-    info.update(endpoint=endpoint, **published_scope(), **(extra or {}))
+    info.update(endpoint=endpoint, **published_scope(), **published_process(), **(extra or {}))
     fd, tmp = tempfile.mkstemp(prefix=f".rank_{rank}.", suffix=".tmp", dir=path)
     try:
         with os.fdopen(fd, "w") as f:
@@ -224,6 +227,7 @@ def fetch_rendezvous(
     rendezvous_dir: str | os.PathLike[str],
     timeout: float = 60.0,
     notice: Callable[[str], None] | None = None,
+    alive_only: bool = False,
 ) -> list[dict[str, Any]]:
     """The receivers' entries published in a rendezvous directory, in rank order.
 
@@ -237,7 +241,10 @@ def fetch_rendezvous(
     Each file may also name ``"follow_endpoint"``, the receiver's follow socket
     (`follow_server`). Blocks up to `timeout` seconds; still incomplete after
     `NOTICE_AFTER` of them (with more to wait), calls `notice` once with what is wrong
-    (the client warns, naming the path and the wait: `client.config`).
+    (the client warns, naming the path and the wait: `client.config`). `alive_only`
+    (a client's start): a file whose trainer process is known gone
+    (`trainer_process.trainer_gone`: killed on this machine, the file not marked
+    stopped) is not taken either, as a stopped one: waited past, its words said.
 
     Raises:
         TimeoutError: the directory is still incomplete (or inconsistent) after
@@ -248,7 +255,7 @@ def fetch_rendezvous(
     deadline = start + timeout
     pause = 0.01
     while True:
-        entries, problem = _read_rendezvous(directory)
+        entries, problem = _read_rendezvous(directory, alive_only)
         if entries is not None:
             return entries
         now = time.monotonic()
@@ -264,8 +271,9 @@ def fetch_rendezvous(
         pause = min(pause * 2, 0.25)
 
 
-def _read_rendezvous(directory: Path) -> tuple[list[dict[str, Any]] | None, str]:
-    """The entries if the directory is complete, else None and what is wrong."""
+def _read_rendezvous(directory: Path, alive_only: bool) -> tuple[list[dict[str, Any]] | None, str]:
+    """The entries if the directory is complete, else None and what is wrong (a file
+    of a gone trainer too, with `alive_only`)."""
     try:
         names = [p.name for p in directory.iterdir()]
     except FileNotFoundError:
@@ -303,6 +311,10 @@ def _read_rendezvous(directory: Path) -> tuple[list[dict[str, Any]] | None, str]
             continue
         if entry.get("stopped") is True:
             problems.append(f"{name}: its trainer {_why_stopped(entry)}")
+            continue
+        gone = trainer_gone(entry) if alive_only else None
+        if gone is not None:  # (killed: as a stopped file, a resumed trainer rewrites it)
+            problems.append(f"{name}: {gone_words(gone)}")
             continue
         entries[rank] = entry
     sizes = {e["world_size"] for e in entries.values()}

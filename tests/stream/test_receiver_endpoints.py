@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
+import os
 import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -61,6 +62,8 @@ def test_rendezvous_file_is_published(tmp_path: Path) -> None:
         assert info.pop("routing") == "simulation_step"  # ((s + t) % W: protocol section 2)
         assert info.pop("host") == socket.gethostname()  # (and who reaches a loopback:
         info.pop("loopback_scope", None)  # `host_scope`, test_host_scope.py)
+        assert info.pop("pid") == os.getpid()  # (the receiver's process: `trainer_process`,
+        info.pop("pid_start"), info.pop("pid_scope")  # test_rendezvous_killed_trainer.py)
         assert info == {"version": 1, "rank": 1, "world_size": 2, "endpoint": rec.endpoint}
         assert list((tmp_path / "rdv").iterdir()) == [tmp_path / "rdv" / "rank_1.json"]
     assert (tmp_path / "rdv" / "rank_1.json").exists()  # left for the next run to overwrite

@@ -338,7 +338,7 @@ mt_status mt_fetch_endpoints(mt_client *c, const char *dir, double timeout) {
     for (;;) {
         mt_rendezvous rv;
         problem.len = 0, problem.oom = false;
-        mt_status st = mt_rendezvous_read(dir, &rv, &problem, false);
+        mt_status st = mt_rendezvous_read_live(dir, &rv, &problem); /* trainer_alive.c */
         const char *said = problem.len == 0 ? "" : problem.data;
         if (st == MT_ENOMEM || problem.oom) {
             free(problem.data);

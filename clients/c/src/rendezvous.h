@@ -35,6 +35,10 @@ typedef struct mt_rendezvous {
 mt_status mt_rendezvous_read(const char *dir, mt_rendezvous *out, mt_buf *problem,
                              bool stopped_too);
 void mt_rendezvous_free(mt_rendezvous *rv);
+/* trainer_alive.c: mt_rendezvous_read (not `stopped_too`), and MT_ERENDEZVOUS (rv freed,
+ * each such file's words in `problem`) when a file's trainer process, on this machine and
+ * pid namespace, is gone ("pid", "pid_start", "pid_scope": trainer_process.py). */
+mt_status mt_rendezvous_read_live(const char *dir, mt_rendezvous *out, mt_buf *problem);
 /* Whether a file of `rv` lists `simulation_id` under "routed_t_mod_w": a simulation its
  * receivers hold steps of routed t % W, which keeps that routing (routing.py KEPT). */
 bool mt_rendezvous_keeps(const mt_rendezvous *rv, uint64_t simulation_id);

@@ -1,0 +1,126 @@
+/* trainer_alive.c: whether the trainer that wrote a rendezvous file still runs
+ * (melissa_trainer/stream/trainer_process.py, the same rule and words). A trainer killed
+ * with kill -9 leaves its rank_N.json files, not marked stopped; a receiver publishes its
+ * process beside its endpoint: "pid", "pid_start" (/proc/PID/stat's 22nd field, clock
+ * ticks after boot: a reused pid has another) and "pid_scope" ("BOOT PIDNS": the boot id
+ * and the pid namespace, in which alone the pid names it). At its start a client in the
+ * same scope does not take a file whose process is gone (no such pid, a zombie, another
+ * start time): it waits for a trainer to publish there again, as for a file marked
+ * stopped (a trainer being resumed rewrites the files), and says why. Another machine or
+ * pid namespace, no /proc, or a file without these keys (an older trainer): not checked. */
+#define _POSIX_C_SOURCE 200809L
+#include <ctype.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+/* "BOOT PIDNS" of this process in `out` (trainer_process.py pid_scope), else false. */
+static bool own_pid_scope(char *out, size_t size) {
+    char boot[128], ns[128];
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    if (f == NULL) return false;
+    size_t n = fread(boot, 1, sizeof boot - 1, f);
+    fclose(f);
+    boot[n] = '\0';
+    const char *b = boot; /* (str.strip()) */
+    while (isspace((unsigned char)*b)) ++b;
+    while (n > 0 && isspace((unsigned char)boot[n - 1])) boot[--n] = '\0';
+    ssize_t k = readlink("/proc/self/ns/pid", ns, sizeof ns - 1);
+    if (k < 0) return false;
+    ns[k] = '\0';
+    snprintf(out, size, "%s %s", b, ns);
+    return true;
+}
+
+/* The start time of `pid` (/proc/PID/stat field 22) in *start, false when it does not
+ * run (no such process, a zombie) or cannot be read (trainer_process.py started). */
+static bool started(long long pid, unsigned long long *start) {
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%lld/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL) return false;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    char *p = strrchr(buf, ')'); /* (a name may hold ") ") */
+    if (p == NULL) return false;
+    p += 1;
+    char state = 0;
+    for (int field = 0; field < 20; ++field) { /* fields after the name: state is the 1st */
+        while (*p == ' ') ++p;
+        if (*p == '\0') return false;
+        if (field == 0) state = *p;
+        if (field == 19) return state != 'Z' && state != 'X' && sscanf(p, "%llu", start) == 1;
+        while (*p != ' ' && *p != '\0') ++p;
+    }
+    return false;
+}
+
+/* The pid of the trainer of the file `path` when it is known gone, else 0. */
+static long long gone_pid(const char *path, const char *mine) {
+    char *text = mt_read_file(path);
+    mt_json_member *m = NULL;
+    size_t n = 0;
+    char err[160];
+    long long pid = 0, gone = 0;
+    unsigned long long start = 0, now = 0;
+    bool has_start = false, same = false;
+    if (text == NULL || !mt_json_object(text, &m, &n, err, sizeof err)) {
+        free(text);
+        return 0; /* (read again by the next look) */
+    }
+    for (size_t k = 0; k < n; ++k) {
+        bool exact = m[k].kind == MT_JSON_NUMBER && m[k].integer && m[k].exact;
+        if (strcmp(m[k].key, "pid") == 0 && exact && m[k].u64 <= 0x7fffffff)
+            pid = (long long)m[k].u64;
+        if (strcmp(m[k].key, "pid_start") == 0 && exact) start = m[k].u64, has_start = true;
+        if (strcmp(m[k].key, "pid_scope") == 0 && m[k].kind == MT_JSON_STRING)
+            same = strcmp(m[k].string, mine) == 0;
+    }
+    if (pid > 0 && has_start && same) {
+        if (kill((pid_t)pid, 0) != 0 && errno == ESRCH) gone = pid;
+        else {
+            char proc[64];
+            snprintf(proc, sizeof proc, "/proc/%lld/stat", pid);
+            FILE *f = fopen(proc, "r"); /* (hidden by hidepid: cannot tell more) */
+            if (f != NULL) {
+                fclose(f);
+                if (!started(pid, &now) || now != start) gone = pid;
+            }
+        }
+    }
+    mt_json_free(m, n);
+    free(text);
+    return gone;
+}
+
+mt_status mt_rendezvous_read_live(const char *dir, mt_rendezvous *out, mt_buf *problem) {
+    mt_status st = mt_rendezvous_read(dir, out, problem, false);
+    char mine[256];
+    if (st != MT_OK || !own_pid_scope(mine, sizeof mine)) return st;
+    bool dead = false;
+    for (size_t r = 0; r < out->n; ++r) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/rank_%zu.json", dir, r);
+        long long pid = gone_pid(path, mine);
+        if (pid == 0) continue;
+        if (problem->len) mt_buf_puts(problem, "; ");
+        mt_buf_printf(problem,
+                      "rank_%zu.json: its trainer (pid %lld, on this machine) is gone without "
+                      "marking it stopped (killed: kill -9, out of memory?): start the trainer "
+                      "first (resumed: --resume_from_checkpoint latest), or point "
+                      "MELISSA_TRAINER_RENDEZVOUS at the running trainer's "
+                      "{output_dir}/rendezvous",
+                      r, pid);
+        dead = true;
+    }
+    if (!dead) return MT_OK;
+    mt_rendezvous_free(out);
+    return MT_ERENDEZVOUS;
+}

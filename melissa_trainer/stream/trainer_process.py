@@ -1,0 +1,91 @@
+"""Whether the trainer that wrote a rendezvous file still runs (a trainer killed with
+``kill -9`` leaves its ``rank_N.json`` files behind, not marked stopped).
+
+A receiver publishes, beside its endpoint, its process: ``"pid"``, ``"pid_start"`` (its
+start time, ``/proc/PID/stat``'s 22nd field, clock ticks after boot: a pid reused by
+another process has another) and ``"pid_scope"`` (``"BOOT PIDNS"``: this machine's boot
+id and the pid namespace, in which alone the pid names that process). A client in the
+same scope that finds the process gone (no such pid, a zombie, or a pid that another
+process holds now) does not take the file: `endpoints.fetch_rendezvous` waits for a
+trainer to publish there again, as for a file marked stopped (a trainer being resumed
+rewrites the files: a client started meanwhile is not refused), and says why
+(`gone_words`). Another machine or pid namespace, no ``/proc``, or an older trainer's
+file without them: nothing is checked. The C client reads the same keys
+(clients/c/src/trainer_alive.c). Standard library only; no state.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+#: the rendezvous file's keys (`published_process`)
+PID_KEY, START_KEY, SCOPE_KEY = "pid", "pid_start", "pid_scope"
+
+
+def pid_scope() -> str | None:
+    """``"BOOT PIDNS"``: this machine's boot id and this process's pid namespace (the
+    link ``/proc/self/ns/pid`` names), None without ``/proc``."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as boot:
+            return f"{boot.read().strip()} {os.readlink('/proc/self/ns/pid')}"
+    except OSError:
+        return None
+
+
+def started(pid: int) -> int | None:
+    """The start time of process `pid` (``/proc/PID/stat`` field 22), None when it is not
+    running (no such process, or a zombie: ended, not yet reaped) or cannot be read."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            fields = stat.read().rsplit(b")", 1)[-1].split()  # (a name may hold ") ")
+    except OSError:
+        return None
+    if len(fields) < 20 or fields[0] in (b"Z", b"X"):
+        return None
+    return int(fields[19])
+
+
+def published_process() -> dict[str, Any]:
+    """What a receiver writes in its rendezvous file: its pid, start time and scope
+    (nothing where ``/proc`` does not say)."""
+    pid, scope = os.getpid(), pid_scope()
+    start = started(pid)
+    if scope is None or start is None:
+        return {}
+    return {PID_KEY: pid, START_KEY: start, SCOPE_KEY: scope}
+
+
+def trainer_gone(entry: dict[str, Any]) -> int | None:
+    """The pid of the trainer that wrote rendezvous `entry` when it is known gone: the
+    entry's scope is this process's, and its pid does not run, is a zombie, or runs since
+    another time (reused). None otherwise, also when it cannot tell."""
+    pid, start, scope = entry.get(PID_KEY), entry.get(START_KEY), entry.get(SCOPE_KEY)
+    if not (isinstance(pid, int) and isinstance(start, int) and isinstance(scope, str)):
+        return None
+    if pid <= 0 or scope != pid_scope():
+        return None
+    try:
+        os.kill(pid, 0)  # (signal 0: whether the pid exists, even another user's)
+    except ProcessLookupError:
+        return pid
+    except PermissionError:
+        pass
+    except OverflowError:
+        return None
+    try:
+        with open(f"/proc/{pid}/stat", "rb"):
+            pass
+    except OSError:
+        return None  # (it exists, /proc hides it: hidepid; cannot tell more)
+    return None if started(pid) == start else pid
+
+
+def gone_words(pid: int) -> str:
+    """Why a file of a gone trainer is not taken, after ``rank_N.json: ``."""
+    return (
+        f"its trainer (pid {pid}, on this machine) is gone without marking it stopped "
+        "(killed: kill -9, out of memory?): start the trainer first (resumed: "
+        "--resume_from_checkpoint latest), or point MELISSA_TRAINER_RENDEZVOUS at the "
+        "running trainer's {output_dir}/rendezvous"
+    )

@@ -1,0 +1,110 @@
+"""A C solver started against the rendezvous of a trainer killed with ``kill -9`` (its
+``rank_N.json`` files stay, not marked stopped) fails its start (`mt_client_start`,
+MT_ERENDEZVOUS) naming the dead trainer's pid, the rendezvous and the fix, in the Python
+client's words (clients/c/src/trainer_alive.c, stream/trainer_process.py): before, every
+send returned MT_OK and its close failed 180 s later (a user trial, htrial3). A trainer
+alive is taken (the control).
+
+The stand-in trainer is a real process publishing with the receiver's own writer,
+SIGKILLed (tests/killed_trainer.py); the oracle for the words is the Python reader's
+verdict on the same directory (`fetch_rendezvous`)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from c_driver import script_exe  # noqa: F401 (a fixture)
+from compiled import SANITIZER_ENV, c_client  # noqa: F401
+from killed_trainer import kill_9, start_stand_in, stop, taken_after_restart
+
+from melissa_trainer.stream.endpoints import fetch_rendezvous
+
+pytestmark = pytest.mark.e2e  # every test here starts a process
+
+
+def script(rv: Path, tmp_path: Path, timeout: float) -> Path:
+    """mt_script's script: start on rendezvous `rv` (rendezvous timeout `timeout`)."""
+    path = tmp_path / "solver.txt"
+    path.write_text(f"rendezvous {rv} {timeout}\nid 1\nfield u 1 1 4\nstart\nabort\n")
+    return path
+
+
+def start(exe: Path, rv: Path, tmp_path: Path, timeout: float) -> tuple[int, str]:
+    """(status, message) of `mt_client_start` on rendezvous `rv` (rendezvous timeout
+    `timeout`), the solver waited on to its end."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("MELISSA_")}
+    proc = subprocess.run(
+        [str(exe), str(script(rv, tmp_path, timeout))],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**clean, **SANITIZER_ENV},
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    (line,) = [s for s in proc.stdout.splitlines() if s.startswith("4 ")]  # (the start)
+    _, status, message = line.split(" ", 2)
+    return int(status), message
+
+
+@pytest.mark.timeout(180)
+def test_a_c_solver_against_a_killed_trainer_is_refused_at_start(
+    script_exe: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    rv = tmp_path / "output" / "rendezvous"
+    trainer = start_stand_in(rv)
+    kill_9(trainer)
+    with pytest.raises(TimeoutError) as caught:
+        fetch_rendezvous(rv, timeout=1.0, alive_only=True)
+    python = str(caught.value)
+    code, message = start(script_exe, rv, tmp_path, 1.0)
+    assert code != 0, message
+    words = f"its trainer (pid {trainer.pid}, on this machine) is gone without marking it stopped"
+    for rank in (0, 1):
+        said = f"rank_{rank}.json: {words}"
+        assert said in message and said in python, (message, python)
+    fix = "start the trainer first (resumed: --resume_from_checkpoint latest), or point"
+    assert fix in message and fix in python, message
+    # (word for word, the Python reader's; its files in the directory's order, C's by rank)
+    head = f"rendezvous directory '{rv}' incomplete after 1.0 s: "
+    tail = " (is the trainer running, with this output directory?)"
+    for said in (message, python):
+        assert said.startswith(head) and said.endswith(tail), said
+
+    def files(said: str) -> list[str]:
+        return sorted(said[len(head) : -len(tail)].split("; "))
+
+    assert files(message) == files(python), (message, python)
+
+
+@pytest.mark.timeout(180)
+def test_a_c_solver_against_a_trainer_alive_is_not_refused(
+    script_exe: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    rv = tmp_path / "rendezvous"
+    trainer = start_stand_in(rv)
+    try:
+        code, message = start(script_exe, rv, tmp_path, 1.0)
+    finally:
+        stop(trainer)
+    assert code == 0, message
+
+
+@pytest.mark.timeout(180)
+def test_a_c_solver_waiting_takes_a_trainer_started_again(
+    script_exe: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """A solver started while the killed trainer is being resumed is not refused."""
+    rv = tmp_path / "rendezvous"
+    kill_9(start_stand_in(rv))
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("MELISSA_")}
+    argv = [str(script_exe), str(script(rv, tmp_path, 60.0))]
+    out = taken_after_restart(argv, {**clean, **SANITIZER_ENV}, rv)
+    (line,) = [s for s in out.splitlines() if s.startswith("4 ")]  # (the start)
+    assert line.split(" ", 2)[1] == "0", out

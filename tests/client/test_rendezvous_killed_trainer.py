@@ -1,0 +1,112 @@
+"""A solver started by hand against the rendezvous of a trainer killed with ``kill -9``
+(its ``rank_N.json`` files stay, not marked stopped) is refused at its start, naming the
+dead trainer's pid, the rendezvous and the fix (`trainer_process`), as for a trainer
+that ended (it waits `rendezvous_timeout` for a trainer to publish there again). Before,
+it took the files: every send went into the void and its close failed 180 s later (a
+user trial, htrial3). A trainer alive is taken, and so is a file whose process cannot be
+checked (another machine's pid namespace).
+
+The stand-in trainer is a real process publishing with the receiver's own writer,
+SIGKILLed (tests/killed_trainer.py); the client is a real process, waited on."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from killed_trainer import kill_9, start_stand_in, stop, taken_after_restart
+
+from melissa_trainer.stream.endpoints import fetch_rendezvous, write_rendezvous
+
+pytestmark = pytest.mark.timeout(120)
+
+SOLVER = """
+import sys
+import numpy as np
+from melissa_trainer.client import Client, ClientTuning
+client = Client({"u": ((2,), np.float64)}, simulation_id=1,
+                tuning=ClientTuning(rendezvous_timeout=float(sys.argv[1])))
+print("started", client.endpoints, flush=True)  # (the files taken: not refused)
+client.close(bye=False)
+"""
+
+
+def by_hand(rendezvous: Path) -> dict[str, str]:
+    """The environment of a solver started by hand: `MELISSA_TRAINER_RENDEZVOUS` only."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MELISSA_")}
+    return {**env, "MELISSA_TRAINER_RENDEZVOUS": str(rendezvous)}
+
+
+def solver(rendezvous: Path, timeout: float) -> subprocess.CompletedProcess[str]:
+    """A Python solver started by hand, run to its end."""
+    env = by_hand(rendezvous)
+    return subprocess.run(
+        [sys.executable, "-c", SOLVER, str(timeout)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+
+
+def gone_words(pid: int) -> str:
+    return f"its trainer (pid {pid}, on this machine) is gone without marking it stopped"
+
+
+@pytest.mark.e2e
+def test_a_solver_against_a_killed_trainer_is_refused_at_start(tmp_path: Path) -> None:
+    rv = tmp_path / "output" / "rendezvous"
+    trainer = start_stand_in(rv)
+    kill_9(trainer)
+    assert {p.name for p in rv.iterdir()} >= {"rank_0.json", "rank_1.json"}  # (left behind)
+    done = solver(rv, 1.0)
+    assert done.returncode != 0, done.stdout
+    assert "started" not in done.stdout
+    for rank in (0, 1):
+        assert f"rank_{rank}.json: {gone_words(trainer.pid)}" in done.stderr, done.stderr
+    assert f"rendezvous directory '{rv}' incomplete after 1.0 s" in done.stderr, done.stderr
+    assert "start the trainer first" in done.stderr
+    assert "point MELISSA_TRAINER_RENDEZVOUS at the running trainer's" in done.stderr
+
+
+@pytest.mark.e2e
+def test_a_solver_against_a_trainer_alive_is_not_refused(tmp_path: Path) -> None:
+    rv = tmp_path / "rendezvous"
+    trainer = start_stand_in(rv)
+    try:
+        done = solver(rv, 1.0)
+    finally:
+        stop(trainer)
+    assert done.stdout.startswith("started ['tcp://127.0.0.1:"), (done.stdout, done.stderr)
+    assert "is gone" not in done.stderr, done.stderr
+
+
+@pytest.mark.e2e
+def test_a_solver_waiting_takes_a_trainer_started_again(tmp_path: Path) -> None:
+    """A solver started while the killed trainer is being resumed is not refused."""
+    rv = tmp_path / "rendezvous"
+    kill_9(start_stand_in(rv))
+    argv = [sys.executable, "-c", SOLVER, "60"]
+    out = taken_after_restart(argv, by_hand(rv), rv)
+    assert out.startswith("started ['tcp://127.0.0.1:"), out
+
+
+def test_a_reused_pid_is_not_taken_for_the_trainer(tmp_path: Path) -> None:
+    """This process's pid, alive, with another start time: another process's now."""
+    write_rendezvous(tmp_path, 0, 1, "tcp://127.0.0.1:9")
+    path = tmp_path / "rank_0.json"
+    entry = json.loads(path.read_text())
+    assert entry["pid"] == os.getpid()
+    assert fetch_rendezvous(tmp_path, timeout=0.0, alive_only=True)[0]["pid"] == os.getpid()
+    path.write_text(json.dumps({**entry, "pid_start": entry["pid_start"] + 1}))
+    with pytest.raises(TimeoutError, match=rf"rank_0\.json: its trainer \(pid {os.getpid()}"):
+        fetch_rendezvous(tmp_path, timeout=0.0, alive_only=True)
+    assert fetch_rendezvous(tmp_path, timeout=0.0)  # (only a client's start checks)
+    other = {**entry, "pid_start": 1, "pid_scope": "another-boot pid:[1]"}
+    path.write_text(json.dumps(other))  # (another machine: not checkable, taken)
+    assert fetch_rendezvous(tmp_path, timeout=0.0, alive_only=True)

@@ -1,0 +1,79 @@
+"""A stand-in trainer for the tests of a rendezvous whose trainer was killed
+(`trainer_process`): a real process that binds a ZeroMQ PULL socket per rank and
+publishes it with the receiver's own writer (`endpoints.write_rendezvous`), as a
+trainer's receivers do, then waits until it is killed."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+STAND_IN = """
+import sys, time, zmq
+from melissa_trainer.stream.endpoints import write_rendezvous
+ctx = zmq.Context()
+ranks = int(sys.argv[2])
+for rank in range(ranks):
+    sock = ctx.socket(zmq.PULL)
+    sock.bind("tcp://127.0.0.1:*")
+    write_rendezvous(sys.argv[1], rank, ranks, sock.getsockopt_string(zmq.LAST_ENDPOINT),
+                     {"run_id": "run-a"})
+print("published", flush=True)
+sys.stdin.read()  # (until killed, or its stdin closed)
+"""
+
+
+def start_stand_in(rendezvous: Path, ranks: int = 2) -> subprocess.Popen[str]:
+    """The stand-in, once its files are written (its "published" line read)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", STAND_IN, str(rendezvous), str(ranks)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ},
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert line == "published\n", line
+    return proc
+
+
+def kill_9(proc: subprocess.Popen[str]) -> None:
+    """SIGKILL `proc` and reap it: its files stay, not marked stopped."""
+    proc.send_signal(signal.SIGKILL)
+    assert proc.wait(timeout=30) == -signal.SIGKILL
+
+
+def stop(proc: subprocess.Popen[str]) -> None:
+    """End a stand-in still running (a control's)."""
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait(timeout=30)
+
+
+def taken_after_restart(argv: list[str], env: dict[str, str], rendezvous: Path) -> str:
+    """Start the solver `argv` against `rendezvous` (its trainer killed), and once it said
+    on stderr that the trainer is gone (its notice, `NOTICE_AFTER` s in), start a trainer
+    there again (a resume): the solver's stdout, once it ended. It must take the new
+    trainer's files, not be refused: its rendezvous timeout leaves it the time."""
+    solver = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
+    assert solver.stderr is not None
+    seen = []
+    for line in solver.stderr:  # (until the notice: an event, not a sleep)
+        seen.append(line)
+        if "is gone without marking it stopped" in line:
+            break
+    else:
+        raise AssertionError(f"no notice of the gone trainer: {''.join(seen)}")
+    again = start_stand_in(rendezvous)
+    try:
+        out, err = solver.communicate(timeout=60)
+    finally:
+        stop(again)
+    assert solver.returncode == 0, err
+    return out

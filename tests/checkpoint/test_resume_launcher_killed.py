@@ -59,7 +59,10 @@ def test_ranks_whose_launcher_is_killed_stop_with_a_checkpoint_and_the_study_res
         # a bound on a hang (the rest of the study takes about 2 minutes), not a speed
         wait_until(
             lambda: not [pid for pid in ranks if live(pid)],
-            lambda: f"the ranks' end, their launcher dead (alive: {[p for p in ranks if live(p)]})",
+            lambda: (
+                f"the ranks' end, their launcher dead (alive: {[p for p in ranks if live(p)]}); "
+                f"their output: {first.output()}"  # (once seen under load: what they said)
+            ),
             60,
             interval=0.1,
         )

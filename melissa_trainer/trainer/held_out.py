@@ -64,17 +64,13 @@ class HeldOutLosses:
         step: int,
         ids: Sequence[int],
         losses: Sequence[float],
-        dataset: Sequence[Any],
+        firsts: Sequence[Any],
         names: Sequence[str] | None,
     ) -> HeldOutLosses:
-        """The losses of the simulations `ids` of `dataset` (every sample a mapping with
-        a ``simulation_id``: `SimulationErrors.of` checked it), each simulation's
-        parameters read from its first sample; `names` the parameters' names if known
-        (used when their number matches)."""
-        first: dict[int, Any] = {}
-        for sample in dataset:
-            first.setdefault(int(np.asarray(sample["simulation_id"]).reshape(())), sample)
-        rows = [_parameters(first[i]) for i in ids]
+        """The losses of the simulations `ids`, each simulation's parameters read from
+        its first sample (`firsts`, aligned with `ids`: `SimulationErrors.first`);
+        `names` the parameters' names if known (used when their number matches)."""
+        rows = [_parameters(sample) for sample in firsts]
         width = {None if r is None else len(r) for r in rows}
         if len(width) != 1 or None in width:  # missing somewhere, or of unequal lengths
             table = np.zeros((len(ids), 0))

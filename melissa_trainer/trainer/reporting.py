@@ -124,7 +124,7 @@ def keep_held_out(trainer: OnlineTrainer, tails: SimulationErrors) -> None:
         trainer.state.global_step,
         tails.ids,
         tails.means,
-        trainer.eval_dataset,
+        [trainer.eval_dataset[p] for p in tails.first],
         parameter_names(trainer.source),
     )
     trainer.held_out_losses = held_out

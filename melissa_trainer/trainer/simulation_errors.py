@@ -92,10 +92,15 @@ class SimulationErrors:
     """
 
     def __init__(self, ids: Sequence[int], device: torch.device) -> None:
-        unique, rows = np.unique(np.asarray(ids, dtype=np.int64), return_inverse=True)
+        unique, first, rows = np.unique(
+            np.asarray(ids, dtype=np.int64), return_index=True, return_inverse=True
+        )
         self.simulations = len(unique)
         #: the simulations' ids, ascending; after `metrics`, `means` their mean losses
         self.ids: tuple[int, ...] = tuple(int(i) for i in unique)
+        #: the position in the dataset of each one's first sample (`held_out` reads its
+        #: parameters there, without a second pass over the dataset)
+        self.first: tuple[int, ...] = tuple(int(p) for p in first)
         self.means: tuple[float, ...] = ()
         self._rows = torch.from_numpy(rows.reshape(-1)).to(device)
         self._sums = torch.zeros(2, self.simulations, dtype=torch.float64, device=device)

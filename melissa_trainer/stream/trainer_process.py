@@ -2,22 +2,24 @@
 ``kill -9`` leaves its ``rank_N.json`` files behind, not marked stopped).
 
 A receiver publishes, beside its endpoint, its process: ``"pid"``, ``"pid_start"`` (its
-start time, ``/proc/PID/stat``'s 22nd field, clock ticks after boot: a pid reused by
-another process has another) and ``"pid_scope"`` (``"BOOT PIDNS"``: this machine's boot
-id and the pid namespace, in which alone the pid names that process). A client in the
+start time, `common.process_alive`: a pid reused by another process has another) and
+``"pid_scope"`` (``"BOOT PIDNS"``: this machine's boot id and the pid namespace, in
+which alone the pid names that process). A client in the
 same scope that finds the process gone (no such pid, a zombie, or a pid that another
 process holds now) does not take the file: `endpoints.fetch_rendezvous` waits for a
 trainer to publish there again, as for a file marked stopped (a trainer being resumed
 rewrites the files: a client started meanwhile is not refused), and says why
 (`gone_words`). Another machine or pid namespace, no ``/proc``, or an older trainer's
 file without them: nothing is checked. The C client reads the same keys
-(clients/c/src/trainer_alive.c). Standard library only; no state.
+(clients/c/src/trainer_alive.c). No state.
 """
 
 from __future__ import annotations
 
 import os
 from typing import Any
+
+from melissa_trainer.common.process_alive import runs, start_time
 
 #: the rendezvous file's keys (`published_process`)
 PID_KEY, START_KEY, SCOPE_KEY = "pid", "pid_start", "pid_scope"
@@ -33,24 +35,11 @@ def pid_scope() -> str | None:
         return None
 
 
-def started(pid: int) -> int | None:
-    """The start time of process `pid` (``/proc/PID/stat`` field 22), None when it is not
-    running (no such process, or a zombie: ended, not yet reaped) or cannot be read."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            fields = stat.read().rsplit(b")", 1)[-1].split()  # (a name may hold ") ")
-    except OSError:
-        return None
-    if len(fields) < 20 or fields[0] in (b"Z", b"X"):
-        return None
-    return int(fields[19])
-
-
 def published_process() -> dict[str, Any]:
     """What a receiver writes in its rendezvous file: its pid, start time and scope
     (nothing where ``/proc`` does not say)."""
     pid, scope = os.getpid(), pid_scope()
-    start = started(pid)
+    start = start_time(pid)
     if scope is None or start is None:
         return {}
     return {PID_KEY: pid, START_KEY: start, SCOPE_KEY: scope}
@@ -63,22 +52,9 @@ def trainer_gone(entry: dict[str, Any]) -> int | None:
     pid, start, scope = entry.get(PID_KEY), entry.get(START_KEY), entry.get(SCOPE_KEY)
     if not (isinstance(pid, int) and isinstance(start, int) and isinstance(scope, str)):
         return None
-    if pid <= 0 or scope != pid_scope():
+    if scope != pid_scope():
         return None
-    try:
-        os.kill(pid, 0)  # (signal 0: whether the pid exists, even another user's)
-    except ProcessLookupError:
-        return pid
-    except PermissionError:
-        pass
-    except OverflowError:
-        return None
-    try:
-        with open(f"/proc/{pid}/stat", "rb"):
-            pass
-    except OSError:
-        return None  # (it exists, /proc hides it: hidepid; cannot tell more)
-    return None if started(pid) == start else pid
+    return pid if runs(pid, start) is False else None
 
 
 def gone_words(pid: int) -> str:

@@ -44,6 +44,7 @@ import struct
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from melissa_trainer.common.process_alive import runs, start_time
 from melissa_trainer.hooks.raised import method_name, raised_in
 
 __all__ = [
@@ -97,33 +98,17 @@ class Mark(NamedTuple):
 
 
 def _started(pid: int) -> int:
-    """The start time of process `pid` (clock ticks since boot, ``/proc/PID/stat``'s
-    22nd field), which tells a pid reused by another process from its first one; 0
-    where there is no ``/proc`` or it is gone."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_bytes()
-    except OSError:
-        return 0
-    fields = stat[stat.rfind(b")") + 2 :].split()  # (the name may hold spaces)
-    return int(fields[19]) if len(fields) > 19 else 0
+    """The start time of process `pid` (`process_alive.start_time`), which tells a pid
+    reused by another process from its first one; 0 where it is not known."""
+    return start_time(pid) or 0
 
 
 def _lives(mark: Mark) -> bool:
     """Whether `mark`'s process, on this host, still runs: False once it ended, also
     while it is a zombie (its parent has not reaped it yet: the launcher's agent may
-    be slow to) and once its pid is another process's (a start time not the mark's)."""
-    try:
-        os.kill(mark.pid, 0)  # (signal 0: only whether the pid exists)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass  # (it exists, another user's)
-    try:
-        stat = Path(f"/proc/{mark.pid}/stat").read_bytes()
-    except OSError:
-        return True  # (no /proc to say more: it exists)
-    state = stat[stat.rfind(b")") + 2 :][:1]
-    return state != b"Z" and (not mark.start or _started(mark.pid) == mark.start)
+    be slow to) and once its pid is another process's (a start time not the mark's);
+    True where that cannot be told (`process_alive.runs`)."""
+    return runs(mark.pid, mark.start) is not False
 
 
 def _this_host() -> str:

@@ -6,14 +6,18 @@ A pid alone can mislead: it may be a zombie (ended, not reaped yet: the launcher
 may be slow to) or, once reaped, reused by another process; the start time (clock ticks
 after boot, ``/proc/PID/stat``'s 22nd field) tells the first process from a later one.
 Linux's ``/proc``; elsewhere, or where it hides other users' processes (``hidepid``),
-`runs` cannot tell. Standard library only; no state; thread-safe.
+`runs` cannot tell. A pid names a process only in its pid namespace on its machine
+(`pid_scope`): ranks or a trainer in containers of their own on one node (``apptainer
+exec --containall``, Docker with host networking) share the host name, not the pids, so
+a record checked from another scope says nothing. Standard library only; no state;
+thread-safe.
 """
 
 from __future__ import annotations
 
 import os
 
-__all__ = ["runs", "start_time"]
+__all__ = ["pid_scope", "runs", "start_time"]
 
 
 def _stat(pid: int) -> list[bytes] | None:
@@ -55,3 +59,14 @@ def runs(pid: int, start: int = 0) -> bool | None:
     if fields[0] in (b"Z", b"X"):
         return False
     return not start or (len(fields) >= 20 and int(fields[19]) == start)
+
+
+def pid_scope() -> str | None:
+    """``"BOOT PIDNS"``: this machine's boot id and this process's pid namespace (the
+    link ``/proc/self/ns/pid`` names), in which alone a pid recorded here names its
+    process; None without ``/proc``."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as boot:
+            return f"{boot.read().strip()} {os.readlink('/proc/self/ns/pid')}"
+    except OSError:
+        return None

@@ -19,20 +19,10 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from melissa_trainer.common.process_alive import runs, start_time
+from melissa_trainer.common.process_alive import pid_scope, runs, start_time
 
 #: the rendezvous file's keys (`published_process`)
 PID_KEY, START_KEY, SCOPE_KEY = "pid", "pid_start", "pid_scope"
-
-
-def pid_scope() -> str | None:
-    """``"BOOT PIDNS"``: this machine's boot id and this process's pid namespace (the
-    link ``/proc/self/ns/pid`` names), None without ``/proc``."""
-    try:
-        with open("/proc/sys/kernel/random/boot_id") as boot:
-            return f"{boot.read().strip()} {os.readlink('/proc/self/ns/pid')}"
-    except OSError:
-        return None
 
 
 def published_process() -> dict[str, Any]:

@@ -22,15 +22,17 @@ system's cache, or not within the wait for notes (then nothing is said of it). T
 surviving rank's own collective may have broken in a hook too (the other rank aborted):
 its error was raised there (`hooks.raised`), and the same words name that hook.
 
-Each mark holds its rank's pid, the process's start time and host too, written once: of
+Each mark holds its rank's pid, the process's start time, host and pid scope (boot id and
+pid namespace, `process_alive.pid_scope`) too, written once: of
 3 ranks or more the survivor cannot tell from its broken collective which peer is gone
 (of 2, a collective broken by a network error does not mean the other died), so it
 checks each marked peer's pid (`checked`, one rule for all these words): alive on this
 host, the peer "is in" its hook method; ended (or a zombie, or the pid now another
 process's), it "died" in it; on another host, the words say it cannot be checked from
-here. A peer in no hook method is checked so too (`unmarked_words`): its mark, made as
-the rank started, holds its pid while it is in none, so a peer killed outside any hook
-is named as well.
+here, as for a peer on this host but in another pid namespace (a container of its own:
+its pid is not ours to check). A peer in no hook method is checked so too
+(`unmarked_words`): its mark, made as the rank started, holds its pid while it is in
+none, so a peer killed outside any hook is named as well.
 
 The library's own hooks are not marked: their collectives are called on every rank.
 """
@@ -44,7 +46,7 @@ import struct
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from melissa_trainer.common.process_alive import runs, start_time
+from melissa_trainer.common.process_alive import pid_scope, runs, start_time
 from melissa_trainer.hooks.raised import method_name, raised_in
 
 __all__ = [
@@ -66,14 +68,16 @@ __all__ = [
 MARK_PREFIX = "in-hook-"
 #: the file: the run's id (`_ID` bytes, NUL-padded), a flag (1: in a hook), the step
 #: (int64), the rank's pid and its start time (int64 each: `_started`), its host
-#: (`_HOST` bytes, NUL-padded), the method's name (NUL-ended)
-_ID, _HOST, _NAME = 64, 64, 256
+#: (`_HOST` bytes, NUL-padded), its pid scope (`_SCOPE` bytes, NUL-padded: a boot id's 36
+#: characters and ``pid:[INODE]``), the method's name (NUL-ended)
+_ID, _HOST, _SCOPE, _NAME = 64, 64, 96, 256
 _FLAG = _ID
 _STEP = _ID + 8
 _PID = _STEP + 8
 _START = _PID + 8
 _HOSTNAME = _START + 8
-_WORDS = _HOSTNAME + _HOST
+_SCOPED = _HOSTNAME + _HOST
+_WORDS = _SCOPED + _SCOPE
 _SIZE = _WORDS + _NAME
 _STEP_BYTES = struct.Struct("<q")
 #: the most ranks alive (or on another host) that `unmarked_words` names one by one
@@ -95,6 +99,7 @@ class Mark(NamedTuple):
     pid: int  # the rank's process, on `host`
     host: str
     start: int  # its start time (`_started`; 0: not known)
+    scope: str = ""  # its pid scope (`process_alive.pid_scope`; "": not known)
 
 
 def _started(pid: int) -> int:
@@ -126,10 +131,18 @@ def checked(record: Mark, here: str) -> tuple[str, str]:
     on a peer's end (`unmarked_words`, `in_hook_words`): `DEAD` (on this host `here`,
     ended, a zombie, or its pid now another process's: `_lives`), `ALIVE`, or
     `ELSEWHERE` (on another host: not checked from here, whatever a broken collective
-    suggests: a network error breaks one with the peer alive); with the words naming
-    it ("pid P", or "pid P on HOST: not this host, not checked from here")."""
+    suggests: a network error breaks one with the peer alive; or on this host in
+    another pid namespace, where its pid names another process or none, hrev4); with
+    the words naming it ("pid P", "pid P on HOST: not this host, not checked from
+    here", or "pid P in another pid namespace of this host (a container of its own?):
+    not checked from here")."""
     if record.host != here:
         return ELSEWHERE, f"pid {record.pid} on {record.host}: not this host, not checked from here"
+    if record.scope and record.scope != pid_scope():
+        return ELSEWHERE, (
+            f"pid {record.pid} in another pid namespace of this host (a container of "
+            "its own?): not checked from here"
+        )
     return (ALIVE if _lives(record) else DEAD), f"pid {record.pid}"
 
 
@@ -155,6 +168,8 @@ class HookMark:
         _STEP_BYTES.pack_into(self._map, _START, _started(pid))
         host = socket.gethostname().encode()[: _HOST - 1]  # (`_this_host`'s bytes)
         self._map[_HOSTNAME : _HOSTNAME + len(host)] = host
+        scope = (pid_scope() or "").encode()[: _SCOPE - 1]
+        self._map[_SCOPED : _SCOPED + len(scope)] = scope
         #: each method's name as the mark holds it; None: a library hook's (not marked)
         self._names: dict[Any, bytes | None] = {}
         self._last: Any = None  # (the method whose name the mark holds)
@@ -219,12 +234,13 @@ def read_record(path: Path, run_id: str) -> Mark | None:
         return None
     (pid,) = _STEP_BYTES.unpack_from(data, _PID)
     (start,) = _STEP_BYTES.unpack_from(data, _START)
-    host = data[_HOSTNAME:_WORDS].split(b"\0", 1)[0].decode(errors="replace")
+    host = data[_HOSTNAME:_SCOPED].split(b"\0", 1)[0].decode(errors="replace")
+    scope = data[_SCOPED:_WORDS].split(b"\0", 1)[0].decode(errors="replace")
     if data[_FLAG] != 1:
-        return Mark("", -1, int(pid), host, int(start))
+        return Mark("", -1, int(pid), host, int(start), scope)
     (step,) = _STEP_BYTES.unpack_from(data, _STEP)
     name = data[_WORDS:_SIZE].split(b"\0", 1)[0].decode(errors="replace")
-    return Mark(name, int(step), int(pid), host, int(start))
+    return Mark(name, int(step), int(pid), host, int(start), scope)
 
 
 def read_mark(path: Path, run_id: str) -> Mark | None:

@@ -9,6 +9,7 @@ there, after adding this folder to `sys.path`.
 
 from __future__ import annotations
 
+import csv
 import math
 import time
 from collections.abc import Mapping
@@ -153,6 +154,22 @@ def sequential_seconds(simulation: float | None, training: float, job_limit: int
     return None if simulation is None else round(simulation / job_limit + training, 2)
 
 
+def written_held_out(trainer: OnlineTrainer) -> Path | None:
+    """``{output_dir}/held_out_losses.csv`` when it holds the last validation's losses
+    (its rows' step is `trainer.held_out_losses`'): None when no validation made them, or
+    the file could not be written (a WARNING said so; an earlier run's file may be there)."""
+    losses = getattr(trainer, "held_out_losses", None)
+    if losses is None:
+        return None
+    path = Path(trainer.args.output_dir) / HELD_OUT_FILE
+    try:
+        with path.open(newline="") as file:
+            first = next(csv.DictReader(file), None)
+    except OSError:
+        return None
+    return path if first is not None and first.get("step") == str(losses.step) else None
+
+
 def run_summary(
     trainer: OnlineTrainer,
     launcher: Launcher | None,
@@ -170,9 +187,7 @@ def run_summary(
     run's simulation time against this run's training would be neither run's figure)."""
     study: dict[str, float] = launcher.summary() if launcher is not None else {}
     draws = None if launcher is None else launcher.draws_path
-    held_out = None
-    if getattr(trainer, "held_out_losses", None) is not None:
-        held_out = Path(trainer.args.output_dir) / HELD_OUT_FILE
+    held_out = written_held_out(trainer)
     simulation = study.get("simulation_seconds")
     sequential = None if resumed_from is not None else simulation
     return {

@@ -38,15 +38,31 @@ def test_the_study_s_files_are_named(tmp_path: Path) -> None:
     draws = tmp_path / "study" / "draws.csv"
     trainer = SimpleNamespace(
         state=SimpleNamespace(total_samples_seen=0, global_step=0, log_history=[]),
-        held_out_losses=object(),
+        held_out_losses=SimpleNamespace(step=30),
         args=SimpleNamespace(output_dir=str(tmp_path)),
     )
+    (tmp_path / "held_out_losses.csv").write_text("step,simulation_id,loss\n30,4,0.5\n")
     launcher = SimpleNamespace(summary=lambda: {}, draws_path=draws)
     got = run_summary(trainer, launcher, 0.0, 0.0, 1)  # type: ignore[arg-type]
     assert got["draws_csv"] == str(draws)
     assert got["held_out_csv"] == str(tmp_path / "held_out_losses.csv")
     none = summary(None)
     assert none["draws_csv"] is None and none["held_out_csv"] is None
+
+
+def test_a_held_out_file_not_written_by_this_validation_is_not_named(tmp_path: Path) -> None:
+    """The file could not be written (a WARNING, training went on): ``held_out_csv`` is
+    None, also where an earlier run's file stays (hrev4: before, the path was named
+    whenever a validation had made the losses)."""
+    trainer = SimpleNamespace(
+        state=SimpleNamespace(total_samples_seen=0, global_step=0, log_history=[]),
+        held_out_losses=SimpleNamespace(step=30),
+        args=SimpleNamespace(output_dir=str(tmp_path)),
+    )
+    launcher = SimpleNamespace(summary=lambda: {}, draws_path=None)
+    assert run_summary(trainer, launcher, 0.0, 0.0, 1)["held_out_csv"] is None  # type: ignore[arg-type]
+    (tmp_path / "held_out_losses.csv").write_text("step,simulation_id,loss\n20,4,0.5\n")
+    assert run_summary(trainer, launcher, 0.0, 0.0, 1)["held_out_csv"] is None  # type: ignore[arg-type]
 
 
 def test_a_resumed_run_does_not() -> None:

@@ -17,7 +17,7 @@ included) with the surrogate's guesses, next to the work of the same simulation 
 from its previous state (computed here in the same process: it does not depend on the
 trainer), and the surrogate's final error on held-out simulations.
 
-    python examples/heat_guess/train.py                   # 6 simulations, 5 to ~20 s on 2 cores
+    python examples/heat_guess/train.py                   # 6 simulations, 5 to 25 s on 2 cores
     python examples/heat_guess/train.py --method cg       # conjugate gradient instead
     python examples/heat_guess/train.py --no_surrogate    # the simulations never ask
     python examples/heat_guess/train.py --guess_check none  # every guess taken, unchecked

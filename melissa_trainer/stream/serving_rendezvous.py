@@ -184,9 +184,21 @@ def check_inputs(arrays: Mapping[str, np.ndarray], inputs: Sequence[FieldSpec]) 
             cast = f" (cast it to {spec.dtype.str})" if arr.dtype != spec.dtype else ""
             return (
                 f"input {spec.name!r} is {arr.dtype.str} {arr.shape}, declared "
-                f"{spec.dtype.str} {spec.shape}{cast}"
+                f"{spec.dtype.str} {spec.shape}{cast}{_batch_hint(arr.shape, spec.shape)}"
             )
     return None
+
+
+def _batch_hint(given: tuple[int, ...], declared: tuple[int, ...]) -> str:
+    """The fix when `given` is `declared` under a leading dimension: a batch of
+    requests, PyTorch's habit (`u[None]`), where one request is one sample. The C
+    client says the same (clients/c/src/predict_names.c)."""
+    if len(given) != len(declared) + 1 or given[1:] != declared:
+        return ""
+    return (
+        f" (a request is one sample, without a batch dimension: drop the leading "
+        f"{given[0]}, one request per sample)"
+    )
 
 
 def serving_bind(receiver: str, rank: int) -> str:

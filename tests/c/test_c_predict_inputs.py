@@ -76,6 +76,7 @@ def test_inputs_that_are_not_the_trainers_are_checked_before_sending_not_a_fallb
         "shape": ["unstage", "input u 1 1 3 : 1 2 3", "output y 1 4", "predict 20"],
         "name": ["unstage", "input v 1 1 4 : 1 2 3 4", "output y 1 4", "predict 20"],
         "dtype": ["unstage", "input u 2 1 4 : 1 2 3 4", "output y 1 4", "predict 20"],
+        "batch": ["unstage", "input u 1 2 2 4 : 1 2 3 4 5 6 7 8", "output y 1 4", "predict 20"],
         "good": ["unstage", "input u 1 1 4 : 1 2 3 4", "output y 1 4", "predict 20"],
     }
     at = {}
@@ -112,6 +113,12 @@ def test_inputs_that_are_not_the_trainers_are_checked_before_sending_not_a_fallb
             "(unknown: 'v'; missing: 'u')",
         ),
         ("dtype", MT_EDTYPE, "mt_predict: input 'u' is <f8 (4,), declared <f4 (4,) (cast it"),
+        (  # (the Python client's words: tests/client/test_predict_dtype.py)
+            "batch",
+            MT_ESHAPE,
+            "mt_predict: input 'u' is <f4 (2, 4), declared <f4 (4,) (a request is one sample, "
+            "without a batch dimension: drop the leading 2, one request per sample)",
+        ),
     ):
         got, message = status(what)
         assert (got, message[: len(said)]) == (code, said), f"{what}: {got} {message}"

@@ -40,8 +40,13 @@ def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[PredictServer]:
     [
         (np.zeros(4, np.float64), "input 'q' is <f8 (4,), declared <f4 (4,) (cast it"),
         (np.zeros(8, np.float32), "input 'q' is <f4 (8,), declared <f4 (4,)"),
+        (  # PyTorch's habit, u[None] (user trial htrial4): before, no word on the fix
+            np.zeros((1, 4), np.float32),
+            "input 'q' is <f4 (1, 4), declared <f4 (4,) (a request is one sample, without a "
+            "batch dimension: drop the leading 1, one request per sample)",
+        ),
     ],
-    ids=["float64", "longer"],
+    ids=["float64", "longer", "batched"],
 )
 def test_inputs_of_another_dtype_are_refused_naming_the_dtype_first(
     server: PredictServer, value: np.ndarray, said: str

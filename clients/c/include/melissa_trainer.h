@@ -425,10 +425,16 @@ mt_status mt_fields_differ(mt_client *c, int rank, int ranks);
  *
  *     uint64_t n = 64, version;
  *     mt_input in = {"u", u, &n, MT_FLOAT32, 1};
- *     mt_output out = {"prediction", guess, 64, MT_FLOAT32};
+ *     mt_output out = {.name = "prediction", .data = guess, .capacity = 64,
+ *                      .dtype = MT_FLOAT32};
  *     mt_status st = mt_predict(c, &in, 1, &out, 1, 0.5, &version);
  *     if (st == MT_ETIMEDOUT || st == MT_EREFUSED || st == MT_EREPLY)
  *         memcpy(guess, u, n * sizeof(float)); // the simulation's own fallback
+ *     else if (st != MT_OK) {                  // a mistake to fix: guess not written
+ *         fprintf(stderr, "%s\n", mt_client_error(c));
+ *         mt_client_fail(c, "mt_predict: inputs or outputs that are not the trainer's");
+ *         return 1;
+ *     }
  *
  * Where: the serving socket of training rank simulation_id % W, read from serve_{r}.json
  * in the rendezvous directory (mt_set_rendezvous, else MELISSA_TRAINER_RENDEZVOUS; with

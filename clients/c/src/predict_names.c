@@ -104,9 +104,21 @@ mt_status mt_predict_check_inputs(mt_client *c, const mt_input *in, size_t n_in)
                 snprintf(cast, sizeof cast, " (cast it to %s: convert the data to %s, dtype %s)",
                          mt_dtype_str(s->dtype), mt_dtype_name(s->dtype),
                          mt_dtype_constant(s->dtype));
+            /* a batch of requests (the declared shape under a leading dimension): one
+             * request is one sample (serving_rendezvous._batch_hint's words) */
+            char batch[160] = "";
+            bool batched = in[i].ndim == s->ndim + 1;
+            for (int d = 0; batched && d < s->ndim; ++d)
+                batched = in[i].shape[d + 1] == s->shape[d];
+            if (batched)
+                snprintf(batch, sizeof batch,
+                         " (a request is one sample, without a batch dimension: drop the "
+                         "leading %llu, one request per sample)",
+                         (unsigned long long)in[i].shape[0]);
             return mt_fail(c, s->dtype != in[i].dtype ? MT_EDTYPE : MT_ESHAPE,
-                           "mt_predict: input '%s' is %s %s, declared %s %s%s", in[i].name,
-                           mt_dtype_str(in[i].dtype), got, mt_dtype_str(s->dtype), want, cast);
+                           "mt_predict: input '%s' is %s %s, declared %s %s%s%s", in[i].name,
+                           mt_dtype_str(in[i].dtype), got, mt_dtype_str(s->dtype), want, cast,
+                           batch);
         }
     }
     return MT_OK;

@@ -12,7 +12,9 @@ Now the first collective is an ``MPI_Iallreduce`` polled until the rendezvous ti
 the two right ways to start, and the job ends.
 
 Not a stop of the study: the receiver cannot tell this simulation from a legitimate one
-whose one rank streams alone (the controls below), so rank 1's complete stream stands.
+whose one rank streams alone (the controls below), so rank 1's complete stream stands;
+a solver that exits non-zero on the error (as it should) gets its simulation recorded
+failed, and the study's error quotes the words.
 
 The oracles: each job's log (rank 0's status line, its words), the samples the receiver
 assembled, the study's end.
@@ -27,9 +29,10 @@ import pytest
 from c_driver import mpi_script_exe  # noqa: F401 (fixture)
 from compiled import CClient, c_client  # noqa: F401 (fixture)
 from helpers import find_mpiexec
-from launcher_runs import keys, launcher, receive, stream_study
+from launcher_runs import failure, keys, launcher, receive, stream_study
 
 from melissa_trainer.launcher.backends import MpiexecBackend
+from melissa_trainer.launcher.study_record import records_of
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 
@@ -99,6 +102,41 @@ def test_a_rank_on_the_mpi_start_whose_peer_started_plain_fails_with_the_fix(
             "yours starts that much later"
         ), log
         assert "\n12 0 " in log, log  # rank 1's start
+
+
+def test_a_solver_that_exits_on_the_error_fails_its_simulation_with_the_words(
+    mpi_script_exe: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """A solver exits non-zero on MT_EMPI (as docs/how-to/compiled-solver.md says):
+    the launcher records the simulation failed, though its lone rank's stream had its
+    BYE, and quotes rank 0's words in the study's error (``on_failure="raise"``, no
+    restart: the error at the first failure)."""
+    rendezvous = tmp_path / "rendezvous"
+    scripts = [_half(rendezvous, 1).replace("start_mpi\n", "start_mpi\nexit 3\n"), _whole(11)]
+    for rank, script in enumerate(scripts):
+        (tmp_path / f"mpi_{rank}.txt").write_text(script)
+    receiver, buffer = receive(tmp_path, N)
+    launch = launcher(
+        [str(mpi_script_exe), str(tmp_path / "mpi_RANK.txt")],
+        N,
+        job_limit=1,
+        backend=MpiexecBackend(find_mpiexec()),
+        ranks_per_simulation=2,
+        log_dir=tmp_path / "logs",
+        tuning={"max_restarts": 0, "on_failure": "raise"},
+    )
+    try:
+        launch.start(rendezvous, heartbeat=receiver.activity)
+        message = str(failure(launch, timeout=90))
+    finally:
+        launch.stop()
+        receiver.stop()
+    assert message.startswith("simulation 0 failed once (exit codes [3]"), message
+    assert "| 4 11 mt_client_start_mpi: this rank (0 of 2) waited " in message, message
+    assert "Every rank of the communicator must call mt_client_start_mpi on it" in message
+    record = records_of(launch.state_dict())[0]
+    assert (record["status"], record["exit_codes"]) == ("failed", [3]), record
 
 
 #: the legitimate ways: each rank's script (its lines: rank 0 from 1, rank 1 from 21)

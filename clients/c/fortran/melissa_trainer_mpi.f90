@@ -18,9 +18,12 @@
 !> different fields (names, order, dtypes, global shapes, or a different number of
 !> fields: their count and a hash of them compared in a first MPI_Allreduce of 4
 !> numbers, before the scans) each get MT_EMPI naming their own declaration
-!> (mt_fields_differ).
+!> (mt_fields_differ). That first reduction is polled (`joined`): a rank whose peers have
+!> not all called mt_start_mpi within the rendezvous timeout (at least 10 s) gets
+!> MT_EMPI naming the fix (every rank on mt_start_mpi; or the plain mt_start on the one
+!> rank that streams alone), where it waited for ever.
 module melissa_trainer_mpi
-  use, intrinsic :: iso_c_binding, only: c_int, c_int64_t, c_size_t
+  use, intrinsic :: iso_c_binding, only: c_int, c_int64_t, c_size_t, c_ptr, c_double
   use mpi_f08
   use melissa_trainer
   use melissa_trainer_c, only: f_string, mt_set_rank_c, mt_field_count_c, mt_field_name_c, &
@@ -35,7 +38,79 @@ module melissa_trainer_mpi
     module procedure start_f08, start_handle
   end interface
 
+  interface
+    function mt_mpi_join_timeout_c(c) bind(C, name="mt_mpi_join_timeout") result(bound)
+      import :: c_ptr, c_double
+      type(c_ptr), value :: c
+      real(c_double) :: bound
+    end function
+    subroutine mt_mpi_join_pause_c() bind(C, name="mt_mpi_join_pause")
+    end subroutine
+    function mt_mpi_never_joined_c(c, rank, ranks, waited_s, fortran) &
+        bind(C, name="mt_mpi_never_joined") result(status)
+      import :: c_ptr, c_int, c_double
+      type(c_ptr), value :: c
+      integer(c_int), value :: rank, ranks, fortran
+      real(c_double), value :: waited_s
+      integer(c_int) :: status
+    end function
+  end interface
+
 contains
+
+  !> The first collective of the start: extremes = the MPI_MAX of every rank's counts,
+  !> by an MPI_Iallreduce polled (MPI_Test, a 1 ms pause between two) until the bound
+  !> mt_mpi_join_timeout (the rendezvous timeout, at least 10 s), as the C header's
+  !> mt_mpi_join_: a rank whose peers never call mt_start_mpi (one started with the
+  !> plain mt_start) fails with mt_mpi_never_joined's words (MT_EMPI) instead of waiting
+  !> for ever. On that failure the request stays pending (a collective cannot be
+  !> cancelled) and its buffers allocated (a rank that joins later would write them).
+  !> Returns MT_OK, or MT_EMPI: its words in `message` (an MPI call failed) or, where
+  !> `message` is unallocated, set on the client (mt_mpi_never_joined).
+  integer function joined(client, comm, counts, extremes, rank, ranks, message)
+    type(mt_client_t), intent(inout) :: client
+    type(MPI_Comm), intent(in) :: comm
+    integer(c_int64_t), intent(in) :: counts(4)
+    integer(c_int64_t), intent(out) :: extremes(4)
+    integer, intent(in) :: rank, ranks
+    character(len=:), allocatable, intent(out) :: message  ! (set on an MPI error only)
+    integer(c_int64_t), pointer, asynchronous, contiguous :: sent(:), got(:)
+    type(MPI_Request) :: request
+    logical :: done
+    integer :: mpierr
+    real(c_double) :: start, bound, waited
+
+    allocate (sent(4), got(4))
+    sent = counts
+    call MPI_Iallreduce(sent, got, 4, MPI_INTEGER8, MPI_MAX, comm, request, mpierr)
+    if (mpierr /= MPI_SUCCESS) then
+      deallocate (sent, got)
+      message = 'mt_start_mpi: MPI_Iallreduce failed'
+      joined = MT_EMPI
+      return
+    end if
+    start = MPI_Wtime()
+    bound = mt_mpi_join_timeout_c(client%handle)
+    do
+      call MPI_Test(request, done, MPI_STATUS_IGNORE, mpierr)
+      if (mpierr /= MPI_SUCCESS) then  ! (the buffers kept: the request may be pending)
+        message = 'mt_start_mpi: MPI_Test failed'
+        joined = MT_EMPI
+        return
+      end if
+      if (done) exit
+      waited = MPI_Wtime() - start
+      if (waited > bound) then
+        joined = int(mt_mpi_never_joined_c(client%handle, int(rank, c_int), &
+                     int(ranks, c_int), waited, 1_c_int))
+        return
+      end if
+      call mt_mpi_join_pause_c()
+    end do
+    extremes = got
+    deallocate (sent, got)
+    joined = MT_OK
+  end function
 
   !> mt_start_mpi with an integer communicator handle (the `mpi` module's, or mpif.h's).
   subroutine start_handle(client, comm, ierr)
@@ -74,10 +149,14 @@ contains
     ! differing gets the same words, which list each rank's fields (so their number).
     n = int(mt_field_count_c(client%handle))
     mark = mt_fields_mark_c(client%handle)
-    call MPI_Allreduce([int(n, c_int64_t), -int(n, c_int64_t), mark, -mark], extremes, 4, &
-                       MPI_INTEGER8, MPI_MAX, comm, mpierr(3))
-    if (mpierr(3) /= MPI_SUCCESS) then
-      call mt_finish(client, MT_EMPI, what, ierr, 'mt_start_mpi: MPI_Allreduce failed')
+    status = joined(client, comm, [int(n, c_int64_t), -int(n, c_int64_t), mark, -mark], &
+                    extremes, rank, ranks, message)
+    if (status /= MT_OK) then
+      if (allocated(message)) then
+        call mt_finish(client, status, what, ierr, message)
+      else
+        call mt_finish(client, status, what, ierr)
+      end if
       return
     end if
     if (extremes(1) /= -extremes(2) .or. extremes(3) /= -extremes(4)) then

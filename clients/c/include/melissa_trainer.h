@@ -416,6 +416,16 @@ mt_status mt_client_set_error(mt_client *c, mt_status status, const char *messag
  * (1 of 2) declares 'u' float64 (4, 2). ...") and returns MT_EMPI. */
 int64_t mt_fields_mark(const mt_client *c);
 mt_status mt_fields_differ(mt_client *c, int rank, int ranks);
+/* For melissa_trainer_mpi.h (and the Fortran mt_start_mpi), which poll their first
+ * collective (MPI_Iallreduce) so that a rank whose peers never call the MPI start does
+ * not wait there for ever: the bound in seconds (the rendezvous timeout, at least 10 s;
+ * +inf: none), a pause of 1 ms between two polls, and the error of a rank that waited
+ * `waited_s` in vain (MT_EMPI; its words name the C functions, or with `fortran` != 0
+ * the Fortran ones: "mt_client_start_mpi: this rank (0 of 2) waited 60 s for the other
+ * 1 rank(s) of the communicator to call mt_client_start_mpi too, ..."). */
+double mt_mpi_join_timeout(const mt_client *c);
+void mt_mpi_join_pause(void);
+mt_status mt_mpi_never_joined(mt_client *c, int rank, int ranks, double waited_s, int fortran);
 
 /* -- predictions from the trainer's current model (docs/protocol.md, section 16) ------- */
 

@@ -22,7 +22,11 @@
  * two different declarations of as many fields pass only if their hashes agree, a
  * chance of about 2e-19) all return MT_EMPI, each naming its own declaration
  * (mt_fields_differ). It then calls mt_client_start (not collective: a rank may fail
- * alone there, e.g. on a rendezvous timeout). Blocks as MPI's collectives do.
+ * alone there, e.g. on a rendezvous timeout). Blocks as MPI's collectives do, but for
+ * its first one (MPI >= 3): a rank whose peers have not all called mt_client_start_mpi
+ * within the rendezvous timeout (mt_set_rendezvous; default 60 s, at least 10 s) returns
+ * MT_EMPI, its words naming the two right ways (every rank on the MPI start; or the
+ * plain mt_client_start on the one rank that streams alone), where it waited for ever.
  */
 #ifndef MELISSA_TRAINER_MPI_H
 #define MELISSA_TRAINER_MPI_H
@@ -41,6 +45,48 @@ static inline mt_status mt_mpi_fail_(mt_client *c, const char *message) {
     return mt_client_set_error(c, MT_EMPI, message);
 }
 
+/* The first collective of the start: extremes = the MPI_MAX of every rank's counts.
+ * With MPI >= 3 it is an MPI_Iallreduce polled (MPI_Test, a 1 ms pause between two)
+ * until mt_mpi_join_timeout: a rank whose peers never call mt_client_start_mpi (one
+ * started with the plain mt_client_start, as a rank whose program disagrees on the
+ * communicator does) then fails with mt_mpi_never_joined's words instead of waiting for
+ * ever (a collective cannot be cancelled: its request stays pending, and its buffers
+ * allocated, since a rank that joins later would still write them). A correct program's
+ * ranks all arrive: the reduction completes as a blocking one would. Before MPI 3
+ * (no nonblocking collective) it blocks, as before. Returns MT_OK or the status set. */
+static inline int mt_mpi_join_(mt_client *c, MPI_Comm comm, const long long counts[4],
+                               long long extremes[4], int rank, int size) {
+#if MPI_VERSION >= 3
+    long long *buf = (long long *)malloc(8 * sizeof *buf);
+    if (buf == NULL) return mt_client_set_error(c, MT_ENOMEM, "out of memory");
+    for (int i = 0; i < 4; ++i) buf[i] = counts[i];
+    MPI_Request request;
+    if (MPI_Iallreduce(buf, buf + 4, 4, MPI_LONG_LONG, MPI_MAX, comm, &request) != MPI_SUCCESS) {
+        free(buf);
+        return mt_mpi_fail_(c, "mt_client_start_mpi: MPI_Iallreduce failed");
+    }
+    double start = MPI_Wtime(), bound = mt_mpi_join_timeout(c);
+    for (;;) {
+        int done = 0;
+        if (MPI_Test(&request, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+            return mt_mpi_fail_(c, "mt_client_start_mpi: MPI_Test failed"); /* (buf: kept) */
+        if (done) break;
+        double waited = MPI_Wtime() - start;
+        if (waited > bound) return mt_mpi_never_joined(c, rank, size, waited, 0);
+        mt_mpi_join_pause();
+    }
+    for (int i = 0; i < 4; ++i) extremes[i] = buf[4 + i];
+    free(buf);
+    return MT_OK;
+#else
+    (void)rank;
+    (void)size;
+    if (MPI_Allreduce((void *)counts, extremes, 4, MPI_LONG_LONG, MPI_MAX, comm) != MPI_SUCCESS)
+        return mt_mpi_fail_(c, "mt_client_start_mpi: MPI_Allreduce failed");
+    return MT_OK;
+#endif
+}
+
 static inline mt_status mt_client_start_mpi(mt_client *c, MPI_Comm comm) {
     int rank, size;
     char msg[1024];
@@ -56,8 +102,8 @@ static inline mt_status mt_client_start_mpi(mt_client *c, MPI_Comm comm) {
     size_t n = mt_field_count(c);
     long long mark = (long long)mt_fields_mark(c);
     long long counts[4] = {(long long)n, -(long long)n, mark, -mark}, extremes[4];
-    if (MPI_Allreduce(counts, extremes, 4, MPI_LONG_LONG, MPI_MAX, comm) != MPI_SUCCESS)
-        return mt_mpi_fail_(c, "mt_client_start_mpi: MPI_Allreduce failed");
+    int joined = mt_mpi_join_(c, comm, counts, extremes, rank, size);
+    if (joined != MT_OK) return (mt_status)joined;
     if (extremes[0] != -extremes[1] || extremes[2] != -extremes[3])
         return mt_fields_differ(c, rank, size);
     /* local[i]: this rank's count of field i; local[n]: 1 if this rank is at fault. */

@@ -10,7 +10,7 @@
  *   max_bytes N | field NAME DTYPE NDIM D0 .. | part NAME OFFSET COUNT
  *   partcount NAME COUNT | start | start_mpi (built with -DMT_SCRIPT_MPI)
  *   send T NAME DTYPE COUNT SEED | flush | close | abort | get NAME | info | sleep SECONDS
- *   fail REASON (mt_client_fail_message)
+ *   fail REASON (mt_client_fail_message) | exit CODE (abort the client, exit with CODE)
  *
  * Predictions (mt_predict): "serve E" sets the serving endpoints; "input NAME DTYPE NDIM
  * D0 .. : V0 V1 .." stages an input (values read as doubles, stored as DTYPE: float32,
@@ -95,7 +95,7 @@ int main(int argc, char **argv) {
     if (mt_client_create(&c) != MT_OK) return 3;
     unsigned char *held = NULL; /* MT_REUSE_NEXT_SEND: the previous call's array */
     size_t held_bytes = 0;
-    int next_send = 0, line_no = 0;
+    int next_send = 0, line_no = 0, exit_code = 0;
     staged ins[MAX_STAGED], outs[MAX_STAGED];
     size_t n_ins = 0, n_outs = 0;
     char line[4096];
@@ -280,6 +280,9 @@ int main(int argc, char **argv) {
         } else if (strcmp(cmd, "info") == 0) {
             printf("%d info id=%llu receivers=%d\n", line_no,
                    (unsigned long long)mt_client_simulation_id(c), mt_client_receivers(c));
+        } else if (strcmp(cmd, "exit") == 0) { /* a solver that exits on an error */
+            exit_code = atoi(rest);
+            break;
         } else if (strcmp(cmd, "sleep") == 0) {
             double s = strtod(rest, NULL);
             struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
@@ -312,5 +315,5 @@ int main(int argc, char **argv) {
 #ifdef MT_SCRIPT_MPI
     MPI_Finalize();
 #endif
-    return 0;
+    return exit_code;
 }

@@ -61,8 +61,10 @@ duplicates are still counted). The first twin is a WARNING on the receiver of ra
 (every client rank connects to every receiver: rank 0 hears them all; the other ranks log
 it at DEBUG), naming the cause and the fix; the others are only counted, and listed in one
 line at the end of the stream (`summary`; at WARNING on rank 0, whose warning promised
-it: `summary_level`). Nothing on the data path: HELLOs, BYEs, and
-idle polls while a suspect is pending.
+it: `summary_level`), once no suspect awaits judgment: after the end the ingester still
+reads the BYEs for it, and judges closes and the grace (`IngestLoop._tell_twins`: a
+twin's second connection's BYE, read first, may end the stream). Nothing on the data
+path: HELLOs, BYEs, and idle polls while a suspect is pending.
 """
 
 from __future__ import annotations

@@ -18,7 +18,8 @@ the simulations: the processes). The study owns what joins them:
   a preemption (which decide how long `stop` waits) and, with an adaptive sampler, a
   `SimulationLossTracker` whose statistics rank 0 feeds to the launcher's `observe`.
 * **What "finished" means.** Rank 0's receiver reports to the launcher (its heartbeat
-  is the receiver's per-simulation message count; a simulation is finished once its data
+  is the per-simulation message count of every rank's receiver, the other ranks' handed
+  to rank 0: `every_rank`; a simulation is finished once its data
   is complete, not when its process exits 0; a HELLO refused for other fields, or
   non-finite data under ``ReceiverConfig(nonfinite="fail")``, fails that simulation).
   A simulation given up is ABANDONed at every receiver, so that no rank waits for it

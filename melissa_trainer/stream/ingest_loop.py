@@ -336,7 +336,8 @@ class IngestLoop(ABC):
         (`twin_hellos`), once: at the end, unless a suspect still awaits judgment; then
         as soon as none does (after the end the ingester still judges the suspects by
         their first connection's BYE, its close or the grace: `DataPath`), or, `last`,
-        as the thread stops, with what was judged. Before, it was said at the end: the
+        as the thread stops, with what was judged and the suspects that were not, named
+        as such. Before, it was said at the end: the
         BYE of a twin's second connection, read first, could end the stream while the
         first's was still unread, and the list left that simulation out (two plain
         clients per simulation under srun without --mpi: 1 of 2 doubled simulations
@@ -345,7 +346,7 @@ class IngestLoop(ABC):
         if not self._twins_due or (twins.pending and not last):
             return
         self._twins_due = False
-        line = twins.summary()
+        line = twins.summary(unjudged=last)
         if line is not None:
             logger.log(twins.summary_level, "%s", line)  # (as its first warning)
 

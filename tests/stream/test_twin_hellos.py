@@ -19,6 +19,7 @@ import zmq
 from helpers import drain, running
 
 from melissa_trainer.buffers import FIFOBuffer
+from melissa_trainer.stream import twin_hellos
 
 U = R.Field("u", "<f4", (4,))
 
@@ -198,3 +199,43 @@ def test_a_twin_whose_second_bye_ends_the_stream_is_listed(lines: Lines) -> None
     listed = [w for w in lines.warnings() if "had two open connections" in w]
     assert len(listed) == 1, lines.warnings()
     assert listed[0].startswith("receiver of rank 0: 2 simulations (3, 4) had two"), listed
+
+
+@pytest.mark.timeout(60)
+def test_a_suspect_not_judged_when_the_receiver_stops_is_named_as_such(
+    lines: Lines, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The second connection's BYE ends the stream and the receiver stops before anything
+    of the first is read (its BYE unread, or a dead attempt's close): the stop's list
+    names the simulation as not judged. Before, nothing was said of it."""
+    monkeypatch.setattr(twin_hellos, "GRACE_SECONDS", 3600.0)  # (judged by no clock here)
+    buffer = FIFOBuffer(100)
+    ctx = zmq.Context()
+    first, second = ctx.socket(zmq.PUSH), ctx.socket(zmq.PUSH)
+    try:
+        with running(buffer, expected_simulations=1) as rec:
+            for i, sock in enumerate((first, second)):
+                sock.connect(rec.endpoint)
+                sock.send(hello(4))
+                sock.send(data(4, 0))
+                want = i + 1  # (each HELLO read before the next: the first is open)
+                wait_for(
+                    lambda want=want: (
+                        rec.telemetry()["samples_put"] + rec.telemetry()["duplicates"] >= want
+                    ),
+                    f"connection {i}'s step was not read",
+                )
+            for t in range(1, 4):
+                second.send(data(4, t))
+            second.send(R.encode_bye(4, 0, 1, 4))
+            drain(buffer)
+            wait_for(lambda: rec.ended, "the stream did not end")
+            assert not [m for m in lines.infos() if "simulation (4)" in m]  # (not yet)
+    finally:
+        first.close(linger=0)
+        second.close(linger=0)
+        ctx.term()
+    assert not [w for w in lines.warnings() if "HELLO as" in w]  # (no twin judged)
+    listed = [m for m in lines.infos() if "not judged when the receiver stopped" in m]
+    assert len(listed) == 1, lines.infos()
+    assert listed[0].startswith("receiver of rank 0: 1 simulation (4) not judged"), listed

@@ -18,9 +18,11 @@ its receiver holds is then not sent; it is counted in that receiver's BYE
 (`Transport.steps`), as after a follow, so that the receiver finds the simulation
 complete.
 
-A sign of life: the launcher hears a simulation by the DATA and BATCH messages of
-receiver 0 only (rank 0's receiver is its heartbeat: `Study`; duplicates included:
-`assembly.StepLedger.count_message`), and kills one silent past its bound as hung
+A sign of life: the launcher hears a simulation by the DATA and BATCH messages its
+receivers count (duplicates included: `assembly.StepLedger.count_message`; receiver 0's
+at once, the other ranks' up to 0.2 s later since `stream.rank_activity`, receiver 0's
+alone before, which is why the signs of life below go to receiver 0, where they still
+count first), and kills one silent past its bound as hung
 (`launcher.silence_watch`: the start-up allowance until its first message). A rerun
 whose solver takes longer to recompute the held steps than that bound used to be killed
 on every attempt, and the resumed study failed. So a held step routed to receiver 0
@@ -42,13 +44,14 @@ counts it, the launcher hears it; counted once in its BYE as any step sent:
   steps after it is due, W the receivers. The interval is a quarter of the launcher's
   shortest silence bound for this attempt (``MELISSA_TRAINER_SILENCE_S``,
   `launched_env.check_silence`), at least `SIGN_FLOOR`; `SIGN_DEFAULT` without one. The
-  clock is receiver 0's, not the client's: a send to receiver 1 tells the launcher
-  nothing. (Before, with two ranks and a constant step time, the signs of life could
-  all land on steps of one parity, receiver 1's: the rerun was killed as hung.) A
-  rerun that recomputes its held steps within the interval sends one duplicate: its
-  first step routed to receiver 0. With a communicator, a rank sends this sign of life
-  only once the parts are placed (`pace`: each rank's clock is its own, and the ranks
-  could disagree on whether to send a collective send).
+  clock is receiver 0's, not the client's (a send to receiver 1 told the launcher
+  nothing before `stream.rank_activity`). (Before, with two ranks and a constant step
+  time, the signs of life could all land on steps of one parity, receiver 1's: the
+  rerun was killed as hung.) A rerun that recomputes its held steps within the
+  interval sends one duplicate: its first step routed to receiver 0. With a
+  communicator, a rank sends this sign of life only once the parts are placed
+  (`pace`: each rank's clock is its own, and the ranks could disagree on whether to
+  send a collective send).
 
 A simulation whose remaining steps are all held and none routed to receiver 0 (a
 simulation of one step routed ``(s + t) % W`` to a rank other than 0, or the held tail

@@ -238,7 +238,7 @@ class Advice:
                 "on its previous attempt (exit codes %s): its start-up may be longer than "
                 "the launcher allows before a first message (the kill's line names the "
                 "bound; after a resume, a simulation run again sends its first step "
-                "routed to receiver 0 (the one the launcher hears) at once, held by the "
+                "routed to receiver 0 at once, held by the "
                 "checkpoint or not, as its first attempt did, then a held step there as "
                 "a sign of life each quarter of that bound; an earlier version's "
                 "client may send nothing before its first step the checkpoint lacks), and "

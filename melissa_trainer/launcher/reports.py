@@ -42,7 +42,8 @@ _TAIL_BYTES = 8192
 
 
 class DataReport(Protocol):
-    """What the receivers tell the study (in a trainer: rank 0's receiver).
+    """What the receivers tell the study (in a trainer: rank 0's receiver, with every
+    rank's wait for room: `study.every_rank`).
 
     Called from the launcher's thread; the implementation must be thread-safe.
     """

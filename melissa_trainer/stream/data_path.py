@@ -36,6 +36,7 @@ from melissa_trainer.stream.ingest_loop import IngestLoop
 from melissa_trainer.stream.twin_hellos import peer_address
 from melissa_trainer.wire import (
     BATCH,
+    BYE,
     DATA,
     FLAG_INLINE,
     KIND_AT,
@@ -148,6 +149,8 @@ class DataPath(IngestLoop):
                 # (rank 0's STUDY_END is expected after the end: `study_end`)
                 if size > KIND_AT and frame[KIND_AT] == STUDY_END:
                     ing.ignored_after_end -= 1
+                elif ing.twins.pending and size > KIND_AT and frame[KIND_AT] == BYE:
+                    self._late_bye(head, frame)  # (ignored, but judges a twin)
                 continue
             try:
                 msg = decode(frame) if part is None else decode(frame, part.buffer)
@@ -181,6 +184,19 @@ class DataPath(IngestLoop):
                 assert type(msg) is Abandon
                 ing.abandon(msg)
 
+    def _late_bye(self, head: zmq.Frame, frame: Any) -> None:
+        """A BYE read after the end of the stream while a twin suspect awaits judgment:
+        told to `twin_hellos` only (the first connection of a suspect saying BYE was a
+        twin; the end's list waits for it: `IngestLoop._tell_twins`). One that does not
+        decode is left, as any message after the end."""
+        try:
+            msg = self._decode(frame)
+        except ProtocolError:
+            return
+        if type(msg) is Bye:
+            self.ingest.twins.bye(head.get(zmq.SRCFD), msg)
+            self._tell_twins()
+
     def _recycle_frames_of(self, simulation_id: int) -> None:
         """After a HELLO: if its simulation is known here (the HELLO accepted, now or
         before), let malloc recycle the frames of its large fields
@@ -207,6 +223,7 @@ class DataPath(IngestLoop):
             watch.settle(self._socket_empty)
             if self.ingest.twins.pending:  # (a HELLO of a connection's owner, open: judged)
                 self.ingest.twins.settle(watch.owner_of, self._socket_empty)
+            self._tell_twins()  # (the end's list, if it waited for a judgment: one bool)
         super()._on_idle()
 
     def _socket_empty(self) -> bool:

@@ -126,6 +126,8 @@ class IngestLoop(ABC):
         self._snapshot_ready = threading.Event()
         self._snapshot_mutex = threading.Lock()  # one snapshot() caller at a time
         self._ended = False
+        #: the end-of-stream list of twins is due (`_tell_twins`)
+        self._twins_due = False
 
     @abstractmethod
     def _serve(self, pump: bool, wait: float = 0.0) -> None:
@@ -326,16 +328,36 @@ class IngestLoop(ABC):
             ing.duplicates,
             sum(ing.rejected.values()),
         )
-        twins = ing.twins.summary()
-        if twins is not None:
-            logger.log(ing.twins.summary_level, "%s", twins)  # (as its first warning)
+        self._twins_due = True
+        self._tell_twins()
+
+    def _tell_twins(self, last: bool = False) -> None:
+        """The end of the stream's list of the simulations that had a twin
+        (`twin_hellos`), once: at the end, unless a suspect still awaits judgment; then
+        as soon as none does (after the end the ingester still judges the suspects by
+        their first connection's BYE, its close or the grace: `DataPath`), or, `last`,
+        as the thread stops, with what was judged and the suspects that were not, named
+        as such. Before, it was said at the end: the
+        BYE of a twin's second connection, read first, could end the stream while the
+        first's was still unread, and the list left that simulation out (two plain
+        clients per simulation under srun without --mpi: 1 of 2 doubled simulations
+        named, once)."""
+        twins = self.ingest.twins
+        if not self._twins_due or (twins.pending and not last):
+            return
+        self._twins_due = False
+        line = twins.summary(unjudged=last)
+        if line is not None:
+            logger.log(twins.summary_level, "%s", line)  # (as its first warning)
 
     def _flush_log(self) -> None:
-        """The last summary of rejections and drops, as the thread stops (a pump that
-        is still running owns the ingest: it is waited for, briefly)."""
+        """The last summary of rejections and drops, and the list of twins if still due,
+        as the thread stops (a pump that is still running owns the ingest: it is waited
+        for, briefly)."""
         if self._lock.acquire(timeout=self._stop_timeout / 2):
             try:
                 self.ingest.log.flush()
+                self._tell_twins(last=True)
             finally:
                 self._lock.release()
 

@@ -61,8 +61,11 @@ duplicates are still counted). The first twin is a WARNING on the receiver of ra
 (every client rank connects to every receiver: rank 0 hears them all; the other ranks log
 it at DEBUG), naming the cause and the fix; the others are only counted, and listed in one
 line at the end of the stream (`summary`; at WARNING on rank 0, whose warning promised
-it: `summary_level`). Nothing on the data path: HELLOs, BYEs, and
-idle polls while a suspect is pending.
+it: `summary_level`), once no suspect awaits judgment: after the end the ingester still
+reads the BYEs for it, and judges closes and the grace (`IngestLoop._tell_twins`: a
+twin's second connection's BYE, read first, may end the stream); a receiver that stops
+first names the suspects still pending as not judged (`summary`). Nothing on the data
+path: HELLOs, BYEs, and idle polls while a suspect is pending.
 """
 
 from __future__ import annotations
@@ -103,6 +106,11 @@ def peer_address(frame: zmq.Frame) -> str | None:
         return str(frame.get("Peer-Address"))
     except zmq.ZMQError:
         return None
+
+
+def _shown(ids: list[int]) -> str:
+    """At most 12 ids, then "...": as a list names them."""
+    return ", ".join(map(str, ids[:12])) + (", ..." if len(ids) > 12 else "")
 
 
 def _named(fd: int, peer: str | None) -> str:
@@ -220,24 +228,36 @@ class TwinHellos:
                 *owner,
             )
 
-    def summary(self) -> str | None:
-        """One line naming every simulation that had a twin, or None if none did."""
-        if not self.simulations:
-            return None
+    def summary(self, unjudged: bool = False) -> str | None:
+        """One line naming every simulation that had a twin, or None if none did. With
+        `unjudged` (the receiver stops), also the suspects not judged yet: their first
+        connection neither said BYE nor was seen closed (a twin whose BYE was still
+        unread, or an attempt that died as the study stopped), named as such."""
         ids = list(self.simulations)
-        shown = ", ".join(map(str, ids[:12])) + (", ..." if len(ids) > 12 else "")
-        n = len(ids)
-        return (
-            f"receiver of rank {self._rank}: {n} simulation{'' if n == 1 else 's'} ({shown}) "
-            f"had two open connections saying HELLO as the same client rank (see the "
-            f"warning above for the likely cause)"
-        )
+        pending = sorted({sid for sid, _ in self._suspects} - set(ids)) if unjudged else []
+        parts = []
+        if ids:
+            n = len(ids)
+            parts.append(
+                f"{n} simulation{'' if n == 1 else 's'} ({_shown(ids)}) had two open "
+                f"connections saying HELLO as the same client rank (see the warning above "
+                f"for the likely cause)"
+            )
+        if pending:
+            n = len(pending)
+            parts.append(
+                f"{n} simulation{'' if n == 1 else 's'} ({_shown(pending)}) not judged when "
+                f"the receiver stopped: a second connection said HELLO as the same client "
+                f"rank while the first was open, and the first neither said BYE nor was seen "
+                f"closed (two copies streaming, or an attempt that died as the study stopped)"
+            )
+        return f"receiver of rank {self._rank}: " + "; and ".join(parts) if parts else None
 
     @property
     def summary_level(self) -> int:
         """The level of `summary`'s line: WARNING where the first twin was warned of (rank
         0: that warning promised the list, which default logging must show), else INFO."""
-        return logging.WARNING if self._rank == 0 else logging.INFO
+        return logging.WARNING if self._rank == 0 and self.simulations else logging.INFO
 
     def _twin(self, owner: Owner, suspect: _Suspect) -> None:
         del self._suspects[owner]  # (the first stays the one compared with: it is open)

@@ -24,6 +24,7 @@ from melissa_trainer.stream.control import send_abandon
 from melissa_trainer.stream.endpoints import fetch_rendezvous, is_loopback
 from melissa_trainer.stream.nonfinite_handoff import clear_nonfinite_handoffs
 from melissa_trainer.stream.nonfinite_kills import clear_nonfinite_kills
+from melissa_trainer.stream.rank_activity import clear_activity_files
 from melissa_trainer.stream.study_stops import clear_study_stops
 from melissa_trainer.stream.watchdog import SilenceExcuse
 
@@ -96,11 +97,13 @@ def receiver_notices(
     a file in `rendezvous`), is cleared here of an earlier run's (`clear_study_stops`:
     its run id tells it apart, but a study outside a trainer has none), before this
     run launches anything; so is the fourth, rank 0's receiver's failures for NaN or
-    Inf (`stream.nonfinite_kills`), and the other ranks' hand-offs of theirs to rank 0
-    (`stream.nonfinite_handoff`)."""
+    Inf (`stream.nonfinite_kills`), the other ranks' hand-offs of theirs to rank 0
+    (`stream.nonfinite_handoff`), and their heartbeats (`stream.rank_activity`: written
+    once a message came, so after this)."""
     clear_study_stops(rendezvous)
     clear_nonfinite_kills(rendezvous)
     clear_nonfinite_handoffs(rendezvous)
+    clear_activity_files(rendezvous)
 
     def tell(simulation_id: int, replaced: bool) -> None:
         entries = fetch_rendezvous(rendezvous, timeout=60.0)

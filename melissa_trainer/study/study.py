@@ -18,7 +18,8 @@ the simulations: the processes). The study owns what joins them:
   a preemption (which decide how long `stop` waits) and, with an adaptive sampler, a
   `SimulationLossTracker` whose statistics rank 0 feeds to the launcher's `observe`.
 * **What "finished" means.** Rank 0's receiver reports to the launcher (its heartbeat
-  is the receiver's per-simulation message count; a simulation is finished once its data
+  is the per-simulation message count of every rank's receiver, the other ranks' handed
+  to rank 0: `every_rank`; a simulation is finished once its data
   is complete, not when its process exits 0; a HELLO refused for other fields, or
   non-finite data under ``ReceiverConfig(nonfinite="fail")``, fails that simulation).
   A simulation given up is ABANDONed at every receiver, so that no rank waits for it
@@ -79,10 +80,12 @@ from melissa_trainer.launcher.adaptive import AdaptiveSampler
 from melissa_trainer.launcher.study_record import SavedStudy
 from melissa_trainer.sources.ingest_transform import IngestTransform
 from melissa_trainer.sources.source import Source, SourceError
+from melissa_trainer.stream.rank_activity import ActivityPublisher
 from melissa_trainer.stream.receiver import Receiver
 from melissa_trainer.stream.stream_source import StreamSource
 from melissa_trainer.study.closing import LastExits, check_waiting, log_study_account
 from melissa_trainer.study.end_notice import StudyEndNotice
+from melissa_trainer.study.every_rank import EveryRankReport, publisher
 from melissa_trainer.study.feedback import FeedbackCheck
 from melissa_trainer.study.first_data import FirstDataNotice
 from melissa_trainer.study.hooks import AdaptiveFeed, StudyEvents
@@ -157,6 +160,8 @@ class Study(StudyState, Source):
         self._stream_over = False  # on_end_of_stream: the last simulations are closing
         self._last_exits = LastExits()  # (at most STOP_WAIT s for them, in all)
         self._end_notice: StudyEndNotice | None = None  # rank 0: tells the ranks the end
+        #: another rank: hands its receiver's heartbeat to rank 0's launcher (`every_rank`)
+        self._publisher: ActivityPublisher | None = None
         self.starvation: StarvationWatch | None = None  # a wait for a batch never served
         #: rank 0, resumed: which simulations are done, which run again (`ProgressHook`)
         self.resume_report: list[str] = []
@@ -205,6 +210,11 @@ class Study(StudyState, Source):
             warn_unreachable_receivers(self.launcher.backend, self.stream.config.bind)
         self.stream.start(buffer, rank, world_size)
         self._rank = rank
+        receiver = self.stream.receiver
+        if rank != 0 and receiver is not None and self._publisher is None:
+            # (every rank's receiver heard by the launcher: `every_rank`)
+            where = Path(self.stream.config.rendezvous_dir)  # (checked above)
+            self._publisher = publisher(receiver, where, self.stream.config.run_id, rank)
         config, received = self.stream.config, buffer.stats().put  # (restored: a resume's)
         warn_unreachable_study_watermark(
             self.launcher, config.max_time_step, buffer.watermark, rank, world_size, received
@@ -238,12 +248,14 @@ class Study(StudyState, Source):
         receiver.report_refusals_to_launcher()  # (before any simulation runs)
         study_dir = (self._output_dir or rendezvous.parent) / "study"
         self.feedback.started(launcher.sampler, launcher.n_simulations)  # (before any draw)
+        # (every rank's heartbeat, not rank 0's alone: `every_rank`)
+        report = EveryRankReport(receiver, rendezvous, self.stream.config.run_id)
         launcher.start(
             rendezvous,
-            heartbeat=receiver.activity,
+            heartbeat=report.activity,
             abandon=abandon,
             redrawn=redrawn,
-            data=receiver,
+            data=report,
             study_dir=study_dir,
             run_id=self.stream.config.run_id,
         )
@@ -311,6 +323,8 @@ class Study(StudyState, Source):
                     self.account_report += self._last_exits.stopped_lines()  # (killed running)
                     self.account_report += self.saved_account.lines()  # (its resume's words)
         finally:
+            if self._publisher is not None:
+                self._publisher.stop()
             self.stream.stop()
 
     def stop_bound(self) -> float:

@@ -1,6 +1,7 @@
 """With two training ranks, a resumed study whose reruns recompute held steps more slowly
 than the launcher's silence bound ends: each rerun's signs of life reach receiver 0, the
-only one the launcher hears (`Study`: its heartbeat is rank 0's receiver's count).
+only one the launcher heard when this was written (`Study`: its heartbeat was rank 0's
+receiver's count; every rank's since `stream.rank_activity`).
 
 The study of test_rerun_sign_of_life_e2e.py (tests/launcher/rerun_silence_driver.py) on
 two ranks (``accelerate launch``, gloo on CPU): 2 simulations of `STEPS` steps, `STEP_S`

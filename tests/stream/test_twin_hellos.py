@@ -19,6 +19,7 @@ import zmq
 from helpers import drain, running
 
 from melissa_trainer.buffers import FIFOBuffer
+from melissa_trainer.stream import twin_hellos
 
 U = R.Field("u", "<f4", (4,))
 
@@ -150,3 +151,91 @@ def test_a_restarted_attempt_and_a_hello_said_again_are_not_twins(lines: Lines) 
     assert sorted(int(s["time_step"]) for s in samples) == [0, 1, 2, 3]
     assert not [m for m in lines.warnings() + lines.infos() if "HELLO as" in m]
     assert not [m for m in lines.infos() if "had two open connections" in m]
+
+
+@pytest.mark.timeout(60)
+def test_a_twin_whose_second_bye_ends_the_stream_is_listed(lines: Lines) -> None:
+    """Two plain clients per simulation (srun without --mpi): the last simulation's second
+    connection says BYE first, which ends the stream, and its first connection's BYE is
+    read after the end. Before, the end's list was said at the end, naming simulation 3
+    alone (1 of 2 doubled simulations); now it waits for that BYE."""
+    buffer = FIFOBuffer(100)
+    ctx = zmq.Context()
+    socks = [ctx.socket(zmq.PUSH) for _ in range(4)]  # socks[2 s + k]: simulation 3 + s's k-th
+    try:
+        with running(buffer, expected_simulations=2) as rec:
+            for i, sock in enumerate(socks):
+                sock.connect(rec.endpoint)
+                sid = 3 + i // 2
+                sock.send(hello(sid))
+                sock.send(data(sid, 0))
+                want = i + 1  # (each HELLO read before the next: the first is open)
+                wait_for(
+                    lambda want=want: (
+                        rec.telemetry()["samples_put"] + rec.telemetry()["duplicates"] >= want
+                    ),
+                    f"connection {i}'s step was not read",
+                )
+            for i in (0, 1):  # simulation 3: both stream, its first says BYE (judged at once)
+                for t in range(1, 4):
+                    socks[i].send(data(3, t))
+            socks[0].send(R.encode_bye(3, 0, 1, 4))
+            for t in range(1, 4):  # simulation 4: its second connection ends the stream
+                socks[3].send(data(4, t))
+            socks[3].send(R.encode_bye(4, 0, 1, 4))
+            drain(buffer)
+            wait_for(lambda: rec.ended, "the stream did not end")
+            for t in range(1, 4):  # then its first connection's steps and BYE, after the end
+                socks[2].send(data(4, t))
+            socks[2].send(R.encode_bye(4, 0, 1, 4))
+            wait_for(
+                lambda: any("had two open connections" in w for w in lines.warnings()),
+                "no list of twins",
+            )
+    finally:
+        for sock in socks:
+            sock.close(linger=0)
+        ctx.term()
+    listed = [w for w in lines.warnings() if "had two open connections" in w]
+    assert len(listed) == 1, lines.warnings()
+    assert listed[0].startswith("receiver of rank 0: 2 simulations (3, 4) had two"), listed
+
+
+@pytest.mark.timeout(60)
+def test_a_suspect_not_judged_when_the_receiver_stops_is_named_as_such(
+    lines: Lines, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The second connection's BYE ends the stream and the receiver stops before anything
+    of the first is read (its BYE unread, or a dead attempt's close): the stop's list
+    names the simulation as not judged. Before, nothing was said of it."""
+    monkeypatch.setattr(twin_hellos, "GRACE_SECONDS", 3600.0)  # (judged by no clock here)
+    buffer = FIFOBuffer(100)
+    ctx = zmq.Context()
+    first, second = ctx.socket(zmq.PUSH), ctx.socket(zmq.PUSH)
+    try:
+        with running(buffer, expected_simulations=1) as rec:
+            for i, sock in enumerate((first, second)):
+                sock.connect(rec.endpoint)
+                sock.send(hello(4))
+                sock.send(data(4, 0))
+                want = i + 1  # (each HELLO read before the next: the first is open)
+                wait_for(
+                    lambda want=want: (
+                        rec.telemetry()["samples_put"] + rec.telemetry()["duplicates"] >= want
+                    ),
+                    f"connection {i}'s step was not read",
+                )
+            for t in range(1, 4):
+                second.send(data(4, t))
+            second.send(R.encode_bye(4, 0, 1, 4))
+            drain(buffer)
+            wait_for(lambda: rec.ended, "the stream did not end")
+            assert not [m for m in lines.infos() if "simulation (4)" in m]  # (not yet)
+    finally:
+        first.close(linger=0)
+        second.close(linger=0)
+        ctx.term()
+    assert not [w for w in lines.warnings() if "HELLO as" in w]  # (no twin judged)
+    listed = [m for m in lines.infos() if "not judged when the receiver stopped" in m]
+    assert len(listed) == 1, lines.infos()
+    assert listed[0].startswith("receiver of rank 0: 1 simulation (4) not judged"), listed

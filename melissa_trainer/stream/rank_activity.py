@@ -1,0 +1,230 @@
+"""Every rank's receiver heard by the launcher: the other ranks' heartbeats handed to rank 0.
+
+A study's launcher runs on rank 0 and judged a simulation's silence by rank 0's receiver
+alone (its per-simulation message count, `Receiver.activity`). With time steps routed
+over the ranks (`wire.routing`) a simulation may send nothing to receiver 0 for a long
+time, or ever: a steady-state solver (one step, to rank ``s % W``), a solver that numbers
+its outputs every W-th iteration (all of them to one rank), a hang right after a first
+step that went to another rank. The launcher then took such a simulation for one that
+had sent nothing yet: judged by the start-up bound instead of the bound between two
+messages (a hang on receiver 1 killed after ``startup_timeout``, 600 s by default,
+instead of ``silence_floor`` or a numeric ``simulation_timeout``; said "no message
+yet"), and, under a numeric `simulation_timeout` that also bounds the start-up, a
+healthy simulation streaming to receiver 1 only killed as hung once that bound passed.
+
+Now each other rank k hands its receiver's counts to rank 0 through the rendezvous
+directory (shared by every rank and every simulation already, on one node or many), as
+`nonfinite_handoff` hands its failures:
+
+* rank k (`ActivityPublisher`, a thread of its study): at most every `PUBLISH_EVERY`
+  seconds, when its counts or its wait for buffer room changed, rewrites
+  ``activity.{k}`` (written aside then renamed: a reader sees the old file or the new,
+  never half of one): a first line ``{run id}\\t{1 if waiting for room else 0}``, then
+  one line ``{simulation id}\\t{messages}`` per simulation its receiver holds a ledger
+  of (those not finished yet: bounded by the simulations running, not by the study);
+* rank 0 (`OtherRanksActivity`, read by the launcher's thread at each tick): lists the
+  directory, opens afresh each other rank's file of this run (a listing then an open,
+  not a ``stat``: on NFS the open is revalidated with the server, close-to-open) and
+  adds its counts to rank 0's own; a simulation's heartbeat is the sum over the ranks
+  (it changes when any rank took in a message of it); the receivers wait for room
+  (`backpressured`: the silence is the trainer's) when any rank's does.
+
+No message on the data path, no collective: the training loop is untouched. Cost: one
+small file rewritten by each other rank at most every `PUBLISH_EVERY` s while messages
+come, a listing and W-1 small reads per launcher tick. Latency: a message taken in on
+rank k is heard by the launcher at most `PUBLISH_EVERY` s plus a tick later; the silence
+bounds are seconds at least, and a gap seen longer by that much only lengthens the
+derived bound (`launcher.silence`). What rank 0 still knows alone: a simulation's first
+message time (`DataReport.first_message_at`: a start-up whose first step went to another
+rank is timed to the tick that heard it, a lower bound to within a poll), and which
+simulations are complete (`completed_reports`).
+
+Thread-safety: an `ActivityPublisher` is its own thread; `OtherRanksActivity` is read by
+the launcher's thread only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import tempfile
+import threading
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+__all__ = [
+    "ACTIVITY_FILE",
+    "PUBLISH_EVERY",
+    "ActivityPublisher",
+    "OtherRanksActivity",
+    "clear_activity_files",
+    "read_activity",
+    "write_activity",
+]
+
+logger = logging.getLogger("melissa_trainer.stream.receiver")  # the receiver's messages
+
+#: rank k's counts: ``{ACTIVITY_FILE}.{k}`` in the rendezvous directory
+ACTIVITY_FILE = "activity"
+#: seconds between two writes of a rank's counts, at most (module docstring: latency)
+PUBLISH_EVERY = 0.2
+
+
+def write_activity(
+    path: Path, run_id: str | None, counts: Mapping[int, int], waiting: bool
+) -> None:
+    """Write a rank's `counts` and whether its receiver `waiting` for buffer room to
+    `path`, aside then renamed (module docstring: the format).
+
+    Raises:
+        OSError: the file could not be written (the caller says it).
+    """
+    lines = [f"{run_id or '-'}\t{int(waiting)}"]
+    lines += [f"{sid}\t{n}" for sid, n in counts.items()]
+    fd, aside = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w") as out:
+            out.write("\n".join(lines) + "\n")
+        os.replace(aside, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(aside)
+        raise
+
+
+def read_activity(path: Path, run_id: str | None) -> tuple[dict[int, int], bool] | None:
+    """A rank's counts and its wait for room from `path` (`write_activity`), or None
+    when the file is another run's, or gone (cleared, not written yet).
+
+    Raises:
+        ValueError: a line that is not what `write_activity` writes (names the file).
+    """
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return None
+    lines = text.splitlines()
+    if not lines:
+        raise ValueError(f"{path}: empty (a heartbeat file is written aside then renamed)")
+    head = lines[0].split("\t")
+    if len(head) != 2 or head[1] not in ("0", "1"):
+        raise ValueError(f"{path}: first line {lines[0]!r} is not 'run id<TAB>0|1'")
+    if head[0] != (run_id or "-"):
+        return None  # (an earlier run's: not this one's heartbeat)
+    counts: dict[int, int] = {}
+    for number, line in enumerate(lines[1:], start=2):
+        parts = line.split("\t")
+        if len(parts) != 2 or not all(p.isdigit() for p in parts):
+            raise ValueError(f"{path}: line {number} {line!r} is not 'simulation id<TAB>count'")
+        counts[int(parts[0])] = int(parts[1])
+    return counts, head[1] == "1"
+
+
+def clear_activity_files(directory: str | os.PathLike[str]) -> None:
+    """Remove an earlier run's heartbeat files (rank 0, before it launches anything:
+    the other ranks write theirs once a message came, so after)."""
+    for path in Path(directory).glob(f"{ACTIVITY_FILE}.*"):
+        try:
+            path.unlink(missing_ok=True)
+        except OSError as exc:  # (its run id still tells it apart, where there is one)
+            logger.debug("removing %s: %s", path, exc)
+
+
+class ActivityPublisher(threading.Thread):
+    """Rank `rank`'s thread that hands its receiver's counts (`activity`) and its wait
+    for room (`waiting`) to rank 0 (module docstring). `stop` ends it (joined).
+
+    A write that fails is logged once as a WARNING (rank 0's launcher then hears
+    nothing of this rank: its simulations' silence is judged by rank 0's receiver only),
+    and tried again at the next change.
+    """
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        run_id: str | None,
+        rank: int,
+        activity: Callable[[], Mapping[int, int]],
+        waiting: Callable[[], bool],
+        every: float = PUBLISH_EVERY,
+    ) -> None:
+        super().__init__(name=f"melissa-activity-{rank}", daemon=True)
+        self.path = Path(directory) / f"{ACTIVITY_FILE}.{rank}"
+        self._run_id, self._activity, self._waiting, self._every = run_id, activity, waiting, every
+        self._stopping = threading.Event()
+        self._said: tuple[dict[int, int], bool] | None = None  # the last written
+        self._warned = False
+
+    def run(self) -> None:
+        while not self._stopping.wait(self._every):
+            self.publish()
+
+    def publish(self) -> None:
+        """Write the counts now, if they changed since the last write."""
+        now = (dict(self._activity()), bool(self._waiting()))
+        if now == self._said or (self._said is None and not now[0] and not now[1]):
+            return  # (nothing new; nothing at all before a first message: no file)
+        try:
+            write_activity(self.path, self._run_id, *now)
+        except OSError as exc:
+            if not self._warned:
+                self._warned = True
+                logger.warning(
+                    "could not write %s (%s): the launcher on rank 0 does not hear this "
+                    "rank's receiver; a simulation whose steps come here only may be "
+                    "judged silent",
+                    self.path,
+                    exc,
+                )
+            return
+        self._said = now
+
+    def stop(self) -> None:
+        """End the thread (at most one write it is doing)."""
+        self._stopping.set()
+        if self.is_alive():
+            self.join()
+
+
+class OtherRanksActivity:
+    """Rank 0's reading of the other ranks' heartbeat files in `directory` for run
+    `run_id` (module docstring): `add` sums them into rank 0's counts, `waiting` says
+    whether any of them waits for room (as of the last `add`). A file that does not
+    parse is said once as a WARNING and left out."""
+
+    def __init__(self, directory: str | os.PathLike[str], run_id: str | None) -> None:
+        self._dir, self._run_id = Path(directory), run_id
+        self._waiting = False
+        self._warned: set[str] = set()
+
+    def add(self, own: Mapping[int, int]) -> dict[int, int]:
+        """`own` (rank 0's counts) plus every other rank's, per simulation."""
+        total = dict(own)
+        waiting = False
+        try:  # (a listing first: a file made on another node is found, module docstring)
+            names = [n for n in os.listdir(self._dir) if n.startswith(f"{ACTIVITY_FILE}.")]
+        except OSError:
+            names = []  # (the directory gone: the study is ending)
+        for name in names:
+            if not name[len(ACTIVITY_FILE) + 1 :].isdigit():
+                continue  # (another name: one being written aside starts with a dot)
+            try:
+                read = read_activity(self._dir / name, self._run_id)
+            except (OSError, ValueError) as exc:
+                if name not in self._warned:
+                    self._warned.add(name)
+                    logger.warning("the launcher leaves out %s: %s", name, exc)
+                continue
+            if read is None:
+                continue
+            counts, rank_waiting = read
+            waiting = waiting or rank_waiting
+            for sid, n in counts.items():
+                total[sid] = total.get(sid, 0) + n
+        self._waiting = waiting
+        return total
+
+    def waiting(self) -> bool:
+        """Whether another rank's receiver waited for room at the last `add`."""
+        return self._waiting

@@ -1,0 +1,67 @@
+"""What rank 0's launcher hears of a study's receivers: rank 0's own, plus the other ranks'
+heartbeats handed to it (`melissa_trainer.stream.rank_activity`, whose docstring says
+why: with time steps routed over the ranks a simulation may send nothing to receiver 0
+for a long while, and its silence was judged as a start-up's).
+
+`EveryRankReport` is the `DataReport` and the heartbeat a `Study` gives its launcher on
+rank 0: a simulation's heartbeat is its message count summed over the ranks, and the
+receivers wait for room while any rank's does; everything else is rank 0's receiver's
+(what is complete, refused, first heard, which client). `publisher` starts the other
+ranks' side. Thread-safety: `activity` and `backpressured` are read by the launcher's
+thread only (as `OtherRanksActivity`); the rest are the receiver's (any thread).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from melissa_trainer.stream.rank_activity import ActivityPublisher, OtherRanksActivity
+from melissa_trainer.stream.receiver import Receiver
+
+__all__ = ["EveryRankReport", "publisher"]
+
+
+class EveryRankReport:
+    """Rank 0's receiver's report to its launcher, with the other ranks' heartbeats read
+    from `rendezvous` (run `run_id`) added (module docstring)."""
+
+    def __init__(self, receiver: Receiver, rendezvous: Path, run_id: str | None) -> None:
+        self._receiver = receiver
+        self._others = OtherRanksActivity(rendezvous, run_id)
+
+    def activity(self) -> dict[int, int]:
+        """Simulation id -> messages taken in by every rank's receiver: the heartbeat."""
+        return self._others.add(self._receiver.activity())
+
+    def backpressured(self) -> bool:
+        """Rank 0's receiver waits for room, or another rank's did at the last heartbeat
+        read (a simulation blocked on it is silent by the trainer's doing)."""
+        return self._receiver.backpressured() or self._others.waiting()
+
+    def completed(self, start: int = 0) -> Sequence[int]:
+        return self._receiver.completed(start)
+
+    def refused(self, start: int = 0) -> Sequence[tuple[int, str]]:
+        return self._receiver.refused(start)
+
+    def idle_seconds(self) -> float:
+        return self._receiver.idle_seconds()
+
+    def describe(self, simulation_id: int) -> str:
+        return self._receiver.describe(simulation_id)
+
+    def first_message_at(self, simulation_id: int) -> float | None:
+        return self._receiver.first_message_at(simulation_id)
+
+    def client_of(self, simulation_id: int) -> str | None:
+        return self._receiver.client_of(simulation_id)
+
+
+def publisher(
+    receiver: Receiver, rendezvous: Path, run_id: str | None, rank: int
+) -> ActivityPublisher:
+    """Rank `rank`'s (not 0) thread handing its receiver's heartbeat to rank 0, started."""
+    thread = ActivityPublisher(rendezvous, run_id, rank, receiver.activity, receiver.backpressured)
+    thread.start()
+    return thread

@@ -1,0 +1,86 @@
+"""The other ranks' heartbeats handed to rank 0 (`stream.rank_activity`): the file a rank
+writes is read back as written, another run's is left out, a malformed one is said and
+left out, and rank 0's sum adds every rank's count to its own."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+
+import pytest
+
+from melissa_trainer.stream.rank_activity import (
+    ActivityPublisher,
+    OtherRanksActivity,
+    clear_activity_files,
+    read_activity,
+    write_activity,
+)
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def test_a_rank_file_reads_back_as_written(tmp_path: Path) -> None:
+    path = tmp_path / "activity.1"
+    write_activity(path, "run-a", {3: 7, 11: 0}, waiting=True)
+    assert read_activity(path, "run-a") == ({3: 7, 11: 0}, True)
+    assert read_activity(path, "run-b") is None  # (another run's)
+    assert read_activity(tmp_path / "activity.2", "run-a") is None  # (not written yet)
+    assert [p.name for p in tmp_path.iterdir()] == ["activity.1"]  # (nothing left aside)
+
+
+def test_a_malformed_line_names_the_file_and_the_line(tmp_path: Path) -> None:
+    path = tmp_path / "activity.1"
+    path.write_text("-\t0\n3\tseven\n")
+    with pytest.raises(ValueError, match=r"activity\.1: line 2 '3\\tseven'"):
+        read_activity(path, None)
+
+
+def test_rank_0_adds_every_other_rank_count_to_its_own(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    write_activity(tmp_path / "activity.1", "r", {1: 4, 2: 1}, waiting=False)
+    write_activity(tmp_path / "activity.2", "r", {1: 5}, waiting=True)
+    write_activity(tmp_path / "activity.3", "old", {1: 100}, waiting=True)  # (not this run)
+    (tmp_path / "activity.4").write_text("r\tmaybe\n")
+    others = OtherRanksActivity(tmp_path, "r")
+    with caplog.at_level(logging.WARNING):
+        assert others.add({1: 2, 9: 3}) == {1: 2 + 4 + 5, 2: 1, 9: 3}
+        assert others.waiting()  # (rank 2 waits for room)
+        others.add({})
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 1 and "leaves out activity.4" in said[0], said  # (once)
+    clear_activity_files(tmp_path)
+    assert others.add({1: 2}) == {1: 2} and not others.waiting()
+
+
+def test_a_publisher_writes_on_change_only(tmp_path: Path) -> None:
+    counts: dict[int, int] = {}
+    publisher = ActivityPublisher(tmp_path, "r", 1, lambda: counts, lambda: False)
+    publisher.publish()
+    assert not publisher.path.exists()  # (nothing heard yet: no file)
+    counts[5] = 2
+    publisher.publish()
+    assert read_activity(publisher.path, "r") == ({5: 2}, False)
+    publisher.path.unlink()
+    publisher.publish()  # (unchanged: not written again)
+    assert not publisher.path.exists()
+    counts[5] = 3
+    wrote = threading.Event()
+    publisher = ActivityPublisher(tmp_path, "r", 1, lambda: counts, lambda: False, every=0.01)
+    original = publisher.publish
+
+    def publish() -> None:
+        original()
+        if publisher.path.exists():
+            wrote.set()
+
+    publisher.publish = publish  # type: ignore[method-assign]
+    publisher.start()
+    try:
+        assert wrote.wait(30)
+    finally:
+        publisher.stop()
+    assert not publisher.is_alive()
+    assert read_activity(publisher.path, "r") == ({5: 3}, False)

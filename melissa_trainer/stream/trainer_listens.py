@@ -84,28 +84,31 @@ def refused(dials: Sequence[tuple[str, str | None]], window: float = WINDOW) -> 
     within `window` seconds for all together."""
     verdicts = [False] * len(dials)
     context = zmq.Context()
-    sockets, monitors = [], {}
+    sockets: list[zmq.Socket] = []
+    monitors: dict[zmq.Socket, int] = {}
     try:
         for i, (endpoint, key) in enumerate(dials):
             sock = context.socket(zmq.PUSH)
             sock.linger = 0
             sockets.append(sock)
-            if key is not None:
-                sock.curve_serverkey = key.encode("ascii")
-                sock.curve_publickey, sock.curve_secretkey = zmq.curve_keypair()
-            address = f"inproc://melissa-listens-{i}"
-            sock.monitor(address, _EVENTS)
-            monitor = context.socket(zmq.PAIR)
-            monitor.linger = 0
-            monitor.connect(address)
+            try:
+                if key is not None:  # (a key libzmq refuses, no CURVE: not dialled)
+                    sock.curve_serverkey = key.encode("ascii")
+                    sock.curve_publickey, sock.curve_secretkey = zmq.curve_keypair()
+                address = f"inproc://melissa-listens-{i}"
+                sock.monitor(address, _EVENTS)
+                monitor = context.socket(zmq.PAIR)
+                monitor.linger = 0
+                sockets.append(monitor)
+                monitor.connect(address)
+                sock.connect(endpoint)  # (a form libzmq refuses: not told, taken)
+            except (zmq.ZMQError, UnicodeError):
+                continue
             monitors[monitor] = i
-            sock.connect(endpoint)
         _read(monitors, verdicts, window)
     finally:
-        for sock in sockets:
+        for sock in sockets:  # (and the monitors: all closed, or `term` would wait)
             sock.close(linger=0)
-        for monitor in monitors:
-            monitor.close(linger=0)
         context.term()
     return verdicts
 

@@ -70,5 +70,7 @@ def test_a_live_receiver_is_not_refused_nor_warned_of(
 
 
 def test_a_host_name_that_does_not_resolve_is_not_refused() -> None:
-    """No socket opened, nothing refused: the client takes it (and its sends say why)."""
+    """No socket opened, nothing refused: the client takes it (and its sends say why);
+    nor is an endpoint libzmq cannot dial (no port), beside one refused."""
     assert refused([("tcp://no-such-host.invalid:5555", None)]) == [False]
+    assert refused([("tcp://no-port", None), (closed_port(), None)]) == [False, True]

@@ -5,6 +5,7 @@ trainer's receivers do, then waits until it is killed."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -16,8 +17,10 @@ import sys, time, zmq
 from melissa_trainer.stream.endpoints import write_rendezvous
 ctx = zmq.Context()
 ranks = int(sys.argv[2])
+kept = []  # (each socket referenced: one collected is closed, its port refused)
 for rank in range(ranks):
     sock = ctx.socket(zmq.PULL)
+    kept.append(sock)
     sock.bind("tcp://127.0.0.1:*")
     write_rendezvous(sys.argv[1], rank, ranks, sock.getsockopt_string(zmq.LAST_ENDPOINT),
                      {"run_id": "run-a"})
@@ -39,6 +42,18 @@ def start_stand_in(rendezvous: Path, ranks: int = 2) -> subprocess.Popen[str]:
     line = proc.stdout.readline()
     assert line == "published\n", line
     return proc
+
+
+def as_elsewhere(rendezvous: Path) -> dict[int, str]:
+    """Make each ``rank_N.json`` of `rendezvous` say its trainer runs in another pid
+    namespace (a container's, the network shared: its endpoint reached, its pid not
+    checkable), as a trainer on another machine; each rank's endpoint, by rank."""
+    endpoints = {}
+    for path in rendezvous.glob("rank_*.json"):
+        entry = json.loads(path.read_text())
+        path.write_text(json.dumps({**entry, "pid_scope": "another-boot pid:[4026531836]"}))
+        endpoints[entry["rank"]] = entry["endpoint"]
+    return endpoints
 
 
 def kill_9(proc: subprocess.Popen[str]) -> None:

@@ -17,6 +17,7 @@ from zmq.utils import z85
 
 from melissa_trainer import wire as protocol
 from melissa_trainer.stream.host_scope import published_scope
+from melissa_trainer.stream.trainer_listens import refused_files
 from melissa_trainer.stream.trainer_process import gone_words, published_process, trainer_gone
 
 RENDEZVOUS_VERSION = 1
@@ -244,7 +245,10 @@ def fetch_rendezvous(
     (the client warns, naming the path and the wait: `client.config`). `alive_only`
     (a client's start): a file whose trainer process is known gone
     (`trainer_process.trainer_gone`: killed on this machine, the file not marked
-    stopped) is not taken either, as a stopped one: waited past, its words said.
+    stopped) is not taken either, as a stopped one: waited past, its words said; nor,
+    the directory otherwise complete, a file whose process cannot be checked here
+    (another machine) whose endpoint refuses the connection
+    (`trainer_listens.refused_files`: up to 1 s of dialling per look).
 
     Raises:
         TimeoutError: the directory is still incomplete (or inconsistent) after
@@ -335,7 +339,11 @@ def _read_rendezvous(directory: Path, alive_only: bool) -> tuple[list[dict[str, 
         if missing:
             problems.append(f"world_size {world}, ranks {missing} missing")
         elif not problems:
-            return [entries[r] for r in range(world)], ""
+            ranked = [entries[r] for r in range(world)]
+            refused = refused_files(ranked, is_loopback) if alive_only else {}  # (elsewhere)
+            if not refused:
+                return ranked, ""
+            problems += [f"rank_{r}.json: {why}" for r, why in refused.items()]
     return None, "; ".join(problems)
 
 

@@ -10,8 +10,9 @@ process holds now) does not take the file: `endpoints.fetch_rendezvous` waits fo
 trainer to publish there again, as for a file marked stopped (a trainer being resumed
 rewrites the files: a client started meanwhile is not refused), and says why
 (`gone_words`). Another machine or pid namespace, no ``/proc``, or an older trainer's
-file without them: nothing is checked. The C client reads the same keys
-(clients/c/src/trainer_alive.c). No state.
+file without them: the pid is not checked (`trainer_runs` None); its endpoint is
+(`trainer_listens`: a killed trainer's port refuses the connection). The C client
+reads the same keys (clients/c/src/trainer_alive.c). No state.
 """
 
 from __future__ import annotations
@@ -35,16 +36,23 @@ def published_process() -> dict[str, Any]:
     return {PID_KEY: pid, START_KEY: start, SCOPE_KEY: scope}
 
 
-def trainer_gone(entry: dict[str, Any]) -> int | None:
-    """The pid of the trainer that wrote rendezvous `entry` when it is known gone: the
-    entry's scope is this process's, and its pid does not run, is a zombie, or runs since
-    another time (reused). None otherwise, also when it cannot tell."""
+def trainer_runs(entry: dict[str, Any]) -> bool | None:
+    """Whether the trainer that wrote rendezvous `entry` runs: True, False (gone: its pid
+    does not run, is a zombie, or runs since another time: reused), or None when it
+    cannot be told here (another scope, no ``/proc``, an entry without the keys)."""
     pid, start, scope = entry.get(PID_KEY), entry.get(START_KEY), entry.get(SCOPE_KEY)
     if not (isinstance(pid, int) and isinstance(start, int) and isinstance(scope, str)):
         return None
     if scope != pid_scope():
         return None
-    return pid if runs(pid, start) is False else None
+    return runs(pid, start)
+
+
+def trainer_gone(entry: dict[str, Any]) -> int | None:
+    """The pid of the trainer that wrote rendezvous `entry` when it is known gone: the
+    entry's scope is this process's, and its pid does not run, is a zombie, or runs since
+    another time (reused). None otherwise, also when it cannot tell."""
+    return entry[PID_KEY] if trainer_runs(entry) is False else None
 
 
 def gone_words(pid: int) -> str:

@@ -40,6 +40,7 @@ from melissa_trainer.client.closing import TrainerStopped
 from melissa_trainer.client.config import ClientTuning
 from melissa_trainer.stream.endpoints import mark_stopped
 from melissa_trainer.stream.stop_record import RECORD_LIMIT, StopReason, build_record
+from melissa_trainer.stream.trainer_process import published_process
 
 pytestmark = pytest.mark.e2e  # every test here starts a process
 
@@ -97,11 +98,12 @@ def test_a_final_record_ends_the_close_as_the_python_clients(
 
 
 def publish_two(rendezvous: Path, endpoints: list[str]) -> None:
-    """The rendezvous files of a trainer with two receivers (no follow sockets)."""
+    """The rendezvous files of a trainer with two receivers (no follow sockets), written
+    by this process (alive: taken at the start without dialling a dead endpoint)."""
     rendezvous.mkdir(exist_ok=True)
     for rank, endpoint in enumerate(endpoints):
         entry = {"version": 1, "rank": rank, "world_size": 2, "endpoint": endpoint,
-                 "run_id": RUN}  # fmt: skip
+                 "run_id": RUN, **published_process()}  # fmt: skip
         (rendezvous / f"rank_{rank}.json.tmp").write_text(json.dumps(entry))
         (rendezvous / f"rank_{rank}.json.tmp").rename(rendezvous / f"rank_{rank}.json")
 

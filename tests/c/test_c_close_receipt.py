@@ -28,6 +28,7 @@ from predict_script import Script, zctx  # noqa: F401 (a fixture)
 from melissa_trainer import wire as P
 from melissa_trainer.client.admission import SimulationRefused
 from melissa_trainer.client.confirm import report
+from melissa_trainer.stream.trainer_process import published_process
 from melissa_trainer.wire.receipt import (
     RECEIPT_BYE,
     RECEIPT_FINISHED,
@@ -112,10 +113,13 @@ def publish(
     run: str = RUN,
     kinds: tuple[int, ...] = (9, 11, 13),
 ) -> None:
-    """The rendezvous file of a receiver whose follow socket answers `kinds`."""
+    """The rendezvous file of a receiver whose follow socket answers `kinds`, written by
+    this process (`published_process`: alive here, so a client's start takes it without
+    dialling `sink`, which may be dead on purpose: these tests are of the close)."""
     rendezvous.mkdir(exist_ok=True)
     entry = {"version": 1, "rank": 0, "world_size": 1, "endpoint": sink, "run_id": run,
-             "follow_endpoint": follow, "follow_kinds": list(kinds)}  # fmt: skip
+             "follow_endpoint": follow, "follow_kinds": list(kinds),
+             **published_process()}  # fmt: skip
     (rendezvous / "rank_0.json.tmp").write_text(json.dumps(entry))
     (rendezvous / "rank_0.json.tmp").rename(rendezvous / "rank_0.json")
 

@@ -3,7 +3,10 @@
 MT_ERENDEZVOUS) naming the dead trainer's pid, the rendezvous and the fix, in the Python
 client's words (clients/c/src/trainer_alive.c, stream/trainer_process.py): before, every
 send returned MT_OK and its close failed 180 s later (a user trial, htrial3). A trainer
-alive is taken (the control).
+alive is taken (the control). A trainer killed on another machine (its pid not checkable
+here: `as_elsewhere`) is found by its endpoints refusing the connection
+(clients/c/src/trainer_listens.c, stream/trainer_listens.py): refused too, in the same
+words; one alive there, even stopped (SIGSTOP), is taken.
 
 The stand-in trainer is a real process publishing with the receiver's own writer,
 SIGKILLed (tests/killed_trainer.py); the oracle for the words is the Python reader's
@@ -12,13 +15,14 @@ verdict on the same directory (`fetch_rendezvous`)."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 from pathlib import Path
 
 import pytest
 from c_driver import script_exe  # noqa: F401 (a fixture)
 from compiled import SANITIZER_ENV, c_client  # noqa: F401
-from killed_trainer import kill_9, start_stand_in, stop, taken_after_restart
+from killed_trainer import as_elsewhere, kill_9, start_stand_in, stop, taken_after_restart
 
 from melissa_trainer.stream.endpoints import fetch_rendezvous
 
@@ -108,3 +112,44 @@ def test_a_c_solver_waiting_takes_a_trainer_started_again(
     out = taken_after_restart(argv, {**clean, **SANITIZER_ENV}, rv)
     (line,) = [s for s in out.splitlines() if s.startswith("4 ")]  # (the start)
     assert line.split(" ", 2)[1] == "0", out
+
+
+@pytest.mark.timeout(180)
+def test_a_c_solver_against_a_trainer_killed_elsewhere_is_refused_in_python_words(
+    script_exe: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    rv = tmp_path / "rendezvous"
+    trainer = start_stand_in(rv)
+    kill_9(trainer)
+    endpoints = as_elsewhere(rv)
+    with pytest.raises(TimeoutError) as caught:
+        fetch_rendezvous(rv, timeout=1.0, alive_only=True)
+    python = str(caught.value)
+    code, message = start(script_exe, rv, tmp_path, 1.0)
+    assert code != 0, message
+    for rank, endpoint in endpoints.items():
+        said = f"rank_{rank}.json: nothing accepts connections at {endpoint} (refused"
+        assert said in message and said in python, (message, python)
+    assert f"(pid {trainer.pid} on {os.uname().nodename})" in message, message
+    assert message == python, (message, python)  # (word for word, in rank order both)
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("paused", [False, True], ids=["running", "stopped"])
+def test_a_c_solver_against_a_trainer_alive_elsewhere_is_not_refused(
+    script_exe: Path,  # noqa: F811
+    tmp_path: Path,
+    paused: bool,
+) -> None:
+    rv = tmp_path / "rendezvous"
+    trainer = start_stand_in(rv)
+    as_elsewhere(rv)
+    try:
+        if paused:
+            trainer.send_signal(signal.SIGSTOP)
+        code, message = start(script_exe, rv, tmp_path, 1.0)
+    finally:
+        trainer.send_signal(signal.SIGCONT)
+        stop(trainer)
+    assert code == 0, message

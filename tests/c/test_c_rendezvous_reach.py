@@ -33,6 +33,7 @@ from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.stream import host_scope
 from melissa_trainer.stream.endpoints import is_loopback
 from melissa_trainer.stream.host_scope import HOST_KEY, SCOPE_KEY, out_of_reach
+from melissa_trainer.stream.trainer_process import published_process
 
 pytestmark = [
     pytest.mark.e2e,  # every test here starts a process
@@ -67,9 +68,12 @@ def start(script_exe: Path, rv: Path, tmp_path: Path) -> tuple[int, str]:  # noq
 
 
 def hand_written(rv: Path, endpoint: str, **keys: object) -> dict[str, object]:
-    """A rank_0.json of one rank publishing `endpoint` and `keys`; returns the entry."""
+    """A rank_0.json of one rank publishing `endpoint` and `keys`, written by this process
+    (alive here: a client's start does not dial its endpoint, `trainer_listens`, which
+    nothing listens on); returns the entry."""
     rv.mkdir(exist_ok=True)
-    entry = {"version": 1, "rank": 0, "world_size": 1, "endpoint": endpoint, **keys}
+    entry = {"version": 1, "rank": 0, "world_size": 1, "endpoint": endpoint,
+             **published_process(), **keys}  # fmt: skip
     (rv / "rank_0.json").write_text(json.dumps(entry))
     return entry
 

@@ -4,7 +4,11 @@ dead trainer's pid, the rendezvous and the fix (`trainer_process`), as for a tra
 that ended (it waits `rendezvous_timeout` for a trainer to publish there again). Before,
 it took the files: every send went into the void and its close failed 180 s later (a
 user trial, htrial3). A trainer alive is taken, and so is a file whose process cannot be
-checked (another machine's pid namespace).
+checked (another machine's pid namespace) whose endpoint accepts a connection. A trainer
+killed on another machine (or in another pid namespace: `as_elsewhere`) is found by
+its endpoint, which refuses the connection (`trainer_listens`): refused at the start as
+well, naming the endpoint; a live one there, busy or stopped (SIGSTOP: its kernel
+accepts the connection), is taken.
 
 The stand-in trainer is a real process publishing with the receiver's own writer,
 SIGKILLed (tests/killed_trainer.py); the client is a real process, waited on."""
@@ -13,12 +17,14 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from killed_trainer import kill_9, start_stand_in, stop, taken_after_restart
+import zmq
+from killed_trainer import as_elsewhere, kill_9, start_stand_in, stop, taken_after_restart
 
 from melissa_trainer.stream.endpoints import fetch_rendezvous, write_rendezvous
 
@@ -108,5 +114,71 @@ def test_a_reused_pid_is_not_taken_for_the_trainer(tmp_path: Path) -> None:
         fetch_rendezvous(tmp_path, timeout=0.0, alive_only=True)
     assert fetch_rendezvous(tmp_path, timeout=0.0)  # (only a client's start checks)
     other = {**entry, "pid_start": 1, "pid_scope": "another-boot pid:[1]"}
-    path.write_text(json.dumps(other))  # (another machine: not checkable, taken)
-    assert fetch_rendezvous(tmp_path, timeout=0.0, alive_only=True)
+    path.write_text(json.dumps(other))  # (another machine: not checkable; nothing on port 9)
+    with pytest.raises(TimeoutError, match=r"nothing accepts connections at tcp://127\.0\.0\.1:9 "):
+        fetch_rendezvous(tmp_path, timeout=0.0, alive_only=True)
+    context = zmq.Context()
+    listening = context.socket(zmq.PULL)
+    try:
+        listening.bind("tcp://127.0.0.1:*")
+        there = listening.getsockopt_string(zmq.LAST_ENDPOINT)
+        path.write_text(json.dumps({**other, "endpoint": there}))  # (listened on: taken)
+        assert fetch_rendezvous(tmp_path, timeout=0.0, alive_only=True)[0]["endpoint"] == there
+    finally:
+        context.destroy(linger=0)
+
+
+@pytest.mark.e2e
+def test_a_solver_against_a_trainer_killed_elsewhere_is_refused_at_start(tmp_path: Path) -> None:
+    """Its pid not checkable here: its endpoints refuse the connection (before: taken,
+    the close failed 180 s later)."""
+    rv = tmp_path / "rendezvous"
+    trainer = start_stand_in(rv)
+    kill_9(trainer)
+    endpoints = as_elsewhere(rv)
+    done = solver(rv, 1.0)
+    assert done.returncode != 0, done.stdout
+    assert "started" not in done.stdout
+    for rank, endpoint in endpoints.items():
+        said = (
+            f"rank_{rank}.json: nothing accepts connections at {endpoint} (refused, or its "
+            f"host unreachable): its trainer (pid {trainer.pid} on {os.uname().nodename}) is "
+            "gone without marking it stopped"
+        )
+        assert said in done.stderr, done.stderr
+    assert f"rendezvous directory '{rv}' incomplete after 1.0 s" in done.stderr, done.stderr
+    assert "start the trainer first" in done.stderr
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("paused", [False, True], ids=["running", "stopped"])
+def test_a_trainer_alive_elsewhere_is_taken_even_stopped(tmp_path: Path, paused: bool) -> None:
+    """A trainer whose pid is not checkable here, alive: taken; so is one stopped
+    (SIGSTOP, as a trainer too busy to answer: its kernel still accepts the connection)."""
+    rv = tmp_path / "rendezvous"
+    trainer = start_stand_in(rv)
+    endpoints = as_elsewhere(rv)
+    try:
+        if paused:
+            trainer.send_signal(signal.SIGSTOP)
+        done = solver(rv, 1.0)
+    finally:
+        trainer.send_signal(signal.SIGCONT)
+        stop(trainer)
+    assert done.stdout.startswith(f"started {[endpoints[0], endpoints[1]]}"), (
+        done.stdout,
+        done.stderr,
+    )
+    assert "nothing accepts connections" not in done.stderr, done.stderr
+
+
+@pytest.mark.e2e
+def test_a_solver_waiting_on_a_trainer_killed_elsewhere_takes_it_started_again(
+    tmp_path: Path,
+) -> None:
+    rv = tmp_path / "rendezvous"
+    kill_9(start_stand_in(rv))
+    as_elsewhere(rv)
+    argv = [sys.executable, "-c", SOLVER, "60"]
+    out = taken_after_restart(argv, by_hand(rv), rv)
+    assert out.startswith("started ['tcp://127.0.0.1:"), out

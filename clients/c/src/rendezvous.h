@@ -39,6 +39,14 @@ void mt_rendezvous_free(mt_rendezvous *rv);
  * each such file's words in `problem`) when a file's trainer process, on this machine and
  * pid namespace, is gone ("pid", "pid_start", "pid_scope": trainer_process.py). */
 mt_status mt_rendezvous_read_live(const char *dir, mt_rendezvous *out, mt_buf *problem);
+/* trainer_listens.c: refused[i], for each endpoint `asked` (tcp://, with its CURVE key or
+ * NULL), whether its connection was refused (trainer_listens.py), told within 1 s for
+ * all; and the words of a refused rank_R.json (its file's "pid", 0: none, and "host"),
+ * appended to `problem` after "; " (trainer_listens.py refused_words). */
+void mt_listens_refused(char *const *endpoints, char *const *keys, const bool *asked,
+                        size_t n, bool *refused);
+void mt_listens_words(mt_buf *problem, size_t rank, const char *endpoint, long long pid,
+                      const char *host);
 /* Whether a file of `rv` lists `simulation_id` under "routed_t_mod_w": a simulation its
  * receivers hold steps of routed t % W, which keeps that routing (routing.py KEPT). */
 bool mt_rendezvous_keeps(const mt_rendezvous *rv, uint64_t simulation_id);

@@ -7,7 +7,8 @@
  * same scope does not take a file whose process is gone (no such pid, a zombie, another
  * start time): it waits for a trainer to publish there again, as for a file marked
  * stopped (a trainer being resumed rewrites the files), and says why. Another machine or
- * pid namespace, no /proc, or a file without these keys (an older trainer): not checked. */
+ * pid namespace, no /proc, or a file without these keys (an older trainer): the pid is
+ * not checked; its endpoint is (trainer_listens.c: a killed trainer's port refuses). */
 #define _POSIX_C_SOURCE 200809L
 #include <ctype.h>
 #include <errno.h>
@@ -18,6 +19,7 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include "host_scope.h"
 #include "internal.h"
 
 /* "BOOT PIDNS" of this process in `out` (trainer_process.py pid_scope), else false. */
@@ -62,18 +64,21 @@ static bool started(long long pid, unsigned long long *start) {
     return false;
 }
 
-/* The pid of the trainer of the file `path` when it is known gone, else 0. */
-static long long gone_pid(const char *path, const char *mine) {
+/* Whether the trainer of the file `path` runs: 1, 0 (gone), -1 (cannot be told here:
+ * another scope, `mine` NULL, no keys); its "pid" in *pid_out (0: none). */
+static int pid_runs(const char *path, const char *mine, long long *pid_out) {
     char *text = mt_read_file(path);
     mt_json_member *m = NULL;
     size_t n = 0;
     char err[160];
-    long long pid = 0, gone = 0;
+    long long pid = 0;
+    int verdict = -1;
     unsigned long long start = 0, now = 0;
     bool has_start = false, same = false;
     if (text == NULL || !mt_json_object(text, &m, &n, err, sizeof err)) {
         free(text);
-        return 0; /* (read again by the next look) */
+        *pid_out = 0;
+        return -1; /* (read again by the next look) */
     }
     for (size_t k = 0; k < n; ++k) {
         bool exact = m[k].kind == MT_JSON_NUMBER && m[k].integer && m[k].exact;
@@ -81,45 +86,71 @@ static long long gone_pid(const char *path, const char *mine) {
             pid = (long long)m[k].u64;
         if (strcmp(m[k].key, "pid_start") == 0 && exact) start = m[k].u64, has_start = true;
         if (strcmp(m[k].key, "pid_scope") == 0 && m[k].kind == MT_JSON_STRING)
-            same = strcmp(m[k].string, mine) == 0;
+            same = mine != NULL && strcmp(m[k].string, mine) == 0;
     }
     if (pid > 0 && has_start && same) {
-        if (kill((pid_t)pid, 0) != 0 && errno == ESRCH) gone = pid;
+        if (kill((pid_t)pid, 0) != 0 && errno == ESRCH) verdict = 0;
         else {
             char proc[64];
             snprintf(proc, sizeof proc, "/proc/%lld/stat", pid);
             FILE *f = fopen(proc, "r"); /* (hidden by hidepid: cannot tell more) */
             if (f != NULL) {
                 fclose(f);
-                if (!started(pid, &now) || now != start) gone = pid;
+                verdict = started(pid, &now) && now == start;
             }
         }
     }
     mt_json_free(m, n);
     free(text);
-    return gone;
+    *pid_out = pid;
+    return verdict;
 }
 
 mt_status mt_rendezvous_read_live(const char *dir, mt_rendezvous *out, mt_buf *problem) {
     mt_status st = mt_rendezvous_read(dir, out, problem, false);
     char mine[256];
-    if (st != MT_OK || !own_pid_scope(mine, sizeof mine)) return st;
-    bool dead = false;
-    for (size_t r = 0; r < out->n; ++r) {
+    if (st != MT_OK) return st;
+    bool scoped = own_pid_scope(mine, sizeof mine), dead = false;
+    size_t n = out->n;
+    long long *pids = calloc(n, sizeof *pids);
+    bool *asked = calloc(n, sizeof *asked), *refused = calloc(n, sizeof *refused);
+    if (pids == NULL || asked == NULL || refused == NULL) {
+        free(pids), free(asked), free(refused);
+        mt_rendezvous_free(out);
+        return MT_ENOMEM;
+    }
+    bool any = false;
+    for (size_t r = 0; r < n; ++r) {
         char path[4096];
         snprintf(path, sizeof path, "%s/rank_%zu.json", dir, r);
-        long long pid = gone_pid(path, mine);
-        if (pid == 0) continue;
-        if (problem->len) mt_buf_puts(problem, "; ");
-        mt_buf_printf(problem,
-                      "rank_%zu.json: its trainer (pid %lld, on this machine) is gone without "
-                      "marking it stopped (killed: kill -9, out of memory?): start the trainer "
-                      "first (resumed: --resume_from_checkpoint latest), or point "
-                      "MELISSA_TRAINER_RENDEZVOUS at the running trainer's "
-                      "{output_dir}/rendezvous",
-                      r, pid);
-        dead = true;
+        int runs = pid_runs(path, scoped ? mine : NULL, &pids[r]);
+        if (runs == 0) {
+            if (problem->len) mt_buf_puts(problem, "; ");
+            mt_buf_printf(problem,
+                          "rank_%zu.json: its trainer (pid %lld, on this machine) is gone "
+                          "without marking it stopped (killed: kill -9, out of memory?): start "
+                          "the trainer first (resumed: --resume_from_checkpoint latest), or "
+                          "point MELISSA_TRAINER_RENDEZVOUS at the running trainer's "
+                          "{output_dir}/rendezvous",
+                          r, pids[r]);
+            dead = true;
+        }
+        if (runs >= 0 || strncmp(out->endpoints[r], "tcp://", 6) != 0) continue;
+        mt_buf far = {0}; /* (out of reach: said at once by mt_rendezvous_reach, not here) */
+        int why = mt_scope_why(out->endpoints[r], out->hosts[r], out->scopes[r],
+                               &MT_RECEIVER, &far);
+        free(far.data);
+        asked[r] = why == 0, any = any || why == 0;
     }
+    if (!dead && any) { /* (another machine's trainer: trainer_listens.c) */
+        mt_listens_refused(out->endpoints, out->keys, asked, n, refused);
+        for (size_t r = 0; r < n; ++r) {
+            if (!refused[r]) continue;
+            mt_listens_words(problem, r, out->endpoints[r], pids[r], out->hosts[r]);
+            dead = true;
+        }
+    }
+    free(pids), free(asked), free(refused);
     if (!dead) return MT_OK;
     mt_rendezvous_free(out);
     return MT_ERENDEZVOUS;

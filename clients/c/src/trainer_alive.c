@@ -106,7 +106,7 @@ static int pid_runs(const char *path, const char *mine, long long *pid_out) {
     return verdict;
 }
 
-mt_status mt_rendezvous_read_live(const char *dir, mt_rendezvous *out, mt_buf *problem) {
+static mt_status read_live_once(const char *dir, mt_rendezvous *out, mt_buf *problem) {
     mt_status st = mt_rendezvous_read(dir, out, problem, false);
     char mine[256];
     if (st != MT_OK) return st;
@@ -154,4 +154,35 @@ mt_status mt_rendezvous_read_live(const char *dir, mt_rendezvous *out, mt_buf *p
     if (!dead) return MT_OK;
     mt_rendezvous_free(out);
     return MT_ERENDEZVOUS;
+}
+
+/* Whether two readings of a rendezvous name the same trainer: its run and endpoints. */
+static bool same_reading(const mt_rendezvous *a, const mt_rendezvous *b) {
+    if (a->n != b->n || (a->run_id == NULL) != (b->run_id == NULL)) return false;
+    if (a->run_id != NULL && strcmp(a->run_id, b->run_id) != 0) return false;
+    for (size_t r = 0; r < a->n; ++r)
+        if (strcmp(a->endpoints[r], b->endpoints[r]) != 0) return false;
+    return true;
+}
+
+/* The files are read once for the endpoints (mt_rendezvous_read) and again for their
+ * processes (pid_runs): a resumed trainer's rewrite landing between the two had the live
+ * new trainer checked and the killed one's endpoint taken (hrev4; Python reads each file
+ * once). So a reading that passed is taken only if a third one names the same run and
+ * endpoints (a rewrite meanwhile: read afresh); one rewritten on every look (never seen)
+ * is taken as its last reading says. */
+mt_status mt_rendezvous_read_live(const char *dir, mt_rendezvous *out, mt_buf *problem) {
+    enum { LOOKS = 8 };
+    for (int look = 0;; ++look) {
+        mt_status st = read_live_once(dir, out, problem);
+        if (st != MT_OK || look == LOOKS - 1) return st;
+        mt_rendezvous again = {0};
+        mt_buf scratch = {0};
+        mt_status st2 = mt_rendezvous_read(dir, &again, &scratch, false);
+        free(scratch.data);
+        bool same = st2 == MT_OK && same_reading(out, &again);
+        if (st2 == MT_OK) mt_rendezvous_free(&again);
+        if (same) return MT_OK;
+        mt_rendezvous_free(out); /* (read afresh: what the files say now, checked again) */
+    }
 }

@@ -11,9 +11,11 @@ made), with a header; columns, in this order:
   the last one written: `loss_changed`), ``redrawn`` / ``abandoned`` (it failed for
   good, its restarts used up: `LauncherTuning.on_failure` replaced it by a new draw,
   under a new id, or abandoned it; ``abandoned`` too for the one whose abandonment
-  failed the study, past `LauncherTuning.min_finished_fraction`), or ``failed`` (it
+  failed the study, past `LauncherTuning.min_finished_fraction`), ``failed`` (it
   failed for good and failed the study, not replaced: ``on_failure="raise"``, the
-  redraws or the failure budget used up; the study's error names it);
+  redraws or the failure budget used up; the study's error names it), or
+  ``cancelled`` (a study resumed with fewer ``n_simulations`` than its checkpoint
+  forgot it, unfinished past the new end: written as the resumed launcher starts);
 - each parameter by name, the values the simulation received (on every row; a
   parameter named like one of these columns is written as ``param_<name>``);
 - ``drawn``: how it was drawn: ``explored`` or ``bred`` (Breed), ``explored`` or
@@ -208,7 +210,8 @@ class DrawLog:
     def gave_up(self, sid: int, how: str) -> None:
         """Append simulation `sid`'s row saying it was given up for good: ``redrawn``
         (a replacement is drawn under a new id), ``abandoned`` or ``failed`` (it failed
-        the study, not replaced), with its last loss written, if any; flushed."""
+        the study, not replaced), or ``cancelled`` (a resume with fewer simulations
+        forgot it), with its last loss written, if any; flushed."""
         if sid in self._draws:
             self._write(sid, how, self._losses.get(sid, ""))
 

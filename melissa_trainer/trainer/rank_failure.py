@@ -17,11 +17,12 @@ simulations (``OUTPUT_DIR/rendezvous``) and the checkpoints do: several nodes sh
 A note holds the run's id (`OnlineTrainer.run_id`): one from an earlier run in the same
 directory is never read. A rank killed by a signal (SIGKILL, the OOM killer) writes
 none: the others then say, in one paragraph at ERROR, that another rank is gone and
-left no note (opened by what the check of the peers' pids says, `opening_words`: killed,
-or alive on this host, a network error, or not checked; which one, when there are two; each peer's pid, and whether it is dead
-or alive on this host, by the hook marks: `hook_mark.unmarked_words`,
-`hook_mark.in_hook_words`), that no checkpoint is written at this
-stop, and the latest one to resume from with ``--resume_from_checkpoint latest``; then
+left no note (opened by what the check of the peers' pids says, `opening_words`:
+killed, or alive on this host, a network error, or not checked; which one, when there
+are two; each peer's pid, and whether it is dead or alive on this host, by the hook
+marks: `hook_mark.unmarked_words`, `hook_mark.in_hook_words`), that no checkpoint is
+written at this stop, and the latest one to resume from with
+``--resume_from_checkpoint latest``; then
 they raise a `RankGone`, as quiet as `RankFailed` (before, the backend's error and its
 traceback followed the line).
 

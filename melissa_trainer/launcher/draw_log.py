@@ -7,13 +7,16 @@ made), with a header; columns, in this order:
 - ``simulation_id``: the simulation the row is about;
 - ``event``: ``draw`` (the sampler drew its parameters; one row per simulation id),
   ``loss`` (an adaptive sampler observed its training loss: the relative loss it was
-  given, the first, then again each time it moved by more than `LOSS_CHANGE` (10%) of
-  the last one written: `loss_changed`), ``redrawn`` / ``abandoned`` (it failed for
+  given, the first, then again when it moved by more than `LOSS_CHANGE` (10%) of the
+  last one written, no sooner than a gap of draws once it swung back and forth:
+  `loss_rows`), ``redrawn`` / ``abandoned`` (it failed for
   good, its restarts used up: `LauncherTuning.on_failure` replaced it by a new draw,
   under a new id, or abandoned it; ``abandoned`` too for the one whose abandonment
-  failed the study, past `LauncherTuning.min_finished_fraction`), or ``failed`` (it
+  failed the study, past `LauncherTuning.min_finished_fraction`), ``failed`` (it
   failed for good and failed the study, not replaced: ``on_failure="raise"``, the
-  redraws or the failure budget used up; the study's error names it);
+  redraws or the failure budget used up; the study's error names it), or
+  ``cancelled`` (a study resumed with fewer ``n_simulations`` than its checkpoint
+  forgot it, unfinished past the new end: written as the resumed launcher starts);
 - each parameter by name, the values the simulation received (on every row; a
   parameter named like one of these columns is written as ``param_<name>``);
 - ``drawn``: how it was drawn: ``explored`` or ``bred`` (Breed), ``explored`` or
@@ -24,12 +27,14 @@ made), with a header; columns, in this order:
   last one written).
 
 The sampler observes every report (the launcher hands it each simulation's newest loss
-before each draw); the file skips those within `LOSS_CHANGE` of the last written, as
-each draw hands the sampler the newest loss of every simulation trained on since the
-last draw: unskipped, a study of n simulations whose buffer holds k of them wrote about
-n * k loss rows (`benchmarks/draws_log_size.py`: 96 simulations, 2,473 loss rows, 457
-with the skip). So a simulation's last ``loss`` is within 10% of the last the sampler
-observed.
+before each draw); the file skips those within `LOSS_CHANGE` of the last written, and
+spaces out a swinging loss's rows (`loss_rows.LossRows`), as each draw hands the sampler
+the newest loss of every simulation trained on since the last draw: unskipped, a study
+of n simulations whose buffer holds k of them wrote about n * k loss rows
+(`benchmarks/draws_log_size.py`: 96 simulations, 2,473 loss rows, 457 with the 10%
+skip). A loss held back by the gap is written when its simulation is given up and when
+the file is closed: so, at the study's end, a simulation's last ``loss`` is within 10%
+of the last the sampler observed.
 
 Every row repeats the simulation's parameters and how it was drawn, so the last row
 of each simulation is all that is known of it:
@@ -44,8 +49,8 @@ checkpoint, which its resume replays or replaces; a line cut by the kill), the o
 rewrite, atomic. A checkpoint saved before it counted rows: the rows of the draws it
 holds (ids below its `next_id`) are kept, as then. A saved simulation without a
 ``draw`` row (a study saved before this file existed) gets one, ``drawn``
-``unrecorded``. No row is duplicated or lost across a resume; the skip of small loss
-changes resumes from each simulation's last ``loss`` row kept.
+``unrecorded``. No row is duplicated or lost across a resume; the loss rule resumes
+from the rows kept (`loss_rows`: a held loss, in no row, is not).
 
 Not thread-safe: the launcher writes under its lock (`StudyRecord.take`,
 `StudyRecordState.apply_observations`, `StudyRecord.attempt_failed`), and counts the
@@ -63,6 +68,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from melissa_trainer.common.words import plural
+from melissa_trainer.launcher.loss_rows import LOSS_CHANGE, LossRows, loss_changed
 from melissa_trainer.launcher.samplers import Sampler
 
 __all__ = ["DRAWS_FILE", "LOSS_CHANGE", "DrawLog", "draw_origin", "explored_count", "loss_changed"]
@@ -72,15 +78,6 @@ logger = logging.getLogger("melissa_trainer.launcher")
 #: the file's name in the study folder
 DRAWS_FILE = "draws.csv"
 _FIXED = ("simulation_id", "event", "drawn", "parent", "loss")
-#: a loss row is written when the loss moved by more than this share of the last written
-LOSS_CHANGE = 0.1
-
-
-def loss_changed(last: float | None, loss: float) -> bool:
-    """Whether `loss` gets a row after `last` (the last one written for its simulation;
-    None: none yet): the first always, then one that moved by more than `LOSS_CHANGE`
-    of ``|last|`` (after a 0, any other value)."""
-    return last is None or abs(loss - last) > LOSS_CHANGE * abs(last)
 
 
 def explored_count(sampler: Sampler) -> int | None:
@@ -118,6 +115,8 @@ class DrawLog:
         self._draws: dict[int, tuple[list[float], str, str]] = {}
         #: simulation id -> the last loss written (a given-up row repeats it)
         self._losses: dict[int, str] = {}
+        #: which observed losses get a row (`loss_rows`)
+        self._rule = LossRows()
         #: the rows in the file below its header (a checkpoint saves it: the resume cut)
         self.rows = 0
 
@@ -175,13 +174,16 @@ class DrawLog:
         os.replace(tmp, path)  # atomic: a kill now leaves the old file or the new
         log = cls(path, names, path.open("a", newline=""))
         log.rows = len(kept)
-        for row in kept:
+        for row in kept:  # (the state the rows say: what later rows repeat, the rule's)
             n = len(names)
             if row[1] == "draw":
                 values = [float(v) for v in row[2 : 2 + n]]
                 log._draws[int(row[0])] = (values, row[2 + n], row[3 + n])
+                log._rule.drew()
             elif row[4 + n]:
                 log._losses[int(row[0])] = row[4 + n]
+                if row[1] == "loss":
+                    log._rule.wrote(int(row[0]), float(row[4 + n]))
         for sid, parameters in sorted((saved or {}).items()):
             if sid not in log._draws:
                 log.drew(sid, parameters, "unrecorded", None)
@@ -194,22 +196,31 @@ class DrawLog:
         values = [float(parameters[n]) for n in self.names]
         self._draws[sid] = (values, drawn, "" if parent is None else str(parent))
         self._write(sid, "draw", "")
+        self._rule.drew()
 
     def observed(self, losses: Mapping[int, float]) -> None:
-        """Append a loss row per simulation whose observed loss is given and moved by
-        more than `LOSS_CHANGE` of the last written for it (`loss_changed`); one flush."""
+        """Append a loss row per simulation whose observed loss is given and gets one
+        (`loss_rows.LossRows.keep`: moved by more than `LOSS_CHANGE` of the last written
+        for it, past its gap); one flush."""
         for sid, loss in losses.items():
-            last = self._losses.get(sid)
-            if sid in self._draws and loss_changed(None if last is None else float(last), loss):
-                self._losses[sid] = repr(float(loss))
-                self._write(sid, "loss", self._losses[sid], flush=False)
+            if sid in self._draws and self._rule.keep(sid, float(loss)):
+                self._loss_row(sid, float(loss))
         self._file.flush()
+
+    def _loss_row(self, sid: int, loss: float) -> None:
+        self._losses[sid] = repr(loss)
+        self._write(sid, "loss", self._losses[sid], flush=False)
+        self._rule.wrote(sid, loss)
 
     def gave_up(self, sid: int, how: str) -> None:
         """Append simulation `sid`'s row saying it was given up for good: ``redrawn``
         (a replacement is drawn under a new id), ``abandoned`` or ``failed`` (it failed
-        the study, not replaced), with its last loss written, if any; flushed."""
+        the study, not replaced), or ``cancelled`` (a resume with fewer simulations
+        forgot it), with its last loss written, if any, after its held loss's row
+        (`loss_rows`: the newest the sampler observed); flushed."""
         if sid in self._draws:
+            for held, loss in self._rule.held(sid):
+                self._loss_row(held, loss)
             self._write(sid, how, self._losses.get(sid, ""))
 
     def _write(self, sid: int, event: str, loss: str, flush: bool = True) -> None:
@@ -221,7 +232,12 @@ class DrawLog:
             self._file.flush()
 
     def close(self) -> None:
-        """Close the file (idempotent)."""
+        """Write the held losses' rows (`loss_rows`: each simulation's last row then within
+        10% of the newest loss the sampler observed), then close the file (idempotent)."""
+        if self._file.closed:
+            return
+        for sid, loss in self._rule.held():
+            self._loss_row(sid, loss)
         self._file.close()
 
 

@@ -312,6 +312,8 @@ class Launcher(LauncherThread):
                 self._study.next_id,
                 self._study.draw_rows,  # (the checkpoint's rows: the resume cut)
             )
+            for sid in cancelled:  # (its last row says so, not ``draw``: forgotten now)
+                self._study.draw_log.gave_up(sid, "cancelled")
             self._draws_path = self._study.draw_log.path
         self._thread = threading.Thread(target=self._run, name="melissa-launcher", daemon=True)
         atexit.register(self.stop)

@@ -92,11 +92,11 @@ class StudyRecordState:
             self.draw_log.gave_up(sid, how)
 
     def close_draw_log(self) -> None:
-        """Close the `draw_log` (no row is written after), its rows kept for
-        `state_dict`."""
+        """Close the `draw_log` (no row is written after; its held losses' are, as it
+        closes), its rows kept for `state_dict`."""
         if self.draw_log is not None:
+            self.draw_log.close()  # (first: it writes the held losses' rows)
             self.draw_rows = self.draw_log.rows
-            self.draw_log.close()
             self.draw_log = None
 
     def state_dict(self) -> dict[str, Any]:

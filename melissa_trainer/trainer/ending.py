@@ -246,15 +246,16 @@ def failed(
     if not isinstance(other, RankFailed):
         write_note(trainer, error)
     if isinstance(other, RankGone):
-        # Another rank gone with no note: killed by a signal (the OOM killer, kill -9), a
+        # Another rank gone with no note: killed by a signal (the OOM killer, kill -9), or
+        # out of reach (a network error: its opening says which the pids suggest), a
         # crash a resume recovers from, as one rank's SIGKILL (no record: its solvers
         # wait and follow). ``error`` ended the solvers started by hand at once (a user
         # trial: both exited 1 before the resume, and the resumed trainer starved).
         trainer.source.note_stop(
             "preempted",
-            f"training stopped at step {trainer.state.global_step}: another rank is gone "
-            f"and left no note of why (killed by a signal?), with no checkpoint at this "
-            f"stop: a run resumed from the latest one takes what it lacks",
+            f"training stopped at step {trainer.state.global_step}: {other.opening}, with "
+            f"no checkpoint at this stop: a run resumed from the latest one takes what it "
+            f"lacks",
         )
         raise other from None  # (its paragraph said it all: gloo's traceback adds nothing)
     said = error_line(error if other is None else other)

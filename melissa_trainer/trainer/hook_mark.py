@@ -62,6 +62,7 @@ __all__ = [
     "read_mark",
     "read_record",
     "unmarked_words",
+    "verdict",
 ]
 
 #: the marks' file names in the notes' folder (`rank_failure.NOTES_DIR`), then the rank
@@ -144,6 +145,20 @@ def checked(record: Mark, here: str) -> tuple[str, str]:
             "its own?): not checked from here"
         )
     return (ALIVE if _lives(record) else DEAD), f"pid {record.pid}"
+
+
+def verdict(states: dict[int, str], ranks: list[int]) -> str:
+    """What the checks of the peers `ranks` (`states`: each checked rank's `checked`
+    state, as the words said it: `unmarked_words`, `in_hook_words`) say together, for
+    the opening of the words on a broken collective (`rank_failure.peer_failure`): `DEAD`
+    when one is dead on this host, `ALIVE` when every one of them was checked alive on
+    this host (the collective broke with no peer gone: a network error, a timeout),
+    `ELSEWHERE` otherwise (one on another host, or with no mark: not known)."""
+    if DEAD in (states.get(rank) for rank in ranks):
+        return DEAD
+    if ranks and all(states.get(rank) == ALIVE for rank in ranks):
+        return ALIVE
+    return ELSEWHERE
 
 
 class HookMark:
@@ -251,7 +266,9 @@ def read_mark(path: Path, run_id: str) -> Mark | None:
     return record if record is not None and record.name else None
 
 
-def unmarked_words(notes: Path, run_id: str, ranks: list[int]) -> str:
+def unmarked_words(
+    notes: Path, run_id: str, ranks: list[int], states: dict[int, str] | None = None
+) -> str:
     """Whether each of `ranks` that is in no hook method (its mark in the folder
     `notes` says none: a rank in one is named by `in_hook_words`) still runs, by the
     pid its mark holds: "rank N (pid P) is dead on this host" (ended, a zombie, or its
@@ -263,7 +280,8 @@ def unmarked_words(notes: Path, run_id: str, ranks: list[int]) -> str:
 
     For a survivor whose collective broke with no note: of 3 ranks or more the
     collective does not say which peer is gone, and a rank killed outside any hook (a
-    signal, the OOM killer) leaves no other word."""
+    signal, the OOM killer) leaves no other word. Each rank's state as said is put in
+    `states` when given (`verdict`: the opening says what these words say)."""
     here = _this_host()
     dead: list[str] = []
     others: list[str] = []
@@ -272,6 +290,8 @@ def unmarked_words(notes: Path, run_id: str, ranks: list[int]) -> str:
         if record is None or record.name:
             continue
         state, who = checked(record, here)
+        if states is not None:
+            states[rank] = state
         if state == ELSEWHERE:
             others.append(f"rank {rank} ({who})")
         else:
@@ -289,6 +309,7 @@ def in_hook_words(
     ranks: list[int],
     error: BaseException,
     step: int,
+    states: dict[int, str] | None = None,
 ) -> str:
     """Words for a rank, at `step`, whose collective broke because a peer is gone with
     no note: the hook method each of the other `ranks` was in, by its mark in the folder
@@ -304,8 +325,12 @@ def in_hook_words(
     cause when the ranks were not all in the same hook method at the same step (a
     collective called where some ranks were not); when every rank was in the same one
     at the same step, each called what is there: the death is likely something else
-    (killed by a signal, out of memory), the rule only a possibility."""
+    (killed by a signal, out of memory; with every peer alive on this host, the
+    collective broke of something else: a network error, a timeout), the rule only a
+    possibility. Each marked
+    peer's state as said is put in `states` when given (`verdict`)."""
     places: list[tuple[str, int] | None] = []  # (each rank's hook method and step)
+    found: dict[int, str] = {}  # (each marked peer's `checked` state)
     here = _this_host()
     said = []
     own = raised_in(error)
@@ -318,16 +343,25 @@ def in_hook_words(
         if mark is None:
             continue  # (in no hook; a peer's on another node may not show yet)
         state, who = checked(mark, here)
+        found[rank] = state
         verb = {DEAD: "died", ALIVE: "is", ELSEWHERE: "was"}[state]
         said.append(f"rank {rank} {verb} in the hook method {mark.name} (step {mark.step}, {who})")
+    if states is not None:
+        states.update(found)
     if not said:
         return ""
     if len(set(places)) > 1:  # (some ranks in a hook where others were not)
         return f"{'; '.join(said)}: {HOOK_COLLECTIVE}"
     name, at = places[0] or ("", step)
+    # (the cause guessed is not one the pids contradict: `verdict`, as the opening)
+    cause = (
+        "every other rank is alive on this host: the collective likely broke of "
+        "something else (a network error, a collective's timeout?)"
+        if verdict(found, ranks) == ALIVE
+        else "the rank gone likely died of something else (killed by a signal, out of memory?)"
+    )
     return (
         f"{'; '.join(said)}: every rank was in {name} at step {at}, so each called "
-        f"what is there: the rank gone likely died of something else (killed by a "
-        f"signal, out of memory?); only if some ranks skip a collective there: "
+        f"what is there: {cause}; only if some ranks skip a collective there: "
         f"{HOOK_COLLECTIVE}"
     )

@@ -17,10 +17,12 @@ simulations (``OUTPUT_DIR/rendezvous``) and the checkpoints do: several nodes sh
 A note holds the run's id (`OnlineTrainer.run_id`): one from an earlier run in the same
 directory is never read. A rank killed by a signal (SIGKILL, the OOM killer) writes
 none: the others then say, in one paragraph at ERROR, that another rank is gone and
-left no note (which one, when there are two; each peer's pid, and whether it is dead
-or alive on this host, by the hook marks: `hook_mark.unmarked_words`,
-`hook_mark.in_hook_words`), that no checkpoint is written at this
-stop, and the latest one to resume from with ``--resume_from_checkpoint latest``; then
+left no note (opened by what the check of the peers' pids says, `opening_words`:
+killed, or alive on this host, a network error, or not checked; which one, when there
+are two; each peer's pid, and whether it is dead or alive on this host, by the hook
+marks: `hook_mark.unmarked_words`, `hook_mark.in_hook_words`), that no checkpoint is
+written at this stop, and the latest one to resume from with
+``--resume_from_checkpoint latest``; then
 they raise a `RankGone`, as quiet as `RankFailed` (before, the backend's error and its
 traceback followed the line).
 
@@ -42,7 +44,14 @@ import torch
 from melissa_trainer.common.refusal import SaidOnRankZero
 from melissa_trainer.core.view import TrainerView
 from melissa_trainer.hooks.raised import raised_in
-from melissa_trainer.trainer.hook_mark import in_hook_words, unmarked_words
+from melissa_trainer.trainer.hook_mark import (
+    ALIVE,
+    DEAD,
+    ELSEWHERE,
+    in_hook_words,
+    unmarked_words,
+    verdict,
+)
 from melissa_trainer.trainer.resume_words import failure_words
 
 __all__ = [
@@ -108,16 +117,45 @@ class RankGone(RuntimeError, SaidOnRankZero):
     code 1 and no traceback (the backend's says only that a connection closed);
     ``except RuntimeError`` (and ``except Exception``) catch it."""
 
-    def __init__(self, words: str, seen: str = "") -> None:
+    def __init__(self, words: str, seen: str = "", opening: str = "") -> None:
         super().__init__(words)
         #: what the peers' marks say ("; by the pids ...; rank N died in the hook
         #: method ..."; "" none), for `peer_words` to say too
         self.seen = seen
+        #: what the checks of the peers' pids make of the broken collective (`opening`),
+        #: for `peer_words` and the stop record (`ending.failed`) to say as this says it
+        self.opening = opening or opening_words(ELSEWHERE, "")
         self.code = 1  # (SystemExit's: the exit status)
 
 
 #: why no checkpoint is written when a peer is gone
 NO_SAVE = "a checkpoint is written by every rank together"
+
+
+def opening_words(state: str, who: str) -> str:
+    """The opening of the words on a collective broken as if a peer were gone, with no
+    note of why, by what the peers' pids say (`state`: `hook_mark.verdict`), and `who`
+    ("rank N, the only other"; "" of more ranks): one rule for `peer_failure`'s
+    paragraph, `peer_words`' line and the stop record. It guesses no cause the check
+    contradicts: a peer dead on this host was likely killed (a signal, the OOM killer);
+    every peer alive on this host, the collective broke of something else (a network
+    error, a timeout), said first; not checked (another host, no mark), either."""
+    exited = "the launcher's output names the rank that exited first"
+    if state == ALIVE:
+        return (
+            f"a collective broke as if another rank were gone, but "
+            f"{f'{who}, is' if who else 'every other rank is'} alive on this host, and no "
+            f"rank left a note of why (a network error, or a collective's timeout on a "
+            f"peer? the other ranks' logs say more)"
+        )
+    cause = (
+        "killed by a signal?"
+        if state == DEAD
+        else "not checked from here: killed by a signal, or a network error?"
+    )
+    return (
+        f"another rank is gone and left no note of why ({who}{': ' if who else ''}{cause} {exited})"
+    )
 
 
 def _notes(trainer: TrainerView) -> Path:
@@ -238,22 +276,24 @@ def peer_failure(
     step, me = trainer.state.global_step, trainer.process_index
     if note is None:
         # (of two ranks, the one gone is the other; of more, the launcher's output says)
-        who = f"rank {1 - me}, the only other: " if trainer.num_processes == 2 else ""
+        who = f"rank {1 - me}, the only other" if trainer.num_processes == 2 else ""
         # (each peer's end, by its mark: the hook method a rank aborted by its backend
         # was in, and whether each peer's pid, recorded as it started, still runs, on
         # this host: `hook_mark.checked`, for two ranks too: a broken collective does
-        # not prove the other died)
+        # not prove the other died; the opening says what those checks say, `verdict`)
         others = [r for r in range(trainer.num_processes) if r != me]
-        hook = in_hook_words(_notes(trainer), str(trainer.run_id), others, error, step)
-        pids = unmarked_words(_notes(trainer), str(trainer.run_id), others)
+        states: dict[int, str] = {}
+        notes, run = _notes(trainer), str(trainer.run_id)
+        hook = in_hook_words(notes, run, others, error, step, states)
+        pids = unmarked_words(notes, run, others, states)
         seen = f"; by the pids the ranks recorded as they started: {pids}" if pids else ""
         seen += f"; {hook}" if hook else ""
+        opening = opening_words(verdict(states, others), who)
         gone = RankGone(
-            f"rank {me} stopped at step {step}: another rank is gone and left no note of "
-            f"why ({who}killed by a signal? the launcher's output names the rank that "
-            f"exited first){seen}; "
+            f"rank {me} stopped at step {step}: {opening}{seen}; "
             f"{failure_words(trainer, None, NO_SAVE, '')}",
             seen,
+            opening,
         )
         if say:
             logger.error("%s", gone)
@@ -271,10 +311,8 @@ def peer_words(other: RankFailed | RankGone) -> str:
     """What happened to the other rank, in words for a line of this rank's own failure
     (`source_failure.SourceFailure.unagreed`): the failed rank and its error, or that
     one is gone with no note, with what the peers' marks say of it (their pids, the
-    hook method: `RankGone.seen`, as `peer_failure`'s own paragraph says it)."""
+    hook method: `RankGone.seen`), opened as `peer_failure`'s own paragraph opens
+    (`RankGone.opening`: `opening_words`)."""
     if isinstance(other, RankFailed):
         return f"meanwhile {other}"
-    return (
-        "meanwhile another rank is gone and left no note of why (killed by a signal? "
-        f"the launcher's output names the rank that exited first){other.seen}"
-    )
+    return f"meanwhile {other.opening}{other.seen}"

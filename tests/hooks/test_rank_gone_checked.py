@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -29,6 +30,7 @@ import torch
 
 from melissa_trainer.core.schedule_length import SchedulerStepError
 from melissa_trainer.hooks import Hook
+from melissa_trainer.trainer import rank_failure
 from melissa_trainer.trainer.rank_failure import NOTES_DIR, RankGone, peer_failure
 from melissa_trainer.trainer.source_failure import SourceFailure
 
@@ -144,3 +146,56 @@ def test_a_failed_source_line_names_the_gone_peer_by_its_pid(
     else:
         seen = f"rank 1 died in the hook method Gathers.on_step_end (step 5, pid {peer.pid})"
     assert seen in said, said  # (before: no pid, no hook)
+
+
+KILLED = "another rank is gone and left no note of why (rank 1, the only other: killed by a signal?"
+ALIVE = (
+    "a collective broke as if another rank were gone, but rank 1, the only other, is alive "
+    "on this host, and no rank left a note of why (a network error, or a collective's timeout"
+)
+UNCHECKED = (
+    "another rank is gone and left no note of why (rank 1, the only other: not checked from "
+    "here: killed by a signal, or a network error?"
+)
+
+
+@pytest.mark.parametrize("where", ["in_none", "in_hook"])
+def test_the_opening_guesses_no_cause_the_pid_contradicts(
+    tmp_path: Path, where: str, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Failed before: a live peer's paragraph opened "another rank is gone ... (rank 1,
+    the only other: killed by a signal?", then said the peer alive; so did the line of a
+    rank whose own source failed (`peer_words`) and the stop record (`RankGone.opening`)."""
+    peer: subprocess.Popen[str] = request.getfixturevalue(where)
+    monkeypatch.setattr(rank_failure, "NOTE_WAIT", 0.0)  # (no note comes: not waited for)
+    broke = torch.distributed.DistError("Connection closed by peer [127.0.0.1]:1969")
+
+    def said() -> tuple[str, str]:
+        gone = peer_failure(_trainer(tmp_path), broke, say=False)
+        assert isinstance(gone, RankGone), gone
+        failure = SourceFailure(_trainer(tmp_path))
+        failed = SchedulerStepError(torch.optim.lr_scheduler.LambdaLR)
+        failed.__cause__ = IndexError("list index out of range")
+        failure.hold_schedule(failed)
+        ended = failure.unagreed(broke)
+        assert ended is not None
+        return str(gone), " ".join(getattr(ended, "__notes__", []))
+
+    # alive on this host (a network error broke the collective): said first, no kill guessed
+    gone, line = said()
+    assert gone.startswith(f"rank 0 stopped at step 7: {ALIVE}"), gone
+    assert line.startswith(f"meanwhile {ALIVE}"), line
+    assert "killed" not in gone + line, (gone, line)
+    assert f"pid {peer.pid}" in gone and f"pid {peer.pid}" in line, (gone, line)
+    # on another host, as this one reads it: neither alive nor dead is said
+    with monkeypatch.context() as there:
+        there.setattr(socket, "gethostname", lambda: "another-node")
+        gone, line = said()
+    assert gone.startswith(f"rank 0 stopped at step 7: {UNCHECKED}"), gone
+    assert line.startswith(f"meanwhile {UNCHECKED}"), line
+    # dead on this host: killed, likely
+    peer.send_signal(signal.SIGKILL)
+    peer.wait()
+    gone, line = said()
+    assert gone.startswith(f"rank 0 stopped at step 7: {KILLED}"), gone
+    assert line.startswith(f"meanwhile {KILLED}"), line

@@ -127,7 +127,11 @@ def test_a_rank_crashing_while_another_holds_a_failure_ends_both_with_their_line
     line = f"[rank {holds}] training stopped at step 7: the simulation study failed"
     if error == "kill":
         assert codes[crashes] == -9, (codes, said)
-        peer = "meanwhile another rank is gone and left no note of why (killed by a signal?"
+        # (no hook marks made here: the peer's pid is not checked, its end not guessed)
+        peer = (
+            f"meanwhile another rank is gone and left no note of why (rank {crashes}, the "
+            f"only other: not checked from here: killed by a signal, or a network error?"
+        )
     else:
         # the crashed rank: its own error, its traceback
         why = "RuntimeError: a hook's bug" if error == "hook" else "SourceError: the receiver's"

@@ -194,8 +194,9 @@ class StepLedger:
         self.messages += 1
 
     def order_parameters_as(self, parameters: dict[str, float]) -> None:
-        """Take the parameter order of a HELLO declaring the same parameters (a record
-        from an older checkpoint, whose JSON object sorted them, gets its order back)."""
+        """Take the order of `parameters`, the same ones (a record from an older
+        checkpoint, whose JSON object sorted them or kept its HELLO's order, gets the
+        study's: `Ingest.hello`, `ingest_record.load_record`)."""
         if list(parameters) != list(self.parameters):
             self.parameters = dict(parameters)
             self.param_array = np.array(list(parameters.values()), dtype=np.float64)
@@ -276,7 +277,7 @@ class StepLedger:
             "fields": [
                 {"name": f.name, "dtype": f.dtype.str, "shape": list(f.shape)} for f in self.fields
             ],
-            # pairs, not an object: a sample's parameter vector is in the HELLO's order,
+            # pairs, not an object: a sample's parameter vector is in the study's order,
             # and checkpoints are written with sorted keys
             "parameters": [[k, v] for k, v in self.parameters.items()],
             "done": base64.b64encode(bytes(self.done)).decode("ascii"),

@@ -12,6 +12,7 @@ per simulation is in `assembly`, its finished simulations in `archive`.
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 
 import numpy as np
 
@@ -267,6 +268,9 @@ class Ingest(IngestState):
             if sid in self.sims and not self.sims[sid].finished:  # (the launcher fails it
                 self.refused.append((sid, why))  # with these words: it cannot complete)
             return self.reject("hello_mismatch", sid, why)
+        # admitted as listed; every ledger built in the study's order (`StudySchema`)
+        listed = list(hello.parameters)
+        hello = replace(hello, parameters=self.schema.arrange(hello.parameters))
         if sid in self.archive:  # runs again (resumed): a ledger, finished, as before,
             self.sims[sid] = self.archive.revive(hello)  # then the path of any HELLO of
             self.archive.finished(sid, self.marked)  # a known ledger (its attempt counted)
@@ -275,7 +279,7 @@ class Ingest(IngestState):
             return self._ranks_disagree(sim, hello)  # (finished or not: either order)
         if sim is not None and sim.finished:  # (said: `run_again`; its steps duplicates)
             self.run_again.hello(sid, sim.completed)
-        why = None if sim is not None else self.schema.admit(hello.fields, list(hello.parameters))
+        why = None if sim is not None else self.schema.admit(hello.fields, listed)
         if why is not None:
             self.refused.append((hello.simulation_id, why))
             return self.reject("schema_mismatch", hello.simulation_id, why)

@@ -61,6 +61,8 @@ def record_of(ingest: IngestState) -> dict[str, Any]:
         "abandoned": sorted(ingest.abandoned),
         "replaced": sorted(ingest.replaced),
         "schema": ingest.schema.to_json(),
+        # the parameters' order learned from a HELLO (None: given, or none yet)
+        "parameter_order": None if ingest.schema.parameters else ingest.schema.order,
         "marked": ingest.marked,
         "recent": base64.b64encode(recent.tobytes()).decode("ascii"),
         "counters": counters,
@@ -97,6 +99,9 @@ def load_record(ingest: IngestState, state: dict[str, Any], buffer_put: int) -> 
     ingest.abandoned = {int(s) for s in state.get("abandoned", [])}
     ingest.replaced = {int(s) for s in state.get("replaced", [])}
     ingest.schema.load_json(state.get("schema"))
+    ingest.schema.load_order(state.get("parameter_order"))  # (absent before)
+    for rec in ingest.sims.values():  # a record written before vectors had one order
+        rec.order_parameters_as(ingest.schema.arrange(rec.parameters))
     _forget_after(ingest, int(state["marked"]), buffer_put)
 
 

@@ -86,7 +86,8 @@ class IngestState(IngestQueries):
             `schema`, the first accepted HELLO's. A HELLO declaring others is refused
             (``schema_mismatch``) and listed in `refused`.
         parameters: the parameter names every simulation must send (refused otherwise,
-            as a schema); None: no rule.
+            as a schema), in the order of every sample's ``parameters`` vector; None:
+            no rule on the names (the order: `stream.schema`).
         one_schema: hold every simulation to one schema (False and no `schema`: each
             simulation declares its own fields).
         recent_size: how many of the last keys put the checkpoint keeps (at least the
@@ -311,10 +312,11 @@ class IngestState(IngestQueries):
 
         It holds, per simulation with a ledger, its declaration and the bit array of the
         steps received (`StepLedger.to_state`), the finished simulations archived
-        (`Archive.to_state`: two arrays), the simulations given up, the study's schema,
-        the counters, and the keys of the last samples put (``recent``): the trainer
-        snapshots the buffer before this record, so the samples recorded after the
-        buffer's snapshot are forgotten at `load_state_dict` and accepted again when
+        (`Archive.to_state`: two arrays), the simulations given up, the study's schema
+        and its parameter order when learned (`StudySchema.order`), the counters, and
+        the keys of the last samples put (``recent``): the trainer snapshots the buffer
+        before this record, so the samples recorded after the buffer's snapshot are
+        forgotten at `load_state_dict` and accepted again when
         re-sent. Per rank: each receiver's own (see `ingest_record`). Called by the
         ingester alone (see `IngestLoop.snapshot`).
         """

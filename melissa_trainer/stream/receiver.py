@@ -34,6 +34,9 @@ Decisions (the logic is in :mod:`.ingest`, reassembly in :mod:`.assembly`):
   HELLO's. A HELLO of a new simulation declaring others is refused
   (``schema_mismatch``, logged with the difference); `refused()` lists it, so that the
   launcher kills that simulation and counts a failed attempt.
+* One parameter order per study: every sample's ``parameters`` vector is in the order
+  of `parameters` (a `Study`'s sampler's names), whatever order a solver lists them in
+  (`stream.schema`).
 * One run per receiver: with a `run_id` (a trainer's), the receiver publishes it in
   its rendezvous file and refuses a HELLO carrying another (``wrong_run``, logged with
   both ids): a simulation of another trainer that reached this endpoint (a stale

@@ -59,10 +59,13 @@ class ReceiverConfig:
             simulation declaring other fields is refused at its HELLO, named with the
             difference, and counts as a failed attempt.
         parameters: the names of the parameters every simulation sends in its HELLO
-            (in any order); a simulation sending others, or none (started by hand
-            without them), is refused at its HELLO, named, with the fix. None (the
-            default): under a `Study`, its sampler's names; otherwise no rule (each
-            simulation sends its own).
+            (in any order), in the order of every sample's ``parameters`` vector; a
+            simulation sending others, or none (started by hand without them), is
+            refused at its HELLO, named, with the fix. None (the default): under a
+            `Study`, its sampler's names; otherwise no rule on the names (each
+            simulation sends its own), the vector in the first simulation's order,
+            and one listing the same names in another order refused
+            (`stream.schema`).
         stall_timeout: seconds with the socket empty, while the stream has not ended,
             after which the receiver fails with an error naming the simulations it
             waits for (default 600; None: wait forever). Time blocked on a full

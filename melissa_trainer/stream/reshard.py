@@ -104,6 +104,7 @@ def reshard_states(
     abandoned = set().union(*(o.abandoned for o in olds)) - finished
     replaced = set().union(*(o.replaced for o in olds)) - finished
     schema = next((o.schema.to_json() for o in olds if o.schema.to_json() is not None), None)
+    order = next((o.schema.order for o in olds if o.schema.order), None)  # (learned: rank 0's)
     counters: dict[str, int] = {}
     for o in olds:
         for key, value in o.telemetry().items():
@@ -118,6 +119,7 @@ def reshard_states(
         "abandoned": sorted(abandoned),
         "replaced": sorted(replaced),
         "schema": schema,
+        "parameter_order": order,
         "marked": int(buffer_put),
         "recent": "",
         "counters": counters,

@@ -9,6 +9,17 @@ that says how they differ. The parameters' names likewise, when given
 simulation started without its parameters (by hand, outside the launcher) is refused at
 its HELLO, named, rather than trained on with an empty parameter vector. Not
 thread-safe: the ingesting thread alone calls `admit`.
+
+The parameters' order (`order`, `arrange`): a sample's ``parameters`` vector is in the
+study's order, whatever order a solver lists its names in (the Python, C and Fortran
+clients send them in the order given: ``Client(parameters=...)``, ``mt_set_parameter``,
+the launcher's JSON). The study's order is the given names' (a `Study`: its sampler's),
+and `Ingest.hello` builds every simulation's vector in it (`arrange`); a model taking
+the vector as input reads each parameter at one index. With no names given, it is the
+first admitted HELLO's, and a HELLO listing the same names in another order is refused
+(not reordered): each training rank learns from the first HELLO *it* sees, so a
+reordering could differ between ranks, and the order of evaluation samples built by
+hand would depend on which solver came first; a refusal names both orders and the fix.
 """
 
 from __future__ import annotations
@@ -20,7 +31,12 @@ import numpy as np
 
 from melissa_trainer.wire import FieldSpec
 
-__all__ = ["StudySchema", "parameters_difference", "schema_difference"]
+__all__ = [
+    "StudySchema",
+    "parameters_difference",
+    "parameters_order_difference",
+    "schema_difference",
+]
 
 #: how a simulation is given its parameters, for the messages
 _GIVE = (
@@ -42,6 +58,18 @@ def parameters_difference(study: Sequence[str], declared: Sequence[str]) -> str:
     return (
         f"HELLO carries parameters {sorted(declared)}, the study's are {sorted(study)} "
         f"({'; '.join(p for p in parts if p)}); {_GIVE}"
+    )
+
+
+def parameters_order_difference(study: Sequence[str], declared: Sequence[str]) -> str:
+    """Why a HELLO listing the study's parameter names in another order is refused (no
+    names given: see the module docstring), and the fix."""
+    return (
+        f"HELLO lists its parameters in the order {list(declared)}, the study's first "
+        f"simulation listed them {list(study)}: a sample's parameter vector is in one "
+        f"order, list them in that order in every solver, or give the order: "
+        f"ReceiverConfig(parameters={list(study)}) (StreamSource(config=...)), and each "
+        f"simulation's vector is built in it whatever order its solver lists them"
     )
 
 
@@ -82,25 +110,47 @@ class StudySchema:
     ) -> None:
         self.fields: tuple[FieldSpec, ...] | None = None if fields is None else tuple(fields)
         self.enforce = enforce or fields is not None
-        #: the parameter names every simulation sends (sorted; None: no rule). Given,
-        #: never learned: simulations started by hand may each have their own.
-        self.parameters: tuple[str, ...] | None = (
-            None if parameters is None else tuple(sorted(parameters))
-        )
+        #: the parameter names every simulation sends, in the order given (None: no
+        #: rule). Given, never learned: simulations started by hand may each have
+        #: their own set of names.
+        self.parameters: tuple[str, ...] | None = None if parameters is None else tuple(parameters)
+        #: the study's parameter order (the module docstring): the given names', else
+        #: the first admitted HELLO's (learned, saved in checkpoints: `load_order`)
+        self.order: tuple[str, ...] | None = self.parameters
 
     def admit(self, declared: Sequence[FieldSpec], parameters: Sequence[str] = ()) -> str | None:
         """None if a new simulation may declare `declared` with parameters named
-        `parameters` (the first one fixes the study's fields), else why it may not."""
-        names = tuple(sorted(parameters))
-        if self.parameters is not None and names != self.parameters:
-            return parameters_difference(self.parameters, names)
-        if not self.enforce:
-            return None
-        if self.fields is None:
-            self.fields = tuple(declared)
-        elif tuple(declared) != self.fields:
-            return schema_difference(self.fields, declared)
+        `parameters`, in the order its solver lists them (the first one admitted fixes
+        the study's fields, and with no names given the parameters' order), else why
+        it may not."""
+        names = tuple(parameters)
+        if self.parameters is not None and sorted(names) != sorted(self.parameters):
+            return parameters_difference(sorted(self.parameters), sorted(names))
+        if self.enforce:
+            if self.fields is None:
+                self.fields = tuple(declared)
+            elif tuple(declared) != self.fields:
+                return schema_difference(self.fields, declared)
+        if self.parameters is None and names:  # no names given: one order (docstring)
+            if self.order is None:
+                self.order = names
+            elif names != self.order and sorted(names) == sorted(self.order):
+                return parameters_order_difference(self.order, names)
         return None
+
+    def arrange(self, parameters: dict[str, float]) -> dict[str, float]:
+        """`parameters` in the study's order: the one place a simulation's parameter
+        vector gets its order (`Ingest.hello`). Parameters named otherwise than the
+        study's (no names given: each simulation may have its own) keep theirs."""
+        order = self.order
+        if order is None or list(parameters) == list(order) or parameters.keys() != set(order):
+            return parameters
+        return {name: parameters[name] for name in order}
+
+    def load_order(self, order: Sequence[str] | None) -> None:
+        """Restore a checkpoint's `order` unless names were given (those win)."""
+        if order and self.parameters is None:
+            self.order = tuple(str(n) for n in order)
 
     def to_json(self) -> list[dict[str, Any]] | None:
         if self.fields is None:

@@ -10,14 +10,17 @@ When every validation sample carries a ``simulation_id`` (`SimulationErrors`), e
   says which one was worst at each validation;
 * sets ``trainer.held_out_losses`` to a `HeldOutLosses`: every held-out simulation's
   id, mean loss and parameters (a sample's ``parameters``, as the stream's: a float
-  array in the solver's order), the same on every rank (built from the all-reduced
-  sums: no pickle, no further collective);
+  array in the study's order, `stream.schema`; held-out samples built by hand must use
+  it too), the same on every rank (built from the all-reduced sums: no pickle, no
+  further collective);
 * on the main process, rewrites ``{output_dir}/held_out_losses.csv`` (`HELD_OUT_FILE`)
   with them, atomically (a temporary file replaced: a reader or a kill sees the former
   validation's file or this one's, whole): one row per held-out simulation, worst
   first, columns ``step`` (the validation's step), ``simulation_id``, ``loss``, then
-  each parameter, named as the study's sampler names them (`Study`'s stream has the
-  names) when their number matches the samples' ``parameters``, else ``parameter_0``,
+  each parameter, named as the study's sampler names them, in that order (`Study`'s
+  stream has the names, and builds every sample's vector in their order whatever
+  order a solver lists them in; a stream without names: no names) when their number
+  matches the samples' ``parameters``, else ``parameter_0``,
   ``parameter_1``... (no parameter columns when a sample has no ``parameters``); a file
   it cannot write is a WARNING naming it, and training goes on.
 
@@ -130,7 +133,8 @@ def _parameters(sample: Any) -> np.ndarray | None:
 def parameter_names(source: Any) -> tuple[str, ...] | None:
     """The parameters' names the trainer's `source` knows: a `Study`'s (its stream's
     config, which the study fills in with its sampler's names) or a `StreamSource`'s
-    own; None otherwise."""
+    own (the order the stream builds every sample's ``parameters`` in, `stream.schema`);
+    None otherwise."""
     stream = getattr(source, "stream", source)
     names = getattr(getattr(stream, "config", None), "parameters", None)
     return tuple(str(n) for n in names) if names else None

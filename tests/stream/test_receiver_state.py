@@ -1,5 +1,6 @@
 """A receiver's record of a simulation survives a checkpoint's JSON (written with sorted
-keys) with its parameters in the HELLO's order: a sample's parameter vector is that order."""
+keys) with its parameters in its order (the study's: `stream.schema`): a sample's parameter
+vector is in that order."""
 
 from __future__ import annotations
 

@@ -54,3 +54,17 @@ def test_given_parameter_names_are_every_simulations() -> None:
     assert "['t0'] missing; ['x'] not the study's" in (given.admit([T32], ["k", "x"]) or "")
     first = StudySchema(enforce=True)  # fields learned; parameter names never are
     assert first.admit([T32], ["a"]) is None and first.admit([T32], []) is None
+
+
+def test_the_parameters_order_is_the_given_names_else_the_first_admitted() -> None:
+    given = StudySchema(parameters=["k", "t0"])  # listed otherwise: admitted, reordered
+    assert given.admit([T32], ["t0", "k"]) is None
+    assert list(given.arrange({"t0": 1.0, "k": 2.0}).items()) == [("k", 2.0), ("t0", 1.0)]
+    learned = StudySchema()  # no names: the first admitted order, the same names
+    assert learned.admit([T32], ["t0", "k"]) is None  # in another order refused,
+    assert (learned.admit([T32], ["k", "t0"]) or "").startswith("HELLO lists its parameters")
+    assert learned.admit([T32], ["x"]) is None  # other names: no rule, their own order
+    assert list(learned.arrange({"x": 1.0})) == ["x"]
+    restored = StudySchema()
+    restored.load_order(learned.order)
+    assert restored.admit([T32], ["k", "t0"]) is not None

@@ -233,10 +233,15 @@ def _answers_admission(entry: dict[str, Any]) -> bool:
     )
 
 
+#: how a refusal for the parameters' order begins, then the names as the HELLO lists them
+_ORDER_HEAD = "HELLO lists its parameters in the order "
+
+
 def describes(reason: str, fields: Sequence[FieldSpec], parameters: Sequence[str]) -> bool:
     """Whether `reason`, a receiver's refusal, is one a HELLO declaring `fields` and
-    parameters named `parameters` gets (`stream.schema`'s words): a parameters
-    difference that names them, or a fields difference each part of which holds for
+    parameters named `parameters` (in the HELLO's order) gets (`stream.schema`'s words):
+    a parameters difference that names them, an order of them not the study's (as
+    listed), or a fields difference each part of which holds for
     `fields`. Anything else (another attempt's declaration, another run's HELLO, a
     reason cut short or of another kind) is not trusted (module docstring)."""
     names = sorted(parameters)
@@ -244,6 +249,8 @@ def describes(reason: str, fields: Sequence[FieldSpec], parameters: Sequence[str
         return not names
     if reason.startswith("HELLO carries parameters "):
         return reason.startswith(f"HELLO carries parameters {names}, the study's are ")
+    if reason.startswith(_ORDER_HEAD):  # (`stream.schema.parameters_order_difference`)
+        return reason.startswith(f"{_ORDER_HEAD}{list(parameters)}, the study's first ")
     if not reason.startswith(_FIELDS_HEAD):
         return False
     mine = {f.name: f for f in fields}

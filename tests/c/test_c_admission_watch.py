@@ -122,6 +122,39 @@ def test_a_refused_c_solver_is_told_at_a_send_naming_the_field(
     assert said.count(f"melissa_trainer: mt_send: {told}\n") == 1, said  # (once, at once)
 
 
+def test_a_c_solver_refused_for_its_parameters_order_is_told_at_a_send(
+    script_exe: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """No names given to the receiver: the first simulation's order (a, b) is the
+    study's; a C solver listing them (b, a) is refused, and told at a send (before:
+    `mt_admission_describes` did not trust that refusal; every send returned MT_OK)."""
+    rendezvous = {"MELISSA_TRAINER_RENDEZVOUS": str(tmp_path / "rv")}
+    buffer = FIFOBuffer(100)
+    with running(buffer, rendezvous_dir=tmp_path / "rv", fields=STUDY, run_id="run-a") as receiver:
+        first = Solver(script_exe, rendezvous, tmp_path / "stderr_1.txt")
+        try:
+            for line in ("id 1", f"field u {FLOAT32} 1 4", "param a 1", "param b 2", "start"):
+                assert first.do(line) == (0, ""), line
+            assert first.do(f"send 0 u {FLOAT32} 4 0") == (0, "")
+            wait_until(lambda: len(buffer) > 0, "the first simulation's sample", procs=[first.proc])
+        finally:
+            first.end()
+        s = Solver(script_exe, rendezvous, tmp_path / "stderr_2.txt")
+        try:
+            for line in ("id 2", f"field u {FLOAT32} 1 4", "param b 2", "param a 1", "start"):
+                assert s.do(line) == (0, ""), line
+            wait_until(refused_here(receiver, 2), "the receiver's refusal", procs=[s.proc])
+            sends, status, told = 0, 0, ""
+            while status == 0 and sends < MAX_SENDS:
+                status, told = s.do(f"send {sends} u {FLOAT32} 4 {sends}")
+                sends += 1
+        finally:
+            s.end()
+    assert status == MT_ESIMREFUSED, (sends, status, told)
+    assert "HELLO lists its parameters in the order ['b', 'a']" in told, told
+
+
 def test_a_c_solver_taken_is_never_told_nor_one_given_its_endpoints(
     script_exe: Path,  # noqa: F811
     tmp_path: Path,

@@ -19,7 +19,11 @@ from waiting import wait_until
 from melissa_trainer.client import Client
 from melissa_trainer.client.admission import SimulationRefused
 from melissa_trainer.client.admission_watch import AdmissionWatch, describes
-from melissa_trainer.stream.schema import parameters_difference, schema_difference
+from melissa_trainer.stream.schema import (
+    parameters_difference,
+    parameters_order_difference,
+    schema_difference,
+)
 from melissa_trainer.wire import field_specs
 
 pytestmark = pytest.mark.timeout(120)
@@ -63,6 +67,30 @@ def test_a_refused_simulation_is_told_at_its_next_send_naming_the_field(
     assert "simulation 1: the trainer's receiver 0" in message
     assert "field 'vort' is not one of the study's" in message
     assert "Run it again declaring the study's fields" in message
+
+
+def test_a_simulation_refused_for_its_parameters_order_is_told_at_its_next_send(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No names given to the receiver: the first simulation's order is the study's, and
+    one listing them otherwise is refused (`stream.schema.parameters_order_difference`).
+    Before (hporder's refusal, not trusted by `describes`), the solver was told only at
+    its close, after computing its whole run."""
+    external(monkeypatch, tmp_path)
+    with running(rendezvous_dir=tmp_path, fields=STUDY, run_id="run-a") as receiver:
+        with Client(simulation_id=1, fields=STUDY, parameters={"a": 1.0, "b": 2.0}) as first:
+            first.send(0, u=np.zeros(4))
+            watch_ended(first)
+            assert first._watch.admitted is True
+        other = Client(simulation_id=2, fields=STUDY, parameters={"b": 2.0, "a": 1.0})
+        try:
+            wait_until(receiver.refused, "the HELLO's refusal", interval=0.005)
+            watch_ended(other)
+            with pytest.raises(SimulationRefused) as caught:
+                other.send(0, u=np.zeros(4))
+        finally:
+            other.close(bye=False)
+    assert "HELLO lists its parameters in the order ['b', 'a']" in str(caught.value)
 
 
 def test_a_simulation_taken_never_raises_and_its_watch_says_so(
@@ -166,6 +194,8 @@ def test_describes_trusts_only_reasons_that_hold_for_the_declaration() -> None:
     assert describes(params, study, ["a"]) and not describes(params, study, ["a", "b"])
     none = parameters_difference(["a"], [])
     assert describes(none, study, []) and not describes(none, study, ["a"])
+    order = parameters_order_difference(["a", "b"], ["b", "a"])  # (as the HELLO lists them)
+    assert describes(order, study, ["b", "a"]) and not describes(order, study, ["a", "b"])
     cut = schema_difference(study, vort)[:-5]  # (cut on the wire)
     assert not describes(cut, vort, [])
     wrong_run = "its HELLO named run x, and this receiver serves run y (wrong_run): ..."

@@ -50,6 +50,8 @@
 #define REPLY_POLL_S 0.002 /* between two looks for the reply to a query sent */
 #define REASK_S 1.0        /* a query unanswered that long is asked again (a new id) */
 #define FIELDS_HEAD "HELLO declares other fields than the study's: "
+/* a refusal for the parameters' order (no names given: the first HELLO's is the study's) */
+#define ORDER_HEAD "HELLO lists its parameters in the order "
 
 void mt_admission_watch_start(mt_client *c) {
     mt_watch *w = &c->watch;
@@ -138,21 +140,29 @@ static bool holds(const mt_client *c, const char *part, size_t len) {
            memcmp(part + len - 11, " is missing", 11) == 0;
 }
 
+/* Whether `reason` begins with `head`, the client's parameter names (sorted as Python's
+ * sorted(), by code points, or as the HELLO lists them), then `tail`. */
+static bool names_lead(const mt_client *c, const char *reason, const char *head,
+                       const char *tail, bool sorted) {
+    const char **names = malloc((c->n_params + 1) * sizeof *names);
+    if (names == NULL) return false;
+    for (size_t i = 0; i < c->n_params; ++i) names[i] = c->params[i].name;
+    if (sorted) qsort(names, c->n_params, sizeof *names, by_name);
+    mt_buf b = {0};
+    mt_buf_puts(&b, head);
+    put_list(&b, names, c->n_params);
+    mt_buf_puts(&b, tail);
+    bool yes = !b.oom && strlen(reason) >= b.len && memcmp(reason, b.data, b.len) == 0;
+    free(b.data), free(names);
+    return yes;
+}
+
 bool mt_admission_describes(const mt_client *c, const char *reason) {
     if (starts(reason, "HELLO carries no parameters")) return c->n_params == 0;
-    if (starts(reason, "HELLO carries parameters ")) {
-        const char **names = malloc((c->n_params + 1) * sizeof *names);
-        if (names == NULL) return false;
-        for (size_t i = 0; i < c->n_params; ++i) names[i] = c->params[i].name;
-        qsort(names, c->n_params, sizeof *names, by_name); /* (Python's sorted: code points) */
-        mt_buf b = {0};
-        mt_buf_puts(&b, "HELLO carries parameters ");
-        put_list(&b, names, c->n_params);
-        mt_buf_puts(&b, ", the study's are ");
-        bool yes = !b.oom && strlen(reason) >= b.len && memcmp(reason, b.data, b.len) == 0;
-        free(b.data), free(names);
-        return yes;
-    }
+    if (starts(reason, "HELLO carries parameters "))
+        return names_lead(c, reason, "HELLO carries parameters ", ", the study's are ", true);
+    if (starts(reason, ORDER_HEAD)) /* (schema.py parameters_order_difference: as sent) */
+        return names_lead(c, reason, ORDER_HEAD, ", the study's first ", false);
     if (!starts(reason, FIELDS_HEAD)) return false;
     const char *part = reason + strlen(FIELDS_HEAD);
     for (;;) {

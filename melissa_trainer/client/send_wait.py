@@ -334,14 +334,28 @@ class SendWait:
             return None
         return ValueError(f"{self._whose}: could not send {_what(step)} {why}")
 
-    def look(self, now: float) -> float:
-        """A send that does not block looks at the monitors at most every `LOOK_EVERY`
-        seconds (its clock read anyway: `fast_send.SendClock`; never blocks), so that a
-        peer that is not a receiver (an HTTP server at the endpoint: TCP accepted, no
-        ZeroMQ handshake) is warned of while the sends go through, not only once one
-        blocks (which a client sending into its queue may never do). Returns when to
-        look next."""
+    def look(self, now: float, step: int | None = None) -> float:
+        """A send (of `step`) that does not block looks at the monitors at most every
+        `LOOK_EVERY` seconds (its clock read anyway: `fast_send.SendClock`; never
+        blocks), so that a peer that is not a receiver (an HTTP server at the endpoint:
+        TCP accepted, no ZeroMQ handshake) is warned of while the sends go through, not
+        only once one blocks (which a client sending into its queue may never do). And,
+        as a blocked send does (`_check`, the same `_stop_said`), while a receiver is
+        disconnected, its trainer's stop record (a stat, read again only once it
+        changed): a trainer that stopped for good ("end", "error", "nonfinite"; not
+        "preempted" nor "stopped", which a resumed trainer follows) fails this send, not
+        only the one that finds the queue full (a user trial's solver computed 2,400
+        steps into ZeroMQ's queue after its trainer ended). Returns when to look next.
+
+        Raises:
+            StoppedForGood: as `retry`'s, "the send gave up before it blocked" said.
+        """
         self._handshakes.warn(self._endpoints)
+        if self.stopped is not None:
+            stop = self._stop_said(step)
+            if stop is not None:  # (no trainer comes back: this send and the next fail)
+                after = "the send gave up before it blocked: no trainer comes back there"
+                raise StoppedForGood.of(stop[1])(f"{stop[0]} ({after})", stop[1])
         return now + LOOK_EVERY
 
     def close(self) -> None:

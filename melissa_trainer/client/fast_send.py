@@ -58,15 +58,16 @@ Retry = Callable[..., object]  # (`SendWait.retry`)
 class SendClock:
     """When the client last sent (monotonic seconds), shared by both paths: sends
     further apart than `batch_delay` are not batched. And when a send next looks at the
-    sockets' monitors (`look_at`; ``look(now)`` looks and says when next:
-    `send_wait.SendWait.look`), a comparison of the clock each path reads anyway."""
+    sockets' monitors (`look_at`; ``look(now, step)`` looks and says when next, or raises
+    the trainer's stop for good: `send_wait.SendWait.look`), a comparison of the clock
+    each path reads anyway."""
 
     __slots__ = ("last", "look", "look_at")
 
-    def __init__(self, look: Callable[[float], float] | None = None) -> None:
+    def __init__(self, look: Callable[[float, int], float] | None = None) -> None:
         self.last = -float("inf")
         self.look_at = float("inf") if look is None else -float("inf")
-        self.look: Callable[[float], float] = look or (lambda now: float("inf"))
+        self.look: Callable[[float, int], float] = look or (lambda now, step: float("inf"))
 
 
 _Check = tuple[str, np.dtype, tuple[int, ...], tuple[int, ...]]
@@ -127,7 +128,7 @@ def fast_sender(
             return False  # a rare send: the general path sends it at once
         clock.last = now
         if now >= clock.look_at:
-            clock.look_at = clock.look(now)
+            clock.look_at = clock.look(now, time_step)
         index = (time_step + shift) % n_receivers
         with lock:
             if append(index, _pack_step(time_step), payloads, now):
@@ -172,7 +173,7 @@ def fast_large_sender(
             return False
         clock.last = now = monotonic()
         if now >= clock.look_at:
-            clock.look_at = clock.look(now)
+            clock.look_at = clock.look(now, time_step)
         index = (time_step + shift) % n_sockets
         sock, step = sockets[index], _pack_step(time_step)
         with lock:

@@ -102,7 +102,10 @@ class Sending:
             TimeoutError: back-pressure lasted longer than `send_timeout`, or a receiver
                 stayed disconnected for `ClientTuning.disconnected_timeout` while the
                 send was blocked (the trainer is gone; the message names the endpoint
-                and both settings; `send_wait.ReceiverGone`). Fields already
+                and both settings; `send_wait.ReceiverGone`), or, its queue full or not,
+                within `send_wait.LOOK_EVERY` s of a receiver's disconnection, the
+                trainer's stop record says it stopped for good (`StoppedForGood`:
+                "end", "error", "nonfinite"; not "preempted"). Fields already
                 queued stay queued (they will be delivered if the trainer resumes), and
                 an array of more than `INLINE_MAX_BYTES` may still be referenced by the
                 queued message: do not modify it before `flush` returns (it waits until

@@ -202,7 +202,7 @@ class Transport:
         outbox = None if now - self.clock.last >= self.batch_delay else self.outbox
         self.clock.last = now
         if now >= self.clock.look_at:  # (the monitors, now and then: `SendWait.look`)
-            self.clock.look_at = self.clock.look(now)
+            self.clock.look_at = self.clock.look(now, step)
         queued = 0  # large arrays
         batch_heads: list[bytes] = []  # and the payloads of the step that go in batches
         batched: list[np.ndarray] = []

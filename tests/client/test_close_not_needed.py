@@ -112,8 +112,10 @@ def test_a_solver_whose_messages_cannot_reach_the_ended_trainer_is_told_too(
         two_finish(receiver)
         late = Client(simulation_id=9, fields=FIELDS, tuning=TUNING)  # (after the end)
         receiver.note_stop(StopReason("end", "end of stream"))
-        receiver.stop()
+        # (sent while its receiver is connected: a send once it is seen down fails on
+        # the record itself, test_send_learns_stop.py; this is the close's)
         late.send(0, u=np.zeros(4))
+        receiver.stop()
         with pytest.raises(SimulationNotNeeded) as caught:
             late.close()
     said = str(caught.value)

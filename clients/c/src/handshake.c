@@ -367,4 +367,6 @@ void mt_handshake_release(mt_client *c) {
     }
     free(c->handshakes);
     c->handshakes = NULL;
+    free(c->stop_looks); /* (the sends' looks at the stop records: mt_send_stop_look) */
+    c->stop_looks = NULL;
 }

@@ -179,8 +179,8 @@ struct mt_client {
     bool receipts;
     void *zctx;
     void **sockets;
-    mt_handshake *handshakes; /* one per socket (NULL until the first monitor) */
-    double handshake_checked; /* when mt_send last read their monitors (-inf: never) */
+    mt_handshake *handshakes; struct mt_stop_look *stop_looks; /* per socket (NULL: none yet) */
+    double handshake_checked, stop_look_due; /* mt_send read monitors (-inf: never); records */
     uint64_t *steps_per_receiver;
     mt_stepset steps;
     /* following a restarted trainer (follow.c; external mode with a window only) */

@@ -316,6 +316,11 @@ mt_status mt_send(mt_client *c, uint64_t time_step, const char *field, mt_dtype 
                     return MT_EENV;
                 }
         }
+        /* a trainer that stopped for good: said now, not once the queue is full (its
+         * stop record, while a receiver is down, once a slice at most: send_wait.c) */
+        if (!skipped && now >= c->stop_look_due &&
+            (st = mt_send_stop_look(c, &time_step, now)) != MT_OK)
+            return st;
         /* was it taken: one non-blocking step of the question, when due */
         if (!skipped && c->watch.active && now >= c->watch.due &&
             (st = mt_admission_watch_poll(c, now)) != MT_OK)

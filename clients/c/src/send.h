@@ -83,5 +83,12 @@ mt_status mt_send_sliced(mt_client *c, size_t index, double deadline, mt_try try
                          const uint64_t *step);
 /* mt_wait_held in slices, as mt_send_sliced waits. */
 mt_status mt_wait_sent(mt_client *c, double deadline, const uint64_t *step);
+/* A send of `step` whose queue is not full (mt_send, as it opens a step at `now`): at most
+ * once a slice, while a receiver is disconnected, every receiver's stop record (read
+ * again only once its file changed: c->stop_looks), as a blocked send reads them; the
+ * blocked send's error, "(the send gave up before it blocked: no trainer comes back
+ * there)", if one says the trainer stopped for good; else MT_OK (client/send_wait.py
+ * SendWait.look). */
+mt_status mt_send_stop_look(mt_client *c, const uint64_t *step, double now);
 
 #endif

@@ -37,6 +37,13 @@
  *   "tried for N s" and what to check, in the Python client's words (client/patience.py
  *   PeerWatch.gone).
  *
+ * A send whose queue is not full never blocks, and a solver started by hand went on
+ * computing into its queue after its trainer ended (a user trial: 2,400 steps, 27 s): so
+ * a send that opens a step reads the same stop records the same way (mt_send_stop_look,
+ * from send.c: while a receiver is down, once a slice at most, a file again only once it
+ * changed) and fails with the same status and sentence, then "(the send gave up before it
+ * blocked: no trainer comes back there)" (the Python client's SendWait.look).
+ *
  * A send that gives up, by the send timeout or the disconnected timeout, reads every
  * receiver's stop record afresh as it does (stop_first; the Python client's
  * SendWait.timeout and _check): a record written since the wait's last look (a slice
@@ -129,6 +136,16 @@ static mt_status stop_first(mt_client *c, const uint64_t *step, const char *afte
     waiting fresh = {mt_now(), NULL, -1.0, false};
     mt_status st = stopped_for_good(c, &fresh, step, after);
     free(fresh.looks);
+    return st;
+}
+
+mt_status mt_send_stop_look(mt_client *c, const uint64_t *step, double now) {
+    if (c->rendezvous_used == NULL || now < c->stop_look_due) return MT_OK;
+    c->stop_look_due = now + SLICE_S; /* (a blocked send's cadence: once a slice at most) */
+    waiting w = {now, c->stop_looks, -1.0, false};
+    mt_status st = stopped_for_good(c, &w, step, "the send gave up before it blocked: no "
+                                                 "trainer comes back there");
+    c->stop_looks = w.looks; /* (kept: a file read again only once it changed) */
     return st;
 }
 

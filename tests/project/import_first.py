@@ -53,7 +53,7 @@ from importlib.machinery import SourceFileLoader
 compiled, compile_source = {}, SourceFileLoader.source_to_code
 
 def source_to_code(self, data, path, *, _optimize=-1):
-    key = (path, bytes(data), _optimize)
+    key = (path, data if isinstance(data, str) else bytes(data), _optimize)
     if key not in compiled:
         compiled[key] = compile_source(self, data, path, _optimize=_optimize)
     return compiled[key]

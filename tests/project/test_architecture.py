@@ -133,10 +133,12 @@ def test_no_layer_imports_a_higher_one() -> None:
 def test_every_module_imports_alone() -> None:
     """Each module imported first (the package forgotten before each): an import cycle
     that only works in one order, or a module that needs another imported before it,
-    fails here. About 45 CPU-s for ~300 modules: 65 s at load average 4 on 2 cores, past
-    its old wall-clock bound (420 s) at load average ~20 and more. A hang is caught by the
-    CPU time a module spends or the interpreter does not (`import_each_first`), whatever
-    the load; the pytest timeout is a last resort (a 2-core machine at load ~60)."""
+    fails here. About 25 CPU-s for ~400 modules (each source compiled once: 90 CPU-s when
+    each import recompiled them, `import_first.IMPORT_EACH`): 48 s at load average 6 on 2
+    cores; its old wall-clock bound (420 s) failed at load average ~20 and more. A hang is
+    caught by the CPU time a module spends or the interpreter does not
+    (`import_each_first`), whatever the load; the pytest timeout is a last resort (a
+    2-core machine at load ~60)."""
     names = sorted(modules(PACKAGE_DIR, PACKAGE))
     failures = import_each_first(names, PACKAGE)
     assert not failures, "\n".join(f"{name}:\n{tb}" for name, tb in failures.items())

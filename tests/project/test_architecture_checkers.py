@@ -107,6 +107,34 @@ def test_checkers_find_what_they_look_for(tmp_path: Path) -> None:
 
 
 @pytest.mark.e2e
+@pytest.mark.timeout(60)
+def test_importing_first_runs_each_module_afresh_though_compiled_once(tmp_path: Path) -> None:
+    """`import_each_first` compiles each source once (its interpreter's cache), but every
+    import runs the modules again, the package forgotten: a module that works only
+    after another was imported fails though that one came just before it."""
+    write_package(
+        tmp_path,
+        {
+            "early.py": """
+                import builtins
+                builtins.fake_early_runs = getattr(builtins, "fake_early_runs", 0) + 1
+                E = 1
+            """,
+            "late.py": "import sys\nE = sys.modules['fake.early'].E\n",
+            # early.py run a second time, not its module of the first import kept
+            "again.py": """
+                import builtins
+                from fake import early
+                assert builtins.fake_early_runs == 2
+            """,
+        },
+    )
+    failures = import_each_first(["fake.early", "fake.late", "fake.again"], "fake", path=tmp_path)
+    assert list(failures) == ["fake.late"], failures
+    assert "KeyError: 'fake.early'" in failures["fake.late"]
+
+
+@pytest.mark.e2e
 @pytest.mark.timeout(120)
 def test_importing_first_reports_a_hang_by_cpu_time_not_by_the_wall_clock(tmp_path: Path) -> None:
     """`import_each_first` has no wall-clock bound (its callers' failed under load): a

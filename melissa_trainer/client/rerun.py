@@ -19,44 +19,37 @@ its receiver holds is then not sent; it is counted in that receiver's BYE
 complete.
 
 A sign of life: the launcher hears a simulation by the DATA and BATCH messages its
-receivers count (duplicates included: `assembly.StepLedger.count_message`; receiver 0's
-at once, the other ranks' up to 0.2 s later since `stream.rank_activity`, receiver 0's
-alone before, which is why the signs of life below go to receiver 0, where they still
-count first), and kills one silent past its bound as hung
-(`launcher.silence_watch`: the start-up allowance until its first message). A rerun
-whose solver takes longer to recompute the held steps than that bound used to be killed
-on every attempt, and the resumed study failed. So a held step routed to receiver 0
-(`wire.routing.receiver_of`) is sent anyway (the receiver drops it as a duplicate and
-counts it, the launcher hears it; counted once in its BYE as any step sent:
-`Transport.steps`, a set):
+receivers count (duplicates included: `assembly.StepLedger.count_message`), every
+rank's (receiver 0's at once, the other ranks' handed to rank 0 up to
+`rank_activity.PUBLISH_EVERY` s later: `stream.rank_activity`), and kills one silent
+past its bound as hung (`launcher.silence_watch`: the start-up allowance until its
+first message). A rerun whose solver takes longer to recompute the held steps than that
+bound used to be killed on every attempt, and the resumed study failed. So a held step
+is sent anyway (its receiver drops it as a duplicate and counts it, the launcher hears
+it; counted once in its BYE as any step sent: `Transport.steps`, a set):
 
-* the client's first send to receiver 0, held or not, goes out at once: the rerun's
-  first message to rank 0 comes when the first attempt's did, not after its held part
-  and its first unheld step, which a start-up allowance that the first attempt met
-  could miss (a user trial: 0.6 s of held steps, then a 4.6 s step, killed under a 7 s
-  allowance on every attempt). Held steps routed to other receivers before it are
-  skipped: rank 0 would not hear them. With a communicator every rank sends it: "the
-  first send to receiver 0" is the same on every rank (each calls `send` for the same
-  steps, and the routing is a function of the step and the simulation id), unlike a
-  clock, and a send before the parts are placed is collective;
-* later, once `interval` seconds have passed since this client last sent a step to
-  receiver 0 (held or not), the next held step routed to receiver 0: at most W - 1
-  steps after it is due, W the receivers. The interval is a quarter of the launcher's
-  shortest silence bound for this attempt (``MELISSA_TRAINER_SILENCE_S``,
-  `launched_env.check_silence`), at least `SIGN_FLOOR`; `SIGN_DEFAULT` without one. The
-  clock is receiver 0's, not the client's (a send to receiver 1 told the launcher
-  nothing before `stream.rank_activity`). (Before, with two ranks and a constant step
-  time, the signs of life could all land on steps of one parity, receiver 1's: the
-  rerun was killed as hung.) A rerun that recomputes its held steps within the
-  interval sends one duplicate: its first step routed to receiver 0. With a
-  communicator, a rank sends this sign of life only once the parts are placed
-  (`pace`: each rank's clock is its own, and the ranks could disagree on whether to
-  send a collective send).
+* the client's first send, held or not, goes out at once, to whichever receiver its
+  step is routed (`wire.routing.receiver_of`): the rerun's first message comes when
+  the first attempt's did, not after its held part and its first unheld step, which a
+  start-up allowance that the first attempt met could miss (a user trial: 0.6 s of held
+  steps, then a 4.6 s step, killed under a 7 s allowance on every attempt). With a
+  communicator every rank sends it: "the first send" is the same on every rank (each
+  calls `send` for the same steps), unlike a clock, and a send before the parts are
+  placed is collective;
+* later, once `interval` seconds have passed since this client last sent a step (held
+  or not, to any receiver), the next held step. The interval is a quarter of the
+  launcher's shortest silence bound for this attempt (``MELISSA_TRAINER_SILENCE_S``,
+  `launched_env.check_silence`), at least `SIGN_FLOOR`; `SIGN_DEFAULT` without one:
+  far more than the hand-off's latency. A rerun that recomputes its held steps within
+  the interval sends one duplicate: its first step. With a communicator, a rank sends
+  this sign of life only once the parts are placed (`pace`: each rank's clock is its
+  own, and the ranks could disagree on whether to send a collective send).
 
-A simulation whose remaining steps are all held and none routed to receiver 0 (a
-simulation of one step routed ``(s + t) % W`` to a rank other than 0, or the held tail
-of a longer one) sends nothing: rank 0 would hear no duplicate of it anyway, as it heard
-no step of its first attempt there; its steps not held still go to their receivers.
+Before `stream.rank_activity` the launcher heard receiver 0 alone, so the signs of life
+went to receiver 0 only, on its own clock, and a rerun whose held steps never routed
+there (a simulation whose every step goes to rank 1 under ``(s + t) % W``, or the held
+tail of a longer one) sent none: killed as hung on every attempt when its solver took
+longer than the bound to recompute them (tests/launcher/test_rerun_sign_every_rank_e2e.py).
 
 Only an optimisation: the answer is asked once, with a short bound (`ASK_TIMEOUT`); a
 receiver without a follow socket (an older trainer), a rendezvous of another run than
@@ -128,9 +121,9 @@ def attempt(simulation_id: int | None = None) -> int:
 
 class RerunSkip:
     """Which steps a rerun skips: those `replies` (each receiver's HELD, rank order) say
-    held, unless due as a sign of life to receiver 0 (module docstring); each skipped
-    step is added to its receiver's `steps` (its BYE's count). Called for every step the
-    client sends while it skips (`Sending._gated`): it sees each send to receiver 0."""
+    held, unless due as a sign of life (module docstring); each skipped step is added
+    to its receiver's `steps` (its BYE's count). Called for every step the client sends
+    while it skips (`Sending._gated`): it sees each send."""
 
     def __init__(
         self,
@@ -145,27 +138,24 @@ class RerunSkip:
         self.steps: list[StepSet] = transport.steps
         #: steps not sent, held already
         self.skipped = 0
-        #: held steps sent anyway, signs of life (receiver 0 drops them)
+        #: held steps sent anyway, signs of life (their receivers drop them)
         self.signs = 0
-        #: whether no step has been sent to receiver 0 yet (the next one held is sent)
+        #: whether no step has been sent yet (the next one, held or not, is sent)
         self.first = True
-        #: `time.monotonic()` of the last send to receiver 0 (the clock of the signs)
+        #: `time.monotonic()` of the last send (the clock of the signs)
         self.heard: float = transport.opened
 
     def __call__(self, step: int, pace: bool = True) -> bool:
-        """Whether `step` is held by its receiver and is not due as a sign of life. Only
-        a step routed to receiver 0 can be one: the client's first send there always is,
-        a later one once `interval` s have passed since the last send there, if `pace`
-        (whether one may be sent now). A held step not due is counted, not sent."""
+        """Whether `step` is held by its receiver and is not due as a sign of life: the
+        client's first send always is one, a later one once `interval` s have passed
+        since the last send, if `pace` (whether one may be sent now). A held step not
+        due is counted, not sent."""
         rank = receiver_of(self.simulation_id, step, len(self.replies), self.routing)
         held = self.replies[rank].holds(step, self.routing)
-        if rank == 0:
-            now = time.monotonic()
-            if not held or self.first or (pace and now - self.heard >= self.interval):
-                self.signs += held  # (sent: `send_step` or the fast path adds it to `steps`)
-                self.first, self.heard = False, now
-                return False
-        elif not held:
+        now = time.monotonic()
+        if not held or self.first or (pace and now - self.heard >= self.interval):
+            self.signs += held  # (sent: `send_step` or the fast path adds it to `steps`)
+            self.first, self.heard = False, now
             return False
         self.steps[rank].add(step)
         self.skipped += 1

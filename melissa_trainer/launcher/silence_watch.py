@@ -129,7 +129,7 @@ class SilenceWatch(FailurePolicy):
         again), and its rerun starts from scratch: until its next message it is judged as
         a start-up is (`SilenceClock`'s start-up bound). Its rerun reads
         ``SLURM_RESTART_COUNT`` and skips the steps its receivers hold (`client.rerun`);
-        its first step routed to receiver 0, sent again at once, is the receiver's to drop.
+        its first step, sent again at once, is its receiver's to drop.
         Not a job that sent before its backend ever listed it
         started: squeue's answers lag (`poll_every`), its first message often comes
         first; that job runs on. `ran` is cleared (the rerun's own first message may come

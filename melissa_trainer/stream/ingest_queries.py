@@ -1,6 +1,7 @@
 """What an ingest tells other threads of its simulations (`IngestQueries`, a base of
 `ingest_state.IngestState`): the launcher's heartbeat and start-up (`activity`,
-`first_message_at`, `client_of`), a study's end-of-run account (`samples_of`), the
+`first_message_at`, `client_of`), a study's end-of-run account (`samples_of`, and
+`held_samples`, another rank's share of it handed to rank 0), the
 simulations still due (`unfinished`) and the words of error messages (`describe`).
 
 Contract: every method reads and never changes the ingest's state; each may be called
@@ -68,6 +69,13 @@ class IngestQueries:
         steps = dict(self.archive.steps)
         steps.update({sid: rec.completed for sid, rec in self.sims.copy().items()})
         return {sid: (n, refused.get(sid, 0)) for sid, n in steps.items()}
+
+    def held_samples(self) -> dict[int, tuple[int, int]]:
+        """`samples_of` for the simulations whose ledger is held here (not archived):
+        what another rank hands rank 0 with its heartbeat (`stream.rank_activity`), in
+        O(held), not O(study). A best-effort read from any thread."""
+        refused = dict(self.nonfinite.by_simulation)
+        return {sid: (rec.completed, refused.get(sid, 0)) for sid, rec in self.sims.copy().items()}
 
     def unfinished(self) -> list[int]:
         """Ids of the simulations that said HELLO here and are neither finished nor

@@ -20,14 +20,20 @@ directory (shared by every rank and every simulation already, on one node or man
   seconds, when its counts or its wait for buffer room changed, rewrites
   ``activity.{k}`` (written aside then renamed: a reader sees the old file or the new,
   never half of one): a first line ``{run id}\\t{1 if waiting for room else 0}``, then
-  one line ``{simulation id}\\t{messages}`` per simulation its receiver holds a ledger
-  of (those not finished yet: bounded by the simulations running, not by the study);
+  one line ``{simulation id}\\t{messages}\\t{steps}\\t{refused}`` per simulation its
+  receiver holds a ledger of (those not finished yet, and given up: bounded by the
+  simulations running and given up, not by the study): its messages, the steps it
+  received, of which refused for NaN or Inf (`IngestQueries.held_samples`);
 * rank 0 (`OtherRanksActivity`, read by the launcher's thread at each tick): lists the
   directory, opens afresh each other rank's file of this run (a listing then an open,
   not a ``stat``: on NFS the open is revalidated with the server, close-to-open) and
   adds its counts to rank 0's own; a simulation's heartbeat is the sum over the ranks
   (it changes when any rank took in a message of it); the receivers wait for room
-  (`backpressured`: the silence is the trainer's) when any rank's does.
+  (`backpressured`: the silence is the trainer's) when any rank's does. It keeps the
+  last steps each rank said of each simulation (`samples`: a ledger archived there
+  leaves its file, its steps stay said), which the study's end-of-run account adds to
+  rank 0's (`launcher.account`): before, a simulation whose samples all went to other
+  ranks and that failed was said "failed with no sample received".
 
 No message on the data path, no collective: the training loop is untouched. Cost: one
 small file rewritten by each other rank at most every `PUBLISH_EVERY` s while messages
@@ -52,12 +58,14 @@ import tempfile
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import NamedTuple
 
 __all__ = [
     "ACTIVITY_FILE",
     "PUBLISH_EVERY",
     "ActivityPublisher",
     "OtherRanksActivity",
+    "RankActivity",
     "clear_activity_files",
     "read_activity",
     "write_activity",
@@ -69,19 +77,39 @@ logger = logging.getLogger("melissa_trainer.stream.receiver")  # the receiver's 
 ACTIVITY_FILE = "activity"
 #: seconds between two writes of a rank's counts, at most (module docstring: latency)
 PUBLISH_EVERY = 0.2
+#: simulation id -> (steps received, of which refused for NaN or Inf), as `samples_of`
+Samples = Mapping[int, tuple[int, int]]
+
+
+class RankActivity(NamedTuple):
+    """A rank's file as read (`read_activity`): its messages per simulation, whether
+    its receiver waits for room, its steps (received, refused) per simulation."""
+
+    counts: dict[int, int]
+    waiting: bool
+    samples: dict[int, tuple[int, int]]
 
 
 def write_activity(
-    path: Path, run_id: str | None, counts: Mapping[int, int], waiting: bool
+    path: Path,
+    run_id: str | None,
+    counts: Mapping[int, int],
+    waiting: bool,
+    samples: Samples | None = None,
 ) -> None:
     """Write a rank's `counts` and whether its receiver `waiting` for buffer room to
-    `path`, aside then renamed (module docstring: the format).
+    `path`, aside then renamed (module docstring: the format), with each simulation's
+    `samples` (none said: 0 steps).
 
     Raises:
         OSError: the file could not be written (the caller says it).
     """
     lines = [f"{run_id or '-'}\t{int(waiting)}"]
-    lines += [f"{sid}\t{n}" for sid, n in counts.items()]
+    got = samples or {}
+    lines += [
+        f"{sid}\t{n}\t{got.get(sid, (0, 0))[0]}\t{got.get(sid, (0, 0))[1]}"
+        for sid, n in counts.items()
+    ]
     fd, aside = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
         with os.fdopen(fd, "w") as out:
@@ -93,9 +121,10 @@ def write_activity(
         raise
 
 
-def read_activity(path: Path, run_id: str | None) -> tuple[dict[int, int], bool] | None:
-    """A rank's counts and its wait for room from `path` (`write_activity`), or None
-    when the file is another run's, or gone (cleared, not written yet).
+def read_activity(path: Path, run_id: str | None) -> RankActivity | None:
+    """A rank's counts, its wait for room and its samples from `path`
+    (`write_activity`), or None when the file is another run's, or gone (cleared, not
+    written yet).
 
     Raises:
         ValueError: a line that is not what `write_activity` writes (names the file).
@@ -113,12 +142,17 @@ def read_activity(path: Path, run_id: str | None) -> tuple[dict[int, int], bool]
     if head[0] != (run_id or "-"):
         return None  # (an earlier run's: not this one's heartbeat)
     counts: dict[int, int] = {}
+    samples: dict[int, tuple[int, int]] = {}
     for number, line in enumerate(lines[1:], start=2):
         parts = line.split("\t")
-        if len(parts) != 2 or not all(p.isdigit() for p in parts):
-            raise ValueError(f"{path}: line {number} {line!r} is not 'simulation id<TAB>count'")
-        counts[int(parts[0])] = int(parts[1])
-    return counts, head[1] == "1"
+        if len(parts) != 4 or not all(p.isdigit() for p in parts):
+            raise ValueError(
+                f"{path}: line {number} {line!r} is not "
+                "'simulation id<TAB>messages<TAB>steps<TAB>refused'"
+            )
+        sid, n, steps, refused = map(int, parts)
+        counts[sid], samples[sid] = n, (steps, refused)
+    return RankActivity(counts, head[1] == "1", samples)
 
 
 def clear_activity_files(directory: str | os.PathLike[str]) -> None:
@@ -132,8 +166,9 @@ def clear_activity_files(directory: str | os.PathLike[str]) -> None:
 
 
 class ActivityPublisher(threading.Thread):
-    """Rank `rank`'s thread that hands its receiver's counts (`activity`) and its wait
-    for room (`waiting`) to rank 0 (module docstring). `stop` ends it (joined).
+    """Rank `rank`'s thread that hands its receiver's counts (`activity`), its wait
+    for room (`waiting`) and its steps (`samples`: `IngestQueries.held_samples`) to rank
+    0 (module docstring). `stop` ends it (joined), having written its last counts.
 
     A write that fails is logged once as a WARNING (rank 0's launcher then hears
     nothing of this rank: its simulations' silence is judged by rank 0's receiver only),
@@ -148,12 +183,15 @@ class ActivityPublisher(threading.Thread):
         activity: Callable[[], Mapping[int, int]],
         waiting: Callable[[], bool],
         every: float = PUBLISH_EVERY,
+        samples: Callable[[], Samples] = dict,
     ) -> None:
         super().__init__(name=f"melissa-activity-{rank}", daemon=True)
         self.path = Path(directory) / f"{ACTIVITY_FILE}.{rank}"
         self._run_id, self._activity, self._waiting, self._every = run_id, activity, waiting, every
+        self._samples = samples
         self._stopping = threading.Event()
-        self._said: tuple[dict[int, int], bool] | None = None  # the last written
+        #: the last written: counts, waiting, samples
+        self._said: tuple[dict[int, int], bool, dict[int, tuple[int, int]]] | None = None
         self._warned = False
 
     def run(self) -> None:
@@ -162,7 +200,7 @@ class ActivityPublisher(threading.Thread):
 
     def publish(self) -> None:
         """Write the counts now, if they changed since the last write."""
-        now = (dict(self._activity()), bool(self._waiting()))
+        now = (dict(self._activity()), bool(self._waiting()), dict(self._samples()))
         if now == self._said or (self._said is None and not now[0] and not now[1]):
             return  # (nothing new; nothing at all before a first message: no file)
         try:
@@ -181,22 +219,28 @@ class ActivityPublisher(threading.Thread):
         self._said = now
 
     def stop(self) -> None:
-        """End the thread (at most one write it is doing)."""
+        """End the thread (at most one write it is doing), then write what changed since
+        its last write: rank 0's account, read after every rank's stream ended, sees
+        this rank's last steps (module docstring)."""
         self._stopping.set()
         if self.is_alive():
             self.join()
+            self.publish()
 
 
 class OtherRanksActivity:
     """Rank 0's reading of the other ranks' heartbeat files in `directory` for run
     `run_id` (module docstring): `add` sums them into rank 0's counts, `waiting` says
-    whether any of them waits for room (as of the last `add`). A file that does not
-    parse is said once as a WARNING and left out."""
+    whether any of them waits for room (as of the last `add`), `samples` the steps they
+    said of each simulation, as of their last word on it. A file that does not parse is
+    said once as a WARNING and left out."""
 
     def __init__(self, directory: str | os.PathLike[str], run_id: str | None) -> None:
         self._dir, self._run_id = Path(directory), run_id
         self._waiting = False
         self._warned: set[str] = set()
+        #: file name -> simulation id -> (steps, refused): its last word on each
+        self._said: dict[str, dict[int, tuple[int, int]]] = {}
 
     def add(self, own: Mapping[int, int]) -> dict[int, int]:
         """`own` (rank 0's counts) plus every other rank's, per simulation."""
@@ -218,11 +262,22 @@ class OtherRanksActivity:
                 continue
             if read is None:
                 continue
-            counts, rank_waiting = read
-            waiting = waiting or rank_waiting
-            for sid, n in counts.items():
+            waiting = waiting or read.waiting
+            for sid, n in read.counts.items():
                 total[sid] = total.get(sid, 0) + n
+            self._said.setdefault(name, {}).update(read.samples)
         self._waiting = waiting
+        return total
+
+    def samples(self) -> dict[int, tuple[int, int]]:
+        """Simulation id -> (steps, of which refused) summed over the other ranks, each
+        rank's last word on it as of the last `add` (a simulation archived there since
+        keeps what it said while held)."""
+        total: dict[int, tuple[int, int]] = {}
+        for said in self._said.values():
+            for sid, (steps, refused) in said.items():
+                had = total.get(sid, (0, 0))
+                total[sid] = (had[0] + steps, had[1] + refused)
         return total
 
     def waiting(self) -> bool:

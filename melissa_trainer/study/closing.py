@@ -24,6 +24,7 @@ from melissa_trainer.launcher.account import SimulationOutcome, log_account, sto
 from melissa_trainer.launcher.reports import LauncherError
 from melissa_trainer.sources.source import SourceError
 from melissa_trainer.stream.receiver import Receiver
+from melissa_trainer.study.every_rank import EveryRankReport
 from melissa_trainer.study.feedback import FeedbackCheck
 
 __all__ = ["LastExits", "check_waiting", "log_study_account", "waiting_forever"]
@@ -133,14 +134,20 @@ def waiting_forever(
 
 
 def log_study_account(
-    launcher: Launcher, receiver: Receiver | None, feedback: FeedbackCheck
+    launcher: Launcher,
+    receiver: Receiver | None,
+    feedback: FeedbackCheck,
+    every_rank: EveryRankReport | None = None,
 ) -> list[str]:
     """Log the study's end-of-run account (`launcher.account.log_account`: what each
-    simulation contributed, as rank 0's `receiver` counted it, of the study's
+    simulation contributed, as every rank's receiver counted it (`every_rank`: rank 0's
+    `receiver` and the other ranks' hand-off; None: rank 0's alone), of the study's
     `n_simulations`; what the sampler drew; `feedback`'s lines on losses that came too
     late to steer). Returns its lines when they were an INFO (`Study.account_report`,
     which `ProgressHook` prints), else none (a WARNING: logged already)."""
-    samples = receiver.ingest.samples_of() if receiver else {}
+    samples = (
+        every_rank.samples_of() if every_rank else receiver.ingest.samples_of() if receiver else {}
+    )
     first = dict(receiver.ingest.nonfinite.first_step) if receiver else {}
     sampler = launcher.sampler
     late = feedback.lines(sampler)  # (none or few steered: a WARNING)

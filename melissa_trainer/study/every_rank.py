@@ -5,10 +5,12 @@ for a long while, and its silence was judged as a start-up's).
 
 `EveryRankReport` is the `DataReport` and the heartbeat a `Study` gives its launcher on
 rank 0: a simulation's heartbeat is its message count summed over the ranks, and the
-receivers wait for room while any rank's does; everything else is rank 0's receiver's
-(what is complete, refused, first heard, which client). `publisher` starts the other
-ranks' side. Thread-safety: `activity` and `backpressured` are read by the launcher's
-thread only (as `OtherRanksActivity`); the rest are the receiver's (any thread).
+receivers wait for room while any rank's does; the steps each simulation contributed
+(`samples_of`: the end-of-run account's) are summed over the ranks too; everything else
+is rank 0's receiver's (what is complete, refused, first heard, which client).
+`publisher` starts the other ranks' side. Thread-safety: `activity` and `backpressured`
+are read by the launcher's thread only (as `OtherRanksActivity`), `samples_of` by the
+training thread once the launcher's has ended; the rest are the receiver's (any thread).
 """
 
 from __future__ import annotations
@@ -39,6 +41,20 @@ class EveryRankReport:
         read (a simulation blocked on it is silent by the trainer's doing)."""
         return self._receiver.backpressured() or self._others.waiting()
 
+    def samples_of(self) -> dict[int, tuple[int, int]]:
+        """Simulation id -> (steps received, of which refused for NaN or Inf) by every
+        rank's receiver: rank 0's `IngestQueries.samples_of` plus the other ranks' last
+        word (`OtherRanksActivity.samples`, their files read afresh here: each at most
+        `PUBLISH_EVERY` s behind its receiver, or final once that rank stopped). For the
+        study's account, on the training thread once the launcher's thread has ended
+        (`Study.stop`): the reader of `OtherRanksActivity` is then this one alone."""
+        self._others.add({})
+        total = dict(self._receiver.ingest.samples_of())
+        for sid, (steps, refused) in self._others.samples().items():
+            had = total.get(sid, (0, 0))
+            total[sid] = (had[0] + steps, had[1] + refused)
+        return total
+
     def completed(self, start: int = 0) -> Sequence[int]:
         return self._receiver.completed(start)
 
@@ -62,6 +78,9 @@ def publisher(
     receiver: Receiver, rendezvous: Path, run_id: str | None, rank: int
 ) -> ActivityPublisher:
     """Rank `rank`'s (not 0) thread handing its receiver's heartbeat to rank 0, started."""
-    thread = ActivityPublisher(rendezvous, run_id, rank, receiver.activity, receiver.backpressured)
+    thread = ActivityPublisher(
+        rendezvous, run_id, rank, receiver.activity, receiver.backpressured,
+        samples=lambda: receiver.ingest.held_samples(),  # (the ingest a resume loads)
+    )  # fmt: skip
     thread.start()
     return thread

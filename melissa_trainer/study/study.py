@@ -160,8 +160,9 @@ class Study(StudyState, Source):
         self._stream_over = False  # on_end_of_stream: the last simulations are closing
         self._last_exits = LastExits()  # (at most STOP_WAIT s for them, in all)
         self._end_notice: StudyEndNotice | None = None  # rank 0: tells the ranks the end
-        #: another rank: hands its receiver's heartbeat to rank 0's launcher (`every_rank`)
+        #: every rank's receiver heard (`every_rank`): another rank's hand-off to rank 0
         self._publisher: ActivityPublisher | None = None
+        self._ranks: EveryRankReport | None = None  # (rank 0's: its launcher's, its account's)
         self.starvation: StarvationWatch | None = None  # a wait for a batch never served
         #: rank 0, resumed: which simulations are done, which run again (`ProgressHook`)
         self.resume_report: list[str] = []
@@ -248,8 +249,7 @@ class Study(StudyState, Source):
         receiver.report_refusals_to_launcher()  # (before any simulation runs)
         study_dir = (self._output_dir or rendezvous.parent) / "study"
         self.feedback.started(launcher.sampler, launcher.n_simulations)  # (before any draw)
-        # (every rank's heartbeat, not rank 0's alone: `every_rank`)
-        report = EveryRankReport(receiver, rendezvous, self.stream.config.run_id)
+        report = self._ranks = EveryRankReport(receiver, rendezvous, self.stream.config.run_id)
         launcher.start(
             rendezvous,
             heartbeat=report.activity,
@@ -319,8 +319,8 @@ class Study(StudyState, Source):
                 self._last_exits.stop(self.launcher, STOP_WAIT, self._closing(), told)
                 if not self._accounted:  # the account (`closing`), once (stopped twice)
                     self._accounted = True
-                    self.account_report = log_study_account(self.launcher, receiver, self.feedback)
-                    self.account_report += self._last_exits.stopped_lines()  # (killed running)
+                    account = log_study_account(self.launcher, receiver, self.feedback, self._ranks)
+                    self.account_report = account + self._last_exits.stopped_lines()  # (killed)
                     self.account_report += self.saved_account.lines()  # (its resume's words)
         finally:
             if self._publisher is not None:

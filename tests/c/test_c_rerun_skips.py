@@ -150,11 +150,12 @@ def test_a_slow_c_rerun_sends_a_held_step_each_interval(
 ) -> None:
     """A sign of life (rerun.c, as Python's: tests/client/test_rerun_sign_of_life.py):
     ``MELISSA_TRAINER_SILENCE_S=1`` (a quarter: 0.25 s) and a solver whose steps take
-    0.3 s (``sleep``: its compute, not a synchronisation): each held step routed to
-    receiver 0 comes after more than the interval without a send there, so each is sent
-    anyway, a duplicate it drops (receiver 1's never: the launcher hears rank 0 only);
-    the BYEs still count each step once. Before, none was (the launcher heard nothing
-    while the rerun recomputed the held part, and killed it)."""
+    0.3 s (``sleep``: its compute, not a synchronisation): each held step comes after
+    more than the interval without a send, so each is sent anyway, a duplicate its
+    receiver drops, on both receivers (the launcher hears every rank's:
+    `stream.rank_activity`); the BYEs still count each step once. Before, none was (the
+    launcher heard nothing while the rerun recomputed the held part, and killed it);
+    then receiver 0's only ([held, 0]: the launcher heard rank 0 alone)."""
     rendezvous = tmp_path / "rendezvous"
     runs.append(Run(rendezvous, "run-a"))
     first = attempt(script_exe, rendezvous, 0, "run-a")
@@ -171,27 +172,30 @@ def test_a_slow_c_rerun_sends_a_held_step_each_interval(
     _, err = run_to_the_end(again, *slow)
     runs[1].complete(SID)  # (the BYEs count every step: else the simulation is not)
     assert NOT_ASKED not in err, err
-    held = min(puts[0], sum(1 for t in before if t % 2 == 0))
+    held = [min(puts[r], sum(1 for t in before if t % 2 == r)) for r in range(2)]
     figures = [r.telemetry() for r in runs[1].receivers]
-    # (receiver 0's only: the launcher hears rank 0's receiver alone)
-    assert [f["duplicates"] for f in figures] == [held, 0], figures
+    assert [f["duplicates"] for f in figures] == held, figures  # (every held step a sign)
     assert [f["samples_put"] for f in figures] == [5, 5], figures
     steps = sorted(int(s["time_step"]) for b in runs[1].buffers for s in drain(b))
     assert steps == list(range(STEPS))  # each once
 
 
-@pytest.mark.parametrize(("silence", "signs"), [("1", 5), ("3600", 1)], ids=["slow", "fast"])
-def test_an_odd_c_simulations_signs_of_life_reach_receiver_0(
+@pytest.mark.parametrize(
+    ("silence", "signs"), [("1", [5, 5]), ("3600", [0, 1])], ids=["slow", "fast"]
+)
+def test_an_odd_c_simulations_signs_of_life_reach_both_receivers(
     script_exe: Path,  # noqa: F811
     tmp_path: Path,
     runs: list[Run],
     silence: str,
-    signs: int,
+    signs: list[int],
 ) -> None:
-    """Simulation 5 routed ``(s + t) % 2``: its odd steps go to receiver 0, the one the
-    launcher hears (tests/client/test_rerun_sign_of_life.py, the same case). Every step
-    held; each sign of life is a held step of receiver 0: its first (step 1), then, slow,
-    each later one. Before, step 0 and every sign went to receiver 1 ([0, 1], [0, 5])."""
+    """Simulation 5 routed ``(s + t) % 2``: its even steps go to receiver 1, its odd ones
+    to receiver 0; the launcher hears both (`stream.rank_activity`;
+    tests/client/test_rerun_sign_of_life.py, the same case). Every step held; the first
+    send (step 0, receiver 1's) goes at once, then, slow, every later step (each after
+    more than the interval). Before, receiver 0's only ([5, 0], [1, 0]): a simulation
+    whose held steps never routed there sent no sign of life."""
     sid, rendezvous = 5, tmp_path / "rendezvous"
     runs.append(Run(rendezvous, "run-a"))
     first = attempt(script_exe, rendezvous, 0, "run-a", sid=sid)
@@ -208,7 +212,7 @@ def test_an_odd_c_simulations_signs_of_life_reach_receiver_0(
     _, err = run_to_the_end(again, *[ln for t in range(STEPS) for ln in (*pause, *sends([t]))])
     runs[1].complete(sid)  # (the BYEs count every step: else the simulation is not)
     assert NOT_ASKED not in err, err
-    assert [r.telemetry()["duplicates"] for r in runs[1].receivers] == [signs, 0]
+    assert [r.telemetry()["duplicates"] for r in runs[1].receivers] == signs
 
 
 @pytest.mark.parametrize(

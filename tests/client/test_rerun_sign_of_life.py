@@ -1,7 +1,7 @@
 """A rerun that skips the steps its receivers hold sends a sign of life: the held step at
 hand, once `rerun.sign_interval` seconds have passed without a send
-(`melissa_trainer.client.rerun`), a held step routed to receiver 0 (the launcher hears
-rank 0's receiver only). Real sockets, in-process receivers (two training
+(`melissa_trainer.client.rerun`), to whichever receiver it is routed (the launcher hears
+every rank's receiver: `stream.rank_activity`). Real sockets, in-process receivers (two training
 ranks, `resumed_runs.Run`): run A's take a first attempt's steps, which is killed before
 its BYE; run B's resume from their checkpoint; the second attempt
 (``MELISSA_TRAINER_ATTEMPT=1``) computes every step again.
@@ -107,11 +107,11 @@ def test_a_slow_rerun_sends_a_held_step_each_interval(
         again.send(t, u=field(t))
     again.close()
     check_every_step_once(run, again)
-    # the oracle: each held step of receiver 0 came after more than an interval without
-    # a send there, so each came again, a duplicate it dropped (and the launcher, which
-    # hears receiver 0 only, heard); receiver 1's never do (rank 0 would not hear them)
+    # the oracle: each held step came after more than an interval without a send, so
+    # each came again, a duplicate its receiver dropped (and the launcher, which hears
+    # every rank's receiver, heard). Before, receiver 0's only ([held there, 0])
     duplicates = [r.telemetry()["duplicates"] for r in run.receivers]
-    assert duplicates == [held_by_rank(before, puts)[0], 0], duplicates
+    assert duplicates == list(held_by_rank(before, puts)), duplicates
     assert [r.telemetry()["samples_put"] for r in run.receivers] == [5, 5]
 
 
@@ -135,17 +135,22 @@ def test_a_fast_rerun_sends_only_its_first_held_step(
     assert [r.telemetry()["duplicates"] for r in run.receivers] == [1, 0]
 
 
-@pytest.mark.parametrize(("silence", "signs"), [("1", 5), ("3600", 1)], ids=["slow", "fast"])
-def test_an_odd_simulations_signs_of_life_reach_receiver_0(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, runs: list[Run], silence: str, signs: int
+@pytest.mark.parametrize(
+    ("silence", "signs"), [("1", [5, 5]), ("3600", [0, 1])], ids=["slow", "fast"]
+)
+def test_an_odd_simulations_signs_of_life_reach_both_receivers(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    runs: list[Run],
+    silence: str,
+    signs: list[int],
 ) -> None:
     """Simulation 5 routed ``(s + t) % 2`` (the receivers advertise it): its even steps go
-    to receiver 1, its odd ones to receiver 0, the one the launcher hears. Every step held.
-    Each sign of life is a held step of receiver 0: its first there (step 1, not step 0),
-    then, slow, each later one (a step's 0.3 s past the interval since the last send
-    there). Before, the first send (step 0) and, with a constant step time, every sign
-    of life went to receiver 1 (duplicates [0, 1] fast, [0, 5] slow): rank 0 heard
-    nothing of the rerun while it recomputed its held steps, and the launcher killed it."""
+    to receiver 1, its odd ones to receiver 0; the launcher hears both
+    (`stream.rank_activity`). Every step held. The first send (step 0, receiver 1's) goes
+    at once, then, slow, every later one (a step's 0.3 s past the interval since the
+    last send). Before, receiver 0's only (its first there, step 1: [1, 0] fast, [5, 0]
+    slow), which a simulation whose held steps never route there never sent."""
     sid = 5
     run = resumed(tmp_path, monkeypatch, runs, list(range(STEPS)), [5, 5], sid)
     monkeypatch.setenv("MELISSA_TRAINER_SILENCE_S", silence)
@@ -157,7 +162,7 @@ def test_an_odd_simulations_signs_of_life_reach_receiver_0(
         again.send(t, u=field(t))
     again.close()
     check_every_step_once(run, again, sid)
-    assert [r.telemetry()["duplicates"] for r in run.receivers] == [signs, 0]
+    assert [r.telemetry()["duplicates"] for r in run.receivers] == signs
 
 
 @pytest.mark.parametrize("value", ["x", "-1", "0", "0.0", "1e3", "1.", ".5", "1,5", "٣"])

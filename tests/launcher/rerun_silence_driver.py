@@ -3,7 +3,8 @@ test_rerun_first_send_e2e.py, as the hsolver user trial ran it (/tmp/hsolver_use
 exp8b.sh): `rerun_silence_solver.py` (or the command ``$RS_COMMAND``, a JSON list) under
 a real launcher with a small numeric ``simulation_timeout`` (``$RS_TIMEOUT``) and
 ``startup_timeout`` ``$RS_STARTUP`` (unset: none, the timeout then bounds the start-up
-too), one field ``u`` of 4 ``$RS_DTYPE`` (float32 unless set), an MLP, a `SampleLedger`.
+too), ``max_restarts`` ``$RS_MAX_RESTARTS`` and ``on_failure`` ``$RS_ON_FAILURE`` (unset:
+the defaults), one field ``u`` of 4 ``$RS_DTYPE`` (float32 unless set), an MLP, a `SampleLedger`.
 TrainingArguments on the command line."""
 
 from __future__ import annotations
@@ -32,7 +33,13 @@ from melissa_trainer.hooks import SampleLedger
 SOLVER = Path(__file__).with_name("rerun_silence_solver.py")
 
 (args,) = ArgumentParser(TrainingArguments).parse_args_into_dataclasses()
-startup = {"startup_timeout": float(os.environ["RS_STARTUP"])} if "RS_STARTUP" in os.environ else {}
+settings: dict = (
+    {"startup_timeout": float(os.environ["RS_STARTUP"])} if "RS_STARTUP" in os.environ else {}
+)
+if "RS_MAX_RESTARTS" in os.environ:
+    settings["max_restarts"] = int(os.environ["RS_MAX_RESTARTS"])
+if "RS_ON_FAILURE" in os.environ:
+    settings["on_failure"] = os.environ["RS_ON_FAILURE"]
 command = json.loads(os.environ.get("RS_COMMAND", "null")) or [sys.executable, str(SOLVER)]
 launcher = Launcher(
     command,
@@ -40,7 +47,7 @@ launcher = Launcher(
     n_simulations=int(os.environ["RS_SIMULATIONS"]),
     job_limit=2,
     tuning=LauncherTuning(
-        simulation_timeout=float(os.environ["RS_TIMEOUT"]), poll_interval=0.05, **startup
+        simulation_timeout=float(os.environ["RS_TIMEOUT"]), poll_interval=0.05, **settings
     ),
 )
 

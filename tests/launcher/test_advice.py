@@ -100,7 +100,7 @@ def test_a_start_up_killed_twice_is_told_the_start_up_bound_not_only_max_restart
     assert start.startswith("simulation 5 killed before its first message again on its restart")
     assert "LauncherTuning(startup_timeout=...)" in start, start
     assert "Run one simulation's command by hand" in start, start
-    assert "simulation run again sends its first step routed to receiver 0" in start, start
+    assert "simulation run again sends its first step at once" in start, start
     mid = repeated(caplog, first_messages=True)
     assert mid.startswith("simulation 5 hung again on its restart"), mid
     assert "startup_timeout" not in mid and "LauncherTuning(max_restarts=0)" in mid, mid

@@ -1,7 +1,7 @@
 """With two training ranks, a resumed study whose reruns recompute held steps more slowly
-than the launcher's silence bound ends: each rerun's signs of life reach receiver 0, the
-only one the launcher heard when this was written (`Study`: its heartbeat was rank 0's
-receiver's count; every rank's since `stream.rank_activity`).
+than the launcher's silence bound ends: each rerun's signs of life are heard, wherever
+they are routed (the launcher hears every rank's receiver: `stream.rank_activity`; when
+this was written it heard rank 0's alone, and the signs went to receiver 0 only).
 
 The study of test_rerun_sign_of_life_e2e.py (tests/launcher/rerun_silence_driver.py) on
 two ranks (``accelerate launch``, gloo on CPU): 2 simulations of `STEPS` steps, `STEP_S`
@@ -9,11 +9,11 @@ s each, ``simulation_timeout=TIMEOUT`` (which bounds the start-up too), SIGTERMe
 both simulations have sent `HELD` steps, and resumed from the checkpoint: both run again
 and skip the steps their receivers hold, their solvers recomputing them for about `HELD`
 x `STEP_S` s, longer than `TIMEOUT`. The receivers advertise the routing ``(s + t) %
-2``: simulation 1's even steps go to receiver 1. Before, a sign of life was the held step
-at hand once a quarter of the bound had passed since the client's last send to any
-receiver: with a constant step time, steps 0, 4, 8 ..., all of them simulation 1's
-receiver 1's, and rank 0 heard nothing of simulation 1's rerun until its first unheld
-step: killed as hung on every attempt, the resumed study failed. The oracle: the resumed
+2``: simulation 1's even steps go to receiver 1. A sign of life is the held step at
+hand once a quarter of the bound has passed since the client's last send: with a
+constant step time, steps 0, 4, 8 ..., all of them simulation 1's receiver 1's. Before
+the hand-off, rank 0 heard nothing of simulation 1's rerun until its first unheld step:
+killed as hung on every attempt, the resumed study failed. The oracle: the resumed
 study's exit status, no kill for silence, and ``python -m melissa_trainer.lineage check``
 (every step of every simulation trained exactly once across both runs)."""
 
@@ -35,10 +35,10 @@ pytestmark = [pytest.mark.slow, pytest.mark.e2e, pytest.mark.timeout(480)]
 DRIVER = Path(__file__).with_name("rerun_silence_driver.py")
 SIMULATIONS, STEPS = 2, 28
 #: a solver's step (s), and the launcher's bound (the start-up's too): a sign of life is
-#: due TIMEOUT / 4 = 2 s after the last send to receiver 0, so every fourth step is one,
-#: one that routes to receiver 0 (2.4 s apart); simulation 1's first send there is its
-#: step 1, 1.2 s after its HELLO, as its first attempt's was (a bound of 4 s, that of
-#: test_rerun_sign_of_life_e2e.py, killed such a start-up on a loaded machine)
+#: due TIMEOUT / 4 = 2 s after the last send, so every fourth step is one (2.4 s apart);
+#: the first send is step 0, 0.6 s after the HELLO, as its first attempt's was (a bound
+#: of 4 s, that of test_rerun_sign_of_life_e2e.py, killed a start-up of 1.2 s on a
+#: loaded machine)
 STEP_S, TIMEOUT = 0.6, 8.0
 #: each simulation's steps sent when the trainer is stopped: the rerun's held part lasts
 #: about HELD x STEP_S = 12 s, past TIMEOUT

@@ -1,6 +1,7 @@
 """The other ranks' heartbeats handed to rank 0 (`stream.rank_activity`): the file a rank
 writes is read back as written, another run's is left out, a malformed one is said and
-left out, and rank 0's sum adds every rank's count to its own."""
+left out, rank 0's sum adds every rank's count to its own, and the steps each rank said of
+a simulation stay said once its file no longer lists it (the end-of-run account's)."""
 
 from __future__ import annotations
 
@@ -23,8 +24,8 @@ pytestmark = pytest.mark.timeout(60)
 
 def test_a_rank_file_reads_back_as_written(tmp_path: Path) -> None:
     path = tmp_path / "activity.1"
-    write_activity(path, "run-a", {3: 7, 11: 0}, waiting=True)
-    assert read_activity(path, "run-a") == ({3: 7, 11: 0}, True)
+    write_activity(path, "run-a", {3: 7, 11: 0}, waiting=True, samples={3: (5, 2)})
+    assert read_activity(path, "run-a") == ({3: 7, 11: 0}, True, {3: (5, 2), 11: (0, 0)})
     assert read_activity(path, "run-b") is None  # (another run's)
     assert read_activity(tmp_path / "activity.2", "run-a") is None  # (not written yet)
     assert [p.name for p in tmp_path.iterdir()] == ["activity.1"]  # (nothing left aside)
@@ -32,8 +33,11 @@ def test_a_rank_file_reads_back_as_written(tmp_path: Path) -> None:
 
 def test_a_malformed_line_names_the_file_and_the_line(tmp_path: Path) -> None:
     path = tmp_path / "activity.1"
-    path.write_text("-\t0\n3\tseven\n")
-    with pytest.raises(ValueError, match=r"activity\.1: line 2 '3\\tseven'"):
+    path.write_text("-\t0\n3\tseven\t1\t0\n")
+    with pytest.raises(ValueError, match=r"activity\.1: line 2 '3\\tseven\\t1\\t0'"):
+        read_activity(path, None)
+    path.write_text("-\t0\n3\t7\n")  # (a heartbeat without its steps)
+    with pytest.raises(ValueError, match=r"line 2 '3\\t7' is not 'simulation id<TAB>messages"):
         read_activity(path, None)
 
 
@@ -55,6 +59,23 @@ def test_rank_0_adds_every_other_rank_count_to_its_own(
     assert others.add({1: 2}) == {1: 2} and not others.waiting()
 
 
+def test_rank_0_keeps_the_steps_each_rank_said_last(tmp_path: Path) -> None:
+    """Rank 1 said 3 steps of simulation 1 (1 refused), then archived it (no longer
+    listed) and said simulation 2; rank 2 said 4 of simulation 1: the sum per simulation
+    is each rank's last word, a simulation no longer listed keeping its steps."""
+    others = OtherRanksActivity(tmp_path, "r")
+    write_activity(tmp_path / "activity.1", "r", {1: 3}, waiting=False, samples={1: (3, 1)})
+    write_activity(tmp_path / "activity.2", "r", {1: 4}, waiting=False, samples={1: (4, 0)})
+    others.add({})
+    assert others.samples() == {1: (7, 1)}
+    write_activity(tmp_path / "activity.1", "r", {2: 1}, waiting=False, samples={2: (1, 0)})
+    others.add({})
+    assert others.samples() == {1: (7, 1), 2: (1, 0)}
+    write_activity(tmp_path / "activity.2", "r", {1: 6}, waiting=False, samples={1: (6, 0)})
+    others.add({})
+    assert others.samples() == {1: (9, 1), 2: (1, 0)}  # (rank 2's last word: 6, not 4 + 6)
+
+
 def test_a_publisher_writes_on_change_only(tmp_path: Path) -> None:
     counts: dict[int, int] = {}
     publisher = ActivityPublisher(tmp_path, "r", 1, lambda: counts, lambda: False)
@@ -62,7 +83,7 @@ def test_a_publisher_writes_on_change_only(tmp_path: Path) -> None:
     assert not publisher.path.exists()  # (nothing heard yet: no file)
     counts[5] = 2
     publisher.publish()
-    assert read_activity(publisher.path, "r") == ({5: 2}, False)
+    assert read_activity(publisher.path, "r") == ({5: 2}, False, {5: (0, 0)})
     publisher.path.unlink()
     publisher.publish()  # (unchanged: not written again)
     assert not publisher.path.exists()
@@ -83,4 +104,22 @@ def test_a_publisher_writes_on_change_only(tmp_path: Path) -> None:
     finally:
         publisher.stop()
     assert not publisher.is_alive()
-    assert read_activity(publisher.path, "r") == ({5: 3}, False)
+    assert read_activity(publisher.path, "r") == ({5: 3}, False, {5: (0, 0)})
+
+
+def test_a_publisher_writes_its_steps_and_its_last_word_at_stop(tmp_path: Path) -> None:
+    """A change of steps alone is written; `stop` writes what changed since the last
+    write (rank 0's account reads the files after the other ranks stopped)."""
+    counts, samples = {5: 2}, {5: (2, 0)}
+    publisher = ActivityPublisher(
+        tmp_path, "r", 1, lambda: counts, lambda: False, every=3600.0, samples=lambda: samples
+    )
+    publisher.publish()
+    assert read_activity(publisher.path, "r") == ({5: 2}, False, {5: (2, 0)})
+    samples[5] = (2, 1)  # (a step refused for NaN: counted, not a new message)
+    publisher.publish()
+    assert read_activity(publisher.path, "r") == ({5: 2}, False, {5: (2, 1)})
+    publisher.start()
+    counts[5], samples[5] = 3, (3, 1)
+    publisher.stop()  # (the thread waits an hour between writes: this write is stop's)
+    assert read_activity(publisher.path, "r") == ({5: 3}, False, {5: (3, 1)})

@@ -53,9 +53,9 @@ mt_status mt_check_restart_count(mt_client *c);
  * receiver which steps it holds (at most 5 s each) and keep the answers if any holds
  * some; never fails (no answer: every step is sent, one line on stderr says why). */
 void mt_rerun_ask(mt_client *c);
-/* Whether step `step` is held by its receiver and no sign of life is due at `now` (only
- * on a step routed to receiver 0: the first send there, or none there for
- * c->rerun_interval s): then it is not sent (counted in BYE). Called for every step. */
+/* Whether step `step` is held by its receiver and no sign of life is due at `now` (the
+ * first send, or none for c->rerun_interval s): then it is not sent (counted in BYE).
+ * Called for every step. */
 bool mt_rerun_skips(mt_client *c, uint64_t step, double now);
 /* Forget the answers (after a follow: they were the old trainer's; at the free). */
 void mt_rerun_drop(mt_client *c);

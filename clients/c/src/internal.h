@@ -201,8 +201,8 @@ struct mt_client {
     double last_send, opened; /* monotonic s: the last send (-inf before), the HELLO's */
     mt_watch watch;      /* admission_watch.c */
     /* a launched rerun's skip of held steps (rerun.c): asked at the first send; each
-     * receiver's HELD (NULL: all sent), the s without a send to receiver 0 after which one
-     * goes anyway, the last send there (-inf: none), whether the open step is skipped */
+     * receiver's HELD (NULL: all sent), the s without a send after which a held step
+     * goes anyway, the last send (-inf: none), whether the open step is skipped */
     bool rerun_asked;
     struct mt_held *rerun_held;
     size_t rerun_n; double rerun_interval, rerun_heard;

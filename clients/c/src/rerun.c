@@ -26,24 +26,21 @@
  * trainer's, and every later step is sent.
  *
  * A sign of life, as rerun.py's: the launcher hears a simulation by the DATA and BATCH
- * that receiver 0 takes in only (rank 0's receiver is its heartbeat), and killed a rerun
- * whose solver took longer to recompute the held steps than its silence bound as hung,
- * on every attempt. So a held step routed to receiver 0 is sent anyway (a duplicate it
- * drops; the launcher hears it), counted once in its BYE as any step: the client's first
- * send to receiver 0 (nothing sent there yet: c->rerun_heard is -inf), at once, so that
- * the rerun's first message to rank 0 comes when the first attempt's did, not after its
- * held part and its first unheld step (a start-up allowance the first attempt met could
- * miss it); later, once c->rerun_interval s have passed since the client's last send to
- * receiver 0 (held or not), the next held step routed there: at most W - 1 steps late.
- * Receiver 0's clock, not the client's: a send to receiver 1 tells the launcher nothing
- * (with two ranks and a constant step time the signs of life all landed on receiver 1's
- * steps, and the rerun was killed as hung). Held steps routed to other receivers are
- * skipped; a rerun whose held steps never route to receiver 0 sends none of them (rank 0
- * heard nothing of that part of the first attempt either). The routing is a function of
- * the step and the simulation id: the same answer on every rank of a communicator. The
- * interval is a quarter of $MELISSA_TRAINER_SILENCE_S (the launcher's shortest bound
- * for the attempt), at least SIGN_FLOOR; SIGN_DEFAULT without it. Not thread-safe: the
- * client's thread. */
+ * every receiver takes in (duplicates counted; the other ranks' handed to rank 0 up to
+ * 0.2 s later: stream/rank_activity.py), and killed a rerun whose solver took longer to
+ * recompute the held steps than its silence bound as hung, on every attempt. So a held
+ * step is sent anyway (a duplicate its receiver drops and counts; the launcher hears
+ * it), counted once in its BYE as any step: the client's first send (nothing sent yet:
+ * c->rerun_heard is -inf), at once, so that the rerun's first message comes when the
+ * first attempt's did, not after its held part and its first unheld step (a start-up
+ * allowance the first attempt met could miss it); later, once c->rerun_interval s have
+ * passed since the client's last send (held or not, to any receiver), the next held
+ * step. Before rank_activity the launcher heard receiver 0 alone, and the signs went
+ * there only: a rerun whose held steps never routed to receiver 0 (every step of a
+ * simulation routed (s + t) % 2 to receiver 1) sent none, and was killed as hung. The
+ * first send is the same on every rank of a communicator. The interval is a quarter of
+ * $MELISSA_TRAINER_SILENCE_S (the launcher's shortest bound for the attempt), at least
+ * SIGN_FLOOR; SIGN_DEFAULT without it. Not thread-safe: the client's thread. */
 #define _POSIX_C_SOURCE 200809L
 #include <ctype.h>
 #include <errno.h>
@@ -241,7 +238,7 @@ void mt_rerun_ask(mt_client *c) {
     if (useful) { /* (else nothing held: every step is sent, nothing kept) */
         c->rerun_held = held, c->rerun_n = rv.n;
         c->rerun_interval = sign_interval();
-        c->rerun_heard = -INFINITY; /* (nothing sent to receiver 0 yet) */
+        c->rerun_heard = -INFINITY; /* (nothing sent yet) */
     } else {
         for (size_t r = 0; held != NULL && r < rv.n; ++r) mt_held_free(&held[r]);
         free(held);
@@ -253,10 +250,9 @@ bool mt_rerun_skips(mt_client *c, uint64_t step, double now) {
     if (c->rerun_held == NULL) return false;
     size_t r = mt_receiver_of(c->simulation_id, step, c->rerun_n, c->routing);
     bool held = mt_held_holds(&c->rerun_held[r], step, c->simulation_id, c->routing);
-    if (r != 0) return held; /* (rank 0 would not hear it: never a sign of life) */
     double last = c->rerun_heard > c->opened ? c->rerun_heard : c->opened;
     if (held && !isinf(c->rerun_heard) && now - last < c->rerun_interval) return true;
-    c->rerun_heard = now; /* (sent: the first there, a sign of life, or not held) */
+    c->rerun_heard = now; /* (sent: the first, a sign of life, or not held) */
     return false;
 }
 

@@ -152,9 +152,10 @@ class EndpointLookup:
                 # now, and look again at the next request, for a trainer resumed.)
                 where = f"no serving endpoint in {str(directory)!r}"
                 note = self._missing.note(directory)
-                if self.served_there:
+                if self.served_there:  # (one story: no "(yet)", which awaits a first trainer)
+                    now = why.removesuffix(" (yet)")
                     raise gone(
-                        f"{where}: {why}{note} (the trainer that served this simulation stopped)"
+                        f"{where}: the trainer that served this simulation stopped ({now}){note}"
                     )
                 raise PredictTimeout(f"{where} within {timeout} s: {why}{note}")
             time.sleep(min(pause, left))

@@ -369,8 +369,10 @@ mt_status mt_serve_resolve(mt_client *c, double deadline, double timeout, mt_ser
              * again after the backoff (a trainer resumed). */
             mt_buf note = {0};
             mt_missing_dir_note(dir, from, &note); /* (predict_lookup.py, as Python's) */
-            st = mt_gone(c, "no serving endpoint in '%s': %s%s (the trainer that served this "
-                            "simulation stopped)", dir, why, note.len ? note.data : "");
+            size_t len = strlen(why); /* (one story: no "(yet)", which awaits a first trainer) */
+            if (len >= 6 && strcmp(why + len - 6, " (yet)") == 0) why[len - 6] = '\0';
+            st = mt_gone(c, "no serving endpoint in '%s': the trainer that served this "
+                            "simulation stopped (%s)%s", dir, why, note.len ? note.data : "");
             free(note.data);
             break;
         }

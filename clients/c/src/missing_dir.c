@@ -7,7 +7,10 @@
  * test_c_predict_missing_dir.py compares both). Paths are made absolute
  * against the working directory, trailing slashes dropped (not otherwise normalised, as
  * os.path.abspath would: "a/../b" is said as given); names are compared byte by byte
- * (Python: by character; the same for ASCII names). */
+ * (Python: by character; the same for ASCII names). And a rendezvous whose trainer runs
+ * but holds no serve file (mt_unserved_check, mt_unserved_note: predict_lookup.py
+ * Unserved): a trainer without a ServingHook, said as Python says it
+ * (tests/c/test_c_predict_unserved.py). */
 #define _POSIX_C_SOURCE 200809L
 #include <ctype.h>
 #include <dirent.h>
@@ -19,6 +22,7 @@
 
 #include "internal.h"
 #include "missing_dir.h"
+#include "rendezvous.h"
 
 #define NOTICE_AFTER 3.0 /* s: stream/endpoints.py NOTICE_AFTER */
 #define LIKE_MAX 199 /* characters: a longer name is guessed at by no sibling (autojunk) */
@@ -122,4 +126,39 @@ void mt_missing_dir_check(mt_client *c, const char *dir, const char *source, con
                         "timeout for the trainer to create it (then fails: MT_ETIMEDOUT)\n",
                 source, path, why, b.len ? b.data : "");
     free(b.data);
+}
+
+/* Whether a trainer runs in the rendezvous `dir`: its receivers' files complete, none
+ * stopped nor of a trainer gone (one look of a client's start's: trainer_alive.c;
+ * predict_lookup.py trainer_runs). */
+static bool trainer_runs(const char *dir) {
+    mt_rendezvous rv = {0};
+    mt_buf problem = {0};
+    mt_status st = mt_rendezvous_read_live(dir, &rv, &problem);
+    free(problem.data);
+    if (st == MT_OK) mt_rendezvous_free(&rv);
+    return st == MT_OK;
+}
+
+void mt_unserved_check(mt_client *c, const char *dir, const char *why) {
+    double *since = &c->predict_unserved[0], *looked = &c->predict_unserved[1];
+    if (*since < 0) return; /* (said once: the next requests' errors say it) */
+    if (strcmp(why, MT_NO_SERVER) != 0) {
+        *since = 0;
+        return;
+    }
+    double now = mt_now();
+    if (*since == 0) *since = now;
+    if (now - (*looked > *since ? *looked : *since) < NOTICE_AFTER) return;
+    *looked = now; /* (a look may dial a remote trainer for up to 1 s: once in 3 s) */
+    if (!trainer_runs(dir)) return;
+    *since = -1;
+    char path[4096];
+    abs_path(dir, path, sizeof path);
+    fprintf(stderr, "melissa_trainer: mt_predict: %s: " MT_UNSERVED "; each request waits up "
+                    "to its timeout for a serve file (then fails: MT_ETIMEDOUT)\n", path);
+}
+
+void mt_unserved_note(const char *dir, const char *why, mt_buf *b) {
+    if (strcmp(why, MT_NO_SERVER) == 0 && trainer_runs(dir)) mt_buf_puts(b, "; " MT_UNSERVED);
 }

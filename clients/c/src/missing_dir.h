@@ -16,6 +16,9 @@ double mt_name_ratio(const char *a, size_t n, const char *b, size_t m);
  * first missing component is close (common/words.py closest_name). Nothing when `dir` is a
  * directory. Returns whether it is not one. */
 bool mt_missing_note(const char *dir, const char *source, mt_buf *b);
+/* What the directory meant adds when it holds rank files of no running trainer
+ * (rendezvous_words.py STOPPED_RUN); a running trainer's is meant first (missing_dir.c). */
+#define MT_STOPPED_RUN " (a stopped run's: no trainer runs there now)"
 /* client/predict_lookup.py MissingDirectory.note: mt_missing_note, or, when that says
  * nothing of a path that is not a directory (its parent exists, no name there is close),
  * what makes it exist and where the path came from. */

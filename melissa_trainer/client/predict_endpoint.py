@@ -147,7 +147,8 @@ class EndpointLookup:
             if other is not None:
                 raise gone(f"no serving endpoint in {str(directory)!r}: {why}{other}")
             self._missing.check(directory, why)  # (a typo? warned once)
-            self._unserved.check(directory, why)  # (no ServingHook? warned once)
+            if not self.served_there:  # (one that served: stopped, or stops serving)
+                self._unserved.check(directory, why)  # (no ServingHook? warned once)
             left = deadline - time.monotonic()
             if left <= 0 or self.served_there:
                 # (Waiting for a serve file is for a trainer not started yet. One that

@@ -363,7 +363,7 @@ mt_status mt_serve_resolve(mt_client *c, double deadline, double timeout, mt_ser
             break;
         }
         mt_missing_dir_check(c, dir, from, why); /* (a typo? said once, 3 s in) */
-        mt_unserved_check(c, dir, why);          /* (no ServingHook? said once, 3 s in) */
+        if (!c->served_there) mt_unserved_check(c, dir, why); /* (no ServingHook? once) */
         if (c->served_there) {
             /* Waiting for a serve file is for a trainer not started yet. One that served
              * this simulation and removed its file has stopped: fall back now, and look

@@ -64,10 +64,10 @@ class SendClock:
 
     __slots__ = ("last", "look", "look_at")
 
-    def __init__(self, look: Callable[[float, int], float] | None = None) -> None:
+    def __init__(self, look: Callable[[float, int | None], float] | None = None) -> None:
         self.last = -float("inf")
         self.look_at = float("inf") if look is None else -float("inf")
-        self.look: Callable[[float, int], float] = look or (lambda now, step: float("inf"))
+        self.look: Callable[[float, int | None], float] = look or (lambda now, step: float("inf"))
 
 
 _Check = tuple[str, np.dtype, tuple[int, ...], tuple[int, ...]]

@@ -19,6 +19,7 @@ from melissa_trainer.client.config import ENV_RENDEZVOUS
 from melissa_trainer.client.predict_errors import PredictTimeout
 from melissa_trainer.client.predict_lookup import (
     MissingDirectory,
+    Unserved,
     checked_endpoint,
     logger,
     other_run,
@@ -74,6 +75,7 @@ class EndpointLookup:
         self._endpoint, self._key = endpoint, curve_server_key
         self._rendezvous = rendezvous_dir
         self._missing = MissingDirectory("rendezvous_dir" if rendezvous_dir else ENV_RENDEZVOUS)
+        self._unserved = Unserved()  # (a trainer running without a ServingHook)
         self.inputs: list[FieldSpec] | None = None
         self.rank: int | None = None
         self.serve_file: str | None = None
@@ -145,6 +147,8 @@ class EndpointLookup:
             if other is not None:
                 raise gone(f"no serving endpoint in {str(directory)!r}: {why}{other}")
             self._missing.check(directory, why)  # (a typo? warned once)
+            if not self.served_there:  # (one that served: stopped, or stops serving)
+                self._unserved.check(directory, why)  # (no ServingHook? warned once)
             left = deadline - time.monotonic()
             if left <= 0 or self.served_there:
                 # (Waiting for a serve file is for a trainer not started yet. One that
@@ -152,10 +156,12 @@ class EndpointLookup:
                 # now, and look again at the next request, for a trainer resumed.)
                 where = f"no serving endpoint in {str(directory)!r}"
                 note = self._missing.note(directory)
-                if self.served_there:
+                if self.served_there:  # (one story: no "(yet)", which awaits a first trainer)
+                    now = why.removesuffix(" (yet)")
                     raise gone(
-                        f"{where}: {why}{note} (the trainer that served this simulation stopped)"
+                        f"{where}: the trainer that served this simulation stopped ({now}){note}"
                     )
+                note += self._unserved.note(directory, why)
                 raise PredictTimeout(f"{where} within {timeout} s: {why}{note}")
             time.sleep(min(pause, left))
             pause = min(pause * 2, 0.25)

@@ -6,8 +6,9 @@ and the directory likely meant, the `Client`'s words, `rendezvous_words`). A use
 found both silent: each request waited its whole timeout, and a solver that falls back
 on `PredictionUnavailable` fell back for ever without a word. Also `checked_endpoint`,
 the form of an endpoint given (`Predictor(endpoint=...)`,
-``$MELISSA_TRAINER_SERVE_ENDPOINTS``: `endpoint_form.endpoint_fault`). Imports the
-standard library and the shared `stream` modules only.
+``$MELISSA_TRAINER_SERVE_ENDPOINTS``: `endpoint_form.endpoint_fault`). And a trainer
+that runs without a `ServingHook` (`Unserved`). Imports the standard library and the
+shared `stream` modules only.
 """
 
 from __future__ import annotations
@@ -20,12 +21,13 @@ from typing import Any
 from melissa_trainer.client.endpoint_form import endpoint_fault
 from melissa_trainer.client.predict_errors import PredictUnreachable
 from melissa_trainer.client.rendezvous_words import missing_note
-from melissa_trainer.stream.endpoints import NOTICE_AFTER, is_loopback
+from melissa_trainer.stream.endpoints import NOTICE_AFTER, fetch_rendezvous, is_loopback
 from melissa_trainer.stream.host_scope import SERVING, out_of_reach
-from melissa_trainer.stream.serving_rendezvous import OTHER_RUN
+from melissa_trainer.stream.serving_rendezvous import NO_SERVER, OTHER_RUN
 
 __all__ = [
-    "MissingDirectory", "checked_endpoint", "endpoint_fault", "other_run", "unreachable",
+    "UNSERVED", "MissingDirectory", "Unserved", "checked_endpoint", "endpoint_fault",
+    "other_run", "unreachable",
 ]  # fmt: skip
 
 logger = logging.getLogger("melissa_trainer.client.predict")
@@ -117,3 +119,64 @@ class MissingDirectory:
             "; the trainer creates it at its start ({output_dir}/rendezvous): until then "
             f"each request waits its whole timeout; check {self.source} if one runs"
         )
+
+
+#: what a lookup that found no serve file adds while the trainer runs there (the C
+#: client's words too, clients/c/src/missing_dir.h)
+UNSERVED = (
+    "the trainer is running but serves no predictions: add ServingHook to its hooks "
+    "(docs/how-to/serve-while-training.md)"
+)
+
+
+class Unserved:
+    """A rendezvous directory whose trainer runs (its receivers' files complete and
+    live: `fetch_rendezvous`'s ``alive_only`` look, a client's start's) but that holds
+    no serve file: a trainer without a `ServingHook` (a user trial: every request of every
+    step waited its whole timeout, the trainer's log silent). Said, not refused: a
+    serving hook may publish after the receivers. `check`: a WARNING once, at a lookup
+    `NOTICE_AFTER` seconds or more after the first that found no serve file, counted
+    over requests (as `MissingDirectory`'s), the trainer found running then (looked at
+    once per `NOTICE_AFTER` s at most: a look may dial a remote trainer for up to 1 s);
+    `note`: the words of a request's timeout."""
+
+    def __init__(self) -> None:
+        self._since: float | None = None  # when a lookup first found no serve file
+        self._looked = -float("inf")
+        self._warned = False
+
+    def check(self, directory: str | os.PathLike[str], why: str) -> None:
+        """After a lookup in `directory` found no endpoint (`why`, `read_serving`'s):
+        warn once, as the class says."""
+        if why != NO_SERVER:
+            self._since = None
+            return
+        now = time.monotonic()
+        if self._since is None:
+            self._since = now
+        if self._warned or now - max(self._since, self._looked) < NOTICE_AFTER:
+            return
+        self._looked = now
+        if trainer_runs(directory):
+            self._warned = True
+            logger.warning(
+                "Predictor: %s: %s; each request waits up to its timeout for a serve file "
+                "(then fails: PredictTimeout)",
+                os.path.abspath(directory), UNSERVED,
+            )  # fmt: skip
+
+    def note(self, directory: str | os.PathLike[str], why: str) -> str:
+        """ "; " and `UNSERVED` when `why` is that no serve file is there and the trainer
+        runs there now, else ""."""
+        return f"; {UNSERVED}" if why == NO_SERVER and trainer_runs(directory) else ""
+
+
+def trainer_runs(directory: str | os.PathLike[str]) -> bool:
+    """Whether a trainer runs in the rendezvous `directory`: its receivers' files there
+    complete, none stopped nor of a trainer gone (one look of a client's start's wait,
+    `fetch_rendezvous` with ``alive_only``)."""
+    try:
+        fetch_rendezvous(directory, 0.0, alive_only=True)
+    except TimeoutError:
+        return False
+    return True

@@ -2,16 +2,18 @@
 one (`config.resolve_receivers`): the early warning (`waiting_notice`) and the final
 `TimeoutError` both carry `missing_note`, the typo hint and the directory likely meant
 (a user trial's final error had dropped the hint its warning gave). Imports the
-standard library only (difflib when a guess is made): a client's start-up does not pay
-for it (`benchmarks/client_startup.py`)."""
+standard library only (difflib and the rendezvous reader when a guess is made): a
+client's start-up does not pay for it (`benchmarks/client_startup.py`)."""
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 
 #: `config.ENV_RENDEZVOUS` (config imports this module: named here again, not imported)
 ENV_RENDEZVOUS = "MELISSA_TRAINER_RENDEZVOUS"
+_RANK_FILE = re.compile(r"rank_(\d+)\.json")  # (`stream.endpoints`'s)
 
 __all__ = ["missing_note", "waiting_notice"]
 
@@ -44,12 +46,46 @@ def missing_note(where: str | os.PathLike[str], source: str = ENV_RENDEZVOUS) ->
         siblings = [e.name for e in os.scandir(base) if e.is_dir()]
     except OSError:  # (unreadable: no guess)
         siblings = []
-    from melissa_trainer.common.words import closest_name  # (difflib: the rare path only)
-
-    close = closest_name(rest[0], siblings) if rest else None
-    if close is not None and close != rest[0]:
-        note += f"; did you mean {os.path.join(base, close, *rest[1:])}?"
+    meant = _meant(base, rest, siblings) if rest else None
+    if meant is not None and meant[0] != rest[0]:
+        note += f"; did you mean {os.path.join(base, meant[0], *rest[1:])}?{meant[1]}"
     return note
+
+
+#: what the directory meant adds when it holds rank files of no running trainer
+STOPPED_RUN = " (a stopped run's: no trainer runs there now)"
+
+
+def _meant(base: str, rest: list[str], siblings: list[str]) -> tuple[str, str] | None:
+    """The sibling of `base` likely meant for ``rest[0]``, and what its path (it, then
+    ``rest[1:]``) adds: of the close ones (`common.words.close_names`), the most
+    recently modified path where a trainer runs (a client start's live look,
+    `stream.endpoints.fetch_rendezvous`), ""; else the closest, `STOPPED_RUN` if its
+    path holds rank files (the closest alone named an older run's directory, its
+    trainer stopped, over a running one's nearly as close); None if none is close.
+    The C client's words too (clients/c/src/missing_dir.c)."""
+    from melissa_trainer.common.words import close_names  # (difflib: the rare path only)
+    from melissa_trainer.stream.endpoints import fetch_rendezvous
+
+    close = close_names(rest[0], siblings)
+    if not close:
+        return None
+    running = []
+    for name in close:
+        path = os.path.join(base, name, *rest[1:])
+        try:
+            fetch_rendezvous(path, 0.0, alive_only=True)
+            running.append((os.stat(path).st_mtime_ns, name))
+        except (TimeoutError, OSError):  # (none runs there; or the path went meanwhile)
+            continue
+    if running:
+        return max(running)[1], ""
+    path = os.path.join(base, close[0], *rest[1:])
+    try:
+        ranks = any(_RANK_FILE.fullmatch(n) for n in os.listdir(path))
+    except OSError:
+        ranks = False
+    return close[0], STOPPED_RUN if ranks else ""
 
 
 def waiting_notice(where: str, timeout: float) -> Callable[[str], None]:

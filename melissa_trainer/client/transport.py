@@ -266,7 +266,16 @@ class Transport:
 
     def flush(self) -> None:
         """Send the batched payloads now and wait until ZeroMQ is done with every large
-        array sent; bounded by `send_timeout` (`TimeoutError`)."""
+        array sent; bounded by `send_timeout` (`TimeoutError`). Looks at the stop
+        records first, as a send (`SendWait.look`, each flush: a solver's last call may be
+        a flush, into a queue with room, after its trainer ended for good).
+
+        Raises:
+            StoppedForGood: the trainer stopped for good (the send's words, "a message").
+        """
+        now = time.monotonic()
+        if self.clock.look_at != float("inf"):  # (a client that looks at its monitors)
+            self.clock.look_at = self.clock.look(now, None)
         deadline = deadline_after(self.send_timeout)
         if self.outbox is not None:
             timeout = -1 if self.send_timeout is None else self.send_timeout

@@ -15,7 +15,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable
 
-__all__ = ["closest_name", "plural"]
+__all__ = ["close_names", "closest_name", "plural"]
 
 
 def plural(count: int, noun: str, many: str | None = None) -> str:
@@ -35,6 +35,14 @@ def closest_name(name: str, valid: Iterable[str], cutoff: float = 0.6) -> str | 
     ...?" of the package's errors (`config.reading.unknown_key_problems`;
     `config.hf_names.closest_hint`, command-line flags included; `ReceiverConfig`'s
     keywords; `wire.field_specs`'s dtype names)."""
-    probe = name.lower().replace("-", "_")
-    close = difflib.get_close_matches(probe, sorted(valid), n=1, cutoff=cutoff)
+    close = close_names(name, valid, cutoff)
     return close[0] if close else None
+
+
+def close_names(name: str, valid: Iterable[str], cutoff: float = 0.6) -> list[str]:
+    """The names of `valid` close to `name`, closest first (`closest_name`'s rule: a tie
+    to the greater name), all of them: a caller that weighs more than the likeness
+    (`client.rendezvous_words.missing_note`: a running trainer's directory first)."""
+    probe = name.lower().replace("-", "_")
+    ordered = sorted(valid)
+    return difflib.get_close_matches(probe, ordered, n=max(len(ordered), 1), cutoff=cutoff)

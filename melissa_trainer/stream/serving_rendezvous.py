@@ -23,6 +23,7 @@ from melissa_trainer.stream.host_scope import published_scope
 from melissa_trainer.wire import FieldSpec
 
 __all__ = [
+    "NO_SERVER",
     "OTHER_RUN",
     "SERVE_VERSION",
     "check_inputs",
@@ -109,6 +110,8 @@ def remove_serving(directory: str | os.PathLike[str], rank: int, endpoint: str) 
 #: how `read_serving`'s why begins when only serve files of another run are there (a
 #: client fails at once then: `client.predict_lookup.other_run`)
 OTHER_RUN = "the trainer serving there belongs to another run"
+#: `read_serving`'s why when the directory holds no serve file (of any run)
+NO_SERVER = "no trainer serves predictions there (yet)"
 
 
 def read_serving(
@@ -164,7 +167,7 @@ def read_serving(
         return None, f"serve files disagree on world_size: {sorted(sizes)}"
     if other_runs:
         return None, f"{OTHER_RUN} ({sorted(other_runs)})"
-    return None, "no trainer serves predictions there (yet)"
+    return None, NO_SERVER
 
 
 def check_inputs(arrays: Mapping[str, np.ndarray], inputs: Sequence[FieldSpec]) -> str | None:

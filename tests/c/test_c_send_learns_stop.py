@@ -115,3 +115,45 @@ def test_a_preempted_trainer_fails_no_send_with_room(
     reason = StopReason("preempted", "SIGTERM: checkpoint saved")
     statuses, _ = sends_after_stop(script_exe, tmp_path / "rv", reason)
     assert [s for s in statuses if s[0] != "0"] == []
+
+
+def test_a_flush_learns_the_trainer_stopped_for_good(
+    script_exe: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """mt_flush looks at the stop records as a send does (send.c; Python's
+    `Transport.flush`): a solver whose last calls are flushes, its queue empty, fails
+    with the send's status and words, "a message" for the step. Before, each flush
+    returned 0 after the trainer ended ("end": no trainer comes back there)."""
+    rendezvous = tmp_path / "rv"
+    buffer = FIFOBuffer(100)
+    config = ReceiverConfig(
+        rendezvous_dir=str(rendezvous), fields={"u": ((COUNT,), np.float32)}, run_id=RUN
+    )
+    receiver = Receiver(buffer, 0, 1, config)
+    receiver.start()
+    solver = None
+    try:
+        receiver.note_stop(StopReason("end", "max_steps 200 reached"))
+        solver = Script(script_exe, {"MELISSA_TRAINER_RENDEZVOUS": str(rendezvous)})
+        setup = ["disconnected_timeout 3600", "sndhwm 1000", "replay_bytes 0"]
+        started = solver.send(f"id {SID}", f"field u 1 1 {COUNT}", *setup, "start",
+                              f"send 0 u 1 {COUNT} 0", "flush")  # fmt: skip
+        assert solver.wait(started)[-1].strip() == "0", solver.seen
+        wait_until(lambda: buffer.stats().put == 1, "the receiver's sample")
+        receiver.stop()
+        last = solver.send(*[x for _ in range(SENDS) for x in (f"sleep {PACE}", "flush")], "abort")
+        seen, _ = solver.finish(80)
+    finally:
+        if solver is not None:
+            solver.kill()
+        receiver.stop()
+    statuses = [(seen[n][-1].split(" ", 1) + [""])[:2] for n in range(started + 2, last, 2)]
+    failed = [n for n, (status, _) in enumerate(statuses) if status != "0"]
+    assert failed, f"all {SENDS} flushes returned 0 after the trainer ended"
+    assert failed[0] < BOUND, (failed[0], BOUND)
+    status, message = statuses[failed[0]]
+    assert int(status) == MT_ETIMEDOUT, message
+    endpoint = json.loads((rendezvous / "rank_0.json").read_text())["endpoint"]
+    tail = " (the send gave up before it blocked: no trainer comes back there)"
+    assert message == python_words(rendezvous, endpoint, None) + tail, message

@@ -121,12 +121,12 @@ PYTHON_EXIT = "(catch SimulationNotNeeded to exit 0)"
 C_EXIT = "(this send returns MT_ETIMEDOUT: exit 0 on it if you start spare solvers on purpose)"
 
 
-def python_words(rendezvous: Path, endpoint: str, step: int) -> str:
-    """What the Python send says, but its seconds blocked (send_wait.py `_check`), in the
-    C client's words to a spare solver."""
+def python_words(rendezvous: Path, endpoint: str, step: int | None) -> str:
+    """What the Python send (of `step`; None: a flush's "a message") says, but its
+    seconds blocked (send_wait.py `_check`), in the C client's words to a spare solver."""
     said = StopRecords(str(rendezvous), [endpoint], RUN, SID, 0, WHOSE).for_good()
     assert said is not None, "the Python client reads no stop for good"
-    what = f"time step {step} and those queued before it"
+    what = f"{'a message' if step is None else f'time step {step}'} and those queued before it"
     return stop_sentence(WHOSE, what, "were", said, [endpoint]).replace(PYTHON_EXIT, C_EXIT)
 
 

@@ -113,3 +113,23 @@ def test_a_live_trainer_takes_every_send(external: Path) -> None:
             wait_until(lambda: room.stats().put == sent, "every step taken")
         finally:
             client.close(bye=False)
+
+
+def test_a_flush_learns_the_trainer_stopped_for_good(external: Path) -> None:
+    """`Client.flush` looks at the stop records as a send does (`Transport.flush`; the C
+    client's mt_flush): a solver whose last calls are flushes, nothing queued, fails in
+    the send's words, "a message" for the step. Before, each flush returned after the
+    trainer ended ("end": no trainer comes back there). The record is visible and the
+    receiver down when `sent_then_stopped` returns: the first flush fails."""
+    reason = StopReason("end", "max_steps 200 reached")
+    client, _ = sent_then_stopped(FIELDS, 5, TUNING, rendezvous=external, reason=reason)
+    try:
+        with pytest.raises(StoppedForGood) as caught:
+            client.flush()
+    finally:
+        client.close(bye=False)
+    said = str(caught.value)
+    assert said.startswith("simulation 5 rank 0: "), said
+    assert "before it read a message and those queued before it, which were" in said, said
+    assert "(end: max_steps 200 reached; its stop record in " in said, said
+    assert said.endswith("(the send gave up before it blocked: no trainer comes back there)"), said

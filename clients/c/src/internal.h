@@ -247,7 +247,7 @@ struct mt_client {
      * it empty, since when its connection may be up without a handshake (<0: none), the
      * bound, whether a handshake timed out last (its DISCONNECTED, CONNECT_RETRIED are
      * left out), and how many did */
-    double predict_drained, predict_opened, predict_bound, predict_missing;
+    double predict_drained, predict_opened, predict_bound, predict_missing, predict_unserved[2];
     bool predict_after_timeout;
     unsigned predict_timed_out;
     /* its connects (predict_dial.c): its ZMQ_CONNECT_TIMEOUT (s), when it was dialled,

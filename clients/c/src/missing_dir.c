@@ -7,7 +7,10 @@
  * test_c_predict_missing_dir.py compares both). Paths are made absolute
  * against the working directory, trailing slashes dropped (not otherwise normalised, as
  * os.path.abspath would: "a/../b" is said as given); names are compared byte by byte
- * (Python: by character; the same for ASCII names). */
+ * (Python: by character; the same for ASCII names). And a rendezvous whose trainer runs
+ * but holds no serve file (mt_unserved_check, mt_unserved_note: predict_lookup.py
+ * Unserved): a trainer without a ServingHook, said as Python says it
+ * (tests/c/test_c_predict_unserved.py). */
 #define _POSIX_C_SOURCE 200809L
 #include <ctype.h>
 #include <dirent.h>
@@ -19,6 +22,7 @@
 
 #include "internal.h"
 #include "missing_dir.h"
+#include "rendezvous.h"
 
 #define NOTICE_AFTER 3.0 /* s: stream/endpoints.py NOTICE_AFTER */
 #define LIKE_MAX 199 /* characters: a longer name is guessed at by no sibling (autojunk) */
@@ -28,12 +32,37 @@ static bool is_dir(const char *p) {
     return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-/* The directory of base (its first missing component `name`, n bytes) most like it, as
- * common/words.py closest_name (difflib.get_close_matches of the name lowercased, its
- * dashes read as underscores, cutoff 0.6: the best ratio, a tie to the greater name),
- * into `out`; false if none. */
-static bool closest_dir(const char *base, const char *name, size_t n, char *out, size_t size) {
-    char probe[LIKE_MAX + 1], sub[4096];
+static bool trainer_runs(const char *dir);
+
+/* Whether `path` holds a rank file (rank_<digits>.json: a rendezvous, rendezvous_words.py
+ * _RANK_FILE). */
+static bool has_rank_files(const char *path) {
+    DIR *d = opendir(path);
+    if (d == NULL) return false;
+    bool found = false;
+    struct dirent *e;
+    while (!found && (e = readdir(d)) != NULL) {
+        size_t n = strlen(e->d_name), k = 5;
+        if (n < 11 || strncmp(e->d_name, "rank_", 5) != 0 || strcmp(e->d_name + n - 5, ".json"))
+            continue;
+        while (k < n - 5 && isdigit((unsigned char)e->d_name[k])) ++k;
+        found = k == n - 5;
+    }
+    closedir(d);
+    return found;
+}
+
+/* The directory of base meant for its first missing component `name` (n bytes), the
+ * path's rest after it `tail` ("" or "/..."), as rendezvous_words.py _meant: of the
+ * names close to it (common/words.py close_names: difflib.get_close_matches of the name
+ * lowercased, its dashes read as underscores, cutoff 0.6), the most recently modified
+ * path (name, then tail) where a trainer runs (a tie to the greater name); else the
+ * closest (the best ratio, a tie to the greater name), *stopped when its path holds rank
+ * files. Into `out`; false if none is close. */
+static bool closest_dir(const char *base, const char *name, size_t n, const char *tail,
+                        char *out, size_t size, bool *stopped) {
+    char probe[LIKE_MAX + 1], sub[4096], runs[256] = "";
+    long long runs_at = 0;
     if (n > LIKE_MAX) return false;
     for (size_t k = 0; k < n; ++k)
         probe[k] = name[k] == '-' ? '_' : (char)tolower((unsigned char)name[k]);
@@ -42,17 +71,33 @@ static bool closest_dir(const char *base, const char *name, size_t n, char *out,
     double best = 0.6;
     bool found = false;
     struct dirent *e;
+    struct stat st;
     while ((e = readdir(d)) != NULL) {
         if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
         snprintf(sub, sizeof sub, "%s/%s", strcmp(base, "/") == 0 ? "" : base, e->d_name);
         if (!is_dir(sub)) continue;
         double r = mt_name_ratio(e->d_name, strlen(e->d_name), probe, n);
+        if (r < 0.6) continue;
         if (r > best || (r == best && (!found || strcmp(e->d_name, out) > 0))) {
             best = r, found = true;
             snprintf(out, size, "%s", e->d_name);
         }
+        snprintf(sub + strlen(sub), sizeof sub - strlen(sub), "%s", tail);
+        if (!trainer_runs(sub) || stat(sub, &st) != 0) continue;
+        long long at = (long long)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
+        if (runs[0] == '\0' || at > runs_at || (at == runs_at && strcmp(e->d_name, runs) > 0)) {
+            runs_at = at;
+            snprintf(runs, sizeof runs, "%s", e->d_name);
+        }
     }
     closedir(d);
+    *stopped = false;
+    if (runs[0] != '\0') {
+        snprintf(out, size, "%s", runs);
+    } else if (found) {
+        snprintf(sub, sizeof sub, "%s/%s%s", strcmp(base, "/") == 0 ? "" : base, out, tail);
+        *stopped = has_rank_files(sub);
+    }
     return found;
 }
 
@@ -88,10 +133,12 @@ bool mt_missing_note(const char *dir, const char *source, mt_buf *b) {
     }
     const char *first = path + strlen(base) + (strcmp(base, "/") == 0 ? 0 : 1);
     size_t len = strcspn(first, "/");
-    if (len == 0 || !closest_dir(base, first, len, close, sizeof close)) return true;
+    bool stopped;
+    if (len == 0 || !closest_dir(base, first, len, first + len, close, sizeof close, &stopped))
+        return true;
     if (strlen(close) == len && strncmp(close, first, len) == 0) return true;
-    mt_buf_printf(b, "; did you mean %s/%s%s?", strcmp(base, "/") == 0 ? "" : base, close,
-                  first + len);
+    mt_buf_printf(b, "; did you mean %s/%s%s?%s", strcmp(base, "/") == 0 ? "" : base, close,
+                  first + len, stopped ? MT_STOPPED_RUN : "");
     return true;
 }
 
@@ -122,4 +169,39 @@ void mt_missing_dir_check(mt_client *c, const char *dir, const char *source, con
                         "timeout for the trainer to create it (then fails: MT_ETIMEDOUT)\n",
                 source, path, why, b.len ? b.data : "");
     free(b.data);
+}
+
+/* Whether a trainer runs in the rendezvous `dir`: its receivers' files complete, none
+ * stopped nor of a trainer gone (one look of a client's start's: trainer_alive.c;
+ * predict_lookup.py trainer_runs). */
+static bool trainer_runs(const char *dir) {
+    mt_rendezvous rv = {0};
+    mt_buf problem = {0};
+    mt_status st = mt_rendezvous_read_live(dir, &rv, &problem);
+    free(problem.data);
+    if (st == MT_OK) mt_rendezvous_free(&rv);
+    return st == MT_OK;
+}
+
+void mt_unserved_check(mt_client *c, const char *dir, const char *why) {
+    double *since = &c->predict_unserved[0], *looked = &c->predict_unserved[1];
+    if (*since < 0) return; /* (said once: the next requests' errors say it) */
+    if (strcmp(why, MT_NO_SERVER) != 0) {
+        *since = 0;
+        return;
+    }
+    double now = mt_now();
+    if (*since == 0) *since = now;
+    if (now - (*looked > *since ? *looked : *since) < NOTICE_AFTER) return;
+    *looked = now; /* (a look may dial a remote trainer for up to 1 s: once in 3 s) */
+    if (!trainer_runs(dir)) return;
+    *since = -1;
+    char path[4096];
+    abs_path(dir, path, sizeof path);
+    fprintf(stderr, "melissa_trainer: mt_predict: %s: " MT_UNSERVED "; each request waits up "
+                    "to its timeout for a serve file (then fails: MT_ETIMEDOUT)\n", path);
+}
+
+void mt_unserved_note(const char *dir, const char *why, mt_buf *b) {
+    if (strcmp(why, MT_NO_SERVER) == 0 && trainer_runs(dir)) mt_buf_puts(b, "; " MT_UNSERVED);
 }

@@ -16,6 +16,9 @@ double mt_name_ratio(const char *a, size_t n, const char *b, size_t m);
  * first missing component is close (common/words.py closest_name). Nothing when `dir` is a
  * directory. Returns whether it is not one. */
 bool mt_missing_note(const char *dir, const char *source, mt_buf *b);
+/* What the directory meant adds when it holds rank files of no running trainer
+ * (rendezvous_words.py STOPPED_RUN); a running trainer's is meant first (missing_dir.c). */
+#define MT_STOPPED_RUN " (a stopped run's: no trainer runs there now)"
 /* client/predict_lookup.py MissingDirectory.note: mt_missing_note, or, when that says
  * nothing of a path that is not a directory (its parent exists, no name there is close),
  * what makes it exist and where the path came from. */
@@ -26,5 +29,23 @@ void mt_missing_dir_note(const char *dir, const char *source, mt_buf *b);
  * that found it missing (c->predict_missing: 0 while it is a directory, else since when,
  * -1 once said). */
 void mt_missing_dir_check(mt_client *c, const char *dir, const char *source, const char *why);
+
+/* read_serving's why when the directory holds no serve file (serving_rendezvous.py
+ * NO_SERVER), and what a lookup adds then while the trainer runs there (predict_lookup.py
+ * UNSERVED: a trainer without a ServingHook; said, not refused: a serving hook may
+ * publish after the receivers). */
+#define MT_NO_SERVER "no trainer serves predictions there (yet)"
+#define MT_UNSERVED                                                                       \
+    "the trainer is running but serves no predictions: add ServingHook to its hooks " \
+    "(docs/how-to/serve-while-training.md)"
+/* predict_lookup.py Unserved.check, after a lookup in `dir` found no endpoint (`why`): on
+ * stderr once per client, when no serve file has been there for NOTICE_AFTER (3) seconds,
+ * counted over requests, and the trainer runs there (trainer_alive.c's look, once per 3 s
+ * at most). c->predict_unserved: [0] 0 while a serve file is there, else since when, -1
+ * once said; [1] when the trainer was last looked at. */
+void mt_unserved_check(mt_client *c, const char *dir, const char *why);
+/* predict_lookup.py Unserved.note: "; " MT_UNSERVED appended to `b` when `why` is
+ * MT_NO_SERVER and the trainer runs in `dir` now. */
+void mt_unserved_note(const char *dir, const char *why, mt_buf *b);
 
 #endif

@@ -379,7 +379,13 @@ mt_status mt_flush(mt_client *c) {
     mt_clear_error(c);
     mt_status st = check_usable(c, "mt_flush");
     if (st != MT_OK) return st;
-    double deadline = c->send_timeout < 0 ? -1.0 : mt_now() + c->send_timeout;
+    /* the stop records first, as a send that opens a step (send_wait.c): each flush (a
+     * solver's last call may be a flush into a queue with room after its trainer ended
+     * for good; Python's Transport.flush looks too), "a message" its words */
+    double now = mt_now();
+    if (c->stop_look_due > now) c->stop_look_due = now;
+    if ((st = mt_send_stop_look(c, NULL, now)) != MT_OK) return st;
+    double deadline = c->send_timeout < 0 ? -1.0 : now + c->send_timeout;
     unsigned followed = c->followed;
     for (size_t i = 0; i < c->n_endpoints && st == MT_OK; ++i) {
         st = mt_send_sliced(c, i, deadline, send_group, &i, NULL);

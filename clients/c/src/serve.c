@@ -239,7 +239,7 @@ static int read_serving(const char *dir, uint64_t sim, const char *run_id, mt_se
     if (other_run)
         snprintf(why, size, OTHER_RUN " (['%s'])", other_run_id);
     else
-        snprintf(why, size, "no trainer serves predictions there (yet)");
+        snprintf(why, size, MT_NO_SERVER);
     return 0;
 }
 
@@ -363,14 +363,17 @@ mt_status mt_serve_resolve(mt_client *c, double deadline, double timeout, mt_ser
             break;
         }
         mt_missing_dir_check(c, dir, from, why); /* (a typo? said once, 3 s in) */
+        if (!c->served_there) mt_unserved_check(c, dir, why); /* (no ServingHook? once) */
         if (c->served_there) {
             /* Waiting for a serve file is for a trainer not started yet. One that served
              * this simulation and removed its file has stopped: fall back now, and look
              * again after the backoff (a trainer resumed). */
             mt_buf note = {0};
             mt_missing_dir_note(dir, from, &note); /* (predict_lookup.py, as Python's) */
-            st = mt_gone(c, "no serving endpoint in '%s': %s%s (the trainer that served this "
-                            "simulation stopped)", dir, why, note.len ? note.data : "");
+            size_t len = strlen(why); /* (one story: no "(yet)", which awaits a first trainer) */
+            if (len >= 6 && strcmp(why + len - 6, " (yet)") == 0) why[len - 6] = '\0';
+            st = mt_gone(c, "no serving endpoint in '%s': the trainer that served this "
+                            "simulation stopped (%s)%s", dir, why, note.len ? note.data : "");
             free(note.data);
             break;
         }
@@ -380,6 +383,7 @@ mt_status mt_serve_resolve(mt_client *c, double deadline, double timeout, mt_ser
             mt_format_double(timeout, t);
             mt_buf note = {0}; /* (a typo? the directory meant, what creates it) */
             mt_missing_dir_note(dir, from, &note);
+            mt_unserved_note(dir, why, &note); /* (a trainer running without serving) */
             st = mt_fail(c, MT_ETIMEDOUT, "no serving endpoint in '%s' within %s s: %s%s", dir, t,
                          why, note.len ? note.data : "");
             free(note.data);

@@ -1,0 +1,84 @@
+"""A trainer running without a `ServingHook` (its receivers' ``rank_0.json`` live, no
+``serve_0.json``) is said alike by the C client (clients/c/src/missing_dir.c
+mt_unserved_check, mt_unserved_note) and the Python `Predictor` (client/predict_lookup.py
+``Unserved``): a request's timeout adds "the trainer is running but serves no
+predictions: add ServingHook to its hooks (docs/how-to/serve-while-training.md)", and a
+warning once, 3 s into the lookups (counted over requests), says it while they wait.
+
+Before: C said only "no trainer serves predictions there (yet)" at each timeout, and
+warned of nothing. A real `Receiver` (what a trainer's rank runs) writes the file."""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from c_driver import run_script
+from helpers import running
+from test_c_env_parity import ASK, RENDEZVOUS, by_hand, python_request  # noqa: F401
+
+from melissa_trainer.client.predict import Predictor
+from melissa_trainer.client.predict_errors import PredictTimeout
+from melissa_trainer.client.predict_lookup import UNSERVED
+
+pytestmark = pytest.mark.e2e  # every test here starts a process
+
+FIELDS = {"u": ((4,), np.float32)}
+
+
+@pytest.mark.timeout(60)
+def test_a_trainer_running_without_serving_is_said_alike_at_the_timeout(
+    script_exe: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    by_hand: None,  # noqa: F811
+) -> None:
+    rendezvous = tmp_path / "rv"
+    env = {RENDEZVOUS: str(rendezvous)}
+    monkeypatch.setenv(RENDEZVOUS, env[RENDEZVOUS])
+    with running(rendezvous_dir=str(rendezvous), fields=FIELDS, run_id="run-a"):
+        got = run_script(script_exe, f"{ASK}predict 1\nabort\n", tmp_path, env)
+        python = python_request(1)
+    assert got[7][1].endswith(f"no trainer serves predictions there (yet); {UNSERVED}"), got
+    assert got[7][1] == python, (got, python)
+
+
+@pytest.mark.timeout(60)
+def test_a_trainer_running_without_serving_is_warned_of_once_alike(
+    script_exe: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    by_hand: None,  # noqa: F811
+) -> None:
+    """Three requests of 2 s: the second, 3 s after the first lookup, warns; once."""
+    rendezvous = tmp_path / "rv"
+    env = {RENDEZVOUS: str(rendezvous)}
+    monkeypatch.setenv(RENDEZVOUS, env[RENDEZVOUS])
+    script = tmp_path / "script.txt"
+    script.write_text(f"{ASK}predict 2\npredict 2\npredict 2\nabort\n")
+    with running(rendezvous_dir=str(rendezvous), fields=FIELDS, run_id="run-a"):
+        proc = subprocess.run(
+            [str(script_exe), str(script)],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            env={**{k: v for k, v in os.environ.items() if not k.startswith("MELISSA_")}, **env},
+        )
+        predictor = Predictor(1)
+        try:
+            with caplog.at_level(logging.WARNING, logger="melissa_trainer.client.predict"):
+                for _ in range(3):
+                    with pytest.raises(PredictTimeout, match="add ServingHook"):
+                        predictor.predict({"u": np.zeros(4, np.float32)}, timeout=2)
+        finally:
+            predictor.close()
+    c = [line for line in proc.stderr.splitlines() if UNSERVED in line]
+    python = [r.getMessage() for r in caplog.records if UNSERVED in r.getMessage()]
+    assert len(python) == 1, python
+    words = python[0].removeprefix("Predictor: ").replace("PredictTimeout", "MT_ETIMEDOUT")
+    assert c == [f"melissa_trainer: mt_predict: {words}"], proc.stderr

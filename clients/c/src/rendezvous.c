@@ -340,11 +340,10 @@ mt_status mt_fetch_endpoints(mt_client *c, const char *dir, double timeout) {
         mt_rendezvous rv;
         problem.len = 0, problem.oom = false;
         mt_status st = mt_rendezvous_read_live(dir, &rv, &problem, &heard);
-        if (st != MT_ERENDEZVOUS) mt_heard_free(&heard); /* (this wait's end: returned below) */
+        if (st != MT_ERENDEZVOUS || problem.oom) mt_heard_free(&heard); /* (returned below) */
         const char *said = problem.len == 0 ? "" : problem.data;
         if (st == MT_ENOMEM || problem.oom) {
             free(problem.data);
-            mt_heard_free(&heard);
             return mt_fail(c, MT_ENOMEM, "out of memory");
         }
         if (st == MT_OK) {
@@ -389,9 +388,7 @@ mt_status mt_fetch_endpoints(mt_client *c, const char *dir, double timeout) {
                     "rendezvous directory '%s' incomplete after %s s: %s (is the trainer "
                     "running, with this output directory?)%s",
                     dir, t, said, note.len ? note.data : "");
-            free(note.data);
-            free(problem.data);
-            mt_heard_free(&heard);
+            free(note.data), free(problem.data), mt_heard_free(&heard);
             return MT_ERENDEZVOUS;
         }
         double nap = pause < left ? pause : left;

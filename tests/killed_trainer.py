@@ -92,3 +92,64 @@ def taken_after_restart(argv: list[str], env: dict[str, str], rendezvous: Path) 
         stop(again)
     assert solver.returncode == 0, err
     return out
+
+
+class LiveRank:
+    """A live receiver's stand-in in this process: a PULL socket bound on 127.0.0.1,
+    published as rank 0 of 2 of run ``run-a`` by the receiver's writer, whose monitor
+    counts the connections it accepted (`accepted`: each dial of `trainer_listens` is
+    one). Close it with `close`."""
+
+    def __init__(self, rendezvous: Path) -> None:
+        import zmq
+
+        from melissa_trainer.stream.endpoints import write_rendezvous
+
+        self._context = zmq.Context()
+        self._sock = self._context.socket(zmq.PULL)
+        self._sock.bind("tcp://127.0.0.1:*")
+        self.endpoint = self._sock.getsockopt_string(zmq.LAST_ENDPOINT)
+        self._monitor = self._sock.get_monitor_socket(zmq.EVENT_ACCEPTED)
+        self._accepted = 0
+        write_rendezvous(rendezvous, 0, 2, self.endpoint, {"run_id": "run-a"})
+
+    def accepted(self) -> int:
+        """The connections accepted so far. Each is queued on the monitor as it is
+        accepted, before the dialler's handshake can end (the dial's end awaits it)."""
+        import zmq
+        from zmq.utils.monitor import recv_monitor_message
+
+        while True:
+            try:
+                event = recv_monitor_message(self._monitor, zmq.NOBLOCK)
+            except zmq.Again:
+                return self._accepted
+            self._accepted += event["event"] == zmq.EVENT_ACCEPTED
+
+    def close(self) -> None:
+        self._sock.disable_monitor()
+        self._monitor.close(linger=0)
+        self._sock.close(linger=0)
+        self._context.term()
+
+
+def with_one_rank_refused(rendezvous: Path, scratch: Path) -> LiveRank:
+    """`rendezvous` as two ranks' files whose trainer processes cannot be checked here
+    (`as_elsewhere`): rank 0 a `LiveRank`, rank 1 a killed stand-in's (its port
+    refused); returns rank 0."""
+    dead = start_stand_in(scratch)
+    kill_9(dead)
+    live = LiveRank(rendezvous)
+    (rendezvous / "rank_1.json").write_text((scratch / "rank_1.json").read_text())
+    as_elsewhere(rendezvous)
+    return live
+
+
+def rewrite_rank_0(rendezvous: Path) -> None:
+    """A new version of rank 0's file (another pid, as a trainer resumed there writes),
+    in one rename, as a receiver writes it."""
+    path = rendezvous / "rank_0.json"
+    entry = json.loads(path.read_text())
+    part = path.with_name(".rank_0.json.part")  # (not a rank file: never read)
+    part.write_text(json.dumps({**entry, "pid": entry["pid"] + 1}))
+    os.replace(part, path)

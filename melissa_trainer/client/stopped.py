@@ -12,8 +12,9 @@ the close then waits as it does without a record.
 
 What the record decides, by its reason (`StopReason.code`):
 
-* ``preempted``: nothing (a resumed trainer will follow: the client waits for it and
-  follows it, as without a record: the checkpoint it resumes from may lack the BYE);
+* ``preempted``, ``broken``: nothing (a resumed trainer will follow: the client waits
+  for it and follows it, as without a record: the checkpoint it resumes from may lack
+  the BYE);
 * ``nonfinite`` naming this simulation: `SimulationRefused`, naming the time step, the
   policy and the fix (the trainer stopped on its sample: nothing is waited for);
 * otherwise this rank's BYE in the record (the simulation finished there, or the BYE
@@ -41,7 +42,7 @@ from melissa_trainer.client.admission import SimulationRefused
 from melissa_trainer.client.closing import TrainerStopped, client_logger
 from melissa_trainer.client.gave_up import DeliveryFailed, StopSaid, rerun_words
 from melissa_trainer.client.send_wait import StoppedForGood
-from melissa_trainer.stream.stop_record import RECORD_KEY, StopRecord, parse_record
+from melissa_trainer.stream.stop_record import RECORD_KEY, RESUMABLE, StopRecord, parse_record
 from melissa_trainer.wire.receipt import RECEIPT_BYE, RECEIPT_FINISHED, ReceiptReply
 
 __all__ = [
@@ -54,6 +55,12 @@ __all__ = [
 ]
 
 _FINAL = ("end", "error", "nonfinite")
+#: what a close says of a trainer whose record's code is resumable (`RESUMABLE`): the
+#: C client's words too (clients/c/src/stop_said.c)
+_RESUMABLE_WORDS = {
+    "preempted": "the trainer was preempted",
+    "broken": "the trainer stopped on a broken collective, a resume may follow",
+}
 #: the opening of what a simulation the study ended without is told
 _NOT_NEEDED = "the study ended without needing this simulation"
 #: what a simulation whose run ended normally (``end``: max_steps, end of stream, a
@@ -246,17 +253,16 @@ class StopRecords:
         return None
 
     def preempted(self) -> str | None:
-        """What a receiver's record says when its trainer was preempted (``preempted``:
-        a resumed trainer may follow, so the close still waits): "the trainer was
-        preempted (MESSAGE; its stop record in DIR)", the words a close's notice and
+        """What a receiver's record says when its trainer was preempted (``preempted``,
+        or ``broken``: a resumed trainer may follow, so the close still waits): "the
+        trainer was preempted (MESSAGE; its stop record in DIR)" (``broken``: "the trainer
+        stopped on a broken collective, a resume may follow (...)"), the words a close's notice and
         its error say in place of "the trainer died" (`closing`); else None."""
         for rank in range(len(self.endpoints)):
             record = self.record(rank)
-            if record is not None and record.reason.code == "preempted":
-                return (
-                    f"the trainer was preempted ({record.reason.message}; its stop record in "
-                    f"{self.rendezvous})"
-                )
+            if record is not None and record.reason.code in RESUMABLE:
+                what = _RESUMABLE_WORDS[record.reason.code]
+                return f"{what} ({record.reason.message}; its stop record in {self.rendezvous})"
         return None
 
     def decide(self, rank: int, count: int) -> ReceiptReply | None:
@@ -269,7 +275,7 @@ class StopRecords:
             TimeoutError: the trainer ended or failed without reading this BYE.
         """
         record = self.record(rank)
-        if record is None or record.reason.code == "preempted":
+        if record is None or record.reason.code in RESUMABLE:
             return None
         reason, sid = record.reason, self.simulation_id
         if reason.code == "nonfinite" and reason.simulation_id == sid:

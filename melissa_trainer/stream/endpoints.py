@@ -248,7 +248,8 @@ def fetch_rendezvous(
     stopped) is not taken either, as a stopped one: waited past, its words said; nor,
     the directory otherwise complete, a file whose process cannot be checked here
     (another machine) whose endpoint refuses the connection
-    (`trainer_listens.refused_files`: up to 1 s of dialling per look).
+    (`trainer_listens.refused_files`: up to 1 s of dialling per look; a file version
+    whose endpoint did not refuse is not dialled again within this wait).
 
     Raises:
         TimeoutError: the directory is still incomplete (or inconsistent) after
@@ -258,8 +259,9 @@ def fetch_rendezvous(
     start = time.monotonic()
     deadline = start + timeout
     pause = 0.01
+    heard: set[tuple[Any, ...]] = set()  # (the file versions not refused: dialled once)
     while True:
-        entries, problem = _read_rendezvous(directory, alive_only)
+        entries, problem = _read_rendezvous(directory, alive_only, heard)
         if entries is not None:
             return entries
         now = time.monotonic()
@@ -275,9 +277,11 @@ def fetch_rendezvous(
         pause = min(pause * 2, 0.25)
 
 
-def _read_rendezvous(directory: Path, alive_only: bool) -> tuple[list[dict[str, Any]] | None, str]:
+def _read_rendezvous(
+    directory: Path, alive_only: bool, heard: set[tuple[Any, ...]] | None = None
+) -> tuple[list[dict[str, Any]] | None, str]:
     """The entries if the directory is complete, else None and what is wrong (a file
-    of a gone trainer too, with `alive_only`)."""
+    of a gone trainer too, with `alive_only`; `heard`: `refused_files`' own)."""
     try:
         names = [p.name for p in directory.iterdir()]
     except FileNotFoundError:
@@ -286,6 +290,7 @@ def _read_rendezvous(directory: Path, alive_only: bool) -> tuple[list[dict[str, 
         return None, "it is not a directory"
     entries: dict[int, dict[str, Any]] = {}
     problems = []
+    gone_ranks = set()  # (their files said gone: not "missing" too, as the C client)
     rank_files = False  # (a file of a rank, taken or not)
     for name in names:
         match = _RANK_FILE.fullmatch(name)
@@ -319,6 +324,7 @@ def _read_rendezvous(directory: Path, alive_only: bool) -> tuple[list[dict[str, 
         gone = trainer_gone(entry) if alive_only else None
         if gone is not None:  # (killed: as a stopped file, a resumed trainer rewrites it)
             problems.append(f"{name}: {gone_words(gone)}")
+            gone_ranks.add(rank)
             continue
         entries[rank] = entry
     sizes = {e["world_size"] for e in entries.values()}
@@ -335,12 +341,13 @@ def _read_rendezvous(directory: Path, alive_only: bool) -> tuple[list[dict[str, 
         problems.append(f"files of different runs: run_id {sorted(runs)}")
     else:
         (world,) = sizes
-        missing = [r for r in range(world) if r not in entries]
+        missing = [r for r in range(world) if r not in entries and r not in gone_ranks]
         if missing:
             problems.append(f"world_size {world}, ranks {missing} missing")
         elif not problems:
             ranked = [entries[r] for r in range(world)]
-            refused = refused_files(ranked, is_loopback) if alive_only else {}  # (elsewhere)
+            # (elsewhere: each file version not refused is dialled once, `heard`)
+            refused = refused_files(ranked, is_loopback, heard) if alive_only else {}
             if not refused:
                 return ranked, ""
             problems += [f"rank_{r}.json: {why}" for r, why in refused.items()]

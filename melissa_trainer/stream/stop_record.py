@@ -31,6 +31,8 @@ steps, nonfinite], ...]}]}``
   taken of it, rather than that the trainer failed (`client.stopped`);
 * ``reason.code``: one of `REASON_CODES`: ``end`` (the run ended: end of stream,
   ``max_steps``, a hook), ``preempted`` (a signal: a resumed trainer will follow),
+  ``broken`` (a collective broke with every peer alive on this host: a network error, a
+  collective's timeout; no signal, but a resumed trainer may follow, as one preempted),
   ``nonfinite`` (a sample holding NaN or Inf under ``nonfinite="fail"``: the simulation
   and time step are named), ``error`` (training failed), ``stopped`` (stopped by its
   owner, reason not given). ``message`` is a sentence for people.
@@ -51,6 +53,7 @@ __all__ = [
     "RECORD_KEY",
     "RECORD_LIMIT",
     "REASON_CODES",
+    "RESUMABLE",
     "StopReason",
     "StopRecord",
     "ExpectedEnd",
@@ -65,7 +68,10 @@ RECORD_VERSION = 1
 #: the most finished simulations, and the most BYEs of unfinished ones, in a record
 RECORD_LIMIT = 4096
 #: why a receiver stopped (the module docstring)
-REASON_CODES = ("end", "preempted", "nonfinite", "error", "stopped")
+REASON_CODES = ("end", "preempted", "nonfinite", "error", "stopped", "broken")
+#: the codes after which a resumed trainer may follow: a client waits for it and follows
+#: it, reading no receipt in the record (its checkpoint may lack what the record holds)
+RESUMABLE = ("preempted", "broken")
 _MAX_MESSAGE = 4096
 _U64 = 2**64
 

@@ -138,9 +138,17 @@ class StreamSource(Source):
         """Set the fields of `config` that are still None to these values (a value
         given as None changes nothing); before `start`. A `Study` gives its launcher's
         `n_simulations`, its sampler's parameter names and ``{output_dir}/rendezvous``,
-        the trainer its `run_id`."""
+        the trainer its `run_id`.
+
+        Raises:
+            ValueError: `config.parameters` lists the names `parameters` gives (a study's
+                sampler's) in another order: each sample's vector would follow the
+                config, a held-out sample built from ``sampler.draw()`` the sampler, and a
+                model read one parameter as another (`_check_order`).
+        """
         if self._receiver is not None:
             raise RuntimeError("StreamSource.fill_in() must be called before start()")
+        _check_order(self.config.parameters, parameters)
         config = self.config
         if config.expected_simulations is None and expected_simulations is not None:
             config = replace(config, expected_simulations=expected_simulations)
@@ -332,3 +340,22 @@ def _rank_bind(bind: str, rank: int) -> str:
     if not port.isdigit() or int(port) == 0:
         return bind
     return f"{host}:{int(port) + rank}"
+
+
+def _check_order(given: Sequence[str] | None, names: Sequence[str] | None) -> None:
+    """Refuse `given` (``ReceiverConfig.parameters``) when it lists `names` (a study's
+    sampler's) in another order, naming both orders and the fix (`fill_in`). Other
+    names are not this check's: each HELLO is checked against `given` at admission
+    (`schema.StudySchema.admit`), as before."""
+    if given is None or names is None or list(given) == list(names):
+        return
+    if sorted(given) != sorted(names):
+        return
+    raise ValueError(
+        f"ReceiverConfig(parameters={list(given)}) lists the study's parameters in another "
+        f"order than its sampler's names {list(names)}: each sample's parameters vector "
+        f"would be in the first order, and a held-out sample built from sampler.draw() in "
+        f"the second, so that the model reads one parameter as another. Give "
+        f"ReceiverConfig(parameters={list(names)}), the sampler's order, or leave "
+        f"parameters out: a Study gives its sampler's names"
+    )

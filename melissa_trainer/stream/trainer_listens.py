@@ -15,7 +15,8 @@ logs nothing; a raw TCP connection closed unanswered would be warned of there as
 handshake refused), and reads its monitor for at most `WINDOW` seconds:
 
 - ``CLOSED`` before any ``CONNECTED`` (a socket opened, its connect failed: refused, or
-  the host unreachable): refused;
+  the host or its network unreachable, an ICMP "unreachable" or no route: libzmq closes
+  the socket on ECONNREFUSED, EHOSTUNREACH and ENETUNREACH alike): refused;
 - ``CONNECTED`` (the kernel accepted), or a handshake's end: not refused (its handshake
   awaited, within the window, so that the receiver sees a clean close);
 - ``CONNECT_RETRIED`` without a ``CLOSED`` (no socket was opened: a host name that does
@@ -24,7 +25,8 @@ handshake refused), and reads its monitor for at most `WINDOW` seconds:
 
 Only ``tcp://`` endpoints are dialled (an ``ipc://`` one is on the trainer's machine: the
 pid check's, or nobody's). The C client does the same (clients/c/src/trainer_listens.c),
-with the same words (`refused_words`). No state; each call its own context.
+with the same words (`refused_words`). No state but the caller's `heard` (the file
+versions that did not refuse); each call its own context.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ import zmq
 from melissa_trainer.stream.host_scope import out_of_reach
 from melissa_trainer.stream.trainer_process import trainer_runs
 
-__all__ = ["WINDOW", "refused", "refused_files", "refused_words"]
+__all__ = ["WINDOW", "refused", "refused_files", "refused_words", "version"]
 
 #: seconds `refused` waits for the endpoints' answers (a refusal comes in one round
 #: trip; only a firewall that drops, or a node gone, makes it wait that long)
@@ -56,18 +58,35 @@ _EVENTS = (
 )
 
 
+def version(entry: dict[str, Any]) -> tuple[Any, ...]:
+    """What tells a file's versions apart for `refused_files`' `heard`: its run id,
+    endpoint and pid (a trainer resumed, or another rank's, rewrites one of them)."""
+    return (entry.get("run_id"), entry["endpoint"], entry.get("pid"))
+
+
 def refused_files(
-    entries: Sequence[dict[str, Any]], loopback: Callable[[str], bool]
+    entries: Sequence[dict[str, Any]],
+    loopback: Callable[[str], bool],
+    heard: set[tuple[Any, ...]] | None = None,
 ) -> dict[int, str]:
     """The ranks of complete rendezvous `entries` (in rank order) whose endpoint refused
     the connection, with why (`refused_words`): among those whose trainer process cannot
     be checked here (`trainer_process.trainer_runs` None), of a ``tcp://`` endpoint this
     process may reach (one out of reach, `host_scope.out_of_reach`, is its caller's to
-    say at once; `loopback`: `endpoints.is_loopback`, given: that module imports this)."""
+    say at once; `loopback`: `endpoints.is_loopback`, given: that module imports this).
+
+    `heard` (kept by the caller across its looks at one rendezvous): the `version` of
+    each file whose endpoint did not refuse, added here; such a file is not dialled
+    again (while another rank's file is refused, a client looks every 0.25 s, and each
+    look dialled the live ranks again, up to `WINDOW` s each). A refused one is dialled
+    at each look (a refusal costs one round trip, and a host unreachable for a moment
+    may be reached at the next)."""
+    known = set() if heard is None else heard
     asked = [
         rank
         for rank, e in enumerate(entries)
         if e["endpoint"].startswith("tcp://")
+        and version(e) not in known
         and trainer_runs(e) is None
         and out_of_reach(e["endpoint"], e, loopback(e["endpoint"])) is None
     ]
@@ -75,6 +94,7 @@ def refused_files(
         return {}
     dials = [(entries[r]["endpoint"], entries[r].get("curve_public_key")) for r in asked]
     said = refused(dials)
+    known.update(version(entries[r]) for r, no in zip(asked, said, strict=True) if not no)
     return {r: refused_words(entries[r]) for r, no in zip(asked, said, strict=True) if no}
 
 

@@ -105,8 +105,7 @@ __all__ = ["ENDED_GRACE", "STOP_WAIT", "Study"]
 
 #: seconds simulations get to exit by themselves once the stream has ended
 STOP_WAIT = 10.0
-#: seconds the receiver must have been idle, every simulation having ended, before
-#: rank 0 says the stream waits for data that will never come
+#: seconds the receiver is idle, every simulation ended, before rank 0 says it waits in vain
 ENDED_GRACE = 5.0
 #: launcher figures added to the telemetry (rank 0's; zeros elsewhere, so sums are exact)
 LAUNCHER_KEYS = ("running", "exited", "finished", "failed", "abandoned", "restarts", "redraws")
@@ -118,13 +117,14 @@ class Study(StudyState, Source):
     Args:
         launcher: the simulations: what runs, how many, where, the failure policy. Its
             per-job logs go to ``{output_dir}/study/logs`` unless it says otherwise.
-        stream: each rank's receiver (default ``StreamSource()``). Two of its
-            `ReceiverConfig` fields are filled in when left None: `expected_simulations`
-            is the launcher's `n_simulations`, and `rendezvous_dir` is
-            ``{output_dir}/rendezvous`` under a trainer (outside one, give it).
+        stream: each rank's receiver (default ``StreamSource()``). `ReceiverConfig`
+            fields left None are filled in: `expected_simulations` (`n_simulations`),
+            `parameters` (the sampler's names) and `rendezvous_dir`
+            (``{output_dir}/rendezvous`` under a trainer; outside one, give it).
 
     Raises:
         TypeError: `launcher` is not a `Launcher` or `stream` not a `StreamSource`.
+        ValueError: `stream`'s `parameters` are the sampler's names in another order.
     """
 
     puts_blocks = True  # through its `StreamSource`

@@ -23,6 +23,7 @@ from melissa_trainer.sources.source import SourceError
 from melissa_trainer.trainer import end_save
 from melissa_trainer.trainer.dir_lost import OutputDirLost, gone_under
 from melissa_trainer.trainer.exit_meeting import hold_term
+from melissa_trainer.trainer.hook_mark import ALIVE
 from melissa_trainer.trainer.no_training import refuse_untrained
 from melissa_trainer.trainer.preemption import Preempted, PreemptionHandler, StopCause
 from melissa_trainer.trainer.rank_failure import (
@@ -204,7 +205,9 @@ def failed(
     nothing sends them again; with ``preempted`` it waits for the resumed run and follows
     it (`client.follow`). So is a collective's failure because another rank is gone that
     left no note (`rank_failure.lost_a_peer`: a rank killed by a signal), for the same
-    reason: the run is resumed, and a single rank's SIGKILL lets its solvers follow.
+    reason: the run is resumed, and a single rank's SIGKILL lets its solvers follow;
+    noted ``broken`` when every peer is alive on this host (`RankGone.state`: a network
+    error, a collective's timeout, not a signal), which solvers follow as ``preempted``.
 
     Under torchrun, a collective's failure because another rank is gone first holds
     SIGTERM (`exit_meeting.hold_term`, over `preemption`'s handler, the trainer's): its
@@ -251,8 +254,12 @@ def failed(
         # crash a resume recovers from, as one rank's SIGKILL (no record: its solvers
         # wait and follow). ``error`` ended the solvers started by hand at once (a user
         # trial: both exited 1 before the resume, and the resumed trainer starved).
+        # With every peer alive on this host, no signal ended the run (a network error,
+        # a collective's timeout): ``broken``, which solvers follow as ``preempted`` (a
+        # resume recovers from it: torchrun's restarts, --resume_from_checkpoint) but
+        # whose words do not say "preempted" (docs/protocol.md, "The stop record")
         trainer.source.note_stop(
-            "preempted",
+            "broken" if other.state == ALIVE else "preempted",
             f"training stopped at step {trainer.state.global_step}: {other.opening}, with "
             f"no checkpoint at this stop: a run resumed from the latest one takes what it "
             f"lacks",

@@ -117,8 +117,12 @@ class RankGone(RuntimeError, SaidOnRankZero):
     code 1 and no traceback (the backend's says only that a connection closed);
     ``except RuntimeError`` (and ``except Exception``) catch it."""
 
-    def __init__(self, words: str, seen: str = "", opening: str = "") -> None:
+    def __init__(self, words: str, seen: str = "", opening: str = "", state: str = "") -> None:
         super().__init__(words)
+        #: what the checks of the peers' pids say together (`hook_mark.verdict`:
+        #: `hook_mark.ALIVE`, every peer alive on this host, the collective broken by
+        #: something else; `DEAD`; `ELSEWHERE`), for the stop record's code (`ending.failed`)
+        self.state = state or ELSEWHERE
         #: what the peers' marks say ("; by the pids ...; rank N died in the hook
         #: method ..."; "" none), for `peer_words` to say too
         self.seen = seen
@@ -288,12 +292,14 @@ def peer_failure(
         pids = unmarked_words(notes, run, others, states)
         seen = f"; by the pids the ranks recorded as they started: {pids}" if pids else ""
         seen += f"; {hook}" if hook else ""
-        opening = opening_words(verdict(states, others), who)
+        state = verdict(states, others)
+        opening = opening_words(state, who)
         gone = RankGone(
             f"rank {me} stopped at step {step}: {opening}{seen}; "
             f"{failure_words(trainer, None, NO_SAVE, '')}",
             seen,
             opening,
+            state,
         )
         if say:
             logger.error("%s", gone)

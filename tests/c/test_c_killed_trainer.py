@@ -22,7 +22,15 @@ from pathlib import Path
 import pytest
 from c_driver import script_exe  # noqa: F401 (a fixture)
 from compiled import SANITIZER_ENV, c_client  # noqa: F401
-from killed_trainer import as_elsewhere, kill_9, start_stand_in, stop, taken_after_restart
+from killed_trainer import (
+    as_elsewhere,
+    kill_9,
+    rewrite_rank_0,
+    start_stand_in,
+    stop,
+    taken_after_restart,
+    with_one_rank_refused,
+)
 
 from melissa_trainer.stream.endpoints import fetch_rendezvous
 
@@ -153,3 +161,71 @@ def test_a_c_solver_against_a_trainer_alive_elsewhere_is_not_refused(
         trainer.send_signal(signal.SIGCONT)
         stop(trainer)
     assert code == 0, message
+
+
+@pytest.mark.timeout(180)
+def test_a_c_solver_dials_a_live_rank_once_per_version_of_its_file(
+    script_exe: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """While rank 1's file refuses (a trainer killed elsewhere), rank 0's endpoint is
+    dialled once per version of its file (trainer_alive.c's mt_heard), not at every look
+    of the wait (every 0.25 s): the Python client's rule (stream/trainer_listens.py).
+    Failed before (hstop): dialled at each look. The oracle: the connections rank 0's
+    socket accepted (`killed_trainer.LiveRank`), its file rewritten once the solver's
+    notice (3 s in) is read."""
+    rv = tmp_path / "rendezvous"
+    live = with_one_rank_refused(rv, tmp_path / "killed")
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("MELISSA_")}
+    argv = [str(script_exe), str(script(rv, tmp_path, 6.0))]
+    solver = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**clean, **SANITIZER_ENV},
+    )  # fmt: skip
+    try:
+        assert solver.stderr is not None
+        seen = []
+        for line in solver.stderr:  # (until the notice: an event, not a sleep)
+            seen.append(line)
+            if "nothing accepts connections" in line:
+                break
+        else:
+            raise AssertionError(f"no notice of the refused rank: {''.join(seen)}")
+        assert live.accepted() == 1, seen  # (before: one per look)
+        rewrite_rank_0(rv)
+        out, err = solver.communicate(timeout=60)
+        assert live.accepted() == 2, (out, err)
+    finally:
+        if solver.poll() is None:
+            solver.kill()
+            solver.communicate()
+        live.close()
+    (line,) = [s for s in out.splitlines() if s.startswith("4 ")]  # (the start)
+    assert line.split(" ", 2)[1] != "0", line
+    assert "rank_1.json: nothing accepts connections at " in line, line
+
+
+@pytest.mark.timeout(180)
+def test_one_rank_killed_here_is_said_in_the_same_words_by_c_and_python(
+    script_exe: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """Rank 0's trainer alive, rank 1's killed on this machine: both clients say that
+    rank 1's trainer is gone, and nothing else. Failed before (hstop): Python added
+    "; world_size 2, ranks [1] missing" (its file is there), C did not."""
+    rv = tmp_path / "rendezvous"
+    alive = start_stand_in(rv)
+    dead = start_stand_in(tmp_path / "killed")
+    kill_9(dead)
+    (rv / "rank_1.json").write_text((tmp_path / "killed" / "rank_1.json").read_text())
+    try:
+        with pytest.raises(TimeoutError) as caught:
+            fetch_rendezvous(rv, timeout=1.0, alive_only=True)
+        code, message = start(script_exe, rv, tmp_path, 1.0)
+    finally:
+        stop(alive)
+    python = str(caught.value)
+    assert code != 0, message
+    assert f"rank_1.json: its trainer (pid {dead.pid}, on this machine) is gone" in python
+    assert "missing" not in python, python
+    assert message == python, (message, python)  # (word for word)

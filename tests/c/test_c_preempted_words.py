@@ -41,8 +41,15 @@ MT_ETIMEDOUT = 8
 COUNT = 262144
 
 
+#: what a close says of a record's resumable code (client/stopped.py's words, Python's)
+OPENING = {
+    "preempted": "the trainer was preempted",
+    "broken": "the trainer stopped on a broken collective, a resume may follow",
+}
+
+
 def preempted_then(
-    exe: Path, rendezvous: Path, *commands: str
+    exe: Path, rendezvous: Path, *commands: str, code: str = "preempted"
 ) -> tuple[int, int, dict[int, list[str]], str]:
     """Simulation 3 sends step 0 to a receiver (run ``run-a`` in `rendezvous`) that then
     stops, its stop record saying preempted; then the solver runs `commands`. Returns the
@@ -56,7 +63,7 @@ def preempted_then(
     receiver.start()
     solver = None
     try:
-        receiver.note_stop(StopReason("preempted", "stopped by SIGTERM"))
+        receiver.note_stop(StopReason(code, "stopped by SIGTERM"))
         solver = Script(exe, {"MELISSA_TRAINER_RENDEZVOUS": str(rendezvous)})
         started = solver.send("id 3", f"field u 1 1 {COUNT}", "disconnected_timeout 1",
                               "sndhwm 1", "replay_bytes 0", "start",
@@ -73,10 +80,10 @@ def preempted_then(
     return started, last, lines, err
 
 
-def said_preempted(message: str, rendezvous: Path) -> None:
+def said_preempted(message: str, rendezvous: Path, code: str = "preempted") -> None:
     assert "the receiver is unreachable, disconnected for " in message, message
     assert (
-        "(mt_set_disconnected_timeout=1.0 s; the trainer was preempted (stopped by SIGTERM; "
+        f"(mt_set_disconnected_timeout=1.0 s; {OPENING[code]} (stopped by SIGTERM; "
         f"its stop record in {rendezvous})" in message
     ), message
     assert "died" not in message, message
@@ -98,18 +105,22 @@ def test_a_blocked_send_says_the_trainer_was_preempted(
     said_preempted(message, rendezvous)
 
 
+@pytest.mark.parametrize("record", ["preempted", "broken"])
 def test_a_close_says_the_trainer_was_preempted(
     script_exe: Path,  # noqa: F811
     tmp_path: Path,
+    record: str,
 ) -> None:
-    """Its error, and the notice it prints on stderr while it waits."""
+    """Its error, and the notice it prints on stderr while it waits. ``broken`` (a
+    collective broke with every peer alive: hstop) in its own words; failed before (the
+    record refused for its unknown code: "the trainer died")."""
     rendezvous = tmp_path / "rv"
-    _, closed, lines, err = preempted_then(script_exe, rendezvous, "close")
+    _, closed, lines, err = preempted_then(script_exe, rendezvous, "close", code=record)
     code, message = (lines[closed][-1].split(" ", 1) + [""])[:2]
     assert int(code) == MT_ETIMEDOUT, (lines[closed], err)
     assert message.startswith("simulation 3 rank 0: "), message
-    said_preempted(message, rendezvous)
+    said_preempted(message, rendezvous, record)
     notice = [line for line in err.splitlines() if ": closing, the trainer's receiver" in line]
     assert len(notice) == 1, err
-    assert "the trainer was preempted (stopped by SIGTERM; its stop record in " in notice[0], err
+    assert f"{OPENING[record]} (stopped by SIGTERM; its stop record in " in notice[0], err
     assert "died" not in notice[0], err

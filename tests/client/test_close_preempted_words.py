@@ -27,19 +27,31 @@ pytestmark = pytest.mark.timeout(60)
 FIELDS = {"u": ((4,), "float32")}
 
 
-def preempted_client(rendezvous: Path, tuning: ClientTuning) -> Client:
+#: what a close says of a record's resumable code (the C client's words too:
+#: tests/c/test_c_preempted_words.py)
+OPENING = {
+    "preempted": "the trainer was preempted",
+    "broken": "the trainer stopped on a broken collective, a resume may follow",
+}
+
+
+def preempted_client(rendezvous: Path, tuning: ClientTuning, code: str = "preempted") -> Client:
     """Simulation 8 (external mode), its step 0 taken by a receiver that then stopped,
-    preempted; once the client saw the disconnection."""
-    reason = StopReason("preempted", "stopped by SIGTERM")
+    preempted (or `code`); once the client saw the disconnection."""
+    reason = StopReason(code, "stopped by SIGTERM")
     client, _ = sent_then_stopped(FIELDS, 8, tuning, rendezvous=rendezvous, reason=reason)
     return client
 
 
+@pytest.mark.parametrize("code", ["preempted", "broken"])
 def test_a_close_says_the_trainer_was_preempted_and_waits_for_its_resume(
-    external: Path, caplog: pytest.LogCaptureFixture
+    external: Path, caplog: pytest.LogCaptureFixture, code: str
 ) -> None:
+    """``broken`` (a collective broke with every peer alive, no signal: hstop) is waited
+    for as ``preempted``, in its own words; failed before (no such code: the record
+    was refused, and the close said "the trainer died")."""
     tuning = ClientTuning(disconnected_timeout=0.6, follow_timeout=0.5)
-    client = preempted_client(external, tuning)
+    client = preempted_client(external, tuning, code)
     with (
         caplog.at_level(logging.WARNING, "melissa_trainer.client.client"),
         pytest.raises(TimeoutError) as caught,
@@ -49,13 +61,13 @@ def test_a_close_says_the_trainer_was_preempted_and_waits_for_its_resume(
     notices = [r.getMessage() for r in caplog.records if "closing, " in r.getMessage()]
     assert len(notices) == 1, notices
     notice = notices[0]
-    assert "the trainer was preempted (stopped by SIGTERM" in notice, notice
+    assert f"{OPENING[code]} (stopped by SIGTERM" in notice, notice
     assert "(ClientTuning.follow_timeout=0.5 s) for the trainer to be resumed" in notice, notice
     assert "--resume_from_checkpoint latest" in notice, notice
     assert "died" not in notice, notice
     said = str(caught.value)
     assert said.startswith("simulation 8 rank 0: "), said
-    assert "the trainer was preempted (stopped by SIGTERM" in said, said
+    assert f"{OPENING[code]} (stopped by SIGTERM" in said, said
     assert "no resume came within ClientTuning.follow_timeout=0.5 s" in said, said
     assert "--resume_from_checkpoint latest" in said, said
     assert "MELISSA_TRAINER_SIMULATION_ID=8" in said, said

@@ -30,7 +30,7 @@ import torch
 
 from melissa_trainer.core.schedule_length import SchedulerStepError
 from melissa_trainer.hooks import Hook
-from melissa_trainer.trainer import rank_failure
+from melissa_trainer.trainer import ending, rank_failure
 from melissa_trainer.trainer.rank_failure import NOTES_DIR, RankGone, peer_failure
 from melissa_trainer.trainer.source_failure import SourceFailure
 
@@ -199,3 +199,30 @@ def test_the_opening_guesses_no_cause_the_pid_contradicts(
     gone, line = said()
     assert gone.startswith(f"rank 0 stopped at step 7: {KILLED}"), gone
     assert line.startswith(f"meanwhile {KILLED}"), line
+
+
+def test_the_stop_record_says_broken_not_preempted_when_the_peer_is_alive(
+    tmp_path: Path, in_none: subprocess.Popen[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The stop record (`ending.failed`, docs/protocol.md "The stop record") of a rank
+    whose collective broke with its peer alive on this host (a network error, a
+    collective's timeout: no signal) says ``broken``, which solvers follow as
+    ``preempted`` (a resume may come) in words that do not say "preempted"; the peer
+    killed, ``preempted`` still. Failed before (hstop): ``preempted`` both times."""
+    monkeypatch.setattr(rank_failure, "NOTE_WAIT", 0.0)  # (no note comes: not waited for)
+    broke = torch.distributed.DistError("Connection closed by peer [127.0.0.1]:1969")
+    noted: list[tuple[str, str]] = []
+
+    def code() -> str:
+        trainer = _trainer(tmp_path)
+        trainer.source = SimpleNamespace(note_stop=lambda *said: noted.append(said))
+        trainer.hooks = SimpleNamespace(marker=None)
+        with pytest.raises(RankGone):
+            ending.failed(trainer, broke)
+        return noted[-1][0]
+
+    assert code() == "broken", noted[-1]
+    assert "rank 1, the only other, is alive on this host" in noted[-1][1], noted[-1]
+    in_none.send_signal(signal.SIGKILL)
+    in_none.wait()
+    assert code() == "preempted", noted[-1]

@@ -74,3 +74,40 @@ def test_a_host_name_that_does_not_resolve_is_not_refused() -> None:
     nor is an endpoint libzmq cannot dial (no port), beside one refused."""
     assert refused([("tcp://no-such-host.invalid:5555", None)]) == [False]
     assert refused([("tcp://no-port", None), (closed_port(), None)]) == [False, True]
+
+
+def _no_network() -> list[str] | None:
+    """The command prefix that runs a command in a network namespace of its own (only
+    its loopback, down: every address unreachable, ENETUNREACH at once, as an ICMP
+    "network unreachable" tells a connect), or None where it cannot be made."""
+    import shutil
+    import subprocess
+
+    tool = shutil.which("unshare")
+    if tool is None:
+        return None
+    made = subprocess.run([tool, "-rn", "true"], capture_output=True, check=False)
+    return [tool, "-rn"] if made.returncode == 0 else None
+
+
+@pytest.mark.e2e  # (processes of its own)
+def test_an_unreachable_network_is_refused() -> None:
+    """A connect that the kernel answers "unreachable" (no route: ENETUNREACH, as an
+    ICMP net or host unreachable) is refused, as `refused_words` say ("refused, or its
+    host unreachable"): libzmq closes the socket it opened (a check of the rule: this
+    passed before hstop too)."""
+    import subprocess
+    import sys
+
+    prefix = _no_network()
+    if prefix is None:
+        pytest.skip("needs unshare -rn (a user and network namespace)")
+    code = (
+        "from melissa_trainer.stream.trainer_listens import refused;"
+        "print(refused([('tcp://192.0.2.1:5555', None), ('tcp://127.0.0.1:5555', None)]))"
+    )
+    ran = subprocess.run(
+        [*prefix, sys.executable, "-c", code], capture_output=True, text=True, timeout=30
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.strip() == "[True, True]", ran.stdout

@@ -90,7 +90,7 @@ typedef struct mt_stop_said {
     /* MT_STOP_ENDED on expected_simulations (the record's expected_end) before this
      * simulation was needed: steps and nonfinite are then what the receiver took of it */
     bool not_needed;
-    bool preempted; /* the record is this run's and its code "preempted" (a resume may come) */
+    bool preempted; /* this run's record, its code "preempted" or "broken" (a resume may come) */
     uint64_t steps, bye_steps, nonfinite, time_step;
     uint64_t expected, finished, abandoned; /* not_needed: the record's expected_end */
     char code[16];

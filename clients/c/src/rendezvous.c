@@ -335,10 +335,12 @@ mt_status mt_fetch_endpoints(mt_client *c, const char *dir, double timeout) {
     double start = mt_now(), deadline = start + timeout, pause = 0.01;
     bool told = false;
     mt_buf problem = {0}; /* (what is wrong: as long as the ranks make it) */
+    mt_heard heard = {0}; /* (file versions not refused: dialled once, trainer_alive.c) */
     for (;;) {
         mt_rendezvous rv;
         problem.len = 0, problem.oom = false;
-        mt_status st = mt_rendezvous_read_live(dir, &rv, &problem); /* trainer_alive.c */
+        mt_status st = mt_rendezvous_read_live(dir, &rv, &problem, &heard);
+        if (st != MT_ERENDEZVOUS || problem.oom) mt_heard_free(&heard); /* (returned below) */
         const char *said = problem.len == 0 ? "" : problem.data;
         if (st == MT_ENOMEM || problem.oom) {
             free(problem.data);
@@ -386,8 +388,7 @@ mt_status mt_fetch_endpoints(mt_client *c, const char *dir, double timeout) {
                     "rendezvous directory '%s' incomplete after %s s: %s (is the trainer "
                     "running, with this output directory?)%s",
                     dir, t, said, note.len ? note.data : "");
-            free(note.data);
-            free(problem.data);
+            free(note.data), free(problem.data), mt_heard_free(&heard);
             return MT_ERENDEZVOUS;
         }
         double nap = pause < left ? pause : left;

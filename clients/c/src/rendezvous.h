@@ -38,7 +38,16 @@ void mt_rendezvous_free(mt_rendezvous *rv);
 /* trainer_alive.c: mt_rendezvous_read (not `stopped_too`), and MT_ERENDEZVOUS (rv freed,
  * each such file's words in `problem`) when a file's trainer process, on this machine and
  * pid namespace, is gone ("pid", "pid_start", "pid_scope": trainer_process.py). */
-mt_status mt_rendezvous_read_live(const char *dir, mt_rendezvous *out, mt_buf *problem);
+/* The file versions ("RUN\nENDPOINT\nPID") whose endpoint did not refuse, kept by a
+ * caller across its looks at one rendezvous (mt_fetch_endpoints): not dialled again
+ * (trainer_listens.py refused_files' `heard`). Zeroed to start; mt_heard_free. */
+typedef struct {
+    char **keys;
+    size_t n, cap;
+} mt_heard;
+void mt_heard_free(mt_heard *heard);
+mt_status mt_rendezvous_read_live(const char *dir, mt_rendezvous *out, mt_buf *problem,
+                                  mt_heard *heard);
 /* trainer_listens.c: refused[i], for each endpoint `asked` (tcp://, with its CURVE key or
  * NULL), whether its connection was refused (trainer_listens.py), told within 1 s for
  * all; and the words of a refused rank_R.json (its file's "pid", 0: none, and "host"),

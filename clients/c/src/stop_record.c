@@ -180,9 +180,11 @@ static mt_stop_outcome decide_record(const char *text, const char *run_id, uint6
     const mt_json_member *code = member(rm, rn, "code"), *message = member(rm, rn, "message");
     const mt_json_member *rsid = member(rm, rn, "simulation_id");
     const mt_json_member *rstep = member(rm, rn, "time_step");
-    static const char *const codes[] = {"end", "preempted", "nonfinite", "error", "stopped"};
+    /* ("broken": a collective broke with every peer alive; followed as "preempted") */
+    static const char *const codes[] = {"end",   "preempted", "nonfinite",
+                                        "error", "stopped",   "broken"};
     bool known = false;
-    for (size_t k = 0; code != NULL && code->kind == MT_JSON_STRING && k < 5; ++k)
+    for (size_t k = 0; code != NULL && code->kind == MT_JSON_STRING && k < 6; ++k)
         known = known || strcmp(code->string, codes[k]) == 0;
     if (!known || message == NULL || message->kind != MT_JSON_STRING ||
         strlen(message->string) > MT_STOP_MESSAGE_MAX)
@@ -209,7 +211,8 @@ static mt_stop_outcome decide_record(const char *text, const char *run_id, uint6
     /* valid: now what it says (the run first: another run's record says nothing) */
     if (null_run != (run_id == NULL) || (!null_run && strcmp(run->string, run_id) != 0))
         said = MT_STOP_UNDECIDED;
-    else if ((out->preempted = strcmp(code->string, "preempted") == 0))
+    else if ((out->preempted = strcmp(code->string, "preempted") == 0 ||
+                                strcmp(code->string, "broken") == 0))
         said = MT_STOP_UNDECIDED; /* (a resumed trainer follows: the waits decide) */
     else if (nonfinite && failed_sid == sid)
         said = MT_STOP_REFUSED;

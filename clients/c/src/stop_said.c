@@ -218,7 +218,10 @@ bool mt_stop_preempted_words(mt_client *c, char *out, size_t size) {
                                 c->simulation_id, &look, s);
         bool preempted = s->preempted;
         if (preempted) /* (a message's first 200 bytes: the line stays readable) */
-            snprintf(out, size, "the trainer was preempted (%.200s; its stop record in %s)",
+            snprintf(out, size, "%s (%.200s; its stop record in %s)",
+                     strcmp(s->code, "broken") == 0 /* (client/stopped.py _RESUMABLE_WORDS) */
+                         ? "the trainer stopped on a broken collective, a resume may follow"
+                         : "the trainer was preempted",
                      s->message, c->rendezvous_used);
         free(s);
         if (preempted) return true;

@@ -106,7 +106,47 @@ static int pid_runs(const char *path, const char *mine, long long *pid_out) {
     return verdict;
 }
 
-static mt_status read_live_once(const char *dir, mt_rendezvous *out, mt_buf *problem) {
+/* "RUN\nENDPOINT\nPID" of rank `r`'s file (trainer_listens.py version), or NULL. */
+static char *version_of(const mt_rendezvous *rv, size_t r, long long pid) {
+    mt_buf key = {0};
+    mt_buf_printf(&key, "%s\n%s\n%lld", rv->run_id != NULL ? rv->run_id : "", rv->endpoints[r],
+                  pid);
+    if (key.oom) free(key.data);
+    return key.oom ? NULL : key.data;
+}
+
+static bool heard_of(const mt_heard *heard, const char *key) {
+    for (size_t k = 0; heard != NULL && key != NULL && k < heard->n; ++k)
+        if (strcmp(heard->keys[k], key) == 0) return true;
+    return false;
+}
+
+/* `key` (taken: freed here when not kept) added to `heard`. */
+static void hear(mt_heard *heard, char *key) {
+    if (heard == NULL || key == NULL || heard_of(heard, key)) {
+        free(key);
+        return;
+    }
+    if (heard->n == heard->cap) {
+        size_t cap = heard->cap ? 2 * heard->cap : 8;
+        char **grown = realloc(heard->keys, cap * sizeof *grown);
+        if (grown == NULL) { /* (not kept: dialled again at the next look, as before) */
+            free(key);
+            return;
+        }
+        heard->keys = grown, heard->cap = cap;
+    }
+    heard->keys[heard->n++] = key;
+}
+
+void mt_heard_free(mt_heard *heard) {
+    for (size_t k = 0; k < heard->n; ++k) free(heard->keys[k]);
+    free(heard->keys);
+    heard->keys = NULL, heard->n = heard->cap = 0;
+}
+
+static mt_status read_live_once(const char *dir, mt_rendezvous *out, mt_buf *problem,
+                                mt_heard *heard) {
     mt_status st = mt_rendezvous_read(dir, out, problem, false);
     char mine[256];
     if (st != MT_OK) return st;
@@ -140,11 +180,15 @@ static mt_status read_live_once(const char *dir, mt_rendezvous *out, mt_buf *pro
         int why = mt_scope_why(out->endpoints[r], out->hosts[r], out->scopes[r],
                                &MT_RECEIVER, &far);
         free(far.data);
-        asked[r] = why == 0, any = any || why == 0;
+        char *key = version_of(out, r, pids[r]); /* (not refused before: not dialled) */
+        bool heard_before = heard_of(heard, key);
+        free(key);
+        asked[r] = why == 0 && !heard_before, any = any || asked[r];
     }
     if (!dead && any) { /* (another machine's trainer: trainer_listens.c) */
         mt_listens_refused(out->endpoints, out->keys, asked, n, refused);
         for (size_t r = 0; r < n; ++r) {
+            if (asked[r] && !refused[r]) hear(heard, version_of(out, r, pids[r]));
             if (!refused[r]) continue;
             mt_listens_words(problem, r, out->endpoints[r], pids[r], out->hosts[r]);
             dead = true;
@@ -171,10 +215,11 @@ static bool same_reading(const mt_rendezvous *a, const mt_rendezvous *b) {
  * once). So a reading that passed is taken only if a third one names the same run and
  * endpoints (a rewrite meanwhile: read afresh); one rewritten on every look (never seen)
  * is taken as its last reading says. */
-mt_status mt_rendezvous_read_live(const char *dir, mt_rendezvous *out, mt_buf *problem) {
+mt_status mt_rendezvous_read_live(const char *dir, mt_rendezvous *out, mt_buf *problem,
+                                  mt_heard *heard) {
     enum { LOOKS = 8 };
     for (int look = 0;; ++look) {
-        mt_status st = read_live_once(dir, out, problem);
+        mt_status st = read_live_once(dir, out, problem, heard);
         if (st != MT_OK || look == LOOKS - 1) return st;
         mt_rendezvous again = {0};
         mt_buf scratch = {0};

@@ -8,9 +8,11 @@
  * published CURVE key: the handshake completes, and the receiver says nothing of a peer
  * that closes without a HELLO), whose monitor is read for at most MT_LISTENS_WINDOW s:
  * CLOSED before any CONNECTED (a socket opened, its connect failed: refused, or the host
- * unreachable) is refused; CONNECTED, a handshake's end, a retry without a socket (a host
+ * or its network unreachable, an ICMP "unreachable" or no route: libzmq closes the socket
+ * on each) is refused; CONNECTED, a handshake's end, a retry without a socket (a host
  * name that does not resolve), or nothing in the window (a firewall that drops): not
- * refused, as before. tcp:// endpoints only. */
+ * refused, as before. tcp:// endpoints only; a file version told not refused is not
+ * dialled again by the same wait (trainer_alive.c, mt_heard). */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>

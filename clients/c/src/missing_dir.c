@@ -177,7 +177,7 @@ void mt_missing_dir_check(mt_client *c, const char *dir, const char *source, con
 static bool trainer_runs(const char *dir) {
     mt_rendezvous rv = {0};
     mt_buf problem = {0};
-    mt_status st = mt_rendezvous_read_live(dir, &rv, &problem);
+    mt_status st = mt_rendezvous_read_live(dir, &rv, &problem, NULL);
     free(problem.data);
     if (st == MT_OK) mt_rendezvous_free(&rv);
     return st == MT_OK;

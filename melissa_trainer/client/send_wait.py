@@ -77,6 +77,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from melissa_trainer.client.gave_up import StopSaid
 
 __all__ = [
+    "FLUSHED",
     "LOOK_EVERY",
     "ReceiverGone",
     "SendNotice",
@@ -247,7 +248,8 @@ class SendWait:
         said = self.stopped() if down else None
         if said is None:
             return None
-        what = f"{_what(step)} and those queued before it"
+        # (a flush sends nothing of its own: it may find its queue empty, or not)
+        what = FLUSHED if step is None else f"time step {step} and those queued before it"
         return stop_sentence(self._whose, what, "were", said, down), said
 
     def follows(
@@ -371,6 +373,10 @@ class SendWait:
 def _unknown() -> str | None:
     """No stop record is read (`SendWait.preempted` of a client without a rendezvous)."""
     return None
+
+
+#: what a flush that gives up on a stop record says was not delivered (C: stop_said.c)
+FLUSHED = "any messages still queued at this flush"
 
 
 def _what(step: int | None) -> str:

@@ -271,7 +271,8 @@ class Transport:
         a flush, into a queue with room, after its trainer ended for good).
 
         Raises:
-            StoppedForGood: the trainer stopped for good (the send's words, "a message").
+            StoppedForGood: the trainer stopped for good (the send's words,
+                `send_wait.FLUSHED` for the step).
         """
         now = time.monotonic()
         if self.clock.look_at != float("inf"):  # (a client that looks at its monitors)

@@ -123,7 +123,8 @@ def test_a_flush_learns_the_trainer_stopped_for_good(
 ) -> None:
     """mt_flush looks at the stop records as a send does (send.c; Python's
     `Transport.flush`): a solver whose last calls are flushes, its queue empty, fails
-    with the send's status and words, "a message" for the step. Before, each flush
+    with the send's status and words, "any messages still queued at this flush" for the
+    step. Before, each flush
     returned 0 after the trainer ended ("end": no trainer comes back there)."""
     rendezvous = tmp_path / "rv"
     buffer = FIFOBuffer(100)

@@ -37,6 +37,7 @@ from waiting import wait_until
 
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.client.gave_up import stop_sentence
+from melissa_trainer.client.send_wait import FLUSHED
 from melissa_trainer.client.stopped import ENDED, StopRecords
 from melissa_trainer.stream.receiver import Receiver, ReceiverConfig
 from melissa_trainer.stream.stop_record import RECORD_KEY, StopReason, build_record
@@ -122,11 +123,11 @@ C_EXIT = "(this send returns MT_ETIMEDOUT: exit 0 on it if you start spare solve
 
 
 def python_words(rendezvous: Path, endpoint: str, step: int | None) -> str:
-    """What the Python send (of `step`; None: a flush's "a message") says, but its
+    """What the Python send (of `step`; None: a flush's `FLUSHED`) says, but its
     seconds blocked (send_wait.py `_check`), in the C client's words to a spare solver."""
     said = StopRecords(str(rendezvous), [endpoint], RUN, SID, 0, WHOSE).for_good()
     assert said is not None, "the Python client reads no stop for good"
-    what = f"{'a message' if step is None else f'time step {step}'} and those queued before it"
+    what = FLUSHED if step is None else f"time step {step} and those queued before it"
     return stop_sentence(WHOSE, what, "were", said, [endpoint]).replace(PYTHON_EXIT, C_EXIT)
 
 

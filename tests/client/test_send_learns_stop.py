@@ -118,7 +118,8 @@ def test_a_live_trainer_takes_every_send(external: Path) -> None:
 def test_a_flush_learns_the_trainer_stopped_for_good(external: Path) -> None:
     """`Client.flush` looks at the stop records as a send does (`Transport.flush`; the C
     client's mt_flush): a solver whose last calls are flushes, nothing queued, fails in
-    the send's words, "a message" for the step. Before, each flush returned after the
+    the send's words, "any messages still queued at this flush" for the step. Before,
+    each flush returned after the
     trainer ended ("end": no trainer comes back there). The record is visible and the
     receiver down when `sent_then_stopped` returns: the first flush fails."""
     reason = StopReason("end", "max_steps 200 reached")
@@ -130,6 +131,8 @@ def test_a_flush_learns_the_trainer_stopped_for_good(external: Path) -> None:
         client.close(bye=False)
     said = str(caught.value)
     assert said.startswith("simulation 5 rank 0: "), said
-    assert "before it read a message and those queued before it, which were" in said, said
+    # (not "a message and those queued before it": a flush sends no message, and this
+    # one found nothing queued)
+    assert "before it read any messages still queued at this flush, which were" in said, said
     assert "(end: max_steps 200 reached; its stop record in " in said, said
     assert said.endswith("(the send gave up before it blocked: no trainer comes back there)"), said

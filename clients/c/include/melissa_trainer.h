@@ -267,8 +267,8 @@ mt_status mt_send(mt_client *c, uint64_t time_step, const char *field, mt_dtype 
 /* Send the batches held now (they otherwise leave within the batch delay), and wait
  * until ZeroMQ has released every large array sent. Blocks on back-pressure, bounded by
  * the send timeout. Looks at the stop records first, as mt_send opening a step does: a
- * trainer that stopped for good fails it with mt_send's status and words ("a message"
- * for the step). */
+ * trainer that stopped for good fails it with mt_send's status and words ("any
+ * messages still queued at this flush" for the step). */
 mt_status mt_flush(mt_client *c);
 
 /* Flush, send BYE to every receiver, wait for delivery (close timeout), free c.

@@ -381,7 +381,7 @@ mt_status mt_flush(mt_client *c) {
     if (st != MT_OK) return st;
     /* the stop records first, as a send that opens a step (send_wait.c): each flush (a
      * solver's last call may be a flush into a queue with room after its trainer ended
-     * for good; Python's Transport.flush looks too), "a message" its words */
+     * for good; Python's Transport.flush looks too), "any messages still queued at this flush" its words */
     double now = mt_now();
     if (c->stop_look_due > now) c->stop_look_due = now;
     if ((st = mt_send_stop_look(c, NULL, now)) != MT_OK) return st;

@@ -201,13 +201,16 @@ def study_account(
     Args:
         outcomes: every simulation drawn in the study, ended or not (those pending or
             running are left out; those "exited", data not all in, get a line last).
-        samples: id -> (steps received, of which refused for NaN or Inf), as rank 0's
-            receiver has them (`IngestState.samples_of`).
+        samples: id -> (steps received, of which refused for NaN or Inf), every
+            rank's summed (`EveryRankReport.samples_of`: rank 0's `IngestState.samples_of`
+            and the other ranks' handed over by `stream.rank_activity`).
         n_simulations: the study's size (`Launcher.n_simulations`): the simulations it
             runs, redraws not counted; None: `outcomes` are the whole study.
         first_refused: id -> the first time step refused for NaN or Inf, as rank 0's
-            receiver has it (`NonFiniteGuard.first_step`): the line on those that turned
-            non-finite part-way (`account_nonfinite`) says from which step on.
+            receiver has it (`NonFiniteGuard.first_step`; the other ranks' are not handed
+            over: with several ranks it may be a later step than the first): the line on
+            those that turned non-finite part-way (`account_nonfinite`) says from which
+            step on.
     """
     ended = [o for o in outcomes if o.status in ("finished", "failed", "abandoned")]
     nonfinite: list[SimulationOutcome] = []

@@ -45,7 +45,8 @@ class EveryRankReport:
         """Simulation id -> (steps received, of which refused for NaN or Inf) by every
         rank's receiver: rank 0's `IngestQueries.samples_of` plus the other ranks' last
         word (`OtherRanksActivity.samples`, their files read afresh here: each at most
-        `PUBLISH_EVERY` s behind its receiver, or final once that rank stopped). For the
+        `PUBLISH_EVERY` s behind its receiver, or final if that rank stopped before this
+        read: nothing orders the two, and the account's words turn on none vs some). For the
         study's account, on the training thread once the launcher's thread has ended
         (`Study.stop`): the reader of `OtherRanksActivity` is then this one alone."""
         self._others.add({})

@@ -68,12 +68,21 @@ def unbuffered_env(env: Mapping[str, str], environ: Mapping[str, str]) -> dict[s
     last one. After a node vanished mid-study (every process there SIGKILLed), the
     attempt's log was found empty: a Python solver's lines now reach the log as they
     are printed (every backend's jobs: `Job.full_env` for the local and mpiexec ones,
-    the submission for Slurm's). Other languages' runtimes buffer too (C's stdio,
-    Fortran's units): a solver of theirs that wants its lines kept flushes them itself.
+    the submission for Slurm's). Other languages' runtimes buffer too: gfortran's units
+    are unbuffered by `FORTRAN_UNBUFFERED` (local and mpiexec jobs); C's stdio has no
+    such switch, so a C solver that wants its lines kept sets its stdout line-buffered
+    or flushes them itself.
     """
     if UNBUFFERED in env or UNBUFFERED in environ:
         return dict(env)
     return {UNBUFFERED: "1", **env}
+
+
+#: set to ``y`` in a local or mpiexec job's environment unless the trainer's or the
+#: job's own sets it (`Job.full_env`): gfortran's runtime then writes each line of the
+#: preconnected units (``print``, ``write(*,...)``, units 6 and 0) as it is written,
+#: where a unit on a file is block-buffered and a SIGTERMed solver left an empty log
+FORTRAN_UNBUFFERED = "GFORTRAN_UNBUFFERED_PRECONNECTED"
 
 
 class LaunchError(RuntimeError):
@@ -105,9 +114,14 @@ class Job:
     ranks: int = 1
 
     def full_env(self) -> dict[str, str]:
-        """The launcher's environment with `env` on top, and ``PYTHONUNBUFFERED=1`` unless
-        either sets it (`unbuffered_env`)."""
+        """The launcher's environment with `env` on top, ``PYTHONUNBUFFERED=1`` unless
+        either sets it (`unbuffered_env`), and ``GFORTRAN_UNBUFFERED_PRECONNECTED=y``
+        likewise (`FORTRAN_UNBUFFERED`: a gfortran solver's lines reach the log before
+        a kill). C's stdio has no such variable: a C solver sets its stdout line-buffered
+        itself (docs/how-to/compiled-solver.md)."""
         own = {str(k): str(v) for k, v in self.env.items()}
+        if FORTRAN_UNBUFFERED not in own and FORTRAN_UNBUFFERED not in os.environ:
+            own = {FORTRAN_UNBUFFERED: "y", **own}
         return {**os.environ, **unbuffered_env(own, os.environ)}
 
     def open_log(self) -> Any:

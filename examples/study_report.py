@@ -255,6 +255,11 @@ def print_overlap(
     if simulation is None:
         return
     runs = f"{study.get('finished', 0):.0f} runs"
+    # (the seconds count every ended attempt, a failed one too: a user trial's study of
+    # 4 finished runs and 3 failed attempts read "4 runs of 10.2 s in all")
+    failed = study.get("failed", 0) + study.get("restarts", 0)
+    if failed:
+        runs += f" finished and {failed:.0f} that failed"
     if resumed_from is not None:
         print(
             f"overlap: not measured for a run resumed from {resumed_from}: the study's "
@@ -264,7 +269,8 @@ def print_overlap(
     sequential = sequential_seconds(simulation, training_seconds, job_limit)
     print(
         f"overlap: {wall:.1f} s wall, against {sequential:.1f} s one stage after the other: "
-        f"{simulation / job_limit:.1f} s to simulate ({runs} of {simulation:.1f} s in all, "
+        f"{simulation / job_limit:.1f} s to simulate ({runs}{', ' if failed else ' of '}"
+        f"{simulation:.1f} s in all, "
         f"{job_limit} at a time; their wall times, waits on training's back-pressure "
         f"included), then {training_seconds:.1f} s to train"
     )

@@ -96,3 +96,25 @@ def test_the_overlap_line_is_one_comparison_whose_sum_it_shows(
     )
     print_overlap({}, 123.0, 117.9, 2)  # external mode: no launcher, no line
     assert capsys.readouterr().out == ""
+
+
+def test_the_overlap_line_counts_the_failed_attempts_its_seconds_hold(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The launcher's seconds sum every ended attempt, a failed one too
+    (`StatusIndex.stopwatch`): a user trial (htrial5, 2 ranks, simulation 1 failing 3
+    times, then redrawn) read "4 runs of 10.2 s in all" for 4 finished runs and 3
+    failed attempts (2 restarts, 1 given up). Now it says both."""
+    study = {"simulation_seconds": 10.2, "finished": 4, "failed": 1, "restarts": 2}
+    print_overlap(study, 5.6, 0.0, 2)
+    assert capsys.readouterr().out == (
+        "overlap: 5.6 s wall, against 5.1 s one stage after the other: 5.1 s to "
+        "simulate (4 runs finished and 3 that failed, 10.2 s in all, 2 at a time; their "
+        "wall times, waits on training's back-pressure included), then 0.0 s to train\n"
+    )
+    print_overlap(study, 5.6, 0.0, 2, resumed_from="/out/checkpoints/checkpoint-1")
+    assert capsys.readouterr().out == (
+        "overlap: not measured for a run resumed from /out/checkpoints/checkpoint-1: the "
+        "study's 10.2 s of simulation (4 runs finished and 3 that failed) span the "
+        "earlier run too\n"
+    )

@@ -8,14 +8,16 @@ on `PredictionUnavailable` fell back for ever without a word. Also `checked_endp
 the form of an endpoint given (`Predictor(endpoint=...)`,
 ``$MELISSA_TRAINER_SERVE_ENDPOINTS``: `endpoint_form.endpoint_fault`). And a trainer
 that runs without a `ServingHook` (`Unserved`). Imports the standard library and the
-shared `stream` modules only.
+shared `stream` modules only. And one that ran there and stopped (`stopped_note`).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import time
+from pathlib import Path
 from typing import Any
 
 from melissa_trainer.client.endpoint_form import endpoint_fault
@@ -24,10 +26,11 @@ from melissa_trainer.client.rendezvous_words import missing_note
 from melissa_trainer.stream.endpoints import NOTICE_AFTER, fetch_rendezvous, is_loopback
 from melissa_trainer.stream.host_scope import SERVING, out_of_reach
 from melissa_trainer.stream.serving_rendezvous import NO_SERVER, OTHER_RUN
+from melissa_trainer.stream.stop_record import RECORD_KEY
 
 __all__ = [
     "UNSERVED", "MissingDirectory", "Unserved", "checked_endpoint", "endpoint_fault",
-    "other_run", "unreachable",
+    "other_run", "stopped_note", "unreachable",
 ]  # fmt: skip
 
 logger = logging.getLogger("melissa_trainer.client.predict")
@@ -129,6 +132,12 @@ UNSERVED = (
 )
 
 
+#: what a lookup that found no serve file adds when the trainer that ran there stopped
+#: (`stopped_note`: its stop record's reason between them; the C client's words too)
+STOPPED_THERE = "the trainer that ran there stopped"
+RESUMED_SERVES = "a resumed one would serve there"
+
+
 class Unserved:
     """A rendezvous directory whose trainer runs (its receivers' files complete and
     live: `fetch_rendezvous`'s ``alive_only`` look, a client's start's) but that holds
@@ -137,8 +146,10 @@ class Unserved:
     serving hook may publish after the receivers. `check`: a WARNING once, at a lookup
     `NOTICE_AFTER` seconds or more after the first that found no serve file, counted
     over requests (as `MissingDirectory`'s), the trainer found running then (looked at
-    once per `NOTICE_AFTER` s at most: a look may dial a remote trainer for up to 1 s);
-    `note`: the words of a request's timeout."""
+    once per `NOTICE_AFTER` s at most: a look may dial a remote trainer for up to 1 s),
+    or a trainer that ran there found stopped then (`stopped_note`: said too, as a user
+    trial read "(yet)" as awaiting a first trainer); `note`: the words of a request's
+    timeout."""
 
     def __init__(self) -> None:
         self._since: float | None = None  # when a lookup first found no serve file
@@ -157,18 +168,51 @@ class Unserved:
         if self._warned or now - max(self._since, self._looked) < NOTICE_AFTER:
             return
         self._looked = now
+        # (a running trainer's fix stands alone; a stopped one's note follows the why)
         if trainer_runs(directory):
+            said = UNSERVED
+        else:
+            stopped = stopped_note(directory)
+            said = why + stopped if stopped else ""
+        if said:
             self._warned = True
             logger.warning(
                 "Predictor: %s: %s; each request waits up to its timeout for a serve file "
                 "(then fails: PredictTimeout)",
-                os.path.abspath(directory), UNSERVED,
+                os.path.abspath(directory), said,
             )  # fmt: skip
 
     def note(self, directory: str | os.PathLike[str], why: str) -> str:
-        """ "; " and `UNSERVED` when `why` is that no serve file is there and the trainer
-        runs there now, else ""."""
-        return f"; {UNSERVED}" if why == NO_SERVER and trainer_runs(directory) else ""
+        """When `why` is that no serve file is there: "; " and `UNSERVED` if the trainer
+        runs there now, else `stopped_note` (one that ran there stopped); else ""."""
+        if why != NO_SERVER:
+            return ""
+        return f"; {UNSERVED}" if trainer_runs(directory) else stopped_note(directory)
+
+
+def stopped_note(directory: str | os.PathLike[str]) -> str:
+    """ "; the trainer that ran there stopped (CODE: MESSAGE): a resumed one would serve
+    there" when the rendezvous `directory`'s ``rank_0.json`` is marked stopped (CODE and
+    MESSAGE its stop record's reason, read leniently: the message's first line, at most
+    200 characters; "(CODE)" without a message, no parentheses without a code), else "".
+    A user trial read "no trainer serves predictions there (yet)" of a trainer that had
+    run and stopped, and waited for a first one. Waiting stays right: a resumed trainer serves
+    there. The C client's words too (clients/c/src/missing_dir.c mt_stopped_note)."""
+    try:
+        entry = json.loads((Path(directory) / "rank_0.json").read_text())
+    except (OSError, ValueError):
+        return ""  # (none, or being replaced: nothing to say)
+    if not isinstance(entry, dict) or entry.get("stopped") is not True:
+        return ""
+    record = entry.get(RECORD_KEY)
+    reason = record.get("reason") if isinstance(record, dict) else None
+    code = reason.get("code") if isinstance(reason, dict) else None
+    message = reason.get("message") if isinstance(reason, dict) else None
+    said = ""
+    if isinstance(code, str):  # (the first line of a message: the warning is one line)
+        line = message.split("\n")[0].split("\r")[0][:200] if isinstance(message, str) else ""
+        said = f" ({code[:32]}: {line})" if isinstance(message, str) else f" ({code[:32]})"
+    return f"; {STOPPED_THERE}{said}: {RESUMED_SERVES}"
 
 
 def trainer_runs(directory: str | os.PathLike[str]) -> bool:

@@ -6,7 +6,13 @@ predictions: add ServingHook to its hooks (docs/how-to/serve-while-training.md)"
 warning once, 3 s into the lookups (counted over requests), says it while they wait.
 
 Before: C said only "no trainer serves predictions there (yet)" at each timeout, and
-warned of nothing. A real `Receiver` (what a trainer's rank runs) writes the file."""
+warned of nothing. A real `Receiver` (what a trainer's rank runs) writes the file.
+
+A trainer that ran there and stopped (its ``rank_0.json`` marked stopped, with its stop
+record) is said alike too (missing_dir.c mt_stopped_note, predict_lookup.py
+``stopped_note``): "; the trainer that ran there stopped (CODE: MESSAGE): a resumed one
+would serve there", where both said only "(yet)" (a user trial waited for a first
+trainer)."""
 
 from __future__ import annotations
 
@@ -24,6 +30,7 @@ from test_c_env_parity import ASK, RENDEZVOUS, by_hand, python_request  # noqa: 
 from melissa_trainer.client.predict import Predictor
 from melissa_trainer.client.predict_errors import PredictTimeout
 from melissa_trainer.client.predict_lookup import UNSERVED
+from melissa_trainer.stream.stop_record import StopReason
 
 pytestmark = pytest.mark.e2e  # every test here starts a process
 
@@ -80,5 +87,71 @@ def test_a_trainer_running_without_serving_is_warned_of_once_alike(
     c = [line for line in proc.stderr.splitlines() if UNSERVED in line]
     python = [r.getMessage() for r in caplog.records if UNSERVED in r.getMessage()]
     assert len(python) == 1, python
+    words = python[0].removeprefix("Predictor: ").replace("PredictTimeout", "MT_ETIMEDOUT")
+    assert c == [f"melissa_trainer: mt_predict: {words}"], proc.stderr
+
+
+#: what both say of a trainer that ran and was preempted (its message's first line)
+PREEMPTED = (
+    "no trainer serves predictions there (yet); the trainer that ran there stopped "
+    "(preempted: SIGTERM received): a resumed one would serve there"
+)
+
+
+@pytest.mark.timeout(60)
+def test_a_trainer_that_ran_and_stopped_is_said_alike_at_the_timeout(
+    script_exe: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    by_hand: None,  # noqa: F811
+) -> None:
+    rendezvous = tmp_path / "rv"
+    env = {RENDEZVOUS: str(rendezvous)}
+    monkeypatch.setenv(RENDEZVOUS, env[RENDEZVOUS])
+    with running(rendezvous_dir=str(rendezvous), fields=FIELDS, run_id="run-a") as receiver:
+        receiver.note_stop(StopReason("preempted", "SIGTERM received\nsecond line"))
+    got = run_script(script_exe, f"{ASK}predict 1\nabort\n", tmp_path, env)
+    python = python_request(1)
+    assert got[7][1].endswith(PREEMPTED), got
+    assert got[7][1] == python, (got, python)
+
+
+@pytest.mark.timeout(60)
+def test_a_trainer_that_ran_and_stopped_is_warned_of_once_alike(
+    script_exe: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    by_hand: None,  # noqa: F811
+) -> None:
+    """Three requests of 2 s: the second, 3 s after the first lookup, warns; once."""
+    rendezvous = tmp_path / "rv"
+    env = {RENDEZVOUS: str(rendezvous)}
+    monkeypatch.setenv(RENDEZVOUS, env[RENDEZVOUS])
+    script = tmp_path / "script.txt"
+    script.write_text(f"{ASK}predict 2\npredict 2\npredict 2\nabort\n")
+    with running(rendezvous_dir=str(rendezvous), fields=FIELDS, run_id="run-a") as receiver:
+        receiver.note_stop(StopReason("preempted", "SIGTERM received\nsecond line"))
+    proc = subprocess.run(
+        [str(script_exe), str(script)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={**{k: v for k, v in os.environ.items() if not k.startswith("MELISSA_")}, **env},
+    )
+    predictor = Predictor(1)
+    try:
+        with caplog.at_level(logging.WARNING, logger="melissa_trainer.client.predict"):
+            for _ in range(3):
+                with pytest.raises(PredictTimeout, match="a resumed one would serve there"):
+                    predictor.predict({"u": np.zeros(4, np.float32)}, timeout=2)
+    finally:
+        predictor.close()
+    c = [line for line in proc.stderr.splitlines() if PREEMPTED in line]
+    python = [r.getMessage() for r in caplog.records if PREEMPTED in r.getMessage()]
+    assert python == [
+        f"Predictor: {rendezvous}: {PREEMPTED}; each request waits up to its timeout for a "
+        "serve file (then fails: PredictTimeout)"
+    ], python
     words = python[0].removeprefix("Predictor: ").replace("PredictTimeout", "MT_ETIMEDOUT")
     assert c == [f"melissa_trainer: mt_predict: {words}"], proc.stderr

@@ -10,7 +10,8 @@
  * (Python: by character; the same for ASCII names). And a rendezvous whose trainer runs
  * but holds no serve file (mt_unserved_check, mt_unserved_note: predict_lookup.py
  * Unserved): a trainer without a ServingHook, said as Python says it
- * (tests/c/test_c_predict_unserved.py). */
+ * (tests/c/test_c_predict_unserved.py); or whose trainer ran and stopped (mt_stopped_note:
+ * predict_lookup.py stopped_note). */
 #define _POSIX_C_SOURCE 200809L
 #include <ctype.h>
 #include <dirent.h>
@@ -183,6 +184,50 @@ static bool trainer_runs(const char *dir) {
     return st == MT_OK;
 }
 
+/* The member `key` of m[0..n), or NULL (stop_record.c's, static there). */
+static const mt_json_member *member(const mt_json_member *m, size_t n, const char *key) {
+    for (size_t k = 0; k < n; ++k)
+        if (strcmp(m[k].key, key) == 0) return &m[k];
+    return NULL;
+}
+
+/* An object member's JSON object (kind MT_JSON_OTHER, raw text "{...}") parsed into *m. */
+static bool object_of(const mt_json_member *v, mt_json_member **m, size_t *n) {
+    char err[160];
+    return v != NULL && v->kind == MT_JSON_OTHER && v->string[0] == '{' &&
+           mt_json_object(v->string, m, n, err, sizeof err);
+}
+
+void mt_stopped_note(const char *dir, mt_buf *b) {
+    char path[4096], err[160];
+    snprintf(path, sizeof path, "%s/rank_0.json", dir);
+    char *text = mt_read_file(path);
+    mt_json_member *m = NULL, *rec = NULL, *rm = NULL;
+    size_t n = 0, recn = 0, rn = 0;
+    if (text == NULL || text[0] != '{' || !mt_json_object(text, &m, &n, err, sizeof err)) {
+        free(text); /* (none, or being replaced: nothing to say) */
+        return;
+    }
+    const mt_json_member *stopped = member(m, n, "stopped");
+    if (stopped != NULL && stopped->kind == MT_JSON_OTHER &&
+        strcmp(stopped->string, "true") == 0) {
+        if (object_of(member(m, n, "stop_record"), &rec, &recn))
+            object_of(member(rec, recn, "reason"), &rm, &rn);
+        const mt_json_member *code = member(rm, rn, "code"), *message = member(rm, rn, "message");
+        bool coded = code != NULL && code->kind == MT_JSON_STRING;
+        bool said = coded && message != NULL && message->kind == MT_JSON_STRING;
+        size_t line = said ? strcspn(message->string, "\r\n") : 0; /* (the warning: one line) */
+        mt_buf_printf(b, "; " MT_STOPPED_THERE "%s%.32s%s%.*s%s: " MT_RESUMED_SERVES,
+                      coded ? " (" : "", coded ? code->string : "", said ? ": " : "",
+                      (int)(line < 200 ? line : 200), said ? message->string : "",
+                      coded ? ")" : "");
+    }
+    mt_json_free(rm, rn);
+    mt_json_free(rec, recn);
+    mt_json_free(m, n);
+    free(text);
+}
+
 void mt_unserved_check(mt_client *c, const char *dir, const char *why) {
     double *since = &c->predict_unserved[0], *looked = &c->predict_unserved[1];
     if (*since < 0) return; /* (said once: the next requests' errors say it) */
@@ -194,14 +239,29 @@ void mt_unserved_check(mt_client *c, const char *dir, const char *why) {
     if (*since == 0) *since = now;
     if (now - (*looked > *since ? *looked : *since) < NOTICE_AFTER) return;
     *looked = now; /* (a look may dial a remote trainer for up to 1 s: once in 3 s) */
-    if (!trainer_runs(dir)) return;
+    mt_buf said = {0}; /* (a running trainer's fix stands alone; a stopped one's: after why) */
+    bool runs = trainer_runs(dir);
+    if (runs)
+        mt_buf_printf(&said, "%s", MT_UNSERVED);
+    else
+        mt_stopped_note(dir, &said);
+    if (said.len == 0 || said.oom) { /* (neither: nothing to say yet, looked at again later) */
+        free(said.data);
+        return;
+    }
     *since = -1;
     char path[4096];
     abs_path(dir, path, sizeof path);
-    fprintf(stderr, "melissa_trainer: mt_predict: %s: " MT_UNSERVED "; each request waits up "
-                    "to its timeout for a serve file (then fails: MT_ETIMEDOUT)\n", path);
+    fprintf(stderr, "melissa_trainer: mt_predict: %s: %s%s; each request waits up to its "
+                    "timeout for a serve file (then fails: MT_ETIMEDOUT)\n",
+            path, runs ? "" : why, said.data);
+    free(said.data);
 }
 
 void mt_unserved_note(const char *dir, const char *why, mt_buf *b) {
-    if (strcmp(why, MT_NO_SERVER) == 0 && trainer_runs(dir)) mt_buf_puts(b, "; " MT_UNSERVED);
+    if (strcmp(why, MT_NO_SERVER) != 0) return;
+    if (trainer_runs(dir))
+        mt_buf_puts(b, "; " MT_UNSERVED);
+    else
+        mt_stopped_note(dir, b);
 }

@@ -41,11 +41,20 @@ void mt_missing_dir_check(mt_client *c, const char *dir, const char *source, con
 /* predict_lookup.py Unserved.check, after a lookup in `dir` found no endpoint (`why`): on
  * stderr once per client, when no serve file has been there for NOTICE_AFTER (3) seconds,
  * counted over requests, and the trainer runs there (trainer_alive.c's look, once per 3 s
- * at most). c->predict_unserved: [0] 0 while a serve file is there, else since when, -1
- * once said; [1] when the trainer was last looked at. */
+ * at most), or one that ran there stopped (mt_stopped_note, said after `why`).
+ * c->predict_unserved: [0] 0 while a serve file is there, else since when, -1 once said;
+ * [1] when the trainer was last looked at. */
 void mt_unserved_check(mt_client *c, const char *dir, const char *why);
 /* predict_lookup.py Unserved.note: "; " MT_UNSERVED appended to `b` when `why` is
- * MT_NO_SERVER and the trainer runs in `dir` now. */
+ * MT_NO_SERVER and the trainer runs in `dir` now; else mt_stopped_note. */
 void mt_unserved_note(const char *dir, const char *why, mt_buf *b);
+/* predict_lookup.py stopped_note, word for word, appended to `b` when `dir`'s rank_0.json
+ * is marked stopped: "; " MT_STOPPED_THERE " (CODE: MESSAGE): " MT_RESUMED_SERVES (its
+ * stop record's reason, read leniently: the message's first line, at most 200 bytes;
+ * "(CODE)" without a message; no parentheses without a code). mt_unserved_note says it
+ * when no trainer runs there, and mt_unserved_check warns with it (after `why`). */
+#define MT_STOPPED_THERE "the trainer that ran there stopped"
+#define MT_RESUMED_SERVES "a resumed one would serve there"
+void mt_stopped_note(const char *dir, mt_buf *b);
 
 #endif

@@ -18,22 +18,15 @@ printed every step)."""
 
 from __future__ import annotations
 
-import json
-import os
-import signal
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from held_ports import held_port
-from helpers import processes_with
-from waiting import wait_until
+from rerun_silence_runs import Pace, stopped_then_resumed
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e, pytest.mark.timeout(480)]
 
-HERE = Path(__file__).parent
-DRIVER, SOLVER = HERE / "rerun_silence_driver.py", HERE / "rank_one_solver.py"
+SOLVER = Path(__file__).with_name("rank_one_solver.py")
 SIMULATIONS, STEPS = 2, 28
 #: a solver's step (s), and the launcher's bound (the start-up's too): a sign of life is
 #: due TIMEOUT / 4 = 2 s after the last send, every fourth step
@@ -41,61 +34,14 @@ STEP_S, TIMEOUT = 0.6, 8.0
 #: each simulation's steps sent when the trainer is stopped: the rerun's held part lasts
 #: about HELD x STEP_S = 12 s, past TIMEOUT
 HELD = 20
-FLAGS = ["--batch_size", "4", "--buffer", "fifo", "--save_steps", "2", "--report_to", "none",
-         "--disable_progress_bar", "--save_at_end", "false"]  # fmt: skip
-
-
-def start(tmp: Path, name: str, *extra: str) -> tuple[subprocess.Popen[bytes], Path]:
-    env = {
-        **os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": "",
-        "PYTHONPATH": str(Path(__file__).parents[2]), "RS_STEPS": str(STEPS),
-        "RS_STEP_S": str(STEP_S), "RS_TIMEOUT": str(TIMEOUT),
-        "RS_SIMULATIONS": str(SIMULATIONS), "RS_COMMAND": json.dumps([sys.executable, str(SOLVER)]),
-    }  # fmt: skip
-    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu",
-           "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no",
-           "--dynamo_backend", "no", "--main_process_port", str(held_port()), str(DRIVER),
-           *FLAGS, "--output_dir", str(tmp / "out"), *extra]  # fmt: skip
-    log = tmp / f"{name}.out"
-    with log.open("w") as out:
-        proc = subprocess.Popen(
-            cmd, cwd=tmp, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
-        )
-    return proc, log
-
-
-def sent(out: Path, simulation: int) -> int:
-    log = out / "study" / "logs" / f"sim-{simulation}.log"
-    return log.read_text().count(" sent\n") if log.exists() else 0
-
-
-def stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(30)
 
 
 def test_a_rerun_streaming_to_receiver_1_only_is_heard_while_it_skips(tmp_path: Path) -> None:
-    out = tmp_path / "out"
-    first, log = start(tmp_path, "first")
-    try:
-        wait_until(lambda: min(sent(out, s) for s in range(SIMULATIONS)) >= HELD,
-                   lambda: log.read_text()[-3000:], 300, procs=[first], interval=0.02)  # fmt: skip
-        os.killpg(first.pid, signal.SIGTERM)  # (the ranks: they save, then exit)
-        assert first.wait(120) != 0, log.read_text()[-3000:]
-    finally:
-        stop(first)
-    wait_until(lambda: not processes_with(str(out / "rendezvous")), "solvers gone", 30)
-    assert all(sent(out, s) < STEPS for s in range(SIMULATIONS))  # (each holds a part)
-    second, log = start(tmp_path, "second", "--resume_from_checkpoint", "latest")
-    try:
-        code = second.wait(360)
-    finally:
-        stop(second)
-    said = log.read_text()
+    pace = Pace(SIMULATIONS, STEPS, STEP_S, TIMEOUT, ranks=2, solver=(sys.executable, str(SOLVER)))
+    code, said = stopped_then_resumed(tmp_path, pace, HELD, range(SIMULATIONS))
     assert " silent for " not in said, said[-4000:]  # (no rerun killed as hung)
     assert code == 0, said[-4000:]
     assert f"{SIMULATIONS} run again" in said, said[-4000:]  # (both rerun)
-    solver = (out / "study" / "logs" / "sim-1.log").read_text().splitlines()
+    solver = (tmp_path / "out" / "study" / "logs" / "sim-1.log").read_text().splitlines()
     every = [f"step {2 * i} sent" for i in range(STEPS)]
     assert solver[-STEPS:] == every, solver  # (its rerun, to the end)

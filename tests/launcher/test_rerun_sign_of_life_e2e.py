@@ -17,19 +17,15 @@ exactly once across both runs)."""
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from helpers import processes_with
-from waiting import wait_until
+from rerun_silence_runs import Pace, stopped_then_resumed
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e, pytest.mark.timeout(420)]
 
-DRIVER = Path(__file__).with_name("rerun_silence_driver.py")
 SIMULATIONS, STEPS = 2, 16
 #: a solver's step (s), and the launcher's bound: a sign of life is due TIMEOUT / 4 =
 #: 1 s after the last send, so every second step is one (1.2 s apart, the first 1.2 s
@@ -38,57 +34,15 @@ STEP_S, TIMEOUT = 0.6, 4.0
 #: simulation 0's steps sent when the trainer is stopped: the rerun's held part lasts
 #: about HELD x STEP_S = 7.2 s, nearly twice TIMEOUT
 HELD = 12
-FLAGS = ["--batch_size", "4", "--buffer", "fifo", "--save_steps", "2", "--report_to", "none",
-         "--disable_progress_bar", "--save_at_end", "false"]  # fmt: skip
-
-
-def start(tmp: Path, name: str, *extra: str) -> tuple[subprocess.Popen[bytes], Path]:
-    env = {
-        **os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": "",
-        "PYTHONPATH": str(Path(__file__).parents[2]), "RS_STEPS": str(STEPS),
-        "RS_STEP_S": str(STEP_S), "RS_TIMEOUT": str(TIMEOUT),
-        "RS_SIMULATIONS": str(SIMULATIONS),
-    }  # fmt: skip
-    log = tmp / f"{name}.out"
-    with log.open("w") as out:
-        proc = subprocess.Popen(
-            [sys.executable, str(DRIVER), *FLAGS, "--output_dir", str(tmp / "out"), *extra],
-            cwd=tmp, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-        )  # fmt: skip
-    return proc, log
-
-
-def sent(out: Path, simulation: int) -> int:
-    log = out / "study" / "logs" / f"sim-{simulation}.log"
-    return log.read_text().count(" sent\n") if log.exists() else 0
 
 
 def test_a_resumed_study_whose_reruns_recompute_held_steps_slowly_ends(tmp_path: Path) -> None:
-    out = tmp_path / "out"
-    first, log = start(tmp_path, "first")
-    try:
-        wait_until(lambda: sent(out, 0) >= HELD, lambda: log.read_text()[-3000:], 240,
-                   procs=[first], interval=0.02)  # fmt: skip
-        os.kill(first.pid, signal.SIGTERM)  # (the trainer: it saves, then exits)
-        assert first.wait(120) != 0, log.read_text()[-3000:]
-    finally:
-        if first.poll() is None:
-            os.killpg(first.pid, signal.SIGKILL)
-            first.wait(30)
-    wait_until(lambda: not processes_with(str(out / "rendezvous")), "solvers gone", 30)
-    assert sent(out, 0) < STEPS  # (stopped mid-run: its rerun holds a part)
-    second, log = start(tmp_path, "second", "--resume_from_checkpoint", "latest")
-    try:
-        code = second.wait(300)
-    finally:
-        if second.poll() is None:
-            os.killpg(second.pid, signal.SIGKILL)
-            second.wait(30)
-    said = log.read_text()
+    pace = Pace(SIMULATIONS, STEPS, STEP_S, TIMEOUT)
+    code, said = stopped_then_resumed(tmp_path, pace, HELD, range(1))  # (simulation 0's)
     assert code == 0, said[-4000:]
     assert f"{SIMULATIONS} run again" in said, said[-4000:]  # (both rerun)
     assert " silent for " not in said, said[-4000:]  # (no rerun killed as hung)
-    cli = [sys.executable, "-m", "melissa_trainer.lineage", "check", str(out),
+    cli = [sys.executable, "-m", "melissa_trainer.lineage", "check", str(tmp_path / "out"),
            "--simulations", str(SIMULATIONS), "--steps", str(STEPS)]  # fmt: skip
     checked = subprocess.run(cli, capture_output=True, text=True, timeout=120)
     assert checked.returncode == 0, checked.stdout + checked.stderr

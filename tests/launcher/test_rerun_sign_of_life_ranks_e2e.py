@@ -19,20 +19,15 @@ study's exit status, no kill for silence, and ``python -m melissa_trainer.lineag
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from held_ports import held_port
-from helpers import processes_with
-from waiting import wait_until
+from rerun_silence_runs import Pace, stopped_then_resumed
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e, pytest.mark.timeout(480)]
 
-DRIVER = Path(__file__).with_name("rerun_silence_driver.py")
 SIMULATIONS, STEPS = 2, 28
 #: a solver's step (s), and the launcher's bound (the start-up's too): a sign of life is
 #: due TIMEOUT / 4 = 2 s after the last send, so every fourth step is one (2.4 s apart);
@@ -43,62 +38,15 @@ STEP_S, TIMEOUT = 0.6, 8.0
 #: each simulation's steps sent when the trainer is stopped: the rerun's held part lasts
 #: about HELD x STEP_S = 12 s, past TIMEOUT
 HELD = 20
-FLAGS = ["--batch_size", "4", "--buffer", "fifo", "--save_steps", "2", "--report_to", "none",
-         "--disable_progress_bar", "--save_at_end", "false"]  # fmt: skip
-
-
-def start(tmp: Path, name: str, *extra: str) -> tuple[subprocess.Popen[bytes], Path]:
-    env = {
-        **os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": "",
-        "PYTHONPATH": str(Path(__file__).parents[2]), "RS_STEPS": str(STEPS),
-        "RS_STEP_S": str(STEP_S), "RS_TIMEOUT": str(TIMEOUT),
-        "RS_SIMULATIONS": str(SIMULATIONS),
-    }  # fmt: skip
-    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu",
-           "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no",
-           "--dynamo_backend", "no", "--main_process_port", str(held_port()), str(DRIVER),
-           *FLAGS, "--output_dir", str(tmp / "out"), *extra]  # fmt: skip
-    log = tmp / f"{name}.out"
-    with log.open("w") as out:
-        proc = subprocess.Popen(
-            cmd, cwd=tmp, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
-        )
-    return proc, log
-
-
-def sent(out: Path, simulation: int) -> int:
-    log = out / "study" / "logs" / f"sim-{simulation}.log"
-    return log.read_text().count(" sent\n") if log.exists() else 0
-
-
-def stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(30)
 
 
 def test_two_ranks_hear_the_signs_of_life_of_slow_reruns(tmp_path: Path) -> None:
-    out = tmp_path / "out"
-    first, log = start(tmp_path, "first")
-    try:
-        wait_until(lambda: min(sent(out, s) for s in range(SIMULATIONS)) >= HELD,
-                   lambda: log.read_text()[-3000:], 300, procs=[first], interval=0.02)  # fmt: skip
-        os.killpg(first.pid, signal.SIGTERM)  # (the ranks: they save, then exit)
-        assert first.wait(120) != 0, log.read_text()[-3000:]
-    finally:
-        stop(first)
-    wait_until(lambda: not processes_with(str(out / "rendezvous")), "solvers gone", 30)
-    assert all(sent(out, s) < STEPS for s in range(SIMULATIONS))  # (each holds a part)
-    second, log = start(tmp_path, "second", "--resume_from_checkpoint", "latest")
-    try:
-        code = second.wait(360)
-    finally:
-        stop(second)
-    said = log.read_text()
+    pace = Pace(SIMULATIONS, STEPS, STEP_S, TIMEOUT, ranks=2)
+    code, said = stopped_then_resumed(tmp_path, pace, HELD, range(SIMULATIONS))
     assert " silent for " not in said, said[-4000:]  # (no rerun killed as hung)
     assert code == 0, said[-4000:]
     assert f"{SIMULATIONS} run again" in said, said[-4000:]  # (both rerun)
-    cli = [sys.executable, "-m", "melissa_trainer.lineage", "check", str(out),
+    cli = [sys.executable, "-m", "melissa_trainer.lineage", "check", str(tmp_path / "out"),
            "--simulations", str(SIMULATIONS), "--steps", str(STEPS)]  # fmt: skip
     checked = subprocess.run(cli, capture_output=True, text=True, timeout=120)
     assert checked.returncode == 0, checked.stdout + checked.stderr

@@ -37,6 +37,38 @@ pytestmark = pytest.mark.e2e  # every test here starts a process
 FIELDS = {"u": ((4,), np.float32)}
 
 
+def warnings_of_three(
+    script_exe: Path,
+    tmp_path: Path,
+    env: dict[str, str],
+    caplog: pytest.LogCaptureFixture,
+    match: str,
+    said: str,
+) -> tuple[list[str], list[str]]:
+    """Three requests of 2 s by the C client (`script_exe`) then by Python's `Predictor`,
+    each failing its timeout (`match` in Python's error): the lines of C's stderr and
+    the messages Python logged that hold `said`."""
+    script = tmp_path / "script.txt"
+    script.write_text(f"{ASK}predict 2\npredict 2\npredict 2\nabort\n")
+    proc = subprocess.run(
+        [str(script_exe), str(script)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={**{k: v for k, v in os.environ.items() if not k.startswith("MELISSA_")}, **env},
+    )
+    predictor = Predictor(1)
+    try:
+        with caplog.at_level(logging.WARNING, logger="melissa_trainer.client.predict"):
+            for _ in range(3):
+                with pytest.raises(PredictTimeout, match=match):
+                    predictor.predict({"u": np.zeros(4, np.float32)}, timeout=2)
+    finally:
+        predictor.close()
+    c = [line for line in proc.stderr.splitlines() if said in line]
+    return c, [r.getMessage() for r in caplog.records if said in r.getMessage()]
+
+
 @pytest.mark.timeout(60)
 def test_a_trainer_running_without_serving_is_said_alike_at_the_timeout(
     script_exe: Path,
@@ -66,29 +98,13 @@ def test_a_trainer_running_without_serving_is_warned_of_once_alike(
     rendezvous = tmp_path / "rv"
     env = {RENDEZVOUS: str(rendezvous)}
     monkeypatch.setenv(RENDEZVOUS, env[RENDEZVOUS])
-    script = tmp_path / "script.txt"
-    script.write_text(f"{ASK}predict 2\npredict 2\npredict 2\nabort\n")
     with running(rendezvous_dir=str(rendezvous), fields=FIELDS, run_id="run-a"):
-        proc = subprocess.run(
-            [str(script_exe), str(script)],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            env={**{k: v for k, v in os.environ.items() if not k.startswith("MELISSA_")}, **env},
+        c, python = warnings_of_three(
+            script_exe, tmp_path, env, caplog, "add ServingHook", UNSERVED
         )
-        predictor = Predictor(1)
-        try:
-            with caplog.at_level(logging.WARNING, logger="melissa_trainer.client.predict"):
-                for _ in range(3):
-                    with pytest.raises(PredictTimeout, match="add ServingHook"):
-                        predictor.predict({"u": np.zeros(4, np.float32)}, timeout=2)
-        finally:
-            predictor.close()
-    c = [line for line in proc.stderr.splitlines() if UNSERVED in line]
-    python = [r.getMessage() for r in caplog.records if UNSERVED in r.getMessage()]
     assert len(python) == 1, python
     words = python[0].removeprefix("Predictor: ").replace("PredictTimeout", "MT_ETIMEDOUT")
-    assert c == [f"melissa_trainer: mt_predict: {words}"], proc.stderr
+    assert c == [f"melissa_trainer: mt_predict: {words}"], c
 
 
 #: what both say of a trainer that ran and was preempted (its message's first line)
@@ -128,30 +144,13 @@ def test_a_trainer_that_ran_and_stopped_is_warned_of_once_alike(
     rendezvous = tmp_path / "rv"
     env = {RENDEZVOUS: str(rendezvous)}
     monkeypatch.setenv(RENDEZVOUS, env[RENDEZVOUS])
-    script = tmp_path / "script.txt"
-    script.write_text(f"{ASK}predict 2\npredict 2\npredict 2\nabort\n")
     with running(rendezvous_dir=str(rendezvous), fields=FIELDS, run_id="run-a") as receiver:
         receiver.note_stop(StopReason("preempted", "SIGTERM received\nsecond line"))
-    proc = subprocess.run(
-        [str(script_exe), str(script)],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        env={**{k: v for k, v in os.environ.items() if not k.startswith("MELISSA_")}, **env},
-    )
-    predictor = Predictor(1)
-    try:
-        with caplog.at_level(logging.WARNING, logger="melissa_trainer.client.predict"):
-            for _ in range(3):
-                with pytest.raises(PredictTimeout, match="a resumed one would serve there"):
-                    predictor.predict({"u": np.zeros(4, np.float32)}, timeout=2)
-    finally:
-        predictor.close()
-    c = [line for line in proc.stderr.splitlines() if PREEMPTED in line]
-    python = [r.getMessage() for r in caplog.records if PREEMPTED in r.getMessage()]
+    resumed = "a resumed one would serve there"
+    c, python = warnings_of_three(script_exe, tmp_path, env, caplog, resumed, PREEMPTED)
     assert python == [
         f"Predictor: {rendezvous}: {PREEMPTED}; each request waits up to its timeout for a "
         "serve file (then fails: PredictTimeout)"
     ], python
     words = python[0].removeprefix("Predictor: ").replace("PredictTimeout", "MT_ETIMEDOUT")
-    assert c == [f"melissa_trainer: mt_predict: {words}"], proc.stderr
+    assert c == [f"melissa_trainer: mt_predict: {words}"], c

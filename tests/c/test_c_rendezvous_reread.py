@@ -56,7 +56,7 @@ HARNESS = textwrap.dedent(
         (void)argc;
         mt_rendezvous rv;
         mt_buf problem = {0};
-        mt_status st = mt_rendezvous_read_live(argv[1], &rv, &problem);
+        mt_status st = mt_rendezvous_read_live(argv[1], &rv, &problem, NULL);
         printf("%d %s\n", (int)(st != MT_OK), st == MT_OK ? rv.endpoints[0] : problem.data);
         if (st == MT_OK) mt_rendezvous_free(&rv);
         free(problem.data);

@@ -7,8 +7,8 @@ found both silent: each request waited its whole timeout, and a solver that fall
 on `PredictionUnavailable` fell back for ever without a word. Also `checked_endpoint`,
 the form of an endpoint given (`Predictor(endpoint=...)`,
 ``$MELISSA_TRAINER_SERVE_ENDPOINTS``: `endpoint_form.endpoint_fault`). And a trainer
-that runs without a `ServingHook` (`Unserved`). Imports the standard library and the
-shared `stream` modules only. And one that ran there and stopped (`stopped_note`).
+that runs without a `ServingHook` (`Unserved`), and one that ran there and stopped
+(`stopped_note`). Imports the standard library and the shared `stream` modules only.
 """
 
 from __future__ import annotations

@@ -251,6 +251,7 @@ class ProgressHook(Hook):
                 ),
                 args.batch_size,
                 args.buffer_config().resolved_tolerance,
+                trainer.log_figures.rank_puts,
             )
             if trainer.is_main_process
             else None

@@ -74,8 +74,9 @@ WHAT: dict[str, str] = {
     ),
     "buffer_evicted": "samples evicted since the run began",
     "source_messages": (
-        "messages received, all receivers: each client rank's HELLO and BYE at each, and "
-        "one DATA per field, time step and client rank"
+        "ZeroMQ messages received, all receivers, not samples: each client rank's HELLO "
+        "and BYE at each, one DATA per field, time step and client rank, or one BATCH "
+        "for several time steps of a field (see the training loop's page)"
     ),
     "source_bytes": "bytes received",
     "source_samples_put": "samples the receivers put into the buffers",

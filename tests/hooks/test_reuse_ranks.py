@@ -59,3 +59,29 @@ def test_without_the_ranks_figures_a_mean_is_said_to_be_one() -> None:
         assert got is not None and got[1] is not None
         assert "(41 samples, 20 per rank on average) never filled the buffer" in got[1]
         assert got[0].endswith("of 41 inserted, all ranks)")
+
+
+def test_one_rank_s_figures_keep_its_put_count_beside_the_log() -> None:
+    """`LogFigures.reduce` keeps each rank's put count (`rank_puts`, what the progress
+    hook gives `reuse_report`), not in the log; on one rank, the log's ``buffer_put``.
+    (Two ranks: tests/trainer/test_rank_figures.py.)"""
+    import numpy as np
+    import torch
+
+    from melissa_trainer.buffers import FIFOBuffer
+    from melissa_trainer.core.figures import LogFigures
+
+    class Source:
+        study_keys: frozenset[str] = frozenset()
+
+        def telemetry(self) -> dict[str, float]:
+            return {}
+
+    buffer = FIFOBuffer(8)
+    for i in range(3):
+        buffer.put({"x": np.asarray(float(i))})
+    figures = LogFigures(torch.device("cpu"))
+    assert figures.rank_puts == []
+    logs, _, _ = figures.reduce(buffer, Source(), 1, False, 0.1)  # type: ignore[arg-type]
+    assert figures.rank_puts == [3] and logs["buffer_put"] == 3.0
+    assert "rank_puts" not in logs

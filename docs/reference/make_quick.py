@@ -73,7 +73,11 @@ WHAT: dict[str, str] = {
         "steps the stop-sync window has not run yet included (padding not counted)"
     ),
     "buffer_evicted": "samples evicted since the run began",
-    "source_messages": "messages received",
+    "source_messages": (
+        "ZeroMQ messages received, all receivers, not samples: each client rank's HELLO "
+        "and BYE at each, one DATA per field, time step and client rank, or one BATCH "
+        "for several time steps of a field (see the training loop's page)"
+    ),
     "source_bytes": "bytes received",
     "source_samples_put": "samples the receivers put into the buffers",
     "source_duplicates": "steps received again and dropped (a restarted simulation)",
@@ -84,7 +88,10 @@ WHAT: dict[str, str] = {
     "source_incomplete_dropped": "partial steps dropped",
     "source_ignored_after_end": "messages after the end of the stream",
     "source_nonfinite_refused": "steps refused for NaN or Inf",
-    "source_connections_lost": "connections closed before their BYE",
+    "source_connections_lost": (
+        "connections closed before their BYE, one per client rank and receiver (a client "
+        "rank lost under 2 training ranks counts 2)"
+    ),
     "source_launcher_*": "a study's simulations (rank 0's counts): {launcher}",
 }
 

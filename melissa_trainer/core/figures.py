@@ -80,6 +80,9 @@ class LogFigures:
         self.samples_totaled = 0
         self.steps = 0
         self.started = time.perf_counter()
+        #: each rank's `buffer_put` at the last `reduce`, in rank order (their sum is
+        #: the log's); empty before the first
+        self.rank_puts: list[int] = []
 
     def restart(self) -> None:
         """Nothing counted from now on (the loss neither)."""
@@ -112,7 +115,8 @@ class LogFigures:
 
         Every count is summed over ranks (`buffer_samples`, the samples the buffers
         hold now; `buffer_put`, `buffer_got`, `buffer_evicted`, since the last log);
-        `buffer_fill` is `buffer_samples` over the ranks' total capacity; rates are per
+        `buffer_fill` is `buffer_samples` over the ranks' total capacity (each rank's
+        `buffer_put` is kept in `rank_puts`, not logged); rates are per
         second of the mean rank's wall time. The source's telemetry is summed over
         ranks, but for its `study_keys` (figures every rank counts in full), whose
         maximum is logged. `extra` (the hooks' `log_figures`, the same keys on every
@@ -130,6 +134,11 @@ class LogFigures:
         local = [0.0, self.loss_count, self.samples, self.take_untotaled(), len(buffer)]
         local += [stats.put, stats.got, stats.evicted, elapsed, *(telemetry[k] for k in names)]
         local += [float(extra[k]) for k in summed]
+        # each rank's put count in its own slot: the sum gives every rank's (no
+        # collective of its own), for the end-of-run lines' per-rank figures
+        ranks = [0.0] * num_processes
+        ranks[dist.get_rank() if distributed else 0] = float(stats.put)
+        local += ranks
         norms = self.grad_norms
         local += [0.0, norms.count] if norms is not None else []  # (the last two)
         figures = torch.tensor(local, dtype=torch.float64, device=self.device)
@@ -151,6 +160,8 @@ class LogFigures:
         source_figures = dict(zip(names, values[9 : 9 + len(names)], strict=True))
         start = 9 + len(names)
         hook_figures = dict(zip(summed, values[start : start + len(summed)], strict=True))
+        start += len(summed)
+        self.rank_puts = [int(v) for v in values[start : start + num_processes]]
         # (the mean over the steps and ranks: every rank clips the same, synced, norm)
         norm_sum, norm_count = values[-2:] if norms is not None else (0.0, 0.0)
         if study_names or highest:  # (a read of the device: only when there is one to read)

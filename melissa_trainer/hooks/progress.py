@@ -97,7 +97,8 @@ class ProgressHook(Hook):
     `Study`: what its simulations contributed, what an adaptive sampler drew).
 
     At the end of training (`on_train_end`, after the final log) it shows how often each
-    sample was trained on, on average over all ranks, and logs a WARNING naming the
+    sample was trained on, on average over all ranks (with each rank's inserted samples,
+    `LogFigures.rank_puts`, where they differ), and logs a WARNING naming the
     options to change when a run ended with its stream after about one use per sample
     (see `hooks.reuse.reuse_report`), or "more simulations, not more reuse" when its
     validation stopped improving while the training loss kept falling
@@ -251,6 +252,7 @@ class ProgressHook(Hook):
                 ),
                 args.batch_size,
                 args.buffer_config().resolved_tolerance,
+                trainer.log_figures.rank_puts,
             )
             if trainer.is_main_process
             else None

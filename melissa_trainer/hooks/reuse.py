@@ -24,9 +24,11 @@ one with no training loss logged before its best validation (the default
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 from melissa_trainer.core.figures import SOURCE_PREFIX
 from melissa_trainer.core.state import TrainerState
+from melissa_trainer.hooks.reuse_shares import Shares
 
 __all__ = [
     "DATA_LIMITED_DROP",
@@ -179,6 +181,7 @@ def reuse_report(
     ratio: float | None = None,
     batch_size: int | None = None,
     tolerance: float | None = None,
+    rank_puts: Sequence[int] = (),
 ) -> tuple[str, str | None] | None:
     """(the end-of-run line, the warning or None), from the last training log in
     `state.log_history`; None when there is none or nothing was inserted.
@@ -214,6 +217,14 @@ def reuse_report(
     head of the line (a preempted run is not at its end: the progress hook says so).
     When the receivers refused samples holding NaN or Inf (the log's
     ``source_nonfinite_refused``), the warning says so first (`_refused_first`).
+
+    `rank_puts`: each rank's inserted samples at that log, in rank order
+    (`LogFigures.rank_puts`). Every step waits for every rank, so the rank that received
+    the fewest bounds the run: the batch's and the watermark's causes are judged on its
+    figure, and the warning gives each rank's (`hooks.reuse_shares.Shares`). Without
+    them (or when they do not add up to the log's ``buffer_put``), under several ranks
+    the mean is used and said to be one: a user trial read "20 per rank" of ranks that
+    took 30 and 11.
     """
     last = next((logs for logs in reversed(state.log_history) if "buffer_put" in logs), None)
     if last is None or last["buffer_put"] <= 0:
@@ -224,6 +235,9 @@ def reuse_report(
         f"step {state.global_step} | {ended}: each sample trained on {reuse:.1f} "
         f"times on average ({trained} samples trained on, of {put:.0f} inserted, all ranks"
     )
+    shares = Shares(put, num_processes, rank_puts)
+    if shares.listing:  # (the ranks' figures differ: each is said)
+        line += f": {shares.each}"
     if trained != round(got):
         line += _draws_apart(trained, round(got), num_processes)
     line += ")"
@@ -238,15 +252,15 @@ def reuse_report(
         )
         + ": the model may be far from trained. "
     )
-    per_rank = put / num_processes
-    if batch_size is not None and batch_size > (watermark or 1) and per_rank < batch_size:
+    low = shares.low
+    if batch_size is not None and batch_size > (watermark or 1) and low < batch_size:
         # a read waits for a whole batch: none was served before the stream ended
         return line, warning + (
             f"A read of --batch_size {batch_size} waits until a rank's buffer holds "
-            f"{batch_size} samples, more than the {per_rank:.0f} the stream brought each "
-            f"rank ({put:.0f} in all): no batch was served until the stream ended, and "
-            "training was its end-of-stream drain, each sample once. "
-            + _batch_advice(per_rank, ratio)
+            f"{batch_size} samples, more than the {low:.0f} the stream brought "
+            f"{shares.who} ({shares.listing}{put:.0f} in all): no batch was served "
+            "until the stream ended, and training was its end-of-stream drain, each "
+            "sample once. " + _batch_advice(low, ratio)
         )
     if short and ratio is not None and batch_size is not None:
         slack = f"{tolerance:g} samples, " if tolerance is not None else ""
@@ -255,25 +269,26 @@ def reuse_report(
             f"read of --batch_size {batch_size} needs {batch_size} inserts before any "
             f"draw, so its rate limiter lets the draws trail {ratio:g} x the inserts by "
             f"up to its tolerance ({slack}at least {ratio:g} x (batch_size - watermark)), "
-            f"against {ratio * per_rank:.0f} draws for the {per_rank:.0f} samples each "
-            "rank received, and the stream ended before the draws caught up. "
-            + _batch_advice(per_rank, ratio)
+            f"against {ratio * low:.0f} draws for the {low:.0f} samples "
+            f"{shares.received}, and the stream ended before the draws caught up. "
+            + _batch_advice(low, ratio)
         )
-    if watermark is not None and put < watermark * num_processes:
-        # no read is served below the watermark until the stream ends: the whole run
-        # was the end-of-stream drain, one draw per sample, whatever the ratio
+    if watermark is not None and low < watermark:
+        # no read is served below the watermark until the stream ends (and every step
+        # waits for every rank): the whole run was the end-of-stream drain, one draw per
+        # sample, whatever the ratio
         return line, warning + (
-            f"The stream ({put:.0f} samples, {put / num_processes:.0f} per rank) never "
-            f"filled the buffer to --watermark {watermark}, so training only started "
+            f"The stream ({put:.0f} samples, {shares.each}) never filled "
+            f"{shares.buffer} to --watermark {watermark}, so training only started "
             "when it ended: lower --watermark (well below the samples each rank "
             "receives)"
         )
-    if ratio is not None and ratio >= REUSE_WARNING_BELOW and watermark is not None:
-        per_rank = put / num_processes
+    # (a rank that received nothing has no share to state: the general advice)
+    if ratio is not None and ratio >= REUSE_WARNING_BELOW and watermark is not None and low:
         return line, warning + (
             f"A reservoir drawing each sample up to {ratio:g} times was in effect, but "
             f"training waited until each rank's buffer held --watermark {watermark} "
-            f"samples, {watermark / per_rank:.0%} of the {per_rank:.0f} each rank received, "
+            f"samples, {watermark / low:.0%} of the {low:.0f} {shares.received}, "
             "and the stream ended soon after: lower --watermark (well below the samples "
             "each rank receives), or stream more data per rank"
         )

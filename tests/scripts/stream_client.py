@@ -8,7 +8,8 @@ depend on the client's internals. Field values are a deterministic function of
 (simulation, time step, field), `field_value`, so that tests check them bit for bit.
 With `--client-count R --client-rank r` it sends only its contiguous element range of
 each field, as one rank of an MPI simulation would. Time step t goes to endpoint
-``t % len(endpoints)``; HELLO and BYE go to every endpoint.
+``t % len(endpoints)``; HELLO and BYE go to every endpoint. `--stride S` sends the
+steps ``first, first + S, ...`` below `--steps` (S = 2 under two receivers: all to one).
 """
 
 from __future__ import annotations
@@ -106,6 +107,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--simulation-id", type=int, required=True)
     ap.add_argument("--steps", type=int, required=True)
     ap.add_argument("--first-step", type=int, default=0)
+    ap.add_argument("--stride", type=int, default=1, help="steps first, first + stride, ...")
     ap.add_argument("--field", action="append", required=True)
     ap.add_argument("--param", action="append", default=[], help="name=value")
     ap.add_argument("--client-rank", type=int, default=0)
@@ -127,7 +129,7 @@ def main(argv: list[str] | None = None) -> None:
     sim, rank, count = a.simulation_id, a.client_rank, a.client_count
     for s in socks:
         s.send(P.encode_hello(sim, rank, count, specs, params))
-    for step in range(a.first_step, a.steps):
+    for step in range(a.first_step, a.steps, a.stride):
         sock = socks[step % len(socks)]
         for index, spec in enumerate(specs):
             flat = field_value(sim, step, index, spec).reshape(-1)
@@ -137,8 +139,11 @@ def main(argv: list[str] | None = None) -> None:
         if a.delay:
             time.sleep(a.delay)
     if not a.no_bye:
-        for i, s in enumerate(socks):  # the steps sent to that receiver (0 .. steps - 1)
-            s.send(P.encode_bye(sim, rank, count, len(range(i, a.steps, len(socks)))))
+        # the steps sent to that receiver over the whole run (from 0: a restart's
+        # --first-step resumes a run whose earlier steps went to the same receivers)
+        run = range(a.first_step % a.stride, a.steps, a.stride)
+        for i, s in enumerate(socks):
+            s.send(P.encode_bye(sim, rank, count, sum(t % len(socks) == i for t in run)))
     for s in socks:
         s.close(linger=-1)
     ctx.term()

@@ -59,10 +59,12 @@ def test_study_telemetry_is_counted_once_and_rank_counters_survive_a_resume(
     assert [r["total_samples_seen"] for r in first] == [sum(seen)] * 2
     # the end-of-run line counts the samples trained on (rank 0's re-served ones too), as
     # the state does, and names the draws apart: it once said "243 draws of 243 samples
-    # inserted", each sample trained on 1.0 times, beside a state of 310 samples trained on
+    # inserted", each sample trained on 1.0 times, beside a state of 310 samples trained on;
+    # each rank's inserted samples follow (the script streams 83 and 160)
     assert (
         f"each sample trained on {sum(seen) / 243:.1f} times on average ({sum(seen)} "
-        "samples trained on, of 243 inserted, all ranks; 243 drawn from the buffers: a rank "
+        "samples trained on, of 243 inserted, all ranks: 83 on rank 0 and 160 on rank 1; "
+        "243 drawn from the buffers: a rank "
         "whose data ran out first trains on its last batches again"
     ) in output, output[-3000:]
     for r in first:

@@ -23,6 +23,7 @@ from melissa_trainer.client.predict_lookup import (
     checked_endpoint,
     logger,
     other_run,
+    stop_reason,
     unreachable,
 )
 from melissa_trainer.client.server_key import not_the_served_key
@@ -148,7 +149,7 @@ class EndpointLookup:
                 raise gone(f"no serving endpoint in {str(directory)!r}: {why}{other}")
             self._missing.check(directory, why)  # (a typo? warned once)
             if not self.served_there:  # (one that served: stopped, or stops serving)
-                self._unserved.check(directory, why)  # (no ServingHook? warned once)
+                self._unserved.check(directory, why, self.run_id)  # (no ServingHook? warned once)
             left = deadline - time.monotonic()
             if left <= 0 or self.served_there:
                 # (Waiting for a serve file is for a trainer not started yet. One that
@@ -157,11 +158,21 @@ class EndpointLookup:
                 where = f"no serving endpoint in {str(directory)!r}"
                 note = self._missing.note(directory)
                 if self.served_there:  # (one story: no "(yet)", which awaits a first trainer)
-                    now = why.removesuffix(" (yet)")
-                    raise gone(
-                        f"{where}: the trainer that served this simulation stopped ({now}){note}"
-                    )
-                note += self._unserved.note(directory, why)
+                    raise gone(f"{where}: {self._stopped(directory, why)}{note}")
+                note += self._unserved.note(directory, why, self.run_id)
                 raise PredictTimeout(f"{where} within {timeout} s: {why}{note}")
             time.sleep(min(pause, left))
             pause = min(pause * 2, 0.25)
+
+    def _stopped(self, directory: str | os.PathLike[str], why: str) -> str:
+        """What a lookup that found no serve file (`why`) says of the trainer that served
+        this simulation: "the trainer that served this simulation stopped (CODE: MESSAGE;
+        WHY): " and what would serve there, when its rendezvous file is marked stopped by
+        this run's trainer (`predict_lookup.stop_reason`: a solver whose trainer stopped
+        mid-use was told no reason); "(WHY)" alone otherwise."""
+        now = why.removesuffix(" (yet)")
+        said = stop_reason(directory, self.run_id)
+        if said is None:
+            return f"the trainer that served this simulation stopped ({now})"
+        reason = f"{said[0]}; {now}" if said[0] else now
+        return f"the trainer that served this simulation stopped ({reason}): {said[1]}"

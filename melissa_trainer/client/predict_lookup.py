@@ -30,7 +30,7 @@ from melissa_trainer.stream.stop_record import RECORD_KEY
 
 __all__ = [
     "UNSERVED", "MissingDirectory", "Unserved", "checked_endpoint", "endpoint_fault",
-    "other_run", "stopped_note", "unreachable",
+    "other_run", "stop_reason", "stopped_note", "unreachable",
 ]  # fmt: skip
 
 logger = logging.getLogger("melissa_trainer.client.predict")
@@ -133,9 +133,23 @@ UNSERVED = (
 
 
 #: what a lookup that found no serve file adds when the trainer that ran there stopped
-#: (`stopped_note`: its stop record's reason between them; the C client's words too)
+#: (`stopped_note`: its stop record's reason, then what would serve there, per code:
+#: `after_stop`); the C client's words too (clients/c/src/missing_dir.h)
 STOPPED_THERE = "the trainer that ran there stopped"
+#: after a code a resume may follow (`stop_record.RESUMABLE`), or one that does not say
+#: (``stopped`` by its owner, no record)
 RESUMED_SERVES = "a resumed one would serve there"
+#: after ``end``: no resume follows on its own; one with a larger ``--max_steps`` after
+#: a max_steps end trains on (`stopped.ENDED`'s advice)
+ENDED_SERVES = (
+    "the run ended, no resume follows on its own (after max_steps, one resumed with a "
+    "larger --max_steps would serve there)"
+)
+#: after ``error``, ``nonfinite``: no resume follows on its own
+FAILED_SERVES = "no resume follows on its own (one resumed once that is fixed would serve there)"
+#: the most characters of a reason's code and of its message's first line quoted (C:
+#: the same count of UTF-8 characters, never a character cut)
+CODE_CHARS, MESSAGE_CHARS = 32, 200
 
 
 class Unserved:
@@ -156,9 +170,9 @@ class Unserved:
         self._looked = -float("inf")
         self._warned = False
 
-    def check(self, directory: str | os.PathLike[str], why: str) -> None:
-        """After a lookup in `directory` found no endpoint (`why`, `read_serving`'s):
-        warn once, as the class says."""
+    def check(self, directory: str | os.PathLike[str], why: str, run_id: str | None) -> None:
+        """After a lookup in `directory` found no endpoint (`why`, `read_serving`'s) for
+        a predictor asking as `run_id`: warn once, as the class says."""
         if why != NO_SERVER:
             self._since = None
             return
@@ -172,7 +186,7 @@ class Unserved:
         if trainer_runs(directory):
             said = UNSERVED
         else:
-            stopped = stopped_note(directory)
+            stopped = stopped_note(directory, run_id)
             said = why + stopped if stopped else ""
         if said:
             self._warned = True
@@ -182,37 +196,70 @@ class Unserved:
                 os.path.abspath(directory), said,
             )  # fmt: skip
 
-    def note(self, directory: str | os.PathLike[str], why: str) -> str:
+    def note(self, directory: str | os.PathLike[str], why: str, run_id: str | None) -> str:
         """When `why` is that no serve file is there: "; " and `UNSERVED` if the trainer
-        runs there now, else `stopped_note` (one that ran there stopped); else ""."""
+        runs there now, else `stopped_note` (one of `run_id`'s run that ran there
+        stopped); else ""."""
         if why != NO_SERVER:
             return ""
-        return f"; {UNSERVED}" if trainer_runs(directory) else stopped_note(directory)
+        return f"; {UNSERVED}" if trainer_runs(directory) else stopped_note(directory, run_id)
 
 
-def stopped_note(directory: str | os.PathLike[str]) -> str:
-    """ "; the trainer that ran there stopped (CODE: MESSAGE): a resumed one would serve
-    there" when the rendezvous `directory`'s ``rank_0.json`` is marked stopped (CODE and
-    MESSAGE its stop record's reason, read leniently: the message's first line, at most
-    200 characters; "(CODE)" without a message, no parentheses without a code), else "".
-    A user trial read "no trainer serves predictions there (yet)" of a trainer that had
-    run and stopped, and waited for a first one. Waiting stays right: a resumed trainer serves
-    there. The C client's words too (clients/c/src/missing_dir.c mt_stopped_note)."""
+def after_stop(code: object) -> str:
+    """What would serve there after a trainer that stopped with reason `code`:
+    `RESUMED_SERVES` after a resumable code (a resume may follow) or one that does not
+    say (``stopped``, none); `ENDED_SERVES` after ``end``; `FAILED_SERVES` after
+    ``error``, ``nonfinite``. (`RESUMED_SERVES` was said after every code, also of a run
+    that ended or failed, after which nothing resumes on its own.)"""
+    if code == "end":
+        return ENDED_SERVES
+    return FAILED_SERVES if code in ("error", "nonfinite") else RESUMED_SERVES
+
+
+def stop_reason(
+    directory: str | os.PathLike[str], run_id: str | None = None
+) -> tuple[str, str] | None:
+    """("CODE: MESSAGE", `after_stop` of CODE) when the rendezvous `directory`'s
+    ``rank_0.json`` is marked stopped, CODE and MESSAGE its stop record's reason read
+    leniently: the message's first line, at most `MESSAGE_CHARS` characters; "CODE"
+    without a message, "" without a code. None when not marked stopped, and when it is
+    another run's than `run_id` (its ``run_id``, else its record's, names another: a
+    request of this run awaits this run's trainer, which that one's resume is not; None
+    `run_id`: any run's)."""
     try:
         entry = json.loads((Path(directory) / "rank_0.json").read_text())
     except (OSError, ValueError):
-        return ""  # (none, or being replaced: nothing to say)
+        return None  # (none, or being replaced: nothing to say)
     if not isinstance(entry, dict) or entry.get("stopped") is not True:
-        return ""
+        return None
     record = entry.get(RECORD_KEY)
-    reason = record.get("reason") if isinstance(record, dict) else None
+    record = record if isinstance(record, dict) else {}
+    whose = entry.get("run_id", record.get("run_id"))
+    if run_id is not None and isinstance(whose, str) and whose != run_id:
+        return None
+    reason = record.get("reason")
     code = reason.get("code") if isinstance(reason, dict) else None
     message = reason.get("message") if isinstance(reason, dict) else None
-    said = ""
-    if isinstance(code, str):  # (the first line of a message: the warning is one line)
-        line = message.split("\n")[0].split("\r")[0][:200] if isinstance(message, str) else ""
-        said = f" ({code[:32]}: {line})" if isinstance(message, str) else f" ({code[:32]})"
-    return f"; {STOPPED_THERE}{said}: {RESUMED_SERVES}"
+    if not isinstance(code, str):
+        return "", after_stop(None)
+    if not isinstance(message, str):
+        return code[:CODE_CHARS], after_stop(code)
+    # (the first line of a message: the warning is one line)
+    line = message.split("\n")[0].split("\r")[0][:MESSAGE_CHARS]
+    return f"{code[:CODE_CHARS]}: {line}", after_stop(code)
+
+
+def stopped_note(directory: str | os.PathLike[str], run_id: str | None = None) -> str:
+    """ "; the trainer that ran there stopped (CODE: MESSAGE): " and what would serve
+    there (`after_stop`), when the rendezvous `directory`'s ``rank_0.json`` is marked
+    stopped by a trainer of `run_id`'s run or of a run not said (`stop_reason`), else "".
+    A user trial read "no trainer serves predictions there (yet)" of a trainer that had
+    run and stopped, and waited for a first one. The C client's words too
+    (clients/c/src/missing_dir.c mt_stopped_note)."""
+    said = stop_reason(directory, run_id)
+    if said is None:
+        return ""
+    return f"; {STOPPED_THERE}{f' ({said[0]})' if said[0] else ''}: {said[1]}"
 
 
 def trainer_runs(directory: str | os.PathLike[str]) -> bool:

@@ -266,7 +266,7 @@ struct mt_client {
     bool served_there;
     bool said_nonfinite_field, said_nonfinite_input; /* told once each (finite_notice.c) */
     bool said_unreachable; /* a serve file out of reach, told once (host_scope.c) */
-    char gone_why[640];
+    char gone_why[2048]; /* (room for a stop reason: up to 800 bytes, serve.c) */
     double retry_at, backoff;
     /* the rendezvous directory of the last lookup (NULL: none) and its inode and
      * modification time (ns) then: a change ends a backoff (serve.c) */

@@ -198,7 +198,24 @@ static bool object_of(const mt_json_member *v, mt_json_member **m, size_t *n) {
            mt_json_object(v->string, m, n, err, sizeof err);
 }
 
-void mt_stopped_note(const char *dir, mt_buf *b) {
+/* The bytes of the first `chars` UTF-8 characters of s[0..n) (continuation bytes
+ * 10xxxxxx counted with their lead: Python's cut by characters, never one cut). */
+static size_t utf8_prefix(const char *s, size_t n, size_t chars) {
+    size_t k = 0;
+    for (size_t seen = 0; k < n; ++k) {
+        if (((unsigned char)s[k] & 0xC0) != 0x80 && seen++ == chars) break;
+    }
+    return k;
+}
+
+static const char *after_stop(const char *code) {
+    if (code != NULL && strcmp(code, "end") == 0) return MT_ENDED_SERVES;
+    if (code != NULL && (strcmp(code, "error") == 0 || strcmp(code, "nonfinite") == 0))
+        return MT_FAILED_SERVES;
+    return MT_RESUMED_SERVES;
+}
+
+bool mt_stop_reason(const char *dir, const char *run_id, mt_buf *said, const char **after) {
     char path[4096], err[160];
     snprintf(path, sizeof path, "%s/rank_0.json", dir);
     char *text = mt_read_file(path);
@@ -206,26 +223,62 @@ void mt_stopped_note(const char *dir, mt_buf *b) {
     size_t n = 0, recn = 0, rn = 0;
     if (text == NULL || text[0] != '{' || !mt_json_object(text, &m, &n, err, sizeof err)) {
         free(text); /* (none, or being replaced: nothing to say) */
-        return;
+        return false;
     }
     const mt_json_member *stopped = member(m, n, "stopped");
-    if (stopped != NULL && stopped->kind == MT_JSON_OTHER &&
-        strcmp(stopped->string, "true") == 0) {
-        if (object_of(member(m, n, "stop_record"), &rec, &recn))
-            object_of(member(rec, recn, "reason"), &rm, &rn);
+    bool marked = stopped != NULL && stopped->kind == MT_JSON_OTHER &&
+                  strcmp(stopped->string, "true") == 0;
+    if (marked) {
+        object_of(member(m, n, "stop_record"), &rec, &recn);
+        const mt_json_member *whose = member(m, n, "run_id");
+        if (whose == NULL) whose = member(rec, recn, "run_id");
+        /* (another run's: this run's trainer is awaited, which that one's resume is not) */
+        marked = run_id == NULL || whose == NULL || whose->kind != MT_JSON_STRING ||
+                 strcmp(whose->string, run_id) == 0;
+    }
+    if (marked) {
+        object_of(member(rec, recn, "reason"), &rm, &rn);
         const mt_json_member *code = member(rm, rn, "code"), *message = member(rm, rn, "message");
         bool coded = code != NULL && code->kind == MT_JSON_STRING;
-        bool said = coded && message != NULL && message->kind == MT_JSON_STRING;
-        size_t line = said ? strcspn(message->string, "\r\n") : 0; /* (the warning: one line) */
-        mt_buf_printf(b, "; " MT_STOPPED_THERE "%s%.32s%s%.*s%s: " MT_RESUMED_SERVES,
-                      coded ? " (" : "", coded ? code->string : "", said ? ": " : "",
-                      (int)(line < 200 ? line : 200), said ? message->string : "",
-                      coded ? ")" : "");
+        if (coded) { /* (printf: said stays a string) */
+            size_t c32 = utf8_prefix(code->string, strlen(code->string), 32);
+            mt_buf_printf(said, "%.*s", (int)c32, code->string);
+            if (message != NULL && message->kind == MT_JSON_STRING) {
+                size_t line = strcspn(message->string, "\r\n"); /* (the warning: one line) */
+                mt_buf_printf(said, ": %.*s", (int)utf8_prefix(message->string, line, 200),
+                              message->string);
+            }
+        }
+        *after = after_stop(coded ? code->string : NULL);
     }
     mt_json_free(rm, rn);
     mt_json_free(rec, recn);
     mt_json_free(m, n);
     free(text);
+    return marked;
+}
+
+void mt_stopped_note(const char *dir, const char *run_id, mt_buf *b) {
+    mt_buf said = {0};
+    const char *after = NULL;
+    if (mt_stop_reason(dir, run_id, &said, &after))
+        mt_buf_printf(b, "; " MT_STOPPED_THERE "%s%s%s: %s", said.len ? " (" : "",
+                      said.len ? said.data : "", said.len ? ")" : "", after);
+    if (said.oom) b->oom = true;
+    free(said.data);
+}
+
+void mt_served_stopped(const char *dir, const char *run_id, const char *why, mt_buf *b) {
+    mt_buf said = {0};
+    const char *after = NULL;
+    bool stopped = mt_stop_reason(dir, run_id, &said, &after);
+    size_t len = strlen(why); /* (one story: no "(yet)", which awaits a first trainer) */
+    if (len >= 6 && strcmp(why + len - 6, " (yet)") == 0) len -= 6;
+    mt_buf_printf(b, "the trainer that served this simulation stopped (%s%s%.*s)%s%s",
+                  said.len ? said.data : "", said.len ? "; " : "", (int)len, why,
+                  stopped ? ": " : "", stopped ? after : "");
+    if (said.oom) b->oom = true;
+    free(said.data);
 }
 
 void mt_unserved_check(mt_client *c, const char *dir, const char *why) {
@@ -244,7 +297,7 @@ void mt_unserved_check(mt_client *c, const char *dir, const char *why) {
     if (runs)
         mt_buf_printf(&said, "%s", MT_UNSERVED);
     else
-        mt_stopped_note(dir, &said);
+        mt_stopped_note(dir, c->run_id, &said);
     if (said.len == 0 || said.oom) { /* (neither: nothing to say yet, looked at again later) */
         free(said.data);
         return;
@@ -258,10 +311,10 @@ void mt_unserved_check(mt_client *c, const char *dir, const char *why) {
     free(said.data);
 }
 
-void mt_unserved_note(const char *dir, const char *why, mt_buf *b) {
+void mt_unserved_note(const char *dir, const char *why, const char *run_id, mt_buf *b) {
     if (strcmp(why, MT_NO_SERVER) != 0) return;
     if (trainer_runs(dir))
         mt_buf_puts(b, "; " MT_UNSERVED);
     else
-        mt_stopped_note(dir, b);
+        mt_stopped_note(dir, run_id, b);
 }

@@ -46,15 +46,33 @@ void mt_missing_dir_check(mt_client *c, const char *dir, const char *source, con
  * [1] when the trainer was last looked at. */
 void mt_unserved_check(mt_client *c, const char *dir, const char *why);
 /* predict_lookup.py Unserved.note: "; " MT_UNSERVED appended to `b` when `why` is
- * MT_NO_SERVER and the trainer runs in `dir` now; else mt_stopped_note. */
-void mt_unserved_note(const char *dir, const char *why, mt_buf *b);
-/* predict_lookup.py stopped_note, word for word, appended to `b` when `dir`'s rank_0.json
- * is marked stopped: "; " MT_STOPPED_THERE " (CODE: MESSAGE): " MT_RESUMED_SERVES (its
- * stop record's reason, read leniently: the message's first line, at most 200 bytes;
- * "(CODE)" without a message; no parentheses without a code). mt_unserved_note says it
- * when no trainer runs there, and mt_unserved_check warns with it (after `why`). */
+ * MT_NO_SERVER and the trainer runs in `dir` now; else mt_stopped_note (of `run_id`). */
+void mt_unserved_note(const char *dir, const char *why, const char *run_id, mt_buf *b);
+/* predict_lookup.py stop_reason: true when `dir`'s rank_0.json is marked stopped, and not
+ * by another run than `run_id` (its "run_id", else its record's, names another; NULL: any
+ * run's); then "CODE: MESSAGE" appended to `said` (its stop record's reason, read
+ * leniently: the message's first line, at most 200 UTF-8 characters, never one cut, as
+ * Python's 200 characters; the code's first 32; "CODE" without a message, nothing without
+ * a code) and *after set to what would serve there, per code (predict_lookup.py
+ * after_stop): MT_ENDED_SERVES after "end", MT_FAILED_SERVES after "error" and
+ * "nonfinite", else MT_RESUMED_SERVES. */
+bool mt_stop_reason(const char *dir, const char *run_id, mt_buf *said, const char **after);
+/* predict_lookup.py stopped_note, word for word, appended to `b` when mt_stop_reason says
+ * so: "; " MT_STOPPED_THERE " (CODE: MESSAGE): " and what would serve there (no
+ * parentheses without a code). mt_unserved_note says it when no trainer runs there, and
+ * mt_unserved_check warns with it (after `why`). */
 #define MT_STOPPED_THERE "the trainer that ran there stopped"
 #define MT_RESUMED_SERVES "a resumed one would serve there"
-void mt_stopped_note(const char *dir, mt_buf *b);
+#define MT_ENDED_SERVES                                                                    \
+    "the run ended, no resume follows on its own (after max_steps, one resumed with a "    \
+    "larger --max_steps would serve there)"
+#define MT_FAILED_SERVES                                                                   \
+    "no resume follows on its own (one resumed once that is fixed would serve there)"
+void mt_stopped_note(const char *dir, const char *run_id, mt_buf *b);
+/* predict_endpoint.py EndpointLookup._stopped, appended to `b`: "the trainer that served
+ * this simulation stopped (CODE: MESSAGE; WHY): " and what would serve there, when
+ * mt_stop_reason says so (a client whose trainer stopped mid-use was told no reason);
+ * "(WHY)" alone otherwise (WHY: `why` without its " (yet)"). */
+void mt_served_stopped(const char *dir, const char *run_id, const char *why, mt_buf *b);
 
 #endif

@@ -370,10 +370,11 @@ mt_status mt_serve_resolve(mt_client *c, double deadline, double timeout, mt_ser
              * again after the backoff (a trainer resumed). */
             mt_buf note = {0};
             mt_missing_dir_note(dir, from, &note); /* (predict_lookup.py, as Python's) */
-            size_t len = strlen(why); /* (one story: no "(yet)", which awaits a first trainer) */
-            if (len >= 6 && strcmp(why + len - 6, " (yet)") == 0) why[len - 6] = '\0';
-            st = mt_gone(c, "no serving endpoint in '%s': the trainer that served this "
-                            "simulation stopped (%s)%s", dir, why, note.len ? note.data : "");
+            mt_buf stop = {0}; /* (with its stop reason, and no "(yet)": missing_dir.c) */
+            mt_served_stopped(dir, c->run_id, why, &stop);
+            st = mt_gone(c, "no serving endpoint in '%s': %s%s", dir, stop.len ? stop.data : "",
+                         note.len ? note.data : "");
+            free(stop.data);
             free(note.data);
             break;
         }
@@ -383,7 +384,7 @@ mt_status mt_serve_resolve(mt_client *c, double deadline, double timeout, mt_ser
             mt_format_double(timeout, t);
             mt_buf note = {0}; /* (a typo? the directory meant, what creates it) */
             mt_missing_dir_note(dir, from, &note);
-            mt_unserved_note(dir, why, &note); /* (a trainer running without serving) */
+            mt_unserved_note(dir, why, c->run_id, &note); /* (a trainer running without serving) */
             st = mt_fail(c, MT_ETIMEDOUT, "no serving endpoint in '%s' within %s s: %s%s", dir, t,
                          why, note.len ? note.data : "");
             free(note.data);

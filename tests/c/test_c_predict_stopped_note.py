@@ -1,0 +1,152 @@
+"""The C client says what the Python `Predictor` says of the trainer that ran in its
+rendezvous directory and stopped (clients/c/src/missing_dir.c mt_stop_reason,
+mt_stopped_note; client/predict_lookup.py stop_reason, stopped_note), word for word
+(tests/client/test_predict_stopped_note.py checks Python's words):
+
+* what would serve there, per stop code (both said "a resumed one would serve there" of
+  every code, also of a run that ended or failed);
+* a reason's message cut at 200 characters, never inside one (C cut at 200 bytes, two
+  bytes of a character apart: a non-ASCII message was cut at 100 characters, or inside
+  one);
+* a stopped trainer of another run than the client's (``MELISSA_TRAINER_RUN_ID``) is not
+  quoted as its;
+* a client that was served and lost its trainer is told the stop reason too.
+
+Real parts: the compiled client (`clients/c/tests/mt_script.c`) in its own process, a
+real `Receiver` writing the rendezvous file, a real `PredictServer` serving."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from c_driver import run_script
+from helpers import running
+from predict_runs import CPredict
+from predict_script import MT_ETIMEDOUT, Script
+from predict_server import serving_u
+from test_c_env_parity import ASK, RENDEZVOUS, by_hand  # noqa: F401
+
+from melissa_trainer.client.predict import Predictor
+from melissa_trainer.stream.stop_record import StopReason
+
+pytestmark = pytest.mark.e2e  # every test here starts a process
+
+FIELDS = {"u": ((4,), np.float32)}
+ENDED = (
+    "the run ended, no resume follows on its own (after max_steps, one resumed with a "
+    "larger --max_steps would serve there)"
+)
+FAILED = "no resume follows on its own (one resumed once that is fixed would serve there)"
+RUN_ID = "MELISSA_TRAINER_RUN_ID"
+
+
+def python_words(rendezvous: Path, run_id: str | None = None) -> str:
+    """The Python `Predictor`'s error at a request of 1 s (simulation 1), in C's names."""
+    predictor = Predictor(1, rendezvous_dir=rendezvous, run_id=run_id)
+    try:
+        with pytest.raises(TimeoutError) as error:
+            predictor.predict({"u": np.zeros(4, np.float32)}, timeout=1)
+    finally:
+        predictor.close()
+    return str(error.value)
+
+
+def stopped_with(rendezvous: Path, reason: StopReason) -> None:
+    """A trainer's rank of run "run-a" that ran in `rendezvous` and stopped for `reason`."""
+    with running(rendezvous_dir=str(rendezvous), fields=FIELDS, run_id="run-a") as receiver:
+        receiver.note_stop(reason)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    ("reason", "said"),
+    [
+        (StopReason("end", "max_steps 5 reached"), f"(end: max_steps 5 reached): {ENDED}"),
+        (StopReason("error", "x" + "é" * 300), f"(error: x{'é' * 199}): {FAILED}"),
+        (
+            StopReason("nonfinite", "NaN", simulation_id=2, time_step=7),
+            f"(nonfinite: NaN): {FAILED}",
+        ),
+        (
+            StopReason("broken", "x€" * 150),
+            f"(broken: {'x€' * 100}): a resumed one would serve there",
+        ),
+    ],
+    ids=["end", "error-non-ascii", "nonfinite", "broken-non-ascii"],
+)
+def test_a_stopped_trainer_is_said_alike_per_code(
+    script_exe: Path,
+    tmp_path: Path,
+    by_hand: None,  # noqa: F811
+    reason: StopReason,
+    said: str,
+) -> None:
+    rendezvous = tmp_path / "rv"
+    stopped_with(rendezvous, reason)
+    got = run_script(
+        script_exe, f"{ASK}predict 1\nabort\n", tmp_path, {RENDEZVOUS: str(rendezvous)}
+    )
+    python = python_words(rendezvous)
+    assert python.endswith(f"(yet); the trainer that ran there stopped {said}"), python
+    assert got[7][1] == python, (got, python)
+
+
+@pytest.mark.timeout(60)
+def test_a_stopped_trainer_of_another_run_is_not_quoted_alike(
+    script_exe: Path,
+    tmp_path: Path,
+    by_hand: None,  # noqa: F811
+) -> None:
+    """Run "run-a" stopped there; a client of run "run-b" is told "(yet)" only; one of
+    "run-a" the stop (control)."""
+    rendezvous = tmp_path / "rv"
+    stopped_with(rendezvous, StopReason("end", "max_steps 5 reached"))
+    for run, note in [
+        ("run-b", ""),
+        ("run-a", f"; the trainer that ran there stopped (end: max_steps 5 reached): {ENDED}"),
+    ]:
+        env = {RENDEZVOUS: str(rendezvous), RUN_ID: run}
+        got = run_script(script_exe, f"{ASK}predict 1\nabort\n", tmp_path, env)
+        python = python_words(rendezvous, run)
+        assert python.endswith(f"no trainer serves predictions there (yet){note}"), python
+        assert got[7][1] == python, (got, python)
+
+
+@pytest.mark.timeout(60)
+def test_a_client_served_then_left_by_its_trainer_is_told_why_it_stopped(
+    c_predict: CPredict, tmp_path: Path
+) -> None:
+    """Served by a trainer of run "run-a", which then ends on max_steps: the request that
+    finds its serve file gone says why it stopped (the first after the stop may meet the
+    closed socket first: "refused"; a directory changed since ends the backoff)."""
+    rv = tmp_path / "rv"
+    f32 = ["input u 1 1 4 : 1 2 3 4", "output y 1 4"]
+    env = {RENDEZVOUS: str(rv), RUN_ID: "run-a"}
+    with c_predict.script(env, 0, ask=f32) as script:
+        with running(rendezvous_dir=str(rv), fields=FIELDS, run_id="run-a") as receiver:
+            with serving_u(rv, "float32", run_id="run-a"):
+                assert ask(script) == (0, "")
+            receiver.note_stop(StopReason("end", "max_steps 5 reached"))
+        said = []
+        for _ in range(3):
+            code, message = ask(script)
+            assert code == MT_ETIMEDOUT, message
+            said.append(message)
+            if "served this simulation" in message:
+                break
+        script.finish()
+    assert said[-1] == (
+        f"no serving endpoint in '{rv}': the trainer that served this simulation stopped "
+        f"(end: max_steps 5 reached; no trainer serves predictions there): {ENDED}; the "
+        "next request looks the endpoint up again"
+    ), said
+
+
+def ask(script: Script) -> tuple[int, str]:
+    """One request of 120 s (longer than the test's timeout: one that waits for it fails
+    the test): its status and message."""
+    lines = script.wait(script.send("predict 120"))
+    code, _, message = lines[-1].partition(" ")
+    return int(code), message.strip()

@@ -1,0 +1,142 @@
+"""What a `Predictor` says of the trainer that ran in its rendezvous directory and stopped
+(`predict_lookup.stop_reason`, `stopped_note`), beyond tests/client/test_predict_unserved.py:
+
+* what would serve there, per stop code: "a resumed one would serve there" was said of
+  every code, also of a run that ended normally (``end``) or failed (``error``,
+  ``nonfinite``), after which no resume follows on its own;
+* a stopped trainer of another run than the predictor's ``run_id`` (an older run in the
+  same directory) is not quoted as this run's;
+* a predictor that was served and lost its trainer (stopped mid-use) is told the stop
+  reason too: it was told only "the trainer that served this simulation stopped (no
+  trainer serves predictions there)";
+* a reason's message is cut at 200 characters, never inside one (the C client the same:
+  tests/c/test_c_predict_stopped_note.py).
+
+A real `Receiver` (what a trainer's rank runs) writes the rendezvous file; a real
+`PredictServer` serves."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from helpers import running
+from predict_server import answering_server
+
+import melissa_trainer.client.predict_link as predict_link
+from melissa_trainer.client import Predictor
+from melissa_trainer.client.predict_errors import PredictTimeout
+from melissa_trainer.stream.stop_record import StopReason
+
+INPUTS = {"u": np.zeros(4, np.float32)}
+FIELDS = {"u": ((4,), np.float32)}
+YET = "no trainer serves predictions there (yet)"
+RESUMED = "a resumed one would serve there"
+ENDED = (
+    "the run ended, no resume follows on its own (after max_steps, one resumed with a "
+    "larger --max_steps would serve there)"
+)
+FAILED = "no resume follows on its own (one resumed once that is fixed would serve there)"
+
+
+def timeout_words(rendezvous: Path, run_id: str | None = None) -> str:
+    """The error of one request of 0.25 s by a `Predictor` of simulation 3."""
+    predictor = Predictor(3, rendezvous_dir=rendezvous, run_id=run_id)
+    try:
+        with pytest.raises(PredictTimeout) as error:
+            predictor.predict(INPUTS, timeout=0.25)
+    finally:
+        predictor.close()
+    return str(error.value)
+
+
+def stopped_with(rendezvous: Path, reason: StopReason, run_id: str = "run-a") -> None:
+    """A trainer's rank of `run_id` that ran in `rendezvous` and stopped for `reason`."""
+    with running(rendezvous_dir=str(rendezvous), fields=FIELDS, run_id=run_id) as receiver:
+        receiver.note_stop(reason)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    ("reason", "said"),
+    [
+        (StopReason("end", "max_steps 5 reached"), f"(end: max_steps 5 reached): {ENDED}"),
+        (
+            StopReason("error", "training stopped: boom"),
+            f"(error: training stopped: boom): {FAILED}",
+        ),
+        (
+            StopReason("nonfinite", "NaN in u", simulation_id=2, time_step=7),
+            f"(nonfinite: NaN in u): {FAILED}",
+        ),
+        (StopReason("preempted", "SIGTERM received"), f"(preempted: SIGTERM received): {RESUMED}"),
+        (
+            StopReason("broken", "a collective timed out"),
+            f"(broken: a collective timed out): {RESUMED}",
+        ),
+    ],
+    ids=["end", "error", "nonfinite", "preempted", "broken"],
+)
+def test_what_would_serve_there_is_said_per_stop_code(
+    tmp_path: Path, reason: StopReason, said: str
+) -> None:
+    rendezvous = tmp_path / "rv"
+    stopped_with(rendezvous, reason)
+    assert timeout_words(rendezvous) == (
+        f"no serving endpoint in '{rendezvous}' within 0.25 s: {YET}; the trainer that ran "
+        f"there stopped {said}"
+    )
+
+
+@pytest.mark.timeout(60)
+def test_a_stopped_trainer_of_another_run_is_not_quoted(tmp_path: Path) -> None:
+    """An older run ("run-a") stopped there; a predictor of run "run-b" awaits its own
+    trainer (a resumed run-a would not serve it): "(yet)", no stop reason of run-a.
+    Controls: the run's own predictor and one of any run (None) are told it."""
+    rendezvous = tmp_path / "rv"
+    stopped_with(rendezvous, StopReason("end", "max_steps 5 reached"))
+    where = f"no serving endpoint in '{rendezvous}' within 0.25 s"
+    assert timeout_words(rendezvous, "run-b") == f"{where}: {YET}"
+    note = f"; the trainer that ran there stopped (end: max_steps 5 reached): {ENDED}"
+    assert timeout_words(rendezvous, "run-a") == f"{where}: {YET}{note}"
+    assert timeout_words(rendezvous) == f"{where}: {YET}{note}"
+
+
+@pytest.mark.timeout(60)
+def test_a_message_is_cut_at_200_characters(tmp_path: Path) -> None:
+    """300 two-byte characters: the first 200 (400 bytes), none cut."""
+    rendezvous = tmp_path / "rv"
+    stopped_with(rendezvous, StopReason("error", "é" * 300))
+    assert timeout_words(rendezvous).endswith(
+        f"; the trainer that ran there stopped (error: {'é' * 200}): {FAILED}"
+    )
+
+
+@pytest.mark.timeout(60)
+def test_a_predictor_served_then_left_by_its_trainer_is_told_why_it_stopped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Served by a trainer of run "run-a" (its receiver's rank file and its serve file),
+    which then ends on max_steps: the request that finds its serve file gone says why
+    it stopped. (The first request after the stop may meet the closed socket first:
+    "refused"; each request looks again: no backoff.)"""
+    monkeypatch.setattr(predict_link, "_BACKOFF", (0.0, 0.0))
+    rendezvous = tmp_path / "rv"
+    with Predictor(0, rendezvous_dir=rendezvous, run_id="run-a") as predictor:
+        with running(rendezvous_dir=str(rendezvous), fields=FIELDS, run_id="run-a") as receiver:
+            with answering_server(rendezvous, run_id="run-a"):
+                assert predictor.predict({"u": np.ones(4, np.float32)}, timeout=30).version
+            receiver.note_stop(StopReason("end", "max_steps 5 reached"))
+        errors = []
+        for _ in range(3):
+            with pytest.raises(PredictTimeout) as error:
+                predictor.predict(INPUTS, timeout=30)
+            errors.append(str(error.value))
+            if "served this simulation" in errors[-1]:
+                break
+    assert errors[-1] == (
+        f"no serving endpoint in '{rendezvous}': the trainer that served this simulation "
+        f"stopped (end: max_steps 5 reached; no trainer serves predictions there): {ENDED}; "
+        "the next request looks the endpoint up again"
+    ), errors

@@ -153,3 +153,14 @@ def rewrite_rank_0(rendezvous: Path) -> None:
     part = path.with_name(".rank_0.json.part")  # (not a rank file: never read)
     part.write_text(json.dumps({**entry, "pid": entry["pid"] + 1}))
     os.replace(part, path)
+
+
+def publish_elsewhere(rendezvous: Path, rank: int, endpoint: str, scratch: Path) -> None:
+    """Rank `rank` of 2 of run ``run-a`` at `endpoint` in `rendezvous`, as another
+    machine's trainer (`as_elsewhere`): written by the receiver's writer in `scratch`,
+    then renamed in at once (a reader never sees it half-written)."""
+    from melissa_trainer.stream.endpoints import write_rendezvous
+
+    write_rendezvous(scratch, rank, 2, endpoint, {"run_id": "run-a"})
+    as_elsewhere(scratch)
+    os.replace(scratch / f"rank_{rank}.json", rendezvous / f"rank_{rank}.json")

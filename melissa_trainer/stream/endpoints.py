@@ -249,7 +249,8 @@ def fetch_rendezvous(
     the directory otherwise complete, a file whose process cannot be checked here
     (another machine) whose endpoint refuses the connection
     (`trainer_listens.refused_files`: up to 1 s of dialling per look; a file version
-    whose endpoint did not refuse is not dialled again within this wait).
+    whose endpoint did not refuse is not dialled again while another refuses, and is
+    before the files are taken). What is wrong with each file is said in rank order.
 
     Raises:
         TimeoutError: the directory is still incomplete (or inconsistent) after
@@ -292,10 +293,9 @@ def _read_rendezvous(
     problems = []
     gone_ranks = set()  # (their files said gone: not "missing" too, as the C client)
     rank_files = False  # (a file of a rank, taken or not)
-    for name in names:
-        match = _RANK_FILE.fullmatch(name)
-        if match is None:
-            continue  # a temporary file, or anything else
+    # (each file's words in rank order, then name, as the C client's: not the directory's)
+    ranked_names = sorted((int(m.group(1)), n) for n in names if (m := _RANK_FILE.fullmatch(n)))
+    for file_rank, name in ranked_names:
         rank_files = True
         try:
             entry = json.loads((directory / name).read_text())
@@ -303,7 +303,7 @@ def _read_rendezvous(
             ok = (
                 entry["version"] == RENDEZVOUS_VERSION
                 and isinstance(rank, int)
-                and rank == int(match.group(1))
+                and rank == file_rank
                 and isinstance(entry["world_size"], int)
                 and rank < entry["world_size"]
                 and isinstance(entry["endpoint"], str)

@@ -77,19 +77,32 @@ def refused_files(
 
     `heard` (kept by the caller across its looks at one rendezvous): the `version` of
     each file whose endpoint did not refuse, added here; such a file is not dialled
-    again (while another rank's file is refused, a client looks every 0.25 s, and each
-    look dialled the live ranks again, up to `WINDOW` s each). A refused one is dialled
-    at each look (a refusal costs one round trip, and a host unreachable for a moment
-    may be reached at the next)."""
+    again while another is refused (a client looks every 0.25 s, and each look dialled
+    the live ranks again, up to `WINDOW` s each). A refused one is dialled at each look
+    (a refusal costs one round trip, and a host unreachable for a moment may be reached
+    at the next). None refused of those dialled, the files are about to be taken: those
+    heard at an earlier look are dialled again first (one may have died since, its file
+    unchanged: taken unchecked, a client sent to a dead rank)."""
     known = set() if heard is None else heard
-    asked = [
+    reachable = [
         rank
         for rank, e in enumerate(entries)
         if e["endpoint"].startswith("tcp://")
-        and version(e) not in known
         and trainer_runs(e) is None
         and out_of_reach(e["endpoint"], e, loopback(e["endpoint"])) is None
     ]
+    skipped = [rank for rank in reachable if version(entries[rank]) in known]
+    found = _dial(entries, [rank for rank in reachable if rank not in skipped], known)
+    if not found and skipped:
+        found = _dial(entries, skipped, known)
+    return found
+
+
+def _dial(
+    entries: Sequence[dict[str, Any]], asked: list[int], known: set[tuple[Any, ...]]
+) -> dict[int, str]:
+    """The ranks `asked` of `entries` whose endpoint refused, with why; the `version` of
+    each that did not added to `known`."""
     if not asked:
         return {}
     dials = [(entries[r]["endpoint"], entries[r].get("curve_public_key")) for r in asked]

@@ -13,7 +13,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from killed_trainer import rewrite_rank_0, with_one_rank_refused
+import zmq
+from killed_trainer import publish_elsewhere, rewrite_rank_0, with_one_rank_refused
 
 from melissa_trainer.stream.endpoints import fetch_rendezvous
 
@@ -39,3 +40,38 @@ def test_a_live_rank_is_dialled_once_per_version_of_its_file(tmp_path: Path) -> 
         live.close()
     assert "rank_1.json: nothing accepts connections at " in str(caught.value)
     assert "rank_0.json" not in str(caught.value), caught.value
+
+
+def test_a_rank_heard_then_killed_is_dialled_again_before_the_files_are_taken(
+    tmp_path: Path,
+) -> None:
+    """Rank 0 heard (not refused) while rank 1 refused, then killed, its file unchanged;
+    rank 1 then live: rank 0 is dialled again before the files are taken, and refused.
+    Failed before: its dead endpoint was taken (`heard`), unchecked."""
+    rv = tmp_path / "rendezvous"
+    live = with_one_rank_refused(rv, tmp_path / "killed")
+    closed = False
+    context = zmq.Context()
+    rank_1 = context.socket(zmq.PULL)
+    rank_1.linger = 0
+
+    def kill_rank_0(problem: str) -> None:  # (3 s in: rank 0 heard, rank 1 refused)
+        nonlocal closed
+        assert live.accepted() == 1 and "rank_1.json" in problem, problem
+        live.close()  # (its port refuses now; its file unchanged)
+        closed = True
+        rank_1.bind("tcp://127.0.0.1:*")
+        publish_elsewhere(rv, 1, rank_1.getsockopt_string(zmq.LAST_ENDPOINT), tmp_path / "r1")
+
+    try:
+        with pytest.raises(TimeoutError) as caught:  # (before: rank 0's dead endpoint taken)
+            fetch_rendezvous(rv, timeout=6.0, notice=kill_rank_0, alive_only=True)
+    finally:
+        if not closed:
+            live.close()
+        rank_1.close(linger=0)
+        context.term()
+    assert closed, "the wait said nothing 3 s in"
+    said = str(caught.value)
+    assert f"rank_0.json: nothing accepts connections at {live.endpoint} " in said, said
+    assert "rank_1.json" not in said, said

@@ -12,7 +12,10 @@
  * Each file may name the receiver's follow socket ("follow_endpoint") and the queries it
  * answers ("follow_kinds"), which the close asks whether it ingested this rank's BYE
  * (receipt.c, 13 listed) or else whether it took the simulation (admission.c), and its
- * "host" and "loopback_scope" (host_scope.c: who can reach a loopback endpoint). */
+ * "host" and "loopback_scope" (host_scope.c: who can reach a loopback endpoint).
+ * A client's start (mt_rendezvous_look `alive`) does not take a file whose trainer is
+ * known gone either (trainer_alive.c), said with the other files' words, in rank order,
+ * and before a rank missing (Python's words and order: endpoints.py _read_rendezvous). */
 #define _POSIX_C_SOURCE 200809L
 #include <ctype.h>
 #include <dirent.h>
@@ -21,11 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "internal.h"
-#include "missing_dir.h"
 
 typedef struct {
     char *endpoint;
@@ -37,6 +37,7 @@ typedef struct {
     bool routing;  /* "routing": "simulation_step" (docs/protocol.md 2) */
     char *kept;    /* "routed_t_mod_w": the raw JSON list, or NULL (docs/protocol.md 3) */
     char *host, *scope; /* "host", "loopback_scope" (strings; NULL: none: host_scope.c) */
+    bool gone; /* a file of the rank's is of a trainer known gone: not "missing" */
 } rank_entry;
 
 static void entry_free(rank_entry *en) { /* (and NULL: each taken again or kept NULL) */
@@ -111,7 +112,53 @@ void mt_rendezvous_free(mt_rendezvous *rv) {
     memset(rv, 0, sizeof *rv);
 }
 
-/* One more thing wrong in the directory (problem NULL: not wanted), after "; ". */
+/* What is wrong with one file, "NAME ...": said in rank order, then name, as Python
+ * (endpoints.py _read_rendezvous), not in the directory's order (readdir's). */
+typedef struct {
+    long long rank;
+    char *name, *words;
+} file_words;
+
+static int by_rank(const void *a, const void *b) {
+    const file_words *x = a, *y = b;
+    if (x->rank != y->rank) return x->rank < y->rank ? -1 : 1;
+    return strcmp(x->name, y->name);
+}
+
+/* `w` (its words: taken) kept in *said for file `name` of `rank`; false: no memory. */
+static bool keep_words(file_words **said, size_t *n, long long rank, const char *name,
+                       mt_buf *w) {
+    file_words *grown = w->oom ? NULL : realloc(*said, (*n + 1) * sizeof **said);
+    char *copy = grown != NULL ? strdup(name) : NULL;
+    if (grown != NULL) *said = grown;
+    if (copy == NULL) {
+        free(w->data);
+        return false;
+    }
+    (*said)[(*n)++] = (file_words){rank, copy, w->data};
+    return true;
+}
+
+/* `said` sorted (by_rank), appended to `problem` after "; " each, and freed. */
+static void say_files(file_words *said, size_t n, mt_buf *problem) {
+    if (n > 1) qsort(said, n, sizeof *said, by_rank);
+    for (size_t k = 0; k < n; ++k) {
+        mt_buf_printf(problem, "%s%s", problem->len ? "; " : "", said[k].words); /* (a string) */
+        free(said[k].name), free(said[k].words);
+    }
+    free(said);
+}
+
+/* One more thing wrong with the file `name` of `rank` (FILE_SAY) or with the directory
+ * (SAY), after "; " (problem NULL: not wanted). */
+#define FILE_SAY(...)                                                                      \
+    do {                                                                                   \
+        wrong = true;                                                                      \
+        mt_buf w_ = {0};                                                                   \
+        if (problem != NULL) mt_buf_printf(&w_, __VA_ARGS__);                              \
+        if (problem != NULL && !keep_words(&said, &n_said, rank, name, &w_))               \
+            problem->oom = true;                                                           \
+    } while (0)
 #define SAY(...)                                                                           \
     do {                                                                                   \
         wrong = true;                                                                      \
@@ -123,8 +170,30 @@ void mt_rendezvous_free(mt_rendezvous *rv) {
 
 mt_status mt_rendezvous_read(const char *dir, mt_rendezvous *out, mt_buf *problem,
                              bool stopped_too) {
+    return mt_rendezvous_look(dir, out, problem, stopped_too, false);
+}
+
+/* The entry of `rank` in *entries (grown, zeroed, to hold it), or NULL: no memory. */
+static rank_entry *slot(rank_entry **entries, size_t *cap, long long rank) {
+    if ((size_t)rank >= *cap) {
+        size_t ncap = (size_t)rank + 1 > 2 * *cap ? (size_t)rank + 1 : 2 * *cap;
+        rank_entry *grown = realloc(*entries, ncap * sizeof **entries);
+        if (grown == NULL) return NULL;
+        memset(grown + *cap, 0, (ncap - *cap) * sizeof *grown);
+        *entries = grown;
+        *cap = ncap;
+    }
+    return &(*entries)[rank];
+}
+
+mt_status mt_rendezvous_look(const char *dir, mt_rendezvous *out, mt_buf *problem,
+                             bool stopped_too, bool alive) {
     memset(out, 0, sizeof *out);
     bool wrong = false;
+    file_words *said = NULL; /* (each file's words: said in rank order) */
+    size_t n_said = 0;
+    char mine[256]; /* (this process's pid scope: mt_trainer_runs) */
+    bool scoped = alive && mt_own_pid_scope(mine, sizeof mine);
     DIR *d = opendir(dir);
     if (d == NULL) {
         SAY("%s", errno == ENOTDIR ? "it is not a directory" : "the directory does not exist");
@@ -197,29 +266,32 @@ mt_status mt_rendezvous_read(const char *dir, mt_rendezvous *out, mt_buf *proble
             if (strcmp(m[k].key, "endpoint") == 0 && m[k].kind == MT_JSON_STRING)
                 endpoint = m[k].string;
         }
+        long long pid = 0; /* (a gone trainer's: mt_trainer_runs) */
         if (why != NULL) {
-            SAY("%s unreadable (%s)", name, why);
+            FILE_SAY("%s unreadable (%s)", name, why);
         } else if (version != 1 || r != rank || world <= r || endpoint == NULL || !*endpoint ||
                    bad_run || bad_key || bad_follow) {
-            SAY("%s invalid (%s)", name, text);
+            FILE_SAY("%s invalid (%s)", name, text);
         } else if (stopped && !stopped_too) { /* (a study that ended: a late solver) */
             char words[400];
             mt_stop_record_words(record, words, sizeof words);
-            SAY("%s: its trainer %s", name, words);
+            FILE_SAY("%s: its trainer %s", name, words);
+        } else if (alive && mt_trainer_runs(m, n, scoped ? mine : NULL, &pid) == 0) {
+            rank_entry *en = slot(&entries, &cap, rank); /* (killed: as a stopped file) */
+            if (en == NULL) st = MT_ENOMEM;
+            else en->gone = true;
+            mt_buf w = {0};
+            wrong = true;
+            if (problem != NULL) mt_gone_words(&w, name, pid);
+            if (problem != NULL && !keep_words(&said, &n_said, rank, name, &w))
+                problem->oom = true;
         } else {
-            if ((size_t)rank >= cap) {
-                size_t ncap = (size_t)rank + 1 > 2 * cap ? (size_t)rank + 1 : 2 * cap;
-                rank_entry *grown = realloc(entries, ncap * sizeof *entries);
-                if (grown == NULL) st = MT_ENOMEM;
-                else {
-                    memset(grown + cap, 0, (ncap - cap) * sizeof *grown);
-                    entries = grown;
-                    cap = ncap;
-                }
-            }
+            rank_entry *en = slot(&entries, &cap, rank);
+            if (en == NULL) st = MT_ENOMEM;
             if (st == MT_OK) {
-                rank_entry *en = &entries[rank];
+                bool gone = en->gone; /* (another name of the rank's: rank_01.json) */
                 entry_free(en);
+                en->gone = gone;
                 en->world = world;
                 en->receipts = receipts;
                 en->routing = routing;
@@ -235,6 +307,8 @@ mt_status mt_rendezvous_read(const char *dir, mt_rendezvous *out, mt_buf *proble
         free(text);
     }
     closedir(d);
+    if (problem != NULL) say_files(said, n_said, problem);
+    else free(said);
     if (st != MT_OK) goto done;
     long long world = -1, other = -1;
     const char *run = NULL, *other_run = NULL; /* "None" stands for a file without one */
@@ -257,7 +331,7 @@ mt_status mt_rendezvous_read(const char *dir, mt_rendezvous *out, mt_buf *proble
     } else {
         mt_buf list = {0}; /* (every rank missing, as Python lists them) */
         for (long long r = 0; r < world; ++r)
-            if ((size_t)r >= cap || entries[r].endpoint == NULL)
+            if ((size_t)r >= cap || (entries[r].endpoint == NULL && !entries[r].gone))
                 mt_buf_printf(&list, "%s%lld", list.len ? ", " : "", r);
         if (list.len || list.oom) {
             SAY("world_size %lld, ranks [%s] missing", world, list.oom ? "..." : list.data);
@@ -301,99 +375,4 @@ done:
     for (size_t r = 0; r < cap; ++r) entry_free(&entries[r]);
     free(entries);
     return st;
-}
-
-#define NOTICE_AFTER 3.0 /* seconds: endpoints.py NOTICE_AFTER */
-
-/* Said once on stderr by a client still waiting for `dir` NOTICE_AFTER seconds in, as
- * the Python client's warning (client/rendezvous_words.py waiting_notice): the path,
- * where it came from, what is wrong, and a likely typo when not even the parent
- * directory exists, the directory likely meant (missing_dir.c, as the final error; a
- * solver may start before its trainer creates the directory: it keeps waiting). */
-static void waiting_notice(const mt_client *c, const char *dir, const char *problem,
-                           double timeout) {
-    char path[4096], cwd[2048], t[32];
-    const char *from =
-        dir == c->rendezvous_dir ? "mt_set_rendezvous" : "MELISSA_TRAINER_RENDEZVOUS";
-    mt_buf note = {0}; /* (missing_dir.c: the typo likely, the directory meant) */
-    bool missing = mt_missing_note(dir, from, &note);
-    if (dir[0] == '/' || getcwd(cwd, sizeof cwd) == NULL)
-        snprintf(path, sizeof path, "%s", dir);
-    else
-        snprintf(path, sizeof path, "%s/%s", cwd, dir);
-    for (size_t n = strlen(path); n > 1 && path[n - 1] == '/';) path[--n] = '\0';
-    mt_format_double(timeout, t);
-    fprintf(stderr,
-            "melissa_trainer: %s=%s: %s%s; waiting up to %s s in all (the rendezvous "
-            "timeout) for the trainer to %s\n",
-            from, path, problem, note.len ? note.data : "", t,
-            missing ? "create it" : "publish there");
-    free(note.data);
-}
-
-mt_status mt_fetch_endpoints(mt_client *c, const char *dir, double timeout) {
-    double start = mt_now(), deadline = start + timeout, pause = 0.01;
-    bool told = false;
-    mt_buf problem = {0}; /* (what is wrong: as long as the ranks make it) */
-    mt_heard heard = {0}; /* (file versions not refused: dialled once, trainer_alive.c) */
-    for (;;) {
-        mt_rendezvous rv;
-        problem.len = 0, problem.oom = false;
-        mt_status st = mt_rendezvous_read_live(dir, &rv, &problem, &heard);
-        if (st != MT_ERENDEZVOUS || problem.oom) mt_heard_free(&heard); /* (returned below) */
-        const char *said = problem.len == 0 ? "" : problem.data;
-        if (st == MT_ENOMEM || problem.oom) {
-            free(problem.data);
-            return mt_fail(c, MT_ENOMEM, "out of memory");
-        }
-        if (st == MT_OK) {
-            free(problem.data);
-            mt_status far = mt_rendezvous_reach(c, dir, &rv); /* (said at once: host_scope.c) */
-            if (far != MT_OK) mt_rendezvous_free(&rv);
-            if (far != MT_OK) return far;
-            free(c->rendezvous_used); /* (asked again at close: admission.c) */
-            c->rendezvous_used = strdup(dir);
-            if (c->rendezvous_used == NULL) {
-                mt_rendezvous_free(&rv);
-                return mt_fail(c, MT_ENOMEM, "out of memory");
-            }
-            c->endpoints = rv.endpoints; /* (moved) */
-            c->curve_keys = rv.keys;
-            c->n_endpoints = rv.n;
-            free(c->run_id); /* the published run id, checked by resolve_run_id */
-            c->run_id = rv.run_id;
-            /* (kept when following: the receivers honour the first HELLO; t % W for a
-             * simulation the files list as begun so: docs/protocol.md 3, an upgrade) */
-            c->routing = rv.routing && !mt_rendezvous_keeps(&rv, c->simulation_id);
-            c->follows = rv.follows; /* (asked at the close: receipt.c) */
-            c->receipts = true;
-            for (size_t r = 0; r < rv.n; ++r)
-                c->receipts = c->receipts && rv.receipts[r] && rv.follows[r] != NULL;
-            rv.endpoints = rv.keys = rv.follows = NULL, rv.run_id = NULL; /* (moved) */
-            mt_rendezvous_free(&rv);
-            return MT_OK;
-        }
-        double now = mt_now(), left = deadline - now;
-        if (!told && now - start >= NOTICE_AFTER && left > 0) {
-            told = true;
-            waiting_notice(c, dir, said, timeout);
-        }
-        if (left <= 0) {
-            char t[32];
-            mt_format_double(timeout, t);
-            mt_buf note = {0}; /* (read again now) */
-            mt_missing_note(dir, dir == c->rendezvous_dir ? "mt_set_rendezvous"
-                                                          : "MELISSA_TRAINER_RENDEZVOUS", &note);
-            mt_fail(c, MT_ERENDEZVOUS,
-                    "rendezvous directory '%s' incomplete after %s s: %s (is the trainer "
-                    "running, with this output directory?)%s",
-                    dir, t, said, note.len ? note.data : "");
-            free(note.data), free(problem.data), mt_heard_free(&heard);
-            return MT_ERENDEZVOUS;
-        }
-        double nap = pause < left ? pause : left;
-        struct timespec ts = {(time_t)nap, (long)((nap - (double)(time_t)nap) * 1e9)};
-        nanosleep(&ts, NULL);
-        pause = pause * 2 < 0.25 ? pause * 2 : 0.25;
-    }
 }

@@ -34,13 +34,30 @@ typedef struct mt_rendezvous {
  * to `problem`, whole, each file's words after "; ", unless it is NULL), MT_ENOMEM. */
 mt_status mt_rendezvous_read(const char *dir, mt_rendezvous *out, mt_buf *problem,
                              bool stopped_too);
+/* mt_rendezvous_read, and with `alive` a file whose trainer is known gone
+ * (mt_trainer_runs 0) is not taken either, its words said (mt_gone_words), its rank not
+ * "missing" (endpoints.py _read_rendezvous alive_only). Each file's words in rank order
+ * (then name), before what is wrong with the directory. */
+mt_status mt_rendezvous_look(const char *dir, mt_rendezvous *out, mt_buf *problem,
+                             bool stopped_too, bool alive);
+/* trainer_alive.c: "BOOT PIDNS" of this process in `out` (trainer_process.py pid_scope),
+ * else false; whether the trainer that wrote the rendezvous file of members `m` runs: 1,
+ * 0 (gone), -1 (cannot be told here: another scope, `mine` NULL, no keys), its "pid" in
+ * *pid (0: none) (trainer_process.py trainer_runs); and why the file `name` of a gone
+ * trainer is not taken, "NAME: its trainer (pid PID, ...", appended to `problem`
+ * (trainer_process.py gone_words). */
+bool mt_own_pid_scope(char *out, size_t size);
+int mt_trainer_runs(const mt_json_member *m, size_t n, const char *mine, long long *pid);
+void mt_gone_words(mt_buf *problem, const char *name, long long pid);
 void mt_rendezvous_free(mt_rendezvous *rv);
-/* trainer_alive.c: mt_rendezvous_read (not `stopped_too`), and MT_ERENDEZVOUS (rv freed,
- * each such file's words in `problem`) when a file's trainer process, on this machine and
- * pid namespace, is gone ("pid", "pid_start", "pid_scope": trainer_process.py). */
+/* trainer_alive.c: mt_rendezvous_look (not `stopped_too`, `alive`), and MT_ERENDEZVOUS
+ * (rv freed, each such file's words in `problem`) when a file's trainer process, on this
+ * machine and pid namespace, is gone ("pid", "pid_start", "pid_scope":
+ * trainer_process.py), or when another machine's endpoint refuses (trainer_listens.c). */
 /* The file versions ("RUN\nENDPOINT\nPID") whose endpoint did not refuse, kept by a
- * caller across its looks at one rendezvous (mt_fetch_endpoints): not dialled again
- * (trainer_listens.py refused_files' `heard`). Zeroed to start; mt_heard_free. */
+ * caller across its looks at one rendezvous (mt_fetch_endpoints): not dialled again while
+ * another refuses, dialled again before the files are taken (trainer_listens.py
+ * refused_files' `heard`). Zeroed to start; mt_heard_free. */
 typedef struct {
     char **keys;
     size_t n, cap;
@@ -59,7 +76,7 @@ void mt_listens_words(mt_buf *problem, size_t rank, const char *endpoint, long l
 /* Whether a file of `rv` lists `simulation_id` under "routed_t_mod_w": a simulation its
  * receivers hold steps of routed t % W, which keeps that routing (routing.py KEPT). */
 bool mt_rendezvous_keeps(const mt_rendezvous *rv, uint64_t simulation_id);
-/* rendezvous.c: c->endpoints, c->curve_keys and c->run_id from the rendezvous directory
+/* rendezvous_wait.c: c->endpoints, c->curve_keys and c->run_id from the rendezvous directory
  * `dir`, polled until complete for up to `timeout` seconds (else MT_ERENDEZVOUS). */
 mt_status mt_fetch_endpoints(mt_client *c, const char *dir, double timeout);
 /* host_scope.c: MT_OK, or MT_EUNREACHABLE with the Python client's words (host_scope.py

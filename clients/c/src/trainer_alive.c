@@ -22,8 +22,7 @@
 #include "host_scope.h"
 #include "internal.h"
 
-/* "BOOT PIDNS" of this process in `out` (trainer_process.py pid_scope), else false. */
-static bool own_pid_scope(char *out, size_t size) {
+bool mt_own_pid_scope(char *out, size_t size) {
     char boot[128], ns[128];
     FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
     if (f == NULL) return false;
@@ -64,22 +63,11 @@ static bool started(long long pid, unsigned long long *start) {
     return false;
 }
 
-/* Whether the trainer of the file `path` runs: 1, 0 (gone), -1 (cannot be told here:
- * another scope, `mine` NULL, no keys); its "pid" in *pid_out (0: none). */
-static int pid_runs(const char *path, const char *mine, long long *pid_out) {
-    char *text = mt_read_file(path);
-    mt_json_member *m = NULL;
-    size_t n = 0;
-    char err[160];
+int mt_trainer_runs(const mt_json_member *m, size_t n, const char *mine, long long *pid_out) {
     long long pid = 0;
     int verdict = -1;
     unsigned long long start = 0, now = 0;
     bool has_start = false, same = false;
-    if (text == NULL || !mt_json_object(text, &m, &n, err, sizeof err)) {
-        free(text);
-        *pid_out = 0;
-        return -1; /* (read again by the next look) */
-    }
     for (size_t k = 0; k < n; ++k) {
         bool exact = m[k].kind == MT_JSON_NUMBER && m[k].integer && m[k].exact;
         if (strcmp(m[k].key, "pid") == 0 && exact && m[k].u64 <= 0x7fffffff)
@@ -100,9 +88,34 @@ static int pid_runs(const char *path, const char *mine, long long *pid_out) {
             }
         }
     }
-    mt_json_free(m, n);
-    free(text);
     *pid_out = pid;
+    return verdict;
+}
+
+void mt_gone_words(mt_buf *problem, const char *name, long long pid) {
+    mt_buf_printf(problem,
+                  "%s: its trainer (pid %lld, on this machine) is gone without marking it "
+                  "stopped (killed: kill -9, out of memory?): start the trainer first "
+                  "(resumed: --resume_from_checkpoint latest), or point "
+                  "MELISSA_TRAINER_RENDEZVOUS at the running trainer's "
+                  "{output_dir}/rendezvous",
+                  name, pid);
+}
+
+/* Whether the trainer of the file `path` runs (mt_trainer_runs; -1 too when the file
+ * cannot be read now: read again by the next look); its "pid" in *pid_out (0: none). */
+static int pid_runs(const char *path, const char *mine, long long *pid_out) {
+    char *text = mt_read_file(path);
+    mt_json_member *m = NULL;
+    size_t n = 0;
+    char err[160];
+    int verdict = -1;
+    *pid_out = 0;
+    if (text != NULL && mt_json_object(text, &m, &n, err, sizeof err)) {
+        verdict = mt_trainer_runs(m, n, mine, pid_out);
+        mt_json_free(m, n);
+    }
+    free(text);
     return verdict;
 }
 
@@ -145,34 +158,46 @@ void mt_heard_free(mt_heard *heard) {
     heard->keys = NULL, heard->n = heard->cap = 0;
 }
 
+/* Dials the endpoints of `rv` marked `asked` (trainer_listens.c): each refused one's words
+ * appended to `problem`, each not refused heard. Returns whether one was refused. */
+static bool dial(const mt_rendezvous *rv, const long long *pids, const bool *asked,
+                 bool *refused, mt_heard *heard, mt_buf *problem) {
+    bool any = false;
+    mt_listens_refused(rv->endpoints, rv->keys, asked, rv->n, refused);
+    for (size_t r = 0; r < rv->n; ++r) {
+        if (asked[r] && !refused[r]) hear(heard, version_of(rv, r, pids[r]));
+        if (!refused[r]) continue;
+        mt_listens_words(problem, r, rv->endpoints[r], pids[r], rv->hosts[r]);
+        any = true;
+    }
+    return any;
+}
+
 static mt_status read_live_once(const char *dir, mt_rendezvous *out, mt_buf *problem,
                                 mt_heard *heard) {
-    mt_status st = mt_rendezvous_read(dir, out, problem, false);
+    mt_status st = mt_rendezvous_look(dir, out, problem, false, true);
     char mine[256];
     if (st != MT_OK) return st;
-    bool scoped = own_pid_scope(mine, sizeof mine), dead = false;
+    bool scoped = mt_own_pid_scope(mine, sizeof mine), dead = false;
     size_t n = out->n;
     long long *pids = calloc(n, sizeof *pids);
     bool *asked = calloc(n, sizeof *asked), *refused = calloc(n, sizeof *refused);
-    if (pids == NULL || asked == NULL || refused == NULL) {
-        free(pids), free(asked), free(refused);
+    bool *skipped = calloc(n, sizeof *skipped); /* (heard at an earlier look) */
+    if (pids == NULL || asked == NULL || refused == NULL || skipped == NULL) {
+        free(pids), free(asked), free(skipped), free(refused);
         mt_rendezvous_free(out);
         return MT_ENOMEM;
     }
-    bool any = false;
+    bool any = false, again = false;
     for (size_t r = 0; r < n; ++r) {
         char path[4096];
         snprintf(path, sizeof path, "%s/rank_%zu.json", dir, r);
         int runs = pid_runs(path, scoped ? mine : NULL, &pids[r]);
         if (runs == 0) {
+            char name[32];
+            snprintf(name, sizeof name, "rank_%zu.json", r);
             if (problem->len) mt_buf_puts(problem, "; ");
-            mt_buf_printf(problem,
-                          "rank_%zu.json: its trainer (pid %lld, on this machine) is gone "
-                          "without marking it stopped (killed: kill -9, out of memory?): start "
-                          "the trainer first (resumed: --resume_from_checkpoint latest), or "
-                          "point MELISSA_TRAINER_RENDEZVOUS at the running trainer's "
-                          "{output_dir}/rendezvous",
-                          r, pids[r]);
+            mt_gone_words(problem, name, pids[r]);
             dead = true;
         }
         if (runs >= 0 || strncmp(out->endpoints[r], "tcp://", 6) != 0) continue;
@@ -184,17 +209,14 @@ static mt_status read_live_once(const char *dir, mt_rendezvous *out, mt_buf *pro
         bool heard_before = heard_of(heard, key);
         free(key);
         asked[r] = why == 0 && !heard_before, any = any || asked[r];
+        skipped[r] = why == 0 && heard_before, again = again || skipped[r];
     }
-    if (!dead && any) { /* (another machine's trainer: trainer_listens.c) */
-        mt_listens_refused(out->endpoints, out->keys, asked, n, refused);
-        for (size_t r = 0; r < n; ++r) {
-            if (asked[r] && !refused[r]) hear(heard, version_of(out, r, pids[r]));
-            if (!refused[r]) continue;
-            mt_listens_words(problem, r, out->endpoints[r], pids[r], out->hosts[r]);
-            dead = true;
-        }
-    }
-    free(pids), free(asked), free(refused);
+    if (!dead && any) dead = dial(out, pids, asked, refused, heard, problem);
+    /* The files about to be taken: the ranks heard at an earlier look (while another
+     * refused) are dialled again, as trainer_listens.py refused_files does: one may have
+     * died since, its file unchanged, and its endpoint was taken unchecked. */
+    if (!dead && again) dead = dial(out, pids, skipped, refused, heard, problem);
+    free(pids), free(asked), free(skipped), free(refused);
     if (!dead) return MT_OK;
     mt_rendezvous_free(out);
     return MT_ERENDEZVOUS;
@@ -209,12 +231,13 @@ static bool same_reading(const mt_rendezvous *a, const mt_rendezvous *b) {
     return true;
 }
 
-/* The files are read once for the endpoints (mt_rendezvous_read) and again for their
- * processes (pid_runs): a resumed trainer's rewrite landing between the two had the live
- * new trainer checked and the killed one's endpoint taken (hrev4; Python reads each file
- * once). So a reading that passed is taken only if a third one names the same run and
- * endpoints (a rewrite meanwhile: read afresh); one rewritten on every look (never seen)
- * is taken as its last reading says. */
+/* The files are read once for the endpoints and their processes (mt_rendezvous_look:
+ * a gone trainer's refused there, as Python, beside a rank missing) and again for the
+ * processes of the complete reading (pid_runs: which to dial): a resumed trainer's
+ * rewrite landing between the two had the live new trainer checked and the killed one's
+ * endpoint taken (hrev4; Python reads each file once). So a reading that passed is
+ * taken only if a third one names the same run and endpoints (a rewrite meanwhile: read
+ * afresh); one rewritten on every look (never seen) is taken as its last reading says. */
 mt_status mt_rendezvous_read_live(const char *dir, mt_rendezvous *out, mt_buf *problem,
                                   mt_heard *heard) {
     enum { LOOKS = 8 };

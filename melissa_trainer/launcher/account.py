@@ -206,9 +206,9 @@ def study_account(
             and the other ranks' handed over by `stream.rank_activity`).
         n_simulations: the study's size (`Launcher.n_simulations`): the simulations it
             runs, redraws not counted; None: `outcomes` are the whole study.
-        first_refused: id -> the first time step refused for NaN or Inf, as rank 0's
-            receiver has it (`NonFiniteGuard.first_step`; the other ranks' are not handed
-            over: with several ranks it may be a later step than the first): the line on
+        first_refused: id -> the first time step refused for NaN or Inf, the least over
+            every rank's receiver (`EveryRankReport.first_refused`: rank 0's
+            `NonFiniteGuard.first_step` and the other ranks' handed over): the line on
             those that turned non-finite part-way (`account_nonfinite`) says from which
             step on.
     """

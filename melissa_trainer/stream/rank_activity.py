@@ -19,11 +19,14 @@ directory (shared by every rank and every simulation already, on one node or man
 * rank k (`ActivityPublisher`, a thread of its study): at most every `PUBLISH_EVERY`
   seconds, when its counts or its wait for buffer room changed, rewrites
   ``activity.{k}`` (written aside then renamed: a reader sees the old file or the new,
-  never half of one): a first line ``{run id}\\t{1 if waiting for room else 0}``, then
-  one line ``{simulation id}\\t{messages}\\t{steps}\\t{refused}`` per simulation its
-  receiver holds a ledger of (those not finished yet, and given up: bounded by the
-  simulations running and given up, not by the study): its messages, the steps it
-  received, of which refused for NaN or Inf (`IngestQueries.held_samples`);
+  never half of one): a first line ``{run id}\\t{1 if waiting for room else 0}``, with
+  ``\\tfinal`` added by its last write (at its study's stop, once its receiver stopped),
+  then one line ``{simulation id}\\t{messages}\\t{steps}\\t{refused}\\t{first}`` per
+  simulation its receiver holds a ledger of (those not finished yet, and given up:
+  bounded by the simulations running and given up, not by the study): its messages, the
+  steps it received, of which refused for NaN or Inf (`IngestQueries.held_samples`), and
+  the first time step it refused for NaN or Inf (``-``: none; `NonFiniteGuard.first_step`).
+  A line without its first refused step (an older writer's) still reads, as none;
 * rank 0 (`OtherRanksActivity`, read by the launcher's thread at each tick): lists the
   directory, opens afresh each other rank's file of this run (a listing then an open,
   not a ``stat``: on NFS the open is revalidated with the server, close-to-open) and
@@ -33,7 +36,12 @@ directory (shared by every rank and every simulation already, on one node or man
   last steps each rank said of each simulation (`samples`: a ledger archived there
   leaves its file, its steps stay said), which the study's end-of-run account adds to
   rank 0's (`launcher.account`): before, a simulation whose samples all went to other
-  ranks and that failed was said "failed with no sample received".
+  ranks and that failed was said "failed with no sample received". It keeps the first
+  step each rank refused too: the account's "from time step t on" is the first over
+  every rank (before, rank 0's: a later step, or none, when the first went elsewhere).
+  At the study's end rank 0 waits, bounded (`wait_final`), for each other rank's last
+  write (marked final) before the account reads them: a rank's last steps, taken in
+  within `PUBLISH_EVERY` s of its stop, were otherwise missed by a read that came first.
 
 No message on the data path, no collective: the training loop is untouched. Cost: one
 small file rewritten by each other rank at most every `PUBLISH_EVERY` s while messages
@@ -56,12 +64,14 @@ import logging
 import os
 import tempfile
 import threading
-from collections.abc import Callable, Mapping
+import time
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import NamedTuple
 
 __all__ = [
     "ACTIVITY_FILE",
+    "FINAL_WAIT",
     "PUBLISH_EVERY",
     "ActivityPublisher",
     "OtherRanksActivity",
@@ -79,15 +89,27 @@ ACTIVITY_FILE = "activity"
 PUBLISH_EVERY = 0.2
 #: simulation id -> (steps received, of which refused for NaN or Inf), as `samples_of`
 Samples = Mapping[int, tuple[int, int]]
+#: simulation id -> the first time step refused for NaN or Inf (`NonFiniteGuard.first_step`)
+Firsts = Mapping[int, int]
+#: seconds rank 0 waits, at most, for the other ranks' last writes at the study's end
+#: (`wait_final`): they stop their streams when rank 0 does, before its last simulations'
+#: wait (`study.STOP_WAIT`); bounded: a rank that died, or cannot write, says no last word
+FINAL_WAIT = 5.0
+#: seconds between two looks at the other ranks' files while `wait_final` waits
+_FINAL_POLL = 0.05
 
 
 class RankActivity(NamedTuple):
     """A rank's file as read (`read_activity`): its messages per simulation, whether
-    its receiver waits for room, its steps (received, refused) per simulation."""
+    its receiver waits for room, its steps (received, refused) per simulation, the first
+    step it refused of each (those it refused none of: absent), whether it is the rank's
+    last write (`ActivityPublisher.stop`)."""
 
     counts: dict[int, int]
     waiting: bool
     samples: dict[int, tuple[int, int]]
+    first_refused: dict[int, int]
+    final: bool
 
 
 def write_activity(
@@ -96,20 +118,22 @@ def write_activity(
     counts: Mapping[int, int],
     waiting: bool,
     samples: Samples | None = None,
+    first_refused: Firsts | None = None,
+    final: bool = False,
 ) -> None:
     """Write a rank's `counts` and whether its receiver `waiting` for buffer room to
     `path`, aside then renamed (module docstring: the format), with each simulation's
-    `samples` (none said: 0 steps).
+    `samples` (none said: 0 steps) and `first_refused` step (none said: ``-``), marked
+    `final` when it is the rank's last write.
 
     Raises:
         OSError: the file could not be written (the caller says it).
     """
-    lines = [f"{run_id or '-'}\t{int(waiting)}"]
-    got = samples or {}
-    lines += [
-        f"{sid}\t{n}\t{got.get(sid, (0, 0))[0]}\t{got.get(sid, (0, 0))[1]}"
-        for sid, n in counts.items()
-    ]
+    lines = [f"{run_id or '-'}\t{int(waiting)}" + ("\tfinal" if final else "")]
+    got, firsts = samples or {}, first_refused or {}
+    for sid, n in counts.items():
+        steps, refused = got.get(sid, (0, 0))
+        lines.append(f"{sid}\t{n}\t{steps}\t{refused}\t{firsts.get(sid, '-')}")
     fd, aside = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
         with os.fdopen(fd, "w") as out:
@@ -137,22 +161,27 @@ def read_activity(path: Path, run_id: str | None) -> RankActivity | None:
     if not lines:
         raise ValueError(f"{path}: empty (a heartbeat file is written aside then renamed)")
     head = lines[0].split("\t")
-    if len(head) != 2 or head[1] not in ("0", "1"):
-        raise ValueError(f"{path}: first line {lines[0]!r} is not 'run id<TAB>0|1'")
+    if len(head) not in (2, 3) or head[1] not in ("0", "1") or head[2:] not in ([], ["final"]):
+        raise ValueError(f"{path}: first line {lines[0]!r} is not 'run id<TAB>0|1[<TAB>final]'")
     if head[0] != (run_id or "-"):
         return None  # (an earlier run's: not this one's heartbeat)
     counts: dict[int, int] = {}
     samples: dict[int, tuple[int, int]] = {}
+    firsts: dict[int, int] = {}
     for number, line in enumerate(lines[1:], start=2):
         parts = line.split("\t")
-        if len(parts) != 4 or not all(p.isdigit() for p in parts):
+        first = parts.pop() if len(parts) == 5 else "-"  # (4 fields: an older writer's)
+        numbers = parts if first == "-" else [*parts, first]
+        if len(parts) != 4 or not all(p.isdigit() for p in numbers):
             raise ValueError(
                 f"{path}: line {number} {line!r} is not "
-                "'simulation id<TAB>messages<TAB>steps<TAB>refused'"
+                "'simulation id<TAB>messages<TAB>steps<TAB>refused<TAB>first refused|-'"
             )
         sid, n, steps, refused = map(int, parts)
         counts[sid], samples[sid] = n, (steps, refused)
-    return RankActivity(counts, head[1] == "1", samples)
+        if first != "-":
+            firsts[sid] = int(first)
+    return RankActivity(counts, head[1] == "1", samples, firsts, len(head) == 3)
 
 
 def clear_activity_files(directory: str | os.PathLike[str]) -> None:
@@ -184,27 +213,33 @@ class ActivityPublisher(threading.Thread):
         waiting: Callable[[], bool],
         every: float = PUBLISH_EVERY,
         samples: Callable[[], Samples] = dict,
+        first_refused: Callable[[], Firsts] = dict,
     ) -> None:
         super().__init__(name=f"melissa-activity-{rank}", daemon=True)
         self.path = Path(directory) / f"{ACTIVITY_FILE}.{rank}"
         self._run_id, self._activity, self._waiting, self._every = run_id, activity, waiting, every
-        self._samples = samples
+        self._samples, self._first_refused = samples, first_refused
         self._stopping = threading.Event()
-        #: the last written: counts, waiting, samples
-        self._said: tuple[dict[int, int], bool, dict[int, tuple[int, int]]] | None = None
+        #: the last written (counts, waiting, samples, first refused steps); at first
+        #: nothing: no file is written before a first message
+        self._said: tuple[Mapping[int, int], bool, Samples, Firsts] = ({}, False, {}, {})
         self._warned = False
 
     def run(self) -> None:
         while not self._stopping.wait(self._every):
             self.publish()
 
-    def publish(self) -> None:
-        """Write the counts now, if they changed since the last write."""
-        now = (dict(self._activity()), bool(self._waiting()), dict(self._samples()))
-        if now == self._said or (self._said is None and not now[0] and not now[1]):
+    def publish(self, final: bool = False) -> None:
+        """Write the counts now, if they changed since the last write; `final`: the last
+        write, marked so, whatever changed (rank 0's `wait_final` waits for it)."""
+        counts = dict(self._activity())
+        firsts = self._first_refused()  # (only those held: the file's size is O(held))
+        held = {sid: t for sid, t in firsts.items() if sid in counts}
+        now = (counts, bool(self._waiting()), dict(self._samples()), held)
+        if now == self._said and not final:
             return  # (nothing new; nothing at all before a first message: no file)
         try:
-            write_activity(self.path, self._run_id, *now)
+            write_activity(self.path, self._run_id, *now, final=final)
         except OSError as exc:
             if not self._warned:
                 self._warned = True
@@ -219,21 +254,23 @@ class ActivityPublisher(threading.Thread):
         self._said = now
 
     def stop(self) -> None:
-        """End the thread (at most one write it is doing), then write what changed since
-        its last write: rank 0's account, read after every rank's stream ended, sees
-        this rank's last steps (module docstring)."""
+        """End the thread (at most one write it is doing), then write its last counts,
+        marked final: rank 0's account waits for them (`OtherRanksActivity.wait_final`),
+        so the caller stops its receiver first (its last steps taken in are in them)."""
         self._stopping.set()
         if self.is_alive():
             self.join()
-            self.publish()
+        self.publish(final=True)
 
 
 class OtherRanksActivity:
     """Rank 0's reading of the other ranks' heartbeat files in `directory` for run
     `run_id` (module docstring): `add` sums them into rank 0's counts, `waiting` says
     whether any of them waits for room (as of the last `add`), `samples` the steps they
-    said of each simulation, as of their last word on it. A file that does not parse is
-    said once as a WARNING and left out."""
+    said of each simulation, as of their last word on it, `first_refused` the first step
+    any refused, `said_of` each rank's word on one simulation, `wait_final` waits for
+    their last writes. A file that does not parse is said once as a WARNING and left
+    out."""
 
     def __init__(self, directory: str | os.PathLike[str], run_id: str | None) -> None:
         self._dir, self._run_id = Path(directory), run_id
@@ -241,6 +278,9 @@ class OtherRanksActivity:
         self._warned: set[str] = set()
         #: file name -> simulation id -> (steps, refused): its last word on each
         self._said: dict[str, dict[int, tuple[int, int]]] = {}
+        #: file name -> simulation id -> the first step it refused (said once, kept)
+        self._firsts: dict[str, dict[int, int]] = {}
+        self._final: set[str] = set()  # (the files read marked final)
 
     def add(self, own: Mapping[int, int]) -> dict[int, int]:
         """`own` (rank 0's counts) plus every other rank's, per simulation."""
@@ -266,6 +306,9 @@ class OtherRanksActivity:
             for sid, n in read.counts.items():
                 total[sid] = total.get(sid, 0) + n
             self._said.setdefault(name, {}).update(read.samples)
+            self._firsts.setdefault(name, {}).update(read.first_refused)
+            if read.final:
+                self._final.add(name)
         self._waiting = waiting
         return total
 
@@ -279,6 +322,47 @@ class OtherRanksActivity:
                 had = total.get(sid, (0, 0))
                 total[sid] = (had[0] + steps, had[1] + refused)
         return total
+
+    def first_refused(self) -> dict[int, int]:
+        """Simulation id -> the first time step another rank refused for NaN or Inf
+        (the least over the ranks), as of the last `add`."""
+        first: dict[int, int] = {}
+        for said in self._firsts.values():
+            for sid, t in said.items():
+                first[sid] = min(t, first.get(sid, t))
+        return first
+
+    def said_of(self, simulation_id: int) -> list[tuple[int, int, int]]:
+        """(rank, steps, of which refused) of each other rank that said `simulation_id`,
+        in rank order, its last word as of the last `add`."""
+        return sorted(
+            (int(name[len(ACTIVITY_FILE) + 1 :]), *said[simulation_id])
+            for name, said in self._said.items()
+            if simulation_id in said
+        )
+
+    def wait_final(self, ranks: Iterable[int], bound: float = FINAL_WAIT) -> list[int]:
+        """Read the files until each of `ranks` wrote its last (`ActivityPublisher.stop`:
+        marked final), `bound` s at most (a poll: they may be on other nodes). Returns
+        the ranks not heard final, each said in one WARNING (the account may then miss
+        their last steps)."""
+        deadline, wanted = time.monotonic() + bound, list(ranks)
+        while True:
+            self.add({})
+            missing = [k for k in wanted if f"{ACTIVITY_FILE}.{k}" not in self._final]
+            if not missing or time.monotonic() >= deadline:
+                break
+            time.sleep(_FINAL_POLL)
+        if missing:
+            logger.warning(
+                "the receiver of %s %s wrote no last counts within %g s of the study's "
+                "end: the study's account says its steps as of its last heartbeat (it "
+                "may miss the last ones)",
+                "rank" if len(missing) == 1 else "ranks",
+                ", ".join(map(str, missing)),
+                bound,
+            )
+        return missing
 
     def waiting(self) -> bool:
         """Whether another rank's receiver waited for room at the last `add`."""

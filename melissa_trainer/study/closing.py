@@ -141,14 +141,17 @@ def log_study_account(
 ) -> list[str]:
     """Log the study's end-of-run account (`launcher.account.log_account`: what each
     simulation contributed, as every rank's receiver counted it (`every_rank`: rank 0's
-    `receiver` and the other ranks' hand-off; None: rank 0's alone), of the study's
+    `receiver` and the other ranks' hand-off, their last words waited for, bounded; None:
+    rank 0's alone), with the first step each had refused over every rank, of the study's
     `n_simulations`; what the sampler drew; `feedback`'s lines on losses that came too
     late to steer). Returns its lines when they were an INFO (`Study.account_report`,
     which `ProgressHook` prints), else none (a WARNING: logged already)."""
-    samples = (
-        every_rank.samples_of() if every_rank else receiver.ingest.samples_of() if receiver else {}
-    )
-    first = dict(receiver.ingest.nonfinite.first_step) if receiver else {}
+    if every_rank is not None:
+        every_rank.final_words()  # (their last steps: `stream.rank_activity`)
+        samples, first = every_rank.samples_of(), every_rank.first_refused()
+    else:
+        samples = receiver.ingest.samples_of() if receiver else {}
+        first = dict(receiver.ingest.nonfinite.first_step) if receiver else {}
     sampler = launcher.sampler
     late = feedback.lines(sampler)  # (none or few steered: a WARNING)
     lines, warned = log_account(

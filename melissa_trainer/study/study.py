@@ -80,7 +80,7 @@ from melissa_trainer.launcher.adaptive import AdaptiveSampler
 from melissa_trainer.launcher.study_record import SavedStudy
 from melissa_trainer.sources.ingest_transform import IngestTransform
 from melissa_trainer.sources.source import Source, SourceError
-from melissa_trainer.stream.rank_activity import ActivityPublisher
+from melissa_trainer.stream.rank_activity import FINAL_WAIT, ActivityPublisher
 from melissa_trainer.stream.receiver import Receiver
 from melissa_trainer.stream.stream_source import StreamSource
 from melissa_trainer.study.closing import LastExits, check_waiting, log_study_account
@@ -148,7 +148,7 @@ class Study(StudyState, Source):
         self.launcher, self.stream = launcher, stream
         stream.first_data = None  # (the study says its own, `self.first_data`)
         self._output_dir: Path | None = None
-        self._rank = 0
+        self._rank, self._world = 0, 1
         self._resumed = False
         self._launcher_state: dict[str, Any] | None = None
         #: rank 0, resumed: the launcher's record as read and checked at load (migrated,
@@ -210,7 +210,7 @@ class Study(StudyState, Source):
         else:
             warn_unreachable_receivers(self.launcher.backend, self.stream.config.bind)
         self.stream.start(buffer, rank, world_size)
-        self._rank = rank
+        self._rank, self._world = rank, world_size
         receiver = self.stream.receiver
         if rank != 0 and receiver is not None and self._publisher is None:
             # (every rank's receiver heard by the launcher: `every_rank`)
@@ -249,7 +249,8 @@ class Study(StudyState, Source):
         receiver.report_refusals_to_launcher()  # (before any simulation runs)
         study_dir = (self._output_dir or rendezvous.parent) / "study"
         self.feedback.started(launcher.sampler, launcher.n_simulations)  # (before any draw)
-        report = self._ranks = EveryRankReport(receiver, rendezvous, self.stream.config.run_id)
+        run_id = self.stream.config.run_id
+        report = self._ranks = EveryRankReport(receiver, rendezvous, run_id, self._world)
         launcher.start(
             rendezvous,
             heartbeat=report.activity,
@@ -322,17 +323,19 @@ class Study(StudyState, Source):
                     account = log_study_account(self.launcher, receiver, self.feedback, self._ranks)
                     self.account_report = account + self._last_exits.stopped_lines()  # (killed)
                     self.account_report += self.saved_account.lines()  # (its resume's words)
-        finally:
-            if self._publisher is not None:
-                self._publisher.stop()
-            self.stream.stop()
+        finally:  # (the receiver first: the publisher's last word has its last steps)
+            try:
+                self.stream.stop()
+            finally:
+                if self._publisher is not None:
+                    self._publisher.stop()
 
     def stop_bound(self) -> float:
-        """`Source.stop_bound`: the last simulations' `STOP_WAIT`, then the launcher's
-        stop (its backend's kill of every job and close: `Backend.stop_bound`). Known on
-        every rank: each builds the same launcher, which runs on rank 0 only."""
-        launcher = self.launcher
-        return STOP_WAIT + launcher.backend.stop_bound(launcher.tuning.kill_grace)
+        """`Source.stop_bound`: the last simulations' `STOP_WAIT`, the account's wait for the
+        other ranks' last counts (`FINAL_WAIT`), the launcher's stop (`Backend.stop_bound`:
+        its kill of every job). Known on every rank: the same launcher, run on rank 0 only."""
+        grace = self.launcher.tuning.kill_grace
+        return STOP_WAIT + FINAL_WAIT + self.launcher.backend.stop_bound(grace)
 
     def note_stop(self, code: str, message: str) -> None:
         """`Source.note_stop`: to the receivers, whose stop record says it to the closing."""
@@ -364,8 +367,7 @@ class Study(StudyState, Source):
 
     @property
     def adaptive(self) -> bool:
-        """Whether the launcher's sampler is steered by the per-simulation training
-        losses (an `AdaptiveSampler`)."""
+        """Whether the launcher's sampler is steered by per-simulation losses (adaptive)."""
         return isinstance(self.launcher.sampler, AdaptiveSampler)
 
     def hooks(self, args: TrainingArguments) -> list[Hook]:

@@ -145,7 +145,7 @@ def _past_group(bound: float, group: float) -> str:
     wide = math.ceil(bound) + 60
     return (
         f"the ranks' last meeting may wait {bound:g} s ({MEET_TIMEOUT:g} s beyond the "
-        f"longest stop_bound() of the ranks' sources: a Study's STOP_WAIT and its "
+        f"longest stop_bound() of the ranks' sources: a Study's STOP_WAIT, FINAL_WAIT and its "
         f"LauncherTuning.kill_grace, with its backend's waits), more than the process "
         f"group's timeout, {group:g} s: a rank waiting there while rank 0 stops its "
         f"source would be ended by the backend. Lower LauncherTuning.kill_grace, or give "

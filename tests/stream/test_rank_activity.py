@@ -25,7 +25,7 @@ pytestmark = pytest.mark.timeout(60)
 def test_a_rank_file_reads_back_as_written(tmp_path: Path) -> None:
     path = tmp_path / "activity.1"
     write_activity(path, "run-a", {3: 7, 11: 0}, waiting=True, samples={3: (5, 2)})
-    assert read_activity(path, "run-a") == ({3: 7, 11: 0}, True, {3: (5, 2), 11: (0, 0)})
+    assert read_activity(path, "run-a") == ({3: 7, 11: 0}, True, {3: (5, 2), 11: (0, 0)}, {}, False)
     assert read_activity(path, "run-b") is None  # (another run's)
     assert read_activity(tmp_path / "activity.2", "run-a") is None  # (not written yet)
     assert [p.name for p in tmp_path.iterdir()] == ["activity.1"]  # (nothing left aside)
@@ -83,7 +83,7 @@ def test_a_publisher_writes_on_change_only(tmp_path: Path) -> None:
     assert not publisher.path.exists()  # (nothing heard yet: no file)
     counts[5] = 2
     publisher.publish()
-    assert read_activity(publisher.path, "r") == ({5: 2}, False, {5: (0, 0)})
+    assert read_activity(publisher.path, "r") == ({5: 2}, False, {5: (0, 0)}, {}, False)
     publisher.path.unlink()
     publisher.publish()  # (unchanged: not written again)
     assert not publisher.path.exists()
@@ -92,8 +92,8 @@ def test_a_publisher_writes_on_change_only(tmp_path: Path) -> None:
     publisher = ActivityPublisher(tmp_path, "r", 1, lambda: counts, lambda: False, every=0.01)
     original = publisher.publish
 
-    def publish() -> None:
-        original()
+    def publish(final: bool = False) -> None:
+        original(final)
         if publisher.path.exists():
             wrote.set()
 
@@ -104,22 +104,58 @@ def test_a_publisher_writes_on_change_only(tmp_path: Path) -> None:
     finally:
         publisher.stop()
     assert not publisher.is_alive()
-    assert read_activity(publisher.path, "r") == ({5: 3}, False, {5: (0, 0)})
+    assert read_activity(publisher.path, "r") == ({5: 3}, False, {5: (0, 0)}, {}, True)
 
 
 def test_a_publisher_writes_its_steps_and_its_last_word_at_stop(tmp_path: Path) -> None:
-    """A change of steps alone is written; `stop` writes what changed since the last
-    write (rank 0's account reads the files after the other ranks stopped)."""
+    """A change of steps alone is written; `stop` writes its last word, marked final
+    (rank 0's account waits for it: `wait_final`)."""
     counts, samples = {5: 2}, {5: (2, 0)}
     publisher = ActivityPublisher(
         tmp_path, "r", 1, lambda: counts, lambda: False, every=3600.0, samples=lambda: samples
     )
     publisher.publish()
-    assert read_activity(publisher.path, "r") == ({5: 2}, False, {5: (2, 0)})
+    assert read_activity(publisher.path, "r") == ({5: 2}, False, {5: (2, 0)}, {}, False)
     samples[5] = (2, 1)  # (a step refused for NaN: counted, not a new message)
     publisher.publish()
-    assert read_activity(publisher.path, "r") == ({5: 2}, False, {5: (2, 1)})
+    assert read_activity(publisher.path, "r") == ({5: 2}, False, {5: (2, 1)}, {}, False)
     publisher.start()
     counts[5], samples[5] = 3, (3, 1)
     publisher.stop()  # (the thread waits an hour between writes: this write is stop's)
-    assert read_activity(publisher.path, "r") == ({5: 3}, False, {5: (3, 1)})
+    assert read_activity(publisher.path, "r") == ({5: 3}, False, {5: (3, 1)}, {}, True)
+
+
+def test_each_rank_first_refused_step_is_kept_and_the_least_is_said(tmp_path: Path) -> None:
+    """Ranks 1 and 2 each said the first step they refused of simulation 1 (5, then 3);
+    a line without its first step (an older writer's) reads as none refused."""
+    others = OtherRanksActivity(tmp_path, "r")
+    write_activity(tmp_path / "activity.1", "r", {1: 3}, False, {1: (3, 1)}, {1: 5})
+    write_activity(tmp_path / "activity.2", "r", {1: 4, 2: 1}, False, {1: (4, 2)}, {1: 3})
+    others.add({})
+    assert others.first_refused() == {1: 3}
+    assert others.said_of(1) == [(1, 3, 1), (2, 4, 2)] and others.said_of(9) == []
+    (tmp_path / "activity.3").write_text("r\t0\n4\t2\t2\t0\n")  # (4 fields, no final)
+    assert read_activity(tmp_path / "activity.3", "r") == ({4: 2}, False, {4: (2, 0)}, {}, False)
+    (tmp_path / "activity.3").write_text("r\t0\tdone\n")
+    with pytest.raises(
+        ValueError, match=r"activity\.3: first line .* 'run id<TAB>0\|1\[<TAB>final\]'"
+    ):
+        read_activity(tmp_path / "activity.3", "r")
+
+
+def test_rank_0_waits_for_each_rank_last_word_bounded(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`wait_final` returns once every rank named wrote its last word (marked final by
+    its publisher's `stop`); one that never does is said, once the bound has passed."""
+    publisher = ActivityPublisher(tmp_path, "r", 1, lambda: {}, lambda: False, every=3600.0)
+    publisher.stop()  # (never started, nothing heard: its last word is written all the same)
+    others = OtherRanksActivity(tmp_path, "r")
+    assert read_activity(publisher.path, "r") == ({}, False, {}, {}, True)
+    assert others.wait_final([1], bound=60.0) == []
+    with caplog.at_level(logging.WARNING):
+        assert others.wait_final([1, 2], bound=0.0) == [2]
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 1 and "the receiver of rank 2 wrote no last counts within 0 s" in said[0], (
+        said
+    )

@@ -1,6 +1,7 @@
 """How long a source may take to stop (`Source.stop_bound`), which the trainer ranks'
 last meeting waits beyond its own bound (`exit_meeting.meet_timeout`): a study's is its
-last simulations' `STOP_WAIT` and its backend's stop with the study's `kill_grace`
+last simulations' `STOP_WAIT`, its account's wait for the other ranks' last counts
+(`FINAL_WAIT`) and its backend's stop with the study's `kill_grace`
 (`Backend.stop_bound`: one grace for all the jobs; Slurm adds the forced end's wait and
 one `controller_wait`). The meeting's wait itself: tests/study/test_failed_study_slow_rank.py."""
 
@@ -18,6 +19,7 @@ from melissa_trainer.launcher import Launcher, LauncherTuning, LocalBackend
 from melissa_trainer.launcher.backends import SlurmBackend
 from melissa_trainer.launcher.backends.slurm.batch import FORCE_WAIT
 from melissa_trainer.sources.source import as_source
+from melissa_trainer.stream.rank_activity import FINAL_WAIT
 from melissa_trainer.study.study import STOP_WAIT
 from melissa_trainer.trainer.exit_meeting import MEET_TIMEOUT, meet_timeout
 
@@ -35,11 +37,11 @@ def study(backend: object, kill_grace: float) -> Study:
 
 @pytest.mark.timeout(30)
 def test_a_study_may_take_its_kill_grace_and_its_last_exits_wait_to_stop() -> None:
-    assert study(LocalBackend(), 7.0).stop_bound() == STOP_WAIT + 7.0
+    assert study(LocalBackend(), 7.0).stop_bound() == STOP_WAIT + FINAL_WAIT + 7.0
     long = study(LocalBackend(), 300.0)
-    assert long.stop_bound() == STOP_WAIT + 300.0
+    assert long.stop_bound() == STOP_WAIT + FINAL_WAIT + 300.0
     # the meeting waits its own bound beyond it
-    assert meet_timeout(long) == MEET_TIMEOUT + STOP_WAIT + 300.0
+    assert meet_timeout(long) == MEET_TIMEOUT + STOP_WAIT + FINAL_WAIT + 300.0
 
 
 @pytest.mark.timeout(30)
@@ -84,4 +86,4 @@ def test_a_slurm_study_may_also_wait_for_its_controller(
         (bin_dir / name).chmod(stat.S_IRWXU)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}/usr/bin{os.pathsep}/bin")
     backend = SlurmBackend(controller_wait=40.0, lease_timeout=None)
-    assert study(backend, 5.0).stop_bound() == STOP_WAIT + 5.0 + FORCE_WAIT + 40.0
+    assert study(backend, 5.0).stop_bound() == STOP_WAIT + FINAL_WAIT + 5.0 + FORCE_WAIT + 40.0

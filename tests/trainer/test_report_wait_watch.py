@@ -85,6 +85,7 @@ def fake_collectives(monkeypatch: pytest.MonkeyPatch, on_call: Callable[[str], N
     monkeypatch.setattr(dist, "all_reduce", reduce)
     monkeypatch.setattr(dist, "is_initialized", lambda: True)
     monkeypatch.setattr(dist, "get_world_size", lambda *a, **k: 2)
+    monkeypatch.setattr(dist, "get_rank", lambda *a, **k: 0)  # (the figures' own slot)
 
 
 @pytest.mark.timeout(120)

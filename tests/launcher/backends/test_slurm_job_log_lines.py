@@ -12,6 +12,7 @@ import pytest
 from slurm_cluster import SlurmCluster, slurm_cluster  # noqa: F401 - the fixture
 from slurm_jobs import POLL
 from test_compiled_solver_logs import FORTRAN_SOLVER, LINES, build
+from test_slurm_srun_segments import in_allocation
 
 from melissa_trainer.launcher.backends import Job, SlurmBackend
 from melissa_trainer.launcher.reports import log_tail
@@ -53,3 +54,38 @@ def test_a_killed_gfortran_batch_jobs_log_keeps_its_lines_and_says_the_kill(
     assert kill.endswith(said), text
     assert text.index(kill) > text.index(LINES), text
     assert "    | step 2 sent" in log_tail(log) and PREFIX not in log_tail(log), log_tail(log)
+
+
+#: run by salloc: an srun step printing a line then sleeping, killed with a reason
+STEP_DRIVER = """
+import json, sys, time
+from melissa_trainer.launcher.backends import Job, SlurmBackend
+
+code = "import time; print('step 0 sent', flush=True); time.sleep(300)"
+backend = SlurmBackend(mode="srun")
+handle = backend.launch(Job("step-hung", [sys.executable, "-c", code], log_path="step.log"))
+deadline = time.monotonic() + 60
+while "step 0 sent" not in open("step.log").read():
+    assert time.monotonic() < deadline, open("step.log").read()
+    time.sleep(0.05)
+backend.kill(handle, grace=5, reason="hung: simulation 0 silent")
+out = {"killed": backend.poll(handle), "log": open("step.log").read()}
+backend.close()
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.timeout(300)
+def test_a_killed_srun_steps_log_says_the_kill(
+    slurm_cluster: SlurmCluster,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """Mode "srun": `SlurmBackend.kill` with a reason writes its line in the step's log,
+    after the solver's lines. Failed before: `kill` took no reason."""
+    out, stderr = in_allocation(tmp_path, STEP_DRIVER, 1, timeout=240)
+    assert out["killed"] not in (None, 0), stderr
+    text = out["log"]
+    kill = next(line for line in text.splitlines() if line.startswith(PREFIX))
+    said = "killing this job (SIGTERM to its tasks, srun killed after 5 s): hung: simulation 0"
+    assert kill.endswith(said + " silent"), text
+    assert text.index(kill) > text.index("step 0 sent"), text

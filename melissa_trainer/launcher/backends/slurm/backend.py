@@ -270,7 +270,7 @@ class SlurmBackend(Backend):
                 # (a step waiting out an outage runs nothing, yet its attempt is killed)
                 if handle.retry_at is not None or not getattr(handle.process, "ended", True):
                     kill_line(
-                        handle.job, why, f"SIGTERM to its tasks, srun ended after {grace:g} s"
+                        handle.job, why, f"SIGTERM to its tasks, srun killed after {grace:g} s"
                     )
             else:
                 batch.append((i, self._own(handle)[1]))

@@ -202,7 +202,8 @@ class FailurePolicy:
             )
             with self.lock:
                 self.study.records[sid].reason = why
-            self.backend.kill(job.handle, self.settings.tuning.kill_grace)
+            said = f"refused by the receiver: {why} No attempt can fix it: the study stops"
+            self.backend.kill(job.handle, self.settings.tuning.kill_grace, said)
             del self.jobs[name]
             self.log_paths[sid] = job.log_path
             with self.lock:

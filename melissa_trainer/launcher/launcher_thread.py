@@ -88,6 +88,7 @@ class LauncherThread(LauncherRecord):
     def _run(self) -> None:
         supervisor = self._supervisor
         assert supervisor is not None
+        why = "the study stops: the trainer stopped it"  # (its jobs' logs say why they died)
         try:
             while not self._stop.is_set():
                 supervisor.tick()
@@ -99,14 +100,16 @@ class LauncherThread(LauncherRecord):
             if isinstance(exc, LauncherError):  # its report is raised by check(): once
                 headline = str(exc).partition("\n")[0]
                 logger.error("launcher: %s (the report: Launcher.check())", headline)
+                why = f"the study failed: {headline}"
             else:  # a bug, not the study's failure: its traceback, which no other output
                 # carries (`Study` raises its `LauncherError` from None)
                 logger.error("launcher: %r", exc, exc_info=exc)
+                why = f"the launcher failed: {exc!r}"
             with self._lock:
                 self._error = exc
         finally:
             try:
-                supervisor.shutdown()
+                supervisor.shutdown(why)
             except BaseException as exc:  # an error while killing: report it, keep the first
                 logger.exception("launcher: stopping the jobs failed")
                 with self._lock:

@@ -20,13 +20,28 @@ every such failure had the same last line. A block whose exit string is ``Termin
 (signal 15)`` (a SIGTERM: the launcher's kill, ``scancel``, a preemption; never what a
 solver's own failure looks like) is left out; any other (a rank's segmentation fault,
 abort or exit code) says how the solver died and is kept.
+
+The launcher writes lines of its own in a job's log (`launcher_line`, each starting with
+`LAUNCHER`: when and how it started the job, that it killed it and why, what Slurm said
+of its end): so that a user reading the log knows them from the solver's, and greps
+them. A report's quote of the log's last lines (`tail_lines`) leaves them out: they are
+not the solver's output, and a hung solver killed by the launcher would otherwise be
+quoted as saying "killed by the launcher".
 """
 
 from __future__ import annotations
 
+import logging
+import os
+import time
 from pathlib import Path
 
-__all__ = ["log_lines", "tail_lines", "without_kill_banners"]
+__all__ = ["LAUNCHER", "launcher_line", "log_lines", "tail_lines", "without_kill_banners"]
+
+logger = logging.getLogger(__name__)
+
+#: the start of every line the launcher writes in a job's log (`launcher_line`)
+LAUNCHER = "[melissa-trainer launcher] "
 
 _START = "=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES"
 _EXIT = "YOUR APPLICATION TERMINATED WITH THE EXIT STRING:"
@@ -66,9 +81,31 @@ def without_kill_banners(lines: list[str]) -> tuple[list[str], int]:
     return out, dropped
 
 
+def launcher_line(path: str | os.PathLike[str] | None, text: str) -> None:
+    """Append ``LAUNCHER + UTC time + ": " + text`` as one line to the job log `path`
+    (made with its folder if missing; None: no log, nothing written). On a new line:
+    after a solver's last line that has no newline yet (a print cut by the kill), one
+    is added first, so that the line starts with `LAUNCHER` (greps, `tail_lines`).
+    A log that cannot be written is said in a warning with the text (never raised: the
+    job's start or kill goes on)."""
+    if path is None:
+        return
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    try:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a+b") as log:  # (appended: O_APPEND, as the job's own writes)
+            cut = False
+            if (size := log.seek(0, os.SEEK_END)) > 0:
+                log.seek(size - 1)
+                cut = log.read(1) != b"\n"
+            log.write((("\n" if cut else "") + f"{LAUNCHER}{stamp}: {text}\n").encode())
+    except OSError as exc:
+        logger.warning("cannot write to the job log %s (%s): %s", path, exc, text)
+
+
 def tail_lines(path: Path, tail_bytes: int) -> list[str]:
     """The non-blank lines of the last `tail_bytes` of `path`, as they are (the first
-    may be cut).
+    may be cut), without the launcher's own (`LAUNCHER`: not the solver's output).
 
     Raises:
         OSError: the log cannot be read.
@@ -77,7 +114,7 @@ def tail_lines(path: Path, tail_bytes: int) -> list[str]:
         f.seek(0, 2)
         f.seek(max(0, f.tell() - tail_bytes))
         text = f.read().decode("utf-8", "replace")
-    return [line for line in text.splitlines() if line.strip()]
+    return [line for line in text.splitlines() if line.strip() and not line.startswith(LAUNCHER)]
 
 
 def log_lines(path: Path, tail_bytes: int) -> tuple[list[str], int]:

@@ -79,7 +79,8 @@ class DataReport(Protocol):
 
 def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
     """The last `lines` lines of a job's log, indented, or a note if there is none;
-    without hydra's banner of a SIGTERM (`log_lines`: the launcher's own kill)."""
+    without hydra's banner of a SIGTERM and the launcher's own lines (`log_lines`: the
+    launcher's kill and its start, not the solver's output)."""
     try:
         kept, banners = log_lines(path, _TAIL_BYTES)
     except OSError as exc:
@@ -89,7 +90,7 @@ def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
         return "\n".join(f"    | {line}" for line in tail)
     if banners:
         return "    (nothing but mpiexec's banner of its SIGTERM: the solver printed nothing)"
-    return "    (empty log)"
+    return "    (empty log: nothing from the solver)"
 
 
 class LauncherError(RuntimeError):

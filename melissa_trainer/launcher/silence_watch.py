@@ -54,7 +54,7 @@ class SilenceWatch(FailurePolicy):
             return
         beats = self.refresh_beats()
         self.note_startups(now, beats)
-        doomed: list[tuple[str, RunningJob, str]] = []  # (killed together, below)
+        doomed: list[tuple[str, RunningJob, str, str]] = []  # (killed together, below)
         for name, job in list(self.jobs.items()):
             sid = job.simulation_id
             if sid is None:
@@ -107,11 +107,13 @@ class SilenceWatch(FailurePolicy):
                 self.backend.describe(job.handle),
                 job.log_path,
             )
-            doomed.append((name, job, verdict.rule))
+            doomed.append((name, job, verdict.rule, f"hung: {what} ({heard}; {verdict.rule})"))
         # one kill_grace for them all (`Backend.kill_all`): a wave of hung solvers held
         # the launcher's thread a grace per job, nothing launched or polled meanwhile
-        self.backend.kill_all([job.handle for _, job, _ in doomed], self.settings.tuning.kill_grace)
-        for name, job, rule in doomed:
+        handles = [job.handle for _, job, _, _ in doomed]
+        grace = self.settings.tuning.kill_grace
+        self.backend.kill_all(handles, grace, [why for _, _, _, why in doomed])
+        for name, job, rule, _ in doomed:
             del self.jobs[name]
             # (the study's report, if every attempt dies so, names this bound and its fix)
             self.systematic.timeout_rule = rule

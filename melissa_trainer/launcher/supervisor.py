@@ -63,8 +63,7 @@ logger = logging.getLogger("melissa_trainer.launcher")
 
 #: seconds after an exit 0 before data that has not all arrived counts as lost (the
 #: receiver must also have been idle, its socket empty, for `IDLE_GRACE` s)
-DRAIN_GRACE = 2.0
-IDLE_GRACE = 1.0
+DRAIN_GRACE, IDLE_GRACE = 2.0, 1.0
 
 
 class Supervisor(SilenceWatch):
@@ -94,8 +93,7 @@ class Supervisor(SilenceWatch):
         self._seen_refused, self._completed = 0, CompletedReports(data, study)
         #: the last log of each simulation not finished (quoted when it fails)
         self.log_paths: dict[int, Path] = {}
-        self.unheard: list[int] = []
-        self.unheard_count = 0
+        self.unheard, self.unheard_count = list[int](), 0
         tuning = settings.tuning
         self.silence = SilenceClock(
             tuning.simulation_timeout,
@@ -154,22 +152,21 @@ class Supervisor(SilenceWatch):
         with self.lock:
             return self.study.done and not self.jobs
 
-    def shutdown(self) -> None:
-        """Kill every job (no orphans) and close the backend; their simulations are
-        pending again (or finished, if their data was complete), so that a resumed study
-        runs them again and the summary counts no dead process as running. The jobs
-        that exited since the last poll are recorded ended first, not killed
-        (`reap_exited`): a simulation that exited 0 is finished (or awaits its data),
-        not pending, and a resumed study does not run it again. One that exits between
-        that reap and its kill is recorded so too when the kill says it ended on its
-        own (`Backend.kill` returns its exit code: the backends' own look just before
-        their signal; any end after it is the kill's, exit 0 included). What remains
-        is the backend's: a job that ends on its own in the instant between that look
-        and the signal, or any end a backend cannot tell from its kill (one whose
-        `kill` returns None), is recorded killed, pending: run again on resume. A
-        `kill_all` that fails (raises) leaves every job so recorded and the backend
-        closed (its `close` kills what the call left), then the error is raised (a
-        `close` that fails then too is logged with its traceback, not raised over it)."""
+    def shutdown(self, why: str = "the study stops") -> None:
+        """Kill every job (no orphans; `why` in their logs) and close the backend; their simulations
+        are pending again (or finished, if their data was complete), so that a resumed study
+        runs them again and the summary counts no dead process as running. The jobs that
+        exited since the last poll are recorded ended first, not killed (`reap_exited`): a
+        simulation that exited 0 is finished (or awaits its data), not pending, and a
+        resumed study does not run it again. One that exits between that reap and its kill
+        is recorded so too when the kill says it ended on its own (`Backend.kill` returns
+        its exit code: the backends' own look just before their signal; any end after it is
+        the kill's, exit 0 included). What remains is the backend's: a job that ends on its
+        own in the instant between that look and the signal, or any end a backend cannot
+        tell from its kill (one whose `kill` returns None), is recorded killed, pending: run
+        again on resume. A `kill_all` that fails (raises) leaves every job so recorded and
+        the backend closed (its `close` kills what the call left), then the error is raised
+        (a `close` that fails then too is logged with its traceback, not raised over it)."""
         self.unheard_summary()
         self.reap_exited("before the stop")
         if self.jobs:  # (one line for them all, not one a job: hundreds may be in flight)
@@ -178,7 +175,7 @@ class Supervisor(SilenceWatch):
         codes: list[int | None] = [None] * len(jobs)  # (a failed kill_all: all killed)
         try:  # (one grace for them all where the backend can: `Backend.kill_all`)
             codes = self.backend.kill_all(
-                [job.handle for _, job in jobs], self.settings.tuning.kill_grace
+                [job.handle for _, job in jobs], self.settings.tuning.kill_grace, [why] * len(jobs)
             )
         except BaseException:  # recorded and closed all the same (close kills what it left)
             self._record_killed(jobs, codes)
@@ -237,7 +234,8 @@ class Supervisor(SilenceWatch):
                 logger.error("simulation %d refused by the receiver: %s; killing it", sid, why)
                 with self.lock:
                     self.study.records[sid].reason = why
-                self.backend.kill(job.handle, self.settings.tuning.kill_grace)
+                grace = self.settings.tuning.kill_grace
+                self.backend.kill(job.handle, grace, f"refused by the receiver: {why}")
                 del self.jobs[name]
                 self.job_killed(job, time.monotonic(), "refused")
             if not running:
@@ -360,7 +358,8 @@ class Supervisor(SilenceWatch):
                 ),
             }
             argv = self.command(sid, parameters)
-            handle = self.start_job(Job(name, argv, env, None, log_path, self.settings.ranks))
+            what = f"simulation {sid} attempt {attempt}"
+            handle = self.start_job(Job(name, argv, env, None, log_path, self.settings.ranks), what)
             job = RunningJob(handle, None, log_path)
             job.assign(sid, now, self.beat_of(sid))
             self.jobs[name] = job
@@ -386,14 +385,14 @@ class Supervisor(SilenceWatch):
             record = self.study.records[sid]
             return sid, dict(record.parameters), record.attempts - 1
 
-    def start_job(self, job: Job) -> Handle:
+    def start_job(self, job: Job, what: str) -> Handle:
+        """Launch `job` (`what` it runs, as its log's first line says: `Job.say_start`)."""
+        job.say_start(what, self.backend.name)
         try:
             return self.backend.launch(job)
         except LaunchError as exc:
-            if str(exc).startswith(f"could not start job {job.name} "):  # (the local
-                # backend's, naming the job and its command: not said twice)
-                raise LauncherError(f"the {self.backend.name or 'launcher'} backend {exc}") from exc
-            raise LauncherError(
-                f"the {self.backend.name or 'launcher'} backend could not start job {job.name} "
-                f"({list(job.argv)}): {exc}"
-            ) from exc
+            said = str(exc)
+            if not said.startswith(f"could not start job {job.name} "):  # (the local
+                # backend's names the job and its command: not said twice)
+                said = f"could not start job {job.name} ({list(job.argv)}): {exc}"
+            raise LauncherError(f"the {self.backend.name or 'launcher'} backend {said}") from exc

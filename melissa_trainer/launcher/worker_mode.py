@@ -148,9 +148,9 @@ class WorkerSupervisor(Supervisor):
             if self.socket.poll(int(min(left, 0.05) * 1000) + 1):
                 self.serve()
 
-    def shutdown(self) -> None:
+    def shutdown(self, why: str = "the study stops") -> None:
         try:
-            super().shutdown()
+            super().shutdown(why)
         finally:
             self.close_socket()
 
@@ -250,7 +250,8 @@ class WorkerSupervisor(Supervisor):
             # backend slow to return, or a launcher thread descheduled on a loaded node,
             # would otherwise hide part of the worker's start-up from `startup_seconds`)
             launched = time.monotonic()
-            handle = self.start_job(Job(name, self.argv, env, None, log_path, self.settings.ranks))
+            job = Job(name, self.argv, env, None, log_path, self.settings.ranks)
+            handle = self.start_job(job, f"worker {slot} (its launch {n + 1})")
             self.slots[slot], self.launches[slot] = name, n + 1
             self.jobs[name] = RunningJob(handle, None, log_path)
             self.launched_at[name] = launched
@@ -301,7 +302,9 @@ class WorkerSupervisor(Supervisor):
                 "workers still alive %.0f s after the study ended: killing them", EXIT_GRACE
             )
             jobs = list(self.jobs.items())  # (together: one grace for them all)
-            self.backend.kill_all([job.handle for _, job in jobs], self.settings.tuning.kill_grace)
+            why = f"the study is done, and the worker did not exit within {EXIT_GRACE:g} s"
+            grace = self.settings.tuning.kill_grace
+            self.backend.kill_all([job.handle for _, job in jobs], grace, [why] * len(jobs))
             for name, _ in jobs:  # (after it: a failed one leaves them to the stop's)
                 del self.jobs[name]
 

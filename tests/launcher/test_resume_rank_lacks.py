@@ -43,7 +43,7 @@ class Exits(Backend):
     def poll(self, handle: Handle) -> int | None:
         return 0
 
-    def kill(self, handle: Handle, grace: float = 5.0) -> None:
+    def kill(self, handle: Handle, grace: float = 5.0, reason: str | None = None) -> None:
         pass
 
     def close(self) -> None:

@@ -43,10 +43,12 @@ class FailingKill(Backend):
     def poll(self, handle: Handle) -> int | None:
         return None
 
-    def kill(self, handle: Handle, grace: float = 5.0) -> int | None:
+    def kill(self, handle: Handle, grace: float = 5.0, reason: str | None = None) -> int | None:
         return None
 
-    def kill_all(self, handles: Sequence[Handle], grace: float = 5.0) -> list[int | None]:
+    def kill_all(
+        self, handles: Sequence[Handle], grace: float = 5.0, reasons: Sequence[str] | None = None
+    ) -> list[int | None]:
         raise OSError("the kill failed half-way")
 
     def close(self) -> None:

@@ -287,7 +287,7 @@ class Silent(Backend):
     def poll(self, handle: Handle) -> int | None:
         return None
 
-    def kill(self, handle: Handle, grace: float = 5.0) -> None:
+    def kill(self, handle: Handle, grace: float = 5.0, reason: str | None = None) -> None:
         pass
 
     def close(self) -> None:

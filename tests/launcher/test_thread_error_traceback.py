@@ -37,7 +37,7 @@ class NeverEnds(Backend):
     def poll(self, handle: Handle) -> int | None:
         return None
 
-    def kill(self, handle: Handle, grace: float = 5.0) -> int | None:
+    def kill(self, handle: Handle, grace: float = 5.0, reason: str | None = None) -> int | None:
         return None
 
     def close(self) -> None:

@@ -28,10 +28,12 @@ class Asked(Silent):
     def __init__(self) -> None:
         self.asked: list[tuple[str, list[str]]] = []
 
-    def kill(self, handle: Handle, grace: float = 5.0) -> None:
+    def kill(self, handle: Handle, grace: float = 5.0, reason: str | None = None) -> None:
         self.asked.append(("kill", [handle.job.name]))
 
-    def kill_all(self, handles: Sequence[Handle], grace: float = 5.0) -> list[int | None]:
+    def kill_all(
+        self, handles: Sequence[Handle], grace: float = 5.0, reasons: Sequence[str] | None = None
+    ) -> list[int | None]:
         self.asked.append(("kill_all", [handle.job.name for handle in handles]))
         return [None] * len(handles)
 

@@ -22,7 +22,10 @@ Contract for every backend:
   finished its simulation, and a study without data reports would never run it
   again), or when the backend cannot tell (a backend that returns nothing says that:
   its jobs count as killed). What remains: a job that ended on its own between the
-  backend's last look and its signal counts as killed (run again).
+  backend's last look and its signal counts as killed (run again). Given a `reason`
+  (why the launcher kills it: hung, refused, the study's stop...), a job still running
+  gets a launcher line in its log before its signal (`kill_line`): what the kill does
+  and why, so that its log does not end mute; None (a backend's own inner kills): none.
 * `close` kills every job still running; after it, no process started by this
   backend is left. It is idempotent.
 * `begin_study` is called by the launcher once, before its first `launch`, with the
@@ -39,11 +42,14 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shlex
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from melissa_trainer.launcher.log_lines import launcher_line
 
 
 def study_id(study_dir: str | os.PathLike[str]) -> str:
@@ -69,7 +75,7 @@ def unbuffered_env(env: Mapping[str, str], environ: Mapping[str, str]) -> dict[s
     attempt's log was found empty: a Python solver's lines now reach the log as they
     are printed (every backend's jobs: `Job.full_env` for the local and mpiexec ones,
     the submission for Slurm's). Other languages' runtimes buffer too: gfortran's units
-    are unbuffered by `FORTRAN_UNBUFFERED` (local and mpiexec jobs); C's stdio has no
+    are unbuffered by `FORTRAN_UNBUFFERED` (`unbuffered_outputs`); C's stdio has no
     such switch, so a C solver that wants its lines kept sets its stdout line-buffered
     or flushes them itself.
     """
@@ -78,11 +84,48 @@ def unbuffered_env(env: Mapping[str, str], environ: Mapping[str, str]) -> dict[s
     return {UNBUFFERED: "1", **env}
 
 
-#: set to ``y`` in a local or mpiexec job's environment unless the trainer's or the
-#: job's own sets it (`Job.full_env`): gfortran's runtime then writes each line of the
+#: set to ``y`` in every job's environment unless the trainer's or the job's own sets
+#: it (`unbuffered_outputs`): gfortran's runtime then writes each line of the
 #: preconnected units (``print``, ``write(*,...)``, units 6 and 0) as it is written,
 #: where a unit on a file is block-buffered and a SIGTERMed solver left an empty log
 FORTRAN_UNBUFFERED = "GFORTRAN_UNBUFFERED_PRECONNECTED"
+
+
+def unbuffered_outputs(env: Mapping[str, str], environ: Mapping[str, str]) -> dict[str, str]:
+    """`env` (a job's own variables) with ``PYTHONUNBUFFERED=1`` (`unbuffered_env`) and
+    ``GFORTRAN_UNBUFFERED_PRECONNECTED=y`` (`FORTRAN_UNBUFFERED`) added, each unless
+    `env` or `environ` (the trainer's, which the job inherits) sets it: every backend's
+    jobs (`Job.full_env`; Slurm's batch script and srun steps), so that a Python or
+    gfortran solver's lines reach its log before a kill. Slurm's batch jobs lacked the
+    Fortran one: a gfortran solver's log, killed as hung, was empty."""
+    own = {str(k): str(v) for k, v in env.items()}
+    if FORTRAN_UNBUFFERED not in own and FORTRAN_UNBUFFERED not in environ:
+        own = {FORTRAN_UNBUFFERED: "y", **own}
+    return unbuffered_env(own, environ)
+
+
+def kill_line(job: Job, reason: str | None, how: str) -> None:
+    """The launcher's line in `job`'s log before it kills it (`log_lines.launcher_line`):
+    `how` (the backend's signals) and `reason`; nothing for a `reason` of None."""
+    if reason is not None:
+        launcher_line(job.log_path, f"killing this job ({how}): {reason}")
+
+
+def kill_reasons(handles: Sequence[Any], reasons: Sequence[str] | None) -> list[str | None]:
+    """`reasons` (one a handle, in order; None: none told) for `kill_all`'s `handles`.
+
+    Raises:
+        ValueError: as many reasons as handles are not given.
+    """
+    if reasons is None:
+        return [None] * len(handles)
+    if len(reasons) != len(handles):
+        raise ValueError(f"{len(reasons)} kill reasons for {len(handles)} jobs: one a job")
+    return list(reasons)
+
+
+#: the reason of the kills of a backend's `close` (the study's end), in the job logs
+CLOSE_REASON = "the launcher closes its backend (the study ends): every job left is killed"
 
 
 class LaunchError(RuntimeError):
@@ -119,10 +162,18 @@ class Job:
         likewise (`FORTRAN_UNBUFFERED`: a gfortran solver's lines reach the log before
         a kill). C's stdio has no such variable: a C solver sets its stdout line-buffered
         itself (docs/how-to/compiled-solver.md)."""
-        own = {str(k): str(v) for k, v in self.env.items()}
-        if FORTRAN_UNBUFFERED not in own and FORTRAN_UNBUFFERED not in os.environ:
-            own = {FORTRAN_UNBUFFERED: "y", **own}
-        return {**os.environ, **unbuffered_env(own, os.environ)}
+        return {**os.environ, **unbuffered_outputs(self.env, os.environ)}
+
+    def say_start(self, what: str, backend: str) -> None:
+        """The launcher's line in the log before it launches this job: when, `what` it
+        runs (``simulation 3 attempt 1``, ``worker 0``), the job's name, the `backend`'s
+        name, the ranks and the command (one rank's: an MPI backend prepends its own)."""
+        ranks = f"{self.ranks} ranks" if self.ranks != 1 else "1 rank"
+        launcher_line(
+            self.log_path,
+            f"starting {what} as job {self.name} ({backend or 'launcher'} backend, {ranks}): "
+            f"{shlex.join(str(arg) for arg in self.argv)}",
+        )
 
     def open_log(self) -> Any:
         """Open `log_path` for appending (a restart appends to the same file), or None."""
@@ -163,18 +214,26 @@ class Backend(ABC):
         """None while the job runs, else its exit code."""
 
     @abstractmethod
-    def kill(self, handle: Handle, grace: float = 5.0) -> int | None:
+    def kill(self, handle: Handle, grace: float = 5.0, reason: str | None = None) -> int | None:
         """End the job's whole process tree (polite, then forced after `grace` s). Its
         exit code if it had ended on its own, None if the kill ended it or the backend
-        cannot tell (the module docstring says which)."""
+        cannot tell (the module docstring says which). `reason`: why, for the launcher's
+        line in its log (`kill_line`); None: no line."""
 
-    def kill_all(self, handles: Sequence[Handle], grace: float = 5.0) -> list[int | None]:
-        """`kill` each of `handles`; their results, in order. A backend whose kills can
+    def kill_all(
+        self,
+        handles: Sequence[Handle],
+        grace: float = 5.0,
+        reasons: Sequence[str] | None = None,
+    ) -> list[int | None]:
+        """`kill` each of `handles` (with its reason among `reasons`, one a handle:
+        `kill_reasons`); their results, in order. A backend whose kills can
         overlap overrides this so that the graces run together (the local and mpiexec
         backends: SIGTERM to every job, then one `grace` for them all): a stop of N
         jobs that ignore SIGTERM then takes `grace` s, not N x `grace`. This default
         kills one job after another."""
-        return [self.kill(handle, grace) for handle in handles]
+        told = kill_reasons(handles, reasons)
+        return [self.kill(handle, grace, why) for handle, why in zip(handles, told, strict=True)]
 
     @abstractmethod
     def close(self) -> None:

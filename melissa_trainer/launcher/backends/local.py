@@ -72,7 +72,15 @@ import time
 from collections.abc import Sequence
 from typing import IO, Any
 
-from melissa_trainer.launcher.backends.base import Backend, Handle, Job, LaunchError
+from melissa_trainer.launcher.backends.base import (
+    CLOSE_REASON,
+    Backend,
+    Handle,
+    Job,
+    LaunchError,
+    kill_line,
+    kill_reasons,
+)
 from melissa_trainer.launcher.backends.mpich_record import SegmentRecord
 from melissa_trainer.launcher.backends.mpich_segments import SegmentWatch, listing
 from melissa_trainer.launcher.backends.pdeathsig import (
@@ -237,7 +245,7 @@ class LocalBackend(Backend):
             handle.shm.look([handle.pid])
         return code
 
-    def kill(self, handle: Handle, grace: float = 5.0) -> int | None:
+    def kill(self, handle: Handle, grace: float = 5.0, reason: str | None = None) -> int | None:
         """SIGTERM to the job's process group, SIGKILL after `grace` s. Its exit code
         if it had ended on its own (`Backend`'s contract): the reap just before the
         signal (``Popen.poll``) sees an end since the caller's last poll exactly; any
@@ -245,10 +253,16 @@ class LocalBackend(Backend):
         catches SIGTERM and exits 0 (having written a restart file, say) did not finish
         its simulation, and a study without data reports would take it for finished
         and never run it again. What remains: a job that ends on its own in the
-        microseconds between that reap and the signal counts as killed (run again)."""
-        return self.kill_all([handle], grace)[0]
+        microseconds between that reap and the signal counts as killed (run again).
+        `reason`: the launcher's line in the log of a job still running (`kill_line`)."""
+        return self.kill_all([handle], grace, None if reason is None else [reason])[0]
 
-    def kill_all(self, handles: Sequence[Handle], grace: float = 5.0) -> list[int | None]:
+    def kill_all(
+        self,
+        handles: Sequence[Handle],
+        grace: float = 5.0,
+        reasons: Sequence[str] | None = None,
+    ) -> list[int | None]:
         """`kill` of each of `handles`, their graces together: SIGTERM to every live
         job's group first, then one wait of `grace` s for them all, then SIGKILL to the
         groups still running. Blocks up to `grace` s (and the SIGKILLed jobs' ends), not
@@ -256,10 +270,12 @@ class LocalBackend(Backend):
         graces one after another). Each job is finished right after its reap, before any
         other wait: its group id is surely its own only until then. Results in order."""
         mine = [self._mine(handle) for handle in handles]
-        for handle in mine:
+        how = f"SIGTERM to its process group, SIGKILL after {grace:g} s"
+        for handle, why in zip(mine, kill_reasons(mine, reasons), strict=True):
             if handle.ended:
                 continue
             if handle.process.poll() is None:
+                kill_line(handle.job, why, how)  # (before the signal: first in the log)
                 handle.shm.add(group_members(handle.pid))  # (alive: what they map)
                 handle.signalled = True
                 signal_group(handle.pid, signal.SIGTERM)
@@ -286,7 +302,7 @@ class LocalBackend(Backend):
         return None if handle.signalled else handle.process.returncode
 
     def close(self) -> None:
-        self.kill_all(list(self._handles))
+        self.kill_all(list(self._handles), reasons=[CLOSE_REASON] * len(self._handles))
 
     def describe(self, handle: Handle) -> str:
         return f"{handle.job.name} (pid {self._mine(handle).pid})"

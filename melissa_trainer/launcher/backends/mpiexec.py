@@ -39,7 +39,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from melissa_trainer.launcher.backends.base import Backend, Handle, Job, LaunchError
+from melissa_trainer.launcher.backends.base import CLOSE_REASON, Backend, Handle, Job, LaunchError
 from melissa_trainer.launcher.backends.hydra_step import hydra_other_hosts, hydra_step_env
 from melissa_trainer.launcher.backends.local import DEFAULT_PLACEMENT, LocalBackend, LocalHandle
 from melissa_trainer.launcher.backends.mpich_record import SegmentRecord
@@ -195,18 +195,25 @@ class MpiexecBackend(Backend):
             self._end(handle)
         return code
 
-    def kill(self, handle: Handle, grace: float = 5.0) -> int | None:
+    def kill(self, handle: Handle, grace: float = 5.0, reason: str | None = None) -> int | None:
         """SIGTERM to mpiexec's process group, SIGKILL after `grace`; then SIGKILL to
         what was below mpiexec when the kill began (ranks in sessions of their own); then
         unlink the MPICH segments those ranks had mapped (`mpich_segments`). mpiexec's
         exit code if it had ended on its own, as `LocalBackend.kill` tells it (its
         reap just before the signal; any end after it is the kill's, exit 0 included:
-        mpiexec forwards SIGTERM, and ranks that catch it and exit 0 did not finish)."""
-        return self.kill_all([handle], grace)[0]
+        mpiexec forwards SIGTERM, and ranks that catch it and exit 0 did not finish).
+        `reason`: the launcher's line in its log, before hydra's (`LocalBackend.kill`)."""
+        return self.kill_all([handle], grace, None if reason is None else [reason])[0]
 
-    def kill_all(self, handles: Sequence[Handle], grace: float = 5.0) -> list[int | None]:
+    def kill_all(
+        self,
+        handles: Sequence[Handle],
+        grace: float = 5.0,
+        reasons: Sequence[str] | None = None,
+    ) -> list[int | None]:
         """`kill` of each of `handles`, their graces together (`LocalBackend.kill_all`:
-        one `grace` for them all, not one per job). Results in order."""
+        one `grace` for them all, not one per job, and its lines of `reasons`). Results
+        in order."""
         mine = [self._own(handle) for handle in handles]
         belows = []
         alive = [handle.process.process.poll() is None for handle in mine]
@@ -215,7 +222,7 @@ class MpiexecBackend(Backend):
             below = process_tree(handle.process.pid, table) if running else []
             handle.shm.add(pid for pid, _ in below)
             belows.append(below)
-        codes = self._local.kill_all([handle.process for handle in mine], grace)
+        codes = self._local.kill_all([handle.process for handle in mine], grace, reasons)
         for handle, below in zip(mine, belows, strict=True):
             if handle in self._running:
                 self._running.remove(handle)
@@ -232,7 +239,7 @@ class MpiexecBackend(Backend):
         """Kill every job still running (as `kill` does); retry at once the sweeps that
         found files still held (`mpich_segments.SegmentWatch.retry`, waiting up to
         `CLOSE_WAIT` for their holders to end); idempotent."""
-        self.kill_all(list(self._running))
+        self.kill_all(list(self._running), reasons=[CLOSE_REASON] * len(self._running))
         deadline = time.monotonic() + CLOSE_WAIT
         while self._ending:
             # the last: what is held by the job's own processes is removed, what another

@@ -101,9 +101,9 @@ def test_a_mute_step_daemon_is_not_said_to_be_the_controller(
             waits.append((name, kwargs.get("timeout", COMMAND_TIMEOUT)))
             return run(argv, *args, **kwargs)
 
-        def timed_kill_all(handles: list[Any], wait: float = 5.0) -> Any:  # (its default)
-            waits.append(("the sruns' end", wait))
-            return kill_all(handles, wait)
+        def timed_kill_all(handles: list[Any], wait: float = 5.0, reasons: Any = None) -> Any:
+            waits.append(("the sruns' end", wait))  # (5.0: its default)
+            return kill_all(handles, wait, reasons)
 
         def timed_end_tasks(allocation: str, ids: Any, grace: float, *names: Any) -> Any:
             waits.append(("the tasks' grace and SIGKILL", grace + step_tasks.GONE_WAIT))

@@ -106,9 +106,9 @@ def test_a_stop_against_a_frozen_controller_ends_within_the_stated_bound(
             waits.append((Path(argv[0]).name, kwargs.get("timeout", COMMAND_TIMEOUT)))
             return run(argv, *args, **kwargs)
 
-        def timed_kill_all(handles: list[Any], wait: float = 5.0) -> Any:  # (its default)
-            waits.append(("the sruns' end", wait))
-            return kill_all(handles, wait)
+        def timed_kill_all(handles: list[Any], wait: float = 5.0, reasons: Any = None) -> Any:
+            waits.append(("the sruns' end", wait))  # (5.0: its default)
+            return kill_all(handles, wait, reasons)
 
         end_tasks, kill_tasks = step_tasks.end_tasks, step_tasks.kill_tasks
 

@@ -29,7 +29,14 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from melissa_trainer.launcher.backends.base import Backend, Handle, Job, LaunchError
+from melissa_trainer.launcher.backends.base import (
+    Backend,
+    Handle,
+    Job,
+    LaunchError,
+    kill_line,
+    kill_reasons,
+)
 from melissa_trainer.launcher.backends.lease import DEFAULT_TIMEOUT, check_lease_timeout
 from melissa_trainer.launcher.backends.slurm import queries as sq
 from melissa_trainer.launcher.backends.slurm import script as ss
@@ -232,28 +239,43 @@ class SlurmBackend(Backend):
             return over_limit_reason(handle.reason) or held_reason(handle.reason)
         return None
 
-    def kill(self, handle: Handle, grace: float = 5.0) -> int | None:
+    def kill(self, handle: Handle, grace: float = 5.0, reason: str | None = None) -> int | None:
         """SIGTERM to every process of the job (a queued job is just cancelled), wait up
         to `grace` s, then ``scancel --signal=KILL`` (a cancellation: Slurm SIGKILLs what
         is left after its KillWait) and wait up to FORCE_WAIT s more for the job to end
         (else a warning; a later `poll` reports its end). Blocks meanwhile. The job's
         exit code if it had ended on its own (`Backend`'s contract; `BatchJobs.kill_all`,
-        `SrunSteps.kill` say how each mode tells), else None."""
-        return self.kill_all([handle], grace)[0]
+        `SrunSteps.kill` say how each mode tells), else None. `reason`: the launcher's
+        line in the log of a job not known ended, before its signal (`kill_line`)."""
+        return self.kill_all([handle], grace, None if reason is None else [reason])[0]
 
-    def kill_all(self, handles: Sequence[Handle], grace: float = 5.0) -> list[int | None]:
+    def kill_all(
+        self,
+        handles: Sequence[Handle],
+        grace: float = 5.0,
+        reasons: Sequence[str] | None = None,
+    ) -> list[int | None]:
         """`kill` of each of `handles`, signalled together, one `grace` for them all
         (batch jobs: their scancels name them all at once; srun steps: one ``scancel
-        --signal=TERM`` names them all, then their sruns are signalled, `step_stop`).
-        Results in order."""
+        --signal=TERM`` names them all, then their sruns are signalled, `step_stop`),
+        each with its line of `reasons` (`kill`). Results in order."""
         codes: dict[int, int | None] = {}
         steps: list[tuple[int, SrunHandle]] = []
         batch: list[tuple[int, SlurmHandle]] = []
-        for i, handle in enumerate(handles):
+        for i, (handle, why) in enumerate(
+            zip(handles, kill_reasons(handles, reasons), strict=True)
+        ):
             if isinstance(handle, SrunHandle) and self._steps is not None:
                 steps.append((i, handle))
+                # (a step waiting out an outage runs nothing, yet its attempt is killed)
+                if handle.retry_at is not None or not getattr(handle.process, "ended", True):
+                    kill_line(
+                        handle.job, why, f"SIGTERM to its tasks, srun killed after {grace:g} s"
+                    )
             else:
                 batch.append((i, self._own(handle)[1]))
+                if batch[-1][1].code is None:  # (queued or running: scancel ends it)
+                    kill_line(handle.job, why, f"scancel: SIGTERM, SIGKILL after {grace:g} s")
         if steps and self._steps is not None:
             ended = self._steps.kill_all([step for _, step in steps], grace)
             codes.update(zip((i for i, _ in steps), ended, strict=True))

@@ -50,7 +50,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from melissa_trainer.launcher.backends.base import Job, LaunchError
+from melissa_trainer.launcher.backends.base import Job, LaunchError, unbuffered_outputs
 from melissa_trainer.launcher.backends.lease import Lease
 from melissa_trainer.launcher.backends.slurm import job_files as jf
 from melissa_trainer.launcher.backends.slurm import queries as sq
@@ -219,7 +219,7 @@ class BatchJobs:
                 ranks=job.ranks,
                 cwd=str(cwd),
                 exit_stem=str(exit_stem),
-                env=ss.unbuffered_env(job.env, os.environ),  # (lines kept by a kill)
+                env=unbuffered_outputs(job.env, os.environ),  # (lines kept by a kill)
                 log_path=None if log is None else str(log),
                 partition=self.partition,
                 time_limit=self.time_limit,

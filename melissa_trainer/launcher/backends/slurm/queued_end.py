@@ -32,11 +32,10 @@ from __future__ import annotations
 
 import datetime
 import logging
-import time
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from melissa_trainer.launcher.backends.slurm import queries as sq
+from melissa_trainer.launcher.log_lines import launcher_line
 
 if TYPE_CHECKING:  # (annotations only)
     from melissa_trainer.launcher.backends.slurm.handle import SlurmHandle
@@ -117,8 +116,8 @@ def running_text(job: str, final: str, time_limit: str | None) -> str | None:
 
 
 def queued_end(handle: SlurmHandle, job: str, time_limit: str | None = None) -> str | None:
-    """If `handle`'s job ended before it was seen started (module docstring), say so in its log
-    (appended, with the time) and, unless the study cancelled it, in a warning; likewise
+    """If `handle`'s job ended before it was seen started (module docstring), say so in its
+    log (`log_lines.launcher_line`) and, unless the study cancelled it, in a warning; likewise
     a job that ran and that Slurm ended, not the study (`running_text`: its time limit,
     someone's scancel). The text, or None for a job that ended otherwise, or a job of an
     earlier run (not the launcher's). A log that cannot be written is said in a warning."""
@@ -137,15 +136,7 @@ def queued_end(handle: SlurmHandle, job: str, time_limit: str | None = None) -> 
         logger.debug("%s", text)
     else:
         logger.warning("%s", text)
-    if handle.job.log_path is not None:
-        stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
-        try:
-            path = Path(handle.job.log_path)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with open(path, "a") as log:
-                log.write(f"melissa-trainer: {stamp}: {text}\n")
-        except OSError as exc:
-            logger.warning("cannot write to %s (%s): %s", handle.job.log_path, exc, text)
+    launcher_line(handle.job.log_path, text)  # (a log that cannot be written: a warning)
     return text
 
 

@@ -46,11 +46,10 @@ from __future__ import annotations
 
 import logging
 import re
-import time
-from pathlib import Path
 
 from melissa_trainer.launcher.backends.base import Job
 from melissa_trainer.launcher.backends.slurm.queued_end import NEXT
+from melissa_trainer.launcher.log_lines import launcher_line
 
 __all__ = [
     "ABORTED",
@@ -168,14 +167,9 @@ def _tail(job: Job, log_from: int) -> str | None:
 
 
 def _say(job: Job, said: str) -> None:
-    """`said` in a WARNING and appended to `job`'s log (with the time)."""
+    """`said` in a WARNING and in `job`'s log (`log_lines.launcher_line`)."""
     logger.warning("%s", said)
-    stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
-    try:
-        with open(Path(str(job.log_path)), "a") as log:
-            log.write(f"melissa-trainer: {stamp}: {said}\n")
-    except OSError as exc:
-        logger.warning("cannot write to %s (%s): %s", job.log_path, exc, said)
+    launcher_line(job.log_path, said)
 
 
 def node_failure(job: Job, description: str, log_from: int) -> str | None:

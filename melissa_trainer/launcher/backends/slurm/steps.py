@@ -70,7 +70,7 @@ import signal
 import time
 from collections.abc import Callable, Sequence
 
-from melissa_trainer.launcher.backends.base import Job, LaunchError
+from melissa_trainer.launcher.backends.base import Job, LaunchError, unbuffered_outputs
 from melissa_trainer.launcher.backends.local import LocalBackend
 from melissa_trainer.launcher.backends.mpich_segments import SegmentWatch, kvs_segments
 from melissa_trainer.launcher.backends.slurm import queries as sq
@@ -144,7 +144,7 @@ class SrunSteps:
             srun=self._commands.path("srun"),
         )
         # the local backend sees one process (srun), which starts the ranks itself
-        env = ss.unbuffered_env(job.env, os.environ)  # (PYTHONUNBUFFERED=1 unless set)
+        env = unbuffered_outputs(job.env, os.environ)  # (Python, gfortran: unbuffered)
         srun_job = dataclasses.replace(job, argv=argv, ranks=1, env=env)
         log_from = log_size(job)
         process = self._local.launch(srun_job)

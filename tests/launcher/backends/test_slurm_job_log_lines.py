@@ -1,0 +1,91 @@
+"""Slurm batch jobs against the real one-node cluster (tests/slurm_cluster.py): a
+gfortran solver's lines reach its log before the launcher's kill (its batch job runs
+with ``GFORTRAN_UNBUFFERED_PRECONNECTED=y``, as local and mpiexec jobs do), and the kill
+writes the launcher's line, with its reason, in the log before its scancel."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from slurm_cluster import SlurmCluster, slurm_cluster  # noqa: F401 - the fixture
+from slurm_jobs import POLL
+from test_compiled_solver_logs import FORTRAN_SOLVER, LINES, build
+from test_slurm_srun_segments import in_allocation
+
+from melissa_trainer.launcher.backends import Job, SlurmBackend
+from melissa_trainer.launcher.reports import log_tail
+
+#: pytest-xdist: this module's tests on one worker, which starts the module's one cluster
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("slurm"), pytest.mark.e2e]
+
+#: the launcher's prefix, written out (the oracle: users grep for it)
+PREFIX = "[melissa-trainer launcher] "
+
+
+@pytest.mark.timeout(240)
+def test_a_killed_gfortran_batch_jobs_log_keeps_its_lines_and_says_the_kill(
+    slurm_cluster: SlurmCluster,  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Failed before: the log held no solver line (gfortran buffers a unit on a file in
+    blocks; Slurm's batch jobs lacked the variable), and `kill` took no reason."""
+    monkeypatch.delenv("GFORTRAN_UNBUFFERED_PRECONNECTED", raising=False)  # (inherited)
+    exe = build("gfortran", FORTRAN_SOLVER, ".f90", tmp_path)
+    backend = SlurmBackend(poll_every=POLL, time_limit=5, script_dir=tmp_path / "scripts")
+    log = tmp_path / "logs" / "sim-0.log"
+    try:
+        handle = backend.launch(Job("sim-0", [str(exe)], cwd=tmp_path, log_path=log))
+        deadline = time.monotonic() + 120
+        while not (tmp_path / "printed").exists():
+            assert backend.poll(handle) is None, log.read_text() if log.exists() else ""
+            assert time.monotonic() < deadline, "the solver never printed"
+            time.sleep(0.05)
+        assert backend.kill(handle, grace=10, reason="hung: simulation 0 silent") is None
+        assert backend.poll(handle) not in (None, 0)
+    finally:
+        backend.close()
+    text = log.read_text()
+    assert LINES in text, text
+    kill = next(line for line in text.splitlines() if line.startswith(PREFIX))
+    said = "killing this job (scancel: SIGTERM, SIGKILL after 10 s): hung: simulation 0 silent"
+    assert kill.endswith(said), text
+    assert text.index(kill) > text.index(LINES), text
+    assert "    | step 2 sent" in log_tail(log) and PREFIX not in log_tail(log), log_tail(log)
+
+
+#: run by salloc: an srun step printing a line then sleeping, killed with a reason
+STEP_DRIVER = """
+import json, sys, time
+from melissa_trainer.launcher.backends import Job, SlurmBackend
+
+code = "import time; print('step 0 sent', flush=True); time.sleep(300)"
+backend = SlurmBackend(mode="srun")
+handle = backend.launch(Job("step-hung", [sys.executable, "-c", code], log_path="step.log"))
+deadline = time.monotonic() + 60
+while "step 0 sent" not in open("step.log").read():
+    assert time.monotonic() < deadline, open("step.log").read()
+    time.sleep(0.05)
+backend.kill(handle, grace=5, reason="hung: simulation 0 silent")
+out = {"killed": backend.poll(handle), "log": open("step.log").read()}
+backend.close()
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.timeout(300)
+def test_a_killed_srun_steps_log_says_the_kill(
+    slurm_cluster: SlurmCluster,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """Mode "srun": `SlurmBackend.kill` with a reason writes its line in the step's log,
+    after the solver's lines. Failed before: `kill` took no reason."""
+    out, stderr = in_allocation(tmp_path, STEP_DRIVER, 1, timeout=240)
+    assert out["killed"] not in (None, 0), stderr
+    text = out["log"]
+    kill = next(line for line in text.splitlines() if line.startswith(PREFIX))
+    said = "killing this job (SIGTERM to its tasks, srun killed after 5 s): hung: simulation 0"
+    assert kill.endswith(said + " silent"), text
+    assert text.index(kill) > text.index("step 0 sent"), text

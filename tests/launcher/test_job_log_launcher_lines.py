@@ -1,0 +1,124 @@
+"""A job's log says, in lines of the launcher's own (`log_lines.LAUNCHER`), when and how
+the launcher started the job and that it killed it, and why; a failure report's quote of
+the log's last lines leaves them out (they are not the solver's output). Before, a
+user reading a hung solver's log could not tell that the launcher had killed it, nor
+when it had started it. Real processes: a hung solver killed by the launcher's silence
+watch (`LocalBackend`), and an ``mpiexec`` job killed by `MpiexecBackend.kill`."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from helpers import NO_MPI, find_mpiexec
+from launcher_runs import failure, launcher, script
+
+from melissa_trainer.launcher.backends import Job, MpiexecBackend
+from melissa_trainer.launcher.reports import log_tail
+from melissa_trainer.launcher.systematic import last_log_line
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="uses /proc and PDEATHSIG")
+
+#: the prefix, written out here: the oracle (users grep for it)
+PREFIX = "[melissa-trainer launcher] "
+
+#: prints a line, then hangs, silent, until killed
+HUNG = """
+import time
+print("step 0 sent", flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(60)
+def test_a_hung_jobs_log_says_its_start_and_its_kill_and_the_report_quotes_the_solver(
+    tmp_path: Path,
+) -> None:
+    """Failed before: the log held the solver's line only (no start, no kill). With the
+    lines but without `tail_lines` leaving them out, the report quoted the kill line as
+    the solver's last line."""
+    sim = [sys.executable, script(tmp_path, HUNG)]
+    tuning: dict[str, object] = {
+        "simulation_timeout": 1.0,
+        "max_restarts": 0,
+        "on_failure": "raise",
+    }
+    tuning["systematic_failures"] = None
+    launch = launcher(sim, 1, tuning=tuning, job_limit=1, log_dir=tmp_path / "logs")
+    launch.start(tmp_path / "rendezvous")
+    try:
+        report = str(failure(launch))
+    finally:
+        launch.stop()
+    log = tmp_path / "logs" / "sim-0.log"
+    lines = log.read_text().splitlines()
+    assert lines[0].startswith(PREFIX), lines
+    assert "starting simulation 0 attempt 0 as job sim-0 (local backend, 1 rank): " in lines[0]
+    assert lines[0].endswith(shlex.join(sim)), lines
+    assert lines[1] == "step 0 sent", lines
+    kill = lines[2]
+    assert kill.startswith(PREFIX), lines
+    assert "killing this job (SIGTERM to its process group, SIGKILL after 2 s): hung: " in kill
+    assert "simulation 0 (attempt 0, parameters {'x': " in kill and "silent for" in kill, kill
+    assert len(lines) == 3, lines
+    assert "    | step 0 sent" in report, report
+    assert PREFIX not in report, report
+    assert last_log_line(log) == "step 0 sent"
+
+
+def test_the_quoted_lines_leave_the_launchers_out(tmp_path: Path) -> None:
+    """A solver's last line cut by the kill (no newline) stays its own line, and the
+    launcher's lines are not quoted; a log of launcher lines only quotes nothing."""
+    from melissa_trainer.launcher.log_lines import launcher_line
+
+    log = tmp_path / "logs" / "sim-0.log"
+    launcher_line(log, "starting simulation 0 attempt 0")  # (its folder made)
+    with open(log, "a") as f:
+        f.write("step 0 sent\nstep 1 se")  # (a print cut short)
+    launcher_line(log, "killing this job: hung")
+    assert log.read_text().splitlines()[2] == "step 1 se"
+    assert log.read_text().splitlines()[3].startswith(PREFIX + "20")
+    assert log_tail(log) == "    | step 0 sent\n    | step 1 se"
+    assert last_log_line(log) == "step 1 se"
+    only = tmp_path / "sim-1.log"
+    launcher_line(only, "starting simulation 1 attempt 0")
+    launcher_line(only, "killing this job: the study stops")
+    assert log_tail(only) == "    (empty log: nothing from the solver)"
+    assert last_log_line(only) == ""
+
+
+MPIEXEC = find_mpiexec()
+
+
+@pytest.mark.e2e
+@pytest.mark.skipif(MPIEXEC is None, reason=NO_MPI)
+@pytest.mark.timeout(60)
+def test_an_mpiexec_jobs_kill_line_comes_before_hydras_banner(tmp_path: Path) -> None:
+    """`MpiexecBackend.kill` with a reason: its line in the log, before what hydra
+    prints of the SIGTERM. Failed before: `kill` took no reason (a TypeError)."""
+    assert MPIEXEC is not None
+    log = tmp_path / "sim-0.log"
+    code = "import pathlib, time; print('solver step 7', flush=True); "
+    code += f"pathlib.Path({str(tmp_path)!r}, 'started').touch(); time.sleep(60)"
+    backend = MpiexecBackend(MPIEXEC)
+    handle = backend.launch(Job("sim-0", [sys.executable, "-c", code], log_path=log))
+    try:
+        deadline = time.monotonic() + 30
+        while not (tmp_path / "started").exists() or "step 7" not in log.read_text():
+            assert time.monotonic() < deadline, "the rank did not start"
+            time.sleep(0.02)
+        assert backend.kill(handle, grace=10.0, reason="refused by the receiver: x") is None
+    finally:
+        backend.close()
+    text = log.read_text()
+    said = "killing this job (SIGTERM to its process group, SIGKILL after 10 s): refused by "
+    kill = next(line for line in text.splitlines() if line.startswith(PREFIX))
+    assert said + "the receiver: x" in kill, text
+    assert text.index(kill) > text.index("solver step 7"), text
+    if "Terminated (signal 15)" in text:  # (hydra's banner, after the kill's line)
+        assert text.index("Terminated (signal 15)") > text.index(kill), text
+    assert log_tail(log).endswith("    | solver step 7"), log_tail(log)

@@ -248,14 +248,13 @@ class StopRecords:
 
     def all_taken(self, counts: list[int]) -> bool:
         """Whether every receiver's record (`counts`: the steps this rank sent each, in
-        rank order) says that the simulation finished there, or that the run ended
-        having taken every step sent it (`_taken`): a BYE not delivered then lost
-        nothing, and the close asks the receipts (`decide`), which confirm it."""
+        rank order) says that the run ended having taken every step sent it (`_taken`):
+        a BYE not delivered then lost nothing, and the close asks the receipts
+        (`decide`), which confirm it. (A simulation listed finished is not enough: an
+        earlier run of it, this one's messages undelivered.)"""
         for rank, count in enumerate(counts):
             record = self.record(rank)
-            if record is None or (
-                self.simulation_id not in record.finished and self._taken(record, count) is None
-            ):
+            if record is None or self._taken(record, count) is None:
                 return False
         return bool(counts)
 

@@ -27,10 +27,11 @@ steps, nonfinite], ...]}]}``
 * ``unfinished``: the simulations begun here, not finished and not given up (their
   BYE, or a rank's, not read), with the steps held of each and those refused as
   non-finite, at most `RECORD_LIMIT` (the lowest ids; a cut leaves ``complete`` as it
-  is: a client absent from it is told what it was told before). A client whose run
-  ended (``end``) before its BYE was read learns from it whether every step it sent was
-  taken: then nothing was lost, and its close returns with a warning. Absent from an
-  older record: the close then fails as it did;
+  is: a client absent from it is told what it was told before). Absent when a step
+  marked may not have reached the buffer (a put the stop interrupted: `build_record`).
+  A client whose run ended (``end``) before its BYE was read learns from it whether
+  every step it sent was taken: then nothing was lost, and its close returns with a
+  warning. Absent from an older record: the close then fails as it did;
 * ``expected_end``: present when the stream ended here because ``expected_simulations``
   simulations had ended (finished or abandoned): that bound, the counts, and the
   simulations begun here and not finished (the steps held of each, at most
@@ -136,8 +137,13 @@ class StopRecord:
     unfinished: dict[int, tuple[int, int]] | None = None
 
 
-def build_record(ingest: Any, run_id: str | None, reason: StopReason) -> dict[str, Any]:
-    """The record of `ingest` (an `IngestState`), JSON-ready (module docstring).
+def build_record(
+    ingest: Any, run_id: str | None, reason: StopReason, held: bool = True
+) -> dict[str, Any]:
+    """The record of `ingest` (an `IngestState`), JSON-ready (module docstring); with
+    ``unfinished`` only if `held` (the receiver knows that every step marked reached
+    its buffer: a put interrupted by the stop, or refused by a closed buffer, leaves
+    ``completed`` over the steps held, and a close must not be told it lost nothing).
 
     Its thread has stopped, or did not within the receiver's wait (`Receiver.stop`: a
     stuck ingester): then it may still change the ledgers while they are read here, so
@@ -166,7 +172,7 @@ def build_record(ingest: Any, run_id: str | None, reason: StopReason) -> dict[st
                 break
             byes.append([int(sid), int(rank), int(count), steps, bad])
     expected_end, cut = _expected_end(ingest, refused)
-    unfinished = _held(ingest, ingest.unfinished()[:RECORD_LIMIT], refused)
+    unfinished = _held(ingest, ingest.unfinished()[:RECORD_LIMIT], refused) if held else None
     said: dict[str, Any] = {"code": reason.code, "message": reason.message[:_MAX_MESSAGE]}
     if reason.simulation_id is not None:
         said.update(simulation_id=reason.simulation_id, time_step=reason.time_step)
@@ -177,8 +183,9 @@ def build_record(ingest: Any, run_id: str | None, reason: StopReason) -> dict[st
         "finished": finished,
         "byes": byes,
         "complete": complete and not cut,
-        "unfinished": unfinished,
     }
+    if unfinished is not None:
+        record["unfinished"] = unfinished
     if expected_end is not None:
         record["expected_end"] = expected_end
     return record

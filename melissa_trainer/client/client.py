@@ -266,6 +266,7 @@ class Client(ClosingClient):
         seen = self._following.seen if self._following else None  # (follows at once)
         follow_in = self._rendezvous if self._following else None
         transport.wait.follows(check.stopped, follow_in, check.preempted, seen)
+        transport.wait.all_taken = check.all_taken
         return transport
 
     def predict(self, inputs: Mapping[str, Any], timeout: float = 10.0) -> Predicted:

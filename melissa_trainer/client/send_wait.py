@@ -139,6 +139,10 @@ class SendWait:
         #: while a receiver is down and by a send that gives up on one gone, said in
         #: place of "died" (`RestartCheck.preempted`, set by the client)
         self.preempted: Callable[[], str | None] = _unknown
+        #: whether the stop records say that the run ended having taken every step sent
+        #: (the steps sent to each receiver), read by a close whose BYE was not delivered
+        #: (`RestartCheck.all_taken`, set by the client): it then asks the receipts
+        self.all_taken: Callable[[list[int]], bool] = _none_taken
         self._disconnected, self._send_timeout = disconnected_timeout, send_timeout
         self._whose, self._notice, self._simulation_id = whose, notice, simulation_id
         #: the rendezvous whose restarted trainer the client waits for and follows once
@@ -368,6 +372,11 @@ class SendWait:
     def close(self) -> None:
         """End the watch, if any (the monitors are `Handshakes`'s)."""
         self.watch, self._told = None, False
+
+
+def _none_taken(counts: list[int]) -> bool:
+    """No stop record is read (`SendWait.all_taken` of a client without a rendezvous)."""
+    return False
 
 
 def _unknown() -> str | None:

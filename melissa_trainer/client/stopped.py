@@ -23,9 +23,13 @@ What the record decides, by its reason (`StopReason.code`):
   (``end`` with ``expected_end``: a solver started beyond the simulations the trainer
   was given): `SimulationNotNeeded` at once, saying that the study ended without
   needing it, what the trainer took of it, and what to do;
+* not in it, the record complete, the run ended (``end``) and every step this rank
+  sent there held (the record's ``unfinished``): confirmed, with one warning
+  (`taken_warning`: nothing was lost, what a resume of that run would need);
 * not in it, the record complete and the trainer ended or failed (``end``, ``error``,
   ``nonfinite`` of another simulation): `TimeoutError` at once, naming why the trainer
-  stopped (it never read this BYE: nothing would answer later);
+  stopped (it never read this BYE: nothing would answer later) and, where the record
+  says, how many of the steps sent it had taken;
 * else (``stopped`` by its owner, or a record cut to its bound): nothing.
 
 Not thread-safe: the closing thread.
@@ -75,6 +79,20 @@ ENDED = (
     "last checkpoint with a larger --max_steps trains on: run this simulation again then, "
     "with the same simulation id, to have the rest of it trained on. If it ended at its "
     "stream's end or on a hook's stop, nothing is to be resumed or run again for this run"
+)
+
+#: what a simulation whose run ended (``end``) before it read its BYE, every step sent
+#: taken, is told of a resume: a trainer resumed from that run's checkpoint lacks the
+#: BYE (`assembly.StepLedger.byes`, saved unfinished; or lacks the simulation, begun
+#: after the checkpoint): given expected_simulations its stream ends only once
+#: simulations_finished + abandoned reach it (`IngestState.check_expected`). The C
+#: client's words too (clients/c/src/stop_said.c)
+TAKEN_RESUME = (
+    "If you resume that run (--resume_from_checkpoint latest with a larger --max_steps), "
+    "the resumed trainer lacks this BYE (its checkpoint holds this simulation unfinished, "
+    "or not at all): given expected_simulations, its stream does not end without it. "
+    "Then {rerun}: the steps its checkpoint holds are dropped as duplicates, the others "
+    "taken once"
 )
 
 
@@ -217,6 +235,40 @@ class StopRecords:
             f"(ReceiverConfig(expected_simulations=N)) before you start them"
         )
 
+    def _taken(self, record: StopRecord, count: int) -> tuple[int, int] | None:
+        """The steps held of this simulation and those refused (the record's
+        ``unfinished``), if its run ended (``end``, complete, not on expected_simulations)
+        having taken all `count` steps this rank sent there; else None."""
+        if record.reason.code != "end" or not record.complete or record.unfinished is None:
+            return None
+        if record.expected_end is not None:  # (`not_needed`'s words)
+            return None
+        held = record.unfinished.get(self.simulation_id)
+        return held if held is not None and held[0] >= count else None
+
+    def all_taken(self, counts: list[int]) -> bool:
+        """Whether every receiver's record (`counts`: the steps this rank sent each, in
+        rank order) says that the run ended having taken every step sent it (`_taken`):
+        a BYE not delivered then lost nothing, and the close asks the receipts
+        (`decide`), which confirm it. (A simulation listed finished is not enough: an
+        earlier run of it, this one's messages undelivered.)"""
+        for rank, count in enumerate(counts):
+            record = self.record(rank)
+            if record is None or self._taken(record, count) is None:
+                return False
+        return bool(counts)
+
+    def taken_warning(self, rank: int, record: StopRecord, count: int) -> str:
+        """What a close confirmed by `_taken` warns (the C client's words too)."""
+        reason = record.reason
+        return (
+            f"{self.whose}: the trainer's receiver {rank} ({self.endpoints[rank]}) stopped "
+            f"before it read this simulation's BYE ({reason.code}: {reason.message}; its stop "
+            f"record in {self.rendezvous}), having taken every time step this simulation "
+            f"sent it ({count}): nothing was lost, and nothing is to be run again for this "
+            f"run. {TAKEN_RESUME.format(rerun=rerun_words(self.simulation_id))}"
+        )
+
     def for_good(self) -> StopSaid | None:
         """Why the trainer is not coming back, if a receiver's record says that it ended
         or failed (not preempted): its parts (`gave_up.StopSaid`), from which a close
@@ -288,11 +340,22 @@ class StopRecords:
             return self._reply(rank, RECEIPT_BYE, bye[1], bye[0], bye[2])
         if self._not_needed(record):
             raise SimulationNotNeeded(f"{self.whose}: {self.not_needed(rank, record)}")
+        taken = self._taken(record, count)
+        if taken is not None:  # (the run ended, every step sent taken: nothing lost)
+            client_logger().warning(self.taken_warning(rank, record, count))
+            return self._reply(rank, RECEIPT_BYE, taken[0], count, taken[1])
         if record.complete and reason.code in _FINAL:
+            held = None if record.unfinished is None else record.unfinished.get(sid)
+            of = (
+                ""
+                if held is None
+                else f"; it had taken {min(held[0], count)} of the {count} time steps "
+                f"this simulation sent it"
+            )
             stop = (
                 f"{self.whose}: its BYE was not confirmed: the trainer's receiver {rank} "
                 f"({self.endpoints[rank]}) stopped before it read it ({reason.code}: "
-                f"{reason.message}; its stop record in {self.rendezvous} lacks this BYE). "
+                f"{reason.message}; its stop record in {self.rendezvous} lacks this BYE{of}). "
             )
             if reason.code == "end":  # (a resume only after a max_steps end: `ENDED`)
                 raise DeliveryFailed(stop + ENDED)

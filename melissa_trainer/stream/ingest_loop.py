@@ -117,6 +117,10 @@ class IngestLoop(ABC):
         # Requests from other threads, read by the ingester between messages:
         self._attention = False  # any request pending (the one flag read per message)
         self._stopping = False
+        #: a sample marked that never reached the buffer (a put refused by a closed buffer,
+        #: samples kept for later dropped at the end): the stop record's steps held would
+        #: over-count, so it writes none (`stop_record.build_record`'s `held`)
+        self.puts_lost = False
         #: set by `_request_stop`: the thread, idle while pumps come, waits on it rather
         #: than sleeping, so that `stop` does not wait out its nap (up to `poll_interval`)
         self._wake = threading.Event()
@@ -273,6 +277,7 @@ class IngestLoop(ABC):
         self._wake.set()
 
     def _closed_under_us(self) -> bool:
+        self.puts_lost = True  # (the sample being put was marked: `puts_lost`)
         if not self._ended:
             self._end("the buffer was closed by its reader")
         return False
@@ -315,6 +320,7 @@ class IngestLoop(ABC):
 
     def _end(self, why: str) -> None:
         self._ended = True
+        self.puts_lost = self.puts_lost or bool(self._feeder.overflow)
         self._feeder.overflow.clear()  # nothing more goes into the buffer
         ing = self.ingest
         ing.drop_pending(list(ing.pending))

@@ -268,7 +268,10 @@ class Receiver(DataPath, ReceiverQueries):
         if self._rendezvous is not None and self._endpoint is not None and not self._marked:
             self._marked = True
             reason = reason_of(self._error, self._stop_reason)
-            record = build_record(self.ingest, self.config.run_id, reason)
+            # (the steps held are exact only if every step marked reached the buffer: none
+            # lost, none in flight in a put the stop interrupted, the ingester stopped)
+            held = not (stuck or self.puts_lost or self.ingest.in_flight)
+            record = build_record(self.ingest, self.config.run_id, reason, held)
             mark_stopped(self._rendezvous, self._rank, self._endpoint, record)
         if self._follow is not None:
             self._follow.stop()

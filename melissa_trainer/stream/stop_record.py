@@ -12,7 +12,8 @@ into its rendezvous file, in the same rename that marks it stopped
 
 ``"stop_record": {"version": 1, "run_id", "reason": {"code", "message"[,
 "simulation_id", "time_step"]}, "finished": [[sid, steps, nonfinite], ...], "byes":
-[[sid, client_rank, count, steps, nonfinite], ...], "complete": bool[,
+[[sid, client_rank, count, steps, nonfinite], ...], "complete": bool[, "unfinished":
+[[sid, steps, nonfinite], ...]][,
 "expected_end": {"expected_simulations", "finished", "abandoned", "unfinished": [[sid,
 steps, nonfinite], ...]}]}``
 
@@ -23,6 +24,14 @@ steps, nonfinite], ...]}]}``
   the count it carried), at most `RECORD_LIMIT`;
 * ``complete``: false when a list was cut to its bound (a client absent from an
   incomplete record is not told that the trainer lacks its BYE: it waits as before);
+* ``unfinished``: the simulations begun here, not finished and not given up (their
+  BYE, or a rank's, not read), with the steps held of each and those refused as
+  non-finite, at most `RECORD_LIMIT` (the lowest ids; a cut leaves ``complete`` as it
+  is: a client absent from it is told what it was told before). Absent when a step
+  marked may not have reached the buffer (a put the stop interrupted: `build_record`).
+  A client whose run ended (``end``) before its BYE was read learns from it whether
+  every step it sent was taken: then nothing was lost, and its close returns with a
+  warning. Absent from an older record: the close then fails as it did;
 * ``expected_end``: present when the stream ended here because ``expected_simulations``
   simulations had ended (finished or abandoned): that bound, the counts, and the
   simulations begun here and not finished (the steps held of each, at most
@@ -37,7 +46,7 @@ steps, nonfinite], ...]}]}``
   and time step are named), ``error`` (training failed), ``stopped`` (stopped by its
   owner, reason not given). ``message`` is a sentence for people.
 
-At most about 3 * `RECORD_LIMIT` * 40 bytes (500 KiB). Plain JSON, read without
+At most about 4 * `RECORD_LIMIT` * 40 bytes (650 KiB). Plain JSON, read without
 unpickling anything (`parse_record`: every field checked, sizes bounded).
 """
 
@@ -123,10 +132,18 @@ class StopRecord:
     complete: bool
     #: None unless the stream ended on ``expected_simulations`` (or an older record)
     expected_end: ExpectedEnd | None = None
+    #: simulation id -> (steps held, refused as non-finite), of those begun here and not
+    #: finished (None: an older record, without the field)
+    unfinished: dict[int, tuple[int, int]] | None = None
 
 
-def build_record(ingest: Any, run_id: str | None, reason: StopReason) -> dict[str, Any]:
-    """The record of `ingest` (an `IngestState`), JSON-ready (module docstring).
+def build_record(
+    ingest: Any, run_id: str | None, reason: StopReason, held: bool = True
+) -> dict[str, Any]:
+    """The record of `ingest` (an `IngestState`), JSON-ready (module docstring); with
+    ``unfinished`` only if `held` (the receiver knows that every step marked reached
+    its buffer: a put interrupted by the stop, or refused by a closed buffer, leaves
+    ``completed`` over the steps held, and a close must not be told it lost nothing).
 
     Its thread has stopped, or did not within the receiver's wait (`Receiver.stop`: a
     stuck ingester): then it may still change the ledgers while they are read here, so
@@ -155,6 +172,7 @@ def build_record(ingest: Any, run_id: str | None, reason: StopReason) -> dict[st
                 break
             byes.append([int(sid), int(rank), int(count), steps, bad])
     expected_end, cut = _expected_end(ingest, refused)
+    unfinished = _held(ingest, ingest.unfinished()[:RECORD_LIMIT], refused) if held else None
     said: dict[str, Any] = {"code": reason.code, "message": reason.message[:_MAX_MESSAGE]}
     if reason.simulation_id is not None:
         said.update(simulation_id=reason.simulation_id, time_step=reason.time_step)
@@ -166,6 +184,8 @@ def build_record(ingest: Any, run_id: str | None, reason: StopReason) -> dict[st
         "byes": byes,
         "complete": complete and not cut,
     }
+    if unfinished is not None:
+        record["unfinished"] = unfinished
     if expected_end is not None:
         record["expected_end"] = expected_end
     return record
@@ -180,15 +200,21 @@ def _expected_end(ingest: Any, refused: dict[int, int]) -> tuple[dict[str, Any] 
     finished, abandoned = int(ingest.simulations_finished), len(ingest.abandoned)
     if finished + abandoned < expected:
         return None, False
-    rows = []
     unfinished = ingest.unfinished()
-    for sid in unfinished[:RECORD_LIMIT]:
-        ledger = ingest.sims.get(sid)
-        steps = 0 if ledger is None else int(ledger.completed)
-        rows.append([int(sid), steps, min(int(refused.get(sid, 0)), steps)])
+    rows = _held(ingest, unfinished[:RECORD_LIMIT], refused)
     said = {"expected_simulations": int(expected), "finished": finished,
             "abandoned": abandoned, "unfinished": rows}  # fmt: skip
     return said, len(unfinished) > RECORD_LIMIT
+
+
+def _held(ingest: Any, ids: list[int], refused: dict[int, int]) -> list[list[int]]:
+    """Rows ``[sid, steps held, refused as non-finite]`` of the simulations `ids`."""
+    rows = []
+    for sid in ids:
+        ledger = ingest.sims.get(sid)
+        steps = 0 if ledger is None else int(ledger.completed)
+        rows.append([int(sid), steps, min(int(refused.get(sid, 0)), steps)])
+    return rows
 
 
 def parse_record(value: Any) -> StopRecord:
@@ -228,7 +254,9 @@ def parse_record(value: Any) -> StopRecord:
         raise ValueError("bad complete flag")
     ended = value.get("expected_end")
     expected_end = None if ended is None else _parse_expected_end(ended)
-    return StopRecord(run_id, reason, finished, byes, complete, expected_end)
+    held = value.get("unfinished")  # (absent from an older record: None)
+    unfinished = None if held is None else _held_rows(held, "unfinished")
+    return StopRecord(run_id, reason, finished, byes, complete, expected_end, unfinished)
 
 
 def _parse_expected_end(value: Any) -> ExpectedEnd:
@@ -237,12 +265,18 @@ def _parse_expected_end(value: Any) -> ExpectedEnd:
     counts: list[Any] = [value.get(k) for k in ("expected_simulations", "finished", "abandoned")]
     if not all(map(_count, counts)):
         raise ValueError(f"expected_end: bad counts {counts!r:.100}")
-    unfinished = {}
-    for row in _rows(value.get("unfinished"), 3, "expected_end.unfinished"):
-        if row[2] > row[1]:
-            raise ValueError(f"expected_end.unfinished {row}: more refused than held")
-        unfinished[row[0]] = (row[1], row[2])
+    unfinished = _held_rows(value.get("unfinished"), "expected_end.unfinished")
     return ExpectedEnd(counts[0], counts[1], counts[2], unfinished)
+
+
+def _held_rows(value: Any, name: str) -> dict[int, tuple[int, int]]:
+    """Rows ``[sid, steps held, refused]`` as sid -> (held, refused), checked."""
+    held = {}
+    for row in _rows(value, 3, name):
+        if row[2] > row[1]:
+            raise ValueError(f"{name} {row}: more refused than held")
+        held[row[0]] = (row[1], row[2])
+    return held
 
 
 def _count(value: Any) -> bool:

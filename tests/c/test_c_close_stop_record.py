@@ -42,6 +42,7 @@ def ingest(finished: dict[int, int], byes: dict[int, dict[int, int]]) -> SimpleN
         archive=SimpleNamespace(steps=finished),
         nonfinite=SimpleNamespace(by_simulation={}),
         expected=None,  # (no expected_simulations: no ``expected_end``)
+        unfinished=lambda: sorted(byes),  # (`IngestState.unfinished`)
     )
 
 

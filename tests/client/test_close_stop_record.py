@@ -183,6 +183,7 @@ def test_a_record_is_bounded_and_round_trips() -> None:
         archive=SimpleNamespace(steps={i: 4 for i in range(many)}),
         nonfinite=SimpleNamespace(by_simulation={many: 1, many - 1: 9}),
         expected=None,  # (no expected_simulations: no ``expected_end``)
+        unfinished=lambda: [many],  # (`IngestState.unfinished`: not finished, not given up)
     )
     reason = StopReason("nonfinite", "NaN", simulation_id=7, time_step=3)
     record = parse_record(json.loads(json.dumps(build_record(ingest, "run-a", reason))))

@@ -60,6 +60,7 @@ def ingest(sims):
     return SimpleNamespace(
         sims=sims, nonfinite=SimpleNamespace(by_simulation={}), finished_ids=[],
         archive=SimpleNamespace(steps={}), expected=None,
+        unfinished=lambda: sorted(s for s, r in sims.copy().items() if not r.finished),
     )
 
 def attempt(read, where):

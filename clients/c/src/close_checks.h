@@ -93,6 +93,11 @@ typedef struct mt_stop_said {
     bool preempted; /* this run's record, its code "preempted" or "broken" (a resume may come) */
     uint64_t steps, bye_steps, nonfinite, time_step;
     uint64_t expected, finished, abandoned; /* not_needed: the record's expected_end */
+    /* MT_STOP_CONFIRMED by the record's "unfinished": the run ended ("end") having taken
+     * every step this rank sent there (steps >= sent), though it never read the BYE */
+    bool taken;
+    bool held_known; /* this simulation in the record's "unfinished": `held` steps */
+    uint64_t held, sent; /* (sent: the count this rank's BYE carried there) */
     char code[16];
     char message[MT_STOP_MESSAGE_MAX + 1]; /* the record's reason's, whole */
 } mt_stop_said;
@@ -128,6 +133,14 @@ mt_stop_outcome mt_stop_record_for_good(const char *dir, size_t rank, const char
  * a warning on stderr, c's error kept. */
 mt_status mt_stop_record_fail(mt_client *c, mt_stop_outcome o, const mt_stop_said *s,
                               size_t rank, const char *endpoint, const char *whose);
+/* stop_said.c: the one warning (stderr) of a BYE confirmed by `s->taken` (client/stopped.py
+ * StopRecords.taken_warning, word for word): nothing lost, what a resume would need. */
+void mt_stop_taken_warning(const mt_client *c, const mt_stop_said *s, size_t rank,
+                           const char *endpoint, const char *whose);
+/* stop_record.c: whether every receiver, connected once, has a record saying the run ended
+ * having taken all this rank sent it (`taken`): a BYE undelivered lost nothing
+ * (StopRecords.all_taken). */
+bool mt_stop_all_taken(mt_client *c);
 /* stop_said.c: whether a receiver's stop record of this run says that the trainer was
  * preempted (client/stopped.py StopRecords.preempted), and then, into `out`, what a
  * receiver gone is said to be gone for in place of "the trainer died": "the trainer was

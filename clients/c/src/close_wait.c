@@ -240,6 +240,12 @@ static mt_status between(mt_client *c, waiting *w) {
                                                     c->run_id, c->simulation_id, &w->looks[r],
                                                     s);
         mt_status st = MT_OK;
+        if (o == MT_STOP_ENDED && w->bye && mt_stop_all_taken(c)) { /* (stop_record.c) */
+            free(s);
+            free(gone.data);
+            c->taken_all = true; /* (the receipts confirm it, warned: mt_close_deliver) */
+            return MT_ETIMEDOUT;
+        }
         if (o == MT_STOP_REFUSED || o == MT_STOP_ENDED) /* (the reason first) */
             st = mt_stop_record_undelivered(c, o, s, r, c->endpoints[r], gone.data, w->what,
                                             w->bye);
@@ -373,6 +379,7 @@ mt_status mt_close_deliver(mt_client *c, bool bye, double *deadline, const char 
     }
     free(w.looks);
     *deadline = w.deadline; /* (moved by progress: the linger is what is left of it) */
+    if (c->taken_all) return MT_OK; /* (not delivered, nothing lost: the receipts say so) */
     if (st == MT_ETIMEDOUT && w.expired) {
         *failure = w.what; /* (the deadline: the caller says "not delivered within ...") */
         *stuck = w.stuck && bye;

@@ -188,7 +188,7 @@ struct mt_client {
     double follow_due;            /* when mt_send next looks at the rendezvous */
     unsigned long long follow_ino;
     long long follow_mtime_ns;    /* rank_0.json's as last looked at (0: none) */
-    unsigned followed;            /* how many times it followed */
+    unsigned followed; bool taken_all; /* times followed; BYE lost, all taken: close_wait.c */
     int receipt_restart;          /* receipt.c: its MT_ETIMEDOUT was a new run (1), gone (2) */
     /* the open time step */
     bool step_open;

@@ -293,7 +293,7 @@ mt_status mt_close_as(mt_client *c, bool failing, char *message, size_t size) {
             if (ds != MT_OK && st == MT_OK) st = ds;
         }
         int linger = 0; /* a failure drops what is left */
-        if (failure == NULL && !c->failed) {
+        if (failure == NULL && !c->failed && !c->taken_all) { /* (taken: nothing to linger) */
             double left = deadline - mt_now();
             linger = timeout < 0 ? -1 : mt_ms(left);
         }

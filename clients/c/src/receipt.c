@@ -222,6 +222,7 @@ static mt_status from_records(asking *a, const char *whose) {
                                                   c->run_id, c->simulation_id, c->rank,
                                                   a->bye_steps[r], &p->look, &s);
         if (o == MT_STOP_CONFIRMED) {
+            if (s.taken) mt_stop_taken_warning(c, &s, r, a->rv->endpoints[r], whose);
             p->done = true;
             p->steps = s.steps, p->nonfinite = s.nonfinite, p->bye = s.bye;
             p->bye_steps = s.bye_steps;

@@ -127,12 +127,13 @@ static const mt_json_member *member(const mt_json_member *m, size_t n, const cha
  * among the unfinished ones (0 else). */
 typedef struct expected_end {
     uint64_t expected, finished, abandoned, simulation_id, steps, refused;
+    bool found; /* (this simulation among the rows) */
 } expected_end;
 
 static bool unfinished_row(const uint64_t *r, void *ctx) {
     expected_end *e = ctx;
     if (r[2] > r[1]) return false; /* (more refused than held) */
-    if (r[0] == e->simulation_id) e->steps = r[1], e->refused = r[2];
+    if (r[0] == e->simulation_id) e->steps = r[1], e->refused = r[2], e->found = true;
     return true;
 }
 
@@ -167,6 +168,7 @@ static mt_stop_outcome decide_record(const char *text, const char *run_id, uint6
     const mt_json_member *reason = member(m, n, "reason"), *complete = member(m, n, "complete");
     const mt_json_member *finished = member(m, n, "finished"), *byes = member(m, n, "byes");
     const mt_json_member *ended = member(m, n, "expected_end");
+    const mt_json_member *held = member(m, n, "unfinished"); /* (absent: an older record) */
     if (version == NULL || version->kind != MT_JSON_NUMBER || !version->integer ||
         version->number != 1.0)
         goto done;
@@ -201,10 +203,16 @@ static mt_stop_outcome decide_record(const char *text, const char *run_id, uint6
     if (finished == NULL || byes == NULL || !rows(finished->string, 3, finished_row, &f, why) ||
         !rows(byes->string, 5, bye_row, &f, why))
         goto done;
-    expected_end e = {0, 0, 0, sid, 0, 0};
+    expected_end e = {0, 0, 0, sid, 0, 0, false};
     if (ended != NULL &&
         (ended->kind != MT_JSON_OTHER || !parse_expected_end(ended->string, &e, why)))
         goto done;
+    expected_end h = {0, 0, 0, sid, 0, 0, false}; /* (the steps held of this simulation) */
+    if (held != NULL && (held->kind != MT_JSON_OTHER ||
+                         !rows(held->string, 3, unfinished_row, &h, why)))
+        goto done;
+    bool whole = strcmp(complete->string, "true") == 0, end = strcmp(code->string, "end") == 0;
+    out->held_known = h.found, out->held = h.steps, out->sent = count;
     snprintf(out->code, sizeof out->code, "%s", code->string);
     snprintf(out->message, sizeof out->message, "%s", message->string);
     out->time_step = failed_step;
@@ -220,7 +228,11 @@ static mt_stop_outcome decide_record(const char *text, const char *run_id, uint6
         said = strcmp(code->string, "stopped") != 0 ? MT_STOP_ENDED : MT_STOP_UNDECIDED;
     else if (f.found)
         said = MT_STOP_CONFIRMED;
-    else if (strcmp(complete->string, "true") == 0 && strcmp(code->string, "stopped") != 0)
+    else if ((out->taken = whole && end && ended == NULL && h.found && h.steps >= count)) {
+        said = MT_STOP_CONFIRMED; /* (the run ended, every step sent taken: stopped.py) */
+        out->bye = MT_RECEIPT_BYE, out->bye_steps = count;
+        out->steps = h.steps, out->nonfinite = h.refused;
+    } else if (whole && strcmp(code->string, "stopped") != 0)
         said = MT_STOP_ENDED;
     else
         said = MT_STOP_UNDECIDED;
@@ -338,4 +350,21 @@ mt_stop_outcome mt_stop_record_for_good(const char *dir, size_t rank, const char
                                         const char *run_id, uint64_t simulation_id,
                                         mt_stop_look *look, mt_stop_said *out) {
     return look_at(dir, rank, endpoint, run_id, simulation_id, 0, 0, true, look, out);
+}
+
+bool mt_stop_all_taken(mt_client *c) {
+    if (c->rendezvous_used == NULL || !c->receipts || !mt_admission_wanted(c)) return false;
+    bool all = c->n_endpoints > 0 && c->handshakes != NULL; /* (receipts asked: lifecycle.c) */
+    for (size_t r = 0; all && r < c->n_endpoints; ++r) {
+        if (!c->handshakes[r].ever) return false; /* (one never connected: mt_handshake_never) */
+        mt_stop_look look = {0}; /* (read afresh) */
+        mt_stop_said *s = calloc(1, sizeof *s); /* (16 KiB: its reason's message whole) */
+        if (s == NULL) return false;           /* (the close's error, as without) */
+        mt_stop_outcome o = mt_stop_record_decide(c->rendezvous_used, r, c->endpoints[r],
+                                                  c->run_id, c->simulation_id, c->rank,
+                                                  c->steps_per_receiver[r], &look, s);
+        all = o == MT_STOP_CONFIRMED && s->taken; /* (not "finished": an earlier run's) */
+        free(s);
+    }
+    return all;
 }

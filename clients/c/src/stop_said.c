@@ -105,28 +105,58 @@ static mt_status said(mt_client *c, mt_status status, mt_buf *text) {
     return status;
 }
 
+/* What a resume of a run that ended without this BYE needs: stopped.py's TAKEN_RESUME. */
+#define TAKEN_RESUME                                                                        \
+    "If you resume that run (--resume_from_checkpoint latest with a larger --max_steps), "  \
+    "the resumed trainer lacks this BYE (its checkpoint holds this simulation unfinished, " \
+    "or not at all): given expected_simulations, its stream does not end without it. "    \
+    "Then run this simulation again with the same simulation id "                          \
+    "(MELISSA_TRAINER_SIMULATION_ID=%llu): the steps its checkpoint holds are dropped as " \
+    "duplicates, the others taken once"
+
+void mt_stop_taken_warning(const mt_client *c, const mt_stop_said *s, size_t rank,
+                           const char *endpoint, const char *whose) {
+    mt_buf text = {0};
+    mt_buf_printf(&text,
+                  "%s: the trainer's receiver %zu (%s) stopped before it read this "
+                  "simulation's BYE (%s: %s; its stop record in %s), having taken every time "
+                  "step this simulation sent it (%llu): nothing was lost, and nothing is to be "
+                  "run again for this run. " TAKEN_RESUME,
+                  whose, rank, endpoint, s->code, s->message, c->rendezvous_used,
+                  (unsigned long long)s->sent, (unsigned long long)c->simulation_id);
+    if (!text.oom && text.data != NULL)
+        fprintf(stderr, "melissa_trainer: mt_client_close: %s\n", text.data);
+    free(text.data);
+}
+
 mt_status mt_stop_record_fail(mt_client *c, mt_stop_outcome o, const mt_stop_said *s,
                               size_t rank, const char *endpoint, const char *whose) {
     said_kind k = kind_of(o, s);
     mt_buf text = {0};
+    char of[160] = ""; /* (the steps held of those sent, where the record says: stopped.py) */
+    if (s->held_known)
+        snprintf(of, sizeof of, "; it had taken %llu of the %llu time steps this simulation "
+                                "sent it",
+                 (unsigned long long)(s->held < s->sent ? s->held : s->sent),
+                 (unsigned long long)s->sent);
     if (k == SAID_ENDED && strcmp(s->code, "end") == 0) { /* (decide: ENDED_WORDS) */
         mt_buf_printf(&text,
                       "%s: its BYE was not confirmed: the trainer's receiver %zu (%s) stopped "
-                      "before it read it (%s: %s; its stop record in %s lacks this BYE). %s",
-                      whose, rank, endpoint, s->code, s->message, c->rendezvous_used,
+                      "before it read it (%s: %s; its stop record in %s lacks this BYE%s). %s",
+                      whose, rank, endpoint, s->code, s->message, c->rendezvous_used, of,
                       ENDED_WORDS);
         return said(c, MT_ETIMEDOUT, &text);
     }
     if (k == SAID_ENDED) { /* (StopRecords.decide: the BYE the receipt lacks, named) */
         mt_buf_printf(&text,
                       "%s: its BYE was not confirmed: the trainer's receiver %zu (%s) stopped "
-                      "before it read it (%s: %s; its stop record in %s lacks this BYE). What "
+                      "before it read it (%s: %s; its stop record in %s lacks this BYE%s). What "
                       "this simulation sent after the trainer's last checkpoint is not trained "
                       "on: once a trainer runs there again (--resume_from_checkpoint latest), "
                       "run this simulation again with the same simulation id "
                       "(MELISSA_TRAINER_SIMULATION_ID=%llu): the trainer takes the steps it "
                       "lacks, each once",
-                      whose, rank, endpoint, s->code, s->message, c->rendezvous_used,
+                      whose, rank, endpoint, s->code, s->message, c->rendezvous_used, of,
                       (unsigned long long)c->simulation_id);
         return said(c, MT_ETIMEDOUT, &text);
     }

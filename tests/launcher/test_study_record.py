@@ -239,7 +239,7 @@ class NoScan(dict):  # type: ignore[type-arg]
     values = items = keys = __iter__ = _scan  # type: ignore[assignment]
 
 
-def test_a_launcher_tick_does_not_scan_every_record() -> None:
+def test_a_launcher_tick_does_not_scan_every_record(tmp_path: Path) -> None:
     """10^4 finished simulations, 4 running: the supervisor's tick, `done` and
     `summary` (each under the launcher's lock) read only the running ones."""
     n, job_limit = 10_000, 4
@@ -255,8 +255,8 @@ def test_a_launcher_tick_does_not_scan_every_record() -> None:
         ranks=1,
         tuning=LauncherTuning(simulation_timeout=60.0),
         env={},
-        log_dir=Path("unused"),
-        rendezvous_dir="unused",
+        log_dir=tmp_path,  # (its jobs' logs get the launcher's start lines)
+        rendezvous_dir=str(tmp_path),
     )
     beats: dict[int, int] = {}
     supervisor = Supervisor(

@@ -86,11 +86,14 @@ def launcher_line(path: str | os.PathLike[str] | None, text: str) -> None:
     (made with its folder if missing; None: no log, nothing written). On a new line:
     after a solver's last line that has no newline yet (a print cut by the kill), one
     is added first, so that the line starts with `LAUNCHER` (greps, `tail_lines`).
-    A log that cannot be written is said in a warning with the text (never raised: the
-    job's start or kill goes on)."""
+    Newlines in `text` are written as ``\\n`` (one line). A log that cannot be written is
+    said in a warning with the text (never raised: the job's start or kill goes on)."""
     if path is None:
         return
     stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    # one line whatever `text` holds (a command's argument may hold a newline): a second
+    # line would lack the prefix and be quoted as the solver's
+    text = text.replace("\r", "\\r").replace("\n", "\\n")
     try:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         with open(path, "a+b") as log:  # (appended: O_APPEND, as the job's own writes)

@@ -91,6 +91,19 @@ def test_the_quoted_lines_leave_the_launchers_out(tmp_path: Path) -> None:
     assert last_log_line(only) == ""
 
 
+def test_a_launcher_line_with_a_newline_in_its_text_stays_one_line(tmp_path: Path) -> None:
+    """A command whose argument holds a newline (``shlex.join`` keeps it) is still one
+    launcher line: its second half is neither unprefixed nor quoted as the solver's."""
+    from melissa_trainer.launcher.log_lines import launcher_line
+
+    log = tmp_path / "sim-0.log"
+    launcher_line(log, "starting simulation 0 attempt 0: " + shlex.join(["solver", "a\nb\r\nc"]))
+    lines = log.read_text().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(PREFIX), lines
+    assert "a\\nb\\r\\nc" in lines[0], lines
+    assert log_tail(log) == "    (empty log: nothing from the solver)"
+
+
 MPIEXEC = find_mpiexec()
 
 

@@ -119,6 +119,11 @@ class ClosingClient(FollowsTrainer):
         """The steps each receiver's BYE counts (sent to it, or held by it after a follow)."""
         return [steps.count for steps in self._transport.steps]
 
+    @property
+    def bye_spans(self) -> list[tuple[int, int] | None]:
+        """The least and greatest of the steps each receiver's BYE counts (None: none)."""
+        return [steps.span() for steps in self._transport.steps]
+
     def __enter__(self) -> Self:
         return self
 

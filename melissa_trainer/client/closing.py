@@ -230,9 +230,10 @@ def close_transport(t: Closable, bye: bool, follow_in: str | None = None) -> Non
         if bye and wait.refusal is not None:
             raise ValueError(message_text)  # (as a refused key of the serving socket)
         said = wait.stop_said
-        counts = [steps.count for steps in t.steps]
+        counts, spans = [s.count for s in t.steps], [s.span() for s in t.steps]
         ended = said is not None and bye and said.kind == "ended"
-        if ended and not t.handshakes.never_connected(t.endpoints) and t.wait.all_taken(counts):
+        never = t.handshakes.never_connected(t.endpoints)
+        if ended and not never and t.wait.all_taken(counts, spans):
             return  # (the run ended, every step sent taken: the receipts confirm, warned)
         if said is not None and wait.refusal is None:  # (not followed: no trainer comes back)
             message_text = stop_first(t, failure, bye, said, wait.stop_down)

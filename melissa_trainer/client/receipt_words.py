@@ -50,6 +50,8 @@ class Closed(Protocol):
 
     @property
     def bye_counts(self) -> list[int]: ...  # (each receiver's BYE's count, in rank order)
+    @property
+    def bye_spans(self) -> list[tuple[int, int] | None]: ...  # (the least and greatest)
 
 
 def unconfirmed(

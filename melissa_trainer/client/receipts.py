@@ -137,7 +137,8 @@ class Rounds:
             while True:
                 for rank in range(self.world):  # (one that stopped: its stop record)
                     if done[rank] is None:
-                        done[rank] = records.decide(rank, client.bye_counts[rank])
+                        spans = client.bye_spans[rank]  # (with the counts: `StopRecords._taken`)
+                        done[rank] = records.decide(rank, client.bye_counts[rank], spans)
                 if all(d is not None for d in done):
                     return done  # type: ignore[return-value]
                 answers = self._round(socks, done, time.monotonic() + ROUND_TIMEOUT)

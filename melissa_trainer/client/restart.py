@@ -75,15 +75,16 @@ class RestartCheck:
         changes; never raises."""
         return None if self._records_of() is None else self._records.for_good()
 
-    def all_taken(self, counts: list[int]) -> bool:
+    def all_taken(self, counts: list[int], spans: list[tuple[int, int] | None]) -> bool:
         """Whether the receivers' stop records say that the run ended having taken every
-        step this client sent (`counts`, per receiver): `StopRecords.all_taken`. False
+        step this client sent (`counts`, per receiver; `spans`, their least and
+        greatest): `StopRecords.all_taken`. False
         in a launched process: its close asks no receipt, which says so."""
         from melissa_trainer.client.config import launched
 
         if launched() or self._records_of() is None:
             return False
-        return bool(self._records.all_taken(counts))
+        return bool(self._records.all_taken(counts, spans))
 
     def _records_of(self) -> Any:
         """The `stopped.StopRecords` of the rendezvous (made when first needed), or

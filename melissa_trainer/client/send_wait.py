@@ -140,9 +140,10 @@ class SendWait:
         #: place of "died" (`RestartCheck.preempted`, set by the client)
         self.preempted: Callable[[], str | None] = _unknown
         #: whether the stop records say that the run ended having taken every step sent
-        #: (the steps sent to each receiver), read by a close whose BYE was not delivered
-        #: (`RestartCheck.all_taken`, set by the client): it then asks the receipts
-        self.all_taken: Callable[[list[int]], bool] = _none_taken
+        #: (the steps sent to each receiver, their least and greatest), read by a close
+        #: whose BYE was not delivered (`RestartCheck.all_taken`, set by the client): it
+        #: then asks the receipts
+        self.all_taken: Callable[[list[int], list[tuple[int, int] | None]], bool] = _none_taken
         self._disconnected, self._send_timeout = disconnected_timeout, send_timeout
         self._whose, self._notice, self._simulation_id = whose, notice, simulation_id
         #: the rendezvous whose restarted trainer the client waits for and follows once
@@ -374,7 +375,7 @@ class SendWait:
         self.watch, self._told = None, False
 
 
-def _none_taken(counts: list[int]) -> bool:
+def _none_taken(counts: list[int], spans: list[tuple[int, int] | None]) -> bool:
     """No stop record is read (`SendWait.all_taken` of a client without a rendezvous)."""
     return False
 

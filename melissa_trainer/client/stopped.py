@@ -24,8 +24,11 @@ What the record decides, by its reason (`StopReason.code`):
   was given): `SimulationNotNeeded` at once, saying that the study ended without
   needing it, what the trainer took of it, and what to do;
 * not in it, the record complete, the run ended (``end``) and every step this rank
-  sent there held (the record's ``unfinished``): confirmed, with one warning
-  (`taken_warning`: nothing was lost, what a resume of that run would need);
+  sent there held (the record's ``unfinished``: as many steps held as it sent there,
+  the first and last held the least and greatest it sent; a count alone would let an
+  earlier run's steps stand for a restarted run's lost ones): confirmed, with a
+  warning per receiver so confirmed (`taken_warning`: nothing was lost, what a resume
+  of that run would need);
 * not in it, the record complete and the trainer ended or failed (``end``, ``error``,
   ``nonfinite`` of another simulation): `TimeoutError` at once, naming why the trainer
   stopped (it never read this BYE: nothing would answer later) and, where the record
@@ -235,26 +238,36 @@ class StopRecords:
             f"(ReceiverConfig(expected_simulations=N)) before you start them"
         )
 
-    def _taken(self, record: StopRecord, count: int) -> tuple[int, int] | None:
+    def _taken(
+        self, record: StopRecord, count: int, span: tuple[int, int] | None
+    ) -> tuple[int, int] | None:
         """The steps held of this simulation and those refused (the record's
         ``unfinished``), if its run ended (``end``, complete, not on expected_simulations)
-        having taken all `count` steps this rank sent there; else None."""
+        having taken all `count` steps this rank sent there, the least and greatest of
+        them `span` (None: none sent): the steps held as many, the first and last held
+        those (the same set, in practice: a rerun re-sending steps held sends the same
+        range, one sending others differs); else None. A row without its first and last
+        (an older trainer's) confirms nothing."""
         if record.reason.code != "end" or not record.complete or record.unfinished is None:
             return None
         if record.expected_end is not None:  # (`not_needed`'s words)
             return None
-        held = record.unfinished.get(self.simulation_id)
-        return held if held is not None and held[0] >= count else None
+        sid = self.simulation_id
+        held, held_span = record.unfinished.get(sid), (record.unfinished_span or {}).get(sid)
+        if held is None or held_span is None or held[0] != count:
+            return None
+        return held if count == 0 or held_span == span else None
 
-    def all_taken(self, counts: list[int]) -> bool:
+    def all_taken(self, counts: list[int], spans: list[tuple[int, int] | None]) -> bool:
         """Whether every receiver's record (`counts`: the steps this rank sent each, in
-        rank order) says that the run ended having taken every step sent it (`_taken`):
-        a BYE not delivered then lost nothing, and the close asks the receipts
-        (`decide`), which confirm it. (A simulation listed finished is not enough: an
-        earlier run of it, this one's messages undelivered.)"""
+        rank order; `spans`: the least and greatest of them) says that the run ended
+        having taken every step sent it (`_taken`): a BYE not delivered then lost
+        nothing, and the close asks the receipts (`decide`), which confirm it. (A
+        simulation listed finished is not enough: an earlier run of it, this one's
+        messages undelivered.)"""
         for rank, count in enumerate(counts):
             record = self.record(rank)
-            if record is None or self._taken(record, count) is None:
+            if record is None or self._taken(record, count, spans[rank]) is None:
                 return False
         return bool(counts)
 
@@ -317,9 +330,12 @@ class StopRecords:
                 return f"{what} ({record.reason.message}; its stop record in {self.rendezvous})"
         return None
 
-    def decide(self, rank: int, count: int) -> ReceiptReply | None:
+    def decide(
+        self, rank: int, count: int, span: tuple[int, int] | None = None
+    ) -> ReceiptReply | None:
         """What receiver `rank`'s record says of this rank's BYE, which carried `count`
-        (module docstring): the receipt it confirms, or None (undecided).
+        (module docstring; `span`: the least and greatest of the steps it counts, None
+        if none): the receipt it confirms, or None (undecided).
 
         Raises:
             SimulationRefused: the trainer stopped on a non-finite sample of this
@@ -340,12 +356,20 @@ class StopRecords:
             return self._reply(rank, RECEIPT_BYE, bye[1], bye[0], bye[2])
         if self._not_needed(record):
             raise SimulationNotNeeded(f"{self.whose}: {self.not_needed(rank, record)}")
-        taken = self._taken(record, count)
+        taken = self._taken(record, count, span)
         if taken is not None:  # (the run ended, every step sent taken: nothing lost)
             client_logger().warning(self.taken_warning(rank, record, count))
             return self._reply(rank, RECEIPT_BYE, taken[0], count, taken[1])
         if record.complete and reason.code in _FINAL:
             held = None if record.unfinished is None else record.unfinished.get(sid)
+            first, last = (record.unfinished_span or {}).get(sid, (-1, -1))
+            if (
+                held
+                and held[0]
+                and first >= 0
+                and not (span and span[0] <= first <= last <= span[1])
+            ):
+                held = None  # (steps held out of those sent: not a count of them taken)
             of = (
                 ""
                 if held is None

@@ -269,8 +269,11 @@ class Receiver(DataPath, ReceiverQueries):
             self._marked = True
             reason = reason_of(self._error, self._stop_reason)
             # (the steps held are exact only if every step marked reached the buffer: none
-            # lost, none in flight in a put the stop interrupted, the ingester stopped)
-            held = not (stuck or self.puts_lost or self.ingest.in_flight)
+            # lost, none in flight in a put the stop interrupted, none left in the feeder's
+            # overflow (a pump's, the buffer full: `_end` counts them lost, a stop without
+            # an end does not), the ingester stopped)
+            left = bool(self._feeder.overflow)
+            held = not (stuck or self.puts_lost or left or self.ingest.in_flight)
             record = build_record(self.ingest, self.config.run_id, reason, held)
             mark_stopped(self._rendezvous, self._rank, self._endpoint, record)
         if self._follow is not None:

@@ -53,6 +53,15 @@ class StepSet:
             self.steps = {t for a, b, d in self.runs for t in range(a, b + 1, d or 1)}
             self.runs = []
 
+    def span(self) -> tuple[int, int] | None:
+        """The least and greatest step sent (None: none): with `count`, what a close
+        compares with a stop record's steps held (`client.stopped`). O(runs)."""
+        if self.steps is not None:
+            return (min(self.steps), max(self.steps)) if self.steps else None
+        if not self.runs:
+            return None
+        return min(a for a, _, _ in self.runs), max(b for _, b, _ in self.runs)
+
     def __iter__(self) -> Iterator[int]:
         """The steps (in runs, then in no order for irregular ones)."""
         if self.steps is not None:

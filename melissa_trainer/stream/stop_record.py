@@ -13,7 +13,7 @@ into its rendezvous file, in the same rename that marks it stopped
 ``"stop_record": {"version": 1, "run_id", "reason": {"code", "message"[,
 "simulation_id", "time_step"]}, "finished": [[sid, steps, nonfinite], ...], "byes":
 [[sid, client_rank, count, steps, nonfinite], ...], "complete": bool[, "unfinished":
-[[sid, steps, nonfinite], ...]][,
+[[sid, steps, nonfinite, first, last], ...]][,
 "expected_end": {"expected_simulations", "finished", "abandoned", "unfinished": [[sid,
 steps, nonfinite], ...]}]}``
 
@@ -26,12 +26,17 @@ steps, nonfinite], ...]}]}``
   incomplete record is not told that the trainer lacks its BYE: it waits as before);
 * ``unfinished``: the simulations begun here, not finished and not given up (their
   BYE, or a rank's, not read), with the steps held of each and those refused as
-  non-finite, at most `RECORD_LIMIT` (the lowest ids; a cut leaves ``complete`` as it
-  is: a client absent from it is told what it was told before). Absent when a step
-  marked may not have reached the buffer (a put the stop interrupted: `build_record`).
-  A client whose run ended (``end``) before its BYE was read learns from it whether
-  every step it sent was taken: then nothing was lost, and its close returns with a
-  warning. Absent from an older record: the close then fails as it did;
+  non-finite, and the first and last time step held (0 and 0 when none), at most
+  `RECORD_LIMIT` (the lowest ids; a cut leaves ``complete`` as it is: a client absent
+  from it is told what it was told before). Absent when a step marked may not have
+  reached the buffer (a put the stop interrupted, samples left in the feeder's
+  overflow: `build_record`). A client whose run ended (``end``) before its BYE was
+  read learns from it whether every step it sent was taken: the steps held are as many
+  as it sent there, and the first and last are the least and greatest it sent there
+  (the steps held count every run of the simulation, a run resumed from a restart
+  file too: a count alone would let an earlier run's steps stand for this run's lost
+  ones). Then nothing was lost, and its close returns with a warning. Absent from an
+  older record, or rows of 3 (an older trainer's): the close then fails as it did;
 * ``expected_end``: present when the stream ended here because ``expected_simulations``
   simulations had ended (finished or abandoned): that bound, the counts, and the
   simulations begun here and not finished (the steps held of each, at most
@@ -46,7 +51,7 @@ steps, nonfinite], ...]}]}``
   and time step are named), ``error`` (training failed), ``stopped`` (stopped by its
   owner, reason not given). ``message`` is a sentence for people.
 
-At most about 4 * `RECORD_LIMIT` * 40 bytes (650 KiB). Plain JSON, read without
+At most about 5 * `RECORD_LIMIT` * 40 bytes (800 KiB). Plain JSON, read without
 unpickling anything (`parse_record`: every field checked, sizes bounded).
 """
 
@@ -54,6 +59,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from melissa_trainer import wire as protocol
 from melissa_trainer.stream.nonfinite import NonFiniteDataError
@@ -135,6 +142,9 @@ class StopRecord:
     #: simulation id -> (steps held, refused as non-finite), of those begun here and not
     #: finished (None: an older record, without the field)
     unfinished: dict[int, tuple[int, int]] | None = None
+    #: simulation id -> (first, last time step held), of the rows of ``unfinished`` that
+    #: say them (an older trainer's rows of 3 do not: nothing is confirmed by them)
+    unfinished_span: dict[int, tuple[int, int]] | None = None
 
 
 def build_record(
@@ -172,7 +182,9 @@ def build_record(
                 break
             byes.append([int(sid), int(rank), int(count), steps, bad])
     expected_end, cut = _expected_end(ingest, refused)
-    unfinished = _held(ingest, ingest.unfinished()[:RECORD_LIMIT], refused) if held else None
+    unfinished = (
+        _held(ingest, ingest.unfinished()[:RECORD_LIMIT], refused, spans=True) if held else None
+    )
     said: dict[str, Any] = {"code": reason.code, "message": reason.message[:_MAX_MESSAGE]}
     if reason.simulation_id is not None:
         said.update(simulation_id=reason.simulation_id, time_step=reason.time_step)
@@ -207,14 +219,36 @@ def _expected_end(ingest: Any, refused: dict[int, int]) -> tuple[dict[str, Any] 
     return said, len(unfinished) > RECORD_LIMIT
 
 
-def _held(ingest: Any, ids: list[int], refused: dict[int, int]) -> list[list[int]]:
-    """Rows ``[sid, steps held, refused as non-finite]`` of the simulations `ids`."""
+def _held(
+    ingest: Any, ids: list[int], refused: dict[int, int], spans: bool = False
+) -> list[list[int]]:
+    """Rows ``[sid, steps held, refused as non-finite]`` of the simulations `ids`, with
+    `spans` followed by the first and last time step held (`_span`)."""
     rows = []
     for sid in ids:
         ledger = ingest.sims.get(sid)
         steps = 0 if ledger is None else int(ledger.completed)
-        rows.append([int(sid), steps, min(int(refused.get(sid, 0)), steps)])
+        row = [int(sid), steps, min(int(refused.get(sid, 0)), steps)]
+        rows.append(row + list(_span(ingest, int(sid), ledger)) if spans else row)
     return rows
+
+
+def _span(ingest: Any, sid: int, ledger: Any) -> tuple[int, int]:
+    """The first and last time step `ledger` (`assembly.StepLedger`) holds, (0, 0) if
+    none. Its bits are local steps ``t // W``; this receiver takes the steps ``t`` of one
+    residue ``t % W`` of the simulation (its routing: `wire.routing.first_step`, as
+    `Ingest` checks each DATA), so ``t = i * W + residue``."""
+    done = np.frombuffer(b"" if ledger is None else bytes(ledger.done), np.uint8)
+    used = np.flatnonzero(done)  # (bytes holding a step: O(steps / 8), no bit array)
+    if used.size == 0:
+        return 0, 0
+    low, high = int(done[used[0]]), int(done[used[-1]])
+    first = int(used[0]) * 8 + (low & -low).bit_length() - 1
+    last = int(used[-1]) * 8 + high.bit_length() - 1
+    world = int(ingest.world)
+    shift = sid % world if sid in ingest.shifted else 0
+    residue = (int(ingest.rank) - shift) % world
+    return first * world + residue, last * world + residue
 
 
 def parse_record(value: Any) -> StopRecord:
@@ -255,8 +289,15 @@ def parse_record(value: Any) -> StopRecord:
     ended = value.get("expected_end")
     expected_end = None if ended is None else _parse_expected_end(ended)
     held = value.get("unfinished")  # (absent from an older record: None)
-    unfinished = None if held is None else _held_rows(held, "unfinished")
-    return StopRecord(run_id, reason, finished, byes, complete, expected_end, unfinished)
+    unfinished = span = None
+    if held is not None:
+        unfinished, span = _held_rows(held, "unfinished", (3, 5)), {}
+        for row in held:  # (checked: rows of 3 are an older trainer's, spanning nothing)
+            if len(row) == 5:
+                if row[3] > row[4] or (row[1] and row[4] - row[3] < row[1] - 1):
+                    raise ValueError(f"unfinished {row}: a bad first and last step")
+                span[row[0]] = (row[3], row[4])
+    return StopRecord(run_id, reason, finished, byes, complete, expected_end, unfinished, span)
 
 
 def _parse_expected_end(value: Any) -> ExpectedEnd:
@@ -269,10 +310,11 @@ def _parse_expected_end(value: Any) -> ExpectedEnd:
     return ExpectedEnd(counts[0], counts[1], counts[2], unfinished)
 
 
-def _held_rows(value: Any, name: str) -> dict[int, tuple[int, int]]:
-    """Rows ``[sid, steps held, refused]`` as sid -> (held, refused), checked."""
+def _held_rows(value: Any, name: str, widths: tuple[int, ...] = (3,)) -> dict[int, tuple[int, int]]:
+    """Rows ``[sid, steps held, refused, ...]`` (of one of `widths`) as sid -> (held,
+    refused), checked."""
     held = {}
-    for row in _rows(value, 3, name):
+    for row in _rows(value, widths, name):
         if row[2] > row[1]:
             raise ValueError(f"{name} {row}: more refused than held")
         held[row[0]] = (row[1], row[2])
@@ -283,10 +325,11 @@ def _count(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < _U64
 
 
-def _rows(value: Any, width: int, name: str) -> list[list[int]]:
+def _rows(value: Any, width: int | tuple[int, ...], name: str) -> list[list[int]]:
+    widths = (width,) if isinstance(width, int) else width
     if not isinstance(value, list) or len(value) > RECORD_LIMIT:
         raise ValueError(f"{name}: not a list of at most {RECORD_LIMIT}")
     for row in value:
-        if not (isinstance(row, list) and len(row) == width and all(map(_count, row))):
+        if not (isinstance(row, list) and len(row) in widths and all(map(_count, row))):
             raise ValueError(f"{name}: bad row {row!r:.100}")
     return value

@@ -35,8 +35,14 @@ MT_ETIMEDOUT, MT_ESIMREFUSED = 8, 14
 def ingest(finished: dict[int, int], byes: dict[int, dict[int, int]]) -> SimpleNamespace:
     """An ingest whose `finished` simulations (id -> steps) finished, and whose others
     hold the BYEs `byes` (id -> {client rank: count}), one step each."""
-    sims = {sid: SimpleNamespace(completed=1, finished=False, byes=b) for sid, b in byes.items()}
+    sims = {
+        sid: SimpleNamespace(completed=1, finished=False, byes=b, done=bytearray(b"\x01"))
+        for sid, b in byes.items()
+    }  # (each one step held: step 0)
     return SimpleNamespace(
+        rank=0,
+        world=1,
+        shifted=set(),
         finished_ids=list(finished),
         sims=sims,
         archive=SimpleNamespace(steps=finished),

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+import numpy as np
 import pytest
 import zmq
 from c_driver import script_exe  # noqa: F401 (a fixture)
@@ -36,7 +37,8 @@ PREFIX = "melissa_trainer: mt_client_close: "
 def held(steps: int) -> dict:
     """A record of a run ended on max_steps holding `steps` of simulation SID, no BYE."""
     state = ingest({}, {SID: {}})
-    state.sims[SID].completed = steps
+    state.sims[SID].completed = steps  # (steps 0 .. steps - 1)
+    state.sims[SID].done = bytearray(np.packbits(np.ones(steps, bool), bitorder="little"))
     return build_record(state, RUN, StopReason("end", "max_steps 7 reached"))
 
 
@@ -53,7 +55,7 @@ def test_the_c_receipts_say_what_the_python_ones_say(
     assert (code, message) == (0, ""), (message, err)  # (before: MT_ETIMEDOUT)
     python = StopRecords(str(rv), [sink], RUN, SID, 0, WHOSE)
     with caplog.at_level(logging.WARNING):
-        assert python.decide(0, STEPS) is not None
+        assert python.decide(0, STEPS, (0, STEPS - 1)) is not None
     (warning,) = [r.getMessage() for r in caplog.records]
     (line,) = [s for s in err.splitlines() if "having taken every" in s]
     assert line == PREFIX + warning  # (the same words)
@@ -63,5 +65,5 @@ def test_the_c_receipts_say_what_the_python_ones_say(
     assert code == MT_ETIMEDOUT, message
     assert f"it had taken 1 of the {STEPS} time steps this simulation sent it" in message
     with pytest.raises(DeliveryFailed) as caught:
-        StopRecords(str(rv), [sink], RUN, SID, 0, WHOSE).decide(0, STEPS)
+        StopRecords(str(rv), [sink], RUN, SID, 0, WHOSE).decide(0, STEPS, (0, STEPS - 1))
     assert message == str(caught.value)  # (the same words)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 import zmq
 from c_driver import script_exe  # noqa: F401 (a fixture)
@@ -30,8 +31,13 @@ SID = 3  # (the script's simulation)
 def ended_ingest(taken: int, refused: int = 0) -> SimpleNamespace:
     """A stream that ended on expected_simulations=2 (simulations 0 and 1 finished) while
     simulation 3, the C solver, had `taken` steps in (none: it never said HELLO)."""
-    sims = {SID: SimpleNamespace(completed=taken, finished=False, byes={})} if taken else {}
+    done = bytearray(np.packbits(np.ones(taken, bool), bitorder="little"))  # (steps 0 ..)
+    sims = {SID: SimpleNamespace(completed=taken, finished=False, byes={}, done=done)}
+    sims = sims if taken else {}
     return SimpleNamespace(
+        rank=0,
+        world=1,
+        shifted=set(),
         finished_ids=[0, 1],
         sims=sims,
         archive=SimpleNamespace(steps={0: 4, 1: 4}),

@@ -29,7 +29,9 @@ def test_step_set_counts_distinct_steps(steps: list[int]) -> None:
         counter.add(step)
         seen.add(step)
         assert counter.count == len(seen)
+        assert counter.span() == (min(seen), max(seen))  # (what a close compares)
     assert all((t in counter) == (t in seen) for t in range(-1, 70))
+    assert steps or counter.span() is None
 
 
 def test_step_set_is_small_for_regular_steps() -> None:

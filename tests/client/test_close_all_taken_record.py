@@ -17,6 +17,7 @@ import logging
 from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 from melissa_trainer.client.gave_up import DeliveryFailed
@@ -32,10 +33,15 @@ WHOSE = f"simulation {SID} rank 0"
 
 
 def ingest(held: int, refused: int = 0) -> SimpleNamespace:
-    """A receiver holding `held` steps of simulation SID (`refused` of them refused as
-    non-finite), no BYE of it, and simulation 8 finished (4 steps)."""
-    sims = {SID: SimpleNamespace(completed=held, finished=False, byes={})}
+    """A receiver (the only one) holding `held` steps of simulation SID, 0 .. held - 1
+    (`refused` of them refused as non-finite), no BYE of it, and simulation 8 finished
+    (4 steps)."""
+    done = bytearray(np.packbits(np.ones(held, bool), bitorder="little"))  # (`StepLedger.done`)
+    sims = {SID: SimpleNamespace(completed=held, finished=False, byes={}, done=done)}
     return SimpleNamespace(
+        rank=0,
+        world=1,
+        shifted=set(),
         finished_ids=[8],
         sims=sims,
         archive=SimpleNamespace(steps={8: 4}),
@@ -55,11 +61,19 @@ def records(tmp_path: Path, record: dict) -> StopRecords:
 
 def test_the_record_holds_the_steps_of_each_unfinished_simulation() -> None:
     record = build_record(ingest(5, 2), RUN, StopReason("end", "max_steps 9 reached"))
-    assert record["unfinished"] == [[SID, 5, 2]] and record["finished"] == [[8, 4, 0]]
-    assert parse_record(json.loads(json.dumps(record))).unfinished == {SID: (5, 2)}
+    assert record["unfinished"] == [[SID, 5, 2, 0, 4]] and record["finished"] == [[8, 4, 0]]
+    parsed = parse_record(json.loads(json.dumps(record)))
+    assert parsed.unfinished == {SID: (5, 2)} and parsed.unfinished_span == {SID: (0, 4)}
     older = {k: v for k, v in record.items() if k != "unfinished"}
     assert parse_record(older).unfinished is None  # (an older record still parses)
-    for bad, words in [([[SID, 5]], r"unfinished: bad row"), ([[SID, 1, 2]], "more refused")]:
+    rows3 = parse_record({**record, "unfinished": [[SID, 5, 2]]})  # (an older trainer's rows)
+    assert rows3.unfinished == {SID: (5, 2)} and rows3.unfinished_span == {}
+    for bad, words in [
+        ([[SID, 5]], r"unfinished: bad row"),
+        ([[SID, 1, 2]], "more refused"),
+        ([[SID, 5, 0, 4, 0]], "a bad first and last step"),
+        ([[SID, 5, 0, 0, 3]], "a bad first and last step"),  # (5 steps in 0 .. 3)
+    ]:
         with pytest.raises(ValueError, match=words):
             parse_record({**record, "unfinished": bad})
 
@@ -68,9 +82,11 @@ def test_every_step_taken_confirms_with_one_warning(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     said = records(tmp_path, build_record(ingest(5), RUN, StopReason("end", "max_steps 9 reached")))
-    assert said.all_taken([5]) and not said.all_taken([6])
+    assert said.all_taken([5], [(0, 4)]) and not said.all_taken([6], [(0, 5)])
+    # (as many steps, other ones: a rerun sending 1 .. 5; fewer sent than held, too)
+    assert not said.all_taken([5], [(1, 5)]) and not said.all_taken([4], [(0, 3)])
     with caplog.at_level(logging.WARNING):
-        reply = said.decide(0, 5)
+        reply = said.decide(0, 5, (0, 4))
     assert reply is not None and confirmed(reply, 5) and reply.steps == 5
     (warning,) = [r.getMessage() for r in caplog.records]
     assert warning.startswith(
@@ -84,26 +100,29 @@ def test_every_step_taken_confirms_with_one_warning(
 
 def test_steps_not_taken_fail_with_the_count_taken(tmp_path: Path) -> None:
     said = records(tmp_path, build_record(ingest(2), RUN, StopReason("end", "max_steps 9 reached")))
-    assert not said.all_taken([5])
+    assert not said.all_taken([5], [(0, 4)])
     with pytest.raises(DeliveryFailed) as caught:
-        said.decide(0, 5)
+        said.decide(0, 5, (0, 4))
     text = str(caught.value)
     assert (
         "lacks this BYE; it had taken 2 of the 5 time steps this simulation sent it). " + ENDED
     ) in text, text
 
 
-@pytest.mark.parametrize("code", ["end", "error"])
+@pytest.mark.parametrize("code", ["end", "end3", "error"])
 def test_an_older_record_or_a_failure_confirms_nothing(tmp_path: Path, code: str) -> None:
-    """An older record (no ``unfinished``) fails the close as before; a failure
-    (``error``) with every step taken fails it too, saying how many were taken."""
-    record = build_record(ingest(5), RUN, StopReason(code, "boom"))
+    """An older record (no ``unfinished``, or its rows without the first and last step
+    held: ``end3``) fails the close as before; a failure (``error``) with every step
+    taken fails it too, saying how many were taken."""
+    record = build_record(ingest(5), RUN, StopReason(code[:3] if code != "error" else code, "boom"))
     if code == "end":
         del record["unfinished"]
+    if code == "end3":
+        record["unfinished"] = [row[:3] for row in record["unfinished"]]
     said = records(tmp_path, record)
-    assert not said.all_taken([5])
+    assert not said.all_taken([5], [(0, 4)])
     with pytest.raises(DeliveryFailed) as caught:
-        said.decide(0, 5)
+        said.decide(0, 5, (0, 4))
     text = str(caught.value)
     assert "its BYE was not confirmed" in text, text
-    assert ("it had taken 5 of the 5" in text) == (code == "error"), text
+    assert ("it had taken 5 of the 5" in text) == (code != "end"), text

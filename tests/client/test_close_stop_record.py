@@ -172,7 +172,8 @@ def test_a_trainer_that_ended_without_the_bye_says_why_at_once(
 
 
 def ledger(completed: int, finished: bool, byes: dict[int, int]) -> SimpleNamespace:
-    return SimpleNamespace(completed=completed, finished=finished, byes=byes)
+    done = bytearray(np.packbits(np.ones(completed, bool), bitorder="little"))  # (steps 0 ..)
+    return SimpleNamespace(completed=completed, finished=finished, byes=byes, done=done)
 
 
 def test_a_record_is_bounded_and_round_trips() -> None:
@@ -184,6 +185,9 @@ def test_a_record_is_bounded_and_round_trips() -> None:
         nonfinite=SimpleNamespace(by_simulation={many: 1, many - 1: 9}),
         expected=None,  # (no expected_simulations: no ``expected_end``)
         unfinished=lambda: [many],  # (`IngestState.unfinished`: not finished, not given up)
+        rank=0,
+        world=1,
+        shifted=set(),
     )
     reason = StopReason("nonfinite", "NaN", simulation_id=7, time_step=3)
     record = parse_record(json.loads(json.dumps(build_record(ingest, "run-a", reason))))

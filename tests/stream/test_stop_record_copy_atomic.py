@@ -44,6 +44,7 @@ class Ledger:
     completed: int
     finished: bool = False
     byes: dict = field(default_factory=dict)
+    done: bytearray = field(default_factory=bytearray)
 
 class Intruder:
     # garbage whose finalizer adds an entry to `into` (as the ingester adds a ledger or
@@ -59,7 +60,7 @@ class Intruder:
 def ingest(sims):
     return SimpleNamespace(
         sims=sims, nonfinite=SimpleNamespace(by_simulation={}), finished_ids=[],
-        archive=SimpleNamespace(steps={}), expected=None,
+        archive=SimpleNamespace(steps={}), expected=None, rank=0, world=1, shifted=set(),
         unfinished=lambda: sorted(s for s, r in sims.copy().items() if not r.finished),
     )
 

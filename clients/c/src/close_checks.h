@@ -94,7 +94,8 @@ typedef struct mt_stop_said {
     uint64_t steps, bye_steps, nonfinite, time_step;
     uint64_t expected, finished, abandoned; /* not_needed: the record's expected_end */
     /* MT_STOP_CONFIRMED by the record's "unfinished": the run ended ("end") having taken
-     * every step this rank sent there (steps >= sent), though it never read the BYE */
+     * every step this rank sent there (as many held as sent, the first and last held the
+     * least and greatest sent), though it never read the BYE */
     bool taken;
     bool held_known; /* this simulation in the record's "unfinished": `held` steps */
     uint64_t held, sent; /* (sent: the count this rank's BYE carried there) */
@@ -108,10 +109,19 @@ typedef struct mt_stop_look {
     unsigned long long ino;
     long long mtime, size;
 } mt_stop_look;
+/* What this rank sent a receiver: the count its BYE carries there, and the least and
+ * greatest of those steps (spanned: some; client/stopped.py compares them with the
+ * record's "unfinished" row: steps, first, last). */
+typedef struct mt_stop_sent {
+    uint64_t count, first, last;
+    bool spanned;
+} mt_stop_sent;
+/* Of receiver `rank` of `world`, its BYE carrying `count` (c->steps: the steps sent). */
+mt_stop_sent mt_stop_sent_of(const mt_client *c, size_t rank, size_t world, uint64_t count);
 mt_stop_outcome mt_stop_record_decide(const char *dir, size_t rank, const char *endpoint,
                                       const char *run_id, uint64_t simulation_id,
-                                      int client_rank, uint64_t count, mt_stop_look *look,
-                                      mt_stop_said *out);
+                                      int client_rank, const mt_stop_sent *sent,
+                                      mt_stop_look *look, mt_stop_said *out);
 /* The close's question while a receiver is disconnected and its messages are not
  * delivered (client/stopped.py StopRecords.for_good): whether receiver `rank`'s record
  * says that the trainer is not coming back, whatever it lists and whether it is complete

@@ -258,3 +258,24 @@ void mt_stepset_free(mt_stepset *s) {
     s->cap = s->count = 0;
     s->run_count = 0;
 }
+
+static void span_add(uint64_t t, bool *any, uint64_t *first, uint64_t *last) {
+    if (!*any || t < *first) *first = t;
+    if (!*any || t > *last) *last = t;
+    *any = true;
+}
+
+bool mt_stepset_span(const mt_stepset *s, uint64_t simulation_id, size_t rank, size_t world,
+                     bool routing, uint64_t *first, uint64_t *last) {
+    bool any = false;
+    for (uint64_t k = 0; k < s->run_count; ++k) { /* (the run: its steps of `rank`) */
+        uint64_t t = s->first + k * s->stride;
+        if (world <= 1 || mt_receiver_of(simulation_id, t, world, routing) == rank)
+            span_add(t, &any, first, last);
+    }
+    for (size_t i = 0; i < s->cap; ++i) /* (the steps off the run) */
+        if (s->used[i] &&
+            (world <= 1 || mt_receiver_of(simulation_id, s->slots[i], world, routing) == rank))
+            span_add(s->slots[i], &any, first, last);
+    return any;
+}

@@ -218,9 +218,10 @@ static mt_status from_records(asking *a, const char *whose) {
         if (p->done) continue;
         mt_stop_said s;
         memset(&s, 0, sizeof s);
+        mt_stop_sent sent = mt_stop_sent_of(c, r, a->rv->n, a->bye_steps[r]);
         mt_stop_outcome o = mt_stop_record_decide(c->rendezvous_used, r, a->rv->endpoints[r],
-                                                  c->run_id, c->simulation_id, c->rank,
-                                                  a->bye_steps[r], &p->look, &s);
+                                                  c->run_id, c->simulation_id, c->rank, &sent,
+                                                  &p->look, &s);
         if (o == MT_STOP_CONFIRMED) {
             if (s.taken) mt_stop_taken_warning(c, &s, r, a->rv->endpoints[r], whose);
             p->done = true;

@@ -21,6 +21,11 @@ void mt_outbox_stop_flusher(mt_client *c);
 /* steps (in outbox.c) */
 int mt_stepset_add(mt_stepset *s, uint64_t v); /* 1 new, 0 present, -1 no memory */
 void mt_stepset_free(mt_stepset *s);
+/* The least and greatest of the steps of `s` that receiver `rank` of `world` gets
+ * (mt_receiver_of with `routing`); false if none (StepSet.span: what a close compares
+ * with a stop record's first and last step held, stop_record.c). O(steps). */
+bool mt_stepset_span(const mt_stepset *s, uint64_t simulation_id, size_t rank, size_t world,
+                     bool routing, uint64_t *first, uint64_t *last);
 
 /* handshake.c */
 /* Monitor socket i's handshakes (before it connects: none is missed). */

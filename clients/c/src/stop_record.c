@@ -21,7 +21,7 @@
 
 #include "internal.h"
 
-#define MAX_FILE (4u << 20) /* bytes: a record is at most about 500 KiB */
+#define MAX_FILE (4u << 20) /* bytes: a record is at most about 800 KiB (stop_record.py) */
 #define MAX_ROWS 4096u      /* stop_record.py RECORD_LIMIT */
 
 /* A decimal u64 (digits only, no sign, no fraction), as the record's integers are. */
@@ -60,10 +60,12 @@ char *mt_read_file(const char *path) {
     return b.data;
 }
 
-/* The rows of `text` (an array of arrays of `width` u64), each passed to `row`; false
- * (with `why`) if one is not such a row or there are more than MAX_ROWS. */
-typedef bool (*row_fn)(const uint64_t *row, void *ctx);
-static bool rows(const char *text, size_t width, row_fn row, void *ctx, const char **why) {
+/* The rows of `text` (an array of arrays of `width` u64, or of `alt` when not 0), each
+ * passed to `row` with its width; false (with `why`) if one is not such a row or there are
+ * more than MAX_ROWS. */
+typedef bool (*row_fn)(const uint64_t *row, size_t width, void *ctx);
+static bool rows(const char *text, size_t width, size_t alt, row_fn row, void *ctx,
+                 const char **why) {
     char **items = NULL, **cells = NULL;
     size_t n = 0, m = 0;
     char err[64];
@@ -75,12 +77,14 @@ static bool rows(const char *text, size_t width, row_fn row, void *ctx, const ch
     bool ok = true;
     for (size_t i = 0; i < n && ok; ++i) {
         uint64_t v[5] = {0};
-        ok = mt_json_array(items[i], &cells, &m, err, sizeof err) && m == width;
+        ok = mt_json_array(items[i], &cells, &m, err, sizeof err) &&
+             (m == width || (alt != 0 && m == alt));
         for (size_t k = 0; ok && k < m; ++k) ok = parse_u64(cells[k], &v[k]);
+        size_t got = m; /* (its width, for `row`) */
         mt_json_array_free(cells, m);
         cells = NULL, m = 0;
         if (!ok) *why = "a bad row";
-        else if (!row(v, ctx)) ok = false, *why = "a row with bad counts";
+        else if (!row(v, got, ctx)) ok = false, *why = "a row with bad counts";
     }
     mt_json_array_free(items, n);
     return ok;
@@ -93,7 +97,8 @@ typedef struct finding {
     bool found;
 } finding;
 
-static bool finished_row(const uint64_t *r, void *ctx) {
+static bool finished_row(const uint64_t *r, size_t width, void *ctx) {
+    (void)width;
     finding *f = ctx;
     if (r[2] > r[1]) return false; /* (more refused than held) */
     if (!f->found && r[0] == f->simulation_id) {
@@ -104,7 +109,8 @@ static bool finished_row(const uint64_t *r, void *ctx) {
     return true;
 }
 
-static bool bye_row(const uint64_t *r, void *ctx) {
+static bool bye_row(const uint64_t *r, size_t width, void *ctx) {
+    (void)width;
     finding *f = ctx;
     if (r[4] > r[3] || r[1] >= 65536) return false;
     if (!f->found && r[0] == f->simulation_id && r[1] == (uint64_t)f->client_rank &&
@@ -124,16 +130,23 @@ static const mt_json_member *member(const mt_json_member *m, size_t n, const cha
 
 /* A record's "expected_end" (the stream ended on expected_simulations: stop_record.py
  * ExpectedEnd): its counts, and the steps held and refused of this simulation if it is
- * among the unfinished ones (0 else). */
+ * among the unfinished ones (0 else); of the record's "unfinished", the first and last
+ * step held too when its row says them (spanned: a row of 5; an older trainer's of 3
+ * confirms nothing). */
 typedef struct expected_end {
-    uint64_t expected, finished, abandoned, simulation_id, steps, refused;
-    bool found; /* (this simulation among the rows) */
+    uint64_t expected, finished, abandoned, simulation_id, steps, refused, first, last;
+    bool found, spanned; /* (this simulation among the rows; its row of 5) */
 } expected_end;
 
-static bool unfinished_row(const uint64_t *r, void *ctx) {
+static bool unfinished_row(const uint64_t *r, size_t width, void *ctx) {
     expected_end *e = ctx;
     if (r[2] > r[1]) return false; /* (more refused than held) */
-    if (r[0] == e->simulation_id) e->steps = r[1], e->refused = r[2], e->found = true;
+    /* (first after last, or more steps than the range holds: stop_record.py parse_record) */
+    if (width == 5 && (r[3] > r[4] || (r[1] != 0 && r[4] - r[3] < r[1] - 1))) return false;
+    if (r[0] == e->simulation_id) {
+        e->steps = r[1], e->refused = r[2], e->found = true;
+        e->spanned = width == 5, e->first = r[3], e->last = r[4];
+    }
     return true;
 }
 
@@ -148,7 +161,7 @@ static bool parse_expected_end(const char *text, expected_end *e, const char **w
               number_u64(member(m, n, "finished"), &e->finished) &&
               number_u64(member(m, n, "abandoned"), &e->abandoned);
     const mt_json_member *rows_of = ok ? member(m, n, "unfinished") : NULL;
-    ok = ok && rows_of != NULL && rows(rows_of->string, 3, unfinished_row, e, why);
+    ok = ok && rows_of != NULL && rows(rows_of->string, 3, 0, unfinished_row, e, why);
     mt_json_free(m, n);
     return ok;
 }
@@ -156,8 +169,9 @@ static bool parse_expected_end(const char *text, expected_end *e, const char **w
 /* Parse the record `text` and decide (see mt_stop_record_decide, and
  * mt_stop_record_for_good with `for_good`); `why` set when invalid. */
 static mt_stop_outcome decide_record(const char *text, const char *run_id, uint64_t sid,
-                                     int client_rank, uint64_t count, bool for_good,
+                                     int client_rank, const mt_stop_sent *sent, bool for_good,
                                      mt_stop_said *out, const char **why) {
+    uint64_t count = sent->count;
     mt_json_member *m = NULL, *rm = NULL;
     size_t n = 0, rn = 0;
     char err[160];
@@ -200,19 +214,24 @@ static mt_stop_outcome decide_record(const char *text, const char *run_id, uint6
         (strcmp(complete->string, "true") != 0 && strcmp(complete->string, "false") != 0))
         goto done;
     finding f = {sid, count, client_rank, out, false};
-    if (finished == NULL || byes == NULL || !rows(finished->string, 3, finished_row, &f, why) ||
-        !rows(byes->string, 5, bye_row, &f, why))
+    if (finished == NULL || byes == NULL ||
+        !rows(finished->string, 3, 0, finished_row, &f, why) ||
+        !rows(byes->string, 5, 0, bye_row, &f, why))
         goto done;
-    expected_end e = {0, 0, 0, sid, 0, 0, false};
+    expected_end e = {0, 0, 0, sid, 0, 0, 0, 0, false, false};
     if (ended != NULL &&
         (ended->kind != MT_JSON_OTHER || !parse_expected_end(ended->string, &e, why)))
         goto done;
-    expected_end h = {0, 0, 0, sid, 0, 0, false}; /* (the steps held of this simulation) */
+    expected_end h = {0, 0, 0, sid, 0, 0, 0, 0, false, false}; /* (held of this simulation) */
     if (held != NULL && (held->kind != MT_JSON_OTHER ||
-                         !rows(held->string, 3, unfinished_row, &h, why)))
+                         !rows(held->string, 3, 5, unfinished_row, &h, why)))
         goto done;
     bool whole = strcmp(complete->string, "true") == 0, end = strcmp(code->string, "end") == 0;
-    out->held_known = h.found, out->held = h.steps, out->sent = count;
+    /* (steps held out of those sent are not a count of them taken: stopped.py decide) */
+    out->held_known = h.found && !(h.spanned && h.steps != 0 &&
+                                   !(sent->spanned && sent->first <= h.first &&
+                                     h.first <= h.last && h.last <= sent->last));
+    out->held = h.steps, out->sent = count;
     snprintf(out->code, sizeof out->code, "%s", code->string);
     snprintf(out->message, sizeof out->message, "%s", message->string);
     out->time_step = failed_step;
@@ -228,7 +247,13 @@ static mt_stop_outcome decide_record(const char *text, const char *run_id, uint6
         said = strcmp(code->string, "stopped") != 0 ? MT_STOP_ENDED : MT_STOP_UNDECIDED;
     else if (f.found)
         said = MT_STOP_CONFIRMED;
-    else if ((out->taken = whole && end && ended == NULL && h.found && h.steps >= count)) {
+    /* (as many steps held as sent there, from the least to the greatest sent: the steps
+     * held count every run of the simulation, so a count alone would let an earlier
+     * run's stand for a restarted run's lost ones; stopped.py _taken) */
+    else if ((out->taken = whole && end && ended == NULL && h.found && h.spanned &&
+                           h.steps == count &&
+                           (count == 0 || (sent->spanned && h.first == sent->first &&
+                                           h.last == sent->last)))) {
         said = MT_STOP_CONFIRMED; /* (the run ended, every step sent taken: stopped.py) */
         out->bye = MT_RECEIPT_BYE, out->bye_steps = count;
         out->steps = h.steps, out->nonfinite = h.refused;
@@ -294,7 +319,7 @@ void mt_stop_record_words(const char *record, char *out, size_t size) {
 
 static mt_stop_outcome look_at(const char *dir, size_t rank, const char *endpoint,
                                const char *run_id, uint64_t simulation_id, int client_rank,
-                               uint64_t count, bool for_good, mt_stop_look *look,
+                               const mt_stop_sent *sent, bool for_good, mt_stop_look *look,
                                mt_stop_said *out) {
     char path[4096];
     snprintf(path, sizeof path, "%s/rank_%zu.json", dir, rank);
@@ -320,7 +345,7 @@ static mt_stop_outcome look_at(const char *dir, size_t rank, const char *endpoin
             const char *why = NULL;
             said = record->kind == MT_JSON_OTHER
                        ? decide_record(record->string, run_id, simulation_id, client_rank,
-                                       count, for_good, out, &why)
+                                       sent, for_good, out, &why)
                        : MT_STOP_INVALID;
             if (said == MT_STOP_INVALID) {
                 if (!look->warned)
@@ -340,16 +365,17 @@ static mt_stop_outcome look_at(const char *dir, size_t rank, const char *endpoin
 
 mt_stop_outcome mt_stop_record_decide(const char *dir, size_t rank, const char *endpoint,
                                       const char *run_id, uint64_t simulation_id,
-                                      int client_rank, uint64_t count, mt_stop_look *look,
-                                      mt_stop_said *out) {
-    return look_at(dir, rank, endpoint, run_id, simulation_id, client_rank, count, false, look,
+                                      int client_rank, const mt_stop_sent *sent,
+                                      mt_stop_look *look, mt_stop_said *out) {
+    return look_at(dir, rank, endpoint, run_id, simulation_id, client_rank, sent, false, look,
                    out);
 }
 
 mt_stop_outcome mt_stop_record_for_good(const char *dir, size_t rank, const char *endpoint,
                                         const char *run_id, uint64_t simulation_id,
                                         mt_stop_look *look, mt_stop_said *out) {
-    return look_at(dir, rank, endpoint, run_id, simulation_id, 0, 0, true, look, out);
+    mt_stop_sent none = {0, 0, 0, false};
+    return look_at(dir, rank, endpoint, run_id, simulation_id, 0, &none, true, look, out);
 }
 
 bool mt_stop_all_taken(mt_client *c) {
@@ -360,9 +386,10 @@ bool mt_stop_all_taken(mt_client *c) {
         mt_stop_look look = {0}; /* (read afresh) */
         mt_stop_said *s = calloc(1, sizeof *s); /* (16 KiB: its reason's message whole) */
         if (s == NULL) return false;           /* (the close's error, as without) */
+        mt_stop_sent sent = mt_stop_sent_of(c, r, c->n_endpoints, c->steps_per_receiver[r]);
         mt_stop_outcome o = mt_stop_record_decide(c->rendezvous_used, r, c->endpoints[r],
-                                                  c->run_id, c->simulation_id, c->rank,
-                                                  c->steps_per_receiver[r], &look, s);
+                                                  c->run_id, c->simulation_id, c->rank, &sent,
+                                                  &look, s);
         all = o == MT_STOP_CONFIRMED && s->taken; /* (not "finished": an earlier run's) */
         free(s);
     }

@@ -258,3 +258,10 @@ bool mt_stop_preempted_words(mt_client *c, char *out, size_t size) {
     }
     return false;
 }
+
+mt_stop_sent mt_stop_sent_of(const mt_client *c, size_t rank, size_t world, uint64_t count) {
+    mt_stop_sent sent = {count, 0, 0, false};
+    sent.spanned = mt_stepset_span(&c->steps, c->simulation_id, rank, world, c->routing,
+                                   &sent.first, &sent.last);
+    return sent;
+}

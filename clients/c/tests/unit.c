@@ -130,7 +130,16 @@ static void test_stepset(void) {
     for (uint64_t i = 0; i < 100000; ++i) CHECK(mt_stepset_add(&s, 10 * i) == 1);
     CHECK(s.run_count == 100000 && s.count == 0 && s.cap == 0);
     CHECK(mt_stepset_add(&s, 500) == 0 && mt_stepset_add(&s, 505) == 1 && s.count == 1);
+    /* the least and greatest a receiver gets (stop_record.c): of 3 receivers by t % 3,
+     * receiver 1 gets 10, 40, ..., 999970 (and 505), receiver 2 gets 20 .. 999980; routed
+     * (s + t) % 3 with s = 4, receiver 2 gets those t % 3 == 1 */
+    uint64_t lo = 0, hi = 0;
+    CHECK(mt_stepset_span(&s, 3, 0, 1, false, &lo, &hi) && lo == 0 && hi == 999990);
+    CHECK(mt_stepset_span(&s, 3, 1, 3, false, &lo, &hi) && lo == 10 && hi == 999970);
+    CHECK(mt_stepset_span(&s, 3, 2, 3, false, &lo, &hi) && lo == 20 && hi == 999980);
+    CHECK(mt_stepset_span(&s, 4, 2, 3, true, &lo, &hi) && lo == 10 && hi == 999970);
     mt_stepset_free(&s);
+    CHECK(!mt_stepset_span(&s, 3, 0, 1, false, &lo, &hi)); /* (none) */
     /* off-run steps, then the run growing into them: each step counted once */
     uint64_t order[] = {0, 1, 2, 5, 4, 3, 6, 7, 7, 2, 9, 8};
     added = 0;

@@ -34,6 +34,7 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING, Protocol
 
@@ -330,6 +331,12 @@ def stop_first(
         "queued messages (the BYE among them)" if bye and failure == "queued messages" else failure
     )
     what, verb = f"its {what}", "was" if failure == "BYE" else "were"
+    if said.kind == "ended" and said.held is not None and said.endpoint in t.endpoints:
+        # (the counts a receipt's refusal gives too, `StopRecords.decide`: without them a
+        # user trial could not tell how much of the simulation its trainer had taken)
+        sent = t.steps[list(t.endpoints).index(said.endpoint)].count
+        of = f"; it had taken {min(said.held, sent)} of the {sent} time steps this simulation"
+        said = replace(said, reason=f"{said.reason}{of} sent it")
     return stop_sentence(f"simulation {t.simulation_id} rank {t.rank}", what, verb, said, down)
 
 

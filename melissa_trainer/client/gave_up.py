@@ -82,6 +82,9 @@ class StopSaid:
         detail: what follows: the record's facts (counts, what was taken) and what to do.
         error: what the close raises (`SimulationNotNeeded`, `SimulationRefused`,
             `TrainerStopped`); a send raises its own (`send_wait`).
+        held: ``ended``: the steps of this simulation that the record's receiver held
+            (its record's ``unfinished``), where the record says; else None. A close
+            says them beside the steps it sent there (`closing.stop_first`).
     """
 
     endpoint: str
@@ -89,6 +92,7 @@ class StopSaid:
     reason: str
     detail: str
     error: type[Exception]
+    held: int | None = None
 
 
 def stop_sentence(who: str, what: str, verb: str, said: StopSaid, down: Sequence[str] = ()) -> str:

@@ -304,6 +304,7 @@ class StopRecords:
                     endpoint, "not_needed", _NOT_NEEDED, self._not_needed_facts(rank, record),
                     SimulationNotNeeded,
                 )  # fmt: skip
+            held = None if record.unfinished is None else record.unfinished.get(self.simulation_id)
             return StopSaid(
                 endpoint,
                 "ended",
@@ -314,6 +315,7 @@ class StopRecords:
                 f"{rerun_words(self.simulation_id)}: the trainer takes "
                 f"the steps it lacks, each once",
                 TrainerStopped,
+                None if held is None else held[0],
             )
         return None
 

@@ -22,7 +22,7 @@ from c_driver import script_exe  # noqa: F401 (a fixture)
 from compiled import SANITIZER_ENV, CClient, c_client, sanitized_c_client  # noqa: F401
 from predict_script import Script, zctx  # noqa: F401 (a fixture)
 from test_c_close_dead_trainer import close_to_dead
-from test_c_close_receipt import RUN
+from test_c_close_receipt import RUN, STEPS
 from test_c_close_stop_first import python_close
 from test_c_close_stop_record import ingest
 from test_c_follow_resend_gone import dead_endpoint
@@ -54,6 +54,31 @@ def test_the_c_close_says_the_same_words(
     rendezvous, dead = tmp_path / "ended", dead_endpoint(zctx)
     code, message, err = close_to_dead(script_exe, rendezvous, dead, SETUP, record)
     assert code == MT_ETIMEDOUT, (message, err)
+    assert message.endswith(ENDED), message
+    monkeypatch.setenv("MELISSA_TRAINER_RENDEZVOUS", str(rendezvous))
+    for name in ("MELISSA_TRAINER_ENDPOINTS", "MELISSA_TRAINER_RUN_ID", "MELISSA_TRAINER_ATTEMPT"):
+        monkeypatch.delenv(name, raising=False)
+    python = python_close(rendezvous, dead, record, TrainerStopped)
+    assert message == python  # (the oracle)
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(120)
+def test_the_c_close_says_how_many_steps_were_taken_as_python_does(
+    script_exe: Path,  # noqa: F811
+    zctx: zmq.Context,  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The record holds 1 step of simulation 3 (its ``unfinished``), which sent STEPS
+    that were not delivered: both clients say so, in the same words (a user trial,
+    htrial6: neither said what the trainer had taken). Failed before: no counts."""
+    record = build_record(ingest({}, {3: {}}), RUN, StopReason("end", "max_steps 7 reached"))
+    rendezvous, dead = tmp_path / "ended", dead_endpoint(zctx)
+    code, message, err = close_to_dead(script_exe, rendezvous, dead, SETUP, record)
+    assert code == MT_ETIMEDOUT, (message, err)
+    taken = f"; it had taken 1 of the {STEPS} time steps this simulation sent it). "
+    assert taken in message, message
     assert message.endswith(ENDED), message
     monkeypatch.setenv("MELISSA_TRAINER_RENDEZVOUS", str(rendezvous))
     for name in ("MELISSA_TRAINER_ENDPOINTS", "MELISSA_TRAINER_RUN_ID", "MELISSA_TRAINER_ATTEMPT"):

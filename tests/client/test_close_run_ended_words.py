@@ -52,6 +52,21 @@ def test_a_close_to_a_run_that_ended_says_it_ended_without_resume_advice(
     assert "resume_from_checkpoint" not in said and "runs there again" not in said, said
 
 
+def test_a_close_whose_messages_were_not_delivered_says_how_many_steps_were_taken(
+    external: Path,
+) -> None:
+    """The steps the record's receiver held (its ``unfinished``: step 0) beside those the
+    client sent it (steps 0 and 1), as the receipt's refusal says them (a user trial,
+    htrial6: a trainer that ended at max_steps while 75 of a solver's 100 steps were
+    queued was said to have stopped, without what it had taken). Failed before: no
+    counts when the messages were not delivered."""
+    said = close_after(external, StopReason("end", "max_steps 30 reached"))
+    assert (
+        "its stop record in " in said
+        and "; it had taken 1 of the 2 time steps this simulation sent it). " in said
+    ), said
+
+
 def test_a_close_to_a_run_that_failed_keeps_the_resume_advice(external: Path) -> None:
     said = close_after(external, StopReason("error", "CUDA out of memory"))
     assert "(error: CUDA out of memory; its stop record in " in said, said

@@ -179,9 +179,10 @@ mt_status mt_stop_record_fail(mt_client *c, mt_stop_outcome o, const mt_stop_sai
 static void undelivered_text(const mt_client *c, said_kind k, const mt_stop_said *s,
                              size_t rank, const char *endpoint, const char *down,
                              const char *what, const char *verb, const char *fn,
-                             mt_buf *text) {
+                             const char *of, mt_buf *text) {
     mt_buf reason = {0}, whose = {0};
     reason_of(c, k, s, &reason);
+    mt_buf_printf(&reason, "%s", of); /* (a close's counts: closing.py stop_first) */
     mt_buf_printf(text, "simulation %llu rank %d: ", (unsigned long long)c->simulation_id,
                   c->rank);
     /* (the disconnected receivers, whose messages those are, and the record's receiver
@@ -213,8 +214,18 @@ mt_status mt_stop_record_undelivered(mt_client *c, mt_stop_outcome o, const mt_s
     const char *among = bye && queued ? " (the BYE among them)" : ""; /* (closing.py stop_first) */
     mt_buf text = {0}, phrase = {0};
     mt_buf_printf(&phrase, "its %s%s", what, among);
+    /* (the steps the record's receiver held of those sent it, where the record says, as
+     * the receipt's refusal says them: closing.py stop_first) */
+    char of[160] = "";
+    if (k == SAID_ENDED && s->held_known && rank < c->n_endpoints) {
+        unsigned long long sent = (unsigned long long)c->steps_per_receiver[rank];
+        unsigned long long held = (unsigned long long)s->held;
+        snprintf(of, sizeof of, "; it had taken %llu of the %llu time steps this simulation "
+                                "sent it",
+                 held < sent ? held : sent, sent);
+    }
     if (phrase.oom) text.oom = true;
-    else undelivered_text(c, k, s, rank, endpoint, down, phrase.data, verb, "close", &text);
+    else undelivered_text(c, k, s, rank, endpoint, down, phrase.data, verb, "close", of, &text);
     free(phrase.data);
     mt_status status = k == SAID_REFUSED ? MT_ESIMREFUSED : MT_ETIMEDOUT;
     if (bye) return said(c, status, &text);
@@ -234,7 +245,7 @@ mt_status mt_stop_record_send_gave_up(mt_client *c, mt_stop_outcome o, const mt_
     else snprintf(what, sizeof what, "time step %llu and those queued before it",
                   (unsigned long long)*step);
     mt_buf text = {0};
-    undelivered_text(c, k, s, rank, c->endpoints[rank], down, what, "were", "send", &text);
+    undelivered_text(c, k, s, rank, c->endpoints[rank], down, what, "were", "send", "", &text);
     mt_buf_printf(&text, " (%s)", after); /* (what ended the send: send_wait.c) */
     return said(c, k == SAID_REFUSED ? MT_ESIMREFUSED : MT_ETIMEDOUT, &text);
 }

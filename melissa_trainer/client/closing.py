@@ -51,6 +51,7 @@ from melissa_trainer.client.gave_up import (
     StopSaid,
     run_again,
     stop_sentence,
+    taken_of,
     waits_for,
 )
 from melissa_trainer.client.handshake import Handshakes
@@ -334,9 +335,10 @@ def stop_first(
     if said.kind == "ended" and said.held is not None and said.endpoint in t.endpoints:
         # (the counts a receipt's refusal gives too, `StopRecords.decide`: without them a
         # user trial could not tell how much of the simulation its trainer had taken)
-        sent = t.steps[list(t.endpoints).index(said.endpoint)].count
-        of = f"; it had taken {min(said.held, sent)} of the {sent} time steps this simulation"
-        said = replace(said, reason=f"{said.reason}{of} sent it")
+        # (`taken_of`: none said of steps held outside those sent, another run's)
+        sent = t.steps[list(t.endpoints).index(said.endpoint)]
+        of = taken_of(said.held, said.held_span, sent.count, sent.span())
+        said = replace(said, reason=f"{said.reason}{of}")
     return stop_sentence(f"simulation {t.simulation_id} rank {t.rank}", what, verb, said, down)
 
 

@@ -18,7 +18,7 @@ from melissa_trainer.client.worker_given import given_attempt
 
 __all__ = [
     "DeliveryFailed", "Preempted", "ReceiverNotFound", "StopSaid", "given_to_a_worker",
-    "rerun_words", "run_again", "stop_sentence", "waits_for",
+    "rerun_words", "run_again", "stop_sentence", "taken_of", "waits_for",
 ]  # fmt: skip
 
 
@@ -84,7 +84,8 @@ class StopSaid:
             `TrainerStopped`); a send raises its own (`send_wait`).
         held: ``ended``: the steps of this simulation that the record's receiver held
             (its record's ``unfinished``), where the record says; else None. A close
-            says them beside the steps it sent there (`closing.stop_first`).
+            says them beside the steps it sent there (`closing.stop_first`, `taken_of`).
+        held_span: the first and last of those steps (None: an older trainer's row).
     """
 
     endpoint: str
@@ -93,6 +94,26 @@ class StopSaid:
     detail: str
     error: type[Exception]
     held: int | None = None
+    held_span: tuple[int, int] | None = None
+
+
+def taken_of(
+    held: int | None, held_span: tuple[int, int] | None, count: int, span: tuple[int, int] | None
+) -> str:
+    """ "; it had taken N of the `count` time steps this simulation sent it", from a stop
+    record's row of this simulation (`held` steps, the first and last `held_span`), where
+    it counts steps among those sent (`span`: their least and greatest); else "" (no row,
+    or steps held outside those sent: another run's, not a count of these taken). One
+    rule for a receipt's refusal (`StopRecords.decide`) and a close's (`stop_first`); the
+    C client's too (clients/c/src/stop_record.c ``held_known``)."""
+    outside = (
+        bool(held)
+        and held_span is not None
+        and not (span is not None and span[0] <= held_span[0] <= held_span[1] <= span[1])
+    )
+    if held is None or outside:
+        return ""
+    return f"; it had taken {min(held, count)} of the {count} time steps this simulation sent it"
 
 
 def stop_sentence(who: str, what: str, verb: str, said: StopSaid, down: Sequence[str] = ()) -> str:

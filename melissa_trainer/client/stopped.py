@@ -47,7 +47,7 @@ from pathlib import Path
 from melissa_trainer import wire as protocol
 from melissa_trainer.client.admission import SimulationRefused
 from melissa_trainer.client.closing import TrainerStopped, client_logger
-from melissa_trainer.client.gave_up import DeliveryFailed, StopSaid, rerun_words
+from melissa_trainer.client.gave_up import DeliveryFailed, StopSaid, rerun_words, taken_of
 from melissa_trainer.client.send_wait import StoppedForGood
 from melissa_trainer.stream.stop_record import RECORD_KEY, RESUMABLE, StopRecord, parse_record
 from melissa_trainer.wire.receipt import RECEIPT_BYE, RECEIPT_FINISHED, ReceiptReply
@@ -304,7 +304,8 @@ class StopRecords:
                     endpoint, "not_needed", _NOT_NEEDED, self._not_needed_facts(rank, record),
                     SimulationNotNeeded,
                 )  # fmt: skip
-            held = None if record.unfinished is None else record.unfinished.get(self.simulation_id)
+            sid = self.simulation_id
+            held = None if record.unfinished is None else record.unfinished.get(sid)
             return StopSaid(
                 endpoint,
                 "ended",
@@ -316,6 +317,7 @@ class StopRecords:
                 f"the steps it lacks, each once",
                 TrainerStopped,
                 None if held is None else held[0],
+                (record.unfinished_span or {}).get(sid),
             )
         return None
 
@@ -364,20 +366,8 @@ class StopRecords:
             return self._reply(rank, RECEIPT_BYE, taken[0], count, taken[1])
         if record.complete and reason.code in _FINAL:
             held = None if record.unfinished is None else record.unfinished.get(sid)
-            first, last = (record.unfinished_span or {}).get(sid, (-1, -1))
-            if (
-                held
-                and held[0]
-                and first >= 0
-                and not (span and span[0] <= first <= last <= span[1])
-            ):
-                held = None  # (steps held out of those sent: not a count of them taken)
-            of = (
-                ""
-                if held is None
-                else f"; it had taken {min(held[0], count)} of the {count} time steps "
-                f"this simulation sent it"
-            )
+            held_span = (record.unfinished_span or {}).get(sid)
+            of = taken_of(None if held is None else held[0], held_span, count, span)
             stop = (
                 f"{self.whose}: its BYE was not confirmed: the trainer's receiver {rank} "
                 f"({self.endpoints[rank]}) stopped before it read it ({reason.code}: "

@@ -92,3 +92,33 @@ def test_a_receipt_of_a_run_that_ended_says_it_ended_without_resume_advice(
     assert "stopped before it read it (end: max_steps 30 reached" in said, said
     assert ENDED in said, said
     assert "resume_from_checkpoint" not in said and "runs there again" not in said, said
+
+
+def test_steps_held_outside_those_sent_are_not_said_taken_of_them() -> None:
+    """A rerun by hand (steps 10 to 14) of a simulation whose earlier run had delivered
+    steps 0 to 9 (the record's row: 10 held, first 0, last 9), its messages undelivered at
+    a run's end: the close does not say "it had taken 5 of the 5 time steps" (none of
+    these was taken), as a receipt's refusal does not (`taken_of`, one rule for both).
+    Failed before (hfix2's rule met htrial6's counts in the merge): "taken 5 of the 5"."""
+    from types import SimpleNamespace
+
+    from melissa_trainer.client.closing import stop_first
+    from melissa_trainer.client.gave_up import StopSaid
+    from melissa_trainer.stream.step_set import StepSet
+
+    sent = StepSet()
+    for step in range(10, 15):
+        sent.add(step)
+    t = SimpleNamespace(endpoints=["tcp://a:1"], steps=[sent], simulation_id=3, rank=0)
+    reason = "end: max_steps 20 reached; its stop record in DIR"
+
+    def said(held: int, span: tuple[int, int] | None) -> str:
+        stop = StopSaid("tcp://a:1", "ended", reason, "ENDED", TrainerStopped, held, span)
+        return stop_first(t, "queued messages", True, stop)  # type: ignore[arg-type]
+
+    assert "it had taken" not in said(10, (0, 9)), said(10, (0, 9))
+    assert "it had taken" not in said(5, (0, 4)), said(5, (0, 4))
+    assert "; it had taken 5 of the 5 time steps this simulation sent it" in said(5, (10, 14))
+    assert "; it had taken 2 of the 5 time steps" in said(2, (10, 11))
+    assert "; it had taken 0 of the 5 time steps" in said(0, (0, 0))  # (none held)
+    assert "; it had taken 5 of the 5 time steps" in said(10, None)  # (an older row: as before)

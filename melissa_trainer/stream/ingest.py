@@ -159,6 +159,7 @@ class Ingest(IngestState):
                 self.duplicates += msg.records
                 return None
             return self.reject("no_hello", sid, f"BATCH of {msg.records} steps before HELLO")
+        self.keep_recent(msg.records)  # (all its keys, if the snapshot lacks them all)
         layout = sim.layout.get(msg.name)
         same = (
             sim.single

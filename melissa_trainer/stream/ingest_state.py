@@ -140,8 +140,9 @@ class IngestState(IngestQueries):
         self.pending: dict[tuple[int, int], Assembly] = {}
         self._pending_bytes = 0
         self.recent = RecentKeys(recent_size)  # the keys of the last samples recorded
-        #: what `recent` holds besides one message's samples (`keep_recent`)
-        self._recent_base = recent_size
+        #: what `recent` holds besides one message's samples, and that message's
+        #: samples (`keep_recent`; read per BATCH: one compare, not a call)
+        self._recent_base, self.recent_spare = recent_size, 0
         self.marked = 0  # samples recorded as done (the buffer's put count + one in flight)
         #: samples recorded (marked) whose put has not returned yet: counted in
         #: `samples_put` only once it does, but a snapshot taken while it blocks (on a
@@ -193,7 +194,7 @@ class IngestState(IngestQueries):
         size = self._recent_base + samples
         if size > self.recent.maxlen:
             self.recent.grow(size)
-            self.archive.keep = size
+            self.archive.keep, self.recent_spare = size, samples
 
     def _put_each(self, samples: Sequence[Sample]) -> int:
         n = 0

@@ -5,7 +5,8 @@ every step, its BYEs, its heartbeat); a finished one needs only to answer "is th
 a duplicate?" — every step of a finished simulation is — and, on resume, to be
 forgotten step by step if the buffer's snapshot did not hold its last samples. That
 second need lasts as long as its keys are in the ingest's ``recent`` list; once
-``recent_size`` more samples have been put after it finished, none are, and its ledger
+as many more samples as that list holds (`keep`, which grows with it:
+`IngestState.keep_recent`) have been put after it finished, none are, and its ledger
 is dropped here for an entry of one integer: the number of steps it completed. A study
 of 10^5 simulations then keeps 10^5 small entries, not 10^5 ledgers (about 1.8 KB each
 with their bit arrays, more with longer simulations), and its checkpoint two arrays
@@ -46,7 +47,8 @@ class Archive:
 
     Args:
         keep: how many samples must be put after a simulation finished before its
-            ledger may be archived (the ingest's ``recent_size``).
+            ledger may be archived (the length of the ingest's ``recent`` list; the
+            ingest raises it as the list grows).
     """
 
     def __init__(self, keep: int) -> None:

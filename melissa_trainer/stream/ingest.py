@@ -159,6 +159,8 @@ class Ingest(IngestState):
                 self.duplicates += msg.records
                 return None
             return self.reject("no_hello", sid, f"BATCH of {msg.records} steps before HELLO")
+        if msg.records > self.recent_spare:  # (all its keys, if the snapshot lacks them all)
+            self.keep_recent(msg.records)
         layout = sim.layout.get(msg.name)
         same = (
             sim.single

@@ -94,7 +94,9 @@ class IngestLoop(ABC):
             max_pending=config.max_pending,
             max_pending_bytes=config.max_pending_bytes,
             max_time_step=config.max_time_step,
-            recent_size=buffer.capacity + 16,  # > the puts between two snapshots
+            # > the puts between two snapshots (the largest message's samples are added
+            # to it as they come: `IngestState.keep_recent`)
+            recent_size=buffer.capacity + 16,
             schema=config.schema,
             one_schema=config.fields is not None,
             parameters=config.parameters,

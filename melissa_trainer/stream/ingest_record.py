@@ -84,6 +84,8 @@ def load_record(ingest: IngestState, state: dict[str, Any], buffer_put: int) -> 
             f"invalid receiver state: simulation {min(both)} has both a ledger and an archive entry"
         )
     raw = np.frombuffer(base64.b64decode(state["recent"], validate=True), "<u8")
+    # room for every key saved (the list grows with the largest message: `keep_recent`)
+    ingest.keep_recent(raw.size // 2 - ingest.recent.maxlen)
     ingest.recent.extend((int(s), int(t)) for s, t in raw.reshape(-1, 2))
     counters = {k: int(v) for k, v in state["counters"].items()}
     ingest.messages, ingest.bytes = counters.get("messages", 0), counters.get("bytes", 0)

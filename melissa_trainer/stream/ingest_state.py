@@ -91,7 +91,8 @@ class IngestState(IngestQueries):
         one_schema: hold every simulation to one schema (False and no `schema`: each
             simulation declares its own fields).
         recent_size: how many of the last keys put the checkpoint keeps (at least the
-            buffer's capacity: see `load_state`).
+            buffer's capacity: see `load_state_dict`), besides the samples of the
+            largest message (`keep_recent`).
         log_interval: seconds between two summaries of rejected messages and dropped
             incomplete samples (`log`; the first of each reason is logged in full).
         run_id: this run's identity: a HELLO carrying another is refused (``wrong_run``,
@@ -139,6 +140,9 @@ class IngestState(IngestQueries):
         self.pending: dict[tuple[int, int], Assembly] = {}
         self._pending_bytes = 0
         self.recent = RecentKeys(recent_size)  # the keys of the last samples recorded
+        #: what `recent` holds besides one message's samples, and that message's
+        #: samples (`keep_recent`; read per BATCH: one compare, not a call)
+        self._recent_base, self.recent_spare = recent_size, 0
         self.marked = 0  # samples recorded as done (the buffer's put count + one in flight)
         #: samples recorded (marked) whose put has not returned yet: counted in
         #: `samples_put` only once it does, but a snapshot taken while it blocks (on a
@@ -176,6 +180,21 @@ class IngestState(IngestQueries):
         self._check_finite = self.nonfinite.checks
         #: HELLOs of a simulation rank already open on another connection (`twin_hellos`)
         self.twins = TwinHellos(rank)
+
+    def keep_recent(self, samples: int) -> None:
+        """Before a message of `samples` samples is recorded: let `recent` hold the
+        last ``recent_size + samples`` keys from now on (and the archive wait as many
+        puts). A resume must forget every key recorded that the buffer's snapshot lacks
+        (`load_state_dict`): up to the puts after it (at most the buffer's capacity,
+        which ``recent_size`` covers) and the samples of one message (a pump's that did
+        not fit, waiting in the `Feeder`'s overflow, or those of a put blocked on the
+        full buffer), all recorded before any is put. A BATCH of small fields holds
+        thousands: a list of ``recent_size`` kept too few, and the resume lost the
+        others (tests/stream/test_resume_overflow.py)."""
+        size = self._recent_base + samples
+        if size > self.recent.maxlen:
+            self.recent.grow(size)
+            self.archive.keep, self.recent_spare = size, samples
 
     def _put_each(self, samples: Sequence[Sample]) -> int:
         n = 0

@@ -43,6 +43,17 @@ class RecentKeys:
     def __len__(self) -> int:
         return self._len
 
+    def grow(self, size: int) -> None:
+        """Keep at least the last `size` keys from now on (no change if it already
+        does): the keys held stay, in order. O(size), once per new size."""
+        if size <= self._size:
+            return
+        keys = list(self)
+        n = len(keys)
+        self._sids = [s for s, _ in keys] + [0] * (size - n)
+        self._steps = [t for _, t in keys] + [0] * (size - n)
+        self._size, self._next, self._len = size, n % size, n
+
     def append(self, key: tuple[int, int]) -> None:
         """Add one key (the newest)."""
         i = self._next

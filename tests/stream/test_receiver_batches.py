@@ -147,7 +147,11 @@ def test_batches_take_the_same_path_to_the_buffer_as_records_one_by_one(world: i
             ra, rb = a.sims[7], b.sims[7]
             assert ra.done.rstrip(b"\0") == rb.done.rstrip(b"\0")
             assert ra.completed == rb.completed == len(got_b)
-            assert list(a.recent) == list(b.recent)
+            # the same last keys, in order; the batches' list may hold more (it grows
+            # to hold a whole message's keys with the puts a checkpoint may lack:
+            # `IngestState.keep_recent`)
+            kept, held = list(b.recent), list(a.recent)
+            assert len(held) >= len(kept) and held[len(held) - len(kept) :] == kept
         for x in got_b:
             assert x["time_step"].shape == x["simulation_id"].shape == ()
             assert x["time_step"].dtype == x["simulation_id"].dtype == np.int64

@@ -131,6 +131,7 @@ mt_stop_outcome mt_stop_record_decide(const char *dir, size_t rank, const char *
  * another run's, invalid). */
 mt_stop_outcome mt_stop_record_for_good(const char *dir, size_t rank, const char *endpoint,
                                         const char *run_id, uint64_t simulation_id,
+                                        const mt_stop_sent *sent, /* (NULL: none said) */
                                         mt_stop_look *look, mt_stop_said *out);
 /* stop_said.c: what the close says of a stop record's MT_STOP_REFUSED (MT_ESIMREFUSED) or
  * MT_STOP_ENDED (MT_ETIMEDOUT), in the Python client's words, composed from `s`'s fields.

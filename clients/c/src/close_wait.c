@@ -236,9 +236,11 @@ static mt_status between(mt_client *c, waiting *w) {
             free(gone.data);
             return mt_fail(c, MT_ENOMEM, "out of memory");
         }
+        /* (the steps sent there: the count held said only of those, gave_up.taken_of) */
+        mt_stop_sent sent = mt_stop_sent_of(c, r, c->n_endpoints, c->steps_per_receiver[r]);
         mt_stop_outcome o = mt_stop_record_for_good(c->rendezvous_used, r, c->endpoints[r],
-                                                    c->run_id, c->simulation_id, &w->looks[r],
-                                                    s);
+                                                    c->run_id, c->simulation_id, &sent,
+                                                    &w->looks[r], s);
         mt_status st = MT_OK;
         if (o == MT_STOP_ENDED && w->bye && mt_stop_all_taken(c)) { /* (stop_record.c) */
             free(s);

@@ -112,7 +112,7 @@ static mt_status stopped_for_good(mt_client *c, waiting *w, const uint64_t *step
                                           "comes back there", mt_now() - w->started);
     for (size_t r = 0; st == MT_OK && r < c->n_endpoints; ++r) {
         mt_stop_outcome o = mt_stop_record_for_good(c->rendezvous_used, r, c->endpoints[r],
-                                                    c->run_id, c->simulation_id,
+                                                    c->run_id, c->simulation_id, NULL,
                                                     &w->looks[r], s);
         if (o == MT_STOP_REFUSED || o == MT_STOP_ENDED) {
             st = mt_stop_record_send_gave_up(c, o, s, r, down.data, step,

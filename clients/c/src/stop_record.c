@@ -373,9 +373,11 @@ mt_stop_outcome mt_stop_record_decide(const char *dir, size_t rank, const char *
 
 mt_stop_outcome mt_stop_record_for_good(const char *dir, size_t rank, const char *endpoint,
                                         const char *run_id, uint64_t simulation_id,
-                                        mt_stop_look *look, mt_stop_said *out) {
-    mt_stop_sent none = {0, 0, 0, false};
-    return look_at(dir, rank, endpoint, run_id, simulation_id, 0, &none, true, look, out);
+                                        const mt_stop_sent *sent, mt_stop_look *look,
+                                        mt_stop_said *out) {
+    mt_stop_sent none = {0, 0, 0, false}; /* (sent: held_known's span, as the receipt's) */
+    return look_at(dir, rank, endpoint, run_id, simulation_id, 0, sent ? sent : &none, true,
+                   look, out);
 }
 
 bool mt_stop_all_taken(mt_client *c) {

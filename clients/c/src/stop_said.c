@@ -256,7 +256,7 @@ bool mt_stop_preempted_words(mt_client *c, char *out, size_t size) {
         mt_stop_said *s = calloc(1, sizeof *s); /* (16 KiB: its reason's message whole) */
         if (s == NULL) return false;            /* (the words without the record) */
         mt_stop_record_for_good(c->rendezvous_used, r, c->endpoints[r], c->run_id,
-                                c->simulation_id, &look, s);
+                                c->simulation_id, NULL, &look, s);
         bool preempted = s->preempted;
         if (preempted) /* (a message's first 200 bytes: the line stays readable) */
             snprintf(out, size, "%s (%.200s; its stop record in %s)",

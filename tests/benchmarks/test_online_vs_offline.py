@@ -26,6 +26,8 @@ import heat_pipelines as hp  # noqa: E402
 import online_vs_offline as bench  # noqa: E402
 from solver import check_parameters, solve  # noqa: E402  (heat_pipelines put it on the path)
 
+from melissa_trainer.launcher.log_lines import LAUNCHER  # noqa: E402
+
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs Linux /proc"),
@@ -78,9 +80,18 @@ def test_both_pipelines_train_on_the_same_simulations(tmp_path, validation):
     assert online["simulations"] == N
     assert online["samples_received"] == N * SETUP.time_steps  # every (simulation, step) once
     # logs, a lock and the rendezvous (~1.2 KB), not even one simulation's fields, beside
-    # the study's record of its draws (a CSV row per draw: launcher/draw_log.py)
+    # the study's record of its draws (a CSV row per draw: launcher/draw_log.py) and the
+    # launcher's lines in each job's log (its start and the command: launcher/log_lines.py)
     draws = sum(p.stat().st_size for p in (tmp_path / "online").rglob("draws.csv"))
-    assert draws > 0 and online["bytes_on_disk"] - draws < SETUP.time_steps * SETUP.sample_bytes
+    launcher = sum(
+        len(line)
+        for log in (tmp_path / "online").rglob("*.log")
+        for line in log.read_bytes().splitlines(keepends=True)
+        if line.startswith(LAUNCHER.encode())
+    )
+    assert draws > 0 and launcher > 0, (draws, launcher)
+    kept = online["bytes_on_disk"] - draws - launcher
+    assert kept < SETUP.time_steps * SETUP.sample_bytes, kept
     assert online["steps"] > 0 and math.isfinite(online["val_mse"])
 
     offline = off.train_offline(SETUP, files, validation, epochs=2)

@@ -251,8 +251,8 @@ def __getattr__(name: str) -> Any:
 
 
 def _hf_classes() -> Mapping[str, str]:
-    """`config.hf_names.HF_CLASSES`, imported when a missing name is asked for only."""
-    from melissa_trainer.config.hf_names import HF_CLASSES
+    """`config.hf_trainer_names.HF_CLASSES`, imported when a missing name is asked for only."""
+    from melissa_trainer.config.hf_trainer_names import HF_CLASSES
 
     return HF_CLASSES
 

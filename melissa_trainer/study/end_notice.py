@@ -102,7 +102,7 @@ logger = logging.getLogger(__name__)
 #: seconds a STUDY_END may take to reach a receiver (a live one: milliseconds)
 SEND_TIMEOUT = 2.0
 #: seconds rank 0's receiver must have waited for room, at every poll, before a notice
-#: that does not wait for `done` (`supervisor.DRAIN_GRACE` + `IDLE_GRACE`: as long as the
+#: that does not wait for `done` (`data_watch.DRAIN_GRACE` + `IDLE_GRACE`: as long as the
 #: launcher's own judgment of an exited simulation takes)
 HELD = 3.0
 #: the statuses of a simulation whose process ended with exit 0 (`study_record`)

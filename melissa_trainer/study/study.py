@@ -41,10 +41,8 @@ the simulations: the processes). The study owns what joins them:
   queue: a queue longer than that still needs `stall_timeout` raised). A silence not
   explained (no job alive, a simulation silent mid-stream, a start-up with no bound)
   fails as before.
-* **Stop.** `stop` ends the simulations first (none outlives the trainer: at the end of
-  the stream the last ones get `STOP_WAIT` s to exit, waited for at LOOP_END already,
-  before the final log: `on_loop_end`, `closing`; stopped with data to come, by
-  `max_steps`, a hook or an error, at once), then the receivers.
+* **Stop.** `stop` ends the simulations first (none outlives the trainer; how long the
+  last ones get, `STOP_WAIT` s at the end of the stream: `study_stop`), then the receivers.
 * **Checkpoint and resume.** The launcher's record rides in rank 0's source state (key
   ``"launcher"`` beside the stream's record). On resume, `on_all_ranks_started` is a
   collective: the ranks gather the simulations their checkpointed receivers all have
@@ -80,10 +78,10 @@ from melissa_trainer.launcher.adaptive import AdaptiveSampler
 from melissa_trainer.launcher.study_record import SavedStudy
 from melissa_trainer.sources.ingest_transform import IngestTransform
 from melissa_trainer.sources.source import Source, SourceError
-from melissa_trainer.stream.rank_activity import FINAL_WAIT, ActivityPublisher
+from melissa_trainer.stream.rank_activity import ActivityPublisher
 from melissa_trainer.stream.receiver import Receiver
 from melissa_trainer.stream.stream_source import StreamSource
-from melissa_trainer.study.closing import LastExits, check_waiting, log_study_account
+from melissa_trainer.study.closing import LastExits, check_waiting
 from melissa_trainer.study.end_notice import StudyEndNotice
 from melissa_trainer.study.every_rank import EveryRankReport, publisher
 from melissa_trainer.study.feedback import FeedbackCheck
@@ -99,19 +97,18 @@ from melissa_trainer.study.progress_words import study_failed
 from melissa_trainer.study.saved_account import SavedAccount
 from melissa_trainer.study.starvation import StarvationWatch, study_watch
 from melissa_trainer.study.study_state import StudyState
+from melissa_trainer.study.study_stop import StudyStop
 from melissa_trainer.study.watermark import warn_unreachable_study_watermark
 
-__all__ = ["ENDED_GRACE", "STOP_WAIT", "Study"]
+__all__ = ["ENDED_GRACE", "Study"]
 
-#: seconds simulations get to exit by themselves once the stream has ended
-STOP_WAIT = 10.0
 #: seconds the receiver is idle, every simulation ended, before rank 0 says it waits in vain
 ENDED_GRACE = 5.0
 #: launcher figures added to the telemetry (rank 0's; zeros elsewhere, so sums are exact)
 LAUNCHER_KEYS = ("running", "exited", "finished", "failed", "abandoned", "restarts", "redraws")
 
 
-class Study(StudyState, Source):
+class Study(StudyState, StudyStop, Source):
     """Runs `launcher`'s simulations and trains on what they stream (module docstring).
 
     Args:
@@ -160,14 +157,12 @@ class Study(StudyState, Source):
         self._stream_over = False  # on_end_of_stream: the last simulations are closing
         self._last_exits = LastExits()  # (at most STOP_WAIT s for them, in all)
         self._end_notice: StudyEndNotice | None = None  # rank 0: tells the ranks the end
-        #: every rank's receiver heard (`every_rank`): another rank's hand-off to rank 0
-        self._publisher: ActivityPublisher | None = None
+        self._publisher: ActivityPublisher | None = None  # (`every_rank`: to rank 0)
         self._ranks: EveryRankReport | None = None  # (rank 0's: its launcher's, its account's)
         self.starvation: StarvationWatch | None = None  # a wait for a batch never served
         #: rank 0, resumed: which simulations are done, which run again (`ProgressHook`)
         self.resume_report: list[str] = []
-        #: rank 0, after `stop`: the account when not a WARNING (`ProgressHook` prints it)
-        self.account_report: list[str] = []
+        self.account_report: list[str] = []  # rank 0, after `stop` (`ProgressHook` prints it)
         self._accounted = False  # the end-of-run account was logged (`stop`)
         self.saved_account = SavedAccount()  # what a resume from the last checkpoint does
         self.feedback = FeedbackCheck()  # rank 0: did the losses steer a draw? (`stop`)
@@ -301,69 +296,6 @@ class Study(StudyState, Source):
             self.launcher.check()
         except Exception as exc:  # (`from None`: chained, its report would print twice)
             raise study_failed(exc) from None
-
-    def stop(self) -> None:
-        """End the simulations (none outlives the trainer), then the receivers."""
-        receiver = self.stream.receiver
-        # told before the kills (rank 0, after the wait, tells every rank's: it kills), the
-        # receivers summarise those closes as the study's, not one WARNING each (`connections`)
-        told = None if receiver is None else lambda: receiver.study_stops(self._started)
-        if not self._started and told is not None:
-            told()
-        try:
-            if self._end_notice is not None:
-                self._end_notice.stop()
-            if self._started:
-                # At the end of the stream (any rank) the last simulations may exit and
-                # their data arrive (finished, not rerun on resume). Stopped with data to
-                # come, an error or a preemption: no wait (they may block on a full buffer).
-                self._last_exits.stop(self.launcher, STOP_WAIT, self._closing(), told)
-                if not self._accounted:  # the account (`closing`), once (stopped twice)
-                    self._accounted = True
-                    account = log_study_account(self.launcher, receiver, self.feedback, self._ranks)
-                    self.account_report = account + self._last_exits.stopped_lines()  # (killed)
-                    self.account_report += self.saved_account.lines()  # (its resume's words)
-        finally:  # (the receiver first: the publisher's last word has its last steps)
-            try:
-                self.stream.stop()
-            finally:
-                if self._publisher is not None:
-                    self._publisher.stop()
-
-    def stop_bound(self) -> float:
-        """`Source.stop_bound`: the last simulations' `STOP_WAIT`, the account's wait for the
-        other ranks' last counts (`FINAL_WAIT`), the launcher's stop (`Backend.stop_bound`:
-        its kill of every job). Known on every rank: the same launcher, run on rank 0 only."""
-        grace = self.launcher.tuning.kill_grace
-        return STOP_WAIT + FINAL_WAIT + self.launcher.backend.stop_bound(grace)
-
-    def note_stop(self, code: str, message: str) -> None:
-        """`Source.note_stop`: to the receivers, whose stop record says it to the closing."""
-        self.stream.note_stop(code, message)
-
-    def _closing(self) -> bool:
-        """The stream has ended (any rank), and no error or preemption hurries the stop."""
-        receiver = self.stream.receiver
-        ended = self._stream_over or (receiver is not None and receiver.ended)
-        return ended and not (self._failed or self._preempted)
-
-    def on_loop_end(self, preempted: bool) -> None:
-        """Rank 0, at LOOP_END (the source runs; the final log and checkpoint follow): at the
-        end of the stream, unless `preempted`, wait for the launcher to see the last exits
-        (`closing`: at most `STOP_WAIT` s, which `stop` does not add to)."""
-        if self._started and not preempted and self._closing():
-            self._last_exits.wait(self.launcher, STOP_WAIT)
-
-    def on_end_of_stream(self) -> None:
-        """The stream has ended on some rank (END_OF_STREAM): `stop` gives the last simulations
-        `STOP_WAIT` s to exit and their data to arrive."""
-        self._stream_over = True
-
-    def on_preempted(self) -> None:
-        """The run is preempted (PREEMPTED; its checkpoint written): `stop` kills the simulations at
-        once, without the `STOP_WAIT` for the last ones' data (measured: a SIGTERM with
-        every simulation launched exited after 11.4 s, the checkpoint written at 0.1 s)."""
-        self._preempted = True
 
     @property
     def adaptive(self) -> bool:

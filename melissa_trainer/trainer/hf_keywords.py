@@ -1,6 +1,6 @@
 """`OnlineTrainer(..., callbacks=[...])` and Hugging Face Trainer's other keywords that
-`OnlineTrainer` lacks: a TypeError naming the keyword to use (`config.hf_names`), where
-Python would say only "unexpected keyword argument"; and Trainer's methods that it lacks
+`OnlineTrainer` lacks: a TypeError naming the keyword to use (`config.hf_trainer_names`),
+where Python would say only "unexpected keyword argument"; and Trainer's methods that it lacks
 (`save_model`, `predict`, `add_callback`): an AttributeError naming what to use. No
 keyword or method is taken as an alias."""
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Self
 
-from melissa_trainer.config.hf_names import hf_method_hint, refuse_hf_keywords
+from melissa_trainer.config.hf_trainer_names import hf_method_hint, refuse_hf_keywords
 
 __all__ = ["RefusesHFKeywords"]
 

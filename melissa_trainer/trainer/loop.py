@@ -24,7 +24,7 @@ from accelerate.utils import KwargsHandler, set_seed
 
 from melissa_trainer.buffers import Sample
 from melissa_trainer.config.arguments import TrainingArguments
-from melissa_trainer.config.hf_names import refuse_train_resume
+from melissa_trainer.config.hf_trainer_names import refuse_train_resume
 from melissa_trainer.core import process_group
 from melissa_trainer.core.control import TrainerControl
 from melissa_trainer.core.dataset import Collate, ProcessBatch, ProcessSample, check_batch_options

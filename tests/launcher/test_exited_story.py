@@ -28,8 +28,13 @@ import pytest
 from launcher_runs import FAST, kill_all
 from study_runs import study_to_its_end
 
-from melissa_trainer.launcher import Launcher, LauncherTuning, LocalBackend, make_sampler
-from melissa_trainer.launcher import supervisor as supervisor_module
+from melissa_trainer.launcher import (
+    Launcher,
+    LauncherTuning,
+    LocalBackend,
+    data_watch,
+    make_sampler,
+)
 
 pytestmark = [
     pytest.mark.skipif(sys.platform != "linux", reason="the local backend uses /proc"),
@@ -127,7 +132,7 @@ def test_the_rest_of_the_data_arriving_after_the_exit_is_said(
     tmp_path: Path, launcher_log: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # (no timeout while the test's handler lets the child close: not what is tested here)
-    monkeypatch.setattr(supervisor_module, "DRAIN_GRACE", 3600.0)
+    monkeypatch.setattr(data_watch, "DRAIN_GRACE", 3600.0)
     said = run(tmp_path, "late", "waiting for the rest of its data")
     assert len(said) == 2, said
     assert re.fullmatch(

@@ -27,7 +27,7 @@ from melissa_trainer.hooks import Hook
 from melissa_trainer.launcher import Launcher, LauncherTuning, LocalBackend, UniformSampler
 from melissa_trainer.launcher.study_record import records_of
 from melissa_trainer.study.closing import LastExits
-from melissa_trainer.study.study import STOP_WAIT
+from melissa_trainer.study.study_stop import STOP_WAIT
 
 pytestmark = [
     pytest.mark.slow,

@@ -2,7 +2,7 @@
 (user trial htrial46): a port's ``from melissa_trainer import TrainerCallback`` (its
 ``from transformers import ...`` with the package renamed) got Python's bare "cannot
 import name 'TrainerCallback' from 'melissa_trainer'", naming nothing to use. One
-table, `config.hf_names.HF_CLASSES`; every replacement it names is exported."""
+table, `config.hf_trainer_names.HF_CLASSES`; every replacement it names is exported."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import re
 import pytest
 
 import melissa_trainer
-from melissa_trainer.config.hf_names import HF_CLASSES
+from melissa_trainer.config.hf_trainer_names import HF_CLASSES
 
 
 @pytest.mark.parametrize(

@@ -2,8 +2,9 @@
 unknown flag, `TrainingArguments`' unknown argument, a `--config` file's unknown key and
 `OnlineTrainer`'s Trainer keywords (``callbacks=``) used to get argparse's plain
 "unrecognized arguments", "remove it (valid arguments: ...)" or Python's "unexpected
-keyword argument". One table (`config.hf_names`) serves all, and the docs' table
-(docs/how-to/configuration.md, "From Hugging Face") names the same names."""
+keyword argument". One table for the arguments (`config.hf_names`) and one for the
+trainer's keywords (`config.hf_trainer_names`) serve all, and the docs' tables
+(docs/how-to/configuration.md, "From Hugging Face") name the same names."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ import pytest
 import torch
 
 from melissa_trainer import ArgumentParser, OnlineTrainer, TrainingArguments
-from melissa_trainer.config.hf_names import HF_ARGUMENTS, HF_TRAINER_KEYWORDS
+from melissa_trainer.config.hf_names import HF_ARGUMENTS
+from melissa_trainer.config.hf_trainer_names import HF_TRAINER_KEYWORDS
 from melissa_trainer.config.reading import ConfigError, UnknownArgumentError
 
 DOC = Path(__file__).parents[2] / "docs" / "how-to" / "configuration.md"

@@ -2,7 +2,7 @@
 (user trial htrial46): `trainer.save_model("final")` after `train()`, the first line an
 HF user writes, got Python's bare "'OnlineTrainer' object has no attribute
 'save_model'", and so did `predict`, `add_callback`, `is_world_process_zero`. One table
-(`config.hf_names.HF_TRAINER_METHODS`) says what to use; the docs' table
+(`config.hf_trainer_names.HF_TRAINER_METHODS`) says what to use; the docs' table
 (docs/how-to/configuration.md, "From Hugging Face") names the same names."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from melissa_trainer import OnlineTrainer, TrainingArguments
-from melissa_trainer.config.hf_names import HF_TRAINER_METHODS
+from melissa_trainer.config.hf_trainer_names import HF_TRAINER_METHODS
 from tests.trainer.test_hf_names import _doc_names
 
 #: the method, and what the error must name

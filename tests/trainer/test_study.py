@@ -32,7 +32,7 @@ from melissa_trainer.launcher import (
     LauncherTuning,
     LocalBackend,
     UniformSampler,
-    supervisor,
+    data_watch,
 )
 from melissa_trainer.launcher.study_record import records_of
 from melissa_trainer.stream import watchdog
@@ -295,7 +295,7 @@ def test_an_exit_0_without_all_its_data_is_a_failed_attempt_not_a_success(
     # Its two attempts each wait DRAIN_GRACE (2 s) after their exit; 0.5 s is as good
     # a grace here: a solver that closes its client has delivered its BYE before it exits
     # (and the receiver must also be idle for IDLE_GRACE, 1 s, unchanged)
-    monkeypatch.setattr(supervisor, "DRAIN_GRACE", 0.5)
+    monkeypatch.setattr(data_watch, "DRAIN_GRACE", 0.5)
     launcher = study(tmp_path, 3, {"steps": 5, "no_bye": [1]}, max_restarts=1)
     keys = Keys()
     t = trainer(tmp_path, launcher, keys)

@@ -26,7 +26,7 @@ from melissa_trainer import (
 )
 from melissa_trainer.launcher import LocalBackend
 from melissa_trainer.launcher.study_record import records_of
-from melissa_trainer.study.study import STOP_WAIT
+from melissa_trainer.study.study_stop import STOP_WAIT
 
 SIMULATION = r"""
 import json, os
@@ -260,7 +260,7 @@ def test_a_checkpoint_at_the_end_of_the_stream_records_every_complete_simulation
     `poll_interval`: a checkpoint taken at the end of the stream, before its next tick,
     recorded the last simulations as still running or exited (a CI failure of
     tests/launcher/test_scale.py). `state_dict` applies the pending reports first."""
-    monkeypatch.setattr("melissa_trainer.study.study.STOP_WAIT", 0.1)  # the thread sleeps on
+    monkeypatch.setattr("melissa_trainer.study.study_stop.STOP_WAIT", 0.1)  # the thread sleeps on
     study = Study(launcher(tmp_path, 2, poll_interval=3600.0))  # one tick, then asleep
     buffer = FIFOBuffer(64)
     study.configure(str(tmp_path / "out"))

@@ -10,8 +10,10 @@ and ``A^-1`` acts, away from nothing but its own decay, as such a convolution: t
 architecture can learn it, and from every grid point of every sample. Training pairs
 are normalised per sample by the residual's RMS (the map is linear: the same map).
 
-The first simulations start before training: they get nothing (refused or no answer)
-and solve from their previous state; the later ones get a trained model. The example
+The first simulations start before training: their first requests are answered by the
+untrained model (version 0), whose guesses the check turns down (or not at all, when they
+ask before the trainer serves), and they solve from their previous state until the
+model trains; the later ones get a trained model. The example
 prints, per simulation, the solver's work per step (products by A, the guess's check
 included) with the surrogate's guesses, next to the work of the same simulation solved
 from its previous state (computed here in the same process: it does not depend on the

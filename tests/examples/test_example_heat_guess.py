@@ -20,6 +20,7 @@ import torch
 from helpers import run_group
 
 sys.path.insert(0, str(Path(__file__).parents[2] / "examples"))
+from heat_guess import train as heat_guess_train  # noqa: E402
 from heat_guess.solver import GuessConfig, Operator, Work, boundary, steps  # noqa: E402
 from heat_guess.train import OddConv, baseline_work, serving_sentence, work_words  # noqa: E402
 
@@ -161,6 +162,19 @@ def test_the_serving_line_is_a_sentence_of_the_counters() -> None:
            "latency_ms_p99": 1.0}  # fmt: skip
     assert "median 1 step (1 ms), 99th percentile 1 step (1 ms)" in serving_sentence(one)
     assert serving_sentence(telemetry).endswith("not answered: 7 refused (not_serving 7)")
+
+
+def test_the_first_simulations_are_said_to_get_the_untrained_models_answers() -> None:
+    """The example's help and the serving how-to said the first simulations "get nothing
+    (refused or no answer)"; a user trial's records (htrial7: ``--output_dir``, then
+    ``records/sim0.json``) showed simulation 0 answered at every step, its first 18
+    answers of version 0 (the untrained model, none used under the check), and the
+    report's "first model version" column reads 0 for it. Both texts now say so."""
+    page = Path(__file__).parents[2] / "docs" / "how-to" / "serve-while-training.md"
+    for text in (heat_guess_train.__doc__ or "", page.read_text(encoding="utf-8")):
+        said = " ".join(text.split())
+        assert "get nothing" not in said
+        assert "answered by the untrained model (version 0" in said
 
 
 def test_the_work_line_says_more_work_when_the_surrogate_cost_some() -> None:

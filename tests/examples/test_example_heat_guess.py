@@ -20,8 +20,9 @@ import torch
 from helpers import run_group
 
 sys.path.insert(0, str(Path(__file__).parents[2] / "examples"))
+from heat_guess import train as heat_guess_train  # noqa: E402
 from heat_guess.solver import GuessConfig, Operator, Work, boundary, steps  # noqa: E402
-from heat_guess.train import OddConv, baseline_work, serving_sentence  # noqa: E402
+from heat_guess.train import OddConv, baseline_work, serving_sentence, work_words  # noqa: E402
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "heat_guess" / "train.py"
 PARAMS = {"t_initial": 300.0, "t_left": 100.0, "t_right": 500.0, "t_bottom": 200.0,
@@ -161,6 +162,29 @@ def test_the_serving_line_is_a_sentence_of_the_counters() -> None:
            "latency_ms_p99": 1.0}  # fmt: skip
     assert "median 1 step (1 ms), 99th percentile 1 step (1 ms)" in serving_sentence(one)
     assert serving_sentence(telemetry).endswith("not answered: 7 refused (not_serving 7)")
+
+
+def test_the_first_simulations_are_said_to_get_the_untrained_models_answers() -> None:
+    """The example's help and the serving how-to said the first simulations "get nothing
+    (refused or no answer)"; a user trial's records (htrial7: ``--output_dir``, then
+    ``records/sim0.json``) showed simulation 0 answered at every step, its first 18
+    answers of version 0 (the untrained model, none used under the check), and the
+    report's "first model version" column reads 0 for it. Both texts now say so."""
+    page = Path(__file__).parents[2] / "docs" / "how-to" / "serve-while-training.md"
+    for text in (heat_guess_train.__doc__ or "", page.read_text(encoding="utf-8")):
+        said = " ".join(text.split())
+        assert "get nothing" not in said
+        assert "answered by the untrained model (version 0" in said
+
+
+def test_the_work_line_says_more_work_when_the_surrogate_cost_some() -> None:
+    """The report's "second half" line (a user trial of --method cg, htrial7: 8.3 vs 7.7
+    products per step printed "0.92x less work", which is more work): the ratio is of
+    the larger to the smaller, and the words say which way."""
+    assert work_words(13.3, 38.8) == "2.92x less work"
+    assert work_words(8.3, 7.7) == "1.08x more work"
+    assert work_words(7.7, 7.7) == "the same work"
+    assert work_words(7.71, 7.7) == "the same work"  # within the printed rounding
 
 
 @pytest.mark.e2e

@@ -93,7 +93,7 @@ Samples = Mapping[int, tuple[int, int]]
 Firsts = Mapping[int, int]
 #: seconds rank 0 waits, at most, for the other ranks' last writes at the study's end
 #: (`wait_final`): they stop their streams when rank 0 does, before its last simulations'
-#: wait (`study.STOP_WAIT`); bounded: a rank that died, or cannot write, says no last word
+#: wait (`study_stop.STOP_WAIT`); bounded: a rank that died, or cannot write, says no last word
 FINAL_WAIT = 5.0
 #: seconds between two looks at the other ranks' files while `wait_final` waits
 _FINAL_POLL = 0.05

@@ -88,14 +88,12 @@ ENDED = (
 #: taken, is told of a resume: a trainer resumed from that run's checkpoint lacks the
 #: BYE (`assembly.StepLedger.byes`, saved unfinished; or lacks the simulation, begun
 #: after the checkpoint): given expected_simulations its stream ends only once
-#: simulations_finished + abandoned reach it (`IngestState.check_expected`). The C
-#: client's words too (clients/c/src/stop_said.c)
+#: simulations_finished + abandoned reach it (`IngestState.check_expected`); the steps
+#: its checkpoint holds are dropped as duplicates of a rerun. The C client's words too
+#: (clients/c/src/stop_said.c)
 TAKEN_RESUME = (
-    "If you resume that run (--resume_from_checkpoint latest with a larger --max_steps), "
-    "the resumed trainer lacks this BYE (its checkpoint holds this simulation unfinished, "
-    "or not at all): given expected_simulations, its stream does not end without it. "
-    "Then {rerun}: the steps its checkpoint holds are dropped as duplicates, the others "
-    "taken once"
+    "If that run is resumed (a larger --max_steps) with expected_simulations, its stream "
+    "waits for this BYE: then {rerun}"
 )
 
 
@@ -274,12 +272,11 @@ class StopRecords:
     def taken_warning(self, rank: int, record: StopRecord, count: int) -> str:
         """What a close confirmed by `_taken` warns (the C client's words too)."""
         reason = record.reason
-        return (
+        return (  # (what happened, nothing lost, what a resume needs: no more)
             f"{self.whose}: the trainer's receiver {rank} ({self.endpoints[rank]}) stopped "
-            f"before it read this simulation's BYE ({reason.code}: {reason.message}; its stop "
-            f"record in {self.rendezvous}), having taken every time step this simulation "
-            f"sent it ({count}): nothing was lost, and nothing is to be run again for this "
-            f"run. {TAKEN_RESUME.format(rerun=rerun_words(self.simulation_id))}"
+            f"({reason.code}: {reason.message}) before it read this simulation's BYE, having "
+            f"taken every time step sent it ({count}): nothing was lost. "
+            f"{TAKEN_RESUME.format(rerun=rerun_words(self.simulation_id))}"
         )
 
     def for_good(self) -> StopSaid | None:

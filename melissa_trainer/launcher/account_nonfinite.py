@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from melissa_trainer.common.words import plural
+
 __all__ = ["MOST_REFUSED", "most_refused_line", "partway_line"]
 
 #: the share of the samples received refused as NaN or Inf from which the account says
@@ -55,7 +57,7 @@ def partway_line(
     many = len(ids) > 1
     return (
         f"  {len(ids)} turned NaN or Inf part-way (their samples from then on refused, "
-        f"nonfinite='refuse'): {bad} of {'their' if many else 'its'} {steps} samples "
+        f"nonfinite='refuse'): {bad} of {'their' if many else 'its'} {plural(steps, 'sample')} "
         f"refused ({bad / steps:.0%})"
         + (f", from time step {starts}" if starts else "")
         + (f"; e.g. simulation {ids[0]}" if many else f": simulation {ids[0]}")

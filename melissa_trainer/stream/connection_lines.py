@@ -55,6 +55,8 @@ import logging
 from collections.abc import Callable, Container, Mapping
 from typing import Protocol
 
+from melissa_trainer.common.words import plural
+
 __all__ = ["SHORT", "CloseLines", "fate_in"]
 
 logger = logging.getLogger("melissa_trainer.stream.receiver")  # the receiver's messages
@@ -220,9 +222,9 @@ class CloseLines:
                 _fate_said(groups[k], k, len(groups) > 1) for k in _FATES if k in groups
             )
             logger.warning(
-                "%d simulations warned of: a connection closed before its BYE, the steps "
+                "%s warned of: a connection closed before its BYE, the steps "
                 "received before it kept for training; %s%s",
-                len(self._logged),
+                plural(len(self._logged), "simulation"),
                 said,
                 self._label,
             )

@@ -8,6 +8,7 @@ from collections.abc import Iterable, Sequence
 import zmq
 
 from melissa_trainer import wire as protocol
+from melissa_trainer.common.words import plural
 from melissa_trainer.wire.study_end import encode_study_end
 
 CurveKeys = str | Sequence[str | None] | None
@@ -60,7 +61,9 @@ def _send(
     else:
         keys = list(curve_public_key)
         if len(keys) != len(endpoints):
-            raise ValueError(f"{len(keys)} CURVE keys for {len(endpoints)} endpoints")
+            raise ValueError(
+                f"{plural(len(keys), 'CURVE key')} for {plural(len(endpoints), 'endpoint')}"
+            )
     try:
         for endpoint, key in zip(endpoints, keys, strict=True):
             sock = context.socket(zmq.PUSH)

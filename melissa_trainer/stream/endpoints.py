@@ -24,7 +24,10 @@ RENDEZVOUS_VERSION = 1
 #: seconds `fetch_rendezvous` waits before it tells its `notice` what it waits for (a
 #: client says so: a typo in the path would otherwise be silent for the whole timeout)
 NOTICE_AFTER = 3.0
-_RANK_FILE = re.compile(r"rank_(\d+)\.json")
+#: a rank file's name of more digits (leading zeros aside) is refused unread: no trainer
+#: has a billion ranks (the C client's MT_RANK_DIGITS; ASCII digits, as it reads them)
+MAX_RANK_DIGITS = 9
+_RANK_FILE = re.compile(r"rank_([0-9]+)\.json")
 
 
 def write_rendezvous(
@@ -297,6 +300,10 @@ def _read_rendezvous(
     ranked_names = sorted((int(m.group(1)), n) for n in names if (m := _RANK_FILE.fullmatch(n)))
     for file_rank, name in ranked_names:
         rank_files = True
+        if len(str(file_rank)) > MAX_RANK_DIGITS:
+            problems.append(f"{name} invalid (its rank {file_rank} has over "
+                            f"{MAX_RANK_DIGITS} digits: no trainer has so many ranks)")  # fmt: skip
+            continue
         try:
             entry = json.loads((directory / name).read_text())
             rank = entry["rank"]

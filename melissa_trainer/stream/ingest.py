@@ -16,6 +16,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from melissa_trainer.common.words import plural
 from melissa_trainer.stream.assembly import (
     COMPLETE,
     DUPLICATE,
@@ -158,7 +159,8 @@ class Ingest(IngestState):
             if sid in self.archive:  # finished: every step is a duplicate
                 self.duplicates += msg.records
                 return None
-            return self.reject("no_hello", sid, f"BATCH of {msg.records} steps before HELLO")
+            said = f"BATCH of {plural(msg.records, 'step')} before HELLO"
+            return self.reject("no_hello", sid, said)
         if msg.records > self.recent_spare:  # (all its keys, if the snapshot lacks them all)
             self.keep_recent(msg.records)
         layout = sim.layout.get(msg.name)

@@ -32,6 +32,7 @@ from typing import Any
 import zmq
 
 from melissa_trainer.buffers import Buffer
+from melissa_trainer.common.words import plural
 from melissa_trainer.sources.ingest_transform import IngestTransform, IngestTransformError
 from melissa_trainer.sources.source import SourceError
 from melissa_trainer.stream.feeder import Feeder
@@ -329,11 +330,11 @@ class IngestLoop(ABC):
         ing.log.flush()
         self._buffer.close()
         logger.info(
-            "receiver of rank %d: end of stream (%s); %d samples put, %d duplicates, %d rejected",
+            "receiver of rank %d: end of stream (%s); %s put, %s, %d rejected",
             self._rank,
             why,
-            ing.samples_put,
-            ing.duplicates,
+            plural(ing.samples_put, "sample"),
+            plural(ing.duplicates, "duplicate"),
             sum(ing.rejected.values()),
         )
         self._twins_due = True

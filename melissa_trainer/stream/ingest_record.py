@@ -23,6 +23,7 @@ import numpy as np
 
 from melissa_trainer import wire as protocol
 from melissa_trainer.common.migrations import CURRENT
+from melissa_trainer.common.words import plural
 from melissa_trainer.stream.assembly import REJECT_REASONS, StepLedger
 from melissa_trainer.wire.routing import SIMULATION_STEP
 
@@ -151,9 +152,9 @@ def _forget_after(ingest: IngestState, marked: int, buffer_put: int) -> None:
     behind = marked - buffer_put
     if behind > len(ingest.recent) or behind < 0:
         logger.warning(
-            "receiver record (%d samples) and buffer (%d put) disagree beyond the "
+            "receiver record (%s) and buffer (%d put) disagree beyond the "
             "recent list: some samples may be lost or seen twice",
-            marked,
+            plural(marked, "sample"),
             buffer_put,
         )
     forgotten = 0

@@ -274,7 +274,8 @@ class IngestState(IngestQueries):
         if self.expected is not None and ended >= self.expected:
             self._warn_unfinished(self.expected)
             self._end(
-                f"{self.simulations_finished} simulations finished, {len(self.abandoned)} abandoned"
+                f"{plural(self.simulations_finished, 'simulation')} finished, "
+                f"{len(self.abandoned)} abandoned"
             )
 
     def _warn_unfinished(self, expected: int) -> None:
@@ -291,14 +292,14 @@ class IngestState(IngestQueries):
         logger.warning(
             "receiver of rank %d: the stream ends with expected_simulations=%d ended "
             "(%d finished, %d abandoned) while %s had begun here and not "
-            "finished (%s): %d of their samples were put into the buffer (and trained on); "
+            "finished (%s): %s put into the buffer (and trained on); "
             "what they send from now on is ignored (ignored_after_end) and their close is "
             "not confirmed. If you started more simulations than expected_simulations "
             "(external mode), raise ReceiverConfig.expected_simulations",
             *(self.rank, expected, self.simulations_finished, len(self.abandoned)),
             plural(len(unfinished), "other simulation"),
             shown,
-            samples,
+            plural(samples, "of their samples was", "of their samples were"),
         )
 
     def all_finished(self) -> bool:

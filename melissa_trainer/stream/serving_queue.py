@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from melissa_trainer.common.words import plural
 from melissa_trainer.wire import PredictRequest
 
 __all__ = ["DEFAULT_MAX_QUEUE", "Deliver", "Pending", "RequestQueue", "ServingRefused"]
@@ -158,9 +159,9 @@ class RequestQueue:
         if not self._serving:
             return "not_serving", "the trainer serves no model now (starting or stopping)"
         if len(pending) == 1:
-            return "busy", f"{self.max_queue} requests wait already"
+            return "busy", f"{plural(self.max_queue, 'request waits', 'requests wait')} already"
         return "busy", (
-            f"{waiting} of {self.max_queue} places in the queue are taken: no room for a "
+            f"{waiting} of {plural(self.max_queue, 'place')} in the queue are taken: no room for a "
             f"batch of {len(pending)} (none of it was queued)"
         )
 

@@ -50,6 +50,7 @@ from collections.abc import Callable
 from typing import Any
 
 from melissa_trainer.buffers import Buffer, BufferStats
+from melissa_trainer.common.words import plural
 from melissa_trainer.sources.source import SourceError
 from melissa_trainer.stream.receiver import Receiver
 from melissa_trainer.stream.watchdog import SilenceExcuse
@@ -126,7 +127,8 @@ def starved_words(
     """The error's message: the rank, what it holds against the batch it needs, what
     is known of the others (`peers`, a sentence or ""), why it hangs, and the fixes."""
     return (
-        f"rank {rank} of {world} cannot train: it waits for a batch of {wanted} samples and "
+        f"rank {rank} of {world} cannot train: it waits for a batch of "
+        f"{plural(wanted, 'sample')} and "
         f"no sample has reached its buffer for {idle:.0f} s (stall_timeout={stall_timeout:g})"
         f": {holds(size, put, wanted)}. {peers}{hang_and_fixes(world, external)}"
     )
@@ -140,7 +142,7 @@ def holds(size: int, put: int, wanted: int) -> str:
         if size >= wanted
         else ""
     )
-    return f"its buffer holds {size} samples, {put} received in all{held}"
+    return f"its buffer holds {plural(size, 'sample')}, {put} received in all{held}"
 
 
 class ReadClock:
@@ -328,7 +330,7 @@ class StarvationWatch:
                 stats = self._stats()
                 raise StarvedRankError(
                     f"rank {self.rank} of {self.world} cannot train, and nothing can change "
-                    f"that: it waits for a batch of {wanted} samples, "
+                    f"that: it waits for a batch of {plural(wanted, 'sample')}, "
                     f"{holds(stats.size, stats.put, wanted)}, none for {idle:.0f} s. "
                     f"{words}{hang_and_fixes(self.world, self._external, deadlock=True)}"
                 )
@@ -339,9 +341,9 @@ class StarvationWatch:
             if self._told != self._since:
                 self._told = self._since
                 logger.warning(
-                    "rank %d has waited %.0f s for a batch of %d samples with no sample "
+                    "rank %d has waited %.0f s for a batch of %s with no sample "
                     "coming (past stall_timeout=%g), not a stall: %s. Said once per wait",
-                    self.rank, idle, wanted, self.stall_timeout, why,
+                    self.rank, idle, plural(wanted, "sample"), self.stall_timeout, why,
                 )  # fmt: skip
             return
         stats = self._stats()

@@ -53,6 +53,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from melissa_trainer.common.words import plural
 from melissa_trainer.wire.messages import StudyEnd
 
 if TYPE_CHECKING:
@@ -94,10 +95,10 @@ class StudyEndCheck:
         if self._guard is not None:
             self._attempts = {s: self._guard.attempt(s) for s in self.finished}
         logger.info(
-            "receiver of rank %d: rank 0 says the study has ended (%d simulations ended with "
+            "receiver of rank %d: rank 0 says the study has ended (%s ended with "
             "exit 0); this rank's stream ends or fails after %g s of silence",
             self.rank,
-            len(self.finished),
+            plural(len(self.finished), "simulation"),
             self.grace,
         )
 

@@ -17,6 +17,7 @@ rewrite, the killed trainer's file is refused; a live trainer's file is taken.""
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import shutil
@@ -29,7 +30,7 @@ import pytest
 from compiled import C_SOURCE, c_toolchain_missing
 from tooling import missing_tool
 
-from melissa_trainer.stream.endpoints import write_rendezvous
+from melissa_trainer.stream.endpoints import fetch_rendezvous, write_rendezvous
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]  # (a build and processes)
 
@@ -41,10 +42,11 @@ HARNESS = textwrap.dedent(
     #include <stdlib.h>
     #include <string.h>
     char *__real_mt_read_file(const char *path);
-    static int reads = 0;
+    static int reads = 0, all_reads = 0;
     /* the trainer's rewrite (aside, then renamed), on the second read of rank_0.json */
     char *__wrap_mt_read_file(const char *path) {
         const char *text = getenv("NEW_JSON");
+        ++all_reads;
         if (text != NULL && strstr(path, "rank_0.json") != NULL && ++reads == 2) {
             char tmp[4200];
             snprintf(tmp, sizeof tmp, "%s.new", path);
@@ -61,6 +63,7 @@ HARNESS = textwrap.dedent(
         mt_rendezvous rv;
         mt_buf problem = {0};
         mt_status st = mt_rendezvous_read_live(argv[1], &rv, &problem, NULL);
+        if (getenv("COUNT_READS") != NULL) printf("reads %d\n", all_reads); /* (one look) */
         if (st == MT_ERENDEZVOUS && getenv("NEW_JSON") != NULL) { /* (the next look) */
             problem.len = 0;
             st = mt_rendezvous_read_live(argv[1], &rv, &problem, NULL);
@@ -113,15 +116,21 @@ def killed_trainers_files(tmp_path: Path) -> Path:
     return rv
 
 
-def taken(exe: Path, rv: Path, new_json: str | None) -> tuple[bool, str]:
-    """(refused, the endpoint taken or the words) of the client's start reading on `rv`."""
+def run(exe: Path, rv: Path, new_json: str | None = None, count: bool = False) -> str:
+    """The harness's output on `rv` (`count`: the reads of its first look first)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("MELISSA_")}
     if new_json is not None:
         env["NEW_JSON"] = new_json
-    out = subprocess.run(
+    if count:
+        env["COUNT_READS"] = "1"
+    return subprocess.run(
         [str(exe), str(rv)], capture_output=True, text=True, timeout=60, env=env, check=True
     ).stdout
-    refused, said = out.rstrip("\n").split(" ", 1)
+
+
+def taken(exe: Path, rv: Path, new_json: str | None) -> tuple[bool, str]:
+    """(refused, the endpoint taken or the words) of the client's start reading on `rv`."""
+    refused, said = run(exe, rv, new_json).rstrip("\n").split(" ", 1)
     return refused == "1", said
 
 
@@ -143,3 +152,36 @@ def test_without_a_rewrite_the_killed_trainer_s_file_is_refused_and_a_live_one_t
     live = tmp_path / "live"
     write_rendezvous(live, 0, 1, NEW, {"run_id": "r2"})
     assert taken(harness, live, None) == (False, NEW)
+
+
+def test_one_look_reads_each_file_once(harness: Path, tmp_path: Path) -> None:
+    """A look at a complete rendezvous of live trainers read each file three times (the
+    endpoints, the pids again, a third reading to check the two agreed: hmisc), as
+    Python reads it once. Failed before: 9 reads of 3 files."""
+    rv = tmp_path / "live"
+    for rank in range(3):  # (this process: a live trainer on this machine, not dialled)
+        write_rendezvous(rv, rank, 3, f"tcp://127.0.0.1:{5001 + rank}", {"run_id": "r3"})
+    counted, said = run(harness, rv, count=True).splitlines()
+    assert said == "0 tcp://127.0.0.1:5001", said  # (taken)
+    assert counted == "reads 3", counted
+
+
+def test_a_rank_of_over_9_digits_is_refused_by_c_as_by_python(
+    harness: Path, tmp_path: Path
+) -> None:
+    """A file named rank_N.json of a rank over 9 digits: the C client skipped it unsaid
+    and took the others (here a complete directory), Python read it (here, files that
+    disagree on world_size). No trainer writes one: both refuse it now, unread, in the
+    same words. Failed before: C took rank_0.json's endpoint."""
+    rv = tmp_path / "rv"
+    write_rendezvous(rv, 0, 1, OLD, {"run_id": "r4"})  # (this process: live)
+    big = {"version": 1, "rank": 1234567890, "world_size": 1234567891, "endpoint": NEW}
+    (rv / "rank_01234567890.json").write_text(json.dumps(big))
+    words = (
+        "rank_01234567890.json invalid (its rank 1234567890 has over 9 digits: no "
+        "trainer has so many ranks)"
+    )
+    assert taken(harness, rv, None) == (True, words)
+    with pytest.raises(TimeoutError) as caught:
+        fetch_rendezvous(rv, timeout=0.0, alive_only=True)
+    assert f": {words} (is the trainer running" in str(caught.value), caught.value

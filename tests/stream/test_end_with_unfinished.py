@@ -17,13 +17,13 @@ from melissa_trainer.wire import Bye, Data, FieldSpec, Hello
 FIELD = FieldSpec("u", np.dtype("<f4"), (2,))
 
 
-def make(ends: list[str]) -> Ingest:
+def make(ends: list[str], expected: int = 2) -> Ingest:
     return Ingest(
         0,
         1,
         put=lambda sample: True,
         end=ends.append,
-        expected=2,
+        expected=expected,
         max_field_bytes=1 << 20,
         max_pending=8,
         max_pending_bytes=1 << 20,
@@ -70,3 +70,19 @@ def test_no_word_when_every_simulation_begun_finished(caplog: pytest.LogCaptureF
         send(ing, 1, range(4), bye=True)
     assert len(ends) == 1
     assert warnings_of(caplog) == []
+
+
+def test_one_sample_and_one_simulation_are_said_in_the_singular(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A user read "1 of their samples were put": a count of one says its noun singular
+    (`words.plural`), in the warning and in the stream's end. Failed before: "1 of
+    their samples were put", "1 simulations finished"."""
+    ends: list[str] = []
+    ing = make(ends, expected=1)
+    with caplog.at_level(logging.INFO, logger="melissa_trainer.stream.receiver"):
+        send(ing, 7, range(1), bye=False)  # one sample of a solver part-way
+        send(ing, 0, range(4), bye=True)  # the one expected finished: the stream ends
+    assert ends == ["1 simulation finished, 0 abandoned"]
+    (warning,) = warnings_of(caplog)
+    assert ": 1 of their samples was put into the buffer (and trained on)" in warning, warning

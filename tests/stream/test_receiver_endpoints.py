@@ -136,7 +136,7 @@ def test_abandon_reaches_receivers_with_keys_of_their_own(tmp_path: Path) -> Non
         wait_until(
             lambda: tel(r1, "simulations_abandoned") == 1, "the condition", UNTIL_TEST_TIMEOUT
         )
-        with pytest.raises(ValueError, match="1 CURVE keys for 2 endpoints"):
+        with pytest.raises(ValueError, match="1 CURVE key for 2 endpoints"):
             send_abandon(endpoints, 5, curve_public_key=keys[:1])
 
 

@@ -59,7 +59,7 @@ def test_a_wait_with_no_sample_past_the_timeout_fails_naming_the_rank_and_its_bu
     said = str(info.value)
     assert said.startswith("rank 1 of 2 cannot train: it waits for a batch of 4 samples")
     assert "no sample has reached its buffer for 10 s (stall_timeout=10)" in said
-    assert "its buffer holds 1 samples, 1 received in all. Rank 0's state. " in said
+    assert "its buffer holds 1 sample, 1 received in all. Rank 0's state. " in said
     assert "Fix: a smaller batch_size" in said and "buffer='fifo'" in said
 
 

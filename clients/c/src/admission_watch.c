@@ -96,7 +96,7 @@ static void put_list(mt_buf *b, const char *const *names, size_t n) {
     mt_buf_puts(b, "]");
 }
 
-/* (mt_buf_put leaves b.data without a NUL: its texts are compared by b.len, not this) */
+/* (a cut buffer, b.len = named, keeps its old bytes after the cut: compared by b.len) */
 static bool starts(const char *s, const char *head) { return strncmp(s, head, strlen(head)) == 0; }
 
 /* Whether one part of a fields difference (stream/schema.py schema_difference), `part`

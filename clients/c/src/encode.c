@@ -26,9 +26,10 @@ static bool reserve(mt_buf *b, size_t n) {
 }
 
 void mt_buf_put(mt_buf *b, const void *p, size_t n) {
-    if (!reserve(b, n)) return;
+    if (!reserve(b, n + 1)) return; /* (room, and the NUL: as mt_buf_printf) */
     memcpy(b->data + b->len, p, n);
     b->len += n;
+    b->data[b->len] = '\0'; /* (not counted: data is a string after any append) */
 }
 
 void mt_buf_puts(mt_buf *b, const char *s) { mt_buf_put(b, s, strlen(s)); }

@@ -333,9 +333,9 @@ typedef struct mt_buf {
     size_t len, cap;
     bool oom;
 } mt_buf;
+/* Each append leaves b->data NUL-terminated (not in b->len; b->oom: as the last one left it). */
 void mt_buf_put(mt_buf *b, const void *p, size_t n);
 void mt_buf_puts(mt_buf *b, const char *s);
-/* Appends the formatted text; b->data stays a NUL-terminated string (unless b->oom). */
 void mt_buf_printf(mt_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void mt_buf_json_string(mt_buf *b, const char *s, size_t n);
 mt_status mt_encode_hello(mt_client *c, mt_buf *out);

@@ -38,6 +38,7 @@ typedef struct {
     char *kept;    /* "routed_t_mod_w": the raw JSON list, or NULL (docs/protocol.md 3) */
     char *host, *scope; /* "host", "loopback_scope" (strings; NULL: none: host_scope.c) */
     bool gone; /* a file of the rank's is of a trainer known gone: not "missing" */
+    long long pid; int runs; /* "pid" (0: none), whether it runs (mt_trainer_runs) */
 } rank_entry;
 
 static void entry_free(rank_entry *en) { /* (and NULL: each taken again or kept NULL) */
@@ -108,26 +109,36 @@ void mt_rendezvous_free(mt_rendezvous *rv) {
         if (rv->scopes != NULL) free(rv->scopes[r]);
     }
     free(rv->endpoints), free(rv->keys), free(rv->follows), free(rv->run_id), free(rv->receipts);
-    free(rv->kept), free(rv->hosts), free(rv->scopes);
+    free(rv->kept), free(rv->hosts), free(rv->scopes), free(rv->pids), free(rv->runs);
     memset(rv, 0, sizeof *rv);
 }
 
 /* What is wrong with one file, "NAME ...": said in rank order, then name, as Python
  * (endpoints.py _read_rendezvous), not in the directory's order (readdir's). */
 typedef struct {
-    long long rank;
     char *name, *words;
 } file_words;
 
-static int by_rank(const void *a, const void *b) {
-    const file_words *x = a, *y = b;
-    if (x->rank != y->rank) return x->rank < y->rank ? -1 : 1;
-    return strcmp(x->name, y->name);
+/* The digits of the rank of `name` (rank_DIGITS.json), leading zeros skipped (not the
+ * last), and how many there are. */
+static const char *rank_digits(const char *name, size_t *n) {
+    const char *d = name + 5;
+    for (*n = strlen(d) - 5; *n > 1 && *d == '0'; ++d) --*n;
+    return d;
 }
 
-/* `w` (its words: taken) kept in *said for file `name` of `rank`; false: no memory. */
-static bool keep_words(file_words **said, size_t *n, long long rank, const char *name,
-                       mt_buf *w) {
+/* By the rank the names say, any number of digits (Python's int), then by name. */
+static int by_rank(const void *a, const void *b) {
+    const file_words *x = a, *y = b;
+    size_t nx, ny;
+    const char *dx = rank_digits(x->name, &nx), *dy = rank_digits(y->name, &ny);
+    if (nx != ny) return nx < ny ? -1 : 1;
+    int c = strncmp(dx, dy, nx);
+    return c != 0 ? c : strcmp(x->name, y->name);
+}
+
+/* `w` (its words: taken) kept in *said for the file `name`; false: no memory. */
+static bool keep_words(file_words **said, size_t *n, const char *name, mt_buf *w) {
     file_words *grown = w->oom ? NULL : realloc(*said, (*n + 1) * sizeof **said);
     char *copy = grown != NULL ? strdup(name) : NULL;
     if (grown != NULL) *said = grown;
@@ -135,7 +146,7 @@ static bool keep_words(file_words **said, size_t *n, long long rank, const char 
         free(w->data);
         return false;
     }
-    (*said)[(*n)++] = (file_words){rank, copy, w->data};
+    (*said)[(*n)++] = (file_words){copy, w->data};
     return true;
 }
 
@@ -156,7 +167,7 @@ static void say_files(file_words *said, size_t n, mt_buf *problem) {
         wrong = true;                                                                      \
         mt_buf w_ = {0};                                                                   \
         if (problem != NULL) mt_buf_printf(&w_, __VA_ARGS__);                              \
-        if (problem != NULL && !keep_words(&said, &n_said, rank, name, &w_))               \
+        if (problem != NULL && !keep_words(&said, &n_said, name, &w_))                     \
             problem->oom = true;                                                           \
     } while (0)
 #define SAY(...)                                                                           \
@@ -211,9 +222,16 @@ mt_status mt_rendezvous_look(const char *dir, mt_rendezvous *out, mt_buf *proble
             continue;
         bool digits = true;
         for (size_t k = 5; k < len - 5; ++k) digits = digits && isdigit((unsigned char)name[k]);
-        if (!digits || len - 10 > 9) continue;
-        long long rank = atoll(name + 5);
+        if (!digits) continue;
         rank_files = true;
+        size_t n_digits;
+        const char *said_rank = rank_digits(name, &n_digits);
+        if (n_digits > MT_RANK_DIGITS) { /* (not read: endpoints.py MAX_RANK_DIGITS) */
+            FILE_SAY("%s invalid (its rank %.*s has over %d digits: no trainer has so many "
+                     "ranks)", name, (int)n_digits, said_rank, MT_RANK_DIGITS);
+            continue;
+        }
+        long long rank = atoll(name + 5);
         char path[4096];
         snprintf(path, sizeof path, "%s/%s", dir, name);
         char *text = mt_read_file(path); /* (whole: a stop record can be 500 KiB) */
@@ -266,7 +284,7 @@ mt_status mt_rendezvous_look(const char *dir, mt_rendezvous *out, mt_buf *proble
             if (strcmp(m[k].key, "endpoint") == 0 && m[k].kind == MT_JSON_STRING)
                 endpoint = m[k].string;
         }
-        long long pid = 0; /* (a gone trainer's: mt_trainer_runs) */
+        long long pid = 0; int runs = -1; /* (mt_trainer_runs': kept for read_live_once) */
         if (why != NULL) {
             FILE_SAY("%s unreadable (%s)", name, why);
         } else if (version != 1 || r != rank || world <= r || endpoint == NULL || !*endpoint ||
@@ -276,14 +294,14 @@ mt_status mt_rendezvous_look(const char *dir, mt_rendezvous *out, mt_buf *proble
             char words[400];
             mt_stop_record_words(record, words, sizeof words);
             FILE_SAY("%s: its trainer %s", name, words);
-        } else if (alive && mt_trainer_runs(m, n, scoped ? mine : NULL, &pid) == 0) {
+        } else if (alive && (runs = mt_trainer_runs(m, n, scoped ? mine : NULL, &pid)) == 0) {
             rank_entry *en = slot(&entries, &cap, rank); /* (killed: as a stopped file) */
             if (en == NULL) st = MT_ENOMEM;
             else en->gone = true;
             mt_buf w = {0};
             wrong = true;
             if (problem != NULL) mt_gone_words(&w, name, pid);
-            if (problem != NULL && !keep_words(&said, &n_said, rank, name, &w))
+            if (problem != NULL && !keep_words(&said, &n_said, name, &w))
                 problem->oom = true;
         } else {
             rank_entry *en = slot(&entries, &cap, rank);
@@ -295,6 +313,7 @@ mt_status mt_rendezvous_look(const char *dir, mt_rendezvous *out, mt_buf *proble
                 en->world = world;
                 en->receipts = receipts;
                 en->routing = routing;
+                en->pid = pid, en->runs = runs;
                 out->stopped = out->stopped || stopped;
                 if (!dup_to(&en->endpoint, endpoint) || !dup_to(&en->run_id, run_id) ||
                     !dup_to(&en->key, key) || !dup_to(&en->follow, follow) ||
@@ -344,9 +363,11 @@ mt_status mt_rendezvous_look(const char *dir, mt_rendezvous *out, mt_buf *proble
             out->kept = calloc((size_t)world, sizeof *out->kept);
             out->hosts = calloc((size_t)world, sizeof *out->hosts);
             out->scopes = calloc((size_t)world, sizeof *out->scopes);
+            out->pids = calloc((size_t)world, sizeof *out->pids);
+            out->runs = calloc((size_t)world, sizeof *out->runs);
             if (out->endpoints == NULL || out->keys == NULL || out->follows == NULL ||
                 out->receipts == NULL || out->kept == NULL || out->hosts == NULL ||
-                out->scopes == NULL) {
+                out->scopes == NULL || out->pids == NULL || out->runs == NULL) {
                 mt_rendezvous_free(out);
                 st = MT_ENOMEM;
                 goto done;
@@ -358,6 +379,7 @@ mt_status mt_rendezvous_look(const char *dir, mt_rendezvous *out, mt_buf *proble
                 out->receipts[r] = entries[r].receipts;
                 out->kept[r] = entries[r].kept;
                 out->hosts[r] = entries[r].host, out->scopes[r] = entries[r].scope;
+                out->pids[r] = entries[r].pid, out->runs[r] = entries[r].runs;
                 entries[r].endpoint = NULL, entries[r].key = NULL, entries[r].follow = NULL;
                 entries[r].kept = NULL, entries[r].host = NULL, entries[r].scope = NULL;
             }

@@ -28,7 +28,12 @@ typedef struct mt_rendezvous {
     bool routing; /* every file says "routing": "simulation_step" (docs/protocol.md 2) */
     char **kept;  /* each file's "routed_t_mod_w" raw JSON text, or NULL (docs/protocol.md 3) */
     char **hosts, **scopes; /* each file's "host" and "loopback_scope" (strings), or NULL */
+    long long *pids; /* each file's "pid" (0: none), read with `alive` (else 0) */
+    int *runs;       /* whether its trainer runs (mt_trainer_runs: 1, -1; else -1) */
 } mt_rendezvous;
+/* A rank file's name of more digits (leading zeros aside) is refused unread, as Python's
+ * (endpoints.py MAX_RANK_DIGITS): no trainer has a billion ranks. */
+#define MT_RANK_DIGITS 9
 /* One look at `dir`: MT_OK (*out filled: mt_rendezvous_free), MT_ERENDEZVOUS (not complete,
  * not consistent, or, unless `stopped_too`, a file marked stopped: what is wrong appended
  * to `problem`, whole, each file's words after "; ", unless it is NULL), MT_ENOMEM. */
@@ -53,7 +58,8 @@ void mt_rendezvous_free(mt_rendezvous *rv);
 /* trainer_alive.c: mt_rendezvous_look (not `stopped_too`, `alive`), and MT_ERENDEZVOUS
  * (rv freed, each such file's words in `problem`) when a file's trainer process, on this
  * machine and pid namespace, is gone ("pid", "pid_start", "pid_scope":
- * trainer_process.py), or when another machine's endpoint refuses (trainer_listens.c). */
+ * trainer_process.py), or when another machine's endpoint refuses (trainer_listens.c):
+ * each file read once, as Python's (its endpoint and process from the same reading). */
 /* The file versions ("RUN\nENDPOINT\nPID") whose endpoint did not refuse, kept by a
  * caller across its looks at one rendezvous (mt_fetch_endpoints): not dialled again while
  * another refuses, dialled again before the files are taken (trainer_listens.py

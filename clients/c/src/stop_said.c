@@ -106,24 +106,20 @@ static mt_status said(mt_client *c, mt_status status, mt_buf *text) {
 }
 
 /* What a resume of a run that ended without this BYE needs: stopped.py's TAKEN_RESUME. */
-#define TAKEN_RESUME                                                                        \
-    "If you resume that run (--resume_from_checkpoint latest with a larger --max_steps), "  \
-    "the resumed trainer lacks this BYE (its checkpoint holds this simulation unfinished, " \
-    "or not at all): given expected_simulations, its stream does not end without it. "    \
-    "Then run this simulation again with the same simulation id "                          \
-    "(MELISSA_TRAINER_SIMULATION_ID=%llu): the steps its checkpoint holds are dropped as " \
-    "duplicates, the others taken once"
+#define TAKEN_RESUME                                                                       \
+    "If that run is resumed (a larger --max_steps) with expected_simulations, its stream " \
+    "waits for this BYE: then run this simulation again with the same simulation id "     \
+    "(MELISSA_TRAINER_SIMULATION_ID=%llu)"
 
 void mt_stop_taken_warning(const mt_client *c, const mt_stop_said *s, size_t rank,
                            const char *endpoint, const char *whose) {
-    mt_buf text = {0};
+    mt_buf text = {0}; /* (what happened, nothing lost, what a resume needs: no more) */
     mt_buf_printf(&text,
-                  "%s: the trainer's receiver %zu (%s) stopped before it read this "
-                  "simulation's BYE (%s: %s; its stop record in %s), having taken every time "
-                  "step this simulation sent it (%llu): nothing was lost, and nothing is to be "
-                  "run again for this run. " TAKEN_RESUME,
-                  whose, rank, endpoint, s->code, s->message, c->rendezvous_used,
-                  (unsigned long long)s->sent, (unsigned long long)c->simulation_id);
+                  "%s: the trainer's receiver %zu (%s) stopped (%s: %s) before it read this "
+                  "simulation's BYE, having taken every time step sent it (%llu): nothing was "
+                  "lost. " TAKEN_RESUME,
+                  whose, rank, endpoint, s->code, s->message, (unsigned long long)s->sent,
+                  (unsigned long long)c->simulation_id);
     if (!text.oom && text.data != NULL)
         fprintf(stderr, "melissa_trainer: mt_client_close: %s\n", text.data);
     free(text.data);

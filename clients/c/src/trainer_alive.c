@@ -102,23 +102,6 @@ void mt_gone_words(mt_buf *problem, const char *name, long long pid) {
                   name, pid);
 }
 
-/* Whether the trainer of the file `path` runs (mt_trainer_runs; -1 too when the file
- * cannot be read now: read again by the next look); its "pid" in *pid_out (0: none). */
-static int pid_runs(const char *path, const char *mine, long long *pid_out) {
-    char *text = mt_read_file(path);
-    mt_json_member *m = NULL;
-    size_t n = 0;
-    char err[160];
-    int verdict = -1;
-    *pid_out = 0;
-    if (text != NULL && mt_json_object(text, &m, &n, err, sizeof err)) {
-        verdict = mt_trainer_runs(m, n, mine, pid_out);
-        mt_json_free(m, n);
-    }
-    free(text);
-    return verdict;
-}
-
 /* "RUN\nENDPOINT\nPID" of rank `r`'s file (trainer_listens.py version), or NULL. */
 static char *version_of(const mt_rendezvous *rv, size_t r, long long pid) {
     mt_buf key = {0};
@@ -173,34 +156,28 @@ static bool dial(const mt_rendezvous *rv, const long long *pids, const bool *ask
     return any;
 }
 
-static mt_status read_live_once(const char *dir, mt_rendezvous *out, mt_buf *problem,
-                                mt_heard *heard) {
+/* The files are read once (mt_rendezvous_look, `alive`: a gone trainer's refused there,
+ * as Python, beside a rank missing), their endpoints and processes from the same reading
+ * (pids, runs): a second read of the processes had a resumed trainer's rewrite landing
+ * between the two check the live new trainer and take the killed one's endpoint (hrev4),
+ * and a third, which took a reading only if it named the same endpoints, read each file
+ * three times where Python reads it once. */
+mt_status mt_rendezvous_read_live(const char *dir, mt_rendezvous *out, mt_buf *problem,
+                                  mt_heard *heard) {
     mt_status st = mt_rendezvous_look(dir, out, problem, false, true);
-    char mine[256];
     if (st != MT_OK) return st;
-    bool scoped = mt_own_pid_scope(mine, sizeof mine), dead = false;
     size_t n = out->n;
-    long long *pids = calloc(n, sizeof *pids);
+    const long long *pids = out->pids;
     bool *asked = calloc(n, sizeof *asked), *refused = calloc(n, sizeof *refused);
     bool *skipped = calloc(n, sizeof *skipped); /* (heard at an earlier look) */
-    if (pids == NULL || asked == NULL || refused == NULL || skipped == NULL) {
-        free(pids), free(asked), free(skipped), free(refused);
+    if (asked == NULL || refused == NULL || skipped == NULL) {
+        free(asked), free(skipped), free(refused);
         mt_rendezvous_free(out);
         return MT_ENOMEM;
     }
     bool any = false, again = false;
-    for (size_t r = 0; r < n; ++r) {
-        char path[4096];
-        snprintf(path, sizeof path, "%s/rank_%zu.json", dir, r);
-        int runs = pid_runs(path, scoped ? mine : NULL, &pids[r]);
-        if (runs == 0) {
-            char name[32];
-            snprintf(name, sizeof name, "rank_%zu.json", r);
-            if (problem->len) mt_buf_puts(problem, "; ");
-            mt_gone_words(problem, name, pids[r]);
-            dead = true;
-        }
-        if (runs >= 0 || strncmp(out->endpoints[r], "tcp://", 6) != 0) continue;
+    for (size_t r = 0; r < n; ++r) { /* (runs 0, a gone trainer's: refused by the look) */
+        if (out->runs[r] >= 0 || strncmp(out->endpoints[r], "tcp://", 6) != 0) continue;
         mt_buf far = {0}; /* (out of reach: said at once by mt_rendezvous_reach, not here) */
         int why = mt_scope_why(out->endpoints[r], out->hosts[r], out->scopes[r],
                                &MT_RECEIVER, &far);
@@ -211,46 +188,13 @@ static mt_status read_live_once(const char *dir, mt_rendezvous *out, mt_buf *pro
         asked[r] = why == 0 && !heard_before, any = any || asked[r];
         skipped[r] = why == 0 && heard_before, again = again || skipped[r];
     }
-    if (!dead && any) dead = dial(out, pids, asked, refused, heard, problem);
+    bool dead = any && dial(out, pids, asked, refused, heard, problem);
     /* The files about to be taken: the ranks heard at an earlier look (while another
      * refused) are dialled again, as trainer_listens.py refused_files does: one may have
      * died since, its file unchanged, and its endpoint was taken unchecked. */
     if (!dead && again) dead = dial(out, pids, skipped, refused, heard, problem);
-    free(pids), free(asked), free(skipped), free(refused);
+    free(asked), free(skipped), free(refused);
     if (!dead) return MT_OK;
     mt_rendezvous_free(out);
     return MT_ERENDEZVOUS;
-}
-
-/* Whether two readings of a rendezvous name the same trainer: its run and endpoints. */
-static bool same_reading(const mt_rendezvous *a, const mt_rendezvous *b) {
-    if (a->n != b->n || (a->run_id == NULL) != (b->run_id == NULL)) return false;
-    if (a->run_id != NULL && strcmp(a->run_id, b->run_id) != 0) return false;
-    for (size_t r = 0; r < a->n; ++r)
-        if (strcmp(a->endpoints[r], b->endpoints[r]) != 0) return false;
-    return true;
-}
-
-/* The files are read once for the endpoints and their processes (mt_rendezvous_look:
- * a gone trainer's refused there, as Python, beside a rank missing) and again for the
- * processes of the complete reading (pid_runs: which to dial): a resumed trainer's
- * rewrite landing between the two had the live new trainer checked and the killed one's
- * endpoint taken (hrev4; Python reads each file once). So a reading that passed is
- * taken only if a third one names the same run and endpoints (a rewrite meanwhile: read
- * afresh); one rewritten on every look (never seen) is taken as its last reading says. */
-mt_status mt_rendezvous_read_live(const char *dir, mt_rendezvous *out, mt_buf *problem,
-                                  mt_heard *heard) {
-    enum { LOOKS = 8 };
-    for (int look = 0;; ++look) {
-        mt_status st = read_live_once(dir, out, problem, heard);
-        if (st != MT_OK || look == LOOKS - 1) return st;
-        mt_rendezvous again = {0};
-        mt_buf scratch = {0};
-        mt_status st2 = mt_rendezvous_read(dir, &again, &scratch, false);
-        free(scratch.data);
-        bool same = st2 == MT_OK && same_reading(out, &again);
-        if (st2 == MT_OK) mt_rendezvous_free(&again);
-        if (same) return MT_OK;
-        mt_rendezvous_free(out); /* (read afresh: what the files say now, checked again) */
-    }
 }

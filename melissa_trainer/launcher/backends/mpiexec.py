@@ -39,6 +39,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from melissa_trainer.common.words import plural
 from melissa_trainer.launcher.backends.base import CLOSE_REASON, Backend, Handle, Job, LaunchError
 from melissa_trainer.launcher.backends.hydra_step import hydra_other_hosts, hydra_step_env
 from melissa_trainer.launcher.backends.local import DEFAULT_PLACEMENT, LocalBackend, LocalHandle
@@ -264,7 +265,7 @@ class MpiexecBackend(Backend):
 
     def describe(self, handle: Handle) -> str:
         process = self._own(handle).process
-        return f"{self._local.describe(process)} ({handle.job.ranks} ranks)"
+        return f"{self._local.describe(process)} ({plural(handle.job.ranks, 'rank')})"
 
     @staticmethod
     def _own(handle: Handle) -> MpiexecHandle:

@@ -58,6 +58,7 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
+from melissa_trainer.common.words import plural
 from melissa_trainer.launcher.backends.slurm import queries as sq
 from melissa_trainer.launcher.backends.slurm.commands import SlurmCommands, failure
 from melissa_trainer.launcher.exit_cause import exit_text
@@ -192,11 +193,11 @@ class FailingNodes:
                 "receiver no node can reach), not the nodes'"
             )
             logger.warning(
-                "node %s failed %d attempts in a row (%s), but no node is left out any more "
+                "node %s failed %s in a row (%s), but no node is left out any more "
                 "(SlurmBackend's exclude_after=%d): %s; the launcher's restarts and failure "
                 "policy decide, as without it",
                 node,
-                len(failed),
+                plural(len(failed), "attempt"),
                 "; ".join(failed),
                 self.after,
                 why,
@@ -208,11 +209,11 @@ class FailingNodes:
         updated = self._update([h for h in own if h.state == "PENDING"])
         there = [h for h in own if h.node == node and h.state in _RUNNING]
         logger.warning(
-            "node %s failed %d attempts in a row with no success there since (%s): the "
+            "node %s failed %s in a row with no success there since (%s): the "
             "jobs submitted from now on leave it out (sbatch --exclude=%s)%s%s; "
             "SlurmBackend's exclude_after=%d sets how many failures (None: never exclude)",
             node,
-            len(failed),
+            plural(len(failed), "attempt"),
             "; ".join(failed),
             self._nodes(),
             f", and the {updated} still queued (scontrol update ExcNodeList)" if updated else "",

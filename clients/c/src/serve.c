@@ -155,18 +155,22 @@ mt_status mt_serve_resolve(mt_client *c, double deadline, double timeout, mt_ser
             break;
         }
         mt_missing_dir_check(c, dir, from, why); /* (a typo? said once, 3 s in) */
+        /* (the trainer that stopped there, this run's: its story, and whether no resume
+         * follows on its own; one file read, as the serve files' look) */
+        mt_buf story = {0};
+        int stopped = mt_stopped_story(dir, c->run_id, why, c->served_there, &story);
         if (!c->served_there) mt_unserved_check(c, dir, why); /* (no ServingHook? once) */
-        if (c->served_there) {
-            /* Waiting for a serve file is for a trainer not started yet. One that served
-             * this simulation and removed its file has stopped: fall back now, and look
-             * again after the backoff (a trainer resumed). */
-            mt_buf note = {0};
+        mt_buf note = {0}; /* (a typo? the directory meant, what creates it) */
+        if (c->served_there || stopped == 2) {
+            /* Waiting for a serve file is for a trainer not started yet, or resumed. One
+             * that served this simulation and removed its file has stopped, and one that
+             * ended or failed there has no resume to come (each request waited its whole
+             * timeout for it): fall back now, and look again after the backoff. */
             mt_missing_dir_note(dir, from, &note); /* (predict_lookup.py, as Python's) */
-            mt_buf stop = {0}; /* (with its stop reason, and no "(yet)": missing_dir.c) */
-            mt_served_stopped(dir, c->run_id, why, &stop);
-            st = mt_gone(c, "no serving endpoint in '%s': %s%s", dir, stop.len ? stop.data : "",
+            st = story.oom || note.oom ? mt_fail(c, MT_ENOMEM, "out of memory")
+               : mt_gone(c, "no serving endpoint in '%s': %s%s", dir, story.len ? story.data : "",
                          note.len ? note.data : "");
-            free(stop.data);
+            free(story.data);
             free(note.data);
             break;
         }
@@ -174,14 +178,15 @@ mt_status mt_serve_resolve(mt_client *c, double deadline, double timeout, mt_ser
         if (left <= 0) {
             char t[32];
             mt_format_double(timeout, t);
-            mt_buf note = {0}; /* (a typo? the directory meant, what creates it) */
             mt_missing_dir_note(dir, from, &note);
-            mt_unserved_note(dir, why, c->run_id, &note); /* (a trainer running without serving) */
+            if (stopped == 0) mt_unserved_note(dir, why, &note); /* (a trainer not serving) */
             st = mt_fail(c, MT_ETIMEDOUT, "no serving endpoint in '%s' within %s s: %s%s", dir, t,
-                         why, note.len ? note.data : "");
+                         stopped && story.data ? story.data : why, note.len ? note.data : "");
+            free(story.data);
             free(note.data);
             break;
         }
+        free(story.data);
         double nap = pause < left ? pause : left;
         struct timespec ts = {(time_t)nap, (long)((nap - (double)(time_t)nap) * 1e9)};
         nanosleep(&ts, NULL);

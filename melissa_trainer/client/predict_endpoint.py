@@ -155,7 +155,9 @@ class EndpointLookup:
             # (the trainer that stopped there, this run's: what it says, and whether no
             # resume follows on its own; one file read, as the serve files' look)
             story = stopped_story(directory, self.run_id, why, self.served_there)
-            if not self.served_there:  # (one that served: stopped, or stops serving)
+            # (one that served: stopped, or stops serving; one that ended: no request waits,
+            # which the warning would say)
+            if not self.served_there and not (story is not None and story[1]):
                 self._unserved.check(directory, why, self.run_id)  # (no ServingHook? warned once)
             where = f"no serving endpoint in {str(directory)!r}"
             if self.served_there or (story is not None and story[1]):

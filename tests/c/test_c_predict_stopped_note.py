@@ -21,6 +21,8 @@ real `Receiver` writing the rendezvous file, a real `PredictServer` serving."""
 
 from __future__ import annotations
 
+import os
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -195,3 +197,30 @@ def ask(script: Script) -> tuple[int, str]:
     lines = script.wait(script.send("predict 120"))
     code, _, message = lines[-1].partition(" ")
     return int(code), message.strip()
+
+
+@pytest.mark.timeout(60)
+def test_a_run_that_ended_is_not_warned_of_as_waited_for_in_c(
+    script_exe: Path,
+    tmp_path: Path,
+    by_hand: None,  # noqa: F811
+) -> None:
+    """Three requests of 120 s, 2 s apart (past the warning's 3 s of lookups): each fails
+    at once, and stderr has no warning that each request waits up to its timeout (none
+    waits). Failed before: it warned so (Python's the same:
+    tests/client/test_predict_stopped_note.py)."""
+    rendezvous = tmp_path / "rv"
+    stopped_with(rendezvous, StopReason("end", "max_steps 5 reached"))
+    script = tmp_path / "script.txt"
+    script.write_text(f"{ASK}predict 120\nsleep 2\npredict 120\nsleep 2\npredict 120\nabort\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MELISSA_")}
+    proc = subprocess.run(
+        [str(script_exe), str(script)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={**env, RENDEZVOUS: str(rendezvous)},
+    )
+    failed = [line for line in proc.stdout.splitlines() if ENDED in line]
+    assert len(failed) == 3, proc.stdout
+    assert "mt_predict:" not in proc.stderr, proc.stderr

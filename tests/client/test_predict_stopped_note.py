@@ -23,7 +23,9 @@ A real `Receiver` (what a trainer's rank runs) writes the rendezvous file; a rea
 
 from __future__ import annotations
 
+import logging
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -34,6 +36,7 @@ from predict_server import answering_server
 import melissa_trainer.client.predict_link as predict_link
 from melissa_trainer.client import Predictor
 from melissa_trainer.client.predict_errors import PredictTimeout
+from melissa_trainer.stream.endpoints import NOTICE_AFTER
 from melissa_trainer.stream.stop_record import StopReason
 
 INPUTS = {"u": np.zeros(4, np.float32)}
@@ -135,6 +138,29 @@ def test_no_trainer_ever_is_waited_for(tmp_path: Path) -> None:
     assert (
         timeout_words(rendezvous) == f"no serving endpoint in '{rendezvous}' within 0.25 s: {YET}"
     )
+
+
+@pytest.mark.timeout(60)
+def test_a_run_that_ended_is_not_warned_of_as_waited_for(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Requests until `NOTICE_AFTER` s of lookups have passed, and more: no WARNING that
+    each request waits up to its timeout for a serve file (none waits). Failed before:
+    the warning of a trainer a resume may follow was said of it."""
+    rendezvous = tmp_path / "rv"
+    stopped_with(rendezvous, StopReason("end", "max_steps 5 reached"))
+    predictor = Predictor(3, rendezvous_dir=rendezvous)
+    try:
+        with caplog.at_level(logging.WARNING, logger="melissa_trainer.client.predict"):
+            end = time.monotonic() + NOTICE_AFTER + 2.0  # (two backoffs past the notice)
+            while time.monotonic() < end:
+                with pytest.raises(PredictTimeout, match="no resume follows on its own"):
+                    predictor.predict(INPUTS, timeout=120)
+                time.sleep(0.05)  # (pacing the requests, as a solver's steps)
+    finally:
+        predictor.close()
+    said = [r.getMessage() for r in caplog.records if "Predictor" in r.getMessage()]
+    assert not said, said
 
 
 @pytest.mark.timeout(60)

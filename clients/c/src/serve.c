@@ -159,7 +159,8 @@ mt_status mt_serve_resolve(mt_client *c, double deadline, double timeout, mt_ser
          * follows on its own; one file read, as the serve files' look) */
         mt_buf story = {0};
         int stopped = mt_stopped_story(dir, c->run_id, why, c->served_there, &story);
-        if (!c->served_there) mt_unserved_check(c, dir, why); /* (no ServingHook? once) */
+        if (!c->served_there && stopped != 2) /* (no ServingHook? once; ended: none waits) */
+            mt_unserved_check(c, dir, why);
         mt_buf note = {0}; /* (a typo? the directory meant, what creates it) */
         if (c->served_there || stopped == 2) {
             /* Waiting for a serve file is for a trainer not started yet, or resumed. One

@@ -18,12 +18,13 @@ from pathlib import Path
 from melissa_trainer.client.config import ENV_RENDEZVOUS
 from melissa_trainer.client.predict_errors import PredictTimeout
 from melissa_trainer.client.predict_lookup import (
+    SERVED_STOPPED,
     MissingDirectory,
     Unserved,
     checked_endpoint,
     logger,
     other_run,
-    stop_reason,
+    stopped_story,
     unreachable,
 )
 from melissa_trainer.client.server_key import not_the_served_key
@@ -97,8 +98,11 @@ class EndpointLookup:
         waiting for a serve file up to `deadline`, the end of the request's `timeout`
         seconds (which its timeout's words name, as the C client's). `gone(why)`: the
         error of a trainer found gone (`PredictLink.gone`: its backoff starts), raised
-        for a rendezvous of only another run's serve files, and after a trainer that
-        served here stopped.
+        for a rendezvous of only another run's serve files, after a trainer that served
+        here stopped, and after one of this run that ended or failed there (its stop
+        record's code ``end``, ``error``, ``nonfinite``: no resume follows on its own;
+        `predict_lookup.stopped_story`). A trainer that stopped otherwise (``preempted``,
+        ``broken``, ``stopped``) is waited for, as a first one is: a resume may follow.
 
         Raises:
             PredictTimeout: no endpoint published in time, or the trainer gone.
@@ -148,31 +152,29 @@ class EndpointLookup:
             if other is not None:
                 raise gone(f"no serving endpoint in {str(directory)!r}: {why}{other}")
             self._missing.check(directory, why)  # (a typo? warned once)
-            if not self.served_there:  # (one that served: stopped, or stops serving)
+            # (the trainer that stopped there, this run's: what it says, and whether no
+            # resume follows on its own; one file read, as the serve files' look)
+            story = stopped_story(directory, self.run_id, why, self.served_there)
+            # (one that served: stopped, or stops serving; one that ended: no request waits,
+            # which the warning would say)
+            if not self.served_there and not (story is not None and story[1]):
                 self._unserved.check(directory, why, self.run_id)  # (no ServingHook? warned once)
+            where = f"no serving endpoint in {str(directory)!r}"
+            if self.served_there or (story is not None and story[1]):
+                # (Waiting for a serve file is for a trainer not started yet, or resumed.
+                # One that served this simulation and removed its file has stopped, and
+                # one that ended or failed there has no resume to come (each request
+                # waited its whole timeout for it): fall back now, and look again at the
+                # next request, for a trainer resumed by hand.)
+                said = story[0] if story else f"{SERVED_STOPPED} ({why.removesuffix(' (yet)')})"
+                raise gone(f"{where}: {said}{self._missing.note(directory)}")
             left = deadline - time.monotonic()
-            if left <= 0 or self.served_there:
-                # (Waiting for a serve file is for a trainer not started yet. One that
-                # served this simulation and removed its file has stopped: fall back
-                # now, and look again at the next request, for a trainer resumed.)
-                where = f"no serving endpoint in {str(directory)!r}"
+            if left <= 0:
                 note = self._missing.note(directory)
-                if self.served_there:  # (one story: no "(yet)", which awaits a first trainer)
-                    raise gone(f"{where}: {self._stopped(directory, why)}{note}")
-                note += self._unserved.note(directory, why, self.run_id)
-                raise PredictTimeout(f"{where} within {timeout} s: {why}{note}")
+                if story is None:  # (a trainer running without serving: said after the why)
+                    note += self._unserved.note(directory, why)
+                raise PredictTimeout(
+                    f"{where} within {timeout} s: {story[0] if story else why}{note}"
+                )
             time.sleep(min(pause, left))
             pause = min(pause * 2, 0.25)
-
-    def _stopped(self, directory: str | os.PathLike[str], why: str) -> str:
-        """What a lookup that found no serve file (`why`) says of the trainer that served
-        this simulation: "the trainer that served this simulation stopped (CODE: MESSAGE;
-        WHY): " and what would serve there, when its rendezvous file is marked stopped by
-        this run's trainer (`predict_lookup.stop_reason`: a solver whose trainer stopped
-        mid-use was told no reason); "(WHY)" alone otherwise."""
-        now = why.removesuffix(" (yet)")
-        said = stop_reason(directory, self.run_id)
-        if said is None:
-            return f"the trainer that served this simulation stopped ({now})"
-        reason = f"{said[0]}; {now}" if said[0] else now
-        return f"the trainer that served this simulation stopped ({reason}): {said[1]}"

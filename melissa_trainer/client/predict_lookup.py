@@ -8,7 +8,7 @@ on `PredictionUnavailable` fell back for ever without a word. Also `checked_endp
 the form of an endpoint given (`Predictor(endpoint=...)`,
 ``$MELISSA_TRAINER_SERVE_ENDPOINTS``: `endpoint_form.endpoint_fault`). And a trainer
 that runs without a `ServingHook` (`Unserved`), and one that ran there and stopped
-(`stopped_note`). Imports the standard library and the shared `stream` modules only.
+(`stopped_story`). Imports the standard library and the shared `stream` modules only.
 """
 
 from __future__ import annotations
@@ -26,11 +26,11 @@ from melissa_trainer.client.rendezvous_words import missing_note
 from melissa_trainer.stream.endpoints import NOTICE_AFTER, fetch_rendezvous, is_loopback
 from melissa_trainer.stream.host_scope import SERVING, out_of_reach
 from melissa_trainer.stream.serving_rendezvous import NO_SERVER, OTHER_RUN
-from melissa_trainer.stream.stop_record import RECORD_KEY
+from melissa_trainer.stream.stop_record import RECORD_KEY, SAID_CHARS, said_line
 
 __all__ = [
     "UNSERVED", "MissingDirectory", "Unserved", "checked_endpoint", "endpoint_fault",
-    "other_run", "stop_reason", "stopped_note", "unreachable",
+    "other_run", "stop_reason", "stopped_story", "unreachable",
 ]  # fmt: skip
 
 logger = logging.getLogger("melissa_trainer.client.predict")
@@ -132,10 +132,12 @@ UNSERVED = (
 )
 
 
-#: what a lookup that found no serve file adds when the trainer that ran there stopped
-#: (`stopped_note`: its stop record's reason, then what would serve there, per code:
+#: what a lookup that found no serve file says when the trainer that ran there stopped
+#: (`stopped_story`: its stop record's reason, then what would serve there, per code:
 #: `after_stop`); the C client's words too (clients/c/src/missing_dir.h)
 STOPPED_THERE = "the trainer that ran there stopped"
+#: the same, said to a predictor that trainer served (`stopped_story`)
+SERVED_STOPPED = "the trainer that served this simulation stopped"
 #: after a code a resume may follow (`stop_record.RESUMABLE`), or one that does not say
 #: (``stopped`` by its owner, no record)
 RESUMED_SERVES = "a resumed one would serve there"
@@ -149,7 +151,7 @@ ENDED_SERVES = (
 FAILED_SERVES = "no resume follows on its own (one resumed once that is fixed would serve there)"
 #: the most characters of a reason's code and of its message's first line quoted (C:
 #: the same count of UTF-8 characters, never a character cut)
-CODE_CHARS, MESSAGE_CHARS = 32, 200
+CODE_CHARS, MESSAGE_CHARS = 32, SAID_CHARS
 
 
 class Unserved:
@@ -161,7 +163,7 @@ class Unserved:
     `NOTICE_AFTER` seconds or more after the first that found no serve file, counted
     over requests (as `MissingDirectory`'s), the trainer found running then (looked at
     once per `NOTICE_AFTER` s at most: a look may dial a remote trainer for up to 1 s),
-    or a trainer that ran there found stopped then (`stopped_note`: said too, as a user
+    or a trainer that ran there found stopped then (`stopped_story`: said too, as a user
     trial read "(yet)" as awaiting a first trainer); `note`: the words of a request's
     timeout."""
 
@@ -182,12 +184,12 @@ class Unserved:
         if self._warned or now - max(self._since, self._looked) < NOTICE_AFTER:
             return
         self._looked = now
-        # (a running trainer's fix stands alone; a stopped one's note follows the why)
+        # (a running trainer's fix stands alone; a stopped one's story replaces the why)
         if trainer_runs(directory):
             said = UNSERVED
         else:
-            stopped = stopped_note(directory, run_id)
-            said = why + stopped if stopped else ""
+            story = stopped_story(directory, run_id, why, served=False)
+            said = story[0] if story else ""
         if said:
             self._warned = True
             logger.warning(
@@ -196,13 +198,11 @@ class Unserved:
                 os.path.abspath(directory), said,
             )  # fmt: skip
 
-    def note(self, directory: str | os.PathLike[str], why: str, run_id: str | None) -> str:
+    def note(self, directory: str | os.PathLike[str], why: str) -> str:
         """When `why` is that no serve file is there: "; " and `UNSERVED` if the trainer
-        runs there now, else `stopped_note` (one of `run_id`'s run that ran there
-        stopped); else ""."""
-        if why != NO_SERVER:
-            return ""
-        return f"; {UNSERVED}" if trainer_runs(directory) else stopped_note(directory, run_id)
+        runs there now; else "" (a trainer that ran there and stopped is `stopped_story`'s
+        to say, in place of `why`)."""
+        return f"; {UNSERVED}" if why == NO_SERVER and trainer_runs(directory) else ""
 
 
 def after_stop(code: object) -> str:
@@ -244,22 +244,35 @@ def stop_reason(
         return "", after_stop(None)
     if not isinstance(message, str):
         return code[:CODE_CHARS], after_stop(code)
-    # (the first line of a message: the warning is one line)
-    line = message.split("\n")[0].split("\r")[0][:MESSAGE_CHARS]
+    line = said_line(message)  # (its first line, `MESSAGE_CHARS`: the warning is one line)
     return f"{code[:CODE_CHARS]}: {line}", after_stop(code)
 
 
-def stopped_note(directory: str | os.PathLike[str], run_id: str | None = None) -> str:
-    """ "; the trainer that ran there stopped (CODE: MESSAGE): " and what would serve
-    there (`after_stop`), when the rendezvous `directory`'s ``rank_0.json`` is marked
-    stopped by a trainer of `run_id`'s run or of a run not said (`stop_reason`), else "".
-    A user trial read "no trainer serves predictions there (yet)" of a trainer that had
-    run and stopped, and waited for a first one. The C client's words too
-    (clients/c/src/missing_dir.c mt_stopped_note)."""
+def stopped_story(
+    directory: str | os.PathLike[str], run_id: str | None, why: str, served: bool
+) -> tuple[str, bool] | None:
+    """What a lookup in the rendezvous `directory` that found no serve file (`why`,
+    `read_serving`'s) says of the trainer that stopped there, one story for every case
+    (a user trial read "no trainer serves predictions there (yet)", which awaits a first
+    trainer, beside "no resume follows on its own"): "the trainer that ran there stopped
+    (CODE: MESSAGE; WHY): " and what would serve there (`after_stop`), "served this
+    simulation" for a predictor that was served there (`served`); WHY is `why` without
+    its " (yet)", "(CODE: MESSAGE; " left out without a code. With it, whether no resume
+    follows on its own (``end``, ``error``, ``nonfinite``: a request fails at once,
+    waiting would not change it). None when `directory`'s ``rank_0.json`` is not marked
+    stopped by a trainer of `run_id`'s run or of a run not said (`stop_reason`), and,
+    for a predictor not served there, when `why` is another than that no serve file is
+    there (`NO_SERVER`). The C client's words too (clients/c/src/missing_dir.c
+    mt_stopped_story)."""
+    if not served and why != NO_SERVER:
+        return None
     said = stop_reason(directory, run_id)
     if said is None:
-        return ""
-    return f"; {STOPPED_THERE}{f' ({said[0]})' if said[0] else ''}: {said[1]}"
+        return None
+    now = why.removesuffix(" (yet)")
+    whose = SERVED_STOPPED if served else STOPPED_THERE
+    reason = f"{said[0]}; {now}" if said[0] else now
+    return f"{whose} ({reason}): {said[1]}", said[1] != RESUMED_SERVES
 
 
 def trainer_runs(directory: str | os.PathLike[str]) -> bool:

@@ -49,7 +49,13 @@ from melissa_trainer.client.admission import SimulationRefused
 from melissa_trainer.client.closing import TrainerStopped, client_logger
 from melissa_trainer.client.gave_up import DeliveryFailed, StopSaid, rerun_words, taken_of
 from melissa_trainer.client.send_wait import StoppedForGood
-from melissa_trainer.stream.stop_record import RECORD_KEY, RESUMABLE, StopRecord, parse_record
+from melissa_trainer.stream.stop_record import (
+    RECORD_KEY,
+    RESUMABLE,
+    StopRecord,
+    parse_record,
+    said_line,
+)
 from melissa_trainer.wire.receipt import RECEIPT_BYE, RECEIPT_FINISHED, ReceiptReply
 
 __all__ = [
@@ -321,14 +327,16 @@ class StopRecords:
     def preempted(self) -> str | None:
         """What a receiver's record says when its trainer was preempted (``preempted``,
         or ``broken``: a resumed trainer may follow, so the close still waits): "the
-        trainer was preempted (MESSAGE; its stop record in DIR)" (``broken``: "the trainer
+        trainer was preempted (MESSAGE; its stop record in DIR)", MESSAGE the first line of
+        the record's, at most 200 characters (`said_line`) (``broken``: "the trainer
         stopped on a broken collective, a resume may follow (...)"), the words a close's notice and
         its error say in place of "the trainer died" (`closing`); else None."""
         for rank in range(len(self.endpoints)):
             record = self.record(rank)
             if record is not None and record.reason.code in RESUMABLE:
                 what = _RESUMABLE_WORDS[record.reason.code]
-                return f"{what} ({record.reason.message}; its stop record in {self.rendezvous})"
+                said = said_line(record.reason.message)  # (C: the same characters)
+                return f"{what} ({said}; its stop record in {self.rendezvous})"
         return None
 
     def decide(

@@ -17,6 +17,7 @@ from zmq.utils import z85
 
 from melissa_trainer import wire as protocol
 from melissa_trainer.stream.host_scope import published_scope
+from melissa_trainer.stream.stop_record import said_line
 from melissa_trainer.stream.trainer_listens import refused_files
 from melissa_trainer.stream.trainer_process import gone_words, published_process, trainer_gone
 
@@ -378,8 +379,8 @@ def _why_stopped(entry: dict[str, Any]) -> str:
     message = reason.get("message") if isinstance(reason, dict) else None
     if code in ("error", "nonfinite") and isinstance(message, str):
         # (a failure's message says what to fix before resuming; its first line, at most
-        # 200 characters: the waiting notice is one line, as the C client's)
-        said = f" ({code}: {message.splitlines()[0][:200] if message else ''})"
+        # 200 characters: the waiting notice is one line; the C client's the same)
+        said = f" ({code}: {said_line(message)})"
     return f"stopped{said} (a trainer resumed from its checkpoint publishes again)"
 
 

@@ -122,6 +122,9 @@ def other_reasons(exe: Path, tmp_path: Path) -> None:
             f"stopped (error: CUDA out of memory) {RESUMED}",
         ),
         (StopReason("nonfinite", "NaN in u", 3, 7), f"stopped (nonfinite: NaN in u) {RESUMED}"),
+        # (200 characters, as Python's: C took 200 bytes, cutting a 2-byte one; failed
+        # before)
+        (StopReason("error", "x" + "é" * 300), f"stopped (error: x{'é' * 199}) {RESUMED}"),
         (None, f"stopped {RESUMED}"),
     ]
     for k, (reason, words) in enumerate(cases):

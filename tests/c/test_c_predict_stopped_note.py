@@ -1,10 +1,14 @@
 """The C client says what the Python `Predictor` says of the trainer that ran in its
 rendezvous directory and stopped (clients/c/src/missing_dir.c mt_stop_reason,
-mt_stopped_note; client/predict_lookup.py stop_reason, stopped_note), word for word
+mt_stopped_story; client/predict_lookup.py stop_reason, stopped_story), word for word
 (tests/client/test_predict_stopped_note.py checks Python's words):
 
 * what would serve there, per stop code (both said "a resumed one would serve there" of
   every code, also of a run that ended or failed);
+* a run that ended or failed fails a request at its first look, in one story with the
+  other cases ("(yet)" only where no trainer ran): both waited the request's whole
+  timeout (failed before: a request of 120 s outlived the test's 60 s); one a resume
+  may follow is waited for;
 * a reason's message cut at 200 characters, never inside one (C cut at 200 bytes, two
   bytes of a character apart: a non-ASCII message was cut at 100 characters, or inside
   one);
@@ -17,6 +21,8 @@ real `Receiver` writing the rendezvous file, a real `PredictServer` serving."""
 
 from __future__ import annotations
 
+import os
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -42,12 +48,13 @@ FAILED = "no resume follows on its own (one resumed once that is fixed would ser
 RUN_ID = "MELISSA_TRAINER_RUN_ID"
 
 
-def python_words(rendezvous: Path, run_id: str | None = None) -> str:
-    """The Python `Predictor`'s error at a request of 1 s (simulation 1), in C's names."""
+def python_words(rendezvous: Path, run_id: str | None = None, timeout: float = 1) -> str:
+    """The Python `Predictor`'s error at a request of `timeout` s (simulation 1), in C's
+    names."""
     predictor = Predictor(1, rendezvous_dir=rendezvous, run_id=run_id)
     try:
         with pytest.raises(TimeoutError) as error:
-            predictor.predict({"u": np.zeros(4, np.float32)}, timeout=1)
+            predictor.predict({"u": np.zeros(4, np.float32)}, timeout=timeout)
     finally:
         predictor.close()
     return str(error.value)
@@ -59,24 +66,56 @@ def stopped_with(rendezvous: Path, reason: StopReason) -> None:
         receiver.note_stop(reason)
 
 
+#: what a lookup that found no serve file says of it (read_serving's why, no "(yet)")
+NOW = "no trainer serves predictions there"
+#: the words a request's failure adds after a trainer found gone (the backoff's)
+AGAIN = "; the next request looks the endpoint up again"
+
+
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize(
     ("reason", "said"),
     [
-        (StopReason("end", "max_steps 5 reached"), f"(end: max_steps 5 reached): {ENDED}"),
-        (StopReason("error", "x" + "é" * 300), f"(error: x{'é' * 199}): {FAILED}"),
+        (StopReason("end", "max_steps 5 reached"), f"(end: max_steps 5 reached; {NOW}): {ENDED}"),
+        (StopReason("error", "x" + "é" * 300), f"(error: x{'é' * 199}; {NOW}): {FAILED}"),
         (
             StopReason("nonfinite", "NaN", simulation_id=2, time_step=7),
-            f"(nonfinite: NaN): {FAILED}",
-        ),
-        (
-            StopReason("broken", "x€" * 150),
-            f"(broken: {'x€' * 100}): a resumed one would serve there",
+            f"(nonfinite: NaN; {NOW}): {FAILED}",
         ),
     ],
-    ids=["end", "error-non-ascii", "nonfinite", "broken-non-ascii"],
+    ids=["end", "error-non-ascii", "nonfinite"],
 )
-def test_a_stopped_trainer_is_said_alike_per_code(
+def test_a_run_that_ended_or_failed_fails_at_once_alike(
+    script_exe: Path,
+    tmp_path: Path,
+    by_hand: None,  # noqa: F811
+    reason: StopReason,
+    said: str,
+) -> None:
+    """Requests of 120 s: one that waits outlives the test."""
+    rendezvous = tmp_path / "rv"
+    stopped_with(rendezvous, reason)
+    got = run_script(
+        script_exe, f"{ASK}predict 120\nabort\n", tmp_path, {RENDEZVOUS: str(rendezvous)}
+    )
+    python = python_words(rendezvous, timeout=120)
+    assert python == (
+        f"no serving endpoint in '{rendezvous}': the trainer that ran there stopped {said}{AGAIN}"
+    ), python
+    assert got[7][1] == python, (got, python)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    ("reason", "said"),
+    [
+        (StopReason("preempted", "SIGTERM"), f"(preempted: SIGTERM; {NOW})"),
+        (StopReason("broken", "x€" * 150), f"(broken: {'x€' * 100}; {NOW})"),
+        (StopReason("stopped", "by its owner"), f"(stopped: by its owner; {NOW})"),
+    ],
+    ids=["preempted", "broken-non-ascii", "stopped"],
+)
+def test_a_trainer_a_resume_may_follow_is_waited_for_alike(
     script_exe: Path,
     tmp_path: Path,
     by_hand: None,  # noqa: F811
@@ -89,7 +128,10 @@ def test_a_stopped_trainer_is_said_alike_per_code(
         script_exe, f"{ASK}predict 1\nabort\n", tmp_path, {RENDEZVOUS: str(rendezvous)}
     )
     python = python_words(rendezvous)
-    assert python.endswith(f"(yet); the trainer that ran there stopped {said}"), python
+    assert python == (
+        f"no serving endpoint in '{rendezvous}' within 1.0 s: the trainer that ran there "
+        f"stopped {said}: a resumed one would serve there"
+    ), python
     assert got[7][1] == python, (got, python)
 
 
@@ -99,18 +141,23 @@ def test_a_stopped_trainer_of_another_run_is_not_quoted_alike(
     tmp_path: Path,
     by_hand: None,  # noqa: F811
 ) -> None:
-    """Run "run-a" stopped there; a client of run "run-b" is told "(yet)" only; one of
-    "run-a" the stop (control)."""
+    """Run "run-a" ended there; a client of run "run-b" waits, told "(yet)" only; one of
+    "run-a" the end, at once (control)."""
     rendezvous = tmp_path / "rv"
     stopped_with(rendezvous, StopReason("end", "max_steps 5 reached"))
-    for run, note in [
-        ("run-b", ""),
-        ("run-a", f"; the trainer that ran there stopped (end: max_steps 5 reached): {ENDED}"),
+    for run, timeout, words in [
+        ("run-b", 1, f"within 1.0 s: {NOW} (yet)"),
+        (
+            "run-a",
+            120,
+            f"the trainer that ran there stopped (end: max_steps 5 reached; {NOW}): {ENDED}{AGAIN}",
+        ),
     ]:
         env = {RENDEZVOUS: str(rendezvous), RUN_ID: run}
-        got = run_script(script_exe, f"{ASK}predict 1\nabort\n", tmp_path, env)
-        python = python_words(rendezvous, run)
-        assert python.endswith(f"no trainer serves predictions there (yet){note}"), python
+        got = run_script(script_exe, f"{ASK}predict {timeout}\nabort\n", tmp_path, env)
+        python = python_words(rendezvous, run, timeout)
+        where = f"no serving endpoint in '{rendezvous}'"
+        assert python == f"{where}{' ' if timeout == 1 else ': '}{words}", python
         assert got[7][1] == python, (got, python)
 
 
@@ -150,3 +197,30 @@ def ask(script: Script) -> tuple[int, str]:
     lines = script.wait(script.send("predict 120"))
     code, _, message = lines[-1].partition(" ")
     return int(code), message.strip()
+
+
+@pytest.mark.timeout(60)
+def test_a_run_that_ended_is_not_warned_of_as_waited_for_in_c(
+    script_exe: Path,
+    tmp_path: Path,
+    by_hand: None,  # noqa: F811
+) -> None:
+    """Three requests of 120 s, 2 s apart (past the warning's 3 s of lookups): each fails
+    at once, and stderr has no warning that each request waits up to its timeout (none
+    waits). Failed before: it warned so (Python's the same:
+    tests/client/test_predict_stopped_note.py)."""
+    rendezvous = tmp_path / "rv"
+    stopped_with(rendezvous, StopReason("end", "max_steps 5 reached"))
+    script = tmp_path / "script.txt"
+    script.write_text(f"{ASK}predict 120\nsleep 2\npredict 120\nsleep 2\npredict 120\nabort\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MELISSA_")}
+    proc = subprocess.run(
+        [str(script_exe), str(script)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={**env, RENDEZVOUS: str(rendezvous)},
+    )
+    failed = [line for line in proc.stdout.splitlines() if ENDED in line]
+    assert len(failed) == 3, proc.stdout
+    assert "mt_predict:" not in proc.stderr, proc.stderr

@@ -9,10 +9,10 @@ Before: C said only "no trainer serves predictions there (yet)" at each timeout,
 warned of nothing. A real `Receiver` (what a trainer's rank runs) writes the file.
 
 A trainer that ran there and stopped (its ``rank_0.json`` marked stopped, with its stop
-record) is said alike too (missing_dir.c mt_stopped_note, predict_lookup.py
-``stopped_note``): "; the trainer that ran there stopped (CODE: MESSAGE): a resumed one
-would serve there", where both said only "(yet)" (a user trial waited for a first
-trainer)."""
+record) is said alike too (missing_dir.c mt_stopped_story, predict_lookup.py
+``stopped_story``): "the trainer that ran there stopped (CODE: MESSAGE; no trainer serves
+predictions there): a resumed one would serve there", where both said only "(yet)" (a
+user trial waited for a first trainer)."""
 
 from __future__ import annotations
 
@@ -109,8 +109,8 @@ def test_a_trainer_running_without_serving_is_warned_of_once_alike(
 
 #: what both say of a trainer that ran and was preempted (its message's first line)
 PREEMPTED = (
-    "no trainer serves predictions there (yet); the trainer that ran there stopped "
-    "(preempted: SIGTERM received): a resumed one would serve there"
+    "the trainer that ran there stopped (preempted: SIGTERM received; no trainer serves "
+    "predictions there): a resumed one would serve there"
 )
 
 

@@ -49,10 +49,15 @@ OPENING = {
 
 
 def preempted_then(
-    exe: Path, rendezvous: Path, *commands: str, code: str = "preempted"
+    exe: Path,
+    rendezvous: Path,
+    *commands: str,
+    code: str = "preempted",
+    message: str = "stopped by SIGTERM",
 ) -> tuple[int, int, dict[int, list[str]], str]:
     """Simulation 3 sends step 0 to a receiver (run ``run-a`` in `rendezvous`) that then
-    stops, its stop record saying preempted; then the solver runs `commands`. Returns the
+    stops, its stop record saying preempted (`code`, `message`); then the solver runs
+    `commands`. Returns the
     index of the flush of step 0, that of the last command, the solver's lines and its
     stderr."""
     buffer = FIFOBuffer(100)
@@ -63,7 +68,7 @@ def preempted_then(
     receiver.start()
     solver = None
     try:
-        receiver.note_stop(StopReason(code, "stopped by SIGTERM"))
+        receiver.note_stop(StopReason(code, message))
         solver = Script(exe, {"MELISSA_TRAINER_RENDEZVOUS": str(rendezvous)})
         started = solver.send("id 3", f"field u 1 1 {COUNT}", "disconnected_timeout 1",
                               "sndhwm 1", "replay_bytes 0", "start",
@@ -124,3 +129,21 @@ def test_a_close_says_the_trainer_was_preempted(
     assert len(notice) == 1, err
     assert f"{OPENING[record]} (stopped by SIGTERM; its stop record in " in notice[0], err
     assert "died" not in notice[0], err
+
+
+def test_a_preempted_message_is_quoted_as_python_quotes_it(
+    script_exe: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """Its first line, at most 200 characters (stop_said.c through json_repr.c
+    mt_reason_line; Python's stop_record.said_line: tests/client/
+    test_close_preempted_words.py). Failed before: its first 200 bytes, which cut a
+    3-byte character and took 66 of 300."""
+    rendezvous = tmp_path / "rv"
+    message = "x" + "€" * 300 + "\nthe next line"
+    _, closed, lines, err = preempted_then(script_exe, rendezvous, "close", message=message)
+    code, said = (lines[closed][-1].split(" ", 1) + [""])[:2]
+    assert int(code) == MT_ETIMEDOUT, (lines[closed], err)
+    assert f"the trainer was preempted (x{'€' * 199}; its stop record in {rendezvous})" in said, (
+        said
+    )

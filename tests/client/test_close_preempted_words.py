@@ -35,10 +35,15 @@ OPENING = {
 }
 
 
-def preempted_client(rendezvous: Path, tuning: ClientTuning, code: str = "preempted") -> Client:
+def preempted_client(
+    rendezvous: Path,
+    tuning: ClientTuning,
+    code: str = "preempted",
+    message: str = "stopped by SIGTERM",
+) -> Client:
     """Simulation 8 (external mode), its step 0 taken by a receiver that then stopped,
-    preempted (or `code`); once the client saw the disconnection."""
-    reason = StopReason(code, "stopped by SIGTERM")
+    preempted (or `code`, with `message`); once the client saw the disconnection."""
+    reason = StopReason(code, message)
     client, _ = sent_then_stopped(FIELDS, 8, tuning, rendezvous=rendezvous, reason=reason)
     return client
 
@@ -72,3 +77,23 @@ def test_a_close_says_the_trainer_was_preempted_and_waits_for_its_resume(
     assert "--resume_from_checkpoint latest" in said, said
     assert "MELISSA_TRAINER_SIMULATION_ID=8" in said, said
     assert "died" not in said, said
+
+
+def test_a_preempted_message_is_quoted_as_its_first_line_of_200_characters(
+    external: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The record's message is quoted as the other reasons' are (`stop_record.said_line`):
+    its first line, at most 200 characters (the C client the same characters:
+    tests/c/test_c_preempted_words.py). Failed before: quoted whole, its second line and
+    all its 301 characters in the notice and the error."""
+    tuning = ClientTuning(disconnected_timeout=0.6, follow_timeout=0.5)
+    client = preempted_client(external, tuning, message="x" + "€" * 300 + "\nthe next line")
+    with (
+        caplog.at_level(logging.WARNING, "melissa_trainer.client.client"),
+        pytest.raises(TimeoutError) as caught,
+    ):
+        client.close()
+    quoted = f"the trainer was preempted (x{'€' * 199}; its stop record in {external})"
+    notices = [r.getMessage() for r in caplog.records if "closing, " in r.getMessage()]
+    assert len(notices) == 1 and quoted in notices[0], notices
+    assert quoted in str(caught.value), str(caught.value)

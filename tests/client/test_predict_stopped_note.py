@@ -1,9 +1,15 @@
 """What a `Predictor` says of the trainer that ran in its rendezvous directory and stopped
-(`predict_lookup.stop_reason`, `stopped_note`), beyond tests/client/test_predict_unserved.py:
+(`predict_lookup.stop_reason`, `stopped_story`), beyond tests/client/test_predict_unserved.py:
 
 * what would serve there, per stop code: "a resumed one would serve there" was said of
   every code, also of a run that ended normally (``end``) or failed (``error``,
   ``nonfinite``), after which no resume follows on its own;
+* a run that ended or failed fails a request at its next look, with those words: each
+  request waited its whole timeout (failed before: a request of 120 s outlived the
+  test's 60 s); a trainer that a resume may follow (``preempted``, ``broken``,
+  ``stopped``), and a directory no trainer ran in, are still waited for;
+* one story in every case: "(yet)" (awaiting a first trainer) only where no trainer
+  ran, never beside "no resume follows on its own" (said so before);
 * a stopped trainer of another run than the predictor's ``run_id`` (an older run in the
   same directory) is not quoted as this run's;
 * a predictor that was served and lost its trainer (stopped mid-use) is told the stop
@@ -17,6 +23,9 @@ A real `Receiver` (what a trainer's rank runs) writes the rendezvous file; a rea
 
 from __future__ import annotations
 
+import logging
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -27,11 +36,13 @@ from predict_server import answering_server
 import melissa_trainer.client.predict_link as predict_link
 from melissa_trainer.client import Predictor
 from melissa_trainer.client.predict_errors import PredictTimeout
+from melissa_trainer.stream.endpoints import NOTICE_AFTER
 from melissa_trainer.stream.stop_record import StopReason
 
 INPUTS = {"u": np.zeros(4, np.float32)}
 FIELDS = {"u": ((4,), np.float32)}
 YET = "no trainer serves predictions there (yet)"
+NOW = "no trainer serves predictions there"
 RESUMED = "a resumed one would serve there"
 ENDED = (
     "the run ended, no resume follows on its own (after max_steps, one resumed with a "
@@ -57,35 +68,129 @@ def stopped_with(rendezvous: Path, reason: StopReason, run_id: str = "run-a") ->
         receiver.note_stop(reason)
 
 
+def at_once_words(rendezvous: Path, run_id: str | None = None) -> str:
+    """The error of one request of 120 s (longer than the test's timeout: one that waits
+    for it fails the test) by a `Predictor` of simulation 3."""
+    predictor = Predictor(3, rendezvous_dir=rendezvous, run_id=run_id)
+    try:
+        with pytest.raises(PredictTimeout) as error:
+            predictor.predict(INPUTS, timeout=120)
+    finally:
+        predictor.close()
+    return str(error.value)
+
+
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize(
     ("reason", "said"),
     [
-        (StopReason("end", "max_steps 5 reached"), f"(end: max_steps 5 reached): {ENDED}"),
+        (StopReason("end", "max_steps 5 reached"), f"(end: max_steps 5 reached; {NOW}): {ENDED}"),
         (
             StopReason("error", "training stopped: boom"),
-            f"(error: training stopped: boom): {FAILED}",
+            f"(error: training stopped: boom; {NOW}): {FAILED}",
         ),
         (
             StopReason("nonfinite", "NaN in u", simulation_id=2, time_step=7),
-            f"(nonfinite: NaN in u): {FAILED}",
-        ),
-        (StopReason("preempted", "SIGTERM received"), f"(preempted: SIGTERM received): {RESUMED}"),
-        (
-            StopReason("broken", "a collective timed out"),
-            f"(broken: a collective timed out): {RESUMED}",
+            f"(nonfinite: NaN in u; {NOW}): {FAILED}",
         ),
     ],
-    ids=["end", "error", "nonfinite", "preempted", "broken"],
+    ids=["end", "error", "nonfinite"],
 )
-def test_what_would_serve_there_is_said_per_stop_code(
+def test_a_run_that_ended_or_failed_fails_a_request_at_once(
+    tmp_path: Path, reason: StopReason, said: str
+) -> None:
+    """No resume follows on its own: the request fails at its first look, with the
+    record's words (no "within T s": it did not wait), and the backoff's next one too."""
+    rendezvous = tmp_path / "rv"
+    stopped_with(rendezvous, reason)
+    assert at_once_words(rendezvous) == (
+        f"no serving endpoint in '{rendezvous}': the trainer that ran there stopped {said}; "
+        "the next request looks the endpoint up again"
+    )
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    ("reason", "said"),
+    [
+        (StopReason("preempted", "SIGTERM received"), "(preempted: SIGTERM received; "),
+        (StopReason("broken", "a collective timed out"), "(broken: a collective timed out; "),
+        (StopReason("stopped", "stopped by its owner"), "(stopped: stopped by its owner; "),
+    ],
+    ids=["preempted", "broken", "stopped"],
+)
+def test_a_trainer_a_resume_may_follow_is_waited_for(
     tmp_path: Path, reason: StopReason, said: str
 ) -> None:
     rendezvous = tmp_path / "rv"
     stopped_with(rendezvous, reason)
     assert timeout_words(rendezvous) == (
-        f"no serving endpoint in '{rendezvous}' within 0.25 s: {YET}; the trainer that ran "
-        f"there stopped {said}"
+        f"no serving endpoint in '{rendezvous}' within 0.25 s: the trainer that ran there "
+        f"stopped {said}{NOW}): {RESUMED}"
+    )
+
+
+@pytest.mark.timeout(60)
+def test_no_trainer_ever_is_waited_for(tmp_path: Path) -> None:
+    """The rendezvous directory exists, no trainer ran there: "(yet)", after the wait."""
+    rendezvous = tmp_path / "rv"
+    rendezvous.mkdir()
+    assert (
+        timeout_words(rendezvous) == f"no serving endpoint in '{rendezvous}' within 0.25 s: {YET}"
+    )
+
+
+@pytest.mark.timeout(60)
+def test_a_run_that_ended_is_not_warned_of_as_waited_for(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Requests until `NOTICE_AFTER` s of lookups have passed, and more: no WARNING that
+    each request waits up to its timeout for a serve file (none waits). Failed before:
+    the warning of a trainer a resume may follow was said of it."""
+    rendezvous = tmp_path / "rv"
+    stopped_with(rendezvous, StopReason("end", "max_steps 5 reached"))
+    predictor = Predictor(3, rendezvous_dir=rendezvous)
+    try:
+        with caplog.at_level(logging.WARNING, logger="melissa_trainer.client.predict"):
+            end = time.monotonic() + NOTICE_AFTER + 2.0  # (two backoffs past the notice)
+            while time.monotonic() < end:
+                with pytest.raises(PredictTimeout, match="no resume follows on its own"):
+                    predictor.predict(INPUTS, timeout=120)
+                time.sleep(0.05)  # (pacing the requests, as a solver's steps)
+    finally:
+        predictor.close()
+    said = [r.getMessage() for r in caplog.records if "Predictor" in r.getMessage()]
+    assert not said, said
+
+
+@pytest.mark.timeout(60)
+def test_a_waiting_request_fails_at_its_next_look_once_the_run_ends(tmp_path: Path) -> None:
+    """A request of 120 s waits while the trainer runs without a serve file; the trainer
+    then ends (its rank file marked stopped, ``end``): the request fails at its next look
+    of the directory, not at its timeout (the test's 60 s would fail first)."""
+    rendezvous = tmp_path / "rv"
+    predictor = Predictor(3, rendezvous_dir=rendezvous)
+    caught: list[BaseException] = []
+
+    def ask() -> None:
+        try:
+            predictor.predict(INPUTS, timeout=120)
+        except BaseException as error:  # (the test reads it)
+            caught.append(error)
+
+    asking = threading.Thread(target=ask)
+    try:
+        with running(rendezvous_dir=str(rendezvous), fields=FIELDS, run_id="run-a") as receiver:
+            asking.start()
+            receiver.note_stop(StopReason("end", "max_steps 5 reached"))
+        # (stopped on exit: its rank file marked stopped, with the record)
+        asking.join()
+    finally:
+        predictor.close()
+    assert len(caught) == 1 and isinstance(caught[0], PredictTimeout), caught
+    assert str(caught[0]) == (
+        f"no serving endpoint in '{rendezvous}': the trainer that ran there stopped (end: "
+        f"max_steps 5 reached; {NOW}): {ENDED}; the next request looks the endpoint up again"
     )
 
 
@@ -98,9 +203,12 @@ def test_a_stopped_trainer_of_another_run_is_not_quoted(tmp_path: Path) -> None:
     stopped_with(rendezvous, StopReason("end", "max_steps 5 reached"))
     where = f"no serving endpoint in '{rendezvous}' within 0.25 s"
     assert timeout_words(rendezvous, "run-b") == f"{where}: {YET}"
-    note = f"; the trainer that ran there stopped (end: max_steps 5 reached): {ENDED}"
-    assert timeout_words(rendezvous, "run-a") == f"{where}: {YET}{note}"
-    assert timeout_words(rendezvous) == f"{where}: {YET}{note}"
+    said = (
+        f"no serving endpoint in '{rendezvous}': the trainer that ran there stopped (end: "
+        f"max_steps 5 reached; {NOW}): {ENDED}; the next request looks the endpoint up again"
+    )
+    assert at_once_words(rendezvous, "run-a") == said
+    assert at_once_words(rendezvous) == said
 
 
 @pytest.mark.timeout(60)
@@ -108,8 +216,9 @@ def test_a_message_is_cut_at_200_characters(tmp_path: Path) -> None:
     """300 two-byte characters: the first 200 (400 bytes), none cut."""
     rendezvous = tmp_path / "rv"
     stopped_with(rendezvous, StopReason("error", "é" * 300))
-    assert timeout_words(rendezvous).endswith(
-        f"; the trainer that ran there stopped (error: {'é' * 200}): {FAILED}"
+    assert at_once_words(rendezvous).endswith(
+        f": the trainer that ran there stopped (error: {'é' * 200}; {NOW}): {FAILED}; "
+        "the next request looks the endpoint up again"
     )
 
 

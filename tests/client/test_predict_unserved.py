@@ -60,9 +60,9 @@ def test_a_trainer_running_without_serving_is_said_at_the_timeout(tmp_path: Path
     # (control: the trainer stopped, its file marked so: nothing runs there to blame,
     # but the trainer that ran there is said, with its stop record's reason)
     assert timeout_words(rendezvous) == (
-        f"no serving endpoint in '{rendezvous}' within 0.25 s: no trainer serves "
-        "predictions there (yet); the trainer that ran there stopped (stopped: the "
-        "receiver was stopped by its owner): a resumed one would serve there"
+        f"no serving endpoint in '{rendezvous}' within 0.25 s: the trainer that ran there "
+        "stopped (stopped: the receiver was stopped by its owner; no trainer serves "
+        "predictions there): a resumed one would serve there"
     )
 
 
@@ -79,9 +79,9 @@ def test_a_trainer_that_ran_and_stopped_is_said_with_its_stop_reason(tmp_path: P
     with running(rendezvous_dir=str(rendezvous), fields=FIELDS, run_id="run-a") as receiver:
         receiver.note_stop(StopReason("preempted", "SIGTERM received\nsecond line"))
     assert timeout_words(rendezvous) == (
-        f"no serving endpoint in '{rendezvous}' within 0.25 s: no trainer serves "
-        "predictions there (yet); the trainer that ran there stopped (preempted: SIGTERM "
-        "received): a resumed one would serve there"
+        f"no serving endpoint in '{rendezvous}' within 0.25 s: the trainer that ran there "
+        "stopped (preempted: SIGTERM received; no trainer serves predictions there): a "
+        "resumed one would serve there"
     )
 
 
@@ -129,8 +129,8 @@ def test_a_trainer_that_ran_and_stopped_is_warned_of_once(
         predictor.close()
     said = [r.getMessage() for r in caplog.records if "serve" in r.getMessage()]
     assert said == [
-        f"Predictor: {rendezvous}: no trainer serves predictions there (yet); the trainer "
-        "that ran there stopped (stopped: the receiver was stopped by its owner): a resumed "
-        "one would serve there; each request waits up to its timeout for a serve file "
-        "(then fails: PredictTimeout)"
+        f"Predictor: {rendezvous}: the trainer that ran there stopped (stopped: the receiver "
+        "was stopped by its owner; no trainer serves predictions there): a resumed one would "
+        "serve there; each request waits up to its timeout for a serve file (then fails: "
+        "PredictTimeout)"
     ], said

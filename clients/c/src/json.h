@@ -44,4 +44,13 @@ void mt_json_array_free(char **items, size_t n);
  * "dict"). */
 char *mt_json_member_repr(const char *object, const char *name, const char **type);
 
+/* json_repr.c: the bytes of the first `chars` UTF-8 characters of s[0..n) (continuation
+ * bytes 10xxxxxx counted with their lead: Python's cut by characters, never one cut). */
+size_t mt_utf8_prefix(const char *s, size_t n, size_t chars);
+/* The bytes of a stop record's message that words quote: its first line (up to a \r or
+ * \n: a notice is one line), at most MT_REASON_CHARS UTF-8 characters (mt_utf8_prefix);
+ * Python's stop_record.said_line, the same characters. */
+#define MT_REASON_CHARS 200
+size_t mt_reason_line(const char *message);
+
 #endif

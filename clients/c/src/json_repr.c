@@ -211,3 +211,15 @@ char *mt_json_member_repr(const char *object, const char *name, const char **typ
     }
     return found;
 }
+
+size_t mt_utf8_prefix(const char *s, size_t n, size_t chars) {
+    size_t k = 0;
+    for (size_t seen = 0; k < n; ++k) {
+        if (((unsigned char)s[k] & 0xC0) != 0x80 && seen++ == chars) break;
+    }
+    return k;
+}
+
+size_t mt_reason_line(const char *message) {
+    return mt_utf8_prefix(message, strcspn(message, "\r\n"), MT_REASON_CHARS);
+}

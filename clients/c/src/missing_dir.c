@@ -10,8 +10,8 @@
  * (Python: by character; the same for ASCII names). And a rendezvous whose trainer runs
  * but holds no serve file (mt_unserved_check, mt_unserved_note: predict_lookup.py
  * Unserved): a trainer without a ServingHook, said as Python says it
- * (tests/c/test_c_predict_unserved.py); or whose trainer ran and stopped (mt_stopped_note:
- * predict_lookup.py stopped_note). */
+ * (tests/c/test_c_predict_unserved.py); or whose trainer ran and stopped (mt_stopped_story:
+ * predict_lookup.py stopped_story). */
 #define _POSIX_C_SOURCE 200809L
 #include <ctype.h>
 #include <dirent.h>
@@ -198,16 +198,6 @@ static bool object_of(const mt_json_member *v, mt_json_member **m, size_t *n) {
            mt_json_object(v->string, m, n, err, sizeof err);
 }
 
-/* The bytes of the first `chars` UTF-8 characters of s[0..n) (continuation bytes
- * 10xxxxxx counted with their lead: Python's cut by characters, never one cut). */
-static size_t utf8_prefix(const char *s, size_t n, size_t chars) {
-    size_t k = 0;
-    for (size_t seen = 0; k < n; ++k) {
-        if (((unsigned char)s[k] & 0xC0) != 0x80 && seen++ == chars) break;
-    }
-    return k;
-}
-
 static const char *after_stop(const char *code) {
     if (code != NULL && strcmp(code, "end") == 0) return MT_ENDED_SERVES;
     if (code != NULL && (strcmp(code, "error") == 0 || strcmp(code, "nonfinite") == 0))
@@ -241,11 +231,10 @@ bool mt_stop_reason(const char *dir, const char *run_id, mt_buf *said, const cha
         const mt_json_member *code = member(rm, rn, "code"), *message = member(rm, rn, "message");
         bool coded = code != NULL && code->kind == MT_JSON_STRING;
         if (coded) { /* (printf: said stays a string) */
-            size_t c32 = utf8_prefix(code->string, strlen(code->string), 32);
+            size_t c32 = mt_utf8_prefix(code->string, strlen(code->string), 32);
             mt_buf_printf(said, "%.*s", (int)c32, code->string);
             if (message != NULL && message->kind == MT_JSON_STRING) {
-                size_t line = strcspn(message->string, "\r\n"); /* (the warning: one line) */
-                mt_buf_printf(said, ": %.*s", (int)utf8_prefix(message->string, line, 200),
+                mt_buf_printf(said, ": %.*s", (int)mt_reason_line(message->string),
                               message->string);
             }
         }
@@ -258,27 +247,21 @@ bool mt_stop_reason(const char *dir, const char *run_id, mt_buf *said, const cha
     return marked;
 }
 
-void mt_stopped_note(const char *dir, const char *run_id, mt_buf *b) {
-    mt_buf said = {0};
-    const char *after = NULL;
-    if (mt_stop_reason(dir, run_id, &said, &after))
-        mt_buf_printf(b, "; " MT_STOPPED_THERE "%s%s%s: %s", said.len ? " (" : "",
-                      said.len ? said.data : "", said.len ? ")" : "", after);
-    if (said.oom) b->oom = true;
-    free(said.data);
-}
-
-void mt_served_stopped(const char *dir, const char *run_id, const char *why, mt_buf *b) {
+int mt_stopped_story(const char *dir, const char *run_id, const char *why, bool served,
+                     mt_buf *b) {
+    if (!served && strcmp(why, MT_NO_SERVER) != 0) return 0;
     mt_buf said = {0};
     const char *after = NULL;
     bool stopped = mt_stop_reason(dir, run_id, &said, &after);
     size_t len = strlen(why); /* (one story: no "(yet)", which awaits a first trainer) */
     if (len >= 6 && strcmp(why + len - 6, " (yet)") == 0) len -= 6;
-    mt_buf_printf(b, "the trainer that served this simulation stopped (%s%s%.*s)%s%s",
-                  said.len ? said.data : "", said.len ? "; " : "", (int)len, why,
-                  stopped ? ": " : "", stopped ? after : "");
+    if (stopped || served)
+        mt_buf_printf(b, "%s (%s%s%.*s)%s%s", served ? MT_SERVED_STOPPED : MT_STOPPED_THERE,
+                      said.len ? said.data : "", said.len ? "; " : "", (int)len, why,
+                      stopped ? ": " : "", stopped ? after : "");
     if (said.oom) b->oom = true;
     free(said.data);
+    return !stopped ? 0 : strcmp(after, MT_RESUMED_SERVES) == 0 ? 1 : 2;
 }
 
 void mt_unserved_check(mt_client *c, const char *dir, const char *why) {
@@ -292,12 +275,11 @@ void mt_unserved_check(mt_client *c, const char *dir, const char *why) {
     if (*since == 0) *since = now;
     if (now - (*looked > *since ? *looked : *since) < NOTICE_AFTER) return;
     *looked = now; /* (a look may dial a remote trainer for up to 1 s: once in 3 s) */
-    mt_buf said = {0}; /* (a running trainer's fix stands alone; a stopped one's: after why) */
-    bool runs = trainer_runs(dir);
-    if (runs)
+    mt_buf said = {0}; /* (a running trainer's fix stands alone; a stopped one's story too) */
+    if (trainer_runs(dir))
         mt_buf_printf(&said, "%s", MT_UNSERVED);
     else
-        mt_stopped_note(dir, c->run_id, &said);
+        mt_stopped_story(dir, c->run_id, why, false, &said);
     if (said.len == 0 || said.oom) { /* (neither: nothing to say yet, looked at again later) */
         free(said.data);
         return;
@@ -305,16 +287,12 @@ void mt_unserved_check(mt_client *c, const char *dir, const char *why) {
     *since = -1;
     char path[4096];
     abs_path(dir, path, sizeof path);
-    fprintf(stderr, "melissa_trainer: mt_predict: %s: %s%s; each request waits up to its "
+    fprintf(stderr, "melissa_trainer: mt_predict: %s: %s; each request waits up to its "
                     "timeout for a serve file (then fails: MT_ETIMEDOUT)\n",
-            path, runs ? "" : why, said.data);
+            path, said.data);
     free(said.data);
 }
 
-void mt_unserved_note(const char *dir, const char *why, const char *run_id, mt_buf *b) {
-    if (strcmp(why, MT_NO_SERVER) != 0) return;
-    if (trainer_runs(dir))
-        mt_buf_puts(b, "; " MT_UNSERVED);
-    else
-        mt_stopped_note(dir, run_id, b);
+void mt_unserved_note(const char *dir, const char *why, mt_buf *b) {
+    if (strcmp(why, MT_NO_SERVER) == 0 && trainer_runs(dir)) mt_buf_puts(b, "; " MT_UNSERVED);
 }

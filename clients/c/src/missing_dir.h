@@ -41,38 +41,43 @@ void mt_missing_dir_check(mt_client *c, const char *dir, const char *source, con
 /* predict_lookup.py Unserved.check, after a lookup in `dir` found no endpoint (`why`): on
  * stderr once per client, when no serve file has been there for NOTICE_AFTER (3) seconds,
  * counted over requests, and the trainer runs there (trainer_alive.c's look, once per 3 s
- * at most), or one that ran there stopped (mt_stopped_note, said after `why`).
+ * at most), or one that ran there stopped (mt_stopped_story, said in place of `why`).
  * c->predict_unserved: [0] 0 while a serve file is there, else since when, -1 once said;
  * [1] when the trainer was last looked at. */
 void mt_unserved_check(mt_client *c, const char *dir, const char *why);
 /* predict_lookup.py Unserved.note: "; " MT_UNSERVED appended to `b` when `why` is
- * MT_NO_SERVER and the trainer runs in `dir` now; else mt_stopped_note (of `run_id`). */
-void mt_unserved_note(const char *dir, const char *why, const char *run_id, mt_buf *b);
+ * MT_NO_SERVER and the trainer runs in `dir` now (a trainer that ran there and stopped is
+ * mt_stopped_story's to say, in place of `why`). */
+void mt_unserved_note(const char *dir, const char *why, mt_buf *b);
 /* predict_lookup.py stop_reason: true when `dir`'s rank_0.json is marked stopped, and not
  * by another run than `run_id` (its "run_id", else its record's, names another; NULL: any
  * run's); then "CODE: MESSAGE" appended to `said` (its stop record's reason, read
  * leniently: the message's first line, at most 200 UTF-8 characters, never one cut, as
- * Python's 200 characters; the code's first 32; "CODE" without a message, nothing without
- * a code) and *after set to what would serve there, per code (predict_lookup.py
- * after_stop): MT_ENDED_SERVES after "end", MT_FAILED_SERVES after "error" and
- * "nonfinite", else MT_RESUMED_SERVES. */
+ * Python's 200 characters: mt_reason_line; the code's first 32; "CODE" without a message,
+ * nothing without a code) and *after set to what would serve there, per code
+ * (predict_lookup.py after_stop): MT_ENDED_SERVES after "end", MT_FAILED_SERVES after
+ * "error" and "nonfinite", else MT_RESUMED_SERVES. */
 bool mt_stop_reason(const char *dir, const char *run_id, mt_buf *said, const char **after);
-/* predict_lookup.py stopped_note, word for word, appended to `b` when mt_stop_reason says
- * so: "; " MT_STOPPED_THERE " (CODE: MESSAGE): " and what would serve there (no
- * parentheses without a code). mt_unserved_note says it when no trainer runs there, and
- * mt_unserved_check warns with it (after `why`). */
+/* predict_lookup.py stopped_story, word for word: what a lookup in `dir` that found no
+ * serve file (`why`) says of the trainer that stopped there, appended to `b`: "the trainer
+ * that ran there stopped (CODE: MESSAGE; WHY): " and what would serve there (WHY: `why`
+ * without its " (yet)"; "CODE: MESSAGE; " left out without a code), "served this
+ * simulation" for a client served there (`served`), when mt_stop_reason says so; when it
+ * does not, for a client served there, "the trainer that served this simulation stopped
+ * (WHY)" (a client whose trainer stopped mid-use was told no reason), else nothing. Not
+ * served, nothing either when `why` is not MT_NO_SERVER. Returns 2 when no resume follows
+ * on its own ("end", "error", "nonfinite": a request fails at once, waiting would not
+ * change it), 1 when the trainer stopped otherwise (a resume may follow: waited for), 0
+ * when mt_stop_reason says nothing (or `why` is not MT_NO_SERVER, not served). */
 #define MT_STOPPED_THERE "the trainer that ran there stopped"
+#define MT_SERVED_STOPPED "the trainer that served this simulation stopped"
 #define MT_RESUMED_SERVES "a resumed one would serve there"
 #define MT_ENDED_SERVES                                                                    \
     "the run ended, no resume follows on its own (after max_steps, one resumed with a "    \
     "larger --max_steps would serve there)"
 #define MT_FAILED_SERVES                                                                   \
     "no resume follows on its own (one resumed once that is fixed would serve there)"
-void mt_stopped_note(const char *dir, const char *run_id, mt_buf *b);
-/* predict_endpoint.py EndpointLookup._stopped, appended to `b`: "the trainer that served
- * this simulation stopped (CODE: MESSAGE; WHY): " and what would serve there, when
- * mt_stop_reason says so (a client whose trainer stopped mid-use was told no reason);
- * "(WHY)" alone otherwise (WHY: `why` without its " (yet)"). */
-void mt_served_stopped(const char *dir, const char *run_id, const char *why, mt_buf *b);
+int mt_stopped_story(const char *dir, const char *run_id, const char *why, bool served,
+                     mt_buf *b);
 
 #endif

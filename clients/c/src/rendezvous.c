@@ -291,7 +291,7 @@ mt_status mt_rendezvous_look(const char *dir, mt_rendezvous *out, mt_buf *proble
                    bad_run || bad_key || bad_follow) {
             FILE_SAY("%s invalid (%s)", name, text);
         } else if (stopped && !stopped_too) { /* (a study that ended: a late solver) */
-            char words[400];
+            char words[1024]; /* (a message's 200 characters: up to 800 bytes of UTF-8) */
             mt_stop_record_words(record, words, sizeof words);
             FILE_SAY("%s: its trainer %s", name, words);
         } else if (alive && (runs = mt_trainer_runs(m, n, scoped ? mine : NULL, &pid)) == 0) {

@@ -32,6 +32,15 @@ typedef struct mt_serve_entry {
  * removed it: it stopped, or only another run's serve files are there), MT_EENV when
  * nothing says where to look. */
 mt_status mt_serve_resolve(mt_client *c, double deadline, double timeout, mt_serve_entry *out);
+/* serve_read.c: one look at the rendezvous `dir`: 1 with *out the entry of rank sim % W,
+ * 0 with why not in `why` (MT_NO_SERVER when no serve file is there; OTHER_RUN... when
+ * only another run's), -1 out of memory. Files of another run than `run_id` (when both
+ * name one) are ignored. */
+int mt_read_serving(const char *dir, uint64_t sim, const char *run_id, mt_serve_entry *out,
+                    char *why, size_t size);
+/* how read_serving's why begins when only serve files of another run are there (the
+ * request fails at once: serving_rendezvous.py OTHER_RUN, predict_lookup.py other_run) */
+#define OTHER_RUN "the trainer serving there belongs to another run"
 /* Whether the rendezvous directory of the last lookup changed since (one stat: a trainer
  * published or removed a serve file there); false when the last lookup was not in one. */
 bool mt_serve_dir_changed(const mt_client *c);

@@ -306,11 +306,11 @@ void mt_stop_record_words(const char *record, char *out, size_t size) {
         bool failed = coded && (strcmp(code->string, "error") == 0 ||
                                 strcmp(code->string, "nonfinite") == 0);
         bool said = failed && message != NULL && message->kind == MT_JSON_STRING;
-        size_t line = said ? strcspn(message->string, "\r\n") : 0; /* (the notice: one line) */
+        size_t line = said ? mt_reason_line(message->string) : 0; /* (one line, as Python's) */
         snprintf(out, size, "stopped%s%.32s%s%.*s%s (a trainer resumed from its checkpoint "
                             "publishes again)",
-                 coded ? " (" : "", coded ? code->string : "", said ? ": " : "",
-                 (int)(line < 200 ? line : 200), said ? message->string : "", coded ? ")" : "");
+                 coded ? " (" : "", coded ? code->string : "", said ? ": " : "", (int)line,
+                 said ? message->string : "", coded ? ")" : "");
     }
     mt_json_free(em, en);
     mt_json_free(rm, rn);

@@ -254,12 +254,12 @@ bool mt_stop_preempted_words(mt_client *c, char *out, size_t size) {
         mt_stop_record_for_good(c->rendezvous_used, r, c->endpoints[r], c->run_id,
                                 c->simulation_id, NULL, &look, s);
         bool preempted = s->preempted;
-        if (preempted) /* (a message's first 200 bytes: the line stays readable) */
-            snprintf(out, size, "%s (%.200s; its stop record in %s)",
+        if (preempted) /* (its message's first line, 200 characters: stopped.py's too) */
+            snprintf(out, size, "%s (%.*s; its stop record in %s)",
                      strcmp(s->code, "broken") == 0 /* (client/stopped.py _RESUMABLE_WORDS) */
                          ? "the trainer stopped on a broken collective, a resume may follow"
                          : "the trainer was preempted",
-                     s->message, c->rendezvous_used);
+                     (int)mt_reason_line(s->message), s->message, c->rendezvous_used);
         free(s);
         if (preempted) return true;
     }

@@ -27,16 +27,43 @@ of its end): so that a user reading the log knows them from the solver's, and gr
 them. A report's quote of the log's last lines (`tail_lines`) leaves them out: they are
 not the solver's output, and a hung solver killed by the launcher would otherwise be
 quoted as saying "killed by the launcher".
+
+A Slurm job's log also ends, when it is killed (the launcher's scancel, a time limit, a
+preemption, srun ending the other ranks after one failed), with Slurm's lines and the
+batch script's shell's, seen on the one-node test cluster::
+
+    slurmstepd-vm: error: *** JOB 4082977 ON vm CANCELLED AT 2026-12-07T07:19:25 ***
+    Terminated
+
+(a step's: ``*** STEP 12.0 ON ...``, ``srun: error: vm: task 0: Terminated``, ``srun:
+Force Terminated StepId=12.0``; bash's, for a command it ran: ``/var/spool/slurmd/
+job12/slurm_script: line 40: 77 Terminated ...`` or a bare ``Terminated``). Quoted as
+the solver's last lines, a user read them as the solver's words, and every killed job's
+log had the same last line (reports group failures by it, `last_log_line`). They are
+left out (`SLURM_END`, the one rule: `systematic` reads the lines kept): the attempt's
+end is said apart, by its exit code (``exit 143 (SIGTERM: scancel, ...)``) and the
+launcher's own line in the log, and `exit_cause` reads them from `tail_lines`, which
+keeps them. Not left out: Slurm's lines of how a rank died by itself (``srun: error: vm:
+task 1: Segmentation fault``, ``Killed``, an exit code; slurmstepd's out-of-memory
+``oom-kill`` line), which say the solver's failure.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 import time
 from pathlib import Path
 
-__all__ = ["LAUNCHER", "launcher_line", "log_lines", "tail_lines", "without_kill_banners"]
+__all__ = [
+    "LAUNCHER",
+    "SLURM_END",
+    "launcher_line",
+    "log_lines",
+    "tail_lines",
+    "without_kill_banners",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +78,17 @@ _AFTER = (
     "Please see the FAQ page for debugging suggestions",
 )
 _BLOCK = 8  # the banner's lines from its start to its exit string, at most
+#: Slurm's and the batch script's shell's lines of a job's or a step's kill (module
+#: docstring), matched on the stripped line: slurmstepd's cancellation (any "DUE TO"),
+#: srun's as it ends a step (and before Slurm 20.11 "Terminating job step"), a task
+#: ended by SIGTERM, bash's line of its command ended by SIGTERM
+SLURM_END = re.compile(
+    r"^slurmstepd\S*: error: \*\*\* (?:JOB|STEP) \S+ ON \S+ CANCELLED AT "
+    r"|^srun: (?:Force Terminated|Job step aborted|launch/slurm: _step_signal"
+    r"|Terminating job step)"
+    r"|^srun: error: .*: tasks? [\d,-]+: Terminated$"
+    r"|^Terminated$|^\S*slurm_script: line \d+: +\d+ Terminated\b"
+)
 
 
 def _rule(line: str) -> bool:
@@ -120,11 +158,16 @@ def tail_lines(path: Path, tail_bytes: int) -> list[str]:
     return [line for line in text.splitlines() if line.strip() and not line.startswith(LAUNCHER)]
 
 
-def log_lines(path: Path, tail_bytes: int) -> tuple[list[str], int]:
+def log_lines(path: Path, tail_bytes: int) -> tuple[list[str], str]:
     """The non-blank lines of the last `tail_bytes` of `path` without hydra's banners of
-    a SIGTERM, and how many banners were left out (`without_kill_banners`).
+    a SIGTERM (`without_kill_banners`) and Slurm's lines of a kill (`SLURM_END`), and
+    what was left out, for a quote that has nothing else ("" when nothing was).
 
     Raises:
         OSError: the log cannot be read.
     """
-    return without_kill_banners(tail_lines(path, tail_bytes))
+    lines, banners = without_kill_banners(tail_lines(path, tail_bytes))
+    kept = [line for line in lines if not SLURM_END.search(line.strip())]
+    if banners:
+        return kept, "mpiexec's banner of its SIGTERM"
+    return kept, "Slurm's lines of the job's end" if len(kept) < len(lines) else ""

@@ -79,17 +79,18 @@ class DataReport(Protocol):
 
 def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
     """The last `lines` lines of a job's log, indented, or a note if there is none;
-    without hydra's banner of a SIGTERM and the launcher's own lines (`log_lines`: the
-    launcher's kill and its start, not the solver's output)."""
+    without hydra's banner of a SIGTERM, Slurm's lines of a kill and the launcher's own
+    lines (`log_lines`: the launcher's kill and its start, Slurm's cancellation, not the
+    solver's output)."""
     try:
-        kept, banners = log_lines(path, _TAIL_BYTES)
+        kept, left_out = log_lines(path, _TAIL_BYTES)
     except OSError as exc:
         return f"    (no log: {exc.strerror})"
     tail = kept[-lines:]
     if tail:
         return "\n".join(f"    | {line}" for line in tail)
-    if banners:
-        return "    (nothing but mpiexec's banner of its SIGTERM: the solver printed nothing)"
+    if left_out:
+        return f"    (nothing but {left_out}: the solver printed nothing)"
     return "    (empty log: nothing from the solver)"
 
 

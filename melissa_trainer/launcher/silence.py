@@ -114,11 +114,14 @@ TICK_SLACK = 0.1
 
 @dataclass(frozen=True)
 class Verdict:
-    """A silence past its bound: how long, the bound, and what the bound is."""
+    """A silence past its bound: how long, the bound, what the bound is (`rule`, for the
+    WARNING) and the `LauncherTuning` setting that lengthens it (`setting`, for the
+    kill's short line in the job's log)."""
 
     silent: float
     timeout: float
     rule: str
+    setting: str = "simulation_timeout"
 
 
 class SilenceClock:
@@ -319,4 +322,15 @@ class SilenceClock:
         bound = self.bound(sending, complete)
         if bound is None or silent <= bound[0]:
             return None
-        return Verdict(silent, bound[0], bound[1])
+        return Verdict(silent, bound[0], bound[1], self._setting(sending, complete))
+
+    def _setting(self, sending: bool, complete: bool) -> str:
+        """The setting whose increase lengthens `bound(sending, complete)`, as its rule
+        names it at the end ("... needs a larger startup_timeout"; a numeric timeout
+        between two messages: itself)."""
+        between = sending and not complete
+        if self.timeout == AUTO:
+            return "silence_floor" if between else "startup_timeout"
+        if between or (sending and not self.startup_set):
+            return "simulation_timeout"
+        return "startup_timeout"

@@ -107,7 +107,15 @@ class SilenceWatch(FailurePolicy):
                 self.backend.describe(job.handle),
                 job.log_path,
             )
-            doomed.append((name, job, verdict.rule, f"hung: {what} ({heard}; {verdict.rule})"))
+            # the job's log gets the short of it (the line ran to 518 characters in
+            # test_job_log_launcher_lines' log, most of them the rule and the parameters,
+            # which the WARNING says): what, how long silent, the bound, the setting
+            since = "since its last message" if job.sending else "before its first message"
+            why = (
+                f"hung: simulation {sid} silent {verdict.silent:.1f} s {since} (bound "
+                f"{verdict.timeout:.1f} s; LauncherTuning({verdict.setting}=...) to wait longer)"
+            )
+            doomed.append((name, job, verdict.rule, why))
         # one kill_grace for them all (`Backend.kill_all`): a wave of hung solvers held
         # the launcher's thread a grace per job, nothing launched or polled meanwhile
         handles = [job.handle for _, job, _, _ in doomed]

@@ -68,8 +68,8 @@ _TAIL_BYTES = 4096
 
 def last_log_line(path: Path) -> str:
     """The last non-blank line of a job's log ("" if it has none or cannot be read),
-    hydra's banner of a SIGTERM left out (`log_lines`: every killed mpiexec job's log
-    would end with the same line)."""
+    hydra's banner of a SIGTERM and Slurm's lines of a kill left out (`log_lines`:
+    every killed mpiexec or Slurm job's log would end with the same line)."""
     try:
         lines, _ = log_lines(path, _TAIL_BYTES)
     except OSError:
@@ -77,13 +77,10 @@ def last_log_line(path: Path) -> str:
     return lines[-1].strip() if lines else ""
 
 
-#: an MPI launcher's lines about an abort or a kill, not the solver's reason (MPICH's
-#: MPI_Abort banner, Open MPI's, srun's and slurmstepd's lines of a step's end)
-_BANNER = re.compile(
-    r"application called MPI_Abort\(|MPI_ABORT was invoked on rank"
-    r"|^srun: (?:Force Terminated|Job step aborted|launch/slurm: _step_signal)"
-    r"|^srun: error: .*: tasks? [\d,-]+: Terminated$|^slurmstepd\S*: error: \*\*\* STEP "
-)
+#: an MPI launcher's lines about an abort, not the solver's reason (MPICH's MPI_Abort
+#: banner, Open MPI's); srun's and slurmstepd's lines of a kill are not read at all
+#: (`log_lines.SLURM_END`, the one rule: not the solver's lines either)
+_BANNER = re.compile(r"application called MPI_Abort\(|MPI_ABORT was invoked on rank")
 #: the numbers that differ between the ranks or the attempts of one failure
 _NUMBERED = re.compile(
     r"\b(rank|node|process|pid|task|tasks|proc|StepId|STEP|job)(\s*[=:#]?\s*)\d+(?:\.\d+)?",
@@ -93,9 +90,10 @@ _NUMBERED = re.compile(
 
 def failure_line(path: Path) -> tuple[str, bool]:
     """The line of a job's log that says why it failed: the last non-blank one that is
-    not an MPI launcher's banner of an abort or a kill (module docstring), or the last
-    one if every line is; "" if the log has none or cannot be read. With it, whether
-    banners after it were passed over (it is then not the log's last line)."""
+    not an MPI launcher's banner of an abort (module docstring; Slurm's lines of a kill
+    are not read, `log_lines`), or the last one if every line is; "" if the log has
+    none or cannot be read. With it, whether banners after it were passed over (it is
+    then not the log's last line)."""
     try:
         lines, _ = log_lines(path, _TAIL_BYTES)
     except OSError:

@@ -7,6 +7,7 @@ watch (`LocalBackend`), and an ``mpiexec`` job killed by `MpiexecBackend.kill`."
 
 from __future__ import annotations
 
+import re
 import shlex
 import sys
 import time
@@ -40,7 +41,8 @@ def test_a_hung_jobs_log_says_its_start_and_its_kill_and_the_report_quotes_the_s
 ) -> None:
     """Failed before: the log held the solver's line only (no start, no kill). With the
     lines but without `tail_lines` leaving them out, the report quoted the kill line as
-    the solver's last line."""
+    the solver's last line. Then the kill's line, 518 characters long (the silence
+    rule), failed its short form."""
     sim = [sys.executable, script(tmp_path, HUNG)]
     tuning: dict[str, object] = {
         "simulation_timeout": 1.0,
@@ -63,7 +65,14 @@ def test_a_hung_jobs_log_says_its_start_and_its_kill_and_the_report_quotes_the_s
     kill = lines[2]
     assert kill.startswith(PREFIX), lines
     assert "killing this job (SIGTERM to its process group, SIGKILL after 2 s): hung: " in kill
-    assert "simulation 0 (attempt 0, parameters {'x': " in kill and "silent for" in kill, kill
+    # short (what, how long silent, the bound, the setting): before, 518 characters, the
+    # silence rule and the parameters, which the WARNING says
+    said = kill.split("): ", 1)[1]
+    assert re.fullmatch(
+        r"hung: simulation 0 silent \d+\.\d s before its first message \(bound 1\.0 s; "
+        r"LauncherTuning\(startup_timeout=\.\.\.\) to wait longer\)",
+        said,
+    ), kill
     assert len(lines) == 3, lines
     assert "    | step 0 sent" in report, report
     assert PREFIX not in report, report

@@ -273,3 +273,27 @@ def test_the_sooner_bound_kills_no_silence_the_study_has_seen(
     assert float(stated.group(2)) == now[0]
     assert all(applied.judge(gap, sending=True) is None for gap in gaps)
     assert f"was {study_gap:.1f} s" in sooner  # (the study's longest, said)
+
+
+@pytest.mark.parametrize(
+    ("timeout", "startup", "sending", "complete", "setting"),
+    [
+        ("auto", STARTUP_DEFAULT, True, False, "silence_floor"),
+        ("auto", STARTUP_DEFAULT, False, False, "startup_timeout"),
+        ("auto", STARTUP_DEFAULT, True, True, "startup_timeout"),
+        (1.0, STARTUP_DEFAULT, True, False, "simulation_timeout"),
+        (1.0, STARTUP_DEFAULT, False, False, "startup_timeout"),
+        (1.0, STARTUP_DEFAULT, True, True, "simulation_timeout"),
+        (1.0, 2.0, False, False, "startup_timeout"),
+        (1.0, 2.0, True, True, "startup_timeout"),
+    ],
+)
+def test_a_verdict_names_the_setting_its_rule_says_lengthens_the_bound(
+    timeout: float | str, startup: float, sending: bool, complete: bool, setting: str
+) -> None:
+    """The hung kill's line in the job's log names the setting alone (the rule is in the
+    WARNING): the one the rule says to raise, or the numeric timeout that is the rule."""
+    verdict = clock(timeout, startup).judge(10_000.0, sending, complete)
+    assert verdict is not None
+    assert verdict.setting == setting
+    assert setting in verdict.rule, verdict.rule

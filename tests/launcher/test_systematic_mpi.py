@@ -76,7 +76,9 @@ def test_different_failures_still_turn_the_check_off(tmp_path: Path) -> None:
 def test_failure_line_and_key(tmp_path: Path) -> None:
     log = tmp_path / "srun.log"
     log.write_text(SRUN_SEGV)
-    assert failure_line(log) == ("srun: error: vm: task 1: Segmentation fault", True)
+    # (srun's and slurmstepd's lines of the step's kill after it are not read at all:
+    # `log_lines.SLURM_END`; the segmentation fault, the rank's own end, is kept)
+    assert failure_line(log) == ("srun: error: vm: task 1: Segmentation fault", False)
     log.write_text("solver step 7\n")
     assert failure_line(log) == ("solver step 7", False)
     assert failure_line(tmp_path / "missing.log") == ("", False)

@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from melissa_trainer.launcher.backends.base import (
+    CLOSE_REASON,
     Backend,
     Handle,
     Job,
@@ -262,20 +263,12 @@ class SlurmBackend(Backend):
         codes: dict[int, int | None] = {}
         steps: list[tuple[int, SrunHandle]] = []
         batch: list[tuple[int, SlurmHandle]] = []
-        for i, (handle, why) in enumerate(
-            zip(handles, kill_reasons(handles, reasons), strict=True)
-        ):
+        for i, handle in enumerate(handles):
             if isinstance(handle, SrunHandle) and self._steps is not None:
                 steps.append((i, handle))
-                # (a step waiting out an outage runs nothing, yet its attempt is killed)
-                if handle.retry_at is not None or not getattr(handle.process, "ended", True):
-                    kill_line(
-                        handle.job, why, f"SIGTERM to its tasks, srun killed after {grace:g} s"
-                    )
             else:
                 batch.append((i, self._own(handle)[1]))
-                if batch[-1][1].code is None:  # (queued or running: scancel ends it)
-                    kill_line(handle.job, why, f"scancel: SIGTERM, SIGKILL after {grace:g} s")
+        self._kill_lines(handles, kill_reasons(handles, reasons), grace)
         if steps and self._steps is not None:
             ended = self._steps.kill_all([step for _, step in steps], grace)
             codes.update(zip((i for i, _ in steps), ended, strict=True))
@@ -284,12 +277,34 @@ class SlurmBackend(Backend):
             codes.update(zip((i for i, _ in batch), ended, strict=True))
         return [codes[i] for i in range(len(handles))]
 
+    def _kill_lines(
+        self, handles: Sequence[Handle], reasons: Sequence[str | None], grace: float
+    ) -> None:
+        """The launcher's line (`kill_line`) in the log of each of `handles` that its
+        kill ends (not one known ended), with its reason, before any signal: the one
+        writer of `kill_all`'s lines and `close`'s."""
+        for handle, why in zip(handles, reasons, strict=True):
+            if isinstance(handle, SrunHandle):
+                # (a step waiting out an outage runs nothing, yet its attempt is killed)
+                if handle.retry_at is not None or not getattr(handle.process, "ended", True):
+                    kill_line(
+                        handle.job, why, f"SIGTERM to its tasks, srun killed after {grace:g} s"
+                    )
+            elif isinstance(handle, SlurmHandle) and handle.code is None:
+                # (queued or running: scancel ends it)
+                kill_line(handle.job, why, f"scancel: SIGTERM, SIGKILL after {grace:g} s")
+
     def close(self) -> None:
         """Cancel every job still queued or running (waits up to CLOSE_GRACE s, then
-        forces); idempotent."""
+        forces), each first given the launcher's line in its log with `CLOSE_REASON`
+        (as a kill's: `kill_line`); idempotent."""
         if self._steps is not None:
+            left: list[Handle] = list(self._steps.running)
+            self._kill_lines(left, [CLOSE_REASON] * len(left), CLOSE_GRACE)
             self._steps.close()
         if self._batch is not None:
+            left = list(self._batch.live.values())
+            self._kill_lines(left, [CLOSE_REASON] * len(left), CLOSE_GRACE)
             self._batch.close()
 
     def begin_study(self, study: str) -> None:

@@ -104,7 +104,8 @@ class BatchJobs:
         self.partition, self.time_limit = partition, time_limit
         self.extra_args, self.srun_args = tuple(extra_args), tuple(srun_args)
         self.script_dir, self.poll_every = script_dir, poll_every
-        self._live: dict[str, SlurmHandle] = {}  # job id -> handle, jobs not known ended
+        #: job id -> handle, jobs not known ended (`SlurmBackend.close`: their lines)
+        self.live: dict[str, SlurmHandle] = {}
         self._refreshed = -float("inf")  # time.monotonic() of the last squeue answer
         self._answers = 0  # squeue answers so far (`SlurmHandle.seen_started`)
         self._squeue_failing = False
@@ -126,7 +127,7 @@ class BatchJobs:
         at most every `poll_every` seconds (for all jobs at once)."""
         if handle.code is None:
             if self._refresh():  # fresh states: any killed job Slurm requeued, not only this
-                for queued in [h for h in self._live.values() if h.state == "PENDING"]:
+                for queued in [h for h in self.live.values() if h.state == "PENDING"]:
                     self._requeued(queued)
             self._settle(handle)
         if handle.code is None and handle.state == "RUNNING":
@@ -148,8 +149,8 @@ class BatchJobs:
     def close(self) -> None:
         """Cancel every job still queued or running (waits up to CLOSE_GRACE s, then
         forces) and stop renewing the lease; idempotent."""
-        if self._live:
-            self._cancel(list(self._live.values()), CLOSE_GRACE)
+        if self.live:
+            self._cancel(list(self.live.values()), CLOSE_GRACE)
         if self._lease is not None:
             self._lease.close()
 
@@ -175,7 +176,7 @@ class BatchJobs:
             for job_id, state, name in jobs
             if name.startswith(prefix)
             and state not in sq.TERMINAL_STATES
-            and job_id not in self._live
+            and job_id not in self.live
         ]
         if not stale:
             return
@@ -185,7 +186,7 @@ class BatchJobs:
             len(stale),
             ", ".join(f"{h.job.name} ({h.job_id}, {h.state})" for h in stale),
         )
-        self._live.update((handle.job_id, handle) for handle in stale)
+        self.live.update((handle.job_id, handle) for handle in stale)
         self._cancel(stale, CLOSE_GRACE)
 
     def describe(self, handle: SlurmHandle) -> str:
@@ -207,7 +208,7 @@ class BatchJobs:
         try:
             directory.mkdir(parents=True, exist_ok=True)
             if self._prefix is not None and directory not in self._swept:
-                jf.drop_old_files(directory, self._prefix, self._live)
+                jf.drop_old_files(directory, self._prefix, self.live)
                 self._swept.add(directory)
             if lease is not None and self._lease is not None and lease not in self._lease.paths:
                 if self._prefix is not None:
@@ -248,16 +249,16 @@ class BatchJobs:
         except ValueError as exc:
             raise LaunchError(f"job {job.name}: {exc}") from exc
         handle = SlurmHandle(job=job, job_id=job_id, exit_stem=str(exit_stem), began=str(began))
-        self._live[job_id] = handle
+        self.live[job_id] = handle
         logger.debug("submitted %s", self.describe(handle))
         return handle
 
     def _refresh(self, force: bool = False) -> bool:
         """Ask squeue for the state of every live job (True: it answered now), unless it
         answered less than `poll_every` s ago. A failing squeue leaves the states as they were."""
-        if not self._live or (not force and time.monotonic() - self._refreshed < self.poll_every):
+        if not self.live or (not force and time.monotonic() - self._refreshed < self.poll_every):
             return False
-        result = self._commands.run(sq.squeue_command(self._live, self._commands.path("squeue")))
+        result = self._commands.run(sq.squeue_command(self.live, self._commands.path("squeue")))
         why = failure(result)
         if why is not None or isinstance(result, str):
             if not self._squeue_failing:  # once per streak of failures
@@ -270,7 +271,7 @@ class BatchJobs:
         out = result.stdout
         states, reasons = sq.parse_squeue(out), sq.parse_squeue_reasons(out)
         nodes, starts = sq.parse_squeue_nodes(out), sq.parse_squeue_starts(out)
-        for job_id, handle in self._live.items():
+        for job_id, handle in self.live.items():
             state, reason = states.get(job_id), reasons.get(job_id)
             queue_words(handle, self.describe(handle), state, reason, starts.get(job_id))
             if not (handle.cancelled or handle.stale):  # (the study's own: not waited for)
@@ -307,8 +308,8 @@ class BatchJobs:
             return
         handle.final = handle.state
         handle.code = final_code(handle, self.describe(handle), self._commands)
-        self.failing.ended(self.describe(handle), handle, self._live.values())
-        self._live.pop(handle.job_id, None)
+        self.failing.ended(self.describe(handle), handle, self.live.values())
+        self.live.pop(handle.job_id, None)
         if handle.began is not None:
             jf.drop(Path(handle.began), "began")
         self._shm.ended(handle.job_id, self.describe(handle))

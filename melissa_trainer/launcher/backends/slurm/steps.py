@@ -122,7 +122,7 @@ class SrunSteps:
         # srun passes its environment on to the step's tasks, on nodes where the trainer
         # is not: the srun process is started as the trainer is, nothing changed
         self._local = LocalBackend(placement=None)
-        self._running: list[SrunHandle] = []  # steps not known ended
+        self.running: list[SrunHandle] = []  # steps not known ended (`close`: its lines)
         self._top = -1  # the highest step id of the allocation listed so far
         self._listed = -LIST_EVERY  # when the steps were last listed (monotonic)
         #: sweeps of ended steps that found files still held, and the steps' names
@@ -151,7 +151,7 @@ class SrunSteps:
         step = SrunHandle(
             job=job, process=process, step_name=step_name, floor=self._top + 1, log_from=log_from
         )
-        self._running.append(step)
+        self.running.append(step)
         return step
 
     def poll(self, step: SrunHandle) -> int | None:
@@ -163,13 +163,13 @@ class SrunSteps:
                 return None
             over = True
         code = self._local.poll(step.process)
-        if code is not None and step in self._running and not over and self._outage(step, code):
+        if code is not None and step in self.running and not over and self._outage(step, code):
             return None
         due = time.monotonic() - self._listed >= LIST_EVERY
         if code is None and step.step_id is None and due:
             self._list(warn=False)  # (a failure, said at each try, would flood the log)
-        if code is not None and step in self._running:
-            self._running.remove(step)
+        if code is not None and step in self.running:
+            self.running.remove(step)
             self._sweep(step)
             if not step.killed:  # (Slurm's end of it, said: `step_end`)
                 step.lost = node_failure(step.job, self.describe(step), step.log_from)
@@ -197,10 +197,10 @@ class SrunSteps:
         """`kill` of each of `steps`, their graces together: SIGTERM to their tasks at
         once, one `grace` for them all, then their sruns signalled (`step_stop`), then
         one ``scancel`` naming their steps. Results in order."""
-        running = [step for step in steps if step in self._running]
+        running = [step for step in steps if step in self.running]
         away = self._list_before_stop(running)  # (while they are among the running)
         for step in running:  # (still running: a step may outlive its srun)
-            self._running.remove(step)
+            self.running.remove(step)
             # (an srun that had ended on its own keeps its code: it was not killed; one
             # waiting out an outage ran nothing: killed)
             waiting, step.retry_at = step.retry_at is not None, None
@@ -216,8 +216,8 @@ class SrunSteps:
         """Kill every running step (as `kill_all`, with `CLOSE_GRACE`); sweep the
         segments of all (`_sweep`: those still held by ranks that are ending are retried
         once, after the kills)."""
-        away = self._list_before_stop(self._running)
-        running, self._running = self._running, []
+        away = self._list_before_stop(self.running)
+        running, self.running = self.running, []
         stopped = stop_steps(self._local, self._commands, self._allocation, running, CLOSE_GRACE)
         self._local.close()
         self._cancel_unless_away(running, away, stopped)
@@ -301,7 +301,7 @@ class SrunSteps:
             if job_id == self._allocation and number.isdigit():
                 self._top = max(self._top, int(number))
                 ids[name] = max(ids.get(name, -1), int(number))  # (the newest of a name)
-        for step in self._running:
+        for step in self.running:
             if step.step_id is None and ids.get(step.step_name, -1) >= step.floor:
                 step.step_id = ids[step.step_name]
         return listed

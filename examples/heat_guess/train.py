@@ -36,7 +36,10 @@ SIGTERM or Ctrl-C writes a
 checkpoint in ``--output_dir`` (none in a temporary directory's run is kept) and is
 continued by the same command with ``--resume_from_checkpoint latest``: the simulations
 done keep their records, those running at the stop run again. A run killed (SIGKILL)
-before any checkpoint is run again from the start; the same command without the flag
+before any checkpoint is run again from the start; so is a finished one, which keeps no
+checkpoint (``save_at_end`` off: its report is its result), even when a SIGTERM that came
+as it ended (after its last stop synchronisation) made it exit 143, its report
+unprinted. The same command without the flag
 in a folder that holds a checkpoint is refused, saying so (``--overwrite_output_dir``
 starts afresh there, the checkpoints moved aside).
 

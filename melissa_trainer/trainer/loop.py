@@ -230,7 +230,9 @@ class OnlineTrainer(TrainerSteps):
                 of that step, stops the source and fires the end hooks; a second signal
                 exits at once (see `melissa_trainer.trainer.preemption`).
                 A signal after the last stop synchronisation lets training end as it
-                was about to (no Preempted). The order of events is `Event`'s docstring.
+                was about to (no Preempted), then ends the process (128 + the signal)
+                as this returns (`PreemptionHandler.deliver_late`). The order of events
+                is `Event`'s docstring.
         """
         refuse_train_resume(resume_from_checkpoint)
         refuse_second_train(self)  # (before the output_dir is held or a checkpoint read)
@@ -320,7 +322,7 @@ class OnlineTrainer(TrainerSteps):
                     )
                     hooks.fire(Event.PSEUDO_EPOCH_START, self, state, control)
             self._output_hold.stopping()
-            preemption.finished = not signum  # (a signal from now stops nothing: said)
+            preemption.finish(signum)  # (a signal from now stops nothing: said)
             last_window_check(self, guard.check, failure, signum)  # (collective, watched)
             if signum:  # (hooks may read it from LOOP_END on)
                 self.preempted_by = StopCause.signal_of(signum)  # (the code's signal)

@@ -161,7 +161,7 @@ class PreemptionHandler:
         #: set once training has ended (the ranks' last meeting: `exit_meeting`), the
         #: end's words ("a preemption"): a first signal then says the rank is exiting
         self.ending = ""
-        #: set by the trainer once its loop has ended normally: a first signal then stops
+        #: set once the loop has ended normally (`finish`): a first signal then stops
         #: nothing; it is said, and sent again once `train()` is done (`deliver_late`)
         self.finished = False
         self._late = 0  # (that signal: 0 none)
@@ -281,14 +281,37 @@ class PreemptionHandler:
                 if signum in self.signals:
                     self._on_signal(signum)
 
-    def _first_request(self, cause: StopCause) -> bool:
-        """Record the first stop request (True), or say that one came before (False)."""
+    def _first_request(self, cause: StopCause, late: bool = False) -> bool:
+        """Record the first stop request (True), or say that one came before (False);
+        `late`: a signal's, kept for `deliver_late` when the loop had ended (`finish`)."""
         with self._request_lock:
             if self._signum:
                 return False
             self._cause, self.reason = cause, str(cause)
             self._signum, self._first_at = cause.signum, time.monotonic()
+            if late and self.finished:  # (under the lock: `finish` converts the others)
+                self._late = cause.signum
             return True
+
+    def finish(self, signum: int) -> None:
+        """The loop has ended; `signum`: the stop the ranks agreed on (0: none). Without
+        one, a first signal from now stops nothing (`finished`: said, then sent again by
+        `deliver_late`), and so does one this rank caught in the last window, after the
+        last stop synchronisation, which no rank could agree on any more: said again
+        (its first line promised a stop to come), not swallowed (the script ran on to
+        exit 0, with no checkpoint when `save_at_end` was off; a launcher's death, no
+        signal, stays as it was)."""
+        with self._request_lock:
+            self.finished = not signum
+            cause = self._cause
+            if not self.finished or self._late or cause is None or cause.launcher:
+                return
+            self._late = cause.signum
+        logger.warning(
+            "%s came after the last stop synchronisation: no step is left to stop at, the "
+            "run ends as without it (not as said above), then this process ends as the "
+            "signal asks (exit status %d) as train() returns", cause, exit_code(cause.signum),
+        )  # fmt: skip
 
     def _on_signal(self, signum: int) -> None:
         name = signal.Signals(signum).name
@@ -307,17 +330,15 @@ class PreemptionHandler:
                     self.repeat_window,
                 )
                 return
-        elif self.finished:
-            if self._first_request(StopCause(signum, node=self._node)):
-                self._late = signum
+        elif self._first_request(StopCause(signum, node=self._node), late=True):
+            if self._late:  # (the loop had ended: `finish`)
                 logger.warning(
                     "%s received after the end of training: no step is left to stop at, "
                     "the run ends as without it, then this process ends as the signal "
                     "asks (exit status %d) as train() returns", name, exit_code(signum),
                 )  # fmt: skip
-                return
-        elif self._first_request(StopCause(signum, node=self._node)):
-            logger.warning(stop_requested_words(name, self.repeat_window, self.checkpoints))
+            else:
+                logger.warning(stop_requested_words(name, self.repeat_window, self.checkpoints))
             return
         elapsed = time.monotonic() - self._first_at
         if elapsed < self.repeat_window:

@@ -51,3 +51,36 @@ def test_a_sigterm_after_the_last_line_is_said_and_ends_the_process(tmp_path: Pa
     # the run's results are complete: its end's checkpoint, the lock given back
     assert [p.name for p in ckpt.list_checkpoints(out / "checkpoints")][-1] == "checkpoint-4"
     assert '"state": "ended"' in (out / "trainer.lock").read_text()
+
+
+LAST_WINDOW = SCRIPT.parent / "last_window_signal.py"
+
+
+def test_a_sigterm_in_the_last_window_is_not_swallowed(tmp_path: Path) -> None:
+    """A SIGTERM after the last stop synchronisation, before the loop ends (max_steps
+    reached in the same window): no synchronisation is left to agree on it. Before, it
+    was taken for a stop to come ("stopping at the next stop synchronisation to write a
+    checkpoint"), none came (``save_at_end`` off: no checkpoint at all), and the script
+    ran on to exit 0; now it is a late signal, said so, and ends the process (143)."""
+    out, log = tmp_path / "out", tmp_path / "log"
+    with open(log, "w") as sink:
+        proc = subprocess.Popen(
+            [sys.executable, str(LAST_WINDOW), str(out)], stdout=sink, stderr=subprocess.STDOUT
+        )
+    try:
+        wait_until((tmp_path / "marker").exists, "the last step", UNTIL_TEST_TIMEOUT, procs=[proc])
+        proc.send_signal(signal.SIGTERM)
+        said = "SIGTERM received"
+        wait_until(lambda: said in log.read_text(), said, UNTIL_TEST_TIMEOUT, procs=[proc])
+        (tmp_path / "go").touch()
+        assert proc.wait(timeout=60) == -signal.SIGTERM, log.read_text()[-3000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    text = log.read_text()
+    assert "end of training (max_steps 4 reached)" in text
+    assert "came after the last stop synchronisation: no step is left to stop at" in text
+    assert "(exit status 143)" in text
+    assert "script end" not in text, text[-2000:]
+    assert ckpt.list_checkpoints(out / "checkpoints") == []  # (save_at_end off: none)

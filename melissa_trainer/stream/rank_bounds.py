@@ -46,7 +46,8 @@ def missing_words(world: int, present: Collection[int]) -> str | None:
     """What a directory of `world` ranks misses, `present` the ranks it holds (each
     file's, any number), or None when none is missing: "world_size 3, ranks [0, 2]
     missing", the first `MISSING_SHOWN` ranks and their count past that ("world_size
-    1000000, ranks [1, 2, ..., 10, ... (999999 in all)] missing"). Steps over
+    1000000, ranks [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, ... (999999 in all)] missing"; rank 0
+    there). Steps over
     `MISSING_SHOWN` + len(`present`) ranks at most, whatever `world`."""
     count = world - sum(1 for r in set(present) if 0 <= r < world)
     if count <= 0:

@@ -17,6 +17,7 @@ from zmq.utils import z85
 
 from melissa_trainer import wire as protocol
 from melissa_trainer.stream.host_scope import published_scope
+from melissa_trainer.stream.rank_bounds import bounds_fault, digits_fault, missing_words
 from melissa_trainer.stream.stop_record import said_line
 from melissa_trainer.stream.trainer_listens import refused_files
 from melissa_trainer.stream.trainer_process import gone_words, published_process, trainer_gone
@@ -25,9 +26,6 @@ RENDEZVOUS_VERSION = 1
 #: seconds `fetch_rendezvous` waits before it tells its `notice` what it waits for (a
 #: client says so: a typo in the path would otherwise be silent for the whole timeout)
 NOTICE_AFTER = 3.0
-#: a rank file's name of more digits (leading zeros aside) is refused unread: no trainer
-#: has a billion ranks (the C client's MT_RANK_DIGITS; ASCII digits, as it reads them)
-MAX_RANK_DIGITS = 9
 _RANK_FILE = re.compile(r"rank_([0-9]+)\.json")
 
 
@@ -301,19 +299,16 @@ def _read_rendezvous(
     ranked_names = sorted((int(m.group(1)), n) for n in names if (m := _RANK_FILE.fullmatch(n)))
     for file_rank, name in ranked_names:
         rank_files = True
-        if len(str(file_rank)) > MAX_RANK_DIGITS:
-            problems.append(f"{name} invalid (its rank {file_rank} has over "
-                            f"{MAX_RANK_DIGITS} digits: no trainer has so many ranks)")  # fmt: skip
+        if (fault := digits_fault(file_rank)) is not None:
+            problems.append(f"{name} invalid ({fault})")
             continue
         try:
             entry = json.loads((directory / name).read_text())
             rank = entry["rank"]
-            ok = (
+            # (its bounds said by name: nothing is ever held per rank of its world_size)
+            fault = bounds_fault(rank, entry["world_size"], file_rank)
+            ok = fault is None and (  # (a fault said first, as C: not a key missing)
                 entry["version"] == RENDEZVOUS_VERSION
-                and isinstance(rank, int)
-                and rank == file_rank
-                and isinstance(entry["world_size"], int)
-                and rank < entry["world_size"]
                 and isinstance(entry["endpoint"], str)
                 and entry["endpoint"]
                 and _is_key(entry.get("curve_public_key"))
@@ -323,8 +318,8 @@ def _read_rendezvous(
         except (OSError, ValueError, KeyError, TypeError) as exc:
             problems.append(f"{name} unreadable ({exc})")
             continue
-        if not ok:
-            problems.append(f"{name} invalid ({entry})")
+        if fault is not None or not ok:
+            problems.append(f"{name} invalid ({fault or entry})")
             continue
         if entry.get("stopped") is True:
             problems.append(f"{name}: its trainer {_why_stopped(entry)}")
@@ -349,9 +344,8 @@ def _read_rendezvous(
         problems.append(f"files of different runs: run_id {sorted(runs)}")
     else:
         (world,) = sizes
-        missing = [r for r in range(world) if r not in entries and r not in gone_ranks]
-        if missing:
-            problems.append(f"world_size {world}, ranks {missing} missing")
+        if (missing := missing_words(world, entries.keys() | gone_ranks)) is not None:
+            problems.append(missing)
         elif not problems:
             ranked = [entries[r] for r in range(world)]
             # (elsewhere: each file version not refused is dialled once, `heard`)

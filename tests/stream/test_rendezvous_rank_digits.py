@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from melissa_trainer.stream.endpoints import MAX_RANK_DIGITS, fetch_rendezvous, write_rendezvous
+from melissa_trainer.stream.endpoints import fetch_rendezvous, write_rendezvous
+from melissa_trainer.stream.rank_bounds import MAX_RANK_DIGITS
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -15,7 +15,9 @@
  * "host" and "loopback_scope" (host_scope.c: who can reach a loopback endpoint).
  * A client's start (mt_rendezvous_look `alive`) does not take a file whose trainer is
  * known gone either (trainer_alive.c), said with the other files' words, in rank order,
- * and before a rank missing (Python's words and order: endpoints.py _read_rendezvous). */
+ * and before a rank missing (Python's words and order: endpoints.py _read_rendezvous).
+ * One entry per file read, never per rank of a file's world_size, whose bounds are checked
+ * before anything is held (rendezvous_ranks.c: a corrupt world_size of 10^12). */
 #define _POSIX_C_SOURCE 200809L
 #include <ctype.h>
 #include <dirent.h>
@@ -26,26 +28,7 @@
 #include <sys/stat.h>
 
 #include "internal.h"
-
-typedef struct {
-    char *endpoint;
-    long long world;
-    char *run_id; /* NULL: the file has none (an older trainer) */
-    char *key;    /* the receiver's CURVE public key; NULL: the file has none (no CURVE) */
-    char *follow; /* its follow socket (docs/protocol.md 17, 17a); NULL: none published */
-    bool receipts; /* 13 (RECEIPT_QUERY) in its "follow_kinds" (docs/protocol.md 17b) */
-    bool routing;  /* "routing": "simulation_step" (docs/protocol.md 2) */
-    char *kept;    /* "routed_t_mod_w": the raw JSON list, or NULL (docs/protocol.md 3) */
-    char *host, *scope; /* "host", "loopback_scope" (strings; NULL: none: host_scope.c) */
-    bool gone; /* a file of the rank's is of a trainer known gone: not "missing" */
-    long long pid; int runs; /* "pid" (0: none), whether it runs (mt_trainer_runs) */
-} rank_entry;
-
-static void entry_free(rank_entry *en) { /* (and NULL: each taken again or kept NULL) */
-    free(en->endpoint), free(en->run_id), free(en->key), free(en->follow), free(en->kept);
-    free(en->host), free(en->scope);
-    memset(en, 0, sizeof *en);
-}
+#include "rendezvous_ranks.h"
 
 /* A copy of `s` in *to (NULL for NULL); false: no memory. */
 static bool dup_to(char **to, const char *s) {
@@ -184,19 +167,6 @@ mt_status mt_rendezvous_read(const char *dir, mt_rendezvous *out, mt_buf *proble
     return mt_rendezvous_look(dir, out, problem, stopped_too, false);
 }
 
-/* The entry of `rank` in *entries (grown, zeroed, to hold it), or NULL: no memory. */
-static rank_entry *slot(rank_entry **entries, size_t *cap, long long rank) {
-    if ((size_t)rank >= *cap) {
-        size_t ncap = (size_t)rank + 1 > 2 * *cap ? (size_t)rank + 1 : 2 * *cap;
-        rank_entry *grown = realloc(*entries, ncap * sizeof **entries);
-        if (grown == NULL) return NULL;
-        memset(grown + *cap, 0, (ncap - *cap) * sizeof *grown);
-        *entries = grown;
-        *cap = ncap;
-    }
-    return &(*entries)[rank];
-}
-
 mt_status mt_rendezvous_look(const char *dir, mt_rendezvous *out, mt_buf *problem,
                              bool stopped_too, bool alive) {
     memset(out, 0, sizeof *out);
@@ -210,8 +180,7 @@ mt_status mt_rendezvous_look(const char *dir, mt_rendezvous *out, mt_buf *proble
         SAY("%s", errno == ENOTDIR ? "it is not a directory" : "the directory does not exist");
         return MT_ERENDEZVOUS;
     }
-    rank_entry *entries = NULL;
-    size_t cap = 0;
+    mt_ranks ranks = {0}; /* (one per file taken or gone: never one per rank of a world) */
     mt_status st = MT_OK;
     struct dirent *e;
     bool rank_files = false; /* (a file of a rank, taken or not: endpoints.py) */
@@ -241,7 +210,7 @@ mt_status mt_rendezvous_look(const char *dir, mt_rendezvous *out, mt_buf *proble
         const char *why = NULL;
         if (text == NULL) why = "cannot be read";
         else if (!mt_json_object(text, &m, &n, err, sizeof err)) why = err;
-        long long version = -1, r = -1, world = -1;
+        long long version = -1;
         const char *endpoint = NULL, *run_id = NULL, *key = NULL, *follow = NULL;
         const char *record = NULL; /* the stop record's raw text: why it stopped */
         const char *kept = NULL;   /* "routed_t_mod_w"'s raw text (a list, else ignored) */
@@ -278,24 +247,28 @@ mt_status mt_rendezvous_look(const char *dir, mt_rendezvous *out, mt_buf *proble
             if (strcmp(m[k].key, "stop_record") == 0 && m[k].kind == MT_JSON_OTHER)
                 record = m[k].string;
             bool num = m[k].kind == MT_JSON_NUMBER && m[k].integer;
-            if (strcmp(m[k].key, "version") == 0 && num) version = (long long)m[k].number;
-            if (strcmp(m[k].key, "rank") == 0 && num) r = (long long)m[k].number;
-            if (strcmp(m[k].key, "world_size") == 0 && num) world = (long long)m[k].number;
+            if (strcmp(m[k].key, "version") == 0) /* (compared, never cast: 1e300) */
+                version = num && m[k].number == 1.0;
             if (strcmp(m[k].key, "endpoint") == 0 && m[k].kind == MT_JSON_STRING)
                 endpoint = m[k].string;
         }
         long long pid = 0; int runs = -1; /* (mt_trainer_runs': kept for read_live_once) */
+        mt_buf fault = {0}; /* (rank_bounds.py's words; said before the others, as there) */
+        long long world = why == NULL ? mt_rank_bounds(text, m, n, rank, &fault) : -1;
+        if (fault.oom && problem != NULL) problem->oom = true;
         if (why != NULL) {
             FILE_SAY("%s unreadable (%s)", name, why);
-        } else if (version != 1 || r != rank || world <= r || endpoint == NULL || !*endpoint ||
-                   bad_run || bad_key || bad_follow) {
+        } else if (world == 0) {
+            FILE_SAY("%s invalid (%s)", name, fault.len ? fault.data : "");
+        } else if (version != 1 || world < 0 || endpoint == NULL || !*endpoint || bad_run ||
+                   bad_key || bad_follow) {
             FILE_SAY("%s invalid (%s)", name, text);
         } else if (stopped && !stopped_too) { /* (a study that ended: a late solver) */
             char words[1024]; /* (a message's 200 characters: up to 800 bytes of UTF-8) */
             mt_stop_record_words(record, words, sizeof words);
             FILE_SAY("%s: its trainer %s", name, words);
         } else if (alive && (runs = mt_trainer_runs(m, n, scoped ? mine : NULL, &pid)) == 0) {
-            rank_entry *en = slot(&entries, &cap, rank); /* (killed: as a stopped file) */
+            mt_rank_entry *en = mt_ranks_add(&ranks, rank, name); /* (killed: as stopped) */
             if (en == NULL) st = MT_ENOMEM;
             else en->gone = true;
             mt_buf w = {0};
@@ -304,12 +277,9 @@ mt_status mt_rendezvous_look(const char *dir, mt_rendezvous *out, mt_buf *proble
             if (problem != NULL && !keep_words(&said, &n_said, name, &w))
                 problem->oom = true;
         } else {
-            rank_entry *en = slot(&entries, &cap, rank);
+            mt_rank_entry *en = mt_ranks_add(&ranks, rank, name); /* (rank_01.json too) */
             if (en == NULL) st = MT_ENOMEM;
             if (st == MT_OK) {
-                bool gone = en->gone; /* (another name of the rank's: rank_01.json) */
-                entry_free(en);
-                en->gone = gone;
                 en->world = world;
                 en->receipts = receipts;
                 en->routing = routing;
@@ -323,19 +293,21 @@ mt_status mt_rendezvous_look(const char *dir, mt_rendezvous *out, mt_buf *proble
             }
         }
         mt_json_free(m, n);
-        free(text);
+        free(text), free(fault.data);
     }
     closedir(d);
     if (problem != NULL) say_files(said, n_said, problem);
     else free(said);
     if (st != MT_OK) goto done;
+    mt_ranks_settle(&ranks);
     long long world = -1, other = -1;
     const char *run = NULL, *other_run = NULL; /* "None" stands for a file without one */
-    for (size_t r = 0; r < cap; ++r) {
-        if (entries[r].endpoint == NULL) continue;
-        const char *this_run = entries[r].run_id != NULL ? entries[r].run_id : "None";
-        if (world < 0) world = entries[r].world, run = this_run;
-        else if (entries[r].world != world) other = entries[r].world;
+    for (size_t k = 0; k < ranks.n; ++k) {
+        const mt_rank_entry *en = &ranks.at[k];
+        if (en->endpoint == NULL) continue;
+        const char *this_run = en->run_id != NULL ? en->run_id : "None";
+        if (world < 0) world = en->world, run = this_run;
+        else if (en->world != world) other = en->world;
         else if (strcmp(this_run, run) != 0) other_run = this_run;
     }
     if (world < 0) { /* (a stopped or unreadable file said why: not "no file yet" too) */
@@ -347,54 +319,16 @@ mt_status mt_rendezvous_look(const char *dir, mt_rendezvous *out, mt_buf *proble
         SAY("files of different runs: run_id ['%s', '%s']",
             strcmp(run, other_run) < 0 ? run : other_run,
             strcmp(run, other_run) < 0 ? other_run : run);
-    } else {
-        mt_buf list = {0}; /* (every rank missing, as Python lists them) */
-        for (long long r = 0; r < world; ++r)
-            if ((size_t)r >= cap || (entries[r].endpoint == NULL && !entries[r].gone))
-                mt_buf_printf(&list, "%s%lld", list.len ? ", " : "", r);
-        if (list.len || list.oom) {
-            SAY("world_size %lld, ranks [%s] missing", world, list.oom ? "..." : list.data);
-            free(list.data);
-        } else if (!wrong) { /* complete and consistent */
-            out->endpoints = calloc((size_t)world, sizeof *out->endpoints);
-            out->keys = calloc((size_t)world, sizeof *out->keys);
-            out->follows = calloc((size_t)world, sizeof *out->follows);
-            out->receipts = calloc((size_t)world, sizeof *out->receipts);
-            out->kept = calloc((size_t)world, sizeof *out->kept);
-            out->hosts = calloc((size_t)world, sizeof *out->hosts);
-            out->scopes = calloc((size_t)world, sizeof *out->scopes);
-            out->pids = calloc((size_t)world, sizeof *out->pids);
-            out->runs = calloc((size_t)world, sizeof *out->runs);
-            if (out->endpoints == NULL || out->keys == NULL || out->follows == NULL ||
-                out->receipts == NULL || out->kept == NULL || out->hosts == NULL ||
-                out->scopes == NULL || out->pids == NULL || out->runs == NULL) {
-                mt_rendezvous_free(out);
-                st = MT_ENOMEM;
-                goto done;
-            }
-            for (long long r = 0; r < world; ++r) { /* (moved: the entries lose them) */
-                out->endpoints[r] = entries[r].endpoint;
-                out->keys[r] = entries[r].key;
-                out->follows[r] = entries[r].follow;
-                out->receipts[r] = entries[r].receipts;
-                out->kept[r] = entries[r].kept;
-                out->hosts[r] = entries[r].host, out->scopes[r] = entries[r].scope;
-                out->pids[r] = entries[r].pid, out->runs[r] = entries[r].runs;
-                entries[r].endpoint = NULL, entries[r].key = NULL, entries[r].follow = NULL;
-                entries[r].kept = NULL, entries[r].host = NULL, entries[r].scope = NULL;
-            }
-            out->n = (size_t)world;
-            out->routing = true; /* (the new routing only when every file says so) */
-            for (long long r = 0; r < world; ++r)
-                out->routing = out->routing && entries[r].routing;
-            out->run_id = entries[0].run_id;
-            entries[0].run_id = NULL;
-            goto done;
-        }
+    } else if (mt_ranks_missing(&ranks, world, NULL)) { /* (a few listed: rank_bounds.py) */
+        wrong = true;
+        if (problem != NULL && problem->len) mt_buf_puts(problem, "; ");
+        if (problem != NULL) mt_ranks_missing(&ranks, world, problem);
+    } else if (!wrong) { /* complete and consistent */
+        st = mt_ranks_take(&ranks, world, out);
+        goto done;
     }
     st = MT_ERENDEZVOUS;
 done:
-    for (size_t r = 0; r < cap; ++r) entry_free(&entries[r]);
-    free(entries);
+    mt_ranks_free(&ranks);
     return st;
 }

@@ -1,0 +1,62 @@
+"""The bounds of a rendezvous rank file (`endpoints.fetch_rendezvous`), and the words of the
+ranks a directory misses: a reader never enumerates, nor holds anything per rank of, a
+file's ``world_size``. A corrupt or hand-edited file of ``world_size`` 10**12 had the
+reader list its 10**12 missing ranks (out of memory, or a loop for ever), as the C client
+did (clients/c/src/rendezvous_ranks.c, word for word)."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import Any
+
+#: a rank file's name of more digits (leading zeros aside) is refused unread: no trainer
+#: has a billion ranks (the C client's MT_RANK_DIGITS; ASCII digits, as it reads them)
+MAX_RANK_DIGITS = 9
+#: the largest ``world_size`` a rank file may name (its ranks then have 9 digits at most)
+MAX_WORLD = 10**MAX_RANK_DIGITS
+#: the missing ranks listed at most, the others counted (C's MT_MISSING_SHOWN)
+MISSING_SHOWN = 10
+
+
+def digits_fault(file_rank: int) -> str | None:
+    """Why the rank of a file's name, `file_rank`, is refused unread (over
+    `MAX_RANK_DIGITS` digits), or None."""
+    if len(str(file_rank)) <= MAX_RANK_DIGITS:
+        return None
+    return f"its rank {file_rank} has over {MAX_RANK_DIGITS} digits: no trainer has so many ranks"
+
+
+def bounds_fault(rank: Any, world: Any, file_rank: int) -> str | None:
+    """Why the ``rank`` and ``world_size`` a file named of rank `file_rank` holds are out
+    of bounds, or None: `world` a whole number 1 to `MAX_WORLD` (not a bool: JSON's
+    true), `rank` the rank of the name, under `world`. Values quoted as Python's repr (a
+    string quoted, an integer's digits), as the C client's json_repr.c quotes them."""
+    if type(world) is int and world > MAX_WORLD:
+        return f"its world_size {world} is over {MAX_WORLD}: no trainer has so many ranks"
+    if type(world) is not int or world < 1:
+        return f"its world_size {world!r} is not a number of ranks: a whole number 1 to {MAX_WORLD}"
+    if type(rank) is not int or rank != file_rank:
+        return f"its rank {rank!r} is not the rank of its name, {file_rank}"
+    if rank >= world:
+        return f"its rank {rank} is not under its world_size {world}"
+    return None
+
+
+def missing_words(world: int, present: Collection[int]) -> str | None:
+    """What a directory of `world` ranks misses, `present` the ranks it holds (each
+    file's, any number), or None when none is missing: "world_size 3, ranks [0, 2]
+    missing", the first `MISSING_SHOWN` ranks and their count past that ("world_size
+    1000000, ranks [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, ... (999999 in all)] missing"; rank 0
+    there). Steps over
+    `MISSING_SHOWN` + len(`present`) ranks at most, whatever `world`."""
+    count = world - sum(1 for r in set(present) if 0 <= r < world)
+    if count <= 0:
+        return None
+    shown: list[str] = []
+    rank = 0
+    while len(shown) < min(count, MISSING_SHOWN):
+        if rank not in present:
+            shown.append(str(rank))
+        rank += 1
+    more = f", ... ({count} in all)" if count > MISSING_SHOWN else ""
+    return f"world_size {world}, ranks [{', '.join(shown)}{more}] missing"

@@ -35,11 +35,6 @@ FIELDS = {"u": ((4,), np.float32)}
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.xfail(
-    strict=True,
-    reason="hrev7: a stale 'end' record of an earlier run fails a run_id-less "
-    "Predictor at once while a new trainer starts (hpred)",
-)
 def test_a_stale_end_record_does_not_fail_a_new_runs_request(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -1,4 +1,5 @@
-"""Review hrev7 (xfail reproduction, Low; not a fix): the C client's words of a preempted
+"""Review hrev7 (Low; an xfail reproduction until hfixp sized the buffers MT_CAUSE_SIZE,
+close_checks.h): the C client's words of a preempted
 trainer (stop_said.c mt_stop_preempted_words) are written into fixed ``cause[1024]``
 buffers (close_wait.c, close_failed.c, send_wait.c, send_words.c, send_notice.c). hpred
 made the quoted message 200 UTF-8 characters (up to 800 bytes) where it was 200 bytes,
@@ -23,7 +24,6 @@ pytestmark = [
 ]
 
 
-@pytest.mark.xfail(strict=True, reason="hrev7: C cause[1024] cuts a 200-character message's words")
 def test_a_long_message_and_path_are_said_whole_as_python_says_them(
     script_exe: Path,  # noqa: F811
     tmp_path: Path,

@@ -1,4 +1,4 @@
-"""Review hrev7 (xfail reproduction, not a fix): a `Predictor` without a ``run_id`` (the
+"""Review hrev7 (an xfail reproduction until hfixp): a `Predictor` without a ``run_id`` (the
 standalone recipe of docs/how-to/neural-operator.md and serve-while-training.md) takes
 any run's stop record for its own (`predict_lookup.stop_reason`: ``None`` run_id). Since
 hpred, a record ``end`` (or ``error``, ``nonfinite``) fails a request at its first look
@@ -11,9 +11,10 @@ its serve file and were answered.
 The test: run "run-a" ended there (a real `Receiver`, its rank file marked stopped,
 ``end``); a predictor without run id asks with a 30 s timeout; once its first look
 has read the stale record, a new trainer ("run-b": a real `Receiver` and a real
-`PredictServer`) publishes there. Expected: the request is answered. Now: it fails at
-once, "the trainer that ran there stopped (end: ...): the run ended, no resume follows
-on its own".
+`PredictServer`) publishes there. Expected: the request is answered. Failed before
+(hpred): it failed at once, "the trainer that ran there stopped (end: ...): the run
+ended, no resume follows on its own". Now a record already there at a run-id-less
+predictor's first look is waited past (`EndpointLookup.find`).
 """
 
 from __future__ import annotations

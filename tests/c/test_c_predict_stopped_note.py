@@ -248,3 +248,29 @@ def test_a_run_that_ended_is_not_warned_of_as_waited_for_in_c(
     failed = [line for line in proc.stdout.splitlines() if ENDED in line]
     assert len(failed) == 3, proc.stdout
     assert "mt_predict:" not in proc.stderr, proc.stderr
+
+
+@pytest.mark.timeout(60)
+def test_a_run_that_ends_after_the_first_look_fails_at_once_without_a_run_id(
+    c_predict: CPredict, tmp_path: Path
+) -> None:
+    """No run id (endpoints given to the start, no MELISSA_TRAINER_RUN_ID): a first
+    request of 0.2 s finds the trainer running, no record; the run then ends there, and
+    the next request (120 s: one that waits outlives the test) fails at once, a record
+    that came since the first look (the other side of the rule above; Python's:
+    tests/client/test_predict_stopped_note.py, a request waiting as the run ends)."""
+    rv = tmp_path / "rv"
+    f32 = ["input u 1 1 4 : 1 2 3 4", "output y 1 4"]
+    with c_predict.script({RENDEZVOUS: str(rv)}, 0, ask=f32) as script:
+        with running(rendezvous_dir=str(rv), fields=FIELDS, run_id="run-a") as receiver:
+            lines = script.wait(script.send("predict 0.2"))
+            assert lines[-1].startswith(f"{MT_ETIMEDOUT} "), lines
+            assert f"within 0.2 s: {NOW}" in lines[-1], lines
+            receiver.note_stop(StopReason("end", "max_steps 5 reached"))
+        code, message = ask(script)
+        script.finish()
+    assert code == MT_ETIMEDOUT, message
+    assert message == (
+        f"no serving endpoint in '{rv}': the trainer that ran there stopped (end: max_steps 5 "
+        f"reached; {NOW}): {ENDED}{AGAIN}"
+    )

@@ -87,6 +87,7 @@ import numpy as np
 import zmq
 
 from melissa_trainer import wire as protocol
+from melissa_trainer.client.config import ENV_RUN_ID
 from melissa_trainer.client.finite_check import warn_nonfinite_inputs
 from melissa_trainer.client.predict_describe import describe, lost, wait_answer
 from melissa_trainer.client.predict_endpoint import EndpointLookup
@@ -142,6 +143,10 @@ class Predictor:
         run_id: sent with each request (a trainer of another run refuses it), and serve
             files of another run are ignored: when only such files are there, a request
             fails at once (`PredictTimeout`, naming both runs), not at its timeout.
+            Default `$MELISSA_TRAINER_RUN_ID` (the launcher's, as `Client`'s), else None:
+            any run's; then a stop record (``end``, ``error``, ``nonfinite``) already in
+            the rendezvous at its first look may be an earlier run's and is waited past
+            (a new trainer may be starting), one that comes later fails a request at once.
         curve_server_key: the Z85 CURVE key of `endpoint` and of the endpoints of
             `$MELISSA_TRAINER_SERVE_ENDPOINTS` (str, or the bytes of
             `zmq.curve_keypair`); default `$MELISSA_TRAINER_SERVE_KEY`. A rendezvous
@@ -170,7 +175,12 @@ class Predictor:
         context: zmq.Context | None = None,
     ) -> None:
         self.simulation_id = checked_predictor_id(simulation_id)
-        self.run_id = None if run_id is None else protocol.check_run_id(run_id, "run_id")
+        # (as a Client's: a launched solver's run is its launcher's, so a stop record of
+        # an earlier run there is told from this run's: `EndpointLookup.find`)
+        source = "run_id"
+        if run_id is None and os.environ.get(ENV_RUN_ID, "").strip():
+            run_id, source = os.environ[ENV_RUN_ID].strip(), ENV_RUN_ID
+        self.run_id = None if run_id is None else protocol.check_run_id(run_id, source)
         key = None if curve_server_key is None else check_server_key(curve_server_key)
         if endpoint is not None:  # (else libzmq's bare "Invalid argument" at a request)
             checked_endpoint(endpoint, "Predictor(endpoint=...)")
@@ -178,6 +188,7 @@ class Predictor:
         self._context = zmq.Context() if context is None else context
         # where the serving rank is, the socket to it, and whether its trainer is gone
         lookup = EndpointLookup(self.simulation_id, self.run_id, endpoint, rendezvous_dir, key)
+        lookup.run_source = source
         self._link = PredictLink(lookup, self._context)
         self._ids = itertools.count(1)
         self._closed = False

@@ -24,6 +24,7 @@ from melissa_trainer.client.predict_lookup import (
     checked_endpoint,
     logger,
     other_run,
+    stop_text,
     stopped_story,
     unreachable,
 )
@@ -56,6 +57,8 @@ class EndpointLookup:
 
     Attributes:
         run_id: the run asked as (`PredictLink.join` changes it).
+        run_source: where it was given (``run_id``, or ``$MELISSA_TRAINER_RUN_ID``:
+            `Predictor`), named by the fix of another run's serve files.
         inputs: the inputs the serving rank takes, when read from its serve file (None:
             an endpoint given, whose trainer is asked: `predict_describe`).
         rank: the rank of the endpoint found, when known (None: the endpoint given).
@@ -74,6 +77,7 @@ class EndpointLookup:
         curve_server_key: str | None,
     ) -> None:
         self.simulation_id, self.run_id = simulation_id, run_id
+        self.run_source = "run_id"  # (where run_id was given: the words of its fix)
         self._endpoint, self._key = endpoint, curve_server_key
         self._rendezvous = rendezvous_dir
         self._missing = MissingDirectory("rendezvous_dir" if rendezvous_dir else ENV_RENDEZVOUS)
@@ -83,6 +87,9 @@ class EndpointLookup:
         self.serve_file: str | None = None
         self.looked_at: tuple[str, tuple[int, int] | None] | None = None
         self.served_there = False
+        #: ``rank_0.json``'s text at this predictor's first look there (`find`), None
+        #: before it
+        self._first_text: str | None = None
         self._warned_far = False  # (a serve file out of reach: warned once)
 
     def changed(self) -> bool:
@@ -101,7 +108,9 @@ class EndpointLookup:
         for a rendezvous of only another run's serve files, after a trainer that served
         here stopped, and after one of this run that ended or failed there (its stop
         record's code ``end``, ``error``, ``nonfinite``: no resume follows on its own;
-        `predict_lookup.stopped_story`). A trainer that stopped otherwise (``preempted``,
+        `predict_lookup.stopped_story`); with no `run_id`, only after one whose record
+        was not there at this predictor's first look (one there then may be an earlier
+        run's, a new trainer starting: waited for). A trainer that stopped otherwise (``preempted``,
         ``broken``, ``stopped``) is waited for, as a first one is: a resume may follow.
 
         Raises:
@@ -148,19 +157,29 @@ class EndpointLookup:
                     raise not_the_served_key(self._key, published, self.serve_file)
                 self._key = None  # (a restarted trainer's new key is its serve file's)
                 return entry["endpoint"], published, False
-            other = other_run(why, self.run_id)  # (only another run's files: at once)
+            # (only another run's files: at once)
+            other = other_run(why, self.run_id, self.run_source)
             if other is not None:
                 raise gone(f"no serving endpoint in {str(directory)!r}: {why}{other}")
             self._missing.check(directory, why)  # (a typo? warned once)
             # (the trainer that stopped there, this run's: what it says, and whether no
-            # resume follows on its own; one file read, as the serve files' look)
-            story = stopped_story(directory, self.run_id, why, self.served_there)
+            # resume follows on its own; one file read per look, as the serve files')
+            text = stop_text(directory)
+            if self._first_text is None:
+                self._first_text = text
+            story = stopped_story(directory, self.run_id, why, self.served_there, text)
+            # (No run id known: a record already there at this predictor's first look may
+            # be an earlier run's, with a new trainer starting there (a rerun, a resume: a
+            # new run id), which rewrites the file: waited for, as a first trainer is.
+            # One that came or changed since ended while this predictor asked.)
+            ended = story is not None and story[1]
+            ended = ended and (self.run_id is not None or text != self._first_text)
             # (one that served: stopped, or stops serving; one that ended: no request waits,
             # which the warning would say)
-            if not self.served_there and not (story is not None and story[1]):
-                self._unserved.check(directory, why, self.run_id)  # (no ServingHook? warned once)
+            if not self.served_there and not ended:
+                self._unserved.check(directory, why, story)  # (no ServingHook? warned once)
             where = f"no serving endpoint in {str(directory)!r}"
-            if self.served_there or (story is not None and story[1]):
+            if self.served_there or ended:
                 # (Waiting for a serve file is for a trainer not started yet, or resumed.
                 # One that served this simulation and removed its file has stopped, and
                 # one that ended or failed there has no resume to come (each request

@@ -136,6 +136,7 @@ class PredictLink:
         once, as after a trainer that stopped, instead of waiting its timeout)."""
         self.reset()
         self.lookup.run_id, self._context = run_id, context
+        self.lookup.run_source = "run_id"  # (given by the caller now)
         self.lookup.inputs = None  # (the new run's are its serve file's, once published)
         self._retry_at, self._backoff, self._silent_at = 0.0, 0.0, ""
 

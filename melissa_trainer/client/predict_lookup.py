@@ -30,23 +30,25 @@ from melissa_trainer.stream.stop_record import RECORD_KEY, SAID_CHARS, said_line
 
 __all__ = [
     "UNSERVED", "MissingDirectory", "Unserved", "checked_endpoint", "endpoint_fault",
-    "other_run", "stop_reason", "stopped_story", "unreachable",
+    "other_run", "stop_reason", "stop_text", "stopped_story", "unreachable",
 ]  # fmt: skip
 
 logger = logging.getLogger("melissa_trainer.client.predict")
 
 
-def other_run(why: str, run_id: str | None) -> str | None:
+def other_run(why: str, run_id: str | None, source: str = "run_id") -> str | None:
     """What a lookup whose why (`read_serving`'s) is that only serve files of another
-    run than `run_id` are there adds to its error: the run asked as and the fix; None
-    for any other why. The request fails at once (its trainer is known not to be this
-    run's: waiting the timeout would not change it, unless a trainer of this run comes,
-    which the next request's lookup sees)."""
+    run than `run_id` (given at `source`: the argument, or ``$MELISSA_TRAINER_RUN_ID``,
+    then in the C client's words) are there adds to its error: the run asked as and the
+    fix; None for any other why. The request fails at once (its trainer is known not to
+    be this run's: waiting the timeout would not change it, unless a trainer of this run
+    comes, which the next request's lookup sees)."""
     if run_id is None or not why.startswith(OTHER_RUN):
         return None
+    instead = "None" if source == "run_id" else "unset it"
     return (
-        f", not run {run_id!r} that this predictor asks as (run_id): give run_id the "
-        "trainer's run id (the run_id of its serve files), or None to ask any run's "
+        f", not run {run_id!r} that this predictor asks as ({source}): give {source} the "
+        f"trainer's run id (the run_id of its serve files), or {instead} to ask any run's "
         f"trainer, or use the rendezvous directory of run {run_id!r} (a Client follows a "
         "restarted trainer at its next request)"
     )
@@ -172,9 +174,12 @@ class Unserved:
         self._looked = -float("inf")
         self._warned = False
 
-    def check(self, directory: str | os.PathLike[str], why: str, run_id: str | None) -> None:
-        """After a lookup in `directory` found no endpoint (`why`, `read_serving`'s) for
-        a predictor asking as `run_id`: warn once, as the class says."""
+    def check(
+        self, directory: str | os.PathLike[str], why: str, story: tuple[str, bool] | None
+    ) -> None:
+        """After a lookup in `directory` found no endpoint (`why`, `read_serving`'s), whose
+        `stopped_story` was `story` (that look's: one read of ``rank_0.json`` per look, so
+        this warning and the request's error say the same): warn once, as the class says."""
         if why != NO_SERVER:
             self._since = None
             return
@@ -185,11 +190,7 @@ class Unserved:
             return
         self._looked = now
         # (a running trainer's fix stands alone; a stopped one's story replaces the why)
-        if trainer_runs(directory):
-            said = UNSERVED
-        else:
-            story = stopped_story(directory, run_id, why, served=False)
-            said = story[0] if story else ""
+        said = UNSERVED if trainer_runs(directory) else story[0] if story else ""
         if said:
             self._warned = True
             logger.warning(
@@ -216,8 +217,18 @@ def after_stop(code: object) -> str:
     return FAILED_SERVES if code in ("error", "nonfinite") else RESUMED_SERVES
 
 
+def stop_text(directory: str | os.PathLike[str]) -> str:
+    """The text of the rendezvous `directory`'s ``rank_0.json``, "" when there is none or
+    it cannot be read (being replaced): what one look reads of a trainer's stop, once
+    (`stopped_story`'s `text`; a lookup keeps its first look's: `EndpointLookup`)."""
+    try:
+        return (Path(directory) / "rank_0.json").read_text()
+    except (OSError, ValueError):
+        return ""
+
+
 def stop_reason(
-    directory: str | os.PathLike[str], run_id: str | None = None
+    directory: str | os.PathLike[str], run_id: str | None = None, text: str | None = None
 ) -> tuple[str, str] | None:
     """("CODE: MESSAGE", `after_stop` of CODE) when the rendezvous `directory`'s
     ``rank_0.json`` is marked stopped, CODE and MESSAGE its stop record's reason read
@@ -225,10 +236,11 @@ def stop_reason(
     without a message, "" without a code. None when not marked stopped, and when it is
     another run's than `run_id` (its ``run_id``, else its record's, names another: a
     request of this run awaits this run's trainer, which that one's resume is not; None
-    `run_id`: any run's)."""
+    `run_id`: any run's). `text`: that file's text as read already (`stop_text`), None:
+    read it here."""
     try:
-        entry = json.loads((Path(directory) / "rank_0.json").read_text())
-    except (OSError, ValueError):
+        entry = json.loads(stop_text(directory) if text is None else text)
+    except ValueError:
         return None  # (none, or being replaced: nothing to say)
     if not isinstance(entry, dict) or entry.get("stopped") is not True:
         return None
@@ -249,7 +261,11 @@ def stop_reason(
 
 
 def stopped_story(
-    directory: str | os.PathLike[str], run_id: str | None, why: str, served: bool
+    directory: str | os.PathLike[str],
+    run_id: str | None,
+    why: str,
+    served: bool,
+    text: str | None = None,
 ) -> tuple[str, bool] | None:
     """What a lookup in the rendezvous `directory` that found no serve file (`why`,
     `read_serving`'s) says of the trainer that stopped there, one story for every case
@@ -262,11 +278,11 @@ def stopped_story(
     waiting would not change it). None when `directory`'s ``rank_0.json`` is not marked
     stopped by a trainer of `run_id`'s run or of a run not said (`stop_reason`), and,
     for a predictor not served there, when `why` is another than that no serve file is
-    there (`NO_SERVER`). The C client's words too (clients/c/src/missing_dir.c
-    mt_stopped_story)."""
+    there (`NO_SERVER`). `text`: ``rank_0.json`` as read already (`stop_reason`'s). The C
+    client's words too (clients/c/src/missing_dir.c mt_stopped_story)."""
     if not served and why != NO_SERVER:
         return None
-    said = stop_reason(directory, run_id)
+    said = stop_reason(directory, run_id, text)
     if said is None:
         return None
     now = why.removesuffix(" (yet)")

@@ -13,7 +13,8 @@ mt_stopped_story; client/predict_lookup.py stop_reason, stopped_story), word for
   bytes of a character apart: a non-ASCII message was cut at 100 characters, or inside
   one);
 * a stopped trainer of another run than the client's (``MELISSA_TRAINER_RUN_ID``) is not
-  quoted as its;
+  quoted as its; with no run id, an end record already there at the first look is
+  waited past (an earlier run's, maybe), quoted at the timeout;
 * a client that was served and lost its trainer is told the stop reason too.
 
 Real parts: the compiled client (`clients/c/tests/mt_script.c`) in its own process, a
@@ -92,13 +93,13 @@ def test_a_run_that_ended_or_failed_fails_at_once_alike(
     reason: StopReason,
     said: str,
 ) -> None:
-    """Requests of 120 s: one that waits outlives the test."""
+    """Requests of 120 s: one that waits outlives the test. The clients ask as run-a, the
+    record's run (with no run id, one there at the first look is waited past: below)."""
     rendezvous = tmp_path / "rv"
     stopped_with(rendezvous, reason)
-    got = run_script(
-        script_exe, f"{ASK}predict 120\nabort\n", tmp_path, {RENDEZVOUS: str(rendezvous)}
-    )
-    python = python_words(rendezvous, timeout=120)
+    env = {RENDEZVOUS: str(rendezvous), RUN_ID: "run-a"}
+    got = run_script(script_exe, f"{ASK}predict 120\nabort\n", tmp_path, env)
+    python = python_words(rendezvous, "run-a", timeout=120)
     assert python == (
         f"no serving endpoint in '{rendezvous}': the trainer that ran there stopped {said}{AGAIN}"
     ), python
@@ -131,6 +132,29 @@ def test_a_trainer_a_resume_may_follow_is_waited_for_alike(
     assert python == (
         f"no serving endpoint in '{rendezvous}' within 1.0 s: the trainer that ran there "
         f"stopped {said}: a resumed one would serve there"
+    ), python
+    assert got[7][1] == python, (got, python)
+
+
+@pytest.mark.timeout(60)
+def test_an_end_record_there_at_the_first_look_is_waited_past_alike(
+    script_exe: Path,
+    tmp_path: Path,
+    by_hand: None,  # noqa: F811
+) -> None:
+    """No run id: run-a's end record, there at the client's first look, may be an earlier
+    run's (a new trainer may be starting there: tests/client/test_hrev7_stale_end_record.py):
+    both wait their timeout, quoting it (failed before: both failed at once, "no resume
+    follows on its own", though a new run would answer)."""
+    rendezvous = tmp_path / "rv"
+    stopped_with(rendezvous, StopReason("end", "max_steps 5 reached"))
+    got = run_script(
+        script_exe, f"{ASK}predict 1\nabort\n", tmp_path, {RENDEZVOUS: str(rendezvous)}
+    )
+    python = python_words(rendezvous)
+    assert python == (
+        f"no serving endpoint in '{rendezvous}' within 1.0 s: the trainer that ran there "
+        f"stopped (end: max_steps 5 reached; {NOW}): {ENDED}"
     ), python
     assert got[7][1] == python, (got, python)
 
@@ -219,8 +243,34 @@ def test_a_run_that_ended_is_not_warned_of_as_waited_for_in_c(
         capture_output=True,
         text=True,
         timeout=30,
-        env={**env, RENDEZVOUS: str(rendezvous)},
+        env={**env, RENDEZVOUS: str(rendezvous), RUN_ID: "run-a"},  # (the record's run)
     )
     failed = [line for line in proc.stdout.splitlines() if ENDED in line]
     assert len(failed) == 3, proc.stdout
     assert "mt_predict:" not in proc.stderr, proc.stderr
+
+
+@pytest.mark.timeout(60)
+def test_a_run_that_ends_after_the_first_look_fails_at_once_without_a_run_id(
+    c_predict: CPredict, tmp_path: Path
+) -> None:
+    """No run id (endpoints given to the start, no MELISSA_TRAINER_RUN_ID): a first
+    request of 0.2 s finds the trainer running, no record; the run then ends there, and
+    the next request (120 s: one that waits outlives the test) fails at once, a record
+    that came since the first look (the other side of the rule above; Python's:
+    tests/client/test_predict_stopped_note.py, a request waiting as the run ends)."""
+    rv = tmp_path / "rv"
+    f32 = ["input u 1 1 4 : 1 2 3 4", "output y 1 4"]
+    with c_predict.script({RENDEZVOUS: str(rv)}, 0, ask=f32) as script:
+        with running(rendezvous_dir=str(rv), fields=FIELDS, run_id="run-a") as receiver:
+            lines = script.wait(script.send("predict 0.2"))
+            assert lines[-1].startswith(f"{MT_ETIMEDOUT} "), lines
+            assert f"within 0.2 s: {NOW}" in lines[-1], lines
+            receiver.note_stop(StopReason("end", "max_steps 5 reached"))
+        code, message = ask(script)
+        script.finish()
+    assert code == MT_ETIMEDOUT, message
+    assert message == (
+        f"no serving endpoint in '{rv}': the trainer that ran there stopped (end: max_steps 5 "
+        f"reached; {NOW}): {ENDED}{AGAIN}"
+    )

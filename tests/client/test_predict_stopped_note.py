@@ -11,7 +11,9 @@
 * one story in every case: "(yet)" (awaiting a first trainer) only where no trainer
   ran, never beside "no resume follows on its own" (said so before);
 * a stopped trainer of another run than the predictor's ``run_id`` (an older run in the
-  same directory) is not quoted as this run's;
+  same directory) is not quoted as this run's; a predictor of any run (no ``run_id``)
+  waits past a record already there at its first look (an earlier run's, maybe:
+  tests/client/test_hrev7_stale_end_record.py) and fails at once on one that came later;
 * a predictor that was served and lost its trainer (stopped mid-use) is told the stop
   reason too: it was told only "the trainer that served this simulation stopped (no
   trainer serves predictions there)";
@@ -103,7 +105,7 @@ def test_a_run_that_ended_or_failed_fails_a_request_at_once(
     record's words (no "within T s": it did not wait), and the backoff's next one too."""
     rendezvous = tmp_path / "rv"
     stopped_with(rendezvous, reason)
-    assert at_once_words(rendezvous) == (
+    assert at_once_words(rendezvous, "run-a") == (
         f"no serving endpoint in '{rendezvous}': the trainer that ran there stopped {said}; "
         "the next request looks the endpoint up again"
     )
@@ -149,7 +151,7 @@ def test_a_run_that_ended_is_not_warned_of_as_waited_for(
     the warning of a trainer a resume may follow was said of it."""
     rendezvous = tmp_path / "rv"
     stopped_with(rendezvous, StopReason("end", "max_steps 5 reached"))
-    predictor = Predictor(3, rendezvous_dir=rendezvous)
+    predictor = Predictor(3, rendezvous_dir=rendezvous, run_id="run-a")
     try:
         with caplog.at_level(logging.WARNING, logger="melissa_trainer.client.predict"):
             end = time.monotonic() + NOTICE_AFTER + 2.0  # (two backoffs past the notice)
@@ -208,7 +210,10 @@ def test_a_stopped_trainer_of_another_run_is_not_quoted(tmp_path: Path) -> None:
         f"max_steps 5 reached; {NOW}): {ENDED}; the next request looks the endpoint up again"
     )
     assert at_once_words(rendezvous, "run-a") == said
-    assert at_once_words(rendezvous) == said
+    # (any run's: quoted too, but waited for, as the record was there at its first look)
+    assert timeout_words(rendezvous) == (
+        f"{where}: the trainer that ran there stopped (end: max_steps 5 reached; {NOW}): {ENDED}"
+    )
 
 
 @pytest.mark.timeout(60)
@@ -216,7 +221,7 @@ def test_a_message_is_cut_at_200_characters(tmp_path: Path) -> None:
     """300 two-byte characters: the first 200 (400 bytes), none cut."""
     rendezvous = tmp_path / "rv"
     stopped_with(rendezvous, StopReason("error", "é" * 300))
-    assert at_once_words(rendezvous).endswith(
+    assert at_once_words(rendezvous, "run-a").endswith(
         f": the trainer that ran there stopped (error: {'é' * 200}; {NOW}): {FAILED}; "
         "the next request looks the endpoint up again"
     )
@@ -249,3 +254,26 @@ def test_a_predictor_served_then_left_by_its_trainer_is_told_why_it_stopped(
         f"stopped (end: max_steps 5 reached; no trainer serves predictions there): {ENDED}; "
         "the next request looks the endpoint up again"
     ), errors
+
+
+@pytest.mark.timeout(60)
+def test_a_predictor_asks_as_the_launchers_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No ``run_id`` given: `$MELISSA_TRAINER_RUN_ID` (the launcher's) is its run, as a
+    `Client`'s. An ended run-a there fails a predictor of run-a at once (the record names
+    its run, though there at its first look); one of run-b awaits its own trainer, "(yet)"
+    (failed before: run-a's record was quoted to it and failed it at once)."""
+    rendezvous = tmp_path / "rv"
+    stopped_with(rendezvous, StopReason("end", "max_steps 5 reached"))
+    monkeypatch.setenv("MELISSA_TRAINER_RUN_ID", "run-a")
+    assert at_once_words(rendezvous) == (
+        f"no serving endpoint in '{rendezvous}': the trainer that ran there stopped (end: "
+        f"max_steps 5 reached; {NOW}): {ENDED}; the next request looks the endpoint up again"
+    )
+    monkeypatch.setenv("MELISSA_TRAINER_RUN_ID", " run-b ")
+    where = f"no serving endpoint in '{rendezvous}' within 0.25 s"
+    assert timeout_words(rendezvous) == f"{where}: {YET}"
+    monkeypatch.setenv("MELISSA_TRAINER_RUN_ID", "no way")
+    with pytest.raises(ValueError, match="MELISSA_TRAINER_RUN_ID"):
+        Predictor(3, rendezvous_dir=rendezvous)

@@ -158,6 +158,9 @@ bool mt_stop_all_taken(mt_client *c);
  * preempted (MESSAGE; its stop record in DIR)", the words of the Python client's blocked
  * send and close. A read of each receiver's rendezvous file (none without a rendezvous). */
 bool mt_stop_preempted_words(mt_client *c, char *out, size_t size);
+/* the room for those words (a buffer of a cause): a message of 200 UTF-8 characters (up to
+ * 800 bytes: mt_reason_line), a rendezvous path (up to PATH_MAX, 4096) and the words */
+#define MT_CAUSE_SIZE (4096 + 1024)
 mt_status mt_stop_record_undelivered(mt_client *c, mt_stop_outcome o, const mt_stop_said *s,
                                      size_t rank, const char *endpoint, const char *down,
                                      const char *what, bool bye);

@@ -40,7 +40,7 @@ mt_status mt_close_unwaited(mt_client *c, const char *whose, const char *what) {
             return mt_fail(c, MT_ETIMEDOUT, "%s: %s not delivered to %s: the receiver is "
                                             "unreachable, tried for %.0f s (%s): %s",
                            whose, what, c->endpoints[i], now - since, NO_WAIT, never);
-        char cause[1024]; /* (preempted, its record says? else mt_gone_cause) */
+        char cause[MT_CAUSE_SIZE]; /* (preempted, its record says? else mt_gone_cause) */
         snprintf(cause, sizeof cause, "%s", mt_gone_cause(c, i));
         mt_stop_preempted_words(c, cause, sizeof cause);
         return mt_fail(c, MT_ETIMEDOUT, "%s: %s not delivered to %s: the receiver is "

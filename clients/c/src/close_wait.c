@@ -163,7 +163,7 @@ static void tell(mt_client *c, waiting *w, const char *whose, size_t i, double s
         snprintf(of, sizeof of, ", %.0f s of them in this wait", now - w->started);
     const char *what = never ? "connect" : "reconnect"; /* (never connected: no "re") */
     mt_buf b = {0};
-    char cause[1024] = "the trainer died or stopped, or its node";
+    char cause[MT_CAUSE_SIZE] = "the trainer died or stopped, or its node";
     /* (its record says preempted? then a resume is waited for: closing.py's `resumed`) */
     bool resumed = !never && mt_stop_preempted_words(c, cause, sizeof cause);
     if (never)
@@ -277,7 +277,7 @@ static mt_status between(mt_client *c, waiting *w) {
                                             "(mt_set_disconnected_timeout=%s s): %s",
                            whose, w->what, c->endpoints[i], now - since, t, never);
         char of[64] = ""; /* (a close counts from its start: said when it went down before) */
-        char cause[1024]; /* (preempted, its record says? else mt_gone_cause) */
+        char cause[MT_CAUSE_SIZE]; /* (preempted, its record says? else mt_gone_cause) */
         snprintf(cause, sizeof cause, "%s", mt_gone_cause(c, i));
         mt_stop_preempted_words(c, cause, sizeof cause);
         if (since < w->started - 0.5)

@@ -263,14 +263,14 @@ struct mt_client {
      * mt_predict_release, which closes the connection whose age said it (a request's
      * timeout under the bound never ages a new one that far; predict_watch.c) */
     char predict_silent_at[512];
-    bool served_there;
+    bool served_there, first_looked; /* (first_looked: below) */
     bool said_nonfinite_field, said_nonfinite_input; /* told once each (finite_notice.c) */
     bool said_unreachable; /* a serve file out of reach, told once (host_scope.c) */
     char gone_why[2048]; /* (room for a stop reason: up to 800 bytes, serve.c) */
     double retry_at, backoff;
-    /* the rendezvous directory of the last lookup (NULL: none) and its inode and
-     * modification time (ns) then: a change ends a backoff (serve.c) */
-    char *looked_dir;
+    /* the last lookup's rendezvous directory (NULL: none), its inode and mtime (ns) then: a
+     * change ends a backoff; rank_0.json's text at the first lookup (NULL: none; serve.c) */
+    char *looked_dir, *first_stop;
     long long looked_stamp[2];
 };
 

@@ -205,16 +205,18 @@ static const char *after_stop(const char *code) {
     return MT_RESUMED_SERVES;
 }
 
-bool mt_stop_reason(const char *dir, const char *run_id, mt_buf *said, const char **after) {
-    char path[4096], err[160];
+char *mt_stop_text(const char *dir) {
+    char path[4096];
     snprintf(path, sizeof path, "%s/rank_0.json", dir);
-    char *text = mt_read_file(path);
+    return mt_read_file(path);
+}
+
+bool mt_stop_reason(const char *text, const char *run_id, mt_buf *said, const char **after) {
+    char err[160];
     mt_json_member *m = NULL, *rec = NULL, *rm = NULL;
     size_t n = 0, recn = 0, rn = 0;
-    if (text == NULL || text[0] != '{' || !mt_json_object(text, &m, &n, err, sizeof err)) {
-        free(text); /* (none, or being replaced: nothing to say) */
-        return false;
-    }
+    if (text == NULL || text[0] != '{' || !mt_json_object(text, &m, &n, err, sizeof err))
+        return false; /* (none, or being replaced: nothing to say) */
     const mt_json_member *stopped = member(m, n, "stopped");
     bool marked = stopped != NULL && stopped->kind == MT_JSON_OTHER &&
                   strcmp(stopped->string, "true") == 0;
@@ -243,16 +245,15 @@ bool mt_stop_reason(const char *dir, const char *run_id, mt_buf *said, const cha
     mt_json_free(rm, rn);
     mt_json_free(rec, recn);
     mt_json_free(m, n);
-    free(text);
     return marked;
 }
 
-int mt_stopped_story(const char *dir, const char *run_id, const char *why, bool served,
+int mt_stopped_story(const char *text, const char *run_id, const char *why, bool served,
                      mt_buf *b) {
     if (!served && strcmp(why, MT_NO_SERVER) != 0) return 0;
     mt_buf said = {0};
     const char *after = NULL;
-    bool stopped = mt_stop_reason(dir, run_id, &said, &after);
+    bool stopped = mt_stop_reason(text, run_id, &said, &after);
     size_t len = strlen(why); /* (one story: no "(yet)", which awaits a first trainer) */
     if (len >= 6 && strcmp(why + len - 6, " (yet)") == 0) len -= 6;
     if (stopped || served)
@@ -264,7 +265,7 @@ int mt_stopped_story(const char *dir, const char *run_id, const char *why, bool 
     return !stopped ? 0 : strcmp(after, MT_RESUMED_SERVES) == 0 ? 1 : 2;
 }
 
-void mt_unserved_check(mt_client *c, const char *dir, const char *why) {
+void mt_unserved_check(mt_client *c, const char *dir, const char *why, const char *story) {
     double *since = &c->predict_unserved[0], *looked = &c->predict_unserved[1];
     if (*since < 0) return; /* (said once: the next requests' errors say it) */
     if (strcmp(why, MT_NO_SERVER) != 0) {
@@ -278,8 +279,8 @@ void mt_unserved_check(mt_client *c, const char *dir, const char *why) {
     mt_buf said = {0}; /* (a running trainer's fix stands alone; a stopped one's story too) */
     if (trainer_runs(dir))
         mt_buf_printf(&said, "%s", MT_UNSERVED);
-    else
-        mt_stopped_story(dir, c->run_id, why, false, &said);
+    else if (story != NULL)
+        mt_buf_puts(&said, story);
     if (said.len == 0 || said.oom) { /* (neither: nothing to say yet, looked at again later) */
         free(said.data);
         return;

@@ -43,13 +43,18 @@ void mt_missing_dir_check(mt_client *c, const char *dir, const char *source, con
  * counted over requests, and the trainer runs there (trainer_alive.c's look, once per 3 s
  * at most), or one that ran there stopped (mt_stopped_story, said in place of `why`).
  * c->predict_unserved: [0] 0 while a serve file is there, else since when, -1 once said;
- * [1] when the trainer was last looked at. */
-void mt_unserved_check(mt_client *c, const char *dir, const char *why);
+ * [1] when the trainer was last looked at. `story`: that lookup's mt_stopped_story (NULL:
+ * none; one read of rank_0.json per look, so the warning and the error say the same). */
+void mt_unserved_check(mt_client *c, const char *dir, const char *why, const char *story);
 /* predict_lookup.py Unserved.note: "; " MT_UNSERVED appended to `b` when `why` is
  * MT_NO_SERVER and the trainer runs in `dir` now (a trainer that ran there and stopped is
  * mt_stopped_story's to say, in place of `why`). */
 void mt_unserved_note(const char *dir, const char *why, mt_buf *b);
-/* predict_lookup.py stop_reason: true when `dir`'s rank_0.json is marked stopped, and not
+/* predict_lookup.py stop_text: the text of `dir`'s rank_0.json (malloc'd), NULL when there
+ * is none or it cannot be read (being replaced; out of memory too: nothing to say). */
+char *mt_stop_text(const char *dir);
+/* predict_lookup.py stop_reason: true when rank_0.json's `text` (mt_stop_text's, NULL:
+ * none) is marked stopped, and not
  * by another run than `run_id` (its "run_id", else its record's, names another; NULL: any
  * run's); then "CODE: MESSAGE" appended to `said` (its stop record's reason, read
  * leniently: the message's first line, at most 200 UTF-8 characters, never one cut, as
@@ -57,8 +62,9 @@ void mt_unserved_note(const char *dir, const char *why, mt_buf *b);
  * nothing without a code) and *after set to what would serve there, per code
  * (predict_lookup.py after_stop): MT_ENDED_SERVES after "end", MT_FAILED_SERVES after
  * "error" and "nonfinite", else MT_RESUMED_SERVES. */
-bool mt_stop_reason(const char *dir, const char *run_id, mt_buf *said, const char **after);
-/* predict_lookup.py stopped_story, word for word: what a lookup in `dir` that found no
+bool mt_stop_reason(const char *text, const char *run_id, mt_buf *said, const char **after);
+/* predict_lookup.py stopped_story, word for word: what a lookup whose rank_0.json read
+ * `text` (mt_stop_text's) and that found no
  * serve file (`why`) says of the trainer that stopped there, appended to `b`: "the trainer
  * that ran there stopped (CODE: MESSAGE; WHY): " and what would serve there (WHY: `why`
  * without its " (yet)"; "CODE: MESSAGE; " left out without a code), "served this
@@ -77,7 +83,7 @@ bool mt_stop_reason(const char *dir, const char *run_id, mt_buf *said, const cha
     "larger --max_steps would serve there)"
 #define MT_FAILED_SERVES                                                                   \
     "no resume follows on its own (one resumed once that is fixed would serve there)"
-int mt_stopped_story(const char *dir, const char *run_id, const char *why, bool served,
+int mt_stopped_story(const char *text, const char *run_id, const char *why, bool served,
                      mt_buf *b);
 
 #endif

@@ -48,6 +48,8 @@ void mt_predict_free(mt_client *c) {
     c->serve_endpoints_arg = NULL;
     free(c->looked_dir);
     c->looked_dir = NULL;
+    free(c->first_stop);
+    c->first_stop = NULL;
 }
 
 /* Whether the comma-separated lists a and b name the same endpoints in the same order

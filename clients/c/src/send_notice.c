@@ -40,7 +40,7 @@ void mt_send_notice(mt_client *c, double started, double deadline, const uint64_
     *told = true;
     /* (the wait's end: the disconnected timeout, or the send timeout if sooner) */
     double left = -1;
-    char bound[96] = "", t[32], clock[16], what[48], cause[1024];
+    char bound[96] = "", t[32], clock[16], what[48], cause[MT_CAUSE_SIZE];
     if (c->disconnected_timeout >= 0) {
         left = c->disconnected_timeout - counted;
         mt_format_double(c->disconnected_timeout, t);

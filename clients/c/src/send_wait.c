@@ -159,7 +159,7 @@ static mt_status gone(mt_client *c, double started, const uint64_t *step) {
         double since = mt_handshake_down_since(c, i);
         if (since < 0 || now - (since > started ? since : started) <= bound) continue;
         char what[48], after[32], sent[32], follow[32], restarted[256] = "", never[600];
-        char how[1536], cause[1024], ended[96];
+        char how[MT_CAUSE_SIZE + 512], cause[MT_CAUSE_SIZE], ended[96];
         bound_text(c->disconnected_timeout, after);
         snprintf(ended, sizeof ended, "the send gave up after %.1f s, disconnected_timeout=%s s",
                  now - started, after);

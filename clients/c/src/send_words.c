@@ -42,7 +42,7 @@ static bool known(mt_client *c, mt_buf *b) {
                       b->len ? "; " : "", c->endpoints[i], now - h->tcp_at);
     }
     bool down = false;
-    char cause[1024] = ""; /* (a preempted trainer's stop record, read once: not "died") */
+    char cause[MT_CAUSE_SIZE] = ""; /* (a preempted trainer's stop record, read once: not "died") */
     for (size_t i = 0; c->handshakes != NULL && i < c->n_endpoints; ++i) {
         const mt_handshake *h = &c->handshakes[i];
         /* (once connected, and a receiver: never_note speaks of the others) */

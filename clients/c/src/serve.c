@@ -158,11 +158,25 @@ mt_status mt_serve_resolve(mt_client *c, double deadline, double timeout, mt_ser
         /* (the trainer that stopped there, this run's: its story, and whether no resume
          * follows on its own; one file read, as the serve files' look) */
         mt_buf story = {0};
-        int stopped = mt_stopped_story(dir, c->run_id, why, c->served_there, &story);
-        if (!c->served_there && stopped != 2) /* (no ServingHook? once; ended: none waits) */
-            mt_unserved_check(c, dir, why);
+        char *text = mt_stop_text(dir);
+        int stopped = mt_stopped_story(text, c->run_id, why, c->served_there, &story);
+        /* No run id known: a record already there at the first look may be an earlier
+         * run's, a new trainer starting there (a rerun, a resume: a new run id), which
+         * rewrites the file: waited for, as a first trainer is. One that came or changed
+         * since ended while this client asked (predict_endpoint.py, the same rule). */
+        bool ended = stopped == 2;
+        if (!c->first_looked) { /* (this client's first look: its text kept, moved) */
+            c->first_looked = true;
+            c->first_stop = text, text = NULL;
+            ended = ended && c->run_id != NULL;
+        } else if (ended && c->run_id == NULL) { /* (ended: text is not NULL) */
+            ended = c->first_stop == NULL || strcmp(text, c->first_stop) != 0;
+        }
+        free(text);
+        if (!c->served_there && !ended) /* (no ServingHook? once; ended: none waits) */
+            mt_unserved_check(c, dir, why, story.len && !story.oom ? story.data : NULL);
         mt_buf note = {0}; /* (a typo? the directory meant, what creates it) */
-        if (c->served_there || stopped == 2) {
+        if (c->served_there || ended) {
             /* Waiting for a serve file is for a trainer not started yet, or resumed. One
              * that served this simulation and removed its file has stopped, and one that
              * ended or failed there has no resume to come (each request waited its whole

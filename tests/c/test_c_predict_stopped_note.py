@@ -143,7 +143,7 @@ def test_an_end_record_there_at_the_first_look_is_waited_past_alike(
     by_hand: None,  # noqa: F811
 ) -> None:
     """No run id: run-a's end record, there at the client's first look, may be an earlier
-    run's (a new trainer may be starting there: tests/client/test_hrev7_stale_end_record.py):
+    run's (a new trainer may be starting there: tests/client/test_predict_stale_end_record.py):
     both wait their timeout, quoting it (failed before: both failed at once, "no resume
     follows on its own", though a new run would answer)."""
     rendezvous = tmp_path / "rv"

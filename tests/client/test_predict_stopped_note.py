@@ -13,7 +13,7 @@
 * a stopped trainer of another run than the predictor's ``run_id`` (an older run in the
   same directory) is not quoted as this run's; a predictor of any run (no ``run_id``)
   waits past a record already there at its first look (an earlier run's, maybe:
-  tests/client/test_hrev7_stale_end_record.py) and fails at once on one that came later;
+  tests/client/test_predict_stale_end_record.py) and fails at once on one that came later;
 * a predictor that was served and lost its trainer (stopped mid-use) is told the stop
   reason too: it was told only "the trainer that served this simulation stopped (no
   trainer serves predictions there)";

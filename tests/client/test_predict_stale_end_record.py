@@ -1,4 +1,4 @@
-"""Review hrev7 (an xfail reproduction until hfixp): a `Predictor` without a ``run_id`` (the
+"""A review's finding (failed before the fix): a `Predictor` without a ``run_id`` (the
 standalone recipe of docs/how-to/neural-operator.md and serve-while-training.md) takes
 any run's stop record for its own (`predict_lookup.stop_reason`: ``None`` run_id). Since
 hpred, a record ``end`` (or ``error``, ``nonfinite``) fails a request at its first look

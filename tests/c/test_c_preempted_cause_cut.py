@@ -1,4 +1,4 @@
-"""Review hrev7 (Low; an xfail reproduction until hfixp sized the buffers MT_CAUSE_SIZE,
+"""A review's finding (failed before the buffers were sized MT_CAUSE_SIZE,
 close_checks.h): the C client's words of a preempted
 trainer (stop_said.c mt_stop_preempted_words) are written into fixed ``cause[1024]``
 buffers (close_wait.c, close_failed.c, send_wait.c, send_words.c, send_notice.c). hpred

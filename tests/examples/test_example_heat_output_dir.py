@@ -33,7 +33,8 @@ def lock_holder(held: Path, go: Path) -> subprocess.Popen[str]:
 @pytest.mark.timeout(200)
 def test_a_refusal_to_start_is_one_error_line_and_exit_status_2(tmp_path: Path) -> None:
     """The two refusals at start, as a user running the example sees them: an earlier
-    run's checkpoints in --output_dir, and another trainer holding it."""
+    run's checkpoints in --output_dir (its rendezvous left as it was), and another
+    trainer holding it."""
 
     def run(out: Path) -> subprocess.CompletedProcess[str]:
         cmd = [sys.executable, str(EXAMPLE), *TINY, "--output_dir", str(out)]
@@ -41,6 +42,11 @@ def test_a_refusal_to_start_is_one_error_line_and_exit_status_2(tmp_path: Path) 
 
     used = tmp_path / "used"
     (used / "checkpoints" / "checkpoint-5").mkdir(parents=True)  # an earlier run's
+    # its rendezvous, its stop record: what a Predictor there reads (htrial8: the refused
+    # start had removed it)
+    (used / "rendezvous").mkdir()
+    record = '{"run_id": "earlier", "stopped": true}'
+    (used / "rendezvous" / "rank_0.json").write_text(record)
     proc = run(used)
     assert proc.returncode == 2, proc.stderr[-3000:]
     last = proc.stderr.strip().splitlines()[-1]
@@ -48,6 +54,8 @@ def test_a_refusal_to_start_is_one_error_line_and_exit_status_2(tmp_path: Path) 
         "--resume_from_checkpoint latest" in last and "--overwrite_output_dir" in last
     ), proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr
+    rank_file = used / "rendezvous" / "rank_0.json"
+    assert rank_file.is_file() and rank_file.read_text() == record, "the refusal changed it"
 
     held, go = tmp_path / "held", tmp_path / "go"
     holder = lock_holder(held, go)

@@ -20,7 +20,10 @@ def test_the_start_line_says_each_simulation_takes_its_own_parameters(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     trainer = SimpleNamespace(
-        is_main_process=True, accelerator=SimpleNamespace(wait_for_everyone=lambda: None)
+        is_main_process=True,
+        accelerator=SimpleNamespace(wait_for_everyone=lambda: None),
+        args=SimpleNamespace(resume_from_checkpoint=None, overwrite_output_dir=False),
+        checkpoint_root=tmp_path / "checkpoints",  # (none: a fresh start, not refused)
     )
     opts = SimpleNamespace(external=True, num_simulations=3)
     bounds = {"k": (0.1, 2.0), "t0": (100.0, 500.0)}

@@ -25,8 +25,9 @@ from melissa_trainer.client.predict_errors import PredictUnreachable
 from melissa_trainer.client.rendezvous_words import missing_note
 from melissa_trainer.stream.endpoints import NOTICE_AFTER, fetch_rendezvous, is_loopback
 from melissa_trainer.stream.host_scope import SERVING, out_of_reach
+from melissa_trainer.stream.reason_line import SAID_CHARS, said_line
 from melissa_trainer.stream.serving_rendezvous import NO_SERVER, OTHER_RUN
-from melissa_trainer.stream.stop_record import RECORD_KEY, SAID_CHARS, said_line
+from melissa_trainer.stream.stop_record import RECORD_KEY
 
 __all__ = [
     "UNSERVED", "MissingDirectory", "Unserved", "checked_endpoint", "endpoint_fault",

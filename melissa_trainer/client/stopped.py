@@ -49,12 +49,12 @@ from melissa_trainer.client.admission import SimulationRefused
 from melissa_trainer.client.closing import TrainerStopped, client_logger
 from melissa_trainer.client.gave_up import DeliveryFailed, StopSaid, rerun_words, taken_of
 from melissa_trainer.client.send_wait import StoppedForGood
+from melissa_trainer.stream.reason_line import said_line
 from melissa_trainer.stream.stop_record import (
     RECORD_KEY,
     RESUMABLE,
     StopRecord,
     parse_record,
-    said_line,
 )
 from melissa_trainer.wire.receipt import RECEIPT_BYE, RECEIPT_FINISHED, ReceiptReply
 

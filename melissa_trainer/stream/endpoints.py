@@ -18,7 +18,7 @@ from zmq.utils import z85
 from melissa_trainer import wire as protocol
 from melissa_trainer.stream.host_scope import published_scope
 from melissa_trainer.stream.rank_bounds import bounds_fault, digits_fault, missing_words
-from melissa_trainer.stream.stop_record import said_line
+from melissa_trainer.stream.reason_line import said_line
 from melissa_trainer.stream.trainer_listens import refused_files
 from melissa_trainer.stream.trainer_process import gone_words, published_process, trainer_gone
 

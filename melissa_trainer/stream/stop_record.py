@@ -76,7 +76,6 @@ __all__ = [
     "build_record",
     "parse_record",
     "reason_of",
-    "said_line",
 ]
 
 #: the rendezvous file's key holding the record
@@ -91,16 +90,6 @@ REASON_CODES = ("end", "preempted", "nonfinite", "error", "stopped", "broken")
 RESUMABLE = ("preempted", "broken")
 _MAX_MESSAGE = 4096
 _U64 = 2**64
-#: the most characters of a reason's message that words quote (`said_line`)
-SAID_CHARS = 200
-
-
-def said_line(message: str) -> str:
-    """The part of a stop reason's `message` that words quote: its first line (up to a
-    ``\r`` or ``\n``: a notice is one line), at most `SAID_CHARS` characters. The C
-    client cuts the same characters (clients/c/src/json_repr.c mt_reason_line); a
-    preempted trainer's message was quoted whole here, its first 200 bytes in C."""
-    return message.split("\n", 1)[0].split("\r", 1)[0][:SAID_CHARS]
 
 
 @dataclass(frozen=True)

@@ -136,7 +136,7 @@ def test_a_preempted_message_is_quoted_as_python_quotes_it(
     tmp_path: Path,
 ) -> None:
     """Its first line, at most 200 characters (stop_said.c through json_repr.c
-    mt_reason_line; Python's stop_record.said_line: tests/client/
+    mt_reason_line; Python's reason_line.said_line: tests/client/
     test_close_preempted_words.py). Failed before: its first 200 bytes, which cut a
     3-byte character and took 66 of 300."""
     rendezvous = tmp_path / "rv"

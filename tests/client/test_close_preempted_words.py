@@ -82,7 +82,7 @@ def test_a_close_says_the_trainer_was_preempted_and_waits_for_its_resume(
 def test_a_preempted_message_is_quoted_as_its_first_line_of_200_characters(
     external: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """The record's message is quoted as the other reasons' are (`stop_record.said_line`):
+    """The record's message is quoted as the other reasons' are (`reason_line.said_line`):
     its first line, at most 200 characters (the C client the same characters:
     tests/c/test_c_preempted_words.py). Failed before: quoted whole, its second line and
     all its 301 characters in the notice and the error."""

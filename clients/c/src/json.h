@@ -49,7 +49,7 @@ char *mt_json_member_repr(const char *object, const char *name, const char **typ
 size_t mt_utf8_prefix(const char *s, size_t n, size_t chars);
 /* The bytes of a stop record's message that words quote: its first line (up to a \r or
  * \n: a notice is one line), at most MT_REASON_CHARS UTF-8 characters (mt_utf8_prefix);
- * Python's stop_record.said_line, the same characters. */
+ * Python's reason_line.said_line, the same characters. */
 #define MT_REASON_CHARS 200
 size_t mt_reason_line(const char *message);
 

@@ -3,12 +3,18 @@ itself (as ``kill -9`` or the OOM killer would) in its hook's ``on_save`` of the
 checkpoint, ``checkpoint-4``: once that checkpoint is complete, before any other step.
 The other rank trains on and finds it gone at its next collective.
 
+With ORDER ``term-first``, the victim first SIGTERMs the other rank (its sibling under
+the launcher) and waits until that rank's log says the signal was taken ("... received:
+stopping at the next stop synchronisation ..."), then SIGKILLs itself: the order in
+which a loaded machine may deliver the launcher's own SIGTERM (sent as it sees the
+victim exit) before the survivor's collective fails (CI, 2026-12-07).
+
 Each rank's stderr goes to ``OUT/stderr-<rank>.txt`` (fd 2 itself: its log lines, and
 any traceback Python prints, whatever prints them), and the exception that ends a rank,
 its class and exit status, to ``OUT/exit-<rank>.txt``; "training ended" is printed
 only if `train()` returned.
 
-    python rank_killed.py OUT VICTIM
+    python rank_killed.py OUT VICTIM [kill|term-first]
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -28,12 +35,42 @@ from melissa_trainer import Hook, OnlineTrainer, TrainingArguments  # noqa: E402
 
 OUT = Path(sys.argv[1])
 VICTIM = int(sys.argv[2])
+ORDER = sys.argv[3] if len(sys.argv) > 3 else "kill"
 RANK = int(os.environ.get("RANK", "0"))
+TAKEN = "received: stopping at the next stop synchronisation"
+
+
+def sibling() -> int:
+    """The other rank's pid: the process of this script whose parent is this one's."""
+    parent = os.getppid()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            cmdline = (stat.parent / "cmdline").read_bytes()
+        except OSError:  # (a process that ended meanwhile)
+            continue
+        pid = int(stat.parent.name)
+        if int(fields[1]) == parent and pid != os.getpid() and b"rank_killed.py" in cmdline:
+            return pid
+    raise RuntimeError("the other rank's process was not found")
+
+
+def term_the_other_first() -> None:
+    """SIGTERM the other rank, then wait (bounded) until its log says it took it."""
+    os.kill(sibling(), signal.SIGTERM)
+    log = OUT / f"stderr-{1 - RANK}.txt"
+    deadline = time.monotonic() + 120
+    while TAKEN not in log.read_text():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the other rank never said it took the SIGTERM: {log}")
+        time.sleep(0.02)  # (polling the event: its log line)
 
 
 class KillAtFirstSave(Hook):
     def on_save(self, trainer: Any, state: Any, control: Any, path: str) -> None:
         if RANK == VICTIM:
+            if ORDER == "term-first":
+                term_the_other_first()
             os.kill(os.getpid(), signal.SIGKILL)
 
 

@@ -28,6 +28,15 @@ bool mt_stepset_span(const mt_stepset *s, uint64_t simulation_id, size_t rank, s
                      bool routing, uint64_t *first, uint64_t *last);
 
 /* handshake.c */
+/* Seconds from which a handshake failure without detail of socket s may be
+ * libzmq's timeout (ZMQ_HANDSHAKE_IVL: a silent peer), not a refusal (client/handshake.py
+ * timeout_bound: 2 s, or half the interval when less; 0: none) */
+double mt_timeout_bound(void *s);
+/* The ZMQ_CONNECT_TIMEOUT (ms) of a data socket (client/sockets.py
+ * connect_timeout_ms): the disconnected timeout, at least 2 s; 0 (the kernel's) for none
+ * (< 0). A connect to a host that never answers is then abandoned (CONNECT_RETRIED: down,
+ * since the socket connected) instead of lasting the kernel's ~127 s in progress. */
+int mt_connect_timeout_ms(double disconnected_timeout);
 /* Monitor socket i's handshakes (before it connects: none is missed). */
 mt_status mt_handshake_watch(mt_client *c, size_t i);
 /* MT_EENV, naming the endpoint and the fix, if socket i's receiver refused its handshake

@@ -1,7 +1,6 @@
-/* encode.h: the wire encoding of encode.c (the growing buffer, HELLO, DATA
- * headers, BYE) and send.c's marks. Not installed;
- * internal.h, which every source includes, includes it at its end, after the types it
- * uses. */
+/* encode.h: the wire encoding of encode.c (the growing buffer, HELLO, DATA headers, BYE)
+ * and send_held.c's marks. Not installed; internal.h, which every source includes,
+ * includes it at its end, after the types it uses. */
 #ifndef MT_ENCODE_H
 #define MT_ENCODE_H
 
@@ -33,7 +32,7 @@ mt_status mt_build_headers(mt_client *c);
 void mt_encode_bye(uint8_t out[28], uint64_t simulation_id, int rank, int ranks, uint64_t steps);
 
 /* Whether the next DATA sent alone with a copy is a mark (MT_MARK_EVERY's rule), and the
- * count after one of them, `bytes` long (header and payload), was sent (send.c). */
+ * count after one of them, `bytes` long (header and payload), was sent (send_held.c). */
 bool mt_mark_due(const mt_marks *m);
 void mt_mark_sent(mt_marks *m, bool mark, size_t bytes);
 

@@ -18,7 +18,7 @@
  * a copy ZeroMQ holds without one more, counted in marks_flying until it lets go, a
  * close's sign that the trainer takes such messages. A DATA is a mark when, from the last
  * mark (included) to it (excluded), at least MT_MARK_EVERY messages and MT_MARK_BYTES
- * bytes went, or MT_MARK_MOST messages did; the first is a mark (mt_mark_due, send.c;
+ * bytes went, or MT_MARK_MOST messages did; the first is a mark (mt_mark_due, send_held.c;
  * melissa_trainer/client/marks.py MARK_EVERY, MARK_BYTES, MARK_MOST, the same, and why
  * these: tiny messages do not pay for a tracked send every 16, and a close still sees a
  * sign every 16 of 16 KiB or more, every 1024 smaller ones at most) */

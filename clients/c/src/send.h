@@ -1,7 +1,7 @@
 /* send.h: the send path: the batches (outbox.c), the step set, the handshake monitors
- * (handshake.c), the sends and the waits for the arrays ZeroMQ holds (send.c), a blocked
- * send's slices (send_wait.c). Not installed; internal.h, which every source includes,
- * includes it at its end, after the types it uses. */
+ * (handshake.c), the sends (send.c) and the waits for the arrays ZeroMQ holds
+ * (send_held.c), a blocked send's slices (send_wait.c). Not installed; internal.h, which
+ * every source includes, includes it at its end, after the types it uses. */
 #ifndef MT_SEND_H
 #define MT_SEND_H
 
@@ -66,7 +66,7 @@ bool mt_handshake_not_receiver(const mt_handshake *h);
 /* Stop the monitors and close their sockets (before the data sockets, and the context). */
 void mt_handshake_release(mt_client *c);
 
-/* send.c */
+/* send_held.c */
 mt_status mt_arm(mt_client *c, void *sock, double deadline);
 /* Whole milliseconds in `seconds` for ZeroMQ's int options and waits (SNDTIMEO, LINGER,
  * zmq_poll): 0 if <= 0, at most INT_MAX (24.8 days; a cast past it is undefined, in

@@ -22,6 +22,8 @@ RANK_FILES = {
         f'{{"version": 1.0, "rank": 0, "world_size": 1, "endpoint": "{ENDPOINT}"}}',
         "",
     ),
+    "version missing": (f'{{"rank": 0, "world_size": 1, "endpoint": "{ENDPOINT}"}}', ""),
+    "world_size missing": (f'{{"version": 1, "rank": 0, "endpoint": "{ENDPOINT}"}}', ""),
     "endpoint empty": ('{"version": 1, "rank": 0, "world_size": 1, "endpoint": ""}', ""),
     "world_size of 4301 digits": (
         f'{{"version": 1, "rank": 0, "world_size": {LONG}, "endpoint": "{ENDPOINT}"}}',

@@ -317,7 +317,10 @@ def _read_rendezvous(
                 and _is_run_id(entry.get("run_id"))
                 and isinstance(entry.get("follow_endpoint", ""), str)
             )
-        except (OSError, ValueError, KeyError, TypeError) as exc:
+        except KeyError:  # (a key missing: invalid, quoted as its text, as C)
+            problems.append(f"{name} invalid ({text})")
+            continue
+        except (OSError, ValueError, TypeError) as exc:
             problems.append(f"{name} unreadable ({exc})")
             continue
         if fault is not None or not ok:

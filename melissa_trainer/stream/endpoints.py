@@ -16,6 +16,7 @@ import zmq
 from zmq.utils import z85
 
 from melissa_trainer import wire as protocol
+from melissa_trainer.stream import rank_bounds
 from melissa_trainer.stream.host_scope import published_scope
 from melissa_trainer.stream.rank_bounds import bounds_fault, digits_fault, missing_words
 from melissa_trainer.stream.reason_line import said_line
@@ -303,23 +304,27 @@ def _read_rendezvous(
             problems.append(f"{name} invalid ({fault})")
             continue
         try:
-            entry = json.loads((directory / name).read_text())
+            text = (directory / name).read_text()
+            entry = rank_bounds.load_entry(text)  # (an integer of any length: its bounds said)
             rank = entry["rank"]
             # (its bounds said by name: nothing is ever held per rank of its world_size)
             fault = bounds_fault(rank, entry["world_size"], file_rank)
             ok = fault is None and (  # (a fault said first, as C: not a key missing)
-                entry["version"] == RENDEZVOUS_VERSION
+                rank_bounds.is_whole(entry["version"], RENDEZVOUS_VERSION)  # (not true: as C)
                 and isinstance(entry["endpoint"], str)
                 and entry["endpoint"]
                 and _is_key(entry.get("curve_public_key"))
                 and _is_run_id(entry.get("run_id"))
                 and isinstance(entry.get("follow_endpoint", ""), str)
             )
-        except (OSError, ValueError, KeyError, TypeError) as exc:
+        except KeyError:  # (a key missing: invalid, quoted as its text, as C)
+            problems.append(f"{name} invalid ({text})")
+            continue
+        except (OSError, ValueError, TypeError) as exc:
             problems.append(f"{name} unreadable ({exc})")
             continue
         if fault is not None or not ok:
-            problems.append(f"{name} invalid ({fault or entry})")
+            problems.append(f"{name} invalid ({fault or text})")  # (the file's text, as C)
             continue
         if entry.get("stopped") is True:
             problems.append(f"{name}: its trainer {_why_stopped(entry)}")

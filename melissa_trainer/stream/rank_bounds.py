@@ -6,6 +6,7 @@ did (clients/c/src/rendezvous_ranks.c, word for word)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Collection
 from typing import Any
 
@@ -16,6 +17,37 @@ MAX_RANK_DIGITS = 9
 MAX_WORLD = 10**MAX_RANK_DIGITS
 #: the missing ranks listed at most, the others counted (C's MT_MISSING_SHOWN)
 MISSING_SHOWN = 10
+
+
+class HugeInt(str):
+    """A JSON integer of more digits than Python's int() converts
+    (sys.get_int_max_str_digits: 4300 by default), kept as its text: read by `load_entry`,
+    over any bound here and quoted as its digits, as the C client reads and quotes it.
+    json.loads raised ValueError on it: the file was "unreadable" in Python, "over
+    1000000000" in C."""
+
+    def __repr__(self) -> str:
+        return str.__str__(self)
+
+
+def _whole(digits: str) -> int | HugeInt:
+    try:
+        return int(digits)
+    except ValueError:  # (past int()'s digit limit)
+        return HugeInt(digits)
+
+
+def load_entry(text: str) -> Any:
+    """A rendezvous file's JSON `text` read as json.loads reads it, but an integer of any
+    number of digits read (a `HugeInt` past int()'s limit): its bounds said by name."""
+    return json.loads(text, parse_int=_whole)
+
+
+def is_whole(value: Any, expected: int) -> bool:
+    """Whether a file's `value` is the integer `expected`: an int, not JSON's true (a bool
+    is an int in Python) nor a float (1.0 == 1), as the C client compares it (an integer
+    without fraction or exponent)."""
+    return type(value) is int and value == expected
 
 
 def digits_fault(file_rank: int) -> str | None:
@@ -31,7 +63,8 @@ def bounds_fault(rank: Any, world: Any, file_rank: int) -> str | None:
     of bounds, or None: `world` a whole number 1 to `MAX_WORLD` (not a bool: JSON's
     true), `rank` the rank of the name, under `world`. Values quoted as Python's repr (a
     string quoted, an integer's digits), as the C client's json_repr.c quotes them."""
-    if type(world) is int and world > MAX_WORLD:
+    huge = isinstance(world, HugeInt) and not world.startswith("-")
+    if (type(world) is int and world > MAX_WORLD) or huge:
         return f"its world_size {world} is over {MAX_WORLD}: no trainer has so many ranks"
     if type(world) is not int or world < 1:
         return f"its world_size {world!r} is not a number of ranks: a whole number 1 to {MAX_WORLD}"

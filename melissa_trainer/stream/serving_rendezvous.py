@@ -20,6 +20,7 @@ import numpy as np
 
 from melissa_trainer import wire as protocol
 from melissa_trainer.stream.host_scope import published_scope
+from melissa_trainer.stream.rank_bounds import MAX_WORLD, is_whole
 from melissa_trainer.wire import FieldSpec
 
 __all__ = [
@@ -133,11 +134,13 @@ def read_serving(
             continue
         try:
             entry = json.loads((directory / name).read_text())
+            # (whole numbers, not true nor 1.0, the world within the rank files' bound:
+            # as the C client reads them, clients/c/src/serve_read.c)
             ok = (
-                entry["version"] == SERVE_VERSION
-                and entry["rank"] == int(match.group(1))
-                and isinstance(entry["world_size"], int)
-                and 0 <= entry["rank"] < entry["world_size"]
+                is_whole(entry["version"], SERVE_VERSION)
+                and is_whole(entry["rank"], int(match.group(1)))
+                and type(entry["world_size"]) is int
+                and 0 <= entry["rank"] < entry["world_size"] <= MAX_WORLD
                 and isinstance(entry["endpoint"], str)
                 and isinstance(entry["inputs"], list)
             )

@@ -70,7 +70,7 @@ def test_frames_equal_the_python_clients_byte_for_byte(
         assert any(len(m) > 2 and m[0][P.KIND_AT] == P.BATCH for r in want for m in r)
 
 
-class _Buf(ctypes.Structure):  # src/internal.h's mt_buf
+class _Buf(ctypes.Structure):  # src/encode.h's mt_buf
     _fields_ = [
         ("data", ctypes.c_void_p),
         ("len", ctypes.c_size_t),

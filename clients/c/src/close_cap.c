@@ -6,7 +6,7 @@
  * budget for the whole close, as a user reads "10 x close_timeout in all" (per phase, a
  * close would last twice that). A receiver that takes a message, or ingests a step, now
  * and then (a trickle) does not hold the solver's exit for ever. A restarted trainer
- * followed starts the budget again (lifecycle.c: its replay is delivered anew). */
+ * followed starts the budget again (close.c: its replay is delivered anew). */
 #include <stdio.h>
 
 #include "internal.h"

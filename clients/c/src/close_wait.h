@@ -18,7 +18,7 @@
  * new run with a window), ZeroMQ's. */
 mt_status mt_close_deliver(mt_client *c, bool bye, double *deadline, const char **failure,
                            bool *stuck, bool *capped);
-/* lifecycle.c: the close, with BYE (mt_client_close) or, `failing`, without one, its
+/* close.c: the close, with BYE (mt_client_close) or, `failing`, without one, its
  * wait failed_close_timeout's (mt_client_fail: fail.c); the message of an error in
  * `message` (NULL: on stderr); c freed in every case. */
 mt_status mt_close_as(mt_client *c, bool failing, char *message, size_t size);

@@ -1,6 +1,6 @@
 /* fail.c: the public ends of a client that delivers what it sent: mt_client_close (the
  * run finished: BYE) and mt_client_fail (the run failed: no BYE), both mt_close_as
- * (lifecycle.c). mt_client_fail is the Python client's close(bye=False), which leaving
+ * (close.c). mt_client_fail is the Python client's close(bye=False), which leaving
  * its `with` block by an exception calls (melissa_trainer/client/client_close.py
  * __exit__): the batches held are sent and what is queued is delivered, within
  * failed_close_timeout in all, to the receivers connected, and no BYE is said, so the

@@ -88,5 +88,8 @@ mt_status mt_follow_predict_refused(mt_client *c, const char *dir, const char *w
 void mt_transport_release(mt_client *c, int linger_ms);
 mt_status mt_init_sync(mt_client *c);
 mt_status mt_connect_all(mt_client *c);
+/* lifecycle.c: everything mt_client_start acquires, released (linger_ms for the sockets;
+ * the close's and the abort's, close.c). */
+void mt_release_runtime(mt_client *c, int linger_ms);
 
 #endif

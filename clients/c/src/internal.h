@@ -18,7 +18,7 @@
  * a copy ZeroMQ holds without one more, counted in marks_flying until it lets go, a
  * close's sign that the trainer takes such messages. A DATA is a mark when, from the last
  * mark (included) to it (excluded), at least MT_MARK_EVERY messages and MT_MARK_BYTES
- * bytes went, or MT_MARK_MOST messages did; the first is a mark (mt_mark_due, send.c;
+ * bytes went, or MT_MARK_MOST messages did; the first is a mark (mt_mark_due, send_held.c;
  * melissa_trainer/client/marks.py MARK_EVERY, MARK_BYTES, MARK_MOST, the same, and why
  * these: tiny messages do not pay for a tracked send every 16, and a close still sees a
  * sign every 16 of 16 KiB or more, every 1024 smaller ones at most) */
@@ -274,89 +274,6 @@ struct mt_client {
     long long looked_stamp[2];
 };
 
-/* errors.c */
-mt_status mt_fail(mt_client *c, mt_status status, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-void mt_clear_error(mt_client *c); /* (and frees the message) */
-size_t mt_itemsize(mt_dtype dtype);
-const char *mt_dtype_name(mt_dtype dtype);
-const char *mt_dtype_str(mt_dtype dtype);
-/* The enumerator's name ("MT_FLOAT32"): the fix a wrong dtype's message names. */
-const char *mt_dtype_constant(mt_dtype dtype);
-double mt_now(void); /* monotonic seconds */
-/* handshake.c: seconds from which a handshake failure without detail of socket s may be
- * libzmq's timeout (ZMQ_HANDSHAKE_IVL: a silent peer), not a refusal (client/handshake.py
- * timeout_bound: 2 s, or half the interval when less; 0: none) */
-double mt_timeout_bound(void *s);
-/* handshake.c: the ZMQ_CONNECT_TIMEOUT (ms) of a data socket (client/sockets.py
- * connect_timeout_ms): the disconnected timeout, at least 2 s; 0 (the kernel's) for none
- * (< 0). A connect to a host that never answers is then abandoned (CONNECT_RETRIED: down,
- * since the socket connected) instead of lasting the kernel's ~127 s in progress. */
-int mt_connect_timeout_ms(double disconnected_timeout);
-#ifdef MT_TESTING
-void mt_testing_advance_clock(double seconds); /* (tests only: see errors.c) */
-#endif
-/* pthread_cond_timedwait on `cv` (made on CLOCK_MONOTONIC: mt_init_sync) until `deadline`,
- * a time of mt_now(): its result (ETIMEDOUT once the deadline passed). Under MT_TESTING, a
- * clock moved before or during the wait is honoured (errors.c: it may return 0 early,
- * as a spurious wake-up: the caller's loop looks again); else one call, as before. */
-int mt_cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, double deadline);
-/* The Python repr of a double (shortest round trip: 300.0, 1e-05, 1e+16) into out. */
-void mt_format_double(double v, char out[32]);
-bool mt_utf8_valid(const char *s, size_t n);
-/* Whether `key` is not a 40-character Z85 CURVE key, and then what it must be, into `out`
- * (z85.c; melissa_trainer/client/server_key.py z85_fault, word for word). */
-bool mt_z85_fault(const char *key, char *out, size_t size);
-/* Python's repr of the UTF-8 string `s` ('...', or "..." when it holds ' and no "; \\,
- * \n, \r, \t and what str.isprintable refuses escaped, as \xhh, \uhhhh or \Uhhhhhhhh; a
- * byte not UTF-8 as \udcXX), in a new string (to free; NULL: no memory): the messages
- * that quote a key as the Python client's do (z85.c). */
-char *mt_py_repr(const char *s);
-/* Python's str.isprintable of one code point (py_printable.c, generated from Python's
- * unicodedata by clients/c/tools/make_py_printable.py). */
-bool mt_py_printable(unsigned long cp);
-/* `s` without the leading and trailing white space Python's str.strip takes off (its
- * str.isspace: also \x1c-\x1f, U+0085, the no-break and other Unicode spaces), in a new
- * string (NULL: no memory): a key read from a variable, as the Python client reads it. */
-char *mt_py_strip(const char *s);
-/* serve_given.c: whether the endpoint `e` (stripped) is not of a form to connect to: 1
- * with *why (to free) saying so in the Python client's words ("endpoint 'tcp://h' has no
- * port: " then `form`, the fix; a quote mark at its start or end, a port not 1 to 65535,
- * the host *; melissa_trainer/client/endpoint_form.py endpoint_fault), 0 (it is; other
- * transports are ZeroMQ's to judge) or -1 (no memory). The receivers' (env.c) and the
- * serving endpoints' (serve_given.c) check. */
-int mt_endpoint_fault(const char *e, const char *form, char **why);
-
-/* encode.c */
-typedef struct mt_buf {
-    char *data;
-    size_t len, cap;
-    bool oom;
-} mt_buf;
-/* Each append leaves b->data NUL-terminated (not in b->len; b->oom: as the last one left it). */
-void mt_buf_put(mt_buf *b, const void *p, size_t n);
-void mt_buf_puts(mt_buf *b, const char *s);
-void mt_buf_printf(mt_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void mt_buf_json_string(mt_buf *b, const char *s, size_t n);
-mt_status mt_encode_hello(mt_client *c, mt_buf *out);
-void mt_put_u16(uint8_t *p, uint16_t v);
-void mt_put_u32(uint8_t *p, uint32_t v);
-void mt_put_u64(uint8_t *p, uint64_t v);
-/* The little-endian reads of the replies' fields (reply.c, admission.c, receipt.c). */
-uint32_t mt_get_u32(const uint8_t *p);
-uint64_t mt_get_u64(const uint8_t *p);
-void mt_put_prefix(uint8_t *p, int kind, uint16_t flags, uint64_t simulation_id);
-/* Whether `count` values of `dtype` at `data` are all finite (float dtypes only: false
- * for the others, which carry no FLAG_FINITE), by their exponent bits (exact). */
-bool mt_all_finite(mt_dtype dtype, const void *data, uint64_t count);
-mt_status mt_build_headers(mt_client *c);
-void mt_encode_bye(uint8_t out[28], uint64_t simulation_id, int rank, int ranks, uint64_t steps);
-
-/* Whether the next DATA sent alone with a copy is a mark (MT_MARK_EVERY's rule), and the
- * count after one of them, `bytes` long (header and payload), was sent (send.c). */
-bool mt_mark_due(const mt_marks *m);
-void mt_mark_sent(mt_marks *m, bool mark, size_t bytes);
-
 /* An array's name, dtype and shape (C order), as a serve file declares an input. */
 typedef struct mt_spec {
     char *name;
@@ -365,25 +282,12 @@ typedef struct mt_spec {
     uint64_t shape[MT_MAX_NDIM];
 } mt_spec;
 
-/* predict.c: close the prediction socket (before the context ends), free what
- * mt_set_serve_endpoints and the serve file left. */
-void mt_predict_release(mt_client *c);
-void mt_predict_free(mt_client *c);
-/* predict.c: a request's connection lost once `sent` or just before (mt_gone); no answer
- * by the deadline on a connection still up (MT_ETIMEDOUT; the socket released). */
-mt_status mt_predict_lost(mt_client *c, bool sent);
-mt_status mt_predict_unanswered(mt_client *c, const char *timeout);
-
-/* admission_watch.c: started once the HELLO left (where the close would ask); polled by
- * mt_send at a step's opening once watch.due (never blocks: MT_ESIMREFUSED on a trusted
- * refusal); released with the transport (before zmq_ctx_term). describes: whether a
- * receiver's refusal `reason` is one this client's HELLO gets (admission_watch.py). */
-void mt_admission_watch_start(mt_client *c);
-mt_status mt_admission_watch_poll(mt_client *c, double now);
-void mt_admission_watch_release(mt_client *c);
-bool mt_admission_describes(const mt_client *c, const char *reason);
-
 /* The declarations of the modules, one header each (each includes this one). */
+#include "errors.h"
+#include "py_text.h"
+#include "encode.h"
+#include "predict_release.h"
+#include "admission_watch.h"
 #include "json.h"
 #include "rendezvous.h"
 #include "close_checks.h"

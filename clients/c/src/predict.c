@@ -317,7 +317,8 @@ mt_status mt_predict(mt_client *c, const mt_input *inputs, size_t n_inputs,
         /* (an endpoint given: the trainer says which inputs it serves, once per
          * connection; checked here as a serve file's, nothing sent if wrong) */
         st = mt_predict_describe(c, deadline, t);
-        if (st == MT_OK && c->serve_inputs != NULL) st = mt_predict_check_inputs(c, inputs, n_inputs);
+        if (st == MT_OK && c->serve_inputs != NULL)
+            st = mt_predict_check_inputs(c, inputs, n_inputs);
         if (st != MT_OK) return st;
     }
     int err = send_request(c, inputs, n_inputs, timeout_s);

@@ -1,7 +1,7 @@
 /* send.h: the send path: the batches (outbox.c), the step set, the handshake monitors
- * (handshake.c), the sends and the waits for the arrays ZeroMQ holds (send.c), a blocked
- * send's slices (send_wait.c). Not installed; internal.h, which every source includes,
- * includes it at its end, after the types it uses. */
+ * (handshake.c), the sends (send.c) and the waits for the arrays ZeroMQ holds
+ * (send_held.c), a blocked send's slices (send_wait.c). Not installed; internal.h, which
+ * every source includes, includes it at its end, after the types it uses. */
 #ifndef MT_SEND_H
 #define MT_SEND_H
 
@@ -28,6 +28,15 @@ bool mt_stepset_span(const mt_stepset *s, uint64_t simulation_id, size_t rank, s
                      bool routing, uint64_t *first, uint64_t *last);
 
 /* handshake.c */
+/* Seconds from which a handshake failure without detail of socket s may be
+ * libzmq's timeout (ZMQ_HANDSHAKE_IVL: a silent peer), not a refusal (client/handshake.py
+ * timeout_bound: 2 s, or half the interval when less; 0: none) */
+double mt_timeout_bound(void *s);
+/* The ZMQ_CONNECT_TIMEOUT (ms) of a data socket (client/sockets.py
+ * connect_timeout_ms): the disconnected timeout, at least 2 s; 0 (the kernel's) for none
+ * (< 0). A connect to a host that never answers is then abandoned (CONNECT_RETRIED: down,
+ * since the socket connected) instead of lasting the kernel's ~127 s in progress. */
+int mt_connect_timeout_ms(double disconnected_timeout);
 /* Monitor socket i's handshakes (before it connects: none is missed). */
 mt_status mt_handshake_watch(mt_client *c, size_t i);
 /* MT_EENV, naming the endpoint and the fix, if socket i's receiver refused its handshake
@@ -57,7 +66,7 @@ bool mt_handshake_not_receiver(const mt_handshake *h);
 /* Stop the monitors and close their sockets (before the data sockets, and the context). */
 void mt_handshake_release(mt_client *c);
 
-/* send.c */
+/* send_held.c */
 mt_status mt_arm(mt_client *c, void *sock, double deadline);
 /* Whole milliseconds in `seconds` for ZeroMQ's int options and waits (SNDTIMEO, LINGER,
  * zmq_poll): 0 if <= 0, at most INT_MAX (24.8 days; a cast past it is undefined, in

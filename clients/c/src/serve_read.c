@@ -11,6 +11,7 @@
 
 #include "internal.h"
 #include "missing_dir.h"
+#include "rendezvous_ranks.h" /* (MT_MAX_WORLD) */
 #include "serve.h"
 
 #define MAX_SERVE_FILE 65536
@@ -56,6 +57,15 @@ static bool parse_input(const char *text, mt_spec *out) {
     return ok;
 }
 
+/* The whole number 0 to MT_MAX_WORLD a member holds (an integer without fraction or
+ * exponent; "-0" is Python's 0), or -1: serving_rendezvous.py read_serving's rule (an
+ * int, not true nor 1.0; a world_size within the rank files' bound, rendezvous_ranks.h). */
+static long long whole(const mt_json_member *m) {
+    if (m->kind != MT_JSON_NUMBER || !m->integer) return -1;
+    if (m->number == 0.0) return 0; /* (0 and -0: not `exact`, which takes no sign) */
+    return m->exact && m->u64 <= (uint64_t)MT_MAX_WORLD ? (long long)m->u64 : -1;
+}
+
 /* A serve file's text as an entry; false if it is not a valid one (being replaced, or
  * not ours: looked at again at the next try). `*run` is its run id or NULL. */
 static bool parse_serve(const char *text, long long rank, mt_serve_entry *e, long long *world,
@@ -72,10 +82,10 @@ static bool parse_serve(const char *text, long long rank, mt_serve_entry *e, lon
     bool ok = true;
     *world = -1;
     for (size_t k = 0; k < n; ++k) {
-        bool num = m[k].kind == MT_JSON_NUMBER && m[k].integer;
-        if (strcmp(m[k].key, "version") == 0 && num) version = (long long)m[k].number;
-        if (strcmp(m[k].key, "rank") == 0 && num) r = (long long)m[k].number;
-        if (strcmp(m[k].key, "world_size") == 0 && num) *world = (long long)m[k].number;
+        /* (never cast from a double: 1e20 would not fit; the last of a key repeated) */
+        if (strcmp(m[k].key, "version") == 0) version = whole(&m[k]);
+        if (strcmp(m[k].key, "rank") == 0) r = whole(&m[k]);
+        if (strcmp(m[k].key, "world_size") == 0) *world = whole(&m[k]);
         if (strcmp(m[k].key, "endpoint") == 0 && m[k].kind == MT_JSON_STRING)
             endpoint = m[k].string;
         if (strcmp(m[k].key, "inputs") == 0 && m[k].kind == MT_JSON_OTHER) inputs = m[k].string;

@@ -1,5 +1,5 @@
 /* unit_marks.c: the C unit tests (CTest) of which DATA sent alone with a copy are marks
- * (mt_mark_due, mt_mark_sent; send.c): tiny ones one in MT_MARK_MOST, those of at least
+ * (mt_mark_due, mt_mark_sent; send_held.c): tiny ones one in MT_MARK_MOST, those of at least
  * MT_MARK_BYTES / MT_MARK_EVERY one in MT_MARK_EVERY, those between one per
  * MT_MARK_BYTES; a client's first is a mark. The cases of the Python client's
  * tests/client/test_marks_rule.py, whose rule this is. Exits non-zero on failure. */

@@ -1,0 +1,54 @@
+"""Rendezvous files (a rank file, a serve file) whose "version", "rank" or "world_size"
+the C client and the Python one once read differently, and the words each must say of
+them, written out: the oracle of tests/stream/test_rendezvous_parse_parity.py and
+tests/c/test_c_rendezvous_parse_parity.py (not computed by the code under test)."""
+
+from __future__ import annotations
+
+import json
+
+from bounded_rendezvous import ENDPOINT
+
+#: more digits than Python's int() converts by default (4300)
+LONG = "9" * 4301
+#: a rank file's name in the tests -> its text (JSON, one line), and the words of its
+#: refusal ("": the text itself)
+RANK_FILES = {
+    "version true": (
+        f'{{"version": true, "rank": 0, "world_size": 1, "endpoint": "{ENDPOINT}"}}',
+        "",
+    ),
+    "version 1.0": (
+        f'{{"version": 1.0, "rank": 0, "world_size": 1, "endpoint": "{ENDPOINT}"}}',
+        "",
+    ),
+    "version missing": (f'{{"rank": 0, "world_size": 1, "endpoint": "{ENDPOINT}"}}', ""),
+    "world_size missing": (f'{{"version": 1, "rank": 0, "endpoint": "{ENDPOINT}"}}', ""),
+    "endpoint empty": ('{"version": 1, "rank": 0, "world_size": 1, "endpoint": ""}', ""),
+    "world_size of 4301 digits": (
+        f'{{"version": 1, "rank": 0, "world_size": {LONG}, "endpoint": "{ENDPOINT}"}}',
+        f"its world_size {LONG} is over 1000000000: no trainer has so many ranks",
+    ),
+    "world_size of -4301 digits": (
+        f'{{"version": 1, "rank": 0, "world_size": -{LONG}, "endpoint": "{ENDPOINT}"}}',
+        f"its world_size -{LONG} is not a number of ranks: a whole number 1 to 1000000000",
+    ),
+    "rank of 4301 digits": (
+        f'{{"version": 1, "rank": {LONG}, "world_size": 2, "endpoint": "{ENDPOINT}"}}',
+        f"its rank {LONG} is not the rank of its name, 0",
+    ),
+}
+
+
+def serve_text(**members: str) -> str:
+    """A serve file of rank 0 of 1, its members replaced by `members` (raw JSON texts;
+    a key `rank2` is a second "rank", after the others)."""
+    raw = {"version": "1", "rank": "0", "world_size": "1", **members}
+    inputs = json.dumps([{"name": "u", "dtype": "<f4", "shape": [4]}])
+    rest = f'"endpoint": "{ENDPOINT}", "inputs": {inputs}'
+    said = ", ".join(f'"{k.rstrip("2")}": {v}' for k, v in raw.items())
+    return f"{{{said}, {rest}}}"
+
+
+#: read_serving's why when no serve file is read (serving_rendezvous.py NO_SERVER)
+NO_SERVER = "no trainer serves predictions there (yet)"

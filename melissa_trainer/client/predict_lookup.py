@@ -50,8 +50,9 @@ def other_run(why: str, run_id: str | None, source: str = "run_id") -> str | Non
     return (
         f", not run {run_id!r} that this predictor asks as ({source}): give {source} the "
         f"trainer's run id (the run_id of its serve files), or {instead} to ask any run's "
-        f"trainer, or use the rendezvous directory of run {run_id!r} (a Client follows a "
-        "restarted trainer at its next request)"
+        f"trainer, or use the rendezvous directory of run {run_id!r} (each request looks "
+        f"the serve files up again: a trainer of run {run_id!r} that publishes here later "
+        "serves the next one)"
     )
 
 

@@ -46,6 +46,13 @@ ENDED = (
     "larger --max_steps would serve there)"
 )
 FAILED = "no resume follows on its own (one resumed once that is fixed would serve there)"
+#: after an end at the stream's end, where a larger --max_steps trains nothing (its
+#: ENDED advice was said there too)
+STREAM_ENDED = (
+    "the run ended at its stream's end, no resume follows on its own (a larger "
+    "--max_steps trains nothing past it: a new run would serve there, or one resumed "
+    "with more --pseudo_epochs if its buffer has samples to replay)"
+)
 RUN_ID = "MELISSA_TRAINER_RUN_ID"
 
 
@@ -78,13 +85,17 @@ AGAIN = "; the next request looks the endpoint up again"
     ("reason", "said"),
     [
         (StopReason("end", "max_steps 5 reached"), f"(end: max_steps 5 reached; {NOW}): {ENDED}"),
+        (
+            StopReason("end", "end of stream, before max_steps 5"),
+            f"(end: end of stream, before max_steps 5; {NOW}): {STREAM_ENDED}",
+        ),
         (StopReason("error", "x" + "é" * 300), f"(error: x{'é' * 199}; {NOW}): {FAILED}"),
         (
             StopReason("nonfinite", "NaN", simulation_id=2, time_step=7),
             f"(nonfinite: NaN; {NOW}): {FAILED}",
         ),
     ],
-    ids=["end", "error-non-ascii", "nonfinite"],
+    ids=["end", "end-of-stream", "error-non-ascii", "nonfinite"],
 )
 def test_a_run_that_ended_or_failed_fails_at_once_alike(
     script_exe: Path,

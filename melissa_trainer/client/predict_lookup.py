@@ -252,14 +252,15 @@ def stop_text(directory: str | os.PathLike[str]) -> str:
 def stop_reason(
     directory: str | os.PathLike[str], run_id: str | None = None, text: str | None = None
 ) -> tuple[str, str] | None:
-    """("CODE: MESSAGE", `after_stop` of CODE) when the rendezvous `directory`'s
-    ``rank_0.json`` is marked stopped, CODE and MESSAGE its stop record's reason read
-    leniently: the message's first line, at most `MESSAGE_CHARS` characters; "CODE"
-    without a message, "" without a code. None when not marked stopped, and when it is
-    another run's than `run_id` (its ``run_id``, else its record's, names another: a
-    request of this run awaits this run's trainer, which that one's resume is not; None
-    `run_id`: any run's). `text`: that file's text as read already (`stop_text`), None:
-    read it here."""
+    """("CODE: MESSAGE", `after_stop` of CODE and MESSAGE) when the rendezvous
+    `directory`'s ``rank_0.json`` is marked stopped, CODE and MESSAGE its stop record's
+    reason read leniently, each string up to a NUL as C reads it (`as_c_reads`): the
+    code's first `reason_line.CODE_CHARS` characters, the message's first line, at most
+    `MESSAGE_CHARS` characters; "CODE" without a message, "" without a code. None when
+    not marked stopped, and when it is another run's than `run_id` (its ``run_id``, else
+    its record's, names another: a request of this run awaits this run's trainer, which
+    that one's resume is not; None `run_id`: any run's). `text`: that file's text as
+    read already (`stop_text`), None: read it here."""
     try:
         entry = json.loads(stop_text(directory) if text is None else text)
     except ValueError:

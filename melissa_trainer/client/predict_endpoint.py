@@ -24,11 +24,10 @@ from melissa_trainer.client.predict_lookup import (
     checked_endpoint,
     logger,
     other_run,
-    stop_text,
-    stopped_story,
     unreachable,
 )
 from melissa_trainer.client.server_key import not_the_served_key
+from melissa_trainer.client.stop_look import StopLook
 from melissa_trainer.stream.endpoints import stamp
 from melissa_trainer.stream.serving_rendezvous import read_serving
 from melissa_trainer.wire import FieldSpec
@@ -90,6 +89,7 @@ class EndpointLookup:
         #: ``rank_0.json``'s text at this predictor's first look there (`find`), None
         #: before it
         self._first_text: str | None = None
+        self._stop_look = StopLook()  # (read and parsed again only when it changed)
         self._warned_far = False  # (a serve file out of reach: warned once)
 
     def changed(self) -> bool:
@@ -163,11 +163,10 @@ class EndpointLookup:
                 raise gone(f"no serving endpoint in {str(directory)!r}: {why}{other}")
             self._missing.check(directory, why)  # (a typo? warned once)
             # (the trainer that stopped there, this run's: what it says, and whether no
-            # resume follows on its own; one file read per look, as the serve files')
-            text = stop_text(directory)
+            # resume follows on its own; read again only when it changed: `StopLook`)
+            text, story = self._stop_look.look(directory, self.run_id, why, self.served_there)
             if self._first_text is None:
                 self._first_text = text
-            story = stopped_story(directory, self.run_id, why, self.served_there, text)
             # (No run id known: a record already there at this predictor's first look may
             # be an earlier run's, with a new trainer starting there (a rerun, a resume: a
             # new run id), which rewrites the file: waited for, as a first trainer is.

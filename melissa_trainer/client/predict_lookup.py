@@ -25,7 +25,12 @@ from melissa_trainer.client.predict_errors import PredictUnreachable
 from melissa_trainer.client.rendezvous_words import missing_note
 from melissa_trainer.stream.endpoints import NOTICE_AFTER, fetch_rendezvous, is_loopback
 from melissa_trainer.stream.host_scope import SERVING, out_of_reach
-from melissa_trainer.stream.reason_line import SAID_CHARS, said_line
+from melissa_trainer.stream.reason_line import (
+    SAID_CHARS,
+    as_c_reads,
+    said_code,
+    said_line,
+)
 from melissa_trainer.stream.serving_rendezvous import NO_SERVER, OTHER_RUN
 from melissa_trainer.stream.stop_record import RECORD_KEY
 
@@ -50,8 +55,9 @@ def other_run(why: str, run_id: str | None, source: str = "run_id") -> str | Non
     return (
         f", not run {run_id!r} that this predictor asks as ({source}): give {source} the "
         f"trainer's run id (the run_id of its serve files), or {instead} to ask any run's "
-        f"trainer, or use the rendezvous directory of run {run_id!r} (a Client follows a "
-        "restarted trainer at its next request)"
+        f"trainer, or use the rendezvous directory of run {run_id!r} (each request looks "
+        f"the serve files up again: a trainer of run {run_id!r} that publishes here later "
+        "serves the next one)"
     )
 
 
@@ -150,11 +156,21 @@ ENDED_SERVES = (
     "the run ended, no resume follows on its own (after max_steps, one resumed with a "
     "larger --max_steps would serve there)"
 )
+#: after ``end`` at the stream's end (its message "end of stream...", the trainer's
+#: `ended_by`): a larger ``--max_steps`` trains nothing past it (`resume_end`), so
+#: `ENDED_SERVES`' advice is not said there; the C client's words too
+STREAM_ENDED_SERVES = (
+    "the run ended at its stream's end, no resume follows on its own (a larger "
+    "--max_steps trains nothing past it: a new run would serve there, or one resumed "
+    "with more --pseudo_epochs if its buffer has samples to replay)"
+)
+#: how the message of an ``end`` at the stream's end opens (`trainer.loop`'s `ended_by`)
+STREAM_END = "end of stream"
 #: after ``error``, ``nonfinite``: no resume follows on its own
 FAILED_SERVES = "no resume follows on its own (one resumed once that is fixed would serve there)"
-#: the most characters of a reason's code and of its message's first line quoted (C:
-#: the same count of UTF-8 characters, never a character cut)
-CODE_CHARS, MESSAGE_CHARS = 32, SAID_CHARS
+#: the most characters of a reason's code (`reason_line.CODE_CHARS`) and of its
+#: message's first line quoted (C: the same count of UTF-8 characters, never one cut)
+MESSAGE_CHARS = SAID_CHARS
 
 
 class Unserved:
@@ -207,13 +223,18 @@ class Unserved:
         return f"; {UNSERVED}" if why == NO_SERVER and trainer_runs(directory) else ""
 
 
-def after_stop(code: object) -> str:
-    """What would serve there after a trainer that stopped with reason `code`:
-    `RESUMED_SERVES` after a resumable code (a resume may follow) or one that does not
-    say (``stopped``, none); `ENDED_SERVES` after ``end``; `FAILED_SERVES` after
-    ``error``, ``nonfinite``. (`RESUMED_SERVES` was said after every code, also of a run
-    that ended or failed, after which nothing resumes on its own.)"""
+def after_stop(code: object, message: object = None) -> str:
+    """What would serve there after a trainer that stopped with reason `code` (and
+    `message`, its reason's): `RESUMED_SERVES` after a resumable code (a resume may
+    follow) or one that does not say (``stopped``, none); after ``end``,
+    `STREAM_ENDED_SERVES` when `message` opens with `STREAM_END`, else `ENDED_SERVES`
+    (max_steps, a hook's stop); `FAILED_SERVES` after ``error``, ``nonfinite``.
+    (`RESUMED_SERVES` was said after every code, also of a run that ended or failed,
+    after which nothing resumes on its own; `ENDED_SERVES`' larger --max_steps was
+    said after a stream's end too, where it trains nothing.)"""
     if code == "end":
+        if isinstance(message, str) and message.startswith(STREAM_END):
+            return STREAM_ENDED_SERVES
         return ENDED_SERVES
     return FAILED_SERVES if code in ("error", "nonfinite") else RESUMED_SERVES
 
@@ -231,14 +252,15 @@ def stop_text(directory: str | os.PathLike[str]) -> str:
 def stop_reason(
     directory: str | os.PathLike[str], run_id: str | None = None, text: str | None = None
 ) -> tuple[str, str] | None:
-    """("CODE: MESSAGE", `after_stop` of CODE) when the rendezvous `directory`'s
-    ``rank_0.json`` is marked stopped, CODE and MESSAGE its stop record's reason read
-    leniently: the message's first line, at most `MESSAGE_CHARS` characters; "CODE"
-    without a message, "" without a code. None when not marked stopped, and when it is
-    another run's than `run_id` (its ``run_id``, else its record's, names another: a
-    request of this run awaits this run's trainer, which that one's resume is not; None
-    `run_id`: any run's). `text`: that file's text as read already (`stop_text`), None:
-    read it here."""
+    """("CODE: MESSAGE", `after_stop` of CODE and MESSAGE) when the rendezvous
+    `directory`'s ``rank_0.json`` is marked stopped, CODE and MESSAGE its stop record's
+    reason read leniently, each string up to a NUL as C reads it (`as_c_reads`): the
+    code's first `reason_line.CODE_CHARS` characters, the message's first line, at most
+    `MESSAGE_CHARS` characters; "CODE" without a message, "" without a code. None when
+    not marked stopped, and when it is another run's than `run_id` (its ``run_id``, else
+    its record's, names another: a request of this run awaits this run's trainer, which
+    that one's resume is not; None `run_id`: any run's). `text`: that file's text as
+    read already (`stop_text`), None: read it here."""
     try:
         entry = json.loads(stop_text(directory) if text is None else text)
     except ValueError:
@@ -248,17 +270,19 @@ def stop_reason(
     record = entry.get(RECORD_KEY)
     record = record if isinstance(record, dict) else {}
     whose = entry.get("run_id", record.get("run_id"))
-    if run_id is not None and isinstance(whose, str) and whose != run_id:
+    # (strings as C reads them, up to a NUL: both clients decide alike, `as_c_reads`)
+    if run_id is not None and isinstance(whose, str) and as_c_reads(whose) != run_id:
         return None
     reason = record.get("reason")
     code = reason.get("code") if isinstance(reason, dict) else None
     message = reason.get("message") if isinstance(reason, dict) else None
     if not isinstance(code, str):
         return "", after_stop(None)
+    code = as_c_reads(code)
     if not isinstance(message, str):
-        return code[:CODE_CHARS], after_stop(code)
+        return said_code(code), after_stop(code)
     line = said_line(message)  # (its first line, `MESSAGE_CHARS`: the warning is one line)
-    return f"{code[:CODE_CHARS]}: {line}", after_stop(code)
+    return f"{said_code(code)}: {line}", after_stop(code, as_c_reads(message))
 
 
 def stopped_story(

@@ -19,7 +19,7 @@ from melissa_trainer import wire as protocol
 from melissa_trainer.stream import rank_bounds
 from melissa_trainer.stream.host_scope import published_scope
 from melissa_trainer.stream.rank_bounds import bounds_fault, digits_fault, missing_words
-from melissa_trainer.stream.reason_line import said_line
+from melissa_trainer.stream.reason_line import as_c_reads, said_code, said_line
 from melissa_trainer.stream.trainer_listens import refused_files
 from melissa_trainer.stream.trainer_process import gone_words, published_process, trainer_gone
 
@@ -367,6 +367,9 @@ def _why_stopped(entry: dict[str, Any]) -> str:
     record = entry.get("stop_record")
     reason = record.get("reason") if isinstance(record, dict) else None
     code = reason.get("code") if isinstance(reason, dict) else None
+    # (the code as C reads it, up to a NUL: both decide alike; quoted at most 32
+    # characters, `said_code`: C cut 32 bytes, Python none)
+    code = as_c_reads(code) if isinstance(code, str) else None
     ended = record.get("expected_end") if isinstance(record, dict) else None
     if code == "end" and isinstance(ended, dict):
         return (
@@ -374,7 +377,7 @@ def _why_stopped(entry: dict[str, Any]) -> str:
             f"{ended.get('expected_simulations')} and needs no more simulations (unless "
             f"a trainer started there again publishes)"
         )
-    said = f" ({code})" if isinstance(code, str) else ""
+    said = f" ({said_code(code)})" if code is not None else ""
     message = reason.get("message") if isinstance(reason, dict) else None
     if code in ("error", "nonfinite") and isinstance(message, str):
         # (a failure's message says what to fix before resuming; its first line, at most

@@ -37,7 +37,10 @@ __all__ = [
 ]
 
 SERVE_VERSION = 1
-_SERVE_FILE = re.compile(r"serve_(\d+)\.json")
+#: a serve file's name: 1 to 9 ASCII digits, as the C client reads them (serve_read.c);
+#: ``\d+`` took any Unicode digits and any count here, so a name one client read the
+#: other skipped
+_SERVE_FILE = re.compile(r"serve_([0-9]{1,9})\.json")
 
 
 def serve_file(directory: str | os.PathLike[str], rank: int) -> Path:

@@ -28,7 +28,7 @@ import pytest
 from helpers import running
 from predict_server import answering_server
 
-import melissa_trainer.client.predict_endpoint as predict_endpoint
+import melissa_trainer.client.stop_look as stop_look
 from melissa_trainer.client import Predictor
 from melissa_trainer.stream.stop_record import StopReason
 
@@ -43,14 +43,14 @@ def test_a_stale_end_record_does_not_fail_a_new_runs_request(
     with running(rendezvous_dir=str(rendezvous), fields=FIELDS, run_id="run-a") as receiver:
         receiver.note_stop(StopReason("end", "max_steps 5 reached"))
     looked = threading.Event()
-    story = predict_endpoint.stopped_story
+    story = stop_look.stopped_story  # (what a lookup's look calls: `StopLook`)
 
     def first_look(*args: Any, **kwargs: Any) -> Any:
         said = story(*args, **kwargs)
         looked.set()  # (the request has read the stale record: the new run may start)
         return said
 
-    monkeypatch.setattr(predict_endpoint, "stopped_story", first_look)
+    monkeypatch.setattr(stop_look, "stopped_story", first_look)
     predictor = Predictor(0, rendezvous_dir=rendezvous)
     caught: list[BaseException] = []
     answered: list[Any] = []

@@ -51,6 +51,13 @@ ENDED = (
     "larger --max_steps would serve there)"
 )
 FAILED = "no resume follows on its own (one resumed once that is fixed would serve there)"
+#: after an end at the stream's end, where a larger --max_steps trains nothing (its
+#: ENDED advice was said there too)
+STREAM_ENDED = (
+    "the run ended at its stream's end, no resume follows on its own (a larger "
+    "--max_steps trains nothing past it: a new run would serve there, or one resumed "
+    "with more --pseudo_epochs if its buffer has samples to replay)"
+)
 
 
 def timeout_words(rendezvous: Path, run_id: str | None = None) -> str:
@@ -88,6 +95,10 @@ def at_once_words(rendezvous: Path, run_id: str | None = None) -> str:
     [
         (StopReason("end", "max_steps 5 reached"), f"(end: max_steps 5 reached; {NOW}): {ENDED}"),
         (
+            StopReason("end", "end of stream, before max_steps 5"),
+            f"(end: end of stream, before max_steps 5; {NOW}): {STREAM_ENDED}",
+        ),
+        (
             StopReason("error", "training stopped: boom"),
             f"(error: training stopped: boom; {NOW}): {FAILED}",
         ),
@@ -96,7 +107,7 @@ def at_once_words(rendezvous: Path, run_id: str | None = None) -> str:
             f"(nonfinite: NaN in u; {NOW}): {FAILED}",
         ),
     ],
-    ids=["end", "error", "nonfinite"],
+    ids=["end", "end-of-stream", "error", "nonfinite"],
 )
 def test_a_run_that_ended_or_failed_fails_a_request_at_once(
     tmp_path: Path, reason: StopReason, said: str

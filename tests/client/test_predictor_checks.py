@@ -64,6 +64,14 @@ def test_serve_files_of_another_run_fail_the_request_at_once(tmp_path: Path) -> 
             assert "belongs to another run (['run-a'])" in text, text
             assert "not run 'run-b' that this predictor asks as (run_id)" in text, text
             assert "give run_id the trainer's run id" in text, text
+            # (a Predictor's own words: it follows no restarted trainer, as a Client does;
+            # its next request looks the serve files up again)
+            assert "Client" not in text, text
+            assert (
+                "use the rendezvous directory of run 'run-b' (each request looks the serve "
+                "files up again: a trainer of run 'run-b' that publishes here later serves "
+                "the next one)"
+            ) in text, text
 
 
 def test_the_same_run_s_file_is_still_used(tmp_path: Path) -> None:

@@ -198,8 +198,12 @@ static bool object_of(const mt_json_member *v, mt_json_member **m, size_t *n) {
            mt_json_object(v->string, m, n, err, sizeof err);
 }
 
-static const char *after_stop(const char *code) {
-    if (code != NULL && strcmp(code, "end") == 0) return MT_ENDED_SERVES;
+/* predict_lookup.py after_stop: `message` NULL when the reason has none. */
+static const char *after_stop(const char *code, const char *message) {
+    if (code != NULL && strcmp(code, "end") == 0) /* (a stream's end: no larger max_steps) */
+        return message != NULL && strncmp(message, MT_STREAM_END, strlen(MT_STREAM_END)) == 0
+                   ? MT_STREAM_ENDED_SERVES
+                   : MT_ENDED_SERVES;
     if (code != NULL && (strcmp(code, "error") == 0 || strcmp(code, "nonfinite") == 0))
         return MT_FAILED_SERVES;
     return MT_RESUMED_SERVES;
@@ -240,7 +244,8 @@ bool mt_stop_reason(const char *text, const char *run_id, mt_buf *said, const ch
                               message->string);
             }
         }
-        *after = after_stop(coded ? code->string : NULL);
+        bool says = message != NULL && message->kind == MT_JSON_STRING;
+        *after = after_stop(coded ? code->string : NULL, says ? message->string : NULL);
     }
     mt_json_free(rm, rn);
     mt_json_free(rec, recn);

@@ -60,7 +60,8 @@ char *mt_stop_text(const char *dir);
  * leniently: the message's first line, at most 200 UTF-8 characters, never one cut, as
  * Python's 200 characters: mt_reason_line; the code's first 32; "CODE" without a message,
  * nothing without a code) and *after set to what would serve there, per code
- * (predict_lookup.py after_stop): MT_ENDED_SERVES after "end", MT_FAILED_SERVES after
+ * (predict_lookup.py after_stop): MT_ENDED_SERVES after "end" (MT_STREAM_ENDED_SERVES
+ * when its message opens with MT_STREAM_END), MT_FAILED_SERVES after
  * "error" and "nonfinite", else MT_RESUMED_SERVES. */
 bool mt_stop_reason(const char *text, const char *run_id, mt_buf *said, const char **after);
 /* predict_lookup.py stopped_story, word for word: what a lookup whose rank_0.json read
@@ -81,6 +82,11 @@ bool mt_stop_reason(const char *text, const char *run_id, mt_buf *said, const ch
 #define MT_ENDED_SERVES                                                                    \
     "the run ended, no resume follows on its own (after max_steps, one resumed with a "    \
     "larger --max_steps would serve there)"
+#define MT_STREAM_ENDED_SERVES                                                             \
+    "the run ended at its stream's end, no resume follows on its own (a larger "          \
+    "--max_steps trains nothing past it: a new run would serve there, or one resumed "     \
+    "with more --pseudo_epochs if its buffer has samples to replay)"
+#define MT_STREAM_END "end of stream" /* (how an end's message opens there: loop.py) */
 #define MT_FAILED_SERVES                                                                   \
     "no resume follows on its own (one resumed once that is fixed would serve there)"
 int mt_stopped_story(const char *text, const char *run_id, const char *why, bool served,

@@ -149,9 +149,10 @@ mt_status mt_serve_resolve(mt_client *c, double deadline, double timeout, mt_ser
             st = mt_gone(c, "no serving endpoint in '%s': %s, not run '%s' that this predictor "
                             "asks as (" ENV_RUN_ID "): give " ENV_RUN_ID " the trainer's run id "
                             "(the run_id of its serve files), or unset it to ask any run's "
-                            "trainer, or use the rendezvous directory of run '%s' (a Client "
-                            "follows a restarted trainer at its next request)",
-                         dir, why, c->run_id, c->run_id);
+                            "trainer, or use the rendezvous directory of run '%s' (each "
+                            "request looks the serve files up again: a trainer of run '%s' "
+                            "that publishes here later serves the next one)",
+                         dir, why, c->run_id, c->run_id, c->run_id);
             break;
         }
         mt_missing_dir_check(c, dir, from, why); /* (a typo? said once, 3 s in) */

@@ -307,10 +307,11 @@ void mt_stop_record_words(const char *record, char *out, size_t size) {
                                 strcmp(code->string, "nonfinite") == 0);
         bool said = failed && message != NULL && message->kind == MT_JSON_STRING;
         size_t line = said ? mt_reason_line(message->string) : 0; /* (one line, as Python's) */
-        snprintf(out, size, "stopped%s%.32s%s%.*s%s (a trainer resumed from its checkpoint "
+        size_t c32 = coded ? mt_utf8_prefix(code->string, strlen(code->string), 32) : 0; /* 32 chars */
+        snprintf(out, size, "stopped%s%.*s%s%.*s%s (a trainer resumed from its checkpoint "
                             "publishes again)",
-                 coded ? " (" : "", coded ? code->string : "", said ? ": " : "", (int)line,
-                 said ? message->string : "", coded ? ")" : "");
+                 coded ? " (" : "", (int)c32, coded ? code->string : "", said ? ": " : "",
+                 (int)line, said ? message->string : "", coded ? ")" : "");
     }
     mt_json_free(em, en);
     mt_json_free(rm, rn);

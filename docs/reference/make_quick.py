@@ -266,7 +266,8 @@ trained: `trainer.dataset.last_samples`
 ([which samples a step trains on](../how-to/hooks.md#which-samples-a-step-trains-on)).
 """
 
-LOGS = """
+KEEP = TrainerState.LOG_HISTORY_LEN
+LOGS = f"""
 ## Logged figures
 
 Every `logging_steps` steps, identical on every rank (reduced over them): `on_log`'s
@@ -276,10 +277,10 @@ console line. A hook's `log_figures` keys are added as `train/<key>`, a
 ([serving](../how-to/serve-while-training.md)). The console and TensorBoard show a
 `source_*` counter only once it is non-zero. TensorBoard also gets `buffer/reuse`, a
 histogram of how many times the samples that left the buffer were drawn.
-`trainer.state.log_history` keeps the last {keep} logs and validations only (it is saved
+`trainer.state.log_history` keeps the last {KEEP} logs and validations only (it is saved
 in every checkpoint), where Hugging Face's keeps all: a long run's curves are
 TensorBoard's, or a hook's `on_log` and `on_validation_end` that keep what they need.
-""".format(keep=TrainerState.LOG_HISTORY_LEN)
+"""
 
 EVAL_HEAD = """
 ## Validation metrics

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from melissa_trainer.hooks import Event
 from melissa_trainer.stream.starvation_watch import ReadClock
-from melissa_trainer.trainer import checkpointing
+from melissa_trainer.trainer import resume_choice
 from melissa_trainer.trainer.history_check import take_history
 from melissa_trainer.trainer.hook_mark import MARK_PREFIX, HookMark
 from melissa_trainer.trainer.preemption import PreemptionHandler
@@ -96,7 +96,7 @@ def start_training(trainer: OnlineTrainer, release: Callable[[], None]) -> Preem
     preemption.install()
     starting = False
     try:  # a refusal (an earlier run's checkpoints, one that does not verify...)
-        resume = checkpointing.resolve_resume(trainer)  # verified, the same on every rank
+        resume = resume_choice.resolve_resume(trainer)  # verified, the same on every rank
         if resume is not None:
             trainer.load_checkpoint(resume)
             trainer.hooks.fire(Event.LOAD, trainer, trainer.state, trainer.control, str(resume))

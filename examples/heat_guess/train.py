@@ -53,6 +53,7 @@ and reports the work saved over the second half of the study.
 from __future__ import annotations
 
 import json
+import math
 import os
 import statistics
 import sys
@@ -267,7 +268,11 @@ def work_per_step(simulations: list[dict[str, Any]]) -> float:
 def work_words(ours: float, base: float) -> str:
     """The surrogate's work against the baseline's in words: ``"2.91x less work"`` when
     the guesses saved work, ``"1.09x more work"`` when they cost some (a user's trial of
-    ``--method cg`` read "0.92x less work" for more), ``"the same work"`` at 1.00x."""
+    ``--method cg`` read "0.92x less work" for more), ``"the same work"`` at 1.00x, and
+    ``"no ratio: ..."`` when either figure is not a positive number (a NaN printed "nanx more
+    work"; no products recorded, a mean of nothing, is one)."""
+    if not all(math.isfinite(x) and x > 0 for x in (ours, base)):
+        return "no ratio: a figure is not a positive number"
     if f"{base / ours:.2f}" == "1.00":
         return "the same work"
     if base > ours:

@@ -65,10 +65,10 @@ from melissa_trainer import (  # noqa: F401 (the refusals: the library's, re-exp
     TrainingArguments,
     refusals_end_the_program,
 )
-from melissa_trainer.common.checkpoint_names import list_checkpoints
 from melissa_trainer.common.json_output import to_json
 from melissa_trainer.launcher import Launcher, LauncherTuning, make_sampler
 from melissa_trainer.launcher.worker_mode import DEFAULT_WORKER_BIND
+from melissa_trainer.trainer.resume_choice import start_refusal
 
 #: the options the examples give a sampler: Breed breeds 30% of its draws (its own
 #: default, exploration 1.0, explores only: docs/measured.md, "Active sampling"), so that
@@ -192,10 +192,12 @@ def prepare_rendezvous(
 ) -> None:
     """Clear `rendezvous` before any receiver publishes its endpoint there (a file left by
     an earlier run would send clients to a dead one), unless this start will be refused
-    (`start_refused`): a refused start changes nothing there; with --external, print how
-    to start the solvers: `start_line`, or by default `command` (a Python solver) with
-    its flags."""
-    if trainer.is_main_process and not start_refused(trainer):
+    (`resume_choice.start_refusal`, the library's own rule): a refused start changes
+    nothing there (a user trial, htrial8, saw a plain rerun refused that had removed the
+    earlier run's files, its stop record among them, which a `Predictor` asking there
+    reads); with --external, print how to start the solvers: `start_line`, or by default
+    `command` (a Python solver) with its flags."""
+    if trainer.is_main_process and not start_refusal(trainer):
         shutil.rmtree(rendezvous, ignore_errors=True)
     trainer.accelerator.wait_for_everyone()
     if trainer.is_main_process and opts.external:
@@ -212,18 +214,6 @@ def prepare_rendezvous(
             f"  {start_line}",
             flush=True,
         )
-
-
-def start_refused(trainer: OnlineTrainer) -> bool:
-    """Whether the trainer's start will refuse to start afresh: no resume, no
-    overwrite_output_dir, and complete checkpoints of an earlier run in its output_dir
-    (the library's check at train(), `checkpointing._start_afresh`). Its rendezvous
-    then holds that run's files, its stop record among them, which a `Predictor` asking
-    there reads: a user trial (htrial8) saw a plain rerun refused that had removed them."""
-    args = trainer.args
-    if args.resume_from_checkpoint or args.overwrite_output_dir:
-        return False
-    return bool(list_checkpoints(trainer.checkpoint_root))
 
 
 def leave_cores_to_simulations(opts: StudyArgs) -> None:

@@ -84,6 +84,7 @@ from melissa_trainer import (  # noqa: E402
 )
 from melissa_trainer.common.json_output import to_json  # noqa: E402
 from melissa_trainer.launcher import Launcher, LauncherTuning, UniformSampler  # noqa: E402
+from melissa_trainer.trainer.resume_choice import start_refusal  # noqa: E402
 
 SOLVER = Path(__file__).resolve().parent / "solver.py"
 #: seeds of the held-out simulations (the study's draws use `seed`)
@@ -220,12 +221,12 @@ def run_study(
     )
     # an earlier run's records (rank 0's launcher starts this run's): not those of a run
     # resumed (its simulations done before), nor of one stopped there (the trainer
-    # refuses to start over its checkpoint unless resumed: they are still its records),
-    # and only once the trainer holds the output_dir's lock (taken as it is made): a
-    # study still running there refuses this one (OutputDirLocked), its records its own
-    # (overwritten: the run is a fresh one, whatever the checkpoints moved aside held)
-    stopped = not overwrite_output_dir and any((out / "run" / "checkpoints").glob("checkpoint-*"))
-    if _rank() == 0 and not resume_from_checkpoint and not stopped:
+    # refuses to start over its checkpoint unless resumed, `start_refusal`: they are
+    # still its records), and only once the trainer holds the output_dir's lock (taken
+    # as it is made): a study still running there refuses this one (OutputDirLocked),
+    # its records its own (overwritten: the run is a fresh one, whatever the checkpoints
+    # moved aside held)
+    if _rank() == 0 and not resume_from_checkpoint and not start_refusal(trainer):
         for stale in records.glob("sim*.json"):
             stale.unlink()
     state = trainer.train()

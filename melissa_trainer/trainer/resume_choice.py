@@ -23,7 +23,7 @@ from melissa_trainer.checkpoint.errors import (
     others,
 )
 from melissa_trainer.checkpoint.later_runs import set_aside_later, set_aside_others
-from melissa_trainer.checkpoint.replaced import restore_replaced
+from melissa_trainer.checkpoint.replaced import restore_replaced, to_restore
 from melissa_trainer.common.refusal import elsewhere, said_once
 from melissa_trainer.common.setting import setting
 from melissa_trainer.config.reading import ConfigError
@@ -104,6 +104,23 @@ def resolve_resume(trainer: OnlineTrainer) -> Path | None:
     raise said_once(refused, trainer.process_index)
 
 
+def start_refusal(trainer: OnlineTrainer) -> list[str]:
+    """The earlier run's checkpoints for which this trainer's `train()` will refuse to
+    start (`_start_afresh`: no `resume_from_checkpoint`, no `overwrite_output_dir`, step
+    0), by name, oldest first; empty: it will not refuse for them. A checkpoint that
+    `train()` puts back first (`restore_replaced`: its replacement interrupted) counts.
+    Looks only: any rank, before `train()` or in it (an example asks before it clears
+    what an earlier run left, `examples/study_common.py`)."""
+    args, root = trainer.args, trainer.checkpoint_root
+    if trainer.state.global_step > 0 or args.resume_from_checkpoint is not None:
+        return []
+    if args.overwrite_output_dir:
+        return []
+    names = {p.name for p in ckpt.list_checkpoints(root)}
+    names.update(final.name for _, final in to_restore(root))
+    return sorted(names, key=lambda name: int(name.removeprefix(ckpt.PREFIX)))
+
+
 def _start_afresh(trainer: OnlineTrainer) -> None:
     """Start afresh (`resume_from_checkpoint` None) only where no earlier run's
     checkpoints would be mixed with this run's. Collective: the main rank looks and acts,
@@ -126,8 +143,8 @@ def _start_afresh(trainer: OnlineTrainer) -> None:
     if trainer.is_main_process:
         restore_replaced(root)  # (seen, refused or moved aside with the others)
         found = [p.name for p in ckpt.list_checkpoints(root)]
-        if found and not args.overwrite_output_dir:
-            verdict = ("refused", ", ".join(found))
+        if refused := start_refusal(trainer):
+            verdict = ("refused", ", ".join(refused))
         elif args.overwrite_output_dir:
             runs = Path(args.resolved_logging_dir) if args.logging_dir is None else None
             now = time.time()  # one stamp for both folders

@@ -190,14 +190,21 @@ def prepare_rendezvous(
     *,
     start_line: str | None = None,
 ) -> None:
-    """Clear `rendezvous` before any receiver publishes its endpoint there (a file left by
-    an earlier run would send clients to a dead one), unless this start will be refused
-    (`resume_choice.start_refusal`, the library's own rule): a refused start changes
-    nothing there (a user trial, htrial8, saw a plain rerun refused that had removed the
-    earlier run's files, its stop record among them, which a `Predictor` asking there
-    reads); with --external, print how to start the solvers: `start_line`, or by default
-    `command` (a Python solver) with its flags."""
-    if trainer.is_main_process and not start_refusal(trainer):
+    """Clear `rendezvous` before any receiver publishes its endpoint there, at a fresh
+    start only: not on a resume, nor where the start will be refused
+    (`resume_choice.start_refusal`: the earlier run's checkpoints, no resume, no
+    --overwrite_output_dir); with --external, print how to start the solvers:
+    `start_line`, or by default `command` (a Python solver) with its flags.
+
+    Why not on a resume: the library takes an earlier run's files there for what they
+    are (a receiver replaces its rank's file as it publishes, removes those of ranks
+    beyond its world size, and a stopped or dead trainer's file is waited past:
+    `stream.endpoints`), and that run's stopped files hold its stop record, which a
+    closing client or a `Predictor` asking there reads; removing the folder also made a
+    client listing it meanwhile fail ("cannot list"). Nor where the start will be refused:
+    a user trial (htrial8) saw a plain rerun refused that had removed them."""
+    fresh = not trainer.args.resume_from_checkpoint and not start_refusal(trainer)
+    if trainer.is_main_process and fresh:
         shutil.rmtree(rendezvous, ignore_errors=True)
     trainer.accelerator.wait_for_everyone()
     if trainer.is_main_process and opts.external:

@@ -1,6 +1,12 @@
 """When an example clears its rendezvous directory (examples/study_common.py
-`prepare_rendezvous`): not where its start will be refused.
+`prepare_rendezvous`): at a fresh start only.
 
+* A resume kept nothing there: the folder was removed at every start, though the
+  library takes an earlier run's files for what they are (`stream.endpoints`: a stopped
+  trainer's file is waited past, replaced as the resumed receiver publishes), and a
+  stopped file holds that run's stop record, which a closing client or a `Predictor`
+  reads; a client listing the folder meanwhile failed ("cannot list"). Failed before:
+  the stopped file was gone.
 * A start the library will refuse changes nothing there: the example mirrored the
   library's rule (complete checkpoints listed) and missed a checkpoint whose replacement
   a crash interrupted (``checkpoint-STEP.old`` beside its staging), which `train()` puts
@@ -47,6 +53,15 @@ def stopped_file(rendezvous: Path) -> Path:
 def prepare(trainer: SimpleNamespace, rendezvous: Path) -> None:
     opts = SimpleNamespace(external=False, num_simulations=2)
     study_common.prepare_rendezvous(trainer, opts, rendezvous, ["solver.py"], BOUNDS)
+
+
+def test_a_resume_keeps_the_earlier_runs_stopped_file(tmp_path: Path) -> None:
+    root = tmp_path / "checkpoints"
+    (root / "checkpoint-4").mkdir(parents=True)
+    kept = stopped_file(tmp_path / "rendezvous")
+    before = kept.read_text()
+    prepare(stand_in(root, resume="latest"), tmp_path / "rendezvous")
+    assert kept.read_text() == before
 
 
 def test_a_start_refused_over_an_interrupted_replacement_keeps_the_rendezvous(

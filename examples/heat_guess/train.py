@@ -35,16 +35,19 @@ but for ``--resume_from_checkpoint`` and ``--overwrite_output_dir``. A run stopp
 SIGTERM or Ctrl-C writes a
 checkpoint in ``--output_dir`` (none in a temporary directory's run is kept) and is
 continued by the same command with ``--resume_from_checkpoint latest``: the simulations
-done keep their records, those running at the stop run again. A run killed (SIGKILL)
-before any checkpoint is run again from the start; so is a finished one, which keeps no
-checkpoint (``save_at_end`` off: its report is its result), even when a SIGTERM that came
-as it ended (after its last stop synchronisation) made it exit 143, its report
-unprinted. The same command without the flag
-in a folder that holds a checkpoint is refused, saying so (``--overwrite_output_dir``
-starts afresh there, the checkpoints moved aside).
+done keep their records, those running at the stop run again. A finished run keeps its
+end's checkpoint (``save_at_end``, the library's default): a SIGTERM that came as it
+ended (after its last stop synchronisation) makes it exit 143, its report unprinted, and
+the same resume prints that report, no simulation run again (until 2026-12-07 it kept
+none, and that resume ran the whole study again). A run killed (SIGKILL) before any
+checkpoint is run again from the start. The same command without the flag in a folder
+that holds a checkpoint, a finished run's included, is refused, saying so
+(``--overwrite_output_dir`` starts afresh there, the checkpoints moved aside).
 
 On several ranks every rank must find the same folder: without `--output_dir` they use
-``outputs/heat_guess`` (one run's temporary directory is per process), and rank 0 prints.
+``outputs/heat_guess`` (one run's temporary directory is per process), and rank 0 prints;
+the next run there is refused as above (its checkpoint kept): give it another
+``--output_dir``, or ``--overwrite_output_dir``.
 
 `benchmarks/closed_loop.py` runs this study with and without the surrogate, alternated,
 and reports the work saved over the second half of the study.
@@ -208,7 +211,7 @@ def run_study(
             buffer_size=4 * config.time_steps * job_limit,
             watermark=batch_size,
             logging_steps=10**9,
-            save_at_end=False,
+            save_at_end=True,  # (the default: a late signal's resume runs nothing again)
             resume_from_checkpoint=resume_from_checkpoint,
             overwrite_output_dir=overwrite_output_dir,
             disable_progress_bar=True,

@@ -65,10 +65,10 @@ from melissa_trainer import (  # noqa: F401 (the refusals: the library's, re-exp
     TrainingArguments,
     refusals_end_the_program,
 )
-from melissa_trainer.common.checkpoint_names import list_checkpoints
 from melissa_trainer.common.json_output import to_json
 from melissa_trainer.launcher import Launcher, LauncherTuning, make_sampler
 from melissa_trainer.launcher.worker_mode import DEFAULT_WORKER_BIND
+from melissa_trainer.trainer.resume_choice import start_refusal
 
 #: the options the examples give a sampler: Breed breeds 30% of its draws (its own
 #: default, exploration 1.0, explores only: docs/measured.md, "Active sampling"), so that
@@ -190,12 +190,21 @@ def prepare_rendezvous(
     *,
     start_line: str | None = None,
 ) -> None:
-    """Clear `rendezvous` before any receiver publishes its endpoint there (a file left by
-    an earlier run would send clients to a dead one), unless this start will be refused
-    (`start_refused`): a refused start changes nothing there; with --external, print how
-    to start the solvers: `start_line`, or by default `command` (a Python solver) with
-    its flags."""
-    if trainer.is_main_process and not start_refused(trainer):
+    """Clear `rendezvous` before any receiver publishes its endpoint there, at a fresh
+    start only: not on a resume, nor where the start will be refused
+    (`resume_choice.start_refusal`: the earlier run's checkpoints, no resume, no
+    --overwrite_output_dir); with --external, print how to start the solvers:
+    `start_line`, or by default `command` (a Python solver) with its flags.
+
+    Why not on a resume: the library takes an earlier run's files there for what they
+    are (a receiver replaces its rank's file as it publishes, removes those of ranks
+    beyond its world size, and a stopped or dead trainer's file is waited past:
+    `stream.endpoints`), and that run's stopped files hold its stop record, which a
+    closing client or a `Predictor` asking there reads; removing the folder also made a
+    client listing it meanwhile fail ("cannot list"). Nor where the start will be refused:
+    a user trial (htrial8) saw a plain rerun refused that had removed them."""
+    fresh = not trainer.args.resume_from_checkpoint and not start_refusal(trainer)
+    if trainer.is_main_process and fresh:
         shutil.rmtree(rendezvous, ignore_errors=True)
     trainer.accelerator.wait_for_everyone()
     if trainer.is_main_process and opts.external:
@@ -212,18 +221,6 @@ def prepare_rendezvous(
             f"  {start_line}",
             flush=True,
         )
-
-
-def start_refused(trainer: OnlineTrainer) -> bool:
-    """Whether the trainer's start will refuse to start afresh: no resume, no
-    overwrite_output_dir, and complete checkpoints of an earlier run in its output_dir
-    (the library's check at train(), `checkpointing._start_afresh`). Its rendezvous
-    then holds that run's files, its stop record among them, which a `Predictor` asking
-    there reads: a user trial (htrial8) saw a plain rerun refused that had removed them."""
-    args = trainer.args
-    if args.resume_from_checkpoint or args.overwrite_output_dir:
-        return False
-    return bool(list_checkpoints(trainer.checkpoint_root))
 
 
 def leave_cores_to_simulations(opts: StudyArgs) -> None:

@@ -35,16 +35,19 @@ but for ``--resume_from_checkpoint`` and ``--overwrite_output_dir``. A run stopp
 SIGTERM or Ctrl-C writes a
 checkpoint in ``--output_dir`` (none in a temporary directory's run is kept) and is
 continued by the same command with ``--resume_from_checkpoint latest``: the simulations
-done keep their records, those running at the stop run again. A run killed (SIGKILL)
-before any checkpoint is run again from the start; so is a finished one, which keeps no
-checkpoint (``save_at_end`` off: its report is its result), even when a SIGTERM that came
-as it ended (after its last stop synchronisation) made it exit 143, its report
-unprinted. The same command without the flag
-in a folder that holds a checkpoint is refused, saying so (``--overwrite_output_dir``
-starts afresh there, the checkpoints moved aside).
+done keep their records, those running at the stop run again. A finished run keeps its
+end's checkpoint (``save_at_end``, the library's default): a SIGTERM that came as it
+ended (after its last stop synchronisation) makes it exit 143, its report unprinted, and
+the same resume prints that report, no simulation run again (until 2026-12-07 it kept
+none, and that resume ran the whole study again). A run killed (SIGKILL) before any
+checkpoint is run again from the start. The same command without the flag in a folder
+that holds a checkpoint, a finished run's included, is refused, saying so
+(``--overwrite_output_dir`` starts afresh there, the checkpoints moved aside).
 
 On several ranks every rank must find the same folder: without `--output_dir` they use
-``outputs/heat_guess`` (one run's temporary directory is per process), and rank 0 prints.
+``outputs/heat_guess`` (one run's temporary directory is per process), and rank 0 prints;
+the next run there is refused as above (its checkpoint kept): give it another
+``--output_dir``, or ``--overwrite_output_dir``.
 
 `benchmarks/closed_loop.py` runs this study with and without the surrogate, alternated,
 and reports the work saved over the second half of the study.
@@ -53,6 +56,7 @@ and reports the work saved over the second half of the study.
 from __future__ import annotations
 
 import json
+import math
 import os
 import statistics
 import sys
@@ -83,6 +87,7 @@ from melissa_trainer import (  # noqa: E402
 )
 from melissa_trainer.common.json_output import to_json  # noqa: E402
 from melissa_trainer.launcher import Launcher, LauncherTuning, UniformSampler  # noqa: E402
+from melissa_trainer.trainer.resume_choice import start_refusal  # noqa: E402
 
 SOLVER = Path(__file__).resolve().parent / "solver.py"
 #: seeds of the held-out simulations (the study's draws use `seed`)
@@ -206,7 +211,7 @@ def run_study(
             buffer_size=4 * config.time_steps * job_limit,
             watermark=batch_size,
             logging_steps=10**9,
-            save_at_end=False,
+            save_at_end=True,  # (the default: a late signal's resume runs nothing again)
             resume_from_checkpoint=resume_from_checkpoint,
             overwrite_output_dir=overwrite_output_dir,
             disable_progress_bar=True,
@@ -219,12 +224,12 @@ def run_study(
     )
     # an earlier run's records (rank 0's launcher starts this run's): not those of a run
     # resumed (its simulations done before), nor of one stopped there (the trainer
-    # refuses to start over its checkpoint unless resumed: they are still its records),
-    # and only once the trainer holds the output_dir's lock (taken as it is made): a
-    # study still running there refuses this one (OutputDirLocked), its records its own
-    # (overwritten: the run is a fresh one, whatever the checkpoints moved aside held)
-    stopped = not overwrite_output_dir and any((out / "run" / "checkpoints").glob("checkpoint-*"))
-    if _rank() == 0 and not resume_from_checkpoint and not stopped:
+    # refuses to start over its checkpoint unless resumed, `start_refusal`: they are
+    # still its records), and only once the trainer holds the output_dir's lock (taken
+    # as it is made): a study still running there refuses this one (OutputDirLocked),
+    # its records its own (overwritten: the run is a fresh one, whatever the checkpoints
+    # moved aside held)
+    if _rank() == 0 and not resume_from_checkpoint and not start_refusal(trainer):
         for stale in records.glob("sim*.json"):
             stale.unlink()
     state = trainer.train()
@@ -267,7 +272,11 @@ def work_per_step(simulations: list[dict[str, Any]]) -> float:
 def work_words(ours: float, base: float) -> str:
     """The surrogate's work against the baseline's in words: ``"2.91x less work"`` when
     the guesses saved work, ``"1.09x more work"`` when they cost some (a user's trial of
-    ``--method cg`` read "0.92x less work" for more), ``"the same work"`` at 1.00x."""
+    ``--method cg`` read "0.92x less work" for more), ``"the same work"`` at 1.00x, and
+    ``"no ratio: ..."`` when either figure is not a positive number (a NaN printed "nanx more
+    work"; no products recorded, a mean of nothing, is one)."""
+    if not all(math.isfinite(x) and x > 0 for x in (ours, base)):
+        return "no ratio: a figure is not a positive number"
     if f"{base / ours:.2f}" == "1.00":
         return "the same work"
     if base > ours:

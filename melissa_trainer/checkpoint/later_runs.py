@@ -10,7 +10,7 @@ checkpoint-120 and -160 and deleted the new run's 100 and 105); and a requeued j
 warning asked the user to move them aside; now the resume does so itself
 (`set_aside_later`): one rename per checkpoint into a sibling folder, nothing read,
 changed or deleted. Main rank only, before anything is written. So does a resume from
-``latest`` past newer checkpoints that do not verify (`trainer.checkpointing.
+``latest`` past newer checkpoints that do not verify (`trainer.resume_choice.
 resolve_resume`): skipped for a fault that may pass (permission bits, a shared file
 system's unreadable file), they were deleted by the new run's rotation, or taken by a
 later ``latest`` over the new run's checkpoints (tests/checkpoint/test_skipped_set_aside.py).

@@ -12,7 +12,7 @@ Contract (see `trainer.checkpointing.save_checkpoint`, which does the collective
   directory renamed. A crash before that rename leaves a staging directory, which
   is never resumed from; so a `checkpoint-STEP` with a manifest has all of it.
 * A checkpoint without `MANIFEST` was written by a version before manifests: it is
-  *unverified* (accepted with a warning, see `trainer.checkpointing.resolve_resume`).
+  *unverified* (accepted with a warning, see `trainer.resume_choice.resolve_resume`).
 * Verification is split like the writing: each rank checks the entries that its
   rank wrote (`owned_by`; on fewer ranks than wrote it, the missing ranks' dealt out
   in turn), sizes first (`check_sizes`: a stat per file), then hashes

@@ -14,7 +14,7 @@ deletes the checkpoint just written (`rotate`'s `keep`), even when checkpoints o
 steps exist (a run resumed from an older checkpoint, the newer ones being corrupt).
 
 Verification: each checkpoint holds `manifest.json`, every file's size and hash,
-written last (`melissa_trainer.checkpoint.manifest`); `trainer.checkpointing.resolve_resume`
+written last (`melissa_trainer.checkpoint.manifest`); `trainer.resume_choice.resolve_resume`
 resumes from the newest checkpoint that verifies.
 
 Durability contract: before the rename, every file of the staging directory and the

@@ -32,7 +32,7 @@ from pathlib import Path
 from melissa_trainer.checkpoint import paths
 from melissa_trainer.checkpoint.paths import PREFIX, STAGING_PREFIX, checkpoint_path, fsync_dir
 
-__all__ = ["begin_save", "restore_replaced", "retire_stale"]
+__all__ = ["begin_save", "restore_replaced", "retire_stale", "to_restore"]
 
 logger = logging.getLogger(__name__)
 
@@ -48,26 +48,8 @@ def restore_replaced(root: str | os.PathLike[str]) -> list[Path]:
     WARNING; returns the checkpoints restored. Main rank only,
     before the checkpoints are listed. A rename that fails is logged (the resume goes
     on without that checkpoint, as before) and the rest are still tried."""
-    root = Path(root)
-    if not root.is_dir():
-        return []
-    latest: dict[str, tuple[int, Path]] = {}
-    for path in root.iterdir():
-        match = _ASIDE.match(path.name)
-        if match is None or not path.is_dir():
-            continue
-        name, index = match.group(1), int(match.group(2) or 0)
-        if name not in latest or index > latest[name][0]:
-            latest[name] = (index, path)
     restored = []
-    for name, (_, aside) in sorted(latest.items()):
-        final = root / name
-        # Put back only where the new one is still staged: a replacement that completed
-        # left no staging (a .old it could not remove, its permissions, stays aside
-        # even once rotation removed its step: no resume takes such a one back)
-        staged = root / f"{STAGING_PREFIX}{name.removeprefix(PREFIX)}"
-        if final.exists() or not staged.is_dir():
-            continue
+    for aside, final in to_restore(root):
         try:
             os.rename(aside, final)
             fsync_dir(root)
@@ -86,6 +68,32 @@ def restore_replaced(root: str | os.PathLike[str]) -> list[Path]:
         )  # fmt: skip
         restored.append(final)
     return restored
+
+
+def to_restore(root: str | os.PathLike[str]) -> list[tuple[Path, Path]]:
+    """What `restore_replaced` would put back under `root` now: (the ``.old`` aside, the
+    ``checkpoint-STEP`` it becomes), by name; looks only."""
+    root = Path(root)
+    if not root.is_dir():
+        return []
+    latest: dict[str, tuple[int, Path]] = {}
+    for path in root.iterdir():
+        match = _ASIDE.match(path.name)
+        if match is None or not path.is_dir():
+            continue
+        name, index = match.group(1), int(match.group(2) or 0)
+        if name not in latest or index > latest[name][0]:
+            latest[name] = (index, path)
+    found = []
+    for name, (_, aside) in sorted(latest.items()):
+        final = root / name
+        # Put back only where the new one is still staged: a replacement that completed
+        # left no staging (a .old it could not remove, its permissions, stays aside
+        # even once rotation removed its step: no resume takes such a one back)
+        staged = root / f"{STAGING_PREFIX}{name.removeprefix(PREFIX)}"
+        if not final.exists() and staged.is_dir():
+            found.append((aside, final))
+    return found
 
 
 def retire_stale(root: Path, step: int) -> None:

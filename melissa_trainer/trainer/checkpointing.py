@@ -1,12 +1,12 @@
 """An `OnlineTrainer` checkpoint written, verified and read on every rank.
 
-The part of `OnlineTrainer` that `save_checkpoint`, `load_checkpoint` and the choice of
-the checkpoint to resume from delegate to (through `actions`). What a checkpoint holds
-is `checkpoint.registry`'s (its named parts, each written and read by its owner, the
-format version, the migrations in `common.migrations`); the directory mechanics
-(staging, fsync, atomic rename, rotation) are `melissa_trainer.checkpoint.paths`'s, the
-manifest `checkpoint.manifest`'s, the errors `checkpoint.errors`'; the layout is in
-`checkpoint`'s module docstring.
+The part of `OnlineTrainer` that `save_checkpoint` and `load_checkpoint` delegate to
+(through `actions`); the choice of the checkpoint to resume from is `resume_choice`'s.
+What a checkpoint holds is `checkpoint.registry`'s (its named parts, each written and
+read by its owner, the format version, the migrations in `common.migrations`); the
+directory mechanics (staging, fsync, atomic rename, rotation) are
+`melissa_trainer.checkpoint.paths`'s, the manifest `checkpoint.manifest`'s, the errors
+`checkpoint.errors`'; the layout is in `checkpoint`'s module docstring.
 
 No rank ever waits in a collective that another rank skipped: where a step may fail on
 one rank (a write, a load), every rank reports its outcome in one all-gather (`agree`,
@@ -16,7 +16,6 @@ one rank (a write, a load), every rank reports its outcome in one all-gather (`a
 from __future__ import annotations
 
 import logging
-import time
 import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,20 +28,13 @@ from melissa_trainer.checkpoint.errors import (
     CheckpointError,
     describe_foreign,
     describe_save_failure,
-    describe_verification,
-    none_verifies,
-    others,
     save_failure_kind,
 )
-from melissa_trainer.checkpoint.later_runs import set_aside_later, set_aside_others
 from melissa_trainer.checkpoint.model_dtypes import warn_changed as warn_changed_dtypes
-from melissa_trainer.checkpoint.replaced import begin_save, restore_replaced
-from melissa_trainer.common.refusal import elsewhere, said_once
-from melissa_trainer.common.setting import setting
-from melissa_trainer.config.reading import ConfigError
+from melissa_trainer.checkpoint.replaced import begin_save
+from melissa_trainer.common.refusal import elsewhere
 from melissa_trainer.hooks import Event, Hook
 from melissa_trainer.trainer import end_save
-from melissa_trainer.trainer.history_check import refuse_foreign_latest
 from melissa_trainer.trainer.rank_reports import agree, attempt, from_main, watched
 from melissa_trainer.trainer.refusals import in_training
 from melissa_trainer.trainer.save_failure import save_failed
@@ -178,137 +170,6 @@ def _commit(
     if trainer.state.history is not None:
         history.write_record(trainer.checkpoint_root, trainer.state.history)
     ckpt.commit(staging, final)
-
-
-# -- choosing the checkpoint to resume from ----------------------------------------------
-
-
-def resolve_resume(trainer: OnlineTrainer) -> Path | None:
-    """The checkpoint `args.resume_from_checkpoint` names, verified; the same on every
-    rank (the main rank lists the checkpoints; every rank verifies its share; the
-    problems are gathered). Collective.
-
-    "latest": the newest checkpoint that verifies; each one that does not is skipped
-    with one warning naming its files and what is wrong with them, then moved aside with
-    any other newer one (`set_aside_later`: its fault may pass, a rotation of this run's
-    saves would delete it, a later "latest" take it over this run's) (files not in its
-    manifest that are not the trainer's, a hook's artefacts, do not count: the one
-    taken is warned about once, `verify`); a checkpoint without a manifest (an earlier
-    version's) is taken with a warning that it is unverified; one of another training
-    than the folder's is refused (`history_check`); None (start afresh, with a warning)
-    when there is no checkpoint; `CheckpointError` when there are some but none verifies
-    (starting afresh would silently discard them). A path: `CheckpointError` naming the
-    files when it does not verify. (Both: said once.) Either way the folder's checkpoints
-    of other trainings are moved aside (`set_aside_others`).
-    """
-    arg, root = trainer.args.resume_from_checkpoint, trainer.checkpoint_root
-    if arg is None:
-        _start_afresh(trainer)
-        return None
-    if arg != "latest":
-        path = ckpt.resolve_resume(arg, root)
-        assert path is not None
-        problems = verify(trainer, path)
-        if problems:
-            text = f"{describe_verification(path, problems)}; {others(path)}"
-            raise said_once(CheckpointError(text, path, problems[0].file), trainer.process_index)
-        if trainer.is_main_process:  # (the run not continued: out of this one's way)
-            set_aside_others(path, Path(root))
-            set_aside_later(path, Path(root))
-        return path
-    if trainer.is_main_process:  # (a replacement a crash interrupted: its old one back)
-        restore_replaced(root)
-    listed = [str(p) for p in ckpt.list_checkpoints(root)]
-    found = from_main(trainer, listed, "the choice of the checkpoint to resume from")
-    if not found:  # (None: starting afresh, said by the main rank only, as every rank
-        # holds the same list: htrial3 read it twice under 2 ranks)
-        if trainer.is_main_process:
-            ckpt.resolve_resume(arg, root)  # (its warning)
-        return None
-    seen: list[manifest.Problem] = []
-    skipped: list[str] = []  # (rank 0's words for each, said once the choice is made)
-    for candidate in reversed(found):
-        path = Path(candidate)
-        problems = verify(trainer, path)
-        if not problems:
-            refuse_foreign_latest(trainer, path)  # (another training's: copied in)
-            if skipped:  # (rank 0) out of this run's way: another history's, maybe intact
-                aside = set_aside_later(path, Path(root), said=False)
-                moved = (
-                    "" if aside is None else f", moved to {aside} (this run continues {path.name})"
-                )
-                for words in skipped:
-                    logger.warning("%s: skipped%s", words, moved)
-            return path
-        seen += problems
-        if trainer.is_main_process:
-            skipped.append(describe_verification(path, problems))
-    for words in skipped:
-        logger.warning("%s: skipped", words)
-    refused = CheckpointError(none_verifies(Path(root), seen), Path(root))
-    raise said_once(refused, trainer.process_index)
-
-
-def _start_afresh(trainer: OnlineTrainer) -> None:
-    """Start afresh (`resume_from_checkpoint` None) only where no earlier run's
-    checkpoints would be mixed with this run's. Collective: the main rank looks and acts,
-    every rank gets its verdict (one broadcast) and all go on, or all raise, together.
-
-    A trainer past step 0 (it called `load_checkpoint` by hand) continues that run:
-    nothing to check. Otherwise complete checkpoints under `checkpoint_root` are refused
-    (`ConfigError` naming the three ways on), or, with `overwrite_output_dir`, their
-    folder is moved aside (`checkpoint.move_aside`) before anything starts: a later
-    ``"latest"`` would otherwise take the newest step of either run, and a save of a
-    step both wrote would replace the earlier run's. With `overwrite_output_dir` the
-    default TensorBoard folder (``{output_dir}/runs``, no `logging_dir` given) is moved
-    aside too, when not empty: TensorBoard would draw both runs as one series, the new
-    run's steps after the old one's end. A `logging_dir` of the user's is left alone.
-    """
-    if trainer.state.global_step > 0:
-        return
-    args, root = trainer.args, trainer.checkpoint_root
-    verdict: tuple[str, str] = ("fresh", "")
-    if trainer.is_main_process:
-        restore_replaced(root)  # (seen, refused or moved aside with the others)
-        found = [p.name for p in ckpt.list_checkpoints(root)]
-        if found and not args.overwrite_output_dir:
-            verdict = ("refused", ", ".join(found))
-        elif args.overwrite_output_dir:
-            runs = Path(args.resolved_logging_dir) if args.logging_dir is None else None
-            now = time.time()  # one stamp for both folders
-            try:
-                moved = [str(ckpt.move_aside(root, now))] if found else []
-                if runs is not None and runs.is_dir() and any(runs.iterdir()):
-                    moved.append(str(ckpt.move_aside(runs, now)))
-                verdict = ("moved", " and ".join(moved)) if moved else verdict
-            except OSError as exc:
-                verdict = ("failed", f"{type(exc).__name__}: {exc}")
-    kind, detail = from_main(trainer, verdict, "the start, its look for earlier checkpoints")
-    if kind == "refused":  # (said by rank 0 only, its message alone: `refusal`)
-        out = args.output_dir
-        raise said_once(
-            ConfigError(
-                f"output_dir={out!r} holds checkpoints of an earlier run ({detail}) and "
-                "resume_from_checkpoint is unset or false (a run starts afresh only in an "
-                "output_dir without checkpoints): continue that run with "
-                f"{setting('resume_from_checkpoint', 'latest')}, start afresh in another "
-                "output_dir (--output_dir on the command line), or pass "
-                f"{setting('overwrite_output_dir', True)} to move them to "
-                f"{root.name}-previous-TIME beside them (nothing is deleted)",
-                context="start",
-            ),
-            trainer.process_index,
-        )
-    if kind == "failed":
-        failed = RuntimeError(
-            f"overwrite_output_dir: could not move the earlier run aside ({detail})"
-        )
-        raise elsewhere(failed, trainer.process_index)
-    if kind == "moved" and trainer.is_main_process:
-        logger.warning(
-            "overwrite_output_dir: the earlier run's files are now in %s; this run starts afresh",
-            detail,
-        )
 
 
 def verify(trainer: OnlineTrainer, path: Path) -> list[manifest.Problem]:

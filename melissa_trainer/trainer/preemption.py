@@ -65,7 +65,7 @@ from melissa_trainer.trainer.launcher_watch import launcher_parent
 from melissa_trainer.trainer.parent_watch import launcher_to_watch, watch_parent
 from melissa_trainer.trainer.preempted import Preempted, exit_code
 from melissa_trainer.trainer.stop_cause import StopCause, launcher_node
-from melissa_trainer.trainer.term_words import stop_requested_words
+from melissa_trainer.trainer.term_words import late_words, stop_requested_words
 
 __all__ = [
     "FORCE_STOP_TIMEOUT",
@@ -146,6 +146,8 @@ class PreemptionHandler:
         self._node = launcher_node()  # (a signal's cause names its node: stop_cause)
         #: the trainer's checkpoint folder: a first signal names the latest to resume from
         self.checkpoints: Path | None = None
+        #: what a late signal's line says of the end's checkpoint (`no_end_checkpoint`)
+        self.end_words = ""
         self._signum = 0
         self._cause: StopCause | None = None
         #: the first signal as the main thread's Python-level handler noted it (0: none),
@@ -307,11 +309,8 @@ class PreemptionHandler:
             if not self.finished or self._late or cause is None or cause.launcher:
                 return
             self._late = cause.signum
-        logger.warning(
-            "%s came after the last stop synchronisation: no step is left to stop at, the "
-            "run ends as without it (not as said above), then this process ends as the "
-            "signal asks (exit status %d) as train() returns", cause, exit_code(cause.signum),
-        )  # fmt: skip
+        status = exit_code(cause.signum)
+        logger.warning(late_words(str(cause), status, self.end_words, after_sync=True))
 
     def _on_signal(self, signum: int) -> None:
         name = signal.Signals(signum).name
@@ -332,11 +331,8 @@ class PreemptionHandler:
                 return
         elif self._first_request(StopCause(signum, node=self._node), late=True):
             if self._late:  # (the loop had ended: `finish`)
-                logger.warning(
-                    "%s received after the end of training: no step is left to stop at, "
-                    "the run ends as without it, then this process ends as the signal "
-                    "asks (exit status %d) as train() returns", name, exit_code(signum),
-                )  # fmt: skip
+                words = late_words(name, exit_code(signum), self.end_words, after_sync=False)
+                logger.warning(words)
             else:
                 logger.warning(stop_requested_words(name, self.repeat_window, self.checkpoints))
             return

@@ -17,12 +17,13 @@ from typing import TYPE_CHECKING
 
 from melissa_trainer.hooks import Event
 from melissa_trainer.stream.starvation_watch import ReadClock
-from melissa_trainer.trainer import checkpointing
+from melissa_trainer.trainer import resume_choice
 from melissa_trainer.trainer.history_check import take_history
 from melissa_trainer.trainer.hook_mark import MARK_PREFIX, HookMark
 from melissa_trainer.trainer.preemption import PreemptionHandler
 from melissa_trainer.trainer.rank_failure import NOTES_DIR
 from melissa_trainer.trainer.schedule_end import check_schedule
+from melissa_trainer.trainer.term_words import no_end_checkpoint
 
 logger = logging.getLogger(__name__)
 
@@ -93,10 +94,11 @@ def start_training(trainer: OnlineTrainer, release: Callable[[], None]) -> Preem
     preemption = PreemptionHandler()
     preemption.on_force = partial(forced_stop, trainer, preemption)  # (its cause, when forced)
     preemption.checkpoints = Path(trainer.checkpoint_root)  # (named as a signal comes)
+    preemption.end_words = no_end_checkpoint(trainer.args.save_at_end, trainer.args.save_seconds)
     preemption.install()
     starting = False
     try:  # a refusal (an earlier run's checkpoints, one that does not verify...)
-        resume = checkpointing.resolve_resume(trainer)  # verified, the same on every rank
+        resume = resume_choice.resolve_resume(trainer)  # verified, the same on every rank
         if resume is not None:
             trainer.load_checkpoint(resume)
             trainer.hooks.fire(Event.LOAD, trainer, trainer.state, trainer.control, str(resume))

@@ -1,6 +1,8 @@
 """What a rank says as a first stop signal arrives (`PreemptionHandler`): that it stops
 at the next stop synchronisation to write a checkpoint, and how to resume should it be
-killed before that checkpoint is written.
+killed before that checkpoint is written; or, once the loop has ended (a late signal),
+that nothing is left to stop, and, where it is so, that no checkpoint of the end comes
+(`late_words`, `no_end_checkpoint`).
 
 Found in a user trial on the two-node test cluster (an ``sbatch --no-requeue`` trainer
 whose allocation lost a node, `tests/launcher/backends/test_slurm_srun_sbatch_requeue.py`):
@@ -17,7 +19,7 @@ from pathlib import Path
 from melissa_trainer.checkpoint.paths import latest_checkpoint
 from melissa_trainer.common.setting import setting
 
-__all__ = ["stop_requested_words"]
+__all__ = ["late_words", "no_end_checkpoint", "stop_requested_words"]
 
 
 def stop_requested_words(name: str, repeat_window: float, checkpoints: Path | None) -> str:
@@ -37,3 +39,34 @@ def stop_requested_words(name: str, repeat_window: float, checkpoints: Path | No
     resume = setting("resume_from_checkpoint", "latest")
     killed = "killed before it is written (a SIGKILL: Slurm's, KillWait after its SIGTERM)"
     return f"{words}; {killed}, resume from {latest} with {resume}"
+
+
+def no_end_checkpoint(save_at_end: bool, save_seconds: float | None) -> str:
+    """What a late signal's line adds about the end's checkpoint: "" with `save_at_end`
+    (it comes); without it, that the end writes none (a resume starts from an earlier
+    one, or afresh), or with `save_seconds` set, none unless the timed one is due then
+    (`hooks.flow`: the end saves when either asks)."""
+    if save_at_end:
+        return ""
+    unless = "" if save_seconds is None else f" unless the one every {save_seconds:g} s is due"
+    return (
+        f"; save_at_end is off: no checkpoint is written at the end{unless} (a resume "
+        "starts from the last one written before, or afresh)"
+    )
+
+
+def late_words(cause: str, status: int, end: str, *, after_sync: bool) -> str:
+    """The WARNING line of a stop signal that came once no stop could be agreed on any
+    more: `cause` ("SIGTERM"), `status` the exit status it ends the process with, `end`
+    what `no_end_checkpoint` said; `after_sync`: caught in the last window, after the last
+    stop synchronisation, and said again as the loop ends (its first line promised a stop
+    to come), else received after the loop ended."""
+    if after_sync:
+        came = f"{cause} came after the last stop synchronisation"
+        ends = "the run ends as without it (not as said above)"
+    else:
+        came, ends = f"{cause} received after the end of training", "the run ends as without it"
+    return (
+        f"{came}: no step is left to stop at, {ends}, then this process ends as the signal "
+        f"asks (exit status {status}) as train() returns{end}"
+    )

@@ -25,7 +25,7 @@ from resume_scenario import run
 from melissa_trainer import CheckpointError
 from melissa_trainer.checkpoint import manifest
 from melissa_trainer.checkpoint import paths as ckpt
-from melissa_trainer.trainer import checkpointing
+from melissa_trainer.trainer import resume_choice
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -225,7 +225,7 @@ def test_rotation_keeps_the_new_checkpoint_over_a_newer_corrupt_one(
     the corrupt 20 stay."""
     root = two_checkpoints(tmp_path)
     truncate(root / "checkpoint-20" / "model.safetensors")
-    monkeypatch.setattr(checkpointing, "set_aside_later", lambda *a, **k: None)
+    monkeypatch.setattr(resume_choice, "set_aside_later", lambda *a, **k: None)
     config = dict(BASE, output_dir=str(tmp_path / "out"), max_to_keep=1, max_steps=15)
     run(dict(config, resume_from_checkpoint="latest"))
     assert [p.name for p in ckpt.list_checkpoints(root)] == ["checkpoint-15"]

@@ -46,6 +46,7 @@ def test_a_sigterm_after_the_last_line_is_said_and_ends_the_process(tmp_path: Pa
     assert "end of training (max_steps 4 reached)" in text
     assert "no step is left to stop at, the run ends as without it" in text
     assert "(exit status 143)" in text
+    assert "save_at_end is off" not in text  # (its end's checkpoint comes: below)
     assert "stopping at the next stop synchronisation" not in text
     assert "script end" not in text, text[-2000:]
     # the run's results are complete: its end's checkpoint, the lock given back
@@ -61,7 +62,9 @@ def test_a_sigterm_in_the_last_window_is_not_swallowed(tmp_path: Path) -> None:
     reached in the same window): no synchronisation is left to agree on it. Before, it
     was taken for a stop to come ("stopping at the next stop synchronisation to write a
     checkpoint"), none came (``save_at_end`` off: no checkpoint at all), and the script
-    ran on to exit 0; now it is a late signal, said so, and ends the process (143)."""
+    ran on to exit 0; now it is a late signal, said so, and ends the process (143). Its
+    line says that no end checkpoint comes (it did not, 2026-12-07: "the run ends as
+    without it" alone, where the run without it wrote none)."""
     out, log = tmp_path / "out", tmp_path / "log"
     with open(log, "w") as sink:
         proc = subprocess.Popen(
@@ -82,5 +85,11 @@ def test_a_sigterm_in_the_last_window_is_not_swallowed(tmp_path: Path) -> None:
     assert "end of training (max_steps 4 reached)" in text
     assert "came after the last stop synchronisation: no step is left to stop at" in text
     assert "(exit status 143)" in text
+    # (save_at_end off, save_seconds 600 s by default: a run this short writes none)
+    assert (
+        "as train() returns; save_at_end is off: no checkpoint is written at the end unless "
+        "the one every 600 s is due (a resume starts from the last one written before, or "
+        "afresh)"
+    ) in text, text[-3000:]
     assert "script end" not in text, text[-2000:]
     assert ckpt.list_checkpoints(out / "checkpoints") == []  # (save_at_end off: none)

@@ -50,3 +50,17 @@ def test_a_sigterm_before_any_checkpoint_says_the_run_starts_again(
     assert line.endswith(
         "killed before it is written: no checkpoint is on disk yet, run it again"
     ), line
+
+
+def test_a_late_signal_says_no_end_checkpoint_only_where_none_comes() -> None:
+    """`no_end_checkpoint`: nothing with save_at_end (the end's checkpoint comes); without
+    it, none at the end, or none unless the timed save is due (the end saves when either
+    asks: `hooks.flow`)."""
+    from melissa_trainer.trainer.term_words import no_end_checkpoint
+
+    assert no_end_checkpoint(True, None) == no_end_checkpoint(True, 600.0) == ""
+    assert no_end_checkpoint(False, None) == (
+        "; save_at_end is off: no checkpoint is written at the end (a resume starts from the "
+        "last one written before, or afresh)"
+    )
+    assert "at the end unless the one every 600 s is due (" in no_end_checkpoint(False, 600.0)

@@ -187,6 +187,14 @@ def test_the_work_line_says_more_work_when_the_surrogate_cost_some() -> None:
     assert work_words(7.71, 7.7) == "the same work"  # within the printed rounding
 
 
+def test_the_work_line_says_no_ratio_when_a_figure_is_not_a_number() -> None:
+    """A NaN figure (the mean of no products) printed "nanx more work": no ratio is
+    said, and the figures as they are."""
+    nan, said = float("nan"), "no ratio: a figure is not a positive number"
+    assert work_words(nan, 7.7) == work_words(7.7, nan) == work_words(nan, nan) == said
+    assert work_words(0.0, 7.7) == said  # (was a ZeroDivisionError)
+
+
 @pytest.mark.e2e
 @pytest.mark.slow
 @pytest.mark.timeout(240)

@@ -24,6 +24,7 @@ def test_the_start_line_says_each_simulation_takes_its_own_parameters(
         accelerator=SimpleNamespace(wait_for_everyone=lambda: None),
         args=SimpleNamespace(resume_from_checkpoint=None, overwrite_output_dir=False),
         checkpoint_root=tmp_path / "checkpoints",  # (none: a fresh start, not refused)
+        state=SimpleNamespace(global_step=0),
     )
     opts = SimpleNamespace(external=True, num_simulations=3)
     bounds = {"k": (0.1, 2.0), "t0": (100.0, 500.0)}

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from melissa_trainer.trainer import checkpointing
+from melissa_trainer.trainer import resume_choice
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -34,7 +34,7 @@ def test_no_checkpoint_to_resume_is_said_by_the_main_rank_alone(
     for index in (0, 1):
         caplog.clear()
         with caplog.at_level(logging.WARNING):
-            assert checkpointing.resolve_resume(_rank(index, root)) is None  # type: ignore[arg-type]
+            assert resume_choice.resolve_resume(_rank(index, root)) is None  # type: ignore[arg-type]
         said.append([r.getMessage() for r in caplog.records if "starting afresh" in r.getMessage()])
     assert len(said[0]) == 1 and f"no checkpoint under {root}" in said[0][0], said
     assert said[1] == [], said

@@ -2,7 +2,7 @@
 said by rank 0 only, and only before training starts (review of 2026-12-01).
 
 * A resume with no checkpoint that verifies raised a plain `CheckpointError` on every
-  rank (`checkpointing.resolve_resume`): two ranks printed two ``error:`` lines. A
+  rank (`resume_choice.resolve_resume`): two ranks printed two ``error:`` lines. A
   load's failure (`checkpointing.load_checkpoint`): rank 0 said its own (a study's
   `StudyChanged`) and every other rank a loud "another rank could not load". Now each
   is said once, by rank 0 (with a failed rank's text when rank 0 loaded), the other

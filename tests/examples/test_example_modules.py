@@ -30,7 +30,7 @@ for name in sys.argv[2].split(","):
     importlib.import_module(name)
 import field_surrogate, fno_feed, heat_pipelines
 import heat_pde.train, lorenz.train, navier_stokes.train
-from navier_stokes.solver import FlowConfig
+from navier_stokes.flow_config import FlowConfig
 ns = navier_stokes.train
 parameters = {"nu": 0.02, "amplitude": 0.1, "wavenumber": 3}
 fields = list(ns.solve(parameters, FlowConfig(16, 2, 0.5, 0.05), 0))

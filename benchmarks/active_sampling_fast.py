@@ -43,6 +43,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import active_sampling as bench  # noqa: E402
+import active_sampling_keys as keys  # noqa: E402
 import heat_pipelines as hp  # noqa: E402
 from solver import solve  # noqa: E402
 
@@ -54,7 +55,7 @@ REFERENCE_PERIODS, LOSS_STEPS = 4, 20
 def tests(setup: bench.Setup, n: int, n_hard: int, cache: Path) -> dict[str, np.ndarray]:
     path = cache / f"fast-tests-{setup.space}-{n}-{n_hard}.npz"
     if not path.exists():
-        seeds = bench.TEST_SEEDS["tuning"]
+        seeds = keys.TEST_SEEDS["tuning"]
         ux, uy = bench.test_set(setup, setup.bounds, n, seeds[0])
         hx, hy = bench.test_set(setup, bench.hard_bounds(setup), n_hard, seeds[1])
         np.savez(path, uniform_x=ux, uniform_y=uy, hard_x=hx, hard_y=hy)
@@ -210,7 +211,7 @@ def diagnose(path: Path, labels: tuple[str, ...] = ("base",)) -> None:
     runs = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     for space in sorted({r["space"] for r in runs}):
         setup = bench.Setup(space=space)
-        sampler = make_sampler("uniform", setup.bounds, seed=bench.TEST_SEEDS["tuning"][0])
+        sampler = make_sampler("uniform", setup.bounds, seed=keys.TEST_SEEDS["tuning"][0])
         tests_ = [sampler.draw() for _ in range(200)]
         alpha = np.array([p["log2_alpha"] for p in tests_])
         temps = np.array([[p[n] for n in setup.names if n != "log2_alpha"] for p in tests_])
@@ -293,7 +294,7 @@ def main() -> None:
         compare(Path(opts.results))
         diagnose(Path(opts.results), tuple(opts.diagnose) or ("base",))
         return
-    if any(s >= bench.EVALUATION_FIRST_SEED for s in opts.seeds):
+    if any(s >= keys.EVALUATION_FIRST_SEED for s in opts.seeds):
         p.error("tuning seeds only (below the evaluation seeds)")
     setup = replace(bench.Setup(space=opts.space), steps=opts.steps, simulations=opts.simulations)
     data = tests(setup, opts.test, opts.test_hard, Path("/tmp"))

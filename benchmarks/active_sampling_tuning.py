@@ -47,11 +47,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import active_sampling as bench  # noqa: E402
+import active_sampling_keys as keys  # noqa: E402
 import active_sampling_stats as stats  # noqa: E402
 
 #: main's Breed: the options the first runs were recorded with (its explorer "sobol",
 #: then the default and unnamed in them)
-MAIN = {**bench.RECORDED_BREED, "explorer": "sobol"}
+MAIN = {**keys.RECORDED_BREED, "explorer": "sobol"}
 #: (label, arm, --breed options): the first is the reference, main's Breed
 CANDIDATES = (
     ("main's Breed (Sobol' maximin, exploration 0.7)", "breed", MAIN),
@@ -65,8 +66,8 @@ def table(results: list[Path], space: str, n_test: int, n_hard: int) -> None:
     runs: dict[str, dict[int, stats.Run]] = {}
     for label, kind, options in CANDIDATES:
         setup = bench.Setup(space=space, breed=options)
-        key = bench.fingerprint(setup, n_test, n_hard, kind)
-        found = bench.recorded(results, {kind: key})
+        key = keys.fingerprint(setup, n_test, n_hard, kind)
+        found = keys.recorded(results, {kind: key})
         runs[label] = {seed: run for (_, seed), run in found.items() if seed < 1000}
     reference = CANDIDATES[0][0]
     seeds = sorted(set.intersection(*(set(r) for r in runs.values())))
@@ -118,8 +119,8 @@ def third(results: list[Path], n_test: int, n_hard: int) -> None:
     runs: dict[str, dict[int, stats.Run]] = {}
     for label, kind, options in THIRD:
         setup = bench.Setup(space="full", breed=options)
-        key = bench.fingerprint(setup, n_test, n_hard, kind)
-        found = bench.recorded(results, {kind: key})
+        key = keys.fingerprint(setup, n_test, n_hard, kind)
+        found = keys.recorded(results, {kind: key})
         runs[label] = {seed: run for (_, seed), run in found.items() if seed in THIRD_SEEDS}
     reference = THIRD[0][0]
     seeds = sorted(set.union(*(set(r) for r in runs.values())))

@@ -48,15 +48,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # report.py, trainer_overhead.py
-# examples/: the example's modules as the package `navier_stokes` (never a bare `solver`)
-sys.path.insert(1, str(Path(__file__).resolve().parents[1] / "examples"))
-from navier_stokes.models import make_model  # noqa: E402
-from navier_stokes.solver import PARAMETER_BOUNDS, PARAMETER_NAMES, initial_vorticity  # noqa: E402
-from navier_stokes.train import make_process_sample  # noqa: E402
+from field_surrogate_problem import (  # noqa: E402
+    LAYERS,
+    MODES,
+    WIDTH,
+    example_mapping,
+    make_samples,
+    model,
+)
 from report import add_flags, finish  # noqa: E402
 from trainer_overhead import Clock, Prefilled  # noqa: E402
 
@@ -72,40 +74,7 @@ TARGET = 0.97
 INGEST_TARGET = 0.93
 N_SAMPLES = 256
 BATCH = 16
-TIME_STEPS = 10
-#: the example's default model: width, modes, layers
-WIDTH, MODES, LAYERS = 16, 12, 4
-CHANNELS = 4
 HAND_GRID, INGEST_GRID = 64, 256  # the rows' default grids (no grid in their names)
-
-
-def example_mapping() -> Any:
-    """The example's `make_process_sample` (its train.py's), for TIME_STEPS time steps."""
-    return make_process_sample(TIME_STEPS)
-
-
-def make_samples(n_samples: int, grid: int, seed: int = 0) -> list[dict[str, np.ndarray]]:
-    """Samples shaped like the example's stream: omega(0) the solver's initial field of
-    a seed, omega(t) another (the values do not change a step's cost)."""
-    rng = np.random.default_rng(seed)
-    fields = [initial_vorticity(grid, s).astype(np.float32) for s in range(32)]
-    samples = []
-    for i in range(n_samples):
-        vector = np.array([rng.uniform(*PARAMETER_BOUNDS[p]) for p in PARAMETER_NAMES])
-        samples.append(
-            {
-                "vorticity": fields[(i + 1) % len(fields)],
-                "initial": fields[i % len(fields)],
-                "time_step": np.array(i % TIME_STEPS, np.int64),
-                "parameters": vector,
-            }
-        )
-    return samples
-
-
-def model(seed: int, modes: int) -> torch.nn.Module:
-    torch.manual_seed(seed)
-    return make_model("fno", CHANNELS, WIDTH, modes, LAYERS)
 
 
 class CpuClock(Clock):

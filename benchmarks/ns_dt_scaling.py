@@ -42,7 +42,8 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
-from navier_stokes.solver import FlowConfig, solve, wavenumbers  # noqa: E402
+from navier_stokes.flow_config import FlowConfig  # noqa: E402
+from navier_stokes.solver import solve, wavenumbers  # noqa: E402
 from report import add_flags, finish  # noqa: E402
 
 #: the least viscous, most strongly forced corner of the example's ranges (k = 4)

@@ -56,7 +56,8 @@ ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(EXAMPLES))
-from navier_stokes.solver import PARAMETER_BOUNDS, FlowConfig, solve  # noqa: E402
+from navier_stokes.flow_config import FlowConfig  # noqa: E402
+from navier_stokes.solver import PARAMETER_BOUNDS, solve  # noqa: E402
 from report import add_flags, print_json, print_rows  # noqa: E402
 from worker_study import add_study_flags, both_modes, print_studies, study_row  # noqa: E402
 

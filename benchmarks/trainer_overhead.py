@@ -16,7 +16,7 @@ reduced every 20 steps; what an adaptive study turns on) against off, on samples
 carry a `simulation_id` (256 simulations of 16 samples), interleaved; target: tracking
 costs at most 3% of a step (ratio >= 0.97).
 
-The row "heat workload" times `online_vs_offline.py`'s training alone (`measure_heat`):
+The row "heat workload" times `online_vs_offline.py`'s training alone (`trainer_overhead_heat`):
 OnlineTrainer as that benchmark builds it (reservoir, vectorized `process_batch`, the
 heat MLP, batch 32) against offline's loop on the same samples' features already in
 memory, in steps per CPU-second of the process (steadier than wall time on a busy
@@ -59,9 +59,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 from report import add_flags, print_json
+from trainer_overhead_heat import measure_heat
 
 # the workload, its own module (re-exported: other benchmarks import it from here)
 from trainer_overhead_workload import (  # noqa: F401
@@ -76,7 +76,7 @@ from trainer_overhead_workload import (  # noqa: F401
     training_device,
 )
 
-from melissa_trainer import Hook, OnlineTrainer, TrainingArguments
+from melissa_trainer import OnlineTrainer, TrainingArguments
 
 TARGET = 0.97
 
@@ -201,83 +201,6 @@ def measure_step_paths(rounds: int, width: int | None) -> tuple[float, float]:
                 step.update()
             rates[name].append(100 / (time.process_time() - start))
     return statistics.median(rates["plain"]), statistics.median(rates["accelerate"])
-
-
-def measure_heat(rounds: int, steps: int) -> tuple[float, float]:
-    """Medians (OnlineTrainer, offline's loop) in steps per CPU-second of the process, on
-    `online_vs_offline.py`'s workload (`heat_pipelines`): the heat MLP 7-256-256-256-1024,
-    batch 32, Adam, a reservoir of 10,000 samples (100 simulations of 100 steps, random
-    fields) read by the benchmark's vectorized `process_batch`, against offline's loop on
-    the same samples' features in memory (`heat_offline.MemoryBatches`: one index of two
-    tensors a batch). Interleaved rounds of `steps` steps; the learning rate is constant
-    in both."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    import heat_offline
-    import heat_pipelines as hp
-    from accelerate.state import AcceleratorState, GradientState
-
-    setup = hp.Setup()
-    rng = np.random.default_rng(0)
-    n = setup.grid_size
-    samples = []
-    for sim in range(setup.buffer_size // setup.time_steps):
-        parameters = rng.uniform(0.0, 1.0, len(hp.NAMES))
-        for t in range(setup.time_steps):
-            samples.append({
-                "temperature": rng.uniform(300.0, 400.0, (n, n)).astype(np.float32),
-                "time_step": np.array(t), "parameters": parameters,
-                "simulation_id": np.array(sim, np.int64),
-            })  # fmt: skip
-    x, y = hp.batch_features(
-        np.array([s["parameters"] for s in samples]), np.array([s["time_step"] for s in samples]),
-        np.array([s["temperature"] for s in samples]), setup.time_steps,
-    )  # fmt: skip
-
-    class CpuClock(Hook):
-        def on_train_start(self, trainer: Any, state: Any, control: Any) -> None:
-            self.start = time.process_time()
-
-        def on_loop_end(self, trainer: Any, state: Any, control: Any) -> None:
-            self.seconds = time.process_time() - self.start
-
-    def ours(out: str) -> float:
-        AcceleratorState._reset_state(reset_partial_state=False)
-        GradientState._reset_state()
-        trainer = hp.online_trainer(setup, Path(out), Prefilled(samples), max_steps=steps,
-                              sample_to_insert_ratio=0)  # fmt: skip
-        clock = CpuClock()
-        trainer.hooks.add(clock)
-        with contextlib.redirect_stdout(io.StringIO()):
-            trainer.train()
-        return steps / clock.seconds
-
-    def offline(seed: int) -> float:
-        model = hp.make_model(setup)
-        optimizer = torch.optim.Adam(model.parameters(), lr=setup.learning_rate)
-        generator = torch.Generator().manual_seed(seed)
-        batches = heat_offline.MemoryBatches(x, y, setup.batch_size, generator)
-        start, done = time.process_time(), 0
-        while done < steps:
-            for xb, yb in batches:
-                loss = torch.nn.functional.mse_loss(model(xb), yb)
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                optimizer.step()
-                done += 1
-                if done == steps:
-                    break
-        return steps / (time.process_time() - start)
-
-    out = tempfile.mkdtemp(prefix="mt-overhead-heat-")
-    rates: tuple[list[float], list[float]] = ([], [])
-    try:
-        offline(0)  # warm-up
-        for r in range(rounds):
-            rates[0].append(ours(out))
-            rates[1].append(offline(r))
-    finally:
-        shutil.rmtree(out, ignore_errors=True)
-    return statistics.median(rates[0]), statistics.median(rates[1])
 
 
 def row(case: str, ours: float, base: float, target: float | None = TARGET) -> dict[str, Any]:

@@ -18,9 +18,9 @@ from typing import Any
 from study_args import ShortUsageParser, WorkerStudyArgs, buffer_defaults
 
 from melissa_trainer.config.arguments import TrainingArguments
-from navier_stokes.solver import FlowConfig, grid_size_ok
-from navier_stokes.solver import cross_problems as solver_cross_problems
-from navier_stokes.solver import range_problems as solver_range_problems
+from navier_stokes.flow_config import FlowConfig, grid_size_ok
+from navier_stokes.flow_config import cross_problems as solver_cross_problems
+from navier_stokes.flow_config import range_problems as solver_range_problems
 
 __all__ = [
     "COMPILE_NOTE",

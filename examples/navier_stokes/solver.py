@@ -40,22 +40,28 @@ process, one start-up, that runs simulation after simulation, asking the launche
 would, bit for bit; one the solver refuses fails with exit code 2, one that blows up
 (`Unstable`: too large a --dt) with 3, as its own process would; the worker goes on.
 
-This module imports numpy and `melissa_trainer.client` only (never torch): the trainer
-imports `solve` from it to compute its validation simulations.
+This module imports numpy, `melissa_trainer.client` and its discretisation (`FlowConfig`,
+`flow_config`) only (never torch): the trainer imports `solve` from it to compute its
+validation simulations.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from melissa_trainer.client.worker_launcher import refuse_worker_by_hand, worker_by_hand
+
+# examples/ on the path (run as a script, its folder is): this folder is the package
+# `navier_stokes`, as train.py imports it (never a bare module name: `__init__`)
+if str(Path(__file__).resolve().parents[1]) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from navier_stokes.flow_config import FlowConfig  # noqa: E402
 
 #: The study that starts this solver's workers (what ``--worker`` run by hand is told).
 WORKER_STUDY = "python examples/navier_stokes/train.py --worker"
@@ -89,84 +95,6 @@ UNSTABLE_EXIT_CODE = 3
 class Unstable(ArithmeticError):
     """The solution blew up: its norm passed `MARGIN` times its bound, or is no longer
     finite. Raised before the field is yielded, so no such field is sent."""
-
-
-def grid_size_ok(grid_size: int) -> bool:
-    """Whether the solver takes `grid_size` points per side (even and >= 8)."""
-    return grid_size >= 8 and grid_size % 2 == 0
-
-
-def range_problems(grid_size: int, time_steps: int, interval: float, dt: float) -> list[str]:
-    """What `FlowConfig` refuses in each value on its own, a line each, each starting
-    with the field's ``name=value`` (the example's parser names the flag from it)."""
-    problems = []
-    if not grid_size_ok(grid_size):
-        problems.append(f"grid_size={grid_size} must be even and >= 8")
-    if time_steps < 1:
-        problems.append(f"time_steps={time_steps} must be >= 1")
-    if not interval > 0:
-        problems.append(f"interval={interval} must be > 0")
-    if not dt > 0:
-        problems.append(f"dt={dt} must be > 0")
-    return problems
-
-
-def cross_problems(interval: float, dt: float) -> list[str]:
-    """What `FlowConfig` refuses between its values (dt above interval), as
-    `range_problems` says it; nothing where either is out of its own range."""
-    if interval > 0 and dt > 0 and dt > interval:
-        return [f"dt={dt} must be <= interval={interval}"]
-    return []
-
-
-def config_problems(grid_size: int, time_steps: int, interval: float, dt: float) -> list[str]:
-    """Everything `FlowConfig` refuses: `range_problems`, then `cross_problems`."""
-    return range_problems(grid_size, time_steps, interval, dt) + cross_problems(interval, dt)
-
-
-@dataclass(frozen=True)
-class FlowConfig:
-    """The discretisation, shared by every simulation of a study.
-
-    Attributes:
-        grid_size: points per side (the field has grid_size**2 values; even).
-        time_steps: fields sent, one every `interval` time units.
-        interval: time units between two fields sent.
-        dt: the largest solver time step: each interval is taken in the fewest equal
-            steps of at most dt (`step`: dt itself where it divides the interval).
-            The default (CFL number max |u| dt / dx about 0.3 at 64^2) stays stable up
-            to 256^2 (CFL 1.1) for the study's ranges: the energy is in low wavenumbers
-            and Crank–Nicolson damps the high ones (within 0.2% of dt 0.00625's fields
-            over 20 time units at 256^2; docs/how-to/neural-operator.md). Other ranges
-            may want dt * 64 / grid_size; one that blows up raises `Unstable`.
-    """
-
-    grid_size: int = 64
-    time_steps: int = 10
-    interval: float = 0.5
-    dt: float = 0.025
-
-    def __post_init__(self) -> None:
-        problems = config_problems(self.grid_size, self.time_steps, self.interval, self.dt)
-        if problems:
-            raise ValueError("invalid Navier-Stokes configuration: " + "; ".join(problems))
-
-    @property
-    def substeps(self) -> int:
-        """Solver steps per field sent: the fewest whose step is at most dt (rounded to
-        the nearest, ``--dt 0.4`` ran steps of 0.5, and ``--dt 0.24``, told to lower
-        ``--dt`` below a blown-up 0.25, the same 0.25: a user trial)."""
-        return max(1, math.ceil(self.interval / self.dt - 1e-9))
-
-    @property
-    def step(self) -> float:
-        """The solver's time step: interval / substeps, at most dt."""
-        return self.interval / self.substeps
-
-    def argv(self) -> list[str]:
-        """These settings as flags of this script (what the launcher passes)."""
-        return ["--grid_size", str(self.grid_size), "--time_steps", str(self.time_steps),
-                "--interval", repr(self.interval), "--dt", repr(self.dt)]  # fmt: skip
 
 
 def check_parameters(parameters: Mapping[str, float]) -> dict[str, float]:

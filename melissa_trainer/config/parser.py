@@ -30,8 +30,8 @@ dataclass's ``__post_init__``), what this machine's training device cannot run
 (``argument --mixed_precision: mixed_precision='fp16' on cpu: ...``, CUDA graphs off
 CUDA: `device_checks`, which `TrainingArguments` built in Python meets only when the
 trainer is made), and a bad key or value in the ``--config`` file (``in --config
-run.yaml, key 'batch_size': ...``). `parse_dict` and the file methods raise
-these problems as a `ConfigError` instead.
+run.yaml, key 'batch_size': ...``; these words are `parse_errors`'). `parse_dict` and
+the file methods raise these problems as a `ConfigError` instead.
 
 Under ``accelerate launch --num_processes N``, an error of the command line's syntax
 (an unknown flag, a wrong type or choice, a missing flag: every rank parses the same
@@ -50,19 +50,15 @@ import os
 import re
 import sys
 import typing
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from melissa_trainer.common.refusal import elsewhere, launch_rank
 from melissa_trainer.config.arguments import TrainingArguments
 from melissa_trainer.config.device_checks import device_problems, planned_device_type
 from melissa_trainer.config.fields import FieldSpec, str_to_bool
-from melissa_trainer.config.hf_names import (
-    closest_hint,
-    flag_hint,
-    stray_value_hint,
-    unknown_name_problems,
-)
+from melissa_trainer.config.hf_names import unknown_name_problems
+from melissa_trainer.config.parse_errors import invalid_message, unrecognized_message
 from melissa_trainer.config.reading import ConfigError, load_config_file, unknown_key_problems
 
 __all__ = ["ArgumentParser", "str_to_bool"]
@@ -215,7 +211,7 @@ class ArgumentParser(argparse.ArgumentParser):
         namespace, remaining = self.parse_known_args(args)
         if remaining and not return_remaining_strings:
             argv = list(sys.argv[1:] if args is None else args)
-            self.error(self._unrecognized_message(remaining, argv))
+            self.error(unrecognized_message(remaining, argv, self._actions, self.config_flag))
         values = vars(namespace)
         config_path = values.pop(_CONFIG_DEST, None)
         # a script's own flags (its `add_argument`s): one Namespace after the dataclasses,
@@ -252,7 +248,8 @@ class ArgumentParser(argparse.ArgumentParser):
             if problems:
                 raise ConfigError(problems)
         except ValueError as exc:  # ConfigError, or a dataclass's own __post_init__ check
-            self._error_on_every_rank(self._invalid_message(exc, values, from_file, config_path))
+            problem = invalid_message(exc, values, from_file, self.config_flag, config_path)
+            self._error_on_every_rank(problem)
         outputs = (*outputs, own) if vars(own) else outputs
         return (*outputs, remaining) if return_remaining_strings else outputs
 
@@ -318,62 +315,6 @@ class ArgumentParser(argparse.ArgumentParser):
         differ between nodes), so that no rank's own problem goes unsaid."""
         super().error(message)
 
-    def _invalid_message(
-        self,
-        exc: ValueError,
-        cli: Mapping[str, Any],
-        from_file: Mapping[str, Any],
-        config_path: str | None,
-    ) -> str:
-        """`exc`'s problems, each naming the flag (``argument --name: ...``) or the file
-        and key it came from; problems that name no option are left as they are."""
-        problems = exc.problems if isinstance(exc, ConfigError) else [str(exc)]
-        lines = []
-        for problem in problems:
-            match = _PROBLEM_KEY.match(problem)
-            key = match and (match.group(1) or match.group(2))
-            if key in cli:
-                lines.append(f"argument --{key}: {problem}")
-            elif key in from_file and match and match.group(2):
-                # an unknown key's problem names it already: "key 'X': unknown key 'X'"
-                # said the name twice (hmelissa2)
-                lines.append(f"in --{self.config_flag} {config_path}, {problem}")
-            elif key in from_file:
-                lines.append(f"in --{self.config_flag} {config_path}, key {key!r}: {problem}")
-            else:
-                lines.append(problem)
-        return lines[0] if len(lines) == 1 else "\n  " + "\n  ".join(lines)
-
-    def _unrecognized_message(self, remaining: Iterable[str], argv: Sequence[str]) -> str:
-        # the long flags' names, "--" off (closest_hint's names; a hyphen alias reads as its
-        # underscore name)
-        known: dict[str, set[str]] = {}  # (and each one's real spellings: `closest_hint`)
-        for s in (s for a in self._actions for s in a.option_strings if s.startswith("--")):
-            known.setdefault(s[2:].replace("-", "_"), set()).add(s[2:])
-        one_value = [s for a in self._actions if a.nargs is None for s in a.option_strings]
-        hints = []
-        for token in remaining:
-            if token.startswith("-"):
-                flag = token.split("=", 1)[0]
-                hf = flag_hint(flag)  # a Hugging Face name: what replaces it (`hf_names`)
-                if hf is not None:
-                    hints.append(f"{flag} ({hf})")
-                    continue
-                # (0.75: a typo of a flag scores about 0.9; difflib's default 0.6 named
-                # --job_limit for --no_plot, which only shares letters with it)
-                close = closest_hint(flag.lstrip("-"), known, True, 0.75, known)
-                if close is not None:
-                    hints.append(f"{flag} ({close})")
-            elif token.lower().endswith((".json", ".yaml", ".yml")):
-                # HF scripts take `train.py args.json` (HfArgumentParser.parse_json_file)
-                hints.append(
-                    f"{token} (a file of arguments is given as --{self.config_flag} {token})"
-                )
-            elif (stray := stray_value_hint(token, argv, one_value)) is not None:
-                hints.append(f"{token} ({stray})")  # --report_to tensorboard wandb
-        message = f"unrecognized arguments: {' '.join(remaining)}"
-        return message + ("; " + "; ".join(hints) if hints else "")
-
 
 def _add_with_alias(group: Any, name: str, help: str, **kwargs: Any) -> None:
     """Add ``--name``, and ``--name-with-hyphens`` as an alias hidden from --help."""
@@ -383,8 +324,6 @@ def _add_with_alias(group: Any, name: str, help: str, **kwargs: Any) -> None:
         group.add_argument(f"--{hyphen}", help=argparse.SUPPRESS, **kwargs)
 
 
-#: the option a problem line is about: ``name=value ...`` or ``unknown key 'name' ...``
-_PROBLEM_KEY = re.compile(r"(?:([A-Za-z_]\w*)=|unknown key '([^']*)')")
 #: a field's own "(default: ...)" note in its help text (one level of parentheses inside)
 _DEFAULT_NOTE = re.compile(r"\s*\(default[: ][^()]*(?:\([^()]*\)[^()]*)*\)")
 

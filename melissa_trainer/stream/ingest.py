@@ -6,7 +6,8 @@ decision on a message is here, and every decision is documented in
 :mod:`melissa_trainer.stream.receiver`. What it knows (the ledgers, the finished
 simulations, the counters), how a simulation finishes and the checkpoint record are its
 base class's, `ingest_state.IngestState`, the one owner of that state; its bookkeeping
-per simulation is in `assembly`, its finished simulations in `archive`.
+per simulation is in `assembly`, its finished simulations in `archive`; the words of a
+HELLO refused for its routing in `hello_routing`.
 """
 
 from __future__ import annotations
@@ -27,12 +28,13 @@ from melissa_trainer.stream.assembly import (
     check_hello,
     payload_array,
 )
+from melissa_trainer.stream.hello_routing import routing_differs
 from melissa_trainer.stream.ingest_state import IngestState
 from melissa_trainer.stream.log_summary import INCOMPLETE, REJECTED
 from melissa_trainer.stream.nonfinite import FLOAT_KINDS, all_finite
 from melissa_trainer.stream.twin_causes import StudyStopping, ranks_disagree
 from melissa_trainer.wire import Abandon, Batch, Bye, Data, Hello
-from melissa_trainer.wire.routing import SIMULATION_STEP, shift_of
+from melissa_trainer.wire.routing import SIMULATION_STEP
 
 logger = logging.getLogger("melissa_trainer.stream.receiver")  # the receiver's messages
 
@@ -267,7 +269,10 @@ class Ingest(IngestState):
                 f"simulation of another trainer (a stale rendezvous or endpoint?); its "
                 f"messages are dropped",
             )
-        why = self._routing_differs(hello)
+        # a known simulation's HELLO (a first one sets the routing) keeps its routing
+        first = SIMULATION_STEP if sid in self.shifted else None
+        known = sid in self.sims or sid in self.archive
+        why = routing_differs(hello, self.world, first) if known else None
         if why is not None:
             if sid in self.sims and not self.sims[sid].finished:  # (the launcher fails it
                 self.refused.append((sid, why))  # with these words: it cannot complete)
@@ -319,28 +324,6 @@ class Ingest(IngestState):
             logger.log(level, "simulation %d refused: %s", sid, why)
         counts = f"rank count {hello.client_count}, its first HELLO {sim.client_count}"
         self.reject("hello_mismatch", sid, f"HELLO says {counts}")
-
-    def _routing_differs(self, hello: Hello) -> str | None:
-        """Why `hello` is refused for naming another routing than its simulation's
-        first HELLO here (recorded with its ledger, or in a checkpoint), else None.
-        Refused rather than followed: the steps this receiver recorded were routed
-        the first way, and the other receivers hold the rest by that routing."""
-        sid = hello.simulation_id
-        if sid not in self.sims and sid not in self.archive:
-            return None  # (a first HELLO: it sets the routing)
-        first = SIMULATION_STEP if sid in self.shifted else None
-        if shift_of(sid, self.world, hello.routing) == shift_of(sid, self.world, first):
-            return None  # (the same receivers either way: s % W == 0, or W == 1)
-        said = {None: "t % W (no routing key)", SIMULATION_STEP: f"{SIMULATION_STEP!r}"}
-        return (
-            f"HELLO says routing {said[hello.routing]}, its first HELLO here said "
-            f"{said[first]}: every HELLO of a simulation must route its steps alike (a "
-            f"client of another version, or given endpoints instead of the rendezvous, "
-            f"rejoined it); its steps are judged by the first routing (those it sends "
-            f"elsewhere are rejected here as wrong_receiver): run it with the current "
-            f"client library reading the rendezvous, which routes it as it began "
-            f"(docs/protocol.md section 3)"
-        )
 
     def bye(self, bye: Bye) -> None:
         sim = self.sims.get(bye.simulation_id)

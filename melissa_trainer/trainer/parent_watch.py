@@ -1,8 +1,8 @@
 """The watch of the launcher that started a rank, while `train()` runs: which launcher a
-`preemption.PreemptionHandler` watches (`launcher_to_watch`), and the watch itself
-(`watch_parent`, the body of its thread). The module docstring of
-`melissa_trainer.trainer.preemption` says why (a rank whose launcher died stops with a
-checkpoint).
+`preemption.PreemptionHandler` watches (`launcher_to_watch`), the watch itself
+(`watch_parent`, the body of its thread) and the thread's start (`start_watch`). The
+module docstring of `melissa_trainer.trainer.preemption` says why (a rank whose launcher
+died stops with a checkpoint).
 
 Contract: `watch_parent` polls, asks the handler for a stop once the launcher is gone
 (`request`, as a SIGTERM does, with the launcher's death as the cause), and exits as a
@@ -23,7 +23,7 @@ from collections.abc import Callable
 from melissa_trainer.trainer.launcher_watch import hand_over, launcher_parent
 from melissa_trainer.trainer.stop_cause import StopCause
 
-__all__ = ["launcher_to_watch", "watch_parent"]
+__all__ = ["launcher_to_watch", "start_watch", "watch_parent"]
 
 # (the handler's logger: a user filters the preemption's words by one name)
 logger = logging.getLogger("melissa_trainer.trainer.preemption")
@@ -84,3 +84,34 @@ def watch_parent(
         str(gone).replace(" is gone", " died"),
     )
     force_exit(signal.SIGTERM)
+
+
+def start_watch(
+    parent: int | str | None,
+    *,
+    poll: float,
+    grace: float,
+    unwatch: threading.Event,
+    request: Callable[[StopCause], bool],
+    force_exit: Callable[[int], None],
+) -> threading.Thread | None:
+    """Start the thread that watches the launcher (`watch_parent`, with these arguments)
+    if there is one to watch (`launcher_to_watch(parent)`: ValueError for a pid that is
+    not this process's parent), `unwatch` cleared first; returns it, or None when there
+    is none (`unwatch` untouched). The thread is a daemon: it never holds the exit."""
+    found = launcher_to_watch(parent)
+    if found is None:
+        return None
+    unwatch.clear()
+    launcher, gone = found
+    watching = threading.Thread(
+        target=watch_parent,
+        args=(launcher, gone),
+        kwargs=dict(
+            poll=poll, grace=grace, unwatch=unwatch, request=request, force_exit=force_exit
+        ),
+        name="melissa-launcher-watch",
+        daemon=True,
+    )
+    watching.start()
+    return watching

@@ -62,7 +62,7 @@ from types import FrameType, TracebackType
 from typing import Any
 
 from melissa_trainer.trainer.launcher_watch import launcher_parent
-from melissa_trainer.trainer.parent_watch import launcher_to_watch, watch_parent
+from melissa_trainer.trainer.parent_watch import start_watch
 from melissa_trainer.trainer.preempted import Preempted, exit_code
 from melissa_trainer.trainer.stop_cause import StopCause, launcher_node
 from melissa_trainer.trainer.term_words import late_words, stop_requested_words
@@ -215,7 +215,14 @@ class PreemptionHandler:
         """Catch the signals from now on (main thread only); returns self."""
         if self._writer is not None or self._watching is not None:
             raise RuntimeError("PreemptionHandler.install() was called twice")
-        self._watch_parent()
+        self._watching = start_watch(
+            self._parent,
+            poll=self.parent_poll,
+            grace=self.orphan_grace,
+            unwatch=self._unwatch,
+            request=self._first_request,
+            force_exit=self._force_exit,
+        )
         if threading.current_thread() is not threading.main_thread():
             logger.warning(
                 "train() runs outside the main thread: SIGTERM/SIGINT keep their handlers "
@@ -366,28 +373,3 @@ class PreemptionHandler:
             self.on_force()
         except BaseException:  # exiting anyway: say why the kill may be incomplete
             logger.exception("stopping the simulations before the forced exit failed")
-
-    # -- the launcher (`parent_watch`) ---------------------------------------------------
-
-    def _watch_parent(self) -> None:
-        """Start the thread that watches the launcher, if there is one to watch
-        (`parent_watch.launcher_to_watch`), into `_watching`."""
-        found = launcher_to_watch(self._parent)
-        if found is None:
-            return
-        self._unwatch.clear()
-        parent, gone = found
-        self._watching = threading.Thread(
-            target=watch_parent,
-            args=(parent, gone),
-            kwargs=dict(
-                poll=self.parent_poll,
-                grace=self.orphan_grace,
-                unwatch=self._unwatch,
-                request=self._first_request,
-                force_exit=self._force_exit,
-            ),
-            name="melissa-launcher-watch",
-            daemon=True,
-        )
-        self._watching.start()

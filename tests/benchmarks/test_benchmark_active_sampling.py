@@ -37,6 +37,15 @@ def _stats():  # benchmarks/ is not a package: its modules import each other by 
     return active_sampling_stats
 
 
+def _keys():  # which recorded run is reused (`active_sampling_keys`)
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import active_sampling_keys
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    return active_sampling_keys
+
+
 def _bench():  # the command's module, imported once (it puts benchmarks/ on sys.path)
     sys.path.insert(0, str(BENCHMARKS))
     try:
@@ -90,7 +99,7 @@ def test_paired_ratios_median_wins_and_interval() -> None:
 
 
 def test_a_run_s_key_holds_the_explorer_it_resolves_to_and_not_breed_for_fixed_designs() -> None:
-    bench = _bench()
+    bench, keys = _bench(), _keys()
     main_breed = {
         "exploration": 0.7,
         "sigma": 0.15,
@@ -100,7 +109,7 @@ def test_a_run_s_key_holds_the_explorer_it_resolves_to_and_not_breed_for_fixed_d
     }  # fmt: skip  (the options the first runs were keyed with)
 
     def key(space: str, kind: str, **breed: object) -> str:
-        return bench.fingerprint(bench.Setup(space=space, breed=breed), 200, 100, kind)
+        return keys.fingerprint(bench.Setup(space=space, breed=breed), 200, 100, kind)
 
     # the Sobol' explorer named: the first runs' key (as recorded in benchmarks/results);
     # unnamed, the default "auto": Sobol' with the walls' 3 parameters, LHS with 6
@@ -117,35 +126,35 @@ def test_a_run_s_key_holds_the_explorer_it_resolves_to_and_not_breed_for_fixed_d
 
 
 def test_a_density_run_s_key_holds_the_options_it_resolves_to() -> None:
-    bench = _bench()
+    bench, keys = _bench(), _keys()
 
     def key(**density: object) -> str:
         setup = bench.Setup(space="wide", steps=4000, simulations=96, density=density)
-        return bench.fingerprint(setup, 200, 100, "density")
+        return keys.fingerprint(setup, 200, 100, "density")
 
     # the third round's evaluation runs (benchmarks/results), recorded with no option named
     lines = (RESULTS / "active_sampling_density_wide96_a.jsonl").read_text().splitlines()
     third = {json.loads(line)["fingerprint"] for line in lines if '"density"' in line}
-    old = {**bench.RECORDED_DENSITY, **{"contrast": None}}
+    old = {**keys.RECORDED_DENSITY, **{"contrast": None}}
     assert key(**old) == key(share=0.5, contrast=None) == third.pop() and not third
     # the default's contrast "auto" is 0.25 with 12 parameters: the fourth round's key
     assert key() == key(contrast=0.25) != key(**old)
-    assert key(contrast=0.4) == key(**{**bench.DENSITY_DEFAULTS, "contrast": 0.4})
+    assert key(contrast=0.4) == key(**{**keys.DENSITY_DEFAULTS, "contrast": 0.4})
     # with 6 it is none: the second round's runs keep their key
     full = bench.Setup(space="full", steps=4000)
-    assert bench.fingerprint(full, 200, 100, "density") == bench.fingerprint(
+    assert keys.fingerprint(full, 200, 100, "density") == keys.fingerprint(
         replace(full, density={"contrast": None}), 200, 100, "density"
     )
     lines = (RESULTS / "active_sampling_density_full_a.jsonl").read_text().splitlines()
     recorded = {json.loads(line)["fingerprint"] for line in lines if '"density"' in line}
-    assert recorded == {bench.fingerprint(full, 200, 100, "density")}
+    assert recorded == {keys.fingerprint(full, 200, 100, "density")}
 
 
 def test_breed_s_default_keeps_the_walls_runs_and_is_the_lhs_explorer_in_the_full_space() -> None:
-    bench = _bench()
+    bench, keys = _bench(), _keys()
 
     def key(space: str, **breed: object) -> str:
-        return bench.fingerprint(bench.Setup(space=space, breed=breed), 200, 100, "breed")
+        return keys.fingerprint(bench.Setup(space=space, breed=breed), 200, 100, "breed")
 
     # the keys of the second round's evaluation runs of the Sobol' explorer (recorded in
     # benchmarks/results/active_sampling_{walls,full}_explore_*.jsonl)

@@ -28,9 +28,9 @@ import importlib, inspect, json, sys
 sys.path[:0] = [sys.argv[1] + "/benchmarks", sys.argv[1] + "/examples"]
 for name in sys.argv[2].split(","):
     importlib.import_module(name)
-import field_surrogate, fno_feed, heat_pipelines
+import field_surrogate, field_surrogate_problem, fno_feed, heat_pipelines
 import heat_pde.train, lorenz.train, navier_stokes.train
-from navier_stokes.solver import FlowConfig
+from navier_stokes.flow_config import FlowConfig
 ns = navier_stokes.train
 parameters = {"nu": 0.02, "amplitude": 0.1, "wavenumber": 3}
 fields = list(ns.solve(parameters, FlowConfig(16, 2, 0.5, 0.05), 0))
@@ -39,13 +39,13 @@ print(json.dumps({
     "lorenz.train": inspect.getfile(lorenz.train.trajectory),
     "navier_stokes.train": inspect.getfile(ns.solve),
     "navier_stokes.models": inspect.getfile(ns.make_model),
-    "field_surrogate": inspect.getfile(field_surrogate.initial_vorticity),
+    "field_surrogate": inspect.getfile(field_surrogate_problem.initial_vorticity),
     "fno_feed": inspect.getfile(fno_feed.step_fields),
     "heat_pipelines": inspect.getfile(heat_pipelines.solve),
     "bare solver": getattr(sys.modules.get("solver"), "__file__", None),
     "bare models": getattr(sys.modules.get("models"), "__file__", None),
     "ns shapes": [list(f.shape) for f in fields],
-    "mapping": field_surrogate.example_mapping().__qualname__,
+    "mapping": field_surrogate_problem.example_mapping().__qualname__,
 }))
 """
 

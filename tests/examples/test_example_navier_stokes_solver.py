@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 # examples/ is on the tests' sys.path (pyproject): the example's modules by package name
-from navier_stokes import solver
+from navier_stokes import flow_config, solver
 
 
 def grid(n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -106,7 +106,7 @@ def test_the_default_dt_needs_no_scaling_at_128() -> None:
         "wavenumber": 4.99,
     }  # wavenumber: k = 4, the highest
     fields = {
-        dt: np.stack(list(solver.solve(parameters, solver.FlowConfig(128, 10, 0.5, dt), 7)))
+        dt: np.stack(list(solver.solve(parameters, flow_config.FlowConfig(128, 10, 0.5, dt), 7)))
         for dt in (0.025, 0.0125)
     }
     coarse, fine = fields[0.025], fields[0.0125]
@@ -121,9 +121,9 @@ def test_the_solver_refuses_bad_parameters_and_configurations() -> None:
     with pytest.raises(ValueError, match="nu=0.0 must be > 0"):
         solver.check_parameters({"nu": 0.0, "amplitude": 0.1, "wavenumber": 2})
     with pytest.raises(ValueError, match="grid_size=31 must be even and >= 8"):
-        solver.FlowConfig(grid_size=31)
+        flow_config.FlowConfig(grid_size=31)
     with pytest.raises(ValueError, match=r"dt=2.0 must be <= interval=1.0"):
-        solver.FlowConfig(interval=1.0, dt=2.0)
+        flow_config.FlowConfig(interval=1.0, dt=2.0)
 
 
 @pytest.mark.e2e
@@ -138,7 +138,7 @@ def test_save_npy_writes_the_run_instead_of_streaming_it(tmp_path: Path) -> None
             "--save_npy", str(tmp_path / "sim-{simulation_id:06d}.npy")]  # fmt: skip
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    config = solver.FlowConfig(grid_size=16, time_steps=3, dt=0.1)
+    config = flow_config.FlowConfig(grid_size=16, time_steps=3, dt=0.1)
     expected = [solver.initial_vorticity(16, 5), *solver.solve(parameters, config, seed=5)]
     fields = np.load(tmp_path / "sim-000005.npy")
     assert fields.dtype == np.float32 and fields.shape == (4, 16, 16)
@@ -173,7 +173,7 @@ def test_a_solution_that_blows_up_stops_before_sending_a_field_of_it() -> None:
     one, none of the blow-up is yielded."""
     fields, raised = [], None
     try:
-        for field in solver.solve(CORNER, solver.FlowConfig(64, 10, 0.5, 0.1), 3):
+        for field in solver.solve(CORNER, flow_config.FlowConfig(64, 10, 0.5, 0.1), 3):
             fields.append(field)
     except Exception as exc:  # noqa: BLE001 - the test names what it must be below
         raised = exc
@@ -188,7 +188,7 @@ def test_a_solution_that_blows_up_stops_before_sending_a_field_of_it() -> None:
 def test_the_default_dt_runs_the_corner_within_the_bound_at_128() -> None:
     """The check stops no run of the example's own: the corner at 128^2 with the
     default dt runs its 10 fields."""
-    fields = list(solver.solve(CORNER, solver.FlowConfig(128, 10, 0.5, 0.025), 3))
+    fields = list(solver.solve(CORNER, flow_config.FlowConfig(128, 10, 0.5, 0.025), 3))
     assert len(fields) == 10 and all(np.isfinite(f).all() for f in fields)
 
 
@@ -217,7 +217,7 @@ def test_the_solver_step_is_never_larger_than_dt(dt: float, substeps: int) -> No
     it divides the interval. Rounded to the nearest count, ``--dt 0.4`` ran one step
     of 0.5, and ``--dt 0.24`` (a user lowering --dt below the 0.25 that ``--dt 0.3``
     blew up with, as the error said) ran the same steps of 0.25 and blew up the same."""
-    config = solver.FlowConfig(interval=0.5, dt=dt)
+    config = flow_config.FlowConfig(interval=0.5, dt=dt)
     assert config.substeps == substeps
     assert config.step <= dt * (1 + 1e-12)
     assert config.step == pytest.approx(0.5 / substeps)

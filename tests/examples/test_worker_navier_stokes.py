@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from helpers import processes_with, run_group
-from navier_stokes import solver
+from navier_stokes import flow_config, solver
 from worker_launch import run_study_to_end
 
 from melissa_trainer.launcher import LauncherTuning
@@ -113,7 +113,7 @@ def test_one_worker_streams_the_bits_solve_gives_and_fails_what_it_refuses(
     whose fields is the bits `solve` computes here for its parameters from the initial
     field of its simulation id (the seed a process of its own takes), `initial` that
     field; one process ran them all."""
-    config = solver.FlowConfig(grid_size=16, time_steps=3, dt=0.1)
+    config = flow_config.FlowConfig(grid_size=16, time_steps=3, dt=0.1)
     n, refused = 4, 1
     parameters = [
         {"nu": 0.012 + 0.01 * i, "amplitude": 0.06 + 0.04 * i, "wavenumber": 2.0 + 0.9 * i}

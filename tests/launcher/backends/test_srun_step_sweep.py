@@ -1,8 +1,9 @@
-"""The sweep of an ended srun step's MPICH files (`steps.SrunSteps`), without Slurm: a
-stand-in ``srun`` (/bin/false: a step that fails at once), a stand-in ``squeue`` (its
-listing given by the test) and a stand-in /dev/shm (`mpich_segments.SHM_DIR`) holding
-files named as MPICH names a step's (``<allocation>.<step id>``, `kvs_hash`). The real
-run, with MPICH ranks killed under a one-node Slurm, is test_slurm_srun_segments.py."""
+"""The sweep of an ended srun step's MPICH files (`steps.SrunSteps`, `step_sweeps`),
+without Slurm: a stand-in ``srun`` (/bin/false: a step that fails at once), a stand-in
+``squeue`` (its listing given by the test) and a stand-in /dev/shm
+(`mpich_segments.SHM_DIR`) holding files named as MPICH names a step's (``<allocation>.<step
+id>``, `kvs_hash`). The real run, with MPICH ranks killed under a one-node Slurm, is
+test_slurm_srun_segments.py."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import pytest
 
 from melissa_trainer.launcher.backends import Job, mpich_segments
 from melissa_trainer.launcher.backends.mpich_segments import kvs_hash
+from melissa_trainer.launcher.backends.slurm import step_sweeps
 from melissa_trainer.launcher.backends.slurm import steps as steps_module
 from melissa_trainer.launcher.backends.slurm.commands import SlurmCommands
 from melissa_trainer.launcher.backends.slurm.steps import SrunHandle, SrunSteps
@@ -106,7 +108,7 @@ def test_a_step_never_listed_is_swept_over_the_ids_it_may_have_had(shm: Path) ->
         commands.listing = ""
         handle = steps.launch(Job("sim-2", ["x"], cwd=shm), "mt-s-sim-2")
         assert handle.floor == 7
-        candidates = [segment(shm, 7), segment(shm, 6 + steps_module.SPAN)]
+        candidates = [segment(shm, 7), segment(shm, 6 + step_sweeps.SPAN)]
         foreign = segment(shm, 8)
         if os.geteuid() == 0:  # (another user's file: only root can make one)
             os.chown(foreign, 54321, 54321)

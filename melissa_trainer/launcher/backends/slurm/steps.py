@@ -27,13 +27,9 @@ slurmstepd, not below srun, so the local watch of the srun process finds nothing
 step's id is learnt from ``squeue --steps`` by the step's name (listed from its creation
 by slurmctld, before any task starts, until it completes; asked at most every
 `LIST_EVERY` s while a step's id is unknown, and before a kill). Once the step has ended
-(`poll` sees srun's end, `kill`, `close`), the files of that name on any node index
-that are ours and that no live process holds are removed (`mpich_segments.sweep`);
-those still held then (ranks that slurmstepd is still ending) are retried by later
-polls (`SegmentWatch.retry`). A step that ended before squeue listed it is swept over
-the step ids it may have had: above the highest listed before its launch, up to
-`SPAN` past the highest listed by its end (any file of this allocation's steps that is
-ours and unheld has lost every rank: nobody can use it again).
+(`poll` sees srun's end, `kill`, `close`), the files of that name that are ours and
+unheld are removed, those still held retried by later polls (`step_sweeps`: also how a
+step that ended before squeue listed it is swept).
 
 Why squeue: sacct needs accounting (often off, and off in the test cluster); ``srun
 --verbose`` writes its lines into the job's log, which users read and `exit_cause`
@@ -72,7 +68,6 @@ from collections.abc import Callable, Sequence
 
 from melissa_trainer.launcher.backends.base import Job, LaunchError, unbuffered_outputs
 from melissa_trainer.launcher.backends.local import LocalBackend
-from melissa_trainer.launcher.backends.mpich_segments import SegmentWatch, kvs_segments
 from melissa_trainer.launcher.backends.slurm import queries as sq
 from melissa_trainer.launcher.backends.slurm import script as ss
 from melissa_trainer.launcher.backends.slurm.batch import CLOSE_GRACE
@@ -91,6 +86,7 @@ from melissa_trainer.launcher.backends.slurm.step_end import (
     said_end,
 )
 from melissa_trainer.launcher.backends.slurm.step_stop import TERM_WAIT, Stopped, stop_steps
+from melissa_trainer.launcher.backends.slurm.step_sweeps import StepSweeps
 from melissa_trainer.launcher.backends.slurm.step_tasks import elsewhere, kill_tasks
 
 __all__ = ["SrunHandle", "SrunSteps"]
@@ -103,8 +99,6 @@ KILLED = 128 + signal.SIGKILL
 #: seconds between two ``squeue --steps`` while a running step's id is unknown (each
 #: asks slurmctld: at most one a second per trainer)
 LIST_EVERY = 1.0
-#: step ids swept past the highest listed, for a step whose id was never listed
-SPAN = 16
 
 
 class SrunSteps:
@@ -125,8 +119,7 @@ class SrunSteps:
         self.running: list[SrunHandle] = []  # steps not known ended (`close`: its lines)
         self._top = -1  # the highest step id of the allocation listed so far
         self._listed = -LIST_EVERY  # when the steps were last listed (monotonic)
-        #: sweeps of ended steps that found files still held, and the steps' names
-        self._pending: list[tuple[SegmentWatch, str]] = []
+        self._sweeps = StepSweeps(allocation)  # (the MPICH files of ended steps)
         #: why no step can start any more: the allocation has ended (`allocation_ended`)
         self.ended: str | None = None
 
@@ -170,14 +163,14 @@ class SrunSteps:
             self._list(warn=False)  # (a failure, said at each try, would flood the log)
         if code is not None and step in self.running:
             self.running.remove(step)
-            self._sweep(step)
+            self._sweeps.sweep(step, self._top)
             if not step.killed:  # (Slurm's end of it, said: `step_end`)
                 step.lost = node_failure(step.job, self.describe(step), step.log_from)
             if code != 0 and not step.killed and step.lost is None:
                 said_end(step.job, self.describe(step), step.log_from, self._time_limit)
             if code != 0 and not step.killed and self.ended is None:
                 self.ended = allocation_ended(step.job, step.log_from, self._allocation)
-        self._retry()
+        self._sweeps.retry()
         if code == 0 and step.killed:
             return KILLED
         if code == 0 and step.lost is not None:  # (srun's 0 after a node's failure)
@@ -209,12 +202,12 @@ class SrunSteps:
             stopped = stop_steps(self._local, self._commands, self._allocation, running, grace)
             self._cancel_unless_away(running, away, stopped)
             for step in running:
-                self._sweep(step)
+                self._sweeps.sweep(step, self._top)
         return [None if step.killed else self._local.poll(step.process) for step in steps]
 
     def close(self) -> None:
         """Kill every running step (as `kill_all`, with `CLOSE_GRACE`); sweep the
-        segments of all (`_sweep`: those still held by ranks that are ending are retried
+        segments of all (`step_sweeps`: those still held by ranks that are ending are retried
         once, after the kills)."""
         away = self._list_before_stop(self.running)
         running, self.running = self.running, []
@@ -222,10 +215,8 @@ class SrunSteps:
         self._local.close()
         self._cancel_unless_away(running, away, stopped)
         for step in running:
-            self._sweep(step)
-        for watch, name in self._pending:
-            watch.retry(name, now=True)
-        self._pending.clear()
+            self._sweeps.sweep(step, self._top)
+        self._sweeps.last_retry()
 
     def describe(self, step: SrunHandle) -> str:
         return f"{self._local.describe(step.process)} (srun step {step.step_name})"
@@ -378,21 +369,3 @@ class SrunSteps:
             step.tries,
         )
         return True
-
-    def _sweep(self, step: SrunHandle) -> None:
-        """Remove the MPICH files that ended `step` left on this node (module
-        docstring); keep those still held for `_retry`."""
-        if step.step_id is None:  # ended before squeue listed it: the ids it may have had
-            numbers = range(step.floor, self._top + 1 + SPAN)
-        else:
-            numbers = range(step.step_id, step.step_id + 1)
-        names = kvs_segments(f"{self._allocation}.{number}" for number in numbers)
-        if names:
-            watch = SegmentWatch({}, names)
-            watch.remove(step.step_name)
-            if watch.pending:
-                self._pending.append((watch, step.step_name))
-
-    def _retry(self) -> None:
-        """The retries that are due of the sweeps that found files still held."""
-        self._pending = [(w, name) for w, name in self._pending if not w.retry(name)]

@@ -17,7 +17,7 @@ from typing import NamedTuple, Protocol
 from melissa_trainer.common.words import plural
 from melissa_trainer.launcher.exit_cause import codes_text
 from melissa_trainer.launcher.log_lines import log_lines
-from melissa_trainer.launcher.systematic import last_log_line
+from melissa_trainer.launcher.systematic import failure_key, failure_line
 
 __all__ = [
     "LOG_TAIL_LINES",
@@ -137,7 +137,12 @@ def failure_report(
     status: Mapping[int, str] | None = None,
 ) -> list[str]:
     """The lines of a study's error that quote its failures: those that failed alike
-    (the same failing exit codes, the same last log line) once with their ids, each with
+    (the same failing exit codes, the same failure line: `failure_line`, an MPI abort
+    banner passed over, its rank, node and pid numbers masked by `failure_key`, as the
+    study's stop on a systematic failure compares them; grouped by the log's last line,
+    a user trial read "2 simulations (0, 2) failed alike" then "2 simulations (1, 3)"
+    where that line was MPICH's banner of whichever rank aborted first, and different
+    failures ending in the same banner were one kind) once with their ids, each with
     the last lines of its log (at most `MAX_SHOWN` kinds). Each simulation listed had an
     attempt fail; with `status`, a kind whose simulations were not all given up says
     what became of each (`_fates`): the study's counts say "N failed for good", and a
@@ -153,7 +158,8 @@ def failure_report(
     lines = []
     kinds: dict[tuple[frozenset[int | str], str], list[tuple[int, str]]] = {}
     for sid, text, codes in failed:
-        key = (frozenset(c for c in codes if c != 0), last_log_line(log_of(sid)))
+        line = failure_key(failure_line(log_of(sid))[0])
+        key = (frozenset(c for c in codes if c != 0), line)
         kinds.setdefault(key, []).append((sid, text))
     for (failing, _), members in list(kinds.items())[:MAX_SHOWN]:
         sid, text = members[0]
@@ -164,7 +170,7 @@ def failure_report(
             shown = ", ".join(map(str, ids[:10])) + (", ..." if len(ids) > 10 else "")
             lines.append(
                 f"  {len(ids)} simulations ({shown}) failed alike (exit codes "
-                f"{codes_text(sorted(failing, key=str))}, the same last log line), their "
+                f"{codes_text(sorted(failing, key=str))}, the same failure line), their "
                 f"parameters differing{_fates(ids, status)}; last lines of {log_of(sid)}:"
             )
         lines.append(log_tail(log_of(sid)))

@@ -39,10 +39,10 @@ why (the C client's error, as the solver printed it, or the client's own
 gfortran's lines after an ``error stop`` (``ERROR STOP 8``, ``Error termination.
 Backtrace:`` and its frames) are passed over alike: a trial's report quoted ``#10
 0xffffffffffffffff in ???``. Lines are compared with their rank, node, process, pid, task
-and simulation numbers, durations and clock times masked (`failure_key`): an MPI solver
-fails on whichever rank hits the error first, and the same failure said by rank 0 or
-rank 1 stopped the study after 6 attempts instead of 4; the C client's messages name
-the simulation and how long it tried.
+numbers, the C client's simulation id, durations and clock times masked
+(`failure_key`): an MPI solver fails on whichever rank hits the error first, and the
+same failure said by rank 0 or rank 1 stopped the study after 6 attempts instead of 4;
+the C client's messages name the simulation and how long it tried.
 
 Used by the launcher's thread only (no lock).
 """
@@ -95,10 +95,14 @@ _BACKTRACE = re.compile(
 )
 #: the numbers that differ between the ranks or the attempts of one failure
 _NUMBERED = re.compile(
-    r"\b(rank|node|process|pid|task|tasks|proc|StepId|STEP|job|simulation"
+    r"\b(rank|node|process|pid|task|tasks|proc|StepId|STEP|job"
     r"|MELISSA_TRAINER_SIMULATION_ID)(\s*[=:#]?\s*)\d+(?:\.\d+)?",
     re.IGNORECASE,
 )
+#: the C client's prefix of its messages ("mt_close: simulation 3 rank 1: ..."): only
+#: there is a simulation's id masked, a solver's own "diverged in simulation 3" being a
+#: failure of its parameters
+_CLIENT_PREFIX = re.compile(r"\bsimulation \d+ (?=rank N\b)")
 #: how long a client waited or tried, and a clock time: they differ between attempts of
 #: one failure ("tried for 69 s" then "tried for 70 s", in the C client's close)
 _TIMED = re.compile(r"\b\d+(?:\.\d+)? s\b|\b\d\d:\d\d:\d\d\b")
@@ -133,10 +137,11 @@ def failure_line(path: Path) -> tuple[str, str]:
 
 
 def failure_key(line: str) -> str:
-    """`line` with its rank, node, process, pid, task, step and simulation numbers masked
-    (``rank N``), and its durations and clock times (``N s``, ``HH:MM:SS``): two attempts
-    whose failure lines have the same key failed the same way."""
-    line = _NUMBERED.sub(lambda m: f"{m[1]}{m[2]}N", line)
+    """`line` with its rank, node, process, pid, task and step numbers masked (``rank
+    N``), the simulation's id in the C client's prefix (``simulation N rank N:``), and its
+    durations and clock times (``N s``, ``HH:MM:SS``): two attempts whose failure lines
+    have the same key failed the same way."""
+    line = _CLIENT_PREFIX.sub("simulation N ", _NUMBERED.sub(lambda m: f"{m[1]}{m[2]}N", line))
     return _TIMED.sub(lambda m: "HH:MM:SS" if ":" in m[0] else "N s", line)
 
 

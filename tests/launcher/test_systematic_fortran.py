@@ -94,6 +94,8 @@ def test_the_key_masks_only_what_differs_between_attempts() -> None:
     assert failure_key(CLOSE.format(s=0, r=0, t=69)) == failure_key(CLOSE.format(s=3, r=1, t=70))
     assert "MELISSA_TRAINER_SIMULATION_ID=N" in failure_key("MELISSA_TRAINER_SIMULATION_ID=12")
     assert "since HH:MM:SS" in failure_key("tried since 11:04:15")
-    # a field's size or a parameter's value is not masked: another one is another failure
+    # a field's size, a parameter's value or a solver's own words about its simulation are
+    # not masked: another one is another failure
+    assert failure_key("diverged in simulation 0") != failure_key("diverged in simulation 1")
     assert failure_key("given 31 elements") != failure_key("given 30 elements")
     assert failure_key("diverged at t=0.53") != failure_key("diverged at t=0.71")

@@ -17,7 +17,7 @@ from typing import NamedTuple, Protocol
 from melissa_trainer.common.words import plural
 from melissa_trainer.launcher.exit_cause import codes_text
 from melissa_trainer.launcher.log_lines import log_lines
-from melissa_trainer.launcher.systematic import failure_key, failure_line
+from melissa_trainer.launcher.systematic import failure_key, failure_line, runtime_line
 
 __all__ = [
     "LOG_TAIL_LINES",
@@ -81,14 +81,27 @@ def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
     """The last `lines` lines of a job's log, indented, or a note if there is none;
     without hydra's banner of a SIGTERM, Slurm's lines of a kill and the launcher's own
     lines (`log_lines`: the launcher's kill and its start, Slurm's cancellation, not the
-    solver's output)."""
+    solver's output). The lines a runtime printed after the failure line
+    (`runtime_line`: an MPI abort banner, gfortran's backtrace) are counted in a note,
+    not quoted: a trial's report quoted five frames of a backtrace and not the client's
+    line above them."""
     try:
         kept, left_out = log_lines(path, _TAIL_BYTES)
     except OSError as exc:
         return f"    (no log: {exc.strerror})"
-    tail = kept[-lines:]
+    end = len(kept)
+    while end > 0 and (not kept[end - 1].strip() or runtime_line(kept[end - 1])):
+        end -= 1
+    if end == 0:  # (nothing but a runtime's lines: those are what it said)
+        end = len(kept)
+    tail = kept[max(0, end - lines) : end]
+    after = [line for line in kept[end:] if line.strip()]
     if tail:
-        return "\n".join(f"    | {line}" for line in tail)
+        quoted = "\n".join(f"    | {line}" for line in tail)
+        if after:
+            kinds = " and ".join(sorted({runtime_line(line) for line in after}))
+            quoted += f"\n    (then {plural(len(after), 'line')} of {kinds})"
+        return quoted
     if left_out:
         return f"    (nothing but {left_out}: the solver printed nothing)"
     return "    (empty log: nothing from the solver)"

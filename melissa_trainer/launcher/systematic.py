@@ -62,6 +62,7 @@ __all__ = [
     "SystematicFailure",
     "failure_key",
     "failure_line",
+    "runtime_line",
     "last_log_line",
     "missing_parameter",
 ]
@@ -108,31 +109,35 @@ _CLIENT_PREFIX = re.compile(r"\bsimulation \d+ (?=rank N\b)")
 _TIMED = re.compile(r"\b\d+(?:\.\d+)? s\b|\b\d\d:\d\d:\d\d\b")
 
 
+def runtime_line(line: str) -> str:
+    """What `line` is when a runtime printed it after the solver's reason: "the MPI
+    launcher's abort banner" or "the Fortran runtime's backtrace" (its error stop and
+    frames); "" for any other line (the solver's, the client's)."""
+    said = line.strip()
+    if _BANNER.search(said):
+        return "the MPI launcher's abort banner"
+    if _BACKTRACE.match(said):
+        return "the Fortran runtime's backtrace"
+    return ""
+
+
 def failure_line(path: Path) -> tuple[str, str]:
     """The line of a job's log that says why it failed: the last non-blank one that is
-    not an MPI launcher's banner of an abort nor the Fortran runtime's error-stop and
-    backtrace lines (module docstring; Slurm's lines of a kill are not read,
-    `log_lines`), or the last one if every line is; "" if the log has none or cannot be
-    read. With it, what was passed over after it ("the MPI launcher's abort banner",
-    "the Fortran runtime's backtrace", both joined by "and"), or "" when it is the log's
-    last line."""
+    not a runtime's line after the reason (`runtime_line`: an MPI launcher's banner of an
+    abort, the Fortran runtime's error-stop and backtrace lines; module docstring;
+    Slurm's lines of a kill are not read, `log_lines`), or the last one if every line
+    is; "" if the log has none or cannot be read. With it, what was passed over after it
+    (`runtime_line`'s words, two kinds joined by "and"), or "" when it is the log's last
+    line."""
     try:
         lines, _ = log_lines(path, _TAIL_BYTES)
     except OSError:
         return "", ""
     said = [line.strip() for line in lines if line.strip()]
     for i in range(len(said) - 1, -1, -1):
-        if not (_BANNER.search(said[i]) or _BACKTRACE.match(said[i])):
-            after = said[i + 1 :]
-            passed = [
-                words
-                for words, pattern in (
-                    ("the MPI launcher's abort banner", _BANNER.search),
-                    ("the Fortran runtime's backtrace", _BACKTRACE.match),
-                )
-                if any(pattern(line) for line in after)
-            ]
-            return said[i], " and ".join(passed)
+        if not runtime_line(said[i]):
+            kinds = {runtime_line(line) for line in said[i + 1 :]}
+            return said[i], " and ".join(sorted(kinds))
     return (said[-1] if said else ""), ""
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from melissa_trainer.launcher.reports import failure_report
+from melissa_trainer.launcher.reports import failure_report, log_tail
 from melissa_trainer.launcher.systematic import SystematicFailure, failure_key, failure_line
 
 CLOSE = (
@@ -99,3 +99,16 @@ def test_the_key_masks_only_what_differs_between_attempts() -> None:
     assert failure_key("diverged in simulation 0") != failure_key("diverged in simulation 1")
     assert failure_key("given 31 elements") != failure_key("given 30 elements")
     assert failure_key("diverged at t=0.53") != failure_key("diverged at t=0.71")
+
+
+@pytest.mark.timeout(30)
+def test_the_quoted_tail_ends_at_the_client_line(tmp_path: Path) -> None:
+    """The report's "last lines of sim-0.log" were five frames of the backtrace."""
+    log = attempt_log(tmp_path / "sim-0.log", 0, 69)
+    tail = log_tail(log).splitlines()
+    assert tail[-2] == "    | " + CLOSE.format(s=0, r=1, t=69)
+    after = len([line for line in BACKTRACE.splitlines() if line.strip()])  # (10)
+    assert tail[-1] == f"    (then {after} lines of the Fortran runtime's backtrace)"
+    assert not [line for line in tail if "0x" in line]
+    log.write_text(BACKTRACE)  # nothing else: the backtrace is what there is
+    assert "#10  0xffffffffffffffff in ???" in log_tail(log)

@@ -65,6 +65,7 @@ from melissa_trainer.launcher.account import warn_static_sampler
 from melissa_trainer.launcher.backends import backend_of
 from melissa_trainer.launcher.backends.base import Backend, study_id
 from melissa_trainer.launcher.draw_log import DRAWS_FILE, DrawLog
+from melissa_trainer.launcher.inherited_env import inherited_endpoints
 from melissa_trainer.launcher.job_logs import LogDirHold, set_aside_earlier_logs, take_log_dir
 from melissa_trainer.launcher.launcher_thread import LauncherThread
 from melissa_trainer.launcher.reports import DataReport, LauncherError
@@ -271,6 +272,7 @@ class Launcher(LauncherThread):
             rendezvous_dir=str(rendezvous),
             worker_hint=self._worker_hint,
         )
+        inherited_endpoints(settings.env, os.environ, settings.rendezvous_dir)
         # one study per log folder (released by `stop`; a refusal is a ConfigError)
         self._log_hold = take_log_dir(settings.log_dir, self._resumed)
         self.backend.begin_study(study_id(study))  # before the first launch

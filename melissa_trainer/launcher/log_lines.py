@@ -39,7 +39,7 @@ batch script's shell's, seen on the one-node test cluster::
 Force Terminated StepId=12.0``; bash's, for a command it ran: ``/var/spool/slurmd/
 job12/slurm_script: line 40: 77 Terminated ...`` or a bare ``Terminated``). Quoted as
 the solver's last lines, a user read them as the solver's words, and every killed job's
-log had the same last line (reports group failures by it, `last_log_line`). They are
+log had the same last line (reports group failures by it, `failure_line`). They are
 left out (`SLURM_END`, the one rule: `systematic` reads the lines kept): the attempt's
 end is said apart, by its exit code (``exit 143 (SIGTERM: scancel, ...)``) and the
 launcher's own line in the log, and `exit_cause` reads them from `tail_lines`, which

@@ -17,7 +17,7 @@ from typing import NamedTuple, Protocol
 from melissa_trainer.common.words import plural
 from melissa_trainer.launcher.exit_cause import codes_text
 from melissa_trainer.launcher.log_lines import log_lines
-from melissa_trainer.launcher.systematic import last_log_line
+from melissa_trainer.launcher.systematic import failure_key, failure_line, runtime_line
 
 __all__ = [
     "LOG_TAIL_LINES",
@@ -81,14 +81,27 @@ def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
     """The last `lines` lines of a job's log, indented, or a note if there is none;
     without hydra's banner of a SIGTERM, Slurm's lines of a kill and the launcher's own
     lines (`log_lines`: the launcher's kill and its start, Slurm's cancellation, not the
-    solver's output)."""
+    solver's output). The lines a runtime printed after the failure line
+    (`runtime_line`: an MPI abort banner, gfortran's backtrace) are counted in a note,
+    not quoted: a trial's report quoted five frames of a backtrace and not the client's
+    line above them."""
     try:
         kept, left_out = log_lines(path, _TAIL_BYTES)
     except OSError as exc:
         return f"    (no log: {exc.strerror})"
-    tail = kept[-lines:]
+    end = len(kept)
+    while end > 0 and (not kept[end - 1].strip() or runtime_line(kept[end - 1])):
+        end -= 1
+    if end == 0:  # (nothing but a runtime's lines: those are what it said)
+        end = len(kept)
+    tail = kept[max(0, end - lines) : end]
+    after = [line for line in kept[end:] if line.strip()]
     if tail:
-        return "\n".join(f"    | {line}" for line in tail)
+        quoted = "\n".join(f"    | {line}" for line in tail)
+        if after:
+            kinds = " and ".join(sorted({runtime_line(line) for line in after}))
+            quoted += f"\n    (then {plural(len(after), 'line')} of {kinds})"
+        return quoted
     if left_out:
         return f"    (nothing but {left_out}: the solver printed nothing)"
     return "    (empty log: nothing from the solver)"
@@ -137,7 +150,12 @@ def failure_report(
     status: Mapping[int, str] | None = None,
 ) -> list[str]:
     """The lines of a study's error that quote its failures: those that failed alike
-    (the same failing exit codes, the same last log line) once with their ids, each with
+    (the same failing exit codes, the same failure line: `failure_line`, an MPI abort
+    banner passed over, its rank, node and pid numbers masked by `failure_key`, as the
+    study's stop on a systematic failure compares them; grouped by the log's last line,
+    a user trial read "2 simulations (0, 2) failed alike" then "2 simulations (1, 3)"
+    where that line was MPICH's banner of whichever rank aborted first, and different
+    failures ending in the same banner were one kind) once with their ids, each with
     the last lines of its log (at most `MAX_SHOWN` kinds). Each simulation listed had an
     attempt fail; with `status`, a kind whose simulations were not all given up says
     what became of each (`_fates`): the study's counts say "N failed for good", and a
@@ -153,7 +171,8 @@ def failure_report(
     lines = []
     kinds: dict[tuple[frozenset[int | str], str], list[tuple[int, str]]] = {}
     for sid, text, codes in failed:
-        key = (frozenset(c for c in codes if c != 0), last_log_line(log_of(sid)))
+        line = failure_key(failure_line(log_of(sid))[0])
+        key = (frozenset(c for c in codes if c != 0), line)
         kinds.setdefault(key, []).append((sid, text))
     for (failing, _), members in list(kinds.items())[:MAX_SHOWN]:
         sid, text = members[0]
@@ -164,7 +183,7 @@ def failure_report(
             shown = ", ".join(map(str, ids[:10])) + (", ..." if len(ids) > 10 else "")
             lines.append(
                 f"  {len(ids)} simulations ({shown}) failed alike (exit codes "
-                f"{codes_text(sorted(failing, key=str))}, the same last log line), their "
+                f"{codes_text(sorted(failing, key=str))}, the same failure line), their "
                 f"parameters differing{_fates(ids, status)}; last lines of {log_of(sid)}:"
             )
         lines.append(log_tail(log_of(sid)))

@@ -36,9 +36,13 @@ or a kill (`failure_line`): MPICH's ``Abort(4) on node 1 (rank 1 in comm 0): app
 called MPI_Abort(MPI_COMM_WORLD, 4) - process 1`` follows the line where the solver said
 why (the C client's error, as the solver printed it, or the client's own
 ``melissa_trainer: ...``), which is the one to quote; a trial's report quoted the banner.
-Lines are compared with their rank, node, process, pid and task numbers masked
-(`failure_key`): an MPI solver fails on whichever rank hits the error first, and the same
-failure said by rank 0 or rank 1 stopped the study after 6 attempts instead of 4.
+gfortran's lines after an ``error stop`` (``ERROR STOP 8``, ``Error termination.
+Backtrace:`` and its frames) are passed over alike: a trial's report quoted ``#10
+0xffffffffffffffff in ???``. Lines are compared with their rank, node, process, pid, task
+numbers, the C client's simulation id, durations and clock times masked
+(`failure_key`): an MPI solver fails on whichever rank hits the error first, and the
+same failure said by rank 0 or rank 1 stopped the study after 6 attempts instead of 4;
+the C client's messages name the simulation and how long it tried.
 
 Used by the launcher's thread only (no lock).
 """
@@ -58,6 +62,7 @@ __all__ = [
     "SystematicFailure",
     "failure_key",
     "failure_line",
+    "runtime_line",
     "last_log_line",
     "missing_parameter",
 ]
@@ -81,34 +86,68 @@ def last_log_line(path: Path) -> str:
 #: banner, Open MPI's); srun's and slurmstepd's lines of a kill are not read at all
 #: (`log_lines.SLURM_END`, the one rule: not the solver's lines either)
 _BANNER = re.compile(r"application called MPI_Abort\(|MPI_ABORT was invoked on rank")
+#: the Fortran runtime's lines after an ``error stop`` or a crash (gfortran's "ERROR STOP
+#: 8", "Error termination. Backtrace:", its frames "#3  0x7f.. in ???" and "at file:58"):
+#: a trial's report quoted "#10  0xffffffffffffffff in ???" as the failure, not the
+#: client's line above them (an ``error stop`` with a message, "ERROR STOP mesh not
+#: found", is the solver's reason and is kept)
+_BACKTRACE = re.compile(
+    r"^(?:ERROR STOP -?\d+|Error termination\. Backtrace:|#\d+\s+0x[0-9a-fA-F]+ in .*|at \S+:\d+)$"
+)
 #: the numbers that differ between the ranks or the attempts of one failure
 _NUMBERED = re.compile(
-    r"\b(rank|node|process|pid|task|tasks|proc|StepId|STEP|job)(\s*[=:#]?\s*)\d+(?:\.\d+)?",
+    r"\b(rank|node|process|pid|task|tasks|proc|StepId|STEP|job"
+    r"|MELISSA_TRAINER_SIMULATION_ID)(\s*[=:#]?\s*)\d+(?:\.\d+)?",
     re.IGNORECASE,
 )
+#: the C client's prefix of its messages ("mt_close: simulation 3 rank 1: ..."): only
+#: there is a simulation's id masked, a solver's own "diverged in simulation 3" being a
+#: failure of its parameters
+_CLIENT_PREFIX = re.compile(r"\bsimulation \d+ (?=rank N\b)")
+#: how long a client waited or tried, and a clock time: they differ between attempts of
+#: one failure ("tried for 69 s" then "tried for 70 s", in the C client's close)
+_TIMED = re.compile(r"\b\d+(?:\.\d+)? s\b|\b\d\d:\d\d:\d\d\b")
 
 
-def failure_line(path: Path) -> tuple[str, bool]:
+def runtime_line(line: str) -> str:
+    """What `line` is when a runtime printed it after the solver's reason: "the MPI
+    launcher's abort banner" or "the Fortran runtime's backtrace" (its error stop and
+    frames); "" for any other line (the solver's, the client's)."""
+    said = line.strip()
+    if _BANNER.search(said):
+        return "the MPI launcher's abort banner"
+    if _BACKTRACE.match(said):
+        return "the Fortran runtime's backtrace"
+    return ""
+
+
+def failure_line(path: Path) -> tuple[str, str]:
     """The line of a job's log that says why it failed: the last non-blank one that is
-    not an MPI launcher's banner of an abort (module docstring; Slurm's lines of a kill
-    are not read, `log_lines`), or the last one if every line is; "" if the log has
-    none or cannot be read. With it, whether banners after it were passed over (it is
-    then not the log's last line)."""
+    not a runtime's line after the reason (`runtime_line`: an MPI launcher's banner of an
+    abort, the Fortran runtime's error-stop and backtrace lines; module docstring;
+    Slurm's lines of a kill are not read, `log_lines`), or the last one if every line
+    is; "" if the log has none or cannot be read. With it, what was passed over after it
+    (`runtime_line`'s words, two kinds joined by "and"), or "" when it is the log's last
+    line."""
     try:
         lines, _ = log_lines(path, _TAIL_BYTES)
     except OSError:
-        return "", False
-    said = [line.strip() for line in lines]
+        return "", ""
+    said = [line.strip() for line in lines if line.strip()]
     for i in range(len(said) - 1, -1, -1):
-        if not _BANNER.search(said[i]):
-            return said[i], i < len(said) - 1
-    return (said[-1] if said else ""), False
+        if not runtime_line(said[i]):
+            kinds = {runtime_line(line) for line in said[i + 1 :]}
+            return said[i], " and ".join(sorted(kinds))
+    return (said[-1] if said else ""), ""
 
 
 def failure_key(line: str) -> str:
-    """`line` with its rank, node, process, pid, task and step numbers masked (``rank N``):
-    two attempts whose failure lines have the same key failed the same way."""
-    return _NUMBERED.sub(lambda m: f"{m[1]}{m[2]}N", line)
+    """`line` with its rank, node, process, pid, task and step numbers masked (``rank
+    N``), the simulation's id in the C client's prefix (``simulation N rank N:``), and its
+    durations and clock times (``N s``, ``HH:MM:SS``): two attempts whose failure lines
+    have the same key failed the same way."""
+    line = _CLIENT_PREFIX.sub("simulation N ", _NUMBERED.sub(lambda m: f"{m[1]}{m[2]}N", line))
+    return _TIMED.sub(lambda m: "HH:MM:SS" if ":" in m[0] else "N s", line)
 
 
 #: the last line of a Python traceback for a missing key: ``KeyError: 'k'`` (a dict read
@@ -137,14 +176,14 @@ class _Attempt:
     simulation_id: int
     code: int | str
     last_line: str  # (`failure_line`: the one quoted)
-    banner_after: bool = False  # an MPI banner followed it in the log
+    passed: str = ""  # what followed it in the log (`failure_line`), "" if nothing
 
     @property
     def quoted(self) -> str:
         """The failure line as the report says it."""
         line = self.last_line or "(an empty log)"
-        if self.banner_after:
-            return f"log line {line!r} (the last before the MPI launcher's abort banner)"
+        if self.passed:
+            return f"log line {line!r} (the last before {self.passed})"
         return f"last log line {line!r}"
 
     @property
@@ -185,8 +224,8 @@ class SystematicFailure:
         refused (code "refused"), which stands for the log's last line."""
         if self.off:
             return None
-        line, banner_after = (reason, False) if code == "refused" and reason else failure_line(log)
-        attempt = _Attempt(simulation_id, code, line, banner_after)
+        line, passed = (reason, "") if code == "refused" and reason else failure_line(log)
+        attempt = _Attempt(simulation_id, code, line, passed)
         if self._seen and attempt.key != self._seen[0].key:
             self.off = True  # failures that differ: parameters, not the solver
             self._seen.clear()

@@ -78,10 +78,10 @@ def test_failure_line_and_key(tmp_path: Path) -> None:
     log.write_text(SRUN_SEGV)
     # (srun's and slurmstepd's lines of the step's kill after it are not read at all:
     # `log_lines.SLURM_END`; the segmentation fault, the rank's own end, is kept)
-    assert failure_line(log) == ("srun: error: vm: task 1: Segmentation fault", False)
+    assert failure_line(log) == ("srun: error: vm: task 1: Segmentation fault", "")
     log.write_text("solver step 7\n")
-    assert failure_line(log) == ("solver step 7", False)
-    assert failure_line(tmp_path / "missing.log") == ("", False)
+    assert failure_line(log) == ("solver step 7", "")
+    assert failure_line(tmp_path / "missing.log") == ("", "")
     one, zero = (ABORT.format(r=r).strip() for r in (1, 0))
     assert failure_key(one) == failure_key(zero) != one
     assert failure_key("pid 13719 rank 3") == "pid N rank N"

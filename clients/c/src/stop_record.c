@@ -289,7 +289,8 @@ void mt_stop_record_words(const char *record, char *out, size_t size) {
                                 strcmp(code->string, "nonfinite") == 0);
         bool said = failed && message != NULL && message->kind == MT_JSON_STRING;
         size_t line = said ? mt_reason_line(message->string) : 0; /* (one line, as Python's) */
-        size_t c32 = coded ? mt_utf8_prefix(code->string, strlen(code->string), 32) : 0; /* 32 chars */
+        /* (the code's first 32 characters, as Python's said_code) */
+        size_t c32 = coded ? mt_utf8_prefix(code->string, strlen(code->string), 32) : 0;
         snprintf(out, size, "stopped%s%.*s%s%.*s%s (a trainer resumed from its checkpoint "
                             "publishes again)",
                  coded ? " (" : "", (int)c32, coded ? code->string : "", said ? ": " : "",

@@ -268,7 +268,7 @@ bool mt_stop_preempted_words(mt_client *c, char *out, size_t size) {
 
 bool mt_stop_all_taken(mt_client *c) {
     if (c->rendezvous_used == NULL || !c->receipts || !mt_admission_wanted(c)) return false;
-    bool all = c->n_endpoints > 0 && c->handshakes != NULL; /* (receipts asked: lifecycle.c) */
+    bool all = c->n_endpoints > 0 && c->handshakes != NULL; /* (receipts asked: close.c) */
     for (size_t r = 0; all && r < c->n_endpoints; ++r) {
         if (!c->handshakes[r].ever) return false; /* (one never connected: mt_handshake_never) */
         mt_stop_look look = {0}; /* (read afresh) */

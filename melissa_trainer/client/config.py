@@ -40,8 +40,9 @@ from melissa_trainer.client.tuning import (
 )
 from melissa_trainer.client.worker import ENV_WORKER
 from melissa_trainer.config.reading import ConfigError
-from melissa_trainer.stream.endpoints import fetch_rendezvous, is_loopback
+from melissa_trainer.stream.endpoints import fetch_rendezvous
 from melissa_trainer.stream.host_scope import out_of_reach
+from melissa_trainer.stream.receiver_address import is_loopback
 from melissa_trainer.wire.routing import routing_of_entries
 
 __all__ = [

@@ -23,7 +23,7 @@ def endpoint_fault(endpoint: object, form: str = SERVE_FORM) -> str | None:
     name, an address or a bracketed IPv6 one, not ``*``; PORT 1 to 65535 in ASCII
     digits, leading zeros allowed as ``int`` allows them), ``ipc://PATH`` or
     ``inproc://NAME``; other transports are ZeroMQ's to judge (at the connect). Not
-    `endpoints.bind_fault`: a bind takes ``*`` and port 0, a connection neither. A quote
+    `receiver_address.bind_fault`: a bind takes ``*`` and port 0, a connection neither. A quote
     mark at its start or end is refused: a shell's or a batch script's quoting left in
     the value (``MELISSA_TRAINER_ENDPOINTS='"tcp://h:5555"'``), which ZeroMQ would call
     an unknown protocol. Before, ``tcp://127.0.0.1`` got only libzmq's "Invalid

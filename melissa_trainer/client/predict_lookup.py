@@ -23,7 +23,7 @@ from typing import Any
 from melissa_trainer.client.endpoint_form import endpoint_fault
 from melissa_trainer.client.predict_errors import PredictUnreachable
 from melissa_trainer.client.rendezvous_words import missing_note
-from melissa_trainer.stream.endpoints import NOTICE_AFTER, fetch_rendezvous, is_loopback
+from melissa_trainer.stream.endpoints import NOTICE_AFTER, fetch_rendezvous
 from melissa_trainer.stream.host_scope import SERVING, out_of_reach
 from melissa_trainer.stream.reason_line import (
     SAID_CHARS,
@@ -31,6 +31,7 @@ from melissa_trainer.stream.reason_line import (
     said_code,
     said_line,
 )
+from melissa_trainer.stream.receiver_address import is_loopback
 from melissa_trainer.stream.serving_rendezvous import NO_SERVER, OTHER_RUN
 from melissa_trainer.stream.stop_record import RECORD_KEY
 

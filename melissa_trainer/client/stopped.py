@@ -54,6 +54,7 @@ from melissa_trainer.stream.stop_record import (
     RECORD_KEY,
     RESUMABLE,
     StopRecord,
+    c_string,
     parse_record,
 )
 from melissa_trainer.wire.receipt import RECEIPT_BYE, RECEIPT_FINISHED, ReceiptReply
@@ -173,7 +174,8 @@ class StopRecords:
             return None  # (being replaced, or not ours: the receiver's silence decides)
         if not isinstance(entry, dict) or entry.get("stopped") is not True:
             return None
-        if entry.get("endpoint") != self.endpoints[rank] or RECORD_KEY not in entry:
+        # (its endpoint as C reads it, up to a NUL: both clients take the same files)
+        if c_string(entry.get("endpoint")) != self.endpoints[rank] or RECORD_KEY not in entry:
             return None  # (another trainer's file, or an older trainer: no record)
         try:
             record = parse_record(entry[RECORD_KEY])

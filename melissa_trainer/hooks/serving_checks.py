@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from melissa_trainer import wire as protocol
-from melissa_trainer.stream.endpoints import bind_fault
+from melissa_trainer.stream.receiver_address import bind_fault
 from melissa_trainer.wire import FieldSpec
 
 __all__ = [

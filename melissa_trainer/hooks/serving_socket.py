@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from melissa_trainer.stream.endpoints import curve_keys
+from melissa_trainer.stream.receiver_address import curve_keys
 from melissa_trainer.stream.serving import PredictServer
 from melissa_trainer.stream.serving_rendezvous import serving_bind, serving_rank_bind
 from melissa_trainer.stream.stream_source import StreamSource

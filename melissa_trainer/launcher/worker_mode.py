@@ -46,8 +46,8 @@ from melissa_trainer.launcher.templates import (
     ENV_WORKER,
     silence_env,
 )
-from melissa_trainer.stream.endpoints import advertised, is_loopback
 from melissa_trainer.stream.liveness import LISTEN_BACKLOG
+from melissa_trainer.stream.receiver_address import advertised, is_loopback
 
 __all__ = ["DEFAULT_WORKER_BIND", "EXIT_GRACE", "WorkerSupervisor", "check_worker_bind"]
 

@@ -55,9 +55,9 @@ from typing import Any, Protocol
 import zmq
 
 from melissa_trainer import wire as protocol
-from melissa_trainer.stream.endpoints import advertised
 from melissa_trainer.stream.ingest_state import wrong_run_reason
 from melissa_trainer.stream.log_summary import REJECTED, LogSummary
+from melissa_trainer.stream.receiver_address import advertised
 from melissa_trainer.wire import ProtocolError
 from melissa_trainer.wire.receipt import (
     RECEIPT_BYE,

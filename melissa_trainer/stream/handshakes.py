@@ -50,7 +50,7 @@ from collections.abc import Callable
 
 import zmq
 
-from melissa_trainer.stream.endpoints import is_loopback
+from melissa_trainer.stream.receiver_address import is_loopback
 
 __all__ = ["EVENTS", "HandshakeWatch", "log_bound"]
 

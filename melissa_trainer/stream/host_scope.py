@@ -151,7 +151,7 @@ def out_of_reach(
     (a receiver's ``rank_N.json``, a serving socket's ``serve_N.json``) published, or
     None if it can (or it cannot be told: an entry without a scope, of an older trainer;
     no scope here). `loopback`: the endpoint's address is this machine's only
-    (`endpoints.is_loopback`); when not, and the scopes differ, a host name this
+    (`receiver_address.is_loopback`); when not, and the scopes differ, a host name this
     process resolves to loopback addresses only counts as loopback (`_loopback_name`)."""
     theirs, mine = entry.get(SCOPE_KEY), loopback_scope()
     if not isinstance(theirs, str) or mine is None or theirs == mine:

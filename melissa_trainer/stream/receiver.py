@@ -83,7 +83,7 @@ from melissa_trainer.stream import connection_lines, study_stops
 from melissa_trainer.stream import connections as conn
 from melissa_trainer.stream.data_decoder import DataDecoder
 from melissa_trainer.stream.data_path import DataPath
-from melissa_trainer.stream.endpoints import curve_keys, mark_stopped
+from melissa_trainer.stream.endpoints import mark_stopped
 from melissa_trainer.stream.follow_server import (
     FOLLOW_KINDS,
     FollowServer,
@@ -95,6 +95,7 @@ from melissa_trainer.stream.handshakes import log_bound
 from melissa_trainer.stream.ingest_record import held_now
 from melissa_trainer.stream.ingest_state import telemetry_keys
 from melissa_trainer.stream.liveness import HEADER_ALLOWANCE
+from melissa_trainer.stream.receiver_address import curve_keys
 from melissa_trainer.stream.receiver_config import DEFAULT_BIND, ReceiverConfig, ReceiverTuning
 from melissa_trainer.stream.receiver_queries import ReceiverQueries
 from melissa_trainer.stream.receiver_socket import bind_and_publish, kept_of, pull_socket

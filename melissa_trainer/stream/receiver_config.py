@@ -21,8 +21,8 @@ from melissa_trainer.config.reading import (
     UnknownArgumentError,
     unknown_key_problems,
 )
-from melissa_trainer.stream.endpoints import bind_fault, curve_keys
 from melissa_trainer.stream.nonfinite import check_policy
+from melissa_trainer.stream.receiver_address import bind_fault, curve_keys
 from melissa_trainer.stream.watchdog import check_stall_timeout
 from melissa_trainer.wire import FieldSpec, field_specs
 
@@ -108,7 +108,7 @@ class ReceiverConfig:
 
     Raises:
         ValueError: a value out of its range (named), a `bind` not shaped like an
-            endpoint (`endpoints.bind_fault`), a dtype name numpy does not know
+            endpoint (`receiver_address.bind_fault`), a dtype name numpy does not know
             (with the closest of its names: "did you mean 'float32'?"), or malformed
             CURVE keys.
         UnknownArgumentError: a keyword that is no field (a `TypeError`, as Python's

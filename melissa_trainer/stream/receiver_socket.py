@@ -17,9 +17,10 @@ from typing import Any
 
 import zmq
 
-from melissa_trainer.stream.endpoints import advertised, write_rendezvous
+from melissa_trainer.stream.endpoints import write_rendezvous
 from melissa_trainer.stream.host_scope import loopback_name_notice
 from melissa_trainer.stream.liveness import socket_options
+from melissa_trainer.stream.receiver_address import advertised
 from melissa_trainer.wire.routing import SIMULATION_STEP, kept_of
 
 #: `kept_of` (`wire.routing`): the rendezvous member listing the simulations of a

@@ -91,7 +91,7 @@ class PredictServer:
         rank, world_size: this training rank; it serves simulations ``id % W == rank``.
         bind: the endpoint to bind (default loopback, a random port).
         advertise_host: host published instead of a wildcard bind address.
-        curve: the (secret, public) Z85 CURVE server keys (`endpoints.curve_keys`), or None.
+        curve: the (secret, public) Z85 CURVE server keys (`receiver_address.curve_keys`), or None.
         run_id: requests naming another run are refused (``wrong_run``).
         rendezvous_dir: where ``serve_{rank}.json`` is published (None: nowhere; give
             the clients `endpoint`).

@@ -6,7 +6,7 @@ own.
 Contract: `ServingSockets.open` returns them bound (the ROUTER's messages bounded by
 `max_bytes`, its replies to a peer that reads none dropped past 1,000, its last replies
 lingering up to `LINGER_MS` at `close`; CURVE when keys are given), with the endpoint the
-clients are told (`endpoints.advertised`), or raises OSError (its errno, a message
+clients are told (`receiver_address.advertised`), or raises OSError (its errno, a message
 naming the endpoint and the fix: `serving_bind.bind_error`) with nothing left open.
 `reply` sends a reply from any thread (the I/O thread's on the ROUTER, the others'
 through the PUSH, under a lock); `close` closes them all and ends the context;
@@ -23,7 +23,7 @@ from typing import Any
 
 import zmq
 
-from melissa_trainer.stream.endpoints import advertised
+from melissa_trainer.stream.receiver_address import advertised
 from melissa_trainer.stream.serving_bind import bind_error
 
 __all__ = ["LINGER_MS", "ServingSockets"]

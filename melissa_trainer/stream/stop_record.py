@@ -64,6 +64,7 @@ import numpy as np
 
 from melissa_trainer import wire as protocol
 from melissa_trainer.stream.nonfinite import NonFiniteDataError
+from melissa_trainer.stream.reason_line import as_c_reads
 
 __all__ = [
     "RECORD_KEY",
@@ -74,6 +75,7 @@ __all__ = [
     "StopRecord",
     "ExpectedEnd",
     "build_record",
+    "c_string",
     "parse_record",
     "reason_of",
 ]
@@ -253,26 +255,30 @@ def _span(ingest: Any, sid: int, ledger: Any) -> tuple[int, int]:
 
 def parse_record(value: Any) -> StopRecord:
     """A record read from a rendezvous file, every field checked (JSON only: nothing is
-    unpickled; lists bounded by `RECORD_LIMIT`).
+    unpickled; lists bounded by `RECORD_LIMIT`). Its run id and its reason's code and
+    message are read up to a NUL (`as_c_reads`), as the C client reads them: both
+    clients decide on the same characters (a code ``"end\\u0000x"`` was "end" in C,
+    a record Python refused).
 
     Raises:
         ValueError: not a valid record (the message says what is wrong).
     """
     if not isinstance(value, dict) or value.get("version") != RECORD_VERSION:
         raise ValueError("not a stop record of version 1")
-    run_id = value.get("run_id")
+    run_id = c_string(value.get("run_id"))
     if run_id is not None:
         protocol.check_run_id(run_id, "run_id")
     said = value.get("reason")
-    if not isinstance(said, dict) or said.get("code") not in REASON_CODES:
+    code = c_string(said.get("code")) if isinstance(said, dict) else None
+    if not isinstance(said, dict) or code not in REASON_CODES:
         raise ValueError(f"bad reason {said!r:.200}")
-    message = said.get("message")
+    message = c_string(said.get("message"))
     if not isinstance(message, str) or len(message) > _MAX_MESSAGE:
         raise ValueError("bad reason message")
     sid, step = said.get("simulation_id"), said.get("time_step")
-    if said["code"] == "nonfinite" and not (_count(sid) and _count(step)):
+    if code == "nonfinite" and not (_count(sid) and _count(step)):
         raise ValueError("a nonfinite reason names no simulation and time step")
-    reason = StopReason(said["code"], message, sid, step)
+    reason = StopReason(code, message, sid, step)
     finished = {}
     for row in _rows(value.get("finished"), 3, "finished"):
         if row[2] > row[1]:
@@ -298,6 +304,12 @@ def parse_record(value: Any) -> StopRecord:
                     raise ValueError(f"unfinished {row}: a bad first and last step")
                 span[row[0]] = (row[3], row[4])
     return StopRecord(run_id, reason, finished, byes, complete, expected_end, unfinished, span)
+
+
+def c_string(value: Any) -> Any:
+    """A string of a rendezvous file as the C client reads it, up to a NUL (`as_c_reads`);
+    anything else as it is (its checks say what is wrong)."""
+    return as_c_reads(value) if isinstance(value, str) else value
 
 
 def _parse_expected_end(value: Any) -> ExpectedEnd:

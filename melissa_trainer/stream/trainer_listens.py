@@ -73,7 +73,7 @@ def refused_files(
     the connection, with why (`refused_words`): among those whose trainer process cannot
     be checked here (`trainer_process.trainer_runs` None), of a ``tcp://`` endpoint this
     process may reach (one out of reach, `host_scope.out_of_reach`, is its caller's to
-    say at once; `loopback`: `endpoints.is_loopback`, given: that module imports this).
+    say at once; `loopback`: `receiver_address.is_loopback`, as `endpoints` gives it).
 
     `heard` (kept by the caller across its looks at one rendezvous): the `version` of
     each file whose endpoint did not refuse, added here; such a file is not dialled

@@ -11,7 +11,9 @@ finished simulations), one listing this simulation as finished (a simulation run
 or a record on another receiver than the one down decided nothing, and the close waited
 the disconnected timeout (then, with a replay window, the follow timeout) for a trainer
 that had said it was not coming back. And the record's reason reached the sentence cut
-at 1023 bytes, where the Python close says it whole (a record holds 4096 characters).
+at 1023 bytes, where the Python close says it whole (a record holds 4096 characters). A
+record whose code, message and run id hold a ``\u0000``: C read them up to it, the
+Python close refused the record and waited.
 
 The oracle: the Python client's close against the same dead trainer and the same
 records, word for word."""
@@ -68,6 +70,12 @@ CASES: dict[str, dict[str, Any]] = {
     },
     # a reason of 4096 characters (8 KiB in UTF-8): said whole
     "long_reason": build_record(ingest({}, {}), RUN, StopReason("error", "ü" * 4095 + "!")),
+    # a code, a message and a run id holding a \u0000: read up to it by both (C strings
+    # end there; the Python close refused the record, "bad reason", and waited)
+    "nul_strings": {
+        **build_record(ingest({}, {}), RUN, StopReason("error\x00x", "CUDA out of memory\x00, x")),
+        "run_id": f"{RUN}\x00x",
+    },
 }
 
 
@@ -95,6 +103,8 @@ def test_a_final_record_ends_the_close_as_the_python_clients(
     assert message == python
     if case == "long_reason":
         assert f"(error: {'ü' * 4095}!; its stop record in {rendezvous})" in message
+    if case == "nul_strings":
+        assert f"(error: CUDA out of memory; its stop record in {rendezvous})" in message
 
 
 def publish_two(rendezvous: Path, endpoints: list[str]) -> None:

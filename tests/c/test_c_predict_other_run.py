@@ -5,7 +5,8 @@ files fails at once, in the Python `Predictor`'s words (client/predict_lookup.py
 run, the one asked as and the fix; the next request, in the backoff, at once too.
 
 Before the fix each request waited its whole timeout (`LONG`, past the test's own:
-the test failed), then said only "belongs to another run (['run-a'])".
+the test failed), then said only "belongs to another run (['run-a'])". Serve files of
+two other runs: each run named, sorted, as Python's list (C named the last file read).
 
 No trainer: a serve file written by hand (`write_serving`); nothing listens there.
 """
@@ -62,3 +63,17 @@ def test_only_another_runs_serve_files_fail_at_once_in_pythons_words(
     # (the second, in the backoff: at once, the same why)
     assert second == MT_ETIMEDOUT, second_words
     assert "not run 'run-b' that this predictor asks as" in second_words, second_words
+
+
+@pytest.mark.timeout(60)
+def test_serve_files_of_two_other_runs_are_both_named_as_python_names_them(
+    c_predict: CPredict, tmp_path: Path
+) -> None:
+    specs = field_specs({"u": ((4,), "float32")})
+    write_serving(tmp_path, 0, 2, "tcp://127.0.0.1:1", specs, "run-c", None)
+    write_serving(tmp_path, 1, 2, "tcp://127.0.0.1:2", specs, "run-a", None)
+    env = {"MELISSA_TRAINER_RUN_ID": "run-b", "MELISSA_TRAINER_RENDEZVOUS": str(tmp_path)}
+    (first, first_words), _ = c_predict.statuses(env, LONG, LONG)
+    assert first == MT_ETIMEDOUT, first_words
+    assert "belongs to another run (['run-a', 'run-c']), not run 'run-b'" in first_words
+    assert first_words == python_words(tmp_path, 7), first_words

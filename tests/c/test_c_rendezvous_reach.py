@@ -31,8 +31,8 @@ from helpers import drain, running
 
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.stream import host_scope
-from melissa_trainer.stream.endpoints import is_loopback
 from melissa_trainer.stream.host_scope import HOST_KEY, SCOPE_KEY, out_of_reach
+from melissa_trainer.stream.receiver_address import is_loopback
 from melissa_trainer.stream.trainer_process import published_process
 
 pytestmark = [

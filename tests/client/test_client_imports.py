@@ -141,7 +141,7 @@ def test_close_after_an_error_still_logs_with_logging_imported_late(
 
 def test_advertised_names_this_host_for_a_wildcard_address() -> None:
     """`advertised` imports `socket` when it needs the host name (see NOT_AT_START)."""
-    from melissa_trainer.stream.endpoints import advertised
+    from melissa_trainer.stream.receiver_address import advertised
 
     host = socket.gethostname()
     assert advertised("tcp://0.0.0.0:5555", None) == f"tcp://{host}:5555"

@@ -8,7 +8,9 @@ the two clients' words):
 * a string holding ``\\u0000`` is read up to it (`as_c_reads`): a C string ends there,
   Python quoted the rest;
 * a serve file's name is ``serve_`` and 1 to 9 ASCII digits: ``\\d+`` took any Unicode
-  digits, and any count, which the C client skipped.
+  digits, and any count, which the C client skipped;
+* a close reads a record's code, message and run id, and the file's endpoint, up to a
+  NUL too (`stop_record.c_string`): it refused a record whose code C read as "end".
 
 The oracles are literal strings."""
 
@@ -20,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from melissa_trainer.client.predict_lookup import stop_reason
+from melissa_trainer.client.stopped import StopRecords
 from melissa_trainer.stream.endpoints import fetch_rendezvous, mark_stopped, write_rendezvous
 from melissa_trainer.stream.serving_rendezvous import NO_SERVER, read_serving, write_serving
 from melissa_trainer.wire import field_specs
@@ -69,3 +72,29 @@ def test_a_serve_file_name_is_1_to_9_ascii_digits(tmp_path: Path, name: str) -> 
     (tmp_path / "serve_0.json").rename(tmp_path / name)
     entry, why = read_serving(tmp_path, 0, None)
     assert entry is None and why == NO_SERVER, (entry, why)
+
+
+@pytest.mark.timeout(30)
+def test_a_close_reads_a_records_strings_and_its_endpoint_up_to_a_nul(tmp_path: Path) -> None:
+    """The code, message and run id of a stop record, and the stopped file's endpoint,
+    as C reads them (clients/c/src/stop_record.c: C strings end at the NUL): the close
+    and a blocked send decide on the record C decides on (Python refused it: "bad
+    reason"; tests/c/test_c_close_for_good.py compares the two clients' words)."""
+    record = build_record_of("end\x00x", "max_steps 7 reached\x00, tail", "run-a\x00x")
+    entry = {"stopped": True, "endpoint": "tcp://127.0.0.1:9\x00junk", "stop_record": record}
+    (tmp_path / "rank_0.json").write_text(json.dumps(entry))
+    records = StopRecords(str(tmp_path), ["tcp://127.0.0.1:9"], "run-a", 3, 0, "a client")
+    got = records.record(0)
+    assert got is not None
+    assert (got.run_id, got.reason.code, got.reason.message) == (
+        "run-a",
+        "end",
+        "max_steps 7 reached",
+    )
+
+
+def build_record_of(code: str, message: str, run_id: str) -> dict[str, object]:
+    """A complete stop record of `run_id` stopped for (code, message), listing nothing."""
+    reason = {"code": code, "message": message}
+    return {"version": 1, "run_id": run_id, "reason": reason, "finished": [], "byes": [],
+            "complete": True}  # fmt: skip

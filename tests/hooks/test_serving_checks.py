@@ -57,7 +57,7 @@ def test_the_bind_error_gives_the_fix() -> None:
     ["tcp://127.0.0.1:*", "tcp://*:*", "tcp://0.0.0.0:6000", "tcp://[::1]:0", "ipc:///tmp/s"],
 )
 def test_good_binds_are_taken(bind: str) -> None:
-    from melissa_trainer.stream.endpoints import bind_fault
+    from melissa_trainer.stream.receiver_address import bind_fault
 
     assert bind_fault(bind) is None
     ServingHook(_INPUTS, bind=bind, process_outputs=lambda y: {"y": y}, max_queue=1)

@@ -1,4 +1,4 @@
-"""`ReceiverConfig.bind` is checked where it is given (`endpoints.bind_fault`): a
+"""`ReceiverConfig.bind` is checked where it is given (`receiver_address.bind_fault`): a
 malformed endpoint raised ZeroMQ's bare "Invalid argument" only when the receiver bound."""
 
 from __future__ import annotations

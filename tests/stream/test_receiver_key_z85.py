@@ -1,6 +1,6 @@
 """A receiver's (and a serving socket's) CURVE keys are checked as Z85, as the clients'
 keys are now (`client.server_key.z85_fault`, ae487991/d9eb93cd), not for their length
-only (`stream.endpoints.curve_keys`, which `ReceiverConfig` calls).
+only (`stream.receiver_address.curve_keys`, which `ReceiverConfig` calls).
 
 Before, a 40-character `curve_secret_key` outside Z85 (or whose 5-character groups
 overflow a 32-bit word) raised libzmq's bare ``ZMQError: Invalid argument``, naming

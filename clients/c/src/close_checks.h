@@ -148,7 +148,7 @@ mt_status mt_stop_record_fail(mt_client *c, mt_stop_outcome o, const mt_stop_sai
  * StopRecords.taken_warning, word for word): nothing lost, what a resume would need. */
 void mt_stop_taken_warning(const mt_client *c, const mt_stop_said *s, size_t rank,
                            const char *endpoint, const char *whose);
-/* stop_record.c: whether every receiver, connected once, has a record saying the run ended
+/* stop_said.c: whether every receiver, connected once, has a record saying the run ended
  * having taken all this rank sent it (`taken`): a BYE undelivered lost nothing
  * (StopRecords.all_taken). */
 bool mt_stop_all_taken(mt_client *c);

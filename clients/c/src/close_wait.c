@@ -242,7 +242,7 @@ static mt_status between(mt_client *c, waiting *w) {
                                                     c->run_id, c->simulation_id, &sent,
                                                     &w->looks[r], s);
         mt_status st = MT_OK;
-        if (o == MT_STOP_ENDED && w->bye && mt_stop_all_taken(c)) { /* (stop_record.c) */
+        if (o == MT_STOP_ENDED && w->bye && mt_stop_all_taken(c)) { /* (stop_said.c) */
             free(s);
             free(gone.data);
             c->taken_all = true; /* (the receipts confirm it, warned: mt_close_deliver) */

@@ -272,6 +272,7 @@ struct mt_client {
      * change ends a backoff; rank_0.json's text at the first lookup (NULL: none; serve.c) */
     char *looked_dir, *first_stop;
     long long looked_stamp[2];
+    struct mt_stop_glance *stop_glance; /* rank_0.json as a lookup last read it (stop_look.c) */
 };
 
 /* An array's name, dtype and shape (C order), as a serve file declares an input. */

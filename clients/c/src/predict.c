@@ -18,6 +18,7 @@
 #include "internal.h"
 #include "predict_names.h"
 #include "serve.h"
+#include "stop_look.h"
 
 /* why a request sent on a connection still up got no answer in time (its MT_ETIMEDOUT;
  * client/predict_errors.py UNANSWERED, word for word) */
@@ -50,6 +51,8 @@ void mt_predict_free(mt_client *c) {
     c->looked_dir = NULL;
     free(c->first_stop);
     c->first_stop = NULL;
+    mt_stop_glance_free(c->stop_glance);
+    c->stop_glance = NULL;
 }
 
 /* Whether the comma-separated lists a and b name the same endpoints in the same order

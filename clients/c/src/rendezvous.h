@@ -91,7 +91,7 @@ mt_status mt_fetch_endpoints(mt_client *c, const char *dir, double timeout);
  * "loopback_scope" (boot id and network namespace) is not this process's. An entry
  * without one (an older trainer), or no scope readable here, is not checked. */
 mt_status mt_rendezvous_reach(mt_client *c, const char *dir, const mt_rendezvous *rv);
-/* stop_record.c: the whole file at `path`, NUL-terminated (to free), or NULL (it cannot be
+/* read_file.c: the whole file at `path`, NUL-terminated (to free), or NULL (it cannot be
  * read, memory ran out, or it is over 4 MiB: a rendezvous file with its stop record is
  * at most about 500 KiB). */
 char *mt_read_file(const char *path);

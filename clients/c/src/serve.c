@@ -16,6 +16,7 @@
 #include "host_scope.h"
 #include "missing_dir.h"
 #include "serve.h"
+#include "stop_look.h"
 
 #define ENV_SERVE "MELISSA_TRAINER_SERVE_ENDPOINTS"
 #define ENV_RENDEZVOUS "MELISSA_TRAINER_RENDEZVOUS"
@@ -157,23 +158,32 @@ mt_status mt_serve_resolve(mt_client *c, double deadline, double timeout, mt_ser
         }
         mt_missing_dir_check(c, dir, from, why); /* (a typo? said once, 3 s in) */
         /* (the trainer that stopped there, this run's: its story, and whether no resume
-         * follows on its own; one file read, as the serve files' look) */
-        mt_buf story = {0};
-        char *text = mt_stop_text(dir);
-        int stopped = mt_stopped_story(text, c->run_id, why, c->served_there, &story);
+         * follows on its own; the file read again only when it changed: stop_look.c) */
+        const mt_stop_glance *seen =
+            mt_stop_glance_at(&c->stop_glance, dir, c->run_id, why, c->served_there);
+        if (seen == NULL) {
+            st = mt_fail(c, MT_ENOMEM, "out of memory");
+            break;
+        }
+        const mt_buf story = seen->story; /* (the glance's: not freed here) */
+        const char *text = seen->text;
+        int stopped = seen->stopped;
         /* No run id known: a record already there at the first look may be an earlier
          * run's, a new trainer starting there (a rerun, a resume: a new run id), which
          * rewrites the file: waited for, as a first trainer is. One that came or changed
          * since ended while this client asked (predict_endpoint.py, the same rule). */
         bool ended = stopped == 2;
-        if (!c->first_looked) { /* (this client's first look: its text kept, moved) */
+        if (!c->first_looked) { /* (this client's first look: its text kept, a copy) */
             c->first_looked = true;
-            c->first_stop = text, text = NULL;
+            c->first_stop = text != NULL ? strdup(text) : NULL;
+            if (text != NULL && c->first_stop == NULL) {
+                st = mt_fail(c, MT_ENOMEM, "out of memory");
+                break;
+            }
             ended = ended && c->run_id != NULL;
         } else if (ended && c->run_id == NULL) { /* (ended: text is not NULL) */
             ended = c->first_stop == NULL || strcmp(text, c->first_stop) != 0;
         }
-        free(text);
         if (!c->served_there && !ended) /* (no ServingHook? once; ended: none waits) */
             mt_unserved_check(c, dir, why, story.len && !story.oom ? story.data : NULL);
         mt_buf note = {0}; /* (a typo? the directory meant, what creates it) */
@@ -186,7 +196,6 @@ mt_status mt_serve_resolve(mt_client *c, double deadline, double timeout, mt_ser
             st = story.oom || note.oom ? mt_fail(c, MT_ENOMEM, "out of memory")
                : mt_gone(c, "no serving endpoint in '%s': %s%s", dir, story.len ? story.data : "",
                          note.len ? note.data : "");
-            free(story.data);
             free(note.data);
             break;
         }
@@ -198,11 +207,9 @@ mt_status mt_serve_resolve(mt_client *c, double deadline, double timeout, mt_ser
             if (stopped == 0) mt_unserved_note(dir, why, &note); /* (a trainer not serving) */
             st = mt_fail(c, MT_ETIMEDOUT, "no serving endpoint in '%s' within %s s: %s%s", dir, t,
                          stopped && story.data ? story.data : why, note.len ? note.data : "");
-            free(story.data);
             free(note.data);
             break;
         }
-        free(story.data);
         double nap = pause < left ? pause : left;
         struct timespec ts = {(time_t)nap, (long)((nap - (double)(time_t)nap) * 1e9)};
         nanosleep(&ts, NULL);

@@ -139,6 +139,49 @@ static bool parse_serve(const char *text, long long rank, mt_serve_entry *e, lon
     return ok;
 }
 
+/* The distinct run ids of the serve files of other runs than the client's (each malloc'd). */
+typedef struct other_runs {
+    char **ids;
+    size_t n;
+} other_runs;
+
+/* `run` (malloc'd, taken) added to `o` unless there; false when memory ran out. */
+static bool add_run(other_runs *o, char *run) {
+    for (size_t k = 0; k < o->n; ++k)
+        if (strcmp(o->ids[k], run) == 0) {
+            free(run);
+            return true;
+        }
+    char **ids = realloc(o->ids, (o->n + 1) * sizeof *ids);
+    if (ids == NULL) {
+        free(run);
+        return false;
+    }
+    o->ids = ids, o->ids[o->n++] = run;
+    return true;
+}
+
+static int by_bytes(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* OTHER_RUN and the runs of `o`, sorted, as Python prints the list of them
+ * (serving_rendezvous.py read_serving: "(['run-a', 'run-c'])"; run ids hold no quote). */
+static void say_runs(other_runs *o, char *why, size_t size) {
+    qsort(o->ids, o->n, sizeof *o->ids, by_bytes);
+    mt_buf b = {0};
+    mt_buf_puts(&b, OTHER_RUN " ([");
+    for (size_t k = 0; k < o->n; ++k) mt_buf_printf(&b, "%s'%s'", k ? ", " : "", o->ids[k]);
+    mt_buf_puts(&b, "])");
+    snprintf(why, size, "%s", b.oom ? OTHER_RUN : b.data);
+    free(b.data);
+}
+
+static void free_runs(other_runs *o) {
+    for (size_t k = 0; k < o->n; ++k) free(o->ids[k]);
+    free(o->ids);
+}
+
 /* One look at `dir`: 1 with *out the entry of rank sim % W, 0 with why not in `why`,
  * -1 out of memory. Files of another run than `run_id` (when both name one) are ignored. */
 int mt_read_serving(const char *dir, uint64_t sim, const char *run_id, mt_serve_entry *out,
@@ -149,8 +192,8 @@ int mt_read_serving(const char *dir, uint64_t sim, const char *run_id, mt_serve_
         return 0;
     }
     long long world = -1, other_world = -1;
-    bool other_run = false, found = false;
-    char other_run_id[72] = "";
+    bool found = false;
+    other_runs others = {NULL, 0};
     mt_serve_entry best = {0};
     long long best_rank = -1;
     struct dirent *ent;
@@ -172,6 +215,7 @@ int mt_read_serving(const char *dir, uint64_t sim, const char *run_id, mt_serve_
         if (text == NULL) {
             mt_serve_entry_free(&best);
             closedir(d);
+            free_runs(&others);
             return -1;
         }
         text[got] = '\0';
@@ -182,11 +226,12 @@ int mt_read_serving(const char *dir, uint64_t sim, const char *run_id, mt_serve_
         free(text);
         if (!ok) continue;
         if (run_id != NULL && run != NULL && strcmp(run, run_id) != 0) {
-            other_run = true;
-            snprintf(other_run_id, sizeof other_run_id, "%s", run);
-            free(run);
             mt_serve_entry_free(&e);
-            continue;
+            if (add_run(&others, run)) continue;
+            mt_serve_entry_free(&best);
+            closedir(d);
+            free_runs(&others);
+            return -1;
         }
         free(run);
         if (world < 0) world = w;
@@ -201,6 +246,10 @@ int mt_read_serving(const char *dir, uint64_t sim, const char *run_id, mt_serve_
         }
     }
     closedir(d);
+    bool only_others = others.n > 0 && world < 0; /* (none of this run's: said, below) */
+    if (only_others) say_runs(&others, why, size);
+    free_runs(&others);
+    if (only_others) return 0;
     if (other_world >= 0) {
         mt_serve_entry_free(&best);
         snprintf(why, size, "serve files disagree on world_size: [%lld, %lld]",
@@ -219,9 +268,6 @@ int mt_read_serving(const char *dir, uint64_t sim, const char *run_id, mt_serve_
                  (unsigned long long)(sim % (uint64_t)world), world);
         return 0;
     }
-    if (other_run)
-        snprintf(why, size, OTHER_RUN " (['%s'])", other_run_id);
-    else
-        snprintf(why, size, MT_NO_SERVER);
+    snprintf(why, size, MT_NO_SERVER);
     return 0;
 }

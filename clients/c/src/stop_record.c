@@ -9,8 +9,8 @@
  * mt_stop_record_for_good while a receiver is disconnected): a record is read only when
  * the file is marked stopped by the endpoint the client streamed to and names the
  * client's run; one that does not parse is ignored (a warning on stderr, once per
- * receiver and wait). Plain JSON (json.c), every field checked, the file read up to
- * MAX_FILE bytes. */
+ * receiver and wait). Plain JSON (json.c), every field checked, the file read whole
+ * (read_file.c: up to 4 MiB). */
 #define _POSIX_C_SOURCE 200809L
 #include <ctype.h>
 #include <errno.h>
@@ -21,7 +21,6 @@
 
 #include "internal.h"
 
-#define MAX_FILE (4u << 20) /* bytes: a record is at most about 800 KiB (stop_record.py) */
 #define MAX_ROWS 4096u      /* stop_record.py RECORD_LIMIT */
 
 /* A decimal u64 (digits only, no sign, no fraction), as the record's integers are. */
@@ -41,23 +40,6 @@ static bool number_u64(const mt_json_member *m, uint64_t *out) {
     if (m == NULL || m->kind != MT_JSON_NUMBER || !m->exact) return false;
     *out = m->u64;
     return true;
-}
-
-char *mt_read_file(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (f == NULL) return NULL;
-    mt_buf b = {0};
-    char chunk[65536];
-    size_t got;
-    while ((got = fread(chunk, 1, sizeof chunk, f)) > 0 && b.len < MAX_FILE)
-        mt_buf_put(&b, chunk, got);
-    fclose(f);
-    mt_buf_put(&b, "", 1);
-    if (b.oom || b.len > MAX_FILE) {
-        free(b.data);
-        return NULL;
-    }
-    return b.data;
 }
 
 /* The rows of `text` (an array of arrays of `width` u64, or of `alt` when not 0), each
@@ -307,7 +289,8 @@ void mt_stop_record_words(const char *record, char *out, size_t size) {
                                 strcmp(code->string, "nonfinite") == 0);
         bool said = failed && message != NULL && message->kind == MT_JSON_STRING;
         size_t line = said ? mt_reason_line(message->string) : 0; /* (one line, as Python's) */
-        size_t c32 = coded ? mt_utf8_prefix(code->string, strlen(code->string), 32) : 0; /* 32 chars */
+        /* (the code's first 32 characters, as Python's said_code) */
+        size_t c32 = coded ? mt_utf8_prefix(code->string, strlen(code->string), 32) : 0;
         snprintf(out, size, "stopped%s%.*s%s%.*s%s (a trainer resumed from its checkpoint "
                             "publishes again)",
                  coded ? " (" : "", (int)c32, coded ? code->string : "", said ? ": " : "",
@@ -379,22 +362,4 @@ mt_stop_outcome mt_stop_record_for_good(const char *dir, size_t rank, const char
     mt_stop_sent none = {0, 0, 0, false}; /* (sent: held_known's span, as the receipt's) */
     return look_at(dir, rank, endpoint, run_id, simulation_id, 0, sent ? sent : &none, true,
                    look, out);
-}
-
-bool mt_stop_all_taken(mt_client *c) {
-    if (c->rendezvous_used == NULL || !c->receipts || !mt_admission_wanted(c)) return false;
-    bool all = c->n_endpoints > 0 && c->handshakes != NULL; /* (receipts asked: lifecycle.c) */
-    for (size_t r = 0; all && r < c->n_endpoints; ++r) {
-        if (!c->handshakes[r].ever) return false; /* (one never connected: mt_handshake_never) */
-        mt_stop_look look = {0}; /* (read afresh) */
-        mt_stop_said *s = calloc(1, sizeof *s); /* (16 KiB: its reason's message whole) */
-        if (s == NULL) return false;           /* (the close's error, as without) */
-        mt_stop_sent sent = mt_stop_sent_of(c, r, c->n_endpoints, c->steps_per_receiver[r]);
-        mt_stop_outcome o = mt_stop_record_decide(c->rendezvous_used, r, c->endpoints[r],
-                                                  c->run_id, c->simulation_id, c->rank, &sent,
-                                                  &look, s);
-        all = o == MT_STOP_CONFIRMED && s->taken; /* (not "finished": an earlier run's) */
-        free(s);
-    }
-    return all;
 }

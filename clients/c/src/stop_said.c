@@ -266,6 +266,24 @@ bool mt_stop_preempted_words(mt_client *c, char *out, size_t size) {
     return false;
 }
 
+bool mt_stop_all_taken(mt_client *c) {
+    if (c->rendezvous_used == NULL || !c->receipts || !mt_admission_wanted(c)) return false;
+    bool all = c->n_endpoints > 0 && c->handshakes != NULL; /* (receipts asked: close.c) */
+    for (size_t r = 0; all && r < c->n_endpoints; ++r) {
+        if (!c->handshakes[r].ever) return false; /* (one never connected: mt_handshake_never) */
+        mt_stop_look look = {0}; /* (read afresh) */
+        mt_stop_said *s = calloc(1, sizeof *s); /* (16 KiB: its reason's message whole) */
+        if (s == NULL) return false;           /* (the close's error, as without) */
+        mt_stop_sent sent = mt_stop_sent_of(c, r, c->n_endpoints, c->steps_per_receiver[r]);
+        mt_stop_outcome o = mt_stop_record_decide(c->rendezvous_used, r, c->endpoints[r],
+                                                  c->run_id, c->simulation_id, c->rank, &sent,
+                                                  &look, s);
+        all = o == MT_STOP_CONFIRMED && s->taken; /* (not "finished": an earlier run's) */
+        free(s);
+    }
+    return all;
+}
+
 mt_stop_sent mt_stop_sent_of(const mt_client *c, size_t rank, size_t world, uint64_t count) {
     mt_stop_sent sent = {count, 0, 0, false};
     sent.spanned = mt_stepset_span(&c->steps, c->simulation_id, rank, world, c->routing,

@@ -1,9 +1,9 @@
 """Review hrev8 (2026-12-07): a rank file whose ``endpoint`` or ``follow_endpoint`` is a
 JSON integer of 4301 digits. The C client refuses it ("rank_0.json invalid (TEXT)": an
-endpoint is a JSON string, clients/c/src/rendezvous.c); the Python client takes it, its
+endpoint is a JSON string, clients/c/src/rendezvous.c); the Python client took it, its
 `rank_bounds.HugeInt` being a ``str`` (tests/stream/test_rendezvous_huge_int_as_string.py).
-The first test pins the C words (the oracle, written out); the second, xfail(strict),
-demonstrates that the two clients differ."""
+The first test pins the C words (the oracle, written out); the second, that Python says
+the same, failed before hfix8 made HugeInt neither a str nor an int."""
 
 from __future__ import annotations
 
@@ -45,7 +45,6 @@ def test_c_refuses_an_integer_for_an_endpoint(
     assert f"0.2 s: rank_0.json invalid ({FILES[key]}) (is the" in said, said[:300]
 
 
-@pytest.mark.xfail(strict=True, reason="Python takes the file: HugeInt is a str (hrev8)")
 @pytest.mark.parametrize("key", list(FILES))
 def test_python_refuses_it_in_the_words_of_c(
     script_exe: Path,  # noqa: F811

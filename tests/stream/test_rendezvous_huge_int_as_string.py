@@ -7,7 +7,7 @@ as "invalid" quoted as its text (clients/c/src/rendezvous.c: an endpoint must be
 string), and before ff206ec0 Python refused it too ("unreadable": json.loads raised).
 
 The oracle: the C client's words for that file (rendezvous.c:265, "NAME invalid
-(TEXT)"), written out. xfail(strict): it demonstrates the bug; it passes once fixed."""
+(TEXT)"), written out. Failed before hfix8 made HugeInt neither a str nor an int."""
 
 from __future__ import annotations
 
@@ -30,7 +30,6 @@ FILES = {
 }
 
 
-@pytest.mark.xfail(strict=True, reason="HugeInt is a str: the file is taken (hrev8)")
 @pytest.mark.parametrize("key", list(FILES))
 def test_an_integer_of_4301_digits_is_not_a_string(tmp_path: Path, key: str) -> None:
     rv = tmp_path / "rendezvous"

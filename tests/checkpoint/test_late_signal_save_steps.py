@@ -5,10 +5,9 @@ save step: that checkpoint IS written as the run ends (checkpoint-4 here), and a
 finds nothing left to train. The words tell a user that the end's work is lost when it
 is not.
 
-The oracle: the checkpoint folder (checkpoint-4 listed). xfail(strict): the line says
-otherwise; it passes once the words are decided from the run's saves (e.g.
-``state.last_save_step == state.global_step`` as the late signal is said) or name
-``save_steps`` too."""
+The oracle: the checkpoint folder (checkpoint-4 listed). Failed before hfix8 decided the
+words from the run's saves as the late signal is said (`term_words.end_checkpoint_words`:
+``state.last_save_step == state.global_step``, or a save asked for)."""
 
 from __future__ import annotations
 
@@ -27,7 +26,6 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "last_window_signal_save_steps.py"
 
 
-@pytest.mark.xfail(strict=True, reason="the line denies the end's save_steps checkpoint")
 def test_a_late_signal_does_not_deny_a_save_steps_checkpoint_of_the_end(tmp_path: Path) -> None:
     out, log = tmp_path / "out", tmp_path / "log"
     with open(log, "w") as sink:

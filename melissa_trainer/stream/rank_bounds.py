@@ -61,8 +61,19 @@ def _whole(digits: str) -> int | HugeInt:
 
 def load_entry(text: str) -> Any:
     """A rendezvous file's JSON `text` read as json.loads reads it, but an integer of any
-    number of digits read (a `HugeInt` past int()'s limit): its bounds said by name."""
-    return json.loads(text, parse_int=_whole)
+    number of digits read (a `HugeInt` past int()'s limit): its bounds said by name.
+    Raises json.JSONDecodeError (a ValueError) on a text that is not JSON, as json.loads.
+
+    Read by plain json.loads first (its C int conversion: a Python callback per integer
+    made a large stop record's file much slower to read); only a text json.loads refuses
+    for an integer past the limit is read again with `_whole` per integer: the same
+    values either way, an int being int() of its digits."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        raise  # (not JSON: the slow path would raise the same)
+    except ValueError:  # (an integer past int()'s digit limit, the only other ValueError)
+        return json.loads(text, parse_int=_whole)
 
 
 def is_whole(value: Any, expected: int) -> bool:

@@ -59,8 +59,9 @@ def parser(doc: str | None) -> argparse.ArgumentParser:
         "continue a run stopped by SIGTERM or Ctrl-C (its checkpoint) in the same "
         "--output_dir: 'latest', or a checkpoint's path"))  # fmt: skip
     made.add_argument("--overwrite_output_dir", action="store_true", help=(
-        "start afresh in an --output_dir that holds a stopped run's checkpoints (moved "
-        "aside to checkpoints-previous-TIME, nothing deleted; its records replaced)"))  # fmt: skip
+        "start afresh in an --output_dir that holds an earlier run's checkpoints (a "
+        "stopped run's, a finished one's end: moved aside to checkpoints-previous-TIME, "
+        "nothing deleted; its records replaced)"))  # fmt: skip
     made.add_argument("--json", action="store_true", help="last line: a JSON summary")
     return made
 

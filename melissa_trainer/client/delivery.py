@@ -89,7 +89,7 @@ def cap_bound(setter: str, timeout: float | None) -> str:
 def capped_words(setting: str, timeout: float | None, setter: str, simulation_id: int) -> str:
     """What a close says when its delivery progressed but outlasted `CLOSE_CAP_FACTOR`
     times `timeout` in all, to follow "not delivered within N x SETTING=T s in all to
-    [...]": `setter` as `no_progress_words`'s. The C client says the same (lifecycle.c)."""
+    [...]": `setter` as `no_progress_words`'s. The C client says the same (close_cap.c)."""
     return (
         f"the receivers took some of them, too slowly to take all (a close waits "
         f"{setting} without progress, and {CLOSE_CAP_FACTOR} times it in all: a receiver "
@@ -104,7 +104,7 @@ def no_progress_words(setting: str, timeout: float | None, setter: str, simulati
     every receiver was connected (the receipt phase's words, adapted: `receipts.Rounds.
     unconfirmed`): `setting` as the message names it ("close_timeout"), `setter` what
     changes it ("ClientTuning.close_timeout"; C: "mt_set_close_timeout"). The C client
-    says the same (clients/c/src/lifecycle.c)."""
+    says the same (clients/c/src/close.c)."""
     return (
         f"the receivers took none of them for {setting}={timeout} s (no progress: ZeroMQ "
         f"handed nothing on, the receivers connected but not reading). A trainer alive but "

@@ -8,7 +8,7 @@ some of these messages are marks: sent without a copy, the frame a fresh object 
 (`held.Released`) until ZeroMQ lets go of it, as every batch is
 (`outbox.Outbox.in_flight`). Each release is a sign to the close.
 
-The rule (`Marks.send`; the C client's the same, clients/c/src/send.c ``mt_mark_due``,
+The rule (`Marks.send`; the C client's the same, clients/c/src/send_held.c ``mt_mark_due``,
 ``MT_MARK_EVERY``, ``MT_MARK_BYTES``, ``MT_MARK_MOST``): a message is a mark when, from
 the last mark (included) to it (excluded), at least `MARK_EVERY` messages and
 `MARK_BYTES` bytes went, or `MARK_MOST` messages did; a client's first message is a

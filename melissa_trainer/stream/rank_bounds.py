@@ -19,15 +19,37 @@ MAX_WORLD = 10**MAX_RANK_DIGITS
 MISSING_SHOWN = 10
 
 
-class HugeInt(str):
+class HugeInt:
     """A JSON integer of more digits than Python's int() converts
-    (sys.get_int_max_str_digits: 4300 by default), kept as its text: read by `load_entry`,
-    over any bound here and quoted as its digits, as the C client reads and quotes it.
-    json.loads raised ValueError on it: the file was "unreadable" in Python, "over
-    1000000000" in C."""
+    (sys.get_int_max_str_digits: 4300 by default), kept as its text (`digits`, a sign
+    included): read by `load_entry`, over any bound here and quoted as its digits, as
+    the C client reads and quotes it. json.loads raised ValueError on it: the file was
+    "unreadable" in Python, "over 1000000000" in C.
+
+    Neither a ``str`` nor an ``int``: every ``isinstance(value, str)`` or ``type(value)
+    is int`` check of a reader refuses it, as C refuses an integer where it wants a
+    string (an ``endpoint`` of 4301 digits is "invalid" in both)."""
+
+    __slots__ = ("digits",)
+
+    def __init__(self, digits: str) -> None:
+        self.digits = digits
 
     def __repr__(self) -> str:
-        return str.__str__(self)
+        return self.digits  # (quoted as the file holds it: C's json_repr.c)
+
+    __str__ = __repr__
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, HugeInt) and other.digits == self.digits
+
+    def __hash__(self) -> int:
+        return hash(self.digits)
+
+    @property
+    def negative(self) -> bool:
+        """Whether it is under zero."""
+        return self.digits.startswith("-")
 
 
 def _whole(digits: str) -> int | HugeInt:
@@ -39,8 +61,19 @@ def _whole(digits: str) -> int | HugeInt:
 
 def load_entry(text: str) -> Any:
     """A rendezvous file's JSON `text` read as json.loads reads it, but an integer of any
-    number of digits read (a `HugeInt` past int()'s limit): its bounds said by name."""
-    return json.loads(text, parse_int=_whole)
+    number of digits read (a `HugeInt` past int()'s limit): its bounds said by name.
+    Raises json.JSONDecodeError (a ValueError) on a text that is not JSON, as json.loads.
+
+    Read by plain json.loads first (its C int conversion: a Python callback per integer
+    made a large stop record's file much slower to read); only a text json.loads refuses
+    for an integer past the limit is read again with `_whole` per integer: the same
+    values either way, an int being int() of its digits."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        raise  # (not JSON: the slow path would raise the same)
+    except ValueError:  # (an integer past int()'s digit limit, the only other ValueError)
+        return json.loads(text, parse_int=_whole)
 
 
 def is_whole(value: Any, expected: int) -> bool:
@@ -63,7 +96,7 @@ def bounds_fault(rank: Any, world: Any, file_rank: int) -> str | None:
     of bounds, or None: `world` a whole number 1 to `MAX_WORLD` (not a bool: JSON's
     true), `rank` the rank of the name, under `world`. Values quoted as Python's repr (a
     string quoted, an integer's digits), as the C client's json_repr.c quotes them."""
-    huge = isinstance(world, HugeInt) and not world.startswith("-")
+    huge = isinstance(world, HugeInt) and not world.negative
     if (type(world) is int and world > MAX_WORLD) or huge:
         return f"its world_size {world} is over {MAX_WORLD}: no trainer has so many ranks"
     if type(world) is not int or world < 1:

@@ -146,8 +146,9 @@ class PreemptionHandler:
         self._node = launcher_node()  # (a signal's cause names its node: stop_cause)
         #: the trainer's checkpoint folder: a first signal names the latest to resume from
         self.checkpoints: Path | None = None
-        #: what a late signal's line says of the end's checkpoint (`no_end_checkpoint`)
-        self.end_words = ""
+        #: what a late signal's line says of the end's checkpoint, asked as it is said
+        #: (`term_words.end_checkpoint_words`: a save of the last step may come first)
+        self.end_words: Callable[[], str] = str  # (str(): "", nothing said)
         self._signum = 0
         self._cause: StopCause | None = None
         #: the first signal as the main thread's Python-level handler noted it (0: none),
@@ -317,7 +318,7 @@ class PreemptionHandler:
                 return
             self._late = cause.signum
         status = exit_code(cause.signum)
-        logger.warning(late_words(str(cause), status, self.end_words, after_sync=True))
+        logger.warning(late_words(str(cause), status, self.end_words(), after_sync=True))
 
     def _on_signal(self, signum: int) -> None:
         name = signal.Signals(signum).name
@@ -338,7 +339,7 @@ class PreemptionHandler:
                 return
         elif self._first_request(StopCause(signum, node=self._node), late=True):
             if self._late:  # (the loop had ended: `finish`)
-                words = late_words(name, exit_code(signum), self.end_words, after_sync=False)
+                words = late_words(name, exit_code(signum), self.end_words(), after_sync=False)
                 logger.warning(words)
             else:
                 logger.warning(stop_requested_words(name, self.repeat_window, self.checkpoints))

@@ -1,4 +1,4 @@
-"""The C client's long and infinite timeouts (clients/c/src/send.c `mt_ms`).
+"""The C client's long and infinite timeouts (clients/c/src/send_held.c `mt_ms`).
 
 ZeroMQ takes milliseconds in an int (SNDTIMEO, LINGER): a bound past INT_MAX ms (24.8
 days) cast to int was undefined (INT_MIN on x86, which zmq_setsockopt refuses: a

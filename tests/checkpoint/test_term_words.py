@@ -53,14 +53,47 @@ def test_a_sigterm_before_any_checkpoint_says_the_run_starts_again(
 
 
 def test_a_late_signal_says_no_end_checkpoint_only_where_none_comes() -> None:
-    """`no_end_checkpoint`: nothing with save_at_end (the end's checkpoint comes); without
-    it, none at the end, or none unless the timed save is due (the end saves when either
-    asks: `hooks.flow`)."""
+    """`no_end_checkpoint`: nothing with save_at_end (the end's checkpoint comes) or once
+    the last step's checkpoint is written or asked for (`end_saved`); else none at the
+    end, or none unless the timed save is due (the end saves when either asks:
+    `hooks.flow`)."""
     from melissa_trainer.trainer.term_words import no_end_checkpoint
 
-    assert no_end_checkpoint(True, None) == no_end_checkpoint(True, 600.0) == ""
-    assert no_end_checkpoint(False, None) == (
+    assert no_end_checkpoint(True, None, False) == no_end_checkpoint(True, 600.0, False) == ""
+    assert no_end_checkpoint(False, None, True) == no_end_checkpoint(False, 600.0, True) == ""
+    assert no_end_checkpoint(False, None, False) == (
         "; save_at_end is off: no checkpoint is written at the end (a resume starts from the "
         "last one written before, or afresh)"
     )
-    assert "at the end unless the one every 600 s is due (" in no_end_checkpoint(False, 600.0)
+    assert "at the end unless the one every 600 s is due (" in no_end_checkpoint(
+        False, 600.0, False
+    )
+
+
+@pytest.mark.parametrize(
+    ("last_save", "step", "flag", "asked", "denied"),
+    [
+        (None, 4, False, {}, True),  # (nothing saved, nothing asked: none comes)
+        (2, 4, False, {}, True),  # (an earlier step's only)
+        (4, 4, False, {}, False),  # (the last step's: save_steps', written or being)
+        (2, 4, True, {}, False),  # (asked for at this step, not begun)
+        (2, 4, False, {"should_save": "a hook"}, False),  # (kept for the ranks' agreement)
+    ],
+)
+def test_the_end_words_are_decided_from_the_saves_as_they_are_said(
+    last_save: int | None, step: int, flag: bool, asked: dict[str, str], denied: bool
+) -> None:
+    """hrev8: the words were decided once at the start from save_at_end and save_seconds,
+    and denied the checkpoint save_steps wrote of the last step. `end_checkpoint_words`
+    reads the trainer's saves as the line is said (save_at_end off here)."""
+    from types import SimpleNamespace
+
+    from melissa_trainer.trainer.term_words import end_checkpoint_words
+
+    trainer: Any = SimpleNamespace(
+        args=SimpleNamespace(save_at_end=False, save_seconds=None),
+        state=SimpleNamespace(last_save_step=last_save, global_step=step),
+        control=SimpleNamespace(should_save=flag, asked=asked),
+    )
+    said = end_checkpoint_words(trainer)
+    assert ("no checkpoint is written at the end" in said) is denied, said

@@ -40,6 +40,27 @@ RANK_FILES = {
 }
 
 
+#: rank files that are no JSON object, and the words both clients say of each (each
+#: "rank_0.json unreadable (...)": the C client's json_scan.c words, json.loads's reason
+#: and its position in characters; Python said "list indices must be integers or slices,
+#: not str" of an array, and "Expecting value: line 1 column 1 (char 0)" of no JSON)
+UNREADABLE_RANK_FILES = {
+    "an array": ("[]", "not a JSON object at character 0"),
+    "null": ("null", "not a JSON object at character 0"),
+    "a number": ("1", "not a JSON object at character 0"),
+    "a string after white space": (' \n\t"x"', "not a JSON object at character 3"),
+    "empty": ("", "Expecting value at character 0"),
+    "cut short": ('{"version": 1, "rank"', "Expecting ':' delimiter at character 21"),
+    "a trailing comma": (
+        '{"rank": 0,}',
+        "Illegal trailing comma before end of object at character 10",
+    ),
+    "an unterminated string": ('{"rank": "0}', "Unterminated string starting at character 9"),
+    "two lines, a value missing": ('{"version": 1,\n "rank": }', "Expecting value at character 24"),
+    "extra data": ("{} {}", "Extra data at character 3"),
+}
+
+
 def serve_text(**members: str) -> str:
     """A serve file of rank 0 of 1, its members replaced by `members` (raw JSON texts;
     a key `rank2` is a second "rank", after the others)."""

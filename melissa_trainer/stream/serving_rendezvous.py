@@ -20,7 +20,7 @@ import numpy as np
 
 from melissa_trainer import wire as protocol
 from melissa_trainer.stream.host_scope import published_scope
-from melissa_trainer.stream.rank_bounds import MAX_WORLD, is_whole
+from melissa_trainer.stream.rank_bounds import MAX_WORLD, is_whole, read_object
 from melissa_trainer.wire import FieldSpec
 
 __all__ = [
@@ -136,7 +136,9 @@ def read_serving(
         if match is None:
             continue
         try:
-            entry = json.loads((directory / name).read_text())
+            # (an integer of any number of digits read, as C reads it: json.loads found a
+            # file with one past int()'s limit, of any member, unreadable and skipped it)
+            entry = read_object((directory / name).read_text())
             # (whole numbers, not true nor 1.0, the world within the rank files' bound:
             # as the C client reads them, clients/c/src/serve_read.c)
             ok = (

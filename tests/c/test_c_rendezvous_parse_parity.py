@@ -21,7 +21,7 @@ import pytest
 from bounded_rendezvous import python_words
 from c_driver import run_script, script_exe  # noqa: F401 (a fixture)
 from compiled import c_client  # noqa: F401
-from rendezvous_parse_files import NO_SERVER, RANK_FILES, serve_text
+from rendezvous_parse_files import LONG, NO_SERVER, RANK_FILES, UNREADABLE_RANK_FILES, serve_text
 from test_c_rendezvous_bounds import c_words
 
 from melissa_trainer.client.predict import Predictor
@@ -41,6 +41,11 @@ SERVE = {
     "world_size over 10**9": (serve_text(world_size="2000000000"), NO_SERVER),
     "world_size 2**63": (serve_text(world_size=str(2**63)), NO_SERVER),
     "world_size 10**20": (serve_text(world_size="100000000000000000000"), NO_SERVER),
+    # (read by both: C read it, Python's json.loads found it unreadable and skipped it)
+    "a member of 4301 digits": (
+        serve_text(world_size="2", extra=LONG),
+        "rank 1 of 2 does not serve (yet)",
+    ),
     "world_size 10**9": (
         serve_text(world_size="1000000000"),
         "rank 7 of 1000000000 does not serve (yet)",
@@ -60,6 +65,25 @@ def test_a_rank_file_is_refused_by_c_as_by_python(
     (rv / "rank_0.json").write_text(text)
     said = c_words(script_exe, rv, tmp_path)
     assert f"0.2 s: rank_0.json invalid ({words or text}) (is the" in said, said
+    assert said == python_words(rv, 0.2)
+
+
+@pytest.mark.parametrize("name", list(UNREADABLE_RANK_FILES))
+def test_a_rank_file_of_no_json_object_is_said_by_c_as_by_python(
+    script_exe: Path,  # noqa: F811
+    tmp_path: Path,
+    name: str,
+) -> None:
+    """Failed before (Python's words): "unreadable (list indices must be integers or
+    slices, not str)" of an array, "(Expecting value: line 1 column 1 (char 0))" of an
+    empty file, where C said "not a JSON object at character 0", "Expecting value at
+    character 0"."""
+    text, words = UNREADABLE_RANK_FILES[name]
+    rv = tmp_path / "rendezvous"
+    rv.mkdir()
+    (rv / "rank_0.json").write_text(text)
+    said = c_words(script_exe, rv, tmp_path)
+    assert f"0.2 s: rank_0.json unreadable ({words}) (is the" in said, said
     assert said == python_words(rv, 0.2)
 
 

@@ -26,6 +26,7 @@ from melissa_trainer.wire import FieldSpec
 __all__ = [
     "NO_SERVER",
     "OTHER_RUN",
+    "OTHER_RUNS_SHOWN",
     "SERVE_VERSION",
     "check_inputs",
     "read_serving",
@@ -114,6 +115,9 @@ def remove_serving(directory: str | os.PathLike[str], rank: int, endpoint: str) 
 #: how `read_serving`'s why begins when only serve files of another run are there (a
 #: client fails at once then: `client.predict_lookup.other_run`)
 OTHER_RUN = "the trainer serving there belongs to another run"
+#: the other runs `read_serving`'s why names at most, the others counted (C's
+#: OTHER_RUNS_SHOWN, serve_read.c: its why, and their words, are of bounded size)
+OTHER_RUNS_SHOWN = 5
 #: `read_serving`'s why when the directory holds no serve file (of any run)
 NO_SERVER = "no trainer serves predictions there (yet)"
 
@@ -174,9 +178,19 @@ def read_serving(
     if len(sizes) > 1:
         return None, f"serve files disagree on world_size: {sorted(sizes)}"
     if other_runs:
-        return None, f"{OTHER_RUN} ({sorted(other_runs)})"
+        return None, other_runs_words(other_runs)
     return None, NO_SERVER
 
+
+def other_runs_words(runs: set[str]) -> str:
+    """`read_serving`'s why when only serve files of other `runs` are there: `OTHER_RUN`
+    and the runs, sorted, as Python prints a list (run ids hold no quote), the first
+    `OTHER_RUNS_SHOWN` of them and their count past that: "(['run-a', 'run-b', 'run-c',
+    'run-d', 'run-e', ... (7 in all)])", as the C client says it (serve_read.c)."""
+    ordered = sorted(runs)
+    shown = ", ".join(repr(r) for r in ordered[:OTHER_RUNS_SHOWN])
+    more = f", ... ({len(ordered)} in all)" if len(ordered) > OTHER_RUNS_SHOWN else ""
+    return f"{OTHER_RUN} ([{shown}{more}])"
 
 def check_inputs(arrays: Mapping[str, np.ndarray], inputs: Sequence[FieldSpec]) -> str | None:
     """Why `arrays` are not the declared `inputs` (names, dtypes, shapes), or None."""

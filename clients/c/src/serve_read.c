@@ -15,6 +15,8 @@
 #include "serve.h"
 
 #define MAX_SERVE_FILE 65536
+/* the other runs a why names at most (serving_rendezvous.py OTHER_RUNS_SHOWN) */
+#define OTHER_RUNS_SHOWN 5
 
 static mt_dtype dtype_of_str(const char *s) {
     for (int code = 1; code <= 12; ++code)
@@ -165,13 +167,17 @@ static int by_bytes(const void *a, const void *b) {
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* OTHER_RUN and the runs of `o`, sorted, as Python prints the list of them
- * (serving_rendezvous.py read_serving: "(['run-a', 'run-c'])"; run ids hold no quote). */
+/* OTHER_RUN and the runs of `o`, sorted, as Python prints the list of them, the first
+ * OTHER_RUNS_SHOWN and their count past that (serving_rendezvous.py other_runs_words:
+ * "(['run-a', 'run-c'])"; run ids hold no quote): within `why`'s 512 bytes, whatever
+ * their number (runs of 64 characters: more than 6 were cut there). */
 static void say_runs(other_runs *o, char *why, size_t size) {
     qsort(o->ids, o->n, sizeof *o->ids, by_bytes);
     mt_buf b = {0};
     mt_buf_puts(&b, OTHER_RUN " ([");
-    for (size_t k = 0; k < o->n; ++k) mt_buf_printf(&b, "%s'%s'", k ? ", " : "", o->ids[k]);
+    for (size_t k = 0; k < o->n && k < OTHER_RUNS_SHOWN; ++k)
+        mt_buf_printf(&b, "%s'%s'", k ? ", " : "", o->ids[k]);
+    if (o->n > OTHER_RUNS_SHOWN) mt_buf_printf(&b, ", ... (%zu in all)", o->n);
     mt_buf_puts(&b, "])");
     snprintf(why, size, "%s", b.oom ? OTHER_RUN : b.data);
     free(b.data);

@@ -8,9 +8,8 @@ runs: "<json.loads's reason> at character <position>", "not a JSON object at cha
 from __future__ import annotations
 
 import json
-from typing import Any
 
-__all__ = ["JSON_WS", "json_fault", "json_words", "not_utf8", "object_words"]
+__all__ = ["JSON_WS", "json_fault", "json_words", "not_object_words", "not_utf8"]
 
 #: JSON's white space (json.decoder's WHITESPACE, RFC 8259)
 JSON_WS = " \t\n\r"
@@ -45,15 +44,13 @@ def json_words(text: str, exc: json.JSONDecodeError) -> str:
     return f"{why} at character {at}"
 
 
-def object_words(text: str, value: Any) -> str | None:
-    """Why `value`, what json.loads read of `text`, is not a JSON object, in the C
-    client's words (json.c mt_json_object: "not a JSON object at character 2", where
-    its first character after white space is), or None if it is one. An array, a
-    string, a number, true or null read where an object is wanted: indexed by a key,
-    it raised a TypeError whose words ("list indices must be integers or slices, not
-    str") told a user nothing of the file."""
-    if isinstance(value, dict):
-        return None
+def not_object_words(text: str) -> str:
+    """Why a JSON `text` that json.loads read is not a JSON object (an array, a string, a
+    number, true or null, read where an object is wanted), in the C client's words
+    (json.c mt_json_object: "not a JSON object at character 2", where its first
+    character after white space is). Indexed by a key, such a value raised a TypeError
+    whose words ("list indices must be integers or slices, not str") told a user nothing
+    of the file."""
     return f"not a JSON object at character {len(text) - len(text.lstrip(JSON_WS))}"
 
 

@@ -10,7 +10,7 @@ import json
 from collections.abc import Collection
 from typing import Any
 
-from melissa_trainer.common.json_words import json_words, object_words
+from melissa_trainer.common.json_words import json_words, not_object_words
 
 #: a rank file's name of more digits (leading zeros aside) is refused unread: no trainer
 #: has a billion ranks (the C client's MT_RANK_DIGITS; ASCII digits, as it reads them)
@@ -93,10 +93,9 @@ def read_object(text: str) -> dict[str, Any]:
         entry = load_entry(text)
     except json.JSONDecodeError as exc:
         raise ValueError(json_words(text, exc)) from None
-    fault = object_words(text, entry)
-    if fault is not None:
-        raise ValueError(fault)
-    return entry  # type: ignore[no-any-return]  (a dict: object_words said so)
+    if not isinstance(entry, dict):
+        raise ValueError(not_object_words(text))
+    return entry
 
 
 def is_whole(value: Any, expected: int) -> bool:

@@ -171,9 +171,9 @@ def read_serving(
     sizes = {e["world_size"] for e in entries.values()}
     if len(sizes) == 1:
         (world,) = sizes
-        entry = entries.get(simulation_id % world)
-        if entry is not None:
-            return entry, ""
+        served = entries.get(simulation_id % world)
+        if served is not None:
+            return served, ""
         return None, f"rank {simulation_id % world} of {world} does not serve (yet)"
     if len(sizes) > 1:
         return None, f"serve files disagree on world_size: {sorted(sizes)}"
@@ -191,6 +191,7 @@ def other_runs_words(runs: set[str]) -> str:
     shown = ", ".join(repr(r) for r in ordered[:OTHER_RUNS_SHOWN])
     more = f", ... ({len(ordered)} in all)" if len(ordered) > OTHER_RUNS_SHOWN else ""
     return f"{OTHER_RUN} ([{shown}{more}])"
+
 
 def check_inputs(arrays: Mapping[str, np.ndarray], inputs: Sequence[FieldSpec]) -> str | None:
     """Why `arrays` are not the declared `inputs` (names, dtypes, shapes), or None."""

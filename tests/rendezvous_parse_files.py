@@ -58,6 +58,27 @@ UNREADABLE_RANK_FILES = {
     "an unterminated string": ('{"rank": "0}', "Unterminated string starting at character 9"),
     "two lines, a value missing": ('{"version": 1,\n "rank": }', "Expecting value at character 24"),
     "extra data": ("{} {}", "Extra data at character 3"),
+    # (\udcff: the byte 0xff, no UTF-8, written as surrogateescape writes it; Python said
+    # "unreadable ('utf-8' codec can't decode byte 0xff in position 13: invalid start
+    # byte)")
+    "a byte no UTF-8 decodes": (
+        '{"version": "\udcff"}',
+        "a string is not valid UTF-8 at character 15",
+    ),
+    "such a byte in a nested string": (
+        '{"stop_record": {"a": ["\udcff"]}}',
+        "a string is not valid UTF-8 at character 26",
+    ),
+    "such a byte in a key": ('{"\udcff": 1}', "a string is not valid UTF-8 at character 4"),
+    "such a byte, then a syntax error": (
+        '{"a": "\udcff" 1}',
+        "a string is not valid UTF-8 at character 9",
+    ),
+    "a syntax error, then such a byte": (
+        '{"a" 1, "\udcff": 1}',
+        "Expecting ':' delimiter at character 5",
+    ),
+    "such a byte in a string alone": ('"\udcff"', "a string is not valid UTF-8 at character 3"),
 }
 
 

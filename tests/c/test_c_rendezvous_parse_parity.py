@@ -81,7 +81,7 @@ def test_a_rank_file_of_no_json_object_is_said_by_c_as_by_python(
     text, words = UNREADABLE_RANK_FILES[name]
     rv = tmp_path / "rendezvous"
     rv.mkdir()
-    (rv / "rank_0.json").write_text(text)
+    (rv / "rank_0.json").write_bytes(text.encode("utf-8", "surrogateescape"))
     said = c_words(script_exe, rv, tmp_path)
     assert f"0.2 s: rank_0.json unreadable ({words}) (is the" in said, said
     assert said == python_words(rv, 0.2)

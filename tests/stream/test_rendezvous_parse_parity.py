@@ -51,7 +51,7 @@ def test_a_rank_file_of_no_json_object_is_said_in_the_words_of_the_c_client(
     rv = tmp_path / "rendezvous"
     rv.mkdir()
     text, words = UNREADABLE_RANK_FILES[name]
-    (rv / "rank_0.json").write_text(text)
+    (rv / "rank_0.json").write_bytes(text.encode("utf-8", "surrogateescape"))
     said = rank_words(rv)
     assert f"0.2 s: rank_0.json unreadable ({words}) (is the" in said, said
 

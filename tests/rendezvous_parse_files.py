@@ -94,3 +94,22 @@ def serve_text(**members: str) -> str:
 
 #: read_serving's why when no serve file is read (serving_rendezvous.py NO_SERVER)
 NO_SERVER = "no trainer serves predictions there (yet)"
+
+
+def disagreeing(worlds: int) -> dict[str, str]:
+    """Serve files of `worlds` world sizes, 2 to `worlds` + 1 (rank r of r + 2, in a file
+    of its own): a name -> its text."""
+    return {
+        f"serve_{r}.json": serve_text(rank=str(r), world_size=str(r + 2)) for r in range(worlds)
+    }
+
+
+#: serve files that disagree on their world size, and the why of both clients: every size,
+#: sorted, up to 5, then counted (C named the first size it read and the last other one)
+DISAGREEING = {
+    "3 sizes": (disagreeing(3), "serve files disagree on world_size: [2, 3, 4]"),
+    "7 sizes": (
+        disagreeing(7),
+        "serve files disagree on world_size: [2, 3, 4, 5, 6, ... (7 in all)]",
+    ),
+}

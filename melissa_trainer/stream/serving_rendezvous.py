@@ -115,8 +115,8 @@ def remove_serving(directory: str | os.PathLike[str], rank: int, endpoint: str) 
 #: how `read_serving`'s why begins when only serve files of another run are there (a
 #: client fails at once then: `client.predict_lookup.other_run`)
 OTHER_RUN = "the trainer serving there belongs to another run"
-#: the other runs `read_serving`'s why names at most, the others counted (C's
-#: OTHER_RUNS_SHOWN, serve_read.c: its why, and their words, are of bounded size)
+#: the other runs, or the world sizes, `read_serving`'s why names at most, the others
+#: counted (C's SHOWN, serve_read.c: its why, and their words, are of bounded size)
 OTHER_RUNS_SHOWN = 5
 #: `read_serving`'s why when the directory holds no serve file (of any run)
 NO_SERVER = "no trainer serves predictions there (yet)"
@@ -176,7 +176,7 @@ def read_serving(
             return served, ""
         return None, f"rank {simulation_id % world} of {world} does not serve (yet)"
     if len(sizes) > 1:
-        return None, f"serve files disagree on world_size: {sorted(sizes)}"
+        return None, f"serve files disagree on world_size: {_listed(sorted(sizes))}"
     if other_runs:
         return None, other_runs_words(other_runs)
     return None, NO_SERVER
@@ -187,10 +187,15 @@ def other_runs_words(runs: set[str]) -> str:
     and the runs, sorted, as Python prints a list (run ids hold no quote), the first
     `OTHER_RUNS_SHOWN` of them and their count past that: "(['run-a', 'run-b', 'run-c',
     'run-d', 'run-e', ... (7 in all)])", as the C client says it (serve_read.c)."""
-    ordered = sorted(runs)
-    shown = ", ".join(repr(r) for r in ordered[:OTHER_RUNS_SHOWN])
-    more = f", ... ({len(ordered)} in all)" if len(ordered) > OTHER_RUNS_SHOWN else ""
-    return f"{OTHER_RUN} ([{shown}{more}])"
+    return f"{OTHER_RUN} ({_listed(sorted(runs))})"
+
+
+def _listed(items: list[Any]) -> str:
+    """`items` as Python prints their list, the first `OTHER_RUNS_SHOWN` and their count
+    past that ("[2, 3, 4, 5, 6, ... (9 in all)]"; rank_bounds.missing_words's form)."""
+    shown = ", ".join(repr(item) for item in items[:OTHER_RUNS_SHOWN])
+    more = f", ... ({len(items)} in all)" if len(items) > OTHER_RUNS_SHOWN else ""
+    return f"[{shown}{more}]"
 
 
 def check_inputs(arrays: Mapping[str, np.ndarray], inputs: Sequence[FieldSpec]) -> str | None:

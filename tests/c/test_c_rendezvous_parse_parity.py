@@ -21,7 +21,14 @@ import pytest
 from bounded_rendezvous import python_words
 from c_driver import run_script, script_exe  # noqa: F401 (a fixture)
 from compiled import c_client  # noqa: F401
-from rendezvous_parse_files import LONG, NO_SERVER, RANK_FILES, UNREADABLE_RANK_FILES, serve_text
+from rendezvous_parse_files import (
+    DISAGREEING,
+    LONG,
+    NO_SERVER,
+    RANK_FILES,
+    UNREADABLE_RANK_FILES,
+    serve_text,
+)
 from test_c_rendezvous_bounds import c_words
 
 from melissa_trainer.client.predict import Predictor
@@ -96,6 +103,34 @@ def test_a_serve_file_is_read_by_c_as_by_python(
 ) -> None:
     text, why = SERVE[name]
     (tmp_path / "serve_0.json").write_text(text)
+    said = c_and_python(script_exe, tmp_path, monkeypatch)
+    assert why in said[0], said
+    assert said[0] == said[1]
+
+
+@pytest.mark.parametrize("name", list(DISAGREEING))
+def test_serve_files_of_many_world_sizes_are_said_by_c_as_by_python(
+    script_exe: Path,  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    name: str,
+) -> None:
+    """Failed before: C named the first size it read and the last other one."""
+    files, why = DISAGREEING[name]
+    for file, text in files.items():
+        (tmp_path / file).write_text(text)
+    said = c_and_python(script_exe, tmp_path, monkeypatch)
+    assert why in said[0], said
+    assert said[0] == said[1]
+
+
+def c_and_python(
+    script_exe: Path,  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> tuple[str, str]:
+    """The words of the C client's prediction through the serve files of `tmp_path`, and
+    the Python Predictor's."""
     env = {"MELISSA_TRAINER_RENDEZVOUS": str(tmp_path)}
     got = run_script(script_exe, PREDICT, tmp_path, env, WAIT + 30)
     for variable in [v for v in os.environ if v.startswith("MELISSA_")]:
@@ -106,5 +141,4 @@ def test_a_serve_file_is_read_by_c_as_by_python(
             predictor.predict({"u": np.zeros(4, np.float32)}, timeout=WAIT)
     finally:
         predictor.close()
-    assert why in got[7][1], got
-    assert got[7][1] == str(python_error.value)
+    return got[7][1], str(python_error.value)

@@ -13,7 +13,14 @@ from pathlib import Path
 
 import pytest
 from bounded_rendezvous import ENDPOINT
-from rendezvous_parse_files import LONG, NO_SERVER, RANK_FILES, UNREADABLE_RANK_FILES, serve_text
+from rendezvous_parse_files import (
+    DISAGREEING,
+    LONG,
+    NO_SERVER,
+    RANK_FILES,
+    UNREADABLE_RANK_FILES,
+    serve_text,
+)
 
 from melissa_trainer.stream.endpoints import fetch_rendezvous
 from melissa_trainer.stream.serving_rendezvous import read_serving
@@ -122,3 +129,13 @@ def test_a_serve_file_of_no_json_object_is_not_read(tmp_path: Path) -> None:
     """(the control: an array is no serve file, as for C)"""
     (tmp_path / "serve_0.json").write_text("[]")
     assert read_serving(tmp_path, 7, None) == (None, NO_SERVER)
+
+
+@pytest.mark.parametrize("name", list(DISAGREEING))
+def test_serve_files_of_many_world_sizes_are_listed_up_to_five(tmp_path: Path, name: str) -> None:
+    """Failed before: every size listed, where the C client named two (and its why of 512
+    bytes holds a bounded list)."""
+    files, why = DISAGREEING[name]
+    for file, text in files.items():
+        (tmp_path / file).write_text(text)
+    assert read_serving(tmp_path, 7, None) == (None, why)

@@ -40,6 +40,48 @@ RANK_FILES = {
 }
 
 
+#: rank files that are no JSON object, and the words both clients say of each (each
+#: "rank_0.json unreadable (...)": the C client's json_scan.c words, json.loads's reason
+#: and its position in characters; Python said "list indices must be integers or slices,
+#: not str" of an array, and "Expecting value: line 1 column 1 (char 0)" of no JSON)
+UNREADABLE_RANK_FILES = {
+    "an array": ("[]", "not a JSON object at character 0"),
+    "null": ("null", "not a JSON object at character 0"),
+    "a number": ("1", "not a JSON object at character 0"),
+    "a string after white space": (' \n\t"x"', "not a JSON object at character 3"),
+    "empty": ("", "Expecting value at character 0"),
+    "cut short": ('{"version": 1, "rank"', "Expecting ':' delimiter at character 21"),
+    "a trailing comma": (
+        '{"rank": 0,}',
+        "Illegal trailing comma before end of object at character 10",
+    ),
+    "an unterminated string": ('{"rank": "0}', "Unterminated string starting at character 9"),
+    "two lines, a value missing": ('{"version": 1,\n "rank": }', "Expecting value at character 24"),
+    "extra data": ("{} {}", "Extra data at character 3"),
+    # (\udcff: the byte 0xff, no UTF-8, written as surrogateescape writes it; Python said
+    # "unreadable ('utf-8' codec can't decode byte 0xff in position 13: invalid start
+    # byte)")
+    "a byte no UTF-8 decodes": (
+        '{"version": "\udcff"}',
+        "a string is not valid UTF-8 at character 15",
+    ),
+    "such a byte in a nested string": (
+        '{"stop_record": {"a": ["\udcff"]}}',
+        "a string is not valid UTF-8 at character 26",
+    ),
+    "such a byte in a key": ('{"\udcff": 1}', "a string is not valid UTF-8 at character 4"),
+    "such a byte, then a syntax error": (
+        '{"a": "\udcff" 1}',
+        "a string is not valid UTF-8 at character 9",
+    ),
+    "a syntax error, then such a byte": (
+        '{"a" 1, "\udcff": 1}',
+        "Expecting ':' delimiter at character 5",
+    ),
+    "such a byte in a string alone": ('"\udcff"', "a string is not valid UTF-8 at character 3"),
+}
+
+
 def serve_text(**members: str) -> str:
     """A serve file of rank 0 of 1, its members replaced by `members` (raw JSON texts;
     a key `rank2` is a second "rank", after the others)."""
@@ -52,3 +94,22 @@ def serve_text(**members: str) -> str:
 
 #: read_serving's why when no serve file is read (serving_rendezvous.py NO_SERVER)
 NO_SERVER = "no trainer serves predictions there (yet)"
+
+
+def disagreeing(worlds: int) -> dict[str, str]:
+    """Serve files of `worlds` world sizes, 2 to `worlds` + 1 (rank r of r + 2, in a file
+    of its own): a name -> its text."""
+    return {
+        f"serve_{r}.json": serve_text(rank=str(r), world_size=str(r + 2)) for r in range(worlds)
+    }
+
+
+#: serve files that disagree on their world size, and the why of both clients: every size,
+#: sorted, up to 5, then counted (C named the first size it read and the last other one)
+DISAGREEING = {
+    "3 sizes": (disagreeing(3), "serve files disagree on world_size: [2, 3, 4]"),
+    "7 sizes": (
+        disagreeing(7),
+        "serve files disagree on world_size: [2, 3, 4, 5, 6, ... (7 in all)]",
+    ),
+}

@@ -9,6 +9,8 @@ import math
 import os
 from collections.abc import Mapping
 
+from melissa_trainer.common.json_words import json_fault, not_utf8
+
 __all__ = [
     "ENV_PARAMETERS",
     "Parameters",
@@ -22,13 +24,6 @@ __all__ = [
 #: The simulation's parameters, a JSON object of name -> number (set by the launcher).
 ENV_PARAMETERS = "MELISSA_TRAINER_PARAMETERS"
 ORIGIN_ENV = f"from {ENV_PARAMETERS}, set by the launcher"
-#: JSON's white space (json.decoder's WHITESPACE, RFC 8259)
-_JSON_WS = " \t\n\r"
-#: the closing bracket after a trailing comma -> the reason Python 3.10-3.12 gave there
-_BEFORE_3_13 = {
-    "}": "Expecting property name enclosed in double quotes",
-    "]": "Expecting value",
-}
 
 
 class UnknownParameterError(KeyError):
@@ -136,23 +131,6 @@ def _from_env(text: str) -> dict[str, float]:
     return out
 
 
-def json_fault(text: str, exc: json.JSONDecodeError) -> tuple[str, int]:
-    """The reason (a trailing " at" dropped: "Unterminated string starting") and the
-    position of `exc`, json.loads's failure on `text`, in Python 3.13's words on every
-    Python: a comma before a closing bracket is "Illegal trailing comma before end of
-    object" (or "of array") at the comma, where 3.10-3.12 said "Expecting property
-    name enclosed in double quotes" (or "Expecting value") at the bracket. The C client
-    says the same (json_scan.c), whichever Python runs the trainer."""
-    why, at = exc.msg.removesuffix(" at"), exc.pos
-    closing = text[at : at + 1]
-    if _BEFORE_3_13.get(closing) == why:
-        before = text[:at].rstrip(_JSON_WS)
-        if before.endswith(","):
-            kind = "object" if closing == "}" else "array"
-            return f"Illegal trailing comma before end of {kind}", len(before) - 1
-    return why, at
-
-
 def lone_surrogate(text: str) -> int | None:
     """The position of the first \\uXXXX escape of a lone UTF-16 surrogate (one not in
     a high-low pair) in the strings of `text`, JSON that json.loads has read; None if
@@ -181,28 +159,5 @@ def lone_surrogate(text: str) -> int | None:
                 return i
             i += 6
             continue
-        i += 1
-    return None
-
-
-def not_utf8(text: str) -> int | None:
-    """Where the first JSON string of `text` that holds bytes no UTF-8 decodes ends (the
-    position after its closing quote, where the C client's reader says it), or None.
-    Python reads such bytes of the environment as lone surrogates U+DC80-U+DCFF
-    (surrogateescape): json.loads took them into a name (or a string value) that no
-    UTF-8 holds, where the C client refuses the variable (json_scan.c "a string is not
-    valid UTF-8"); both refuse it now. An unterminated string is json.loads' fault."""
-    in_string, i, bad = False, 0, False
-    while i < len(text):
-        ch = text[i]
-        if ch == '"':
-            if in_string and bad:
-                return i + 1
-            in_string = not in_string
-        elif in_string and ch == "\\":
-            i += 2
-            continue
-        elif in_string and "\udc80" <= ch <= "\udcff":
-            bad = True
         i += 1
     return None

@@ -29,6 +29,7 @@ import zmq
 from melissa_trainer.client.predict_endpoint import ENV_SERVE_KEY
 from melissa_trainer.client.predict_errors import malformed_serve_key, unresolved
 from melissa_trainer.client.server_key import z85_fault
+from melissa_trainer.stream.rank_bounds import type_name
 
 __all__ = ["GONE", "HANDSHAKE_FAILED", "WATCHED", "check_host", "open_socket"]
 
@@ -61,7 +62,7 @@ def open_socket(
     sock.setsockopt(zmq.IMMEDIATE, 1)  # never queue a request for a peer not there
     sock.setsockopt(zmq.CONNECT_TIMEOUT, connect_ms)
     if key is not None:
-        fault = z85_fault(key) if isinstance(key, str) else f"a str, not {type(key).__name__}"
+        fault = z85_fault(key) if isinstance(key, str) else f"a str, not {type_name(key)}"
         if fault is not None:
             sock.close(linger=0)
             raise malformed_serve_key(key, fault, ENV_SERVE_KEY, serve_file)

@@ -215,8 +215,11 @@ def _read_rendezvous(
             problems.append(f"{name} invalid ({fault})")
             continue
         try:
-            text = (directory / name).read_text()
-            entry = rank_bounds.load_entry(text)  # (an integer of any length: its bounds said)
+            # (bytes no UTF-8 decodes kept, each a surrogate: said where, as C says it)
+            text = (directory / name).read_bytes().decode("utf-8", "surrogateescape")
+            # (an integer of any length: its bounds said; not JSON, or not an object:
+            # said in the C client's words)
+            entry = rank_bounds.read_object(text)
             rank = entry["rank"]
             # (its bounds said by name: nothing is ever held per rank of its world_size)
             fault = bounds_fault(rank, entry["world_size"], file_rank)

@@ -10,6 +10,8 @@ import json
 from collections.abc import Collection
 from typing import Any
 
+from melissa_trainer.common.json_words import json_words, not_object_words, not_utf8
+
 #: a rank file's name of more digits (leading zeros aside) is refused unread: no trainer
 #: has a billion ranks (the C client's MT_RANK_DIGITS; ASCII digits, as it reads them)
 MAX_RANK_DIGITS = 9
@@ -52,6 +54,12 @@ class HugeInt:
         return self.digits.startswith("-")
 
 
+def type_name(value: Any) -> str:
+    """The name of the type of a file's `value` as the C client says it (json_repr.c):
+    "int" of a `HugeInt` too, the int it is."""
+    return "int" if isinstance(value, HugeInt) else type(value).__name__
+
+
 def _whole(digits: str) -> int | HugeInt:
     try:
         return int(digits)
@@ -74,6 +82,26 @@ def load_entry(text: str) -> Any:
         raise  # (not JSON: the slow path would raise the same)
     except ValueError:  # (an integer past int()'s digit limit, the only other ValueError)
         return json.loads(text, parse_int=_whole)
+
+
+def read_object(text: str) -> dict[str, Any]:
+    """A rendezvous file's `text` read by `load_entry` as a JSON object, or ValueError
+    with the C client's words for why not (rendezvous.c "rank_0.json unreadable (...)"):
+    "Expecting value at character 0" (json_scan.c: json.loads's reason, `json_words`),
+    "not a JSON object at character 0" (an array, a string, a number, true or null), "a
+    string is not valid UTF-8 at character 9" (`text` read with surrogateescape: where
+    its first string of such bytes ends, json_scan.c's words; `common.json_words.not_utf8`)."""
+    bad = not_utf8(text)  # (bytes no UTF-8 decodes, read as surrogateescape reads them)
+    try:
+        entry = load_entry(text)
+    except json.JSONDecodeError as exc:
+        if bad is None or bad > exc.pos:  # (C reads that string first)
+            raise ValueError(json_words(text, exc)) from None
+    if bad is not None:
+        raise ValueError(f"a string is not valid UTF-8 at character {bad}")
+    if not isinstance(entry, dict):
+        raise ValueError(not_object_words(text))
+    return entry
 
 
 def is_whole(value: Any, expected: int) -> bool:

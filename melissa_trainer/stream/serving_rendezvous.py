@@ -20,12 +20,13 @@ import numpy as np
 
 from melissa_trainer import wire as protocol
 from melissa_trainer.stream.host_scope import published_scope
-from melissa_trainer.stream.rank_bounds import MAX_WORLD, is_whole
+from melissa_trainer.stream.rank_bounds import MAX_WORLD, is_whole, read_object
 from melissa_trainer.wire import FieldSpec
 
 __all__ = [
     "NO_SERVER",
     "OTHER_RUN",
+    "OTHER_RUNS_SHOWN",
     "SERVE_VERSION",
     "check_inputs",
     "read_serving",
@@ -114,6 +115,9 @@ def remove_serving(directory: str | os.PathLike[str], rank: int, endpoint: str) 
 #: how `read_serving`'s why begins when only serve files of another run are there (a
 #: client fails at once then: `client.predict_lookup.other_run`)
 OTHER_RUN = "the trainer serving there belongs to another run"
+#: the other runs, or the world sizes, `read_serving`'s why names at most, the others
+#: counted (C's SHOWN, serve_read.c: its why, and their words, are of bounded size)
+OTHER_RUNS_SHOWN = 5
 #: `read_serving`'s why when the directory holds no serve file (of any run)
 NO_SERVER = "no trainer serves predictions there (yet)"
 
@@ -136,7 +140,9 @@ def read_serving(
         if match is None:
             continue
         try:
-            entry = json.loads((directory / name).read_text())
+            # (an integer of any number of digits read, as C reads it: json.loads found a
+            # file with one past int()'s limit, of any member, unreadable and skipped it)
+            entry = read_object((directory / name).read_text())
             # (whole numbers, not true nor 1.0, the world within the rank files' bound:
             # as the C client reads them, clients/c/src/serve_read.c)
             ok = (
@@ -165,15 +171,31 @@ def read_serving(
     sizes = {e["world_size"] for e in entries.values()}
     if len(sizes) == 1:
         (world,) = sizes
-        entry = entries.get(simulation_id % world)
-        if entry is not None:
-            return entry, ""
+        served = entries.get(simulation_id % world)
+        if served is not None:
+            return served, ""
         return None, f"rank {simulation_id % world} of {world} does not serve (yet)"
     if len(sizes) > 1:
-        return None, f"serve files disagree on world_size: {sorted(sizes)}"
+        return None, f"serve files disagree on world_size: {_listed(sorted(sizes))}"
     if other_runs:
-        return None, f"{OTHER_RUN} ({sorted(other_runs)})"
+        return None, other_runs_words(other_runs)
     return None, NO_SERVER
+
+
+def other_runs_words(runs: set[str]) -> str:
+    """`read_serving`'s why when only serve files of other `runs` are there: `OTHER_RUN`
+    and the runs, sorted, as Python prints a list (run ids hold no quote), the first
+    `OTHER_RUNS_SHOWN` of them and their count past that: "(['run-a', 'run-b', 'run-c',
+    'run-d', 'run-e', ... (7 in all)])", as the C client says it (serve_read.c)."""
+    return f"{OTHER_RUN} ({_listed(sorted(runs))})"
+
+
+def _listed(items: list[Any]) -> str:
+    """`items` as Python prints their list, the first `OTHER_RUNS_SHOWN` and their count
+    past that ("[2, 3, 4, 5, 6, ... (9 in all)]"; rank_bounds.missing_words's form)."""
+    shown = ", ".join(repr(item) for item in items[:OTHER_RUNS_SHOWN])
+    more = f", ... ({len(items)} in all)" if len(items) > OTHER_RUNS_SHOWN else ""
+    return f"[{shown}{more}]"
 
 
 def check_inputs(arrays: Mapping[str, np.ndarray], inputs: Sequence[FieldSpec]) -> str | None:

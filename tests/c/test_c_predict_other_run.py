@@ -77,3 +77,29 @@ def test_serve_files_of_two_other_runs_are_both_named_as_python_names_them(
     assert first == MT_ETIMEDOUT, first_words
     assert "belongs to another run (['run-a', 'run-c']), not run 'run-b'" in first_words
     assert first_words == python_words(tmp_path, 7), first_words
+
+
+#: 8 other runs of the longest run ids (64 characters), and the words both clients say of
+#: them: the first 5, sorted, then their count (C cut its why at 512 bytes: 6 runs)
+MANY = [f"run-{chr(ord('a') + k)}-" + "x" * 58 for k in range(8)]
+MANY_WORDS = (
+    "belongs to another run (["
+    + ", ".join(f"'{run}'" for run in MANY[:5])
+    + ", ... (8 in all)]), not run 'run-b'"
+)
+
+
+@pytest.mark.timeout(60)
+def test_serve_files_of_many_other_runs_are_counted_past_five_as_python_counts_them(
+    c_predict: CPredict, tmp_path: Path
+) -> None:
+    """Failed before: C's why stopped at its 512 bytes, within the 7th run's id, where
+    Python listed the 8."""
+    specs = field_specs({"u": ((4,), "float32")})
+    for rank, run in enumerate(reversed(MANY)):  # (written out of order: said sorted)
+        write_serving(tmp_path, rank, 8, f"tcp://127.0.0.1:{rank + 1}", specs, run, None)
+    env = {"MELISSA_TRAINER_RUN_ID": "run-b", "MELISSA_TRAINER_RENDEZVOUS": str(tmp_path)}
+    (first, first_words), _ = c_predict.statuses(env, LONG, LONG)
+    assert first == MT_ETIMEDOUT, first_words
+    assert MANY_WORDS in first_words, first_words
+    assert first_words == python_words(tmp_path, 7), first_words

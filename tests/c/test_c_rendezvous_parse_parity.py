@@ -21,7 +21,14 @@ import pytest
 from bounded_rendezvous import python_words
 from c_driver import run_script, script_exe  # noqa: F401 (a fixture)
 from compiled import c_client  # noqa: F401
-from rendezvous_parse_files import NO_SERVER, RANK_FILES, serve_text
+from rendezvous_parse_files import (
+    DISAGREEING,
+    LONG,
+    NO_SERVER,
+    RANK_FILES,
+    UNREADABLE_RANK_FILES,
+    serve_text,
+)
 from test_c_rendezvous_bounds import c_words
 
 from melissa_trainer.client.predict import Predictor
@@ -41,6 +48,11 @@ SERVE = {
     "world_size over 10**9": (serve_text(world_size="2000000000"), NO_SERVER),
     "world_size 2**63": (serve_text(world_size=str(2**63)), NO_SERVER),
     "world_size 10**20": (serve_text(world_size="100000000000000000000"), NO_SERVER),
+    # (read by both: C read it, Python's json.loads found it unreadable and skipped it)
+    "a member of 4301 digits": (
+        serve_text(world_size="2", extra=LONG),
+        "rank 1 of 2 does not serve (yet)",
+    ),
     "world_size 10**9": (
         serve_text(world_size="1000000000"),
         "rank 7 of 1000000000 does not serve (yet)",
@@ -63,6 +75,25 @@ def test_a_rank_file_is_refused_by_c_as_by_python(
     assert said == python_words(rv, 0.2)
 
 
+@pytest.mark.parametrize("name", list(UNREADABLE_RANK_FILES))
+def test_a_rank_file_of_no_json_object_is_said_by_c_as_by_python(
+    script_exe: Path,  # noqa: F811
+    tmp_path: Path,
+    name: str,
+) -> None:
+    """Failed before (Python's words): "unreadable (list indices must be integers or
+    slices, not str)" of an array, "(Expecting value: line 1 column 1 (char 0))" of an
+    empty file, where C said "not a JSON object at character 0", "Expecting value at
+    character 0"."""
+    text, words = UNREADABLE_RANK_FILES[name]
+    rv = tmp_path / "rendezvous"
+    rv.mkdir()
+    (rv / "rank_0.json").write_bytes(text.encode("utf-8", "surrogateescape"))
+    said = c_words(script_exe, rv, tmp_path)
+    assert f"0.2 s: rank_0.json unreadable ({words}) (is the" in said, said
+    assert said == python_words(rv, 0.2)
+
+
 @pytest.mark.parametrize("name", list(SERVE))
 def test_a_serve_file_is_read_by_c_as_by_python(
     script_exe: Path,  # noqa: F811
@@ -72,6 +103,34 @@ def test_a_serve_file_is_read_by_c_as_by_python(
 ) -> None:
     text, why = SERVE[name]
     (tmp_path / "serve_0.json").write_text(text)
+    said = c_and_python(script_exe, tmp_path, monkeypatch)
+    assert why in said[0], said
+    assert said[0] == said[1]
+
+
+@pytest.mark.parametrize("name", list(DISAGREEING))
+def test_serve_files_of_many_world_sizes_are_said_by_c_as_by_python(
+    script_exe: Path,  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    name: str,
+) -> None:
+    """Failed before: C named the first size it read and the last other one."""
+    files, why = DISAGREEING[name]
+    for file, text in files.items():
+        (tmp_path / file).write_text(text)
+    said = c_and_python(script_exe, tmp_path, monkeypatch)
+    assert why in said[0], said
+    assert said[0] == said[1]
+
+
+def c_and_python(
+    script_exe: Path,  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> tuple[str, str]:
+    """The words of the C client's prediction through the serve files of `tmp_path`, and
+    the Python Predictor's."""
     env = {"MELISSA_TRAINER_RENDEZVOUS": str(tmp_path)}
     got = run_script(script_exe, PREDICT, tmp_path, env, WAIT + 30)
     for variable in [v for v in os.environ if v.startswith("MELISSA_")]:
@@ -82,5 +141,4 @@ def test_a_serve_file_is_read_by_c_as_by_python(
             predictor.predict({"u": np.zeros(4, np.float32)}, timeout=WAIT)
     finally:
         predictor.close()
-    assert why in got[7][1], got
-    assert got[7][1] == str(python_error.value)
+    return got[7][1], str(python_error.value)

@@ -4,7 +4,9 @@ C client's `mt_predict` at once, ``MT_EENV`` in the Python `Predictor`'s words
 int) ..."), the value shown as Python shows it once json.loads read it (clients/c/src/
 json_repr.c). Before, the C client took such a file for one being replaced and looked
 again until the request's timeout (MT_ETIMEDOUT "no serving endpoint ... within 20 s",
-the test failed), where the Python Predictor raised at once.
+the test failed), where the Python Predictor raised at once. A key of 4301 digits (past
+Python's int()) the other way round: Python skipped the file (json.loads refused it),
+C said it at once; both say it now (stream/rank_bounds.py read_object, type_name).
 
 No trainer: serve files written by hand (`write_serving`, its key then replaced by raw
 JSON text); nothing listens at the endpoint."""
@@ -44,6 +46,11 @@ KEYS = [
     '[1, "a\\u00e9\\u0001", null, [2.50]]',
     "{}",
     '{"a": 1, "b": {"c": false}, "a": "x\'y"}',  # (a repeated key: first place, last value)
+    # (past int()'s 4300 digits: json.loads refused the whole file, which Python skipped,
+    # waiting out the request where C said it at once; read now as C reads it)
+    "9" * 4301,
+    "-" + "9" * 4301,
+    "[" + "9" * 4301 + "]",
 ]
 PREDICT = "id 7\nendpoints tcp://127.0.0.1:9\nfield u 1 1 4\nstart\ninput u 1 1 4 : 1 2 3 4\n"
 PREDICT += f"output y 1 4\npredict {WAIT}\nabort\n"

@@ -158,10 +158,14 @@ def test_fetch_endpoints_errors(tmp_path: Path) -> None:
     write_rank_file(tmp_path, 1, 2, "tcp://b:1")
     assert fetch_endpoints(tmp_path, timeout=0) == ["tcp://a:1", "tcp://b:1"]
     (tmp_path / "rank_1.json").write_text("{not json")
-    with pytest.raises(TimeoutError, match="rank_1.json unreadable"):
+    # (json.loads's reason and position, as the C client says them: json_scan.c)
+    said = r"rank_1.json unreadable \(Expecting property name enclosed in double quotes at "
+    said += r"character 1\)"
+    with pytest.raises(TimeoutError, match=said):
         fetch_endpoints(tmp_path, timeout=0.05)
     (tmp_path / "rank_1.json").write_text(json.dumps({"version": 1, "rank": 1}))
-    with pytest.raises(TimeoutError, match="rank_1.json unreadable"):  # no world_size
+    # (no world_size: a key missing, the file quoted, as the C client says it)
+    with pytest.raises(TimeoutError, match=r'rank_1.json invalid \(\{"version": 1, "rank": 1\}\)'):
         fetch_endpoints(tmp_path, timeout=0.05)
     (tmp_path / "rank_1.json").write_text(
         json.dumps({"version": 1, "rank": 0, "world_size": 2, "endpoint": "tcp://b:1"})

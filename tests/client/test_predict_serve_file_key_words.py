@@ -83,3 +83,23 @@ def test_the_serve_files_words_are_the_c_client_s() -> None:
     assert python.replace("@RANK@", "%lld") in literals("serve.c"), python
     plain = PLAIN_SERVE_FILE.format(rank="%lld", env_rendezvous="MELISSA_TRAINER_RENDEZVOUS")
     assert plain in literals("predict_watch.c"), plain
+
+
+@pytest.mark.timeout(60)
+def test_a_key_of_4301_digits_is_said_as_the_int_it_is(tmp_path: Path) -> None:
+    """Failed before: json.loads refused the file ("Exceeds the limit (4300 digits)"), so
+    the Predictor skipped it and waited out the request (PredictTimeout) where the C
+    client said the key at once; both say it now, an int, as C says it."""
+    digits = "9" * 4301
+    with answering_server(tmp_path / "rv"):
+        entry = json.loads((tmp_path / "rv" / "serve_0.json").read_text())
+    entry["curve_public_key"] = "@KEY@"
+    (tmp_path / "stale").mkdir()
+    text = json.dumps(entry).replace('"@KEY@"', digits)
+    (tmp_path / "stale" / "serve_0.json").write_text(text)
+    with (
+        Predictor(0, rendezvous_dir=tmp_path / "stale") as predictor,
+        pytest.raises(ValueError) as error,
+    ):
+        predictor.predict({"u": np.zeros(4, np.float32)}, timeout=2)
+    assert f"key, not {digits} (it must be a str, not int): the trainer" in str(error.value)

@@ -74,6 +74,23 @@ def test_serve_files_of_another_run_fail_the_request_at_once(tmp_path: Path) -> 
             ) in text, text
 
 
+def test_serve_files_of_many_other_runs_are_counted_past_five(tmp_path: Path) -> None:
+    """Failed before: every run listed, as C did not (its why of 512 bytes, cut within the
+    7th run of 64 characters): both say the first 5, sorted, and their count."""
+    specs = protocol.field_specs({"u": ((4,), "float32")})
+    runs = [f"run-{k}-" + "x" * 58 for k in range(8)]
+    for rank, run in enumerate(reversed(runs)):
+        write_serving(tmp_path, rank, 8, f"tcp://127.0.0.1:{rank + 1}", specs, run, None)
+    shown = ", ".join(f"'{run}'" for run in runs[:5])
+    with (
+        Predictor(0, rendezvous_dir=tmp_path, run_id="run-b") as p,
+        pytest.raises(PredictTimeout) as raised,
+    ):
+        p.predict(_U, timeout=20)
+    text = str(raised.value)
+    assert f"belongs to another run ([{shown}, ... (8 in all)]), not run 'run-b'" in text, text
+
+
 def test_the_same_run_s_file_is_still_used(tmp_path: Path) -> None:
     # (the rule above is for another run's files only: this run's is looked up)
     specs = protocol.field_specs({"u": ((4,), "float32")})

@@ -13,7 +13,14 @@ from pathlib import Path
 
 import pytest
 from bounded_rendezvous import ENDPOINT
-from rendezvous_parse_files import NO_SERVER, RANK_FILES, serve_text
+from rendezvous_parse_files import (
+    DISAGREEING,
+    LONG,
+    NO_SERVER,
+    RANK_FILES,
+    UNREADABLE_RANK_FILES,
+    serve_text,
+)
 
 from melissa_trainer.stream.endpoints import fetch_rendezvous
 from melissa_trainer.stream.serving_rendezvous import read_serving
@@ -39,6 +46,21 @@ def test_a_rank_file_is_refused_in_the_words_of_the_c_client(tmp_path: Path, nam
     (rv / "rank_0.json").write_text(text)
     said = rank_words(rv)
     assert f"0.2 s: rank_0.json invalid ({words or text}) (is the" in said, said
+
+
+@pytest.mark.parametrize("name", list(UNREADABLE_RANK_FILES))
+def test_a_rank_file_of_no_json_object_is_said_in_the_words_of_the_c_client(
+    tmp_path: Path, name: str
+) -> None:
+    """Failed before: an array, null, a number or a string was "unreadable (list indices
+    must be integers or slices, not str)" (or "'NoneType' object is not subscriptable"),
+    a JSON syntax error "unreadable (Expecting value: line 1 column 1 (char 0))"."""
+    rv = tmp_path / "rendezvous"
+    rv.mkdir()
+    text, words = UNREADABLE_RANK_FILES[name]
+    (rv / "rank_0.json").write_bytes(text.encode("utf-8", "surrogateescape"))
+    said = rank_words(rv)
+    assert f"0.2 s: rank_0.json unreadable ({words}) (is the" in said, said
 
 
 def test_a_valid_rank_file_is_taken(tmp_path: Path) -> None:
@@ -80,3 +102,40 @@ def test_a_serve_file_of_whole_numbers_is_read(tmp_path: Path) -> None:
     (tmp_path / "serve_0.json").write_text(serve_text(rank="-0", world_size="1000000000"))
     entry, why = read_serving(tmp_path, 10**9, None)
     assert why == "" and entry is not None and entry["endpoint"] == ENDPOINT
+
+
+def test_a_serve_file_with_an_integer_of_4301_digits_is_read(tmp_path: Path) -> None:
+    """Failed before: json.loads refused the whole file ("Exceeds the limit (4300
+    digits)"): skipped, "no trainer serves predictions there (yet)", where the C client
+    read it (a member it does not know, of any value)."""
+    (tmp_path / "serve_0.json").write_text(serve_text(world_size="2", extra=LONG))
+    assert read_serving(tmp_path, 7, None) == (None, "rank 1 of 2 does not serve (yet)")
+
+
+@pytest.mark.parametrize(
+    "members",
+    [{"world_size": LONG}, {"rank": LONG}, {"version": LONG}, {"run_id": LONG}],
+    ids=lambda m: f"{next(iter(m))} of 4301 digits",
+)
+def test_a_serve_file_with_a_4301_digit_value_of_its_own_is_not_read(
+    tmp_path: Path, members: dict[str, str]
+) -> None:
+    """(the control: read, each such value is refused, as C refuses it)"""
+    (tmp_path / "serve_0.json").write_text(serve_text(**members))
+    assert read_serving(tmp_path, 7, "run-a") == (None, NO_SERVER)
+
+
+def test_a_serve_file_of_no_json_object_is_not_read(tmp_path: Path) -> None:
+    """(the control: an array is no serve file, as for C)"""
+    (tmp_path / "serve_0.json").write_text("[]")
+    assert read_serving(tmp_path, 7, None) == (None, NO_SERVER)
+
+
+@pytest.mark.parametrize("name", list(DISAGREEING))
+def test_serve_files_of_many_world_sizes_are_listed_up_to_five(tmp_path: Path, name: str) -> None:
+    """Failed before: every size listed, where the C client named two (and its why of 512
+    bytes holds a bounded list)."""
+    files, why = DISAGREEING[name]
+    for file, text in files.items():
+        (tmp_path / file).write_text(text)
+    assert read_serving(tmp_path, 7, None) == (None, why)

@@ -18,6 +18,13 @@ void mt_json_free(mt_json_member *members, size_t n) {
     free(members);
 }
 
+const mt_json_member *mt_json_find(const mt_json_member *m, size_t n, const char *key) {
+    const mt_json_member *found = NULL;
+    for (size_t k = 0; k < n; ++k)
+        if (strcmp(m[k].key, key) == 0) found = &m[k];
+    return found;
+}
+
 bool mt_json_object(const char *text, mt_json_member **members, size_t *count, char *err,
                     size_t err_size) {
     mt_json_parser p = {text, 0, err, err_size};

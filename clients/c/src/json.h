@@ -23,6 +23,9 @@ typedef struct mt_json_member {
 bool mt_json_object(const char *text, mt_json_member **members, size_t *n, char *err,
                     size_t err_size);
 void mt_json_free(mt_json_member *members, size_t n);
+/* The last member `key` of m[0..n) (Python's json.loads: a key repeated takes its last
+ * value), or NULL; `m` may be NULL when `n` is 0 (an object not read). */
+const mt_json_member *mt_json_find(const mt_json_member *m, size_t n, const char *key);
 /* True if `text` is one valid JSON value (of any kind); _check: else false with the
  * reason in err (Python's json.loads's words, json_scan.h). */
 bool mt_json_valid(const char *text);

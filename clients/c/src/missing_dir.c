@@ -184,13 +184,6 @@ static bool trainer_runs(const char *dir) {
     return st == MT_OK;
 }
 
-/* The member `key` of m[0..n), or NULL (stop_record.c's, static there). */
-static const mt_json_member *member(const mt_json_member *m, size_t n, const char *key) {
-    for (size_t k = 0; k < n; ++k)
-        if (strcmp(m[k].key, key) == 0) return &m[k];
-    return NULL;
-}
-
 /* An object member's JSON object (kind MT_JSON_OTHER, raw text "{...}") parsed into *m. */
 static bool object_of(const mt_json_member *v, mt_json_member **m, size_t *n) {
     char err[160];
@@ -221,20 +214,21 @@ bool mt_stop_reason(const char *text, const char *run_id, mt_buf *said, const ch
     size_t n = 0, recn = 0, rn = 0;
     if (text == NULL || text[0] != '{' || !mt_json_object(text, &m, &n, err, sizeof err))
         return false; /* (none, or being replaced: nothing to say) */
-    const mt_json_member *stopped = member(m, n, "stopped");
+    const mt_json_member *stopped = mt_json_find(m, n, "stopped");
     bool marked = stopped != NULL && stopped->kind == MT_JSON_OTHER &&
                   strcmp(stopped->string, "true") == 0;
     if (marked) {
-        object_of(member(m, n, "stop_record"), &rec, &recn);
-        const mt_json_member *whose = member(m, n, "run_id");
-        if (whose == NULL) whose = member(rec, recn, "run_id");
+        object_of(mt_json_find(m, n, "stop_record"), &rec, &recn);
+        const mt_json_member *whose = mt_json_find(m, n, "run_id");
+        if (whose == NULL) whose = mt_json_find(rec, recn, "run_id");
         /* (another run's: this run's trainer is awaited, which that one's resume is not) */
         marked = run_id == NULL || whose == NULL || whose->kind != MT_JSON_STRING ||
                  strcmp(whose->string, run_id) == 0;
     }
     if (marked) {
-        object_of(member(rec, recn, "reason"), &rm, &rn);
-        const mt_json_member *code = member(rm, rn, "code"), *message = member(rm, rn, "message");
+        object_of(mt_json_find(rec, recn, "reason"), &rm, &rn);
+        const mt_json_member *code = mt_json_find(rm, rn, "code");
+        const mt_json_member *message = mt_json_find(rm, rn, "message");
         bool coded = code != NULL && code->kind == MT_JSON_STRING;
         if (coded) { /* (printf: said stays a string) */
             size_t c32 = mt_utf8_prefix(code->string, strlen(code->string), 32);

@@ -60,17 +60,10 @@ void mt_ranks_settle(mt_ranks *ranks) {
     ranks->n = kept;
 }
 
-/* The last member `key` of `m` (Python's json: a key repeated takes its last value). */
-static const mt_json_member *member(const mt_json_member *m, size_t n, const char *key) {
-    const mt_json_member *found = NULL;
-    for (size_t k = 0; k < n; ++k)
-        if (strcmp(m[k].key, key) == 0) found = &m[k];
-    return found;
-}
-
 long long mt_rank_bounds(const char *text, const mt_json_member *m, size_t n,
                          long long file_rank, mt_buf *why) {
-    const mt_json_member *rank = member(m, n, "rank"), *world = member(m, n, "world_size");
+    const mt_json_member *rank = mt_json_find(m, n, "rank");
+    const mt_json_member *world = mt_json_find(m, n, "world_size");
     if (rank == NULL || world == NULL) return -1;
     /* (compared as doubles, never cast: 10^12 or 1e300 would not fit a long long) */
     bool whole = world->kind == MT_JSON_NUMBER && world->integer;

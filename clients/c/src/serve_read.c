@@ -15,6 +15,9 @@
 #include "serve.h"
 
 #define MAX_SERVE_FILE 65536
+/* the other runs, or the world sizes, a why names at most, the others counted
+ * (serving_rendezvous.py OTHER_RUNS_SHOWN) */
+#define SHOWN 5
 
 static mt_dtype dtype_of_str(const char *s) {
     for (int code = 1; code <= 12; ++code)
@@ -165,13 +168,17 @@ static int by_bytes(const void *a, const void *b) {
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* OTHER_RUN and the runs of `o`, sorted, as Python prints the list of them
- * (serving_rendezvous.py read_serving: "(['run-a', 'run-c'])"; run ids hold no quote). */
+/* OTHER_RUN and the runs of `o`, sorted, as Python prints the list of them, the first
+ * SHOWN and their count past that (serving_rendezvous.py other_runs_words:
+ * "(['run-a', 'run-c'])"; run ids hold no quote): within `why`'s 512 bytes, whatever
+ * their number (runs of 64 characters: more than 6 were cut there). */
 static void say_runs(other_runs *o, char *why, size_t size) {
     qsort(o->ids, o->n, sizeof *o->ids, by_bytes);
     mt_buf b = {0};
     mt_buf_puts(&b, OTHER_RUN " ([");
-    for (size_t k = 0; k < o->n; ++k) mt_buf_printf(&b, "%s'%s'", k ? ", " : "", o->ids[k]);
+    for (size_t k = 0; k < o->n && k < SHOWN; ++k)
+        mt_buf_printf(&b, "%s'%s'", k ? ", " : "", o->ids[k]);
+    if (o->n > SHOWN) mt_buf_printf(&b, ", ... (%zu in all)", o->n);
     mt_buf_puts(&b, "])");
     snprintf(why, size, "%s", b.oom ? OTHER_RUN : b.data);
     free(b.data);
@@ -180,6 +187,42 @@ static void say_runs(other_runs *o, char *why, size_t size) {
 static void free_runs(other_runs *o) {
     for (size_t k = 0; k < o->n; ++k) free(o->ids[k]);
     free(o->ids);
+}
+
+/* The distinct world sizes of this run's serve files. */
+typedef struct worlds {
+    long long *at;
+    size_t n;
+} worlds;
+
+/* `w` added to `ws` unless there; false when memory ran out. */
+static bool add_world(worlds *ws, long long w) {
+    for (size_t k = 0; k < ws->n; ++k)
+        if (ws->at[k] == w) return true;
+    long long *at = realloc(ws->at, (ws->n + 1) * sizeof *at);
+    if (at == NULL) return false;
+    ws->at = at, ws->at[ws->n++] = w;
+    return true;
+}
+
+static int by_value(const void *a, const void *b) {
+    long long x = *(const long long *)a, y = *(const long long *)b;
+    return (x > y) - (x < y);
+}
+
+/* The why of serve files that disagree on their world size: the sizes of `ws`, sorted,
+ * the first SHOWN and their count past that (serving_rendezvous.py read_serving: "[2, 3,
+ * 4]"; C named only the first size read and the last other one). */
+static void say_worlds(worlds *ws, char *why, size_t size) {
+    qsort(ws->at, ws->n, sizeof *ws->at, by_value);
+    mt_buf b = {0};
+    mt_buf_puts(&b, "serve files disagree on world_size: [");
+    for (size_t k = 0; k < ws->n && k < SHOWN; ++k)
+        mt_buf_printf(&b, "%s%lld", k ? ", " : "", ws->at[k]);
+    if (ws->n > SHOWN) mt_buf_printf(&b, ", ... (%zu in all)", ws->n);
+    mt_buf_puts(&b, "]");
+    snprintf(why, size, "%s", b.oom ? "serve files disagree on world_size" : b.data);
+    free(b.data);
 }
 
 /* One look at `dir`: 1 with *out the entry of rank sim % W, 0 with why not in `why`,
@@ -191,7 +234,8 @@ int mt_read_serving(const char *dir, uint64_t sim, const char *run_id, mt_serve_
         snprintf(why, size, "cannot list '%s': %s", dir, strerror(errno));
         return 0;
     }
-    long long world = -1, other_world = -1;
+    long long world = -1;
+    worlds sizes = {NULL, 0};
     bool found = false;
     other_runs others = {NULL, 0};
     mt_serve_entry best = {0};
@@ -216,6 +260,7 @@ int mt_read_serving(const char *dir, uint64_t sim, const char *run_id, mt_serve_
             mt_serve_entry_free(&best);
             closedir(d);
             free_runs(&others);
+            free(sizes.at);
             return -1;
         }
         text[got] = '\0';
@@ -231,11 +276,19 @@ int mt_read_serving(const char *dir, uint64_t sim, const char *run_id, mt_serve_
             mt_serve_entry_free(&best);
             closedir(d);
             free_runs(&others);
+            free(sizes.at);
             return -1;
         }
         free(run);
         if (world < 0) world = w;
-        else if (w != world) other_world = w;
+        if (!add_world(&sizes, w)) {
+            mt_serve_entry_free(&e);
+            mt_serve_entry_free(&best);
+            closedir(d);
+            free_runs(&others);
+            free(sizes.at);
+            return -1;
+        }
         long long rank = atoll(name + 6);
         if ((uint64_t)rank == sim % (uint64_t)w && !found) {
             best = e;
@@ -250,11 +303,11 @@ int mt_read_serving(const char *dir, uint64_t sim, const char *run_id, mt_serve_
     if (only_others) say_runs(&others, why, size);
     free_runs(&others);
     if (only_others) return 0;
-    if (other_world >= 0) {
+    bool disagree = sizes.n > 1;
+    if (disagree) say_worlds(&sizes, why, size);
+    free(sizes.at);
+    if (disagree) {
         mt_serve_entry_free(&best);
-        snprintf(why, size, "serve files disagree on world_size: [%lld, %lld]",
-                 world < other_world ? world : other_world,
-                 world < other_world ? other_world : world);
         return 0;
     }
     if (world >= 0) {

@@ -104,12 +104,6 @@ static bool bye_row(const uint64_t *r, size_t width, void *ctx) {
     return true;
 }
 
-static const mt_json_member *member(const mt_json_member *m, size_t n, const char *key) {
-    for (size_t k = 0; k < n; ++k)
-        if (strcmp(m[k].key, key) == 0) return &m[k];
-    return NULL;
-}
-
 /* A record's "expected_end" (the stream ended on expected_simulations: stop_record.py
  * ExpectedEnd): its counts, and the steps held and refused of this simulation if it is
  * among the unfinished ones (0 else); of the record's "unfinished", the first and last
@@ -139,10 +133,10 @@ static bool parse_expected_end(const char *text, expected_end *e, const char **w
     char err[160];
     *why = "a bad expected_end";
     bool ok = mt_json_object(text, &m, &n, err, sizeof err) &&
-              number_u64(member(m, n, "expected_simulations"), &e->expected) &&
-              number_u64(member(m, n, "finished"), &e->finished) &&
-              number_u64(member(m, n, "abandoned"), &e->abandoned);
-    const mt_json_member *rows_of = ok ? member(m, n, "unfinished") : NULL;
+              number_u64(mt_json_find(m, n, "expected_simulations"), &e->expected) &&
+              number_u64(mt_json_find(m, n, "finished"), &e->finished) &&
+              number_u64(mt_json_find(m, n, "abandoned"), &e->abandoned);
+    const mt_json_member *rows_of = ok ? mt_json_find(m, n, "unfinished") : NULL;
     ok = ok && rows_of != NULL && rows(rows_of->string, 3, 0, unfinished_row, e, why);
     mt_json_free(m, n);
     return ok;
@@ -160,11 +154,14 @@ static mt_stop_outcome decide_record(const char *text, const char *run_id, uint6
     mt_stop_outcome said = MT_STOP_INVALID;
     *why = "not a stop record of version 1";
     if (!mt_json_object(text, &m, &n, err, sizeof err)) goto done;
-    const mt_json_member *version = member(m, n, "version"), *run = member(m, n, "run_id");
-    const mt_json_member *reason = member(m, n, "reason"), *complete = member(m, n, "complete");
-    const mt_json_member *finished = member(m, n, "finished"), *byes = member(m, n, "byes");
-    const mt_json_member *ended = member(m, n, "expected_end");
-    const mt_json_member *held = member(m, n, "unfinished"); /* (absent: an older record) */
+    const mt_json_member *version = mt_json_find(m, n, "version");
+    const mt_json_member *run = mt_json_find(m, n, "run_id");
+    const mt_json_member *reason = mt_json_find(m, n, "reason");
+    const mt_json_member *complete = mt_json_find(m, n, "complete");
+    const mt_json_member *finished = mt_json_find(m, n, "finished");
+    const mt_json_member *byes = mt_json_find(m, n, "byes");
+    const mt_json_member *ended = mt_json_find(m, n, "expected_end");
+    const mt_json_member *held = mt_json_find(m, n, "unfinished"); /* (absent: an older record) */
     if (version == NULL || version->kind != MT_JSON_NUMBER || !version->integer ||
         version->number != 1.0)
         goto done;
@@ -175,9 +172,10 @@ static mt_stop_outcome decide_record(const char *text, const char *run_id, uint6
     if (reason == NULL || reason->kind != MT_JSON_OTHER ||
         !mt_json_object(reason->string, &rm, &rn, err, sizeof err))
         goto done;
-    const mt_json_member *code = member(rm, rn, "code"), *message = member(rm, rn, "message");
-    const mt_json_member *rsid = member(rm, rn, "simulation_id");
-    const mt_json_member *rstep = member(rm, rn, "time_step");
+    const mt_json_member *code = mt_json_find(rm, rn, "code");
+    const mt_json_member *message = mt_json_find(rm, rn, "message");
+    const mt_json_member *rsid = mt_json_find(rm, rn, "simulation_id");
+    const mt_json_member *rstep = mt_json_find(rm, rn, "time_step");
     /* ("broken": a collective broke with every peer alive; followed as "preempted") */
     static const char *const codes[] = {"end",   "preempted", "nonfinite",
                                         "error", "stopped",   "broken"};
@@ -261,18 +259,19 @@ void mt_stop_record_words(const char *record, char *out, size_t size) {
     size_t n = 0, rn = 0;
     char err[160];
     bool ok = record != NULL && *record == '{' && mt_json_object(record, &m, &n, err, sizeof err);
-    const mt_json_member *reason = ok ? member(m, n, "reason") : NULL;
-    const mt_json_member *ended = ok ? member(m, n, "expected_end") : NULL;
+    const mt_json_member *reason = ok ? mt_json_find(m, n, "reason") : NULL;
+    const mt_json_member *ended = ok ? mt_json_find(m, n, "expected_end") : NULL;
     if (reason != NULL && reason->kind == MT_JSON_OTHER && *reason->string == '{')
         mt_json_object(reason->string, &rm, &rn, err, sizeof err);
-    const mt_json_member *code = member(rm, rn, "code"), *message = member(rm, rn, "message");
+    const mt_json_member *code = mt_json_find(rm, rn, "code");
+    const mt_json_member *message = mt_json_find(rm, rn, "message");
     bool coded = code != NULL && code->kind == MT_JSON_STRING;
     mt_json_member *em = NULL;
     size_t en = 0;
     if (coded && strcmp(code->string, "end") == 0 && ended != NULL &&
         ended->kind == MT_JSON_OTHER && *ended->string == '{' &&
         mt_json_object(ended->string, &em, &en, err, sizeof err)) {
-        const mt_json_member *expected = member(em, en, "expected_simulations");
+        const mt_json_member *expected = mt_json_find(em, en, "expected_simulations");
         char many[48] = "None"; /* (as Python prints a missing or null one) */
         if (expected != NULL && expected->kind == MT_JSON_NUMBER && expected->exact)
             snprintf(many, sizeof many, "%llu", (unsigned long long)expected->u64);
@@ -321,8 +320,9 @@ static mt_stop_outcome look_at(const char *dir, size_t rank, const char *endpoin
     char err[160];
     mt_stop_outcome said = MT_STOP_UNDECIDED;
     if (mt_json_object(text, &m, &n, err, sizeof err)) {
-        const mt_json_member *stopped = member(m, n, "stopped"), *at = member(m, n, "endpoint");
-        const mt_json_member *record = member(m, n, "stop_record");
+        const mt_json_member *stopped = mt_json_find(m, n, "stopped");
+        const mt_json_member *at = mt_json_find(m, n, "endpoint");
+        const mt_json_member *record = mt_json_find(m, n, "stop_record");
         if (stopped != NULL && stopped->kind == MT_JSON_OTHER &&
             strcmp(stopped->string, "true") == 0 && at != NULL && at->kind == MT_JSON_STRING &&
             strcmp(at->string, endpoint) == 0 && record != NULL) {

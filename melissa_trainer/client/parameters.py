@@ -16,9 +16,7 @@ __all__ = [
     "Parameters",
     "UnknownParameterError",
     "check_parameters",
-    "json_fault",
     "lone_surrogate",
-    "not_utf8",
 ]
 
 #: The simulation's parameters, a JSON object of name -> number (set by the launcher).

@@ -17,7 +17,8 @@ import sys
 
 import pytest
 
-from melissa_trainer.client.parameters import ENV_PARAMETERS, check_parameters, json_fault
+from melissa_trainer.client.parameters import ENV_PARAMETERS, check_parameters
+from melissa_trainer.common.json_words import json_fault
 
 #: texts json.loads refuses; a trailing comma's 3.13 words, or None: as json says them
 FAULTS = [

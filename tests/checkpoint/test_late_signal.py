@@ -23,18 +23,23 @@ from melissa_trainer.checkpoint import paths as ckpt
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "late_signal.py"
+LAST_WINDOW = SCRIPT.parent / "last_window_signal.py"
 
 
-def test_a_sigterm_after_the_last_line_is_said_and_ends_the_process(tmp_path: Path) -> None:
-    out, log = tmp_path / "out", tmp_path / "log"
+def signalled_while_held(tmp_path: Path, script: Path, said: str, *args: str) -> str:
+    """Run `script` (OUTPUT_DIR ``tmp_path/out``, then `args`) until its hook holds at
+    ``tmp_path/marker``; SIGTERM it, wait until its log says `said`, release the hold
+    (``tmp_path/go``); its log, once it exited by the SIGTERM (-15)."""
+    log = tmp_path / "log"
     with open(log, "w") as sink:
         proc = subprocess.Popen(
-            [sys.executable, str(SCRIPT), str(out)], stdout=sink, stderr=subprocess.STDOUT
+            [sys.executable, str(script), str(tmp_path / "out"), *args],
+            stdout=sink,
+            stderr=subprocess.STDOUT,
         )
     try:
-        wait_until((tmp_path / "marker").exists, "the end hook", UNTIL_TEST_TIMEOUT, procs=[proc])
+        wait_until((tmp_path / "marker").exists, "the hold", UNTIL_TEST_TIMEOUT, procs=[proc])
         proc.send_signal(signal.SIGTERM)
-        said = "SIGTERM received after the end of training"
         wait_until(lambda: said in log.read_text(), said, UNTIL_TEST_TIMEOUT, procs=[proc])
         (tmp_path / "go").touch()
         assert proc.wait(timeout=60) == -signal.SIGTERM, log.read_text()[-3000:]
@@ -42,7 +47,13 @@ def test_a_sigterm_after_the_last_line_is_said_and_ends_the_process(tmp_path: Pa
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    text = log.read_text()
+    return log.read_text()
+
+
+def test_a_sigterm_after_the_last_line_is_said_and_ends_the_process(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    said = "SIGTERM received after the end of training"
+    text = signalled_while_held(tmp_path, SCRIPT, said)
     assert "end of training (max_steps 4 reached)" in text
     assert "no step is left to stop at, the run ends as without it" in text
     assert "(exit status 143)" in text
@@ -54,9 +65,6 @@ def test_a_sigterm_after_the_last_line_is_said_and_ends_the_process(tmp_path: Pa
     assert '"state": "ended"' in (out / "trainer.lock").read_text()
 
 
-LAST_WINDOW = SCRIPT.parent / "last_window_signal.py"
-
-
 def test_a_sigterm_in_the_last_window_is_not_swallowed(tmp_path: Path) -> None:
     """A SIGTERM after the last stop synchronisation, before the loop ends (max_steps
     reached in the same window): no synchronisation is left to agree on it. Before, it
@@ -65,23 +73,8 @@ def test_a_sigterm_in_the_last_window_is_not_swallowed(tmp_path: Path) -> None:
     ran on to exit 0; now it is a late signal, said so, and ends the process (143). Its
     line says that no end checkpoint comes (it did not, 2026-12-07: "the run ends as
     without it" alone, where the run without it wrote none)."""
-    out, log = tmp_path / "out", tmp_path / "log"
-    with open(log, "w") as sink:
-        proc = subprocess.Popen(
-            [sys.executable, str(LAST_WINDOW), str(out)], stdout=sink, stderr=subprocess.STDOUT
-        )
-    try:
-        wait_until((tmp_path / "marker").exists, "the last step", UNTIL_TEST_TIMEOUT, procs=[proc])
-        proc.send_signal(signal.SIGTERM)
-        said = "SIGTERM received"
-        wait_until(lambda: said in log.read_text(), said, UNTIL_TEST_TIMEOUT, procs=[proc])
-        (tmp_path / "go").touch()
-        assert proc.wait(timeout=60) == -signal.SIGTERM, log.read_text()[-3000:]
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    text = log.read_text()
+    out = tmp_path / "out"
+    text = signalled_while_held(tmp_path, LAST_WINDOW, "SIGTERM received")
     assert "end of training (max_steps 4 reached)" in text
     assert "came after the last stop synchronisation: no step is left to stop at" in text
     assert "(exit status 143)" in text
@@ -93,3 +86,18 @@ def test_a_sigterm_in_the_last_window_is_not_swallowed(tmp_path: Path) -> None:
     ) in text, text[-3000:]
     assert "script end" not in text, text[-2000:]
     assert ckpt.list_checkpoints(out / "checkpoints") == []  # (save_at_end off: none)
+
+
+def test_a_late_signal_does_not_deny_a_save_steps_checkpoint_of_the_end(tmp_path: Path) -> None:
+    """Review hrev8 (2026-12-07): the late signal's words, computed once at the start
+    from ``save_at_end`` and ``save_seconds``, said "save_at_end is off: no checkpoint is
+    written at the end" when ``save_steps`` made the last step a save step: that
+    checkpoint IS written as the run ends (checkpoint-4), and a resume finds nothing
+    left to train. The oracle: the checkpoint folder. Failed before hfix8 decided the
+    words as the signal is said (`term_words.end_checkpoint_words`:
+    ``state.last_save_step == state.global_step``, or a save asked for)."""
+    out = tmp_path / "out"
+    text = signalled_while_held(tmp_path, LAST_WINDOW, "SIGTERM received", "4")
+    assert "came after the last stop synchronisation" in text, text[-3000:]
+    assert [p.name for p in ckpt.list_checkpoints(out / "checkpoints")] == ["checkpoint-4"]
+    assert "no checkpoint is written at the end" not in text, text[-3000:]

@@ -1,11 +1,13 @@
-"""A run that a signal reaches during its last window: ``last_window_signal.py OUTPUT_DIR``.
+"""A run that a signal reaches during its last window: ``last_window_signal.py OUTPUT_DIR
+[SAVE_STEPS]``.
 
 Trains 4 steps (``max_steps=4``, one stop window of 8 steps: the stop synchronisation
 before step 1 is its last); its hook's `on_step_end` at step 4 (after that
 synchronisation, before the loop sees max_steps reached) writes
 ``OUTPUT_DIR/../marker`` and waits for ``OUTPUT_DIR/../go`` (the test signals it in
-between). ``save_at_end`` is off, as the heat_guess example's. Prints "script end" if
-`train()` returns."""
+between). ``save_at_end`` is off, as the heat_guess example's was. With SAVE_STEPS 4,
+the last step is a ``save_steps`` step: a checkpoint of the end (checkpoint-4) is written
+as the run ends, after the hold. Prints "script end" if `train()` returns."""
 
 from __future__ import annotations
 
@@ -38,11 +40,12 @@ class HoldAtLastStep(Hook):
 
 def main() -> None:
     out = Path(sys.argv[1])
+    save_steps = int(sys.argv[2]) if len(sys.argv) > 2 else None
     torch.set_num_threads(1)
     model = small_model(0)
     args = TrainingArguments(
         output_dir=str(out), max_steps=4, stop_sync_steps=8, save_at_end=False,
-        report_to="none", disable_progress_bar=True,
+        save_steps=save_steps, report_to="none", disable_progress_bar=True,
     )  # fmt: skip
     trainer = OnlineTrainer(
         model,

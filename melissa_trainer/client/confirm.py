@@ -65,7 +65,6 @@ returns.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -77,6 +76,7 @@ from melissa_trainer.client.delivery import CLOSE_CAP_FACTOR
 from melissa_trainer.client.gave_up import DeliveryFailed, rerun_words
 from melissa_trainer.client.receipts import Closed, Rounds, confirmed
 from melissa_trainer.stream.endpoints import fetch_rendezvous
+from melissa_trainer.stream.rank_bounds import read_file
 from melissa_trainer.wire.receipt import RECEIPT_BYE, RECEIPT_QUERY, ReceiptReply
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -189,10 +189,8 @@ def entries_of(
     entries = []
     for rank in range(len(client.endpoints)):
         try:
-            entry = json.loads((Path(rendezvous) / f"rank_{rank}.json").read_text())
+            entry = read_file(Path(rendezvous) / f"rank_{rank}.json")
         except (OSError, ValueError):
-            return None
-        if not isinstance(entry, dict):
             return None
         entries.append(entry)
     if not _another_run(entries, client):

@@ -13,7 +13,6 @@ that runs without a `ServingHook` (`Unserved`), and one that ran there and stopp
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import time
@@ -25,6 +24,7 @@ from melissa_trainer.client.predict_errors import PredictUnreachable
 from melissa_trainer.client.rendezvous_words import missing_note
 from melissa_trainer.stream.endpoints import NOTICE_AFTER, fetch_rendezvous
 from melissa_trainer.stream.host_scope import SERVING, out_of_reach
+from melissa_trainer.stream.rank_bounds import file_text, read_object
 from melissa_trainer.stream.reason_line import (
     SAID_CHARS,
     as_c_reads,
@@ -243,10 +243,12 @@ def after_stop(code: object, message: object = None) -> str:
 def stop_text(directory: str | os.PathLike[str]) -> str:
     """The text of the rendezvous `directory`'s ``rank_0.json``, "" when there is none or
     it cannot be read (being replaced): what one look reads of a trainer's stop, once
-    (`stopped_story`'s `text`; a lookup keeps its first look's: `EndpointLookup`)."""
+    (`stopped_story`'s `text`; a lookup keeps its first look's: `EndpointLookup`); bytes
+    no UTF-8 decodes kept as surrogates, refused by `stop_reason` as by C
+    (`rank_bounds.file_text`)."""
     try:
-        return (Path(directory) / "rank_0.json").read_text()
-    except (OSError, ValueError):
+        return file_text(Path(directory) / "rank_0.json")
+    except OSError:
         return ""
 
 
@@ -261,12 +263,14 @@ def stop_reason(
     not marked stopped, and when it is another run's than `run_id` (its ``run_id``, else
     its record's, names another: a request of this run awaits this run's trainer, which
     that one's resume is not; None `run_id`: any run's). `text`: that file's text as
-    read already (`stop_text`), None: read it here."""
+    read already (`stop_text`), None: read it here. Read as every rendezvous reader
+    reads it, C's too (`rank_bounds.read_object`: white space before the object, an
+    integer of any length; a string not UTF-8, not JSON or not an object: not stopped)."""
     try:
-        entry = json.loads(stop_text(directory) if text is None else text)
+        entry = read_object(stop_text(directory) if text is None else text)
     except ValueError:
         return None  # (none, or being replaced: nothing to say)
-    if not isinstance(entry, dict) or entry.get("stopped") is not True:
+    if entry.get("stopped") is not True:
         return None
     record = entry.get(RECORD_KEY)
     record = record if isinstance(record, dict) else {}

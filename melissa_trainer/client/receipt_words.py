@@ -14,7 +14,6 @@ only.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -25,6 +24,7 @@ from melissa_trainer.client.admission import SimulationRefused, reason_with_fix
 from melissa_trainer.client.config import ClientTuning
 from melissa_trainer.client.delivery import CLOSE_CAP_FACTOR, capped_words
 from melissa_trainer.client.gave_up import rerun_words
+from melissa_trainer.stream.rank_bounds import read_file
 from melissa_trainer.wire.receipt import ReceiptReply
 
 __all__ = ["Closed", "gone_words", "refused", "unconfirmed"]
@@ -122,8 +122,7 @@ def gone_words(
     says it of a data socket, `patience.never_note`: a follow endpoint that is wrong
     or unreachable from here, or a trainer gone before the first one)."""
     try:  # (a trainer that stopped cleanly marked its files: `Receiver.stop`)
-        entry = json.loads((Path(rendezvous) / f"rank_{rank}.json").read_text())
-        stopped = isinstance(entry, dict) and entry.get("stopped") is True
+        stopped = read_file(Path(rendezvous) / f"rank_{rank}.json").get("stopped") is True
     except (OSError, ValueError):
         stopped = False
     why = (

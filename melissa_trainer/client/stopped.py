@@ -40,7 +40,6 @@ Not thread-safe: the closing thread.
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
@@ -49,6 +48,7 @@ from melissa_trainer.client.admission import SimulationRefused
 from melissa_trainer.client.closing import TrainerStopped, client_logger
 from melissa_trainer.client.gave_up import DeliveryFailed, StopSaid, rerun_words, taken_of
 from melissa_trainer.client.send_wait import StoppedForGood
+from melissa_trainer.stream.rank_bounds import read_file
 from melissa_trainer.stream.reason_line import said_line
 from melissa_trainer.stream.stop_record import (
     RECORD_KEY,
@@ -169,10 +169,11 @@ class StopRecords:
 
     def _read(self, rank: int, path: Path) -> StopRecord | None:
         try:
-            entry = json.loads(path.read_text())
+            # (the bytes C's close reads, read as C reads them: `rank_bounds.read_file`)
+            entry = read_file(path)
         except (OSError, ValueError):
             return None  # (being replaced, or not ours: the receiver's silence decides)
-        if not isinstance(entry, dict) or entry.get("stopped") is not True:
+        if entry.get("stopped") is not True:
             return None
         # (its endpoint as C reads it, up to a NUL: both clients take the same files)
         if c_string(entry.get("endpoint")) != self.endpoints[rank] or RECORD_KEY not in entry:

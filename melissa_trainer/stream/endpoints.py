@@ -216,7 +216,7 @@ def _read_rendezvous(
             continue
         try:
             # (bytes no UTF-8 decodes kept, each a surrogate: said where, as C says it)
-            text = (directory / name).read_bytes().decode("utf-8", "surrogateescape")
+            text = rank_bounds.file_text(directory / name)
             # (an integer of any length: its bounds said; not JSON, or not an object:
             # said in the C client's words)
             entry = rank_bounds.read_object(text)

@@ -7,7 +7,9 @@ did (clients/c/src/rendezvous_ranks.c, word for word)."""
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Collection
+from pathlib import Path
 from typing import Any
 
 from melissa_trainer.common.json_words import json_words, not_object_words, not_utf8
@@ -102,6 +104,26 @@ def read_object(text: str) -> dict[str, Any]:
     if not isinstance(entry, dict):
         raise ValueError(not_object_words(text))
     return entry
+
+
+def file_text(path: str | os.PathLike[str]) -> str:
+    """The text of the rendezvous file at `path`, its bytes no UTF-8 decodes kept, each a
+    surrogate (surrogateescape): `read_object` says where, as C says it. OSError if it
+    cannot be read."""
+    return Path(path).read_bytes().decode("utf-8", "surrogateescape")
+
+
+def read_file(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The rendezvous file (rank or serve file) at `path` as `read_object` reads it, its
+    bytes no UTF-8 decodes kept as surrogateescape reads them (said where, as C says
+    it): every reader of these files, so that Python's readers and the C client's take
+    and refuse the same bytes alike.
+
+    Raises:
+        OSError: it cannot be read (missing, being replaced).
+        ValueError: it is not a JSON object, in the C client's words (`read_object`).
+    """
+    return read_object(file_text(path))
 
 
 def is_whole(value: Any, expected: int) -> bool:

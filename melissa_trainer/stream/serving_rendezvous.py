@@ -20,7 +20,7 @@ import numpy as np
 
 from melissa_trainer import wire as protocol
 from melissa_trainer.stream.host_scope import published_scope
-from melissa_trainer.stream.rank_bounds import MAX_WORLD, is_whole, read_object
+from melissa_trainer.stream.rank_bounds import MAX_WORLD, is_whole, read_file
 from melissa_trainer.wire import FieldSpec
 
 __all__ = [
@@ -94,14 +94,16 @@ def remove_serving(directory: str | os.PathLike[str], rank: int, endpoint: str) 
     """Remove rank `rank`'s file if it still names `endpoint` (not a newer trainer's).
     Never raises: a file it cannot read or remove is left, and said at WARNING with the
     error (a predictor reading it dials an endpoint nobody serves); a missing one is not
-    said (nothing to remove)."""
+    said (nothing to remove). Read as every reader of a serve file reads it
+    (`rank_bounds.read_file`): an integer of any length, the words of a file that is
+    not a JSON object the C client's."""
     path = serve_file(directory, rank)
     try:
-        if json.loads(path.read_text()).get("endpoint") == endpoint:
+        if read_file(path).get("endpoint") == endpoint:
             path.unlink(missing_ok=True)
     except FileNotFoundError:
         return
-    except (OSError, ValueError, AttributeError) as exc:  # (AttributeError: not an object)
+    except (OSError, ValueError) as exc:
         import logging  # (here: a client's import stays light, without logging)
 
         logging.getLogger(__name__).warning(
@@ -142,7 +144,7 @@ def read_serving(
         try:
             # (an integer of any number of digits read, as C reads it: json.loads found a
             # file with one past int()'s limit, of any member, unreadable and skipped it)
-            entry = read_object((directory / name).read_text())
+            entry = read_file(directory / name)  # (bytes not UTF-8: refused, as by C)
             # (whole numbers, not true nor 1.0, the world within the rank files' bound:
             # as the C client reads them, clients/c/src/serve_read.c)
             ok = (

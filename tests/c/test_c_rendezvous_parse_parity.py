@@ -53,6 +53,9 @@ SERVE = {
         serve_text(world_size="2", extra=LONG),
         "rank 1 of 2 does not serve (yet)",
     ),
+    # (bytes no UTF-8 decodes, in a string: refused by both, as a rank file is; else
+    # "rank 1 of 2 does not serve (yet)")
+    "a string not UTF-8": (serve_text(world_size="2", extra='"\udcff"'), NO_SERVER),
     "world_size 10**9": (
         serve_text(world_size="1000000000"),
         "rank 7 of 1000000000 does not serve (yet)",
@@ -102,7 +105,7 @@ def test_a_serve_file_is_read_by_c_as_by_python(
     name: str,
 ) -> None:
     text, why = SERVE[name]
-    (tmp_path / "serve_0.json").write_text(text)
+    (tmp_path / "serve_0.json").write_bytes(text.encode("utf-8", "surrogateescape"))
     said = c_and_python(script_exe, tmp_path, monkeypatch)
     assert why in said[0], said
     assert said[0] == said[1]

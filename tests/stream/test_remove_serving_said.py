@@ -63,3 +63,24 @@ def test_a_missing_or_newer_trainers_file_is_left_without_a_word(
     assert path.exists()
     remove_serving(tmp_path, 0, "tcp://127.0.0.1:10")  # (its own: removed)
     assert not path.exists()
+
+
+def test_its_own_file_holding_a_long_integer_is_removed(tmp_path: Path) -> None:
+    """Failed before: json.loads refused an integer of 4301 digits (left, said), where
+    every other reader of the file, C's too, reads it (`rank_bounds.read_file`)."""
+    path = published(tmp_path)
+    path.write_text(path.read_text().replace("{", '{"n": ' + "7" * 4301 + ", ", 1))
+    remove_serving(tmp_path, 0, ENDPOINT)
+    assert not path.exists()
+
+
+def test_a_file_of_no_object_is_said_in_the_c_clients_words(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Failed before: "('list' object has no attribute 'get')"."""
+    path = serve_file(tmp_path, 0)
+    path.write_text(f'["{ENDPOINT}"]')
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        remove_serving(tmp_path, 0, ENDPOINT)
+    assert path.exists()
+    assert f"could not remove {path} (not a JSON object at character 0)" in caplog.text

@@ -212,7 +212,7 @@ bool mt_stop_reason(const char *text, const char *run_id, mt_buf *said, const ch
     char err[160];
     mt_json_member *m = NULL, *rec = NULL, *rm = NULL;
     size_t n = 0, recn = 0, rn = 0;
-    if (text == NULL || text[0] != '{' || !mt_json_object(text, &m, &n, err, sizeof err))
+    if (text == NULL || !mt_json_object(text, &m, &n, err, sizeof err))
         return false; /* (none, or being replaced: nothing to say) */
     const mt_json_member *stopped = mt_json_find(m, n, "stopped");
     bool marked = stopped != NULL && stopped->kind == MT_JSON_OTHER &&

@@ -161,7 +161,7 @@ class IngestState(IngestQueries):
         self.refused: list[tuple[int, str]] = []
         #: simulation id -> why, of the last `WRONG_RUNS_KEPT` simulations whose HELLO
         #: was refused as another run's (``wrong_run``): what an ADMISSION_QUERY, which
-        #: names no run, is answered (`follow_server.admission_of`). Apart from
+        #: names no run, is answered (`follow_answers.admission_of`). Apart from
         #: `refused`: the launcher must not act on another run's ids. Written by the
         #: ingester (`refuse_other_run`), read by the follow thread (one `get`).
         self.wrong_runs: dict[int, str] = {}

@@ -14,7 +14,8 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from melissa_trainer.client.gave_up import DeliveryFailed, run_again, stop_sentence
-from melissa_trainer.client.handshake import Handshakes, down_note, never_note, pending_note
+from melissa_trainer.client.handshake import Handshakes
+from melissa_trainer.client.handshake_notes import down_note, never_note, pending_note
 
 if TYPE_CHECKING:  # pragma: no cover
     from melissa_trainer.client.gave_up import StopSaid

@@ -19,7 +19,7 @@ from heat_problem import Setup
 
 from melissa_trainer.launcher.breed import BreedSampler
 from melissa_trainer.launcher.density import DensitySampler, contrast_for
-from melissa_trainer.launcher.exploration import candidates_for, engine_for
+from melissa_trainer.launcher.explorers import candidates_for, engine_for
 from melissa_trainer.launcher.surrogate import SurrogateSampler
 
 #: DensitySampler's defaults now (its keyword options)

@@ -1,4 +1,5 @@
-"""The ledger checker's entry point (`melissa_trainer.hooks.lineage_check`):
+"""The ledger checker's entry point (`melissa_trainer.hooks.lineage_check`, which reads
+the ledger with `melissa_trainer.hooks.lineage_read`):
 
     python -m melissa_trainer.lineage check OUTPUT_DIR [--simulations N] [--steps S]
 
@@ -11,7 +12,8 @@ from __future__ import annotations
 
 import sys
 
-from melissa_trainer.hooks.lineage_check import LineageReport, Run, check, main, read_runs
+from melissa_trainer.hooks.lineage_check import LineageReport, check, main
+from melissa_trainer.hooks.lineage_read import Run, read_runs
 
 __all__ = ["LineageReport", "Run", "check", "main", "read_runs"]
 

@@ -5,12 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-
 from melissa_trainer.common.checks import as_count
 
-from . import _slots, _state
+from . import _slots
 from ._common import Sample
+from ._reservoir_state import ReservoirState
 from .base import Buffer, BufferClosedError
 from .config import choices_problem
 from .rate_limiter import RateLimiter
@@ -18,7 +17,7 @@ from .rate_limiter import RateLimiter
 __all__ = ["ReservoirBuffer"]
 
 
-class ReservoirBuffer(Buffer):
+class ReservoirBuffer(ReservoirState, Buffer):
     """Samples may be drawn several times; an incoming sample evicts one already drawn.
 
     * ``put`` when full evicts a uniformly random sample among those drawn at least
@@ -42,7 +41,8 @@ class ReservoirBuffer(Buffer):
 
     Every put and every drawn sample costs O(1) (O(e), O(d) with choices): slots are
     kept in two index lists (never drawn / drawn at least once) with swap-remove. See
-    :class:`~melissa_trainer.buffers.Buffer` for the blocking and closing contract.
+    :class:`~melissa_trainer.buffers.Buffer` for the blocking and closing contract; its
+    checkpoint is `ReservoirState`'s (``_reservoir_state.py``).
 
     Args:
         max_sample_reuse: maximum number of draws of one sample (``None``: no limit).
@@ -326,66 +326,3 @@ class ReservoirBuffer(Buffer):
             self._undrawn.append(slot)
         self._drawn.clear()
         return len(self._undrawn)
-
-    # ------------------------------------------------------------------ checkpoints
-    def _policy_meta(self) -> dict[str, int]:
-        """The draw and eviction policy, as a snapshot records it (a resume with
-        another would not draw as the saved run did)."""
-        return {"draw_choices": self._draw_choices, "evict_choices": self._evict_choices}
-
-    def _contents_state(self, arrays: dict[str, np.ndarray]) -> dict[str, Any]:
-        for slot in self._undrawn + self._drawn:
-            sample = self._slots[slot]
-            assert sample is not None
-            _state.encode_sample(arrays, f"s{slot}", sample)
-        return {
-            "max_sample_reuse": self._max_reuse,
-            **self._policy_meta(),
-            "n_slots": len(self._slots),
-            "draws": list(self._draws),
-            "insert_ids": list(self._ins),
-            "undrawn": list(self._undrawn),
-            "drawn": list(self._drawn),
-            "free": list(self._free),
-        }
-
-    def _load_contents(self, samples: dict[str, Sample], meta: dict[str, Any]) -> None:
-        if meta.get("max_sample_reuse") != self._max_reuse:
-            raise ValueError(
-                f"buffer state has max_sample_reuse={meta.get('max_sample_reuse')!r}, "
-                f"this buffer {self._max_reuse!r}"
-            )
-        for key, value in self._policy_meta().items():
-            # (a snapshot from before these options drew and evicted uniformly: 1)
-            if meta.get(key, 1) != value:
-                raise ValueError(
-                    f"buffer state has {key}={meta.get(key, 1)!r}, this buffer {value!r}: "
-                    f"resume with {key}={meta.get(key, 1)!r} (the same draws as the run saved)"
-                )
-        n_slots = meta.get("n_slots")
-        if not isinstance(n_slots, int) or not 0 <= n_slots <= self._capacity:
-            raise ValueError(f"malformed buffer state: n_slots={n_slots!r}")
-        draws = _state.int_list("draws", meta.get("draws"), length=n_slots)
-        ins = _state.int_list("insert_ids", meta.get("insert_ids"), length=n_slots)
-        undrawn = _state.int_list("undrawn", meta.get("undrawn"), upper=n_slots)
-        drawn = _state.int_list("drawn", meta.get("drawn"), upper=n_slots)
-        free = _state.int_list("free", meta.get("free"), upper=n_slots)
-        if sorted(undrawn + drawn + free) != list(range(n_slots)):
-            raise ValueError(
-                "malformed buffer state: undrawn/drawn/free do not partition the slots"
-            )
-        if any(draws[s] != 0 for s in undrawn) or any(draws[s] < 1 for s in drawn):
-            raise ValueError("malformed buffer state: draw counts disagree with the index lists")
-        if self._max_reuse is not None and any(draws[s] >= self._max_reuse for s in drawn):
-            raise ValueError("malformed buffer state: a held sample reached max_sample_reuse")
-        unknown = set(samples) - {f"s{s}" for s in undrawn + drawn}
-        if unknown:
-            raise ValueError(f"malformed buffer state: unexpected samples {sorted(unknown)[:5]}")
-        slots: list[Sample | None] = [None] * n_slots
-        pos = [0] * n_slots
-        for lst in (undrawn, drawn):
-            for j, s in enumerate(lst):
-                slots[s] = samples.get(f"s{s}", {})
-                pos[s] = j
-        self._slots, self._draws, self._ins, self._pos = slots, draws, ins, pos
-        self._undrawn, self._drawn, self._free = undrawn, drawn, free

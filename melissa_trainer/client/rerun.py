@@ -19,7 +19,7 @@ its receiver holds is then not sent; it is counted in that receiver's BYE
 complete.
 
 A sign of life: the launcher hears a simulation by the DATA and BATCH messages its
-receivers count (duplicates included: `assembly.StepLedger.count_message`), every
+receivers count (duplicates included: `step_ledger.StepLedger.count_message`), every
 rank's (receiver 0's at once, the other ranks' handed to rank 0 up to
 `rank_activity.PUBLISH_EVERY` s later: `stream.rank_activity`), and kills one silent
 past its bound as hung (`launcher.silence_watch`: the start-up allowance until its

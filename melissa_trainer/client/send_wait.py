@@ -54,7 +54,9 @@ Once a receiver has been disconnected a few seconds (`peer_watch.notice_after`),
 blocked send logs one warning, as a close does (`closing.waiting_notice`, through
 `notice`): what it waits for, how long in all, the settings that shorten it.
 
-The errors a send gives up with are defined in `send_errors` (importable from here).
+The errors a send gives up with are defined in `send_errors` (importable from here);
+the words of a refused handshake, of a stop record and of a send that `send_timeout`
+ended are its base's, `send_verdict.SendVerdict`.
 
 Not thread-safe: used by the client's thread, holding its socket lock.
 """
@@ -67,17 +69,17 @@ from typing import TYPE_CHECKING, TypeVar
 
 import zmq
 
-from melissa_trainer.client.gave_up import DeliveryFailed, run_again, stop_sentence
-from melissa_trainer.client.handshake import Handshakes, down_note, never_note, pending_note
+from melissa_trainer.client.gave_up import run_again
+from melissa_trainer.client.handshake import Handshakes
 from melissa_trainer.client.peer_watch import PeerWatch, notice_due
 from melissa_trainer.client.send_errors import ReceiverGone, SendPreempted, StoppedForGood
+from melissa_trainer.client.send_verdict import SendVerdict, no_record, what_sent
 from melissa_trainer.client.sockets import SLICE, arm_slice
 
 if TYPE_CHECKING:  # pragma: no cover
     from melissa_trainer.client.gave_up import StopSaid
 
 __all__ = [
-    "FLUSHED",
     "LOOK_EVERY",
     "ReceiverGone",
     "SendNotice",
@@ -98,7 +100,7 @@ LOOK_EVERY = 0.5
 SendNotice = Callable[[str | None, float, tuple[str, ...], float, float | None, str, str], None]
 
 
-class SendWait:
+class SendWait(SendVerdict):
     """The waits of the sends of one client that ran out of a slice (module docstring).
 
     Args:
@@ -128,24 +130,14 @@ class SendWait:
         notice: SendNotice | None = None,
         simulation_id: int = 0,
     ) -> None:
-        self._sockets, self._endpoints, self._handshakes = sockets, endpoints, handshakes
-        #: `RestartCheck.note`, read once a receiver is found gone (close reads it too)
-        self.restarted: Callable[[], str] = restarted or str
-        #: why the trainer stopped for good, read by a close while a receiver is down
-        #: and by a send that gives up with one down (`RestartCheck.stopped`, set by the
-        #: client); None: not known
-        self.stopped: Callable[[], StopSaid | None] | None = None
-        #: "the trainer was preempted (...)" if a stop record says so, read by a close
-        #: while a receiver is down and by a send that gives up on one gone, said in
-        #: place of "died" (`RestartCheck.preempted`, set by the client)
-        self.preempted: Callable[[], str | None] = _unknown
+        super().__init__(handshakes, endpoints, send_timeout, whose, restarted, simulation_id)
+        self._sockets = sockets
         #: whether the stop records say that the run ended having taken every step sent
         #: (the steps sent to each receiver, their least and greatest), read by a close
         #: whose BYE was not delivered (`RestartCheck.all_taken`, set by the client): it
         #: then asks the receipts
         self.all_taken: Callable[[list[int], list[tuple[int, int] | None]], bool] = _none_taken
-        self._disconnected, self._send_timeout = disconnected_timeout, send_timeout
-        self._whose, self._notice, self._simulation_id = whose, notice, simulation_id
+        self._disconnected, self._notice = disconnected_timeout, notice
         #: the rendezvous whose restarted trainer the client waits for and follows once
         #: a send gave up (`following`, set by the client: `follows`), or None
         self.follow_in: str | None = None
@@ -204,59 +196,6 @@ class SendWait:
             self.close()
             return done
 
-    def timeout(self, step: int | None) -> TimeoutError | ValueError:
-        """The error of a send (of `step`, or of a message) that `send_timeout` ended: a
-        ValueError naming the key if a receiver refused the handshake (it never reads:
-        not back-pressure), as the C client's MT_EENV; else a TimeoutError saying what
-        is known: the trainer stopped for good, as its stop record says (`stopped`),
-        first; else what the monitors know: no connection ever accepted, a peer not a
-        receiver, or not one yet (check the endpoint), a receiver disconnected for N s
-        (the trainer died or was restarted, or was preempted if its stop record says so:
-        `preempted`; run the simulation again), or, all connected and past their
-        handshakes, back-pressure."""
-        refused = self._refused(step)
-        if refused is not None:
-            return refused
-        stop = self._stop_said(step)
-        if stop is not None:  # (no trainer comes back: what its stop record says, first)
-            return DeliveryFailed(f"{stop[0]} (send_timeout={self._send_timeout} s ended the send)")
-        ended = f"{self._whose}: could not send {_what(step)} within send_timeout="
-        ended += f"{self._send_timeout} s: "
-        # What the monitors know, in a close's words (`never_note`: the endpoint is
-        # wrong; `pending_note`: no handshake yet, sooner than `never_note` can say it is
-        # not a receiver; `down_note`: the trainer died or was restarted, what to do).
-        # Back-pressure only while every receiver is connected: the one cause left.
-        known = [
-            never_note(self._handshakes, self._endpoints),
-            pending_note(self._handshakes, self._endpoints),
-        ]
-        down = down_note(self._handshakes, self._endpoints)
-        if down:  # (not followed, a send that send_timeout ended: `_tell`)
-            # (its stop record, read once one is down: said in place of "died", as the
-            # send that disconnected_timeout ends says it)
-            if (cause := self.preempted()) is not None:
-                down = down_note(self._handshakes, self._endpoints, cause) or down
-            known.append(f"{down}. {self.restarted().strip() or run_again(self._simulation_id)}")
-        said = "; ".join(k for k in known if k)
-        return DeliveryFailed(ended + (said or "the trainer is not receiving (back-pressure)"))
-
-    def _stop_said(self, step: int | None) -> tuple[str, StopSaid] | None:
-        """What a send of `step` that gives up says when a receiver is disconnected now
-        and a stop record says that its trainer stopped for good (`stopped`): the close's
-        sentence (`gave_up.stop_sentence`), the record's reason first, and the record's
-        parts; else None. A stat of the rendezvous files while a receiver is down."""
-        if self.stopped is None:
-            return None
-        self._handshakes.read()
-        since = zip(self._endpoints, self._handshakes.down_since, strict=False)
-        down = [endpoint for endpoint, at in since if at is not None]
-        said = self.stopped() if down else None
-        if said is None:
-            return None
-        # (a flush sends nothing of its own: it may find its queue empty, or not)
-        what = FLUSHED if step is None else f"time step {step} and those queued before it"
-        return stop_sentence(self._whose, what, "were", said, down), said
-
     def follows(
         self,
         stopped: Callable[[], StopSaid | None],
@@ -267,7 +206,7 @@ class SendWait:
         """Set `stopped` (`RestartCheck.stopped`), `follow_in` (None: the client
         follows no restarted trainer), `preempted` (`RestartCheck.preempted`) and `seen`."""
         self.stopped, self.follow_in, self.seen = stopped, follow_in, seen
-        self.preempted = preempted or _unknown
+        self.preempted = preempted or no_record
 
     def _check(self, started: float, step: int | None, deadline: float | None) -> None:
         """Raise the ValueError of a refused handshake, `StoppedForGood` if a receiver
@@ -289,7 +228,7 @@ class SendWait:
                 )
             down = any(at is not None for at in self._handshakes.down_since)  # (just read)
             if self.seen is not None and down and (seen := self.seen()) is not None:
-                raise ReceiverGone(f"{self._whose}: sending {_what(step)}: {seen}")
+                raise ReceiverGone(f"{self._whose}: sending {what_sent(step)}: {seen}")
         if self._disconnected is None and self._notice is None:
             return
         if self.watch is None:
@@ -316,7 +255,7 @@ class SendWait:
         note = self.restarted()  # (a follower says what to do once it waited: `following`)
         fix = "" if note or self.follow_in is not None else f" {run_again(self._simulation_id)}"
         raise (SendPreempted if cause else ReceiverGone)(
-            f"{self._whose}: could not send {_what(step)}, blocked {blocked:.1f} s waiting "
+            f"{self._whose}: could not send {what_sent(step)}, blocked {blocked:.1f} s waiting "
             f"for the trainer to take the messages queued {why}. A send waits for a trainer "
             f"that is connected, slow or paused, as long as it lasts or "
             f"Client(send_timeout=...) allows (now {bound}), and gives up on one "
@@ -336,15 +275,7 @@ class SendWait:
         self._told = True
         # (a send that send_timeout ends raises a TimeoutError, not followed: `following`)
         follow_in = None if said[3] == bound else self.follow_in
-        self._notice(follow_in, started, *said, f"sending {_what(step)}")
-
-    def _refused(self, step: int | None) -> ValueError | None:
-        """The error of a send of `step` to a receiver that refused the handshake, if
-        one did (events read without blocking), else None."""
-        why = self._handshakes.refused(self._endpoints)
-        if why is None:
-            return None
-        return ValueError(f"{self._whose}: could not send {_what(step)} {why}")
+        self._notice(follow_in, started, *said, f"sending {what_sent(step)}")
 
     def look(self, now: float, step: int | None = None) -> float:
         """A send (of `step`) that does not block looks at the monitors at most every
@@ -378,16 +309,3 @@ class SendWait:
 def _none_taken(counts: list[int], spans: list[tuple[int, int] | None]) -> bool:
     """No stop record is read (`SendWait.all_taken` of a client without a rendezvous)."""
     return False
-
-
-def _unknown() -> str | None:
-    """No stop record is read (`SendWait.preempted` of a client without a rendezvous)."""
-    return None
-
-
-#: what a flush that gives up on a stop record says was not delivered (C: stop_said.c)
-FLUSHED = "any messages still queued at this flush"
-
-
-def _what(step: int | None) -> str:
-    return "a message" if step is None else f"time step {step}"

@@ -57,7 +57,7 @@ def connect_timeout_ms(disconnected_timeout: float | None) -> int:
 
     A TCP connect to a host that never answers (a wrong or unreachable host: its SYNs
     dropped) stays in progress until the kernel gives up; a connect in progress is not a
-    receiver down (`handshake.DOWN`: counted down, a close after a failure gave up on a
+    receiver down (`handshake_events.DOWN`: counted down, a close after a failure gave up on a
     receiver connecting at once), so a close, or a blocked send, waited those ~2 minutes
     without a word. With this bound ZeroMQ abandons the attempt (``CLOSED``, then
     ``CONNECT_RETRIED``: down, since the socket was connected, `Handshakes`) and tries

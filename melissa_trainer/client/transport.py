@@ -272,7 +272,7 @@ class Transport:
 
         Raises:
             StoppedForGood: the trainer stopped for good (the send's words,
-                `send_wait.FLUSHED` for the step).
+                `send_verdict.FLUSHED` for the step).
         """
         now = time.monotonic()
         if self.clock.look_at != float("inf"):  # (a client that looks at its monitors)

@@ -24,7 +24,7 @@ logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:  # pragma: no cover - import for annotations only
     from melissa_trainer.core.view import TrainerView
-    from melissa_trainer.stream.starvation_watch import ReadClock
+    from melissa_trainer.stream.read_clock import ReadClock
 
 
 #: the file of a checkpoint that holds `HookList.state_dict` (every stateful hook's)

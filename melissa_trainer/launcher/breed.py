@@ -13,11 +13,8 @@ from melissa_trainer.common.migrations import upgrade
 from melissa_trainer.launcher.adaptive import AdaptiveSampler
 from melissa_trainer.launcher.breed_exploration import ExplorationDraws, default_changed
 from melissa_trainer.launcher.breeding import bred_child, parent_weights
-from melissa_trainer.launcher.exploration import (
-    Exploration,
-    candidates_for,
-    engine_for,
-)
+from melissa_trainer.launcher.exploration import Exploration
+from melissa_trainer.launcher.explorers import candidates_for, engine_for
 from melissa_trainer.launcher.failed_zones import (
     REACH,
     RISK,

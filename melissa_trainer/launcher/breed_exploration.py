@@ -27,7 +27,8 @@ from melissa_trainer.launcher.density_replace import (
     replacement_state,
     replacing,
 )
-from melissa_trainer.launcher.exploration import AUTO_SEQUENCE_DIMS, Exploration
+from melissa_trainer.launcher.exploration import Exploration
+from melissa_trainer.launcher.explorers import AUTO_SEQUENCE_DIMS
 
 __all__ = ["ExplorationDraws", "default_changed"]
 

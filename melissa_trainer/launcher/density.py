@@ -17,7 +17,8 @@ how densely each parameter's range is covered:
   points near the bounds, where a surrogate extrapolates and its worst held-out errors
   are; 1: uniform, the design itself);
 - the **high-loss density** (as OGAS trains a density model on high-loss parameters;
-  `melissa_trainer.launcher.density_warp`): per varying parameter, a kernel density of
+  `melissa_trainer.launcher.density_warp`; the sampler's warp, `density_loss_warp`): per
+  varying parameter, a kernel density of
   the positions of the observations in the top `quantile` of the detrended log loss
   (or with `tilt` a kernel regression of all of them), on the parameters with
   `evidence` that the loss depends on them only (the others keep the design's
@@ -66,14 +67,13 @@ from melissa_trainer.launcher.density_contrast import (
     hardness,
     sharpen,
 )
+from melissa_trainer.launcher.density_loss_warp import LossWarp
 from melissa_trainer.launcher.density_replace import latent_points, replacement, replacing
-from melissa_trainer.launcher.density_state import EDGE_BEFORE_CHECKED, DensityState
+from melissa_trainer.launcher.density_state import EDGE_BEFORE_CHECKED
 from melissa_trainer.launcher.density_warp import (
     GRID,
     UNIT_GRID,
-    beta_cdf,
     detrended_log_losses,
-    grid_gradient,
     high_loss_warp,
     loss_tilt_warp,
     trend_evidence,
@@ -103,7 +103,7 @@ __all__ = [
 ]
 
 
-class DensitySampler(DensityState):
+class DensitySampler(LossWarp):
     """The optimised Latin hypercube of the budget, each parameter's range warped
     towards where the observed high-loss simulations lie (module docstring).
 
@@ -253,88 +253,6 @@ class DensitySampler(DensityState):
     def explored(self) -> int:
         """Draws made unwarped (too few observations, or ``share=0``)."""
         return self.position - self.warped
-
-    def warp(self) -> list[tuple[np.ndarray, np.ndarray]] | None:
-        """The current warp ``(cdf, grid)`` of each varying parameter: the design's
-        marginal (uniform, or Beta(`edge`, `edge`)) mixed with the high-loss density
-        (weight `share`, from `min_observations` observations on, on the parameters
-        with the `evidence`); None when that is the identity. Its arrays are read-only.
-
-        Computed again only when the observations or the options changed since the
-        last call (`_computed_warp`, the plain path; the same arrays otherwise): a
-        study draws about every other time with no loss observed in between (issue
-        46's tenth round: half the draws of `surrogate_cost.py`'s study, half the
-        sampler's CPU)."""
-        key = (self._changes, self.share, self.quantile, self.bandwidth,
-               self.min_observations, self.tilt, self.evidence, self.edge)  # fmt: skip
-        memo = self._warp_memo
-        if memo is None or memo[0] != key:
-            warps = self._computed_warp()
-            memo = self._warp_memo = (key, None if warps is None else tuple(warps),
-                                      tuple(self._hard))  # fmt: skip
-        self._hard = list(memo[2])
-        return None if memo[1] is None else list(memo[1])
-
-    def _computed_warp(self) -> list[tuple[np.ndarray, np.ndarray]] | None:
-        """`warp` computed from the observations kept (and `_hard` set)."""
-        grid = UNIT_GRID
-        base = self._marginal()
-        width = len(self._columns)
-        self._hard = [None] * width
-        #: the varying parameters warped (their indices among `_columns`), in order
-        warped: list[int] = []
-        if self.share > 0.0 and len(self._losses) >= self.min_observations:
-            ids = list(self._losses)  # oldest observation first
-            points = self._points(ids)
-            losses = np.array(list(self._losses.values()), dtype=np.float64)
-            ages = np.array(ids, dtype=np.float64)
-            scores = detrended_log_losses(losses, ages)
-            if self.evidence > 0:  # without evidence of a trend: the design's marginal
-                warped = np.flatnonzero(~(trend_evidence(points, scores) < self.evidence)).tolist()
-            else:
-                warped = list(range(width))
-        if not warped:
-            return None if self.edge == 1.0 else [(base, grid)] * width
-        # the densities of the warped parameters only: the others' weigh 0, and each
-        # column's is its own (issue 46: most of a draw's CPU, 12 columns)
-        if self.tilt is not None:
-            pure = loss_tilt_warp(points[:, warped], scores, self.bandwidth, self.tilt, 1.0)
-        else:
-            pure = high_loss_warp(points[:, warped], scores, self.quantile, self.bandwidth, 1.0)
-        # a parameter not warped keeps the design's marginal as it is (read-only: the
-        # same bits as 1 x base + 0 x density); a warped one mixes them with `share`
-        share = self.share
-        out: list[tuple[np.ndarray, np.ndarray]] = [(base, grid)] * width
-        for j, (cdf, _) in zip(warped, pure, strict=True):
-            # (`grid_gradient`: numpy.gradient's values, its coefficients computed once)
-            hard = self._hard[j] = grid_gradient(cdf)
-            mixed = (1.0 - share) * base + share * cdf
-            hard.flags.writeable = mixed.flags.writeable = False  # (`warp` hands them again)
-            out[j] = (mixed, grid)
-        return out
-
-    def _marginal(self) -> np.ndarray:
-        """The design's marginal distribution function on `UNIT_GRID` (read-only, one
-        array per `edge`: `warp` gives it as it is to every parameter it leaves alone)."""
-        return UNIT_GRID if self.edge == 1.0 else beta_cdf(self.edge)
-
-    def _points(self, ids: list[int]) -> np.ndarray:
-        """The varying coordinates of the observations of `ids` (kept) in the unit cube,
-        one row each. A simulation's parameters never change (`AdaptiveSampler.observe`
-        refuses it), so its row is computed once and kept (`_units` is elementwise: the
-        same values as computed with the others), for the observations still kept only."""
-        rows = self._unit_rows
-        new = [sid for sid in ids if sid not in rows]
-        if new:
-            parameters = self._parameters
-            for sid, row in zip(new, self._units([parameters[sid] for sid in new]), strict=True):
-                rows[sid] = row[self._varying]
-        if len(rows) > len(ids):  # some left the window
-            kept = set(ids)
-            self._unit_rows = rows = {sid: row for sid, row in rows.items() if sid in kept}
-        return np.array([rows[sid] for sid in ids], dtype=np.float64).reshape(
-            len(ids), len(self._columns)
-        )
 
     def hardness(self, unit: np.ndarray) -> float:
         """How deep `unit` (a point of the unit cube over every parameter) lies in the

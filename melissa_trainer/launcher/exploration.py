@@ -9,7 +9,7 @@ by `common.migrations`, "breed_sampler"; the checks a state passes are
 `launcher.exploration_state`'s). Where a replacement draw goes (a point whose
 nearest draw was not given up: `Exploration.away_from`) is
 `launcher.replacement_points`'s; `away_from` and `REPLACEMENT_CANDIDATES` are
-re-exported here.
+re-exported here. Which explorer runs, and its candidates: `launcher.explorers`.
 """
 
 from __future__ import annotations
@@ -29,67 +29,21 @@ from melissa_trainer.launcher.exploration_state import (
     checked_held_design,
     checked_points,
 )
+from melissa_trainer.launcher.explorers import ENGINES, EXPLORERS
 from melissa_trainer.launcher.replacement_points import REPLACEMENT_CANDIDATES, away_from
 from melissa_trainer.launcher.sampler_base import qmc_engine
 
 __all__ = [
-    "AUTO_SEQUENCE_DIMS",
-    "ENGINES",
-    "GAP_CANDIDATES",
-    "EXPLORERS",
     "LHS_BLOCK",
     "LHS_MAX_BLOCK",
     "REPLACEMENT_CANDIDATES",
     "Exploration",
     "away_from",
-    "candidates_for",
-    "engine_for",
     "nearest_gaps",
 ]
 
-#: the low-discrepancy sequences an exploration can follow (scrambled, seeded like
-#: `SobolSampler` / `HaltonSampler` with the same seed: the same points)
-ENGINES: dict[str, str] = {"sobol": "Sobol", "halton": "Halton"}  # scipy.stats.qmc's
-#: every explorer: the sequences, and "lhs", a Latin hypercube of the planned draws
-#: optimised for its centred discrepancy (scipy's ``optimization="random-cd"``)
-EXPLORERS = (*ENGINES, "lhs")
 #: "lhs": a design's size when no budget was planned (`Exploration.plan`)
 LHS_BLOCK = 64
-# (LHS_MAX_BLOCK, the largest design, is `exploration_state`'s, which checks a state's)
-#: explorer "auto": the gap-filling Sobol' sequence up to this many varying parameters,
-#: "lhs" above (chosen on the tuning seeds of `benchmarks/active_sampling.py`: with 3
-#: the Sobol' draws beat every fixed design, with 6 an optimised Latin hypercube beat
-#: them; between 3 and 6 the threshold is not measured)
-AUTO_SEQUENCE_DIMS = 3
-
-
-#: a sequence's gap-filling candidates when none are named (`candidates_for`)
-GAP_CANDIDATES = 16
-
-
-def candidates_for(engine: str, candidates: int | None) -> int:
-    """The candidates an exploration of `engine` draws among: `candidates`, or when
-    None `GAP_CANDIDATES` for a sequence and 1 for "lhs" (the design in its own order:
-    on the tuning seeds of `benchmarks/active_sampling.py` the gap-filling order, which
-    streams the design's outermost points first, erred more than the same design in
-    its order)."""
-    if candidates is not None:
-        return candidates
-    return 1 if engine == "lhs" else GAP_CANDIDATES
-
-
-def engine_for(explorer: str, varying: int) -> str:
-    """The engine that the `explorer` option names for `varying` varying parameters:
-    itself, or for "auto" "sobol" up to `AUTO_SEQUENCE_DIMS` and "lhs" above.
-
-    Raises:
-        ValueError: an unknown explorer.
-    """
-    if explorer == "auto":
-        return "sobol" if varying <= AUTO_SEQUENCE_DIMS else "lhs"
-    if explorer not in EXPLORERS:
-        raise ValueError(f"explorer must be one of {('auto', *EXPLORERS)}, not {explorer!r}")
-    return explorer
 
 
 def nearest_gaps(points: np.ndarray, drawn: np.ndarray) -> np.ndarray:

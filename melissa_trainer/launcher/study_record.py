@@ -56,17 +56,18 @@ again (the receivers' exactly-once dedup drops what they already have).
 
 Every status change goes through `StatusIndex.move` (the ids by status, which `done` and
 `summary` read in O(1)); the losses for an adaptive sampler wait in `PendingLosses`. The
-record's checkpoint (save, load, reconcile on resume): its base, `StudyRecordState`
-(`study_record_state`).
+record's checkpoint (save, load, reconcile on resume): its base's base,
+`StudyRecordState` (`study_record_state`); what a failed attempt becomes (the failure
+policy): its base, `AttemptPolicy` (`attempt_policy`).
 """
 
 from __future__ import annotations
 
 import math
 from collections import Counter, deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
-from melissa_trainer.common.words import plural
+from melissa_trainer.launcher.attempt_policy import AttemptPolicy
 from melissa_trainer.launcher.draw_log import draw_origin, explored_count
 from melissa_trainer.launcher.pending_losses import PendingLosses
 from melissa_trainer.launcher.samplers import Sampler
@@ -82,11 +83,9 @@ from melissa_trainer.launcher.study_record_state import (
     ACTIVE,
     ALIVE,
     STATE_VERSION,
-    StudyRecordState,
 )
 
 __all__ = [
-    "ON_FAILURE",
     "STATE_VERSION",
     "STATUSES",
     "SavedStudy",
@@ -97,8 +96,6 @@ __all__ = [
     "records_of",
 ]
 
-#: What happens to a simulation that failed `max_restarts` + 1 times.
-ON_FAILURE = ("redraw", "abandon", "raise")
 _WAITED = ("pending", "running", "complete", "exited")  # the study waits for these
 
 
@@ -106,7 +103,7 @@ class StudyFailed(RuntimeError):
     """The study cannot reach its goal (the message says why and lists the failures)."""
 
 
-class StudyRecord(StudyRecordState):
+class StudyRecord(AttemptPolicy):
     """The records of a study and its failure policy (see the module docstring).
 
     Not thread-safe: the launcher serializes every call with its lock.
@@ -297,68 +294,6 @@ class StudyRecord(StudyRecordState):
         record.exit_codes[-1] = code
         record.exited_at, record.reason = None, why
         return self.attempt_failed(sid)
-
-    def final_exit(
-        self, codes: Sequence[int | str], own: tuple[int, str] | None = None
-    ) -> str | None:
-        """Why an attempt whose exit codes so far are `codes` is not restarted, when its
-        last is one of `final_exit_codes` (the words its record and the log give); else
-        None. `own`: the exit code of the task whose failure ended the attempt and how
-        srun said it, when srun's status is another task's (`exit_cause.own_exit`: its
-        SIGTERM of the others reads 143): that code is the one looked up. Pure: reads
-        the codes given and the study's fixed setting."""
-        code = own[0] if own is not None else codes[-1] if codes else None
-        if isinstance(code, int) and code in self.final_exit_codes:
-            said = f"exit {code} is one of LauncherTuning.final_exit_codes: not restarted"
-            if own is not None and own[0] != codes[-1]:
-                said += f" ({own[1]}, first; srun's status {codes[-1]}: it ended the others)"
-            return said
-        return None
-
-    def attempt_failed(self, sid: int, own: tuple[int, str] | None = None) -> str:
-        """Apply the failure policy to an ended, failed attempt (`own`: `final_exit`'s);
-        returns "restart" (queued again), "redraw" (given up, a replacement will be
-        drawn), "abandon" or "raise" (the study fails: `failure` says why)."""
-        record = self.records[sid]
-        if (final := self.final_exit(record.exit_codes, own)) is not None:
-            # the solver said its failure will repeat: restarts would cost as long again
-            record.reason = final
-        elif record.restarts < self.max_restarts:
-            self._index.restarted(record)
-            self._move(sid, "pending")
-            self.queue.appendleft(sid)  # before new draws: its data is partly there
-            return "restart"
-        given_up = self._index.count("failed", "abandoned")
-        self._move(sid, "failed")
-        if self.on_failure == "raise":
-            self.failure = "with LauncherTuning.on_failure='raise'"
-        elif self.on_failure == "redraw" and self.redraws >= self.max_redraws:
-            self.failure = (
-                f"and the LauncherTuning.max_redraws={self.max_redraws} redraws are used up"
-            )
-        elif given_up >= self.max_given_up:
-            self.failure = (
-                f"and {plural(given_up + 1, 'simulation')} failed for good, more than the "
-                f"{self.max_given_up} that LauncherTuning.min_finished_fraction="
-                f"{self.min_finished_fraction} allows in a study of {self.n_simulations}"
-            )
-            if self.on_failure == "abandon":
-                # never replaced: counted abandoned, as its study's error and account say
-                self._move(sid, "abandoned")
-        elif self.on_failure == "abandon":
-            self._move(sid, "abandoned")
-            self.given_up(sid, "abandoned")
-            return "abandon"
-        else:
-            self.redraws += 1
-            self.given_up(sid, "redrawn")  # before its replacement's draw
-            return "redraw"
-        if record.status == "failed":  # it failed the study: not replaced
-            self.not_replaced += 1
-            self.not_replaced_ids.add(sid)
-        if self.draw_log is not None:  # (not `given_up`: the study ends, the sampler draws no more)
-            self.draw_log.gave_up(sid, record.status if record.status == "abandoned" else "failed")
-        return "raise"
 
     # -- reports and state --------------------------------------------------------------
 

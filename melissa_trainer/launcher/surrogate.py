@@ -85,7 +85,8 @@ import numpy as np
 
 from melissa_trainer.launcher.acquisition_spacing import kept_spacing, say_shrunk
 from melissa_trainer.launcher.adaptive import AdaptiveSampler
-from melissa_trainer.launcher.exploration import GAP_CANDIDATES, Exploration
+from melissa_trainer.launcher.exploration import Exploration
+from melissa_trainer.launcher.explorers import GAP_CANDIDATES
 from melissa_trainer.launcher.failed_zones import (
     REACH,
     RISK,

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from melissa_trainer.common.checks import check_count
+from melissa_trainer.launcher.attempt_policy import ON_FAILURE
 from melissa_trainer.launcher.silence import (
     AUTO,
     FACTOR_DEFAULT,
@@ -45,7 +46,6 @@ from melissa_trainer.launcher.silence import (
     STARTUP_DEFAULT,
     Default,
 )
-from melissa_trainer.launcher.study_record import ON_FAILURE
 
 __all__ = ["LauncherTuning"]
 

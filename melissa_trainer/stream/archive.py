@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from melissa_trainer.stream.assembly import StepLedger
+from melissa_trainer.stream.step_ledger import StepLedger
 from melissa_trainer.wire import Hello
 
 __all__ = ["Archive"]

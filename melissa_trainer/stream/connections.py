@@ -107,7 +107,7 @@ _MONITOR_IDS = itertools.count()
 
 
 class Ledger(Protocol):
-    """What the watch reads of a simulation's ledger here (`assembly.StepLedger`)."""
+    """What the watch reads of a simulation's ledger here (`step_ledger.StepLedger`)."""
 
     #: DATA and BATCH messages of the simulation received so far
     messages: int

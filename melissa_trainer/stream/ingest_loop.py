@@ -33,16 +33,16 @@ import zmq
 
 from melissa_trainer.buffers import Buffer
 from melissa_trainer.common.words import plural
-from melissa_trainer.sources.ingest_transform import IngestTransform, IngestTransformError
+from melissa_trainer.sources.ingest_transform import IngestTransform
 from melissa_trainer.sources.source import SourceError
 from melissa_trainer.stream.feeder import Feeder
 from melissa_trainer.stream.ingest import Ingest
 from melissa_trainer.stream.ingested import Draining
-from melissa_trainer.stream.nonfinite import NonFiniteDataError
 from melissa_trainer.stream.nonfinite_ranks import NonfiniteRanks
 from melissa_trainer.stream.receiver_config import ReceiverConfig, ReceiverTuning
-from melissa_trainer.stream.study_end import StudyEndCheck, StudyLacksError
-from melissa_trainer.stream.watchdog import IdleClock, StallError
+from melissa_trainer.stream.receiver_failure import failure_cause, failure_words, log_failure
+from melissa_trainer.stream.study_end import StudyEndCheck
+from melissa_trainer.stream.watchdog import IdleClock
 
 __all__ = ["IngestLoop"]
 
@@ -147,8 +147,8 @@ class IngestLoop(ABC):
         error = self._error
         if error is not None:
             raise SourceError(
-                f"the stream receiver of rank {self._rank} failed: {_why(error)}"
-            ) from _cause(error)
+                f"the stream receiver of rank {self._rank} failed: {failure_words(error)}"
+            ) from failure_cause(error)
 
     def report_refusals_to_launcher(self) -> None:
         """A launcher reads `refused` (a `Study` calls this on rank 0 before it starts
@@ -211,7 +211,7 @@ class IngestLoop(ABC):
         except _Stopped:
             pass
         except BaseException as exc:  # surfaced by check() in the training loop
-            _log_failure(self._rank, exc)
+            log_failure(self._rank, exc)
             self._error = exc
             self._buffer.close()
         finally:
@@ -261,13 +261,13 @@ class IngestLoop(ABC):
         except (KeyboardInterrupt, SystemExit):
             raise  # Ctrl-C or an exit in this thread: the caller's to handle, not a failure
         except BaseException as exc:
-            _log_failure(self._rank, exc)
+            log_failure(self._rank, exc)
             self._error = exc
             self._request_stop()
             self._buffer.close()
             raise SourceError(
-                f"the stream receiver of rank {self._rank} failed: {_why(exc)}"
-            ) from _cause(exc)
+                f"the stream receiver of rank {self._rank} failed: {failure_words(exc)}"
+            ) from failure_cause(exc)
         finally:
             self._feeder.pumping = False
             self._lock.release()
@@ -369,24 +369,3 @@ class IngestLoop(ABC):
                 self._tell_twins(last=True)
             finally:
                 self._lock.release()
-
-
-def _why(error: BaseException) -> str:
-    """An error for a message: a stall's, non-finite data's or the ingest transform's
-    own words (each names what failed), anything else as its repr."""
-    own = StallError | NonFiniteDataError | IngestTransformError | StudyLacksError
-    return str(error) if isinstance(error, own) else repr(error)
-
-
-def _cause(error: BaseException) -> BaseException | None:
-    """The cause to chain to the `SourceError` of `error`: none for a study that ended
-    lacking data (its message says it all: the trainer says it in one line, with no
-    traceback, `trainer.ending.source_failed`), else `error` itself."""
-    return None if isinstance(error, StudyLacksError) else error
-
-
-def _log_failure(rank: int, error: BaseException) -> None:
-    """Log the receiver's failure, but not a study that ended lacking data: its
-    `SourceError` says it once (`_cause`)."""
-    if not isinstance(error, StudyLacksError):
-        logger.error("receiver of rank %d failed: %r", rank, error)

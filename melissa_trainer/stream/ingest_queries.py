@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover - the attributes `IngestState` sets
     from melissa_trainer.stream.archive import Archive
-    from melissa_trainer.stream.assembly import StepLedger
     from melissa_trainer.stream.nonfinite import NonFiniteGuard
+    from melissa_trainer.stream.step_ledger import StepLedger
 
 __all__ = ["IngestQueries"]
 

@@ -24,7 +24,8 @@ import numpy as np
 from melissa_trainer import wire as protocol
 from melissa_trainer.common.migrations import CURRENT
 from melissa_trainer.common.words import plural
-from melissa_trainer.stream.assembly import REJECT_REASONS, StepLedger
+from melissa_trainer.stream.assembly import REJECT_REASONS
+from melissa_trainer.stream.step_ledger import StepLedger
 from melissa_trainer.wire.routing import SIMULATION_STEP
 
 if TYPE_CHECKING:

@@ -1,7 +1,7 @@
 """What a receiver's ingest knows, and its checkpoint record: `IngestState`.
 
 `IngestState` owns every piece of the ingest's state: the ledgers of the simulations
-that said HELLO (`assembly.StepLedger`), the samples in progress, the keys of the
+that said HELLO (`step_ledger.StepLedger`), the samples in progress, the keys of the
 last samples put, the finished simulations (`archive`), those given up, the study's
 schema and the counters. It finishes simulations (`check_finished`: every step a BYE
 announced is in), tells when the stream ends (`check_expected`), answers the launcher
@@ -25,7 +25,7 @@ from typing import Any
 from melissa_trainer.buffers import Sample
 from melissa_trainer.common.words import plural
 from melissa_trainer.stream.archive import Archive
-from melissa_trainer.stream.assembly import REJECT_REASONS, Assembly, StepLedger
+from melissa_trainer.stream.assembly import REJECT_REASONS, Assembly
 
 # (the counters' names, imported from here before they were a module of their own)
 from melissa_trainer.stream.ingest_counters import COUNTERS as COUNTERS
@@ -39,6 +39,7 @@ from melissa_trainer.stream.nonfinite import NonFiniteGuard
 from melissa_trainer.stream.recent_keys import RecentKeys
 from melissa_trainer.stream.run_again import RunAgain
 from melissa_trainer.stream.schema import StudySchema
+from melissa_trainer.stream.step_ledger import StepLedger
 from melissa_trainer.stream.twin_hellos import TwinHellos
 from melissa_trainer.wire import FieldSpec
 
@@ -160,7 +161,7 @@ class IngestState(IngestQueries):
         self.refused: list[tuple[int, str]] = []
         #: simulation id -> why, of the last `WRONG_RUNS_KEPT` simulations whose HELLO
         #: was refused as another run's (``wrong_run``): what an ADMISSION_QUERY, which
-        #: names no run, is answered (`follow_server.admission_of`). Apart from
+        #: names no run, is answered (`follow_answers.admission_of`). Apart from
         #: `refused`: the launcher must not act on another run's ids. Written by the
         #: ingester (`refuse_other_run`), read by the follow thread (one `get`).
         self.wrong_runs: dict[int, str] = {}

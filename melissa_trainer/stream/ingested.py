@@ -2,7 +2,7 @@
 opposed to marked (decoded and recorded: `StepLedger.completed`).
 
 A receipt's "not yet" answer tells a closing client the steps the receiver holds
-(`follow_server.receipt_of`); the client keeps waiting while that count grows
+(`follow_answers.receipt_of`); the client keeps waiting while that count grows
 (`melissa_trainer.client.receipts`). A BATCH (many steps) is marked at once, when
 decoded, before its samples wait for room in the buffer: counted at decode, a close
 whose last steps came as one BATCH would see no progress while that batch drains, and

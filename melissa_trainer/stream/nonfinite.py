@@ -55,7 +55,7 @@ from melissa_trainer.stream.finite import FLOAT_KINDS, all_finite
 from melissa_trainer.stream.log_summary import NONFINITE, LogSummary
 
 if TYPE_CHECKING:  # pragma: no cover
-    from melissa_trainer.stream.assembly import StepLedger
+    from melissa_trainer.stream.step_ledger import StepLedger
 
 __all__ = [
     "FLOAT_KINDS",

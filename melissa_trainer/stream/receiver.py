@@ -84,13 +84,8 @@ from melissa_trainer.stream import connections as conn
 from melissa_trainer.stream.data_decoder import DataDecoder
 from melissa_trainer.stream.data_path import DataPath
 from melissa_trainer.stream.endpoints import mark_stopped
-from melissa_trainer.stream.follow_server import (
-    FOLLOW_KINDS,
-    FollowServer,
-    admission_of,
-    follow_bind,
-    receipt_of,
-)
+from melissa_trainer.stream.follow_answers import admission_of, receipt_of
+from melissa_trainer.stream.follow_server import FOLLOW_KINDS, FollowServer, follow_bind
 from melissa_trainer.stream.handshakes import log_bound
 from melissa_trainer.stream.ingest_record import held_now
 from melissa_trainer.stream.ingest_state import telemetry_keys

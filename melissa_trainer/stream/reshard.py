@@ -61,9 +61,9 @@ import numpy as np
 
 from melissa_trainer.common.migrations import upgrade
 from melissa_trainer.stream.archive import Archive
-from melissa_trainer.stream.assembly import StepLedger
 from melissa_trainer.stream.ingest import Ingest
 from melissa_trainer.stream.ingest_record import STATE_VERSION
+from melissa_trainer.stream.step_ledger import StepLedger
 from melissa_trainer.wire.routing import SIMULATION_STEP, first_step, shift_of
 
 __all__ = ["reshard_states"]

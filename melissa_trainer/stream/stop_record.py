@@ -236,7 +236,7 @@ def _held(
 
 
 def _span(ingest: Any, sid: int, ledger: Any) -> tuple[int, int]:
-    """The first and last time step `ledger` (`assembly.StepLedger`) holds, (0, 0) if
+    """The first and last time step `ledger` (`step_ledger.StepLedger`) holds, (0, 0) if
     none. Its bits are local steps ``t // W``; this receiver takes the steps ``t`` of one
     residue ``t % W`` of the simulation (its routing: `wire.routing.first_step`, as
     `Ingest` checks each DATA), so ``t = i * W + residue``."""

@@ -71,7 +71,7 @@ from pathlib import Path
 from typing import Any
 
 from melissa_trainer.launcher import Launcher
-from melissa_trainer.stream.starvation_watch import ReadClock
+from melissa_trainer.stream.read_clock import ReadClock
 
 __all__ = [
     "PROGRESS_FILE",

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from melissa_trainer.hooks import Event
-from melissa_trainer.stream.starvation_watch import ReadClock
+from melissa_trainer.stream.read_clock import ReadClock
 from melissa_trainer.trainer import resume_choice
 from melissa_trainer.trainer.history_check import take_history
 from melissa_trainer.trainer.hook_mark import MARK_PREFIX, HookMark

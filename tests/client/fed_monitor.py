@@ -9,7 +9,8 @@ from collections.abc import Iterable
 
 import zmq
 
-from melissa_trainer.client.handshake import _EVENT, Handshakes
+from melissa_trainer.client.handshake import Handshakes
+from melissa_trainer.client.handshake_events import _EVENT
 
 #: the endpoint the fed events name
 ENDPOINT = "tcp://127.0.0.1:9"

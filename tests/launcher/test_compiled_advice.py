@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from compiled import CClient, c_client  # noqa: F401 (a fixture)
-from test_own_solver import run_to_end, startup_advice, study
+from own_solver import run_to_end, startup_advice, study
 
 pytestmark = [
     pytest.mark.skipif(sys.platform != "linux", reason="the local backend uses /proc"),

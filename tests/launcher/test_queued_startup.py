@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_own_solver import FAST, run_to_end, solver, startup_advice
+from own_solver import FAST, run_to_end, solver, startup_advice
 
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.launcher import Launcher, make_sampler

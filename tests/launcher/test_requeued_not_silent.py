@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_own_solver import FAST, run_to_end
+from own_solver import FAST, run_to_end
 
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.launcher import Launcher, LauncherTuning, make_sampler

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from small_ingest import small_ingest
 
-from melissa_trainer.stream.follow_server import receipt_of
+from melissa_trainer.stream.follow_answers import receipt_of
 from melissa_trainer.wire import FieldSpec, Hello
 from melissa_trainer.wire import receipt as R
 

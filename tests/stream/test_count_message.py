@@ -18,10 +18,10 @@ import pytest
 import reference_protocol as R
 
 from melissa_trainer.buffers import Sample
-from melissa_trainer.stream import assembly as assembly_module
-from melissa_trainer.stream.assembly import StepLedger
+from melissa_trainer.stream import step_ledger as step_ledger_module
 from melissa_trainer.stream.data_decoder import DataDecoder
 from melissa_trainer.stream.ingest import Ingest
+from melissa_trainer.stream.step_ledger import StepLedger
 from melissa_trainer.wire import Batch, Data, FieldSpec, Hello
 
 SID = 3
@@ -30,7 +30,7 @@ U = R.Field("u", "<f8", (4,))
 
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[float]]:
-    """`time.monotonic` as `assembly` sees it: 1.0, 2.0, ...; the list holds the
+    """`time.monotonic` as `step_ledger` sees it: 1.0, 2.0, ...; the list holds the
     readings taken."""
     readings: list[float] = []
 
@@ -38,7 +38,7 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[float]]:
         readings.append(float(len(readings) + 1))
         return readings[-1]
 
-    monkeypatch.setattr(assembly_module, "time", types.SimpleNamespace(monotonic=monotonic))
+    monkeypatch.setattr(step_ledger_module, "time", types.SimpleNamespace(monotonic=monotonic))
     yield readings
 
 

@@ -7,7 +7,7 @@ its BYE (and what was queued before it) lost with it when the receiver had not r
 yet. The receiver then read a connection closed before its BYE, and said only "killed,
 crashed, or exited without closing its client": a user whose close timed out read of a
 crash. It now names that cause too when a receipt question of that simulation rank was
-seen (`StepLedger.asked`, set by `follow_server.receipt_of`), in full in the first line
+seen (`StepLedger.asked`, set by `follow_answers.receipt_of`), in full in the first line
 and in the short line of the next; a close of a rank that never asked is said as before.
 """
 

@@ -8,7 +8,7 @@ import json
 
 import numpy as np
 
-from melissa_trainer.stream.assembly import StepLedger
+from melissa_trainer.stream.step_ledger import StepLedger
 from melissa_trainer.wire import FieldSpec, Hello
 
 FIELD = FieldSpec("u", np.dtype("<f4"), (3,))

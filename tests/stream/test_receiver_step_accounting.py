@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from receiver_runs import U, _feed, _ingest, data, value
 
 from melissa_trainer import wire as P
-from melissa_trainer.stream.assembly import StepLedger
 from melissa_trainer.stream.data_decoder import DataDecoder
+from melissa_trainer.stream.step_ledger import StepLedger
 
 
 def test_one_receiver_finishes_whatever_the_step_numbering() -> None:

@@ -23,7 +23,7 @@ from melissa_trainer import wire as P
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.client import Client
 from melissa_trainer.stream.endpoints import fetch_rendezvous, write_rendezvous
-from melissa_trainer.stream.follow_server import admission_of
+from melissa_trainer.stream.follow_answers import admission_of
 from melissa_trainer.stream.ingest import Ingest
 from melissa_trainer.stream.ingest_state import WRONG_RUNS_KEPT
 

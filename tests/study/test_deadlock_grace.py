@@ -3,7 +3,7 @@
 reads of its buffer come one window apart, is not called deadlocked; one whose reads
 stop is, within the bound the module states; an older rank 0's progress (without the
 reads) keeps the fixed grace. Rank 0 publishes its reads (`study.progress`) from its
-starvation watch's `ReadClock` (`stream.starvation_watch`).
+starvation watch's `ReadClock` (`stream.read_clock`).
 
 Every clock here is a number the test sets: rank 0's writes are simulated every
 `REFRESH` s, as `ProgressFile` rewrites its file while its receiver is held."""
@@ -16,7 +16,8 @@ from typing import Any
 from test_starved_deadlock import stuck  # (rank 0's progress in the deadlock's state)
 
 from melissa_trainer.buffers import BufferStats
-from melissa_trainer.stream.starvation_watch import READ_HISTORY, ReadClock, StarvationWatch
+from melissa_trainer.stream.read_clock import READ_HISTORY, ReadClock
+from melissa_trainer.stream.starvation_watch import StarvationWatch
 from melissa_trainer.study.progress import REFRESH, ProgressFile, read_progress
 from melissa_trainer.study.starvation import AWAY_FACTOR, DEADLOCK_GRACE, DeadlockCheck
 

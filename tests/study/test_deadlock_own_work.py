@@ -17,7 +17,7 @@ from typing import Any
 from test_deadlock_grace import Clock, Held, said_at, stuck
 
 from melissa_trainer.hooks import Event, Hook, HookList
-from melissa_trainer.stream.starvation_watch import ReadClock
+from melissa_trainer.stream.read_clock import ReadClock
 from melissa_trainer.study.progress import REFRESH, ProgressFile, read_progress
 from melissa_trainer.study.starvation import AWAY_FACTOR, DEADLOCK_GRACE, DeadlockCheck, rank0_words
 

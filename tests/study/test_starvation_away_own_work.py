@@ -16,7 +16,7 @@ import pytest
 from test_deadlock_grace import Clock, said_at
 from test_starved_deadlock import stuck  # (rank 0's progress in the deadlock's state)
 
-from melissa_trainer.stream.starvation_watch import ReadClock
+from melissa_trainer.stream.read_clock import ReadClock
 from melissa_trainer.study.progress import REFRESH
 from melissa_trainer.study.starvation import DEADLOCK_GRACE, DeadlockCheck
 

@@ -16,7 +16,7 @@ from helpers import linear_samples, small_model, xy
 
 from melissa_trainer import Hook, OnlineTrainer, TrainingArguments
 from melissa_trainer.sources.source import IterableSource
-from melissa_trainer.stream.starvation_watch import ReadClock
+from melissa_trainer.stream.read_clock import ReadClock
 
 pytestmark = pytest.mark.timeout(120)
 

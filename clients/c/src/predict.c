@@ -6,7 +6,8 @@
  * socket is closed after a failure, and the endpoint looked up again at the next call
  * (after a trainer found gone, once a backoff is over: predict_watch.c, which also makes
  * a request fall back at once when the connection says the trainer is gone). Every
- * reply is validated before a byte reaches the caller's buffers. */
+ * reply is validated before a byte reaches the caller's buffers. The endpoints a solver
+ * gives (mt_set_serve_endpoints): serve_given.c. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <math.h>
@@ -53,52 +54,6 @@ void mt_predict_free(mt_client *c) {
     c->first_stop = NULL;
     mt_stop_glance_free(c->stop_glance);
     c->stop_glance = NULL;
-}
-
-/* Whether the comma-separated lists a and b name the same endpoints in the same order
- * (blanks around each aside, as Python's str.strip takes them off: mt_py_strip, the
- * lookup's strip; out of memory: not the same, a new dial). */
-static bool same_endpoints(const char *a, const char *b) {
-    for (;;) {
-        size_t n = strcspn(a, ","), m = strcspn(b, ",");
-        char *x = strndup(a, n), *y = strndup(b, m);
-        char *u = x != NULL ? mt_py_strip(x) : NULL, *v = y != NULL ? mt_py_strip(y) : NULL;
-        bool same = u != NULL && v != NULL && strcmp(u, v) == 0;
-        free(x), free(y), free(u), free(v);
-        if (!same) return false;
-        if (a[n] == '\0' || b[m] == '\0') return a[n] == b[m];
-        a += n + 1;
-        b += m + 1;
-    }
-}
-
-mt_status mt_set_serve_endpoints(mt_client *c, const char *endpoints) {
-    if (c == NULL) return MT_EINVAL;
-    mt_clear_error(c);
-    if (endpoints == NULL)
-        return mt_fail(c, MT_EINVAL, "mt_set_serve_endpoints: endpoints NULL: give "
-                                     "tcp://HOST:PORT (the trainer's serve_N.json)");
-    /* (their form, each, now: as Predictor(endpoint=...) at its construction) */
-    mt_status st = mt_serve_endpoints_check(c, endpoints);
-    if (st != MT_OK) return st;
-    /* The same endpoints again (a solver that sets them at every step, in case they
-     * changed) change nothing: not the socket, and not the backoff after a trainer found
-     * gone there, which keeps a solver asking in a loop from dialling at every request
-     * (a socket each: "Too many open files"). */
-    if (c->serve_endpoints_arg != NULL && same_endpoints(c->serve_endpoints_arg, endpoints))
-        return MT_OK;
-    char *copy = strdup(endpoints);
-    if (copy == NULL) return mt_fail(c, MT_ENOMEM, "out of memory");
-    free(c->serve_endpoints_arg);
-    c->serve_endpoints_arg = copy;
-    mt_predict_release(c); /* the next request goes there, unchecked (no serve file), */
-    c->retry_at = c->backoff = 0; /* at once (a backoff was for the endpoints before) */
-    c->predict_silent_at[0] = '\0';
-    c->served_there = false;
-    mt_specs_free(c->serve_inputs, c->n_serve_inputs);
-    c->serve_inputs = NULL;
-    c->n_serve_inputs = 0;
-    return MT_OK;
 }
 
 mt_refusal mt_predict_refusal(const mt_client *c, double *retry_after_s) {

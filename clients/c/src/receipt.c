@@ -28,7 +28,8 @@
  * steps may be lost and to run the simulation again with the same
  * MELISSA_TRAINER_SIMULATION_ID. A confirmed receipt also says how many samples
  * the trainer refused as non-finite: a warning on stderr, MT_ESIMREFUSED if all were.
- * A malformed reply is ignored (counted in the timeout's message). */
+ * A malformed reply is ignored (counted in the timeout's message). The words of a close
+ * that gives up on its receipts: receipt_gave_up.c. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <math.h>
@@ -41,6 +42,7 @@
 #include "internal.h"
 #include "receipt_wire.h"
 #include "close_wait.h"
+#include "receipt_gave_up.h"
 
 #define ROUND_TIMEOUT 2.0 /* s: a query unanswered that long is asked again (a receiver
                            * answers within its 0.5 s hold; a lost query is not waited on) */
@@ -275,36 +277,14 @@ static mt_status wait_receipts(asking *a, const char *whose) {
         char run[80];
         if (rewritten(c, a->rv, run, sizeof run)) {
             c->receipt_restart = 1; /* (followed with a window: follow.c) */
-            return mt_fail(c, MT_ETIMEDOUT,
-                           "%s: its BYE was not confirmed: the trainer was restarted (the "
-                           "rendezvous %s now names run %s) before it confirmed it, and a C "
-                           "client without a replay window does not follow it. What it sent "
-                           "after the trainer's last checkpoint may be lost: run it again, with "
-                           "the same simulation id (MELISSA_TRAINER_SIMULATION_ID=%llu): the "
-                           "resumed trainer keeps the steps it holds and takes the others, each "
-                           "once",
-                           whose, c->rendezvous_used, run,
-                           (unsigned long long)c->simulation_id);
+            return mt_receipt_restarted(c, whose, run);
         }
         if (silent < n) {
             c->receipt_restart = 2; /* (followed with a window: follow.c) */
-            char t[32];
-            mt_format_double(gone_after, t);
-            return mt_fail(c, MT_ETIMEDOUT,
-                           "%s: its BYE was not confirmed: the trainer's receiver %zu (%s) has "
-                           "not answered, nor been connected, for %s s "
-                           "(mt_set_disconnected_timeout): the trainer stopped before it read "
-                           "this BYE, or died. What it sent after the trainer's last "
-                           "checkpoint may be lost: once a trainer runs there again (a "
-                           "preempted one: --resume_from_checkpoint latest), run it again with "
-                           "the same simulation id (MELISSA_TRAINER_SIMULATION_ID=%llu): the "
-                           "trainer takes the steps it lacks, each once",
-                           whose, silent, a->rv->endpoints[silent], t,
-                           (unsigned long long)c->simulation_id);
+            return mt_receipt_silent(c, whose, silent, a->rv->endpoints[silent]);
         }
         if (now >= deadline) {
-            char t[32], list[256] = "", ignored[96] = "";
-            mt_format_double(timeout, t);
+            char list[256] = "";
             size_t used = 0;
             uint64_t sent = 0, have = 0;
             for (size_t r = 0; r < n && used < sizeof list; ++r) {
@@ -316,32 +296,7 @@ static mt_status wait_receipts(asking *a, const char *whose) {
                 sent += a->bye_steps[r];
                 have += held < a->bye_steps[r] ? held : a->bye_steps[r];
             }
-            if (a->bad > 0)
-                snprintf(ignored, sizeof ignored, "; malformed replies ignored: %u, the last %s",
-                         a->bad, a->bad_last);
-            if (capped) { /* (receipts.py unconfirmed, capped: close_cap.c's words) */
-                char words[600];
-                mt_close_capped_words(words, sizeof words, c->simulation_id);
-                return mt_fail(c, MT_ETIMEDOUT, "%s: the trainer did not confirm this "
-                               "simulation's BYE within %d x close_timeout=%s s in all: its "
-                               "receivers [%s] ingested %llu of the %llu steps this rank sent "
-                               "them: %s", whose, MT_CLOSE_CAP_FACTOR, t, list,
-                               (unsigned long long)have, (unsigned long long)sent, words);
-            }
-            return mt_fail(c, MT_ETIMEDOUT,
-                           "%s: the trainer did not confirm this simulation's BYE: its "
-                           "receivers [%s] ingested none of its steps for close_timeout=%s s "
-                           "(no progress; %llu of the %llu steps this rank sent them not "
-                           "confirmed%s). Exiting now loses those still queued here. A trainer "
-                           "alive but slower than that (loaded, a high sample-to-insert "
-                           "ratio): raise the close timeout (mt_set_close_timeout; it bounds a "
-                           "wait without progress); a trainer paused or stuck: once it runs "
-                           "again, run this simulation again with the same simulation id "
-                           "(MELISSA_TRAINER_SIMULATION_ID=%llu) if the trainer does not name "
-                           "it finished",
-                           whose, list, t, (unsigned long long)(sent - have),
-                           (unsigned long long)sent, ignored,
-                           (unsigned long long)c->simulation_id);
+            return mt_receipt_unconfirmed(c, whose, list, have, sent, a->bad, a->bad_last, capped);
         }
         double left = deadline - mt_now();
         nap(pause < left ? pause : left);

@@ -91,7 +91,7 @@ static void bound_text(double seconds, char out[32]) {
 }
 
 /* While a receiver is disconnected, every receiver's stop record (the receivers are one
- * trainer's; send_wait.py _stop_said): the send's error if one says the trainer stopped
+ * trainer's; send_verdict.py _stop_said): the send's error if one says the trainer stopped
  * for good (module comment), the close's sentence then "(`after`)" (NULL: "the send gave
  * up after S s blocked: no trainer comes back there", the wait's own look), else MT_OK. */
 static mt_status stopped_for_good(mt_client *c, waiting *w, const uint64_t *step,

@@ -3,7 +3,8 @@
  * $MELISSA_TRAINER_SERVE_KEY): their form checked as the Python Predictor checks it
  * (melissa_trainer/client/endpoint_form.py endpoint_fault, predict_lookup.py
  * checked_endpoint: the same rules, the same words), the one of this simulation's rank
- * picked. Serve files: serve.c. mt_endpoint_fault is the receivers' check too (env.c). */
+ * picked; the same endpoints set again change nothing (the socket, the backoff). Serve
+ * files: serve.c. mt_endpoint_fault is the receivers' check too (env.c). */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
@@ -138,4 +139,50 @@ mt_status mt_serve_given(mt_client *c, const char *listed, mt_serve_entry *out) 
     if (st == MT_OK) st = serve_key(c, out);
     if (st != MT_OK) mt_serve_entry_free(out);
     return st;
+}
+
+/* Whether the comma-separated lists a and b name the same endpoints in the same order
+ * (blanks around each aside, as Python's str.strip takes them off: mt_py_strip, the
+ * lookup's strip; out of memory: not the same, a new dial). */
+static bool same_endpoints(const char *a, const char *b) {
+    for (;;) {
+        size_t n = strcspn(a, ","), m = strcspn(b, ",");
+        char *x = strndup(a, n), *y = strndup(b, m);
+        char *u = x != NULL ? mt_py_strip(x) : NULL, *v = y != NULL ? mt_py_strip(y) : NULL;
+        bool same = u != NULL && v != NULL && strcmp(u, v) == 0;
+        free(x), free(y), free(u), free(v);
+        if (!same) return false;
+        if (a[n] == '\0' || b[m] == '\0') return a[n] == b[m];
+        a += n + 1;
+        b += m + 1;
+    }
+}
+
+mt_status mt_set_serve_endpoints(mt_client *c, const char *endpoints) {
+    if (c == NULL) return MT_EINVAL;
+    mt_clear_error(c);
+    if (endpoints == NULL)
+        return mt_fail(c, MT_EINVAL, "mt_set_serve_endpoints: endpoints NULL: give "
+                                     "tcp://HOST:PORT (the trainer's serve_N.json)");
+    /* (their form, each, now: as Predictor(endpoint=...) at its construction) */
+    mt_status st = mt_serve_endpoints_check(c, endpoints);
+    if (st != MT_OK) return st;
+    /* The same endpoints again (a solver that sets them at every step, in case they
+     * changed) change nothing: not the socket, and not the backoff after a trainer found
+     * gone there, which keeps a solver asking in a loop from dialling at every request
+     * (a socket each: "Too many open files"). */
+    if (c->serve_endpoints_arg != NULL && same_endpoints(c->serve_endpoints_arg, endpoints))
+        return MT_OK;
+    char *copy = strdup(endpoints);
+    if (copy == NULL) return mt_fail(c, MT_ENOMEM, "out of memory");
+    free(c->serve_endpoints_arg);
+    c->serve_endpoints_arg = copy;
+    mt_predict_release(c); /* the next request goes there, unchecked (no serve file), */
+    c->retry_at = c->backoff = 0; /* at once (a backoff was for the endpoints before) */
+    c->predict_silent_at[0] = '\0';
+    c->served_there = false;
+    mt_specs_free(c->serve_inputs, c->n_serve_inputs);
+    c->serve_inputs = NULL;
+    c->n_serve_inputs = 0;
+    return MT_OK;
 }

@@ -236,7 +236,7 @@ mt_status mt_stop_record_send_gave_up(mt_client *c, mt_stop_outcome o, const mt_
                                       size_t rank, const char *down, const uint64_t *step,
                                       const char *after) {
     said_kind k = kind_of(o, s);
-    char what[80]; /* (send_wait.py _stop_said: the step and those queued before it; FLUSHED) */
+    char what[80]; /* (send_verdict.py _stop_said: the step and those queued before it; FLUSHED) */
     if (step == NULL) snprintf(what, sizeof what, "any messages still queued at this flush");
     else snprintf(what, sizeof what, "time step %llu and those queued before it",
                   (unsigned long long)*step);

@@ -40,12 +40,13 @@ Force Terminated StepId=12.0``; bash's, for a command it ran: ``/var/spool/slurm
 job12/slurm_script: line 40: 77 Terminated ...`` or a bare ``Terminated``). Quoted as
 the solver's last lines, a user read them as the solver's words, and every killed job's
 log had the same last line (reports group failures by it, `failure_line`). They are
-left out (`SLURM_END`, the one rule: `systematic` reads the lines kept): the attempt's
-end is said apart, by its exit code (``exit 143 (SIGTERM: scancel, ...)``) and the
-launcher's own line in the log, and `exit_cause` reads them from `tail_lines`, which
-keeps them. Not left out: Slurm's lines of how a rank died by itself (``srun: error: vm:
-task 1: Segmentation fault``, ``Killed``, an exit code; slurmstepd's out-of-memory
-``oom-kill`` line), which say the solver's failure.
+left out (`SLURM_END`, the one rule: `systematic` reads the lines kept), in a Slurm
+job's log only (`slurm_log`: a local job's solver may print a bare ``Terminated``
+itself): the attempt's end is said apart, by its exit code (``exit 143 (SIGTERM:
+scancel, ...)``) and the launcher's own line in the log, and `exit_cause` reads them
+from `tail_lines`, which keeps them. Not left out: Slurm's lines of how a rank died by
+itself (``srun: error: vm: task 1: Segmentation fault``, ``Killed``, an exit code;
+slurmstepd's out-of-memory ``oom-kill`` line), which say the solver's failure.
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ __all__ = [
     "SLURM_END",
     "launcher_line",
     "log_lines",
+    "slurm_log",
     "tail_lines",
     "without_kill_banners",
 ]
@@ -158,16 +160,40 @@ def tail_lines(path: Path, tail_bytes: int) -> list[str]:
     return [line for line in text.splitlines() if line.strip() and not line.startswith(LAUNCHER)]
 
 
+#: the launcher's start line (`Job.say_start`), which names the job's backend
+_STARTED = re.compile(
+    re.escape(LAUNCHER) + r"\S+: starting .+? as job \S+ \((?P<backend>[\w-]+) backend, "
+)
+
+
+def slurm_log(path: Path) -> bool:
+    """Whether `path` may hold Slurm's lines of a kill (`SLURM_END`): False when its
+    first line is the launcher's start line (`Job.say_start`) naming another backend
+    than "slurm" (a local or mpiexec job: a bare ``Terminated`` there is the solver's
+    own line, and was left out of its quote as Slurm's); True otherwise (a Slurm job,
+    or a log the launcher did not start).
+
+    Raises:
+        OSError: the log cannot be read.
+    """
+    with open(path, "rb") as f:
+        first = f.readline(4096).decode("utf-8", "replace")
+    started = _STARTED.match(first)
+    return started is None or started["backend"] == "slurm"
+
+
 def log_lines(path: Path, tail_bytes: int) -> tuple[list[str], str]:
     """The non-blank lines of the last `tail_bytes` of `path` without hydra's banners of
-    a SIGTERM (`without_kill_banners`) and Slurm's lines of a kill (`SLURM_END`), and
-    what was left out, for a quote that has nothing else ("" when nothing was).
+    a SIGTERM (`without_kill_banners`) and, in a Slurm job's log (`slurm_log`), Slurm's
+    lines of a kill (`SLURM_END`), and what was left out, for a quote that has nothing
+    else ("" when nothing was).
 
     Raises:
         OSError: the log cannot be read.
     """
     lines, banners = without_kill_banners(tail_lines(path, tail_bytes))
-    kept = [line for line in lines if not SLURM_END.search(line.strip())]
+    slurm = slurm_log(path)
+    kept = [line for line in lines if not (slurm and SLURM_END.search(line.strip()))]
     if banners:
         return kept, "mpiexec's banner of its SIGTERM"
     return kept, "Slurm's lines of the job's end" if len(kept) < len(lines) else ""

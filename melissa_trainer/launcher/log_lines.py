@@ -54,6 +54,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import textwrap
 import time
 from pathlib import Path
 
@@ -121,19 +122,33 @@ def without_kill_banners(lines: list[str]) -> tuple[list[str], int]:
     return out, dropped
 
 
-def launcher_line(path: str | os.PathLike[str] | None, text: str) -> None:
+#: the columns of a terminal a user reads a job's log in: `launcher_line`'s `wrap`
+COLUMNS = 100
+
+
+def launcher_line(path: str | os.PathLike[str] | None, text: str, wrap: bool = False) -> None:
     """Append ``LAUNCHER + UTC time + ": " + text`` as one line to the job log `path`
     (made with its folder if missing; None: no log, nothing written). On a new line:
     after a solver's last line that has no newline yet (a print cut by the kill), one
     is added first, so that the line starts with `LAUNCHER` (greps, `tail_lines`).
-    Newlines in `text` are written as ``\\n`` (one line). A log that cannot be written is
-    said in a warning with the text (never raised: the job's start or kill goes on)."""
+    Newlines in `text` are written as ``\\n`` (one line). With `wrap`, the line is cut
+    at spaces into lines of at most `COLUMNS` characters (a word longer than a line
+    stays whole), each after the first starting with `LAUNCHER` and two spaces: a kill's
+    line (`base.kill_line`) was ~240 characters, read in a terminal of 100 columns;
+    written at once (one append). A log that cannot be written is said in a warning
+    with the text (never raised: the job's start or kill goes on)."""
     if path is None:
         return
     stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     # one line whatever `text` holds (a command's argument may hold a newline): a second
     # line would lack the prefix and be quoted as the solver's
     text = text.replace("\r", "\\r").replace("\n", "\\n")
+    lines = [f"{LAUNCHER}{stamp}: {text}"]
+    if wrap:
+        lines = textwrap.wrap(
+            text, COLUMNS, initial_indent=f"{LAUNCHER}{stamp}: ",
+            subsequent_indent=f"{LAUNCHER}  ", break_long_words=False, break_on_hyphens=False,
+        )  # fmt: skip
     try:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         with open(path, "a+b") as log:  # (appended: O_APPEND, as the job's own writes)
@@ -141,7 +156,7 @@ def launcher_line(path: str | os.PathLike[str] | None, text: str) -> None:
             if (size := log.seek(0, os.SEEK_END)) > 0:
                 log.seek(size - 1)
                 cut = log.read(1) != b"\n"
-            log.write((("\n" if cut else "") + f"{LAUNCHER}{stamp}: {text}\n").encode())
+            log.write((("\n" if cut else "") + "".join(f"{li}\n" for li in lines)).encode())
     except OSError as exc:
         logger.warning("cannot write to the job log %s (%s): %s", path, exc, text)
 

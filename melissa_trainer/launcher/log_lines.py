@@ -124,6 +124,8 @@ def without_kill_banners(lines: list[str]) -> tuple[list[str], int]:
 
 #: the columns of a terminal a user reads a job's log in: `launcher_line`'s `wrap`
 COLUMNS = 100
+#: a number's space before its unit or noun, which `launcher_line` does not cut at
+_NUMBER_UNIT = re.compile(r"(\d) (?=[A-Za-z%])")
 
 
 def launcher_line(path: str | os.PathLike[str] | None, text: str, wrap: bool = False) -> None:
@@ -144,11 +146,12 @@ def launcher_line(path: str | os.PathLike[str] | None, text: str, wrap: bool = F
     # line would lack the prefix and be quoted as the solver's
     text = text.replace("\r", "\\r").replace("\n", "\\n")
     lines = [f"{LAUNCHER}{stamp}: {text}"]
-    if wrap:
-        lines = textwrap.wrap(
-            text, COLUMNS, initial_indent=f"{LAUNCHER}{stamp}: ",
+    if wrap:  # (a number is kept with its unit: "after 5 s", never "after 5" then "s)")
+        kept = _NUMBER_UNIT.sub("\\1\0", text)
+        lines = [line.replace("\0", " ") for line in textwrap.wrap(
+            kept, COLUMNS, initial_indent=f"{LAUNCHER}{stamp}: ",
             subsequent_indent=f"{LAUNCHER}  ", break_long_words=False, break_on_hyphens=False,
-        )  # fmt: skip
+        )]  # fmt: skip
     try:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         with open(path, "a+b") as log:  # (appended: O_APPEND, as the job's own writes)

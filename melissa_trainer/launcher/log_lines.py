@@ -125,7 +125,7 @@ def without_kill_banners(lines: list[str]) -> tuple[list[str], int]:
 #: the columns of a terminal a user reads a job's log in: `launcher_line`'s `wrap`
 COLUMNS = 100
 #: a number's space before its unit or noun, which `launcher_line` does not cut at
-_NUMBER_UNIT = re.compile(r"(\d) (?=[A-Za-z%])")
+_NUMBER_UNIT = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?) (?=[A-Za-z%])")
 
 
 def launcher_line(path: str | os.PathLike[str] | None, text: str, wrap: bool = False) -> None:

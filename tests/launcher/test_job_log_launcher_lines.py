@@ -135,6 +135,11 @@ def test_a_wrapped_launcher_line_keeps_its_words_and_a_long_word_whole(tmp_path:
     said = [ours[0].split(": ", 1)[1], *(line.removeprefix(PREFIX + "  ") for line in ours[1:])]
     assert " ".join(said).split() == [*words[:20], path, *words[20:]]
     assert log_tail(log) == "    | step 1 se"
+    # a number stays with its unit: "5" would end the first line (its 99th column)
+    timed = tmp_path / "sim-1.log"
+    launcher_line(timed, "x" * 48 + " 5 s) then more words", wrap=True)
+    lines = timed.read_text().splitlines()
+    assert lines[1] == PREFIX + "  5 s) then more words", lines
 
 
 MPIEXEC = find_mpiexec()

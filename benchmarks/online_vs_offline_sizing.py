@@ -1,14 +1,16 @@
 """How large and how long `online_vs_offline.py`'s cases run: the options ``--quick``
 fills (`fill_defaults`, `quick_budget`), the cap on a budgeted study's simulations
 (`study_cap`), and the pace each ``--placement_ab`` arm's study is sized from
-(`arm_pace`, from the simulations' niceness).
+(`arm_pace`, from the simulations' niceness); ``--quick``'s budget doubled when cases 2
+and 3 had no offline run to measure (`doubling`, `TooShort`).
 """
 
 from __future__ import annotations
 
 import argparse
 import math
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from melissa_trainer.launcher.backends.placement import Placement
 
@@ -17,6 +19,9 @@ FULL = {"simulations": 128, "budget": 120.0, "splits": "0.25,0.5,0.75", "storage
 QUICK = {"simulations": 6, "splits": "0.5", "storage_fraction": 0.5}
 #: ``--quick``'s budget: at least this many seconds, and this many simulations' time
 QUICK_BUDGET, QUICK_BUDGET_SIMULATIONS = 6.0, 5
+#: ``--quick``'s runs of cases 2 and 3 at most, the budget doubled at each (when offline's
+#: share or disk held no simulation: `online_vs_offline.budget_cases`)
+QUICK_TRIES = 3
 
 
 def fill_defaults(opts: argparse.Namespace) -> None:
@@ -71,3 +76,35 @@ def arm_pace(seconds_per_simulation: float, measured: dict[str, Any], arm: dict[
     smaller study than before)."""
     faster = NICE_WEIGHT_STEP ** max(0, simulation_nice(measured) - simulation_nice(arm))
     return seconds_per_simulation / faster
+
+
+class TooShort(RuntimeError):
+    """Case 2 or 3 has no offline run to measure: offline's share of the budget ended
+    before a simulation was complete, or case 3's disk (a fraction of what online
+    streamed) is smaller than one simulation's file. The message names the option to
+    raise."""
+
+
+T = TypeVar("T")
+
+
+def doubling(run: Callable[[float, int], T], budget: float, tries: int) -> tuple[T, float]:
+    """``run(budget, attempt)`` (attempt 1, 2, ...) and the budget it ran with; when it
+    raises `TooShort` and `tries` allow, again with twice the budget, each retry said in
+    a line. On a loaded machine online's simulations, niced beside its trainer,
+    completed 2 in ``--quick``'s budget, and half of that is less than one simulation's
+    file (case 3's disk): the tables and rows are of the last run, at its budget.
+
+    Raises:
+        TooShort: the last try had no offline run to measure.
+    """
+    for attempt in range(1, tries + 1):
+        try:
+            return run(budget, attempt), budget
+        except TooShort as exc:
+            if attempt == tries:
+                raise
+            print(f"{exc}; cases 2 and 3 again with a budget of {2 * budget:g} s "
+                  f"(try {attempt + 1} of {tries})", flush=True)  # fmt: skip
+            budget *= 2
+    raise AssertionError("unreachable: the last try returns or raises")

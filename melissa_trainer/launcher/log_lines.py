@@ -40,12 +40,13 @@ Force Terminated StepId=12.0``; bash's, for a command it ran: ``/var/spool/slurm
 job12/slurm_script: line 40: 77 Terminated ...`` or a bare ``Terminated``). Quoted as
 the solver's last lines, a user read them as the solver's words, and every killed job's
 log had the same last line (reports group failures by it, `failure_line`). They are
-left out (`SLURM_END`, the one rule: `systematic` reads the lines kept): the attempt's
-end is said apart, by its exit code (``exit 143 (SIGTERM: scancel, ...)``) and the
-launcher's own line in the log, and `exit_cause` reads them from `tail_lines`, which
-keeps them. Not left out: Slurm's lines of how a rank died by itself (``srun: error: vm:
-task 1: Segmentation fault``, ``Killed``, an exit code; slurmstepd's out-of-memory
-``oom-kill`` line), which say the solver's failure.
+left out (`SLURM_END`, the one rule: `systematic` reads the lines kept), in a Slurm
+job's log only (`slurm_log`: a local job's solver may print a bare ``Terminated``
+itself): the attempt's end is said apart, by its exit code (``exit 143 (SIGTERM:
+scancel, ...)``) and the launcher's own line in the log, and `exit_cause` reads them
+from `tail_lines`, which keeps them. Not left out: Slurm's lines of how a rank died by
+itself (``srun: error: vm: task 1: Segmentation fault``, ``Killed``, an exit code;
+slurmstepd's out-of-memory ``oom-kill`` line), which say the solver's failure.
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import textwrap
 import time
 from pathlib import Path
 
@@ -61,6 +63,7 @@ __all__ = [
     "SLURM_END",
     "launcher_line",
     "log_lines",
+    "slurm_log",
     "tail_lines",
     "without_kill_banners",
 ]
@@ -119,19 +122,36 @@ def without_kill_banners(lines: list[str]) -> tuple[list[str], int]:
     return out, dropped
 
 
-def launcher_line(path: str | os.PathLike[str] | None, text: str) -> None:
+#: the columns of a terminal a user reads a job's log in: `launcher_line`'s `wrap`
+COLUMNS = 100
+#: a number's space before its unit or noun, which `launcher_line` does not cut at
+_NUMBER_UNIT = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?) (?=[A-Za-z%])")
+
+
+def launcher_line(path: str | os.PathLike[str] | None, text: str, wrap: bool = False) -> None:
     """Append ``LAUNCHER + UTC time + ": " + text`` as one line to the job log `path`
     (made with its folder if missing; None: no log, nothing written). On a new line:
     after a solver's last line that has no newline yet (a print cut by the kill), one
     is added first, so that the line starts with `LAUNCHER` (greps, `tail_lines`).
-    Newlines in `text` are written as ``\\n`` (one line). A log that cannot be written is
-    said in a warning with the text (never raised: the job's start or kill goes on)."""
+    Newlines in `text` are written as ``\\n`` (one line). With `wrap`, the line is cut
+    at spaces into lines of at most `COLUMNS` characters (a word longer than a line
+    stays whole), each after the first starting with `LAUNCHER` and two spaces: a kill's
+    line (`base.kill_line`) was ~240 characters, read in a terminal of 100 columns;
+    written at once (one append). A log that cannot be written is said in a warning
+    with the text (never raised: the job's start or kill goes on)."""
     if path is None:
         return
     stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     # one line whatever `text` holds (a command's argument may hold a newline): a second
     # line would lack the prefix and be quoted as the solver's
     text = text.replace("\r", "\\r").replace("\n", "\\n")
+    lines = [f"{LAUNCHER}{stamp}: {text}"]
+    if wrap:  # (a number is kept with its unit: "after 5 s", never "after 5" then "s)")
+        kept = _NUMBER_UNIT.sub("\\1\0", text)
+        lines = [line.replace("\0", " ") for line in textwrap.wrap(
+            kept, COLUMNS, initial_indent=f"{LAUNCHER}{stamp}: ",
+            subsequent_indent=f"{LAUNCHER}  ", break_long_words=False, break_on_hyphens=False,
+        )]  # fmt: skip
     try:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         with open(path, "a+b") as log:  # (appended: O_APPEND, as the job's own writes)
@@ -139,7 +159,7 @@ def launcher_line(path: str | os.PathLike[str] | None, text: str) -> None:
             if (size := log.seek(0, os.SEEK_END)) > 0:
                 log.seek(size - 1)
                 cut = log.read(1) != b"\n"
-            log.write((("\n" if cut else "") + f"{LAUNCHER}{stamp}: {text}\n").encode())
+            log.write((("\n" if cut else "") + "".join(f"{li}\n" for li in lines)).encode())
     except OSError as exc:
         logger.warning("cannot write to the job log %s (%s): %s", path, exc, text)
 
@@ -158,16 +178,40 @@ def tail_lines(path: Path, tail_bytes: int) -> list[str]:
     return [line for line in text.splitlines() if line.strip() and not line.startswith(LAUNCHER)]
 
 
+#: the launcher's start line (`Job.say_start`), which names the job's backend
+_STARTED = re.compile(
+    re.escape(LAUNCHER) + r"\S+: starting .+? as job \S+ \((?P<backend>[\w-]+) backend, "
+)
+
+
+def slurm_log(path: Path) -> bool:
+    """Whether `path` may hold Slurm's lines of a kill (`SLURM_END`): False when its
+    first line is the launcher's start line (`Job.say_start`) naming another backend
+    than "slurm" (a local or mpiexec job: a bare ``Terminated`` there is the solver's
+    own line, and was left out of its quote as Slurm's); True otherwise (a Slurm job,
+    or a log the launcher did not start).
+
+    Raises:
+        OSError: the log cannot be read.
+    """
+    with open(path, "rb") as f:
+        first = f.readline(4096).decode("utf-8", "replace")
+    started = _STARTED.match(first)
+    return started is None or started["backend"] == "slurm"
+
+
 def log_lines(path: Path, tail_bytes: int) -> tuple[list[str], str]:
     """The non-blank lines of the last `tail_bytes` of `path` without hydra's banners of
-    a SIGTERM (`without_kill_banners`) and Slurm's lines of a kill (`SLURM_END`), and
-    what was left out, for a quote that has nothing else ("" when nothing was).
+    a SIGTERM (`without_kill_banners`) and, in a Slurm job's log (`slurm_log`), Slurm's
+    lines of a kill (`SLURM_END`), and what was left out, for a quote that has nothing
+    else ("" when nothing was).
 
     Raises:
         OSError: the log cannot be read.
     """
     lines, banners = without_kill_banners(tail_lines(path, tail_bytes))
-    kept = [line for line in lines if not SLURM_END.search(line.strip())]
+    slurm = slurm_log(path)
+    kept = [line for line in lines if not (slurm and SLURM_END.search(line.strip()))]
     if banners:
         return kept, "mpiexec's banner of its SIGTERM"
     return kept, "Slurm's lines of the job's end" if len(kept) < len(lines) else ""

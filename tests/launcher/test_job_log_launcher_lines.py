@@ -42,7 +42,7 @@ def test_a_hung_jobs_log_says_its_start_and_its_kill_and_the_report_quotes_the_s
     """Failed before: the log held the solver's line only (no start, no kill). With the
     lines but without `tail_lines` leaving them out, the report quoted the kill line as
     the solver's last line. Then the kill's line, 518 characters long (the silence
-    rule), failed its short form."""
+    rule), failed its short form; then, one line of ~230 characters, its 100 columns."""
     sim = [sys.executable, script(tmp_path, HUNG)]
     tuning: dict[str, object] = {
         "simulation_timeout": 1.0,
@@ -62,8 +62,11 @@ def test_a_hung_jobs_log_says_its_start_and_its_kill_and_the_report_quotes_the_s
     assert "starting simulation 0 attempt 0 as job sim-0 (local backend, 1 rank): " in lines[0]
     assert lines[0].endswith(shlex.join(sim)), lines
     assert lines[1] == "step 0 sent", lines
-    kill = lines[2]
-    assert kill.startswith(PREFIX), lines
+    # the kill's line, cut at spaces into lines of at most 100 columns, each after the
+    # first starting with the prefix and two spaces (failed before: one line of ~230)
+    assert all(line.startswith(PREFIX) and len(line) <= 100 for line in lines[2:]), lines
+    assert len(lines) > 3 and not any(line.startswith(PREFIX + "20") for line in lines[3:])
+    kill = " ".join([lines[2], *(line.removeprefix(PREFIX + "  ") for line in lines[3:])])
     assert "killing this job (SIGTERM to its process group, SIGKILL after 2 s): hung: " in kill
     # short (what, how long silent, the bound, the setting): before, 518 characters, the
     # silence rule and the parameters, which the WARNING says
@@ -73,7 +76,6 @@ def test_a_hung_jobs_log_says_its_start_and_its_kill_and_the_report_quotes_the_s
         r"LauncherTuning\(startup_timeout=\.\.\.\) to wait longer\)",
         said,
     ), kill
-    assert len(lines) == 3, lines
     assert "    | step 0 sent" in report, report
     assert PREFIX not in report, report
     assert last_log_line(log) == "step 0 sent"
@@ -113,6 +115,33 @@ def test_a_launcher_line_with_a_newline_in_its_text_stays_one_line(tmp_path: Pat
     assert log_tail(log) == "    (empty log: nothing from the solver)"
 
 
+def test_a_wrapped_launcher_line_keeps_its_words_and_a_long_word_whole(tmp_path: Path) -> None:
+    """`launcher_line(..., wrap=True)`: lines of at most 100 columns cut at spaces, the
+    words in order, a word longer than a line whole on a line of its own; after a
+    solver's line cut by the kill, on a new line; none quoted as the solver's."""
+    from melissa_trainer.launcher.log_lines import launcher_line
+
+    log = tmp_path / "sim-0.log"
+    log.write_text("step 1 se")  # (a print cut short)
+    words = [f"word{i}" for i in range(40)]
+    path = "/scratch/" + "x" * 120 + "/solver.log"
+    launcher_line(log, " ".join([*words[:20], path, *words[20:]]), wrap=True)
+    lines = log.read_text().splitlines()
+    assert lines[0] == "step 1 se"
+    ours = lines[1:]
+    assert ours[0].startswith(PREFIX + "20") and ours[0].split(": ", 1)[1].startswith("word0 ")
+    assert all(line.startswith(PREFIX + "  ") for line in ours[1:]), ours
+    assert [line for line in ours if len(line) > 100] == [PREFIX + "  " + path], ours
+    said = [ours[0].split(": ", 1)[1], *(line.removeprefix(PREFIX + "  ") for line in ours[1:])]
+    assert " ".join(said).split() == [*words[:20], path, *words[20:]]
+    assert log_tail(log) == "    | step 1 se"
+    # a number stays with its unit: "5" would end the first line (its 99th column)
+    timed = tmp_path / "sim-1.log"
+    launcher_line(timed, "x" * 48 + " 5 s) then more words", wrap=True)
+    lines = timed.read_text().splitlines()
+    assert lines[1] == PREFIX + "  5 s) then more words", lines
+
+
 MPIEXEC = find_mpiexec()
 
 
@@ -138,9 +167,11 @@ def test_an_mpiexec_jobs_kill_line_comes_before_hydras_banner(tmp_path: Path) ->
         backend.close()
     text = log.read_text()
     said = "killing this job (SIGTERM to its process group, SIGKILL after 10 s): refused by "
-    kill = next(line for line in text.splitlines() if line.startswith(PREFIX))
+    ours = [line for line in text.splitlines() if line.startswith(PREFIX)]
+    assert all(len(line) <= 100 for line in ours), ours  # (cut at spaces, `launcher_line`)
+    kill = " ".join([ours[0], *(line.removeprefix(PREFIX + "  ") for line in ours[1:])])
     assert said + "the receiver: x" in kill, text
-    assert text.index(kill) > text.index("solver step 7"), text
-    if "Terminated (signal 15)" in text:  # (hydra's banner, after the kill's line)
-        assert text.index("Terminated (signal 15)") > text.index(kill), text
+    assert text.index(ours[0]) > text.index("solver step 7"), text
+    if "Terminated (signal 15)" in text:  # (hydra's banner, after the kill's lines)
+        assert text.index("Terminated (signal 15)") > text.index(ours[-1]), text
     assert log_tail(log).endswith("    | solver step 7"), log_tail(log)

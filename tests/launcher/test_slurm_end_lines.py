@@ -7,10 +7,13 @@ ended with Slurm's or bash's line, and its last log line (which groups failures)
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
+from waiting import wait_until
 
+from melissa_trainer.launcher.backends import Job, LocalBackend
 from melissa_trainer.launcher.exit_cause import exit_text
 from melissa_trainer.launcher.reports import log_tail
 from melissa_trainer.launcher.systematic import last_log_line
@@ -65,3 +68,30 @@ def test_only_slurms_lines_say_so_and_a_solvers_own_words_stay(tmp_path: Path) -
     )
     log.write_text("Terminated normally after 3 steps\n")
     assert log_tail(log) == "    | Terminated normally after 3 steps"
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("backend", ["local", "slurm"])
+def test_a_bare_terminated_is_a_local_jobs_own_line(tmp_path: Path, backend: str) -> None:
+    """A local job whose solver's last line is a bare ``Terminated`` (a shell's, of a
+    command the solver ran): its own line, quoted and its failure line. Failed before:
+    left out as Slurm's (`SLURM_END`), the quote ending at the line above. A log whose
+    start line names the Slurm backend still leaves it out (the batch script's shell)."""
+    log = tmp_path / "logs" / "sim-0.log"
+    solver = "import sys; print('step 3 sent'); print('Terminated'); sys.exit(1)"
+    job = Job("sim-0", [sys.executable, "-c", solver], cwd=tmp_path, log_path=log)
+    job.say_start("simulation 0 attempt 0", backend)  # (the launcher's start line, first)
+    local = LocalBackend()
+    try:
+        handle = local.launch(job)
+        wait_until(lambda: local.poll(handle) is not None, what="the solver's end", timeout=50)
+    finally:
+        local.close()
+    assert log.read_text().splitlines()[1:] == ["step 3 sent", "Terminated"]
+    if backend == "local":
+        assert log_tail(log) == "    | step 3 sent\n    | Terminated"
+        assert last_log_line(log) == "Terminated"
+    else:
+        assert log_tail(log) == "    | step 3 sent"
+        assert last_log_line(log) == "step 3 sent"

@@ -105,10 +105,11 @@ def unbuffered_outputs(env: Mapping[str, str], environ: Mapping[str, str]) -> di
 
 
 def kill_line(job: Job, reason: str | None, how: str) -> None:
-    """The launcher's line in `job`'s log before it kills it (`log_lines.launcher_line`):
-    `how` (the backend's signals) and `reason`; nothing for a `reason` of None."""
+    """The launcher's line in `job`'s log before it kills it (`log_lines.launcher_line`,
+    wrapped at its `COLUMNS`: a reason and its fix make it ~240 characters): `how` (the
+    backend's signals) and `reason`; nothing for a `reason` of None."""
     if reason is not None:
-        launcher_line(job.log_path, f"killing this job ({how}): {reason}")
+        launcher_line(job.log_path, f"killing this job ({how}): {reason}", wrap=True)
 
 
 def kill_reasons(handles: Sequence[Any], reasons: Sequence[str] | None) -> list[str | None]:

@@ -9,7 +9,8 @@ Against a frozen controller every Slurm command takes MessageTimeout (10 s on th
 cluster) to fail, squeue included: the close must not spend that on each of its
 scancels and squeues once the shared wait is over. A scancel that gave up on its reply
 was not processed when the controller resumed (seen here: the jobs still ran minutes
-later): the jobs are ended by their lease, which the close stopped renewing."""
+later): the jobs are ended by their lease, which the close stopped renewing. A second
+close while it is still frozen writes no second close line in a job's log."""
 
 from __future__ import annotations
 
@@ -44,7 +45,11 @@ def test_a_close_during_a_frozen_controller_is_held_about_controller_wait(
         poll_every=POLL, script_dir=tmp_path / "scripts", controller_wait=WAIT, lease_timeout=LEASE
     )
     backend.begin_study("frozenclose")
-    handles = [backend.launch(Job(f"sim-{i}", ["sleep", "600"], cwd=tmp_path)) for i in range(2)]
+    logs = [tmp_path / f"sim-{i}.log" for i in range(2)]
+    handles = [
+        backend.launch(Job(f"sim-{i}", ["sleep", "600"], cwd=tmp_path, log_path=logs[i]))
+        for i in range(2)
+    ]
     try:
         wait_until(
             lambda: all(backend.poll(h) is None and backend.started(h) for h in handles),
@@ -64,6 +69,7 @@ def test_a_close_during_a_frozen_controller_is_held_about_controller_wait(
             backend.close()
             held = time.monotonic() - started
             monkeypatch.undo()
+            backend.close()  # (again, the controller still frozen: no second line)
         # the close's first squeue and one scancel's first try each wait out
         # MessageTimeout (longer than the shared WAIT); then the wait is spent, and
         # nothing more is asked of a controller that did not answer (failed before: 6
@@ -71,6 +77,9 @@ def test_a_close_during_a_frozen_controller_is_held_about_controller_wait(
         # own MessageTimeout). Counted, not timed: a loaded machine slows each command
         names = [Path(argv[0]).name for argv in sent]
         assert len(sent) <= 2, f"{names} sent in {held:.1f} s"
+        for log in logs:  # the close's line once in each log (failed before: twice)
+            said = [line for line in log.read_text().splitlines() if "killing this job" in line]
+            assert len(said) == 1, log.read_text()
         # the lease the close stopped renewing ends the jobs once the controller is back
         wait_until(
             lambda: "mt-" not in queue(),

@@ -28,6 +28,20 @@ pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("slurm"), pytest.mark.e2
 PREFIX = "[melissa-trainer launcher] "
 
 
+def launcher_said(text: str) -> list[str]:
+    """The launcher's lines in a log, a line cut at 100 columns joined again (its next
+    lines start with the prefix and two spaces); each of 100 columns at most."""
+    said: list[str] = []
+    for line in text.splitlines():
+        if line.startswith(PREFIX):
+            assert len(line) <= 100, line
+            if line.startswith(PREFIX + "  ") and said:
+                said[-1] += " " + line.removeprefix(PREFIX + "  ")
+            else:
+                said.append(line)
+    return said
+
+
 @pytest.mark.timeout(240)
 def test_a_killed_gfortran_batch_jobs_log_keeps_its_lines_and_says_the_kill(
     slurm_cluster: SlurmCluster,  # noqa: F811
@@ -53,10 +67,10 @@ def test_a_killed_gfortran_batch_jobs_log_keeps_its_lines_and_says_the_kill(
         backend.close()
     text = log.read_text()
     assert LINES in text, text
-    kill = next(line for line in text.splitlines() if line.startswith(PREFIX))
+    kill = launcher_said(text)[0]
     said = "killing this job (scancel: SIGTERM, SIGKILL after 10 s): hung: simulation 0 silent"
     assert kill.endswith(said), text
-    assert text.index(kill) > text.index(LINES), text
+    assert text.index(PREFIX) > text.index(LINES), text
     assert "    | step 2 sent" in log_tail(log) and PREFIX not in log_tail(log), log_tail(log)
 
 
@@ -89,10 +103,10 @@ def test_a_killed_srun_steps_log_says_the_kill(
     out, stderr = in_allocation(tmp_path, STEP_DRIVER, 1, timeout=240)
     assert out["killed"] not in (None, 0), stderr
     text = out["log"]
-    kill = next(line for line in text.splitlines() if line.startswith(PREFIX))
+    kill = launcher_said(text)[0]
     said = "killing this job (SIGTERM to its tasks, srun killed after 5 s): hung: simulation 0"
     assert kill.endswith(said + " silent"), text
-    assert text.index(kill) > text.index("step 0 sent"), text
+    assert text.index(PREFIX) > text.index("step 0 sent"), text
 
 
 #: a solver that says a line, then waits to be killed (a file `printed-<name>` when said)
@@ -141,10 +155,11 @@ def test_a_cancelled_batch_jobs_quote_is_the_solvers_and_close_says_its_kill(
     assert "slurmstepd" not in tail and "Terminated" not in tail, tail
     assert last_log_line(logs[0]) == "step 0 sent"
     assert exit_text(code, logs[0]).startswith("exit 143 (SIGTERM"), code  # (the end, apart)
-    said = next(line for line in closed.splitlines() if line.startswith(PREFIX))
-    assert said.endswith(f"killing this job (scancel: SIGTERM, SIGKILL after 5 s): {CLOSED}")
-    assert closed.index("step 0 sent") < closed.index(said), closed
-    assert "CANCELLED AT" not in closed or closed.index(said) < closed.index("CANCELLED AT")
+    said = launcher_said(closed)
+    assert len(said) == 1, closed  # (one close: one line)
+    assert said[0].endswith(f"killing this job (scancel: SIGTERM, SIGKILL after 5 s): {CLOSED}")
+    assert closed.index("step 0 sent") < closed.index(PREFIX), closed
+    assert "CANCELLED AT" not in closed or closed.rindex(PREFIX) < closed.index("CANCELLED AT")
 
 
 #: run by salloc: an srun step printing a line then sleeping, left to `close`
@@ -173,9 +188,9 @@ def test_a_step_left_to_close_gets_the_launchers_line(
     step it kills, after the solver's line. Failed before: no line."""
     out, stderr = in_allocation(tmp_path, STEP_CLOSE_DRIVER, 1, timeout=240)
     text = out["log"]
-    said = next((line for line in text.splitlines() if line.startswith(PREFIX)), None)
+    said = next(iter(launcher_said(text)), None)
     assert said is not None, (text, stderr)
     assert said.endswith(
         f"killing this job (SIGTERM to its tasks, srun killed after 5 s): {CLOSED}"
     )
-    assert text.index(said) > text.index("step 0 sent"), text
+    assert text.index(PREFIX) > text.index("step 0 sent"), text

@@ -281,8 +281,9 @@ class SlurmBackend(Backend):
         self, handles: Sequence[Handle], reasons: Sequence[str | None], grace: float
     ) -> None:
         """The launcher's line (`kill_line`) in the log of each of `handles` that its
-        kill ends (not one known ended), with its reason, before any signal: the one
-        writer of `kill_all`'s lines and `close`'s."""
+        kill ends (not one known ended, nor a batch job cancelled already: its line is
+        written once), with its reason, before any signal: the one writer of
+        `kill_all`'s lines and `close`'s."""
         for handle, why in zip(handles, reasons, strict=True):
             if isinstance(handle, SrunHandle):
                 # (a step waiting out an outage runs nothing, yet its attempt is killed)
@@ -290,8 +291,9 @@ class SlurmBackend(Backend):
                     kill_line(
                         handle.job, why, f"SIGTERM to its tasks, srun killed after {grace:g} s"
                     )
-            elif isinstance(handle, SlurmHandle) and handle.code is None:
-                # (queued or running: scancel ends it)
+            elif isinstance(handle, SlurmHandle) and handle.code is None and not handle.cancelled:
+                # (queued or running: scancel ends it; one cancelled already had its line,
+                # and a second close while the controller does not answer said it twice)
                 kill_line(handle.job, why, f"scancel: SIGTERM, SIGKILL after {grace:g} s")
 
     def close(self) -> None:

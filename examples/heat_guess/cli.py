@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from heat_guess.solver import GUESS_CHECKS, METHODS, GuessConfig
 
-__all__ = ["check_kernel", "parse", "parser"]
+__all__ = ["check_kernel", "parse", "parser", "rerun_words"]
 
 #: what ``--help`` says after the flags
 EPILOG = (
@@ -29,6 +29,21 @@ def check_kernel(kernel: int) -> None:
     is odd and >= 3 (its odd padding needs a centre and a point either side)."""
     if kernel < 3 or kernel % 2 == 0:
         raise ValueError(f"kernel must be odd and >= 3, not {kernel}")
+
+
+def rerun_words(output_dir: str, checkpoints: Sequence[str], root: str) -> str:
+    """Why a run without ``--resume_from_checkpoint`` is refused in `output_dir` (the
+    folder the user gave: the trainer's is its ``run``, which the library's own refusal
+    named, ``output_dir='out/run'``, a folder the user never typed), which holds the
+    earlier run's `checkpoints` (their names) in `root`, and the example's flags that
+    go on."""
+    return (
+        f"--output_dir {output_dir} holds checkpoints of an earlier run "
+        f"({', '.join(checkpoints)}, in {root}) and --resume_from_checkpoint is not given: "
+        f"continue that run with --resume_from_checkpoint latest, start afresh in another "
+        f"--output_dir, or add --overwrite_output_dir to move them to "
+        f"{os.path.basename(root)}-previous-TIME beside them (nothing is deleted)"
+    )
 
 
 def parser(doc: str | None) -> argparse.ArgumentParser:

@@ -66,7 +66,7 @@ from typing import Any
 
 if str(Path(__file__).resolve().parents[1]) not in sys.path:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from heat_guess.cli import check_kernel, parse  # noqa: E402
+from heat_guess.cli import check_kernel, parse, rerun_words  # noqa: E402
 
 if __name__ == "__main__":
     # --help and a refused flag answer before torch's import below (16-29 s on a loaded
@@ -78,6 +78,7 @@ import torch  # noqa: E402
 
 from heat_guess.solver import PARAMETER_BOUNDS, GuessConfig, Work, steps  # noqa: E402
 from melissa_trainer import (  # noqa: E402
+    ConfigError,
     OnlineTrainer,
     ServingHook,
     StreamSource,
@@ -222,14 +223,19 @@ def run_study(
         process_sample=process_sample,
         hooks=[serving],
     )
+    # the trainer's train() would refuse too, naming its own folder (out/run): refused
+    # here in the user's words, every rank alike (rank 0 says it, `refusals_end_the_program`)
+    refused = [] if resume_from_checkpoint else start_refusal(trainer)
+    if refused:
+        words = rerun_words(str(output_dir), refused, str(trainer.checkpoint_root))
+        raise ConfigError(words, context="start")
     # an earlier run's records (rank 0's launcher starts this run's): not those of a run
-    # resumed (its simulations done before), nor of one stopped there (the trainer
-    # refuses to start over its checkpoint unless resumed, `start_refusal`: they are
-    # still its records), and only once the trainer holds the output_dir's lock (taken
-    # as it is made): a study still running there refuses this one (OutputDirLocked),
-    # its records its own (overwritten: the run is a fresh one, whatever the checkpoints
-    # moved aside held)
-    if _rank() == 0 and not resume_from_checkpoint and not start_refusal(trainer):
+    # resumed (its simulations done before), nor of one stopped there (refused above:
+    # they are still its records), and only once the trainer holds the output_dir's
+    # lock (taken as it is made): a study still running there refuses this one
+    # (OutputDirLocked), its records its own (overwritten: the run is a fresh one,
+    # whatever the checkpoints moved aside held)
+    if _rank() == 0 and not resume_from_checkpoint:
         for stale in records.glob("sim*.json"):
             stale.unlink()
     state = trainer.train()

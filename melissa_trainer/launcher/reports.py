@@ -17,7 +17,12 @@ from typing import NamedTuple, Protocol
 from melissa_trainer.common.words import plural
 from melissa_trainer.launcher.exit_cause import codes_text
 from melissa_trainer.launcher.log_lines import log_lines
-from melissa_trainer.launcher.systematic import failure_key, failure_line, runtime_line
+from melissa_trainer.launcher.systematic import (
+    failure_key,
+    failure_line,
+    runtime_line,
+    spanned,
+)
 
 __all__ = [
     "LOG_TAIL_LINES",
@@ -169,13 +174,13 @@ def failure_report(
         status: each listed simulation's status now (`study_record.STATUSES`).
     """
     lines = []
-    kinds: dict[tuple[frozenset[int | str], str], list[tuple[int, str]]] = {}
+    kinds: dict[tuple[frozenset[int | str], str], list[tuple[int, str, str]]] = {}
     for sid, text, codes in failed:
-        line = failure_key(failure_line(log_of(sid))[0])
-        key = (frozenset(c for c in codes if c != 0), line)
-        kinds.setdefault(key, []).append((sid, text))
+        said = failure_line(log_of(sid))[0]
+        key = (frozenset(c for c in codes if c != 0), failure_key(said))
+        kinds.setdefault(key, []).append((sid, text, said))
     for (failing, _), members in list(kinds.items())[:MAX_SHOWN]:
-        sid, text = members[0]
+        sid, text, said = members[0]
         if len(members) == 1:
             lines.append(f"  {text}; last lines of {log_of(sid)}:")
         else:
@@ -183,13 +188,22 @@ def failure_report(
             shown = ", ".join(map(str, ids[:10])) + (", ..." if len(ids) > 10 else "")
             lines.append(
                 f"  {len(ids)} simulations ({shown}) failed alike (exit codes "
-                f"{codes_text(sorted(failing, key=str))}, the same failure line), their "
-                f"parameters differing{_fates(ids, status)}; last lines of {log_of(sid)}:"
+                f"{codes_text(sorted(failing, key=str))}, the same failure line"
+                f"{_ranges(said, [m[2] for m in members])}), their parameters "
+                f"differing{_fates(ids, status)}; last lines of {log_of(sid)}:"
             )
         lines.append(log_tail(log_of(sid)))
     if len(kinds) > MAX_SHOWN:
         lines.append(f"  ... and other failures (see {log_dir})")
     return lines
+
+
+def _ranges(first: str, said: Sequence[str]) -> str:
+    """ ", its figures over them: 'diverged after 3.2-4.1 s'" when the failure lines of
+    one kind (`said`, `first` among them, first) differ in their durations or clock times
+    (`spanned`: the log tail below shows the first one's figures only); else nothing."""
+    line = spanned(said)
+    return "" if line == first else f", its figures over them: {line!r}"
 
 
 #: what became of a simulation that failed alike, by its status (`_fates`); in the

@@ -62,6 +62,7 @@ __all__ = [
     "SystematicFailure",
     "failure_key",
     "failure_line",
+    "spanned",
     "runtime_line",
     "last_log_line",
     "missing_parameter",
@@ -150,6 +151,28 @@ def failure_key(line: str) -> str:
     return _TIMED.sub(lambda m: "HH:MM:SS" if ":" in m[0] else "N s", line)
 
 
+def spanned(lines: Sequence[str]) -> str:
+    """The first of `lines` (failure lines of one `failure_key`) with each of its
+    durations and clock times that differ between the lines replaced by their range
+    (``after 3.2-4.1 s``, ``at 10:00:01-10:00:09``): the key groups them, and quoting
+    the first alone said one attempt's figure for all. The first line as it is when
+    the figures agree (or the lines do not share a key)."""
+    first = lines[0]
+    figures = [[m[0] for m in _TIMED.finditer(line)] for line in lines]
+    if any(len(f) != len(figures[0]) for f in figures):
+        return first
+    for i, match in reversed(list(enumerate(_TIMED.finditer(first)))):
+        said = [f[i] for f in figures]
+        if ":" in said[0]:  # (a clock time: HH:MM:SS sorts as text)
+            low, high, unit = min(said), max(said), ""
+        else:  # (a duration, "3.2 s": by its number, each said as it was)
+            numbers = [d.split()[0] for d in said]
+            low, high, unit = min(numbers, key=float), max(numbers, key=float), " s"
+        if low != high:
+            first = f"{first[: match.start()]}{low}-{high}{unit}{first[match.end() :]}"
+    return first
+
+
 #: the last line of a Python traceback for a missing key: ``KeyError: 'k'`` (a dict read
 #: from ``MELISSA_TRAINER_PARAMETERS``), or the client's ``UnknownParameterError: this
 #: simulation has no parameter 'k': ...`` (`Client.parameters`), or the C client's
@@ -178,13 +201,15 @@ class _Attempt:
     last_line: str  # (`failure_line`: the one quoted)
     passed: str = ""  # what followed it in the log (`failure_line`), "" if nothing
 
-    @property
-    def quoted(self) -> str:
-        """The failure line as the report says it."""
-        line = self.last_line or "(an empty log)"
+    def quoted(self, alike: Sequence[_Attempt] = ()) -> str:
+        """The failure line as the report says it, its figures' ranges over the attempts
+        that failed `alike` (this one among them) where they differ (`spanned`)."""
+        line = spanned([self.last_line, *(a.last_line for a in alike if a is not self)])
+        ranged = " (its figures' range over the attempts)" if line != self.last_line else ""
+        line = line or "(an empty log)"
         if self.passed:
-            return f"log line {line!r} (the last before {self.passed})"
-        return f"last log line {line!r}"
+            return f"log line {line!r}{ranged} (the last before {self.passed})"
+        return f"last log line {line!r}{ranged}"
 
     @property
     def key(self) -> tuple[int | str, str]:
@@ -241,6 +266,7 @@ class SystematicFailure:
             f"data: "
         )
         check = f"(LauncherTuning.systematic_failures={self.attempts}; None turns this check off)"
+        quoted = attempt.quoted(self._seen)  # (its figures' ranges over them)
         if attempt.code == "refused" and reason:
             return (
                 f"{head}the receiver refused each: {reason}. The solver's fields are not "
@@ -250,7 +276,7 @@ class SystematicFailure:
         key = missing_parameter(attempt.last_line, self.parameters)
         if key is not None:
             return (
-                f"{head}exit code {code_text(attempt.code)}, {attempt.quoted}: the solver "
+                f"{head}exit code {code_text(attempt.code)}, {quoted}: the solver "
                 f"asked for parameter {key!r}, and the sampler draws {list(self.parameters)}. "
                 f"One side has the wrong name: if "
                 f"the solver's name is wrong (a typo), fix it in the solver; if the study "
@@ -260,7 +286,7 @@ class SystematicFailure:
         if attempt.code == "timeout":
             return (
                 f"{head}each was killed as hung, silent past its timeout (exit code "
-                f"timeout), {attempt.quoted}. The solver hangs, or its start-up is "
+                f"timeout), {quoted}. The solver hangs, or its start-up is "
                 f"slower than the launcher allows before a first message: run one "
                 f"simulation's command by hand and time it to its first send; "
                 f"{self._startup_fix()}, and start again {check}. Only a Python solver "
@@ -269,7 +295,7 @@ class SystematicFailure:
                 f"next_simulation()); the C and Fortran clients have no worker mode"
             )
         return (
-            f"{head}exit code {code_text(attempt.code)}, {attempt.quoted}. The solver or its "
+            f"{head}exit code {code_text(attempt.code)}, {quoted}. The solver or its "
             f"environment is at fault, not its parameters: run one simulation's command by "
             f"hand, fix it and start again {check}. Unless the solver fails for part of "
             f"the space only and these {len(ids)} parameter sets all lie there (a solver "

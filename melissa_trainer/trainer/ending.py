@@ -24,6 +24,7 @@ from melissa_trainer.trainer import end_save
 from melissa_trainer.trainer.dir_lost import OutputDirLost, gone_under
 from melissa_trainer.trainer.exit_meeting import hold_term
 from melissa_trainer.trainer.hook_mark import ALIVE
+from melissa_trainer.trainer.late_end import deciding
 from melissa_trainer.trainer.no_training import refuse_untrained
 from melissa_trainer.trainer.preemption import Preempted, PreemptionHandler, StopCause
 from melissa_trainer.trainer.rank_failure import (
@@ -59,7 +60,12 @@ class EndingTrainer(TrainerView, Protocol):
     def save_checkpoint(self) -> Path | None: ...
 
 
-def end_training(trainer: EndingTrainer, signum: int, perform_actions: Callable[[], None]) -> None:
+def end_training(
+    trainer: EndingTrainer,
+    signum: int,
+    perform_actions: Callable[[], None],
+    decide: Callable[[str], None],
+) -> None:
     """After the loop (the last window's losses checked, `preempted_by` set): LOOP_END,
     the final log, validation and save that hooks request there (`perform_actions`, the
     trainer's action point), the source stopped, TRAIN_END.
@@ -86,6 +92,9 @@ def end_training(trainer: EndingTrainer, signum: int, perform_actions: Callable[
 
     A stream that ended at step 0 raises `no_training.NoTrainingError` first, on every
     rank: nothing of the end runs (no checkpoint of an untrained model).
+
+    `decide` is told where the end's checkpoint stands once the action point is over,
+    or an exception ends it (`late_end.deciding`): what a late signal's line says.
     """
     refuse_untrained(trainer, signum)  # (collective: every rank agreed on the end)
     state, control, hooks = trainer.state, trainer.control, trainer.hooks
@@ -104,8 +113,10 @@ def end_training(trainer: EndingTrainer, signum: int, perform_actions: Callable[
             control.request_alike("should_save")
     saves = end_save.saves(trainer)
     end: EndKind = "preemption" if signum else "end"
-    with at_end(trainer, end):  # (a failed save raises, but for a preemption's: `save_failure`)
-        perform_actions()
+    # (`decide`: where the end's checkpoint stands, as a late signal's line says it once
+    # decided, alike on every rank: `late_end`)
+    with deciding(trainer, decide), at_end(trainer, end):  # (a failed save raises, but
+        perform_actions()  # for a preemption's: `save_failure`)
     saved = False  # (whether this step's checkpoint holds the state now)
     if signum:
         step = state.global_step

@@ -326,7 +326,7 @@ class OnlineTrainer(TrainerSteps):
             last_window_check(self, guard.check, failure, signum)  # (collective, watched)
             if signum:  # (hooks may read it from LOOP_END on)
                 self.preempted_by = StopCause.signal_of(signum)  # (the code's signal)
-            end_training(self, signum, self._perform_final_actions)  # (`ending`)
+            end_training(self, signum, self._perform_final_actions, preemption.end.decide)
         except Preempted:
             preempted = True
             raise

@@ -61,6 +61,7 @@ from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any
 
+from melissa_trainer.trainer.late_end import EndCheckpoint
 from melissa_trainer.trainer.launcher_watch import launcher_parent
 from melissa_trainer.trainer.parent_watch import start_watch
 from melissa_trainer.trainer.preempted import Preempted, exit_code
@@ -146,9 +147,9 @@ class PreemptionHandler:
         self._node = launcher_node()  # (a signal's cause names its node: stop_cause)
         #: the trainer's checkpoint folder: a first signal names the latest to resume from
         self.checkpoints: Path | None = None
-        #: what a late signal's line says of the end's checkpoint, asked as it is said
-        #: (`term_words.end_checkpoint_words`: a save of the last step may come first)
-        self.end_words: Callable[[], str] = str  # (str(): "", nothing said)
+        #: what a late signal's line says of the end's checkpoint: decided by the end,
+        #: alike on every rank (`late_end`: said then if the line came before)
+        self.end = EndCheckpoint()
         self._signum = 0
         self._cause: StopCause | None = None
         #: the first signal as the main thread's Python-level handler noted it (0: none),
@@ -318,7 +319,7 @@ class PreemptionHandler:
                 return
             self._late = cause.signum
         status = exit_code(cause.signum)
-        logger.warning(late_words(str(cause), status, self.end_words(), after_sync=True))
+        logger.warning(late_words(str(cause), status, self.end.clause(str(cause)), after_sync=True))
 
     def _on_signal(self, signum: int) -> None:
         name = signal.Signals(signum).name
@@ -339,7 +340,7 @@ class PreemptionHandler:
                 return
         elif self._first_request(StopCause(signum, node=self._node), late=True):
             if self._late:  # (the loop had ended: `finish`)
-                words = late_words(name, exit_code(signum), self.end_words(), after_sync=False)
+                words = late_words(name, exit_code(signum), self.end.clause(name), after_sync=False)
                 logger.warning(words)
             else:
                 logger.warning(stop_requested_words(name, self.repeat_window, self.checkpoints))

@@ -23,7 +23,6 @@ from melissa_trainer.trainer.hook_mark import MARK_PREFIX, HookMark
 from melissa_trainer.trainer.preemption import PreemptionHandler
 from melissa_trainer.trainer.rank_failure import NOTES_DIR
 from melissa_trainer.trainer.schedule_end import check_schedule
-from melissa_trainer.trainer.term_words import end_checkpoint_words
 
 logger = logging.getLogger(__name__)
 
@@ -94,7 +93,6 @@ def start_training(trainer: OnlineTrainer, release: Callable[[], None]) -> Preem
     preemption = PreemptionHandler()
     preemption.on_force = partial(forced_stop, trainer, preemption)  # (its cause, when forced)
     preemption.checkpoints = Path(trainer.checkpoint_root)  # (named as a signal comes)
-    preemption.end_words = partial(end_checkpoint_words, trainer)  # (decided as it is said)
     preemption.install()
     starting = False
     try:  # a refusal (an earlier run's checkpoints, one that does not verify...)

@@ -58,6 +58,9 @@ def test_a_sigterm_after_the_last_line_is_said_and_ends_the_process(tmp_path: Pa
     assert "no step is left to stop at, the run ends as without it" in text
     assert "(exit status 143)" in text
     assert "save_at_end is off" not in text  # (its end's checkpoint comes: below)
+    # (the signal came in on_train_end: the end's saves decided, said in its line)
+    on_disk = out / "checkpoints" / "checkpoint-4"
+    assert f"as train() returns; a checkpoint of the end is on disk: {on_disk}" in text
     assert "stopping at the next stop synchronisation" not in text
     assert "script end" not in text, text[-2000:]
     # the run's results are complete: its end's checkpoint, the lock given back
@@ -78,11 +81,12 @@ def test_a_sigterm_in_the_last_window_is_not_swallowed(tmp_path: Path) -> None:
     assert "end of training (max_steps 4 reached)" in text
     assert "came after the last stop synchronisation: no step is left to stop at" in text
     assert "(exit status 143)" in text
-    # (save_at_end off, save_seconds 600 s by default: a run this short writes none)
+    # (save_at_end off, save_seconds 600 s by default: a run this short writes none; said
+    # once decided, after the end's saves, in a line of its own: `late_end`)
+    assert "as train() returns; where the end's checkpoint stands is said once" in text
     assert (
-        "as train() returns; save_at_end is off: no checkpoint is written at the end unless "
-        "the one every 600 s is due (a resume starts from the last one written before, or "
-        "afresh)"
+        "SIGTERM (said above): save_at_end is off: no checkpoint is written at the end (a "
+        "resume starts from the last one written before, or afresh)"
     ) in text, text[-3000:]
     assert "script end" not in text, text[-2000:]
     assert ckpt.list_checkpoints(out / "checkpoints") == []  # (save_at_end off: none)
@@ -101,3 +105,5 @@ def test_a_late_signal_does_not_deny_a_save_steps_checkpoint_of_the_end(tmp_path
     assert "came after the last stop synchronisation" in text, text[-3000:]
     assert [p.name for p in ckpt.list_checkpoints(out / "checkpoints")] == ["checkpoint-4"]
     assert "no checkpoint is written at the end" not in text, text[-3000:]
+    on_disk = out / "checkpoints" / "checkpoint-4"
+    assert f"SIGTERM (said above): a checkpoint of the end is on disk: {on_disk}" in text

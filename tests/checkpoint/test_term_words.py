@@ -52,48 +52,62 @@ def test_a_sigterm_before_any_checkpoint_says_the_run_starts_again(
     ), line
 
 
-def test_a_late_signal_says_no_end_checkpoint_only_where_none_comes() -> None:
-    """`no_end_checkpoint`: nothing with save_at_end (the end's checkpoint comes) or once
-    the last step's checkpoint is written or asked for (`end_saved`); else none at the
-    end, or none unless the timed save is due (the end saves when either asks:
-    `hooks.flow`)."""
-    from melissa_trainer.trainer.term_words import no_end_checkpoint
-
-    assert no_end_checkpoint(True, None, False) == no_end_checkpoint(True, 600.0, False) == ""
-    assert no_end_checkpoint(False, None, True) == no_end_checkpoint(False, 600.0, True) == ""
-    assert no_end_checkpoint(False, None, False) == (
-        "; save_at_end is off: no checkpoint is written at the end (a resume starts from the "
-        "last one written before, or afresh)"
-    )
-    assert "at the end unless the one every 600 s is due (" in no_end_checkpoint(
-        False, 600.0, False
-    )
-
-
-@pytest.mark.parametrize(
-    ("last_save", "step", "flag", "asked", "denied"),
-    [
-        (None, 4, False, {}, True),  # (nothing saved, nothing asked: none comes)
-        (2, 4, False, {}, True),  # (an earlier step's only)
-        (4, 4, False, {}, False),  # (the last step's: save_steps', written or being)
-        (2, 4, True, {}, False),  # (asked for at this step, not begun)
-        (2, 4, False, {"should_save": "a hook"}, False),  # (kept for the ranks' agreement)
-    ],
-)
-def test_the_end_words_are_decided_from_the_saves_as_they_are_said(
-    last_save: int | None, step: int, flag: bool, asked: dict[str, str], denied: bool
-) -> None:
-    """hrev8: the words were decided once at the start from save_at_end and save_seconds,
-    and denied the checkpoint save_steps wrote of the last step. `end_checkpoint_words`
-    reads the trainer's saves as the line is said (save_at_end off here)."""
+def trainer_at(last_save: int | None, step: int, root: Path) -> Any:
+    """What `late_end.end_sentence` reads of a trainer (save_at_end off)."""
     from types import SimpleNamespace
 
-    from melissa_trainer.trainer.term_words import end_checkpoint_words
-
-    trainer: Any = SimpleNamespace(
-        args=SimpleNamespace(save_at_end=False, save_seconds=None),
+    return SimpleNamespace(
+        args=SimpleNamespace(save_at_end=False),
         state=SimpleNamespace(last_save_step=last_save, global_step=step),
-        control=SimpleNamespace(should_save=flag, asked=asked),
+        checkpoint_root=root,
     )
-    said = end_checkpoint_words(trainer)
-    assert ("no checkpoint is written at the end" in said) is denied, said
+
+
+@pytest.mark.timeout(60)
+def test_the_end_sentence_names_the_checkpoint_on_disk_or_why_none(tmp_path: Path) -> None:
+    """`late_end.end_sentence`, read once the end's saves are over: the last step's
+    checkpoint (a save_steps one, hrev8, or one a hook asked for) named; else none, and
+    why: a failed save says it failed (it put `last_save_step` back), never a checkpoint
+    that is not on disk (hguess2)."""
+    from melissa_trainer.checkpoint.errors import CheckpointSaveError
+    from melissa_trainer.trainer.late_end import end_sentence
+
+    resume = "a resume starts from the last one written before, or afresh"
+    written = end_sentence(trainer_at(4, 4, tmp_path))
+    assert written == f"a checkpoint of the end is on disk: {tmp_path / 'checkpoint-4'}"
+    for last in (None, 2):
+        assert end_sentence(trainer_at(last, 4, tmp_path)) == (
+            f"save_at_end is off: no checkpoint is written at the end ({resume})"
+        )
+    failed = end_sentence(trainer_at(2, 4, tmp_path), CheckpointSaveError("disk full"))
+    assert (
+        failed
+        == f"no checkpoint of the end is written, its save failed (the error below): {resume}"
+    )
+    other = end_sentence(trainer_at(2, 4, tmp_path), RuntimeError("a hook's"))
+    assert (
+        other
+        == f"no checkpoint of the end is written, train() failed first (RuntimeError): {resume}"
+    )
+
+
+@pytest.mark.timeout(60)
+def test_a_late_line_said_before_the_decision_gets_it_in_a_line_of_its_own(
+    caplog: Any,
+) -> None:
+    """`late_end.EndCheckpoint`: before `decide`, a late line says the end's checkpoint
+    is said once decided, and `decide` says it (once: a later call changes nothing);
+    after, a late line says the decided sentence itself."""
+    from melissa_trainer.trainer.late_end import PENDING, EndCheckpoint
+
+    caplog.set_level(logging.WARNING, logger="melissa_trainer")
+    end = EndCheckpoint()
+    assert end.clause("SIGTERM") == PENDING
+    end.decide("a checkpoint of the end is on disk: /x/checkpoint-4")
+    end.decide("no checkpoint is written at the end")  # (the first counts)
+    said = [r.getMessage() for r in caplog.records]
+    assert said == ["SIGTERM (said above): a checkpoint of the end is on disk: /x/checkpoint-4"]
+    assert end.clause("SIGINT") == "; a checkpoint of the end is on disk: /x/checkpoint-4"
+    quiet = EndCheckpoint()
+    quiet.decide("no checkpoint is written at the end")  # (no line owed: nothing said)
+    assert len(caplog.records) == 1

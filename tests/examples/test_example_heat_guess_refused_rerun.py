@@ -79,3 +79,24 @@ def test_a_rerun_refused_by_a_running_study_keeps_its_records(tmp_path: Path) ->
     finally:
         os.killpg(first.pid, signal.SIGKILL)
         first.wait()
+
+
+@pytest.mark.timeout(300)
+def test_a_plain_rerun_over_a_checkpoint_is_refused_naming_the_folder_given(
+    tmp_path: Path,
+) -> None:
+    """The refusal of the same command over an earlier run's checkpoint names the
+    --output_dir typed and the example's flags: it named the trainer's folder inside
+    it, ``output_dir='.../run'`` (a folder the user never gave)."""
+    (tmp_path / "run" / "checkpoints" / "checkpoint-3").mkdir(parents=True)
+    (tmp_path / "records").mkdir()
+    (tmp_path / "records" / "sim0.json").write_text("{}")
+    cmd = [sys.executable, str(EXAMPLE), *SMALL, "--output_dir", str(tmp_path)]
+    refused = run_group(cmd, timeout=240)
+    said = refused.stderr[-3000:]
+    assert refused.returncode == 2, refused.stdout[-2000:] + said
+    assert f"--output_dir {tmp_path} holds checkpoints of an earlier run (checkpoint-3" in said
+    assert "output_dir=" not in said, said  # (the library's words, of its own folder)
+    for flag in ("--resume_from_checkpoint latest", "--overwrite_output_dir"):
+        assert flag in said, said
+    assert records(tmp_path) == ["sim0.json"]  # (still the earlier run's)

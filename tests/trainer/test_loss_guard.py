@@ -118,7 +118,7 @@ def test_losses_of_other_dtypes_and_shapes_are_checked_together() -> None:
 @pytest.mark.timeout(60)
 def test_a_loss_made_inf_by_huge_finite_samples_is_told_as_a_solver_blowing_up() -> None:
     """A user's trial (htrial10, 2026-12-07): a Burgers solver blowing up sent finite
-    samples of about 1e30 before its NaN (which the receiver refused): their squared
+    samples up to 1.7e38 before its NaN (which the receiver refused): their squared
     error is Inf in float32, and the error's hint, samples holding NaN or Inf (refused,
     so not the cause), sent the user the wrong way. It names huge finite samples too."""
     huge = torch.full((4,), 1e30)  # finite, as the receiver's check sees it

@@ -10,10 +10,10 @@ import logging
 
 import numpy as np
 import pytest
+import torch.distributed
 
 from melissa_trainer.buffers import FIFOBuffer, FIROBuffer, ReservoirBuffer
 from melissa_trainer.buffers.base import Buffer
-from melissa_trainer.core import data_wait
 from melissa_trainer.core.data_wait import WAIT_NOTICE, WINDOW_NOTICE, DataWait
 
 pytestmark = pytest.mark.timeout(30)
@@ -74,9 +74,9 @@ def test_under_several_ranks_each_rank_names_itself(
     notice came twice, alike but for its figures and "Said once", naming no rank. Rank 1
     of 2 (torch.distributed's answers, as an initialised group of two gives them) names
     itself; one process names none (the test above)."""
-    monkeypatch.setattr(data_wait.dist, "is_initialized", lambda: True)
-    monkeypatch.setattr(data_wait.dist, "get_world_size", lambda *a, **k: 2)
-    monkeypatch.setattr(data_wait.dist, "get_rank", lambda *a, **k: 1)
+    monkeypatch.setattr(torch.distributed, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.distributed, "get_world_size", lambda *a, **k: 2)
+    monkeypatch.setattr(torch.distributed, "get_rank", lambda *a, **k: 1)
     said = window_notice(FIFOBuffer(16), caplog)
     assert said.startswith("training of rank 1 holds 3 of the 8 batches"), said
     # the longer wait for data (past WAIT_NOTICE, the buffer put data once) says it too

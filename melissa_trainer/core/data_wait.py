@@ -30,6 +30,8 @@ import logging
 import time
 from collections.abc import Callable
 
+import torch.distributed as dist
+
 from melissa_trainer.buffers import Buffer
 from melissa_trainer.common.words import plural
 
@@ -134,10 +136,10 @@ class DataWait:
         )
         queue = in_queue(*self.queued(), "simulation") if self.queued is not None else ""
         logger.warning(
-            "training has waited %.3g s for data (a batch of %d samples): the buffer holds "
-            "%d samples of %d, %d put so far%s%s. Training goes on when data comes; %s. "
-            "Said again at %.3g s",
-            waited, wanted, stats.size, stats.capacity, stats.put, queue, held,
+            "training%s has waited %.3g s for data (a batch of %d samples): the buffer "
+            "holds %d samples of %d, %d put so far%s%s. Training goes on when data comes; "
+            "%s. Said again at %.3g s",
+            _of_rank(), waited, wanted, stats.size, stats.capacity, stats.put, queue, held,
             _ENDS[self.launched], self._next,
         )  # fmt: skip
 
@@ -150,13 +152,22 @@ class DataWait:
         self._window_said = True
         held, wanted = self._window
         logger.warning(
-            "training holds %d of the %d batches it takes before its next steps and has "
-            "waited %.3g s for the rest: each rank takes a window of stop_sync_steps x "
+            "training%s holds %d of the %d batches it takes before its next steps and "
+            "has waited %.3g s for the rest: each rank takes a window of stop_sync_steps x "
             "gradient_accumulation_steps batches (under several ranks, from the second "
             "window on, the next one's too) before the ranks agree to run them. %s; a "
             "lower --stop_sync_steps makes windows shorter. Said once",
-            held, wanted, waited, _WINDOW_CAUSE.get(kind, _WINDOW_CAUSE[""]),
+            _of_rank(), held, wanted, waited, _WINDOW_CAUSE.get(kind, _WINDOW_CAUSE[""]),
         )  # fmt: skip
+
+
+def _of_rank() -> str:
+    """ " of rank R" under several ranks, else "": each rank says its own wait, and two
+    lines alike but for their figures read as one said twice (htrial10, 2026-12-07: the
+    window notice, "Said once", came twice under two ranks, naming neither)."""
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        return f" of rank {dist.get_rank()}"
+    return ""
 
 
 #: launched (`DataWait.launched`) -> what ends a wait for data that never ends

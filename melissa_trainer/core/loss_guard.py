@@ -1,8 +1,9 @@
 """A non-finite training loss stops training before it reaches a checkpoint.
 
-One NaN (a sample that holds one, a learning rate too high, a division by zero in a
-loss) makes every later loss and weight NaN, and every later checkpoint worthless: a
-resume could not recover. `LossGuard` keeps each micro-batch's loss tensor, on the
+One NaN (a sample that holds one, or a diverging solver's huge finite values, whose
+squares overflow; a learning rate too high, a division by zero in a loss) makes every
+later loss and weight NaN, and every later checkpoint worthless: a resume could not
+recover. `LossGuard` keeps each micro-batch's loss tensor, on the
 device, by reference (no device operation and no host sync per step: the losses are
 stacked into one tensor only when they are checked) with, on the host, its step and
 the simulations of its batch, and checks them at points where the host waits for the
@@ -213,9 +214,11 @@ class LossGuard:
         raise NonFiniteLossError(
             f"the training loss is NaN or infinite at step {step}{where}: training "
             "stopped on every rank, and no checkpoint is written from this step on (the "
-            "last one on disk holds finite weights). Look for samples holding NaN or Inf "
-            "(the receiver refuses them unless nonfinite='accept'), a learning rate too "
-            "high, or a loss that divides by zero",
+            "last one on disk holds finite weights). Look for samples of huge finite "
+            "values (a solver blowing up: its last steps before NaN or Inf, which pass the "
+            "receiver; a square above 3.4e38 is Inf in float32), samples holding NaN or "
+            "Inf (the receiver refuses them unless nonfinite='accept'), a learning rate "
+            "too high, or a loss that divides by zero",
             step,
             sims,
         )

@@ -113,3 +113,19 @@ def test_losses_of_other_dtypes_and_shapes_are_checked_together() -> None:
     guard.record(torch.tensor(float("inf"), dtype=torch.float64), 3, ())
     with pytest.raises(NonFiniteLossError, match="at step 3"):
         guard.check()
+
+
+@pytest.mark.timeout(60)
+def test_a_loss_made_inf_by_huge_finite_samples_is_told_as_a_solver_blowing_up() -> None:
+    """A user's trial (htrial10, 2026-12-07): a Burgers solver blowing up sent finite
+    samples up to 1.7e38 before its NaN (which the receiver refused): their squared
+    error is Inf in float32, and the error's hint, samples holding NaN or Inf (refused,
+    so not the cause), sent the user the wrong way. It names huge finite samples too."""
+    huge = torch.full((4,), 1e30)  # finite, as the receiver's check sees it
+    assert torch.isfinite(huge).all()
+    loss = torch.nn.functional.mse_loss(huge, torch.zeros(4))  # the oracle: torch's own
+    guard = LossGuard(CPU, distributed=False, limit=16)
+    guard.record(loss, 2, ())
+    with pytest.raises(NonFiniteLossError, match="at step 2") as caught:
+        guard.check()
+    assert "huge finite values (a solver blowing up" in str(caught.value)

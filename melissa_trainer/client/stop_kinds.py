@@ -25,6 +25,8 @@ __all__ = [
 RESUMABLE_WORDS = {
     "preempted": "the trainer was preempted",
     "broken": "the trainer stopped on a broken collective, a resume may follow",
+    # (``restarts_left`` > 0: the launcher restarts the failed run; {n}: how many left)
+    "error": "the trainer failed and its launcher restarts it: a restart is expected ({n} left)",
 }
 #: the opening of what a simulation the study ended without is told
 NOT_NEEDED = "the study ended without needing this simulation"

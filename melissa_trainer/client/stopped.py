@@ -12,9 +12,10 @@ the close then waits as it does without a record.
 
 What the record decides, by its reason (`StopReason.code`):
 
-* ``preempted``, ``broken``: nothing (a resumed trainer will follow: the client waits
-  for it and follows it, as without a record: the checkpoint it resumes from may lack
-  the BYE);
+* ``preempted``, ``broken``, and ``error`` with restarts left (``restarts_left`` > 0:
+  the launcher restarts the failed run, which resumes; `stop_record.resumable`):
+  nothing (a resumed trainer will follow: the client waits for it and follows it, as
+  without a record: the checkpoint it resumes from may lack the BYE);
 * ``nonfinite`` naming this simulation: `SimulationRefused`, naming the time step, the
   policy and the fix (the trainer stopped on its sample: nothing is waited for);
 * otherwise this rank's BYE in the record (the simulation finished there, or the BYE
@@ -61,10 +62,11 @@ from melissa_trainer.client.stop_kinds import (
 from melissa_trainer.stream.reason_line import said_line
 from melissa_trainer.stream.stop_record import (
     RECORD_KEY,
-    RESUMABLE,
     StopRecord,
     c_string,
     parse_record,
+    restarts_fault,
+    resumable,
 )
 from melissa_trainer.wire.receipt import RECEIPT_BYE, RECEIPT_FINISHED, ReceiptReply
 
@@ -134,7 +136,13 @@ class StopRecords:
                     self.whose, path, exc,
                 )  # fmt: skip
             return None
-        return record if record.run_id == self.run_id else None
+        if record.run_id != self.run_id:
+            return None
+        fault = restarts_fault(entry[RECORD_KEY]["reason"])
+        if fault is not None and record.reason.code == "error" and rank not in self._warned:
+            self._warned.add(rank)  # (the C client's words: stop_record.c)
+            client_logger().warning("%s: the stop record in %s: %s", self.whose, path, fault)
+        return record
 
     def refusal(self, rank: int, record: StopRecord) -> str:
         """What a simulation whose non-finite sample stopped the trainer is told."""
@@ -242,7 +250,7 @@ class StopRecords:
         else None."""
         for rank in range(len(self.endpoints)):
             record = self.record(rank)
-            if record is None or record.reason.code not in _FINAL:
+            if record is None or record.reason.code not in _FINAL or resumable(record.reason):
                 continue
             reason, endpoint = record.reason, self.endpoints[rank]
             if reason.code == "nonfinite" and reason.simulation_id == self.simulation_id:
@@ -274,15 +282,17 @@ class StopRecords:
 
     def preempted(self) -> str | None:
         """What a receiver's record says when its trainer was preempted (``preempted``,
-        or ``broken``: a resumed trainer may follow, so the close still waits): "the
+        ``broken``, or ``error`` with restarts left: "the trainer failed and its launcher
+        restarts it: a restart is expected (N left) (...)"; a resumed trainer may
+        follow, so the close still waits): "the
         trainer was preempted (MESSAGE; its stop record in DIR)", MESSAGE the first line of
         the record's, at most 200 characters (`said_line`) (``broken``: "the trainer
         stopped on a broken collective, a resume may follow (...)"), the words a close's notice and
         its error say in place of "the trainer died" (`closing`); else None."""
         for rank in range(len(self.endpoints)):
             record = self.record(rank)
-            if record is not None and record.reason.code in RESUMABLE:
-                what = RESUMABLE_WORDS[record.reason.code]
+            if record is not None and resumable(record.reason):
+                what = RESUMABLE_WORDS[record.reason.code].format(n=record.reason.restarts_left)
                 said = said_line(record.reason.message)  # (C: the same characters)
                 return f"{what} ({said}; its stop record in {self.rendezvous})"
         return None
@@ -300,7 +310,7 @@ class StopRecords:
             TimeoutError: the trainer ended or failed without reading this BYE.
         """
         record = self.record(rank)
-        if record is None or record.reason.code in RESUMABLE:
+        if record is None or resumable(record.reason):
             return None
         reason, sid = record.reason, self.simulation_id
         if reason.code == "nonfinite" and reason.simulation_id == sid:

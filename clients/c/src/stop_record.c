@@ -22,6 +22,7 @@
 #include "internal.h"
 
 #define MAX_ROWS 4096u      /* stop_record.py RECORD_LIMIT */
+#define MT_MAX_RESTARTS_LEFT 2147483647u /* stop_record.py MAX_RESTARTS_LEFT */
 
 /* A decimal u64 (digits only, no sign, no fraction), as the record's integers are. */
 static bool parse_u64(const char *s, uint64_t *out) {
@@ -176,6 +177,7 @@ static mt_stop_outcome decide_record(const char *text, const char *run_id, uint6
     const mt_json_member *message = mt_json_find(rm, rn, "message");
     const mt_json_member *rsid = mt_json_find(rm, rn, "simulation_id");
     const mt_json_member *rstep = mt_json_find(rm, rn, "time_step");
+    const mt_json_member *rleft = mt_json_find(rm, rn, "restarts_left");
     /* ("broken": a collective broke with every peer alive; followed as "preempted") */
     static const char *const codes[] = {"end",   "preempted", "nonfinite",
                                         "error", "stopped",   "broken"};
@@ -215,11 +217,20 @@ static mt_stop_outcome decide_record(const char *text, const char *run_id, uint6
     snprintf(out->code, sizeof out->code, "%s", code->string);
     snprintf(out->message, sizeof out->message, "%s", message->string);
     out->time_step = failed_step;
+    /* (of "error": an integer from 0 to 2^31 - 1, "-0" too, as Python reads it; else 0
+     * with a word: stop_record.py restarts_fault) */
+    bool left_ok = rleft != NULL && rleft->kind == MT_JSON_NUMBER && rleft->integer &&
+                   ((rleft->exact && rleft->u64 <= MT_MAX_RESTARTS_LEFT) || rleft->number == 0.0);
+    bool failed = strcmp(code->string, "error") == 0;
+    out->restarts_left = failed && left_ok ? (uint32_t)rleft->u64 : 0;
+    bool other_run =
+        null_run != (run_id == NULL) || (!null_run && strcmp(run->string, run_id) != 0);
+    out->restarts_bad = failed && rleft != NULL && !left_ok && !other_run;
     /* valid: now what it says (the run first: another run's record says nothing) */
-    if (null_run != (run_id == NULL) || (!null_run && strcmp(run->string, run_id) != 0))
+    if (other_run)
         said = MT_STOP_UNDECIDED;
     else if ((out->preempted = strcmp(code->string, "preempted") == 0 ||
-                                strcmp(code->string, "broken") == 0))
+                                strcmp(code->string, "broken") == 0 || out->restarts_left > 0))
         said = MT_STOP_UNDECIDED; /* (a resumed trainer follows: the waits decide) */
     else if (nonfinite && failed_sid == sid)
         said = MT_STOP_REFUSED;
@@ -339,6 +350,12 @@ static mt_stop_outcome look_at(const char *dir, size_t rank, const char *endpoin
                             path, why != NULL ? why : "not an object");
                 look->warned = true;
                 said = MT_STOP_UNDECIDED;
+            } else if (out->restarts_bad && !look->restarts_warned) {
+                look->restarts_warned = true; /* (client/stopped.py's words, after its whose) */
+                fprintf(stderr, "melissa_trainer: mt_client_close: the stop record in %s: its "
+                                "restarts_left is not an integer from 0 to %u: read as 0, no "
+                                "restart of the failed run expected\n",
+                        path, MT_MAX_RESTARTS_LEFT);
             }
         }
     }

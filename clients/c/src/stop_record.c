@@ -20,9 +20,9 @@
 #include <sys/stat.h>
 
 #include "internal.h"
+#include "restarts_left.h"
 
 #define MAX_ROWS 4096u      /* stop_record.py RECORD_LIMIT */
-#define MT_MAX_RESTARTS_LEFT 2147483647u /* stop_record.py MAX_RESTARTS_LEFT */
 
 /* A decimal u64 (digits only, no sign, no fraction), as the record's integers are. */
 static bool parse_u64(const char *s, uint64_t *out) {
@@ -217,15 +217,12 @@ static mt_stop_outcome decide_record(const char *text, const char *run_id, uint6
     snprintf(out->code, sizeof out->code, "%s", code->string);
     snprintf(out->message, sizeof out->message, "%s", message->string);
     out->time_step = failed_step;
-    /* (of "error": an integer from 0 to 2^31 - 1, "-0" too, as Python reads it; else 0
-     * with a word: stop_record.py restarts_fault) */
-    bool left_ok = rleft != NULL && rleft->kind == MT_JSON_NUMBER && rleft->integer &&
-                   ((rleft->exact && rleft->u64 <= MT_MAX_RESTARTS_LEFT) || rleft->number == 0.0);
-    bool failed = strcmp(code->string, "error") == 0;
-    out->restarts_left = failed && left_ok ? (uint32_t)rleft->u64 : 0;
+    bool failed = strcmp(code->string, "error") == 0, left_bad = false; /* (of "error") */
+    uint32_t left = mt_restarts_left(rleft, &left_bad);
+    out->restarts_left = failed ? left : 0;
     bool other_run =
         null_run != (run_id == NULL) || (!null_run && strcmp(run->string, run_id) != 0);
-    out->restarts_bad = failed && rleft != NULL && !left_ok && !other_run;
+    out->restarts_bad = failed && left_bad && !other_run;
     /* valid: now what it says (the run first: another run's record says nothing) */
     if (other_run)
         said = MT_STOP_UNDECIDED;

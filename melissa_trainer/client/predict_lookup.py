@@ -33,7 +33,7 @@ from melissa_trainer.stream.reason_line import (
 )
 from melissa_trainer.stream.receiver_address import is_loopback
 from melissa_trainer.stream.serving_rendezvous import NO_SERVER, OTHER_RUN
-from melissa_trainer.stream.stop_record import RECORD_KEY
+from melissa_trainer.stream.stop_record import RECORD_KEY, restarts_fault
 
 __all__ = [
     "UNSERVED", "MissingDirectory", "Unserved", "checked_endpoint", "endpoint_fault",
@@ -224,12 +224,14 @@ class Unserved:
         return f"; {UNSERVED}" if why == NO_SERVER and trainer_runs(directory) else ""
 
 
-def after_stop(code: object, message: object = None) -> str:
+def after_stop(code: object, message: object = None, restarts_left: int = 0) -> str:
     """What would serve there after a trainer that stopped with reason `code` (and
     `message`, its reason's): `RESUMED_SERVES` after a resumable code (a resume may
     follow) or one that does not say (``stopped``, none); after ``end``,
     `STREAM_ENDED_SERVES` when `message` opens with `STREAM_END`, else `ENDED_SERVES`
-    (max_steps, a hook's stop); `FAILED_SERVES` after ``error``, ``nonfinite``.
+    (max_steps, a hook's stop); `FAILED_SERVES` after ``error``, ``nonfinite``, but
+    `RESUMED_SERVES` after ``error`` with `restarts_left` (the record's, valid: the
+    launcher restarts the failed run, which resumes).
     (`RESUMED_SERVES` was said after every code, also of a run that ended or failed,
     after which nothing resumes on its own; `ENDED_SERVES`' larger --max_steps was
     said after a stream's end too, where it trains nothing.)"""
@@ -237,6 +239,8 @@ def after_stop(code: object, message: object = None) -> str:
         if isinstance(message, str) and message.startswith(STREAM_END):
             return STREAM_ENDED_SERVES
         return ENDED_SERVES
+    if code == "error" and restarts_left > 0:
+        return RESUMED_SERVES
     return FAILED_SERVES if code in ("error", "nonfinite") else RESUMED_SERVES
 
 
@@ -284,10 +288,13 @@ def stop_reason(
     if not isinstance(code, str):
         return "", after_stop(None)
     code = as_c_reads(code)
+    # (an invalid one is 0: the close's word says it, `stop_record.restarts_fault`)
+    said = reason if isinstance(reason, dict) else {}  # (a dict: it has a code)
+    left = 0 if restarts_fault(said) is not None else said.get("restarts_left", 0)
     if not isinstance(message, str):
-        return said_code(code), after_stop(code)
+        return said_code(code), after_stop(code, None, left)
     line = said_line(message)  # (its first line, `MESSAGE_CHARS`: the warning is one line)
-    return f"{said_code(code)}: {line}", after_stop(code, as_c_reads(message))
+    return f"{said_code(code)}: {line}", after_stop(code, as_c_reads(message), left)
 
 
 def stopped_story(

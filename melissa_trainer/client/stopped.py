@@ -12,9 +12,10 @@ the close then waits as it does without a record.
 
 What the record decides, by its reason (`StopReason.code`):
 
-* ``preempted``, ``broken``: nothing (a resumed trainer will follow: the client waits
-  for it and follows it, as without a record: the checkpoint it resumes from may lack
-  the BYE);
+* ``preempted``, ``broken``, and ``error`` with restarts left (``restarts_left`` > 0:
+  the launcher restarts the failed run, which resumes; `stop_record.resumable`):
+  nothing (a resumed trainer will follow: the client waits for it and follows it, as
+  without a record: the checkpoint it resumes from may lack the BYE);
 * ``nonfinite`` naming this simulation: `SimulationRefused`, naming the time step, the
   policy and the fix (the trainer stopped on its sample: nothing is waited for);
 * otherwise this rank's BYE in the record (the simulation finished there, or the BYE
@@ -47,15 +48,25 @@ from melissa_trainer import wire as protocol
 from melissa_trainer.client.admission import SimulationRefused
 from melissa_trainer.client.closing import TrainerStopped, client_logger
 from melissa_trainer.client.gave_up import DeliveryFailed, StopSaid, rerun_words, taken_of
-from melissa_trainer.client.send_wait import StoppedForGood
+from melissa_trainer.client.stop_kinds import (
+    ENDED,
+    NOT_NEEDED,
+    RESUMABLE_WORDS,
+    TAKEN_RESUME,
+    NotNeededWhileSending,
+    RefusedWhileSending,
+    SimulationNotNeeded,
+    StoppedWhileSending,
+)
 from melissa_trainer.stream.rank_bounds import read_file
 from melissa_trainer.stream.reason_line import said_line
 from melissa_trainer.stream.stop_record import (
     RECORD_KEY,
-    RESUMABLE,
     StopRecord,
     c_string,
     parse_record,
+    restarts_fault,
+    resumable,
 )
 from melissa_trainer.wire.receipt import RECEIPT_BYE, RECEIPT_FINISHED, ReceiptReply
 
@@ -69,69 +80,6 @@ __all__ = [
 ]
 
 _FINAL = ("end", "error", "nonfinite")
-#: what a close says of a trainer whose record's code is resumable (`RESUMABLE`): the
-#: C client's words too (clients/c/src/stop_said.c)
-_RESUMABLE_WORDS = {
-    "preempted": "the trainer was preempted",
-    "broken": "the trainer stopped on a broken collective, a resume may follow",
-}
-#: the opening of what a simulation the study ended without is told
-_NOT_NEEDED = "the study ended without needing this simulation"
-#: what a simulation whose run ended normally (``end``: max_steps, end of stream, a
-#: hook) before it read its BYE is told instead of the resume advice of a failure. An
-#: end on max_steps is not final: a trainer resumed with a larger --max_steps trains on
-#: (`checkpoint.registry`'s advice), and takes the steps it lacks; an end of stream or
-#: a hook's stop is. The record says which only in its reason's sentence, so both, each
-#: with its condition. The C client's words too (clients/c/src/stop_said.c)
-ENDED = (
-    "The run ended, so the rest of this simulation was not needed, and not taken. If it "
-    'ended on max_steps (its reason: "max_steps N reached"), a trainer resumed from its '
-    "last checkpoint with a larger --max_steps trains on: run this simulation again then, "
-    "with the same simulation id, to have the rest of it trained on. If it ended at its "
-    "stream's end or on a hook's stop, nothing is to be resumed or run again for this run"
-)
-
-#: what a simulation whose run ended (``end``) before it read its BYE, every step sent
-#: taken, is told of a resume: a trainer resumed from that run's checkpoint lacks the
-#: BYE (`assembly.StepLedger.byes`, saved unfinished; or lacks the simulation, begun
-#: after the checkpoint): given expected_simulations its stream ends only once
-#: simulations_finished + abandoned reach it (`IngestState.check_expected`); the steps
-#: its checkpoint holds are dropped as duplicates of a rerun. The C client's words too
-#: (clients/c/src/stop_said.c)
-TAKEN_RESUME = (
-    "If that run is resumed (a larger --max_steps) with expected_simulations, its stream "
-    "waits for this BYE: then {rerun}"
-)
-
-
-class SimulationNotNeeded(TrainerStopped):
-    """A close whose trainer ended, its ``expected_simulations`` reached, without this
-    simulation (more solvers started than it was given): nothing failed, but not all
-    of this simulation was trained on (the message says how much was), so the close
-    does not return as confirmed. Uncaught, the solver exits 1; a script that starts
-    spare solvers on purpose catches it (docs/how-to/own-solver.md). A `TrainerStopped`,
-    so a `TimeoutError`, as this close's error was before."""
-
-
-# What a blocked send raises (`send_wait.StoppedForGood.of`), per kind of stop: also the
-# close's error of that kind (`StopSaid.error`), so that one ``except`` catches both (a
-# spare solver's ``except SimulationNotNeeded`` missed a send's plain StoppedForGood and
-# it exited 1). Made once, here, where each `StopSaid` is made.
-
-
-class NotNeededWhileSending(StoppedForGood, SimulationNotNeeded):
-    """A blocked send gave up: the study ended without this simulation (a
-    `SimulationNotNeeded` and a `send_wait.StoppedForGood`)."""
-
-
-class RefusedWhileSending(StoppedForGood, SimulationRefused):
-    """A blocked send gave up: this simulation's non-finite sample stopped the trainer (a
-    `SimulationRefused`, so a ValueError, and a `send_wait.StoppedForGood`)."""
-
-
-class StoppedWhileSending(StoppedForGood, TrainerStopped):
-    """A blocked send gave up: the trainer ended or failed otherwise (a `TrainerStopped`
-    and a `send_wait.StoppedForGood`)."""
 
 
 class StopRecords:
@@ -189,7 +137,13 @@ class StopRecords:
                     self.whose, path, exc,
                 )  # fmt: skip
             return None
-        return record if record.run_id == self.run_id else None
+        if record.run_id != self.run_id:
+            return None
+        fault = restarts_fault(entry[RECORD_KEY]["reason"])
+        if fault is not None and record.reason.code == "error" and rank not in self._warned:
+            self._warned.add(rank)  # (the C client's words: stop_record.c)
+            client_logger().warning("%s: the stop record in %s: %s", self.whose, path, fault)
+        return record
 
     def refusal(self, rank: int, record: StopRecord) -> str:
         """What a simulation whose non-finite sample stopped the trainer is told."""
@@ -220,7 +174,7 @@ class StopRecords:
     def not_needed(self, rank: int, record: StopRecord) -> str:
         """What a simulation the study ended without is told (`SimulationNotNeeded`),
         after who it is."""
-        return f"{_NOT_NEEDED}: {self._not_needed_facts(rank, record)}"
+        return f"{NOT_NEEDED}: {self._not_needed_facts(rank, record)}"
 
     def _not_needed_facts(self, rank: int, record: StopRecord) -> str:
         """`not_needed` after its opening: the counts, what was taken, what to do."""
@@ -297,7 +251,7 @@ class StopRecords:
         else None."""
         for rank in range(len(self.endpoints)):
             record = self.record(rank)
-            if record is None or record.reason.code not in _FINAL:
+            if record is None or record.reason.code not in _FINAL or resumable(record.reason):
                 continue
             reason, endpoint = record.reason, self.endpoints[rank]
             if reason.code == "nonfinite" and reason.simulation_id == self.simulation_id:
@@ -307,7 +261,7 @@ class StopRecords:
                 )  # fmt: skip
             if self._not_needed(record):
                 return StopSaid(
-                    endpoint, "not_needed", _NOT_NEEDED, self._not_needed_facts(rank, record),
+                    endpoint, "not_needed", NOT_NEEDED, self._not_needed_facts(rank, record),
                     SimulationNotNeeded,
                 )  # fmt: skip
             sid = self.simulation_id
@@ -329,15 +283,17 @@ class StopRecords:
 
     def preempted(self) -> str | None:
         """What a receiver's record says when its trainer was preempted (``preempted``,
-        or ``broken``: a resumed trainer may follow, so the close still waits): "the
+        ``broken``, or ``error`` with restarts left: "the trainer failed and its launcher
+        restarts it: a restart is expected (N left) (...)"; a resumed trainer may
+        follow, so the close still waits): "the
         trainer was preempted (MESSAGE; its stop record in DIR)", MESSAGE the first line of
         the record's, at most 200 characters (`said_line`) (``broken``: "the trainer
         stopped on a broken collective, a resume may follow (...)"), the words a close's notice and
         its error say in place of "the trainer died" (`closing`); else None."""
         for rank in range(len(self.endpoints)):
             record = self.record(rank)
-            if record is not None and record.reason.code in RESUMABLE:
-                what = _RESUMABLE_WORDS[record.reason.code]
+            if record is not None and resumable(record.reason):
+                what = RESUMABLE_WORDS[record.reason.code].format(n=record.reason.restarts_left)
                 said = said_line(record.reason.message)  # (C: the same characters)
                 return f"{what} ({said}; its stop record in {self.rendezvous})"
         return None
@@ -355,7 +311,7 @@ class StopRecords:
             TimeoutError: the trainer ended or failed without reading this BYE.
         """
         record = self.record(rank)
-        if record is None or record.reason.code in RESUMABLE:
+        if record is None or resumable(record.reason):
             return None
         reason, sid = record.reason, self.simulation_id
         if reason.code == "nonfinite" and reason.simulation_id == sid:

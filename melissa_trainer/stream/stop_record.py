@@ -49,7 +49,13 @@ steps, nonfinite], ...]}]}``
   collective's timeout; no signal, but a resumed trainer may follow, as one preempted),
   ``nonfinite`` (a sample holding NaN or Inf under ``nonfinite="fail"``: the simulation
   and time step are named), ``error`` (training failed), ``stopped`` (stopped by its
-  owner, reason not given). ``message`` is a sentence for people.
+  owner, reason not given). ``message`` is a sentence for people;
+* ``reason.restarts_left``: of ``error`` only, and only when the worker knows it (run
+  by torchrun or ``accelerate launch`` with ``--max_restarts``:
+  `launch_restarts.restarts_left`): how many more times the launcher restarts the
+  failed run. More than 0: the launcher restarts it and it resumes, so a client treats
+  the ``error`` as ``preempted`` (`resumable`). Absent: 0. A value that is not an
+  integer from 0 to `MAX_RESTARTS_LEFT` is read as 0, with a word (`restarts_fault`).
 
 At most about 5 * `RECORD_LIMIT` * 40 bytes (800 KiB). Plain JSON, read without
 unpickling anything (`parse_record`: every field checked, sizes bounded).
@@ -63,6 +69,7 @@ from typing import Any
 import numpy as np
 
 from melissa_trainer import wire as protocol
+from melissa_trainer.stream.launch_restarts import restarts_left
 from melissa_trainer.stream.nonfinite import NonFiniteDataError
 from melissa_trainer.stream.reason_line import as_c_reads
 
@@ -70,6 +77,7 @@ __all__ = [
     "RECORD_KEY",
     "RECORD_LIMIT",
     "REASON_CODES",
+    "MAX_RESTARTS_LEFT",
     "RESUMABLE",
     "StopReason",
     "StopRecord",
@@ -78,6 +86,8 @@ __all__ = [
     "c_string",
     "parse_record",
     "reason_of",
+    "restarts_fault",
+    "resumable",
 ]
 
 #: the rendezvous file's key holding the record
@@ -90,6 +100,8 @@ REASON_CODES = ("end", "preempted", "nonfinite", "error", "stopped", "broken")
 #: the codes after which a resumed trainer may follow: a client waits for it and follows
 #: it, reading no receipt in the record (its checkpoint may lack what the record holds)
 RESUMABLE = ("preempted", "broken")
+#: the most restarts left a record may say (a C int's bound: clients/c/src/stop_record.c)
+MAX_RESTARTS_LEFT = 2**31 - 1
 _MAX_MESSAGE = 4096
 _U64 = 2**64
 
@@ -103,6 +115,30 @@ class StopReason:
     message: str = "the receiver was stopped by its owner"
     simulation_id: int | None = None
     time_step: int | None = None
+    #: of ``error``: how many more times the launcher restarts the run (None: not known,
+    #: not written; read: absent or invalid is 0)
+    restarts_left: int | None = None
+
+
+def resumable(reason: StopReason) -> bool:
+    """Whether a resumed trainer may follow a stop for `reason`: a `RESUMABLE` code, or
+    ``error`` with restarts left (the launcher restarts the run, which resumes)."""
+    return reason.code in RESUMABLE or (reason.code == "error" and bool(reason.restarts_left))
+
+
+def restarts_fault(said: dict[str, Any]) -> str | None:
+    """What is wrong with the reason `said`'s ``restarts_left`` (read as 0 then), in the
+    C client's words too; None when it is absent or an integer from 0 to
+    `MAX_RESTARTS_LEFT`."""
+    if "restarts_left" not in said:
+        return None
+    left = said["restarts_left"]
+    if isinstance(left, int) and not isinstance(left, bool) and 0 <= left <= MAX_RESTARTS_LEFT:
+        return None
+    return (
+        f"its restarts_left is not an integer from 0 to {MAX_RESTARTS_LEFT}: read as 0, "
+        f"no restart of the failed run expected"
+    )
 
 
 def reason_of(error: BaseException | None, noted: StopReason | None) -> StopReason:
@@ -190,6 +226,9 @@ def build_record(
     said: dict[str, Any] = {"code": reason.code, "message": reason.message[:_MAX_MESSAGE]}
     if reason.simulation_id is not None:
         said.update(simulation_id=reason.simulation_id, time_step=reason.time_step)
+    left = reason.restarts_left if reason.restarts_left is not None else restarts_left()
+    if reason.code == "error" and left is not None:  # (written only when known)
+        said["restarts_left"] = min(left, MAX_RESTARTS_LEFT)
     record = {
         "version": RECORD_VERSION,
         "run_id": run_id,
@@ -278,7 +317,8 @@ def parse_record(value: Any) -> StopRecord:
     sid, step = said.get("simulation_id"), said.get("time_step")
     if code == "nonfinite" and not (_count(sid) and _count(step)):
         raise ValueError("a nonfinite reason names no simulation and time step")
-    reason = StopReason(code, message, sid, step)
+    left = 0 if restarts_fault(said) is not None else said.get("restarts_left", 0)
+    reason = StopReason(code, message, sid, step, left)
     finished = {}
     for row in _rows(value.get("finished"), 3, "finished"):
         if row[2] > row[1]:

@@ -92,8 +92,9 @@ AGAIN = "; the next request looks the endpoint up again"
             StopReason("nonfinite", "NaN", simulation_id=2, time_step=7),
             f"(nonfinite: NaN; {NOW}): {FAILED}",
         ),
+        (StopReason("error", "boom", restarts_left=0), f"(error: boom; {NOW}): {FAILED}"),
     ],
-    ids=["end", "end-of-stream", "error-non-ascii", "nonfinite"],
+    ids=["end", "end-of-stream", "error-non-ascii", "nonfinite", "error-no-restart-left"],
 )
 def test_a_run_that_ended_or_failed_fails_at_once_alike(
     script_exe: Path,
@@ -122,8 +123,10 @@ def test_a_run_that_ended_or_failed_fails_at_once_alike(
         (StopReason("preempted", "SIGTERM"), f"(preempted: SIGTERM; {NOW})"),
         (StopReason("broken", "x€" * 150), f"(broken: {'x€' * 100}; {NOW})"),
         (StopReason("stopped", "by its owner"), f"(stopped: by its owner; {NOW})"),
+        # (the launcher restarts the failed run, which resumes: hrestart; failed before)
+        (StopReason("error", "boom", restarts_left=1), f"(error: boom; {NOW})"),
     ],
-    ids=["preempted", "broken-non-ascii", "stopped"],
+    ids=["preempted", "broken-non-ascii", "stopped", "error-restarts-left"],
 )
 def test_a_trainer_a_resume_may_follow_is_waited_for_alike(
     script_exe: Path,

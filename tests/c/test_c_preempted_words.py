@@ -15,8 +15,11 @@ follow wait)."""
 
 from __future__ import annotations
 
+import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -54,10 +57,13 @@ def preempted_then(
     *commands: str,
     code: str = "preempted",
     message: str = "stopped by SIGTERM",
+    restarts_left: int | None = None,
+    edit: Callable[[dict[str, Any]], None] | None = None,
 ) -> tuple[int, int, dict[int, list[str]], str]:
     """Simulation 3 sends step 0 to a receiver (run ``run-a`` in `rendezvous`) that then
     stops, its stop record saying preempted (`code`, `message`); then the solver runs
-    `commands`. Returns the
+    `commands` (`restarts_left`: the record's, of ``error``; `edit`: changes the
+    record as written, before the commands). Returns the
     index of the flush of step 0, that of the last command, the solver's lines and its
     stderr."""
     buffer = FIFOBuffer(100)
@@ -68,7 +74,7 @@ def preempted_then(
     receiver.start()
     solver = None
     try:
-        receiver.note_stop(StopReason(code, message))
+        receiver.note_stop(StopReason(code, message, restarts_left=restarts_left))
         solver = Script(exe, {"MELISSA_TRAINER_RENDEZVOUS": str(rendezvous)})
         started = solver.send("id 3", f"field u 1 1 {COUNT}", "disconnected_timeout 1",
                               "sndhwm 1", "replay_bytes 0", "start",
@@ -76,6 +82,11 @@ def preempted_then(
         assert solver.wait(started)[-1].strip() == "0", solver.seen
         wait_until(lambda: buffer.stats().put == 1, "the receiver's sample")
         receiver.stop()  # (its stop record: preempted; its connection closed)
+        if edit is not None:
+            path = rendezvous / "rank_0.json"
+            entry = json.loads(path.read_text())
+            edit(entry["stop_record"])
+            path.write_text(json.dumps(entry))
         last = solver.send(*commands)
         lines, err = solver.finish(120)
     finally:

@@ -10,7 +10,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,10 +21,15 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def launch_two_ranks(
-    script: Path, *args: str, env: Mapping[str, str] | None = None, timeout: float = 240
+    script: Path,
+    *args: str,
+    env: Mapping[str, str] | None = None,
+    timeout: float = 240,
+    launch: Sequence[str] = (),
 ) -> subprocess.CompletedProcess[str]:
     """`script` with `args` on two ranks (``--multi_gpu --num_processes 2 --num_machines 1``,
-    no mixed precision, no dynamo, a free main-process port), `env` added to this
+    no mixed precision, no dynamo, a free main-process port, then `launch`: more of the
+    launcher's options, ``--max_restarts 1``), `env` added to this
     process's environment; its whole process group is killed after `timeout` seconds
     (`helpers.run_group`). The ranks import this checkout's package (PYTHONPATH), one
     BLAS thread each, see no GPU (gloo on CPU), and run with faulthandler on (a rank's
@@ -36,7 +41,8 @@ def launch_two_ranks(
     cmd = [
         sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu",
         "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no",
-        "--dynamo_backend", "no", "--main_process_port", str(held_port()), str(script), *args,
+        "--dynamo_backend", "no", "--main_process_port", str(held_port()), *launch, str(script),
+        *args,
     ]  # fmt: skip
     environment = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
     environment.update({"CUDA_VISIBLE_DEVICES": "", "PYTHONFAULTHANDLER": "1", **(env or {})})

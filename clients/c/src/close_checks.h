@@ -90,7 +90,13 @@ typedef struct mt_stop_said {
     /* MT_STOP_ENDED on expected_simulations (the record's expected_end) before this
      * simulation was needed: steps and nonfinite are then what the receiver took of it */
     bool not_needed;
-    bool preempted; /* this run's record, its code "preempted" or "broken" (a resume may come) */
+    /* this run's record, its code "preempted" or "broken", or "error" with restarts_left
+     * > 0 (the launcher restarts the failed run): a resume may come */
+    bool preempted;
+    /* of "error": restarts_left (0: absent or invalid; restarts_bad: present and not an
+     * integer from 0 to 2^31 - 1, read as 0 with a word: stop_record.py restarts_fault) */
+    uint32_t restarts_left;
+    bool restarts_bad;
     uint64_t steps, bye_steps, nonfinite, time_step;
     uint64_t expected, finished, abandoned; /* not_needed: the record's expected_end */
     /* MT_STOP_CONFIRMED by the record's "unfinished": the run ended ("end") having taken
@@ -105,7 +111,7 @@ typedef struct mt_stop_said {
 /* What one receiver's file looked like when last read (it is read again only once it
  * changes), and whether its invalid record was warned of. Zeroed before the first look. */
 typedef struct mt_stop_look {
-    bool seen, warned;
+    bool seen, warned, restarts_warned;
     unsigned long long ino;
     long long mtime, size;
 } mt_stop_look;

@@ -23,6 +23,7 @@
 
 #include "internal.h"
 #include "missing_dir.h"
+#include "restarts_left.h"
 #include "rendezvous.h"
 
 #define NOTICE_AFTER 3.0 /* s: stream/endpoints.py NOTICE_AFTER */
@@ -191,8 +192,10 @@ static bool object_of(const mt_json_member *v, mt_json_member **m, size_t *n) {
            mt_json_object(v->string, m, n, err, sizeof err);
 }
 
-/* predict_lookup.py after_stop: `message` NULL when the reason has none. */
-static const char *after_stop(const char *code, const char *message) {
+/* predict_lookup.py after_stop: `message` NULL when the reason has none; `left` the
+ * reason's restarts_left (an "error" with some left is followed by a restarted run). */
+static const char *after_stop(const char *code, const char *message, uint32_t left) {
+    if (code != NULL && strcmp(code, "error") == 0 && left > 0) return MT_RESUMED_SERVES;
     if (code != NULL && strcmp(code, "end") == 0) /* (a stream's end: no larger max_steps) */
         return message != NULL && strncmp(message, MT_STREAM_END, strlen(MT_STREAM_END)) == 0
                    ? MT_STREAM_ENDED_SERVES
@@ -239,7 +242,9 @@ bool mt_stop_reason(const char *text, const char *run_id, mt_buf *said, const ch
             }
         }
         bool says = message != NULL && message->kind == MT_JSON_STRING;
-        *after = after_stop(coded ? code->string : NULL, says ? message->string : NULL);
+        bool bad = false; /* (an invalid one: 0, the close's word says it) */
+        uint32_t left = mt_restarts_left(mt_json_find(rm, rn, "restarts_left"), &bad);
+        *after = after_stop(coded ? code->string : NULL, says ? message->string : NULL, left);
     }
     mt_json_free(rm, rn);
     mt_json_free(rec, recn);

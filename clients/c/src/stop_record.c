@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 
 #include "internal.h"
+#include "restarts_left.h"
 
 #define MAX_ROWS 4096u      /* stop_record.py RECORD_LIMIT */
 
@@ -176,6 +177,7 @@ static mt_stop_outcome decide_record(const char *text, const char *run_id, uint6
     const mt_json_member *message = mt_json_find(rm, rn, "message");
     const mt_json_member *rsid = mt_json_find(rm, rn, "simulation_id");
     const mt_json_member *rstep = mt_json_find(rm, rn, "time_step");
+    const mt_json_member *rleft = mt_json_find(rm, rn, "restarts_left");
     /* ("broken": a collective broke with every peer alive; followed as "preempted") */
     static const char *const codes[] = {"end",   "preempted", "nonfinite",
                                         "error", "stopped",   "broken"};
@@ -215,11 +217,17 @@ static mt_stop_outcome decide_record(const char *text, const char *run_id, uint6
     snprintf(out->code, sizeof out->code, "%s", code->string);
     snprintf(out->message, sizeof out->message, "%s", message->string);
     out->time_step = failed_step;
+    bool failed = strcmp(code->string, "error") == 0, left_bad = false; /* (of "error") */
+    uint32_t left = mt_restarts_left(rleft, &left_bad);
+    out->restarts_left = failed ? left : 0;
+    bool other_run =
+        null_run != (run_id == NULL) || (!null_run && strcmp(run->string, run_id) != 0);
+    out->restarts_bad = failed && left_bad && !other_run;
     /* valid: now what it says (the run first: another run's record says nothing) */
-    if (null_run != (run_id == NULL) || (!null_run && strcmp(run->string, run_id) != 0))
+    if (other_run)
         said = MT_STOP_UNDECIDED;
     else if ((out->preempted = strcmp(code->string, "preempted") == 0 ||
-                                strcmp(code->string, "broken") == 0))
+                                strcmp(code->string, "broken") == 0 || out->restarts_left > 0))
         said = MT_STOP_UNDECIDED; /* (a resumed trainer follows: the waits decide) */
     else if (nonfinite && failed_sid == sid)
         said = MT_STOP_REFUSED;
@@ -339,6 +347,12 @@ static mt_stop_outcome look_at(const char *dir, size_t rank, const char *endpoin
                             path, why != NULL ? why : "not an object");
                 look->warned = true;
                 said = MT_STOP_UNDECIDED;
+            } else if (out->restarts_bad && !look->restarts_warned) {
+                look->restarts_warned = true; /* (client/stopped.py's words, after its whose) */
+                fprintf(stderr, "melissa_trainer: mt_client_close: the stop record in %s: its "
+                                "restarts_left is not an integer from 0 to %u: read as 0, no "
+                                "restart of the failed run expected\n",
+                        path, MT_MAX_RESTARTS_LEFT);
             }
         }
     }

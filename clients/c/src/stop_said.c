@@ -254,11 +254,18 @@ bool mt_stop_preempted_words(mt_client *c, char *out, size_t size) {
         mt_stop_record_for_good(c->rendezvous_used, r, c->endpoints[r], c->run_id,
                                 c->simulation_id, NULL, &look, s);
         bool preempted = s->preempted;
-        if (preempted) /* (its message's first line, 200 characters: stopped.py's too) */
-            snprintf(out, size, "%s (%.*s; its stop record in %s)",
-                     strcmp(s->code, "broken") == 0 /* (client/stopped.py _RESUMABLE_WORDS) */
+        char what[128]; /* (client/stop_kinds.py RESUMABLE_WORDS) */
+        if (s->restarts_left > 0)
+            snprintf(what, sizeof what, "the trainer failed and its launcher restarts it: a "
+                                        "restart is expected (%u left)",
+                     (unsigned)s->restarts_left);
+        else
+            snprintf(what, sizeof what, "%s",
+                     strcmp(s->code, "broken") == 0
                          ? "the trainer stopped on a broken collective, a resume may follow"
-                         : "the trainer was preempted",
+                         : "the trainer was preempted");
+        if (preempted) /* (its message's first line, 200 characters: stopped.py's too) */
+            snprintf(out, size, "%s (%.*s; its stop record in %s)", what,
                      (int)mt_reason_line(s->message), s->message, c->rendezvous_used);
         free(s);
         if (preempted) return true;

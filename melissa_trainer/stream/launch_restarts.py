@@ -1,0 +1,30 @@
+"""How many more times the launcher restarts this worker's run if it fails: torchrun
+(and ``accelerate launch``) with ``--max_restarts N`` restarts a failed worker group up
+to N times, telling each worker ``TORCHELASTIC_MAX_RESTARTS`` (N) and
+``TORCHELASTIC_RESTART_COUNT`` (the restarts so far). A stop record of ``error`` says it
+(`stop_record`'s ``restarts_left``): a client then waits for the restarted run, which
+resumes, rather than give up."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+__all__ = ["restarts_left"]
+
+
+def restarts_left(environ: Mapping[str, str] | None = None) -> int | None:
+    """N - count from `environ` (default `os.environ`), at least 0; None when this worker
+    was not started by torchrun or either variable is not a decimal integer (the worker
+    does not know: the record says nothing)."""
+    env = os.environ if environ is None else environ
+    if "TORCHELASTIC_RUN_ID" not in env:
+        return None
+    try:
+        most = int(env["TORCHELASTIC_MAX_RESTARTS"])
+        done = int(env["TORCHELASTIC_RESTART_COUNT"])
+    except (KeyError, ValueError):
+        return None
+    if most < 0 or done < 0:
+        return None
+    return max(most - done, 0)

@@ -1,0 +1,77 @@
+"""Run by tests/trainer/test_restart_resumes.py under ``accelerate launch --multi_gpu
+--num_processes 2 --max_restarts 1`` (gloo on CPU): a trainer in external mode (a
+`StreamSource` whose receivers publish in ``--rendezvous``; the solver is the test's),
+one sample a step, a checkpoint every ``--save_steps``, resumed from the latest one
+(``--resume_from_checkpoint latest``: none on the first attempt, a fresh start).
+
+On the first attempt (``TORCHELASTIC_RESTART_COUNT`` 0) rank 1 raises before its step
+``FAIL_AT`` (a `ValueError`): the run fails, torchrun restarts it (the same command),
+and the restarted run resumes from the last checkpoint. Before each training step each
+rank appends a line to ``$LINEAGE_LOG.<attempt>.<rank>``: the step number and the
+``simulation:time_step`` of each sample of its batch (the oracle of "each (simulation,
+time step) trained on once": tests/scripts/serving_follow.py's). The stream ends when
+the one simulation has finished.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import torch
+
+from melissa_trainer import (
+    ArgumentParser,
+    OnlineTrainer,
+    ReceiverConfig,
+    StreamSource,
+    TrainingArguments,
+)
+
+#: the step before which rank 1 fails on the first attempt
+FAIL_AT = int(os.environ.get("FAIL_AT", "7"))
+ATTEMPT = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
+RANK = int(os.environ.get("RANK", "0"))
+log = open(f"{os.environ['LINEAGE_LOG']}.{ATTEMPT}.{RANK}", "a", buffering=1)  # noqa: SIM115
+plain_step = OnlineTrainer._training_step
+
+
+def recorded_step(self: OnlineTrainer, *, stage_next: bool = False) -> None:
+    step = self.state.global_step + 1
+    if ATTEMPT == 0 and RANK == 1 and step == FAIL_AT:
+        raise ValueError(f"rank 1 fails before step {step} on the first attempt")
+    samples = self.dataset.peek_pending()  # the batch this step trains on
+    assert samples is not None
+    keys = " ".join(f"{int(s['simulation_id'])}:{int(s['time_step'])}" for s in samples)
+    log.write(f"{step} {keys}\n")
+    plain_step(self, stage_next=stage_next)
+
+
+OnlineTrainer._training_step = recorded_step  # type: ignore[method-assign]
+
+
+@dataclass
+class ScriptArgs:
+    rendezvous: str = ""
+
+
+def main() -> None:
+    args, opts = ArgumentParser(TrainingArguments, ScriptArgs).parse_args_into_dataclasses()
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 1)
+    trainer = OnlineTrainer(
+        model,
+        args,
+        torch.optim.SGD(model.parameters(), lr=1e-2),
+        train_source=StreamSource(
+            ReceiverConfig(expected_simulations=1, rendezvous_dir=opts.rendezvous)
+        ),
+        process_sample=lambda s: (torch.from_numpy(s["x"]), torch.from_numpy(s["y"])),
+    )
+    trainer.train()
+    print(f"training ended on rank {RANK}, attempt {ATTEMPT}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -156,9 +156,7 @@ def _escaped(text: str) -> str:
     return text.replace("\r", "\\r").replace("\n", "\\n")
 
 
-def launcher_line(
-    path: str | os.PathLike[str] | None, text: str, whole: str | None = None
-) -> None:
+def launcher_line(path: str | os.PathLike[str] | None, text: str, whole: str | None = None) -> None:
     """Append ``LAUNCHER + UTC time + ": " + text`` to the job log `path` (made with its
     folder if missing; None: no log, nothing written), cut at spaces into lines of at
     most `COLUMNS` characters (`cut`), each after the first starting with `MORE` (the

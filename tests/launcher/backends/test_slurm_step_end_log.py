@@ -27,6 +27,7 @@ def said_in_lines(said: str, log: Path, caplog: pytest.LogCaptureFixture) -> Non
     assert said_in_log(text)[-1].split(": ", 1)[1] == said, text
     assert text.splitlines()[-1].startswith(MORE), text  # (its last line, the log's)
 
+
 LINE = (
     "slurmstepd: error: *** STEP 12.3 ON node CANCELLED AT 2026-12-04T10:11:03 "
     "DUE TO TIME LIMIT ***\n"

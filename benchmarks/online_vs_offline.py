@@ -296,10 +296,13 @@ def sweep(
             pass
         pace = time.perf_counter() - t0 + 0.1
         print(f"{steps} time steps x {s} sub-steps: ~{pace:.2g} s a simulation", flush=True)
-        budget = equal_budget(
-            config, work / f"point-{steps}x{s}", opts.budget, splits, opts.storage_fraction,
-            opts.budget / 12, pace,
-        )  # fmt: skip
+        try:
+            budget = equal_budget(
+                config, work / f"point-{steps}x{s}", opts.budget, splits, opts.storage_fraction,
+                opts.budget / 12, pace,
+            )  # fmt: skip
+        except TooShort as exc:  # (the point named: `main_sweep` says it in one line)
+            raise TooShort(f"at {steps} time steps x {s} sub-steps: {exc}") from exc
         out.append(regime.point(s, budget, steps))
     return out
 
@@ -359,7 +362,9 @@ def main() -> None:
 
 
 def main_sweep(opts: argparse.Namespace) -> None:
-    """`--sweep`: the regime map (table, rows, plot)."""
+    """`--sweep`: the regime map (table, rows, plot). A point whose offline share or disk
+    holds no simulation (`TooShort`) stops it in one line naming the point and the
+    option to raise (before: a traceback); not doubled (one budget for the whole map)."""
     opts.budget = opts.budget or (6.0 if opts.quick else 60.0)
     fill_defaults(opts)
     setup: dict[str, Any] = {"sim_jobs": 1, "torch_threads": 1, "seed": opts.seed}
@@ -371,6 +376,8 @@ def main_sweep(opts: argparse.Namespace) -> None:
     start = time.perf_counter()
     try:
         points = sweep(setup, work, sweep_points(opts.sweep), opts)
+    except TooShort as exc:  # (said in one line, as `main` says it: no map, no traceback)
+        sys.exit(f"online_vs_offline.py: the regime map not measured: {exc}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     regime.print_table(points, opts.budget)

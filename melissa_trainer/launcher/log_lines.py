@@ -56,13 +56,18 @@ import os
 import re
 import textwrap
 import time
+from itertools import takewhile
 from pathlib import Path
 
 __all__ = [
+    "COLUMNS",
     "LAUNCHER",
+    "MORE",
     "SLURM_END",
+    "cut",
     "launcher_line",
     "log_lines",
+    "said_lines",
     "slurm_log",
     "tail_lines",
     "without_kill_banners",
@@ -122,46 +127,77 @@ def without_kill_banners(lines: list[str]) -> tuple[list[str], int]:
     return out, dropped
 
 
-#: the columns of a terminal a user reads a job's log in: `launcher_line`'s `wrap`
+#: the columns of a terminal a user reads a job's log or the console in (`cut`)
 COLUMNS = 100
-#: a number's space before its unit or noun, which `launcher_line` does not cut at
+#: a number's space before its unit or noun, which `cut` does not cut at
 _NUMBER_UNIT = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?) (?=[A-Za-z%])")
+#: how a line of the launcher's that goes on from the one above starts (`launcher_line`)
+MORE = LAUNCHER + "  "
 
 
-def launcher_line(path: str | os.PathLike[str] | None, text: str, wrap: bool = False) -> None:
-    """Append ``LAUNCHER + UTC time + ": " + text`` as one line to the job log `path`
-    (made with its folder if missing; None: no log, nothing written). On a new line:
-    after a solver's last line that has no newline yet (a print cut by the kill), one
-    is added first, so that the line starts with `LAUNCHER` (greps, `tail_lines`).
-    Newlines in `text` are written as ``\\n`` (one line). With `wrap`, the line is cut
-    at spaces into lines of at most `COLUMNS` characters (a word longer than a line
-    stays whole), each after the first starting with `LAUNCHER` and two spaces: a kill's
-    line (`base.kill_line`) was ~240 characters, read in a terminal of 100 columns;
-    written at once (one append). A log that cannot be written is said in a warning
-    with the text (never raised: the job's start or kill goes on)."""
+def cut(text: str, first: str = "", rest: str = "  ") -> list[str]:
+    """`text` cut at spaces into lines of at most `COLUMNS` characters, the first
+    starting with `first`, each next one with `rest`: the one implementation of the
+    launcher's long lines (its lines in a job's log, `launcher_line`; its WARNINGs of a
+    job Slurm ended, which the console prints as they are). A word longer than a line
+    stays whole on a line of its own; a number stays with its unit ("after 5 s", never
+    "after 5" then "s)"). Joined by single spaces after `rest` is taken off, the lines
+    give `text` back (its runs of spaces as one)."""
+    kept = _NUMBER_UNIT.sub("\\1\0", text)
+    return [line.replace("\0", " ") for line in textwrap.wrap(
+        kept, COLUMNS, initial_indent=first, subsequent_indent=rest,
+        break_long_words=False, break_on_hyphens=False,
+    )] or [first.rstrip()]  # fmt: skip
+
+
+def _escaped(text: str) -> str:
+    """`text` with its newlines written as ``\\n``: a command's argument may hold one,
+    and a line of it without the prefix would be quoted as the solver's."""
+    return text.replace("\r", "\\r").replace("\n", "\\n")
+
+
+def launcher_line(path: str | os.PathLike[str] | None, text: str, whole: str | None = None) -> None:
+    """Append ``LAUNCHER + UTC time + ": " + text`` to the job log `path` (made with its
+    folder if missing; None: no log, nothing written), cut at spaces into lines of at
+    most `COLUMNS` characters (`cut`), each after the first starting with `MORE` (the
+    prefix and two spaces): a kill's line was ~240 characters, a Slurm end's up to ~690,
+    read in a terminal of 100 columns. `whole` (a command, which a user copies) goes on
+    a line of its own after `text`, starting with `MORE`, never cut (longer than a line
+    if it is: selected after the prefix, it pastes as it ran). Written at once (one
+    append), on a new line: after a solver's last line that has no newline yet (a print
+    cut by the kill), one is added first, so that each line starts with `LAUNCHER`
+    (greps, `tail_lines`). Newlines in `text` or `whole` are written as ``\\n``. A log
+    that cannot be written is said in a warning with the text (never raised: the job's
+    start or kill goes on)."""
     if path is None:
         return
     stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    # one line whatever `text` holds (a command's argument may hold a newline): a second
-    # line would lack the prefix and be quoted as the solver's
-    text = text.replace("\r", "\\r").replace("\n", "\\n")
-    lines = [f"{LAUNCHER}{stamp}: {text}"]
-    if wrap:  # (a number is kept with its unit: "after 5 s", never "after 5" then "s)")
-        kept = _NUMBER_UNIT.sub("\\1\0", text)
-        lines = [line.replace("\0", " ") for line in textwrap.wrap(
-            kept, COLUMNS, initial_indent=f"{LAUNCHER}{stamp}: ",
-            subsequent_indent=f"{LAUNCHER}  ", break_long_words=False, break_on_hyphens=False,
-        )]  # fmt: skip
+    lines = cut(_escaped(text), f"{LAUNCHER}{stamp}: ", MORE)
+    if whole is not None:
+        lines.append(MORE + _escaped(whole))
     try:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         with open(path, "a+b") as log:  # (appended: O_APPEND, as the job's own writes)
-            cut = False
+            cut_off = False
             if (size := log.seek(0, os.SEEK_END)) > 0:
                 log.seek(size - 1)
-                cut = log.read(1) != b"\n"
-            log.write((("\n" if cut else "") + "".join(f"{li}\n" for li in lines)).encode())
+                cut_off = log.read(1) != b"\n"
+            log.write((("\n" if cut_off else "") + "".join(f"{li}\n" for li in lines)).encode())
     except OSError as exc:
         logger.warning("cannot write to the job log %s (%s): %s", path, exc, text)
+
+
+def said_lines(lines: list[str]) -> list[str]:
+    """The launcher's lines among `lines` (a log's), each with the lines that go on
+    from it (`MORE`) joined back by a space: its texts as `launcher_line` was given
+    them (a command given as `whole` after its text)."""
+    said: list[str] = []
+    for line in lines:
+        if line.startswith(MORE) and said:
+            said[-1] += " " + line.removeprefix(MORE)
+        elif line.startswith(LAUNCHER):
+            said.append(line)
+    return said
 
 
 def tail_lines(path: Path, tail_bytes: int) -> list[str]:
@@ -195,8 +231,10 @@ def slurm_log(path: Path) -> bool:
         OSError: the log cannot be read.
     """
     with open(path, "rb") as f:
-        first = f.readline(4096).decode("utf-8", "replace")
-    started = _STARTED.match(first)
+        head = f.read(4096).decode("utf-8", "replace").splitlines()
+    # (the start line, cut: its first line and the ones that go on from it)
+    first = said_lines(head[:1] + list(takewhile(lambda li: li.startswith(MORE), head[1:])))
+    started = _STARTED.match(first[0]) if first else None
     return started is None or started["backend"] == "slurm"
 
 

@@ -110,3 +110,29 @@ def test_an_unmeasurable_case_3_stops_in_one_line_without_a_row(
     assert '"rows"' not in out, out
     assert not (tmp_path / "out" / "results.json").exists()
     assert not list((tmp_path / "out").glob("work-*"))
+
+
+@pytest.mark.timeout(60)
+def test_a_sweep_point_whose_disk_holds_no_simulation_stops_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--sweep``: a point whose case 3 disk holds no simulation stops the map in one
+    line naming the point and the option to raise, as the plain mode does. Failed
+    before: `TooShort`'s traceback."""
+    calls: list[tuple[str, Any]] = []
+    monkeypatch.setattr(bench, "child", loaded(tmp_path, 100.0, calls))
+    monkeypatch.setattr(hp, "solve", lambda *a: iter(()))  # (the pace's solve: none)
+    argv = ["online_vs_offline.py", "--quick", "--sweep", "50x2", "--no_plot",
+            "--output_dir", str(tmp_path / "out")]  # fmt: skip
+    monkeypatch.setattr(sys, "argv", argv)
+    with pytest.raises(SystemExit) as stop:
+        bench.main()
+    said = str(stop.value.code)
+    assert said.startswith(
+        "online_vs_offline.py: the regime map not measured: at 50 time steps x 2 sub-steps: "
+        "offline with a disk of"
+    ), said
+    assert "raise --storage_fraction or --budget" in said and "\n" not in said, said
+    assert [b for fn, b in calls if fn == "run_online"] == [6.0], calls
+    assert not (tmp_path / "out" / "regime.json").exists()
+    assert not list((tmp_path / "out").glob("work-*"))

@@ -16,15 +16,13 @@ from pathlib import Path
 import pytest
 from helpers import NO_MPI, find_mpiexec
 from launcher_runs import failure, launcher, script
+from launcher_said import MORE, PREFIX, said_in_log, too_long
 
 from melissa_trainer.launcher.backends import Job, MpiexecBackend
 from melissa_trainer.launcher.reports import log_tail
 from melissa_trainer.launcher.systematic import last_log_line
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="uses /proc and PDEATHSIG")
-
-#: the prefix, written out here: the oracle (users grep for it)
-PREFIX = "[melissa-trainer launcher] "
 
 #: prints a line, then hangs, silent, until killed
 HUNG = """
@@ -57,16 +55,23 @@ def test_a_hung_jobs_log_says_its_start_and_its_kill_and_the_report_quotes_the_s
     finally:
         launch.stop()
     log = tmp_path / "logs" / "sim-0.log"
-    lines = log.read_text().splitlines()
-    assert lines[0].startswith(PREFIX), lines
-    assert "starting simulation 0 attempt 0 as job sim-0 (local backend, 1 rank): " in lines[0]
-    assert lines[0].endswith(shlex.join(sim)), lines
-    assert lines[1] == "step 0 sent", lines
+    text = log.read_text()
+    lines = text.splitlines()
+    # the start line, cut at spaces (before, one line of ~220 characters) but for the
+    # command, whole on a line of its own: copied after the prefix, it pastes as it ran
+    solver = lines.index("step 0 sent")
+    assert lines[0].startswith(PREFIX + "20"), lines
+    assert all(line.startswith(MORE) for line in lines[1:solver]), lines
+    assert lines[solver - 1] == MORE + shlex.join(sim), lines
+    start, kill = said_in_log(text)
+    assert start.split(": ", 1)[1] == (
+        "starting simulation 0 attempt 0 as job sim-0 (local backend, 1 rank): " + shlex.join(sim)
+    ), start
     # the kill's line, cut at spaces into lines of at most 100 columns, each after the
     # first starting with the prefix and two spaces (failed before: one line of ~230)
-    assert all(line.startswith(PREFIX) and len(line) <= 100 for line in lines[2:]), lines
-    assert len(lines) > 3 and not any(line.startswith(PREFIX + "20") for line in lines[3:])
-    kill = " ".join([lines[2], *(line.removeprefix(PREFIX + "  ") for line in lines[3:])])
+    assert lines[solver + 1].startswith(PREFIX + "20") and solver + 2 < len(lines), lines
+    assert all(line.startswith(MORE) for line in lines[solver + 2 :]), lines
+    assert too_long(text) == ([lines[solver - 1]] if len(lines[solver - 1]) > 100 else [])
     assert "killing this job (SIGTERM to its process group, SIGKILL after 2 s): hung: " in kill
     # short (what, how long silent, the bound, the setting): before, 518 characters, the
     # silence rule and the parameters, which the WARNING says
@@ -116,7 +121,7 @@ def test_a_launcher_line_with_a_newline_in_its_text_stays_one_line(tmp_path: Pat
 
 
 def test_a_wrapped_launcher_line_keeps_its_words_and_a_long_word_whole(tmp_path: Path) -> None:
-    """`launcher_line(..., wrap=True)`: lines of at most 100 columns cut at spaces, the
+    """`launcher_line`: lines of at most 100 columns cut at spaces, the
     words in order, a word longer than a line whole on a line of its own; after a
     solver's line cut by the kill, on a new line; none quoted as the solver's."""
     from melissa_trainer.launcher.log_lines import launcher_line
@@ -125,7 +130,7 @@ def test_a_wrapped_launcher_line_keeps_its_words_and_a_long_word_whole(tmp_path:
     log.write_text("step 1 se")  # (a print cut short)
     words = [f"word{i}" for i in range(40)]
     path = "/scratch/" + "x" * 120 + "/solver.log"
-    launcher_line(log, " ".join([*words[:20], path, *words[20:]]), wrap=True)
+    launcher_line(log, " ".join([*words[:20], path, *words[20:]]))
     lines = log.read_text().splitlines()
     assert lines[0] == "step 1 se"
     ours = lines[1:]
@@ -137,7 +142,7 @@ def test_a_wrapped_launcher_line_keeps_its_words_and_a_long_word_whole(tmp_path:
     assert log_tail(log) == "    | step 1 se"
     # a number stays with its unit: "5" would end the first line (its 99th column)
     timed = tmp_path / "sim-1.log"
-    launcher_line(timed, "x" * 48 + " 5 s) then more words", wrap=True)
+    launcher_line(timed, "x" * 48 + " 5 s) then more words")
     lines = timed.read_text().splitlines()
     assert lines[1] == PREFIX + "  5 s) then more words", lines
 
@@ -168,8 +173,8 @@ def test_an_mpiexec_jobs_kill_line_comes_before_hydras_banner(tmp_path: Path) ->
     text = log.read_text()
     said = "killing this job (SIGTERM to its process group, SIGKILL after 10 s): refused by "
     ours = [line for line in text.splitlines() if line.startswith(PREFIX)]
-    assert all(len(line) <= 100 for line in ours), ours  # (cut at spaces, `launcher_line`)
-    kill = " ".join([ours[0], *(line.removeprefix(PREFIX + "  ") for line in ours[1:])])
+    assert too_long(text) == [], ours  # (cut at spaces, `launcher_line`)
+    (kill,) = said_in_log(text)
     assert said + "the receiver: x" in kill, text
     assert text.index(ours[0]) > text.index("solver step 7"), text
     if "Terminated (signal 15)" in text:  # (hydra's banner, after the kill's lines)

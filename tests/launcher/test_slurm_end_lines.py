@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from launcher_said import PREFIX
 from waiting import wait_until
 
 from melissa_trainer.launcher.backends import Job, LocalBackend
@@ -88,7 +89,9 @@ def test_a_bare_terminated_is_a_local_jobs_own_line(tmp_path: Path, backend: str
         wait_until(lambda: local.poll(handle) is not None, what="the solver's end", timeout=50)
     finally:
         local.close()
-    assert log.read_text().splitlines()[1:] == ["step 3 sent", "Terminated"]
+    lines = log.read_text().splitlines()  # (the start line, cut: the launcher's lines)
+    assert lines[-2:] == ["step 3 sent", "Terminated"], lines
+    assert all(line.startswith(PREFIX) for line in lines[:-2]), lines
     if backend == "local":
         assert log_tail(log) == "    | step 3 sent\n    | Terminated"
         assert last_log_line(log) == "Terminated"

@@ -106,10 +106,10 @@ def unbuffered_outputs(env: Mapping[str, str], environ: Mapping[str, str]) -> di
 
 def kill_line(job: Job, reason: str | None, how: str) -> None:
     """The launcher's line in `job`'s log before it kills it (`log_lines.launcher_line`,
-    wrapped at its `COLUMNS`: a reason and its fix make it ~240 characters): `how` (the
+    cut at its `COLUMNS`: a reason and its fix make it ~240 characters): `how` (the
     backend's signals) and `reason`; nothing for a `reason` of None."""
     if reason is not None:
-        launcher_line(job.log_path, f"killing this job ({how}): {reason}", wrap=True)
+        launcher_line(job.log_path, f"killing this job ({how}): {reason}")
 
 
 def kill_reasons(handles: Sequence[Any], reasons: Sequence[str] | None) -> list[str | None]:
@@ -168,12 +168,14 @@ class Job:
     def say_start(self, what: str, backend: str) -> None:
         """The launcher's line in the log before it launches this job: when, `what` it
         runs (``simulation 3 attempt 1``, ``worker 0``), the job's name, the `backend`'s
-        name, the ranks and the command (one rank's: an MPI backend prepends its own)."""
+        name, the ranks and, on a line of its own kept whole (`launcher_line`'s `whole`:
+        copied, it pastes as it ran), the command (one rank's: an MPI backend prepends
+        its own)."""
         ranks = f"{self.ranks} ranks" if self.ranks != 1 else "1 rank"
         launcher_line(
             self.log_path,
-            f"starting {what} as job {self.name} ({backend or 'launcher'} backend, {ranks}): "
-            f"{shlex.join(str(arg) for arg in self.argv)}",
+            f"starting {what} as job {self.name} ({backend or 'launcher'} backend, {ranks}):",
+            whole=shlex.join(str(arg) for arg in self.argv),
         )
 
     def open_log(self) -> Any:

@@ -12,6 +12,7 @@ import logging
 from pathlib import Path
 
 import pytest
+from launcher_said import one_line, said_in_log
 from slurm_cluster import SlurmCluster, slurm_cluster  # noqa: F401 - the fixture
 from slurm_jobs import POLL, finish
 from waiting import UNTIL_TEST_TIMEOUT, wait_until
@@ -25,7 +26,8 @@ LOGGER = "melissa_trainer.launcher.backends.slurm"
 
 
 def _said(caplog: pytest.LogCaptureFixture) -> list[str]:
-    return [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    # (a WARNING cut into lines of 100 columns, as one line)
+    return [one_line(r.getMessage()) for r in caplog.records if r.levelno >= logging.WARNING]
 
 
 def _running(backend: SlurmBackend, handle: SlurmHandle) -> None:
@@ -62,7 +64,7 @@ def test_a_job_at_its_time_limit_is_said_to_have_reached_it(
         "SlurmBackend's time_limit; squeue: TIMEOUT)"
     ), said
     assert "raise time_limit" in said[0]
-    assert said[0] in log.read_text()
+    assert said[0] in "\n".join(said_in_log(log.read_text()))
     assert "DUE TO TIME LIMIT" in log.read_text()  # (Slurm's own line, before ours)
 
 
@@ -103,5 +105,5 @@ def test_a_running_job_someone_scancels_is_said_so_and_the_studys_kill_is_not(
         "again while restarts are left (LauncherTuning.max_restarts), then applies "
         "LauncherTuning.on_failure"
     ], _said(caplog)
-    assert said[0] in logs[0].read_text()
+    assert said[0] in "\n".join(said_in_log(logs[0].read_text()))
     assert "melissa-trainer" not in logs[1].read_text()

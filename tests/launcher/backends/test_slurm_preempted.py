@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from launcher_said import one_line, said_in_log
 from slurm_cluster import SlurmCluster, skip_reason
 from slurm_jobs import POLL, finish
 from waiting import UNTIL_TEST_TIMEOUT, wait_until
@@ -70,8 +71,8 @@ def test_a_preempted_job_is_said_so(
     finally:
         backend.close()
     assert code != 0 and handle.final == "PREEMPTED", (code, handle.final)
-    said = [
-        r.getMessage()
+    said = [  # (a WARNING cut into lines of 100 columns, as one line)
+        one_line(r.getMessage())
         for r in caplog.records
         if r.levelno >= logging.WARNING and "was preempted" in r.getMessage()
     ]
@@ -79,4 +80,4 @@ def test_a_preempted_job_is_said_so(
     assert said[0].startswith(
         f"sim-0 (Slurm job {handle.job_id}) was preempted (squeue: PREEMPTED)"
     ), said
-    assert said[0] in log.read_text()
+    assert said[0] in "\n".join(said_in_log(log.read_text()))

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from launcher_said import PREFIX, one_line, said_in_log
 from slurm_cluster import SlurmCluster, slurm_cluster  # noqa: F401 - the fixture
 from waiting import wait_until
 
@@ -71,15 +72,18 @@ def test_a_queued_job_cancelled_by_scancel_says_so(
     wait_until(lambda: backend.poll(handle) is not None, "the cancelled job's end", 60)
     assert backend.poll(handle) == 1  # a failed attempt, as before
     assert state(job_id) in ("CANCELLED", "")  # (unlisted once Slurm forgets it)
-    said = [r.getMessage() for r in caplog.records if r.name == LOGGER]
+    # (a WARNING cut into lines of 100 columns, as one line)
+    said = [one_line(r.getMessage()) for r in caplog.records if r.name == LOGGER]
     assert len(said) == 1, said
     assert f"Slurm job {job_id}" in said[0]
     assert "cancelled while queued" in said[0]
     assert "not by the study" in said[0] and "scancel" in said[0]
     assert "runs the simulation again while restarts are left" in said[0]
     # the simulation's log says it too (Slurm wrote nothing: the job never started)
-    lines = log.read_text().splitlines()
-    assert len(lines) == 1 and said[0] in lines[0], lines
+    text = log.read_text()
+    ours = said_in_log(text)  # (its lines, cut at 100 columns, joined back)
+    assert all(line.startswith(PREFIX) for line in text.splitlines()), text
+    assert len(ours) == 1 and said[0] in ours[0], text
 
 
 @pytest.mark.timeout(120)
@@ -93,7 +97,7 @@ def test_a_queued_job_the_study_kills_says_so_in_its_log_only(
     backend.kill(handle, grace=1)
     assert backend.poll(handle) == 1
     assert not [r for r in caplog.records if r.name == LOGGER]
-    text = log.read_text()
+    text = "\n".join(said_in_log(log.read_text()))  # (cut at 100 columns, joined back)
     assert "cancelled while queued or just as it started (squeue last listed it PENDING" in text
     assert "by the study" in text and "not by the study" not in text, text
 
@@ -124,7 +128,7 @@ def test_the_launcher_line_of_a_queued_job_scancelled_follows_the_warning(
         wait_until(lambda: "attempt 0 failed" in caplog.text, "the failed attempt's line", 60)
     finally:
         launcher.stop()
-    said = [r.getMessage() for r in caplog.records]
+    said = [one_line(r.getMessage()) for r in caplog.records]
     (line,) = [i for i, text in enumerate(said) if "attempt 0 failed" in text]
     assert "cancelled while queued" in said[line - 1], said
     assert "exit 1" in said[line] and "restart 1 of 1" in said[line], said[line]

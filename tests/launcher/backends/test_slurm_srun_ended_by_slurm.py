@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from launcher_said import said_in_log
 from slurm_cluster import SlurmCluster, slurm_cluster  # noqa: F401 - the fixture
 from test_slurm_srun_segments import in_allocation
 
@@ -70,8 +71,14 @@ def test_a_steps_time_limit_and_a_strangers_scancel_are_said(
     if slurm_cluster.cpus < 2:
         pytest.skip(f"the node has {slurm_cluster.cpus} CPU; 2 steps together need 2")
     out, stderr = in_allocation(tmp_path, DRIVER, 2, timeout=280)
-    said = [line[5:] for line in stderr.splitlines() if line.startswith("SAID ")]
-    logs = {name: (tmp_path / f"{name}.log").read_text() for name in ("limited", "theirs", "ours")}
+    said: list[str] = []  # (each WARNING cut into lines of 100 columns, as one line)
+    for line in stderr.splitlines():
+        if line.startswith("SAID "):
+            said.append(line[5:])
+        elif line.startswith("  ") and said:
+            said[-1] += " " + line[2:]
+    texts = {name: (tmp_path / f"{name}.log").read_text() for name in ("limited", "theirs", "ours")}
+    logs = {name: "\n".join(said_in_log(text)) for name, text in texts.items()}
     assert out["limited"] not in (None, 0) and out["theirs"] not in (None, 0), (out, logs)
     assert out["ours"] is None
     limited = [line for line in said if "reached its time limit" in line]
@@ -85,4 +92,4 @@ def test_a_steps_time_limit_and_a_strangers_scancel_are_said(
     cancelled = [line for line in said if "was cancelled while running" in line]
     assert len(cancelled) == 1 and cancelled[0].startswith("theirs (pid "), (said, logs)
     assert cancelled[0] in logs["theirs"]
-    assert "melissa-trainer" not in logs["ours"], logs["ours"]
+    assert "melissa-trainer" not in texts["ours"], texts["ours"]

@@ -5,7 +5,8 @@ test_slurm_preempted.py). A running job that Slurm ends by a preemption
 (PREEMPTED) or its node's failure (NODE_FAIL) is said in a WARNING and in its log, as a
 time limit is (test_slurm_ended_by_slurm.py); a state this backend does not know is said
 once, not taken for an end. Failed before: no warning (a preempted job read only as its
-exit code; an unknown state was waited on silently)."""
+exit code; an unknown state was waited on silently); then, said in one line of ~450
+characters in the log and on the console."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from launcher_said import one_line, said_in_log, too_long
 from slurm_jobs import finish
 from test_slurm_stand_ins import fake_slurm  # noqa: F401 - the fixture
 
@@ -53,10 +55,15 @@ def test_a_preempted_or_node_failed_job_is_said_so(
     finally:
         backend.close()
     assert code != 0
-    said = [line for line in _said(caplog) if words in line]
-    assert len(said) == 1, _said(caplog)
-    assert said[0].startswith("sim-0 (Slurm job 4242) "), said
-    assert said[0] in log.read_text()
+    warned = [m for m in _said(caplog) if words in one_line(m)]
+    assert len(warned) == 1, _said(caplog)
+    said = one_line(warned[0])
+    assert said.startswith("sim-0 (Slurm job 4242) "), said
+    # in lines of at most 100 columns, in the log as on the console (before: one line of
+    # ~450 characters in each)
+    text = log.read_text()
+    assert too_long(text) == [] and too_long(warned[0]) == [], (text, warned)
+    assert said_in_log(text)[-1].split(": ", 1)[1] == said, text
 
 
 @pytest.mark.timeout(60)

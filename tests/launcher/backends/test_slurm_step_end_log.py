@@ -9,11 +9,24 @@ import logging
 from pathlib import Path
 
 import pytest
+from launcher_said import MORE, one_line, said_in_log, too_long
 
 from melissa_trainer.launcher.backends import Job
 from melissa_trainer.launcher.backends.slurm.step_end import LOG_READ, said_end
 
 pytestmark = pytest.mark.timeout(30)
+
+
+def said_in_lines(said: str, log: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """`said` in one WARNING and at the log's end, each in lines of at most 100 columns
+    (before: one line of ~450 characters in each)."""
+    warned = [r.getMessage() for r in caplog.records]
+    assert [one_line(m) for m in warned] == [said], warned
+    text = log.read_text()
+    assert too_long(text) == [] and too_long(warned[0]) == [], (text, warned)
+    assert said_in_log(text)[-1].split(": ", 1)[1] == said, text
+    assert text.splitlines()[-1].startswith(MORE), text  # (its last line, the log's)
+
 
 LINE = (
     "slurmstepd: error: *** STEP 12.3 ON node CANCELLED AT 2026-12-04T10:11:03 "
@@ -32,8 +45,7 @@ def test_the_end_line_after_a_long_output_is_said(
     with caplog.at_level(logging.WARNING, logger="melissa_trainer.launcher.backends.slurm"):
         said = said_end(job, "sim-1 (step 12.3)", len(earlier), "1")
     assert said is not None and "reached its time limit" in said, said
-    assert said in caplog.text
-    assert log.read_text().endswith(f"{said}\n")
+    said_in_lines(said, log, caplog)
 
 
 def test_an_earlier_attempts_line_is_not_said(tmp_path: Path) -> None:
@@ -74,8 +86,7 @@ def test_a_step_cancelled_as_it_launched_is_said(
         said = said_end(job, "sim-1 (step 2)", 0, None)
     assert said is not None and "was ended by Slurm as it launched" in said, said
     assert f"(srun: '{words}';" in said, said
-    assert said in caplog.text
-    assert log.read_text().endswith(f"{said}\n")
+    said_in_lines(said, log, caplog)
 
 
 def test_a_ranks_failure_ending_its_step_is_not_said_as_a_cancel(tmp_path: Path) -> None:

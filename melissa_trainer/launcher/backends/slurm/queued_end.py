@@ -35,7 +35,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from melissa_trainer.launcher.backends.slurm import queries as sq
-from melissa_trainer.launcher.log_lines import launcher_line
+from melissa_trainer.launcher.log_lines import cut, launcher_line
 
 if TYPE_CHECKING:  # (annotations only)
     from melissa_trainer.launcher.backends.slurm.handle import SlurmHandle
@@ -119,8 +119,9 @@ def queued_end(handle: SlurmHandle, job: str, time_limit: str | None = None) -> 
     """If `handle`'s job ended before it was seen started (module docstring), say so in its
     log (`log_lines.launcher_line`) and, unless the study cancelled it, in a warning; likewise
     a job that ran and that Slurm ended, not the study (`running_text`: its time limit,
-    someone's scancel). The text, or None for a job that ended otherwise, or a job of an
-    earlier run (not the launcher's). A log that cannot be written is said in a warning."""
+    someone's scancel), each cut into lines of at most 100 columns (`log_lines.cut`).
+    The text (one line), or None for a job that ended otherwise, or a job of an earlier
+    run (not the launcher's). A log that cannot be written is said in a warning."""
     if handle.stale or handle.final is None:
         return None
     if handle.ran:
@@ -132,10 +133,12 @@ def queued_end(handle: SlurmHandle, job: str, time_limit: str | None = None) -> 
         return None
     else:
         text = queued_text(job, handle.cancelled)
+    # (cut as the log's lines are: the console prints a WARNING as it is, ~450 columns)
+    said = "\n".join(cut(text))
     if handle.cancelled:
-        logger.debug("%s", text)
+        logger.debug("%s", said)
     else:
-        logger.warning("%s", text)
+        logger.warning("%s", said)
     launcher_line(handle.job.log_path, text)  # (a log that cannot be written: a warning)
     return text
 

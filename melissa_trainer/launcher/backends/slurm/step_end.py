@@ -49,7 +49,7 @@ import re
 
 from melissa_trainer.launcher.backends.base import Job
 from melissa_trainer.launcher.backends.slurm.queued_end import NEXT
-from melissa_trainer.launcher.log_lines import launcher_line
+from melissa_trainer.launcher.log_lines import cut, launcher_line
 
 __all__ = [
     "ABORTED",
@@ -167,8 +167,9 @@ def _tail(job: Job, log_from: int) -> str | None:
 
 
 def _say(job: Job, said: str) -> None:
-    """`said` in a WARNING and in `job`'s log (`log_lines.launcher_line`)."""
-    logger.warning("%s", said)
+    """`said` in a WARNING and in `job`'s log (`log_lines.launcher_line`), each cut into
+    lines of at most 100 columns (`log_lines.cut`: the console prints it as it is)."""
+    logger.warning("%s", "\n".join(cut(said)))
     launcher_line(job.log_path, said)
 
 

@@ -273,6 +273,18 @@ class AcceleratedStep:
             step_scheduler(self.lr_scheduler)
 
 
+def _sync_setter(accelerator: Accelerator) -> Callable[[bool], None]:
+    """What sets `accelerator.sync_gradients` (Accelerate's shared `GradientState`), as
+    its `accumulate` does (whose setter adds only an XLA step, for a device `PlainStep`
+    never runs on)."""
+    state = accelerator.gradient_state
+
+    def set_sync(flag: bool) -> None:
+        state.sync_gradients = flag
+
+    return set_sync
+
+
 def step_scheduler(scheduler: Any) -> None:
     """`scheduler.step()`; what it raises, as the cause of a `SchedulerStepError` (the
     trainer stops there with a checkpoint: `trainer.schedule_end.schedule_failed`)."""
@@ -376,7 +388,7 @@ def make_train_step(
         autocast = acc.autocast if acc.mixed_precision == "bf16" else None
         return PlainStep(
             forward, optimizer.optimizer, lr_scheduler, compute_loss, accumulation, autocast,
-            step_begin, max_grad_norm, acc.gradient_state._set_sync_gradients,
+            step_begin, max_grad_norm, _sync_setter(acc),
         )  # fmt: skip
     return AcceleratedStep(
         acc, model, optimizer, lr_scheduler, compute_loss, forward, step_begin, max_grad_norm

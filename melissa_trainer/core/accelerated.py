@@ -165,6 +165,7 @@ class PlainStep:
         autocast: Callable[[], AbstractContextManager[Any]] | None = None,
         step_begin: Callable[[], None] | None = None,
         max_grad_norm: float | None = None,
+        set_sync: Callable[[bool], None] | None = None,
     ) -> None:
         self.model = model
         self.max_grad_norm = max_grad_norm
@@ -179,10 +180,20 @@ class PlainStep:
         self.accumulation = gradient_accumulation_steps
         #: a new mixed-precision context per micro-batch (`Accelerator.autocast`), or None
         self.autocast = autocast
+        #: sets `Accelerator.sync_gradients` (True on a step's last micro-batch alone), as
+        #: Accelerate's `accumulate` does in `AcceleratedStep`, so that a hook reading it
+        #: (Accelerate's idiom for "the gradients are complete") reads the same on one
+        #: process as under DDP (htrial11: it was True on every micro-batch here); None
+        #: without accumulation, where it stays True
+        self.set_sync = set_sync if gradient_accumulation_steps > 1 else None
+        self._micro = 0  #: micro-batches of this step done so far
 
     def backward(self, batch: Any) -> torch.Tensor:
         if self.step_begin is not None:
             self.step_begin()
+        if self.set_sync is not None:  # (before the forward, as Accelerate's `accumulate`)
+            self._micro += 1
+            self.set_sync(self._micro >= self.accumulation)
         with unused_parameters_named():
             if self.autocast is None:
                 loss = self.compute_loss(self.model, batch)
@@ -196,6 +207,7 @@ class PlainStep:
         clip, norms = self.max_grad_norm, self.grad_norms
         if clip is not None and norms is not None:  # (no host read: the norm stays on device)
             norms.add(torch.nn.utils.clip_grad_norm_(self._params, clip))
+        self._micro = 0
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         if self.lr_scheduler is not None:
@@ -259,6 +271,18 @@ class AcceleratedStep:
             stepped = not self.accelerator.optimizer_step_was_skipped
         if self.lr_scheduler is not None and stepped:
             step_scheduler(self.lr_scheduler)
+
+
+def _sync_setter(accelerator: Accelerator) -> Callable[[bool], None]:
+    """What sets `accelerator.sync_gradients` (Accelerate's shared `GradientState`), as
+    its `accumulate` does (whose setter adds only an XLA step, for a device `PlainStep`
+    never runs on)."""
+    state = accelerator.gradient_state
+
+    def set_sync(flag: bool) -> None:
+        state.sync_gradients = flag
+
+    return set_sync
 
 
 def step_scheduler(scheduler: Any) -> None:
@@ -364,7 +388,7 @@ def make_train_step(
         autocast = acc.autocast if acc.mixed_precision == "bf16" else None
         return PlainStep(
             forward, optimizer.optimizer, lr_scheduler, compute_loss, accumulation, autocast,
-            step_begin, max_grad_norm,
+            step_begin, max_grad_norm, _sync_setter(acc),
         )  # fmt: skip
     return AcceleratedStep(
         acc, model, optimizer, lr_scheduler, compute_loss, forward, step_begin, max_grad_norm

@@ -19,6 +19,21 @@ __all__ = ["check_methods", "checked_state"]
 
 _EVENT_NAMES = [e.value for e in Event]
 
+#: other libraries' events around the optimizer step (HF's, Lightning's
+#: ``on_before_optimizer_step``), where a callback reads the gradients: none here, and
+#: what to write instead (htrial11: the refusal listed the events, not where the
+#: gradients are; `AcceleratedStep`, `PlainStep` set ``sync_gradients``)
+_AROUND_THE_OPTIMIZER = {
+    "on_substep_end": "on_after_backward runs after each micro-batch's backward",
+    **dict.fromkeys(
+        ["on_pre_optimizer_step", "on_before_optimizer_step", "on_optimizer_step"],
+        "the step's gradients are complete in on_after_backward when "
+        "trainer.accelerator.sync_gradients is True (the step's last micro-batch; "
+        "before clipping and the optimizer step, which sets them to None before "
+        "on_step_end)",
+    ),
+}
+
 
 #: other libraries' callback names -> this library's event (HF `TrainerCallback`,
 #: Lightning's `Callback`): spelling alone points elsewhere (`on_train_begin` is nearer
@@ -51,11 +66,8 @@ _OTHER_LIBRARIES: dict[str, list[str]] = {
             "on_sanity_check_end",
             "on_test_start",
             "on_test_end",
-            "on_optimizer_step",
-            "on_pre_optimizer_step",
-            "on_before_optimizer_step",
-            "on_substep_end",
             "on_prediction_step",
+            *_AROUND_THE_OPTIMIZER,
         ],
         [],
     ),  # fmt: skip
@@ -87,6 +99,8 @@ def check_methods(hook: Any, base: type) -> None:
                 else difflib.get_close_matches(name, _EVENT_NAMES, n=1)
             )
             hint = f"did you mean {close[0]}? " if close else ""
+            if name in _AROUND_THE_OPTIMIZER:
+                hint = f"no event does the same here: {_AROUND_THE_OPTIMIZER[name]}. "
             raise TypeError(
                 f"{cls.__name__}.{name} is not a hook event, so the trainer would never "
                 f"call it: {hint}The events are {', '.join(_EVENT_NAMES)}; rename a helper "

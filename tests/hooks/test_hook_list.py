@@ -121,6 +121,21 @@ def test_another_librarys_callback_name_is_pointed_at_our_event(
     assert (hint and hint.group(1)) == (ours or None), raised.value
 
 
+@pytest.mark.parametrize(
+    "theirs", ["on_pre_optimizer_step", "on_optimizer_step", "on_before_optimizer_step"]
+)
+def test_an_optimizer_step_event_says_where_the_gradients_are(theirs: str) -> None:
+    """HF's and Lightning's events around the optimizer step, where a callback reads the
+    gradients, have no event here: the refusal says where they are complete
+    (htrial11: it listed the events only). Failed before."""
+    hook = type("Grads", (Hook,), {theirs: lambda self, trainer, state, control: None})()
+    with pytest.raises(TypeError, match=rf"Grads.{theirs} is not a hook event") as raised:
+        HookList([hook])
+    text = str(raised.value)
+    assert "no event does the same here" in text and "did you mean" not in text, text
+    assert "on_after_backward when trainer.accelerator.sync_gradients is True" in text, text
+
+
 def test_a_wrong_hook_fails_before_training_starts(tmp_path: Path) -> None:
     class Typo(Hook):
         def on_logs(self, trainer: Any, state: Any, control: Any, logs: Any) -> None:

@@ -41,7 +41,8 @@ directory (shared by every rank and every simulation already, on one node or man
   every rank (before, rank 0's: a later step, or none, when the first went elsewhere).
   At the study's end rank 0 waits, bounded (`wait_final`), for each other rank's last
   write (marked final) before the account reads them: a rank's last steps, taken in
-  within `PUBLISH_EVERY` s of its stop, were otherwise missed by a read that came first.
+  within `PUBLISH_EVERY` s of its stop, were otherwise missed by a read that came first;
+  no longer for a rank whose process is known ended (its pid dead on this host).
 
 No message on the data path, no collective: the training loop is untouched. Cost: one
 small file rewritten by each other rank at most every `PUBLISH_EVERY` s while messages
@@ -97,6 +98,11 @@ Firsts = Mapping[int, int]
 FINAL_WAIT = 5.0
 #: seconds between two looks at the other ranks' files while `wait_final` waits
 _FINAL_POLL = 0.05
+
+
+def _never(rank: int) -> bool:
+    """No rank is known ended (`OtherRanksActivity.wait_final`'s default)."""
+    return False
 
 
 class RankActivity(NamedTuple):
@@ -341,27 +347,39 @@ class OtherRanksActivity:
             if simulation_id in said
         )
 
-    def wait_final(self, ranks: Iterable[int], bound: float = FINAL_WAIT) -> list[int]:
+    def wait_final(
+        self, ranks: Iterable[int], bound: float = FINAL_WAIT, gone: Callable[[int], bool] = _never
+    ) -> list[int]:
         """Read the files until each of `ranks` wrote its last (`ActivityPublisher.stop`:
-        marked final), `bound` s at most (a poll: they may be on other nodes). Returns
-        the ranks not heard final, each said in one WARNING (the account may then miss
-        their last steps)."""
+        marked final), `bound` s at most (a poll: they may be on other nodes), and no
+        longer for a rank `gone` says has ended (its process known dead, on this host:
+        what it wrote shows at once; one on another host may still write: waited for).
+        Returns the ranks not heard final, each said in one WARNING (the account may
+        then miss their last steps): as ended, or as silent past `bound`."""
         deadline, wanted = time.monotonic() + bound, list(ranks)
+        ended: set[int] = set()
         while True:
             self.add({})
             missing = [k for k in wanted if f"{ACTIVITY_FILE}.{k}" not in self._final]
-            if not missing or time.monotonic() >= deadline:
+            ended.update(k for k in missing if k not in ended and gone(k))
+            if ended.issuperset(missing) or time.monotonic() >= deadline:
                 break
             time.sleep(_FINAL_POLL)
-        if missing:
-            logger.warning(
-                "the receiver of %s %s wrote no last counts within %g s of the study's "
-                "end: the study's account says its steps as of its last heartbeat (it "
-                "may miss the last ones)",
-                "rank" if len(missing) == 1 else "ranks",
-                ", ".join(map(str, missing)),
-                bound,
-            )
+        if ended.intersection(missing):
+            self.add({})  # (a last word written as it ended, after the read above)
+            missing = [k for k in wanted if f"{ACTIVITY_FILE}.{k}" not in self._final]
+        for group, why in (
+            ([k for k in missing if k in ended], ": {} (known dead on this host)"),
+            ([k for k in missing if k not in ended], f" within {bound:g} s of the study's end"),
+        ):
+            if group:
+                whose = "its process ended" if len(group) == 1 else "their processes ended"
+                logger.warning(
+                    "the receiver of %s wrote no last counts%s: the study's account says "
+                    "its steps as of its last heartbeat (it may miss the last ones)",
+                    ("rank " if len(group) == 1 else "ranks ") + ", ".join(map(str, group)),
+                    why.format(whose),
+                )
         return missing
 
     def waiting(self) -> bool:

@@ -21,7 +21,7 @@ the rest are the receiver's (any thread).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from melissa_trainer.common.words import plural
@@ -33,12 +33,19 @@ __all__ = ["EveryRankReport", "publisher"]
 
 class EveryRankReport:
     """Rank 0's receiver's report to its launcher, with the other ranks' heartbeats read
-    from `rendezvous` (run `run_id`, on `world_size` ranks) added (module docstring)."""
+    from `rendezvous` (run `run_id`, on `world_size` ranks) added (module docstring);
+    `ended`: whether a rank's process is known ended (`final_words`; None: none known)."""
 
     def __init__(
-        self, receiver: Receiver, rendezvous: Path, run_id: str | None, world_size: int = 1
+        self,
+        receiver: Receiver,
+        rendezvous: Path,
+        run_id: str | None,
+        world_size: int = 1,
+        ended: Callable[[int], bool] | None = None,
     ) -> None:
         self._receiver, self._world = receiver, world_size
+        self._ended = ended or (lambda rank: False)
         self._others = OtherRanksActivity(rendezvous, run_id)
 
     def activity(self) -> dict[int, int]:
@@ -67,9 +74,10 @@ class EveryRankReport:
     def final_words(self, bound: float = FINAL_WAIT) -> list[int]:
         """Wait, `bound` s at most, for every other rank's last counts (written at its
         study's stop, its receiver stopped: `ActivityPublisher.stop`), so the account
-        says their last steps too. Returns the ranks not heard (each said in a WARNING).
-        The account's reader, as `samples_of`."""
-        return self._others.wait_final(range(1, self._world), bound)
+        says their last steps too, no longer for a rank whose process is known ended
+        (`ended`, given at construction: its pid dead on this host). Returns the ranks
+        not heard (each said in a WARNING). The account's reader, as `samples_of`."""
+        return self._others.wait_final(range(1, self._world), bound, self._ended)
 
     def first_refused(self) -> dict[int, int]:
         """Simulation id -> the first time step any rank's receiver refused for NaN or

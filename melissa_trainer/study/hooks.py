@@ -49,6 +49,9 @@ class StudyEvents(Hook):
         # the trainer's wait watch around a resumed study's gather, as an attribute: a
         # subclass's override of ``on_all_ranks_started(self)`` takes no argument
         self.study.wait_watch = getattr(getattr(trainer, "stop_sync", None), "watch", None)
+        # (whether a peer's process is known ended: the account's wait for its last
+        # counts stops there, `every_rank`; a trainer without it: none known)
+        self.study.peer_ended = getattr(trainer, "peer_ended", None)
         self.study.on_all_ranks_started()
 
     def on_end_of_stream(

@@ -63,7 +63,7 @@ Threading: as `StreamSource`, methods are called from the training thread
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -172,6 +172,10 @@ class Study(StudyState, StudyStop, Source):
         #: whose gather at a resume it watches; None: unwatched). An attribute, not an
         #: argument: subclasses override ``on_all_ranks_started(self)``
         self.wait_watch: WaitWatch | None = None
+        #: whether another rank's process is known ended (`OnlineTrainer.peer_ended`,
+        #: set as `wait_watch`; None: none known): rank 0's account stops waiting for its
+        #: last counts then (`EveryRankReport.final_words`)
+        self.peer_ended: Callable[[int], bool] | None = None
 
     def configure(self, output_dir: str) -> None:
         self._output_dir = Path(output_dir)
@@ -245,7 +249,13 @@ class Study(StudyState, StudyStop, Source):
         study_dir = (self._output_dir or rendezvous.parent) / "study"
         self.feedback.started(launcher.sampler, launcher.n_simulations)  # (before any draw)
         run_id = self.stream.config.run_id
-        report = self._ranks = EveryRankReport(receiver, rendezvous, run_id, self._world)
+        report = self._ranks = EveryRankReport(
+            receiver,
+            rendezvous,
+            run_id,
+            self._world,
+            lambda k: bool(self.peer_ended and self.peer_ended(k)),
+        )
         launcher.start(
             rendezvous,
             heartbeat=report.activity,

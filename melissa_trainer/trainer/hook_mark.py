@@ -58,6 +58,7 @@ __all__ = [
     "Mark",
     "checked",
     "in_hook_words",
+    "known_gone",
     "marked_run",
     "read_mark",
     "read_record",
@@ -264,6 +265,17 @@ def read_mark(path: Path, run_id: str) -> Mark | None:
     otherwise (or unreadable)."""
     record = read_record(path, run_id)
     return record if record is not None and record.name else None
+
+
+def known_gone(notes: Path, run_id: str, rank: int) -> bool:
+    """Whether `rank`'s process is known to have ended: its mark in the folder `notes`
+    (of run `run_id`) names a pid on this host, in this pid namespace, that no longer
+    runs it (`checked`: `DEAD`). False when it lives, is on another host or in another
+    namespace (not checked from here), or has no mark: whatever waits for its word then
+    waits as before. Whatever that rank wrote before it ended is visible here now (the
+    same kernel: no shared file system's cache between)."""
+    record = read_record(notes / f"{MARK_PREFIX}{rank}", run_id)
+    return record is not None and checked(record, _this_host())[0] == DEAD
 
 
 def unmarked_words(

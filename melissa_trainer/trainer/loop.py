@@ -41,8 +41,10 @@ from melissa_trainer.trainer.after_train import mark_exit
 from melissa_trainer.trainer.direct_calls import DirectCalls
 from melissa_trainer.trainer.ending import end_training, failed
 from melissa_trainer.trainer.held_out import HeldOutLosses
+from melissa_trainer.trainer.hook_mark import known_gone
 from melissa_trainer.trainer.losses import LossFn
 from melissa_trainer.trainer.preemption import Preempted, StopCause
+from melissa_trainer.trainer.rank_failure import NOTES_DIR
 from melissa_trainer.trainer.roll_call import launch_roll_call
 from melissa_trainer.trainer.run_waits import last_window_check, run_window, sources_started
 from melissa_trainer.trainer.setup import (
@@ -210,6 +212,13 @@ class OnlineTrainer(TrainerSteps):
     @property
     def checkpoint_root(self) -> Path:
         return Path(self.args.output_dir) / "checkpoints"
+
+    def peer_ended(self, rank: int) -> bool:
+        """Whether rank `rank`'s process is known to have ended, by the pid its hook
+        mark holds, on this host (`hook_mark.known_gone`; False where not known: another
+        host, no mark, one process). A study's end waits no longer for its last word."""
+        notes = Path(self.args.output_dir) / NOTES_DIR
+        return self.num_processes > 1 and known_gone(notes, str(self.run_id), rank)
 
     # -- the loop -----------------------------------------------------------------------
 

@@ -49,6 +49,7 @@ from melissa_trainer.trainer.hook_mark import (
     DEAD,
     ELSEWHERE,
     in_hook_words,
+    known_gone,
     unmarked_words,
     verdict,
 )
@@ -71,7 +72,8 @@ logger = logging.getLogger(__name__)
 #: the notes' folder in the output directory
 NOTES_DIR = ".rank-failures"
 #: how long a rank whose collective broke waits for the failing rank's note to show
-#: (a shared file system's attribute cache may show a new file late; a local one at once)
+#: (a shared file system's attribute cache may show a new file late; a local one at once),
+#: not waited for once every other rank's process is known ended on this host (`_all_ended`)
 NOTE_WAIT = 2.0
 #: the longest error line a note keeps
 MAX_WORDS = 1000
@@ -160,6 +162,16 @@ def opening_words(state: str, who: str) -> str:
     return (
         f"another rank is gone and left no note of why ({who}{': ' if who else ''}{cause} {exited})"
     )
+
+
+def _all_ended(trainer: TrainerView) -> bool:
+    """Whether every other rank's process is known to have ended on this host
+    (`hook_mark.known_gone`): a note one wrote before it ended shows here at once, so
+    `peer_failure` waits no longer for one (it waited `NOTE_WAIT` s after a ``kill -9``,
+    a user's trial, 2026-12-07). A peer on another host may still write one: waited for."""
+    notes, run = _notes(trainer), str(trainer.run_id)
+    me = trainer.process_index
+    return all(known_gone(notes, run, r) for r in range(trainer.num_processes) if r != me)
 
 
 def _notes(trainer: TrainerView) -> Path:
@@ -274,7 +286,7 @@ def peer_failure(
         return None
     deadline = time.monotonic() + NOTE_WAIT
     note = _read(trainer)
-    while note is None and time.monotonic() < deadline:
+    while note is None and time.monotonic() < deadline and not _all_ended(trainer):
         time.sleep(0.05)  # (a shared file system may show the note late)
         note = _read(trainer)
     step, me = trainer.state.global_step, trainer.process_index

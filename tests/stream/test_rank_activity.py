@@ -159,3 +159,46 @@ def test_rank_0_waits_for_each_rank_last_word_bounded(
     assert len(said) == 1 and "the receiver of rank 2 wrote no last counts within 0 s" in said[0], (
         said
     )
+
+
+def test_rank_0_stops_waiting_for_the_last_word_of_a_rank_known_ended(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`wait_final` waits no longer for a rank whose process is known ended (`gone`: its
+    pid dead on this host, as `OnlineTrainer.peer_ended` tells): its last word never
+    comes, and it is said ended, not silent past the bound; a rank that wrote its last
+    word before it ended is heard (read once more); a rank not known ended is waited for
+    as before. Failed before (hdead): no `gone` (a user's ``kill -9`` of rank 1: 5 s
+    waited, "wrote no last counts within 5 s"). The oracle: the predicate's answers, a
+    bound of an hour that only `gone` can end (the test's timeout: 60 s)."""
+    write_activity(tmp_path / "activity.2", "r", {}, False, final=True)  # (its last word)
+    asked: list[int] = []
+
+    def gone(rank: int) -> bool:
+        asked.append(rank)
+        return rank in (1, 2)
+
+    others = OtherRanksActivity(tmp_path, "r")
+    with caplog.at_level(logging.WARNING):
+        assert others.wait_final([1, 2], bound=3600.0, gone=gone) == [1]
+        assert others.wait_final([3], bound=0.0, gone=gone) == [3]
+    assert 2 not in asked, asked  # (heard final: not asked of)
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 2, said
+    assert said[0].startswith(
+        "the receiver of rank 1 wrote no last counts: its process ended (known dead on "
+        "this host): the study's account says its steps as of its last heartbeat"
+    ), said
+    assert "the receiver of rank 3 wrote no last counts within 0 s" in said[1], said
+
+
+def test_a_last_word_written_as_the_rank_ended_is_heard(tmp_path: Path) -> None:
+    """A rank that writes its last word between rank 0's read and its check of the pid
+    (its process then ended) is heard: read once more once it is known ended."""
+    others = OtherRanksActivity(tmp_path, "r")
+
+    def gone(rank: int) -> bool:  # (it wrote, then ended, as the check came)
+        write_activity(tmp_path / f"activity.{rank}", "r", {}, False, final=True)
+        return True
+
+    assert others.wait_final([1], bound=3600.0, gone=gone) == []

@@ -47,11 +47,14 @@ PUBLIC: dict[str, str] = {
 PENDING_MODULES: dict[str, str] = {
     # hguess2 changes it: re-exports the output directory's names (`output_dir_errors`')
     "melissa_trainer.trainer.output_lock": "hguess2",
+    # hrestart's (its task keeps client/stopped.py and client/stop_kinds.py as they are):
+    # re-exports `ENDED`, `SimulationNotNeeded` and the `*WhileSending` errors
+    "melissa_trainer.client.stopped": "hrestart",
 }
 #: imports through a module that does not own the name: (file, name)
 PENDING_IMPORTS: set[tuple[str, str]] = {
-    # hrestart changes client/stopped.py: `StoppedForGood` is `send_errors`'
-    ("melissa_trainer/client/stopped.py", "StoppedForGood"),
+    # hrestart's client/stop_kinds.py: `StoppedForGood` is `send_errors`'
+    ("melissa_trainer/client/stop_kinds.py", "StoppedForGood"),
 }
 
 #: the Python files outside the package that import from it

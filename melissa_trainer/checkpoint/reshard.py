@@ -40,8 +40,7 @@ from safetensors.numpy import load_file
 
 from melissa_trainer.buffers import META_FILE as BUFFER_META
 from melissa_trainer.buffers import STATE_FILES as BUFFER_FILES
-from melissa_trainer.buffers import read_snapshot
-from melissa_trainer.buffers._entries import ShareTooSmall
+from melissa_trainer.buffers import ShareTooSmall, read_snapshot
 from melissa_trainer.buffers.reshard import share
 from melissa_trainer.checkpoint import paths as ckpt
 from melissa_trainer.checkpoint.errors import naming_file

@@ -18,7 +18,8 @@ from active_sampling_stats import FIXED, Run
 from heat_problem import Setup
 
 from melissa_trainer.launcher.breed import BreedSampler
-from melissa_trainer.launcher.density import DensitySampler, contrast_for
+from melissa_trainer.launcher.density import DensitySampler
+from melissa_trainer.launcher.density_contrast import contrast_for
 from melissa_trainer.launcher.explorers import candidates_for, engine_for
 from melissa_trainer.launcher.surrogate import SurrogateSampler
 

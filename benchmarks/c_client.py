@@ -54,7 +54,8 @@ from bench_programs import MissingTool, Programs, build  # noqa: E402
 from report import add_flags, finish  # noqa: E402
 
 from melissa_trainer.buffers import FIFOBuffer  # noqa: E402
-from melissa_trainer.stream.receiver import Receiver, ReceiverConfig  # noqa: E402
+from melissa_trainer.stream.receiver import Receiver  # noqa: E402
+from melissa_trainer.stream.receiver_config import ReceiverConfig  # noqa: E402
 
 KB, MB = 1 << 10, 1 << 20
 LABELS = {KB: "1KB", MB: "1MB"}

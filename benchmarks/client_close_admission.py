@@ -16,7 +16,7 @@ each round new simulation ids:
 * launched, launched-none: ``MELISSA_TRAINER_ATTEMPT`` set (a launched simulation, no
   replay window), as shipped and with the confirmation removed: the same, as a
   launched close asks nothing;
-* worker, worker-none: the simulation a worker was given (`worker.given_attempt`, no
+* worker, worker-none: the simulation a worker was given (`worker_given.given_attempt`, no
   replay window, the worker's one context shared by its clients), as shipped (its
   close asks for the receipt) and with the confirmation removed (what a worker's
   close did before: it returned once the BYE left ZeroMQ's queue).

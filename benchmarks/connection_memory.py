@@ -131,7 +131,8 @@ class Side:
         self.stop = threading.Event()
         if arm == "ours":
             from melissa_trainer.buffers import FIFOBuffer
-            from melissa_trainer.stream.receiver import Receiver, ReceiverConfig
+            from melissa_trainer.stream.receiver import Receiver
+            from melissa_trainer.stream.receiver_config import ReceiverConfig
 
             self.buffer = FIFOBuffer(1000)
             self.rec: Any = Receiver(self.buffer, 0, 1, ReceiverConfig())

@@ -83,7 +83,7 @@ def _replay(header: list[str], body: list[list[str]], path: Path) -> None:
 def measure(path: Path) -> dict[str, Any]:
     """The file's rows and bytes (every loss in it), those the library's rule writes of
     the same events (`_replay`: kept), and those of the 10% skip alone (ten)."""
-    from melissa_trainer.launcher.draw_log import loss_changed
+    from melissa_trainer.launcher.loss_rows import loss_changed
 
     text = path.read_bytes().decode()  # (read_text would turn its \r\n into \n)
     rows = list(csv.reader(io.StringIO(text)))

@@ -18,7 +18,7 @@ Rows (medians of interleaved rounds, ours then baseline in each; ratio = baselin
   as it was (the source's ``state_dict`` and the hooks' JSON-dumped with sorted keys,
   SHA-256), taken before every save.
 * digest at a load and at the end (once per run each): ours = `end_save.fingerprint`
-  (the record's `checkpoint.paths.record_text`, SHA-256), baseline = the digest as it
+  (the record's `checkpoint.files.record_text`, SHA-256), baseline = the digest as it
   was: about the same work.
 * source record write at a save: ours = ``source.json`` as `checkpoint.registry` writes
   it now (`record_text`: compact JSON, the C encoder), baseline = as it was
@@ -51,7 +51,7 @@ from study_scale import launcher, receiver  # noqa: E402
 
 from melissa_trainer.buffers import FIFOBuffer  # noqa: E402
 from melissa_trainer.checkpoint import manifest  # noqa: E402
-from melissa_trainer.checkpoint import paths as ckpt  # noqa: E402
+from melissa_trainer.checkpoint.files import record_text, write_json
 from melissa_trainer.trainer import end_save  # noqa: E402
 
 STEPS = 10  # per simulation: the receiver's record holds a bit array of them each
@@ -112,7 +112,7 @@ def baseline_digest(parts: Parts) -> str:
 def rows_at(n: int, rounds: int, where: Path) -> list[dict[str, Any]]:
     parts = Parts(study_state(n))
     file = where / "source.json"
-    file.write_bytes(ckpt.record_text(parts.source.state_dict()).encode())
+    file.write_bytes(record_text(parts.source.state_dict()).encode())
     size, sha = manifest.hash_file(file)  # (the save's manifest hashes it: not timed)
     entries = {"rank_0/source.json": {"size": size, manifest.HASH: sha}}
     assert end_save.saved(end_save.before_save(parts), entries, 0) == end_save.fingerprint(parts)
@@ -121,10 +121,10 @@ def rows_at(n: int, rounds: int, where: Path) -> list[dict[str, Any]]:
         end_save.saved(end_save.before_save(parts), entries, 0)
 
     def write_ours() -> None:
-        file.write_bytes(ckpt.record_text(parts.source.state_dict()).encode())
+        file.write_bytes(record_text(parts.source.state_dict()).encode())
 
     def write_baseline() -> None:
-        ckpt.write_json(file, parts.source.state_dict())
+        write_json(file, parts.source.state_dict())
 
     pairs = {
         "digest at a save": (save_ours, lambda: baseline_digest(parts), SAVE_TARGET),

@@ -102,7 +102,8 @@ class ReceiverSide:
 
     def __init__(self) -> None:
         from melissa_trainer.buffers import FIFOBuffer
-        from melissa_trainer.stream.receiver import Receiver, ReceiverConfig
+        from melissa_trainer.stream.receiver import Receiver
+        from melissa_trainer.stream.receiver_config import ReceiverConfig
 
         self._fifo, self._receiver, self._config = FIFOBuffer, Receiver, ReceiverConfig
         self.rec: Any = None

@@ -24,7 +24,8 @@ import zmq
 
 from melissa_trainer import wire as P
 from melissa_trainer.buffers import FIFOBuffer
-from melissa_trainer.stream.receiver import Receiver, ReceiverConfig
+from melissa_trainer.stream.receiver import Receiver
+from melissa_trainer.stream.receiver_config import ReceiverConfig
 
 KB, MB = 1 << 10, 1 << 20
 INLINE_MAX = reader.INLINE_MAX

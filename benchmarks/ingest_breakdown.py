@@ -27,7 +27,8 @@ from typing import Any
 import zmq
 
 from melissa_trainer.buffers import FIFOBuffer
-from melissa_trainer.stream.receiver import Receiver, ReceiverConfig, ReceiverTuning
+from melissa_trainer.stream.receiver import Receiver
+from melissa_trainer.stream.receiver_config import ReceiverConfig, ReceiverTuning
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import ingest as bench  # noqa: E402

@@ -27,7 +27,7 @@ from ingest_arms import KB, MB, _hwm
 
 from melissa_trainer import Hook, OnlineTrainer, StreamSource, TrainingArguments
 from melissa_trainer.stream.heap import keep_freed_memory, recycle_frames
-from melissa_trainer.stream.receiver import ReceiverConfig
+from melissa_trainer.stream.receiver_config import ReceiverConfig
 
 TRAIN_TARGET = 0.85
 

@@ -58,7 +58,7 @@ from report import add_flags, print_json, print_rows  # noqa: E402
 from trainer_overhead import BATCH, make_model  # noqa: E402
 
 from melissa_trainer.launcher.backends import Job, LocalBackend  # noqa: E402
-from melissa_trainer.launcher.backends.local import pdeathsig_wrapper  # noqa: E402
+from melissa_trainer.launcher.backends.pdeathsig import pdeathsig_wrapper  # noqa: E402
 
 STEPS_TARGET = 0.95
 LATENCY_TARGET = 0.8

@@ -38,7 +38,7 @@ from trainer_overhead_workload import (
 
 from melissa_trainer import Hook, OnlineTrainer, TrainingArguments
 from melissa_trainer.hooks import Event, HookList
-from melissa_trainer.stream.starvation_watch import ReadClock
+from melissa_trainer.stream.read_clock import ReadClock
 
 
 class Watched(Prefilled):

@@ -55,7 +55,8 @@ from report import WORK_DIR_HELP, add_flags, print_json, print_rows, work_dir  #
 
 from melissa_trainer.buffers import ReservoirBuffer, read_snapshot  # noqa: E402
 from melissa_trainer.buffers.reshard import share  # noqa: E402
-from melissa_trainer.core.dataset import StreamDataset, read_pending  # noqa: E402
+from melissa_trainer.core.dataset import StreamDataset  # noqa: E402
+from melissa_trainer.core.pending_file import read_pending
 
 OLD, NEW = 2, 3  # ranks that wrote the checkpoint, ranks of the resumed run
 FIELD = 1024  # float32 per sample (32x32)

@@ -47,7 +47,8 @@ from worker_study import launch_to_end  # noqa: E402
 from melissa_trainer.buffers import FIFOBuffer  # noqa: E402
 from melissa_trainer.launcher import Launcher, LauncherTuning, make_sampler  # noqa: E402
 from melissa_trainer.launcher.backends.local import LocalBackend  # noqa: E402
-from melissa_trainer.stream.receiver import Receiver, ReceiverConfig  # noqa: E402
+from melissa_trainer.stream.receiver import Receiver  # noqa: E402
+from melissa_trainer.stream.receiver_config import ReceiverConfig
 
 SOLVER = r"""
 import sys, time

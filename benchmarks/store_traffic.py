@@ -147,7 +147,7 @@ def window(probe: Any, host_pid: int, seconds: float) -> tuple[float, float]:
 
 
 def case(port: int, host_pid: int, ranks: int, rounds: int, seconds: float) -> dict[str, Any]:
-    from melissa_trainer.core.wait_watch import roll_look
+    from melissa_trainer.core.roll_call import roll_look
 
     period = roll_look(ranks)  # (the library's: spaced beyond STORE_RATE requests/s)
     share = [ranks // LOADERS + (k < ranks % LOADERS) for k in range(LOADERS)]

@@ -58,7 +58,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from report import add_flags, print_json, print_rows  # noqa: E402
 
 from melissa_trainer.buffers import ReservoirBuffer  # noqa: E402
-from melissa_trainer.checkpoint.paths import fsync_tree  # noqa: E402
+from melissa_trainer.checkpoint.files import fsync_tree  # noqa: E402
 from melissa_trainer.launcher import make_sampler  # noqa: E402
 from melissa_trainer.launcher.simulation_record import records_from  # noqa: E402
 from melissa_trainer.launcher.study_record import StudyRecord  # noqa: E402

@@ -18,8 +18,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from melissa_trainer.config.arguments import ConfigError, load_config_file
 from melissa_trainer.config.parser import ArgumentParser
+from melissa_trainer.config.reading import ConfigError, load_config_file
 from melissa_trainer.launcher.silence import Default
 from melissa_trainer.launcher.tuning import LauncherTuning
 

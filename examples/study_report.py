@@ -20,7 +20,8 @@ import torch
 
 from melissa_trainer import Hook, OnlineTrainer
 from melissa_trainer.launcher import AdaptiveSampler, Launcher
-from melissa_trainer.launcher.account import drawn_by, steered_draws
+from melissa_trainer.launcher.sampler_account import drawn_by
+from melissa_trainer.launcher.steering import steered_draws
 from melissa_trainer.trainer.held_out import HELD_OUT_FILE
 
 __all__ = [

@@ -166,7 +166,7 @@ def _run_seed(command: list[str]) -> tuple[int, str, int | None]:
     second SIGINT, within its `REPEAT_WINDOW`, for the same request.) On Linux the run
     also gets SIGTERM if this process dies (the launcher's parent-death signal, kill -9
     included), and its output goes to a file, which outlives this process, not a pipe."""
-    from melissa_trainer.launcher.backends.local import pdeathsig_wrapper, wrapped_argv
+    from melissa_trainer.launcher.backends.pdeathsig import pdeathsig_wrapper, wrapped_argv
 
     received: list[int] = []
     with tempfile.TemporaryFile("w+") as captured:

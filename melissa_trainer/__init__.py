@@ -33,8 +33,9 @@ if TYPE_CHECKING:  # pragma: no cover - the eager imports, for type checkers
         make_buffer,
     )
     from melissa_trainer.checkpoint.errors import CheckpointError, CheckpointSaveError
-    from melissa_trainer.config.arguments import ConfigError, TrainingArguments
+    from melissa_trainer.config.arguments import TrainingArguments
     from melissa_trainer.config.parser import ArgumentParser
+    from melissa_trainer.config.reading import ConfigError
     from melissa_trainer.core.control import TrainerControl
     from melissa_trainer.core.dataset import StreamDataset, fast_collate, to_tensors
     from melissa_trainer.core.loss_guard import NonFiniteLossError
@@ -78,7 +79,8 @@ if TYPE_CHECKING:  # pragma: no cover - the eager imports, for type checkers
     from melissa_trainer.stream.stream_source import StreamSource
     from melissa_trainer.study.study import Study
     from melissa_trainer.trainer.loop import OnlineTrainer
-    from melissa_trainer.trainer.preemption import Preempted, PreemptionHandler
+    from melissa_trainer.trainer.preempted import Preempted
+    from melissa_trainer.trainer.preemption import PreemptionHandler
     from melissa_trainer.trainer.refusals import REFUSALS, refusals_end_the_program
     from melissa_trainer.trainer.schedule_end import ScheduleEnded
 
@@ -156,7 +158,7 @@ __all__ = [
 
 _MODULES = {
     "ArgumentParser": "config.parser",
-    "ConfigError": "config.arguments",
+    "ConfigError": "config.reading",
     "TrainingArguments": "config.arguments",
     "Buffer": "buffers",
     "BufferClosedError": "buffers",
@@ -192,7 +194,7 @@ _MODULES = {
     "NonFiniteLossError": "core.loss_guard",
     "CheckpointError": "checkpoint.errors",
     "CheckpointSaveError": "checkpoint.errors",
-    "Preempted": "trainer.preemption",
+    "Preempted": "trainer.preempted",
     "PreemptionHandler": "trainer.preemption",
     "ScheduleEnded": "trainer.schedule_end",
     "TrainerControl": "core.control",

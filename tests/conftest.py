@@ -221,7 +221,7 @@ def pytest_configure(config: pytest.Config) -> None:
     # launch: left to a test, it was that test's process only when no earlier test in the
     # same worker had launched (test_a_job_that_cannot_start_fails_the_study failed
     # alone, passed in the suite). Run before the watch, it is no test's.
-    from melissa_trainer.launcher.backends.local import pdeathsig_wrapper
+    from melissa_trainer.launcher.backends.pdeathsig import pdeathsig_wrapper
 
     pdeathsig_wrapper()
     _watch_process_starts()

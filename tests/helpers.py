@@ -22,7 +22,8 @@ import zmq
 
 from melissa_trainer import Buffer, Hook, Source, TrainerControl, TrainerState
 from melissa_trainer.launcher.backends.mpiexec import _next_to_python
-from melissa_trainer.stream.receiver import Receiver, ReceiverConfig, ReceiverTuning
+from melissa_trainer.stream.receiver import Receiver
+from melissa_trainer.stream.receiver_config import ReceiverConfig, ReceiverTuning
 
 
 def linear_samples(n: int, seed: int = 0, dim: int = 3) -> Iterator[dict[str, np.ndarray]]:

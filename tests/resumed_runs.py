@@ -11,7 +11,8 @@ import pytest
 from waiting import wait_until
 
 from melissa_trainer.buffers import FIFOBuffer
-from melissa_trainer.stream.receiver import Receiver, ReceiverConfig
+from melissa_trainer.stream.receiver import Receiver
+from melissa_trainer.stream.receiver_config import ReceiverConfig
 
 __all__ = ["CHECKPOINTS", "Run"]
 

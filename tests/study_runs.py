@@ -19,7 +19,7 @@ from melissa_trainer import Hook, OnlineTrainer, StreamSource, Study, TrainingAr
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.launcher import Launcher
 from melissa_trainer.launcher.account import SimulationOutcome
-from melissa_trainer.stream.receiver import ReceiverConfig
+from melissa_trainer.stream.receiver_config import ReceiverConfig
 
 __all__ = ["StudyEnd", "study_to_its_end", "study_trainer"]
 

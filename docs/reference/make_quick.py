@@ -27,7 +27,7 @@ from melissa_trainer.hooks import Event
 from melissa_trainer.hooks.progress import format_logs
 from melissa_trainer.hooks.tensorboard import TensorBoardHook
 from melissa_trainer.stream.assembly import REJECT_REASONS
-from melissa_trainer.stream.ingest_state import COUNTERS, TAIL_COUNTERS
+from melissa_trainer.stream.ingest_counters import COUNTERS, TAIL_COUNTERS
 from melissa_trainer.study.study import LAUNCHER_KEYS
 
 PAGE = Path(__file__).with_name("quick.md")

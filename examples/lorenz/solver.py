@@ -147,11 +147,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if parameters is not None:
         stream(parameters, opts.time_steps, opts.dt, opts.simulation_id)
         return 0
-    from melissa_trainer.client.worker import (  # worker mode
-        NOT_DELIVERED_EXIT_CODE,
-        LauncherGone,
-        serve_simulations,
-    )
+    from melissa_trainer.client.worker import serve_simulations  # worker mode
+    from melissa_trainer.client.worker_codes import NOT_DELIVERED_EXIT_CODE
+    from melissa_trainer.client.worker_launcher import LauncherGone
 
     try:
         serve_simulations(

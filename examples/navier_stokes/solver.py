@@ -302,11 +302,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.environ[ENV_RENDEZVOUS] = opts.rendezvous
     if parameters is not None and seed is not None:
         return stream(parameters, config, simulation_id, seed)
-    from melissa_trainer.client.worker import (  # worker mode
-        NOT_DELIVERED_EXIT_CODE,
-        LauncherGone,
-        serve_simulations,
-    )
+    from melissa_trainer.client.worker import serve_simulations  # worker mode
+    from melissa_trainer.client.worker_codes import NOT_DELIVERED_EXIT_CODE
+    from melissa_trainer.client.worker_launcher import LauncherGone
 
     try:
         serve_simulations(

@@ -70,7 +70,7 @@ import torch  # noqa: E402
 from study_common import StepTimer  # noqa: E402
 
 from melissa_trainer import Hook, OnlineTrainer  # noqa: E402
-from melissa_trainer.config.arguments import ConfigError  # noqa: E402
+from melissa_trainer.config.reading import ConfigError  # noqa: E402
 from navier_stokes.errors import field_errors, lead_time_table, mse_tails  # noqa: E402
 from navier_stokes.models import make_model  # noqa: E402
 from navier_stokes.plot import plot_comparison, predict  # noqa: E402

@@ -25,6 +25,7 @@ from __future__ import annotations
 from typing import Any
 
 from ._common import BufferClosedError, BufferStats, Sample
+from ._entries import ShareTooSmall
 from ._state import ARRAYS_FILE, META_FILE
 from .base import Buffer
 from .block import SampleBlock
@@ -55,6 +56,7 @@ __all__ = [
     "ReservoirBuffer",
     "Sample",
     "SampleBlock",
+    "ShareTooSmall",
     "make_buffer",
     "read_snapshot",
 ]

@@ -20,13 +20,13 @@ from typing import Any, ClassVar
 
 from melissa_trainer.common.checks import as_count
 
-from ._common import BufferClosedError, BufferStats, Sample
+from ._common import BufferClosedError, Sample
 from ._snapshot import SnapshotMixin
 from ._waiting import WaitingMixin
 from .block import SampleBlock
 from .rate_limiter import RateLimiter
 
-__all__ = ["Buffer", "BufferClosedError", "BufferStats", "Sample"]
+__all__ = ["Buffer"]
 
 
 def _count(items: list[Any]) -> int:

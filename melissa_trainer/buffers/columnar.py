@@ -43,10 +43,10 @@ from typing import Any
 
 import numpy as np
 
+from melissa_trainer.buffers._common import BufferClosedError
 from melissa_trainer.common.checks import as_count
 
 from ._common import Sample
-from .base import BufferClosedError
 from .block import SampleBlock
 from .reservoir import ReservoirBuffer
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from melissa_trainer.buffers._common import BufferClosedError
 from melissa_trainer.common.checks import as_count
 
 from . import _slots
 from ._common import Sample
 from ._reservoir_state import ReservoirState
-from .base import Buffer, BufferClosedError
+from .base import Buffer
 from .config import choices_problem
 from .rate_limiter import RateLimiter
 

@@ -2,7 +2,7 @@
 
 `share(snapshots, pending, rank, world_size)` is a pure function: each new rank calls
 it on the same files (every old rank's `Buffer.state_dict` and its dataset's pending
-batches, `read_snapshot` and `melissa_trainer.core.dataset.read_pending`) and gets the
+batches, `read_snapshot` and `melissa_trainer.core.pending_file.read_pending`) and gets the
 snapshot it loads with its ordinary `Buffer.load_state_dict`; no communication, and the
 same inputs give the same shares on every rank (iteration in old-rank and slot order,
 no hashing of Python objects, RNG derived from the snapshots only).
@@ -101,7 +101,7 @@ from typing import Any
 import numpy as np
 
 from . import _state
-from ._entries import Entry, Items, ShareTooSmall, check_undrawn
+from ._entries import Entry, Items, check_undrawn
 from ._shares import (
     Batches,
     RankSnapshot,
@@ -113,7 +113,7 @@ from ._shares import (
     match_retained,
 )
 
-__all__ = ["ShareTooSmall", "read_snapshot", "share"]
+__all__ = ["read_snapshot", "share"]
 
 
 def read_snapshot(directory: str | os.PathLike[str]) -> Snapshot:

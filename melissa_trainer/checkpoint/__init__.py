@@ -8,12 +8,7 @@ What a checkpoint saves is given as parts (`core.view.CheckpointParts`), never t
 trainer.
 """
 
-from melissa_trainer.checkpoint.paths import (
-    PREFIX,
-    checkpoint_path,
-    latest_checkpoint,
-    list_checkpoints,
-    resolve_resume,
-)
+from melissa_trainer.checkpoint.paths import checkpoint_path, resolve_resume
+from melissa_trainer.common.checkpoint_names import PREFIX, latest_checkpoint, list_checkpoints
 
 __all__ = ["PREFIX", "checkpoint_path", "latest_checkpoint", "list_checkpoints", "resolve_resume"]

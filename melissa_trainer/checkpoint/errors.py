@@ -26,7 +26,7 @@ from pathlib import Path
 from melissa_trainer.checkpoint import manifest
 from melissa_trainer.checkpoint import paths as ckpt
 from melissa_trainer.common.setting import setting
-from melissa_trainer.config.arguments import ARGS_FILE
+from melissa_trainer.config.arguments_file import ARGS_FILE
 
 #: space errors a save may meet, and how they are named
 _SPACE = {errno.ENOSPC: "No space left on device", errno.EDQUOT: "Disk quota exceeded"}

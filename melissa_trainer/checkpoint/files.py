@@ -9,8 +9,7 @@ the commit returns therefore cannot leave a `checkpoint-STEP` whose files are em
 short (the rename reaching the disk before the data is what a journaling file system may
 otherwise do).
 
-Small functions of the file system, nothing of a checkpoint's layout (`checkpoint.paths`'s,
-which re-exports them: ``paths.write_json`` is this module's).
+Small functions of the file system, nothing of a checkpoint's layout (`checkpoint.paths`'s).
 """
 
 from __future__ import annotations

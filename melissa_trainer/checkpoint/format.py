@@ -29,6 +29,7 @@ from pathlib import Path
 
 from melissa_trainer.checkpoint import paths as ckpt
 from melissa_trainer.checkpoint.errors import naming_file
+from melissa_trainer.checkpoint.files import read_json, write_json
 
 __all__ = ["FORMAT_FILE", "FORMAT_VERSION", "Part", "Scope", "format_of", "write_format"]
 
@@ -90,7 +91,7 @@ def write_format(staging: Path, registered: Sequence[Part]) -> None:
     """Write `FORMAT_FILE` into `staging` (the main rank's): `FORMAT_VERSION` and each
     part's scope, by name."""
     described = {part.name: part.scope.value for part in registered}
-    ckpt.write_json(staging / FORMAT_FILE, {"format_version": FORMAT_VERSION, "parts": described})
+    write_json(staging / FORMAT_FILE, {"format_version": FORMAT_VERSION, "parts": described})
 
 
 class FormatVersionError(ValueError):
@@ -114,7 +115,7 @@ def format_of(path: Path) -> int:
     if not file.is_file():
         return 1
     with naming_file(path, [FORMAT_FILE]):
-        version = ckpt.read_json(file)["format_version"]
+        version = read_json(file)["format_version"]
         if isinstance(version, int) and version > FORMAT_VERSION:
             raise FormatVersionError(
                 f"checkpoint format {version} is newer than this version of "

@@ -26,7 +26,7 @@ import json
 import os
 from pathlib import Path
 
-from melissa_trainer.checkpoint.paths import fsync_dir, fsync_file
+from melissa_trainer.checkpoint.files import fsync_dir, fsync_file
 from melissa_trainer.core.state import STATE_FILE
 
 __all__ = ["RECORD", "foreign", "history_of", "read_record", "write_record"]

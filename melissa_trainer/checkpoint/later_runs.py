@@ -30,8 +30,10 @@ import logging
 import os
 from pathlib import Path
 
+from melissa_trainer.checkpoint.files import fsync_dir
 from melissa_trainer.checkpoint.history import foreign, history_of
-from melissa_trainer.checkpoint.paths import free_sibling, fsync_dir, list_checkpoints
+from melissa_trainer.checkpoint.paths import free_sibling
+from melissa_trainer.common.checkpoint_names import list_checkpoints
 
 __all__ = ["set_aside_later", "set_aside_others"]
 

@@ -43,7 +43,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from melissa_trainer.checkpoint.paths import FORMAT_FILE, PREFIX
+from melissa_trainer.checkpoint.paths import FORMAT_FILE
+from melissa_trainer.common.checkpoint_names import PREFIX
 from melissa_trainer.core.state import STATE_FILE
 
 #: the manifest's file name, directly under the checkpoint directory

@@ -20,7 +20,7 @@ resumes from the newest checkpoint that verifies.
 Durability contract: before the rename, every file of the staging directory and the
 directories themselves are fsynced (`fsync_rank_files`); after it, the parent
 directories are fsynced (`commit`): `checkpoint.files` says why, and holds the fsyncs
-and the JSON writes and reads (re-exported here: ``paths.fsync_dir`` is its).
+and the JSON writes and reads.
 
 Layout of one checkpoint::
 
@@ -54,23 +54,27 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from melissa_trainer.checkpoint.files import (
-    fsync_dir,
-    fsync_file,
-    fsync_tree,
-    read_json,
-    record_text,
-    write_json,
-)
+from melissa_trainer.checkpoint.files import fsync_dir, fsync_file, fsync_tree
 from melissa_trainer.common.checkpoint_names import PREFIX, latest_checkpoint, list_checkpoints
 from melissa_trainer.core.state import STATE_FILE as TRAINER_STATE_FILE
 
 __all__ = [
-    "DELETING_PREFIX", "FORMAT_FILE", "PREFIX", "STAGING_PREFIX", "begin", "checkpoint_path",
-    "commit", "count_ranks", "free_sibling", "fsync_dir", "fsync_file", "fsync_rank_files",
-    "fsync_tree", "latest_checkpoint", "list_checkpoints", "move_aside", "rank_path",
-    "read_json", "record_text", "remove_staging", "resolve_resume", "rng_file", "rotate",
-    "staging_path", "write_json",
+    "DELETING_PREFIX",
+    "FORMAT_FILE",
+    "STAGING_PREFIX",
+    "begin",
+    "checkpoint_path",
+    "commit",
+    "count_ranks",
+    "free_sibling",
+    "fsync_rank_files",
+    "move_aside",
+    "rank_path",
+    "remove_staging",
+    "resolve_resume",
+    "rng_file",
+    "rotate",
+    "staging_path",
 ]  # fmt: skip
 
 STAGING_PREFIX = ".tmp-checkpoint-"

@@ -34,7 +34,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from melissa_trainer.checkpoint import paths as ckpt
+from melissa_trainer.checkpoint.files import read_json
 from melissa_trainer.config.reading import ConfigError
 
 __all__ = ["KEY", "SHAPES_KEY", "check", "fingerprint", "names", "recorded"]
@@ -101,7 +101,7 @@ def check(path: Path, record_file: Path, accelerator: Any) -> None:
     if not hasattr(accelerator, "_custom_objects"):
         return  # (an Accelerate without the list: its own load checks the count)
     mine = names(accelerator)
-    record = ckpt.read_json(record_file) if record_file.is_file() else {}
+    record = read_json(record_file) if record_file.is_file() else {}
     if record.get(KEY) is not None:
         if list(record[KEY]) == mine:
             _check_order(path, record.get(SHAPES_KEY), accelerator, mine)

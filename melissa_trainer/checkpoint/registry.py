@@ -6,7 +6,7 @@ Each stateful part of a run owns its state (``state_dict`` / ``load_state_dict``
 rank (a `format.Part`), writes them (`write`, into the staging directory of
 `trainer.checkpointing.save_checkpoint`: the atomic commit and the manifest are theirs)
 and reads them back in order (`load`). What a part is, its `Scope`, and the format
-version of the whole checkpoint (`FORMAT_FILE`) are `format`'s (re-exported here); the
+version of the whole checkpoint (`FORMAT_FILE`) are `format`'s; the
 migrations of every record are in `common.migrations`.
 
 Resuming on another number of ranks: a checkpoint written by ``k`` ranks loads on
@@ -31,23 +31,17 @@ from melissa_trainer.buffers import STATE_FILES as BUFFER_FILES
 from melissa_trainer.checkpoint import paths as ckpt
 from melissa_trainer.checkpoint import registered_objects, scheduler_class
 from melissa_trainer.checkpoint.errors import naming_file
-from melissa_trainer.checkpoint.format import (
-    FORMAT_FILE,
-    FORMAT_VERSION,
-    Part,
-    Scope,
-    format_of,
-    write_format,
-)
+from melissa_trainer.checkpoint.files import read_json, record_text, write_json
+from melissa_trainer.checkpoint.format import Part, Scope, format_of, write_format
 from melissa_trainer.checkpoint.reshard import Reshard, check_same_ranks_buffer
 from melissa_trainer.checkpoint.resume_end import warn_nothing_to_train
 from melissa_trainer.checkpoint.resumed_args import warn_changed_settings
 from melissa_trainer.checkpoint.resumed_best import restart_best
 from melissa_trainer.common.migrations import trainer_rank_of, upgrade
-from melissa_trainer.config.arguments import ARGS_FILE
+from melissa_trainer.config.arguments_file import ARGS_FILE
 from melissa_trainer.core import loss_per_simulation
-from melissa_trainer.core.dataset import PENDING_FILES
 from melissa_trainer.core.loss_per_simulation import SimulationLosses
+from melissa_trainer.core.pending_file import PENDING_FILES
 from melissa_trainer.core.state import RANK_STATE_FILE
 from melissa_trainer.core.state import STATE_FILE as TRAINER_STATE_FILE
 from melissa_trainer.hooks.base import STATE_FILE as HOOKS_FILE
@@ -56,8 +50,7 @@ from melissa_trainer.sources.source import STATE_FILE as SOURCE_FILE
 if TYPE_CHECKING:  # pragma: no cover
     from melissa_trainer.core.view import CheckpointParts
 
-__all__ = ["FORMAT_FILE", "FORMAT_VERSION", "RANK_STATE", "SAVE_FIRST", "Part", "Scope",
-           "format_of", "load", "parts", "training_ranks", "write"]  # fmt: skip
+__all__ = ["RANK_STATE", "SAVE_FIRST", "load", "parts", "training_ranks", "write"]  # fmt: skip
 
 logger = logging.getLogger(__name__)
 
@@ -95,25 +88,25 @@ def parts(trainer: CheckpointParts) -> list[Part]:
 
     def load_source(path: Path, version: int) -> None:
         with naming_file(path, [f"{mine}/{SOURCE_FILE}"]):
-            source_state = ckpt.read_json(rank_dir(path) / SOURCE_FILE)
+            source_state = read_json(rank_dir(path) / SOURCE_FILE)
         trainer.source.load_state_dict(source_state)  # its own errors, as they are
 
     def load_trainer_state(path: Path, version: int) -> None:
-        saved = ckpt.read_json(path / TRAINER_STATE_FILE)
+        saved = read_json(path / TRAINER_STATE_FILE)
         # (its version is the format's)
         state.load_state_dict(upgrade("trainer_state", saved, version))
         state.max_steps = trainer.args.max_steps  # the new run's limit wins
 
     def save_rank(path: Path) -> None:
         figures = {"samples_seen": state.samples_seen, **trainer.log_figures.state_dict()}
-        ckpt.write_json(rank_dir(path) / RANK_STATE, figures)
+        write_json(rank_dir(path) / RANK_STATE, figures)
 
     def load_rank(path: Path, version: int) -> None:
         file = rank_dir(path) / RANK_STATE
         if file.is_file():
-            figures = ckpt.read_json(file)
+            figures = read_json(file)
         else:  # a checkpoint of a version before it: rank 0's count, in the trainer state
-            figures = trainer_rank_of(ckpt.read_json(path / TRAINER_STATE_FILE))
+            figures = trainer_rank_of(read_json(path / TRAINER_STATE_FILE))
         state.samples_seen = int(figures["samples_seen"])
         trainer.log_figures.load_state_dict(figures)
 
@@ -122,7 +115,7 @@ def parts(trainer: CheckpointParts) -> list[Part]:
         # (every rank: the best of another metric is forgotten on all, `restart_best`)
         file = path / ARGS_FILE
         if file.is_file():
-            saved, current = ckpt.read_json(file), trainer.args.to_dict()
+            saved, current = read_json(file), trainer.args.to_dict()
             if trainer.is_main_process:
                 warn_changed_settings(path, saved, current)
             restart_best(path, saved, current, state, trainer.is_main_process)
@@ -170,7 +163,7 @@ def parts(trainer: CheckpointParts) -> list[Part]:
             Scope.PER_RANK,
             own(SOURCE_FILE),
             lambda path: (rank_dir(path) / SOURCE_FILE).write_bytes(
-                ckpt.record_text(trainer.source.state_dict()).encode()
+                record_text(trainer.source.state_dict()).encode()
             ),  # (`record_text`: the bytes whose hash `end_save` compares at the end)
             load_source,
             names_file=False,
@@ -204,8 +197,8 @@ def parts(trainer: CheckpointParts) -> list[Part]:
             "hooks",
             Scope.GLOBAL,
             root(HOOKS_FILE),
-            lambda path: ckpt.write_json(path / HOOKS_FILE, trainer.hooks.state_dict()),
-            lambda path, version: trainer.hooks.load_state_dict(ckpt.read_json(path / HOOKS_FILE)),
+            lambda path: write_json(path / HOOKS_FILE, trainer.hooks.state_dict()),
+            lambda path, version: trainer.hooks.load_state_dict(read_json(path / HOOKS_FILE)),
         ),
         Part(
             "buffer",
@@ -243,7 +236,7 @@ def parts(trainer: CheckpointParts) -> list[Part]:
             "training_args",
             Scope.GLOBAL,
             root(ARGS_FILE),
-            lambda path: ckpt.write_json(path / ARGS_FILE, trainer.args.to_dict()),
+            lambda path: write_json(path / ARGS_FILE, trainer.args.to_dict()),
             load_args,
         ),
         Part(  # (read by `load` before any part: `scheduler_class.check`)

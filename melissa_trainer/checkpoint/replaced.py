@@ -30,7 +30,9 @@ import re
 from pathlib import Path
 
 from melissa_trainer.checkpoint import paths
-from melissa_trainer.checkpoint.paths import PREFIX, STAGING_PREFIX, checkpoint_path, fsync_dir
+from melissa_trainer.checkpoint.files import fsync_dir
+from melissa_trainer.checkpoint.paths import STAGING_PREFIX, checkpoint_path
+from melissa_trainer.common.checkpoint_names import PREFIX
 
 __all__ = ["begin_save", "restore_replaced", "retire_stale", "to_restore"]
 

@@ -40,16 +40,17 @@ from safetensors.numpy import load_file
 
 from melissa_trainer.buffers import META_FILE as BUFFER_META
 from melissa_trainer.buffers import STATE_FILES as BUFFER_FILES
-from melissa_trainer.buffers import read_snapshot
-from melissa_trainer.buffers.reshard import ShareTooSmall, share
+from melissa_trainer.buffers import ShareTooSmall, read_snapshot
+from melissa_trainer.buffers.reshard import share
 from melissa_trainer.checkpoint import paths as ckpt
 from melissa_trainer.checkpoint.errors import naming_file
+from melissa_trainer.checkpoint.files import read_json
 from melissa_trainer.common.migrations import trainer_rank_of
 from melissa_trainer.config.reading import ConfigError
 from melissa_trainer.core import loss_per_simulation
-from melissa_trainer.core.dataset import PENDING_FILES, read_pending
 from melissa_trainer.core.figures import LogFigures
 from melissa_trainer.core.loss_per_simulation import SimulationLosses
+from melissa_trainer.core.pending_file import PENDING_FILES, read_pending
 from melissa_trainer.core.state import RANK_STATE_FILE, share_samples_seen
 from melissa_trainer.core.state import STATE_FILE as TRAINER_STATE_FILE
 from melissa_trainer.sources.source import STATE_FILE as SOURCE_FILE
@@ -154,7 +155,7 @@ class Reshard:
         states = []
         for r in range(old):
             with naming_file(path, [f"rank_{r}/{SOURCE_FILE}"]):
-                states.append(ckpt.read_json(ckpt.rank_path(path, r) / SOURCE_FILE))
+                states.append(read_json(ckpt.rank_path(path, r) / SOURCE_FILE))
         _, meta = self.buffer_share(path, old)
         puts, put = self._old_puts, int(meta["put"])
         source = self.trainer.source
@@ -180,9 +181,9 @@ class Reshard:
         for r in range(old):
             file = ckpt.rank_path(path, r) / RANK_STATE_FILE
             if file.is_file():
-                records.append(ckpt.read_json(file))
+                records.append(read_json(file))
             else:  # an earlier version's: rank 0's count, which every rank resumed with
-                records.append(trainer_rank_of(ckpt.read_json(path / TRAINER_STATE_FILE)))
+                records.append(trainer_rank_of(read_json(path / TRAINER_STATE_FILE)))
         trainer = self.trainer
         counts = [int(record["samples_seen"]) for record in records]
         trainer.state.samples_seen = share_samples_seen(counts, self.rank, self.world_size)
@@ -263,7 +264,7 @@ def check_same_ranks_buffer(path: Path, trainer: CheckpointParts) -> None:
     checkpoint's; another size is taken on another number of ranks only). A buffer
     file that does not read is left to the buffer's own load, which names it."""
     try:
-        meta = ckpt.read_json(ckpt.rank_path(path, trainer.process_index) / BUFFER_META)
+        meta = read_json(ckpt.rank_path(path, trainer.process_index) / BUFFER_META)
         kind, capacity = meta["kind"], int(meta["capacity"])
     except (OSError, ValueError, KeyError, TypeError):
         return

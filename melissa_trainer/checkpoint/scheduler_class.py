@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from melissa_trainer.checkpoint import paths as ckpt
+from melissa_trainer.checkpoint.files import read_json, write_json
 from melissa_trainer.checkpoint.resumed_args import scheduler_settings
 from melissa_trainer.config.reading import ConfigError
 
@@ -54,7 +54,7 @@ def record(path: Path, scheduler: Any | None, registered: Mapping[str, Any] | No
     (`registered_objects.recorded`; None: not recorded)."""
     record: dict[str, Any] = {"class": class_name(scheduler)}
     record.update(registered or {})
-    ckpt.write_json(path / SCHEDULER_FILE, record)
+    write_json(path / SCHEDULER_FILE, record)
 
 
 def _short(name: str) -> str:
@@ -72,7 +72,7 @@ def check(path: Path, scheduler: Any | None) -> None:
     file = path / SCHEDULER_FILE
     mine = class_name(scheduler)
     if file.is_file():
-        theirs: str | None = ckpt.read_json(file).get("class")
+        theirs: str | None = read_json(file).get("class")
         has_state = theirs is not None
     else:  # written before the record: only the presence of its state is known
         theirs, has_state = None, (path / STATE_FILE).is_file()

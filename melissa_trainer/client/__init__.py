@@ -47,7 +47,6 @@ if TYPE_CHECKING:  # pragma: no cover - the eager imports, for type checkers
     from melissa_trainer.client.config import (
         ENV_ENDPOINTS,
         ENV_KEY,
-        ENV_PARAMETERS,
         ENV_RENDEZVOUS,
         ENV_RUN_ID,
         ENV_SIMULATION_ID,
@@ -59,15 +58,16 @@ if TYPE_CHECKING:  # pragma: no cover - the eager imports, for type checkers
         ReceiverUnreachable,
     )
     from melissa_trainer.client.held import ARRAY_REUSE_MODES, HELD_BYTES_MAX
-    from melissa_trainer.client.predict import (
+    from melissa_trainer.client.parameters import ENV_PARAMETERS
+    from melissa_trainer.client.predict import Predictor
+    from melissa_trainer.client.predict_endpoint import ENV_SERVE_ENDPOINTS, ENV_SERVE_KEY
+    from melissa_trainer.client.predict_errors import (
         Predicted,
         PredictionUnavailable,
-        Predictor,
         PredictRefused,
         PredictTimeout,
         PredictUnreachable,
     )
-    from melissa_trainer.client.predict_link import ENV_SERVE_ENDPOINTS, ENV_SERVE_KEY
     from melissa_trainer.client.stopped import SimulationNotNeeded
     from melissa_trainer.client.tuning import (
         DEFAULT_BATCH_BYTES,
@@ -114,6 +114,7 @@ __all__ = [
 #: name -> the module (absolute) that defines it
 _WHERE = {
     "Client": "melissa_trainer.client.client",
+    "ENV_PARAMETERS": "melissa_trainer.client.parameters",
     "SimulationRefused": "melissa_trainer.client.admission",
     "SimulationNotNeeded": "melissa_trainer.client.stopped",
     "DeliveryFailed": "melissa_trainer.client.gave_up",
@@ -123,7 +124,6 @@ _WHERE = {
         [
             "ENV_ENDPOINTS",
             "ENV_KEY",
-            "ENV_PARAMETERS",
             "ENV_RENDEZVOUS",
             "ENV_RUN_ID",
             "ENV_SIMULATION_ID",
@@ -137,18 +137,18 @@ _WHERE = {
     "INLINE_MAX_BYTES": "melissa_trainer.client.field_part",
     "ARRAY_REUSE_MODES": "melissa_trainer.client.held",
     "HELD_BYTES_MAX": "melissa_trainer.client.held",
-    "ENV_SERVE_ENDPOINTS": "melissa_trainer.client.predict_link",
-    "ENV_SERVE_KEY": "melissa_trainer.client.predict_link",
+    "ENV_SERVE_ENDPOINTS": "melissa_trainer.client.predict_endpoint",
+    "ENV_SERVE_KEY": "melissa_trainer.client.predict_endpoint",
+    "Predictor": "melissa_trainer.client.predict",
     **dict.fromkeys(
         [
             "Predicted",
             "PredictionUnavailable",
-            "Predictor",
             "PredictRefused",
             "PredictTimeout",
             "PredictUnreachable",
         ],
-        "melissa_trainer.client.predict",
+        "melissa_trainer.client.predict_errors",
     ),
     "fetch_endpoints": "melissa_trainer.stream.endpoints",
     "RESERVED_NAMES": "melissa_trainer.wire",

@@ -225,7 +225,7 @@ class AdmissionWatch:
 def _answers_admission(entry: dict[str, Any]) -> bool:
     """Whether a rendezvous entry's follow socket answers ADMISSION_QUERY (one that
     lists no ``follow_kinds`` is asked, as the close asks it)."""
-    from melissa_trainer.wire.admission import ADMISSION_QUERY
+    from melissa_trainer.wire.layout import ADMISSION_QUERY
 
     kinds = entry.get("follow_kinds")
     return bool(entry.get("follow_endpoint")) and (

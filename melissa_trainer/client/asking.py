@@ -46,7 +46,8 @@ from melissa_trainer.client.follow import Unanswered
 
 if TYPE_CHECKING:
     from melissa_trainer.client.following import Following
-    from melissa_trainer.client.predict import Predicted, Predictor
+    from melissa_trainer.client.predict import Predictor
+    from melissa_trainer.client.predict_errors import Predicted
 
 __all__ = ["Asking"]
 
@@ -76,7 +77,8 @@ class Asking:
         the requests before failed and the rendezvous names one; then ask as `run_id()`
         over sockets of `context()` (the client's transport's, read after the follow)."""
         # (imported here: most simulations never ask, and their start-up should not pay)
-        from melissa_trainer.client.predict import PredictionUnavailable, Predictor, PredictTimeout
+        from melissa_trainer.client.predict import Predictor
+        from melissa_trainer.client.predict_errors import PredictionUnavailable, PredictTimeout
 
         if following is not None and self._failing:
             entries = following.follower.rewritten()

@@ -45,7 +45,6 @@ from melissa_trainer.client.admission_watch import AdmissionWatch
 from melissa_trainer.client.asking import Asking
 from melissa_trainer.client.client_close import ClosingClient
 from melissa_trainer.client.config import (
-    check_parameters,
     check_simulation_id,
     rendezvous_dir,
     replay_bytes_for,
@@ -58,8 +57,8 @@ from melissa_trainer.client.finite_check import FiniteCheck
 from melissa_trainer.client.handshake_words import ARGUMENT, ENV, RENDEZVOUS
 from melissa_trainer.client.held import HeldArrays
 from melissa_trainer.client.launched_env import check_launched
+from melissa_trainer.client.parameters import check_parameters
 from melissa_trainer.client.restart import RestartCheck
-from melissa_trainer.client.transport import FAILED_CLOSE_TIMEOUT as FAILED_CLOSE_TIMEOUT
 from melissa_trainer.client.transport import Transport
 from melissa_trainer.client.tuning import ClientTuning, check_field_sizes, named_keywords
 from melissa_trainer.common.checks import check_seconds
@@ -67,7 +66,7 @@ from melissa_trainer.wire import FieldSpec, field_specs
 
 if TYPE_CHECKING:
     from melissa_trainer.client.following import Following
-    from melissa_trainer.client.predict import Predicted
+    from melissa_trainer.client.predict_errors import Predicted
 
 __all__ = ["Client"]
 

@@ -19,8 +19,8 @@ from collections import Counter
 from typing import Any, Self
 
 from melissa_trainer.client.client_follow import FollowsTrainer
+from melissa_trainer.client.closing import client_logger
 from melissa_trainer.client.config import launched
-from melissa_trainer.client.transport import client_logger
 from melissa_trainer.client.tuning import ClientTuning
 
 __all__ = ["ClosingClient"]

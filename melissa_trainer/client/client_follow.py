@@ -10,16 +10,17 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from melissa_trainer.client.closing import client_logger
 from melissa_trainer.client.follow import QUERY_TIMEOUT
 from melissa_trainer.client.held import HeldArrays
 from melissa_trainer.client.sending import Sending
-from melissa_trainer.client.transport import Transport, client_logger
+from melissa_trainer.client.transport import Transport
 from melissa_trainer.wire import FieldSpec
 
 if TYPE_CHECKING:
     from melissa_trainer.client.admission_watch import AdmissionWatch
     from melissa_trainer.client.asking import Asking
-    from melissa_trainer.client.config import Parameters
+    from melissa_trainer.client.parameters import Parameters
 
 __all__ = ["FollowsTrainer"]
 

@@ -42,9 +42,7 @@ import zmq
 
 from melissa_trainer import wire as protocol
 from melissa_trainer.client import patience
-from melissa_trainer.client.config import ClientTuning
 from melissa_trainer.client.delivery import DeliveryWait
-from melissa_trainer.client.follow_words import follow_gave_up
 from melissa_trainer.client.gave_up import (
     DeliveryFailed,
     Preempted,
@@ -59,6 +57,7 @@ from melissa_trainer.client.held import HeldArrays, Released
 from melissa_trainer.client.outbox import Outbox
 from melissa_trainer.client.send_wait import SendWait
 from melissa_trainer.client.sockets import arm
+from melissa_trainer.client.tuning import ClientTuning
 from melissa_trainer.stream.step_set import StepSet
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -68,15 +67,12 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = [
     "Closable",
-    "StopSaid",
     "TrainerPreempted",
     "TrainerStopped",
     "client_logger",
     "close_transport",
-    "follow_gave_up",
     "send_tracked",
     "waiting_notice",
-    "waits_for",
 ]
 
 

@@ -2,8 +2,8 @@
 simulation id, the receivers' endpoints and run id, its parameters, its replay window,
 whether the launcher started it). Each value is checked here, with an error that names
 it and says how to fix it. How it sends (`ClientTuning`, the knobs a simulation rarely
-changes, and their defaults) is `melissa_trainer.client.tuning`'s; its names are
-re-exported here, where they were first. Imports the standard library, numpy and pyzmq
+changes, and their defaults) is `melissa_trainer.client.tuning`'s; its parameters,
+`melissa_trainer.client.parameters`'. Imports the standard library, numpy and pyzmq
 only (through `protocol` and `endpoints`): no torch."""
 
 from __future__ import annotations
@@ -17,28 +17,10 @@ from melissa_trainer import wire as protocol
 from melissa_trainer.client.endpoint_form import RECEIVER_FORM, endpoint_fault
 from melissa_trainer.client.env_names import unknown_note
 from melissa_trainer.client.gave_up import ReceiverNotFound, ReceiverUnreachable
-from melissa_trainer.client.parameters import (
-    ENV_PARAMETERS,
-    Parameters,
-    UnknownParameterError,
-    check_parameters,
-)
 from melissa_trainer.client.rendezvous_words import missing_note, waiting_notice
 from melissa_trainer.client.server_key import check_server_key, z85_fault
-from melissa_trainer.client.tuning import (
-    DEFAULT_BATCH_BYTES,
-    DEFAULT_BATCH_DELAY,
-    DEFAULT_CLOSE_TIMEOUT,
-    DEFAULT_DISCONNECTED_TIMEOUT,
-    DEFAULT_FAILED_CLOSE_TIMEOUT,
-    DEFAULT_FOLLOW_TIMEOUT,
-    DEFAULT_REPLAY_BYTES,
-    DEFAULT_SNDHWM,
-    ClientTuning,
-    check_field_sizes,
-    check_socket_options,
-)
-from melissa_trainer.client.worker import ENV_WORKER
+from melissa_trainer.client.tuning import DEFAULT_REPLAY_BYTES, ClientTuning
+from melissa_trainer.client.worker_launcher import ENV_WORKER
 from melissa_trainer.config.reading import ConfigError
 from melissa_trainer.stream.endpoints import fetch_rendezvous
 from melissa_trainer.stream.host_scope import out_of_reach
@@ -46,18 +28,13 @@ from melissa_trainer.stream.receiver_address import is_loopback
 from melissa_trainer.wire.routing import routing_of_entries
 
 __all__ = [
-    # what a client is told (defined here)
     "ENV_ENDPOINTS",
     "ENV_KEY",
-    "ENV_PARAMETERS",
     "ENV_RENDEZVOUS",
     "ENV_REPLAY_BYTES",
     "ENV_RUN_ID",
     "ENV_SIMULATION_ID",
-    "Parameters",
-    "UnknownParameterError",
     "check_attempt",
-    "check_parameters",
     "check_simulation_id",
     "check_time_step",
     "launched",
@@ -65,18 +42,6 @@ __all__ = [
     "replay_bytes_for",
     "resolve_receivers",
     "resolve_run_id",
-    # how it sends (`tuning`'s, re-exported from where they were first)
-    "DEFAULT_BATCH_BYTES",
-    "DEFAULT_BATCH_DELAY",
-    "DEFAULT_CLOSE_TIMEOUT",
-    "DEFAULT_DISCONNECTED_TIMEOUT",
-    "DEFAULT_FAILED_CLOSE_TIMEOUT",
-    "DEFAULT_FOLLOW_TIMEOUT",
-    "DEFAULT_REPLAY_BYTES",
-    "DEFAULT_SNDHWM",
-    "ClientTuning",
-    "check_field_sizes",
-    "check_socket_options",
 ]
 
 #: The simulation id (an unsigned 64-bit decimal integer).
@@ -85,7 +50,7 @@ ENV_SIMULATION_ID = "MELISSA_TRAINER_SIMULATION_ID"
 ENV_ENDPOINTS = "MELISSA_TRAINER_ENDPOINTS"
 #: The receivers' CURVE public key (Z85, 40 characters; every rank binds with the stream's
 #: one), for endpoints given by `ENV_ENDPOINTS` or ``endpoints=`` (a rendezvous
-#: publishes its own): as `predict.ENV_SERVE_KEY` is for the serving endpoints.
+#: publishes its own): as `predict_link.ENV_SERVE_KEY` is for the serving endpoints.
 ENV_KEY = "MELISSA_TRAINER_KEY"
 #: A directory holding one `rank_{r}.json` per receiver (used when ENDPOINTS is unset).
 ENV_RENDEZVOUS = "MELISSA_TRAINER_RENDEZVOUS"
@@ -133,7 +98,7 @@ def replay_bytes_for(
 def launched(simulation_id: int | None = None) -> bool:
     """Whether the launcher started this simulation: this process is one it launched
     (``$MELISSA_TRAINER_ATTEMPT`` set), or `simulation_id` is the one it gave this
-    process's worker last (`worker.given_attempt`: worker mode, where workers get no
+    process's worker last (`worker_given.given_attempt`: worker mode, where workers get no
     attempt variable). Either way the launcher restarts it and the study records its
     refusal, so it neither keeps a replay window nor asks for its admission while it
     runs (external mode does both). Its close asks for its BYE's receipt only in a

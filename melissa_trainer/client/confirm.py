@@ -74,10 +74,12 @@ from melissa_trainer.client.admission import SimulationRefused, check_admission
 from melissa_trainer.client.closing import client_logger
 from melissa_trainer.client.delivery import CLOSE_CAP_FACTOR
 from melissa_trainer.client.gave_up import DeliveryFailed, rerun_words
-from melissa_trainer.client.receipts import Closed, Rounds, confirmed
+from melissa_trainer.client.receipt_words import Closed
+from melissa_trainer.client.receipts import Rounds, confirmed
 from melissa_trainer.stream.endpoints import fetch_rendezvous
 from melissa_trainer.stream.rank_bounds import read_file
-from melissa_trainer.wire.receipt import RECEIPT_BYE, RECEIPT_QUERY, ReceiptReply
+from melissa_trainer.wire.layout import RECEIPT_QUERY
+from melissa_trainer.wire.receipt import RECEIPT_BYE, ReceiptReply
 
 if TYPE_CHECKING:  # pragma: no cover
     from melissa_trainer.client.following import Following

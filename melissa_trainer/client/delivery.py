@@ -49,7 +49,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from melissa_trainer.client.gave_up import rerun_words
-from melissa_trainer.client.handshake import down_note, never_note, pending_note
+from melissa_trainer.client.handshake_notes import down_note, never_note, pending_note
 from melissa_trainer.client.patience import CloseWait
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -7,8 +7,7 @@ traceback kept, so a caller catching `DeliveryFailed` or `TimeoutError` still do
 what the error said, then the whole wait, the bound that ended it
 (`ClientTuning.follow_timeout`) and what to do: resume the trainer and run the
 simulation again (a preempted trainer's stop record: a resume was due), or run it again
-(`gave_up.run_again`). Imports the standard library and `gave_up` only; re-exported by
-`closing`, its import path before.
+(`gave_up.run_again`). Imports the standard library and `gave_up` only.
 """
 
 from __future__ import annotations

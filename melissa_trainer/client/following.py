@@ -27,12 +27,13 @@ from typing import Any, Protocol, SupportsIndex
 
 import numpy as np
 
-from melissa_trainer.client.closing import TrainerStopped, follow_gave_up
+from melissa_trainer.client.closing import TrainerStopped
 from melissa_trainer.client.config import check_time_step
 from melissa_trainer.client.follow import QUERY_TIMEOUT, Follower, FollowError, Superseded
+from melissa_trainer.client.follow_words import follow_gave_up
 from melissa_trainer.client.gave_up import rerun_words
 from melissa_trainer.client.replay import ReplayWindow
-from melissa_trainer.client.send_wait import ReceiverGone, StoppedForGood
+from melissa_trainer.client.send_errors import ReceiverGone, StoppedForGood
 from melissa_trainer.client.tuning import DEFAULT_DISCONNECTED_TIMEOUT
 from melissa_trainer.stream.step_set import StepSet
 from melissa_trainer.wire import HELD_ABANDONED, HeldReply
@@ -257,7 +258,7 @@ class Following:
         back there. Given `started` (a close
         whose transport gave up, or a blocked send's `ReceiverGone`: the
         `time.monotonic()` it began), its message is completed with that wait, the
-        whole one, and what to do (`closing.follow_gave_up`); a receipt's error says
+        whole one, and what to do (`follow_words.follow_gave_up`); a receipt's error says
         them already (`receipts`). An `error` that a wait raised on a run `seen`
         announced, which the rendezvous no longer names complete when read here (it
         stopped as it started, or is being rewritten), says so before that wait: the

@@ -60,7 +60,7 @@ class Preempted(DeliveryFailed):
     preempted (`RestartCheck.preempted`): a close's (`closing.TrainerPreempted`) or a
     blocked send's (`send_wait.SendPreempted`). Its message says so in place of "the
     trainer died"; a client that follows restarted trainers completes it, if no resume
-    came, with what to do (`closing.follow_gave_up`)."""
+    came, with what to do (`follow_words.follow_gave_up`)."""
 
 
 @dataclass(frozen=True)

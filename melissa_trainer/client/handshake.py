@@ -43,32 +43,11 @@ from collections.abc import Sequence
 
 import zmq
 
-# (the notes re-exported: their import path before `handshake_notes`)
 from melissa_trainer.client.handshake_events import HandshakeEvents
-from melissa_trainer.client.handshake_notes import down_note, never_note, pending_note
-from melissa_trainer.client.handshake_timing import NOT_ZMQ_AFTER, REPEAT_AFTER, timeout_bound
-from melissa_trainer.client.handshake_words import (
-    MISMATCH,
-    NO_KEY,
-    NOT_RECEIVER,
-    NOT_RECEIVER_DROPS,
-    PLAIN,
-    UNDETAILED_PLAIN,
-)
+from melissa_trainer.client.handshake_timing import NOT_ZMQ_AFTER, REPEAT_AFTER
+from melissa_trainer.client.handshake_words import NO_KEY, NOT_RECEIVER, NOT_RECEIVER_DROPS
 
-__all__ = [
-    "MISMATCH",
-    "NOT_RECEIVER",
-    "NOT_RECEIVER_DROPS",
-    "NOT_ZMQ_AFTER",
-    "PLAIN",
-    "UNDETAILED_PLAIN",
-    "Handshakes",
-    "down_note",
-    "never_note",
-    "pending_note",
-    "timeout_bound",
-]
+__all__ = ["Handshakes"]
 
 
 class Handshakes(HandshakeEvents):

@@ -4,7 +4,7 @@ know of the receivers: none ever accepted a connection, or a peer is not a recei
 (`pending_note`); a receiver once connected is disconnected now (`down_note`). The
 words of a close that gave up (`patience`) and of a send (`send_wait.SendWait.timeout`),
 as the C client words them (clients/c/src/handshake.c). Each reads the monitors without
-blocking; `handshake` re-exports them (their import path before this module).
+blocking.
 """
 
 from __future__ import annotations

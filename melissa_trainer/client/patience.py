@@ -40,25 +40,16 @@ from typing import TYPE_CHECKING
 
 import zmq
 
-from melissa_trainer.client.gave_up import run_again, waits_for
-from melissa_trainer.client.handshake import NOT_RECEIVER, Handshakes
+from melissa_trainer.client.handshake import Handshakes
 from melissa_trainer.client.handshake_notes import down_note, never_note, pending_note
-from melissa_trainer.client.peer_watch import (
-    NOTICE_AFTER,
-    Notice,
-    PeerWatch,
-    notice_after,
-    notice_due,
-)
+from melissa_trainer.client.handshake_words import NOT_RECEIVER
+from melissa_trainer.client.peer_watch import Notice, PeerWatch, notice_due
 from melissa_trainer.client.sockets import SLICE, deadline_after, ms_left
 
 if TYPE_CHECKING:  # pragma: no cover
     from melissa_trainer.client.gave_up import StopSaid
 
-__all__ = [
-    "NOTICE_AFTER", "SLICE", "CloseWait", "Notice", "PeerWatch", "never_note", "notice_after",
-    "notice_due", "run_again", "waits_for",
-]  # fmt: skip
+__all__ = ["CloseWait"]  # fmt: skip
 
 #: how to change each bound a closing client names when it gives up (`CloseWait.timed_out`)
 _HOW = {

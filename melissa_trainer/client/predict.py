@@ -96,34 +96,20 @@ from melissa_trainer.client.predict_errors import (
     PredictionUnavailable,
     PredictRefused,
     PredictTimeout,
-    PredictUnreachable,
 )
 from melissa_trainer.client.predict_inputs import (
     checked_predictor_id,
     prepared_arrays,
     request_frames,
 )
-from melissa_trainer.client.predict_link import (
-    ENV_SERVE_ENDPOINTS,
-    ENV_SERVE_KEY,
-    PredictLink,
-)
+from melissa_trainer.client.predict_link import PredictLink
 from melissa_trainer.client.predict_lookup import checked_endpoint
 from melissa_trainer.client.server_key import check_server_key
 from melissa_trainer.stream.serving_rendezvous import check_inputs
 from melissa_trainer.wire import Prediction
 from melissa_trainer.wire.predict_describe import Description
 
-__all__ = [
-    "ENV_SERVE_ENDPOINTS",
-    "ENV_SERVE_KEY",
-    "PredictRefused",
-    "PredictTimeout",
-    "PredictUnreachable",
-    "Predicted",
-    "PredictionUnavailable",
-    "Predictor",
-]
+__all__ = ["Predictor"]
 
 #: Default seconds a `predict` waits for its answer.
 DEFAULT_PREDICT_TIMEOUT = 10.0

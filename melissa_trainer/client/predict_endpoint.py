@@ -32,7 +32,7 @@ from melissa_trainer.stream.endpoints import stamp
 from melissa_trainer.stream.serving_rendezvous import read_serving
 from melissa_trainer.wire import FieldSpec
 
-__all__ = ["ENV_SERVE_ENDPOINTS", "ENV_SERVE_KEY", "EndpointLookup", "stamp"]
+__all__ = ["ENV_SERVE_ENDPOINTS", "ENV_SERVE_KEY", "EndpointLookup"]
 
 #: Comma-separated serving endpoints, in training-rank order (else the rendezvous).
 ENV_SERVE_ENDPOINTS = "MELISSA_TRAINER_SERVE_ENDPOINTS"

@@ -33,7 +33,7 @@ import time
 
 import zmq
 
-from melissa_trainer.client.handshake import timeout_bound
+from melissa_trainer.client.handshake_timing import timeout_bound
 
 __all__ = ["DRAIN", "NO_ANSWER", "TIMED_OUT", "ServeEvents"]
 

@@ -37,7 +37,7 @@ from melissa_trainer.client.sockets import connect_timeout_ms
 from melissa_trainer.wire import FieldSpec
 
 # (the variables re-exported: their import path before `predict_endpoint`)
-__all__ = ["ENV_SERVE_ENDPOINTS", "ENV_SERVE_KEY", "PredictLink", "poll_ms"]
+__all__ = ["PredictLink", "poll_ms"]
 
 #: After a trainer was found gone (a connection refused or lost, its serve file
 #: removed), requests fail at once without dialling for a backoff that doubles from the

@@ -36,8 +36,15 @@ from melissa_trainer.stream.serving_rendezvous import NO_SERVER, OTHER_RUN
 from melissa_trainer.stream.stop_record import RECORD_KEY, restarts_fault
 
 __all__ = [
-    "UNSERVED", "MissingDirectory", "Unserved", "checked_endpoint", "endpoint_fault",
-    "other_run", "stop_reason", "stop_text", "stopped_story", "unreachable",
+    "UNSERVED",
+    "MissingDirectory",
+    "Unserved",
+    "checked_endpoint",
+    "other_run",
+    "stop_reason",
+    "stop_text",
+    "stopped_story",
+    "unreachable",
 ]  # fmt: skip
 
 logger = logging.getLogger("melissa_trainer.client.predict")

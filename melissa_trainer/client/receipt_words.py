@@ -21,9 +21,9 @@ from typing import Any, Protocol
 
 from melissa_trainer import wire as protocol
 from melissa_trainer.client.admission import SimulationRefused, reason_with_fix
-from melissa_trainer.client.config import ClientTuning
 from melissa_trainer.client.delivery import CLOSE_CAP_FACTOR, capped_words
 from melissa_trainer.client.gave_up import rerun_words
+from melissa_trainer.client.tuning import ClientTuning
 from melissa_trainer.stream.rank_bounds import read_file
 from melissa_trainer.wire.receipt import ReceiptReply
 

@@ -20,9 +20,9 @@ import zmq
 from zmq.utils.monitor import recv_monitor_message
 
 from melissa_trainer.client import delivery
-from melissa_trainer.client.closing import client_logger, waits_for
+from melissa_trainer.client.closing import client_logger
 from melissa_trainer.client.delivery import capped_deadline
-from melissa_trainer.client.gave_up import DeliveryFailed
+from melissa_trainer.client.gave_up import DeliveryFailed, waits_for
 from melissa_trainer.client.peer_watch import notice_after
 from melissa_trainer.client.receipt_words import Closed, gone_words, refused, unconfirmed
 from melissa_trainer.client.sockets import control_dealer
@@ -35,7 +35,7 @@ from melissa_trainer.wire.receipt import (
     encode_receipt_query,
 )
 
-__all__ = ["PAUSE", "ROUND_TIMEOUT", "Closed", "Rounds", "confirmed"]
+__all__ = ["PAUSE", "ROUND_TIMEOUT", "Rounds", "confirmed"]
 
 #: seconds one round waits for the receivers' RECEIPTs: a live receiver answers at once
 #: if it can confirm the BYE, else within its hold (`follow_server.RECEIPT_HOLD`, 0.5 s)

@@ -9,7 +9,7 @@ wasted work (a heat resume re-sent 100 such steps). So a launched attempt after 
 first (``MELISSA_TRAINER_ATTEMPT`` > 0: the launcher counts from 0), a launched
 batch job that Slurm requeued (``SLURM_RESTART_COUNT`` > 0: the same script again, its
 attempt unchanged; `launched_env.requeued`), or a worker's simulation given again
-(`worker.given_attempt` > 0: the launcher's answer to the worker carries the attempt),
+(`worker_given.given_attempt` > 0: the launcher's answer to the worker carries the attempt),
 its endpoints from a rendezvous, asks each receiver at its first send which of its
 steps the receiver holds (HELD_QUERY on the follow socket, docs/protocol.md section 17;
 `follow.Follower.held`): its ledger now (its checkpoint's record and what it took
@@ -111,7 +111,7 @@ def sign_interval() -> float:
 def attempt(simulation_id: int | None = None) -> int:
     """This launched simulation's attempt (``$MELISSA_TRAINER_ATTEMPT``, 0 the first:
     `config.check_attempt`, which `Client` ran at its start), else, in a worker, the
-    attempt the launcher gave `simulation_id` (`worker.given_attempt`); -1 when neither."""
+    attempt the launcher gave `simulation_id` (`worker_given.given_attempt`); -1 when neither."""
     launched_attempt = check_attempt()
     if launched_attempt >= 0:
         return launched_attempt

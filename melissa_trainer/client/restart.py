@@ -29,7 +29,7 @@ from melissa_trainer.client.gave_up import rerun_words
 from melissa_trainer.stream.endpoints import fetch_rendezvous
 
 if TYPE_CHECKING:  # pragma: no cover
-    from melissa_trainer.client.closing import StopSaid
+    from melissa_trainer.client.gave_up import StopSaid
 
 __all__ = ["RestartCheck"]
 

@@ -29,7 +29,7 @@ class SendPreempted(ReceiverGone, Preempted):
     preempted (`SendWait.preempted`): its message says so where a `ReceiverGone`'s says
     "the trainer died, or its node", in a close's words (`closing.TrainerPreempted`). A
     client that follows restarted trainers waits for the resumed one, and if none comes
-    says so and what to do (`closing.follow_gave_up`)."""
+    says so and what to do (`follow_words.follow_gave_up`)."""
 
 
 class StoppedForGood(ReceiverGone):

@@ -36,7 +36,7 @@ trainer comes back there. A blocked send reads that record as a close does, once
 `send_timeout`; a client that follows restarted trainers does not wait for one then
 (`following`), and gives up (`ReceiverGone`) as soon as the rendezvous names a restarted
 trainer (`Following.seen`, read at that pace), to follow it. Else a send that `send_timeout`
-ended (`SendWait.timeout`) says what the monitors know (`handshake.never_note`,
+ended (`SendWait.timeout`) says what the monitors know (`handshake_notes.never_note`,
 `pending_note`, `down_note`): no connection ever accepted or a peer that is not a receiver
 (check the endpoint), a peer connected at the TCP level whose handshake has not come yet (a
 `send_timeout` shorter than `handshake.NOT_ZMQ_AFTER`: if it persists, not a receiver), a
@@ -79,14 +79,7 @@ from melissa_trainer.client.sockets import SLICE, arm_slice
 if TYPE_CHECKING:  # pragma: no cover
     from melissa_trainer.client.gave_up import StopSaid
 
-__all__ = [
-    "LOOK_EVERY",
-    "ReceiverGone",
-    "SendNotice",
-    "SendPreempted",
-    "SendWait",
-    "StoppedForGood",
-]
+__all__ = ["LOOK_EVERY", "SendNotice", "SendWait"]
 
 _T = TypeVar("_T")
 #: seconds between two looks at the monitors by sends that do not block (`SendWait.look`):

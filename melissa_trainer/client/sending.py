@@ -178,7 +178,7 @@ class Sending:
 
     def _ask_held(self) -> None:
         """At the first send of a launched attempt after the first (0-based, the
-        launcher's count; a worker's: `worker.given_attempt`), or of a launched batch
+        launcher's count; a worker's: `worker_given.given_attempt`), or of a launched batch
         job Slurm requeued (``SLURM_RESTART_COUNT``: `launched_env.requeued`): ask the
         receivers which steps they hold (`rerun`; imported only then: a first attempt's
         start-up does not pay it)."""

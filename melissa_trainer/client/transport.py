@@ -29,7 +29,7 @@ import numpy as np
 import zmq
 
 from melissa_trainer import wire as protocol
-from melissa_trainer.client.closing import client_logger, close_transport, waiting_notice
+from melissa_trainer.client.closing import close_transport, waiting_notice
 from melissa_trainer.client.fast_send import FastSend, SendClock, fast_large_sender, fast_sender
 from melissa_trainer.client.field_part import FieldPart
 from melissa_trainer.client.finite_check import FiniteCheck
@@ -38,13 +38,14 @@ from melissa_trainer.client.handshake_words import ENV
 from melissa_trainer.client.held import HeldArrays
 from melissa_trainer.client.marks import Marks
 from melissa_trainer.client.outbox import Outbox
-from melissa_trainer.client.send_wait import ReceiverGone, SendWait
+from melissa_trainer.client.send_errors import ReceiverGone
+from melissa_trainer.client.send_wait import SendWait
 from melissa_trainer.client.sockets import arm, connect, deadline_after
 from melissa_trainer.client.tuning import DEFAULT_FAILED_CLOSE_TIMEOUT, ClientTuning
 from melissa_trainer.stream.step_set import StepSet
 from melissa_trainer.wire.routing import shift_of
 
-__all__ = ["FAILED_CLOSE_TIMEOUT", "Transport", "client_logger"]
+__all__ = ["FAILED_CLOSE_TIMEOUT", "Transport"]
 
 #: the default of `ClientTuning.failed_close_timeout`: seconds a client closed after a
 #: failure (``close(bye=False)``, an exception in its ``with`` block) waits at most to

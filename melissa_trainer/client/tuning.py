@@ -5,8 +5,8 @@ against the receiver's bound). Each value is checked when the tuning is made, wi
 error that names it and says how to fix it.
 
 What the environment and the arguments tell a client (its simulation id, the receivers,
-its parameters, whether the launcher started it) is `melissa_trainer.client.config`'s,
-which re-exports these names. `named_keywords`: a misspelled keyword of `ClientTuning`
+its parameters, whether the launcher started it) is `melissa_trainer.client.config`'s.
+`named_keywords`: a misspelled keyword of `ClientTuning`
 or `Client` names the closest valid one. Imports the standard library and pyzmq only
 (through `wire`, `common.checks` and `config.reading`): no torch."""
 

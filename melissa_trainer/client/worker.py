@@ -86,7 +86,6 @@ from melissa_trainer.client import worker_given
 from melissa_trainer.client.gave_up import DeliveryFailed
 from melissa_trainer.client.worker_codes import NOT_DELIVERED_EXIT_CODE, REFUSED_EXIT_CODE
 from melissa_trainer.client.worker_context import end_context
-from melissa_trainer.client.worker_given import given_attempt
 from melissa_trainer.client.worker_launcher import (
     ENV_LAUNCHER,
     ENV_LAUNCHER_KEY,
@@ -98,20 +97,7 @@ from melissa_trainer.client.worker_launcher import (
     parent_gone,
 )
 
-__all__ = [
-    "ENV_LAUNCHER",
-    "ENV_LAUNCHER_KEY",
-    "ENV_WORKER",
-    "NOT_DELIVERED_EXIT_CODE",
-    "PROTOCOL_VERSION",
-    "REFUSED_EXIT_CODE",
-    "LauncherGone",
-    "NotAWorker",
-    "WorkerClient",
-    "given_attempt",
-    "next_simulation",
-    "serve_simulations",
-]
+__all__ = ["PROTOCOL_VERSION", "WorkerClient", "next_simulation", "serve_simulations"]
 
 #: Version of the JSON messages.
 PROTOCOL_VERSION = 1

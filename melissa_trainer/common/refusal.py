@@ -9,7 +9,7 @@ message, then torchrun's own report. Rank 0 raises the error as it is; every oth
 raises `elsewhere`'s copy: an instance of the same class (``except ConfigError`` catches
 it on every rank, with the same message and attributes) that is also a `SystemExit` with
 code 1, which Python ends the process with, non-zero and silent, when nothing catches
-it (as `preemption.Preempted` does).
+it (as `preempted.Preempted` does).
 
 A command line whose syntax is wrong (an unknown flag, a value of the wrong type) is
 the other such error: every rank parses the same ``sys.argv``, before any process group

@@ -3,7 +3,7 @@
 Names follow Hugging Face `transformers` / `accelerate` and Melissa (`buffer`,
 `watermark`...). Every problem is reported together in one `ConfigError`, one per line,
 naming the field, its value and the fix. Reading files and converting values is
-`reading`'s (re-exported here); what the values become when the class is made,
+`reading`'s; what the values become when the class is made,
 `argument_values`'; its rules, `argument_checks`' (the buffer's stated by `BufferConfig`);
 what making it checks (the names, the values together, the warnings), `argument_making`';
 writing and reading back a file, `arguments_file`'s (`ArgumentsFile`, a base); what the
@@ -34,39 +34,10 @@ from melissa_trainer.config.argument_checks import (
     REPORT_TO_CHOICES,
 )
 from melissa_trainer.config.argument_making import refuse_unknown_names, settle_values
-from melissa_trainer.config.arguments_file import ARGS_FILE, ArgumentsFile
+from melissa_trainer.config.arguments_file import ArgumentsFile
 from melissa_trainer.config.arguments_resolved import ResolvedArguments
-from melissa_trainer.config.reading import (
-    FALSE_WORDS,
-    NONE_WORDS,
-    TRUE_WORDS,
-    ConfigError,
-    ConversionError,
-    UnknownArgumentError,
-    convert_value,
-    load_config_file,
-    unknown_key_problems,
-    unwrap_optional,
-)
 
-__all__ = [
-    "ARGS_FILE",
-    "BUFFER_CHOICES",
-    "MIXED_PRECISION_CHOICES",
-    "REPORT_TO_CHOICES",
-    "FALSE_WORDS",
-    "NONE_WORDS",
-    "TRUE_WORDS",
-    "ConfigError",
-    "ConversionError",
-    "ArgumentsFile",
-    "TrainingArguments",
-    "UnknownArgumentError",
-    "convert_value",
-    "load_config_file",
-    "unknown_key_problems",
-    "unwrap_optional",
-]
+__all__ = ["TrainingArguments"]
 
 
 def _f(default: Any, help: str, choices: tuple[str, ...] | None = None) -> Any:

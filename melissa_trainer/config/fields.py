@@ -49,7 +49,7 @@ _to_bool = _scalar(bool)
 
 
 def str_to_bool(text: str) -> bool:
-    """Parse true/false, yes/no, on/off, 1/0 (case-insensitive; `arguments.TRUE_WORDS`).
+    """Parse true/false, yes/no, on/off, 1/0 (case-insensitive; `reading.TRUE_WORDS`).
 
     Raises:
         argparse.ArgumentTypeError: any other word.

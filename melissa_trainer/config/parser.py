@@ -56,12 +56,12 @@ from typing import Any
 from melissa_trainer.common.refusal import elsewhere, launch_rank
 from melissa_trainer.config.arguments import TrainingArguments
 from melissa_trainer.config.device_checks import device_problems, planned_device_type
-from melissa_trainer.config.fields import FieldSpec, str_to_bool
+from melissa_trainer.config.fields import FieldSpec
 from melissa_trainer.config.hf_names import unknown_name_problems
 from melissa_trainer.config.parse_errors import invalid_message, unrecognized_message
 from melissa_trainer.config.reading import ConfigError, load_config_file, unknown_key_problems
 
-__all__ = ["ArgumentParser", "str_to_bool"]
+__all__ = ["ArgumentParser"]
 
 _CONFIG_DEST = "_config_file_"
 

@@ -1,7 +1,7 @@
 """Reading a configuration: its files, its values, and the errors that name each
 problem. Shared by `TrainingArguments` (values from files and dicts) and
-`ArgumentParser` (command-line strings); re-exported by `melissa_trainer.config.arguments`,
-where users import them.
+`ArgumentParser` (command-line strings); users import `ConfigError` from
+`melissa_trainer`, the rest from here.
 
 * `load_config_file`: a flat mapping of options from a .json, .yaml or .yml file;
 * `convert_value`: the one conversion of an option's value to its field's type

@@ -40,9 +40,10 @@ import torch
 from accelerate import Accelerator
 from accelerate.utils import DistributedType, parse_flag_from_env
 
+from melissa_trainer.config.compile_options import CompileOptions
 from melissa_trainer.config.device_checks import device_problems
 from melissa_trainer.config.reading import ConfigError
-from melissa_trainer.core.compiled import CompileOptions, compile_model, warn_if_compiled
+from melissa_trainer.core.compiled import compile_model, warn_if_compiled
 from melissa_trainer.core.schedule_length import SchedulerStepError
 
 # Where Accelerate's optimizer wrapper adds nothing to `step()` when there is no scaler.

@@ -12,7 +12,7 @@ request is kept (`TrainerControl.defer`) until the ranks agree on it, and every 
 performs it then, whichever ranks asked. `should_stop` may be requested by a single
 rank: the trainer all-reduces it so that every rank stops at the same step.
 
-Split from `core.state` (which still re-exports `TrainerControl`), where it was.
+Split from `core.state`, where it was (users import it from `melissa_trainer`).
 """
 
 from __future__ import annotations

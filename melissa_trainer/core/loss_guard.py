@@ -39,7 +39,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from melissa_trainer.core.dataset import simulation_ids
+from melissa_trainer.core.simulation_ids import simulation_ids
 
 __all__ = ["LIMIT", "LossGuard", "NonFiniteLossError"]
 

@@ -57,18 +57,11 @@ import numpy as np
 import torch
 
 from melissa_trainer.core.loss_per_simulation_state import SimulationLossesState
-from melissa_trainer.core.loss_steps import DEFAULT_SIMULATION_LOSS_STEPS, resolve_loss_steps
 from melissa_trainer.core.loss_sums import gather_sums, sum_per_id, sum_per_row
 from melissa_trainer.core.period_losses import PeriodLosses
 from melissa_trainer.core.sample_losses import DeferredSampleLosses
 
-__all__ = [
-    "DEFAULT_SIMULATION_LOSS_STEPS",
-    "REFERENCE_PERIODS",
-    "SimulationLoss",
-    "SimulationLosses",
-    "resolve_loss_steps",
-]
+__all__ = ["REFERENCE_PERIODS", "SimulationLoss", "SimulationLosses"]
 
 #: reduction periods whose mean loss is the reference of the relative loss
 REFERENCE_PERIODS = 4

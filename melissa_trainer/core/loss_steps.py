@@ -1,6 +1,6 @@
 """The per-simulation losses' reduction cadence, ``simulation_loss_steps``: its default
 and what an unset or zero value resolves to, for `SimulationLosses`' trackers
-(`melissa_trainer.core.loss_per_simulation`, which re-exports both) and a `Study` that
+(`melissa_trainer.core.loss_per_simulation`) and a `Study` that
 asks for the losses. Pure.
 """
 

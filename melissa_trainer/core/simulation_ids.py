@@ -4,7 +4,7 @@ The stream's receiver adds a ``simulation_id`` field to every sample it puts; th
 per-simulation losses (`loss_guard`, the hooks that ask for `last_simulation_ids`) read
 it from each batch, whatever its form: a `SampleBlock` (one column), views of one
 gathered batch (`BlockViews`: its column, not one 0-d array per sample), or a list of
-samples. `core.dataset` re-exports both names.
+samples.
 """
 
 from __future__ import annotations

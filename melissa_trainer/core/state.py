@@ -27,10 +27,6 @@ from typing import TYPE_CHECKING, Any
 
 from melissa_trainer.common.json_output import to_json
 
-# (re-exported: the import path of it before `core.control` was split off, used by
-# the hooks and users' code)
-from melissa_trainer.core.control import TrainerControl as TrainerControl
-
 #: the file of a checkpoint that holds `TrainerState` (and marks a directory as one)
 STATE_FILE = "trainer_state.json"
 #: each rank's own trainer figures (its `samples_seen`, its loss since the last log),

@@ -56,44 +56,17 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from melissa_trainer.core.roll_call import ROLL_LOOK, STORE_RATE, RollCall, roll_look
+from melissa_trainer.core.roll_call import RollCall, roll_look
 from melissa_trainer.core.step_clock import StepClock
 from melissa_trainer.core.wait_words import (
     AGREEMENT_USUAL,
-    CHECKPOINT_USUAL,
-    EVAL_USUAL,
     GROUP_TIMEOUT_ENDS,
     IN_HOOK,
-    LAST_STEPS_USUAL,
-    LOCK_USUAL,
-    RESUME_GATHER_USUAL,
-    SOURCES_USUAL,
     STALLED_USUAL,
-    STEPS_USUAL,
-    UNTRAINED_USUAL,
     WHAT_TO_DO,
 )
 
-__all__ = [
-    "AGREEMENT_USUAL",
-    "CHECKPOINT_USUAL",
-    "DEFAULT_FIRST_WARNING",
-    "EVAL_USUAL",
-    "GROUP_TIMEOUT_ENDS",
-    "IN_HOOK",
-    "LAST_STEPS_USUAL",
-    "LOCK_USUAL",
-    "RESUME_GATHER_USUAL",
-    "ROLL_LOOK",
-    "STORE_RATE",
-    "SOURCES_USUAL",
-    "STALLED_USUAL",
-    "STEPS_USUAL",
-    "UNTRAINED_USUAL",
-    "RollCall",
-    "WaitWatch",
-    "roll_look",
-]
+__all__ = ["DEFAULT_FIRST_WARNING", "WaitWatch"]
 
 logger = logging.getLogger("melissa_trainer.core.wait_watch")
 

@@ -7,9 +7,11 @@ from collections.abc import Iterable, Sequence
 
 from melissa_trainer.config.argument_checks import early_stopping_warning
 from melissa_trainer.config.arguments import TrainingArguments
-from melissa_trainer.hooks.base import Event, Hook, HookList
+from melissa_trainer.hooks.base import HookList
 from melissa_trainer.hooks.early_stopping import EarlyStoppingHook
+from melissa_trainer.hooks.events import Event
 from melissa_trainer.hooks.flow import FlowHook
+from melissa_trainer.hooks.hook import Hook
 from melissa_trainer.hooks.lineage import SampleLedger
 from melissa_trainer.hooks.loss_tracker import SimulationLossTracker
 from melissa_trainer.hooks.progress import ProgressHook

@@ -18,7 +18,7 @@ from melissa_trainer.hooks.hook import Hook, HookStateMismatch
 from melissa_trainer.hooks.method_check import check_methods, checked_state
 from melissa_trainer.hooks.raised import call_naming
 
-__all__ = ["STATE_FILE", "Event", "Hook", "HookList", "HookStateMismatch"]
+__all__ = ["STATE_FILE", "HookList"]
 
 logger = logging.getLogger(__name__)
 

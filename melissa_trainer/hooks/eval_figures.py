@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from melissa_trainer.core.wait_watch import EVAL_USUAL
+from melissa_trainer.core.wait_words import EVAL_USUAL
 from melissa_trainer.hooks.events import Event
 
 if TYPE_CHECKING:  # pragma: no cover

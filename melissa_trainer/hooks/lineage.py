@@ -45,7 +45,7 @@ from melissa_trainer.buffers.block import BlockViews, SampleBlock
 from melissa_trainer.core.control import TrainerControl
 from melissa_trainer.core.device_buffer import DeviceBlock
 from melissa_trainer.core.state import TrainerState
-from melissa_trainer.hooks.base import Hook
+from melissa_trainer.hooks.hook import Hook
 
 if TYPE_CHECKING:  # pragma: no cover - annotations only
     from melissa_trainer.core.view import TrainerView

@@ -45,8 +45,9 @@ from melissa_trainer.core.control import TrainerControl
 from melissa_trainer.core.loss_per_simulation import SimulationLoss, SimulationLosses
 from melissa_trainer.core.sample_losses import DeferredSampleLosses
 from melissa_trainer.core.state import TrainerState
-from melissa_trainer.core.wait_watch import STEPS_USUAL
-from melissa_trainer.hooks.base import Event, Hook
+from melissa_trainer.core.wait_words import STEPS_USUAL
+from melissa_trainer.hooks.events import Event
+from melissa_trainer.hooks.hook import Hook
 
 if TYPE_CHECKING:  # pragma: no cover
     from melissa_trainer.core.view import TrainerView

@@ -19,7 +19,7 @@ from melissa_trainer.core.control import TrainerControl
 from melissa_trainer.core.figures import SOURCE_PREFIX
 from melissa_trainer.core.state import TrainerState
 from melissa_trainer.core.train_on import train_on_advice
-from melissa_trainer.hooks.base import Hook
+from melissa_trainer.hooks.hook import Hook
 from melissa_trainer.hooks.reuse import data_limited, reuse_report
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -78,7 +78,7 @@ import torch
 
 from melissa_trainer.core.control import TrainerControl
 from melissa_trainer.core.state import TrainerState
-from melissa_trainer.hooks.base import Hook
+from melissa_trainer.hooks.hook import Hook
 from melissa_trainer.hooks.inference import Inference
 from melissa_trainer.hooks.serving_batches import ServedBatches
 from melissa_trainer.hooks.serving_budget import ServingBudget
@@ -99,12 +99,13 @@ from melissa_trainer.hooks.serving_report import LOG_MAXIMA, log_figures, summar
 from melissa_trainer.hooks.serving_slow import SlowServing
 from melissa_trainer.hooks.serving_socket import rank_server
 from melissa_trainer.stream.handshakes import log_bound
-from melissa_trainer.stream.serving import DEFAULT_MAX_QUEUE, Pending, PredictServer, ServingRefused
+from melissa_trainer.stream.serving import PredictServer
+from melissa_trainer.stream.serving_queue import DEFAULT_MAX_QUEUE, Pending
 
 if TYPE_CHECKING:  # pragma: no cover
     from melissa_trainer.core.view import TrainerView
 
-__all__ = ["DEFAULT_MAX_LATENCY_STEPS", "InProcessPrediction", "ServingHook", "ServingRefused"]
+__all__ = ["DEFAULT_MAX_LATENCY_STEPS", "ServingHook"]
 
 logger = logging.getLogger(__name__)
 

@@ -26,7 +26,8 @@ import numpy as np
 from melissa_trainer.common.words import plural
 from melissa_trainer.hooks.inference import Inference
 from melissa_trainer.stream.log_summary import FAILED, LogSummary
-from melissa_trainer.stream.serving import Pending, PredictServer
+from melissa_trainer.stream.serving import PredictServer
+from melissa_trainer.stream.serving_queue import Pending
 
 __all__ = ["LATENCIES", "ServedBatches"]
 

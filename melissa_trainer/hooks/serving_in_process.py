@@ -20,7 +20,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from melissa_trainer.stream.serving import PredictServer, ServingRefused
+from melissa_trainer.stream.serving import PredictServer
+from melissa_trainer.stream.serving_queue import ServingRefused
 from melissa_trainer.stream.serving_requests import arrays_problem
 
 __all__ = ["InProcessPrediction", "check_now", "queued", "request_arrays"]

@@ -9,7 +9,7 @@ import numpy as np
 from melissa_trainer.core.control import TrainerControl
 from melissa_trainer.core.figures import SOURCE_PREFIX
 from melissa_trainer.core.state import TrainerState
-from melissa_trainer.hooks.base import Hook
+from melissa_trainer.hooks.hook import Hook
 from melissa_trainer.hooks.progress import zero_source_figure
 
 if TYPE_CHECKING:  # pragma: no cover

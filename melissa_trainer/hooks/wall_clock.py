@@ -52,8 +52,8 @@ import torch.distributed as dist
 
 from melissa_trainer.core.control import TrainerControl
 from melissa_trainer.core.state import TrainerState
-from melissa_trainer.core.wait_watch import STEPS_USUAL
-from melissa_trainer.hooks.base import Hook
+from melissa_trainer.core.wait_words import STEPS_USUAL
+from melissa_trainer.hooks.hook import Hook
 
 if TYPE_CHECKING:  # pragma: no cover
     from melissa_trainer.core.view import TrainerView

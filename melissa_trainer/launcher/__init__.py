@@ -18,14 +18,14 @@ if TYPE_CHECKING:  # pragma: no cover - the eager imports, for type checkers
     from melissa_trainer.launcher.backends.placement import Placement
     from melissa_trainer.launcher.breed import BreedSampler
     from melissa_trainer.launcher.density import DensitySampler
-    from melissa_trainer.launcher.launcher import Launcher, LauncherError
+    from melissa_trainer.launcher.latin_hypercube import LatinHypercubeSampler
+    from melissa_trainer.launcher.launcher import Launcher
+    from melissa_trainer.launcher.reports import LauncherError
+    from melissa_trainer.launcher.sampler_base import Sampler, SamplerExhausted
     from melissa_trainer.launcher.samplers import (
         CallableSampler,
         HaltonSampler,
-        LatinHypercubeSampler,
         ListSampler,
-        Sampler,
-        SamplerExhausted,
         SobolSampler,
         UniformSampler,
         make_sampler,
@@ -73,22 +73,21 @@ _WHERE = {
     "LocalBackend": "backends.local",
     "Placement": "backends.placement",
     "Launcher": "launcher",
-    "LauncherError": "launcher",
+    "LauncherError": "reports",
     "LauncherTuning": "tuning",
     **dict.fromkeys(
         [
             "CallableSampler",
             "HaltonSampler",
-            "LatinHypercubeSampler",
             "ListSampler",
-            "Sampler",
-            "SamplerExhausted",
             "SobolSampler",
             "UniformSampler",
             "make_sampler",
         ],
         "samplers",
     ),
+    "LatinHypercubeSampler": "latin_hypercube",
+    **dict.fromkeys(["Sampler", "SamplerExhausted"], "sampler_base"),
 }
 
 

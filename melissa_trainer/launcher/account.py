@@ -41,30 +41,18 @@ from melissa_trainer.common.words import plural
 from melissa_trainer.launcher.account_exited import besides_exited, exited_line, id_ranges
 from melissa_trainer.launcher.account_nonfinite import most_refused_line, partway_line
 from melissa_trainer.launcher.exit_cause import codes_text
-from melissa_trainer.launcher.sampler_account import (
-    drawn_by,
-    sampler_line,
-    static_sampler,
-    warn_static_sampler,
-)
-from melissa_trainer.launcher.samplers import Sampler
-from melissa_trainer.launcher.steering import steered_draws, unsteered_line
+from melissa_trainer.launcher.sampler_account import sampler_line
+from melissa_trainer.launcher.sampler_base import Sampler
+from melissa_trainer.launcher.steering import unsteered_line
 from melissa_trainer.launcher.study_record_state import resumed_status
 
 __all__ = [
     "SimulationOutcome",
-    "drawn_by",
-    "id_ranges",
     "log_account",
     "resume_lines",
-    "sampler_line",
-    "static_sampler",
-    "steered_draws",
     "stop_resume_lines",
     "stopped_line",
     "study_account",
-    "unsteered_line",
-    "warn_static_sampler",
 ]
 
 logger = logging.getLogger("melissa_trainer.launcher")

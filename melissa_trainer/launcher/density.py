@@ -60,24 +60,10 @@ from typing import Any
 import numpy as np
 
 from melissa_trainer.common.checks import check_positive_int
-from melissa_trainer.launcher.density_contrast import (
-    CONTRAST,
-    CONTRAST_FROM,
-    contrast_for,
-    hardness,
-    sharpen,
-)
+from melissa_trainer.launcher.density_contrast import contrast_for, hardness, sharpen
 from melissa_trainer.launcher.density_loss_warp import LossWarp
 from melissa_trainer.launcher.density_replace import latent_points, replacement, replacing
-from melissa_trainer.launcher.density_state import EDGE_BEFORE_CHECKED
-from melissa_trainer.launcher.density_warp import (
-    GRID,
-    UNIT_GRID,
-    detrended_log_losses,
-    high_loss_warp,
-    loss_tilt_warp,
-    trend_evidence,
-)
+from melissa_trainer.launcher.density_warp import UNIT_GRID
 from melissa_trainer.launcher.exploration import Exploration
 from melissa_trainer.launcher.sampler_base import Bounds, bounded_number
 from melissa_trainer.launcher.sampler_options import (
@@ -89,18 +75,7 @@ from melissa_trainer.launcher.sampler_options import (
 
 # (the density functions are `density_warp`'s, the contrast's `density_contrast`'s; named
 # here too, their import path before)
-__all__ = [
-    "CONTRAST",
-    "CONTRAST_FROM",
-    "EDGE_BEFORE_CHECKED",
-    "GRID",
-    "DensitySampler",
-    "contrast_for",
-    "detrended_log_losses",
-    "high_loss_warp",
-    "loss_tilt_warp",
-    "trend_evidence",
-]
+__all__ = ["DensitySampler"]
 
 
 class DensitySampler(LossWarp):

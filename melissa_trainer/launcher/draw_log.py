@@ -68,10 +68,10 @@ from pathlib import Path
 from typing import IO, Any
 
 from melissa_trainer.common.words import plural
-from melissa_trainer.launcher.loss_rows import LOSS_CHANGE, LossRows, loss_changed
-from melissa_trainer.launcher.samplers import Sampler
+from melissa_trainer.launcher.loss_rows import LossRows
+from melissa_trainer.launcher.sampler_base import Sampler
 
-__all__ = ["DRAWS_FILE", "LOSS_CHANGE", "DrawLog", "draw_origin", "explored_count", "loss_changed"]
+__all__ = ["DRAWS_FILE", "DrawLog", "draw_origin", "explored_count"]
 
 logger = logging.getLogger("melissa_trainer.launcher")
 

@@ -8,8 +8,8 @@ the sampler's `state_dict` (a Breed state saved before gap-filling existed is up
 by `common.migrations`, "breed_sampler"; the checks a state passes are
 `launcher.exploration_state`'s). Where a replacement draw goes (a point whose
 nearest draw was not given up: `Exploration.away_from`) is
-`launcher.replacement_points`'s; `away_from` and `REPLACEMENT_CANDIDATES` are
-re-exported here. Which explorer runs, and its candidates: `launcher.explorers`.
+`launcher.replacement_points`'s (`away_from`, `REPLACEMENT_CANDIDATES`). Which explorer
+runs, and its candidates: `launcher.explorers`.
 """
 
 from __future__ import annotations
@@ -30,17 +30,10 @@ from melissa_trainer.launcher.exploration_state import (
     checked_points,
 )
 from melissa_trainer.launcher.explorers import ENGINES, EXPLORERS
-from melissa_trainer.launcher.replacement_points import REPLACEMENT_CANDIDATES, away_from
+from melissa_trainer.launcher.replacement_points import away_from
 from melissa_trainer.launcher.sampler_base import qmc_engine
 
-__all__ = [
-    "LHS_BLOCK",
-    "LHS_MAX_BLOCK",
-    "REPLACEMENT_CANDIDATES",
-    "Exploration",
-    "away_from",
-    "nearest_gaps",
-]
+__all__ = ["LHS_BLOCK", "Exploration", "nearest_gaps"]
 
 #: "lhs": a design's size when no budget was planned (`Exploration.plan`)
 LHS_BLOCK = 64

@@ -41,7 +41,7 @@ from melissa_trainer.launcher.study_record import StudyRecord
 from melissa_trainer.launcher.systematic import SystematicFailure
 from melissa_trainer.stream.twin_causes import StudyStopping
 
-__all__ = ["FailurePolicy", "exit_text"]
+__all__ = ["FailurePolicy"]
 
 logger = logging.getLogger("melissa_trainer.launcher")
 

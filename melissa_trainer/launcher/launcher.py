@@ -61,18 +61,21 @@ from pathlib import Path
 from melissa_trainer.client import ENV_RUN_ID
 from melissa_trainer.common.checks import check_count
 from melissa_trainer.common.words import plural
-from melissa_trainer.launcher.account import warn_static_sampler
 from melissa_trainer.launcher.backends import backend_of
 from melissa_trainer.launcher.backends.base import Backend, study_id
 from melissa_trainer.launcher.draw_log import DRAWS_FILE, DrawLog
 from melissa_trainer.launcher.inherited_env import inherited_endpoints
-from melissa_trainer.launcher.job_logs import LogDirHold, set_aside_earlier_logs, take_log_dir
+from melissa_trainer.launcher.job_logs import LogDirHold, take_log_dir
+from melissa_trainer.launcher.jobs import Settings
 from melissa_trainer.launcher.launcher_thread import LauncherThread
-from melissa_trainer.launcher.reports import DataReport, LauncherError
-from melissa_trainer.launcher.samplers import ListSampler, Sampler, as_sampler
+from melissa_trainer.launcher.reports import DataReport
+from melissa_trainer.launcher.sampler_account import warn_static_sampler
+from melissa_trainer.launcher.sampler_base import Sampler
+from melissa_trainer.launcher.samplers import ListSampler, as_sampler
+from melissa_trainer.launcher.simulation_record import SavedStudy
 from melissa_trainer.launcher.study_change import program_of
-from melissa_trainer.launcher.study_record import SavedStudy, StudyRecord
-from melissa_trainer.launcher.supervisor import Settings, Supervisor
+from melissa_trainer.launcher.study_record import StudyRecord
+from melissa_trainer.launcher.supervisor import Supervisor
 from melissa_trainer.launcher.templates import SimulationProgram
 from melissa_trainer.launcher.tuning import LauncherTuning
 from melissa_trainer.launcher.worker_mode import (
@@ -82,7 +85,7 @@ from melissa_trainer.launcher.worker_mode import (
 )
 
 # (`set_aside_earlier_logs` is `job_logs`'; named here too, its import path before)
-__all__ = ["Launcher", "LauncherError", "LauncherTuning", "set_aside_earlier_logs"]
+__all__ = ["Launcher"]
 
 logger = logging.getLogger("melissa_trainer.launcher")
 

@@ -23,9 +23,10 @@ from typing import TYPE_CHECKING, Any
 
 from melissa_trainer.common.words import plural
 from melissa_trainer.launcher.account import SimulationOutcome
-from melissa_trainer.launcher.samplers import Sampler
+from melissa_trainer.launcher.sampler_base import Sampler
+from melissa_trainer.launcher.simulation_record import SavedStudy
 from melissa_trainer.launcher.study_change import check_resume, program_change
-from melissa_trainer.launcher.study_record import SavedStudy, StudyRecord
+from melissa_trainer.launcher.study_record import StudyRecord
 
 if TYPE_CHECKING:  # pragma: no cover
     from melissa_trainer.launcher.supervisor import Supervisor

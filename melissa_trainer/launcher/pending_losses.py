@@ -20,7 +20,7 @@ import numbers
 from collections.abc import Iterable, Mapping
 
 from melissa_trainer.launcher.adaptive import AdaptiveSampler
-from melissa_trainer.launcher.samplers import Sampler
+from melissa_trainer.launcher.sampler_base import Sampler
 from melissa_trainer.launcher.simulation_record import SimulationRecord
 
 __all__ = ["PendingLosses"]

@@ -171,7 +171,7 @@ def failure_report(
         failed: (id, description, exit codes) of each simulation that failed, in id order.
         log_of: a simulation's log.
         log_dir: where the other logs are (named when kinds are left out).
-        status: each listed simulation's status now (`study_record.STATUSES`).
+        status: each listed simulation's status now (`simulation_record.STATUSES`).
     """
     lines = []
     kinds: dict[tuple[frozenset[int | str], str], list[tuple[int, str, str]]] = {}

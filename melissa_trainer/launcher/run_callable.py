@@ -32,12 +32,9 @@ from collections.abc import Callable, Sequence
 from melissa_trainer.client import ENV_PARAMETERS, ENV_SIMULATION_ID
 from melissa_trainer.client.config import check_simulation_id
 from melissa_trainer.client.parameters import check_parameters
-from melissa_trainer.client.worker import (
-    ENV_WORKER,
-    NOT_DELIVERED_EXIT_CODE,
-    LauncherGone,
-    next_simulation,
-)
+from melissa_trainer.client.worker import next_simulation
+from melissa_trainer.client.worker_codes import NOT_DELIVERED_EXIT_CODE
+from melissa_trainer.client.worker_launcher import ENV_WORKER, LauncherGone
 
 __all__ = ["load", "main"]
 

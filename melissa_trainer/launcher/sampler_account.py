@@ -28,7 +28,7 @@ from melissa_trainer.launcher.adaptive import AdaptiveSampler
 from melissa_trainer.launcher.breed import BreedSampler
 from melissa_trainer.launcher.density import DensitySampler
 from melissa_trainer.launcher.density_warp import UNIT_GRID, beta_cdf
-from melissa_trainer.launcher.samplers import Sampler
+from melissa_trainer.launcher.sampler_base import Sampler
 from melissa_trainer.launcher.surrogate import SurrogateSampler
 
 __all__ = ["drawn_by", "sampler_line", "static_sampler", "warn_static_sampler"]

@@ -18,12 +18,11 @@ import numpy as np
 
 from melissa_trainer.common.checks import check_non_negative_int, check_positive_int
 from melissa_trainer.common.words import plural
-from melissa_trainer.launcher.sampler_bounds import SCALES, check_bounds
+from melissa_trainer.launcher.sampler_bounds import check_bounds
 
 __all__ = [
     "BoxSampler",
     "Bounds",
-    "SCALES",
     "Sampler",
     "SamplerExhausted",
     "bounded_number",

@@ -40,10 +40,7 @@ from melissa_trainer.launcher.surrogate import SurrogateSampler
 __all__ = [
     "CallableSampler",
     "HaltonSampler",
-    "LatinHypercubeSampler",
     "ListSampler",
-    "Sampler",
-    "SamplerExhausted",
     "SobolSampler",
     "UniformSampler",
     "make_sampler",

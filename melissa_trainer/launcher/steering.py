@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from melissa_trainer.launcher.breed import BreedSampler
 from melissa_trainer.launcher.density import DensitySampler
-from melissa_trainer.launcher.samplers import Sampler
+from melissa_trainer.launcher.sampler_base import Sampler
 from melissa_trainer.launcher.surrogate import SurrogateSampler
 
 __all__ = ["steered_draws", "unsteered_line"]

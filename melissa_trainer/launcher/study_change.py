@@ -63,7 +63,7 @@ from typing import TYPE_CHECKING, Any
 
 from melissa_trainer.common.words import plural
 from melissa_trainer.launcher.program_code import code_digest
-from melissa_trainer.launcher.samplers import Sampler
+from melissa_trainer.launcher.sampler_base import Sampler
 from melissa_trainer.launcher.simulation_record import SavedStudy, read_saved
 
 if TYPE_CHECKING:  # records imports this module

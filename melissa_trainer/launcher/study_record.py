@@ -70,31 +70,12 @@ from collections.abc import Mapping
 from melissa_trainer.launcher.attempt_policy import AttemptPolicy
 from melissa_trainer.launcher.draw_log import draw_origin, explored_count
 from melissa_trainer.launcher.pending_losses import PendingLosses
-from melissa_trainer.launcher.samplers import Sampler
-from melissa_trainer.launcher.simulation_record import (
-    STATUSES,
-    SavedStudy,
-    SimulationRecord,
-    records_from,
-    records_of,
-)
+from melissa_trainer.launcher.sampler_base import Sampler
+from melissa_trainer.launcher.simulation_record import SimulationRecord
 from melissa_trainer.launcher.status_index import StatusIndex
-from melissa_trainer.launcher.study_record_state import (
-    ACTIVE,
-    ALIVE,
-    STATE_VERSION,
-)
+from melissa_trainer.launcher.study_record_state import ACTIVE, ALIVE
 
-__all__ = [
-    "STATE_VERSION",
-    "STATUSES",
-    "SavedStudy",
-    "SimulationRecord",
-    "StudyRecord",
-    "StudyFailed",
-    "records_from",
-    "records_of",
-]
+__all__ = ["StudyRecord", "StudyFailed"]
 
 _WAITED = ("pending", "running", "complete", "exited")  # the study waits for these
 

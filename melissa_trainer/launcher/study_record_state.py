@@ -19,7 +19,7 @@ from typing import Any
 from melissa_trainer.common.migrations import CURRENT
 from melissa_trainer.launcher.draw_log import DrawLog
 from melissa_trainer.launcher.pending_losses import PendingLosses
-from melissa_trainer.launcher.samplers import Sampler
+from melissa_trainer.launcher.sampler_base import Sampler
 from melissa_trainer.launcher.simulation_record import (
     SavedStudy,
     SimulationRecord,

@@ -53,13 +53,13 @@ from melissa_trainer.launcher.data_watch import DataWatch
 from melissa_trainer.launcher.expected_silence import explain_silence, queued_jobs
 from melissa_trainer.launcher.jobs import RunningJob, Settings
 from melissa_trainer.launcher.reports import DataReport, LauncherError, kills_report
-from melissa_trainer.launcher.samplers import SamplerExhausted
+from melissa_trainer.launcher.sampler_base import SamplerExhausted
 from melissa_trainer.launcher.silence import SilenceClock
 from melissa_trainer.launcher.study_record import StudyRecord
 from melissa_trainer.launcher.systematic import SystematicFailure
 from melissa_trainer.launcher.templates import Command, simulation_env
 
-__all__ = ["RunningJob", "Settings", "Supervisor"]
+__all__ = ["Supervisor"]
 
 logger = logging.getLogger("melissa_trainer.launcher")
 

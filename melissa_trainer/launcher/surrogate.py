@@ -97,7 +97,7 @@ from melissa_trainer.launcher.loss_predictor import STD_SOLVES, LossPredictor
 from melissa_trainer.launcher.sampler_base import Bounds, bounded_number
 from melissa_trainer.launcher.sampler_options import checked_min_observations, checked_pool
 
-__all__ = ["LossPredictor", "SurrogateSampler"]
+__all__ = ["SurrogateSampler"]
 
 
 class SurrogateSampler(AdaptiveSampler):

@@ -32,16 +32,8 @@ from typing import Any
 from melissa_trainer.client import ENV_PARAMETERS, ENV_RENDEZVOUS, ENV_SIMULATION_ID
 from melissa_trainer.client.config import ENV_ATTEMPT  # (0 the first run, 1 its first restart)
 from melissa_trainer.client.launched_env import ENV_SILENCE  # (its shortest silence bound)
-from melissa_trainer.client.worker import ENV_LAUNCHER, ENV_WORKER
 
 __all__ = [
-    "ENV_ATTEMPT",
-    "ENV_LAUNCHER",
-    "ENV_PARAMETERS",
-    "ENV_RENDEZVOUS",
-    "ENV_SILENCE",
-    "ENV_SIMULATION_ID",
-    "ENV_WORKER",
     "Command",
     "CommandTemplate",
     "SimulationProgram",

@@ -34,18 +34,21 @@ from typing import Any
 
 import zmq
 
-from melissa_trainer.client.worker import ENV_LAUNCHER_KEY, PROTOCOL_VERSION
-from melissa_trainer.client.worker_launcher import ENV_LAUNCHER_PROCESS, launcher_process
+from melissa_trainer.client.config import ENV_RENDEZVOUS
+from melissa_trainer.client.worker import PROTOCOL_VERSION
+from melissa_trainer.client.worker_launcher import (
+    ENV_LAUNCHER,
+    ENV_LAUNCHER_KEY,
+    ENV_LAUNCHER_PROCESS,
+    ENV_WORKER,
+    launcher_process,
+)
 from melissa_trainer.launcher.backends.base import Job
 from melissa_trainer.launcher.exit_cause import code_text, codes_text
+from melissa_trainer.launcher.jobs import RunningJob
 from melissa_trainer.launcher.reports import LauncherError
-from melissa_trainer.launcher.supervisor import RunningJob, Supervisor
-from melissa_trainer.launcher.templates import (
-    ENV_LAUNCHER,
-    ENV_RENDEZVOUS,
-    ENV_WORKER,
-    silence_env,
-)
+from melissa_trainer.launcher.supervisor import Supervisor
+from melissa_trainer.launcher.templates import silence_env
 from melissa_trainer.stream.liveness import LISTEN_BACKLOG
 from melissa_trainer.stream.receiver_address import advertised, is_loopback
 

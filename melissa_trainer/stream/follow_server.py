@@ -58,9 +58,9 @@ from melissa_trainer.stream.follow_answers import Receipt
 from melissa_trainer.stream.log_summary import REJECTED, LogSummary
 from melissa_trainer.stream.receiver_address import advertised
 from melissa_trainer.wire import ProtocolError
+from melissa_trainer.wire.layout import RECEIPT_QUERY
 from melissa_trainer.wire.receipt import (
     RECEIPT_NO_BYE,
-    RECEIPT_QUERY,
     ReceiptQuery,
     confirms,
     decode_receipt_query,

@@ -27,10 +27,10 @@ from melissa_trainer.stream.assembly import (
     check_hello,
     payload_array,
 )
+from melissa_trainer.stream.finite import FLOAT_KINDS, all_finite
 from melissa_trainer.stream.hello_routing import routing_differs
 from melissa_trainer.stream.ingest_state import IngestState
 from melissa_trainer.stream.log_summary import INCOMPLETE, REJECTED
-from melissa_trainer.stream.nonfinite import FLOAT_KINDS, all_finite
 from melissa_trainer.stream.step_ledger import StepLedger
 from melissa_trainer.stream.twin_causes import StudyStopping, ranks_disagree
 from melissa_trainer.wire import Abandon, Batch, Bye, Data, Hello

@@ -1,6 +1,6 @@
 """The ingest's counters and the receiver's telemetry keys, the same on every rank.
 
-`IngestState` (`ingest_state`, which re-exports these names) keeps one attribute per
+`IngestState` (`ingest_state`) keeps one attribute per
 counter and reports them, in this order, from `IngestState.telemetry`: `COUNTERS`, then
 the rejections (``rejected`` and one ``rejected_{reason}`` per `REJECT_REASONS`), then
 `TAIL_COUNTERS`; `telemetry_keys` lists them so (docs/reference/make_quick.py draws the

@@ -30,9 +30,8 @@ from melissa_trainer.stream.assembly import REJECT_REASONS, Assembly
 # (the counters' names, imported from here before they were a module of their own)
 from melissa_trainer.stream.ingest_counters import COUNTERS as COUNTERS
 from melissa_trainer.stream.ingest_counters import TAIL_COUNTERS as TAIL_COUNTERS
-from melissa_trainer.stream.ingest_counters import telemetry_keys as telemetry_keys
 from melissa_trainer.stream.ingest_queries import IngestQueries
-from melissa_trainer.stream.ingest_record import STATE_VERSION, held_of, load_record, record_of
+from melissa_trainer.stream.ingest_record import held_of, load_record, record_of
 from melissa_trainer.stream.ingested import Draining
 from melissa_trainer.stream.log_summary import LogSummary
 from melissa_trainer.stream.nonfinite import NonFiniteGuard
@@ -43,15 +42,7 @@ from melissa_trainer.stream.step_ledger import StepLedger
 from melissa_trainer.stream.twin_hellos import TwinHellos
 from melissa_trainer.wire import FieldSpec
 
-__all__ = [
-    "COUNTERS",
-    "STATE_VERSION",
-    "TAIL_COUNTERS",
-    "WRONG_RUNS_KEPT",
-    "IngestState",
-    "telemetry_keys",
-    "wrong_run_reason",
-]
+__all__ = ["WRONG_RUNS_KEPT", "IngestState", "wrong_run_reason"]
 
 logger = logging.getLogger("melissa_trainer.stream.receiver")  # the receiver's messages
 

@@ -57,14 +57,7 @@ from melissa_trainer.stream.log_summary import NONFINITE, LogSummary
 if TYPE_CHECKING:  # pragma: no cover
     from melissa_trainer.stream.step_ledger import StepLedger
 
-__all__ = [
-    "FLOAT_KINDS",
-    "NONFINITE_POLICIES",
-    "NonFiniteDataError",
-    "NonFiniteGuard",
-    "all_finite",
-    "check_policy",
-]
+__all__ = ["NONFINITE_POLICIES", "NonFiniteDataError", "NonFiniteGuard", "check_policy"]
 
 #: the values of `ReceiverConfig.nonfinite`, the default first
 NONFINITE_POLICIES = ("refuse", "accept", "fail")

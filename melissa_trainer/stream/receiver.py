@@ -88,25 +88,16 @@ from melissa_trainer.stream.follow_answers import admission_of, receipt_of
 from melissa_trainer.stream.follow_server import FOLLOW_KINDS, FollowServer, follow_bind
 from melissa_trainer.stream.handshakes import log_bound
 from melissa_trainer.stream.ingest_record import held_now
-from melissa_trainer.stream.ingest_state import telemetry_keys
 from melissa_trainer.stream.liveness import HEADER_ALLOWANCE
 from melissa_trainer.stream.receiver_address import curve_keys
-from melissa_trainer.stream.receiver_config import DEFAULT_BIND, ReceiverConfig, ReceiverTuning
+from melissa_trainer.stream.receiver_config import ReceiverConfig, ReceiverTuning
 from melissa_trainer.stream.receiver_queries import ReceiverQueries
-from melissa_trainer.stream.receiver_socket import bind_and_publish, kept_of, pull_socket
-from melissa_trainer.stream.receiver_socket import bind_error as bind_error  # (its old home)
+from melissa_trainer.stream.receiver_socket import bind_and_publish, pull_socket
 from melissa_trainer.stream.stop_record import StopReason, build_record, reason_of
-from melissa_trainer.stream.watchdog import SilenceExcuse, StallError
+from melissa_trainer.stream.watchdog import SilenceExcuse
+from melissa_trainer.wire.routing import kept_of
 
-__all__ = [
-    "DEFAULT_BIND",
-    "HEADER_ALLOWANCE",
-    "Receiver",
-    "ReceiverConfig",
-    "ReceiverTuning",
-    "StallError",
-    "telemetry_keys",
-]
+__all__ = ["Receiver"]
 
 logger = logging.getLogger(__name__)
 

@@ -21,12 +21,12 @@ from melissa_trainer.stream.endpoints import write_rendezvous
 from melissa_trainer.stream.host_scope import loopback_name_notice
 from melissa_trainer.stream.liveness import socket_options
 from melissa_trainer.stream.receiver_address import advertised
-from melissa_trainer.wire.routing import SIMULATION_STEP, kept_of
+from melissa_trainer.wire.routing import SIMULATION_STEP
 
 #: `kept_of` (`wire.routing`): the rendezvous member listing the simulations of a
 #: resumed receiver's ledgers that keep the routing ``t % W``, which the receiver
 #: passes in `bind_and_publish`'s `extra`
-__all__ = ["PortInUse", "bind_and_publish", "bind_error", "kept_of", "pull_socket"]
+__all__ = ["PortInUse", "bind_and_publish", "bind_error", "pull_socket"]
 
 #: (the receiver's: its records name it, as its other warnings)
 logger = logging.getLogger("melissa_trainer.stream.receiver")

@@ -63,7 +63,7 @@ from melissa_trainer.stream.serving_queue import (
     RequestQueue,
     ServingRefused,
 )
-from melissa_trainer.stream.serving_rendezvous import check_inputs, remove_serving, write_serving
+from melissa_trainer.stream.serving_rendezvous import remove_serving, write_serving
 from melissa_trainer.stream.serving_requests import (
     arrays_problem,
     decode_request,
@@ -73,7 +73,7 @@ from melissa_trainer.stream.serving_sockets import ServingSockets
 from melissa_trainer.wire import PredictRequest, ProtocolError
 from melissa_trainer.wire.predict_describe import described, is_describe
 
-__all__ = ["DEFAULT_MAX_QUEUE", "Pending", "PredictServer", "ServingRefused", "check_inputs"]
+__all__ = ["PredictServer"]
 
 logger = logging.getLogger(__name__)
 

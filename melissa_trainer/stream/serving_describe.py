@@ -7,22 +7,4 @@ import them from `stream`; new code imports them from `wire`.
 
 from __future__ import annotations
 
-from melissa_trainer.wire.predict import decode_answer
-from melissa_trainer.wire.predict_describe import (
-    FLAG_DESCRIBE,
-    Description,
-    described,
-    encode_describe,
-    encode_description,
-    is_describe,
-)
-
-__all__ = [
-    "FLAG_DESCRIBE",
-    "Description",
-    "decode_answer",
-    "described",
-    "encode_describe",
-    "encode_description",
-    "is_describe",
-]
+__all__ = []

@@ -43,8 +43,9 @@ from melissa_trainer.sources.first_data import FirstDataWait
 from melissa_trainer.sources.ingest_transform import IngestTransform
 from melissa_trainer.sources.source import Source, SourceError
 from melissa_trainer.stream import heap
+from melissa_trainer.stream.ingest_counters import telemetry_keys
 from melissa_trainer.stream.no_data_notice import no_data_notice
-from melissa_trainer.stream.receiver import Receiver, telemetry_keys
+from melissa_trainer.stream.receiver import Receiver
 from melissa_trainer.stream.receiver_config import ReceiverConfig, ReceiverTuning
 from melissa_trainer.stream.reshard import reshard_states
 from melissa_trainer.stream.starvation_watch import StarvationWatch, external_watch

@@ -28,7 +28,7 @@ in one of two lines, each with the counts and what to change:
   closer to a fixed design than to an adaptive one (only its last draws adapted).
 
 A study whose sampler cannot steer any draw by its settings or its size
-(`launcher.account.static_sampler`) was told so when it started, and is not told
+(`launcher.sampler_account.static_sampler`) was told so when it started, and is not told
 again. Nor is a study stopped before its sampler drew its last simulation (a SIGTERM,
 a preemption, `max_steps`): its draws to come would have held more losses, so its
 settings are not judged on the early draws alone (the account's counts show how far
@@ -41,9 +41,9 @@ at all if it drew nothing after its resume.
 from __future__ import annotations
 
 from melissa_trainer.common.words import plural
-from melissa_trainer.launcher.account import static_sampler
 from melissa_trainer.launcher.adaptive import AdaptiveSampler
-from melissa_trainer.launcher.samplers import Sampler
+from melissa_trainer.launcher.sampler_account import static_sampler
+from melissa_trainer.launcher.sampler_base import Sampler
 
 __all__ = ["FEW_SHARE", "FeedbackCheck", "few_line", "unfed_line"]
 

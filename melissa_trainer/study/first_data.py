@@ -30,9 +30,9 @@ from melissa_trainer.common.words import plural
 from melissa_trainer.core.data_wait import in_queue
 from melissa_trainer.launcher import Launcher
 from melissa_trainer.launcher.silence import AUTO
-from melissa_trainer.sources.first_data import FIRST_DATA_NOTICE, FirstDataWait
+from melissa_trainer.sources.first_data import FirstDataWait
 
-__all__ = ["FIRST_DATA_NOTICE", "FirstDataNotice", "in_queue"]
+__all__ = ["FirstDataNotice"]
 
 logger = logging.getLogger("melissa_trainer.study")
 

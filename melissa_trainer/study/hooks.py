@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 from melissa_trainer.core.control import TrainerControl
 from melissa_trainer.core.state import TrainerState
-from melissa_trainer.hooks.base import Hook
+from melissa_trainer.hooks.hook import Hook
 
 if TYPE_CHECKING:  # pragma: no cover
     from melissa_trainer.core.loss_per_simulation import SimulationLoss

@@ -17,7 +17,8 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
-from melissa_trainer.core.wait_watch import RESUME_GATHER_USUAL, WaitWatch
+from melissa_trainer.core.wait_watch import WaitWatch
+from melissa_trainer.core.wait_words import RESUME_GATHER_USUAL
 from melissa_trainer.launcher.backends.base import Backend
 from melissa_trainer.launcher.tuning import LauncherTuning
 from melissa_trainer.stream.control import send_abandon

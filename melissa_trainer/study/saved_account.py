@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 from melissa_trainer.buffers import META_FILE
 from melissa_trainer.checkpoint.paths import rank_path
-from melissa_trainer.core.wait_watch import CHECKPOINT_USUAL
+from melissa_trainer.core.wait_words import CHECKPOINT_USUAL
 from melissa_trainer.launcher.account import SimulationOutcome, stop_resume_lines
 from melissa_trainer.stream.ingest_state import IngestState
 

@@ -95,12 +95,7 @@ from typing import Any
 
 from melissa_trainer.buffers import Buffer
 from melissa_trainer.launcher import Launcher
-from melissa_trainer.stream.starvation_watch import (
-    REPORT_AFTER,
-    StarvationWatch,
-    StarvedRankError,
-    starved_words,
-)
+from melissa_trainer.stream.starvation_watch import StarvationWatch
 from melissa_trainer.stream.stream_source import StreamSource
 from melissa_trainer.study.launch import other_rank_excuse
 from melissa_trainer.study.progress import (
@@ -117,19 +112,7 @@ from melissa_trainer.study.progress_words import (
     seconds,
 )
 
-__all__ = [
-    "AWAY_FACTOR",
-    "DEADLOCK_GRACE",
-    "REPORT_AFTER",
-    "DeadlockCheck",
-    "StarvationWatch",
-    "ahead",
-    "StarvedRankError",
-    "failed_words",
-    "rank0_excuse",
-    "starved_words",
-    "study_watch",
-]
+__all__ = ["AWAY_FACTOR", "DEADLOCK_GRACE", "DeadlockCheck", "ahead", "study_watch"]
 
 #: seconds (of rank 0's clock) between two writes of rank 0's progress that must both
 #: say the deadlock, with nothing changed between them, before it is said

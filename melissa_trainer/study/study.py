@@ -69,17 +69,19 @@ from typing import Any
 
 from melissa_trainer.buffers import Buffer
 from melissa_trainer.config.arguments import TrainingArguments
-from melissa_trainer.core.loss_per_simulation import SimulationLoss, resolve_loss_steps
+from melissa_trainer.core.loss_per_simulation import SimulationLoss
+from melissa_trainer.core.loss_steps import resolve_loss_steps
 from melissa_trainer.core.wait_watch import WaitWatch
 from melissa_trainer.hooks import Hook, SimulationLossTracker
 from melissa_trainer.launcher import Launcher
 from melissa_trainer.launcher.account import resume_lines
 from melissa_trainer.launcher.adaptive import AdaptiveSampler
-from melissa_trainer.launcher.study_record import SavedStudy
+from melissa_trainer.launcher.simulation_record import SavedStudy
 from melissa_trainer.sources.ingest_transform import IngestTransform
 from melissa_trainer.sources.source import Source, SourceError
 from melissa_trainer.stream.rank_activity import ActivityPublisher
 from melissa_trainer.stream.receiver import Receiver
+from melissa_trainer.stream.starvation_watch import StarvationWatch
 from melissa_trainer.stream.stream_source import StreamSource
 from melissa_trainer.study.closing import LastExits, check_waiting
 from melissa_trainer.study.end_notice import StudyEndNotice
@@ -95,7 +97,7 @@ from melissa_trainer.study.launch import (
 )
 from melissa_trainer.study.progress_words import study_failed
 from melissa_trainer.study.saved_account import SavedAccount
-from melissa_trainer.study.starvation import StarvationWatch, study_watch
+from melissa_trainer.study.starvation import study_watch
 from melissa_trainer.study.study_state import StudyState
 from melissa_trainer.study.study_stop import StudyStop
 from melissa_trainer.study.watermark import warn_unreachable_study_watermark

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from melissa_trainer.launcher import Launcher
-from melissa_trainer.launcher.study_record import SavedStudy
+from melissa_trainer.launcher.simulation_record import SavedStudy
 from melissa_trainer.stream.stream_source import StreamSource
 from melissa_trainer.study.saved_account import SavedAccount
 

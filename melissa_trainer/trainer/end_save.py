@@ -25,7 +25,7 @@ A save does not serialize the source's record a second time for its digest (at 1
 seconds per save: `benchmarks/end_save_digest.py`): it takes the buffer's counters and
 the hooks' states before it writes (`before_save`), and the source's part from the
 manifest's hash of the ``source.json`` it wrote (`saved`), which the save computes
-anyway; the file is `checkpoint.paths.record_text` of the record, and `fingerprint`
+anyway; the file is `checkpoint.files.record_text` of the record, and `fingerprint`
 hashes the live record's same text. Equal digests at the end: the live record's text is
 the written one's, and the buffer and hooks have not changed since before the write (a
 sample put during the write makes the digest differ at the end: a save too many, never
@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from melissa_trainer.checkpoint import manifest
 from melissa_trainer.checkpoint import paths as ckpt
+from melissa_trainer.checkpoint.files import record_text
 from melissa_trainer.core.view import TrainerView
 from melissa_trainer.sources.source import STATE_FILE as SOURCE_FILE
 from melissa_trainer.trainer.rank_reports import agree
@@ -79,7 +80,7 @@ def fingerprint(trainer: _Parts) -> str:
     only with a step, which a new step's checkpoint holds). At a save, `saved` is this
     digest without serializing the record again."""
     # (default=repr: what JSON cannot hold, which a save would refuse; the same text else)
-    text = ckpt.record_text(trainer.source.state_dict(), default=repr)
+    text = record_text(trainer.source.state_dict(), default=repr)
     return _digest(before_save(trainer), hashlib.sha256(text.encode()).hexdigest())
 
 

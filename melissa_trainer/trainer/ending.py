@@ -26,7 +26,8 @@ from melissa_trainer.trainer.exit_meeting import hold_term
 from melissa_trainer.trainer.hook_mark import ALIVE
 from melissa_trainer.trainer.late_end import deciding
 from melissa_trainer.trainer.no_training import refuse_untrained
-from melissa_trainer.trainer.preemption import Preempted, PreemptionHandler, StopCause
+from melissa_trainer.trainer.preempted import Preempted
+from melissa_trainer.trainer.preemption import PreemptionHandler
 from melissa_trainer.trainer.rank_failure import (
     NOTES_DIR,
     RankFailed,
@@ -38,17 +39,15 @@ from melissa_trainer.trainer.rank_failure import (
 )
 from melissa_trainer.trainer.resume_words import failure_words
 from melissa_trainer.trainer.save_failure import EndKind, at_end
-from melissa_trainer.trainer.stop_asked import stop_words  # (its home before)
+from melissa_trainer.trainer.stop_cause import StopCause
 
 __all__ = [
     "EndingTrainer",
     "end_training",
     "failed",
-    "failure_words",
     "keeps_training",
     "save_at_failure",
     "source_failed",
-    "stop_words",
 ]
 
 logger = logging.getLogger(__name__)

@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from melissa_trainer.common.refusal import elsewhere
-from melissa_trainer.core.wait_watch import LOCK_USUAL, WaitWatch
+from melissa_trainer.core.wait_watch import WaitWatch
+from melissa_trainer.core.wait_words import LOCK_USUAL
 from melissa_trainer.trainer.lock_holder import LOCK_FILE, OutputDirLocked, peek_holder
 from melissa_trainer.trainer.output_lock import (
     ENV_OUTPUT_LOCK,

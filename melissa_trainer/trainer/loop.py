@@ -43,7 +43,7 @@ from melissa_trainer.trainer.ending import end_training, failed
 from melissa_trainer.trainer.held_out import HeldOutLosses
 from melissa_trainer.trainer.hook_mark import known_gone
 from melissa_trainer.trainer.losses import LossFn
-from melissa_trainer.trainer.preemption import Preempted, StopCause
+from melissa_trainer.trainer.preempted import Preempted
 from melissa_trainer.trainer.rank_failure import NOTES_DIR
 from melissa_trainer.trainer.roll_call import launch_roll_call
 from melissa_trainer.trainer.run_waits import last_window_check, run_window, sources_started
@@ -57,6 +57,7 @@ from melissa_trainer.trainer.source_failure import SourceFailure
 from melissa_trainer.trainer.starting import refuse_second_train, start_training
 from melissa_trainer.trainer.stepping import TrainerSteps
 from melissa_trainer.trainer.stop_asked import ended_by_stop
+from melissa_trainer.trainer.stop_cause import StopCause
 from melissa_trainer.trainer.train_close import close_training
 from melissa_trainer.trainer.windows import first_aligned, start_agreement, window_at
 
@@ -178,7 +179,7 @@ class OnlineTrainer(TrainerSteps):
         #: on every rank, set before LOOP_END, so hooks may read it from there on.
         self.preempted_by: signal.Signals | None = None
         #: Why the last `train()` ended, in words, set before LOOP_END: "end of stream",
-        #: "max_steps N reached", or `ending.stop_words`'. "" before the end.
+        #: "max_steps N reached", or `stop_asked.stop_words`'. "" before the end.
         self.ended_by = ""
         #: Whether a `train()` has started the source (`starting`): a trainer trains its
         #: stream once, and a second `train()` is refused naming the fix (htrial37)

@@ -35,11 +35,11 @@ import torch
 
 from melissa_trainer.common.refusal import elsewhere
 from melissa_trainer.core.view import TrainerView
-from melissa_trainer.core.wait_watch import UNTRAINED_USUAL
+from melissa_trainer.core.wait_words import UNTRAINED_USUAL
 from melissa_trainer.sources.source import SourceError
 from melissa_trainer.trainer.no_training_words import StudyCounts, untrained_words
 
-__all__ = ["NoTrainingError", "refuse_untrained", "untrained_words"]
+__all__ = ["NoTrainingError", "refuse_untrained"]
 
 logger = logging.getLogger(__name__)
 

@@ -62,9 +62,8 @@ from types import FrameType, TracebackType
 from typing import Any
 
 from melissa_trainer.trainer.late_end import EndCheckpoint
-from melissa_trainer.trainer.launcher_watch import launcher_parent
 from melissa_trainer.trainer.parent_watch import start_watch
-from melissa_trainer.trainer.preempted import Preempted, exit_code
+from melissa_trainer.trainer.preempted import exit_code
 from melissa_trainer.trainer.stop_cause import StopCause, launcher_node
 from melissa_trainer.trainer.term_words import late_words, stop_requested_words
 
@@ -73,11 +72,7 @@ __all__ = [
     "ORPHAN_GRACE",
     "PARENT_POLL",
     "REPEAT_WINDOW",
-    "Preempted",
     "PreemptionHandler",
-    "StopCause",
-    "exit_code",
-    "launcher_parent",
 ]
 
 logger = logging.getLogger(__name__)

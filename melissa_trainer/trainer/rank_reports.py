@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 
-from melissa_trainer.core.wait_watch import CHECKPOINT_USUAL
+from melissa_trainer.core.wait_words import CHECKPOINT_USUAL
 
 if TYPE_CHECKING:  # pragma: no cover
     from melissa_trainer.trainer.loop import OnlineTrainer

@@ -41,7 +41,7 @@ from typing import TypeVar
 
 from melissa_trainer.checkpoint.errors import CheckpointError
 from melissa_trainer.common.refusal import SaidOnRankZero, launch_rank
-from melissa_trainer.config.arguments import ConfigError
+from melissa_trainer.config.reading import ConfigError
 from melissa_trainer.launcher.study_change import StudyChanged
 from melissa_trainer.stream.receiver_socket import PortInUse
 from melissa_trainer.trainer import refusal_mark

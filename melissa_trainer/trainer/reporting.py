@@ -21,7 +21,7 @@ import torch
 import torch.distributed as dist
 from accelerate.utils import send_to_device
 
-from melissa_trainer.core.wait_watch import EVAL_USUAL, STEPS_USUAL
+from melissa_trainer.core.wait_words import EVAL_USUAL, STEPS_USUAL
 from melissa_trainer.hooks import Event
 from melissa_trainer.trainer.held_out import HELD_OUT_FILE, HeldOutLosses, parameter_names
 from melissa_trainer.trainer.simulation_errors import SimulationErrors, per_sample_losses_available

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from melissa_trainer.core.wait_watch import LAST_STEPS_USUAL, SOURCES_USUAL
+from melissa_trainer.core.wait_words import LAST_STEPS_USUAL, SOURCES_USUAL
 from melissa_trainer.hooks.raised import method_name
 from melissa_trainer.trainer.exit_meeting import agree_meet_bound
 from melissa_trainer.trainer.reporting import watched

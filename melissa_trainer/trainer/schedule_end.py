@@ -54,8 +54,9 @@ from melissa_trainer.core.schedule_length import (
     schedule_words,
     steps_left,
 )
-from melissa_trainer.trainer.ending import failure_words, save_at_failure
+from melissa_trainer.trainer.ending import save_at_failure
 from melissa_trainer.trainer.rank_reports import agree
+from melissa_trainer.trainer.resume_words import failure_words
 
 if TYPE_CHECKING:  # pragma: no cover
     from melissa_trainer.trainer.ending import EndingTrainer

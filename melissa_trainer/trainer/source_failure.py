@@ -43,12 +43,10 @@ from melissa_trainer.core.schedule_length import SchedulerStepError
 from melissa_trainer.sources.source import SourceError
 from melissa_trainer.trainer.ending import (
     EndingTrainer,
-    failure_words,
     keeps_training,
     save_at_failure,
     source_failed,
 )
-from melissa_trainer.trainer.preemption import StopCause
 from melissa_trainer.trainer.rank_failure import (
     RankFailed,
     error_line,
@@ -58,7 +56,9 @@ from melissa_trainer.trainer.rank_failure import (
     peer_words,
     write_note,
 )
+from melissa_trainer.trainer.resume_words import failure_words
 from melissa_trainer.trainer.schedule_end import schedule_failed, schedule_note
+from melissa_trainer.trainer.stop_cause import StopCause
 
 __all__ = ["SourceFailure", "peer_source_failed"]
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from melissa_trainer.checkpoint.paths import latest_checkpoint
+from melissa_trainer.common.checkpoint_names import latest_checkpoint
 from melissa_trainer.common.setting import setting
 
 __all__ = ["late_words", "stop_requested_words"]

@@ -21,7 +21,7 @@ import numpy as np
 from melissa_trainer.wire.layout import MAGIC, PREFIX, VERSION
 from melissa_trainer.wire.messages import ProtocolError, StudyEnd
 
-__all__ = ["STUDY_END", "StudyEnd", "decode_study_end", "encode_study_end"]
+__all__ = ["STUDY_END", "decode_study_end", "encode_study_end"]
 
 #: the kind byte: on the stream's PULL socket only (the kinds 6-14 are other sockets')
 STUDY_END = 15

@@ -14,7 +14,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchmark_json import BENCHMARKS, ROW_KEYS, benchmark_module  # noqa: E402
 
-from melissa_trainer.core.wait_watch import ROLL_LOOK
+from melissa_trainer.core.roll_call import ROLL_LOOK
 
 pytestmark = [
     pytest.mark.timeout(240),

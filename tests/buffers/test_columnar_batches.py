@@ -114,7 +114,7 @@ def test_a_batch_s_simulation_ids_from_its_block_equal_the_samples_ids() -> None
     sample. The same ids as sample by sample, in order, batch after batch while puts
     evict; once the list is changed, read sample by sample again."""
     from melissa_trainer.buffers.block import BlockViews
-    from melissa_trainer.core.dataset import simulation_ids
+    from melissa_trainer.core.simulation_ids import simulation_ids
 
     col = ColumnarReservoirBuffer(40, 8, seed=3)
     rng = np.random.default_rng(3)

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from reshard_snapshots import CAPACITY, make, old_rank, reservoir_draws, sample, uids
 
-from melissa_trainer.buffers import ReservoirBuffer
-from melissa_trainer.buffers.reshard import ShareTooSmall, share
+from melissa_trainer.buffers import ReservoirBuffer, ShareTooSmall
+from melissa_trainer.buffers.reshard import share
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -14,7 +14,8 @@ from safetensors import SafetensorError
 from melissa_trainer.buffers import read_snapshot
 from melissa_trainer.buffers._state import LazyArrays, write_files
 from melissa_trainer.buffers.reshard import share
-from melissa_trainer.core.dataset import StreamDataset, read_pending
+from melissa_trainer.core.dataset import StreamDataset
+from melissa_trainer.core.pending_file import read_pending
 
 pytestmark = pytest.mark.timeout(120)
 

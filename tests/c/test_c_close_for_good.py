@@ -39,7 +39,7 @@ from test_c_stop_not_needed import ended_ingest
 
 from melissa_trainer.client import Client
 from melissa_trainer.client.closing import TrainerStopped
-from melissa_trainer.client.config import ClientTuning
+from melissa_trainer.client.tuning import ClientTuning
 from melissa_trainer.stream.endpoints import mark_stopped
 from melissa_trainer.stream.stop_record import RECORD_LIMIT, StopReason, build_record
 from melissa_trainer.stream.trainer_process import published_process

@@ -27,7 +27,7 @@ from test_c_close_dead_trainer import MT_ETIMEDOUT, close_to_dead
 from test_c_close_receipt import publish
 from test_c_follow_resend_gone import dead_endpoint
 
-from melissa_trainer.client.handshake import NOT_RECEIVER  # (the C words: the same)
+from melissa_trainer.client.handshake_words import NOT_RECEIVER  # (the C words: the same)
 
 pytestmark = pytest.mark.e2e  # every test here starts a process
 

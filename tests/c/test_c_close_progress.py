@@ -24,8 +24,8 @@ from compiled import c_client  # noqa: F401 (a fixture)
 from slow_drain import drain_slowly
 
 from melissa_trainer.buffers import FIFOBuffer
-from melissa_trainer.client.config import ClientTuning
 from melissa_trainer.client.receipts import Rounds
+from melissa_trainer.client.tuning import ClientTuning
 
 pytestmark = pytest.mark.e2e  # every test here starts a process
 

@@ -30,7 +30,8 @@ from compiled import c_client  # noqa: F401 (a fixture)
 from helpers import running
 from predict_script import Script
 
-from melissa_trainer.wire.receipt import RECEIPT_NO_BYE, RECEIPT_QUERY
+from melissa_trainer.wire.layout import RECEIPT_QUERY
+from melissa_trainer.wire.receipt import RECEIPT_NO_BYE
 
 pytestmark = [
     pytest.mark.e2e,  # every test here starts a process

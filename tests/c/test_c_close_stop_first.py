@@ -34,7 +34,7 @@ from test_c_stop_not_needed import ended_ingest
 from melissa_trainer.client import Client, SimulationNotNeeded
 from melissa_trainer.client.admission import SimulationRefused
 from melissa_trainer.client.closing import TrainerStopped
-from melissa_trainer.client.config import ClientTuning
+from melissa_trainer.client.tuning import ClientTuning
 from melissa_trainer.stream.endpoints import mark_stopped
 from melissa_trainer.stream.stop_record import StopReason, build_record
 

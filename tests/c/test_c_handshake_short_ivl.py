@@ -19,7 +19,7 @@ from compiled import CClient, c_client  # noqa: F401 (a fixture)
 from handshake_shim import build_shim
 from silent_peer import silent  # noqa: F401 (a fixture)
 
-from melissa_trainer.client.handshake import MISMATCH, NOT_RECEIVER, NOT_RECEIVER_DROPS
+from melissa_trainer.client.handshake_words import MISMATCH, NOT_RECEIVER, NOT_RECEIVER_DROPS
 
 pytestmark = [
     pytest.mark.e2e,  # a compiled driver, seconds of handshake intervals

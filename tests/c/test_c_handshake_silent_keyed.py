@@ -24,7 +24,7 @@ from compiled import CClient, c_client, preload_shim  # noqa: F401 (a fixture)
 from handshake_shim import shim_source
 from silent_peer import silent  # noqa: F401 (a fixture)
 
-from melissa_trainer.client.handshake import MISMATCH, NOT_RECEIVER
+from melissa_trainer.client.handshake_words import MISMATCH, NOT_RECEIVER
 
 pytestmark = [
     pytest.mark.e2e,  # a compiled driver, and seconds of handshake intervals

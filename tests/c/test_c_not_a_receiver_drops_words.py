@@ -24,7 +24,7 @@ from compiled import c_client  # noqa: F401 (a fixture)
 from http_peer import http_peer
 from predict_script import MT_EENV, Script
 
-from melissa_trainer.client.handshake import NOT_RECEIVER_DROPS
+from melissa_trainer.client.handshake_words import NOT_RECEIVER_DROPS
 
 pytestmark = pytest.mark.e2e  # (a process)
 

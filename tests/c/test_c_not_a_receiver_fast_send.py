@@ -18,7 +18,7 @@ from c_driver import script_exe  # noqa: F401 (a fixture)
 from compiled import c_client  # noqa: F401 (a fixture)
 from test_c_admission_watch import FLOAT32, solver
 
-from melissa_trainer.client.handshake import NOT_RECEIVER  # (the C words: the same)
+from melissa_trainer.client.handshake_words import NOT_RECEIVER  # (the C words: the same)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
 

@@ -41,8 +41,8 @@ from predict_server import INPUTS, VERSION, answering_server
 from melissa_trainer import wire as P
 from melissa_trainer.client.predict_errors import UNANSWERED
 from melissa_trainer.stream.serving import PredictServer
-from melissa_trainer.stream.serving_describe import encode_description, is_describe
 from melissa_trainer.stream.serving_rendezvous import check_inputs
+from melissa_trainer.wire.predict_describe import encode_description, is_describe
 
 pytestmark = pytest.mark.e2e  # every test here starts a process
 

@@ -28,7 +28,7 @@ import zmq
 
 from melissa_trainer import wire as protocol
 from melissa_trainer.stream.serving import PredictServer
-from melissa_trainer.stream.serving_describe import encode_description, is_describe
+from melissa_trainer.wire.predict_describe import encode_description, is_describe
 
 pytestmark = pytest.mark.e2e  # every test here starts a process
 

@@ -20,7 +20,8 @@ import pytest
 from predict_runs import CPredict
 from predict_script import MT_ETIMEDOUT
 
-from melissa_trainer.client.predict import Predictor, PredictTimeout
+from melissa_trainer.client.predict import Predictor
+from melissa_trainer.client.predict_errors import PredictTimeout
 from melissa_trainer.stream.serving_rendezvous import write_serving
 from melissa_trainer.wire import field_specs
 

@@ -26,12 +26,12 @@ from predict_script import MT_EENV
 from predict_server import answering_server
 from silent_peer import plain_zmtp_peer
 
+from melissa_trainer.client.predict_endpoint import ENV_SERVE_KEY
 from melissa_trainer.client.predict_errors import (
     PLAIN_SERVE,
     PLAIN_SERVE_FILE,
     malformed_serve_key,
 )
-from melissa_trainer.client.predict_link import ENV_SERVE_KEY
 from melissa_trainer.stream.serving_rendezvous import write_serving
 from melissa_trainer.wire import field_specs
 

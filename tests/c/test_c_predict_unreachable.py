@@ -22,7 +22,8 @@ import pytest
 from predict_runs import CPredict
 from predict_script import MT_ETIMEDOUT, status
 
-from melissa_trainer.client.predict import Predictor, PredictUnreachable
+from melissa_trainer.client.predict import Predictor
+from melissa_trainer.client.predict_errors import PredictUnreachable
 from melissa_trainer.stream import host_scope
 from melissa_trainer.stream.host_scope import SCOPE_KEY
 from melissa_trainer.stream.serving_rendezvous import write_serving

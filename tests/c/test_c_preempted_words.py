@@ -29,7 +29,8 @@ from predict_script import Script
 from waiting import wait_until
 
 from melissa_trainer.buffers import FIFOBuffer
-from melissa_trainer.stream.receiver import Receiver, ReceiverConfig
+from melissa_trainer.stream.receiver import Receiver
+from melissa_trainer.stream.receiver_config import ReceiverConfig
 from melissa_trainer.stream.stop_record import StopReason
 
 pytestmark = [

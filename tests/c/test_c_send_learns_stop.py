@@ -32,7 +32,8 @@ from waiting import wait_until
 
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.client.send_wait import LOOK_EVERY
-from melissa_trainer.stream.receiver import Receiver, ReceiverConfig
+from melissa_trainer.stream.receiver import Receiver
+from melissa_trainer.stream.receiver_config import ReceiverConfig
 from melissa_trainer.stream.stop_record import StopReason
 
 pytestmark = [

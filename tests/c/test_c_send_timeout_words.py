@@ -31,7 +31,7 @@ from predict_script import Script
 from waiting import wait_until
 
 from melissa_trainer.buffers import FIFOBuffer
-from melissa_trainer.client.handshake import NOT_RECEIVER  # (the C words: the same)
+from melissa_trainer.client.handshake_words import NOT_RECEIVER  # (the C words: the same)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]  # (each starts a process)
 

@@ -22,8 +22,8 @@ from c_driver import script_exe  # noqa: F401 (a fixture)
 from compiled import c_client  # noqa: F401 (a fixture)
 from silent_peer import silent_peer
 
-from melissa_trainer.client.handshake import NOT_RECEIVER  # (the C words: the same)
 from melissa_trainer.client.handshake_timing import REPEAT_AFTER
+from melissa_trainer.client.handshake_words import NOT_RECEIVER  # (the C words: the same)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]  # (a compiled driver, 15 s waits)
 

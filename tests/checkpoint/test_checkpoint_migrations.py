@@ -18,7 +18,7 @@ from melissa_trainer.common.migrations import (
     upgrade,
     version_of,
 )
-from melissa_trainer.launcher.study_record import records_of
+from melissa_trainer.launcher.simulation_record import records_of
 
 TESTED: set[tuple[str, int]] = set()
 

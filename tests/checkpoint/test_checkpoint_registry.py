@@ -18,10 +18,12 @@ from waiting import UNTIL_TEST_TIMEOUT, wait_until
 from melissa_trainer import CheckpointError, OnlineTrainer, TrainingArguments, wire
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.checkpoint import registry
+from melissa_trainer.checkpoint.format import FORMAT_FILE, FORMAT_VERSION
 from melissa_trainer.checkpoint.manifest import MANIFEST
-from melissa_trainer.checkpoint.paths import latest_checkpoint
+from melissa_trainer.common.checkpoint_names import latest_checkpoint
 from melissa_trainer.sources.source import STATE_FILE as SOURCE_FILE
-from melissa_trainer.stream.receiver import Receiver, ReceiverConfig
+from melissa_trainer.stream.receiver import Receiver
+from melissa_trainer.stream.receiver_config import ReceiverConfig
 from melissa_trainer.stream.stream_source import StreamSource
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "data"))
@@ -65,8 +67,8 @@ def written(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_the_format_file_names_the_version_and_every_part(written: Path) -> None:
-    described = json.loads((written / registry.FORMAT_FILE).read_text())
-    assert described["format_version"] == registry.FORMAT_VERSION == 2
+    described = json.loads((written / FORMAT_FILE).read_text())
+    assert described["format_version"] == FORMAT_VERSION == 2
     assert described["parts"] == {
         "source": "per_rank",
         "rng": "per_rank",
@@ -88,7 +90,7 @@ def test_every_file_belongs_to_one_part(written: Path, tmp_path: Path) -> None:
     for part in registry.parts(trainer):
         owned += part.files(written, 0)
     on_disk = {p.relative_to(written).as_posix() for p in written.rglob("*") if p.is_file()}
-    assert set(owned) == on_disk - {MANIFEST, registry.FORMAT_FILE}
+    assert set(owned) == on_disk - {MANIFEST, FORMAT_FILE}
 
 
 def test_each_file_name_is_declared_once_in_the_package(written: Path) -> None:
@@ -158,7 +160,7 @@ def test_format_1_without_the_rank_part_takes_rank_0s_count(tmp_path: Path) -> N
 def test_a_newer_format_is_refused_naming_it(written: Path, tmp_path: Path) -> None:
     newer = tmp_path / "checkpoint-6"
     shutil.copytree(written, newer)
-    (newer / registry.FORMAT_FILE).write_text(json.dumps({"format_version": 3, "parts": {}}))
+    (newer / FORMAT_FILE).write_text(json.dumps({"format_version": 3, "parts": {}}))
     trainer = make(tmp_path / "out")
     with pytest.raises(CheckpointError, match="checkpoint format 3.*formats 1 to 2"):
         trainer.load_checkpoint(newer)

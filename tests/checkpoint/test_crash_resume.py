@@ -28,7 +28,7 @@ from held_ports import held_port
 from helpers import processes_with, sigkill_between_launches, simulation_of
 from waiting import wait_until
 
-from melissa_trainer.checkpoint.paths import latest_checkpoint
+from melissa_trainer.common.checkpoint_names import latest_checkpoint
 from melissa_trainer.launcher import LauncherTuning
 
 pytestmark = [

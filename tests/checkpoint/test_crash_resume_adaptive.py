@@ -28,7 +28,7 @@ from test_crash_resume import (
 )
 from waiting import wait_until
 
-from melissa_trainer.checkpoint.paths import latest_checkpoint
+from melissa_trainer.common.checkpoint_names import latest_checkpoint
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from melissa_trainer.trainer.preemption import PreemptionHandler, launcher_parent
+from melissa_trainer.trainer.launcher_watch import launcher_parent
+from melissa_trainer.trainer.preemption import PreemptionHandler
 
 pytestmark = [
     pytest.mark.timeout(60),

@@ -22,7 +22,7 @@ from helpers import processes_with
 from preemption_runs import HEAT, HEAT_FLAGS, HEAT_SIMULATIONS
 from waiting import wait_until
 
-from melissa_trainer.checkpoint.paths import list_checkpoints
+from melissa_trainer.common.checkpoint_names import list_checkpoints
 
 LINUX = Path("/proc/self/environ").exists()
 

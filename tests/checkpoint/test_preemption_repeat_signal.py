@@ -22,7 +22,7 @@ from preemption_runs import make_trainer
 from waiting import wait_until
 
 from melissa_trainer import Hook, TrainerControl, TrainerState
-from melissa_trainer.checkpoint.paths import list_checkpoints
+from melissa_trainer.common.checkpoint_names import list_checkpoints
 from melissa_trainer.trainer import preemption
 
 # -- end to end: this file as a script ---------------------------------------------------

@@ -28,7 +28,7 @@ from waiting import wait_until
 from melissa_trainer import OnlineTrainer, Preempted
 from melissa_trainer.buffers import Buffer
 from melissa_trainer.checkpoint import paths as ckpt_paths
-from melissa_trainer.checkpoint.paths import list_checkpoints
+from melissa_trainer.common.checkpoint_names import list_checkpoints
 from melissa_trainer.sources.source import IterableSource, Source
 
 

@@ -23,7 +23,7 @@ from waiting import UNTIL_TEST_TIMEOUT, wait_until
 
 from melissa_trainer import Hook, Preempted, TrainerControl, TrainerState
 from melissa_trainer.buffers import Buffer
-from melissa_trainer.checkpoint.paths import list_checkpoints
+from melissa_trainer.common.checkpoint_names import list_checkpoints
 from melissa_trainer.sources.source import Source
 
 

@@ -12,8 +12,8 @@ import torch
 from helpers import Recorder, linear_samples, small_model, xy
 
 from melissa_trainer import OnlineTrainer, TrainingArguments
-from melissa_trainer.checkpoint.paths import latest_checkpoint, list_checkpoints
-from melissa_trainer.config.arguments import ConfigError
+from melissa_trainer.common.checkpoint_names import latest_checkpoint, list_checkpoints
+from melissa_trainer.config.reading import ConfigError
 
 pytestmark = pytest.mark.timeout(90)
 

@@ -19,7 +19,7 @@ import pytest
 from resume_scenario import run
 from waiting import wait_until
 
-from melissa_trainer.checkpoint.paths import latest_checkpoint
+from melissa_trainer.common.checkpoint_names import latest_checkpoint
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240), pytest.mark.e2e]
 

@@ -45,7 +45,7 @@ from resize_oracle import check_resumed, held, rank_dirs
 from resize_runs import SOLVERS_GONE, Case, Run, checkpoints
 from waiting import wait_until
 
-from melissa_trainer.checkpoint.paths import latest_checkpoint
+from melissa_trainer.common.checkpoint_names import latest_checkpoint
 
 pytestmark = [
     pytest.mark.slow,

@@ -21,7 +21,7 @@ import pytest
 from test_crash_resume import BATCH, SIMULATIONS, SOLVERS_GONE, Run, checkpoints, solvers_alive
 from waiting import wait_until
 
-from melissa_trainer.checkpoint.paths import latest_checkpoint
+from melissa_trainer.common.checkpoint_names import latest_checkpoint
 
 pytestmark = [
     pytest.mark.slow,

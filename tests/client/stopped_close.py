@@ -12,7 +12,7 @@ from waiting import wait_until
 
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.client import Client
-from melissa_trainer.client.config import ClientTuning
+from melissa_trainer.client.tuning import ClientTuning
 from melissa_trainer.stream.receiver import Receiver
 from melissa_trainer.stream.receiver_config import ReceiverConfig
 

@@ -17,13 +17,13 @@ from waiting import wait_until
 
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.client import Client, ClientTuning
-from melissa_trainer.client.send_wait import ReceiverGone
+from melissa_trainer.client.send_errors import ReceiverGone
 from melissa_trainer.stream.stop_record import StopReason
 
 __all__ = ["GONE_CAUSES", "send_until_gone", "sent_then_stopped"]
 
 #: a stop record's reason (None: no record) and what a give-up's clause of the receiver
-#: disconnected then says of why it went (`handshake.down_note`): the preempted record's
+#: disconnected then says of why it went (`handshake_notes.down_note`): the preempted record's
 #: words, else "died or was restarted" (test_words_close_timeout_preempted.py,
 #: test_words_send_timeout_preempted.py)
 GONE_CAUSES: list[tuple[StopReason | None, str]] = [

@@ -27,7 +27,7 @@ from melissa_trainer.client import (
     ClientTuning,
     fetch_endpoints,
 )
-from melissa_trainer.client.config import check_parameters
+from melissa_trainer.client.parameters import check_parameters
 from melissa_trainer.stream.endpoints import write_rendezvous
 
 pytestmark = pytest.mark.usefixtures("_clean_environment")

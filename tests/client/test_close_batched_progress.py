@@ -22,7 +22,7 @@ from test_close_progress import SID, STEPS, drain_slowly
 
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.client import Client
-from melissa_trainer.client.config import ClientTuning
+from melissa_trainer.client.tuning import ClientTuning
 from melissa_trainer.stream.ingested import Draining
 
 pytestmark = pytest.mark.timeout(180)

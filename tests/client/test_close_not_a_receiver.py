@@ -19,7 +19,7 @@ import pytest
 from waiting import wait_until
 
 from melissa_trainer.client import Client, ClientTuning, handshake
-from melissa_trainer.client.handshake import NOT_RECEIVER
+from melissa_trainer.client.handshake_words import NOT_RECEIVER
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -23,7 +23,7 @@ from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.client import Client, SimulationNotNeeded
 from melissa_trainer.client import receipts as receipts_module
 from melissa_trainer.client.closing import TrainerStopped
-from melissa_trainer.client.config import ClientTuning
+from melissa_trainer.client.tuning import ClientTuning
 from melissa_trainer.stream.receiver import Receiver
 from melissa_trainer.stream.stop_record import StopReason, parse_record
 

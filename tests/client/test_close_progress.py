@@ -29,7 +29,7 @@ from slow_drain import drain_slowly
 
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.client import Client
-from melissa_trainer.client.config import ClientTuning
+from melissa_trainer.client.tuning import ClientTuning
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -25,9 +25,9 @@ from melissa_trainer import wire as P
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.client import Client
 from melissa_trainer.client.admission import SimulationRefused
-from melissa_trainer.client.config import ClientTuning
 from melissa_trainer.client.confirm import answers_receipts, report
 from melissa_trainer.client.receipts import confirmed
+from melissa_trainer.client.tuning import ClientTuning
 from melissa_trainer.stream.follow_answers import receipt_of
 from melissa_trainer.stream.follow_server import FollowServer
 from melissa_trainer.stream.ingested import Draining

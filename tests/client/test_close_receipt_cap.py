@@ -24,8 +24,8 @@ from slow_drain import drain_slowly
 
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.client import Client
-from melissa_trainer.client.config import ClientTuning
 from melissa_trainer.client.delivery import CLOSE_CAP_FACTOR, capped_words
+from melissa_trainer.client.tuning import ClientTuning
 
 pytestmark = pytest.mark.timeout(180)
 

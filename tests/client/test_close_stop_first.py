@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from melissa_trainer.client.admission import SimulationRefused
-from melissa_trainer.client.closing import StopSaid, TrainerStopped, stop_first
+from melissa_trainer.client.closing import TrainerStopped, stop_first
+from melissa_trainer.client.gave_up import StopSaid
 from melissa_trainer.client.stopped import SimulationNotNeeded
 
 EP = "tcp://127.0.0.1:5555"

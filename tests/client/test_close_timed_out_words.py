@@ -1,6 +1,6 @@
 """What a close that `close_timeout` ended says of a receiver disconnected then (the
 trainer died or was restarted): the words of a send that gave up
-(`handshake.down_note`, tests/client/test_give_up_words.py), after "not delivered within
+(`handshake_notes.down_note`, tests/client/test_give_up_words.py), after "not delivered within
 close_timeout=X s" (which users and tests grep). Before the change it said only that
 the time ran out, as if the trainer were there and slow.
 

@@ -5,7 +5,7 @@ A user trial (htrial12, finding 2): a solver in external mode, its trainer kille
 ``kill -9`` and not resumed. Its close waited 181 s without a word (60 s for the
 receiver to reconnect, then 120 s for a restarted trainer to publish), then raised a
 `TimeoutError` that named only the first 60 s and did not say to run the simulation
-again. Now, a few seconds into that wait (`patience.notice_after`: half a short
+again. Now, a few seconds into that wait (`peer_watch.notice_after`: half a short
 `disconnected_timeout`), one WARNING on ``melissa_trainer.client.client`` names the
 receiver, since when it is gone, what the close waits for, how long in all and the
 settings that shorten it; nothing more until the error, which states the disconnected

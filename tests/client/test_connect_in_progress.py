@@ -23,7 +23,7 @@ from fed_monitor import ENDPOINT, fed_and_feed, feed_event
 
 from melissa_trainer.client import Client, ClientTuning
 from melissa_trainer.client.handshake import Handshakes
-from melissa_trainer.client.patience import PeerWatch
+from melissa_trainer.client.peer_watch import PeerWatch
 
 
 @pytest.fixture

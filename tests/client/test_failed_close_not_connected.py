@@ -21,7 +21,7 @@ from waiting import wait_until
 
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.client import Client, ClientTuning
-from melissa_trainer.client.send_wait import ReceiverGone
+from melissa_trainer.client.send_errors import ReceiverGone
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -22,7 +22,8 @@ from helpers import drain
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.client import Client, ClientTuning, follow
 from melissa_trainer.client.follow import FollowError
-from melissa_trainer.stream.receiver import Receiver, ReceiverConfig
+from melissa_trainer.stream.receiver import Receiver
+from melissa_trainer.stream.receiver_config import ReceiverConfig
 
 pytestmark = pytest.mark.timeout(120)
 

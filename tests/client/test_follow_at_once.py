@@ -94,7 +94,7 @@ def kill_a(c: Client, a: ReceiverProcess) -> None:
 
 def blocked(caplog: pytest.LogCaptureFixture) -> None:
     """Wait for the notice that a send or close waits on the receiver gone (said once
-    it has been down `patience.notice_after` s): the wait is under way. It says that a
+    it has been down `peer_watch.notice_after` s): the wait is under way. It says that a
     restarted trainer is followed as soon as it publishes (`gave_up.waits_for`)."""
 
     def notices() -> list[str]:

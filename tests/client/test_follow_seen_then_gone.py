@@ -24,7 +24,7 @@ from typing import Any, SupportsIndex
 import pytest
 
 from melissa_trainer.client.following import Following
-from melissa_trainer.client.send_wait import ReceiverGone
+from melissa_trainer.client.send_errors import ReceiverGone
 from melissa_trainer.stream.endpoints import mark_stopped
 
 pytestmark = pytest.mark.timeout(60)

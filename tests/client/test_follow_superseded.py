@@ -30,7 +30,8 @@ from waiting import wait_until
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.client import Client, ClientTuning, PredictTimeout, follow
 from melissa_trainer.stream.endpoints import write_rendezvous
-from melissa_trainer.stream.receiver import Receiver, ReceiverConfig
+from melissa_trainer.stream.receiver import Receiver
+from melissa_trainer.stream.receiver_config import ReceiverConfig
 
 SID = 3
 FIELDS = {"u": ((3,), "<f4")}

@@ -1,7 +1,7 @@
 """What a `send` that `send_timeout` ended says (a user trial, htrial17 e2/e3/e4): it said
 "the trainer is not receiving (back-pressure)" whatever the client knew of its
 receiver. Now it says what the sockets' monitors (`handshake.Handshakes`) know, in the
-words a close uses (`handshake.never_note`): no connection ever accepted (check the
+words a close uses (`handshake_notes.never_note`): no connection ever accepted (check the
 endpoint), a peer that is not a receiver (check the endpoint), a receiver disconnected
 for N s (the trainer died or was restarted: run the simulation again), and back-pressure
 only while every receiver is connected (tests/client/test_client_backpressure.py guards that one).
@@ -29,8 +29,8 @@ from waiting import wait_until
 
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.client import Client, ClientTuning, handshake
-from melissa_trainer.client.handshake import NOT_RECEIVER
-from melissa_trainer.client.send_wait import ReceiverGone
+from melissa_trainer.client.handshake_words import NOT_RECEIVER
+from melissa_trainer.client.send_errors import ReceiverGone
 from melissa_trainer.client.stopped import ENDED
 from melissa_trainer.stream.stop_record import StopReason
 

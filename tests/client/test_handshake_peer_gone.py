@@ -23,7 +23,8 @@ import zmq
 from waiting import wait_until
 
 from melissa_trainer.client import handshake
-from melissa_trainer.client.handshake import NOT_RECEIVER, Handshakes
+from melissa_trainer.client.handshake import Handshakes
+from melissa_trainer.client.handshake_words import NOT_RECEIVER
 
 
 @pytest.mark.timeout(60)

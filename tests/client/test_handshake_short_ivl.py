@@ -6,7 +6,7 @@ younger than it and was read as a refusal: a keyed client's close to a peer that
 accepts TCP and never answers raised "the server key does not match" (a key-less one's,
 "not a receiver, or CURVE only ... nothing sent to it was delivered") after two
 intervals, as in the 30 s case the rule was made for. The bound is now the smaller of
-2 s and half the socket's interval (`handshake.timeout_bound`); the C client's is the
+2 s and half the socket's interval (`handshake_timing.timeout_bound`); the C client's is the
 same (tests/c/test_c_handshake_short_ivl.py). Each test here failed before.
 
 Real sockets on 127.0.0.1: a silent TCP peer (accepts, never writes)."""
@@ -25,13 +25,8 @@ from silent_predict import request_to_silent_peer
 from waiting import wait_until
 
 from melissa_trainer.client import ENV_KEY, ENV_RENDEZVOUS, Client, ClientTuning
-from melissa_trainer.client.handshake import (
-    MISMATCH,
-    NOT_RECEIVER,
-    NOT_RECEIVER_DROPS,
-    NOT_ZMQ_AFTER,
-    timeout_bound,
-)
+from melissa_trainer.client.handshake_timing import NOT_ZMQ_AFTER, timeout_bound
+from melissa_trainer.client.handshake_words import MISMATCH, NOT_RECEIVER, NOT_RECEIVER_DROPS
 
 pytestmark = pytest.mark.e2e  # seconds of handshake intervals
 

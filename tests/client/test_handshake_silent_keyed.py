@@ -31,7 +31,7 @@ from silent_peer import silent  # noqa: F401 (a fixture)
 from waiting import wait_until
 
 from melissa_trainer.client import ENV_KEY, ENV_RENDEZVOUS, Client, ClientTuning
-from melissa_trainer.client.handshake import MISMATCH, NOT_RECEIVER, PLAIN
+from melissa_trainer.client.handshake_words import MISMATCH, NOT_RECEIVER, PLAIN
 
 FIELDS = {"u": ((4,), "float32")}
 #: the client's handshake interval in the tests on real sockets (above NOT_ZMQ_AFTER)

@@ -25,7 +25,8 @@ from resumed_runs import CHECKPOINTS
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.client import Client
 from melissa_trainer.stream.follow_server import FollowServer
-from melissa_trainer.stream.receiver import Receiver, ReceiverConfig
+from melissa_trainer.stream.receiver import Receiver
+from melissa_trainer.stream.receiver_config import ReceiverConfig
 
 pytestmark = pytest.mark.timeout(120)
 

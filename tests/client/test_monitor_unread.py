@@ -16,9 +16,9 @@ import zmq
 from refusing_listener import refusing_listener
 from waiting import wait_until
 
-from melissa_trainer.client.config import ClientTuning
 from melissa_trainer.client.handshake import Handshakes
 from melissa_trainer.client.sockets import connect
+from melissa_trainer.client.tuning import ClientTuning
 
 #: connection attempts to count: at least two events each, 1.5 times what a full queue
 #: holds (a full queue stopped them at about a thousand: with the monitor's RCVHWM left at

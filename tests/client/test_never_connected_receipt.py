@@ -20,7 +20,7 @@ from helpers import running
 from stopped_close import close_failure, stop_during_close
 
 from melissa_trainer.client import Client
-from melissa_trainer.client.config import ClientTuning
+from melissa_trainer.client.tuning import ClientTuning
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("short_receipt_rounds")]
 

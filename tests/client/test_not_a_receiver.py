@@ -26,7 +26,7 @@ from http_peer import http_peer
 from waiting import wait_until
 
 from melissa_trainer.client import Client, ClientTuning, handshake
-from melissa_trainer.client.handshake import NOT_RECEIVER, NOT_RECEIVER_DROPS
+from melissa_trainer.client.handshake_words import NOT_RECEIVER, NOT_RECEIVER_DROPS
 
 FIELDS = {"u": ((4,), "float32")}
 

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from melissa_trainer.client import Client, ClientTuning, handshake, send_wait
-from melissa_trainer.client.handshake import NOT_RECEIVER
+from melissa_trainer.client.handshake_words import NOT_RECEIVER
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -19,17 +19,17 @@ import zmq
 
 from melissa_trainer import wire as protocol
 from melissa_trainer.client import PredictionUnavailable, Predictor, PredictTimeout
-from melissa_trainer.client.predict_link import ENV_SERVE_ENDPOINTS, ENV_SERVE_KEY
+from melissa_trainer.client.predict_endpoint import ENV_SERVE_ENDPOINTS, ENV_SERVE_KEY
 from melissa_trainer.stream.serving import PredictServer
-from melissa_trainer.stream.serving_describe import (
+from melissa_trainer.wire import ProtocolError
+from melissa_trainer.wire.predict import decode_answer
+from melissa_trainer.wire.predict_describe import (
     Description,
-    decode_answer,
     described,
     encode_describe,
     encode_description,
     is_describe,
 )
-from melissa_trainer.wire import ProtocolError
 
 pytestmark = pytest.mark.timeout(60)
 SPECS = protocol.field_specs({"u": ((4, 3), "float32"), "k": ((), "int64")})

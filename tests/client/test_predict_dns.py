@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from melissa_trainer.client import PredictionUnavailable, Predictor, PredictTimeout
-from melissa_trainer.client.predict_link import ENV_SERVE_ENDPOINTS, ENV_SERVE_KEY
+from melissa_trainer.client.predict_endpoint import ENV_SERVE_ENDPOINTS, ENV_SERVE_KEY
 
 LONG = 60.0  # longer than the tests' timeouts: a request that waits for it fails
 INPUTS = {"q": np.zeros(4, np.float32)}

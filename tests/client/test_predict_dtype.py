@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from melissa_trainer.client import Predictor
-from melissa_trainer.client.predict_link import ENV_SERVE_ENDPOINTS, ENV_SERVE_KEY
+from melissa_trainer.client.predict_endpoint import ENV_SERVE_ENDPOINTS, ENV_SERVE_KEY
 from melissa_trainer.stream.serving import PredictServer
 
 

@@ -23,8 +23,8 @@ import zmq
 from predict_server import answering_server
 
 from melissa_trainer.client import Predictor, PredictTimeout
+from melissa_trainer.client.predict_endpoint import ENV_SERVE_ENDPOINTS, ENV_SERVE_KEY
 from melissa_trainer.client.predict_errors import PLAIN_SERVE, PLAIN_SERVE_FILE
-from melissa_trainer.client.predict_link import ENV_SERVE_ENDPOINTS, ENV_SERVE_KEY
 
 pytestmark = pytest.mark.skipif(not zmq.has("curve"), reason="libzmq built without CURVE")
 

@@ -33,7 +33,7 @@ from silent_predict import request_to_silent_peer, short_handshakes, silent_word
 from stopped_process import stop
 
 from melissa_trainer.client import Predictor, PredictTimeout
-from melissa_trainer.client.predict_link import ENV_SERVE_ENDPOINTS, ENV_SERVE_KEY
+from melissa_trainer.client.predict_endpoint import ENV_SERVE_ENDPOINTS, ENV_SERVE_KEY
 
 pytestmark = pytest.mark.e2e  # seconds of handshake intervals, a process stopped
 

@@ -20,7 +20,7 @@ import pytest
 
 from melissa_trainer import wire as protocol
 from melissa_trainer.client import Predictor
-from melissa_trainer.client.predict_link import ENV_SERVE_ENDPOINTS, ENV_SERVE_KEY
+from melissa_trainer.client.predict_endpoint import ENV_SERVE_ENDPOINTS, ENV_SERVE_KEY
 from melissa_trainer.stream.serving_rendezvous import write_serving
 
 pytestmark = pytest.mark.timeout(30)

@@ -21,8 +21,8 @@ import pytest
 from predict_server import answering_server
 
 from melissa_trainer.client import Predictor
+from melissa_trainer.client.predict_endpoint import ENV_SERVE_ENDPOINTS, ENV_SERVE_KEY
 from melissa_trainer.client.predict_errors import PLAIN_SERVE_FILE, malformed_serve_key
-from melissa_trainer.client.predict_link import ENV_SERVE_ENDPOINTS, ENV_SERVE_KEY
 
 SRC = Path(__file__).resolve().parents[2] / "clients" / "c" / "src"
 

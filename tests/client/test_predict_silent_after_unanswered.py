@@ -23,8 +23,8 @@ import zmq
 from silent_peer import silent_on_port
 
 from melissa_trainer.client import Predictor, PredictTimeout
+from melissa_trainer.client.predict_endpoint import ENV_SERVE_ENDPOINTS, ENV_SERVE_KEY
 from melissa_trainer.client.predict_errors import SILENT, UNANSWERED
-from melissa_trainer.client.predict_link import ENV_SERVE_ENDPOINTS, ENV_SERVE_KEY
 
 INPUTS = {"u": np.arange(4, dtype=np.float32)}
 #: the unanswered request's seconds: ample for a connection on this host

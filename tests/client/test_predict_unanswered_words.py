@@ -28,8 +28,8 @@ import zmq
 from silent_peer import plain_zmtp_peer
 
 from melissa_trainer.client import Predictor, PredictTimeout
+from melissa_trainer.client.predict_endpoint import ENV_SERVE_ENDPOINTS, ENV_SERVE_KEY
 from melissa_trainer.client.predict_errors import PLAIN_SERVE, SILENT, UNANSWERED
-from melissa_trainer.client.predict_link import ENV_SERVE_ENDPOINTS, ENV_SERVE_KEY
 
 C_SOURCES = Path(__file__).resolve().parents[2] / "clients" / "c" / "src"
 INPUTS = {"u": np.arange(4, dtype=np.float32)}

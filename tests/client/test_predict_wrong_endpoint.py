@@ -25,7 +25,7 @@ import zmq
 from helpers import running
 
 from melissa_trainer.client import PredictionUnavailable, Predictor, PredictTimeout, predict_link
-from melissa_trainer.client.predict_link import ENV_SERVE_ENDPOINTS, ENV_SERVE_KEY
+from melissa_trainer.client.predict_endpoint import ENV_SERVE_ENDPOINTS, ENV_SERVE_KEY
 from melissa_trainer.stream.serving_rendezvous import write_serving
 from melissa_trainer.wire import field_specs
 

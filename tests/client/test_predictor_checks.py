@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 
 from melissa_trainer import wire as protocol
-from melissa_trainer.client.predict import Predictor, PredictTimeout
+from melissa_trainer.client.predict import Predictor
+from melissa_trainer.client.predict_errors import PredictTimeout
 from melissa_trainer.stream.serving_rendezvous import write_serving
 
 pytestmark = pytest.mark.timeout(60)

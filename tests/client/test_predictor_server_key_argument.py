@@ -18,7 +18,7 @@ import zmq
 from predict_server import answering_server
 
 from melissa_trainer.client import Client, Predictor
-from melissa_trainer.client.predict_link import ENV_SERVE_ENDPOINTS, ENV_SERVE_KEY
+from melissa_trainer.client.predict_endpoint import ENV_SERVE_ENDPOINTS, ENV_SERVE_KEY
 from melissa_trainer.config.reading import ConfigError
 
 pytestmark = pytest.mark.skipif(not zmq.has("curve"), reason="libzmq built without CURVE")

@@ -21,7 +21,7 @@ from helpers import running
 
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.client import Client
-from melissa_trainer.client.config import ClientTuning
+from melissa_trainer.client.tuning import ClientTuning
 from melissa_trainer.stream import endpoints
 from melissa_trainer.stream.stop_record import StopReason
 

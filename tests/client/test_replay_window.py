@@ -55,11 +55,8 @@ def test_the_bound_must_be_positive() -> None:
 def test_the_window_is_on_by_default_in_external_mode_only(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from melissa_trainer.client.config import (
-        DEFAULT_REPLAY_BYTES,
-        ClientTuning,
-        replay_bytes_for,
-    )
+    from melissa_trainer.client.config import replay_bytes_for
+    from melissa_trainer.client.tuning import DEFAULT_REPLAY_BYTES, ClientTuning
 
     for name in ("MELISSA_TRAINER_REPLAY_BYTES", "MELISSA_TRAINER_ATTEMPT"):
         monkeypatch.delenv(name, raising=False)

@@ -20,7 +20,11 @@ from __future__ import annotations
 import zmq
 from fed_monitor import ENDPOINT, fed
 
-from melissa_trainer.client.handshake import NOT_RECEIVER, NOT_RECEIVER_DROPS, UNDETAILED_PLAIN
+from melissa_trainer.client.handshake_words import (
+    NOT_RECEIVER,
+    NOT_RECEIVER_DROPS,
+    UNDETAILED_PLAIN,
+)
 
 FAILED = zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
 

@@ -27,7 +27,7 @@ from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.client import Client, ClientTuning, SimulationNotNeeded
 from melissa_trainer.client.admission import SimulationRefused
 from melissa_trainer.client.closing import TrainerStopped
-from melissa_trainer.client.send_wait import StoppedForGood
+from melissa_trainer.client.send_errors import StoppedForGood
 from melissa_trainer.stream.stop_record import StopReason
 
 pytestmark = pytest.mark.timeout(60)

@@ -20,7 +20,8 @@ from waiting import wait_until
 
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.client import Client, ClientTuning
-from melissa_trainer.stream.receiver import Receiver, ReceiverConfig
+from melissa_trainer.stream.receiver import Receiver
+from melissa_trainer.stream.receiver_config import ReceiverConfig
 from melissa_trainer.wire.routing import SIMULATION_STEP, receiver_of
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]

@@ -30,7 +30,8 @@ from waiting import wait_until
 
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.client import Client, ClientTuning
-from melissa_trainer.client.send_wait import LOOK_EVERY, StoppedForGood
+from melissa_trainer.client.send_errors import StoppedForGood
+from melissa_trainer.client.send_wait import LOOK_EVERY
 from melissa_trainer.stream.stop_record import StopReason
 
 pytestmark = pytest.mark.timeout(60)

@@ -20,7 +20,7 @@ import pytest
 from stopped_receiver import send_until_gone, sent_then_stopped
 
 from melissa_trainer.client import ClientTuning
-from melissa_trainer.client.send_wait import ReceiverGone, StoppedForGood
+from melissa_trainer.client.send_errors import ReceiverGone, StoppedForGood
 from melissa_trainer.stream.stop_record import StopReason
 
 pytestmark = pytest.mark.timeout(60)
@@ -66,7 +66,7 @@ def test_a_blocked_send_says_the_trainer_was_preempted(
 def test_a_following_send_says_no_resume_came(external: Path) -> None:
     """A replay window (the default in external mode): the client waits `follow_timeout`
     for the trainer to be resumed; its error says that none came, and what to do, in the
-    close's words (`closing.follow_gave_up`)."""
+    close's words (`follow_words.follow_gave_up`)."""
     tuning = ClientTuning(
         disconnected_timeout=0.6, follow_timeout=0.5, sndhwm=1, failed_close_timeout=1.0
     )

@@ -27,7 +27,7 @@ import pytest
 from stopped_receiver import sent_then_stopped
 
 from melissa_trainer.client import Client, ClientTuning
-from melissa_trainer.client.send_wait import ReceiverGone, StoppedForGood
+from melissa_trainer.client.send_errors import ReceiverGone, StoppedForGood
 from melissa_trainer.client.stopped import ENDED
 from melissa_trainer.stream.stop_record import StopReason
 

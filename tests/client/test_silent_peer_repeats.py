@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from melissa_trainer.client import Client, ClientTuning, handshake
-from melissa_trainer.client.handshake import NOT_RECEIVER
+from melissa_trainer.client.handshake_words import NOT_RECEIVER
 
 FIELDS = {"u": ((4,), "float32")}
 

@@ -11,7 +11,7 @@ import pytest
 
 from melissa_trainer.client import stopped
 from melissa_trainer.client.gave_up import StopSaid
-from melissa_trainer.client.send_wait import StoppedForGood
+from melissa_trainer.client.send_errors import StoppedForGood
 
 KINDS = [
     ("not_needed", stopped.SimulationNotNeeded),

@@ -3,7 +3,8 @@ stop record says it was preempted: "the trainer was preempted (MESSAGE; its stop
 in DIR)", as the send that `disconnected_timeout` ends says
 (tests/client/test_send_preempted_words.py), in place of "the trainer died or was
 restarted, or its node" (what it said before: one sentence builder,
-`handshake.down_note`, told the cause). Still the plain give-up, a `DeliveryFailed` (not followed).
+`handshake_notes.down_note`, told the cause). Still the plain give-up, a
+`DeliveryFailed` (not followed).
 
 Real sockets on 127.0.0.1, a real `Receiver` that writes its stop record as a trainer's
 does; `disconnected_timeout` None, so that only `send_timeout` ends the send."""
@@ -17,7 +18,7 @@ import pytest
 from stopped_receiver import GONE_CAUSES, sent_then_stopped
 
 from melissa_trainer.client import ClientTuning, DeliveryFailed
-from melissa_trainer.client.send_wait import ReceiverGone
+from melissa_trainer.client.send_errors import ReceiverGone
 from melissa_trainer.stream.stop_record import StopReason
 
 pytestmark = pytest.mark.timeout(60)

@@ -5,7 +5,7 @@ with the same simulation id (MELISSA_TRAINER_SIMULATION_ID=N)". A worker has no 
 variable to set: its launcher gives it its simulations one after another, and runs one
 not delivered again itself once the worker reports it failed (`serve_simulations`, exit
 code 75). Before, a worker's line said the id to set all the same. Now a client whose
-simulation is the one its worker was given (`worker.given_attempt`) says its launcher
+simulation is the one its worker was given (`worker_given.given_attempt`) says its launcher
 runs it again (`gave_up.rerun_words`), and what a stopped study does: resume it.
 
 The worker's loop is the library's (`serve_simulations`) on a stand-in for the

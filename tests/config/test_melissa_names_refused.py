@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from melissa_trainer import ArgumentParser, TrainingArguments
-from melissa_trainer.config.arguments import ConfigError, UnknownArgumentError
 from melissa_trainer.config.melissa_names import MELISSA_ARGUMENTS
+from melissa_trainer.config.reading import ConfigError, UnknownArgumentError
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -13,9 +13,8 @@ import numpy as np
 import pytest
 
 from melissa_trainer.buffers import FIFOBuffer
-from melissa_trainer.core.data_wait import WAIT_NOTICE, DataWait
+from melissa_trainer.core.data_wait import WAIT_NOTICE, DataWait, in_queue
 from melissa_trainer.core.dataset import StreamDataset
-from melissa_trainer.study.first_data import in_queue
 
 pytestmark = pytest.mark.timeout(30)
 

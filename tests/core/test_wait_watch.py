@@ -19,7 +19,8 @@ from wait_said import WAIT, Said  # noqa: E402
 
 from melissa_trainer.core import stop_sync as stop_sync_module  # noqa: E402
 from melissa_trainer.core.stop_sync import StopSync
-from melissa_trainer.core.wait_watch import AGREEMENT_USUAL, CHECKPOINT_USUAL, WaitWatch
+from melissa_trainer.core.wait_watch import WaitWatch
+from melissa_trainer.core.wait_words import AGREEMENT_USUAL, CHECKPOINT_USUAL
 
 
 @pytest.mark.timeout(60)
@@ -172,7 +173,7 @@ def test_the_looks_of_many_ranks_are_spaced_to_keep_the_store_under_its_rate() -
     together never ask more than `STORE_RATE` times a second. Before, 0.5 s at any
     world: 8,192 requests a second at 4,096 ranks, 14% of a core of the store's host
     with other processes on its cores (benchmarks/store_traffic.py)."""
-    from melissa_trainer.core.wait_watch import ROLL_LOOK, STORE_RATE, roll_look
+    from melissa_trainer.core.roll_call import ROLL_LOOK, STORE_RATE, roll_look
 
     assert roll_look(1) == roll_look(2) == ROLL_LOOK
     assert roll_look(int(STORE_RATE * ROLL_LOOK)) == ROLL_LOOK

@@ -38,7 +38,7 @@ from melissa_trainer import (  # noqa: E402
     Study,
     TrainingArguments,
 )
-from melissa_trainer.checkpoint.paths import latest_checkpoint  # noqa: E402
+from melissa_trainer.common.checkpoint_names import latest_checkpoint  # noqa: E402
 from melissa_trainer.launcher import (  # noqa: E402
     Launcher,
     LauncherTuning,

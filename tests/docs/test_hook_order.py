@@ -21,7 +21,7 @@ from melissa_trainer import (
     Study,
     TrainingArguments,
 )
-from melissa_trainer.hooks.base import Event
+from melissa_trainer.hooks.events import Event
 from melissa_trainer.hooks.flow import FlowHook
 from melissa_trainer.hooks.progress import ProgressHook
 from melissa_trainer.hooks.tensorboard import TensorBoardHook

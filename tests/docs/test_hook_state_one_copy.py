@@ -21,7 +21,7 @@ from helpers import linear_samples, small_model, xy  # noqa: E402
 
 from melissa_trainer import Hook, OnlineTrainer, TrainingArguments  # noqa: E402
 from melissa_trainer.checkpoint import registry  # noqa: E402
-from melissa_trainer.checkpoint.paths import latest_checkpoint  # noqa: E402
+from melissa_trainer.common.checkpoint_names import latest_checkpoint  # noqa: E402
 from melissa_trainer.hooks.base import STATE_FILE  # noqa: E402
 
 pytestmark = pytest.mark.timeout(120)

@@ -29,7 +29,7 @@ from helpers import linear_samples, small_model, xy
 
 from melissa_trainer import Hook, OnlineTrainer, TrainingArguments
 from melissa_trainer.hooks import Event
-from melissa_trainer.stream.ingest_state import telemetry_keys
+from melissa_trainer.stream.ingest_counters import telemetry_keys
 from melissa_trainer.study.study import LAUNCHER_KEYS
 from melissa_trainer.trainer.preempted import exit_code
 from melissa_trainer.wire.layout import RESERVED_NAMES

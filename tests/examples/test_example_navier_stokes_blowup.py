@@ -19,7 +19,7 @@ from navier_stokes import solver, train
 from waiting import wait_until
 
 from melissa_trainer.launcher import Launcher, LauncherError, LauncherTuning
-from melissa_trainer.launcher.study_record import records_of
+from melissa_trainer.launcher.simulation_record import records_of
 
 #: parameters whose solution blows up at --dt 0.1 on 64^2 (the solver's tests' corner)
 CORNER = {"nu": 0.01, "amplitude": 0.2, "wavenumber": 4.9}

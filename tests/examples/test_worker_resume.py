@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 from helpers import processes_with, sigkill_between_launches
 
-from melissa_trainer.checkpoint.paths import latest_checkpoint
+from melissa_trainer.common.checkpoint_names import latest_checkpoint
 
 pytestmark = [
     pytest.mark.slow,

@@ -17,8 +17,9 @@ from helpers import drain
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.launcher import Launcher, LauncherTuning
 from melissa_trainer.launcher.backends.local import LocalBackend
-from melissa_trainer.launcher.study_record import records_of
-from melissa_trainer.stream.receiver import Receiver, ReceiverConfig
+from melissa_trainer.launcher.simulation_record import records_of
+from melissa_trainer.stream.receiver import Receiver
+from melissa_trainer.stream.receiver_config import ReceiverConfig
 
 
 def run_study_to_end(

@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from melissa_trainer.core.state import TrainerControl, TrainerState
+from melissa_trainer.core.control import TrainerControl
+from melissa_trainer.core.state import TrainerState
 from melissa_trainer.hooks import Event, Hook
 from melissa_trainer.hooks.base import HookList
 from melissa_trainer.hooks.progress import ProgressHook

@@ -16,7 +16,7 @@ import pytest
 from helpers import processes_with, sigkill_between_launches
 from waiting import wait_until
 
-from melissa_trainer.checkpoint.paths import latest_checkpoint
+from melissa_trainer.common.checkpoint_names import latest_checkpoint
 from melissa_trainer.lineage import check, read_runs
 
 pytestmark = [

@@ -21,7 +21,7 @@ import pytest
 from held_ports import held_port
 from helpers import run_group
 
-from melissa_trainer.checkpoint.paths import latest_checkpoint
+from melissa_trainer.common.checkpoint_names import latest_checkpoint
 from melissa_trainer.lineage import check, read_runs
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e, pytest.mark.timeout(480)]

@@ -174,7 +174,8 @@ def test_one_rank_names_the_batches_drawn_ahead_of_a_stop_in_its_own_terms(
     drawn ahead; the dataset still holds exactly those, and so does the checkpoint
     written at the stop."""
     from melissa_trainer import Hook, TrainerControl
-    from melissa_trainer.checkpoint.paths import latest_checkpoint, rank_path
+    from melissa_trainer.checkpoint.paths import rank_path
+    from melissa_trainer.common.checkpoint_names import latest_checkpoint
     from melissa_trainer.core.pending_file import read_pending
 
     window, batch = 4, 8

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 import pytest
 import torch
 
-from melissa_trainer.core.state import TrainerControl, TrainerState
+from melissa_trainer.core.control import TrainerControl
+from melissa_trainer.core.state import TrainerState
 from melissa_trainer.core.stop_sync import StopSync
 from melissa_trainer.hooks.flow import FlowHook, TimedSave
 

@@ -19,7 +19,7 @@ from helpers import linear_samples, small_model, xy
 from melissa_trainer import Hook, OnlineTrainer, ServingHook, TrainingArguments
 from melissa_trainer.client import Predictor
 from melissa_trainer.hooks.serving_budget import BURST_STEPS, IDLE_MIN, IDLE_STEPS, ServingBudget
-from melissa_trainer.stream.serving import ServingRefused
+from melissa_trainer.stream.serving_queue import ServingRefused
 
 INPUTS = {"x": ((3,), "float32")}
 

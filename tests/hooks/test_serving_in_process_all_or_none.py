@@ -21,7 +21,8 @@ import pytest
 from predict_server import INPUTS, VERSION, drain
 
 from melissa_trainer.hooks.serving_in_process import queued
-from melissa_trainer.stream.serving import PredictServer, ServingRefused
+from melissa_trainer.stream.serving import PredictServer
+from melissa_trainer.stream.serving_queue import ServingRefused
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -20,7 +20,7 @@ from melissa_trainer import Hook, OnlineTrainer, ServingHook, TrainingArguments
 from melissa_trainer import wire as protocol
 from melissa_trainer.client import Predictor
 from melissa_trainer.hooks.serving_report import log_figures, summary
-from melissa_trainer.stream.serving import ServingRefused
+from melissa_trainer.stream.serving_queue import ServingRefused
 
 INPUTS = {"x": ((3,), "float32")}
 FIGURES = ("requests", "answered", "refused", "malformed", "expired", "batches")

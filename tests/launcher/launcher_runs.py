@@ -33,8 +33,9 @@ from melissa_trainer.launcher import (
     LocalBackend,
     make_sampler,
 )
-from melissa_trainer.launcher.study_record import records_of
-from melissa_trainer.stream.receiver import Receiver, ReceiverConfig
+from melissa_trainer.launcher.simulation_record import records_of
+from melissa_trainer.stream.receiver import Receiver
+from melissa_trainer.stream.receiver_config import ReceiverConfig
 
 FAST = LauncherTuning(poll_interval=0.05, kill_grace=2.0)
 

@@ -21,7 +21,8 @@ from waiting import wait_until
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.launcher import Launcher, LauncherError, LauncherTuning, make_sampler
 from melissa_trainer.launcher.backends.local import LocalBackend
-from melissa_trainer.stream.receiver import Receiver, ReceiverConfig
+from melissa_trainer.stream.receiver import Receiver
+from melissa_trainer.stream.receiver_config import ReceiverConfig
 
 FAST = LauncherTuning(poll_interval=0.05, kill_grace=2.0)
 

@@ -13,7 +13,8 @@ import pytest
 from melissa_trainer.launcher import Launcher, make_sampler
 from melissa_trainer.launcher.adaptive import AdaptiveSampler
 from melissa_trainer.launcher.breed import BreedSampler
-from melissa_trainer.launcher.samplers import Sampler, SobolSampler, UniformSampler
+from melissa_trainer.launcher.sampler_base import Sampler
+from melissa_trainer.launcher.samplers import SobolSampler, UniformSampler
 
 BOUNDS = {"t0": (100.0, 500.0), "a": (-1.0, 1.0), "b": (0.0, 10.0)}
 Loss = Callable[[dict[str, float]], float]

@@ -96,7 +96,7 @@ def test_a_repeated_not_delivered_is_not_called_the_solver_s(
     data or confirm the BYE): the advice points at the trainer, and does not offer
     ``final_exit_codes=(75,)``, which would give up every simulation a trainer's hiccup
     failed (before: it did, as for a solver's own deterministic code)."""
-    from melissa_trainer.client.worker import NOT_DELIVERED_EXIT_CODE
+    from melissa_trainer.client.worker_codes import NOT_DELIVERED_EXIT_CODE
 
     assert NOT_DELIVERED_EXIT_CODE == 75  # (the words below are the launcher's, for 75)
     with caplog.at_level(logging.WARNING, logger="melissa_trainer.launcher"):

@@ -28,8 +28,8 @@ from failing_study import (
 
 from melissa_trainer.launcher import exploration as exploration_module
 from melissa_trainer.launcher import make_sampler
-from melissa_trainer.launcher.account import drawn_by
 from melissa_trainer.launcher.breed import BreedSampler
+from melissa_trainer.launcher.sampler_account import drawn_by
 
 pytestmark = pytest.mark.timeout(180)
 

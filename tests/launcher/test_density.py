@@ -13,12 +13,9 @@ import numpy as np
 import pytest
 
 from melissa_trainer.launcher import DensitySampler, Launcher, make_sampler
-from melissa_trainer.launcher.density import (
-    CONTRAST,
-    EDGE_BEFORE_CHECKED,
-    detrended_log_losses,
-    high_loss_warp,
-)
+from melissa_trainer.launcher.density_contrast import CONTRAST
+from melissa_trainer.launcher.density_state import EDGE_BEFORE_CHECKED
+from melissa_trainer.launcher.density_warp import detrended_log_losses, high_loss_warp
 from melissa_trainer.launcher.exploration import Exploration
 
 BOX = {f"p{i}": (0.0, 10.0) for i in range(6)}
@@ -296,7 +293,7 @@ def test_the_warp_is_every_parameter_s_mixture_computed_in_full(
     density with its share (0 without evidence), spelled out here from the parts."""
     from scipy.stats import beta
 
-    from melissa_trainer.launcher.density import GRID, loss_tilt_warp, trend_evidence
+    from melissa_trainer.launcher.density_warp import GRID, loss_tilt_warp, trend_evidence
 
     rng = np.random.default_rng(3)
     sampler = DensitySampler(BOX, seed=3, share=0.6, tilt=tilt, evidence=evidence, edge=0.7)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from melissa_trainer.launcher import DensitySampler, make_sampler
-from melissa_trainer.launcher.density import CONTRAST, CONTRAST_FROM
+from melissa_trainer.launcher.density_contrast import CONTRAST, CONTRAST_FROM
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -22,7 +22,7 @@ import pytest
 from failing_study import BOX, N, designs_optimised, failing_launcher, rows, study, wait_done
 
 from melissa_trainer.launcher import DensitySampler, make_sampler
-from melissa_trainer.launcher.account import drawn_by
+from melissa_trainer.launcher.sampler_account import drawn_by
 from melissa_trainer.launcher.study_record import StudyRecord
 
 pytestmark = pytest.mark.timeout(180)

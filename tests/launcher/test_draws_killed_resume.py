@@ -28,7 +28,7 @@ from launcher_runs import FAST, alive, kill_all, run_study
 from waiting import wait_until
 
 from melissa_trainer.launcher import Launcher, LocalBackend, make_sampler
-from melissa_trainer.launcher.study_record import records_of
+from melissa_trainer.launcher.simulation_record import records_of
 
 pytestmark = [
     pytest.mark.skipif(sys.platform != "linux", reason="uses /proc and PDEATHSIG"),

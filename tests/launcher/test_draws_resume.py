@@ -21,7 +21,7 @@ from waiting import wait_until
 
 from melissa_trainer.launcher import Launcher, make_sampler
 from melissa_trainer.launcher.draw_log import DrawLog
-from melissa_trainer.launcher.study_record import records_of
+from melissa_trainer.launcher.simulation_record import records_of
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="uses /proc and PDEATHSIG")
 

@@ -9,7 +9,7 @@ import signal
 
 import pytest
 
-from melissa_trainer.launcher.failure_policy import exit_text
+from melissa_trainer.launcher.exit_cause import exit_text
 
 TERM = "SIGTERM: scancel, a job's time limit or preemption, or a kill"
 KILL = "SIGKILL: the kernel's out-of-memory killer, scancel --signal=KILL, or kill -9"
@@ -46,7 +46,7 @@ def test_a_workers_own_codes_are_said_in_words_any_other_as_is() -> None:
     (`serve_simulations`): 75, the trainer did not take the data (`DeliveryFailed`),
     and 2, its check refused the parameters. Before, the launcher's line said a bare
     ``exit 75``, read as the solver's failure; the worker's log alone said why."""
-    from melissa_trainer.client.worker import NOT_DELIVERED_EXIT_CODE, REFUSED_EXIT_CODE
+    from melissa_trainer.client.worker_codes import NOT_DELIVERED_EXIT_CODE, REFUSED_EXIT_CODE
     from melissa_trainer.launcher.exit_cause import worker_exit_text
 
     assert worker_exit_text(NOT_DELIVERED_EXIT_CODE).startswith("exit 75 (not delivered: ")

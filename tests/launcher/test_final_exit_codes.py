@@ -20,7 +20,8 @@ from melissa_trainer.launcher import LauncherTuning, make_sampler
 from melissa_trainer.launcher.account import study_account
 from melissa_trainer.launcher.advice import Advice
 from melissa_trainer.launcher.backends import MpiexecBackend
-from melissa_trainer.launcher.study_record import StudyRecord, records_of
+from melissa_trainer.launcher.simulation_record import records_of
+from melissa_trainer.launcher.study_record import StudyRecord
 
 SAID = "exit 3 is one of LauncherTuning.final_exit_codes: not restarted"
 

@@ -15,7 +15,7 @@ import pytest
 from launcher_runs import command, failure, launcher, run_study, runs, statuses
 
 from melissa_trainer.launcher import LauncherError, make_sampler
-from melissa_trainer.launcher.study_record import records_of
+from melissa_trainer.launcher.simulation_record import records_of
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="uses /proc and PDEATHSIG")
 

@@ -26,7 +26,7 @@ from launcher_runs import (
 )
 
 from melissa_trainer.launcher import ListSampler, LocalBackend
-from melissa_trainer.launcher.study_record import records_of
+from melissa_trainer.launcher.simulation_record import records_of
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="uses /proc and PDEATHSIG")
 

@@ -18,7 +18,7 @@ from launcher_runs import keys, launcher, receive, script, stream_study
 
 from melissa_trainer.client.worker import WorkerClient
 from melissa_trainer.launcher import ListSampler, LocalBackend
-from melissa_trainer.launcher.study_record import records_of
+from melissa_trainer.launcher.simulation_record import records_of
 from melissa_trainer.launcher.worker_mode import WorkerSupervisor
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="uses /proc and PDEATHSIG")

@@ -32,7 +32,7 @@ from helpers import find_mpiexec
 from launcher_runs import failure, keys, launcher, receive, stream_study
 
 from melissa_trainer.launcher.backends import MpiexecBackend
-from melissa_trainer.launcher.study_record import records_of
+from melissa_trainer.launcher.simulation_record import records_of
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 

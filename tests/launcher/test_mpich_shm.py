@@ -37,14 +37,10 @@ from mpich_shm import (
 from waiting import wait_until
 
 from melissa_trainer.launcher.backends import Job, LocalBackend, MpiexecBackend
-from melissa_trainer.launcher.backends.mpich_segments import (
-    LOOKS_AT,
-    Segment,
-    SegmentWatch,
-    mapped_segments,
-    remove_segments,
-)
-from melissa_trainer.launcher.launcher import Launcher, LauncherTuning
+from melissa_trainer.launcher.backends.mpich_removal import Segment, remove_segments
+from melissa_trainer.launcher.backends.mpich_segments import LOOKS_AT, SegmentWatch, mapped_segments
+from melissa_trainer.launcher.launcher import Launcher
+from melissa_trainer.launcher.tuning import LauncherTuning
 
 #: a rank: says its pid in rank<N> once past MPI_Init, then waits (SIGTERM ignored with
 #: "ignore"; the last rank SIGSEGVs itself once the file "crash" exists with "crash").

@@ -41,9 +41,9 @@ from melissa_trainer.launcher.backends import (
 )
 from melissa_trainer.launcher.backends.file_holders import dying, holders
 from melissa_trainer.launcher.backends.mpich_record import SegmentRecord
+from melissa_trainer.launcher.backends.mpich_removal import Segment
 from melissa_trainer.launcher.backends.mpich_segments import (
     LOOKS_AT,
-    Segment,
     SegmentWatch,
     listing,
     mapped_segments,

@@ -15,7 +15,8 @@ from waiting import wait_until
 
 from melissa_trainer.launcher.backends import MpiexecBackend
 from melissa_trainer.launcher.exit_cause import hydra_account
-from melissa_trainer.launcher.launcher import Launcher, LauncherTuning
+from melissa_trainer.launcher.launcher import Launcher
+from melissa_trainer.launcher.tuning import LauncherTuning
 
 #: each process is one rank (hydra's PMI_RANK). No MPI: hydra's report of a rank's end
 #: does not depend on it. Rank 1 waits until rank 0 runs, then kills itself.

@@ -20,7 +20,7 @@ from melissa_trainer import StreamSource, Study
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.launcher import Launcher, make_sampler
 from melissa_trainer.launcher.backends.local import LocalBackend
-from melissa_trainer.stream.receiver import ReceiverConfig
+from melissa_trainer.stream.receiver_config import ReceiverConfig
 
 pytestmark = [
     pytest.mark.skipif(sys.platform != "linux", reason="uses /proc and PDEATHSIG"),

@@ -21,7 +21,8 @@ from own_solver import FAST, run_to_end, solver, startup_advice
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.launcher import Launcher, make_sampler
 from melissa_trainer.launcher.backends.local import LocalBackend
-from melissa_trainer.stream.receiver import Receiver, ReceiverConfig
+from melissa_trainer.stream.receiver import Receiver
+from melissa_trainer.stream.receiver_config import ReceiverConfig
 
 pytestmark = [
     pytest.mark.skipif(sys.platform != "linux", reason="uses /proc and PDEATHSIG"),

@@ -30,8 +30,9 @@ from waiting import wait_until
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.launcher import Launcher, make_sampler
 from melissa_trainer.launcher.backends import MpiexecBackend
-from melissa_trainer.launcher.study_record import records_of
-from melissa_trainer.stream.receiver import Receiver, ReceiverConfig
+from melissa_trainer.launcher.simulation_record import records_of
+from melissa_trainer.stream.receiver import Receiver
+from melissa_trainer.stream.receiver_config import ReceiverConfig
 
 pytestmark = [
     pytest.mark.e2e,

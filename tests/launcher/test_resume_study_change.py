@@ -35,7 +35,7 @@ from melissa_trainer.launcher import (
     LocalBackend,
     make_sampler,
 )
-from melissa_trainer.launcher.study_record import records_of
+from melissa_trainer.launcher.simulation_record import records_of
 
 pytestmark = [
     pytest.mark.slow,

@@ -16,7 +16,7 @@ import cloudpickle
 import pytest
 
 from melissa_trainer.client import ENV_PARAMETERS, ENV_SIMULATION_ID
-from melissa_trainer.client.worker import ENV_WORKER
+from melissa_trainer.client.worker_launcher import ENV_WORKER
 from melissa_trainer.launcher.run_callable import main
 
 

@@ -1,5 +1,5 @@
 """The end-of-study account's line on an adaptive sampler says what steered its draws,
-in the sampler's own terms (`launcher.account.drawn_by`), in a real study (simulations
+in the sampler's own terms (`launcher.sampler_account.drawn_by`), in a real study (simulations
 started by the local backend, streaming to rank 0's receiver).
 
 Before: every sampler with an ``explored`` count was said to have "bred" the rest
@@ -33,7 +33,7 @@ from melissa_trainer import StreamSource, Study
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.launcher import Launcher, LauncherTuning, make_sampler
 from melissa_trainer.launcher.backends.local import LocalBackend
-from melissa_trainer.stream.receiver import ReceiverConfig
+from melissa_trainer.stream.receiver_config import ReceiverConfig
 
 pytestmark = [
     pytest.mark.skipif(sys.platform != "linux", reason="uses /proc and PDEATHSIG"),

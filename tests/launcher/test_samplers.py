@@ -9,13 +9,12 @@ import numpy as np
 import pytest
 from scipy.stats import qmc
 
+from melissa_trainer.launcher.latin_hypercube import LatinHypercubeSampler
+from melissa_trainer.launcher.sampler_base import Sampler, SamplerExhausted
 from melissa_trainer.launcher.samplers import (
     CallableSampler,
     HaltonSampler,
-    LatinHypercubeSampler,
     ListSampler,
-    Sampler,
-    SamplerExhausted,
     SobolSampler,
     UniformSampler,
     make_sampler,

@@ -33,7 +33,7 @@ from melissa_trainer import (
     Study,
 )
 from melissa_trainer.launcher import make_sampler
-from melissa_trainer.launcher.study_record import records_of
+from melissa_trainer.launcher.simulation_record import records_of
 
 pytestmark = pytest.mark.e2e  # every test here starts a process
 

@@ -17,8 +17,9 @@ from slurm_cluster import SlurmCluster, slurm_cluster  # noqa: F401 - the fixtur
 from waiting import wait_until
 
 from melissa_trainer.launcher.backends import SlurmBackend
-from melissa_trainer.launcher.launcher import Launcher, LauncherTuning
+from melissa_trainer.launcher.launcher import Launcher
 from melissa_trainer.launcher.reports import LauncherError
+from melissa_trainer.launcher.tuning import LauncherTuning
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("slurm"), pytest.mark.e2e]
 

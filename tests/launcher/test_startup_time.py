@@ -25,7 +25,8 @@ from waiting import wait_until
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.launcher import Launcher, LauncherTuning, make_sampler
 from melissa_trainer.launcher.backends.local import LocalBackend
-from melissa_trainer.stream.receiver import Receiver, ReceiverConfig
+from melissa_trainer.stream.receiver import Receiver
+from melissa_trainer.stream.receiver_config import ReceiverConfig
 
 pytestmark = [
     pytest.mark.skipif(sys.platform != "linux", reason="uses a FIFO and PDEATHSIG"),

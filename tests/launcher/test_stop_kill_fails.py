@@ -20,8 +20,9 @@ import pytest
 
 from melissa_trainer.launcher import LauncherTuning, UniformSampler
 from melissa_trainer.launcher.backends.base import Backend, Handle, Job
+from melissa_trainer.launcher.jobs import Settings
 from melissa_trainer.launcher.study_record import StudyRecord
-from melissa_trainer.launcher.supervisor import Settings, Supervisor
+from melissa_trainer.launcher.supervisor import Supervisor
 
 
 @dataclass(eq=False)

@@ -15,8 +15,10 @@ from data_reports import Quiet
 
 from melissa_trainer.launcher import LauncherTuning, UniformSampler, make_sampler
 from melissa_trainer.launcher.backends.base import Backend, Handle, Job
-from melissa_trainer.launcher.study_record import STATUSES, StudyRecord, records_of
-from melissa_trainer.launcher.supervisor import Settings, Supervisor
+from melissa_trainer.launcher.jobs import Settings
+from melissa_trainer.launcher.simulation_record import STATUSES, records_of
+from melissa_trainer.launcher.study_record import StudyRecord
+from melissa_trainer.launcher.supervisor import Supervisor
 from melissa_trainer.launcher.worker_mode import RETRY, WorkerSupervisor
 
 

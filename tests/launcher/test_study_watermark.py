@@ -13,7 +13,7 @@ import pytest
 from melissa_trainer import StreamSource, Study
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.launcher import Launcher, LauncherTuning
-from melissa_trainer.stream.receiver import ReceiverConfig
+from melissa_trainer.stream.receiver_config import ReceiverConfig
 from melissa_trainer.study.watermark import study_sample_bound
 
 LOGGER = "melissa_trainer.study.watermark"

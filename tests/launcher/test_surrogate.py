@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from melissa_trainer.launcher import Launcher, SurrogateSampler, make_sampler
-from melissa_trainer.launcher.surrogate import LossPredictor
+from melissa_trainer.launcher.loss_predictor import LossPredictor
 
 BOX = {f"p{i}": (0.0, 10.0) for i in range(6)}
 

@@ -15,7 +15,7 @@ import pytest
 from scipy.linalg import solve_triangular
 
 from melissa_trainer.launcher import SurrogateSampler
-from melissa_trainer.launcher.surrogate import LossPredictor
+from melissa_trainer.launcher.loss_predictor import LossPredictor
 
 #: the benchmark's wide space: 12 varying parameters
 BOX = {f"p{i}": (0.0, 10.0) for i in range(12)}

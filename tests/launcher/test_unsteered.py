@@ -26,7 +26,9 @@ import numpy as np
 import pytest
 
 from melissa_trainer.launcher import BreedSampler, DensitySampler
-from melissa_trainer.launcher.account import drawn_by, log_account, steered_draws, unsteered_line
+from melissa_trainer.launcher.account import log_account
+from melissa_trainer.launcher.sampler_account import drawn_by
+from melissa_trainer.launcher.steering import steered_draws, unsteered_line
 
 BOUNDS = {"x": (0.0, 1.0), "y": (0.0, 1.0)}
 #: 16 observed simulations (ids 100...): y rises with the ids, x shuffled against them

@@ -28,12 +28,12 @@ from helpers import drain
 from waiting import wait_until
 
 from melissa_trainer.buffers import FIFOBuffer
-from melissa_trainer.client import worker as worker_module
 from melissa_trainer.client import worker_given
 from melissa_trainer.client.worker import PROTOCOL_VERSION, WorkerClient
 from melissa_trainer.launcher import Launcher, LauncherTuning, ListSampler
 from melissa_trainer.launcher.backends.local import LocalBackend
-from melissa_trainer.stream.receiver import Receiver, ReceiverConfig
+from melissa_trainer.stream.receiver import Receiver
+from melissa_trainer.stream.receiver_config import ReceiverConfig
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the local backend uses /proc")
 
@@ -187,11 +187,11 @@ def test_a_worker_keeps_the_attempt_its_launcher_gave(
     fake = FakeLauncher({"simulation_id": 7, "parameters": {"x": 0.5}, **answer})
     client = WorkerClient(fake.endpoint, "worker-0", timeout=10.0)
     try:
-        assert worker_module.given_attempt(7) is None  # (nothing given yet)
+        assert worker_given.given_attempt(7) is None  # (nothing given yet)
         fake_thread_reply(fake, client)
         assert client.attempt == expected
-        assert worker_module.given_attempt(7) == expected
-        assert worker_module.given_attempt(8) is None  # (another simulation: not this one's)
+        assert worker_given.given_attempt(7) == expected
+        assert worker_given.given_attempt(8) is None  # (another simulation: not this one's)
     finally:
         client.close()
         fake.close()

@@ -17,8 +17,8 @@ from test_study_record import Silent, make
 
 from melissa_trainer.launcher import LauncherTuning
 from melissa_trainer.launcher.backends.base import Handle
+from melissa_trainer.launcher.jobs import Settings
 from melissa_trainer.launcher.study_record import StudyRecord
-from melissa_trainer.launcher.supervisor import Settings
 from melissa_trainer.launcher.worker_mode import EXIT_GRACE, WorkerSupervisor
 
 

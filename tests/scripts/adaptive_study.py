@@ -32,7 +32,7 @@ from melissa_trainer import (  # noqa: E402
     TrainingArguments,
 )
 from melissa_trainer.launcher import Launcher, LauncherTuning, make_sampler  # noqa: E402
-from melissa_trainer.launcher.study_record import records_of  # noqa: E402
+from melissa_trainer.launcher.simulation_record import records_of  # noqa: E402
 
 WORKER = Path(__file__).with_name("adaptive_worker.py")
 

@@ -23,7 +23,8 @@ import zmq
 
 from melissa_trainer import wire as P
 from melissa_trainer.buffers import FIFOBuffer
-from melissa_trainer.stream.receiver import Receiver, ReceiverConfig
+from melissa_trainer.stream.receiver import Receiver
+from melissa_trainer.stream.receiver_config import ReceiverConfig
 
 
 def _messages(nbytes: int, n: int, inline: bool) -> list[list[bytes]]:

@@ -18,7 +18,8 @@ from pathlib import Path
 import numpy as np
 
 from melissa_trainer.client import Client
-from melissa_trainer.client.worker import ENV_LAUNCHER, ENV_LAUNCHER_KEY, next_simulation
+from melissa_trainer.client.worker import next_simulation
+from melissa_trainer.client.worker_launcher import ENV_LAUNCHER, ENV_LAUNCHER_KEY
 
 FIELDS = {"x": ((3,), "float32"), "y": ((1,), "float32")}
 W = np.array([1.0, 2.0, 3.0], np.float32)

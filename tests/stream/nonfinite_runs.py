@@ -20,7 +20,8 @@ from melissa_trainer import StreamSource, Study
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.launcher import Launcher, LauncherTuning
 from melissa_trainer.launcher.backends.local import LocalBackend
-from melissa_trainer.stream.receiver import Receiver, ReceiverConfig
+from melissa_trainer.stream.receiver import Receiver
+from melissa_trainer.stream.receiver_config import ReceiverConfig
 from melissa_trainer.study.launch import receiver_notices
 
 __all__ = ["restarting_launcher", "two_fail_ranks", "two_rank_study", "wait_study_end"]

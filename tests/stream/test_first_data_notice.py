@@ -19,7 +19,7 @@ import zmq
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.launcher import Launcher, LocalBackend
 from melissa_trainer.sources.first_data import FIRST_DATA_NOTICE, FirstDataWait
-from melissa_trainer.stream.receiver import ReceiverConfig
+from melissa_trainer.stream.receiver_config import ReceiverConfig
 from melissa_trainer.stream.stream_source import StreamSource
 from melissa_trainer.study.study import Study
 

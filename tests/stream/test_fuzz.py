@@ -34,7 +34,8 @@ from waiting import wait_until
 
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.stream.assembly import REJECT_REASONS
-from melissa_trainer.stream.receiver import Receiver, ReceiverConfig
+from melissa_trainer.stream.receiver import Receiver
+from melissa_trainer.stream.receiver_config import ReceiverConfig
 
 FRAMES = int(os.environ.get("MELISSA_FUZZ_FRAMES", "40000"))
 SEED = int(os.environ.get("MELISSA_FUZZ_SEED", "20240611"))

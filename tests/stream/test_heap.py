@@ -175,7 +175,8 @@ def test_receiver_recycles_frames_once_a_simulation_declares_large_fields(
 
     from melissa_trainer import wire as P
     from melissa_trainer.stream import data_path as receiver_module  # (the data path's)
-    from melissa_trainer.stream.receiver import Receiver, ReceiverConfig
+    from melissa_trainer.stream.receiver import Receiver
+    from melissa_trainer.stream.receiver_config import ReceiverConfig
 
     calls: list[tuple[int, int]] = []
     monkeypatch.setattr(
@@ -205,7 +206,7 @@ def test_receiver_recycles_frames_once_a_simulation_declares_large_fields(
 
 
 def test_recycle_frames_must_be_a_bool() -> None:
-    from melissa_trainer.stream.receiver import ReceiverConfig
+    from melissa_trainer.stream.receiver_config import ReceiverConfig
 
     with pytest.raises(ValueError, match="recycle_frames must be True or False"):
         ReceiverConfig(recycle_frames="yes")  # type: ignore[arg-type]

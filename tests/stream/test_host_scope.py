@@ -90,7 +90,8 @@ def test_a_client_in_another_network_namespace_is_told_at_once(tmp_path: Path) -
     if (why := netns.cannot_unshare()) is not None:
         pytest.skip(why)
     from melissa_trainer.buffers import FIFOBuffer
-    from melissa_trainer.stream.receiver import Receiver, ReceiverConfig
+    from melissa_trainer.stream.receiver import Receiver
+    from melissa_trainer.stream.receiver_config import ReceiverConfig
 
     receiver = Receiver(FIFOBuffer(8), config=ReceiverConfig(rendezvous_dir=tmp_path / "rdv"))
     receiver.start()

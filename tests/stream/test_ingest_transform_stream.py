@@ -15,7 +15,8 @@ from melissa_trainer.buffers import ColumnarReservoirBuffer, SampleBlock
 from melissa_trainer.client import Client, ClientTuning
 from melissa_trainer.sources.ingest_transform import IngestTransform
 from melissa_trainer.sources.source import SourceError
-from melissa_trainer.stream.receiver import Receiver, ReceiverConfig
+from melissa_trainer.stream.receiver import Receiver
+from melissa_trainer.stream.receiver_config import ReceiverConfig
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from melissa_trainer.buffers import FIFOBuffer
-from melissa_trainer.stream.receiver import Receiver, ReceiverConfig
+from melissa_trainer.stream.receiver import Receiver
+from melissa_trainer.stream.receiver_config import ReceiverConfig
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -20,7 +20,8 @@ import pytest
 
 from melissa_trainer.buffers import ReservoirBuffer
 from melissa_trainer.stream.heap import keep_freed_memory
-from melissa_trainer.stream.receiver import Receiver, ReceiverConfig
+from melissa_trainer.stream.receiver import Receiver
+from melissa_trainer.stream.receiver_config import ReceiverConfig
 
 pytestmark = pytest.mark.e2e  # every test here starts a process
 

@@ -15,7 +15,8 @@ import zmq
 from helpers import running
 
 from melissa_trainer.stream import liveness
-from melissa_trainer.stream.receiver import HEADER_ALLOWANCE, ReceiverConfig
+from melissa_trainer.stream.liveness import HEADER_ALLOWANCE
+from melissa_trainer.stream.receiver_config import ReceiverConfig
 
 BACK_PRESSURE = r"""
 import json, sys, threading, time

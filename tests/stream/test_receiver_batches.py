@@ -16,7 +16,8 @@ from receiver_runs import U, _feed, _ingest, batch, check_stream, data, pushes, 
 from melissa_trainer import wire as P
 from melissa_trainer.buffers import FIFOBuffer, Sample
 from melissa_trainer.buffers.block import SHARED_ROWS, SMALL_ROW_BYTES
-from melissa_trainer.stream.receiver import Receiver, ReceiverConfig
+from melissa_trainer.stream.receiver import Receiver
+from melissa_trainer.stream.receiver_config import ReceiverConfig
 
 
 @pytest.mark.timeout(30)

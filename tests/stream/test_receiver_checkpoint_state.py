@@ -17,7 +17,8 @@ from waiting import UNTIL_TEST_TIMEOUT, wait_until
 
 from melissa_trainer import wire as P
 from melissa_trainer.buffers import FIFOBuffer
-from melissa_trainer.stream.receiver import Receiver, ReceiverConfig
+from melissa_trainer.stream.receiver import Receiver
+from melissa_trainer.stream.receiver_config import ReceiverConfig
 
 
 @pytest.mark.timeout(30)

@@ -21,7 +21,7 @@ from waiting import UNTIL_TEST_TIMEOUT, wait_until
 
 from melissa_trainer import wire as P
 from melissa_trainer.buffers import FIFOBuffer, Sample, SampleBlock
-from melissa_trainer.stream.receiver import telemetry_keys
+from melissa_trainer.stream.ingest_counters import telemetry_keys
 
 SCRIPTS = Path(__file__).parents[1] / "scripts"
 sys.path.insert(0, str(SCRIPTS))

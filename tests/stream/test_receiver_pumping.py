@@ -18,7 +18,8 @@ from waiting import UNTIL_TEST_TIMEOUT, wait_until
 from melissa_trainer import wire as P
 from melissa_trainer.buffers import FIFOBuffer, Sample
 from melissa_trainer.sources.source import SourceError
-from melissa_trainer.stream.receiver import Receiver, ReceiverTuning
+from melissa_trainer.stream.receiver import Receiver
+from melissa_trainer.stream.receiver_config import ReceiverTuning
 
 #: a pump's or a wait's bound that the code must not sit out: far beyond every test's
 #: timeout here, so that a wait for it fails the test by its timeout marker (no clock read)

@@ -22,7 +22,8 @@ from helpers import drain, send_all
 
 from melissa_trainer import wire as P
 from melissa_trainer.buffers import FIFOBuffer
-from melissa_trainer.stream.receiver import Receiver, ReceiverConfig, ReceiverTuning
+from melissa_trainer.stream.receiver import Receiver
+from melissa_trainer.stream.receiver_config import ReceiverConfig, ReceiverTuning
 
 U = P.FieldSpec("u", np.dtype("<f4"), (3,))
 STEPS, CAPACITY, PER_BATCH = 24, 4, 3

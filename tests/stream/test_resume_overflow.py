@@ -33,7 +33,8 @@ from waiting import UNTIL_TEST_TIMEOUT, wait_until
 
 from melissa_trainer import wire as P
 from melissa_trainer.buffers import FIFOBuffer
-from melissa_trainer.stream.receiver import Receiver, ReceiverConfig, ReceiverTuning
+from melissa_trainer.stream.receiver import Receiver
+from melissa_trainer.stream.receiver_config import ReceiverConfig, ReceiverTuning
 
 U = P.FieldSpec("u", np.dtype("<f4"), (3,))
 CAPACITY = 4  # the receiver keeps CAPACITY + 16 recent keys

@@ -47,7 +47,7 @@ def test_a_request_is_stamped_with_the_version_it_is_queued_at() -> None:
     the queue (the latency bound counts from there), not the one when it was read. The
     delay is played here by queueing a request built at version 3 once the version is
     9 (the I/O thread's own call, `_queue_or_refuse`)."""
-    from melissa_trainer.stream.serving import Pending
+    from melissa_trainer.stream.serving_queue import Pending
 
     srv = PredictServer(INPUTS)
     srv.serving = True

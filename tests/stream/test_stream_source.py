@@ -21,7 +21,8 @@ from helpers import NO_MPI, drain, find_mpiexec
 from melissa_trainer import wire as P
 from melissa_trainer.buffers import FIFOBuffer, Sample
 from melissa_trainer.sources.source import SourceError
-from melissa_trainer.stream.receiver import ReceiverConfig, ReceiverTuning, telemetry_keys
+from melissa_trainer.stream.ingest_counters import telemetry_keys
+from melissa_trainer.stream.receiver_config import ReceiverConfig, ReceiverTuning
 from melissa_trainer.stream.stream_source import StreamSource, _rank_bind
 
 SCRIPTS = Path(__file__).parents[1] / "scripts"

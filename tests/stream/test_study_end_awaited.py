@@ -25,7 +25,8 @@ from melissa_trainer import wire as P
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.stream.control import send_study_end
 from melissa_trainer.stream.nonfinite_handoff import HANDOFF_FILE, NonfiniteHandoff
-from melissa_trainer.stream.receiver import Receiver, ReceiverTuning
+from melissa_trainer.stream.receiver import Receiver
+from melissa_trainer.stream.receiver_config import ReceiverTuning
 
 X = P.FieldSpec("x", np.dtype("<f4"), (2,))
 #: a grace short enough for a unit test (the default is 2 s)

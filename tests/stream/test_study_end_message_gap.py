@@ -19,7 +19,7 @@ from waiting import UNTIL_TEST_TIMEOUT, wait_until
 from melissa_trainer import wire as P
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.stream.control import send_study_end
-from melissa_trainer.stream.receiver import ReceiverTuning
+from melissa_trainer.stream.receiver_config import ReceiverTuning
 from melissa_trainer.wire.messages import StudyEnd
 from melissa_trainer.wire.study_end import STUDY_END, decode_study_end, encode_study_end
 

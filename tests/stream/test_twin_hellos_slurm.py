@@ -20,7 +20,8 @@ from slurm_cluster import SlurmCluster, slurm_cluster  # noqa: F401 - the fixtur
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.launcher import Launcher, LauncherTuning
 from melissa_trainer.launcher.backends import SlurmBackend
-from melissa_trainer.stream.receiver import Receiver, ReceiverConfig
+from melissa_trainer.stream.receiver import Receiver
+from melissa_trainer.stream.receiver_config import ReceiverConfig
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("slurm"), pytest.mark.e2e]
 

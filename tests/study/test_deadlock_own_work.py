@@ -19,7 +19,8 @@ from test_deadlock_grace import Clock, Held, said_at, stuck
 from melissa_trainer.hooks import Event, Hook, HookList
 from melissa_trainer.stream.read_clock import ReadClock
 from melissa_trainer.study.progress import REFRESH, ProgressFile, read_progress
-from melissa_trainer.study.starvation import AWAY_FACTOR, DEADLOCK_GRACE, DeadlockCheck, rank0_words
+from melissa_trainer.study.progress_words import rank0_words
+from melissa_trainer.study.starvation import AWAY_FACTOR, DEADLOCK_GRACE, DeadlockCheck
 
 HOOK = 120.0  # seconds rank 0 spends in its slow hook
 AWAY_MAX = 1.0  # its longest time away between two reads before (fast steps)

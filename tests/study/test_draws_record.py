@@ -134,7 +134,7 @@ def test_a_breed_study_records_each_draw_its_kind_its_parent_and_its_loss(
             draw[k] for k in ("a", "b", "drawn", "parent")
         ]
     # within LOSS_CHANGE (10%) of the last the sampler observed: a loss row is written
-    # when it moved by more than that (`draw_log.loss_changed`), each one from the last
+    # when it moved by more than that (`loss_rows.loss_changed`), each one from the last
     last: dict[int, float] = {}
     for r in rows:
         if r["event"] == "loss":

@@ -20,7 +20,7 @@ import pytest
 from melissa_trainer.launcher import LauncherTuning
 from melissa_trainer.study.end_notice import StudyEndNotice
 from melissa_trainer.study.progress import EXCUSE_AGE, REFRESH, ProgressFile, read_progress
-from melissa_trainer.study.starvation import rank0_excuse
+from melissa_trainer.study.progress_words import rank0_excuse
 
 QUEUED = "the launcher waits for 1 job queued by the scheduler (not started yet)"
 POLL = 30.0  # a Slurm user's poll_interval: longer than EXCUSE_AGE

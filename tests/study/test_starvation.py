@@ -15,13 +15,9 @@ from typing import Any
 import pytest
 
 from melissa_trainer.buffers import BufferStats
+from melissa_trainer.stream.starvation_watch import StarvationWatch, StarvedRankError, starved_words
 from melissa_trainer.study.progress import PROGRESS_FILE, ProgressFile, read_progress
-from melissa_trainer.study.starvation import (
-    StarvationWatch,
-    StarvedRankError,
-    rank0_words,
-    starved_words,
-)
+from melissa_trainer.study.progress_words import rank0_words
 
 
 class Clock:

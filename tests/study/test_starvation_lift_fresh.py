@@ -20,8 +20,9 @@ from test_starved_deadlock import Ending, HeldBack
 
 from melissa_trainer.buffers import BufferStats
 from melissa_trainer.launcher import LauncherTuning, UniformSampler
+from melissa_trainer.launcher.jobs import Settings
 from melissa_trainer.launcher.study_record import StudyRecord
-from melissa_trainer.launcher.supervisor import Settings, Supervisor
+from melissa_trainer.launcher.supervisor import Supervisor
 from melissa_trainer.stream.starvation_watch import REPORT_AFTER, StarvationWatch
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from melissa_trainer.study.progress import EXCUSE_AGE, REFRESH, ProgressFile, read_progress
-from melissa_trainer.study.starvation import rank0_excuse
+from melissa_trainer.study.progress_words import rank0_excuse
 
 QUEUED = "the launcher waits for 1 job(s) queued by the scheduler (not started yet)"
 NOW = 1_000_000.0

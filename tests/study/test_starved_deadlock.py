@@ -22,11 +22,13 @@ from melissa_trainer import ReceiverConfig, StreamSource
 from melissa_trainer.buffers import BufferStats, FIFOBuffer
 from melissa_trainer.launcher import LauncherTuning, UniformSampler
 from melissa_trainer.launcher.backends.base import Backend, Handle, Job
+from melissa_trainer.launcher.jobs import Settings
 from melissa_trainer.launcher.study_record import StudyRecord
-from melissa_trainer.launcher.supervisor import Settings, Supervisor
+from melissa_trainer.launcher.supervisor import Supervisor
 from melissa_trainer.stream.starvation_watch import (
     REPORT_AFTER,
     StarvationWatch,
+    StarvedRankError,
     external_watch,
 )
 from melissa_trainer.study.progress import (
@@ -36,7 +38,7 @@ from melissa_trainer.study.progress import (
     read_starving,
     report_starving,
 )
-from melissa_trainer.study.starvation import DEADLOCK_GRACE, DeadlockCheck, StarvedRankError
+from melissa_trainer.study.starvation import DEADLOCK_GRACE, DeadlockCheck
 
 # -- the launcher's bound -------------------------------------------------------------------
 

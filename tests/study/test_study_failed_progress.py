@@ -17,14 +17,10 @@ from waiting import UNTIL_TEST_TIMEOUT, wait_until
 from melissa_trainer.buffers import BufferStats
 from melissa_trainer.launcher.reports import LauncherError
 from melissa_trainer.sources.source import SourceError
+from melissa_trainer.stream.starvation_watch import StarvationWatch, StarvedRankError
 from melissa_trainer.study.end_notice import StudyEndNotice
 from melissa_trainer.study.progress import ProgressFile, read_progress
-from melissa_trainer.study.starvation import (
-    StarvationWatch,
-    StarvedRankError,
-    failed_words,
-    rank0_words,
-)
+from melissa_trainer.study.progress_words import failed_words, rank0_words
 
 #: the launcher's words of a user trial (2026-12-01)
 GAVE_UP = (

@@ -19,7 +19,7 @@ from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.launcher import Launcher
 from melissa_trainer.launcher.backends import Backend, LocalBackend, MpiexecBackend, SlurmBackend
 from melissa_trainer.launcher.backends.hydra_step import hydra_other_hosts
-from melissa_trainer.stream.receiver import ReceiverConfig
+from melissa_trainer.stream.receiver_config import ReceiverConfig
 
 LOGGER = "melissa_trainer.study.launch"
 

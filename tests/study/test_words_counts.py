@@ -13,13 +13,14 @@ from typing import Any
 
 import pytest
 
+from melissa_trainer.core.data_wait import in_queue
 from melissa_trainer.launcher.adaptive import AdaptiveSampler
 from melissa_trainer.launcher.breed import BreedSampler
 from melissa_trainer.study import end_notice
 from melissa_trainer.study.end_notice import StudyEndNotice
 from melissa_trainer.study.feedback import few_line, unfed_line
-from melissa_trainer.study.first_data import FirstDataNotice, in_queue
-from melissa_trainer.study.starvation import launcher_words, rank0_words
+from melissa_trainer.study.first_data import FirstDataNotice
+from melissa_trainer.study.progress_words import launcher_words, rank0_words
 
 
 def test_the_scheduler_s_queue_is_counted_in_words() -> None:

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from melissa_trainer.config.arguments import ConfigError, TrainingArguments
+from melissa_trainer.config.arguments import TrainingArguments
+from melissa_trainer.config.reading import ConfigError
 
 
 def config_error(**kwargs: object) -> ConfigError:

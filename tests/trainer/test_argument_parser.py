@@ -17,8 +17,9 @@ from typing import Literal, Optional
 import pytest
 
 import melissa_trainer.config.arguments as arguments_module
-from melissa_trainer.config.arguments import ConfigError, TrainingArguments
+from melissa_trainer.config.arguments import TrainingArguments
 from melissa_trainer.config.parser import ArgumentParser
+from melissa_trainer.config.reading import ConfigError
 
 
 class Color(enum.Enum):

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 from config_errors import config_error
 
-from melissa_trainer.config.arguments import ConfigError, TrainingArguments, load_config_file
+from melissa_trainer.config.arguments import TrainingArguments
+from melissa_trainer.config.reading import ConfigError, load_config_file
 
 
 def test_all_problems_are_reported_together() -> None:

@@ -13,7 +13,8 @@ from config_errors import config_error
 
 from melissa_trainer.buffers import BufferConfig
 from melissa_trainer.buffers.config import DEFAULT_SAMPLE_TO_INSERT_RATIO as DEFAULT_RATIO
-from melissa_trainer.config.arguments import ConfigError, TrainingArguments
+from melissa_trainer.config.arguments import TrainingArguments
+from melissa_trainer.config.reading import ConfigError
 
 
 def test_defaults_are_valid() -> None:

@@ -22,9 +22,9 @@ from helpers import Recorder, linear_samples, small_model, xy
 from safetensors import safe_open
 
 from melissa_trainer import ArgumentParser, ConfigError, OnlineTrainer, TrainingArguments
-from melissa_trainer.checkpoint.paths import latest_checkpoint
+from melissa_trainer.common.checkpoint_names import latest_checkpoint
+from melissa_trainer.config.compile_options import CompileOptions
 from melissa_trainer.core.accelerated import AcceleratedStep, PlainStep
-from melissa_trainer.core.compiled import CompileOptions
 
 pytestmark = pytest.mark.timeout(180)
 

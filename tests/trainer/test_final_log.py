@@ -25,7 +25,7 @@ from helpers import Keys
 from melissa_trainer import OnlineTrainer, ReceiverConfig, StreamSource, Study, TrainingArguments
 from melissa_trainer.hooks import Hook
 from melissa_trainer.launcher import Launcher, LauncherTuning, LocalBackend, UniformSampler
-from melissa_trainer.launcher.study_record import records_of
+from melissa_trainer.launcher.simulation_record import records_of
 from melissa_trainer.study.closing import LastExits
 from melissa_trainer.study.study_stop import STOP_WAIT
 

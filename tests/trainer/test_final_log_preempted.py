@@ -16,9 +16,10 @@ import torch
 from helpers import linear_samples, small_model, xy
 
 from melissa_trainer import OnlineTrainer, TrainingArguments
-from melissa_trainer.core.state import TrainerControl, TrainerState
+from melissa_trainer.core.control import TrainerControl
+from melissa_trainer.core.state import TrainerState
 from melissa_trainer.hooks import Hook
-from melissa_trainer.trainer.preemption import Preempted
+from melissa_trainer.trainer.preempted import Preempted
 
 
 class Order(logging.Handler, Hook):

@@ -14,7 +14,8 @@ import torch
 from helpers import linear_samples, small_model, xy
 
 from melissa_trainer import OnlineTrainer, TrainingArguments
-from melissa_trainer.core.state import TrainerControl, TrainerState
+from melissa_trainer.core.control import TrainerControl
+from melissa_trainer.core.state import TrainerState
 from melissa_trainer.hooks import Hook
 
 #: seconds the clock moves on in `on_loop_end`

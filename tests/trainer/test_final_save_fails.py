@@ -31,8 +31,9 @@ from melissa_trainer import (
 )
 from melissa_trainer.checkpoint import registry
 from melissa_trainer.checkpoint.errors import FinalCheckpointSaveError
-from melissa_trainer.checkpoint.paths import list_checkpoints
-from melissa_trainer.core.state import TrainerControl, TrainerState
+from melissa_trainer.common.checkpoint_names import list_checkpoints
+from melissa_trainer.core.control import TrainerControl
+from melissa_trainer.core.state import TrainerState
 
 pytestmark = pytest.mark.timeout(120)
 

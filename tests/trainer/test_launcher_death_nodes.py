@@ -10,9 +10,10 @@ import signal
 
 import pytest
 
-from melissa_trainer.core.state import TrainerControl
-from melissa_trainer.trainer.ending import stop_words
-from melissa_trainer.trainer.preemption import Preempted, PreemptionHandler
+from melissa_trainer.core.control import TrainerControl
+from melissa_trainer.trainer.preempted import Preempted
+from melissa_trainer.trainer.preemption import PreemptionHandler
+from melissa_trainer.trainer.stop_asked import stop_words
 from melissa_trainer.trainer.stop_cause import StopCause, launcher_node
 
 pytestmark = pytest.mark.timeout(30)

@@ -11,9 +11,10 @@ import sys
 
 import pytest
 
-from melissa_trainer.core.state import TrainerControl
-from melissa_trainer.trainer.ending import stop_words
-from melissa_trainer.trainer.preemption import Preempted, PreemptionHandler
+from melissa_trainer.core.control import TrainerControl
+from melissa_trainer.trainer.preempted import Preempted
+from melissa_trainer.trainer.preemption import PreemptionHandler
+from melissa_trainer.trainer.stop_asked import stop_words
 from melissa_trainer.trainer.stop_cause import StopCause, kind_of, launcher_kind
 
 GONE = StopCause(signal.SIGTERM, 4242, "accelerate launch")

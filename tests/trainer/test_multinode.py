@@ -26,7 +26,8 @@ import netns
 import pytest
 import zmq
 
-from melissa_trainer.checkpoint.paths import count_ranks, latest_checkpoint
+from melissa_trainer.checkpoint.paths import count_ranks
+from melissa_trainer.common.checkpoint_names import latest_checkpoint
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 

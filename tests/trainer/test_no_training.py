@@ -15,7 +15,8 @@ import torch
 from helpers import linear_samples, small_model, xy
 
 from melissa_trainer import OnlineTrainer, TrainingArguments
-from melissa_trainer.trainer.no_training import NoTrainingError, untrained_words
+from melissa_trainer.trainer.no_training import NoTrainingError
+from melissa_trainer.trainer.no_training_words import untrained_words
 
 SCRIPTS = Path(__file__).parents[1] / "scripts"
 

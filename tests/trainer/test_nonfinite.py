@@ -32,7 +32,7 @@ from melissa_trainer import (
     TrainingArguments,
 )
 from melissa_trainer.launcher import Launcher, LauncherTuning, LocalBackend, UniformSampler
-from melissa_trainer.launcher.study_record import records_of
+from melissa_trainer.launcher.simulation_record import records_of
 
 pytestmark = [
     pytest.mark.slow,

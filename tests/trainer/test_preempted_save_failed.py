@@ -19,8 +19,9 @@ import torch
 from helpers import linear_samples, small_model, xy
 
 from melissa_trainer import Hook, OnlineTrainer, Preempted, TrainingArguments
-from melissa_trainer.checkpoint.paths import list_checkpoints
-from melissa_trainer.core.state import TrainerControl, TrainerState
+from melissa_trainer.common.checkpoint_names import list_checkpoints
+from melissa_trainer.core.control import TrainerControl
+from melissa_trainer.core.state import TrainerState
 
 
 class SpoilAndSignal(Hook):

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import torch
 
-from melissa_trainer.core.state import TrainerControl
+from melissa_trainer.core.control import TrainerControl
 from melissa_trainer.hooks import Event, Hook, HookList
 from melissa_trainer.trainer import rank_failure
 from melissa_trainer.trainer.ending import failed

@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from melissa_trainer.checkpoint.paths import resolve_resume
-from melissa_trainer.config.arguments import ConfigError, TrainingArguments
+from melissa_trainer.config.arguments import TrainingArguments
 from melissa_trainer.config.parser import ArgumentParser
+from melissa_trainer.config.reading import ConfigError
 
 
 @pytest.mark.timeout(60)

@@ -31,10 +31,8 @@ from melissa_trainer import (
     Study,
     TrainingArguments,
 )
-from melissa_trainer.core.loss_per_simulation import (
-    DEFAULT_SIMULATION_LOSS_STEPS,
-    REFERENCE_PERIODS,
-)
+from melissa_trainer.core.loss_per_simulation import REFERENCE_PERIODS
+from melissa_trainer.core.loss_steps import DEFAULT_SIMULATION_LOSS_STEPS
 from melissa_trainer.launcher import Launcher, make_sampler
 
 CPU = torch.device("cpu")

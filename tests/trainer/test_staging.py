@@ -18,7 +18,7 @@ from helpers import linear_samples, small_model, xy
 
 from melissa_trainer import Hook, OnlineTrainer, TrainingArguments
 from melissa_trainer.buffers import SampleBlock, make_buffer
-from melissa_trainer.checkpoint.paths import latest_checkpoint
+from melissa_trainer.common.checkpoint_names import latest_checkpoint
 from melissa_trainer.core.dataset import StreamDataset
 from melissa_trainer.core.staging import BatchStager
 

@@ -34,7 +34,7 @@ from melissa_trainer.launcher import (
     UniformSampler,
     data_watch,
 )
-from melissa_trainer.launcher.study_record import records_of
+from melissa_trainer.launcher.simulation_record import records_of
 from melissa_trainer.stream import watchdog
 from melissa_trainer.study import starvation
 

@@ -1,7 +1,7 @@
 """When `melissa_trainer.study.feedback` says that an adaptive sampler steered no draw,
 and when it keeps quiet (the end-to-end case is `test_study_feedback`): it judges the
 last draw's count of losses against the sampler's `min_observations`, and leaves alone
-what the study's start already said (`launcher.account.static_sampler`), a fixed
+what the study's start already said (`launcher.sampler_account.static_sampler`), a fixed
 design, and a process that drew nothing."""
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ from melissa_trainer import (
     Study,
 )
 from melissa_trainer.launcher import LocalBackend
-from melissa_trainer.launcher.study_record import records_of
+from melissa_trainer.launcher.simulation_record import records_of
 from melissa_trainer.study.study_stop import STOP_WAIT
 
 SIMULATION = r"""

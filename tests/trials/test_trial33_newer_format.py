@@ -32,7 +32,7 @@ import torch
 from helpers import linear_samples, small_model, xy
 
 from melissa_trainer import CheckpointError, OnlineTrainer, TrainingArguments
-from melissa_trainer.checkpoint import registry
+from melissa_trainer.checkpoint.format import FORMAT_FILE, FORMAT_VERSION
 from melissa_trainer.checkpoint.manifest import MANIFEST
 
 pytestmark = pytest.mark.timeout(120)
@@ -57,15 +57,13 @@ def _trainer(out: Path, max_steps: int, resume: str | None = None) -> OnlineTrai
 def _as_newer_version(checkpoint: Path, version: int) -> None:
     """Make `checkpoint` say format `version`, its manifest kept true (so it verifies,
     as a newer version's own checkpoint does)."""
-    fmt = checkpoint / registry.FORMAT_FILE
+    fmt = checkpoint / FORMAT_FILE
     described = json.loads(fmt.read_text())
     described["format_version"] = version
     fmt.write_text(json.dumps(described))
     manifest = json.loads((checkpoint / MANIFEST).read_text())
     data = fmt.read_bytes()
-    manifest["files"][registry.FORMAT_FILE].update(
-        size=len(data), sha256=hashlib.sha256(data).hexdigest()
-    )
+    manifest["files"][FORMAT_FILE].update(size=len(data), sha256=hashlib.sha256(data).hexdigest())
     (checkpoint / MANIFEST).write_text(json.dumps(manifest))
 
 
@@ -73,12 +71,12 @@ def test_a_newer_versions_checkpoint_says_to_upgrade(tmp_path: Path) -> None:
     _trainer(tmp_path / "first", 6).train()
     newer = tmp_path / "elsewhere" / "checkpoint-6"
     shutil.copytree(tmp_path / "first" / "checkpoints" / "checkpoint-6", newer)
-    _as_newer_version(newer, registry.FORMAT_VERSION + 1)
+    _as_newer_version(newer, FORMAT_VERSION + 1)
     trainer = _trainer(tmp_path / "second", 12, resume=str(newer))
     with pytest.raises(CheckpointError) as caught:
         trainer.train()
     message = str(caught.value)
-    assert f"format {registry.FORMAT_VERSION + 1}" in message
+    assert f"format {FORMAT_VERSION + 1}" in message
     assert "upgrade melissa-trainer" in message
     assert "build the model" not in message  # the model is not at fault
 

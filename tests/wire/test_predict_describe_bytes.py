@@ -16,15 +16,15 @@ import numpy as np
 import pytest
 
 from melissa_trainer import wire
-from melissa_trainer.stream.serving_describe import (
+from melissa_trainer.wire import FieldSpec
+from melissa_trainer.wire.predict import decode_answer
+from melissa_trainer.wire.predict_describe import (
     Description,
-    decode_answer,
     described,
     encode_describe,
     encode_description,
     is_describe,
 )
-from melissa_trainer.wire import FieldSpec
 
 pytestmark = pytest.mark.timeout(30)
 

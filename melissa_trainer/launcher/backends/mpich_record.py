@@ -29,14 +29,8 @@ from collections.abc import Collection, Iterable
 
 from melissa_trainer.launcher.backends import mpich_segments as shm
 from melissa_trainer.launcher.backends.file_holders import holders
-from melissa_trainer.launcher.backends.mpich_segments import (
-    Listing,
-    Segment,
-    is_segment,
-    listing,
-    orphans,
-    remove_segments,
-)
+from melissa_trainer.launcher.backends.mpich_removal import Segment, remove_segments
+from melissa_trainer.launcher.backends.mpich_segments import Listing, is_segment, listing, orphans
 
 __all__ = ["LAUNCH_SLACK", "SegmentRecord"]
 

@@ -62,7 +62,6 @@ if TYPE_CHECKING:  # (mpich_record imports this module)
 __all__ = [
     "LOOKS_AT",
     "Listing",
-    "Segment",
     "SegmentWatch",
     "is_segment",
     "kvs_hash",
@@ -70,7 +69,6 @@ __all__ = [
     "listing",
     "mapped_segments",
     "orphans",
-    "remove_segments",
     "sweep",
 ]
 

@@ -28,7 +28,8 @@ from melissa_trainer.launcher.backends import (
 )
 from melissa_trainer.launcher.backends import mpiexec as mpiexec_module
 from melissa_trainer.launcher.backends.mpiexec import mpiexec_command, process_tree
-from melissa_trainer.stream.receiver import Receiver, ReceiverConfig
+from melissa_trainer.stream.receiver import Receiver
+from melissa_trainer.stream.receiver_config import ReceiverConfig
 
 PYTHON = sys.executable
 MPIEXEC = find_mpiexec()

@@ -70,7 +70,7 @@ def test_a_python_solvers_lines_reach_its_log_before_a_sigkill(
     backend: SlurmBackend, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A job's stdout is its log, a file, where Python buffers in blocks: the job runs with
-    PYTHONUNBUFFERED=1 (`script.unbuffered_env`). Failed before: the line was lost (a log
+    PYTHONUNBUFFERED=1 (`base.unbuffered_env`). Failed before: the line was lost (a log
     found empty after a node vanished mid-study, a user trial on the two-node cluster)."""
     monkeypatch.delenv("PYTHONUNBUFFERED", raising=False)  # (the job inherits the trainer's)
     log = tmp_path / "logs" / "sim.log"

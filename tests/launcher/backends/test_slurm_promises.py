@@ -21,7 +21,7 @@ from slurm_jobs import POLL, PYTHON, finish
 from waiting import UNTIL_TEST_TIMEOUT, wait_until
 
 from melissa_trainer.launcher.backends import Job, SlurmBackend
-from melissa_trainer.launcher.backends.slurm.batch import SlurmHandle
+from melissa_trainer.launcher.backends.slurm.handle import SlurmHandle
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("slurm"), pytest.mark.e2e]
 

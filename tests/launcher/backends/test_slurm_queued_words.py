@@ -10,7 +10,7 @@ import datetime
 import pytest
 
 from melissa_trainer.launcher.backends.base import Job
-from melissa_trainer.launcher.backends.slurm.batch import SlurmHandle
+from melissa_trainer.launcher.backends.slurm.handle import SlurmHandle
 from melissa_trainer.launcher.backends.slurm.queued_end import (
     expected_start,
     held_reason,

@@ -27,8 +27,10 @@ from slurm_jobs import POLL, PYTHON, queue
 
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.launcher.backends import SlurmBackend
-from melissa_trainer.launcher.launcher import Launcher, LauncherTuning
-from melissa_trainer.stream.receiver import Receiver, ReceiverConfig
+from melissa_trainer.launcher.launcher import Launcher
+from melissa_trainer.launcher.tuning import LauncherTuning
+from melissa_trainer.stream.receiver import Receiver
+from melissa_trainer.stream.receiver_config import ReceiverConfig
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("slurm"), pytest.mark.e2e]
 

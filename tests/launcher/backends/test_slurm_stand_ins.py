@@ -15,6 +15,7 @@ from slurm_jobs import finish, pgrep
 from waiting import UNTIL_TEST_TIMEOUT, wait_until
 
 from melissa_trainer.launcher.backends import Job, LaunchError, SlurmBackend, make_backend
+from melissa_trainer.launcher.backends.base import unbuffered_env
 from melissa_trainer.launcher.backends.slurm import script as ss
 
 PYTHON = sys.executable
@@ -355,7 +356,7 @@ def test_an_srun_steps_python_lines_reach_its_log_before_a_sigkill(
     handle = backend.launch(Job("sim-7", [PYTHON, "-c", code], cwd=tmp_path, log_path=log))
     assert finish(backend, handle) != 0
     assert "step 0 sent" in log.read_text(), log.read_text()
-    assert ss.unbuffered_env({"A": "1"}, {}) == {"PYTHONUNBUFFERED": "1", "A": "1"}
-    assert ss.unbuffered_env({"PYTHONUNBUFFERED": "0"}, {}) == {"PYTHONUNBUFFERED": "0"}
-    assert ss.unbuffered_env({}, {"PYTHONUNBUFFERED": ""}) == {}  # (the trainer's, inherited)
+    assert unbuffered_env({"A": "1"}, {}) == {"PYTHONUNBUFFERED": "1", "A": "1"}
+    assert unbuffered_env({"PYTHONUNBUFFERED": "0"}, {}) == {"PYTHONUNBUFFERED": "0"}
+    assert unbuffered_env({}, {"PYTHONUNBUFFERED": ""}) == {}  # (the trainer's, inherited)
     backend.close()

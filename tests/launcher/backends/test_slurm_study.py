@@ -20,8 +20,10 @@ from waiting import wait_until
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.launcher.backends import SlurmBackend
 from melissa_trainer.launcher.backends.base import study_id
-from melissa_trainer.launcher.launcher import Launcher, LauncherTuning
-from melissa_trainer.stream.receiver import Receiver, ReceiverConfig
+from melissa_trainer.launcher.launcher import Launcher
+from melissa_trainer.launcher.tuning import LauncherTuning
+from melissa_trainer.stream.receiver import Receiver
+from melissa_trainer.stream.receiver_config import ReceiverConfig
 
 #: pytest-xdist: this module's tests on one worker, which starts the module's one cluster
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("slurm"), pytest.mark.e2e]

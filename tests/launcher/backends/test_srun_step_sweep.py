@@ -19,7 +19,8 @@ from melissa_trainer.launcher.backends.mpich_segments import kvs_hash
 from melissa_trainer.launcher.backends.slurm import step_sweeps
 from melissa_trainer.launcher.backends.slurm import steps as steps_module
 from melissa_trainer.launcher.backends.slurm.commands import SlurmCommands
-from melissa_trainer.launcher.backends.slurm.steps import SrunHandle, SrunSteps
+from melissa_trainer.launcher.backends.slurm.srun_handle import SrunHandle
+from melissa_trainer.launcher.backends.slurm.steps import SrunSteps
 
 ALLOCATION = "4242"
 

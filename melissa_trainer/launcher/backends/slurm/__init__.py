@@ -20,14 +20,11 @@
 
 from __future__ import annotations
 
-from melissa_trainer.launcher.backends.slurm.backend import (
-    CLOSE_GRACE,
-    COMMAND_TIMEOUT,
-    FORCE_WAIT,
-    SlurmBackend,
-    SlurmHandle,
-    SrunHandle,
-)
+from melissa_trainer.launcher.backends.slurm.backend import SlurmBackend
+from melissa_trainer.launcher.backends.slurm.batch import CLOSE_GRACE, FORCE_WAIT
+from melissa_trainer.launcher.backends.slurm.commands import COMMAND_TIMEOUT
+from melissa_trainer.launcher.backends.slurm.handle import SlurmHandle
+from melissa_trainer.launcher.backends.slurm.srun_handle import SrunHandle
 
 __all__ = [
     "CLOSE_GRACE",

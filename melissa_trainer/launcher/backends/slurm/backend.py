@@ -41,36 +41,25 @@ from melissa_trainer.launcher.backends.base import (
 from melissa_trainer.launcher.backends.lease import DEFAULT_TIMEOUT, check_lease_timeout
 from melissa_trainer.launcher.backends.slurm import queries as sq
 from melissa_trainer.launcher.backends.slurm import script as ss
-from melissa_trainer.launcher.backends.slurm.batch import (
-    CLOSE_GRACE,
-    FORCE_WAIT,
-    BatchJobs,
-    SlurmHandle,
-)
+from melissa_trainer.launcher.backends.slurm.batch import CLOSE_GRACE, FORCE_WAIT, BatchJobs
 from melissa_trainer.launcher.backends.slurm.commands import (
-    COMMAND_TIMEOUT,
     CONTROLLER_WAIT,
     SlurmCommands,
     check_controller_wait,
 )
+from melissa_trainer.launcher.backends.slurm.handle import SlurmHandle
 from melissa_trainer.launcher.backends.slurm.limits import over_limit_reason
 from melissa_trainer.launcher.backends.slurm.node_failures import (
     EXCLUDE_AFTER,
     check_exclude_after,
 )
 from melissa_trainer.launcher.backends.slurm.queued_end import held_reason
+from melissa_trainer.launcher.backends.slurm.srun_handle import SrunHandle
 from melissa_trainer.launcher.backends.slurm.step_stop import PROBE_WAIT, SRUN_END, TERM_WAIT
 from melissa_trainer.launcher.backends.slurm.step_tasks import GONE_WAIT
-from melissa_trainer.launcher.backends.slurm.steps import SrunHandle, SrunSteps
+from melissa_trainer.launcher.backends.slurm.steps import SrunSteps
 
-__all__ = [
-    "CLOSE_GRACE",
-    "COMMAND_TIMEOUT",
-    "FORCE_WAIT",
-    "SlurmBackend",
-    "SlurmHandle",
-    "SrunHandle",
-]
+__all__ = ["SlurmBackend"]
 
 _STUDY = re.compile(r"[A-Za-z0-9._]+")
 

@@ -64,7 +64,7 @@ from melissa_trainer.launcher.backends.slurm.queued_end import queue_words, queu
 from melissa_trainer.launcher.backends.slurm.segments import JobSegments
 from melissa_trainer.launcher.exit_cause import exit_text
 
-__all__ = ["CLOSE_GRACE", "FORCE_WAIT", "BatchJobs", "SlurmHandle"]
+__all__ = ["CLOSE_GRACE", "FORCE_WAIT", "BatchJobs"]
 
 logger = logging.getLogger("melissa_trainer.launcher.backends.slurm")
 

@@ -39,7 +39,6 @@ import re
 import shlex
 from collections.abc import Mapping, Sequence
 
-from melissa_trainer.launcher.backends.base import UNBUFFERED, unbuffered_env
 from melissa_trainer.launcher.backends.lease import DEFAULT_TIMEOUT, lease_lines
 
 __all__ = [
@@ -54,8 +53,6 @@ __all__ = [
     "srun_command",
     "study_prefix",
     "submission_env",
-    "UNBUFFERED",
-    "unbuffered_env",
 ]
 
 _TIME_LIMIT = re.compile(r"(\d+-)?\d+(:\d{1,2}){0,2}")

@@ -43,13 +43,13 @@ from collections.abc import Collection, Iterable
 
 from melissa_trainer.launcher.backends.file_holders import dying, holders, wait_gone
 from melissa_trainer.launcher.backends.mpich_record import SegmentRecord
+from melissa_trainer.launcher.backends.mpich_removal import remove_segments
 from melissa_trainer.launcher.backends.mpich_segments import (
     DYING_WAIT,
     PREFIXES,
     SegmentWatch,
     kvs_hash,
     orphans,
-    remove_segments,
 )
 
 __all__ = ["JobSegments", "job_pids", "pmi2_names"]

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from melissa_trainer.launcher.backends.base import Job
 
 if TYPE_CHECKING:  # (steps imports this module)
-    from melissa_trainer.launcher.backends.slurm.steps import SrunHandle
+    from melissa_trainer.launcher.backends.slurm.srun_handle import SrunHandle
 
 __all__ = ["BEFORE_TASKS", "LOG_READ", "before_tasks", "log_size"]
 

@@ -62,7 +62,7 @@ from melissa_trainer.launcher.backends.slurm.step_tasks import (
 )
 
 if TYPE_CHECKING:  # (steps imports this module)
-    from melissa_trainer.launcher.backends.slurm.steps import SrunHandle
+    from melissa_trainer.launcher.backends.slurm.srun_handle import SrunHandle
 
 __all__ = ["PROBE_WAIT", "SRUN_END", "SRUN_GONE", "TERM_WAIT", "Stopped", "stop_steps"]
 

@@ -89,7 +89,7 @@ from melissa_trainer.launcher.backends.slurm.step_stop import TERM_WAIT, Stopped
 from melissa_trainer.launcher.backends.slurm.step_sweeps import StepSweeps
 from melissa_trainer.launcher.backends.slurm.step_tasks import elsewhere, kill_tasks
 
-__all__ = ["SrunHandle", "SrunSteps"]
+__all__ = ["SrunSteps"]
 
 logger = logging.getLogger("melissa_trainer.launcher.backends.slurm")
 

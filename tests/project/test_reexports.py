@@ -1,0 +1,130 @@
+"""One owner per name: no re-export shims (tests/project/reexport_checks.py says what it
+finds). A module that moved a name out does not keep it importable from where it was;
+every importer (the package, tests, examples, benchmarks, docs' Python files) imports a
+name from the module that defines it. Only the public API re-exports, each entry of
+`PUBLIC` saying where it is documented or who imports it; `PENDING` lists what another
+change in flight owns, and shrinks.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+from architecture_checks import modules
+from reexport_checks import reexports
+
+import melissa_trainer
+
+PACKAGE_DIR = Path(melissa_trainer.__file__).parent
+REPO = PACKAGE_DIR.parent
+PACKAGE = "melissa_trainer"
+
+#: the modules that may re-export: the package's public API and its documented entry
+#: points (each a package's face: `__init__`, whose names its users import)
+PUBLIC: dict[str, str] = {
+    "melissa_trainer": "the API: `from melissa_trainer import OnlineTrainer` (README.md)",
+    "melissa_trainer.buffers": "docs/reference/api/buffers.md (`::: melissa_trainer.buffers`)",
+    "melissa_trainer.checkpoint": "docs/resume.md (`from melissa_trainer.checkpoint import`)",
+    "melissa_trainer.client": "the simulation side's API: docs/how-to/own-solver.md",
+    "melissa_trainer.hooks": "docs/reference/api/hooks.md (`::: melissa_trainer.hooks`)",
+    "melissa_trainer.launcher": "docs/reference/api/launcher.md, docs/concepts/study.md",
+    # the layers' faces that the root's lazy names (`_MODULES`) and the tests import
+    "melissa_trainer.study": "`Study` (the root's `_MODULES`)",
+    "melissa_trainer.trainer": "`OnlineTrainer`, after `launcher_watch.arm()` runs first",
+    "melissa_trainer.wire": "the protocol's names, lazily (its docstring; docs/protocol.md)",
+    "melissa_trainer.launcher.backends": "docs/reference/api/launcher.md (`make_backend`)",
+    "melissa_trainer.launcher.backends.slurm": "`SlurmBackend` (`make_backend`, the tests)",
+    "melissa_trainer.sources": "`Source`, `IterableSource` (the root's `_MODULES`)",
+    # `python -m melissa_trainer.lineage check` and `melissa_trainer.lineage.check(...)`
+    # (docs/how-to/preemption.md, docs/how-to/hooks.md)
+    "melissa_trainer.lineage": "the ledger checker's entry point",
+}
+
+#: what another change in flight owns, left as it is (remove each entry once it is merged
+#: and imports from the owners). Modules that re-export (and their importers):
+PENDING_MODULES: dict[str, str] = {
+    # hguess2 changes it: re-exports the output directory's names (`output_dir_errors`')
+    "melissa_trainer.trainer.output_lock": "hguess2",
+    # hrestart's (its task keeps client/stopped.py and client/stop_kinds.py as they are):
+    # re-exports `ENDED`, `SimulationNotNeeded` and the `*WhileSending` errors
+    "melissa_trainer.client.stopped": "hrestart",
+}
+#: imports through a module that does not own the name: (file, name)
+PENDING_IMPORTS: set[tuple[str, str]] = {
+    # hrestart's client/stop_kinds.py: `StoppedForGood` is `send_errors`'
+    ("melissa_trainer/client/stop_kinds.py", "StoppedForGood"),
+}
+
+#: the Python files outside the package that import from it
+IMPORTERS = ("tests", "examples", "benchmarks", "docs")
+
+
+def importer_files() -> list[Path]:
+    return sorted(p for top in IMPORTERS for p in (REPO / top).rglob("*.py"))
+
+
+@pytest.mark.timeout(120)
+def test_no_module_re_exports_a_name_and_importers_import_from_owners() -> None:
+    known = modules(PACKAGE_DIR, PACKAGE)
+    found = reexports(known, importer_files(), PUBLIC)
+    where = {(f.path.relative_to(REPO).as_posix(), f.name) for f in found}
+    new = [
+        f
+        for f in found
+        if f.module not in PENDING_MODULES
+        and (f.path.relative_to(REPO).as_posix(), f.name) not in PENDING_IMPORTS
+    ]
+    assert not new, "re-exports (import each name from its owner, drop the shim):\n" + "\n".join(
+        f.describe(REPO) for f in new
+    )
+    stale = (PENDING_IMPORTS - where) | (PENDING_MODULES.keys() - {f.module for f in found})
+    assert not stale, f"no longer found, remove from PENDING_*: {sorted(stale)}"
+    assert set(PUBLIC) <= set(known), sorted(set(PUBLIC) - set(known))
+
+
+def write_package(root: Path, files: dict[str, str]) -> Path:
+    package = root / "fake"
+    for rel, source in {"__init__.py": "", **files}.items():
+        path = package / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(source))
+    return package
+
+
+@pytest.mark.timeout(60)
+def test_the_checker_finds_each_kind_of_re_export(tmp_path: Path) -> None:
+    """A package made to break the rule each way (and to keep it in the ways that look
+    alike: a name read by a string annotation or a cast, a package's face allowed)."""
+    package = write_package(
+        tmp_path,
+        {
+            "owner.py": "X = 1\nY = 2\nZ = 3\nclass T: ...\n",
+            # X: never read (kept for others); Y: read, but also listed in __all__
+            "shim.py": """\
+                from typing import cast
+                from fake.owner import X, Y
+                from fake.owner import Z as Z
+                from fake.owner import T
+                __all__ = ["Y", "own"]
+                own = Y
+                def f(t: "T") -> None:
+                    cast("T", t)
+                """,
+            # through a module that uses Y but does not own it
+            "user.py": "from fake.shim import Y, own\nfrom fake.owner import X\nprint(X, Y, own)\n",
+            "face/__init__.py": "from fake.owner import X\n__all__ = ['X']\n",
+        },
+    )
+    outside = tmp_path / "test_outside.py"
+    outside.write_text("from fake.shim import own\nfrom fake.shim import X\n")
+    found = reexports(modules(package, "fake"), [outside], ["fake.face"])
+    got = sorted((f.path.name, f.name, f.why.split(" ")[0]) for f in found)
+    assert got == [
+        ("shim.py", "X", "imported"),  # never read
+        ("shim.py", "Y", "fake.shim.__all__"),  # listed in __all__
+        ("shim.py", "Z", "imported"),  # `Z as Z`: never read
+        ("test_outside.py", "X", "imported"),  # through the shim, from outside
+        ("user.py", "Y", "imported"),  # through the shim, in the package
+    ], got

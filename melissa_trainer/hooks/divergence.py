@@ -26,7 +26,7 @@ DIVERGED_GROWTH = 10.0
 #: the training loss's level is the median of this many consecutive logs, or of half
 #: the logs in a shorter history (one log each under 4 logs, as short runs always
 #: were): one window, the mean of a few batches, is noisy, and the lowest of many is an
-#: outlier (the figures in docs/concepts/buffers.md, "Which knob helps when")
+#: outlier (the figures: docs/concepts/buffers.md, "The divergence warning")
 SMOOTHED_LOGS = 5
 #: a learning rate at most this share of the run's highest logged one is at rest: the
 #: weights barely move, so a loss that grew meanwhile did not grow by the optimisation
@@ -51,18 +51,18 @@ def diverged(history: list[dict[str, float]]) -> str | None:
       before them, the lowest median of k consecutive logs, k = `SMOOTHED_LOGS` or half
       the logs if fewer (a history of 2 or 3 logs: the last log against the lowest one
       before it). A growth is then seen once it holds over most of the last k logs.
-      Not when a validation at or after the first of those last
-      logs is the best (ties: the latest): the model on held-out data was at its best
-      while the training loss was high, so the optimisation did not diverge (a stream
-      brings new samples, harder ones too).
+      Not when a validation at or after the first of those last logs is the best
+      (ties: the latest): the model on held-out data was at its best while the
+      training loss was high, so the optimisation did not diverge (a stream brings new
+      samples, harder ones too).
 
     Neither growth is divergence when the learning rate logged from the best (the best
-    validation's step; the first log of the lowest training level, its latest if tied) through the end stayed
-    at most `LR_AT_REST` times the highest logged in the run: the weights barely moved,
-    so the optimisation cannot have grown the loss. Logs without a finite loss (a window
-    with no step) are skipped. The warning names what grew, and says so when the
-    training loss fell meanwhile (a model fitting its samples loses validation slowly,
-    not by an order of magnitude)."""
+    validation's step; the first log of the lowest training level, its latest if tied)
+    through the end stayed at most `LR_AT_REST` times the highest logged in the run:
+    the weights barely moved, so the optimisation cannot have grown the loss. Logs
+    whose loss is NaN (a window without a step) are skipped. The warning names what
+    grew, and says so when the training loss fell meanwhile (a model fitting its
+    samples loses validation slowly, not by an order of magnitude)."""
     evals = [(e["step"], e["eval_loss"]) for e in history if "eval_loss" in e]
     losses = [
         (e["step"], e["loss"])
@@ -113,9 +113,7 @@ def _training_loss_grew(
     now = median(values[-k:])
     # the lowest level before the last k logs, of windows of k consecutive logs (ties:
     # the latest, the last time the loss was that low: the rise came after it)
-    low_at = min(
-        reversed(range(len(values) - 2 * k + 1)), key=lambda i: median(values[i : i + k])
-    )
+    low_at = min(reversed(range(len(values) - 2 * k + 1)), key=lambda i: median(values[i : i + k]))
     low = median(values[low_at : low_at + k])
     if not (low > 0 and now >= DIVERGED_GROWTH * low):
         return None

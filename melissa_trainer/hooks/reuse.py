@@ -13,7 +13,7 @@ while the training loss kept falling. The model is then fitting the samples it h
 more reuse (a higher ratio, more pseudo-epochs) makes it worse; the study is limited by
 its data, and the advice is more simulations, not more reuse. Not when the run stopped
 before its stream ended (its data had not all arrived: the advice is to let it arrive),
-and never when a loss grew far above its best (`diverged`, `DIVERGED_GROWTH`: the
+and never when a loss grew far above its best (`hooks.divergence.diverged`: the
 optimisation diverged, the advice is the learning rate), whatever the rest of the
 history: a user's early-stopped run was told "more simulations" with 174 of its 480
 samples in and its validation loss up 23-fold at a learning rate of 2e-2 (htrial16);
@@ -28,6 +28,7 @@ from collections.abc import Sequence
 
 from melissa_trainer.core.figures import SOURCE_PREFIX
 from melissa_trainer.core.state import TrainerState
+from melissa_trainer.hooks.divergence import DIVERGED_GROWTH, diverged
 from melissa_trainer.hooks.reuse_shares import Shares
 
 __all__ = [
@@ -45,11 +46,6 @@ REUSE_WARNING_BELOW = 1.5
 DATA_LIMITED_VALIDATIONS = 2
 #: ... while the training loss fell below this share of its value at the best one
 DATA_LIMITED_DROP = 0.8
-#: `diverged`: a last ``eval_loss`` this many times the best, or a last training loss this
-#: many times the lowest, is divergence, not fitting: a model fitting its samples loses
-#: validation slowly (1.04 -> 1.46 in tests/hooks/test_data_limited.py), a diverging one
-#: by orders (0.60 -> 13.7, htrial16; 0.55 -> 16.5, htrial17)
-DIVERGED_GROWTH = 10.0
 
 
 def data_limited(
@@ -65,10 +61,11 @@ def data_limited(
     `TrainerState.record_metric` reads it): a run judged on its own metric is told
     what that metric did, not ``eval_loss`` (trial 37).
 
-    Divergence first, whatever else the history holds (`diverged`): the last
-    ``eval_loss`` is at least `DIVERGED_GROWTH` times a positive best one, or the last
-    training loss at least `DIVERGED_GROWTH` times the lowest positive one logged before
-    it: the advice is to lower the learning rate, or clip the gradients. (It needs no
+    Divergence first, whatever else the history holds (`hooks.divergence.diverged`,
+    its rule): the last ``eval_loss`` at least `DIVERGED_GROWTH` times a positive best
+    one, or the training loss's smoothed level that many times its lowest, unless the
+    validation or the learning rate says otherwise: the advice is to lower the learning
+    rate, or clip the gradients. (It needs no
     training loss logged near the best validation: an early-stopped run with the
     default --logging_steps 50 and --eval_steps 10 has none, and got no advice at all,
     htrial17.)
@@ -127,49 +124,6 @@ def data_limited(
         "The study is limited by its data: more simulations (the launcher's "
         "n_simulations), not more reuse (a higher --sample_to_insert_ratio or more "
         "--pseudo_epochs fit the same samples harder)"
-    )
-
-
-def diverged(history: list[dict[str, float]]) -> str | None:
-    """The divergence warning for a log history (`data_limited`'s first branch), else
-    None: the last ``eval_loss`` is at least `DIVERGED_GROWTH` times the best positive
-    one, or the last training ``loss`` at least `DIVERGED_GROWTH` times the lowest
-    positive one logged before it. Either suffices, whatever the other does; the
-    warning names what grew, and says so when the training loss fell meanwhile (a model
-    fitting its samples loses validation slowly, not by an order of magnitude)."""
-    evals = [(e["step"], e["eval_loss"]) for e in history if "eval_loss" in e]
-    losses = [(e["step"], e["loss"]) for e in history if "loss" in e and "eval_loss" not in e]
-    seen: list[str] = []
-    if evals:
-        best_step, best_eval = min(evals, key=lambda e: e[1])
-        last_step, last_eval = evals[-1]
-        if best_eval > 0 and last_eval >= DIVERGED_GROWTH * best_eval:
-            seen.append(
-                f"validation stopped improving at step {best_step:.0f} (eval_loss "
-                f"{best_eval:.4g}) and grew to {last_eval:.4g} by step {last_step:.0f}, "
-                f"{last_eval / best_eval:.0f} times its best"
-            )
-            then = [loss for step, loss in losses if step <= best_step]
-            if then and losses[-1][1] < then[-1]:
-                seen[-1] += (
-                    f", while the training loss fell ({then[-1]:.4g} -> {losses[-1][1]:.4g}): "
-                    "a model fitting the samples it has loses validation slowly, not by an "
-                    "order of magnitude"
-                )
-    if len(losses) >= 2:
-        low_step, low = min(losses[:-1], key=lambda e: e[1])
-        last_step, last = losses[-1]
-        if low > 0 and last >= DIVERGED_GROWTH * low:
-            seen.append(
-                f"the training loss grew from {low:.4g} (step {low_step:.0f}) to "
-                f"{last:.4g} (step {last_step:.0f}), {last / low:.0f} times its lowest"
-            )
-    if not seen:
-        return None
-    return "; ".join(seen) + (
-        ": this looks like a diverging optimisation, not a study short of data. Lower "
-        "the learning rate (the optimizer's lr given to OnlineTrainer; or warm it up "
-        "with a scheduler), or clip the gradients (--max_grad_norm), then judge the data"
     )
 
 

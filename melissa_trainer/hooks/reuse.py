@@ -28,15 +28,13 @@ from collections.abc import Sequence
 
 from melissa_trainer.core.figures import SOURCE_PREFIX
 from melissa_trainer.core.state import TrainerState
-from melissa_trainer.hooks.divergence import DIVERGED_GROWTH, diverged
+from melissa_trainer.hooks.divergence import diverged
 from melissa_trainer.hooks.reuse_shares import Shares
 
 __all__ = [
     "DATA_LIMITED_DROP",
     "DATA_LIMITED_VALIDATIONS",
-    "DIVERGED_GROWTH",
     "data_limited",
-    "diverged",
     "reuse_report",
 ]
 
@@ -62,7 +60,7 @@ def data_limited(
     what that metric did, not ``eval_loss`` (trial 37).
 
     Divergence first, whatever else the history holds (`hooks.divergence.diverged`,
-    its rule): the last ``eval_loss`` at least `DIVERGED_GROWTH` times a positive best
+    its rule): the last ``eval_loss`` at least `divergence.DIVERGED_GROWTH` times a positive best
     one, or the training loss's smoothed level that many times its lowest, unless the
     validation or the learning rate says otherwise: the advice is to lower the learning
     rate, or clip the gradients. (It needs no

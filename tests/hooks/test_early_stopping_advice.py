@@ -7,7 +7,8 @@ log (pe_es.log, case es1)."""
 from __future__ import annotations
 
 from melissa_trainer.core.state import TrainerState
-from melissa_trainer.hooks.reuse import DIVERGED_GROWTH, data_limited
+from melissa_trainer.hooks.divergence import DIVERGED_GROWTH
+from melissa_trainer.hooks.reuse import data_limited
 
 LIMITED = "limited by its data"
 

@@ -45,8 +45,6 @@ PUBLIC: dict[str, str] = {
 #: what another change in flight owns, left as it is (remove each entry once it is merged
 #: and imports from the owners). Modules that re-export (and their importers):
 PENDING_MODULES: dict[str, str] = {
-    # hguess2 changes it: re-exports the output directory's names (`output_dir_errors`')
-    "melissa_trainer.trainer.output_lock": "hguess2",
     # hrestart's (its task keeps client/stopped.py and client/stop_kinds.py as they are):
     # re-exports `ENDED`, `SimulationNotNeeded` and the `*WhileSending` errors
     "melissa_trainer.client.stopped": "hrestart",

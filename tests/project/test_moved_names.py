@@ -63,9 +63,10 @@ def test_a_name_of_a_moved_module_comes_from_its_old_and_new_path(
 ) -> None:
     expected = getattr(importlib.import_module(f"melissa_trainer.{owner}"), name)
     sys.modules.pop(f"melissa_trainer.{old}", None)  # imported afresh: the warning again
+    namespace: dict[str, object] = {}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        exec(f"from melissa_trainer.{old} import {name} as through_old", namespace := {})
+        exec(f"from melissa_trainer.{old} import {name} as through_old", namespace)
     moved = [str(w.message) for w in caught if w.category is DeprecationWarning]
     assert any(f"melissa_trainer.{old} moved to melissa_trainer.{new}" in m for m in moved)
     assert namespace["through_old"] is expected

@@ -55,10 +55,10 @@ PENDING_IMPORTS: set[tuple[str, str]] = {
     ("melissa_trainer/client/stop_kinds.py", "StoppedForGood"),
 }
 
-#: names importable from an old path when issue 45 moved it (``from
-#: melissa_trainer.arguments import ConfigError`` worked before the move, and the old path
-#: gives the module at its new path): each module re-exports these, and only these, as
-#: ``X as X``; they go with _moved.py. Importers of ours still import from the owners.
+#: names importable from an old path when issue 45 moved it (an old path gives the module
+#: at its new path, `_moved.MOVED`, and ``from <old path> import ConfigError`` worked before
+#: the move): each module re-exports these, and only these, as ``X as X``; they go with
+#: _moved.py. Importers of ours still import them from the owners.
 KEPT_FOR_MOVED_PATHS: dict[str, set[str]] = {
     "melissa_trainer.config.arguments": {
         "ARGS_FILE", "ConfigError", "ConversionError", "FALSE_WORDS", "NONE_WORDS",

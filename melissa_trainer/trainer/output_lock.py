@@ -84,6 +84,9 @@ from melissa_trainer.trainer.lock_holder import (
     peek_holder,
     read_holder,
 )
+
+# `X as X`: kept importable here for this module's old path (issue 45); they go with _moved.py
+from melissa_trainer.trainer.output_dir_errors import ENV_OUTPUT_LOCK as ENV_OUTPUT_LOCK
 from melissa_trainer.trainer.output_dir_errors import make_output_dir, unsupported, unwritable
 
 __all__ = ["STOPPING_WAIT", "OutputDirLock", "new_run_id"]

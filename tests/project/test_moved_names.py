@@ -45,6 +45,9 @@ NAMES: list[tuple[str, str, str, str]] = [
             "trainer.launcher_watch": ["launcher_parent"],
             "trainer.preempted": ["Preempted"],
         }),
+        ("output_lock", "trainer.output_lock", {
+            "trainer.output_dir_errors": ["ENV_OUTPUT_LOCK"],
+        }),
     ]
     for owner, names in by_owner.items()
     for name in names

@@ -76,6 +76,8 @@ KEPT_FOR_MOVED_PATHS: dict[str, set[str]] = {
     },
     "melissa_trainer.checkpoint.registry": {"FORMAT_FILE", "FORMAT_VERSION"},
     "melissa_trainer.trainer.preemption": {"Preempted", "launcher_parent"},
+    # (its other names of then, `LOCK_FILE`, `Holder`, `OutputDirLocked`, it reads itself)
+    "melissa_trainer.trainer.output_lock": {"ENV_OUTPUT_LOCK"},
 }  # fmt: skip
 
 #: the Python files outside the package that import from it

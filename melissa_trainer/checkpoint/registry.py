@@ -32,6 +32,10 @@ from melissa_trainer.checkpoint import paths as ckpt
 from melissa_trainer.checkpoint import registered_objects, scheduler_class
 from melissa_trainer.checkpoint.errors import naming_file
 from melissa_trainer.checkpoint.files import read_json, record_text, write_json
+
+# `X as X`: kept importable here for this module's old path (issue 45); they go with _moved.py
+from melissa_trainer.checkpoint.format import FORMAT_FILE as FORMAT_FILE
+from melissa_trainer.checkpoint.format import FORMAT_VERSION as FORMAT_VERSION
 from melissa_trainer.checkpoint.format import Part, Scope, format_of, write_format
 from melissa_trainer.checkpoint.reshard import Reshard, check_same_ranks_buffer
 from melissa_trainer.checkpoint.resume_end import warn_nothing_to_train

@@ -34,8 +34,21 @@ from melissa_trainer.config.argument_checks import (
     REPORT_TO_CHOICES,
 )
 from melissa_trainer.config.argument_making import refuse_unknown_names, settle_values
+
+# `X as X`: kept importable here for this module's old path (issue 45); they go with _moved.py
+from melissa_trainer.config.arguments_file import ARGS_FILE as ARGS_FILE
 from melissa_trainer.config.arguments_file import ArgumentsFile
 from melissa_trainer.config.arguments_resolved import ResolvedArguments
+from melissa_trainer.config.reading import FALSE_WORDS as FALSE_WORDS
+from melissa_trainer.config.reading import NONE_WORDS as NONE_WORDS
+from melissa_trainer.config.reading import TRUE_WORDS as TRUE_WORDS
+from melissa_trainer.config.reading import ConfigError as ConfigError
+from melissa_trainer.config.reading import ConversionError as ConversionError
+from melissa_trainer.config.reading import UnknownArgumentError as UnknownArgumentError
+from melissa_trainer.config.reading import convert_value as convert_value
+from melissa_trainer.config.reading import load_config_file as load_config_file
+from melissa_trainer.config.reading import unknown_key_problems as unknown_key_problems
+from melissa_trainer.config.reading import unwrap_optional as unwrap_optional
 
 __all__ = ["TrainingArguments"]
 

@@ -57,6 +57,9 @@ from melissa_trainer.common.refusal import elsewhere, launch_rank
 from melissa_trainer.config.arguments import TrainingArguments
 from melissa_trainer.config.device_checks import device_problems, planned_device_type
 from melissa_trainer.config.fields import FieldSpec
+
+# `X as X`: kept importable here for this module's old path (issue 45); they go with _moved.py
+from melissa_trainer.config.fields import str_to_bool as str_to_bool
 from melissa_trainer.config.hf_names import unknown_name_problems
 from melissa_trainer.config.parse_errors import invalid_message, unrecognized_message
 from melissa_trainer.config.reading import ConfigError, load_config_file, unknown_key_problems

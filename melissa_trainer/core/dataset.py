@@ -28,7 +28,15 @@ from torch.utils.data import IterableDataset, default_collate
 from melissa_trainer.buffers import Buffer, Sample, SampleBlock
 from melissa_trainer.core.data_wait import DataWait
 from melissa_trainer.core.device_buffer import DeviceBlock
+
+# `X as X`: kept importable here for this module's old path (issue 45); they go with _moved.py
+from melissa_trainer.core.pending_file import PENDING_ARRAYS as PENDING_ARRAYS
+from melissa_trainer.core.pending_file import PENDING_FILES as PENDING_FILES
+from melissa_trainer.core.pending_file import PENDING_META as PENDING_META
+from melissa_trainer.core.pending_file import RECENT_ARRAYS as RECENT_ARRAYS
+from melissa_trainer.core.pending_file import read_pending as read_pending
 from melissa_trainer.core.pending_file import restore_pending, write_pending
+from melissa_trainer.core.simulation_ids import simulation_ids as simulation_ids
 from melissa_trainer.core.simulation_ids import simulation_ids_or_none
 from melissa_trainer.sources.source import Source
 

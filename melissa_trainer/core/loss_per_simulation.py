@@ -57,6 +57,12 @@ import numpy as np
 import torch
 
 from melissa_trainer.core.loss_per_simulation_state import SimulationLossesState
+
+# `X as X`: kept importable here for this module's old path (issue 45); they go with _moved.py
+from melissa_trainer.core.loss_steps import (
+    DEFAULT_SIMULATION_LOSS_STEPS as DEFAULT_SIMULATION_LOSS_STEPS,
+)
+from melissa_trainer.core.loss_steps import resolve_loss_steps as resolve_loss_steps
 from melissa_trainer.core.loss_sums import gather_sums, sum_per_id, sum_per_row
 from melissa_trainer.core.period_losses import PeriodLosses
 from melissa_trainer.core.sample_losses import DeferredSampleLosses

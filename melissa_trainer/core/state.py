@@ -27,6 +27,9 @@ from typing import TYPE_CHECKING, Any
 
 from melissa_trainer.common.json_output import to_json
 
+# `X as X`: kept importable here for this module's old path (issue 45); they go with _moved.py
+from melissa_trainer.core.control import TrainerControl as TrainerControl
+
 #: the file of a checkpoint that holds `TrainerState` (and marks a directory as one)
 STATE_FILE = "trainer_state.json"
 #: each rank's own trainer figures (its `samples_seen`, its loss since the last log),

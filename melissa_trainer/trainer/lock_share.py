@@ -23,12 +23,8 @@ from melissa_trainer.common.refusal import elsewhere
 from melissa_trainer.core.wait_watch import WaitWatch
 from melissa_trainer.core.wait_words import LOCK_USUAL
 from melissa_trainer.trainer.lock_holder import LOCK_FILE, OutputDirLocked, peek_holder
-from melissa_trainer.trainer.output_lock import (
-    ENV_OUTPUT_LOCK,
-    OutputDirLock,
-    make_output_dir,
-    new_run_id,
-)
+from melissa_trainer.trainer.output_dir_errors import ENV_OUTPUT_LOCK, make_output_dir
+from melissa_trainer.trainer.output_lock import OutputDirLock, new_run_id
 
 __all__ = ["lock_disabled", "lock_output_dir"]
 
@@ -65,7 +61,7 @@ def lock_output_dir(
         OutputDirLocked: another trainer holds the directory (on every rank; on ranks
             other than 0 a silent copy, `refusal.elsewhere`: rank 0 prints it).
         OSError: rank 0 cannot lock (the file system refuses locks) or cannot create
-            `output_dir` (`output_lock.make_output_dir`, also with the lock off); the
+            `output_dir` (`output_dir_errors.make_output_dir`, also with the lock off); the
             other ranks raise RuntimeError pointing at rank 0's error (silent, as above).
     """
     lock: OutputDirLock | None = None

@@ -54,9 +54,11 @@ host lock's holder its pid once, not at each poll (`lock_holder.host_holder`).
 Thread-safety: an `OutputDirLock` is used by the thread that made it (the trainer's).
 
 The holder's record, its reading and the refusal naming the holder are `lock_holder`'s
-(`Holder`, `OutputDirLocked` and `LOCK_FILE` re-exported here); rank 0's lock told to every
-rank as the trainer is made (its broadcast, watched) is `lock_share`'s; the trainer's
-hold on it across its `train()` calls, `output_hold`'s.
+(`Holder`, `OutputDirLocked`, `LOCK_FILE`: import them from there); the directory made and
+``MELISSA_TRAINER_OUTPUT_LOCK`` are `output_dir_errors`' (`make_output_dir`,
+`ENV_OUTPUT_LOCK`); rank 0's lock told to every rank as the trainer is made (its
+broadcast, watched) is `lock_share`'s; the trainer's hold on it across its `train()`
+calls, `output_hold`'s.
 """
 
 from __future__ import annotations
@@ -82,17 +84,12 @@ from melissa_trainer.trainer.lock_holder import (
     peek_holder,
     read_holder,
 )
-from melissa_trainer.trainer.output_dir_errors import (
-    ENV_OUTPUT_LOCK,
-    make_output_dir,
-    unsupported,
-    unwritable,
-)
 
-__all__ = [
-    "ENV_OUTPUT_LOCK", "LOCK_FILE", "STOPPING_WAIT", "OutputDirLock",
-    "Holder", "OutputDirLocked", "make_output_dir", "new_run_id",
-]  # fmt: skip
+# `X as X`: kept importable here for this module's old path (issue 45); they go with _moved.py
+from melissa_trainer.trainer.output_dir_errors import ENV_OUTPUT_LOCK as ENV_OUTPUT_LOCK
+from melissa_trainer.trainer.output_dir_errors import make_output_dir, unsupported, unwritable
+
+__all__ = ["STOPPING_WAIT", "OutputDirLock", "new_run_id"]
 
 logger = logging.getLogger(__name__)
 

@@ -62,7 +62,11 @@ from types import FrameType, TracebackType
 from typing import Any
 
 from melissa_trainer.trainer.late_end import EndCheckpoint
+
+# `X as X`: kept importable here for this module's old path (issue 45); they go with _moved.py
+from melissa_trainer.trainer.launcher_watch import launcher_parent as launcher_parent
 from melissa_trainer.trainer.parent_watch import start_watch
+from melissa_trainer.trainer.preempted import Preempted as Preempted
 from melissa_trainer.trainer.preempted import exit_code
 from melissa_trainer.trainer.stop_cause import StopCause, launcher_node
 from melissa_trainer.trainer.term_words import late_words, stop_requested_words

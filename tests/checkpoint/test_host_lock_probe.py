@@ -25,7 +25,8 @@ import pytest
 from test_output_lock import NEVER, ONE_HOLDER_TIMEOUT, Holder
 
 from melissa_trainer.trainer.host_lock import _BACKLOG
-from melissa_trainer.trainer.output_lock import OutputDirLock, OutputDirLocked
+from melissa_trainer.trainer.lock_holder import OutputDirLocked
+from melissa_trainer.trainer.output_lock import OutputDirLock
 
 pytestmark = pytest.mark.e2e  # (holder processes)
 

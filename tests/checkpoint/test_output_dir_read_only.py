@@ -17,7 +17,9 @@ from typing import Any
 import pytest
 
 from melissa_trainer.trainer import output_lock
-from melissa_trainer.trainer.output_lock import LOCK_FILE, OutputDirLock
+from melissa_trainer.trainer.lock_holder import LOCK_FILE
+from melissa_trainer.trainer.output_dir_errors import ENV_OUTPUT_LOCK
+from melissa_trainer.trainer.output_lock import OutputDirLock
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -68,7 +70,7 @@ def test_a_missing_output_dir_on_a_read_only_file_system_is_named(
 
     output_dir = tmp_path / "mount" / "out"
     refuse_mkdir(monkeypatch, tmp_path)
-    monkeypatch.setenv(output_lock.ENV_OUTPUT_LOCK, lock)
+    monkeypatch.setenv(ENV_OUTPUT_LOCK, lock)
     with pytest.raises(OSError) as caught:
         lock_output_dir(str(output_dir), 0, 1, "cpu")
     assert caught.value.errno == errno.EROFS

@@ -24,7 +24,8 @@ import pytest
 from test_output_lock import NEVER, ONE_HOLDER_TIMEOUT, Holder
 
 from melissa_trainer.trainer.host_lock import HostLock
-from melissa_trainer.trainer.output_lock import LOCK_FILE, OutputDirLock, OutputDirLocked
+from melissa_trainer.trainer.lock_holder import LOCK_FILE, OutputDirLocked
+from melissa_trainer.trainer.output_lock import OutputDirLock
 
 pytestmark = pytest.mark.e2e  # (a holder process)
 

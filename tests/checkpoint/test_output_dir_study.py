@@ -15,7 +15,8 @@ import pytest
 from test_crash_resume import SIMULATIONS, STEPS, Run, checkpoints, solvers_alive
 from waiting import wait_until
 
-from melissa_trainer.trainer.output_lock import LOCK_FILE, OutputDirLock, OutputDirLocked
+from melissa_trainer.trainer.lock_holder import LOCK_FILE, OutputDirLocked
+from melissa_trainer.trainer.output_lock import OutputDirLock
 
 pytestmark = [
     pytest.mark.slow,

@@ -26,7 +26,8 @@ from helpers import linear_samples, small_model, xy
 from test_crash_resume import Run
 
 from melissa_trainer import Hook, OnlineTrainer, TrainingArguments
-from melissa_trainer.trainer.output_lock import LOCK_FILE, OutputDirLock, OutputDirLocked
+from melissa_trainer.trainer.lock_holder import LOCK_FILE, OutputDirLocked
+from melissa_trainer.trainer.output_lock import OutputDirLock
 
 pytestmark = pytest.mark.e2e  # every test here starts a process
 

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from melissa_trainer.trainer.output_lock import LOCK_FILE, OutputDirLock
+from melissa_trainer.trainer.lock_holder import LOCK_FILE
+from melissa_trainer.trainer.output_lock import OutputDirLock
 
 pytestmark = [
     pytest.mark.e2e,  # (a holder process and its child)

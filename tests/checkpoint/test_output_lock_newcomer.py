@@ -25,7 +25,8 @@ from pathlib import Path
 import pytest
 
 from melissa_trainer.trainer import output_lock
-from melissa_trainer.trainer.output_lock import OutputDirLock, OutputDirLocked
+from melissa_trainer.trainer.lock_holder import OutputDirLocked
+from melissa_trainer.trainer.output_lock import OutputDirLock
 
 pytestmark = [
     pytest.mark.e2e,  # (a process of its own)

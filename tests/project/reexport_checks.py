@@ -114,17 +114,21 @@ def read_names(tree: ast.Module, imports: list[ast.ImportFrom]) -> set[str]:
 def all_names(tree: ast.Module) -> dict[str, int]:
     """The names of the module's ``__all__`` (name -> line); {} without one."""
     for node in tree.body:
-        targets = node.targets if isinstance(node, ast.Assign) else []
-        if isinstance(node, ast.AnnAssign):
-            targets = [node.target]
-        if any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets):
-            value = node.value
-            if isinstance(value, ast.List | ast.Tuple):
-                return {
-                    e.value: e.lineno
-                    for e in value.elts
-                    if isinstance(e, ast.Constant) and isinstance(e.value, str)
-                }
+        targets: list[ast.expr]
+        value: ast.expr | None
+        if isinstance(node, ast.Assign):
+            targets, value = node.targets, node.value
+        elif isinstance(node, ast.AnnAssign):
+            targets, value = [node.target], node.value
+        else:
+            continue
+        listed = any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets)
+        if listed and isinstance(value, ast.List | ast.Tuple):
+            return {
+                e.value: e.lineno
+                for e in value.elts
+                if isinstance(e, ast.Constant) and isinstance(e.value, str)
+            }
     return {}
 
 
@@ -163,14 +167,14 @@ def reexports(
     owners = {n for n, m in known.items() if not m.is_package and n not in allowed}
     files = [(m.path, m.package) for m in known.values()] + [(p, None) for p in importers]
     for path, package in files:
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if not isinstance(node, ast.ImportFrom):
+        for child in ast.walk(ast.parse(path.read_text(), str(path))):
+            if not isinstance(child, ast.ImportFrom):
                 continue
-            source = _resolve(package, node)
+            source = _resolve(package, child)
             if source not in owners:
                 continue
-            for alias in node.names:
+            for alias in child.names:
                 if alias.name not in defined[source] and f"{source}.{alias.name}" not in known:
                     why = f"imported from {source}, which does not define it"
-                    found.append(Reexport(path, node.lineno, alias.name, source, why))
+                    found.append(Reexport(path, child.lineno, alias.name, source, why))
     return found

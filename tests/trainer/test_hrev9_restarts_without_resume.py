@@ -44,8 +44,13 @@ def trainer_of(tmp_path: Path, resume: str | None) -> OnlineTrainer:
     return OnlineTrainer(
         model,
         TrainingArguments(
-            output_dir=str(tmp_path / "out"), batch_size=1, buffer="fifo", buffer_size=8,
-            disable_progress_bar=True, report_to="none", resume_from_checkpoint=resume,
+            output_dir=str(tmp_path / "out"),
+            batch_size=1,
+            buffer="fifo",
+            buffer_size=8,
+            disable_progress_bar=True,
+            report_to="none",
+            resume_from_checkpoint=resume,
         ),  # fmt: skip
         torch.optim.SGD(model.parameters(), lr=1e-3),
         train_source=StreamSource(ReceiverConfig(rendezvous_dir=str(tmp_path / "rv"))),
@@ -73,7 +78,7 @@ def test_a_command_that_resumes_promises_its_restarts(tmp_path: Path, monkeypatc
     assert failed_reason(tmp_path, "latest", monkeypatch).get("restarts_left") == 2
 
 
-@pytest.mark.xfail(strict=True, reason="hrev9: restarts_left promised by a command that does not resume")
+@pytest.mark.xfail(strict=True, reason="hrev9: restarts promised, no resume")
 def test_a_command_that_does_not_resume_promises_no_restart(
     tmp_path: Path, monkeypatch: Any
 ) -> None:

@@ -1,0 +1,100 @@
+"""Review hrev9 (2026-12-07), finding: a stop record of ``error`` says ``restarts_left``
+> 0 from torchrun's environment alone, also when the trainer's own command does not
+resume (no ``resume_from_checkpoint``). The record's contract (stream/stop_record.py:
+"More than 0: the launcher restarts it and it resumes") and docs/how-to/preemption.md
+("The restarted run resumes only if its command says --resume_from_checkpoint latest
+(the same command runs again)") then disagree with what the restart does: the same
+command over the first attempt's checkpoints is refused at start (`start_refusal`,
+before any receiver rewrites the record), so the solvers wait `follow_timeout` (120 s)
+saying "a restart is expected (N left)", then fail, where before they were told at once
+to run again. The oracle: the trainer's own arguments (read by the test, not by the
+code under test) and the refusal of the same command, shown by `start_refusal`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from helpers import Keys
+
+from melissa_trainer import OnlineTrainer, ReceiverConfig, StreamSource, TrainingArguments
+from melissa_trainer.hooks import Hook
+
+pytestmark = pytest.mark.timeout(120)
+
+
+class Boom(RuntimeError):
+    """The hook's own failure."""
+
+
+class FailingHook(Hook):
+    def on_train_start(self, *args: Any, **kwargs: Any) -> None:
+        raise Boom("fails on the first attempt")
+
+
+def trainer_of(tmp_path: Path, resume: str | None) -> OnlineTrainer:
+    from accelerate.state import AcceleratorState, GradientState
+
+    AcceleratorState._reset_state(True)
+    GradientState._reset_state()
+    model = torch.nn.Linear(3, 1)
+    return OnlineTrainer(
+        model,
+        TrainingArguments(
+            output_dir=str(tmp_path / "out"),
+            batch_size=1,
+            buffer="fifo",
+            buffer_size=8,
+            disable_progress_bar=True,
+            report_to="none",
+            resume_from_checkpoint=resume,
+        ),  # fmt: skip
+        torch.optim.SGD(model.parameters(), lr=1e-3),
+        train_source=StreamSource(ReceiverConfig(rendezvous_dir=str(tmp_path / "rv"))),
+        process_sample=Keys(),
+        hooks=[FailingHook()],
+    )
+
+
+def failed_reason(tmp_path: Path, resume: str | None, monkeypatch: Any) -> dict[str, Any]:
+    """The record of a first attempt (torchrun --max_restarts 2) that fails."""
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "r")
+    monkeypatch.setenv("TORCHELASTIC_MAX_RESTARTS", "2")
+    monkeypatch.setenv("TORCHELASTIC_RESTART_COUNT", "0")
+    with pytest.raises(Boom):
+        trainer_of(tmp_path, resume).train()
+    entry = json.loads((tmp_path / "rv" / "rank_0.json").read_text())
+    reason: dict[str, Any] = entry["stop_record"]["reason"]
+    assert reason["code"] == "error", reason
+    return reason
+
+
+def test_a_command_that_resumes_promises_its_restarts(tmp_path: Path, monkeypatch: Any) -> None:
+    """Control (passes on main): with ``resume_from_checkpoint="latest"`` the restart
+    resumes, and the record says 2 restarts left."""
+    assert failed_reason(tmp_path, "latest", monkeypatch).get("restarts_left") == 2
+
+
+@pytest.mark.xfail(strict=True, reason="hrev9: restarts promised, no resume")
+def test_a_command_that_does_not_resume_promises_no_restart(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    reason = failed_reason(tmp_path, None, monkeypatch)
+    assert reason.get("restarts_left", 0) == 0, reason
+
+
+def test_the_same_command_is_refused_over_a_checkpoint(tmp_path: Path) -> None:
+    """Why the promise is false: the restart runs the same command; once the first
+    attempt wrote a checkpoint, that command (no resume) is refused at start."""
+    from melissa_trainer.trainer.resume_choice import start_refusal
+
+    trainer = trainer_of(tmp_path, None)
+    (trainer.checkpoint_root / "checkpoint-4").mkdir(parents=True)
+    try:
+        listed = start_refusal(trainer)
+    finally:
+        trainer._output_hold.release()
+    assert listed == ["checkpoint-4"]

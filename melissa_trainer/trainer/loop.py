@@ -194,6 +194,8 @@ class OnlineTrainer(TrainerSteps):
             self.stop_sync.watch,  # (its broadcast watched)
         )
         weakref.finalize(self, self._output_hold.release)  # a trainer dropped untrained
+        # (a restart runs this command again: it resumes only if the command says so)
+        self.source.note_restarts_resume(args.resume_from_checkpoint is not None)
 
     @property
     def is_main_process(self) -> bool:

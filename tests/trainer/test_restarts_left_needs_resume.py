@@ -1,4 +1,4 @@
-"""Review hrev9 (2026-12-07), finding: a stop record of ``error`` says ``restarts_left``
+"""Found by review hrev9 (2026-12-07), fixed: a stop record of ``error`` says ``restarts_left``
 > 0 from torchrun's environment alone, also when the trainer's own command does not
 resume (no ``resume_from_checkpoint``). The record's contract (stream/stop_record.py:
 "More than 0: the launcher restarts it and it resumes") and docs/how-to/preemption.md
@@ -73,15 +73,16 @@ def failed_reason(tmp_path: Path, resume: str | None, monkeypatch: Any) -> dict[
 
 
 def test_a_command_that_resumes_promises_its_restarts(tmp_path: Path, monkeypatch: Any) -> None:
-    """Control (passes on main): with ``resume_from_checkpoint="latest"`` the restart
+    """With ``resume_from_checkpoint="latest"`` the restart
     resumes, and the record says 2 restarts left."""
     assert failed_reason(tmp_path, "latest", monkeypatch).get("restarts_left") == 2
 
 
-@pytest.mark.xfail(strict=True, reason="hrev9: restarts promised, no resume")
 def test_a_command_that_does_not_resume_promises_no_restart(
     tmp_path: Path, monkeypatch: Any
 ) -> None:
+    """Failed before the fix (the record said 2 left): a command without
+    ``resume_from_checkpoint`` promises no restart."""
     reason = failed_reason(tmp_path, None, monkeypatch)
     assert reason.get("restarts_left", 0) == 0, reason
 

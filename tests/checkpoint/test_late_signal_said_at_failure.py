@@ -1,11 +1,11 @@
-"""Review hrev9 (2026-12-07), finding on `trainer.late_end` (hguess2): a late signal's
-line said before the end's action point promises "where the end's checkpoint stands is
-said once its save is decided"; `EndCheckpoint.decide` is called only from
-`ending.end_training`'s ``deciding``, so when `train()` fails between
+"""A late signal's line said before the end's action point promises "where the end's
+checkpoint stands is said once its save is decided" (`trainer.late_end`). Found by
+review hrev9 (2026-12-07): `EndCheckpoint.decide` was called only from
+`ending.end_training`'s ``deciding``, so when `train()` failed between
 `PreemptionHandler.finish` and that action point (`last_window_check`: the loss guard,
-a peer's failure; `refuse_untrained`; a LOOP_END hook, as here) nothing is said: the
-promise is never kept (before hguess2 the line said where the checkpoint stood at once).
-The oracle: the run's log (literal words) and the checkpoint folder."""
+a peer's failure; `refuse_untrained`; a LOOP_END hook, as here) nothing was said, and
+the line's "(exit status 143)" was false. Now `train()`'s ``finally`` decides with the
+failure's sentence. The oracle: the run's log (literal words) and the checkpoint folder."""
 
 from __future__ import annotations
 
@@ -45,7 +45,6 @@ def run(tmp_path: Path) -> str:
     return log.read_text()
 
 
-@pytest.mark.xfail(strict=True, reason="hrev9: a late line's PENDING promise unkept on failure")
 def test_a_pending_late_line_is_answered_when_train_fails_before_the_end(tmp_path: Path) -> None:
     text = run(tmp_path)
     assert "on_loop_end fails" in text, text[-3000:]  # (the failure happened)
@@ -53,3 +52,5 @@ def test_a_pending_late_line_is_answered_when_train_fails_before_the_end(tmp_pat
     assert ckpt.list_checkpoints(tmp_path / "out" / "checkpoints") == []
     # the promise kept: "SIGTERM (said above): no checkpoint of the end is written, ..."
     assert "SIGTERM (said above): no checkpoint of the end is written" in text, text[-3000:]
+    # and that the exit status is not the signal's (the late line said 143)
+    assert "train() raises RuntimeError, the signal is not raised again" in text, text[-3000:]

@@ -1,8 +1,8 @@
-"""Review hrev9 (2026-12-07): the C close says the invalid-restarts_left word once, as
-the Python close does ("(once)": tests/client/test_stop_restarts_left.py)? No: twice
-(found 2026-12-07): `mt_stop_preempted_words` (stop_said.c) reads every record afresh
-with a zeroed `mt_stop_look`, so each of its calls (the close's notice, its give-up)
-says the word again; stop_record.c's `restarts_warned` holds only within one look."""
+"""The C close says the invalid-restarts_left word once per receiver, as the Python
+close does ("(once)": tests/client/test_stop_restarts_left.py). Found by review hrev9
+(2026-12-07): it said it twice, `mt_stop_preempted_words` (stop_said.c) reading every
+record afresh with a zeroed `mt_stop_look`, whose `restarts_warned` held only within one
+look; now the client keeps the flag per receiver (restarts_said.h)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,6 @@ pytestmark = [
 ]
 
 
-@pytest.mark.xfail(strict=True, reason="hrev9: C says the restarts_left word twice, Python once")
 def test_the_invalid_restarts_left_word_is_said_once(
     script_exe: Path,  # noqa: F811
     tmp_path: Path,

@@ -1,11 +1,11 @@
-"""Review hrev9 (2026-12-07), finding on hrestart: `StopRecords` keeps ONE set of ranks
-warned of (``_warned``) for two different words, "the stop record in PATH is not valid
-(...)" and "its restarts_left is not an integer ...", where the C client keeps two flags
-(clients/c/src/close_checks.h ``mt_stop_look``: ``warned`` and ``restarts_warned``). A
-receiver whose record said an invalid restarts_left (warned) and is then rewritten
-invalid is not warned of in Python (C warns): the clients' words differ, and a close
-waits on an ignored record without a word. The oracle: the C client's flags, and the
-warning the Python close gives that invalid record on its own (the control below)."""
+"""`StopRecords` warns of "the stop record in PATH is not valid (...)" and of "its
+restarts_left is not an integer ..." each once per rank, separately, as the C client
+keeps two flags (clients/c/src/close_checks.h ``mt_stop_look``: ``warned`` and
+``restarts_warned``). Found by review hrev9 (2026-12-07): one set ``_warned`` held both,
+so a receiver whose record said an invalid restarts_left (warned) and was then rewritten
+invalid was not warned of in Python (C warns), and a close waited on an ignored record
+without a word. The oracle: the C client's flags, and the warning the Python close gives
+that invalid record on its own (the control below)."""
 
 from __future__ import annotations
 
@@ -50,7 +50,6 @@ def test_control_an_invalid_record_alone_is_warned_of(
     assert any("is not valid" in w for w in warnings_of(caplog)), warnings_of(caplog)
 
 
-@pytest.mark.xfail(strict=True, reason="hrev9: one _warned set for two words (C: two flags)")
 def test_an_invalid_record_after_a_bad_restarts_left_is_warned_of(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -53,10 +53,7 @@ from melissa_trainer.client.stop_kinds import (
     NOT_NEEDED,
     RESUMABLE_WORDS,
     TAKEN_RESUME,
-    NotNeededWhileSending,
-    RefusedWhileSending,
     SimulationNotNeeded,
-    StoppedWhileSending,
 )
 from melissa_trainer.stream.rank_bounds import read_file
 from melissa_trainer.stream.reason_line import said_line
@@ -70,14 +67,7 @@ from melissa_trainer.stream.stop_record import (
 )
 from melissa_trainer.wire.receipt import RECEIPT_BYE, RECEIPT_FINISHED, ReceiptReply
 
-__all__ = [
-    "ENDED",
-    "NotNeededWhileSending",
-    "RefusedWhileSending",
-    "SimulationNotNeeded",
-    "StopRecords",
-    "StoppedWhileSending",
-]
+__all__ = ["StopRecords"]
 
 _FINAL = ("end", "error", "nonfinite")
 

@@ -35,7 +35,16 @@ class FailingHook(Hook):
         raise Boom("fails on the first attempt")
 
 
-def trainer_of(tmp_path: Path, resume: str | None) -> OnlineTrainer:
+class LosesOutputDir(Hook):
+    """Fails as `train()` does once `output_dir` is removed (`dir_lost.OutputDirLost`)."""
+
+    def on_train_start(self, trainer: Any, *args: Any, **kwargs: Any) -> None:
+        from melissa_trainer.trainer.dir_lost import OutputDirLost
+
+        raise OutputDirLost(trainer.args.output_dir, "removed")
+
+
+def trainer_of(tmp_path: Path, resume: str | None, hook: Hook | None = None) -> OnlineTrainer:
     from accelerate.state import AcceleratorState, GradientState
 
     AcceleratorState._reset_state(True)
@@ -55,17 +64,19 @@ def trainer_of(tmp_path: Path, resume: str | None) -> OnlineTrainer:
         torch.optim.SGD(model.parameters(), lr=1e-3),
         train_source=StreamSource(ReceiverConfig(rendezvous_dir=str(tmp_path / "rv"))),
         process_sample=Keys(),
-        hooks=[FailingHook()],
+        hooks=[hook or FailingHook()],
     )
 
 
-def failed_reason(tmp_path: Path, resume: str | None, monkeypatch: Any) -> dict[str, Any]:
+def failed_reason(
+    tmp_path: Path, resume: str | None, monkeypatch: Any, hook: Hook | None = None
+) -> dict[str, Any]:
     """The record of a first attempt (torchrun --max_restarts 2) that fails."""
     monkeypatch.setenv("TORCHELASTIC_RUN_ID", "r")
     monkeypatch.setenv("TORCHELASTIC_MAX_RESTARTS", "2")
     monkeypatch.setenv("TORCHELASTIC_RESTART_COUNT", "0")
-    with pytest.raises(Boom):
-        trainer_of(tmp_path, resume).train()
+    with pytest.raises(RuntimeError):  # (`Boom`, or `OutputDirLost`)
+        trainer_of(tmp_path, resume, hook).train()
     entry = json.loads((tmp_path / "rv" / "rank_0.json").read_text())
     reason: dict[str, Any] = entry["stop_record"]["reason"]
     assert reason["code"] == "error", reason
@@ -99,3 +110,12 @@ def test_the_same_command_is_refused_over_a_checkpoint(tmp_path: Path) -> None:
     finally:
         trainer._output_hold.release()
     assert listed == ["checkpoint-4"]
+
+
+def test_a_run_whose_output_dir_is_lost_promises_no_restart(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """Even a command that resumes has nothing to resume from once `output_dir` is gone:
+    its record says no restart left."""
+    reason = failed_reason(tmp_path, "latest", monkeypatch, LosesOutputDir())
+    assert reason.get("restarts_left", 0) == 0, reason

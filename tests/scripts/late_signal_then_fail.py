@@ -1,7 +1,8 @@
-"""Review hrev9: a run that a signal reaches in its last window (as
+"""A run that a signal reaches in its last window (as
 ``last_window_signal.py``: its hook holds `on_step_end` of step 4 until ``go``), then
 whose `on_loop_end` raises, before the end's action point (`ending.end_training`'s
-``deciding``): ``late_signal_then_fail.py OUTPUT_DIR``."""
+``deciding``): ``late_signal_then_fail.py OUTPUT_DIR``
+(tests/checkpoint/test_late_signal_said_at_failure.py)."""
 
 from __future__ import annotations
 

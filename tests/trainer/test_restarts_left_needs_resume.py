@@ -1,14 +1,13 @@
-"""Found by review hrev9 (2026-12-07), fixed: a stop record of ``error`` says ``restarts_left``
-> 0 from torchrun's environment alone, also when the trainer's own command does not
-resume (no ``resume_from_checkpoint``). The record's contract (stream/stop_record.py:
-"More than 0: the launcher restarts it and it resumes") and docs/how-to/preemption.md
-("The restarted run resumes only if its command says --resume_from_checkpoint latest
-(the same command runs again)") then disagree with what the restart does: the same
-command over the first attempt's checkpoints is refused at start (`start_refusal`,
-before any receiver rewrites the record), so the solvers wait `follow_timeout` (120 s)
-saying "a restart is expected (N left)", then fail, where before they were told at once
-to run again. The oracle: the trainer's own arguments (read by the test, not by the
-code under test) and the refusal of the same command, shown by `start_refusal`."""
+"""A stop record of ``error`` promises torchrun's restarts (``restarts_left`` > 0) only
+when the restart resumes: the restart runs the same command, which resumes only if it
+says ``resume_from_checkpoint`` (else it is refused at start over the first attempt's
+checkpoints, `start_refusal`), and only while ``output_dir`` is there (nothing to resume
+from once it is removed). Found by review hrev9 (2026-12-07): the record said
+``restarts_left`` from torchrun's environment alone, so solvers waited `follow_timeout`
+saying "a restart is expected (N left)" for a restart that was refused, then failed,
+where they are told at once to run again. The oracle: the trainer's own arguments (read
+by the test, not by the code under test) and the refusal of the same command, shown by
+`start_refusal`."""
 
 from __future__ import annotations
 

@@ -20,7 +20,7 @@ QUICK = {"simulations": 6, "splits": "0.5", "storage_fraction": 0.5}
 #: ``--quick``'s budget: at least this many seconds, and this many simulations' time
 QUICK_BUDGET, QUICK_BUDGET_SIMULATIONS = 6.0, 5
 #: ``--quick``'s runs of cases 2 and 3 at most, the budget doubled at each (when offline's
-#: share or disk held no simulation: `online_vs_offline.budget_cases`)
+#: share or disk held no simulation: `doubling`, run by `online_vs_offline.main`)
 QUICK_TRIES = 3
 
 

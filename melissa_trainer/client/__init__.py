@@ -68,7 +68,7 @@ if TYPE_CHECKING:  # pragma: no cover - the eager imports, for type checkers
         PredictTimeout,
         PredictUnreachable,
     )
-    from melissa_trainer.client.stopped import SimulationNotNeeded
+    from melissa_trainer.client.stop_kinds import SimulationNotNeeded
     from melissa_trainer.client.tuning import (
         DEFAULT_BATCH_BYTES,
         DEFAULT_BATCH_DELAY,
@@ -116,7 +116,7 @@ _WHERE = {
     "Client": "melissa_trainer.client.client",
     "ENV_PARAMETERS": "melissa_trainer.client.parameters",
     "SimulationRefused": "melissa_trainer.client.admission",
-    "SimulationNotNeeded": "melissa_trainer.client.stopped",
+    "SimulationNotNeeded": "melissa_trainer.client.stop_kinds",
     "DeliveryFailed": "melissa_trainer.client.gave_up",
     "ReceiverNotFound": "melissa_trainer.client.gave_up",
     "ReceiverUnreachable": "melissa_trainer.client.gave_up",

@@ -159,7 +159,7 @@ SERVED_STOPPED = "the trainer that served this simulation stopped"
 #: (``stopped`` by its owner, no record)
 RESUMED_SERVES = "a resumed one would serve there"
 #: after ``end``: no resume follows on its own; one with a larger ``--max_steps`` after
-#: a max_steps end trains on (`stopped.ENDED`'s advice)
+#: a max_steps end trains on (`stop_kinds.ENDED`'s advice)
 ENDED_SERVES = (
     "the run ended, no resume follows on its own (after max_steps, one resumed with a "
     "larger --max_steps would serve there)"

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from melissa_trainer.client.admission import SimulationRefused
 from melissa_trainer.client.closing import TrainerStopped
-from melissa_trainer.client.send_wait import StoppedForGood
+from melissa_trainer.client.send_errors import StoppedForGood
 
 __all__ = [
     "ENDED",

@@ -53,10 +53,7 @@ from melissa_trainer.client.stop_kinds import (
     NOT_NEEDED,
     RESUMABLE_WORDS,
     TAKEN_RESUME,
-    NotNeededWhileSending,
-    RefusedWhileSending,
     SimulationNotNeeded,
-    StoppedWhileSending,
 )
 from melissa_trainer.stream.rank_bounds import read_file
 from melissa_trainer.stream.reason_line import said_line
@@ -70,14 +67,7 @@ from melissa_trainer.stream.stop_record import (
 )
 from melissa_trainer.wire.receipt import RECEIPT_BYE, RECEIPT_FINISHED, ReceiptReply
 
-__all__ = [
-    "ENDED",
-    "NotNeededWhileSending",
-    "RefusedWhileSending",
-    "SimulationNotNeeded",
-    "StopRecords",
-    "StoppedWhileSending",
-]
+__all__ = ["StopRecords"]
 
 _FINAL = ("end", "error", "nonfinite")
 
@@ -99,7 +89,10 @@ class StopRecords:
         self.simulation_id, self.client_rank, self.whose = simulation_id, client_rank, whose
         self._seen: dict[int, tuple[int, int, int]] = {}
         self._records: dict[int, StopRecord | None] = {}
-        self._warned: set[int] = set()
+        # the ranks warned of, one set per word, as the C client's two flags
+        # (close_checks.h ``mt_stop_look``: ``warned``, ``restarts_warned``)
+        self._warned: set[int] = set()  # (an invalid record)
+        self._restarts_warned: set[int] = set()  # (an invalid restarts_left)
 
     def record(self, rank: int) -> StopRecord | None:
         """Receiver `rank`'s record if its file is marked stopped by the client's trainer
@@ -140,8 +133,12 @@ class StopRecords:
         if record.run_id != self.run_id:
             return None
         fault = restarts_fault(entry[RECORD_KEY]["reason"])
-        if fault is not None and record.reason.code == "error" and rank not in self._warned:
-            self._warned.add(rank)  # (the C client's words: stop_record.c)
+        if (
+            fault is not None
+            and record.reason.code == "error"
+            and rank not in self._restarts_warned
+        ):
+            self._restarts_warned.add(rank)  # (the C client's words: stop_record.c)
             client_logger().warning("%s: the stop record in %s: %s", self.whose, path, fault)
         return record
 

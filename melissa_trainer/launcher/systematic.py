@@ -154,23 +154,46 @@ def failure_key(line: str) -> str:
 def spanned(lines: Sequence[str]) -> str:
     """The first of `lines` (failure lines of one `failure_key`) with each of its
     durations and clock times that differ between the lines replaced by their range
-    (``after 3.2-4.1 s``, ``at 10:00:01-10:00:09``): the key groups them, and quoting
-    the first alone said one attempt's figure for all. The first line as it is when
-    the figures agree (or the lines do not share a key)."""
+    (``after 3.2-4.1 s``, ``at 10:00:01-10:00:09``; clock times over midnight as
+    ``23:59:58-00:00:02``, `_clock_range`): the key groups them, and quoting the first
+    alone said one attempt's figure for all. The first line as it is when the figures
+    agree (or the lines do not share a key)."""
     first = lines[0]
     figures = [[m[0] for m in _TIMED.finditer(line)] for line in lines]
     if any(len(f) != len(figures[0]) for f in figures):
         return first
     for i, match in reversed(list(enumerate(_TIMED.finditer(first)))):
         said = [f[i] for f in figures]
-        if ":" in said[0]:  # (a clock time: HH:MM:SS sorts as text)
-            low, high, unit = min(said), max(said), ""
+        if ":" in said[0]:  # (a clock time: on the day's circle)
+            (low, high), unit = _clock_range(said), ""
         else:  # (a duration, "3.2 s": by its number, each said as it was)
             numbers = [d.split()[0] for d in said]
             low, high, unit = min(numbers, key=float), max(numbers, key=float), " s"
         if low != high:
             first = f"{first[: match.start()]}{low}-{high}{unit}{first[match.end() :]}"
     return first
+
+
+_DAY = 24 * 3600
+
+
+def _clock_range(times: list[str]) -> tuple[str, str]:
+    """The first and last of clock times `times` (``HH:MM:SS``, each said as it was) on
+    the day's circle: the shortest span holding them all, which starts after the widest
+    gap between two of them. Found in review (hrev9, 2026-12-07): sorted as text, times
+    on both sides of midnight said ``00:00:01-23:59:59``, a whole day, for two seconds."""
+
+    def seconds(t: str) -> int:
+        h, m, s = (int(x) for x in t.split(":"))
+        return (h * 3600 + m * 60 + s) % _DAY
+
+    ordered = sorted(set(times), key=seconds)
+    gaps = [  # (gap after ordered[i], to the next one round the circle)
+        (seconds(ordered[(i + 1) % len(ordered)]) - seconds(t)) % _DAY or _DAY
+        for i, t in enumerate(ordered)
+    ]
+    widest = max(range(len(ordered)), key=lambda i: gaps[i])
+    return ordered[(widest + 1) % len(ordered)], ordered[widest]
 
 
 #: the last line of a Python traceback for a missing key: ``KeyError: 'k'`` (a dict read

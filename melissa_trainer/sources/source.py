@@ -129,6 +129,16 @@ class Source(ABC):
         its receivers' stop record, which closing simulations read). Ignored by default."""
         return None
 
+    def note_restarts_resume(self, resumes: bool) -> None:  # noqa: B027 (optional)
+        """Whether a restart of this run by its launcher (torchrun's ``--max_restarts``)
+        resumes it: the restart runs the same command, which resumes only if it says
+        ``resume_from_checkpoint`` (else it is refused over the first attempt's
+        checkpoints, or starts afresh as another run). Called by the trainer before
+        `start`, and again with False once nothing is left to resume from (`output_dir`
+        removed). A `StreamSource`'s stop record of ``error`` promises restarts only when
+        True. Ignored by default."""
+        return None
+
     def stop_bound(self) -> float:
         """Seconds `stop` may block at most, beyond its commands' moments: the trainer
         ranks' last meeting (`trainer.exit_meeting`) waits that much longer, so that no

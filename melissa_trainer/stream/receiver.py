@@ -71,6 +71,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -157,6 +158,9 @@ class Receiver(DataPath, ReceiverQueries):
         self._watch: conn.ConnectionWatch | None = None
         self._follow: FollowServer | None = None
         self._stop_reason: StopReason | None = None
+        #: Whether a restart by the launcher resumes this run (`Source.note_restarts_resume`):
+        #: if not, a record of ``error`` says no restart left, whatever torchrun's count
+        self.restarts_resume = True
         self._marked = False  # (the stop record written: `stop` is idempotent)
 
     # -- control (any thread) ------------------------------------------------------------
@@ -255,6 +259,8 @@ class Receiver(DataPath, ReceiverQueries):
         if self._rendezvous is not None and self._endpoint is not None and not self._marked:
             self._marked = True
             reason = reason_of(self._error, self._stop_reason)
+            if reason.code == "error" and not self.restarts_resume:
+                reason = replace(reason, restarts_left=0)
             # (the steps held are exact only if every step marked reached the buffer: none
             # lost, none in flight in a put the stop interrupted, none left in the feeder's
             # overflow (a pump's, the buffer full: `_end` counts them lost, a stop without

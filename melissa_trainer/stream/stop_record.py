@@ -53,9 +53,12 @@ steps, nonfinite], ...]}]}``
 * ``reason.restarts_left``: of ``error`` only, and only when the worker knows it (run
   by torchrun or ``accelerate launch`` with ``--max_restarts``:
   `launch_restarts.restarts_left`): how many more times the launcher restarts the
-  failed run. More than 0: the launcher restarts it and it resumes, so a client treats
-  the ``error`` as ``preempted`` (`resumable`). Absent: 0. A value that is not an
-  integer from 0 to `MAX_RESTARTS_LEFT` is read as 0, with a word (`restarts_fault`).
+  failed run; 0 where a restart would not resume (the trainer's command lacks
+  ``resume_from_checkpoint``, or its ``output_dir`` is gone: `Receiver.restarts_resume`,
+  set through `Source.note_restarts_resume`). More than 0: the launcher restarts it and
+  it resumes, so a client treats the ``error`` as ``preempted`` (`resumable`). Absent:
+  0. A value that is not an integer from 0 to `MAX_RESTARTS_LEFT` is read as 0, with a
+  word (`restarts_fault`).
 
 At most about 5 * `RECORD_LIMIT` * 40 bytes (800 KiB). Plain JSON, read without
 unpickling anything (`parse_record`: every field checked, sizes bounded).

@@ -107,6 +107,7 @@ class StreamSource(Source):
         #: resumed: rank 0's simulations unfinished in the checkpoint, and how many had
         #: finished (for the notice); None: not resumed
         self._resumed: tuple[list[int], int] | None = None
+        self._restarts_resume = True  # (`note_restarts_resume`)
         self._transform: IngestTransform | None = None
         self._excuse: SilenceExcuse | None = None
         #: a wait for a batch no sample comes for fails (`starvation_watch`): set by
@@ -193,6 +194,7 @@ class StreamSource(Source):
         if self._state:
             receiver.load_state_dict(self._state)
         receiver.excuse_silence(self._excuse)
+        receiver.restarts_resume = self._restarts_resume
         receiver.start()
         if self._state and rank == 0:
             # (`start` applied the record: read at once, as the checkpoint left it;
@@ -285,6 +287,12 @@ class StreamSource(Source):
     def note_stop(self, code: str, message: str) -> None:
         if self._receiver is not None:  # (written in its stop record: `stop_record`)
             self._receiver.note_stop(StopReason(code, message))
+
+    def note_restarts_resume(self, resumes: bool) -> None:
+        """`Source.note_restarts_resume`: before or after `start`."""
+        self._restarts_resume = resumes
+        if self._receiver is not None:
+            self._receiver.restarts_resume = resumes
 
     def telemetry(self) -> dict[str, float]:
         if self._receiver is None:

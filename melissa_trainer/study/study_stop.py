@@ -104,6 +104,10 @@ class StudyStop:
         """`Source.note_stop`: to the receivers, whose stop record says it to the closing."""
         self.stream.note_stop(code, message)
 
+    def note_restarts_resume(self, resumes: bool) -> None:
+        """`Source.note_restarts_resume`: to the receivers, whose stop record says it."""
+        self.stream.note_restarts_resume(resumes)
+
     def _closing(self) -> bool:
         """The stream has ended (any rank), and no error or preemption hurries the stop."""
         receiver = self.stream.receiver

@@ -245,6 +245,7 @@ def failed(
                 cause,  # (a signal's name, or the launcher's death: not a SIGTERM)
             )
     if isinstance(error, OutputDirLost):  # (said; a note would make the directory again)
+        trainer.source.note_restarts_resume(False)  # (no checkpoint left to resume from)
         trainer.source.note_stop("error", f"training stopped: {error_line(error)}")
         return
     # (no hook mark made: nothing tells a removed directory; `gone_under`)
@@ -253,6 +254,7 @@ def failed(
     if lost and gone_under(trainer.args.output_dir, NOTES_DIR, me, str(trainer.run_id)):
         # rank 0 stopped as the output directory is gone, and said so (`dir_lost`)
         quiet = elsewhere(OutputDirLost(trainer.args.output_dir, "removed"), max(me, 1))
+        trainer.source.note_restarts_resume(False)
         trainer.source.note_stop("error", f"training stopped: {error_line(quiet)}")
         raise quiet from None
     other = peer_failure(trainer, error)  # (None: this rank's own error)

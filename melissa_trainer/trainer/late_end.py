@@ -13,7 +13,10 @@ agreement then wrote checkpoint-4 on both ranks
 written (its step recorded as the save starts) left that denial out though the save then
 failed. Now a line said before the end's action point is over says that the end's
 checkpoint is said once decided, and `decide` says it then, in a line of its own:
-after the ranks' agreement on the hooks' requests, every save done or failed.
+after the ranks' agreement on the hooks' requests, every save done or failed; or, where
+`train()` fails before the end's action point (the last window's loss check, a LOOP_END
+hook), as it fails (`train()`'s ``finally``: review hrev9, 2026-12-07, found that line
+never said, `tests/checkpoint/test_late_signal_said_at_failure.py`).
 """
 
 from __future__ import annotations
@@ -44,10 +47,22 @@ _RESUME = "a resume starts from the last one written before, or afresh"
 def end_sentence(trainer: TrainerView, error: BaseException | None = None) -> str:
     """Where the end's checkpoint stands once the end's action point is over (the
     ranks' agreement on the hooks' requests performed, every save done or failed: the
-    same on every rank), or once `error` ended it: a checkpoint of the last step on disk
-    (`state.last_save_step`, which a failed save puts back), naming it; else none, and
-    why: its save failed (`error` a `CheckpointSaveError`), `train()` failed first, or
-    nothing asked for one (``save_at_end`` off)."""
+    same on every rank), or once `error` ended it or `train()` before it: a checkpoint
+    of the last step on disk (`state.last_save_step`, which a failed save puts back),
+    naming it; else none, and why: its save failed (`error` a `CheckpointSaveError`),
+    `train()` failed first, or nothing asked for one (``save_at_end`` off). With `error`,
+    also that `train()` raises it and the signal is not raised again: the late line's
+    "exit status 128 + the signal" does not hold (`PreemptionHandler.deliver_late` runs
+    only as `train()` returns)."""
+    said = _where(trainer, error)
+    if error is None:
+        return said
+    raises = f"train() raises {type(error).__name__}, the signal is not raised again"
+    return f"{said}; {raises}: the exit status is the error's"
+
+
+def _where(trainer: TrainerView, error: BaseException | None) -> str:
+    """`end_sentence`'s words of the checkpoint itself."""
     state, step = trainer.state, trainer.state.global_step
     if state.last_save_step == step:
         path = ckpt.checkpoint_path(trainer.checkpoint_root, step)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import signal
+import sys
 import time
 import weakref
 from collections.abc import Callable, Iterable, Sequence
@@ -42,6 +43,7 @@ from melissa_trainer.trainer.direct_calls import DirectCalls
 from melissa_trainer.trainer.ending import end_training, failed
 from melissa_trainer.trainer.held_out import HeldOutLosses
 from melissa_trainer.trainer.hook_mark import known_gone
+from melissa_trainer.trainer.late_end import end_sentence
 from melissa_trainer.trainer.losses import LossFn
 from melissa_trainer.trainer.preempted import Preempted
 from melissa_trainer.trainer.rank_failure import NOTES_DIR
@@ -197,6 +199,8 @@ class OnlineTrainer(TrainerSteps):
             self.stop_sync.watch,  # (its broadcast watched)
         )
         weakref.finalize(self, self._output_hold.release)  # a trainer dropped untrained
+        # (a restart runs this command again: it resumes only if the command says so)
+        self.source.note_restarts_resume(args.resume_from_checkpoint is not None)
 
     @property
     def is_main_process(self) -> bool:
@@ -350,6 +354,10 @@ class OnlineTrainer(TrainerSteps):
         finally:
             # (first: train() has ended, whatever of its close raises: `train_close`)
             self.train_ended = True
+            if (error := sys.exc_info()[1]) is not None and not preempted:
+                # a late signal's line promised where the end's checkpoint stands: said
+                # now if train() failed before the end's action point decided it
+                preemption.end.decide(end_sentence(self, error))
             close_training(self, self._output_hold, preemption, failure, preempted, meet_bound)
         preemption.deliver_late()  # (a signal after the end: as without the trainer)
         return state

@@ -1,5 +1,5 @@
 """What both clients tell a simulation whose trainer's run ended (stop record ``end``)
-before it read this simulation's messages (client/stopped.py `ENDED`, the C client's
+before it read this simulation's messages (client/stop_kinds.py `ENDED`, the C client's
 clients/c/src/stop_said.c `ENDED_WORDS`): an end on max_steps is not final, a trainer
 resumed with a larger --max_steps trains on (checkpoint/resume_end.py
 `warn_nothing_to_train` advises it), so the simulation should be run again then; an end
@@ -28,7 +28,7 @@ from test_c_close_stop_record import ingest
 from test_c_follow_resend_gone import dead_endpoint
 
 from melissa_trainer.client.closing import TrainerStopped
-from melissa_trainer.client.stopped import ENDED
+from melissa_trainer.client.stop_kinds import ENDED
 from melissa_trainer.stream.stop_record import StopReason, build_record
 
 MT_ETIMEDOUT = 8

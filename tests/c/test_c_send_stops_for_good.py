@@ -38,7 +38,8 @@ from waiting import wait_until
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.client.gave_up import stop_sentence
 from melissa_trainer.client.send_verdict import FLUSHED
-from melissa_trainer.client.stopped import ENDED, StopRecords
+from melissa_trainer.client.stop_kinds import ENDED
+from melissa_trainer.client.stopped import StopRecords
 from melissa_trainer.stream.receiver import Receiver
 from melissa_trainer.stream.receiver_config import ReceiverConfig
 from melissa_trainer.stream.stop_record import RECORD_KEY, StopReason, build_record

@@ -79,15 +79,21 @@ def test_the_end_sentence_names_the_checkpoint_on_disk_or_why_none(tmp_path: Pat
         assert end_sentence(trainer_at(last, 4, tmp_path)) == (
             f"save_at_end is off: no checkpoint is written at the end ({resume})"
         )
+    status = "the signal is not raised again: the exit status is the error's"
     failed = end_sentence(trainer_at(2, 4, tmp_path), CheckpointSaveError("disk full"))
-    assert (
-        failed
-        == f"no checkpoint of the end is written, its save failed (the error below): {resume}"
+    assert failed == (
+        f"no checkpoint of the end is written, its save failed (the error below): {resume}; "
+        f"train() raises CheckpointSaveError, {status}"
     )
     other = end_sentence(trainer_at(2, 4, tmp_path), RuntimeError("a hook's"))
-    assert (
-        other
-        == f"no checkpoint of the end is written, train() failed first (RuntimeError): {resume}"
+    assert other == (
+        f"no checkpoint of the end is written, train() failed first (RuntimeError): {resume}; "
+        f"train() raises RuntimeError, {status}"
+    )
+    kept = end_sentence(trainer_at(4, 4, tmp_path), RuntimeError("a hook's"))
+    assert kept == (
+        f"a checkpoint of the end is on disk: {tmp_path / 'checkpoint-4'}; "
+        f"train() raises RuntimeError, {status}"
     )
 
 

@@ -22,7 +22,8 @@ import pytest
 
 from melissa_trainer.client.gave_up import DeliveryFailed
 from melissa_trainer.client.receipts import confirmed
-from melissa_trainer.client.stopped import ENDED, StopRecords
+from melissa_trainer.client.stop_kinds import ENDED
+from melissa_trainer.client.stopped import StopRecords
 from melissa_trainer.stream.endpoints import mark_stopped, write_rendezvous
 from melissa_trainer.stream.stop_record import StopReason, build_record, parse_record
 

@@ -14,7 +14,7 @@ import pytest
 from melissa_trainer.client.admission import SimulationRefused
 from melissa_trainer.client.closing import TrainerStopped, stop_first
 from melissa_trainer.client.gave_up import StopSaid
-from melissa_trainer.client.stopped import SimulationNotNeeded
+from melissa_trainer.client.stop_kinds import SimulationNotNeeded
 
 EP = "tcp://127.0.0.1:5555"
 T: Any = SimpleNamespace(simulation_id=4, rank=1)

@@ -28,7 +28,7 @@ from melissa_trainer.client import Client
 from melissa_trainer.client import receipts as receipts_module
 from melissa_trainer.client.admission import SimulationRefused
 from melissa_trainer.client.closing import TrainerStopped
-from melissa_trainer.client.stopped import ENDED
+from melissa_trainer.client.stop_kinds import ENDED
 from melissa_trainer.client.tuning import ClientTuning
 from melissa_trainer.stream.receiver import Receiver
 from melissa_trainer.stream.stop_record import (

@@ -12,7 +12,7 @@ from melissa_trainer.client.closing import TrainerPreempted, TrainerStopped
 from melissa_trainer.client.follow import FollowError, Superseded, Unanswered
 from melissa_trainer.client.gave_up import Preempted
 from melissa_trainer.client.send_errors import ReceiverGone, SendPreempted, StoppedForGood
-from melissa_trainer.client.stopped import NotNeededWhileSending
+from melissa_trainer.client.stop_kinds import NotNeededWhileSending
 
 
 @pytest.mark.parametrize(

@@ -31,7 +31,7 @@ from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.client import Client, ClientTuning, handshake
 from melissa_trainer.client.handshake_words import NOT_RECEIVER
 from melissa_trainer.client.send_errors import ReceiverGone
-from melissa_trainer.client.stopped import ENDED
+from melissa_trainer.client.stop_kinds import ENDED
 from melissa_trainer.stream.stop_record import StopReason
 
 pytestmark = pytest.mark.timeout(60)

@@ -28,7 +28,7 @@ from stopped_receiver import sent_then_stopped
 
 from melissa_trainer.client import Client, ClientTuning
 from melissa_trainer.client.send_errors import ReceiverGone, StoppedForGood
-from melissa_trainer.client.stopped import ENDED
+from melissa_trainer.client.stop_kinds import ENDED
 from melissa_trainer.stream.stop_record import StopReason
 
 pytestmark = pytest.mark.timeout(30)  # (far below the 600 s a wait before the change took)

@@ -9,14 +9,16 @@ from concurrent.futures import ProcessPoolExecutor
 
 import pytest
 
-from melissa_trainer.client import stopped
+from melissa_trainer.client.admission import SimulationRefused
+from melissa_trainer.client.closing import TrainerStopped
 from melissa_trainer.client.gave_up import StopSaid
 from melissa_trainer.client.send_errors import StoppedForGood
+from melissa_trainer.client.stop_kinds import SimulationNotNeeded
 
 KINDS = [
-    ("not_needed", stopped.SimulationNotNeeded),
-    ("refused", stopped.SimulationRefused),
-    ("ended", stopped.TrainerStopped),
+    ("not_needed", SimulationNotNeeded),
+    ("refused", SimulationRefused),
+    ("ended", TrainerStopped),
 ]
 
 
@@ -43,6 +45,6 @@ def test_a_send_stopped_for_good_pickles_back_whole(kind: str, error: type[Excep
 @pytest.mark.timeout(120)
 def test_a_pool_worker_s_send_error_reaches_its_parent() -> None:
     with ProcessPoolExecutor(1) as pool:
-        future = pool.submit(_raise, "not_needed", stopped.SimulationNotNeeded)
-        with pytest.raises(stopped.SimulationNotNeeded, match="the send gave up"):
+        future = pool.submit(_raise, "not_needed", SimulationNotNeeded)
+        with pytest.raises(SimulationNotNeeded, match="the send gave up"):
             future.result(timeout=100)

@@ -36,11 +36,24 @@ def test_each_differing_figure_is_said_as_its_range() -> None:
     assert spanned(["diverged after 3.2 s", "diverged after 4.1 s", "diverged after 3.5 s"]) == (
         "diverged after 3.2-4.1 s"
     )
-    # by number, not as text ("10" < "9" as text); clock times as text; agreeing figures kept
+    # by number, not as text ("10" < "9" as text); clock times by time; agreeing figures kept
     assert spanned(["at 10:00:05 after 9 s, 1 s", "at 10:00:01 after 10 s, 1 s"]) == (
         "at 10:00:01-10:00:05 after 9-10 s, 1 s"
     )
     assert spanned(["failed after 3 s", "failed after 3 s"]) == "failed after 3 s"
+
+
+def test_clock_times_over_midnight_are_said_as_the_span_they_cover() -> None:
+    """Found in review (hrev9, 2026-12-07): clock times were sorted as text, so attempts
+    at 23:59:58, 00:00:02 and 23:59:59 were said "00:00:02-23:59:59" (a whole day). The
+    oracle: the span that holds them, by hand."""
+    from melissa_trainer.launcher.systematic import spanned
+
+    lines = ["died at 23:59:58", "died at 00:00:02", "died at 23:59:59"]
+    assert spanned(lines) == "died at 23:59:58-00:00:02"
+    # within one day, the earliest and the latest, as before
+    assert spanned(["at 10:00:05", "at 09:59:01", "at 10:00:01"]) == "at 09:59:01-10:00:05"
+    assert spanned(["at 00:00:00", "at 12:00:01"]) == "at 12:00:01-00:00:00"
 
 
 def test_the_study_stop_says_the_range_of_the_attempts(tmp_path: Path) -> None:

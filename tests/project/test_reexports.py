@@ -44,16 +44,9 @@ PUBLIC: dict[str, str] = {
 
 #: what another change in flight owns, left as it is (remove each entry once it is merged
 #: and imports from the owners). Modules that re-export (and their importers):
-PENDING_MODULES: dict[str, str] = {
-    # hrestart's (its task keeps client/stopped.py and client/stop_kinds.py as they are):
-    # re-exports `ENDED`, `SimulationNotNeeded` and the `*WhileSending` errors
-    "melissa_trainer.client.stopped": "hrestart",
-}
+PENDING_MODULES: dict[str, str] = {}
 #: imports through a module that does not own the name: (file, name)
-PENDING_IMPORTS: set[tuple[str, str]] = {
-    # hrestart's client/stop_kinds.py: `StoppedForGood` is `send_errors`'
-    ("melissa_trainer/client/stop_kinds.py", "StoppedForGood"),
-}
+PENDING_IMPORTS: set[tuple[str, str]] = set()
 
 #: names importable from an old path when issue 45 moved it (an old path gives the module
 #: at its new path, `_moved.MOVED`, and ``from <old path> import ConfigError`` worked before

@@ -10,13 +10,17 @@ and the restarted run resumes from the last checkpoint. Before each training ste
 rank appends a line to ``$LINEAGE_LOG.<attempt>.<rank>``: the step number and the
 ``simulation:time_step`` of each sample of its batch (the oracle of "each (simulation,
 time step) trained on once": tests/scripts/serving_follow.py's). The stream ends when
-the one simulation has finished.
+the one simulation has finished. A restarted rank first copies the first attempt's
+``rank_<rank>.json`` (its stop record) to ``$LINEAGE_LOG.record.<rank>``, before its
+receiver publishes its own there: the test reads the copy, which no restart overwrites
+(a poll of the rendezvous file could miss the record under load).
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
@@ -55,8 +59,20 @@ class ScriptArgs:
     rendezvous: str = ""
 
 
+def keep_first_record(rendezvous: Path) -> None:
+    """The previous attempt's rendezvous file of this rank, copied whole (write, then
+    rename) to ``$LINEAGE_LOG.record.<rank>``: written as that attempt stopped, before
+    torchrun restarted the run, it is there as this attempt starts."""
+    kept = Path(f"{os.environ['LINEAGE_LOG']}.record.{RANK}")
+    partial = kept.with_name(kept.name + ".partial")
+    partial.write_bytes((rendezvous / f"rank_{RANK}.json").read_bytes())
+    partial.rename(kept)
+
+
 def main() -> None:
     args, opts = ArgumentParser(TrainingArguments, ScriptArgs).parse_args_into_dataclasses()
+    if ATTEMPT > 0:  # (before this attempt's receiver republishes the file)
+        keep_first_record(Path(opts.rendezvous))
     torch.set_num_threads(1)
     torch.manual_seed(0)
     model = torch.nn.Linear(3, 1)

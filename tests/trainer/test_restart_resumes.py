@@ -13,7 +13,8 @@ first attempt trained after the checkpoint the restart resumed from are not in t
 resumed model: they are counted in the second attempt only), the solver's close
 confirmed, the launch's exit status 0.
 
-Waits on events (the solver's reports, the failed rank's stop record), never on sleeps.
+Waits on events (the solver's reports, the failed rank's stop record, as the restarted
+rank 1 copied it before republishing its file), never on sleeps.
 """
 
 from __future__ import annotations
@@ -67,10 +68,12 @@ say(closed=True)
 """
 
 
-def failed_record(rendezvous: Path) -> dict[str, Any] | None:
-    """Rank 1's stop record's reason once its file is marked stopped for ``error``."""
+def failed_record(lineage: Path) -> dict[str, Any] | None:
+    """Rank 1's first stop record's reason, from the copy the restarted rank 1 made of its
+    rendezvous file (restart_ranks.py `keep_first_record`: the file itself is rewritten
+    by the restarted run, and a poll could miss the record), once it says ``error``."""
     try:
-        entry = json.loads((rendezvous / "rank_1.json").read_text())
+        entry = json.loads(Path(f"{lineage}.record.1").read_text())
     except (OSError, ValueError):
         return None
     reason = (entry.get("stop_record") or {}).get("reason") or {}
@@ -136,8 +139,8 @@ def test_a_solver_follows_a_run_torchrun_restarts(tmp_path: Path) -> None:
     try:
         assert "ready" in tell(None)
         assert tell(f"send 0 {FIRST}")["sent"] == FIRST
-        wait_until(lambda: failed_record(rendezvous) is not None, "rank 1's error", timeout=300)
-        assert failed_record(rendezvous)["restarts_left"] == 1  # type: ignore[index]
+        wait_until(lambda: failed_record(lineage) is not None, "rank 1's error", timeout=300)
+        assert failed_record(lineage)["restarts_left"] == 1  # type: ignore[index]
         assert tell(f"send {FIRST} {STEPS}")["sent"] == STEPS
         assert tell("close") == {"closed": True}
         assert solver.wait(60) == 0

@@ -51,6 +51,7 @@
 
 #include "internal.h"
 #include "close_wait.h"
+#include "restarts_said.h"
 
 #define SLICE_S 0.5     /* (send_wait.c's, melissa_trainer/client/sockets.py SLICE) */
 #define RESTART_LOOK 1.0 /* s between two looks at the rendezvous (follow.c's interval) */
@@ -238,9 +239,11 @@ static mt_status between(mt_client *c, waiting *w) {
         }
         /* (the steps sent there: the count held said only of those, gave_up.taken_of) */
         mt_stop_sent sent = mt_stop_sent_of(c, r, c->n_endpoints, c->steps_per_receiver[r]);
+        mt_restarts_said_load(c, r, &w->looks[r]); /* (once per client: restarts_said.h) */
         mt_stop_outcome o = mt_stop_record_for_good(c->rendezvous_used, r, c->endpoints[r],
                                                     c->run_id, c->simulation_id, &sent,
                                                     &w->looks[r], s);
+        mt_restarts_said_keep(c, r, &w->looks[r]);
         mt_status st = MT_OK;
         if (o == MT_STOP_ENDED && w->bye && mt_stop_all_taken(c)) { /* (stop_said.c) */
             free(s);

@@ -42,6 +42,7 @@
 #include "internal.h"
 #include "receipt_wire.h"
 #include "close_wait.h"
+#include "restarts_said.h"
 #include "receipt_gave_up.h"
 
 #define ROUND_TIMEOUT 2.0 /* s: a query unanswered that long is asked again (a receiver
@@ -221,9 +222,11 @@ static mt_status from_records(asking *a, const char *whose) {
         mt_stop_said s;
         memset(&s, 0, sizeof s);
         mt_stop_sent sent = mt_stop_sent_of(c, r, a->rv->n, a->bye_steps[r]);
+        mt_restarts_said_load(c, r, &p->look); /* (once per client: restarts_said.h) */
         mt_stop_outcome o = mt_stop_record_decide(c->rendezvous_used, r, a->rv->endpoints[r],
                                                   c->run_id, c->simulation_id, c->rank, &sent,
                                                   &p->look, &s);
+        mt_restarts_said_keep(c, r, &p->look);
         if (o == MT_STOP_CONFIRMED) {
             if (s.taken) mt_stop_taken_warning(c, &s, r, a->rv->endpoints[r], whose);
             p->done = true;

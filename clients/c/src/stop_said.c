@@ -12,9 +12,10 @@
 #include <string.h>
 
 #include "internal.h"
+#include "restarts_said.h"
 
 /* What a simulation whose run ended normally (code "end") is told instead of the resume
- * advice of a failure: stopped.py's ENDED, word for word (an end on max_steps is not
+ * advice of a failure: stop_kinds.py's ENDED, word for word (an end on max_steps is not
  * final: a resume with a larger --max_steps trains on; an end of stream or a hook's stop
  * is; the record says which only in its reason's sentence, so both, conditionally). */
 #define ENDED_WORDS                                                                         \
@@ -24,7 +25,7 @@
     "with the same simulation id, to have the rest of it trained on. If it ended at its "   \
     "stream's end or on a hook's stop, nothing is to be resumed or run again for this run"
 
-/* What stopped the trainer, for this simulation: stopped.py's StopSaid.kind. */
+/* What stopped the trainer, for this simulation: gave_up.py's StopSaid.kind. */
 typedef enum { SAID_REFUSED, SAID_NOT_NEEDED, SAID_ENDED } said_kind;
 
 static said_kind kind_of(mt_stop_outcome o, const mt_stop_said *s) {
@@ -105,7 +106,7 @@ static mt_status said(mt_client *c, mt_status status, mt_buf *text) {
     return status;
 }
 
-/* What a resume of a run that ended without this BYE needs: stopped.py's TAKEN_RESUME. */
+/* What a resume of a run that ended without this BYE needs: stop_kinds.py's TAKEN_RESUME. */
 #define TAKEN_RESUME                                                                       \
     "If that run is resumed (a larger --max_steps) with expected_simulations, its stream " \
     "waits for this BYE: then run this simulation again with the same simulation id "     \
@@ -251,8 +252,10 @@ bool mt_stop_preempted_words(mt_client *c, char *out, size_t size) {
         mt_stop_look look = {0}; /* (read afresh: once, when a wait gives up or tells) */
         mt_stop_said *s = calloc(1, sizeof *s); /* (16 KiB: its reason's message whole) */
         if (s == NULL) return false;            /* (the words without the record) */
+        mt_restarts_said_load(c, r, &look);    /* (its word said once: restarts_said.h) */
         mt_stop_record_for_good(c->rendezvous_used, r, c->endpoints[r], c->run_id,
                                 c->simulation_id, NULL, &look, s);
+        mt_restarts_said_keep(c, r, &look);
         bool preempted = s->preempted;
         char what[128]; /* (client/stop_kinds.py RESUMABLE_WORDS) */
         if (s->restarts_left > 0)
@@ -282,9 +285,11 @@ bool mt_stop_all_taken(mt_client *c) {
         mt_stop_said *s = calloc(1, sizeof *s); /* (16 KiB: its reason's message whole) */
         if (s == NULL) return false;           /* (the close's error, as without) */
         mt_stop_sent sent = mt_stop_sent_of(c, r, c->n_endpoints, c->steps_per_receiver[r]);
+        mt_restarts_said_load(c, r, &look);
         mt_stop_outcome o = mt_stop_record_decide(c->rendezvous_used, r, c->endpoints[r],
                                                   c->run_id, c->simulation_id, c->rank, &sent,
                                                   &look, s);
+        mt_restarts_said_keep(c, r, &look);
         all = o == MT_STOP_CONFIRMED && s->taken; /* (not "finished": an earlier run's) */
         free(s);
     }

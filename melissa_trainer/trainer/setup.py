@@ -38,6 +38,7 @@ from melissa_trainer.sources.ingest_transform import IngestTransform
 from melissa_trainer.sources.source import Source, as_source
 from melissa_trainer.trainer.lock_share import lock_output_dir
 from melissa_trainer.trainer.output_hold import OutputDirHold
+from melissa_trainer.trainer.restart_keys import clear_failed_attempt
 from melissa_trainer.trainer.simulation_errors import check_best_metric
 
 __all__ = [
@@ -71,6 +72,8 @@ def make_accelerator(
     cpu = cpu_only_launch()
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
         process_group.prepare()  # before Accelerate forms the group
+        if not dist.is_initialized():  # (a torchrun restart: no key of the failed attempt)
+            clear_failed_attempt()
     return Accelerator(
         cpu=cpu,
         mixed_precision=args.mixed_precision,

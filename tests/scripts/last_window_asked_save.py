@@ -22,12 +22,10 @@ import threading
 from pathlib import Path
 from typing import Any
 
-import torch
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from helpers import linear_samples, small_model, xy  # noqa: E402
+from tiny_trainer import tiny_arguments, tiny_trainer  # noqa: E402
 
-from melissa_trainer import Hook, OnlineTrainer, TrainingArguments  # noqa: E402
+from melissa_trainer import Hook  # noqa: E402
 from melissa_trainer.checkpoint import registry  # noqa: E402
 
 
@@ -68,27 +66,14 @@ def main() -> None:
     rank = os.environ.get("RANK", "0")
     logging.basicConfig(format=f"rank {rank} %(levelname)s %(name)s: %(message)s")
     logging.getLogger("melissa_trainer.trainer.preemption").addHandler(said)
-    torch.set_num_threads(1)
     if fail:
 
         def refuse(*_: Any, **__: Any) -> None:
             raise OSError(28, "No space left on device (this test's)")
 
         registry.write = refuse  # (every rank's write of its files: the save fails)
-    model = small_model(0)
-    args = TrainingArguments(
-        output_dir=str(out), max_steps=4, stop_sync_steps=8, save_at_end=False,
-        report_to="none", disable_progress_bar=True,
-    )  # fmt: skip
-    trainer = OnlineTrainer(
-        model,
-        args,
-        torch.optim.SGD(model.parameters(), lr=0.05),
-        train_source=list(linear_samples(64)),
-        process_sample=xy,
-        hooks=[AskAndSignal(said)],
-    )
-    trainer.train()
+    args = tiny_arguments(out, stop_sync_steps=8, save_at_end=False)
+    tiny_trainer(args, [AskAndSignal(said)]).train()
     print("script end", flush=True)
 
 

@@ -16,12 +16,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-import torch
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from helpers import linear_samples, small_model, xy  # noqa: E402
+from tiny_trainer import tiny_arguments, tiny_trainer  # noqa: E402
 
-from melissa_trainer import Hook, OnlineTrainer, TrainingArguments  # noqa: E402
+from melissa_trainer import Hook  # noqa: E402
 
 
 class HoldAtLastStep(Hook):
@@ -41,21 +39,8 @@ class HoldAtLastStep(Hook):
 def main() -> None:
     out = Path(sys.argv[1])
     save_steps = int(sys.argv[2]) if len(sys.argv) > 2 else None
-    torch.set_num_threads(1)
-    model = small_model(0)
-    args = TrainingArguments(
-        output_dir=str(out), max_steps=4, stop_sync_steps=8, save_at_end=False,
-        save_steps=save_steps, report_to="none", disable_progress_bar=True,
-    )  # fmt: skip
-    trainer = OnlineTrainer(
-        model,
-        args,
-        torch.optim.SGD(model.parameters(), lr=0.05),
-        train_source=list(linear_samples(64)),
-        process_sample=xy,
-        hooks=[HoldAtLastStep(out.parent)],
-    )
-    trainer.train()
+    args = tiny_arguments(out, stop_sync_steps=8, save_at_end=False, save_steps=save_steps)
+    tiny_trainer(args, [HoldAtLastStep(out.parent)]).train()
     print("script end", flush=True)
 
 

@@ -11,12 +11,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-import torch
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from helpers import linear_samples, small_model, xy  # noqa: E402
+from tiny_trainer import tiny_arguments, tiny_trainer  # noqa: E402
 
-from melissa_trainer import Hook, OnlineTrainer, TrainingArguments  # noqa: E402
+from melissa_trainer import Hook  # noqa: E402
 
 
 class HoldAtEnd(Hook):
@@ -33,21 +31,7 @@ class HoldAtEnd(Hook):
 
 def main() -> None:
     out = Path(sys.argv[1])
-    torch.set_num_threads(1)
-    model = small_model(0)
-    args = TrainingArguments(
-        output_dir=str(out), max_steps=4, save_steps=2, report_to="none",
-        disable_progress_bar=True,
-    )  # fmt: skip
-    trainer = OnlineTrainer(
-        model,
-        args,
-        torch.optim.SGD(model.parameters(), lr=0.05),
-        train_source=list(linear_samples(64)),
-        process_sample=xy,
-        hooks=[HoldAtEnd(out.parent)],
-    )
-    trainer.train()
+    tiny_trainer(tiny_arguments(out, save_steps=2), [HoldAtEnd(out.parent)]).train()
     print("script end", flush=True)
 
 

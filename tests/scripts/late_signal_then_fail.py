@@ -10,14 +10,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import torch
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from helpers import linear_samples, small_model, xy  # noqa: E402
 from last_window_signal import HoldAtLastStep  # noqa: E402
-
-from melissa_trainer import OnlineTrainer, TrainingArguments  # noqa: E402
+from tiny_trainer import tiny_arguments, tiny_trainer  # noqa: E402
 
 
 class FailsAtLoopEnd(HoldAtLastStep):
@@ -27,21 +23,8 @@ class FailsAtLoopEnd(HoldAtLastStep):
 
 def main() -> None:
     out = Path(sys.argv[1])
-    torch.set_num_threads(1)
-    model = small_model(0)
-    args = TrainingArguments(
-        output_dir=str(out), max_steps=4, stop_sync_steps=8, save_at_end=False,
-        report_to="none", disable_progress_bar=True,
-    )  # fmt: skip
-    trainer = OnlineTrainer(
-        model,
-        args,
-        torch.optim.SGD(model.parameters(), lr=0.05),
-        train_source=list(linear_samples(64)),
-        process_sample=xy,
-        hooks=[FailsAtLoopEnd(out.parent)],
-    )
-    trainer.train()
+    args = tiny_arguments(out, stop_sync_steps=8, save_at_end=False)
+    tiny_trainer(args, [FailsAtLoopEnd(out.parent)]).train()
     print("script end", flush=True)
 
 

@@ -9,7 +9,7 @@ On the first attempt (``TORCHELASTIC_RESTART_COUNT`` 0) rank 1 raises before its
 and the restarted run resumes from the last checkpoint. Before each training step each
 rank appends a line to ``$LINEAGE_LOG.<attempt>.<rank>``: the step number and the
 ``simulation:time_step`` of each sample of its batch (the oracle of "each (simulation,
-time step) trained on once": tests/scripts/serving_follow.py's). The stream ends when
+time step) trained on once": tests/lineage_trainer.py's `record_steps`). The stream ends when
 the one simulation has finished. A restarted rank first copies the first attempt's
 ``rank_<rank>.json`` (its stop record) to ``$LINEAGE_LOG.record.<rank>``, before its
 receiver publishes its own there: the test reads the copy, which no restart overwrites
@@ -19,44 +19,27 @@ receiver publishes its own there: the test reads the copy, which no restart over
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+import sys
 from pathlib import Path
 
-import torch
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from lineage_trainer import ScriptArgs, lineage_trainer, record_steps  # noqa: E402
 
-from melissa_trainer import (
-    ArgumentParser,
-    OnlineTrainer,
-    ReceiverConfig,
-    StreamSource,
-    TrainingArguments,
-)
+from melissa_trainer import ArgumentParser, TrainingArguments  # noqa: E402
 
 #: the step before which rank 1 fails on the first attempt
 FAIL_AT = int(os.environ.get("FAIL_AT", "7"))
 ATTEMPT = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
 RANK = int(os.environ.get("RANK", "0"))
 log = open(f"{os.environ['LINEAGE_LOG']}.{ATTEMPT}.{RANK}", "a", buffering=1)  # noqa: SIM115
-plain_step = OnlineTrainer._training_step
 
 
-def recorded_step(self: OnlineTrainer, *, stage_next: bool = False) -> None:
-    step = self.state.global_step + 1
+def fail_on_first_attempt(step: int) -> None:
     if ATTEMPT == 0 and RANK == 1 and step == FAIL_AT:
         raise ValueError(f"rank 1 fails before step {step} on the first attempt")
-    samples = self.dataset.peek_pending()  # the batch this step trains on
-    assert samples is not None
-    keys = " ".join(f"{int(s['simulation_id'])}:{int(s['time_step'])}" for s in samples)
-    log.write(f"{step} {keys}\n")
-    plain_step(self, stage_next=stage_next)
 
 
-OnlineTrainer._training_step = recorded_step  # type: ignore[method-assign]
-
-
-@dataclass
-class ScriptArgs:
-    rendezvous: str = ""
+record_steps(log, fail_on_first_attempt)
 
 
 def keep_first_record(rendezvous: Path) -> None:
@@ -73,19 +56,7 @@ def main() -> None:
     args, opts = ArgumentParser(TrainingArguments, ScriptArgs).parse_args_into_dataclasses()
     if ATTEMPT > 0:  # (before this attempt's receiver republishes the file)
         keep_first_record(Path(opts.rendezvous))
-    torch.set_num_threads(1)
-    torch.manual_seed(0)
-    model = torch.nn.Linear(3, 1)
-    trainer = OnlineTrainer(
-        model,
-        args,
-        torch.optim.SGD(model.parameters(), lr=1e-2),
-        train_source=StreamSource(
-            ReceiverConfig(expected_simulations=1, rendezvous_dir=opts.rendezvous)
-        ),
-        process_sample=lambda s: (torch.from_numpy(s["x"]), torch.from_numpy(s["y"])),
-    )
-    trainer.train()
+    lineage_trainer(args, opts).train()
     print(f"training ended on rank {RANK}, attempt {ATTEMPT}", flush=True)
 
 

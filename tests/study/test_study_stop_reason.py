@@ -7,22 +7,14 @@ might come back. The oracle is the rendezvous file the receiver wrote, read as J
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
-import torch
-from helpers import Keys, read_source
+from helpers import read_source
+from stop_records import record_trainer, stop_reason
 
-from melissa_trainer import (
-    FIFOBuffer,
-    OnlineTrainer,
-    SourceError,
-    Study,
-    TrainingArguments,
-)
+from melissa_trainer import FIFOBuffer, OnlineTrainer, SourceError, Study
 from melissa_trainer.launcher import Launcher, LauncherTuning, LocalBackend
 
 pytestmark = [
@@ -60,36 +52,14 @@ def launcher(tmp_path: Path, n: int, fail: int = -1) -> Launcher:
 
 
 def trainer(tmp_path: Path, study: Study) -> OnlineTrainer:
-    torch.manual_seed(0)
-    model = torch.nn.Linear(3, 1)
-    return OnlineTrainer(
-        model,
-        TrainingArguments(
-            output_dir=str(tmp_path / "out"),
-            batch_size=1,
-            buffer="fifo",
-            buffer_size=64,
-            disable_progress_bar=True,
-            report_to="none",
-        ),
-        torch.optim.SGD(model.parameters(), lr=1e-3),
-        train_source=study,
-        process_sample=Keys(),
-    )
-
-
-def reason(rendezvous: Path) -> dict[str, Any]:
-    entry = json.loads((rendezvous / "rank_0.json").read_text())
-    assert entry["stopped"] is True
-    reason: dict[str, Any] = entry["stop_record"]["reason"]
-    return reason
+    return record_trainer(tmp_path, study, buffer_size=64)
 
 
 @pytest.mark.timeout(120)
 def test_a_study_that_ended_records_end(tmp_path: Path) -> None:
     t = trainer(tmp_path, Study(launcher(tmp_path, 2)))
     t.train()
-    said = reason(tmp_path / "out" / "rendezvous")
+    said = stop_reason(tmp_path / "out" / "rendezvous")
     assert said == {"code": "end", "message": "end of stream"}  # (before: "stopped")
 
 
@@ -98,7 +68,7 @@ def test_a_study_that_failed_records_error_with_its_failure(tmp_path: Path) -> N
     t = trainer(tmp_path, Study(launcher(tmp_path, 2, fail=1)))
     with pytest.raises(SourceError, match="the simulation study failed"):
         t.train()
-    said = reason(tmp_path / "out" / "rendezvous")
+    said = stop_reason(tmp_path / "out" / "rendezvous")
     assert said["code"] == "error"  # (before: "stopped")
     assert "the simulation study failed" in said["message"]
 
@@ -117,5 +87,5 @@ def test_a_preempted_study_records_preempted(tmp_path: Path) -> None:
         study.note_stop("preempted", "stopped by SIGTERM")
     finally:
         study.stop()
-    said = reason(tmp_path / "out" / "rendezvous")
+    said = stop_reason(tmp_path / "out" / "rendezvous")
     assert said == {"code": "preempted", "message": "stopped by SIGTERM"}

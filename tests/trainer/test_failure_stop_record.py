@@ -10,15 +10,12 @@ The oracle is the rendezvous file the receiver wrote, read as JSON."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
-import torch
-from helpers import Keys
+from stop_records import failing_trainer, recorded_reason
 
-from melissa_trainer import OnlineTrainer, ReceiverConfig, StreamSource, TrainingArguments
 from melissa_trainer.hooks import Hook
 
 
@@ -37,37 +34,6 @@ class InterruptingHook(Hook):
 
     def on_train_start(self, *args: Any, **kwargs: Any) -> None:
         raise KeyboardInterrupt
-
-
-def failing_trainer(tmp_path: Path, hook: Hook) -> OnlineTrainer:
-    from accelerate.state import AcceleratorState, GradientState
-
-    AcceleratorState._reset_state(True)
-    GradientState._reset_state()
-    torch.manual_seed(0)
-    model = torch.nn.Linear(3, 1)
-    return OnlineTrainer(
-        model,
-        TrainingArguments(
-            output_dir=str(tmp_path / "out"),
-            batch_size=1,
-            buffer="fifo",
-            buffer_size=8,
-            disable_progress_bar=True,
-            report_to="none",
-        ),
-        torch.optim.SGD(model.parameters(), lr=1e-3),
-        train_source=StreamSource(ReceiverConfig(rendezvous_dir=str(tmp_path / "rendezvous"))),
-        process_sample=Keys(),
-        hooks=[hook],
-    )
-
-
-def recorded_reason(tmp_path: Path) -> dict[str, Any]:
-    entry = json.loads((tmp_path / "rendezvous" / "rank_0.json").read_text())
-    assert entry["stopped"] is True
-    reason: dict[str, Any] = entry["stop_record"]["reason"]
-    return reason
 
 
 @pytest.mark.timeout(120)

@@ -14,7 +14,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from test_failure_stop_record import failing_trainer, recorded_reason
+from stop_records import failing_trainer, recorded_reason
 
 from melissa_trainer.hooks import Hook
 from melissa_trainer.trainer.starting import forced_stop, start_training

@@ -16,10 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import torch
-from helpers import Keys
+from stop_records import failing_trainer
 
-from melissa_trainer import OnlineTrainer, ReceiverConfig, StreamSource, TrainingArguments
 from melissa_trainer.hooks import Hook
 
 pytestmark = pytest.mark.timeout(120)
@@ -43,30 +41,6 @@ class LosesOutputDir(Hook):
         raise OutputDirLost(trainer.args.output_dir, "removed")
 
 
-def trainer_of(tmp_path: Path, resume: str | None, hook: Hook | None = None) -> OnlineTrainer:
-    from accelerate.state import AcceleratorState, GradientState
-
-    AcceleratorState._reset_state(True)
-    GradientState._reset_state()
-    model = torch.nn.Linear(3, 1)
-    return OnlineTrainer(
-        model,
-        TrainingArguments(
-            output_dir=str(tmp_path / "out"),
-            batch_size=1,
-            buffer="fifo",
-            buffer_size=8,
-            disable_progress_bar=True,
-            report_to="none",
-            resume_from_checkpoint=resume,
-        ),  # fmt: skip
-        torch.optim.SGD(model.parameters(), lr=1e-3),
-        train_source=StreamSource(ReceiverConfig(rendezvous_dir=str(tmp_path / "rv"))),
-        process_sample=Keys(),
-        hooks=[hook or FailingHook()],
-    )
-
-
 def failed_reason(
     tmp_path: Path, resume: str | None, monkeypatch: Any, hook: Hook | None = None
 ) -> dict[str, Any]:
@@ -75,8 +49,8 @@ def failed_reason(
     monkeypatch.setenv("TORCHELASTIC_MAX_RESTARTS", "2")
     monkeypatch.setenv("TORCHELASTIC_RESTART_COUNT", "0")
     with pytest.raises(RuntimeError):  # (`Boom`, or `OutputDirLost`)
-        trainer_of(tmp_path, resume, hook).train()
-    entry = json.loads((tmp_path / "rv" / "rank_0.json").read_text())
+        failing_trainer(tmp_path, hook or FailingHook(), resume_from_checkpoint=resume).train()
+    entry = json.loads((tmp_path / "rendezvous" / "rank_0.json").read_text())
     reason: dict[str, Any] = entry["stop_record"]["reason"]
     assert reason["code"] == "error", reason
     return reason
@@ -102,7 +76,7 @@ def test_the_same_command_is_refused_over_a_checkpoint(tmp_path: Path) -> None:
     attempt wrote a checkpoint, that command (no resume) is refused at start."""
     from melissa_trainer.trainer.resume_choice import start_refusal
 
-    trainer = trainer_of(tmp_path, None)
+    trainer = failing_trainer(tmp_path, FailingHook())
     (trainer.checkpoint_root / "checkpoint-4").mkdir(parents=True)
     try:
         listed = start_refusal(trainer)

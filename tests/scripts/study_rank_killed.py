@@ -24,7 +24,6 @@ from rank_study import study_trainer
 
 from melissa_trainer import Hook, ReceiverConfig
 
-OUT = Path(sys.argv[1])
 RANK = int(os.environ.get("RANK", "0"))
 SOLVER = r"""
 import time
@@ -44,14 +43,14 @@ class KillAtFirstSave(Hook):
             os.kill(os.getpid(), signal.SIGKILL)
 
 
-def main() -> None:
+def main(out: Path) -> None:
     torch.set_num_threads(1)
 
     def process(s: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
         return torch.from_numpy(s["x"][:1]), torch.from_numpy(s["x"][1:])
 
     trainer = study_trainer(
-        str(OUT), sys.argv[2], [{"a": 0.0}, {"a": 1.0}], 2, ReceiverConfig(), process,
+        str(out), sys.argv[2], [{"a": 0.0}, {"a": 1.0}], 2, ReceiverConfig(), process,
         batch_size=1, buffer="fifo", buffer_size=8, watermark=1, stop_sync_steps=2,
         save_steps=4, max_steps=1_000_000,
     )  # fmt: skip
@@ -61,11 +60,14 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    # (read here, not at import: the test imports this module for its SOLVER, where
+    # sys.argv is pytest's, or an xdist worker's ["-c"])
+    OUT = Path(sys.argv[1])
     OUT.mkdir(parents=True, exist_ok=True)
     with (OUT / f"stderr-{RANK}.txt").open("w") as err:
         os.dup2(err.fileno(), 2)
     try:
-        main()
+        main(OUT)
     except BaseException as exc:
         (OUT / f"exit-{RANK}.txt").write_text(f"{type(exc).__name__} {getattr(exc, 'code', 1)}\n")
         raise

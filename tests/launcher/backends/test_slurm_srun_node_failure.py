@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
+from launcher_said import one_line, said_in_log
 from test_slurm_srun_outage import fake  # noqa: F401 - the fixture (stand-in commands)
 
 from melissa_trainer.launcher.backends import Job, LaunchError, SlurmBackend
@@ -64,9 +65,10 @@ def test_an_srun_that_lost_its_node_reports_a_failure(
         code = _end(tmp_path, LOST)
     assert code == LOST_CODE == 1
     said = "ended with the failure of node n1 (srun: 'Node failure on n1'"
-    assert said in caplog.text, caplog.text
-    log = (tmp_path / "sim-0.log").read_text()
-    assert said in log and "--no-kill" in log, log
+    assert said in one_line(caplog.text), caplog.text  # (cut at 100 columns)
+    text = (tmp_path / "sim-0.log").read_text()
+    log = "\n".join(said_in_log(text))  # (the launcher's lines, each read back whole)
+    assert said in log and "--no-kill" in log, text
 
 
 def test_an_srun_that_exits_0_otherwise_reports_0(

@@ -113,7 +113,8 @@ SERVED = r"""
 import os, sys
 import numpy as np
 from melissa_trainer.client import Client, ClientTuning
-from melissa_trainer.client.worker import given_attempt, serve_simulations
+from melissa_trainer.client.worker import serve_simulations
+from melissa_trainer.client.worker_given import given_attempt
 
 def run(sid, parameters, context):
     with open(sys.argv[1], "a") as runs:

@@ -11,13 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from melissa_trainer.stream.rank_activity import (
-    ActivityPublisher,
-    OtherRanksActivity,
+from melissa_trainer.stream.activity_file import (
     clear_activity_files,
     read_activity,
     write_activity,
 )
+from melissa_trainer.stream.rank_activity import ActivityPublisher, OtherRanksActivity
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -57,9 +57,11 @@ def write_activity(
     final: bool = False,
 ) -> None:
     """Write a rank's `counts` and whether its receiver `waiting` for buffer room to
-    `path`, aside then renamed (module docstring: the format), with each simulation's
-    `samples` (none said: 0 steps) and `first_refused` step (none said: ``-``), marked
-    `final` when it is the rank's last write.
+    `path`, aside then renamed (`rank_activity`'s docstring: the format), with each
+    simulation's `samples` (none said: 0 steps) and `first_refused` step (none said:
+    ``-``), marked `final` when it is the rank's last write. A simulation of `samples`
+    not in `counts` (archived there) is written with messages ``-``: read back, it has
+    samples and no count.
 
     Raises:
         OSError: the file could not be written (the caller says it).
@@ -69,6 +71,9 @@ def write_activity(
     for sid, n in counts.items():
         steps, refused = got.get(sid, (0, 0))
         lines.append(f"{sid}\t{n}\t{steps}\t{refused}\t{firsts.get(sid, '-')}")
+    for sid in got.keys() - counts.keys():  # (archived there: its heartbeat is over)
+        steps, refused = got[sid]
+        lines.append(f"{sid}\t-\t{steps}\t{refused}\t{firsts.get(sid, '-')}")
     fd, aside = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
         with os.fdopen(fd, "w") as out:
@@ -106,14 +111,18 @@ def read_activity(path: Path, run_id: str | None) -> RankActivity | None:
     for number, line in enumerate(lines[1:], start=2):
         parts = line.split("\t")
         first = parts.pop() if len(parts) == 5 else "-"  # (4 fields: an older writer's)
-        numbers = parts if first == "-" else [*parts, first]
+        archived = len(parts) == 4 and parts[1] == "-"  # (no messages: archived there)
+        numbers = [p for i, p in enumerate(parts) if not (archived and i == 1)]
+        numbers += [] if first == "-" else [first]
         if len(parts) != 4 or not all(p.isdigit() for p in numbers):
             raise ValueError(
                 f"{path}: line {number} {line!r} is not "
-                "'simulation id<TAB>messages<TAB>steps<TAB>refused<TAB>first refused|-'"
+                "'simulation id<TAB>messages|-<TAB>steps<TAB>refused<TAB>first refused|-'"
             )
-        sid, n, steps, refused = map(int, parts)
-        counts[sid], samples[sid] = n, (steps, refused)
+        sid, steps, refused = int(parts[0]), int(parts[2]), int(parts[3])
+        samples[sid] = (steps, refused)
+        if not archived:
+            counts[sid] = int(parts[1])
         if first != "-":
             firsts[sid] = int(first)
     return RankActivity(counts, head[1] == "1", samples, firsts, len(head) == 3)

@@ -25,7 +25,12 @@ directory (shared by every rank and every simulation already, on one node or man
   simulation its receiver holds a ledger of (those not finished yet, and given up:
   bounded by the simulations running and given up, not by the study): its messages, the
   steps it received, of which refused for NaN or Inf (`IngestQueries.held_samples`), and
-  the first time step it refused for NaN or Inf (``-``: none; `NonFiniteGuard.first_step`).
+  the first time step it refused for NaN or Inf (``-``: none; `NonFiniteGuard.first_step`);
+  and one per simulation archived since its last write (messages ``-``: its heartbeat
+  is over; `IngestQueries.archived_samples`; after a resume, the checkpoint's, once),
+  and, in its last write, one per simulation archived at all (O(study), once: what the
+  account reads), so that the steps a ledger took in after one write and before its
+  archiving are said (before, never: the account undercounted them).
   A line without its first refused step (an older writer's) still reads, as none;
 * rank 0 (`OtherRanksActivity`, read by the launcher's thread at each tick): lists the
   directory, opens afresh each other rank's file of this run (a listing then an open,
@@ -97,8 +102,10 @@ def _never(rank: int) -> bool:
 
 class ActivityPublisher(threading.Thread):
     """Rank `rank`'s thread that hands its receiver's counts (`activity`), its wait
-    for room (`waiting`) and its steps (`samples`: `IngestQueries.held_samples`) to rank
-    0 (module docstring). `stop` ends it (joined), having written its last counts.
+    for room (`waiting`) and its steps (`samples`: `IngestQueries.held_samples`, and
+    `archived`: `IngestQueries.archived_samples`, the ledgers archived since its last
+    write; the last write says all of them) to rank 0 (module docstring). `stop` ends it
+    (joined), having written its last counts.
 
     A write that fails is logged once as a WARNING (rank 0's launcher then hears
     nothing of this rank: its simulations' silence is judged by rank 0's receiver only),
@@ -115,11 +122,16 @@ class ActivityPublisher(threading.Thread):
         every: float = PUBLISH_EVERY,
         samples: Callable[[], Samples] = dict,
         first_refused: Callable[[], Firsts] = dict,
+        archived: Callable[[int], tuple[Samples, int]] | None = None,
     ) -> None:
         super().__init__(name=f"melissa-activity-{rank}", daemon=True)
         self.path = Path(directory) / f"{ACTIVITY_FILE}.{rank}"
         self._run_id, self._activity, self._waiting, self._every = run_id, activity, waiting, every
         self._samples, self._first_refused = samples, first_refused
+        #: the simulations archived from an index on, and the next index
+        #: (`IngestQueries.archived_samples`); where the next write starts (moved on once
+        #: a write says them, or nothing changed: a write that fails says them again)
+        self._archived, self._archived_from = archived, 0
         self._stopping = threading.Event()
         #: the last written (counts, waiting, samples, first refused steps); at first
         #: nothing: no file is written before a first message
@@ -133,11 +145,18 @@ class ActivityPublisher(threading.Thread):
     def publish(self, final: bool = False) -> None:
         """Write the counts now, if they changed since the last write; `final`: the last
         write, marked so, whatever changed (rank 0's `wait_final` waits for it)."""
+        # The archived first: one archived after this read is in the next one's. The last
+        # write says every one (the account reads it, `wait_final`): a write that lists
+        # one is replaced within `every` s, perhaps before rank 0 read it.
+        start = 0 if final else self._archived_from
+        gone, after = self._archived(start) if self._archived else ({}, 0)
         counts = dict(self._activity())
-        firsts = self._first_refused()  # (only those held: the file's size is O(held))
-        held = {sid: t for sid, t in firsts.items() if sid in counts}
-        now = (counts, bool(self._waiting()), dict(self._samples()), held)
+        samples = {**gone, **self._samples()}
+        firsts = self._first_refused()  # (only those said: the file's size is O(held))
+        held = {sid: t for sid, t in firsts.items() if sid in counts or sid in gone}
+        now = (counts, bool(self._waiting()), samples, held)
         if now == self._said and not final:
+            self._archived_from = after
             return  # (nothing new; nothing at all before a first message: no file)
         try:
             write_activity(self.path, self._run_id, *now, final=final)
@@ -152,7 +171,7 @@ class ActivityPublisher(threading.Thread):
                     exc,
                 )
             return
-        self._said = now
+        self._said, self._archived_from = now, after
 
     def stop(self) -> None:
         """End the thread (at most one write it is doing), then write its last counts,

@@ -54,6 +54,10 @@ class Archive:
     def __init__(self, keep: int) -> None:
         self.keep = keep
         self.steps: dict[int, int] = {}  # id -> steps 0 .. n-1 completed here
+        #: every id archived, in order (a checkpoint's first), appended before its ledger
+        #: leaves the ingest: a reader in another thread slices what it has not read yet
+        #: (`IngestQueries.archived_samples`); one pointer per entry, its id shared
+        self.taken: list[int] = []
         #: (the ingest's `marked` when it finished, id), in finishing order
         self._finishing: deque[tuple[int, int]] = deque()
 
@@ -82,6 +86,7 @@ class Archive:
         if not ledger.finished or ledger.lost or ledger.frontier != n:
             return False  # frontier == completed: the n steps done are exactly 0 .. n-1
         self.steps[ledger.simulation_id] = n
+        self.taken.append(ledger.simulation_id)
         return True
 
     def revive(self, hello: Hello) -> StepLedger:
@@ -116,6 +121,7 @@ class Archive:
         """
         self.steps.clear()
         self._finishing.clear()
+        self.taken = []
         if not state:
             return
         try:
@@ -133,3 +139,4 @@ class Archive:
         if len(self.steps) != ids.size:
             self.steps.clear()
             raise ValueError("invalid receiver archive: an id is listed twice")
+        self.taken = list(self.steps)  # (said once after a resume, as archived now)

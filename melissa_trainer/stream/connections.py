@@ -20,10 +20,10 @@ bound. Either way what it had queued on that connection is lost; a restart of th
 re-sends it (exactly once holds). A sender that connects without a HELLO cannot be named: its
 closes are not counted; nor those of a connection whose HELLO was refused (`hello`'s `refused`:
 every message of a simulation unknown here is rejected, nothing of the study's is lost; a DEBUG
-line, the refusal warned of already; a user trial was warned of a loss); nor those of a connection
-that closes before the receiver has read its HELLO (an oversized frame right behind the HELLO, read
-by ZeroMQ's I/O thread while the receiver is busy): the simulation's data is then still in the
-socket's queue or lost with the connection, and the launcher's record of its exit is what tells.
+line, the refusal warned of already; a user trial was warned of a loss). A connection that closes
+before the receiver has read its HELLO (a client that said HELLO, sent and exited, or an oversized
+frame right behind the HELLO, while the receiver was busy) is counted when its HELLO is read: the
+close of no owner is remembered by descriptor until a connection is accepted on it again (`hello`).
 
 A close is judged only once the receiver has read what came before it. ZeroMQ's I/O thread reads a
 connection ahead of the receiver: a simulation that said BYE and exited normally has its close seen
@@ -152,6 +152,9 @@ class ConnectionWatch:
         self._owners: dict[int, tuple[int, int]] = {}  # fd -> (simulation, client rank)
         self._since: dict[int, _Since] = {}  # fd -> its ledger's count at its HELLO
         self._refused: dict[int, tuple[int, int]] = {}  # fd -> owner of a refused HELLO
+        #: descriptors whose close was read with no owner, and no connection accepted on
+        #: them since: a HELLO read on one came on that closed connection (`hello`)
+        self._gone: set[int] = set()
         # (simulation, client rank) of the connections seen closed whose BYE was not read
         # yet, in the order of their events: judged by `settle`; with each, whether it
         # was seen as the study stopped (`_at_stop`: "stop", summarised, not warned of),
@@ -197,8 +200,17 @@ class ConnectionWatch:
         self._drain()
         fd = frame.get(zmq.SRCFD)
         self.handshakes.hello(fd)  # (its handshake succeeded: it sent a message)
+        # Its own close read already (a client that said HELLO, sent and exited while the
+        # ingester was busy: its HELLO still queued when its DISCONNECTED was drained),
+        # not an earlier connection's: no ACCEPTED on this descriptor was read since
+        # that close, and the connection this HELLO came on was accepted before its close
+        # (libzmq emits both in order, a descriptor's close before its reuse). Read
+        # then as a close of no owner it was neither counted nor judged: a client rank
+        # lost uncounted at one receiver (`tests/stream/test_close_before_hello.py`).
+        closed = fd in self._gone
+        self._gone.discard(fd)
         if refused:  # (a connection already named keeps its name)
-            if fd not in self._owners:
+            if fd not in self._owners and not closed:
                 self._refused[fd] = (msg.simulation_id, msg.client_rank)
             return
         self._refused.pop(fd, None)
@@ -208,6 +220,8 @@ class ConnectionWatch:
         )
         if self._heard_kills is not None:  # (an open; the file read only when it changed)
             self._heard_at[fd] = self._heard_kills(msg.simulation_id)
+        if closed:  # judged as any close, at the next empty socket (its data read by then)
+            self._disconnected(fd)
 
     def owner_of(self, fd: int) -> tuple[int, int] | None:
         """(simulation, client rank) of open connection `fd`, its HELLO read and no BYE
@@ -292,17 +306,21 @@ class ConnectionWatch:
                 self.handshakes.disconnected(value, event["endpoint"], self._stopping)
                 self._disconnected(value)
             else:
+                if kind == zmq.EVENT_ACCEPTED:  # a new connection on that descriptor
+                    self._gone.discard(value)
                 self.handshakes.event(kind, value)
 
     def _disconnected(self, fd: int) -> None:
         # the study's own stop (this rank's `study_stops`, or rank 0's word read for a
         # close of a named connection), or the receiver's: judged when the event is read
         # (a close read before, judged after, is the simulation's own: warned of)
-        owner = self._owners.pop(fd, None)  # (none: its BYE was read, or no HELLO)
+        owner = self._owners.pop(fd, None)  # (none: its BYE was read, or no HELLO yet)
         if owner is None:
             if fd in self._refused:  # (not counted: module docstring)
                 said = "simulation %d client rank %d: connection closed; its HELLO was refused%s"
                 logger.debug(said, *self._refused.pop(fd), self._label)
+            else:  # (a HELLO still queued on it is then this connection's: `hello`)
+                self._gone.add(fd)
             return
         since = self._since.pop(fd)
         self._closed_since.append(since)

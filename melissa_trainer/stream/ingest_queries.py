@@ -1,7 +1,7 @@
 """What an ingest tells other threads of its simulations (`IngestQueries`, a base of
 `ingest_state.IngestState`): the launcher's heartbeat and start-up (`activity`,
 `first_message_at`, `client_of`), a study's end-of-run account (`samples_of`, and
-`held_samples`, another rank's share of it handed to rank 0), the
+`held_samples` and `archived_samples`, another rank's share of it handed to rank 0), the
 simulations still due (`unfinished`) and the words of error messages (`describe`).
 
 Contract: every method reads and never changes the ingest's state; each may be called
@@ -76,6 +76,25 @@ class IngestQueries:
         O(held), not O(study). A best-effort read from any thread."""
         refused = dict(self.nonfinite.by_simulation)
         return {sid: (rec.completed, refused.get(sid, 0)) for sid, rec in self.sims.copy().items()}
+
+    def archived_samples(self, start: int) -> tuple[dict[int, tuple[int, int]], int]:
+        """`samples_of` for the simulations archived here from the `start`-th on
+        (`Archive.taken`), and where the next call starts: with `held_samples`, what
+        another rank hands rank 0 (`stream.rank_activity`), so that a ledger archived
+        between two of its writes is said too (before, its last steps never were: the
+        account undercounted). A best-effort read from any thread: the count is read
+        before the ids, each appended before its ledger leaves `sims`, so a reader that
+        calls this before `held_samples` and starts the next call where this one ends
+        misses none (one revived since: its ledger is held, said there)."""
+        taken = self.archive.taken
+        end = len(taken)
+        steps, refused = self.archive.steps, dict(self.nonfinite.by_simulation)
+        out = {}
+        for sid in taken[start:end]:
+            n = steps.get(sid)
+            if n is not None:
+                out[sid] = (n, refused.get(sid, 0))
+        return out, end
 
     def unfinished(self) -> list[int]:
         """Ids of the simulations that said HELLO here and are neither finished nor

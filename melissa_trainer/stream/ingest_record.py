@@ -16,7 +16,6 @@ thread (or before that thread starts), as its methods' bodies.
 from __future__ import annotations
 
 import base64
-import logging
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -31,9 +30,7 @@ from melissa_trainer.wire.routing import SIMULATION_STEP
 if TYPE_CHECKING:
     from melissa_trainer.stream.ingest_state import IngestState
 
-__all__ = ["STATE_VERSION", "held_now", "held_of", "load_record", "record_of"]
-
-logger = logging.getLogger("melissa_trainer.stream.receiver")  # the receiver's messages
+__all__ = ["STATE_VERSION", "held_now", "held_of", "lag_problem", "load_record", "record_of"]
 
 #: 4: each simulation's routing (``"routing"``: the ids routed ``(s + t) % W``; the
 #: others, and every one of an older record, ``t % W``);
@@ -109,6 +106,43 @@ def load_record(ingest: IngestState, state: dict[str, Any], buffer_put: int) -> 
     _forget_after(ingest, int(state["marked"]), buffer_put)
 
 
+def lag_problem(rank: int, marked: int, buffer_put: int, recent: int) -> str | None:
+    """Why a receiver record that `marked` samples and kept the keys of the last
+    `recent` cannot be resumed exactly against a buffer whose snapshot counts
+    `buffer_put` puts; None when it can (``0 <= marked - buffer_put <= recent``).
+
+    Within one checkpoint it never happens: the buffer's snapshot is written first
+    (`checkpoint.registry.write`), nothing reads the buffer until the record is taken,
+    so the puts in between are at most its room (at most its capacity, a reservoir's
+    drawn samples included), and the samples recorded but not put at most one message
+    (a blocked put, or a pump's overflow); the record keeps ``capacity + 16`` keys
+    besides the largest message's (`IngestState.keep_recent`). A gap beyond that means
+    the record and the buffer are not of one save: a buffer file from another
+    checkpoint, a checkpoint written before the buffer was saved first, or samples put
+    into the trainer's buffer by hand. Resuming anyway lost the samples recorded beyond
+    the keys kept (their steps dropped as duplicates when re-sent), or, with the buffer
+    ahead, trained on its extra samples twice: a resume is exact or refused."""
+    behind = marked - buffer_put
+    if 0 <= behind <= recent:
+        return None
+    if behind < 0:
+        how = f"the buffer holds {plural(-behind, 'put')} more than the record took"
+    else:
+        how = (
+            f"{plural(behind, 'sample')} recorded after the buffer's snapshot, beyond "
+            f"the {plural(recent, 'key')} the record kept to forget them"
+        )
+    return (
+        f"cannot resume exactly: the receiver record of rank {rank} "
+        f"({plural(marked, 'sample')} recorded) and the buffer's snapshot of the "
+        f"checkpoint ({buffer_put} put) are not of one save: {how}. Resuming would lose "
+        f"samples or train on some twice. The checkpoint's rank_{rank}/ files were "
+        f"mixed (a buffer of another checkpoint), written by a version that saved the "
+        f"record before the buffer, or the buffer was fed by hand: resume from a "
+        f"checkpoint written whole by this version, or start the run afresh"
+    )
+
+
 def held_of(ingest: IngestState) -> dict[int, tuple[int, int, bytes]]:
     """What `ingest` holds of each simulation, as a follow socket answers it
     (`IngestState.held_record`, which says when it is taken)."""
@@ -149,18 +183,19 @@ def held_now(ingest: IngestState, simulation_id: int) -> tuple[int, int, bytes]:
 
 def _forget_after(ingest: IngestState, marked: int, buffer_put: int) -> None:
     """After `load_record`: forget the last ``marked - buffer_put`` samples recorded
-    (not in the buffer's snapshot), then find the finished simulations."""
+    (not in the buffer's snapshot), then find the finished simulations.
+
+    Raises:
+        ValueError: the record and the buffer's put count disagree beyond the keys the
+            record kept (`lag_problem`): the resume could not be exact, so it is refused.
+    """
+    problem = lag_problem(ingest.rank, marked, buffer_put, len(ingest.recent))
+    if problem is not None:
+        raise ValueError(problem)
     behind = marked - buffer_put
-    if behind > len(ingest.recent) or behind < 0:
-        logger.warning(
-            "receiver record (%s) and buffer (%d put) disagree beyond the "
-            "recent list: some samples may be lost or seen twice",
-            plural(marked, "sample"),
-            buffer_put,
-        )
     forgotten = 0
     world = ingest.world
-    for _ in range(max(0, min(behind, len(ingest.recent)))):
+    for _ in range(behind):
         sim, t = ingest.recent.pop()
         if sim in ingest.sims:
             rec = ingest.sims[sim]

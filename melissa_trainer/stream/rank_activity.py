@@ -25,7 +25,12 @@ directory (shared by every rank and every simulation already, on one node or man
   simulation its receiver holds a ledger of (those not finished yet, and given up:
   bounded by the simulations running and given up, not by the study): its messages, the
   steps it received, of which refused for NaN or Inf (`IngestQueries.held_samples`), and
-  the first time step it refused for NaN or Inf (``-``: none; `NonFiniteGuard.first_step`).
+  the first time step it refused for NaN or Inf (``-``: none; `NonFiniteGuard.first_step`);
+  and one per simulation archived since its last write (messages ``-``: its heartbeat
+  is over; `IngestQueries.archived_samples`; after a resume, the checkpoint's, once),
+  and, in its last write, one per simulation archived at all (O(study), once: what the
+  account reads), so that the steps a ledger took in after one write and before its
+  archiving are said (before, never: the account undercounted them).
   A line without its first refused step (an older writer's) still reads, as none;
 * rank 0 (`OtherRanksActivity`, read by the launcher's thread at each tick): lists the
   directory, opens afresh each other rank's file of this run (a listing then an open,
@@ -54,44 +59,34 @@ message time (`DataReport.first_message_at`: a start-up whose first step went to
 rank is timed to the tick that heard it, a lower bound to within a poll), and which
 simulations are complete (`completed_reports`).
 
-Thread-safety: an `ActivityPublisher` is its own thread; `OtherRanksActivity` is read by
-the launcher's thread only.
+The file's format, written and read, is `activity_file`'s. Thread-safety: an
+`ActivityPublisher` is its own thread; `OtherRanksActivity` is read by the launcher's
+thread only.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import NamedTuple
 
-__all__ = [
-    "ACTIVITY_FILE",
-    "FINAL_WAIT",
-    "PUBLISH_EVERY",
-    "ActivityPublisher",
-    "OtherRanksActivity",
-    "RankActivity",
-    "clear_activity_files",
-    "read_activity",
-    "write_activity",
-]
+from melissa_trainer.stream.activity_file import (
+    ACTIVITY_FILE,
+    Firsts,
+    Samples,
+    read_activity,
+    write_activity,
+)
+
+__all__ = ["FINAL_WAIT", "PUBLISH_EVERY", "ActivityPublisher", "OtherRanksActivity"]
 
 logger = logging.getLogger("melissa_trainer.stream.receiver")  # the receiver's messages
 
-#: rank k's counts: ``{ACTIVITY_FILE}.{k}`` in the rendezvous directory
-ACTIVITY_FILE = "activity"
 #: seconds between two writes of a rank's counts, at most (module docstring: latency)
 PUBLISH_EVERY = 0.2
-#: simulation id -> (steps received, of which refused for NaN or Inf), as `samples_of`
-Samples = Mapping[int, tuple[int, int]]
-#: simulation id -> the first time step refused for NaN or Inf (`NonFiniteGuard.first_step`)
-Firsts = Mapping[int, int]
 #: seconds rank 0 waits, at most, for the other ranks' last writes at the study's end
 #: (`wait_final`): they stop their streams when rank 0 does, before its last simulations'
 #: wait (`study_stop.STOP_WAIT`); bounded: a rank that died, or cannot write, says no last word
@@ -105,105 +100,12 @@ def _never(rank: int) -> bool:
     return False
 
 
-class RankActivity(NamedTuple):
-    """A rank's file as read (`read_activity`): its messages per simulation, whether
-    its receiver waits for room, its steps (received, refused) per simulation, the first
-    step it refused of each (those it refused none of: absent), whether it is the rank's
-    last write (`ActivityPublisher.stop`)."""
-
-    counts: dict[int, int]
-    waiting: bool
-    samples: dict[int, tuple[int, int]]
-    first_refused: dict[int, int]
-    final: bool
-
-
-def write_activity(
-    path: Path,
-    run_id: str | None,
-    counts: Mapping[int, int],
-    waiting: bool,
-    samples: Samples | None = None,
-    first_refused: Firsts | None = None,
-    final: bool = False,
-) -> None:
-    """Write a rank's `counts` and whether its receiver `waiting` for buffer room to
-    `path`, aside then renamed (module docstring: the format), with each simulation's
-    `samples` (none said: 0 steps) and `first_refused` step (none said: ``-``), marked
-    `final` when it is the rank's last write.
-
-    Raises:
-        OSError: the file could not be written (the caller says it).
-    """
-    lines = [f"{run_id or '-'}\t{int(waiting)}" + ("\tfinal" if final else "")]
-    got, firsts = samples or {}, first_refused or {}
-    for sid, n in counts.items():
-        steps, refused = got.get(sid, (0, 0))
-        lines.append(f"{sid}\t{n}\t{steps}\t{refused}\t{firsts.get(sid, '-')}")
-    fd, aside = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w") as out:
-            out.write("\n".join(lines) + "\n")
-        os.replace(aside, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(aside)
-        raise
-
-
-def read_activity(path: Path, run_id: str | None) -> RankActivity | None:
-    """A rank's counts, its wait for room and its samples from `path`
-    (`write_activity`), or None when the file is another run's, or gone (cleared, not
-    written yet).
-
-    Raises:
-        ValueError: a line that is not what `write_activity` writes (names the file).
-    """
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        return None
-    lines = text.splitlines()
-    if not lines:
-        raise ValueError(f"{path}: empty (a heartbeat file is written aside then renamed)")
-    head = lines[0].split("\t")
-    if len(head) not in (2, 3) or head[1] not in ("0", "1") or head[2:] not in ([], ["final"]):
-        raise ValueError(f"{path}: first line {lines[0]!r} is not 'run id<TAB>0|1[<TAB>final]'")
-    if head[0] != (run_id or "-"):
-        return None  # (an earlier run's: not this one's heartbeat)
-    counts: dict[int, int] = {}
-    samples: dict[int, tuple[int, int]] = {}
-    firsts: dict[int, int] = {}
-    for number, line in enumerate(lines[1:], start=2):
-        parts = line.split("\t")
-        first = parts.pop() if len(parts) == 5 else "-"  # (4 fields: an older writer's)
-        numbers = parts if first == "-" else [*parts, first]
-        if len(parts) != 4 or not all(p.isdigit() for p in numbers):
-            raise ValueError(
-                f"{path}: line {number} {line!r} is not "
-                "'simulation id<TAB>messages<TAB>steps<TAB>refused<TAB>first refused|-'"
-            )
-        sid, n, steps, refused = map(int, parts)
-        counts[sid], samples[sid] = n, (steps, refused)
-        if first != "-":
-            firsts[sid] = int(first)
-    return RankActivity(counts, head[1] == "1", samples, firsts, len(head) == 3)
-
-
-def clear_activity_files(directory: str | os.PathLike[str]) -> None:
-    """Remove an earlier run's heartbeat files (rank 0, before it launches anything:
-    the other ranks write theirs once a message came, so after)."""
-    for path in Path(directory).glob(f"{ACTIVITY_FILE}.*"):
-        try:
-            path.unlink(missing_ok=True)
-        except OSError as exc:  # (its run id still tells it apart, where there is one)
-            logger.debug("removing %s: %s", path, exc)
-
-
 class ActivityPublisher(threading.Thread):
     """Rank `rank`'s thread that hands its receiver's counts (`activity`), its wait
-    for room (`waiting`) and its steps (`samples`: `IngestQueries.held_samples`) to rank
-    0 (module docstring). `stop` ends it (joined), having written its last counts.
+    for room (`waiting`) and its steps (`samples`: `IngestQueries.held_samples`, and
+    `archived`: `IngestQueries.archived_samples`, the ledgers archived since its last
+    write; the last write says all of them) to rank 0 (module docstring). `stop` ends it
+    (joined), having written its last counts.
 
     A write that fails is logged once as a WARNING (rank 0's launcher then hears
     nothing of this rank: its simulations' silence is judged by rank 0's receiver only),
@@ -220,11 +122,16 @@ class ActivityPublisher(threading.Thread):
         every: float = PUBLISH_EVERY,
         samples: Callable[[], Samples] = dict,
         first_refused: Callable[[], Firsts] = dict,
+        archived: Callable[[int], tuple[Samples, int]] | None = None,
     ) -> None:
         super().__init__(name=f"melissa-activity-{rank}", daemon=True)
         self.path = Path(directory) / f"{ACTIVITY_FILE}.{rank}"
         self._run_id, self._activity, self._waiting, self._every = run_id, activity, waiting, every
         self._samples, self._first_refused = samples, first_refused
+        #: the simulations archived from an index on, and the next index
+        #: (`IngestQueries.archived_samples`); where the next write starts (moved on once
+        #: a write says them, or nothing changed: a write that fails says them again)
+        self._archived, self._archived_from = archived, 0
         self._stopping = threading.Event()
         #: the last written (counts, waiting, samples, first refused steps); at first
         #: nothing: no file is written before a first message
@@ -238,11 +145,18 @@ class ActivityPublisher(threading.Thread):
     def publish(self, final: bool = False) -> None:
         """Write the counts now, if they changed since the last write; `final`: the last
         write, marked so, whatever changed (rank 0's `wait_final` waits for it)."""
+        # The archived first: one archived after this read is in the next one's. The last
+        # write says every one (the account reads it, `wait_final`): a write that lists
+        # one is replaced within `every` s, perhaps before rank 0 read it.
+        start = 0 if final else self._archived_from
+        gone, after = self._archived(start) if self._archived else ({}, 0)
         counts = dict(self._activity())
-        firsts = self._first_refused()  # (only those held: the file's size is O(held))
-        held = {sid: t for sid, t in firsts.items() if sid in counts}
-        now = (counts, bool(self._waiting()), dict(self._samples()), held)
+        samples = {**gone, **self._samples()}
+        firsts = self._first_refused()  # (only those said: the file's size is O(held))
+        held = {sid: t for sid, t in firsts.items() if sid in counts or sid in gone}
+        now = (counts, bool(self._waiting()), samples, held)
         if now == self._said and not final:
+            self._archived_from = after
             return  # (nothing new; nothing at all before a first message: no file)
         try:
             write_activity(self.path, self._run_id, *now, final=final)
@@ -257,7 +171,7 @@ class ActivityPublisher(threading.Thread):
                     exc,
                 )
             return
-        self._said = now
+        self._said, self._archived_from = now, after
 
     def stop(self) -> None:
         """End the thread (at most one write it is doing), then write its last counts,

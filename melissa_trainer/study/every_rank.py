@@ -130,6 +130,7 @@ def publisher(
     thread = ActivityPublisher(
         rendezvous, run_id, rank, receiver.activity, receiver.backpressured,
         samples=lambda: receiver.ingest.held_samples(),  # (the ingest a resume loads)
+        archived=lambda start: receiver.ingest.archived_samples(start),
         first_refused=lambda: dict(receiver.ingest.nonfinite.first_step),
     )  # fmt: skip
     thread.start()

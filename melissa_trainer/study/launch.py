@@ -21,11 +21,11 @@ from melissa_trainer.core.wait_watch import WaitWatch
 from melissa_trainer.core.wait_words import RESUME_GATHER_USUAL
 from melissa_trainer.launcher.backends.base import Backend
 from melissa_trainer.launcher.tuning import LauncherTuning
+from melissa_trainer.stream.activity_file import clear_activity_files
 from melissa_trainer.stream.control import send_abandon
 from melissa_trainer.stream.endpoints import fetch_rendezvous
 from melissa_trainer.stream.nonfinite_handoff import clear_nonfinite_handoffs
 from melissa_trainer.stream.nonfinite_kills import clear_nonfinite_kills
-from melissa_trainer.stream.rank_activity import clear_activity_files
 from melissa_trainer.stream.receiver_address import is_loopback
 from melissa_trainer.stream.study_stops import clear_study_stops
 from melissa_trainer.stream.watchdog import SilenceExcuse

@@ -11,13 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from melissa_trainer.stream.rank_activity import (
-    ActivityPublisher,
-    OtherRanksActivity,
+from melissa_trainer.stream.activity_file import (
     clear_activity_files,
     read_activity,
     write_activity,
 )
+from melissa_trainer.stream.rank_activity import ActivityPublisher, OtherRanksActivity
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -202,3 +201,20 @@ def test_a_last_word_written_as_the_rank_ended_is_heard(tmp_path: Path) -> None:
         return True
 
     assert others.wait_final([1], bound=3600.0, gone=gone) == []
+
+
+def test_a_simulation_archived_there_reads_back_with_its_steps_and_no_count(
+    tmp_path: Path,
+) -> None:
+    """A simulation of `samples` not in `counts` (its ledger archived on that rank:
+    `IngestQueries.archived_samples`) is written with messages ``-``: read back, its steps
+    are said and no heartbeat count is added to rank 0's."""
+    path = tmp_path / "activity.1"
+    write_activity(path, "r", {3: 7}, False, {3: (5, 0), 9: (4, 1)}, {9: 2}, final=True)
+    assert "9\t-\t4\t1\t2" in path.read_text().splitlines()
+    assert read_activity(path, "r") == ({3: 7}, False, {3: (5, 0), 9: (4, 1)}, {9: 2}, True)
+    others = OtherRanksActivity(tmp_path, "r")
+    assert others.add({}) == {3: 7} and others.samples() == {3: (5, 0), 9: (4, 1)}
+    path.write_text("r\t0\n9\t-\tx\t1\n")
+    with pytest.raises(ValueError, match="messages|-"):
+        read_activity(path, "r")

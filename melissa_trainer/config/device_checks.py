@@ -155,7 +155,7 @@ def planned_device_type() -> str:
     process, found without making an `Accelerator` (which, under a launch, would form
     the process group): ``"cpu"`` when Accelerate is told to use the CPU
     (ACCELERATE_USE_CPU) or for a multi-process launch on a node without a visible GPU
-    (`core.accelerated.cpu_only_launch`), else Accelerate's own choice
+    (`core.cpu_launch.cpu_only_launch`), else Accelerate's own choice
     (`PartialState.default_device`: MPS, CUDA, other accelerators, else the CPU)."""
     import torch
     from accelerate import PartialState

@@ -1,5 +1,5 @@
-"""The trainer's use of Accelerate: how the process group is formed, and the training
-step's arithmetic, chosen once at construction.
+"""The trainer's use of Accelerate: the training step's arithmetic, chosen once at
+construction (how the process group is formed: `cpu_launch`).
 
 `make_train_step` returns one of two `TrainStep`s behind one API (`backward` per
 micro-batch, `update` per optimizer step):
@@ -31,83 +31,27 @@ validation, hooks) keep the eager prepared model: see `melissa_trainer.core.comp
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 import torch
 from accelerate import Accelerator
-from accelerate.utils import DistributedType, parse_flag_from_env
+from accelerate.utils import DistributedType
 
 from melissa_trainer.config.compile_options import CompileOptions
 from melissa_trainer.config.device_checks import device_problems
 from melissa_trainer.config.reading import ConfigError
 from melissa_trainer.core.compiled import compile_model, warn_if_compiled
+from melissa_trainer.core.grad_norms import GradNorms
 from melissa_trainer.core.schedule_length import SchedulerStepError
+from melissa_trainer.core.unused_parameters import unused_parameters_named
 
 # Where Accelerate's optimizer wrapper adds nothing to `step()` when there is no scaler.
 _PLAIN_OPTIMIZER_STEP = {DistributedType.NO, DistributedType.MULTI_CPU, DistributedType.MULTI_GPU}
 
 #: `compute_loss(model, batch)`: the loss tensor of one micro-batch
 ComputeLoss = Callable[[torch.nn.Module, Any], torch.Tensor]
-
-
-def cpu_only_launch() -> bool:
-    """True for a multi-process launch on a machine without (visible) GPUs.
-
-    `accelerate launch --multi_gpu` there starts the processes, but Accelerate only
-    forms a (gloo) process group when told to run on CPU; otherwise every rank would
-    train alone and the stop flag would not be shared. ``CUDA_VISIBLE_DEVICES=''``
-    makes a GPU machine one of these (as does ACCELERATE_USE_CPU).
-
-    Raises RuntimeError, before the trainer's Accelerator is made, when this node runs
-    more processes (LOCAL_WORLD_SIZE, as torchrun sets it; 1 when unset) than it has
-    visible GPUs: Accelerate would put two ranks on one GPU, which NCCL refuses at the
-    first collective ("Duplicate GPU detected"). No silent fallback to CPU there (nor
-    in Accelerate): a run that asked for GPUs would train on CPU unnoticed.
-    """
-    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
-        return False
-    if not torch.cuda.is_available() or parse_flag_from_env("ACCELERATE_USE_CPU"):
-        return True  # the latter: Accelerate runs on CPU whatever it is told
-    local = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
-    gpus = torch.cuda.device_count()
-    if local > gpus:
-        raise RuntimeError(
-            f"{local} processes on this node but {gpus} visible GPU(s), and NCCL cannot "
-            f"share a GPU between ranks: launch at most {gpus} per node (--num_processes "
-            f"{gpus} on one machine), or train on CPU (gloo) with CUDA_VISIBLE_DEVICES=''"
-        )
-    return False
-
-
-class GradNorms:
-    """The total gradient norms (before clipping) of the optimizer steps since the last
-    log, with ``max_grad_norm``: summed on the device, so that a step makes the host
-    wait for nothing; `LogFigures` reads the sum with its own figures, once per log,
-    and restarts it. Not thread-safe: the training thread.
-
-    Attributes:
-        sum: the norms' sum (a 0-d float32 tensor on the training device).
-        count: the norms in `sum`.
-    """
-
-    def __init__(self, device: torch.device) -> None:
-        self.sum = torch.zeros((), dtype=torch.float32, device=device)
-        self.count = 0
-
-    def add(self, norm: torch.Tensor | float | None) -> None:
-        """Add one step's norm (a tensor on the device: no host read); None (what
-        Accelerate gives where no norm is known) is left out."""
-        if norm is not None:
-            self.sum += norm.detach().float() if isinstance(norm, torch.Tensor) else norm
-            self.count += 1
-
-    def restart(self) -> None:
-        """Nothing counted from now on."""
-        self.sum.zero_()
-        self.count = 0
 
 
 class TrainStep(Protocol):
@@ -129,27 +73,6 @@ class TrainStep(Protocol):
         when it is set, optimizer step, scheduler step (not when a grad scaler skipped
         the optimizer step), gradients zeroed (set to None)."""
         ...
-
-
-#: DDP's error at the forward after a backward that left parameters without gradients
-_UNUSED_PARAMETERS = "Expected to have finished reduction in the prior iteration"
-
-
-class unused_parameters_named(AbstractContextManager[None]):  # (as contextlib.suppress)
-    """Around a step's loss computation: DDP's error on parameters that took no part in
-    the previous step's loss (its own text names only DDP's keyword) is raised as a
-    RuntimeError that names the fix, from DDP's; any other exception propagates
-    unchanged, its traceback as it was (no frame of this one's)."""
-
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any
-    ) -> None:
-        if isinstance(exc, RuntimeError) and _UNUSED_PARAMETERS in str(exc):
-            raise RuntimeError(
-                f"{exc}\nA parameter of the model took no part in a step's loss: pass "
-                "--ddp_find_unused_parameters true (TrainingArguments("
-                "ddp_find_unused_parameters=True)), or freeze it (requires_grad_(False))"
-            ) from exc
 
 
 class PlainStep:

@@ -16,7 +16,7 @@ import torch.distributed as dist
 
 if TYPE_CHECKING:  # pragma: no cover
     from melissa_trainer.buffers import Buffer
-    from melissa_trainer.core.accelerated import GradNorms
+    from melissa_trainer.core.grad_norms import GradNorms
     from melissa_trainer.sources.source import Source
 
 

@@ -35,9 +35,10 @@ no unbounded queue.
 
 Latency bound, in steps: a request queued while the model is at version ``v`` (the
 global step) is answered by a model of version ``v + max_latency_steps`` at the latest
-(default 16; 0: at the next step's end), while training steps run: at each step's end,
-a batch whose oldest request is due is served whatever the budget (charged to it, so
-the next batches wait until the steps have repaid it). The bound wins over the share:
+(default 16; 0: at the next step's end), while training steps run: at each step's end
+(`serving_steps.StepServing`, which applies both bounds), a batch whose oldest request
+is due is served whatever the budget (charged to it, so the next batches wait until the
+steps have repaid it). The bound wins over the share:
 serving exceeds its share only while requests come faster than the share serves them
 within the bound (`max_latency_steps=None`: the share alone, no bound). A request can
 still end unanswered: refused ``busy`` at arrival, past its client's timeout (dropped),
@@ -67,7 +68,6 @@ Not checkpointed: serving holds no state worth a restart (clients time out and a
 from __future__ import annotations
 
 import logging
-import statistics
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -86,7 +86,7 @@ from melissa_trainer.hooks.serving_checks import (
     check_limits,
     check_serving,
     declared_outputs,
-    probe_outputs,
+    probe_model,
 )
 from melissa_trainer.hooks.serving_idle import IdleServing
 from melissa_trainer.hooks.serving_in_process import (
@@ -95,10 +95,10 @@ from melissa_trainer.hooks.serving_in_process import (
     queued,
     request_arrays,
 )
-from melissa_trainer.hooks.serving_report import LOG_MAXIMA, log_figures, summary
+from melissa_trainer.hooks.serving_report import LOG_MAXIMA, log_figures, log_summary
 from melissa_trainer.hooks.serving_slow import SlowServing
-from melissa_trainer.hooks.serving_socket import rank_server
-from melissa_trainer.stream.handshakes import log_bound
+from melissa_trainer.hooks.serving_socket import rank_server, start_server
+from melissa_trainer.hooks.serving_steps import StepServing
 from melissa_trainer.stream.serving import PredictServer
 from melissa_trainer.stream.serving_queue import DEFAULT_MAX_QUEUE, Pending
 
@@ -165,7 +165,7 @@ class ServingHook(Hook):
         self.inputs = self._server.inputs
         self.outputs = declared_outputs(outputs)
         self._inference = Inference(self.inputs, process_inputs, process_outputs, self.outputs)
-        self._probed = False  # (`_probe`: once, at the first TRAIN_START)
+        self._probed = False  # (`probe_model`: once, at the first TRAIN_START)
         self.budget = ServingBudget(share)
         check_limits(max_batch, max_latency_steps)
         self.max_batch, self.max_queue = max_batch, max_queue
@@ -173,9 +173,7 @@ class ServingHook(Hook):
         self._bind, self._rendezvous = bind, rendezvous_dir
         self._trainer: TrainerView | None = None
         self._thread: int | None = None  # the training thread
-        self._last_end: float | None = None  # (perf_counter seconds)
-        self._served = 0.0  # seconds serving since `_last_end`
-        self._step_started: float | None = None  # (perf_counter: this step's STEP_START)
+        self._steps = StepServing(self.budget, max_batch, max_latency_steps)
         # the batches served, their latencies, and the failed inferences logged
         self._failures_clock: Callable[[], float] = time.monotonic  # (tests inject one)
         self._runs = ServedBatches(self._inference, logger, self._failures_clock)
@@ -187,12 +185,12 @@ class ServingHook(Hook):
             logger,
             "serving",
             lambda: self._failures_clock(),
-            self._typical_step,
+            self._steps.typical_step,
             {"max_batch": max_batch, "max_latency_steps": max_latency_steps, "share": share},
         )
         self._runs.on_forward = self._slow.forward
         self._idle = IdleServing(
-            self._model, lambda: self.budget.idle_after(), lambda: self._last_end, self._tick
+            self._model, lambda: self.budget.idle_after(), lambda: self._steps.last_end, self._tick
         )
 
     # -- events ----------------------------------------------------------------------
@@ -207,11 +205,7 @@ class ServingHook(Hook):
         if server is None:
             return  # in-process serving only (`predict` from another thread still queues)
         self._server = server
-        self._server.start()
-        logger.info("rank %d serves predictions at %s", trainer.process_index, self.endpoint)
-        where = f"serving socket of rank {trainer.process_index}"  # (its public key)
-        key = self._server.curve_public_key
-        log_bound(logger, where, str(self.endpoint), key, "MELISSA_TRAINER_SERVE_KEY")
+        start_server(server, trainer, logger)
 
     def on_train_start(
         self, trainer: TrainerView, state: TrainerState, control: TrainerControl
@@ -219,20 +213,17 @@ class ServingHook(Hook):
         self._trainer, self._thread = trainer, threading.get_ident()
         if not self._probed:  # (before serving: a wrong shape fails the run, not requests)
             self._probed = True
-            self._probe(trainer)
+            probe_model(trainer, self._inference, self.inputs, self.outputs, logger)
         self._server.version = state.global_step
         self._server.serving = True
-        self._last_end, self._served = time.perf_counter(), 0.0
+        self._steps.train_start()
         server = self._server
         self._idle.start(server, lambda: self._serve(server.take(self.max_batch), server.version))
 
     def on_step_start(
         self, trainer: TrainerView, state: TrainerState, control: TrainerControl
     ) -> None:
-        started = time.perf_counter()
-        self._model.acquire()
-        self._step_started = time.perf_counter()
-        self.budget.spend(self._step_started - started)  # an idle batch ran over
+        self._steps.step_start(self._model)
 
     def on_validation_start(
         self, trainer: TrainerView, state: TrainerState, control: TrainerControl
@@ -251,23 +242,8 @@ class ServingHook(Hook):
     def on_step_end(
         self, trainer: TrainerView, state: TrainerState, control: TrainerControl
     ) -> None:
-        now = time.perf_counter()
-        server = self._server
-        server.version = state.global_step
-        budget = self.budget
-        if self._last_end is not None:
-            budget.earn(now - self._last_end - self._served)
-        if self._step_started is not None:
-            budget.record_step(now - self._step_started)  # (idleness: `idle_after`)
-            self._step_started = None
-        self._served = 0.0
-        while server.pending() and (budget.allows() or self._due(server, state.global_step)):
-            started = time.perf_counter()
-            self._serve(server.take(self.max_batch), state.global_step)
-            spent = time.perf_counter() - started
-            budget.spend(spent)
-            self._served += spent
-        self._last_end = time.perf_counter()
+        self._server.version = state.global_step
+        self._steps.step_end(self._server, state.global_step, self._serve)
         self._release_model()
         self._tick()
 
@@ -283,13 +259,7 @@ class ServingHook(Hook):
         self._server.stop()
         # (a last look: a run that ended before a check saw enough requests is told too)
         self._slow.check(self._server.telemetry(), self._server.late_timeouts())
-        telemetry = self.telemetry()
-        if self._trainer is not None and telemetry.get("requests"):
-            # (a WARNING when requests were lost to their timeout: Python's default
-            # logging hides INFO, and a user's trial saw no word of 40 of 40 lost)
-            lost = telemetry.get("expired", 0) or telemetry.get("answered_late", 0)
-            level = logging.WARNING if lost else logging.INFO
-            logger.log(level, "%s", summary(self._trainer.process_index, telemetry))
+        log_summary(logger, self._trainer, self.telemetry())
 
     # -- in process ------------------------------------------------------------------
 
@@ -352,43 +322,13 @@ class ServingHook(Hook):
 
     # -- internals -------------------------------------------------------------------
 
-    def _due(self, server: PredictServer, version: int) -> bool:
-        """Whether the oldest waiting request must be served now (the latency bound)."""
-        bound = self.max_latency_steps
-        if bound is None:
-            return False
-        oldest = server.oldest_version()
-        return oldest is not None and version - oldest >= bound
-
     def _tick(self) -> None:
         """The periodic logs: the failures' summary, the slow-serving warning."""
         self._runs.tick()
         self._slow.check(self._server.telemetry(), self._server.late_timeouts())
 
-    def _typical_step(self) -> float | None:
-        """The median of the recent training steps' seconds (None: none yet)."""
-        steps = list(self.budget.step_durations)  # (a copy: the training thread appends)
-        return statistics.median(steps) if steps else None
-
     def _release_model(self) -> None:
         self._model.release()  # (taken by the same thread at STEP_START or VALIDATION_START)
-
-    def _probe(self, trainer: TrainerView) -> None:
-        """Check `process_outputs`' shapes on requests of zeros (`probe_outputs`), the
-        random state left as it was (a model drawing noise in eval mode: training
-        draws the same with serving as without)."""
-        device = trainer.accelerator.device
-        devices = [device] if device.type == "cuda" else []
-        with torch.random.fork_rng(devices=devices):
-            skipped = probe_outputs(
-                lambda zeros: self._inference.forward(trainer, zeros), self.inputs, self.outputs
-            )
-        if skipped is not None:
-            logger.info(
-                "serving: process_outputs' shapes not checked at the start (a request of "
-                "zeros raised %s); each served batch is checked",
-                skipped,
-            )
 
     def _stop_serving(self) -> None:
         server = self._server

@@ -18,14 +18,20 @@ and was refused ``failed`` request by request otherwise, for the whole run.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import torch
 
 from melissa_trainer import wire as protocol
 from melissa_trainer.stream.receiver_address import bind_fault
 from melissa_trainer.wire import FieldSpec
+
+if TYPE_CHECKING:  # pragma: no cover
+    from melissa_trainer.core.view import TrainerView
+    from melissa_trainer.hooks.inference import Inference
 
 __all__ = [
     "NotAMappingError",
@@ -34,6 +40,7 @@ __all__ = [
     "check_serving",
     "declared_outputs",
     "not_a_mapping",
+    "probe_model",
     "probe_outputs",
     "probe_sizes",
 ]
@@ -206,3 +213,26 @@ def probe_outputs(
                     f"{size}: required (batch, *one request's shape), {_ROWS}"
                 )
     return None
+
+
+def probe_model(
+    trainer: TrainerView,
+    inference: Inference,
+    inputs: Sequence[FieldSpec],
+    outputs: Sequence[FieldSpec] | None,
+    logger: logging.Logger,
+) -> None:
+    """Check `process_outputs`' shapes on requests of zeros (`probe_outputs`), the
+    random state left as it was (a model drawing noise in eval mode: training
+    draws the same with serving as without); a probe that could not run is said to
+    `logger` (INFO)."""
+    device = trainer.accelerator.device
+    devices = [device] if device.type == "cuda" else []
+    with torch.random.fork_rng(devices=devices):
+        skipped = probe_outputs(lambda zeros: inference.forward(trainer, zeros), inputs, outputs)
+    if skipped is not None:
+        logger.info(
+            "serving: process_outputs' shapes not checked at the start (a request of "
+            "zeros raised %s); each served batch is checked",
+            skipped,
+        )

@@ -1,6 +1,7 @@
 """What `ServingHook` reports: its figures in the training logs (`log_figures`, reduced
 over ranks by the trainer: console, TensorBoard ``serving/*``, ``state.log_history``)
-and its end-of-run line (`summary`). Pure functions of `ServingHook.telemetry()`.
+and its end-of-run line (`summary`; logged by `log_summary`). Functions of
+`ServingHook.telemetry()`, pure but `log_summary`.
 
 The figures, cumulative since the trainer started (not checkpointed: a resumed run
 counts afresh): ``serving_requests``, ``serving_answered`` (every prediction sent),
@@ -20,9 +21,14 @@ run at once, outside the queue, and are not counted.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from melissa_trainer.common.words import plural
+
+if TYPE_CHECKING:  # pragma: no cover
+    from melissa_trainer.core.view import TrainerView
 
 __all__ = ["LOG_MAXIMA", "log_figures", "summary"]
 
@@ -80,6 +86,19 @@ def summary(rank: int, telemetry: Mapping[str, float]) -> str:
         f"({f['serving_latency_ms_p50']:.1f}/{f['serving_latency_ms_p99']:.1f} ms); "
         f"{100 * f['serving_share']:.1f}% of training time"
     )
+
+
+def log_summary(
+    logger: logging.Logger, trainer: TrainerView | None, telemetry: Mapping[str, float]
+) -> None:
+    """The end-of-run line (`summary`) of `trainer`'s rank to `logger`, when it had
+    requests: a WARNING when some were lost to their timeout, INFO otherwise."""
+    if trainer is not None and telemetry.get("requests"):
+        # (a WARNING when requests were lost to their timeout: Python's default
+        # logging hides INFO, and a user's trial saw no word of 40 of 40 lost)
+        lost = telemetry.get("expired", 0) or telemetry.get("answered_late", 0)
+        level = logging.WARNING if lost else logging.INFO
+        logger.log(level, "%s", summary(trainer.process_index, telemetry))
 
 
 def _late(late: int) -> str:

@@ -14,9 +14,11 @@ without a stream source, the default's: refused).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from melissa_trainer.stream.handshakes import log_bound
 from melissa_trainer.stream.receiver_address import curve_keys
 from melissa_trainer.stream.serving import PredictServer
 from melissa_trainer.stream.serving_rendezvous import serving_bind, serving_rank_bind
@@ -26,7 +28,7 @@ from melissa_trainer.wire import FieldSpec
 if TYPE_CHECKING:  # pragma: no cover
     from melissa_trainer.core.view import TrainerView
 
-__all__ = ["rank_server"]
+__all__ = ["rank_server", "start_server"]
 
 
 def rank_server(
@@ -76,3 +78,13 @@ def rank_server(
         max_queue=max_queue,
         **kwargs,
     )
+
+
+def start_server(server: PredictServer, trainer: TrainerView, logger: logging.Logger) -> None:
+    """Start `trainer`'s rank's `server` (`rank_server`'s), and say to `logger` where it
+    serves, with its public key (`log_bound`)."""
+    server.start()
+    logger.info("rank %d serves predictions at %s", trainer.process_index, server.endpoint)
+    where = f"serving socket of rank {trainer.process_index}"  # (its public key)
+    key = server.curve_public_key
+    log_bound(logger, where, str(server.endpoint), key, "MELISSA_TRAINER_SERVE_KEY")

@@ -16,8 +16,8 @@ from melissa_trainer.checkpoint import paths as ckpt
 from melissa_trainer.checkpoint.errors import CheckpointError
 from melissa_trainer.checkpoint.later_runs import set_aside_others
 from melissa_trainer.common.refusal import said_once
-from melissa_trainer.trainer.output_lock import new_run_id
 from melissa_trainer.trainer.rank_reports import from_main
+from melissa_trainer.trainer.run_id import new_run_id
 
 if TYPE_CHECKING:  # pragma: no cover
     from melissa_trainer.trainer.loop import OnlineTrainer

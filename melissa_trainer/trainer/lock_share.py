@@ -24,7 +24,8 @@ from melissa_trainer.core.wait_watch import WaitWatch
 from melissa_trainer.core.wait_words import LOCK_USUAL
 from melissa_trainer.trainer.lock_holder import LOCK_FILE, OutputDirLocked, peek_holder
 from melissa_trainer.trainer.output_dir_errors import ENV_OUTPUT_LOCK, make_output_dir
-from melissa_trainer.trainer.output_lock import OutputDirLock, new_run_id
+from melissa_trainer.trainer.output_lock import OutputDirLock
+from melissa_trainer.trainer.run_id import new_run_id
 
 __all__ = ["lock_disabled", "lock_output_dir"]
 

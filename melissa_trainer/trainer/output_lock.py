@@ -58,7 +58,8 @@ The holder's record, its reading and the refusal naming the holder are `lock_hol
 ``MELISSA_TRAINER_OUTPUT_LOCK`` are `output_dir_errors`' (`make_output_dir`,
 `ENV_OUTPUT_LOCK`); rank 0's lock told to every rank as the trainer is made (its
 broadcast, watched) is `lock_share`'s; the trainer's hold on it across its `train()`
-calls, `output_hold`'s.
+calls, `output_hold`'s; the locks this process holds, `held_locks`'; the run id drawn
+for the lock's record, `run_id`'s (`new_run_id`).
 """
 
 from __future__ import annotations
@@ -67,12 +68,17 @@ import errno
 import fcntl
 import logging
 import os
-import secrets
 import socket
-import threading
 import time
 from pathlib import Path
 
+from melissa_trainer.trainer.held_locks import (
+    close_quietly,
+    held_files,
+    held_hosts,
+    registry_lock,
+    same_file,
+)
 from melissa_trainer.trainer.host_lock import HostLock
 from melissa_trainer.trainer.lock_holder import (
     LOCK_FILE,
@@ -89,7 +95,7 @@ from melissa_trainer.trainer.lock_holder import (
 from melissa_trainer.trainer.output_dir_errors import ENV_OUTPUT_LOCK as ENV_OUTPUT_LOCK
 from melissa_trainer.trainer.output_dir_errors import make_output_dir, unsupported, unwritable
 
-__all__ = ["STOPPING_WAIT", "OutputDirLock", "new_run_id"]
+__all__ = ["STOPPING_WAIT", "OutputDirLock"]
 
 logger = logging.getLogger(__name__)
 
@@ -100,16 +106,6 @@ _POLL = 0.05  # seconds between two tries while waiting for a stopping holder
 #: has not written it yet (it does within milliseconds: `OutputDirLock._newcomer`)
 RECORD_WAIT = 3.0
 
-# (st_dev, st_ino) of the lock files this process holds, and their holder: flock
-# emulated by POSIX locks (NFS) does not refuse a second lock by the same process, and
-# closing any descriptor of the file there would drop the process's lock, so a second
-# taker in this process is refused without opening the file.
-_held: dict[tuple[int, int], OutputDirLock] = {}
-# the host locks this process holds (`host_lock.host_key`), and their holder: a second
-# trainer of this process on the path finds the first even once the file is gone
-_hosts: dict[bytes, OutputDirLock] = {}
-_held_lock = threading.Lock()
-
 
 def _forget_in_child() -> None:
     """In a forked child (a DataLoader worker, fork start method): close its copies of
@@ -117,20 +113,15 @@ def _forget_in_child() -> None:
     so that the lock ends with its trainer's process, ``kill -9`` included, not with the
     last of its workers (a trainer requeued meanwhile was refused, naming a dead pid);
     `host_lock` closes its socket's copy alike. The child holds no lock."""
-    for lock in list(_held.values()):
+    for lock in list(held_files.values()):
         fd, lock._fd, lock._key = lock._fd, None, None
         if fd is not None:
-            _close_quietly(fd)
-    _held.clear()
-    _hosts.clear()
+            close_quietly(fd)
+    held_files.clear()
+    held_hosts.clear()
 
 
 os.register_at_fork(after_in_child=_forget_in_child)
-
-
-def new_run_id() -> str:
-    """A fresh run identity: 16 hex digits (64 random bits)."""
-    return f"{secrets.randbits(64):016x}"
 
 
 class OutputDirLock:
@@ -230,16 +221,16 @@ class OutputDirLock:
         host = self._host
         if host.held:
             return None
-        with _held_lock:
-            other = _hosts.get(host.key)
+        with registry_lock:
+            other = held_hosts.get(host.key)
         if other is not None and other is not self:  # another trainer of this process
             if other.active:
                 return False, other.record()
             other.superseded = True  # built, not training: superseded (docstring)
             other.release()
         if host.take(probe=False) is None:
-            with _held_lock:
-                _hosts[host.key] = self
+            with registry_lock:
+                held_hosts[host.key] = self
             return None
         pid, holder = host_holder(host.peer_pid, self.path, self._peer)  # (probed once)
         if holder is not None:
@@ -264,8 +255,8 @@ class OutputDirLock:
                 return False, holder  # (refused, naming it, as any holder)
             time.sleep(_POLL)
             if self._host is not None and self._host.take(probe=False) is None:
-                with _held_lock:  # (it did not keep the path: ours now)
-                    _hosts[self._host.key] = self
+                with registry_lock:  # (it did not keep the path: ours now)
+                    held_hosts[self._host.key] = self
                 return None
         if pid and pid in flock_holders(self.path):
             return False, None  # its file, unreadable (truncated): refused as such
@@ -274,9 +265,9 @@ class OutputDirLock:
     def _drop_host(self) -> None:
         """Let the host lock go (not taken, or released)."""
         if self._host is not None and self._host.held:
-            with _held_lock:
-                if _hosts.get(self._host.key) is self:
-                    del _hosts[self._host.key]
+            with registry_lock:
+                if held_hosts.get(self._host.key) is self:
+                    del held_hosts[self._host.key]
             self._host.release()
 
     def lost(self) -> str | None:
@@ -289,7 +280,7 @@ class OutputDirLock:
             self._host.drain()
         if not os.path.exists(self.path):
             return "removed"
-        return None if _same_file(self.path, self._key) else "replaced"
+        return None if same_file(self.path, self._key) else "replaced"
 
     def _try_file(self) -> tuple[bool, Holder | None]:
         """`_try`'s file lock (the host lock held)."""
@@ -298,8 +289,8 @@ class OutputDirLock:
         except FileNotFoundError:
             pass
         else:
-            with _held_lock:
-                other = _held.get((st.st_dev, st.st_ino))
+            with registry_lock:
+                other = held_files.get((st.st_dev, st.st_ino))
             if other is not None and other is not self:  # another trainer of this process
                 if other.active:
                     return False, other.record()
@@ -325,16 +316,16 @@ class OutputDirLock:
                 holder = read_holder(fd)
                 os.close(fd)
                 return False, holder
-            if not _same_file(self.path, key):
+            if not same_file(self.path, key):
                 # the file was replaced (deleted and made again) between our open and our
                 # flock: we hold the lock of a file nobody else will look at; try again
                 os.close(fd)
                 return self._try_file()
         except BaseException:
-            _close_quietly(fd)
+            close_quietly(fd)
             raise
-        with _held_lock:
-            _held[key] = self
+        with registry_lock:
+            held_files[key] = self
         self._fd, self._key = fd, key
         self._since = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         self._write("running")
@@ -357,9 +348,9 @@ class OutputDirLock:
         except OSError as exc:  # the unlock matters more than the record: said, not raised
             logger.warning("output_dir %r: lock's end not recorded: %s", self.output_dir, exc)
         fd, self._fd = self._fd, None
-        with _held_lock:
+        with registry_lock:
             if self._key is not None:
-                _held.pop(self._key, None)
+                held_files.pop(self._key, None)
         try:
             fcntl.flock(fd, fcntl.LOCK_UN)
         finally:
@@ -373,20 +364,3 @@ class OutputDirLock:
         assert self._fd is not None
         self._state = state
         os.pwrite(self._fd, encode(self.record()), 0)
-
-
-def _same_file(path: Path, key: tuple[int, int]) -> bool:
-    """Whether `path` still names the file whose (st_dev, st_ino) is `key`."""
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return False
-    return (st.st_dev, st.st_ino) == key
-
-
-def _close_quietly(fd: int) -> None:
-    """Close `fd` on an error path, where the error being raised is the one to report."""
-    try:
-        os.close(fd)
-    except OSError as exc:
-        logger.debug("closing the lock file after an error: %s", exc)

@@ -23,7 +23,7 @@ from melissa_trainer.buffers import Buffer, Sample, make_buffer
 from melissa_trainer.buffers.columnar import SAMPLE_READS_MAX_ROW_BYTES
 from melissa_trainer.config.arguments import TrainingArguments
 from melissa_trainer.core import process_group
-from melissa_trainer.core.accelerated import cpu_only_launch
+from melissa_trainer.core.cpu_launch import cpu_only_launch
 from melissa_trainer.core.dataset import (
     Collate,
     ProcessBatch,

@@ -24,6 +24,7 @@ sys.path.insert(0, str(BENCHMARKS))
 import heat_offline as off  # noqa: E402
 import heat_pipelines as hp  # noqa: E402
 import online_vs_offline as bench  # noqa: E402
+import online_vs_offline_cases as cases  # noqa: E402
 from solver import check_parameters, solve  # noqa: E402  (heat_pipelines put it on the path)
 
 from melissa_trainer.launcher.log_lines import LAUNCHER  # noqa: E402
@@ -147,12 +148,12 @@ def test_a_time_budget_stops_each_pipeline(tmp_path, validation):
     assert all(done <= simulated["wall"] + 0.5 for _, done in simulated["files"])
 
     # offline stopping at 1 s keeps what was complete by then, in order
-    files, last, used = bench.prefix(simulated["files"], until=1.0)
+    files, last, used = cases.prefix(simulated["files"], until=1.0)
     assert last <= 1.0 and files == [p for p, t in simulated["files"] if t <= 1.0]
     sizes = [
         Path(p).stat().st_size + Path(p + ".json").stat().st_size for p, _ in simulated["files"]
     ]
-    files, _, used = bench.prefix(simulated["files"], bytes_max=sizes[0] + sizes[1] + 1)
+    files, _, used = cases.prefix(simulated["files"], bytes_max=sizes[0] + sizes[1] + 1)
     assert len(files) == 2 and used == sizes[0] + sizes[1]
 
     trained = off.train_offline(
@@ -260,9 +261,9 @@ def test_each_ab_arm_sizes_its_study_from_its_own_pace(monkeypatch, tmp_path) ->
         calls.append((setup["placement"], seconds_per_simulation))
         raise Stop
 
-    monkeypatch.setattr(bench, "online_budget", online_budget)
+    monkeypatch.setattr(cases, "online_budget", online_budget)
     with pytest.raises(Stop):
-        bench.equal_budget(niced, tmp_path, 6.0, [0.5], 0.5, 1.0, 2.0, ab=True)
+        cases.equal_budget(niced, tmp_path, 6.0, [0.5], 0.5, 1.0, 2.0, ab=True)
     assert calls == [("none", pytest.approx(2.0 / (1024 / 110), rel=0.01))]
 
 
@@ -285,11 +286,11 @@ def test_an_offline_case_without_a_simulation_is_named_not_crashed(
             return {"files": [[str(npy), 1.0]]}
         return {"val_mse": 1.0}
 
-    monkeypatch.setattr(bench, "child", child)
+    monkeypatch.setattr(cases, "child", child)
     splits, fraction = ([0.1], 1.0) if empty == "share" else ([0.5], 0.1)
     option = "--splits" if empty == "share" else "--storage_fraction"
     with pytest.raises(RuntimeError, match=option):
-        bench.equal_budget({}, tmp_path, 4.0, splits, fraction, 1.0, 0.5)
+        cases.equal_budget({}, tmp_path, 4.0, splits, fraction, 1.0, 0.5)
 
 
 def _dense_backward_euler(parameters: dict, config) -> np.ndarray:

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import processes_with
+from process_tree import processes_with
 
 BENCHMARKS = Path(__file__).parents[2] / "benchmarks"
 SCRIPT = BENCHMARKS / "online_vs_offline.py"

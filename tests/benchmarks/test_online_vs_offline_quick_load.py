@@ -21,6 +21,7 @@ BENCHMARKS = Path(__file__).parents[2] / "benchmarks"
 sys.path.insert(0, str(BENCHMARKS))
 import heat_pipelines as hp  # noqa: E402
 import online_vs_offline as bench  # noqa: E402
+import online_vs_offline_cases as cases  # noqa: E402
 
 SAMPLES = hp.Setup().time_steps  # a simulation's samples
 SAMPLE_BYTES = hp.Setup().sample_bytes
@@ -55,7 +56,7 @@ def loaded(tmp_path: Path, seconds_per_simulation: float, calls: list[tuple[str,
 def run_main(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, child: Any, *args: str) -> None:
     """`main()` with --quick and `args`; case 1 at 1 s a simulation (quick_budget: 6 s),
     the tables and rows left out (their figures are the stand-in's)."""
-    monkeypatch.setattr(bench, "child", child)
+    monkeypatch.setattr(cases, "child", child)
     case1 = {"online": {"wall": 6.0}, "streamed": {"wall": 6.0}}
     monkeypatch.setattr(bench, "equal_data", lambda *a, **k: case1)
     monkeypatch.setattr(bench, "print_tables", lambda *a: None)
@@ -120,7 +121,7 @@ def test_a_sweep_point_whose_disk_holds_no_simulation_stops_in_one_line(
     line naming the point and the option to raise, as the plain mode does. Failed
     before: `TooShort`'s traceback."""
     calls: list[tuple[str, Any]] = []
-    monkeypatch.setattr(bench, "child", loaded(tmp_path, 100.0, calls))
+    monkeypatch.setattr(cases, "child", loaded(tmp_path, 100.0, calls))
     monkeypatch.setattr(hp, "solve", lambda *a: iter(()))  # (the pace's solve: none)
     argv = ["online_vs_offline.py", "--quick", "--sweep", "50x2", "--no_plot",
             "--output_dir", str(tmp_path / "out")]  # fmt: skip

@@ -10,7 +10,7 @@ import json
 import re
 from pathlib import Path
 
-from helpers import processes_with
+from process_tree import processes_with
 from resize_runs import BUFFER_SIZE, EXPECTED, SIMULATIONS, Case, Key, Run
 from safetensors.numpy import load_file
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from held_ports import held_port
-from helpers import processes_with, sigkill_between_launches
+from process_tree import processes_with, sigkill_between_launches
 
 DRIVER = Path(__file__).parents[1] / "scripts" / "heat_resize.py"
 TAMPERED_SOLVERS = Path(__file__).parents[1] / "scripts" / "tampered_solvers"  # a sitecustomize.py

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 from held_ports import held_port
-from helpers import run_group
+from process_tree import run_group
 from resume_scenario import run
 
 from melissa_trainer.checkpoint import paths as ckpt

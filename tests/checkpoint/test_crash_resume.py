@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 from held_ports import held_port
-from helpers import processes_with, sigkill_between_launches, simulation_of
+from process_tree import processes_with, sigkill_between_launches, simulation_of
 from waiting import wait_until
 
 from melissa_trainer.common.checkpoint_names import latest_checkpoint

@@ -34,7 +34,7 @@ from pathlib import Path
 import pytest
 from compiled import c_client  # noqa: F401 (a fixture, asked for by the C case)
 from held_ports import held_port
-from helpers import kill_tree
+from process_tree import kill_tree
 from test_external_resume import DRIVER, FLAGS, STEPS, Study
 from test_external_resume_c import CStudy, c_solver
 from waiting import wait_until

@@ -20,6 +20,7 @@ from melissa_trainer.trainer import output_lock
 from melissa_trainer.trainer.lock_holder import LOCK_FILE
 from melissa_trainer.trainer.output_dir_errors import ENV_OUTPUT_LOCK
 from melissa_trainer.trainer.output_lock import OutputDirLock
+from melissa_trainer.trainer.run_id import new_run_id
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -36,7 +37,7 @@ def test_a_read_only_output_dir_says_how_to_resume_elsewhere(
         return real_open(path, flags, *args, **kwargs)
 
     monkeypatch.setattr(output_lock.os, "open", read_only)
-    lock = OutputDirLock(tmp_path, output_lock.new_run_id())
+    lock = OutputDirLock(tmp_path, new_run_id())
     with pytest.raises(OSError) as caught:
         lock.acquire()
     assert caught.value.errno == errno.EROFS

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 from held_ports import held_port
-from helpers import processes_with
 from preemption_runs import HEAT, HEAT_FLAGS, HEAT_SIMULATIONS
+from process_tree import processes_with
 from waiting import wait_until
 
 from melissa_trainer.common.checkpoint_names import list_checkpoints

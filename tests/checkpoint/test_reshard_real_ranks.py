@@ -32,7 +32,7 @@ def launch(out: Path, ranks: int, tag: str, *flags: str) -> None:
     import sys
 
     from held_ports import held_port
-    from helpers import run_group
+    from process_tree import run_group
 
     if ranks == 1:
         cmd = [sys.executable, str(SCRIPT)]

@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 import torch
-from helpers import run_group
+from process_tree import run_group
 from safetensors.torch import load_file
 
 SCRIPT = Path(__file__).parents[1] / "scripts" / "resume_ranks.py"

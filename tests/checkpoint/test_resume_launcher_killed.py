@@ -13,7 +13,7 @@ import signal
 from pathlib import Path
 
 import pytest
-from helpers import live, processes_with
+from process_tree import live, processes_with
 from resize_oracle import check_resumed
 from resize_runs import SOLVERS_GONE, Case, Run, checkpoints
 from waiting import wait_until

@@ -40,7 +40,7 @@ import signal
 from pathlib import Path
 
 import pytest
-from helpers import processes_with
+from process_tree import processes_with
 from resize_oracle import check_resumed, held, rank_dirs
 from resize_runs import SOLVERS_GONE, Case, Run, checkpoints
 from waiting import wait_until

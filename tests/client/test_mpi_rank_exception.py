@@ -19,7 +19,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import NO_MPI, find_mpiexec, processes_with
+from helpers import NO_MPI, find_mpiexec
+from process_tree import processes_with
 from waiting import wait_until
 
 from melissa_trainer.launcher.backends.file_holders import holders

@@ -1,4 +1,4 @@
-"""`accelerated.unused_parameters_named`, around both steps' loss computation: DDP's
+"""`unused_parameters.unused_parameters_named`, around both steps' loss computation: DDP's
 error on parameters that took no part in a loss names the option that fixes it; every
 other error goes through as it was. The two-rank run is
 tests/trainer/test_ddp_unused_parameters.py."""
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from melissa_trainer.core.accelerated import unused_parameters_named
+from melissa_trainer.core.unused_parameters import unused_parameters_named
 
 #: DDP's words (torch 2.13), the first line of its message
 DDP = (

@@ -28,7 +28,8 @@ from types import ModuleType
 import numpy as np
 import pytest
 from compiled import CClient, c_client, find_mpicc  # noqa: F401 (c_client: a fixture)
-from helpers import NO_MPI, find_mpiexec, read_source, run_group, running
+from helpers import NO_MPI, find_mpiexec, read_source, running
+from process_tree import run_group
 from tooling import missing_tool
 
 from melissa_trainer import ReceiverConfig, StreamSource, Study

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from example_launch import two_ranks
 from heat_run import EXAMPLE, MARKS, SIMULATIONS, TINY, VALIDATION, check_run, summary_of
-from helpers import run_group
+from process_tree import run_group
 from usage_error import heat_usage_error
 
 pytestmark = MARKS

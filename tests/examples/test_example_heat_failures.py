@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from heat_run import EXAMPLE, MARKS, STEPS, TINY, summary_of, tampered_env
-from helpers import live, processes_with
+from process_tree import live, processes_with
 
 pytestmark = MARKS
 

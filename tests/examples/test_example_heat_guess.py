@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from helpers import run_group
+from process_tree import run_group
 
 sys.path.insert(0, str(Path(__file__).parents[2] / "examples"))
 from heat_guess import train as heat_guess_train  # noqa: E402

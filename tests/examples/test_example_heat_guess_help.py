@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import run_group
+from process_tree import run_group
 
 ROOT = Path(__file__).parents[2]
 EXAMPLE = ROOT / "examples" / "heat_guess" / "train.py"

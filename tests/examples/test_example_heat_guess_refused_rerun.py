@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import run_group
+from process_tree import run_group
 from waiting import wait_until
 
 pytestmark = [

@@ -21,7 +21,7 @@ import pytest
 from heat_pde.solver import PARAMETER_NAMES, HeatConfig, solve
 from heat_run import SIMULATIONS, STEPS, TINY, check_run, summary_of
 from held_ports import held_port
-from helpers import processes_with, run_group
+from process_tree import processes_with, run_group
 from worker_launch import run_study_to_end
 
 from melissa_trainer.launcher import LauncherTuning

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import processes_with
+from process_tree import processes_with
 
 pytestmark = [
     pytest.mark.slow,

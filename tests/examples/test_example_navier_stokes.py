@@ -20,10 +20,10 @@ import numpy as np
 import pytest
 import torch
 from example_launch import two_ranks
-from helpers import processes_with, run_group
 
 # examples/ is on the tests' sys.path (pyproject): the example's modules by package name
 from navier_stokes import train
+from process_tree import processes_with, run_group
 
 from melissa_trainer.hooks import SampleLedger
 from melissa_trainer.lineage import check

@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from helpers import processes_with
 
 # examples/ is on the tests' sys.path (pyproject): the example's modules by package name
 from navier_stokes import errors, train
+from process_tree import processes_with
 
 
 def known_samples() -> tuple[list[dict[str, np.ndarray]], np.ndarray]:

@@ -16,10 +16,10 @@ from typing import Any
 
 import numpy as np
 import pytest
-from helpers import processes_with
 
 # examples/ is on the tests' sys.path (pyproject)
 from navier_stokes import train
+from process_tree import processes_with
 
 from melissa_trainer import ServingHook
 from melissa_trainer.client import PredictionUnavailable

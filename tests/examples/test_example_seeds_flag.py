@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import run_group
+from process_tree import run_group
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
 

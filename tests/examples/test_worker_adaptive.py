@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import processes_with
+from process_tree import processes_with
 
 pytestmark = [
     pytest.mark.slow,

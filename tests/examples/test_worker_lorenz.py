@@ -12,8 +12,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import drain, processes_with
+from helpers import drain
 from lorenz.solver import PARAMETER_BOUNDS, trajectory
+from process_tree import processes_with
 from test_example_lorenz import EXAMPLES, SIMULATIONS, TINY, summary_of
 
 from melissa_trainer.buffers import FIFOBuffer

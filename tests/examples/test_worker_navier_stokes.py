@@ -19,8 +19,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import processes_with, run_group
 from navier_stokes import flow_config, solver
+from process_tree import processes_with, run_group
 from worker_launch import run_study_to_end
 
 from melissa_trainer.launcher import LauncherTuning

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import processes_with, sigkill_between_launches
+from process_tree import processes_with, sigkill_between_launches
 
 from melissa_trainer.common.checkpoint_names import latest_checkpoint
 

@@ -14,7 +14,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from helpers import processes_with
+from process_tree import processes_with
 from worker_launch import run_study_to_end
 
 from melissa_trainer.launcher import LauncherTuning

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import processes_with
+from process_tree import processes_with
 from slurm_cluster import SlurmCluster, slurm_cluster  # noqa: F401 - the fixture
 
 pytestmark = [

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import processes_with, sigkill_between_launches
+from process_tree import processes_with, sigkill_between_launches
 from waiting import wait_until
 
 from melissa_trainer.common.checkpoint_names import latest_checkpoint

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from held_ports import held_port
-from helpers import run_group
+from process_tree import run_group
 
 from melissa_trainer.lineage import check, read_runs
 

@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 import torch
 from held_ports import held_port
-from helpers import linear_samples, run_group, small_model, xy
+from helpers import linear_samples, small_model, xy
+from process_tree import run_group
 
 from melissa_trainer import Hook, OnlineTrainer, TrainingArguments
 from melissa_trainer.hooks.wall_clock import WallClockBudget, budget_factor

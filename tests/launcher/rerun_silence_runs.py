@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from held_ports import held_port
-from helpers import processes_with
+from process_tree import processes_with
 from waiting import wait_until
 
 __all__ = ["Pace", "sent", "stopped_then_resumed"]

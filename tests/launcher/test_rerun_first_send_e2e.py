@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 from c_driver import script_exe  # noqa: F401 (a fixture)
 from compiled import c_client  # noqa: F401 (a fixture)
-from helpers import processes_with
+from process_tree import processes_with
 from waiting import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e, pytest.mark.timeout(300)]

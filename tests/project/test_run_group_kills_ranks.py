@@ -1,4 +1,4 @@
-"""`helpers.run_group` on a timeout ends the whole tree it started, sessions of their own
+"""`process_tree.run_group` on a timeout ends the whole tree it started, sessions of their own
 included: torch elastic starts each rank with ``start_new_session``, so the SIGKILL of
 the launcher's process group alone left a rank stuck in a collective running after its
 test (hrank3 saw two ranks outlive a timed-out ``accelerate launch``). Before: the
@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import run_group
+from process_tree import run_group
 from waiting import wait_until
 
 #: a "launcher" that starts a "rank" in a session of its own, writes its pid, and waits

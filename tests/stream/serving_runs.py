@@ -13,7 +13,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from helpers import run_group
+from process_tree import run_group
 
 
 def run_client(code: str, tmp_path: Path, timeout: float = 60.0, **env: str) -> dict:

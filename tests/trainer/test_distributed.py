@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from held_ports import held_port
-from helpers import run_group
+from process_tree import run_group
 from waiting import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240), pytest.mark.e2e]

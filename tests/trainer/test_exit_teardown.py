@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from held_ports import held_port
-from helpers import run_group
+from process_tree import run_group
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e, pytest.mark.timeout(240)]
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 from held_ports import held_port
-from helpers import run_group
+from process_tree import run_group
 
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.core.data_wait import WINDOW_NOTICE, DataWait

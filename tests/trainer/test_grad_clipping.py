@@ -21,7 +21,8 @@ import torch
 from accelerate import Accelerator
 from accelerate.utils import DistributedType
 from held_ports import held_port
-from helpers import Recorder, linear_samples, run_group, small_model, xy
+from helpers import Recorder, linear_samples, small_model, xy
+from process_tree import run_group
 from sync_counter import StepSyncs, SyncCounter
 
 from melissa_trainer import ArgumentParser, Hook, OnlineTrainer, TrainerState, TrainingArguments

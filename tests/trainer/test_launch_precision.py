@@ -21,7 +21,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import linear_samples, run_group, small_model, xy
+from helpers import linear_samples, small_model, xy
+from process_tree import run_group
 
 from melissa_trainer import ArgumentParser, OnlineTrainer, TrainingArguments
 from melissa_trainer.checkpoint.resumed_args import changed_settings

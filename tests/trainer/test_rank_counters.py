@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from held_ports import held_port
-from helpers import run_group
+from process_tree import run_group
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 

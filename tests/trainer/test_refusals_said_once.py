@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from helpers import run_group
+from process_tree import run_group
 
 from melissa_trainer import (
     CheckpointError,

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import pytest
 from held_ports import held_port
-from helpers import run_group
+from process_tree import run_group
 from serving_parts import Weights, linear, python_simulation, serving_hook, serving_study
 
 from melissa_trainer import (

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import torch
 from held_ports import held_port
-from helpers import run_group
+from process_tree import run_group
 
 from melissa_trainer import (
     ConfigError,

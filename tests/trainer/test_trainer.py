@@ -19,7 +19,8 @@ from melissa_trainer import (
     TrainerState,
     TrainingArguments,
 )
-from melissa_trainer.core.accelerated import AcceleratedStep, PlainStep, cpu_only_launch
+from melissa_trainer.core.accelerated import AcceleratedStep, PlainStep
+from melissa_trainer.core.cpu_launch import cpu_only_launch
 from melissa_trainer.sources.source import IterableSource
 
 pytestmark = pytest.mark.timeout(60)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from held_ports import held_port
-from helpers import run_group
+from process_tree import run_group
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -31,7 +31,7 @@ def launch_two_ranks(
     no mixed precision, no dynamo, a free main-process port, then `launch`: more of the
     launcher's options, ``--max_restarts 1``), `env` added to this
     process's environment; its whole process group is killed after `timeout` seconds
-    (`helpers.run_group`). The ranks import this checkout's package (PYTHONPATH), one
+    (`process_tree.run_group`). The ranks import this checkout's package (PYTHONPATH), one
     BLAS thread each, see no GPU (gloo on CPU), and run with faulthandler on (a rank's
     fatal signal shows every thread's stack).
 

@@ -8,7 +8,7 @@ ends such a job. The Python wrapper does; setpriv does not (the window documente
 `melissa_trainer.launcher.backends.local` and docs/concepts/study.md, "Backends").
 
 The tests that SIGKILL a trainer and then require its solvers gone therefore kill it
-between launches (`helpers.sigkill_between_launches`), which the last test checks.
+between launches (`process_tree.sigkill_between_launches`), which the last test checks.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ import sys
 import time
 from pathlib import Path
 
-import helpers
+import process_tree
 import pytest
-from helpers import cmdline, jobs_being_launched, live, sigkill_between_launches
+from process_tree import cmdline, jobs_being_launched, live, sigkill_between_launches
 
 from melissa_trainer.launcher.backends import local, pdeathsig
 
@@ -167,10 +167,10 @@ def test_a_live_child_without_a_command_line_counts_as_being_launched(
     child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"],
                              stdin=subprocess.PIPE)  # fmt: skip
     try:
-        monkeypatch.setattr(helpers, "cmdline", lambda pid: [])
-        assert helpers._launching(child.pid, os.getpid())
+        monkeypatch.setattr(process_tree, "cmdline", lambda pid: [])
+        assert process_tree._launching(child.pid, os.getpid())
     finally:
         child.kill()
-    monkeypatch.setattr(helpers, "live", lambda pid: False)  # a zombie: none either
-    assert not helpers._launching(child.pid, os.getpid())
+    monkeypatch.setattr(process_tree, "live", lambda pid: False)  # a zombie: none either
+    assert not process_tree._launching(child.pid, os.getpid())
     child.wait()

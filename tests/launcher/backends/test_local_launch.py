@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import cmdline
+from process_tree import cmdline
 
 from melissa_trainer.launcher.backends import Job, LaunchError, LocalBackend, local, pdeathsig
 from melissa_trainer.launcher.backends.placement import THREAD_VARIABLES

@@ -110,7 +110,7 @@ def start_training(trainer: OnlineTrainer, release: Callable[[], None]) -> Preem
         reads = getattr(getattr(trainer.source, "starvation", None), "reads", None)
         trainer.hooks.work = reads if isinstance(reads, ReadClock) else None
         trainer.hooks.marker = mark_hooks(trainer)  # (None: one process)
-    except BaseException:
+    except BaseException as exc:
         # train() raises, and no retry follows a started source (`refuse_second_train`):
         # it has ended, and a call after it is one after train() (`after_train`; a hook
         # then fired is not one during train(), `actions`). Before a start, a retry may
@@ -120,6 +120,8 @@ def start_training(trainer: OnlineTrainer, release: Callable[[], None]) -> Preem
             if starting:
                 trainer.source.stop()
         finally:
+            # (a restarted attempt that failed here: is another restart coming?)
+            trainer.source.note_start_failed(trainer.process_index, exc)
             preemption.restore()
             release()  # ...leaves output_dir free for the next try
         raise

@@ -57,14 +57,8 @@ from melissa_trainer.client.stop_kinds import (
 )
 from melissa_trainer.stream.rank_bounds import read_file
 from melissa_trainer.stream.reason_line import said_line
-from melissa_trainer.stream.stop_record import (
-    RECORD_KEY,
-    StopRecord,
-    c_string,
-    parse_record,
-    restarts_fault,
-    resumable,
-)
+from melissa_trainer.stream.stop_record import RECORD_KEY, StopRecord, restarts_fault, resumable
+from melissa_trainer.stream.stop_record_read import c_string, parse_record
 from melissa_trainer.wire.receipt import RECEIPT_BYE, RECEIPT_FINISHED, ReceiptReply
 
 __all__ = ["StopRecords"]

@@ -30,7 +30,8 @@ from typing import Any
 
 from melissa_trainer.stream.endpoints import mark_stopped
 from melissa_trainer.stream.launch_restarts import restarts_left
-from melissa_trainer.stream.stop_record import RECORD_KEY, parse_record, resumable
+from melissa_trainer.stream.stop_record import RECORD_KEY, resumable
+from melissa_trainer.stream.stop_record_read import parse_record
 
 __all__ = ["NO_RESTART", "RESTART_FAILED", "note_restart_failed"]
 

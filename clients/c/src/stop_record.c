@@ -118,7 +118,7 @@ typedef struct expected_end {
 static bool unfinished_row(const uint64_t *r, size_t width, void *ctx) {
     expected_end *e = ctx;
     if (r[2] > r[1]) return false; /* (more refused than held) */
-    /* (first after last, or more steps than the range holds: stop_record.py parse_record) */
+    /* (first after last, or more steps than the range holds: stop_record_read.py parse_record) */
     if (width == 5 && (r[3] > r[4] || (r[1] != 0 && r[4] - r[3] < r[1] - 1))) return false;
     if (r[0] == e->simulation_id) {
         e->steps = r[1], e->refused = r[2], e->found = true;

@@ -58,7 +58,14 @@ steps, nonfinite], ...]}]}``
   set through `Source.note_restarts_resume`). More than 0: the launcher restarts it and
   it resumes, so a client treats the ``error`` as ``preempted`` (`resumable`). Absent:
   0. A value that is not an integer from 0 to `MAX_RESTARTS_LEFT` is read as 0, with a
-  word (`restarts_fault`).
+  word (`restarts_fault`). Never of ``nonfinite``, which is final whatever restarts are
+  left (a record that says some is read as saying none, in both clients): the stop is
+  the data's, not the run's; a restart runs the same command, under the same policy,
+  from the last checkpoint, which precedes the sample, so the simulation is taken again
+  (a study reruns it; a solver that followed would send the steps the checkpoint lacks),
+  its sample holds the same NaN or Inf, and the restarted run stops on it again: solvers
+  would wait ``follow_timeout`` for another failure. The fix is a person's (the solver,
+  or ``nonfinite="refuse"``), then a resume.
 
 At most about 5 * `RECORD_LIMIT` * 40 bytes (800 KiB). Plain JSON, read without
 unpickling anything (`stop_record_read.parse_record`: every field checked, sizes

@@ -21,6 +21,7 @@
 
 #include "internal.h"
 #include "restarts_left.h"
+#include "restarts_word.h"
 
 #define MAX_ROWS 4096u      /* stop_record.py RECORD_LIMIT */
 
@@ -349,10 +350,11 @@ static mt_stop_outcome look_at(const char *dir, size_t rank, const char *endpoin
                 said = MT_STOP_UNDECIDED;
             } else if (out->restarts_bad && !look->restarts_warned) {
                 look->restarts_warned = true; /* (client/stopped.py's words, after its whose) */
-                fprintf(stderr, "melissa_trainer: mt_client_close: the stop record in %s: its "
-                                "restarts_left is not an integer from 0 to %u: read as 0, no "
-                                "restart of the failed run expected\n",
-                        path, MT_MAX_RESTARTS_LEFT);
+                if (mt_restarts_word_first(path)) /* (once per process: restarts_word.h) */
+                    fprintf(stderr, "melissa_trainer: mt_client_close: the stop record in %s: "
+                                    "its restarts_left is not an integer from 0 to %u: read "
+                                    "as 0, no restart of the failed run expected\n",
+                            path, MT_MAX_RESTARTS_LEFT);
             }
         }
     }

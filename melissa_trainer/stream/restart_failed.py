@@ -30,7 +30,7 @@ from typing import Any
 
 from melissa_trainer.stream.endpoints import mark_stopped
 from melissa_trainer.stream.launch_restarts import restarts_left
-from melissa_trainer.stream.stop_record import RECORD_KEY, resumable
+from melissa_trainer.stream.stop_record import MAX_MESSAGE, RECORD_KEY, resumable
 from melissa_trainer.stream.stop_record_read import parse_record
 
 __all__ = ["NO_RESTART", "RESTART_FAILED", "note_restart_failed"]
@@ -43,7 +43,6 @@ RESTART_FAILED = (
 )
 #: how it closes when no restart is left: the run is not coming back on its own
 NO_RESTART = "no restart left: the launcher gave up, the run is not coming back on its own"
-_MAX_MESSAGE = 4096  # (`stop_record`'s bound on a message)
 
 
 def note_restart_failed(
@@ -86,7 +85,7 @@ def note_restart_failed(
     # (the outcome first: a client quoting the first line, 200 characters, says it)
     said = f"{opening}; {tail} ({type(error).__name__}: {error})"
     before = f" (the failed run's record said {reason.code}: {reason.message})"
-    message = (said + before)[:_MAX_MESSAGE]
+    message = (said + before)[:MAX_MESSAGE]
     rewritten: dict[str, Any] = {"code": "error", "message": message, "restarts_left": left}
     mark_stopped(directory, rank, entry["endpoint"], {**record, "reason": rewritten})
     return True

@@ -10,7 +10,8 @@ record keeps promising a restart: with none left (the last attempt failed), a pr
 nobody keeps, and every waiting client waits its whole ``follow_timeout``.
 
 The attempt that fails is the one that knows: `note_restart_failed`, on its early
-failure path (`Source.note_start_failed`: `trainer.starting`), rewrites the record of
+failure paths (`Source.note_start_failed`: `trainer.starting`, from `train()`'s start
+and from the trainer's set-up, its `Accelerator` and process group), rewrites the record of
 its rank's file, if it promises a resume (`stop_record.resumable`) beyond what is left,
 as ``error`` with this attempt's ``restarts_left`` (0 when none is left, or when the
 restart would not resume: `Source.note_restarts_resume`) and a message opening with

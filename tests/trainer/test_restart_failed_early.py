@@ -102,3 +102,32 @@ def test_a_first_attempt_leaves_another_launchs_record(tmp_path: Path, monkeypat
     with pytest.raises(Exception):  # noqa: B017 (the resume's refusal, whatever its kind)
         trainer.train()
     assert entry_of(tmp_path) == before
+
+
+def test_a_last_restart_whose_set_up_fails_says_none_is_left(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """The restart fails in its set-up (its process group does not form: torch's error
+    raised where the trainer builds its `Accelerator`, `trainer.setup.make_accelerator`,
+    replaced here by one that raises it): the record says 0 left, as after a failed
+    resume. Failed before: 1 left."""
+    import melissa_trainer.trainer.loop as loop
+
+    attempt(monkeypatch, 0, 1)
+    with pytest.raises(RuntimeError, match="first attempt"):
+        failing_trainer(tmp_path, FailingHook(), resume_from_checkpoint="latest").train()
+    attempt(monkeypatch, 1, 1)
+
+    def no_group(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("Gloo connectFullMesh failed: Connection refused")
+
+    monkeypatch.setattr(loop, "make_accelerator", no_group)
+    with pytest.raises(RuntimeError, match="connectFullMesh"):
+        failing_trainer(tmp_path, FailingHook(), resume_from_checkpoint="latest")
+    reason = entry_of(tmp_path)["stop_record"]["reason"]
+    assert reason["restarts_left"] == 0, reason
+    assert reason["message"].startswith(
+        "the restarted run (restart 1 of 1) failed before its receiver of rank 0 started; "
+        "no restart left: the launcher gave up, the run is not coming back on its own "
+        "(RuntimeError: Gloo connectFullMesh failed: Connection refused)"
+    ), reason

@@ -57,19 +57,17 @@ from melissa_trainer.client.stop_kinds import (
 )
 from melissa_trainer.stream.rank_bounds import read_file
 from melissa_trainer.stream.reason_line import said_line
-from melissa_trainer.stream.stop_record import (
-    RECORD_KEY,
-    StopRecord,
-    c_string,
-    parse_record,
-    restarts_fault,
-    resumable,
-)
+from melissa_trainer.stream.stop_record import RECORD_KEY, StopRecord, restarts_fault, resumable
+from melissa_trainer.stream.stop_record_read import c_string, parse_record
 from melissa_trainer.wire.receipt import RECEIPT_BYE, RECEIPT_FINISHED, ReceiptReply
 
 __all__ = ["StopRecords"]
 
 _FINAL = ("end", "error", "nonfinite")
+#: the record files whose invalid restarts_left this process has warned of: said once
+#: per client process (its close's reads, its sends', a second client's: one word), as
+#: the C client's (clients/c/src/restarts_word.c); a user reads one word per file
+_RESTARTS_WARNED: set[str] = set()
 
 
 class StopRecords:
@@ -89,10 +87,9 @@ class StopRecords:
         self.simulation_id, self.client_rank, self.whose = simulation_id, client_rank, whose
         self._seen: dict[int, tuple[int, int, int]] = {}
         self._records: dict[int, StopRecord | None] = {}
-        # the ranks warned of, one set per word, as the C client's two flags
-        # (close_checks.h ``mt_stop_look``: ``warned``, ``restarts_warned``)
-        self._warned: set[int] = set()  # (an invalid record)
-        self._restarts_warned: set[int] = set()  # (an invalid restarts_left)
+        # the ranks warned of an invalid record, as the C client's flag (close_checks.h
+        # ``mt_stop_look``: ``warned``); an invalid restarts_left: `_RESTARTS_WARNED`
+        self._warned: set[int] = set()
 
     def record(self, rank: int) -> StopRecord | None:
         """Receiver `rank`'s record if its file is marked stopped by the client's trainer
@@ -136,9 +133,9 @@ class StopRecords:
         if (
             fault is not None
             and record.reason.code == "error"
-            and rank not in self._restarts_warned
+            and str(path) not in _RESTARTS_WARNED
         ):
-            self._restarts_warned.add(rank)  # (the C client's words: stop_record.c)
+            _RESTARTS_WARNED.add(str(path))  # (the C client's words: stop_record.c)
             client_logger().warning("%s: the stop record in %s: %s", self.whose, path, fault)
         return record
 

@@ -139,6 +139,14 @@ class Source(ABC):
         True. Ignored by default."""
         return None
 
+    def note_start_failed(self, rank: int, error: BaseException) -> None:  # noqa: B027 (optional)
+        """This rank's `train()` failed with `error` before its source published anything
+        (its resume, its `start`): a restarted attempt under torchrun that the failed
+        run's clients wait for tells them whether another restart follows (a
+        `StreamSource` rewrites the failed run's stop record: `stream.restart_failed`).
+        Called by the trainer on that failure; never raises. Ignored by default."""
+        return None
+
     def stop_bound(self) -> float:
         """Seconds `stop` may block at most, beyond its commands' moments: the trainer
         ranks' last meeting (`trainer.exit_meeting`) waits that much longer, so that no

@@ -58,10 +58,18 @@ steps, nonfinite], ...]}]}``
   set through `Source.note_restarts_resume`). More than 0: the launcher restarts it and
   it resumes, so a client treats the ``error`` as ``preempted`` (`resumable`). Absent:
   0. A value that is not an integer from 0 to `MAX_RESTARTS_LEFT` is read as 0, with a
-  word (`restarts_fault`).
+  word (`restarts_fault`). Never of ``nonfinite``, which is final whatever restarts are
+  left (a record that says some is read as saying none, in both clients): the stop is
+  the data's, not the run's; a restart runs the same command, under the same policy,
+  from the last checkpoint, which precedes the sample, so the simulation is taken again
+  (a study reruns it; a solver that followed would send the steps the checkpoint lacks),
+  its sample holds the same NaN or Inf, and the restarted run stops on it again: solvers
+  would wait ``follow_timeout`` for another failure. The fix is a person's (the solver,
+  or ``nonfinite="refuse"``), then a resume.
 
 At most about 5 * `RECORD_LIMIT` * 40 bytes (800 KiB). Plain JSON, read without
-unpickling anything (`parse_record`: every field checked, sizes bounded).
+unpickling anything (`stop_record_read.parse_record`: every field checked, sizes
+bounded).
 """
 
 from __future__ import annotations
@@ -71,23 +79,20 @@ from typing import Any
 
 import numpy as np
 
-from melissa_trainer import wire as protocol
 from melissa_trainer.stream.launch_restarts import restarts_left
 from melissa_trainer.stream.nonfinite import NonFiniteDataError
-from melissa_trainer.stream.reason_line import as_c_reads
 
 __all__ = [
     "RECORD_KEY",
     "RECORD_LIMIT",
     "REASON_CODES",
+    "MAX_MESSAGE",
     "MAX_RESTARTS_LEFT",
     "RESUMABLE",
     "StopReason",
     "StopRecord",
     "ExpectedEnd",
     "build_record",
-    "c_string",
-    "parse_record",
     "reason_of",
     "restarts_fault",
     "resumable",
@@ -105,8 +110,8 @@ REASON_CODES = ("end", "preempted", "nonfinite", "error", "stopped", "broken")
 RESUMABLE = ("preempted", "broken")
 #: the most restarts left a record may say (a C int's bound: clients/c/src/stop_record.c)
 MAX_RESTARTS_LEFT = 2**31 - 1
-_MAX_MESSAGE = 4096
-_U64 = 2**64
+#: the most characters of a reason's message
+MAX_MESSAGE = 4096
 
 
 @dataclass(frozen=True)
@@ -151,7 +156,7 @@ def reason_of(error: BaseException | None, noted: StopReason | None) -> StopReas
     if isinstance(error, NonFiniteDataError):
         return StopReason("nonfinite", str(error), error.simulation_id, error.time_step)
     if error is not None:
-        return StopReason("error", f"the receiver failed: {error!r}"[:_MAX_MESSAGE])
+        return StopReason("error", f"the receiver failed: {error!r}"[:MAX_MESSAGE])
     return StopReason() if noted is None else noted
 
 
@@ -226,7 +231,7 @@ def build_record(
     unfinished = (
         _held(ingest, ingest.unfinished()[:RECORD_LIMIT], refused, spans=True) if held else None
     )
-    said: dict[str, Any] = {"code": reason.code, "message": reason.message[:_MAX_MESSAGE]}
+    said: dict[str, Any] = {"code": reason.code, "message": reason.message[:MAX_MESSAGE]}
     if reason.simulation_id is not None:
         said.update(simulation_id=reason.simulation_id, time_step=reason.time_step)
     left = reason.restarts_left if reason.restarts_left is not None else restarts_left()
@@ -293,98 +298,3 @@ def _span(ingest: Any, sid: int, ledger: Any) -> tuple[int, int]:
     shift = sid % world if sid in ingest.shifted else 0
     residue = (int(ingest.rank) - shift) % world
     return first * world + residue, last * world + residue
-
-
-def parse_record(value: Any) -> StopRecord:
-    """A record read from a rendezvous file, every field checked (JSON only: nothing is
-    unpickled; lists bounded by `RECORD_LIMIT`). Its run id and its reason's code and
-    message are read up to a NUL (`as_c_reads`), as the C client reads them: both
-    clients decide on the same characters (a code ``"end\\u0000x"`` was "end" in C,
-    a record Python refused).
-
-    Raises:
-        ValueError: not a valid record (the message says what is wrong).
-    """
-    if not isinstance(value, dict) or value.get("version") != RECORD_VERSION:
-        raise ValueError("not a stop record of version 1")
-    run_id = c_string(value.get("run_id"))
-    if run_id is not None:
-        protocol.check_run_id(run_id, "run_id")
-    said = value.get("reason")
-    code = c_string(said.get("code")) if isinstance(said, dict) else None
-    if not isinstance(said, dict) or code not in REASON_CODES:
-        raise ValueError(f"bad reason {said!r:.200}")
-    message = c_string(said.get("message"))
-    if not isinstance(message, str) or len(message) > _MAX_MESSAGE:
-        raise ValueError("bad reason message")
-    sid, step = said.get("simulation_id"), said.get("time_step")
-    if code == "nonfinite" and not (_count(sid) and _count(step)):
-        raise ValueError("a nonfinite reason names no simulation and time step")
-    left = 0 if restarts_fault(said) is not None else said.get("restarts_left", 0)
-    reason = StopReason(code, message, sid, step, left)
-    finished = {}
-    for row in _rows(value.get("finished"), 3, "finished"):
-        if row[2] > row[1]:
-            raise ValueError(f"finished {row}: more refused than held")
-        finished[row[0]] = (row[1], row[2])
-    byes = {}
-    for row in _rows(value.get("byes"), 5, "byes"):
-        if row[4] > row[3] or row[1] >= 2**16:
-            raise ValueError(f"byes {row}: bad rank or counts")
-        byes[(row[0], row[1])] = (row[2], row[3], row[4])
-    complete = value.get("complete")
-    if not isinstance(complete, bool):
-        raise ValueError("bad complete flag")
-    ended = value.get("expected_end")
-    expected_end = None if ended is None else _parse_expected_end(ended)
-    held = value.get("unfinished")  # (absent from an older record: None)
-    unfinished = span = None
-    if held is not None:
-        unfinished, span = _held_rows(held, "unfinished", (3, 5)), {}
-        for row in held:  # (checked: rows of 3 are an older trainer's, spanning nothing)
-            if len(row) == 5:
-                if row[3] > row[4] or (row[1] and row[4] - row[3] < row[1] - 1):
-                    raise ValueError(f"unfinished {row}: a bad first and last step")
-                span[row[0]] = (row[3], row[4])
-    return StopRecord(run_id, reason, finished, byes, complete, expected_end, unfinished, span)
-
-
-def c_string(value: Any) -> Any:
-    """A string of a rendezvous file as the C client reads it, up to a NUL (`as_c_reads`);
-    anything else as it is (its checks say what is wrong)."""
-    return as_c_reads(value) if isinstance(value, str) else value
-
-
-def _parse_expected_end(value: Any) -> ExpectedEnd:
-    if not isinstance(value, dict):
-        raise ValueError("expected_end: not an object")
-    counts: list[Any] = [value.get(k) for k in ("expected_simulations", "finished", "abandoned")]
-    if not all(map(_count, counts)):
-        raise ValueError(f"expected_end: bad counts {counts!r:.100}")
-    unfinished = _held_rows(value.get("unfinished"), "expected_end.unfinished")
-    return ExpectedEnd(counts[0], counts[1], counts[2], unfinished)
-
-
-def _held_rows(value: Any, name: str, widths: tuple[int, ...] = (3,)) -> dict[int, tuple[int, int]]:
-    """Rows ``[sid, steps held, refused, ...]`` (of one of `widths`) as sid -> (held,
-    refused), checked."""
-    held = {}
-    for row in _rows(value, widths, name):
-        if row[2] > row[1]:
-            raise ValueError(f"{name} {row}: more refused than held")
-        held[row[0]] = (row[1], row[2])
-    return held
-
-
-def _count(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < _U64
-
-
-def _rows(value: Any, width: int | tuple[int, ...], name: str) -> list[list[int]]:
-    widths = (width,) if isinstance(width, int) else width
-    if not isinstance(value, list) or len(value) > RECORD_LIMIT:
-        raise ValueError(f"{name}: not a list of at most {RECORD_LIMIT}")
-    for row in value:
-        if not (isinstance(row, list) and len(row) in widths and all(map(_count, row))):
-            raise ValueError(f"{name}: bad row {row!r:.100}")
-    return value

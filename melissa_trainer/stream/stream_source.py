@@ -48,6 +48,7 @@ from melissa_trainer.stream.no_data_notice import no_data_notice
 from melissa_trainer.stream.receiver import Receiver
 from melissa_trainer.stream.receiver_config import ReceiverConfig, ReceiverTuning
 from melissa_trainer.stream.reshard import reshard_states
+from melissa_trainer.stream.restart_failed import note_restart_failed
 from melissa_trainer.stream.starvation_watch import StarvationWatch, external_watch
 from melissa_trainer.stream.stop_record import StopReason
 from melissa_trainer.stream.watchdog import SilenceExcuse
@@ -293,6 +294,15 @@ class StreamSource(Source):
         self._restarts_resume = resumes
         if self._receiver is not None:
             self._receiver.restarts_resume = resumes
+
+    def note_start_failed(self, rank: int, error: BaseException) -> None:
+        """`Source.note_start_failed`: unless this rank's receiver published (its own stop
+        record then says why it stopped), the failed run's record in its rendezvous file
+        is made truthful (`restart_failed.note_restart_failed`)."""
+        receiver, directory = self._receiver, self.config.rendezvous_dir
+        if directory is None or (receiver is not None and receiver.endpoint is not None):
+            return
+        note_restart_failed(directory, rank, error, self._restarts_resume)
 
     def telemetry(self) -> dict[str, float]:
         if self._receiver is None:

@@ -56,7 +56,7 @@ from melissa_trainer.trainer.setup import (
     make_hooks,
 )
 from melissa_trainer.trainer.source_failure import SourceFailure
-from melissa_trainer.trainer.starting import refuse_second_train, start_training
+from melissa_trainer.trainer.starting import refuse_second_train, setup_failed, start_training
 from melissa_trainer.trainer.stepping import TrainerSteps
 from melissa_trainer.trainer.stop_asked import ended_by_stop
 from melissa_trainer.trainer.stop_cause import StopCause
@@ -148,7 +148,11 @@ class OnlineTrainer(TrainerSteps):
             else IngestTransform(ingest_sample, ingest_block)
         )
         self.args = args
-        self.accelerator = acc = make_accelerator(args, kwargs_handlers)
+        try:  # (a restart's process group that does not form: is another restart coming?)
+            self.accelerator = acc = make_accelerator(args, kwargs_handlers)
+        except BaseException as exc:
+            setup_failed(train_source, exc)
+            raise
         set_seed(args.seed)
         self.model, self.optimizer = acc.prepare(model, optimizer)
         process_group.release_at_exit(self.model)  # its DDP's hold on the group, at exit

@@ -10,12 +10,14 @@ Runs on the training thread, once per `train()`; collective (the resume is).
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from melissa_trainer.hooks import Event
+from melissa_trainer.sources.source import Source
 from melissa_trainer.stream.read_clock import ReadClock
 from melissa_trainer.trainer import resume_choice
 from melissa_trainer.trainer.history_check import take_history
@@ -29,7 +31,7 @@ logger = logging.getLogger(__name__)
 if TYPE_CHECKING:  # pragma: no cover
     from melissa_trainer.trainer.loop import OnlineTrainer
 
-__all__ = ["forced_stop", "mark_hooks", "refuse_second_train", "start_training"]
+__all__ = ["forced_stop", "mark_hooks", "refuse_second_train", "setup_failed", "start_training"]
 
 
 def forced_stop(trainer: OnlineTrainer, preemption: PreemptionHandler | None = None) -> None:
@@ -55,6 +57,19 @@ def forced_stop(trainer: OnlineTrainer, preemption: PreemptionHandler | None = N
         "preempted", forced if cause is None else f"{cause.stopped}, then {forced}"
     )
     trainer.source.stop()
+
+
+def setup_failed(source: object, error: BaseException) -> None:
+    """The trainer's set-up (its `Accelerator`, the process group a restart forms again)
+    failed with `error`, before any `train()`: a `Source` is told, as a failed start tells
+    it (`Source.note_start_failed`), with the launch's rank (``RANK``: this process's
+    index is not known yet; 0 without it). Anything else given as the train source: nothing."""
+    if isinstance(source, Source):
+        try:
+            rank = int(os.environ.get("RANK", "0"))
+        except ValueError:
+            return
+        source.note_start_failed(rank, error)
 
 
 def refuse_second_train(trainer: OnlineTrainer) -> None:
@@ -110,7 +125,7 @@ def start_training(trainer: OnlineTrainer, release: Callable[[], None]) -> Preem
         reads = getattr(getattr(trainer.source, "starvation", None), "reads", None)
         trainer.hooks.work = reads if isinstance(reads, ReadClock) else None
         trainer.hooks.marker = mark_hooks(trainer)  # (None: one process)
-    except BaseException:
+    except BaseException as exc:
         # train() raises, and no retry follows a started source (`refuse_second_train`):
         # it has ended, and a call after it is one after train() (`after_train`; a hook
         # then fired is not one during train(), `actions`). Before a start, a retry may
@@ -120,6 +135,8 @@ def start_training(trainer: OnlineTrainer, release: Callable[[], None]) -> Preem
             if starting:
                 trainer.source.stop()
         finally:
+            # (a restarted attempt that failed here: is another restart coming?)
+            trainer.source.note_start_failed(trainer.process_index, exc)
             preemption.restore()
             release()  # ...leaves output_dir free for the next try
         raise

@@ -35,7 +35,8 @@ from test_c_stop_words_cut import python_words
 
 from melissa_trainer.client.stopped import StopRecords
 from melissa_trainer.stream.endpoints import mark_stopped
-from melissa_trainer.stream.stop_record import StopReason, build_record, parse_record
+from melissa_trainer.stream.stop_record import StopReason, build_record
+from melissa_trainer.stream.stop_record_read import parse_record
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(60)]  # (a build and a process)
 

@@ -20,7 +20,8 @@ from test_c_close_receipt import RUN, STEPS, sink  # noqa: F401
 from test_c_close_stop_record import stopped_close
 
 from melissa_trainer.client.stopped import StopRecords
-from melissa_trainer.stream.stop_record import StopReason, build_record, parse_record
+from melissa_trainer.stream.stop_record import StopReason, build_record
+from melissa_trainer.stream.stop_record_read import parse_record
 
 pytestmark = pytest.mark.e2e  # every test here starts a process
 

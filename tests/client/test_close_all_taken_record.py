@@ -25,7 +25,8 @@ from melissa_trainer.client.receipts import confirmed
 from melissa_trainer.client.stop_kinds import ENDED
 from melissa_trainer.client.stopped import StopRecords
 from melissa_trainer.stream.endpoints import mark_stopped, write_rendezvous
-from melissa_trainer.stream.stop_record import StopReason, build_record, parse_record
+from melissa_trainer.stream.stop_record import StopReason, build_record
+from melissa_trainer.stream.stop_record_read import parse_record
 
 pytestmark = pytest.mark.timeout(30)
 

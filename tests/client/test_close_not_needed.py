@@ -25,7 +25,8 @@ from melissa_trainer.client import receipts as receipts_module
 from melissa_trainer.client.closing import TrainerStopped
 from melissa_trainer.client.tuning import ClientTuning
 from melissa_trainer.stream.receiver import Receiver
-from melissa_trainer.stream.stop_record import StopReason, parse_record
+from melissa_trainer.stream.stop_record import StopReason
+from melissa_trainer.stream.stop_record_read import parse_record
 
 pytestmark = pytest.mark.timeout(120)
 

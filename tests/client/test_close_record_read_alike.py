@@ -15,7 +15,8 @@ from test_close_all_taken_record import EP, RUN, SID, WHOSE, ingest
 
 from melissa_trainer.client.stopped import StopRecords
 from melissa_trainer.stream.endpoints import mark_stopped, write_rendezvous
-from melissa_trainer.stream.stop_record import StopReason, build_record, parse_record
+from melissa_trainer.stream.stop_record import StopReason, build_record
+from melissa_trainer.stream.stop_record_read import parse_record
 
 pytestmark = pytest.mark.timeout(30)
 

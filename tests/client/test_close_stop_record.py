@@ -31,12 +31,8 @@ from melissa_trainer.client.closing import TrainerStopped
 from melissa_trainer.client.stop_kinds import ENDED
 from melissa_trainer.client.tuning import ClientTuning
 from melissa_trainer.stream.receiver import Receiver
-from melissa_trainer.stream.stop_record import (
-    RECORD_LIMIT,
-    StopReason,
-    build_record,
-    parse_record,
-)
+from melissa_trainer.stream.stop_record import RECORD_LIMIT, StopReason, build_record
+from melissa_trainer.stream.stop_record_read import parse_record
 
 pytestmark = pytest.mark.timeout(120)
 

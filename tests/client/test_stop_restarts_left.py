@@ -19,7 +19,8 @@ import pytest
 from melissa_trainer.client.gave_up import DeliveryFailed
 from melissa_trainer.client.stopped import StopRecords
 from melissa_trainer.stream.launch_restarts import restarts_left
-from melissa_trainer.stream.stop_record import StopReason, build_record, parse_record
+from melissa_trainer.stream.stop_record import StopReason, build_record
+from melissa_trainer.stream.stop_record_read import parse_record
 
 ENDPOINT = "tcp://127.0.0.1:9"
 #: values of restarts_left read as 0 (with a word), alike in C (stop_record.c)

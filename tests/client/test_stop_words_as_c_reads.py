@@ -10,7 +10,7 @@ the two clients' words):
 * a serve file's name is ``serve_`` and 1 to 9 ASCII digits: ``\\d+`` took any Unicode
   digits, and any count, which the C client skipped;
 * a close reads a record's code, message and run id, and the file's endpoint, up to a
-  NUL too (`stop_record.c_string`): it refused a record whose code C read as "end".
+  NUL too (`stop_record_read.c_string`): it refused a record whose code C read as "end".
 
 The oracles are literal strings."""
 

@@ -222,6 +222,8 @@ static mt_status from_records(asking *a, const char *whose) {
         mt_stop_said s;
         memset(&s, 0, sizeof s);
         mt_stop_sent sent = mt_stop_sent_of(c, r, a->rv->n, a->bye_steps[r]);
+        /* (r: the client's endpoint r as well, `mine` being its endpoints, close.c; its
+         * flags freed as they change: handshake.c mt_handshake_release) */
         mt_restarts_said_load(c, r, &p->look); /* (once per client: restarts_said.h) */
         mt_stop_outcome o = mt_stop_record_decide(c->rendezvous_used, r, a->rv->endpoints[r],
                                                   c->run_id, c->simulation_id, c->rank, &sent,

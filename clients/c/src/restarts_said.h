@@ -5,7 +5,9 @@
  * has a look of its own (stop_record.c mt_stop_look), whose flag held only within it:
  * the close said the word twice (tests/c/test_c_restarts_word_once.py). The client's flag
  * for receiver r is its sends' look's (c->stop_looks[r], freed with the handshakes, as
- * the endpoints change): a read copies it in before and back after. */
+ * the endpoints change): a read copies it in before and back after. Once per client
+ * process and record file, whichever client reads it (restarts_word.h, since
+ * 2026-12-07): this flag spares a client's reads that process-wide lookup. */
 #ifndef MT_RESTARTS_SAID_H
 #define MT_RESTARTS_SAID_H
 

@@ -21,6 +21,7 @@
 
 #include "internal.h"
 #include "restarts_left.h"
+#include "restarts_word.h"
 
 #define MAX_ROWS 4096u      /* stop_record.py RECORD_LIMIT */
 
@@ -118,7 +119,7 @@ typedef struct expected_end {
 static bool unfinished_row(const uint64_t *r, size_t width, void *ctx) {
     expected_end *e = ctx;
     if (r[2] > r[1]) return false; /* (more refused than held) */
-    /* (first after last, or more steps than the range holds: stop_record.py parse_record) */
+    /* (first after last, or more steps than the range holds: stop_record_read.py parse_record) */
     if (width == 5 && (r[3] > r[4] || (r[1] != 0 && r[4] - r[3] < r[1] - 1))) return false;
     if (r[0] == e->simulation_id) {
         e->steps = r[1], e->refused = r[2], e->found = true;
@@ -349,10 +350,11 @@ static mt_stop_outcome look_at(const char *dir, size_t rank, const char *endpoin
                 said = MT_STOP_UNDECIDED;
             } else if (out->restarts_bad && !look->restarts_warned) {
                 look->restarts_warned = true; /* (client/stopped.py's words, after its whose) */
-                fprintf(stderr, "melissa_trainer: mt_client_close: the stop record in %s: its "
-                                "restarts_left is not an integer from 0 to %u: read as 0, no "
-                                "restart of the failed run expected\n",
-                        path, MT_MAX_RESTARTS_LEFT);
+                if (mt_restarts_word_first(path)) /* (once per process: restarts_word.h) */
+                    fprintf(stderr, "melissa_trainer: mt_client_close: the stop record in %s: "
+                                    "its restarts_left is not an integer from 0 to %u: read "
+                                    "as 0, no restart of the failed run expected\n",
+                            path, MT_MAX_RESTARTS_LEFT);
             }
         }
     }

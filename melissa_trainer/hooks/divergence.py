@@ -8,7 +8,10 @@ It must not cry wolf. A user's run (a StepLR scheduler down to ~4e-11, validatio
 its best and its learning rate at ~0: the rule compared the last training-loss window
 (the mean of 40 samples) with the lowest of 53 such windows, and the lowest of many
 noisy windows is an outlier. The training-loss rule now compares smoothed levels, and
-is silenced by what the history says against it (`diverged`).
+is silenced by what the history says against it (`diverged`). Levels miss a divergence
+that shows in the last log or two only (the loss a hundred times higher at once, the
+median of the last 5 logs still low), so a sharp jump of those logs, beyond any rise
+the history showed before, is a growth too.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from __future__ import annotations
 import math
 from statistics import median
 
-__all__ = ["DIVERGED_GROWTH", "LR_AT_REST", "SMOOTHED_LOGS", "diverged"]
+__all__ = ["DIVERGED_GROWTH", "JUMP_BEYOND", "JUMP_LOGS", "LR_AT_REST", "SMOOTHED_LOGS", "diverged"]
 
 #: a last ``eval_loss`` this many times the best, or a training-loss level this many
 #: times its lowest, is divergence, not fitting: a model fitting its samples loses
@@ -31,6 +34,14 @@ SMOOTHED_LOGS = 5
 #: a learning rate at most this share of the run's highest logged one is at rest: the
 #: weights barely move, so a loss that grew meanwhile did not grow by the optimisation
 LR_AT_REST = 1e-3
+#: a jump is in at most this many last logs: a divergence that shows in more of them
+#: raises the level (the median of the last `SMOOTHED_LOGS`)
+JUMP_LOGS = 2
+#: a jump of the last logs is beyond the history's own spread when it is at least this
+#: many times the largest rise of any earlier log over the median of the logs before it
+#: (3: no false alarm added on 1000 tuning series of five noise families, seeds 0-199
+#: of benchmarks/divergence_alarms.py; 2 added one, 1 added eight)
+JUMP_BEYOND = 3.0
 
 _ADVICE = (
     ": this looks like a diverging optimisation, not a study short of data. Lower "
@@ -54,7 +65,14 @@ def diverged(history: list[dict[str, float]]) -> str | None:
       Not when a validation at or after the first of those last logs is the best
       (ties: the latest): the model on held-out data was at its best while the
       training loss was high, so the optimisation did not diverge (a stream brings new
-      samples, harder ones too).
+      samples, harder ones too);
+    - a sharp jump of the training loss in its last j logs (j = 1 or 2, up to
+      `JUMP_LOGS`), which the level misses: the least of them is at least
+      `DIVERGED_GROWTH` times the median of the k logs before them, and at least
+      `JUMP_BEYOND` times the largest rise any earlier log had over the median of the
+      k logs before it (the history's own spread: a noisy loss rises often, a
+      diverging one beyond that). Only with at least 2k logs before them, all
+      positive; not when a validation at or after the first of them is the best.
 
     Neither growth is divergence when the learning rate logged from the best (the best
     validation's step; the first log of the lowest training level, its latest if tied)
@@ -91,7 +109,7 @@ def diverged(history: list[dict[str, float]]) -> str | None:
                     "a model fitting the samples it has loses validation slowly, not by an "
                     "order of magnitude"
                 )
-    grew = _training_loss_grew(losses, evals, rates)
+    grew = _training_loss_grew(losses, evals, rates) or _training_loss_jumped(losses, evals, rates)
     if grew is not None:
         seen.append(grew)
     if not seen:
@@ -135,6 +153,43 @@ def _training_loss_grew(
         f"last {k}, steps {rose_at:.0f}-{losses[-1][0]:.0f}), {now / low:.0f} times its "
         "lowest"
     )
+
+
+def _training_loss_jumped(
+    losses: list[tuple[float, float]],
+    evals: list[tuple[float, float]],
+    rates: list[tuple[float, float]],
+) -> str | None:
+    """`diverged`'s sharp-jump clause (its rule), else None; arguments as
+    `_training_loss_grew`'s."""
+    k = SMOOTHED_LOGS
+    values = [loss for _, loss in losses]
+    # (the most logs first: a jump of the last 2 is named as such, not as its last log's)
+    for j in range(JUMP_LOGS, 0, -1):
+        before = values[:-j]
+        # (a loss at or below 0, a custom one, has no ratios to compare)
+        if len(before) < 2 * k or min(before) <= 0:
+            continue
+        base = median(before[-k:])
+        top = min(values[-j:])
+        if top < DIVERGED_GROWTH * base:
+            continue
+        spread = max(before[i] / median(before[i - k : i]) for i in range(k, len(before)))
+        if top < JUMP_BEYOND * spread * base:
+            continue
+        rose_at = losses[-j][0]
+        if evals and min(reversed(evals), key=lambda e: e[1])[0] >= rose_at:
+            return None
+        if _at_rest(rates, losses[-j - k][0]):
+            return None
+        logs = f"step {rose_at:.0f}" if j == 1 else f"steps {rose_at:.0f}-{losses[-1][0]:.0f}"
+        last = "its last log" if j == 1 else f"its last {j} logs"
+        return (
+            f"the training loss jumped to {top:.4g} ({last}, {logs}) from {base:.4g} (the "
+            f"median of the {k} logs before), {top / base:.0f} times, where no earlier log "
+            f"rose over {spread:.1f} times"
+        )
+    return None
 
 
 def _at_rest(rates: list[tuple[float, float]], since: float) -> bool:

@@ -61,7 +61,8 @@ def data_limited(
 
     Divergence first, whatever else the history holds (`hooks.divergence.diverged`,
     its rule): the last ``eval_loss`` at least `divergence.DIVERGED_GROWTH` times a positive best
-    one, or the training loss's smoothed level that many times its lowest, unless the
+    one, the training loss's smoothed level that many times its lowest, or its last
+    log or two jumped beyond the history's spread, unless the
     validation or the learning rate says otherwise: the advice is to lower the learning
     rate, or clip the gradients. (It needs no
     training loss logged near the best validation: an early-stopped run with the

@@ -47,7 +47,8 @@ from pathlib import Path
 import numpy as np
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.stream import follow_server
-from melissa_trainer.stream.receiver import Receiver, ReceiverConfig
+from melissa_trainer.stream.receiver import Receiver
+from melissa_trainer.stream.receiver_config import ReceiverConfig
 from melissa_trainer.wire.receipt import decode_receipt_query
 
 rendezvous, mark = sys.argv[1], Path(sys.argv[2])

@@ -41,7 +41,8 @@ import sys, threading
 from pathlib import Path
 import numpy as np
 from melissa_trainer.buffers import FIFOBuffer
-from melissa_trainer.stream.receiver import Receiver, ReceiverConfig
+from melissa_trainer.stream.receiver import Receiver
+from melissa_trainer.stream.receiver_config import ReceiverConfig
 
 rendezvous, mark, count, take = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 buffer = FIFOBuffer(1)

@@ -102,7 +102,8 @@ RECEIVER = """
 import sys
 import zmq
 from melissa_trainer.buffers import FIFOBuffer
-from melissa_trainer.stream.receiver import Receiver, ReceiverConfig
+from melissa_trainer.stream.receiver import Receiver
+from melissa_trainer.stream.receiver_config import ReceiverConfig
 buffer = FIFOBuffer(64)
 config = ReceiverConfig(expected_simulations=1, curve_secret_key=zmq.curve_keypair()[1])
 receiver = Receiver(buffer, 0, 1, config)

@@ -12,12 +12,21 @@ Three findings, each a `Reexport`:
   files) where `m` is a module of the package that does not define `X` (a name of another
   module that `m` imports for its own use): import it from its owner.
 
+The third is also looked for in the Python code that files hold in strings (a test's
+solver script, run in a subprocess, where a wrong import fails only at run time): each
+string constant naming the package that parses as Python once dedented (and the strings
+inside it), with two more findings there: ``import m`` / ``from m import X`` of a
+module `m` of the package that does not exist, and ``from f import X`` of a package's
+face `f` that binds no `X` (neither defines, imports, lists in ``__all__`` nor has a
+submodule `X`).
+
 A package's ``__init__`` re-exports only where the caller allows it (the public API).
 """
 
 from __future__ import annotations
 
 import ast
+import textwrap
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -167,7 +176,8 @@ def reexports(
     owners = {n for n, m in known.items() if not m.is_package and n not in allowed}
     files = [(m.path, m.package) for m in known.values()] + [(p, None) for p in importers]
     for path, package in files:
-        for child in ast.walk(ast.parse(path.read_text(), str(path))):
+        tree = ast.parse(path.read_text(), str(path))
+        for child in ast.walk(tree):
             if not isinstance(child, ast.ImportFrom):
                 continue
             source = _resolve(package, child)
@@ -177,4 +187,82 @@ def reexports(
                 if alias.name not in defined[source] and f"{source}.{alias.name}" not in known:
                     why = f"imported from {source}, which does not define it"
                     found.append(Reexport(path, child.lineno, alias.name, source, why))
+        found += _string_imports(path, tree, known, trees, defined, owners)
+    return found
+
+
+def code_in_strings(tree: ast.AST, word: str, line: int = 1) -> Iterator[tuple[int, ast.Module]]:
+    """Each string constant of `tree` holding `word` that parses as Python once dedented,
+    with the line of the file it starts on (`tree`'s first line is `line`), and the
+    strings inside those, in turn. f-strings are left out: their holes are not code."""
+    in_fstrings = {
+        id(part) for node in ast.walk(tree) if isinstance(node, ast.JoinedStr)
+        for part in ast.walk(node)
+    }  # fmt: skip
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and word in node.value
+            and id(node) not in in_fstrings
+        ):
+            try:
+                code = ast.parse(textwrap.dedent(node.value))
+            except (SyntaxError, ValueError):  # (prose, a template; ValueError: a NUL)
+                continue
+            at = line + node.lineno - 1
+            yield at, code
+            yield from code_in_strings(code, word, at)
+
+
+def _face_binds(tree: ast.Module, defined: set[str]) -> set[str]:
+    """The names a package's face binds: defined, imported at module level, or listed in
+    ``__all__`` (lazy names, given by a module ``__getattr__``)."""
+    imported = {
+        alias.asname or alias.name.partition(".")[0]
+        for node in module_level(tree.body)
+        if isinstance(node, ast.Import | ast.ImportFrom)
+        for alias in node.names
+    }
+    return defined | imported | set(all_names(tree))
+
+
+def _string_imports(
+    path: Path,
+    tree: ast.Module,
+    known: dict[str, Module],
+    trees: dict[str, ast.Module],
+    defined: dict[str, set[str]],
+    owners: set[str],
+) -> list[Reexport]:
+    """`reexports`' findings in the code `tree` holds in strings (`code_in_strings`)."""
+    root = next(iter(known)).partition(".")[0]
+    found: list[Reexport] = []
+    for line, code in code_in_strings(tree, root):
+        for node in ast.walk(code):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.name.partition(".")[0] == root and alias.name not in known:
+                        why = f"in a string: no module {alias.name}"
+                        at = line + node.lineno - 1
+                        found.append(Reexport(path, at, alias.name, alias.name, why))
+            if not isinstance(node, ast.ImportFrom) or node.level or not node.module:
+                continue
+            source, at = node.module, line + node.lineno - 1
+            if source.partition(".")[0] != root:
+                continue
+            if source not in known:
+                why = f"in a string: no module {source}"
+                found.append(Reexport(path, at, source, source, why))
+                continue
+            if source in owners:
+                binds, does = defined[source], "does not define it"
+            else:
+                binds, does = _face_binds(trees[source], defined[source]), "has no such name"
+            for alias in node.names:
+                if alias.name == "*":  # (whatever it binds exists)
+                    continue
+                if alias.name not in binds and f"{source}.{alias.name}" not in known:
+                    why = f"in a string: imported from {source}, which {does}"
+                    found.append(Reexport(path, at, alias.name, source, why))
     return found

@@ -26,7 +26,8 @@ import zmq
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.client import Client, ClientTuning
 from melissa_trainer.stream import liveness, receiver_socket  # (where the socket is set up)
-from melissa_trainer.stream.receiver import Receiver, ReceiverConfig
+from melissa_trainer.stream.receiver import Receiver
+from melissa_trainer.stream.receiver_config import ReceiverConfig
 
 if sys.argv[1] == "heartbeat":  # what the receiver would set for a 1 s heartbeat
     options = liveness.socket_options

@@ -106,7 +106,8 @@ from test_receiver_stalled_peers import check_one_simulation, stream_one_simulat
 from zmtp_peer import closed_by_peer, rss, stall_mid_frame, zmtp_push_peer
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.stream import liveness, receiver_socket  # (where the socket is set up)
-from melissa_trainer.stream.receiver import Receiver, ReceiverConfig
+from melissa_trainer.stream.receiver import Receiver
+from melissa_trainer.stream.receiver_config import ReceiverConfig
 
 subprocess.run("ip link set lo up".split(), check=True)
 for address in ("10.7.0.1", "10.7.0.2"):  # the receiver's host, the peer's host

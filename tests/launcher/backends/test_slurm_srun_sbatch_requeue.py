@@ -56,8 +56,8 @@ from melissa_trainer import OnlineTrainer, StreamSource, Study, TrainingArgument
 from melissa_trainer.hooks import SampleLedger
 from melissa_trainer.launcher import Launcher
 from melissa_trainer.launcher.backends import SlurmBackend
-from melissa_trainer.launcher.launcher import LauncherTuning
-from melissa_trainer.stream.receiver import ReceiverConfig
+from melissa_trainer.launcher.tuning import LauncherTuning
+from melissa_trainer.stream.receiver_config import ReceiverConfig
 
 here, n, steps, pause = Path(sys.argv[1]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
 # the receiver published at the address of the node the trainer runs on (the batch

@@ -61,8 +61,10 @@ import json, os, signal, subprocess, sys, time, traceback
 from pathlib import Path
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.launcher.backends import SlurmBackend
-from melissa_trainer.launcher.launcher import Launcher, LauncherTuning
-from melissa_trainer.stream.receiver import Receiver, ReceiverConfig
+from melissa_trainer.launcher.launcher import Launcher
+from melissa_trainer.launcher.tuning import LauncherTuning
+from melissa_trainer.stream.receiver import Receiver
+from melissa_trainer.stream.receiver_config import ReceiverConfig
 
 here, n, host, steps = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
 pause, deadline = sys.argv[5], float(sys.argv[7])

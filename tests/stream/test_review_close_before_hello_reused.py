@@ -72,7 +72,8 @@ def test_a_close_before_its_hello_is_counted_when_its_descriptor_is_reused() -> 
         say(f"B connect {endpoint}", f"B send {hello(2)}")
         wait_until(lambda: link(fd) is not None, "B's connection accepted")
         frame_b, msg_b = read()
-        assert frame_b.get(zmq.SRCFD) == fd, "B was not given A's descriptor"
+        if frame_b.get(zmq.SRCFD) != fd:  # (not this test's case: no false xfail)
+            pytest.skip("B was not given A's descriptor")
         # the ingester, no longer busy, reads both HELLOs in order
         watch.hello(frame_a, msg_a)
         watch.hello(frame_b, msg_b)

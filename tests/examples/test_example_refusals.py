@@ -134,3 +134,34 @@ def test_the_program_says_the_words_the_configuration_how_to_quotes(tmp_path: Pa
         "train.py: error: argument --num_simulations: num_simulations=0 must be >= 1",
     ]
     assert proc.stdout == "" and not list(tmp_path.iterdir())
+
+
+#: a study example whose --plot (the default) needs the [examples] extra -> its main
+PLOTTING = ["heat_pde", "lorenz", "navier_stokes"]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("name", PLOTTING)
+def test_a_missing_extra_is_a_usage_error_naming_it_before_anything_starts(
+    name: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Without matplotlib (``pip install -e .`` without ``[examples]``) the example ends as
+    a missing ``--model neuralop`` package does: ``PROG: error: ...`` naming the extra,
+    exit status 2 (a user trial, htrial12: it exited 1, the line without the program's
+    name), and nothing started (no output_dir)."""
+    train = example_train(name, monkeypatch)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib: ImportError
+    monkeypatch.setattr(sys, "argv", ["train.py"])
+    out = tmp_path / "out"
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as info:
+        train.main(["--output_dir", str(out)])
+    assert info.value.code == 2
+    assert capsys.readouterr().err.splitlines() == [
+        'train.py: error: --plot needs matplotlib: pip install "melissa-trainer[examples]", '
+        "or --no_plot"
+    ]
+    assert not out.exists()

@@ -11,8 +11,8 @@ nobody keeps, and every waiting client waits its whole ``follow_timeout``.
 
 The attempt that fails is the one that knows: `note_restart_failed`, on its early
 failure paths (`Source.note_start_failed`: `trainer.starting`, from `train()`'s start
-and from the trainer's set-up, its `Accelerator`, process group and output directory),
-rewrites the record of its
+and from the trainer's set-up, its `Accelerator`, process group and output directory;
+`trainer.final_restart`, a restart after a stop for good), rewrites the record of its
 rank's file, if it promises a resume (`stop_record.resumable`) beyond what is left, as
 ``error`` with this attempt's ``restarts_left`` (0 when none is left, or when the
 restart would not resume: `Source.note_restarts_resume`) and a message opening with
@@ -57,7 +57,7 @@ RESTART_FAILED = (
 #: how it closes when no restart is left: the run is not coming back on its own
 NO_RESTART = "no restart left: the launcher gave up, the run is not coming back on its own"
 #: how it closes when restarts are left but none resumes the run (`resumes` False: a
-#: command without ``resume_from_checkpoint``)
+#: command without ``resume_from_checkpoint``, a stop for good, `trainer.final_restart`)
 NO_RESUME = "no restart resumes it: the run is not coming back on its own"
 
 

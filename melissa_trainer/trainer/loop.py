@@ -41,6 +41,7 @@ from melissa_trainer.sources.source import Source, SourceError
 from melissa_trainer.trainer.after_train import mark_exit
 from melissa_trainer.trainer.direct_calls import DirectCalls
 from melissa_trainer.trainer.ending import end_training, failed
+from melissa_trainer.trainer.final_restart import refuse_final_restart
 from melissa_trainer.trainer.held_out import HeldOutLosses
 from melissa_trainer.trainer.hook_mark import known_gone
 from melissa_trainer.trainer.late_end import end_sentence
@@ -148,6 +149,8 @@ class OnlineTrainer(TrainerSteps):
             else IngestTransform(ingest_sample, ingest_block)
         )
         self.args = args
+        # (a torchrun restart after a stop for good: nothing to restart, before any cost)
+        refuse_final_restart(train_source, args.output_dir)
         resumes = args.resume_from_checkpoint is not None  # (what a restart of this does)
         try:  # (a restart's process group that does not form: is another restart coming?)
             self.accelerator = acc = make_accelerator(args, kwargs_handlers)

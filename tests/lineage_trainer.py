@@ -22,6 +22,8 @@ class ScriptArgs:
     """The scripts' own flag, parsed beside `TrainingArguments`."""
 
     rendezvous: str = ""
+    #: the stream's `ReceiverConfig.nonfinite` (tests/trainer/test_restart_after_nonfinite.py: fail)
+    nonfinite: str = "refuse"
 
 
 def record_steps(log: TextIO, before: Callable[[int], None] = lambda step: None) -> None:
@@ -56,7 +58,9 @@ def lineage_trainer(
         args,
         torch.optim.SGD(model.parameters(), lr=1e-2),
         train_source=StreamSource(
-            ReceiverConfig(expected_simulations=1, rendezvous_dir=opts.rendezvous)
+            ReceiverConfig(
+                expected_simulations=1, rendezvous_dir=opts.rendezvous, nonfinite=opts.nonfinite
+            )
         ),
         process_sample=lambda s: (torch.from_numpy(s["x"]), torch.from_numpy(s["y"])),
         hooks=list(hooks),

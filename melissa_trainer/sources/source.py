@@ -139,6 +139,14 @@ class Source(ABC):
         True. Ignored by default."""
         return None
 
+    def final_stop(self, output_dir: str) -> str | None:
+        """On a torchrun restart, before the trainer's set-up: why the failed attempt's
+        stop was final (no restart can resume it: `stream.final_stop`), in one line saying
+        what to do; None to go on (not a restart, nothing final). A `StreamSource` reads
+        its receivers' stop records (`output_dir`: a study's are under it). None by
+        default."""
+        return None
+
     def note_start_failed(self, rank: int, error: BaseException) -> None:  # noqa: B027 (optional)
         """This rank's `train()` failed with `error` before its source published anything
         (its resume, its `start`): a restarted attempt under torchrun that the failed

@@ -65,7 +65,8 @@ steps, nonfinite], ...]}]}``
   (a study reruns it; a solver that followed would send the steps the checkpoint lacks),
   its sample holds the same NaN or Inf, and the restarted run stops on it again: solvers
   would wait ``follow_timeout`` for another failure. The fix is a person's (the solver,
-  or ``nonfinite="refuse"``), then a resume.
+  or ``nonfinite="refuse"``), then a resume. A restart the launcher makes anyway ends
+  before its set-up (`final_stop`, `trainer.final_restart`).
 
 At most about 5 * `RECORD_LIMIT` * 40 bytes (800 KiB). Plain JSON, read without
 unpickling anything (`stop_record_read.parse_record`: every field checked, sizes

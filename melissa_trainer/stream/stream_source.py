@@ -43,6 +43,7 @@ from melissa_trainer.sources.first_data import FirstDataWait
 from melissa_trainer.sources.ingest_transform import IngestTransform
 from melissa_trainer.sources.source import Source, SourceError
 from melissa_trainer.stream import heap
+from melissa_trainer.stream.final_stop import read_final_stop
 from melissa_trainer.stream.ingest_counters import telemetry_keys
 from melissa_trainer.stream.no_data_notice import no_data_notice
 from melissa_trainer.stream.receiver import Receiver
@@ -294,6 +295,11 @@ class StreamSource(Source):
         self._restarts_resume = resumes
         if self._receiver is not None:
             self._receiver.restarts_resume = resumes
+
+    def final_stop(self, output_dir: str) -> str | None:
+        """`Source.final_stop`: the records of its rendezvous directory (None: none)."""
+        stop = read_final_stop(self.config.rendezvous_dir)
+        return None if stop is None else stop.words()
 
     def note_start_failed(self, rank: int, error: BaseException) -> None:
         """`Source.note_start_failed`: unless this rank's receiver published (its own stop

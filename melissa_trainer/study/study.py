@@ -79,6 +79,7 @@ from melissa_trainer.launcher.adaptive import AdaptiveSampler
 from melissa_trainer.launcher.simulation_record import SavedStudy
 from melissa_trainer.sources.ingest_transform import IngestTransform
 from melissa_trainer.sources.source import Source, SourceError
+from melissa_trainer.stream.final_stop import read_final_stop
 from melissa_trainer.stream.rank_activity import ActivityPublisher
 from melissa_trainer.stream.receiver import Receiver
 from melissa_trainer.stream.starvation_watch import StarvationWatch
@@ -183,6 +184,13 @@ class Study(StudyState, StudyStop, Source):
         self._output_dir = Path(output_dir)
         self.stream.configure(output_dir)
         self.stream.fill_in(rendezvous_dir=self._output_dir / "rendezvous")
+
+    def final_stop(self, output_dir: str) -> str | None:
+        """`Source.final_stop`: its stream's records, ``{output_dir}/rendezvous`` unless
+        the stream names its own (`configure`, not called yet)."""
+        directory = self.stream.config.rendezvous_dir or Path(output_dir) / "rendezvous"
+        stop = read_final_stop(directory)
+        return None if stop is None else stop.words()
 
     def set_run_id(self, run_id: str) -> None:
         """The trainer's run id: the receivers publish it and refuse other runs'

@@ -41,6 +41,7 @@ from melissa_trainer.sources.source import Source, SourceError
 from melissa_trainer.trainer.after_train import mark_exit
 from melissa_trainer.trainer.direct_calls import DirectCalls
 from melissa_trainer.trainer.ending import end_training, failed
+from melissa_trainer.trainer.final_restart import refuse_final_restart
 from melissa_trainer.trainer.held_out import HeldOutLosses
 from melissa_trainer.trainer.hook_mark import known_gone
 from melissa_trainer.trainer.late_end import end_sentence
@@ -148,63 +149,70 @@ class OnlineTrainer(TrainerSteps):
             else IngestTransform(ingest_sample, ingest_block)
         )
         self.args = args
+        # (a torchrun restart after a stop for good: nothing to restart, before any cost)
+        refuse_final_restart(train_source, args.output_dir)
+        resumes = args.resume_from_checkpoint is not None  # (what a restart of this does)
         try:  # (a restart's process group that does not form: is another restart coming?)
             self.accelerator = acc = make_accelerator(args, kwargs_handlers)
         except BaseException as exc:
-            setup_failed(train_source, exc)
+            setup_failed(train_source, exc, resumes)
             raise
-        set_seed(args.seed)
-        self.model, self.optimizer = acc.prepare(model, optimizer)
-        process_group.release_at_exit(self.model)  # its DDP's hold on the group, at exit
-        # Not prepared: Accelerate would step it once per rank at every step.
-        self.lr_scheduler = lr_scheduler
-        if lr_scheduler is not None:
-            acc.register_for_checkpointing(lr_scheduler)
-        self.loss_fn: LossFn = loss_fn or torch.nn.functional.mse_loss
-        # source -> buffer -> dataset, and the validation set transformed once (`setup`);
-        # the source configured last, once output_dir is locked (`claim_output_dir`)
-        data = make_data_path(
-            args, acc, train_source, self.ingest_transform, eval_dataset,
-            process_sample, collate_fn, process_batch,
-        )  # fmt: skip
-        self.source, self.buffer, self.dataset = data.source, data.buffer, data.dataset
-        self.eval_dataset = eval_dataset = data.eval_dataset
-        #: The last validation's loss per held-out simulation, with their parameters
-        #: (`trainer.held_out.HeldOutLosses`: `.worst`, `.rows()`), when every validation
-        #: sample carries a ``simulation_id``; None before, or without ids.
-        self.held_out_losses: HeldOutLosses | None = None
-        self.state = TrainerState(max_steps=args.max_steps)
-        self.control = TrainerControl(clock=self.state)  # (dates a stop: `stop_step`)
-        self.hooks = make_hooks(args, eval_dataset, self.source, hooks, use_default_hooks)
-        self.stop_sync = StopSync(acc.device, acc.num_processes)
-        self.stop_sync.watch.roll = launch_roll_call(acc.process_index, acc.num_processes)
-        # what a step uses: the loss guard, the batches staged, the step's arithmetic,
-        # the log's figures (`stepping`)
-        self._set_up_steps(lr_scheduler, self.stop_sync.distributed)
-        #: The signal that preempted the last `train()` (None: not preempted); the same
-        #: on every rank, set before LOOP_END, so hooks may read it from there on.
-        self.preempted_by: signal.Signals | None = None
-        #: Why the last `train()` ended, in words, set before LOOP_END: "end of stream",
-        #: "max_steps N reached", or `stop_asked.stop_words`'. "" before the end.
-        self.ended_by = ""
-        #: Whether a `train()` has started the source (`starting`): a trainer trains its
-        #: stream once, and a second `train()` is refused naming the fix (htrial37)
-        self.train_started = False
-        self.train_ended = False  #: `train()` returned or raised (then `after_train`)
-        self.direct_calls = DirectCalls()  #: user code's collective calls (`actions`)
-        # One trainer per output_dir (`output_lock`): rank 0 locks it before any write there
-        #: This run's identity (the same on every rank, new at each trainer): the stream's
-        #: receivers refuse simulations of another run (see `Source.set_run_id`).
-        self.run_id: str
-        self._output_hold, self.run_id = claim_output_dir(
-            args.output_dir,
-            acc,
-            self.source,
-            self.stop_sync.watch,  # (its broadcast watched)
-        )
-        weakref.finalize(self, self._output_hold.release)  # a trainer dropped untrained
-        # (a restart runs this command again: it resumes only if the command says so)
-        self.source.note_restarts_resume(args.resume_from_checkpoint is not None)
+        try:  # (the rest of the set-up failing on a restart, `claim_output_dir`: the same)
+            set_seed(args.seed)
+            self.model, self.optimizer = acc.prepare(model, optimizer)
+            process_group.release_at_exit(self.model)  # its DDP's hold on the group, at exit
+            # Not prepared: Accelerate would step it once per rank at every step.
+            self.lr_scheduler = lr_scheduler
+            if lr_scheduler is not None:
+                acc.register_for_checkpointing(lr_scheduler)
+            self.loss_fn: LossFn = loss_fn or torch.nn.functional.mse_loss
+            # source -> buffer -> dataset, and the validation set transformed once (`setup`);
+            # the source configured last, once output_dir is locked (`claim_output_dir`)
+            data = make_data_path(
+                args, acc, train_source, self.ingest_transform, eval_dataset,
+                process_sample, collate_fn, process_batch,
+            )  # fmt: skip
+            self.source, self.buffer, self.dataset = data.source, data.buffer, data.dataset
+            self.eval_dataset = eval_dataset = data.eval_dataset
+            #: The last validation's loss per held-out simulation, with their parameters
+            #: (`trainer.held_out.HeldOutLosses`: `.worst`, `.rows()`), when every validation
+            #: sample carries a ``simulation_id``; None before, or without ids.
+            self.held_out_losses: HeldOutLosses | None = None
+            self.state = TrainerState(max_steps=args.max_steps)
+            self.control = TrainerControl(clock=self.state)  # (dates a stop: `stop_step`)
+            self.hooks = make_hooks(args, eval_dataset, self.source, hooks, use_default_hooks)
+            self.stop_sync = StopSync(acc.device, acc.num_processes)
+            self.stop_sync.watch.roll = launch_roll_call(acc.process_index, acc.num_processes)
+            # what a step uses: the loss guard, the batches staged, the step's arithmetic,
+            # the log's figures (`stepping`)
+            self._set_up_steps(lr_scheduler, self.stop_sync.distributed)
+            #: The signal that preempted the last `train()` (None: not preempted); the same
+            #: on every rank, set before LOOP_END, so hooks may read it from there on.
+            self.preempted_by: signal.Signals | None = None
+            #: Why the last `train()` ended, in words, set before LOOP_END: "end of stream",
+            #: "max_steps N reached", or `stop_asked.stop_words`'. "" before the end.
+            self.ended_by = ""
+            #: Whether a `train()` has started the source (`starting`): a trainer trains its
+            #: stream once, and a second `train()` is refused naming the fix (htrial37)
+            self.train_started = False
+            self.train_ended = False  #: `train()` returned or raised (then `after_train`)
+            self.direct_calls = DirectCalls()  #: user code's collective calls (`actions`)
+            # One trainer per output_dir (`output_lock`): rank 0 locks it before any write there
+            #: This run's identity (the same on every rank, new at each trainer): the stream's
+            #: receivers refuse simulations of another run (see `Source.set_run_id`).
+            self.run_id: str
+            self._output_hold, self.run_id = claim_output_dir(
+                args.output_dir,
+                acc,
+                self.source,
+                self.stop_sync.watch,  # (its broadcast watched)
+            )
+            weakref.finalize(self, self._output_hold.release)  # a trainer dropped untrained
+            # (a restart runs this command again: it resumes only if the command says so)
+            self.source.note_restarts_resume(resumes)
+        except BaseException as exc:
+            setup_failed(getattr(self, "source", train_source), exc, resumes)
+            raise
 
     @property
     def is_main_process(self) -> bool:

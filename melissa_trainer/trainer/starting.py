@@ -59,16 +59,20 @@ def forced_stop(trainer: OnlineTrainer, preemption: PreemptionHandler | None = N
     trainer.source.stop()
 
 
-def setup_failed(source: object, error: BaseException) -> None:
-    """The trainer's set-up (its `Accelerator`, the process group a restart forms again)
-    failed with `error`, before any `train()`: a `Source` is told, as a failed start tells
-    it (`Source.note_start_failed`), with the launch's rank (``RANK``: this process's
-    index is not known yet; 0 without it). Anything else given as the train source: nothing."""
+def setup_failed(source: object, error: BaseException, resumes: bool = True) -> None:
+    """The trainer's set-up (its `Accelerator`, the process group a restart forms again,
+    anything after it in `OnlineTrainer.__init__`: the output directory's claim) failed
+    with `error`, before any `train()`: a `Source` is told, as a failed start tells it
+    (`Source.note_start_failed`), with the launch's rank (``RANK``: this process's index
+    may not be known yet; 0 without it), and first whether a restart of this command
+    resumes (`resumes`: `Source.note_restarts_resume`, which the set-up had not said
+    yet). Anything else given as the train source: nothing."""
     if isinstance(source, Source):
         try:
             rank = int(os.environ.get("RANK", "0"))
         except ValueError:
             return
+        source.note_restarts_resume(resumes)
         source.note_start_failed(rank, error)
 
 

@@ -27,7 +27,8 @@ from lineage_trainer import ScriptArgs, lineage_trainer, record_steps  # noqa: E
 
 from melissa_trainer import ArgumentParser, TrainingArguments  # noqa: E402
 
-#: the step before which rank 1 fails on the first attempt
+#: the step before which rank 1 fails on the first attempt (0: never; the run stops on a
+#: solver's NaN under --nonfinite fail: tests/trainer/test_restart_after_nonfinite.py)
 FAIL_AT = int(os.environ.get("FAIL_AT", "7"))
 ATTEMPT = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
 RANK = int(os.environ.get("RANK", "0"))

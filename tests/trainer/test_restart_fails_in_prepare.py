@@ -1,9 +1,9 @@
-"""Review finding (hrev10): ae1f1b11 tells the source of a restarted attempt's set-up
+"""A review finding (hrev10), fixed by eeb806d4 (failed before it): ae1f1b11 told the source of a restarted attempt's set-up
 failure only around `make_accelerator` (`OnlineTrainer.__init__`'s try, `starting.
-setup_failed`); the rest of the set-up before `train()` is not covered. The first
+setup_failed`); the rest of the set-up before `train()` was not covered. The first
 collective after the group forms is DDP's broadcast in `acc.prepare` (where a restart
 whose peer died, or whose NCCL/gloo link breaks, fails), then `claim_output_dir`'s
-broadcast: a restarted attempt failing there leaves the failed run's record promising a
+broadcast: a restarted attempt failing there left the failed run's record promising a
 restart, and on the last attempt every waiting client waits out its ``follow_timeout``
 for a restart that never comes, the case 83ffc843/ae1f1b11 set out to close.
 
@@ -24,11 +24,6 @@ from test_restart_failed_early import FailingHook, attempt, entry_of
 pytestmark = pytest.mark.timeout(120)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="hrev10: a restarted attempt failing in its set-up after make_accelerator "
-    "(acc.prepare, claim_output_dir) leaves the record promising a restart",
-)
 def test_a_last_restart_failing_in_prepare_says_none_is_left(
     tmp_path: Path, monkeypatch: Any
 ) -> None:

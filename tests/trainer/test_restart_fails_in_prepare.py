@@ -1,11 +1,12 @@
-"""A review finding (hrev10), fixed by eeb806d4 (failed before it): ae1f1b11 told the source of a restarted attempt's set-up
-failure only around `make_accelerator` (`OnlineTrainer.__init__`'s try, `starting.
-setup_failed`); the rest of the set-up before `train()` was not covered. The first
-collective after the group forms is DDP's broadcast in `acc.prepare` (where a restart
-whose peer died, or whose NCCL/gloo link breaks, fails), then `claim_output_dir`'s
-broadcast: a restarted attempt failing there left the failed run's record promising a
-restart, and on the last attempt every waiting client waits out its ``follow_timeout``
-for a restart that never comes, the case 83ffc843/ae1f1b11 set out to close.
+"""A review finding (hrev10), fixed by eeb806d4 (failed before it): ae1f1b11 told the source
+of a restarted attempt's set-up failure only around `make_accelerator`
+(`OnlineTrainer.__init__`'s try, `starting.setup_failed`); the rest of the set-up before
+`train()` was not covered. The first collective after the group forms is DDP's broadcast
+in `acc.prepare` (where a restart whose peer died, or whose NCCL/gloo link breaks, fails),
+then `claim_output_dir`'s broadcast: a restarted attempt failing there left the failed
+run's record promising a restart, and on the last attempt every waiting client waits out
+its ``follow_timeout`` for a restart that never comes, the case 83ffc843/ae1f1b11 set out
+to close.
 
 Harness and oracle as tests/trainer/test_restart_failed_early.py's set-up test (torchrun's
 variables set by the test, the record read as JSON), the failure raised one call later:

@@ -116,10 +116,12 @@ def test_a_job_scancelled_before_its_script_ran_reads_as_a_cancellation(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """squeue lists the job RUNNING, but slurmd (stopped here; on CI, loaded) has not
-    launched its script when the scancel comes: Slurm's record says ``CANCELLED``,
-    ``ExitCode=1:0``, and the script wrote no code. Failed before: exit 1 (a solver's
-    own failure), the flake of the test above under CI's load; now 143, as any other
-    scancel of a running job (`exit_code.CANCELLED_CODE`)."""
+    launched its script when the scancel comes. Whether slurmd, resumed, then drops the
+    launch (Slurm's record: ``CANCELLED``, ``ExitCode=1:0``, no code written: read as
+    `exit_code.CANCELLED_CODE`, 143) or runs the script and then ends it (143, or 137
+    after KillWait: seen once under 6 busy loops) is slurmd's order; never exit 1, a
+    solver's own failure. Failed before: exit 1 (1 of 1 runs on an idle machine), the
+    flake of the test above under CI's load (the rule alone: test_slurm_cancelled_code.py)."""
     caplog.set_level("WARNING", logger=LOGGER)
     backend = SlurmBackend(poll_every=POLL, script_dir=tmp_path)
     backend.begin_study("earlycancel")
@@ -135,7 +137,7 @@ def test_a_job_scancelled_before_its_script_ran_reads_as_a_cancellation(
         code = finish(backend, handle, timeout=60)
     finally:
         backend.close()
-    assert (code, handle.final) == (143, "CANCELLED"), slurm_cluster.run(
+    assert code in (143, 137) and handle.final == "CANCELLED", slurm_cluster.run(
         "scontrol", "show", "job", handle.job_id
     )
     said = [line for line in _said(caplog) if "cancelled while running" in line]

@@ -10,8 +10,8 @@ import logging
 from pathlib import Path
 from typing import TypeVar
 
-from melissa_trainer.checkpoint.paths import latest_checkpoint
 from melissa_trainer.checkpoint.replaced import to_restore
+from melissa_trainer.common.checkpoint_names import latest_checkpoint
 
 __all__ = ["afresh_words", "in_user_words", "resume_or_afresh"]
 

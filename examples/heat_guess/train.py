@@ -77,6 +77,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from heat_guess.solver import PARAMETER_BOUNDS, GuessConfig, Work, steps  # noqa: E402
+from heat_guess.user_dir import in_user_words, resume_or_afresh  # noqa: E402
 from melissa_trainer import (  # noqa: E402
     ConfigError,
     OnlineTrainer,
@@ -88,6 +89,7 @@ from melissa_trainer import (  # noqa: E402
 )
 from melissa_trainer.common.json_output import to_json  # noqa: E402
 from melissa_trainer.launcher import Launcher, LauncherTuning, UniformSampler  # noqa: E402
+from melissa_trainer.trainer.lock_holder import OutputDirLocked  # noqa: E402
 from melissa_trainer.trainer.resume_choice import start_refusal  # noqa: E402
 
 SOLVER = Path(__file__).resolve().parent / "solver.py"
@@ -203,26 +205,33 @@ def run_study(
         process_outputs=lambda y: {"increment": y[:, 0]},
         share=share,
     )
-    trainer = OnlineTrainer(
-        model,
-        TrainingArguments(
-            output_dir=str(out / "run"),
-            batch_size=batch_size,
-            buffer="reservoir",
-            buffer_size=4 * config.time_steps * job_limit,
-            watermark=batch_size,
-            logging_steps=10**9,
-            save_at_end=True,  # (the default: a late signal's resume runs nothing again)
-            resume_from_checkpoint=resume_from_checkpoint,
-            overwrite_output_dir=overwrite_output_dir,
-            disable_progress_bar=True,
-            report_to="none",
-        ),
-        torch.optim.Adam(model.parameters(), lr=lr),
-        train_source=Study(launcher, StreamSource()),
-        process_sample=process_sample,
-        hooks=[serving],
+    run_dir = out / "run"  # (the trainer's folder: said as the user's, `--output_dir`)
+    resume_from_checkpoint = resume_or_afresh(
+        resume_from_checkpoint, str(output_dir), run_dir, _rank() == 0
     )
+    try:
+        trainer = OnlineTrainer(
+            model,
+            TrainingArguments(
+                output_dir=str(run_dir),
+                batch_size=batch_size,
+                buffer="reservoir",
+                buffer_size=4 * config.time_steps * job_limit,
+                watermark=batch_size,
+                logging_steps=10**9,
+                save_at_end=True,  # (the default: a late signal's resume runs nothing again)
+                resume_from_checkpoint=resume_from_checkpoint,
+                overwrite_output_dir=overwrite_output_dir,
+                disable_progress_bar=True,
+                report_to="none",
+            ),
+            torch.optim.Adam(model.parameters(), lr=lr),
+            train_source=Study(launcher, StreamSource()),
+            process_sample=process_sample,
+            hooks=[serving],
+        )
+    except OutputDirLocked as exc:  # (another run there: named as the user's folder)
+        raise in_user_words(exc, str(run_dir), str(output_dir)) from None
     # the trainer's train() would refuse too, naming its own folder (out/run): refused
     # here in the user's words, every rank alike (rank 0 says it, `refusals_end_the_program`)
     refused = [] if resume_from_checkpoint else start_refusal(trainer)

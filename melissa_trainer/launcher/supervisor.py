@@ -281,7 +281,10 @@ class Supervisor(DataWatch):
             return self.backend.launch(job)
         except LaunchError as exc:
             said = str(exc)
-            if not said.startswith(f"could not start job {job.name} "):  # (the local
+            if "\n" in said:  # (words cut for the console, `log_lines.cut`: the command
+                # on a line of its own, never cut, then those words as they were cut)
+                said = f"could not start job {job.name}:\n  {list(job.argv)}\n{said}"
+            elif not said.startswith(f"could not start job {job.name} "):  # (the local
                 # backend's names the job and its command: not said twice)
                 said = f"could not start job {job.name} ({list(job.argv)}): {exc}"
             raise LauncherError(f"the {self.backend.name or 'launcher'} backend {said}") from exc

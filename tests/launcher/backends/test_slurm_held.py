@@ -13,6 +13,7 @@ import logging
 from pathlib import Path
 
 import pytest
+from launcher_said import one_line
 from slurm_cluster import SlurmCluster, slurm_cluster  # noqa: F401 - the fixture
 from slurm_jobs import POLL, finish
 from waiting import UNTIL_TEST_TIMEOUT, wait_until
@@ -27,9 +28,9 @@ LOGGER = "melissa_trainer.launcher.backends.slurm"
 
 def _held(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [
-        r.getMessage()
+        one_line(r.getMessage())
         for r in caplog.records
-        if r.levelno >= logging.WARNING and "is held in Slurm's queue" in r.getMessage()
+        if r.levelno >= logging.WARNING and "is held in Slurm's queue" in one_line(r.getMessage())
     ]
 
 
@@ -114,7 +115,9 @@ def test_a_suspended_job_is_said_with_its_resume(
         assert backend.kill(handle, grace=5) is None
     finally:
         backend.close()
-    said = [r.getMessage() for r in caplog.records if "suspended" in r.getMessage()]
+    said = [
+        one_line(r.getMessage()) for r in caplog.records if "suspended" in one_line(r.getMessage())
+    ]
     assert said == [
         f"sim-0 (Slurm job {handle.job_id}) is suspended (squeue: SUSPENDED): it does not "
         f"run until someone runs scontrol resume {handle.job_id}, and the study waits for "

@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime
 
 import pytest
+from launcher_said import one_line
 
 from melissa_trainer.launcher.backends.base import Job
 from melissa_trainer.launcher.backends.slurm.handle import SlurmHandle
@@ -50,7 +51,7 @@ def test_a_hold_is_said_once_per_hold_and_named_with_its_release(
     for state, reason in [("PENDING", "Priority")] + [("PENDING", "JobHeldUser")] * 3:
         queue_words(handle, "sim-2 (Slurm job 17)", state, reason)
         handle.state, handle.reason = state, reason
-    said = [r.getMessage() for r in caplog.records]
+    said = [one_line(r.getMessage()) for r in caplog.records]
     assert len(said) == 1 and "scontrol release 17" in said[0], said
     assert held_reason("JobHeldAdmin") == (
         "JobHeldAdmin: a hold, it never starts until released (scontrol release JOBID)"
@@ -82,7 +83,7 @@ def test_a_requeued_then_held_job_is_said_once(
         queue_words(handle, "sim-2 (Slurm job 17)", state, reason)
         handle.state, handle.reason = state, reason
         handle.ran = handle.ran or state == "RUNNING"
-    said = [r.getMessage() for r in caplog.records]
+    said = [one_line(r.getMessage()) for r in caplog.records]
     assert len(said) == 1, said
     assert "scontrol release 17" in said[0], said
     if answers[1][0] == "PENDING":
@@ -104,7 +105,7 @@ def test_a_requeue_says_when_slurm_expects_to_start_the_job_again(
     handle = SlurmHandle(job=Job("sim-2", ()), job_id="17", exit_stem="", state="RUNNING")
     handle.ran = True
     queue_words(handle, "sim-2 (Slurm job 17)", "PENDING", "BeginTime", start)
-    said = [r.getMessage() for r in caplog.records]
+    said = [one_line(r.getMessage()) for r in caplog.records]
     assert len(said) == 1 and "was put back in Slurm's queue after it started" in said[0]
     assert f"; Slurm expects to start it at {start} (squeue's StartTime, in about " in said[0]
     seconds = int(said[0].split("in about ")[1].split(" s")[0])

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from launcher_said import one_line
 from slurm_cluster import SlurmCluster, slurm_cluster  # noqa: F401 - the fixture
 from slurm_jobs import POLL
 from waiting import UNTIL_TEST_TIMEOUT, wait_until
@@ -75,8 +76,12 @@ def test_a_requeued_job_is_followed_to_its_second_runs_end(
     finally:
         backend.close()
     # said once, in words (before, nothing told a requeue from a slow start)
-    said = [r.getMessage() for r in caplog.records if "put back in Slurm's queue" in r.getMessage()]
-    assert len(said) == 1, [r.getMessage() for r in caplog.records]
+    said = [
+        one_line(r.getMessage())
+        for r in caplog.records
+        if "put back in Slurm's queue" in one_line(r.getMessage())
+    ]
+    assert len(said) == 1, [one_line(r.getMessage()) for r in caplog.records]
     assert said[0].startswith(f"sim-0 (Slurm job {handle.job_id}) was put back"), said
     # and when it starts again (failed before: it waited for its BeginTime unsaid)
     assert "; squeue: PENDING, BeginTime)" in said[0], said

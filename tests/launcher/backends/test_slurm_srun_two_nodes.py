@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from launcher_said import one_line
 from slurm_two_nodes import OTHER, TwoNodeCluster, two_node_cluster
 from test_slurm_two_nodes import SIMULATION
 from waiting import UNTIL_TEST_TIMEOUT, wait_until
@@ -243,7 +244,7 @@ def test_n1_vanishing_ends_the_allocation_and_the_study_says_so(tmp_path: Path) 
         when_n1_sent(tmp_path, driver)
         cluster.vanish()
         out = finish(driver, tmp_path)
-        error = out["error"] or ""
+        error = one_line(out["error"] or "")  # (its words cut at 100 columns)
         # the restarts' srun said "Slurm job N has expired": the study stops, saying the
         # allocation has ended (`step_end.allocation_ended`; before: "simulation 0
         # failed 3 times", each restart failing alike)

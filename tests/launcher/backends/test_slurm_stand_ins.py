@@ -133,8 +133,10 @@ def test_slurm_backend_polls_with_a_cache_and_reads_the_exit_file(
 @pytest.mark.timeout(30)
 def test_slurm_backend_without_exit_file_uses_the_state(fake_slurm: Path, tmp_path: Path) -> None:
     """A job killed before its command ended writes no exit file; without sacct and
-    scontrol, its final state decides (non-zero). kill() of a running job signals it
-    (SIGTERM) and, as it ends within the grace, needs no more."""
+    scontrol, its final state decides: CANCELLED, of a job seen running, reads as the
+    SIGTERM a scancel sends (143, `exit_code.CANCELLED_CODE`; it read 1, a solver's own
+    failure). kill() of a running job signals it (SIGTERM) and, as it ends within the
+    grace, needs no more."""
     backend = SlurmBackend(script_dir=tmp_path / "scripts", poll_every=0)
     (fake_slurm / "state").write_text("4242|RUNNING\n")
     handle = backend.launch(Job("sim-2", ["/bin/sleep", "100"], cwd=tmp_path))
@@ -143,7 +145,7 @@ def test_slurm_backend_without_exit_file_uses_the_state(fake_slurm: Path, tmp_pa
     backend.kill(handle, grace=5)
     calls = ["--full --signal=TERM 4242"]
     assert (fake_slurm / "scancel.calls").read_text().splitlines() == calls
-    assert backend.poll(handle) == 1
+    assert backend.poll(handle) == 143
     backend.close()
     assert (fake_slurm / "scancel.calls").read_text().splitlines() == calls
 

@@ -85,7 +85,7 @@ def test_an_unknown_state_is_said_once_and_waited_on(
         assert finish(backend, handle, timeout=30) == 0
     finally:
         backend.close()
-    said = [line for line in _said(caplog) if "does not know" in line]
+    said = [one_line(m) for m in _said(caplog) if "does not know" in one_line(m)]
     assert said == [
         "sim-0 (Slurm job 4242) is in a Slurm state this backend does not know (squeue: "
         "NEW_STATE): it counts as alive and not started, and the study waits for it; "

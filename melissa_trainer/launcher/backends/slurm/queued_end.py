@@ -133,12 +133,10 @@ def queued_end(handle: SlurmHandle, job: str, time_limit: str | None = None) -> 
         return None
     else:
         text = queued_text(job, handle.cancelled)
-    # (cut as the log's lines are: the console prints a WARNING as it is, ~450 columns)
-    said = "\n".join(cut(text))
     if handle.cancelled:
-        logger.debug("%s", said)
+        logger.debug("%s", "\n".join(cut(text)))
     else:
-        logger.warning("%s", said)
+        _warn(text)
     launcher_line(handle.job.log_path, text)  # (a log that cannot be written: a warning)
     return text
 
@@ -219,24 +217,17 @@ def queue_words(
         return
     new, job_id = state != handle.state, handle.job_id
     if new and state not in KNOWN:
-        logger.warning(
-            "%s is in a Slurm state this backend does not know (squeue: %s): it counts as "
-            "alive and not started, and the study waits for it; scancel %s to give it up",
-            job,
-            state,
-            job_id,
+        _warn(
+            f"{job} is in a Slurm state this backend does not know (squeue: {state}): it "
+            "counts as alive and not started, and the study waits for it; scancel "
+            f"{job_id} to give it up"
         )
     if new and (state in PAUSED or state in HELD_STATES):
         fix = PAUSED.get(state, "scontrol release")
-        logger.warning(
-            "%s is %s (squeue: %s): it does not run until someone runs %s %s, and the "
-            "study waits for it meanwhile; scancel %s to give it up",
-            job,
-            "suspended" if state in PAUSED else "held",
-            state,
-            fix,
-            job_id,
-            job_id,
+        _warn(
+            f"{job} is {'suspended' if state in PAUSED else 'held'} (squeue: {state}): it "
+            f"does not run until someone runs {fix} {job_id}, and the study waits for it "
+            f"meanwhile; scancel {job_id} to give it up"
         )
     if state != "PENDING":
         return
@@ -244,37 +235,33 @@ def queue_words(
         return  # (the hold as it was requeued, said at that state: the same fact)
     held = reason in HELD and handle.reason != reason
     if handle.ran and new and held:  # (one event, scontrol requeuehold: one line)
-        logger.warning(
-            "%s was put back in Slurm's queue after it started and is held there (requeued "
-            "held, as by scontrol requeuehold; squeue: PENDING, %s: %s %s): it does "
-            "not start until released, then runs again from the start, and the study "
-            "waits for it meanwhile; scancel %s to give it up",
-            job,
-            reason,
-            HELD[reason or ""],
-            job_id,
-            job_id,
+        _warn(
+            f"{job} was put back in Slurm's queue after it started and is held there "
+            f"(requeued held, as by scontrol requeuehold; squeue: PENDING, {reason}: "
+            f"{HELD[reason or '']} {job_id}): it does not start until released, then runs "
+            "again from the start, and the study waits for it meanwhile; scancel "
+            f"{job_id} to give it up"
         )
         return
     if handle.ran and new:
-        logger.warning(
-            "%s was put back in Slurm's queue after it started%s (requeued: scontrol "
-            "requeue, a preemption or a node failure; squeue: PENDING, %s): it runs again "
-            "from the start when Slurm starts it, the same attempt (no restart counted, nor "
-            "a failure of the node), and counts as queued meanwhile%s",
-            job,
-            "" if handle.node is None else f" on node {handle.node}",
-            reason or "no reason given",
-            expected_start(start, reason),
+        node = "" if handle.node is None else f" on node {handle.node}"
+        _warn(
+            f"{job} was put back in Slurm's queue after it started{node} (requeued: "
+            "scontrol requeue, a preemption or a node failure; squeue: PENDING, "
+            f"{reason or 'no reason given'}): it runs again from the start when Slurm "
+            "starts it, the same attempt (no restart counted, nor a failure of the node), "
+            f"and counts as queued meanwhile{expected_start(start, reason)}"
         )
     if held:
-        logger.warning(
-            "%s is held in Slurm's queue (squeue: PENDING, %s: %s %s): it does not start "
-            "until released, and the study waits for it meanwhile (a queued job's start-up "
-            "allowance has not begun); scancel %s to give it up",
-            job,
-            reason,
-            HELD[reason or ""],
-            job_id,
-            job_id,
+        _warn(
+            f"{job} is held in Slurm's queue (squeue: PENDING, {reason}: "
+            f"{HELD[reason or '']} {job_id}): it does not start until released, and the "
+            "study waits for it meanwhile (a queued job's start-up allowance has not "
+            f"begun); scancel {job_id} to give it up"
         )
+
+
+def _warn(text: str) -> None:
+    """`text` in a WARNING cut into lines of at most 100 columns (`log_lines.cut`: the
+    console prints a WARNING as it is; these were one line of ~200 to ~590 columns)."""
+    logger.warning("%s", "\n".join(cut(text)))

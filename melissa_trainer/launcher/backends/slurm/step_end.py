@@ -139,18 +139,20 @@ EXPIRED = re.compile(r"srun: error: Slurm job (\d+) has expired")
 
 def allocation_ended(job: Job, log_from: int, allocation: str) -> str | None:
     """If `job`'s log says (past `log_from`) that `allocation`, the one the steps run in,
-    has ended (`EXPIRED`): why no step can start any more and what to do, else None."""
+    has ended (`EXPIRED`): why no step can start any more and what to do, cut into lines
+    of at most 100 columns (`log_lines.cut`: the study's error says it on the console,
+    where it was one line of ~380 columns), else None."""
     text = _tail(job, log_from)
     found = None if text is None else EXPIRED.search(text)
     if found is None or found.group(1) != allocation:
         return None
-    return (
+    return "\n".join(cut(
         f"the allocation the simulations' steps run in (Slurm job {allocation}) has ended "
         f"(srun: 'Slurm job {allocation} has expired'): no step can start in it any more. "
         "Slurm ends an allocation at its time limit, at a scancel of it, or when one of "
         "its nodes fails unless it was started with --no-kill (salloc/sbatch -k); run the "
         "trainer again in a new allocation with --resume_from_checkpoint latest"
-    )
+    ))  # fmt: skip
 
 
 def _tail(job: Job, log_from: int) -> str | None:

@@ -1,0 +1,74 @@
+"""The heat_guess example names the --output_dir the user typed, not the trainer's
+folder inside it (``.../run``), in its lock refusal and in its line of a resume from
+"latest" that finds no checkpoint (as its rerun refusal does: `cli.rerun_words`).
+Failed before: ``output_dir '/tmp/.../run' is in use by another trainer`` and
+``resume_from_checkpoint='latest': no checkpoint under /tmp/.../run/checkpoints,
+starting afresh``: folders the user never typed."""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parents[2] / "examples"))
+from heat_guess.solver import GuessConfig  # noqa: E402
+from heat_guess.train import run_study  # noqa: E402
+
+from melissa_trainer.trainer.lock_holder import OutputDirLocked  # noqa: E402
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(sys.platform != "linux", reason="flock, processes"),
+]
+
+TINY = GuessConfig(grid_size=8, time_steps=10)
+#: holds the lock of the trainer's folder (argv[1]) until its stdin closes
+HOLDER = """
+import sys
+from melissa_trainer.trainer.output_lock import OutputDirLock
+lock = OutputDirLock(sys.argv[1], "another-run")
+lock.acquire()
+print("held", flush=True)
+sys.stdin.read()
+"""
+
+
+@pytest.mark.timeout(120)
+def test_the_lock_refusal_names_the_users_output_dir(tmp_path: Path) -> None:
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(tmp_path / "run")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        with pytest.raises(OutputDirLocked) as refused:
+            run_study(tmp_path, TINY, num_simulations=1, job_limit=1)
+    finally:
+        holder.communicate("", timeout=30)  # (its stdin closed: it ends, the lock freed)
+    said = str(refused.value)
+    assert said.startswith(f"--output_dir {tmp_path} is in use by another trainer ("), said
+    assert f"{tmp_path / 'run'}'" not in said, said  # (the trainer's folder, quoted)
+    assert refused.value.output_dir == str(tmp_path / "run")  # (attributes kept)
+
+
+@pytest.mark.timeout(300)
+def test_a_resume_from_latest_with_no_checkpoint_names_the_users_output_dir(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING)
+    result = run_study(
+        tmp_path, TINY, num_simulations=2, job_limit=1, held_out_simulations=1,
+        resume_from_checkpoint="latest",
+    )  # fmt: skip
+    assert [r["simulation_id"] for r in result["simulations"]] == [0, 1]
+    afresh = [r.getMessage() for r in caplog.records if "afresh" in r.getMessage()]
+    assert afresh == [
+        f"--resume_from_checkpoint latest: --output_dir {tmp_path} holds no checkpoint "
+        f"(none in {tmp_path / 'run' / 'checkpoints'}), starting afresh"
+    ], afresh

@@ -63,10 +63,12 @@ steps, nonfinite], ...]}]}``
   the data's, not the run's; a restart runs the same command, under the same policy,
   from the last checkpoint, which precedes the sample, so the simulation is taken again
   (a study reruns it; a solver that followed would send the steps the checkpoint lacks),
-  its sample holds the same NaN or Inf, and the restarted run stops on it again: solvers
-  would wait ``follow_timeout`` for another failure. The fix is a person's (the solver,
-  or ``nonfinite="refuse"``), then a resume. A restart the launcher makes anyway ends
-  before its set-up (`final_stop`, `trainer.final_restart`).
+  a deterministic solver's sample holds the same NaN or Inf, and the restarted run stops
+  on it again: solvers would wait ``follow_timeout`` for another failure (a solver with
+  random forcing may not blow up twice; a blow-up still wants a person's look first).
+  The fix is a person's (the solver, or ``nonfinite="refuse"``), then a resume. A
+  restart the launcher makes anyway ends before its set-up (`final_stop`,
+  `trainer.final_restart`).
 
 At most about 5 * `RECORD_LIMIT` * 40 bytes (800 KiB). Plain JSON, read without
 unpickling anything (`stop_record_read.parse_record`: every field checked, sizes

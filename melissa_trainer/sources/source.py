@@ -49,9 +49,18 @@ class Source(ABC):
     #: rather than copying into a row (`benchmarks/columnar.py`: 6.8 vs 0.7 us)
     puts_blocks: bool = False
 
+    def note_output_dir(self, output_dir: str) -> None:  # noqa: B027 - optional, no-op
+        """Called once by the trainer, first thing (before `final_stop`, its `Accelerator`
+        and process group, the output directory's lock), with its `output_dir`: a source
+        whose files derive from it (a `Study`'s rendezvous records) knows where they are
+        before any set-up can fail, so that `note_start_failed` finds them. Must not
+        write there (another trainer may hold it; `configure` comes once it is locked).
+        No-op by default."""
+
     def configure(self, output_dir: str) -> None:  # noqa: B027 - optional, no-op
-        """Called once by the trainer, before anything else, with its `output_dir`
-        (where a source may put files: rendezvous, logs). No-op by default."""
+        """Called once by the trainer, once `output_dir` is locked for this run (after
+        `note_output_dir`, before `set_run_id`), with its `output_dir` (where a source may
+        put files: rendezvous, logs). No-op by default."""
 
     def set_run_id(self, run_id: str) -> None:  # noqa: B027 - optional, no-op
         """Called once by the trainer, after `configure` and before `start`, with this

@@ -74,7 +74,8 @@ if TYPE_CHECKING:  # pragma: no cover - the eager imports, for type checkers
     )
     from melissa_trainer.launcher.backends import MpiexecBackend, SlurmBackend
     from melissa_trainer.sources.ingest_transform import IngestTransformError
-    from melissa_trainer.sources.source import IterableSource, Source, SourceError
+    from melissa_trainer.sources.iterable import IterableSource
+    from melissa_trainer.sources.source import Source, SourceError
     from melissa_trainer.stream.receiver_config import ReceiverConfig, ReceiverTuning
     from melissa_trainer.stream.stream_source import StreamSource
     from melissa_trainer.study.study import Study

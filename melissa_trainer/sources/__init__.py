@@ -7,14 +7,8 @@ Torch-free; imports `buffers` only.
 """
 
 from melissa_trainer.sources.ingest_transform import IngestTransform, IngestTransformError
-from melissa_trainer.sources.source import (
-    IterableSource,
-    SampleFactory,
-    Source,
-    SourceError,
-    as_sample,
-    as_source,
-)
+from melissa_trainer.sources.iterable import IterableSource, SampleFactory, as_sample, as_source
+from melissa_trainer.sources.source import Source, SourceError
 
 __all__ = [
     "IngestTransform",

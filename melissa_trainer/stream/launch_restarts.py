@@ -10,7 +10,18 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-__all__ = ["restarts_left"]
+__all__ = ["NO_RESTART_FOLLOWS", "restarts_left"]
+
+
+#: what a record that promises a resume (``preempted``, ``broken``) adds under torchrun
+#: with no restart left (`restarts_left` 0: ``--max_restarts`` spent, or 0, a plain
+#: multi-process ``accelerate launch``), where the trainer cannot tell torchrun's teardown
+#: after a peer's death (no restart follows) from a preemption (which a person or the
+#: scheduler's requeue resumes): trainer.ending's stop on a peer gone with no note
+NO_RESTART_FOLLOWS = (
+    "no restart left: torchrun restarts nothing, and a resumed trainer follows only if "
+    "a person (or a scheduler's requeue) resumes it"
+)
 
 
 def restarts_left(environ: Mapping[str, str] | None = None) -> int | None:

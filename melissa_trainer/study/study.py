@@ -180,14 +180,21 @@ class Study(StudyState, StudyStop, Source):
         #: last counts then (`EveryRankReport.final_words`)
         self.peer_ended: Callable[[int], bool] | None = None
 
-    def configure(self, output_dir: str) -> None:
+    def note_output_dir(self, output_dir: str) -> None:
+        """`Source.note_output_dir`: the stream's rendezvous is ``{output_dir}/rendezvous``
+        unless it names its own, known before the trainer's set-up: a restarted attempt
+        whose set-up fails rewrites the failed run's records there (`note_start_failed`)."""
         self._output_dir = Path(output_dir)
-        self.stream.configure(output_dir)
+        self.stream.note_output_dir(output_dir)
         self.stream.fill_in(rendezvous_dir=self._output_dir / "rendezvous")
+
+    def configure(self, output_dir: str) -> None:
+        self.note_output_dir(output_dir)  # (again: outside a trainer, configure alone)
+        self.stream.configure(output_dir)
 
     def final_stop(self, output_dir: str) -> str | None:
         """`Source.final_stop`: its stream's records, ``{output_dir}/rendezvous`` unless
-        the stream names its own (`configure`, not called yet)."""
+        the stream names its own (its default filled in by `note_output_dir`)."""
         directory = self.stream.config.rendezvous_dir or Path(output_dir) / "rendezvous"
         stop = read_final_stop(directory)
         return None if stop is None else stop.words()

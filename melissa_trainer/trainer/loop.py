@@ -149,6 +149,8 @@ class OnlineTrainer(TrainerSteps):
             else IngestTransform(ingest_sample, ingest_block)
         )
         self.args = args
+        if isinstance(train_source, Source):  # (where its records are, before any failure)
+            train_source.note_output_dir(args.output_dir)
         # (a torchrun restart after a stop for good: nothing to restart, before any cost)
         refuse_final_restart(train_source, args.output_dir)
         resumes = args.resume_from_checkpoint is not None  # (what a restart of this does)

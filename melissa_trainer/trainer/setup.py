@@ -35,7 +35,8 @@ from melissa_trainer.core.device_buffer import make_device_buffer
 from melissa_trainer.core.wait_watch import WaitWatch
 from melissa_trainer.hooks import Hook, HookList, trainer_hooks
 from melissa_trainer.sources.ingest_transform import IngestTransform
-from melissa_trainer.sources.source import Source, as_source
+from melissa_trainer.sources.iterable import as_source
+from melissa_trainer.sources.source import Source
 from melissa_trainer.trainer.lock_share import lock_output_dir
 from melissa_trainer.trainer.output_hold import OutputDirHold
 from melissa_trainer.trainer.restart_keys import clear_failed_attempt

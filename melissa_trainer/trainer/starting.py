@@ -20,10 +20,11 @@ from melissa_trainer.hooks import Event
 from melissa_trainer.sources.source import Source
 from melissa_trainer.stream.read_clock import ReadClock
 from melissa_trainer.trainer import resume_choice
+from melissa_trainer.trainer.dir_lost import OutputDirLost
 from melissa_trainer.trainer.history_check import take_history
 from melissa_trainer.trainer.hook_mark import MARK_PREFIX, HookMark
 from melissa_trainer.trainer.preemption import PreemptionHandler
-from melissa_trainer.trainer.rank_failure import NOTES_DIR
+from melissa_trainer.trainer.rank_failure import NOTES_DIR, lost_a_peer, write_note
 from melissa_trainer.trainer.schedule_end import check_schedule
 
 logger = logging.getLogger(__name__)
@@ -31,7 +32,14 @@ logger = logging.getLogger(__name__)
 if TYPE_CHECKING:  # pragma: no cover
     from melissa_trainer.trainer.loop import OnlineTrainer
 
-__all__ = ["forced_stop", "mark_hooks", "refuse_second_train", "setup_failed", "start_training"]
+__all__ = [
+    "forced_stop",
+    "mark_hooks",
+    "note_start_failure",
+    "refuse_second_train",
+    "setup_failed",
+    "start_training",
+]
 
 
 def forced_stop(trainer: OnlineTrainer, preemption: PreemptionHandler | None = None) -> None:
@@ -139,12 +147,32 @@ def start_training(trainer: OnlineTrainer, release: Callable[[], None]) -> Preem
             if starting:
                 trainer.source.stop()
         finally:
+            note_start_failure(trainer, exc)  # (for a peer waiting at the sources' barrier)
             # (a restarted attempt that failed here: is another restart coming?)
             trainer.source.note_start_failed(trainer.process_index, exc)
             preemption.restore()
             release()  # ...leaves output_dir free for the next try
         raise
     return preemption
+
+
+def note_start_failure(trainer: OnlineTrainer, error: BaseException) -> None:
+    """Under several ranks, this rank's note of `error` (`rank_failure.write_note`), which
+    ended its `train()` before the loop (its resume, its source's start): a peer whose
+    start succeeded waits for it at the sources' barrier, which breaks as this rank
+    exits, and names it from the note (`RankFailed`: its stop record says ``error``, with
+    the restarts torchrun has left). Without the note the peer took it for a rank killed
+    by a signal (`RankGone`) and told its clients ``preempted``: a resume promised that,
+    on torchrun's last attempt (``--max_restarts`` spent, or 0: a plain launch), never
+    comes. Not for a collective's failure because a peer is gone (that peer's, not this
+    rank's), a removed output directory (a note would make it again), nor what is no
+    `Exception` (a forced exit's)."""
+    if not isinstance(error, Exception) or isinstance(error, OutputDirLost):
+        return
+    if not Path(trainer.args.output_dir).is_dir():  # (removed: `write_note` would remake it)
+        return
+    if trainer.num_processes > 1 and not lost_a_peer(error):
+        write_note(trainer, error)
 
 
 def mark_hooks(trainer: OnlineTrainer) -> HookMark | None:

@@ -29,7 +29,8 @@ from melissa_trainer import OnlineTrainer, Preempted
 from melissa_trainer.buffers import Buffer
 from melissa_trainer.checkpoint import paths as ckpt_paths
 from melissa_trainer.common.checkpoint_names import list_checkpoints
-from melissa_trainer.sources.source import IterableSource, Source
+from melissa_trainer.sources.iterable import IterableSource
+from melissa_trainer.sources.source import Source
 
 
 class Feeds(Source):

@@ -27,7 +27,7 @@ from helpers import linear_samples, small_model, xy  # noqa: E402
 
 from melissa_trainer import Hook, OnlineTrainer, TrainingArguments  # noqa: E402
 from melissa_trainer.buffers import Buffer  # noqa: E402
-from melissa_trainer.sources.source import IterableSource  # noqa: E402
+from melissa_trainer.sources.iterable import IterableSource  # noqa: E402
 
 N = 400
 

@@ -21,7 +21,8 @@ import pytest
 from small_ingest import recording, small_ingest
 
 from melissa_trainer import Launcher
-from melissa_trainer.sources.source import IterableSource, Source
+from melissa_trainer.sources.iterable import IterableSource
+from melissa_trainer.sources.source import Source
 from melissa_trainer.stream.receiver_config import ReceiverConfig
 from melissa_trainer.stream.reshard import reshard_states
 from melissa_trainer.stream.stream_source import StreamSource

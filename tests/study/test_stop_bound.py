@@ -18,7 +18,7 @@ from melissa_trainer import StreamSource, Study
 from melissa_trainer.launcher import Launcher, LauncherTuning, LocalBackend
 from melissa_trainer.launcher.backends import SlurmBackend
 from melissa_trainer.launcher.backends.slurm.batch import FORCE_WAIT
-from melissa_trainer.sources.source import as_source
+from melissa_trainer.sources.iterable import as_source
 from melissa_trainer.stream.rank_activity import FINAL_WAIT
 from melissa_trainer.study.study_stop import STOP_WAIT
 from melissa_trainer.trainer.exit_meeting import MEET_TIMEOUT, meet_timeout

@@ -15,7 +15,7 @@ from helpers import linear_samples, small_model, xy
 
 from melissa_trainer import Hook, OnlineTrainer, TrainingArguments
 from melissa_trainer.core.figures import TRAINER_FIGURES, refuse_trainer_figures
-from melissa_trainer.sources.source import IterableSource
+from melissa_trainer.sources.iterable import IterableSource
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -19,7 +19,8 @@ from helpers import Recorder, linear_samples, small_model, xy
 
 from melissa_trainer import OnlineTrainer, SampleBlock, TrainingArguments
 from melissa_trainer.sources.ingest_transform import IngestTransform, IngestTransformError
-from melissa_trainer.sources.source import IterableSource, Source, SourceError
+from melissa_trainer.sources.iterable import IterableSource
+from melissa_trainer.sources.source import Source, SourceError
 
 pytestmark = pytest.mark.timeout(60)
 

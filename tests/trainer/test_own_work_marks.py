@@ -15,7 +15,7 @@ import torch
 from helpers import linear_samples, small_model, xy
 
 from melissa_trainer import Hook, OnlineTrainer, TrainingArguments
-from melissa_trainer.sources.source import IterableSource
+from melissa_trainer.sources.iterable import IterableSource
 from melissa_trainer.stream.read_clock import ReadClock
 
 pytestmark = pytest.mark.timeout(120)

@@ -154,8 +154,9 @@ def test_a_restart_after_no_final_stop_of_the_run_sets_up(
 def test_a_study_reads_the_records_under_its_output_dir(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A `Study`'s receivers publish in ``{output_dir}/rendezvous`` (set at `configure`,
-    after the check): it reads them there, and nothing elsewhere."""
+    """A `Study`'s receivers publish in ``{output_dir}/rendezvous`` (`note_output_dir`,
+    the trainer's first call; asked alone, `final_stop` reads there too), nothing else.
+    Its restart's rewrite there: tests/trainer/test_restart_fails_study_rendezvous.py."""
     for name, value in RESTART.items():
         monkeypatch.setenv(name, value)
     write_records(tmp_path / "out" / "rendezvous", ("error", "nonfinite"), ("run-a", "run-a"))

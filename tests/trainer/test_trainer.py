@@ -21,7 +21,7 @@ from melissa_trainer import (
 )
 from melissa_trainer.core.accelerated import AcceleratedStep, PlainStep
 from melissa_trainer.core.cpu_launch import cpu_only_launch
-from melissa_trainer.sources.source import IterableSource
+from melissa_trainer.sources.iterable import IterableSource
 
 pytestmark = pytest.mark.timeout(60)
 

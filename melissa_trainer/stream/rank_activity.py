@@ -31,9 +31,9 @@ directory (shared by every rank and every simulation already, on one node or man
   and, in its last write, one per simulation archived at all (O(study), once: what the
   account reads), so that the steps a ledger took in after one write and before its
   archiving are said (before, never: the account undercounted them). The archived are
-  said as runs of consecutive ids (`activity_file`): 10^6 of them, counts repeating or
-  alternating, in 2 MB at most, written in 0.5 s and parsed in 0.3 s, against 15 MB,
-  0.4 s and 1.8 s one line each (tests/stream/test_final_activity_reads.py).
+  said as runs of consecutive ids (`activity_file`): 10^6 of them, their counts alike or
+  alternating, in 48 B or 2.0 MB, parsed in 0.45 or 0.65 s, against 14.9 MB and 2.7 s
+  one line each (`benchmarks/final_activity_file.py`, a loaded 2-core machine).
   A line without its first refused step (an older writer's) still reads, as none;
 * rank 0 (`OtherRanksActivity`, read by the launcher's thread at each tick): lists the
   directory, opens afresh each other rank's file of this run (a listing then an open,

@@ -42,6 +42,7 @@ Not thread-safe: the closing thread.
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
 from melissa_trainer import wire as protocol
@@ -64,10 +65,26 @@ from melissa_trainer.wire.receipt import RECEIPT_BYE, RECEIPT_FINISHED, ReceiptR
 __all__ = ["StopRecords"]
 
 _FINAL = ("end", "error", "nonfinite")
-#: the record files whose invalid restarts_left this process has warned of: said once
-#: per client process (its close's reads, its sends', a second client's: one word), as
-#: the C client's (clients/c/src/restarts_word.c); a user reads one word per file
-_RESTARTS_WARNED: set[str] = set()
+#: the records whose invalid restarts_left this process has warned of, by file and run
+#: id: said once per client process (its close's reads, its sends', a second client's:
+#: one word), as the C client's (clients/c/src/restarts_word.c); a user reads one word
+#: per record. The run id tells the records at one path apart: a trainer run again on
+#: the same rendezvous directory starts a new run (a new run id) and writes its own
+#: record there, which a long-lived client process (a worker, a notebook) reads too
+_RESTARTS_WARNED: set[tuple[str, str | None]] = set()
+#: (the check and the add as one: two clients' threads reading one record say it once)
+_RESTARTS_LOCK = threading.Lock()
+
+
+def _restarts_word_first(path: Path, run_id: str | None) -> bool:
+    """Whether this is the process's first word of the record of run `run_id` at
+    `path` (then marked said); thread-safe."""
+    key = (str(path), run_id)
+    with _RESTARTS_LOCK:
+        if key in _RESTARTS_WARNED:
+            return False
+        _RESTARTS_WARNED.add(key)
+        return True
 
 
 class StopRecords:
@@ -133,9 +150,8 @@ class StopRecords:
         if (
             fault is not None
             and record.reason.code == "error"
-            and str(path) not in _RESTARTS_WARNED
-        ):
-            _RESTARTS_WARNED.add(str(path))  # (the C client's words: stop_record.c)
+            and _restarts_word_first(path, record.run_id)
+        ):  # (the C client's words: stop_record.c)
             client_logger().warning("%s: the stop record in %s: %s", self.whose, path, fault)
         return record
 

@@ -23,7 +23,9 @@ every message of a simulation unknown here is rejected, nothing of the study's i
 line, the refusal warned of already; a user trial was warned of a loss). A connection that closes
 before the receiver has read its HELLO (a client that said HELLO, sent and exited, or an oversized
 frame right behind the HELLO, while the receiver was busy) is counted when its HELLO is read: the
-close of no owner is remembered by descriptor until a connection is accepted on it again (`hello`).
+close of no owner is remembered by descriptor until the socket is found empty, and a HELLO read on
+that descriptor is attributed to it in the order of the events, even when the next connection was
+accepted on the descriptor before that HELLO was read (`hello`).
 
 A close is judged only once the receiver has read what came before it. ZeroMQ's I/O thread reads a
 connection ahead of the receiver: a simulation that said BYE and exited normally has its close seen
@@ -152,9 +154,15 @@ class ConnectionWatch:
         self._owners: dict[int, tuple[int, int]] = {}  # fd -> (simulation, client rank)
         self._since: dict[int, _Since] = {}  # fd -> its ledger's count at its HELLO
         self._refused: dict[int, tuple[int, int]] = {}  # fd -> owner of a refused HELLO
-        #: descriptors whose close was read with no owner, and no connection accepted on
-        #: them since: a HELLO read on one came on that closed connection (`hello`)
-        self._gone: set[int] = set()
+        #: descriptor -> closes read on it with no owner (no HELLO read yet, or its BYE
+        #: read), not yet matched by a HELLO, since the socket was last found empty: a
+        #: HELLO read on it may be of one of those closed connections (`hello`)
+        self._gone: dict[int, int] = {}
+        #: descriptors of a connection accepted and not read closed (`_drain`)
+        self._open: set[int] = set()
+        #: descriptors whose owner's HELLO was read while a close of no owner on it was
+        #: pending: that HELLO may be the closed connection's (`hello`)
+        self._doubt: set[int] = set()
         # (simulation, client rank) of the connections seen closed whose BYE was not read
         # yet, in the order of their events: judged by `settle`; with each, whether it
         # was seen as the study stopped (`_at_stop`: "stop", summarised, not warned of),
@@ -198,23 +206,43 @@ class ConnectionWatch:
         close that carried nothing after this HELLO. `refused`: the HELLO was refused, its
         simulation has no ledger here: its close is not counted (module docstring)."""
         self._drain()
-        fd = frame.get(zmq.SRCFD)
+        fd, owner = frame.get(zmq.SRCFD), (msg.simulation_id, msg.client_rank)
         self.handshakes.hello(fd)  # (its handshake succeeded: it sent a message)
         # Its own close read already (a client that said HELLO, sent and exited while the
         # ingester was busy: its HELLO still queued when its DISCONNECTED was drained),
-        # not an earlier connection's: no ACCEPTED on this descriptor was read since
-        # that close, and the connection this HELLO came on was accepted before its close
-        # (libzmq emits both in order, a descriptor's close before its reuse). Read
-        # then as a close of no owner it was neither counted nor judged: a client rank
+        # read then as a close of no owner: neither counted nor judged, a client rank
         # lost uncounted at one receiver (`tests/stream/test_close_before_hello.py`).
-        closed = fd in self._gone
-        self._gone.discard(fd)
+        # libzmq emits a descriptor's events in order (a close before the ACCEPTED of its
+        # reuse), and a connection's messages reach the socket after its ACCEPTED and
+        # before its close: so with every connection on this descriptor read closed, the
+        # HELLO is one of theirs. With one open (accepted since), it may be the open
+        # one's or a closed one's (`_doubt`): taken for the open one's (a port probe, a
+        # client's dial without a HELLO, or a connection whose BYE was read, closes with
+        # no owner too), until a second HELLO comes on the descriptor, its BYE not read
+        # (a client rank says HELLO once per connection, `twin_hellos`; a restarted
+        # attempt of the same simulation and rank, or another simulation, on a new one):
+        # the first was then the closed connection's (read before, as it was queued
+        # before), judged closed now (`tests/stream/test_close_before_hello_reused.py`).
+        gone = self._gone.get(fd, 0)
+        closed = bool(gone) and fd not in self._open
+        earlier = self._owners.get(fd)
+        if closed or (not refused and fd in self._doubt and earlier is not None):
+            if gone > 1:
+                self._gone[fd] = gone - 1
+            else:
+                self._gone.pop(fd, None)
+            if not closed:  # (the earlier HELLO's connection: judged as any close)
+                self._disconnected(fd)
         if refused:  # (a connection already named keeps its name)
             if fd not in self._owners and not closed:
                 self._refused[fd] = (msg.simulation_id, msg.client_rank)
             return
         self._refused.pop(fd, None)
-        self._owners[fd] = (msg.simulation_id, msg.client_rank)
+        self._owners[fd] = owner
+        if not closed and fd in self._gone:
+            self._doubt.add(fd)
+        else:
+            self._doubt.discard(fd)
         self._since[fd] = (
             None if ledger is None else (ledger, ledger.messages, ledger.nonfinite_failures)
         )
@@ -237,6 +265,7 @@ class ConnectionWatch:
         if self._owners.get(fd) == owner:
             del self._owners[fd], self._since[fd]
             self._heard_at.pop(fd, None)
+            self._doubt.discard(fd)  # (its connection's, or a closed one's: its own end)
         elif owner in self._closed:
             i = self._closed.index(owner)  # (the first: the oldest such close)
             del self._closed[i], self._at_stop[i], self._closed_since[i]
@@ -250,7 +279,11 @@ class ConnectionWatch:
         `zmq_poll` of 0 ms at most."""
         self._drain()
         n = len(self._closed)
-        if not n or not empty():  # (the closes read before the socket is found empty)
+        if not (n or self._gone) or not empty():  # (the closes read before it is empty)
+            return
+        # every message of the closes of no owner read is read: none has a HELLO to come
+        self._gone.clear()
+        if not n:
             return
         lost, self._closed[:n] = self._closed[:n], []
         at_stop, self._at_stop[:n] = self._at_stop[:n], []
@@ -304,10 +337,11 @@ class ConnectionWatch:
             kind, value = event["event"], int(event["value"])  # (a descriptor, or an errno)
             if kind == zmq.EVENT_DISCONNECTED:
                 self.handshakes.disconnected(value, event["endpoint"], self._stopping)
+                self._open.discard(value)
                 self._disconnected(value)
             else:
                 if kind == zmq.EVENT_ACCEPTED:  # a new connection on that descriptor
-                    self._gone.discard(value)
+                    self._open.add(value)
                 self.handshakes.event(kind, value)
 
     def _disconnected(self, fd: int) -> None:
@@ -319,9 +353,10 @@ class ConnectionWatch:
             if fd in self._refused:  # (not counted: module docstring)
                 said = "simulation %d client rank %d: connection closed; its HELLO was refused%s"
                 logger.debug(said, *self._refused.pop(fd), self._label)
-            else:  # (a HELLO still queued on it is then this connection's: `hello`)
-                self._gone.add(fd)
+            else:  # (a HELLO still queued on it may be this connection's: `hello`)
+                self._gone[fd] = self._gone.get(fd, 0) + 1
             return
+        self._doubt.discard(fd)  # (closed: whichever connection its HELLO came on)
         since = self._since.pop(fd)
         self._closed_since.append(since)
         at_stop = self._stopping()

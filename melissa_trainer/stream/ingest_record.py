@@ -16,6 +16,7 @@ thread (or before that thread starts), as its methods' bodies.
 from __future__ import annotations
 
 import base64
+import logging
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -30,13 +31,30 @@ from melissa_trainer.wire.routing import SIMULATION_STEP
 if TYPE_CHECKING:
     from melissa_trainer.stream.ingest_state import IngestState
 
-__all__ = ["STATE_VERSION", "held_now", "held_of", "lag_problem", "load_record", "record_of"]
+__all__ = [
+    "BUFFER_SAVED_FIRST",
+    "STATE_VERSION",
+    "held_now",
+    "held_of",
+    "lag_problem",
+    "load_record",
+    "record_of",
+]
+
+logger = logging.getLogger("melissa_trainer.stream.receiver")  # the receiver's messages
 
 #: 4: each simulation's routing (``"routing"``: the ids routed ``(s + t) % W``; the
 #: others, and every one of an older record, ``t % W``);
 #: 3: finished simulations may be archived (``"archive"``); 2: a simulation's BYE counts
 #: are the steps sent to this receiver (protocol 2); in 1 they were over all receivers
 STATE_VERSION = CURRENT["receiver"]
+#: the record's key (true) saying its checkpoint saved the buffer's snapshot before it
+#: (`checkpoint.registry.SAVE_FIRST`, since 2026-11-29), so that the buffer is never
+#: ahead of it. A record without it (an older version's: the record first, the buffer
+#: after it, the receiver putting on meanwhile) may find its buffer a few puts ahead:
+#: resumed with a warning (`lag_problem`). A key, not a version: the record's format is
+#: unchanged, and a version bump would make an older reader refuse these checkpoints
+BUFFER_SAVED_FIRST = "buffer_saved_first"
 
 
 def record_of(ingest: IngestState) -> dict[str, Any]:
@@ -65,6 +83,9 @@ def record_of(ingest: IngestState) -> dict[str, Any]:
         "marked": ingest.marked,
         "recent": base64.b64encode(recent.tobytes()).decode("ascii"),
         "counters": counters,
+        # (taken by `checkpoint.registry.write` after the buffer's snapshot: SAVE_FIRST;
+        # `IngestLoop.snapshot` is its only writer of checkpoints)
+        BUFFER_SAVED_FIRST: True,
     }
 
 
@@ -103,13 +124,21 @@ def load_record(ingest: IngestState, state: dict[str, Any], buffer_put: int) -> 
     ingest.schema.load_order(state.get("parameter_order"))  # (absent before)
     for rec in ingest.sims.values():  # a record written before vectors had one order
         rec.order_parameters_as(ingest.schema.arrange(rec.parameters))
-    _forget_after(ingest, int(state["marked"]), buffer_put)
+    first = state.get(BUFFER_SAVED_FIRST) is True
+    _forget_after(ingest, int(state["marked"]), buffer_put, first)
 
 
-def lag_problem(rank: int, marked: int, buffer_put: int, recent: int) -> str | None:
+def lag_problem(
+    rank: int, marked: int, buffer_put: int, recent: int, buffer_first: bool = True
+) -> str | None:
     """Why a receiver record that `marked` samples and kept the keys of the last
     `recent` cannot be resumed exactly against a buffer whose snapshot counts
-    `buffer_put` puts; None when it can (``0 <= marked - buffer_put <= recent``).
+    `buffer_put` puts; None when it can (``0 <= marked - buffer_put <= recent``), or,
+    for a record whose checkpoint did not save the buffer first (`buffer_first` False:
+    no `BUFFER_SAVED_FIRST`, an older version's), when the buffer is ahead by no more
+    than `recent` puts: what that order left (the puts made while the record was
+    written, before the buffer's snapshot), resumed as it was before, warned of
+    (`_forget_after`: those samples are taken again if re-sent).
 
     Within one checkpoint it never happens: the buffer's snapshot is written first
     (`checkpoint.registry.write`), nothing reads the buffer until the record is taken,
@@ -123,7 +152,7 @@ def lag_problem(rank: int, marked: int, buffer_put: int, recent: int) -> str | N
     the keys kept (their steps dropped as duplicates when re-sent), or, with the buffer
     ahead, trained on its extra samples twice: a resume is exact or refused."""
     behind = marked - buffer_put
-    if 0 <= behind <= recent:
+    if 0 <= behind <= recent or (not buffer_first and -recent <= behind < 0):
         return None
     if behind < 0:
         how = f"the buffer holds {plural(-behind, 'put')} more than the record took"
@@ -132,14 +161,19 @@ def lag_problem(rank: int, marked: int, buffer_put: int, recent: int) -> str | N
             f"{plural(behind, 'sample')} recorded after the buffer's snapshot, beyond "
             f"the {plural(recent, 'key')} the record kept to forget them"
         )
+    older = (
+        ""
+        if buffer_first
+        else "written by a version that saved the record before the buffer (before "
+        "2026-11-29) beyond what that order leaves, "
+    )
     return (
         f"cannot resume exactly: the receiver record of rank {rank} "
         f"({plural(marked, 'sample')} recorded) and the buffer's snapshot of the "
         f"checkpoint ({buffer_put} put) are not of one save: {how}. Resuming would lose "
         f"samples or train on some twice. The checkpoint's rank_{rank}/ files were "
-        f"mixed (a buffer of another checkpoint), written by a version that saved the "
-        f"record before the buffer, or the buffer was fed by hand: resume from a "
-        f"checkpoint written whole by this version, or start the run afresh"
+        f"mixed (a buffer of another checkpoint), {older}or the buffer was fed by hand: "
+        f"resume from a checkpoint written whole by this version, or start the run afresh"
     )
 
 
@@ -181,21 +215,34 @@ def held_now(ingest: IngestState, simulation_id: int) -> tuple[int, int, bytes]:
     return protocol.HELD_STEPS, nbits, bytes(rec.done[: (nbits + 7) // 8])
 
 
-def _forget_after(ingest: IngestState, marked: int, buffer_put: int) -> None:
+def _forget_after(ingest: IngestState, marked: int, buffer_put: int, first: bool) -> None:
     """After `load_record`: forget the last ``marked - buffer_put`` samples recorded
-    (not in the buffer's snapshot), then find the finished simulations.
+    (not in the buffer's snapshot), then find the finished simulations. `first`: the
+    record says its checkpoint saved the buffer first (`BUFFER_SAVED_FIRST`).
 
     Raises:
         ValueError: the record and the buffer's put count disagree beyond the keys the
             record kept (`lag_problem`): the resume could not be exact, so it is refused.
     """
-    problem = lag_problem(ingest.rank, marked, buffer_put, len(ingest.recent))
+    problem = lag_problem(ingest.rank, marked, buffer_put, len(ingest.recent), first)
     if problem is not None:
         raise ValueError(problem)
     behind = marked - buffer_put
+    if behind < 0:  # (a record of the older order: `lag_problem`)
+        logger.warning(
+            "receiver record of rank %d (%s) and buffer (%d put): the buffer holds %s "
+            "more than the record took, left by a checkpoint of a version that saved the "
+            "record before the buffer (before 2026-11-29): resumed as then, the samples "
+            "put in between are taken again if re-sent (up to %s trained on twice)",
+            ingest.rank,
+            plural(marked, "sample"),
+            buffer_put,
+            plural(-behind, "put"),
+            plural(-behind, "sample"),
+        )
     forgotten = 0
     world = ingest.world
-    for _ in range(behind):
+    for _ in range(max(0, behind)):
         sim, t = ingest.recent.pop()
         if sim in ingest.sims:
             rec = ingest.sims[sim]

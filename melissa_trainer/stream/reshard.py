@@ -62,7 +62,7 @@ import numpy as np
 from melissa_trainer.common.migrations import upgrade
 from melissa_trainer.stream.archive import Archive
 from melissa_trainer.stream.ingest import Ingest
-from melissa_trainer.stream.ingest_record import STATE_VERSION
+from melissa_trainer.stream.ingest_record import BUFFER_SAVED_FIRST, STATE_VERSION
 from melissa_trainer.stream.step_ledger import StepLedger
 from melissa_trainer.wire.routing import SIMULATION_STEP, first_step, shift_of
 
@@ -123,6 +123,7 @@ def reshard_states(
         "marked": int(buffer_put),
         "recent": "",
         "counters": counters,
+        BUFFER_SAVED_FIRST: True,  # (`marked` is the new buffer's count: never behind)
     }
 
 

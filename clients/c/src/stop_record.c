@@ -350,7 +350,7 @@ static mt_stop_outcome look_at(const char *dir, size_t rank, const char *endpoin
                 said = MT_STOP_UNDECIDED;
             } else if (out->restarts_bad && !look->restarts_warned) {
                 look->restarts_warned = true; /* (client/stopped.py's words, after its whose) */
-                if (mt_restarts_word_first(path)) /* (once per process: restarts_word.h) */
+                if (mt_restarts_word_first(path, run_id)) /* (once per process and run) */
                     fprintf(stderr, "melissa_trainer: mt_client_close: the stop record in %s: "
                                     "its restarts_left is not an integer from 0 to %u: read "
                                     "as 0, no restart of the failed run expected\n",

@@ -29,11 +29,6 @@ def _write(directory: Path, run_id: str) -> None:
     (directory / "rank_0.json").write_text(json.dumps(entry))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="hrev10: the restarts word is keyed by path only, so another run's invalid "
-    "record at the same path is read silently in the same process",
-)
 def test_another_runs_invalid_record_at_the_same_path_is_said(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -82,6 +82,11 @@ def old_names_imported(tree: ast.AST) -> list[tuple[int, str]]:
     return found
 
 
+#: lines that name an old path as data, not as an import: (file, text such a line holds).
+#: The re-export checker's allow-list names this file's on-purpose old-path imports.
+NAMED_AS_DATA = {("tests/project/test_reexports.py", '("tests/project/test_moved_paths.py", ')}
+
+
 @pytest.mark.e2e
 @pytest.mark.timeout(60)
 def test_nothing_of_ours_uses_an_old_path() -> None:
@@ -95,7 +100,9 @@ def test_nothing_of_ours_uses_an_old_path() -> None:
             continue
         text = (REPO / rel).read_text()
         for number, line in enumerate(text.splitlines(), 1):
-            if pattern.search(line):
+            if pattern.search(line) and not any(
+                rel == file and text in line for file, text in NAMED_AS_DATA
+            ):
                 found.append(f"{rel}:{number}: {line.strip()}")
         if rel.endswith(".py"):  # ``from melissa_trainer import (..., moved, ...)``
             found += [f"{rel}:{n}: imports {old}" for n, old in old_names_imported(ast.parse(text))]

@@ -57,6 +57,7 @@ def test_a_queue_warnings_commands_stay_on_one_line(caplog: pytest.LogCaptureFix
             commands = COMMAND.findall(one_line(said))
             seen += len(commands)  # ("requeued" names none: it runs again by itself)
             lines = said.split("\n")
-            split += [f"{case}, {length}: {c!r}" for c in commands if not any(c in x for x in lines)]
+            cut = [c for c in commands if not any(c in line for line in lines)]
+            split += [f"{case}, {length}: {c!r}" for c in cut]
     assert seen >= 5 * 40, seen
     assert split == [], split

@@ -129,25 +129,48 @@ def without_kill_banners(lines: list[str]) -> tuple[list[str], int]:
 
 #: the columns of a terminal a user reads a job's log or the console in (`cut`)
 COLUMNS = 100
-#: a number's space before its unit or noun, which `cut` does not cut at
-_NUMBER_UNIT = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?) (?=[A-Za-z%])")
+#: a command the user is told to run, which `cut` keeps on one line (copied from the
+#: console, a command cut from its job id runs with none): a Slurm command with its
+#: options and its job (``scancel 40829771``, ``scontrol release JOBID``, ``scancel
+#: --signal=KILL 4082977_3``; scontrol's verb with it, ``scontrol show partition``), or
+#: any text quoted in backticks
+_COMMAND = re.compile(
+    r"(?<![\w-])(?:(?:scancel|sinfo|squeue|sbatch|salloc|srun|sacct)\b"
+    r"|scontrol (?:show \w+|[a-z]+)\b)"
+    r"(?: --?[\w-]+(?:=[^\s,;)]+)?)*(?: (?:\d+(?:[._+]\d+)*|JOBID)\b)?"
+    r"|`[^`\n]+`"
+)
+#: a number's space before its unit or noun, which `cut` does not cut at (not a
+#: command's job id, glued to its command: "scancel 40829771 to give it up")
+_NUMBER_UNIT = re.compile(r"(?<![\w.\0])(\d+(?:\.\d+)?) (?=[A-Za-z%])")
 #: how a line of the launcher's that goes on from the one above starts (`launcher_line`)
 MORE = LAUNCHER + "  "
 
 
-def cut(text: str, first: str = "", rest: str = "  ") -> list[str]:
+def _glued(span: str) -> str:
+    """`span` as one word for `textwrap` (its spaces held as NULs, given back by `cut`)."""
+    return span.replace(" ", "\0")
+
+
+def cut(text: str, first: str = "", rest: str = "  ", whole: str | None = None) -> list[str]:
     """`text` cut at spaces into lines of at most `COLUMNS` characters, the first
     starting with `first`, each next one with `rest`: the one implementation of the
-    launcher's long lines (its lines in a job's log, `launcher_line`; its WARNINGs of a
-    job Slurm ended, which the console prints as they are). A word longer than a line
-    stays whole on a line of its own; a number stays with its unit ("after 5 s", never
-    "after 5" then "s)"). Joined by single spaces after `rest` is taken off, the lines
-    give `text` back (its runs of spaces as one)."""
-    kept = _NUMBER_UNIT.sub("\\1\0", text)
-    return [line.replace("\0", " ") for line in textwrap.wrap(
+    launcher's long lines (its lines in a job's log, `launcher_line`; its WARNINGs,
+    which the console prints as they are). What a user copies is never cut: a command
+    named in `text` (`_COMMAND`: ``scancel 40829771``, never ``scancel`` then
+    ``40829771``) stays whole on one line, and `whole` (a command given apart) goes on
+    a line of its own after `text`, after `rest`; either is longer than a line if it
+    is (selected, it pastes as it runs). A word longer than a line stays whole on a
+    line of its own; a number stays with its unit ("after 5 s", never "after 5" then
+    "s)"). Joined by single spaces after `rest` is taken off, the lines give `text`
+    (then `whole`) back (the runs of spaces of `text` as one)."""
+    kept = _NUMBER_UNIT.sub("\\1\0", _COMMAND.sub(lambda m: _glued(m[0]), text))
+    lines = textwrap.wrap(
         kept, COLUMNS, initial_indent=first, subsequent_indent=rest,
         break_long_words=False, break_on_hyphens=False,
-    )] or [first.rstrip()]  # fmt: skip
+    ) or [first.rstrip()]  # fmt: skip
+    lines = [line.replace("\0", " ") for line in lines]
+    return lines if whole is None else [*lines, rest + whole]
 
 
 def _escaped(text: str) -> str:
@@ -162,19 +185,19 @@ def launcher_line(path: str | os.PathLike[str] | None, text: str, whole: str | N
     most `COLUMNS` characters (`cut`), each after the first starting with `MORE` (the
     prefix and two spaces): a kill's line was ~240 characters, a Slurm end's up to ~690,
     read in a terminal of 100 columns. `whole` (a command, which a user copies) goes on
-    a line of its own after `text`, starting with `MORE`, never cut (longer than a line
-    if it is: selected after the prefix, it pastes as it ran). Written at once (one
-    append), on a new line: after a solver's last line that has no newline yet (a print
-    cut by the kill), one is added first, so that each line starts with `LAUNCHER`
-    (greps, `tail_lines`). Newlines in `text` or `whole` are written as ``\\n``. A log
-    that cannot be written is said in a warning with the text (never raised: the job's
-    start or kill goes on)."""
+    a line of its own after `text`, starting with `MORE`, never cut (`cut`'s `whole`:
+    longer than a line if it is; selected after the prefix, it pastes as it ran; a
+    command named in `text` is kept whole on one line by the same `cut`). Written at
+    once (one append), on a new line: after a solver's last line that has no newline
+    yet (a print cut by the kill), one is added first, so that each line starts with
+    `LAUNCHER` (greps, `tail_lines`). Newlines in `text` or `whole` are written as
+    ``\\n``. A log that cannot be written is said in a warning with the text (never
+    raised: the job's start or kill goes on)."""
     if path is None:
         return
     stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    lines = cut(_escaped(text), f"{LAUNCHER}{stamp}: ", MORE)
-    if whole is not None:
-        lines.append(MORE + _escaped(whole))
+    command = None if whole is None else _escaped(whole)
+    lines = cut(_escaped(text), f"{LAUNCHER}{stamp}: ", MORE, command)
     try:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         with open(path, "a+b") as log:  # (appended: O_APPEND, as the job's own writes)

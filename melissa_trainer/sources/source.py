@@ -54,8 +54,9 @@ class Source(ABC):
         and process group, the output directory's lock), with its `output_dir`: a source
         whose files derive from it (a `Study`'s rendezvous records) knows where they are
         before any set-up can fail, so that `note_start_failed` finds them. Must not
-        write there (another trainer may hold it; `configure` comes once it is locked).
-        No-op by default."""
+        write there, nor fix anything by it (another trainer may hold it: the trainer is
+        refused, and the source may be given to another in another `output_dir`; a later
+        call replaces it, `configure` comes once it is locked). No-op by default."""
 
     def configure(self, output_dir: str) -> None:  # noqa: B027 - optional, no-op
         """Called once by the trainer, once `output_dir` is locked for this run (after
@@ -155,7 +156,9 @@ class Source(ABC):
         (its resume, its `start`): a restarted attempt under torchrun that the failed
         run's clients wait for tells them whether another restart follows (a
         `StreamSource` rewrites the failed run's stop record: `stream.restart_failed`).
-        Called by the trainer on that failure; never raises. Ignored by default."""
+        Called by the trainer on that failure (not when it was refused `output_dir`,
+        whose records are another run's: `starting.setup_failed`); never raises.
+        Ignored by default."""
         return None
 
     def stop_bound(self) -> float:

@@ -301,11 +301,16 @@ class StreamSource(Source):
         stop = read_final_stop(self.config.rendezvous_dir)
         return None if stop is None else stop.words()
 
-    def note_start_failed(self, rank: int, error: BaseException) -> None:
+    def note_start_failed(
+        self, rank: int, error: BaseException, default_dir: str | Path | None = None
+    ) -> None:
         """`Source.note_start_failed`: unless this rank's receiver published (its own stop
         record then says why it stopped), the failed run's record in its rendezvous file
-        is made truthful (`restart_failed.note_restart_failed`)."""
-        receiver, directory = self._receiver, self.config.rendezvous_dir
+        is made truthful (`restart_failed.note_restart_failed`). `default_dir`: where that
+        file is while `config` names no rendezvous (a `Study`'s default, before its
+        `configure`); the config is left as it is."""
+        receiver = self._receiver
+        directory = self.config.rendezvous_dir or default_dir
         if directory is None or (receiver is not None and receiver.endpoint is not None):
             return
         note_restart_failed(directory, rank, error, self._restarts_resume)

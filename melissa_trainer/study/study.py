@@ -147,7 +147,10 @@ class Study(StudyState, StudyStop, Source):
         )
         self.launcher, self.stream = launcher, stream
         stream.first_data = None  # (the study says its own, `self.first_data`)
-        self._output_dir: Path | None = None
+        self._output_dir: Path | None = None  # (`configure`'s: locked for this run)
+        #: the trainer's output_dir as first told (`note_output_dir`), before it is locked:
+        #: provisional, for `note_start_failed` alone
+        self._noted_dir: Path | None = None
         self._rank, self._world = 0, 1
         self._resumed = False
         self._launcher_state: dict[str, Any] | None = None
@@ -181,20 +184,34 @@ class Study(StudyState, StudyStop, Source):
         self.peer_ended: Callable[[int], bool] | None = None
 
     def note_output_dir(self, output_dir: str) -> None:
-        """`Source.note_output_dir`: the stream's rendezvous is ``{output_dir}/rendezvous``
-        unless it names its own, known before the trainer's set-up: a restarted attempt
-        whose set-up fails rewrites the failed run's records there (`note_start_failed`)."""
-        self._output_dir = Path(output_dir)
+        """`Source.note_output_dir`: where a restarted attempt whose set-up fails finds
+        the failed run's records (``{output_dir}/rendezvous`` unless the stream names its
+        own: `note_start_failed`), before the trainer's set-up. Provisional: the stream's
+        rendezvous is not set here (the trainer may be refused `output_dir`, another
+        run's folder; a retry of this study then names another), but by `configure`,
+        once `output_dir` is locked for this run; a later call replaces it."""
+        self._noted_dir = Path(output_dir)
         self.stream.note_output_dir(output_dir)
-        self.stream.fill_in(rendezvous_dir=self._output_dir / "rendezvous")
 
     def configure(self, output_dir: str) -> None:
-        self.note_output_dir(output_dir)  # (again: outside a trainer, configure alone)
+        """`Source.configure`: the stream's rendezvous is ``{output_dir}/rendezvous``
+        unless it names its own (the trainer's call, `output_dir` locked; outside a
+        trainer, configure alone)."""
+        self._output_dir = self._noted_dir = Path(output_dir)
+        self.stream.note_output_dir(output_dir)
+        self.stream.fill_in(rendezvous_dir=self._output_dir / "rendezvous")
         self.stream.configure(output_dir)
+
+    def note_start_failed(self, rank: int, error: BaseException) -> None:
+        """`Source.note_start_failed`: to the receivers, whose failed run's record says
+        it: in their rendezvous, or, before `configure`, in the one `note_output_dir`
+        noted (a restarted attempt whose set-up failed)."""
+        noted = None if self._noted_dir is None else self._noted_dir / "rendezvous"
+        self.stream.note_start_failed(rank, error, default_dir=noted)
 
     def final_stop(self, output_dir: str) -> str | None:
         """`Source.final_stop`: its stream's records, ``{output_dir}/rendezvous`` unless
-        the stream names its own (its default filled in by `note_output_dir`)."""
+        the stream names its own (its default is filled in by `configure`, after this)."""
         directory = self.stream.config.rendezvous_dir or Path(output_dir) / "rendezvous"
         stop = read_final_stop(directory)
         return None if stop is None else stop.words()

@@ -108,10 +108,6 @@ class StudyStop:
         """`Source.note_restarts_resume`: to the receivers, whose stop record says it."""
         self.stream.note_restarts_resume(resumes)
 
-    def note_start_failed(self, rank: int, error: BaseException) -> None:
-        """`Source.note_start_failed`: to the receivers, whose failed run's record says it."""
-        self.stream.note_start_failed(rank, error)
-
     def _closing(self) -> bool:
         """The stream has ended (any rank), and no error or preemption hurries the stop."""
         receiver = self.stream.receiver

@@ -23,6 +23,7 @@ from melissa_trainer.trainer import resume_choice
 from melissa_trainer.trainer.dir_lost import OutputDirLost
 from melissa_trainer.trainer.history_check import take_history
 from melissa_trainer.trainer.hook_mark import MARK_PREFIX, HookMark
+from melissa_trainer.trainer.lock_holder import OutputDirLocked
 from melissa_trainer.trainer.preemption import PreemptionHandler
 from melissa_trainer.trainer.rank_failure import NOTES_DIR, lost_a_peer, write_note
 from melissa_trainer.trainer.schedule_end import check_schedule
@@ -74,7 +75,14 @@ def setup_failed(source: object, error: BaseException, resumes: bool = True) -> 
     (`Source.note_start_failed`), with the launch's rank (``RANK``: this process's index
     may not be known yet; 0 without it), and first whether a restart of this command
     resumes (`resumes`: `Source.note_restarts_resume`, which the set-up had not said
-    yet). Anything else given as the train source: nothing."""
+    yet). Anything else given as the train source: nothing.
+
+    A refused claim (`OutputDirLocked`: another trainer holds `output_dir`) tells the
+    source nothing: the records there are the holder's run's, not this one's, and are
+    never rewritten (nor is any explicit rendezvous of this source: the holder may be
+    the same command, whose records it names)."""
+    if isinstance(error, OutputDirLocked):
+        return
     if isinstance(source, Source):
         try:
             rank = int(os.environ.get("RANK", "0"))

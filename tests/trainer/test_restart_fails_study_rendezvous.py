@@ -11,10 +11,15 @@ Found by review hrev10: the study learned the directory only in `Study.configure
 Oracle: the failed run's records (what the first attempt wrote) put by hand in
 ``{output_dir}/rendezvous``; torchrun's variables for restart 1 of 1; `make_accelerator`
 replaced by one raising torch's error, as in tests/trainer/test_restart_failed_early.py
-(or failing loudly: a final stop's refusal comes before it)."""
+(or failing loudly: a final stop's refusal comes before it).
+
+A restarted attempt refused its ``output_dir`` (`OutputDirLocked`: another trainer holds
+it) rewrites nothing there: the records are the holder's run's (review hrev11: with the
+rendezvous known before the claim, the refused attempt rewrote the holder's promise)."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import sys
 from pathlib import Path
@@ -27,11 +32,24 @@ from test_restart_final_stop import RESTART, no_accelerator, write_records
 
 from melissa_trainer import StreamSource, Study
 from melissa_trainer.launcher import Launcher, LocalBackend
+from melissa_trainer.stream.receiver_config import ReceiverConfig
 from melissa_trainer.trainer.final_restart import RestartAfterFinalStop
+from melissa_trainer.trainer.lock_holder import LOCK_FILE, OutputDirLocked
 
 pytestmark = pytest.mark.timeout(120)
 
 ENDPOINT = "tcp://127.0.0.1:9"
+
+
+def promised(rendezvous: Path) -> bytes:
+    """A failed run's rank 0 record in `rendezvous`, promising 1 restart; its bytes."""
+    rendezvous.mkdir(parents=True)
+    reason = {"code": "error", "message": "training failed", "restarts_left": 1}
+    record = {"version": 1, "run_id": "run-a", "reason": reason, "finished": [], "byes": [],
+              "complete": True}  # fmt: skip
+    entry = {"stopped": True, "endpoint": ENDPOINT, "stop_record": record}
+    (rendezvous / "rank_0.json").write_text(json.dumps(entry))
+    return (rendezvous / "rank_0.json").read_bytes()
 
 
 def test_a_studys_last_restart_whose_set_up_fails_says_none_is_left(
@@ -40,12 +58,7 @@ def test_a_studys_last_restart_whose_set_up_fails_says_none_is_left(
     import melissa_trainer.trainer.loop as loop
 
     rendezvous = tmp_path / "out" / "rendezvous"
-    rendezvous.mkdir(parents=True)
-    reason = {"code": "error", "message": "training failed", "restarts_left": 1}
-    record = {"version": 1, "run_id": "run-a", "reason": reason, "finished": [], "byes": [],
-              "complete": True}  # fmt: skip
-    entry = {"stopped": True, "endpoint": ENDPOINT, "stop_record": record}
-    (rendezvous / "rank_0.json").write_text(json.dumps(entry))
+    promised(rendezvous)
     attempt(monkeypatch, 1, 1)
 
     def no_group(*args: Any, **kwargs: Any) -> None:
@@ -80,3 +93,23 @@ def test_a_studys_restart_after_a_final_stop_rewrites_its_peers_promise(
     assert (rendezvous / "rank_1.json").read_bytes() == before[1]  # (the final record)
     said = json.loads((rendezvous / "rank_0.json").read_text())["stop_record"]["reason"]
     assert said["code"] == "error" and said["restarts_left"] == 0, said  # (before: 1)
+
+
+@pytest.mark.parametrize("explicit", [False, True], ids=["study-default", "stream-names-it"])
+def test_a_restart_refused_its_output_dir_leaves_the_holders_records(
+    tmp_path: Path, monkeypatch: Any, explicit: bool
+) -> None:
+    """Restart 1 of 1, refused: the holder's record keeps its promise, byte for byte,
+    whether the study's rendezvous is its default or one its stream names (the holder
+    may be the same command, naming the same folder)."""
+    rendezvous = tmp_path / "out" / "rendezvous"
+    before = promised(rendezvous)
+    attempt(monkeypatch, 1, 1)
+    stream = StreamSource(ReceiverConfig(rendezvous_dir=rendezvous)) if explicit else None
+    launcher = Launcher([sys.executable, "-c", "pass"], [{"a": 0.0}], 1, backend=LocalBackend())
+    # (another trainer's flock: another open file description, refused like a process's)
+    with open(tmp_path / "out" / LOCK_FILE, "a") as holder:
+        fcntl.flock(holder, fcntl.LOCK_EX)
+        with pytest.raises(OutputDirLocked):
+            record_trainer(tmp_path, Study(launcher, stream))
+    assert (rendezvous / "rank_0.json").read_bytes() == before

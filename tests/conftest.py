@@ -57,6 +57,16 @@ def _fresh_accelerate_state():
 
 
 @pytest.fixture(autouse=True)
+def _no_launch_left():  # type: ignore[no-untyped-def]
+    """The launch id a trainer noted under a test's agent store (`trainer.launch_join`)
+    is not the next test's: a process-wide value, as torchrun's worker holds one."""
+    yield
+    from melissa_trainer.stream.launch_identity import note_launch
+
+    note_launch(None)
+
+
+@pytest.fixture(autouse=True)
 def _release_held_ports():  # type: ignore[no-untyped-def]
     """The ports `held_ports.refused_endpoint` held for the test are released."""
     yield

@@ -1,8 +1,9 @@
 """The heat_guess example's words for its output folder: the ``--output_dir`` the user
 typed, never the trainer's folder inside it (``OUTPUT_DIR/run``, which the library's own
 lines name: a folder the user never typed), as its rerun refusal says it
-(`cli.rerun_words`): a resume from "latest" that finds no checkpoint (`resume_or_afresh`)
-and the refusal of a folder another run holds (`in_user_words`)."""
+(`cli.rerun_words`): a resume from "latest" that finds no checkpoint (`resume_or_afresh`:
+the trainer's own WARNING, said in those words) and the refusal of a folder another run
+holds (`in_user_words`)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ import logging
 from pathlib import Path
 from typing import TypeVar
 
-from melissa_trainer.checkpoint.replaced import to_restore
-from melissa_trainer.common.checkpoint_names import latest_checkpoint
+from melissa_trainer.checkpoint import paths
+from melissa_trainer.checkpoint.paths import NO_LATEST
 
 __all__ = ["afresh_words", "in_user_words", "resume_or_afresh"]
 
@@ -29,17 +30,43 @@ def afresh_words(output_dir: str, root: str) -> str:
     )
 
 
+class _AfreshInUserWords(logging.Filter):
+    """The trainer's WARNING that "latest" finds no checkpoint (`NO_LATEST`, naming its
+    own folder) said instead as `afresh_words` (the folder the user typed), for each
+    checkpoints' folder noted (`resume_or_afresh`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.folders: dict[Path, str] = {}  # checkpoints' folder -> the user's output_dir
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.msg != NO_LATEST or len(record.args or ()) != 1:
+            return True
+        assert isinstance(record.args, tuple)
+        output_dir = self.folders.get(Path(str(record.args[0])).resolve())
+        if output_dir is not None:
+            record.msg, record.args = afresh_words(output_dir, str(record.args[0])), ()
+        return True
+
+
+_IN_USER_WORDS = _AfreshInUserWords()
+
+
 def resume_or_afresh(resume: str | None, output_dir: str, run_dir: Path, main: bool) -> str | None:
     """`resume` (``--resume_from_checkpoint``) as the trainer in `run_dir` is to get it:
-    None, said (`afresh_words`, by the `main` rank), for "latest" where no checkpoint is
-    there, nor one whose replacement a crash interrupted (`to_restore`: the trainer puts
-    it back and resumes it); else as given. The trainer said it naming its own folder."""
-    root = run_dir / "checkpoints"
-    if resume != "latest" or latest_checkpoint(root) is not None or to_restore(root):
-        return resume
-    if main:
-        logger.warning("%s", afresh_words(output_dir, str(root)))
-    return None
+    as given. "latest" where no checkpoint is there yet stays "latest": the trainer
+    starts afresh, and a torchrun restart (``--max_restarts``), which runs this same
+    command, resumes what the failed attempt saved, so the trainer's stop record must
+    promise it (a None here made it promise none). The trainer's WARNING that it starts
+    afresh names its own folder: said instead as `afresh_words`, naming `output_dir`
+    (the trainer says it on its main rank alone; `main` is kept for the callers)."""
+    del main
+    if resume == "latest":
+        checkpoints = logging.getLogger(paths.__name__)
+        _IN_USER_WORDS.folders[(run_dir / "checkpoints").resolve()] = output_dir
+        if _IN_USER_WORDS not in checkpoints.filters:
+            checkpoints.addFilter(_IN_USER_WORDS)
+    return resume
 
 
 def in_user_words(error: E, trainer_dir: str, output_dir: str) -> E:

@@ -61,6 +61,7 @@ from melissa_trainer.core.state import STATE_FILE as TRAINER_STATE_FILE
 __all__ = [
     "DELETING_PREFIX",
     "FORMAT_FILE",
+    "NO_LATEST",
     "STAGING_PREFIX",
     "begin",
     "checkpoint_path",
@@ -106,6 +107,11 @@ def count_ranks(checkpoint: str | os.PathLike[str]) -> int:
     return sum(1 for p in Path(checkpoint).glob("rank_*") if p.is_dir())
 
 
+#: the WARNING of "latest" with no checkpoint yet (%s: the checkpoints' folder), a
+#: format kept whole so that an application may say it in its own words (heat_guess)
+NO_LATEST = "resume_from_checkpoint='latest': no checkpoint under %s, starting afresh"
+
+
 def resolve_resume(resume_from_checkpoint: str | None, root: str | os.PathLike[str]) -> Path | None:
     """Turn `TrainingArguments.resume_from_checkpoint` into a directory.
 
@@ -118,9 +124,7 @@ def resolve_resume(resume_from_checkpoint: str | None, root: str | os.PathLike[s
     if resume_from_checkpoint == "latest":
         latest = latest_checkpoint(root)
         if latest is None:
-            logger.warning(
-                "resume_from_checkpoint='latest': no checkpoint under %s, starting afresh", root
-            )
+            logger.warning(NO_LATEST, root)
         return latest
     path = Path(resume_from_checkpoint)
     if not path.is_dir() or not (path / TRAINER_STATE_FILE).is_file():

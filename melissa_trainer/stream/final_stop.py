@@ -18,7 +18,10 @@ written before torchrun restarted the run, so every rank decides alike. A record
 taken as the failed attempt's only when every rank's file names its run: a file of
 another run (an earlier launch's, a rank that failed before it published) makes the
 directory ambiguous, and the restart goes on as before (a record of another launch
-must not stop this one). A first attempt, or a worker not run by torchrun: nothing (a
+must not stop this one). A record of another launch (`launch_identity.is_ours`: its
+``launch`` is not this one's, as when this launch's first attempt failed before any
+receiver published, leaving an earlier launch's records) decides nothing either, even
+when every file names one run. A first attempt, or a worker not run by torchrun: nothing (a
 record there is another launch's; a user's resume by hand is never refused here).
 """
 
@@ -30,6 +33,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from melissa_trainer.stream.launch_identity import is_ours
 from melissa_trainer.stream.stop_record import RECORD_KEY, StopReason
 from melissa_trainer.stream.stop_record_read import parse_record
 
@@ -73,8 +77,9 @@ def read_final_stop(
     """The failed attempt's final stop in the rendezvous `directory`, on a torchrun
     restart (`environ`, default `os.environ`: ``TORCHELASTIC_RUN_ID``,
     ``TORCHELASTIC_RESTART_COUNT`` above 0, ``WORLD_SIZE``); None when this is no
-    restart, `directory` is None, or no record there says a `FINAL_CODES` stop of the
-    run every rank's file names (module docstring). Never raises for the files."""
+    restart, `directory` is None, a record there is another launch's, or no record
+    there says a `FINAL_CODES` stop of the run every rank's file names (module
+    docstring). Never raises for the files."""
     env = os.environ if environ is None else environ
     if directory is None or "TORCHELASTIC_RUN_ID" not in env:
         return None
@@ -99,6 +104,8 @@ def read_final_stop(
         if not isinstance(entry, dict):
             return None
         record = entry.get(RECORD_KEY)
+        if isinstance(record, dict) and not is_ours(record):
+            return None  # (another launch's record: nothing of this one is decided by it)
         runs.add(entry.get("run_id", record.get("run_id") if isinstance(record, dict) else None))
         if entry.get("stopped") is not True or record is None:
             continue

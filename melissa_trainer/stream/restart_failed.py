@@ -31,6 +31,9 @@ keep telling it that a restart follows. A failure of any rank ends the whole att
 launch (``WORLD_SIZE``) that promises more than is left, its own and its peers'
 (each a rename of a file still marked stopped, naming the endpoint read:
 `endpoints.mark_stopped`; a peer's receiver that published meanwhile is left alone).
+A record of another launch (`launch_identity.is_ours`: an earlier launch's, left there
+when this launch's first attempt failed before any receiver published) is left alone:
+this launch's failure is no fact about that launch's stop.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from melissa_trainer.stream.endpoints import mark_stopped
+from melissa_trainer.stream.launch_identity import is_ours
 from melissa_trainer.stream.launch_restarts import restarts_left
 from melissa_trainer.stream.stop_record import MAX_MESSAGE, RECORD_KEY, resumable
 from melissa_trainer.stream.stop_record_read import parse_record
@@ -110,6 +114,8 @@ def _rewrite(directory: str | os.PathLike[str], rank: int, said: str, left: int)
         return False
     if entry.get("stopped") is not True or not isinstance(entry.get("endpoint"), str):
         return False
+    if not is_ours(record):
+        return False  # (another launch's record: this attempt's failure is no fact of it)
     if not resumable(reason) or (reason.code == "error" and (reason.restarts_left or 0) <= left):
         return False  # (it promises nothing more than is left: true as it stands)
     before = f" (the failed run's record said {reason.code}: {reason.message})"

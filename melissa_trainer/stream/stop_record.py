@@ -13,7 +13,7 @@ into its rendezvous file, in the same rename that marks it stopped
 ``"stop_record": {"version": 1, "run_id", "reason": {"code", "message"[,
 "simulation_id", "time_step"]}, "finished": [[sid, steps, nonfinite], ...], "byes":
 [[sid, client_rank, count, steps, nonfinite], ...], "complete": bool[, "unfinished":
-[[sid, steps, nonfinite, first, last], ...]][,
+[[sid, steps, nonfinite, first, last], ...]][, "launch": string][,
 "expected_end": {"expected_simulations", "finished", "abandoned", "unfinished": [[sid,
 steps, nonfinite], ...]}]}``
 
@@ -69,6 +69,10 @@ steps, nonfinite], ...]}]}``
   The fix is a person's (the solver, or ``nonfinite="refuse"``), then a resume. A
   restart the launcher makes anyway ends before its set-up (`final_stop`,
   `trainer.final_restart`).
+* ``launch``: the torchrun launch that wrote it (`launch_identity`: an id the launcher's
+  store holds for the launch, shared by its restarts), absent without one (no agent
+  store: ``python train.py``). A restart reads and rewrites only the records of its own
+  launch (`final_stop`, `restart_failed`); clients ignore it.
 
 At most about 5 * `RECORD_LIMIT` * 40 bytes (800 KiB). Plain JSON, read without
 unpickling anything (`stop_record_read.parse_record`: every field checked, sizes
@@ -82,6 +86,7 @@ from typing import Any
 
 import numpy as np
 
+from melissa_trainer.stream.launch_identity import LAUNCH_FIELD, this_launch
 from melissa_trainer.stream.launch_restarts import restarts_left
 from melissa_trainer.stream.nonfinite import NonFiniteDataError
 
@@ -248,6 +253,8 @@ def build_record(
         "byes": byes,
         "complete": complete and not cut,
     }
+    if this_launch() is not None:  # (which launch wrote it: a restart acts on its own)
+        record[LAUNCH_FIELD] = this_launch()
     if unfinished is not None:
         record["unfinished"] = unfinished
     if expected_end is not None:

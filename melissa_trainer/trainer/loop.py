@@ -45,6 +45,7 @@ from melissa_trainer.trainer.final_restart import refuse_final_restart
 from melissa_trainer.trainer.held_out import HeldOutLosses
 from melissa_trainer.trainer.hook_mark import known_gone
 from melissa_trainer.trainer.late_end import end_sentence
+from melissa_trainer.trainer.launch_join import join_launch
 from melissa_trainer.trainer.losses import LossFn
 from melissa_trainer.trainer.preempted import Preempted
 from melissa_trainer.trainer.rank_failure import NOTES_DIR
@@ -151,6 +152,7 @@ class OnlineTrainer(TrainerSteps):
         self.args = args
         if isinstance(train_source, Source):  # (where its records are, before any failure)
             train_source.note_output_dir(args.output_dir)
+        join_launch()  # (which launch's records this one reads and writes: before any)
         # (a torchrun restart after a stop for good: nothing to restart, before any cost)
         refuse_final_restart(train_source, args.output_dir)
         resumes = args.resume_from_checkpoint is not None  # (what a restart of this does)

@@ -135,16 +135,16 @@ class StoreLink:
         self.close()
 
 
-def launch_store() -> StoreLink | str | None:
+def launch_store(solo: bool = False) -> StoreLink | str | None:
     """A link to the launcher's store (`StoreLink`: its client, a
-    ``torch.distributed.TCPStore``); None when this process has none (one process, no
-    torch elastic agent store); `GONE` when the store refuses connections or does not
-    answer (its launcher has ended). The caller closes the link."""
+    ``torch.distributed.TCPStore``); None when this process has none (one process unless
+    `solo`, no torch elastic agent store); `GONE` when the store refuses connections or
+    does not answer (its launcher has ended). The caller closes the link."""
     try:
         world = int(os.environ.get("WORLD_SIZE", "1"))
     except ValueError:
         return None
-    if world <= 1 or os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True":
+    if (world <= 1 and not solo) or os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True":
         return None
     try:
         host, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])

@@ -124,3 +124,26 @@ def test_a_close_reads_a_stop_record_beside_a_long_integer_as_python(
     python = said.not_needed(0, read)
     head, tail = python.split(" (catch SimulationNotNeeded to exit 0)")
     assert head in message and tail in message, (python, message)
+
+
+@pytest.mark.timeout(120)
+def test_a_close_reads_a_stop_record_naming_its_launch_as_python(
+    script_exe: Path,  # noqa: F811
+    sink: str,  # noqa: F811
+    zctx: zmq.Context,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """A record naming the torchrun launch that wrote it (``launch``, since 2026-12-07:
+    `stream.launch_identity`), read by the C client's close and the Python one's: the
+    field ignored by both, the same sentence as the record says."""
+    record = build_record(ended_ingest(2), RUN, StopReason("end", "end of stream"))
+    record["launch"] = "0f1e2d3c4b5a69788796a5b4c3d2e1f0"
+    code, message, _ = stopped_close(script_exe, tmp_path, sink, zctx, record)
+    assert code == MT_ETIMEDOUT, message
+    endpoint = str(json.loads((tmp_path / "rank_0.json").read_text())["endpoint"])
+    said = StopRecords(str(tmp_path), [endpoint], RUN, SID, 0, "w")
+    read = said.record(0)
+    assert read == parse_record(record)  # (the oracle: the record written)
+    python = said.not_needed(0, read)
+    head, tail = python.split(" (catch SimulationNotNeeded to exit 0)")
+    assert head in message and tail in message, (python, message)

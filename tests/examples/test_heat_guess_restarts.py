@@ -1,15 +1,15 @@
-"""Review hrev11 (of 3914d6af..00d3489d): heat_guess's ``--resume_from_checkpoint
-latest`` where its folder holds no checkpoint gives the trainer None (hlines2, 52f2db50,
-`heat_guess.user_dir.resume_or_afresh`), so the trainer takes its command for one that
-does not resume (`Source.note_restarts_resume(False)`): under ``accelerate launch
---max_restarts N`` a failure's stop record promises no restart (``restarts_left`` 0) and
-the solvers give up at once. But torchrun's restart runs the same command, still
-``--resume_from_checkpoint latest``: it resumes the checkpoint the failed attempt wrote
-(or, with none, starts afresh: never refused), so a restart does come.
+"""heat_guess's ``--resume_from_checkpoint latest`` where its folder holds no checkpoint
+reaches the trainer as "latest", so its stop record promises torchrun's restarts. Failed
+before (review hrev11 F5, of 3914d6af..00d3489d): the example gave the trainer None
+(hlines2, 52f2db50, `heat_guess.user_dir.resume_or_afresh`), so the trainer took its
+command for one that did not resume (`Source.note_restarts_resume(False)`): under
+``accelerate launch --max_restarts N`` a failure's stop record promised no restart
+(``restarts_left`` 0) and the solvers gave up at once. But torchrun's restart runs the
+same command, still ``--resume_from_checkpoint latest``: it resumes the checkpoint the
+failed attempt wrote (or, with none, starts afresh: never refused), so a restart comes.
 
 The oracle: torchrun's variables set by the test, and the example's own choice for the
 restart's command once the first attempt has written a checkpoint ("latest": resumed).
-Reproduction only: xfail(strict).
 """
 
 from __future__ import annotations
@@ -36,11 +36,6 @@ class FailingHook(Hook):
         raise Boom("fails on the first attempt")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="hrev11 F5: heat_guess turns 'latest' with no checkpoint into None, so its "
-    "stop record promises no restart although the restart (same command) resumes",
-)
 def test_heat_guess_latest_on_an_empty_folder_promises_torchruns_restarts(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -32,6 +32,12 @@ pytestmark = pytest.mark.timeout(60)
 U = np.ones(4, np.float32)
 #: a request's timeout, longer than the test's: one that waits for it fails the test
 LONG = 120.0
+#: the first request after the trainer stopped: refused, or, when the client's link had
+#: not yet seen the close (a loaded machine: the rehearsal of 2026-12-07), sent and lost
+#: while it waited; both are the trainer found gone, and the backoff follows either way
+FOUND_GONE = (
+    "refused the connection: nothing listens there|was lost while the request waited for its answer"
+)
 
 
 @pytest.fixture
@@ -48,7 +54,7 @@ def test_wrong_inputs_after_the_trainer_stopped_are_a_value_error(tmp_path: Path
             with pytest.raises(ValueError, match="input 'u' is <f8"):
                 client.predict({"u": U.astype(np.float64)}, timeout=LONG)
         # the trainer stopped (its serve file removed): the next request falls back
-        with pytest.raises(PredictTimeout, match="refused the connection: nothing listens there"):
+        with pytest.raises(PredictTimeout, match=FOUND_GONE):
             client.predict({"u": U}, timeout=LONG)
         for mistake, words in [
             ({"u": U.astype(np.float64)}, "input 'u' is <f8 (4,), declared <f4 (4,)"),
@@ -71,7 +77,7 @@ def test_a_restarted_trainer_with_other_inputs_is_read_before_they_are_checked(
     with Predictor(0, rendezvous_dir=rv) as client:
         with serving_u(rv, "float32"):
             assert client.predict({"u": U}, timeout=LONG).version == VERSION
-        with pytest.raises(PredictTimeout, match="refused the connection: nothing listens there"):
+        with pytest.raises(PredictTimeout, match=FOUND_GONE):
             client.predict({"u": U}, timeout=LONG)
         with serving_u(rv, "float64"):  # (its serve file ends the backoff)
             u64 = U.astype(np.float64)

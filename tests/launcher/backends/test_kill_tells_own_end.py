@@ -19,6 +19,7 @@ from waiting import wait_until
 
 from melissa_trainer.launcher.backends import Job, LocalBackend, SlurmBackend
 from melissa_trainer.launcher.backends.slurm import script as ss
+from melissa_trainer.launcher.backends.slurm.exit_code import CANCELLED_CODE
 
 pytestmark = [
     pytest.mark.skipif(sys.platform != "linux", reason="waitid, /proc"),
@@ -121,7 +122,9 @@ def test_batch_kill_tells_a_job_that_ended_from_one_it_ended(
         killed = backend.launch(Job("sim-3", ["/bin/sleep", "100"], cwd=tmp_path))
         assert backend.poll(killed) is None
         assert backend.kill(killed, grace=1) is None
-        assert backend.poll(killed) == 1  # (CANCELLED, no exit file)
+        # (CANCELLED, no exit file, seen running: a cancellation's 143, `exit_code.CANCELLED_CODE`,
+        # as a scancel before the script ran: 8422a4a7)
+        assert backend.poll(killed) == CANCELLED_CODE
     finally:
         backend.close()
 

@@ -206,9 +206,7 @@ def run_study(
         share=share,
     )
     run_dir = out / "run"  # (the trainer's folder: said as the user's, `--output_dir`)
-    resume_from_checkpoint = resume_or_afresh(
-        resume_from_checkpoint, str(output_dir), run_dir, _rank() == 0
-    )
+    resume_from_checkpoint = resume_or_afresh(resume_from_checkpoint, str(output_dir), run_dir)
     try:
         trainer = OnlineTrainer(
             model,

@@ -16,8 +16,6 @@ from melissa_trainer.checkpoint.paths import NO_LATEST
 
 __all__ = ["afresh_words", "in_user_words", "resume_or_afresh"]
 
-logger = logging.getLogger("heat_guess")
-
 E = TypeVar("E", bound=BaseException)
 
 
@@ -52,15 +50,14 @@ class _AfreshInUserWords(logging.Filter):
 _IN_USER_WORDS = _AfreshInUserWords()
 
 
-def resume_or_afresh(resume: str | None, output_dir: str, run_dir: Path, main: bool) -> str | None:
+def resume_or_afresh(resume: str | None, output_dir: str, run_dir: Path) -> str | None:
     """`resume` (``--resume_from_checkpoint``) as the trainer in `run_dir` is to get it:
     as given. "latest" where no checkpoint is there yet stays "latest": the trainer
     starts afresh, and a torchrun restart (``--max_restarts``), which runs this same
     command, resumes what the failed attempt saved, so the trainer's stop record must
     promise it (a None here made it promise none). The trainer's WARNING that it starts
     afresh names its own folder: said instead as `afresh_words`, naming `output_dir`
-    (the trainer says it on its main rank alone; `main` is kept for the callers)."""
-    del main
+    (the trainer says it on its main rank alone)."""
     if resume == "latest":
         checkpoints = logging.getLogger(paths.__name__)
         _IN_USER_WORDS.folders[(run_dir / "checkpoints").resolve()] = output_dir

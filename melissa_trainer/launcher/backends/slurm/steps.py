@@ -258,7 +258,9 @@ class SrunSteps:
         away = listed_away if stopped.away is None else stopped.away
         if names and away:
             ids = {step.step_id for step in steps if step.step_id is not None}
-            killed = [*stopped.killed, *kill_tasks(self._allocation, ids, names)]
+            # (a set: a task SIGKILLed by the stop but not yet gone, in uninterruptible
+            # I/O past GONE_WAIT, is found and SIGKILLed again here; one process, once)
+            killed = {*stopped.killed, *kill_tasks(self._allocation, ids, names)}
             logger.warning(
                 "the Slurm controller did not answer: steps %s are not cancelled by name; "
                 "their sruns were signalled, which does not end their tasks without the "

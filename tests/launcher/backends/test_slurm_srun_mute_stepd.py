@@ -40,7 +40,8 @@ here = Path(sys.argv[1])
 while True:
     time.sleep(0.1)
 """
-GRACE = 2.0
+#: (the task dies of SIGTERM and its end is waited for: a grace that load cannot outrun)
+GRACE = 8.0
 
 
 def _read(pid: int, what: str) -> bytes:

@@ -224,7 +224,8 @@ def test_a_stop_without_the_controller_ends_this_nodes_tasks(
         pid = int((fake / "task.pid").read_text())
         wait_until(lambda: backend.poll(handle) is None and handle.step_id == 5, "its id", 30.0)
         with caplog.at_level(logging.WARNING, logger="melissa_trainer.launcher.backends.slurm"):
-            assert backend.kill(handle, grace=0.5) is None
+            # (a grace that load cannot outrun: the task dies of SIGTERM, its end waited for)
+            assert backend.kill(handle, grace=8.0) is None
         running = _alive(pid)
     finally:
         backend.close()

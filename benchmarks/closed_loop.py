@@ -51,8 +51,9 @@ from melissa_trainer import Hook, OnlineTrainer, ServingHook, TrainingArguments
 
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parents[1] / "examples"))
+from heat_guess.report_words import second_half, work_per_step  # noqa: E402
 from heat_guess.solver import GuessConfig  # noqa: E402
-from heat_guess.train import run_study, second_half, work_per_step  # noqa: E402
+from heat_guess.train import run_study  # noqa: E402
 from report import add_flags, print_json, print_rows  # noqa: E402
 
 WIDTH = 64

@@ -41,15 +41,16 @@ from typing import Any
 from melissa_trainer.buffers import Buffer
 from melissa_trainer.sources.first_data import FirstDataWait
 from melissa_trainer.sources.ingest_transform import IngestTransform
-from melissa_trainer.sources.source import Source, SourceError
+from melissa_trainer.sources.source import SourceError
 from melissa_trainer.stream import heap
 from melissa_trainer.stream.final_stop import read_final_stop
 from melissa_trainer.stream.ingest_counters import telemetry_keys
 from melissa_trainer.stream.no_data_notice import no_data_notice
 from melissa_trainer.stream.receiver import Receiver
 from melissa_trainer.stream.receiver_config import ReceiverConfig, ReceiverTuning
-from melissa_trainer.stream.reshard import reshard_states
 from melissa_trainer.stream.restart_failed import note_restart_failed
+from melissa_trainer.stream.source_config import check_order, rank_bind
+from melissa_trainer.stream.source_record import StreamSourceRecord
 from melissa_trainer.stream.starvation_watch import StarvationWatch, external_watch
 from melissa_trainer.stream.stop_record import StopReason
 from melissa_trainer.stream.watchdog import SilenceExcuse
@@ -57,7 +58,7 @@ from melissa_trainer.stream.watchdog import SilenceExcuse
 logger = logging.getLogger(__name__)
 
 
-class StreamSource(Source):
+class StreamSource(StreamSourceRecord):
     """Fills each rank's buffer with the samples simulations stream over ZeroMQ.
 
     Args:
@@ -148,11 +149,11 @@ class StreamSource(Source):
             ValueError: `config.parameters` lists the names `parameters` gives (a study's
                 sampler's) in another order: each sample's vector would follow the
                 config, a held-out sample built from ``sampler.draw()`` the sampler, and a
-                model read one parameter as another (`_check_order`).
+                model read one parameter as another (`check_order`).
         """
         if self._receiver is not None:
             raise RuntimeError("StreamSource.fill_in() must be called before start()")
-        _check_order(self.config.parameters, parameters)
+        check_order(self.config.parameters, parameters)
         config = self.config
         if config.expected_simulations is None and expected_simulations is not None:
             config = replace(config, expected_simulations=expected_simulations)
@@ -191,7 +192,7 @@ class StreamSource(Source):
             raise RuntimeError("StreamSource.start() was called twice")
         if self._keep_freed_memory:
             heap.keep_freed_memory()
-        config = replace(self.config, bind=_rank_bind(self.config.bind, rank))
+        config = replace(self.config, bind=rank_bind(self.config.bind, rank))
         receiver = Receiver(buffer, rank, world_size, config, self.tuning, self._transform)
         if self._state:
             receiver.load_state_dict(self._state)
@@ -319,73 +320,3 @@ class StreamSource(Source):
         if self._receiver is None:
             return dict.fromkeys(telemetry_keys(), 0.0)
         return self._receiver.telemetry()
-
-    def state_dict(self) -> dict[str, Any]:
-        if self._receiver is None:
-            return dict(self._state or {})
-        return self._receiver.state_dict()
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore the dedup record of `state_dict()` (before `start`)."""
-        if self._receiver is not None:
-            raise RuntimeError("load_state_dict() must be called before start()")
-        if state and not isinstance(state.get("simulations"), dict):
-            raise ValueError("not a StreamSource state (no 'simulations' record)")
-        if state and "launcher" in state:
-            raise ValueError(
-                "this checkpoint holds a study (its launcher's record, key 'launcher'): "
-                "resume it with Study(launcher, StreamSource(...)), not a StreamSource alone"
-            )
-        self._state = dict(state) if state else None
-
-    def reshard_state(
-        self,
-        states: Sequence[dict[str, Any]],
-        buffer_puts: Sequence[int],
-        rank: int,
-        world_size: int,
-        buffer_put: int,
-    ) -> dict[str, Any]:
-        """The receivers' records of k old ranks merged and re-split over the new ranks
-        by each simulation's routing (see `melissa_trainer.stream.reshard`; `Source.reshard_state`
-        for the arguments). Pure: no receiver is touched.
-
-        Raises:
-            ValueError: a record holds a launcher's (a study's: resume it with `Study`),
-                or one `melissa_trainer.stream.reshard` refuses (it says why).
-        """
-        if any(state and "launcher" in state for state in states):
-            raise ValueError(
-                "this checkpoint holds a study (its launcher's record, key 'launcher'): "
-                "resume it with Study(launcher, StreamSource(...)), not a StreamSource alone"
-            )
-        return reshard_states(states, buffer_puts, rank, world_size, buffer_put)
-
-
-def _rank_bind(bind: str, rank: int) -> str:
-    """Offset an explicit TCP port by the rank, so that ranks on one host do not clash."""
-    if rank == 0 or not bind.startswith("tcp://"):
-        return bind
-    host, _, port = bind.rpartition(":")
-    if not port.isdigit() or int(port) == 0:
-        return bind
-    return f"{host}:{int(port) + rank}"
-
-
-def _check_order(given: Sequence[str] | None, names: Sequence[str] | None) -> None:
-    """Refuse `given` (``ReceiverConfig.parameters``) when it lists `names` (a study's
-    sampler's) in another order, naming both orders and the fix (`fill_in`). Other
-    names are not this check's: each HELLO is checked against `given` at admission
-    (`schema.StudySchema.admit`), as before."""
-    if given is None or names is None or list(given) == list(names):
-        return
-    if sorted(given) != sorted(names):
-        return
-    raise ValueError(
-        f"ReceiverConfig(parameters={list(given)}) lists the study's parameters in another "
-        f"order than its sampler's names {list(names)}: each sample's parameters vector "
-        f"would be in the first order, and a held-out sample built from sampler.draw() in "
-        f"the second, so that the model reads one parameter as another. Give "
-        f"ReceiverConfig(parameters={list(names)}), the sampler's order, or leave "
-        f"parameters out: a Study gives its sampler's names"
-    )

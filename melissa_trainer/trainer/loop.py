@@ -6,7 +6,8 @@ constructor builds of its arguments is `setup`'s (the data path, the hooks); wha
 loop does at its action points (`_perform_requested_actions`, the end's
 `_perform_final_actions`: log, validate, save), `actions`'; the loss a step minimises,
 `losses`'; one optimizer step and what it uses, `stepping`'s; how many steps each window
-runs and the start of the ranks' agreement on one, `windows`'.
+runs and the start of the ranks' agreement on one, `windows`'; its rank among the
+ranks and a peer's end, `ranks`'.
 """
 
 from __future__ import annotations
@@ -43,12 +44,11 @@ from melissa_trainer.trainer.direct_calls import DirectCalls
 from melissa_trainer.trainer.ending import end_training, failed
 from melissa_trainer.trainer.final_restart import refuse_final_restart
 from melissa_trainer.trainer.held_out import HeldOutLosses
-from melissa_trainer.trainer.hook_mark import known_gone
 from melissa_trainer.trainer.late_end import end_sentence
 from melissa_trainer.trainer.launch_join import join_launch
 from melissa_trainer.trainer.losses import LossFn
 from melissa_trainer.trainer.preempted import Preempted
-from melissa_trainer.trainer.rank_failure import NOTES_DIR
+from melissa_trainer.trainer.ranks import TrainerRanks
 from melissa_trainer.trainer.roll_call import launch_roll_call
 from melissa_trainer.trainer.run_waits import last_window_check, run_window, sources_started
 from melissa_trainer.trainer.setup import (
@@ -68,7 +68,7 @@ from melissa_trainer.trainer.windows import first_aligned, start_agreement, wind
 logger = logging.getLogger(__name__)
 
 
-class OnlineTrainer(TrainerSteps):
+class OnlineTrainer(TrainerSteps, TrainerRanks):
     """Trains `model` on samples streamed into a buffer, on every rank of `accelerate launch`.
 
     Args:
@@ -219,27 +219,8 @@ class OnlineTrainer(TrainerSteps):
             raise
 
     @property
-    def is_main_process(self) -> bool:
-        return self.accelerator.is_main_process
-
-    @property
-    def process_index(self) -> int:
-        return self.accelerator.process_index
-
-    @property
-    def num_processes(self) -> int:
-        return self.accelerator.num_processes
-
-    @property
     def checkpoint_root(self) -> Path:
         return Path(self.args.output_dir) / "checkpoints"
-
-    def peer_ended(self, rank: int) -> bool:
-        """Whether rank `rank`'s process is known to have ended, by the pid its hook
-        mark holds, on this host (`hook_mark.known_gone`; False where not known: another
-        host, no mark, one process). A study's end waits no longer for its last word."""
-        notes = Path(self.args.output_dir) / NOTES_DIR
-        return self.num_processes > 1 and known_gone(notes, str(self.run_id), rank)
 
     # -- the loop -----------------------------------------------------------------------
 

@@ -21,8 +21,9 @@ from process_tree import run_group
 
 sys.path.insert(0, str(Path(__file__).parents[2] / "examples"))
 from heat_guess import train as heat_guess_train  # noqa: E402
+from heat_guess.report_words import serving_sentence, work_words  # noqa: E402
 from heat_guess.solver import GuessConfig, Operator, Work, boundary, steps  # noqa: E402
-from heat_guess.train import OddConv, baseline_work, serving_sentence, work_words  # noqa: E402
+from heat_guess.train import OddConv, baseline_work  # noqa: E402
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "heat_guess" / "train.py"
 PARAMS = {"t_initial": 300.0, "t_left": 100.0, "t_right": 500.0, "t_bottom": 200.0,

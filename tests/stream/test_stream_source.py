@@ -23,7 +23,8 @@ from melissa_trainer.buffers import FIFOBuffer, Sample
 from melissa_trainer.sources.source import SourceError
 from melissa_trainer.stream.ingest_counters import telemetry_keys
 from melissa_trainer.stream.receiver_config import ReceiverConfig, ReceiverTuning
-from melissa_trainer.stream.stream_source import StreamSource, _rank_bind
+from melissa_trainer.stream.source_config import rank_bind
+from melissa_trainer.stream.stream_source import StreamSource
 
 SCRIPTS = Path(__file__).parents[1] / "scripts"
 sys.path.insert(0, str(SCRIPTS))
@@ -281,10 +282,10 @@ def test_state_round_trip_and_finish_before_start() -> None:
 
 
 def test_explicit_ports_are_offset_by_rank() -> None:
-    assert _rank_bind("tcp://*:5555", 0) == "tcp://*:5555"
-    assert _rank_bind("tcp://*:5555", 3) == "tcp://*:5558"
-    assert _rank_bind("tcp://127.0.0.1:*", 2) == "tcp://127.0.0.1:*"
-    assert _rank_bind("ipc:///tmp/x", 1) == "ipc:///tmp/x"
+    assert rank_bind("tcp://*:5555", 0) == "tcp://*:5555"
+    assert rank_bind("tcp://*:5555", 3) == "tcp://*:5558"
+    assert rank_bind("tcp://127.0.0.1:*", 2) == "tcp://127.0.0.1:*"
+    assert rank_bind("ipc:///tmp/x", 1) == "ipc:///tmp/x"
 
 
 MULTI_FIELD_CLIENT = r"""

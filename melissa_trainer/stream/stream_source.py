@@ -43,6 +43,7 @@ from melissa_trainer.sources.first_data import FirstDataWait
 from melissa_trainer.sources.ingest_transform import IngestTransform
 from melissa_trainer.sources.source import Source, SourceError
 from melissa_trainer.stream import heap
+from melissa_trainer.stream.config_fill import check_order, filled
 from melissa_trainer.stream.final_stop import read_final_stop
 from melissa_trainer.stream.ingest_counters import telemetry_keys
 from melissa_trainer.stream.no_data_notice import no_data_notice
@@ -152,17 +153,14 @@ class StreamSource(Source):
         """
         if self._receiver is not None:
             raise RuntimeError("StreamSource.fill_in() must be called before start()")
-        _check_order(self.config.parameters, parameters)
-        config = self.config
-        if config.expected_simulations is None and expected_simulations is not None:
-            config = replace(config, expected_simulations=expected_simulations)
-        if config.rendezvous_dir is None and rendezvous_dir is not None:
-            config = replace(config, rendezvous_dir=rendezvous_dir)
-        if config.run_id is None and run_id is not None:
-            config = replace(config, run_id=run_id)
-        if config.parameters is None and parameters is not None:
-            config = replace(config, parameters=tuple(parameters))
-        self.config = config
+        check_order(self.config.parameters, parameters)
+        self.config = filled(
+            self.config,
+            expected_simulations=expected_simulations,
+            rendezvous_dir=rendezvous_dir,
+            run_id=run_id,
+            parameters=None if parameters is None else tuple(parameters),
+        )
 
     def set_run_id(self, run_id: str) -> None:
         """The trainer's run id: each receiver publishes it and refuses HELLOs of
@@ -370,22 +368,3 @@ def _rank_bind(bind: str, rank: int) -> str:
     if not port.isdigit() or int(port) == 0:
         return bind
     return f"{host}:{int(port) + rank}"
-
-
-def _check_order(given: Sequence[str] | None, names: Sequence[str] | None) -> None:
-    """Refuse `given` (``ReceiverConfig.parameters``) when it lists `names` (a study's
-    sampler's) in another order, naming both orders and the fix (`fill_in`). Other
-    names are not this check's: each HELLO is checked against `given` at admission
-    (`schema.StudySchema.admit`), as before."""
-    if given is None or names is None or list(given) == list(names):
-        return
-    if sorted(given) != sorted(names):
-        return
-    raise ValueError(
-        f"ReceiverConfig(parameters={list(given)}) lists the study's parameters in another "
-        f"order than its sampler's names {list(names)}: each sample's parameters vector "
-        f"would be in the first order, and a held-out sample built from sampler.draw() in "
-        f"the second, so that the model reads one parameter as another. Give "
-        f"ReceiverConfig(parameters={list(names)}), the sampler's order, or leave "
-        f"parameters out: a Study gives its sampler's names"
-    )

@@ -10,7 +10,7 @@ from typing import Any
 
 from melissa_trainer.stream.receiver_config import ReceiverConfig
 
-__all__ = ["check_order", "filled"]
+__all__ = ["check_order", "filled", "filled_here", "unfilled"]
 
 
 def filled(config: ReceiverConfig, **values: Any) -> ReceiverConfig:
@@ -19,6 +19,29 @@ def filled(config: ReceiverConfig, **values: Any) -> ReceiverConfig:
     for name, value in values.items():
         if getattr(config, name) is None and value is not None:
             config = replace(config, **{name: value})
+    return config
+
+
+def filled_here(before: ReceiverConfig, after: ReceiverConfig) -> dict[str, Any]:
+    """The fields None in `before` and set in `after` (by `filled`), with their values."""
+    return {
+        name: getattr(after, name)
+        for name in ("expected_simulations", "rendezvous_dir", "run_id", "parameters")
+        if getattr(before, name) is None and getattr(after, name) is not None
+    }
+
+
+def unfilled(
+    config: ReceiverConfig, filled_in: dict[str, Any], names: Sequence[str]
+) -> ReceiverConfig:
+    """`config` with each field of `names` that still holds the value `filled_in` says
+    was filled in set back to None (and dropped from `filled_in`); a field given, or
+    changed since it was filled in, is kept."""
+    for name in names:
+        if name in filled_in and getattr(config, name) == filled_in[name]:
+            cleared: dict[str, Any] = {name: None}  # (a field of ReceiverConfig's)
+            config = replace(config, **cleared)
+            del filled_in[name]
     return config
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-__all__ = ["NO_RESTART_FOLLOWS", "restarts_left"]
+__all__ = ["NO_RESTART_FOLLOWS", "restarts_left", "with_no_restart"]
 
 
 #: what a record that promises a resume (``preempted``, ``broken``) adds under torchrun
@@ -39,3 +39,11 @@ def restarts_left(environ: Mapping[str, str] | None = None) -> int | None:
     if most < 0 or done < 0:
         return None
     return max(most - done, 0)
+
+
+def with_no_restart(message: str, environ: Mapping[str, str] | None = None) -> str:
+    """`message`, a ``preempted`` or ``broken`` record's (which promise a resume), with
+    ``"; "`` and `NO_RESTART_FOLLOWS` after it under torchrun with no restart left
+    (`restarts_left` 0, of `environ`); as it is otherwise (restarts left: torchrun
+    restarts the run; not torchrun: nothing known)."""
+    return f"{message}; {NO_RESTART_FOLLOWS}" if restarts_left(environ) == 0 else message

@@ -43,13 +43,14 @@ from melissa_trainer.sources.first_data import FirstDataWait
 from melissa_trainer.sources.ingest_transform import IngestTransform
 from melissa_trainer.sources.source import SourceError
 from melissa_trainer.stream import heap
+from melissa_trainer.stream.config_fill import check_order, filled, filled_here, unfilled
 from melissa_trainer.stream.final_stop import read_final_stop
 from melissa_trainer.stream.ingest_counters import telemetry_keys
 from melissa_trainer.stream.no_data_notice import no_data_notice
 from melissa_trainer.stream.receiver import Receiver
 from melissa_trainer.stream.receiver_config import ReceiverConfig, ReceiverTuning
 from melissa_trainer.stream.restart_failed import note_restart_failed
-from melissa_trainer.stream.source_config import check_order, rank_bind
+from melissa_trainer.stream.source_config import rank_bind
 from melissa_trainer.stream.source_record import StreamSourceRecord
 from melissa_trainer.stream.starvation_watch import StarvationWatch, external_watch
 from melissa_trainer.stream.stop_record import StopReason
@@ -116,6 +117,8 @@ class StreamSource(StreamSourceRecord):
         #: a wait for a batch no sample comes for fails (`starvation_watch`): set by
         #: `start` on several ranks (external mode's words); a `Study` runs its own
         self.starvation: StarvationWatch | None = None
+        #: the config's fields that `fill_in` set, with the values it set (`forget_filled`)
+        self._filled: dict[str, Any] = {}
 
     @property
     def receiver(self) -> Receiver | None:
@@ -149,25 +152,34 @@ class StreamSource(StreamSourceRecord):
             ValueError: `config.parameters` lists the names `parameters` gives (a study's
                 sampler's) in another order: each sample's vector would follow the
                 config, a held-out sample built from ``sampler.draw()`` the sampler, and a
-                model read one parameter as another (`check_order`).
+                model read one parameter as another (`config_fill.check_order`).
         """
         if self._receiver is not None:
             raise RuntimeError("StreamSource.fill_in() must be called before start()")
         check_order(self.config.parameters, parameters)
-        config = self.config
-        if config.expected_simulations is None and expected_simulations is not None:
-            config = replace(config, expected_simulations=expected_simulations)
-        if config.rendezvous_dir is None and rendezvous_dir is not None:
-            config = replace(config, rendezvous_dir=rendezvous_dir)
-        if config.run_id is None and run_id is not None:
-            config = replace(config, run_id=run_id)
-        if config.parameters is None and parameters is not None:
-            config = replace(config, parameters=tuple(parameters))
-        self.config = config
+        before = self.config
+        self.config = filled(
+            before,
+            expected_simulations=expected_simulations,
+            rendezvous_dir=rendezvous_dir,
+            run_id=run_id,
+            parameters=None if parameters is None else tuple(parameters),
+        )
+        self._filled.update(filled_here(before, self.config))
+
+    def forget_filled(self, *names: str) -> None:
+        """Set back to None the fields `names` of `config` that `fill_in` set (and that
+        still hold what it set): what one trainer filled in (its rendezvous, its run id),
+        when the source is given to another trainer, which fills in its own. A field
+        given in the config is kept. Nothing once started (the receiver's config)."""
+        if self._receiver is None:
+            self.config = unfilled(self.config, self._filled, names)
 
     def set_run_id(self, run_id: str) -> None:
         """The trainer's run id: each receiver publishes it and refuses HELLOs of
-        another run (unless `config.run_id` was given)."""
+        another run (unless `config.run_id` was given). It replaces an earlier trainer's
+        (a source given to a second trainer before it started: `forget_filled`)."""
+        self.forget_filled("run_id")
         self.fill_in(run_id=run_id)
 
     def set_ingest_transform(self, transform: IngestTransform) -> None:

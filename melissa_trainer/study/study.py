@@ -189,8 +189,15 @@ class Study(StudyState, StudyStop, Source):
         own: `note_start_failed`), before the trainer's set-up. Provisional: the stream's
         rendezvous is not set here (the trainer may be refused `output_dir`, another
         run's folder; a retry of this study then names another), but by `configure`,
-        once `output_dir` is locked for this run; a later call replaces it."""
+        once `output_dir` is locked for this run; a later call replaces it. A rendezvous
+        an earlier trainer's `configure` filled in is forgotten here (a study given to a
+        second trainer, the first let go untrained: its solvers must look in the second's
+        folder, and a failed set-up must not rewrite the first's records); one the
+        stream's config named is kept."""
         self._noted_dir = Path(output_dir)
+        if self.stream.receiver is None:  # (a started study's is its run's)
+            self._output_dir = None  # (locked for this run again by `configure`)
+        self.stream.forget_filled("rendezvous_dir")
         self.stream.note_output_dir(output_dir)
 
     def configure(self, output_dir: str) -> None:

@@ -20,7 +20,7 @@ from melissa_trainer.core.loss_guard import NonFiniteLossError
 from melissa_trainer.core.view import TrainerView
 from melissa_trainer.hooks import Event
 from melissa_trainer.sources.source import SourceError
-from melissa_trainer.stream.launch_restarts import NO_RESTART_FOLLOWS, restarts_left
+from melissa_trainer.stream.launch_restarts import with_no_restart
 from melissa_trainer.trainer import end_save
 from melissa_trainer.trainer.dir_lost import OutputDirLost, gone_under
 from melissa_trainer.trainer.exit_meeting import hold_term
@@ -220,9 +220,10 @@ def failed(
     noted ``broken`` when every peer is alive on this host (`RankGone.state`: a network
     error, a collective's timeout, not a signal), which solvers follow as ``preempted``.
     Under torchrun with no restart left (`launch_restarts.restarts_left` 0) either says
-    that no restart follows (`NO_RESTART_FOLLOWS`): its teardown after a peer's death
-    and a preemption cannot be told apart here (a peer that failed with an exception,
-    in its loop or its start, `starting.note_start_failure`, left a note: ``error``).
+    that no restart follows (`launch_restarts.with_no_restart`): its teardown after a
+    peer's death and a preemption cannot be told apart here (a peer that failed with an
+    exception, in its loop or its start, `starting.note_start_failure`, left a note:
+    ``error``).
 
     Under torchrun, a collective's failure because another rank is gone first holds
     SIGTERM (`exit_meeting.hold_term`, over `preemption`'s handler, the trainer's): its
@@ -276,12 +277,13 @@ def failed(
         # resume recovers from it: torchrun's restarts, --resume_from_checkpoint) but
         # whose words do not say "preempted" (docs/protocol.md, "The stop record")
         # (under torchrun with no restart left, the promise is a person's to keep: said)
-        last = f"; {NO_RESTART_FOLLOWS}" if restarts_left() == 0 else ""
         trainer.source.note_stop(
             "broken" if other.state == ALIVE else "preempted",
-            f"training stopped at step {trainer.state.global_step}: {other.opening}, with "
-            f"no checkpoint at this stop: a run resumed from the latest one takes what it "
-            f"lacks{last}",
+            with_no_restart(
+                f"training stopped at step {trainer.state.global_step}: {other.opening}, "
+                f"with no checkpoint at this stop: a run resumed from the latest one takes "
+                f"what it lacks"
+            ),
         )
         raise other from None  # (its paragraph said it all: gloo's traceback adds nothing)
     said = error_line(error if other is None else other)

@@ -13,14 +13,21 @@ alike from the same records, so none waits for a peer. The final record is left 
 is; a peer's that promises a restart (``error`` with restarts left: its trainer failed
 on the peer's stop) is rewritten to promise none (`stream.restart_failed`, as a restart
 that fails early does): a `Predictor` reads ``rank_0.json`` alone.
+
+With ``--max_restarts`` above 1, torchrun restarts each such attempt again (any failure
+is restarted while restarts are left: no exit status ends the launch but every worker's
+0, which would say it succeeded); the ERROR paragraph is said by the first of them on
+each rank, and the later ones say a short line naming it (`final_said`).
 """
 
 from __future__ import annotations
 
 import logging
+import os
 
 from melissa_trainer.common.refusal import SaidOnRankZero, launch_rank
 from melissa_trainer.sources.source import Source
+from melissa_trainer.trainer.final_said import first_saying
 
 __all__ = ["RestartAfterFinalStop", "refuse_final_restart"]
 
@@ -48,10 +55,28 @@ def refuse_final_restart(source: object, output_dir: str) -> None:
     words = source.final_stop(output_dir)
     if words is None:
         return
-    logger.error("%s", words)
+    rank, attempt = launch_rank(), _restart_count()
+    first = first_saying(rank, attempt)  # (said once per launch and rank: `final_said`)
+    logger.error("%s", words if first == attempt else _again(attempt, first))
     refused = RestartAfterFinalStop(words)
     # a peer's record of the failed attempt may promise this restart (its ``error`` with
     # restarts left): made truthful, no restart resumes (the final record: as it is)
     source.note_restarts_resume(False)
-    source.note_start_failed(launch_rank(), refused)
+    source.note_start_failed(rank, refused)
     raise refused
+
+
+def _restart_count() -> int:
+    """torchrun's restart count of this attempt (0 when not said)."""
+    count = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+    return int(count) if count.isdigit() else 0
+
+
+def _again(attempt: int, first: int) -> str:
+    """A later attempt's line: the paragraph was said by restart `first`."""
+    most = os.environ.get("TORCHELASTIC_MAX_RESTARTS", "?")
+    return (
+        f"restart {attempt} of {most} by the launcher does not train either: the failed "
+        f"run stopped for good, as restart {first} said above (the same record); the "
+        f"launcher restarts on any failure while restarts are left, and each ends so"
+    )

@@ -63,6 +63,7 @@ from melissa_trainer.trainer.stepping import TrainerSteps
 from melissa_trainer.trainer.stop_asked import ended_by_stop
 from melissa_trainer.trainer.stop_cause import StopCause
 from melissa_trainer.trainer.train_close import close_training
+from melissa_trainer.trainer.untrained_exit import watch_until_trained
 from melissa_trainer.trainer.windows import first_aligned, start_agreement, window_at
 
 logger = logging.getLogger(__name__)
@@ -214,6 +215,7 @@ class OnlineTrainer(TrainerSteps, TrainerRanks):
             weakref.finalize(self, self._output_hold.release)  # a trainer dropped untrained
             # (a restart runs this command again: it resumes only if the command says so)
             self.source.note_restarts_resume(resumes)
+            watch_until_trained(self)  # (this rank's failure before train(): noted)
         except BaseException as exc:
             setup_failed(getattr(self, "source", train_source), exc, resumes)
             raise

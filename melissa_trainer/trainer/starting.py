@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from melissa_trainer.hooks import Event
 from melissa_trainer.sources.source import Source
+from melissa_trainer.stream.launch_restarts import with_no_restart
 from melissa_trainer.stream.read_clock import ReadClock
 from melissa_trainer.trainer import resume_choice
 from melissa_trainer.trainer.dir_lost import OutputDirLost
@@ -56,15 +57,18 @@ def forced_stop(trainer: OnlineTrainer, preemption: PreemptionHandler | None = N
     The record's message starts with the stop's cause as a normal stop's does
     (`StopCause.stopped`, `preemption`'s first request: "stopped by SIGTERM", "stopped
     because the launcher (accelerate launch, pid N) is gone"), then says the forced
-    exit; without a cause (none recorded, no handler) it says the forced exit alone."""
+    exit; without a cause (none recorded, no handler) it says the forced exit alone.
+    Under torchrun with no restart left it closes with the words that no restart
+    follows (`launch_restarts.with_no_restart`), as the stop on a peer gone with no note
+    does: the resume it promises is a person's (or a scheduler's requeue) to make."""
     cause = preemption.cause if preemption is not None else None
     forced = (
         f"forced to exit at step {trainer.state.global_step}, with no checkpoint at this "
         f"stop: a run resumed from the latest one takes what it lacks"
     )
-    trainer.source.note_stop(
-        "preempted", forced if cause is None else f"{cause.stopped}, then {forced}"
-    )
+    said = forced if cause is None else f"{cause.stopped}, then {forced}"
+    # (torchrun's last attempt: no restart follows, as a stop on a peer gone says)
+    trainer.source.note_stop("preempted", with_no_restart(said))
     trainer.source.stop()
 
 

@@ -6,8 +6,10 @@ receiver would have started: inside `train()`, its preemption handler installed)
 rank 0 has started its own and waits for rank 1 at the sources' barrier; rank 1 exits
 1, torchrun SIGTERMs rank 0 (and restarts the pair while restarts are left). With
 ``EXIT=1`` rank 1's start ends its process at once instead (``os._exit(1)``: no Python
-runs after it, as a rank killed by a signal). The test reads the stop record rank 0's
-receiver wrote.
+runs after it, as a rank killed by a signal). With ``BEFORE_TRAIN_FROM=N``, rank 1's
+script raises `BEFORE` on the attempts from N on (a user's code between its
+``OnlineTrainer(...)`` and ``train()``, uncaught), once its trainer is built. The test
+reads the stop record rank 0's receiver wrote.
 
     start_fails_rank.py --output_dir OUT --rendezvous RV [TrainingArguments...]
 """
@@ -28,6 +30,8 @@ RANK = int(os.environ.get("RANK", "0"))
 ATTEMPT = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
 #: what rank 1's start raises (the test finds it named in rank 0's record)
 ERROR = "rank 1's receiver cannot start (attempt {attempt})"
+#: what rank 1's script raises before train() with BEFORE_TRAIN_FROM
+BEFORE = "rank 1's script fails before train() (attempt {attempt})"
 
 
 def failing_start(self: StreamSource, *args: Any, **kwargs: Any) -> None:
@@ -38,9 +42,13 @@ def failing_start(self: StreamSource, *args: Any, **kwargs: Any) -> None:
 
 def main() -> None:
     args, opts = ArgumentParser(TrainingArguments, ScriptArgs).parse_args_into_dataclasses()
+    before = int(os.environ.get("BEFORE_TRAIN_FROM", "-1"))
     if RANK == 1:
         StreamSource.start = failing_start  # type: ignore[method-assign]
-    lineage_trainer(args, opts).train()
+    trainer = lineage_trainer(args, opts)
+    if RANK == 1 and 0 <= before <= ATTEMPT:
+        raise RuntimeError(BEFORE.format(attempt=ATTEMPT))
+    trainer.train()
 
 
 if __name__ == "__main__":

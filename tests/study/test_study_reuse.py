@@ -57,3 +57,41 @@ def test_a_study_retried_in_another_output_dir_publishes_there(tmp_path: Path) -
         record_trainer(retry, study)  # (its output_dir: retry/"out")
     rendezvous = study.stream.config.rendezvous_dir
     assert Path(str(rendezvous)) == retry / "out" / "rendezvous", rendezvous
+
+
+def test_a_study_reused_by_a_second_trainer_publishes_in_its_output_dir(tmp_path: Path) -> None:
+    """A study whose first trainer claimed its ``output_dir`` (configured: its rendezvous
+    filled in) and was let go untrained, given to a second trainer in another
+    ``output_dir``: the second trainer's rendezvous and run id are its own. Failed
+    before (task hrestart4): `StreamSource.fill_in` sets a field once, so the stream
+    kept the first trainer's rendezvous folder (the second trainer's solvers were told
+    to look there) and run id."""
+    study = a_study()
+    first = record_trainer(tmp_path / "first", study)
+    first._output_hold.release()  # (let go untrained: its output_dir is free again)
+    filled = Path(str(study.stream.config.rendezvous_dir))
+    assert filled == tmp_path / "first" / "out" / "rendezvous", filled
+    second = record_trainer(tmp_path / "second", study)
+    try:
+        rendezvous = study.stream.config.rendezvous_dir
+        assert Path(str(rendezvous)) == tmp_path / "second" / "out" / "rendezvous", rendezvous
+        assert study.stream.config.run_id == second.run_id != first.run_id
+    finally:
+        second._output_hold.release()
+
+
+def test_a_rendezvous_the_user_named_is_kept_by_a_second_trainer(tmp_path: Path) -> None:
+    """What the user gave (`ReceiverConfig`'s rendezvous and run id) is never replaced:
+    only what the study and the trainer filled in is the trainer's to change."""
+    from melissa_trainer.stream.receiver_config import ReceiverConfig
+    from melissa_trainer.stream.stream_source import StreamSource
+
+    mine = tmp_path / "mine"
+    config = ReceiverConfig(rendezvous_dir=str(mine), run_id="0123456789abcdef")
+    launcher = Launcher(["true"], make_sampler("uniform", {"a": (0.0, 1.0)}, seed=0), 2)
+    study = Study(launcher, StreamSource(config))
+    for name in ("first", "second"):
+        trainer = record_trainer(tmp_path / name, study)
+        trainer._output_hold.release()
+        assert Path(str(study.stream.config.rendezvous_dir)) == mine
+        assert study.stream.config.run_id == "0123456789abcdef"

@@ -15,8 +15,15 @@ waits for it at the sources' barrier.
   (docs/how-to/preemption.md), and on the last attempt says that no restart follows
   (`launch_restarts.NO_RESTART_FOLLOWS`). Failed before: it did not say so.
 
-The oracles: the rendezvous file rank 0's receiver wrote, read as JSON, and the error
-the script raises on rank 1."""
+* A peer whose script fails after its trainer's set-up and before its ``train()``
+  (``BEFORE_TRAIN_FROM``: the user's code, uncaught) on the restart, after an attempt
+  whose records promised it: the records say ``error``, no restart left, naming that
+  error (`untrained_exit`: its note, and its source told, before it exits). Failed
+  before: rank 0's rewrite named its own broken collective (gloo's "Connection closed
+  by peer"), and the peer left no note.
+
+The oracles: the rendezvous file rank 0's receiver wrote, read as JSON, the notes'
+folder, and the error the script raises on rank 1."""
 
 from __future__ import annotations
 
@@ -81,3 +88,19 @@ def test_a_peer_killed_outright_on_the_last_attempt_says_no_restart_follows(
         "; no restart left: torchrun restarts nothing, and a resumed trainer follows only "
         "if a person (or a scheduler's requeue) resumes it"
     ), reason
+
+
+@pytest.mark.timeout(200)
+def test_a_peer_failing_before_train_on_the_restart_is_named_in_the_records(
+    tmp_path: Path,
+) -> None:
+    reason = rank_zero_reason(tmp_path, 1, {"BEFORE_TRAIN_FROM": "1"})
+    error = "RuntimeError: rank 1's script fails before train() (attempt 1)"
+    assert reason["code"] == "error" and reason["restarts_left"] == 0, reason
+    assert reason["message"].startswith(
+        "the restarted run (restart 1 of 1) failed before its receiver of rank 1 started; "
+        f"no restart left: the launcher gave up, the run is not coming back on its own "
+        f"({error}) (the failed run's record said error: "
+    ), reason
+    note = (tmp_path / "out" / ".rank-failures" / "rank-1").read_text().splitlines()
+    assert note[1:] == [error], note  # (after the run's id)

@@ -10,6 +10,11 @@ checkpoint, republished its receivers over the final records and waited for a st
 its solver, told the stop is final, never sends again (the launch killed at its
 timeout).
 
+With ``--max_restarts 2`` the launcher restarts the refused attempt once more (any
+failure is restarted while restarts are left): the ERROR paragraph is said by restart 1
+alone, restart 2 says a short line naming it (`trainer.final_said`). Failed before
+(task hrestart4): restart 2 said the whole paragraph again.
+
 The oracles: the lineage log of each attempt and rank (tests/lineage_trainer.py), the
 copy of each rank's record the restarted rank made before its set-up
 (`keep_first_record`), the files' bytes after the launch, what the launch printed.
@@ -60,7 +65,8 @@ except Exception as exc:  # (the trainer stopped on this simulation's NaN: told 
 
 
 @pytest.mark.timeout(600)
-def test_a_restart_after_a_nonfinite_stop_does_not_train(tmp_path: Path) -> None:
+@pytest.mark.parametrize("most", [1, 2], ids=["max_restarts 1", "max_restarts 2"])
+def test_a_restart_after_a_nonfinite_stop_does_not_train(tmp_path: Path, most: int) -> None:
     out, rendezvous, lineage = tmp_path / "out", tmp_path / "rv", tmp_path / "lineage"
     (tmp_path / "solver.py").write_text(SOLVER)
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT),
@@ -80,7 +86,7 @@ def test_a_restart_after_a_nonfinite_stop_does_not_train(tmp_path: Path) -> None
                 "1", "--nonfinite", "fail"]  # fmt: skip
         proc = launch_two_ranks(
             SCRIPT, *args, env={"LINEAGE_LOG": str(lineage), "FAIL_AT": "0"}, timeout=240,
-            launch=["--max_restarts", "1"],
+            launch=["--max_restarts", str(most)],
         )  # fmt: skip
         solved, _ = solver.communicate(timeout=240)
     finally:
@@ -92,8 +98,9 @@ def test_a_restart_after_a_nonfinite_stop_does_not_train(tmp_path: Path) -> None
     assert any(first), told  # (the first attempt trained before the NaN stopped it)
     kept = [Path(f"{lineage}.record.{rank}") for rank in range(2)]
     assert all(path.exists() for path in kept), told  # (the restart reached its script)
-    second = [Path(f"{lineage}.1.{rank}") for rank in range(2)]
-    assert [path.read_text() if path.exists() else "" for path in second] == ["", ""], told
+    for attempt in range(1, most + 1):  # (no restart trained)
+        later = [Path(f"{lineage}.{attempt}.{rank}") for rank in range(2)]
+        assert [path.read_text() if path.exists() else "" for path in later] == ["", ""], told
     codes = [json.loads(p.read_bytes())["stop_record"]["reason"]["code"] for p in kept]
     assert "nonfinite" in codes, codes
     for rank in range(2):  # the final record as it was; a peer's promise of this restart undone
@@ -108,6 +115,12 @@ def test_a_restart_after_a_nonfinite_stop_does_not_train(tmp_path: Path) -> None
     story = stopped_story(rendezvous, run_id, NO_SERVER, False)  # (what a Predictor reads)
     assert story is not None and story[1] is True, story  # (no resume follows)
     said = proc.stdout.count(WORDS) + proc.stderr.count(WORDS)
-    assert 1 <= said <= 2, told  # (once per rank at most)
+    assert 1 <= said <= 2, told  # (once per rank at most, whatever the restarts)
+    assert f"restart 1 of {most} by the launcher {WORDS}" in proc.stderr, told
+    again = (
+        "restart 2 of 2 by the launcher does not train either: the failed run stopped for "
+        "good, as restart 1 said above"
+    )
+    assert (again in proc.stderr) == (most == 2), told
     assert "resume by hand with --resume_from_checkpoint latest" in proc.stderr, told
     assert json.loads(solved.splitlines()[-1]).get("failed"), solved  # (told: final)

@@ -66,11 +66,18 @@ def test_the_blocks_and_the_reduction_steps_by_hand(monkeypatch: pytest.MonkeyPa
 @pytest.mark.e2e
 @pytest.mark.slow
 @pytest.mark.timeout(600)
-def test_quick_pair_s_parts_add_up_to_the_study_s_span(tmp_path: Path) -> None:
+def test_quick_pair_s_parts_add_up_to_the_study_s_span(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """One quick pair through `children` (both studies in one process): each study's
     four blocks over both phases come to its training thread's CPU between its first
     step's start and its last step's end as `StepClock` measured it (within 2%: the
-    two hooks' own calls), and the command prints its rows."""
+    two hooks' own calls), and the command prints its rows.
+
+    The command's ``--quick`` runs that same pair (the same setup, seed and sampler):
+    its `main` is run here with `pair` answering the pair just checked, and asked for
+    exactly that pair, rather than a second interpreter training it again; the script's
+    own start is checked by its ``--help``."""
     sp = benchmark_module("study_parts")
     active = benchmark_module("active_sampling")
     from dataclasses import replace
@@ -84,11 +91,24 @@ def test_quick_pair_s_parts_add_up_to_the_study_s_span(tmp_path: Path) -> None:
         total = sum(sum(blocks.values()) for blocks in parts["cpu"].values())
         assert total == pytest.approx(run["span_thread"], rel=0.02)
     assert on["parts"]["updates"]["stream"]["reduction"][1] > 0  # the stream had reductions
-    out = subprocess.run([sys.executable, str(BENCHMARKS / "study_parts.py"), "--quick",
-                          "--json"], capture_output=True, text=True, timeout=560,
-                         check=True, cwd=tmp_path).stdout  # fmt: skip
-    rows = json.loads(out.strip().splitlines()[-1])["rows"]
+
+    asked: list[tuple[Any, ...]] = []
+
+    def the_pair_checked(*args: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+        asked.append(args)
+        return on, off
+
+    monkeypatch.setattr(sp, "pair", the_pair_checked)
+    monkeypatch.setattr(sys, "argv", ["study_parts.py", "--quick", "--json"])
+    capsys.readouterr()
+    sp.main()
+    assert [(a[0], a[1], a[2], a[4]) for a in asked] == [(setup, 0, [], "density")]
+    rows = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["rows"]
     cases = [row["case"] for row in rows]
     assert any(c.startswith("stream, data, density on / off") for c in cases)
     assert cases[-1].startswith("the sampler's CPU per streaming step")
     assert all(row["target"] is None and row["unit"] in ("us/step", "us") for row in rows)
+    helped = subprocess.run([sys.executable, str(BENCHMARKS / "study_parts.py"), "--help"],
+                            capture_output=True, text=True, timeout=120, check=True,
+                            cwd=tmp_path).stdout  # fmt: skip
+    assert "--quick" in helped

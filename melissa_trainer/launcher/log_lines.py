@@ -70,6 +70,7 @@ __all__ = [
     "said_lines",
     "slurm_log",
     "tail_lines",
+    "warn",
     "without_kill_banners",
 ]
 
@@ -171,6 +172,13 @@ def cut(text: str, first: str = "", rest: str = "  ", whole: str | None = None) 
     ) or [first.rstrip()]  # fmt: skip
     lines = [line.replace("\0", " ") for line in lines]
     return lines if whole is None else [*lines, rest + whole]
+
+
+def warn(log: logging.Logger, text: str) -> None:
+    """`text` in a WARNING of `log`, cut into lines of at most `COLUMNS` (`cut`: the
+    console prints a WARNING as it is; each next line starts with two spaces, and
+    joined back by single spaces they give `text`)."""
+    log.warning("%s", "\n".join(cut(text)))
 
 
 def _escaped(text: str) -> str:

@@ -133,13 +133,17 @@ COLUMNS = 100
 #: a command the user is told to run, which `cut` keeps on one line (copied from the
 #: console, a command cut from its job id runs with none): a Slurm command with its
 #: options and its job (``scancel 40829771``, ``scontrol release JOBID``, ``scancel
-#: --signal=KILL 4082977_3``; scontrol's verb with it, ``scontrol show partition``), or
-#: any text quoted in backticks
+#: --signal=KILL 4082977_3``; scontrol's verb with it, ``scontrol show partition``),
+#: any text quoted in backticks, or, after any command, an option with its value
+#: (``--resume_from_checkpoint latest``, ``mpiexec -n 2``: a value is a word that does
+#: not start with a dash or a parenthesis, so that a flag before prose, ``--no-kill
+#: (salloc/sbatch -k)``, is not taken for one with a value)
 _COMMAND = re.compile(
     r"(?<![\w-])(?:(?:scancel|sinfo|squeue|sbatch|salloc|srun|sacct)\b"
     r"|scontrol (?:show \w+|[a-z]+)\b)"
     r"(?: --?[\w-]+(?:=[^\s,;)]+)?)*(?: (?:\d+(?:[._+]\d+)*|JOBID)\b)?"
     r"|`[^`\n]+`"
+    r"|(?<![\w-])--?[A-Za-z][\w-]* [^\s(\-]\S*"
 )
 #: a number's space before its unit or noun, which `cut` does not cut at (not a
 #: command's job id, glued to its command: "scancel 40829771 to give it up")
@@ -159,12 +163,13 @@ def cut(text: str, first: str = "", rest: str = "  ", whole: str | None = None) 
     launcher's long lines (its lines in a job's log, `launcher_line`; its WARNINGs,
     which the console prints as they are). What a user copies is never cut: a command
     named in `text` (`_COMMAND`: ``scancel 40829771``, never ``scancel`` then
-    ``40829771``) stays whole on one line, and `whole` (a command given apart) goes on
-    a line of its own after `text`, after `rest`; either is longer than a line if it
-    is (selected, it pastes as it runs). A word longer than a line stays whole on a
-    line of its own; a number stays with its unit ("after 5 s", never "after 5" then
-    "s)"). Joined by single spaces after `rest` is taken off, the lines give `text`
-    (then `whole`) back (the runs of spaces of `text` as one)."""
+    ``40829771``; an option with its value, ``-n 2``) stays whole on one line, and
+    `whole` (a command given apart) goes on a line of its own after `text`, after
+    `rest`; either is longer than a line if it is (selected, it pastes as it runs). A
+    word longer than a line stays whole on a line of its own; a number stays with its
+    unit ("after 5 s", never "after 5" then "s)"). Joined by single spaces after `rest`
+    is taken off, the lines give `text` (then `whole`) back (the runs of spaces of
+    `text` as one)."""
     kept = _NUMBER_UNIT.sub("\\1\0", _COMMAND.sub(lambda m: _glued(m[0]), text))
     lines = textwrap.wrap(
         kept, COLUMNS, initial_indent=first, subsequent_indent=rest,

@@ -250,9 +250,13 @@ def tail_lines(path: Path, tail_bytes: int) -> list[str]:
     return [line for line in text.splitlines() if line.strip() and not line.startswith(LAUNCHER)]
 
 
-#: the launcher's start line (`Job.say_start`), which names the job's backend
+#: the launcher's start line (`Job.say_start`), which names the job's backend: as it
+#: is written (``starting sim-0 (attempt 0, slurm, 1 rank):``), or as it was before
+#: (``starting simulation 0 attempt 0 as job sim-0 (slurm backend, 1 rank):``: a log
+#: its study's restart appends to)
 _STARTED = re.compile(
-    re.escape(LAUNCHER) + r"\S+: starting .+? as job \S+ \((?P<backend>[\w-]+) backend, "
+    re.escape(LAUNCHER) + r"\S+: starting (?:\S+ \([^(),]*, (?P<backend>[\w-]+), \d+ ranks?\):"
+    r"|.+? as job \S+ \((?P<before>[\w-]+) backend, )"
 )
 
 
@@ -271,7 +275,7 @@ def slurm_log(path: Path) -> bool:
     # (the start line, cut: its first line and the ones that go on from it)
     first = said_lines(head[:1] + list(takewhile(lambda li: li.startswith(MORE), head[1:])))
     started = _STARTED.match(first[0]) if first else None
-    return started is None or started["backend"] == "slurm"
+    return started is None or (started["backend"] or started["before"]) == "slurm"
 
 
 def log_lines(path: Path, tail_bytes: int) -> tuple[list[str], str]:

@@ -50,6 +50,7 @@ from collections.abc import Sequence
 
 from melissa_trainer.client.worker_codes import NOT_DELIVERED_EXIT_CODE
 from melissa_trainer.launcher.exit_cause import code_signal, code_text, codes_text
+from melissa_trainer.launcher.log_lines import warn
 
 __all__ = ["STARTUP_FLOOR", "STARTUP_SHARE", "Advice"]
 
@@ -186,17 +187,13 @@ class Advice:
         ):
             return
         self._startup_told = True
-        logger.warning(
-            "simulation %d spent %.1f s of its %.1f s before its first message: start-up "
-            "%s dominates its wall time, and every simulation pays it again. %s "
-            "Launcher.summary()['startup_seconds'] has the study's total.%s Said once per "
-            "study.",
-            simulation_id,
-            startup,
-            wall,
-            "(MPI_Init, reading a mesh, set-up)" if client == "c" else _PYTHON_STARTUP,
-            self._fix(client),
-            _load_note(),
+        what = "(MPI_Init, reading a mesh, set-up)" if client == "c" else _PYTHON_STARTUP
+        warn(
+            logger,
+            f"simulation {simulation_id} spent {startup:.1f} s of its {wall:.1f} s before its "
+            f"first message: start-up {what} dominates its wall time, and every simulation "
+            f"pays it again. {self._fix(client)} Launcher.summary()['startup_seconds'] has "
+            f"the study's total.{_load_note()} Said once per study.",
         )
 
     def _fix(self, client: str | None) -> str:
@@ -217,25 +214,24 @@ class Advice:
         if code == NOT_DELIVERED_EXIT_CODE:
             # (the trainer's side, sysexits' "try again": final_exit_codes=(75,) would give
             # up every simulation a trainer's hiccup failed, and the solver is not at fault)
-            logger.warning(
-                "simulation %d failed again (exit %d) on its restart, as on its previous "
-                "attempt (exit codes %s): exit %d is a worker's NOT_DELIVERED_EXIT_CODE, the "
-                "trainer did not take the simulation's data or confirm its BYE (the worker's "
-                "log says why), not a failure of the solver: look at the trainer (its log, "
-                "its stop record). Said once per study.",
-                simulation_id,
-                code,
-                codes_text(codes),
-                code,
+            warn(
+                logger,
+                f"simulation {simulation_id} failed again (exit {code}) on its restart, as on "
+                f"its previous attempt (exit codes {codes_text(codes)}): exit {code} is a "
+                "worker's NOT_DELIVERED_EXIT_CODE, the trainer did not take the simulation's "
+                "data or confirm its BYE (the worker's log says why), not a failure of the "
+                "solver: look at the trainer (its log, its stop record). Said once per study.",
             )
             return
         if code == "timeout" and self._silent_ends.get(simulation_id, 0) >= 2:
             # (a start-up longer than its bound reads as a hang; max_restarts=0 alone
             # would redraw, and new parameters start as slowly: a user trial's C solver,
             # 25 s to load its mesh under simulation_timeout=10, was told only that)
-            logger.warning(
-                "simulation %d killed before its first message again on its restart, as "
-                "on its previous attempt (exit codes %s): its start-up may be longer than "
+            warn(
+                logger,
+                f"simulation {simulation_id} killed before its first message again on its "
+                f"restart, as on its previous attempt (exit codes {codes_text(codes)}): its "
+                "start-up may be longer than "
                 "the launcher allows before a first message (the kill's line names the "
                 "bound; after a resume, a simulation run again sends its first step "
                 "at once, held by the "
@@ -250,21 +246,17 @@ class Advice:
                 "the start-up is then allowed the larger of the two); a solver that hangs "
                 "in its set-up for these parameters only is given up at its first failure "
                 "by LauncherTuning(max_restarts=0). Said once per study.",
-                simulation_id,
-                codes_text(codes),
             )
             return
         exit_code = f"exit {code_text(code)}" if isinstance(code, int) else code
         what = "hung again" if code == "timeout" else f"failed again ({exit_code})"
-        logger.warning(
-            "simulation %d %s on its restart, as on its previous attempt (exit codes "
-            "%s): if the solver is deterministic, the same parameters fail the same way and "
-            "every restart costs as long again%s. %s Said once per study.",
-            simulation_id,
-            what,
-            codes_text(codes),
-            self.hang_sooner.get(simulation_id, "") if code == "timeout" else "",
-            _deterministic_fix(code),
+        sooner = self.hang_sooner.get(simulation_id, "") if code == "timeout" else ""
+        warn(
+            logger,
+            f"simulation {simulation_id} {what} on its restart, as on its previous attempt "
+            f"(exit codes {codes_text(codes)}): if the solver is deterministic, the same "
+            f"parameters fail the same way and every restart costs as long again{sooner}. "
+            f"{_deterministic_fix(code)} Said once per study.",
         )
 
 

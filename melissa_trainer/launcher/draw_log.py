@@ -68,6 +68,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from melissa_trainer.common.words import plural
+from melissa_trainer.launcher.log_lines import warn
 from melissa_trainer.launcher.loss_rows import LossRows
 from melissa_trainer.launcher.sampler_base import Sampler
 
@@ -159,12 +160,10 @@ class DrawLog:
                 by_id = None if rows is not None else next_id
                 kept = [r for r in cut if _kept(r, len(header), by_id)]
         if rows is not None and len(kept) < rows:  # (lost with the machine, not a kill)
-            logger.warning(
-                "resume: %s holds %s of the %d that the checkpoint counted; a missing "
-                "draw is written again, drawn 'unrecorded'",
-                path,
-                plural(len(kept), "whole row"),
-                rows,
+            warn(
+                logger,
+                f"resume: {path} holds {plural(len(kept), 'whole row')} of the {rows} that the "
+                "checkpoint counted; a missing draw is written again, drawn 'unrecorded'",
             )
         tmp = path.with_name(path.name + ".tmp")
         with tmp.open("w", newline="") as new:

@@ -28,6 +28,7 @@ from melissa_trainer.launcher.advice import Advice
 from melissa_trainer.launcher.backends.base import Backend
 from melissa_trainer.launcher.exit_cause import codes_text, exit_text, own_exit, worker_exit_text
 from melissa_trainer.launcher.jobs import RunningJob, Settings
+from melissa_trainer.launcher.log_lines import warn
 from melissa_trainer.launcher.reports import (
     MAX_SHOWN,
     LauncherError,
@@ -356,11 +357,11 @@ class FailurePolicy:
         if len(self.unheard) < MAX_SHOWN:
             self.unheard.append(sid)
         if self.unheard_count == 1:
-            logger.warning(
-                "simulation %d given up, but no abandon callback tells the receivers to "
+            warn(
+                logger,
+                f"simulation {sid} given up, but no abandon callback tells the receivers to "
                 "stop waiting for it (the next ones are counted and said once when the "
                 "launcher stops)",
-                sid,
             )
 
     def unheard_summary(self) -> None:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from melissa_trainer.common.words import plural
 from melissa_trainer.launcher.account import SimulationOutcome
+from melissa_trainer.launcher.log_lines import warn
 from melissa_trainer.launcher.sampler_base import Sampler
 from melissa_trainer.launcher.simulation_record import SavedStudy
 from melissa_trainer.launcher.study_change import check_resume, program_change
@@ -176,14 +177,12 @@ class LauncherRecord:
             return excuse
         if not supervisor.expiry_said:
             supervisor.expiry_said = True
-            logger.warning(
-                "the launcher's thread has not completed a poll for %.0f s (a backend call "
-                "that does not return?): its excuse for the stream's silence (%s) no longer "
-                "holds (EXCUSE_LIFETIME=%g s beyond poll_interval in "
-                "melissa_trainer.launcher.launcher_record)",
-                age,
-                excuse,
-                EXCUSE_LIFETIME,
+            warn(
+                logger,
+                f"the launcher's thread has not completed a poll for {age:.0f} s (a backend "
+                "call that does not return?): its excuse for the stream's silence "
+                f"({excuse}) no longer holds (EXCUSE_LIFETIME={EXCUSE_LIFETIME:g} s beyond "
+                "poll_interval in melissa_trainer.launcher.launcher_record)",
             )
         return None
 

@@ -70,6 +70,7 @@ __all__ = [
     "said_lines",
     "slurm_log",
     "tail_lines",
+    "warn",
     "without_kill_banners",
 ]
 
@@ -132,13 +133,17 @@ COLUMNS = 100
 #: a command the user is told to run, which `cut` keeps on one line (copied from the
 #: console, a command cut from its job id runs with none): a Slurm command with its
 #: options and its job (``scancel 40829771``, ``scontrol release JOBID``, ``scancel
-#: --signal=KILL 4082977_3``; scontrol's verb with it, ``scontrol show partition``), or
-#: any text quoted in backticks
+#: --signal=KILL 4082977_3``; scontrol's verb with it, ``scontrol show partition``),
+#: any text quoted in backticks, or, after any command, an option with its value
+#: (``--resume_from_checkpoint latest``, ``mpiexec -n 2``: a value is a word that does
+#: not start with a dash or a parenthesis, so that a flag before prose, ``--no-kill
+#: (salloc/sbatch -k)``, is not taken for one with a value)
 _COMMAND = re.compile(
     r"(?<![\w-])(?:(?:scancel|sinfo|squeue|sbatch|salloc|srun|sacct)\b"
     r"|scontrol (?:show \w+|[a-z]+)\b)"
     r"(?: --?[\w-]+(?:=[^\s,;)]+)?)*(?: (?:\d+(?:[._+]\d+)*|JOBID)\b)?"
     r"|`[^`\n]+`"
+    r"|(?<![\w-])--?[A-Za-z][\w-]* [^\s(\-]\S*"
 )
 #: a number's space before its unit or noun, which `cut` does not cut at (not a
 #: command's job id, glued to its command: "scancel 40829771 to give it up")
@@ -158,12 +163,13 @@ def cut(text: str, first: str = "", rest: str = "  ", whole: str | None = None) 
     launcher's long lines (its lines in a job's log, `launcher_line`; its WARNINGs,
     which the console prints as they are). What a user copies is never cut: a command
     named in `text` (`_COMMAND`: ``scancel 40829771``, never ``scancel`` then
-    ``40829771``) stays whole on one line, and `whole` (a command given apart) goes on
-    a line of its own after `text`, after `rest`; either is longer than a line if it
-    is (selected, it pastes as it runs). A word longer than a line stays whole on a
-    line of its own; a number stays with its unit ("after 5 s", never "after 5" then
-    "s)"). Joined by single spaces after `rest` is taken off, the lines give `text`
-    (then `whole`) back (the runs of spaces of `text` as one)."""
+    ``40829771``; an option with its value, ``-n 2``) stays whole on one line, and
+    `whole` (a command given apart) goes on a line of its own after `text`, after
+    `rest`; either is longer than a line if it is (selected, it pastes as it runs). A
+    word longer than a line stays whole on a line of its own; a number stays with its
+    unit ("after 5 s", never "after 5" then "s)"). Joined by single spaces after `rest`
+    is taken off, the lines give `text` (then `whole`) back (the runs of spaces of
+    `text` as one)."""
     kept = _NUMBER_UNIT.sub("\\1\0", _COMMAND.sub(lambda m: _glued(m[0]), text))
     lines = textwrap.wrap(
         kept, COLUMNS, initial_indent=first, subsequent_indent=rest,
@@ -171,6 +177,13 @@ def cut(text: str, first: str = "", rest: str = "  ", whole: str | None = None) 
     ) or [first.rstrip()]  # fmt: skip
     lines = [line.replace("\0", " ") for line in lines]
     return lines if whole is None else [*lines, rest + whole]
+
+
+def warn(log: logging.Logger, text: str) -> None:
+    """`text` in a WARNING of `log`, cut into lines of at most `COLUMNS` (`cut`: the
+    console prints a WARNING as it is; each next line starts with two spaces, and
+    joined back by single spaces they give `text`)."""
+    log.warning("%s", "\n".join(cut(text)))
 
 
 def _escaped(text: str) -> str:
@@ -237,9 +250,13 @@ def tail_lines(path: Path, tail_bytes: int) -> list[str]:
     return [line for line in text.splitlines() if line.strip() and not line.startswith(LAUNCHER)]
 
 
-#: the launcher's start line (`Job.say_start`), which names the job's backend
+#: the launcher's start line (`Job.say_start`), which names the job's backend: as it
+#: is written (``starting sim-0 (attempt 0, slurm, 1 rank):``), or as it was before
+#: (``starting simulation 0 attempt 0 as job sim-0 (slurm backend, 1 rank):``: a log
+#: its study's restart appends to)
 _STARTED = re.compile(
-    re.escape(LAUNCHER) + r"\S+: starting .+? as job \S+ \((?P<backend>[\w-]+) backend, "
+    re.escape(LAUNCHER) + r"\S+: starting (?:\S+ \([^(),]*, (?P<backend>[\w-]+), \d+ ranks?\):"
+    r"|.+? as job \S+ \((?P<before>[\w-]+) backend, )"
 )
 
 
@@ -258,7 +275,7 @@ def slurm_log(path: Path) -> bool:
     # (the start line, cut: its first line and the ones that go on from it)
     first = said_lines(head[:1] + list(takewhile(lambda li: li.startswith(MORE), head[1:])))
     started = _STARTED.match(first[0]) if first else None
-    return started is None or started["backend"] == "slurm"
+    return started is None or (started["backend"] or started["before"]) == "slurm"
 
 
 def log_lines(path: Path, tail_bytes: int) -> tuple[list[str], str]:

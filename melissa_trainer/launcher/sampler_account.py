@@ -28,6 +28,7 @@ from melissa_trainer.launcher.adaptive import AdaptiveSampler
 from melissa_trainer.launcher.breed import BreedSampler
 from melissa_trainer.launcher.density import DensitySampler
 from melissa_trainer.launcher.density_warp import UNIT_GRID, beta_cdf
+from melissa_trainer.launcher.log_lines import warn
 from melissa_trainer.launcher.sampler_base import Sampler
 from melissa_trainer.launcher.surrogate import SurrogateSampler
 
@@ -131,11 +132,11 @@ def warn_static_sampler(sampler: Sampler, n_simulations: int) -> None:
     that cannot adapt pays the per-simulation loss tracking for nothing."""
     why = static_sampler(sampler, n_simulations)
     if why is not None:
-        logger.warning(
-            "the %r sampler cannot steer any draw of this study: %s. Its draws are its "
-            "design's; the per-simulation losses are tracked all the same",
-            getattr(sampler, "kind", type(sampler).__name__),
-            why,
+        kind = getattr(sampler, "kind", type(sampler).__name__)
+        warn(
+            logger,
+            f"the {kind!r} sampler cannot steer any draw of this study: {why}. Its draws "
+            "are its design's; the per-simulation losses are tracked all the same",
         )
 
 

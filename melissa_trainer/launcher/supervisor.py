@@ -247,7 +247,7 @@ class Supervisor(DataWatch):
                 ),
             }
             argv = self.command(sid, parameters)
-            what = f"simulation {sid} attempt {attempt}"
+            what = f"attempt {attempt}"  # (the simulation: in its job's name, sim-{sid})
             handle = self.start_job(Job(name, argv, env, None, log_path, self.settings.ranks), what)
             job = RunningJob(handle, None, log_path)
             job.assign(sid, now, self.beat_of(sid))
@@ -275,7 +275,8 @@ class Supervisor(DataWatch):
             return sid, dict(record.parameters), record.attempts - 1
 
     def start_job(self, job: Job, what: str) -> Handle:
-        """Launch `job` (`what` it runs, as its log's first line says: `Job.say_start`)."""
+        """Launch `job` (`what` of its simulation or worker it is, ``attempt 1``,
+        ``launch 2``, as its log's first line says: `Job.say_start`)."""
         job.say_start(what, self.backend.name)
         try:
             return self.backend.launch(job)

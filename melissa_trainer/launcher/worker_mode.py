@@ -254,7 +254,7 @@ class WorkerSupervisor(Supervisor):
             # would otherwise hide part of the worker's start-up from `startup_seconds`)
             launched = time.monotonic()
             job = Job(name, self.argv, env, None, log_path, self.settings.ranks)
-            handle = self.start_job(job, f"worker {slot} (its launch {n + 1})")
+            handle = self.start_job(job, f"launch {n + 1}")  # (the slot: in its name)
             self.slots[slot], self.launches[slot] = name, n + 1
             self.jobs[name] = RunningJob(handle, None, log_path)
             self.launched_at[name] = launched

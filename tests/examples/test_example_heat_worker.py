@@ -21,6 +21,7 @@ import pytest
 from heat_pde.solver import PARAMETER_NAMES, HeatConfig, solve
 from heat_run import SIMULATIONS, STEPS, TINY, check_run, summary_of
 from held_ports import held_port
+from launcher_said import one_line
 from process_tree import processes_with, run_group
 from worker_launch import run_study_to_end
 
@@ -155,7 +156,7 @@ def test_the_start_up_advice_names_the_examples_worker_flag(tmp_path: Path) -> N
     env = tampered_env(SOLVER_STARTUP_SLEEP="2.5")
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=160, cwd=tmp_path, env=env)
     summary_of(proc)
-    (advice,) = [line for line in proc.stderr.splitlines() if "dominates" in line]
+    (advice,) = [line for line in one_line(proc.stderr).splitlines() if "dominates" in line]
     assert (
         "Worker mode pays it once per job: add --worker to this example's command line; "
         "in a study of your own, Launcher(..., worker=True)" in advice

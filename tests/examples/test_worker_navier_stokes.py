@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from launcher_said import one_line
 from navier_stokes import flow_config, solver
 from process_tree import processes_with, run_group
 from worker_launch import run_study_to_end
@@ -160,7 +161,7 @@ def test_the_start_up_advice_names_the_examples_worker_flag(tmp_path: Path) -> N
     env = tampered_env(SOLVER_STARTUP_SLEEP="2.5", CUDA_VISIBLE_DEVICES="")
     proc = run_group(cmd, timeout=160, cwd=tmp_path, env=env)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    (advice,) = [line for line in proc.stderr.splitlines() if "dominates" in line]
+    (advice,) = [line for line in one_line(proc.stderr).splitlines() if "dominates" in line]
     assert (
         "Worker mode pays it once per job: add --worker to this example's command line; "
         "in a study of your own, Launcher(..., worker=True)" in advice

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from helpers import drain
+from launcher_said import one_line
 from waiting import wait_until
 
 from melissa_trainer.buffers import FIFOBuffer
@@ -110,7 +111,11 @@ def failure(launch: Launcher, timeout: float = 60.0) -> LauncherError:
 
 def startup_advice(caplog: pytest.LogCaptureFixture) -> list[str]:
     """The start-up advice said (whatever its fix: it depends on the solver's client)."""
-    return [r.getMessage() for r in caplog.records if "dominates its wall time" in r.getMessage()]
+    return [
+        one_line(r.getMessage())
+        for r in caplog.records
+        if "dominates its wall time" in one_line(r.getMessage())
+    ]
 
 
 def run_to_end(launch: Launcher, receiver: Receiver, buffer: FIFOBuffer) -> int:

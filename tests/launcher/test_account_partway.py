@@ -12,6 +12,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from launcher_said import one_line
 from study_runs import study_to_its_end
 
 from melissa_trainer.launcher import Launcher, LauncherTuning
@@ -63,7 +64,7 @@ def test_simulations_given_up_part_way_are_named_at_the_end(
     study_to_its_end(launch, tmp_path / "rdv")
     crashed = {int(p.stem.split("-")[1]): json.loads(p.read_text()) for p in crashes.iterdir()}
     assert sorted(crashed) == [1, 3]  # the oracle: what the solver saw
-    records = [r for r in caplog.records if r.getMessage().startswith("study account")]
+    records = [r for r in caplog.records if one_line(r.getMessage()).startswith("study account")]
     assert len(records) == 1
     assert records[0].levelno == logging.WARNING
     lines = records[0].getMessage().splitlines()
@@ -76,7 +77,7 @@ def test_simulations_given_up_part_way_are_named_at_the_end(
     )
     assert f"e.g. simulation 1, exit codes [1], parameters {crashed[1]}" in lines[1]
     # the line said when it was given up counts its one attempt in words
-    said = [r.getMessage() for r in caplog.records]
+    said = [one_line(r.getMessage()) for r in caplog.records]
     assert any(m.startswith("simulation 1 failed once (exit codes [1], ") for m in said), said
     assert any(
         "given up, new parameters drawn in its place (redraw 1 of at most" in m for m in said
@@ -111,11 +112,11 @@ def test_a_repeated_exit_code_reads_as_an_exit_code(caplog: pytest.LogCaptureFix
 
     caplog.set_level(logging.WARNING, logger="melissa_trainer.launcher")
     Advice(worker_mode=False).failed(7, [1, 1])
-    (said,) = [r.getMessage() for r in caplog.records]
+    (said,) = [one_line(r.getMessage()) for r in caplog.records]
     assert said.startswith("simulation 7 failed again (exit 1) on its restart"), said
     caplog.clear()
     Advice(worker_mode=False).failed(8, ["refused", "refused"])
-    (said,) = [r.getMessage() for r in caplog.records]
+    (said,) = [one_line(r.getMessage()) for r in caplog.records]
     assert said.startswith("simulation 8 failed again (refused) on its restart"), said
 
 

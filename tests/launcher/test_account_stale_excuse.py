@@ -20,6 +20,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from launcher_said import one_line
 from waiting import wait_until
 
 from melissa_trainer.launcher import Launcher, LauncherTuning, UniformSampler, launcher_record
@@ -68,7 +69,9 @@ def test_a_hung_launcher_thread_excuses_nothing_past_the_bound(
         monkeypatch.setattr(launcher_record, "time", SimpleNamespace(monotonic=lambda: late))
         assert launch.silence_explained() is None
         assert launch.silence_explained() is None
-        (warning,) = [r.getMessage() for r in caplog.records if "excuse" in r.getMessage()]
+        (warning,) = [
+            one_line(r.getMessage()) for r in caplog.records if "excuse" in one_line(r.getMessage())
+        ]
         assert "has not completed a poll for" in warning, warning
         assert "EXCUSE_LIFETIME" in warning, warning
         monkeypatch.undo()

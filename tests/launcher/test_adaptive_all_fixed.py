@@ -16,6 +16,7 @@ import logging
 from typing import Any
 
 import pytest
+from launcher_said import one_line
 
 from melissa_trainer import make_sampler
 from melissa_trainer.launcher.sampler_account import warn_static_sampler
@@ -87,7 +88,7 @@ def test_the_study_start_says_that_nothing_can_adapt(
 ) -> None:
     caplog.set_level(logging.INFO, logger="melissa_trainer.launcher")
     warn_static_sampler(make_sampler(kind, FIXED, seed=0, **STEERING[kind]), 100)
-    assert [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING] == [
+    assert [one_line(r.getMessage()) for r in caplog.records if r.levelno == logging.WARNING] == [
         f"the {kind!r} sampler cannot steer any draw of this study: every parameter is "
         "fixed (low == high): every draw is the one fixed point. Its draws are its "
         "design's; the per-simulation losses are tracked all the same"

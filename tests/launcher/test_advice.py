@@ -9,8 +9,14 @@ from __future__ import annotations
 import logging
 
 import pytest
+from launcher_said import one_line
 
 from melissa_trainer.launcher.advice import Advice
+
+
+def _said(caplog: pytest.LogCaptureFixture) -> list[str]:
+    """The messages logged, each as one line (a WARNING is cut at 100 columns)."""
+    return [one_line(r.getMessage()) for r in caplog.records]
 
 
 def advice_for(
@@ -22,7 +28,7 @@ def advice_for(
     advice.ended(3, 0, 7.0)  # a start-up of 6 s in 7 s: dominates
     advice.first_message(4, 6.0, client)
     advice.ended(4, 0, 7.0)
-    return [r.getMessage() for r in caplog.records if "dominates" in r.getMessage()]
+    return [said for said in _said(caplog) if "dominates" in said]
 
 
 def test_the_start_up_fix_depends_on_the_client_the_hello_named(
@@ -71,7 +77,7 @@ def test_no_start_up_advice_in_worker_mode_whatever_the_client(
         advice = Advice(worker_mode=True)
         advice.first_message(1, 6.0, client)
         advice.ended(1, 0, 7.0)
-    assert not [r for r in caplog.records if "dominates" in r.getMessage()]
+    assert not [r for r in caplog.records if "dominates" in one_line(r.getMessage())]
 
 
 def repeated(caplog: pytest.LogCaptureFixture, first_messages: bool) -> str:
@@ -84,7 +90,7 @@ def repeated(caplog: pytest.LogCaptureFixture, first_messages: bool) -> str:
             advice.first_message(5, 1.0, "c")
         advice.ended(5, "timeout", 20.0)
         advice.failed(5, ["timeout"] * (attempt + 1))
-    (said,) = [r.getMessage() for r in caplog.records if "on its restart" in r.getMessage()]
+    (said,) = [said for said in _said(caplog) if "on its restart" in said]
     return said
 
 
@@ -118,7 +124,7 @@ def test_a_reruns_start_up_is_not_judged_only_a_first_attempts(
     advice = Advice(worker_mode=False)
     advice.first_message(5, 14.3, "python", rerun=True)
     advice.ended(5, 0, 15.1)
-    assert [r for r in caplog.records if "dominates" in r.getMessage()] == []
+    assert [r for r in caplog.records if "dominates" in one_line(r.getMessage())] == []
     # not a start-up alone: summed apart (it was in startup_seconds, which said start-up)
     assert advice.startup_seconds == 0.0
     assert advice.rerun_startup_seconds == pytest.approx(14.3)
@@ -126,5 +132,5 @@ def test_a_reruns_start_up_is_not_judged_only_a_first_attempts(
     advice.ended(9, 0, 7.0)
     assert advice.startup_seconds == pytest.approx(6.0)
     assert advice.rerun_startup_seconds == pytest.approx(14.3)
-    told = [r.getMessage() for r in caplog.records if "dominates" in r.getMessage()]
+    told = [said for said in _said(caplog) if "dominates" in said]
     assert len(told) == 1 and told[0].startswith("simulation 9 spent 6.0 s of its 7.0 s")

@@ -11,6 +11,7 @@ import signal
 from pathlib import Path
 
 import pytest
+from launcher_said import one_line
 
 from melissa_trainer.launcher.account import SimulationOutcome, study_account
 from melissa_trainer.launcher.advice import Advice
@@ -60,13 +61,13 @@ def test_the_advice_on_a_repeated_failure_names_the_signal(
     (SIGTERM)``, and its list of codes the same, not a bare ``143``."""
     with caplog.at_level(logging.WARNING, logger="melissa_trainer.launcher"):
         Advice(worker_mode=False).failed(3, [128 + signal.SIGTERM, 128 + signal.SIGTERM])
-    (said,) = [r.getMessage() for r in caplog.records]
+    (said,) = [one_line(r.getMessage()) for r in caplog.records]
     assert said.startswith("simulation 3 failed again (exit 143 (SIGTERM)) on its restart"), said
     assert "(exit codes [143 (SIGTERM), 143 (SIGTERM)])" in said, said
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="melissa_trainer.launcher"):
         Advice(worker_mode=False).failed(4, [-signal.SIGKILL, -signal.SIGKILL])
-    (said,) = [r.getMessage() for r in caplog.records]
+    (said,) = [one_line(r.getMessage()) for r in caplog.records]
     assert said.startswith("simulation 4 failed again (exit -9 (SIGKILL)) on its restart"), said
 
 
@@ -103,7 +104,7 @@ def test_a_repeated_not_delivered_is_not_called_the_solver_s(
         advice = Advice(worker_mode=True)
         advice.failed(6, [75, 75])
         advice.failed(7, [1, 1])  # (said once per study, whichever came first)
-    (said,) = [r.getMessage() for r in caplog.records]
+    (said,) = [one_line(r.getMessage()) for r in caplog.records]
     assert said.startswith("simulation 6 failed again (exit 75) on its restart"), said
     assert "NOT_DELIVERED_EXIT_CODE" in said and "look at the trainer" in said, said
     assert "final_exit_codes" not in said and "deterministic" not in said, said

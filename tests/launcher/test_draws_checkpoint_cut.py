@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from launcher_said import one_line
 
 from melissa_trainer.launcher import make_sampler
 from melissa_trainer.launcher.draw_log import DrawLog
@@ -166,7 +167,7 @@ def test_rows_lost_before_the_count_are_said_and_their_draws_written_again(
     path.write_text("".join(lines[:2]))  # the second row lost (a machine's crash)
     with caplog.at_level("WARNING", logger="melissa_trainer.launcher"):
         resume(state, path)
-    assert "holds 1 whole row of the 2 that the checkpoint counted" in caplog.text
+    assert "holds 1 whole row of the 2 that the checkpoint counted" in one_line(caplog.text)
     assert [r[:4] for r in read(path)[1:]] == [
         ["0", "draw", repr(first.records[0].parameters["a"]), "uniform"],
         ["1", "draw", repr(first.records[1].parameters["a"]), "unrecorded"],

@@ -19,6 +19,7 @@ from launcher_runs import failure, launcher, script
 from launcher_said import MORE, PREFIX, said_in_log, too_long
 
 from melissa_trainer.launcher.backends import Job, MpiexecBackend
+from melissa_trainer.launcher.log_lines import slurm_log
 from melissa_trainer.launcher.reports import log_tail
 from melissa_trainer.launcher.systematic import last_log_line
 
@@ -65,7 +66,7 @@ def test_a_hung_jobs_log_says_its_start_and_its_kill_and_the_report_quotes_the_s
     assert lines[solver - 1] == MORE + shlex.join(sim), lines
     start, kill = said_in_log(text)
     assert start.split(": ", 1)[1] == (
-        "starting simulation 0 attempt 0 as job sim-0 (local backend, 1 rank): " + shlex.join(sim)
+        "starting sim-0 (attempt 0, local, 1 rank): " + shlex.join(sim)
     ), start
     # the kill's line, cut at spaces into lines of at most 100 columns, each after the
     # first starting with the prefix and two spaces (failed before: one line of ~230)
@@ -180,3 +181,49 @@ def test_an_mpiexec_jobs_kill_line_comes_before_hydras_banner(tmp_path: Path) ->
     if "Terminated (signal 15)" in text:  # (hydra's banner, after the kill's lines)
         assert text.index("Terminated (signal 15)") > text.index(ours[-1]), text
     assert log_tail(log).endswith("    | solver step 7"), log_tail(log)
+
+
+@pytest.mark.timeout(30)
+def test_a_start_sentence_is_one_line_and_names_its_backend(tmp_path: Path) -> None:
+    """`Job.say_start`'s sentence is one line of at most 100 columns with the prefix and
+    the time when its name, what it is, its backend and its ranks take at most 34
+    characters together (``worker-12-r2``, ``launch 3``, ``slurm``, ``16 ranks``: 33;
+    ``sim-12345-r9``, ``attempt 9``, ``local``, ``1 rank``: 32), the command on the next
+    (failed before: a worker's first, ``starting worker 0 (its launch 1) as job
+    worker-0 (local backend, 1 rank):``, took two lines); a longer one is cut, each
+    line within 100 columns. `slurm_log` reads its backend, and the backend of a log
+    whose start line was written before."""
+    starts = [
+        (f"worker-{slot}" + (f"-r{n - 1}" if n > 1 else ""), f"launch {n}")
+        for slot in (0, 12, 99)
+        for n in (1, 2, 9, 13)
+    ]
+    starts += [
+        (f"sim-{sid}-r{a}" if a else f"sim-{sid}", f"attempt {a}")
+        for sid in (0, 12345)
+        for a in (0, 3, 9, 10)
+    ]
+    one_lines = 0
+    for backend in ("local", "mpiexec", "slurm"):
+        for ranks in (1, 16, 128):
+            for name, what in starts:
+                log = tmp_path / f"{name}-{backend}-{ranks}.log"
+                job = Job(name, ("solver", "--steps", "100"), log_path=log, ranks=ranks)
+                job.say_start(what, backend)
+                lines = log.read_text().splitlines()
+                facts = len(name + what + backend) + len(f"{ranks} ranks") - (ranks == 1)
+                assert (len(lines) == 2) == (facts <= 34), (facts, lines)
+                one_lines += len(lines) == 2
+                assert all(len(line) <= 100 for line in lines), lines
+                assert lines[-1] == MORE + "solver --steps 100", lines
+                said = said_in_log(log.read_text())[0]
+                assert f"starting {name} ({what}, {backend}, {ranks} rank" in said, said
+                assert slurm_log(log) == (backend == "slurm"), lines
+    assert one_lines > len(starts), one_lines  # (the usual ones)
+    for backend in ("local", "slurm"):  # (the start line as it was written before)
+        log = tmp_path / f"before-{backend}.log"
+        log.write_text(
+            f"{PREFIX}2026-12-07T21:53:38Z: starting simulation 0 attempt 0 as job sim-0\n"
+            f"{MORE}({backend} backend, 1 rank):\n{MORE}solver\n"
+        )
+        assert slurm_log(log) == (backend == "slurm")

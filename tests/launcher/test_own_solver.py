@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from helpers import drain
+from launcher_said import one_line
 from own_solver import failure, solver, study
 from waiting import wait_until
 
@@ -78,7 +79,11 @@ def test_a_study_whose_every_simulation_is_refused_says_why_in_its_headline(
 
 
 def advice(caplog: pytest.LogCaptureFixture) -> list[str]:
-    return [r.getMessage() for r in caplog.records if "max_restarts=0" in r.getMessage()]
+    return [
+        one_line(r.getMessage())
+        for r in caplog.records
+        if "max_restarts=0" in one_line(r.getMessage())
+    ]
 
 
 @pytest.mark.timeout(90)
@@ -121,7 +126,7 @@ def test_a_hang_mid_run_is_told_how_to_catch_it_sooner_from_its_step_gaps(
     finally:
         launch.stop()
         receiver.stop()
-    lines = [r.getMessage() for r in caplog.records]
+    lines = [one_line(r.getMessage()) for r in caplog.records]
     kills = [line for line in lines if line.startswith("simulation 1 (attempt")]
     assert len(kills) == 2, lines
     for attempt, kill in enumerate(kills):
@@ -167,7 +172,7 @@ def test_a_restart_that_hangs_at_start_up_is_not_told_the_previous_kills_hint(
     finally:
         launch.stop()
         receiver.stop()
-    lines = [r.getMessage() for r in caplog.records]
+    lines = [one_line(r.getMessage()) for r in caplog.records]
     mid_run, at_start = [line for line in lines if line.startswith("simulation 0 (attempt")]
     assert "since its last message" in mid_run and "catches a hang sooner" in mid_run
     assert "no message yet" in at_start and "catches a hang sooner" not in at_start

@@ -28,6 +28,7 @@ from typing import Any
 
 import pytest
 from helpers import drain
+from launcher_said import one_line
 
 from melissa_trainer import StreamSource, Study
 from melissa_trainer.buffers import FIFOBuffer
@@ -160,9 +161,9 @@ def test_breeds_default_says_that_it_breeds_nothing(tmp_path: Path) -> None:
 
 def static_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [
-        r.getMessage()
+        one_line(r.getMessage())
         for r in caplog.records
-        if "cannot steer any draw" in r.getMessage() and r.levelno == logging.WARNING
+        if "cannot steer any draw" in one_line(r.getMessage()) and r.levelno == logging.WARNING
     ]
 
 

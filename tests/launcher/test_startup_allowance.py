@@ -26,6 +26,7 @@ from typing import Any
 
 import pytest
 from account_studies import failure
+from launcher_said import one_line
 from waiting import wait_until
 
 from melissa_trainer.launcher import (
@@ -80,7 +81,11 @@ def start(launch: Launcher, tmp_path: Path) -> None:
 
 
 def kills(caplog: pytest.LogCaptureFixture) -> list[str]:
-    return [r.getMessage() for r in caplog.records if "killing sim-" in r.getMessage()]
+    return [
+        one_line(r.getMessage())
+        for r in caplog.records
+        if "killing sim-" in one_line(r.getMessage())
+    ]
 
 
 def first_kill(
@@ -164,7 +169,11 @@ def test_a_numeric_timeout_with_startup_timeout_unset_bounds_the_start_up_and_sa
     # the first restart killed as its attempt was: the advice names the start-up's bound,
     # not max_restarts=0 alone (new parameters start as slowly; a user trial's C solver,
     # 25 s to load its mesh, was told only that)
-    (again,) = [r.getMessage() for r in caplog.records if "on its restart" in r.getMessage()]
+    (again,) = [
+        one_line(r.getMessage())
+        for r in caplog.records
+        if "on its restart" in one_line(r.getMessage())
+    ]
     assert "killed before its first message again on its restart" in again, again
     assert "LauncherTuning(startup_timeout=...)" in again, again
 

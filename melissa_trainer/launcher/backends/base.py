@@ -166,15 +166,19 @@ class Job:
         return {**os.environ, **unbuffered_outputs(self.env, os.environ)}
 
     def say_start(self, what: str, backend: str) -> None:
-        """The launcher's line in the log before it launches this job: when, `what` it
-        runs (``simulation 3 attempt 1``, ``worker 0``), the job's name, the `backend`'s
-        name, the ranks and, on a line of its own kept whole (`launcher_line`'s `whole`:
-        copied, it pastes as it ran), the command (one rank's: an MPI backend prepends
-        its own)."""
+        """The launcher's line in the log before it launches this job: when, the job's
+        name (``sim-3-r1``, ``worker-0-r1``: the simulation's id or the worker's slot),
+        `what` it is of it (``attempt 1``, ``launch 2``), the `backend`'s name and the
+        ranks, ``starting sim-3-r1 (attempt 1, slurm, 1 rank):``, then, on a line of its
+        own kept whole (`launcher_line`'s `whole`: copied, it pastes as it ran), the
+        command (one rank's: an MPI backend prepends its own). Short, so that with the
+        prefix and the time it is one line of at most 100 columns for the usual names
+        (before, ``starting worker 0 (its launch 1) as job worker-0 (local backend, 1
+        rank):`` took two); a longer one is cut (`log_lines.cut`)."""
         ranks = f"{self.ranks} ranks" if self.ranks != 1 else "1 rank"
         launcher_line(
             self.log_path,
-            f"starting {what} as job {self.name} ({backend or 'launcher'} backend, {ranks}):",
+            f"starting {self.name} ({what}, {backend or 'launcher'}, {ranks}):",
             whole=shlex.join(str(arg) for arg in self.argv),
         )
 

@@ -31,6 +31,7 @@ from melissa_trainer.launcher.backends import mpich_segments as shm
 from melissa_trainer.launcher.backends.file_holders import holders
 from melissa_trainer.launcher.backends.mpich_removal import Segment, remove_segments
 from melissa_trainer.launcher.backends.mpich_segments import Listing, is_segment, listing, orphans
+from melissa_trainer.launcher.log_lines import warn
 
 __all__ = ["LAUNCH_SLACK", "SegmentRecord"]
 
@@ -77,11 +78,11 @@ class SegmentRecord:
             since = min(launches) - int(LAUNCH_SLACK * 1e9)
             removed += remove_segments(orphans(_older(since)))
         if removed:  # a warning: rare (a crash left them) and worth seeing on the console
-            logger.warning(
-                "removed %d MPI shared-memory file(s) in %s left by the jobs of an earlier run "
-                "of this study (a trainer killed before it could remove them)",
-                len(removed),
-                shm.SHM_DIR,
+            warn(
+                logger,
+                f"removed {len(removed)} MPI shared-memory file(s) in {shm.SHM_DIR} left by "
+                "the jobs of an earlier run of this study (a trainer killed before it could "
+                "remove them)",
             )
         self.update()
         return removed
@@ -124,11 +125,10 @@ class SegmentRecord:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(self.path)
         except OSError as exc:
-            logger.warning(
-                "cannot keep the record of MPI segments %s (%s): a trainer killed with "
-                "SIGKILL leaves its jobs' segments for you to remove",
-                self.path,
-                exc,
+            warn(
+                logger,
+                f"cannot keep the record of MPI segments {self.path} ({exc}): a trainer "
+                "killed with SIGKILL leaves its jobs' segments for you to remove",
             )
             self.path = None
             return

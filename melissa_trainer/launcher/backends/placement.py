@@ -50,6 +50,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from melissa_trainer.launcher.log_lines import warn
+
 __all__ = ["THREAD_VARIABLES", "Placement", "nice_program", "renice_group"]
 
 logger = logging.getLogger("melissa_trainer.launcher")
@@ -169,9 +171,10 @@ def renice_group(pgid: int, nice: int) -> None:
     priority; logged once."""
     if not _renice_warned:
         _renice_warned.append(True)
-        logger.warning(
+        warn(
+            logger,
             "no `nice` program on PATH: jobs are reniced just after their start (what "
-            "a job starts in its first milliseconds may keep the trainer's priority)"
+            "a job starts in its first milliseconds may keep the trainer's priority)",
         )
     try:
         os.setpriority(os.PRIO_PGRP, pgid, os.getpriority(os.PRIO_PROCESS, 0) + nice)

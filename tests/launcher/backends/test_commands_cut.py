@@ -177,3 +177,24 @@ def test_a_quoted_command_stays_whole_at_every_offset() -> None:
         assert any(quoted in line for line in lines), lines
         assert any("scancel --signal=KILL 4082977_3" in line for line in lines), lines
         assert all(len(line) <= COLUMNS for line in lines), lines
+
+
+@pytest.mark.timeout(30)
+def test_an_option_stays_with_its_value_at_every_offset() -> None:
+    """An option with its value (``--resume_from_checkpoint latest``, ``-n 2``) after
+    any command, not only a Slurm one's, at every place of a line: on one line, and the
+    text given back as it was. Failed before: `cut` kept a pair whole only after a Slurm
+    command (``scancel --signal=KILL``, ``sbatch --time 5``), and cut ``mpiexec -n`` from
+    ``2`` or ``--resume_from_checkpoint`` from ``latest`` where the line ended."""
+    pairs = ["--resume_from_checkpoint latest", "-n 2", "--nproc_per_node 4", "--time 5"]
+    cuts: list[str] = []
+    for pad in range(1, COLUMNS):
+        text = (
+            "x" * pad + f" run the trainer again with {pairs[0]}, or mpiexec {pairs[1]} "
+            f"python solver.py, or torchrun {pairs[2]} train.py {pairs[3]} (in minutes)"
+        )
+        lines = cut(text)
+        assert one_line("\n".join(lines)) == text, lines
+        assert all(len(line) <= COLUMNS for line in lines), lines
+        cuts += [f"{pad}: {p!r}" for p in pairs if not any(p in line for line in lines)]
+    assert cuts == [], cuts[:10]

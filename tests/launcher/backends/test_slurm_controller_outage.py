@@ -15,6 +15,7 @@ import stat
 from pathlib import Path
 
 import pytest
+from launcher_said import one_line
 
 from melissa_trainer.launcher.backends import Job, LaunchError, SlurmBackend
 
@@ -61,7 +62,11 @@ def test_a_submission_during_a_controller_restart_is_retried(
     finally:
         backend.close()
     assert (state / "sbatch.calls").read_text().strip() == "2"
-    said = [r.getMessage() for r in caplog.records if "Slurm controller" in r.getMessage()]
+    said = [
+        one_line(r.getMessage())
+        for r in caplog.records
+        if "Slurm controller" in one_line(r.getMessage())
+    ]
     assert len(said) == 2, said  # a summary: the outage, then its end
     assert "retrying for up to 300 s (controller_wait)" in said[0]
     assert said[1].startswith("the Slurm controller answered sbatch again after")
@@ -161,7 +166,11 @@ def test_the_scancels_of_a_close_share_one_controller_wait(
     assert now[0] <= 100, (now, calls)
     assert calls[0].endswith("4242") and "TERM" in calls[0], calls
     assert not [c for c in calls if "4243" in c], calls  # no wait left: not sent
-    said = [r.getMessage() for r in caplog.records if "within controller_wait" in r.getMessage()]
+    said = [
+        one_line(r.getMessage())
+        for r in caplog.records
+        if "within controller_wait" in one_line(r.getMessage())
+    ]
     assert len(said) == 1 and "sim-2" in said[0] and "scancel the jobs by name" in said[0], said
 
 

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 import pytest
+from launcher_said import one_line
 from slurm_jobs import POLL, queue
 from slurm_two_nodes import OTHER, TwoNodeCluster, two_node_cluster
 
@@ -69,7 +70,11 @@ def _ended(backend: SlurmBackend, handles: list[SlurmHandle]) -> bool:
 
 def _said(caplog: pytest.LogCaptureFixture) -> list[str]:
     """The WARNINGs that n1 is left out (or would be)."""
-    return [r.getMessage() for r in caplog.records if f"node {OTHER} failed" in r.getMessage()]
+    return [
+        one_line(r.getMessage())
+        for r in caplog.records
+        if f"node {OTHER} failed" in one_line(r.getMessage())
+    ]
 
 
 def _script(tmp_path: Path, name: str) -> str:

@@ -15,6 +15,7 @@ import stat
 from pathlib import Path
 
 import pytest
+from launcher_said import one_line
 
 from melissa_trainer.launcher.backends import Job, SlurmBackend
 from melissa_trainer.launcher.backends.base import Handle
@@ -91,7 +92,7 @@ def test_a_node_that_failed_twice_in_a_row_is_left_out_until_it_completes_a_job(
         assert exclude_line(fake) is None
         assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
         run(backend, fake, tmp_path, "NODE_FAIL|None|n1")  # (n1's second in a row)
-        warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+        warned = [one_line(r.getMessage()) for r in caplog.records if r.levelno == logging.WARNING]
         assert len(warned) == 1 and warned[0].startswith("node n1 failed 2 attempts"), warned
         assert "exclude_after=2" in warned[0] and "--exclude=n1" in warned[0], warned
         assert "sim (Slurm job 3): exit 1" in warned[0], warned  # (its failures named)
@@ -99,11 +100,11 @@ def test_a_node_that_failed_twice_in_a_row_is_left_out_until_it_completes_a_job(
         assert exclude_line(fake) == "#SBATCH --exclude=n1"
         run(backend, fake, tmp_path, "FAILED|None|n1")  # (a job submitted before: said once)
         assert exclude_line(fake) == "#SBATCH --exclude=n1,n0"
-        assert sum("node n1 failed" in r.getMessage() for r in caplog.records) == 1
+        assert sum("node n1 failed" in one_line(r.getMessage()) for r in caplog.records) == 1
         run(backend, fake, tmp_path, "COMPLETED|None|n1")  # (submitted before: n1 works)
         run(backend, fake, tmp_path, "COMPLETED|None|n2")
         assert exclude_line(fake) == "#SBATCH --exclude=n0"
-        assert "completed on node n1: later jobs may run there again" in caplog.text
+        assert "completed on node n1: later jobs may run there again" in one_line(caplog.text)
     finally:
         backend.close()
 
@@ -122,7 +123,7 @@ def test_the_last_node_of_the_partition_is_never_left_out(
         for _ in range(4):
             run(backend, fake, tmp_path, "FAILED|None|g0")
             assert exclude_line(fake) is None
-        said = [r.getMessage() for r in caplog.records]
+        said = [one_line(r.getMessage()) for r in caplog.records]
         assert len(said) == 1 and "no node is left out any more" in said[0], said
         assert "it would leave none of the partition's nodes (g0)" in said[0], said
     finally:
@@ -133,7 +134,7 @@ def test_the_last_node_of_the_partition_is_never_left_out(
         for _ in range(3):
             run(unknown, fake, tmp_path, "FAILED|None|n1")
             assert exclude_line(fake) is None
-        said = [r.getMessage() for r in caplog.records][1:]
+        said = [one_line(r.getMessage()) for r in caplog.records][1:]
         assert len(said) == 1 and "sinfo could not tell the nodes" in said[0], said
     finally:
         unknown.close()
@@ -184,7 +185,7 @@ def test_the_jobs_still_queued_get_the_exclusion_too(
         run(backend, fake, tmp_path, "FAILED|None|n1", also)
         calls = (fake / "scontrol.calls").read_text().splitlines()
         assert calls == ["update JobId=1 ExcNodeList=n1"], calls
-        said = [r.getMessage() for r in caplog.records]
+        said = [one_line(r.getMessage()) for r in caplog.records]
         assert len(said) == 1 and ", and the 1 still queued (scontrol update" in said[0], said
         assert backend.poll(queued) is None and backend.poll(running) is None
     finally:
@@ -210,9 +211,15 @@ def test_one_node_down_counts_once_however_many_jobs_it_ended(
         assert backend.poll(first) is None and backend.poll(second) is None
         (fake / "state").write_text("1|NODE_FAIL|None|n1\n2|NODE_FAIL|None|n1\n")
         assert backend.poll(first) is not None and backend.poll(second) is not None
-        assert "node n1 failed" not in caplog.text  # (each job's own NODE_FAIL words only)
+        assert "node n1 failed" not in one_line(
+            caplog.text
+        )  # (each job's own NODE_FAIL words only)
         run(backend, fake, tmp_path, "NODE_FAIL|None|n1")  # (a later down: the second)
-        said = [r.getMessage() for r in caplog.records if "node n1 failed" in r.getMessage()]
+        said = [
+            one_line(r.getMessage())
+            for r in caplog.records
+            if "node n1 failed" in one_line(r.getMessage())
+        ]
         assert len(said) == 1 and said[0].startswith("node n1 failed 2 attempts"), said
         run(backend, fake, tmp_path, "FAILED|None|n0")
         assert exclude_line(fake) == "#SBATCH --exclude=n1"

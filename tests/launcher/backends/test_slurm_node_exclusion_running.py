@@ -15,6 +15,7 @@ import logging
 from pathlib import Path
 
 import pytest
+from launcher_said import one_line
 from test_slurm_node_exclusion import exclude_line, fake, run  # noqa: F401 - the fixture
 
 from melissa_trainer.launcher.backends import Job, SlurmBackend
@@ -36,7 +37,7 @@ def test_the_exclusion_names_the_jobs_already_running_on_the_node(
         also = "1|RUNNING|None|n1\n2|RUNNING|None|n0\n"
         run(backend, fake, tmp_path, "FAILED|None|n1", also)
         run(backend, fake, tmp_path, "FAILED|None|n1", also)  # (n1's second: excluded)
-        said = [r.getMessage() for r in caplog.records]
+        said = [one_line(r.getMessage()) for r in caplog.records]
         assert len(said) == 1 and said[0].startswith("node n1 failed 2 attempts"), said
         assert "; already running there, started before this, and kept there: " in said[0]
         assert "sim-0-r1 (Slurm job 1); SlurmBackend's exclude_after=2" in said[0], said
@@ -44,7 +45,7 @@ def test_the_exclusion_names_the_jobs_already_running_on_the_node(
         # it fails there too: counted, not said again; the next job leaves n1 out
         (fake / "state").write_text("1|FAILED|None|n1\n2|RUNNING|None|n0\n")
         assert backend.poll(restart) is not None
-        assert sum("node n1 failed" in r.getMessage() for r in caplog.records) == 1
+        assert sum("node n1 failed" in one_line(r.getMessage()) for r in caplog.records) == 1
         run(backend, fake, tmp_path, "COMPLETED|None|n0", "2|RUNNING|None|n0\n")
         assert exclude_line(fake) == "#SBATCH --exclude=n1"
         assert backend.poll(elsewhere) is None
@@ -75,10 +76,14 @@ def test_a_node_back_within_one_poll_whose_new_job_dies_in_a_second_down_is_excl
         assert backend.poll(first) is None
         (fake / "state").write_text("1|NODE_FAIL|None|n1\n2|NODE_FAIL|None|n1\n3|RUNNING|None|n1\n")
         assert backend.poll(first) is not None and backend.poll(second) is not None
-        assert "node n1 failed" not in caplog.text  # (one down: one failure)
+        assert "node n1 failed" not in one_line(caplog.text)  # (one down: one failure)
         (fake / "state").write_text("3|NODE_FAIL|None|n1\n")
         assert backend.poll(third) is not None
-        said = [r.getMessage() for r in caplog.records if "node n1 failed" in r.getMessage()]
+        said = [
+            one_line(r.getMessage())
+            for r in caplog.records
+            if "node n1 failed" in one_line(r.getMessage())
+        ]
         assert len(said) == 1 and said[0].startswith("node n1 failed 2 attempts"), said
         # two downs of n2 between two answers: one failure (squeue cannot tell them)
         fourth, fifth = backend.launch(sim), backend.launch(sim)
@@ -86,7 +91,7 @@ def test_a_node_back_within_one_poll_whose_new_job_dies_in_a_second_down_is_excl
         assert backend.poll(fourth) is None
         (fake / "state").write_text("4|NODE_FAIL|None|n2\n5|NODE_FAIL|None|n2\n")
         assert backend.poll(fourth) is not None and backend.poll(fifth) is not None
-        assert "node n2 failed" not in caplog.text
+        assert "node n2 failed" not in one_line(caplog.text)
     finally:
         backend.close()
 
@@ -112,7 +117,7 @@ def test_a_job_listed_completing_as_its_node_goes_down_is_not_a_second_down(
         assert backend.poll(first) is not None and backend.poll(second) is None
         (fake / "state").write_text("2|NODE_FAIL|None|n1\n")
         assert backend.poll(second) is not None
-        assert "node n1 failed" not in caplog.text, caplog.text
+        assert "node n1 failed" not in one_line(caplog.text), one_line(caplog.text)
         run(backend, fake, tmp_path, "COMPLETED|None|n0", "")
         assert exclude_line(fake) is None  # (nothing left out)
     finally:

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from launcher_said import one_line
 from slurm_cluster import SlurmCluster, slurm_cluster  # noqa: F401 - the fixture
 from waiting import UNTIL_TEST_TIMEOUT, wait_until
 
@@ -161,7 +162,7 @@ def test_a_frozen_controller_stop_gives_this_nodes_tasks_sigterm_and_the_grace(
     assert (tmp_path / "wrote-0").exists(), f"task 0 got no SIGTERM to act on: {log}"
     assert (tmp_path / "termed-1").exists(), f"task 1 got no SIGTERM: {log}"
     assert running == [], f"tasks {running} outlived the stop: {log}"
-    said = caplog.text
+    said = one_line(caplog.text)
     # (told from a step daemon that does not answer by a squeue: test_slurm_srun_mute_stepd)
     assert "the Slurm controller did not answer a squeue either" in said, said
     assert "the Slurm controller did not answer: steps" in said, said
@@ -233,4 +234,4 @@ def test_a_step_never_listed_gets_sigterm_and_the_grace_from_a_frozen_controller
     assert (tmp_path / "wrote-0").exists(), f"task 0 got no SIGTERM to act on: {log}"
     assert (tmp_path / "termed-1").exists(), f"task 1 got no SIGTERM: {log}"
     assert running == [], f"tasks {running} outlived the stop: {log}"
-    assert "2 task process(es) got SIGTERM and the grace, 1 SIGKILLed" in caplog.text
+    assert "2 task process(es) got SIGTERM and the grace, 1 SIGKILLed" in one_line(caplog.text)

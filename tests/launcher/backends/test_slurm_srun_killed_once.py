@@ -10,6 +10,7 @@ import logging
 from types import SimpleNamespace
 
 import pytest
+from launcher_said import one_line
 
 from melissa_trainer.launcher.backends.slurm import steps
 from melissa_trainer.launcher.backends.slurm.step_stop import Stopped
@@ -34,5 +35,5 @@ def test_a_task_sigkilled_twice_is_counted_once(
     with caplog.at_level(logging.WARNING, logger="melissa_trainer.launcher.backends.slurm"):
         srun_steps._cancel_unless_away([step], None, stopped)  # type: ignore[list-item]
     assert asked == [("7", {3}, {"mt-sim"})]
-    said = caplog.text
+    said = one_line(caplog.text)  # (the WARNING is cut at 100 columns)
     assert "2 task process(es) got SIGTERM and the grace, 1 SIGKILLed" in said, said

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from launcher_said import one_line
 from slurm_cluster import SlurmCluster, slurm_cluster  # noqa: F401 - the fixture
 from test_slurm_srun_frozen_stop import allocation_of
 from waiting import UNTIL_TEST_TIMEOUT, wait_until
@@ -123,7 +124,7 @@ def test_a_mute_step_daemon_is_not_said_to_be_the_controller(
                 os.kill(pid, signal.SIGCONT)
         backend.close()
         slurm_cluster.run("scancel", allocation)
-    said = caplog.text
+    said = one_line(caplog.text)
     print(f"asked {asked}")
     assert code is None
     assert "the Slurm controller did not answer" not in said, said

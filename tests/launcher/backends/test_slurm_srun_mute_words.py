@@ -14,6 +14,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from launcher_said import one_line
 
 from melissa_trainer.launcher.backends.slurm import step_stop
 from melissa_trainer.launcher.backends.slurm.step_stop import Stopped
@@ -46,7 +47,7 @@ def _mute_stop(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
     with caplog.at_level(logging.WARNING, logger="melissa_trainer.launcher.backends.slurm"):
         step_stop._end_here(local, "7", steps, steps, [], 2.0, Stopped(away=False, mute=True))  # type: ignore[arg-type]
     assert local.killed == ["srun3", "srun4"]
-    return caplog.text
+    return one_line(caplog.text)
 
 
 @pytest.mark.timeout(10)

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from launcher_said import one_line
 from test_slurm_srun_outage import fake  # noqa: F401 - the fixture (stand-in commands)
 from waiting import wait_until
 
@@ -168,7 +169,7 @@ def test_a_stale_unreachable_hint_does_not_skip_the_cancel(
     calls = fake / "scancel.calls"
     cancels = calls.read_text().split() if calls.exists() else []
     assert "77.5" in cancels, f"not cancelled by name: scancel ran {cancels}"
-    assert "did not answer" not in caplog.text, caplog.text
+    assert "did not answer" not in one_line(caplog.text), one_line(caplog.text)
 
 
 #: an srun whose task runs outside its process group, as a step's task runs under
@@ -234,4 +235,6 @@ def test_a_stop_without_the_controller_ends_this_nodes_tasks(
     assert not running, "the step's task on this node outlived the stop"
     # (its task dies of the stop's SIGTERM: test_slurm_srun_frozen_stop.py has one that
     # ignores it, on the test cluster)
-    assert "1 task process(es) got SIGTERM and the grace, 0 SIGKILLed" in caplog.text, caplog.text
+    assert "1 task process(es) got SIGTERM and the grace, 0 SIGKILLed" in one_line(caplog.text), (
+        one_line(caplog.text)
+    )

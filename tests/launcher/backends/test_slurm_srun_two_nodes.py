@@ -286,5 +286,5 @@ def test_a_sigterm_as_n1_vanishes_stops_within_the_bound(tmp_path: Path) -> None
         print(f"the stop took {out['stop']:.1f} s, stop_bound {out['bound']:.0f} s")
         # (n1's step daemons do not answer the stop's scancel --signal=TERM; the
         # controller does)
-        assert "the daemons (slurmstepd) of steps" in out["said"], out["said"]
+        assert "the daemons (slurmstepd) of steps" in one_line(out["said"]), out["said"]
         nothing_left(cluster, tmp_path, vanished=True)

@@ -40,6 +40,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from launcher_said import one_line
 from slurm_jobs import POLL, PYTHON, queue
 from slurm_two_nodes import OTHER, TwoNodeCluster, two_node_cluster
 
@@ -255,7 +256,7 @@ def test_a_node_vanishing_mid_study_loses_nothing(
             own = [s for s in samples if int(s["simulation_id"]) == sim]
             assert own[0]["node"][0] == 1.0 and own[-1]["node"][0] == 0.0, sim
         assert cluster.node_states()[OTHER].startswith("down"), cluster.node_states()
-        lines = [r.getMessage() for r in caplog.records]
+        lines = [one_line(r.getMessage()) for r in caplog.records]
         if hung_after is None:  # (Slurm's requeue, said)
             assert sum("put back in Slurm's queue" in line for line in lines) >= len(there)
         else:  # (the launcher's kill of a silent attempt, said; its restart no twin)
@@ -307,7 +308,7 @@ def test_a_node_that_fails_every_attempt_is_left_out(
             """This host's simulations go on once n1's exclusion is said, or once n1 has
             failed every attempt its simulations have (without exclusion: the study
             has raised by then)."""
-            said = any(f"node {OTHER} failed" in r.getMessage() for r in caplog.records)
+            said = any(f"node {OTHER} failed" in one_line(r.getMessage()) for r in caplog.records)
             if said or failed() >= 3 * places:
                 (tmp_path / "go").touch()
 
@@ -319,7 +320,7 @@ def test_a_node_that_fails_every_attempt_is_left_out(
         assert keys == [(sim, step) for sim in range(n) for step in range(4)]  # (once)
         assert failed() >= 2, failed()  # (n1 ran some, and they failed)
         assert all(p.name.split("-")[1] != OTHER for p in (tmp_path / "started").iterdir())
-        lines = [r.getMessage() for r in caplog.records]
+        lines = [one_line(r.getMessage()) for r in caplog.records]
         excluded = [line for line in lines if line.startswith(f"node {OTHER} failed")]
         assert len(excluded) == 1 and f"--exclude={OTHER}" in excluded[0], lines
         assert "exclude_after=2" in excluded[0], excluded

@@ -63,6 +63,7 @@ from melissa_trainer.launcher.backends.slurm.node_failures import FailingNodes
 from melissa_trainer.launcher.backends.slurm.queued_end import queue_words, queued_end
 from melissa_trainer.launcher.backends.slurm.segments import JobSegments
 from melissa_trainer.launcher.exit_cause import exit_text
+from melissa_trainer.launcher.log_lines import warn
 
 __all__ = ["CLOSE_GRACE", "FORCE_WAIT", "BatchJobs"]
 
@@ -163,12 +164,10 @@ class BatchJobs:
         self._lease_name = f"{prefix}{self._run_token}.lease"
         jobs = self._commands.own_jobs()
         if isinstance(jobs, str):
-            logger.warning(
-                "cannot list the Slurm jobs of an earlier run of study %s (%s): any still "
-                "running are not cancelled (scancel them by their names, %s*)",
-                study,
-                jobs,
-                prefix,
+            warn(
+                logger,
+                f"cannot list the Slurm jobs of an earlier run of study {study} ({jobs}): "
+                f"any still running are not cancelled (scancel them by their names, {prefix}*)",
             )
             return
         stale = [
@@ -364,12 +363,12 @@ class BatchJobs:
                     break
                 time.sleep(WAIT_STEP)
         if self._commands.spent(until) and any(h.code is None for h in handles):
-            logger.warning(
-                "the Slurm controller did not answer within controller_wait (%g s): "
-                "the scancels sent are processed when it answers again; else scancel "
-                "the jobs by name: %s",
-                self._commands.controller_wait,
-                ", ".join(self.describe(h) for h in handles if h.code is None),
+            left = ", ".join(self.describe(h) for h in handles if h.code is None)
+            warn(
+                logger,
+                "the Slurm controller did not answer within controller_wait "
+                f"({self._commands.controller_wait:g} s): the scancels sent are processed when "
+                f"it answers again; else scancel the jobs by name: {left}",
             )
             return
         for handle in handles:

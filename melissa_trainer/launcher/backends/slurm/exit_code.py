@@ -11,7 +11,8 @@ code, and Slurm's record holds none of a signal: ``JobState=CANCELLED ExitCode=1
 CI's load). Read as it is, the attempt read ``exit 1``, a solver's own failure; it is
 `CANCELLED_CODE`, as every other scancel of a started job reads (the SIGTERM Slurm
 sends its processes): ``exit 143 (SIGTERM: scancel, ...)``. A job cancelled while
-queued (never seen started) stays 1, said by `queued_end.queued_text`.
+queued and never seen started stays 1, said by `queued_end.queued_text`; one that ran
+and that Slurm requeued, cancelled while pending again, was seen started: 143 too.
 """
 
 from __future__ import annotations

@@ -62,6 +62,7 @@ from melissa_trainer.common.words import plural
 from melissa_trainer.launcher.backends.slurm import queries as sq
 from melissa_trainer.launcher.backends.slurm.commands import SlurmCommands, failure
 from melissa_trainer.launcher.exit_cause import exit_text
+from melissa_trainer.launcher.log_lines import warn
 
 if TYPE_CHECKING:  # (annotations only)
     from melissa_trainer.launcher.backends.slurm.handle import SlurmHandle
@@ -192,15 +193,12 @@ class FailingNodes:
                 ": when every node fails, the failures are the solver's or the study's (a "
                 "receiver no node can reach), not the nodes'"
             )
-            logger.warning(
-                "node %s failed %s in a row (%s), but no node is left out any more "
-                "(SlurmBackend's exclude_after=%d): %s; the launcher's restarts and failure "
+            warn(
+                logger,
+                f"node {node} failed {plural(len(failed), 'attempt')} in a row "
+                f"({'; '.join(failed)}), but no node is left out any more (SlurmBackend's "
+                f"exclude_after={self.after}): {why}; the launcher's restarts and failure "
                 "policy decide, as without it",
-                node,
-                plural(len(failed), "attempt"),
-                "; ".join(failed),
-                self.after,
-                why,
             )
             self.after, self.excluded = None, []
             return
@@ -208,17 +206,16 @@ class FailingNodes:
         own = [h for h in live if not (h.cancelled or h.stale)]
         updated = self._update([h for h in own if h.state == "PENDING"])
         there = [h for h in own if h.node == node and h.state in _RUNNING]
-        logger.warning(
-            "node %s failed %s in a row with no success there since (%s): the "
-            "jobs submitted from now on leave it out (sbatch --exclude=%s)%s%s; "
-            "SlurmBackend's exclude_after=%d sets how many failures (None: never exclude)",
-            node,
-            plural(len(failed), "attempt"),
-            "; ".join(failed),
-            self._nodes(),
-            f", and the {updated} still queued (scontrol update ExcNodeList)" if updated else "",
-            _running_there(there),
-            self.after,
+        queued = (
+            f", and the {updated} still queued (scontrol update ExcNodeList)" if updated else ""
+        )
+        warn(
+            logger,
+            f"node {node} failed {plural(len(failed), 'attempt')} in a row with no success "
+            f"there since ({'; '.join(failed)}): the jobs submitted from now on leave it out "
+            f"(sbatch --exclude={self._nodes()}){queued}{_running_there(there)}; "
+            f"SlurmBackend's exclude_after={self.after} sets how many failures (None: never "
+            "exclude)",
         )
 
     def _update(self, queued: list[SlurmHandle]) -> int:

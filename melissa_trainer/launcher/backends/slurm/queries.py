@@ -185,7 +185,10 @@ def exit_code(state: str, code: str = "") -> int:
     """An exit code from a final job state and Slurm's ``ExitCode`` ("code:signal").
 
     COMPLETED -> 0. Otherwise non-zero: 128 + the signal if one killed the job (as a
-    shell reports it), else the exit code, else 1 (e.g. a job cancelled while pending).
+    shell reports it), else the exit code, else 1 (e.g. a job cancelled while queued
+    that never started). A started job's cancellation with no signal in its code, a
+    requeued job cancelled while pending included, is read as 143 before this
+    (`exit_code.final_code`: `exit_code.CANCELLED_CODE`), not 1.
     """
     if state == "COMPLETED":
         return 0

@@ -60,6 +60,7 @@ from melissa_trainer.launcher.backends.slurm.step_tasks import (
     one_node,
     step_tasks,
 )
+from melissa_trainer.launcher.log_lines import warn
 
 if TYPE_CHECKING:  # (steps imports this module)
     from melissa_trainer.launcher.backends.slurm.srun_handle import SrunHandle
@@ -230,15 +231,13 @@ def _end_here(
         wait = SRUN_GONE
     local.kill_all([s.process for s in steps], wait)
     if stopped.mute:  # (the caller's warning is for a controller away; it cancels these)
-        logger.warning(
-            "the Slurm controller answers but the daemons (slurmstepd) of steps %s did not "
-            "answer their scancel --signal=TERM: on this node, %d task process(es) got "
-            "SIGTERM and the grace, %d SIGKILLed; their sruns were signalled (one that hears "
-            "of no task's end says so in the job's log, after KillWait + 2 s); the steps "
-            "are cancelled by name; %s",
-            sorted(s.step_name for s in named),
-            len(stopped.termed),
-            len(stopped.killed),
-            mute_elsewhere(none_here),
+        warn(
+            logger,
+            "the Slurm controller answers but the daemons (slurmstepd) of steps "
+            f"{sorted(s.step_name for s in named)} did not answer their scancel "
+            f"--signal=TERM: on this node, {len(stopped.termed)} task process(es) got "
+            f"SIGTERM and the grace, {len(stopped.killed)} SIGKILLed; their sruns were "
+            "signalled (one that hears of no task's end says so in the job's log, after "
+            f"KillWait + 2 s); the steps are cancelled by name; {mute_elsewhere(none_here)}",
         )
     return stopped

@@ -88,6 +88,7 @@ from melissa_trainer.launcher.backends.slurm.step_end import (
 from melissa_trainer.launcher.backends.slurm.step_stop import TERM_WAIT, Stopped, stop_steps
 from melissa_trainer.launcher.backends.slurm.step_sweeps import StepSweeps
 from melissa_trainer.launcher.backends.slurm.step_tasks import elsewhere, kill_tasks
+from melissa_trainer.launcher.log_lines import warn
 
 __all__ = ["SrunSteps"]
 
@@ -261,15 +262,13 @@ class SrunSteps:
             # (a set: a task SIGKILLed by the stop but not yet gone, in uninterruptible
             # I/O past GONE_WAIT, is found and SIGKILLed again here; one process, once)
             killed = {*stopped.killed, *kill_tasks(self._allocation, ids, names)}
-            logger.warning(
-                "the Slurm controller did not answer: steps %s are not cancelled by name; "
-                "their sruns were signalled, which does not end their tasks without the "
-                "controller: on this node, %d task process(es) got SIGTERM and the grace, "
-                "%d SIGKILLed (left after it, or started since: no SIGTERM); %s",
-                sorted(names),
-                len(stopped.termed),
-                len(killed),
-                elsewhere(),
+            warn(
+                logger,
+                f"the Slurm controller did not answer: steps {sorted(names)} are not "
+                "cancelled by name; their sruns were signalled, which does not end their "
+                f"tasks without the controller: on this node, {len(stopped.termed)} task "
+                f"process(es) got SIGTERM and the grace, {len(killed)} SIGKILLed (left after "
+                f"it, or started since: no SIGTERM); {elsewhere()}",
             )
         elif names:
             self.cancel(names.__contains__, timeout=TERM_WAIT)
@@ -328,12 +327,11 @@ class SrunSteps:
         """Say that `step`'s outage outlasted `controller_wait`: it fails."""
         assert step.outage is not None
         step.retry_at = None
-        logger.warning(
-            "%s: the Slurm controller was unreachable for %.0f s (%d srun tries; "
-            "controller_wait sets how long they are retried): the step failed",
-            self.describe(step),
-            now - step.outage[0],
-            step.tries,
+        warn(
+            logger,
+            f"{self.describe(step)}: the Slurm controller was unreachable for "
+            f"{now - step.outage[0]:.0f} s ({step.tries} srun tries; controller_wait sets how "
+            "long they are retried): the step failed",
         )
 
     def _ride_out(self, step: SrunHandle) -> bool:

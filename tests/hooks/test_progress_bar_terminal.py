@@ -31,14 +31,14 @@ def run_steps(hook: ProgressHook) -> None:
     """A run's bar events as the trainer fires them: start, STEPS steps, a log, end."""
     trainer = SimpleNamespace(is_main_process=True)
     state, control = TrainerState(max_steps=STEPS), TrainerControl()
-    hook.on_train_start(trainer, state, control)  # type: ignore[arg-type]
+    hook.on_train_start(trainer, state, control)
     for step in range(1, STEPS + 1):
         state.global_step = step
-        hook.on_step_end(trainer, state, control)  # type: ignore[arg-type]
+        hook.on_step_end(trainer, state, control)
         if hook._bar is not None:  # every step drawn, whatever tqdm's 0.1 s between draws
             hook._bar.refresh()
     logs = {"loss": 0.5, "samples_per_second": 10.0, "buffer_fill": 0.5}
-    hook.on_log(trainer, state, control, logs)  # type: ignore[arg-type]
+    hook.on_log(trainer, state, control, logs)
     hook.close()
 
 

@@ -122,8 +122,12 @@ class FlowArgs(WorkerStudyArgs):
             and self.modes >= 1
             and 2 * self.modes > self.grid_size
         ):
+            # every way out, with values that pass: a user trial's --grid_size 16 was
+            # told only "lower --modes", with no value, where a larger grid was wanted
             problems.append(
-                f"modes={self.modes} needs grid_size >= {2 * self.modes}: lower --modes"
+                f"modes={self.modes} needs grid_size >= {2 * self.modes}: raise "
+                f"--grid_size to {2 * self.modes} or more, or lower --modes to "
+                f"{self.grid_size // 2} or fewer"
             )
         if self.model == "unet" and self.grid_size % 4:
             problems.append(f"grid_size={self.grid_size} must be a multiple of 4 for the U-Net")

@@ -19,7 +19,10 @@ from seeds no study simulation has) computed once in this process with the same 
 At the end it prints the validation error next to two baselines: predicting the mean
 field (the validation fields' average at each grid point) and persistence (predicting
 omega(0), the field the model is given), writes a PNG comparing prediction and truth;
-TensorBoard logs go to OUTPUT_DIR/runs. The study's options, launcher and timings come
+TensorBoard logs go to OUTPUT_DIR/runs. The flags that rebuild the model (--model and
+its own, the grid and the times of its inputs) go to OUTPUT_DIR/checkpoints/
+model_flags.json, which a resume is checked against and `model_flags.load_trained`
+rebuilds the trained model from. The study's options, launcher and timings come
 from `../study_common.py`, shared with the other study examples.
 
     python examples/navier_stokes/train.py                    # 64^2: 60-125 CPU-s in all
@@ -72,6 +75,12 @@ from study_common import StepTimer  # noqa: E402
 from melissa_trainer import Hook, OnlineTrainer  # noqa: E402
 from melissa_trainer.config.reading import ConfigError  # noqa: E402
 from navier_stokes.errors import field_errors, lead_time_table, mse_tails  # noqa: E402
+from navier_stokes.model_flags import (  # noqa: E402
+    RecordModelFlags,
+    check_resume,
+    checkpoint_folder,
+    record_of,
+)
 from navier_stokes.models import make_model  # noqa: E402
 from navier_stokes.plot import plot_comparison, predict  # noqa: E402
 from navier_stokes.solver import (  # noqa: E402
@@ -198,7 +207,8 @@ def main(
     summary (what ``--json`` prints).
 
     `model`: your own surrogate instead of the one ``--model`` builds (``--model``,
-    ``--width``, ``--modes`` and ``--layers`` are then ignored): a module mapping inputs
+    ``--width``, ``--modes`` and ``--layers`` are then ignored; its class name is what
+    ``model_flags.json`` records and a resume is checked against): a module mapping inputs
     of shape (batch, CHANNELS, n, n) to (batch, 1, n, n) (the first step refuses
     another shape, naming both). `optimizer`: ``optimizer(model) -> Optimizer`` instead
     of ``torch.optim.Adam(model.parameters(), lr=--learning_rate)``, e.g. a fused Adam.
@@ -216,6 +226,7 @@ def main(
     if report is not None:  # --seeds: the whole study once per seed, each in its own process
         return report
     common.check_matplotlib(opts.plot)
+    own_model = model is not None
     try:  # the model first: a missing package is a usage error, before anything starts
         torch.manual_seed(args.seed)
         if model is None:
@@ -226,6 +237,10 @@ def main(
     except ValueError as exc:  # a usage error, as a bad flag is (exit status 2)
         print(f"{Path(sys.argv[0]).name}: error: {exc}", file=sys.stderr)
         sys.exit(2)
+    # the flags that rebuild the model, recorded beside its checkpoints; a resume that
+    # says otherwise is refused before anything starts (a ConfigError: exit status 2)
+    record = record_of(opts, model_name, own_model, CHANNELS)
+    check_resume(args.resume_from_checkpoint, checkpoint_folder(args.output_dir), record)
     output_dir = Path(args.output_dir)
     rendezvous = output_dir / "rendezvous"
     solver_command = [str(SOLVER), *opts.config.argv()]
@@ -265,7 +280,7 @@ def main(
         ),
         loss_fn=loss_fn,
         eval_dataset=validation,
-        hooks=[timer, *hooks],
+        hooks=[timer, RecordModelFlags(record), *hooks],
     )
     common.prepare_rendezvous(trainer, opts, rendezvous, solver_command, PARAMETER_BOUNDS)
 

@@ -203,7 +203,9 @@ class TrainingArguments(ArgumentsFile, ResolvedArguments):
             `Study` whose sampler is adaptive), else off; 0: off. Default None.
         report_to: ``"tensorboard"`` or ``"none"`` (one; Hugging Face's list of names is
             taken when it names one, ``[]`` is ``"none"``). Default ``"tensorboard"``.
-        disable_progress_bar: hide the progress bar. Default False.
+        disable_progress_bar: hide the progress bar. Default False: the bar is drawn
+            where standard error is a terminal (or a notebook), never into a file or a
+            pipe (a redirected log), as tqdm's ``disable=None`` decides.
         ddp_find_unused_parameters: under several ranks, DDP's ``find_unused_parameters``
             (Hugging Face's name; given to Accelerate as `DistributedDataParallelKwargs`):
             for a model with parameters that a step's forward does not use. Default False.
@@ -323,7 +325,9 @@ class TrainingArguments(ArgumentsFile, ResolvedArguments):
         "every 20 steps when the study's sampler is adaptive, else off).",
     )
     report_to: str = _f("tensorboard", "Where to report metrics.", REPORT_TO_CHOICES)
-    disable_progress_bar: bool = _f(False, "Hide the progress bar.")
+    disable_progress_bar: bool = _f(
+        False, "Hide the progress bar (drawn only where stderr is a terminal: none in a log file)."
+    )
     ddp_find_unused_parameters: bool = _f(
         False, "DDP's find_unused_parameters: parameters a forward does not use (several ranks)."
     )

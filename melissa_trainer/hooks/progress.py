@@ -90,8 +90,12 @@ class ProgressHook(Hook):
     ended) and shows the latest loss, samples/s and buffer fill; log lines are written
     above it, and so are the `melissa_trainer` logger's warnings while no logging
     handler is configured (Python's default then prints them to standard error, which
-    would end the bar's line with them). With `disable_bar`, log lines go to the
-    `melissa_trainer` logger and to standard output.
+    would end the bar's line with them). The bar is drawn only where standard error is
+    a terminal (or in a notebook, as a widget): tqdm's ``disable=None``. Where it is a
+    file or a pipe (a batch job's log, ``> run.log 2>&1``) no bar is drawn, as with
+    `disable_bar`: its redraws, one a step, each behind a carriage return, flooded such
+    a log. Without a bar, log lines go to the `melissa_trainer` logger and to standard
+    output.
 
     At the end of training it prints the source's `account_report` lines if it has any (a
     `Study`: what its simulations contributed, what an adaptive sampler drew).
@@ -142,13 +146,21 @@ class ProgressHook(Hook):
         self, trainer: TrainerView, state: TrainerState, control: TrainerControl
     ) -> None:
         if trainer.is_main_process and not self.disable_bar:
-            self._bar = tqdm(
+            bar = tqdm(
                 total=state.max_steps,
                 initial=state.global_step,
                 unit="step",
                 dynamic_ncols=True,
                 desc="training",
+                # tqdm's own rule: no bar where its stream (standard error) is not a
+                # terminal; a notebook's widget is drawn all the same. A user trial's log
+                # (``> run.log 2>&1``) held a redraw per step, each a carriage return
+                disable=None,
             )
+            if bar.disable:  # (a file or a pipe: the log lines alone, as printed)
+                bar.close()
+                return
+            self._bar = bar
             if not logger.hasHandlers():  # (a user's configuration is left as it is)
                 self._handler = _AboveTheBar()
                 logger.addHandler(self._handler)

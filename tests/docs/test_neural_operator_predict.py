@@ -1,34 +1,48 @@
 """The neural-operator how-to's "Predict with the trained model" runs as written (a user
 trial, htrial12: the page trained the FNO and served it while training, but never said
-how to use the trained model afterwards, nor that the run's folder does not record the
-model's flags).
+how to use the trained model afterwards; htrial13: the run's folder did not record the
+model's flags, which the block repeated by hand).
 
 The block is taken from the page and run, from a folder where a tiny run of the example
-wrote `outputs/navier_stokes`, against its last checkpoint. The oracle is the trained
-model itself (given to the example's `main`, so trained in place): its predictions on
-the same inputs, built by the example's `features`. The block builds its own model,
-from another random initialisation, so only the loaded weights can make them equal."""
+wrote `outputs/navier_stokes` with flags other than the defaults, against its last
+checkpoint: it names none of them, its record (`model_flags.json`) has them. The oracle
+is the trained model itself (kept by a hook at the end of training): its predictions on
+the same inputs, built by the example's `features`. The block builds its own model, from
+another random initialisation, so only the loaded weights can make them equal."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
 
 # examples/ is on the tests' sys.path (pyproject)
 from navier_stokes import train
-from navier_stokes.models import make_model
+
+from melissa_trainer.hooks.hook import Hook
 
 PAGE = Path(__file__).parents[2] / "docs" / "how-to" / "neural-operator.md"
 HEADING = "## Predict with the trained model"
 TINY = [
     "--num_simulations", "6", "--time_steps", "10", "--grid_size", "32", "--dt", "0.05",
+    "--width", "8", "--modes", "6", "--layers", "2",
     "--num_validation", "1", "--buffer_size", "60", "--watermark", "16", "--batch_size", "8",
     "--eval_steps", "none", "--logging_steps", "100", "--job_limit", "2",
     "--disable_progress_bar", "--no_plot", "--output_dir", "outputs/navier_stokes",
 ]  # fmt: skip
+
+
+class KeepModel(Hook):
+    """Keeps the trained model as training ends (the trainer's, after its last step)."""
+
+    model: torch.nn.Module
+
+    def on_train_end(self, trainer: Any, state: Any, control: Any) -> None:
+        self.model = trainer.model
 
 
 def snippet() -> str:
@@ -46,10 +60,14 @@ def test_the_page_s_block_predicts_what_the_trained_model_does(
 ) -> None:
     monkeypatch.chdir(tmp_path)  # the block's paths are relative to where it runs
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    torch.manual_seed(0)
-    trained = make_model("fno", train.CHANNELS, width=16, modes=12, layers=4)  # the defaults
-    summary = train.main(TINY, model=trained)
-    trained.eval()
+    kept = KeepModel()
+    summary = train.main(TINY, hooks=[kept])
+    trained = kept.model.eval()
+    record = tmp_path / "outputs" / "navier_stokes" / "checkpoints" / "model_flags.json"
+    assert json.loads(record.read_text()) == {
+        "model": "fno", "width": 8, "modes": 6, "layers": 2, "grid_size": 32,
+        "time_steps": 10, "interval": 0.5, "channels": train.CHANNELS,
+    }  # fmt: skip
 
     torch.manual_seed(1)  # the block's own model starts from other weights
     namespace: dict = {"__name__": "predict"}
@@ -58,6 +76,7 @@ def test_the_page_s_block_predicts_what_the_trained_model_does(
     assert namespace["path"].name == f"checkpoint-{summary['steps']}"
     parameters, initial = namespace["parameters"], namespace["initial"]
     n, time_steps = namespace["n"], namespace["time_steps"]
+    assert (n, time_steps) == (32, 10)  # the run's, read from its record
     assert initial.shape == (1, n, n) and len(namespace["omega"]) == time_steps
     with torch.no_grad():
         for s, predicted in enumerate(namespace["omega"]):

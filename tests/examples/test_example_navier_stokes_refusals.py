@@ -5,6 +5,7 @@ package; and a longer --startup_timeout needs no longer stall_timeout."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +22,32 @@ def test_a_model_the_grid_cannot_hold_is_refused_before_anything_starts(
     with pytest.raises(SystemExit) as info:
         train.main(["--grid_size", "16", "--modes", "12"])
     assert info.value.code == 2
-    assert "modes=12 needs grid_size >= 24: lower --modes" in capsys.readouterr().err
+    assert "modes=12 needs grid_size >= 24" in capsys.readouterr().err
     assert not (tmp_path / "outputs").exists()
+
+
+@pytest.mark.parametrize("model", ["fno", "neuralop"])
+@pytest.mark.parametrize(("grid", "modes"), [("16", "12"), ("8", "5"), ("64", "40")])
+def test_the_grid_s_refusal_names_every_way_out_with_values_that_pass(
+    capsys: pytest.CaptureFixture[str], model: str, grid: str, modes: str
+) -> None:
+    """A user trial (htrial13): ``--grid_size 16`` was told "lower --modes" alone, no
+    value, where the user wanted the grid. The refusal names both flags, each with a
+    value; the oracle is the parser itself, given each fix in turn."""
+    flags = ["--model", model, "--grid_size", grid, "--modes", modes]
+    with pytest.raises(SystemExit):
+        train.parser(flags).parse_args_into_dataclasses(flags)
+    err = capsys.readouterr().err
+    found = re.search(
+        r"raise --grid_size to (\d+) or more, or lower --modes to (\d+) or fewer", err
+    )
+    assert found is not None, err
+    for fixed in (
+        ["--model", model, "--grid_size", found[1], "--modes", modes],
+        ["--model", model, "--grid_size", grid, "--modes", found[2]],
+    ):
+        _, opts = train.parser(fixed).parse_args_into_dataclasses(fixed)  # not refused
+        assert opts.problems() == []
 
 
 @pytest.mark.parametrize(
@@ -132,7 +157,11 @@ def test_the_neuralop_model_without_its_package_is_refused_naming_the_extra(
             ["--grid_size", "30", "--modes", "4", "--model", "unet"],
             "argument --grid_size: grid_size=30 must be a multiple of 4 for the U-Net",
         ),
-        (["--modes", "40"], "argument --modes: modes=40 needs grid_size >= 80: lower --modes"),
+        (
+            ["--modes", "40"],
+            "argument --modes: modes=40 needs grid_size >= 80: raise --grid_size to 80 or more, "
+            "or lower --modes to 32 or fewer",
+        ),
         (["--batch_size", "abc"], "argument --batch_size: 'abc' is not an integer"),
     ],  # fmt: skip
     ids=["study", "unet", "model", "library"],

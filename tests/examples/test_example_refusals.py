@@ -61,7 +61,9 @@ ORDERED = [
      ["argument --grid_size: grid_size=6 must be even and >= 8"]),
     ("navier_stokes", ["--interval", "-1"], ["argument --interval: interval=-1.0 must be > 0"]),
     ("navier_stokes", ["--grid_size", "10", "--layers", "0"],
-     ["argument --layers: layers=0 must be >= 1", "modes=12 needs grid_size >= 24: lower --modes"]),
+     ["argument --layers: layers=0 must be >= 1",
+      "modes=12 needs grid_size >= 24: raise --grid_size to 24 or more, or lower --modes to 5 "
+      "or fewer"]),
     ("navier_stokes", ["--dt", "1", "--time_steps", "0"],
      ["argument --time_steps: time_steps=0 must be >= 1",
       "argument --dt: dt=1.0 must be <= interval=0.5"]),

@@ -77,7 +77,11 @@ import torch  # noqa: E402
 
 from heat_guess.report_words import second_half, serving_sentence, work_words  # noqa: E402
 from heat_guess.solver import PARAMETER_BOUNDS, GuessConfig, Work, steps  # noqa: E402
-from heat_guess.user_dir import in_user_words, resume_or_afresh  # noqa: E402
+from heat_guess.user_dir import (  # noqa: E402
+    in_user_words,
+    resume_or_afresh,
+    resumes_a_checkpoint,
+)
 from melissa_trainer import (  # noqa: E402
     ConfigError,
     OnlineTrainer,
@@ -241,8 +245,8 @@ def run_study(
     # they are still its records), and only once the trainer holds the output_dir's
     # lock (taken as it is made): a study still running there refuses this one
     # (OutputDirLocked), its records its own (overwritten: the run is a fresh one,
-    # whatever the checkpoints moved aside held)
-    if _rank() == 0 and not resume_from_checkpoint:
+    # whatever the checkpoints moved aside held; "latest" with no checkpoint is one too)
+    if _rank() == 0 and not resumes_a_checkpoint(resume_from_checkpoint, run_dir):
         for stale in records.glob("sim*.json"):
             stale.unlink()
     state = trainer.train()

@@ -13,8 +13,10 @@ from typing import TypeVar
 
 from melissa_trainer.checkpoint import paths
 from melissa_trainer.checkpoint.paths import NO_LATEST
+from melissa_trainer.checkpoint.replaced import to_restore
+from melissa_trainer.common.checkpoint_names import latest_checkpoint
 
-__all__ = ["afresh_words", "in_user_words", "resume_or_afresh"]
+__all__ = ["afresh_words", "in_user_words", "resume_or_afresh", "resumes_a_checkpoint"]
 
 E = TypeVar("E", bound=BaseException)
 
@@ -64,6 +66,20 @@ def resume_or_afresh(resume: str | None, output_dir: str, run_dir: Path) -> str 
         if _IN_USER_WORDS not in checkpoints.filters:
             checkpoints.addFilter(_IN_USER_WORDS)
     return resume
+
+
+def resumes_a_checkpoint(resume: str | None, run_dir: Path) -> bool:
+    """Whether the trainer in `run_dir`, given `resume` (`resume_or_afresh`'s), will
+    resume a checkpoint: a path, or "latest" where a checkpoint is there (or one whose
+    replacement a crash interrupted: `to_restore`, the trainer puts it back). "latest"
+    with none starts afresh, so the records an earlier run left (one killed before its
+    first checkpoint, a torchrun attempt that failed before it) are no simulation of
+    this run: the example removes them as for a fresh run. Look while the trainer holds
+    the folder (no other run writes a checkpoint there meanwhile)."""
+    if resume is None:
+        return False
+    root = run_dir / "checkpoints"
+    return resume != "latest" or latest_checkpoint(root) is not None or bool(to_restore(root))
 
 
 def in_user_words(error: E, trainer_dir: str, output_dir: str) -> E:

@@ -7,6 +7,7 @@ starting afresh``: folders the user never typed."""
 
 from __future__ import annotations
 
+import json
 import logging
 import subprocess
 import sys
@@ -72,3 +73,27 @@ def test_a_resume_from_latest_with_no_checkpoint_names_the_users_output_dir(
         f"--resume_from_checkpoint latest: --output_dir {tmp_path} holds no checkpoint "
         f"(none in {tmp_path / 'run' / 'checkpoints'}), starting afresh"
     ], afresh
+
+
+@pytest.mark.timeout(300)
+def test_a_resume_from_latest_with_no_checkpoint_drops_an_earlier_runs_records(
+    tmp_path: Path,
+) -> None:
+    """An earlier run killed before its first checkpoint (kill -9, an OOM) left the
+    records of the simulations it finished; ``--resume_from_checkpoint latest`` finds no
+    checkpoint, so the trainer starts afresh and those records are no simulation of this
+    run. Failed before (95575a14 passed "latest" through, and the example kept its
+    records as a resumed run's): a run of 2 simulations reported 3, the third the killed
+    run's (its work in the report's second half). The oracle: the simulations this run
+    launched (`num_simulations`)."""
+    records = tmp_path / "records"
+    records.mkdir()
+    stale = {"simulation_id": 2, "parameters": {}, "products": [1], "iterations": [1],
+             "used": [True], "first_version": 7}  # fmt: skip
+    (records / "sim2.json").write_text(json.dumps(stale))
+    result = run_study(
+        tmp_path, TINY, num_simulations=2, job_limit=1, held_out_simulations=1,
+        resume_from_checkpoint="latest",
+    )  # fmt: skip
+    assert [r["simulation_id"] for r in result["simulations"]] == [0, 1]
+    assert not (records / "sim2.json").exists()

@@ -5,10 +5,12 @@ true from its first run, and `queued_end.running_text` said "was cancelled while
 running" (failed before, on the one-node test cluster, tests/slurm_cluster.py). Its code
 stays 143, a cancellation (test_slurm_requeued_cancel_code.py).
 
-With a plain requeue the job waits for its BeginTime (cred_expire: 5 s on the test
-cluster) before it starts again: the scancel is sent at the first squeue that lists it
-PENDING, and the states seen after the requeue are checked to hold no RUNNING (the
-oracle that it was cancelled pending). A requeuehold keeps it pending until released."""
+The node is drained before the requeue (the running job goes on): the requeued job
+cannot start again, so it is surely pending when the scancel lands. (Without it, a plain
+requeue's job waits only its BeginTime, cred_expire: 5 s on the test cluster, and a
+scancel sent later on a loaded machine would find it running.) The states seen after
+the requeue are checked to hold no RUNNING (the oracle that it was cancelled pending);
+the node is resumed after."""
 
 from __future__ import annotations
 
@@ -42,6 +44,7 @@ def test_a_requeued_job_cancelled_while_pending_is_not_said_cancelled_while_runn
     backend.begin_study(f"requeuedcancel{requeue}")
     log = tmp_path / "sim-0.log"
     states: list[str | None] = []
+    drained = False
 
     def seen() -> str | None:
         assert backend.poll(handle) is None, states  # (alive until the scancel)
@@ -57,6 +60,9 @@ def test_a_requeued_job_cancelled_while_pending_is_not_said_cancelled_while_runn
             what="the first run",
             timeout=UNTIL_TEST_TIMEOUT,
         )
+        node = f"NodeName={slurm_cluster.node}"
+        slurm_cluster.run("scontrol", "update", node, "State=DRAIN", "Reason=held-by-test")
+        drained = True
         slurm_cluster.run("scontrol", requeue, handle.job_id)
         wait_until(
             lambda: seen() == "PENDING",
@@ -68,6 +74,10 @@ def test_a_requeued_job_cancelled_while_pending_is_not_said_cancelled_while_runn
         code = finish(backend, handle, timeout=60)
     finally:
         backend.close()
+        if drained:
+            slurm_cluster.run(
+                "scontrol", "update", f"NodeName={slurm_cluster.node}", "State=RESUME"
+            )
     after = states[states.index("RUNNING") + 1 :]
     assert "RUNNING" not in after, states  # (cancelled pending, not started again)
     assert code == 143 and handle.final == "CANCELLED", (code, handle.final)

@@ -27,6 +27,8 @@ import logging
 
 import numpy as np
 
+from melissa_trainer.launcher.log_lines import inform
+
 __all__ = ["SHRINK", "kept_spacing", "say_shrunk"]
 
 logger = logging.getLogger("melissa_trainer.launcher")
@@ -49,11 +51,9 @@ def kept_spacing(gaps: np.ndarray, spacing: float) -> float:
 def say_shrunk(spacing: float, remembered: int, kept: float) -> None:
     """Log (INFO, the sampler says it once) that no candidate keeps `spacing` from the
     `remembered` draws, and the spacing `kept` instead: not a fault, a space filling up."""
-    logger.info(
-        "surrogate sampler: no candidate keeps spacing=%g from the %d draws remembered "
-        "(the space is filling up at that spacing): acquisitions now keep half the "
-        "largest gap the candidates reach (%.3g at this draw; said once)",
-        spacing,
-        remembered,
-        kept,
+    inform(
+        logger,
+        f"surrogate sampler: no candidate keeps spacing={spacing:g} from the {remembered} "
+        "draws remembered (the space is filling up at that spacing): acquisitions now keep "
+        f"half the largest gap the candidates reach ({kept:.3g} at this draw; said once)",
     )

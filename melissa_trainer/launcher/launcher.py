@@ -68,6 +68,7 @@ from melissa_trainer.launcher.inherited_env import inherited_endpoints
 from melissa_trainer.launcher.job_logs import LogDirHold, take_log_dir
 from melissa_trainer.launcher.jobs import Settings
 from melissa_trainer.launcher.launcher_thread import LauncherThread
+from melissa_trainer.launcher.log_lines import inform
 from melissa_trainer.launcher.reports import DataReport
 from melissa_trainer.launcher.sampler_account import warn_static_sampler
 from melissa_trainer.launcher.sampler_base import Sampler
@@ -284,13 +285,12 @@ class Launcher(LauncherThread):
             self._study.data_reported = data is not None
             cancelled = self._study.cancel_past_the_end()  # (resumed with fewer)
         if cancelled:
-            logger.info(
-                "resume: n_simulations=%d is fewer than the study's record: %s %s, "
-                "unfinished, %s cancelled (not run again, not counted as failed)",
-                self.n_simulations,
-                "simulation" if len(cancelled) == 1 else "simulations",
-                cancelled,
-                "is" if len(cancelled) == 1 else "are",
+            one = len(cancelled) == 1
+            inform(
+                logger,
+                f"resume: n_simulations={self.n_simulations} is fewer than the study's "
+                f"record: {'simulation' if one else 'simulations'} {cancelled}, unfinished, "
+                f"{'is' if one else 'are'} cancelled (not run again, not counted as failed)",
             )
         common = (settings, self._study, self._lock, self.backend, command, heartbeat, abandon)
         if self.worker:

@@ -186,6 +186,12 @@ def warn(log: logging.Logger, text: str) -> None:
     log.warning("%s", "\n".join(cut(text)))
 
 
+def inform(log: logging.Logger, text: str) -> None:
+    """`text` in an INFO of `log`, cut as `warn` cuts a WARNING (the console prints an
+    INFO as it is too)."""
+    log.info("%s", "\n".join(cut(text)))
+
+
 def _escaped(text: str) -> str:
     """`text` with its newlines written as ``\\n``: a command's argument may hold one,
     and a line of it without the prefix would be quoted as the solver's."""

@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import csv
 import json
+import logging
 import sys
 from pathlib import Path
 
 import pytest
 from launcher_runs import command, launcher, run_study, runs
+from launcher_said import one_line, too_long
 from waiting import wait_until
 
 from melissa_trainer.launcher import Launcher, make_sampler
@@ -34,7 +36,11 @@ def last_events(path: Path) -> dict[int, str]:
 
 @pytest.mark.e2e
 @pytest.mark.timeout(180)
-def test_the_simulations_a_smaller_resume_cancels_get_a_cancelled_row(tmp_path: Path) -> None:
+def test_the_simulations_a_smaller_resume_cancels_get_a_cancelled_row(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="melissa_trainer.launcher")
+
     def make(n: int) -> Launcher:
         sampler = make_sampler("uniform", {"x": (0, 1)}, seed=4)
         return launcher(command(tmp_path, "hang", hang=[2]), n, sampler, job_limit=1)
@@ -62,3 +68,10 @@ def test_the_simulations_a_smaller_resume_cancels_get_a_cancelled_row(tmp_path: 
     # every simulation the resumed study knows ends as it recorded it; the others cancelled
     assert {sid: e for sid, e in events.items() if sid in statuses} == {0: "draw", 1: "draw"}
     assert {sid: e for sid, e in events.items() if sid not in statuses} == {2: "cancelled"}
+    # said once, cut at 100 columns (log_lines.inform; failed before: one line of 112)
+    said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("resume: ")]
+    assert len(said) == 1 and too_long(said[0]) == [], said
+    assert one_line(said[0]) == (
+        "resume: n_simulations=2 is fewer than the study's record: simulation [2], "
+        "unfinished, is cancelled (not run again, not counted as failed)"
+    ), said

@@ -8,6 +8,8 @@ sampler_account, draw_log): the scan below found them (104 to 898 columns of wor
 The ones a test can reach at small cost are also rendered here, with long realistic
 values (simulation ids, exit codes, paths), and read back whole (`one_line`): every
 line within 100 columns, the words as they were, a number kept with its unit.
+The INFO lines are scanned alike (the console shows them too; `log_lines.inform`):
+two passed 100 columns by their words (acquisition_spacing 207, launcher 121).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from launcher_said import COLUMNS, one_line, too_long
 
 import melissa_trainer.launcher
 from melissa_trainer import make_sampler
+from melissa_trainer.launcher.acquisition_spacing import say_shrunk
 from melissa_trainer.launcher.advice import Advice
 from melissa_trainer.launcher.backends import placement
 from melissa_trainer.launcher.backends.mpich_record import SegmentRecord
@@ -46,17 +49,20 @@ def _wording(node: ast.expr) -> str | None:
 
 
 @pytest.mark.timeout(60)
-def test_no_launcher_warning_is_longer_than_a_line_by_its_words_alone() -> None:
-    """A ``.warning(...)`` call in melissa_trainer/launcher whose fixed wording alone
-    is longer than a line prints a line longer than the terminal whatever its values:
-    such a text goes through `log_lines.warn` instead."""
+@pytest.mark.parametrize("level", ["warning", "info"])
+def test_no_launcher_warning_is_longer_than_a_line_by_its_words_alone(level: str) -> None:
+    """A ``.warning(...)`` (or ``.info(...)``: the console shows INFO too) call in
+    melissa_trainer/launcher whose fixed wording alone is longer than a line prints a
+    line longer than the terminal whatever its values: such a text goes through
+    `log_lines.warn` (`log_lines.inform`) instead. Failed before for INFO: two lines,
+    acquisition_spacing.py (207 columns of words) and launcher.py (121)."""
     long: list[str] = []
     for path in sorted(ROOT.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
             if (
                 isinstance(node, ast.Call)
                 and isinstance(node.func, ast.Attribute)
-                and node.func.attr == "warning"
+                and node.func.attr == level
                 and node.args
                 and (words := _wording(node.args[0])) is not None
                 and len(words) > COLUMNS
@@ -124,3 +130,20 @@ def test_a_segment_record_that_cannot_be_written_fits_100_columns(
     assert all(" " not in line.strip() for line in too_long(said)), said
     assert f"  {path}" in said.split("\n"), said  # (the path whole, on its line)
     assert one_line(said).endswith("leaves its jobs' segments for you to remove"), said
+
+
+@pytest.mark.timeout(60)
+def test_the_surrogate_samplers_shrunk_spacing_info_fits_100_columns(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The INFO line of a sampler whose space fills up (`say_shrunk`), with long values:
+    cut (failed before: one line of 231 columns), the words whole."""
+    caplog.set_level(logging.INFO, logger="melissa_trainer.launcher")
+    say_shrunk(0.0123456, 1234567, 0.000123456)
+    (said,) = [r.getMessage() for r in caplog.records if "surrogate sampler" in r.getMessage()]
+    assert too_long(said) == [] and "\n" in said, said
+    assert one_line(said) == (
+        "surrogate sampler: no candidate keeps spacing=0.0123456 from the 1234567 draws "
+        "remembered (the space is filling up at that spacing): acquisitions now keep half "
+        "the largest gap the candidates reach (0.000123 at this draw; said once)"
+    ), said

@@ -83,6 +83,8 @@ _COMPLETING = (
 )
 
 _FILE_NAME = re.compile(r"[^A-Za-z0-9._-]")
+#: squeue's states of a job in the queue (again, for one that started: requeued)
+_QUEUED = frozenset({"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED"})
 
 
 class BatchJobs:
@@ -278,6 +280,7 @@ class BatchJobs:
             handle.state, handle.queried, handle.reason = state, True, reason
             handle.ran = handle.ran or (handle.state in sq.STARTED_STATES - sq.TERMINAL_STATES)
             if state in sq.STARTED_STATES:
+                handle.queued_again = handle.queued_again and state in sq.TERMINAL_STATES
                 handle.node = nodes.get(job_id, handle.node)
                 if handle.seen_started is None:
                     handle.seen_started = self._answers
@@ -285,6 +288,8 @@ class BatchJobs:
                     handle.last_running = self._answers
             elif state == "PENDING":  # (requeued: a new run, perhaps on another node)
                 handle.seen_started = None
+            if state in _QUEUED:  # (after a start: requeued; its end may come queued)
+                handle.queued_again = handle.ran
             if handle.seen_ended is None and (state is None or state in sq.TERMINAL_STATES):
                 handle.seen_ended = self._answers
         return True

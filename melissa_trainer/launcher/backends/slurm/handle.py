@@ -28,6 +28,9 @@ class SlurmHandle(Handle):
     code: int | None = None  # exit code once the job has ended
     stale: bool = False  # a job of an earlier run of the study (see begin_study)
     ran: bool = False  # squeue listed it started (`STARTED_STATES`) at least once
+    # squeue last listed it PENDING after it had started (requeued), not started since:
+    # `ran` stays true from the first run, but its end may come in the queue (`queued_end`)
+    queued_again: bool = False
     cancelled: bool = False  # this backend cancelled it (kill, close, begin_study)
     final: str | None = None  # its final state, as squeue or the record gave it
     began: str | None = None  # the file its script writes as it begins (`job_files`)

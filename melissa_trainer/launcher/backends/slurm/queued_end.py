@@ -13,12 +13,14 @@ states reached between two squeue calls are not claimed (a job that ran for less
 A job that ran is said the same way when Slurm ended it, not the study: its time limit
 (TIMEOUT: the attempt reads ``exit 143 (SIGTERM: ...)``, which alone does not tell a
 time limit from a scancel, and every restart gets the same limit), or someone's scancel
-(CANCELLED). `queued_end` says it in the job's log and, for a cancellation that is not the study's
-own (`SlurmHandle.cancelled`: its kill, its close, `begin_study`), in a warning on the
-console, just before the launcher's line about the failed attempt: who cancelled it
-(the study, or someone's ``scancel``), and what the launcher does next (it counts as a
-failed attempt: a restart while some are left, else the failure policy). A preemption
-(PREEMPTED) and a node's failure (NODE_FAIL) are said alike.
+(CANCELLED; one that Slurm had requeued and that was cancelled back in the queue:
+`requeued_text`, not "while running"). `queued_end` says it in the job's log and, for
+a cancellation that is not the study's own (`SlurmHandle.cancelled`: its kill, its
+close, `begin_study`), in a warning on the console, just before the launcher's line
+about the failed attempt: who cancelled it (the study, or someone's ``scancel``), and
+what the launcher does next (it counts as a failed attempt: a restart while some are
+left, else the failure policy). A preemption (PREEMPTED) and a node's failure
+(NODE_FAIL) are said alike.
 
 A job that waits because of someone, not of the queue's load, is said once in a warning
 as squeue shows it (`queue_words`): held (``JobHeldUser``, ``JobHeldAdmin``: the fix,
@@ -49,6 +51,7 @@ __all__ = [
     "queue_words",
     "queued_end",
     "queued_text",
+    "requeued_text",
 ]
 
 logger = logging.getLogger("melissa_trainer.launcher.backends.slurm")
@@ -72,6 +75,19 @@ def queued_text(job: str, by_study: bool) -> str:
         f"{job} was cancelled while queued or just as it started ({known}), not by the "
         "study (it cancels only the jobs it stops): by a scancel, yours or an "
         f"administrator's; {NEXT}"
+    )
+
+
+def requeued_text(job: str) -> str:
+    """How a job `job` that ran, that Slurm requeued, and that someone cancelled while
+    squeue last listed it queued again (`SlurmHandle.queued_again`) is said: not "while
+    running" (its `SlurmHandle.ran` is its first run's). Only what is known: it may have
+    started again and been cancelled within one poll."""
+    return (
+        f"{job} was cancelled after Slurm requeued it, while queued again or just as it "
+        "started again (squeue listed it back in the queue after it had run, then "
+        "CANCELLED), not by the study (it cancels only the jobs it stops): by a scancel, "
+        f"yours or an administrator's; {NEXT}"
     )
 
 
@@ -119,13 +135,17 @@ def queued_end(handle: SlurmHandle, job: str, time_limit: str | None = None) -> 
     """If `handle`'s job ended before it was seen started (module docstring), say so in its
     log (`log_lines.launcher_line`) and, unless the study cancelled it, in a warning; likewise
     a job that ran and that Slurm ended, not the study (`running_text`: its time limit,
-    someone's scancel), each cut into lines of at most 100 columns (`log_lines.cut`).
+    someone's scancel; `requeued_text`: a scancel after a requeue, back in the queue),
+    each cut into lines of at most 100 columns (`log_lines.cut`).
     The text (one line), or None for a job that ended otherwise, or a job of an earlier
     run (not the launcher's). A log that cannot be written is said in a warning."""
     if handle.stale or handle.final is None:
         return None
     if handle.ran:
-        said = None if handle.cancelled else running_text(job, handle.final, time_limit)
+        if handle.cancelled:
+            return None
+        requeued = handle.queued_again and handle.final == "CANCELLED"
+        said = requeued_text(job) if requeued else running_text(job, handle.final, time_limit)
         if said is None:
             return None
         text = said

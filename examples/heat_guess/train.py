@@ -210,60 +210,63 @@ def run_study(
         share=share,
     )
     run_dir = out / "run"  # (the trainer's folder: said as the user's, `--output_dir`)
-    resume_from_checkpoint = resume_or_afresh(resume_from_checkpoint, str(output_dir), run_dir)
-    try:
-        trainer = OnlineTrainer(
-            model,
-            TrainingArguments(
-                output_dir=str(run_dir),
-                batch_size=batch_size,
-                buffer="reservoir",
-                buffer_size=4 * config.time_steps * job_limit,
-                watermark=batch_size,
-                logging_steps=10**9,
-                save_at_end=True,  # (the default: a late signal's resume runs nothing again)
-                resume_from_checkpoint=resume_from_checkpoint,
-                overwrite_output_dir=overwrite_output_dir,
-                disable_progress_bar=True,
-                report_to="none",
-            ),
-            torch.optim.Adam(model.parameters(), lr=lr),
-            train_source=Study(launcher, StreamSource()),
-            process_sample=process_sample,
-            hooks=[serving],
-        )
-    except OutputDirLocked as exc:  # (another run there: named as the user's folder)
-        raise in_user_words(exc, str(run_dir), str(output_dir)) from None
-    # the trainer's train() would refuse too, naming its own folder (out/run): refused
-    # here in the user's words, every rank alike (rank 0 says it, `refusals_end_the_program`)
-    refused = [] if resume_from_checkpoint else start_refusal(trainer)
-    if refused:
-        words = rerun_words(str(output_dir), refused, str(trainer.checkpoint_root))
-        raise ConfigError(words, context="start")
-    # an earlier run's records (rank 0's launcher starts this run's): not those of a run
-    # resumed (its simulations done before), nor of one stopped there (refused above:
-    # they are still its records), and only once the trainer holds the output_dir's
-    # lock (taken as it is made): a study still running there refuses this one
-    # (OutputDirLocked), its records its own (overwritten: the run is a fresh one,
-    # whatever the checkpoints moved aside held; "latest" with no checkpoint is one too)
-    if _rank() == 0 and not resumes_a_checkpoint(resume_from_checkpoint, run_dir):
-        for stale in records.glob("sim*.json"):
-            stale.unlink()
-    state = trainer.train()
-    if not trainer.accelerator.is_main_process:  # (the records and the report: rank 0's)
-        return {"simulations": [], "global_step": state.global_step, "final_error": None,
-                "serving": serving.telemetry(), "main": False}  # fmt: skip
-    sims = [json.loads(p.read_text()) for p in sorted(records.glob("sim*.json"))]
-    sims.sort(key=lambda r: r["simulation_id"])
-    xs, ys = held_out(config, held_out_simulations)
-    model.eval()
-    return {
-        "simulations": sims,
-        "global_step": state.global_step,
-        "final_error": relative_error(model, xs, ys),
-        "serving": serving.telemetry(),
-        "main": True,
-    }
+    # (its words of the output folder, for this run alone: `resume_or_afresh`)
+    with resume_or_afresh(
+        resume_from_checkpoint, str(output_dir), run_dir
+    ) as resume_from_checkpoint:
+        try:
+            trainer = OnlineTrainer(
+                model,
+                TrainingArguments(
+                    output_dir=str(run_dir),
+                    batch_size=batch_size,
+                    buffer="reservoir",
+                    buffer_size=4 * config.time_steps * job_limit,
+                    watermark=batch_size,
+                    logging_steps=10**9,
+                    save_at_end=True,  # (the default: a late signal's resume runs nothing again)
+                    resume_from_checkpoint=resume_from_checkpoint,
+                    overwrite_output_dir=overwrite_output_dir,
+                    disable_progress_bar=True,
+                    report_to="none",
+                ),
+                torch.optim.Adam(model.parameters(), lr=lr),
+                train_source=Study(launcher, StreamSource()),
+                process_sample=process_sample,
+                hooks=[serving],
+            )
+        except OutputDirLocked as exc:  # (another run there: named as the user's folder)
+            raise in_user_words(exc, str(run_dir), str(output_dir)) from None
+        # the trainer's train() would refuse too, naming its own folder (out/run): refused
+        # here in the user's words, every rank alike (rank 0 says it, `refusals_end_the_program`)
+        refused = [] if resume_from_checkpoint else start_refusal(trainer)
+        if refused:
+            words = rerun_words(str(output_dir), refused, str(trainer.checkpoint_root))
+            raise ConfigError(words, context="start")
+        # an earlier run's records (rank 0's launcher starts this run's): not those of a run
+        # resumed (its simulations done before), nor of one stopped there (refused above:
+        # they are still its records), and only once the trainer holds the output_dir's
+        # lock (taken as it is made): a study still running there refuses this one
+        # (OutputDirLocked), its records its own (overwritten: the run is a fresh one,
+        # whatever the checkpoints moved aside held; "latest" with no checkpoint is one too)
+        if _rank() == 0 and not resumes_a_checkpoint(resume_from_checkpoint, run_dir):
+            for stale in records.glob("sim*.json"):
+                stale.unlink()
+        state = trainer.train()
+        if not trainer.accelerator.is_main_process:  # (the records and the report: rank 0's)
+            return {"simulations": [], "global_step": state.global_step, "final_error": None,
+                    "serving": serving.telemetry(), "main": False}  # fmt: skip
+        sims = [json.loads(p.read_text()) for p in sorted(records.glob("sim*.json"))]
+        sims.sort(key=lambda r: r["simulation_id"])
+        xs, ys = held_out(config, held_out_simulations)
+        model.eval()
+        return {
+            "simulations": sims,
+            "global_step": state.global_step,
+            "final_error": relative_error(model, xs, ys),
+            "serving": serving.telemetry(),
+            "main": True,
+        }
 
 
 def _rank() -> int:

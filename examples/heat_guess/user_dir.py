@@ -8,6 +8,8 @@ holds (`in_user_words`)."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
@@ -52,20 +54,32 @@ class _AfreshInUserWords(logging.Filter):
 _IN_USER_WORDS = _AfreshInUserWords()
 
 
-def resume_or_afresh(resume: str | None, output_dir: str, run_dir: Path) -> str | None:
-    """`resume` (``--resume_from_checkpoint``) as the trainer in `run_dir` is to get it:
-    as given. "latest" where no checkpoint is there yet stays "latest": the trainer
-    starts afresh, and a torchrun restart (``--max_restarts``), which runs this same
-    command, resumes what the failed attempt saved, so the trainer's stop record must
-    promise it (a None here made it promise none). The trainer's WARNING that it starts
-    afresh names its own folder: said instead as `afresh_words`, naming `output_dir`
-    (the trainer says it on its main rank alone)."""
-    if resume == "latest":
-        checkpoints = logging.getLogger(paths.__name__)
-        _IN_USER_WORDS.folders[(run_dir / "checkpoints").resolve()] = output_dir
-        if _IN_USER_WORDS not in checkpoints.filters:
-            checkpoints.addFilter(_IN_USER_WORDS)
-    return resume
+@contextmanager
+def resume_or_afresh(resume: str | None, output_dir: str, run_dir: Path) -> Iterator[str | None]:
+    """`resume` (``--resume_from_checkpoint``) as the trainer in `run_dir` is to get it,
+    for the run inside this ``with``: as given. "latest" where no checkpoint is there
+    yet stays "latest": the trainer starts afresh, and a torchrun restart
+    (``--max_restarts``), which runs this same command, resumes what the failed attempt
+    saved, so the trainer's stop record must promise it (a None here made it promise
+    none). The trainer's WARNING that it starts afresh names its own folder: said
+    instead as `afresh_words`, naming `output_dir` (the trainer says it on its main rank
+    alone), by a logging filter installed for the run alone: removed, with its folder,
+    when the ``with`` ends, however it ends, so that a second run in this process (a
+    test's, a notebook's) finds none left of the first (nor another run's WARNING
+    rewritten in this example's words)."""
+    if resume != "latest":
+        yield resume
+        return
+    checkpoints, folder = logging.getLogger(paths.__name__), (run_dir / "checkpoints").resolve()
+    _IN_USER_WORDS.folders[folder] = output_dir
+    if _IN_USER_WORDS not in checkpoints.filters:
+        checkpoints.addFilter(_IN_USER_WORDS)
+    try:
+        yield resume
+    finally:
+        _IN_USER_WORDS.folders.pop(folder, None)
+        if not _IN_USER_WORDS.folders:  # (the last run that needed it is over)
+            checkpoints.removeFilter(_IN_USER_WORDS)
 
 
 def resumes_a_checkpoint(resume: str | None, run_dir: Path) -> bool:

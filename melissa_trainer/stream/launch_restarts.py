@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-__all__ = ["NO_RESTART_FOLLOWS", "restarts_left", "with_no_restart"]
+__all__ = ["NO_RESTART_FOLLOWS", "restarts", "restarts_left", "with_no_restart"]
 
 
 #: what a record that promises a resume (``preempted``, ``broken``) adds under torchrun
@@ -24,10 +24,11 @@ NO_RESTART_FOLLOWS = (
 )
 
 
-def restarts_left(environ: Mapping[str, str] | None = None) -> int | None:
-    """N - count from `environ` (default `os.environ`), at least 0; None when this worker
-    was not started by torchrun or either variable is not a decimal integer (the worker
-    does not know: the record says nothing)."""
+def restarts(environ: Mapping[str, str] | None = None) -> tuple[int, int] | None:
+    """(restarts left, ``--max_restarts``) of this worker's launch, of `environ` (default
+    `os.environ`): N - count, at least 0, and N; None when this worker was not started by
+    torchrun or either variable is not a decimal integer of at least 0 (the worker does
+    not know)."""
     env = os.environ if environ is None else environ
     if "TORCHELASTIC_RUN_ID" not in env:
         return None
@@ -38,7 +39,15 @@ def restarts_left(environ: Mapping[str, str] | None = None) -> int | None:
         return None
     if most < 0 or done < 0:
         return None
-    return max(most - done, 0)
+    return max(most - done, 0), most
+
+
+def restarts_left(environ: Mapping[str, str] | None = None) -> int | None:
+    """N - count from `environ` (default `os.environ`), at least 0; None when this worker
+    was not started by torchrun or either variable is not a decimal integer (the worker
+    does not know: the record says nothing). `restarts`' first."""
+    known = restarts(environ)
+    return None if known is None else known[0]
 
 
 def with_no_restart(message: str, environ: Mapping[str, str] | None = None) -> str:

@@ -68,7 +68,10 @@ def end_training(
 ) -> None:
     """After the loop (the last window's losses checked, `preempted_by` set): LOOP_END,
     the final log, validation and save that hooks request there (`perform_actions`, the
-    trainer's action point), the source stopped, TRAIN_END.
+    trainer's action point), the source stopped, TRAIN_END. The source is told why first
+    (`Source.note_stop`): ``end``, or ``preempted`` with the cause's words, closed under
+    torchrun with no restart left by the words that no restart follows
+    (`launch_restarts.with_no_restart`: a person or a scheduler's requeue resumes it).
 
     The final log's rates are of the training since the last log: the time LOOP_END's
     hooks take (a study's wait for its last simulations' exits, `Study.on_loop_end`) is
@@ -131,8 +134,11 @@ def end_training(
         with at_end(trainer, "preemption"):  # (collective: every rank agreed on signum)
             saved = written or trainer.save_checkpoint() is not None
         hooks.fire(Event.PREEMPTED, trainer, state, control)
-    # (why, for the simulations that close as it stops: a stream's stop record)
-    trainer.source.note_stop("preempted" if signum else "end", trainer.ended_by or "ended")
+    # (why, for the simulations that close as it stops: a stream's stop record; a
+    # preemption on torchrun's last attempt says no restart follows, as every record
+    # that promises a resume does: `launch_restarts.with_no_restart`)
+    said = trainer.ended_by or "ended"
+    trainer.source.note_stop(*(("preempted", with_no_restart(said)) if signum else ("end", said)))
     trainer.source.stop()  # before the end hooks: no simulation runs while they do
     hooks.fire(Event.TRAIN_END, trainer, state, control)
     requested = control.pending()
@@ -219,10 +225,13 @@ def failed(
     reason: the run is resumed, and a single rank's SIGKILL lets its solvers follow;
     noted ``broken`` when every peer is alive on this host (`RankGone.state`: a network
     error, a collective's timeout, not a signal), which solvers follow as ``preempted``.
-    Under torchrun with no restart left (`launch_restarts.restarts_left` 0) either says
-    that no restart follows (`launch_restarts.with_no_restart`): its teardown after a
-    peer's death and a preemption cannot be told apart here (a peer that failed with an
-    exception, in its loop or its start, `starting.note_start_failure`, left a note:
+    Under torchrun with no restart left (`launch_restarts.restarts_left` 0) each of these
+    records (the interrupt's, a peer's loss) says that no restart follows
+    (`launch_restarts.with_no_restart`), as a graceful preemption's (`end_training`) and
+    a forced exit's (`starting.forced_stop`) do: the resume it promises is then a
+    person's or a scheduler's requeue, never torchrun's; and a peer's loss cannot tell
+    torchrun's teardown after a peer's death from a preemption (a peer that failed with
+    an exception, in its loop or its start, `starting.note_start_failure`, left a note:
     ``error``).
 
     Under torchrun, a collective's failure because another rank is gone first holds
@@ -237,8 +246,11 @@ def failed(
     if isinstance(error, KeyboardInterrupt):
         trainer.source.note_stop(
             "preempted",
-            f"interrupted (KeyboardInterrupt) at step {trainer.state.global_step}, with no "
-            f"checkpoint at this stop: a run resumed from the latest one takes what it lacks",
+            with_no_restart(
+                f"interrupted (KeyboardInterrupt) at step {trainer.state.global_step}, with "
+                "no checkpoint at this stop: a run resumed from the latest one takes what it "
+                "lacks"
+            ),
         )
         return
     if preemption is not None and trainer.num_processes > 1 and lost_a_peer(error):

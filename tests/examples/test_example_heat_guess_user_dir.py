@@ -3,7 +3,10 @@ folder inside it (``.../run``), in its lock refusal and in its line of a resume 
 "latest" that finds no checkpoint (as its rerun refusal does: `cli.rerun_words`).
 Failed before: ``output_dir '/tmp/.../run' is in use by another trainer`` and
 ``resume_from_checkpoint='latest': no checkpoint under /tmp/.../run/checkpoints,
-starting afresh``: folders the user never typed."""
+starting afresh``: folders the user never typed. The filter that says that WARNING in
+the user's words is the run's alone: none is left once `run_study` returns or raises
+(failed before, task hwords: it stayed installed, and each run noted its folder in it).
+"""
 
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ sys.path.insert(0, str(Path(__file__).parents[2] / "examples"))
 from heat_guess.solver import GuessConfig  # noqa: E402
 from heat_guess.train import run_study  # noqa: E402
 
+from melissa_trainer.checkpoint import paths  # noqa: E402
 from melissa_trainer.trainer.lock_holder import OutputDirLocked  # noqa: E402
 
 pytestmark = [
@@ -36,6 +40,39 @@ lock.acquire()
 print("held", flush=True)
 sys.stdin.read()
 """
+
+
+def examples_filters() -> list[object]:
+    """The filters of the checkpoint paths' logger that the example installed (its
+    module's: `heat_guess.user_dir`), whatever pytest or another test added there."""
+    logger = logging.getLogger(paths.__name__)
+    return [f for f in logger.filters if type(f).__module__.endswith("user_dir")]
+
+
+def hold(folder: Path) -> subprocess.Popen[str]:
+    """Another trainer's lock of `folder` (`HOLDER`), held once this returns."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(folder)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+    return holder
+
+
+@pytest.mark.timeout(120)
+def test_a_refused_run_leaves_no_filter(tmp_path: Path) -> None:
+    """Two runs from "latest" refused at their trainer (another holds the folder):
+    neither leaves its filter, nor its folder in it."""
+    holder = hold(tmp_path / "run")
+    try:
+        for _ in range(2):
+            with pytest.raises(OutputDirLocked):
+                run_study(tmp_path, TINY, num_simulations=1, resume_from_checkpoint="latest")
+            assert examples_filters() == []
+    finally:
+        holder.communicate("", timeout=30)
 
 
 @pytest.mark.timeout(120)
@@ -68,6 +105,7 @@ def test_a_resume_from_latest_with_no_checkpoint_names_the_users_output_dir(
         resume_from_checkpoint="latest",
     )  # fmt: skip
     assert [r["simulation_id"] for r in result["simulations"]] == [0, 1]
+    assert examples_filters() == []  # (the run's alone: none left once it returned)
     afresh = [r.getMessage() for r in caplog.records if "afresh" in r.getMessage()]
     assert afresh == [
         f"--resume_from_checkpoint latest: --output_dir {tmp_path} holds no checkpoint "

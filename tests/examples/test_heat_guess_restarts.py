@@ -43,13 +43,14 @@ def test_heat_guess_latest_on_an_empty_folder_promises_torchruns_restarts(
                         "TORCHELASTIC_RESTART_COUNT": "0"}.items():  # fmt: skip
         monkeypatch.setenv(name, value)
     run_dir = tmp_path / "out"  # (failing_trainer's output_dir)
-    resume = resume_or_afresh("latest", "outputs/heat_guess", run_dir)
-    trainer = failing_trainer(tmp_path, FailingHook(), resume_from_checkpoint=resume)
-    with pytest.raises(Boom):
-        trainer.train()
+    with resume_or_afresh("latest", "outputs/heat_guess", run_dir) as resume:
+        trainer = failing_trainer(tmp_path, FailingHook(), resume_from_checkpoint=resume)
+        with pytest.raises(Boom):
+            trainer.train()
     # the restart's command, once the failed attempt saved (the example's own choice):
     (run_dir / "checkpoints" / "checkpoint-4").mkdir(parents=True)
-    assert resume_or_afresh("latest", "outputs/heat_guess", run_dir) == "latest"
+    with resume_or_afresh("latest", "outputs/heat_guess", run_dir) as resume:
+        assert resume == "latest"
     entry = json.loads((tmp_path / "rendezvous" / "rank_0.json").read_text())
     reason = entry["stop_record"]["reason"]
     assert reason["code"] == "error" and reason.get("restarts_left") == 2, reason

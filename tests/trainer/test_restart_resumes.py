@@ -11,7 +11,8 @@ again": failed before, the solver's send gave up on the ``error``). The invarian
 (simulation, time step) trained on exactly once across the restart (the steps the
 first attempt trained after the checkpoint the restart resumed from are not in the
 resumed model: they are counted in the second attempt only), the solver's close
-confirmed, the launch's exit status 0.
+confirmed, the launch's exit status 0. Rank 0's ERROR line says torchrun restarts the
+run, and from which checkpoint (`resume_words.restart_words`), not a person's resume.
 
 Waits on events (the solver's reports, the failed rank's stop record, as the restarted
 rank 1 copied it before republishing its file), never on sleeps.
@@ -154,6 +155,13 @@ def test_a_solver_follows_a_run_torchrun_restarts(tmp_path: Path) -> None:
     told = proc.stdout[-3000:] + proc.stderr[-6000:] + said[-3000:]
     assert proc.returncode == 0, told
     assert "rank 1 fails before step 7 on the first attempt" in proc.stderr, told
+    # rank 0's ERROR line says the restart that follows, not a person's resume (task
+    # hwords: "once the cause is fixed, resume from ..." read as a call to act)
+    stopped = [line for line in proc.stderr.splitlines() if "rank 0 stops at step" in line]
+    assert len(stopped) == 1, told
+    restart = "torchrun restarts it (1 of 1 restarts left): it resumes from checkpoint "
+    assert restart in stopped[0], told
+    assert "once the cause is fixed, resume from" not in stopped[0], told
     counts = trained(lineage)
     want = {f"0:{t}" for t in range(STEPS)}
     assert set(counts) == want and set(counts.values()) == {1}, (counts, told)

@@ -62,8 +62,11 @@ def restart_words(trainer: TrainerView, newest: Path | None) -> str:
     that does not resume (``resume_from_checkpoint`` None: the restart's set-up would
     not resume, and the stop record promises no restart either). `newest`: the newest
     checkpoint, which ``'latest'`` resumes from (None: none yet, the run starts again)."""
-    known, resume = restarts(), trainer.args.resume_from_checkpoint
-    if known is None or known[0] == 0 or resume is None:
+    known = restarts()
+    if known is None or known[0] == 0:
+        return ""  # (the trainer's args are not read: a stand-in trainer may lack them)
+    resume = trainer.args.resume_from_checkpoint
+    if resume is None:
         return ""
     left, most = known
     said = f"torchrun restarts it ({left} of {most} restarts left): "

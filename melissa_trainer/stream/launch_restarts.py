@@ -17,7 +17,7 @@ __all__ = ["NO_RESTART_FOLLOWS", "restarts", "restarts_left", "with_no_restart"]
 #: with no restart left (`restarts_left` 0: ``--max_restarts`` spent, or 0, a plain
 #: multi-process ``accelerate launch``), where the trainer cannot tell torchrun's teardown
 #: after a peer's death (no restart follows) from a preemption (which a person or the
-#: scheduler's requeue resumes): trainer.ending's stop on a peer gone with no note
+#: scheduler's requeue resumes): trainer.failing's stop on a peer gone with no note
 NO_RESTART_FOLLOWS = (
     "no restart left: torchrun restarts nothing, and a resumed trainer follows only if "
     "a person (or a scheduler's requeue) resumes it"

@@ -41,7 +41,8 @@ from melissa_trainer.sources.ingest_transform import (
 from melissa_trainer.sources.source import Source, SourceError
 from melissa_trainer.trainer.after_train import mark_exit
 from melissa_trainer.trainer.direct_calls import DirectCalls
-from melissa_trainer.trainer.ending import end_training, failed
+from melissa_trainer.trainer.ending import end_training
+from melissa_trainer.trainer.failing import failed
 from melissa_trainer.trainer.final_restart import refuse_final_restart
 from melissa_trainer.trainer.held_out import HeldOutLosses
 from melissa_trainer.trainer.late_end import end_sentence

@@ -123,13 +123,13 @@ class RankGone(RuntimeError, SaidOnRankZero):
         super().__init__(words)
         #: what the checks of the peers' pids say together (`hook_mark.verdict`:
         #: `hook_mark.ALIVE`, every peer alive on this host, the collective broken by
-        #: something else; `DEAD`; `ELSEWHERE`), for the stop record's code (`ending.failed`)
+        #: something else; `DEAD`; `ELSEWHERE`), for the stop record's code (`failing.failed`)
         self.state = state or ELSEWHERE
         #: what the peers' marks say ("; by the pids ...; rank N died in the hook
         #: method ..."; "" none), for `peer_words` to say too
         self.seen = seen
         #: what the checks of the peers' pids make of the broken collective (`opening`),
-        #: for `peer_words` and the stop record (`ending.failed`) to say as this says it
+        #: for `peer_words` and the stop record (`failing.failed`) to say as this says it
         self.opening = opening or opening_words(ELSEWHERE, "")
         self.code = 1  # (SystemExit's: the exit status)
 

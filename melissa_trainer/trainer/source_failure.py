@@ -221,7 +221,7 @@ class SourceFailure:
         ended = schedule_failed(trainer, held, lambda: None, False, self.raised_at)
         if peer:
             ended.add_note(peer)
-        write_note(trainer, ended)  # (as `ending.failed` notes a rank's own error)
+        write_note(trainer, ended)  # (as `failing.failed` notes a rank's own error)
         said = f"training stopped at step {trainer.state.global_step}: {error_line(ended)}"
         trainer.source.note_stop("error", said[:1000])
         return ended

@@ -52,7 +52,7 @@ def forced_stop(trainer: OnlineTrainer, preemption: PreemptionHandler | None = N
     stop, so a solver must not take the stop record's receipts as final and exit
     (`client.stopped`): the run resumed from the latest checkpoint lacks its last steps,
     and a solver that waits for it follows it and sends them again (as after a raw
-    `KeyboardInterrupt`: `ending.failed`).
+    `KeyboardInterrupt`: `failing.failed`).
 
     The record's message starts with the stop's cause as a normal stop's does
     (`StopCause.stopped`, `preemption`'s first request: "stopped by SIGTERM", "stopped

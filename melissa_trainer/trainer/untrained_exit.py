@@ -20,7 +20,7 @@ later rewrite then changes nothing), then the previous hook prints it as before.
 An error caught by the script is not noted (the rank goes on); nor a collective's
 failure because a peer is gone (that peer's), nor a `KeyboardInterrupt` or `SystemExit`
 (`note_start_failure`'s rules). Once a trainer's `train()` has started, its own paths
-note its failures (`starting`, `ending.failed`).
+note its failures (`starting`, `failing.failed`).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 0), every ``preempted`` record says that no restart follows
 (`launch_restarts.NO_RESTART_FOLLOWS`): a graceful preemption's (a SIGTERM the handler
 took, its checkpoint written: `ending.end_training`) and a raw `KeyboardInterrupt`'s
-(`ending.failed`), as a forced exit's and a peer's loss's did already
+(`failing.failed`), as a forced exit's and a peer's loss's did already
 (tests/trainer/test_forced_stop_cause.py, test_peer_start_fails.py). The resume such a
 record promises is then a person's or a scheduler's requeue, never torchrun's, which
 restarts nothing more; its solvers wait for it. With a restart left, and not under

@@ -30,7 +30,7 @@ import torch
 
 from melissa_trainer.core.schedule_length import SchedulerStepError
 from melissa_trainer.hooks import Hook
-from melissa_trainer.trainer import ending, rank_failure
+from melissa_trainer.trainer import failing, rank_failure
 from melissa_trainer.trainer.rank_failure import NOTES_DIR, RankGone, peer_failure
 from melissa_trainer.trainer.source_failure import SourceFailure
 
@@ -204,7 +204,7 @@ def test_the_opening_guesses_no_cause_the_pid_contradicts(
 def test_the_stop_record_says_broken_not_preempted_when_the_peer_is_alive(
     tmp_path: Path, in_none: subprocess.Popen[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The stop record (`ending.failed`, docs/protocol.md "The stop record") of a rank
+    """The stop record (`failing.failed`, docs/protocol.md "The stop record") of a rank
     whose collective broke with its peer alive on this host (a network error, a
     collective's timeout: no signal) says ``broken``, which solvers follow as
     ``preempted`` (a resume may come) in words that do not say "preempted"; the peer
@@ -218,7 +218,7 @@ def test_the_stop_record_says_broken_not_preempted_when_the_peer_is_alive(
         trainer.source = SimpleNamespace(note_stop=lambda *said: noted.append(said))
         trainer.hooks = SimpleNamespace(marker=None)
         with pytest.raises(RankGone):
-            ending.failed(trainer, broke)
+            failing.failed(trainer, broke)
         return noted[-1][0]
 
     assert code() == "broken", noted[-1]

@@ -1,9 +1,10 @@
 """A `Study`'s receivers record why it stopped (`Study.note_stop`; docs/protocol.md,
 section 2, "The stop record"): the trainer tells its source why it stops ("end",
-"preempted", "error": `trainer.ending`), and a study passes it to its stream. Before, a
-study ignored it (the `Source` default) and every study's stop record said "stopped",
-so that a simulation closing as the study ended or failed waited as for a trainer that
-might come back. The oracle is the rendezvous file the receiver wrote, read as JSON."""
+"preempted", "error": `trainer.ending`, `trainer.failing`), and a study passes it to
+its stream. Before, a study ignored it (the `Source` default) and every study's stop
+record said "stopped", so that a simulation closing as the study ended or failed waited
+as for a trainer that might come back. The oracle is the rendezvous file the receiver
+wrote, read as JSON."""
 
 from __future__ import annotations
 

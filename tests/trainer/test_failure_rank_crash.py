@@ -37,7 +37,7 @@ from types import SimpleNamespace
 import torch, torch.distributed as dist
 from melissa_trainer.core.stop_sync import StopSync
 from melissa_trainer.sources.source import SourceError
-from melissa_trainer.trainer.ending import failed
+from melissa_trainer.trainer.failing import failed
 from melissa_trainer.trainer.source_failure import SourceFailure
 
 rank, crashes, init, out = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], Path(sys.argv[4])

@@ -4,7 +4,7 @@ user's `process_sample`, the loss guard's `NonFiniteLossError`) tells its source
 section 17b) then says ``error`` and names the exception, so that a simulation closing
 as it fails does not wait as for a trainer that might come back. Before, the record
 said ``stopped``. A raw `KeyboardInterrupt` (Ctrl-C not taken by the trainer's handler)
-records ``preempted``: its solvers follow the resumed run (`trainer.ending.failed`), and so
+records ``preempted``: its solvers follow the resumed run (`trainer.failing.failed`), and so
 does a forced exit (a second signal: `trainer.starting.forced_stop`).
 The oracle is the rendezvous file the receiver wrote, read as JSON."""
 

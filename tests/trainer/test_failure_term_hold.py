@@ -1,5 +1,5 @@
 """A rank whose collective failed because another rank is gone holds SIGTERM first
-(`ending.failed`, `exit_meeting.hold_term`): the launcher's SIGTERM, sent as it sees
+(`failing.failed`, `exit_meeting.hold_term`): the launcher's SIGTERM, sent as it sees
 the other rank's exit while this rank waits for that rank's note, is dropped and said
 at exit as the launcher's, and the preemption handler, whose wakeup descriptor hears
 every signal with a Python handler, takes no stop request from a signal another
@@ -21,7 +21,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from melissa_trainer.trainer import ending, exit_meeting
+from melissa_trainer.trainer import exit_meeting, failing
 from melissa_trainer.trainer.exit_meeting import hold_term, said_dropped
 from melissa_trainer.trainer.preemption import PreemptionHandler
 from melissa_trainer.trainer.rank_failure import RankGone
@@ -67,9 +67,9 @@ def test_a_lost_peers_failure_holds_sigterm_during_the_note_wait(
 
     # (a gloo error raised by the backend is what `lost_a_peer` tells; stubbed here, and
     # the note's wait and write, which read the output directory)
-    monkeypatch.setattr(ending, "lost_a_peer", lambda error: True)
-    monkeypatch.setattr(ending, "peer_failure", note_wait)
-    monkeypatch.setattr(ending, "write_note", lambda trainer, error: None)
+    monkeypatch.setattr(failing, "lost_a_peer", lambda error: True)
+    monkeypatch.setattr(failing, "peer_failure", note_wait)
+    monkeypatch.setattr(failing, "write_note", lambda trainer, error: None)
     stops: list[str] = []
     trainer = SimpleNamespace(
         num_processes=2,
@@ -82,7 +82,7 @@ def test_a_lost_peers_failure_holds_sigterm_during_the_note_wait(
     handler = PreemptionHandler(parent=None, exit=lambda code: None).install()
     try:
         with pytest.raises(RankGone, match="another rank is gone and left no note of why"):
-            ending.failed(trainer, RuntimeError("Connection closed by peer"), handler)  # type: ignore[arg-type]
+            failing.failed(trainer, RuntimeError("Connection closed by peer"), handler)  # type: ignore[arg-type]
         handler.restore()
         said_dropped()
     finally:
@@ -106,9 +106,9 @@ def test_a_stop_before_the_lost_peers_failure_is_told_its_checkpoint_will_not_co
     cause (before, a launcher's death was named "SIGTERM", which nobody sent)."""
     monkeypatch.setenv("TORCHELASTIC_RUN_ID", "test")
     caplog.set_level(logging.WARNING, logger="melissa_trainer")
-    monkeypatch.setattr(ending, "lost_a_peer", lambda error: True)
-    monkeypatch.setattr(ending, "peer_failure", lambda trainer, error: RankGone("gone"))
-    monkeypatch.setattr(ending, "write_note", lambda trainer, error: None)
+    monkeypatch.setattr(failing, "lost_a_peer", lambda error: True)
+    monkeypatch.setattr(failing, "peer_failure", lambda trainer, error: RankGone("gone"))
+    monkeypatch.setattr(failing, "write_note", lambda trainer, error: None)
     trainer = SimpleNamespace(
         num_processes=2,
         hooks=SimpleNamespace(marker=None),  # (no hook mark: `dir_lost.gone_under` not asked)
@@ -125,7 +125,7 @@ def test_a_stop_before_the_lost_peers_failure_is_told_its_checkpoint_will_not_co
             assert handler._first_request(StopCause.launcher_gone(os.getppid()))
         assert handler.requested()
         with pytest.raises(RankGone):
-            ending.failed(trainer, RuntimeError("Connection closed by peer"), handler)  # type: ignore[arg-type]
+            failing.failed(trainer, RuntimeError("Connection closed by peer"), handler)  # type: ignore[arg-type]
         handler.restore()
     finally:
         handler.restore()

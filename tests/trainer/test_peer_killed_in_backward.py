@@ -8,7 +8,7 @@ ends the run with both ranks' statuses.
 The launcher's SIGTERM (its agent sees the killed rank's exit within 0.1 s) reaches the
 survivor while it waits for that note. Before, its preemption handler took it and said
 "SIGTERM received: stopping at the next stop synchronisation to write a checkpoint", a
-checkpoint that never came; now the failure holds SIGTERM first (`ending.failed`,
+checkpoint that never came; now the failure holds SIGTERM first (`failing.failed`,
 `exit_meeting.hold_term`) and the rank says at exit that it ignored the launcher's.
 
 Measured before the fix (2 ranks, this machine): the survivor's train() ended 2.06 s

@@ -18,7 +18,7 @@ import torch
 from melissa_trainer.core.control import TrainerControl
 from melissa_trainer.hooks import Event, Hook, HookList
 from melissa_trainer.trainer import rank_failure
-from melissa_trainer.trainer.ending import failed
+from melissa_trainer.trainer.failing import failed
 from melissa_trainer.trainer.rank_failure import (
     RankFailed,
     RankGone,

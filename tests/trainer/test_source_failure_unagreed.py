@@ -41,7 +41,7 @@ def _trainer(out: Path, rank: int) -> Any:
 def test_a_held_scheduler_failure_whose_peer_died_is_said_once(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, noted: bool
 ) -> None:
-    if noted:  # (rank 1's note, as its `ending.failed` writes it)
+    if noted:  # (rank 1's note, as its `failing.failed` writes it)
         write_note(_trainer(tmp_path, 1), RuntimeError("a hook's bug"))
     trainer = _trainer(tmp_path, 0)
     failure = SourceFailure(trainer)

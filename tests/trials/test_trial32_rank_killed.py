@@ -20,8 +20,8 @@ SIGKILL (no record: they wait and follow) or a SIGTERM (``preempted``).
 
 Expected: a rank stopped because another rank is gone without a note (killed by a
 signal) is a crash a resume recovers from, as the KeyboardInterrupt that
-`trainer.ending` notes ``preempted``: the solvers wait for the resumed trainer, follow
-it, and end with status 0, every step trained on. Fixed (`trainer.ending.failed` notes
+`trainer.failing` notes ``preempted``: the solvers wait for the resumed trainer, follow
+it, and end with status 0, every step trained on. Fixed (`trainer.failing.failed` notes
 it ``preempted``); before the fix this test failed: both solvers exited 1
 (`TrainerStopped`, "recorded why: error: training stopped at step 50: RuntimeError:
 ... Connection reset by peer").

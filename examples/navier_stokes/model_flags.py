@@ -36,6 +36,7 @@ from safetensors.torch import load_model
 
 from melissa_trainer.checkpoint.files import fsync_dir, fsync_file
 from melissa_trainer.common.checkpoint_names import latest_checkpoint, list_checkpoints
+from melissa_trainer.common.json_output import to_json
 from melissa_trainer.config.reading import ConfigError
 from melissa_trainer.core.control import TrainerControl
 from melissa_trainer.core.state import TrainerState
@@ -96,7 +97,7 @@ def write_flags(root: str | os.PathLike[str], record: Mapping[str, Any]) -> Path
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
     aside = root / f".{FILE}.tmp"
-    aside.write_text(json.dumps(dict(record), indent=1) + "\n")
+    aside.write_text(to_json(dict(record), indent=1) + "\n")
     fsync_file(aside)
     os.replace(aside, root / FILE)
     fsync_dir(root)

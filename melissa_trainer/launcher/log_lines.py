@@ -67,6 +67,7 @@ __all__ = [
     "cut",
     "launcher_line",
     "log_lines",
+    "inform",
     "said_lines",
     "slurm_log",
     "tail_lines",
@@ -183,13 +184,18 @@ def warn(log: logging.Logger, text: str) -> None:
     """`text` in a WARNING of `log`, cut into lines of at most `COLUMNS` (`cut`: the
     console prints a WARNING as it is; each next line starts with two spaces, and
     joined back by single spaces they give `text`)."""
-    log.warning("%s", "\n".join(cut(text)))
+    _cut_log(log, logging.WARNING, text)
+
+
+def _cut_log(log: logging.Logger, level: int, text: str) -> None:
+    """`text` cut by `cut`, its lines in one record of `log` at `level`."""
+    log.log(level, "%s", "\n".join(cut(text)))
 
 
 def inform(log: logging.Logger, text: str) -> None:
     """`text` in an INFO of `log`, cut as `warn` cuts a WARNING (the console prints an
     INFO as it is too)."""
-    log.info("%s", "\n".join(cut(text)))
+    _cut_log(log, logging.INFO, text)
 
 
 def _escaped(text: str) -> str:
